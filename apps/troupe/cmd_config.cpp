@@ -1,0 +1,38 @@
+// `troupe config check FILE [--set k=v]...`: loads a job file, applies overrides and validates
+// every section troupe knows; prints the effective configuration or one error line (exit 2).
+#include <cstdio>
+#include <memory>
+
+#include "command.hpp"
+#include "job_config_check.hpp"
+
+namespace troupe::cli {
+namespace {
+
+struct options {
+  std::string file;
+  std::vector<std::string> overrides;
+  bool print = false;
+};
+
+const command_registrar reg{
+    "config", "Validate a job file (and --set overrides); print the effective configuration",
+    [](CLI::App& sub) -> runner {
+      auto o = std::make_shared<options>();
+      auto* check = sub.add_subcommand("check", "Validate FILE; exit 2 with one error line if it is invalid");
+      check->add_option("file", o->file, "job file (TOML)")->required();
+      check->add_option("--set", o->overrides, "override a key: --set job.workers=8 (repeatable)");
+      check->add_flag("--print", o->print, "print the effective configuration as TOML");
+      sub.require_subcommand(1);
+      return [o]() -> int {
+        auto doc = load_job_doc(o->file, o->overrides);
+        if (!doc) return usage_error(doc.err());
+        if (auto r = validate_job_doc(*doc); !r) return usage_error(r.err());
+        if (o->print) std::printf("%s\n", doc->to_toml().c_str());
+        std::printf("%s: ok\n", o->file.c_str());
+        return 0;
+      };
+    }};
+
+}  // namespace
+}  // namespace troupe::cli

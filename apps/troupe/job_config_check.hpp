@@ -1,0 +1,18 @@
+// Loading and validating a whole job file: the sections each module owns are read here, so an
+// unknown key anywhere is reported. Modules add their section readers as they land.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "troupe/core/config.hpp"
+
+namespace troupe::cli {
+
+// Reads FILE and applies each "key=value" override in order.
+expected<config_doc> load_job_doc(const std::string& file, const std::vector<std::string>& overrides);
+
+// Reads every known section into its typed struct; the first problem (or unknown key) is returned.
+expected<void> validate_job_doc(const config_doc& doc);
+
+}  // namespace troupe::cli

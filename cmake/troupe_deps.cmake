@@ -1,0 +1,25 @@
+# Third-party dependencies, all Debian bookworm packages (scripts/install-deps.sh installs them).
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+find_package(spdlog CONFIG REQUIRED)
+find_package(CapnProto CONFIG REQUIRED)
+find_package(ZLIB REQUIRED)
+
+find_library(CAF_CORE_LIB caf_core REQUIRED)
+find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
+add_library(troupe_caf INTERFACE)
+target_link_libraries(troupe_caf INTERFACE ${CAF_CORE_LIB} Threads::Threads)
+target_include_directories(troupe_caf SYSTEM INTERFACE ${CAF_INCLUDE_DIR})
+
+pkg_check_modules(LMDB REQUIRED IMPORTED_TARGET lmdb)
+pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+pkg_check_modules(TOMLPP REQUIRED IMPORTED_TARGET tomlplusplus)
+find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
+find_path(NLOHMANN_JSON_INCLUDE_DIR nlohmann/json.hpp REQUIRED)
+find_path(BOOST_ASIO_INCLUDE_DIR boost/asio.hpp REQUIRED)
+
+if(TROUPE_BUILD_TESTS)
+  find_package(GTest CONFIG REQUIRED)
+endif()

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs troupe's build and test dependencies (Debian bookworm packages). Idempotent: installs
+# only what is missing, runs `apt-get update` only when something must be installed.
+#   scripts/install-deps.sh          build + tests
+#   scripts/install-deps.sh --bench  also the benchmark peers (PyTorch, iperf3)
+set -euo pipefail
+
+packages=(build-essential cmake ninja-build pkg-config ccache git
+  libcaf-dev libcapnp-dev capnproto liblmdb-dev lmdb-utils libboost-dev libspdlog-dev
+  libgtest-dev libgmock-dev libopenblas-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
+  libxxhash-dev libsodium-dev zlib1g-dev dataset-fashion-mnist procps)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(python3-torch iperf3)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

@@ -1,0 +1,28 @@
+#include <gtest/gtest.h>
+
+#include "troupe/core/clock.hpp"
+
+namespace troupe {
+namespace {
+
+TEST(manual_clock, moves_only_when_told) {
+  manual_clock c(1000);
+  auto t0 = c.now();
+  EXPECT_EQ(c.now(), t0);
+  c.advance(std::chrono::milliseconds(5));
+  EXPECT_EQ(c.now() - t0, std::chrono::milliseconds(5));
+  EXPECT_EQ(c.wall_ms(), 1005);
+  c.sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(c.wall_ms(), 2005);
+}
+
+TEST(system_clock, is_monotonic) {
+  auto& c = clock::system();
+  auto a = c.now();
+  c.sleep_for(std::chrono::milliseconds(2));
+  EXPECT_GE(c.now() - a, std::chrono::milliseconds(2));
+  EXPECT_GT(c.wall_ms(), 1'600'000'000'000);
+}
+
+}  // namespace
+}  // namespace troupe

@@ -1,0 +1,184 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "troupe/core/config.hpp"
+#include "troupe/core/log.hpp"
+
+namespace troupe {
+namespace {
+
+config_doc parse(const std::string& text) {
+  auto d = config_doc::from_string(text, "job.toml");
+  EXPECT_TRUE(d) << d.err().to_string();
+  return *d;
+}
+
+TEST(config, reads_typed_values_and_defaults) {
+  auto doc = parse("[job]\nworkers = 4\nlr = 0.5\nname = 'x'\nshuffle = true\nids = [1, 2]\n");
+  config_reader r(doc);
+  auto job = r.section("job");
+  EXPECT_EQ(job.get_int("workers", 1, 1, 64), 4);
+  EXPECT_DOUBLE_EQ(job.get_double("lr", 0.1), 0.5);
+  EXPECT_EQ(job.get_string("name", "d"), "x");
+  EXPECT_TRUE(job.get_bool("shuffle", false));
+  EXPECT_EQ(job.get_ints("ids", {}), (std::vector<std::int64_t>{1, 2}));
+  EXPECT_EQ(job.get_int("absent", 7), 7);
+  EXPECT_TRUE(r.finish());
+}
+
+TEST(config, wrong_type_names_file_line_and_key) {
+  auto doc = parse("[job]\n\nworkers = 'four'\n");
+  config_reader r(doc);
+  (void)r.section("job").get_int("workers", 1);
+  auto res = r.finish();
+  ASSERT_FALSE(res);
+  EXPECT_TRUE(res.err() == core_errc::wrong_type);
+  EXPECT_EQ(res.err().context(), "job.toml:3: key 'job.workers': expected an integer, got a string");
+}
+
+TEST(config, out_of_range_names_key_and_bounds) {
+  auto doc = parse("[job]\nworkers = 0\n");
+  config_reader r(doc);
+  (void)r.section("job").get_int("workers", 1, 1, 64);
+  auto res = r.finish();
+  ASSERT_FALSE(res);
+  EXPECT_TRUE(res.err() == core_errc::out_of_range);
+  EXPECT_NE(res.err().context().find("key 'job.workers': 0 is outside [1, 64]"), std::string::npos);
+}
+
+TEST(config, missing_required_key) {
+  auto doc = parse("[job]\n");
+  config_reader r(doc);
+  (void)r.section("job").require_string("model");
+  auto res = r.finish();
+  ASSERT_FALSE(res);
+  EXPECT_TRUE(res.err() == core_errc::missing_key);
+  EXPECT_NE(res.err().context().find("'job.model'"), std::string::npos);
+}
+
+TEST(config, unknown_key_is_reported_as_typo) {
+  auto doc = parse("[job]\nwrokers = 4\n");
+  config_reader r(doc);
+  (void)r.section("job").get_int("workers", 1);
+  auto res = r.finish();
+  ASSERT_FALSE(res);
+  EXPECT_TRUE(res.err() == core_errc::unknown_key);
+  EXPECT_NE(res.err().context().find("job.toml:2: key 'job.wrokers'"), std::string::npos);
+  config_reader lenient(doc);
+  EXPECT_TRUE(lenient.finish(false));
+  config_reader ignoring(doc);
+  ignoring.ignore("job");
+  EXPECT_TRUE(ignoring.finish());
+}
+
+TEST(config, enum_lists_allowed_values) {
+  auto doc = parse("strategy = 'sideways'\n");
+  config_reader r(doc);
+  (void)r.root().get_enum("strategy", "async_ps", {"async_ps", "allreduce"});
+  auto res = r.finish();
+  ASSERT_FALSE(res);
+  EXPECT_NE(res.err().context().find("'sideways' is not one of: async_ps, allreduce"), std::string::npos);
+}
+
+TEST(config, first_error_wins) {
+  auto doc = parse("a = 'x'\nb = 'y'\n");
+  config_reader r(doc);
+  (void)r.root().get_int("a", 0);
+  (void)r.root().get_int("b", 0);
+  auto res = r.finish();
+  ASSERT_FALSE(res);
+  EXPECT_NE(res.err().context().find("'a'"), std::string::npos);
+}
+
+TEST(config, syntax_error_names_file_and_line) {
+  auto d = config_doc::from_string("[job\nworkers = 1\n", "bad.toml");
+  ASSERT_FALSE(d);
+  EXPECT_TRUE(d.err() == core_errc::parse_error);
+  EXPECT_EQ(d.err().context().rfind("bad.toml:1:", 0), 0u) << d.err().context();
+}
+
+TEST(config, missing_file) {
+  auto d = config_doc::from_file("/nonexistent/job.toml");
+  ASSERT_FALSE(d);
+  EXPECT_TRUE(d.err() == core_errc::io_error);
+  EXPECT_NE(d.err().context().find("/nonexistent/job.toml"), std::string::npos);
+}
+
+TEST(config, overrides_set_typed_values_and_create_tables) {
+  auto doc = parse("[job]\nworkers = 4\n");
+  ASSERT_TRUE(doc.apply_override("job.workers=8"));
+  ASSERT_TRUE(doc.apply_override("ps.shards=2"));
+  ASSERT_TRUE(doc.apply_override("job.name=hello world"));
+  config_reader r(doc);
+  EXPECT_EQ(r.section("job").get_int("workers", 1), 8);
+  EXPECT_EQ(r.section("ps").get_int("shards", 1), 2);
+  EXPECT_EQ(r.section("job").get_string("name", ""), "hello world");
+  EXPECT_TRUE(r.finish());
+}
+
+TEST(config, bad_override_is_an_error) {
+  config_doc doc = parse("x = 1\n");
+  EXPECT_FALSE(doc.apply_override("novalue"));
+  EXPECT_FALSE(doc.apply_override("=3"));
+  EXPECT_FALSE(doc.apply_override("a..b=3"));
+  auto r = doc.apply_override("x.y=3");
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.err() == core_errc::wrong_type);
+}
+
+TEST(config, overrides_do_not_touch_copies) {
+  auto doc = parse("x = 1\n");
+  config_doc copy = doc;
+  ASSERT_TRUE(doc.apply_override("x=2"));
+  config_reader r(copy);
+  EXPECT_EQ(r.root().get_int("x", 0), 1);
+}
+
+TEST(config, round_trips_through_toml_text) {
+  auto doc = parse("[job]\nworkers = 4\n[ps]\nshards = 2\n");
+  auto again = config_doc::from_string(doc.to_toml(), "copy");
+  ASSERT_TRUE(again);
+  config_reader r(*again);
+  EXPECT_EQ(r.section("ps").get_int("shards", 0), 2);
+}
+
+TEST(config, wrong_table_type) {
+  auto doc = parse("job = 3\n");
+  config_reader r(doc);
+  (void)r.section("job");
+  auto res = r.finish();
+  ASSERT_FALSE(res);
+  EXPECT_NE(res.err().context().find("expected a table, got an integer"), std::string::npos);
+}
+
+TEST(log_config, bad_level_names_the_value) {
+  auto doc = parse("[log]\nlevel = 'loud'\n");
+  config_reader r(doc);
+  (void)log_config::read(r.section("log"), {});
+  auto res = r.finish();
+  ASSERT_FALSE(res);
+  EXPECT_NE(res.err().context().find("key 'log.level': 'loud' is not one of"), std::string::npos);
+  EXPECT_FALSE(parse_log_level("loud"));
+  EXPECT_TRUE(parse_log_level("debug"));
+}
+
+TEST(log_config, writes_log_file) {
+  auto dir = std::filesystem::temp_directory_path() / ("troupe-log-" + std::to_string(::getpid()));
+  log_config c;
+  c.file = (dir / "logs" / "node.log").string();
+  c.to_stderr = false;
+  c.name = "worker-1";
+  ASSERT_TRUE(init_logging(c));
+  spdlog::info("hello {}", 42);
+  spdlog::default_logger()->flush();
+  std::ifstream in(c.file);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_NE(line.find("[worker-1] hello 42"), std::string::npos) << line;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace troupe

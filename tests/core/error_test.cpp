@@ -1,0 +1,63 @@
+#include <gtest/gtest.h>
+
+#include "troupe/core/error.hpp"
+
+namespace troupe {
+namespace {
+
+expected<int> parse_positive(int v) {
+  if (v <= 0) return make_unexpected(core_errc::out_of_range, "value " + std::to_string(v));
+  return v;
+}
+
+TEST(error, renders_category_message_and_context) {
+  error e(core_errc::missing_key, "job.toml: key 'job.workers'");
+  EXPECT_EQ(e.to_string(), "core: missing key: job.toml: key 'job.workers'");
+  EXPECT_TRUE(e == core_errc::missing_key);
+  EXPECT_FALSE(e == core_errc::wrong_type);
+}
+
+TEST(error, default_is_no_error) {
+  error e;
+  EXPECT_FALSE(e);
+  EXPECT_EQ(e.to_string(), "no error");
+}
+
+TEST(error, wrap_prepends_context) {
+  error e(core_errc::io_error, "read failed");
+  e.wrap("records.mdb");
+  EXPECT_EQ(e.context(), "records.mdb: read failed");
+  error bare(core_errc::io_error, "");
+  bare.wrap("x");
+  EXPECT_EQ(bare.context(), "x");
+}
+
+TEST(expected, holds_value_or_error) {
+  auto ok = parse_positive(3);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(*ok, 3);
+  auto bad = parse_positive(-1);
+  ASSERT_FALSE(bad);
+  EXPECT_TRUE(bad.err() == core_errc::out_of_range);
+  EXPECT_EQ(bad.err().context(), "value -1");
+  EXPECT_THROW((void)bad.value(), std::logic_error);
+}
+
+TEST(expected, void_specialisation) {
+  expected<void> ok;
+  EXPECT_TRUE(ok);
+  expected<void> bad = make_unexpected(core_errc::io_error, "disk");
+  EXPECT_FALSE(bad);
+  EXPECT_EQ(bad.err().to_string(), "core: I/O error: disk");
+}
+
+TEST(error, every_core_code_has_a_message) {
+  for (int c = 1; c <= 7; ++c) {
+    auto msg = std::error_code(c, core_category()).message();
+    EXPECT_EQ(msg.find("unknown core error"), std::string::npos) << c;
+  }
+  EXPECT_NE(std::error_code(99, core_category()).message().find("unknown core error 99"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace troupe
