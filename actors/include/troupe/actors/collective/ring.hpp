@@ -1,0 +1,60 @@
+// Ring collectives for synchronous training. The algorithm (ring_allreduce) is written against
+// `ring_link`, one rank's connection to its ring neighbours for one membership epoch; links exist
+// for co-located ranks (shared memory, shm_ring_link) and for remote ones (transport data
+// channels). A new ring is built for every membership epoch; an operation interrupted by a
+// membership change or a dead neighbour fails fast with collective_errc and the caller drops or
+// retries the step on the next ring.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <span>
+
+#include "troupe/core/error.hpp"
+
+namespace troupe::collective {
+
+enum class collective_errc {
+  ok = 0,
+  timeout = 1,      // a neighbour sent nothing before the deadline
+  cancelled = 2,    // the membership epoch changed while the operation ran
+  peer_dead = 3,    // a neighbour process is gone
+  protocol = 4,     // a neighbour sent data for another epoch/op/step or of the wrong size
+  setup = 5,        // the ring could not be built (rendezvous, shared memory)
+};
+const std::error_category& collective_category() noexcept;
+inline std::error_code make_error_code(collective_errc e) noexcept {
+  return {static_cast<int>(e), collective_category()};
+}
+
+// Identifies one exchange of one operation; both neighbours must agree on it.
+struct step_tag {
+  std::uint64_t epoch = 0;
+  std::uint64_t op = 0;
+  std::uint32_t step = 0;
+};
+
+class ring_link {
+ public:
+  virtual ~ring_link() = default;
+  // Sends `send` to the next rank while receiving recv.size() floats from the previous rank into
+  // `recv`, added to what is there when `accumulate`, else copied. `send` and `recv` must not
+  // overlap. Returns when both are done, or fails (timeout, cancelled, peer_dead, protocol).
+  virtual expected<void> exchange(const step_tag& tag, std::span<const float> send, std::span<float> recv,
+                                  bool accumulate) = 0;
+};
+
+// Sum-allreduce of `data` over the ring (reduce-scatter then allgather, 2(n-1) exchanges of
+// data.size()/n floats each). rank in [0, size); every rank passes the same size, epoch and op.
+// On error the contents of `data` are unspecified.
+expected<void> ring_allreduce(ring_link& link, int rank, int size, std::span<float> data, std::uint64_t epoch,
+                              std::uint64_t op);
+
+// Segment [begin, end) of rank-ordered partition of n elements into `parts` nearly equal pieces.
+std::pair<std::size_t, std::size_t> segment_bounds(std::size_t n, int parts, int index);
+
+}  // namespace troupe::collective
+
+template <>
+struct std::is_error_code_enum<troupe::collective::collective_errc> : std::true_type {};

@@ -1,0 +1,51 @@
+// ring_link between ranks on one machine, over two shared-memory rings: the one this rank creates
+// (written by the previous rank) and the next rank's (written by this one). Ring names carry the
+// job, epoch and rank, so rings of different epochs never mix.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <sys/types.h>
+
+#include "troupe/actors/collective/ring.hpp"
+
+namespace troupe::transport {
+class shm_ring;
+}
+
+namespace troupe::collective {
+
+struct shm_link_options {
+  std::string job;                // job id (part of the ring names)
+  std::uint64_t epoch = 0;        // membership epoch of this ring
+  int rank = 0, size = 1;
+  pid_t prev_pid = 0, next_pid = 0;  // neighbours' pids, watched while waiting (0: not watched)
+  std::size_t capacity = 4 << 20;    // bytes per ring
+  std::chrono::milliseconds timeout{10'000};  // per exchange, and for the rendezvous
+  // When set and different from `epoch`, operations fail with `cancelled` (membership changed).
+  const std::atomic<std::uint64_t>* current_epoch = nullptr;
+};
+
+class shm_ring_link final : public ring_link {
+ public:
+  // Creates this rank's inbound ring and opens the next rank's (waiting up to options.timeout).
+  static expected<std::unique_ptr<shm_ring_link>> connect(const shm_link_options& options);
+  ~shm_ring_link() override;
+
+  expected<void> exchange(const step_tag& tag, std::span<const float> send, std::span<float> recv,
+                          bool accumulate) override;
+
+  static std::string ring_name(const std::string& job, std::uint64_t epoch, int rank);
+
+ private:
+  shm_ring_link(shm_link_options o, std::unique_ptr<transport::shm_ring> in,
+                std::unique_ptr<transport::shm_ring> out);
+  expected<void> check_stall(const step_tag& tag, std::chrono::steady_clock::time_point deadline,
+                             std::chrono::steady_clock::time_point& next_probe) const;
+  shm_link_options opt_;
+  std::unique_ptr<transport::shm_ring> in_, out_;
+};
+
+}  // namespace troupe::collective

@@ -1,0 +1,171 @@
+#include "troupe/actors/collective/shm_ring_link.hpp"
+
+#include <signal.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "troupe/transport/shm_ring.hpp"
+
+namespace troupe::collective {
+
+namespace {
+using steady = std::chrono::steady_clock;
+
+// Every message on a ring: this header, then `floats` float32 values. 24 bytes keeps every offset
+// a multiple of 4, so a float never straddles the wrap point.
+struct wire_header {
+  std::uint64_t epoch;
+  std::uint64_t op;
+  std::uint32_t step;
+  std::uint32_t floats;
+};
+static_assert(sizeof(wire_header) == 24);
+
+// A pid that is gone, or a zombie nobody reaped yet, is dead.
+bool process_dead(pid_t pid) {
+  if (pid <= 0) return false;
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string content;
+  std::getline(stat, content);
+  auto close = content.rfind(')');
+  return close != std::string::npos && close + 2 < content.size() && content[close + 2] == 'Z';
+}
+
+// Streams one message (header + payload) into a ring, a piece at a time.
+struct sender {
+  wire_header hdr;
+  std::span<const std::byte> payload;
+  std::size_t sent = 0;  // over header + payload
+  std::size_t total() const { return sizeof(hdr) + payload.size(); }
+  bool done() const { return sent == total(); }
+  bool pump(transport::shm_ring& ring) {
+    std::size_t before = sent;
+    while (!done()) {
+      std::span<const std::byte> src =
+          sent < sizeof(hdr) ? std::span<const std::byte>(reinterpret_cast<const std::byte*>(&hdr) + sent,
+                                                          sizeof(hdr) - sent)
+                             : payload.subspan(sent - sizeof(hdr));
+      std::size_t n = ring.write_some(src);
+      if (n == 0) break;
+      sent += n;
+    }
+    return sent != before;
+  }
+};
+
+// Reads one message, checking the header, reducing or copying the payload straight out of the ring.
+struct receiver {
+  std::span<float> out;
+  bool accumulate;
+  wire_header hdr{};
+  std::size_t hdr_got = 0;
+  std::size_t floats_got = 0;
+  bool done() const { return hdr_got == sizeof(hdr) && floats_got == out.size(); }
+  // Returns -1 on a protocol error, else whether it progressed.
+  int pump(transport::shm_ring& ring, const step_tag& tag) {
+    bool progressed = false;
+    if (hdr_got < sizeof(hdr)) {
+      hdr_got += ring.read_some({reinterpret_cast<std::byte*>(&hdr) + hdr_got, sizeof(hdr) - hdr_got});
+      progressed = hdr_got > 0;
+      if (hdr_got < sizeof(hdr)) return progressed;
+      if (hdr.epoch != tag.epoch || hdr.op != tag.op || hdr.step != tag.step || hdr.floats != out.size())
+        return -1;
+    }
+    while (floats_got < out.size()) {
+      auto region = ring.peek();
+      std::size_t n = std::min(region.size() / sizeof(float), out.size() - floats_got);
+      if (n == 0) break;
+      const float* src = reinterpret_cast<const float*>(region.data());
+      float* dst = out.data() + floats_got;
+      if (accumulate) {
+        for (std::size_t i = 0; i < n; ++i) dst[i] += src[i];
+      } else {
+        std::memcpy(dst, src, n * sizeof(float));
+      }
+      ring.consume(n * sizeof(float));
+      floats_got += n;
+      progressed = true;
+    }
+    return progressed;
+  }
+};
+}  // namespace
+
+std::string shm_ring_link::ring_name(const std::string& job, std::uint64_t epoch, int rank) {
+  return "troupe-" + job + "-e" + std::to_string(epoch) + "-r" + std::to_string(rank);
+}
+
+shm_ring_link::shm_ring_link(shm_link_options o, std::unique_ptr<transport::shm_ring> in,
+                             std::unique_ptr<transport::shm_ring> out)
+    : opt_(std::move(o)), in_(std::move(in)), out_(std::move(out)) {}
+
+shm_ring_link::~shm_ring_link() = default;
+
+expected<std::unique_ptr<shm_ring_link>> shm_ring_link::connect(const shm_link_options& o) {
+  if (o.size < 2 || o.rank < 0 || o.rank >= o.size)
+    return make_unexpected(collective_errc::setup, "ring of size " + std::to_string(o.size) + ", rank " +
+                                                       std::to_string(o.rank) + ": needs 2+ ranks");
+  auto deadline = steady::now() + o.timeout;
+  auto mine = ring_name(o.job, o.epoch, o.rank);
+  // Only this rank creates this name: anything there is a leftover of a killed incarnation.
+  transport::shm_ring::remove(mine);
+  auto in = transport::shm_ring::create(mine, o.capacity);
+  if (!in) return make_unexpected(collective_errc::setup, in.err().to_string());
+  auto out = transport::shm_ring::open(ring_name(o.job, o.epoch, (o.rank + 1) % o.size), deadline);
+  if (!out) return make_unexpected(collective_errc::setup, out.err().to_string());
+  (*in)->unlink_when_attached();
+  (*out)->unlink_when_attached();
+  return std::unique_ptr<shm_ring_link>(new shm_ring_link(o, std::move(*in), std::move(*out)));
+}
+
+expected<void> shm_ring_link::check_stall(const step_tag& tag, steady::time_point deadline,
+                                          steady::time_point& next_probe) const {
+  if (opt_.current_epoch && opt_.current_epoch->load(std::memory_order_acquire) != tag.epoch)
+    return make_unexpected(collective_errc::cancelled, "epoch " + std::to_string(tag.epoch) + " is over");
+  auto now = steady::now();
+  if (now >= next_probe) {
+    next_probe = now + std::chrono::milliseconds(5);
+    for (pid_t p : {opt_.prev_pid, opt_.next_pid})
+      if (process_dead(p))
+        return make_unexpected(collective_errc::peer_dead, "pid " + std::to_string(p) + " (op " +
+                                                               std::to_string(tag.op) + ")");
+  }
+  if (now >= deadline)
+    return make_unexpected(collective_errc::timeout, "op " + std::to_string(tag.op) + " step " +
+                                                         std::to_string(tag.step));
+  return {};
+}
+
+expected<void> shm_ring_link::exchange(const step_tag& tag, std::span<const float> send, std::span<float> recv,
+                                       bool accumulate) {
+  in_->unlink_when_attached();
+  sender tx{{tag.epoch, tag.op, tag.step, static_cast<std::uint32_t>(send.size())}, std::as_bytes(send)};
+  receiver rx{recv, accumulate};
+  auto deadline = steady::now() + opt_.timeout;
+  auto next_probe = steady::now() + std::chrono::milliseconds(5);
+  while (!tx.done() || !rx.done()) {
+    bool progressed = !tx.done() && tx.pump(*out_);
+    if (!rx.done()) {
+      int r = rx.pump(*in_, tag);
+      if (r < 0)
+        return make_unexpected(collective_errc::protocol,
+                               "expected epoch " + std::to_string(tag.epoch) + " op " + std::to_string(tag.op) +
+                                   " step " + std::to_string(tag.step) + ", got epoch " +
+                                   std::to_string(rx.hdr.epoch) + " op " + std::to_string(rx.hdr.op) +
+                                   " step " + std::to_string(rx.hdr.step));
+      progressed |= r > 0;
+    }
+    if (progressed) continue;
+    if (auto s = check_stall(tag, deadline, next_probe); !s) return s;
+    if (!rx.done())
+      in_->wait_for_data(std::chrono::microseconds(tx.done() ? 2000 : 100));
+    else
+      out_->wait_for_space(std::chrono::microseconds(2000));
+  }
+  return {};
+}
+
+}  // namespace troupe::collective

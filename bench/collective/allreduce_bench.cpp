@@ -1,0 +1,86 @@
+// Ring allreduce bus bandwidth over shared-memory links between forked processes.
+//   allreduce_bench [--ranks N] [--mb M] [--iters K]
+// Prints one JSON line per (ranks, size): algbw and busbw (nccl-tests convention:
+// busbw = algbw * 2(n-1)/n, algbw = bytes / time), median over iterations.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "troupe/actors/collective/shm_ring_link.hpp"
+
+using namespace troupe::collective;
+
+int main(int argc, char** argv) {
+  int ranks = 2, iters = 20;
+  double mb = 64;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--ranks")) ranks = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--mb")) mb = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--iters")) iters = std::atoi(argv[i + 1]);
+  }
+  size_t n = static_cast<size_t>(mb * (1 << 20) / sizeof(float));
+  std::string job = "bench" + std::to_string(::getpid());
+  int fds[2];
+  if (::pipe(fds) != 0) return 1;
+  std::vector<pid_t> pids;
+  for (int r = 0; r < ranks; ++r) {
+    pid_t p = ::fork();
+    if (p == 0) {
+      shm_link_options o;
+      o.job = job;
+      o.epoch = 1;
+      o.rank = r;
+      o.size = ranks;
+      o.capacity = 8 << 20;
+      o.timeout = std::chrono::seconds(60);
+      auto link = shm_ring_link::connect(o);
+      if (!link) {
+        std::fprintf(stderr, "rank %d: %s\n", r, link.err().to_string().c_str());
+        _exit(2);
+      }
+      std::vector<float> data(n, 1.0f);
+      std::vector<double> times;
+      for (int it = 0; it < iters + 2; ++it) {
+        // Every rank starts together: a zero-byte allreduce is a barrier.
+        std::vector<float> bar(static_cast<size_t>(ranks), 0.f);
+        (void)ring_allreduce(**link, r, ranks, bar, 1, 2 * it);
+        auto t0 = std::chrono::steady_clock::now();
+        auto res = ring_allreduce(**link, r, ranks, data, 1, 2 * it + 1);
+        auto dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (!res) {
+          std::fprintf(stderr, "rank %d: %s\n", r, res.err().to_string().c_str());
+          _exit(3);
+        }
+        if (it >= 2) times.push_back(dt);
+        std::fill(data.begin(), data.end(), 1.0f);
+      }
+      if (r == 0) {
+        std::sort(times.begin(), times.end());
+        double med = times[times.size() / 2];
+        double bytes = static_cast<double>(n) * sizeof(float);
+        double algbw = bytes / med / 1e9;
+        double busbw = algbw * 2.0 * (ranks - 1) / ranks;
+        std::printf(
+            "{\"bench\":\"ring_allreduce_shm\",\"ranks\":%d,\"bytes\":%.0f,\"iters\":%d,\"median_s\":%.6f,"
+            "\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
+            ranks, bytes, iters, med, algbw, busbw);
+        std::fflush(stdout);
+      }
+      _exit(0);
+    }
+    pids.push_back(p);
+  }
+  int worst = 0;
+  for (pid_t p : pids) {
+    int st = 0;
+    ::waitpid(p, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) worst = 1;
+  }
+  return worst;
+}

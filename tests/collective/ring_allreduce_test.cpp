@@ -1,0 +1,189 @@
+// Ring allreduce over shared-memory links between real processes (fork), and its failure modes:
+// a killed neighbour, a changed epoch, mismatched operations.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "troupe/actors/collective/shm_ring_link.hpp"
+
+namespace troupe::collective {
+namespace {
+
+TEST(segment_bounds, covers_everything_once) {
+  for (size_t n : {0u, 1u, 7u, 100u, 1001u}) {
+    for (int parts : {1, 2, 3, 4, 7}) {
+      size_t expect_begin = 0;
+      for (int i = 0; i < parts; ++i) {
+        auto [b, e] = segment_bounds(n, parts, i);
+        EXPECT_EQ(b, expect_begin);
+        EXPECT_LE(e - b, n / parts + 1);
+        expect_begin = e;
+      }
+      EXPECT_EQ(expect_begin, n);
+    }
+  }
+}
+
+std::string job_name(const char* t) { return std::string(t) + std::to_string(::getpid()); }
+
+std::vector<float> rank_data(int rank, size_t n) {
+  std::vector<float> v(n);
+  std::mt19937 g(rank + 1);
+  std::uniform_int_distribution<int> d(-100, 100);
+  for (auto& x : v) x = static_cast<float>(d(g));  // integers: sums are exact in float
+  return v;
+}
+
+// Runs `size` ranks as forked processes; returns each child's exit code (0 = verified OK).
+std::vector<int> run_ranks(int size, size_t n, const std::string& job, int ops,
+                           const std::function<int(int, shm_ring_link&, std::vector<float>&, int)>& body) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < size; ++r) {
+    pid_t p = ::fork();
+    if (p == 0) {
+      shm_link_options o;
+      o.job = job;
+      o.epoch = 1;
+      o.rank = r;
+      o.size = size;
+      o.capacity = 1 << 16;
+      o.prev_pid = 0;
+      o.timeout = std::chrono::seconds(5);
+      auto link = shm_ring_link::connect(o);
+      if (!link) _exit(10);
+      auto data = rank_data(r, n);
+      int rc = 0;
+      for (int op = 0; op < ops && rc == 0; ++op) rc = body(r, **link, data, op);
+      _exit(rc);
+    }
+    pids.push_back(p);
+  }
+  std::vector<int> codes;
+  for (pid_t p : pids) {
+    int st = 0;
+    ::waitpid(p, &st, 0);
+    codes.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st));
+  }
+  return codes;
+}
+
+class ring_sizes : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
+
+TEST_P(ring_sizes, sums_exactly_in_every_process) {
+  auto [size, n] = GetParam();
+  std::vector<float> expect(n, 0.f);
+  for (int r = 0; r < size; ++r) {
+    auto d = rank_data(r, n);
+    for (size_t i = 0; i < n; ++i) expect[i] += d[i];
+  }
+  auto codes = run_ranks(size, n, job_name("sum"), 3, [&](int rank, shm_ring_link& link, std::vector<float>& data, int op) {
+    auto fresh = rank_data(rank, n);
+    data = fresh;
+    auto r = ring_allreduce(link, rank, size, data, 1, op);
+    if (!r) return 20;
+    return data == expect ? 0 : 21;
+  });
+  for (int c : codes) EXPECT_EQ(c, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(shapes, ring_sizes,
+                         ::testing::Values(std::make_tuple(2, size_t(1)), std::make_tuple(2, size_t(100000)),
+                                           std::make_tuple(3, size_t(5)), std::make_tuple(3, size_t(77777)),
+                                           std::make_tuple(4, size_t(1 << 18))));
+
+TEST(ring_allreduce, size_one_is_a_no_op) {
+  struct no_link : ring_link {
+    expected<void> exchange(const step_tag&, std::span<const float>, std::span<float>, bool) override {
+      ADD_FAILURE() << "no exchange expected";
+      return {};
+    }
+  } link;
+  std::vector<float> v{1, 2, 3};
+  EXPECT_TRUE(ring_allreduce(link, 0, 1, v, 1, 1));
+  EXPECT_EQ(v, (std::vector<float>{1, 2, 3}));
+}
+
+TEST(ring_allreduce, killed_neighbour_fails_fast) {
+  auto job = job_name("kill");
+  pid_t victim = ::fork();
+  if (victim == 0) {
+    shm_link_options o{job, 1, 1, 2, 0, 0, 1 << 16, std::chrono::seconds(5), nullptr};
+    auto link = shm_ring_link::connect(o);
+    if (!link) _exit(10);
+    ::pause();  // never takes part: it is killed
+    _exit(0);
+  }
+  shm_link_options o{job, 1, 0, 2, victim, victim, 1 << 16, std::chrono::seconds(30), nullptr};
+  auto link = shm_ring_link::connect(o);
+  ASSERT_TRUE(link) << link.err().to_string();
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ::kill(victim, SIGKILL);
+  });
+  std::vector<float> data(1 << 20, 1.f);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = ring_allreduce(**link, 0, 2, data, 1, 7);
+  auto took = std::chrono::steady_clock::now() - t0;
+  killer.join();
+  ::waitpid(victim, nullptr, 0);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.err() == collective_errc::peer_dead) << r.err().to_string();
+  EXPECT_LT(took, std::chrono::seconds(5)) << "must not wait for the 30 s timeout";
+}
+
+TEST(ring_allreduce, epoch_change_cancels) {
+  auto job = job_name("epoch");
+  std::atomic<std::uint64_t> current{1};
+  std::thread other([&] {
+    shm_link_options o{job, 1, 1, 2, 0, 0, 1 << 16, std::chrono::seconds(5), nullptr};
+    auto link = shm_ring_link::connect(o);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // holds the link, never exchanges
+  });
+  shm_link_options o{job, 1, 0, 2, 0, 0, 1 << 16, std::chrono::seconds(30), &current};
+  auto link = shm_ring_link::connect(o);
+  ASSERT_TRUE(link);
+  std::thread bump([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    current = 2;
+  });
+  std::vector<float> data(1 << 18, 1.f);
+  auto r = ring_allreduce(**link, 0, 2, data, 1, 1);
+  bump.join();
+  other.join();
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.err() == collective_errc::cancelled) << r.err().to_string();
+}
+
+TEST(ring_allreduce, mismatched_op_is_a_protocol_error) {
+  auto codes = run_ranks(2, 1000, job_name("proto"), 1, [](int rank, shm_ring_link& link, std::vector<float>& d, int) {
+    auto r = ring_allreduce(link, rank, 2, d, 1, rank == 0 ? 5 : 6);
+    return (!r && r.err() == collective_errc::protocol) ? 0 : 30;
+  });
+  for (int c : codes) EXPECT_EQ(c, 0);
+}
+
+TEST(ring_allreduce, timeout_when_neighbour_is_silent) {
+  auto job = job_name("silent");
+  std::thread other([&] {
+    shm_link_options o{job, 1, 1, 2, 0, 0, 1 << 16, std::chrono::seconds(5), nullptr};
+    auto link = shm_ring_link::connect(o);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  });
+  shm_link_options o{job, 1, 0, 2, 0, 0, 1 << 16, std::chrono::milliseconds(100), nullptr};
+  auto link = shm_ring_link::connect(o);
+  ASSERT_TRUE(link);
+  std::vector<float> data(100, 1.f);
+  auto r = ring_allreduce(**link, 0, 2, data, 1, 1);
+  other.join();
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.err() == collective_errc::timeout) << r.err().to_string();
+}
+
+}  // namespace
+}  // namespace troupe::collective

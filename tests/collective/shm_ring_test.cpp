@@ -1,0 +1,72 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "troupe/transport/shm_ring.hpp"
+
+namespace troupe::transport {
+namespace {
+
+std::string unique(const std::string& stem) { return "troupe-test-" + stem + "-" + std::to_string(::getpid()); }
+
+TEST(shm_ring, streams_bytes_across_the_wrap_point) {
+  auto name = unique("wrap");
+  auto a = shm_ring::create(name, 4096);
+  ASSERT_TRUE(a) << a.err().to_string();
+  auto b = shm_ring::open(name, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  ASSERT_TRUE(b) << b.err().to_string();
+  (*a)->unlink_when_attached();
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + name)) << "name must be unlinked once attached";
+  std::vector<std::byte> in(1 << 20), out(in.size());
+  for (size_t i = 0; i < in.size(); ++i) in[i] = std::byte(i * 7 + 3);
+  std::thread writer([&] {
+    size_t off = 0;
+    while (off < in.size()) {
+      off += (*a)->write_some(std::span(in).subspan(off, std::min<size_t>(3000, in.size() - off)));
+      if (off < in.size()) (*a)->wait_for_space(std::chrono::milliseconds(10));
+    }
+  });
+  size_t got = 0;
+  while (got < out.size()) {
+    got += (*b)->read_some(std::span(out).subspan(got));
+    if (got < out.size()) (*b)->wait_for_data(std::chrono::milliseconds(10));
+  }
+  writer.join();
+  EXPECT_EQ(in, out);
+}
+
+TEST(shm_ring, capacity_bounds_the_writer) {
+  auto name = unique("cap");
+  auto a = shm_ring::create(name, 5000);
+  ASSERT_TRUE(a);
+  EXPECT_EQ((*a)->capacity(), 8192u);
+  std::vector<std::byte> big(20000);
+  EXPECT_EQ((*a)->write_some(big), 8192u);
+  EXPECT_EQ((*a)->write_some(big), 0u);
+  EXPECT_FALSE((*a)->wait_for_space(std::chrono::milliseconds(1)));
+}
+
+TEST(shm_ring, open_times_out_with_named_error) {
+  auto r = shm_ring::open(unique("absent"), std::chrono::steady_clock::now() + std::chrono::milliseconds(20));
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.err() == shm_errc::timeout);
+  EXPECT_NE(r.err().context().find("absent"), std::string::npos);
+}
+
+TEST(shm_ring, create_twice_fails_and_remove_clears) {
+  auto name = unique("twice");
+  auto a = shm_ring::create(name, 4096);
+  ASSERT_TRUE(a);
+  auto b = shm_ring::create(name, 4096);
+  ASSERT_FALSE(b);
+  EXPECT_TRUE(b.err() == shm_errc::system_error);
+  shm_ring::remove(name);
+  EXPECT_TRUE(shm_ring::create(name, 4096));
+}
+
+}  // namespace
+}  // namespace troupe::transport

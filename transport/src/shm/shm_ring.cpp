@@ -1,0 +1,223 @@
+#include "troupe/transport/shm_ring.hpp"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+
+namespace troupe::transport {
+
+namespace {
+constexpr std::uint64_t magic = 0x74726f7570657368ull;  // "troupesh"
+constexpr std::size_t header_bytes = 512;
+
+std::size_t round_pow2(std::size_t v) {
+  std::size_t p = 4096;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+long futex(std::uint32_t* addr, int op, std::uint32_t val, const timespec* ts) {
+  return syscall(SYS_futex, addr, op, val, ts, nullptr, 0);
+}
+
+error sys_error(const std::string& what, const std::string& name) {
+  return error(shm_errc::system_error, what + " /" + name + ": " + std::strerror(errno));
+}
+class shm_category_impl final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "shm"; }
+  std::string message(int c) const override {
+    switch (static_cast<shm_errc>(c)) {
+      case shm_errc::ok: return "ok";
+      case shm_errc::system_error: return "shared-memory system call failed";
+      case shm_errc::timeout: return "timed out";
+    }
+    return "unknown shm error " + std::to_string(c);
+  }
+};
+}  // namespace
+
+const std::error_category& shm_category() noexcept {
+  static const shm_category_impl instance;
+  return instance;
+}
+
+// Shared layout. head/tail are byte counters (never wrap in practice: 2^64 bytes); the futex words
+// count publications so a sleeper never misses a wake-up between its check and its wait.
+struct shm_ring::header {
+  std::uint64_t magic;
+  std::uint64_t capacity;
+  std::atomic<std::uint32_t> attached;
+  alignas(64) std::atomic<std::uint64_t> head;      // written by the producer
+  alignas(64) std::atomic<std::uint64_t> tail;      // written by the consumer
+  alignas(64) std::atomic<std::uint32_t> data_seq;  // bumped after head moves
+  std::atomic<std::uint32_t> reader_waiting;
+  alignas(64) std::atomic<std::uint32_t> space_seq;  // bumped after tail moves
+  std::atomic<std::uint32_t> writer_waiting;
+};
+static_assert(sizeof(shm_ring::header) <= header_bytes);
+
+shm_ring::shm_ring(std::string name, void* base, std::size_t mapped, bool creator)
+    : name_(std::move(name)),
+      base_(base),
+      mapped_(mapped),
+      hdr_(static_cast<header*>(base)),
+      data_(static_cast<std::byte*>(base) + header_bytes),
+      capacity_(hdr_->capacity),
+      creator_(creator) {}
+
+expected<std::unique_ptr<shm_ring>> shm_ring::create(const std::string& name, std::size_t capacity) {
+  std::size_t cap = round_pow2(capacity);
+  std::size_t total = header_bytes + cap;
+  int fd = ::shm_open(("/" + name).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) return sys_error("shm_open(create)", name);
+  if (::ftruncate(fd, static_cast<off_t>(total)) != 0) {
+    auto e = sys_error("ftruncate", name);
+    ::close(fd);
+    ::shm_unlink(("/" + name).c_str());
+    return e;
+  }
+  void* base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (base == MAP_FAILED) {
+    auto e = sys_error("mmap", name);
+    ::shm_unlink(("/" + name).c_str());
+    return e;
+  }
+  auto* h = new (base) header{};
+  h->capacity = cap;
+  std::atomic_thread_fence(std::memory_order_release);
+  std::atomic_ref<std::uint64_t>(h->magic).store(magic, std::memory_order_release);
+  return std::unique_ptr<shm_ring>(new shm_ring(name, base, total, true));
+}
+
+expected<std::unique_ptr<shm_ring>> shm_ring::open(const std::string& name,
+                                                   std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    int fd = ::shm_open(("/" + name).c_str(), O_RDWR, 0600);
+    if (fd >= 0) {
+      struct stat st {};
+      if (::fstat(fd, &st) == 0 && static_cast<std::size_t>(st.st_size) > header_bytes) {
+        std::size_t total = static_cast<std::size_t>(st.st_size);
+        void* base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        ::close(fd);
+        if (base == MAP_FAILED) return sys_error("mmap", name);
+        auto* h = static_cast<header*>(base);
+        if (std::atomic_ref<std::uint64_t>(h->magic).load(std::memory_order_acquire) == magic &&
+            h->capacity + header_bytes == total) {
+          h->attached.store(1, std::memory_order_release);
+          return std::unique_ptr<shm_ring>(new shm_ring(name, base, total, false));
+        }
+        ::munmap(base, total);
+      } else {
+        ::close(fd);
+      }
+    } else if (errno != ENOENT) {
+      return sys_error("shm_open", name);
+    }
+    if (std::chrono::steady_clock::now() >= deadline)
+      return make_unexpected(shm_errc::timeout, "shared-memory ring /" + name + " did not appear");
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+void shm_ring::remove(const std::string& name) noexcept { ::shm_unlink(("/" + name).c_str()); }
+
+shm_ring::~shm_ring() {
+  if (creator_ && !unlinked_) ::shm_unlink(("/" + name_).c_str());
+  ::munmap(base_, mapped_);
+}
+
+void shm_ring::unlink_when_attached(bool force) {
+  if (!creator_ || unlinked_) return;
+  if (force || hdr_->attached.load(std::memory_order_acquire)) {
+    ::shm_unlink(("/" + name_).c_str());
+    unlinked_ = true;
+  }
+}
+
+std::size_t shm_ring::writable() const noexcept {
+  return capacity_ - (hdr_->head.load(std::memory_order_relaxed) - hdr_->tail.load(std::memory_order_acquire));
+}
+std::size_t shm_ring::readable() const noexcept {
+  return hdr_->head.load(std::memory_order_acquire) - hdr_->tail.load(std::memory_order_relaxed);
+}
+
+std::size_t shm_ring::write_some(std::span<const std::byte> data) noexcept {
+  std::uint64_t head = hdr_->head.load(std::memory_order_relaxed);
+  std::size_t n = std::min(data.size(), writable());
+  if (n == 0) return 0;
+  std::size_t pos = head & (capacity_ - 1);
+  std::size_t first = std::min(n, capacity_ - pos);
+  std::memcpy(data_ + pos, data.data(), first);
+  if (n > first) std::memcpy(data_, data.data() + first, n - first);
+  hdr_->head.store(head + n, std::memory_order_release);
+  hdr_->data_seq.fetch_add(1, std::memory_order_release);
+  if (hdr_->reader_waiting.load(std::memory_order_seq_cst))
+    futex(reinterpret_cast<std::uint32_t*>(&hdr_->data_seq), FUTEX_WAKE, 1, nullptr);
+  return n;
+}
+
+std::span<const std::byte> shm_ring::peek() const noexcept {
+  std::uint64_t tail = hdr_->tail.load(std::memory_order_relaxed);
+  std::size_t avail = readable();
+  std::size_t pos = tail & (capacity_ - 1);
+  return {data_ + pos, std::min(avail, capacity_ - pos)};
+}
+
+void shm_ring::consume(std::size_t n) noexcept {
+  hdr_->tail.fetch_add(n, std::memory_order_release);
+  hdr_->space_seq.fetch_add(1, std::memory_order_release);
+  if (hdr_->writer_waiting.load(std::memory_order_seq_cst))
+    futex(reinterpret_cast<std::uint32_t*>(&hdr_->space_seq), FUTEX_WAKE, 1, nullptr);
+}
+
+std::size_t shm_ring::read_some(std::span<std::byte> out) noexcept {
+  std::size_t done = 0;
+  while (done < out.size()) {
+    auto region = peek();
+    std::size_t n = std::min(region.size(), out.size() - done);
+    if (n == 0) break;
+    std::memcpy(out.data() + done, region.data(), n);
+    consume(n);
+    done += n;
+  }
+  return done;
+}
+
+bool shm_ring::wait_on(std::uint32_t* word, bool want_space, std::chrono::microseconds timeout) noexcept {
+  auto ready = [&] { return want_space ? writable() > 0 : readable() > 0; };
+  for (int i = 0; i < 256; ++i) {
+    if (ready()) return true;
+    __builtin_ia32_pause();
+  }
+  auto& waiting = want_space ? hdr_->writer_waiting : hdr_->reader_waiting;
+  std::uint32_t seq = std::atomic_ref<std::uint32_t>(*word).load(std::memory_order_acquire);
+  waiting.store(1, std::memory_order_seq_cst);
+  if (ready()) {
+    waiting.store(0, std::memory_order_relaxed);
+    return true;
+  }
+  timespec ts{static_cast<time_t>(timeout.count() / 1'000'000), static_cast<long>(timeout.count() % 1'000'000) * 1000};
+  futex(word, FUTEX_WAIT, seq, &ts);
+  waiting.store(0, std::memory_order_relaxed);
+  return ready();
+}
+
+bool shm_ring::wait_for_space(std::chrono::microseconds timeout) noexcept {
+  return wait_on(reinterpret_cast<std::uint32_t*>(&hdr_->space_seq), true, timeout);
+}
+bool shm_ring::wait_for_data(std::chrono::microseconds timeout) noexcept {
+  return wait_on(reinterpret_cast<std::uint32_t*>(&hdr_->data_seq), false, timeout);
+}
+
+}  // namespace troupe::transport
