@@ -1,0 +1,76 @@
+// Single-process training: a model, an optimizer and its state (dense slots per parameter,
+// row slots per embedding table), minibatch steps, epochs and evaluation.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "troupe/core/error.hpp"
+#include "troupe/nn/data/dataset.hpp"
+#include "troupe/nn/model.hpp"
+#include "troupe/nn/optimizer.hpp"
+
+namespace troupe::nn {
+
+struct train_config {
+  std::size_t epochs = 1;
+  std::size_t batch_size = 64;
+  optimizer_config optimizer;
+  std::uint64_t seed = 1;          // model init, shuffling, dropout
+  std::size_t log_every = 100;     // steps between progress callbacks (0: never)
+  bool shuffle = true;             // reshuffle the training rows every epoch
+  std::size_t eval_batch_size = 1024;
+  int threads = 1;                 // OpenBLAS threads (0: leave OpenBLAS' default)
+};
+
+struct eval_result {
+  std::size_t rows = 0;
+  double loss = 0;
+  double accuracy = 0;  // multi-class, and binary at threshold 0.5
+  double auc = 0;       // binary only (0 otherwise)
+};
+
+struct progress {
+  std::size_t epoch = 0, step = 0, steps_per_epoch = 0;
+  double loss = 0;            // mean training loss since the last report
+  double samples_per_s = 0;   // since the last report
+};
+
+class trainer {
+ public:
+  // Fails with bad_config on a bad optimizer configuration.
+  static expected<std::unique_ptr<trainer>> create(model& m, const train_config& config);
+
+  // One minibatch: forward (training), backward, optimizer update. Returns the batch loss.
+  expected<float> step(const batch& b);
+  // One pass over `data` in batches (shuffled when configured); calls `report` every log_every
+  // steps. Returns the mean loss.
+  expected<double> train_epoch(const dataset& data, const std::function<void(const progress&)>& report = {});
+  expected<eval_result> evaluate(const dataset& data);
+
+  model& get_model() { return model_; }
+  const optimizer& get_optimizer() const { return *opt_; }
+  std::size_t epoch() const { return epoch_; }
+  std::uint64_t steps() const { return steps_; }
+
+ private:
+  trainer(model& m, const train_config& c, std::unique_ptr<optimizer> opt);
+  model& model_;
+  train_config config_;
+  std::unique_ptr<optimizer> opt_;
+  std::vector<dense_param*> params_;
+  std::vector<dense_slots> dense_state_;
+  std::vector<embedding_table*> tables_;
+  std::vector<row_slots> row_state_;
+  std::vector<std::uint32_t> order_;
+  std::vector<float> scores_;
+  std::size_t epoch_ = 0;
+  std::uint64_t steps_ = 0;
+};
+
+// Sets the number of OpenBLAS threads (n > 0).
+void set_blas_threads(int n);
+
+}  // namespace troupe::nn

@@ -1,0 +1,106 @@
+#include "troupe/nn/trainer.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include "troupe/nn/errc.hpp"
+#include "troupe/nn/metrics.hpp"
+#include "troupe/nn/random.hpp"
+
+namespace troupe::nn {
+
+void set_blas_threads(int n) {
+  if (n > 0) openblas_set_num_threads(n);
+}
+
+expected<std::unique_ptr<trainer>> trainer::create(model& m, const train_config& c) {
+  if (c.batch_size == 0 || c.eval_batch_size == 0) return make_unexpected(nn_errc::bad_config, "batch_size and eval_batch_size must be > 0");
+  auto opt = make_optimizer(c.optimizer);
+  if (!opt) return opt.err();
+  set_blas_threads(c.threads);
+  return std::unique_ptr<trainer>(new trainer(m, c, std::move(*opt)));
+}
+
+trainer::trainer(model& m, const train_config& c, std::unique_ptr<optimizer> opt)
+    : model_(m), config_(c), opt_(std::move(opt)) {
+  for (dense_param* p : model_.parameters())
+    if (p->trainable) params_.push_back(p);
+  dense_state_.resize(params_.size());
+  tables_ = model_.embedding_tables();
+  for (auto* t : tables_) row_state_.emplace_back(t->dim(), *opt_);
+}
+
+expected<float> trainer::step(const batch& b) {
+  auto loss = model_.forward(b, true);
+  if (!loss) return loss;
+  model_.backward();
+  for (std::size_t i = 0; i < params_.size(); ++i) apply_dense(*opt_, params_[i]->value, params_[i]->grad, dense_state_[i]);
+  for (std::size_t i = 0; i < tables_.size(); ++i) apply_sparse(*opt_, *tables_[i], tables_[i]->grad(), row_state_[i]);
+  ++steps_;
+  return loss;
+}
+
+expected<double> trainer::train_epoch(const dataset& data, const std::function<void(const progress&)>& report) {
+  const std::size_t bs = config_.batch_size;
+  order_.resize(data.rows);
+  std::iota(order_.begin(), order_.end(), 0u);
+  if (config_.shuffle) {
+    rng r(mix3(config_.seed, epoch_, 0x5eedf));
+    for (std::size_t i = data.rows; i > 1; --i) std::swap(order_[i - 1], order_[r.below(i)]);
+  }
+  const std::size_t steps = (data.rows + bs - 1) / bs;
+  double total = 0, window = 0;
+  std::size_t window_steps = 0, window_rows = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  for (std::size_t s = 0; s < steps; ++s) {
+    const std::size_t first = s * bs, n = std::min(bs, data.rows - first);
+    auto loss = config_.shuffle ? step(batch(data, std::span<const std::uint32_t>(order_.data() + first, n)))
+                                : step(batch(data, first, n));
+    if (!loss) return loss.err();
+    total += *loss;
+    window += *loss;
+    ++window_steps;
+    window_rows += n;
+    if (report && config_.log_every > 0 && (s + 1) % config_.log_every == 0) {
+      auto t1 = std::chrono::steady_clock::now();
+      const double secs = std::chrono::duration<double>(t1 - t0).count();
+      report({epoch_ + 1, s + 1, steps, window / static_cast<double>(window_steps), secs > 0 ? static_cast<double>(window_rows) / secs : 0});
+      window = 0, window_steps = 0, window_rows = 0;
+      t0 = t1;
+    }
+  }
+  ++epoch_;
+  return steps ? total / static_cast<double>(steps) : 0.0;
+}
+
+expected<eval_result> trainer::evaluate(const dataset& data) {
+  eval_result r;
+  r.rows = data.rows;
+  if (data.rows == 0) return r;
+  const std::size_t classes = model_.num_classes(), width = classes == 2 ? 1 : classes;
+  scores_.resize(data.rows * width);
+  double loss_sum = 0;
+  for (std::size_t first = 0; first < data.rows; first += config_.eval_batch_size) {
+    const std::size_t n = std::min(config_.eval_batch_size, data.rows - first);
+    auto loss = model_.forward(batch(data, first, n), false);
+    if (!loss) return loss.err();
+    loss_sum += static_cast<double>(*loss) * static_cast<double>(n);
+    const tensor& p = model_.probabilities();
+    std::copy(p.begin(), p.end(), scores_.begin() + static_cast<std::ptrdiff_t>(first * width));
+  }
+  r.loss = loss_sum / static_cast<double>(data.rows);
+  if (width == 1) {
+    std::size_t correct = 0;
+    for (std::size_t i = 0; i < data.rows; ++i) correct += (scores_[i] >= 0.5f) == (data.labels[i] > 0.5f);
+    r.accuracy = static_cast<double>(correct) / static_cast<double>(data.rows);
+    r.auc = auc(scores_, data.labels);
+  } else {
+    r.accuracy = accuracy(scores_, classes, data.labels);
+  }
+  return r;
+}
+
+}  // namespace troupe::nn

@@ -1,0 +1,141 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "troupe/nn/errc.hpp"
+#include "troupe/nn/optimizer.hpp"
+
+namespace troupe::nn {
+namespace {
+
+std::unique_ptr<optimizer> make(optimizer_config c) {
+  auto o = make_optimizer(c);
+  EXPECT_TRUE(o) << o.err().to_string();
+  return std::move(*o);
+}
+
+tensor vec(std::initializer_list<float> v) {
+  tensor t(shape{v.size()});
+  std::copy(v.begin(), v.end(), t.begin());
+  return t;
+}
+
+TEST(optimizer, sgd_plain_and_momentum_match_hand_computation) {
+  auto sgd = make({.type = "sgd", .learning_rate = 0.1});
+  tensor w = vec({1.0f, -2.0f}), g = vec({0.5f, 1.0f});
+  dense_slots s;
+  apply_dense(*sgd, w, g, s);
+  EXPECT_FLOAT_EQ(w[0], 0.95f);
+  EXPECT_FLOAT_EQ(w[1], -2.1f);
+  EXPECT_TRUE(s.values.empty());
+
+  auto mom = make({.type = "sgd", .learning_rate = 0.1, .momentum = 0.9});
+  w = vec({1.0f});
+  g = vec({0.5f});
+  dense_slots m;
+  apply_dense(*mom, w, g, m);  // v = 0.5, w = 1 - 0.05
+  apply_dense(*mom, w, g, m);  // v = 0.9*0.5 + 0.5 = 0.95, w = 0.95 - 0.095
+  EXPECT_FLOAT_EQ(m.values[0], 0.95f);
+  EXPECT_FLOAT_EQ(w[0], 0.855f);
+  EXPECT_EQ(m.step, 2u);
+}
+
+TEST(optimizer, adagrad_matches_hand_computation) {
+  auto ada = make({.type = "adagrad", .learning_rate = 0.5, .initial_accumulator = 0.1, .epsilon = 1e-7});
+  tensor w = vec({1.0f}), g = vec({2.0f});
+  dense_slots s;
+  apply_dense(*ada, w, g, s);  // acc = 0.1 + 4 = 4.1; w = 1 - 0.5*2/sqrt(4.1)
+  EXPECT_FLOAT_EQ(s.values[0], 4.1f);
+  EXPECT_NEAR(w[0], 1.0 - 0.5 * 2 / std::sqrt(4.1), 1e-6);
+}
+
+TEST(optimizer, adam_matches_hand_computation) {
+  auto adam = make({.type = "adam", .learning_rate = 0.01, .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8});
+  tensor w = vec({1.0f}), g = vec({0.3f});
+  dense_slots s;
+  double m = 0, v = 0, ref = 1.0;
+  for (int t = 1; t <= 3; ++t) {
+    apply_dense(*adam, w, g, s);
+    m = 0.9 * m + 0.1 * 0.3;
+    v = 0.999 * v + 0.001 * 0.09;
+    const double lr_t = 0.01 * std::sqrt(1 - std::pow(0.999, t)) / (1 - std::pow(0.9, t));
+    ref -= lr_t * m / (std::sqrt(v) + 1e-8);
+  }
+  EXPECT_NEAR(w[0], ref, 1e-6);
+  EXPECT_NEAR(s.values[0], m, 1e-7);
+  EXPECT_NEAR(s.values[1], v, 1e-7);
+  EXPECT_EQ(s.step, 3u);
+}
+
+TEST(optimizer, sparse_rows_use_the_dense_kernel_with_per_row_steps) {
+  auto adam = make({.type = "adam", .learning_rate = 0.01});
+  embedding_table table("t", 2, 9, {embedding_init::kind::zeros, 0});
+  row_slots slots(2, *adam);
+  EXPECT_EQ(slots.width(), 4u);
+  sparse_grad g{2, {7, 11}, {1, 2, 3, 4}};
+  apply_sparse(*adam, table, g, slots);
+  sparse_grad g2{2, {7}, {1, 2}};
+  apply_sparse(*adam, table, g2, slots);
+  // Row 7 took two steps, row 11 one: the same as dense updates of those rows.
+  tensor w7 = vec({0, 0}), w11 = vec({0, 0});
+  dense_slots s7, s11;
+  tensor g7 = vec({1, 2}), g11 = vec({3, 4});
+  apply_dense(*adam, w7, g7, s7);
+  apply_dense(*adam, w7, g7, s7);
+  apply_dense(*adam, w11, g11, s11);
+  EXPECT_FLOAT_EQ(table.row(7)[1], w7[1]);
+  EXPECT_FLOAT_EQ(table.row(11)[0], w11[0]);
+  std::vector<float> saved(4);
+  std::uint64_t step = 0;
+  ASSERT_TRUE(slots.read(7, saved.data(), step));
+  EXPECT_EQ(step, 2u);
+  EXPECT_FLOAT_EQ(saved[0], s7.values[0]);  // m of element 0
+  EXPECT_FLOAT_EQ(saved[2], s7.values[2]);  // v of element 0
+  EXPECT_FALSE(slots.read(99, saved.data(), step));
+  // Checkpoint round trip into fresh state.
+  row_slots restored(2, *adam);
+  restored.write(7, saved.data(), step);
+  std::vector<float> again(4);
+  std::uint64_t step2 = 0;
+  ASSERT_TRUE(restored.read(7, again.data(), step2));
+  EXPECT_EQ(again, saved);
+  EXPECT_EQ(step2, 2u);
+}
+
+TEST(optimizer, embedding_rows_are_deterministic_from_seed_and_id) {
+  embedding_table a("emb", 4, 123), b("emb", 4, 123), c("emb", 4, 124);
+  std::vector<float> ra(a.row(42), a.row(42) + 4);
+  b.row(1);  // creation order does not matter
+  std::vector<float> rb(b.row(42), b.row(42) + 4);
+  EXPECT_EQ(ra, rb);
+  EXPECT_NE(ra, std::vector<float>(c.row(42), c.row(42) + 4));
+  std::vector<std::uint64_t> ids{5, 6};
+  std::vector<float> rows{1, 2, 3, 4, 5, 6, 7, 8};
+  a.write_rows(ids, rows.data());
+  std::vector<float> back(8);
+  a.read_rows(ids, back.data());
+  EXPECT_EQ(back, rows);
+}
+
+TEST(optimizer, combine_sparse_rows_sums_equal_ids) {
+  std::vector<std::uint64_t> ids{3, 9, 3, 3};
+  std::vector<float> rows{1, 1, 2, 2, 3, 3, 4, 4};
+  sparse_grad out;
+  std::unordered_map<std::uint64_t, std::uint32_t> scratch;
+  combine_sparse_rows(ids, rows.data(), 2, out, scratch);
+  ASSERT_EQ(out.ids, (std::vector<std::uint64_t>{3, 9}));
+  EXPECT_EQ(out.rows, (std::vector<float>{8, 8, 2, 2}));
+}
+
+TEST(optimizer, bad_configs_are_named) {
+  auto r = make_optimizer({.type = "rmsprop"});
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.err() == nn_errc::unknown_name);
+  EXPECT_NE(r.err().context().find("rmsprop"), std::string::npos);
+  EXPECT_TRUE(make_optimizer({.type = "sgd", .learning_rate = 0}).err() == nn_errc::bad_config);
+  EXPECT_TRUE(make_optimizer({.type = "sgd", .momentum = 1.5}).err() == nn_errc::bad_config);
+  EXPECT_TRUE(make_optimizer({.type = "adam", .beta1 = 1.0}).err() == nn_errc::bad_config);
+}
+
+}  // namespace
+}  // namespace troupe::nn
