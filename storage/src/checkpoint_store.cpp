@@ -156,6 +156,7 @@ expected<std::vector<checkpoint_info>> checkpoint_store::list() const {
     if (!ckpt::decode_info(cur->value(), i))
       return make_unexpected(storage_errc::corrupt_checkpoint,
                              env_->dir() + ": version " + std::to_string(from_be64(cur->key())) + ": malformed header");
+    i.version = from_be64(cur->key());  // the key is authoritative
     out.push_back(i);
   }
   return out;
