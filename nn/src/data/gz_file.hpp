@@ -1,0 +1,59 @@
+// RAII over a zlib gzFile (reads gzip and plain files alike).
+#pragma once
+
+#include <zlib.h>
+
+#include <cstddef>
+#include <string>
+
+namespace troupe::nn::detail {
+
+class gz_file {
+ public:
+  explicit gz_file(const std::string& path) : f_(gzopen(path.c_str(), "rb")) {
+    if (f_) gzbuffer(f_, 1 << 16);
+  }
+  gz_file(const gz_file&) = delete;
+  gz_file& operator=(const gz_file&) = delete;
+  ~gz_file() {
+    if (f_) gzclose(f_);
+  }
+  bool is_open() const { return f_ != nullptr; }
+  // Reads up to n bytes; returns how many were read (short at EOF), or -1 on a zlib error.
+  long read(void* dst, std::size_t n) {
+    std::size_t done = 0;
+    auto* out = static_cast<char*>(dst);
+    while (done < n) {
+      unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(n - done, 1u << 30));
+      int got = gzread(f_, out + done, chunk);
+      if (got < 0) return -1;
+      if (got == 0) break;
+      done += static_cast<std::size_t>(got);
+    }
+    return static_cast<long>(done);
+  }
+  // Reads one line into buf (without the newline). False at EOF.
+  bool getline(std::string& buf) {
+    buf.clear();
+    char tmp[4096];
+    while (gzgets(f_, tmp, sizeof tmp)) {
+      buf += tmp;
+      if (!buf.empty() && buf.back() == '\n') {
+        buf.pop_back();
+        if (!buf.empty() && buf.back() == '\r') buf.pop_back();
+        return true;
+      }
+    }
+    return !buf.empty();
+  }
+  std::string error_text() {
+    int code = 0;
+    const char* msg = f_ ? gzerror(f_, &code) : "not open";
+    return msg ? msg : "unknown zlib error";
+  }
+
+ private:
+  gzFile f_;
+};
+
+}  // namespace troupe::nn::detail

@@ -1,0 +1,70 @@
+#include "troupe/nn/embedding_table.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "troupe/nn/random.hpp"
+
+namespace troupe::nn {
+
+embedding_table::embedding_table(std::string name, std::size_t dim, std::uint64_t seed, embedding_init init)
+    : name_(std::move(name)), dim_(dim), seed_(seed), init_(init) {
+  grad_.dim = dim;
+}
+
+void embedding_table::init_row(std::uint64_t id, float* out) const {
+  for (std::size_t k = 0; k < dim_; ++k) {
+    switch (init_.type) {
+      case embedding_init::kind::zeros: out[k] = 0; break;
+      case embedding_init::kind::uniform:
+        out[k] = static_cast<float>((2 * hashed_uniform(seed_, id, k) - 1) * init_.scale);
+        break;
+      case embedding_init::kind::normal:
+        out[k] = static_cast<float>(hashed_normal(seed_, id, k) * init_.scale);
+        break;
+    }
+  }
+}
+
+float* embedding_table::row(std::uint64_t id) {
+  auto [it, inserted] = index_.try_emplace(id, static_cast<std::uint32_t>(index_.size()));
+  if (inserted) {
+    values_.resize(values_.size() + dim_);
+    init_row(id, values_.data() + it->second * dim_);
+  }
+  return values_.data() + static_cast<std::size_t>(it->second) * dim_;
+}
+
+void embedding_table::read_rows(std::span<const std::uint64_t> ids, float* out) {
+  for (std::size_t i = 0; i < ids.size(); ++i) std::memcpy(out + i * dim_, row(ids[i]), dim_ * sizeof(float));
+}
+
+void embedding_table::write_rows(std::span<const std::uint64_t> ids, const float* rows) {
+  for (std::size_t i = 0; i < ids.size(); ++i) std::memcpy(row(ids[i]), rows + i * dim_, dim_ * sizeof(float));
+}
+
+void embedding_table::clear() {
+  index_.clear();
+  values_.clear();
+  grad_.clear();
+}
+
+void combine_sparse_rows(std::span<const std::uint64_t> ids, const float* rows, std::size_t dim,
+                         sparse_grad& out, std::unordered_map<std::uint64_t, std::uint32_t>& slot) {
+  out.dim = dim;
+  out.clear();
+  slot.clear();
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    auto [it, inserted] = slot.try_emplace(ids[i], static_cast<std::uint32_t>(out.ids.size()));
+    const float* src = rows + i * dim;
+    if (inserted) {
+      out.ids.push_back(ids[i]);
+      out.rows.insert(out.rows.end(), src, src + dim);
+    } else {
+      float* dst = out.rows.data() + static_cast<std::size_t>(it->second) * dim;
+      for (std::size_t k = 0; k < dim; ++k) dst[k] += src[k];
+    }
+  }
+}
+
+}  // namespace troupe::nn

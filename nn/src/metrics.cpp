@@ -1,0 +1,55 @@
+#include "troupe/nn/metrics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+namespace troupe::nn {
+
+double accuracy(std::span<const float> scores, std::size_t classes, std::span<const float> labels) {
+  if (labels.empty() || classes == 0) return 0;
+  std::size_t correct = 0;
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    const float* row = scores.data() + i * classes;
+    auto best = static_cast<std::size_t>(std::max_element(row, row + classes) - row);
+    correct += best == static_cast<std::size_t>(labels[i]);
+  }
+  return static_cast<double>(correct) / static_cast<double>(labels.size());
+}
+
+double log_loss(std::span<const float> probabilities, std::span<const float> labels) {
+  if (labels.empty()) return 0;
+  double sum = 0;
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    double p = std::clamp(static_cast<double>(probabilities[i]), 1e-7, 1 - 1e-7);
+    sum -= labels[i] > 0.5f ? std::log(p) : std::log(1 - p);
+  }
+  return sum / static_cast<double>(labels.size());
+}
+
+double auc(std::span<const float> scores, std::span<const float> labels) {
+  const std::size_t n = labels.size();
+  std::vector<std::uint32_t> order(n);
+  std::iota(order.begin(), order.end(), 0u);
+  std::sort(order.begin(), order.end(), [&](auto a, auto b) { return scores[a] < scores[b]; });
+  // Sum of the (tie-averaged) ranks of the positives: Mann-Whitney U.
+  double rank_sum = 0, positives = 0;
+  for (std::size_t i = 0; i < n;) {
+    std::size_t j = i;
+    while (j < n && scores[order[j]] == scores[order[i]]) ++j;
+    double avg_rank = (static_cast<double>(i) + static_cast<double>(j - 1)) / 2.0 + 1.0;
+    for (std::size_t k = i; k < j; ++k)
+      if (labels[order[k]] > 0.5f) {
+        rank_sum += avg_rank;
+        positives += 1;
+      }
+    i = j;
+  }
+  double negatives = static_cast<double>(n) - positives;
+  if (positives == 0 || negatives == 0) return 0.5;
+  return (rank_sum - positives * (positives + 1) / 2.0) / (positives * negatives);
+}
+
+}  // namespace troupe::nn

@@ -1,0 +1,152 @@
+#include "troupe/nn/optimizer.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "troupe/nn/errc.hpp"
+
+namespace troupe::nn {
+namespace {
+
+class sgd final : public optimizer {
+ public:
+  sgd(const optimizer_config& c) : momentum_(static_cast<float>(c.momentum)), nesterov_(c.nesterov), wd_(static_cast<float>(c.weight_decay)) { lr_ = c.learning_rate; }
+  const char* name() const override { return "sgd"; }
+  std::size_t slots_per_element() const override { return momentum_ > 0 ? 1 : 0; }
+  void update(float* __restrict w, const float* __restrict g, float* __restrict s, std::size_t n, std::uint64_t& step) const override {
+    const float lr = static_cast<float>(lr_), m = momentum_, wd = wd_;
+    if (m == 0) {
+      for (std::size_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
+    } else if (!nesterov_) {
+      for (std::size_t i = 0; i < n; ++i) {
+        s[i] = m * s[i] + g[i] + wd * w[i];
+        w[i] -= lr * s[i];
+      }
+    } else {
+      for (std::size_t i = 0; i < n; ++i) {
+        float gi = g[i] + wd * w[i];
+        s[i] = m * s[i] + gi;
+        w[i] -= lr * (gi + m * s[i]);
+      }
+    }
+    ++step;
+  }
+
+ private:
+  float momentum_;
+  bool nesterov_;
+  float wd_;
+};
+
+class adagrad final : public optimizer {
+ public:
+  adagrad(const optimizer_config& c) : init_(static_cast<float>(c.initial_accumulator)), eps_(static_cast<float>(c.epsilon)), wd_(static_cast<float>(c.weight_decay)) { lr_ = c.learning_rate; }
+  const char* name() const override { return "adagrad"; }
+  std::size_t slots_per_element() const override { return 1; }
+  float slot_init() const override { return init_; }
+  void update(float* __restrict w, const float* __restrict g, float* __restrict acc, std::size_t n, std::uint64_t& step) const override {
+    const float lr = static_cast<float>(lr_);
+    for (std::size_t i = 0; i < n; ++i) {
+      float gi = g[i] + wd_ * w[i];
+      acc[i] += gi * gi;
+      w[i] -= lr * gi / (std::sqrt(acc[i]) + eps_);
+    }
+    ++step;
+  }
+
+ private:
+  float init_, eps_, wd_;
+};
+
+class adam final : public optimizer {
+ public:
+  adam(const optimizer_config& c) : b1_(c.beta1), b2_(c.beta2), eps_(static_cast<float>(c.epsilon)), wd_(static_cast<float>(c.weight_decay)) { lr_ = c.learning_rate; }
+  const char* name() const override { return "adam"; }
+  std::size_t slots_per_element() const override { return 2; }
+  void update(float* __restrict w, const float* __restrict g, float* __restrict s, std::size_t n, std::uint64_t& step) const override {
+    ++step;
+    const double t = static_cast<double>(step);
+    // Bias-corrected step size, as in Kingma & Ba (and TF's Adam: epsilon outside the sqrt).
+    const float lr_t = static_cast<float>(lr_ * std::sqrt(1 - std::pow(b2_, t)) / (1 - std::pow(b1_, t)));
+    const float b1 = static_cast<float>(b1_), b2 = static_cast<float>(b2_);
+    float* __restrict m = s;
+    float* __restrict v = s + n;
+    for (std::size_t i = 0; i < n; ++i) {
+      float gi = g[i] + wd_ * w[i];
+      m[i] = b1 * m[i] + (1 - b1) * gi;
+      v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+      w[i] -= lr_t * m[i] / (std::sqrt(v[i]) + eps_);
+    }
+  }
+
+ private:
+  double b1_, b2_;
+  float eps_, wd_;
+};
+
+}  // namespace
+
+expected<std::unique_ptr<optimizer>> make_optimizer(const optimizer_config& c) {
+  auto bad = [&](const std::string& why) { return make_unexpected(nn_errc::bad_config, "optimizer '" + c.type + "': " + why); };
+  if (!(c.learning_rate > 0)) return bad("learning_rate must be > 0");
+  if (c.weight_decay < 0) return bad("weight_decay must be >= 0");
+  if (c.type == "sgd") {
+    if (c.momentum < 0 || c.momentum >= 1) return bad("momentum must be in [0, 1)");
+    return std::unique_ptr<optimizer>(std::make_unique<sgd>(c));
+  }
+  if (!(c.epsilon > 0)) return bad("epsilon must be > 0");
+  if (c.type == "adagrad") {
+    if (c.initial_accumulator < 0) return bad("initial_accumulator must be >= 0");
+    return std::unique_ptr<optimizer>(std::make_unique<adagrad>(c));
+  }
+  if (c.type == "adam") {
+    if (c.beta1 < 0 || c.beta1 >= 1 || c.beta2 < 0 || c.beta2 >= 1) return bad("beta1 and beta2 must be in [0, 1)");
+    return std::unique_ptr<optimizer>(std::make_unique<adam>(c));
+  }
+  return make_unexpected(nn_errc::unknown_name, "optimizer '" + c.type + "': expected sgd, adagrad or adam");
+}
+
+void apply_dense(const optimizer& opt, tensor& value, const tensor& grad, dense_slots& slots) {
+  const std::size_t need = opt.slots_per_element() * value.size();
+  if (slots.values.size() != need) slots.values.assign(need, opt.slot_init());
+  opt.update(value.data(), grad.data(), slots.values.data(), value.size(), slots.step);
+}
+
+row_slots::row_slots(std::size_t dim, const optimizer& opt) : width_(dim * opt.slots_per_element()), init_(opt.slot_init()) {}
+
+float* row_slots::get(std::uint64_t id, std::uint64_t** step) {
+  auto [it, inserted] = index_.try_emplace(id, static_cast<std::uint32_t>(steps_.size()));
+  if (inserted) {
+    values_.resize(values_.size() + width_, init_);
+    steps_.push_back(0);
+  }
+  *step = &steps_[it->second];
+  return values_.data() + static_cast<std::size_t>(it->second) * width_;
+}
+
+bool row_slots::read(std::uint64_t id, float* out, std::uint64_t& step) const {
+  auto it = index_.find(id);
+  if (it == index_.end()) return false;
+  std::memcpy(out, values_.data() + static_cast<std::size_t>(it->second) * width_, width_ * sizeof(float));
+  step = steps_[it->second];
+  return true;
+}
+
+void row_slots::write(std::uint64_t id, const float* in, std::uint64_t step) {
+  std::uint64_t* s = nullptr;
+  float* dst = get(id, &s);
+  std::memcpy(dst, in, width_ * sizeof(float));
+  *s = step;
+}
+
+void apply_sparse(const optimizer& opt, embedding_table& table, const sparse_grad& grad, row_slots& slots) {
+  const std::size_t dim = table.dim();
+  for (std::size_t i = 0; i < grad.size(); ++i) {
+    float* w = table.row(grad.ids[i]);
+    std::uint64_t* step = nullptr;
+    float* s = slots.get(grad.ids[i], &step);
+    opt.update(w, grad.row(i), s, dim, *step);
+  }
+}
+
+}  // namespace troupe::nn
