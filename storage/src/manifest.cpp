@@ -28,6 +28,7 @@ std::string manifest::to_toml() const {
     << "dense_dim = " << schema.dense_dim << "\n"
     << "sparse_fields = " << schema.sparse_fields << "\n"
     << "num_classes = " << schema.num_classes << "\n"
+    << "buckets_per_field = " << schema.buckets_per_field << "\n"
     << "image_shape = [";
   for (std::size_t i = 0; i < schema.image_shape.size(); ++i) o << (i ? ", " : "") << schema.image_shape[i];
   o << "]\n";
@@ -53,6 +54,7 @@ expected<manifest> manifest::parse(std::string_view text, const std::string& whe
   m.schema.dense_dim = static_cast<std::uint32_t>(s.require_int("dense_dim", 0, max_dim));
   m.schema.sparse_fields = static_cast<std::uint32_t>(s.require_int("sparse_fields", 0, max_dim));
   m.schema.num_classes = static_cast<std::uint32_t>(s.get_int("num_classes", 0, 0, max_dim));
+  m.schema.buckets_per_field = static_cast<std::uint64_t>(s.get_int("buckets_per_field", 0, 0));
   std::int64_t volume = 1;
   for (auto d : s.get_ints("image_shape", {})) {
     if (d <= 0 || d > max_dim) s.fail("image_shape", core_errc::out_of_range, "dimensions must be in 1..2^24");

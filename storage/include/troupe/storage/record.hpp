@@ -19,6 +19,7 @@ struct record_schema {
   std::uint32_t sparse_fields = 0;
   std::uint32_t num_classes = 0;          // 0: regression or binary label in [0, 1]
   std::vector<std::uint32_t> image_shape;  // e.g. {1, 28, 28}; empty when not an image
+  std::uint64_t buckets_per_field = 0;     // ids of field f lie in [f*b, (f+1)*b); 0: unbounded
   bool operator==(const record_schema&) const = default;
 };
 
