@@ -2,6 +2,8 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
+
 #include "bytes.hpp"
 
 namespace troupe::storage::ckpt {
@@ -13,14 +15,22 @@ std::uint32_t sum(std::string_view key, const char* p, std::size_t n) {
 }
 }  // namespace
 
-std::string encode_key(std::uint64_t version, section sec, std::string_view name, std::uint64_t row) {
-  std::string k = be64_key(version);
-  k += static_cast<char>(sec);
-  const auto n = static_cast<std::uint16_t>(name.size());
-  k += static_cast<char>(n >> 8);
-  k += static_cast<char>(n & 0xff);
+void append_key(std::string& k, std::uint64_t version, section sec, std::string_view name, std::uint64_t row) {
+  const auto n = static_cast<std::uint16_t>(std::min<std::size_t>(name.size(), 0xffff));
+  char buf[11 + 8];
+  for (int i = 7; i >= 0; --i, version >>= 8) buf[i] = static_cast<char>(version & 0xff);
+  buf[8] = static_cast<char>(sec);
+  buf[9] = static_cast<char>(n >> 8);
+  buf[10] = static_cast<char>(n & 0xff);
+  k.append(buf, 11);
   k.append(name.substr(0, n));
-  k += be64_key(row);
+  for (int i = 7; i >= 0; --i, row >>= 8) buf[11 + i] = static_cast<char>(row & 0xff);
+  k.append(buf + 11, 8);
+}
+
+std::string encode_key(std::uint64_t version, section sec, std::string_view name, std::uint64_t row) {
+  std::string k;
+  append_key(k, version, sec, name, row);
   return k;
 }
 
@@ -36,12 +46,10 @@ bool decode_key(std::string_view k, data_key& out) {
   return true;
 }
 
-void encode_value(std::string_view key, const std::vector<float>& v, std::string& out) {
-  const std::size_t at = out.size();
-  out.resize(at + 4 + 4 * v.size());
-  std::memcpy(out.data() + at + 4, v.data(), 4 * v.size());
-  std::uint32_t s = sum(key, out.data() + at + 4, 4 * v.size());
-  std::memcpy(out.data() + at, &s, 4);
+void encode_value(std::string_view key, const std::vector<float>& v, char* out) {
+  std::memcpy(out + 4, v.data(), 4 * v.size());
+  std::uint32_t s = sum(key, out + 4, 4 * v.size());
+  std::memcpy(out, &s, 4);
 }
 
 bool decode_value(std::string_view key, std::string_view v, std::vector<float>& out) {

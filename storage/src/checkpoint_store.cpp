@@ -19,19 +19,64 @@ expected<std::optional<std::uint64_t>> read_latest(const auto& txn, dbi meta) {
   return std::optional<std::uint64_t>(from_be64(**v));
 }
 
-// Entries of one section as (key, value) pairs appended to `out`, counting into `info`.
-struct chunker {
-  std::vector<std::pair<std::string, std::string>> kvs;
-  std::size_t bytes = 0;
-  void add(std::string key, const std::vector<float>& v, checkpoint_info& info) {
-    std::string val;
-    ckpt::encode_value(key, v, val);
-    bytes += val.size();
-    info.bytes += 4 * v.size();
-    ++info.entries;
-    kvs.emplace_back(std::move(key), std::move(val));
-  }
+// The entries of one checkpoint: keys packed in one arena, each with the floats it stores
+// (owned by the caller's state, which outlives every write job of write_data).
+struct entry_list {
+  std::string arena;
+  struct entry {
+    std::size_t at, len;
+    const std::vector<float>* values;
+  };
+  std::vector<entry> items;
+  std::string_view key(const entry& e) const { return {arena.data() + e.at, e.len}; }
 };
+
+// Every entry of `s` under `version`, in key order: the keys of a new version sort after all
+// existing ones (versions only grow), so they can be appended (MDB_APPEND) without tree search.
+entry_list entries_of(std::uint64_t version, const shard_state& s) {
+  entry_list out;
+  auto add = [&](ckpt::section sec, const std::string& name, std::uint64_t row, const std::vector<float>& v) {
+    const std::size_t at = out.arena.size();
+    ckpt::append_key(out.arena, version, sec, name, row);
+    out.items.push_back({at, out.arena.size() - at, &v});
+  };
+  // Key order within a section: name length, name, row id (see encode_key).
+  auto by_key = [](const std::string* a, const std::string* b) {
+    return a->size() != b->size() ? a->size() < b->size() : *a < *b;
+  };
+  auto dense = [&](ckpt::section sec, const dense_tensors& m) {
+    std::vector<const std::string*> names;
+    for (auto& kv : m) names.push_back(&kv.first);
+    std::sort(names.begin(), names.end(), by_key);
+    for (auto* n : names) add(sec, *n, 0, m.at(*n));
+  };
+  auto tables = [&](ckpt::section sec, const embedding_tables& m) {
+    std::vector<const std::string*> names;
+    for (auto& kv : m) names.push_back(&kv.first);
+    std::sort(names.begin(), names.end(), by_key);
+    std::vector<std::pair<std::uint64_t, const std::vector<float>*>> rows;
+    for (auto* n : names) {
+      rows.clear();
+      for (auto& [id, row] : m.at(*n)) rows.emplace_back(id, &row);
+      std::sort(rows.begin(), rows.end());
+      for (auto& [id, row] : rows) add(sec, *n, id, *row);
+    }
+  };
+  dense(ckpt::dense, s.dense);
+  tables(ckpt::embedding, s.embeddings);
+  dense(ckpt::dense_slot, s.dense_slots);
+  tables(ckpt::embedding_slot, s.embedding_slots);
+  return out;
+}
+
+bool name_too_long(const shard_state& s) {
+  auto check = [](const auto& m) {
+    for (auto& kv : m)
+      if (kv.first.size() > 0xffff) return true;
+    return false;
+  };
+  return check(s.dense) || check(s.embeddings) || check(s.dense_slots) || check(s.embedding_slots);
+}
 }  // namespace
 
 expected<checkpoint_store> checkpoint_store::open(const std::string& dir, checkpoint_options opts) {
@@ -91,50 +136,33 @@ expected<std::uint64_t> checkpoint_store::write(const shard_state& s, checkpoint
 }
 
 expected<void> checkpoint_store::write_data(std::uint64_t version, const shard_state& s, checkpoint_info& info) {
+  if (name_too_long(s))
+    return make_unexpected(storage_errc::invalid_argument, env_->dir() + ": tensor name longer than 65535 bytes");
+  auto all = std::make_shared<const entry_list>(entries_of(version, s));
+  // Chunks go to the writer one after the other; values are encoded straight into the map.
   std::future<expected<void>> in_flight;
-  chunker c;
-  auto submit = [&]() -> expected<void> {
+  for (std::size_t at = 0; at < all->items.size();) {
+    std::size_t first = at;
+    for (std::size_t bytes = 0; at < all->items.size() && bytes < opts_.chunk_bytes; ++at) {
+      std::size_t n = all->items[at].values->size();
+      bytes += ckpt::value_size(n);
+      info.bytes += 4 * n;
+    }
+    info.entries += at - first;
     if (in_flight.valid())
       if (auto r = in_flight.get(); !r) return r;
-    std::sort(c.kvs.begin(), c.kvs.end());
-    auto kvs = std::make_shared<decltype(c.kvs)>(std::move(c.kvs));
-    c.kvs.clear();
-    c.bytes = 0;
-    in_flight = env_->submit([kvs, db = data_](write_txn& w) -> expected<void> {
-      for (auto& [k, v] : *kvs)
-        if (auto r = w.put(db, k, v); !r) return r;
+    in_flight = env_->submit([all, first, end = at, db = data_](write_txn& w) -> expected<void> {
+      for (std::size_t i = first; i < end; ++i) {
+        auto& e = all->items[i];
+        auto k = all->key(e);
+        auto out = w.reserve(db, k, ckpt::value_size(e.values->size()), MDB_APPEND);
+        if (!out) return out.err();
+        ckpt::encode_value(k, *e.values, *out);
+      }
       return {};
     });
-    return {};
-  };
-  auto add = [&](ckpt::section sec, const std::string& name, std::uint64_t row,
-                 const std::vector<float>& v) -> expected<void> {
-    if (name.size() > 0xffff)
-      return make_unexpected(storage_errc::invalid_argument, env_->dir() + ": tensor name longer than 65535 bytes");
-    c.add(ckpt::encode_key(version, sec, name, row), v, info);
-    return c.bytes >= opts_.chunk_bytes ? submit() : expected<void>();
-  };
-  auto dense = [&](ckpt::section sec, const dense_tensors& m) -> expected<void> {
-    for (auto& [name, v] : m)
-      if (auto r = add(sec, name, 0, v); !r) return r;
-    return {};
-  };
-  auto tables = [&](ckpt::section sec, const embedding_tables& m) -> expected<void> {
-    for (auto& [name, t] : m)
-      for (auto& [id, row] : t)
-        if (auto r = add(sec, name, id, row); !r) return r;
-    return {};
-  };
-  expected<void> r = dense(ckpt::dense, s.dense);
-  if (r) r = tables(ckpt::embedding, s.embeddings);
-  if (r) r = dense(ckpt::dense_slot, s.dense_slots);
-  if (r) r = tables(ckpt::embedding_slot, s.embedding_slots);
-  if (r && !c.kvs.empty()) r = submit();
-  if (in_flight.valid()) {
-    auto last = in_flight.get();
-    if (r) r = std::move(last);
   }
-  return r;
+  return in_flight.valid() ? in_flight.get() : expected<void>();
 }
 
 expected<std::optional<std::uint64_t>> checkpoint_store::latest() const {
