@@ -1,0 +1,333 @@
+#include "troupe/storage/task_journal.hpp"
+
+#include <filesystem>
+#include <numeric>
+
+#include "bytes.hpp"
+
+namespace troupe::storage {
+
+namespace {
+constexpr std::uint8_t task_version = 1, config_version = 1;
+constexpr char config_key[] = "config";
+const char* state_db[4] = {"todo", "doing", "done", "failed"};
+
+std::string encode(const task& t) {
+  byte_writer w;
+  w.pod(task_version).pod(t.id).pod(t.epoch).pod(t.first).pod(t.count).pod(static_cast<std::uint8_t>(t.state));
+  w.pod(t.attempt).pod(t.failures).pod(t.deadline_ms).str(t.holder).str(t.last_error);
+  return std::move(w.bytes());
+}
+
+expected<task> decode(std::string_view v, const std::string& where) {
+  byte_reader r(v);
+  task t;
+  auto version = r.pod<std::uint8_t>();
+  t.id = r.pod<std::uint64_t>();
+  t.epoch = r.pod<std::uint32_t>();
+  t.first = r.pod<std::uint64_t>();
+  t.count = r.pod<std::uint64_t>();
+  auto state = r.pod<std::uint8_t>();
+  t.attempt = r.pod<std::uint32_t>();
+  t.failures = r.pod<std::uint32_t>();
+  t.deadline_ms = r.pod<std::int64_t>();
+  t.holder = r.str();
+  t.last_error = r.str();
+  if (!r.done() || version != task_version || state > 3)
+    return make_unexpected(storage_errc::lmdb_error, where + ": malformed task value");
+  t.state = static_cast<task_state>(state);
+  return t;
+}
+
+std::string encode(const journal_options& o) {
+  byte_writer w;
+  w.pod(config_version).str(o.dataset).pod(o.record_count).pod(o.records_per_task).pod(o.epochs);
+  w.pod(o.shuffle_seed).pod(static_cast<std::uint8_t>(o.shuffle)).pod(o.max_failures);
+  return std::move(w.bytes());
+}
+
+expected<journal_options> decode_options(std::string_view v, const std::string& where) {
+  byte_reader r(v);
+  journal_options o;
+  auto version = r.pod<std::uint8_t>();
+  o.dataset = r.str();
+  o.record_count = r.pod<std::uint64_t>();
+  o.records_per_task = r.pod<std::uint64_t>();
+  o.epochs = r.pod<std::uint32_t>();
+  o.shuffle_seed = r.pod<std::uint64_t>();
+  o.shuffle = r.pod<std::uint8_t>() != 0;
+  o.max_failures = r.pod<std::uint32_t>();
+  if (version != config_version)
+    return make_unexpected(storage_errc::version_mismatch, where + ": journal format " + std::to_string(version));
+  if (!r.done()) return make_unexpected(storage_errc::lmdb_error, where + ": malformed journal config");
+  return o;
+}
+
+// Differences that would change the tasks; max_failures may change on reopen.
+std::string differs(const journal_options& a, const journal_options& b) {
+  if (a.dataset != b.dataset) return "dataset '" + a.dataset + "' vs '" + b.dataset + "'";
+  if (a.record_count != b.record_count) return "record_count";
+  if (a.records_per_task != b.records_per_task) return "records_per_task";
+  if (a.epochs != b.epochs) return "epochs";
+  if (a.shuffle_seed != b.shuffle_seed || a.shuffle != b.shuffle) return "shuffle seed";
+  return {};
+}
+
+std::uint64_t splitmix64(std::uint64_t& s) {
+  std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+template <class Txn>
+expected<task> get_in(const Txn& txn, dbi db, std::uint64_t id, const std::string& dir) {
+  auto v = txn.get(db, be64_key(id));
+  if (!v) return v.err();
+  if (!*v) return make_unexpected(storage_errc::not_found, dir + ": task " + std::to_string(id));
+  return decode(**v, dir + ": task " + std::to_string(id));
+}
+}  // namespace
+
+const char* to_string(task_state s) {
+  static const char* names[4] = {"todo", "doing", "done", "failed"};
+  return names[static_cast<int>(s) & 3];
+}
+
+expected<task_journal> task_journal::open_or_create(const std::string& dir, const journal_options& opts) {
+  if (opts.record_count == 0 || opts.records_per_task == 0 || opts.epochs == 0 || opts.max_failures == 0)
+    return make_unexpected(storage_errc::invalid_argument,
+                           dir + ": journal needs record_count, records_per_task, epochs and max_failures > 0");
+  auto env = lmdb_env::open(dir);
+  if (!env) return env.err();
+  task_journal j;
+  j.env_ = std::move(*env);
+  if (auto r = j.load_dbs(true); !r) return r.err();
+  j.opts_ = opts;
+  j.per_epoch_ = (opts.record_count + opts.records_per_task - 1) / opts.records_per_task;
+  auto r = j.env_->write([&](write_txn& w) -> expected<void> {
+    auto v = w.get(j.meta_, config_key);
+    if (!v) return v.err();
+    if (*v) {
+      auto o = decode_options(**v, dir);
+      if (!o) return o.err();
+      if (auto d = differs(*o, opts); !d.empty())
+        return make_unexpected(storage_errc::invalid_argument,
+                               dir + ": journal was created with other options (" + d + ")");
+      return w.put(j.meta_, config_key, encode(opts));  // max_failures may change
+    }
+    if (auto c = j.create_tasks(w); !c) return c;
+    return w.put(j.meta_, config_key, encode(opts));
+  });
+  if (!r) return r.err();
+  return j;
+}
+
+expected<task_journal> task_journal::open(const std::string& dir) {
+  if (!std::filesystem::exists(std::filesystem::path(dir) / "data.mdb"))
+    return make_unexpected(storage_errc::not_found, dir + ": no task journal");
+  auto env = lmdb_env::open(dir);
+  if (!env) return env.err();
+  task_journal j;
+  j.env_ = std::move(*env);
+  if (auto r = j.load_dbs(false); !r) return make_unexpected(storage_errc::not_found, dir + ": no task journal");
+  auto txn = j.env_->begin_read();
+  if (!txn) return txn.err();
+  auto v = txn->get(j.meta_, config_key);
+  if (!v) return v.err();
+  if (!*v) return make_unexpected(storage_errc::not_found, dir + ": no task journal");
+  auto o = decode_options(**v, dir);
+  if (!o) return o.err();
+  j.opts_ = *o;
+  j.per_epoch_ = (o->record_count + o->records_per_task - 1) / o->records_per_task;
+  return j;
+}
+
+expected<void> task_journal::load_dbs(bool create) {
+  unsigned flag = create ? MDB_CREATE : 0;
+  auto t = env_->open_db("tasks", flag);
+  auto m = env_->open_db("journal_meta", flag);
+  if (!t) return t.err();
+  if (!m) return m.err();
+  tasks_ = *t;
+  meta_ = *m;
+  for (int s = 0; s < 4; ++s) {
+    auto d = env_->open_db(state_db[s], flag);
+    if (!d) return d.err();
+    by_state_[s] = *d;
+  }
+  return {};
+}
+
+expected<void> task_journal::create_tasks(write_txn& w) const {
+  std::vector<std::uint64_t> order(per_epoch_);
+  for (std::uint32_t e = 0; e < opts_.epochs; ++e) {
+    std::iota(order.begin(), order.end(), 0);
+    std::uint64_t s = opts_.shuffle_seed * 0x100000001b3ULL + e;
+    for (std::uint64_t i = per_epoch_; opts_.shuffle && i > 1; --i) std::swap(order[i - 1], order[splitmix64(s) % i]);
+    for (std::uint64_t k = 0; k < per_epoch_; ++k) {
+      task t;
+      t.id = e * per_epoch_ + k;
+      t.epoch = e;
+      t.first = order[k] * opts_.records_per_task;
+      t.count = std::min(opts_.records_per_task, opts_.record_count - t.first);
+      if (auto r = w.put(tasks_, be64_key(t.id), encode(t)); !r) return r;
+      if (auto r = w.put(by_state_[0], be64_key(t.id), {}); !r) return r;
+    }
+  }
+  return {};
+}
+
+namespace {
+// Writes `t` and moves its id between the state indexes when its state changed.
+expected<void> store(write_txn& w, dbi tasks, const dbi* by_state, const task& t, task_state old) {
+  const std::string key = be64_key(t.id);
+  if (auto r = w.put(tasks, key, encode(t)); !r) return r;
+  if (t.state == old) return {};
+  if (auto r = w.del(by_state[static_cast<int>(old)], key); !r) return r.err();
+  return w.put(by_state[static_cast<int>(t.state)], key, {});
+}
+}  // namespace
+
+expected<std::optional<task>> task_journal::lease(const std::string& holder, std::int64_t deadline_ms) {
+  std::optional<task> out;
+  auto r = env_->write([&](write_txn& w) -> expected<void> {
+    out.reset();
+    auto cur = cursor::open(w.raw(), by_state_[0], env_->dir());
+    if (!cur) return cur.err();
+    auto ok = cur->first();
+    if (!ok) return ok.err();
+    if (!*ok) return {};
+    auto t = get_in(w, tasks_, from_be64(cur->key()), env_->dir());
+    if (!t) return t.err();
+    t->state = task_state::doing;
+    t->holder = holder;
+    t->deadline_ms = deadline_ms;
+    ++t->attempt;
+    if (auto s = store(w, tasks_, by_state_, *t, task_state::todo); !s) return s;
+    out = std::move(*t);
+    return {};
+  });
+  if (!r) return r.err();
+  return out;
+}
+
+expected<void> task_journal::check_lease(const task& t, const std::string& holder, std::uint32_t attempt) const {
+  if (t.state == task_state::doing && t.holder == holder && t.attempt == attempt) return {};
+  return make_unexpected(storage_errc::stale_lease,
+                         env_->dir() + ": task " + std::to_string(t.id) + " is " + to_string(t.state) +
+                             (t.state == task_state::doing ? " by '" + t.holder + "' attempt " + std::to_string(t.attempt)
+                                                           : std::string()) +
+                             ", not leased by '" + holder + "' attempt " + std::to_string(attempt));
+}
+
+expected<void> task_journal::renew(std::uint64_t id, const std::string& holder, std::uint32_t attempt,
+                                   std::int64_t deadline_ms) {
+  return env_->write([&](write_txn& w) -> expected<void> {
+    auto t = get_in(w, tasks_, id, env_->dir());
+    if (!t) return t.err();
+    if (auto c = check_lease(*t, holder, attempt); !c) return c;
+    t->deadline_ms = deadline_ms;
+    return store(w, tasks_, by_state_, *t, t->state);
+  });
+}
+
+expected<void> task_journal::complete(std::uint64_t id, const std::string& holder, std::uint32_t attempt) {
+  return env_->write([&](write_txn& w) -> expected<void> {
+    auto t = get_in(w, tasks_, id, env_->dir());
+    if (!t) return t.err();
+    if (auto c = check_lease(*t, holder, attempt); !c) return c;
+    t->state = task_state::done;
+    t->deadline_ms = 0;
+    return store(w, tasks_, by_state_, *t, task_state::doing);
+  });
+}
+
+expected<task_state> task_journal::fail(std::uint64_t id, const std::string& holder, std::uint32_t attempt,
+                                        const std::string& error_text) {
+  task_state next = task_state::todo;
+  auto r = env_->write([&](write_txn& w) -> expected<void> {
+    auto t = get_in(w, tasks_, id, env_->dir());
+    if (!t) return t.err();
+    if (auto c = check_lease(*t, holder, attempt); !c) return c;
+    ++t->failures;
+    t->last_error = error_text;
+    t->deadline_ms = 0;
+    t->state = next = t->failures >= opts_.max_failures ? task_state::failed : task_state::todo;
+    return store(w, tasks_, by_state_, *t, task_state::doing);
+  });
+  if (!r) return r.err();
+  return next;
+}
+
+expected<std::uint64_t> task_journal::requeue_if(const std::function<bool(const task&)>& pred) {
+  std::uint64_t moved = 0;
+  auto r = env_->write([&](write_txn& w) -> expected<void> {
+    moved = 0;
+    std::vector<task> hit;
+    {
+      auto cur = cursor::open(w.raw(), by_state_[1], env_->dir());
+      if (!cur) return cur.err();
+      for (auto ok = cur->first();; ok = cur->next()) {
+        if (!ok) return ok.err();
+        if (!*ok) break;
+        auto t = get_in(w, tasks_, from_be64(cur->key()), env_->dir());
+        if (!t) return t.err();
+        if (pred(*t)) hit.push_back(std::move(*t));
+      }
+    }
+    for (auto& t : hit) {
+      t.state = task_state::todo;
+      t.deadline_ms = 0;
+      if (auto s = store(w, tasks_, by_state_, t, task_state::doing); !s) return s;
+    }
+    moved = hit.size();
+    return {};
+  });
+  if (!r) return r.err();
+  return moved;
+}
+
+expected<std::uint64_t> task_journal::requeue_holder(const std::string& holder) {
+  return requeue_if([&](const task& t) { return t.holder == holder; });
+}
+
+expected<std::uint64_t> task_journal::requeue_expired(std::int64_t now_ms) {
+  return requeue_if([&](const task& t) { return t.deadline_ms <= now_ms; });
+}
+
+expected<task> task_journal::get(std::uint64_t id) const {
+  auto txn = env_->begin_read();
+  if (!txn) return txn.err();
+  return get_in(*txn, tasks_, id, env_->dir());
+}
+
+expected<task_counts> task_journal::counts() const {
+  auto txn = env_->begin_read();
+  if (!txn) return txn.err();
+  std::uint64_t n[4];
+  for (int s = 0; s < 4; ++s) {
+    auto e = txn->entries(by_state_[s]);
+    if (!e) return e.err();
+    n[s] = *e;
+  }
+  return task_counts{n[0], n[1], n[2], n[3]};
+}
+
+expected<std::vector<task>> task_journal::list(task_state state) const {
+  auto txn = env_->begin_read();
+  if (!txn) return txn.err();
+  auto cur = cursor::open(txn->raw(), by_state_[static_cast<int>(state)], env_->dir());
+  if (!cur) return cur.err();
+  std::vector<task> out;
+  for (auto ok = cur->first();; ok = cur->next()) {
+    if (!ok) return ok.err();
+    if (!*ok) break;
+    auto t = get_in(*txn, tasks_, from_be64(cur->key()), env_->dir());
+    if (!t) return t.err();
+    out.push_back(std::move(*t));
+  }
+  return out;
+}
+
+}  // namespace troupe::storage

@@ -1,0 +1,264 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "test_dir.hpp"
+#include "troupe/core/clock.hpp"
+#include "troupe/storage/task_journal.hpp"
+
+namespace troupe::storage {
+namespace {
+
+using testing::temp_dir;
+
+journal_options opts(std::uint32_t epochs = 2) {
+  journal_options o;
+  o.dataset = "ds";
+  o.record_count = 1005;
+  o.records_per_task = 100;
+  o.epochs = epochs;
+  o.shuffle_seed = 42;
+  o.max_failures = 3;
+  return o;
+}
+
+TEST(TaskJournal, CreatesShuffledTasksCoveringEveryRecordPerEpoch) {
+  temp_dir d;
+  auto j = task_journal::open_or_create(d.str(), opts());
+  ASSERT_TRUE(j) << j.err().to_string();
+  EXPECT_EQ(j->tasks_per_epoch(), 11u);
+  auto c = j->counts();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->todo, 22u);
+  auto all = j->list(task_state::todo);
+  ASSERT_TRUE(all);
+  std::vector<std::uint64_t> order[2];
+  for (std::uint32_t e = 0; e < 2; ++e) {
+    std::uint64_t covered = 0;
+    std::set<std::uint64_t> firsts;
+    for (auto& t : *all)
+      if (t.epoch == e) {
+        covered += t.count;
+        firsts.insert(t.first);
+        order[e].push_back(t.first);
+      }
+    EXPECT_EQ(covered, 1005u);
+    EXPECT_EQ(firsts.size(), 11u);
+  }
+  EXPECT_NE(order[0], order[1]) << "each epoch has its own order";
+  std::vector<std::uint64_t> sorted = order[0];
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_NE(order[0], sorted) << "shuffled";
+}
+
+TEST(TaskJournal, SameSeedSameOrder) {
+  temp_dir a, b;
+  auto ja = task_journal::open_or_create(a.str(), opts());
+  auto jb = task_journal::open_or_create(b.str(), opts());
+  ASSERT_TRUE(ja && jb);
+  auto la = ja->list(task_state::todo), lb = jb->list(task_state::todo);
+  ASSERT_TRUE(la && lb);
+  for (std::size_t i = 0; i < la->size(); ++i) EXPECT_EQ((*la)[i].first, (*lb)[i].first);
+}
+
+TEST(TaskJournal, LeaseCompleteAndEpochOrder) {
+  temp_dir d;
+  auto j = task_journal::open_or_create(d.str(), opts());
+  ASSERT_TRUE(j);
+  std::vector<task> leased;
+  for (int i = 0; i < 11; ++i) {
+    auto t = j->lease("w1", 1000);
+    ASSERT_TRUE(t && *t);
+    EXPECT_EQ((*t)->epoch, 0u);
+    EXPECT_EQ((*t)->attempt, 1u);
+    leased.push_back(**t);
+  }
+  // Epoch 0 has no todo left: epoch 1 starts while epoch 0 tasks are still doing.
+  auto next = j->lease("w2", 1000);
+  ASSERT_TRUE(next && *next);
+  EXPECT_EQ((*next)->epoch, 1u);
+  for (auto& t : leased) ASSERT_TRUE(j->complete(t.id, "w1", t.attempt));
+  auto c = j->counts();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->done, 11u);
+  EXPECT_EQ(c->doing, 1u);
+  EXPECT_EQ(c->todo, 10u);
+}
+
+TEST(TaskJournal, RequeuedTaskGoesOutBeforeTheNextEpoch) {
+  temp_dir d;
+  auto j = task_journal::open_or_create(d.str(), opts());
+  ASSERT_TRUE(j);
+  std::optional<task> first;
+  for (int i = 0; i < 11; ++i) {
+    auto t = j->lease(i == 0 ? "dies" : "w", 1000);
+    ASSERT_TRUE(t && *t);
+    if (i == 0) first = **t;
+  }
+  auto n = j->requeue_holder("dies");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(*n, 1u);
+  auto again = j->lease("w", 1000);
+  ASSERT_TRUE(again && *again);
+  EXPECT_EQ((*again)->id, first->id);
+  EXPECT_EQ((*again)->attempt, 2u);
+}
+
+TEST(TaskJournal, StaleCompletionIsRejected) {
+  temp_dir d;
+  auto j = task_journal::open_or_create(d.str(), opts(1));
+  ASSERT_TRUE(j);
+  auto t = j->lease("slow", 100);
+  ASSERT_TRUE(t && *t);
+  ASSERT_TRUE(j->requeue_expired(100));
+  auto t2 = j->lease("fast", 500);
+  ASSERT_TRUE(t2 && *t2);
+  ASSERT_EQ((*t2)->id, (*t)->id);
+  auto stale = j->complete((*t)->id, "slow", (*t)->attempt);
+  ASSERT_FALSE(stale);
+  EXPECT_EQ(stale.err(), storage_errc::stale_lease);
+  EXPECT_NE(stale.err().to_string().find("'fast'"), std::string::npos) << stale.err().to_string();
+  // Same holder, old attempt: also stale.
+  auto t3 = j->lease("x", 500);
+  ASSERT_TRUE(j->requeue_holder("x"));
+  auto t4 = j->lease("x", 500);
+  ASSERT_TRUE(t3 && *t3 && t4 && *t4);
+  EXPECT_FALSE(j->complete((*t3)->id, "x", (*t3)->attempt));
+  EXPECT_TRUE(j->complete((*t4)->id, "x", (*t4)->attempt));
+  EXPECT_TRUE(j->complete((*t2)->id, "fast", (*t2)->attempt));
+  EXPECT_FALSE(j->complete((*t2)->id, "fast", (*t2)->attempt)) << "completing twice";
+}
+
+TEST(TaskJournal, RepeatedFailureQuarantinesWithTheLastError) {
+  temp_dir d;
+  auto j = task_journal::open_or_create(d.str(), opts(1));
+  ASSERT_TRUE(j);
+  std::uint64_t id = 0;
+  for (int i = 1; i <= 3; ++i) {
+    auto t = j->lease("w", 1000);
+    ASSERT_TRUE(t && *t);
+    if (i == 1) id = (*t)->id;
+    ASSERT_EQ((*t)->id, id) << "a failed task goes back to the front";
+    auto s = j->fail(id, "w", (*t)->attempt, "bad record " + std::to_string(i));
+    ASSERT_TRUE(s);
+    EXPECT_EQ(*s, i < 3 ? task_state::todo : task_state::failed);
+  }
+  auto failed = j->list(task_state::failed);
+  ASSERT_TRUE(failed);
+  ASSERT_EQ(failed->size(), 1u);
+  EXPECT_EQ((*failed)[0].last_error, "bad record 3");
+  EXPECT_EQ((*failed)[0].failures, 3u);
+  auto t = j->lease("w", 1000);
+  ASSERT_TRUE(t && *t);
+  EXPECT_NE((*t)->id, id);
+}
+
+TEST(TaskJournal, ExpiredLeasesGoBackToTodo) {
+  temp_dir d;
+  manual_clock clk;
+  auto j = task_journal::open_or_create(d.str(), opts(1));
+  ASSERT_TRUE(j);
+  auto a = j->lease("a", clk.wall_ms() + 1000);
+  auto b = j->lease("b", clk.wall_ms() + 5000);
+  ASSERT_TRUE(a && *a && b && *b);
+  clk.advance(std::chrono::seconds(2));
+  auto n = j->requeue_expired(clk.wall_ms());
+  ASSERT_TRUE(n);
+  EXPECT_EQ(*n, 1u);
+  ASSERT_TRUE(j->renew((*b)->id, "b", (*b)->attempt, clk.wall_ms() + 10000));
+  clk.advance(std::chrono::seconds(5));
+  n = j->requeue_expired(clk.wall_ms());
+  ASSERT_TRUE(n);
+  EXPECT_EQ(*n, 0u) << "renewed";
+  auto doing = j->list(task_state::doing);
+  ASSERT_TRUE(doing);
+  ASSERT_EQ(doing->size(), 1u);
+  EXPECT_EQ((*doing)[0].holder, "b");
+}
+
+TEST(TaskJournal, ReopenListsDoingWithLeases) {
+  temp_dir d;
+  std::vector<task> held;
+  {
+    auto j = task_journal::open_or_create(d.str(), opts());
+    ASSERT_TRUE(j);
+    for (int i = 0; i < 3; ++i) {
+      auto t = j->lease("w" + std::to_string(i), 1000 + i);
+      ASSERT_TRUE(t && *t);
+      held.push_back(**t);
+    }
+    ASSERT_TRUE(j->complete(held[1].id, "w1", 1));
+  }
+  auto j = task_journal::open(d.str());
+  ASSERT_TRUE(j) << j.err().to_string();
+  EXPECT_EQ(j->options().dataset, "ds");
+  auto doing = j->list(task_state::doing);
+  ASSERT_TRUE(doing);
+  ASSERT_EQ(doing->size(), 2u);
+  EXPECT_EQ((*doing)[0].id, held[0].id);
+  EXPECT_EQ((*doing)[0].holder, "w0");
+  EXPECT_EQ((*doing)[0].deadline_ms, 1000);
+  EXPECT_EQ((*doing)[1].holder, "w2");
+  auto c = j->counts();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->done, 1u);
+  EXPECT_EQ(c->total(), 22u);
+  EXPECT_TRUE(j->complete(held[2].id, "w2", 1)) << "a lease survives the restart";
+}
+
+TEST(TaskJournal, ReopenWithOtherOptionsFails) {
+  temp_dir d;
+  ASSERT_TRUE(task_journal::open_or_create(d.str(), opts()));
+  auto o = opts();
+  o.records_per_task = 50;
+  auto j = task_journal::open_or_create(d.str(), o);
+  ASSERT_FALSE(j);
+  EXPECT_NE(j.err().to_string().find("records_per_task"), std::string::npos) << j.err().to_string();
+  auto same = task_journal::open_or_create(d.str(), opts());
+  ASSERT_TRUE(same);
+  auto c = same->counts();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->total(), 22u) << "reopening does not create tasks again";
+}
+
+TEST(TaskJournal, MissingJournalAndBadOptions) {
+  temp_dir d;
+  auto j = task_journal::open(d.sub("none"));
+  ASSERT_FALSE(j);
+  EXPECT_EQ(j.err(), storage_errc::not_found);
+  auto o = opts();
+  o.records_per_task = 0;
+  auto bad = task_journal::open_or_create(d.str(), o);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.err(), storage_errc::invalid_argument);
+}
+
+TEST(TaskJournal, ConcurrentLeasesNeverHandOutATaskTwice) {
+  temp_dir d;
+  auto o = opts(3);
+  o.records_per_task = 10;
+  auto j = task_journal::open_or_create(d.str(), o);
+  ASSERT_TRUE(j);
+  std::mutex mu;
+  std::set<std::uint64_t> seen;
+  std::vector<std::thread> threads;
+  std::atomic<int> dup{0};
+  for (int w = 0; w < 4; ++w)
+    threads.emplace_back([&, w] {
+      for (;;) {
+        auto t = j->lease("w" + std::to_string(w), 1000);
+        if (!t || !*t) return;
+        std::lock_guard l(mu);
+        if (!seen.insert((*t)->id).second) ++dup;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(dup.load(), 0);
+  EXPECT_EQ(seen.size(), 3u * 101u);
+}
+
+}  // namespace
+}  // namespace troupe::storage
