@@ -173,7 +173,7 @@ void connection::on_read(const boost::system::error_code& ec, std::size_t n) {
   if (phase_.load() == phase::closed) return;
   if (!r) {
     ++params_.stats->malformed_frames;
-    close("malformed frame: " + r.err().to_string(), transport_errc::malformed_frame);
+    close("malformed frame: " + r.err().context(), transport_errc::malformed_frame);
     return;
   }
   do_read();

@@ -23,14 +23,6 @@ std::string dialler(const endpoint::impl::conn_ptr& c, const node_id& self) {
 
 void endpoint::impl::on_open(const conn_ptr& c) {
   c->opened = true;
-  if (auto it = dials.find(c->dial_id); it != dials.end()) {
-    it->second.attempts = 0;
-    it->second.established = true;
-    if (auto w = std::move(it->second.waiter)) {
-      it->second.waiter = nullptr;
-      w(c->peer());
-    }
-  }
   conn_ptr old;
   {
     std::lock_guard lk(conns_mu);
@@ -45,13 +37,22 @@ void endpoint::impl::on_open(const conn_ptr& c) {
       slot = c;
     }
   }
-  if (old && old->superseded) {
-    old->close("superseded by another connection to " + c->peer().name);
-    return;
+  const bool duplicate = old && old->superseded;
+  if (duplicate) old->close("superseded by another connection to " + c->peer().name);
+  else if (old) old->close("replaced by incarnation " + std::to_string(c->peer().incarnation));
+  if (!duplicate) {
+    spdlog::info("transport: peer {} up ({})", c->peer().to_string(), c->remote());
+    fire_peer(up_cbs, peer_event{c->peer(), c->remote(), "connected"});
   }
-  if (old) old->close("replaced by incarnation " + std::to_string(c->peer().incarnation));
-  spdlog::info("transport: peer {} up ({})", c->peer().to_string(), c->remote());
-  fire_peer(up_cbs, peer_event{c->peer(), c->remote(), "connected"});
+  // The dialler learns of success only now, when send() to the peer can find the connection.
+  if (auto it = dials.find(c->dial_id); it != dials.end()) {
+    it->second.attempts = 0;
+    it->second.established = true;
+    if (auto w = std::move(it->second.waiter)) {
+      it->second.waiter = nullptr;
+      w(c->peer());
+    }
+  }
 }
 
 void endpoint::impl::on_closed(const conn_ptr& c, const std::string& reason) {
