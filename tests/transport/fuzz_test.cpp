@@ -42,7 +42,8 @@ bytes multi_segment_seed() {
   m.setEpoch(7);
   auto members = m.initMembers(3);
   for (unsigned i = 0; i < 3; ++i) {
-    members[i].getNode().setName("w" + std::to_string(i));
+    const char name[] = {'w', static_cast<char>('0' + i), '\0'};
+    members[i].getNode().setName(name);
     members[i].setAddress("127.0.0.1:1");
   }
   auto flat = capnp::messageToFlatArray(b);
