@@ -1,0 +1,217 @@
+#include "troupe/transport/endpoint.hpp"
+
+#include <future>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "troupe/transport/diag.hpp"
+#include "troupe/transport/errc.hpp"
+#include "troupe/transport/message.hpp"
+
+namespace troupe {
+namespace {
+using namespace std::chrono_literals;
+
+transport_config test_config(std::string token = "t0ken") {
+  transport_config c;
+  c.token = std::move(token);
+  c.heartbeat_interval = 50ms;
+  c.heartbeat_timeout = 400ms;
+  c.reconnect_initial = 20ms;
+  c.reconnect_max = 200ms;
+  return c;
+}
+
+std::unique_ptr<endpoint> make(const std::string& name, transport_config c = test_config(), std::uint64_t inc = 0) {
+  auto e = endpoint::create(node_id{name, inc}, std::move(c));
+  EXPECT_TRUE(e) << e.err().to_string();
+  return std::move(*e);
+}
+
+template <class T>
+bool ready(std::future<T>& f, std::chrono::milliseconds d = 5s) {
+  return f.wait_for(d) == std::future_status::ready;
+}
+
+outbound ping(std::uint64_t seq) {
+  outbound o;
+  o.body().initPing().setSeq(seq);
+  return o;
+}
+
+TEST(endpoint, delivers_by_name_and_answers_pings) {
+  auto a = make("alpha"), b = make("beta");
+  auto addr = a->listen("127.0.0.1", 0);
+  ASSERT_TRUE(addr) << addr.err().to_string();
+  ASSERT_TRUE(install_echo(*a));
+  auto peer = b->connect(*addr);
+  ASSERT_TRUE(peer) << peer.err().to_string();
+  EXPECT_EQ(peer->name, "alpha");
+  auto r = run_ping(*b, {"alpha", "echo", 50, 5, 100});
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->count, 50u);
+  EXPECT_GT(r->p50_us, 0);
+
+  std::promise<std::string> from;
+  ASSERT_TRUE(b->register_name("sink", [&](const message& m) { from.set_value(m.from_node().to_string()); }));
+  EXPECT_FALSE(b->register_name("sink", [](const message&) {}));
+  ASSERT_TRUE(a->send("beta", "sink", ping(1), "echo"));
+  auto f = from.get_future();
+  ASSERT_TRUE(ready(f));
+  EXPECT_EQ(f.get(), "alpha#0");
+  EXPECT_EQ(a->send("gamma", "sink", ping(2)).err(), transport_errc::not_connected);
+}
+
+TEST(endpoint, delivers_locally_to_its_own_node) {
+  auto a = make("alpha");
+  std::promise<std::uint64_t> got;
+  ASSERT_TRUE(a->register_name("me", [&](const message& m) { got.set_value(m.body().getPing().getSeq()); }));
+  ASSERT_TRUE(a->send("alpha", "me", ping(9)));
+  auto f = got.get_future();
+  ASSERT_TRUE(ready(f));
+  EXPECT_EQ(f.get(), 9u);
+}
+
+TEST(endpoint, wrong_or_missing_token_is_refused_and_nothing_is_delivered) {
+  auto a = make("alpha");
+  std::atomic<int> delivered{0};
+  ASSERT_TRUE(a->register_name("echo", [&](const message&) { ++delivered; }));
+  auto addr = a->listen("127.0.0.1", 0);
+  for (std::string tok : {"wrong", ""}) {
+    auto b = make("beta", test_config(tok));
+    auto peer = b->connect(*addr, false);
+    ASSERT_FALSE(peer) << "token '" << tok << "'";
+    EXPECT_EQ(peer.err(), transport_errc::auth_failed) << peer.err().to_string();
+    EXPECT_EQ(b->send("alpha", "echo", ping(1)).err(), transport_errc::not_connected);
+  }
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(delivered.load(), 0);
+  EXPECT_GE(a->stats().auth_refused, 2u);
+  EXPECT_EQ(a->stats().open_connections, 0u);
+}
+
+TEST(endpoint, watch_reports_unregistered_unknown_and_dead_nodes) {
+  auto a = make("alpha"), b = make("beta");
+  auto addr = a->listen("127.0.0.1", 0);
+  ASSERT_TRUE(a->register_name("svc", [](const message&) {}));
+  ASSERT_TRUE(a->register_name("other", [](const message&) {}));
+  ASSERT_TRUE(install_echo(*a));
+  ASSERT_TRUE(b->connect(*addr));
+  std::promise<std::string> unknown, unreg, dead;
+  b->watch("alpha", "nobody", [&](const actor_address&, const std::string& r) { unknown.set_value(r); });
+  b->watch("alpha", "svc", [&](const actor_address& w, const std::string& r) { unreg.set_value(w.name + ": " + r); });
+  b->watch("alpha", "other", [&](const actor_address&, const std::string& r) { dead.set_value(r); });
+  auto fu = unknown.get_future();
+  ASSERT_TRUE(ready(fu));
+  EXPECT_EQ(fu.get(), "not registered");
+  ASSERT_TRUE(run_ping(*b, {"alpha", "echo", 1, 0, 8}));  // the watches have arrived
+  a->unregister_name("svc");
+  auto fr = unreg.get_future();
+  ASSERT_TRUE(ready(fr));
+  EXPECT_EQ(fr.get(), "svc: unregistered");
+  a.reset();
+  auto fd = dead.get_future();
+  ASSERT_TRUE(ready(fd));
+  EXPECT_NE(fd.get().find("node down"), std::string::npos);
+  std::promise<std::string> late;
+  b->watch("alpha", "svc", [&](const actor_address&, const std::string& r) { late.set_value(r); });
+  auto fl = late.get_future();
+  ASSERT_TRUE(ready(fl));
+  EXPECT_EQ(fl.get(), "node not connected");
+}
+
+TEST(endpoint, full_send_queue_pushes_back) {
+  auto cfg = test_config();
+  cfg.send_queue_bytes = 2u << 20;
+  cfg.heartbeat_timeout = 5000ms;
+  auto a = make("alpha"), b = make("beta", cfg);
+  auto addr = a->listen("127.0.0.1", 0);
+  std::promise<void> release;
+  auto gate = release.get_future().share();
+  ASSERT_TRUE(a->register_name("slow", [gate](const message&) { gate.wait(); }));  // stalls a's io thread
+  ASSERT_TRUE(b->connect(*addr));
+  static std::vector<std::byte> big(1 << 20);
+  bool pushed_back = false;
+  for (int i = 0; i < 200 && !pushed_back; ++i) {
+    outbound o;
+    auto p = o.body().initPing();
+    p.adoptPayload(o.builder().getOrphanage().referenceExternalData(
+        capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(big.data()), big.size())));
+    auto r = b->send("alpha", "slow", std::move(o), "", 1ms);
+    if (!r) {
+      EXPECT_EQ(r.err(), transport_errc::queue_full) << r.err().to_string();
+      pushed_back = true;
+    }
+  }
+  EXPECT_TRUE(pushed_back);
+  EXPECT_GT(b->stats().queued_bytes, 0);
+  release.set_value();
+}
+
+TEST(endpoint, fault_injection_drops_and_delays) {
+  auto a = make("alpha"), b = make("beta");
+  auto addr = a->listen("127.0.0.1", 0);
+  std::atomic<int> got{0};
+  ASSERT_TRUE(a->register_name("sink", [&](const message&) { ++got; }));
+  ASSERT_TRUE(install_echo(*a));
+  ASSERT_TRUE(b->connect(*addr));
+  b->set_fault_injection({1.0, {}});
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(b->send("alpha", "sink", ping(i)));
+  EXPECT_EQ(b->stats().frames_dropped, 20u);
+  b->set_fault_injection({0.0, 30ms});
+  auto r = run_ping(*b, {"alpha", "echo", 3, 0, 8});
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_GE(r->min_us, 30'000);
+  EXPECT_EQ(got.load(), 0);
+}
+
+TEST(endpoint, redials_a_restarted_peer_with_backoff) {
+  auto a = make("alpha");
+  auto addr = a->listen("127.0.0.1", 0);
+  auto port = parse_host_port(*addr)->port;
+  auto b = make("beta");
+  std::mutex mu;
+  std::vector<std::string> events;
+  std::promise<void> back;
+  b->on_peer_up([&](const peer_event& e) {
+    std::lock_guard lk(mu);
+    events.push_back("up " + e.node.to_string());
+    if (e.node.incarnation == 1) back.set_value();
+  });
+  b->on_peer_down([&](const peer_event& e) {
+    std::lock_guard lk(mu);
+    events.push_back("down " + e.node.to_string());
+  });
+  ASSERT_TRUE(b->connect(*addr));
+  a.reset();
+  std::this_thread::sleep_for(100ms);
+  auto a2 = make("alpha", test_config(), 1);
+  ASSERT_TRUE(a2->listen("127.0.0.1", port)) << "port reuse";
+  auto f = back.get_future();
+  ASSERT_TRUE(ready(f));
+  std::lock_guard lk(mu);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events[0], "up alpha#0");
+  EXPECT_EQ(events[1], "down alpha#0");
+  EXPECT_EQ(events.back(), "up alpha#1");
+}
+
+TEST(endpoint, simultaneous_dials_settle_on_one_connection) {
+  auto a = make("alpha"), b = make("beta");
+  auto aa = a->listen("127.0.0.1", 0), ba = b->listen("127.0.0.1", 0);
+  ASSERT_TRUE(install_echo(*a));
+  ASSERT_TRUE(install_echo(*b));
+  auto fa = std::async(std::launch::async, [&] { return a->connect(*ba); });
+  auto fb = std::async(std::launch::async, [&] { return b->connect(*aa); });
+  ASSERT_TRUE(fa.get());
+  ASSERT_TRUE(fb.get());
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(a->stats().open_connections, 1u);
+  EXPECT_EQ(b->stats().open_connections, 1u);
+  EXPECT_TRUE(run_ping(*a, {"beta", "echo", 10, 0, 8}));
+  EXPECT_TRUE(run_ping(*b, {"alpha", "echo", 10, 0, 8}));
+}
+
+}  // namespace
+}  // namespace troupe

@@ -1,0 +1,59 @@
+// Framing: a frame is one Cap'n Proto message in the standard stream layout
+//   u32 (segment count - 1) | u32 size in words, per segment | pad to 8 bytes | segments
+// (docs/wire_format.md). frame_reader cuts a byte stream into frames, checking the segment count
+// and the total size against frame_limits BEFORE allocating, and hands out each frame as its own
+// 8-byte aligned buffer. It has no I/O: the connection reads into prepare() and calls commit(),
+// and the fuzz test feeds it bytes the same way.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "troupe/core/error.hpp"
+#include "troupe/transport/config.hpp"
+
+namespace troupe {
+
+// One complete frame: aligned words holding exactly the segment table and the segments.
+struct frame {
+  std::unique_ptr<std::uint64_t[]> words;
+  std::size_t word_count = 0;
+  std::size_t size_bytes() const { return word_count * 8; }
+};
+
+class frame_reader {
+ public:
+  // Frames of at least this many bytes still missing are read straight into their own buffer.
+  static constexpr std::size_t direct_threshold = 16 * 1024;
+
+  explicit frame_reader(frame_limits limits);
+  // Limits for frames whose segment table has not been read yet (tightened during a handshake).
+  void set_limits(const frame_limits& limits) { limits_ = limits; }
+
+  // Where the next bytes from the stream should be written; never empty.
+  std::span<std::byte> prepare();
+  // `n` bytes were written at the last prepare(). Each completed frame goes to `sink` in order.
+  // A bad segment table (count or size over the limits, a zero-size first segment) is an error
+  // naming the problem; the stream cannot be resynchronised after that and must be closed.
+  expected<void> commit(std::size_t n, const std::function<void(frame&&)>& sink);
+  // Convenience for tests: copies `data` through prepare()/commit().
+  expected<void> feed(std::span<const std::byte> data, const std::function<void(frame&&)>& sink);
+
+  std::size_t buffered_bytes() const { return end_ - begin_; }
+
+ private:
+  expected<void> drain(const std::function<void(frame&&)>& sink);
+  expected<bool> start_frame();  // parses a segment table in the staging buffer if complete
+  frame_limits limits_;
+  std::vector<std::uint64_t> staging_;
+  std::size_t begin_ = 0, end_ = 0;  // valid bytes in staging_
+  frame current_;                    // frame being assembled, words == nullptr when none
+  std::size_t filled_ = 0;           // bytes of current_ already written
+  bool last_direct_ = false;
+};
+
+}  // namespace troupe

@@ -1,0 +1,84 @@
+// Messages as handlers see them (`message`, received) and as senders build them (`outbound`).
+//
+// Every frame's root is a schema::Envelope (transport/schema/envelope.capnp): `to`/`from` actor
+// names and a `body` union of all message kinds. A `message` owns the frame's aligned words and a
+// Cap'n Proto reader over them; it is immutable, cheap to copy (shared) and may be read from any
+// thread, so it can be forwarded into an actor mailbox as is. It was validated on arrival
+// (segment table, sizes, every pointer in bounds, traversal and nesting limits), but a getter of
+// a field of the wrong kind can still throw kj::Exception: a handler invoked by the endpoint has
+// that caught for it (the connection is closed as malformed); code reading it elsewhere must
+// catch it itself.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include <capnp/message.h>
+
+#include "troupe/core/error.hpp"
+#include "troupe/core/ids.hpp"
+#include "troupe/transport/config.hpp"
+#include "troupe/transport/frame.hpp"
+#include "troupe/transport/schema/envelope.capnp.h"
+
+namespace troupe {
+
+class message {
+ public:
+  struct state;
+  message() = default;
+
+  schema::Envelope::Reader envelope() const;
+  schema::Envelope::Body::Reader body() const { return envelope().getBody(); }
+  schema::Envelope::Body::Which kind() const { return body().which(); }
+  // Sending node (name and incarnation, from its handshake) and actor name ("" = its transport).
+  const node_id& from_node() const;
+  std::string_view from() const;
+  std::string_view to() const;
+  // The frame as received (segment table + segments), e.g. to forward it unchanged.
+  std::span<const std::uint64_t> words() const;
+  std::size_t size_bytes() const { return words().size() * 8; }
+  explicit operator bool() const { return static_cast<bool>(state_); }
+
+ private:
+  friend expected<message> decode_frame(frame&& f, const frame_limits& limits, node_id from);
+  std::shared_ptr<const state> state_;
+};
+
+// Validates a frame and wraps it: Cap'n Proto segment table, root Envelope, a full traversal of
+// the message under the traversal and nesting limits, and valid `to`/`from` names. Never throws;
+// the error (malformed_frame) carries the decoder's reason.
+expected<message> decode_frame(frame&& f, const frame_limits& limits, node_id from);
+
+// A message being built. Owns a MallocMessageBuilder whose root is an Envelope; the endpoint sends
+// its segments without copying them. Move-only.
+class outbound {
+ public:
+  outbound();
+  // First segment sized for `first_segment_words` (a hint for large messages).
+  explicit outbound(unsigned first_segment_words);
+  outbound(outbound&&) noexcept = default;
+  outbound& operator=(outbound&&) noexcept = default;
+  ~outbound();
+
+  schema::Envelope::Builder envelope() { return root_; }
+  schema::Envelope::Body::Builder body() { return root_.getBody(); }
+  capnp::MessageBuilder& builder() { return *builder_; }
+  // Bytes on the wire (segment table included).
+  std::size_t size_bytes() const;
+  // The frame as contiguous bytes (copies; for tests and the fuzz corpus).
+  std::vector<std::byte> to_bytes() const;
+  // Hands the builder to the transport (which writes its segments in place); leaves this empty.
+  std::unique_ptr<capnp::MallocMessageBuilder> release() && { return std::move(builder_); }
+
+ private:
+  std::unique_ptr<capnp::MallocMessageBuilder> builder_;
+  schema::Envelope::Builder root_{nullptr};
+};
+
+// Turns an outbound into a received-style message (a copy), for delivery to a local name.
+expected<message> loopback_message(const outbound& out, node_id from);
+
+}  // namespace troupe

@@ -1,0 +1,45 @@
+# Data plane: task leases between the dispenser and workers, and record batches.
+@0xd44a52d9a0e9ca19;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("troupe::schema");
+
+# A contiguous range of records of a dataset for one pass.
+struct Task {
+  id @0 :UInt64;
+  dataset @1 :Text;
+  firstRecord @2 :UInt64;
+  recordCount @3 :UInt64;
+  epoch @4 :UInt32;        # data epoch (pass over the dataset), not the membership epoch
+}
+
+struct TaskRequest {
+  worker @0 :Text;         # actor name of the requester
+}
+
+# A task handed to a worker until deadlineMs (wall clock, Unix ms); none = no task right now.
+struct TaskLease {
+  union {
+    task @0 :Task;
+    none @1 :Void;
+    finished @2 :Void;     # the dataset is exhausted: the worker may stop asking
+  }
+  deadlineMs @3 :Int64;
+}
+
+struct TaskReport {
+  taskId @0 :UInt64;
+  union {
+    done @1 :Void;
+    failed @2 :Text;       # why; the dispenser re-queues or quarantines the task
+  }
+  recordsProcessed @3 :UInt64;
+}
+
+# Records as opaque bytes: offsets[i]..offsets[i+1] delimits record i in data.
+struct RecordBatch {
+  taskId @0 :UInt64;
+  firstRecord @1 :UInt64;
+  offsets @2 :List(UInt32);
+  data @3 :Data;
+}

@@ -1,0 +1,291 @@
+#include "connection.hpp"
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <spdlog/spdlog.h>
+
+namespace troupe::detail {
+namespace {
+constexpr std::uint32_t protocol_version = 1;
+constexpr std::size_t max_batch_frames = 256;
+
+std::span<const unsigned char> as_uchars(capnp::Data::Reader d) { return {d.begin(), d.size()}; }
+}  // namespace
+
+connection::connection(asio::io_context& io, tcp::socket socket, connection_owner& owner,
+                       const conn_params& params, bool dialled, std::string remote)
+    : io_(io),
+      socket_(std::move(socket)),
+      timer_(io),
+      owner_(owner),
+      params_(params),
+      dialled_(dialled),
+      remote_(std::move(remote)),
+      reader_(handshake_limits()),
+      my_nonce_(make_nonce()) {}
+
+connection::~connection() {
+  params_.stats->queued_bytes -= static_cast<std::int64_t>(queued_);
+}
+
+std::size_t connection::queued_bytes() const {
+  std::lock_guard lk(mu_);
+  return queued_;
+}
+
+void connection::start() {
+  boost::system::error_code ec;
+  socket_.set_option(tcp::no_delay(true), ec);
+  last_rx_ = last_hb_ = steady::now();
+  deadline_ = last_rx_ + params_.handshake_timeout;
+  send_hello();
+  arm_timer();
+  do_read();
+}
+
+void connection::send_hello() {
+  outbound o(64);
+  auto h = o.body().initHello();
+  h.setProtocol(protocol_version);
+  h.getNode().setName(params_.self.name);
+  h.getNode().setIncarnation(params_.self.incarnation);
+  h.setNonce(kj::arrayPtr(my_nonce_.data(), my_nonce_.size()));
+  (void)push(make_frame(std::move(o)), {});
+}
+
+connection::out_frame connection::make_frame(outbound&& m) {
+  out_frame f;
+  f.builder = std::move(m).release();
+  auto segs = f.builder->getSegmentsForOutput();
+  f.table.assign(segs.size() + 1 + (segs.size() % 2 == 0 ? 1 : 0), 0);
+  f.table[0] = static_cast<std::uint32_t>(segs.size() - 1);
+  std::size_t words = 0;
+  for (std::size_t i = 0; i < segs.size(); ++i) {
+    f.table[i + 1] = static_cast<std::uint32_t>(segs[i].size());
+    words += segs[i].size();
+  }
+  f.bytes = f.table.size() * 4 + words * 8;
+  return f;
+}
+
+expected<void> connection::enqueue(outbound&& m, std::chrono::milliseconds wait) {
+  if (phase_.load() != phase::open) return make_unexpected(transport_errc::not_connected, remote_);
+  return push(make_frame(std::move(m)), wait);
+}
+
+expected<void> connection::enqueue_raw(std::vector<std::byte> bytes) {
+  out_frame f;
+  f.bytes = bytes.size();
+  f.raw = std::move(bytes);
+  return push(std::move(f), {});
+}
+
+expected<void> connection::push(out_frame&& f, std::chrono::milliseconds wait) {
+  std::unique_lock lk(mu_);
+  auto has_room = [&] { return closed_ || queued_ == 0 || queued_ + f.bytes <= params_.queue_bytes; };
+  if (!has_room()) {
+    const bool may_wait = wait.count() > 0 && !io_.get_executor().running_in_this_thread();
+    if (!may_wait || !room_.wait_for(lk, wait, has_room))
+      return make_unexpected(transport_errc::queue_full,
+                             "to " + peer_.name + " (" + std::to_string(queued_) + " bytes queued)");
+  }
+  if (closed_) return make_unexpected(transport_errc::closed, "connection to " + remote_);
+  queued_ += f.bytes;
+  params_.stats->queued_bytes += static_cast<std::int64_t>(f.bytes);
+  queue_.push_back(std::move(f));
+  if (write_active_) return {};
+  write_active_ = true;
+  lk.unlock();
+  if (io_.get_executor().running_in_this_thread()) {
+    do_write();
+  } else {
+    asio::post(io_, [self = shared_from_this()] { self->do_write(); });
+  }
+  return {};
+}
+
+// Writes every queued frame with one gather write: segment tables and builder segments in place.
+void connection::do_write() {
+  {
+    std::lock_guard lk(mu_);
+    if (closed_ || queue_.empty()) {
+      write_active_ = false;
+      return;
+    }
+    while (!queue_.empty() && writing_.size() < max_batch_frames) {
+      writing_.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+  }
+  std::vector<asio::const_buffer> bufs;
+  bufs.reserve(writing_.size() * 3);
+  for (auto& f : writing_) {
+    if (!f.builder) {
+      bufs.emplace_back(f.raw.data(), f.raw.size());
+      continue;
+    }
+    bufs.emplace_back(f.table.data(), f.table.size() * 4);
+    for (auto seg : f.builder->getSegmentsForOutput()) bufs.emplace_back(seg.begin(), seg.size() * 8);
+  }
+  asio::async_write(socket_, bufs, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+    self->on_written(ec, n);
+  });
+}
+
+void connection::on_written(const boost::system::error_code& ec, std::size_t n) {
+  std::size_t done_bytes = 0;
+  for (auto& f : writing_) done_bytes += f.bytes;
+  params_.stats->bytes_sent += n;
+  params_.stats->frames_sent += writing_.size();
+  params_.stats->queued_bytes -= static_cast<std::int64_t>(done_bytes);
+  writing_.clear();
+  {
+    std::lock_guard lk(mu_);
+    queued_ -= done_bytes;
+  }
+  room_.notify_all();
+  if (ec) {
+    if (ec != asio::error::operation_aborted) close("write error: " + ec.message());
+    std::lock_guard lk(mu_);
+    write_active_ = false;
+    return;
+  }
+  do_write();
+}
+
+void connection::do_read() {
+  auto buf = reader_.prepare();
+  socket_.async_read_some(asio::buffer(buf.data(), buf.size()),
+                          [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+                            self->on_read(ec, n);
+                          });
+}
+
+void connection::on_read(const boost::system::error_code& ec, std::size_t n) {
+  if (phase_.load() == phase::closed) return;
+  if (ec) {
+    close(ec == asio::error::eof ? "connection closed by peer" : "read error: " + ec.message());
+    return;
+  }
+  last_rx_ = steady::now();
+  params_.stats->bytes_received += n;
+  auto r = reader_.commit(n, [this](frame&& f) { on_frame(std::move(f)); });
+  if (phase_.load() == phase::closed) return;
+  if (!r) {
+    ++params_.stats->malformed_frames;
+    close("malformed frame: " + r.err().context(), transport_errc::malformed_frame);
+    return;
+  }
+  do_read();
+}
+
+void connection::on_frame(frame&& f) {
+  const auto ph = phase_.load();
+  if (ph == phase::closed) return;
+  ++params_.stats->frames_received;
+  auto m = decode_frame(std::move(f), ph == phase::open ? params_.limits : handshake_limits(), peer_);
+  if (!m) {
+    ++params_.stats->malformed_frames;
+    close("malformed frame: " + m.err().context(), transport_errc::malformed_frame);
+    return;
+  }
+  if (ph == phase::handshake) {
+    on_handshake(*m);
+    return;
+  }
+  if (m->kind() == schema::Envelope::Body::HEARTBEAT) return;
+  owner_.on_message(shared_from_this(), std::move(*m));
+}
+
+void connection::on_handshake(const message& m) {
+  auto fail = [&](const std::string& why, transport_errc code) {
+    if (code == transport_errc::auth_failed) ++params_.stats->auth_refused;
+    close("refused: " + why, code);
+  };
+  try {
+    auto body = m.body();
+    if (body.isHello() && !got_hello_) {
+      auto h = body.getHello();
+      auto n = h.getNode();
+      std::string name = n.getName();
+      if (h.getProtocol() != protocol_version)
+        return fail("protocol version " + std::to_string(h.getProtocol()), transport_errc::handshake_failed);
+      if (!valid_node_name(name)) return fail("invalid node name in hello", transport_errc::handshake_failed);
+      if (h.getNonce().size() != peer_nonce_.size()) return fail("bad nonce", transport_errc::handshake_failed);
+      peer_ = node_id{name, n.getIncarnation()};
+      std::copy(h.getNonce().begin(), h.getNonce().end(), peer_nonce_.begin());
+      got_hello_ = true;
+      outbound o(64);
+      auto mac = compute_mac(params_.key, dialled_, params_.self, peer_, my_nonce_, peer_nonce_);
+      o.body().initAuth().setMac(kj::arrayPtr(mac.data(), mac.size()));
+      (void)push(make_frame(std::move(o)), {});
+      return;
+    }
+    if (body.isAuth() && got_hello_) {
+      if (!verify_mac(params_.key, !dialled_, peer_, params_.self, peer_nonce_, my_nonce_,
+                      as_uchars(body.getAuth().getMac())))
+        return fail("wrong cluster token (peer claims to be " + peer_.to_string() + ")", transport_errc::auth_failed);
+      phase_ = phase::open;
+      reader_.set_limits(params_.limits);
+      owner_.on_open(shared_from_this());
+      return;
+    }
+    fail("unexpected message before authentication", transport_errc::handshake_failed);
+  } catch (const std::exception& e) {
+    fail(std::string("malformed handshake: ") + e.what(), transport_errc::handshake_failed);
+  }
+}
+
+void connection::arm_timer() {
+  auto tick = std::min(params_.heartbeat_interval, params_.heartbeat_timeout / 4);
+  if (tick.count() < 1) tick = std::chrono::milliseconds(1);
+  timer_.expires_after(tick);
+  timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+    if (!ec) self->on_tick();
+  });
+}
+
+void connection::on_tick() {
+  const auto ph = phase_.load();
+  if (ph == phase::closed) return;
+  const auto now = steady::now();
+  if (ph == phase::handshake && now > deadline_)
+    return close("refused: handshake timeout", transport_errc::handshake_failed);
+  if (ph == phase::open) {
+    if (now - last_rx_ > params_.heartbeat_timeout) {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_rx_).count();
+      return close("heartbeat timeout: silent for " + std::to_string(ms) + " ms", transport_errc::timeout);
+    }
+    if (now - last_hb_ >= params_.heartbeat_interval) {
+      last_hb_ = now;
+      outbound o(16);
+      auto hb = o.body().initHeartbeat();
+      hb.setSeq(++hb_seq_);
+      hb.setSentNs(std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
+      (void)push(make_frame(std::move(o)), {});
+    }
+  }
+  arm_timer();
+}
+
+void connection::close(const std::string& reason, transport_errc code) {
+  if (phase_.exchange(phase::closed) == phase::closed) return;
+  close_code_ = code;
+  {
+    std::lock_guard lk(mu_);
+    closed_ = true;
+    std::size_t dropped = 0;
+    for (auto& f : queue_) dropped += f.bytes;
+    queue_.clear();
+    queued_ -= dropped;
+    params_.stats->queued_bytes -= static_cast<std::int64_t>(dropped);
+  }
+  room_.notify_all();
+  boost::system::error_code ec;
+  timer_.cancel();
+  socket_.shutdown(tcp::socket::shutdown_both, ec);
+  socket_.close(ec);
+  owner_.on_closed(shared_from_this(), reason);
+}
+
+}  // namespace troupe::detail

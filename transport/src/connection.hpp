@@ -1,0 +1,128 @@
+// One authenticated TCP connection to a peer node: handshake, framing, heartbeats and a bounded
+// send queue. Private to the transport; all callbacks into the owner run on the io thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <capnp/message.h>
+
+#include "handshake.hpp"
+#include "troupe/transport/errc.hpp"
+#include "troupe/transport/frame.hpp"
+#include "troupe/transport/message.hpp"
+
+namespace troupe::detail {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using steady = std::chrono::steady_clock;
+
+struct shared_stats {
+  std::atomic<std::uint64_t> bytes_sent{0}, bytes_received{0}, frames_sent{0}, frames_received{0};
+  std::atomic<std::uint64_t> frames_dropped{0}, frames_unroutable{0}, malformed_frames{0}, auth_refused{0};
+  std::atomic<std::int64_t> queued_bytes{0};
+};
+
+struct conn_params {
+  node_id self;
+  auth_key key{};
+  frame_limits limits;
+  std::chrono::milliseconds heartbeat_interval{250}, heartbeat_timeout{1000}, handshake_timeout{2000};
+  std::size_t queue_bytes = 64u << 20;
+  shared_stats* stats = nullptr;
+};
+
+class connection;
+
+class connection_owner {
+ public:
+  virtual ~connection_owner() = default;
+  virtual void on_open(const std::shared_ptr<connection>& c) = 0;
+  virtual void on_message(const std::shared_ptr<connection>& c, message&& m) = 0;
+  virtual void on_closed(const std::shared_ptr<connection>& c, const std::string& reason) = 0;
+};
+
+class connection : public std::enable_shared_from_this<connection> {
+ public:
+  enum class phase { handshake, open, closed };
+
+  connection(asio::io_context& io, tcp::socket socket, connection_owner& owner, const conn_params& params,
+             bool dialled, std::string remote);
+  ~connection();
+
+  // Sends the Hello and starts reading (io thread).
+  void start();
+  // Queues a frame (any thread). Past the byte limit: queue_full at once, or after waiting up to
+  // `wait` for room when called off the io thread.
+  expected<void> enqueue(outbound&& m, std::chrono::milliseconds wait = {});
+  expected<void> enqueue_raw(std::vector<std::byte> bytes);
+  // Closes the socket and reports on_closed once (io thread).
+  void close(const std::string& reason, transport_errc code = transport_errc::closed);
+
+  phase state() const { return phase_.load(); }
+  const node_id& peer() const { return peer_; }  // valid once open
+  bool dialled() const { return dialled_; }
+  const std::string& remote() const { return remote_; }
+  transport_errc close_code() const { return close_code_; }
+  std::size_t queued_bytes() const;
+
+  // Owner bookkeeping (io thread only).
+  bool superseded = false;  // a duplicate of another open connection: closing it is no peer-down
+  bool opened = false;
+  std::uint64_t dial_id = 0;
+
+ private:
+  struct out_frame {
+    std::unique_ptr<capnp::MallocMessageBuilder> builder;
+    std::vector<std::byte> raw;
+    std::vector<std::uint32_t> table;
+    std::size_t bytes = 0;
+  };
+  static out_frame make_frame(outbound&& m);
+  expected<void> push(out_frame&& f, std::chrono::milliseconds wait);
+  void do_write();
+  void on_written(const boost::system::error_code& ec, std::size_t n);
+  void do_read();
+  void on_read(const boost::system::error_code& ec, std::size_t n);
+  void on_frame(frame&& f);
+  void on_handshake(const message& m);
+  void send_hello();
+  void arm_timer();
+  void on_tick();
+
+  asio::io_context& io_;
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  connection_owner& owner_;
+  conn_params params_;
+  bool dialled_;
+  std::string remote_;
+  std::atomic<phase> phase_{phase::handshake};
+  transport_errc close_code_ = transport_errc::closed;
+  frame_reader reader_;
+  node_id peer_;
+  nonce my_nonce_{}, peer_nonce_{};
+  bool got_hello_ = false;
+  steady::time_point deadline_, last_rx_, last_hb_;
+  std::uint64_t hb_seq_ = 0;
+
+  mutable std::mutex mu_;  // guards the queue state below
+  std::condition_variable room_;
+  std::deque<out_frame> queue_;
+  std::size_t queued_ = 0;
+  bool closed_ = false;
+  bool write_active_ = false;       // a write is posted or in flight
+  std::vector<out_frame> writing_;  // io thread only
+};
+
+}  // namespace troupe::detail

@@ -1,0 +1,316 @@
+// Endpoint lifecycle, public API and dialling. Routing and watches are in router.cpp.
+#include <future>
+#include <random>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "endpoint_impl.hpp"
+#include "troupe/transport/message.hpp"
+
+namespace troupe {
+
+using detail::asio::ip::tcp;
+namespace asio = detail::asio;
+
+namespace {
+// Runs fn on the io thread and waits for its result (callers are never the io thread).
+template <class T, class Fn>
+T run_on_io(asio::io_context& io, Fn fn) {
+  std::promise<T> p;
+  auto f = p.get_future();
+  asio::post(io, [&] { p.set_value(fn()); });
+  return f.get();
+}
+}  // namespace
+
+endpoint::impl::impl(node_id s, transport_config c) : self(std::move(s)), cfg(std::move(c)) {
+  params.self = self;
+  params.key = detail::derive_key(cfg.token);
+  params.limits = cfg.limits;
+  params.heartbeat_interval = cfg.heartbeat_interval;
+  params.heartbeat_timeout = cfg.heartbeat_timeout;
+  params.handshake_timeout = cfg.handshake_timeout;
+  params.queue_bytes = cfg.send_queue_bytes;
+  params.stats = &stats;
+}
+
+expected<std::unique_ptr<endpoint>> endpoint::create(node_id self, transport_config cfg) {
+  if (!valid_node_name(self.name))
+    return make_unexpected(transport_errc::bad_name, "node name '" + self.name + "'");
+  if (auto v = cfg.validate(); !v) return std::move(v).err();
+  auto p = std::make_unique<impl>(std::move(self), std::move(cfg));
+  p->work.emplace(p->io.get_executor());
+  auto* raw = p.get();
+  p->thread = std::thread([raw] {
+    for (;;) {
+      try {
+        raw->io.run();
+        return;
+      } catch (const std::exception& e) {
+        spdlog::error("transport: io thread: unexpected exception: {}", e.what());
+      }
+    }
+  });
+  return std::unique_ptr<endpoint>(new endpoint(std::move(p)));
+}
+
+endpoint::endpoint(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+endpoint::~endpoint() {
+  impl_->stopping = true;
+  asio::post(impl_->io, [p = impl_.get()] {
+    p->shutdown_all();
+    // Posted after the aborted completions of the closed sockets, so those run first.
+    asio::post(p->io, [p] { p->io.stop(); });
+  });
+  impl_->work.reset();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+void endpoint::impl::shutdown_all() {
+  boost::system::error_code ec;
+  for (auto& a : acceptors) a->close(ec);
+  for (auto& [id, d] : dials)
+    if (d.timer) d.timer->cancel();
+  for (auto& [id, d] : dials)
+    if (d.waiter) d.waiter(make_unexpected(transport_errc::closed, "endpoint shut down"));
+  dials.clear();
+  auto copy = all;
+  for (auto& c : copy) c->close("endpoint shut down");
+}
+
+const node_id& endpoint::self() const { return impl_->self; }
+
+expected<std::string> endpoint::listen(const std::string& host, std::uint16_t port) {
+  if (in_io_thread()) return make_unexpected(transport_errc::wrong_thread, "listen");
+  return run_on_io<expected<std::string>>(impl_->io, [&]() -> expected<std::string> {
+    boost::system::error_code ec;
+    auto addr = asio::ip::make_address(host, ec);
+    if (ec) return make_unexpected(transport_errc::bad_address, "listen host '" + host + "': " + ec.message());
+    auto a = std::make_unique<tcp::acceptor>(impl_->io);
+    tcp::endpoint ep(addr, port);
+    a->open(ep.protocol(), ec);
+    if (!ec) a->set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) a->bind(ep, ec);
+    if (!ec) a->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) return make_unexpected(transport_errc::listen_failed, host + ":" + std::to_string(port) + ": " + ec.message());
+    auto bound = a->local_endpoint(ec);
+    std::string where = host + ":" + std::to_string(bound.port());
+    impl_->accept_next(*a);
+    impl_->acceptors.push_back(std::move(a));
+    spdlog::info("transport: node {} listening on {}", impl_->self.to_string(), where);
+    return where;
+  });
+}
+
+void endpoint::impl::accept_next(tcp::acceptor& a) {
+  a.async_accept([this, &a](const boost::system::error_code& ec, tcp::socket sock) {
+    if (ec == asio::error::operation_aborted || stopping) return;
+    if (!ec) {
+      boost::system::error_code e2;
+      auto rem = sock.remote_endpoint(e2);
+      std::string remote = e2 ? "?" : rem.address().to_string() + ":" + std::to_string(rem.port());
+      auto c = std::make_shared<detail::connection>(io, std::move(sock), *this, params, false, remote);
+      all.insert(c);
+      c->start();
+    } else {
+      spdlog::warn("transport: accept failed: {}", ec.message());
+    }
+    accept_next(a);
+  });
+}
+
+expected<node_id> endpoint::connect(const std::string& address, bool reconnect) {
+  if (in_io_thread()) return make_unexpected(transport_errc::wrong_thread, "connect " + address);
+  auto hp = parse_host_port(address);
+  if (!hp) return std::move(hp).err();
+  auto prom = std::make_shared<std::promise<expected<node_id>>>();
+  auto fut = prom->get_future();
+  const std::uint64_t id = impl_->next_id++;
+  asio::post(impl_->io, [p = impl_.get(), id, address, reconnect, prom] {
+    if (p->stopping) return prom->set_value(make_unexpected(transport_errc::closed, "endpoint shut down"));
+    auto& d = p->dials[id];
+    d.address = address;
+    d.reconnect = reconnect && p->cfg.reconnect_attempts > 0;
+    d.waiter = [prom](expected<node_id> r) { prom->set_value(std::move(r)); };
+    p->start_dial(id);
+  });
+  const auto limit = impl_->cfg.connect_timeout + impl_->cfg.handshake_timeout + std::chrono::milliseconds(500);
+  if (fut.wait_for(limit) != std::future_status::ready) {
+    asio::post(impl_->io, [p = impl_.get(), id] {
+      if (auto it = p->dials.find(id); it != p->dials.end() && !it->second.established) p->dials.erase(it);
+    });
+    return make_unexpected(transport_errc::timeout, "connect " + address);
+  }
+  return fut.get();
+}
+
+void endpoint::impl::start_dial(std::uint64_t id) {
+  auto it = dials.find(id);
+  if (it == dials.end() || stopping) return;
+  auto hp = parse_host_port(it->second.address);
+  boost::system::error_code ec;
+  auto addr = hp ? asio::ip::make_address(hp->host == "localhost" ? "127.0.0.1" : hp->host, ec) : asio::ip::address();
+  if (!hp || ec) return dial_failed(id, error(transport_errc::bad_address, it->second.address));
+  auto sock = std::make_shared<tcp::socket>(io);
+  auto timer = std::make_shared<asio::steady_timer>(io, cfg.connect_timeout);
+  timer->async_wait([sock](const boost::system::error_code& e) {
+    if (!e) {
+      boost::system::error_code ignored;
+      sock->close(ignored);
+    }
+  });
+  sock->async_connect(tcp::endpoint(addr, hp->port), [this, id, sock, timer](const boost::system::error_code& e) {
+    timer->cancel();
+    if (e) return dial_failed(id, error(transport_errc::connect_failed, dials.count(id) ? dials[id].address + ": " + e.message() : e.message()));
+    on_tcp_connected(id, std::move(*sock));
+  });
+}
+
+void endpoint::impl::on_tcp_connected(std::uint64_t id, tcp::socket sock) {
+  auto it = dials.find(id);
+  if (it == dials.end() || stopping) return;
+  auto c = std::make_shared<detail::connection>(io, std::move(sock), *this, params, true, it->second.address);
+  c->dial_id = id;
+  all.insert(c);
+  c->start();
+}
+
+void endpoint::impl::dial_failed(std::uint64_t id, const error& e) {
+  auto it = dials.find(id);
+  if (it == dials.end()) return;
+  auto& d = it->second;
+  if (d.waiter) {
+    auto w = std::move(d.waiter);
+    d.waiter = nullptr;
+    if (!d.established) dials.erase(it);
+    w(e);
+    return;
+  }
+  if (!d.reconnect || stopping) return (void)dials.erase(it);
+  if (++d.attempts >= cfg.reconnect_attempts) {
+    spdlog::warn("transport: giving up re-dialling {} after {} attempts: {}", d.address, d.attempts, e.to_string());
+    dials.erase(it);
+    return;
+  }
+  spdlog::debug("transport: re-dial {} failed: {}", d.address, e.to_string());
+  schedule_redial(id);
+}
+
+void endpoint::impl::schedule_redial(std::uint64_t id) {
+  auto& d = dials[id];
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  auto base = cfg.reconnect_initial * (1LL << std::min(d.attempts, 20));
+  base = std::min<std::chrono::milliseconds>(base, cfg.reconnect_max);
+  std::uniform_real_distribution<double> jitter(0.5, 1.0);
+  auto wait = std::chrono::milliseconds(static_cast<std::int64_t>(base.count() * jitter(rng)) + 1);
+  d.timer = std::make_unique<asio::steady_timer>(io, wait);
+  d.timer->async_wait([this, id](const boost::system::error_code& ec) {
+    if (!ec) start_dial(id);
+  });
+}
+
+void endpoint::disconnect(const std::string& node) {
+  asio::post(impl_->io, [p = impl_.get(), node] {
+    auto c = p->primary_for(node);
+    if (!c) return;
+    p->dials.erase(c->dial_id);
+    c->dial_id = 0;
+    c->close("disconnected by " + p->self.name);
+  });
+}
+
+bool endpoint::connected(const std::string& node) const { return impl_->primary_for(node) != nullptr; }
+
+std::vector<node_id> endpoint::peers() const {
+  std::lock_guard lk(impl_->conns_mu);
+  std::vector<node_id> out;
+  for (auto& [name, c] : impl_->primary) out.push_back(c->peer());
+  return out;
+}
+
+endpoint::impl::conn_ptr endpoint::impl::primary_for(const std::string& node) const {
+  std::lock_guard lk(conns_mu);
+  auto it = primary.find(node);
+  return it == primary.end() ? nullptr : it->second;
+}
+
+bool endpoint::impl::has_name(const std::string& name) const {
+  std::lock_guard lk(names_mu);
+  return handlers.count(name) != 0;
+}
+
+expected<void> endpoint::register_name(const std::string& name, message_handler h) {
+  if (!valid_actor_name(name)) return make_unexpected(transport_errc::bad_name, "actor name '" + name + "'");
+  std::lock_guard lk(impl_->names_mu);
+  if (!impl_->handlers.emplace(name, std::make_shared<message_handler>(std::move(h))).second)
+    return make_unexpected(transport_errc::name_taken, name + "@" + impl_->self.name);
+  return {};
+}
+
+void endpoint::unregister_name(const std::string& name) {
+  {
+    std::lock_guard lk(impl_->names_mu);
+    if (impl_->handlers.erase(name) == 0) return;
+  }
+  asio::post(impl_->io, [p = impl_.get(), name] {
+    auto it = p->watchers.find(name);
+    if (it != p->watchers.end()) {
+      auto list = std::move(it->second);
+      p->watchers.erase(it);
+      for (auto& w : list) p->send_down(w.node, w.id, name, "unregistered");
+    }
+    p->fire_watches(p->self.name, name, "unregistered");
+  });
+}
+
+void endpoint::on_peer_up(peer_callback cb) {
+  asio::post(impl_->io, [p = impl_.get(), cb = std::move(cb)]() mutable { p->up_cbs.push_back(std::move(cb)); });
+}
+void endpoint::on_peer_down(peer_callback cb) {
+  asio::post(impl_->io, [p = impl_.get(), cb = std::move(cb)]() mutable { p->down_cbs.push_back(std::move(cb)); });
+}
+
+void endpoint::set_fault_injection(const fault_injection& f) {
+  impl_->drop_probability = f.drop_probability;
+  impl_->delay_us = f.delay.count();
+}
+
+endpoint_stats endpoint::stats() const {
+  endpoint_stats s;
+  auto& st = impl_->stats;
+  s.bytes_sent = st.bytes_sent;
+  s.bytes_received = st.bytes_received;
+  s.frames_sent = st.frames_sent;
+  s.frames_received = st.frames_received;
+  s.frames_dropped = st.frames_dropped;
+  s.frames_unroutable = st.frames_unroutable;
+  s.malformed_frames = st.malformed_frames;
+  s.auth_refused = st.auth_refused;
+  s.queued_bytes = st.queued_bytes;
+  std::lock_guard lk(impl_->conns_mu);
+  s.open_connections = impl_->primary.size();
+  return s;
+}
+
+void endpoint::post(std::function<void()> fn) {
+  asio::post(impl_->io, [fn = std::move(fn)] {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      spdlog::error("transport: posted function threw: {}", e.what());
+    }
+  });
+}
+
+bool endpoint::in_io_thread() const { return impl_->io.get_executor().running_in_this_thread(); }
+
+expected<void> endpoint::send_raw_for_testing(const std::string& node, std::vector<std::byte> bytes) {
+  auto c = impl_->primary_for(node);
+  if (!c) return make_unexpected(transport_errc::not_connected, node);
+  return c->enqueue_raw(std::move(bytes));
+}
+
+}  // namespace troupe

@@ -1,0 +1,98 @@
+// State of an endpoint. Fields marked (io) are touched only on the io thread; the others are
+// guarded by the mutex next to them or are atomic.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "connection.hpp"
+#include "troupe/transport/endpoint.hpp"
+
+namespace troupe {
+
+struct endpoint::impl final : detail::connection_owner {
+  using conn_ptr = std::shared_ptr<detail::connection>;
+  using dial_waiter = std::function<void(expected<node_id>)>;
+
+  struct dial {
+    std::string address;
+    bool reconnect = false;
+    int attempts = 0;
+    bool established = false;  // opened at least once: failures are re-dialled from then on
+    dial_waiter waiter;
+    std::unique_ptr<detail::asio::steady_timer> timer;
+  };
+  struct local_watch {
+    std::string node, name;
+    watch_callback cb;
+  };
+  struct remote_watch {
+    std::string node;
+    std::uint64_t id;
+  };
+
+  impl(node_id s, transport_config c);
+  ~impl() override = default;
+
+  // connection_owner
+  void on_open(const conn_ptr& c) override;
+  void on_message(const conn_ptr& c, message&& m) override;
+  void on_closed(const conn_ptr& c, const std::string& reason) override;
+
+  // (io) dialling
+  void start_dial(std::uint64_t id);
+  void on_tcp_connected(std::uint64_t id, detail::tcp::socket sock);
+  void dial_failed(std::uint64_t id, const error& e);
+  void schedule_redial(std::uint64_t id);
+  void accept_next(detail::tcp::acceptor& a);
+  void shutdown_all();
+
+  // (io) routing and watches
+  void route(const message& m, const conn_ptr& c);
+  void handle_watch(const conn_ptr& c, const message& m);
+  void handle_down(const conn_ptr& c, const message& m);
+  void send_down(const std::string& node, std::uint64_t id, const std::string& name, const std::string& why);
+  void fire_watches(const std::string& node, const std::string& name_or_all, const std::string& reason);
+  void fire_peer(const std::vector<peer_callback>& cbs, const peer_event& ev);
+  void start_watch(std::uint64_t id, local_watch w);
+
+  conn_ptr primary_for(const std::string& node) const;
+  bool has_name(const std::string& name) const;
+  expected<void> enqueue(const conn_ptr& c, outbound&& m, std::chrono::milliseconds wait);
+
+  node_id self;
+  transport_config cfg;
+  detail::shared_stats stats;
+  detail::conn_params params;
+  detail::asio::io_context io;
+  std::optional<detail::asio::executor_work_guard<detail::asio::io_context::executor_type>> work;
+  std::thread thread;
+  std::atomic<bool> stopping{false};
+  std::atomic<std::uint64_t> next_id{1};
+  std::atomic<double> drop_probability{0.0};
+  std::atomic<std::int64_t> delay_us{0};
+
+  mutable std::mutex conns_mu;
+  std::unordered_map<std::string, conn_ptr> primary;
+
+  mutable std::mutex names_mu;
+  std::unordered_map<std::string, std::shared_ptr<message_handler>> handlers;
+
+  std::vector<std::unique_ptr<detail::tcp::acceptor>> acceptors;       // (io)
+  std::set<conn_ptr> all;                                               // (io)
+  std::map<std::uint64_t, dial> dials;                                  // (io)
+  std::map<std::uint64_t, local_watch> watches;                         // (io)
+  std::unordered_map<std::string, std::vector<remote_watch>> watchers;  // (io) local name -> remote
+  std::vector<peer_callback> up_cbs, down_cbs;                          // (io)
+};
+
+}  // namespace troupe

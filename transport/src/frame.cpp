@@ -1,0 +1,116 @@
+#include "troupe/transport/frame.hpp"
+
+#include <cstring>
+#include <string>
+
+#include "troupe/transport/errc.hpp"
+
+namespace troupe {
+namespace {
+constexpr std::size_t staging_bytes = 64 * 1024;
+
+std::uint32_t load_u32(const std::byte* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;  // the wire is little-endian; so are the machines troupe runs on
+}
+}  // namespace
+
+frame_reader::frame_reader(frame_limits limits)
+    : limits_(limits), staging_(staging_bytes / 8) {}
+
+std::span<std::byte> frame_reader::prepare() {
+  auto* base = reinterpret_cast<std::byte*>(staging_.data());
+  if (current_.words && begin_ == end_) {
+    std::size_t missing = current_.size_bytes() - filled_;
+    if (missing >= direct_threshold) {
+      last_direct_ = true;
+      return {reinterpret_cast<std::byte*>(current_.words.get()) + filled_, missing};
+    }
+  }
+  last_direct_ = false;
+  if (begin_ == end_) {
+    begin_ = end_ = 0;
+  } else if (begin_ > 0 && staging_bytes - end_ < 4096) {
+    std::memmove(base, base + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  return {base + end_, staging_bytes - end_};
+}
+
+expected<void> frame_reader::commit(std::size_t n, const std::function<void(frame&&)>& sink) {
+  if (last_direct_) {
+    filled_ += n;
+    if (filled_ == current_.size_bytes()) {
+      frame done = std::move(current_);
+      current_ = frame{};
+      filled_ = 0;
+      sink(std::move(done));
+    }
+    return {};
+  }
+  end_ += n;
+  return drain(sink);
+}
+
+expected<bool> frame_reader::start_frame() {
+  const auto* base = reinterpret_cast<const std::byte*>(staging_.data()) + begin_;
+  const std::size_t avail = end_ - begin_;
+  if (avail < 8) return false;
+  const std::uint64_t segments = std::uint64_t(load_u32(base)) + 1;
+  if (segments > limits_.max_segments)
+    return make_unexpected(transport_errc::malformed_frame,
+                           "bad segment count " + std::to_string(segments) + " (limit " +
+                               std::to_string(limits_.max_segments) + ")");
+  const std::size_t table_words = (segments + 2) / 2;  // (1 + segments) u32s, padded to 8 bytes
+  if (avail < table_words * 8) return false;
+  std::uint64_t body_words = 0;
+  for (std::uint64_t i = 0; i < segments; ++i) {
+    std::uint32_t w = load_u32(base + 4 + 4 * i);
+    if (i == 0 && w == 0) return make_unexpected(transport_errc::malformed_frame, "empty first segment");
+    body_words += w;
+  }
+  const std::uint64_t total = (table_words + body_words) * 8;
+  if (total > limits_.max_frame_bytes)
+    return make_unexpected(transport_errc::frame_too_large,
+                           "frame of " + std::to_string(total) + " bytes (limit " +
+                               std::to_string(limits_.max_frame_bytes) + ")");
+  current_.word_count = table_words + body_words;
+  current_.words = std::make_unique_for_overwrite<std::uint64_t[]>(current_.word_count);
+  filled_ = 0;
+  return true;
+}
+
+expected<void> frame_reader::drain(const std::function<void(frame&&)>& sink) {
+  for (;;) {
+    if (!current_.words) {
+      auto started = start_frame();
+      if (!started) return std::move(started).err();
+      if (!*started) return {};
+    }
+    const auto* base = reinterpret_cast<const std::byte*>(staging_.data());
+    std::size_t take = std::min(end_ - begin_, current_.size_bytes() - filled_);
+    std::memcpy(reinterpret_cast<std::byte*>(current_.words.get()) + filled_, base + begin_, take);
+    begin_ += take;
+    filled_ += take;
+    if (filled_ < current_.size_bytes()) return {};
+    frame done = std::move(current_);
+    current_ = frame{};
+    filled_ = 0;
+    sink(std::move(done));
+  }
+}
+
+expected<void> frame_reader::feed(std::span<const std::byte> data, const std::function<void(frame&&)>& sink) {
+  while (!data.empty()) {
+    auto dst = prepare();
+    std::size_t n = std::min(dst.size(), data.size());
+    std::memcpy(dst.data(), data.data(), n);
+    data = data.subspan(n);
+    if (auto r = commit(n, sink); !r) return r;
+  }
+  return {};
+}
+
+}  // namespace troupe
