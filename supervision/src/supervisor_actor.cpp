@@ -233,7 +233,7 @@ void supervisor_actor::handle_failure(std::size_t idx, const caf::error& reason)
   auto delay = cfg_.backoff.delay(c.attempt, rng_);
   ++c.attempt;
   c.status = child_status::restarting;
-  spdlog::warn("supervisor '{}': child '{}' exited ({}), restart in {} ms", cfg_.name, c.spec.name,
+  spdlog::warn("supervisor '{}': child '{}' stopped ({}), restart in {} ms", cfg_.name, c.spec.name,
                render(reason), ms_of(delay));
   emit(supervisor_event::kind::restart_scheduled, c.spec.name, render(reason), delay, c.restarts + 1);
   auto group = restart_group(idx);
