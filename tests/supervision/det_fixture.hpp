@@ -68,6 +68,7 @@ class det_fixture : public ::testing::Test {
 
   ~det_fixture() override {
     for (auto& s : sups_) caf::anon_send_exit(s, caf::exit_reason::kill);
+    for (auto& k : keep_) caf::anon_send_exit(k, caf::exit_reason::kill);
     run();
   }
 
@@ -119,14 +120,15 @@ class det_fixture : public ::testing::Test {
 
   std::shared_ptr<down_box> watch(const caf::actor& target) {
     auto box = std::make_shared<down_box>();
-    sys_.spawn([box, target](caf::event_based_actor* self) -> caf::behavior {
+    // Held: an actor nobody references is terminated as unreachable.
+    keep_.push_back(sys_.spawn([box, target](caf::event_based_actor* self) -> caf::behavior {
       self->monitor(target);
       self->set_down_handler([box, self](caf::down_msg& m) {
         box->reason = m.reason;
         self->quit();
       });
       return {[](int) {}};
-    });
+    }));
     run();
     return box;
   }
@@ -177,6 +179,7 @@ class det_fixture : public ::testing::Test {
   name_registry names_;
   std::shared_ptr<std::vector<supervisor_event>> events_ = std::make_shared<std::vector<supervisor_event>>();
   std::vector<caf::actor> sups_;
+  std::vector<caf::actor> keep_;
 };
 
 }  // namespace troupe::supervision::test
