@@ -18,7 +18,9 @@ std::string context_of(const caf::message& ctx) {
 
 }  // namespace
 
-caf::atom_value caf_error_category() noexcept { return category; }
+caf::atom_value caf_error_category() noexcept {
+  return category;
+}
 
 caf::error make_caf_error(supervision_errc code, const std::string& context) {
   if (context.empty()) return caf::error{static_cast<std::uint8_t>(code), category};

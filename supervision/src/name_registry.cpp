@@ -91,7 +91,9 @@ name_registry::subscription& name_registry::subscription::operator=(subscription
   return *this;
 }
 
-name_registry::subscription::~subscription() { reset(); }
+name_registry::subscription::~subscription() {
+  reset();
+}
 
 void name_registry::subscription::reset() noexcept {
   if (id_ == 0) return;
@@ -172,8 +174,7 @@ std::vector<std::string> name_registry::names() const {
 
 std::size_t name_registry::size() const {
   std::lock_guard<std::mutex> g(impl_->mu);
-  return std::count_if(impl_->slots.begin(), impl_->slots.end(),
-                       [](auto& kv) { return kv.second.present; });
+  return std::count_if(impl_->slots.begin(), impl_->slots.end(), [](auto& kv) { return kv.second.present; });
 }
 
 name_registry::subscription name_registry::subscribe(const std::string& name, listener fn) {
@@ -186,6 +187,8 @@ name_registry::subscription name_registry::subscribe(const std::string& name, li
   return subscription(std::weak_ptr<void>(impl_), id);
 }
 
-name_registry::subscription name_registry::subscribe_all(listener fn) { return subscribe("", std::move(fn)); }
+name_registry::subscription name_registry::subscribe_all(listener fn) {
+  return subscribe("", std::move(fn));
+}
 
 }  // namespace troupe::supervision

@@ -29,7 +29,9 @@ escalation_hook exit_process_hook(int exit_code) {
   };
 }
 
-const caf::actor& node_root::supervisor() const { return state_->root; }
+const caf::actor& node_root::supervisor() const {
+  return state_->root;
+}
 
 std::optional<std::string> node_root::exit_reason() const {
   std::lock_guard<std::mutex> g(state_->mu);

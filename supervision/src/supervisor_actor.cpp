@@ -3,8 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <caf/actor_system.hpp>
-#include <caf/system_messages.hpp>
 #include <caf/response_promise.hpp>
+#include <caf/system_messages.hpp>
 
 #include "troupe/supervision/caf_errors.hpp"
 
@@ -17,7 +17,9 @@ std::uint64_t seed_of(std::uint64_t configured) {
   return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
 }
 
-std::int64_t ms_of(duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
+std::int64_t ms_of(duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
 
 }  // namespace
 
@@ -71,8 +73,8 @@ void supervisor_actor::start_initial_children(std::vector<child_spec> specs) {
     }
     if (err) {
       spdlog::error("supervisor '{}': start failed: {}", cfg_.name, render(err));
-      begin_shutdown(make_caf_error(supervision_errc::start_failed,
-                                    "supervisor '" + cfg_.name + "': " + render(err)));
+      begin_shutdown(
+          make_caf_error(supervision_errc::start_failed, "supervisor '" + cfg_.name + "': " + render(err)));
       return;
     }
   }
@@ -81,7 +83,8 @@ void supervisor_actor::start_initial_children(std::vector<child_spec> specs) {
 caf::result<caf::actor> supervisor_actor::handle_start_child(child_spec& spec) {
   if (shutting_down_)
     return make_caf_error(supervision_errc::shutting_down, "supervisor '" + cfg_.name + "'");
-  if (auto ok = validate(spec); !ok) return make_caf_error(supervision_errc::invalid_spec, ok.err().context());
+  if (auto ok = validate(spec); !ok)
+    return make_caf_error(supervision_errc::invalid_spec, ok.err().context());
   if (index_of(spec.name) >= 0 || names_->get(spec.name))
     return make_caf_error(supervision_errc::duplicate_name, "child '" + spec.name + "'");
   children_.emplace_back().spec = std::move(spec);
@@ -251,7 +254,8 @@ void supervisor_actor::handle_failure(std::size_t idx, const caf::error& reason)
 std::vector<std::string> supervisor_actor::restart_group(std::size_t idx) const {
   std::vector<std::string> out;
   for (std::size_t i = 0; i < children_.size(); ++i) {
-    bool in = i == idx || cfg_.strat == strategy::one_for_all || (cfg_.strat == strategy::rest_for_one && i > idx);
+    bool in =
+        i == idx || cfg_.strat == strategy::one_for_all || (cfg_.strat == strategy::rest_for_one && i > idx);
     if (in) out.push_back(children_[i].spec.name);
   }
   return out;

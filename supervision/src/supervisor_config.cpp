@@ -6,8 +6,12 @@
 namespace troupe::supervision {
 namespace {
 
-std::chrono::milliseconds ms(std::int64_t v) { return std::chrono::milliseconds(v); }
-std::int64_t to_ms(duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
+std::chrono::milliseconds ms(std::int64_t v) {
+  return std::chrono::milliseconds(v);
+}
+std::int64_t to_ms(duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
 
 strategy parse_strategy(const std::string& s) {
   if (s == "one_for_all") return strategy::one_for_all;
@@ -19,9 +23,12 @@ strategy parse_strategy(const std::string& s) {
 
 std::string_view to_string(strategy s) noexcept {
   switch (s) {
-    case strategy::one_for_one: return "one_for_one";
-    case strategy::one_for_all: return "one_for_all";
-    case strategy::rest_for_one: return "rest_for_one";
+    case strategy::one_for_one:
+      return "one_for_one";
+    case strategy::one_for_all:
+      return "one_for_all";
+    case strategy::rest_for_one:
+      return "rest_for_one";
   }
   return "?";
 }
@@ -29,21 +36,28 @@ std::string_view to_string(strategy s) noexcept {
 std::string_view to_string(supervisor_event::kind k) noexcept {
   using kind = supervisor_event::kind;
   switch (k) {
-    case kind::child_started: return "child_started";
-    case kind::child_exited: return "child_exited";
-    case kind::restart_scheduled: return "restart_scheduled";
-    case kind::child_killed: return "child_killed";
-    case kind::start_failed: return "start_failed";
-    case kind::gave_up: return "gave_up";
-    case kind::stopped: return "stopped";
+    case kind::child_started:
+      return "child_started";
+    case kind::child_exited:
+      return "child_exited";
+    case kind::restart_scheduled:
+      return "restart_scheduled";
+    case kind::child_killed:
+      return "child_killed";
+    case kind::start_failed:
+      return "start_failed";
+    case kind::gave_up:
+      return "gave_up";
+    case kind::stopped:
+      return "stopped";
   }
   return "?";
 }
 
 supervisor_config supervisor_config::read(config_section s, supervisor_config d) {
   constexpr std::int64_t day_ms = 86'400'000;
-  auto strat = s.get_enum("strategy", std::string(to_string(d.strat)),
-                          {"one_for_one", "one_for_all", "rest_for_one"});
+  auto strat =
+      s.get_enum("strategy", std::string(to_string(d.strat)), {"one_for_one", "one_for_all", "rest_for_one"});
   d.strat = parse_strategy(strat);
   d.max_restarts = static_cast<std::uint32_t>(s.get_int("max_restarts", d.max_restarts, 0, 1'000'000));
   d.window = ms(s.get_int("window_ms", to_ms(d.window), 1, day_ms));

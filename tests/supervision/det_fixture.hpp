@@ -49,7 +49,9 @@ inline child_spec test_spec(std::string name, restart_type restart = restart_typ
   s.name = std::move(name);
   s.restart = restart;
   s.shutdown = shutdown;
-  s.start = [ignore_exit](spawn_context& ctx) { return ctx.system.spawn(test_child, ctx.restarts, ignore_exit); };
+  s.start = [ignore_exit](spawn_context& ctx) {
+    return ctx.system.spawn(test_child, ctx.restarts, ignore_exit);
+  };
   return s;
 }
 

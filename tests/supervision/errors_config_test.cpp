@@ -58,8 +58,10 @@ supervisor_config read(const std::string& toml, error* problem = nullptr) {
   config_reader r(*doc);
   auto c = supervisor_config::read(r.section("supervision"), supervisor_config{});
   auto done = r.finish();
-  if (problem) *problem = done ? error{} : done.err();
-  else EXPECT_TRUE(done) << done.err().to_string();
+  if (problem)
+    *problem = done ? error{} : done.err();
+  else
+    EXPECT_TRUE(done) << done.err().to_string();
   return c;
 }
 

@@ -61,7 +61,8 @@ TEST_F(intensity_test, zero_max_restarts_gives_up_at_the_first_failure) {
 TEST_F(intensity_test, child_supervisor_that_gives_up_escalates_to_its_parent_which_restarts_it) {
   auto sub_cfg = config(strategy::one_for_one, "sub");
   sub_cfg.max_restarts = 1;
-  auto parent = start(config(strategy::one_for_one, "top"), {supervisor_child("sub", sub_cfg, {test_spec("w")})});
+  auto parent =
+      start(config(strategy::one_for_one, "top"), {supervisor_child("sub", sub_cfg, {test_spec("w")})});
   auto down = watch(parent);
   auto sub = names_.get("sub");
   ASSERT_TRUE(sub);
@@ -108,9 +109,11 @@ TEST_F(intensity_test, invalid_config_is_refused_at_start) {
 TEST_F(intensity_test, node_root_calls_the_escalation_hook_instead_of_exiting) {
   auto c = config(strategy::one_for_one, "root");
   c.max_restarts = 1;
-  std::vector<std::string> escalations;
+  // Shared: the hook may also run at teardown, after this scope.
+  auto seen = std::make_shared<std::vector<std::string>>();
+  auto& escalations = *seen;
   auto root = run_node_root(sys_, names_, c, {test_spec("master")},
-                            [&](const std::string& why) { escalations.push_back(why); });
+                            [seen](const std::string& why) { seen->push_back(why); });
   sups_.push_back(root.supervisor());
   run();
   EXPECT_FALSE(root.terminated());
@@ -124,9 +127,10 @@ TEST_F(intensity_test, node_root_calls_the_escalation_hook_instead_of_exiting) {
 }
 
 TEST_F(intensity_test, node_root_shutdown_is_not_an_escalation) {
-  bool escalated = false;
+  auto escalated_flag = std::make_shared<bool>(false);
+  auto& escalated = *escalated_flag;
   auto root = run_node_root(sys_, names_, config(), {test_spec("a"), test_spec("b")},
-                            [&](const std::string&) { escalated = true; });
+                            [escalated_flag](const std::string&) { *escalated_flag = true; });
   sups_.push_back(root.supervisor());
   run();
   EXPECT_FALSE(root.shutdown(0ms)) << "nothing ran yet on the test coordinator";

@@ -45,6 +45,10 @@ class real_scheduler_test : public ::testing::Test {
     add_supervision_error_category(c);
     return c;
   }
+  // A failed assertion may leave a supervisor running; ~actor_system would wait for it for ever.
+  ~real_scheduler_test() override {
+    for (auto& s : leftovers_) caf::anon_send_exit(s, caf::exit_reason::kill);
+  }
   supervisor_config config() {
     supervisor_config c;
     c.name = "node";
@@ -56,11 +60,13 @@ class real_scheduler_test : public ::testing::Test {
   caf::actor_system_config cfg_;
   caf::actor_system sys_{init(cfg_)};
   name_registry names_;
+  std::vector<caf::actor> leftovers_;
 };
 
 TEST_F(real_scheduler_test, a_child_that_throws_is_restarted_and_reachable_by_name_again) {
   auto root = run_node_root(sys_, names_, config(), {worker_spec("worker/7")},
                             [](const std::string& why) { ADD_FAILURE() << "escalated: " << why; });
+  leftovers_.push_back(root.supervisor());
   caf::scoped_actor self{sys_};
   // Children start when the supervisor first runs (on a scheduler thread); an answered request
   // proves it did.
@@ -70,8 +76,8 @@ TEST_F(real_scheduler_test, a_child_that_throws_is_restarted_and_reachable_by_na
   auto first = names_.get("worker/7");
   ASSERT_TRUE(first);
   std::uint32_t inc = 99;
-  self->request(first, 10s, who_atom::value).receive([&](std::uint32_t i) { inc = i; },
-                                                     [&](caf::error& e) { ADD_FAILURE() << sys_.render(e); });
+  self->request(first, 10s, who_atom::value)
+      .receive([&](std::uint32_t i) { inc = i; }, [&](caf::error& e) { ADD_FAILURE() << sys_.render(e); });
   EXPECT_EQ(inc, 0u);
 
   std::mutex mu;
@@ -90,8 +96,8 @@ TEST_F(real_scheduler_test, a_child_that_throws_is_restarted_and_reachable_by_na
   EXPECT_NE(replacement, first);
   auto by_name = names_.get("worker/7");
   ASSERT_TRUE(by_name);
-  self->request(by_name, 10s, who_atom::value).receive([&](std::uint32_t i) { inc = i; },
-                                                       [&](caf::error& e) { ADD_FAILURE() << sys_.render(e); });
+  self->request(by_name, 10s, who_atom::value)
+      .receive([&](std::uint32_t i) { inc = i; }, [&](caf::error& e) { ADD_FAILURE() << sys_.render(e); });
   EXPECT_EQ(inc, 1u) << "the name resolves to the restarted incarnation";
 
   EXPECT_TRUE(root.shutdown(10s));
@@ -101,6 +107,7 @@ TEST_F(real_scheduler_test, a_child_that_throws_is_restarted_and_reachable_by_na
 
 TEST_F(real_scheduler_test, status_queries_and_dynamic_children_over_requests) {
   auto sup = spawn_supervisor(sys_, names_, config(), {worker_spec("master")});
+  leftovers_.push_back(sup);
   caf::scoped_actor self{sys_};
   self->request(sup, 10s, start_child_atom::value, worker_spec("worker/1"))
       .receive([&](caf::actor& a) { EXPECT_EQ(names_.get("worker/1"), a); },

@@ -103,7 +103,8 @@ TEST_F(strategy_test, restarted_child_is_re_registered_and_subscribers_are_told)
   auto before = names_.get("worker/7");
   auto gen = names_.generation("worker/7");
   std::vector<caf::actor> seen;
-  auto sub = names_.subscribe("worker/7", [&](const std::string&, const caf::actor& a) { seen.push_back(a); });
+  auto sub =
+      names_.subscribe("worker/7", [&](const std::string&, const caf::actor& a) { seen.push_back(a); });
   tell("worker/7", crash_atom::value);
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_FALSE(seen[0]);  // taken off when it died

@@ -52,7 +52,6 @@ class node_root {
 // actors. Register the error renderer (add_supervision_error_category) in the system's config
 // so the logged reason is readable.
 node_root run_node_root(caf::actor_system& system, name_registry& names, supervisor_config cfg,
-                        std::vector<child_spec> children,
-                        escalation_hook on_escalate = exit_process_hook(1));
+                        std::vector<child_spec> children, escalation_hook on_escalate = exit_process_hook(1));
 
 }  // namespace troupe::supervision

@@ -78,10 +78,14 @@ struct supervisor_config {
   expected<void> validate() const;
 };
 
-// Spawns a supervisor that starts `children` in order. If one fails to start, the ones already
+// Spawns a supervisor that starts `children` in order when it first runs (on a scheduler
+// thread, so they may not be registered yet when this returns: an answered request to the
+// supervisor, e.g. count_children, proves they are). If one fails to start, the ones already
 // started are stopped (reverse order) and the supervisor exits with start_failed. `names` must
-// outlive the supervisor. The returned handle is not monitored: spawn it as a child of another
-// supervisor (supervisor_child) or watch it (node_root) to see it escalate.
+// outlive the supervisor. Keep the returned handle: CAF terminates an actor nobody references
+// (exit_reason::unreachable), and a supervisor that dies kills its children. The handle is not
+// monitored: spawn it as a child of another supervisor (supervisor_child) or use node_root to
+// see it escalate.
 caf::actor spawn_supervisor(caf::actor_system& system, name_registry& names, supervisor_config cfg,
                             std::vector<child_spec> children);
 
