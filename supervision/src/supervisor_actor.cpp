@@ -243,7 +243,9 @@ void supervisor_actor::handle_failure(std::size_t idx, const caf::error& reason)
   std::vector<std::string> to_stop;
   for (auto it = group.rbegin(); it != group.rend(); ++it)
     if (children_[index_of(*it)].status == child_status::running) to_stop.push_back(*it);
-  if (to_stop.empty()) {
+  // A group restart waits for stops already under way (a sibling being stopped for an earlier
+  // failure), so the group comes back once, together; one_for_one needs no one else.
+  if (to_stop.empty() && (cfg_.strat == strategy::one_for_one || stop_jobs_.empty())) {
     schedule_restart(std::move(group), delay);
     return;
   }

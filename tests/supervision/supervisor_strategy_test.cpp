@@ -1,4 +1,6 @@
 // Strategies and restart types on the deterministic coordinator.
+#include <map>
+
 #include "det_fixture.hpp"
 
 namespace troupe::supervision::test {
@@ -59,6 +61,20 @@ TEST_F(strategy_test, one_for_all_drops_a_temporary_sibling_instead_of_restartin
   ASSERT_EQ(kids->size(), 1u);
   EXPECT_EQ((*kids)[0].name, "b");
   EXPECT_EQ((*kids)[0].restarts, 1u);
+}
+
+TEST_F(strategy_test, one_for_all_failure_during_a_group_stop_restarts_the_group_once) {
+  start(config(strategy::one_for_all),
+        {test_spec("a"), test_spec("b"), test_spec("c", restart_type::permanent, true, 1000ms)});
+  tell("a", crash_atom::value);  // stops c (stubborn: 1 s), then b
+  EXPECT_TRUE(names_.get("b") && names_.get("c"));
+  tell("b", crash_atom::value);  // b fails on its own while c is being stopped
+  EXPECT_FALSE(names_.get("a") || names_.get("b")) << "nothing restarts before c is down";
+  advance(1000ms);
+  ASSERT_TRUE(names_.get("a") && names_.get("b") && names_.get("c"));
+  std::map<std::string, int> starts;
+  for (auto& e : of_kind(event_kind::child_started)) ++starts[e.child];
+  EXPECT_EQ(starts, (std::map<std::string, int>{{"a", 2}, {"b", 2}, {"c", 2}}));
 }
 
 TEST_F(strategy_test, permanent_child_is_restarted_after_a_normal_exit) {
