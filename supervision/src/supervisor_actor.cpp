@@ -239,6 +239,12 @@ void supervisor_actor::handle_failure(std::size_t idx, const caf::error& reason)
   spdlog::warn("supervisor '{}': child '{}' stopped ({}), restart in {} ms", cfg_.name, c.spec.name,
                render(reason), ms_of(delay));
   emit(supervisor_event::kind::restart_scheduled, c.spec.name, render(reason), delay, c.restarts + 1);
+  restart_by_strategy(idx, delay);
+}
+
+// Stops the running members of the failed child's group (reverse start order), then schedules
+// the group's restart (start order) after `delay`.
+void supervisor_actor::restart_by_strategy(std::size_t idx, duration delay) {
   auto group = restart_group(idx);
   std::vector<std::string> to_stop;
   for (auto it = group.rbegin(); it != group.rend(); ++it)

@@ -72,6 +72,7 @@ class supervisor_actor : public caf::event_based_actor {
   std::ptrdiff_t index_of(const caf::actor_addr& addr) const;
   caf::error spawn_child(std::size_t idx);
   void handle_failure(std::size_t idx, const caf::error& reason);
+  void restart_by_strategy(std::size_t idx, duration delay);
   std::vector<std::string> restart_group(std::size_t idx) const;
   void schedule_restart(std::vector<std::string> names, duration delay);
   void give_up(const std::string& child_name, const caf::error& reason);
