@@ -12,5 +12,4 @@
 #include <caf/error.hpp>
 #include <caf/sec.hpp>
 #include <caf/exit_reason.hpp>
-#include <caf/down_msg.hpp>
-#include <caf/exit_msg.hpp>
+#include <caf/system_messages.hpp>
