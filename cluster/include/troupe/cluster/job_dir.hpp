@@ -1,0 +1,93 @@
+// The job directory: everything a running job keeps on disk, found again by `troupe status`,
+// `troupe stop` and `troupe scale`, and by a restarted master.
+//
+//   <root>/<job id>/
+//     job.toml        the job's configuration as the master resolved it (overrides applied)
+//     nodes.json      pids and addresses of the running nodes (rewritten atomically)
+//     logs/<node>.log stdout+stderr of each node, appended across incarnations
+//     journal/        the task journal (LMDB, storage module)
+//     checkpoints/    PS checkpoints (LMDB, storage module)
+//
+// Files are replaced atomically (write a temporary file, fsync, rename, fsync the directory), so a
+// reader sees the old or the new content, never a torn one. Format: docs/cluster.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "troupe/cluster/membership.hpp"
+#include "troupe/core/error.hpp"
+#include "troupe/core/ids.hpp"
+
+namespace troupe::cluster {
+
+struct node_record {
+  node_id id;
+  node_role role = node_role::worker;
+  int pid = 0;
+  std::uint64_t start_time = 0;  // /proc/<pid>/stat start time, to detect pid reuse (0: unknown)
+  std::string address;           // host:port, empty while launching
+  std::string state;             // member_state text, or "exited"
+  bool operator==(const node_record&) const = default;
+};
+
+// The content of nodes.json.
+struct nodes_file {
+  std::string job_id;
+  std::uint64_t epoch = 0;      // membership epoch these records describe
+  std::int64_t updated_ms = 0;  // wall-clock time of the write
+  std::string master_address;   // where `troupe status/scale/stop` connect
+  std::vector<node_record> nodes;
+  bool operator==(const nodes_file&) const = default;
+};
+
+// JSON text of a nodes_file, and back. Parse errors (corrupt_file) name `source` and the field.
+std::string to_json(const nodes_file& f);
+expected<nodes_file> parse_nodes_json(std::string_view text, std::string_view source);
+
+// Replaces `path` with `content` atomically. Errors (io_error) name the file and the step.
+expected<void> write_file_atomic(const std::string& path, std::string_view content);
+
+// A job id usable as a directory name: 1-64 characters of a-z, A-Z, 0-9, '_', '-', '.', not
+// starting with '.'.
+bool valid_job_id(std::string_view id) noexcept;
+
+class job_dir {
+ public:
+  // Creates <root>/<job id>/ (and root) with its subdirectories and job.toml. Errors:
+  // invalid_spec (bad job id), already_exists (the directory holds a job.toml), io_error.
+  static expected<job_dir> create(const std::string& root, const std::string& job_id,
+                                  std::string_view job_toml);
+  // Opens an existing job directory. Errors: missing_file naming the directory or the first
+  // missing part (job.toml, logs/, journal/, checkpoints/).
+  static expected<job_dir> open(const std::string& path);
+  // The job ids under `root` (directories holding a job.toml), most recently modified first.
+  // A missing root is an empty list.
+  static expected<std::vector<std::string>> list(const std::string& root);
+
+  const std::string& path() const noexcept { return path_; }
+  const std::string& job_id() const noexcept { return job_id_; }
+  std::string logs_dir() const { return path_ + "/logs"; }
+  std::string journal_dir() const { return path_ + "/journal"; }
+  std::string checkpoints_dir() const { return path_ + "/checkpoints"; }
+  std::string job_toml_path() const { return path_ + "/job.toml"; }
+  std::string nodes_path() const { return path_ + "/nodes.json"; }
+  std::string log_path(std::string_view node_name) const {
+    return logs_dir() + "/" + std::string(node_name) + ".log";
+  }
+
+  expected<std::string> read_job_toml() const;
+  // Atomic replace of nodes.json.
+  expected<void> write_nodes(const nodes_file& f) const;
+  // Errors: missing_file (no nodes.json: the job never started or was cleaned up), corrupt_file.
+  expected<nodes_file> read_nodes() const;
+
+ private:
+  job_dir(std::string path, std::string job_id) : path_(std::move(path)), job_id_(std::move(job_id)) {}
+  std::string path_;
+  std::string job_id_;
+};
+
+}  // namespace troupe::cluster

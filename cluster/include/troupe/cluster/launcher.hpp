@@ -1,0 +1,107 @@
+// The launcher interface: how the master starts, signals and watches node processes without
+// knowing where they run. One backend per subfolder with the same file names (gloo style):
+// `local/launcher.hpp` (processes on this machine) now; `slurm/`, `kubernetes/` later.
+//
+// Contract every backend keeps:
+// - launch() returns only once the node's program is really running (exec succeeded) or with an
+//   error naming the node and the reason; it never returns a handle for a node that failed to start.
+// - Each launched node gets exactly one exit report through the exit callback given at
+//   construction: (handle, status), after the node is gone for good (reaped). Reports come on a
+//   thread of the launcher, one at a time, never with a launcher lock held: the callback may call
+//   any launcher method (launch() included, to start a replacement) but must not destroy the
+//   launcher. A CAF actor's callback should just send itself a message.
+// - No orphans: when the launcher is destroyed, when kill_all() is called and when the process
+//   that owns the launcher dies by any means (SIGKILL included), every node it started and
+//   everything those nodes started in their process group is killed. Backends that cannot
+//   guarantee this for an abrupt death of the owner (a batch scheduler) document their timeout.
+// - signal() reaches the node's whole process group. After a node's exit report, its handle is
+//   dead: signal() answers no_such_node and poll() answers the final status.
+// - All methods are thread-safe. Destructors never throw.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "troupe/cluster/resources.hpp"
+#include "troupe/core/error.hpp"
+#include "troupe/core/ids.hpp"
+
+namespace troupe::cluster {
+
+// What to start. For a troupe node: program empty (this binary) and
+// argv = {"troupe", "node", "--join", "127.0.0.1:7000", "--role", "worker", "--name", "worker-3", ...}.
+struct node_spec {
+  node_id id;                     // name (valid_node_name) and incarnation, for logs and reports
+  std::string program;            // path to execute; empty: this process's own binary (self_exe())
+  std::vector<std::string> argv;  // argv[0] included; must not be empty
+  // Added to this process's environment, replacing variables of the same name.
+  std::vector<std::pair<std::string, std::string>> env;
+  bool inherit_env = true;  // false: the node sees only `env`
+  std::string working_dir;  // empty: this process's working directory
+  // stdout and stderr are appended here (created if absent, its directory must exist), after a
+  // header line naming the node, incarnation, time and argv; a footer line records the exit.
+  // Empty: the node shares this process's stdout/stderr.
+  std::string log_file;
+  resources need;  // reserved against the launcher's capacity while the node runs
+};
+
+// How a node ended.
+struct exit_status {
+  int code = 0;    // exit code when signal == 0
+  int signal = 0;  // the terminating signal, 0 when it exited
+  bool signaled() const noexcept { return signal != 0; }
+  bool success() const noexcept { return signal == 0 && code == 0; }
+  // "exited with code 3", "killed by SIGKILL"
+  std::string to_string() const;
+  bool operator==(const exit_status&) const = default;
+};
+
+// A launched node. `serial` is unique per launcher for its whole life (handles are never reused);
+// `pid` is informational for the local backend (0 where the backend has no pid).
+struct node_handle {
+  std::uint64_t serial = 0;
+  node_id id;
+  int pid = 0;
+  bool operator==(const node_handle&) const = default;
+};
+
+using exit_callback = std::function<void(const node_handle&, const exit_status&)>;
+
+struct launcher_options {
+  exit_callback on_exit;  // may be empty
+  // Launches whose reservations would exceed this are refused. Default: no limit is enforced
+  // for a field left at 0 in a node's `need`; the local backend fills it with local_capacity().
+  std::optional<resources> capacity;
+};
+
+class launcher {
+ public:
+  virtual ~launcher() = default;
+
+  // Starts a node. Errors: invalid_spec (empty argv, bad name, a running node of that name),
+  // insufficient_resources (names the need and what is free), launch_failed (names the cause:
+  // program not found, log file not writable, ...).
+  virtual expected<node_handle> launch(const node_spec& spec) = 0;
+  // Sends `sig` to the node's process group. Errors: no_such_node once it has been reported exited.
+  virtual expected<void> signal(const node_handle& h, int sig) = 0;
+  // The final status once the node was reaped, nullopt while it runs. Errors: no_such_node for a
+  // handle this launcher never issued.
+  virtual expected<std::optional<exit_status>> poll(const node_handle& h) const = 0;
+  // Blocks until the node is reaped or the timeout passes (timed_out).
+  virtual expected<exit_status> wait(const node_handle& h, std::chrono::milliseconds timeout) = 0;
+  // SIGKILLs every running node's process group and waits until all are reaped (their exit
+  // reports are delivered before this returns). Safe to call repeatedly and from the callback.
+  virtual void kill_all() noexcept = 0;
+  // Nodes launched and not yet reaped, in launch order.
+  virtual std::vector<node_handle> running() const = 0;
+  // Capacity and what running nodes reserve now.
+  virtual resources capacity() const = 0;
+  virtual resources reserved() const = 0;
+};
+
+}  // namespace troupe::cluster

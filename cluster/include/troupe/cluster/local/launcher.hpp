@@ -1,0 +1,57 @@
+// The local launcher: node processes on this machine, children of this process.
+//
+// Guarantees beyond the launcher contract (../launcher.hpp):
+// - Each node is the leader of its own process group (setpgid before exec), so a terminal's ^C
+//   does not reach it and signal()/kill_all() reach everything it started in its group.
+// - Each node gets PR_SET_PDEATHSIG(SIGKILL) between fork and exec, and re-checks getppid() right
+//   after to close the race with a parent that died before the prctl. The death signal follows
+//   the *thread* that forked, so every fork happens on the launcher's own service thread, which
+//   lives exactly as long as the launcher: a node never dies because the thread that asked for
+//   it (a CAF worker thread, say) ended.
+// - When a node exits, its process group is SIGKILLed before it is reaped, so whatever it
+//   left behind in its group dies with it.
+// - The destructor SIGKILLs every node's group and reaps them all (exit reports included).
+// - Children start with default signal dispositions, an empty signal mask, stdin on /dev/null and
+//   no file descriptors of this process other than 0, 1, 2.
+// - Nodes are reaped by pid (pidfd + waitid), never with waitpid(-1): other code in this process
+//   may have children of its own. Conversely nobody else may reap this launcher's children.
+#pragma once
+
+#include <memory>
+
+#include "troupe/cluster/launcher.hpp"
+
+namespace troupe::cluster::local {
+
+class launcher final : public cluster::launcher {
+ public:
+  // Starts the service thread. Without options.capacity, uses local_capacity(). Errors:
+  // launch_failed (cannot create the thread's event fd), io_error (local_capacity()).
+  static expected<std::unique_ptr<launcher>> create(launcher_options options = {});
+  ~launcher() override;
+  launcher(const launcher&) = delete;
+  launcher& operator=(const launcher&) = delete;
+
+  expected<node_handle> launch(const node_spec& spec) override;
+  expected<void> signal(const node_handle& h, int sig) override;
+  expected<std::optional<exit_status>> poll(const node_handle& h) const override;
+  // Errors: invalid_spec when called from the exit callback (it would wait for itself).
+  expected<exit_status> wait(const node_handle& h, std::chrono::milliseconds timeout) override;
+  // From the exit callback this only sends the signals; the reports follow after it returns.
+  void kill_all() noexcept override;
+  std::vector<node_handle> running() const override;
+  resources capacity() const override;
+  resources reserved() const override;
+
+  struct impl;
+
+ private:
+  explicit launcher(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace troupe::cluster::local
+
+namespace troupe::cluster {
+using local_launcher = local::launcher;
+}

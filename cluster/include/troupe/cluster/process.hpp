@@ -1,0 +1,33 @@
+// Small facts about local processes, used by the local launcher and by `troupe status/stop` to
+// check a pid written in nodes.json still names the same process.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "troupe/core/error.hpp"
+
+namespace troupe::cluster {
+
+// The path of this process's executable (/proc/self/exe). Errors name /proc/self/exe.
+expected<std::string> self_exe();
+
+// State letter and start time (clock ticks since boot) from /proc/<pid>/stat; nullopt when the
+// process does not exist or the file cannot be parsed.
+struct process_stat {
+  char state = '?';  // R, S, D, Z (zombie), T, t, X, ...
+  std::uint64_t start_time = 0;
+  int pgid = 0;
+  int ppid = 0;
+};
+std::optional<process_stat> read_process_stat(int pid);
+
+// True when `pid` exists and is not a zombie or dead (state Z or X). When start_time is given,
+// also requires the process to have started at that time (guards against pid reuse).
+bool process_alive(int pid, std::optional<std::uint64_t> start_time = std::nullopt);
+
+// "SIGKILL" for 9, "signal 77" for an unknown number.
+std::string signal_name(int sig);
+
+}  // namespace troupe::cluster

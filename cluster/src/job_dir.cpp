@@ -1,0 +1,146 @@
+#include "troupe/cluster/job_dir.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "troupe/cluster/errc.hpp"
+
+namespace troupe::cluster {
+
+namespace fs = std::filesystem;
+
+namespace {
+unexpected io_fail(const std::string& path, const std::string& step, int err) {
+  return make_unexpected(cluster_errc::io_error, path + ": " + step + ": " + std::strerror(err));
+}
+
+expected<void> write_all(int fd, std::string_view content, const std::string& path) {
+  while (!content.empty()) {
+    ssize_t n = ::write(fd, content.data(), content.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return io_fail(path, "write", errno);
+    content.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return {};
+}
+
+expected<std::string> read_text(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return make_unexpected(cluster_errc::missing_file, path + ": does not exist");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return io_fail(path, "open", errno);
+  std::stringstream s;
+  s << in.rdbuf();
+  if (in.bad()) return io_fail(path, "read", errno);
+  return s.str();
+}
+}  // namespace
+
+expected<void> write_file_atomic(const std::string& path, std::string_view content) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return io_fail(tmp, "create", errno);
+  auto ok = write_all(fd, content, tmp);
+  if (ok && ::fsync(fd) != 0) ok = io_fail(tmp, "fsync", errno);
+  ::close(fd);
+  if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) ok = io_fail(path, "rename", errno);
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    return ok;
+  }
+  // Make the rename itself durable.
+  std::string dir = fs::path(path).parent_path().string();
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return {};
+}
+
+bool valid_job_id(std::string_view id) noexcept {
+  if (id.empty() || id.size() > 64 || id[0] == '.') return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.';
+  });
+}
+
+expected<job_dir> job_dir::create(const std::string& root, const std::string& job_id,
+                                  std::string_view job_toml) {
+  if (!valid_job_id(job_id))
+    return make_unexpected(cluster_errc::invalid_spec,
+                           "job id '" + job_id + "': 1-64 characters of a-z, A-Z, 0-9, '_', '-', '.'");
+  job_dir d(root + "/" + job_id, job_id);
+  std::error_code ec;
+  if (fs::exists(d.job_toml_path(), ec))
+    return make_unexpected(cluster_errc::already_exists, d.path() + ": a job directory already exists there");
+  for (const auto& sub : {d.logs_dir(), d.journal_dir(), d.checkpoints_dir()}) {
+    fs::create_directories(sub, ec);
+    if (ec) return make_unexpected(cluster_errc::io_error, sub + ": cannot create: " + ec.message());
+  }
+  if (auto ok = write_file_atomic(d.job_toml_path(), job_toml); !ok) return ok.err();
+  return d;
+}
+
+expected<job_dir> job_dir::open(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  std::error_code ec;
+  if (!fs::is_directory(p, ec))
+    return make_unexpected(cluster_errc::missing_file, p + ": no such job directory");
+  job_dir d(p, fs::path(p).filename().string());
+  if (!fs::is_regular_file(d.job_toml_path(), ec))
+    return make_unexpected(cluster_errc::missing_file,
+                           d.job_toml_path() + ": missing (not a job directory?)");
+  for (const auto& sub : {d.logs_dir(), d.journal_dir(), d.checkpoints_dir()})
+    if (!fs::is_directory(sub, ec))
+      return make_unexpected(cluster_errc::missing_file, sub + ": missing directory");
+  return d;
+}
+
+expected<std::vector<std::string>> job_dir::list(const std::string& root) {
+  std::error_code ec;
+  if (!fs::exists(root, ec)) return std::vector<std::string>{};
+  std::vector<std::pair<fs::file_time_type, std::string>> found;
+  fs::directory_iterator it(root, ec), end;
+  if (ec) return make_unexpected(cluster_errc::io_error, root + ": cannot list: " + ec.message());
+  for (; it != end; it.increment(ec)) {
+    if (ec) return make_unexpected(cluster_errc::io_error, root + ": cannot list: " + ec.message());
+    auto toml = it->path() / "job.toml";
+    std::error_code e2;
+    if (!it->is_directory(e2) || !fs::is_regular_file(toml, e2)) continue;
+    auto nodes = it->path() / "nodes.json";
+    auto t = fs::exists(nodes, e2) ? fs::last_write_time(nodes, e2) : fs::last_write_time(toml, e2);
+    found.emplace_back(t, it->path().filename().string());
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  std::vector<std::string> ids;
+  for (auto& [t, id] : found) ids.push_back(std::move(id));
+  return ids;
+}
+
+expected<std::string> job_dir::read_job_toml() const {
+  return read_text(job_toml_path());
+}
+
+expected<void> job_dir::write_nodes(const nodes_file& f) const {
+  return write_file_atomic(nodes_path(), to_json(f));
+}
+
+expected<nodes_file> job_dir::read_nodes() const {
+  auto text = read_text(nodes_path());
+  if (!text) return text.err();
+  return parse_nodes_json(*text, nodes_path());
+}
+
+}  // namespace troupe::cluster

@@ -1,0 +1,182 @@
+// The local launcher's service thread: every fork happens here (PR_SET_PDEATHSIG follows the
+// forking thread) and every child is reaped here, by pid.
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <spdlog/spdlog.h>
+
+#include "local/launcher_impl.hpp"
+#include "troupe/cluster/errc.hpp"
+
+namespace troupe::cluster::local {
+
+namespace {
+constexpr int poll_interval_ms = 200;
+}
+
+void launcher::impl::wake() noexcept {
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_fd.get(), &one, sizeof one);
+}
+
+std::size_t launcher::impl::unreported_locked() const noexcept {
+  std::size_t n = 0;
+  for (const auto& [serial, c] : children) n += c.reported ? 0 : 1;
+  return n;
+}
+
+void launcher::impl::signal_all_locked(int sig) noexcept {
+  for (const auto& [serial, c] : children)
+    if (!c.status) ::kill(-c.handle.pid, sig);
+}
+
+std::vector<pollfd> launcher::impl::poll_set() {
+  std::lock_guard lock(mu);
+  std::vector<pollfd> fds;
+  if (stop && requests.empty() && unreported_locked() == 0) return fds;
+  fds.push_back({wake_fd.get(), POLLIN, 0});
+  for (const auto& [serial, c] : children)
+    if (!c.status && c.pidfd) fds.push_back({c.pidfd.get(), POLLIN, 0});
+  return fds;
+}
+
+void launcher::impl::run() noexcept {
+  for (;;) {
+    auto fds = poll_set();
+    if (fds.empty()) return;
+    ::poll(fds.data(), fds.size(), poll_interval_ms);
+    if (fds[0].revents & POLLIN) {
+      std::uint64_t v;
+      [[maybe_unused]] auto n = ::read(wake_fd.get(), &v, sizeof v);
+    }
+    serve_requests();
+    reap();
+  }
+}
+
+void launcher::impl::serve_requests() {
+  for (;;) {
+    spawn_request req;
+    {
+      std::lock_guard lock(mu);
+      if (requests.empty()) return;
+      req = std::move(requests.front());
+      requests.pop_front();
+    }
+    req.result.set_value(do_launch(req.spec));
+  }
+}
+
+expected<void> launcher::impl::admit(const node_spec& spec) {
+  if (!valid_node_name(spec.id.name))
+    return make_unexpected(cluster_errc::invalid_spec, "node name '" + spec.id.name + "' is not valid");
+  if (spec.argv.empty())
+    return make_unexpected(cluster_errc::invalid_spec, "node " + spec.id.to_string() + ": argv is empty");
+  for (const auto& [serial, c] : children)
+    if (!c.status && c.handle.id.name == spec.id.name)
+      return make_unexpected(cluster_errc::already_exists,
+                             "node " + spec.id.name + " already runs as " + c.handle.id.to_string());
+  if (!(reserved + spec.need).fits_in(capacity))
+    return make_unexpected(cluster_errc::insufficient_resources,
+                           "node " + spec.id.to_string() + " needs " + spec.need.to_string() + "; " +
+                               reserved.to_string() + " of " + capacity.to_string() + " already reserved");
+  return {};
+}
+
+expected<node_handle> launcher::impl::do_launch(const node_spec& spec) {
+  std::uint64_t serial;
+  {
+    std::lock_guard lock(mu);
+    if (auto ok = admit(spec); !ok) return ok.err();
+    reserved += spec.need;
+    serial = next_serial++;
+  }
+  auto release = [&] {
+    std::lock_guard lock(mu);
+    reserved -= spec.need;
+  };
+  auto prepared = prepare_spawn(spec);
+  if (!prepared) {
+    release();
+    return prepared.err();
+  }
+  auto proc = spawn_process(*prepared, spec);
+  if (!proc) {
+    release();
+    append_log_line(spec.log_file, "==== troupe launcher " + utc_now() + ": " + proc.err().to_string());
+    return proc.err();
+  }
+  node_handle h{serial, spec.id, proc->pid};
+  std::lock_guard lock(mu);
+  child& c = children[serial];
+  c.handle = h;
+  c.pidfd = std::move(proc->pidfd);
+  c.need = spec.need;
+  c.log_file = spec.log_file;
+  return h;
+}
+
+namespace {
+// Reaps `pid` if it has exited. Before reaping, SIGKILLs its process group: while the zombie
+// leader is not reaped, the group id cannot have been reused, and anything the node left behind
+// in its group dies with it.
+std::optional<exit_status> try_reap(int pid) {
+  siginfo_t si{};
+  if (::waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0)
+    return std::nullopt;  // still running
+  exit_status st;
+  ::kill(-pid, SIGKILL);
+  int ws = 0;
+  pid_t r;
+  while ((r = ::waitpid(pid, &ws, 0)) < 0 && errno == EINTR) {
+  }
+  if (r != pid)
+    st.code = -1;  // reaped by someone else (SIGCHLD ignored, or waitpid(-1) elsewhere): unknown
+  else if (WIFSIGNALED(ws))
+    st.signal = WTERMSIG(ws);
+  else
+    st.code = WEXITSTATUS(ws);
+  return st;
+}
+}  // namespace
+
+void launcher::impl::reap() noexcept {
+  std::vector<std::pair<child*, exit_status>> done;
+  {
+    std::lock_guard lock(mu);
+    for (auto& [serial, c] : children) {
+      if (c.status) continue;
+      auto st = try_reap(c.handle.pid);
+      if (!st) continue;
+      c.status = st;
+      c.pidfd = unique_fd();
+      reserved -= c.need;
+      done.emplace_back(&c, *st);
+    }
+    if (done.empty()) return;
+    cv.notify_all();
+  }
+  // Only this thread erases or reports children, so the pointers stay valid unlocked.
+  for (auto& [c, st] : done) {
+    append_log_line(c->log_file, "==== troupe launcher " + utc_now() + ": " + c->handle.id.to_string() +
+                                     " pid " + std::to_string(c->handle.pid) + " " + st.to_string());
+    if (options.on_exit) {
+      try {
+        options.on_exit(c->handle, st);
+      } catch (const std::exception& e) {
+        spdlog::error("launcher: the exit callback for {} threw: {}", c->handle.id.to_string(), e.what());
+      } catch (...) {
+        spdlog::error("launcher: the exit callback for {} threw", c->handle.id.to_string());
+      }
+    }
+  }
+  std::lock_guard lock(mu);
+  for (auto& [c, st] : done) c->reported = true;
+  cv.notify_all();
+}
+
+}  // namespace troupe::cluster::local

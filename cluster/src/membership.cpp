@@ -1,0 +1,218 @@
+#include "troupe/cluster/membership.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+#include "troupe/cluster/errc.hpp"
+
+namespace troupe::cluster {
+
+std::string_view to_string(node_role r) noexcept {
+  switch (r) {
+    case node_role::master:
+      return "master";
+    case node_role::dispenser:
+      return "dispenser";
+    case node_role::ps:
+      return "ps";
+    case node_role::worker:
+      return "worker";
+  }
+  return "unknown";
+}
+
+expected<node_role> parse_role(std::string_view text) {
+  for (auto r : {node_role::master, node_role::dispenser, node_role::ps, node_role::worker})
+    if (text == to_string(r)) return r;
+  return make_unexpected(cluster_errc::invalid_spec,
+                         "role '" + std::string(text) + "': expected master, dispenser, ps or worker");
+}
+
+std::string node_name(node_role r, std::size_t index) {
+  if (r == node_role::master || r == node_role::dispenser) return std::string(to_string(r));
+  return std::string(to_string(r)) + "-" + std::to_string(index);
+}
+
+std::string_view to_string(member_state s) noexcept {
+  switch (s) {
+    case member_state::launching:
+      return "launching";
+    case member_state::alive:
+      return "alive";
+    case member_state::leaving:
+      return "leaving";
+  }
+  return "unknown";
+}
+
+expected<void> validate_address(std::string_view address) {
+  auto colon = address.rfind(':');
+  auto bad = [&](const char* why) {
+    return make_unexpected(cluster_errc::invalid_spec, "address '" + std::string(address) + "': " + why);
+  };
+  if (colon == std::string_view::npos || colon == 0) return bad("expected host:port");
+  auto port_text = address.substr(colon + 1);
+  unsigned port = 0;
+  auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || ec != std::errc() || ptr != port_text.data() + port_text.size() || port == 0 ||
+      port > 65535)
+    return bad("the port must be a number in 1..65535");
+  return {};
+}
+
+bool natural_less(std::string_view a, std::string_view b) noexcept {
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (digit(a[i]) && digit(b[j])) {
+      std::size_t ie = i, je = j;
+      while (ie < a.size() && digit(a[ie])) ++ie;
+      while (je < b.size() && digit(b[je])) ++je;
+      // Compare the numbers without leading zeros by length first, then digit by digit.
+      std::size_t is = i, js = j;
+      while (is + 1 < ie && a[is] == '0') ++is;
+      while (js + 1 < je && b[js] == '0') ++js;
+      if (ie - is != je - js) return ie - is < je - js;
+      auto na = a.substr(is, ie - is), nb = b.substr(js, je - js);
+      if (na != nb) return na < nb;
+      if (ie - i != je - j) return ie - i < je - j;  // "01" after "1": a total order
+      i = ie;
+      j = je;
+    } else {
+      if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
+      ++i;
+      ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
+
+std::optional<std::size_t> ring::rank_of(std::string_view name) const noexcept {
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    if (ranks[i].name == name) return i;
+  return std::nullopt;
+}
+
+bool same_ring(const ring& a, const ring& b) noexcept {
+  return a.ranks == b.ranks;
+}
+
+view_diff diff(const membership_view& from, const membership_view& to) {
+  view_diff d;
+  for (const auto& m : from.members()) {
+    const member* n = to.find(m.id.name);
+    if (!n || n->id != m.id)
+      d.left.push_back(m);
+    else if (*n != m)
+      d.changed.emplace_back(m, *n);
+  }
+  for (const auto& m : to.members()) {
+    const member* o = from.find(m.id.name);
+    if (!o || o->id != m.id) d.joined.push_back(m);
+  }
+  return d;
+}
+
+namespace {
+expected<void> check_limits(worker_limits l) {
+  if (l.max == 0 || l.min > l.max)
+    return make_unexpected(cluster_errc::invalid_spec, "worker limits " + std::to_string(l.min) + ".." +
+                                                           std::to_string(l.max) +
+                                                           ": need 0 <= min <= max and max >= 1");
+  return {};
+}
+
+expected<void> check_name(const node_id& id) {
+  if (!valid_node_name(id.name))
+    return make_unexpected(
+        cluster_errc::invalid_spec,
+        "node name '" + id.name + "': 1-64 characters of a-z, 0-9, '_' or '-', starting with a letter");
+  return {};
+}
+}  // namespace
+
+expected<membership_view> membership_view::make(worker_limits limits) {
+  if (auto ok = check_limits(limits); !ok) return ok.err();
+  membership_view v;
+  v.limits_ = limits;
+  return v;
+}
+
+expected<membership_view> membership_view::restore(std::uint64_t epoch, worker_limits limits,
+                                                   std::vector<member> members) {
+  auto v = make(limits);
+  if (!v) return v;
+  for (auto& m : members) {
+    if (auto ok = check_name(m.id); !ok) return ok.err();
+    if (m.state != member_state::launching)
+      if (auto ok = validate_address(m.address); !ok)
+        return std::move(ok).err().wrap("member " + m.id.to_string());
+    if (v->find(m.id.name))
+      return make_unexpected(cluster_errc::already_exists, "member '" + m.id.name + "' appears twice");
+    v->highest_incarnation_[m.id.name] = m.id.incarnation;
+    v->insert_sorted(std::move(m));
+  }
+  v->epoch_ = epoch;
+  return v;
+}
+
+const member* membership_view::find(std::string_view name) const noexcept {
+  for (const auto& m : members_)
+    if (m.id.name == name) return &m;
+  return nullptr;
+}
+
+member* membership_view::find_mutable(std::string_view name) noexcept {
+  return const_cast<member*>(static_cast<const membership_view*>(this)->find(name));
+}
+
+std::size_t membership_view::count(node_role role, member_state state) const noexcept {
+  return static_cast<std::size_t>(std::count_if(
+      members_.begin(), members_.end(), [&](const member& m) { return m.role == role && m.state == state; }));
+}
+
+std::size_t membership_view::worker_slots() const noexcept {
+  return static_cast<std::size_t>(std::count_if(members_.begin(), members_.end(),
+                                                [](const member& m) { return m.role == node_role::worker; }));
+}
+
+std::size_t membership_view::worker_deficit() const noexcept {
+  std::size_t have =
+      count(node_role::worker, member_state::alive) + count(node_role::worker, member_state::launching);
+  return have >= limits_.min ? 0 : limits_.min - have;
+}
+
+std::uint64_t membership_view::next_incarnation(std::string_view name) const noexcept {
+  auto it = highest_incarnation_.find(name);
+  return it == highest_incarnation_.end() ? 0 : it->second + 1;
+}
+
+std::size_t membership_view::free_index(node_role role) const noexcept {
+  std::size_t i = 0;
+  while (find(node_name(role, i))) ++i;
+  return i;
+}
+
+void membership_view::insert_sorted(member m) {
+  auto pos = std::upper_bound(members_.begin(), members_.end(), m, [](const member& a, const member& b) {
+    return natural_less(a.id.name, b.id.name);
+  });
+  members_.insert(pos, std::move(m));
+}
+
+expected<void> membership_view::check_new_incarnation(const node_id& id) const {
+  auto it = highest_incarnation_.find(id.name);
+  if (it != highest_incarnation_.end() && id.incarnation <= it->second)
+    return make_unexpected(
+        cluster_errc::stale_incarnation,
+        id.to_string() + ": incarnation " + std::to_string(it->second) + " was already seen");
+  return {};
+}
+
+void membership_view::bump(const node_id& id) {
+  ++epoch_;
+  auto& high = highest_incarnation_[id.name];
+  high = std::max(high, id.incarnation);
+}
+
+}  // namespace troupe::cluster

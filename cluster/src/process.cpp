@@ -1,0 +1,58 @@
+#include "troupe/cluster/process.hpp"
+
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "troupe/cluster/errc.hpp"
+
+namespace troupe::cluster {
+
+expected<std::string> self_exe() {
+  std::vector<char> buf(4096);
+  ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+  if (n <= 0)
+    return make_unexpected(cluster_errc::launch_failed,
+                           std::string("/proc/self/exe: cannot be read: ") + std::strerror(errno));
+  return std::string(buf.data(), static_cast<std::size_t>(n));
+}
+
+std::optional<process_stat> read_process_stat(int pid) {
+  if (pid <= 0) return std::nullopt;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  if (!in) return std::nullopt;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The command name (field 2) is in parentheses and may itself hold spaces or ')'.
+  auto close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(text.substr(close + 1));
+  process_stat st;
+  std::string skip;
+  if (!(fields >> st.state >> st.ppid >> st.pgid)) return std::nullopt;
+  for (int field = 6; field < 22; ++field)
+    if (!(fields >> skip)) return std::nullopt;
+  if (!(fields >> st.start_time)) return std::nullopt;
+  return st;
+}
+
+bool process_alive(int pid, std::optional<std::uint64_t> start_time) {
+  if (pid <= 0) return false;
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;  // EPERM: exists, not ours
+  auto st = read_process_stat(pid);
+  if (!st) return false;
+  if (st->state == 'Z' || st->state == 'X' || st->state == 'x') return false;
+  return !start_time || *start_time == st->start_time;
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+}  // namespace troupe::cluster

@@ -1,0 +1,155 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "test_util.hpp"
+#include "troupe/cluster/errc.hpp"
+#include "troupe/cluster/job_dir.hpp"
+
+namespace troupe::cluster {
+namespace {
+
+using testing::temp_dir;
+namespace fs = std::filesystem;
+
+nodes_file sample() {
+  nodes_file f;
+  f.job_id = "0123456789abcdef";
+  f.epoch = 7;
+  f.updated_ms = 1'700'000'000'123;
+  f.master_address = "127.0.0.1:7000";
+  f.nodes = {{{"master", 0}, node_role::master, 100, 555, "127.0.0.1:7000", "alive"},
+             {{"worker-3", 2}, node_role::worker, 103, 777, "", "launching"}};
+  return f;
+}
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+TEST(job_dir, create_lays_out_the_directory) {
+  temp_dir root;
+  auto d = job_dir::create(root / "jobs", "0123456789abcdef", "[job]\nname = \"t\"\n");
+  ASSERT_TRUE(d) << d.err().to_string();
+  EXPECT_EQ(d->path(), root / "jobs/0123456789abcdef");
+  for (auto sub : {"logs", "journal", "checkpoints"})
+    EXPECT_TRUE(fs::is_directory(d->path() + "/" + sub)) << sub;
+  EXPECT_EQ(d->log_path("worker-3"), d->path() + "/logs/worker-3.log");
+  auto toml = d->read_job_toml();
+  ASSERT_TRUE(toml);
+  EXPECT_EQ(*toml, "[job]\nname = \"t\"\n");
+  auto again = job_dir::create(root / "jobs", "0123456789abcdef", "");
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.err(), cluster_errc::already_exists);
+  auto bad = job_dir::create(root / "jobs", "../escape", "");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.err(), cluster_errc::invalid_spec);
+}
+
+TEST(job_dir, nodes_round_trip) {
+  temp_dir root;
+  auto d = job_dir::create(root.str(), "job-1", "");
+  ASSERT_TRUE(d);
+  ASSERT_TRUE(d->write_nodes(sample()));
+  auto opened = job_dir::open(d->path() + "/");
+  ASSERT_TRUE(opened) << opened.err().to_string();
+  EXPECT_EQ(opened->job_id(), "job-1");
+  auto back = opened->read_nodes();
+  ASSERT_TRUE(back) << back.err().to_string();
+  EXPECT_EQ(*back, sample());
+  // A rewrite replaces the file and leaves no temporary behind.
+  auto f = sample();
+  f.epoch = 8;
+  ASSERT_TRUE(d->write_nodes(f));
+  EXPECT_EQ(d->read_nodes()->epoch, 8u);
+  std::size_t files = 0;
+  for (auto& e : fs::directory_iterator(d->path())) files += e.is_regular_file() ? 1 : 0;
+  EXPECT_EQ(files, 2u);  // job.toml, nodes.json
+}
+
+TEST(job_dir, missing_parts_are_named) {
+  temp_dir root;
+  auto none = job_dir::open(root / "nope");
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.err(), cluster_errc::missing_file);
+  EXPECT_NE(none.err().to_string().find("nope"), std::string::npos);
+  auto d = job_dir::create(root.str(), "job-1", "");
+  ASSERT_TRUE(d);
+  auto nodes = d->read_nodes();
+  ASSERT_FALSE(nodes);
+  EXPECT_EQ(nodes.err(), cluster_errc::missing_file);
+  EXPECT_NE(nodes.err().to_string().find("nodes.json"), std::string::npos);
+  fs::remove_all(d->journal_dir());
+  auto o = job_dir::open(d->path());
+  ASSERT_FALSE(o);
+  EXPECT_NE(o.err().to_string().find("journal"), std::string::npos) << o.err().to_string();
+  fs::remove(d->job_toml_path());
+  o = job_dir::open(d->path());
+  ASSERT_FALSE(o);
+  EXPECT_NE(o.err().to_string().find("job.toml"), std::string::npos) << o.err().to_string();
+}
+
+TEST(job_dir, corrupt_nodes_files_get_clear_errors) {
+  temp_dir root;
+  auto d = job_dir::create(root.str(), "job-1", "");
+  ASSERT_TRUE(d);
+  auto good = to_json(sample());
+  auto replace = [&](const std::string& from, const std::string& to) {
+    auto t = good;
+    auto at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return t.replace(at, from.size(), to);
+  };
+  struct bad_case {
+    std::string text;
+    std::string expect;
+  };
+  std::vector<bad_case> cases = {
+      {"", "not valid JSON"},
+      {good.substr(0, good.size() / 2), "not valid JSON"},
+      {"[1, 2]", "not an object"},
+      {replace("\"format\": 1", "\"format\": 9"), "format 9 is not supported"},
+      {replace("\"epoch\": 7", "\"epoch\": \"seven\""), "field 'epoch' has the wrong type"},
+      {replace("\"master_address\"", "\"master\""), "missing field 'master_address'"},
+      {replace("\"role\": \"worker\"", "\"role\": \"chief\""), "nodes[1]: role 'chief'"},
+      {replace("\"name\": \"master\"", "\"name\": \"Master!\""), "nodes[0]: bad node name"},
+      {replace("\"pid\": 103", "\"pid\": -5"), "nodes[1]: pid out of range"},
+      {replace("\"nodes\"", "\"nodez\""), "missing array 'nodes'"},
+  };
+  for (const auto& c : cases) {
+    write(d->nodes_path(), c.text);
+    auto r = d->read_nodes();
+    ASSERT_FALSE(r) << c.expect;
+    EXPECT_EQ(r.err(), cluster_errc::corrupt_file) << c.expect;
+    EXPECT_NE(r.err().to_string().find(c.expect), std::string::npos) << r.err().to_string();
+    EXPECT_NE(r.err().to_string().find("nodes.json"), std::string::npos) << r.err().to_string();
+  }
+}
+
+TEST(job_dir, list_finds_jobs_newest_first) {
+  temp_dir root;
+  auto empty = job_dir::list(root / "none");
+  ASSERT_TRUE(empty);
+  EXPECT_TRUE(empty->empty());
+  auto a = job_dir::create(root.str(), "job-a", "");
+  auto b = job_dir::create(root.str(), "job-b", "");
+  ASSERT_TRUE(a && b);
+  fs::create_directories(root / "not-a-job");
+  fs::last_write_time(a->job_toml_path(), fs::file_time_type::clock::now() - std::chrono::hours(1));
+  ASSERT_TRUE(a->write_nodes(sample()));  // the most recent activity
+  auto ids = job_dir::list(root.str());
+  ASSERT_TRUE(ids);
+  EXPECT_EQ(*ids, (std::vector<std::string>{"job-a", "job-b"}));
+}
+
+TEST(job_dir, atomic_write_reports_the_path) {
+  temp_dir root;
+  auto r = write_file_atomic(root / "missing/file.json", "{}");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.err(), cluster_errc::io_error);
+  EXPECT_NE(r.err().to_string().find("missing/file.json"), std::string::npos) << r.err().to_string();
+}
+
+}  // namespace
+}  // namespace troupe::cluster

@@ -1,0 +1,369 @@
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "test_util.hpp"
+#include "troupe/cluster/errc.hpp"
+#include "troupe/cluster/local/launcher.hpp"
+
+namespace troupe::cluster {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::pid_alive;
+using testing::read_file;
+using testing::temp_dir;
+using testing::wait_until;
+
+// Collects exit reports from the launcher's thread.
+struct exit_log {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::pair<node_handle, exit_status>> reports;
+
+  exit_callback callback() {
+    return [this](const node_handle& h, const exit_status& s) {
+      std::lock_guard lock(mu);
+      reports.emplace_back(h, s);
+      cv.notify_all();
+    };
+  }
+  std::optional<exit_status> wait_for(const node_handle& h, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mu);
+    std::optional<exit_status> found;
+    cv.wait_for(lock, timeout, [&] {
+      for (auto& [rh, s] : reports)
+        if (rh == h) found = s;
+      return found.has_value();
+    });
+    return found;
+  }
+  std::size_t size() {
+    std::lock_guard lock(mu);
+    return reports.size();
+  }
+};
+
+std::unique_ptr<local_launcher> make(exit_log& log,
+                                     std::optional<resources> cap = resources{64, 1ull << 40, 0}) {
+  auto l = local_launcher::create({log.callback(), cap});
+  EXPECT_TRUE(l) << l.err().to_string();
+  return std::move(*l);
+}
+
+node_spec shell(std::string name, std::string script, std::string log_file = "") {
+  node_spec s;
+  s.id = {std::move(name), 0};
+  s.program = "/bin/sh";
+  s.argv = {"sh", "-c", std::move(script)};
+  s.log_file = std::move(log_file);
+  return s;
+}
+
+node_spec sleeper(std::string name) {
+  return shell(std::move(name), "exec sleep 1000");
+}
+
+TEST(local_launcher, reports_exit_code_and_writes_the_log) {
+  temp_dir dir;
+  exit_log log;
+  auto l = make(log);
+  auto h = l->launch(shell("worker-1", "echo hello; echo oops >&2; exit 3", dir / "worker-1.log"));
+  ASSERT_TRUE(h) << h.err().to_string();
+  EXPECT_GT(h->pid, 0);
+  auto st = log.wait_for(*h, 10s);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->code, 3);
+  EXPECT_FALSE(st->signaled());
+  EXPECT_EQ(st->to_string(), "exited with code 3");
+  auto text = read_file(dir / "worker-1.log");
+  EXPECT_NE(text.find("start worker-1#0: /bin/sh -c"), std::string::npos) << text;
+  EXPECT_NE(text.find("hello\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("oops\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("worker-1#0 pid " + std::to_string(h->pid) + " exited with code 3"), std::string::npos)
+      << text;
+  auto polled = l->poll(*h);
+  ASSERT_TRUE(polled);
+  ASSERT_TRUE(polled->has_value());
+  EXPECT_EQ(**polled, *st);
+}
+
+TEST(local_launcher, sigkill_is_reported_with_the_signal) {
+  exit_log log;
+  auto l = make(log);
+  auto h = l->launch(sleeper("worker-2"));
+  ASSERT_TRUE(h) << h.err().to_string();
+  EXPECT_TRUE(pid_alive(h->pid));
+  auto polled = l->poll(*h);
+  ASSERT_TRUE(polled);
+  EXPECT_FALSE(polled->has_value());
+  ASSERT_EQ(::kill(h->pid, SIGKILL), 0);
+  auto st = log.wait_for(*h, 10s);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->signal, SIGKILL);
+  EXPECT_EQ(st->to_string(), "killed by SIGKILL");
+  EXPECT_FALSE(pid_alive(h->pid));
+  auto again = l->signal(*h, SIGTERM);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.err(), cluster_errc::no_such_node);
+  EXPECT_TRUE(l->running().empty());
+}
+
+TEST(local_launcher, signal_reaches_the_process_group) {
+  exit_log log;
+  auto l = make(log);
+  auto h = l->launch(sleeper("worker-1"));
+  ASSERT_TRUE(h);
+  ASSERT_TRUE(l->signal(*h, SIGTERM));
+  auto st = l->wait(*h, 10s);
+  ASSERT_TRUE(st) << st.err().to_string();
+  EXPECT_EQ(st->signal, SIGTERM);
+}
+
+TEST(local_launcher, log_is_appended_across_incarnations) {
+  temp_dir dir;
+  exit_log log;
+  auto l = make(log);
+  for (std::uint64_t inc = 0; inc < 2; ++inc) {
+    auto spec = shell("ps-0", "echo run-" + std::to_string(inc), dir / "ps-0.log");
+    spec.id.incarnation = inc;
+    auto h = l->launch(spec);
+    ASSERT_TRUE(h);
+    ASSERT_TRUE(l->wait(*h, 10s));
+  }
+  auto text = read_file(dir / "ps-0.log");
+  auto first = text.find("start ps-0#0");
+  auto second = text.find("start ps-0#1");
+  ASSERT_NE(first, std::string::npos) << text;
+  ASSERT_NE(second, std::string::npos) << text;
+  EXPECT_LT(first, text.find("run-0"));
+  EXPECT_LT(text.find("run-0"), second);
+  EXPECT_LT(second, text.find("run-1"));
+}
+
+TEST(local_launcher, destruction_leaves_no_child_alive) {
+  exit_log log;
+  std::vector<int> pids;
+  {
+    auto l = make(log);
+    for (int i = 0; i < 3; ++i) {
+      auto h = l->launch(sleeper("worker-" + std::to_string(i)));
+      ASSERT_TRUE(h);
+      pids.push_back(h->pid);
+    }
+    for (int pid : pids) EXPECT_TRUE(pid_alive(pid));
+  }
+  for (int pid : pids) EXPECT_FALSE(pid_alive(pid)) << pid;
+  EXPECT_EQ(log.size(), 3u);  // every node got its report, during destruction
+}
+
+TEST(local_launcher, kill_all_reaps_and_reports_before_returning) {
+  exit_log log;
+  auto l = make(log);
+  std::vector<node_handle> hs;
+  for (int i = 0; i < 3; ++i) {
+    auto h = l->launch(sleeper("worker-" + std::to_string(i)));
+    ASSERT_TRUE(h);
+    hs.push_back(*h);
+  }
+  EXPECT_EQ(l->running().size(), 3u);
+  l->kill_all();
+  EXPECT_EQ(log.size(), 3u);
+  EXPECT_TRUE(l->running().empty());
+  for (const auto& h : hs) {
+    EXPECT_FALSE(pid_alive(h.pid));
+    auto st = l->poll(h);
+    ASSERT_TRUE(st && st->has_value());
+    EXPECT_EQ((*st)->signal, SIGKILL);
+  }
+  l->kill_all();  // idempotent
+}
+
+TEST(local_launcher, leftovers_in_a_nodes_group_die_with_it) {
+  temp_dir dir;
+  exit_log log;
+  auto l = make(log);
+  // The shell starts a background sleep in its own group and exits at once.
+  auto h = l->launch(shell("worker-1", "sleep 1000 & echo $! > " + (dir / "bg.pid") + "; exit 0"));
+  ASSERT_TRUE(h);
+  auto st = log.wait_for(*h, 10s);
+  ASSERT_TRUE(st);
+  int bg = std::atoi(read_file(dir / "bg.pid").c_str());
+  ASSERT_GT(bg, 0);
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(bg); }, 5s)) << "background pid " << bg << " survived";
+}
+
+TEST(local_launcher, children_outlive_the_thread_that_launched_them) {
+  exit_log log;
+  auto l = make(log);
+  expected<node_handle> h = make_unexpected(cluster_errc::ok, "");
+  std::thread t([&] { h = l->launch(sleeper("worker-1")); });
+  t.join();
+  ASSERT_TRUE(h) << h.err().to_string();
+  std::this_thread::sleep_for(300ms);  // PR_SET_PDEATHSIG would fire at once if tied to `t`
+  EXPECT_TRUE(pid_alive(h->pid));
+  EXPECT_EQ(log.size(), 0u);
+}
+
+TEST(local_launcher, bad_programs_fail_at_launch) {
+  temp_dir dir;
+  exit_log log;
+  auto l = make(log);
+  auto spec = sleeper("worker-1");
+  spec.program = "/nonexistent/troupe";
+  auto r = l->launch(spec);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.err(), cluster_errc::launch_failed);
+  EXPECT_NE(r.err().to_string().find("/nonexistent/troupe"), std::string::npos) << r.err().to_string();
+
+  spec.program = "no-such-program-troupe";
+  r = l->launch(spec);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.err().to_string().find("not found in PATH"), std::string::npos) << r.err().to_string();
+
+  spec = sleeper("worker-1");
+  spec.log_file = dir / "missing-dir/worker-1.log";
+  r = l->launch(spec);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.err().to_string().find("missing-dir/worker-1.log"), std::string::npos) << r.err().to_string();
+
+  spec = sleeper("worker-1");
+  spec.working_dir = dir / "missing-dir";
+  r = l->launch(spec);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.err().to_string().find("chdir"), std::string::npos) << r.err().to_string();
+  EXPECT_TRUE(l->running().empty());
+  EXPECT_EQ(log.size(), 0u);  // failed launches get no exit report
+}
+
+TEST(local_launcher, invalid_specs_are_refused) {
+  exit_log log;
+  auto l = make(log);
+  auto spec = sleeper("worker-1");
+  spec.argv.clear();
+  auto r = l->launch(spec);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.err(), cluster_errc::invalid_spec);
+  r = l->launch(sleeper("Bad Name"));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.err(), cluster_errc::invalid_spec);
+  ASSERT_TRUE(l->launch(sleeper("worker-1")));
+  r = l->launch(sleeper("worker-1"));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.err(), cluster_errc::already_exists);
+}
+
+TEST(local_launcher, refuses_to_scale_past_capacity) {
+  exit_log log;
+  auto l = make(log, resources{2, 1ull << 30, 0});
+  auto spec = [](std::string name) {
+    auto s = sleeper(std::move(name));
+    s.need = resources{1, 256ull << 20, 0};
+    return s;
+  };
+  auto a = l->launch(spec("worker-1"));
+  auto b = l->launch(spec("worker-2"));
+  ASSERT_TRUE(a && b);
+  auto c = l->launch(spec("worker-3"));
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.err(), cluster_errc::insufficient_resources);
+  EXPECT_NE(c.err().to_string().find("worker-3#0 needs 1 cpus"), std::string::npos) << c.err().to_string();
+  auto gpu = sleeper("worker-9");
+  gpu.need.gpus = 1;
+  EXPECT_FALSE(l->launch(gpu));
+  ASSERT_TRUE(l->signal(*a, SIGKILL));
+  ASSERT_TRUE(l->wait(*a, 10s));
+  EXPECT_EQ(l->reserved(), (resources{1, 256ull << 20, 0}));
+  EXPECT_TRUE(l->launch(spec("worker-3")));
+}
+
+TEST(local_launcher, environment_working_dir_and_descriptors) {
+  temp_dir dir;
+  exit_log log;
+  auto l = make(log);
+  int leaked = ::open("/dev/null", O_RDONLY);  // no O_CLOEXEC on purpose
+  ASSERT_GE(leaked, 0);
+  auto spec = shell("worker-1",
+                    "echo \"foo=$FOO pwd=$(pwd) home=${HOME:-unset}\"; "
+                    "test -e /proc/self/fd/" +
+                        std::to_string(leaked) +
+                        " && echo fd-leaked || echo fd-closed; "
+                        "read line || echo stdin-empty",
+                    dir / "w.log");
+  spec.env = {{"FOO", "bar"}};
+  spec.inherit_env = false;
+  spec.working_dir = dir.str();
+  auto h = l->launch(spec);
+  ::close(leaked);
+  ASSERT_TRUE(h);
+  ASSERT_TRUE(l->wait(*h, 10s));
+  auto text = read_file(dir / "w.log");
+  EXPECT_NE(text.find("foo=bar pwd=" + dir.str() + " home=unset"), std::string::npos) << text;
+  EXPECT_NE(text.find("fd-closed"), std::string::npos) << text;
+  EXPECT_NE(text.find("stdin-empty"), std::string::npos) << text;
+}
+
+TEST(local_launcher, empty_program_runs_this_binary) {
+  temp_dir dir;
+  exit_log log;
+  auto l = make(log);
+  node_spec spec;
+  spec.id = {"master", 0};
+  spec.argv = {"cluster_test", "--gtest_list_tests", "--gtest_filter=local_launcher.empty_program*"};
+  spec.log_file = dir / "master.log";
+  auto h = l->launch(spec);
+  ASSERT_TRUE(h) << h.err().to_string();
+  auto st = l->wait(*h, 30s);
+  ASSERT_TRUE(st);
+  EXPECT_TRUE(st->success()) << st->to_string();
+  EXPECT_NE(read_file(dir / "master.log").find("empty_program_runs_this_binary"), std::string::npos);
+}
+
+TEST(local_launcher, the_exit_callback_may_launch_a_replacement) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<node_handle> replacement;
+  std::unique_ptr<local_launcher> l;
+  auto cb = [&](const node_handle& h, const exit_status&) {
+    if (h.id.incarnation != 0) return;
+    auto spec = sleeper(h.id.name);
+    spec.id.incarnation = h.id.incarnation + 1;
+    auto r = l->launch(spec);
+    std::lock_guard lock(mu);
+    if (r) replacement = *r;
+    cv.notify_all();
+  };
+  auto created = local_launcher::create({cb, resources{8, 1ull << 30, 0}});
+  ASSERT_TRUE(created);
+  l = std::move(*created);
+  auto h = l->launch(sleeper("ps-1"));
+  ASSERT_TRUE(h);
+  ASSERT_TRUE(l->signal(*h, SIGKILL));
+  std::unique_lock lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return replacement.has_value(); }));
+  EXPECT_EQ(replacement->id, (node_id{"ps-1", 1}));
+  EXPECT_TRUE(pid_alive(replacement->pid));
+  lock.unlock();
+  l.reset();
+  EXPECT_FALSE(pid_alive(replacement->pid));
+}
+
+TEST(local_launcher, wait_times_out_on_a_running_node) {
+  exit_log log;
+  auto l = make(log);
+  auto h = l->launch(sleeper("worker-1"));
+  ASSERT_TRUE(h);
+  auto r = l->wait(*h, 50ms);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.err(), cluster_errc::timed_out);
+  node_handle unknown{999, {"worker-9", 0}, 1};
+  EXPECT_EQ(l->poll(unknown).err(), cluster_errc::no_such_node);
+}
+
+}  // namespace
+}  // namespace troupe::cluster
