@@ -34,13 +34,23 @@ trainer::trainer(model& m, const train_config& c, std::unique_ptr<optimizer> opt
 }
 
 expected<float> trainer::step(const batch& b) {
+  auto loss = compute_gradients(b);
+  if (!loss) return loss;
+  apply_gradients();
+  return loss;
+}
+
+expected<float> trainer::compute_gradients(const batch& b) {
   auto loss = model_.forward(b, true);
   if (!loss) return loss;
   model_.backward();
+  return loss;
+}
+
+void trainer::apply_gradients() {
   for (std::size_t i = 0; i < params_.size(); ++i) apply_dense(*opt_, params_[i]->value, params_[i]->grad, dense_state_[i]);
   for (std::size_t i = 0; i < tables_.size(); ++i) apply_sparse(*opt_, *tables_[i], tables_[i]->grad(), row_state_[i]);
   ++steps_;
-  return loss;
 }
 
 expected<double> trainer::train_epoch(const dataset& data, const std::function<void(const progress&)>& report) {

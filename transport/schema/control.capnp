@@ -18,6 +18,7 @@ struct Join {
   cpus @3 :UInt32;
   gpus @4 :UInt32;
   memoryBytes @5 :UInt64;
+  pid @6 :UInt32;          # the node's process id (same-machine rings watch their neighbours)
 }
 
 # Liveness probe. The transport sends one per connection every heartbeat interval; any frame
@@ -32,6 +33,8 @@ struct Member {
   address @1 :Text;
   role @2 :Text;
   rank @3 :UInt32;         # position in this epoch (ring order for collectives)
+  pid @4 :UInt32;
+  state @5 :Text;          # "launching", "alive", "leaving"
 }
 
 # The master's view of the job. Epochs grow strictly; a receiver ignores an epoch <= the one it has.
@@ -39,6 +42,8 @@ struct Membership {
   epoch @0 :UInt64;
   members @1 :List(Member);
   reason @2 :Text;         # why the epoch changed ("worker-3 down", "worker-9 joined")
+  ringEpoch @3 :UInt64;    # the epoch at which the ring of alive workers last changed
+  masterIncarnation @4 :UInt64;
 }
 
 # The master (through a launcher) asks a node to start a role actor under its supervisor.

@@ -11,10 +11,12 @@ struct Task {
   firstRecord @2 :UInt64;
   recordCount @3 :UInt64;
   epoch @4 :UInt32;        # data epoch (pass over the dataset), not the membership epoch
+  attempt @5 :UInt32;      # lease token: reports must quote it (stale leases are refused)
 }
 
 struct TaskRequest {
   worker @0 :Text;         # actor name of the requester
+  requestId @1 :UInt64;    # echoed in the TaskLease
 }
 
 # A task handed to a worker until deadlineMs (wall clock, Unix ms); none = no task right now.
@@ -25,6 +27,7 @@ struct TaskLease {
     finished @2 :Void;     # the dataset is exhausted: the worker may stop asking
   }
   deadlineMs @3 :Int64;
+  requestId @4 :UInt64;
 }
 
 struct TaskReport {
@@ -34,6 +37,7 @@ struct TaskReport {
     failed @2 :Text;       # why; the dispenser re-queues or quarantines the task
   }
   recordsProcessed @3 :UInt64;
+  attempt @4 :UInt32;      # the lease's attempt (Task.attempt)
 }
 
 # Records as opaque bytes: offsets[i]..offsets[i+1] delimits record i in data.

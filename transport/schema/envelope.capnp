@@ -9,6 +9,7 @@ using Control = import "control.capnp";
 using Dat = import "data.capnp";
 using Ps = import "ps.capnp";
 using Coll = import "collective.capnp";
+using Job = import "job.capnp";
 
 # Handshake, first frame each side sends.
 struct Hello {
@@ -73,5 +74,6 @@ struct Envelope {
     collectiveChunk @21 :Coll.CollectiveChunk;
     collectiveAbort @22 :Coll.CollectiveAbort;
     opaque @23 :AnyPointer;  # application-defined payload for extensions
+    job @24 :Job.JobMessage;
   }
 }

@@ -47,6 +47,7 @@ struct member {
   node_role role = node_role::worker;
   std::string address;  // "host:port" of its transport endpoint; empty while launching
   member_state state = member_state::launching;
+  int pid = 0;  // process id, for same-machine peers (0: unknown)
   bool operator==(const member&) const = default;
 };
 

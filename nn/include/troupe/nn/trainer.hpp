@@ -45,6 +45,14 @@ class trainer {
 
   // One minibatch: forward (training), backward, optimizer update. Returns the batch loss.
   expected<float> step(const batch& b);
+  // step() in two halves, for strategies that combine gradients in between (sync allreduce):
+  // forward (training) + backward, then the optimizer update of the gradients now in the model.
+  expected<float> compute_gradients(const batch& b);
+  void apply_gradients();
+  // The trainable dense parameters and their optimizer state, index for index (strategies that
+  // synchronise replicas copy both).
+  const std::vector<dense_param*>& trainable_parameters() const { return params_; }
+  std::vector<dense_slots>& dense_state() { return dense_state_; }
   // One pass over `data` in batches (shuffled when configured); calls `report` every log_every
   // steps. Returns the mean loss.
   expected<double> train_epoch(const dataset& data, const std::function<void(const progress&)>& report = {});

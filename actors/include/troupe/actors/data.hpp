@@ -1,0 +1,40 @@
+// Between nn's in-memory datasets and storage's record stores: importing a dataset into a store,
+// reading a task's record range back as an nn::dataset, and preparing a job's train/test stores
+// (imported once per data configuration into a cache directory, reused by later runs).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "troupe/core/error.hpp"
+#include "troupe/nn/config.hpp"
+#include "troupe/nn/data/dataset.hpp"
+#include "troupe/storage/record_store.hpp"
+
+namespace troupe::actors {
+
+storage::record_schema schema_of(const nn::dataset_info& info);
+nn::dataset_info info_of(const storage::manifest& m, const std::string& name);
+
+// Writes every row of `d` into a new store at `dir` (which must not hold one yet).
+expected<storage::manifest> write_dataset(const nn::dataset& d, const std::string& dir, const std::string& source);
+
+// Reads records [first, first + n) of `store` into `out` (buffers reused; out.rows may be less
+// than n at the end of the store). Errors name the store and the record.
+expected<void> read_records(const storage::record_store& store, std::uint64_t first, std::uint64_t n,
+                            nn::dataset& out);
+// Reads the whole store.
+expected<nn::dataset> read_all(const storage::record_store& store);
+
+struct prepared_data {
+  std::string train_dir, test_dir;
+  std::string key;  // the cache entry's name
+  double true_auc = 0;
+  bool reused = false;
+};
+
+// Makes sure `<cache>/<key>/{train,test}` hold the data `c` describes (key derived from c), importing
+// them if not. Concurrent preparers of the same key: the first wins, the others wait for it.
+expected<prepared_data> prepare_datasets(const nn::data_config& c, const std::string& cache);
+
+}  // namespace troupe::actors

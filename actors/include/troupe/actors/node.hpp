@@ -1,0 +1,24 @@
+// `troupe node`: one process of a job (started by the runner's launcher). Builds the node runtime,
+// starts the role's actors under the node's root supervisor, joins the master, and runs until
+// SIGTERM/SIGINT (ordered shutdown) or until the root supervisor gives up (exit code 1).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace troupe::actors {
+
+struct node_options {
+  std::string job_dir;
+  std::string role;            // master | ps | worker
+  std::size_t index = 0;       // ps-<index>, worker-<index>
+  std::uint64_t incarnation = 0;
+  std::string listen = "127.0.0.1:0";
+  std::string join;            // the master's address (not for the master itself)
+  std::string train_dir, test_dir;
+};
+
+// Returns the process exit code.
+int run_node(const node_options& o);
+
+}  // namespace troupe::actors

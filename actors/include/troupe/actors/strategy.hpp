@@ -1,0 +1,101 @@
+// The actor API for new training algorithms. A strategy decides what one worker does with one
+// minibatch: async PS pulls parameters from the shards and pushes gradients, sync allreduce
+// averages gradients over the ring of workers, local SGD trains alone and averages parameters every
+// K steps. The worker actor owns everything else (tasks, leases, progress, evaluation, restarts),
+// so a new algorithm is one file: a class implementing `strategy` and a `strategy_registrar`.
+// docs/strategies.md walks through local_sgd.cpp as the example.
+//
+// Threading: a worker calls its strategy from one thread (its own); a strategy may block (network,
+// collectives) but every wait it makes is bounded (rpc and collective timeouts).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "troupe/actors/job_spec.hpp"
+#include "troupe/core/ids.hpp"
+#include "troupe/nn/data/dataset.hpp"
+#include "troupe/nn/model.hpp"
+#include "troupe/nn/trainer.hpp"
+
+namespace troupe::actors {
+
+// Parameter-server access for a worker: pulls overwrite the model's parameters (dense tensors and
+// the batch's embedding rows) with the shards' values; pushes send the gradients the last backward
+// pass left in the model (equal ids already combined by the embedding tables).
+class ps_client {
+ public:
+  virtual ~ps_client() = default;
+  virtual expected<void> pull(nn::model& m, const nn::batch& b) = 0;
+  virtual expected<void> push(nn::model& m) = 0;
+};
+
+// The ring of alive workers for the current membership epoch. ensure() (re)builds it after a
+// membership change; a collective interrupted by a change fails fast (collective_errc), after
+// which the strategy calls ensure() again and resynchronises.
+class ring_session {
+ public:
+  struct info {
+    int rank = 0, size = 1;
+    std::uint64_t epoch = 0;
+    bool fresh = false;  // built by this call: replicas may differ, resynchronise them
+  };
+  virtual ~ring_session() = default;
+  // Fails while this worker is not (yet) in the ring, or the ring could not be built in time.
+  virtual expected<info> ensure() = 0;
+  // Sum over the ring, in place.
+  virtual expected<void> allreduce(std::span<float> data) = 0;
+  // Rank 0's `data` to every rank.
+  virtual expected<void> broadcast(std::span<float> data) = 0;
+  // Forget the current ring (after a failed collective).
+  virtual void reset() = 0;
+};
+
+struct worker_context {
+  const job_spec& spec;
+  const node_id& self;
+  nn::model& model;
+  nn::trainer& trainer;  // the local optimizer and its state (ring strategies update with it)
+  ps_client& ps;
+  ring_session& ring;
+};
+
+struct step_result {
+  enum class kind {
+    trained,   // the batch was trained (samples, loss set)
+    idle,      // nothing to do now (no batch); the worker waits a little
+    retry,     // the batch could not be trained now (a peer is gone); offer it again
+    finished,  // no worker has data left: the training loop is over
+  };
+  kind what = kind::idle;
+  std::size_t samples = 0;
+  double loss = 0;
+  bool dropped = false;  // a collective was interrupted by a membership change
+};
+
+class strategy {
+ public:
+  virtual ~strategy() = default;
+  virtual std::string_view name() const = 0;
+  // `b`: this worker's next minibatch, or null when it has none right now. `exhausted`: no task is
+  // left for anyone, and this worker holds none.
+  virtual step_result step(worker_context& ctx, const nn::batch* b, bool exhausted) = 0;
+  // Makes the model current for predicting `b` (async PS pulls the rows it needs).
+  virtual expected<void> prepare_eval(worker_context& ctx, const nn::batch& b) { return {}; }
+};
+
+using strategy_factory = std::function<std::unique_ptr<strategy>(const job_spec&)>;
+
+// A static registrar in the strategy's file registers it under `name` ([job] strategy = name).
+struct strategy_registrar {
+  strategy_registrar(std::string name, strategy_factory f);
+};
+// Errors (core_errc::invalid_argument) list the registered names.
+expected<std::unique_ptr<strategy>> make_strategy(const std::string& name, const job_spec& spec);
+std::vector<std::string> strategy_names();
+
+}  // namespace troupe::actors

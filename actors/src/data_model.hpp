@@ -1,0 +1,15 @@
+// The job's model, built for the schema of its training store. Workers and PS shards build it the
+// same way (same config, same seed), so parameter names, shapes and embedding tables agree.
+#pragma once
+
+#include <memory>
+
+#include "troupe/actors/job_spec.hpp"
+#include "troupe/nn/model.hpp"
+#include "troupe/storage/record_store.hpp"
+
+namespace troupe::actors {
+
+expected<std::unique_ptr<nn::model>> build_model(const job_spec& spec, const storage::record_store& train);
+
+}  // namespace troupe::actors

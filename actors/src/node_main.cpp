@@ -1,0 +1,122 @@
+#include "troupe/actors/node.hpp"
+
+#include <csignal>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "caf_types.hpp"
+#include "node_runtime.hpp"
+#include "roles/roles.hpp"
+#include "troupe/cluster/job_dir.hpp"
+#include "troupe/supervision/node_root.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+volatile std::sig_atomic_t stop_requested = 0;
+void on_signal(int) { stop_requested = 1; }
+
+supervision::child_spec child(const std::string& name, std::function<caf::actor(caf::actor_system&, std::uint32_t)> f) {
+  supervision::child_spec c;
+  c.name = name;
+  c.start = [f](supervision::spawn_context& ctx) { return f(ctx.system, ctx.restarts); };
+  c.restart = supervision::restart_type::permanent;
+  c.shutdown = std::chrono::milliseconds(3000);
+  return c;
+}
+
+std::vector<supervision::child_spec> children_of(node_runtime* rt, const node_options& o, cluster::node_role role) {
+  data_paths data{o.train_dir, o.test_dir};
+  std::vector<supervision::child_spec> kids;
+  switch (role) {
+    case cluster::node_role::master:
+      kids.push_back(child("dispenser", [rt, data](caf::actor_system& s, std::uint32_t) { return spawn_dispenser(s, rt, data); }));
+      kids.push_back(child("master", [rt](caf::actor_system& s, std::uint32_t n) { return spawn_master(s, rt, n); }));
+      break;
+    case cluster::node_role::ps:
+      kids.push_back(child("ps", [rt, data](caf::actor_system& s, std::uint32_t) { return spawn_ps_shard(s, rt, data); }));
+      break;
+    default:
+      kids.push_back(child("worker", [rt, data](caf::actor_system& s, std::uint32_t) { return spawn_worker(s, rt, data); }));
+      break;
+  }
+  return kids;
+}
+
+expected<job_spec> load_spec(const std::string& job_dir) {
+  auto dir = cluster::job_dir::open(job_dir);
+  if (!dir) return dir.err();
+  auto text = dir->read_job_toml();
+  if (!text) return text.err();
+  auto doc = config_doc::from_string(*text, dir->job_toml_path());
+  if (!doc) return doc.err();
+  return job_spec::read(*doc);
+}
+
+}  // namespace
+
+int run_node(const node_options& o) {
+  auto role = cluster::parse_role(o.role);
+  if (!role) {
+    spdlog::error("{}", role.err().to_string());
+    return 2;
+  }
+  auto spec = load_spec(o.job_dir);
+  if (!spec) {
+    spdlog::error("{}", spec.err().to_string());
+    return 2;
+  }
+  node_runtime::identity who;
+  who.role = *role;
+  who.index = o.index;
+  who.id = {*role == cluster::node_role::master ? "master" : cluster::node_name(*role, o.index), o.incarnation};
+  who.job_dir = o.job_dir;
+  auto dir = cluster::job_dir::open(o.job_dir);
+  who.job_id = dir ? dir->job_id() : "job";
+  log_config lc = spec->log;
+  lc.name = who.id.to_string();
+  (void)init_logging(lc);
+
+  auto rt = node_runtime::start(*spec, who, o.listen);
+  if (!rt) {
+    spdlog::error("{}: {}", who.id.to_string(), rt.err().to_string());
+    return 1;
+  }
+  node_runtime* r = rt->get();
+  for (const auto& k : children_of(r, o, *role))
+    if (auto b = r->bridge(k.name); !b) {
+      spdlog::error("{}", b.err().to_string());
+      return 1;
+    }
+  if (*role == cluster::node_role::master) {
+    r->on_peer_down([r](const peer_event& e) {
+      if (auto a = r->names().get("master")) caf::anon_send(a, peer_down_atom::value, e.node.name, e.node.incarnation, e.reason);
+    });
+  }
+  supervision::supervisor_config sc;
+  auto root = supervision::run_node_root(r->system(), r->names(), sc, children_of(r, o, *role));
+  if (*role != cluster::node_role::master) {
+    if (auto j = r->join_master(o.join); !j) {
+      spdlog::error("{}: cannot reach the master at {}: {}", who.id.to_string(), o.join, j.err().to_string());
+      root.shutdown(std::chrono::seconds(3));
+      return 1;
+    }
+  }
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
+  spdlog::info("{} ({}) up at {}", who.id.to_string(), o.role, r->address());
+  while (!stop_requested && !root.terminated()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (root.terminated()) {
+    spdlog::critical("{}: root supervisor exited: {}", who.id.to_string(), root.exit_reason().value_or(""));
+    return 1;
+  }
+  spdlog::info("{}: stopping", who.id.to_string());
+  root.shutdown(std::chrono::seconds(5));
+  rt->reset();
+  return 0;
+}
+
+}  // namespace troupe::actors

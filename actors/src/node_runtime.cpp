@@ -1,0 +1,157 @@
+#include "node_runtime.hpp"
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/send.hpp>
+#include <spdlog/spdlog.h>
+
+#include "caf_types.hpp"
+#include "troupe/supervision/caf_errors.hpp"
+#include "wire.hpp"
+
+namespace troupe::actors {
+
+struct node_runtime::caf_parts {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> system;
+};
+
+bool guarded(const char* what, const std::function<void()>& fn) {
+  try {
+    fn();
+    return true;
+  } catch (const std::exception& e) {
+    spdlog::warn("{}: dropped a malformed message: {}", what, e.what());
+    return false;
+  }
+}
+
+node_runtime::node_runtime(job_spec spec, identity who) : spec_(std::move(spec)), who_(std::move(who)) {}
+
+node_runtime::~node_runtime() {
+  // The endpoint first: no callback may reach actors while the system shuts down.
+  net_.reset();
+  if (caf_ && caf_->system) {
+    caf_->system->await_all_actors_done();
+  }
+}
+
+caf::actor_system& node_runtime::system() { return *caf_->system; }
+
+expected<std::string> node_runtime::read_token(const std::string& job_dir) {
+  return load_token(job_dir + "/token", "", "");
+}
+
+expected<std::unique_ptr<node_runtime>> node_runtime::start(const job_spec& spec, identity who,
+                                                            const std::string& listen) {
+  std::unique_ptr<node_runtime> rt(new node_runtime(spec, std::move(who)));
+  rt->caf_ = std::make_unique<caf_parts>();
+  rt->caf_->cfg.set("scheduler.max-threads", 2);
+  supervision::add_supervision_error_category(rt->caf_->cfg);
+  rt->caf_->system = std::make_unique<caf::actor_system>(rt->caf_->cfg);
+
+  auto cfg = spec.transport;
+  auto token = read_token(rt->who_.job_dir);
+  if (!token) return token.err();
+  cfg.token = *token;
+  auto net = endpoint::create(rt->who_.id, cfg);
+  if (!net) return net.err();
+  rt->net_ = std::move(*net);
+  auto hp = parse_host_port(listen);
+  if (!hp) return hp.err();
+  auto bound = rt->net_->listen(hp->host, hp->port);
+  if (!bound) return bound.err();
+  rt->address_ = *bound;
+
+  node_runtime* self = rt.get();
+  if (auto r = rt->net_->register_name("node", [self](const message& m) { self->handle_membership(m); }); !r)
+    return r.err();
+  rt->net_->on_peer_down([self](const peer_event& e) {
+    std::vector<std::function<void(const peer_event&)>> fns;
+    {
+      std::lock_guard lk(self->mu_);
+      fns = self->down_fns_;
+    }
+    for (auto& f : fns) f(e);
+  });
+  return rt;
+}
+
+expected<void> node_runtime::bridge(const std::string& name) {
+  auto* names = &names_;
+  return net_->register_name(name, [names, name](const message& m) {
+    auto a = names->get(name);
+    if (a) caf::anon_send(a, m);
+    else spdlog::debug("{} is restarting: dropped a message from {}", name, m.from_node().to_string());
+  });
+}
+
+void node_runtime::handle_membership(const message& m) {
+  guarded("membership", [&] {
+    if (m.kind() != schema::Envelope::Body::MEMBERSHIP) return;
+    auto msg = wire::read_membership(m.body().getMembership());
+    std::vector<std::function<void(const cluster::membership_view&)>> fns;
+    {
+      std::lock_guard lk(mu_);
+      // Views only move forward, except that a restarted master starts a new sequence.
+      bool newer_master = msg.master_incarnation > master_incarnation_;
+      if (!newer_master && msg.view.epoch() <= view_.epoch()) return;
+      master_incarnation_ = msg.master_incarnation;
+      view_ = msg.view;
+      fns = view_fns_;
+      ring_epoch_.store(msg.ring_epoch, std::memory_order_release);
+    }
+    spdlog::debug("membership epoch {} ring epoch {} ({})", msg.view.epoch(), msg.ring_epoch, msg.reason);
+    for (auto& f : fns) f(msg.view);
+  });
+}
+
+cluster::membership_view node_runtime::view() const {
+  std::lock_guard lk(mu_);
+  return view_;
+}
+
+std::pair<cluster::membership_view, std::uint64_t> node_runtime::view_and_ring_epoch() const {
+  std::lock_guard lk(mu_);
+  return {view_, ring_epoch_.load(std::memory_order_acquire)};
+}
+
+void node_runtime::on_view(std::function<void(const cluster::membership_view&)> fn) {
+  std::lock_guard lk(mu_);
+  view_fns_.push_back(std::move(fn));
+}
+
+void node_runtime::on_peer_down(std::function<void(const peer_event&)> fn) {
+  std::lock_guard lk(mu_);
+  down_fns_.push_back(std::move(fn));
+}
+
+expected<void> node_runtime::ensure_connected(const std::string& node, const std::string& address) {
+  if (net_->connected(node)) return {};
+  auto r = net_->connect(address, true);
+  if (!r) return r.err();
+  if (r->name != node)
+    return make_unexpected(core_errc::invalid_argument,
+                           address + " is " + r->to_string() + ", expected " + node);
+  return {};
+}
+
+expected<void> node_runtime::join_master(const std::string& address) {
+  master_address_ = address;
+  node_runtime* self = this;
+  net_->on_peer_up([self](const peer_event& e) {
+    if (e.node.name != "master") return;
+    auto j = wire::join(self->who_.id, self->who_.role, self->address_, static_cast<int>(::getpid()));
+    if (auto r = self->net_->send("master", "master", std::move(j), "node"); !r)
+      spdlog::warn("join: {}", r.err().to_string());
+  });
+  auto r = net_->connect(address, true);
+  if (!r) return r.err();
+  return {};
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,93 @@
+// What every node process has: a CAF actor system, the node's name registry, a transport
+// endpoint (listening on loopback unless configured otherwise) bridged to actors by name, the
+// latest membership view pushed by the master, and the root supervisor of its role actors.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <caf/fwd.hpp>
+
+#include "troupe/actors/job_spec.hpp"
+#include "troupe/cluster/membership.hpp"
+#include "troupe/supervision/name_registry.hpp"
+#include "troupe/transport/endpoint.hpp"
+#include "troupe/transport/message.hpp"
+
+namespace troupe::actors {
+
+class node_runtime {
+ public:
+  struct identity {
+    node_id id;
+    cluster::node_role role = cluster::node_role::worker;
+    std::size_t index = 0;   // ps-<index>, worker-<index>
+    std::string job_dir;
+    std::string job_id;
+  };
+
+  // Starts the actor system and the endpoint, listens on `listen` ("host:port", port may be 0).
+  static expected<std::unique_ptr<node_runtime>> start(const job_spec& spec, identity who, const std::string& listen);
+  ~node_runtime();
+
+  const job_spec& spec() const { return spec_; }
+  const identity& who() const { return who_; }
+  const node_id& self() const { return who_.id; }
+  caf::actor_system& system();
+  supervision::name_registry& names() { return names_; }
+  endpoint& net() { return *net_; }
+  const std::string& address() const { return address_; }
+
+  // Frames addressed to `name` are delivered, as a troupe::message, to the actor registered under
+  // `name` (dropped, and counted, while it is restarting).
+  expected<void> bridge(const std::string& name);
+
+  // Dials the master at `address` and keeps re-joining it whenever the connection comes back (a
+  // restarted master). Blocks until the first join is sent or the connect fails.
+  expected<void> join_master(const std::string& address);
+
+  // The latest membership view from the master (epoch 0 before the first one).
+  cluster::membership_view view() const;
+  // The view and its ring epoch, read together.
+  std::pair<cluster::membership_view, std::uint64_t> view_and_ring_epoch() const;
+  // The epoch at which the ring of alive workers last changed, readable without a lock:
+  // collectives poll it to fail fast when their ring is replaced.
+  const std::atomic<std::uint64_t>& ring_epoch() const { return ring_epoch_; }
+  // Called (on the io thread) after every new view; must not block.
+  void on_view(std::function<void(const cluster::membership_view&)> fn);
+  // Called (on the io thread) when a peer node goes down.
+  void on_peer_down(std::function<void(const peer_event&)> fn);
+
+  // Connects to `node` at `address` unless already connected (blocking; not from the io thread).
+  expected<void> ensure_connected(const std::string& node, const std::string& address);
+
+  // The job's token (job dir file) and the master's address in a job dir.
+  static expected<std::string> read_token(const std::string& job_dir);
+
+ private:
+  node_runtime(job_spec spec, identity who);
+  void handle_membership(const message& m);
+  job_spec spec_;
+  identity who_;
+  struct caf_parts;
+  std::unique_ptr<caf_parts> caf_;
+  supervision::name_registry names_;
+  std::unique_ptr<endpoint> net_;
+  std::string address_;
+  std::atomic<std::uint64_t> ring_epoch_{0};
+  std::uint64_t master_incarnation_ = 0;
+  mutable std::mutex mu_;
+  cluster::membership_view view_;
+  std::vector<std::function<void(const cluster::membership_view&)>> view_fns_;
+  std::vector<std::function<void(const peer_event&)>> down_fns_;
+  std::string master_address_;
+};
+
+// Runs `fn` (which reads a Cap'n Proto message) and turns a kj exception into a logged warning.
+bool guarded(const char* what, const std::function<void()>& fn);
+
+}  // namespace troupe::actors

@@ -1,0 +1,133 @@
+// The dispenser: hands out task leases from the task journal, takes reports, and moves the tasks
+// of dead holders and expired leases back to TODO. One per job, on the master node; the journal's
+// single writer (LMDB allows one), so it runs detached.
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "../caf_types.hpp"
+#include "roles.hpp"
+#include "troupe/core/clock.hpp"
+#include "troupe/storage/record_store.hpp"
+#include "troupe/storage/task_journal.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+struct dispenser_state {
+  node_runtime* rt = nullptr;
+  std::optional<storage::task_journal> journal;
+  std::uint64_t requeued = 0;
+  std::uint32_t data_epoch = 0;
+  static inline const char* name = "dispenser";
+};
+using dispenser_actor = caf::stateful_actor<dispenser_state>;
+
+void send_lease(dispenser_state& st, const message& req, std::uint64_t request_id) {
+  const auto& job = st.rt->spec().job;
+  std::string holder = req.from_node().to_string();
+  std::int64_t deadline = clock::system().wall_ms() + job.lease_timeout.count();
+  outbound o;
+  auto lease = o.body().initTaskLease();
+  lease.setRequestId(request_id);
+  lease.setDeadlineMs(deadline);
+  auto t = st.journal->lease(holder, deadline);
+  if (!t) throw std::runtime_error(t.err().to_string());  // the journal is broken: restart
+  if (*t) {
+    auto b = lease.initTask();
+    b.setId((*t)->id);
+    b.setDataset(st.journal->options().dataset);
+    b.setFirstRecord((*t)->first);
+    b.setRecordCount((*t)->count);
+    b.setEpoch((*t)->epoch);
+    b.setAttempt((*t)->attempt);
+    st.data_epoch = (*t)->epoch;
+  } else {
+    auto c = st.journal->counts();
+    if (!c) throw std::runtime_error(c.err().to_string());
+    if (c->todo == 0 && c->doing == 0) lease.setFinished();
+    else lease.setNone();
+  }
+  if (auto s = st.rt->net().send(req.from_node().name, std::string(req.from()), std::move(o), "dispenser"); !s)
+    spdlog::warn("dispenser: lease reply to {}: {}", holder, s.err().to_string());
+}
+
+void take_report(dispenser_state& st, const message& m) {
+  auto r = m.body().getTaskReport();
+  std::string holder = m.from_node().to_string();
+  if (r.which() == schema::TaskReport::DONE) {
+    auto c = st.journal->complete(r.getTaskId(), holder, r.getAttempt());
+    if (!c) spdlog::warn("dispenser: report of task {} by {} refused: {}", r.getTaskId(), holder, c.err().to_string());
+  } else {
+    auto f = st.journal->fail(r.getTaskId(), holder, r.getAttempt(), r.getFailed().cStr());
+    if (!f) spdlog::warn("dispenser: failure of task {} by {} refused: {}", r.getTaskId(), holder, f.err().to_string());
+    else if (*f == storage::task_state::failed)
+      spdlog::error("dispenser: task {} quarantined after repeated failures; last error: {}", r.getTaskId(),
+                    r.getFailed().cStr());
+  }
+}
+
+void open_journal(dispenser_state& st, const data_paths& data) {
+  auto store = storage::record_store::open(data.train_dir);
+  if (!store) throw std::runtime_error(store.err().to_string());
+  const auto& spec = st.rt->spec();
+  storage::journal_options o;
+  o.dataset = data.train_dir;
+  o.record_count = store->count();
+  o.records_per_task = spec.job.records_per_task;
+  o.epochs = static_cast<std::uint32_t>(spec.nn.train.epochs);
+  o.shuffle_seed = spec.nn.train.seed;
+  o.shuffle = spec.nn.train.shuffle;
+  o.max_failures = spec.job.max_task_failures;
+  auto j = storage::task_journal::open_or_create(st.rt->who().job_dir + "/journal", o);
+  if (!j) throw std::runtime_error(j.err().to_string());
+  st.journal.emplace(std::move(*j));
+  auto c = st.journal->counts();
+  if (c)
+    spdlog::info("dispenser: journal has {} tasks: {} todo, {} doing, {} done, {} failed", c->total(), c->todo,
+                 c->doing, c->done, c->failed);
+}
+
+caf::behavior dispenser(dispenser_actor* self, node_runtime* rt, data_paths data) {
+  self->state.rt = rt;
+  open_journal(self->state, data);
+  self->send(self, tick_atom::value);
+  return {
+      [=](const message& m) {
+        using B = schema::Envelope::Body;
+        guarded("dispenser", [&] {
+          if (m.kind() == B::TASK_REQUEST) send_lease(self->state, m, m.body().getTaskRequest().getRequestId());
+          else if (m.kind() == B::TASK_REPORT) take_report(self->state, m);
+        });
+      },
+      [=](requeue_atom, const std::string& holder) {
+        auto n = self->state.journal->requeue_holder(holder);
+        if (n && *n > 0) {
+          self->state.requeued += *n;
+          spdlog::info("dispenser: {} task(s) of {} back to TODO", *n, holder);
+        }
+      },
+      [=](tick_atom) {
+        auto n = self->state.journal->requeue_expired(clock::system().wall_ms());
+        if (n && *n > 0) {
+          self->state.requeued += *n;
+          spdlog::info("dispenser: {} expired lease(s) back to TODO", *n);
+        }
+        self->delayed_send(self, std::chrono::milliseconds(250), tick_atom::value);
+      },
+      [=](counts_atom) -> std::vector<std::uint64_t> {
+        auto c = self->state.journal->counts();
+        if (!c) return {};
+        return {c->todo, c->doing, c->done, c->failed, self->state.requeued, self->state.data_epoch,
+                static_cast<std::uint64_t>(self->state.journal->options().epochs)};
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_dispenser(caf::actor_system& sys, node_runtime* rt, data_paths data) {
+  return sys.spawn<caf::detached>(dispenser, rt, std::move(data));
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,149 @@
+// The master: admits nodes into the membership view and publishes each new epoch, notices deaths
+// (closed connection, missed heartbeats, or the runner's word that a process exited) and has the
+// dead worker's tasks re-queued, aggregates progress, answers status, and once every task is done
+// has a worker evaluate the model and tells the runner the job is over.
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+
+#include "../caf_types.hpp"
+#include "../wire.hpp"
+#include "master_state.hpp"
+#include "roles.hpp"
+#include "troupe/cluster/job_dir.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+std::uint64_t load_epoch(const std::string& path) {
+  std::uint64_t e = 0;
+  std::ifstream(path) >> e;
+  return e;
+}
+
+void publish(master_actor* self, const std::string& reason) {
+  auto& st = self->state;
+  auto ring = st.view.worker_ring();
+  if (!cluster::same_ring(ring, st.ring)) {
+    st.ring = ring;
+    st.ring_epoch = st.view.epoch();
+  }
+  (void)cluster::write_file_atomic(st.epoch_file, std::to_string(st.view.epoch()) + "\n");
+  spdlog::info("epoch {}: {} ({})", st.view.epoch(), reason, st.view.to_string());
+  for (const auto& m : st.view.members()) {
+    if (m.address.empty() || m.id.name == "master") continue;
+    auto o = wire::membership(st.view, reason, st.ring_epoch, st.rt->self().incarnation);
+    if (auto s = st.rt->net().send(m.id.name, "node", std::move(o), "master"); !s)
+      spdlog::debug("membership to {}: {}", m.id.name, s.err().to_string());
+  }
+}
+
+void member_gone(master_actor* self, const node_id& id, const std::string& reason) {
+  auto& st = self->state;
+  const auto* m = st.view.find(id.name);
+  if (!m || m->id.incarnation != id.incarnation) return;
+  bool worker = m->role == cluster::node_role::worker;
+  if (auto r = st.view.remove(id); !r) return;
+  st.done_workers.erase(id.name);
+  if (worker)
+    if (auto d = st.rt->names().get("dispenser")) self->send(d, requeue_atom::value, id.to_string());
+  if (st.eval_worker == id.name) st.eval_worker.clear();  // ask another one
+  publish(self, id.to_string() + " down: " + reason);
+}
+
+void on_join(master_actor* self, const message& m) {
+  auto& st = self->state;
+  auto j = m.body().getJoin();
+  auto role = cluster::parse_role(j.getRole().cStr());
+  if (!role) {
+    spdlog::warn("join from {} refused: {}", m.from_node().to_string(), role.err().to_string());
+    return;
+  }
+  cluster::member mem;
+  mem.id = wire::read_node(j.getNode());
+  mem.role = *role;
+  mem.address = j.getAddress().cStr();
+  mem.pid = static_cast<int>(j.getPid());
+  if (mem.id != m.from_node()) {
+    spdlog::warn("join for {} sent by {} refused", mem.id.to_string(), m.from_node().to_string());
+    return;
+  }
+  auto r = st.view.join(mem);
+  if (!r && !(r.err() == cluster::cluster_errc::already_exists)) {
+    spdlog::warn("join of {} refused: {}", mem.id.to_string(), r.err().to_string());
+    return;
+  }
+  publish(self, mem.id.to_string() + " joined as " + std::string(cluster::to_string(mem.role)));
+}
+
+void on_job_message(master_actor* self, const message& m) {
+  auto j = m.body().getJob();
+  auto& st = self->state;
+  switch (j.which()) {
+    case schema::JobMessage::WORKER_PROGRESS: {
+      auto p = j.getWorkerProgress();
+      st.window_samples += p.getSamples();
+      st.window_steps += p.getSteps();
+      st.window_loss += p.getLossSum();
+      st.samples_total += p.getSamples();
+      st.dropped_steps += p.getDroppedSteps();
+      break;
+    }
+    case schema::JobMessage::WORKER_DONE: st.done_workers.insert(m.from_node().name); break;
+    case schema::JobMessage::EVAL_RESULT: on_eval_result(self, j.getEvalResult()); break;
+    case schema::JobMessage::STATUS_REQUEST:
+      send_status(self, m.from_node().name, std::string(m.from()), j.getStatusRequest().getRequestId());
+      break;
+    case schema::JobMessage::NODE_EXITED: {
+      auto n = j.getNodeExited();
+      member_gone(self, wire::read_node(n.getNode()), n.getStatus().cStr());
+      break;
+    }
+    default: break;
+  }
+}
+
+caf::behavior master(master_actor* self, node_runtime* rt, std::uint32_t restarts) {
+  auto& st = self->state;
+  st.rt = rt;
+  st.epoch_file = rt->who().job_dir + "/master_epoch";
+  st.started = std::chrono::steady_clock::now();
+  st.window_start = st.started;
+  const auto& job = rt->spec().job;
+  // A restarted master (process or actor) continues the epoch sequence where it stopped.
+  auto v = cluster::membership_view::restore(load_epoch(st.epoch_file) + 1,
+                                             {job.min_workers, job.max_workers}, {});
+  if (!v) throw std::runtime_error(v.err().to_string());
+  st.view = std::move(*v);
+  cluster::member me{rt->self(), cluster::node_role::master, rt->address(), cluster::member_state::alive,
+                     static_cast<int>(::getpid())};
+  (void)st.view.join(me);
+  spdlog::info("master {} up at {} (actor restarts: {})", rt->self().to_string(), rt->address(), restarts);
+  self->send(self, tick_atom::value);
+  return {
+      [=](const message& m) {
+        using B = schema::Envelope::Body;
+        guarded("master", [&] {
+          if (m.kind() == B::JOIN) on_join(self, m);
+          else if (m.kind() == B::JOB) on_job_message(self, m);
+        });
+      },
+      [=](peer_down_atom, const std::string& name, std::uint64_t incarnation, const std::string& reason) {
+        member_gone(self, node_id{name, incarnation}, reason);
+      },
+      [=](tick_atom) {
+        on_tick(self);
+        self->delayed_send(self, std::chrono::milliseconds(100), tick_atom::value);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_master(caf::actor_system& sys, node_runtime* rt, std::uint32_t restarts) {
+  return sys.spawn(master, rt, restarts);
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,47 @@
+// The master actor's state, shared by master.cpp (membership) and master_status.cpp (progress,
+// status, evaluation, completion).
+#pragma once
+
+#include <caf/stateful_actor.hpp>
+
+#include <chrono>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../node_runtime.hpp"
+#include "troupe/cluster/membership.hpp"
+#include "troupe/transport/schema/job.capnp.h"
+
+namespace troupe::actors {
+
+struct master_state {
+  node_runtime* rt = nullptr;
+  cluster::membership_view view;
+  cluster::ring ring;
+  std::uint64_t ring_epoch = 0;
+  std::string epoch_file;
+  std::chrono::steady_clock::time_point started, window_start;
+  // Progress: totals and the current window (samples/s and loss are over the last full window).
+  std::uint64_t samples_total = 0, dropped_steps = 0;
+  std::uint64_t window_samples = 0, window_steps = 0;
+  double window_loss = 0;
+  double samples_per_sec = 0, loss = 0;
+  // Dispenser counts: todo, doing, done, failed, requeued, data epoch, data epochs.
+  std::vector<std::uint64_t> counts;
+  std::set<std::string> done_workers;
+  // Evaluation and completion.
+  std::string eval_worker;
+  std::uint64_t eval_request = 0;
+  std::chrono::steady_clock::time_point eval_sent;
+  bool finished = false;
+  std::string result_json;
+  static inline const char* name = "master";
+};
+using master_actor = caf::stateful_actor<master_state>;
+
+void on_tick(master_actor* self);
+void send_status(master_actor* self, const std::string& node, const std::string& to, std::uint64_t request_id);
+void on_eval_result(master_actor* self, schema::EvalResult::Reader r);
+
+}  // namespace troupe::actors

@@ -1,0 +1,163 @@
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+
+#include "../caf_types.hpp"
+#include "../wire.hpp"
+#include "master_state.hpp"
+#include "troupe/cluster/job_dir.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+constexpr auto eval_timeout = std::chrono::seconds(120);
+
+bool all_tasks_over(const master_state& st) {
+  if (st.counts.size() < 4) return false;
+  std::uint64_t total = st.counts[0] + st.counts[1] + st.counts[2] + st.counts[3];
+  return total > 0 && st.counts[0] == 0 && st.counts[1] == 0;
+}
+
+// A worker to evaluate: one that finished its training loop (ring strategies: it holds the final
+// model), else for async PS any alive worker (the model lives on the shards).
+std::string pick_eval_worker(const master_state& st) {
+  for (const auto& m : st.view.members())
+    if (m.role == cluster::node_role::worker && m.state == cluster::member_state::alive &&
+        st.done_workers.count(m.id.name))
+      return m.id.name;
+  if (st.rt->spec().uses_ps())
+    for (const auto& m : st.view.members())
+      if (m.role == cluster::node_role::worker && m.state == cluster::member_state::alive) return m.id.name;
+  return {};
+}
+
+void request_eval(master_actor* self) {
+  auto& st = self->state;
+  std::string w = pick_eval_worker(st);
+  if (w.empty()) return;
+  st.eval_worker = w;
+  st.eval_request += 1;
+  st.eval_sent = steady::now();
+  auto o = wire::job();
+  o.body.initEvaluate().setRequestId(st.eval_request);
+  if (auto s = st.rt->net().send(w, "worker", std::move(o.out), "master"); !s) st.eval_worker.clear();
+  else spdlog::info("all tasks over: {} evaluates the model", w);
+}
+
+void roll_window(master_state& st) {
+  auto now = steady::now();
+  double secs = std::chrono::duration<double>(now - st.window_start).count();
+  if (secs < 1.0) return;
+  st.samples_per_sec = static_cast<double>(st.window_samples) / secs;
+  if (st.window_steps > 0) st.loss = st.window_loss / static_cast<double>(st.window_steps);
+  st.window_samples = st.window_steps = 0;
+  st.window_loss = 0;
+  st.window_start = now;
+}
+
+void send_finished(master_state& st) {
+  auto o = wire::job();
+  auto f = o.body.initJobFinished();
+  f.setResultJson(st.result_json);
+  f.setOk(st.counts.size() >= 4 && st.counts[3] == 0);
+  if (auto s = st.rt->net().send("runner", "runner", std::move(o.out), "master"); !s)
+    spdlog::warn("job finished, but the runner is not reachable: {}", s.err().to_string());
+}
+
+}  // namespace
+
+void on_tick(master_actor* self) {
+  auto& st = self->state;
+  roll_window(st);
+  if (auto d = st.rt->names().get("dispenser")) {
+    self->request(d, std::chrono::seconds(2), counts_atom::value)
+        .then([=](std::vector<std::uint64_t>& c) { self->state.counts = std::move(c); },
+              [](caf::error&) {});
+  }
+  if (st.finished) {
+    send_finished(st);  // repeated until the runner stops the job: a restarted runner link still learns it
+    return;
+  }
+  if (!all_tasks_over(st)) return;
+  bool waiting = !st.eval_worker.empty() && steady::now() - st.eval_sent < eval_timeout;
+  if (!waiting) request_eval(self);
+}
+
+void on_eval_result(master_actor* self, schema::EvalResult::Reader r) {
+  auto& st = self->state;
+  if (st.finished || r.getRequestId() != st.eval_request) return;
+  if (r.getError().size() > 0) {
+    spdlog::warn("evaluation on {} failed: {}", st.eval_worker, r.getError().cStr());
+    st.eval_worker.clear();
+    return;
+  }
+  double secs = std::chrono::duration<double>(steady::now() - st.started).count();
+  nlohmann::json j;
+  j["job"] = st.rt->who().job_id;
+  j["strategy"] = st.rt->spec().job.strategy;
+  j["model"] = st.rt->spec().nn.model.type;
+  j["test_rows"] = r.getRows();
+  j["test_loss"] = r.getLoss();
+  j["test_accuracy"] = r.getAccuracy();
+  j["test_auc"] = r.getAuc();
+  j["samples_trained"] = st.samples_total;
+  j["dropped_steps"] = st.dropped_steps;
+  if (st.counts.size() >= 5) {
+    j["tasks_done"] = st.counts[2];
+    j["tasks_failed"] = st.counts[3];
+    j["tasks_requeued"] = st.counts[4];
+  }
+  j["master_seconds"] = secs;
+  j["evaluated_by"] = st.eval_worker;
+  st.result_json = j.dump();
+  st.finished = true;
+  (void)cluster::write_file_atomic(st.rt->who().job_dir + "/result.json", st.result_json + "\n");
+  spdlog::info("job finished: {}", st.result_json);
+  send_finished(st);
+}
+
+void send_status(master_actor* self, const std::string& node, const std::string& to, std::uint64_t request_id) {
+  auto& st = self->state;
+  auto o = wire::job();
+  auto s = o.body.initJobStatus();
+  s.setRequestId(request_id);
+  s.setJobId(st.rt->who().job_id);
+  s.setEpoch(st.view.epoch());
+  s.setMasterIncarnation(st.rt->self().incarnation);
+  s.setWorkersAlive(static_cast<std::uint32_t>(st.view.count(cluster::node_role::worker, cluster::member_state::alive)));
+  s.setPsAlive(static_cast<std::uint32_t>(st.view.count(cluster::node_role::ps, cluster::member_state::alive)));
+  if (st.counts.size() >= 7) {
+    s.setTasksTodo(st.counts[0]);
+    s.setTasksDoing(st.counts[1]);
+    s.setTasksDone(st.counts[2]);
+    s.setTasksFailed(st.counts[3]);
+    s.setRequeued(st.counts[4]);
+    s.setDataEpoch(static_cast<std::uint32_t>(st.counts[5]));
+    s.setDataEpochs(static_cast<std::uint32_t>(st.counts[6]));
+  }
+  s.setSamplesPerSec(st.samples_per_sec);
+  s.setLoss(st.loss);
+  s.setSamplesTotal(st.samples_total);
+  s.setFinished(st.finished);
+  s.setResultJson(st.result_json);
+  auto ring = st.view.worker_ring();
+  auto list = s.initMembers(static_cast<unsigned>(st.view.members().size()));
+  unsigned i = 0;
+  for (const auto& m : st.view.members()) {
+    auto b = list[i++];
+    wire::write_node(b.initNode(), m.id);
+    b.setAddress(m.address);
+    b.setRole(std::string(cluster::to_string(m.role)));
+    b.setRank(static_cast<std::uint32_t>(ring.rank_of(m.id.name).value_or(0)));
+    b.setPid(static_cast<std::uint32_t>(m.pid));
+    b.setState(std::string(cluster::to_string(m.state)));
+  }
+  if (auto r = st.rt->net().send(node, to, std::move(o.out), "master"); !r)
+    spdlog::debug("status reply to {}: {}", node, r.err().to_string());
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,126 @@
+// A parameter-server shard: owns the dense tensors and embedding rows that hash to it, applies
+// pushed gradients with the job's optimizer (nn's code, the same a local trainer runs), serves
+// pulls (rows created lazily and deterministically from the id), checkpoints to LMDB on a timer
+// (incremental, every Nth full) and restores the latest checkpoint when it starts again.
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "../caf_types.hpp"
+#include "../data_model.hpp"
+#include "../ps_layout.hpp"
+#include "ps_state.hpp"
+#include "roles.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+void reply_pull(ps_state& st, const message& m) {
+  auto req = m.body().getPsPull();
+  outbound o;
+  auto rep = o.body().initPsPullReply();
+  rep.setRequestId(req.getRequestId());
+  rep.setVersion(st.version);
+  std::vector<const owned_dense*> dense;
+  for (auto n : req.getDense()) {
+    auto it = st.dense.find(n.cStr());
+    if (it == st.dense.end()) {
+      rep.setError(std::string("no dense tensor '") + n.cStr() + "' on this shard");
+      break;
+    }
+    dense.push_back(&it->second);
+  }
+  auto dl = rep.initDense(static_cast<unsigned>(dense.size()));
+  for (unsigned i = 0; i < dense.size(); ++i) {
+    const auto& t = dense[i]->param->value;
+    dl[i].setName(dense[i]->param->name);
+    auto vals = dl[i].initValues(static_cast<unsigned>(t.size()));
+    for (std::size_t k = 0; k < t.size(); ++k) vals.set(static_cast<unsigned>(k), t[k]);
+  }
+  auto refs = req.getSparse();
+  auto sl = rep.initSparse(refs.size());
+  std::vector<std::uint64_t> ids;
+  std::vector<float> rows;
+  for (unsigned i = 0; i < refs.size(); ++i) {
+    auto it = st.tables.find(refs[i].getTable().cStr());
+    if (it == st.tables.end()) {
+      rep.setError(std::string("no embedding table '") + refs[i].getTable().cStr() + "'");
+      continue;
+    }
+    auto* table = it->second.table;
+    ids.assign(refs[i].getIds().begin(), refs[i].getIds().end());
+    rows.resize(ids.size() * table->dim());
+    table->read_rows(ids, rows.data());
+    sl[i].setTable(table->name());
+    sl[i].setDim(static_cast<std::uint32_t>(table->dim()));
+    sl[i].setIds(kj::arrayPtr(ids.data(), ids.size()));
+    auto v = sl[i].initValues(static_cast<unsigned>(rows.size()));
+    for (std::size_t k = 0; k < rows.size(); ++k) v.set(static_cast<unsigned>(k), rows[k]);
+  }
+  (void)st.rt->net().send(m.from_node().name, std::string(m.from()), std::move(o), "ps");
+}
+
+void apply_push(ps_state& st, const message& m) {
+  auto req = m.body().getPsPush();
+  std::string problem;
+  std::vector<float> buf;
+  for (auto d : req.getDense()) {
+    auto it = st.dense.find(d.getName().cStr());
+    if (it == st.dense.end() || d.getValues().size() != it->second.param->value.size()) {
+      problem = std::string("dense gradient '") + d.getName().cStr() + "' unknown here or of the wrong size";
+      continue;
+    }
+    buf.assign(d.getValues().begin(), d.getValues().end());
+    auto& p = *it->second.param;
+    nn::apply_dense(*st.opt, p.value, nn::tensor::view(buf.data(), p.value.dims()), it->second.slots);
+  }
+  nn::sparse_grad g;
+  for (auto s : req.getSparse()) {
+    auto it = st.tables.find(s.getTable().cStr());
+    if (it == st.tables.end() || s.getDim() != it->second.table->dim() ||
+        s.getValues().size() != static_cast<std::size_t>(s.getIds().size()) * s.getDim()) {
+      problem = std::string("sparse gradient of '") + s.getTable().cStr() + "' unknown here or misshapen";
+      continue;
+    }
+    g.dim = s.getDim();
+    g.ids.assign(s.getIds().begin(), s.getIds().end());
+    g.rows.assign(s.getValues().begin(), s.getValues().end());
+    nn::apply_sparse(*st.opt, *it->second.table, g, it->second.slots);
+    it->second.dirty.insert(g.ids.begin(), g.ids.end());
+  }
+  st.version += 1;
+  outbound o;
+  auto rep = o.body().initPsPushReply();
+  rep.setRequestId(req.getRequestId());
+  rep.setVersion(st.version);
+  rep.setError(problem);
+  (void)st.rt->net().send(m.from_node().name, std::string(m.from()), std::move(o), "ps");
+}
+
+using ps_actor = caf::stateful_actor<ps_state>;
+
+caf::behavior ps_shard(ps_actor* self, node_runtime* rt, data_paths data) {
+  init_shard(self->state, rt, data);  // throws on a broken store or checkpoint: the supervisor restarts us
+  self->delayed_send(self, rt->spec().ps.checkpoint_every, tick_atom::value);
+  return {
+      [=](const message& m) {
+        using B = schema::Envelope::Body;
+        guarded("ps", [&] {
+          if (m.kind() == B::PS_PULL) reply_pull(self->state, m);
+          else if (m.kind() == B::PS_PUSH) apply_push(self->state, m);
+        });
+      },
+      [=](tick_atom) {
+        checkpoint(self->state);
+        self->delayed_send(self, self->state.rt->spec().ps.checkpoint_every, tick_atom::value);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_ps_shard(caf::actor_system& sys, node_runtime* rt, data_paths data) {
+  return sys.spawn<caf::detached>(ps_shard, rt, std::move(data));
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,24 @@
+// The role actors of a job. Each is spawned by its node's root supervisor (so a crash restarts it
+// under the same name) and receives its remote traffic through node_runtime::bridge.
+#pragma once
+
+#include <caf/fwd.hpp>
+
+#include "../node_runtime.hpp"
+
+namespace troupe::actors {
+
+struct data_paths {
+  std::string train_dir, test_dir;
+};
+
+// The task journal's owner (detached: LMDB writes block). Name "dispenser", master node.
+caf::actor spawn_dispenser(caf::actor_system& sys, node_runtime* rt, data_paths data);
+// Membership, progress, status, evaluation and completion. Name "master", master node.
+caf::actor spawn_master(caf::actor_system& sys, node_runtime* rt, std::uint32_t restarts);
+// A parameter-server shard (detached: checkpoints block). Name "ps", on ps-<i>.
+caf::actor spawn_ps_shard(caf::actor_system& sys, node_runtime* rt, data_paths data);
+// A worker (detached: training blocks). Name "worker", on worker-<i>.
+caf::actor spawn_worker(caf::actor_system& sys, node_runtime* rt, data_paths data);
+
+}  // namespace troupe::actors

@@ -1,0 +1,71 @@
+// The worker actor: a detached actor whose mailbox interleaves training (self-sent ticks, each a
+// bounded slice of the loop in worker_loop.cpp) with requests from the master (evaluate).
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "../caf_types.hpp"
+#include "../data_model.hpp"
+#include "troupe/actors/data.hpp"
+#include "worker_state.hpp"
+
+namespace troupe::actors {
+
+void setup_worker(worker_state& st, node_runtime* rt, data_paths data) {
+  st.rt = rt;
+  st.data = std::move(data);
+  auto train = storage::record_store::open(st.data.train_dir);
+  if (!train) throw std::runtime_error(train.err().to_string());
+  st.train.emplace(std::move(*train));
+  auto m = build_model(rt->spec(), *st.train);
+  if (!m) throw std::runtime_error(m.err().to_string());
+  st.model = std::move(*m);
+  auto tr = nn::trainer::create(*st.model, rt->spec().nn.train);
+  if (!tr) throw std::runtime_error(tr.err().to_string());
+  st.trainer = std::move(*tr);
+  auto s = make_strategy(rt->spec().job.strategy, rt->spec());
+  if (!s) throw std::runtime_error(s.err().to_string());
+  st.strat = std::move(*s);
+  // Replies to this incarnation's requests; a restarted actor registers the name anew.
+  rt->net().unregister_name("rpc");
+  auto rpc = rpc_client::create(rt->net(), "rpc");
+  if (!rpc) throw std::runtime_error(rpc.err().to_string());
+  st.rpc = std::move(*rpc);
+  st.ps = std::make_unique<remote_ps>(*rt, *st.rpc);
+  st.ring = std::make_unique<shm_ring_session>(*rt);
+  st.ctx.reset(new worker_context{rt->spec(), rt->self(), *st.model, *st.trainer, *st.ps, *st.ring});
+  st.last_report = worker_state::clock::now();
+  spdlog::info("{}: {} model, strategy {}, {} training records", rt->self().to_string(), st.model->type(),
+               st.strat->name(), st.train->count());
+}
+
+namespace {
+
+using worker_actor = caf::stateful_actor<worker_state>;
+
+caf::behavior worker(worker_actor* self, node_runtime* rt, data_paths data) {
+  setup_worker(self->state, rt, std::move(data));
+  self->send(self, tick_atom::value);
+  return {
+      [=](tick_atom) {
+        auto until = worker_state::clock::now() + std::chrono::milliseconds(50);
+        bool more = true;
+        while (more && worker_state::clock::now() < until) more = train_some(self->state);
+        if (more) self->send(self, tick_atom::value);
+      },
+      [=](const message& m) {
+        guarded("worker", [&] {
+          if (m.kind() == schema::Envelope::Body::JOB &&
+              m.body().getJob().which() == schema::JobMessage::EVALUATE)
+            evaluate(self->state, m);
+        });
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_worker(caf::actor_system& sys, node_runtime* rt, data_paths data) {
+  return sys.spawn<caf::detached>(worker, rt, std::move(data));
+}
+
+}  // namespace troupe::actors

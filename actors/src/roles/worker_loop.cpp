@@ -1,0 +1,184 @@
+#include <spdlog/spdlog.h>
+
+#include <numeric>
+#include <thread>
+
+#include "../wire.hpp"
+#include "troupe/actors/data.hpp"
+#include "troupe/nn/metrics.hpp"
+#include "worker_state.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+using clock = worker_state::clock;
+
+void send_report(worker_state& st, const held_task& t, const std::string& failure) {
+  outbound o;
+  auto r = o.body().initTaskReport();
+  r.setTaskId(t.id);
+  r.setAttempt(t.attempt);
+  r.setRecordsProcessed(t.cursor);
+  if (failure.empty()) r.setDone();
+  else r.setFailed(failure);
+  if (auto s = st.rt->net().send("master", "dispenser", std::move(o), "worker"); !s)
+    spdlog::warn("report of task {}: {} (the lease will expire and the task go back to TODO)", t.id,
+                 s.err().to_string());
+}
+
+void load_task(worker_state& st, schema::Task::Reader t) {
+  held_task h;
+  h.id = t.getId();
+  h.attempt = t.getAttempt();
+  h.first = t.getFirstRecord();
+  h.count = t.getRecordCount();
+  if (auto r = read_records(*st.train, h.first, h.count, h.rows); !r) {
+    spdlog::error("task {}: {}", h.id, r.err().to_string());
+    send_report(st, h, r.err().to_string());
+    return;
+  }
+  h.order.resize(h.rows.rows);
+  std::iota(h.order.begin(), h.order.end(), 0u);
+  std::mt19937_64 rng(h.id * 0x9e3779b97f4a7c15ull + h.attempt);
+  std::shuffle(h.order.begin(), h.order.end(), rng);
+  st.task = std::move(h);
+}
+
+void lease(worker_state& st) {
+  rpc_client::request r{"master", "dispenser", outbound(), st.rpc->next_id()};
+  auto req = r.out.body().initTaskRequest();
+  req.setWorker("worker");
+  req.setRequestId(r.id);
+  auto reply = st.rpc->call(std::move(r), std::chrono::milliseconds(2000));
+  if (!reply) {
+    spdlog::debug("task request: {}", reply.err().to_string());
+    st.next_lease = clock::now() + std::chrono::milliseconds(200);
+    return;
+  }
+  auto l = reply->body().getTaskLease();
+  switch (l.which()) {
+    case schema::TaskLease::TASK: load_task(st, l.getTask()); break;
+    case schema::TaskLease::NONE: st.next_lease = clock::now() + std::chrono::milliseconds(20); break;
+    case schema::TaskLease::FINISHED: st.exhausted = true; break;
+  }
+}
+
+void report_progress(worker_state& st, bool force) {
+  auto now = clock::now();
+  if (!force && now - st.last_report < st.rt->spec().job.progress_every) return;
+  auto o = wire::job();
+  auto p = o.body.initWorkerProgress();
+  p.setSamples(st.win_samples);
+  p.setSteps(st.win_steps);
+  p.setLossSum(st.win_loss);
+  p.setDroppedSteps(st.dropped);
+  if (st.rt->net().send("master", "master", std::move(o.out), "worker")) {
+    st.win_samples = st.win_steps = st.dropped = 0;
+    st.win_loss = 0;
+  }
+  st.last_report = now;
+}
+
+void finish_loop(worker_state& st) {
+  st.done = true;
+  report_progress(st, true);
+  auto o = wire::job();
+  o.body.initWorkerDone().setSteps(st.steps_total);
+  (void)st.rt->net().send("master", "master", std::move(o.out), "worker");
+  spdlog::info("{}: training loop over after {} steps", st.rt->self().to_string(), st.steps_total);
+}
+
+}  // namespace
+
+bool train_some(worker_state& st) {
+  if (st.done) return false;
+  if (!st.task && !st.exhausted && clock::now() >= st.next_lease) lease(st);
+  std::optional<nn::batch> b;
+  if (st.task) {
+    auto& t = *st.task;
+    std::size_t n = std::min(st.rt->spec().nn.train.batch_size, t.order.size() - t.cursor);
+    b.emplace(t.rows, std::span<const std::uint32_t>(t.order.data() + t.cursor, n));
+  }
+  step_result res;
+  try {
+    res = st.strat->step(*st.ctx, b ? &*b : nullptr, st.exhausted && !st.task);
+  } catch (const std::exception& e) {
+    if (!st.task) throw;  // not a data problem: let the supervisor restart the actor
+    spdlog::error("task {} failed: {}", st.task->id, e.what());
+    send_report(st, *st.task, e.what());
+    st.task.reset();
+    return true;
+  }
+  if (res.dropped) st.dropped += 1;
+  switch (res.what) {
+    case step_result::kind::trained:
+      if (b) st.task->cursor += b->size();
+      if (res.samples > 0) {
+        st.win_samples += res.samples;
+        st.win_steps += 1;
+        st.win_loss += res.loss;
+        st.steps_total += 1;
+      }
+      break;
+    case step_result::kind::idle: std::this_thread::sleep_for(std::chrono::milliseconds(st.task ? 0 : 5)); break;
+    case step_result::kind::retry: std::this_thread::sleep_for(std::chrono::milliseconds(50)); break;
+    case step_result::kind::finished: finish_loop(st); return false;
+  }
+  if (st.task && st.task->cursor >= st.task->order.size()) {
+    send_report(st, *st.task, "");
+    st.task.reset();
+    st.next_lease = clock::now();
+  }
+  report_progress(st, false);
+  return true;
+}
+
+void evaluate(worker_state& st, const message& request) {
+  auto id = request.body().getJob().getEvaluate().getRequestId();
+  auto o = wire::job();
+  auto res = o.body.initEvalResult();
+  res.setRequestId(id);
+  auto fail = [&](const std::string& e) {
+    res.setError(e);
+    (void)st.rt->net().send(request.from_node().name, std::string(request.from()), std::move(o.out), "worker");
+  };
+  if (!st.test) {
+    auto store = storage::record_store::open(st.data.test_dir);
+    if (!store) return fail(store.err().to_string());
+    auto d = read_all(*store);
+    if (!d) return fail(d.err().to_string());
+    st.test = std::move(*d);
+  }
+  const auto& test = *st.test;
+  std::size_t bs = std::max<std::size_t>(1, st.rt->spec().nn.train.eval_batch_size);
+  std::vector<float> scores;
+  std::size_t width = 0;
+  double loss_sum = 0;
+  for (std::size_t first = 0; first < test.rows; first += bs) {
+    nn::batch b(test, first, std::min(bs, test.rows - first));
+    if (auto p = st.strat->prepare_eval(*st.ctx, b); !p) return fail(p.err().to_string());
+    auto loss = st.model->forward(b, false);
+    if (!loss) return fail(loss.err().to_string());
+    loss_sum += *loss * static_cast<double>(b.size());
+    const auto& probs = st.model->probabilities();
+    width = probs.row_size();
+    scores.insert(scores.end(), probs.begin(), probs.begin() + static_cast<std::ptrdiff_t>(b.size() * width));
+  }
+  std::span<const float> labels(test.labels.data(), test.rows);
+  res.setRows(test.rows);
+  res.setLoss(test.rows ? loss_sum / static_cast<double>(test.rows) : 0.0);
+  if (width == 1) {
+    std::size_t right = 0;
+    for (std::size_t i = 0; i < test.rows; ++i) right += (scores[i] >= 0.5f) == (labels[i] >= 0.5f);
+    res.setAccuracy(test.rows ? static_cast<double>(right) / static_cast<double>(test.rows) : 0.0);
+    res.setAuc(nn::auc(scores, labels));
+  } else {
+    res.setAccuracy(nn::accuracy(scores, width, labels));
+  }
+  spdlog::info("evaluation on {} rows: loss {:.4f} accuracy {:.4f} auc {:.4f}", test.rows, res.getLoss(),
+               res.getAccuracy(), res.getAuc());
+  (void)st.rt->net().send(request.from_node().name, std::string(request.from()), std::move(o.out), "worker");
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,58 @@
+// A worker's state: its model replica and trainer, strategy, services (PS client, ring), the task it
+// holds and the minibatches left in it, and its progress window.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+
+#include "../rpc.hpp"
+#include "../worker_services.hpp"
+#include "roles.hpp"
+#include "troupe/actors/strategy.hpp"
+#include "troupe/nn/trainer.hpp"
+#include "troupe/storage/record_store.hpp"
+
+namespace troupe::actors {
+
+struct held_task {
+  std::uint64_t id = 0;
+  std::uint32_t attempt = 0;
+  std::uint64_t first = 0, count = 0;
+  nn::dataset rows;
+  std::vector<std::uint32_t> order;
+  std::size_t cursor = 0;  // next row of `order`
+};
+
+struct worker_state {
+  using clock = std::chrono::steady_clock;
+  node_runtime* rt = nullptr;
+  data_paths data;
+  std::optional<storage::record_store> train;
+  std::optional<nn::dataset> test;
+  std::unique_ptr<nn::model> model;
+  std::unique_ptr<nn::trainer> trainer;
+  std::unique_ptr<rpc_client> rpc;
+  std::unique_ptr<remote_ps> ps;
+  std::unique_ptr<shm_ring_session> ring;
+  std::unique_ptr<strategy> strat;
+  std::unique_ptr<worker_context> ctx;
+  std::optional<held_task> task;
+  bool exhausted = false;  // the dispenser said: nothing left for anyone
+  bool done = false;       // the training loop is over
+  clock::time_point next_lease;
+  // Progress since the last report.
+  std::uint64_t win_samples = 0, win_steps = 0, dropped = 0, steps_total = 0;
+  double win_loss = 0;
+  clock::time_point last_report;
+  static inline const char* name = "worker";
+};
+
+// One pass of the training loop: lease a task when needed, train one minibatch through the
+// strategy, report finished tasks and progress. Returns false once the loop is over.
+bool train_some(worker_state& st);
+// Evaluates the model on the test set and answers the master.
+void evaluate(worker_state& st, const message& request);
+void setup_worker(worker_state& st, node_runtime* rt, data_paths data);
+
+}  // namespace troupe::actors

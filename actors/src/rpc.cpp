@@ -1,0 +1,93 @@
+#include "rpc.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "node_runtime.hpp"
+
+namespace troupe::actors {
+
+expected<std::unique_ptr<rpc_client>> rpc_client::create(endpoint& net, std::string name) {
+  std::unique_ptr<rpc_client> c(new rpc_client(net, std::move(name)));
+  rpc_client* self = c.get();
+  if (auto r = net.register_name(c->name_, [self](const message& m) { self->on_reply(m); }); !r) return r.err();
+  return c;
+}
+
+rpc_client::~rpc_client() { net_.unregister_name(name_); }
+
+std::uint64_t rpc_client::reply_id(const message& m) {
+  using B = schema::Envelope::Body;
+  std::uint64_t id = 0;
+  guarded("rpc reply", [&] {
+    auto b = m.body();
+    switch (b.which()) {
+      case B::TASK_LEASE: id = b.getTaskLease().getRequestId(); break;
+      case B::PS_PULL_REPLY: id = b.getPsPullReply().getRequestId(); break;
+      case B::PS_PUSH_REPLY: id = b.getPsPushReply().getRequestId(); break;
+      case B::JOB: {
+        auto j = b.getJob();
+        if (j.which() == schema::JobMessage::EVAL_RESULT) id = j.getEvalResult().getRequestId();
+        if (j.which() == schema::JobMessage::JOB_STATUS) id = j.getJobStatus().getRequestId();
+        if (j.which() == schema::JobMessage::SCALE_REPLY) id = j.getScaleReply().getRequestId();
+        break;
+      }
+      default: break;
+    }
+  });
+  return id;
+}
+
+void rpc_client::on_reply(const message& m) {
+  std::uint64_t id = reply_id(m);
+  std::lock_guard lk(mu_);
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return;  // late reply of a request that timed out
+  it->second = m;
+  cv_.notify_all();
+}
+
+expected<std::vector<message>> rpc_client::call_all(std::vector<request>& reqs, std::chrono::milliseconds timeout) {
+  {
+    std::lock_guard lk(mu_);
+    for (auto& r : reqs) pending_[r.id] = std::nullopt;
+  }
+  auto forget = [&] {
+    std::lock_guard lk(mu_);
+    for (auto& r : reqs) pending_.erase(r.id);
+  };
+  for (auto& r : reqs) {
+    if (auto s = net_.send(r.node, r.to, std::move(r.out), name_, timeout); !s) {
+      forget();
+      return s.err();
+    }
+  }
+  std::unique_lock lk(mu_);
+  bool all = cv_.wait_for(lk, timeout, [&] {
+    for (auto& r : reqs)
+      if (!pending_[r.id]) return false;
+    return true;
+  });
+  if (!all) {
+    std::string silent;
+    for (auto& r : reqs)
+      if (!pending_[r.id]) silent += (silent.empty() ? "" : ", ") + r.node + "/" + r.to;
+    for (auto& r : reqs) pending_.erase(r.id);
+    return make_unexpected(core_errc::io_error, "no reply within " + std::to_string(timeout.count()) + " ms from " + silent);
+  }
+  std::vector<message> out;
+  for (auto& r : reqs) {
+    out.push_back(std::move(*pending_[r.id]));
+    pending_.erase(r.id);
+  }
+  return out;
+}
+
+expected<message> rpc_client::call(request req, std::chrono::milliseconds timeout) {
+  std::vector<request> v;
+  v.push_back(std::move(req));
+  auto r = call_all(v, timeout);
+  if (!r) return r.err();
+  return std::move((*r)[0]);
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,74 @@
+// Synchronous data-parallel SGD: every worker computes the gradients of its minibatch, the ring of
+// alive workers sums them (weighted by batch size) and every replica applies the same averaged
+// update. A worker without data still takes part (with zero weight), so peers never wait for it.
+// A membership change interrupts the collective: the step is dropped, the new ring is built, rank 0's
+// model and optimizer state go to every replica, and training goes on.
+#include <spdlog/spdlog.h>
+
+#include "replicas.hpp"
+#include "troupe/actors/strategy.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+class allreduce final : public strategy {
+ public:
+  std::string_view name() const override { return "allreduce"; }
+
+  step_result step(worker_context& ctx, const nn::batch* b, bool exhausted) override {
+    auto ring = ctx.ring.ensure();
+    if (!ring) return {step_result::kind::retry};
+    if (ring->fresh) {
+      if (auto s = replicas::sync_from_rank0(ctx, true, sync_buf_); !s) return dropped(ctx, s.err());
+    }
+    double loss = 0;
+    std::size_t n = b ? b->size() : 0;
+    if (b) {
+      auto l = ctx.trainer.compute_gradients(*b);
+      if (!l) throw std::runtime_error(l.err().to_string());
+      loss = *l;
+    }
+    const auto& params = ctx.trainer.trainable_parameters();
+    std::size_t total = 0;
+    for (auto* p : params) total += p->grad.size();
+    buf_.resize(total + 3);
+    std::size_t at = 0;
+    for (auto* p : params) {
+      for (std::size_t i = 0; i < p->grad.size(); ++i) buf_[at + i] = b ? p->grad[i] * static_cast<float>(n) : 0.0f;
+      at += p->grad.size();
+    }
+    buf_[total] = static_cast<float>(n);
+    buf_[total + 1] = exhausted ? 1.0f : 0.0f;
+    buf_[total + 2] = 1.0f;  // ranks taking part
+    if (auto r = ctx.ring.allreduce(buf_); !r) return dropped(ctx, r.err());
+    float samples = buf_[total];
+    if (samples == 0.0f)
+      return {buf_[total + 1] == buf_[total + 2] ? step_result::kind::finished : step_result::kind::idle};
+    at = 0;
+    for (auto* p : params) {
+      for (std::size_t i = 0; i < p->grad.size(); ++i) p->grad[i] = buf_[at + i] / samples;
+      at += p->grad.size();
+    }
+    ctx.trainer.apply_gradients();
+    return {step_result::kind::trained, n, loss};
+  }
+
+ private:
+  static step_result dropped(worker_context& ctx, const error& e) {
+    spdlog::info("allreduce: step dropped ({}); rebuilding the ring", e.to_string());
+    ctx.ring.reset();
+    step_result r{step_result::kind::retry};
+    r.dropped = true;
+    return r;
+  }
+  std::vector<float> buf_, sync_buf_;
+};
+
+}  // namespace
+
+void register_allreduce_strategy() {
+  static strategy_registrar reg("allreduce", [](const job_spec&) { return std::make_unique<allreduce>(); });
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,40 @@
+// Asynchronous SGD on parameter servers (ElasticDL's default): pull the parameters a minibatch
+// needs, compute gradients, push them; the shards apply the optimizer. Workers never wait for each
+// other, so one dying costs nothing but its task.
+#include <spdlog/spdlog.h>
+
+#include "troupe/actors/strategy.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+class async_ps final : public strategy {
+ public:
+  std::string_view name() const override { return "async_ps"; }
+
+  step_result step(worker_context& ctx, const nn::batch* b, bool exhausted) override {
+    if (!b) return {exhausted ? step_result::kind::finished : step_result::kind::idle};
+    if (auto p = ctx.ps.pull(ctx.model, *b); !p) return retry("pull", p.err());
+    auto loss = ctx.trainer.compute_gradients(*b);
+    if (!loss) throw std::runtime_error(loss.err().to_string());
+    if (auto q = ctx.ps.push(ctx.model); !q) return retry("push", q.err());
+    return {step_result::kind::trained, b->size(), *loss};
+  }
+
+  expected<void> prepare_eval(worker_context& ctx, const nn::batch& b) override { return ctx.ps.pull(ctx.model, b); }
+
+ private:
+  static step_result retry(const char* what, const error& e) {
+    spdlog::warn("async_ps: {} failed, retrying the batch: {}", what, e.to_string());
+    return {step_result::kind::retry};
+  }
+};
+
+}  // namespace
+
+void register_async_ps_strategy() {
+  static strategy_registrar reg("async_ps", [](const job_spec&) { return std::make_unique<async_ps>(); });
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,85 @@
+// Local SGD (periodic model averaging), the worked example of adding a strategy (see
+// docs/strategies.md): each worker trains its own replica with its own optimizer for `sync_every`
+// steps, then the ring averages the replicas' parameters, weighted by the samples each trained in
+// that round. Workers without data take part with zero weight; a new ring first copies rank 0's
+// parameters to every replica.
+#include <spdlog/spdlog.h>
+
+#include "replicas.hpp"
+#include "troupe/actors/strategy.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+class local_sgd final : public strategy {
+ public:
+  explicit local_sgd(std::uint32_t sync_every) : sync_every_(sync_every) {}
+  std::string_view name() const override { return "local_sgd"; }
+
+  step_result step(worker_context& ctx, const nn::batch* b, bool exhausted) override {
+    auto ring = ctx.ring.ensure();
+    if (!ring) return {step_result::kind::retry};
+    if (ring->fresh) {
+      if (auto s = replicas::sync_from_rank0(ctx, false, buf_); !s) return dropped(ctx, s.err());
+      since_sync_ = 0;
+      round_samples_ = 0;
+    }
+    step_result out{step_result::kind::idle};
+    if (b) {
+      auto l = ctx.trainer.step(*b);
+      if (!l) throw std::runtime_error(l.err().to_string());
+      round_samples_ += b->size();
+      out = {step_result::kind::trained, b->size(), *l};
+    }
+    if (++since_sync_ < sync_every_) return out;
+    // Average: sum of (weight * parameters) and of weights over the ring.
+    std::size_t n = replicas::state_size(ctx, false);
+    buf_.resize(n + 3);
+    replicas::pack_state(ctx, false, std::span(buf_.data(), n));
+    float w = static_cast<float>(round_samples_);
+    for (std::size_t i = 0; i < n; ++i) buf_[i] *= w;
+    buf_[n] = w;
+    buf_[n + 1] = exhausted && !b ? 1.0f : 0.0f;
+    buf_[n + 2] = 1.0f;
+    if (auto r = ctx.ring.allreduce(buf_); !r) {
+      // The local step stands (the batch was trained); only this round's averaging is lost.
+      dropped(ctx, r.err());
+      out.dropped = true;
+      return out;
+    }
+    since_sync_ = 0;
+    round_samples_ = 0;
+    float total = buf_[n];
+    if (total == 0.0f) {
+      if (buf_[n + 1] == buf_[n + 2]) return {step_result::kind::finished};
+      return out;
+    }
+    for (std::size_t i = 0; i < n; ++i) buf_[i] /= total;
+    replicas::unpack_state(ctx, false, std::span<const float>(buf_.data(), n));
+    return out;
+  }
+
+ private:
+  static step_result dropped(worker_context& ctx, const error& e) {
+    spdlog::info("local_sgd: averaging round dropped ({}); rebuilding the ring", e.to_string());
+    ctx.ring.reset();
+    step_result r{step_result::kind::retry};
+    r.dropped = true;
+    return r;
+  }
+  std::uint32_t sync_every_;
+  std::uint32_t since_sync_ = 0;
+  std::size_t round_samples_ = 0;
+  std::vector<float> buf_;
+};
+
+}  // namespace
+
+void register_local_sgd_strategy() {
+  static strategy_registrar reg("local_sgd", [](const job_spec& spec) {
+    return std::make_unique<local_sgd>(spec.job.sync_every);
+  });
+}
+
+}  // namespace troupe::actors

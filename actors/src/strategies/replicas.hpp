@@ -1,0 +1,24 @@
+// Helpers for strategies that keep a full model replica on every worker (allreduce, local SGD):
+// packing parameters, gradients and optimizer state into one flat buffer for a collective.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "troupe/actors/strategy.hpp"
+
+namespace troupe::actors::replicas {
+
+// Fails for models with embedding tables: their sparse rows are not replicated by ring strategies
+// (use async_ps for them).
+expected<void> check_dense_only(const nn::model& m, std::string_view strategy);
+
+// Every parameter value, then (with_optimizer) each trainable parameter's optimizer slots and step.
+std::size_t state_size(worker_context& ctx, bool with_optimizer);
+void pack_state(worker_context& ctx, bool with_optimizer, std::span<float> out);
+void unpack_state(worker_context& ctx, bool with_optimizer, std::span<const float> in);
+
+// Rank 0's parameters (and optimizer state) to every replica: after a ring is (re)built.
+expected<void> sync_from_rank0(worker_context& ctx, bool with_optimizer, std::vector<float>& buf);
+
+}  // namespace troupe::actors::replicas

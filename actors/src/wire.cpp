@@ -1,0 +1,81 @@
+#include "wire.hpp"
+
+namespace troupe::actors::wire {
+
+node_id read_node(schema::NodeRef::Reader r) { return {r.getName().cStr(), r.getIncarnation()}; }
+
+void write_node(schema::NodeRef::Builder b, const node_id& id) {
+  b.setName(id.name);
+  b.setIncarnation(id.incarnation);
+}
+
+outbound join(const node_id& self, cluster::node_role role, const std::string& address, int pid) {
+  outbound o;
+  auto j = o.body().initJoin();
+  write_node(j.initNode(), self);
+  j.setAddress(address);
+  j.setRole(std::string(cluster::to_string(role)));
+  j.setPid(static_cast<std::uint32_t>(pid));
+  return o;
+}
+
+outbound membership(const cluster::membership_view& v, const std::string& reason, std::uint64_t ring_epoch,
+                    std::uint64_t master_incarnation) {
+  outbound o;
+  auto m = o.body().initMembership();
+  m.setEpoch(v.epoch());
+  m.setReason(reason);
+  m.setRingEpoch(ring_epoch);
+  m.setMasterIncarnation(master_incarnation);
+  auto ring = v.worker_ring();
+  auto list = m.initMembers(static_cast<unsigned>(v.members().size()));
+  unsigned i = 0;
+  for (const auto& mem : v.members()) {
+    auto b = list[i++];
+    write_node(b.initNode(), mem.id);
+    b.setAddress(mem.address);
+    b.setRole(std::string(cluster::to_string(mem.role)));
+    b.setRank(static_cast<std::uint32_t>(ring.rank_of(mem.id.name).value_or(0)));
+    b.setPid(static_cast<std::uint32_t>(mem.pid));
+    b.setState(std::string(cluster::to_string(mem.state)));
+  }
+  return o;
+}
+
+namespace {
+cluster::member_state parse_state(const std::string& s) {
+  if (s == "alive") return cluster::member_state::alive;
+  if (s == "leaving") return cluster::member_state::leaving;
+  return cluster::member_state::launching;
+}
+}  // namespace
+
+membership_msg read_membership(schema::Membership::Reader r) {
+  membership_msg out;
+  out.reason = r.getReason().cStr();
+  out.ring_epoch = r.getRingEpoch();
+  out.master_incarnation = r.getMasterIncarnation();
+  std::vector<cluster::member> members;
+  for (auto m : r.getMembers()) {
+    auto role = cluster::parse_role(m.getRole().cStr());
+    if (!role) continue;
+    cluster::member mem;
+    mem.id = read_node(m.getNode());
+    mem.role = *role;
+    mem.address = m.getAddress().cStr();
+    mem.state = parse_state(m.getState().cStr());
+    mem.pid = static_cast<int>(m.getPid());
+    members.push_back(std::move(mem));
+  }
+  auto v = cluster::membership_view::restore(r.getEpoch(), {0, 1024}, std::move(members));
+  if (v) out.view = std::move(*v);
+  return out;
+}
+
+job_out job() {
+  outbound o;
+  auto b = o.body().initJob();
+  return {std::move(o), b};
+}
+
+}  // namespace troupe::actors::wire

@@ -1,0 +1,37 @@
+// Building and reading the job's Cap'n Proto messages (transport/schema/*.capnp). Readers throw
+// kj::Exception on a malformed field: callers read inside `guarded` (node_runtime does for
+// bridged handlers) so a bad peer message is logged and dropped, never fatal.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "troupe/cluster/membership.hpp"
+#include "troupe/core/ids.hpp"
+#include "troupe/transport/message.hpp"
+#include "troupe/transport/schema/job.capnp.h"
+
+namespace troupe::actors::wire {
+
+node_id read_node(schema::NodeRef::Reader r);
+void write_node(schema::NodeRef::Builder b, const node_id& id);
+
+outbound join(const node_id& self, cluster::node_role role, const std::string& address, int pid);
+outbound membership(const cluster::membership_view& v, const std::string& reason, std::uint64_t ring_epoch,
+                    std::uint64_t master_incarnation);
+struct membership_msg {
+  cluster::membership_view view;
+  std::string reason;
+  std::uint64_t ring_epoch = 0;
+  std::uint64_t master_incarnation = 0;
+};
+membership_msg read_membership(schema::Membership::Reader r);
+
+// A JobMessage envelope; fill the returned builder's union.
+struct job_out {
+  outbound out;
+  schema::JobMessage::Builder body;
+};
+job_out job();
+
+}  // namespace troupe::actors::wire

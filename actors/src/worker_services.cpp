@@ -1,0 +1,207 @@
+#include "worker_services.hpp"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "ps_layout.hpp"
+#include "troupe/cluster/membership.hpp"
+
+namespace troupe::actors {
+
+// ---- remote_ps ----
+
+expected<std::string> remote_ps::shard_node(std::uint32_t i) {
+  std::string name = cluster::node_name(cluster::node_role::ps, i);
+  auto view = rt_.view();
+  const auto* m = view.find(name);
+  if (!m || m->state != cluster::member_state::alive)
+    return make_unexpected(core_errc::io_error, name + " is not in the membership (restarting?)");
+  if (auto c = rt_.ensure_connected(name, m->address); !c) return c.err();
+  return name;
+}
+
+namespace {
+void set_floats(capnp::List<float>::Builder out, const float* v, std::size_t n) {
+  for (std::size_t k = 0; k < n; ++k) out.set(static_cast<unsigned>(k), v[k]);
+}
+}  // namespace
+
+expected<void> remote_ps::pull(nn::model& m, const nn::batch& b) {
+  const std::uint32_t shards = rt_.spec().ps.shards;
+  // The batch's ids, de-duplicated, split by owning shard.
+  unique_.clear();
+  slot_.clear();
+  const std::size_t fields = b.data().info.sparse_fields;
+  for (std::size_t i = 0; i < b.size(); ++i)
+    for (std::size_t f = 0; f < fields; ++f) {
+      auto id = b.sparse_row(i)[f];
+      if (slot_.emplace(id, 0).second) unique_.push_back(id);
+    }
+  ids_by_shard_.assign(shards, {});
+  for (auto id : unique_) ids_by_shard_[shard_of_id(id, shards)].push_back(id);
+  auto tables = m.embedding_tables();
+  std::vector<std::vector<nn::dense_param*>> dense_by_shard(shards);
+  for (auto* p : m.parameters())
+    if (p->trainable) dense_by_shard[shard_of_name(p->name, shards)].push_back(p);
+
+  std::vector<rpc_client::request> reqs;
+  for (std::uint32_t s = 0; s < shards; ++s) {
+    if (dense_by_shard[s].empty() && (ids_by_shard_[s].empty() || tables.empty())) continue;
+    auto node = shard_node(s);
+    if (!node) return node.err();
+    rpc_client::request r{*node, "ps", outbound(), rpc_.next_id()};
+    auto pull = r.out.body().initPsPull();
+    pull.setRequestId(r.id);
+    auto names = pull.initDense(static_cast<unsigned>(dense_by_shard[s].size()));
+    for (unsigned i = 0; i < dense_by_shard[s].size(); ++i) names.set(i, dense_by_shard[s][i]->name);
+    auto refs = pull.initSparse(ids_by_shard_[s].empty() ? 0 : static_cast<unsigned>(tables.size()));
+    for (unsigned t = 0; t < refs.size(); ++t) {
+      refs[t].setTable(tables[t]->name());
+      refs[t].setIds(kj::arrayPtr(ids_by_shard_[s].data(), ids_by_shard_[s].size()));
+    }
+    reqs.push_back(std::move(r));
+  }
+  auto replies = rpc_.call_all(reqs, rt_.spec().job.rpc_timeout);
+  if (!replies) return replies.err();
+  std::map<std::string, nn::dense_param*> by_name;
+  for (auto* p : m.parameters()) by_name[p->name] = p;
+  std::map<std::string, nn::embedding_table*> table_by_name;
+  for (auto* t : tables) table_by_name[t->name()] = t;
+  for (const auto& rep : *replies) {
+    auto r = rep.body().getPsPullReply();
+    if (r.getError().size() > 0)
+      return make_unexpected(core_errc::io_error, rep.from_node().name + ": " + r.getError().cStr());
+    for (auto d : r.getDense()) {
+      auto it = by_name.find(d.getName().cStr());
+      if (it == by_name.end() || it->second->value.size() != d.getValues().size())
+        return make_unexpected(core_errc::io_error, rep.from_node().name + ": dense tensor '" +
+                                                        d.getName().cStr() + "' does not match the model");
+      std::copy(d.getValues().begin(), d.getValues().end(), it->second->value.begin());
+    }
+    for (auto s : r.getSparse()) {
+      auto it = table_by_name.find(s.getTable().cStr());
+      if (it == table_by_name.end() || s.getDim() != it->second->dim() ||
+          s.getValues().size() != static_cast<std::size_t>(s.getIds().size()) * s.getDim())
+        return make_unexpected(core_errc::io_error, rep.from_node().name + ": rows of '" +
+                                                        s.getTable().cStr() + "' do not match the model");
+      std::vector<std::uint64_t> ids(s.getIds().begin(), s.getIds().end());
+      rows_.assign(s.getValues().begin(), s.getValues().end());
+      it->second->write_rows(ids, rows_.data());
+    }
+  }
+  return {};
+}
+
+expected<void> remote_ps::push(nn::model& m) {
+  const std::uint32_t shards = rt_.spec().ps.shards;
+  std::vector<std::vector<nn::dense_param*>> dense_by_shard(shards);
+  for (auto* p : m.parameters())
+    if (p->trainable) dense_by_shard[shard_of_name(p->name, shards)].push_back(p);
+  auto tables = m.embedding_tables();
+  // Per shard, per table: positions into the table's (unique, combined) sparse gradient.
+  std::vector<std::vector<std::vector<std::size_t>>> rows_by_shard(shards, std::vector<std::vector<std::size_t>>(tables.size()));
+  for (std::size_t t = 0; t < tables.size(); ++t) {
+    const auto& g = tables[t]->grad();
+    for (std::size_t i = 0; i < g.size(); ++i) rows_by_shard[shard_of_id(g.ids[i], shards)][t].push_back(i);
+  }
+  std::vector<rpc_client::request> reqs;
+  for (std::uint32_t s = 0; s < shards; ++s) {
+    bool any_rows = false;
+    for (auto& v : rows_by_shard[s]) any_rows |= !v.empty();
+    if (dense_by_shard[s].empty() && !any_rows) continue;
+    auto node = shard_node(s);
+    if (!node) return node.err();
+    rpc_client::request r{*node, "ps", outbound(), rpc_.next_id()};
+    auto push = r.out.body().initPsPush();
+    push.setRequestId(r.id);
+    auto dl = push.initDense(static_cast<unsigned>(dense_by_shard[s].size()));
+    for (unsigned i = 0; i < dense_by_shard[s].size(); ++i) {
+      auto* p = dense_by_shard[s][i];
+      dl[i].setName(p->name);
+      set_floats(dl[i].initValues(static_cast<unsigned>(p->grad.size())), p->grad.data(), p->grad.size());
+    }
+    auto sl = push.initSparse(any_rows ? static_cast<unsigned>(tables.size()) : 0);
+    for (unsigned t = 0; t < sl.size(); ++t) {
+      const auto& g = tables[t]->grad();
+      const auto& pos = rows_by_shard[s][t];
+      sl[t].setTable(tables[t]->name());
+      sl[t].setDim(static_cast<std::uint32_t>(g.dim));
+      auto ids = sl[t].initIds(static_cast<unsigned>(pos.size()));
+      auto vals = sl[t].initValues(static_cast<unsigned>(pos.size() * g.dim));
+      for (unsigned k = 0; k < pos.size(); ++k) {
+        ids.set(k, g.ids[pos[k]]);
+        const float* row = g.row(pos[k]);
+        for (std::size_t d = 0; d < g.dim; ++d) vals.set(static_cast<unsigned>(k * g.dim + d), row[d]);
+      }
+    }
+    reqs.push_back(std::move(r));
+  }
+  auto replies = rpc_.call_all(reqs, rt_.spec().job.rpc_timeout);
+  if (!replies) return replies.err();
+  for (const auto& rep : *replies) {
+    auto r = rep.body().getPsPushReply();
+    if (r.getError().size() > 0)
+      return make_unexpected(core_errc::io_error, rep.from_node().name + ": " + r.getError().cStr());
+  }
+  return {};
+}
+
+// ---- shm_ring_session ----
+
+expected<ring_session::info> shm_ring_session::ensure() {
+  auto [view, ring_epoch] = rt_.view_and_ring_epoch();
+  if (info_.epoch == ring_epoch && (link_ || info_.size == 1) && ring_epoch != 0) {
+    info_.fresh = false;
+    return info_;
+  }
+  link_.reset();
+  auto ring = view.worker_ring();
+  auto rank = ring.rank_of(rt_.self().name);
+  if (!rank)
+    return make_unexpected(collective::collective_errc::setup,
+                           rt_.self().to_string() + " is not in the ring of epoch " + std::to_string(ring_epoch));
+  info_ = {static_cast<int>(*rank), static_cast<int>(ring.size()), ring_epoch, true};
+  op_ = 0;
+  if (ring.size() == 1) return info_;
+  auto pid_of = [&](std::size_t r) {
+    const auto* m = view.find(ring.ranks[r].name);
+    return m ? static_cast<pid_t>(m->pid) : 0;
+  };
+  collective::shm_link_options o;
+  o.job = rt_.who().job_id;
+  o.epoch = ring_epoch;
+  o.rank = info_.rank;
+  o.size = info_.size;
+  o.prev_pid = pid_of(ring.prev(*rank));
+  o.next_pid = pid_of(ring.next(*rank));
+  o.capacity = rt_.spec().job.ring_capacity;
+  o.timeout = rt_.spec().job.rpc_timeout;
+  o.current_epoch = &rt_.ring_epoch();
+  auto link = collective::shm_ring_link::connect(o);
+  if (!link) {
+    info_.epoch = 0;
+    return link.err();
+  }
+  link_ = std::move(*link);
+  return info_;
+}
+
+expected<void> shm_ring_session::allreduce(std::span<float> data) {
+  if (info_.size <= 1) return {};
+  if (!link_) return make_unexpected(collective::collective_errc::setup, "no ring");
+  auto r = collective::ring_allreduce(*link_, info_.rank, info_.size, data, info_.epoch, ++op_);
+  if (!r) {
+    link_.reset();
+    info_.epoch = 0;
+  }
+  return r;
+}
+
+expected<void> shm_ring_session::broadcast(std::span<float> data) {
+  if (info_.size <= 1) return {};
+  if (info_.rank != 0) std::fill(data.begin(), data.end(), 0.0f);
+  return allreduce(data);
+}
+
+}  // namespace troupe::actors

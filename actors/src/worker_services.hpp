@@ -1,0 +1,47 @@
+// The worker's implementations of the strategy services: PS access over the transport (rpc to
+// the shards named in the membership view) and the allreduce ring over shared memory.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+
+#include "node_runtime.hpp"
+#include "rpc.hpp"
+#include "troupe/actors/collective/shm_ring_link.hpp"
+#include "troupe/actors/strategy.hpp"
+
+namespace troupe::actors {
+
+class remote_ps final : public ps_client {
+ public:
+  remote_ps(node_runtime& rt, rpc_client& rpc) : rt_(rt), rpc_(rpc) {}
+  expected<void> pull(nn::model& m, const nn::batch& b) override;
+  expected<void> push(nn::model& m) override;
+
+ private:
+  // The node name of shard i, connected; error while it is not in the view (restarting).
+  expected<std::string> shard_node(std::uint32_t i);
+  node_runtime& rt_;
+  rpc_client& rpc_;
+  std::vector<std::vector<std::uint64_t>> ids_by_shard_;
+  std::unordered_map<std::uint64_t, std::uint32_t> slot_;
+  std::vector<std::uint64_t> unique_;
+  std::vector<float> rows_;
+};
+
+class shm_ring_session final : public ring_session {
+ public:
+  explicit shm_ring_session(node_runtime& rt) : rt_(rt) {}
+  expected<info> ensure() override;
+  expected<void> allreduce(std::span<float> data) override;
+  expected<void> broadcast(std::span<float> data) override;
+  void reset() override { link_.reset(); }
+
+ private:
+  node_runtime& rt_;
+  std::unique_ptr<collective::shm_ring_link> link_;
+  info info_;
+  std::uint64_t op_ = 0;
+};
+
+}  // namespace troupe::actors

@@ -1,0 +1,109 @@
+# The elastic job's own messages: progress, status, evaluation, scaling and stopping.
+# Documented in docs/wire_format.md ("job").
+@0xe3b1c5a27d9f4e61;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("troupe::schema");
+
+using Control = import "control.capnp";
+
+# Worker -> master, every progress interval: what it trained since the last report.
+struct WorkerProgress {
+  samples @0 :UInt64;
+  steps @1 :UInt64;
+  lossSum @2 :Float64;     # sum of minibatch losses over `steps`
+  droppedSteps @3 :UInt64; # steps lost to a collective interrupted by a membership change
+}
+
+# Worker -> master: its training loop is over (dataset exhausted); it still answers Evaluate.
+struct WorkerDone {
+  steps @0 :UInt64;        # steps this incarnation trained
+}
+
+# Master -> worker: evaluate the model on the test set; the answer is EvalResult.
+struct Evaluate {
+  requestId @0 :UInt64;
+}
+
+struct EvalResult {
+  requestId @0 :UInt64;
+  rows @1 :UInt64;
+  loss @2 :Float64;
+  accuracy @3 :Float64;
+  auc @4 :Float64;
+  error @5 :Text;          # empty on success
+}
+
+# Anyone -> master (status) or runner (status of the whole job).
+struct StatusRequest {
+  requestId @0 :UInt64;
+}
+
+struct JobStatus {
+  requestId @0 :UInt64;
+  jobId @1 :Text;
+  epoch @2 :UInt64;              # membership epoch
+  masterIncarnation @3 :UInt64;
+  workersAlive @4 :UInt32;
+  workersTarget @5 :UInt32;
+  psAlive @6 :UInt32;
+  tasksTodo @7 :UInt64;
+  tasksDoing @8 :UInt64;
+  tasksDone @9 :UInt64;
+  tasksFailed @10 :UInt64;
+  dataEpoch @11 :UInt32;         # pass over the dataset the dispenser is handing out
+  dataEpochs @12 :UInt32;
+  samplesPerSec @13 :Float64;    # over the last progress window
+  loss @14 :Float64;             # mean minibatch loss over the last progress window
+  samplesTotal @15 :UInt64;
+  requeued @16 :UInt64;          # tasks moved back to TODO (dead holder or expired lease)
+  finished @17 :Bool;
+  resultJson @18 :Text;          # final metrics once finished
+  members @19 :List(Control.Member);
+  restarts @20 :UInt64;          # node relaunches by the runner
+}
+
+# CLI -> runner: change the number of workers.
+struct Scale {
+  requestId @0 :UInt64;
+  workers @1 :UInt32;
+}
+
+struct ScaleReply {
+  requestId @0 :UInt64;
+  workers @1 :UInt32;      # the target now
+  error @2 :Text;
+}
+
+# Runner -> master: a node process exited (faster than waiting for the connection to drop).
+struct NodeExited {
+  node @0 :Control.NodeRef;
+  status @1 :Text;         # "exited with code 0", "killed by SIGKILL"
+}
+
+# Master -> runner: the job is over. CLI -> runner: stop the job.
+struct JobFinished {
+  resultJson @0 :Text;
+  ok @1 :Bool;
+}
+
+struct Stop {
+  requestId @0 :UInt64;
+  reason @1 :Text;
+}
+
+struct JobMessage {
+  union {
+    workerProgress @0 :WorkerProgress;
+    workerDone @1 :WorkerDone;
+    evaluate @2 :Evaluate;
+    evalResult @3 :EvalResult;
+    statusRequest @4 :StatusRequest;
+    jobStatus @5 :JobStatus;
+    scale @6 :Scale;
+    scaleReply @7 :ScaleReply;
+    nodeExited @8 :NodeExited;
+    jobFinished @9 :JobFinished;
+    stop @10 :Stop;
+  }
+}
