@@ -15,7 +15,9 @@ embedding_table::embedding_table(std::string name, std::size_t dim, std::uint64_
 void embedding_table::init_row(std::uint64_t id, float* out) const {
   for (std::size_t k = 0; k < dim_; ++k) {
     switch (init_.type) {
-      case embedding_init::kind::zeros: out[k] = 0; break;
+      case embedding_init::kind::zeros:
+        out[k] = 0;
+        break;
       case embedding_init::kind::uniform:
         out[k] = static_cast<float>((2 * hashed_uniform(seed_, id, k) - 1) * init_.scale);
         break;
@@ -40,7 +42,8 @@ void embedding_table::read_rows(std::span<const std::uint64_t> ids, float* out) 
 }
 
 void embedding_table::write_rows(std::span<const std::uint64_t> ids, const float* rows) {
-  for (std::size_t i = 0; i < ids.size(); ++i) std::memcpy(row(ids[i]), rows + i * dim_, dim_ * sizeof(float));
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    std::memcpy(row(ids[i]), rows + i * dim_, dim_ * sizeof(float));
 }
 
 void embedding_table::clear() {

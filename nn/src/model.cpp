@@ -41,18 +41,25 @@ int model::embedding(const dataset_info& info, std::size_t dim, float scale, std
 }
 
 expected<void> model::finish(int output, const dataset_info& info) {
-  auto fail = [&](nn_errc c, const std::string& why) { return make_unexpected(c, "model '" + type_ + "': " + why); };
-  if (output < 0 || output >= static_cast<int>(nodes_.size())) return fail(nn_errc::bad_config, "no output node");
+  auto fail = [&](nn_errc c, const std::string& why) {
+    return make_unexpected(c, "model '" + type_ + "': " + why);
+  };
+  if (output < 0 || output >= static_cast<int>(nodes_.size()))
+    return fail(nn_errc::bad_config, "no output node");
   std::vector<shape> in_shapes;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     node& n = nodes_[i];
     if (!n.spec_error.empty()) return fail(nn_errc::bad_config, n.spec_error);
     const int arity = n.op->arity();
     if ((arity >= 0 && static_cast<int>(n.inputs.size()) != arity) || (arity < 0 && n.inputs.empty()))
-      return fail(nn_errc::bad_config, "layer '" + n.op->name() + "' takes " + (arity < 0 ? std::string("at least 1") : std::to_string(arity)) + " inputs, got " + std::to_string(n.inputs.size()));
+      return fail(nn_errc::bad_config, "layer '" + n.op->name() + "' takes " +
+                                           (arity < 0 ? std::string("at least 1") : std::to_string(arity)) +
+                                           " inputs, got " + std::to_string(n.inputs.size()));
     in_shapes.clear();
     for (int j : n.inputs) {
-      if (j < 0 || j >= static_cast<int>(i)) return fail(nn_errc::bad_config, "layer '" + n.op->name() + "' has an input that is not an earlier node");
+      if (j < 0 || j >= static_cast<int>(i))
+        return fail(nn_errc::bad_config,
+                    "layer '" + n.op->name() + "' has an input that is not an earlier node");
       in_shapes.push_back(nodes_[static_cast<std::size_t>(j)].out_shape);
       n.needs_grad = n.needs_grad || nodes_[static_cast<std::size_t>(j)].needs_grad;
     }
@@ -69,7 +76,9 @@ expected<void> model::finish(int output, const dataset_info& info) {
   const std::size_t want = classes_ == 2 ? 1 : classes_;
   const shape& out = nodes_[static_cast<std::size_t>(output)].out_shape;
   if (out.size() != want)
-    return fail(nn_errc::bad_shape, "output '" + nodes_[static_cast<std::size_t>(output)].op->name() + "' is " + out.to_string() + " but " + std::to_string(classes_) + " classes need " + std::to_string(want) + " logits");
+    return fail(nn_errc::bad_shape, "output '" + nodes_[static_cast<std::size_t>(output)].op->name() +
+                                        "' is " + out.to_string() + " but " + std::to_string(classes_) +
+                                        " classes need " + std::to_string(want) + " logits");
   output_ = output;
   info_ = info;
   finished_ = true;
@@ -77,12 +86,20 @@ expected<void> model::finish(int output, const dataset_info& info) {
 }
 
 expected<void> model::check_batch(const batch& b) const {
-  auto fail = [&](const std::string& why) { return make_unexpected(nn_errc::bad_shape, "model '" + type_ + "': batch from '" + b.data().info.name + "': " + why); };
-  if (!finished_) return make_unexpected(nn_errc::bad_config, "model '" + type_ + "': forward before finish()");
+  auto fail = [&](const std::string& why) {
+    return make_unexpected(nn_errc::bad_shape,
+                           "model '" + type_ + "': batch from '" + b.data().info.name + "': " + why);
+  };
+  if (!finished_)
+    return make_unexpected(nn_errc::bad_config, "model '" + type_ + "': forward before finish()");
   if (b.size() == 0) return fail("empty batch");
   const auto& d = b.data().info;
-  if (d.dense_dim != info_.dense_dim) return fail("dense_dim " + std::to_string(d.dense_dim) + ", the model was built for " + std::to_string(info_.dense_dim));
-  if (d.sparse_fields != info_.sparse_fields) return fail("sparse_fields " + std::to_string(d.sparse_fields) + ", the model was built for " + std::to_string(info_.sparse_fields));
+  if (d.dense_dim != info_.dense_dim)
+    return fail("dense_dim " + std::to_string(d.dense_dim) + ", the model was built for " +
+                std::to_string(info_.dense_dim));
+  if (d.sparse_fields != info_.sparse_fields)
+    return fail("sparse_fields " + std::to_string(d.sparse_fields) + ", the model was built for " +
+                std::to_string(info_.sparse_fields));
   return {};
 }
 
@@ -91,7 +108,8 @@ void model::run_forward(const batch& b, bool training) {
   ctx_ = {&*last_batch_, training, step_++};
   for (node& n : nodes_) {
     n.out.resize(n.out_shape.batched(b.size()));
-    for (std::size_t k = 0; k < n.inputs.size(); ++k) n.in_ptrs[k] = &nodes_[static_cast<std::size_t>(n.inputs[k])].out;
+    for (std::size_t k = 0; k < n.inputs.size(); ++k)
+      n.in_ptrs[k] = &nodes_[static_cast<std::size_t>(n.inputs[k])].out;
     n.op->forward(ctx_, n.in_ptrs, n.out);
   }
 }
@@ -102,7 +120,10 @@ expected<float> model::forward(const batch& b, bool training) {
   for (std::size_t i = 0; i < b.size(); ++i) {
     labels_[i] = b.label(i);
     if (!(labels_[i] >= 0 && labels_[i] < static_cast<float>(classes_)))
-      return make_unexpected(nn_errc::bad_shape, "model '" + type_ + "': row " + std::to_string(b.row(i)) + " of '" + b.data().info.name + "' has label " + std::to_string(labels_[i]) + " outside [0, " + std::to_string(classes_) + ")");
+      return make_unexpected(nn_errc::bad_shape, "model '" + type_ + "': row " + std::to_string(b.row(i)) +
+                                                     " of '" + b.data().info.name + "' has label " +
+                                                     std::to_string(labels_[i]) + " outside [0, " +
+                                                     std::to_string(classes_) + ")");
   }
   run_forward(b, training);
   can_backward_ = training;
@@ -178,7 +199,8 @@ std::size_t model::parameter_count() const {
 
 std::string model::summary() const {
   std::string s;
-  for (const auto& n : nodes_) s += n.op->name() + " (" + n.op->kind() + ") -> " + n.out_shape.to_string() + "\n";
+  for (const auto& n : nodes_)
+    s += n.op->name() + " (" + n.op->kind() + ") -> " + n.out_shape.to_string() + "\n";
   return s;
 }
 

@@ -7,7 +7,9 @@
 namespace troupe::nn {
 namespace {
 
-std::size_t logits_width(const dataset_info& info) { return info.num_classes <= 2 ? 1 : info.num_classes; }
+std::size_t logits_width(const dataset_info& info) {
+  return info.num_classes <= 2 ? 1 : info.num_classes;
+}
 
 unexpected config_error(const model_config& c, const std::string& why) {
   return make_unexpected(nn_errc::bad_config, "model '" + c.type + "': " + why);
@@ -18,7 +20,9 @@ int mlp_tower(model& m, int x, const model_config& c, std::size_t out, const std
   for (std::size_t i = 0; i < c.hidden.size(); ++i) {
     x = m.add(std::make_unique<dense_layer>(c.hidden[i]), {x}, prefix + "dense_" + std::to_string(i + 1));
     x = m.add(std::make_unique<relu_layer>(), {x}, prefix + "relu_" + std::to_string(i + 1));
-    if (c.dropout > 0) x = m.add(std::make_unique<dropout_layer>(static_cast<float>(c.dropout)), {x}, prefix + "dropout_" + std::to_string(i + 1));
+    if (c.dropout > 0)
+      x = m.add(std::make_unique<dropout_layer>(static_cast<float>(c.dropout)), {x},
+                prefix + "dropout_" + std::to_string(i + 1));
   }
   return m.add(std::make_unique<dense_layer>(out), {x}, prefix + "logits");
 }
@@ -38,12 +42,14 @@ int wide_part(model& m, const dataset_info& info, std::vector<int>& terms) {
     int w = m.embedding(info, 1, 0.0f, "linear");
     terms.push_back(m.add(std::make_unique<sum_layer>(), {w}, "linear_sum"));
   }
-  if (info.dense_dim > 0) terms.push_back(m.add(std::make_unique<dense_layer>(1), {m.input(info)}, "linear_dense"));
+  if (info.dense_dim > 0)
+    terms.push_back(m.add(std::make_unique<dense_layer>(1), {m.input(info)}, "linear_dense"));
   return static_cast<int>(terms.size());
 }
 
 expected<int> build_lr(model& m, const model_config&, const dataset_info& info) {
-  if (info.num_classes > 2) return m.add(std::make_unique<dense_layer>(info.num_classes), {m.input(info)}, "logits");
+  if (info.num_classes > 2)
+    return m.add(std::make_unique<dense_layer>(info.num_classes), {m.input(info)}, "logits");
   std::vector<int> terms;
   wide_part(m, info, terms);
   if (info.sparse_fields > 0 && info.dense_dim == 0) {
@@ -56,7 +62,8 @@ expected<int> build_lr(model& m, const model_config&, const dataset_info& info) 
 expected<int> build_mlp(model& m, const model_config& c, const dataset_info& info) {
   int x;
   if (info.sparse_fields > 0)
-    x = deep_input(m, info, m.embedding(info, c.embedding_dim, static_cast<float>(c.embedding_scale), "embedding"));
+    x = deep_input(m, info,
+                   m.embedding(info, c.embedding_dim, static_cast<float>(c.embedding_scale), "embedding"));
   else
     x = m.input(info);
   return mlp_tower(m, x, c, logits_width(info), "");
@@ -81,7 +88,9 @@ expected<int> build_cnn(model& m, const model_config& c, const dataset_info& inf
 
 expected<int> build_ctr(model& m, const model_config& c, const dataset_info& info, bool fm) {
   if (info.sparse_fields == 0) return config_error(c, "needs sparse categorical fields");
-  if (info.num_classes > 2) return config_error(c, "is a binary (CTR) model, the data has " + std::to_string(info.num_classes) + " classes");
+  if (info.num_classes > 2)
+    return config_error(
+        c, "is a binary (CTR) model, the data has " + std::to_string(info.num_classes) + " classes");
   std::vector<int> terms;
   wide_part(m, info, terms);
   int emb = m.embedding(info, c.embedding_dim, static_cast<float>(c.embedding_scale), "embedding");
@@ -103,8 +112,10 @@ model_registry::model_registry() {
   add("lr", build_lr);
   add("mlp", build_mlp);
   add("cnn", build_cnn);
-  add("wide_deep", [](model& m, const model_config& c, const dataset_info& i) { return build_ctr(m, c, i, false); });
-  add("deepfm", [](model& m, const model_config& c, const dataset_info& i) { return build_ctr(m, c, i, true); });
+  add("wide_deep",
+      [](model& m, const model_config& c, const dataset_info& i) { return build_ctr(m, c, i, false); });
+  add("deepfm",
+      [](model& m, const model_config& c, const dataset_info& i) { return build_ctr(m, c, i, true); });
   add("sequential", build_sequential);
 }
 
@@ -113,7 +124,9 @@ model_registry& model_registry::instance() {
   return r;
 }
 
-void model_registry::add(const std::string& type, model_builder builder) { builders_[type] = std::move(builder); }
+void model_registry::add(const std::string& type, model_builder builder) {
+  builders_[type] = std::move(builder);
+}
 
 std::vector<std::string> model_registry::names() const {
   std::vector<std::string> out;
@@ -121,12 +134,14 @@ std::vector<std::string> model_registry::names() const {
   return out;
 }
 
-expected<std::unique_ptr<model>> model_registry::create(const model_config& c, const dataset_info& info) const {
+expected<std::unique_ptr<model>> model_registry::create(const model_config& c,
+                                                        const dataset_info& info) const {
   auto it = builders_.find(c.type);
   if (it == builders_.end()) {
     std::string known;
     for (const auto& n : names()) known += (known.empty() ? "" : ", ") + n;
-    return make_unexpected(nn_errc::unknown_name, "model type '" + c.type + "' is not registered (known: " + known + ")");
+    return make_unexpected(nn_errc::unknown_name,
+                           "model type '" + c.type + "' is not registered (known: " + known + ")");
   }
   for (auto h : c.hidden)
     if (h == 0) return config_error(c, "hidden layer sizes must be > 0");

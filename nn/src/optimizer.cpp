@@ -10,10 +10,16 @@ namespace {
 
 class sgd final : public optimizer {
  public:
-  sgd(const optimizer_config& c) : momentum_(static_cast<float>(c.momentum)), nesterov_(c.nesterov), wd_(static_cast<float>(c.weight_decay)) { lr_ = c.learning_rate; }
+  sgd(const optimizer_config& c)
+      : momentum_(static_cast<float>(c.momentum)),
+        nesterov_(c.nesterov),
+        wd_(static_cast<float>(c.weight_decay)) {
+    lr_ = c.learning_rate;
+  }
   const char* name() const override { return "sgd"; }
   std::size_t slots_per_element() const override { return momentum_ > 0 ? 1 : 0; }
-  void update(float* __restrict w, const float* __restrict g, float* __restrict s, std::size_t n, std::uint64_t& step) const override {
+  void update(float* __restrict w, const float* __restrict g, float* __restrict s, std::size_t n,
+              std::uint64_t& step) const override {
     const float lr = static_cast<float>(lr_), m = momentum_, wd = wd_;
     if (m == 0) {
       for (std::size_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
@@ -40,11 +46,17 @@ class sgd final : public optimizer {
 
 class adagrad final : public optimizer {
  public:
-  adagrad(const optimizer_config& c) : init_(static_cast<float>(c.initial_accumulator)), eps_(static_cast<float>(c.epsilon)), wd_(static_cast<float>(c.weight_decay)) { lr_ = c.learning_rate; }
+  adagrad(const optimizer_config& c)
+      : init_(static_cast<float>(c.initial_accumulator)),
+        eps_(static_cast<float>(c.epsilon)),
+        wd_(static_cast<float>(c.weight_decay)) {
+    lr_ = c.learning_rate;
+  }
   const char* name() const override { return "adagrad"; }
   std::size_t slots_per_element() const override { return 1; }
   float slot_init() const override { return init_; }
-  void update(float* __restrict w, const float* __restrict g, float* __restrict acc, std::size_t n, std::uint64_t& step) const override {
+  void update(float* __restrict w, const float* __restrict g, float* __restrict acc, std::size_t n,
+              std::uint64_t& step) const override {
     const float lr = static_cast<float>(lr_);
     for (std::size_t i = 0; i < n; ++i) {
       float gi = g[i] + wd_ * w[i];
@@ -60,10 +72,17 @@ class adagrad final : public optimizer {
 
 class adam final : public optimizer {
  public:
-  adam(const optimizer_config& c) : b1_(c.beta1), b2_(c.beta2), eps_(static_cast<float>(c.epsilon)), wd_(static_cast<float>(c.weight_decay)) { lr_ = c.learning_rate; }
+  adam(const optimizer_config& c)
+      : b1_(c.beta1),
+        b2_(c.beta2),
+        eps_(static_cast<float>(c.epsilon)),
+        wd_(static_cast<float>(c.weight_decay)) {
+    lr_ = c.learning_rate;
+  }
   const char* name() const override { return "adam"; }
   std::size_t slots_per_element() const override { return 2; }
-  void update(float* __restrict w, const float* __restrict g, float* __restrict s, std::size_t n, std::uint64_t& step) const override {
+  void update(float* __restrict w, const float* __restrict g, float* __restrict s, std::size_t n,
+              std::uint64_t& step) const override {
     ++step;
     const double t = static_cast<double>(step);
     // Bias-corrected step size, as in Kingma & Ba (and TF's Adam: epsilon outside the sqrt).
@@ -87,7 +106,9 @@ class adam final : public optimizer {
 }  // namespace
 
 expected<std::unique_ptr<optimizer>> make_optimizer(const optimizer_config& c) {
-  auto bad = [&](const std::string& why) { return make_unexpected(nn_errc::bad_config, "optimizer '" + c.type + "': " + why); };
+  auto bad = [&](const std::string& why) {
+    return make_unexpected(nn_errc::bad_config, "optimizer '" + c.type + "': " + why);
+  };
   if (!(c.learning_rate > 0)) return bad("learning_rate must be > 0");
   if (c.weight_decay < 0) return bad("weight_decay must be >= 0");
   if (c.type == "sgd") {
@@ -100,7 +121,8 @@ expected<std::unique_ptr<optimizer>> make_optimizer(const optimizer_config& c) {
     return std::unique_ptr<optimizer>(std::make_unique<adagrad>(c));
   }
   if (c.type == "adam") {
-    if (c.beta1 < 0 || c.beta1 >= 1 || c.beta2 < 0 || c.beta2 >= 1) return bad("beta1 and beta2 must be in [0, 1)");
+    if (c.beta1 < 0 || c.beta1 >= 1 || c.beta2 < 0 || c.beta2 >= 1)
+      return bad("beta1 and beta2 must be in [0, 1)");
     return std::unique_ptr<optimizer>(std::make_unique<adam>(c));
   }
   return make_unexpected(nn_errc::unknown_name, "optimizer '" + c.type + "': expected sgd, adagrad or adam");
@@ -112,7 +134,8 @@ void apply_dense(const optimizer& opt, tensor& value, const tensor& grad, dense_
   opt.update(value.data(), grad.data(), slots.values.data(), value.size(), slots.step);
 }
 
-row_slots::row_slots(std::size_t dim, const optimizer& opt) : width_(dim * opt.slots_per_element()), init_(opt.slot_init()) {}
+row_slots::row_slots(std::size_t dim, const optimizer& opt)
+    : width_(dim * opt.slots_per_element()), init_(opt.slot_init()) {}
 
 float* row_slots::get(std::uint64_t id, std::uint64_t** step) {
   auto [it, inserted] = index_.try_emplace(id, static_cast<std::uint32_t>(steps_.size()));

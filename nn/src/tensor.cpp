@@ -55,7 +55,9 @@ tensor tensor::view(float* data, const shape& s) {
   return t;
 }
 
-tensor::tensor(const tensor& o) { *this = o; }
+tensor::tensor(const tensor& o) {
+  *this = o;
+}
 
 tensor& tensor::operator=(const tensor& o) {
   if (this == &o) return *this;
@@ -71,6 +73,8 @@ void tensor::resize(const shape& s) {
   data_ = storage_.data();
 }
 
-void tensor::fill(float v) { std::fill(begin(), end(), v); }
+void tensor::fill(float v) {
+  std::fill(begin(), end(), v);
+}
 
 }  // namespace troupe::nn

@@ -17,7 +17,8 @@ void set_blas_threads(int n) {
 }
 
 expected<std::unique_ptr<trainer>> trainer::create(model& m, const train_config& c) {
-  if (c.batch_size == 0 || c.eval_batch_size == 0) return make_unexpected(nn_errc::bad_config, "batch_size and eval_batch_size must be > 0");
+  if (c.batch_size == 0 || c.eval_batch_size == 0)
+    return make_unexpected(nn_errc::bad_config, "batch_size and eval_batch_size must be > 0");
   auto opt = make_optimizer(c.optimizer);
   if (!opt) return opt.err();
   set_blas_threads(c.threads);
@@ -53,7 +54,8 @@ void trainer::apply_gradients() {
   ++steps_;
 }
 
-expected<double> trainer::train_epoch(const dataset& data, const std::function<void(const progress&)>& report) {
+expected<double> trainer::train_epoch(const dataset& data,
+                                      const std::function<void(const progress&)>& report) {
   const std::size_t bs = config_.batch_size;
   order_.resize(data.rows);
   std::iota(order_.begin(), order_.end(), 0u);
@@ -77,7 +79,8 @@ expected<double> trainer::train_epoch(const dataset& data, const std::function<v
     if (report && config_.log_every > 0 && (s + 1) % config_.log_every == 0) {
       auto t1 = std::chrono::steady_clock::now();
       const double secs = std::chrono::duration<double>(t1 - t0).count();
-      report({epoch_ + 1, s + 1, steps, window / static_cast<double>(window_steps), secs > 0 ? static_cast<double>(window_rows) / secs : 0});
+      report({epoch_ + 1, s + 1, steps, window / static_cast<double>(window_steps),
+              secs > 0 ? static_cast<double>(window_rows) / secs : 0});
       window = 0, window_steps = 0, window_rows = 0;
       t0 = t1;
     }

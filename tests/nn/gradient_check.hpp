@@ -81,7 +81,8 @@ class gradient_checker {
   }
 
   void expect_close(double num, double ana, const std::string& what) {
-    EXPECT_LE(std::abs(num - ana), o_.atol + o_.rtol * std::abs(num)) << what << ": numeric " << num << " analytic " << ana;
+    EXPECT_LE(std::abs(num - ana), o_.atol + o_.rtol * std::abs(num))
+        << what << ": numeric " << num << " analytic " << ana;
   }
 
   // Checks inputs and dense parameters; returns the number of elements compared.
@@ -91,7 +92,8 @@ class gradient_checker {
     std::size_t checked = 0;
     for (std::size_t t = 0; t < inputs_.size(); ++t)
       for (std::size_t i : sample(inputs_[t].size())) {
-        expect_close(numeric(&inputs_[t][i]), grads_[t][i], "input " + std::to_string(t) + "[" + std::to_string(i) + "]");
+        expect_close(numeric(&inputs_[t][i]), grads_[t][i],
+                     "input " + std::to_string(t) + "[" + std::to_string(i) + "]");
         ++checked;
       }
     for (dense_param* p : l_.params()) {

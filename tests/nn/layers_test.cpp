@@ -49,8 +49,10 @@ TEST(layers, dropout_mask_drops_about_rate_and_scales_kept) {
   d.forward({nullptr, true, 1}, in, y);
   std::size_t zeros = 0;
   for (float v : y) {
-    if (v == 0) ++zeros;
-    else EXPECT_FLOAT_EQ(v, 1.0f / 0.75f);
+    if (v == 0)
+      ++zeros;
+    else
+      EXPECT_FLOAT_EQ(v, 1.0f / 0.75f);
   }
   EXPECT_NEAR(static_cast<double>(zeros) / 4000.0, 0.25, 0.03);
   d.forward({nullptr, false, 2}, in, y);
@@ -71,6 +73,8 @@ TEST(layers, flatten_concat_add_sum_gradients) {
 TEST(layers, conv2d_gradients) {
   conv2d_layer c(3, 3);
   EXPECT_GT(check(c, {shape{2, 5, 6}}, {.batch = 2}), 100u);
+  conv2d_layer chunked(2, 2, 0, 2);  // batch 3 in chunks of 2
+  EXPECT_GT(check(chunked, {shape{2, 4, 3}}, {.batch = 3}), 60u);
   conv2d_layer padded(2, 3, 1);
   EXPECT_GT(check(padded, {shape{2, 4, 4}}, {.batch = 2}), 90u);
 }
@@ -135,7 +139,8 @@ TEST(layers, registry_builds_from_specs_and_rejects_bad_ones) {
   EXPECT_TRUE(unknown.err() == nn_errc::unknown_name);
   auto bad = reg.create("dense:units=-3");
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.err().context().find("'units' must be an integer"), std::string::npos) << bad.err().to_string();
+  EXPECT_NE(bad.err().context().find("'units' must be an integer"), std::string::npos)
+      << bad.err().to_string();
   EXPECT_FALSE(reg.create("dense"));  // units is required
   EXPECT_FALSE(reg.create("dropout:rate=x"));
 }

@@ -61,7 +61,8 @@ void check_model_gradients(model& m, const batch& b) {
     ASSERT_GT(g.size(), 0u) << t->name();
     for (std::size_t r = 0; r < g.size(); r += 3)
       for (std::size_t k = 0; k < g.dim; ++k, ++checked)
-        EXPECT_NEAR(numeric(t->row(g.ids[r]) + k), g.row(r)[k], 2e-3 + 3e-2 * std::abs(g.row(r)[k])) << t->name() << " row " << g.ids[r];
+        EXPECT_NEAR(numeric(t->row(g.ids[r]) + k), g.row(r)[k], 2e-3 + 3e-2 * std::abs(g.row(r)[k]))
+            << t->name() << " row " << g.ids[r];
   }
   EXPECT_GT(checked, 8u);
 }
@@ -100,7 +101,8 @@ TEST(model, parameters_have_stable_names) {
   ASSERT_TRUE(m);
   std::vector<std::string> names;
   for (auto* p : m->parameters()) names.push_back(p->name);
-  EXPECT_EQ(names, (std::vector<std::string>{"dense_1/weight", "dense_1/bias", "logits/weight", "logits/bias"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"dense_1/weight", "dense_1/bias", "logits/weight", "logits/bias"}));
   auto again = build({.type = "mlp", .hidden = {8}}, d.info);
   EXPECT_EQ(std::vector<float>(m->parameters()[0]->value.begin(), m->parameters()[0]->value.end()),
             std::vector<float>(again->parameters()[0]->value.begin(), again->parameters()[0]->value.end()));
@@ -120,7 +122,8 @@ TEST(model, every_builtin_trains_a_step_with_every_optimizer) {
       model_config c{.type = type, .hidden = {8}, .filters = {2, 2}, .layers = {"flatten", "dense:10"}};
       auto m = build(c, d.info);
       ASSERT_TRUE(m) << type;
-      auto t = trainer::create(*m, {.batch_size = 16, .optimizer = {.type = opt, .learning_rate = opt == "adam" ? 0.005 : 0.05}});
+      auto t = trainer::create(
+          *m, {.batch_size = 16, .optimizer = {.type = opt, .learning_rate = opt == "adam" ? 0.005 : 0.05}});
       ASSERT_TRUE(t);
       auto before = (*t)->evaluate(d);
       for (int e = 0; e < 3; ++e) ASSERT_TRUE((*t)->train_epoch(d));
@@ -137,7 +140,8 @@ TEST(model, bad_configs_and_batches_give_clear_errors) {
   auto r = reg.create({.type = "resnet"}, img.info);
   ASSERT_FALSE(r);
   EXPECT_TRUE(r.err() == nn_errc::unknown_name);
-  EXPECT_NE(r.err().context().find("known: cnn, deepfm, lr, mlp, sequential, wide_deep"), std::string::npos) << r.err().to_string();
+  EXPECT_NE(r.err().context().find("known: cnn, deepfm, lr, mlp, sequential, wide_deep"), std::string::npos)
+      << r.err().to_string();
   r = reg.create({.type = "cnn"}, ctr.info);
   ASSERT_FALSE(r);
   EXPECT_NE(r.err().context().find("needs image data"), std::string::npos);
@@ -150,7 +154,8 @@ TEST(model, bad_configs_and_batches_give_clear_errors) {
   EXPECT_NE(r.err().context().find("10 classes need 10 logits"), std::string::npos) << r.err().to_string();
   r = reg.create({.type = "sequential", .layers = {"conv2d:4", "dense:10"}}, ctr.info);
   ASSERT_FALSE(r);
-  EXPECT_NE(r.err().context().find("expects [channels, height, width], got [3]"), std::string::npos) << r.err().to_string();
+  EXPECT_NE(r.err().context().find("expects [channels, height, width], got [3]"), std::string::npos)
+      << r.err().to_string();
   r = reg.create({.type = "mlp", .hidden = {0}}, img.info);
   ASSERT_FALSE(r);
   EXPECT_TRUE(r.err() == nn_errc::bad_config);
@@ -160,7 +165,8 @@ TEST(model, bad_configs_and_batches_give_clear_errors) {
   auto f = (*m)->forward(batch(ctr, 0, 4), true);
   ASSERT_FALSE(f);
   EXPECT_TRUE(f.err() == nn_errc::bad_shape);
-  EXPECT_NE(f.err().context().find("dense_dim 3, the model was built for 64"), std::string::npos) << f.err().to_string();
+  EXPECT_NE(f.err().context().find("dense_dim 3, the model was built for 64"), std::string::npos)
+      << f.err().to_string();
   img.labels[2] = 12;
   f = (*m)->forward(batch(img, 0, 4), true);
   ASSERT_FALSE(f);

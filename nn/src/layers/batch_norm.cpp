@@ -7,8 +7,10 @@ namespace troupe::nn {
 
 expected<shape> batch_norm_layer::infer(std::span<const shape> in, std::uint64_t) {
   if (in[0].rank() != 1 && in[0].rank() != 3)
-    return detail::shape_error(*this, "expects [features] or [channels, height, width], got " + in[0].to_string());
-  if (!(momentum_ >= 0 && momentum_ < 1) || !(eps_ > 0)) return detail::shape_error(*this, "momentum must be in [0, 1) and epsilon > 0");
+    return detail::shape_error(*this,
+                               "expects [features] or [channels, height, width], got " + in[0].to_string());
+  if (!(momentum_ >= 0 && momentum_ < 1) || !(eps_ > 0))
+    return detail::shape_error(*this, "momentum must be in [0, 1) and epsilon > 0");
   c_ = in[0][0];
   spatial_ = in[0].size() / c_;
   detail::make_param(gamma_, name(), "gamma", {c_});

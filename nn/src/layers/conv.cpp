@@ -10,11 +10,13 @@
 namespace troupe::nn {
 
 expected<shape> conv2d_layer::infer(std::span<const shape> in, std::uint64_t seed) {
-  if (in[0].rank() != 3) return detail::shape_error(*this, "expects [channels, height, width], got " + in[0].to_string());
+  if (in[0].rank() != 3)
+    return detail::shape_error(*this, "expects [channels, height, width], got " + in[0].to_string());
   if (filters_ == 0 || k_ == 0) return detail::shape_error(*this, "filters and kernel must be > 0");
   c_ = in[0][0], h_ = in[0][1], w_ = in[0][2];
   if (h_ + 2 * pad_ < k_ || w_ + 2 * pad_ < k_)
-    return detail::shape_error(*this, "kernel " + std::to_string(k_) + " larger than the padded input " + in[0].to_string());
+    return detail::shape_error(
+        *this, "kernel " + std::to_string(k_) + " larger than the padded input " + in[0].to_string());
   oh_ = h_ + 2 * pad_ - k_ + 1;
   ow_ = w_ + 2 * pad_ - k_ + 1;
   const std::size_t ckk = c_ * k_ * k_;
@@ -68,57 +70,74 @@ void conv2d_layer::col2im(const float* col, std::size_t ld, float* x) const {
       }
 }
 
-// Layout: the batch is processed by one GEMM, Y[F, B*P] = W[F, CKK] x col[CKK, B*P], P = OH*OW.
+// The batch is processed in chunks of up to chunk_ examples, one GEMM per chunk:
+// Y[F, m*P] = W[F, CKK] x col[CKK, m*P], P = OH*OW. Backward recomputes the chunk's im2col
+// (cheap next to the GEMMs) so memory stays bounded whatever the batch size.
 void conv2d_layer::forward(const forward_context&, std::span<const tensor* const> in, tensor& out) {
-  const std::size_t n = in[0]->dim(0), p = oh_ * ow_, ld = n * p, ckk = c_ * k_ * k_;
-  col_.resize(ckk * ld);
-  y_.resize(filters_ * ld);
-  for (std::size_t b = 0; b < n; ++b) im2col(in[0]->data() + b * c_ * h_ * w_, col_.data() + b * p, ld);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(filters_), static_cast<int>(ld),
-              static_cast<int>(ckk), 1.0f, weight_.value.data(), static_cast<int>(ckk), col_.data(),
-              static_cast<int>(ld), 0.0f, y_.data(), static_cast<int>(ld));
-  for (std::size_t b = 0; b < n; ++b)
-    for (std::size_t f = 0; f < filters_; ++f) {
-      const float* src = y_.data() + f * ld + b * p;
-      float* dst = out.data() + (b * filters_ + f) * p;
-      const float bias = bias_.value[f];
-      for (std::size_t i = 0; i < p; ++i) dst[i] = src[i] + bias;
-    }
+  const std::size_t n = in[0]->dim(0), p = oh_ * ow_, ckk = c_ * k_ * k_;
+  for (std::size_t first = 0; first < n; first += chunk_) {
+    const std::size_t m = std::min(chunk_, n - first), ld = m * p;
+    col_.resize(ckk * ld);
+    y_.resize(filters_ * ld);
+    for (std::size_t b = 0; b < m; ++b)
+      im2col(in[0]->data() + (first + b) * c_ * h_ * w_, col_.data() + b * p, ld);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(filters_), static_cast<int>(ld),
+                static_cast<int>(ckk), 1.0f, weight_.value.data(), static_cast<int>(ckk), col_.data(),
+                static_cast<int>(ld), 0.0f, y_.data(), static_cast<int>(ld));
+    for (std::size_t b = 0; b < m; ++b)
+      for (std::size_t f = 0; f < filters_; ++f) {
+        const float* src = y_.data() + f * ld + b * p;
+        float* dst = out.data() + ((first + b) * filters_ + f) * p;
+        const float bias = bias_.value[f];
+        for (std::size_t i = 0; i < p; ++i) dst[i] = src[i] + bias;
+      }
+  }
 }
 
 void conv2d_layer::backward(const forward_context&, std::span<const tensor* const> in, const tensor&,
                             const tensor& grad_out, std::span<tensor* const> grad_in) {
-  const std::size_t n = in[0]->dim(0), p = oh_ * ow_, ld = n * p, ckk = c_ * k_ * k_;
-  // dY in the [F, B*P] layout (reusing y_), bias gradient on the way.
+  const std::size_t n = in[0]->dim(0), p = oh_ * ow_, ckk = c_ * k_ * k_;
   bias_.grad.zero();
-  for (std::size_t b = 0; b < n; ++b)
-    for (std::size_t f = 0; f < filters_; ++f) {
-      const float* src = grad_out.data() + (b * filters_ + f) * p;
-      float* dst = y_.data() + f * ld + b * p;
-      float s = 0;
-      for (std::size_t i = 0; i < p; ++i) {
-        dst[i] = src[i];
-        s += src[i];
+  for (std::size_t first = 0; first < n; first += chunk_) {
+    const std::size_t m = std::min(chunk_, n - first), ld = m * p;
+    col_.resize(ckk * ld);
+    y_.resize(filters_ * ld);
+    for (std::size_t b = 0; b < m; ++b)
+      im2col(in[0]->data() + (first + b) * c_ * h_ * w_, col_.data() + b * p, ld);
+    // dY in the [F, m*P] layout, bias gradient on the way.
+    for (std::size_t b = 0; b < m; ++b)
+      for (std::size_t f = 0; f < filters_; ++f) {
+        const float* src = grad_out.data() + ((first + b) * filters_ + f) * p;
+        float* dst = y_.data() + f * ld + b * p;
+        float s = 0;
+        for (std::size_t i = 0; i < p; ++i) {
+          dst[i] = src[i];
+          s += src[i];
+        }
+        bias_.grad[f] += s;
       }
-      bias_.grad[f] += s;
-    }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(filters_), static_cast<int>(ckk),
-              static_cast<int>(ld), 1.0f, y_.data(), static_cast<int>(ld), col_.data(), static_cast<int>(ld), 0.0f,
-              weight_.grad.data(), static_cast<int>(ckk));
-  if (!grad_in[0]) return;
-  dcol_.resize(ckk * ld);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(ckk), static_cast<int>(ld),
-              static_cast<int>(filters_), 1.0f, weight_.value.data(), static_cast<int>(ckk), y_.data(),
-              static_cast<int>(ld), 0.0f, dcol_.data(), static_cast<int>(ld));
-  for (std::size_t b = 0; b < n; ++b) col2im(dcol_.data() + b * p, ld, grad_in[0]->data() + b * c_ * h_ * w_);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(filters_), static_cast<int>(ckk),
+                static_cast<int>(ld), 1.0f, y_.data(), static_cast<int>(ld), col_.data(),
+                static_cast<int>(ld), first == 0 ? 0.0f : 1.0f, weight_.grad.data(), static_cast<int>(ckk));
+    if (!grad_in[0]) continue;
+    dcol_.resize(ckk * ld);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(ckk), static_cast<int>(ld),
+                static_cast<int>(filters_), 1.0f, weight_.value.data(), static_cast<int>(ckk), y_.data(),
+                static_cast<int>(ld), 0.0f, dcol_.data(), static_cast<int>(ld));
+    for (std::size_t b = 0; b < m; ++b)
+      col2im(dcol_.data() + b * p, ld, grad_in[0]->data() + (first + b) * c_ * h_ * w_);
+  }
 }
 
 expected<shape> maxpool2d_layer::infer(std::span<const shape> in, std::uint64_t) {
-  if (in[0].rank() != 3) return detail::shape_error(*this, "expects [channels, height, width], got " + in[0].to_string());
+  if (in[0].rank() != 3)
+    return detail::shape_error(*this, "expects [channels, height, width], got " + in[0].to_string());
   if (pool_ == 0) return detail::shape_error(*this, "pool must be > 0");
   c_ = in[0][0], h_ = in[0][1], w_ = in[0][2];
   oh_ = h_ / pool_, ow_ = w_ / pool_;
-  if (oh_ == 0 || ow_ == 0) return detail::shape_error(*this, "pool " + std::to_string(pool_) + " larger than input " + in[0].to_string());
+  if (oh_ == 0 || ow_ == 0)
+    return detail::shape_error(*this,
+                               "pool " + std::to_string(pool_) + " larger than input " + in[0].to_string());
   return shape{c_, oh_, ow_};
 }
 

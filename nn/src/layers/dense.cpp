@@ -22,10 +22,11 @@ void dense_layer::forward(const forward_context&, std::span<const tensor* const>
   const auto n = static_cast<int>(in[0]->dim(0));
   const float* b = bias_.value.data();
   float* y = out.data();
-  for (int i = 0; i < n; ++i) std::memcpy(y + static_cast<std::size_t>(i) * units_, b, units_ * sizeof(float));
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, static_cast<int>(units_), static_cast<int>(in_), 1.0f,
-              in[0]->data(), static_cast<int>(in_), weight_.value.data(), static_cast<int>(units_), 1.0f, y,
-              static_cast<int>(units_));
+  for (int i = 0; i < n; ++i)
+    std::memcpy(y + static_cast<std::size_t>(i) * units_, b, units_ * sizeof(float));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, static_cast<int>(units_), static_cast<int>(in_),
+              1.0f, in[0]->data(), static_cast<int>(in_), weight_.value.data(), static_cast<int>(units_),
+              1.0f, y, static_cast<int>(units_));
 }
 
 void dense_layer::backward(const forward_context&, std::span<const tensor* const> in, const tensor&,
@@ -41,8 +42,8 @@ void dense_layer::backward(const forward_context&, std::span<const tensor* const
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < units; ++j) db[j] += g[static_cast<std::size_t>(i) * units_ + j];
   if (grad_in[0])
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, inputs, units, 1.0f, g, units, weight_.value.data(),
-                units, 0.0f, grad_in[0]->data(), inputs);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, inputs, units, 1.0f, g, units,
+                weight_.value.data(), units, 0.0f, grad_in[0]->data(), inputs);
 }
 
 }  // namespace troupe::nn

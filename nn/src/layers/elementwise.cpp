@@ -37,7 +37,8 @@ void sigmoid_layer::backward(const forward_context&, std::span<const tensor* con
 }
 
 expected<shape> dropout_layer::infer(std::span<const shape> in, std::uint64_t seed) {
-  if (!(rate_ >= 0 && rate_ < 1)) return detail::shape_error(*this, "rate must be in [0, 1), got " + std::to_string(rate_));
+  if (!(rate_ >= 0 && rate_ < 1))
+    return detail::shape_error(*this, "rate must be in [0, 1), got " + std::to_string(rate_));
   seed_ = seed;
   return in[0];
 }
@@ -51,7 +52,8 @@ void dropout_layer::forward(const forward_context& ctx, std::span<const tensor* 
   }
   mask_.resize(n);
   const float keep_scale = 1.0f / (1.0f - rate_);
-  const std::uint64_t threshold = static_cast<std::uint64_t>(static_cast<double>(rate_) * 18446744073709551615.0);
+  const std::uint64_t threshold =
+      static_cast<std::uint64_t>(static_cast<double>(rate_) * 18446744073709551615.0);
   const std::uint64_t base = mix3(seed_, ctx.step, 0x0d0d);
   const float* x = in[0]->data();
   float* y = out.data();
@@ -72,7 +74,9 @@ void dropout_layer::backward(const forward_context&, std::span<const tensor* con
   for (std::size_t i = 0; i < n; ++i) (*grad_in[0])[i] = grad_out[i] * mask_[i];
 }
 
-expected<shape> flatten_layer::infer(std::span<const shape> in, std::uint64_t) { return shape{in[0].size()}; }
+expected<shape> flatten_layer::infer(std::span<const shape> in, std::uint64_t) {
+  return shape{in[0].size()};
+}
 
 void flatten_layer::forward(const forward_context&, std::span<const tensor* const> in, tensor& out) {
   std::memcpy(out.data(), in[0]->data(), out.size() * sizeof(float));
@@ -95,7 +99,8 @@ void concat_layer::forward(const forward_context&, std::span<const tensor* const
   std::size_t offset = 0;
   for (const tensor* t : in) {
     const std::size_t w = t->row_size();
-    for (std::size_t b = 0; b < n; ++b) std::memcpy(out.data() + b * width + offset, t->data() + b * w, w * sizeof(float));
+    for (std::size_t b = 0; b < n; ++b)
+      std::memcpy(out.data() + b * width + offset, t->data() + b * w, w * sizeof(float));
     offset += w;
   }
 }
@@ -116,7 +121,9 @@ void concat_layer::backward(const forward_context&, std::span<const tensor* cons
 expected<shape> add_layer::infer(std::span<const shape> in, std::uint64_t) {
   if (in.empty()) return detail::shape_error(*this, "needs at least one input");
   for (const auto& s : in)
-    if (!(s == in[0])) return detail::shape_error(*this, "input shapes differ: " + in[0].to_string() + " and " + s.to_string());
+    if (!(s == in[0]))
+      return detail::shape_error(*this,
+                                 "input shapes differ: " + in[0].to_string() + " and " + s.to_string());
   return in[0];
 }
 

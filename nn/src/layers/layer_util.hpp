@@ -10,10 +10,12 @@
 namespace troupe::nn::detail {
 
 inline unexpected shape_error(const layer& l, const std::string& what) {
-  return make_unexpected(nn_errc::bad_shape, "layer '" + (l.name().empty() ? l.kind() : l.name()) + "' (" + l.kind() + "): " + what);
+  return make_unexpected(nn_errc::bad_shape, "layer '" + (l.name().empty() ? l.kind() : l.name()) + "' (" +
+                                                 l.kind() + "): " + what);
 }
 
-inline void make_param(dense_param& p, const std::string& owner, const char* name, const shape& s, bool trainable = true) {
+inline void make_param(dense_param& p, const std::string& owner, const char* name, const shape& s,
+                       bool trainable = true) {
   p.name = owner + "/" + name;
   p.value.resize(s);
   p.value.zero();

@@ -33,7 +33,8 @@ void register_builtins(layer_registry& r) {
   r.add("sum", [](const layer_options&) { return make<sum_layer>(); });
   r.add("dropout", [](const layer_options& o) -> layer_ptr {
     double rate = get(o, "rate", 0.5);
-    if (!(rate >= 0 && rate < 1)) return make_unexpected(nn_errc::bad_config, "layer 'dropout': rate must be in [0, 1)");
+    if (!(rate >= 0 && rate < 1))
+      return make_unexpected(nn_errc::bad_config, "layer 'dropout': rate must be in [0, 1)");
     return make<dropout_layer>(static_cast<float>(rate));
   });
   r.add("conv2d", [](const layer_options& o) -> layer_ptr {
@@ -51,7 +52,8 @@ void register_builtins(layer_registry& r) {
     return make<maxpool2d_layer>(*p);
   });
   r.add("batchnorm", [](const layer_options& o) -> layer_ptr {
-    return make<batch_norm_layer>(static_cast<float>(get(o, "momentum", 0.99)), static_cast<float>(get(o, "epsilon", 1e-3)));
+    return make<batch_norm_layer>(static_cast<float>(get(o, "momentum", 0.99)),
+                                  static_cast<float>(get(o, "epsilon", 1e-3)));
   });
   r.add("embedding", [](const layer_options& o) -> layer_ptr {
     auto d = option_size(o, "embedding", "dim", 8, 1, 4096);
@@ -76,14 +78,18 @@ const char* positional_key(const std::string& name) {
 
 }  // namespace
 
-layer_registry::layer_registry() { register_builtins(*this); }
+layer_registry::layer_registry() {
+  register_builtins(*this);
+}
 
 layer_registry& layer_registry::instance() {
   static layer_registry r;
   return r;
 }
 
-void layer_registry::add(const std::string& name, layer_factory factory) { factories_[name] = std::move(factory); }
+void layer_registry::add(const std::string& name, layer_factory factory) {
+  factories_[name] = std::move(factory);
+}
 
 std::vector<std::string> layer_registry::names() const {
   std::vector<std::string> out;
@@ -95,7 +101,8 @@ expected<std::unique_ptr<layer>> layer_registry::create(const std::string& spec)
   const auto colon = spec.find(':');
   const std::string name = spec.substr(0, colon);
   auto it = factories_.find(name);
-  if (it == factories_.end()) return make_unexpected(nn_errc::unknown_name, "layer '" + name + "' is not registered");
+  if (it == factories_.end())
+    return make_unexpected(nn_errc::unknown_name, "layer '" + name + "' is not registered");
   layer_options opts;
   if (colon != std::string::npos) {
     std::string rest = spec.substr(colon + 1);
@@ -110,7 +117,8 @@ expected<std::unique_ptr<layer>> layer_registry::create(const std::string& spec)
       char* end = nullptr;
       double v = std::strtod(val.c_str(), &end);
       if (val.empty() || *end != '\0')
-        return make_unexpected(nn_errc::bad_config, "layer spec '" + spec + "': '" + val + "' is not a number");
+        return make_unexpected(nn_errc::bad_config,
+                               "layer spec '" + spec + "': '" + val + "' is not a number");
       opts[key] = v;
     }
   }
@@ -121,12 +129,15 @@ expected<std::size_t> option_size(const layer_options& o, const std::string& lay
                                   std::size_t def, std::size_t lo, std::size_t hi) {
   auto it = o.find(key);
   if (it == o.end()) {
-    if (def < lo) return make_unexpected(nn_errc::bad_config, "layer '" + layer + "': option '" + key + "' is required");
+    if (def < lo)
+      return make_unexpected(nn_errc::bad_config, "layer '" + layer + "': option '" + key + "' is required");
     return def;
   }
   const double v = it->second;
   if (v != std::floor(v) || v < static_cast<double>(lo) || v > static_cast<double>(hi))
-    return make_unexpected(nn_errc::bad_config, "layer '" + layer + "': option '" + key + "' must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(v));
+    return make_unexpected(nn_errc::bad_config, "layer '" + layer + "': option '" + key +
+                                                    "' must be an integer in [" + std::to_string(lo) + ", " +
+                                                    std::to_string(hi) + "], got " + std::to_string(v));
   return static_cast<std::size_t>(v);
 }
 

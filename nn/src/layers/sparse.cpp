@@ -8,11 +8,15 @@ namespace troupe::nn {
 expected<shape> embedding_layer::infer(std::span<const shape>, std::uint64_t seed) {
   if (dim_ == 0) return detail::shape_error(*this, "dim must be > 0");
   if (fields_ == 0) {
-    if (available_ <= first_) return detail::shape_error(*this, "the data has " + std::to_string(available_) + " sparse fields, none from field " + std::to_string(first_));
+    if (available_ <= first_)
+      return detail::shape_error(*this, "the data has " + std::to_string(available_) +
+                                            " sparse fields, none from field " + std::to_string(first_));
     fields_ = available_ - first_;
   }
   if (first_ + fields_ > available_)
-    return detail::shape_error(*this, "fields [" + std::to_string(first_) + ", " + std::to_string(first_ + fields_) + ") but the data has " + std::to_string(available_) + " sparse fields");
+    return detail::shape_error(*this, "fields [" + std::to_string(first_) + ", " +
+                                          std::to_string(first_ + fields_) + ") but the data has " +
+                                          std::to_string(available_) + " sparse fields");
   embedding_init init;
   init.type = scale_ > 0 ? embedding_init::kind::normal : embedding_init::kind::zeros;
   init.scale = scale_;
@@ -33,7 +37,8 @@ void embedding_layer::backward(const forward_context& ctx, std::span<const tenso
                                const tensor& grad_out, std::span<tensor* const>) {
   const batch& b = *ctx.input;
   ids_.resize(b.size() * fields_);
-  for (std::size_t i = 0; i < b.size(); ++i) std::memcpy(ids_.data() + i * fields_, b.sparse_row(i) + first_, fields_ * sizeof(std::uint64_t));
+  for (std::size_t i = 0; i < b.size(); ++i)
+    std::memcpy(ids_.data() + i * fields_, b.sparse_row(i) + first_, fields_ * sizeof(std::uint64_t));
   combine_sparse_rows(ids_, grad_out.data(), dim_, table_->grad(), slot_);
 }
 
@@ -49,11 +54,13 @@ void input_layer::forward(const forward_context& ctx, std::span<const tensor* co
     std::memcpy(out.data(), b.dense_row(0), b.size() * w * sizeof(float));
     return;
   }
-  for (std::size_t i = 0; i < b.size(); ++i) std::memcpy(out.data() + i * w, b.dense_row(i), w * sizeof(float));
+  for (std::size_t i = 0; i < b.size(); ++i)
+    std::memcpy(out.data() + i * w, b.dense_row(i), w * sizeof(float));
 }
 
 expected<shape> fm_layer::infer(std::span<const shape> in, std::uint64_t) {
-  if (in[0].rank() != 2) return detail::shape_error(*this, "expects [fields, dim] embeddings, got " + in[0].to_string());
+  if (in[0].rank() != 2)
+    return detail::shape_error(*this, "expects [fields, dim] embeddings, got " + in[0].to_string());
   f_ = in[0][0], k_ = in[0][1];
   return shape{1};
 }

@@ -33,8 +33,8 @@ class relu_layer final : public layer {
   std::string kind() const override { return "relu"; }
   expected<shape> infer(std::span<const shape> in, std::uint64_t) override { return in[0]; }
   void forward(const forward_context&, std::span<const tensor* const> in, tensor& out) override;
-  void backward(const forward_context&, std::span<const tensor* const>, const tensor& out, const tensor& grad_out,
-                std::span<tensor* const> grad_in) override;
+  void backward(const forward_context&, std::span<const tensor* const>, const tensor& out,
+                const tensor& grad_out, std::span<tensor* const> grad_in) override;
 };
 
 class sigmoid_layer final : public layer {
@@ -42,8 +42,8 @@ class sigmoid_layer final : public layer {
   std::string kind() const override { return "sigmoid"; }
   expected<shape> infer(std::span<const shape> in, std::uint64_t) override { return in[0]; }
   void forward(const forward_context&, std::span<const tensor* const> in, tensor& out) override;
-  void backward(const forward_context&, std::span<const tensor* const>, const tensor& out, const tensor& grad_out,
-                std::span<tensor* const> grad_in) override;
+  void backward(const forward_context&, std::span<const tensor* const>, const tensor& out,
+                const tensor& grad_out, std::span<tensor* const> grad_in) override;
 };
 
 // [dropout:rate] Inverted dropout; the mask is a pure function of (seed, step, element).
@@ -53,8 +53,8 @@ class dropout_layer final : public layer {
   std::string kind() const override { return "dropout"; }
   expected<shape> infer(std::span<const shape> in, std::uint64_t seed) override;
   void forward(const forward_context& ctx, std::span<const tensor* const> in, tensor& out) override;
-  void backward(const forward_context& ctx, std::span<const tensor* const>, const tensor&, const tensor& grad_out,
-                std::span<tensor* const> grad_in) override;
+  void backward(const forward_context& ctx, std::span<const tensor* const>, const tensor&,
+                const tensor& grad_out, std::span<tensor* const> grad_in) override;
 
  private:
   float rate_;
@@ -74,11 +74,11 @@ class flatten_layer final : public layer {
 };
 
 // [conv2d:filters,kernel,padding] [C,H,W] -> [filters, H-k+1+2p, W-k+1+2p], stride 1,
-// im2col + one sgemm over the whole batch.
+// im2col + one sgemm per chunk of `chunk` examples (bounds the im2col buffers).
 class conv2d_layer final : public layer {
  public:
-  conv2d_layer(std::size_t filters, std::size_t kernel, std::size_t padding = 0)
-      : filters_(filters), k_(kernel), pad_(padding) {}
+  conv2d_layer(std::size_t filters, std::size_t kernel, std::size_t padding = 0, std::size_t chunk = 32)
+      : filters_(filters), k_(kernel), pad_(padding), chunk_(chunk ? chunk : 1) {}
   std::string kind() const override { return "conv2d"; }
   expected<shape> infer(std::span<const shape> in, std::uint64_t seed) override;
   void forward(const forward_context&, std::span<const tensor* const> in, tensor& out) override;
@@ -89,7 +89,7 @@ class conv2d_layer final : public layer {
  private:
   void im2col(const float* x, float* col, std::size_t ld) const;
   void col2im(const float* col, std::size_t ld, float* x) const;
-  std::size_t filters_, k_, pad_;
+  std::size_t filters_, k_, pad_, chunk_;
   std::size_t c_ = 0, h_ = 0, w_ = 0, oh_ = 0, ow_ = 0;
   dense_param weight_, bias_;  // weight [filters, C*k*k]
   std::vector<float> col_, dcol_, y_;
@@ -114,12 +114,13 @@ class maxpool2d_layer final : public layer {
 // [F]) over batch and space; running statistics (state, not trained) are used in evaluation.
 class batch_norm_layer final : public layer {
  public:
-  explicit batch_norm_layer(float momentum = 0.99f, float epsilon = 1e-3f) : momentum_(momentum), eps_(epsilon) {}
+  explicit batch_norm_layer(float momentum = 0.99f, float epsilon = 1e-3f)
+      : momentum_(momentum), eps_(epsilon) {}
   std::string kind() const override { return "batchnorm"; }
   expected<shape> infer(std::span<const shape> in, std::uint64_t seed) override;
   void forward(const forward_context& ctx, std::span<const tensor* const> in, tensor& out) override;
-  void backward(const forward_context& ctx, std::span<const tensor* const>, const tensor&, const tensor& grad_out,
-                std::span<tensor* const> grad_in) override;
+  void backward(const forward_context& ctx, std::span<const tensor* const>, const tensor&,
+                const tensor& grad_out, std::span<tensor* const> grad_in) override;
   std::vector<dense_param*> params() override { return {&gamma_, &beta_, &running_mean_, &running_var_}; }
 
  private:
@@ -142,8 +143,8 @@ class embedding_layer final : public layer {
   void set_available_fields(std::size_t n) { available_ = n; }
   expected<shape> infer(std::span<const shape> in, std::uint64_t seed) override;
   void forward(const forward_context& ctx, std::span<const tensor* const>, tensor& out) override;
-  void backward(const forward_context& ctx, std::span<const tensor* const>, const tensor&, const tensor& grad_out,
-                std::span<tensor* const>) override;
+  void backward(const forward_context& ctx, std::span<const tensor* const>, const tensor&,
+                const tensor& grad_out, std::span<tensor* const>) override;
   embedding_table* table() override { return table_.get(); }
 
  private:
@@ -178,8 +179,8 @@ class fm_layer final : public layer {
   std::string kind() const override { return "fm"; }
   expected<shape> infer(std::span<const shape> in, std::uint64_t) override;
   void forward(const forward_context&, std::span<const tensor* const> in, tensor& out) override;
-  void backward(const forward_context&, std::span<const tensor* const> in, const tensor&, const tensor& grad_out,
-                std::span<tensor* const> grad_in) override;
+  void backward(const forward_context&, std::span<const tensor* const> in, const tensor&,
+                const tensor& grad_out, std::span<tensor* const> grad_in) override;
 
  private:
   std::size_t f_ = 0, k_ = 0;
@@ -193,8 +194,8 @@ class concat_layer final : public layer {
   int arity() const override { return -1; }
   expected<shape> infer(std::span<const shape> in, std::uint64_t) override;
   void forward(const forward_context&, std::span<const tensor* const> in, tensor& out) override;
-  void backward(const forward_context&, std::span<const tensor* const> in, const tensor&, const tensor& grad_out,
-                std::span<tensor* const> grad_in) override;
+  void backward(const forward_context&, std::span<const tensor* const> in, const tensor&,
+                const tensor& grad_out, std::span<tensor* const> grad_in) override;
 };
 
 // [add] inputs of one shape -> their element-wise sum.
@@ -214,8 +215,8 @@ class sum_layer final : public layer {
   std::string kind() const override { return "sum"; }
   expected<shape> infer(std::span<const shape>, std::uint64_t) override { return shape{1}; }
   void forward(const forward_context&, std::span<const tensor* const> in, tensor& out) override;
-  void backward(const forward_context&, std::span<const tensor* const> in, const tensor&, const tensor& grad_out,
-                std::span<tensor* const> grad_in) override;
+  void backward(const forward_context&, std::span<const tensor* const> in, const tensor&,
+                const tensor& grad_out, std::span<tensor* const> grad_in) override;
 };
 
 }  // namespace troupe::nn

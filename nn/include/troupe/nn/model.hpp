@@ -25,13 +25,13 @@ namespace troupe::nn {
 struct model_config {
   std::string type = "mlp";  // a name in the model registry: lr, mlp, cnn, wide_deep, deepfm, sequential
   std::vector<std::size_t> hidden = {256, 128};  // mlp / wide_deep / deepfm hidden layers
-  std::size_t embedding_dim = 8;                  // wide_deep / deepfm / mlp on sparse data
-  double embedding_scale = 0.01;                  // stddev of new embedding rows
-  double dropout = 0.0;                           // after each hidden layer (mlp, deep parts)
-  std::vector<std::size_t> filters = {32, 64};    // cnn
-  double cnn_dropout = 0.25;                      // cnn
-  std::vector<std::string> layers;                // sequential: layer specs, "dense:256", "relu"...
-  std::uint64_t seed = 1;                         // initial weights and embedding rows
+  std::size_t embedding_dim = 8;                 // wide_deep / deepfm / mlp on sparse data
+  double embedding_scale = 0.01;                 // stddev of new embedding rows
+  double dropout = 0.0;                          // after each hidden layer (mlp, deep parts)
+  std::vector<std::size_t> filters = {32, 64};   // cnn
+  double cnn_dropout = 0.25;                     // cnn
+  std::vector<std::string> layers;               // sequential: layer specs, "dense:256", "relu"...
+  std::uint64_t seed = 1;                        // initial weights and embedding rows
 };
 
 class model {
@@ -104,7 +104,8 @@ class model {
 
 // Builds the graph of a model type into `m` and returns the output node (m.finish is called by
 // the registry).
-using model_builder = std::function<expected<int>(model& m, const model_config& config, const dataset_info& info)>;
+using model_builder =
+    std::function<expected<int>(model& m, const model_config& config, const dataset_info& info)>;
 
 class model_registry {
  public:

@@ -25,9 +25,9 @@ namespace troupe::nn {
 struct optimizer_config {
   std::string type = "sgd";  // sgd | adagrad | adam
   double learning_rate = 0.01;
-  double momentum = 0.0;  // sgd
-  bool nesterov = false;  // sgd with momentum
-  double initial_accumulator = 0.1;  // adagrad
+  double momentum = 0.0;              // sgd
+  bool nesterov = false;              // sgd with momentum
+  double initial_accumulator = 0.1;   // adagrad
   double beta1 = 0.9, beta2 = 0.999;  // adam
   double epsilon = 1e-7;              // adagrad, adam
   double weight_decay = 0.0;          // L2 added to the gradient (dense and touched rows)
@@ -42,7 +42,8 @@ class optimizer {
   virtual float slot_init() const { return 0.0f; }
   // One step on n elements: value -= f(grad, slots, step). `step` counts this unit's previous
   // updates and is incremented. `slots` holds slots_per_element()*n floats (slot-major).
-  virtual void update(float* value, const float* grad, float* slots, std::size_t n, std::uint64_t& step) const = 0;
+  virtual void update(float* value, const float* grad, float* slots, std::size_t n,
+                      std::uint64_t& step) const = 0;
 
   double learning_rate() const { return lr_; }
   void set_learning_rate(double lr) { lr_ = lr; }

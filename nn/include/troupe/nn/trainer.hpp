@@ -18,11 +18,11 @@ struct train_config {
   std::size_t epochs = 1;
   std::size_t batch_size = 64;
   optimizer_config optimizer;
-  std::uint64_t seed = 1;          // model init, shuffling, dropout
-  std::size_t log_every = 100;     // steps between progress callbacks (0: never)
-  bool shuffle = true;             // reshuffle the training rows every epoch
+  std::uint64_t seed = 1;       // model init, shuffling, dropout
+  std::size_t log_every = 100;  // steps between progress callbacks (0: never)
+  bool shuffle = true;          // reshuffle the training rows every epoch
   std::size_t eval_batch_size = 1024;
-  int threads = 1;                 // OpenBLAS threads (0: leave OpenBLAS' default)
+  int threads = 1;  // OpenBLAS threads (0: leave OpenBLAS' default)
 };
 
 struct eval_result {
@@ -34,8 +34,8 @@ struct eval_result {
 
 struct progress {
   std::size_t epoch = 0, step = 0, steps_per_epoch = 0;
-  double loss = 0;            // mean training loss since the last report
-  double samples_per_s = 0;   // since the last report
+  double loss = 0;           // mean training loss since the last report
+  double samples_per_s = 0;  // since the last report
 };
 
 class trainer {

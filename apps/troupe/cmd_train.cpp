@@ -1,0 +1,108 @@
+// `troupe train --local JOB.toml [--set k=v]...`: trains the job's [model] on its [data] in this
+// process. Progress and per-epoch evaluation go to stderr; the final metrics are one JSON line
+// on stdout.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "command.hpp"
+#include "job_config_check.hpp"
+#include "troupe/nn/config.hpp"
+#include "troupe/nn/trainer.hpp"
+
+namespace troupe::cli {
+namespace {
+
+struct options {
+  std::string file;
+  std::vector<std::string> overrides;
+  bool local = false;
+};
+
+nlohmann::json eval_json(const nn::eval_result& r, bool binary) {
+  nlohmann::json j{{"rows", r.rows}, {"loss", r.loss}, {"accuracy", r.accuracy}};
+  if (binary) j["auc"] = r.auc;
+  return j;
+}
+
+void print_eval(std::size_t epoch, const nn::eval_result& r, bool binary, double secs) {
+  if (binary)
+    std::fprintf(stderr, "epoch %zu: test loss %.4f auc %.4f accuracy %.4f (%.1f s)\n", epoch, r.loss, r.auc,
+                 r.accuracy, secs);
+  else
+    std::fprintf(stderr, "epoch %zu: test loss %.4f accuracy %.4f (%.1f s)\n", epoch, r.loss, r.accuracy,
+                 secs);
+}
+
+int run_local(const options& o) {
+  auto doc = load_job_doc(o.file, o.overrides);
+  if (!doc) return usage_error(doc.err());
+  auto job = nn::load_job_config(*doc);
+  if (!job) return usage_error(job.err());
+  auto data = nn::load_data(job->data);
+  if (!data) return run_error(data.err());
+  auto m = nn::model_registry::instance().create(job->model, data->train.info);
+  if (!m) return usage_error(m.err());
+  auto t = nn::trainer::create(**m, job->train);
+  if (!t) return usage_error(t.err());
+  const bool binary = (*m)->num_classes() == 2;
+  std::fprintf(stderr,
+               "model %s: %zu dense parameters, %zu embedding tables; train %zu rows, test %zu rows\n",
+               job->model.type.c_str(), (*m)->parameter_count(), (*m)->embedding_tables().size(),
+               data->train.rows, data->test.rows);
+  const auto start = std::chrono::steady_clock::now();
+  nlohmann::json epochs = nlohmann::json::array();
+  nn::eval_result last;
+  double train_loss = 0;
+  for (std::size_t e = 1; e <= job->train.epochs; ++e) {
+    auto loss = (*t)->train_epoch(data->train, [](const nn::progress& p) {
+      std::fprintf(stderr, "epoch %zu step %zu/%zu loss %.4f %.0f samples/s\n", p.epoch, p.step,
+                   p.steps_per_epoch, p.loss, p.samples_per_s);
+    });
+    if (!loss) return run_error(loss.err());
+    train_loss = *loss;
+    auto ev = (*t)->evaluate(data->test);
+    if (!ev) return run_error(ev.err());
+    last = *ev;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    print_eval(e, last, binary, secs);
+    auto ej = eval_json(last, binary);
+    ej["epoch"] = e;
+    ej["train_loss"] = train_loss;
+    ej["seconds"] = secs;
+    epochs.push_back(ej);
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  nlohmann::json out{
+      {"model", job->model.type},
+      {"data", job->data.source},
+      {"epochs", job->train.epochs},
+      {"steps", (*t)->steps()},
+      {"train_loss", train_loss},
+      {"test", eval_json(last, binary)},
+      {"seconds", secs},
+      {"samples_per_s", secs > 0 ? static_cast<double>(data->train.rows * job->train.epochs) / secs : 0},
+      {"history", epochs}};
+  if (data->true_auc > 0) out["true_auc"] = data->true_auc;
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
+const command_registrar reg{
+    "train", "Train a job's model (--local: in this process) and print final metrics as JSON",
+    [](CLI::App& sub) -> runner {
+      auto o = std::make_shared<options>();
+      sub.add_option("file", o->file, "job file (TOML) with [model], [train], [data]")->required();
+      sub.add_flag("--local", o->local, "train in this process (the only mode for now)");
+      sub.add_option("--set", o->overrides, "override a key: --set train.epochs=2 (repeatable)");
+      return [o]() -> int {
+        if (!o->local)
+          return usage_error("troupe train: only --local is implemented; use `troupe train --local FILE`");
+        return run_local(*o);
+      };
+    }};
+
+}  // namespace
+}  // namespace troupe::cli
