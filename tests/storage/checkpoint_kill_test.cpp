@@ -75,7 +75,7 @@ void kill_many(int kills) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> delay_ms(1, 200);
   testing::temp_dir d;
-  int interrupted = 0;  // kills that caught a checkpoint half-written
+  int interrupted = 0;                // kills that caught a checkpoint half-written
   std::uint64_t acked = 0, seen = 0;  // highest acknowledged / highest found after a kill
   for (int k = 0; k < kills; ++k) {
     child c = spawn(d.str());
@@ -112,7 +112,9 @@ void kill_many(int kills) {
   EXPECT_GT(acked, 5u) << "the writer made too little progress to mean anything";
 }
 
-TEST(CheckpointKill, Fifty) { kill_many(50); }
+TEST(CheckpointKill, Fifty) {
+  kill_many(50);
+}
 
 }  // namespace
 }  // namespace troupe::storage
