@@ -138,12 +138,14 @@ int inspect(const inspect_flags& f) {
   return 0;
 }
 
-void add_import(CLI::App& data, std::shared_ptr<import_flags> f, std::shared_ptr<int (*)(const import_flags&)> which) {
+void add_import(CLI::App& data, std::shared_ptr<import_flags> f,
+                std::shared_ptr<int (*)(const import_flags&)> which) {
   auto* imp = data.add_subcommand("import", "Import a dataset into a new record store");
   imp->require_subcommand(1);
   auto* fm = imp->add_subcommand("fashion-mnist", "Fashion-MNIST from the Debian dataset package");
   fm->add_option("--out", f->out, "store directory (must not hold a store)")->required();
-  fm->add_option("--split", f->split, "train (60000) or t10k (10000)")->check(CLI::IsMember({"train", "t10k"}));
+  fm->add_option("--split", f->split, "train (60000) or t10k (10000)")
+      ->check(CLI::IsMember({"train", "t10k"}));
   fm->add_option("--from", f->from, "directory of the IDX files");
   fm->add_option("--max-rows", f->max_rows, "keep only the first N examples (0: all)");
   fm->callback([which] { *which = import_fashion_mnist; });

@@ -94,10 +94,11 @@ void bench_scan(const std::string& work, int repeat) {
   double t = ts[ts.size() / 2], f = tf[tf.size() / 2];
   std::printf(
       "{\"bench\":\"record_scan\",\"dataset\":\"fashion-mnist-train\",\"records\":%llu,\"mb\":%.1f,"
-      "\"median_s\":%.4f,\"records_per_s\":%.0f,\"mb_per_s\":%.0f,\"peer\":\"plain_file_read\",\"peer_s\":%.4f,"
+      "\"median_s\":%.4f,\"records_per_s\":%.0f,\"mb_per_s\":%.0f,\"peer\":\"plain_file_read\",\"peer_s\":%."
+      "4f,"
       "\"peer_mb_per_s\":%.0f,\"ratio\":%.3f,\"repeat\":%d,\"sink\":%g}\n",
-      static_cast<unsigned long long>(s->count()), mb, t, s->count() / t, mb / t, f, bytes / 1e6 / f, t / f, repeat,
-      sum);
+      static_cast<unsigned long long>(s->count()), mb, t, s->count() / t, mb / t, f, bytes / 1e6 / f, t / f,
+      repeat, sum);
 }
 
 shard_state make_state(std::size_t dense, std::size_t rows, std::size_t dim, std::uint64_t salt) {
@@ -129,7 +130,8 @@ double write_flat(const std::string& path, std::size_t bytes) {
   std::vector<char> buf(bytes, 'x');
   double t0 = now_s();
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  for (std::size_t off = 0; off < bytes;) off += static_cast<std::size_t>(::write(fd, buf.data() + off, bytes - off));
+  for (std::size_t off = 0; off < bytes;)
+    off += static_cast<std::size_t>(::write(fd, buf.data() + off, bytes - off));
   ::fsync(fd);
   ::close(fd);
   return now_s() - t0;
@@ -142,7 +144,7 @@ void bench_checkpoint(const std::string& work) {
   auto store = checkpoint_store::open(work + "/ckpt", o);
   if (!store) die(store.err());
   auto full = make_state(4 << 20, 200000, 16, 1);  // 16 MB dense + slot, 200k rows x 16 + slot
-  auto incr = make_state(0, 20000, 16, 7);  // changed rows only
+  auto incr = make_state(0, 20000, 16, 7);         // changed rows only
   for (auto [name, st, kind] : {std::tuple{"full", &full, checkpoint_kind::full},
                                 std::tuple{"incremental", &incr, checkpoint_kind::incremental}}) {
     double t0 = now_s();
@@ -171,8 +173,10 @@ int main(int argc, char** argv) {
   int repeat = 5;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--repeat" && i + 1 < argc) repeat = std::max(1, std::atoi(argv[++i]));
-    else work = a;
+    if (a == "--repeat" && i + 1 < argc)
+      repeat = std::max(1, std::atoi(argv[++i]));
+    else
+      work = a;
   }
   fs::create_directories(work);
   bench_scan(work, repeat);

@@ -15,7 +15,8 @@ std::uint32_t sum(std::string_view key, const char* p, std::size_t n) {
 }
 }  // namespace
 
-void append_key(std::string& k, std::uint64_t version, section sec, std::string_view name, std::uint64_t row) {
+void append_key(std::string& k, std::uint64_t version, section sec, std::string_view name,
+                std::uint64_t row) {
   const auto n = static_cast<std::uint16_t>(std::min<std::size_t>(name.size(), 0xffff));
   char buf[11 + 8];
   for (int i = 7; i >= 0; --i, version >>= 8) buf[i] = static_cast<char>(version & 0xff);

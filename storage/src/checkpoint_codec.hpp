@@ -23,11 +23,14 @@ struct data_key {
 
 std::string encode_key(std::uint64_t version, section sec, std::string_view name, std::uint64_t row);
 // Appends the same bytes to `out`.
-void append_key(std::string& out, std::uint64_t version, section sec, std::string_view name, std::uint64_t row);
+void append_key(std::string& out, std::uint64_t version, section sec, std::string_view name,
+                std::uint64_t row);
 bool decode_key(std::string_view k, data_key& out);
 
 // Bytes of the value holding `n` floats.
-inline std::size_t value_size(std::size_t n) { return 4 + 4 * n; }
+inline std::size_t value_size(std::size_t n) {
+  return 4 + 4 * n;
+}
 // Writes the value (checksum + floats) to `out` (value_size(v.size()) bytes); the checksum
 // covers the key too.
 void encode_value(std::string_view key, const std::vector<float>& v, char* out);

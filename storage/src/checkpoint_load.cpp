@@ -27,10 +27,18 @@ expected<void> apply(const read_txn& txn, dbi data, const checkpoint_info& info,
       return corrupt(dir, info.version, "checksum mismatch in '" + k.name + "' row " + std::to_string(k.row));
     ++n;
     switch (k.sec) {
-      case ckpt::dense: s.dense[k.name] = v; break;
-      case ckpt::dense_slot: s.dense_slots[k.name] = v; break;
-      case ckpt::embedding: s.embeddings[k.name][k.row] = v; break;
-      case ckpt::embedding_slot: s.embedding_slots[k.name][k.row] = v; break;
+      case ckpt::dense:
+        s.dense[k.name] = v;
+        break;
+      case ckpt::dense_slot:
+        s.dense_slots[k.name] = v;
+        break;
+      case ckpt::embedding:
+        s.embeddings[k.name][k.row] = v;
+        break;
+      case ckpt::embedding_slot:
+        s.embedding_slots[k.name][k.row] = v;
+        break;
     }
   }
   if (n != info.entries)
@@ -42,7 +50,9 @@ expected<void> apply(const read_txn& txn, dbi data, const checkpoint_info& info,
 expected<checkpoint_info> header(const read_txn& txn, dbi versions, std::uint64_t v) {
   auto raw = txn.get(versions, be64_key(v));
   if (!raw) return raw.err();
-  if (!*raw) return make_unexpected(storage_errc::not_found, txn.env().dir() + ": checkpoint version " + std::to_string(v));
+  if (!*raw)
+    return make_unexpected(storage_errc::not_found,
+                           txn.env().dir() + ": checkpoint version " + std::to_string(v));
   checkpoint_info i;
   if (!ckpt::decode_info(**raw, i)) return corrupt(txn.env().dir(), v, "malformed header");
   return i;
@@ -56,12 +66,14 @@ expected<shard_state> checkpoint_store::load(std::uint64_t version) const {
   for (std::uint64_t v = version;;) {
     auto i = header(*txn, versions_, v);
     if (!i) {
-      if (v != version && i.err() == storage_errc::not_found) return corrupt(dir(), version, "chain broken at " + std::to_string(v));
+      if (v != version && i.err() == storage_errc::not_found)
+        return corrupt(dir(), version, "chain broken at " + std::to_string(v));
       return i.err();
     }
     if (!i->complete) {
       if (v == version)
-        return make_unexpected(storage_errc::not_found, dir() + ": checkpoint version " + std::to_string(v) + " is incomplete");
+        return make_unexpected(storage_errc::not_found,
+                               dir() + ": checkpoint version " + std::to_string(v) + " is incomplete");
       return corrupt(dir(), version, "chain member " + std::to_string(v) + " is incomplete");
     }
     chain.push_back(*i);

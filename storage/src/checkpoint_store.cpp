@@ -105,7 +105,8 @@ expected<std::uint64_t> checkpoint_store::write(const shard_state& s, checkpoint
     auto latest = read_latest(w, meta_);
     if (!latest) return latest.err();
     if (kind == checkpoint_kind::incremental && !*latest)
-      return make_unexpected(storage_errc::not_found, env_->dir() + ": incremental checkpoint without a latest one");
+      return make_unexpected(storage_errc::not_found,
+                             env_->dir() + ": incremental checkpoint without a latest one");
     auto cur = cursor::open(w.raw(), versions_, env_->dir());
     if (!cur) return cur.err();
     auto last = cur->last();
@@ -135,9 +136,11 @@ expected<std::uint64_t> checkpoint_store::write(const shard_state& s, checkpoint
   return info.version;
 }
 
-expected<void> checkpoint_store::write_data(std::uint64_t version, const shard_state& s, checkpoint_info& info) {
+expected<void> checkpoint_store::write_data(std::uint64_t version, const shard_state& s,
+                                            checkpoint_info& info) {
   if (name_too_long(s))
-    return make_unexpected(storage_errc::invalid_argument, env_->dir() + ": tensor name longer than 65535 bytes");
+    return make_unexpected(storage_errc::invalid_argument,
+                           env_->dir() + ": tensor name longer than 65535 bytes");
   auto all = std::make_shared<const entry_list>(entries_of(version, s));
   // Chunks go to the writer one after the other; values are encoded straight into the map.
   std::future<expected<void>> in_flight;
@@ -182,8 +185,9 @@ expected<std::vector<checkpoint_info>> checkpoint_store::list() const {
     if (!*ok) break;
     checkpoint_info i;
     if (!ckpt::decode_info(cur->value(), i))
-      return make_unexpected(storage_errc::corrupt_checkpoint,
-                             env_->dir() + ": version " + std::to_string(from_be64(cur->key())) + ": malformed header");
+      return make_unexpected(
+          storage_errc::corrupt_checkpoint,
+          env_->dir() + ": version " + std::to_string(from_be64(cur->key())) + ": malformed header");
     i.version = from_be64(cur->key());  // the key is authoritative
     out.push_back(i);
   }

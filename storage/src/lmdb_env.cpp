@@ -36,15 +36,18 @@ constexpr auto resize_wait = std::chrono::seconds(30);
 }  // namespace
 
 error lmdb_error(int rc, const std::string& what) {
-  auto code = rc == MDB_MAP_FULL ? storage_errc::map_full
-              : rc == MDB_NOTFOUND ? storage_errc::not_found
+  auto code = rc == MDB_MAP_FULL           ? storage_errc::map_full
+              : rc == MDB_NOTFOUND         ? storage_errc::not_found
               : rc == MDB_VERSION_MISMATCH ? storage_errc::version_mismatch
                                            : storage_errc::lmdb_error;
   return error(code, what + ": " + mdb_strerror(rc));
 }
 
 lmdb_env::lmdb_env(std::string dir, env_options opts)
-    : dir_(std::move(dir)), opts_(opts), gate_(std::make_unique<gate>()), dbis_(std::make_unique<dbi_cache>()) {}
+    : dir_(std::move(dir)),
+      opts_(opts),
+      gate_(std::make_unique<gate>()),
+      dbis_(std::make_unique<dbi_cache>()) {}
 
 lmdb_env::~lmdb_env() {
   writer_.reset();  // joins the writer: no write txn is open past this point

@@ -3,8 +3,12 @@
 namespace troupe::storage {
 
 namespace {
-MDB_val to_val(std::string_view s) { return {s.size(), const_cast<char*>(s.data())}; }
-std::string_view from_val(const MDB_val& v) { return {static_cast<const char*>(v.mv_data), v.mv_size}; }
+MDB_val to_val(std::string_view s) {
+  return {s.size(), const_cast<char*>(s.data())};
+}
+std::string_view from_val(const MDB_val& v) {
+  return {static_cast<const char*>(v.mv_data), v.mv_size};
+}
 
 expected<std::optional<std::string_view>> get_in(MDB_txn* txn, dbi db, std::string_view key,
                                                  const std::string& dir) {
@@ -22,7 +26,9 @@ expected<std::uint64_t> entries_in(MDB_txn* txn, dbi db, const std::string& dir)
 }
 }  // namespace
 
-read_txn::read_txn(read_txn&& o) noexcept : env_(std::move(o.env_)), txn_(o.txn_) { o.txn_ = nullptr; }
+read_txn::read_txn(read_txn&& o) noexcept : env_(std::move(o.env_)), txn_(o.txn_) {
+  o.txn_ = nullptr;
+}
 
 read_txn& read_txn::operator=(read_txn&& o) noexcept {
   if (this != &o) {
@@ -34,7 +40,9 @@ read_txn& read_txn::operator=(read_txn&& o) noexcept {
   return *this;
 }
 
-read_txn::~read_txn() { release(); }
+read_txn::~read_txn() {
+  release();
+}
 
 void read_txn::release() noexcept {
   if (!txn_) return;
@@ -47,7 +55,9 @@ expected<std::optional<std::string_view>> read_txn::get(dbi db, std::string_view
   return get_in(txn_, db, key, env_->dir());
 }
 
-expected<std::uint64_t> read_txn::entries(dbi db) const { return entries_in(txn_, db, env_->dir()); }
+expected<std::uint64_t> read_txn::entries(dbi db) const {
+  return entries_in(txn_, db, env_->dir());
+}
 
 error write_txn::fail(int rc, const std::string& what) const {
   if (rc == MDB_MAP_FULL) map_full_ = true;
@@ -78,7 +88,9 @@ expected<bool> write_txn::del(dbi db, std::string_view key) {
   return true;
 }
 
-expected<std::uint64_t> write_txn::entries(dbi db) const { return entries_in(txn_, db, env_.dir()); }
+expected<std::uint64_t> write_txn::entries(dbi db) const {
+  return entries_in(txn_, db, env_.dir());
+}
 
 expected<void> write_txn::clear(dbi db) {
   if (int rc = mdb_drop(txn_, db, 0); rc != 0) return fail(rc, "clear");
@@ -87,7 +99,8 @@ expected<void> write_txn::clear(dbi db) {
 
 expected<dbi> write_txn::open_db(const std::string& name, unsigned flags) {
   dbi h = 0;
-  if (int rc = mdb_dbi_open(txn_, name.c_str(), flags, &h); rc != 0) return fail(rc, "open database '" + name + "'");
+  if (int rc = mdb_dbi_open(txn_, name.c_str(), flags, &h); rc != 0)
+    return fail(rc, "open database '" + name + "'");
   return h;
 }
 

@@ -4,7 +4,9 @@
 
 namespace troupe::storage {
 
-lmdb_writer::lmdb_writer(lmdb_env& env) : env_(env) { thread_ = std::thread([this] { run(); }); }
+lmdb_writer::lmdb_writer(lmdb_env& env) : env_(env) {
+  thread_ = std::thread([this] { run(); });
+}
 
 lmdb_writer::~lmdb_writer() {
   {
@@ -57,10 +59,10 @@ void lmdb_writer::run_batch(std::vector<job>& batch) {
     if (!attempt(batch, results)) break;
     std::size_t cur = env_.map_size();
     if (cur >= env_.opts_.max_map_size) {
-      std::fill(results.begin(), results.end(),
-                expected<void>(make_unexpected(storage_errc::map_full,
-                                               env_.dir() + ": map at its maximum size " +
-                                                   std::to_string(cur) + " bytes")));
+      std::fill(
+          results.begin(), results.end(),
+          expected<void>(make_unexpected(storage_errc::map_full, env_.dir() + ": map at its maximum size " +
+                                                                     std::to_string(cur) + " bytes")));
       break;
     }
     if (auto r = env_.resize(std::min(cur * 2, env_.opts_.max_map_size)); !r) {

@@ -45,8 +45,8 @@ expected<manifest> manifest::parse(std::string_view text, const std::string& whe
   m.format_version = static_cast<std::uint32_t>(root.require_int("format_version", 0, 1 << 30));
   if (m.format_version != record_format_version && root.has("format_version"))
     return make_unexpected(storage_errc::version_mismatch,
-                           where + ": format_version " + std::to_string(m.format_version) + ", this build reads " +
-                               std::to_string(record_format_version));
+                           where + ": format_version " + std::to_string(m.format_version) +
+                               ", this build reads " + std::to_string(record_format_version));
   m.source = root.get_string("source", "");
   m.record_count = static_cast<std::uint64_t>(root.require_int("record_count", 0));
   m.complete = root.get_bool("complete", false);
@@ -57,7 +57,8 @@ expected<manifest> manifest::parse(std::string_view text, const std::string& whe
   m.schema.buckets_per_field = static_cast<std::uint64_t>(s.get_int("buckets_per_field", 0, 0));
   std::int64_t volume = 1;
   for (auto d : s.get_ints("image_shape", {})) {
-    if (d <= 0 || d > max_dim) s.fail("image_shape", core_errc::out_of_range, "dimensions must be in 1..2^24");
+    if (d <= 0 || d > max_dim)
+      s.fail("image_shape", core_errc::out_of_range, "dimensions must be in 1..2^24");
     m.schema.image_shape.push_back(static_cast<std::uint32_t>(d));
     volume *= std::max<std::int64_t>(d, 1);
   }

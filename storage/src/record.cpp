@@ -20,8 +20,9 @@ expected<void> check_shape(const record_schema& s, std::uint64_t index, const re
   if (r.dense.size() != s.dense_dim || r.sparse.size() != s.sparse_fields)
     return make_unexpected(storage_errc::invalid_argument,
                            "record " + std::to_string(index) + ": has " + std::to_string(r.dense.size()) +
-                               " dense / " + std::to_string(r.sparse.size()) + " sparse values, schema needs " +
-                               std::to_string(s.dense_dim) + " / " + std::to_string(s.sparse_fields));
+                               " dense / " + std::to_string(r.sparse.size()) +
+                               " sparse values, schema needs " + std::to_string(s.dense_dim) + " / " +
+                               std::to_string(s.sparse_fields));
   return {};
 }
 
@@ -36,8 +37,8 @@ void encode_record(const record_schema& s, std::uint64_t index, const record& r,
   std::memcpy(out, &sum, 4);
 }
 
-expected<void> decode_record(const record_schema& s, std::uint64_t index, std::string_view bytes,
-                             record& out, const std::string& where) {
+expected<void> decode_record(const record_schema& s, std::uint64_t index, std::string_view bytes, record& out,
+                             const std::string& where) {
   const std::size_t need = encoded_size(s);
   if (bytes.size() != need)
     return make_unexpected(storage_errc::corrupt_record,

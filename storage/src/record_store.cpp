@@ -10,7 +10,9 @@ namespace fs = std::filesystem;
 namespace {
 constexpr char manifest_key[] = "manifest";
 
-std::string_view as_view(const std::uint64_t& i) { return {reinterpret_cast<const char*>(&i), sizeof(i)}; }
+std::string_view as_view(const std::uint64_t& i) {
+  return {reinterpret_cast<const char*>(&i), sizeof(i)};
+}
 }  // namespace
 
 expected<record_store> record_store::open(const std::string& dir, env_options opts) {
@@ -23,7 +25,8 @@ expected<record_store> record_store::open(const std::string& dir, env_options op
   auto meta = s.env_->open_db("meta");
   auto records = s.env_->open_db("records", MDB_INTEGERKEY);
   if (!meta || !records)
-    return make_unexpected(storage_errc::bad_manifest, dir + ": not a record store (no meta/records database)");
+    return make_unexpected(storage_errc::bad_manifest,
+                           dir + ": not a record store (no meta/records database)");
   s.records_ = *records;
   auto txn = s.env_->begin_read();
   if (!txn) return txn.err();
@@ -38,7 +41,8 @@ expected<record_store> record_store::open(const std::string& dir, env_options op
   auto n = txn->entries(s.records_);
   if (!n) return n.err();
   if (*n != m->record_count)
-    return make_unexpected(storage_errc::bad_manifest, dir + ": manifest says " + std::to_string(m->record_count) +
+    return make_unexpected(storage_errc::bad_manifest, dir + ": manifest says " +
+                                                           std::to_string(m->record_count) +
                                                            " records, the store holds " + std::to_string(*n));
   s.manifest_ = std::move(*m);
   return s;
@@ -46,13 +50,15 @@ expected<record_store> record_store::open(const std::string& dir, env_options op
 
 expected<record> record_store::read(std::uint64_t index) const {
   if (index >= count())
-    return make_unexpected(storage_errc::not_found,
-                           dir() + ": record " + std::to_string(index) + " (store has " + std::to_string(count()) + ")");
+    return make_unexpected(storage_errc::not_found, dir() + ": record " + std::to_string(index) +
+                                                        " (store has " + std::to_string(count()) + ")");
   auto txn = env_->begin_read();
   if (!txn) return txn.err();
   auto v = txn->get(records_, as_view(index));
   if (!v) return v.err();
-  if (!*v) return make_unexpected(storage_errc::corrupt_record, dir() + ": record " + std::to_string(index) + " missing");
+  if (!*v)
+    return make_unexpected(storage_errc::corrupt_record,
+                           dir() + ": record " + std::to_string(index) + " missing");
   record r;
   if (auto d = decode_record(manifest_.schema, index, **v, r, dir()); !d) return d.err();
   return r;
@@ -72,14 +78,16 @@ expected<std::uint64_t> record_store::scan(std::uint64_t first, std::uint64_t n,
     std::uint64_t key = 0;
     if (*ok && cur->key().size() == sizeof(key)) std::memcpy(&key, cur->key().data(), sizeof(key));
     if (!*ok || key != i)
-      return make_unexpected(storage_errc::corrupt_record, dir() + ": record " + std::to_string(i) + " missing");
+      return make_unexpected(storage_errc::corrupt_record,
+                             dir() + ": record " + std::to_string(i) + " missing");
     if (auto d = decode_record(manifest_.schema, i, cur->value(), r, dir()); !d) return d.err();
     if (!fn(i, r)) return i - first + 1;
   }
   return end - first;
 }
 
-expected<void> record_store::read_batch(std::uint64_t first, std::uint64_t n, std::vector<record>& out) const {
+expected<void> record_store::read_batch(std::uint64_t first, std::uint64_t n,
+                                        std::vector<record>& out) const {
   std::size_t k = 0;
   auto visited = scan(first, n, [&](std::uint64_t, const record& r) {
     if (out.size() <= k) out.emplace_back();
@@ -94,8 +102,8 @@ expected<void> record_store::read_batch(std::uint64_t first, std::uint64_t n, st
   return {};
 }
 
-expected<record_writer> record_writer::create(const std::string& dir, record_schema schema, std::string source,
-                                              writer_options opts) {
+expected<record_writer> record_writer::create(const std::string& dir, record_schema schema,
+                                              std::string source, writer_options opts) {
   if (fs::exists(fs::path(dir) / "data.mdb"))
     return make_unexpected(storage_errc::already_exists, dir + ": already holds a store (remove it first)");
   env_options eo;
@@ -119,7 +127,8 @@ expected<record_writer> record_writer::create(const std::string& dir, record_sch
 }
 
 expected<void> record_writer::append(const record& r) {
-  if (finished_) return make_unexpected(storage_errc::invalid_argument, env_->dir() + ": append after finish");
+  if (finished_)
+    return make_unexpected(storage_errc::invalid_argument, env_->dir() + ": append after finish");
   const std::uint64_t index = count();
   if (auto c = check_shape(manifest_.schema, index, r); !c) return error(c.err()).wrap(env_->dir());
   const std::size_t sz = encoded_size(manifest_.schema);

@@ -14,7 +14,12 @@ const char* state_db[4] = {"todo", "doing", "done", "failed"};
 
 std::string encode(const task& t) {
   byte_writer w;
-  w.pod(task_version).pod(t.id).pod(t.epoch).pod(t.first).pod(t.count).pod(static_cast<std::uint8_t>(t.state));
+  w.pod(task_version)
+      .pod(t.id)
+      .pod(t.epoch)
+      .pod(t.first)
+      .pod(t.count)
+      .pod(static_cast<std::uint8_t>(t.state));
   w.pod(t.attempt).pod(t.failures).pod(t.deadline_ms).str(t.holder).str(t.last_error);
   return std::move(w.bytes());
 }
@@ -58,7 +63,8 @@ expected<journal_options> decode_options(std::string_view v, const std::string& 
   o.shuffle = r.pod<std::uint8_t>() != 0;
   o.max_failures = r.pod<std::uint32_t>();
   if (version != config_version)
-    return make_unexpected(storage_errc::version_mismatch, where + ": journal format " + std::to_string(version));
+    return make_unexpected(storage_errc::version_mismatch,
+                           where + ": journal format " + std::to_string(version));
   if (!r.done()) return make_unexpected(storage_errc::lmdb_error, where + ": malformed journal config");
   return o;
 }
@@ -96,8 +102,9 @@ const char* to_string(task_state s) {
 
 expected<task_journal> task_journal::open_or_create(const std::string& dir, const journal_options& opts) {
   if (opts.record_count == 0 || opts.records_per_task == 0 || opts.epochs == 0 || opts.max_failures == 0)
-    return make_unexpected(storage_errc::invalid_argument,
-                           dir + ": journal needs record_count, records_per_task, epochs and max_failures > 0");
+    return make_unexpected(
+        storage_errc::invalid_argument,
+        dir + ": journal needs record_count, records_per_task, epochs and max_failures > 0");
   auto env = lmdb_env::open(dir);
   if (!env) return env.err();
   task_journal j;
@@ -130,7 +137,8 @@ expected<task_journal> task_journal::open(const std::string& dir) {
   if (!env) return env.err();
   task_journal j;
   j.env_ = std::move(*env);
-  if (auto r = j.load_dbs(false); !r) return make_unexpected(storage_errc::not_found, dir + ": no task journal");
+  if (auto r = j.load_dbs(false); !r)
+    return make_unexpected(storage_errc::not_found, dir + ": no task journal");
   auto txn = j.env_->begin_read();
   if (!txn) return txn.err();
   auto v = txn->get(j.meta_, config_key);
@@ -164,7 +172,8 @@ expected<void> task_journal::create_tasks(write_txn& w) const {
   for (std::uint32_t e = 0; e < opts_.epochs; ++e) {
     std::iota(order.begin(), order.end(), 0);
     std::uint64_t s = opts_.shuffle_seed * 0x100000001b3ULL + e;
-    for (std::uint64_t i = per_epoch_; opts_.shuffle && i > 1; --i) std::swap(order[i - 1], order[splitmix64(s) % i]);
+    for (std::uint64_t i = per_epoch_; opts_.shuffle && i > 1; --i)
+      std::swap(order[i - 1], order[splitmix64(s) % i]);
     for (std::uint64_t k = 0; k < per_epoch_; ++k) {
       task t;
       t.id = e * per_epoch_ + k;
@@ -212,13 +221,15 @@ expected<std::optional<task>> task_journal::lease(const std::string& holder, std
   return out;
 }
 
-expected<void> task_journal::check_lease(const task& t, const std::string& holder, std::uint32_t attempt) const {
+expected<void> task_journal::check_lease(const task& t, const std::string& holder,
+                                         std::uint32_t attempt) const {
   if (t.state == task_state::doing && t.holder == holder && t.attempt == attempt) return {};
-  return make_unexpected(storage_errc::stale_lease,
-                         env_->dir() + ": task " + std::to_string(t.id) + " is " + to_string(t.state) +
-                             (t.state == task_state::doing ? " by '" + t.holder + "' attempt " + std::to_string(t.attempt)
-                                                           : std::string()) +
-                             ", not leased by '" + holder + "' attempt " + std::to_string(attempt));
+  return make_unexpected(
+      storage_errc::stale_lease,
+      env_->dir() + ": task " + std::to_string(t.id) + " is " + to_string(t.state) +
+          (t.state == task_state::doing ? " by '" + t.holder + "' attempt " + std::to_string(t.attempt)
+                                        : std::string()) +
+          ", not leased by '" + holder + "' attempt " + std::to_string(attempt));
 }
 
 expected<void> task_journal::renew(std::uint64_t id, const std::string& holder, std::uint32_t attempt,

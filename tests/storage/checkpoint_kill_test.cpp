@@ -22,7 +22,7 @@ struct child {
   int out = -1;
 };
 
-child spawn(const std::string& dir) {
+child spawn(const std::string& dir, const char* max = nullptr) {
   int fds[2];
   if (::pipe(fds) != 0) return {};
   pid_t pid = ::fork();
@@ -30,7 +30,7 @@ child spawn(const std::string& dir) {
     ::dup2(fds[1], 1);
     ::close(fds[0]);
     ::close(fds[1]);
-    ::execl(CKPT_WRITER, CKPT_WRITER, dir.c_str(), static_cast<char*>(nullptr));
+    ::execl(CKPT_WRITER, CKPT_WRITER, dir.c_str(), max, static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::close(fds[1]);
@@ -75,7 +75,7 @@ void kill_many(int kills) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> delay_ms(1, 200);
   testing::temp_dir d;
-  int interrupted = 0;  // kills that caught a checkpoint half-written
+  int interrupted = 0;                // kills that caught a checkpoint half-written
   std::uint64_t acked = 0, seen = 0;  // highest acknowledged / highest found after a kill
   for (int k = 0; k < kills; ++k) {
     child c = spawn(d.str());
@@ -112,7 +112,30 @@ void kill_many(int kills) {
   EXPECT_GT(acked, 5u) << "the writer made too little progress to mean anything";
 }
 
-TEST(CheckpointKill, Fifty) { kill_many(50); }
+TEST(CheckpointKill, Fifty) {
+  kill_many(50);
+}
+
+// Another process grows the map while this one holds the environment open with the old size:
+// the next transaction here sees MDB_MAP_RESIZED, adopts the new size and reads on.
+TEST(CheckpointKill, MapGrownByAnotherProcessIsAdopted) {
+  testing::temp_dir d;
+  checkpoint_options o;
+  o.keep_full = 0;
+  o.env.initial_map_size = 1 << 20;
+  auto store = checkpoint_store::open(d.str(), o);
+  ASSERT_TRUE(store) << store.err().to_string();
+  const std::size_t before = (*lmdb_env::open(d.str()))->map_size();
+  child c = spawn(d.str(), "12");
+  int status = 0;
+  ::waitpid(c.pid, &status, 0);
+  ASSERT_EQ(drain(c.out), 12u);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  auto st = store->load_latest();
+  ASSERT_TRUE(st) << st.err().to_string();
+  EXPECT_TRUE(*st == testing::state_at(12));
+  EXPECT_GT((*lmdb_env::open(d.str()))->map_size(), before);
+}
 
 }  // namespace
 }  // namespace troupe::storage

@@ -112,7 +112,7 @@ TEST(CheckpointStore, InterruptedWriteLeavesLatestAloneAndIsRemovedAtOpen) {
         auto txn = w.get(*versions, be64_key(2));
         hdr = std::string(**txn);
       }
-      hdr[1] = 3;  // version field (little-endian u64 after the format byte)
+      hdr[1] = 3;              // version field (little-endian u64 after the format byte)
       hdr[1 + 8 + 8 + 1] = 0;  // complete = false
       if (auto r = w.put(*versions, be64_key(3), hdr); !r) return r;
       return w.put(*data, be64_key(3) + std::string(12, 'z'), "junk");

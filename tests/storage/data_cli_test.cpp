@@ -30,7 +30,8 @@ result run(const std::string& args) {
 }
 
 const char* criteo_line =
-    "1\t1\t2\t\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13\ta\tb\tc\td\te\tf\t0a\t0b\t0c\t0d\t0e\t0f\t1a\t1b\t1c\t1d\t1e\t1f\t"
+    "1\t1\t2\t\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13\ta\tb\tc\td\te\tf\t0a\t0b\t0c\t0d\t0e\t0f\t1a\t1b\t1c\t1d\t1"
+    "e\t1f\t"
     "2a\t2b\t2c\t2d\t2e\t2f\t3a\t\n";
 
 TEST(DataCli, SynthCtrThenInspect) {

@@ -11,7 +11,9 @@ namespace {
 
 using testing::temp_dir;
 
-record_schema small_schema() { return {3, 2, 10, {}}; }
+record_schema small_schema() {
+  return {3, 2, 10, {}};
+}
 
 record make(std::uint64_t i) {
   return {static_cast<float>(i % 10), {float(i), float(i) + 0.5f, -float(i)}, {i * 7, i * 13 + 1}};
@@ -167,7 +169,8 @@ TEST(RecordStore, FlippedByteFailsTheChecksum) {
   EXPECT_TRUE(s->read(10));
   auto r = s->read(11);
   ASSERT_FALSE(r);
-  EXPECT_NE(r.err().to_string().find("record 11: checksum mismatch"), std::string::npos) << r.err().to_string();
+  EXPECT_NE(r.err().to_string().find("record 11: checksum mismatch"), std::string::npos)
+      << r.err().to_string();
 }
 
 TEST(RecordStore, RecordUnderTheWrongIndexFailsTheChecksum) {
@@ -223,7 +226,9 @@ TEST(RecordStore, ManifestCountDisagreeingWithRecordsIsRefused) {
 TEST(RecordStore, MalformedManifestNamesTheKey) {
   temp_dir d;
   import(d.str(), 10);
-  put_manifest(d.str(), "format_version = 1\nrecord_count = \"ten\"\ncomplete = true\n[schema]\ndense_dim = 3\nsparse_fields = 2\n");
+  put_manifest(d.str(),
+               "format_version = 1\nrecord_count = \"ten\"\ncomplete = true\n[schema]\ndense_dim = "
+               "3\nsparse_fields = 2\n");
   auto s = record_store::open(d.str());
   ASSERT_FALSE(s);
   EXPECT_EQ(s.err(), storage_errc::bad_manifest);
@@ -300,7 +305,10 @@ TEST(Manifest, RoundTripsThroughToml) {
 }
 
 TEST(Manifest, ImageShapeMustMatchDenseDim) {
-  auto p = manifest::parse("format_version = 1\nrecord_count = 1\n[schema]\ndense_dim = 10\nsparse_fields = 0\nimage_shape = [2, 3]\n", "m");
+  auto p = manifest::parse(
+      "format_version = 1\nrecord_count = 1\n[schema]\ndense_dim = 10\nsparse_fields = 0\nimage_shape = [2, "
+      "3]\n",
+      "m");
   ASSERT_FALSE(p);
   EXPECT_NE(p.err().to_string().find("image_shape"), std::string::npos) << p.err().to_string();
 }

@@ -44,7 +44,8 @@ class lmdb_env;
 class write_txn;
 
 // A write: runs on the writer thread inside a transaction. It may run more than once (after the
-// map grows), so it must act only through the transaction. An error rolls back its changes.
+// map grows), so it must act only through the transaction. An error rolls back its changes. It
+// must not own (capture a shared_ptr to) its environment: the writer cannot join itself.
 using write_fn = std::function<expected<void>(write_txn&)>;
 
 // Turns an LMDB return code into a storage error naming `what` (e.g. "DIR: put record 7").

@@ -17,7 +17,7 @@ namespace troupe::storage {
 struct record_schema {
   std::uint32_t dense_dim = 0;
   std::uint32_t sparse_fields = 0;
-  std::uint32_t num_classes = 0;          // 0: regression or binary label in [0, 1]
+  std::uint32_t num_classes = 0;           // 0: regression or binary label in [0, 1]
   std::vector<std::uint32_t> image_shape;  // e.g. {1, 28, 28}; empty when not an image
   std::uint64_t buckets_per_field = 0;     // ids of field f lie in [f*b, (f+1)*b); 0: unbounded
   bool operator==(const record_schema&) const = default;
@@ -40,7 +40,7 @@ expected<void> check_shape(const record_schema& s, std::uint64_t index, const re
 void encode_record(const record_schema& s, std::uint64_t index, const record& r, char* out);
 
 // Decodes into `out` (reusing its buffers). Errors (corrupt_record) name `where` and the index.
-expected<void> decode_record(const record_schema& s, std::uint64_t index, std::string_view bytes,
-                             record& out, const std::string& where);
+expected<void> decode_record(const record_schema& s, std::uint64_t index, std::string_view bytes, record& out,
+                             const std::string& where);
 
 }  // namespace troupe::storage

@@ -35,9 +35,9 @@ struct task {
   std::uint64_t first = 0;  // first record index
   std::uint64_t count = 0;  // records in the task
   task_state state = task_state::todo;
-  std::uint32_t attempt = 0;   // leases so far; the current lease's token
-  std::uint32_t failures = 0;  // fail() calls so far
-  std::string holder;          // current (doing) or last holder
+  std::uint32_t attempt = 0;     // leases so far; the current lease's token
+  std::uint32_t failures = 0;    // fail() calls so far
+  std::string holder;            // current (doing) or last holder
   std::int64_t deadline_ms = 0;  // lease deadline, wall-clock ms (doing only)
   std::string last_error;
 };
@@ -71,7 +71,8 @@ class task_journal {
   // Leases the next todo task to `holder` until `deadline_ms`; nullopt when todo is empty.
   expected<std::optional<task>> lease(const std::string& holder, std::int64_t deadline_ms);
   // Moves the deadline of a lease that is still held.
-  expected<void> renew(std::uint64_t id, const std::string& holder, std::uint32_t attempt, std::int64_t deadline_ms);
+  expected<void> renew(std::uint64_t id, const std::string& holder, std::uint32_t attempt,
+                       std::int64_t deadline_ms);
   // doing -> done. stale_lease when (holder, attempt) no longer holds the task.
   expected<void> complete(std::uint64_t id, const std::string& holder, std::uint32_t attempt);
   // doing -> todo, or -> failed once failures reach max_failures; returns the new state.
