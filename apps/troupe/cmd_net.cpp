@@ -1,15 +1,15 @@
 // `troupe net serve|ping`: a transport node that answers pings and reports peers, and a prober
 // that measures round-trip time and throughput against one. Output is JSON lines on stdout; the
 // multi-process tests and bench/transport drive these.
+#include <unistd.h>
 #include <csignal>
 #include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unistd.h>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "command.hpp"
 #include "troupe/transport/config.hpp"
@@ -41,8 +41,10 @@ void emit(const nlohmann::json& j) {
 void add_common(CLI::App* c, net_options& o) {
   c->add_option("--token-file", o.token_file, "file holding the cluster token (else $TROUPE_CLUSTER_TOKEN)");
   c->add_option("--config", o.config_file, "job file whose [transport] section to use");
-  c->add_option("--heartbeat-ms", o.heartbeat_ms, "heartbeat interval (default 250)")->check(CLI::Range(1, 60000));
-  c->add_option("--heartbeat-timeout-ms", o.heartbeat_timeout_ms, "silence before a peer is dead (default 1000)")
+  c->add_option("--heartbeat-ms", o.heartbeat_ms, "heartbeat interval (default 250)")
+      ->check(CLI::Range(1, 60000));
+  c->add_option("--heartbeat-timeout-ms", o.heartbeat_timeout_ms,
+                "silence before a peer is dead (default 1000)")
       ->check(CLI::Range(2, 600000));
 }
 
@@ -67,8 +69,9 @@ expected<transport_config> make_config(const net_options& o) {
   if (o.heartbeat_ms) cfg.heartbeat_interval = std::chrono::milliseconds(o.heartbeat_ms);
   if (o.heartbeat_timeout_ms) cfg.heartbeat_timeout = std::chrono::milliseconds(o.heartbeat_timeout_ms);
   if (cfg.token.empty())
-    spdlog::warn("net: no cluster token (--token-file, ${} or [transport] token): only token-less peers can connect",
-                 default_token_env);
+    spdlog::warn(
+        "net: no cluster token (--token-file, ${} or [transport] token): only token-less peers can connect",
+        default_token_env);
   if (auto v = cfg.validate(); !v) return std::move(v).err();
   return cfg;
 }
@@ -117,8 +120,11 @@ int run_serve(const net_options& o) {
   int sig = 0;
   sigwait(&sigs, &sig);
   auto s = e.stats();
-  emit({{"event", "stats"}, {"frames_received", s.frames_received}, {"bytes_received", s.bytes_received},
-        {"malformed_frames", s.malformed_frames}, {"auth_refused", s.auth_refused}});
+  emit({{"event", "stats"},
+        {"frames_received", s.frames_received},
+        {"bytes_received", s.bytes_received},
+        {"malformed_frames", s.malformed_frames},
+        {"auth_refused", s.auth_refused}});
   return 0;
 }
 
@@ -145,7 +151,9 @@ int run_ping_cmd(const net_options& o) {
     b.frame_bytes = o.frame_bytes;
     auto r = run_bulk(**ep, b);
     if (!r) return run_error(r.err());
-    out["throughput"] = {{"frames", r->frames}, {"frame_bytes", r->frame_bytes}, {"seconds", r->seconds},
+    out["throughput"] = {{"frames", r->frames},
+                         {"frame_bytes", r->frame_bytes},
+                         {"seconds", r->seconds},
                          {"gbit_per_s", r->gbit_per_s}};
   }
   emit(out);
@@ -156,20 +164,24 @@ const command_registrar reg{
     "net", "Transport diagnostics: run a node that answers pings, or measure RTT and throughput to one",
     [](CLI::App& sub) -> runner {
       auto o = std::make_shared<net_options>();
-      auto* serve = sub.add_subcommand("serve", "Run a node: answer pings on 'echo', print peer/watch events as JSON");
-      serve->add_option("--listen", o->listen, "host:port to listen on (port 0: any; the bound one is printed)");
+      auto* serve =
+          sub.add_subcommand("serve", "Run a node: answer pings on 'echo', print peer/watch events as JSON");
+      serve->add_option("--listen", o->listen,
+                        "host:port to listen on (port 0: any; the bound one is printed)");
       serve->add_option("--name", o->name, "this node's name")->required();
       serve->add_option("--incarnation", o->incarnation, "this node's incarnation number");
       serve->add_option("--connect", o->connects, "dial this host:port at start (repeatable)");
       serve->add_option("--watch", o->watches, "watch NAME@NODE and report when it goes down (repeatable)");
       add_common(serve, *o);
-      auto* ping = sub.add_subcommand("ping", "Measure round trips (and with --bulk-frames, throughput) to ADDR");
+      auto* ping =
+          sub.add_subcommand("ping", "Measure round trips (and with --bulk-frames, throughput) to ADDR");
       ping->add_option("address", o->address, "host:port of a `troupe net serve` node")->required();
       ping->add_option("--count", o->count, "measured round trips (0: none)");
       ping->add_option("--size", o->size, "ping payload bytes")->check(CLI::Range(0, 1 << 26));
       ping->add_option("--warmup", o->warmup, "unmeasured round trips first");
       ping->add_option("--bulk-frames", o->bulk_frames, "then stream this many frames and report throughput");
-      ping->add_option("--frame-bytes", o->frame_bytes, "payload bytes per bulk frame")->check(CLI::Range(1, 1 << 28));
+      ping->add_option("--frame-bytes", o->frame_bytes, "payload bytes per bulk frame")
+          ->check(CLI::Range(1, 1 << 28));
       ping->add_option("--name", o->name, "this node's name (default ping-PID)");
       add_common(ping, *o);
       sub.require_subcommand(1);

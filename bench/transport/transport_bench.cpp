@@ -3,14 +3,14 @@
 //    next to a raw blocking TCP ping-pong of the same size between two processes (the floor);
 //  - 1 MB-frame throughput to the same server, next to iperf3 on the same loopback.
 // Prints JSON lines. Usage: transport_bench [--rounds N] [--count N] [--frames N]
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "troupe/transport/diag.hpp"
 #include "troupe/transport/endpoint.hpp"
@@ -75,7 +75,8 @@ double iperf3_gbit(int port, int seconds) {
   if (posix_spawnp(&srv, "iperf3", &fa, nullptr, argv.data(), environ) != 0) return 0;
   posix_spawn_file_actions_destroy(&fa);
   ::usleep(300'000);
-  auto out = run_capture({"iperf3", "-c", "127.0.0.1", "-p", std::to_string(port), "-t", std::to_string(seconds), "-J"});
+  auto out = run_capture(
+      {"iperf3", "-c", "127.0.0.1", "-p", std::to_string(port), "-t", std::to_string(seconds), "-J"});
   ::waitpid(srv, nullptr, 0);
   try {
     return nlohmann::json::parse(out)["end"]["sum_received"]["bits_per_second"].get<double>() / 1e9;
@@ -149,7 +150,8 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   ::setenv("TROUPE_CLUSTER_TOKEN", "bench-token", 1);
   pid_t server = 0;
-  auto line = run_capture({TROUPE_BIN, "--log-level", "warn", "net", "serve", "--name", "bench-server"}, &server);
+  auto line =
+      run_capture({TROUPE_BIN, "--log-level", "warn", "net", "serve", "--name", "bench-server"}, &server);
   if (line.rfind("listening ", 0) != 0) {
     std::fprintf(stderr, "transport_bench: server did not start: '%s'\n", line.c_str());
     return 1;
@@ -177,13 +179,26 @@ int main(int argc, char** argv) {
     iperf.push_back(iperf3_gbit(20000 + (::getpid() % 20000), 2));
   }
   const double ip = median(iperf), tp = median(tput);
-  nlohmann::json rtt = {{"bench", "transport_rtt"}, {"payload_bytes", 32}, {"count", count}, {"rounds", rounds},
-                        {"p50_us", median(p50s)}, {"p99_us", median(p99s)}, {"peer", "raw_tcp_pingpong_64B"},
-                        {"peer_p50_us", median(raw50)}, {"peer_p99_us", median(raw99)},
+  nlohmann::json rtt = {{"bench", "transport_rtt"},
+                        {"payload_bytes", 32},
+                        {"count", count},
+                        {"rounds", rounds},
+                        {"p50_us", median(p50s)},
+                        {"p99_us", median(p99s)},
+                        {"peer", "raw_tcp_pingpong_64B"},
+                        {"peer_p50_us", median(raw50)},
+                        {"peer_p99_us", median(raw99)},
                         {"ratio_p50", median(raw50) > 0 ? median(p50s) / median(raw50) : 0}};
-  nlohmann::json thr = {{"bench", "transport_throughput"}, {"frame_bytes", 1 << 20}, {"frames", frames},
-                        {"rounds", rounds}, {"gbit_per_s", tp}, {"all_gbit_per_s", tput}, {"peer", "iperf3"},
-                        {"peer_gbit_per_s", ip}, {"peer_all_gbit_per_s", iperf}, {"ratio", ip > 0 ? tp / ip : 0}};
+  nlohmann::json thr = {{"bench", "transport_throughput"},
+                        {"frame_bytes", 1 << 20},
+                        {"frames", frames},
+                        {"rounds", rounds},
+                        {"gbit_per_s", tp},
+                        {"all_gbit_per_s", tput},
+                        {"peer", "iperf3"},
+                        {"peer_gbit_per_s", ip},
+                        {"peer_all_gbit_per_s", iperf},
+                        {"ratio", ip > 0 ? tp / ip : 0}};
   std::printf("%s\n%s\n", rtt.dump().c_str(), thr.dump().c_str());
   ep->reset();
   ::kill(server, SIGTERM);

@@ -1,9 +1,9 @@
 #include "troupe/transport/config.hpp"
 
+#include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,8 @@ namespace troupe {
 namespace {
 
 TEST(transport_config, reads_the_section_and_checks_relations) {
-  auto doc = config_doc::from_string("[transport]\nheartbeat_ms = 50\nheartbeat_timeout_ms = 300\ntoken = \"t\"\n");
+  auto doc =
+      config_doc::from_string("[transport]\nheartbeat_ms = 50\nheartbeat_timeout_ms = 300\ntoken = \"t\"\n");
   ASSERT_TRUE(doc);
   config_reader r(*doc);
   auto c = transport_config::read(r.section("transport"));

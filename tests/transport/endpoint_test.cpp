@@ -23,7 +23,8 @@ transport_config test_config(std::string token = "t0ken") {
   return c;
 }
 
-std::unique_ptr<endpoint> make(const std::string& name, transport_config c = test_config(), std::uint64_t inc = 0) {
+std::unique_ptr<endpoint> make(const std::string& name, transport_config c = test_config(),
+                               std::uint64_t inc = 0) {
   auto e = endpoint::create(node_id{name, inc}, std::move(c));
   EXPECT_TRUE(e) << e.err().to_string();
   return std::move(*e);
@@ -100,7 +101,8 @@ TEST(endpoint, watch_reports_unregistered_unknown_and_dead_nodes) {
   ASSERT_TRUE(b->connect(*addr));
   std::promise<std::string> unknown, unreg, dead;
   b->watch("alpha", "nobody", [&](const actor_address&, const std::string& r) { unknown.set_value(r); });
-  b->watch("alpha", "svc", [&](const actor_address& w, const std::string& r) { unreg.set_value(w.name + ": " + r); });
+  b->watch("alpha", "svc",
+           [&](const actor_address& w, const std::string& r) { unreg.set_value(w.name + ": " + r); });
   b->watch("alpha", "other", [&](const actor_address&, const std::string& r) { dead.set_value(r); });
   auto fu = unknown.get_future();
   ASSERT_TRUE(ready(fu));

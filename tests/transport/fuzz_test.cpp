@@ -62,7 +62,10 @@ std::vector<bytes> seed_corpus() {
     seeds.push_back(o.to_bytes());
   };
   using B = schema::Envelope::Body::Builder;
-  add([](B b) { b.initHello().getNode().setName("node-a"); b.getHello().initNonce(32); });
+  add([](B b) {
+    b.initHello().getNode().setName("node-a");
+    b.getHello().initNonce(32);
+  });
   add([](B b) { b.initAuth().initMac(32); });
   add([](B b) { b.initHeartbeat().setSeq(3); });
   add([](B b) { b.initWatch().setName("svc"); });
@@ -96,8 +99,9 @@ std::vector<bytes> seed_corpus() {
 }
 
 void mutate(bytes& d, rng& r, const std::vector<bytes>& seeds) {
-  static constexpr std::uint32_t interesting[] = {0, 1, 2, 7, 8, 63, 64, 65, 0x7fff, 0xffff, 0x10000,
-                                                  0x1fffffff, 0x7fffffff, 0x80000000u, 0xfffffffeu, 0xffffffffu};
+  static constexpr std::uint32_t interesting[] = {
+      0,      1,      2,       7,          8,          63,          64,          65,
+      0x7fff, 0xffff, 0x10000, 0x1fffffff, 0x7fffffff, 0x80000000u, 0xfffffffeu, 0xffffffffu};
   const int n = 1 + static_cast<int>(r.below(4));
   for (int k = 0; k < n; ++k) {
     switch (r.below(8)) {
@@ -119,7 +123,9 @@ void mutate(bytes& d, rng& r, const std::vector<bytes>& seeds) {
           std::memcpy(d.data() + (r.below(d.size() / 8) * 8), &v, 8);
         }
         break;
-      case 4: d.resize(r.below(d.size() + 1)); break;
+      case 4:
+        d.resize(r.below(d.size() + 1));
+        break;
       case 5: {
         bytes extra(1 + r.below(32));
         for (auto& x : extra) x = std::byte(r.next());
@@ -212,9 +218,10 @@ TEST(frame_fuzz, mutated_frames_never_crash_hang_or_leak) {
     run_one(input, r, out);
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("fuzz: %zu inputs in %.1f s: %zu frames decoded, %zu rejected by decode, %zu streams cut by the "
-              "frame reader, %zu walks stopped by a reader exception\n",
-              total, secs, out.decoded, out.rejected, out.stream_errors, out.walk_errors);
+  std::printf(
+      "fuzz: %zu inputs in %.1f s: %zu frames decoded, %zu rejected by decode, %zu streams cut by the "
+      "frame reader, %zu walks stopped by a reader exception\n",
+      total, secs, out.decoded, out.rejected, out.stream_errors, out.walk_errors);
   // The mutations must reach both the accept and the reject paths, else the fuzzing is toothless.
   if (total >= 1000) {
     EXPECT_GT(out.decoded, total / 100);

@@ -1,13 +1,13 @@
 // Multi-process tests: real `troupe net serve` processes on loopback, killed and stopped for real.
 // The watcher is either an endpoint in this test process or another `troupe net serve`.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -126,8 +126,8 @@ struct served {
 };
 
 served serve(const std::string& name, const fs::path& token_file, std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"net", "serve", "--name", name, "--listen", "127.0.0.1:0",
-                                   "--token-file", token_file.string()};
+  std::vector<std::string> args = {"net",      "serve",       "--name",       name,
+                                   "--listen", "127.0.0.1:0", "--token-file", token_file.string()};
   args.insert(args.end(), extra.begin(), extra.end());
   served s{std::make_unique<child>(args), ""};
   auto line = s.proc->read_line();
@@ -136,7 +136,8 @@ served serve(const std::string& name, const fs::path& token_file, std::vector<st
   return s;
 }
 
-std::unique_ptr<endpoint> make(const std::string& name, std::string tok = token, int hb_ms = 100, int timeout_ms = 1000) {
+std::unique_ptr<endpoint> make(const std::string& name, std::string tok = token, int hb_ms = 100,
+                               int timeout_ms = 1000) {
   transport_config c;
   c.token = std::move(tok);
   c.heartbeat_interval = std::chrono::milliseconds(hb_ms);
@@ -147,7 +148,9 @@ std::unique_ptr<endpoint> make(const std::string& name, std::string tok = token,
   return std::move(*e);
 }
 
-double ms_since(steady::time_point t) { return std::chrono::duration<double, std::milli>(steady::now() - t).count(); }
+double ms_since(steady::time_point t) {
+  return std::chrono::duration<double, std::milli>(steady::now() - t).count();
+}
 
 class net_process : public ::testing::Test {
  protected:
@@ -179,8 +182,8 @@ TEST_F(net_process, sigkill_peer_watcher_gets_down_within_100ms) {
   const double in_process_ms = std::chrono::duration<double, std::milli>(f.get() - t0).count();
   auto line = w2.proc->wait_for("watch_down", 2000ms);
   const double cli_ms = ms_since(t0);
-  std::printf("down after SIGKILL: in-process watcher %.2f ms, troupe-process watcher <= %.2f ms\n", in_process_ms,
-              cli_ms);
+  std::printf("down after SIGKILL: in-process watcher %.2f ms, troupe-process watcher <= %.2f ms\n",
+              in_process_ms, cli_ms);
   EXPECT_LT(in_process_ms, 100.0);
   EXPECT_NE(reason.find("node down"), std::string::npos) << reason;
   ASSERT_NE(line, "");
@@ -207,8 +210,8 @@ TEST_F(net_process, sigstop_peer_is_declared_dead_within_the_heartbeat_timeout) 
   const double dt = std::chrono::duration<double, std::milli>(t - t0).count();
   std::printf("SIGSTOP: declared dead after %.1f ms (timeout %d ms): %s\n", dt, timeout_ms, reason.c_str());
   EXPECT_NE(reason.find("heartbeat timeout"), std::string::npos) << reason;
-  EXPECT_GT(dt, timeout_ms / 2.0);         // not before the peer could have been silent that long
-  EXPECT_LT(dt, timeout_ms + 400.0);       // the timeout plus scheduling slack on a busy machine
+  EXPECT_GT(dt, timeout_ms / 2.0);    // not before the peer could have been silent that long
+  EXPECT_LT(dt, timeout_ms + 400.0);  // the timeout plus scheduling slack on a busy machine
   target.proc->signal(SIGCONT);
 }
 

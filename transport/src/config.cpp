@@ -18,12 +18,14 @@ transport_config transport_config::read(config_section s) {
   c.connect_timeout = ms(s.get_int("connect_timeout_ms", c.connect_timeout.count(), 1, 600'000));
   c.reconnect_initial = ms(s.get_int("reconnect_initial_ms", c.reconnect_initial.count(), 1, 600'000));
   c.reconnect_max = ms(s.get_int("reconnect_max_ms", c.reconnect_max.count(), 1, 3'600'000));
-  c.reconnect_attempts = static_cast<int>(s.get_int("reconnect_attempts", c.reconnect_attempts, 0, 1'000'000));
+  c.reconnect_attempts =
+      static_cast<int>(s.get_int("reconnect_attempts", c.reconnect_attempts, 0, 1'000'000));
   c.send_queue_bytes = static_cast<std::size_t>(
       s.get_int("send_queue_bytes", static_cast<std::int64_t>(c.send_queue_bytes), 1 << 16, 1ll << 40));
-  c.limits.max_frame_bytes = static_cast<std::size_t>(s.get_int(
-      "max_frame_bytes", static_cast<std::int64_t>(c.limits.max_frame_bytes), 4096, 1ll << 31));
-  c.limits.max_segments = static_cast<std::uint32_t>(s.get_int("max_segments", c.limits.max_segments, 1, 512));
+  c.limits.max_frame_bytes = static_cast<std::size_t>(
+      s.get_int("max_frame_bytes", static_cast<std::int64_t>(c.limits.max_frame_bytes), 4096, 1ll << 31));
+  c.limits.max_segments =
+      static_cast<std::uint32_t>(s.get_int("max_segments", c.limits.max_segments, 1, 512));
   auto file = s.get_string("token_file", "");
   auto env = s.get_string("token_env", default_token_env);
   auto inline_token = s.get_string("token", "");
@@ -54,12 +56,14 @@ expected<std::string> load_token(const std::string& token_file, const std::strin
                                  const std::string& inline_token) {
   if (!token_file.empty()) {
     std::ifstream in(token_file, std::ios::binary);
-    if (!in) return make_unexpected(transport_errc::token_error, "cannot read token file '" + token_file + "'");
+    if (!in)
+      return make_unexpected(transport_errc::token_error, "cannot read token file '" + token_file + "'");
     std::stringstream ss;
     ss << in.rdbuf();
     std::string t = ss.str();
     while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
-    if (t.empty()) return make_unexpected(transport_errc::token_error, "token file '" + token_file + "' is empty");
+    if (t.empty())
+      return make_unexpected(transport_errc::token_error, "token file '" + token_file + "' is empty");
     return t;
   }
   if (!env_var.empty()) {

@@ -1,15 +1,17 @@
 #include "connection.hpp"
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
-#include <spdlog/spdlog.h>
 
 namespace troupe::detail {
 namespace {
 constexpr std::uint32_t protocol_version = 1;
 constexpr std::size_t max_batch_frames = 256;
 
-std::span<const unsigned char> as_uchars(capnp::Data::Reader d) { return {d.begin(), d.size()}; }
+std::span<const unsigned char> as_uchars(capnp::Data::Reader d) {
+  return {d.begin(), d.size()};
+}
 }  // namespace
 
 connection::connection(asio::io_context& io, tcp::socket socket, connection_owner& owner,
@@ -127,9 +129,10 @@ void connection::do_write() {
     bufs.emplace_back(f.table.data(), f.table.size() * 4);
     for (auto seg : f.builder->getSegmentsForOutput()) bufs.emplace_back(seg.begin(), seg.size() * 8);
   }
-  asio::async_write(socket_, bufs, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
-    self->on_written(ec, n);
-  });
+  asio::async_write(socket_, bufs,
+                    [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+                      self->on_written(ec, n);
+                    });
 }
 
 void connection::on_written(const boost::system::error_code& ec, std::size_t n) {
@@ -211,7 +214,8 @@ void connection::on_handshake(const message& m) {
       if (h.getProtocol() != protocol_version)
         return fail("protocol version " + std::to_string(h.getProtocol()), transport_errc::handshake_failed);
       if (!valid_node_name(name)) return fail("invalid node name in hello", transport_errc::handshake_failed);
-      if (h.getNonce().size() != peer_nonce_.size()) return fail("bad nonce", transport_errc::handshake_failed);
+      if (h.getNonce().size() != peer_nonce_.size())
+        return fail("bad nonce", transport_errc::handshake_failed);
       peer_ = node_id{name, n.getIncarnation()};
       std::copy(h.getNonce().begin(), h.getNonce().end(), peer_nonce_.begin());
       got_hello_ = true;
@@ -224,7 +228,8 @@ void connection::on_handshake(const message& m) {
     if (body.isAuth() && got_hello_) {
       if (!verify_mac(params_.key, !dialled_, peer_, params_.self, peer_nonce_, my_nonce_,
                       as_uchars(body.getAuth().getMac())))
-        return fail("wrong cluster token (peer claims to be " + peer_.to_string() + ")", transport_errc::auth_failed);
+        return fail("wrong cluster token (peer claims to be " + peer_.to_string() + ")",
+                    transport_errc::auth_failed);
       phase_ = phase::open;
       reader_.set_limits(params_.limits);
       owner_.on_open(shared_from_this());

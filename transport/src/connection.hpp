@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include <capnp/message.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <capnp/message.h>
 
 #include "handshake.hpp"
 #include "troupe/transport/errc.hpp"

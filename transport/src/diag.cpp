@@ -11,12 +11,15 @@
 namespace troupe {
 namespace {
 std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
 std::atomic<std::uint64_t> probe_counter{0};
-std::string probe_name(const char* kind) { return std::string(kind) + "-" + std::to_string(++probe_counter); }
+std::string probe_name(const char* kind) {
+  return std::string(kind) + "-" + std::to_string(++probe_counter);
+}
 
 double percentile(const std::vector<double>& sorted, double q) {
   if (sorted.empty()) return 0;
@@ -79,7 +82,8 @@ expected<ping_result> run_ping(endpoint& ep, const ping_options& o) {
   ep.post(send_next);
   const bool ready = fut.wait_for(o.timeout) == std::future_status::ready;
   ep.unregister_name(me);
-  if (!ready) return make_unexpected(transport_errc::timeout, "ping " + o.node + ": no pong within the timeout");
+  if (!ready)
+    return make_unexpected(transport_errc::timeout, "ping " + o.node + ": no pong within the timeout");
   if (auto r = fut.get(); !r) return std::move(r).err();
   // The handler no longer touches rtts once finished is set (before the promise).
   std::vector<double> v = st->rtts;
@@ -124,7 +128,8 @@ expected<bulk_result> run_bulk(endpoint& ep, const bulk_options& o) {
       capnp::Data::Reader ext(reinterpret_cast<const capnp::byte*>(payload.data()), o.frame_bytes);
       p.adoptPayload(m.builder().getOrphanage().referenceExternalData(ext));
     }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return fail(error(transport_errc::timeout, "bulk to " + o.node));
     if (auto r = ep.send(o.node, o.name, std::move(m), me, left); !r) return fail(std::move(r).err());
   }

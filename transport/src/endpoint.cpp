@@ -2,9 +2,9 @@
 #include <future>
 #include <random>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
-#include <spdlog/spdlog.h>
 
 #include "endpoint_impl.hpp"
 #include "troupe/transport/message.hpp"
@@ -81,21 +81,26 @@ void endpoint::impl::shutdown_all() {
   for (auto& c : copy) c->close("endpoint shut down");
 }
 
-const node_id& endpoint::self() const { return impl_->self; }
+const node_id& endpoint::self() const {
+  return impl_->self;
+}
 
 expected<std::string> endpoint::listen(const std::string& host, std::uint16_t port) {
   if (in_io_thread()) return make_unexpected(transport_errc::wrong_thread, "listen");
   return run_on_io<expected<std::string>>(impl_->io, [&]() -> expected<std::string> {
     boost::system::error_code ec;
     auto addr = asio::ip::make_address(host, ec);
-    if (ec) return make_unexpected(transport_errc::bad_address, "listen host '" + host + "': " + ec.message());
+    if (ec)
+      return make_unexpected(transport_errc::bad_address, "listen host '" + host + "': " + ec.message());
     auto a = std::make_unique<tcp::acceptor>(impl_->io);
     tcp::endpoint ep(addr, port);
     a->open(ep.protocol(), ec);
     if (!ec) a->set_option(tcp::acceptor::reuse_address(true), ec);
     if (!ec) a->bind(ep, ec);
     if (!ec) a->listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) return make_unexpected(transport_errc::listen_failed, host + ":" + std::to_string(port) + ": " + ec.message());
+    if (ec)
+      return make_unexpected(transport_errc::listen_failed,
+                             host + ":" + std::to_string(port) + ": " + ec.message());
     auto bound = a->local_endpoint(ec);
     std::string where = host + ":" + std::to_string(bound.port());
     impl_->accept_next(*a);
@@ -137,7 +142,8 @@ expected<node_id> endpoint::connect(const std::string& address, bool reconnect) 
     d.waiter = [prom](expected<node_id> r) { prom->set_value(std::move(r)); };
     p->start_dial(id);
   });
-  const auto limit = impl_->cfg.connect_timeout + impl_->cfg.handshake_timeout + std::chrono::milliseconds(500);
+  const auto limit =
+      impl_->cfg.connect_timeout + impl_->cfg.handshake_timeout + std::chrono::milliseconds(500);
   if (fut.wait_for(limit) != std::future_status::ready) {
     asio::post(impl_->io, [p = impl_.get(), id] {
       if (auto it = p->dials.find(id); it != p->dials.end() && !it->second.established) p->dials.erase(it);
@@ -152,7 +158,8 @@ void endpoint::impl::start_dial(std::uint64_t id) {
   if (it == dials.end() || stopping) return;
   auto hp = parse_host_port(it->second.address);
   boost::system::error_code ec;
-  auto addr = hp ? asio::ip::make_address(hp->host == "localhost" ? "127.0.0.1" : hp->host, ec) : asio::ip::address();
+  auto addr =
+      hp ? asio::ip::make_address(hp->host == "localhost" ? "127.0.0.1" : hp->host, ec) : asio::ip::address();
   if (!hp || ec) return dial_failed(id, error(transport_errc::bad_address, it->second.address));
   auto sock = std::make_shared<tcp::socket>(io);
   auto timer = std::make_shared<asio::steady_timer>(io, cfg.connect_timeout);
@@ -162,9 +169,12 @@ void endpoint::impl::start_dial(std::uint64_t id) {
       sock->close(ignored);
     }
   });
-  sock->async_connect(tcp::endpoint(addr, hp->port), [this, id, sock, timer](const boost::system::error_code& e) {
+  sock->async_connect(tcp::endpoint(addr, hp->port), [this, id, sock,
+                                                      timer](const boost::system::error_code& e) {
     timer->cancel();
-    if (e) return dial_failed(id, error(transport_errc::connect_failed, dials.count(id) ? dials[id].address + ": " + e.message() : e.message()));
+    if (e)
+      return dial_failed(id, error(transport_errc::connect_failed,
+                                   dials.count(id) ? dials[id].address + ": " + e.message() : e.message()));
     on_tcp_connected(id, std::move(*sock));
   });
 }
@@ -191,7 +201,8 @@ void endpoint::impl::dial_failed(std::uint64_t id, const error& e) {
   }
   if (!d.reconnect || stopping) return (void)dials.erase(it);
   if (++d.attempts >= cfg.reconnect_attempts) {
-    spdlog::warn("transport: giving up re-dialling {} after {} attempts: {}", d.address, d.attempts, e.to_string());
+    spdlog::warn("transport: giving up re-dialling {} after {} attempts: {}", d.address, d.attempts,
+                 e.to_string());
     dials.erase(it);
     return;
   }
@@ -222,7 +233,9 @@ void endpoint::disconnect(const std::string& node) {
   });
 }
 
-bool endpoint::connected(const std::string& node) const { return impl_->primary_for(node) != nullptr; }
+bool endpoint::connected(const std::string& node) const {
+  return impl_->primary_for(node) != nullptr;
+}
 
 std::vector<node_id> endpoint::peers() const {
   std::lock_guard lk(impl_->conns_mu);
@@ -267,10 +280,12 @@ void endpoint::unregister_name(const std::string& name) {
 }
 
 void endpoint::on_peer_up(peer_callback cb) {
-  asio::post(impl_->io, [p = impl_.get(), cb = std::move(cb)]() mutable { p->up_cbs.push_back(std::move(cb)); });
+  asio::post(impl_->io,
+             [p = impl_.get(), cb = std::move(cb)]() mutable { p->up_cbs.push_back(std::move(cb)); });
 }
 void endpoint::on_peer_down(peer_callback cb) {
-  asio::post(impl_->io, [p = impl_.get(), cb = std::move(cb)]() mutable { p->down_cbs.push_back(std::move(cb)); });
+  asio::post(impl_->io,
+             [p = impl_.get(), cb = std::move(cb)]() mutable { p->down_cbs.push_back(std::move(cb)); });
 }
 
 void endpoint::set_fault_injection(const fault_injection& f) {
@@ -305,7 +320,9 @@ void endpoint::post(std::function<void()> fn) {
   });
 }
 
-bool endpoint::in_io_thread() const { return impl_->io.get_executor().running_in_this_thread(); }
+bool endpoint::in_io_thread() const {
+  return impl_->io.get_executor().running_in_this_thread();
+}
 
 expected<void> endpoint::send_raw_for_testing(const std::string& node, std::vector<std::byte> bytes) {
   auto c = impl_->primary_for(node);

@@ -25,6 +25,7 @@ struct endpoint::impl final : detail::connection_owner {
 
   struct dial {
     std::string address;
+    std::string node;  // learned at the first handshake
     bool reconnect = false;
     int attempts = 0;
     bool established = false;  // opened at least once: failures are re-dialled from then on
@@ -87,7 +88,7 @@ struct endpoint::impl final : detail::connection_owner {
   mutable std::mutex names_mu;
   std::unordered_map<std::string, std::shared_ptr<message_handler>> handlers;
 
-  std::vector<std::unique_ptr<detail::tcp::acceptor>> acceptors;       // (io)
+  std::vector<std::unique_ptr<detail::tcp::acceptor>> acceptors;        // (io)
   std::set<conn_ptr> all;                                               // (io)
   std::map<std::uint64_t, dial> dials;                                  // (io)
   std::map<std::uint64_t, local_watch> watches;                         // (io)

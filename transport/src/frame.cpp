@@ -16,8 +16,7 @@ std::uint32_t load_u32(const std::byte* p) {
 }
 }  // namespace
 
-frame_reader::frame_reader(frame_limits limits)
-    : limits_(limits), staging_(staging_bytes / 8) {}
+frame_reader::frame_reader(frame_limits limits) : limits_(limits), staging_(staging_bytes / 8) {}
 
 std::span<std::byte> frame_reader::prepare() {
   auto* base = reinterpret_cast<std::byte*>(staging_.data());
@@ -60,9 +59,9 @@ expected<bool> frame_reader::start_frame() {
   if (avail < 8) return false;
   const std::uint64_t segments = std::uint64_t(load_u32(base)) + 1;
   if (segments > limits_.max_segments)
-    return make_unexpected(transport_errc::malformed_frame,
-                           "bad segment count " + std::to_string(segments) + " (limit " +
-                               std::to_string(limits_.max_segments) + ")");
+    return make_unexpected(transport_errc::malformed_frame, "bad segment count " + std::to_string(segments) +
+                                                                " (limit " +
+                                                                std::to_string(limits_.max_segments) + ")");
   const std::size_t table_words = (segments + 2) / 2;  // (1 + segments) u32s, padded to 8 bytes
   if (avail < table_words * 8) return false;
   std::uint64_t body_words = 0;

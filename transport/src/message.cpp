@@ -28,8 +28,12 @@ bool valid_wire_name(capnp::Text::Reader t) {
 }
 }  // namespace
 
-schema::Envelope::Reader message::envelope() const { return state_ ? state_->env : schema::Envelope::Reader(); }
-const node_id& message::from_node() const { return state_ ? state_->from : empty_state().from; }
+schema::Envelope::Reader message::envelope() const {
+  return state_ ? state_->env : schema::Envelope::Reader();
+}
+const node_id& message::from_node() const {
+  return state_ ? state_->from : empty_state().from;
+}
 std::string_view message::from() const {
   auto t = envelope().getFrom();
   return {t.cStr(), t.size()};

@@ -1,9 +1,9 @@
 // Connection events, routing of frames to handlers, watches, and send().
 #include <random>
 
-#include <boost/asio/post.hpp>
 #include <kj/exception.h>
 #include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
 
 #include "endpoint_impl.hpp"
 #include "troupe/transport/message.hpp"
@@ -30,16 +30,20 @@ void endpoint::impl::on_open(const conn_ptr& c) {
     if (slot && slot->peer().incarnation == c->peer().incarnation) {
       const bool keep_new = dialler(c, self) < dialler(slot, self);
       (keep_new ? slot : c)->superseded = true;
-      if (keep_new) std::swap(old, slot), slot = c;
-      else old = c;
+      if (keep_new)
+        std::swap(old, slot), slot = c;
+      else
+        old = c;
     } else {
       old = slot;  // a previous incarnation (or none): the new connection replaces it
       slot = c;
     }
   }
   const bool duplicate = old && old->superseded;
-  if (duplicate) old->close("superseded by another connection to " + c->peer().name);
-  else if (old) old->close("replaced by incarnation " + std::to_string(c->peer().incarnation));
+  if (duplicate)
+    old->close("superseded by another connection to " + c->peer().name);
+  else if (old)
+    old->close("replaced by incarnation " + std::to_string(c->peer().incarnation));
   if (!duplicate) {
     spdlog::info("transport: peer {} up ({})", c->peer().to_string(), c->remote());
     fire_peer(up_cbs, peer_event{c->peer(), c->remote(), "connected"});
@@ -48,6 +52,7 @@ void endpoint::impl::on_open(const conn_ptr& c) {
   if (auto it = dials.find(c->dial_id); it != dials.end()) {
     it->second.attempts = 0;
     it->second.established = true;
+    it->second.node = c->peer().name;
     if (auto w = std::move(it->second.waiter)) {
       it->second.waiter = nullptr;
       w(c->peer());
@@ -58,8 +63,10 @@ void endpoint::impl::on_open(const conn_ptr& c) {
 void endpoint::impl::on_closed(const conn_ptr& c, const std::string& reason) {
   all.erase(c);
   if (!c->opened) {
-    if (!c->dialled()) spdlog::warn("transport: refused connection from {}: {}", c->remote(), reason);
-    else spdlog::warn("transport: dial {} failed: {}", c->remote(), reason);
+    if (!c->dialled())
+      spdlog::warn("transport: refused connection from {}: {}", c->remote(), reason);
+    else
+      spdlog::warn("transport: dial {} failed: {}", c->remote(), reason);
     if (c->dial_id) dial_failed(c->dial_id, error(c->close_code(), c->remote() + ": " + reason));
     return;
   }
@@ -80,7 +87,14 @@ void endpoint::impl::on_closed(const conn_ptr& c, const std::string& reason) {
   spdlog::info("transport: peer {} down: {}", c->peer().to_string(), reason);
   fire_watches(c->peer().name, "", "node down: " + reason);
   fire_peer(down_cbs, peer_event{c->peer(), c->remote(), reason});
-  if (c->dial_id && dials.count(c->dial_id) && dials[c->dial_id].reconnect && !stopping) schedule_redial(c->dial_id);
+  if (stopping) return;
+  // Re-dial what we dialled, also when the lost connection was the peer's (ours was superseded).
+  for (auto& [id, d] : dials) {
+    if (d.reconnect && d.established && (id == c->dial_id || d.node == c->peer().name)) {
+      schedule_redial(id);
+      break;
+    }
+  }
 }
 
 void endpoint::impl::fire_peer(const std::vector<peer_callback>& cbs, const peer_event& ev) {
@@ -95,19 +109,23 @@ void endpoint::impl::fire_peer(const std::vector<peer_callback>& cbs, const peer
 
 void endpoint::impl::on_message(const conn_ptr& c, message&& m) {
   switch (m.kind()) {
-    case Body::WATCH: return handle_watch(c, m);
+    case Body::WATCH:
+      return handle_watch(c, m);
     case Body::UNWATCH: {
       auto id = m.body().getUnwatch().getWatchId();
       for (auto& [name, list] : watchers)
         std::erase_if(list, [&](const remote_watch& w) { return w.node == c->peer().name && w.id == id; });
       return;
     }
-    case Body::DOWN: return handle_down(c, m);
+    case Body::DOWN:
+      return handle_down(c, m);
     case Body::HELLO:
     case Body::AUTH:
       ++stats.malformed_frames;
-      return c->close("malformed frame: handshake message after authentication", transport_errc::malformed_frame);
-    default: return route(m, c);
+      return c->close("malformed frame: handshake message after authentication",
+                      transport_errc::malformed_frame);
+    default:
+      return route(m, c);
   }
 }
 
@@ -126,10 +144,12 @@ void endpoint::impl::route(const message& m, const conn_ptr& c) {
     (*h)(m);
   } catch (const kj::Exception& e) {
     ++stats.malformed_frames;
-    if (c) c->close("malformed message for '" + std::string(m.to()) + "': " + e.getDescription().cStr(),
-                    transport_errc::malformed_frame);
+    if (c)
+      c->close("malformed message for '" + std::string(m.to()) + "': " + e.getDescription().cStr(),
+               transport_errc::malformed_frame);
   } catch (const std::exception& e) {
-    spdlog::error("transport: handler '{}' threw on a message from {}: {}", m.to(), m.from_node().to_string(), e.what());
+    spdlog::error("transport: handler '{}' threw on a message from {}: {}", m.to(), m.from_node().to_string(),
+                  e.what());
   }
 }
 
@@ -169,7 +189,8 @@ void endpoint::impl::send_down(const std::string& node, std::uint64_t id, const 
 }
 
 // Fires (and removes) the watches on `node`: those of `name`, or all of them when name is empty.
-void endpoint::impl::fire_watches(const std::string& node, const std::string& name, const std::string& reason) {
+void endpoint::impl::fire_watches(const std::string& node, const std::string& name,
+                                  const std::string& reason) {
   std::vector<local_watch> fired;
   for (auto it = watches.begin(); it != watches.end();) {
     if (it->second.node == node && (name.empty() || it->second.name == name)) {
@@ -231,8 +252,8 @@ void endpoint::unwatch(std::uint64_t id) {
   });
 }
 
-expected<void> endpoint::send(const std::string& node, const std::string& to, outbound&& m, const std::string& from,
-                              std::chrono::milliseconds wait) {
+expected<void> endpoint::send(const std::string& node, const std::string& to, outbound&& m,
+                              const std::string& from, std::chrono::milliseconds wait) {
   auto env = m.envelope();
   env.setTo(to);
   if (!from.empty()) env.setFrom(from);

@@ -13,27 +13,29 @@ namespace troupe {
 
 // Limits applied to every incoming frame before anything is allocated or decoded.
 struct frame_limits {
-  std::uint32_t max_segments = 64;               // segment-table entries per frame
-  std::size_t max_frame_bytes = 64u << 20;       // segment table + segments
-  std::uint32_t nesting_limit = 16;              // Cap'n Proto ReaderOptions::nestingLimit
-  std::uint32_t traversal_factor = 8;            // traversal limit = factor x frame words (min 8 Ki)
+  std::uint32_t max_segments = 64;          // segment-table entries per frame
+  std::size_t max_frame_bytes = 64u << 20;  // segment table + segments
+  std::uint32_t nesting_limit = 16;         // Cap'n Proto ReaderOptions::nestingLimit
+  std::uint32_t traversal_factor = 8;       // traversal limit = factor x frame words (min 8 Ki)
 };
 
 // Limits while a peer is not yet authenticated: a stranger cannot make us allocate much.
-inline frame_limits handshake_limits() { return {4, 4096, 8, 4}; }
+inline frame_limits handshake_limits() {
+  return {4, 4096, 8, 4};
+}
 
 struct transport_config {
   using ms = std::chrono::milliseconds;
-  std::string listen_host = "127.0.0.1";   // loopback unless told otherwise
-  std::uint16_t listen_port = 0;           // 0: any free port
-  std::string token;                       // the cluster secret (never logged)
+  std::string listen_host = "127.0.0.1";  // loopback unless told otherwise
+  std::uint16_t listen_port = 0;          // 0: any free port
+  std::string token;                      // the cluster secret (never logged)
   ms heartbeat_interval{250};
-  ms heartbeat_timeout{1000};              // a peer silent this long is declared dead
+  ms heartbeat_timeout{1000};  // a peer silent this long is declared dead
   ms handshake_timeout{2000};
   ms connect_timeout{2000};
-  ms reconnect_initial{50};                // backoff doubles from here, with jitter...
-  ms reconnect_max{2000};                  // ...up to here
-  int reconnect_attempts = 60;             // per outage; 0 = never reconnect
+  ms reconnect_initial{50};                  // backoff doubles from here, with jitter...
+  ms reconnect_max{2000};                    // ...up to here
+  int reconnect_attempts = 60;               // per outage; 0 = never reconnect
   std::size_t send_queue_bytes = 64u << 20;  // per connection; past it send() reports queue_full
   frame_limits limits;
 

@@ -16,10 +16,10 @@ namespace troupe {
 expected<void> install_echo(endpoint& ep, const std::string& name = "echo");
 
 struct ping_options {
-  std::string node;               // peer node name (from connect())
+  std::string node;  // peer node name (from connect())
   std::string name = "echo";
-  std::size_t count = 1000;       // measured round trips
-  std::size_t warmup = 100;       // round trips before measuring
+  std::size_t count = 1000;  // measured round trips
+  std::size_t warmup = 100;  // round trips before measuring
   std::size_t payload_bytes = 32;
   std::chrono::milliseconds timeout{30'000};
 };

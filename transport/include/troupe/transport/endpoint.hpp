@@ -42,7 +42,7 @@ struct endpoint_stats {
   std::uint64_t frames_dropped = 0;     // by the fault-injection knob
   std::uint64_t frames_unroutable = 0;  // addressed to a name nobody registered
   std::uint64_t malformed_frames = 0, auth_refused = 0;
-  std::int64_t queued_bytes = 0;        // in all send queues now
+  std::int64_t queued_bytes = 0;  // in all send queues now
   std::size_t open_connections = 0;
 };
 

@@ -2,8 +2,9 @@
 //
 // Every frame's root is a schema::Envelope (transport/schema/envelope.capnp): `to`/`from` actor
 // names and a `body` union of all message kinds. A `message` owns the frame's aligned words and a
-// Cap'n Proto reader over them; it is immutable, cheap to copy (shared) and may be read from any
-// thread, so it can be forwarded into an actor mailbox as is. It was validated on arrival
+// Cap'n Proto reader over them; it is immutable and cheap to copy (shared), so it can be forwarded
+// into an actor mailbox as is and read on another thread (one thread at a time: the reader's
+// traversal budget is a plain counter). It was validated on arrival
 // (segment table, sizes, every pointer in bounds, traversal and nesting limits), but a getter of
 // a field of the wrong kind can still throw kj::Exception: a handler invoked by the endpoint has
 // that caught for it (the connection is closed as malformed); code reading it elsewhere must
