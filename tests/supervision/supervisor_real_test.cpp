@@ -2,6 +2,10 @@
 #include <condition_variable>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <gtest/gtest.h>
 
@@ -121,6 +125,33 @@ TEST_F(real_scheduler_test, status_queries_and_dynamic_children_over_requests) {
   self->monitor(sup);
   self->send_exit(sup, caf::exit_reason::user_shutdown);
   self->receive([&](caf::down_msg& m) { EXPECT_EQ(m.reason, caf::error(caf::exit_reason::user_shutdown)); });
+}
+
+// The real escalation: in a child process, a root whose only child keeps crashing gives up and
+// the default hook ends the process with code 1 and the reason on the log (stderr here).
+void run_doomed_node() {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("doomed"));
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.max-threads", 2);
+  add_supervision_error_category(cfg);
+  caf::actor_system sys{cfg};
+  name_registry names;
+  supervisor_config c;
+  c.name = "root";
+  c.max_restarts = 0;
+  auto root = run_node_root(sys, names, c, {worker_spec("master")});
+  caf::anon_send(root.supervisor(), start_child_atom::value, worker_spec("doomed"));
+  for (int i = 0; i < 1000 && !names.get("doomed"); ++i) std::this_thread::sleep_for(10ms);
+  caf::anon_send(names.get("doomed"), boom_atom::value);
+  std::this_thread::sleep_for(30s);  // the hook exits long before
+  std::_Exit(0);
+}
+
+TEST(node_root_escalation, default_hook_exits_the_process_with_a_logged_reason) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(run_doomed_node(), ::testing::ExitedWithCode(1),
+              "root supervisor gave up: supervise: restart intensity exceeded: supervisor 'root': "
+              "child 'doomed'");
 }
 
 }  // namespace
