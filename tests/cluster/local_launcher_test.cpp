@@ -189,7 +189,9 @@ TEST(local_launcher, leftovers_in_a_nodes_group_die_with_it) {
   exit_log log;
   auto l = make(log);
   // The shell starts a background sleep in its own group and exits at once.
-  auto h = l->launch(shell("worker-1", "sleep 1000 & echo $! > " + (dir / "bg.pid") + "; exit 0"));
+  // (A log file, so that a surviving sleep cannot hold this test's stdout open.)
+  auto h =
+      l->launch(shell("worker-1", "sleep 1000 & echo $! > " + (dir / "bg.pid") + "; exit 0", dir / "w.log"));
   ASSERT_TRUE(h);
   auto st = log.wait_for(*h, 10s);
   ASSERT_TRUE(st);
