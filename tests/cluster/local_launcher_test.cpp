@@ -189,7 +189,9 @@ TEST(local_launcher, leftovers_in_a_nodes_group_die_with_it) {
   exit_log log;
   auto l = make(log);
   // The shell starts a background sleep in its own group and exits at once.
-  auto h = l->launch(shell("worker-1", "sleep 1000 & echo $! > " + (dir / "bg.pid") + "; exit 0"));
+  // (A log file, so that a surviving sleep cannot hold this test's stdout open.)
+  auto h =
+      l->launch(shell("worker-1", "sleep 1000 & echo $! > " + (dir / "bg.pid") + "; exit 0", dir / "w.log"));
   ASSERT_TRUE(h);
   auto st = log.wait_for(*h, 10s);
   ASSERT_TRUE(st);
@@ -363,6 +365,34 @@ TEST(local_launcher, wait_times_out_on_a_running_node) {
   EXPECT_EQ(r.err(), cluster_errc::timed_out);
   node_handle unknown{999, {"worker-9", 0}, 1};
   EXPECT_EQ(l->poll(unknown).err(), cluster_errc::no_such_node);
+}
+
+}  // namespace
+}  // namespace troupe::cluster
+
+namespace troupe::cluster {
+namespace {
+
+// With SIGCHLD ignored the kernel reaps children itself; the launcher must neither hang nor
+// signal a pid it no longer owns, and reports the status as unknown (code -1). Runs in a death-test
+// child: 0 on success, else the failing step.
+int launch_with_sigchld_ignored() {
+  ::signal(SIGCHLD, SIG_IGN);
+  auto l = local_launcher::create({nullptr, resources{1, 1ull << 30, 0}});
+  if (!l) return 2;
+  node_spec s;
+  s.id = {"worker-1", 0};
+  s.program = "/bin/sh";
+  s.argv = {"sh", "-c", "exit 3"};
+  auto h = (*l)->launch(s);
+  if (!h) return 3;
+  auto st = (*l)->wait(*h, std::chrono::seconds(10));
+  return st && st->code == -1 && !st->signaled() ? 0 : 4;
+}
+
+TEST(local_launcher, children_reaped_by_the_kernel_are_reported_unknown) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(launch_with_sigchld_ignored()), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

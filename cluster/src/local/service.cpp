@@ -126,16 +126,22 @@ namespace {
 // in its group dies with it.
 std::optional<exit_status> try_reap(int pid) {
   siginfo_t si{};
-  if (::waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0)
-    return std::nullopt;  // still running
   exit_status st;
+  if (::waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOHANG | WNOWAIT) != 0) {
+    if (errno == EINTR) return std::nullopt;
+    // ECHILD: reaped by someone else (SIGCHLD ignored, or waitpid(-1) elsewhere). The pid may
+    // already name another process, so its group is not signalled; the status is unknown.
+    st.code = -1;
+    return st;
+  }
+  if (si.si_pid == 0) return std::nullopt;  // still running
   ::kill(-pid, SIGKILL);
   int ws = 0;
   pid_t r;
   while ((r = ::waitpid(pid, &ws, 0)) < 0 && errno == EINTR) {
   }
   if (r != pid)
-    st.code = -1;  // reaped by someone else (SIGCHLD ignored, or waitpid(-1) elsewhere): unknown
+    st.code = -1;
   else if (WIFSIGNALED(ws))
     st.signal = WTERMSIG(ws);
   else
