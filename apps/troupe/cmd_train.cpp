@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
+#include "troupe/actors/job_spec.hpp"
 #include "job_config_check.hpp"
 #include "troupe/nn/config.hpp"
 #include "troupe/nn/trainer.hpp"
@@ -39,8 +40,10 @@ void print_eval(std::size_t epoch, const nn::eval_result& r, bool binary, double
 int run_local(const options& o) {
   auto doc = load_job_doc(o.file, o.overrides);
   if (!doc) return usage_error(doc.err());
-  auto job = nn::load_job_config(*doc);
-  if (!job) return usage_error(job.err());
+  // A whole job file is accepted ([job], [ps] are validated and ignored here).
+  auto spec = actors::job_spec::read(*doc);
+  if (!spec) return usage_error(spec.err());
+  auto* job = &spec->nn;
   auto data = nn::load_data(job->data);
   if (!data) return run_error(data.err());
   auto m = nn::model_registry::instance().create(job->model, data->train.info);

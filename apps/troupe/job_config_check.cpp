@@ -1,7 +1,7 @@
 #include "job_config_check.hpp"
 
 #include "troupe/core/log.hpp"
-#include "troupe/nn/config.hpp"
+#include "troupe/actors/job_spec.hpp"
 
 namespace troupe::cli {
 
@@ -14,10 +14,9 @@ expected<config_doc> load_job_doc(const std::string& file, const std::vector<std
 }
 
 expected<void> validate_job_doc(const config_doc& doc) {
-  config_reader r(doc);
-  (void)log_config::read(r.section("log"), log_config{});
-  if (doc.has("model") || doc.has("train") || doc.has("data")) (void)nn::read_job_config(r);
-  return r.finish();
+  auto spec = actors::job_spec::read(doc);
+  if (!spec) return spec.err();
+  return {};
 }
 
 }  // namespace troupe::cli

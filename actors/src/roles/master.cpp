@@ -11,6 +11,7 @@
 #include "../wire.hpp"
 #include "master_state.hpp"
 #include "roles.hpp"
+#include "troupe/cluster/errc.hpp"
 #include "troupe/cluster/job_dir.hpp"
 
 namespace troupe::actors {

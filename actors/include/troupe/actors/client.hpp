@@ -1,0 +1,22 @@
+// Talking to a running job from outside (`troupe status`, `troupe scale`, `troupe stop`): find its
+// directory, read the runner's address and the token from it, and ask the runner.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "troupe/core/error.hpp"
+
+namespace troupe::actors {
+
+// `job_dir` when given, else the most recently modified job under `root`. Errors name what is
+// missing.
+expected<std::string> find_job_dir(const std::string& job_dir, const std::string& root);
+
+// The job's status as a JSON object (membership, tasks, throughput, loss, restarts, result).
+expected<std::string> job_status_json(const std::string& job_dir);
+// Sets the number of workers; returns the target the runner accepted (clamped to min/max).
+expected<std::uint32_t> scale_job(const std::string& job_dir, std::uint32_t workers);
+expected<void> stop_job(const std::string& job_dir);
+
+}  // namespace troupe::actors

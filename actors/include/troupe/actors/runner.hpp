@@ -1,0 +1,28 @@
+// `troupe run job.toml`: the job runner. It creates the job directory, prepares the datasets,
+// launches the master, the PS shards and the workers as child processes (the local launcher: one
+// process group each, no orphans), relaunches any node that dies (the master and PS shards always,
+// workers while fewer than the target run), shows a progress line, serves `troupe status/scale/stop`
+// and, once the master reports the job finished, stops every node and prints the final metrics as
+// one JSON line on stdout.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace troupe::actors {
+
+struct run_options {
+  std::string file;
+  std::vector<std::string> overrides;       // --set key=value
+  std::string job_id;                       // empty: <name>-<time>-<random>
+  std::optional<std::uint32_t> workers;     // --workers N (overrides [job] workers)
+  bool progress = true;                     // the progress line on stderr
+};
+
+// Returns the process exit code: 0 finished (every task done), 1 failed (quarantined tasks, a node
+// that keeps dying, the master unreachable), 2 bad configuration, 130 interrupted.
+int run_job(const run_options& o);
+
+}  // namespace troupe::actors

@@ -1,0 +1,131 @@
+#include "troupe/actors/client.hpp"
+
+#include <unistd.h>
+
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "node_runtime.hpp"
+#include "rpc.hpp"
+#include "troupe/cluster/job_dir.hpp"
+#include "wire.hpp"
+
+namespace troupe::actors {
+
+expected<std::string> find_job_dir(const std::string& job_dir, const std::string& root) {
+  if (!job_dir.empty()) return job_dir;
+  auto ids = cluster::job_dir::list(root);
+  if (!ids) return ids.err();
+  if (ids->empty()) return make_unexpected(core_errc::invalid_argument, "no job under " + root + " (give --job-dir)");
+  return root + "/" + ids->front();
+}
+
+namespace {
+
+struct session {
+  std::unique_ptr<endpoint> net;
+  std::unique_ptr<rpc_client> rpc;
+  ~session() {
+    rpc.reset();
+    net.reset();
+  }
+};
+
+expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir) {
+  auto dir = cluster::job_dir::open(job_dir);
+  if (!dir) return dir.err();
+  auto nodes = dir->read_nodes();
+  if (!nodes) return nodes.err();
+  auto token = node_runtime::read_token(job_dir);
+  if (!token) return token.err();
+  transport_config cfg;
+  cfg.token = *token;
+  cfg.reconnect_attempts = 0;
+  auto s = std::make_unique<session>();
+  auto net = endpoint::create(node_id{"cli-" + std::to_string(::getpid()), 0}, cfg);
+  if (!net) return net.err();
+  s->net = std::move(*net);
+  auto peer = s->net->connect(nodes->master_address, false);
+  if (!peer)
+    return std::move(peer).err().wrap("job " + dir->job_id() + " (runner at " + nodes->master_address +
+                                      "; is it still running?)");
+  auto rpc = rpc_client::create(*s->net, "cli");
+  if (!rpc) return rpc.err();
+  s->rpc = std::move(*rpc);
+  return s;
+}
+
+}  // namespace
+
+expected<std::string> job_status_json(const std::string& job_dir) {
+  auto s = connect_runner(job_dir);
+  if (!s) return s.err();
+  auto& rpc = *(*s)->rpc;
+  rpc_client::request r{"runner", "runner", outbound(), rpc.next_id()};
+  auto o = wire::job();
+  o.body.initStatusRequest().setRequestId(r.id);
+  r.out = std::move(o.out);
+  auto reply = rpc.call(std::move(r), std::chrono::seconds(3));
+  if (!reply) return reply.err();
+  nlohmann::json j;
+  bool ok = guarded("status", [&] {
+    auto st = reply->body().getJob().getJobStatus();
+    j["job"] = st.getJobId().cStr();
+    j["epoch"] = st.getEpoch();
+    j["workers_alive"] = st.getWorkersAlive();
+    j["workers_target"] = st.getWorkersTarget();
+    j["ps_alive"] = st.getPsAlive();
+    j["tasks"] = {{"todo", st.getTasksTodo()}, {"doing", st.getTasksDoing()}, {"done", st.getTasksDone()},
+                  {"failed", st.getTasksFailed()}, {"requeued", st.getRequeued()}};
+    j["data_epoch"] = st.getDataEpoch();
+    j["data_epochs"] = st.getDataEpochs();
+    j["samples_per_sec"] = st.getSamplesPerSec();
+    j["loss"] = st.getLoss();
+    j["samples_total"] = st.getSamplesTotal();
+    j["restarts"] = st.getRestarts();
+    j["finished"] = st.getFinished();
+    if (st.getResultJson().size() > 0) j["result"] = nlohmann::json::parse(st.getResultJson().cStr(), nullptr, false);
+    auto members = nlohmann::json::array();
+    for (auto m : st.getMembers())
+      members.push_back({{"node", wire::read_node(m.getNode()).to_string()}, {"role", m.getRole().cStr()},
+                         {"address", m.getAddress().cStr()}, {"pid", m.getPid()}, {"state", m.getState().cStr()}});
+    j["members"] = members;
+  });
+  if (!ok) return make_unexpected(core_errc::parse_error, "malformed status reply from the runner");
+  return j.dump();
+}
+
+expected<std::uint32_t> scale_job(const std::string& job_dir, std::uint32_t workers) {
+  auto s = connect_runner(job_dir);
+  if (!s) return s.err();
+  auto& rpc = *(*s)->rpc;
+  rpc_client::request r{"runner", "runner", outbound(), rpc.next_id()};
+  auto o = wire::job();
+  auto sc = o.body.initScale();
+  sc.setRequestId(r.id);
+  sc.setWorkers(workers);
+  r.out = std::move(o.out);
+  auto reply = rpc.call(std::move(r), std::chrono::seconds(3));
+  if (!reply) return reply.err();
+  return reply->body().getJob().getScaleReply().getWorkers();
+}
+
+expected<void> stop_job(const std::string& job_dir) {
+  auto s = connect_runner(job_dir);
+  if (!s) return s.err();
+  auto o = wire::job();
+  o.body.initStop().setReason("troupe stop");
+  auto& net = *(*s)->net;
+  if (auto r = net.send("runner", "runner", std::move(o.out), "cli", std::chrono::seconds(1)); !r) return r;
+  // Returns once the runner has stopped the job and exited (its connection drops).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (net.connected("runner")) {
+    if (std::chrono::steady_clock::now() > deadline)
+      return make_unexpected(core_errc::io_error, "the runner did not stop within 15 s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return {};
+}
+
+}  // namespace troupe::actors

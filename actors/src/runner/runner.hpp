@@ -1,0 +1,85 @@
+// The job runner's state and steps (runner.cpp: setup and the main loop; runner_nodes.cpp:
+// launching, relaunching and scaling nodes; runner_io.cpp: messages and the progress line).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "../rpc.hpp"
+#include "troupe/actors/data.hpp"
+#include "troupe/actors/job_spec.hpp"
+#include "troupe/actors/runner.hpp"
+#include "troupe/cluster/job_dir.hpp"
+#include "troupe/cluster/local/launcher.hpp"
+#include "troupe/transport/endpoint.hpp"
+
+namespace troupe::actors {
+
+struct node_slot {
+  node_id id;                 // current (or last) incarnation
+  cluster::node_role role = cluster::node_role::worker;
+  std::size_t index = 0;
+  std::optional<cluster::node_handle> handle;  // while running
+  bool wanted = true;         // relaunch when it dies
+  std::deque<std::chrono::steady_clock::time_point> deaths;  // recent, for the give-up rule
+};
+
+struct status_snapshot {
+  bool valid = false;
+  std::uint64_t epoch = 0, todo = 0, doing = 0, done = 0, failed = 0, requeued = 0, samples = 0;
+  std::uint32_t workers_alive = 0, ps_alive = 0, data_epoch = 0, data_epochs = 0;
+  double samples_per_sec = 0, loss = 0;
+  std::vector<cluster::member> members;
+};
+
+class runner {
+ public:
+  explicit runner(run_options o) : opt_(std::move(o)) {}
+  int run();
+
+ private:
+  using steady = std::chrono::steady_clock;
+  // setup and main loop (runner.cpp)
+  int setup();
+  int loop();
+  void shutdown_nodes();
+  // nodes (runner_nodes.cpp)
+  expected<void> launch(node_slot& slot);
+  void handle_exits();
+  void scale_to(std::uint32_t workers);
+  std::uint32_t running_workers() const;
+  void write_nodes_file();
+  // io (runner_io.cpp)
+  void on_message(const message& m);
+  void poll_status();
+  void print_progress(bool final_line);
+  void answer_status(const std::string& node, const std::string& to, std::uint64_t id);
+
+  run_options opt_;
+  job_spec spec_;
+  std::optional<cluster::job_dir> dir_;
+  prepared_data data_;
+  std::string master_addr_, self_addr_;
+  std::unique_ptr<endpoint> net_;
+  std::unique_ptr<rpc_client> rpc_;
+  std::unique_ptr<cluster::local_launcher> launcher_;
+  std::map<std::string, node_slot> nodes_;
+  std::uint32_t target_workers_ = 0;
+  std::uint64_t restarts_ = 0;
+  steady::time_point started_, last_progress_;
+  // Filled from the endpoint's and the launcher's threads, consumed by the main loop.
+  std::mutex mu_;
+  std::deque<std::pair<cluster::node_handle, cluster::exit_status>> exits_;
+  std::deque<std::uint32_t> scale_requests_;
+  std::string result_json_;
+  bool result_ok_ = false;
+  std::atomic<bool> finished_{false}, stop_{false};
+  status_snapshot status_;
+  std::string fatal_;
+};
+
+}  // namespace troupe::actors

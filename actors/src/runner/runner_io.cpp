@@ -1,0 +1,156 @@
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <spdlog/spdlog.h>
+
+#include "../node_runtime.hpp"
+#include "../wire.hpp"
+#include "runner.hpp"
+
+namespace troupe::actors {
+
+void runner::on_message(const message& m) {
+  guarded("runner", [&] {
+    if (m.kind() != schema::Envelope::Body::JOB) return;
+    auto j = m.body().getJob();
+    switch (j.which()) {
+      case schema::JobMessage::JOB_FINISHED: {
+        std::lock_guard lk(mu_);
+        if (finished_) return;
+        result_json_ = j.getJobFinished().getResultJson().cStr();
+        result_ok_ = j.getJobFinished().getOk();
+        finished_ = true;
+        break;
+      }
+      case schema::JobMessage::STATUS_REQUEST:
+        answer_status(m.from_node().name, std::string(m.from()), j.getStatusRequest().getRequestId());
+        break;
+      case schema::JobMessage::SCALE: {
+        auto s = j.getScale();
+        std::uint32_t n = std::clamp(s.getWorkers(), spec_.job.min_workers, spec_.job.max_workers);
+        {
+          std::lock_guard lk(mu_);
+          scale_requests_.push_back(n);
+        }
+        auto o = wire::job();
+        auto r = o.body.initScaleReply();
+        r.setRequestId(s.getRequestId());
+        r.setWorkers(n);
+        if (n != s.getWorkers())
+          r.setError("clamped to [" + std::to_string(spec_.job.min_workers) + ", " +
+                     std::to_string(spec_.job.max_workers) + "]");
+        (void)net_->send(m.from_node().name, std::string(m.from()), std::move(o.out), "runner");
+        break;
+      }
+      case schema::JobMessage::STOP: stop_ = true; break;
+      default: break;
+    }
+  });
+}
+
+void runner::poll_status() {
+  static auto last = steady::time_point{};
+  auto now = steady::now();
+  if (now - last < std::chrono::milliseconds(250) || !net_->connected("master")) return;
+  last = now;
+  rpc_client::request r{"master", "master", outbound(), rpc_->next_id()};
+  auto o = wire::job();
+  o.body.initStatusRequest().setRequestId(r.id);
+  r.out = std::move(o.out);
+  auto reply = rpc_->call(std::move(r), std::chrono::milliseconds(1000));
+  if (!reply) return;
+  guarded("status", [&] {
+    auto s = reply->body().getJob().getJobStatus();
+    status_snapshot st;
+    st.valid = true;
+    st.epoch = s.getEpoch();
+    st.todo = s.getTasksTodo();
+    st.doing = s.getTasksDoing();
+    st.done = s.getTasksDone();
+    st.failed = s.getTasksFailed();
+    st.requeued = s.getRequeued();
+    st.samples = s.getSamplesTotal();
+    st.workers_alive = s.getWorkersAlive();
+    st.ps_alive = s.getPsAlive();
+    st.data_epoch = s.getDataEpoch();
+    st.data_epochs = s.getDataEpochs();
+    st.samples_per_sec = s.getSamplesPerSec();
+    st.loss = s.getLoss();
+    for (auto m : s.getMembers()) {
+      auto role = cluster::parse_role(m.getRole().cStr());
+      if (!role) continue;
+      cluster::member mem;
+      mem.id = wire::read_node(m.getNode());
+      mem.role = *role;
+      mem.address = m.getAddress().cStr();
+      mem.pid = static_cast<int>(m.getPid());
+      mem.state = std::string(m.getState().cStr()) == "alive" ? cluster::member_state::alive
+                                                               : cluster::member_state::launching;
+      st.members.push_back(std::move(mem));
+    }
+    std::lock_guard lk(mu_);
+    status_ = std::move(st);
+  });
+}
+
+void runner::print_progress(bool final_line) {
+  std::unique_lock lk(mu_);
+  const status_snapshot s = status_;
+  lk.unlock();
+  if (!opt_.progress || !s.valid) return;
+  auto now = steady::now();
+  bool tty = ::isatty(STDERR_FILENO);
+  // On a terminal the line is redrawn in place; in a log, one line every 2 s.
+  if (!final_line && now - last_progress_ < (tty ? std::chrono::milliseconds(250) : std::chrono::seconds(2))) return;
+  last_progress_ = now;
+  std::uint64_t total = s.todo + s.doing + s.done + s.failed;
+  double secs = std::chrono::duration<double>(now - started_).count();
+  std::fprintf(stderr,
+               "%s[%6.1fs] epoch %u/%u  tasks %llu/%llu  %8.0f samples/s  loss %.4f  workers %u/%u%s  restarts %llu%s",
+               tty ? "\r" : "", secs, std::min(s.data_epoch + 1, std::max(s.data_epochs, 1u)), s.data_epochs,
+               static_cast<unsigned long long>(s.done), static_cast<unsigned long long>(total), s.samples_per_sec,
+               s.loss, s.workers_alive, target_workers_,
+               spec_.uses_ps() ? ("  ps " + std::to_string(s.ps_alive)).c_str() : "",
+               static_cast<unsigned long long>(restarts_), tty && !final_line ? "" : "\n");
+}
+
+void runner::answer_status(const std::string& node, const std::string& to, std::uint64_t id) {
+  std::unique_lock lk(mu_);
+  const status_snapshot s = status_;
+  const std::string result = result_json_;
+  const std::uint32_t target = target_workers_;
+  lk.unlock();
+  auto o = wire::job();
+  auto b = o.body.initJobStatus();
+  b.setRequestId(id);
+  b.setJobId(dir_->job_id());
+  b.setEpoch(s.epoch);
+  b.setWorkersAlive(s.workers_alive);
+  b.setWorkersTarget(target);
+  b.setPsAlive(s.ps_alive);
+  b.setTasksTodo(s.todo);
+  b.setTasksDoing(s.doing);
+  b.setTasksDone(s.done);
+  b.setTasksFailed(s.failed);
+  b.setRequeued(s.requeued);
+  b.setDataEpoch(s.data_epoch);
+  b.setDataEpochs(s.data_epochs);
+  b.setSamplesPerSec(s.samples_per_sec);
+  b.setLoss(s.loss);
+  b.setSamplesTotal(s.samples);
+  b.setFinished(finished_);
+  b.setRestarts(restarts_);
+  b.setResultJson(result);
+  auto list = b.initMembers(static_cast<unsigned>(s.members.size()));
+  for (unsigned i = 0; i < s.members.size(); ++i) {
+    wire::write_node(list[i].initNode(), s.members[i].id);
+    list[i].setAddress(s.members[i].address);
+    list[i].setRole(std::string(cluster::to_string(s.members[i].role)));
+    list[i].setPid(static_cast<std::uint32_t>(s.members[i].pid));
+    list[i].setState(std::string(cluster::to_string(s.members[i].state)));
+  }
+  (void)net_->send(node, to, std::move(o.out), "runner");
+}
+
+}  // namespace troupe::actors

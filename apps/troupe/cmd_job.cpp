@@ -1,0 +1,87 @@
+// `troupe status`, `troupe scale`, `troupe stop`: talk to a running job's runner.
+#include <cstdio>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "command.hpp"
+#include "troupe/actors/client.hpp"
+
+namespace troupe::cli {
+namespace {
+
+struct target {
+  std::string job_dir;
+  std::string root = "jobs";
+};
+
+void add_target(CLI::App& sub, const std::shared_ptr<target>& t) {
+  sub.add_option("--job-dir", t->job_dir, "the job's directory (default: the newest job under --root)");
+  sub.add_option("--root", t->root, "where job directories are (default: jobs)");
+}
+
+void print_table(const nlohmann::json& j) {
+  const auto& t = j["tasks"];
+  std::printf("job %s  epoch %llu  %s\n", j["job"].get<std::string>().c_str(),
+              static_cast<unsigned long long>(j["epoch"].get<std::uint64_t>()),
+              j["finished"].get<bool>() ? "finished" : "running");
+  std::printf("tasks: %llu todo, %llu doing, %llu done, %llu failed, %llu requeued; data epoch %u/%u\n",
+              t["todo"].get<unsigned long long>(), t["doing"].get<unsigned long long>(),
+              t["done"].get<unsigned long long>(), t["failed"].get<unsigned long long>(),
+              t["requeued"].get<unsigned long long>(), j["data_epoch"].get<unsigned>() + 1,
+              j["data_epochs"].get<unsigned>());
+  std::printf("throughput %.0f samples/s, loss %.4f, %llu samples, workers %u/%u, restarts %llu\n",
+              j["samples_per_sec"].get<double>(), j["loss"].get<double>(), j["samples_total"].get<unsigned long long>(),
+              j["workers_alive"].get<unsigned>(), j["workers_target"].get<unsigned>(),
+              j["restarts"].get<unsigned long long>());
+  std::printf("%-14s %-8s %-10s %-22s %s\n", "NODE", "ROLE", "STATE", "ADDRESS", "PID");
+  for (const auto& m : j["members"])
+    std::printf("%-14s %-8s %-10s %-22s %u\n", m["node"].get<std::string>().c_str(), m["role"].get<std::string>().c_str(),
+                m["state"].get<std::string>().c_str(), m["address"].get<std::string>().c_str(), m["pid"].get<unsigned>());
+}
+
+const command_registrar status_reg{"status", "Show a running job: membership, tasks, throughput", [](CLI::App& sub) -> runner {
+  auto t = std::make_shared<target>();
+  auto json = std::make_shared<bool>(false);
+  add_target(sub, t);
+  sub.add_flag("--json", *json, "one JSON object instead of the table");
+  return [t, json]() -> int {
+    auto dir = actors::find_job_dir(t->job_dir, t->root);
+    if (!dir) return usage_error(dir.err());
+    auto s = actors::job_status_json(*dir);
+    if (!s) return run_error(s.err());
+    if (*json) std::printf("%s\n", s->c_str());
+    else print_table(nlohmann::json::parse(*s));
+    return 0;
+  };
+}};
+
+const command_registrar scale_reg{"scale", "Change the number of workers of a running job", [](CLI::App& sub) -> runner {
+  auto t = std::make_shared<target>();
+  auto n = std::make_shared<std::uint32_t>(0);
+  add_target(sub, t);
+  sub.add_option("--workers", *n, "the new number of workers")->required()->check(CLI::Range(0, 1024));
+  return [t, n]() -> int {
+    auto dir = actors::find_job_dir(t->job_dir, t->root);
+    if (!dir) return usage_error(dir.err());
+    auto r = actors::scale_job(*dir, *n);
+    if (!r) return run_error(r.err());
+    std::printf("workers: %u\n", *r);
+    return 0;
+  };
+}};
+
+const command_registrar stop_reg{"stop", "Stop a running job (its nodes exit; the job directory stays)", [](CLI::App& sub) -> runner {
+  auto t = std::make_shared<target>();
+  add_target(sub, t);
+  return [t]() -> int {
+    auto dir = actors::find_job_dir(t->job_dir, t->root);
+    if (!dir) return usage_error(dir.err());
+    if (auto r = actors::stop_job(*dir); !r) return run_error(r.err());
+    std::printf("stopped\n");
+    return 0;
+  };
+}};
+
+}  // namespace
+}  // namespace troupe::cli

@@ -1,0 +1,144 @@
+#include "job_harness.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "troupe/cluster/job_dir.hpp"
+
+namespace troupe::testing {
+
+namespace fs = std::filesystem;
+
+std::string test_root(const std::string& test_name) {
+  auto p = fs::temp_directory_path() / ("troupe-job-test-" + std::to_string(::getpid())) / test_name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+std::string dataset_cache() {
+  auto p = fs::temp_directory_path() / "troupe-test-datasets";
+  fs::create_directories(p);
+  return p.string();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+job_run start_job(const std::string& test_name, const std::string& toml) {
+  job_run r;
+  r.name = test_name;
+  r.dir = test_root(test_name);
+  std::string file = r.dir + "/job.toml";
+  std::ofstream(file) << "[job]\nroot = \"" << r.dir << "/jobs\"\ndataset_cache = \"" << dataset_cache() << "\"\n"
+                      << toml;
+  r.job_dir = r.dir + "/jobs/" + test_name;
+  r.out_file = r.dir + "/stdout";
+  r.err_file = r.dir + "/stderr";
+  r.pid = ::fork();
+  if (r.pid == 0) {
+    int out = ::open(r.out_file.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    int err = ::open(r.err_file.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    ::execl(TROUPE_BIN, "troupe", "run", file.c_str(), "--job-id", test_name.c_str(), "--quiet", nullptr);
+    _exit(127);
+  }
+  return r;
+}
+
+int wait_job(job_run& r, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int st = 0;
+    pid_t p = ::waitpid(r.pid, &st, WNOHANG);
+    if (p == r.pid) {
+      r.pid = 0;
+      return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(r.pid, SIGKILL);
+  ::waitpid(r.pid, nullptr, 0);
+  r.pid = 0;
+  return -1000;  // timed out
+}
+
+nlohmann::json result(const job_run& r) {
+  std::istringstream in(read_file(r.out_file));
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty() && line[0] == '{') last = line;
+  auto j = nlohmann::json::parse(last, nullptr, false);
+  return j.is_discarded() ? nlohmann::json::object() : j;
+}
+
+int troupe(const std::string& args, std::string* out) {
+  std::string cmd = std::string(TROUPE_BIN) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string text;
+  std::array<char, 4096> buf;
+  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) text.append(buf.data(), n);
+  int st = ::pclose(p);
+  if (out) *out = text;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+std::optional<nlohmann::json> status(const job_run& r) {
+  std::string out;
+  if (troupe("status --json --job-dir " + r.job_dir, &out) != 0) return std::nullopt;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  return j;
+}
+
+std::optional<nlohmann::json> wait_status(const job_run& r, const std::function<bool(const nlohmann::json&)>& pred,
+                                          std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto s = status(r); s && pred(*s)) return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return std::nullopt;
+}
+
+pid_t node_pid(const job_run& r, const std::string& name) {
+  auto dir = cluster::job_dir::open(r.job_dir);
+  if (!dir) return 0;
+  auto nodes = dir->read_nodes();
+  if (!nodes) return 0;
+  for (const auto& n : nodes->nodes)
+    if (n.id.name == name && n.state != "exited") return n.pid;
+  return 0;
+}
+
+bool no_processes_of(const job_run& r) {
+  DIR* d = ::opendir("/proc");
+  bool none = true;
+  while (auto* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::string cmdline = read_file(std::string("/proc/") + e->d_name + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    std::string stat = read_file(std::string("/proc/") + e->d_name + "/stat");
+    auto close = stat.rfind(')');
+    bool zombie = close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
+    if (!zombie && cmdline.find(r.job_dir) != std::string::npos) none = false;
+  }
+  ::closedir(d);
+  return none;
+}
+
+}  // namespace troupe::testing

@@ -1,0 +1,43 @@
+// Runs real `troupe run` jobs for tests: writes a job file, starts the runner as a child process,
+// polls `troupe status --json`, finds node pids in nodes.json, waits for the final JSON line.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace troupe::testing {
+
+struct job_run {
+  std::string name, dir, job_dir, out_file, err_file;
+  pid_t pid = 0;
+};
+
+// A fresh directory for this test's jobs; datasets are cached across tests in a shared directory.
+std::string test_root(const std::string& test_name);
+std::string dataset_cache();
+
+// Writes `toml` (with [job] root/dataset_cache filled in by the caller's text) and starts the runner.
+job_run start_job(const std::string& test_name, const std::string& toml);
+// Waits for the runner to exit; its exit code (or -signal).
+int wait_job(job_run& r, std::chrono::seconds timeout);
+// The runner's final JSON line (empty object when there is none).
+nlohmann::json result(const job_run& r);
+// `troupe status --json` of the running job; nullopt while it does not answer.
+std::optional<nlohmann::json> status(const job_run& r);
+// Polls status until pred(status) or timeout.
+std::optional<nlohmann::json> wait_status(const job_run& r, const std::function<bool(const nlohmann::json&)>& pred,
+                                          std::chrono::seconds timeout);
+// The pid of node `name` from nodes.json (0 when not running).
+pid_t node_pid(const job_run& r, const std::string& name);
+// Runs `troupe ARGS`, returns the exit code; output into `out`.
+int troupe(const std::string& args, std::string* out = nullptr);
+std::string read_file(const std::string& path);
+// True if no process whose command line mentions the job directory is alive (no orphans).
+bool no_processes_of(const job_run& r);
+
+}  // namespace troupe::testing

@@ -1,0 +1,108 @@
+// Whole jobs, undisturbed: each strategy trains to a sensible metric, every task ends DONE, no
+// node process outlives the job, and bad job files are refused with the key named.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "job_harness.hpp"
+#include "troupe/storage/task_journal.hpp"
+
+namespace troupe::testing {
+namespace {
+
+std::string fashion_small(const std::string& strategy) {
+  return "strategy = \"" + strategy + "\"\n" + R"(name = "fm"
+workers = 2
+records_per_task = 500
+[model]
+type = "mlp"
+hidden = [64]
+[train]
+epochs = 2
+batch_size = 64
+optimizer = "adam"
+learning_rate = 0.002
+[data]
+source = "fashion-mnist"
+max_train_rows = 6000
+max_test_rows = 1000
+)";
+}
+
+void expect_all_done(const job_run& r) {
+  auto j = storage::task_journal::open(r.job_dir + "/journal");
+  ASSERT_TRUE(j) << j.err().to_string();
+  auto c = j->counts();
+  ASSERT_TRUE(c);
+  EXPECT_GT(c->done, 0u);
+  EXPECT_EQ(c->done, c->total()) << "todo " << c->todo << " doing " << c->doing << " failed " << c->failed;
+}
+
+TEST(job, allreduce_trains_fashion_mnist) {
+  auto r = start_job("allreduce", fashion_small("allreduce"));
+  int rc = wait_job(r, std::chrono::seconds(240));
+  ASSERT_EQ(rc, 0) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_GT(res.value("test_accuracy", 0.0), 0.70) << res.dump();
+  EXPECT_EQ(res.value("tasks_failed", 1), 0);
+  expect_all_done(r);
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+TEST(job, local_sgd_trains_fashion_mnist) {
+  auto r = start_job("local-sgd", fashion_small("local_sgd"));
+  int rc = wait_job(r, std::chrono::seconds(240));
+  ASSERT_EQ(rc, 0) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_GT(res.value("test_accuracy", 0.0), 0.70) << res.dump();
+  expect_all_done(r);
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+TEST(job, async_ps_trains_deepfm_close_to_the_planted_model) {
+  auto r = start_job("async-ps", R"(name = "ctr"
+strategy = "async_ps"
+workers = 2
+records_per_task = 2048
+[ps]
+shards = 2
+checkpoint_every_ms = 500
+[model]
+type = "deepfm"
+embedding_dim = 8
+hidden = [32]
+[train]
+epochs = 2
+batch_size = 256
+optimizer = "adam"
+learning_rate = 0.01
+[data]
+source = "synthetic-ctr"
+rows = 40000
+test_rows = 10000
+fields = 6
+vocab_per_field = 50
+)");
+  int rc = wait_job(r, std::chrono::seconds(240));
+  ASSERT_EQ(rc, 0) << read_file(r.err_file);
+  auto res = result(r);
+  double auc = res.value("test_auc", 0.0), best = res.value("true_auc", 1.0);
+  EXPECT_GT(auc, best - 0.03) << res.dump();
+  expect_all_done(r);
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+TEST(job, bad_job_file_names_the_key_and_exits_2) {
+  auto dir = test_root("bad");
+  std::string file = dir + "/bad.toml";
+  std::ofstream(file) << "[job]\nstrategy = \"sideways\"\n";
+  std::string out;
+  EXPECT_EQ(troupe("run " + file, &out), 2);
+  EXPECT_NE(out.find("job.strategy"), std::string::npos) << out;
+  std::ofstream(file) << "[job]\nworkers = 9\nmax_workers = 4\n";
+  EXPECT_EQ(troupe("run " + file, &out), 2);
+  EXPECT_NE(out.find("job.workers"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace troupe::testing
