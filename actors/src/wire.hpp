@@ -34,4 +34,15 @@ struct job_out {
 };
 job_out job();
 
+// Cap'n Proto list readers have no standard iterators: element-wise copies.
+template <class T, class List>
+void to_vector(List list, std::vector<T>& out) {
+  out.resize(list.size());
+  for (unsigned i = 0; i < list.size(); ++i) out[i] = list[i];
+}
+template <class T, class List>
+void copy_to(List list, T* out) {
+  for (unsigned i = 0; i < list.size(); ++i) out[i] = list[i];
+}
+
 }  // namespace troupe::actors::wire

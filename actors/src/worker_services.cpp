@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ps_layout.hpp"
+#include "wire.hpp"
 #include "troupe/cluster/membership.hpp"
 
 namespace troupe::actors {
@@ -77,7 +78,7 @@ expected<void> remote_ps::pull(nn::model& m, const nn::batch& b) {
       if (it == by_name.end() || it->second->value.size() != d.getValues().size())
         return make_unexpected(core_errc::io_error, rep.from_node().name + ": dense tensor '" +
                                                         d.getName().cStr() + "' does not match the model");
-      std::copy(d.getValues().begin(), d.getValues().end(), it->second->value.begin());
+      wire::copy_to(d.getValues(), it->second->value.data());
     }
     for (auto s : r.getSparse()) {
       auto it = table_by_name.find(s.getTable().cStr());
@@ -85,8 +86,9 @@ expected<void> remote_ps::pull(nn::model& m, const nn::batch& b) {
           s.getValues().size() != static_cast<std::size_t>(s.getIds().size()) * s.getDim())
         return make_unexpected(core_errc::io_error, rep.from_node().name + ": rows of '" +
                                                         s.getTable().cStr() + "' do not match the model");
-      std::vector<std::uint64_t> ids(s.getIds().begin(), s.getIds().end());
-      rows_.assign(s.getValues().begin(), s.getValues().end());
+      std::vector<std::uint64_t> ids;
+      wire::to_vector(s.getIds(), ids);
+      wire::to_vector(s.getValues(), rows_);
       it->second->write_rows(ids, rows_.data());
     }
   }

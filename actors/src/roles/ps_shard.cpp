@@ -8,6 +8,7 @@
 #include "../caf_types.hpp"
 #include "../data_model.hpp"
 #include "../ps_layout.hpp"
+#include "../wire.hpp"
 #include "ps_state.hpp"
 #include "roles.hpp"
 
@@ -48,7 +49,7 @@ void reply_pull(ps_state& st, const message& m) {
       continue;
     }
     auto* table = it->second.table;
-    ids.assign(refs[i].getIds().begin(), refs[i].getIds().end());
+    wire::to_vector(refs[i].getIds(), ids);
     rows.resize(ids.size() * table->dim());
     table->read_rows(ids, rows.data());
     sl[i].setTable(table->name());
@@ -70,7 +71,7 @@ void apply_push(ps_state& st, const message& m) {
       problem = std::string("dense gradient '") + d.getName().cStr() + "' unknown here or of the wrong size";
       continue;
     }
-    buf.assign(d.getValues().begin(), d.getValues().end());
+    wire::to_vector(d.getValues(), buf);
     auto& p = *it->second.param;
     nn::apply_dense(*st.opt, p.value, nn::tensor::view(buf.data(), p.value.dims()), it->second.slots);
   }
@@ -83,8 +84,8 @@ void apply_push(ps_state& st, const message& m) {
       continue;
     }
     g.dim = s.getDim();
-    g.ids.assign(s.getIds().begin(), s.getIds().end());
-    g.rows.assign(s.getValues().begin(), s.getValues().end());
+    wire::to_vector(s.getIds(), g.ids);
+    wire::to_vector(s.getValues(), g.rows);
     nn::apply_sparse(*st.opt, *it->second.table, g, it->second.slots);
     it->second.dirty.insert(g.ids.begin(), g.ids.end());
   }

@@ -1,6 +1,7 @@
 #include <spdlog/spdlog.h>
 
 #include <numeric>
+#include <random>
 #include <thread>
 
 #include "../wire.hpp"

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "troupe/actors/strategy.hpp"
 #include "troupe/cluster/errc.hpp"
 
 namespace troupe::actors {

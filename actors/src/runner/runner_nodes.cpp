@@ -4,6 +4,7 @@
 
 #include "../wire.hpp"
 #include "runner.hpp"
+#include "troupe/core/clock.hpp"
 
 namespace troupe::actors {
 
@@ -121,7 +122,7 @@ void runner::write_nodes_file() {
     std::lock_guard lk(mu_);
     f.epoch = status_.epoch;
   }
-  f.updated_ms = clock::system().wall_ms();
+  f.updated_ms = troupe::clock::system().wall_ms();
   f.master_address = self_addr_;  // `troupe status/scale/stop` talk to the runner
   for (const auto& [name, s] : nodes_) {
     cluster::node_record r;
