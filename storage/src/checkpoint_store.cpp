@@ -10,7 +10,7 @@ namespace troupe::storage {
 
 namespace {
 constexpr char latest_key[] = "latest";
-constexpr std::size_t delete_batch = 4096;
+constexpr std::size_t delete_batch = std::size_t{1} << 16;  // keys deleted per transaction
 
 expected<std::optional<std::uint64_t>> read_latest(const auto& txn, dbi meta) {
   auto v = txn.get(meta, latest_key);
@@ -228,19 +228,17 @@ expected<void> checkpoint_store::remove_version(std::uint64_t version) {
   });
   for (bool more = true; r && more;) {
     r = env_->write([&](write_txn& w) -> expected<void> {
-      std::vector<std::string> keys;
+      std::size_t n = 0;
       {
         auto cur = cursor::open(w.raw(), data_, env_->dir());
         if (!cur) return cur.err();
-        for (auto ok = cur->seek(vkey); keys.size() < delete_batch; ok = cur->next()) {
+        for (auto ok = cur->seek(vkey); n < delete_batch; ok = cur->next(), ++n) {
           if (!ok) return ok.err();
           if (!*ok || cur->key().substr(0, 8) != vkey) break;
-          keys.emplace_back(cur->key());
+          if (auto d = cur->del(); !d) return d;
         }
       }
-      more = keys.size() == delete_batch;
-      for (auto& k : keys)
-        if (auto d = w.del(data_, k); !d) return d.err();
+      more = n == delete_batch;
       if (more) return {};
       auto d = w.del(versions_, vkey);
       return d ? expected<void>() : expected<void>(d.err());
