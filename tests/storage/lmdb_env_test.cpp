@@ -164,7 +164,9 @@ TEST(LmdbEnv, TruncatedDataFileIsRefusedReadOnlyAndReadsAsZerosOtherwise) {
   auto txn = (*env)->begin_read();
   ASSERT_TRUE(txn);
   auto v = txn->get(*db, "k");
-  if (v && *v) EXPECT_NE(**v, std::string(1 << 20, 'x'));
+  if (v && *v) {
+    EXPECT_NE(**v, std::string(1 << 20, 'x'));
+  }
 }
 
 TEST(LmdbEnv, ReadOnlyOpenOfMissingDirectoryFails) {
