@@ -63,6 +63,44 @@ bool decode_value(std::string_view key, std::string_view v, std::vector<float>& 
   return true;
 }
 
+std::size_t rows_per_pack(std::size_t dim) {
+  return std::clamp<std::size_t>((std::size_t{64} << 10) / (8 + 4 * dim), 1, 4096);
+}
+
+void encode_pack(std::string_view key, const row_ref* rows, std::size_t count, std::size_t dim, char* out) {
+  const auto c = static_cast<std::uint32_t>(count), d = static_cast<std::uint32_t>(dim);
+  std::memcpy(out + 4, &c, 4);
+  std::memcpy(out + 8, &d, 4);
+  char* ids = out + 12;
+  char* data = ids + 8 * count;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::memcpy(ids + 8 * i, &rows[i].first, 8);
+    std::memcpy(data + 4 * dim * i, rows[i].second->data(), 4 * dim);
+  }
+  std::uint32_t s = sum(key, out + 4, pack_size(count, dim) - 4);
+  std::memcpy(out, &s, 4);
+}
+
+bool decode_pack(std::string_view key, std::string_view v,
+                 const std::function<void(std::uint64_t, std::vector<float>&&)>& fn) {
+  if (v.size() < 12) return false;
+  std::uint32_t s, c, d;
+  std::memcpy(&s, v.data(), 4);
+  std::memcpy(&c, v.data() + 4, 4);
+  std::memcpy(&d, v.data() + 8, 4);
+  if (v.size() != pack_size(c, d) || s != sum(key, v.data() + 4, v.size() - 4)) return false;
+  const char* ids = v.data() + 12;
+  const char* data = ids + 8 * std::size_t{c};
+  for (std::size_t i = 0; i < c; ++i) {
+    std::uint64_t id;
+    std::memcpy(&id, ids + 8 * i, 8);
+    std::vector<float> row(d);
+    std::memcpy(row.data(), data + 4 * std::size_t{d} * i, 4 * std::size_t{d});
+    fn(id, std::move(row));
+  }
+  return true;
+}
+
 std::string encode_info(const checkpoint_info& i) {
   byte_writer w;
   w.pod(info_version).pod(i.version).pod(i.parent).pod(static_cast<std::uint8_t>(i.kind));

@@ -1,11 +1,14 @@
 // Keys and values of the checkpoint databases (docs/storage_format.md, "checkpoints").
 //   ckpt_versions: be64(version) -> header (checkpoint_info)
-//   ckpt_data:     be64(version) u8(section) u16(name length) name be64(row) -> u32 checksum, f32[]
+//   ckpt_data:     be64(version) u8(section) u16(name length) name be64(row) -> dense value or row pack
 //   ckpt_meta:     "latest" -> u64 version
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "troupe/storage/checkpoint_store.hpp"
 
@@ -36,6 +39,20 @@ inline std::size_t value_size(std::size_t n) {
 void encode_value(std::string_view key, const std::vector<float>& v, char* out);
 // false on a length or checksum mismatch.
 bool decode_value(std::string_view key, std::string_view v, std::vector<float>& out);
+
+// Embedding rows travel in packs of up to rows_per_pack(dim) rows of one table, sorted by id;
+// the key's row field is the first id. Value:
+//   u32 checksum | u32 count | u32 dim | u64 ids[count] | f32 rows[count * dim]
+using row_ref = std::pair<std::uint64_t, const std::vector<float>*>;
+std::size_t rows_per_pack(std::size_t dim);
+inline std::size_t pack_size(std::size_t count, std::size_t dim) {
+  return 12 + 8 * count + 4 * count * dim;
+}
+// Writes pack_size(count, dim) bytes; every row must have `dim` floats.
+void encode_pack(std::string_view key, const row_ref* rows, std::size_t count, std::size_t dim, char* out);
+// Calls fn(id, row floats) for each row; false on a length or checksum mismatch.
+bool decode_pack(std::string_view key, std::string_view v,
+                 const std::function<void(std::uint64_t, std::vector<float>&&)>& fn);
 
 std::string encode_info(const checkpoint_info& i);
 bool decode_info(std::string_view v, checkpoint_info& out);

@@ -23,23 +23,21 @@ expected<void> apply(const read_txn& txn, dbi data, const checkpoint_info& info,
     if (!ok) return ok.err();
     if (!*ok || cur->key().substr(0, 8) != prefix) break;
     if (!ckpt::decode_key(cur->key(), k)) return corrupt(dir, info.version, "malformed key");
-    if (!ckpt::decode_value(cur->key(), cur->value(), v))
-      return corrupt(dir, info.version, "checksum mismatch in '" + k.name + "' row " + std::to_string(k.row));
-    ++n;
-    switch (k.sec) {
-      case ckpt::dense:
-        s.dense[k.name] = v;
-        break;
-      case ckpt::dense_slot:
-        s.dense_slots[k.name] = v;
-        break;
-      case ckpt::embedding:
-        s.embeddings[k.name][k.row] = v;
-        break;
-      case ckpt::embedding_slot:
-        s.embedding_slots[k.name][k.row] = v;
-        break;
+    const bool rows = k.sec == ckpt::embedding || k.sec == ckpt::embedding_slot;
+    bool ok_value = false;
+    if (rows) {
+      auto& table = (k.sec == ckpt::embedding ? s.embeddings : s.embedding_slots)[k.name];
+      ok_value = ckpt::decode_pack(cur->key(), cur->value(), [&](std::uint64_t id, std::vector<float>&& row) {
+        table[id] = std::move(row);
+      });
+    } else if ((ok_value = ckpt::decode_value(cur->key(), cur->value(), v))) {
+      (k.sec == ckpt::dense ? s.dense : s.dense_slots)[k.name] = v;
     }
+    if (!ok_value)
+      return corrupt(
+          dir, info.version,
+          "checksum mismatch in '" + k.name + "' " + (rows ? "rows from " : "row ") + std::to_string(k.row));
+    ++n;
   }
   if (n != info.entries)
     return corrupt(dir, info.version,

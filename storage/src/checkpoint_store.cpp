@@ -10,7 +10,7 @@ namespace troupe::storage {
 
 namespace {
 constexpr char latest_key[] = "latest";
-constexpr std::size_t delete_batch = 4096;
+constexpr std::size_t delete_batch = std::size_t{1} << 16;  // keys deleted per transaction
 
 expected<std::optional<std::uint64_t>> read_latest(const auto& txn, dbi meta) {
   auto v = txn.get(meta, latest_key);
@@ -22,23 +22,30 @@ expected<std::optional<std::uint64_t>> read_latest(const auto& txn, dbi meta) {
 // The entries of one checkpoint: keys packed in one arena, each with the floats it stores
 // (owned by the caller's state, which outlives every write job of write_data).
 struct entry_list {
-  std::string arena;
+  std::string arena;  // all keys, back to back
   struct entry {
-    std::size_t at, len;
-    const std::vector<float>* values;
+    std::size_t at, len;                // the key in the arena
+    const std::vector<float>* values;   // a dense tensor, or nullptr for a pack of rows
+    std::size_t first_row, count, dim;  // the pack: rows[first_row, first_row + count)
   };
   std::vector<entry> items;
+  std::vector<ckpt::row_ref> rows;
   std::string_view key(const entry& e) const { return {arena.data() + e.at, e.len}; }
+  std::size_t value_size(const entry& e) const {
+    return e.values ? ckpt::value_size(e.values->size()) : ckpt::pack_size(e.count, e.dim);
+  }
+  std::size_t floats(const entry& e) const { return e.values ? e.values->size() : e.count * e.dim; }
 };
 
-// Every entry of `s` under `version`, in key order: the keys of a new version sort after all
+// Every value of `s` under `version`, in key order: the keys of a new version sort after all
 // existing ones (versions only grow), so they can be appended (MDB_APPEND) without tree search.
 entry_list entries_of(std::uint64_t version, const shard_state& s) {
   entry_list out;
-  auto add = [&](ckpt::section sec, const std::string& name, std::uint64_t row, const std::vector<float>& v) {
-    const std::size_t at = out.arena.size();
+  auto add = [&](ckpt::section sec, const std::string& name, std::uint64_t row, entry_list::entry e) {
+    e.at = out.arena.size();
     ckpt::append_key(out.arena, version, sec, name, row);
-    out.items.push_back({at, out.arena.size() - at, &v});
+    e.len = out.arena.size() - e.at;
+    out.items.push_back(e);
   };
   // Key order within a section: name length, name, row id (see encode_key).
   auto by_key = [](const std::string* a, const std::string* b) {
@@ -48,18 +55,24 @@ entry_list entries_of(std::uint64_t version, const shard_state& s) {
     std::vector<const std::string*> names;
     for (auto& kv : m) names.push_back(&kv.first);
     std::sort(names.begin(), names.end(), by_key);
-    for (auto* n : names) add(sec, *n, 0, m.at(*n));
+    for (auto* n : names) add(sec, *n, 0, {0, 0, &m.at(*n), 0, 0, 0});
   };
   auto tables = [&](ckpt::section sec, const embedding_tables& m) {
     std::vector<const std::string*> names;
     for (auto& kv : m) names.push_back(&kv.first);
     std::sort(names.begin(), names.end(), by_key);
-    std::vector<std::pair<std::uint64_t, const std::vector<float>*>> rows;
     for (auto* n : names) {
-      rows.clear();
-      for (auto& [id, row] : m.at(*n)) rows.emplace_back(id, &row);
-      std::sort(rows.begin(), rows.end());
-      for (auto& [id, row] : rows) add(sec, *n, id, *row);
+      const std::size_t begin = out.rows.size();
+      for (auto& [id, row] : m.at(*n)) out.rows.emplace_back(id, &row);
+      std::sort(out.rows.begin() + static_cast<std::ptrdiff_t>(begin), out.rows.end());
+      // Packs of consecutive rows of equal width.
+      for (std::size_t i = begin; i < out.rows.size();) {
+        const std::size_t dim = out.rows[i].second->size(), cap = ckpt::rows_per_pack(dim);
+        std::size_t j = i + 1;
+        while (j < out.rows.size() && j - i < cap && out.rows[j].second->size() == dim) ++j;
+        add(sec, *n, out.rows[i].first, {0, 0, nullptr, i, j - i, dim});
+        i = j;
+      }
     }
   };
   dense(ckpt::dense, s.dense);
@@ -147,9 +160,8 @@ expected<void> checkpoint_store::write_data(std::uint64_t version, const shard_s
   for (std::size_t at = 0; at < all->items.size();) {
     std::size_t first = at;
     for (std::size_t bytes = 0; at < all->items.size() && bytes < opts_.chunk_bytes; ++at) {
-      std::size_t n = all->items[at].values->size();
-      bytes += ckpt::value_size(n);
-      info.bytes += 4 * n;
+      bytes += all->value_size(all->items[at]);
+      info.bytes += 4 * all->floats(all->items[at]);
     }
     info.entries += at - first;
     if (in_flight.valid())
@@ -158,9 +170,12 @@ expected<void> checkpoint_store::write_data(std::uint64_t version, const shard_s
       for (std::size_t i = first; i < end; ++i) {
         auto& e = all->items[i];
         auto k = all->key(e);
-        auto out = w.reserve(db, k, ckpt::value_size(e.values->size()), MDB_APPEND);
+        auto out = w.reserve(db, k, all->value_size(e), MDB_APPEND);
         if (!out) return out.err();
-        ckpt::encode_value(k, *e.values, *out);
+        if (e.values)
+          ckpt::encode_value(k, *e.values, *out);
+        else
+          ckpt::encode_pack(k, all->rows.data() + e.first_row, e.count, e.dim, *out);
       }
       return {};
     });
@@ -228,19 +243,17 @@ expected<void> checkpoint_store::remove_version(std::uint64_t version) {
   });
   for (bool more = true; r && more;) {
     r = env_->write([&](write_txn& w) -> expected<void> {
-      std::vector<std::string> keys;
+      std::size_t n = 0;
       {
         auto cur = cursor::open(w.raw(), data_, env_->dir());
         if (!cur) return cur.err();
-        for (auto ok = cur->seek(vkey); keys.size() < delete_batch; ok = cur->next()) {
+        for (auto ok = cur->seek(vkey); n < delete_batch; ok = cur->next(), ++n) {
           if (!ok) return ok.err();
           if (!*ok || cur->key().substr(0, 8) != vkey) break;
-          keys.emplace_back(cur->key());
+          if (auto d = cur->del(); !d) return d;
         }
       }
-      more = keys.size() == delete_batch;
-      for (auto& k : keys)
-        if (auto d = w.del(data_, k); !d) return d.err();
+      more = n == delete_batch;
       if (more) return {};
       auto d = w.del(versions_, vkey);
       return d ? expected<void>() : expected<void>(d.err());

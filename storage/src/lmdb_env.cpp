@@ -1,7 +1,10 @@
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -85,21 +88,41 @@ expected<void> lmdb_env::init() {
     return lmdb_error(rc, dir_ + ": open (not an LMDB environment, or unreadable)");
   int dead = 0;
   mdb_reader_check(env_, &dead);
-  // A data file shorter than the pages the meta page claims would SIGBUS on read: refuse it.
+  if (auto t = check_truncation(); !t) return t;
+  MDB_envinfo info;
+  mdb_env_info(env_, &info);
+  if (info.me_mapsize > opts_.initial_map_size) opts_.initial_map_size = info.me_mapsize;
+  if (!opts_.read_only) writer_ = std::make_unique<lmdb_writer>(*this);
+  return {};
+}
+
+// Pages past the end of data.mdb would SIGBUS when read. LMDB itself may leave free pages below
+// its high-water mark unwritten (a killed writer does), so a short file is not proof of damage.
+// A writable environment is extended with zero pages (fallocate: never shrinks, never overwrites
+// what another process wrote): a page lost to real truncation then reads as zeros, which LMDB
+// reports as MDB_CORRUPTED and the record/checkpoint checksums as corrupt. A read-only one is
+// refused.
+expected<void> lmdb_env::check_truncation() const {
   MDB_envinfo info;
   MDB_stat st;
   mdb_env_info(env_, &info);
   mdb_env_stat(env_, &st);
+  const std::string data = (fs::path(dir_) / "data.mdb").string();
+  const std::uint64_t claimed = (info.me_last_pgno + 1) * std::uint64_t{st.ms_psize};
+  int fd = ::open(data.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0 && opts_.read_only) fd = ::open(data.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
   struct stat fst {};
-  std::string data = (fs::path(dir_) / "data.mdb").string();
-  if (::stat(data.c_str(), &fst) == 0 &&
-      static_cast<std::uint64_t>(fst.st_size) < (info.me_last_pgno + 1) * std::uint64_t{st.ms_psize})
-    return make_unexpected(storage_errc::lmdb_error,
-                           data + ": truncated (" + std::to_string(fst.st_size) + " bytes, pages up to " +
-                               std::to_string((info.me_last_pgno + 1) * st.ms_psize) + " in use)");
-  if (info.me_mapsize > opts_.initial_map_size) opts_.initial_map_size = info.me_mapsize;
-  if (!opts_.read_only) writer_ = std::make_unique<lmdb_writer>(*this);
-  return {};
+  int rc = ::fstat(fd, &fst);
+  const auto size = static_cast<std::uint64_t>(fst.st_size);
+  bool ok = rc != 0 || size >= claimed ||
+            (!opts_.read_only &&
+             ::fallocate(fd, 0, static_cast<off_t>(size), static_cast<off_t>(claimed - size)) == 0);
+  ::close(fd);
+  if (ok) return {};
+  return make_unexpected(storage_errc::lmdb_error, data + ": truncated (" + std::to_string(size) +
+                                                       " bytes, pages up to " + std::to_string(claimed) +
+                                                       " in use)");
 }
 
 std::size_t lmdb_env::map_size() const {

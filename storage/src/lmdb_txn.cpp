@@ -126,4 +126,9 @@ expected<bool> cursor::seek(std::string_view key) {
   return move(MDB_SET_RANGE);
 }
 
+expected<void> cursor::del() {
+  if (int rc = mdb_cursor_del(cur_, 0); rc != 0) return lmdb_error(rc, "cursor del");
+  return {};
+}
+
 }  // namespace troupe::storage

@@ -209,6 +209,30 @@ TEST(RecordStore, CorruptionOnDiskIsDetected) {
   EXPECT_NE(r.err().to_string().find("record 9"), std::string::npos) << r.err().to_string();
 }
 
+TEST(RecordStore, TruncatedDataFileGivesErrorsNotCrashes) {
+  temp_dir d;
+  writer_options o;
+  o.txn_bytes = 64 << 10;
+  auto w = record_writer::create(d.str(), {200, 1, 10, {}, 0}, "t", o);
+  ASSERT_TRUE(w);
+  record r;
+  r.dense.assign(200, 1.5f);
+  r.sparse.assign(1, 3);
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(w->append(r));
+  ASSERT_TRUE(w->finish());
+  w = expected<record_writer>(error());  // closes the environment
+  auto size = std::filesystem::file_size(d.sub("data.mdb"));
+  std::filesystem::resize_file(d.sub("data.mdb"), size / 2);
+  auto s = record_store::open(d.str());
+  if (!s) {
+    SUCCEED() << s.err().to_string();
+    return;
+  }
+  auto n = s->scan(0, s->count(), [](std::uint64_t, const record&) { return true; });
+  ASSERT_FALSE(n) << "half the pages are gone";
+  EXPECT_NE(n.err().to_string().find(d.str()), std::string::npos) << n.err().to_string();
+}
+
 TEST(RecordStore, ManifestCountDisagreeingWithRecordsIsRefused) {
   temp_dir d;
   import(d.str(), 10);

@@ -121,6 +121,9 @@ class cursor {
   expected<bool> prev() { return move(MDB_PREV); }
   // First key >= `key`.
   expected<bool> seek(std::string_view key);
+  // Deletes the current entry (write transactions only); next() then moves to the entry that
+  // followed it (LMDB's C_DEL cursor state). key()/value() are stale until the next move.
+  expected<void> del();
 
   std::string_view key() const { return {static_cast<const char*>(k_.mv_data), k_.mv_size}; }
   std::string_view value() const { return {static_cast<const char*>(v_.mv_data), v_.mv_size}; }
@@ -172,6 +175,7 @@ class lmdb_env : public std::enable_shared_from_this<lmdb_env> {
   friend class lmdb_writer;
   lmdb_env(std::string dir, env_options opts);
   expected<void> init();
+  expected<void> check_truncation() const;
   // Grows (new_size > 0) or adopts another process's size (new_size == 0) with no reader open.
   expected<void> resize(std::size_t new_size);
   expected<MDB_txn*> begin_raw_read();
