@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -136,6 +137,24 @@ TEST(local_launcher, a_stopped_node_is_not_reported_and_still_killed) {
   EXPECT_FALSE(pid_alive(pid));
   ASSERT_EQ(log.size(), 1u);
   EXPECT_EQ(log.reports[0].second.signal, SIGKILL);
+}
+
+TEST(local_launcher, destruction_ends_even_if_the_callback_always_relaunches) {
+  std::atomic<int> refused{0};
+  local_launcher* raw = nullptr;  // unique_ptr::reset() nulls the pointer before deleting
+  auto cb = [&](const node_handle& h, const exit_status&) {
+    auto spec = sleeper(h.id.name);
+    spec.id.incarnation = h.id.incarnation + 1;
+    if (!raw->launch(spec)) ++refused;
+  };
+  auto created = local_launcher::create({cb, resources{8, 1ull << 30, 0}});
+  ASSERT_TRUE(created);
+  auto l = std::move(*created);
+  raw = l.get();
+  ASSERT_TRUE(l->launch(sleeper("worker-1")));
+  ASSERT_TRUE(l->launch(sleeper("worker-2")));
+  l.reset();  // must return: replacements are refused while stopping
+  EXPECT_EQ(refused.load(), 2);
 }
 
 TEST(local_launcher, kill_all_reaps_and_reports_before_returning) {
