@@ -12,18 +12,27 @@ namespace {
 
 using namespace std::chrono_literals;
 
+member alive(const char* name, node_role role, const char* address) {
+  member m;
+  m.id.name = name;
+  m.role = role;
+  m.address = address;
+  m.state = member_state::alive;
+  return m;
+}
+
 node_args worker3() {
   return node_args{"127.0.0.1:7000", node_role::worker, {"worker-3", 2}, "/tmp/job", {"--set", "a=1"}};
 }
 
-TEST(bootstrap, argv_of_troupe_node) {
+TEST(node_bootstrap, argv_of_troupe_node) {
   EXPECT_EQ(
       node_argv(worker3()),
       (std::vector<std::string>{"troupe", "node", "--join", "127.0.0.1:7000", "--role", "worker", "--name",
                                 "worker-3", "--incarnation", "2", "--job-dir", "/tmp/job", "--set", "a=1"}));
 }
 
-TEST(bootstrap, args_are_validated_with_the_flag_named) {
+TEST(node_bootstrap, args_are_validated_with_the_flag_named) {
   EXPECT_TRUE(validate_node_args(worker3()));
   auto a = worker3();
   a.join = "localhost";
@@ -45,7 +54,7 @@ TEST(bootstrap, args_are_validated_with_the_flag_named) {
   EXPECT_NE(validate_node_args(a).err().to_string().find("--job-dir"), std::string::npos);
 }
 
-TEST(bootstrap, launch_spec_logs_into_the_job_dir) {
+TEST(node_bootstrap, launch_spec_logs_into_the_job_dir) {
   testing::temp_dir root;
   auto dir = job_dir::create(root.str(), "job-1", "");
   ASSERT_TRUE(dir);
@@ -59,12 +68,12 @@ TEST(bootstrap, launch_spec_logs_into_the_job_dir) {
   EXPECT_EQ(spec.env[0].second, "worker-3#2");
 }
 
-TEST(bootstrap, nodes_file_from_a_view_and_running_nodes) {
+TEST(node_bootstrap, nodes_file_from_a_view_and_running_nodes) {
   auto v = membership_view::make({0, 4});
   ASSERT_TRUE(v);
-  ASSERT_TRUE(v->join({{"master", 0}, node_role::master, "127.0.0.1:7000", member_state::alive}));
+  ASSERT_TRUE(v->join(alive("master", node_role::master, "127.0.0.1:7000")));
   ASSERT_TRUE(v->add_launching({"worker-0", 1}, node_role::worker));
-  ASSERT_TRUE(v->join({{"worker-1", 0}, node_role::worker, "127.0.0.1:7001", member_state::alive}));
+  ASSERT_TRUE(v->join(alive("worker-1", node_role::worker, "127.0.0.1:7001")));
   auto l = local_launcher::create({nullptr, resources{4, 1ull << 30, 0}});
   ASSERT_TRUE(l);
   node_spec s;

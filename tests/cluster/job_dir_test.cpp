@@ -13,14 +13,28 @@ namespace {
 using testing::temp_dir;
 namespace fs = std::filesystem;
 
+// Field by field: g++ 12 -O3 warns (falsely, -Wmaybe-uninitialized) on nested brace initialisation.
+node_record record(const char* name, std::uint64_t inc, node_role role, int pid, std::uint64_t start,
+                   const char* address, const char* state) {
+  node_record r;
+  r.id.name = name;
+  r.id.incarnation = inc;
+  r.role = role;
+  r.pid = pid;
+  r.start_time = start;
+  r.address = address;
+  r.state = state;
+  return r;
+}
+
 nodes_file sample() {
   nodes_file f;
   f.job_id = "0123456789abcdef";
   f.epoch = 7;
   f.updated_ms = 1'700'000'000'123;
   f.master_address = "127.0.0.1:7000";
-  f.nodes = {{{"master", 0}, node_role::master, 100, 555, "127.0.0.1:7000", "alive"},
-             {{"worker-3", 2}, node_role::worker, 103, 777, "", "launching"}};
+  f.nodes.push_back(record("master", 0, node_role::master, 100, 555, "127.0.0.1:7000", "alive"));
+  f.nodes.push_back(record("worker-3", 2, node_role::worker, 103, 777, "", "launching"));
   return f;
 }
 

@@ -6,8 +6,20 @@
 namespace troupe::cluster {
 namespace {
 
+// Field by field: g++ 12 -O3 warns (falsely, -Wmaybe-uninitialized) on nested brace initialisation.
+member make_member(std::string name, std::uint64_t inc, node_role role, std::string address,
+                   member_state state) {
+  member m;
+  m.id.name = std::move(name);
+  m.id.incarnation = inc;
+  m.role = role;
+  m.address = std::move(address);
+  m.state = state;
+  return m;
+}
+
 member alive(std::string name, std::uint64_t inc, node_role role, std::string address) {
-  return member{{std::move(name), inc}, role, std::move(address), member_state::alive};
+  return make_member(std::move(name), inc, role, std::move(address), member_state::alive);
 }
 
 membership_view started(std::size_t min, std::size_t max) {
@@ -93,7 +105,7 @@ TEST(membership, launching_promotes_on_join_and_keeps_the_role) {
   ASSERT_TRUE(v.join(alive("ps-0", 0, node_role::ps, "127.0.0.1:7100")));
   EXPECT_EQ(v.find("ps-0")->state, member_state::alive);
   EXPECT_EQ(v.find("ps-0")->address, "127.0.0.1:7100");
-  auto no_addr = v.join(member{{"worker-0", 0}, node_role::worker, "", member_state::alive});
+  auto no_addr = v.join(make_member("worker-0", 0, node_role::worker, "", member_state::alive));
   ASSERT_FALSE(no_addr);
   EXPECT_EQ(no_addr.err(), cluster_errc::invalid_spec);
 }
@@ -244,7 +256,7 @@ TEST(membership, diff_reports_joins_leaves_and_changes) {
 TEST(membership, restore_validates_and_keeps_the_epoch) {
   std::vector<member> ms = {alive("worker-10", 0, node_role::worker, "127.0.0.1:7010"),
                             alive("master", 2, node_role::master, "127.0.0.1:7000"),
-                            member{{"worker-2", 3}, node_role::worker, "", member_state::launching}};
+                            make_member("worker-2", 3, node_role::worker, "", member_state::launching)};
   auto v = membership_view::restore(41, {1, 4}, ms);
   ASSERT_TRUE(v) << v.err().to_string();
   EXPECT_EQ(v->epoch(), 41u);

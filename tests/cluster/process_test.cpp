@@ -8,13 +8,13 @@
 namespace troupe::cluster {
 namespace {
 
-TEST(process, self_exe_is_this_test) {
+TEST(process_info, self_exe_is_this_test) {
   auto exe = self_exe();
   ASSERT_TRUE(exe);
   EXPECT_NE(exe->find("cluster_test"), std::string::npos) << *exe;
 }
 
-TEST(process, stat_of_self) {
+TEST(process_info, stat_of_self) {
   auto st = read_process_stat(::getpid());
   ASSERT_TRUE(st);
   EXPECT_EQ(st->ppid, ::getppid());
@@ -27,7 +27,7 @@ TEST(process, stat_of_self) {
   EXPECT_FALSE(process_alive(-1));
 }
 
-TEST(process, a_zombie_is_not_alive) {
+TEST(process_info, a_zombie_is_not_alive) {
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) ::_exit(0);
@@ -42,7 +42,7 @@ TEST(process, a_zombie_is_not_alive) {
   EXPECT_FALSE(read_process_stat(pid));
 }
 
-TEST(process, signal_names) {
+TEST(process_info, signal_names) {
   EXPECT_EQ(signal_name(SIGKILL), "SIGKILL");
   EXPECT_EQ(signal_name(SIGTERM), "SIGTERM");
   EXPECT_EQ(signal_name(200), "signal 200");

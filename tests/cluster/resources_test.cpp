@@ -10,7 +10,7 @@
 namespace troupe::cluster {
 namespace {
 
-TEST(resources, arithmetic_and_fit) {
+TEST(cluster_resources, arithmetic_and_fit) {
   resources cap{4, 8ull << 30, 1};
   resources need{1.5, 2ull << 30, 0};
   EXPECT_TRUE(need.fits_in(cap));
@@ -23,7 +23,7 @@ TEST(resources, arithmetic_and_fit) {
   EXPECT_EQ(need.to_string(), "1.5 cpus, 2.0 GiB memory, 0 gpus");
 }
 
-TEST(resources, meminfo_parsing) {
+TEST(cluster_resources, meminfo_parsing) {
   auto ok = parse_meminfo_total("MemFree:  10 kB\nMemTotal:       16314880 kB\n", "meminfo");
   ASSERT_TRUE(ok);
   EXPECT_EQ(*ok, 16314880ull * 1024);
@@ -37,7 +37,7 @@ TEST(resources, meminfo_parsing) {
   EXPECT_FALSE(parse_meminfo_total("MemTotal: 12 MB\n", "meminfo"));
 }
 
-TEST(resources, nvidia_devices_are_counted_by_name) {
+TEST(cluster_resources, nvidia_devices_are_counted_by_name) {
   testing::temp_dir dev;
   for (const char* name : {"nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "null"})
     std::ofstream(dev / name);
@@ -45,7 +45,7 @@ TEST(resources, nvidia_devices_are_counted_by_name) {
   EXPECT_EQ(count_nvidia_devices(dev / "missing"), 0);
 }
 
-TEST(resources, local_capacity_sees_this_machine) {
+TEST(cluster_resources, local_capacity_sees_this_machine) {
   auto cap = local_capacity();
   ASSERT_TRUE(cap) << cap.err().to_string();
   EXPECT_GE(cap->cpus, 1);

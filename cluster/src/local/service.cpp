@@ -38,6 +38,7 @@ std::vector<pollfd> launcher::impl::poll_set() {
   std::lock_guard lock(mu);
   std::vector<pollfd> fds;
   if (stop && requests.empty() && unreported_locked() == 0) return fds;
+  if (stop) signal_all_locked(SIGKILL);  // anything launched after the destructor's kill_all()
   fds.push_back({wake_fd.get(), POLLIN, 0});
   for (const auto& [serial, c] : children)
     if (!c.status && c.pidfd) fds.push_back({c.pidfd.get(), POLLIN, 0});
@@ -72,6 +73,11 @@ void launcher::impl::serve_requests() {
 }
 
 expected<void> launcher::impl::admit(const node_spec& spec) {
+  // Also refuses replacements launched by the exit callback while kill_all() runs in the
+  // destructor, which would otherwise be killed and replaced for ever.
+  if (stopping)
+    return make_unexpected(cluster_errc::launch_failed,
+                           "node " + spec.id.to_string() + ": the launcher is stopping");
   if (!valid_node_name(spec.id.name))
     return make_unexpected(cluster_errc::invalid_spec, "node name '" + spec.id.name + "' is not valid");
   if (spec.argv.empty())

@@ -1,8 +1,8 @@
 // How the master starts nodes of the same binary: the `troupe node` command line, the launch spec
 // around it, and the nodes.json snapshot `troupe status/stop/scale` read back.
 //
-//   troupe node --join 127.0.0.1:7000 --role worker --name worker-3 --incarnation 2 \
-//               --job-dir /var/troupe/jobs/0123456789abcdef [extra flags...]
+//   troupe node --join 127.0.0.1:7000 --role worker --name worker-3 --incarnation 2
+//        --job-dir /var/troupe/jobs/0123456789abcdef [extra flags...]
 //
 // The `troupe node` subcommand (apps/) parses these flags and calls validate_node_args().
 #pragma once

@@ -52,7 +52,7 @@ struct node_spec {
 
 // How a node ended.
 struct exit_status {
-  int code = 0;    // exit code when signal == 0
+  int code = 0;    // exit code when signal == 0; -1: unknown (the child was reaped by someone else)
   int signal = 0;  // the terminating signal, 0 when it exited
   bool signaled() const noexcept { return signal != 0; }
   bool success() const noexcept { return signal == 0 && code == 0; }
@@ -74,8 +74,8 @@ using exit_callback = std::function<void(const node_handle&, const exit_status&)
 
 struct launcher_options {
   exit_callback on_exit;  // may be empty
-  // Launches whose reservations would exceed this are refused. Default: no limit is enforced
-  // for a field left at 0 in a node's `need`; the local backend fills it with local_capacity().
+  // What the launcher may hand out; a launch whose need, added to what running nodes reserve,
+  // exceeds it is refused. nullopt: the backend finds out (local: local_capacity()).
   std::optional<resources> capacity;
 };
 
@@ -83,11 +83,12 @@ class launcher {
  public:
   virtual ~launcher() = default;
 
-  // Starts a node. Errors: invalid_spec (empty argv, bad name, a running node of that name),
+  // Starts a node; blocks until the program runs (local: about 0.5 ms, see docs/benchmarks.md).
+  // Errors: invalid_spec (empty argv, bad name), already_exists (a node of that name still runs),
   // insufficient_resources (names the need and what is free), launch_failed (names the cause:
   // program not found, log file not writable, ...).
   virtual expected<node_handle> launch(const node_spec& spec) = 0;
-  // Sends `sig` to the node's process group. Errors: no_such_node once it has been reported exited.
+  // Sends `sig` to the node's process group. Errors: no_such_node once the node has been reaped.
   virtual expected<void> signal(const node_handle& h, int sig) = 0;
   // The final status once the node was reaped, nullopt while it runs. Errors: no_such_node for a
   // handle this launcher never issued.

@@ -13,6 +13,9 @@
 // - The destructor SIGKILLs every node's group and reaps them all (exit reports included).
 // - Children start with default signal dispositions, an empty signal mask, stdin on /dev/null and
 //   no file descriptors of this process other than 0, 1, 2.
+// - launch() called from outside the exit callback hands the fork to the service thread and
+//   waits for it; launches are refused (launch_failed) once destruction has begun.
+// - The status of every node ever launched is kept for poll() (a few dozen bytes each).
 // - Nodes are reaped by pid (pidfd + waitid), never with waitpid(-1): other code in this process
 //   may have children of its own. Conversely nobody else may reap this launcher's children.
 #pragma once
