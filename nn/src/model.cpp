@@ -142,10 +142,10 @@ void model::backward() {
   if (!can_backward_) return;
   node& out = nodes_[static_cast<std::size_t>(output_)];
   loss_backward(loss_, probs_, labels_, out.grad);
-  std::vector<char> written(nodes_.size(), 0);
-  written[static_cast<std::size_t>(output_)] = 1;
+  written_.assign(nodes_.size(), 0);
+  written_[static_cast<std::size_t>(output_)] = 1;
   for (std::size_t i = static_cast<std::size_t>(output_) + 1; i-- > 0;)
-    if (written[i]) backward_node(i, written);
+    if (written_[i]) backward_node(i, written_);
 }
 
 // Runs node i's backward. An input fed to several consumers gets the first one's gradient
