@@ -65,6 +65,9 @@ class model {
 
   std::vector<dense_param*> parameters();  // all, including state-only (trainable false)
   std::vector<embedding_table*> embedding_tables();
+  // The distinct ids that table embedding_tables()[t] will look up for `b`, sorted (what a
+  // worker pulls from the parameter servers before forward).
+  std::vector<std::uint64_t> batch_ids(const batch& b, std::size_t t);
   const std::string& type() const { return type_; }
   std::size_t num_classes() const { return classes_; }
   loss_kind loss() const { return loss_; }
