@@ -1,5 +1,7 @@
 #include "troupe/nn/config.hpp"
 
+#include <algorithm>
+
 #include "troupe/core/log.hpp"
 #include "troupe/nn/errc.hpp"
 
@@ -28,6 +30,13 @@ std::size_t count(config_section& s, std::string_view key, std::size_t def, std:
 
 model_config read_model_config(config_section s, model_config c) {
   c.type = s.get_string("type", c.type);
+  auto known = model_registry::instance().names();
+  if (std::find(known.begin(), known.end(), c.type) == known.end()) {
+    std::string list;
+    for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
+    s.fail("type", core_errc::out_of_range,
+           "model type '" + c.type + "' is not registered (known: " + list + ")");
+  }
   c.hidden = sizes(s, "hidden", c.hidden);
   c.embedding_dim = count(s, "embedding_dim", c.embedding_dim, 1, 4096);
   c.embedding_scale = s.get_double("embedding_scale", c.embedding_scale, 0, 10);

@@ -1,5 +1,6 @@
 #include "troupe/nn/model.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "troupe/nn/errc.hpp"
@@ -142,10 +143,10 @@ void model::backward() {
   if (!can_backward_) return;
   node& out = nodes_[static_cast<std::size_t>(output_)];
   loss_backward(loss_, probs_, labels_, out.grad);
-  std::vector<char> written(nodes_.size(), 0);
-  written[static_cast<std::size_t>(output_)] = 1;
+  written_.assign(nodes_.size(), 0);
+  written_[static_cast<std::size_t>(output_)] = 1;
   for (std::size_t i = static_cast<std::size_t>(output_) + 1; i-- > 0;)
-    if (written[i]) backward_node(i, written);
+    if (written_[i]) backward_node(i, written_);
 }
 
 // Runs node i's backward. An input fed to several consumers gets the first one's gradient
@@ -188,6 +189,19 @@ std::vector<embedding_table*> model::embedding_tables() {
   for (auto& n : nodes_)
     if (auto* t = n.op->table()) out.push_back(t);
   return out;
+}
+
+std::vector<std::uint64_t> model::batch_ids(const batch& b, std::size_t t) {
+  std::vector<std::uint64_t> ids;
+  std::size_t seen = 0;
+  for (auto& n : nodes_) {
+    if (!n.op->table()) continue;
+    if (seen++ != t) continue;
+    static_cast<const embedding_layer&>(*n.op).collect_ids(b, ids);
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  }
+  return ids;
 }
 
 std::size_t model::parameter_count() const {

@@ -143,6 +143,10 @@ TEST(layers, registry_builds_from_specs_and_rejects_bad_ones) {
       << bad.err().to_string();
   EXPECT_FALSE(reg.create("dense"));  // units is required
   EXPECT_FALSE(reg.create("dropout:rate=x"));
+  auto typo = reg.create("conv2d:filters=8,kernal=5");
+  ASSERT_FALSE(typo);
+  EXPECT_NE(typo.err().context().find("has no option 'kernal'"), std::string::npos) << typo.err().to_string();
+  EXPECT_FALSE(reg.create("relu:3"));
 }
 
 // The losses' gradients, by central differences on the logits.

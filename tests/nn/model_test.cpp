@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "troupe/nn/data/readers.hpp"
@@ -111,6 +112,40 @@ TEST(model, parameters_have_stable_names) {
   ASSERT_EQ(fm->embedding_tables().size(), 2u);
   EXPECT_EQ(fm->embedding_tables()[0]->name(), "linear");
   EXPECT_EQ(fm->embedding_tables()[1]->name(), "embedding");
+}
+
+// The worker's flow against a parameter server: pull the batch's rows (here: copy them from a
+// "server" model), forward/backward, push the combined sparse gradient.
+TEST(model, worker_flow_pull_rows_then_push_sparse_gradients) {
+  auto d = small_ctr(32);
+  model_config c{.type = "deepfm", .hidden = {4}, .embedding_dim = 2, .seed = 3};
+  auto server = build(c, d.info);
+  auto worker = build(c, d.info);
+  batch b(d, 0, 32);
+  for (std::size_t t = 0; t < worker->embedding_tables().size(); ++t) {
+    auto ids = worker->batch_ids(b, t);
+    ASSERT_FALSE(ids.empty());
+    EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+    embedding_table* st = server->embedding_tables()[t];
+    std::vector<float> rows(ids.size() * st->dim());
+    for (auto& v : rows) v = 0.25f;  // the server's (trained) values
+    st->write_rows(ids, rows.data());
+    std::vector<float> pulled(rows.size());
+    st->read_rows(ids, pulled.data());
+    worker->embedding_tables()[t]->write_rows(ids, pulled.data());
+  }
+  ASSERT_TRUE(worker->forward(b, true));
+  ASSERT_TRUE(server->forward(b, true));
+  EXPECT_EQ(std::vector<float>(worker->probabilities().begin(), worker->probabilities().end()),
+            std::vector<float>(server->probabilities().begin(), server->probabilities().end()));
+  worker->backward();
+  for (std::size_t t = 0; t < worker->embedding_tables().size(); ++t) {
+    const auto& g = worker->embedding_tables()[t]->grad();
+    auto ids = worker->batch_ids(b, t);
+    std::vector<std::uint64_t> got(g.ids.begin(), g.ids.end());
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, ids);  // one combined row per distinct id
+  }
 }
 
 TEST(model, every_builtin_trains_a_step_with_every_optimizer) {

@@ -15,12 +15,31 @@ constexpr std::uint64_t salt_weight = 1, salt_factor = 2, salt_dense = 3;
 
 class planted_model {
  public:
-  explicit planted_model(const synthetic_ctr_options& o) : o_(o) {}
+  // Tabulates the per-id parameters when the id space is small enough (the usual case); they
+  // are pure functions of (model_seed, id) either way.
+  explicit planted_model(const synthetic_ctr_options& o) : o_(o) {
+    const std::uint64_t ids = o.fields * o.vocab_per_field;
+    if (ids * (1 + o.factor_dim) > (std::uint64_t{1} << 26)) return;
+    table_.resize(ids * (1 + o.factor_dim));
+    for (std::uint64_t id = 0; id < ids; ++id) {
+      double* row = table_.data() + id * (1 + o.factor_dim);
+      row[0] = compute_weight(id);
+      compute_factor(id, row + 1);
+    }
+  }
 
   double weight(std::uint64_t id) const {
-    return o_.weight_scale * hashed_normal(o_.model_seed ^ salt_weight, id, 0);
+    return table_.empty() ? compute_weight(id) : table_[id * (1 + o_.factor_dim)];
   }
   void factor(std::uint64_t id, double* v) const {
+    if (table_.empty()) return compute_factor(id, v);
+    const double* row = table_.data() + id * (1 + o_.factor_dim) + 1;
+    std::copy(row, row + o_.factor_dim, v);
+  }
+  double compute_weight(std::uint64_t id) const {
+    return o_.weight_scale * hashed_normal(o_.model_seed ^ salt_weight, id, 0);
+  }
+  void compute_factor(std::uint64_t id, double* v) const {
     for (std::size_t k = 0; k < o_.factor_dim; ++k)
       v[k] = o_.factor_scale * hashed_normal(o_.model_seed ^ (salt_factor << 32), id, k);
   }
@@ -53,6 +72,7 @@ class planted_model {
 
  private:
   synthetic_ctr_options o_;
+  std::vector<double> table_;  // per id: weight, factor[factor_dim]
 };
 
 // Cumulative Zipf distribution over ranks 0..n-1.

@@ -62,6 +62,11 @@ void conv2d_layer::col2im(const float* col, std::size_t ld, float* x) const {
           if (iy < 0 || iy >= static_cast<long>(h_)) continue;
           float* dst = x + (c * h_ + static_cast<std::size_t>(iy)) * w_;
           const float* src = row + oy * ow_;
+          if (pad_ == 0) {
+            float* __restrict d = dst + kj;
+            for (std::size_t ox = 0; ox < ow_; ++ox) d[ox] += src[ox];
+            continue;
+          }
           for (std::size_t ox = 0; ox < ow_; ++ox) {
             const long ix = static_cast<long>(ox + kj) - static_cast<long>(pad_);
             if (ix >= 0 && ix < static_cast<long>(w_)) dst[ix] += src[ox];

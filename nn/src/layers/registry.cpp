@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 
 #include "troupe/nn/errc.hpp"
@@ -19,51 +20,61 @@ layer_ptr make(A&&... a) {
 }
 
 void register_builtins(layer_registry& r) {
-  r.add("dense", [](const layer_options& o) -> layer_ptr {
-    auto units = option_size(o, "dense", "units", 0, 1, 1u << 24);
-    if (!units) return units.err();
-    return make<dense_layer>(*units);
-  });
-  r.add("relu", [](const layer_options&) { return make<relu_layer>(); });
-  r.add("sigmoid", [](const layer_options&) { return make<sigmoid_layer>(); });
-  r.add("flatten", [](const layer_options&) { return make<flatten_layer>(); });
-  r.add("fm", [](const layer_options&) { return make<fm_layer>(); });
-  r.add("concat", [](const layer_options&) { return make<concat_layer>(); });
-  r.add("add", [](const layer_options&) { return make<add_layer>(); });
-  r.add("sum", [](const layer_options&) { return make<sum_layer>(); });
-  r.add("dropout", [](const layer_options& o) -> layer_ptr {
-    double rate = get(o, "rate", 0.5);
-    if (!(rate >= 0 && rate < 1))
-      return make_unexpected(nn_errc::bad_config, "layer 'dropout': rate must be in [0, 1)");
-    return make<dropout_layer>(static_cast<float>(rate));
-  });
-  r.add("conv2d", [](const layer_options& o) -> layer_ptr {
-    auto f = option_size(o, "conv2d", "filters", 0, 1, 1u << 16);
-    auto k = option_size(o, "conv2d", "kernel", 3, 1, 64);
-    auto p = option_size(o, "conv2d", "padding", 0, 0, 64);
-    if (!f) return f.err();
-    if (!k) return k.err();
-    if (!p) return p.err();
-    return make<conv2d_layer>(*f, *k, *p);
-  });
-  r.add("maxpool2d", [](const layer_options& o) -> layer_ptr {
-    auto p = option_size(o, "maxpool2d", "pool", 2, 1, 64);
-    if (!p) return p.err();
-    return make<maxpool2d_layer>(*p);
-  });
+  r.add("dense",
+        [](const layer_options& o) -> layer_ptr {
+          auto units = option_size(o, "dense", "units", 0, 1, 1u << 24);
+          if (!units) return units.err();
+          return make<dense_layer>(*units);
+        },
+        {"units"});
+  r.add("relu", [](const layer_options&) { return make<relu_layer>(); }, {});
+  r.add("sigmoid", [](const layer_options&) { return make<sigmoid_layer>(); }, {});
+  r.add("flatten", [](const layer_options&) { return make<flatten_layer>(); }, {});
+  r.add("fm", [](const layer_options&) { return make<fm_layer>(); }, {});
+  r.add("concat", [](const layer_options&) { return make<concat_layer>(); }, {});
+  r.add("add", [](const layer_options&) { return make<add_layer>(); }, {});
+  r.add("sum", [](const layer_options&) { return make<sum_layer>(); }, {});
+  r.add("dropout",
+        [](const layer_options& o) -> layer_ptr {
+          double rate = get(o, "rate", 0.5);
+          if (!(rate >= 0 && rate < 1))
+            return make_unexpected(nn_errc::bad_config, "layer 'dropout': rate must be in [0, 1)");
+          return make<dropout_layer>(static_cast<float>(rate));
+        },
+        {"rate"});
+  r.add("conv2d",
+        [](const layer_options& o) -> layer_ptr {
+          auto f = option_size(o, "conv2d", "filters", 0, 1, 1u << 16);
+          auto k = option_size(o, "conv2d", "kernel", 3, 1, 64);
+          auto p = option_size(o, "conv2d", "padding", 0, 0, 64);
+          if (!f) return f.err();
+          if (!k) return k.err();
+          if (!p) return p.err();
+          return make<conv2d_layer>(*f, *k, *p);
+        },
+        {"filters", "kernel", "padding"});
+  r.add("maxpool2d",
+        [](const layer_options& o) -> layer_ptr {
+          auto p = option_size(o, "maxpool2d", "pool", 2, 1, 64);
+          if (!p) return p.err();
+          return make<maxpool2d_layer>(*p);
+        },
+        {"pool"});
   r.add("batchnorm", [](const layer_options& o) -> layer_ptr {
     return make<batch_norm_layer>(static_cast<float>(get(o, "momentum", 0.99)),
                                   static_cast<float>(get(o, "epsilon", 1e-3)));
   });
-  r.add("embedding", [](const layer_options& o) -> layer_ptr {
-    auto d = option_size(o, "embedding", "dim", 8, 1, 4096);
-    auto first = option_size(o, "embedding", "first_field", 0, 0, 1u << 20);
-    auto n = option_size(o, "embedding", "fields", 0, 0, 1u << 20);
-    if (!d) return d.err();
-    if (!first) return first.err();
-    if (!n) return n.err();
-    return make<embedding_layer>(*d, static_cast<float>(get(o, "scale", 0.01)), *first, *n);
-  });
+  r.add("embedding",
+        [](const layer_options& o) -> layer_ptr {
+          auto d = option_size(o, "embedding", "dim", 8, 1, 4096);
+          auto first = option_size(o, "embedding", "first_field", 0, 0, 1u << 20);
+          auto n = option_size(o, "embedding", "fields", 0, 0, 1u << 20);
+          if (!d) return d.err();
+          if (!first) return first.err();
+          if (!n) return n.err();
+          return make<embedding_layer>(*d, static_cast<float>(get(o, "scale", 0.01)), *first, *n);
+        },
+        {"dim", "scale", "first_field", "fields"});
 }
 
 // The key a bare number after ':' stands for.
@@ -89,6 +100,11 @@ layer_registry& layer_registry::instance() {
 
 void layer_registry::add(const std::string& name, layer_factory factory) {
   factories_[name] = std::move(factory);
+}
+
+void layer_registry::add(const std::string& name, layer_factory factory, std::vector<std::string> keys) {
+  factories_[name] = std::move(factory);
+  keys_[name] = std::move(keys);
 }
 
 std::vector<std::string> layer_registry::names() const {
@@ -122,6 +138,11 @@ expected<std::unique_ptr<layer>> layer_registry::create(const std::string& spec)
       opts[key] = v;
     }
   }
+  if (auto k = keys_.find(name); k != keys_.end())
+    for (const auto& [key, v] : opts)
+      if (std::find(k->second.begin(), k->second.end(), key) == k->second.end())
+        return make_unexpected(nn_errc::bad_config,
+                               "layer spec '" + spec + "': layer '" + name + "' has no option '" + key + "'");
   return it->second(opts);
 }
 

@@ -42,6 +42,11 @@ void embedding_layer::backward(const forward_context& ctx, std::span<const tenso
   combine_sparse_rows(ids_, grad_out.data(), dim_, table_->grad(), slot_);
 }
 
+void embedding_layer::collect_ids(const batch& b, std::vector<std::uint64_t>& out) const {
+  for (std::size_t i = 0; i < b.size(); ++i)
+    out.insert(out.end(), b.sparse_row(i) + first_, b.sparse_row(i) + first_ + fields_);
+}
+
 expected<shape> input_layer::infer(std::span<const shape>, std::uint64_t) {
   if (shape_.size() == 0) return detail::shape_error(*this, "the data has no dense features");
   return shape_;

@@ -78,6 +78,8 @@ class layer_registry {
  public:
   static layer_registry& instance();
   void add(const std::string& name, layer_factory factory);
+  // With the option keys the layer accepts: a spec with any other key is a bad_config error.
+  void add(const std::string& name, layer_factory factory, std::vector<std::string> keys);
   // "name" or "name:key=value,key=value" (bare numbers after ':' mean units/filters/rate).
   expected<std::unique_ptr<layer>> create(const std::string& spec) const;
   std::vector<std::string> names() const;
@@ -85,6 +87,7 @@ class layer_registry {
  private:
   layer_registry();
   std::map<std::string, layer_factory> factories_;
+  std::map<std::string, std::vector<std::string>> keys_;
 };
 
 struct layer_registrar {

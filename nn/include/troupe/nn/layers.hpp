@@ -146,6 +146,8 @@ class embedding_layer final : public layer {
   void backward(const forward_context& ctx, std::span<const tensor* const>, const tensor&,
                 const tensor& grad_out, std::span<tensor* const>) override;
   embedding_table* table() override { return table_.get(); }
+  // Appends the ids this layer looks up for `b` (with repeats).
+  void collect_ids(const batch& b, std::vector<std::uint64_t>& out) const;
 
  private:
   std::size_t dim_;

@@ -65,6 +65,9 @@ class model {
 
   std::vector<dense_param*> parameters();  // all, including state-only (trainable false)
   std::vector<embedding_table*> embedding_tables();
+  // The distinct ids that table embedding_tables()[t] will look up for `b`, sorted (what a
+  // worker pulls from the parameter servers before forward).
+  std::vector<std::uint64_t> batch_ids(const batch& b, std::size_t t);
   const std::string& type() const { return type_; }
   std::size_t num_classes() const { return classes_; }
   loss_kind loss() const { return loss_; }
@@ -97,6 +100,7 @@ class model {
   loss_kind loss_ = loss_kind::softmax_cross_entropy;
   tensor probs_, grad_logits_;
   std::vector<float> labels_;
+  std::vector<char> written_;  // backward: which nodes' gradients are written
   std::optional<batch> last_batch_;
   forward_context ctx_;
   std::uint64_t step_ = 0;

@@ -1,0 +1,52 @@
+"""PyTorch peer of bench/nn/mlp_bench.cpp: the same MLP 784-256-128-10, batch, optimizer
+(SGD, momentum 0.9) and data layout, on one thread. Prints one JSON line.
+
+Run with Debian's python (/usr/bin/python3, python3-torch 1.13)."""
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.nn.functional as F
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--batch", type=int, default=64)
+parser.add_argument("--steps", type=int, default=300)
+parser.add_argument("--rounds", type=int, default=5)
+args = parser.parse_args()
+
+torch.set_num_threads(1)
+torch.manual_seed(1)
+model = torch.nn.Sequential(
+    torch.nn.Linear(784, 256), torch.nn.ReLU(),
+    torch.nn.Linear(256, 128), torch.nn.ReLU(),
+    torch.nn.Linear(128, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+rows = args.batch * 100
+x = torch.rand(rows, 784)
+y = torch.randint(0, 10, (rows,))
+
+
+def step(i):
+    first = (i * args.batch) % rows
+    xb, yb = x[first:first + args.batch], y[first:first + args.batch]
+    loss = F.cross_entropy(model(xb), yb)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+
+
+for i in range(50):
+    step(i)
+# Best round by wall time and by this thread's CPU time (see mlp_bench.cpp).
+best_wall, best_cpu = 0.0, 0.0
+for r in range(args.rounds):
+    t0, c0 = time.perf_counter(), time.thread_time()
+    for i in range(args.steps):
+        step(i)
+    best_wall = max(best_wall, args.steps * args.batch / (time.perf_counter() - t0))
+    best_cpu = max(best_cpu, args.steps * args.batch / (time.thread_time() - c0))
+print(json.dumps({"bench": "torch_mlp_train", "peer": "pytorch " + torch.__version__, "batch": args.batch,
+                  "threads": torch.get_num_threads(), "samples_per_s": best_cpu, "samples_per_wall_s": best_wall,
+                  "openblas_threads_env": os.environ.get("OPENBLAS_NUM_THREADS", "")}))

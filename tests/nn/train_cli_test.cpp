@@ -1,0 +1,94 @@
+// `troupe train --local` end to end: the real binary, its exit codes, its JSON line.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+struct result {
+  int code;
+  std::string out, err;
+};
+
+result run(const std::string& args) {
+  auto err_path =
+      std::filesystem::temp_directory_path() / ("troupe-train-" + std::to_string(::getpid()) + ".err");
+  std::string cmd = std::string(TROUPE_BIN) + " " + args + " 2>" + err_path.string();
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  int status = pclose(p);
+  std::ifstream f(err_path);
+  std::string err((std::istreambuf_iterator<char>(f)), {});
+  std::filesystem::remove(err_path);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err};
+}
+
+std::string example(const std::string& name) {
+  return std::string(TROUPE_SOURCE_DIR) + "/examples/" + name;
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  auto path =
+      std::filesystem::temp_directory_path() / ("troupe-train-" + std::to_string(::getpid()) + "-" + name);
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+TEST(train_cli, deepfm_prints_progress_and_one_json_line) {
+  auto r =
+      run("train --local " + example("deepfm_synthetic.toml") +
+          " --set data.rows=20000 --set data.test_rows=5000 --set train.epochs=2 --set train.log_every=20");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("epoch 1 step 20/79 loss"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("epoch 2: test loss"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model"], "deepfm");
+  EXPECT_EQ(j["steps"], 158);
+  EXPECT_EQ(j["history"].size(), 2u);
+  EXPECT_GT(j["test"]["auc"].get<double>(), 0.6);
+  EXPECT_GT(j["true_auc"].get<double>(), j["test"]["auc"].get<double>() - 0.05);
+}
+
+TEST(train_cli, bad_config_is_exit_2_naming_the_key) {
+  auto r = run("train --local " + example("deepfm_synthetic.toml") + " --set train.epoch=2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("train.epoch"), std::string::npos) << r.err;
+  r = run("train --local " + example("deepfm_synthetic.toml") + " --set model.type=resnet");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("key 'model.type': model type 'resnet' is not registered"), std::string::npos)
+      << r.err;
+  r = run("train --local " + example("deepfm_synthetic.toml") + " --set train.optimizer=rmsprop");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("train.optimizer"), std::string::npos) << r.err;
+  r = run("train " + example("deepfm_synthetic.toml"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("only --local"), std::string::npos) << r.err;
+}
+
+TEST(train_cli, unreadable_data_is_exit_1_naming_the_file) {
+  auto job = write_temp("bad_data.toml",
+                        "[model]\ntype = 'mlp'\n[data]\nsource = 'fashion-mnist'\ndir = '/nonexistent'\n");
+  auto r = run("train --local " + job);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("/nonexistent/train-images-idx3-ubyte.gz"), std::string::npos) << r.err;
+}
+
+TEST(train_cli, config_check_validates_the_nn_sections) {
+  auto r = run("config check " + example("fashion_mnist_cnn.toml"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  auto job = write_temp("typo.toml", "[model]\ntype = 'mlp'\nhiden = [10]\n");
+  r = run("config check " + job);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("model.hiden"), std::string::npos) << r.err;
+}
+
+}  // namespace
