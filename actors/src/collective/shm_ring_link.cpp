@@ -114,8 +114,23 @@ expected<std::unique_ptr<shm_ring_link>> shm_ring_link::connect(const shm_link_o
   transport::shm_ring::remove(mine);
   auto in = transport::shm_ring::create(mine, o.capacity);
   if (!in) return make_unexpected(collective_errc::setup, in.err().to_string());
-  auto out = transport::shm_ring::open(ring_name(o.job, o.epoch, (o.rank + 1) % o.size), deadline);
-  if (!out) return make_unexpected(collective_errc::setup, out.err().to_string());
+  // Wait for the next rank's ring in short slices, so that a membership change (the ring this
+  // rendezvous is for will never form) or a dead neighbour ends the wait at once.
+  auto next = ring_name(o.job, o.epoch, (o.rank + 1) % o.size);
+  expected<std::unique_ptr<transport::shm_ring>> out = make_unexpected(collective_errc::setup, "");
+  for (;;) {
+    auto slice = std::min(deadline, steady::now() + std::chrono::milliseconds(20));
+    out = transport::shm_ring::open(next, slice);
+    if (out) break;
+    if (!(out.err() == transport::shm_errc::timeout))
+      return make_unexpected(collective_errc::setup, out.err().to_string());
+    if (o.current_epoch && o.current_epoch->load(std::memory_order_acquire) != o.epoch)
+      return make_unexpected(collective_errc::cancelled, "epoch " + std::to_string(o.epoch) + " is over before /" + next + " appeared");
+    if (process_dead(o.next_pid))
+      return make_unexpected(collective_errc::peer_dead, "pid " + std::to_string(o.next_pid) + " before /" + next + " appeared");
+    if (steady::now() >= deadline)
+      return make_unexpected(collective_errc::setup, out.err().to_string());
+  }
   (*in)->unlink_when_attached();
   (*out)->unlink_when_attached();
   return std::unique_ptr<shm_ring_link>(new shm_ring_link(o, std::move(*in), std::move(*out)));

@@ -142,6 +142,7 @@ int runner::run() {
   scale_to(target_workers_);
   write_nodes_file();
   int rc = loop();
+  poll_status(true);
   shutdown_nodes();
   print_progress(true);
   if (!result_json_.empty()) {

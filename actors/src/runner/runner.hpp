@@ -55,7 +55,7 @@ class runner {
   void write_nodes_file();
   // io (runner_io.cpp)
   void on_message(const message& m);
-  void poll_status();
+  void poll_status(bool force = false);
   void print_progress(bool final_line);
   void answer_status(const std::string& node, const std::string& to, std::uint64_t id);
 

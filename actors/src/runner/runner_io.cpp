@@ -49,10 +49,10 @@ void runner::on_message(const message& m) {
   });
 }
 
-void runner::poll_status() {
+void runner::poll_status(bool force) {
   static auto last = steady::time_point{};
   auto now = steady::now();
-  if (now - last < std::chrono::milliseconds(250) || !net_->connected("master")) return;
+  if ((!force && now - last < std::chrono::milliseconds(250)) || !net_->connected("master")) return;
   last = now;
   rpc_client::request r{"master", "master", outbound(), rpc_->next_id()};
   auto o = wire::job();
