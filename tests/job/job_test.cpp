@@ -72,7 +72,7 @@ type = "deepfm"
 embedding_dim = 8
 hidden = [32]
 [train]
-epochs = 2
+epochs = 4
 batch_size = 256
 optimizer = "adam"
 learning_rate = 0.01
