@@ -37,6 +37,36 @@ void print_eval(std::size_t epoch, const nn::eval_result& r, bool binary, double
                  secs);
 }
 
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Trains job.train.epochs epochs, evaluating after each; fills `history` and `last`.
+expected<double> train_epochs(const nn::job_config& job, const nn::train_test& data, nn::trainer& t,
+                              nlohmann::json& history, nn::eval_result& last) {
+  const bool binary = t.get_model().num_classes() == 2;
+  const auto start = std::chrono::steady_clock::now();
+  double train_loss = 0;
+  for (std::size_t e = 1; e <= job.train.epochs; ++e) {
+    auto loss = t.train_epoch(data.train, [](const nn::progress& p) {
+      std::fprintf(stderr, "epoch %zu step %zu/%zu loss %.4f %.0f samples/s\n", p.epoch, p.step,
+                   p.steps_per_epoch, p.loss, p.samples_per_s);
+    });
+    if (!loss) return loss.err();
+    train_loss = *loss;
+    auto ev = t.evaluate(data.test);
+    if (!ev) return ev.err();
+    last = *ev;
+    print_eval(e, last, binary, seconds_since(start));
+    auto ej = eval_json(last, binary);
+    ej["epoch"] = e;
+    ej["train_loss"] = train_loss;
+    ej["seconds"] = seconds_since(start);
+    history.push_back(ej);
+  }
+  return train_loss;
+}
+
 int run_local(const options& o) {
   auto doc = load_job_doc(o.file, o.overrides);
   if (!doc) return usage_error(doc.err());
@@ -50,44 +80,26 @@ int run_local(const options& o) {
   if (!m) return usage_error(m.err());
   auto t = nn::trainer::create(**m, job->train);
   if (!t) return usage_error(t.err());
-  const bool binary = (*m)->num_classes() == 2;
   std::fprintf(stderr,
                "model %s: %zu dense parameters, %zu embedding tables; train %zu rows, test %zu rows\n",
                job->model.type.c_str(), (*m)->parameter_count(), (*m)->embedding_tables().size(),
                data->train.rows, data->test.rows);
   const auto start = std::chrono::steady_clock::now();
-  nlohmann::json epochs = nlohmann::json::array();
+  nlohmann::json history = nlohmann::json::array();
   nn::eval_result last;
-  double train_loss = 0;
-  for (std::size_t e = 1; e <= job->train.epochs; ++e) {
-    auto loss = (*t)->train_epoch(data->train, [](const nn::progress& p) {
-      std::fprintf(stderr, "epoch %zu step %zu/%zu loss %.4f %.0f samples/s\n", p.epoch, p.step,
-                   p.steps_per_epoch, p.loss, p.samples_per_s);
-    });
-    if (!loss) return run_error(loss.err());
-    train_loss = *loss;
-    auto ev = (*t)->evaluate(data->test);
-    if (!ev) return run_error(ev.err());
-    last = *ev;
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    print_eval(e, last, binary, secs);
-    auto ej = eval_json(last, binary);
-    ej["epoch"] = e;
-    ej["train_loss"] = train_loss;
-    ej["seconds"] = secs;
-    epochs.push_back(ej);
-  }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto train_loss = train_epochs(*job, *data, **t, history, last);
+  if (!train_loss) return run_error(train_loss.err());
+  const double secs = seconds_since(start);
   nlohmann::json out{
       {"model", job->model.type},
       {"data", job->data.source},
       {"epochs", job->train.epochs},
       {"steps", (*t)->steps()},
-      {"train_loss", train_loss},
-      {"test", eval_json(last, binary)},
+      {"train_loss", *train_loss},
+      {"test", eval_json(last, (*m)->num_classes() == 2)},
       {"seconds", secs},
       {"samples_per_s", secs > 0 ? static_cast<double>(data->train.rows * job->train.epochs) / secs : 0},
-      {"history", epochs}};
+      {"history", history}};
   if (data->true_auc > 0) out["true_auc"] = data->true_auc;
   std::printf("%s\n", out.dump().c_str());
   return 0;

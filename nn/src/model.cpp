@@ -153,7 +153,8 @@ void model::backward() {
 // written in place and the others' added from a scratch tensor.
 void model::backward_node(std::size_t i, std::vector<char>& written) {
   node& n = nodes_[i];
-  std::vector<std::size_t> add_later;
+  std::vector<std::size_t>& add_later = add_later_;
+  add_later.clear();
   for (std::size_t k = 0; k < n.inputs.size(); ++k) {
     const auto j = static_cast<std::size_t>(n.inputs[k]);
     node& in = nodes_[j];

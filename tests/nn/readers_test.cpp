@@ -111,6 +111,20 @@ TEST(readers, criteo_parses_missing_values_and_hashes_per_field) {
   fs::remove_all(dir);
 }
 
+TEST(readers, criteo_reads_gzip_and_max_rows) {
+  auto dir = temp_dir("criteo_gz");
+  std::string text;
+  for (int i = 0; i < 5; ++i)
+    text += criteo_line(i % 2 ? "1" : "0", std::to_string(i), "c" + std::to_string(i)) + "\n";
+  write_gz(dir / "day.tsv.gz", std::vector<unsigned char>(text.begin(), text.end()));
+  auto d = read_criteo_tsv((dir / "day.tsv.gz").string(), {.max_rows = 3});
+  ASSERT_TRUE(d) << d.err().to_string();
+  EXPECT_EQ(d->rows, 3u);
+  EXPECT_EQ(d->labels, (std::vector<float>{0, 1, 0}));
+  EXPECT_TRUE(d->validate());
+  fs::remove_all(dir);
+}
+
 TEST(readers, criteo_malformed_line_names_file_and_line) {
   auto dir = temp_dir("criteo_bad");
   auto path = dir / "bad.tsv";

@@ -39,6 +39,8 @@ class embedding_table {
   const std::string& name() const { return name_; }
   std::size_t dim() const { return dim_; }
   std::uint64_t seed() const { return seed_; }
+  // With name, dim and seed: everything a parameter-server shard needs to create the same rows.
+  const embedding_init& init() const { return init_; }
   std::size_t size() const { return index_.size(); }  // rows created so far
   bool contains(std::uint64_t id) const { return index_.count(id) != 0; }
 

@@ -100,7 +100,8 @@ class model {
   loss_kind loss_ = loss_kind::softmax_cross_entropy;
   tensor probs_, grad_logits_;
   std::vector<float> labels_;
-  std::vector<char> written_;  // backward: which nodes' gradients are written
+  std::vector<char> written_;
+  std::vector<std::size_t> add_later_;  // backward: which nodes' gradients are written
   std::optional<batch> last_batch_;
   forward_context ctx_;
   std::uint64_t step_ = 0;

@@ -1,0 +1,34 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "troupe/nn/metrics.hpp"
+
+namespace troupe::nn {
+namespace {
+
+TEST(metrics, accuracy_takes_the_argmax) {
+  std::vector<float> scores{0.1f, 0.7f, 0.2f, 0.5f, 0.3f, 0.2f};
+  std::vector<float> labels{1, 2};
+  EXPECT_DOUBLE_EQ(accuracy(scores, 3, labels), 0.5);
+}
+
+TEST(metrics, log_loss_matches_hand_computation_and_clips) {
+  std::vector<float> p{0.8f, 0.4f}, y{1, 0};
+  EXPECT_NEAR(log_loss(p, y), -(std::log(0.8) + std::log(0.6)) / 2, 1e-6);
+  std::vector<float> hard{0.0f}, one{1};
+  EXPECT_NEAR(log_loss(hard, one), -std::log(1e-7), 1e-3);
+}
+
+TEST(metrics, auc_is_exact_with_ties) {
+  // Pairs (pos, neg): (0.8,0.1) win, (0.8,0.4) win, (0.4,0.1) win, (0.4,0.4) tie -> 3.5 / 4.
+  std::vector<float> s{0.8f, 0.4f, 0.1f, 0.4f}, y{1, 1, 0, 0};
+  EXPECT_DOUBLE_EQ(auc(s, y), 0.875);
+  std::vector<float> perfect{0.9f, 0.1f}, py{1, 0};
+  EXPECT_DOUBLE_EQ(auc(perfect, py), 1.0);
+  std::vector<float> one_class{0, 0};
+  EXPECT_DOUBLE_EQ(auc(perfect, one_class), 0.5);
+}
+
+}  // namespace
+}  // namespace troupe::nn
