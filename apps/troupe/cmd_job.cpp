@@ -3,6 +3,7 @@
 #include <memory>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "command.hpp"
 #include "troupe/actors/client.hpp"
@@ -14,6 +15,11 @@ struct target {
   std::string job_dir;
   std::string root = "jobs";
 };
+
+// Client commands print their answer; connection chatter is for --log-level debug.
+void quiet_logs() {
+  if (spdlog::get_level() == spdlog::level::info) spdlog::set_level(spdlog::level::warn);
+}
 
 void add_target(CLI::App& sub, const std::shared_ptr<target>& t) {
   sub.add_option("--job-dir", t->job_dir, "the job's directory (default: the newest job under --root)");
@@ -46,6 +52,7 @@ const command_registrar status_reg{"status", "Show a running job: membership, ta
   add_target(sub, t);
   sub.add_flag("--json", *json, "one JSON object instead of the table");
   return [t, json]() -> int {
+    quiet_logs();
     auto dir = actors::find_job_dir(t->job_dir, t->root);
     if (!dir) return usage_error(dir.err());
     auto s = actors::job_status_json(*dir);
@@ -62,6 +69,7 @@ const command_registrar scale_reg{"scale", "Change the number of workers of a ru
   add_target(sub, t);
   sub.add_option("--workers", *n, "the new number of workers")->required()->check(CLI::Range(0, 1024));
   return [t, n]() -> int {
+    quiet_logs();
     auto dir = actors::find_job_dir(t->job_dir, t->root);
     if (!dir) return usage_error(dir.err());
     auto r = actors::scale_job(*dir, *n);
@@ -75,6 +83,7 @@ const command_registrar stop_reg{"stop", "Stop a running job (its nodes exit; th
   auto t = std::make_shared<target>();
   add_target(sub, t);
   return [t]() -> int {
+    quiet_logs();
     auto dir = actors::find_job_dir(t->job_dir, t->root);
     if (!dir) return usage_error(dir.err());
     if (auto r = actors::stop_job(*dir); !r) return run_error(r.err());

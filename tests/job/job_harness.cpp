@@ -60,15 +60,18 @@ job_run start_job(const std::string& test_name, const std::string& toml) {
   return r;
 }
 
+bool exited(job_run& r) {
+  if (r.exit_code) return true;
+  int st = 0;
+  if (::waitpid(r.pid, &st, WNOHANG) != r.pid) return false;
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+  return true;
+}
+
 int wait_job(job_run& r, std::chrono::seconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
-    int st = 0;
-    pid_t p = ::waitpid(r.pid, &st, WNOHANG);
-    if (p == r.pid) {
-      r.pid = 0;
-      return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
-    }
+    if (exited(r)) return *r.exit_code;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ::kill(r.pid, SIGKILL);
@@ -87,7 +90,8 @@ nlohmann::json result(const job_run& r) {
 }
 
 int troupe(const std::string& args, std::string* out) {
-  std::string cmd = std::string(TROUPE_BIN) + " " + args + " 2>&1";
+  // stderr joins stdout unless the caller redirected it.
+  std::string cmd = std::string(TROUPE_BIN) + " " + args + (args.find("2>") == std::string::npos ? " 2>&1" : "");
   FILE* p = ::popen(cmd.c_str(), "r");
   std::string text;
   std::array<char, 4096> buf;
@@ -99,16 +103,16 @@ int troupe(const std::string& args, std::string* out) {
 
 std::optional<nlohmann::json> status(const job_run& r) {
   std::string out;
-  if (troupe("status --json --job-dir " + r.job_dir, &out) != 0) return std::nullopt;
+  if (troupe("status --json --job-dir " + r.job_dir + " 2>/dev/null", &out) != 0) return std::nullopt;
   auto j = nlohmann::json::parse(out, nullptr, false);
   if (j.is_discarded()) return std::nullopt;
   return j;
 }
 
-std::optional<nlohmann::json> wait_status(const job_run& r, const std::function<bool(const nlohmann::json&)>& pred,
+std::optional<nlohmann::json> wait_status(job_run& r, const std::function<bool(const nlohmann::json&)>& pred,
                                           std::chrono::seconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
+  while (std::chrono::steady_clock::now() < deadline && !exited(r)) {
     if (auto s = status(r); s && pred(*s)) return s;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

@@ -15,7 +15,11 @@ namespace troupe::testing {
 struct job_run {
   std::string name, dir, job_dir, out_file, err_file;
   pid_t pid = 0;
+  std::optional<int> exit_code;  // once the runner has been reaped
 };
+
+// Reaps the runner if it has exited (without blocking); true once it has.
+bool exited(job_run& r);
 
 // A fresh directory for this test's jobs; datasets are cached across tests in a shared directory.
 std::string test_root(const std::string& test_name);
@@ -29,8 +33,8 @@ int wait_job(job_run& r, std::chrono::seconds timeout);
 nlohmann::json result(const job_run& r);
 // `troupe status --json` of the running job; nullopt while it does not answer.
 std::optional<nlohmann::json> status(const job_run& r);
-// Polls status until pred(status) or timeout.
-std::optional<nlohmann::json> wait_status(const job_run& r, const std::function<bool(const nlohmann::json&)>& pred,
+// Polls status until pred(status), the runner exits, or timeout.
+std::optional<nlohmann::json> wait_status(job_run& r, const std::function<bool(const nlohmann::json&)>& pred,
                                           std::chrono::seconds timeout);
 // The pid of node `name` from nodes.json (0 when not running).
 pid_t node_pid(const job_run& r, const std::string& name);

@@ -2,6 +2,8 @@
 // of dead holders and expired leases back to TODO. One per job, on the master node; the journal's
 // single writer (LMDB allows one), so it runs detached.
 #include <caf/all.hpp>
+
+#include <set>
 #include <spdlog/spdlog.h>
 
 #include "../caf_types.hpp"
@@ -105,6 +107,20 @@ caf::behavior dispenser(dispenser_actor* self, node_runtime* rt, data_paths data
         if (n && *n > 0) {
           self->state.requeued += *n;
           spdlog::info("dispenser: {} task(s) of {} back to TODO", *n, holder);
+        }
+      },
+      [=](requeue_atom, const std::vector<std::string>& alive_holders) {
+        auto doing = self->state.journal->list(storage::task_state::doing);
+        if (!doing) return;
+        std::set<std::string> gone;
+        for (const auto& t : *doing)
+          if (std::find(alive_holders.begin(), alive_holders.end(), t.holder) == alive_holders.end()) gone.insert(t.holder);
+        for (const auto& h : gone) {
+          auto n = self->state.journal->requeue_holder(h);
+          if (n && *n > 0) {
+            self->state.requeued += *n;
+            spdlog::info("dispenser: {} task(s) of {} (not a member) back to TODO", *n, h);
+          }
         }
       },
       [=](tick_atom) {

@@ -21,7 +21,7 @@ struct master_state {
   cluster::ring ring;
   std::uint64_t ring_epoch = 0;
   std::string epoch_file;
-  std::chrono::steady_clock::time_point started, window_start;
+  std::chrono::steady_clock::time_point started, window_start, last_reconcile;
   // Progress: totals and the current window (samples/s and loss are over the last full window).
   std::uint64_t samples_total = 0, dropped_steps = 0;
   std::uint64_t window_samples = 0, window_steps = 0;

@@ -70,9 +70,24 @@ void send_finished(master_state& st) {
 
 }  // namespace
 
+// Tasks held by nodes that are not members (they died while this master was down, or their death
+// went unseen) go back to TODO without waiting for their leases to expire. A grace period after
+// start lets the survivors re-join first.
+void reconcile_holders(master_actor* self) {
+  auto& st = self->state;
+  auto now = steady::now();
+  if (now - st.started < std::chrono::seconds(3) || now - st.last_reconcile < std::chrono::seconds(2)) return;
+  st.last_reconcile = now;
+  std::vector<std::string> alive;
+  for (const auto& m : st.view.members())
+    if (m.role == cluster::node_role::worker) alive.push_back(m.id.to_string());
+  if (auto d = st.rt->names().get("dispenser")) self->send(d, requeue_atom::value, alive);
+}
+
 void on_tick(master_actor* self) {
   auto& st = self->state;
   roll_window(st);
+  reconcile_holders(self);
   if (auto d = st.rt->names().get("dispenser")) {
     self->request(d, std::chrono::seconds(2), counts_atom::value)
         .then([=](std::vector<std::uint64_t>& c) { self->state.counts = std::move(c); },

@@ -120,7 +120,10 @@ void checkpoint(ps_state& st) {
   st.since_full = full ? 0 : st.since_full + 1;
   st.applied_at_checkpoint = st.version;
   for (auto& [name, t] : st.tables) t.dirty.clear();
-  spdlog::debug("ps-{}: checkpoint {} ({})", st.index, *v, full ? "full" : "incremental");
+  if (st.checkpoints_written++ == 0)
+    spdlog::info("ps-{}: first checkpoint of this incarnation: version {} ({})", st.index, *v, full ? "full" : "incremental");
+  else
+    spdlog::debug("ps-{}: checkpoint {} ({})", st.index, *v, full ? "full" : "incremental");
 }
 
 }  // namespace troupe::actors

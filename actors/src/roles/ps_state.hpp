@@ -40,6 +40,7 @@ struct ps_state {
   std::uint32_t since_full = 0;        // checkpoints since the last full one
   bool has_checkpoint = false;
   std::uint64_t applied_at_checkpoint = 0;
+  std::uint64_t checkpoints_written = 0;
   static inline const char* name = "ps";
 };
 

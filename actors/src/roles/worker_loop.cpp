@@ -23,9 +23,19 @@ void send_report(worker_state& st, const held_task& t, const std::string& failur
   r.setRecordsProcessed(t.cursor);
   if (failure.empty()) r.setDone();
   else r.setFailed(failure);
-  if (auto s = st.rt->net().send("master", "dispenser", std::move(o), "worker"); !s)
-    spdlog::warn("report of task {}: {} (the lease will expire and the task go back to TODO)", t.id,
-                 s.err().to_string());
+  st.unsent_reports.push_back(std::move(o));
+}
+
+// Sends queued reports in order; keeps the rest when the master is unreachable (a restarted
+// master accepts them: the journal still holds the lease).
+void flush_reports(worker_state& st) {
+  while (!st.unsent_reports.empty()) {
+    if (!st.rt->net().connected("master")) return;
+    if (auto s = st.rt->net().send("master", "dispenser", std::move(st.unsent_reports.front()), "worker"); !s) {
+      spdlog::warn("task report not sent ({}); dropped, the lease will expire", s.err().to_string());
+    }
+    st.unsent_reports.erase(st.unsent_reports.begin());
+  }
 }
 
 void load_task(worker_state& st, schema::Task::Reader t) {
@@ -94,6 +104,7 @@ void finish_loop(worker_state& st) {
 
 bool train_some(worker_state& st) {
   if (st.done) return false;
+  flush_reports(st);
   if (!st.task && !st.exhausted && clock::now() >= st.next_lease) lease(st);
   std::optional<nn::batch> b;
   if (st.task) {
@@ -128,6 +139,7 @@ bool train_some(worker_state& st) {
   }
   if (st.task && st.task->cursor >= st.task->order.size()) {
     send_report(st, *st.task, "");
+    flush_reports(st);
     st.task.reset();
     st.next_lease = clock::now();
   }

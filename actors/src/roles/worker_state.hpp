@@ -38,6 +38,8 @@ struct worker_state {
   std::unique_ptr<strategy> strat;
   std::unique_ptr<worker_context> ctx;
   std::optional<held_task> task;
+  // Reports that could not be sent (the master was down): resent until it is back.
+  std::vector<outbound> unsent_reports;
   bool exhausted = false;  // the dispenser said: nothing left for anyone
   bool done = false;       // the training loop is over
   clock::time_point next_lease;
