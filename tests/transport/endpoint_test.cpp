@@ -62,6 +62,8 @@ TEST(endpoint, delivers_by_name_and_answers_pings) {
   ASSERT_TRUE(ready(f));
   EXPECT_EQ(f.get(), "alpha#0");
   EXPECT_EQ(a->send("gamma", "sink", ping(2)).err(), transport_errc::not_connected);
+  EXPECT_EQ(a->send("beta", "Bad Name", ping(3)).err(), transport_errc::bad_name);
+  EXPECT_TRUE(run_ping(*b, {"alpha", "echo", 5, 0, 8})) << "a refused send must not break the link";
 }
 
 TEST(endpoint, delivers_locally_to_its_own_node) {

@@ -257,6 +257,9 @@ void connection::on_tick() {
   if (ph == phase::handshake && now > deadline_)
     return close("refused: handshake timeout", transport_errc::handshake_failed);
   if (ph == phase::open) {
+    boost::system::error_code ec;
+    // Bytes waiting in the socket mean the peer is alive and this thread was late (a slow handler).
+    if (now - last_rx_ > params_.heartbeat_timeout && socket_.available(ec) > 0 && !ec) last_rx_ = now;
     if (now - last_rx_ > params_.heartbeat_timeout) {
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_rx_).count();
       return close("heartbeat timeout: silent for " + std::to_string(ms) + " ms", transport_errc::timeout);

@@ -254,6 +254,10 @@ void endpoint::unwatch(std::uint64_t id) {
 
 expected<void> endpoint::send(const std::string& node, const std::string& to, outbound&& m,
                               const std::string& from, std::chrono::milliseconds wait) {
+  // The receiver treats a bad name as a malformed frame and drops the connection: refuse it here.
+  if (!valid_actor_name(to) || (!from.empty() && !valid_actor_name(from)))
+    return make_unexpected(transport_errc::bad_name,
+                           "actor name '" + (valid_actor_name(to) ? from : to) + "'");
   auto env = m.envelope();
   env.setTo(to);
   if (!from.empty()) env.setFrom(from);
