@@ -22,6 +22,7 @@ std::uint64_t rpc_client::reply_id(const message& m) {
     auto b = m.body();
     switch (b.which()) {
       case B::TASK_LEASE: id = b.getTaskLease().getRequestId(); break;
+      case B::TASK_REPORT_ACK: id = b.getTaskReportAck().getRequestId(); break;
       case B::PS_PULL_REPLY: id = b.getPsPullReply().getRequestId(); break;
       case B::PS_PUSH_REPLY: id = b.getPsPushReply().getRequestId(); break;
       case B::JOB: {
@@ -61,18 +62,46 @@ expected<std::vector<message>> rpc_client::call_all(std::vector<request>& reqs, 
       return s.err();
     }
   }
-  std::unique_lock lk(mu_);
-  bool all = cv_.wait_for(lk, timeout, [&] {
-    for (auto& r : reqs)
-      if (!pending_[r.id]) return false;
+  // The incarnation each request went to: if that connection goes away (the node died, or a new
+  // incarnation replaced it) the reply will never come, so the call fails at once.
+  std::map<std::string, std::uint64_t> sent_to;
+  for (const auto& p : net_.peers()) sent_to[p.name] = p.incarnation;
+  auto gone = [&](const std::string& node) {
+    auto it = sent_to.find(node);
+    if (it == sent_to.end()) return false;
+    for (const auto& p : net_.peers())
+      if (p.name == node) return p.incarnation != it->second;
     return true;
-  });
-  if (!all) {
+  };
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock lk(mu_);
+  std::string failed;
+  for (;;) {
+    bool all = true;
+    for (auto& r : reqs) all = all && pending_[r.id].has_value();
+    if (all) break;
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      failed = "no reply within " + std::to_string(timeout.count()) + " ms from ";
+      break;
+    }
+    cv_.wait_for(lk, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(20)));
+    lk.unlock();
+    std::string down;
+    for (auto& r : reqs)
+      if (gone(r.node)) down = r.node;
+    lk.lock();
+    if (!down.empty()) {
+      failed = down + " went down before replying: ";
+      break;
+    }
+  }
+  if (!failed.empty()) {
     std::string silent;
     for (auto& r : reqs)
       if (!pending_[r.id]) silent += (silent.empty() ? "" : ", ") + r.node + "/" + r.to;
     for (auto& r : reqs) pending_.erase(r.id);
-    return make_unexpected(core_errc::io_error, "no reply within " + std::to_string(timeout.count()) + " ms from " + silent);
+    return make_unexpected(core_errc::io_error, failed + silent);
   }
   std::vector<message> out;
   for (auto& r : reqs) {

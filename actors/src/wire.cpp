@@ -27,10 +27,14 @@ outbound membership(const cluster::membership_view& v, const std::string& reason
   m.setReason(reason);
   m.setRingEpoch(ring_epoch);
   m.setMasterIncarnation(master_incarnation);
-  auto ring = v.worker_ring();
-  auto list = m.initMembers(static_cast<unsigned>(v.members().size()));
+  write_members(m.initMembers(static_cast<unsigned>(v.members().size())), v.members(), v.worker_ring());
+  return o;
+}
+
+void write_members(capnp::List<schema::Member>::Builder list, const std::vector<cluster::member>& members,
+                   const cluster::ring& ring) {
   unsigned i = 0;
-  for (const auto& mem : v.members()) {
+  for (const auto& mem : members) {
     auto b = list[i++];
     write_node(b.initNode(), mem.id);
     b.setAddress(mem.address);
@@ -39,7 +43,6 @@ outbound membership(const cluster::membership_view& v, const std::string& reason
     b.setPid(static_cast<std::uint32_t>(mem.pid));
     b.setState(std::string(cluster::to_string(mem.state)));
   }
-  return o;
 }
 
 namespace {
@@ -50,15 +53,11 @@ cluster::member_state parse_state(const std::string& s) {
 }
 }  // namespace
 
-membership_msg read_membership(schema::Membership::Reader r) {
-  membership_msg out;
-  out.reason = r.getReason().cStr();
-  out.ring_epoch = r.getRingEpoch();
-  out.master_incarnation = r.getMasterIncarnation();
+std::vector<cluster::member> read_members(capnp::List<schema::Member>::Reader list) {
   std::vector<cluster::member> members;
-  for (auto m : r.getMembers()) {
+  for (auto m : list) {
     auto role = cluster::parse_role(m.getRole().cStr());
-    if (!role) continue;
+    if (!role) continue;  // a role this version does not know: not ours to judge
     cluster::member mem;
     mem.id = read_node(m.getNode());
     mem.role = *role;
@@ -67,7 +66,15 @@ membership_msg read_membership(schema::Membership::Reader r) {
     mem.pid = static_cast<int>(m.getPid());
     members.push_back(std::move(mem));
   }
-  auto v = cluster::membership_view::restore(r.getEpoch(), {0, 1024}, std::move(members));
+  return members;
+}
+
+membership_msg read_membership(schema::Membership::Reader r) {
+  membership_msg out;
+  out.reason = r.getReason().cStr();
+  out.ring_epoch = r.getRingEpoch();
+  out.master_incarnation = r.getMasterIncarnation();
+  auto v = cluster::membership_view::restore(r.getEpoch(), {0, 1024}, read_members(r.getMembers()));
   if (v) out.view = std::move(*v);
   return out;
 }

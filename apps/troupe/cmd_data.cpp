@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "command.hpp"
+#include "troupe/actors/data.hpp"
 #include "troupe/nn/data/readers.hpp"
 #include "troupe/storage/record_store.hpp"
 
@@ -36,31 +37,10 @@ struct inspect_flags {
   bool verify = false;
 };
 
-storage::record_schema schema_of(const nn::dataset_info& info) {
-  storage::record_schema s;
-  s.dense_dim = static_cast<std::uint32_t>(info.dense_dim);
-  s.sparse_fields = static_cast<std::uint32_t>(info.sparse_fields);
-  s.num_classes = static_cast<std::uint32_t>(info.num_classes);
-  if (info.image_shape[0] > 0)
-    for (auto d : info.image_shape) s.image_shape.push_back(static_cast<std::uint32_t>(d));
-  s.buckets_per_field = info.buckets_per_field;
-  return s;
-}
-
 // Writes every row of `d` to a new store in `out`; prints a one-line summary.
 int write_store(const nn::dataset& d, const std::string& out, const std::string& source) {
   auto start = std::chrono::steady_clock::now();
-  if (auto v = d.validate(); !v) return run_error(v.err());
-  auto w = storage::record_writer::create(out, schema_of(d.info), source);
-  if (!w) return run_error(w.err());
-  storage::record r;
-  for (std::size_t i = 0; i < d.rows; ++i) {
-    r.label = d.labels[i];
-    r.dense.assign(d.dense_row(i), d.dense_row(i) + d.info.dense_dim);
-    r.sparse.assign(d.sparse_row(i), d.sparse_row(i) + d.info.sparse_fields);
-    if (auto a = w->append(r); !a) return run_error(a.err());
-  }
-  auto m = w->finish();
+  auto m = actors::write_dataset(d, out, source);
   if (!m) return run_error(m.err());
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   double mb = static_cast<double>(m->record_count * storage::encoded_size(m->schema)) / 1e6;

@@ -104,5 +104,22 @@ TEST(job, bad_job_file_names_the_key_and_exits_2) {
   EXPECT_NE(out.find("job.workers"), std::string::npos) << out;
 }
 
+TEST(job, ring_strategy_refuses_a_model_with_embeddings) {
+  auto r = start_job("ring-embeddings", R"(strategy = "allreduce"
+name = "bad"
+[model]
+type = "deepfm"
+[data]
+source = "synthetic-ctr"
+rows = 2000
+test_rows = 500
+fields = 4
+vocab_per_field = 20
+)");
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(60)), 2);
+  EXPECT_NE(read_file(r.err_file).find("use [job] strategy = \"async_ps\""), std::string::npos) << read_file(r.err_file);
+  EXPECT_TRUE(no_processes_of(r));
+}
+
 }  // namespace
 }  // namespace troupe::testing

@@ -38,6 +38,13 @@ struct TaskReport {
   }
   recordsProcessed @3 :UInt64;
   attempt @4 :UInt32;      # the lease's attempt (Task.attempt)
+  requestId @5 :UInt64;    # echoed in the TaskReportAck
+}
+
+# The dispenser took a report (applied, or refused as stale: either way the worker forgets it).
+struct TaskReportAck {
+  requestId @0 :UInt64;
+  error @1 :Text;          # why it was refused; empty when applied
 }
 
 # Records as opaque bytes: offsets[i]..offsets[i+1] delimits record i in data.

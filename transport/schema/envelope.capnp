@@ -75,5 +75,6 @@ struct Envelope {
     collectiveAbort @22 :Coll.CollectiveAbort;
     opaque @23 :AnyPointer;  # application-defined payload for extensions
     job @24 :Job.JobMessage;
+    taskReportAck @25 :Dat.TaskReportAck;
   }
 }

@@ -29,6 +29,12 @@ void send_lease(dispenser_state& st, const message& req, std::uint64_t request_i
   const auto& job = st.rt->spec().job;
   std::string holder = req.from_node().to_string();
   std::int64_t deadline = clock::system().wall_ms() + job.lease_timeout.count();
+  // A worker holds one task at a time: one it still holds while asking for another was lost on
+  // its side (a restarted worker actor, a reply that never arrived) and goes back to TODO now.
+  if (auto n = st.journal->requeue_holder(holder); n && *n > 0) {
+    st.requeued += *n;
+    spdlog::info("dispenser: {} asked for a task while holding {}: back to TODO", holder, *n);
+  }
   outbound o;
   auto lease = o.body().initTaskLease();
   lease.setRequestId(request_id);
@@ -57,16 +63,23 @@ void send_lease(dispenser_state& st, const message& req, std::uint64_t request_i
 void take_report(dispenser_state& st, const message& m) {
   auto r = m.body().getTaskReport();
   std::string holder = m.from_node().to_string();
+  std::string refused;
   if (r.which() == schema::TaskReport::DONE) {
     auto c = st.journal->complete(r.getTaskId(), holder, r.getAttempt());
-    if (!c) spdlog::warn("dispenser: report of task {} by {} refused: {}", r.getTaskId(), holder, c.err().to_string());
+    if (!c) refused = c.err().to_string();
   } else {
     auto f = st.journal->fail(r.getTaskId(), holder, r.getAttempt(), r.getFailed().cStr());
-    if (!f) spdlog::warn("dispenser: failure of task {} by {} refused: {}", r.getTaskId(), holder, f.err().to_string());
+    if (!f) refused = f.err().to_string();
     else if (*f == storage::task_state::failed)
       spdlog::error("dispenser: task {} quarantined after repeated failures; last error: {}", r.getTaskId(),
                     r.getFailed().cStr());
   }
+  if (!refused.empty()) spdlog::warn("dispenser: report of task {} by {} refused: {}", r.getTaskId(), holder, refused);
+  outbound o;
+  auto ack = o.body().initTaskReportAck();
+  ack.setRequestId(r.getRequestId());
+  ack.setError(refused);
+  (void)st.rt->net().send(m.from_node().name, std::string(m.from()), std::move(o), "dispenser");
 }
 
 void open_journal(dispenser_state& st, const data_paths& data) {

@@ -159,18 +159,8 @@ void send_status(master_actor* self, const std::string& node, const std::string&
   s.setSamplesTotal(st.samples_total);
   s.setFinished(st.finished);
   s.setResultJson(st.result_json);
-  auto ring = st.view.worker_ring();
-  auto list = s.initMembers(static_cast<unsigned>(st.view.members().size()));
-  unsigned i = 0;
-  for (const auto& m : st.view.members()) {
-    auto b = list[i++];
-    wire::write_node(b.initNode(), m.id);
-    b.setAddress(m.address);
-    b.setRole(std::string(cluster::to_string(m.role)));
-    b.setRank(static_cast<std::uint32_t>(ring.rank_of(m.id.name).value_or(0)));
-    b.setPid(static_cast<std::uint32_t>(m.pid));
-    b.setState(std::string(cluster::to_string(m.state)));
-  }
+  wire::write_members(s.initMembers(static_cast<unsigned>(st.view.members().size())), st.view.members(),
+                      st.view.worker_ring());
   if (auto r = st.rt->net().send(node, to, std::move(o.out), "master"); !r)
     spdlog::debug("status reply to {}: {}", node, r.err().to_string());
 }

@@ -18,6 +18,7 @@ using clock = worker_state::clock;
 void send_report(worker_state& st, const held_task& t, const std::string& failure) {
   outbound o;
   auto r = o.body().initTaskReport();
+  r.setRequestId(st.rpc->next_id());
   r.setTaskId(t.id);
   r.setAttempt(t.attempt);
   r.setRecordsProcessed(t.cursor);
@@ -26,16 +27,22 @@ void send_report(worker_state& st, const held_task& t, const std::string& failur
   st.unsent_reports.push_back(std::move(o));
 }
 
-// Sends queued reports in order; keeps the rest when the master is unreachable (a restarted
-// master accepts them: the journal still holds the lease).
-void flush_reports(worker_state& st) {
+// Sends queued reports in order, each until the dispenser acknowledges it; keeps the rest while the
+// master is unreachable (a restarted master accepts them: the journal still holds the lease).
+bool flush_reports(worker_state& st) {
   while (!st.unsent_reports.empty()) {
-    if (!st.rt->net().connected("master")) return;
-    if (auto s = st.rt->net().send("master", "dispenser", std::move(st.unsent_reports.front()), "worker"); !s) {
-      spdlog::warn("task report not sent ({}); dropped, the lease will expire", s.err().to_string());
-    }
+    auto& o = st.unsent_reports.front();
+    std::uint64_t id = o.body().getTaskReport().getRequestId();
+    // Sending moves the builder out: send a copy, keep the original until acknowledged.
+    outbound copy;
+    copy.body().setTaskReport(o.body().getTaskReport().asReader());
+    auto reply = st.rpc->call({"master", "dispenser", std::move(copy), id}, std::chrono::milliseconds(1000));
+    if (!reply) return false;
+    auto err = reply->body().getTaskReportAck().getError();
+    if (err.size() > 0) spdlog::warn("task report refused: {}", err.cStr());
     st.unsent_reports.erase(st.unsent_reports.begin());
   }
+  return true;
 }
 
 void load_task(worker_state& st, schema::Task::Reader t) {
@@ -104,8 +111,9 @@ void finish_loop(worker_state& st) {
 
 bool train_some(worker_state& st) {
   if (st.done) return false;
-  flush_reports(st);
-  if (!st.task && !st.exhausted && clock::now() >= st.next_lease) lease(st);
+  bool reported = flush_reports(st);
+  // A new lease only once the dispenser has every report (it re-queues what a holder still holds).
+  if (reported && !st.task && !st.exhausted && clock::now() >= st.next_lease) lease(st);
   std::optional<nn::batch> b;
   if (st.task) {
     auto& t = *st.task;
@@ -139,8 +147,8 @@ bool train_some(worker_state& st) {
   }
   if (st.task && st.task->cursor >= st.task->order.size()) {
     send_report(st, *st.task, "");
-    flush_reports(st);
     st.task.reset();
+    if (!flush_reports(st)) st.next_lease = clock::now() + std::chrono::milliseconds(100);
     st.next_lease = clock::now();
   }
   report_progress(st, false);

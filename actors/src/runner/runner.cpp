@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "../data_model.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/cluster/errc.hpp"
 
@@ -62,6 +63,20 @@ expected<std::uint16_t> free_port() {
 
 }  // namespace
 
+// The model must build for the data, and ring strategies replicate dense parameters only.
+int runner::check_model() {
+  auto store = storage::record_store::open(data_.train_dir);
+  if (!store) return spdlog::error("{}", store.err().to_string()), 1;
+  auto m = build_model(spec_, *store);
+  if (!m) return spdlog::error("{}", m.err().to_string()), 2;
+  if (!spec_.uses_ps() && !(*m)->embedding_tables().empty()) {
+    spdlog::error("strategy '{}' replicates dense parameters only; model '{}' has embedding tables: use "
+                  "[job] strategy = \"async_ps\"", spec_.job.strategy, spec_.nn.model.type);
+    return 2;
+  }
+  return 0;
+}
+
 int runner::setup() {
   auto doc = config_doc::from_file(opt_.file);
   if (!doc) return spdlog::error("{}", doc.err().to_string()), 2;
@@ -87,6 +102,7 @@ int runner::setup() {
   auto data = prepare_datasets(spec_.nn.data, spec_.job.dataset_cache);
   if (!data) return spdlog::error("{}", data.err().to_string()), 1;
   data_ = *data;
+  if (int rc = check_model(); rc != 0) return rc;
 
   auto cfg = spec_.transport;
   cfg.token = token;

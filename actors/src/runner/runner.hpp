@@ -45,6 +45,7 @@ class runner {
   using steady = std::chrono::steady_clock;
   // setup and main loop (runner.cpp)
   int setup();
+  int check_model();
   int loop();
   void shutdown_nodes();
   // nodes (runner_nodes.cpp)

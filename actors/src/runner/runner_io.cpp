@@ -77,18 +77,7 @@ void runner::poll_status(bool force) {
     st.data_epochs = s.getDataEpochs();
     st.samples_per_sec = s.getSamplesPerSec();
     st.loss = s.getLoss();
-    for (auto m : s.getMembers()) {
-      auto role = cluster::parse_role(m.getRole().cStr());
-      if (!role) continue;
-      cluster::member mem;
-      mem.id = wire::read_node(m.getNode());
-      mem.role = *role;
-      mem.address = m.getAddress().cStr();
-      mem.pid = static_cast<int>(m.getPid());
-      mem.state = std::string(m.getState().cStr()) == "alive" ? cluster::member_state::alive
-                                                               : cluster::member_state::launching;
-      st.members.push_back(std::move(mem));
-    }
+    st.members = wire::read_members(s.getMembers());
     std::lock_guard lk(mu_);
     status_ = std::move(st);
   });
@@ -142,14 +131,7 @@ void runner::answer_status(const std::string& node, const std::string& to, std::
   b.setFinished(finished_);
   b.setRestarts(restarts_);
   b.setResultJson(result);
-  auto list = b.initMembers(static_cast<unsigned>(s.members.size()));
-  for (unsigned i = 0; i < s.members.size(); ++i) {
-    wire::write_node(list[i].initNode(), s.members[i].id);
-    list[i].setAddress(s.members[i].address);
-    list[i].setRole(std::string(cluster::to_string(s.members[i].role)));
-    list[i].setPid(static_cast<std::uint32_t>(s.members[i].pid));
-    list[i].setState(std::string(cluster::to_string(s.members[i].state)));
-  }
+  wire::write_members(b.initMembers(static_cast<unsigned>(s.members.size())), s.members, cluster::ring{});
   (void)net_->send(node, to, std::move(o.out), "runner");
 }
 

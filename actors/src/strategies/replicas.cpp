@@ -4,14 +4,6 @@
 
 namespace troupe::actors::replicas {
 
-expected<void> check_dense_only(const nn::model& m, std::string_view strategy) {
-  if (!const_cast<nn::model&>(m).embedding_tables().empty())
-    return make_unexpected(core_errc::invalid_argument,
-                           "strategy '" + std::string(strategy) + "' replicates dense parameters only; model '" +
-                               m.type() + "' has embedding tables: use strategy = \"async_ps\"");
-  return {};
-}
-
 namespace {
 // Slots are created on a parameter's first update; replicas must agree on their size first.
 void size_slots(worker_context& ctx) {

@@ -9,10 +9,6 @@
 
 namespace troupe::actors::replicas {
 
-// Fails for models with embedding tables: their sparse rows are not replicated by ring strategies
-// (use async_ps for them).
-expected<void> check_dense_only(const nn::model& m, std::string_view strategy);
-
 // Every parameter value, then (with_optimizer) each trainable parameter's optimizer slots and step.
 std::size_t state_size(worker_context& ctx, bool with_optimizer);
 void pack_state(worker_context& ctx, bool with_optimizer, std::span<float> out);
