@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
@@ -139,7 +140,7 @@ expected<prepared_data> prepare_datasets(const nn::data_config& c, const std::st
   if (auto w = write_dataset(data->train, p.train_dir, c.source + ":train"); !w) return w.err();
   if (auto w = write_dataset(data->test, p.test_dir, c.source + ":test"); !w) return w.err();
   p.true_auc = data->true_auc;
-  std::ofstream(auc_file) << p.true_auc << "\n";
+  std::ofstream(auc_file) << std::setprecision(17) << p.true_auc << "\n";
   return p;
 }
 
