@@ -70,7 +70,7 @@ def main():
     ap.add_argument("--dim", type=int, default=8)
     ap.add_argument("--hidden", default="64,32")
     ap.add_argument("--scale", type=float, default=0.01)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
