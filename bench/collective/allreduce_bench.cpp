@@ -22,10 +22,14 @@ int main(int argc, char** argv) {
   std::size_t capacity_kb = 1024;  // 1 MiB rings: ~15-20% faster at 64 MB than 8 MiB here (L2-sized)
   double mb = 64;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--ranks")) ranks = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--mb")) mb = std::atof(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--iters")) iters = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--capacity-kb")) capacity_kb = std::strtoul(argv[i + 1], nullptr, 10);
+    if (!std::strcmp(argv[i], "--ranks"))
+      ranks = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--mb"))
+      mb = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--iters"))
+      iters = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--capacity-kb"))
+      capacity_kb = std::strtoul(argv[i + 1], nullptr, 10);
   }
   size_t n = static_cast<size_t>(mb * (1 << 20) / sizeof(float));
   std::string job = "bench" + std::to_string(::getpid());
@@ -70,7 +74,8 @@ int main(int argc, char** argv) {
         double algbw = bytes / med / 1e9;
         double busbw = algbw * 2.0 * (ranks - 1) / ranks;
         std::printf(
-            "{\"bench\":\"ring_allreduce_shm\",\"capacity_kb\":%zu,\"ranks\":%d,\"bytes\":%.0f,\"iters\":%d,\"median_s\":%.6f,"
+            "{\"bench\":\"ring_allreduce_shm\",\"capacity_kb\":%zu,\"ranks\":%d,\"bytes\":%.0f,\"iters\":%d,"
+            "\"median_s\":%.6f,"
             "\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
             capacity_kb, ranks, bytes, iters, med, algbw, busbw);
         std::fflush(stdout);
