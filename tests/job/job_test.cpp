@@ -88,6 +88,11 @@ vocab_per_field = 50
   auto res = result(r);
   double auc = res.value("test_auc", 0.0), best = res.value("true_auc", 1.0);
   EXPECT_GT(auc, best - 0.03) << res.dump();
+  // Time to the first trained minibatch (bench/job): after the runner started, before it ended.
+  ASSERT_TRUE(res.contains("first_step_seconds")) << res.dump();
+  double first = res["first_step_seconds"].get<double>();
+  EXPECT_GT(first, 0.0) << res.dump();
+  EXPECT_LT(first, res.value("wall_seconds", 0.0)) << res.dump();
   expect_all_done(r);
   EXPECT_TRUE(no_processes_of(r));
 }

@@ -13,6 +13,8 @@ struct WorkerProgress {
   steps @1 :UInt64;
   lossSum @2 :Float64;     # sum of minibatch losses over `steps`
   droppedSteps @3 :UInt64; # steps lost to a collective interrupted by a membership change
+  firstStepWallMs @4 :UInt64; # Unix ms of this worker's first trained minibatch, sent until acknowledged
+                              # by a successful send; 0: none (yet, or already reported)
 }
 
 # Worker -> master: its training loop is over (dataset exhausted); it still answers Evaluate.

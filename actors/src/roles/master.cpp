@@ -90,6 +90,8 @@ void on_job_message(master_actor* self, const message& m) {
       st.window_loss += p.getLossSum();
       st.samples_total += p.getSamples();
       st.dropped_steps += p.getDroppedSteps();
+      if (auto f = p.getFirstStepWallMs(); f != 0 && (st.first_step_wall_ms == 0 || f < st.first_step_wall_ms))
+        st.first_step_wall_ms = f;
       break;
     }
     case schema::JobMessage::WORKER_DONE: st.done_workers.insert(m.from_node().name); break;

@@ -24,6 +24,7 @@ struct master_state {
   std::chrono::steady_clock::time_point started, window_start, last_reconcile;
   // Progress: totals and the current window (samples/s and loss are over the last full window).
   std::uint64_t samples_total = 0, dropped_steps = 0;
+  std::uint64_t first_step_wall_ms = 0;  // earliest first trained minibatch of any worker (Unix ms)
   std::uint64_t window_samples = 0, window_steps = 0;
   double window_loss = 0;
   double samples_per_sec = 0, loss = 0;

@@ -121,6 +121,7 @@ void on_eval_result(master_actor* self, schema::EvalResult::Reader r) {
   j["test_auc"] = r.getAuc();
   j["samples_trained"] = st.samples_total;
   j["dropped_steps"] = st.dropped_steps;
+  if (st.first_step_wall_ms != 0) j["first_step_wall_ms"] = st.first_step_wall_ms;
   if (st.counts.size() >= 5) {
     j["tasks_done"] = st.counts[2];
     j["tasks_failed"] = st.counts[3];

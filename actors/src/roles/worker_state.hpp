@@ -47,6 +47,10 @@ struct worker_state {
   std::uint64_t win_samples = 0, win_steps = 0, dropped = 0, steps_total = 0;
   double win_loss = 0;
   clock::time_point last_report;
+  // Unix ms of the first trained minibatch (benchmarks: time to first step); 0 until then.
+  std::uint64_t first_step_wall_ms = 0;
+  bool first_step_sent = false;
+  bool first_lease_logged = false;
   static inline const char* name = "worker";
 };
 

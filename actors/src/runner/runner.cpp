@@ -133,6 +133,9 @@ int runner::setup() {
 
 int runner::run() {
   started_ = steady::now();
+  started_wall_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
   if (int rc = setup(); rc != 0) return rc;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
@@ -167,6 +170,11 @@ int runner::run() {
     if (!j.is_discarded()) {
       j["wall_seconds"] = std::chrono::duration<double>(steady::now() - started_).count();
       j["node_restarts"] = restarts_;
+      j["runner_start_wall_ms"] = started_wall_ms_;
+      // Worker clocks are this machine's clock (local launcher), so wall times compare.
+      if (j.contains("first_step_wall_ms") && j["first_step_wall_ms"].is_number())
+        j["first_step_seconds"] =
+            static_cast<double>(j["first_step_wall_ms"].get<std::int64_t>() - started_wall_ms_) / 1000.0;
       if (data_.true_auc > 0) j["true_auc"] = data_.true_auc;
       result_json_ = j.dump();
     }

@@ -72,6 +72,7 @@ class runner {
   std::uint32_t target_workers_ = 0;
   std::uint64_t restarts_ = 0;
   steady::time_point started_, last_progress_;
+  std::int64_t started_wall_ms_ = 0;  // Unix ms at run(): the origin of first_step_seconds
   // Filled from the endpoint's and the launcher's threads, consumed by the main loop.
   std::mutex mu_;
   std::deque<std::pair<cluster::node_handle, cluster::exit_status>> exits_;
