@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <optional>
 
@@ -47,6 +48,9 @@ struct worker_state {
   std::uint64_t win_samples = 0, win_steps = 0, dropped = 0, steps_total = 0;
   double win_loss = 0;
   clock::time_point last_report;
+  // TROUPE_STEP_LOG=<dir>: one wall-clock timestamp (us) per trained step into
+  // <dir>/<node>#<incarnation>.steps (recovery benchmark). Off: one null check per step.
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> step_log{nullptr, &std::fclose};
   static inline const char* name = "worker";
 };
 
@@ -55,6 +59,8 @@ struct worker_state {
 bool train_some(worker_state& st);
 // Evaluates the model on the test set and answers the master.
 void evaluate(worker_state& st, const message& request);
+// Opens the TROUPE_STEP_LOG file when that variable is set.
+void open_step_log(worker_state& st);
 void setup_worker(worker_state& st, node_runtime* rt, data_paths data);
 
 }  // namespace troupe::actors
