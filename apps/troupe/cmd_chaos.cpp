@@ -11,6 +11,8 @@
 #include <sstream>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "command.hpp"
 #include "troupe/actors/chaos.hpp"
 #include "troupe/actors/client.hpp"
@@ -88,6 +90,8 @@ expected<std::vector<actors::fault_spec>> faults_of(flags& f) {
 }
 
 int run(flags& f) {
+  // Its own connection chatter is for --log-level debug; fault lines are warnings.
+  if (spdlog::get_level() == spdlog::level::info) spdlog::set_level(spdlog::level::warn);
   auto faults = faults_of(f);
   if (!faults) return usage_error(faults.err());
   actors::chaos_options o;

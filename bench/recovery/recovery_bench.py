@@ -100,7 +100,8 @@ def torch_run(tmp):
     env = dict(os.environ, STEP_DIR=d, STEPS="1500", OMP_NUM_THREADS="1")
     cmd = ["/usr/bin/python3", "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
            "--max_restarts=3", "--rdzv_backend=c10d", "--rdzv_endpoint=127.0.0.1:29533",
-           f"{HERE}/ddp_mlp.py"]
+           # torch 1.13 on Python 3.11: the default "0" (Std.NONE) parses to None and crashes the agent.
+           "--redirects", "1", "--tee", "1", f"--log_dir={d}/logs", f"{HERE}/ddp_mlp.py"]
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if not wait_steps(f"{d}/rank1.steps", KILL_AFTER_STEPS, timeout=180):
         p.kill()

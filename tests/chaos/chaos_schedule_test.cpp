@@ -1,5 +1,6 @@
 // Fault schedules: the text form, schedule files, seeded random schedules, and the report.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>

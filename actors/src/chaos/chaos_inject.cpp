@@ -3,12 +3,32 @@
 
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "../node_runtime.hpp"
 #include "../wire.hpp"
 #include "troupe/actors/chaos.hpp"
+#include "troupe/actors/client.hpp"
 #include "troupe/cluster/job_dir.hpp"
 
 namespace troupe::actors {
+
+namespace {
+
+// nodes.json has only the master's address; the membership in the runner's status has them all.
+std::string address_from_status(const std::string& job_dir, const std::string& node) {
+  auto s = job_status_json(job_dir);
+  if (!s) return {};
+  auto j = nlohmann::json::parse(*s, nullptr, false);
+  if (j.is_discarded() || !j.contains("members")) return {};
+  for (const auto& m : j["members"]) {
+    auto id = node_id::parse(m.value("node", std::string()));
+    if (id && id->name == node && m.value("state", std::string()) == "alive") return m.value("address", std::string());
+  }
+  return {};
+}
+
+}  // namespace
 
 expected<void> inject_messages(const std::string& job_dir, const std::string& node, double drop_probability,
                                std::uint64_t delay_us, std::uint64_t duration_ms) {
@@ -19,6 +39,7 @@ expected<void> inject_messages(const std::string& job_dir, const std::string& no
   std::string address;
   for (const auto& n : nodes->nodes)
     if (n.id.name == node && n.state != "exited") address = n.address;
+  if (address.empty()) address = address_from_status(job_dir, node);
   if (address.empty()) return make_unexpected(core_errc::invalid_argument, "no running node '" + node + "' with an address");
   auto token = node_runtime::read_token(job_dir);
   if (!token) return token.err();
