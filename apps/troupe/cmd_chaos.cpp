@@ -35,8 +35,9 @@ expected<pid_t> start_job(const flags& f, std::string& job_dir) {
   if (!doc) return doc.err();
   config_reader reader(*doc);
   std::string root = reader.section("job").get_string("root", "jobs");
-  std::string id = f.job_id.empty() ? "chaos-" + std::to_string(::time(nullptr)) + "-" + std::to_string(::getpid())
-                                    : f.job_id;
+  std::string id = f.job_id.empty()
+                       ? "chaos-" + std::to_string(::time(nullptr)) + "-" + std::to_string(::getpid())
+                       : f.job_id;
   job_dir = root + "/" + id;
   std::vector<std::string> args{"troupe", "run", f.job_file, "--job-id", id, "--quiet"};
   for (const auto& s : f.sets) args.insert(args.end(), {"--set", s});
@@ -85,7 +86,8 @@ expected<std::vector<actors::fault_spec>> faults_of(flags& f) {
     auto r = actors::random_schedule(f.rnd);
     out.insert(out.end(), r.begin(), r.end());
   }
-  if (out.empty()) return make_unexpected(core_errc::invalid_argument, "no faults: give --fault, --schedule or --rate");
+  if (out.empty())
+    return make_unexpected(core_errc::invalid_argument, "no faults: give --fault, --schedule or --rate");
   return out;
 }
 
@@ -104,7 +106,8 @@ int run(flags& f) {
     auto pid = start_job(f, o.job_dir);
     if (!pid) return usage_error(pid.err());
     child = *pid;
-    if (!wait_nodes(o.job_dir, child)) return run_error(error(make_error_code(core_errc::io_error), "the job did not start: " + o.job_dir));
+    if (!wait_nodes(o.job_dir, child))
+      return run_error(error(make_error_code(core_errc::io_error), "the job did not start: " + o.job_dir));
     o.job_running = [&] {
       int st = 0;
       if (code || ::waitpid(child, &st, WNOHANG) != child) return !code;
@@ -137,24 +140,30 @@ const command_registrar reg{
     "chaos", "Inject faults (kill, stop, drop, delay) into a job and report detection and recovery",
     [](CLI::App& sub) -> runner {
       auto f = std::make_shared<flags>();
-      sub.add_option("--job-dir", f->job_dir, "the running job's directory (default: the newest under --root)");
+      sub.add_option("--job-dir", f->job_dir,
+                     "the running job's directory (default: the newest under --root)");
       sub.add_option("--root", f->root, "where job directories are (default: jobs)");
       sub.add_option("--job", f->job_file, "start this job file with `troupe run` and inject into it")
           ->check(CLI::ExistingFile);
       sub.add_option("--job-id", f->job_id, "with --job: the job directory name");
       sub.add_option("--set", f->sets, "with --job: override a key (repeatable)");
-      sub.add_option("--schedule", f->schedule, "TOML file with [chaos] faults = [\"T KIND TARGET ...\", ...]")
+      sub.add_option("--schedule", f->schedule,
+                     "TOML file with [chaos] faults = [\"T KIND TARGET ...\", ...]")
           ->check(CLI::ExistingFile);
-      sub.add_option("--fault", f->faults, "\"T KIND TARGET [hold=S] [p=P] [us=N]\", e.g. \"3 kill worker\" (repeatable)");
-      auto* rate = sub.add_option("--rate", f->rnd.rate, "random faults per second")->check(CLI::Range(0.001, 100.0));
+      sub.add_option("--fault", f->faults,
+                     "\"T KIND TARGET [hold=S] [p=P] [us=N]\", e.g. \"3 kill worker\" (repeatable)");
+      auto* rate =
+          sub.add_option("--rate", f->rnd.rate, "random faults per second")->check(CLI::Range(0.001, 100.0));
       sub.add_option("--seed", f->rnd.seed, "random schedule seed (default 1)");
       sub.add_option("--duration", f->rnd.duration_s, "random faults until this many seconds (default 10)");
       sub.add_option("--start", f->rnd.start_s, "no random fault before this many seconds (default 1)");
       sub.add_option("--kinds", f->kinds, "random fault kinds (default kill)")->delimiter(',');
-      sub.add_option("--targets", f->targets, "random targets: roles or node names (default worker,ps,master)")
+      sub.add_option("--targets", f->targets,
+                     "random targets: roles or node names (default worker,ps,master)")
           ->delimiter(',');
       sub.add_option("--hold", f->rnd.hold_s, "random stop/drop/delay faults last this long (default 1 s)");
-      sub.add_option("--settle", f->settle, "after the last fault, wait this long for recovery (default 30 s)");
+      sub.add_option("--settle", f->settle,
+                     "after the last fault, wait this long for recovery (default 30 s)");
       sub.add_option("--report", f->report, "write the JSON report here");
       return [f, rate]() -> int {
         f->random = rate->count() > 0;

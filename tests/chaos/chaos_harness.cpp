@@ -17,7 +17,8 @@ chaos_run run_under_chaos(const std::string& name, const std::string& toml, cons
   chaos_run c;
   std::string dir = test_root(name);
   std::string file = dir + "/job.toml", report = dir + "/report.json";
-  std::ofstream(file) << "[job]\nroot = \"" << dir << "/jobs\"\ndataset_cache = \"" << dataset_cache() << "\"\n"
+  std::ofstream(file) << "[job]\nroot = \"" << dir << "/jobs\"\ndataset_cache = \"" << dataset_cache()
+                      << "\"\n"
                       << toml;
   c.job_dir = dir + "/jobs/" + name;
   c.exit_code = troupe("chaos --job " + file + " --job-id " + name + " --report " + report + " " + chaos_args,
@@ -36,14 +37,16 @@ type = "deepfm"
 embedding_dim = 8
 hidden = [32]
 [train]
-epochs = )" + std::to_string(epochs) +
+epochs = )" +
+         std::to_string(epochs) +
          R"(
 batch_size = 128
 optimizer = "adam"
 learning_rate = 0.01
 [data]
 source = "synthetic-ctr"
-rows = )" + std::to_string(rows) +
+rows = )" +
+         std::to_string(rows) +
          R"(
 test_rows = 10000
 fields = 6
@@ -58,7 +61,8 @@ records_per_task = 500
 type = "mlp"
 hidden = [64]
 [train]
-epochs = )" + std::to_string(epochs) +
+epochs = )" +
+         std::to_string(epochs) +
          R"(
 batch_size = 64
 optimizer = "adam"
@@ -84,8 +88,8 @@ void expect_journal_done(const std::string& job_dir) {
     requeues += t.attempt - 1;
     max_attempt = std::max<std::size_t>(max_attempt, t.attempt);
   }
-  std::printf("journal: %zu tasks DONE, %zu re-queues (attempt-1 summed), max attempt %zu\n", done->size(), requeues,
-              max_attempt);
+  std::printf("journal: %zu tasks DONE, %zu re-queues (attempt-1 summed), max attempt %zu\n", done->size(),
+              requeues, max_attempt);
 }
 
 void expect_checkpoints(const std::string& job_dir) {
@@ -121,7 +125,9 @@ std::size_t faults_injected(const nlohmann::json& report, const std::string& kin
   std::size_t n = 0;
   if (!report.contains("faults")) return 0;
   for (const auto& f : report["faults"])
-    if (f.value("pid", 0) > 0 && f.value("note", std::string()).empty() && (kind.empty() || f["kind"] == kind)) ++n;
+    if (f.value("pid", 0) > 0 && f.value("note", std::string()).empty() &&
+        (kind.empty() || f["kind"] == kind))
+      ++n;
   return n;
 }
 

@@ -13,9 +13,9 @@
 namespace troupe::testing {
 
 struct chaos_run {
-  int exit_code = -1;        // of `troupe chaos` (1 when the job failed)
+  int exit_code = -1;  // of `troupe chaos` (1 when the job failed)
   std::string job_dir, output;
-  nlohmann::json report;     // --report
+  nlohmann::json report;  // --report
 };
 
 // Runs `troupe chaos --job <toml> <chaos_args>` for a job named `name`.

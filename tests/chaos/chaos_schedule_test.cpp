@@ -40,7 +40,8 @@ TEST(chaos_schedule, bad_faults_name_the_problem) {
 }
 
 TEST(chaos_schedule, reads_a_schedule_file) {
-  auto path = std::filesystem::temp_directory_path() / ("chaos-schedule-" + std::to_string(::getpid()) + ".toml");
+  auto path =
+      std::filesystem::temp_directory_path() / ("chaos-schedule-" + std::to_string(::getpid()) + ".toml");
   std::ofstream(path) << "[chaos]\nfaults = [\"1 kill worker\", \"2 stop ps-0 hold=0.5\"]\n";
   auto s = read_schedule(path.string());
   ASSERT_TRUE(s) << s.err().to_string();

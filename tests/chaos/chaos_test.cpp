@@ -23,9 +23,9 @@ void expect_recovered(const nlohmann::json& report, const std::string& kind) {
 }
 
 TEST(chaos, smoke_worker_killed_once) {
-  auto toml = mlp_job(2, 1);
+  auto toml = mlp_job(2, 3);
   auto clean = clean_result("smoke", toml);
-  auto c = run_under_chaos("smoke", toml, "--fault '1.5 kill worker'");
+  auto c = run_under_chaos("smoke", toml, "--fault '1 kill worker'");
   expect_invariants(c, clean, "test_accuracy", 0.03);
   EXPECT_EQ(faults_injected(c.report, "kill"), 1u) << c.report.dump();
   expect_recovered(c.report, "kill");
@@ -91,10 +91,10 @@ TEST(chaos, kills_during_checkpoint_writes) {
 }
 
 TEST(chaos, kills_during_allreduce) {
-  auto toml = mlp_job(3, 2);
+  auto toml = mlp_job(3, 8);
   auto clean = clean_result("allreduce", toml);
   auto c = run_under_chaos("allreduce", toml,
-                           "--fault '1.5 kill worker' --fault '3 kill worker' --fault '4.5 kill worker'");
+                           "--fault '1 kill worker' --fault '2 kill worker' --fault '3 kill worker'");
   expect_invariants(c, clean, "test_accuracy", 0.03);
   EXPECT_GE(faults_injected(c.report, "kill"), 2u) << c.report.dump();
   expect_recovered(c.report, "kill");
@@ -103,8 +103,8 @@ TEST(chaos, kills_during_allreduce) {
 TEST(chaos, fault_storm_of_random_kills) {
   auto toml = ctr_job(3, 600000, 3);
   auto clean = clean_result("storm", toml);
-  auto c = run_under_chaos("storm", toml,
-                           "--seed 7 --rate 3 --duration 12 --start 1 --targets worker,ps,master --settle 20");
+  auto c = run_under_chaos(
+      "storm", toml, "--seed 7 --rate 3 --duration 12 --start 1 --targets worker,ps,master --settle 20");
   expect_invariants(c, clean, "test_auc", 0.03);
   EXPECT_GE(faults_injected(c.report, "kill"), 20u) << c.report.dump();
 }

@@ -23,7 +23,8 @@ std::string address_from_status(const std::string& job_dir, const std::string& n
   if (j.is_discarded() || !j.contains("members")) return {};
   for (const auto& m : j["members"]) {
     auto id = node_id::parse(m.value("node", std::string()));
-    if (id && id->name == node && m.value("state", std::string()) == "alive") return m.value("address", std::string());
+    if (id && id->name == node && m.value("state", std::string()) == "alive")
+      return m.value("address", std::string());
   }
   return {};
 }
@@ -40,7 +41,8 @@ expected<void> inject_messages(const std::string& job_dir, const std::string& no
   for (const auto& n : nodes->nodes)
     if (n.id.name == node && n.state != "exited") address = n.address;
   if (address.empty()) address = address_from_status(job_dir, node);
-  if (address.empty()) return make_unexpected(core_errc::invalid_argument, "no running node '" + node + "' with an address");
+  if (address.empty())
+    return make_unexpected(core_errc::invalid_argument, "no running node '" + node + "' with an address");
   auto token = node_runtime::read_token(job_dir);
   if (!token) return token.err();
   transport_config cfg;
@@ -55,7 +57,8 @@ expected<void> inject_messages(const std::string& job_dir, const std::string& no
   in.setDropProbability(drop_probability);
   in.setDelayUs(delay_us);
   in.setDurationMs(duration_ms);
-  if (auto r = (*net)->send(peer->name, "node", std::move(o.out), "chaos", std::chrono::seconds(1)); !r) return r;
+  if (auto r = (*net)->send(peer->name, "node", std::move(o.out), "chaos", std::chrono::seconds(1)); !r)
+    return r;
   // Wait for the frame to leave before the endpoint closes the connection.
   for (int i = 0; i < 100 && (*net)->stats().queued_bytes > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

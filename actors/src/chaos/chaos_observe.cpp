@@ -46,7 +46,9 @@ bool replaced_on_disk(const cluster::nodes_file* nodes, const std::string& name,
   return false;
 }
 
-std::string name_of(const std::string& node) { return node.substr(0, node.find('#')); }
+std::string name_of(const std::string& node) {
+  return node.substr(0, node.find('#'));
+}
 
 }  // namespace
 
@@ -61,7 +63,8 @@ void observer::before_fault(std::size_t index, const fault_record& rec, const cl
   open_[index] = b;
 }
 
-void observer::update(fault_record& rec, baseline& b, const nlohmann::json& st, const cluster::nodes_file* nodes) {
+void observer::update(fault_record& rec, baseline& b, const nlohmann::json& st,
+                      const cluster::nodes_file* nodes) {
   double t = std::chrono::duration<double>(steady::now() - b.at).count();
   std::string name = name_of(rec.node);
   auto m = find_member(st, name, b.incarnation);

@@ -32,7 +32,7 @@ class observer {
   };
   void update(fault_record& rec, baseline& b, const nlohmann::json& st, const cluster::nodes_file* nodes);
   std::string job_dir_;
-  nlohmann::json last_;  // the latest status answer
+  nlohmann::json last_;                   // the latest status answer
   std::map<std::size_t, baseline> open_;  // by index in the records vector
 };
 

@@ -8,8 +8,8 @@
 #include <random>
 #include <thread>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "chaos_observe.hpp"
 #include "troupe/actors/chaos.hpp"
@@ -61,8 +61,10 @@ void inject(fault_record& rec, const cluster::node_record& n, const std::string&
       if (::kill(n.pid, SIGKILL) != 0) rec.note = "kill failed";
       break;
     case fault_kind::stop:
-      if (::kill(n.pid, SIGSTOP) != 0) rec.note = "stop failed";
-      else held.push_back({n.pid, steady::now() + std::chrono::milliseconds(static_cast<int>(f.hold_s * 1000))});
+      if (::kill(n.pid, SIGSTOP) != 0)
+        rec.note = "stop failed";
+      else
+        held.push_back({n.pid, steady::now() + std::chrono::milliseconds(static_cast<int>(f.hold_s * 1000))});
       break;
     case fault_kind::drop:
     case fault_kind::delay: {
@@ -90,7 +92,8 @@ expected<chaos_report> run_chaos(const chaos_options& opt) {
   std::function<bool()> running = opt.job_running;
   if (!running) running = [&] { return default_running(opt.job_dir); };
   auto faults = opt.faults;
-  std::stable_sort(faults.begin(), faults.end(), [](const auto& a, const auto& b) { return a.at_s < b.at_s; });
+  std::stable_sort(faults.begin(), faults.end(),
+                   [](const auto& a, const auto& b) { return a.at_s < b.at_s; });
   chaos_report rep;
   rep.job_dir = opt.job_dir;
   std::mt19937_64 rng(faults.size() * 7919 + 17);
@@ -114,7 +117,8 @@ expected<chaos_report> run_chaos(const chaos_options& opt) {
         rec.pid = n->pid;
         obs.before_fault(rep.faults.size(), rec, *n);
         inject(rec, *n, opt.job_dir, held);
-        if (opt.verbose) spdlog::warn("chaos: {:.2f}s {} {} (pid {})", now, to_string(rec.spec.kind), rec.node, rec.pid);
+        if (opt.verbose)
+          spdlog::warn("chaos: {:.2f}s {} {} (pid {})", now, to_string(rec.spec.kind), rec.node, rec.pid);
       }
       last_fault_t = now;
       rep.faults.push_back(rec);
@@ -122,7 +126,8 @@ expected<chaos_report> run_chaos(const chaos_options& opt) {
     resume_due(held, false);
     obs.poll(rep.faults, start);
     bool schedule_done = next == faults.size();
-    if (schedule_done && held.empty() && (obs.all_resolved(rep.faults) || now - last_fault_t > opt.settle_s)) break;
+    if (schedule_done && held.empty() && (obs.all_resolved(rep.faults) || now - last_fault_t > opt.settle_s))
+      break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   resume_due(held, true);

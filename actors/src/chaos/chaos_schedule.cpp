@@ -11,10 +11,14 @@ namespace troupe::actors {
 
 const char* to_string(fault_kind k) {
   switch (k) {
-    case fault_kind::kill: return "kill";
-    case fault_kind::stop: return "stop";
-    case fault_kind::drop: return "drop";
-    case fault_kind::delay: return "delay";
+    case fault_kind::kill:
+      return "kill";
+    case fault_kind::stop:
+      return "stop";
+    case fault_kind::drop:
+      return "drop";
+    case fault_kind::delay:
+      return "delay";
   }
   return "?";
 }
@@ -31,7 +35,8 @@ std::optional<double> number(const std::string& s) {
 expected<fault_kind> parse_kind(const std::string& s) {
   for (auto k : {fault_kind::kill, fault_kind::stop, fault_kind::drop, fault_kind::delay})
     if (s == to_string(k)) return k;
-  return make_unexpected(core_errc::invalid_argument, "unknown fault kind '" + s + "' (kill, stop, drop, delay)");
+  return make_unexpected(core_errc::invalid_argument,
+                         "unknown fault kind '" + s + "' (kill, stop, drop, delay)");
 }
 
 expected<void> parse_option(fault_spec& f, const std::string& opt) {
@@ -39,10 +44,14 @@ expected<void> parse_option(fault_spec& f, const std::string& opt) {
   auto v = eq == std::string::npos ? std::nullopt : number(opt.substr(eq + 1));
   if (!v) return make_unexpected(core_errc::invalid_argument, "bad option '" + opt + "' (hold=S, p=P, us=N)");
   std::string key = opt.substr(0, eq);
-  if (key == "hold") f.hold_s = *v;
-  else if (key == "p" && *v <= 1.0) f.drop_probability = *v;
-  else if (key == "us") f.delay_us = static_cast<std::uint64_t>(*v);
-  else return make_unexpected(core_errc::invalid_argument, "bad option '" + opt + "' (hold=S, p=0..1, us=N)");
+  if (key == "hold")
+    f.hold_s = *v;
+  else if (key == "p" && *v <= 1.0)
+    f.drop_probability = *v;
+  else if (key == "us")
+    f.delay_us = static_cast<std::uint64_t>(*v);
+  else
+    return make_unexpected(core_errc::invalid_argument, "bad option '" + opt + "' (hold=S, p=0..1, us=N)");
   return {};
 }
 
@@ -52,7 +61,8 @@ expected<fault_spec> parse_fault(const std::string& text) {
   std::istringstream in(text);
   std::string at, kind, target, opt;
   if (!(in >> at >> kind >> target))
-    return make_unexpected(core_errc::parse_error, "fault '" + text + "': expected 'T KIND TARGET [options]'");
+    return make_unexpected(core_errc::parse_error,
+                           "fault '" + text + "': expected 'T KIND TARGET [options]'");
   fault_spec f;
   auto t = number(at);
   if (!t) return make_unexpected(core_errc::parse_error, "fault '" + text + "': bad time '" + at + "'");

@@ -38,9 +38,9 @@ expected<std::vector<fault_spec>> read_schedule(const std::string& path);
 
 struct random_faults {
   std::uint64_t seed = 1;
-  double rate = 0.5;        // faults per second (Poisson arrivals)
-  double duration_s = 10;   // from the start
-  double start_s = 1;       // no fault before this
+  double rate = 0.5;       // faults per second (Poisson arrivals)
+  double duration_s = 10;  // from the start
+  double start_s = 1;      // no fault before this
   std::vector<fault_kind> kinds{fault_kind::kill};
   std::vector<std::string> targets{"worker", "ps", "master"};
   double hold_s = 1.0;
@@ -51,14 +51,14 @@ std::vector<fault_spec> random_schedule(const random_faults& r);
 // What one fault did. Times are seconds since the fault; negative: never observed.
 struct fault_record {
   fault_spec spec;
-  double t_s = 0;               // since the start of the chaos run
-  std::string node;             // the node it hit (name#incarnation)
+  double t_s = 0;    // since the start of the chaos run
+  std::string node;  // the node it hit (name#incarnation)
   pid_t pid = 0;
-  double detected_s = -1;       // the master's view shows the node gone (or the node was replaced)
-  double recovered_s = -1;      // a new incarnation is alive and the job trained again
-  std::uint64_t requeued = 0;   // tasks re-queued between the fault and its recovery
-  std::uint64_t restarts = 0;   // runner relaunches over the same span
-  std::string note;             // why it was skipped, or what else was seen
+  double detected_s = -1;      // the master's view shows the node gone (or the node was replaced)
+  double recovered_s = -1;     // a new incarnation is alive and the job trained again
+  std::uint64_t requeued = 0;  // tasks re-queued between the fault and its recovery
+  std::uint64_t restarts = 0;  // runner relaunches over the same span
+  std::string note;            // why it was skipped, or what else was seen
 };
 
 struct chaos_options {
@@ -68,14 +68,14 @@ struct chaos_options {
   // True while the job is running (e.g. the runner child process has not exited). Default: the
   // runner answers status or result.json is missing.
   std::function<bool()> job_running;
-  bool verbose = false;            // one stderr line per fault as it is injected
+  bool verbose = false;  // one stderr line per fault as it is injected
 };
 
 struct chaos_report {
   std::string job_dir;
   std::vector<fault_record> faults;
   std::optional<int> job_exit_code;
-  std::string job_result;          // result.json, when the job wrote one
+  std::string job_result;  // result.json, when the job wrote one
   std::string to_json() const;
   std::string summary_table() const;
 };
