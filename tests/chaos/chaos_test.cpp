@@ -68,6 +68,8 @@ TEST(chaos, worker_hung_with_sigstop) {
   expect_invariants(c, clean, "test_auc", 0.02);
   EXPECT_EQ(faults_injected(c.report, "stop"), 1u) << c.report.dump();
   expect_recovered(c.report, "stop");
+  // Declared dead: the task it held went back to TODO.
+  for (const auto& f : c.report["faults"]) EXPECT_GE(f.value("requeued", 0), 1) << f.dump();
 }
 
 TEST(chaos, all_workers_killed_at_once) {
@@ -107,6 +109,19 @@ TEST(chaos, fault_storm_of_random_kills) {
       "storm", toml, "--seed 7 --rate 3 --duration 12 --start 1 --targets worker,ps,master --settle 20");
   expect_invariants(c, clean, "test_auc", 0.03);
   EXPECT_GE(faults_injected(c.report, "kill"), 20u) << c.report.dump();
+}
+
+// The transport knob (JobMessage.inject): delays slow the job down but lose nothing. (Drops are
+// not in the suite: a dropped lease reply or task report waits for the 30 s lease timeout.)
+TEST(chaos, messages_delayed) {
+  auto toml = ctr_job(2, 300000, 4);
+  auto clean = clean_result("delay", toml);
+  auto c = run_under_chaos(
+      "delay", toml, "--fault '1 delay worker-0 us=3000 hold=2' --fault '1.5 delay ps-0 us=3000 hold=2'");
+  expect_invariants(c, clean, "test_auc", 0.02);
+  EXPECT_EQ(faults_injected(c.report, "delay"), 2u) << c.report.dump();
+  EXPECT_NE(read_file(c.job_dir + "/logs/worker-0.log").find("fault injection from"), std::string::npos);
+  EXPECT_NE(read_file(c.job_dir + "/logs/ps-0.log").find("fault injection from"), std::string::npos);
 }
 
 }  // namespace
