@@ -25,7 +25,8 @@ void expect_recovered(const nlohmann::json& report, const std::string& kind) {
 TEST(chaos, smoke_worker_killed_once) {
   auto toml = mlp_job(2, 3);
   auto clean = clean_result("smoke", toml);
-  auto c = run_under_chaos("smoke", toml, "--fault '1 kill worker'");
+  // worker-0: its replacement is rank 0 of the new ring, yet must take the survivor's model.
+  auto c = run_under_chaos("smoke", toml, "--fault '1 kill worker-0'");
   expect_invariants(c, clean, "test_accuracy", 0.03);
   EXPECT_EQ(faults_injected(c.report, "kill"), 1u) << c.report.dump();
   expect_recovered(c.report, "kill");
