@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <condition_variable>
 #include <fstream>
 
 #include <caf/actor_system.hpp>
@@ -33,6 +35,10 @@ bool guarded(const char* what, const std::function<void()>& fn) {
 node_runtime::node_runtime(job_spec spec, identity who) : spec_(std::move(spec)), who_(std::move(who)) {}
 
 node_runtime::~node_runtime() {
+  {
+    std::lock_guard lk(inject_mu_);
+    inject_reset_ = {};  // joins: it may touch the endpoint
+  }
   // The endpoint first: no callback may reach actors while the system shuts down.
   net_.reset();
   if (caf_ && caf_->system) {
@@ -90,7 +96,35 @@ expected<void> node_runtime::bridge(const std::string& name) {
   });
 }
 
+void node_runtime::handle_inject(const message& m) {
+  guarded("inject", [&] {
+    auto in = m.body().getJob().getInject();
+    fault_injection f;
+    f.drop_probability = std::clamp(in.getDropProbability(), 0.0, 1.0);
+    f.delay = std::chrono::microseconds(std::min<std::uint64_t>(in.getDelayUs(), 10'000'000));
+    auto duration = std::chrono::milliseconds(std::min<std::uint64_t>(in.getDurationMs(), 3'600'000));
+    spdlog::warn("fault injection from {}: drop {} delay {} us for {} ms", m.from_node().to_string(),
+                 f.drop_probability, f.delay.count(), duration.count());
+    net_->set_fault_injection(f);
+    // The reset runs on its own thread: the io thread must not block. A newer inject replaces it.
+    std::lock_guard lk(inject_mu_);
+    inject_reset_ = std::jthread([this, duration](std::stop_token stop) {
+      std::mutex mu;
+      std::unique_lock lk(mu);
+      std::condition_variable_any cv;
+      cv.wait_for(lk, stop, duration, [] { return false; });
+      net_->set_fault_injection(fault_injection{});
+    });
+  });
+}
+
 void node_runtime::handle_membership(const message& m) {
+  if (m.kind() == schema::Envelope::Body::JOB) {
+    bool is_inject = false;
+    guarded("node", [&] { is_inject = m.body().getJob().which() == schema::JobMessage::INJECT; });
+    if (is_inject) handle_inject(m);
+    return;
+  }
   guarded("membership", [&] {
     if (m.kind() != schema::Envelope::Body::MEMBERSHIP) return;
     auto msg = wire::read_membership(m.body().getMembership());

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <caf/fwd.hpp>
@@ -71,6 +72,8 @@ class node_runtime {
  private:
   node_runtime(job_spec spec, identity who);
   void handle_membership(const message& m);
+  // JobMessage.inject (from `troupe chaos`): the transport fault knob, reset after a while.
+  void handle_inject(const message& m);
   job_spec spec_;
   identity who_;
   struct caf_parts;
@@ -85,6 +88,8 @@ class node_runtime {
   std::vector<std::function<void(const cluster::membership_view&)>> view_fns_;
   std::vector<std::function<void(const peer_event&)>> down_fns_;
   std::string master_address_;
+  std::mutex inject_mu_;
+  std::jthread inject_reset_;
 };
 
 // Runs `fn` (which reads a Cap'n Proto message) and turns a kj exception into a logged warning.

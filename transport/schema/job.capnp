@@ -94,6 +94,14 @@ struct Stop {
   reason @1 :Text;
 }
 
+# Chaos tool -> a node's "node" name: set its transport fault-injection knob for `durationMs`
+# (then it is reset to no faults). A later Inject replaces an earlier one.
+struct Inject {
+  dropProbability @0 :Float64;
+  delayUs @1 :UInt64;
+  durationMs @2 :UInt64;
+}
+
 struct JobMessage {
   union {
     workerProgress @0 :WorkerProgress;
@@ -107,5 +115,6 @@ struct JobMessage {
     nodeExited @8 :NodeExited;
     jobFinished @9 :JobFinished;
     stop @10 :Stop;
+    inject @11 :Inject;
   }
 }

@@ -34,6 +34,7 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data) {
   st.ring = std::make_unique<shm_ring_session>(*rt);
   st.ctx.reset(new worker_context{rt->spec(), rt->self(), *st.model, *st.trainer, *st.ps, *st.ring});
   st.last_report = worker_state::clock::now();
+  open_step_log(st);
   spdlog::info("{}: {} model, strategy {}, {} training records", rt->self().to_string(), st.model->type(),
                st.strat->name(), st.train->count());
 }

@@ -1,5 +1,6 @@
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -122,7 +123,21 @@ void finish_loop(worker_state& st) {
   spdlog::info("{}: training loop over after {} steps", st.rt->self().to_string(), st.steps_total);
 }
 
+void log_step(worker_state& st) {
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch());
+  std::fprintf(st.step_log.get(), "%lld\n", static_cast<long long>(us.count()));
+}
+
 }  // namespace
+
+void open_step_log(worker_state& st) {
+  const char* dir = std::getenv("TROUPE_STEP_LOG");
+  if (!dir || !*dir) return;
+  std::string path = std::string(dir) + "/" + st.rt->self().to_string() + ".steps";
+  st.step_log.reset(std::fopen(path.c_str(), "w"));
+  if (st.step_log) std::setvbuf(st.step_log.get(), nullptr, _IOLBF, 0);
+  else spdlog::warn("TROUPE_STEP_LOG: cannot write {}", path);
+}
 
 bool train_some(worker_state& st) {
   if (st.done) return false;
@@ -158,6 +173,7 @@ bool train_some(worker_state& st) {
           st.first_step_wall_ms = wall_ms();
           report_progress(st, true);  // the master learns the time of the first step at once
         }
+        if (st.step_log) log_step(st);
       }
       break;
     case step_result::kind::idle: std::this_thread::sleep_for(std::chrono::milliseconds(st.task ? 0 : 5)); break;

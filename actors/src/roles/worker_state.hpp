@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <optional>
 
@@ -51,6 +52,9 @@ struct worker_state {
   std::uint64_t first_step_wall_ms = 0;
   bool first_step_sent = false;
   bool first_lease_logged = false;
+  // TROUPE_STEP_LOG=<dir>: one wall-clock timestamp (us) per trained step into
+  // <dir>/<node>#<incarnation>.steps (recovery benchmark). Off: one null check per step.
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> step_log{nullptr, &std::fclose};
   static inline const char* name = "worker";
 };
 
@@ -59,6 +63,8 @@ struct worker_state {
 bool train_some(worker_state& st);
 // Evaluates the model on the test set and answers the master.
 void evaluate(worker_state& st, const message& request);
+// Opens the TROUPE_STEP_LOG file when that variable is set.
+void open_step_log(worker_state& st);
 void setup_worker(worker_state& st, node_runtime* rt, data_paths data);
 
 }  // namespace troupe::actors

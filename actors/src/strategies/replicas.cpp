@@ -1,5 +1,6 @@
 #include "replicas.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace troupe::actors::replicas {
@@ -31,12 +32,15 @@ void walk(worker_context& ctx, bool with_optimizer, Visit&& v, Store&& store) {
   }
 }
 void keep(nn::dense_slots&, float) {}
-void set_step(nn::dense_slots& s, float step) { s.step = static_cast<std::uint64_t>(step); }
+void set_step(nn::dense_slots& s, float step) {
+  s.step = static_cast<std::uint64_t>(step);
+}
 }  // namespace
 
 std::size_t state_size(worker_context& ctx, bool with_optimizer) {
   std::size_t n = 0;
-  walk(ctx, with_optimizer, [&](float*, std::size_t k) { n += k; }, keep);
+  walk(
+      ctx, with_optimizer, [&](float*, std::size_t k) { n += k; }, keep);
   return n;
 }
 
@@ -62,10 +66,32 @@ void unpack_state(worker_context& ctx, bool with_optimizer, std::span<const floa
       set_step);
 }
 
+namespace {
+// The rank whose replica has taken the most optimizer steps (the lowest on ties). Not simply rank
+// 0: ranks follow node names, so a fresh replacement of worker-0 would be rank 0 and its initial
+// weights would overwrite the trained replicas.
+expected<int> most_trained_rank(worker_context& ctx) {
+  auto info = ctx.ring.ensure();
+  if (!info) return info.err();
+  std::uint64_t mine = 0;
+  for (const auto& s : ctx.trainer.dense_state()) mine = std::max(mine, s.step);
+  std::vector<float> steps(static_cast<std::size_t>(info->size), 0.0f);
+  steps[static_cast<std::size_t>(info->rank)] = static_cast<float>(mine);
+  if (auto r = ctx.ring.allreduce(steps); !r) return r.err();
+  return static_cast<int>(std::max_element(steps.begin(), steps.end()) - steps.begin());
+}
+}  // namespace
+
 expected<void> sync_from_rank0(worker_context& ctx, bool with_optimizer, std::vector<float>& buf) {
+  auto src = most_trained_rank(ctx);
+  if (!src) return src.err();
+  auto info = ctx.ring.ensure();
+  if (!info) return info.err();
   buf.resize(state_size(ctx, with_optimizer));
   pack_state(ctx, with_optimizer, buf);
-  if (auto r = ctx.ring.broadcast(buf); !r) return r;
+  // A broadcast from `src`: every other rank contributes zeros to the sum.
+  if (info->rank != *src) std::fill(buf.begin(), buf.end(), 0.0f);
+  if (auto r = ctx.ring.allreduce(buf); !r) return r;
   unpack_state(ctx, with_optimizer, buf);
   return {};
 }

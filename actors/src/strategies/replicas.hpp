@@ -14,7 +14,8 @@ std::size_t state_size(worker_context& ctx, bool with_optimizer);
 void pack_state(worker_context& ctx, bool with_optimizer, std::span<float> out);
 void unpack_state(worker_context& ctx, bool with_optimizer, std::span<const float> in);
 
-// Rank 0's parameters (and optimizer state) to every replica: after a ring is (re)built.
+// The most trained replica's parameters (and optimizer state) to every replica: after a ring is
+// (re)built (the name is historical: the source is no longer always rank 0).
 expected<void> sync_from_rank0(worker_context& ctx, bool with_optimizer, std::vector<float>& buf);
 
 }  // namespace troupe::actors::replicas

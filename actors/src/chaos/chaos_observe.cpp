@@ -1,0 +1,111 @@
+#include "chaos_observe.hpp"
+
+#include "troupe/actors/client.hpp"
+#include "troupe/core/ids.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+std::uint64_t u64(const nlohmann::json& j, const char* a, const char* b = nullptr) {
+  const auto* v = &j;
+  if (!v->contains(a)) return 0;
+  v = &(*v)[a];
+  if (b) {
+    if (!v->contains(b)) return 0;
+    v = &(*v)[b];
+  }
+  return v->is_number() ? v->get<std::uint64_t>() : 0;
+}
+
+struct member_seen {
+  bool old_alive = false;  // the faulted incarnation is still shown alive
+  bool new_alive = false;  // a later incarnation of the same name is alive
+};
+
+member_seen find_member(const nlohmann::json& st, const std::string& name, std::uint64_t inc) {
+  member_seen m;
+  if (!st.contains("members")) return m;
+  for (const auto& e : st["members"]) {
+    auto id = node_id::parse(e.value("node", std::string()));
+    if (!id || id->name != name) continue;
+    bool alive = e.value("state", std::string()) == "alive";
+    if (id->incarnation == inc && alive) m.old_alive = true;
+    if (id->incarnation > inc && alive) m.new_alive = true;
+  }
+  return m;
+}
+
+// The runner relaunched the node: nodes.json has another pid under its name.
+bool replaced_on_disk(const cluster::nodes_file* nodes, const std::string& name, pid_t pid) {
+  if (!nodes) return false;
+  for (const auto& n : nodes->nodes)
+    if (n.id.name == name && (n.pid != pid || n.state == "exited")) return true;
+  return false;
+}
+
+std::string name_of(const std::string& node) {
+  return node.substr(0, node.find('#'));
+}
+
+}  // namespace
+
+void observer::before_fault(std::size_t index, const fault_record& rec, const cluster::node_record& n) {
+  baseline b;
+  b.incarnation = n.id.incarnation;
+  b.samples = u64(last_, "samples_total");
+  b.requeued = u64(last_, "tasks", "requeued");
+  b.restarts = u64(last_, "restarts");
+  b.at = steady::now();
+  b.done = rec.spec.kind == fault_kind::drop || rec.spec.kind == fault_kind::delay;
+  open_[index] = b;
+}
+
+void observer::update(fault_record& rec, baseline& b, const nlohmann::json& st,
+                      const cluster::nodes_file* nodes) {
+  double t = std::chrono::duration<double>(steady::now() - b.at).count();
+  std::string name = name_of(rec.node);
+  auto m = find_member(st, name, b.incarnation);
+  bool status_ok = st.contains("members");
+  if (rec.detected_s < 0 && ((status_ok && !m.old_alive) || replaced_on_disk(nodes, name, rec.pid))) {
+    rec.detected_s = t;
+    b.samples_at_detect = u64(st, "samples_total");
+  }
+  if (rec.detected_s < 0 || !status_ok) return;
+  // A stopped node need not be replaced (the survivors take its tasks); a killed one must be.
+  bool replaced = m.new_alive || rec.spec.kind == fault_kind::stop;
+  bool trained = u64(st, "samples_total") > b.samples_at_detect;
+  if (replaced && trained) {
+    rec.recovered_s = t;
+    rec.requeued = u64(st, "tasks", "requeued") - std::min(b.requeued, u64(st, "tasks", "requeued"));
+    rec.restarts = u64(st, "restarts") - std::min(b.restarts, u64(st, "restarts"));
+    b.done = true;
+  } else if (st.value("finished", false)) {
+    rec.note = "job finished before recovery was seen";
+    b.done = true;
+  }
+}
+
+void observer::poll(std::vector<fault_record>& recs, steady::time_point) {
+  auto s = job_status_json(job_dir_);
+  nlohmann::json st = nlohmann::json::object();
+  if (s) {
+    auto j = nlohmann::json::parse(*s, nullptr, false);
+    if (!j.is_discarded()) st = last_ = j;
+  }
+  std::optional<cluster::nodes_file> nodes;
+  if (auto d = cluster::job_dir::open(job_dir_); d)
+    if (auto n = d->read_nodes(); n) nodes = *n;
+  for (auto& [i, b] : open_)
+    if (!b.done && i < recs.size()) update(recs[i], b, st, nodes ? &*nodes : nullptr);
+}
+
+bool observer::all_resolved(const std::vector<fault_record>&) const {
+  for (const auto& [i, b] : open_)
+    if (!b.done) return false;
+  return true;
+}
+
+}  // namespace troupe::actors

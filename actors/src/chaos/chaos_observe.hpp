@@ -1,0 +1,39 @@
+// Watches a job under chaos: per fault, when the master's membership (via the runner's status)
+// stopped showing the node alive, and when a new incarnation was alive and training moved again.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "troupe/actors/chaos.hpp"
+#include "troupe/cluster/job_dir.hpp"
+
+namespace troupe::actors {
+
+class observer {
+ public:
+  explicit observer(std::string job_dir) : job_dir_(std::move(job_dir)) {}
+  // Takes the baselines (incarnation, samples, requeued, restarts) just before the fault.
+  // `index`: where the fault's record will be in the records vector.
+  void before_fault(std::size_t index, const fault_record& rec, const cluster::node_record& n);
+  // One status poll; updates detection and recovery of every open record.
+  void poll(std::vector<fault_record>& recs, std::chrono::steady_clock::time_point start);
+  bool all_resolved(const std::vector<fault_record>& recs) const;
+
+ private:
+  struct baseline {
+    std::uint64_t incarnation = 0, samples = 0, requeued = 0, restarts = 0, samples_at_detect = 0;
+    std::chrono::steady_clock::time_point at;
+    bool done = false;
+  };
+  void update(fault_record& rec, baseline& b, const nlohmann::json& st, const cluster::nodes_file* nodes);
+  std::string job_dir_;
+  nlohmann::json last_;                   // the latest status answer
+  std::map<std::size_t, baseline> open_;  // by index in the records vector
+};
+
+}  // namespace troupe::actors

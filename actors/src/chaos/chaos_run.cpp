@@ -1,0 +1,143 @@
+// The chaos loop: inject each fault when it is due, resume stopped nodes, and poll the runner's
+// status to see each fault detected and recovered from.
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "chaos_observe.hpp"
+#include "troupe/actors/chaos.hpp"
+#include "troupe/actors/client.hpp"
+#include "troupe/cluster/job_dir.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+struct held_node {
+  pid_t pid;
+  steady::time_point resume_at;
+};
+
+bool role_matches(const cluster::node_record& n, const std::string& target) {
+  if (n.id.name == target) return true;
+  std::string role = target == "dispenser" ? "master" : target;
+  return cluster::to_string(n.role) == role;
+}
+
+// The live node the fault hits: the named node, or a random one of the role (not one we hold).
+std::optional<cluster::node_record> pick_target(const std::string& job_dir, const std::string& target,
+                                                const std::vector<held_node>& held, std::mt19937_64& rng) {
+  auto dir = cluster::job_dir::open(job_dir);
+  if (!dir) return std::nullopt;
+  auto nodes = dir->read_nodes();
+  if (!nodes) return std::nullopt;
+  std::vector<cluster::node_record> c;
+  for (const auto& n : nodes->nodes) {
+    bool is_held = std::any_of(held.begin(), held.end(), [&](const held_node& h) { return h.pid == n.pid; });
+    if (n.pid > 0 && n.state != "exited" && !is_held && role_matches(n, target)) c.push_back(n);
+  }
+  if (c.empty()) return std::nullopt;
+  return c[std::uniform_int_distribution<std::size_t>(0, c.size() - 1)(rng)];
+}
+
+bool default_running(const std::string& job_dir) {
+  return !std::filesystem::exists(job_dir + "/result.json") || job_status_json(job_dir).has_value();
+}
+
+void inject(fault_record& rec, const cluster::node_record& n, const std::string& job_dir,
+            std::vector<held_node>& held) {
+  const auto& f = rec.spec;
+  switch (f.kind) {
+    case fault_kind::kill:
+      if (::kill(n.pid, SIGKILL) != 0) rec.note = "kill failed";
+      break;
+    case fault_kind::stop:
+      if (::kill(n.pid, SIGSTOP) != 0)
+        rec.note = "stop failed";
+      else
+        held.push_back({n.pid, steady::now() + std::chrono::milliseconds(static_cast<int>(f.hold_s * 1000))});
+      break;
+    case fault_kind::drop:
+    case fault_kind::delay: {
+      auto r = inject_messages(job_dir, n.id.name, f.drop_probability, f.delay_us,
+                               static_cast<std::uint64_t>(f.hold_s * 1000));
+      if (!r) rec.note = "inject failed: " + r.err().to_string();
+      break;
+    }
+  }
+}
+
+void resume_due(std::vector<held_node>& held, bool all) {
+  auto now = steady::now();
+  std::erase_if(held, [&](const held_node& h) {
+    if (!all && h.resume_at > now) return false;
+    ::kill(h.pid, SIGCONT);
+    return true;
+  });
+}
+
+}  // namespace
+
+expected<chaos_report> run_chaos(const chaos_options& opt) {
+  if (auto d = cluster::job_dir::open(opt.job_dir); !d) return d.err();
+  std::function<bool()> running = opt.job_running;
+  if (!running) running = [&] { return default_running(opt.job_dir); };
+  auto faults = opt.faults;
+  std::stable_sort(faults.begin(), faults.end(),
+                   [](const auto& a, const auto& b) { return a.at_s < b.at_s; });
+  chaos_report rep;
+  rep.job_dir = opt.job_dir;
+  std::mt19937_64 rng(faults.size() * 7919 + 17);
+  std::vector<held_node> held;
+  observer obs(opt.job_dir);
+  auto start = steady::now();
+  auto since = [&] { return std::chrono::duration<double>(steady::now() - start).count(); };
+  std::size_t next = 0;
+  double last_fault_t = 0;
+  while (running()) {
+    double now = since();
+    for (; next < faults.size() && faults[next].at_s <= now; ++next) {
+      fault_record rec;
+      rec.spec = faults[next];
+      rec.t_s = now;
+      auto n = pick_target(opt.job_dir, rec.spec.target, held, rng);
+      if (!n) {
+        rec.note = "no live target";
+      } else {
+        rec.node = n->id.to_string();
+        rec.pid = n->pid;
+        obs.before_fault(rep.faults.size(), rec, *n);
+        inject(rec, *n, opt.job_dir, held);
+        if (opt.verbose)
+          spdlog::warn("chaos: {:.2f}s {} {} (pid {})", now, to_string(rec.spec.kind), rec.node, rec.pid);
+      }
+      last_fault_t = now;
+      rep.faults.push_back(rec);
+    }
+    resume_due(held, false);
+    obs.poll(rep.faults, start);
+    bool schedule_done = next == faults.size();
+    if (schedule_done && held.empty() && (obs.all_resolved(rep.faults) || now - last_fault_t > opt.settle_s))
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  resume_due(held, true);
+  for (std::size_t i = next; i < faults.size(); ++i) {
+    fault_record rec;
+    rec.spec = faults[i];
+    rec.note = "job over before the fault was due";
+    rep.faults.push_back(rec);
+  }
+  return rep;
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,115 @@
+// Fault schedules: the text form of one fault, schedule files, and seeded random schedules.
+#include <algorithm>
+#include <charconv>
+#include <random>
+#include <sstream>
+
+#include "troupe/actors/chaos.hpp"
+#include "troupe/core/config.hpp"
+
+namespace troupe::actors {
+
+const char* to_string(fault_kind k) {
+  switch (k) {
+    case fault_kind::kill:
+      return "kill";
+    case fault_kind::stop:
+      return "stop";
+    case fault_kind::drop:
+      return "drop";
+    case fault_kind::delay:
+      return "delay";
+  }
+  return "?";
+}
+
+namespace {
+
+std::optional<double> number(const std::string& s) {
+  double v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || !(v >= 0)) return std::nullopt;
+  return v;
+}
+
+expected<fault_kind> parse_kind(const std::string& s) {
+  for (auto k : {fault_kind::kill, fault_kind::stop, fault_kind::drop, fault_kind::delay})
+    if (s == to_string(k)) return k;
+  return make_unexpected(core_errc::invalid_argument,
+                         "unknown fault kind '" + s + "' (kill, stop, drop, delay)");
+}
+
+expected<void> parse_option(fault_spec& f, const std::string& opt) {
+  auto eq = opt.find('=');
+  auto v = eq == std::string::npos ? std::nullopt : number(opt.substr(eq + 1));
+  if (!v) return make_unexpected(core_errc::invalid_argument, "bad option '" + opt + "' (hold=S, p=P, us=N)");
+  std::string key = opt.substr(0, eq);
+  if (key == "hold")
+    f.hold_s = *v;
+  else if (key == "p" && *v <= 1.0)
+    f.drop_probability = *v;
+  else if (key == "us")
+    f.delay_us = static_cast<std::uint64_t>(*v);
+  else
+    return make_unexpected(core_errc::invalid_argument, "bad option '" + opt + "' (hold=S, p=0..1, us=N)");
+  return {};
+}
+
+}  // namespace
+
+expected<fault_spec> parse_fault(const std::string& text) {
+  std::istringstream in(text);
+  std::string at, kind, target, opt;
+  if (!(in >> at >> kind >> target))
+    return make_unexpected(core_errc::parse_error,
+                           "fault '" + text + "': expected 'T KIND TARGET [options]'");
+  fault_spec f;
+  auto t = number(at);
+  if (!t) return make_unexpected(core_errc::parse_error, "fault '" + text + "': bad time '" + at + "'");
+  f.at_s = *t;
+  auto k = parse_kind(kind);
+  if (!k) return std::move(k).err().wrap("fault '" + text + "'");
+  f.kind = *k;
+  f.target = target;
+  while (in >> opt)
+    if (auto r = parse_option(f, opt); !r) return std::move(r).err().wrap("fault '" + text + "'");
+  if (f.kind == fault_kind::drop && f.drop_probability == 0) f.drop_probability = 0.5;
+  if (f.kind == fault_kind::delay && f.delay_us == 0) f.delay_us = 10000;
+  return f;
+}
+
+expected<std::vector<fault_spec>> read_schedule(const std::string& path) {
+  auto doc = config_doc::from_file(path);
+  if (!doc) return doc.err();
+  config_reader reader(*doc);
+  auto texts = reader.section("chaos").get_strings("faults", {});
+  if (auto r = reader.finish(); !r) return r.err();
+  std::vector<fault_spec> out;
+  for (const auto& t : texts) {
+    auto f = parse_fault(t);
+    if (!f) return std::move(f).err().wrap(path);
+    out.push_back(*f);
+  }
+  return out;
+}
+
+std::vector<fault_spec> random_schedule(const random_faults& r) {
+  std::vector<fault_spec> out;
+  if (r.rate <= 0 || r.kinds.empty() || r.targets.empty()) return out;
+  std::mt19937_64 rng(r.seed);
+  std::exponential_distribution<double> gap(r.rate);
+  std::uniform_int_distribution<std::size_t> kind(0, r.kinds.size() - 1), target(0, r.targets.size() - 1);
+  for (double t = r.start_s + gap(rng); t < r.duration_s; t += gap(rng)) {
+    fault_spec f;
+    f.at_s = t;
+    f.kind = r.kinds[kind(rng)];
+    f.target = r.targets[target(rng)];
+    f.hold_s = r.hold_s;
+    if (f.kind == fault_kind::drop) f.drop_probability = 0.3;
+    if (f.kind == fault_kind::delay) f.delay_us = 10000;
+    out.push_back(f);
+  }
+  return out;
+}
+
+}  // namespace troupe::actors

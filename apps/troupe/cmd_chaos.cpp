@@ -1,0 +1,175 @@
+// `troupe chaos`: inject faults into a running job (or one it starts) and report how it coped.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "command.hpp"
+#include "troupe/actors/chaos.hpp"
+#include "troupe/actors/client.hpp"
+#include "troupe/core/config.hpp"
+
+namespace troupe::cli {
+namespace {
+
+struct flags {
+  std::string job_dir, root = "jobs", job_file, job_id, schedule, report;
+  std::vector<std::string> sets, faults, kinds{"kill"}, targets{"worker", "ps", "master"};
+  actors::random_faults rnd;
+  bool random = false;
+  double settle = 30;
+};
+
+// Starts `troupe run` as a child; its job directory is <job.root>/<id>.
+expected<pid_t> start_job(const flags& f, std::string& job_dir) {
+  auto doc = config_doc::from_file(f.job_file);
+  if (!doc) return doc.err();
+  config_reader reader(*doc);
+  std::string root = reader.section("job").get_string("root", "jobs");
+  std::string id = f.job_id.empty()
+                       ? "chaos-" + std::to_string(::time(nullptr)) + "-" + std::to_string(::getpid())
+                       : f.job_id;
+  job_dir = root + "/" + id;
+  std::vector<std::string> args{"troupe", "run", f.job_file, "--job-id", id, "--quiet"};
+  for (const auto& s : f.sets) args.insert(args.end(), {"--set", s});
+  pid_t pid = ::fork();
+  if (pid < 0) return make_unexpected(core_errc::io_error, "fork failed");
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv("/proc/self/exe", argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits until the job has a nodes.json (its runner is up), or the runner exits.
+bool wait_nodes(const std::string& job_dir, pid_t child) {
+  for (int i = 0; i < 1200; ++i) {
+    if (std::filesystem::exists(job_dir + "/nodes.json")) return true;
+    if (child > 0 && ::waitpid(child, nullptr, WNOHANG) == child) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+expected<std::vector<actors::fault_spec>> faults_of(flags& f) {
+  std::vector<actors::fault_spec> out;
+  if (!f.schedule.empty()) {
+    auto s = actors::read_schedule(f.schedule);
+    if (!s) return s.err();
+    out = *s;
+  }
+  for (const auto& t : f.faults) {
+    auto p = actors::parse_fault(t);
+    if (!p) return p.err();
+    out.push_back(*p);
+  }
+  if (f.random) {
+    f.rnd.kinds.clear();
+    for (const auto& k : f.kinds) {
+      auto p = actors::parse_fault("0 " + k + " worker");
+      if (!p) return p.err();
+      f.rnd.kinds.push_back(p->kind);
+    }
+    f.rnd.targets = f.targets;
+    auto r = actors::random_schedule(f.rnd);
+    out.insert(out.end(), r.begin(), r.end());
+  }
+  if (out.empty())
+    return make_unexpected(core_errc::invalid_argument, "no faults: give --fault, --schedule or --rate");
+  return out;
+}
+
+int run(flags& f) {
+  // Its own connection chatter is for --log-level debug; fault lines are warnings.
+  if (spdlog::get_level() == spdlog::level::info) spdlog::set_level(spdlog::level::warn);
+  auto faults = faults_of(f);
+  if (!faults) return usage_error(faults.err());
+  actors::chaos_options o;
+  o.faults = *faults;
+  o.settle_s = f.settle;
+  o.verbose = true;
+  pid_t child = 0;
+  std::optional<int> code;
+  if (!f.job_file.empty()) {
+    auto pid = start_job(f, o.job_dir);
+    if (!pid) return usage_error(pid.err());
+    child = *pid;
+    if (!wait_nodes(o.job_dir, child))
+      return run_error(error(make_error_code(core_errc::io_error), "the job did not start: " + o.job_dir));
+    o.job_running = [&] {
+      int st = 0;
+      if (code || ::waitpid(child, &st, WNOHANG) != child) return !code;
+      code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      return false;
+    };
+  } else {
+    auto dir = actors::find_job_dir(f.job_dir, f.root);
+    if (!dir) return usage_error(dir.err());
+    o.job_dir = *dir;
+  }
+  auto rep = actors::run_chaos(o);
+  if (!rep) return run_error(rep.err());
+  if (child > 0 && !code) {
+    int st = 0;
+    ::waitpid(child, &st, 0);
+    code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+  rep->job_exit_code = code;
+  std::ifstream in(o.job_dir + "/result.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  rep->job_result = ss.str();
+  std::printf("%s", rep->summary_table().c_str());
+  if (!f.report.empty()) std::ofstream(f.report) << rep->to_json() << "\n";
+  return code.value_or(0) == 0 ? 0 : 1;
+}
+
+const command_registrar reg{
+    "chaos", "Inject faults (kill, stop, drop, delay) into a job and report detection and recovery",
+    [](CLI::App& sub) -> runner {
+      auto f = std::make_shared<flags>();
+      sub.add_option("--job-dir", f->job_dir,
+                     "the running job's directory (default: the newest under --root)");
+      sub.add_option("--root", f->root, "where job directories are (default: jobs)");
+      sub.add_option("--job", f->job_file, "start this job file with `troupe run` and inject into it")
+          ->check(CLI::ExistingFile);
+      sub.add_option("--job-id", f->job_id, "with --job: the job directory name");
+      sub.add_option("--set", f->sets, "with --job: override a key (repeatable)");
+      sub.add_option("--schedule", f->schedule,
+                     "TOML file with [chaos] faults = [\"T KIND TARGET ...\", ...]")
+          ->check(CLI::ExistingFile);
+      sub.add_option("--fault", f->faults,
+                     "\"T KIND TARGET [hold=S] [p=P] [us=N]\", e.g. \"3 kill worker\" (repeatable)");
+      auto* rate =
+          sub.add_option("--rate", f->rnd.rate, "random faults per second")->check(CLI::Range(0.001, 100.0));
+      sub.add_option("--seed", f->rnd.seed, "random schedule seed (default 1)");
+      sub.add_option("--duration", f->rnd.duration_s, "random faults until this many seconds (default 10)");
+      sub.add_option("--start", f->rnd.start_s, "no random fault before this many seconds (default 1)");
+      sub.add_option("--kinds", f->kinds, "random fault kinds (default kill)")->delimiter(',');
+      sub.add_option("--targets", f->targets,
+                     "random targets: roles or node names (default worker,ps,master)")
+          ->delimiter(',');
+      sub.add_option("--hold", f->rnd.hold_s, "random stop/drop/delay faults last this long (default 1 s)");
+      sub.add_option("--settle", f->settle,
+                     "after the last fault, wait this long for recovery (default 30 s)");
+      sub.add_option("--report", f->report, "write the JSON report here");
+      return [f, rate]() -> int {
+        f->random = rate->count() > 0;
+        return run(*f);
+      };
+    }};
+
+}  // namespace
+}  // namespace troupe::cli

@@ -1,0 +1,129 @@
+// The chaos suite (ctest -L chaos): each scenario runs a job undisturbed, then the same job (same
+// seed) under `troupe chaos`, and checks the invariants of chaos_harness.hpp.
+#include <gtest/gtest.h>
+
+#include "chaos_harness.hpp"
+
+namespace troupe::testing {
+namespace {
+
+nlohmann::json clean_result(const std::string& name, const std::string& toml) {
+  auto r = start_job(name + "-clean", toml);
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
+  return result(r);
+}
+
+// Every fault of these kinds hit a node and the job detected and recovered from it.
+void expect_recovered(const nlohmann::json& report, const std::string& kind) {
+  for (const auto& f : report.value("faults", nlohmann::json::array())) {
+    if (f["kind"] != kind || f.value("pid", 0) == 0) continue;
+    EXPECT_FALSE(f["detected_s"].is_null()) << f.dump();
+    if (f.value("note", std::string()).empty()) EXPECT_FALSE(f["recovered_s"].is_null()) << f.dump();
+  }
+}
+
+TEST(chaos, smoke_worker_killed_once) {
+  auto toml = mlp_job(2, 3);
+  auto clean = clean_result("smoke", toml);
+  // worker-0: its replacement is rank 0 of the new ring, yet must take the survivor's model.
+  auto c = run_under_chaos("smoke", toml, "--fault '1 kill worker-0'");
+  expect_invariants(c, clean, "test_accuracy", 0.03);
+  EXPECT_EQ(faults_injected(c.report, "kill"), 1u) << c.report.dump();
+  expect_recovered(c.report, "kill");
+}
+
+TEST(chaos, workers_killed_repeatedly) {
+  auto toml = ctr_job(3, 300000, 4);
+  auto clean = clean_result("workers", toml);
+  auto c = run_under_chaos("workers", toml,
+                           "--fault '1 kill worker' --fault '2.5 kill worker' --fault '4 kill worker' "
+                           "--fault '5.5 kill worker'");
+  expect_invariants(c, clean, "test_auc", 0.02);
+  EXPECT_GE(faults_injected(c.report, "kill"), 3u) << c.report.dump();
+  expect_recovered(c.report, "kill");
+}
+
+TEST(chaos, ps_shard_killed) {
+  auto toml = ctr_job(2, 300000, 4);
+  auto clean = clean_result("ps", toml);
+  auto c = run_under_chaos("ps", toml, "--fault '2 kill ps-0'");
+  expect_invariants(c, clean, "test_auc", 0.02);
+  EXPECT_EQ(faults_injected(c.report, "kill"), 1u) << c.report.dump();
+  expect_recovered(c.report, "kill");
+}
+
+TEST(chaos, master_killed) {
+  auto toml = ctr_job(2, 300000, 4);
+  auto clean = clean_result("master", toml);
+  auto c = run_under_chaos("master", toml, "--fault '2 kill master'");
+  expect_invariants(c, clean, "test_auc", 0.02);
+  EXPECT_EQ(faults_injected(c.report, "kill"), 1u) << c.report.dump();
+}
+
+// Hung (SIGSTOP) longer than the heartbeat timeout: declared dead, its task re-queued, the job
+// completes without it; resumed after the hold, it must leave (no orphan).
+TEST(chaos, worker_hung_with_sigstop) {
+  auto toml = ctr_job(3, 300000, 4);
+  auto clean = clean_result("hung", toml);
+  auto c = run_under_chaos("hung", toml, "--fault '1.5 stop worker-1 hold=5'");
+  expect_invariants(c, clean, "test_auc", 0.02);
+  EXPECT_EQ(faults_injected(c.report, "stop"), 1u) << c.report.dump();
+  expect_recovered(c.report, "stop");
+  // Declared dead: the task it held went back to TODO.
+  for (const auto& f : c.report["faults"]) EXPECT_GE(f.value("requeued", 0), 1) << f.dump();
+}
+
+TEST(chaos, all_workers_killed_at_once) {
+  auto toml = ctr_job(3, 300000, 4);
+  auto clean = clean_result("allworkers", toml);
+  auto c = run_under_chaos("allworkers", toml,
+                           "--fault '2 kill worker-0' --fault '2 kill worker-1' --fault '2 kill worker-2'");
+  expect_invariants(c, clean, "test_auc", 0.02);
+  EXPECT_EQ(faults_injected(c.report, "kill"), 3u) << c.report.dump();
+  expect_recovered(c.report, "kill");
+}
+
+TEST(chaos, kills_during_checkpoint_writes) {
+  auto toml = ctr_job(2, 300000, 4, 20);
+  auto clean = clean_result("checkpoints", toml);
+  auto c = run_under_chaos("checkpoints", toml,
+                           "--fault '1.5 kill ps-0' --fault '3 kill ps-1' --fault '4.5 kill ps-0' "
+                           "--fault '6 kill ps-1'");
+  expect_invariants(c, clean, "test_auc", 0.03);
+  EXPECT_GE(faults_injected(c.report, "kill"), 2u) << c.report.dump();
+}
+
+TEST(chaos, kills_during_allreduce) {
+  auto toml = mlp_job(3, 8);
+  auto clean = clean_result("allreduce", toml);
+  auto c = run_under_chaos("allreduce", toml,
+                           "--fault '1 kill worker' --fault '2 kill worker' --fault '3 kill worker'");
+  expect_invariants(c, clean, "test_accuracy", 0.03);
+  EXPECT_GE(faults_injected(c.report, "kill"), 2u) << c.report.dump();
+  expect_recovered(c.report, "kill");
+}
+
+TEST(chaos, fault_storm_of_random_kills) {
+  auto toml = ctr_job(3, 600000, 3);
+  auto clean = clean_result("storm", toml);
+  auto c = run_under_chaos(
+      "storm", toml, "--seed 7 --rate 3 --duration 12 --start 1 --targets worker,ps,master --settle 20");
+  expect_invariants(c, clean, "test_auc", 0.03);
+  EXPECT_GE(faults_injected(c.report, "kill"), 20u) << c.report.dump();
+}
+
+// The transport knob (JobMessage.inject): delays slow the job down but lose nothing. (Drops are
+// not in the suite: a dropped lease reply or task report waits for the 30 s lease timeout.)
+TEST(chaos, messages_delayed) {
+  auto toml = ctr_job(2, 300000, 4);
+  auto clean = clean_result("delay", toml);
+  auto c = run_under_chaos(
+      "delay", toml, "--fault '1 delay worker-0 us=3000 hold=2' --fault '1.5 delay ps-0 us=3000 hold=2'");
+  expect_invariants(c, clean, "test_auc", 0.02);
+  EXPECT_EQ(faults_injected(c.report, "delay"), 2u) << c.report.dump();
+  EXPECT_NE(read_file(c.job_dir + "/logs/worker-0.log").find("fault injection from"), std::string::npos);
+  EXPECT_NE(read_file(c.job_dir + "/logs/ps-0.log").find("fault injection from"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace troupe::testing
