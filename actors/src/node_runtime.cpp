@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <fstream>
 
 #include <caf/actor_system.hpp>
@@ -128,6 +129,15 @@ void node_runtime::handle_membership(const message& m) {
   guarded("membership", [&] {
     if (m.kind() != schema::Envelope::Body::MEMBERSHIP) return;
     auto msg = wire::read_membership(m.body().getMembership());
+    // Views go to members only: one that does not list this incarnation means it was declared dead
+    // (missed heartbeats) and refused on re-joining. It must not go on working unfenced.
+    const auto* me = msg.view.find(who_.id.name);
+    if (who_.role != cluster::node_role::master && (!me || me->id.incarnation != who_.id.incarnation)) {
+      spdlog::critical("{} is not in membership epoch {} ({}): exiting so that a new incarnation replaces it",
+                       who_.id.to_string(), msg.view.epoch(), msg.reason);
+      spdlog::default_logger()->flush();
+      std::_Exit(3);
+    }
     std::vector<std::function<void(const cluster::membership_view&)>> fns;
     {
       std::lock_guard lk(mu_);

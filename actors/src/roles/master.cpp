@@ -74,6 +74,10 @@ void on_join(master_actor* self, const message& m) {
   auto r = st.view.join(mem);
   if (!r && !(r.err() == cluster::cluster_errc::already_exists)) {
     spdlog::warn("join of {} refused: {}", mem.id.to_string(), r.err().to_string());
+    // Tell it: a node declared dead (a hung process that woke up) sees itself absent and exits,
+    // so the runner replaces it with a new incarnation instead of it training unfenced.
+    auto o = wire::membership(st.view, "join refused: " + r.err().to_string(), st.ring_epoch, st.rt->self().incarnation);
+    (void)st.rt->net().send(m.from_node().name, "node", std::move(o), "master");
     return;
   }
   publish(self, mem.id.to_string() + " joined as " + std::string(cluster::to_string(mem.role)));
