@@ -104,7 +104,8 @@ TEST(chaos, kills_during_allreduce) {
 }
 
 TEST(chaos, fault_storm_of_random_kills) {
-  auto toml = ctr_job(3, 600000, 3);
+  // Long enough to outlast the 12 s storm (a job that ends first cuts the storm short).
+  auto toml = ctr_job(3, 600000, 6);
   auto clean = clean_result("storm", toml);
   auto c = run_under_chaos(
       "storm", toml, "--seed 7 --rate 3 --duration 12 --start 1 --targets worker,ps,master --settle 20");
