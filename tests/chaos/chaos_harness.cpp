@@ -64,7 +64,7 @@ hidden = [64]
 epochs = )" +
          std::to_string(epochs) +
          R"(
-batch_size = 64
+batch_size = 128
 optimizer = "adam"
 learning_rate = 0.002
 [data]
