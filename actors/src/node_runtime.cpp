@@ -184,14 +184,21 @@ expected<void> node_runtime::ensure_connected(const std::string& node, const std
   return {};
 }
 
+void node_runtime::send_join() {
+  auto j = wire::join(who_.id, who_.role, address_, static_cast<int>(::getpid()));
+  if (auto r = net_->send("master", "master", std::move(j), "node"); !r) spdlog::warn("join: {}", r.err().to_string());
+}
+
+void node_runtime::mark_ready() {
+  // A second join (peer_up raced with this) is harmless: the master ignores a member it has.
+  if (!ready_.exchange(true) && net_->connected("master")) send_join();
+}
+
 expected<void> node_runtime::join_master(const std::string& address) {
   master_address_ = address;
   node_runtime* self = this;
   net_->on_peer_up([self](const peer_event& e) {
-    if (e.node.name != "master") return;
-    auto j = wire::join(self->who_.id, self->who_.role, self->address_, static_cast<int>(::getpid()));
-    if (auto r = self->net_->send("master", "master", std::move(j), "node"); !r)
-      spdlog::warn("join: {}", r.err().to_string());
+    if (e.node.name == "master" && self->ready_.load()) self->send_join();
   });
   auto r = net_->connect(address, true);
   if (!r) return r.err();

@@ -50,6 +50,11 @@ class node_runtime {
   // Dials the master at `address` and keeps re-joining it whenever the connection comes back (a
   // restarted master). Blocks until the first join is sent or the connect fails.
   expected<void> join_master(const std::string& address);
+  // A worker joins the membership (and so the next allreduce ring) only once it can train: its
+  // peers would otherwise wait in the ring's rendezvous while it builds its model. Until
+  // mark_ready(), join_master() connects without joining.
+  void defer_join() { ready_.store(false); }
+  void mark_ready();
 
   // The latest membership view from the master (epoch 0 before the first one).
   cluster::membership_view view() const;
@@ -82,6 +87,8 @@ class node_runtime {
   std::unique_ptr<endpoint> net_;
   std::string address_;
   std::atomic<std::uint64_t> ring_epoch_{0};
+  std::atomic<bool> ready_{true};
+  void send_join();
   std::uint64_t master_incarnation_ = 0;
   mutable std::mutex mu_;
   cluster::membership_view view_;

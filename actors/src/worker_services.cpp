@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ps_layout.hpp"
+#include "troupe/actors/collective/liveness.hpp"
 #include "wire.hpp"
 #include "troupe/cluster/membership.hpp"
 
@@ -158,6 +159,11 @@ expected<ring_session::info> shm_ring_session::ensure() {
     return info_;
   }
   link_.reset();
+  if (solo_epoch_ != 0 && solo_epoch_ == ring_epoch) {
+    info_ = {0, 1, ring_epoch, false};
+    return info_;
+  }
+  solo_epoch_ = 0;
   auto ring = view.worker_ring();
   auto rank = ring.rank_of(rt_.self().name);
   if (!rank)
@@ -177,11 +183,14 @@ expected<ring_session::info> shm_ring_session::ensure() {
   o.size = info_.size;
   o.prev_pid = pid_of(ring.prev(*rank));
   o.next_pid = pid_of(ring.next(*rank));
+  o.prev_beacon = collective::liveness_beacon::name_for(o.job, ring.ranks[ring.prev(*rank)].to_string());
+  o.next_beacon = collective::liveness_beacon::name_for(o.job, ring.ranks[ring.next(*rank)].to_string());
   o.capacity = rt_.spec().job.ring_capacity;
   o.timeout = rt_.spec().job.rpc_timeout;
   o.current_epoch = &rt_.ring_epoch();
   auto link = collective::shm_ring_link::connect(o);
   if (!link) {
+    go_solo_if_alone(link.err());
     info_.epoch = 0;
     return link.err();
   }
@@ -195,9 +204,19 @@ expected<void> shm_ring_session::allreduce(std::span<float> data) {
   auto r = collective::ring_allreduce(*link_, info_.rank, info_.size, data, info_.epoch, ++op_);
   if (!r) {
     link_.reset();
+    go_solo_if_alone(r.err());
     info_.epoch = 0;
   }
   return r;
+}
+
+void shm_ring_session::go_solo_if_alone(const error& e) {
+  if (info_.size != 2 || !(e == collective::collective_errc::peer_dead)) return;
+  auto epoch = rt_.ring_epoch().load(std::memory_order_acquire);
+  if (epoch != info_.epoch) return;  // the master's next view is already here
+  solo_epoch_ = epoch;
+  spdlog::info("ring of epoch {}: the other worker is gone ({}); training alone until the next view", epoch,
+               e.to_string());
 }
 
 expected<void> shm_ring_session::broadcast(std::span<float> data) {

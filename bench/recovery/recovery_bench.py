@@ -91,6 +91,9 @@ max_test_rows = 2000
     repl = [f for f in repl if not f.endswith("#0.steps")]
     r = measure(survivor, read_steps(repl[0]) if repl else [], kill_us)
     r["exit_code"] = code
+    r["gaps_over_5ms_after_kill"] = [
+        {"at_ms": round((a - kill_us) / 1000, 1), "gap_ms": round((b - a) / 1000, 1)}
+        for a, b in zip(survivor, survivor[1:]) if b > kill_us and b - a > 5000][:10]
     return r
 
 
@@ -117,11 +120,23 @@ def torch_run(tmp):
 
 
 def main():
-    binary = sys.argv[1]
-    with tempfile.TemporaryDirectory(prefix="troupe-recovery-") as tmp:
-        t = troupe_run(binary, tmp)
-        p = torch_run(tmp)
+    # --troupe-only: skip torchrun (while working on troupe's side); --keep DIR: keep the job
+    # directory, logs and step files there.
+    args = sys.argv[1:]
+    troupe_only = "--troupe-only" in args
+    keep = args[args.index("--keep") + 1] if "--keep" in args else None
+    binary = [a for a in args if not a.startswith("--") and a != keep][0]
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        t = troupe_run(binary, keep)
+        p = {} if troupe_only else torch_run(keep)
+    else:
+        with tempfile.TemporaryDirectory(prefix="troupe-recovery-") as tmp:
+            t = troupe_run(binary, tmp)
+            p = {} if troupe_only else torch_run(tmp)
     for name, r in (("troupe", t), ("torchrun", p)):
+        if not r:
+            continue
         print(json.dumps({"bench": "recovery", "system": name, "workers": 2, "killed": "one worker (SIGKILL)", **r}))
     if t.get("longest_gap_ms") and p.get("longest_gap_ms"):
         print(json.dumps({"bench": "recovery", "metric": "survivor_longest_gap_ratio_torchrun_over_troupe",

@@ -130,6 +130,15 @@ void log_step(worker_state& st) {
 
 }  // namespace
 
+namespace {
+void wait_ring_change(worker_state& st, std::chrono::milliseconds limit) {
+  auto seen = st.rt->ring_epoch().load(std::memory_order_acquire);
+  auto until = clock::now() + limit;
+  while (clock::now() < until && st.rt->ring_epoch().load(std::memory_order_acquire) == seen)
+    std::this_thread::sleep_for(std::chrono::microseconds(250));
+}
+}  // namespace
+
 void open_step_log(worker_state& st) {
   const char* dir = std::getenv("TROUPE_STEP_LOG");
   if (!dir || !*dir) return;
@@ -143,7 +152,13 @@ bool train_some(worker_state& st) {
   if (st.done) return false;
   bool reported = flush_reports(st);
   // A new lease only once the dispenser has every report (it re-queues what a holder still holds).
-  if (reported && !st.task && !st.exhausted && clock::now() >= st.next_lease) lease(st);
+  if (reported && !st.task && !st.exhausted && clock::now() >= st.next_lease) {
+    lease(st);
+    // Joining the membership (and the next ring) now, with a batch in hand: a ring partner never
+    // waits for this worker's start-up. Tasks leased before the join are covered by the master's
+    // reconciliation of holders that are not members.
+    st.rt->mark_ready();
+  }
   std::optional<nn::batch> b;
   if (st.task) {
     auto& t = *st.task;
@@ -177,7 +192,11 @@ bool train_some(worker_state& st) {
       }
       break;
     case step_result::kind::idle: std::this_thread::sleep_for(std::chrono::milliseconds(st.task ? 0 : 5)); break;
-    case step_result::kind::retry: std::this_thread::sleep_for(std::chrono::milliseconds(50)); break;
+    case step_result::kind::retry:
+      // A dropped collective is retried at once (the ring may already be rebuilt, or this worker
+      // may go on alone); otherwise wait for the next ring epoch, briefly.
+      if (!res.dropped) wait_ring_change(st, std::chrono::milliseconds(50));
+      break;
     case step_result::kind::finished: finish_loop(st); return false;
   }
   if (st.task && st.task->cursor >= st.task->order.size()) {

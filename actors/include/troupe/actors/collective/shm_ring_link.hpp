@@ -17,6 +17,8 @@ class shm_ring;
 
 namespace troupe::collective {
 
+class liveness_watch;
+
 struct shm_link_options {
   std::string job;                // job id (part of the ring names)
   std::uint64_t epoch = 0;        // membership epoch of this ring
@@ -26,6 +28,8 @@ struct shm_link_options {
   std::chrono::milliseconds timeout{10'000};  // per exchange, and for the rendezvous
   // When set and different from `epoch`, operations fail with `cancelled` (membership changed).
   const std::atomic<std::uint64_t>* current_epoch = nullptr;
+  // Neighbours' liveness beacons (liveness.hpp), when they have them: a faster death notice.
+  std::string prev_beacon, next_beacon;
 };
 
 class shm_ring_link final : public ring_link {
@@ -44,8 +48,13 @@ class shm_ring_link final : public ring_link {
                 std::unique_ptr<transport::shm_ring> out);
   expected<void> check_stall(const step_tag& tag, std::chrono::steady_clock::time_point deadline,
                              std::chrono::steady_clock::time_point& next_probe) const;
+  // A neighbour that has exited (a zombie included); pidfds make this one cheap poll(2), so it runs
+  // at every stall: a SIGKILLed neighbour ends a wait within one wait slice.
+  bool neighbour_dead(pid_t& which) const;
   shm_link_options opt_;
   std::unique_ptr<transport::shm_ring> in_, out_;
+  int pidfd_[2] = {-1, -1};  // prev, next (-1: not watched or pidfd_open unsupported)
+  std::unique_ptr<liveness_watch> beacon_[2];  // prev, next (null: none)
 };
 
 }  // namespace troupe::collective

@@ -1,0 +1,54 @@
+// Sub-millisecond death notice between processes on one host. A SIGKILLed process takes several
+// milliseconds to tear its address space down before its pidfd, its sockets or its pid report the
+// death; the kernel releases the robust futexes its threads hold before that teardown. A beacon is
+// a process-shared robust mutex, held for the life of the process by a thread of its own; a peer's
+// trylock sees EOWNERDEAD (or a released mutex, after a clean exit) as soon as the holder is gone.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "troupe/core/error.hpp"
+
+namespace troupe::collective {
+
+class liveness_beacon {
+ public:
+  // Creates /dev/shm/<name> holding a locked robust mutex. A leftover of the same name is replaced.
+  static expected<std::unique_ptr<liveness_beacon>> start(const std::string& name);
+  // A clean shutdown: releases the mutex (watchers see the process gone) and removes the name.
+  ~liveness_beacon();
+  liveness_beacon(const liveness_beacon&) = delete;
+  liveness_beacon& operator=(const liveness_beacon&) = delete;
+
+  // The beacon name of a node of a job (node ids include the incarnation, so names never repeat).
+  static std::string name_for(const std::string& job, const std::string& node);
+
+ private:
+  struct impl;
+  explicit liveness_beacon(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> p_;
+};
+
+class liveness_watch {
+ public:
+  // Null when there is no such beacon (the peer predates beacons or has not started one).
+  static std::unique_ptr<liveness_watch> open(const std::string& name);
+  ~liveness_watch();
+  liveness_watch(const liveness_watch&) = delete;
+  liveness_watch& operator=(const liveness_watch&) = delete;
+
+  // Whether the beacon's process has exited (killed or clean). Cheap: one atomic compare-exchange
+  // while the holder lives. Once true, stays true; the watcher that first sees a killed holder
+  // removes the name it left behind.
+  bool gone();
+
+ private:
+  liveness_watch(std::string name, int fd, void* map);
+  std::string name_;
+  int fd_ = -1;
+  void* map_ = nullptr;
+  bool gone_ = false;
+};
+
+}  // namespace troupe::collective
