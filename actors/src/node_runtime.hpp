@@ -55,6 +55,7 @@ class node_runtime {
   // mark_ready(), join_master() connects without joining.
   void defer_join() { ready_.store(false); }
   void mark_ready();
+  bool ready() const { return ready_.load(); }
 
   // The latest membership view from the master (epoch 0 before the first one).
   cluster::membership_view view() const;

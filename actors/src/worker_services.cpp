@@ -188,6 +188,7 @@ expected<ring_session::info> shm_ring_session::ensure() {
   o.capacity = rt_.spec().job.ring_capacity;
   o.timeout = rt_.spec().job.rpc_timeout;
   o.current_epoch = &rt_.ring_epoch();
+  auto connect_start = std::chrono::steady_clock::now();
   auto link = collective::shm_ring_link::connect(o);
   if (!link) {
     go_solo_if_alone(link.err());
@@ -195,6 +196,8 @@ expected<ring_session::info> shm_ring_session::ensure() {
     return link.err();
   }
   link_ = std::move(*link);
+  spdlog::info("ring epoch {}: rank {} of {}, linked in {:.2f} ms", ring_epoch, info_.rank, info_.size,
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - connect_start).count());
   return info_;
 }
 
@@ -219,10 +222,16 @@ void shm_ring_session::go_solo_if_alone(const error& e) {
                e.to_string());
 }
 
-expected<void> shm_ring_session::broadcast(std::span<float> data) {
+expected<void> shm_ring_session::broadcast(std::span<float> data, int root) {
   if (info_.size <= 1) return {};
-  if (info_.rank != 0) std::fill(data.begin(), data.end(), 0.0f);
-  return allreduce(data);
+  if (!link_) return make_unexpected(collective::collective_errc::setup, "no ring");
+  auto r = collective::ring_broadcast(*link_, info_.rank, info_.size, data, root, info_.epoch, ++op_);
+  if (!r) {
+    link_.reset();
+    go_solo_if_alone(r.err());
+    info_.epoch = 0;
+  }
+  return r;
 }
 
 }  // namespace troupe::actors

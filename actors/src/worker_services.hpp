@@ -34,7 +34,7 @@ class shm_ring_session final : public ring_session {
   explicit shm_ring_session(node_runtime& rt) : rt_(rt) {}
   expected<info> ensure() override;
   expected<void> allreduce(std::span<float> data) override;
-  expected<void> broadcast(std::span<float> data) override;
+  expected<void> broadcast(std::span<float> data, int root) override;
   void reset() override { link_.reset(); }
 
  private:

@@ -1,4 +1,4 @@
-# One TorchElastic worker: the same MLP as the troupe job (784-64-10, Adam, batch 64) trained with
+# One TorchElastic worker: the same MLP as the troupe job (784-$HIDDEN-10, Adam, batch 64) trained with
 # gloo DDP on random Fashion-MNIST-shaped data. Appends one wall-clock timestamp (us) per step to
 # $STEP_DIR/rank<r>.steps and writes its pid to $STEP_DIR/rank<r>.pid (the benchmark kills it).
 import os
@@ -17,8 +17,12 @@ def main():
     with open(f"{d}/rank{rank}.pid", "w") as f:
         f.write(str(os.getpid()))
     torch.manual_seed(1)
-    model = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10)))
-    opt = torch.optim.Adam(model.parameters(), lr=0.002)
+    layers, width = [], 784
+    for h in [int(x) for x in os.environ.get("HIDDEN", "256,128").split(",")]:
+        layers += [nn.Linear(width, h), nn.ReLU()]
+        width = h
+    model = nn.parallel.DistributedDataParallel(nn.Sequential(*layers, nn.Linear(width, 10)))
+    opt = torch.optim.Adam(model.parameters(), lr=0.001)
     x = torch.rand(64, 784)
     y = torch.randint(0, 10, (64,))
     steps = int(os.environ.get("STEPS", "3000"))

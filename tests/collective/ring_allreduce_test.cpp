@@ -97,10 +97,41 @@ INSTANTIATE_TEST_SUITE_P(shapes, ring_sizes,
                                            std::make_tuple(3, size_t(5)), std::make_tuple(3, size_t(77777)),
                                            std::make_tuple(4, size_t(1 << 18))));
 
+// Every root, several sizes, payloads larger than the ring (the root then waits for readers) and
+// smaller; followed by an allreduce on the same link (the ring is in step after a broadcast).
+class broadcast_shapes : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
+
+TEST_P(broadcast_shapes, every_rank_gets_the_roots_data) {
+  auto [size, n] = GetParam();
+  auto codes = run_ranks(size, n, job_name("bcast"), size, [&](int rank, shm_ring_link& link, std::vector<float>& data, int op) {
+    int root = op % size;
+    data = rank_data(rank, n);
+    auto r = ring_broadcast(link, rank, size, data, root, 1, 2 * op);
+    if (!r) return 30;
+    if (data != rank_data(root, n)) return 31;
+    std::vector<float> ones(7, 1.0f);
+    if (!ring_allreduce(link, rank, size, ones, 1, 2 * op + 1)) return 32;
+    return ones == std::vector<float>(7, static_cast<float>(size)) ? 0 : 33;
+  });
+  for (int c : codes) EXPECT_EQ(c, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(shapes, broadcast_shapes,
+                         ::testing::Values(std::make_tuple(2, size_t(3)), std::make_tuple(2, size_t(100000)),
+                                           std::make_tuple(3, size_t(1000)), std::make_tuple(4, size_t(50000))));
+
 TEST(ring_allreduce, size_one_is_a_no_op) {
   struct no_link : ring_link {
     expected<void> exchange(const step_tag&, std::span<const float>, std::span<float>, bool) override {
       ADD_FAILURE() << "no exchange expected";
+      return {};
+    }
+    expected<void> send(const step_tag&, std::span<const float>) override {
+      ADD_FAILURE() << "no send expected";
+      return {};
+    }
+    expected<void> recv(const step_tag&, std::span<float>) override {
+      ADD_FAILURE() << "no recv expected";
       return {};
     }
   } link;

@@ -51,4 +51,15 @@ expected<void> ring_allreduce(ring_link& link, int rank, int size, std::span<flo
   return {};
 }
 
+expected<void> ring_broadcast(ring_link& link, int rank, int size, std::span<float> data, int root,
+                              std::uint64_t epoch, std::uint64_t op) {
+  if (size <= 1) return {};
+  step_tag tag{epoch, op, 0};
+  if (rank != root)
+    if (auto r = link.recv(tag, data); !r) return r;
+  if ((rank + 1) % size != root)
+    if (auto r = link.send(tag, data); !r) return r;
+  return {};
+}
+
 }  // namespace troupe::collective

@@ -204,9 +204,27 @@ expected<void> shm_ring_link::check_stall(const step_tag& tag, steady::time_poin
 
 expected<void> shm_ring_link::exchange(const step_tag& tag, std::span<const float> send, std::span<float> recv,
                                        bool accumulate) {
+  return transfer(tag, &send, &recv, accumulate);
+}
+
+expected<void> shm_ring_link::send(const step_tag& tag, std::span<const float> data) {
+  return transfer(tag, &data, nullptr, false);
+}
+
+expected<void> shm_ring_link::recv(const step_tag& tag, std::span<float> data) {
+  return transfer(tag, nullptr, &data, false);
+}
+
+// Either side may be absent (null): that side counts as done from the start.
+expected<void> shm_ring_link::transfer(const step_tag& tag, const std::span<const float>* send,
+                                       std::span<float>* recv, bool accumulate) {
   in_->unlink_when_attached();
-  sender tx{{tag.epoch, tag.op, tag.step, static_cast<std::uint32_t>(send.size())}, std::as_bytes(send)};
-  receiver rx{recv, accumulate};
+  sender tx{{tag.epoch, tag.op, tag.step, static_cast<std::uint32_t>(send ? send->size() : 0)},
+            send ? std::as_bytes(*send) : std::span<const std::byte>()};
+  if (!send) tx.sent = tx.total();
+  std::span<float> none;
+  receiver rx{recv ? *recv : none, accumulate};
+  if (!recv) rx.hdr_got = sizeof(rx.hdr);
   auto deadline = steady::now() + opt_.timeout;
   auto next_probe = steady::now() + std::chrono::milliseconds(5);
   while (!tx.done() || !rx.done()) {

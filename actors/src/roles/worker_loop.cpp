@@ -70,16 +70,18 @@ void load_task(worker_state& st, schema::Task::Reader t) {
   st.task = std::move(h);
 }
 
-void lease(worker_state& st) {
+// Whether the dispenser answered (a task, none now, or the end of the data).
+bool lease(worker_state& st) {
   rpc_client::request r{"master", "dispenser", outbound(), st.rpc->next_id()};
   auto req = r.out.body().initTaskRequest();
   req.setWorker("worker");
   req.setRequestId(r.id);
   auto reply = st.rpc->call(std::move(r), std::chrono::milliseconds(2000));
   if (!reply) {
+    // Typically the master's connection is not up yet (a fresh worker): ask again soon.
     spdlog::debug("task request: {}", reply.err().to_string());
-    st.next_lease = clock::now() + std::chrono::milliseconds(200);
-    return;
+    st.next_lease = clock::now() + std::chrono::milliseconds(10);
+    return false;
   }
   auto l = reply->body().getTaskLease();
   switch (l.which()) {
@@ -94,6 +96,7 @@ void lease(worker_state& st) {
     case schema::TaskLease::NONE: st.next_lease = clock::now() + std::chrono::milliseconds(20); break;
     case schema::TaskLease::FINISHED: st.exhausted = true; break;
   }
+  return true;
 }
 
 void report_progress(worker_state& st, bool force) {
@@ -131,6 +134,18 @@ void log_step(worker_state& st) {
 }  // namespace
 
 namespace {
+// One forward and backward pass on the first batch before joining: activations get allocated and
+// caches warm, so the first synchronous step with the ring is not a cold one that the partners
+// wait for. The gradients are overwritten by the first real step; parameters and optimizer state
+// are untouched. Models with embedding tables are skipped (their rows come from the PS shards).
+void warm_up(worker_state& st) {
+  if (!st.task || !st.model->embedding_tables().empty()) return;
+  auto& t = *st.task;
+  std::size_t n = std::min(st.rt->spec().nn.train.batch_size, t.order.size());
+  nn::batch b(t.rows, std::span<const std::uint32_t>(t.order.data(), n));
+  if (auto l = st.trainer->compute_gradients(b); !l) spdlog::debug("warm-up: {}", l.err().to_string());
+}
+
 void wait_ring_change(worker_state& st, std::chrono::milliseconds limit) {
   auto seen = st.rt->ring_epoch().load(std::memory_order_acquire);
   auto until = clock::now() + limit;
@@ -153,11 +168,13 @@ bool train_some(worker_state& st) {
   bool reported = flush_reports(st);
   // A new lease only once the dispenser has every report (it re-queues what a holder still holds).
   if (reported && !st.task && !st.exhausted && clock::now() >= st.next_lease) {
-    lease(st);
-    // Joining the membership (and the next ring) now, with a batch in hand: a ring partner never
-    // waits for this worker's start-up. Tasks leased before the join are covered by the master's
-    // reconciliation of holders that are not members.
-    st.rt->mark_ready();
+    // Joining the membership (and the next ring) once the dispenser has answered, with a batch in
+    // hand: a ring partner never waits for this worker's start-up. Tasks leased before the join
+    // are covered by the master's reconciliation of holders that are not members.
+    if (lease(st) && !st.rt->ready()) {
+      warm_up(st);
+      st.rt->mark_ready();
+    }
   }
   std::optional<nn::batch> b;
   if (st.task) {

@@ -1,6 +1,9 @@
 #include "replicas.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace troupe::actors::replicas {
@@ -83,16 +86,21 @@ expected<int> most_trained_rank(worker_context& ctx) {
 }  // namespace
 
 expected<void> sync_from_rank0(worker_context& ctx, bool with_optimizer, std::vector<float>& buf) {
+  auto started = std::chrono::steady_clock::now();
+  if (auto alone = ctx.ring.ensure(); alone && alone->size <= 1) return {};
   auto src = most_trained_rank(ctx);
   if (!src) return src.err();
   auto info = ctx.ring.ensure();
   if (!info) return info.err();
   buf.resize(state_size(ctx, with_optimizer));
-  pack_state(ctx, with_optimizer, buf);
-  // A broadcast from `src`: every other rank contributes zeros to the sum.
-  if (info->rank != *src) std::fill(buf.begin(), buf.end(), 0.0f);
-  if (auto r = ctx.ring.allreduce(buf); !r) return r;
-  unpack_state(ctx, with_optimizer, buf);
+  // The source packs and writes its state into the ring, and goes on to its next step while the
+  // others read it (when the ring's capacity holds it: [job] ring_capacity_kb).
+  if (info->rank == *src) pack_state(ctx, with_optimizer, buf);
+  if (auto r = ctx.ring.broadcast(buf, *src); !r) return r;
+  if (info->rank != *src) unpack_state(ctx, with_optimizer, buf);
+  spdlog::info("ring epoch {} (rank {} of {}): replicas synchronised from rank {} ({} floats) in {:.2f} ms",
+               info->epoch, info->rank, info->size, *src, buf.size(),
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
   return {};
 }
 

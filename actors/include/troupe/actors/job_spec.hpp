@@ -33,7 +33,7 @@ struct job_options {
   ms lease_timeout{30'000};
   ms progress_every{500};
   std::uint32_t sync_every = 8;
-  std::size_t ring_capacity = 1u << 20;
+  std::size_t ring_capacity = 4u << 20;  // holds a resync of a mid-sized model: its source does not wait
   ms rpc_timeout{10'000};
   std::string dataset_cache;  // empty: <root>/datasets
 };

@@ -49,8 +49,8 @@ class ring_session {
   virtual expected<info> ensure() = 0;
   // Sum over the ring, in place.
   virtual expected<void> allreduce(std::span<float> data) = 0;
-  // Rank 0's `data` to every rank.
-  virtual expected<void> broadcast(std::span<float> data) = 0;
+  // `root`'s `data` to every rank.
+  virtual expected<void> broadcast(std::span<float> data, int root = 0) = 0;
   // Forget the current ring (after a failed collective).
   virtual void reset() = 0;
 };

@@ -43,6 +43,10 @@ class ring_link {
   // overlap. Returns when both are done, or fails (timeout, cancelled, peer_dead, protocol).
   virtual expected<void> exchange(const step_tag& tag, std::span<const float> send, std::span<float> recv,
                                   bool accumulate) = 0;
+  // One direction only: `data` to the next rank (returns once it is handed over, which on a
+  // buffered link may be before the next rank reads it), or recv.size() floats from the previous.
+  virtual expected<void> send(const step_tag& tag, std::span<const float> data) = 0;
+  virtual expected<void> recv(const step_tag& tag, std::span<float> data) = 0;
 };
 
 // Sum-allreduce of `data` over the ring (reduce-scatter then allgather, 2(n-1) exchanges of
@@ -50,6 +54,12 @@ class ring_link {
 // On error the contents of `data` are unspecified.
 expected<void> ring_allreduce(ring_link& link, int rank, int size, std::span<float> data, std::uint64_t epoch,
                               std::uint64_t op);
+
+// `root`'s `data` to every rank, passed along the ring (each rank receives it whole, then forwards
+// it unless the next rank is the root). On a buffered link whose capacity holds `data`, the root
+// returns as soon as it has written it: it does not wait for the others to read.
+expected<void> ring_broadcast(ring_link& link, int rank, int size, std::span<float> data, int root,
+                              std::uint64_t epoch, std::uint64_t op);
 
 // Segment [begin, end) of rank-ordered partition of n elements into `parts` nearly equal pieces.
 std::pair<std::size_t, std::size_t> segment_bounds(std::size_t n, int parts, int index);

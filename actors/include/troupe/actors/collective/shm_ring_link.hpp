@@ -40,6 +40,8 @@ class shm_ring_link final : public ring_link {
 
   expected<void> exchange(const step_tag& tag, std::span<const float> send, std::span<float> recv,
                           bool accumulate) override;
+  expected<void> send(const step_tag& tag, std::span<const float> data) override;
+  expected<void> recv(const step_tag& tag, std::span<float> data) override;
 
   static std::string ring_name(const std::string& job, std::uint64_t epoch, int rank);
 
@@ -51,6 +53,8 @@ class shm_ring_link final : public ring_link {
   // A neighbour that has exited (a zombie included); pidfds make this one cheap poll(2), so it runs
   // at every stall: a SIGKILLed neighbour ends a wait within one wait slice.
   bool neighbour_dead(pid_t& which) const;
+  expected<void> transfer(const step_tag& tag, const std::span<const float>* send, std::span<float>* recv,
+                          bool accumulate);
   shm_link_options opt_;
   std::unique_ptr<transport::shm_ring> in_, out_;
   int pidfd_[2] = {-1, -1};  // prev, next (-1: not watched or pidfd_open unsupported)
