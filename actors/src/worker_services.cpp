@@ -183,6 +183,7 @@ expected<ring_session::info> shm_ring_session::ensure() {
   o.size = info_.size;
   o.prev_pid = pid_of(ring.prev(*rank));
   o.next_pid = pid_of(ring.next(*rank));
+  neighbours_ = {ring.ranks[ring.prev(*rank)], ring.ranks[ring.next(*rank)]};
   o.prev_beacon = collective::liveness_beacon::name_for(o.job, ring.ranks[ring.prev(*rank)].to_string());
   o.next_beacon = collective::liveness_beacon::name_for(o.job, ring.ranks[ring.next(*rank)].to_string());
   o.capacity = rt_.spec().job.ring_capacity;
@@ -191,7 +192,7 @@ expected<ring_session::info> shm_ring_session::ensure() {
   auto connect_start = std::chrono::steady_clock::now();
   auto link = collective::shm_ring_link::connect(o);
   if (!link) {
-    go_solo_if_alone(link.err());
+    after_failure(link.err());
     info_.epoch = 0;
     return link.err();
   }
@@ -207,19 +208,36 @@ expected<void> shm_ring_session::allreduce(std::span<float> data) {
   auto r = collective::ring_allreduce(*link_, info_.rank, info_.size, data, info_.epoch, ++op_);
   if (!r) {
     link_.reset();
-    go_solo_if_alone(r.err());
+    after_failure(r.err());
     info_.epoch = 0;
   }
   return r;
 }
 
-void shm_ring_session::go_solo_if_alone(const error& e) {
-  if (info_.size != 2 || !(e == collective::collective_errc::peer_dead)) return;
+void shm_ring_session::after_failure(const error& e) {
+  if (!(e == collective::collective_errc::peer_dead)) return;
+  report_gone_neighbours();
+  if (info_.size != 2) return;
   auto epoch = rt_.ring_epoch().load(std::memory_order_acquire);
   if (epoch != info_.epoch) return;  // the master's next view is already here
   solo_epoch_ = epoch;
   spdlog::info("ring of epoch {}: the other worker is gone ({}); training alone until the next view", epoch,
                e.to_string());
+}
+
+// The master hears of the death from the runner or the closed connection only once the dead
+// process's teardown is over (milliseconds to tens of them); the beacon tells now. The master
+// checks the beacon itself before it acts.
+void shm_ring_session::report_gone_neighbours() {
+  for (const auto& id : neighbours_) {
+    if (!collective::liveness_beacon::released(collective::liveness_beacon::name_for(rt_.who().job_id, id.to_string())))
+      continue;
+    auto o = wire::job();
+    auto n = o.body.initNodeExited();
+    wire::write_node(n.initNode(), id);
+    n.setStatus("liveness beacon released (seen by " + rt_.self().to_string() + ")");
+    (void)rt_.net().send("master", "master", std::move(o.out), "worker");
+  }
 }
 
 expected<void> shm_ring_session::broadcast(std::span<float> data, int root) {
@@ -228,7 +246,7 @@ expected<void> shm_ring_session::broadcast(std::span<float> data, int root) {
   auto r = collective::ring_broadcast(*link_, info_.rank, info_.size, data, root, info_.epoch, ++op_);
   if (!r) {
     link_.reset();
-    go_solo_if_alone(r.err());
+    after_failure(r.err());
     info_.epoch = 0;
   }
   return r;

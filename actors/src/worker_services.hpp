@@ -41,13 +41,15 @@ class shm_ring_session final : public ring_session {
   // A ring of two whose other member has exited (its process is gone: a fact, not a suspicion)
   // can only become this worker alone: it trains solo at once, without waiting for the master's
   // next view, until the ring epoch changes.
-  void go_solo_if_alone(const error& e);
+  void after_failure(const error& e);
+  void report_gone_neighbours();
 
   node_runtime& rt_;
   std::unique_ptr<collective::shm_ring_link> link_;
   info info_;
   std::uint64_t op_ = 0;
-  std::uint64_t solo_epoch_ = 0;  // ring epoch during which this worker trains alone (0: none)
+  std::uint64_t solo_epoch_ = 0;
+  std::vector<node_id> neighbours_;  // prev, next of the current ring  // ring epoch during which this worker trains alone (0: none)
 };
 
 }  // namespace troupe::actors

@@ -68,7 +68,10 @@ TEST(liveness, a_live_holder_is_not_gone_and_a_killed_one_is) {
   EXPECT_TRUE(w->gone()) << "gone stays gone";
   EXPECT_TRUE(wait_gone(*w2, std::chrono::seconds(1))) << "the first watcher released the dead holder's mutex";
   ::waitpid(pid, nullptr, 0);
-  EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + name)) << "the watcher removes a killed holder's beacon";
+  EXPECT_TRUE(liveness_beacon::released(name)) << "anyone can check a killed holder's beacon";
+  liveness_beacon::remove(name);
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + name));
+  EXPECT_FALSE(liveness_beacon::released(name)) << "no beacon: nothing to vouch for";
 }
 
 TEST(liveness, a_clean_exit_is_gone_and_removes_the_beacon) {

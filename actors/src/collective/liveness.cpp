@@ -107,6 +107,13 @@ liveness_watch::~liveness_watch() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+void liveness_beacon::remove(const std::string& name) { ::shm_unlink(path_of(name).c_str()); }
+
+bool liveness_beacon::released(const std::string& name) {
+  auto w = liveness_watch::open(name);
+  return w && w->gone();
+}
+
 std::unique_ptr<liveness_watch> liveness_watch::open(const std::string& name) {
   int fd = ::shm_open(path_of(name).c_str(), O_RDWR, 0);
   if (fd < 0) return nullptr;
@@ -128,11 +135,8 @@ bool liveness_watch::gone() {
   auto* seg = static_cast<segment*>(map_);
   int r = ::pthread_mutex_trylock(&seg->mutex);
   if (r == EBUSY) return false;
-  if (r == EOWNERDEAD) {
-    // Killed holder: make the mutex usable again so that other watchers see it released too.
-    ::pthread_mutex_consistent(&seg->mutex);
-    ::shm_unlink(path_of(name_).c_str());
-  }
+  // Killed holder: make the mutex usable again so that other watchers see it released too.
+  if (r == EOWNERDEAD) ::pthread_mutex_consistent(&seg->mutex);
   if (r == 0 || r == EOWNERDEAD) ::pthread_mutex_unlock(&seg->mutex);
   // Any other answer (ENOTRECOVERABLE: a watcher died holding it) also means the holder is gone.
   gone_ = true;

@@ -23,6 +23,10 @@ class liveness_beacon {
 
   // The beacon name of a node of a job (node ids include the incarnation, so names never repeat).
   static std::string name_for(const std::string& job, const std::string& node);
+  // Whether the beacon exists and its holder is gone (a check anyone on the host can make).
+  static bool released(const std::string& name);
+  // Removes a beacon left behind by a killed process (a clean exit removes its own).
+  static void remove(const std::string& name);
 
  private:
   struct impl;
@@ -39,8 +43,8 @@ class liveness_watch {
   liveness_watch& operator=(const liveness_watch&) = delete;
 
   // Whether the beacon's process has exited (killed or clean). Cheap: one atomic compare-exchange
-  // while the holder lives. Once true, stays true; the watcher that first sees a killed holder
-  // removes the name it left behind.
+  // while the holder lives. Once true, stays true. The name stays (others may check it) until
+  // liveness_beacon::remove().
   bool gone();
 
  private:
