@@ -33,7 +33,10 @@ pid_t start_victim(const std::string& name, std::size_t mb) {
     std::vector<char> mem(mb << 20);
     for (std::size_t i = 0; i < mem.size(); i += 4096) mem[i] = 1;
     std::vector<std::thread> threads;
-    for (int i = 0; i < 4; ++i) threads.emplace_back([] { for (;;) ::pause(); });
+    for (int i = 0; i < 4; ++i)
+      threads.emplace_back([] {
+        for (;;) ::pause();
+      });
     auto b = liveness_beacon::start(name);
     char ok = b ? 1 : 0;
     (void)::write(fds[1], &ok, 1);
@@ -46,7 +49,9 @@ pid_t start_victim(const std::string& name, std::size_t mb) {
   return ready ? pid : -1;
 }
 
-double us_since(clk::time_point t) { return std::chrono::duration<double, std::micro>(clk::now() - t).count(); }
+double us_since(clk::time_point t) {
+  return std::chrono::duration<double, std::micro>(clk::now() - t).count();
+}
 
 struct stats {
   std::vector<double> v;
@@ -87,8 +92,11 @@ int main(int argc, char** argv) {
     pidfd.v.push_back(tp);
     ::close(pfd);
   }
-  for (auto& [what, s] : {std::pair<const char*, stats*>{"beacon", &beacon}, {"pidfd", &pidfd}, {"waitpid", &reaped}})
-    std::printf("{\"bench\":\"death_notice\",\"signal\":\"%s\",\"victim_mb\":%zu,\"rounds\":%d,\"median_us\":%.1f,\"p90_us\":%.1f}\n",
-                what, mb, rounds, s->pct(0.5), s->pct(0.9));
+  for (auto& [what, s] :
+       {std::pair<const char*, stats*>{"beacon", &beacon}, {"pidfd", &pidfd}, {"waitpid", &reaped}})
+    std::printf(
+        "{\"bench\":\"death_notice\",\"signal\":\"%s\",\"victim_mb\":%zu,\"rounds\":%d,\"median_us\":%.1f,"
+        "\"p90_us\":%.1f}\n",
+        what, mb, rounds, s->pct(0.5), s->pct(0.9));
   return 0;
 }

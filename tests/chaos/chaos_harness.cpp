@@ -28,51 +28,6 @@ chaos_run run_under_chaos(const std::string& name, const std::string& toml, cons
   return c;
 }
 
-std::string ctr_job(int workers, int rows, int epochs, int checkpoint_every_ms) {
-  return "strategy = \"async_ps\"\nname = \"ctr\"\nworkers = " + std::to_string(workers) +
-         "\nrecords_per_task = 1024\nmax_workers = 6\n[ps]\nshards = 2\ncheckpoint_every_ms = " +
-         std::to_string(checkpoint_every_ms) + R"(
-[model]
-type = "deepfm"
-embedding_dim = 8
-hidden = [32]
-[train]
-epochs = )" +
-         std::to_string(epochs) +
-         R"(
-batch_size = 128
-optimizer = "adam"
-learning_rate = 0.01
-[data]
-source = "synthetic-ctr"
-rows = )" +
-         std::to_string(rows) +
-         R"(
-test_rows = 10000
-fields = 6
-vocab_per_field = 50
-)";
-}
-
-std::string mlp_job(int workers, int epochs) {
-  return "strategy = \"allreduce\"\nname = \"fm\"\nworkers = " + std::to_string(workers) + R"(
-records_per_task = 500
-[model]
-type = "mlp"
-hidden = [64]
-[train]
-epochs = )" +
-         std::to_string(epochs) +
-         R"(
-batch_size = 128
-optimizer = "adam"
-learning_rate = 0.002
-[data]
-source = "fashion-mnist"
-max_test_rows = 2000
-)";
-}
-
 namespace {
 
 void expect_journal_done(const std::string& job_dir) {

@@ -21,9 +21,7 @@ struct chaos_run {
 // Runs `troupe chaos --job <toml> <chaos_args>` for a job named `name`.
 chaos_run run_under_chaos(const std::string& name, const std::string& toml, const std::string& chaos_args);
 
-// Job files used by the scenarios (the [job] root is filled in by the runners).
-std::string ctr_job(int workers, int rows, int epochs, int checkpoint_every_ms = 300);
-std::string mlp_job(int workers, int epochs = 2);
+// Job files: mlp_job and ctr_job of job_harness.hpp.
 
 // Checks every invariant (gtest expectations); `metric` is the result key compared with the
 // undisturbed run's, within `tolerance`.

@@ -23,7 +23,7 @@ void expect_recovered(const nlohmann::json& report, const std::string& kind) {
 }
 
 TEST(chaos, smoke_worker_killed_once) {
-  auto toml = mlp_job(2, 3);
+  auto toml = mlp_job({.workers = 2, .epochs = 3, .batch_size = 128});
   auto clean = clean_result("smoke", toml);
   // worker-0: its replacement is rank 0 of the new ring, yet must take the survivor's model.
   auto c = run_under_chaos("smoke", toml, "--fault '1 kill worker-0'");
@@ -94,7 +94,7 @@ TEST(chaos, kills_during_checkpoint_writes) {
 }
 
 TEST(chaos, kills_during_allreduce) {
-  auto toml = mlp_job(3, 8);
+  auto toml = mlp_job({.workers = 3, .epochs = 8, .batch_size = 128});
   auto clean = clean_result("allreduce", toml);
   auto c = run_under_chaos("allreduce", toml,
                            "--fault '1 kill worker' --fault '2 kill worker' --fault '3 kill worker'");

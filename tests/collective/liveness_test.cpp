@@ -66,7 +66,8 @@ TEST(liveness, a_live_holder_is_not_gone_and_a_killed_one_is) {
   ::kill(pid, SIGKILL);
   EXPECT_TRUE(wait_gone(*w, std::chrono::seconds(10)));
   EXPECT_TRUE(w->gone()) << "gone stays gone";
-  EXPECT_TRUE(wait_gone(*w2, std::chrono::seconds(1))) << "the first watcher released the dead holder's mutex";
+  EXPECT_TRUE(wait_gone(*w2, std::chrono::seconds(1)))
+      << "the first watcher released the dead holder's mutex";
   ::waitpid(pid, nullptr, 0);
   EXPECT_TRUE(liveness_beacon::released(name)) << "anyone can check a killed holder's beacon";
   liveness_beacon::remove(name);

@@ -12,46 +12,6 @@ namespace troupe::testing {
 namespace {
 
 // Sized to run for several seconds on 2 cores (the status polls and kills need time to land).
-std::string ctr_job(const std::string& strategy_extra, int workers, int rows, int epochs) {
-  return "strategy = \"async_ps\"\nname = \"ctr\"\nworkers = " + std::to_string(workers) +
-         "\nrecords_per_task = 1024\nmax_workers = 6\n" + strategy_extra + R"(
-[ps]
-shards = 2
-checkpoint_every_ms = 300
-[model]
-type = "deepfm"
-embedding_dim = 8
-hidden = [32]
-[train]
-epochs = )" + std::to_string(epochs) + R"(
-batch_size = 128
-optimizer = "adam"
-learning_rate = 0.01
-[data]
-source = "synthetic-ctr"
-rows = )" + std::to_string(rows) + R"(
-test_rows = 10000
-fields = 6
-vocab_per_field = 50
-)";
-}
-
-std::string mlp_job(int workers) {
-  return "strategy = \"allreduce\"\nname = \"fm\"\nworkers = " + std::to_string(workers) + R"(
-records_per_task = 500
-[model]
-type = "mlp"
-hidden = [64]
-[train]
-epochs = 2
-batch_size = 64
-optimizer = "adam"
-learning_rate = 0.002
-[data]
-source = "fashion-mnist"
-max_test_rows = 2000
-)";
-}
 
 storage::task_counts counts(const job_run& r) {
   auto j = storage::task_journal::open(r.job_dir + "/journal");
@@ -59,11 +19,14 @@ storage::task_counts counts(const job_run& r) {
   return j ? j->counts().value() : storage::task_counts{};
 }
 
-std::uint64_t done_tasks(const nlohmann::json& s) { return s["tasks"]["done"].get<std::uint64_t>(); }
+std::uint64_t done_tasks(const nlohmann::json& s) {
+  return s["tasks"]["done"].get<std::uint64_t>();
+}
 
 // Waits until some tasks are done, SIGKILLs `node`, and returns whether it found it.
 bool kill_when_running(job_run& r, const std::string& node, std::uint64_t after_tasks) {
-  auto s = wait_status(r, [&](const nlohmann::json& j) { return done_tasks(j) >= after_tasks; }, std::chrono::seconds(120));
+  auto s = wait_status(
+      r, [&](const nlohmann::json& j) { return done_tasks(j) >= after_tasks; }, std::chrono::seconds(120));
   if (!s) return false;
   pid_t pid = node_pid(r, node);
   if (pid <= 0) return false;
@@ -71,21 +34,22 @@ bool kill_when_running(job_run& r, const std::string& node, std::uint64_t after_
 }
 
 TEST(job_faults, sigkill_a_worker_mid_run_matches_the_undisturbed_run) {
-  auto clean = start_job("clean", mlp_job(2));
+  auto clean = start_job("clean", mlp_job({}));
   ASSERT_EQ(wait_job(clean, std::chrono::seconds(240)), 0) << read_file(clean.err_file);
-  auto r = start_job("worker-kill", mlp_job(2));
+  auto r = start_job("worker-kill", mlp_job({}));
   ASSERT_TRUE(kill_when_running(r, "worker-1", 3));
   ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
   auto a = result(clean), b = result(r);
   EXPECT_GE(b.value("node_restarts", 0), 1) << b.dump();
-  EXPECT_NEAR(b.value("test_accuracy", 0.0), a.value("test_accuracy", 1.0), 0.03) << a.dump() << "\n" << b.dump();
+  EXPECT_NEAR(b.value("test_accuracy", 0.0), a.value("test_accuracy", 1.0), 0.03) << a.dump() << "\n"
+                                                                                  << b.dump();
   auto c = counts(r);
   EXPECT_EQ(c.done, c.total());
   EXPECT_TRUE(no_processes_of(r));
 }
 
 TEST(job_faults, sigkill_a_ps_shard_restores_its_checkpoint) {
-  auto r = start_job("ps-kill", ctr_job("", 2, 300000, 4));
+  auto r = start_job("ps-kill", ctr_job(2, 300000, 4));
   // Killed once it has a checkpoint to come back to.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (read_file(r.job_dir + "/logs/ps-0.log").find("first checkpoint") == std::string::npos &&
@@ -103,7 +67,7 @@ TEST(job_faults, sigkill_a_ps_shard_restores_its_checkpoint) {
 }
 
 TEST(job_faults, sigkill_the_master_resumes_from_the_journal) {
-  auto r = start_job("master-kill", ctr_job("", 2, 300000, 4));
+  auto r = start_job("master-kill", ctr_job(2, 300000, 4));
   ASSERT_TRUE(kill_when_running(r, "master", 10));
   ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
   auto j = storage::task_journal::open(r.job_dir + "/journal");
@@ -124,14 +88,17 @@ TEST(job_faults, sigkill_the_master_resumes_from_the_journal) {
 }
 
 TEST(job_faults, scale_up_and_down_while_running) {
-  auto r = start_job("scale", ctr_job("min_workers = 1\n", 1, 600000, 2));
-  ASSERT_TRUE(wait_status(r, [](const nlohmann::json& j) { return j["workers_alive"] == 1 && done_tasks(j) >= 1; },
-                          std::chrono::seconds(120)));
+  auto r = start_job("scale", ctr_job(1, 600000, 2, 300, "min_workers = 1\n"));
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return j["workers_alive"] == 1 && done_tasks(j) >= 1; },
+      std::chrono::seconds(120)));
   std::string out;
   ASSERT_EQ(troupe("scale --workers 3 --job-dir " + r.job_dir, &out), 0) << out;
-  EXPECT_TRUE(wait_status(r, [](const nlohmann::json& j) { return j["workers_alive"] == 3; }, std::chrono::seconds(30)));
+  EXPECT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return j["workers_alive"] == 3; }, std::chrono::seconds(30)));
   ASSERT_EQ(troupe("scale --workers 1 --job-dir " + r.job_dir, &out), 0) << out;
-  auto s = wait_status(r, [](const nlohmann::json& j) { return j["workers_alive"] == 1; }, std::chrono::seconds(30));
+  auto s = wait_status(
+      r, [](const nlohmann::json& j) { return j["workers_alive"] == 1; }, std::chrono::seconds(30));
   ASSERT_TRUE(s);
   ASSERT_EQ(wait_job(r, std::chrono::seconds(300)), 0) << read_file(r.err_file);
   auto c = counts(r);
@@ -140,8 +107,9 @@ TEST(job_faults, scale_up_and_down_while_running) {
 }
 
 TEST(job_faults, stop_ends_the_job_and_its_processes) {
-  auto r = start_job("stop", ctr_job("", 2, 600000, 3));
-  ASSERT_TRUE(wait_status(r, [](const nlohmann::json& j) { return done_tasks(j) >= 1; }, std::chrono::seconds(120)));
+  auto r = start_job("stop", ctr_job(2, 600000, 3));
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 1; }, std::chrono::seconds(120)));
   std::string out;
   EXPECT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
   EXPECT_EQ(wait_job(r, std::chrono::seconds(30)), 1);

@@ -18,6 +18,28 @@ namespace troupe::testing {
 
 namespace fs = std::filesystem;
 
+std::string mlp_job(const mlp_options& o) {
+  std::string s = "strategy = \"" + o.strategy + "\"\nname = \"fm\"\nworkers = " + std::to_string(o.workers) +
+                  "\nrecords_per_task = 500\n[model]\ntype = \"mlp\"\nhidden = [64]\n[train]\nepochs = " +
+                  std::to_string(o.epochs) + "\nbatch_size = " + std::to_string(o.batch_size) +
+                  "\noptimizer = \"adam\"\nlearning_rate = 0.002\n[data]\nsource = \"fashion-mnist\"\n";
+  if (o.max_train_rows > 0) s += "max_train_rows = " + std::to_string(o.max_train_rows) + "\n";
+  return s + "max_test_rows = " + std::to_string(o.max_test_rows) + "\n";
+}
+
+std::string ctr_job(int workers, int rows, int epochs, int checkpoint_every_ms,
+                    const std::string& job_extra) {
+  return "strategy = \"async_ps\"\nname = \"ctr\"\nworkers = " + std::to_string(workers) +
+         "\nrecords_per_task = 1024\nmax_workers = 6\n" + job_extra +
+         "[ps]\nshards = 2\ncheckpoint_every_ms = " + std::to_string(checkpoint_every_ms) +
+         "\n[model]\ntype = \"deepfm\"\nembedding_dim = 8\nhidden = [32]\n[train]\nepochs = " +
+         std::to_string(epochs) +
+         "\nbatch_size = 128\noptimizer = \"adam\"\nlearning_rate = 0.01\n[data]\nsource = "
+         "\"synthetic-ctr\"\n"
+         "rows = " +
+         std::to_string(rows) + "\ntest_rows = 10000\nfields = 6\nvocab_per_field = 50\n";
+}
+
 std::string test_root(const std::string& test_name) {
   auto p = fs::temp_directory_path() / ("troupe-job-test-" + std::to_string(::getpid())) / test_name;
   fs::remove_all(p);
@@ -43,7 +65,8 @@ job_run start_job(const std::string& test_name, const std::string& toml) {
   r.name = test_name;
   r.dir = test_root(test_name);
   std::string file = r.dir + "/job.toml";
-  std::ofstream(file) << "[job]\nroot = \"" << r.dir << "/jobs\"\ndataset_cache = \"" << dataset_cache() << "\"\n"
+  std::ofstream(file) << "[job]\nroot = \"" << r.dir << "/jobs\"\ndataset_cache = \"" << dataset_cache()
+                      << "\"\n"
                       << toml;
   r.job_dir = r.dir + "/jobs/" + test_name;
   r.out_file = r.dir + "/stdout";
@@ -91,7 +114,8 @@ nlohmann::json result(const job_run& r) {
 
 int troupe(const std::string& args, std::string* out) {
   // stderr joins stdout unless the caller redirected it.
-  std::string cmd = std::string(TROUPE_BIN) + " " + args + (args.find("2>") == std::string::npos ? " 2>&1" : "");
+  std::string cmd =
+      std::string(TROUPE_BIN) + " " + args + (args.find("2>") == std::string::npos ? " 2>&1" : "");
   FILE* p = ::popen(cmd.c_str(), "r");
   std::string text;
   std::array<char, 4096> buf;

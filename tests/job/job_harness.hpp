@@ -25,6 +25,19 @@ bool exited(job_run& r);
 std::string test_root(const std::string& test_name);
 std::string dataset_cache();
 
+// The job files the job and chaos tests share (the [job] section's body onwards, without root and
+// dataset_cache). An MLP on Fashion-MNIST (784-64-10, Adam):
+struct mlp_options {
+  std::string strategy = "allreduce";
+  int workers = 2, epochs = 2, batch_size = 64;
+  int max_train_rows = 0;  // 0: all 60000
+  int max_test_rows = 2000;
+};
+std::string mlp_job(const mlp_options& o);
+// DeepFM on synthetic CTR data with async PS over 2 shards; `job_extra` goes into [job].
+std::string ctr_job(int workers, int rows, int epochs, int checkpoint_every_ms = 300,
+                    const std::string& job_extra = "");
+
 // Writes `toml` (with [job] root/dataset_cache filled in by the caller's text) and starts the runner.
 job_run start_job(const std::string& test_name, const std::string& toml);
 // Waits for the runner to exit; its exit code (or -signal).

@@ -10,25 +10,6 @@
 namespace troupe::testing {
 namespace {
 
-std::string fashion_small(const std::string& strategy) {
-  return "strategy = \"" + strategy + "\"\n" + R"(name = "fm"
-workers = 2
-records_per_task = 500
-[model]
-type = "mlp"
-hidden = [64]
-[train]
-epochs = 2
-batch_size = 64
-optimizer = "adam"
-learning_rate = 0.002
-[data]
-source = "fashion-mnist"
-max_train_rows = 6000
-max_test_rows = 1000
-)";
-}
-
 void expect_all_done(const job_run& r) {
   auto j = storage::task_journal::open(r.job_dir + "/journal");
   ASSERT_TRUE(j) << j.err().to_string();
@@ -39,7 +20,8 @@ void expect_all_done(const job_run& r) {
 }
 
 TEST(job, allreduce_trains_fashion_mnist) {
-  auto r = start_job("allreduce", fashion_small("allreduce"));
+  auto r = start_job("allreduce",
+                     mlp_job({.strategy = "allreduce", .max_train_rows = 6000, .max_test_rows = 1000}));
   int rc = wait_job(r, std::chrono::seconds(240));
   ASSERT_EQ(rc, 0) << read_file(r.err_file);
   auto res = result(r);
@@ -50,7 +32,8 @@ TEST(job, allreduce_trains_fashion_mnist) {
 }
 
 TEST(job, local_sgd_trains_fashion_mnist) {
-  auto r = start_job("local-sgd", fashion_small("local_sgd"));
+  auto r = start_job("local-sgd",
+                     mlp_job({.strategy = "local_sgd", .max_train_rows = 6000, .max_test_rows = 1000}));
   int rc = wait_job(r, std::chrono::seconds(240));
   ASSERT_EQ(rc, 0) << read_file(r.err_file);
   auto res = result(r);
@@ -122,7 +105,8 @@ fields = 4
 vocab_per_field = 20
 )");
   EXPECT_EQ(wait_job(r, std::chrono::seconds(60)), 2);
-  EXPECT_NE(read_file(r.err_file).find("use [job] strategy = \"async_ps\""), std::string::npos) << read_file(r.err_file);
+  EXPECT_NE(read_file(r.err_file).find("use [job] strategy = \"async_ps\""), std::string::npos)
+      << read_file(r.err_file);
   EXPECT_TRUE(no_processes_of(r));
 }
 

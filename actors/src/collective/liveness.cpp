@@ -21,7 +21,9 @@ struct segment {
   pthread_mutex_t mutex;
 };
 
-std::string path_of(const std::string& name) { return "/" + name; }
+std::string path_of(const std::string& name) {
+  return "/" + name;
+}
 
 error sys_error(const std::string& what, const std::string& name) {
   return error(core_errc::io_error, what + " /" + name + ": " + std::strerror(errno));
@@ -90,7 +92,8 @@ expected<std::unique_ptr<liveness_beacon>> liveness_beacon::start(const std::str
   ::pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
   int r = ::pthread_mutex_init(&p->seg->mutex, &a);
   ::pthread_mutexattr_destroy(&a);
-  if (r != 0) return make_unexpected(core_errc::io_error, "pthread_mutex_init /" + name + ": " + std::strerror(r));
+  if (r != 0)
+    return make_unexpected(core_errc::io_error, "pthread_mutex_init /" + name + ": " + std::strerror(r));
   std::promise<int> locked;
   auto f = locked.get_future();
   impl* raw = p.get();
@@ -100,14 +103,17 @@ expected<std::unique_ptr<liveness_beacon>> liveness_beacon::start(const std::str
   return std::unique_ptr<liveness_beacon>(new liveness_beacon(std::move(p)));
 }
 
-liveness_watch::liveness_watch(std::string name, int fd, void* map) : name_(std::move(name)), fd_(fd), map_(map) {}
+liveness_watch::liveness_watch(std::string name, int fd, void* map)
+    : name_(std::move(name)), fd_(fd), map_(map) {}
 
 liveness_watch::~liveness_watch() {
   if (map_) ::munmap(map_, sizeof(segment));
   if (fd_ >= 0) ::close(fd_);
 }
 
-void liveness_beacon::remove(const std::string& name) { ::shm_unlink(path_of(name).c_str()); }
+void liveness_beacon::remove(const std::string& name) {
+  ::shm_unlink(path_of(name).c_str());
+}
 
 bool liveness_beacon::released(const std::string& name) {
   auto w = liveness_watch::open(name);
@@ -117,7 +123,7 @@ bool liveness_beacon::released(const std::string& name) {
 std::unique_ptr<liveness_watch> liveness_watch::open(const std::string& name) {
   int fd = ::shm_open(path_of(name).c_str(), O_RDWR, 0);
   if (fd < 0) return nullptr;
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < sizeof(segment)) {
     ::close(fd);  // not (yet) a complete beacon
     return nullptr;

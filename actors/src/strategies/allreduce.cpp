@@ -20,7 +20,8 @@ class allreduce final : public strategy {
     auto ring = ctx.ring.ensure();
     if (!ring) return {step_result::kind::retry};
     if (ring->fresh) {
-      if (auto s = replicas::sync_from_rank0(ctx, true, sync_buf_); !s) return dropped(ctx, s.err());
+      if (auto s = replicas::sync_from_rank0(ctx, true, sync_buf_); !s)
+        return replicas::drop_round(ctx, s.err(), "allreduce: step");
     }
     double loss = 0;
     std::size_t n = b ? b->size() : 0;
@@ -35,13 +36,14 @@ class allreduce final : public strategy {
     buf_.resize(total + 3);
     std::size_t at = 0;
     for (auto* p : params) {
-      for (std::size_t i = 0; i < p->grad.size(); ++i) buf_[at + i] = b ? p->grad[i] * static_cast<float>(n) : 0.0f;
+      for (std::size_t i = 0; i < p->grad.size(); ++i)
+        buf_[at + i] = b ? p->grad[i] * static_cast<float>(n) : 0.0f;
       at += p->grad.size();
     }
     buf_[total] = static_cast<float>(n);
     buf_[total + 1] = exhausted ? 1.0f : 0.0f;
     buf_[total + 2] = 1.0f;  // ranks taking part
-    if (auto r = ctx.ring.allreduce(buf_); !r) return dropped(ctx, r.err());
+    if (auto r = ctx.ring.allreduce(buf_); !r) return replicas::drop_round(ctx, r.err(), "allreduce: step");
     float samples = buf_[total];
     if (samples == 0.0f)
       return {buf_[total + 1] == buf_[total + 2] ? step_result::kind::finished : step_result::kind::idle};
@@ -55,13 +57,6 @@ class allreduce final : public strategy {
   }
 
  private:
-  static step_result dropped(worker_context& ctx, const error& e) {
-    spdlog::info("allreduce: step dropped ({}); rebuilding the ring", e.to_string());
-    ctx.ring.reset();
-    step_result r{step_result::kind::retry};
-    r.dropped = true;
-    return r;
-  }
   std::vector<float> buf_, sync_buf_;
 };
 

@@ -21,7 +21,8 @@ class local_sgd final : public strategy {
     auto ring = ctx.ring.ensure();
     if (!ring) return {step_result::kind::retry};
     if (ring->fresh) {
-      if (auto s = replicas::sync_from_rank0(ctx, false, buf_); !s) return dropped(ctx, s.err());
+      if (auto s = replicas::sync_from_rank0(ctx, false, buf_); !s)
+        return replicas::drop_round(ctx, s.err(), "local_sgd: averaging round");
       since_sync_ = 0;
       round_samples_ = 0;
     }
@@ -44,7 +45,7 @@ class local_sgd final : public strategy {
     buf_[n + 2] = 1.0f;
     if (auto r = ctx.ring.allreduce(buf_); !r) {
       // The local step stands (the batch was trained); only this round's averaging is lost.
-      dropped(ctx, r.err());
+      replicas::drop_round(ctx, r.err(), "local_sgd: averaging round");
       out.dropped = true;
       return out;
     }
@@ -61,13 +62,6 @@ class local_sgd final : public strategy {
   }
 
  private:
-  static step_result dropped(worker_context& ctx, const error& e) {
-    spdlog::info("local_sgd: averaging round dropped ({}); rebuilding the ring", e.to_string());
-    ctx.ring.reset();
-    step_result r{step_result::kind::retry};
-    r.dropped = true;
-    return r;
-  }
   std::uint32_t sync_every_;
   std::uint32_t since_sync_ = 0;
   std::size_t round_samples_ = 0;
@@ -77,9 +71,8 @@ class local_sgd final : public strategy {
 }  // namespace
 
 void register_local_sgd_strategy() {
-  static strategy_registrar reg("local_sgd", [](const job_spec& spec) {
-    return std::make_unique<local_sgd>(spec.job.sync_every);
-  });
+  static strategy_registrar reg(
+      "local_sgd", [](const job_spec& spec) { return std::make_unique<local_sgd>(spec.job.sync_every); });
 }
 
 }  // namespace troupe::actors

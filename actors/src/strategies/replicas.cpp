@@ -104,4 +104,12 @@ expected<void> sync_from_rank0(worker_context& ctx, bool with_optimizer, std::ve
   return {};
 }
 
+step_result drop_round(worker_context& ctx, const error& e, const char* what) {
+  spdlog::info("{} dropped ({}); rebuilding the ring", what, e.to_string());
+  ctx.ring.reset();
+  step_result r{step_result::kind::retry};
+  r.dropped = true;
+  return r;
+}
+
 }  // namespace troupe::actors::replicas

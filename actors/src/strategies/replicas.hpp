@@ -18,4 +18,8 @@ void unpack_state(worker_context& ctx, bool with_optimizer, std::span<const floa
 // (re)built (the name is historical: the source is no longer always rank 0).
 expected<void> sync_from_rank0(worker_context& ctx, bool with_optimizer, std::vector<float>& buf);
 
+// After a failed collective: forgets the ring (the next ensure() builds the new one) and returns a
+// dropped `retry`. `what` names what was lost in the log ("allreduce: step").
+step_result drop_round(worker_context& ctx, const error& e, const char* what);
+
 }  // namespace troupe::actors::replicas
