@@ -21,7 +21,7 @@ comm_plan plan_gradient_sync(std::span<const rank_device> ranks, bool have_uniqu
     if (r.device_uuid.empty()) return {sync_path::host_staged, r.node + " has no GPU"};
     auto [it, fresh] = owner.emplace(r.device_uuid, &r);
     if (!fresh)
-      return {sync_path::host_staged, it->second->node + " and " + r.node + " share GPU " + r.device_uuid +
+      return {sync_path::host_staged, it->second->node + " and " + r.node + " share " + r.device_uuid +
                                           " (NCCL needs one GPU per rank)"};
   }
   if (!have_unique_id) return {sync_path::host_staged, "rank 0 posted no NCCL unique id"};
