@@ -68,7 +68,7 @@ expected<gpu_rendezvous::snapshot> gpu_comm_exchange(rpc_client& rpc, const gpu_
   auto s = post(rpc, mine, left());
   while (true) {
     if (!s) return std::move(s).err().wrap("gpu comm rendezvous of ring epoch " + std::to_string(mine.ring_epoch));
-    if (s->complete()) return s;
+    if (s->complete() && (!o.need_unique_id || !s->unique_id.empty())) return s;
     if (o.current_epoch && o.current_epoch->load() != mine.ring_epoch)
       return make_unexpected(collective::collective_errc::cancelled,
                              "gpu comm rendezvous: ring epoch " + std::to_string(mine.ring_epoch) + " replaced by " +
@@ -76,8 +76,9 @@ expected<gpu_rendezvous::snapshot> gpu_comm_exchange(rpc_client& rpc, const gpu_
     if (clock::now() >= deadline)
       return make_unexpected(collective::collective_errc::timeout,
                              "gpu comm rendezvous of ring epoch " + std::to_string(mine.ring_epoch) +
-                                 ": ranks still missing after " + std::to_string(o.timeout.count()) +
-                                 " ms: " + missing(*s, mine.ranks));
+                                 (s->complete() ? ": no unique id from rank 0 after " + std::to_string(o.timeout.count()) + " ms"
+                                                : ": ranks still missing after " + std::to_string(o.timeout.count()) +
+                                                      " ms: " + missing(*s, mine.ranks)));
     std::this_thread::sleep_for(o.poll);
     s = fetch(rpc, mine.ring_epoch, left());
     // A restarted master forgot every post: post again.

@@ -16,9 +16,11 @@ struct gpu_exchange_options {
   std::chrono::milliseconds poll{20};         // between fetches
   // When set: fail fast (collective_errc::cancelled) once it no longer equals the post's epoch.
   const std::atomic<std::uint64_t>* current_epoch = nullptr;
+  // Also wait until rank 0's unique id is known (the ranks chose NCCL).
+  bool need_unique_id = false;
 };
 
-// Returns the complete snapshot of `mine.ring_epoch`. Re-posts when the master no longer has this
+// Returns the complete snapshot of `mine.ring_epoch` (with the unique id if need_unique_id). Re-posts when the master no longer has this
 // rank's post (a restarted master). Errors: the master's refusal (stale epoch, bad post), rpc
 // failures, a timeout naming the ranks still missing, the ring epoch moving on.
 expected<gpu_rendezvous::snapshot> gpu_comm_exchange(rpc_client& rpc, const gpu_rendezvous::post& mine,

@@ -19,6 +19,10 @@ job_options read_job(config_section s) {
   o.ring_capacity = static_cast<std::size_t>(s.get_int("ring_capacity_kb", 1024, 64, 1 << 20)) * 1024;
   o.rpc_timeout = job_options::ms(s.get_int("rpc_timeout_ms", 10'000, 100, 600'000));
   o.dataset_cache = s.get_string("dataset_cache", "");
+  o.device = s.get_enum("device", o.device, {"cpu", "gpu"});
+  if (o.device == "gpu" && o.strategy != "allreduce")
+    s.fail("device", core_errc::invalid_argument,
+           "\"gpu\" is supported with strategy \"allreduce\" only (strategy is \"" + o.strategy + "\")");
   if (o.min_workers > o.max_workers)
     s.fail("min_workers", core_errc::out_of_range,
            std::to_string(o.min_workers) + " is more than max_workers (" + std::to_string(o.max_workers) + ")");
