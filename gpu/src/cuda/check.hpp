@@ -28,6 +28,19 @@ inline expected<void> launch_check(const char* kernel) {
   return error(gpu_errc::cuda_failed, std::string(kernel) + "<<<>>>: " + cudaGetErrorString(rc));
 }
 
+// A kernels:: launcher's result (the launch error, or cudaSuccess).
+inline expected<void> launched(cudaError_t rc, const char* kernel) {
+  if (rc == cudaSuccess) return {};
+  (void)cudaGetLastError();
+  return error(gpu_errc::cuda_failed, std::string(kernel) + "<<<>>>: " + cudaGetErrorString(rc));
+}
+
+// Returns the error of an expected<...> from the enclosing function.
+#define TROUPE_GPU_TRY(expr)                                                    \
+  do {                                                                          \
+    if (auto troupe_r_ = (expr); !troupe_r_) return std::move(troupe_r_).err(); \
+  } while (0)
+
 // No driver or no device: the reasons tests print when they skip.
 inline bool is_no_device(cudaError_t rc) {
   return rc == cudaErrorNoDevice || rc == cudaErrorInsufficientDriver || rc == cudaErrorInitializationError ||
