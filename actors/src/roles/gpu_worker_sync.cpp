@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <array>
 
-#include "../gpu_comm_client.hpp"
 #include "../strategies/replicas.hpp"
 #include "gpu_worker.hpp"
 #include "troupe/gpu/comm_plan.hpp"
@@ -21,7 +20,8 @@ namespace {
 
 class gpu_allreduce final : public strategy {
  public:
-  gpu_allreduce(gpu_replica& g, node_runtime& rt, rpc_client& rpc) : g_(g), rt_(rt), rpc_(rpc) {}
+  gpu_allreduce(gpu_replica& g, std::string self, std::unique_ptr<gpu_rendezvous_port> port)
+      : g_(g), self_(std::move(self)), port_(std::move(port)) {}
   std::string_view name() const override { return "allreduce (gpu)"; }
 
   step_result step(worker_context& ctx, const nn::batch* b, bool exhausted) override {
@@ -71,8 +71,8 @@ class gpu_allreduce final : public strategy {
   step_result dropped(worker_context& ctx, const error& e);
 
   gpu_replica& g_;
-  node_runtime& rt_;
-  rpc_client& rpc_;
+  std::string self_;
+  std::unique_ptr<gpu_rendezvous_port> port_;
   std::uint64_t steps_ = 0;
   bool dirty_ = true;
   std::uint64_t planned_epoch_ = 0;      // the ring epoch path_ was chosen for
@@ -90,11 +90,8 @@ expected<void> gpu_allreduce::on_new_ring(worker_context& ctx, const ring_sessio
 // a GPU of its own; then rank 0 makes the unique id and every rank joins the communicator.
 expected<void> gpu_allreduce::choose_path(const ring_session::info& ring) {
   gpu_rendezvous::post mine{ring.epoch, static_cast<std::uint32_t>(ring.size),
-                            {static_cast<std::uint32_t>(ring.rank), rt_.self().name, g_.host, g_.device.uuid}, ""};
-  gpu_exchange_options o;
-  o.timeout = rt_.spec().job.rpc_timeout;
-  o.current_epoch = &rt_.ring_epoch();
-  auto s = gpu_comm_exchange(rpc_, mine, o);
+                            {static_cast<std::uint32_t>(ring.rank), self_, g_.host, g_.device.uuid}, ""};
+  auto s = port_->exchange(mine, false);
   if (!s) return s.err();
   std::vector<gpu::rank_device> ranks;
   for (const auto& p : s->posted) ranks.push_back({p.node, p.host, p.device_uuid});
@@ -102,12 +99,12 @@ expected<void> gpu_allreduce::choose_path(const ring_session::info& ring) {
   g_.comms.abort();  // the previous epoch's communicator, whatever comes next
   path_ = plan.path;
   planned_epoch_ = ring.epoch;
-  spdlog::info("{}: ring epoch {} ({} ranks): gradients {}: {}", rt_.self().to_string(), ring.epoch, ring.size,
+  spdlog::info("{}: ring epoch {} ({} ranks): gradients {}: {}", self_, ring.epoch, ring.size,
                gpu::to_string(plan.path), plan.reason);
   if (plan.path != gpu::sync_path::nccl) return {};
   if (auto b = build_comm(ring, mine); !b) {
     // Not fatal: the control allreduce sees this rank not ready, and every rank stages via host.
-    spdlog::warn("{}: NCCL for ring epoch {}: {}; host-staged allreduce instead", rt_.self().to_string(), ring.epoch,
+    spdlog::warn("{}: NCCL for ring epoch {}: {}; host-staged allreduce instead", self_, ring.epoch,
                  b.err().to_string());
   }
   return {};
@@ -120,11 +117,7 @@ expected<void> gpu_allreduce::build_comm(const ring_session::info& ring, const g
     if (!id) return id.err();
     post.unique_id = id->to_bytes();
   }
-  gpu_exchange_options o;
-  o.timeout = rt_.spec().job.rpc_timeout;
-  o.current_epoch = &rt_.ring_epoch();
-  o.need_unique_id = true;
-  auto s = gpu_comm_exchange(rpc_, post, o);
+  auto s = port_->exchange(post, true);
   if (!s) return s.err();
   auto id = gpu::nccl_unique_id::from_bytes(s->unique_id);
   if (!id) return id.err();
@@ -161,8 +154,7 @@ expected<void> gpu_allreduce::sync_nccl(std::uint64_t epoch, bool no_batch, floa
   if (!comm) return make_unexpected(gpu::gpu_errc::peer_lost, "the NCCL communicator is gone");
   // A rank without a batch adds zeros (stale gradients times 0 could still be NaN).
   if (no_batch)
-    if (auto z = gpu::detail::memset_device(dev.grads(), 0, dev.dense_count() * sizeof(float), dev.stream()); !z)
-      return z;
+    if (auto z = g_.ops.zero(dev.grads(), dev.dense_count(), dev.stream()); !z) return z;
   auto r = comm->allreduce_sum(dev.grads(), dev.dense_count(), dev.stream(), scale);
   // Aborted: this epoch goes on host-staged (every rank then sees one rank not ready); the next
   // ring epoch gets a fresh communicator.
@@ -172,18 +164,20 @@ expected<void> gpu_allreduce::sync_nccl(std::uint64_t epoch, bool no_batch, floa
 
 expected<void> gpu_allreduce::sync_host(worker_context& ctx, bool no_batch, float scale) {
   auto& dev = *g_.trainer;
-  auto host = g_.staging.span();
-  const std::size_t bytes = host.size() * sizeof(float);
+  auto host = g_.staging;
+  if (host.size() != dev.dense_count())
+    return make_unexpected(gpu::gpu_errc::unsupported, "staging buffer of " + std::to_string(host.size()) +
+                                                           " floats for " + std::to_string(dev.dense_count()));
   if (no_batch) {
     std::fill(host.begin(), host.end(), 0.0f);
   } else {
-    if (auto d = gpu::detail::copy_to_host(host.data(), dev.grads(), bytes, dev.stream()); !d) return d;
+    if (auto d = g_.ops.to_host(host.data(), dev.grads(), host.size(), dev.stream()); !d) return d;
     if (auto s = dev.sync(); !s) return s;
     for (auto& v : host) v *= scale;
   }
   if (auto r = ctx.ring.allreduce(host); !r) return r;
   // Queued before the optimizer on the same stream; the next download comes after both.
-  return gpu::detail::copy_to_device(dev.grads(), host.data(), bytes, dev.stream());
+  return g_.ops.to_device(dev.grads(), host.data(), host.size(), dev.stream());
 }
 
 step_result gpu_allreduce::dropped(worker_context& ctx, const error& e) {
@@ -196,8 +190,9 @@ step_result gpu_allreduce::dropped(worker_context& ctx, const error& e) {
 
 }  // namespace
 
-std::unique_ptr<strategy> make_gpu_allreduce(worker_state& st) {
-  return std::make_unique<gpu_allreduce>(*st.gpu, *st.rt, *st.rpc);
+std::unique_ptr<strategy> make_gpu_allreduce(gpu_replica& g, std::string self,
+                                             std::unique_ptr<gpu_rendezvous_port> port) {
+  return std::make_unique<gpu_allreduce>(g, std::move(self), std::move(port));
 }
 
 }  // namespace troupe::actors
