@@ -16,7 +16,8 @@ expected<gpu_rendezvous::snapshot> call(rpc_client& rpc, outbound out, std::uint
                                         std::chrono::milliseconds timeout) {
   auto reply = rpc.call({"master", "master", std::move(out), id}, timeout);
   if (!reply) return reply.err();
-  expected<gpu_rendezvous::snapshot> s = make_unexpected(core_errc::io_error, "master: malformed GpuCommInfo");
+  expected<gpu_rendezvous::snapshot> s =
+      make_unexpected(core_errc::io_error, "master: malformed GpuCommInfo");
   guarded("gpu comm info", [&] {
     auto j = reply->body().getJob();
     if (j.which() == schema::JobMessage::GPU_COMM_INFO) s = read_gpu_info(j.getGpuCommInfo());
@@ -34,7 +35,8 @@ expected<gpu_rendezvous::snapshot> post(rpc_client& rpc, const gpu_rendezvous::p
   return call(rpc, std::move(o.out), id, timeout);
 }
 
-expected<gpu_rendezvous::snapshot> fetch(rpc_client& rpc, std::uint64_t epoch, std::chrono::milliseconds timeout) {
+expected<gpu_rendezvous::snapshot> fetch(rpc_client& rpc, std::uint64_t epoch,
+                                         std::chrono::milliseconds timeout) {
   auto o = wire::job();
   auto f = o.body.initGpuCommFetch();
   std::uint64_t id = rpc.next_id();
@@ -67,18 +69,20 @@ expected<gpu_rendezvous::snapshot> gpu_comm_exchange(rpc_client& rpc, const gpu_
   };
   auto s = post(rpc, mine, left());
   while (true) {
-    if (!s) return std::move(s).err().wrap("gpu comm rendezvous of ring epoch " + std::to_string(mine.ring_epoch));
+    if (!s)
+      return std::move(s).err().wrap("gpu comm rendezvous of ring epoch " + std::to_string(mine.ring_epoch));
     if (s->complete() && (!o.need_unique_id || !s->unique_id.empty())) return s;
     if (o.current_epoch && o.current_epoch->load() != mine.ring_epoch)
       return make_unexpected(collective::collective_errc::cancelled,
-                             "gpu comm rendezvous: ring epoch " + std::to_string(mine.ring_epoch) + " replaced by " +
-                                 std::to_string(o.current_epoch->load()));
+                             "gpu comm rendezvous: ring epoch " + std::to_string(mine.ring_epoch) +
+                                 " replaced by " + std::to_string(o.current_epoch->load()));
     if (clock::now() >= deadline)
-      return make_unexpected(collective::collective_errc::timeout,
-                             "gpu comm rendezvous of ring epoch " + std::to_string(mine.ring_epoch) +
-                                 (s->complete() ? ": no unique id from rank 0 after " + std::to_string(o.timeout.count()) + " ms"
-                                                : ": ranks still missing after " + std::to_string(o.timeout.count()) +
-                                                      " ms: " + missing(*s, mine.ranks)));
+      return make_unexpected(
+          collective::collective_errc::timeout,
+          "gpu comm rendezvous of ring epoch " + std::to_string(mine.ring_epoch) +
+              (s->complete() ? ": no unique id from rank 0 after " + std::to_string(o.timeout.count()) + " ms"
+                             : ": ranks still missing after " + std::to_string(o.timeout.count()) +
+                                   " ms: " + missing(*s, mine.ranks)));
     std::this_thread::sleep_for(o.poll);
     s = fetch(rpc, mine.ring_epoch, left());
     // A restarted master forgot every post: post again.

@@ -2,7 +2,8 @@
 
 namespace troupe::gpu {
 
-expected<nccl_comm*> comm_manager::rebuild(std::uint64_t epoch, const nccl_unique_id& id, int nranks, int rank) {
+expected<nccl_comm*> comm_manager::rebuild(std::uint64_t epoch, const nccl_unique_id& id, int nranks,
+                                           int rank) {
   abort();
   ++rebuilds_;
   auto c = nccl_comm::init(id, nranks, rank, opt_);

@@ -6,9 +6,12 @@ namespace troupe::gpu {
 
 std::string_view to_string(sync_path p) {
   switch (p) {
-    case sync_path::single: return "single";
-    case sync_path::nccl: return "nccl";
-    case sync_path::host_staged: return "host-staged";
+    case sync_path::single:
+      return "single";
+    case sync_path::nccl:
+      return "nccl";
+    case sync_path::host_staged:
+      return "host-staged";
   }
   return "?";
 }

@@ -24,8 +24,12 @@ std::string opaque_id(char seed) {
   return id;
 }
 
-gpu_rendezvous::post make_post(std::uint64_t epoch, std::uint32_t rank, std::uint32_t ranks, std::string id = "") {
-  return {epoch, ranks, {rank, "worker-" + std::to_string(rank), "host", "GPU-" + std::to_string(rank)}, std::move(id)};
+gpu_rendezvous::post make_post(std::uint64_t epoch, std::uint32_t rank, std::uint32_t ranks,
+                               std::string id = "") {
+  return {epoch,
+          ranks,
+          {rank, "worker-" + std::to_string(rank), "host", "GPU-" + std::to_string(rank)},
+          std::move(id)};
 }
 
 TEST(gpu_rendezvous, collects_every_rank_and_keeps_the_first_unique_id) {
@@ -130,8 +134,10 @@ struct client {
     auto r = rpc_client::create(*net, "gpu");
     if (!r) throw std::runtime_error(r.err().to_string());
     rpc = std::move(*r);
-    if (auto j = net->send("master", "master", wire::join(node_id{name, 1}, cluster::node_role::worker, "127.0.0.1:1",
-                                                          static_cast<int>(::getpid()))); !j)
+    if (auto j = net->send("master", "master",
+                           wire::join(node_id{name, 1}, cluster::node_role::worker, "127.0.0.1:1",
+                                      static_cast<int>(::getpid())));
+        !j)
       throw std::runtime_error(j.err().to_string());
   }
   ~client() {
@@ -201,7 +207,8 @@ TEST_F(master_relay, rank0s_unique_id_reaches_every_rank_and_old_epochs_are_refu
   gpu_exchange_options o;
   o.timeout = std::chrono::milliseconds(5000);
   // Rank 1 posts first and waits for rank 0, which posts its id later.
-  auto rank1 = std::async(std::launch::async, [&] { return gpu_comm_exchange(*b.rpc, make_post(e2, 1, 2), o); });
+  auto rank1 =
+      std::async(std::launch::async, [&] { return gpu_comm_exchange(*b.rpc, make_post(e2, 1, 2), o); });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   auto s0 = gpu_comm_exchange(*a.rpc, make_post(e2, 0, 2, opaque_id('q')), o);
   auto s1 = rank1.get();

@@ -29,7 +29,8 @@ struct shared_ring {
   expected<void> allreduce(std::span<float> d) {
     std::unique_lock lk(mu);
     if (arrived == 0) acc.assign(d.size(), 0.0f);
-    if (acc.size() != d.size()) return make_unexpected(core_errc::invalid_argument, "allreduce of different sizes");
+    if (acc.size() != d.size())
+      return make_unexpected(core_errc::invalid_argument, "allreduce of different sizes");
     for (std::size_t i = 0; i < d.size(); ++i) acc[i] += d[i];
     std::uint64_t mine = generation;
     if (++arrived == size) {
@@ -54,7 +55,9 @@ class rank_ring final : public ring_session {
     return i;
   }
   expected<void> allreduce(std::span<float> d) override { return r_.allreduce(d); }
-  expected<void> broadcast(std::span<float>) override { return make_unexpected(core_errc::invalid_argument, "unused"); }
+  expected<void> broadcast(std::span<float>) override {
+    return make_unexpected(core_errc::invalid_argument, "unused");
+  }
   void reset() override { fresh_ = true; }
 
  private:
@@ -78,7 +81,8 @@ struct shared_rendezvous {
 class memory_port final : public gpu_rendezvous_port {
  public:
   explicit memory_port(shared_rendezvous& s) : s_(s) {}
-  expected<gpu_rendezvous::snapshot> exchange(const gpu_rendezvous::post& mine, bool need_unique_id) override {
+  expected<gpu_rendezvous::snapshot> exchange(const gpu_rendezvous::post& mine,
+                                              bool need_unique_id) override {
     std::unique_lock lk(s_.mu);
     if (auto a = s_.store.add(mine); !a) return a.err();
     s_.cv.notify_all();
@@ -148,7 +152,8 @@ class fake_device_trainer final : public gpu::device_trainer {
   static void copy_params(nn::model& from, nn::model& to) {
     auto a = from.parameters();
     auto b = to.parameters();
-    for (std::size_t i = 0; i < a.size(); ++i) std::copy(a[i]->value.begin(), a[i]->value.end(), b[i]->value.begin());
+    for (std::size_t i = 0; i < a.size(); ++i)
+      std::copy(a[i]->value.begin(), a[i]->value.end(), b[i]->value.begin());
   }
 
  private:
@@ -237,7 +242,8 @@ class gpu_sync : public ::testing::Test {
     r.staging.assign(r.gpu->trainer->dense_count(), 0.0f);
     r.gpu->staging = r.staging;
     r.gpu->ops = host_ops();
-    r.gpu->comms = gpu::comm_manager(gpu::nccl_options{std::chrono::milliseconds(2000), std::chrono::milliseconds(2000)});
+    r.gpu->comms = gpu::comm_manager(
+        gpu::nccl_options{std::chrono::milliseconds(2000), std::chrono::milliseconds(2000)});
     r.strat = make_gpu_allreduce(*r.gpu, "worker-" + std::to_string(rank), std::make_unique<memory_port>(rv));
   }
   // Rank r trains batches of `sizes[r]` rows for `steps` steps, then both finish.

@@ -15,13 +15,15 @@ TEST(comm_plan, one_rank_needs_no_collective) {
 }
 
 TEST(comm_plan, distinct_gpus_use_nccl) {
-  std::vector<rank_device> r{{"worker-0", "h1", "GPU-a"}, {"worker-1", "h1", "GPU-b"}, {"worker-2", "h2", "GPU-c"}};
+  std::vector<rank_device> r{
+      {"worker-0", "h1", "GPU-a"}, {"worker-1", "h1", "GPU-b"}, {"worker-2", "h2", "GPU-c"}};
   auto p = plan_gradient_sync(r, true);
   EXPECT_EQ(p.path, sync_path::nccl) << p.reason;
 }
 
 TEST(comm_plan, a_shared_gpu_falls_back_to_host_staged_naming_the_ranks) {
-  std::vector<rank_device> r{{"worker-0", "h", "GPU-a"}, {"worker-1", "h", "GPU-b"}, {"worker-2", "h", "GPU-a"}};
+  std::vector<rank_device> r{
+      {"worker-0", "h", "GPU-a"}, {"worker-1", "h", "GPU-b"}, {"worker-2", "h", "GPU-a"}};
   auto p = plan_gradient_sync(r, true);
   EXPECT_EQ(p.path, sync_path::host_staged);
   EXPECT_NE(p.reason.find("worker-0 and worker-2 share GPU-a"), std::string::npos) << p.reason;

@@ -5,8 +5,9 @@ namespace troupe::actors {
 namespace {
 expected<void> check_text(const char* what, const std::string& s) {
   if (s.size() > gpu_rendezvous::max_text)
-    return make_unexpected(core_errc::invalid_argument, std::string("gpu comm post: ") + what + " longer than " +
-                                                            std::to_string(gpu_rendezvous::max_text) + " bytes");
+    return make_unexpected(core_errc::invalid_argument,
+                           std::string("gpu comm post: ") + what + " longer than " +
+                               std::to_string(gpu_rendezvous::max_text) + " bytes");
   return {};
 }
 gpu_rendezvous::snapshot empty(std::uint64_t epoch) {
@@ -18,8 +19,8 @@ gpu_rendezvous::snapshot empty(std::uint64_t epoch) {
 
 expected<void> gpu_rendezvous::check_fresh(std::uint64_t ring_epoch) const {
   if (ring_epoch < floor_)
-    return make_unexpected(core_errc::out_of_range, "stale ring epoch " + std::to_string(ring_epoch) + " (current " +
-                                                        std::to_string(floor_) + ")");
+    return make_unexpected(core_errc::out_of_range, "stale ring epoch " + std::to_string(ring_epoch) +
+                                                        " (current " + std::to_string(floor_) + ")");
   return {};
 }
 
@@ -37,20 +38,22 @@ expected<gpu_rendezvous::snapshot> gpu_rendezvous::add(const post& p) {
   if (p.who.rank >= p.ranks)
     return make_unexpected(core_errc::out_of_range, "gpu comm post: rank " + std::to_string(p.who.rank) +
                                                         " outside a ring of " + std::to_string(p.ranks));
-  for (auto [what, s] : {std::pair{"node", &p.who.node}, {"host", &p.who.host}, {"device uuid", &p.who.device_uuid}})
+  for (auto [what, s] :
+       {std::pair{"node", &p.who.node}, {"host", &p.who.host}, {"device uuid", &p.who.device_uuid}})
     if (auto c = check_text(what, *s); !c) return c.err();
   if (!p.unique_id.empty() && p.who.rank != 0)
-    return make_unexpected(core_errc::invalid_argument,
-                           "gpu comm post: rank " + std::to_string(p.who.rank) + " sent a unique id (only rank 0 does)");
+    return make_unexpected(core_errc::invalid_argument, "gpu comm post: rank " + std::to_string(p.who.rank) +
+                                                            " sent a unique id (only rank 0 does)");
   if (!p.unique_id.empty() && p.unique_id.size() != unique_id_bytes)
-    return make_unexpected(core_errc::invalid_argument, "gpu comm post: unique id of " +
-                                                            std::to_string(p.unique_id.size()) + " bytes (want " +
-                                                            std::to_string(unique_id_bytes) + ")");
+    return make_unexpected(core_errc::invalid_argument,
+                           "gpu comm post: unique id of " + std::to_string(p.unique_id.size()) +
+                               " bytes (want " + std::to_string(unique_id_bytes) + ")");
   auto found = epochs_.find(p.ring_epoch);
   if (found != epochs_.end() && found->second.ranks != p.ranks)
     return make_unexpected(core_errc::invalid_argument,
                            "gpu comm post: ring epoch " + std::to_string(p.ring_epoch) + " has " +
-                               std::to_string(found->second.ranks) + " ranks, the post says " + std::to_string(p.ranks));
+                               std::to_string(found->second.ranks) + " ranks, the post says " +
+                               std::to_string(p.ranks));
   auto& e = epochs_[p.ring_epoch];
   e.ranks = p.ranks;
   e.posted[p.who.rank] = p.who;
@@ -77,8 +80,12 @@ void gpu_rendezvous::forget_before(std::uint64_t ring_epoch) {
 // ---- wire ----
 
 namespace {
-std::string text(capnp::Text::Reader t) { return {t.cStr(), t.size()}; }
-std::string bytes(capnp::Data::Reader d) { return {reinterpret_cast<const char*>(d.begin()), d.size()}; }
+std::string text(capnp::Text::Reader t) {
+  return {t.cStr(), t.size()};
+}
+std::string bytes(capnp::Data::Reader d) {
+  return {reinterpret_cast<const char*>(d.begin()), d.size()};
+}
 kj::ArrayPtr<const kj::byte> bytes_of(const std::string& s) {
   return kj::arrayPtr(reinterpret_cast<const kj::byte*>(s.data()), s.size());
 }
@@ -124,7 +131,8 @@ void write_gpu_info(schema::GpuCommInfo::Builder b, const expected<gpu_rendezvou
 expected<gpu_rendezvous::snapshot> read_gpu_info(schema::GpuCommInfo::Reader r) {
   if (r.getError().size() > 0) return make_unexpected(core_errc::io_error, "master: " + text(r.getError()));
   gpu_rendezvous::snapshot s{r.getRingEpoch(), r.getRanks(), {}, bytes(r.getUniqueId())};
-  for (auto p : r.getPosted()) s.posted.push_back({p.getRank(), text(p.getNode()), text(p.getHost()), text(p.getDeviceUuid())});
+  for (auto p : r.getPosted())
+    s.posted.push_back({p.getRank(), text(p.getNode()), text(p.getHost()), text(p.getDeviceUuid())});
   return s;
 }
 

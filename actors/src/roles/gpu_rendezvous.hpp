@@ -35,7 +35,7 @@ class gpu_rendezvous {
   };
   struct snapshot {
     std::uint64_t ring_epoch = 0;
-    std::uint32_t ranks = 0;  // 0: nothing posted for the epoch yet
+    std::uint32_t ranks = 0;        // 0: nothing posted for the epoch yet
     std::vector<rank_post> posted;  // by rank
     std::string unique_id;
     bool complete() const { return ranks != 0 && posted.size() == ranks; }

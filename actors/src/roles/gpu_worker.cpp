@@ -1,9 +1,9 @@
 // The GPU worker actor: worker.cpp's actor with a device replica (see gpu_worker.hpp).
 #include "gpu_worker.hpp"
 
-#include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
+#include <caf/all.hpp>
 
 #include "../gpu_comm_client.hpp"
 #include "roles.hpp"
@@ -11,7 +11,9 @@
 
 namespace troupe::actors {
 
-void gpu_replica_deleter::operator()(gpu_replica* g) const noexcept { delete g; }
+void gpu_replica_deleter::operator()(gpu_replica* g) const noexcept {
+  delete g;
+}
 
 grad_ops device_grad_ops() {
   grad_ops o;
@@ -34,7 +36,8 @@ namespace {
 class master_rendezvous final : public gpu_rendezvous_port {
  public:
   master_rendezvous(node_runtime& rt, rpc_client& rpc) : rt_(rt), rpc_(rpc) {}
-  expected<gpu_rendezvous::snapshot> exchange(const gpu_rendezvous::post& mine, bool need_unique_id) override {
+  expected<gpu_rendezvous::snapshot> exchange(const gpu_rendezvous::post& mine,
+                                              bool need_unique_id) override {
     gpu_exchange_options o;
     o.timeout = rt_.spec().job.rpc_timeout;
     o.current_epoch = &rt_.ring_epoch();
@@ -73,10 +76,12 @@ expected<std::unique_ptr<strategy>> make_gpu_worker_strategy(worker_state& st) {
   g->pinned = std::move(*pinned);
   g->staging = g->pinned.span();
   g->comms = gpu::comm_manager(gpu::nccl_options{spec.job.rpc_timeout, spec.job.rpc_timeout});
-  spdlog::info("{}: GPU {} ({}, {}, {} MiB) on {}, {} dense parameters", st.rt->self().to_string(), g->ordinal,
-               g->device.name, g->device.uuid, g->device.total_memory >> 20, g->host, g->trainer->dense_count());
+  spdlog::info("{}: GPU {} ({}, {}, {} MiB) on {}, {} dense parameters", st.rt->self().to_string(),
+               g->ordinal, g->device.name, g->device.uuid, g->device.total_memory >> 20, g->host,
+               g->trainer->dense_count());
   st.gpu = std::move(g);
-  return make_gpu_allreduce(*st.gpu, st.rt->self().name, std::make_unique<master_rendezvous>(*st.rt, *st.rpc));
+  return make_gpu_allreduce(*st.gpu, st.rt->self().name,
+                            std::make_unique<master_rendezvous>(*st.rt, *st.rpc));
 }
 
 caf::actor spawn_gpu_worker(caf::actor_system& sys, node_runtime* rt, data_paths data) {

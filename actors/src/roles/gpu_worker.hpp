@@ -10,10 +10,10 @@
 #include <span>
 #include <string>
 
+#include "gpu_rendezvous.hpp"
 #include "troupe/gpu/comm_manager.hpp"
 #include "troupe/gpu/cuda.hpp"
 #include "troupe/gpu/trainer.hpp"
-#include "gpu_rendezvous.hpp"
 #include "worker_state.hpp"
 
 namespace troupe::actors {
@@ -46,7 +46,8 @@ class gpu_rendezvous_port {
  public:
   virtual ~gpu_rendezvous_port() = default;
   // The complete snapshot of mine.ring_epoch (with the unique id when need_unique_id), bounded.
-  virtual expected<gpu_rendezvous::snapshot> exchange(const gpu_rendezvous::post& mine, bool need_unique_id) = 0;
+  virtual expected<gpu_rendezvous::snapshot> exchange(const gpu_rendezvous::post& mine,
+                                                      bool need_unique_id) = 0;
 };
 
 // The device of the worker with local index `index` among `count` devices.

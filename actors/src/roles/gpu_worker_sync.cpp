@@ -75,22 +75,29 @@ class gpu_allreduce final : public strategy {
   std::unique_ptr<gpu_rendezvous_port> port_;
   std::uint64_t steps_ = 0;
   bool dirty_ = true;
-  std::uint64_t planned_epoch_ = 0;      // the ring epoch path_ was chosen for
+  std::uint64_t planned_epoch_ = 0;  // the ring epoch path_ was chosen for
   gpu::sync_path path_ = gpu::sync_path::single;
   std::vector<float> buf_;
 };
 
 expected<void> gpu_allreduce::on_new_ring(worker_context& ctx, const ring_session::info& ring) {
-  if (ring.size > 1 && planned_epoch_ != ring.epoch)
+  if (ring.size <= 1) {
+    g_.comms.abort();  // a ring of one needs none; the last ring's peers are gone
+    path_ = gpu::sync_path::single;
+    planned_epoch_ = ring.epoch;
+  } else if (planned_epoch_ != ring.epoch) {
     if (auto c = choose_path(ring); !c) return c;
+  }
   return resync(ctx, ring);
 }
 
 // Every rank posts its device; all decide alike from the same posts. NCCL only when each rank has
 // a GPU of its own; then rank 0 makes the unique id and every rank joins the communicator.
 expected<void> gpu_allreduce::choose_path(const ring_session::info& ring) {
-  gpu_rendezvous::post mine{ring.epoch, static_cast<std::uint32_t>(ring.size),
-                            {static_cast<std::uint32_t>(ring.rank), self_, g_.host, g_.device.uuid}, ""};
+  gpu_rendezvous::post mine{ring.epoch,
+                            static_cast<std::uint32_t>(ring.size),
+                            {static_cast<std::uint32_t>(ring.rank), self_, g_.host, g_.device.uuid},
+                            ""};
   auto s = port_->exchange(mine, false);
   if (!s) return s.err();
   std::vector<gpu::rank_device> ranks;
@@ -167,7 +174,8 @@ expected<void> gpu_allreduce::sync_host(worker_context& ctx, bool no_batch, floa
   auto host = g_.staging;
   if (host.size() != dev.dense_count())
     return make_unexpected(gpu::gpu_errc::unsupported, "staging buffer of " + std::to_string(host.size()) +
-                                                           " floats for " + std::to_string(dev.dense_count()));
+                                                           " floats for " +
+                                                           std::to_string(dev.dense_count()));
   if (no_batch) {
     std::fill(host.begin(), host.end(), 0.0f);
   } else {

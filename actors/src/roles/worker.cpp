@@ -60,7 +60,9 @@ caf::behavior run_worker(worker_actor* self, node_runtime* rt, data_paths data, 
 }
 
 caf::actor spawn_worker(caf::actor_system& sys, node_runtime* rt, data_paths data) {
-  strategy_maker make = [](worker_state& st) { return make_strategy(st.rt->spec().job.strategy, st.rt->spec()); };
+  strategy_maker make = [](worker_state& st) {
+    return make_strategy(st.rt->spec().job.strategy, st.rt->spec());
+  };
   return sys.spawn<caf::detached>(run_worker, rt, std::move(data), std::move(make));
 }
 

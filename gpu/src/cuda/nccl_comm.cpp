@@ -27,7 +27,8 @@ error nccl_error(ncclResult_t rc, ncclComm_t comm, const std::string& call) {
 }
 
 // Polls the communicator's async state until it leaves ncclInProgress, or the deadline passes.
-expected<void> wait_ready(ncclComm_t comm, std::chrono::milliseconds limit, const nccl_options& o, const char* what) {
+expected<void> wait_ready(ncclComm_t comm, std::chrono::milliseconds limit, const nccl_options& o,
+                          const char* what) {
   auto deadline = clock::now() + limit;
   while (true) {
     ncclResult_t state = ncclSuccess;
@@ -56,7 +57,8 @@ expected<void> wait_stream(ncclComm_t comm, cuda_stream s, const nccl_options& o
     if (state != ncclSuccess && state != ncclInProgress) return nccl_error(state, comm, what);
     if (clock::now() >= deadline)
       return error(gpu_errc::timeout, std::string(what) + ": not complete after " +
-                                          std::to_string(o.op_timeout.count()) + " ms (a peer is gone or stalled)");
+                                          std::to_string(o.op_timeout.count()) +
+                                          " ms (a peer is gone or stalled)");
     std::this_thread::sleep_for(o.poll);
   }
 }
@@ -92,9 +94,12 @@ expected<nccl_comm> nccl_comm::init(const nccl_unique_id& id, int nranks, int ra
   auto call = "ncclCommInitRankConfig(rank " + std::to_string(rank) + " of " + std::to_string(nranks) + ")";
   ncclResult_t rc = ncclCommInitRankConfig(&comm, nranks, raw, rank, &cfg);
   expected<void> ok;
-  if (rc != ncclSuccess && rc != ncclInProgress) ok = nccl_error(rc, comm, call);
-  else if (!comm) ok = error(gpu_errc::nccl_failed, call + ": no communicator returned");
-  else ok = wait_ready(comm, o.init_timeout, o, call.c_str());
+  if (rc != ncclSuccess && rc != ncclInProgress)
+    ok = nccl_error(rc, comm, call);
+  else if (!comm)
+    ok = error(gpu_errc::nccl_failed, call + ": no communicator returned");
+  else
+    ok = wait_ready(comm, o.init_timeout, o, call.c_str());
   if (!ok) {
     if (comm) (void)ncclCommAbort(comm);
     return ok.err();
@@ -108,7 +113,11 @@ expected<nccl_comm> nccl_comm::init(const nccl_unique_id& id, int nranks, int ra
 }
 
 nccl_comm::nccl_comm(nccl_comm&& o) noexcept
-    : comm_(std::exchange(o.comm_, nullptr)), rank_(o.rank_), size_(o.size_), opt_(o.opt_), broken_(o.broken_) {}
+    : comm_(std::exchange(o.comm_, nullptr)),
+      rank_(o.rank_),
+      size_(o.size_),
+      opt_(o.opt_),
+      broken_(o.broken_) {}
 
 nccl_comm& nccl_comm::operator=(nccl_comm&& o) noexcept {
   if (this != &o) {
@@ -122,7 +131,9 @@ nccl_comm& nccl_comm::operator=(nccl_comm&& o) noexcept {
   return *this;
 }
 
-nccl_comm::~nccl_comm() { (void)destroy(); }
+nccl_comm::~nccl_comm() {
+  (void)destroy();
+}
 
 void nccl_comm::abort() noexcept {
   if (!comm_) return;
@@ -162,8 +173,8 @@ expected<void> nccl_comm::allreduce_sum(float* data, std::size_t n, cuda_stream 
     return e;
   };
   if (custom) {
-    auto made = issued(ncclRedOpCreatePreMulSum(&op, &scale, ncclFloat32, ncclScalarHostImmediate, comm_), comm_,
-                       opt_, "ncclRedOpCreatePreMulSum");
+    auto made = issued(ncclRedOpCreatePreMulSum(&op, &scale, ncclFloat32, ncclScalarHostImmediate, comm_),
+                       comm_, opt_, "ncclRedOpCreatePreMulSum");
     if (!made) return fail(made);
   }
   auto r = issued(ncclAllReduce(data, data, n, ncclFloat32, op, comm_, s), comm_, opt_, "ncclAllReduce");
