@@ -225,6 +225,31 @@ TEST_F(master_relay, rank0s_unique_id_reaches_every_rank_and_old_epochs_are_refu
   EXPECT_NE(stale.err().to_string().find("stale ring epoch"), std::string::npos) << stale.err().to_string();
 }
 
+TEST_F(master_relay, a_restarted_master_gets_the_posts_again) {
+  auto& a = add_client("worker-0");
+  std::uint64_t e1 = a.wait_ring_epoch(0);
+  ASSERT_NE(e1, 0u);
+  auto& b = add_client("worker-1");
+  std::uint64_t e2 = b.wait_ring_epoch(e1);
+  ASSERT_GT(e2, e1);
+  gpu_exchange_options o;
+  o.timeout = std::chrono::milliseconds(5000);
+  auto rank1 =
+      std::async(std::launch::async, [&] { return gpu_comm_exchange(*b.rpc, make_post(e2, 1, 2), o); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  // The master actor restarts with empty state: rank 1's post is gone, and it must post again.
+  caf::anon_send_exit(master_, caf::exit_reason::kill);
+  master_ = spawn_master(rt_->system(), rt_.get(), 1);
+  rt_->names().put("master", master_);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  auto s0 = gpu_comm_exchange(*a.rpc, make_post(e2, 0, 2, opaque_id('m')), o);
+  auto s1 = rank1.get();
+  ASSERT_TRUE(s0) << s0.err().to_string();
+  ASSERT_TRUE(s1) << s1.err().to_string();
+  EXPECT_EQ(s1->unique_id, opaque_id('m'));
+  EXPECT_EQ(s0->posted.size(), 2u);
+}
+
 TEST_F(master_relay, a_missing_rank_times_out_naming_it) {
   auto& a = add_client("worker-0");
   std::uint64_t e1 = a.wait_ring_epoch(0);
