@@ -7,7 +7,7 @@
 namespace troupe::gpu {
 namespace {
 
-TEST(row_map, assigns_rows_in_first_sight_order_and_lists_distinct_ids) {
+TEST(gpu_row_map, assigns_rows_in_first_sight_order_and_lists_distinct_ids) {
   row_map m;
   std::vector<std::uint64_t> ids{7, 3, 7, 9, 3, 3};
   m.map_batch(ids);
@@ -20,7 +20,7 @@ TEST(row_map, assigns_rows_in_first_sight_order_and_lists_distinct_ids) {
   EXPECT_EQ(m.new_rows(), (std::vector<std::int32_t>{0, 1, 2}));
 }
 
-TEST(row_map, later_batches_reuse_rows_and_add_only_new_ids) {
+TEST(gpu_row_map, later_batches_reuse_rows_and_add_only_new_ids) {
   row_map m;
   std::vector<std::uint64_t> first{7, 3, 9};
   m.map_batch(first);
@@ -38,7 +38,7 @@ TEST(row_map, later_batches_reuse_rows_and_add_only_new_ids) {
   EXPECT_EQ(m.find(5), -1);
 }
 
-TEST(row_map, empty_batch_and_clear) {
+TEST(gpu_row_map, empty_batch_and_clear) {
   row_map m;
   m.map_batch({});
   EXPECT_EQ(m.size(), 0u);
