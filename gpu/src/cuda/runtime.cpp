@@ -114,6 +114,10 @@ stream::~stream() {
   if (s_) (void)cudaStreamDestroy(s_);
 }
 
+expected<void> sync_stream(cuda_stream s) {
+  return cuda_check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+}
+
 expected<void> stream::sync() {
   return cuda_check(cudaStreamSynchronize(s_), "cudaStreamSynchronize");
 }

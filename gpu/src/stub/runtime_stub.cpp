@@ -37,6 +37,9 @@ stream& stream::operator=(stream&& o) noexcept {
   return *this;
 }
 stream::~stream() = default;
+expected<void> sync_stream(cuda_stream) {
+  return not_built("sync_stream");
+}
 expected<void> stream::sync() {
   return not_built("stream::sync");
 }

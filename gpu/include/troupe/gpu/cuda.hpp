@@ -130,6 +130,9 @@ class event {
   cuda_event e_ = nullptr;
 };
 
+// Blocks until the work queued on `s` (a stream owned elsewhere) has finished.
+expected<void> sync_stream(cuda_stream s);
+
 // Untyped runtime calls the buffer templates use. Sizes are in bytes.
 namespace detail {
 expected<void*> device_alloc(std::size_t bytes);

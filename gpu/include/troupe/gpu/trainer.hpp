@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "troupe/gpu/cuda.hpp"
@@ -45,5 +46,11 @@ class device_trainer {
   virtual expected<void> sync() = 0;
   virtual int device() const = 0;
 };
+
+// One pass over `data` on `t`, as nn::trainer::train_epoch: the same shuffle for the same
+// config.seed and `epoch` (0-based), batches of config.batch_size, progress every log_every
+// steps. Returns the mean batch loss.
+expected<double> train_epoch(device_trainer& t, const nn::dataset& data, const nn::train_config& config,
+                             std::size_t epoch, const std::function<void(const nn::progress&)>& report = {});
 
 }  // namespace troupe::gpu
