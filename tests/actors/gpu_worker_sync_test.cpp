@@ -267,7 +267,9 @@ class gpu_sync : public ::testing::Test {
     for (auto& t : threads) t.join();
   }
   std::vector<float> params_of(replica& r) {
-    if (r.gpu) EXPECT_TRUE(r.strat->prepare_eval(*r.ctx, nn::batch(data_, 0, 1)));
+    if (r.gpu) {
+      EXPECT_TRUE(r.strat->prepare_eval(*r.ctx, nn::batch(data_, 0, 1)));
+    }
     std::vector<float> v;
     for (auto* p : r.model->parameters()) v.insert(v.end(), p->value.begin(), p->value.end());
     return v;

@@ -26,6 +26,10 @@ TEST(job_spec, defaults_and_values) {
   auto g = parse("[job]\nstrategy = 'allreduce'\ndevice = 'gpu'\n");
   ASSERT_TRUE(g) << g.err().to_string();
   EXPECT_TRUE(g->uses_gpu());
+  // [train] device is troupe train --local's switch: an async_ps job file may carry it.
+  auto t = parse("[job]\nstrategy = 'async_ps'\n[train]\ndevice = 'gpu'\n");
+  ASSERT_TRUE(t) << t.err().to_string();
+  EXPECT_FALSE(t->uses_gpu());
 }
 
 TEST(job_spec, errors_name_the_key) {
