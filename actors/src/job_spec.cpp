@@ -19,6 +19,7 @@ job_options read_job(config_section s) {
   o.ring_capacity = static_cast<std::size_t>(s.get_int("ring_capacity_kb", 4096, 64, 1 << 20)) * 1024;
   o.rpc_timeout = job_options::ms(s.get_int("rpc_timeout_ms", 10'000, 100, 600'000));
   o.dataset_cache = s.get_string("dataset_cache", "");
+  o.device = s.get_enum("device", o.device, {"cpu", "gpu"});
   if (o.min_workers > o.max_workers)
     s.fail("min_workers", core_errc::out_of_range,
            std::to_string(o.min_workers) + " is more than max_workers (" + std::to_string(o.max_workers) + ")");
@@ -47,6 +48,12 @@ expected<job_spec> job_spec::read(const config_doc& doc) {
   spec.log = log_config::read(r.section("log"), log_config{});
   if (auto f = r.finish(); !f) return f.err();
   if (auto v = spec.transport.validate(); !v) return v.err();
+  // [train] device is `troupe train --local`'s switch (it reads job files too); a job's workers
+  // follow [job] device.
+  if (spec.uses_gpu() && spec.job.strategy != "allreduce")
+    return make_unexpected(core_errc::invalid_argument,
+                           doc.source() + ": job.device: \"gpu\" is supported with strategy \"allreduce\" only (strategy is \"" +
+                               spec.job.strategy + "\")");
   if (spec.job.dataset_cache.empty()) spec.job.dataset_cache = spec.job.root + "/datasets";
   return spec;
 }

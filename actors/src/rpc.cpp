@@ -30,6 +30,7 @@ std::uint64_t rpc_client::reply_id(const message& m) {
         if (j.which() == schema::JobMessage::EVAL_RESULT) id = j.getEvalResult().getRequestId();
         if (j.which() == schema::JobMessage::JOB_STATUS) id = j.getJobStatus().getRequestId();
         if (j.which() == schema::JobMessage::SCALE_REPLY) id = j.getScaleReply().getRequestId();
+        if (j.which() == schema::JobMessage::GPU_COMM_INFO) id = j.getGpuCommInfo().getRequestId();
         break;
       }
       default: break;

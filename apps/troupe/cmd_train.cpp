@@ -8,8 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
-#include "troupe/actors/job_spec.hpp"
 #include "job_config_check.hpp"
+#include "troupe/actors/job_spec.hpp"
+#include "troupe/gpu/trainer.hpp"
 #include "troupe/nn/config.hpp"
 #include "troupe/nn/trainer.hpp"
 
@@ -41,17 +42,30 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+void print_progress(const nn::progress& p) {
+  std::fprintf(stderr, "epoch %zu step %zu/%zu loss %.4f %.0f samples/s\n", p.epoch, p.step,
+               p.steps_per_epoch, p.loss, p.samples_per_s);
+}
+
+// One epoch on the host trainer, or ([train] device = "gpu") on the device replica, whose
+// parameters are then copied into the host model for evaluation.
+expected<double> train_one_epoch(const nn::job_config& job, const nn::train_test& data, nn::trainer& t,
+                                 gpu::device_trainer* dev, std::size_t epoch) {
+  if (!dev) return t.train_epoch(data.train, print_progress);
+  auto loss = gpu::train_epoch(*dev, data.train, job.train, epoch, print_progress);
+  if (!loss) return loss;
+  if (auto ok = dev->download(t.get_model()); !ok) return ok.err();
+  return loss;
+}
+
 // Trains job.train.epochs epochs, evaluating after each; fills `history` and `last`.
 expected<double> train_epochs(const nn::job_config& job, const nn::train_test& data, nn::trainer& t,
-                              nlohmann::json& history, nn::eval_result& last) {
+                              gpu::device_trainer* dev, nlohmann::json& history, nn::eval_result& last) {
   const bool binary = t.get_model().num_classes() == 2;
   const auto start = std::chrono::steady_clock::now();
   double train_loss = 0;
   for (std::size_t e = 1; e <= job.train.epochs; ++e) {
-    auto loss = t.train_epoch(data.train, [](const nn::progress& p) {
-      std::fprintf(stderr, "epoch %zu step %zu/%zu loss %.4f %.0f samples/s\n", p.epoch, p.step,
-                   p.steps_per_epoch, p.loss, p.samples_per_s);
-    });
+    auto loss = train_one_epoch(job, data, t, dev, e - 1);
     if (!loss) return loss.err();
     train_loss = *loss;
     auto ev = t.evaluate(data.test);
@@ -80,6 +94,12 @@ int run_local(const options& o) {
   if (!m) return usage_error(m.err());
   auto t = nn::trainer::create(**m, job->train);
   if (!t) return usage_error(t.err());
+  std::unique_ptr<gpu::device_trainer> dev;
+  if (job->train.device == "gpu") {
+    auto d = gpu::device_trainer::create(0, **m, job->train);
+    if (!d) return run_error(d.err());
+    dev = std::move(*d);
+  }
   std::fprintf(stderr,
                "model %s: %zu dense parameters, %zu embedding tables; train %zu rows, test %zu rows\n",
                job->model.type.c_str(), (*m)->parameter_count(), (*m)->embedding_tables().size(),
@@ -87,14 +107,17 @@ int run_local(const options& o) {
   const auto start = std::chrono::steady_clock::now();
   nlohmann::json history = nlohmann::json::array();
   nn::eval_result last;
-  auto train_loss = train_epochs(*job, *data, **t, history, last);
+  auto train_loss = train_epochs(*job, *data, **t, dev.get(), history, last);
   if (!train_loss) return run_error(train_loss.err());
   const double secs = seconds_since(start);
   nlohmann::json out{
       {"model", job->model.type},
       {"data", job->data.source},
       {"epochs", job->train.epochs},
-      {"steps", (*t)->steps()},
+      {"device", job->train.device},
+      {"steps",
+       dev ? job->train.epochs * ((data->train.rows + job->train.batch_size - 1) / job->train.batch_size)
+           : (*t)->steps()},
       {"train_loss", *train_loss},
       {"test", eval_json(last, (*m)->num_classes() == 2)},
       {"seconds", secs},

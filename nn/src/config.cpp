@@ -66,6 +66,7 @@ train_config read_train_config(config_section s, train_config c) {
   c.shuffle = s.get_bool("shuffle", c.shuffle);
   c.eval_batch_size = count(s, "eval_batch_size", c.eval_batch_size, 1, 1 << 20);
   c.threads = static_cast<int>(s.get_int("threads", c.threads, 0, 1024));
+  c.device = s.get_enum("device", c.device, {"cpu", "gpu"});
   return c;
 }
 

@@ -21,6 +21,15 @@ TEST(job_spec, defaults_and_values) {
   EXPECT_EQ(s->nn.train.epochs, 2u);
   EXPECT_FALSE(s->uses_ps());
   EXPECT_EQ(s->job.dataset_cache, "jobs/datasets");
+  EXPECT_EQ(s->job.device, "cpu");
+  EXPECT_FALSE(s->uses_gpu());
+  auto g = parse("[job]\nstrategy = 'allreduce'\ndevice = 'gpu'\n");
+  ASSERT_TRUE(g) << g.err().to_string();
+  EXPECT_TRUE(g->uses_gpu());
+  // [train] device is troupe train --local's switch: an async_ps job file may carry it.
+  auto t = parse("[job]\nstrategy = 'async_ps'\n[train]\ndevice = 'gpu'\n");
+  ASSERT_TRUE(t) << t.err().to_string();
+  EXPECT_FALSE(t->uses_gpu());
 }
 
 TEST(job_spec, errors_name_the_key) {
@@ -35,6 +44,9 @@ TEST(job_spec, errors_name_the_key) {
       {"[job]\nrecords_per_task = 'many'\n", "job.records_per_task"},
       {"[job]\nworkres = 2\n", "job.workres"},
       {"[transport]\nheartbeat_ms = 900\nheartbeat_timeout_ms = 100\n", "heartbeat"},
+      {"[job]\ndevice = 'tpu'\n", "job.device"},
+      {"[job]\ndevice = 'gpu'\nstrategy = 'async_ps'\n", "job.device"},
+      {"[job]\ndevice = 'gpu'\nstrategy = 'local_sgd'\n", "allreduce\" only"},
   };
   for (const auto& c : cases) {
     auto s = parse(c.text);

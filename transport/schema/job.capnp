@@ -102,6 +102,44 @@ struct Inject {
   durationMs @2 :UInt64;
 }
 
+# GPU communicator rendezvous, per ring epoch (docs/gpu_workers.md). Worker -> master: every rank of
+# the ring posts its device; rank 0 also posts the NCCL unique id it created for that epoch. The
+# master keeps the posts of the current ring epoch only (older epochs are forgotten, and posts
+# for them refused as stale).
+struct GpuCommPost {
+  requestId @0 :UInt64;
+  ringEpoch @1 :UInt64;
+  rank @2 :UInt32;
+  ranks @3 :UInt32;        # ring size
+  node @4 :Text;
+  host @5 :Text;
+  deviceUuid @6 :Text;     # empty: no device (a CPU worker)
+  uniqueId @7 :Data;       # rank 0 only: ncclUniqueId, 128 opaque bytes; empty otherwise
+}
+
+# Worker -> master: what is known of `ringEpoch`; the answer is GpuCommInfo.
+struct GpuCommFetch {
+  requestId @0 :UInt64;
+  ringEpoch @1 :UInt64;
+}
+
+struct GpuRank {
+  rank @0 :UInt32;
+  node @1 :Text;
+  host @2 :Text;
+  deviceUuid @3 :Text;
+}
+
+# Master -> worker: the answer to GpuCommPost (ranks and uniqueId empty) and GpuCommFetch.
+struct GpuCommInfo {
+  requestId @0 :UInt64;
+  ringEpoch @1 :UInt64;
+  ranks @2 :UInt32;        # ring size the posts announced; 0 when nothing is known
+  posted @3 :List(GpuRank);
+  uniqueId @4 :Data;       # empty until rank 0 posted it
+  error @5 :Text;          # empty on success ("stale ring epoch 3 (current 5)", bad post)
+}
+
 struct JobMessage {
   union {
     workerProgress @0 :WorkerProgress;
@@ -116,5 +154,8 @@ struct JobMessage {
     jobFinished @9 :JobFinished;
     stop @10 :Stop;
     inject @11 :Inject;
+    gpuCommPost @12 :GpuCommPost;
+    gpuCommFetch @13 :GpuCommFetch;
+    gpuCommInfo @14 :GpuCommInfo;
   }
 }

@@ -31,6 +31,7 @@ void publish(master_actor* self, const std::string& reason) {
   if (!cluster::same_ring(ring, st.ring)) {
     st.ring = ring;
     st.ring_epoch = st.view.epoch();
+    st.gpu.forget_before(st.ring_epoch);
   }
   (void)cluster::write_file_atomic(st.epoch_file, std::to_string(st.view.epoch()) + "\n");
   spdlog::info("epoch {}: {} ({})", st.view.epoch(), reason, st.view.to_string());
@@ -121,6 +122,8 @@ void on_job_message(master_actor* self, const message& m) {
       member_gone(self, id, n.getStatus().cStr());
       break;
     }
+    case schema::JobMessage::GPU_COMM_POST:
+    case schema::JobMessage::GPU_COMM_FETCH: on_gpu_comm(st, m); break;
     default: break;
   }
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../node_runtime.hpp"
+#include "gpu_rendezvous.hpp"
 #include "troupe/cluster/membership.hpp"
 #include "troupe/transport/schema/job.capnp.h"
 
@@ -37,6 +38,8 @@ struct master_state {
   std::chrono::steady_clock::time_point eval_sent;
   bool finished = false;
   std::string result_json;
+  // NCCL unique ids and devices per ring epoch (GPU workers).
+  gpu_rendezvous gpu;
   static inline const char* name = "master";
 };
 using master_actor = caf::stateful_actor<master_state>;
@@ -44,5 +47,7 @@ using master_actor = caf::stateful_actor<master_state>;
 void on_tick(master_actor* self);
 void send_status(master_actor* self, const std::string& node, const std::string& to, std::uint64_t request_id);
 void on_eval_result(master_actor* self, schema::EvalResult::Reader r);
+// JobMessage gpuCommPost / gpuCommFetch: answers with a GpuCommInfo.
+void on_gpu_comm(master_state& st, const message& m);
 
 }  // namespace troupe::actors

@@ -20,5 +20,7 @@ caf::actor spawn_master(caf::actor_system& sys, node_runtime* rt, std::uint32_t 
 caf::actor spawn_ps_shard(caf::actor_system& sys, node_runtime* rt, data_paths data);
 // A worker (detached: training blocks). Name "worker", on worker-<i>.
 caf::actor spawn_worker(caf::actor_system& sys, node_runtime* rt, data_paths data);
+// A GPU worker ([job] device = "gpu"): the worker with its replica on a device. Name "worker".
+caf::actor spawn_gpu_worker(caf::actor_system& sys, node_runtime* rt, data_paths data);
 
 }  // namespace troupe::actors

@@ -6,11 +6,11 @@
 #include "../caf_types.hpp"
 #include "../data_model.hpp"
 #include "troupe/actors/data.hpp"
-#include "worker_state.hpp"
+#include "worker_actor.hpp"
 
 namespace troupe::actors {
 
-void setup_worker(worker_state& st, node_runtime* rt, data_paths data) {
+void setup_worker(worker_state& st, node_runtime* rt, data_paths data, const strategy_maker& make) {
   st.rt = rt;
   st.data = std::move(data);
   auto train = storage::record_store::open(st.data.train_dir);
@@ -22,9 +22,6 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data) {
   auto tr = nn::trainer::create(*st.model, rt->spec().nn.train);
   if (!tr) throw std::runtime_error(tr.err().to_string());
   st.trainer = std::move(*tr);
-  auto s = make_strategy(rt->spec().job.strategy, rt->spec());
-  if (!s) throw std::runtime_error(s.err().to_string());
-  st.strat = std::move(*s);
   // Replies to this incarnation's requests; a restarted actor registers the name anew.
   rt->net().unregister_name("rpc");
   auto rpc = rpc_client::create(rt->net(), "rpc");
@@ -32,6 +29,9 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data) {
   st.rpc = std::move(*rpc);
   st.ps = std::make_unique<remote_ps>(*rt, *st.rpc);
   st.ring = std::make_unique<shm_ring_session>(*rt);
+  auto s = make(st);
+  if (!s) throw std::runtime_error(s.err().to_string());
+  st.strat = std::move(*s);
   st.ctx.reset(new worker_context{rt->spec(), rt->self(), *st.model, *st.trainer, *st.ps, *st.ring});
   st.last_report = worker_state::clock::now();
   open_step_log(st);
@@ -39,12 +39,8 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data) {
                st.strat->name(), st.train->count());
 }
 
-namespace {
-
-using worker_actor = caf::stateful_actor<worker_state>;
-
-caf::behavior worker(worker_actor* self, node_runtime* rt, data_paths data) {
-  setup_worker(self->state, rt, std::move(data));
+caf::behavior run_worker(worker_actor* self, node_runtime* rt, data_paths data, strategy_maker make) {
+  setup_worker(self->state, rt, std::move(data), make);
   self->send(self, tick_atom::value);
   return {
       [=](tick_atom) {
@@ -63,10 +59,11 @@ caf::behavior worker(worker_actor* self, node_runtime* rt, data_paths data) {
   };
 }
 
-}  // namespace
-
 caf::actor spawn_worker(caf::actor_system& sys, node_runtime* rt, data_paths data) {
-  return sys.spawn<caf::detached>(worker, rt, std::move(data));
+  strategy_maker make = [](worker_state& st) {
+    return make_strategy(st.rt->spec().job.strategy, st.rt->spec());
+  };
+  return sys.spawn<caf::detached>(run_worker, rt, std::move(data), std::move(make));
 }
 
 }  // namespace troupe::actors

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -25,6 +26,12 @@ struct held_task {
   std::size_t cursor = 0;  // next row of `order`
 };
 
+// A GPU worker's device side (roles/gpu_worker.hpp); null in a CPU worker.
+struct gpu_replica;
+struct gpu_replica_deleter {
+  void operator()(gpu_replica* g) const noexcept;
+};
+
 struct worker_state {
   using clock = std::chrono::steady_clock;
   node_runtime* rt = nullptr;
@@ -33,6 +40,8 @@ struct worker_state {
   std::optional<nn::dataset> test;
   std::unique_ptr<nn::model> model;
   std::unique_ptr<nn::trainer> trainer;
+  // Declared before the strategy, which refers to it, so that it is destroyed after.
+  std::unique_ptr<gpu_replica, gpu_replica_deleter> gpu;
   std::unique_ptr<rpc_client> rpc;
   std::unique_ptr<remote_ps> ps;
   std::unique_ptr<shm_ring_session> ring;
@@ -65,6 +74,11 @@ bool train_some(worker_state& st);
 void evaluate(worker_state& st, const message& request);
 // Opens the TROUPE_STEP_LOG file when that variable is set.
 void open_step_log(worker_state& st);
-void setup_worker(worker_state& st, node_runtime* rt, data_paths data);
+// Makes the worker's strategy once the rest of the state is set up (CPU: the registry's; GPU
+// worker: the device-backed allreduce, which also fills st.gpu).
+using strategy_maker = std::function<expected<std::unique_ptr<strategy>>(worker_state&)>;
+// Opens the data, builds the model, trainer, services and strategy; throws on failure (the
+// supervisor restarts the actor, and gives up past its intensity limit).
+void setup_worker(worker_state& st, node_runtime* rt, data_paths data, const strategy_maker& make);
 
 }  // namespace troupe::actors

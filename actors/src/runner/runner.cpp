@@ -21,6 +21,7 @@
 #include "../data_model.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/cluster/errc.hpp"
+#include "troupe/gpu/cuda.hpp"
 
 namespace troupe::actors {
 
@@ -75,6 +76,16 @@ expected<std::uint16_t> free_port() {
   return ntohs(a.sin_port);
 }
 
+// [job] device = "gpu" needs a device here (the local launcher starts every worker on this host).
+expected<void> check_gpu(const job_spec& spec) {
+  if (!spec.uses_gpu()) return {};
+  auto n = gpu::device_count();
+  if (!n) return std::move(n).err().wrap("[job] device = \"gpu\", but this host cannot run GPU workers");
+  auto all = gpu::describe_all();
+  spdlog::info("GPU workers on: {}", all ? *all : std::to_string(*n) + " device(s)");
+  return {};
+}
+
 }  // namespace
 
 // The model must build for the data, and ring strategies replicate dense parameters only.
@@ -102,6 +113,7 @@ int runner::setup() {
   if (!spec) return spdlog::error("{}", spec.err().to_string()), 2;
   spec_ = std::move(*spec);
   if (auto s = make_strategy(spec_.job.strategy, spec_); !s) return spdlog::error("{}", s.err().to_string()), 2;
+  if (auto g = check_gpu(spec_); !g) return spdlog::error("{}", g.err().to_string()), 2;
   target_workers_ = spec_.job.workers;
 
   std::string id = opt_.job_id.empty() ? default_job_id(spec_.job.name) : opt_.job_id;

@@ -5,7 +5,8 @@
 //          workers (initial target), min_workers, max_workers, records_per_task,
 //          max_task_failures, lease_timeout_ms, progress_every_ms, sync_every (local_sgd),
 //          ring_capacity_kb (allreduce channels), rpc_timeout_ms, dataset_cache (dir of imported
-//          datasets, default "<root>/datasets")
+//          datasets, default "<root>/datasets"), device = "cpu" | "gpu" (workers train on a GPU:
+//          strategy "allreduce" only; docs/gpu_workers.md)
 //   [ps]   shards, checkpoint_every_ms, full_checkpoint_every
 //
 // train.epochs is the number of passes over the dataset the dispenser hands out.
@@ -36,6 +37,7 @@ struct job_options {
   std::size_t ring_capacity = 4u << 20;  // holds a resync of a mid-sized model: its source does not wait
   ms rpc_timeout{10'000};
   std::string dataset_cache;  // empty: <root>/datasets
+  std::string device = "cpu";  // "gpu": the worker role runs a gpu_worker (one device per worker)
 };
 
 struct ps_options {
@@ -55,6 +57,7 @@ struct job_spec {
   static expected<job_spec> read(const config_doc& doc);
   // Whether the strategy keeps its parameters on PS shards (async_ps) or on the workers.
   bool uses_ps() const { return job.strategy == "async_ps"; }
+  bool uses_gpu() const { return job.device == "gpu"; }
 };
 
 }  // namespace troupe::actors

@@ -21,6 +21,8 @@ class dense_layer final : public layer {
   void backward(const forward_context&, std::span<const tensor* const> in, const tensor& out,
                 const tensor& grad_out, std::span<tensor* const> grad_in) override;
   std::vector<dense_param*> params() override { return {&weight_, &bias_}; }
+  std::size_t units() const { return units_; }
+  std::size_t inputs() const { return in_; }  // after infer()
 
  private:
   std::size_t units_, in_ = 0;
@@ -51,6 +53,8 @@ class dropout_layer final : public layer {
  public:
   explicit dropout_layer(float rate) : rate_(rate) {}
   std::string kind() const override { return "dropout"; }
+  float rate() const { return rate_; }
+  std::uint64_t seed() const { return seed_; }  // after infer(); masks derive from it
   expected<shape> infer(std::span<const shape> in, std::uint64_t seed) override;
   void forward(const forward_context& ctx, std::span<const tensor* const> in, tensor& out) override;
   void backward(const forward_context& ctx, std::span<const tensor* const>, const tensor&,
@@ -148,6 +152,9 @@ class embedding_layer final : public layer {
   embedding_table* table() override { return table_.get(); }
   // Appends the ids this layer looks up for `b` (with repeats).
   void collect_ids(const batch& b, std::vector<std::uint64_t>& out) const;
+  std::size_t dim() const { return dim_; }
+  std::size_t first_field() const { return first_; }
+  std::size_t fields() const { return fields_; }  // after infer()
 
  private:
   std::size_t dim_;

@@ -74,6 +74,20 @@ class model {
   std::size_t parameter_count() const;  // dense elements
   std::string summary() const;          // one line per node: name, kind, output shape
 
+  // --- inspection, for backends that mirror the graph (gpu::device_trainer) ---
+  struct node_view {
+    layer* op = nullptr;
+    const std::vector<int>* inputs = nullptr;  // earlier node ids
+    shape out_shape;                           // per example
+  };
+  std::size_t node_count() const { return nodes_.size(); }
+  node_view node_at(std::size_t i) const {
+    const node& n = nodes_[i];
+    return {n.op.get(), &n.inputs, n.out_shape};
+  }
+  int output_node() const { return output_; }              // -1 before finish()
+  const dataset_info& data_info() const { return info_; }  // what finish() was given
+
  private:
   struct node {
     std::unique_ptr<layer> op;

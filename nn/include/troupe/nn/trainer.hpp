@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "troupe/core/error.hpp"
@@ -22,7 +23,8 @@ struct train_config {
   std::size_t log_every = 100;  // steps between progress callbacks (0: never)
   bool shuffle = true;          // reshuffle the training rows every epoch
   std::size_t eval_batch_size = 1024;
-  int threads = 1;  // OpenBLAS threads (0: leave OpenBLAS' default)
+  int threads = 1;             // OpenBLAS threads (0: leave OpenBLAS' default)
+  std::string device = "cpu";  // "gpu": `troupe train --local` trains on CUDA device 0 (docs/gpu.md)
 };
 
 struct eval_result {

@@ -1,0 +1,93 @@
+#include "gpu_comm_client.hpp"
+
+#include <thread>
+
+#include "node_runtime.hpp"
+#include "troupe/actors/collective/ring.hpp"
+#include "wire.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+expected<gpu_rendezvous::snapshot> call(rpc_client& rpc, outbound out, std::uint64_t id,
+                                        std::chrono::milliseconds timeout) {
+  auto reply = rpc.call({"master", "master", std::move(out), id}, timeout);
+  if (!reply) return reply.err();
+  expected<gpu_rendezvous::snapshot> s =
+      make_unexpected(core_errc::io_error, "master: malformed GpuCommInfo");
+  guarded("gpu comm info", [&] {
+    auto j = reply->body().getJob();
+    if (j.which() == schema::JobMessage::GPU_COMM_INFO) s = read_gpu_info(j.getGpuCommInfo());
+  });
+  return s;
+}
+
+expected<gpu_rendezvous::snapshot> post(rpc_client& rpc, const gpu_rendezvous::post& mine,
+                                        std::chrono::milliseconds timeout) {
+  auto o = wire::job();
+  auto p = o.body.initGpuCommPost();
+  std::uint64_t id = rpc.next_id();
+  p.setRequestId(id);
+  write_gpu_post(p, mine);
+  return call(rpc, std::move(o.out), id, timeout);
+}
+
+expected<gpu_rendezvous::snapshot> fetch(rpc_client& rpc, std::uint64_t epoch,
+                                         std::chrono::milliseconds timeout) {
+  auto o = wire::job();
+  auto f = o.body.initGpuCommFetch();
+  std::uint64_t id = rpc.next_id();
+  f.setRequestId(id);
+  f.setRingEpoch(epoch);
+  return call(rpc, std::move(o.out), id, timeout);
+}
+
+bool has_rank(const gpu_rendezvous::snapshot& s, std::uint32_t rank) {
+  for (const auto& p : s.posted)
+    if (p.rank == rank) return true;
+  return false;
+}
+
+std::string missing(const gpu_rendezvous::snapshot& s, std::uint32_t ranks) {
+  std::string out;
+  for (std::uint32_t r = 0; r < ranks; ++r)
+    if (!has_rank(s, r)) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+expected<gpu_rendezvous::snapshot> gpu_comm_exchange(rpc_client& rpc, const gpu_rendezvous::post& mine,
+                                                     const gpu_exchange_options& o) {
+  auto deadline = clock::now() + o.timeout;
+  auto left = [&] {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()));
+  };
+  auto s = post(rpc, mine, left());
+  while (true) {
+    if (!s)
+      return std::move(s).err().wrap("gpu comm rendezvous of ring epoch " + std::to_string(mine.ring_epoch));
+    if (s->complete() && (!o.need_unique_id || !s->unique_id.empty())) return s;
+    if (o.current_epoch && o.current_epoch->load() != mine.ring_epoch)
+      return make_unexpected(collective::collective_errc::cancelled,
+                             "gpu comm rendezvous: ring epoch " + std::to_string(mine.ring_epoch) +
+                                 " replaced by " + std::to_string(o.current_epoch->load()));
+    if (clock::now() >= deadline)
+      return make_unexpected(
+          collective::collective_errc::timeout,
+          "gpu comm rendezvous of ring epoch " + std::to_string(mine.ring_epoch) +
+              (s->complete() ? ": no unique id from rank 0 after " + std::to_string(o.timeout.count()) + " ms"
+                             : ": ranks still missing after " + std::to_string(o.timeout.count()) +
+                                   " ms: " + missing(*s, mine.ranks)));
+    std::this_thread::sleep_for(o.poll);
+    s = fetch(rpc, mine.ring_epoch, left());
+    // A restarted master forgot every post: post again.
+    if (s && !has_rank(*s, mine.who.rank)) s = post(rpc, mine, left());
+  }
+}
+
+}  // namespace troupe::actors

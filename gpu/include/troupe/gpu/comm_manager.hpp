@@ -1,0 +1,37 @@
+// The communicator of one GPU worker, keyed by the ring's membership epoch. Each new epoch gets a
+// fresh communicator from a fresh unique id (handed out through the master); the previous one is
+// aborted first, never finalized: a peer of the old ring may be dead, and NCCL requires every rank
+// to abort a communicator any rank aborted.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "troupe/gpu/nccl_comm.hpp"
+
+namespace troupe::gpu {
+
+class comm_manager {
+ public:
+  explicit comm_manager(nccl_options o = {}) : opt_(o) {}
+
+  // Aborts the current communicator (if any), then initialises the one of `epoch`. On failure no
+  // communicator is held and the error (timeout, nccl_failed, not_built) is returned.
+  expected<nccl_comm*> rebuild(std::uint64_t epoch, const nccl_unique_id& id, int nranks, int rank);
+  // The communicator of `epoch` when it is built and healthy, else null.
+  nccl_comm* current(std::uint64_t epoch) noexcept;
+  // Aborts and drops the current communicator (after a failed collective, or at shutdown).
+  void abort() noexcept;
+
+  std::uint64_t epoch() const noexcept { return epoch_; }
+  std::uint64_t rebuilds() const noexcept { return rebuilds_; }
+  const nccl_options& options() const noexcept { return opt_; }
+
+ private:
+  nccl_options opt_;
+  std::unique_ptr<nccl_comm> comm_;
+  std::uint64_t epoch_ = 0;
+  std::uint64_t rebuilds_ = 0;
+};
+
+}  // namespace troupe::gpu

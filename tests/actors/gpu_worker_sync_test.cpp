@@ -1,0 +1,360 @@
+// The GPU worker's strategy on a host fake of device_trainer (no GPU needed): two ranks on an
+// in-process ring and an in-memory rendezvous. Host-staged sums must give exactly the CPU
+// allreduce strategy's replicas (batch-size weighting, optimizer on the averaged gradients), a
+// replica that starts different is resynchronised, a failed NCCL set-up falls back to host
+// staging, and exhausted ranks finish together.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "roles/gpu_worker.hpp"
+
+namespace troupe::actors {
+namespace {
+
+// ---- an in-process ring of N ranks ----
+struct shared_ring {
+  explicit shared_ring(int n) : size(n) {}
+  int size;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<float> acc, result;
+  int arrived = 0;
+  std::uint64_t generation = 0;
+
+  expected<void> allreduce(std::span<float> d) {
+    std::unique_lock lk(mu);
+    if (arrived == 0) acc.assign(d.size(), 0.0f);
+    if (acc.size() != d.size())
+      return make_unexpected(core_errc::invalid_argument, "allreduce of different sizes");
+    for (std::size_t i = 0; i < d.size(); ++i) acc[i] += d[i];
+    std::uint64_t mine = generation;
+    if (++arrived == size) {
+      result = acc;
+      arrived = 0;
+      ++generation;
+      cv.notify_all();
+    } else if (!cv.wait_for(lk, std::chrono::seconds(20), [&] { return generation != mine; })) {
+      return make_unexpected(core_errc::io_error, "fake ring: a rank never came");
+    }
+    std::copy(result.begin(), result.end(), d.begin());
+    return {};
+  }
+};
+
+class rank_ring final : public ring_session {
+ public:
+  rank_ring(shared_ring& r, int rank) : r_(r), rank_(rank) {}
+  expected<info> ensure() override {
+    info i{rank_, r_.size, 5, fresh_};
+    fresh_ = false;
+    return i;
+  }
+  expected<void> allreduce(std::span<float> d) override { return r_.allreduce(d); }
+  expected<void> broadcast(std::span<float>) override {
+    return make_unexpected(core_errc::invalid_argument, "unused");
+  }
+  void reset() override { fresh_ = true; }
+
+ private:
+  shared_ring& r_;
+  int rank_;
+  bool fresh_ = true;
+};
+
+struct no_ps final : ps_client {
+  expected<void> pull(nn::model&, const nn::batch&) override { return {}; }
+  expected<void> push(nn::model&) override { return {}; }
+};
+
+// ---- the in-memory rendezvous ----
+struct shared_rendezvous {
+  gpu_rendezvous store;
+  std::mutex mu;
+  std::condition_variable cv;
+};
+
+class memory_port final : public gpu_rendezvous_port {
+ public:
+  explicit memory_port(shared_rendezvous& s) : s_(s) {}
+  expected<gpu_rendezvous::snapshot> exchange(const gpu_rendezvous::post& mine,
+                                              bool need_unique_id) override {
+    std::unique_lock lk(s_.mu);
+    if (auto a = s_.store.add(mine); !a) return a.err();
+    s_.cv.notify_all();
+    expected<gpu_rendezvous::snapshot> snap = make_unexpected(core_errc::io_error, "unset");
+    bool ok = s_.cv.wait_for(lk, std::chrono::seconds(2), [&] {
+      snap = s_.store.get(mine.ring_epoch);
+      return snap && snap->complete() && (!need_unique_id || !snap->unique_id.empty());
+    });
+    if (!ok) return make_unexpected(core_errc::io_error, "rendezvous timed out (no unique id?)");
+    return snap;
+  }
+
+ private:
+  shared_rendezvous& s_;
+};
+
+// ---- device_trainer on the host: its own model copy, contiguous params/grads ----
+class fake_device_trainer final : public gpu::device_trainer {
+ public:
+  fake_device_trainer(std::unique_ptr<nn::model> m, const nn::train_config& c) : model_(std::move(m)) {
+    auto t = nn::trainer::create(*model_, c);
+    EXPECT_TRUE(t) << t.err().to_string();
+    trainer_ = std::move(*t);
+    for (auto* p : trainer_->trainable_parameters()) count_ += p->grad.size();
+    grads_.assign(count_, 0.0f);
+    params_.assign(count_, 0.0f);
+  }
+  expected<float> compute_gradients(const nn::batch& b) override {
+    auto l = trainer_->compute_gradients(b);
+    if (!l) return l;
+    std::size_t at = 0;
+    for (auto* p : trainer_->trainable_parameters()) {
+      std::memcpy(grads_.data() + at, p->grad.data(), p->grad.size() * sizeof(float));
+      at += p->grad.size();
+    }
+    return l;
+  }
+  float* params() override {
+    std::size_t at = 0;
+    for (auto* p : trainer_->trainable_parameters()) {
+      std::memcpy(params_.data() + at, p->value.data(), p->value.size() * sizeof(float));
+      at += p->value.size();
+    }
+    return params_.data();
+  }
+  float* grads() override { return grads_.data(); }
+  std::size_t dense_count() const override { return count_; }
+  void apply_gradients() override {
+    std::size_t at = 0;
+    for (auto* p : trainer_->trainable_parameters()) {
+      std::memcpy(p->grad.data(), grads_.data() + at, p->grad.size() * sizeof(float));
+      at += p->grad.size();
+    }
+    trainer_->apply_gradients();
+  }
+  expected<void> download(nn::model& m) override {
+    copy_params(*model_, m);
+    return {};
+  }
+  expected<void> upload(const nn::model& m) override {
+    copy_params(const_cast<nn::model&>(m), *model_);
+    return {};
+  }
+  gpu::cuda_stream stream() const override { return nullptr; }
+  expected<void> sync() override { return {}; }
+  int device() const override { return 0; }
+  static void copy_params(nn::model& from, nn::model& to) {
+    auto a = from.parameters();
+    auto b = to.parameters();
+    for (std::size_t i = 0; i < a.size(); ++i)
+      std::copy(a[i]->value.begin(), a[i]->value.end(), b[i]->value.begin());
+  }
+
+ private:
+  std::unique_ptr<nn::model> model_;
+  std::unique_ptr<nn::trainer> trainer_;
+  std::size_t count_ = 0;
+  std::vector<float> grads_, params_;
+};
+
+grad_ops host_ops() {
+  grad_ops o;
+  o.to_host = [](float* h, const float* d, std::size_t n, gpu::cuda_stream) -> expected<void> {
+    std::memcpy(h, d, n * sizeof(float));
+    return {};
+  };
+  o.to_device = [](float* d, const float* h, std::size_t n, gpu::cuda_stream) -> expected<void> {
+    std::memcpy(d, h, n * sizeof(float));
+    return {};
+  };
+  o.zero = [](float* d, std::size_t n, gpu::cuda_stream) -> expected<void> {
+    std::fill(d, d + n, 0.0f);
+    return {};
+  };
+  return o;
+}
+
+// ---- the fixture: data, a template model, replicas ----
+nn::dataset tiny_data() {
+  nn::dataset d;
+  d.info = {"tiny", 8, 0, 2, {}, 0};
+  d.rows = 128;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  for (std::size_t i = 0; i < d.rows; ++i) {
+    float s = 0;
+    for (int k = 0; k < 8; ++k) {
+      float v = n(rng);
+      d.dense.push_back(v);
+      s += v * (k % 2 ? 1.0f : -0.5f);
+    }
+    d.labels.push_back(s > 0 ? 1.0f : 0.0f);
+  }
+  return d;
+}
+
+struct replica {
+  std::unique_ptr<nn::model> model;
+  std::unique_ptr<nn::trainer> trainer;
+  std::unique_ptr<gpu_replica> gpu;
+  std::vector<float> staging;
+  std::unique_ptr<rank_ring> ring;
+  no_ps ps;
+  std::unique_ptr<worker_context> ctx;
+  std::unique_ptr<strategy> strat;
+};
+
+class gpu_sync : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    data_ = tiny_data();
+    mc_.type = "mlp";
+    mc_.hidden = {16};
+    tc_.optimizer.type = "adam";
+    tc_.optimizer.learning_rate = 0.01;
+  }
+  std::unique_ptr<nn::model> build() {
+    auto m = nn::model_registry::instance().create(mc_, data_.info);
+    EXPECT_TRUE(m) << m.err().to_string();
+    return std::move(*m);
+  }
+  void init(replica& r, shared_ring& ring, int rank) {
+    r.model = build();
+    auto t = nn::trainer::create(*r.model, tc_);
+    ASSERT_TRUE(t) << t.err().to_string();
+    r.trainer = std::move(*t);
+    r.ring = std::make_unique<rank_ring>(ring, rank);
+    r.ctx.reset(new worker_context{spec_, self_, *r.model, *r.trainer, r.ps, *r.ring});
+  }
+  void init_gpu(replica& r, shared_ring& ring, int rank, shared_rendezvous& rv, const std::string& uuid) {
+    init(r, ring, rank);
+    r.gpu = std::make_unique<gpu_replica>();
+    r.gpu->device.uuid = uuid;
+    r.gpu->host = "host";
+    r.gpu->trainer = std::make_unique<fake_device_trainer>(build(), tc_);
+    ASSERT_TRUE(r.gpu->trainer->upload(*r.model));
+    r.staging.assign(r.gpu->trainer->dense_count(), 0.0f);
+    r.gpu->staging = r.staging;
+    r.gpu->ops = host_ops();
+    r.gpu->comms = gpu::comm_manager(
+        gpu::nccl_options{std::chrono::milliseconds(2000), std::chrono::milliseconds(2000)});
+    r.strat = make_gpu_allreduce(*r.gpu, "worker-" + std::to_string(rank), std::make_unique<memory_port>(rv));
+  }
+  // Rank r trains batches of `sizes[r]` rows for `steps` steps, then both finish.
+  void train(std::vector<replica*> reps, std::vector<std::size_t> sizes, int steps) {
+    std::vector<std::thread> threads;
+    for (std::size_t r = 0; r < reps.size(); ++r)
+      threads.emplace_back([&, r] {
+        auto& rep = *reps[r];
+        std::size_t first = r * 64;
+        for (int s = 0; s < steps;) {
+          nn::batch b(data_, first + (s * sizes[r]) % (64 - sizes[r]), sizes[r]);
+          auto res = rep.strat->step(*rep.ctx, &b, false);
+          ASSERT_NE(res.what, step_result::kind::finished);
+          if (res.what == step_result::kind::trained) ++s;
+        }
+        step_result last;
+        for (int i = 0; i < 10 && last.what != step_result::kind::finished; ++i)
+          last = rep.strat->step(*rep.ctx, nullptr, true);
+        EXPECT_EQ(last.what, step_result::kind::finished) << "rank " << r;
+      });
+    for (auto& t : threads) t.join();
+  }
+  std::vector<float> params_of(replica& r) {
+    if (r.gpu) {
+      EXPECT_TRUE(r.strat->prepare_eval(*r.ctx, nn::batch(data_, 0, 1)));
+    }
+    std::vector<float> v;
+    for (auto* p : r.model->parameters()) v.insert(v.end(), p->value.begin(), p->value.end());
+    return v;
+  }
+  // The CPU allreduce strategy on the same batches: the reference.
+  std::vector<float> cpu_reference(std::vector<std::size_t> sizes, int steps) {
+    shared_ring ring(2);
+    replica a, b;
+    init(a, ring, 0);
+    init(b, ring, 1);
+    for (auto* r : {&a, &b}) {
+      auto s = make_strategy("allreduce", spec_);
+      EXPECT_TRUE(s);
+      r->strat = std::move(*s);
+    }
+    train({&a, &b}, sizes, steps);
+    auto pa = params_of(a), pb = params_of(b);
+    EXPECT_EQ(pa, pb);
+    return pa;
+  }
+  void expect_close(const std::vector<float>& got, const std::vector<float>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4f) << "parameter " << i;
+  }
+
+  nn::dataset data_;
+  nn::model_config mc_;
+  nn::train_config tc_;
+  job_spec spec_;
+  node_id self_{"worker-0", 1};
+};
+
+TEST_F(gpu_sync, shared_gpu_host_staged_matches_the_cpu_allreduce_strategy) {
+  auto want = cpu_reference({8, 5}, 6);
+  shared_ring ring(2);
+  shared_rendezvous rv;
+  replica a, b;
+  init_gpu(a, ring, 0, rv, "GPU-same");
+  init_gpu(b, ring, 1, rv, "GPU-same");
+  train({&a, &b}, {8, 5}, 6);
+  auto pa = params_of(a), pb = params_of(b);
+  EXPECT_EQ(pa, pb) << "replicas diverged";
+  expect_close(pa, want);
+  EXPECT_EQ(a.gpu->comms.rebuilds(), 0u) << "no NCCL for a shared GPU";
+}
+
+TEST_F(gpu_sync, a_replica_that_starts_different_is_resynchronised_from_the_most_trained) {
+  auto want = cpu_reference({8, 8}, 4);
+  shared_ring ring(2);
+  shared_rendezvous rv;
+  replica a, b;
+  init_gpu(a, ring, 0, rv, "GPU-same");
+  init_gpu(b, ring, 1, rv, "GPU-same");
+  // Rank 1's device replica starts from other weights: the fresh ring must overwrite them.
+  for (auto* p : b.model->parameters())
+    for (auto& v : p->value) v += 0.5f;
+  ASSERT_TRUE(b.gpu->trainer->upload(*b.model));
+  train({&a, &b}, {8, 8}, 4);
+  expect_close(params_of(b), want);
+}
+
+TEST_F(gpu_sync, distinct_gpus_whose_nccl_setup_fails_fall_back_to_host_staged) {
+  if (gpu::device_count()) GTEST_SKIP() << "a GPU is present: NCCL set-up would be attempted for real";
+  auto want = cpu_reference({8, 5}, 5);
+  shared_ring ring(2);
+  shared_rendezvous rv;
+  replica a, b;
+  init_gpu(a, ring, 0, rv, "GPU-a");
+  init_gpu(b, ring, 1, rv, "GPU-b");
+  train({&a, &b}, {8, 5}, 5);
+  auto pa = params_of(a), pb = params_of(b);
+  EXPECT_EQ(pa, pb);
+  expect_close(pa, want);
+}
+
+TEST_F(gpu_sync, a_single_rank_trains_without_any_collective) {
+  shared_ring ring(1);
+  shared_rendezvous rv;
+  replica a;
+  init_gpu(a, ring, 0, rv, "GPU-a");
+  auto before = params_of(a);
+  train({&a}, {8}, 3);
+  EXPECT_NE(params_of(a), before);
+  EXPECT_EQ(rv.store.epochs_kept(), 0u) << "a ring of one needs no rendezvous";
+}
+
+}  // namespace
+}  // namespace troupe::actors

@@ -1,0 +1,69 @@
+// `troupe train --local` with [train] device = "gpu": one clear error line without a device,
+// and (on a GPU machine) a trained model whose JSON line says where it trained.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "troupe/gpu/cuda.hpp"
+
+namespace {
+
+struct result {
+  int code;
+  std::string out, err;
+};
+
+result run(const std::string& args) {
+  auto err_path =
+      std::filesystem::temp_directory_path() / ("troupe-gpu-train-" + std::to_string(::getpid()) + ".err");
+  std::string cmd = std::string(TROUPE_BIN) + " " + args + " 2>" + err_path.string();
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  int status = pclose(p);
+  std::ifstream f(err_path);
+  std::string err((std::istreambuf_iterator<char>(f)), {});
+  std::filesystem::remove(err_path);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err};
+}
+
+const std::string deepfm_small =
+    std::string("train --local ") + TROUPE_SOURCE_DIR +
+    "/examples/deepfm_synthetic.toml --set data.rows=20000 --set data.test_rows=5000"
+    " --set train.epochs=1 --set train.device=gpu";
+
+TEST(gpu_train_cli, without_a_device_fails_with_one_line) {
+  if (troupe::gpu::device_count()) GTEST_SKIP() << "a GPU is present; this checks the no-device path";
+  auto r = run(deepfm_small);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  const bool named = r.err.rfind("troupe: error: gpu: no CUDA device: ", 0) == 0 ||
+                     r.err.rfind("troupe: error: gpu: troupe was built without CUDA", 0) == 0;
+  EXPECT_TRUE(named) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST(gpu_train_cli, unknown_device_is_a_config_error) {
+  auto r = run(deepfm_small + " --set train.device=tpu");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("'train.device': 'tpu' is not one of: cpu, gpu"), std::string::npos) << r.err;
+}
+
+TEST(gpu_train_cli, deepfm_trains_on_the_gpu) {
+  auto n = troupe::gpu::device_count();
+  if (!n) GTEST_SKIP() << n.err().to_string();
+  auto r = run(deepfm_small);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["device"], "gpu");
+  EXPECT_GT(j["test"]["auc"].get<double>(), 0.6);
+}
+
+}  // namespace
