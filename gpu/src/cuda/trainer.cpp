@@ -103,6 +103,10 @@ expected<void> trainer_impl::layout_params() {
 
 namespace troupe::gpu {
 
+trainer_impl::~trainer_impl() {
+  (void)cudaSetDevice(device_);
+}
+
 expected<void> trainer_impl::select() const {
   return cuda_check(cudaSetDevice(device_), ("cudaSetDevice(" + std::to_string(device_) + ")").c_str());
 }

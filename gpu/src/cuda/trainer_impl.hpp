@@ -28,6 +28,8 @@ struct param_range {
 class trainer_impl final : public device_trainer {
  public:
   trainer_impl(int device, nn::model& m) : device_(device), model_(m) {}
+  // Members (buffers, handles, then the stream) are released on the trainer's device.
+  ~trainer_impl() override;
   expected<void> init(const nn::train_config& c);
 
   expected<float> compute_gradients(const nn::batch& b) override;
