@@ -3,7 +3,7 @@
 // compute_gradients (batch staged from host memory, forward, backward, loss read back) plus
 // apply_gradients; samples/s of the best of several timed rounds. Prints JSON lines; without a
 // GPU one line with the reason. bench/gpu/run.sh runs the PyTorch CUDA peer in the same run.
-// Usage: gpu_bench [--steps N] [--rounds R]
+// Usage: gpu_bench [--steps N] [--rounds R] [--warmup W]
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -42,6 +42,8 @@ struct result {
   std::string error;
 };
 
+int warmup_steps = 50;
+
 result time_training(nn::model& m, const nn::train_config& tc, const nn::dataset& d, int steps, int rounds) {
   result r;
   auto t = gpu::device_trainer::create(0, m, tc);
@@ -58,7 +60,7 @@ result time_training(nn::model& m, const nn::train_config& tc, const nn::dataset
     (*t)->apply_gradients();
     return true;
   };
-  for (int s = 0; s < 50; ++s)
+  for (int s = 0; s < warmup_steps; ++s)
     if (!one()) return r;
   for (int k = 0; k < rounds; ++k) {
     auto t0 = std::chrono::steady_clock::now();
@@ -113,6 +115,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--warmup")) warmup_steps = std::atoi(argv[i + 1]);
   }
   auto n = gpu::device_count();
   if (!n) {

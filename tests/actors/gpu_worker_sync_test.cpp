@@ -55,8 +55,9 @@ class rank_ring final : public ring_session {
     return i;
   }
   expected<void> allreduce(std::span<float> d) override { return r_.allreduce(d); }
-  expected<void> broadcast(std::span<float>) override {
-    return make_unexpected(core_errc::invalid_argument, "unused");
+  expected<void> broadcast(std::span<float> d, int root) override {
+    if (rank_ != root) std::fill(d.begin(), d.end(), 0.0f);
+    return r_.allreduce(d);
   }
   void reset() override { fresh_ = true; }
 
@@ -144,6 +145,34 @@ class fake_device_trainer final : public gpu::device_trainer {
   }
   expected<void> upload(const nn::model& m) override {
     copy_params(const_cast<nn::model&>(m), *model_);
+    return {};
+  }
+  // The CPU trainer's per-parameter slots, flattened in parameter order.
+  std::size_t slot_count() const override { return count_ * trainer_->get_optimizer().slots_per_element(); }
+  expected<void> download_optimizer(std::span<float> slots, std::uint64_t& step) override {
+    std::size_t at = 0, per = trainer_->get_optimizer().slots_per_element();
+    step = 0;
+    const auto& params = trainer_->trainable_parameters();
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const auto& st = trainer_->dense_state()[i];
+      std::size_t n = params[i]->value.size() * per;
+      for (std::size_t k = 0; k < n; ++k)
+        slots[at + k] = st.values.size() == n ? st.values[k] : trainer_->get_optimizer().slot_init();
+      at += n;
+      step = std::max(step, st.step);
+    }
+    return {};
+  }
+  expected<void> upload_optimizer(std::span<const float> slots, std::uint64_t step) override {
+    std::size_t at = 0, per = trainer_->get_optimizer().slots_per_element();
+    const auto& params = trainer_->trainable_parameters();
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      auto& st = trainer_->dense_state()[i];
+      std::size_t n = params[i]->value.size() * per;
+      st.values.assign(slots.begin() + static_cast<std::ptrdiff_t>(at), slots.begin() + static_cast<std::ptrdiff_t>(at + n));
+      st.step = step;
+      at += n;
+    }
     return {};
   }
   gpu::cuda_stream stream() const override { return nullptr; }
@@ -329,6 +358,26 @@ TEST_F(gpu_sync, a_replica_that_starts_different_is_resynchronised_from_the_most
   ASSERT_TRUE(b.gpu->trainer->upload(*b.model));
   train({&a, &b}, {8, 8}, 4);
   expect_close(params_of(b), want);
+}
+
+TEST_F(gpu_sync, a_replacement_replica_takes_the_survivors_optimizer_state) {
+  shared_ring ring(2);
+  shared_rendezvous rv;
+  replica a, b, b2;
+  init_gpu(a, ring, 0, rv, "GPU-same");
+  init_gpu(b, ring, 1, rv, "GPU-same");
+  train({&a, &b}, {8, 8}, 4);
+  // b is replaced by a fresh replica (fresh weights, fresh Adam moments); the ring is rebuilt.
+  init_gpu(b2, ring, 1, rv, "GPU-same");
+  a.ring->reset();
+  train({&a, &b2}, {8, 8}, 4);
+  std::vector<float> sa(a.gpu->trainer->slot_count()), sb(b2.gpu->trainer->slot_count());
+  std::uint64_t step_a = 0, step_b = 0;
+  ASSERT_TRUE(a.gpu->trainer->download_optimizer(sa, step_a));
+  ASSERT_TRUE(b2.gpu->trainer->download_optimizer(sb, step_b));
+  EXPECT_EQ(step_a, step_b);
+  EXPECT_EQ(sa, sb) << "optimizer state diverged";
+  EXPECT_EQ(params_of(a), params_of(b2)) << "replicas diverged after the replacement";
 }
 
 TEST_F(gpu_sync, distinct_gpus_whose_nccl_setup_fails_fall_back_to_host_staged) {

@@ -108,6 +108,21 @@ TEST(gpu_trainer, lr_and_wide_deep_match_nn_trainer) {
   }
 }
 
+// Thousands of distinct ids: the device table, its step counters and Adagrad's row slots grow
+// (by doubling from 1024 rows) between steps and must keep every row's values and state.
+TEST(gpu_trainer, growing_embedding_tables_match_nn_trainer) {
+  TROUPE_REQUIRE_GPU();
+  auto d = nn::generate_synthetic_ctr(
+      {.rows = 4000, .fields = 6, .vocab_per_field = 5000, .zipf_exponent = 0.3, .dense_dim = 2});
+  ASSERT_TRUE(d.has_value());
+  nn::model_config mc;
+  mc.type = "deepfm", mc.hidden = {8}, mc.embedding_dim = 4;
+  nn::optimizer_config oc;
+  oc.type = "adagrad", oc.learning_rate = 0.05;
+  compare_training(mc, oc, d->data, 1000, 4);
+  compare_training(mc, oc, d->data, 700, 5);  // overlapping batches: rows revisited after growth
+}
+
 TEST(gpu_trainer, upload_replaces_device_parameters) {
   TROUPE_REQUIRE_GPU();
   auto data = dense_data(128, 8, 3);

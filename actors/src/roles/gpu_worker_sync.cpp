@@ -134,22 +134,32 @@ expected<void> gpu_allreduce::build_comm(const ring_session::info& ring, const g
   return {};
 }
 
-// The most trained replica's parameters to every rank, through the host and the CPU ring.
-// Optimizer state stays per device (device_trainer does not expose it).
+// The most trained replica's parameters and dense optimizer state to every rank, through the host
+// and a broadcast on the CPU ring.
 expected<void> gpu_allreduce::resync(worker_context& ctx, const ring_session::info& ring) {
   if (ring.size <= 1) return {};
   std::vector<float> steps(static_cast<std::size_t>(ring.size), 0.0f);
   steps[static_cast<std::size_t>(ring.rank)] = static_cast<float>(steps_);
   if (auto r = ctx.ring.allreduce(steps); !r) return r;
   int src = static_cast<int>(std::max_element(steps.begin(), steps.end()) - steps.begin());
-  if (ring.rank == src && dirty_)
-    if (auto d = g_.trainer->download(ctx.model); !d) return d;
-  buf_.resize(replicas::state_size(ctx, false));
-  replicas::pack_state(ctx, false, buf_);
-  if (ring.rank != src) std::fill(buf_.begin(), buf_.end(), 0.0f);
-  if (auto r = ctx.ring.allreduce(buf_); !r) return r;
-  replicas::unpack_state(ctx, false, buf_);
-  if (auto u = g_.trainer->upload(ctx.model); !u) return u;
+  auto& dev = *g_.trainer;
+  std::size_t np = replicas::state_size(ctx, false), ns = dev.slot_count();
+  buf_.resize(np + ns + 1);  // parameters, optimizer slots, the optimizer's step (exact to 2^24)
+  if (ring.rank == src) {
+    if (dirty_)
+      if (auto d = dev.download(ctx.model); !d) return d;
+    replicas::pack_state(ctx, false, std::span<float>(buf_.data(), np));
+    std::uint64_t step = 0;
+    if (auto d = dev.download_optimizer(std::span<float>(buf_.data() + np, ns), step); !d) return d;
+    buf_[np + ns] = static_cast<float>(step);
+  }
+  if (auto r = ctx.ring.broadcast(buf_, src); !r) return r;
+  if (ring.rank != src) {
+    replicas::unpack_state(ctx, false, std::span<const float>(buf_.data(), np));
+    if (auto u = dev.upload(ctx.model); !u) return u;
+    auto step = static_cast<std::uint64_t>(buf_[np + ns]);
+    if (auto u = dev.upload_optimizer(std::span<const float>(buf_.data() + np, ns), step); !u) return u;
+  }
   steps_ = static_cast<std::uint64_t>(steps[static_cast<std::size_t>(src)]);
   dirty_ = false;
   return {};

@@ -1,10 +1,37 @@
-// Launch geometry shared by the .cu files: grid-stride loops over up to 2^31 blocks' worth of
-// elements, 256 threads per block.
+// Launch geometry shared by the .cu files: grid-stride loops, 256 threads per block.
+//
+// With TROUPE_GPU_EMULATION defined (tests/gpu/emulation only) the same kernels compile as plain
+// C++ for the host: a launch runs the whole grid-stride loop in one "thread", atomics are plain
+// adds. That build checks the kernels' arithmetic and the layers' and trainer's host logic on
+// machines without a GPU; it cannot find races or launch-configuration errors.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
+
+#ifdef TROUPE_GPU_EMULATION
+#include <algorithm>
+#include <cmath>
+#define __global__
+#define __device__
+#define __shared__ static
+#define __restrict__ __restrict
+struct troupe_emulated_dim {
+  unsigned x;
+};
+inline troupe_emulated_dim blockIdx{0}, threadIdx{0}, blockDim{1}, gridDim{1};
+inline void __syncthreads() {}
+inline float atomicAdd(float* p, float v) {
+  const float old = *p;
+  *p += v;
+  return old;
+}
+inline float fmaxf(float a, float b) {
+  return std::max(a, b);
+}
+using std::exp, std::fabs, std::fmax, std::log, std::log1p, std::pow, std::sqrt;
+#endif
 
 namespace troupe::gpu::kernels {
 
@@ -23,8 +50,31 @@ inline unsigned blocks_for(std::size_t count) {
 template <class Kernel, class... Args>
 cudaError_t launch(Kernel kernel, std::size_t count, cudaStream_t s, Args... args) {
   if (count == 0) return cudaSuccess;
+#ifdef TROUPE_GPU_EMULATION
+  (void)s;
+  kernel(args...);
+  return cudaSuccess;
+#else
+  // clang-format off
   kernel<<<blocks_for(count), threads_per_block, 0, s>>>(args...);
+  // clang-format on
   return cudaGetLastError();
+#endif
+}
+
+// Launches kernel<<<1, threads_per_block, 0, s>>>(args...) (block-wide reductions).
+template <class Kernel, class... Args>
+cudaError_t launch_one_block(Kernel kernel, cudaStream_t s, Args... args) {
+#ifdef TROUPE_GPU_EMULATION
+  (void)s;
+  kernel(args...);
+  return cudaSuccess;
+#else
+  // clang-format off
+  kernel<<<1, threads_per_block, 0, s>>>(args...);
+  // clang-format on
+  return cudaGetLastError();
+#endif
 }
 
 }  // namespace troupe::gpu::kernels

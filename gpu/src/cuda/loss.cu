@@ -79,8 +79,7 @@ cudaError_t bce_backward(const float* probs, const float* labels, float* grad, s
 }
 cudaError_t mean(const float* x, float* out, std::size_t n, cudaStream_t s) {
   if (n == 0) return cudaSuccess;
-  mean_k<<<1, threads_per_block, 0, s>>>(x, out, n);
-  return cudaGetLastError();
+  return launch_one_block(mean_k, s, x, out, n);
 }
 
 }  // namespace troupe::gpu::kernels

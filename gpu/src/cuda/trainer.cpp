@@ -103,6 +103,10 @@ expected<void> trainer_impl::layout_params() {
 
 namespace troupe::gpu {
 
+trainer_impl::~trainer_impl() {
+  (void)cudaSetDevice(device_);
+}
+
 expected<void> trainer_impl::select() const {
   return cuda_check(cudaSetDevice(device_), ("cudaSetDevice(" + std::to_string(device_) + ")").c_str());
 }
@@ -134,6 +138,24 @@ expected<void> trainer_impl::download(nn::model& m) {
     if (n.host->table() && t < tables.size())
       TROUPE_GPU_TRY(n.op->download_table(*tables[t++], stream_.get()));
   return stream_.sync();
+}
+
+expected<void> trainer_impl::download_optimizer(std::span<float> slots, std::uint64_t& step) {
+  TROUPE_GPU_TRY(take_pending());
+  TROUPE_GPU_TRY(select());
+  if (slots_.size()) TROUPE_GPU_TRY(slots_.download(slots, stream_.get()));
+  TROUPE_GPU_TRY(stream_.sync());
+  step = dense_step_;
+  return {};
+}
+
+expected<void> trainer_impl::upload_optimizer(std::span<const float> slots, std::uint64_t step) {
+  TROUPE_GPU_TRY(take_pending());
+  TROUPE_GPU_TRY(select());
+  if (slots_.size()) TROUPE_GPU_TRY(slots_.upload(slots, stream_.get()));
+  TROUPE_GPU_TRY(stream_.sync());  // `slots` may change as soon as this returns
+  dense_step_ = step;
+  return {};
 }
 
 // nn::model's accessors are non-const; nothing of `m` is modified here.

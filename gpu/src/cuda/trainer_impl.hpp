@@ -28,6 +28,8 @@ struct param_range {
 class trainer_impl final : public device_trainer {
  public:
   trainer_impl(int device, nn::model& m) : device_(device), model_(m) {}
+  // Members (buffers, handles, then the stream) are released on the trainer's device.
+  ~trainer_impl() override;
   expected<void> init(const nn::train_config& c);
 
   expected<float> compute_gradients(const nn::batch& b) override;
@@ -37,6 +39,9 @@ class trainer_impl final : public device_trainer {
   void apply_gradients() override;
   expected<void> download(nn::model& m) override;
   expected<void> upload(const nn::model& m) override;
+  std::size_t slot_count() const override { return slots_.size(); }
+  expected<void> download_optimizer(std::span<float> slots, std::uint64_t& step) override;
+  expected<void> upload_optimizer(std::span<const float> slots, std::uint64_t step) override;
   cuda_stream stream() const override { return stream_.get(); }
   expected<void> sync() override;
   int device() const override { return device_; }

@@ -119,6 +119,7 @@ class event {
 
   cuda_event get() const noexcept { return e_; }
   expected<void> record(cuda_stream s);
+  expected<void> record(const stream& s) { return record(s.get()); }
   // true once the work before the last record() has finished.
   expected<bool> query() const;
   expected<void> sync() const;

@@ -11,8 +11,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 
 #include "troupe/gpu/cuda.hpp"
 #include "troupe/nn/model.hpp"
@@ -42,6 +44,12 @@ class device_trainer {
   virtual expected<void> download(nn::model& m) = 0;
   // Host -> device: dense parameters and the device's embedding rows (optimizer state kept).
   virtual expected<void> upload(const nn::model& m) = 0;
+  // The dense optimizer state: slot_count() floats (the optimizer's slots for every element of
+  // params()) and its step counter. Replicas that synchronise parameters must synchronise these
+  // too, or the same averaged gradient moves them apart (Adam's moments, momentum). Synchronous.
+  virtual std::size_t slot_count() const = 0;
+  virtual expected<void> download_optimizer(std::span<float> slots, std::uint64_t& step) = 0;
+  virtual expected<void> upload_optimizer(std::span<const float> slots, std::uint64_t step) = 0;
   virtual cuda_stream stream() const = 0;
   virtual expected<void> sync() = 0;
   virtual int device() const = 0;
