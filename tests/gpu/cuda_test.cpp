@@ -122,4 +122,15 @@ TEST(gpu_runtime, events_and_pinned_memory) {
 }
 
 }  // namespace
+// cuBLAS is opened on first use, not linked (start-up cost): its symbols must resolve. Needs no
+// device, so it runs on machines without a GPU too.
+TEST(gpu_libraries, cublas_opens_on_demand) {
+  auto r = load_libraries();
+  if (!built_with_cuda()) {
+    EXPECT_TRUE(r.err() == gpu_errc::not_built);
+    return;
+  }
+  EXPECT_TRUE(r) << r.err().to_string();
+}
+
 }  // namespace troupe::gpu

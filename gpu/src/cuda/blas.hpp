@@ -9,10 +9,7 @@
 
 namespace troupe::gpu {
 
-inline expected<void> cublas_check(cublasStatus_t rc, const char* call) {
-  if (rc == CUBLAS_STATUS_SUCCESS) return {};
-  return error(gpu_errc::cublas_failed, std::string(call) + ": " + cublasGetStatusString(rc));
-}
+expected<void> cublas_check(cublasStatus_t rc, const char* call);
 
 // Row-major C[m, n] = op(A) op(B) (+ beta C) with op(A) [m, k], op(B) [k, n]; a_t / b_t mean A is
 // stored [k, m] / B is stored [n, k]. cuBLAS is column-major, so this computes C^T = op(B)^T op(A)^T.

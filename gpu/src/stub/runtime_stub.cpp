@@ -15,6 +15,9 @@ bool built_with_cuda() noexcept {
 expected<int> device_count() {
   return not_built("device_count");
 }
+expected<void> load_libraries() {
+  return not_built("load_libraries");
+}
 expected<device_info> describe(int) {
   return not_built("describe");
 }

@@ -46,6 +46,9 @@ inline std::error_code make_error_code(gpu_errc e) noexcept {
 
 // True when this build has the CUDA sources (says nothing about a device being present).
 bool built_with_cuda() noexcept;
+// Opens the libraries troupe loads on first use rather than at start-up (cuBLAS), so that a missing
+// or mismatched one is reported up front. Needs no device. not_built without CUDA.
+expected<void> load_libraries();
 
 // The number of visible devices (>= 1), or no_device / not_built with the reason.
 expected<int> device_count();
