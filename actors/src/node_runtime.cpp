@@ -12,6 +12,9 @@
 #include <caf/send.hpp>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <thread>
+
 #include "caf_types.hpp"
 #include "troupe/supervision/caf_errors.hpp"
 #include "wire.hpp"
@@ -200,9 +203,17 @@ expected<void> node_runtime::join_master(const std::string& address) {
   net_->on_peer_up([self](const peer_event& e) {
     if (e.node.name == "master" && self->ready_.load()) self->send_join();
   });
-  auto r = net_->connect(address, true);
-  if (!r) return r.err();
-  return {};
+  // The master may be restarting (killed, relaunched by the runner): keep dialling for a while
+  // rather than exiting at once, which would only count as another death of this node.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (bool logged = false;;) {
+    auto r = net_->connect(address, true);
+    if (r) return {};
+    if (std::chrono::steady_clock::now() >= deadline) return r.err();
+    if (!logged) spdlog::info("master at {} not reachable yet ({}); retrying", address, r.err().to_string());
+    logged = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 }  // namespace troupe::actors
