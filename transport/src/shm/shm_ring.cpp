@@ -86,9 +86,7 @@ expected<std::unique_ptr<shm_ring>> shm_ring::create(const std::string& name, st
     ::shm_unlink(("/" + name).c_str());
     return e;
   }
-  // Populated now: the pages are allocated while the ring is set up, not faulted in one by one
-  // by the first (large) writes, such as a replica resync into a joining worker's ring.
-  void* base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  void* base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
   if (base == MAP_FAILED) {
     auto e = sys_error("mmap", name);
@@ -110,7 +108,7 @@ expected<std::unique_ptr<shm_ring>> shm_ring::open(const std::string& name,
       struct stat st {};
       if (::fstat(fd, &st) == 0 && static_cast<std::size_t>(st.st_size) > header_bytes) {
         std::size_t total = static_cast<std::size_t>(st.st_size);
-        void* base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+        void* base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         ::close(fd);
         if (base == MAP_FAILED) return sys_error("mmap", name);
         auto* h = static_cast<header*>(base);
