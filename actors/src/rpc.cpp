@@ -120,4 +120,55 @@ expected<message> rpc_client::call(request req, std::chrono::milliseconds timeou
   return std::move((*r)[0]);
 }
 
+expected<void> rpc_client::send(request req, std::chrono::milliseconds timeout) {
+  {
+    std::lock_guard lk(mu_);
+    pending_[req.id] = std::nullopt;
+  }
+  if (auto s = net_.send(req.node, req.to, std::move(req.out), name_, timeout); !s) {
+    std::lock_guard lk(mu_);
+    pending_.erase(req.id);
+    return s.err();
+  }
+  in_flight f{req.node, 0, std::chrono::steady_clock::now() + timeout, timeout};
+  for (const auto& p : net_.peers())
+    if (p.name == req.node) f.incarnation = p.incarnation;
+  sent_[req.id] = std::move(f);
+  return {};
+}
+
+std::optional<expected<message>> rpc_client::poll(std::uint64_t id) {
+  auto it = sent_.find(id);
+  if (it == sent_.end()) return expected<message>(make_unexpected(core_errc::invalid_argument, "no such request"));
+  auto done = [&](expected<message> r) -> std::optional<expected<message>> {
+    {
+      std::lock_guard lk(mu_);
+      pending_.erase(id);
+    }
+    sent_.erase(it);
+    return r;
+  };
+  {
+    std::lock_guard lk(mu_);
+    auto p = pending_.find(id);
+    if (p != pending_.end() && p->second) {
+      message m = std::move(*p->second);
+      pending_.erase(p);
+      sent_.erase(it);
+      return expected<message>(std::move(m));
+    }
+  }
+  const auto& f = it->second;
+  if (std::chrono::steady_clock::now() >= f.deadline)
+    return done(make_unexpected(core_errc::io_error, "no reply within " + std::to_string(f.timeout.count()) +
+                                                          " ms from " + f.node));
+  if (f.incarnation != 0) {
+    bool same = false;
+    for (const auto& p : net_.peers())
+      if (p.name == f.node) same = p.incarnation == f.incarnation;
+    if (!same) return done(make_unexpected(core_errc::io_error, f.node + " went down before replying"));
+  }
+  return std::nullopt;
+}
+
 }  // namespace troupe::actors

@@ -39,6 +39,13 @@ class rpc_client {
   expected<std::vector<message>> call_all(std::vector<request>& reqs, std::chrono::milliseconds timeout);
   expected<message> call(request req, std::chrono::milliseconds timeout);
 
+  // Without blocking: sends the request and returns; poll(req.id) until the reply is there. Lets a
+  // training loop keep stepping while its next task lease or a task report is on the way.
+  expected<void> send(request req, std::chrono::milliseconds timeout);
+  // nullopt while the reply to a send() is due; else the reply, or an error once `timeout` has
+  // passed or the node it went to went down (either forgets the request).
+  std::optional<expected<message>> poll(std::uint64_t id);
+
   // The request id a reply carries (0 when the kind has none).
   static std::uint64_t reply_id(const message& m);
 
@@ -51,6 +58,13 @@ class rpc_client {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::uint64_t, std::optional<message>> pending_;
+  struct in_flight {
+    std::string node;
+    std::uint64_t incarnation = 0;  // of the node when sent; 0: not connected then
+    std::chrono::steady_clock::time_point deadline;
+    std::chrono::milliseconds timeout;
+  };
+  std::map<std::uint64_t, in_flight> sent_;  // send() requests, by id (owned by the calling thread)
 };
 
 }  // namespace troupe::actors

@@ -1,5 +1,7 @@
 #include "worker_services.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include <spdlog/spdlog.h>
@@ -152,14 +154,48 @@ expected<void> remote_ps::push(nn::model& m) {
 
 // ---- shm_ring_session ----
 
+void shm_ring_session::prepare(bool at_once) {
+  // "e0-...": epoch 0 is never a ring's, and the runner removes it with the job's rings if this
+  // process is killed before using it.
+  auto name = collective::shm_ring_link::ring_name(rt_.who().job_id, 0, 0) + "-spare-" +
+              std::to_string(::getpid());
+  transport::shm_ring::remove(name);
+  auto r = transport::shm_ring::create(name, rt_.spec().job.ring_capacity, at_once);
+  if (!r) {
+    if (!spare_failed_) spdlog::warn("ring: no spare ring ({}); rings are made when needed", r.err().to_string());
+    spare_failed_ = true;
+    return;
+  }
+  spare_ = std::move(*r);
+}
+
+// Alone: the spare inbound ring for the next worker to join is made a slice per step (allocating
+// all 4 MiB at once would be one long step just when the survivor of a kill should not pause).
+void shm_ring_session::prepare_some() {
+  if (!spare_ && !spare_failed_) prepare(false);
+  if (spare_) spare_->populate_some(256 << 10);
+}
+
 expected<ring_session::info> shm_ring_session::ensure() {
   auto [view, ring_epoch] = rt_.view_and_ring_epoch();
-  if (info_.epoch == ring_epoch && (link_ || info_.size == 1) && ring_epoch != 0) {
+  if (link_ && pending_.epoch == ring_epoch && ring_epoch != 0) {
+    // Linked to a joining partner that is still linking: alone until it is done.
+    if (!link_->prev_linked()) return info_;
+    info_ = pending_;
+    pending_ = {};
+    return info_;
+  }
+  pending_ = {};
+  if (info_.epoch == ring_epoch && (link_ || (info_.size == 1 && awaiting_epoch_ != ring_epoch)) && ring_epoch != 0) {
+    if (info_.size == 1) prepare_some();
     info_.fresh = false;
     return info_;
   }
+  // Trained alone until now (the first worker, or the survivor of a ring of two).
+  bool was_alone = (info_.size == 1 && info_.epoch != 0) || solo_epoch_ != 0;
   link_.reset();
   if (solo_epoch_ != 0 && solo_epoch_ == ring_epoch) {
+    prepare_some();
     info_ = {0, 1, ring_epoch, false};
     return info_;
   }
@@ -171,7 +207,24 @@ expected<ring_session::info> shm_ring_session::ensure() {
                            rt_.self().to_string() + " is not in the ring of epoch " + std::to_string(ring_epoch));
   info_ = {static_cast<int>(*rank), static_cast<int>(ring.size()), ring_epoch, true};
   op_ = 0;
-  if (ring.size() == 1) return info_;
+  if (ring.size() == 1) {
+    prepare_some();
+    return info_;
+  }
+  if (ring.size() == 2 && was_alone) {
+    // A worker joins this one, which trained alone: it goes on alone, a step at a time, until the
+    // newcomer has made its inbound ring (it is linking); then it links, at once, and sends it the
+    // replicas' state. Its steps never wait for the newcomer's start-up.
+    auto theirs = collective::shm_ring_link::ring_name(rt_.who().job_id, ring_epoch, (*rank + 1) % 2);
+    if (::access(("/dev/shm/" + theirs).c_str(), F_OK) != 0) {
+      if (awaiting_epoch_ != ring_epoch) spdlog::debug("ring epoch {}: training alone until /{} appears", ring_epoch, theirs);
+      awaiting_epoch_ = ring_epoch;
+      prepare_some();
+      info_ = {0, 1, ring_epoch, false};
+      return info_;
+    }
+  }
+  awaiting_epoch_ = 0;
   auto pid_of = [&](std::size_t r) {
     const auto* m = view.find(ring.ranks[r].name);
     return m ? static_cast<pid_t>(m->pid) : 0;
@@ -189,6 +242,7 @@ expected<ring_session::info> shm_ring_session::ensure() {
   o.capacity = rt_.spec().job.ring_capacity;
   o.timeout = rt_.spec().job.rpc_timeout;
   o.current_epoch = &rt_.ring_epoch();
+  o.spare = &spare_;
   auto connect_start = std::chrono::steady_clock::now();
   auto link = collective::shm_ring_link::connect(o);
   if (!link) {
@@ -199,6 +253,11 @@ expected<ring_session::info> shm_ring_session::ensure() {
   link_ = std::move(*link);
   spdlog::info("ring epoch {}: rank {} of {}, linked in {:.2f} ms", ring_epoch, info_.rank, info_.size,
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - connect_start).count());
+  if (was_alone && !link_->prev_linked()) {
+    // The newcomer has yet to open this worker's ring: one more step alone rather than wait for it.
+    pending_ = info_;
+    info_ = {0, 1, ring_epoch, false};
+  }
   return info_;
 }
 
@@ -223,6 +282,10 @@ void shm_ring_session::after_failure(const error& e) {
   solo_epoch_ = epoch;
   spdlog::info("ring of epoch {}: the other worker is gone ({}); training alone until the next view", epoch,
                e.to_string());
+}
+
+bool shm_ring_session::alone() const {
+  return solo_epoch_ != 0 && solo_epoch_ == rt_.ring_epoch().load(std::memory_order_acquire);
 }
 
 // The master hears of the death from the runner or the closed connection only once the dead

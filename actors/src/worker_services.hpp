@@ -32,24 +32,34 @@ class remote_ps final : public ps_client {
 class shm_ring_session final : public ring_session {
  public:
   explicit shm_ring_session(node_runtime& rt) : rt_(rt) {}
+  // Makes this worker's next inbound ring ahead, populated (`at_once`, at start-up; else a slice per
+  // step while it trains alone): the partner writing into it takes no page faults, neither the
+  // replicas' state nor the first steps' gradients.
+  void prepare(bool at_once = true);
   expected<info> ensure() override;
   expected<void> allreduce(std::span<float> data) override;
   expected<void> broadcast(std::span<float> data, int root) override;
   void reset() override { link_.reset(); }
+  bool alone() const override;
 
  private:
   // A ring of two whose other member has exited (its process is gone: a fact, not a suspicion)
   // can only become this worker alone: it trains solo at once, without waiting for the master's
   // next view, until the ring epoch changes.
   void after_failure(const error& e);
+  void prepare_some();
   void report_gone_neighbours();
 
   node_runtime& rt_;
   std::unique_ptr<collective::shm_ring_link> link_;
+  std::unique_ptr<transport::shm_ring> spare_;  // prepare()'s ring until a link takes it
+  bool spare_failed_ = false;                    // prepare() could not make one: not tried again
   info info_;
   std::uint64_t op_ = 0;
   std::uint64_t solo_epoch_ = 0;
-  std::vector<node_id> neighbours_;  // prev, next of the current ring  // ring epoch during which this worker trains alone (0: none)
+  std::uint64_t awaiting_epoch_ = 0;
+  info pending_;  // the ring linked to a joining partner that has not opened this worker's ring yet  // ring epoch whose joining partner has not made its ring yet     // ring epoch during which this worker trains alone (0: none)
+  std::vector<node_id> neighbours_;  // prev, next of the current ring
 };
 
 }  // namespace troupe::actors

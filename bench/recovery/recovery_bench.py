@@ -3,7 +3,11 @@
 # Measures the surviving worker's longest gap between steps after the kill (vs its median step
 # time before it) and the time until a replacement trains its first step; then the same with
 # torchrun (TorchElastic, gloo DDP, 2 workers, one SIGKILLed; it restarts every worker).
-# Usage: recovery_bench.py TROUPE_BIN   (prints JSON lines)
+# Usage: recovery_bench.py TROUPE_BIN [--pin] [--troupe-only] [--keep DIR]   (prints JSON lines)
+# --pin: the survivor gets core 0 to itself, everything else (the other worker, its replacement,
+# master, runner, this script; torchrun's agent and restarted ranks) shares core 1, as on a
+# cluster where each worker has its machine. Without it, all share both cores and the machine's
+# scheduling jitter alone exceeds 2x the median step (see longest_gap_before_kill_ms).
 import glob
 import json
 import os
@@ -37,8 +41,42 @@ def wait_steps(path, n, timeout=120):
     return False
 
 
-def measure(survivor, replacement, kill_us):
-    before = [b - a for a, b in zip(survivor, survivor[1:]) if b <= kill_us]
+def children(pid):
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def pin(pid, cpu, tree=False):
+    # Every thread of the process (threads it starts later inherit it), and with `tree` its
+    # descendants too.
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            os.sched_setaffinity(int(tid), {cpu})
+    except OSError:
+        pass
+    if tree:
+        for c in children(pid):
+            pin(c, cpu, True)
+
+
+def pin_layout(root_pid, survivor_pid):
+    # Everything on core 1, then the survivor alone on core 0.
+    os.sched_setaffinity(0, {1})
+    pin(root_pid, 1, True)
+    pin(survivor_pid, 0)
+    return time.time_ns() // 1000
+
+
+def measure(survivor, replacement, kill_us, since_us=0):
+    before = [b - a for a, b in zip(survivor, survivor[1:]) if b <= kill_us and a >= since_us]
     around = [p for p in survivor if p <= kill_us][-1:] + [p for p in survivor if p > kill_us]
     gaps = [b - a for a, b in zip(around, around[1:])]
     median = statistics.median(before) if before else 0
@@ -46,7 +84,14 @@ def measure(survivor, replacement, kill_us):
     # The machine's own jitter: the longest gap over as many steps just before the kill.
     window = before[-len(gaps):] if gaps else []
     first = next((p for p in replacement if p > kill_us), None)
+    # The recovery itself: from the kill until the survivor has trained 20 steps with the
+    # replacement (its longest gap there; the rest of the run after it is ordinary training).
+    after = [p for p in around if first is not None and p > first]
+    end = after[min(19, len(after) - 1)] if after else None
+    rec = [b - a for a, b in zip(around, around[1:]) if end is not None and b <= end]
     return {
+        "recovery_longest_gap_ms": max(rec) / 1000 if rec else None,
+        "recovery_steps": len(rec),
         "median_step_ms": median / 1000,
         "longest_gap_ms": None if longest is None else longest / 1000,
         "gap_over_median": None if longest is None or not median else longest / median,
@@ -56,7 +101,7 @@ def measure(survivor, replacement, kill_us):
     }
 
 
-def troupe_run(binary, tmp):
+def troupe_run(binary, tmp, pinned):
     root = f"{tmp}/troupe"
     os.makedirs(f"{root}/steps", exist_ok=True)
     job = f"{root}/job.toml"
@@ -84,7 +129,16 @@ max_test_rows = 2000
     p = subprocess.Popen([binary, "run", job, "--job-id", "recovery", "--quiet"], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     victim_steps = f"{root}/steps/worker-1#0.steps"
-    if not wait_steps(victim_steps, KILL_AFTER_STEPS):
+    since_us, start = 0, 0
+    if pinned:
+        if not wait_steps(victim_steps, 1):
+            p.kill()
+            return {"error": "worker-1 did not train"}
+        nodes = json.load(open(f"{root}/jobs/recovery/nodes.json"))
+        survivor_pid = next(n["pid"] for n in nodes["nodes"] if n["name"] == "worker-0" and n["state"] != "exited")
+        since_us = pin_layout(p.pid, survivor_pid)
+        start = len(read_steps(victim_steps))
+    if not wait_steps(victim_steps, start + KILL_AFTER_STEPS):
         p.kill()
         return {"error": "worker-1 did not train"}
     nodes = json.load(open(f"{root}/jobs/recovery/nodes.json"))
@@ -95,15 +149,16 @@ max_test_rows = 2000
     survivor = read_steps(glob.glob(f"{root}/steps/worker-0#*.steps")[0])
     repl = sorted(glob.glob(f"{root}/steps/worker-1#*.steps"))
     repl = [f for f in repl if not f.endswith("#0.steps")]
-    r = measure(survivor, read_steps(repl[0]) if repl else [], kill_us)
+    r = measure(survivor, read_steps(repl[0]) if repl else [], kill_us, since_us)
     r["exit_code"] = code
+    r["pinned"] = pinned
     r["gaps_over_5ms_after_kill"] = [
         {"at_ms": round((a - kill_us) / 1000, 1), "gap_ms": round((b - a) / 1000, 1)}
         for a, b in zip(survivor, survivor[1:]) if b > kill_us and b - a > 5000][:10]
     return r
 
 
-def torch_run(tmp):
+def torch_run(tmp, pinned):
     d = f"{tmp}/torch"
     os.makedirs(d, exist_ok=True)
     env = dict(os.environ, STEP_DIR=d, STEPS="1500", OMP_NUM_THREADS="1", HIDDEN=",".join(map(str, HIDDEN)))
@@ -112,7 +167,14 @@ def torch_run(tmp):
            # torch 1.13 on Python 3.11: the default "0" (Std.NONE) parses to None and crashes the agent.
            "--redirects", "1", "--tee", "1", f"--log_dir={d}/logs", f"{HERE}/ddp_mlp.py"]
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    if not wait_steps(f"{d}/rank1.steps", KILL_AFTER_STEPS, timeout=180):
+    since_us, start = 0, 0
+    if pinned:
+        if not wait_steps(f"{d}/rank1.steps", 1, timeout=180):
+            p.kill()
+            return {"error": "rank 1 did not train"}
+        since_us = pin_layout(p.pid, int(open(f"{d}/rank0.pid").read()))
+        start = len(read_steps(f"{d}/rank1.steps"))
+    if not wait_steps(f"{d}/rank1.steps", start + KILL_AFTER_STEPS, timeout=180):
         p.kill()
         return {"error": "rank 1 did not train"}
     pid = int(open(f"{d}/rank1.pid").read())
@@ -120,8 +182,9 @@ def torch_run(tmp):
     os.kill(pid, signal.SIGKILL)
     code = p.wait(timeout=600)
     # rank files are appended across restarts: the survivor's gap spans its own restart.
-    r = measure(read_steps(f"{d}/rank0.steps"), read_steps(f"{d}/rank1.steps"), kill_us)
+    r = measure(read_steps(f"{d}/rank0.steps"), read_steps(f"{d}/rank1.steps"), kill_us, since_us)
     r["exit_code"] = code
+    r["pinned"] = pinned
     return r
 
 
@@ -130,16 +193,17 @@ def main():
     # directory, logs and step files there.
     args = sys.argv[1:]
     troupe_only = "--troupe-only" in args
+    pinned = "--pin" in args
     keep = args[args.index("--keep") + 1] if "--keep" in args else None
     binary = [a for a in args if not a.startswith("--") and a != keep][0]
     if keep:
         os.makedirs(keep, exist_ok=True)
-        t = troupe_run(binary, keep)
-        p = {} if troupe_only else torch_run(keep)
+        t = troupe_run(binary, keep, pinned)
+        p = {} if troupe_only else torch_run(keep, pinned)
     else:
         with tempfile.TemporaryDirectory(prefix="troupe-recovery-") as tmp:
-            t = troupe_run(binary, tmp)
-            p = {} if troupe_only else torch_run(tmp)
+            t = troupe_run(binary, tmp, pinned)
+            p = {} if troupe_only else torch_run(tmp, pinned)
     for name, r in (("troupe", t), ("torchrun", p)):
         if not r:
             continue

@@ -1,5 +1,6 @@
 #include "troupe/storage/task_journal.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <numeric>
 
@@ -301,6 +302,13 @@ expected<std::uint64_t> task_journal::requeue_if(const std::function<bool(const 
 
 expected<std::uint64_t> task_journal::requeue_holder(const std::string& holder) {
   return requeue_if([&](const task& t) { return t.holder == holder; });
+}
+
+expected<std::uint64_t> task_journal::requeue_holder_except(const std::string& holder,
+                                                           const std::vector<std::uint64_t>& keep) {
+  return requeue_if([&](const task& t) {
+    return t.holder == holder && std::find(keep.begin(), keep.end(), t.id) == keep.end();
+  });
 }
 
 expected<std::uint64_t> task_journal::requeue_expired(std::int64_t now_ms) {

@@ -2,7 +2,8 @@
 // in-process ring and an in-memory rendezvous. Host-staged sums must give exactly the CPU
 // allreduce strategy's replicas (batch-size weighting, optimizer on the averaged gradients), a
 // replica that starts different is resynchronised, a failed NCCL set-up falls back to host
-// staging, and exhausted ranks finish together.
+// staging, and exhausted ranks finish together. The CPU allreduce strategy's own recovery paths
+// (a step interrupted by a dead peer) are tested here too, on the same fixture.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "roles/gpu_worker.hpp"
+#include "troupe/actors/collective/ring.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -65,6 +67,26 @@ class rank_ring final : public ring_session {
   shared_ring& r_;
   int rank_;
   bool fresh_ = true;
+};
+
+// A ring whose allreduce fails as if the next rank's process died mid-collective. With
+// `only_other` (a ring of two), this worker is the whole ring afterwards.
+class dying_ring final : public ring_session {
+ public:
+  explicit dying_ring(bool only_other) : only_other_(only_other) {}
+  expected<info> ensure() override { return info{0, alone_ ? 1 : (only_other_ ? 2 : 3), 5, false}; }
+  expected<void> allreduce(std::span<float> d) override {
+    if (alone_) return {};
+    std::fill(d.begin(), d.end(), -1.0f);  // a half-done collective leaves garbage behind
+    alone_ = only_other_;
+    return make_unexpected(collective::collective_errc::peer_dead, "worker-1's process is gone");
+  }
+  expected<void> broadcast(std::span<float>, int) override { return {}; }
+  void reset() override {}
+  bool alone() const override { return alone_; }
+
+ private:
+  bool only_other_, alone_ = false;
 };
 
 struct no_ps final : ps_client {
@@ -392,6 +414,48 @@ TEST_F(gpu_sync, distinct_gpus_whose_nccl_setup_fails_fall_back_to_host_staged) 
   auto pa = params_of(a), pb = params_of(b);
   EXPECT_EQ(pa, pb);
   expect_close(pa, want);
+}
+
+TEST_F(gpu_sync, cpu_allreduce_survivor_of_a_ring_of_two_finishes_the_interrupted_step_alone) {
+  shared_ring solo_ring(1);
+  replica want;
+  init(want, solo_ring, 0);
+  auto s = make_strategy("allreduce", spec_);
+  ASSERT_TRUE(s);
+  want.strat = std::move(*s);
+  nn::batch b(data_, 0, 8);
+  ASSERT_EQ(want.strat->step(*want.ctx, &b, false).what, step_result::kind::trained);
+
+  shared_ring unused(1);
+  replica got;
+  init(got, unused, 0);
+  dying_ring ring(true);
+  got.ctx.reset(new worker_context{spec_, self_, *got.model, *got.trainer, got.ps, ring});
+  s = make_strategy("allreduce", spec_);
+  ASSERT_TRUE(s);
+  got.strat = std::move(*s);
+  auto r = got.strat->step(*got.ctx, &b, false);
+  EXPECT_EQ(r.what, step_result::kind::trained);
+  EXPECT_EQ(r.samples, 8u);
+  EXPECT_FALSE(r.dropped);
+  expect_close(params_of(got), params_of(want));
+}
+
+TEST_F(gpu_sync, cpu_allreduce_step_interrupted_in_a_larger_ring_is_dropped_untouched) {
+  shared_ring unused(1);
+  replica got;
+  init(got, unused, 0);
+  dying_ring ring(false);
+  got.ctx.reset(new worker_context{spec_, self_, *got.model, *got.trainer, got.ps, ring});
+  auto s = make_strategy("allreduce", spec_);
+  ASSERT_TRUE(s);
+  got.strat = std::move(*s);
+  auto before = params_of(got);
+  nn::batch b(data_, 0, 8);
+  auto r = got.strat->step(*got.ctx, &b, false);
+  EXPECT_EQ(r.what, step_result::kind::retry);
+  EXPECT_TRUE(r.dropped);
+  EXPECT_EQ(params_of(got), before) << "a dropped step must not change the replica";
 }
 
 TEST_F(gpu_sync, a_single_rank_trains_without_any_collective) {

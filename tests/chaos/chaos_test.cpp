@@ -23,7 +23,7 @@ void expect_recovered(const nlohmann::json& report, const std::string& kind) {
 }
 
 TEST(chaos, smoke_worker_killed_once) {
-  auto toml = mlp_job({.workers = 2, .epochs = 3, .batch_size = 128});
+  auto toml = mlp_job({.workers = 2, .epochs = 8, .batch_size = 128});
   auto clean = clean_result("smoke", toml);
   // worker-0: its replacement is rank 0 of the new ring, yet must take the survivor's model.
   auto c = run_under_chaos("smoke", toml, "--fault '1 kill worker-0'");
@@ -33,7 +33,7 @@ TEST(chaos, smoke_worker_killed_once) {
 }
 
 TEST(chaos, workers_killed_repeatedly) {
-  auto toml = ctr_job(3, 300000, 4);
+  auto toml = ctr_job(3, 300000, 10);
   auto clean = clean_result("workers", toml);
   auto c = run_under_chaos("workers", toml,
                            "--fault '1 kill worker' --fault '2.5 kill worker' --fault '4 kill worker' "
@@ -53,7 +53,7 @@ TEST(chaos, ps_shard_killed) {
 }
 
 TEST(chaos, master_killed) {
-  auto toml = ctr_job(2, 300000, 4);
+  auto toml = ctr_job(2, 300000, 10);
   auto clean = clean_result("master", toml);
   auto c = run_under_chaos("master", toml, "--fault '2 kill master'");
   expect_invariants(c, clean, "test_auc", 0.02);
@@ -63,7 +63,7 @@ TEST(chaos, master_killed) {
 // Hung (SIGSTOP) longer than the heartbeat timeout: declared dead, its task re-queued, the job
 // completes without it; resumed after the hold, it must leave (no orphan).
 TEST(chaos, worker_hung_with_sigstop) {
-  auto toml = ctr_job(3, 300000, 4);
+  auto toml = ctr_job(3, 300000, 8);
   auto clean = clean_result("hung", toml);
   auto c = run_under_chaos("hung", toml, "--fault '1.5 stop worker-1 hold=5'");
   expect_invariants(c, clean, "test_auc", 0.02);
@@ -84,7 +84,7 @@ TEST(chaos, all_workers_killed_at_once) {
 }
 
 TEST(chaos, kills_during_checkpoint_writes) {
-  auto toml = ctr_job(2, 300000, 4, 20);
+  auto toml = ctr_job(2, 300000, 8, 20);
   auto clean = clean_result("checkpoints", toml);
   auto c = run_under_chaos("checkpoints", toml,
                            "--fault '1.5 kill ps-0' --fault '3 kill ps-1' --fault '4.5 kill ps-0' "

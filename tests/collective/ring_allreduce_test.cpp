@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <random>
 #include <thread>
 #include <vector>
@@ -119,6 +120,37 @@ TEST_P(broadcast_shapes, every_rank_gets_the_roots_data) {
 INSTANTIATE_TEST_SUITE_P(shapes, broadcast_shapes,
                          ::testing::Values(std::make_tuple(2, size_t(3)), std::make_tuple(2, size_t(100000)),
                                            std::make_tuple(3, size_t(1000)), std::make_tuple(4, size_t(50000))));
+
+// A rank that has its inbound ring made ahead (populated) links with it, under the ring's name,
+// and the collective works as with fresh rings; the spare is used up.
+TEST(ring_allreduce, a_spare_ring_becomes_the_inbound_ring) {
+  std::string job = "spare" + std::to_string(::getpid());
+  pid_t peer = ::fork();
+  if (peer == 0) {
+    shm_link_options o{job, 1, 1, 2, 0, 0, 1 << 16, std::chrono::seconds(5), nullptr};
+    auto link = shm_ring_link::connect(o);
+    if (!link) _exit(10);
+    std::vector<float> v(5000, 2.f);
+    _exit(ring_allreduce(**link, 1, 2, v, 1, 1) && v[0] == 3.f && v[4999] == 3.f ? 0 : 11);
+  }
+  auto spare_name = "troupe-" + job + "-e0-r0-spare";
+  auto spare = transport::shm_ring::create(spare_name, 1 << 16, true);
+  ASSERT_TRUE(spare) << spare.err().to_string();
+  std::unique_ptr<transport::shm_ring> held = std::move(*spare);
+  shm_link_options o{job, 1, 0, 2, peer, peer, 1 << 16, std::chrono::seconds(5), nullptr};
+  o.spare = &held;
+  auto link = shm_ring_link::connect(o);
+  ASSERT_TRUE(link) << link.err().to_string();
+  EXPECT_EQ(held, nullptr) << "the link takes the spare";
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + spare_name));
+  std::vector<float> v(5000, 1.f);
+  ASSERT_TRUE(ring_allreduce(**link, 0, 2, v, 1, 1));
+  EXPECT_EQ(v[0], 3.f);
+  EXPECT_EQ(v[4999], 3.f);
+  int status = 0;
+  ASSERT_EQ(::waitpid(peer, &status, 0), peer);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "peer status " << status;
+}
 
 TEST(ring_allreduce, size_one_is_a_no_op) {
   struct no_link : ring_link {

@@ -13,6 +13,43 @@ namespace {
 
 std::string unique(const std::string& stem) { return "troupe-test-" + stem + "-" + std::to_string(::getpid()); }
 
+TEST(shm_ring, a_ring_made_ahead_is_renamed_populated_and_then_opened) {
+  auto ahead = unique("ahead"), name = unique("renamed");
+  auto a = shm_ring::create(ahead, 1 << 16);
+  ASSERT_TRUE(a) << a.err().to_string();
+  // A slice at a time: 64 KiB in 16 KiB slices.
+  EXPECT_EQ((*a)->populate_some(16 << 10), std::size_t(48 << 10));
+  std::size_t left = 1;
+  for (int i = 0; i < 10 && left > 0; ++i) left = (*a)->populate_some(16 << 10);
+  EXPECT_EQ(left, 0u);
+  ASSERT_TRUE((*a)->rename(name));
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + ahead));
+  EXPECT_FALSE((*a)->opened());
+  auto b = shm_ring::open(name, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  ASSERT_TRUE(b) << b.err().to_string();
+  EXPECT_TRUE((*a)->opened());
+  // Opened: no more renaming (the peer knows it by its name).
+  EXPECT_FALSE((*a)->rename(ahead));
+  std::vector<std::byte> in(40000, std::byte{7}), out(in.size());
+  EXPECT_EQ((*b)->write_some(in), in.size());
+  EXPECT_EQ((*a)->read_some(out), out.size());
+  EXPECT_EQ(in, out);
+  (*a)->unlink_when_attached();
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + name));
+}
+
+TEST(shm_ring, only_the_creator_renames) {
+  auto name = unique("notmine");
+  auto a = shm_ring::create(name, 4096);
+  ASSERT_TRUE(a);
+  auto b = shm_ring::open(name, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  ASSERT_TRUE(b);
+  auto r = (*b)->rename(unique("stolen"));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.err().to_string().find("only its creator"), std::string::npos) << r.err().to_string();
+  EXPECT_EQ((*b)->populate_some(4096), 0u);  // nothing to do on the opener's side
+}
+
 TEST(shm_ring, streams_bytes_across_the_wrap_point) {
   auto name = unique("wrap");
   auto a = shm_ring::create(name, 4096);

@@ -107,6 +107,30 @@ TEST(TaskJournal, RequeuedTaskGoesOutBeforeTheNextEpoch) {
   EXPECT_EQ((*again)->attempt, 2u);
 }
 
+TEST(TaskJournal, RequeueHolderExceptKeepsTheTasksItStillHolds) {
+  temp_dir d;
+  auto j = task_journal::open_or_create(d.str(), opts(1));
+  ASSERT_TRUE(j);
+  // A worker trains one task and has leased the next ahead; a third lease's reply was lost.
+  auto a = j->lease("w", 1000), b = j->lease("w", 1000), lost = j->lease("w", 1000);
+  auto other = j->lease("v", 1000);
+  ASSERT_TRUE(a && *a && b && *b && lost && *lost && other && *other);
+  auto n = j->requeue_holder_except("w", {(*a)->id, (*b)->id});
+  ASSERT_TRUE(n);
+  EXPECT_EQ(*n, 1u);
+  EXPECT_EQ(j->get((*lost)->id)->state, task_state::todo);
+  EXPECT_EQ(j->get((*a)->id)->state, task_state::doing);
+  EXPECT_EQ(j->get((*b)->id)->state, task_state::doing);
+  EXPECT_EQ(j->get((*other)->id)->state, task_state::doing);  // another holder's lease is untouched
+  EXPECT_TRUE(j->complete((*a)->id, "w", (*a)->attempt));
+  EXPECT_TRUE(j->complete((*b)->id, "w", (*b)->attempt));
+  // Keeping nothing re-queues everything it holds, like requeue_holder.
+  auto c = j->lease("w", 1000);
+  ASSERT_TRUE(c && *c);
+  EXPECT_EQ((*c)->id, (*lost)->id);
+  EXPECT_EQ(*j->requeue_holder_except("w", {}), 1u);
+}
+
 TEST(TaskJournal, StaleCompletionIsRejected) {
   temp_dir d;
   auto j = task_journal::open_or_create(d.str(), opts(1));

@@ -17,6 +17,9 @@ struct Task {
 struct TaskRequest {
   worker @0 :Text;         # actor name of the requester
   requestId @1 :UInt64;    # echoed in the TaskLease
+  holding @2 :List(UInt64); # tasks the requester holds and keeps (the one it trains, one leased
+                            # ahead, finished ones whose report is not acknowledged yet); any other
+                            # lease of it was lost on its side and goes back to TODO
 }
 
 # A task handed to a worker until deadlineMs (wall clock, Unix ms); none = no task right now.

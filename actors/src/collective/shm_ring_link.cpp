@@ -157,8 +157,16 @@ expected<std::unique_ptr<shm_ring_link>> shm_ring_link::connect(const shm_link_o
   auto mine = ring_name(o.job, o.epoch, o.rank);
   // Only this rank creates this name: anything there is a leftover of a killed incarnation.
   transport::shm_ring::remove(mine);
-  auto in = transport::shm_ring::create(mine, o.capacity);
-  if (!in) return make_unexpected(collective_errc::setup, in.err().to_string());
+  std::unique_ptr<transport::shm_ring> in;
+  if (o.spare && *o.spare && (*o.spare)->capacity() >= o.capacity) {
+    if (auto r = (*o.spare)->rename(mine); r) in = std::move(*o.spare);
+    o.spare->reset();  // used, or unusable
+  }
+  if (!in) {
+    auto made = transport::shm_ring::create(mine, o.capacity);
+    if (!made) return make_unexpected(collective_errc::setup, made.err().to_string());
+    in = std::move(*made);
+  }
   // Wait for the next rank's ring in short slices, so that a membership change (the ring this
   // rendezvous is for will never form) or a dead neighbour ends the wait at once.
   auto next = ring_name(o.job, o.epoch, (o.rank + 1) % o.size);
@@ -177,9 +185,9 @@ expected<std::unique_ptr<shm_ring_link>> shm_ring_link::connect(const shm_link_o
     if (steady::now() >= deadline)
       return make_unexpected(collective_errc::setup, out.err().to_string());
   }
-  (*in)->unlink_when_attached();
+  in->unlink_when_attached();
   (*out)->unlink_when_attached();
-  return std::unique_ptr<shm_ring_link>(new shm_ring_link(o, std::move(*in), std::move(*out)));
+  return std::unique_ptr<shm_ring_link>(new shm_ring_link(o, std::move(in), std::move(*out)));
 }
 
 expected<void> shm_ring_link::check_stall(const step_tag& tag, steady::time_point deadline,

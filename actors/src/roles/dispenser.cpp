@@ -29,11 +29,14 @@ void send_lease(dispenser_state& st, const message& req, std::uint64_t request_i
   const auto& job = st.rt->spec().job;
   std::string holder = req.from_node().to_string();
   std::int64_t deadline = clock::system().wall_ms() + job.lease_timeout.count();
-  // A worker holds one task at a time: one it still holds while asking for another was lost on
-  // its side (a restarted worker actor, a reply that never arrived) and goes back to TODO now.
-  if (auto n = st.journal->requeue_holder(holder); n && *n > 0) {
+  // A worker names the tasks it holds and keeps (the one it trains, one leased ahead, finished
+  // ones whose report is on its way); any other lease of it was lost on its side (a restarted
+  // worker actor, a reply that never arrived) and goes back to TODO now.
+  std::vector<std::uint64_t> keep;
+  for (auto id : req.body().getTaskRequest().getHolding()) keep.push_back(id);
+  if (auto n = st.journal->requeue_holder_except(holder, keep); n && *n > 0) {
     st.requeued += *n;
-    spdlog::info("dispenser: {} asked for a task while holding {}: back to TODO", holder, *n);
+    spdlog::info("dispenser: {} asked for a task while holding {} it no longer knows of: back to TODO", holder, *n);
   }
   outbound o;
   auto lease = o.body().initTaskLease();

@@ -29,6 +29,7 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data, const str
   st.rpc = std::move(*rpc);
   st.ps = std::make_unique<remote_ps>(*rt, *st.rpc);
   st.ring = std::make_unique<shm_ring_session>(*rt);
+  st.ring->prepare();
   auto s = make(st);
   if (!s) throw std::runtime_error(s.err().to_string());
   st.strat = std::move(*s);

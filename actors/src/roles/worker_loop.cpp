@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <thread>
 
 #include "../wire.hpp"
@@ -34,25 +35,37 @@ void send_report(worker_state& st, const held_task& t, const std::string& failur
   st.unsent_reports.push_back(std::move(o));
 }
 
-// Sends queued reports in order, each until the dispenser acknowledges it; keeps the rest while the
+// Sends the oldest unacknowledged report (without waiting for the acknowledgement: the next pass
+// polls for it), or resends it when its acknowledgement did not come; keeps them all while the
 // master is unreachable (a restarted master accepts them: the journal still holds the lease).
-bool flush_reports(worker_state& st) {
-  while (!st.unsent_reports.empty()) {
-    auto& o = st.unsent_reports.front();
-    std::uint64_t id = o.body().getTaskReport().getRequestId();
-    // Sending moves the builder out: send a copy, keep the original until acknowledged.
-    outbound copy;
-    copy.body().setTaskReport(o.body().getTaskReport().asReader());
-    auto reply = st.rpc->call({"master", "dispenser", std::move(copy), id}, std::chrono::milliseconds(1000));
-    if (!reply) return false;
-    auto err = reply->body().getTaskReportAck().getError();
-    if (err.size() > 0) spdlog::warn("task report refused: {}", err.cStr());
-    st.unsent_reports.erase(st.unsent_reports.begin());
+void pump_reports(worker_state& st) {
+  if (st.report_request != 0) {
+    auto reply = st.rpc->poll(st.report_request);
+    if (!reply) return;  // on its way
+    st.report_request = 0;
+    if (!*reply) {
+      spdlog::debug("task report: {}", reply->err().to_string());
+    } else {
+      auto err = (*reply)->body().getTaskReportAck().getError();
+      if (err.size() > 0) spdlog::warn("task report refused: {}", err.cStr());
+      st.unsent_reports.erase(st.unsent_reports.begin());
+    }
   }
-  return true;
+  if (st.unsent_reports.empty() || clock::now() < st.next_report) return;
+  auto& o = st.unsent_reports.front();
+  std::uint64_t id = o.body().getTaskReport().getRequestId();
+  // Sending moves the builder out: send a copy, keep the original until acknowledged.
+  outbound copy;
+  copy.body().setTaskReport(o.body().getTaskReport().asReader());
+  if (auto s = st.rpc->send({"master", "dispenser", std::move(copy), id}, std::chrono::milliseconds(1000)); !s) {
+    spdlog::debug("task report: {}", s.err().to_string());
+    st.next_report = clock::now() + std::chrono::milliseconds(100);
+    return;
+  }
+  st.report_request = id;
 }
 
-void load_task(worker_state& st, schema::Task::Reader t) {
+std::optional<held_task> load_task(worker_state& st, schema::Task::Reader t) {
   held_task h;
   h.id = t.getId();
   h.attempt = t.getAttempt();
@@ -61,42 +74,97 @@ void load_task(worker_state& st, schema::Task::Reader t) {
   if (auto r = read_records(*st.train, h.first, h.count, h.rows); !r) {
     spdlog::error("task {}: {}", h.id, r.err().to_string());
     send_report(st, h, r.err().to_string());
-    return;
+    return std::nullopt;
   }
   h.order.resize(h.rows.rows);
   std::iota(h.order.begin(), h.order.end(), 0u);
   std::mt19937_64 rng(h.id * 0x9e3779b97f4a7c15ull + h.attempt);
   std::shuffle(h.order.begin(), h.order.end(), rng);
-  st.task = std::move(h);
+  return h;
 }
 
-// Whether the dispenser answered (a task, none now, or the end of the data).
-bool lease(worker_state& st) {
-  rpc_client::request r{"master", "dispenser", outbound(), st.rpc->next_id()};
-  auto req = r.out.body().initTaskRequest();
-  req.setWorker("worker");
-  req.setRequestId(r.id);
-  auto reply = st.rpc->call(std::move(r), std::chrono::milliseconds(2000));
-  if (!reply) {
-    // Typically the master's connection is not up yet (a fresh worker): ask again soon.
-    spdlog::debug("task request: {}", reply.err().to_string());
-    st.next_lease = clock::now() + std::chrono::milliseconds(10);
-    return false;
-  }
-  auto l = reply->body().getTaskLease();
+// One forward and backward pass on the first batch before joining: activations get allocated and
+// caches warm, so the first synchronous step with the ring is not a cold one that the partners
+// wait for. The gradients are overwritten by the first real step; parameters and optimizer state
+// are untouched. Models with embedding tables are skipped (their rows come from the PS shards).
+void warm_up(worker_state& st) {
+  if (!st.task || !st.model->embedding_tables().empty()) return;
+  auto& t = *st.task;
+  std::size_t n = std::min(st.rt->spec().nn.train.batch_size, t.order.size());
+  nn::batch b(t.rows, std::span<const std::uint32_t>(t.order.data(), n));
+  if (auto l = st.trainer->compute_gradients(b); !l) spdlog::debug("warm-up: {}", l.err().to_string());
+  st.strat->warm_up(*st.ctx);
+}
+
+void wait_ring_change(worker_state& st, std::chrono::milliseconds limit) {
+  auto seen = st.rt->ring_epoch().load(std::memory_order_acquire);
+  auto until = clock::now() + limit;
+  while (clock::now() < until && st.rt->ring_epoch().load(std::memory_order_acquire) == seen)
+    std::this_thread::sleep_for(std::chrono::microseconds(250));
+}
+
+void take_lease(worker_state& st, schema::TaskLease::Reader l) {
   switch (l.which()) {
-    case schema::TaskLease::TASK:
+    case schema::TaskLease::TASK: {
       if (!st.first_lease_logged) {
         // Benchmarks read this line: time from `troupe scale` to a new worker's first task.
         spdlog::info("first task {} leased at wall_ms {}", l.getTask().getId(), wall_ms());
         st.first_lease_logged = true;
       }
-      load_task(st, l.getTask());
+      auto h = load_task(st, l.getTask());
+      if (!h) break;
+      if (st.task) st.next = std::move(h);
+      else st.task = std::move(h);
       break;
-    case schema::TaskLease::NONE: st.next_lease = clock::now() + std::chrono::milliseconds(20); break;
+    }
+    case schema::TaskLease::NONE:
+      st.next_lease = clock::now() + std::chrono::milliseconds(st.task ? 100 : 20);
+      break;
     case schema::TaskLease::FINISHED: st.exhausted = true; break;
   }
-  return true;
+  // Joining the membership (and the next ring) once the dispenser has answered, with a batch in
+  // hand: a ring partner never waits for this worker's start-up. Tasks leased before the join are
+  // covered by the master's reconciliation of holders that are not members.
+  if (!st.rt->ready()) {
+    warm_up(st);
+    st.rt->mark_ready();
+  }
+}
+
+// Asks the dispenser for a task when the worker has none, or for the next one once the current
+// task is half trained; takes the answer when it has come. Never waits for it.
+void pump_lease(worker_state& st) {
+  if (st.lease_request != 0) {
+    auto reply = st.rpc->poll(st.lease_request);
+    if (!reply) return;  // on its way
+    st.lease_request = 0;
+    if (!*reply) {
+      // Typically the master's connection is not up yet (a fresh worker): ask again soon.
+      spdlog::debug("task request: {}", reply->err().to_string());
+      st.next_lease = clock::now() + std::chrono::milliseconds(10);
+      return;
+    }
+    take_lease(st, (*reply)->body().getTaskLease());
+    return;
+  }
+  if (st.exhausted || st.next || clock::now() < st.next_lease) return;
+  if (st.task && st.task->cursor * 2 < st.task->order.size()) return;
+  rpc_client::request r{"master", "dispenser", outbound(), st.rpc->next_id()};
+  auto req = r.out.body().initTaskRequest();
+  req.setWorker("worker");
+  req.setRequestId(r.id);
+  std::vector<std::uint64_t> holding;
+  if (st.task) holding.push_back(st.task->id);
+  for (auto& o : st.unsent_reports) holding.push_back(o.body().getTaskReport().getTaskId());
+  auto h = req.initHolding(static_cast<unsigned>(holding.size()));
+  for (unsigned i = 0; i < holding.size(); ++i) h.set(i, holding[i]);
+  std::uint64_t id = r.id;
+  if (auto s = st.rpc->send(std::move(r), std::chrono::milliseconds(2000)); !s) {
+    spdlog::debug("task request: {}", s.err().to_string());
+    st.next_lease = clock::now() + std::chrono::milliseconds(10);
+    return;
+  }
+  st.lease_request = id;
 }
 
 void report_progress(worker_state& st, bool force) {
@@ -133,26 +201,6 @@ void log_step(worker_state& st) {
 
 }  // namespace
 
-namespace {
-// One forward and backward pass on the first batch before joining: activations get allocated and
-// caches warm, so the first synchronous step with the ring is not a cold one that the partners
-// wait for. The gradients are overwritten by the first real step; parameters and optimizer state
-// are untouched. Models with embedding tables are skipped (their rows come from the PS shards).
-void warm_up(worker_state& st) {
-  if (!st.task || !st.model->embedding_tables().empty()) return;
-  auto& t = *st.task;
-  std::size_t n = std::min(st.rt->spec().nn.train.batch_size, t.order.size());
-  nn::batch b(t.rows, std::span<const std::uint32_t>(t.order.data(), n));
-  if (auto l = st.trainer->compute_gradients(b); !l) spdlog::debug("warm-up: {}", l.err().to_string());
-}
-
-void wait_ring_change(worker_state& st, std::chrono::milliseconds limit) {
-  auto seen = st.rt->ring_epoch().load(std::memory_order_acquire);
-  auto until = clock::now() + limit;
-  while (clock::now() < until && st.rt->ring_epoch().load(std::memory_order_acquire) == seen)
-    std::this_thread::sleep_for(std::chrono::microseconds(250));
-}
-}  // namespace
 
 void open_step_log(worker_state& st) {
   const char* dir = std::getenv("TROUPE_STEP_LOG");
@@ -165,16 +213,14 @@ void open_step_log(worker_state& st) {
 
 bool train_some(worker_state& st) {
   if (st.done) return false;
-  bool reported = flush_reports(st);
-  // A new lease only once the dispenser has every report (it re-queues what a holder still holds).
-  if (reported && !st.task && !st.exhausted && clock::now() >= st.next_lease) {
-    // Joining the membership (and the next ring) once the dispenser has answered, with a batch in
-    // hand: a ring partner never waits for this worker's start-up. Tasks leased before the join
-    // are covered by the master's reconciliation of holders that are not members.
-    if (lease(st) && !st.rt->ready()) {
-      warm_up(st);
-      st.rt->mark_ready();
-    }
+  pump_reports(st);
+  if (!st.task && st.next) st.task = std::exchange(st.next, std::nullopt);
+  pump_lease(st);
+  if (!st.task && st.lease_request != 0) {
+    // No batch yet but one on its way: wait for it rather than step without one (a strategy
+    // waits out a ring change then, far longer than the dispenser's answer takes).
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    return true;
   }
   std::optional<nn::batch> b;
   if (st.task) {
@@ -189,7 +235,7 @@ bool train_some(worker_state& st) {
     if (!st.task) throw;  // not a data problem: let the supervisor restart the actor
     spdlog::error("task {} failed: {}", st.task->id, e.what());
     send_report(st, *st.task, e.what());
-    st.task.reset();
+    st.task = std::exchange(st.next, std::nullopt);
     return true;
   }
   if (res.dropped) st.dropped += 1;
@@ -208,7 +254,9 @@ bool train_some(worker_state& st) {
         if (st.step_log) log_step(st);
       }
       break;
-    case step_result::kind::idle: std::this_thread::sleep_for(std::chrono::milliseconds(st.task ? 0 : 5)); break;
+    case step_result::kind::idle:
+      if (!st.task) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      break;
     case step_result::kind::retry:
       // A dropped collective is retried at once (the ring may already be rebuilt, or this worker
       // may go on alone); otherwise wait for the next ring epoch, briefly.
@@ -218,9 +266,8 @@ bool train_some(worker_state& st) {
   }
   if (st.task && st.task->cursor >= st.task->order.size()) {
     send_report(st, *st.task, "");
-    st.task.reset();
-    if (!flush_reports(st)) st.next_lease = clock::now() + std::chrono::milliseconds(100);
-    st.next_lease = clock::now();
+    st.task = std::exchange(st.next, std::nullopt);
+    pump_reports(st);
   }
   report_progress(st, false);
   return true;

@@ -48,11 +48,17 @@ struct worker_state {
   std::unique_ptr<strategy> strat;
   std::unique_ptr<worker_context> ctx;
   std::optional<held_task> task;
-  // Reports that could not be sent (the master was down): resent until it is back.
+  // The task leased ahead while `task` trains (from its second half on), so that a task boundary
+  // costs no round trip to the dispenser.
+  std::optional<held_task> next;
+  // Task reports not acknowledged yet, oldest first: sent one at a time, resent until the
+  // dispenser (a restarted master too) acknowledges them. Their tasks count as held meanwhile.
   std::vector<outbound> unsent_reports;
+  // Ids of the lease request and the report on their way (rpc_client::send); 0: none.
+  std::uint64_t lease_request = 0, report_request = 0;
   bool exhausted = false;  // the dispenser said: nothing left for anyone
   bool done = false;       // the training loop is over
-  clock::time_point next_lease;
+  clock::time_point next_lease, next_report;
   // Progress since the last report.
   std::uint64_t win_samples = 0, win_steps = 0, dropped = 0, steps_total = 0;
   double win_loss = 0;

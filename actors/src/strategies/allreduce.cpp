@@ -1,8 +1,10 @@
 // Synchronous data-parallel SGD: every worker computes the gradients of its minibatch, the ring of
 // alive workers sums them (weighted by batch size) and every replica applies the same averaged
 // update. A worker without data still takes part (with zero weight), so peers never wait for it.
-// A membership change interrupts the collective: the step is dropped, the new ring is built, rank 0's
-// model and optimizer state go to every replica, and training goes on.
+// A membership change interrupts the collective: the step is dropped, the new ring is built, the
+// most trained replica's model and optimizer state go to every replica, and training goes on. One
+// exception: when the other worker of a ring of two dies mid-step, the survivor is the whole ring,
+// its own gradients are the average, and it finishes the step alone instead of dropping it.
 #include <spdlog/spdlog.h>
 
 #include "replicas.hpp"
@@ -15,6 +17,12 @@ namespace {
 class allreduce final : public strategy {
  public:
   std::string_view name() const override { return "allreduce"; }
+  void warm_up(worker_context& ctx) override {
+    replicas::reserve_state(ctx, true, sync_buf_);
+    std::size_t total = 0;
+    for (auto* p : ctx.trainer.trainable_parameters()) total += p->grad.size();
+    buf_.assign(total + 3, 0.0f);
+  }
 
   step_result step(worker_context& ctx, const nn::batch* b, bool exhausted) override {
     auto ring = ctx.ring.ensure();
@@ -43,7 +51,15 @@ class allreduce final : public strategy {
     buf_[total] = static_cast<float>(n);
     buf_[total + 1] = exhausted ? 1.0f : 0.0f;
     buf_[total + 2] = 1.0f;  // ranks taking part
-    if (auto r = ctx.ring.allreduce(buf_); !r) return replicas::drop_round(ctx, r.err(), "allreduce: step");
+    if (auto r = ctx.ring.allreduce(buf_); !r) {
+      if (b && ctx.ring.alone()) {
+        // buf_ was a copy: the model still holds this batch's gradients, untouched by the ring.
+        ctx.trainer.apply_gradients();
+        spdlog::info("allreduce: step finished alone ({})", r.err().to_string());
+        return {step_result::kind::trained, n, loss};
+      }
+      return replicas::drop_round(ctx, r.err(), "allreduce: step");
+    }
     float samples = buf_[total];
     if (samples == 0.0f)
       return {buf_[total + 1] == buf_[total + 2] ? step_result::kind::finished : step_result::kind::idle};

@@ -85,22 +85,49 @@ expected<int> most_trained_rank(worker_context& ctx) {
 }
 }  // namespace
 
+void reserve_state(worker_context& ctx, bool with_optimizer, std::vector<float>& buf) {
+  if (with_optimizer) size_slots(ctx);
+  buf.assign(ctx.trainer.dense_state().size(), 0.0f);
+}
+
 expected<void> sync_from_rank0(worker_context& ctx, bool with_optimizer, std::vector<float>& buf) {
   auto started = std::chrono::steady_clock::now();
   if (auto alone = ctx.ring.ensure(); alone && alone->size <= 1) return {};
   auto src = most_trained_rank(ctx);
   if (!src) return src.err();
+  auto agreed = std::chrono::steady_clock::now();
   auto info = ctx.ring.ensure();
   if (!info) return info.err();
-  buf.resize(state_size(ctx, with_optimizer));
-  // The source packs and writes its state into the ring, and goes on to its next step while the
-  // others read it (when the ring's capacity holds it: [job] ring_capacity_kb).
-  if (info->rank == *src) pack_state(ctx, with_optimizer, buf);
-  if (auto r = ctx.ring.broadcast(buf, *src); !r) return r;
-  if (info->rank != *src) unpack_state(ctx, with_optimizer, buf);
-  spdlog::info("ring epoch {} (rank {} of {}): replicas synchronised from rank {} ({} floats) in {:.2f} ms",
-               info->epoch, info->rank, info->size, *src, buf.size(),
-               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
+  bool source = info->rank == *src;
+  // Span by span, straight from the source's replica into the others' (no packing: the source
+  // writes its state into the ring and goes on to its next step while the others read it, when the
+  // ring's capacity holds it: [job] ring_capacity_kb). The optimizer's step counters go last: a
+  // replica whose copy is interrupted keeps its old counters and is never taken as the most trained.
+  expected<void> ok;
+  std::size_t floats = 0;
+  auto copy = [&](float* p, std::size_t k) {
+    if (ok) ok = ctx.ring.broadcast(std::span<float>(p, k), *src);
+    floats += k;
+  };
+  for (auto* p : ctx.model.parameters()) copy(p->value.data(), p->value.size());
+  if (with_optimizer) {
+    size_slots(ctx);
+    auto& slots = ctx.trainer.dense_state();
+    for (auto& s : slots) copy(s.values.data(), s.values.size());
+    // Step counters travel as floats (exact up to 2^24 steps).
+    buf.resize(slots.size());
+    for (std::size_t i = 0; i < slots.size(); ++i) buf[i] = static_cast<float>(slots[i].step);
+    copy(buf.data(), buf.size());
+    if (ok && !source)
+      for (std::size_t i = 0; i < slots.size(); ++i) set_step(slots[i], buf[i]);
+  }
+  if (!ok) return ok;
+  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  spdlog::info(
+      "ring epoch {} (rank {} of {}): replicas synchronised from rank {} ({} floats) in {:.2f} ms "
+      "({:.2f} ms agreeing on the source, {:.2f} ms copying)",
+      info->epoch, info->rank, info->size, *src, floats, ms(started, std::chrono::steady_clock::now()),
+      ms(started, agreed), ms(agreed, std::chrono::steady_clock::now()));
   return {};
 }
 

@@ -17,6 +17,8 @@ void unpack_state(worker_context& ctx, bool with_optimizer, std::span<const floa
 // The most trained replica's parameters (and optimizer state) to every replica: after a ring is
 // (re)built (the name is historical: the source is no longer always rank 0).
 expected<void> sync_from_rank0(worker_context& ctx, bool with_optimizer, std::vector<float>& buf);
+// Sizes the optimizer slots (with_optimizer) ahead, and `buf` for sync_from_rank0.
+void reserve_state(worker_context& ctx, bool with_optimizer, std::vector<float>& buf);
 
 // After a failed collective: forgets the ring (the next ensure() builds the new one) and returns a
 // dropped `retry`. `what` names what was lost in the log ("allreduce: step").

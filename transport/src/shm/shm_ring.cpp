@@ -57,6 +57,7 @@ struct shm_ring::header {
   std::uint64_t magic;
   std::uint64_t capacity;
   std::atomic<std::uint32_t> attached;
+  std::uint32_t populated;  // the creator allocated every page: the opener maps them all at once
   alignas(64) std::atomic<std::uint64_t> head;      // written by the producer
   alignas(64) std::atomic<std::uint64_t> tail;      // written by the consumer
   alignas(64) std::atomic<std::uint32_t> data_seq;  // bumped after head moves
@@ -75,7 +76,8 @@ shm_ring::shm_ring(std::string name, void* base, std::size_t mapped, bool creato
       capacity_(hdr_->capacity),
       creator_(creator) {}
 
-expected<std::unique_ptr<shm_ring>> shm_ring::create(const std::string& name, std::size_t capacity) {
+expected<std::unique_ptr<shm_ring>> shm_ring::create(const std::string& name, std::size_t capacity,
+                                                     bool populate) {
   std::size_t cap = round_pow2(capacity);
   std::size_t total = header_bytes + cap;
   int fd = ::shm_open(("/" + name).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
@@ -86,7 +88,7 @@ expected<std::unique_ptr<shm_ring>> shm_ring::create(const std::string& name, st
     ::shm_unlink(("/" + name).c_str());
     return e;
   }
-  void* base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
   ::close(fd);
   if (base == MAP_FAILED) {
     auto e = sys_error("mmap", name);
@@ -95,6 +97,7 @@ expected<std::unique_ptr<shm_ring>> shm_ring::create(const std::string& name, st
   }
   auto* h = new (base) header{};
   h->capacity = cap;
+  h->populated = populate ? 1 : 0;
   std::atomic_thread_fence(std::memory_order_release);
   std::atomic_ref<std::uint64_t>(h->magic).store(magic, std::memory_order_release);
   return std::unique_ptr<shm_ring>(new shm_ring(name, base, total, true));
@@ -114,6 +117,10 @@ expected<std::unique_ptr<shm_ring>> shm_ring::open(const std::string& name,
         auto* h = static_cast<header*>(base);
         if (std::atomic_ref<std::uint64_t>(h->magic).load(std::memory_order_acquire) == magic &&
             h->capacity + header_bytes == total) {
+          // Pages the creator allocated are mapped now, not faulted in one by one by the first writes
+          // (nothing is allocated here; an unpopulated ring is left to fault, as populating it here
+          // would allocate all of it on this side).
+          if (h->populated) ::madvise(base, total, MADV_POPULATE_WRITE);
           h->attached.store(1, std::memory_order_release);
           return std::unique_ptr<shm_ring>(new shm_ring(name, base, total, false));
         }
@@ -132,10 +139,34 @@ expected<std::unique_ptr<shm_ring>> shm_ring::open(const std::string& name,
 
 void shm_ring::remove(const std::string& name) noexcept { ::shm_unlink(("/" + name).c_str()); }
 
+expected<void> shm_ring::rename(const std::string& name) {
+  if (!creator_ || unlinked_ || hdr_->attached.load(std::memory_order_acquire))
+    return make_unexpected(shm_errc::system_error, "ring /" + name_ + ": only its creator renames it, before it is opened");
+  if (::rename(("/dev/shm/" + name_).c_str(), ("/dev/shm/" + name).c_str()) != 0) return sys_error("rename", name);
+  name_ = name;
+  return {};
+}
+
 shm_ring::~shm_ring() {
   if (creator_ && !unlinked_) ::shm_unlink(("/" + name_).c_str());
   ::munmap(base_, mapped_);
 }
+
+std::size_t shm_ring::populate_some(std::size_t max_bytes) noexcept {
+  if (!creator_ || hdr_->populated || opened()) return 0;
+  std::size_t n = std::min(max_bytes, capacity_ - populated_);
+  std::byte* p = data_ + populated_;
+  if (n > 0 && ::madvise(p, n, MADV_POPULATE_WRITE) != 0) {
+    // Kernels before 5.14: touch every page (nobody else has the ring yet, nothing is in it).
+    volatile std::byte* v = p;
+    for (std::size_t i = 0; i < n; i += 4096) v[i] = std::byte{0};
+  }
+  populated_ += n;
+  if (populated_ == capacity_) hdr_->populated = 1;
+  return capacity_ - populated_;
+}
+
+bool shm_ring::opened() const noexcept { return hdr_->attached.load(std::memory_order_acquire) != 0; }
 
 void shm_ring::unlink_when_attached(bool force) {
   if (!creator_ || unlinked_) return;

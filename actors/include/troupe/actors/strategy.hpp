@@ -53,6 +53,10 @@ class ring_session {
   virtual expected<void> broadcast(std::span<float> data, int root = 0) = 0;
   // Forget the current ring (after a failed collective).
   virtual void reset() = 0;
+  // True after a collective failed because the only other rank's process is gone: until the next
+  // membership view this worker is the whole ring, so a step it was taking can be finished alone
+  // (its own gradients are the ring's average) instead of dropped.
+  virtual bool alone() const { return false; }
 };
 
 struct worker_context {
@@ -86,6 +90,9 @@ class strategy {
   virtual step_result step(worker_context& ctx, const nn::batch* b, bool exhausted) = 0;
   // Makes the model current for predicting `b` (async PS pulls the rows it needs).
   virtual expected<void> prepare_eval(worker_context& ctx, const nn::batch& b) { return {}; }
+  // Once, before the worker joins the membership: allocate (and touch) what the first steps will
+  // need, so that ring partners do not wait for this worker's page faults.
+  virtual void warm_up(worker_context& ctx) {}
 };
 
 using strategy_factory = std::function<std::unique_ptr<strategy>(const job_spec&)>;

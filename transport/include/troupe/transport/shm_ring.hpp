@@ -36,8 +36,10 @@ class shm_ring {
   struct header;
 
   // Creates the ring `name` (a /dev/shm name without the slash) with `capacity` bytes (rounded up to
-  // a power of two). Fails if the name exists.
-  static expected<std::unique_ptr<shm_ring>> create(const std::string& name, std::size_t capacity);
+  // a power of two). Fails if the name exists. `populate`: its pages are allocated now (MAP_POPULATE),
+  // not faulted in one by one by the first large writes.
+  static expected<std::unique_ptr<shm_ring>> create(const std::string& name, std::size_t capacity,
+                                                    bool populate = false);
   // Opens a ring created by a peer, retrying until `deadline` while it does not exist yet.
   static expected<std::unique_ptr<shm_ring>> open(const std::string& name,
                                                   std::chrono::steady_clock::time_point deadline);
@@ -49,8 +51,17 @@ class shm_ring {
   shm_ring(const shm_ring&) = delete;
   shm_ring& operator=(const shm_ring&) = delete;
 
+  // Creator side, before anyone opened it: the ring goes by `name` from now on (rename(2) in
+  // /dev/shm; the mapping stays). Lets a ring be made ahead of knowing the name it will serve under.
+  expected<void> rename(const std::string& name);
+
   // Creator side: unlinks the name once the opener has attached (or at once if `force`). Idempotent.
   void unlink_when_attached(bool force = false);
+  // Creator side: whether the peer has opened the ring (and mapped its pages).
+  bool opened() const noexcept;
+  // Creator side, before anyone opened it: allocates up to `max_bytes` more of the ring's pages (as
+  // create(populate) does at once, a slice at a time); returns the bytes still unallocated.
+  std::size_t populate_some(std::size_t max_bytes) noexcept;
 
   std::size_t capacity() const noexcept { return capacity_; }
   // Bytes that can be written / read now.
@@ -81,6 +92,7 @@ class shm_ring {
   std::size_t capacity_;
   bool creator_;
   bool unlinked_ = false;
+  std::size_t populated_ = 0;  // bytes of the data area populate_some() has allocated
 };
 
 }  // namespace troupe::transport

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "troupe/actors/collective/ring.hpp"
+#include "troupe/transport/shm_ring.hpp"
 
 namespace troupe::transport {
 class shm_ring;
@@ -30,6 +31,10 @@ struct shm_link_options {
   const std::atomic<std::uint64_t>* current_epoch = nullptr;
   // Neighbours' liveness beacons (liveness.hpp), when they have them: a faster death notice.
   std::string prev_beacon, next_beacon;
+  // A ring made ahead (populated, of `capacity`) that becomes this rank's inbound ring instead of a
+  // fresh one; taken (reset) when used. A joining worker's first ring then takes no page faults
+  // while a partner writes the replicas' state into it.
+  std::unique_ptr<transport::shm_ring>* spare = nullptr;
 };
 
 class shm_ring_link final : public ring_link {
@@ -44,6 +49,8 @@ class shm_ring_link final : public ring_link {
   expected<void> recv(const step_tag& tag, std::span<float> data) override;
 
   static std::string ring_name(const std::string& job, std::uint64_t epoch, int rank);
+  // Whether the previous rank has opened this rank's inbound ring (it is done linking).
+  bool prev_linked() const noexcept { return in_->opened(); }
 
  private:
   shm_ring_link(shm_link_options o, std::unique_ptr<transport::shm_ring> in,
