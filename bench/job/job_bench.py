@@ -179,7 +179,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--first-step-runs", type=int, default=5)
-    ap.add_argument("--scale-every", type=float, default=3.0)
+    ap.add_argument("--scale-every", type=float, default=1.0)
     ap.add_argument("--only", default="first_step,e2e,torch,elastic")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)

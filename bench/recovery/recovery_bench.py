@@ -89,9 +89,12 @@ def measure(survivor, replacement, kill_us, since_us=0):
     after = [p for p in around if first is not None and p > first]
     end = after[min(19, len(after) - 1)] if after else None
     rec = [b - a for a, b in zip(around, around[1:]) if end is not None and b <= end]
+    rec_before = before[-len(rec):] if rec else []
     return {
         "recovery_longest_gap_ms": max(rec) / 1000 if rec else None,
         "recovery_steps": len(rec),
+        # The same number of steps just before the kill, no fault: the machine's jitter.
+        "longest_gap_before_kill_recovery_window_ms": max(rec_before) / 1000 if rec_before else None,
         "median_step_ms": median / 1000,
         "longest_gap_ms": None if longest is None else longest / 1000,
         "gap_over_median": None if longest is None or not median else longest / median,
