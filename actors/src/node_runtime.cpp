@@ -61,6 +61,10 @@ expected<std::unique_ptr<node_runtime>> node_runtime::start(const job_spec& spec
   std::unique_ptr<node_runtime> rt(new node_runtime(spec, std::move(who)));
   rt->caf_ = std::make_unique<caf_parts>();
   rt->caf_->cfg.set("scheduler.max-threads", 2);
+  // An idle scheduler thread goes straight from its short spin to a condition-variable wait (it is
+  // notified on new work), instead of CAF's default of waking every 50 us for 25 ms after each
+  // message: with a handful of nodes on a few cores those wake-ups stole the training threads' time.
+  rt->caf_->cfg.set("work-stealing.moderate-poll-attempts", 0);
   supervision::add_supervision_error_category(rt->caf_->cfg);
   rt->caf_->system = std::make_unique<caf::actor_system>(rt->caf_->cfg);
 
