@@ -1,5 +1,6 @@
 #include "gpu_comm_client.hpp"
 
+#include <optional>
 #include <thread>
 
 #include "node_runtime.hpp"
@@ -68,9 +69,12 @@ expected<gpu_rendezvous::snapshot> gpu_comm_exchange(rpc_client& rpc, const gpu_
                     std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()));
   };
   auto s = post(rpc, mine, left());
+  std::optional<gpu_rendezvous::snapshot> last;  // the latest answer, for the timeout's message
   while (true) {
+    if (!s && last && clock::now() >= deadline) s = *last;  // a call cut short by the deadline
     if (!s)
       return std::move(s).err().wrap("gpu comm rendezvous of ring epoch " + std::to_string(mine.ring_epoch));
+    last = *s;
     if (s->complete() && (!o.need_unique_id || !s->unique_id.empty())) return s;
     if (o.current_epoch && o.current_epoch->load() != mine.ring_epoch)
       return make_unexpected(collective::collective_errc::cancelled,
