@@ -39,6 +39,12 @@ std::uint64_t rpc_client::reply_id(const message& m) {
   return id;
 }
 
+std::uint64_t rpc_client::incarnation_of(const std::string& node) const {
+  for (const auto& p : net_.peers())
+    if (p.name == node) return p.incarnation;
+  return 0;
+}
+
 void rpc_client::on_reply(const message& m) {
   std::uint64_t id = reply_id(m);
   std::lock_guard lk(mu_);
@@ -66,13 +72,10 @@ expected<std::vector<message>> rpc_client::call_all(std::vector<request>& reqs, 
   // The incarnation each request went to: if that connection goes away (the node died, or a new
   // incarnation replaced it) the reply will never come, so the call fails at once.
   std::map<std::string, std::uint64_t> sent_to;
-  for (const auto& p : net_.peers()) sent_to[p.name] = p.incarnation;
+  for (const auto& r : reqs) sent_to[r.node] = incarnation_of(r.node);
   auto gone = [&](const std::string& node) {
-    auto it = sent_to.find(node);
-    if (it == sent_to.end()) return false;
-    for (const auto& p : net_.peers())
-      if (p.name == node) return p.incarnation != it->second;
-    return true;
+    auto sent = sent_to[node];
+    return sent != 0 && incarnation_of(node) != sent;
   };
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::unique_lock lk(mu_);
@@ -130,10 +133,7 @@ expected<void> rpc_client::send(request req, std::chrono::milliseconds timeout) 
     pending_.erase(req.id);
     return s.err();
   }
-  in_flight f{req.node, 0, std::chrono::steady_clock::now() + timeout, timeout};
-  for (const auto& p : net_.peers())
-    if (p.name == req.node) f.incarnation = p.incarnation;
-  sent_[req.id] = std::move(f);
+  sent_[req.id] = in_flight{req.node, incarnation_of(req.node), std::chrono::steady_clock::now() + timeout, timeout};
   return {};
 }
 
@@ -162,12 +162,8 @@ std::optional<expected<message>> rpc_client::poll(std::uint64_t id) {
   if (std::chrono::steady_clock::now() >= f.deadline)
     return done(make_unexpected(core_errc::io_error, "no reply within " + std::to_string(f.timeout.count()) +
                                                           " ms from " + f.node));
-  if (f.incarnation != 0) {
-    bool same = false;
-    for (const auto& p : net_.peers())
-      if (p.name == f.node) same = p.incarnation == f.incarnation;
-    if (!same) return done(make_unexpected(core_errc::io_error, f.node + " went down before replying"));
-  }
+  if (f.incarnation != 0 && incarnation_of(f.node) != f.incarnation)
+    return done(make_unexpected(core_errc::io_error, f.node + " went down before replying"));
   return std::nullopt;
 }
 

@@ -52,6 +52,8 @@ class rpc_client {
  private:
   rpc_client(endpoint& net, std::string name) : net_(net), name_(std::move(name)) {}
   void on_reply(const message& m);
+  // The incarnation of `node` the endpoint is connected to now; 0 when it is not connected.
+  std::uint64_t incarnation_of(const std::string& node) const;
   endpoint& net_;
   std::string name_;
   std::uint64_t last_id_ = 0;

@@ -9,6 +9,7 @@
 #include "rpc.hpp"
 #include "troupe/actors/collective/shm_ring_link.hpp"
 #include "troupe/actors/strategy.hpp"
+#include "troupe/transport/shm_ring.hpp"
 
 namespace troupe::actors {
 
@@ -56,9 +57,9 @@ class shm_ring_session final : public ring_session {
   bool spare_failed_ = false;                    // prepare() could not make one: not tried again
   info info_;
   std::uint64_t op_ = 0;
-  std::uint64_t solo_epoch_ = 0;
-  std::uint64_t awaiting_epoch_ = 0;
-  info pending_;  // the ring linked to a joining partner that has not opened this worker's ring yet  // ring epoch whose joining partner has not made its ring yet     // ring epoch during which this worker trains alone (0: none)
+  std::uint64_t solo_epoch_ = 0;      // ring epoch during which this worker trains alone (0: none)
+  std::uint64_t awaiting_epoch_ = 0;  // ring epoch whose joining partner has not made its ring yet
+  info pending_;  // the ring linked to a joining partner that has not opened this worker's ring yet
   std::vector<node_id> neighbours_;  // prev, next of the current ring
 };
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "troupe/actors/collective/shm_ring_link.hpp"
+#include "troupe/transport/shm_ring.hpp"
 
 namespace troupe::collective {
 namespace {

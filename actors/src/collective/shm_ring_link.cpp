@@ -190,6 +190,8 @@ expected<std::unique_ptr<shm_ring_link>> shm_ring_link::connect(const shm_link_o
   return std::unique_ptr<shm_ring_link>(new shm_ring_link(o, std::move(in), std::move(*out)));
 }
 
+bool shm_ring_link::prev_linked() const noexcept { return in_->opened(); }
+
 expected<void> shm_ring_link::check_stall(const step_tag& tag, steady::time_point deadline,
                                           steady::time_point& next_probe) const {
   if (opt_.current_epoch && opt_.current_epoch->load(std::memory_order_acquire) != tag.epoch)

@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <numeric>
 #include <random>
-#include <utility>
 #include <thread>
+#include <utility>
 
 #include "../wire.hpp"
 #include "troupe/actors/data.hpp"

@@ -140,7 +140,7 @@ expected<std::unique_ptr<shm_ring>> shm_ring::open(const std::string& name,
 void shm_ring::remove(const std::string& name) noexcept { ::shm_unlink(("/" + name).c_str()); }
 
 expected<void> shm_ring::rename(const std::string& name) {
-  if (!creator_ || unlinked_ || hdr_->attached.load(std::memory_order_acquire))
+  if (!creator_ || unlinked_ || opened())
     return make_unexpected(shm_errc::system_error, "ring /" + name_ + ": only its creator renames it, before it is opened");
   if (::rename(("/dev/shm/" + name_).c_str(), ("/dev/shm/" + name).c_str()) != 0) return sys_error("rename", name);
   name_ = name;

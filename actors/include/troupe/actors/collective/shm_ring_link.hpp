@@ -10,7 +10,6 @@
 #include <sys/types.h>
 
 #include "troupe/actors/collective/ring.hpp"
-#include "troupe/transport/shm_ring.hpp"
 
 namespace troupe::transport {
 class shm_ring;
@@ -50,7 +49,7 @@ class shm_ring_link final : public ring_link {
 
   static std::string ring_name(const std::string& job, std::uint64_t epoch, int rank);
   // Whether the previous rank has opened this rank's inbound ring (it is done linking).
-  bool prev_linked() const noexcept { return in_->opened(); }
+  bool prev_linked() const noexcept;
 
  private:
   shm_ring_link(shm_link_options o, std::unique_ptr<transport::shm_ring> in,
