@@ -4,7 +4,8 @@
 #     bridge troupe0 (10.78.0.1/24 in the root namespace); no forwarding, no NAT: the only
 #     addresses reachable are the ones this script creates, and loopback;
 #   - a mount namespace with its own tmpfs /dev/shm and /tmp (shared-memory rings and beacons of
-#     one host are invisible to the others), and a UTS namespace with hostname h<i>.
+#     one host are invisible to the others) and an /etc/hosts naming every host (h<i>) and the
+#     bridge's address (troupe-root), and a UTS namespace with hostname h<i>.
 # The mount and UTS namespaces are kept alive as bind mounts under $TROUPE_HOSTS_RUN (no holder
 # process). Root is needed.
 #
@@ -66,12 +67,14 @@ make_host() {
     ip -n "$ns" link set lo up
   fi
   if [[ ! -e "$RUN/$h/mnt" ]]; then
+    # One /etc/hosts for every host, bind-mounted: write_hosts_file rewrites it in place.
     mkdir -p "$RUN/$h"
     touch "$RUN/$h/mnt" "$RUN/$h/uts"
     # The new mount namespace gets private tmpfs /dev/shm and /tmp and the hostname; both
     # namespaces outlive this command through the bind mounts unshare makes of them.
     nsenter --net="/run/netns/$ns" unshare --mount="$RUN/$h/mnt" --uts="$RUN/$h/uts" --propagation private \
-      sh -c "hostname $h && mount -t tmpfs -o size=1g,mode=1777 tmpfs /dev/shm && mount -t tmpfs -o mode=1777 tmpfs /tmp"
+      sh -c "hostname $h && mount -t tmpfs -o size=1g,mode=1777 tmpfs /dev/shm && mount -t tmpfs -o mode=1777 tmpfs /tmp \\
+             && mount --bind $RUN/etc-hosts /etc/hosts"
   fi
 }
 
@@ -87,12 +90,25 @@ hosts_present() {
   ip netns list 2>/dev/null | awk -v p="^$PREFIX[0-9]+\$" '$1 ~ p {sub("'"$PREFIX"'", "h", $1); print $1}' | sort -V
 }
 
+# Every host's /etc/hosts (the same inode in all: truncated and rewritten, never replaced).
+write_hosts_file() {
+  local n=$1 i
+  {
+    echo "127.0.0.1 localhost"
+    echo "$BR_IP troupe-root"
+    for i in $(seq 1 "$n"); do echo "$NET.$((10 + i)) h$i"; done
+  } > "$RUN/etc-hosts"
+}
+
 cmd_up() {
   local n=${1:-}
   [[ "$n" =~ ^[0-9]+$ && $n -ge 1 && $n -le 200 ]] || die "up: N must be a number from 1 to 200, got '${n}'"
   need_root
   prepare_run
   make_bridge
+  local have
+  have=$(hosts_present | wc -l)
+  write_hosts_file $((n > have ? n : have))
   for i in $(seq 1 "$n"); do make_host "h$i"; done
   echo "hosts.sh: $n hosts up on $BR ($BR_IP/24)"
 }
@@ -112,6 +128,7 @@ cmd_down() {
       umount "$d/mnt" "$d/uts" 2>/dev/null || true
       rm -rf "$d"
     done
+    rm -f "$RUN/etc-hosts"
     umount "$RUN" 2>/dev/null || true
   fi
   ip link show "$BR" >/dev/null 2>&1 && ip link del "$BR"

@@ -14,6 +14,7 @@ trap '"$S" down >/dev/null 2>&1' EXIT
 "$S" up 2 || fail "up 2"
 [[ $("$S" exec h1 hostname) == h1 ]] || fail "h1's hostname"
 [[ $("$S" addr h2) == 10.78.0.12 ]] || fail "h2's address"
+[[ $("$S" exec h1 getent hosts h2) == 10.78.0.12* ]] || fail "h1 does not resolve h2"
 "$S" exec h2 sh -c 'echo x > /dev/shm/troupe_hosts_test && echo y > /tmp/troupe_hosts_test' || fail "write in h2"
 [[ -e /dev/shm/troupe_hosts_test ]] && fail "h2's /dev/shm is the machine's"
 "$S" exec h1 test -e /dev/shm/troupe_hosts_test && fail "h1 sees h2's /dev/shm"
