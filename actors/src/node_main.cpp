@@ -9,7 +9,7 @@
 #include "caf_types.hpp"
 #include "node_runtime.hpp"
 #include "roles/roles.hpp"
-#include "troupe/actors/collective/liveness.hpp"
+#include "troupe/collective/shm/liveness.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/supervision/node_root.hpp"
 

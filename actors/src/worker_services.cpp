@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ps_layout.hpp"
-#include "troupe/actors/collective/liveness.hpp"
+#include "troupe/collective/shm/liveness.hpp"
 #include "wire.hpp"
 #include "troupe/cluster/membership.hpp"
 

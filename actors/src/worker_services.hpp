@@ -7,7 +7,7 @@
 
 #include "node_runtime.hpp"
 #include "rpc.hpp"
-#include "troupe/actors/collective/shm_ring_link.hpp"
+#include "troupe/collective/shm/link.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/transport/shm_ring.hpp"
 

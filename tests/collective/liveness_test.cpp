@@ -1,4 +1,4 @@
-#include "troupe/actors/collective/liveness.hpp"
+#include "troupe/collective/shm/liveness.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>

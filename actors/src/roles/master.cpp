@@ -11,7 +11,7 @@
 #include "../wire.hpp"
 #include "master_state.hpp"
 #include "roles.hpp"
-#include "troupe/actors/collective/liveness.hpp"
+#include "troupe/collective/shm/liveness.hpp"
 #include "troupe/cluster/errc.hpp"
 #include "troupe/cluster/job_dir.hpp"
 

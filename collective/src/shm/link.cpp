@@ -1,4 +1,4 @@
-#include "troupe/actors/collective/shm_ring_link.hpp"
+#include "troupe/collective/shm/link.hpp"
 
 #include <poll.h>
 #include <signal.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "troupe/actors/collective/liveness.hpp"
+#include "troupe/collective/shm/liveness.hpp"
 #include "troupe/transport/shm_ring.hpp"
 
 namespace troupe::collective {

@@ -9,7 +9,7 @@
 #include <string>
 #include <sys/types.h>
 
-#include "troupe/actors/collective/ring.hpp"
+#include "troupe/collective/ring.hpp"
 
 namespace troupe::transport {
 class shm_ring;

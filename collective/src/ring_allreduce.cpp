@@ -1,4 +1,4 @@
-#include "troupe/actors/collective/ring.hpp"
+#include "troupe/collective/ring.hpp"
 
 namespace troupe::collective {
 
