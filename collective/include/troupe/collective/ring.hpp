@@ -17,11 +17,11 @@ namespace troupe::collective {
 
 enum class collective_errc {
   ok = 0,
-  timeout = 1,      // a neighbour sent nothing before the deadline
-  cancelled = 2,    // the membership epoch changed while the operation ran
-  peer_dead = 3,    // a neighbour process is gone
-  protocol = 4,     // a neighbour sent data for another epoch/op/step or of the wrong size
-  setup = 5,        // the ring could not be built (rendezvous, shared memory)
+  timeout = 1,    // a neighbour sent nothing before the deadline
+  cancelled = 2,  // the membership epoch changed while the operation ran
+  peer_dead = 3,  // a neighbour process is gone
+  protocol = 4,   // a neighbour sent data for another epoch/op/step or of the wrong size
+  setup = 5,      // the ring could not be built (rendezvous, shared memory)
 };
 const std::error_category& collective_category() noexcept;
 inline std::error_code make_error_code(collective_errc e) noexcept {
