@@ -1,9 +1,9 @@
 // Ring collectives for synchronous training. The algorithm (ring_allreduce) is written against
-// `ring_link`, one rank's connection to its ring neighbours for one membership epoch; links exist
-// for co-located ranks (shared memory, shm_ring_link) and for remote ones (transport data
-// channels). A new ring is built for every membership epoch; an operation interrupted by a
-// membership change or a dead neighbour fails fast with collective_errc and the caller drops or
-// retries the step on the next ring.
+// `ring_link`, one rank's connection to its ring neighbours for one membership epoch. Each link
+// backend is a folder of its own with the same file names: shm/link.hpp (shm_ring_link) joins ranks
+// on one host over shared memory; ranks on different hosts have no backend yet. A new ring is built
+// for every membership epoch; an operation interrupted by a membership change or a dead neighbour
+// fails fast with collective_errc and the caller drops or retries the step on the next ring.
 #pragma once
 
 #include <atomic>
