@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "node_runtime.hpp"
-#include "troupe/actors/collective/ring.hpp"
+#include "troupe/collective/ring.hpp"
 #include "wire.hpp"
 
 namespace troupe::actors {

@@ -9,7 +9,6 @@
 #include "caf_types.hpp"
 #include "node_runtime.hpp"
 #include "roles/roles.hpp"
-#include "troupe/actors/collective/liveness.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/supervision/node_root.hpp"
 
@@ -100,13 +99,13 @@ int run_node(const node_options& o) {
     });
   }
   supervision::supervisor_config sc;
-  std::unique_ptr<collective::liveness_beacon> beacon;
+  std::unique_ptr<collective::liveness::beacon> beacon;
   auto root = supervision::run_node_root(r->system(), r->names(), sc, children_of(r, o, *role));
   if (*role != cluster::node_role::master) {
     if (*role == cluster::node_role::worker) {
       r->defer_join();
       // Ring partners watch it: they notice this process's death before its teardown ends.
-      auto b = collective::liveness_beacon::start(collective::liveness_beacon::name_for(who.job_id, who.id.to_string()));
+      auto b = r->liveness().start(who.id);
       if (b) beacon = std::move(*b);
       else spdlog::warn("liveness beacon: {} (partners fall back to the pid)", b.err().to_string());
     }

@@ -36,7 +36,8 @@ bool guarded(const char* what, const std::function<void()>& fn) {
   }
 }
 
-node_runtime::node_runtime(job_spec spec, identity who) : spec_(std::move(spec)), who_(std::move(who)) {}
+node_runtime::node_runtime(job_spec spec, identity who)
+    : spec_(std::move(spec)), who_(std::move(who)), live_(collective::make_host_liveness(who_.job_id)) {}
 
 node_runtime::~node_runtime() {
   {

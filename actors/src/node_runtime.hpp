@@ -15,6 +15,7 @@
 
 #include "troupe/actors/job_spec.hpp"
 #include "troupe/cluster/membership.hpp"
+#include "troupe/collective/liveness.hpp"
 #include "troupe/supervision/name_registry.hpp"
 #include "troupe/transport/endpoint.hpp"
 #include "troupe/transport/message.hpp"
@@ -42,6 +43,9 @@ class node_runtime {
   supervision::name_registry& names() { return names_; }
   endpoint& net() { return *net_; }
   const std::string& address() const { return address_; }
+  // The job's liveness on this host: the master checks a worker's word that a neighbour died
+  // against it, a worker starts its beacon with it, ring sessions watch their neighbours with it.
+  collective::liveness& liveness() { return *live_; }
 
   // Frames addressed to `name` are delivered, as a troupe::message, to the actor registered under
   // `name` (dropped, and counted, while it is restarting).
@@ -86,6 +90,7 @@ class node_runtime {
   std::unique_ptr<caf_parts> caf_;
   supervision::name_registry names_;
   std::unique_ptr<endpoint> net_;
+  std::unique_ptr<collective::liveness> live_;
   std::string address_;
   std::atomic<std::uint64_t> ring_epoch_{0};
   std::atomic<bool> ready_{true};

@@ -1,13 +1,8 @@
 #include "worker_services.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 
-#include <spdlog/spdlog.h>
-
 #include "ps_layout.hpp"
-#include "troupe/actors/collective/liveness.hpp"
 #include "wire.hpp"
 #include "troupe/cluster/membership.hpp"
 
@@ -152,167 +147,32 @@ expected<void> remote_ps::push(nn::model& m) {
   return {};
 }
 
-// ---- shm_ring_session ----
+// ---- node_ring_context ----
 
-void shm_ring_session::prepare(bool at_once) {
-  // "e0-...": epoch 0 is never a ring's, and the runner removes it with the job's rings if this
-  // process is killed before using it.
-  auto name = collective::shm_ring_link::ring_name(rt_.who().job_id, 0, 0) + "-spare-" +
-              std::to_string(::getpid());
-  transport::shm_ring::remove(name);
-  auto r = transport::shm_ring::create(name, rt_.spec().job.ring_capacity, at_once);
-  if (!r) {
-    if (!spare_failed_) spdlog::warn("ring: no spare ring ({}); rings are made when needed", r.err().to_string());
-    spare_failed_ = true;
-    return;
-  }
-  spare_ = std::move(*r);
-}
-
-// Alone: the spare inbound ring for the next worker to join is made a slice per step (allocating
-// all 4 MiB at once would be one long step just when the survivor of a kill should not pause).
-void shm_ring_session::prepare_some() {
-  if (!spare_ && !spare_failed_) prepare(false);
-  if (spare_) spare_->populate_some(256 << 10);
-}
-
-expected<ring_session::info> shm_ring_session::ensure() {
-  auto [view, ring_epoch] = rt_.view_and_ring_epoch();
-  if (link_ && pending_.epoch == ring_epoch && ring_epoch != 0) {
-    // Linked to a joining partner that is still linking: alone until it is done.
-    if (!link_->prev_linked()) return info_;
-    info_ = pending_;
-    pending_ = {};
-    return info_;
-  }
-  pending_ = {};
-  if (info_.epoch == ring_epoch && (link_ || (info_.size == 1 && awaiting_epoch_ != ring_epoch)) && ring_epoch != 0) {
-    if (info_.size == 1) prepare_some();
-    info_.fresh = false;
-    return info_;
-  }
-  // Trained alone until now (the first worker, or the survivor of a ring of two).
-  bool was_alone = (info_.size == 1 && info_.epoch != 0) || solo_epoch_ != 0;
-  link_.reset();
-  if (solo_epoch_ != 0 && solo_epoch_ == ring_epoch) {
-    prepare_some();
-    info_ = {0, 1, ring_epoch, false};
-    return info_;
-  }
-  solo_epoch_ = 0;
+collective::ring_members node_ring_context::members() const {
+  auto [view, epoch] = rt_.view_and_ring_epoch();
   auto ring = view.worker_ring();
-  auto rank = ring.rank_of(rt_.self().name);
-  if (!rank)
-    return make_unexpected(collective::collective_errc::setup,
-                           rt_.self().to_string() + " is not in the ring of epoch " + std::to_string(ring_epoch));
-  info_ = {static_cast<int>(*rank), static_cast<int>(ring.size()), ring_epoch, true};
-  op_ = 0;
-  if (ring.size() == 1) {
-    prepare_some();
-    return info_;
+  collective::ring_members out;
+  out.epoch = epoch;
+  out.ranks.reserve(ring.size());
+  for (const auto& id : ring.ranks) {
+    const auto* m = view.find(id.name);
+    out.ranks.push_back({id, m ? m->pid : 0});
   }
-  if (ring.size() == 2 && was_alone) {
-    // A worker joins this one, which trained alone: it goes on alone, a step at a time, until the
-    // newcomer has made its inbound ring (it is linking); then it links, at once, and sends it the
-    // replicas' state. Its steps never wait for the newcomer's start-up.
-    auto theirs = collective::shm_ring_link::ring_name(rt_.who().job_id, ring_epoch, (*rank + 1) % 2);
-    if (::access(("/dev/shm/" + theirs).c_str(), F_OK) != 0) {
-      if (awaiting_epoch_ != ring_epoch) spdlog::debug("ring epoch {}: training alone until /{} appears", ring_epoch, theirs);
-      awaiting_epoch_ = ring_epoch;
-      prepare_some();
-      info_ = {0, 1, ring_epoch, false};
-      return info_;
-    }
-  }
-  awaiting_epoch_ = 0;
-  auto pid_of = [&](std::size_t r) {
-    const auto* m = view.find(ring.ranks[r].name);
-    return m ? static_cast<pid_t>(m->pid) : 0;
-  };
-  collective::shm_link_options o;
-  o.job = rt_.who().job_id;
-  o.epoch = ring_epoch;
-  o.rank = info_.rank;
-  o.size = info_.size;
-  o.prev_pid = pid_of(ring.prev(*rank));
-  o.next_pid = pid_of(ring.next(*rank));
-  neighbours_ = {ring.ranks[ring.prev(*rank)], ring.ranks[ring.next(*rank)]};
-  o.prev_beacon = collective::liveness_beacon::name_for(o.job, ring.ranks[ring.prev(*rank)].to_string());
-  o.next_beacon = collective::liveness_beacon::name_for(o.job, ring.ranks[ring.next(*rank)].to_string());
-  o.capacity = rt_.spec().job.ring_capacity;
-  o.timeout = rt_.spec().job.rpc_timeout;
-  o.current_epoch = &rt_.ring_epoch();
-  o.spare = &spare_;
-  auto connect_start = std::chrono::steady_clock::now();
-  auto link = collective::shm_ring_link::connect(o);
-  if (!link) {
-    after_failure(link.err());
-    info_.epoch = 0;
-    return link.err();
-  }
-  link_ = std::move(*link);
-  spdlog::info("ring epoch {}: rank {} of {}, linked in {:.2f} ms", ring_epoch, info_.rank, info_.size,
-               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - connect_start).count());
-  if (was_alone && !link_->prev_linked()) {
-    // The newcomer has yet to open this worker's ring: one more step alone rather than wait for it.
-    pending_ = info_;
-    info_ = {0, 1, ring_epoch, false};
-  }
-  return info_;
+  return out;
 }
 
-expected<void> shm_ring_session::allreduce(std::span<float> data) {
-  if (info_.size <= 1) return {};
-  if (!link_) return make_unexpected(collective::collective_errc::setup, "no ring");
-  auto r = collective::ring_allreduce(*link_, info_.rank, info_.size, data, info_.epoch, ++op_);
-  if (!r) {
-    link_.reset();
-    after_failure(r.err());
-    info_.epoch = 0;
-  }
-  return r;
+void node_ring_context::report_gone(const node_id& node, const std::string& why) {
+  auto o = wire::job();
+  auto n = o.body.initNodeExited();
+  wire::write_node(n.initNode(), node);
+  n.setStatus(why);
+  (void)rt_.net().send("master", "master", std::move(o.out), "worker");
 }
 
-void shm_ring_session::after_failure(const error& e) {
-  if (!(e == collective::collective_errc::peer_dead)) return;
-  report_gone_neighbours();
-  if (info_.size != 2) return;
-  auto epoch = rt_.ring_epoch().load(std::memory_order_acquire);
-  if (epoch != info_.epoch) return;  // the master's next view is already here
-  solo_epoch_ = epoch;
-  spdlog::info("ring of epoch {}: the other worker is gone ({}); training alone until the next view", epoch,
-               e.to_string());
-}
-
-bool shm_ring_session::alone() const {
-  return solo_epoch_ != 0 && solo_epoch_ == rt_.ring_epoch().load(std::memory_order_acquire);
-}
-
-// The master hears of the death from the runner or the closed connection only once the dead
-// process's teardown is over (milliseconds to tens of them); the beacon tells now. The master
-// checks the beacon itself before it acts.
-void shm_ring_session::report_gone_neighbours() {
-  for (const auto& id : neighbours_) {
-    if (!collective::liveness_beacon::released(collective::liveness_beacon::name_for(rt_.who().job_id, id.to_string())))
-      continue;
-    auto o = wire::job();
-    auto n = o.body.initNodeExited();
-    wire::write_node(n.initNode(), id);
-    n.setStatus("liveness beacon released (seen by " + rt_.self().to_string() + ")");
-    (void)rt_.net().send("master", "master", std::move(o.out), "worker");
-  }
-}
-
-expected<void> shm_ring_session::broadcast(std::span<float> data, int root) {
-  if (info_.size <= 1) return {};
-  if (!link_) return make_unexpected(collective::collective_errc::setup, "no ring");
-  auto r = collective::ring_broadcast(*link_, info_.rank, info_.size, data, root, info_.epoch, ++op_);
-  if (!r) {
-    link_.reset();
-    after_failure(r.err());
-    info_.epoch = 0;
-  }
-  return r;
+std::unique_ptr<collective::shm_ring_session> make_ring_session(node_ring_context& ctx, const job_spec& spec) {
+  return std::make_unique<collective::shm_ring_session>(
+      ctx, collective::shm_session_options{spec.job.ring_capacity, spec.job.rpc_timeout});
 }
 
 }  // namespace troupe::actors

@@ -1,5 +1,6 @@
 // The worker's implementations of the strategy services: PS access over the transport (rpc to
-// the shards named in the membership view) and the allreduce ring over shared memory.
+// the shards named in the membership view) and the allreduce ring (the collective module's session
+// over this node's ring context).
 #pragma once
 
 #include <memory>
@@ -7,9 +8,9 @@
 
 #include "node_runtime.hpp"
 #include "rpc.hpp"
-#include "troupe/actors/collective/shm_ring_link.hpp"
 #include "troupe/actors/strategy.hpp"
-#include "troupe/transport/shm_ring.hpp"
+#include "troupe/collective/ring_context.hpp"
+#include "troupe/collective/shm/session.hpp"
 
 namespace troupe::actors {
 
@@ -30,37 +31,23 @@ class remote_ps final : public ps_client {
   std::vector<float> rows_;
 };
 
-class shm_ring_session final : public ring_session {
+// This node as the ring session's context (troupe/collective/ring_context.hpp): its job, its id,
+// the worker ring of its latest membership view, and the master to tell of a dead neighbour.
+class node_ring_context final : public collective::ring_context {
  public:
-  explicit shm_ring_session(node_runtime& rt) : rt_(rt) {}
-  // Makes this worker's next inbound ring ahead, populated (`at_once`, at start-up; else a slice per
-  // step while it trains alone): the partner writing into it takes no page faults, neither the
-  // replicas' state nor the first steps' gradients.
-  void prepare(bool at_once = true);
-  expected<info> ensure() override;
-  expected<void> allreduce(std::span<float> data) override;
-  expected<void> broadcast(std::span<float> data, int root) override;
-  void reset() override { link_.reset(); }
-  bool alone() const override;
+  explicit node_ring_context(node_runtime& rt) : rt_(rt) {}
+  const std::string& job() const override { return rt_.who().job_id; }
+  const node_id& self() const override { return rt_.self(); }
+  collective::ring_members members() const override;
+  const std::atomic<std::uint64_t>& ring_epoch() const override { return rt_.ring_epoch(); }
+  void report_gone(const node_id& node, const std::string& why) override;
+  collective::liveness& live() override { return rt_.liveness(); }
 
  private:
-  // A ring of two whose other member has exited (its process is gone: a fact, not a suspicion)
-  // can only become this worker alone: it trains solo at once, without waiting for the master's
-  // next view, until the ring epoch changes.
-  void after_failure(const error& e);
-  void prepare_some();
-  void report_gone_neighbours();
-
   node_runtime& rt_;
-  std::unique_ptr<collective::shm_ring_link> link_;
-  std::unique_ptr<transport::shm_ring> spare_;  // prepare()'s ring until a link takes it
-  bool spare_failed_ = false;                    // prepare() could not make one: not tried again
-  info info_;
-  std::uint64_t op_ = 0;
-  std::uint64_t solo_epoch_ = 0;      // ring epoch during which this worker trains alone (0: none)
-  std::uint64_t awaiting_epoch_ = 0;  // ring epoch whose joining partner has not made its ring yet
-  info pending_;  // the ring linked to a joining partner that has not opened this worker's ring yet
-  std::vector<node_id> neighbours_;  // prev, next of the current ring
 };
+
+// The worker's ring session: shared-memory rings sized and timed by the job file.
+std::unique_ptr<collective::shm_ring_session> make_ring_session(node_ring_context& ctx, const job_spec& spec);
 
 }  // namespace troupe::actors

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "troupe/actors/collective/shm_ring_link.hpp"
+#include "troupe/collective/shm/link.hpp"
 
 using namespace troupe::collective;
 

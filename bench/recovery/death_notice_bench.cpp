@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "troupe/actors/collective/liveness.hpp"
+#include "troupe/collective/shm/liveness.hpp"
 
 using namespace troupe::collective;
 using clk = std::chrono::steady_clock;

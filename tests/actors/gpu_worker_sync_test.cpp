@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "roles/gpu_worker.hpp"
-#include "troupe/actors/collective/ring.hpp"
+#include "troupe/collective/ring.hpp"
 
 namespace troupe::actors {
 namespace {

@@ -1,4 +1,4 @@
-#include "troupe/actors/collective/liveness.hpp"
+#include "troupe/collective/shm/liveness.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -9,6 +9,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
+
+#include "troupe/collective/cleanup.hpp"
+#include "troupe/collective/shm/link.hpp"
+#include "troupe/transport/shm_ring.hpp"
 
 namespace troupe::collective {
 namespace {
@@ -97,6 +101,71 @@ TEST(liveness, names_are_valid_shm_names) {
   EXPECT_EQ(n.find('/'), std::string::npos);
   EXPECT_EQ(n.find('#'), std::string::npos);
   EXPECT_EQ(n, "troupe-job-1-live-worker-3_2");
+}
+
+// Polls `ready` until it holds (each poll is cheap); false after `limit`.
+template <typename F>
+bool eventually(F ready, std::chrono::seconds limit) {
+  auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    if (ready()) return true;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return false;
+}
+
+TEST(host_liveness, a_killed_node_is_gone_until_its_leftover_is_removed) {
+  std::string job = "livetest" + std::to_string(::getpid()) + "h";
+  auto live = make_host_liveness(job);
+  node_id node{"worker-3", 2};
+  // The child starts the node's beacon through the interface, as a worker's node does.
+  pid_t pid = start_child(liveness_beacon::name_for(job, node.to_string()), false);
+  ASSERT_GT(pid, 0);
+  auto w = live->watch_node(node);
+  ASSERT_TRUE(w);
+  EXPECT_FALSE(w->gone());
+  EXPECT_FALSE(live->gone(node));
+  EXPECT_FALSE(live->gone(node_id{"worker-3", 1})) << "another incarnation is another node";
+  ::kill(pid, SIGKILL);
+  EXPECT_TRUE(eventually([&] { return live->gone(node); }, std::chrono::seconds(10)));
+  EXPECT_TRUE(w->gone());
+  ::waitpid(pid, nullptr, 0);
+  live->remove(node);
+  EXPECT_FALSE(live->gone(node)) << "removed: nothing is known any more";
+  EXPECT_EQ(live->watch_node(node), nullptr);
+}
+
+TEST(host_liveness, a_beacon_started_through_the_interface_is_watched_and_removes_itself) {
+  std::string job = "livetest" + std::to_string(::getpid()) + "s";
+  auto live = make_host_liveness(job);
+  node_id me{"worker-1", 7};
+  EXPECT_EQ(live->watch_node(me), nullptr) << "no beacon yet";
+  auto b = live->start(me);
+  ASSERT_TRUE(b) << b.err().to_string();
+  auto w = live->watch_node(me);
+  ASSERT_TRUE(w);
+  EXPECT_FALSE(w->gone());
+  b->reset();  // a clean exit
+  EXPECT_TRUE(w->gone());
+  EXPECT_FALSE(live->gone(me)) << "a clean exit leaves nothing behind";
+}
+
+TEST(host_liveness, remove_job_leftovers_removes_the_jobs_rings_and_beacons_only) {
+  std::string job = "lefttest" + std::to_string(::getpid());
+  std::string other = job + "0";  // its names share the prefix "troupe-<job>"
+  auto ring = transport::shm_ring::create(shm_ring_link::ring_name(job, 3, 1), 4096);
+  auto spare = transport::shm_ring::create(shm_ring_link::ring_name(job, 0, 0) + "-spare-1", 4096);
+  auto others = transport::shm_ring::create(shm_ring_link::ring_name(other, 3, 1), 4096);
+  ASSERT_TRUE(ring && spare && others);
+  auto beacon = make_host_liveness(job)->start(node_id{"worker-0", 1});
+  auto others_beacon = make_host_liveness(other)->start(node_id{"worker-0", 1});
+  ASSERT_TRUE(beacon && others_beacon);
+  remove_job_leftovers(job);
+  EXPECT_FALSE(shm_ring_link::ring_exists(job, 3, 1));
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + shm_ring_link::ring_name(job, 0, 0) + "-spare-1"));
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + liveness_beacon::name_for(job, "worker-0#1")));
+  EXPECT_TRUE(shm_ring_link::ring_exists(other, 3, 1));
+  EXPECT_TRUE(std::filesystem::exists("/dev/shm/" + liveness_beacon::name_for(other, "worker-0#1")));
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "troupe/actors/collective/shm_ring_link.hpp"
+#include "troupe/collective/shm/link.hpp"
 #include "troupe/transport/shm_ring.hpp"
 
 namespace troupe::collective {

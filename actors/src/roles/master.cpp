@@ -11,7 +11,6 @@
 #include "../wire.hpp"
 #include "master_state.hpp"
 #include "roles.hpp"
-#include "troupe/actors/collective/liveness.hpp"
 #include "troupe/cluster/errc.hpp"
 #include "troupe/cluster/job_dir.hpp"
 
@@ -49,8 +48,7 @@ void member_gone(master_actor* self, const node_id& id, const std::string& reaso
   if (!m || m->id.incarnation != id.incarnation) return;
   bool worker = m->role == cluster::node_role::worker;
   if (auto r = st.view.remove(id); !r) return;
-  auto beacon = collective::liveness_beacon::name_for(st.rt->who().job_id, id.to_string());
-  if (collective::liveness_beacon::released(beacon)) collective::liveness_beacon::remove(beacon);
+  if (st.rt->liveness().gone(id)) st.rt->liveness().remove(id);
   st.done_workers.erase(id.name);
   if (worker)
     if (auto d = st.rt->names().get("dispenser")) self->send(d, requeue_atom::value, id.to_string());
@@ -111,12 +109,11 @@ void on_job_message(master_actor* self, const message& m) {
       auto n = j.getNodeExited();
       auto id = wire::read_node(n.getNode());
       // From the runner (the dead node's parent) it is a fact; from a worker (its ring neighbour
-      // saw the beacon released) the master checks the beacon itself first.
+      // saw its liveness beacon released) the master checks liveness itself first.
       const auto* member = st.view.find(id.name);
       if (!member || member->id != id) break;  // already gone (the first report removed it)
-      auto beacon = collective::liveness_beacon::name_for(st.rt->who().job_id, id.to_string());
-      if (m.from_node().name != "runner" && !collective::liveness_beacon::released(beacon)) {
-        spdlog::info("{} reports {} gone; its beacon says otherwise", m.from_node().to_string(), id.to_string());
+      if (m.from_node().name != "runner" && !st.rt->liveness().gone(id)) {
+        spdlog::info("{} reports {} gone; its liveness says otherwise", m.from_node().to_string(), id.to_string());
         break;
       }
       member_gone(self, id, n.getStatus().cStr());

@@ -28,7 +28,8 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data, const str
   if (!rpc) throw std::runtime_error(rpc.err().to_string());
   st.rpc = std::move(*rpc);
   st.ps = std::make_unique<remote_ps>(*rt, *st.rpc);
-  st.ring = std::make_unique<shm_ring_session>(*rt);
+  st.ring_context = std::make_unique<node_ring_context>(*rt);
+  st.ring = make_ring_session(*st.ring_context, rt->spec());
   st.ring->prepare();
   auto s = make(st);
   if (!s) throw std::runtime_error(s.err().to_string());

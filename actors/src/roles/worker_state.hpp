@@ -44,7 +44,8 @@ struct worker_state {
   std::unique_ptr<gpu_replica, gpu_replica_deleter> gpu;
   std::unique_ptr<rpc_client> rpc;
   std::unique_ptr<remote_ps> ps;
-  std::unique_ptr<shm_ring_session> ring;
+  std::unique_ptr<node_ring_context> ring_context;  // before the ring, which refers to it
+  std::unique_ptr<collective::shm_ring_session> ring;
   std::unique_ptr<strategy> strat;
   std::unique_ptr<worker_context> ctx;
   std::optional<held_task> task;

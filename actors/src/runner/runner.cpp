@@ -6,10 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <csignal>
 #include <cstdio>
-#include <filesystem>
 #include <ctime>
 #include <fstream>
 #include <random>
@@ -21,24 +19,12 @@
 #include "../data_model.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/cluster/errc.hpp"
+#include "troupe/collective/cleanup.hpp"
 #include "troupe/gpu/cuda.hpp"
 
 namespace troupe::actors {
 
 namespace {
-// Rings and liveness beacons left in /dev/shm by killed nodes of this job (all its nodes are gone).
-void remove_shared_memory_of(const std::string& job) {
-  std::error_code ec;
-  std::string prefix = "troupe-" + job + "-";
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
-    auto name = e.path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    auto rest = name.substr(prefix.size());  // "e<epoch>-r<rank>" or "live-<node>", not another job's
-    bool ring = rest.size() > 1 && rest[0] == 'e' && std::isdigit(static_cast<unsigned char>(rest[1]));
-    if (ring || rest.rfind("live-", 0) == 0) std::filesystem::remove(e.path(), ec);
-  }
-}
-
 volatile std::sig_atomic_t interrupted = 0;
 void on_signal(int) { interrupted = 1; }
 
@@ -189,7 +175,7 @@ int runner::run() {
   int rc = loop();
   poll_status(true);
   shutdown_nodes();
-  remove_shared_memory_of(dir_->job_id());
+  collective::remove_job_leftovers(dir_->job_id());
   print_progress(true);
   if (!result_json_.empty()) {
     // The runner adds what only it knows: wall time, node relaunches, the planted model's AUC.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "troupe/actors/job_spec.hpp"
+#include "troupe/collective/ring_session.hpp"
 #include "troupe/core/ids.hpp"
 #include "troupe/nn/data/dataset.hpp"
 #include "troupe/nn/model.hpp"
@@ -34,30 +35,11 @@ class ps_client {
   virtual expected<void> push(nn::model& m) = 0;
 };
 
-// The ring of alive workers for the current membership epoch. ensure() (re)builds it after a
+// The ring of alive workers for the current membership epoch: rebuilt by ensure() after a
 // membership change; a collective interrupted by a change fails fast (collective_errc), after
-// which the strategy calls ensure() again and resynchronises.
-class ring_session {
- public:
-  struct info {
-    int rank = 0, size = 1;
-    std::uint64_t epoch = 0;
-    bool fresh = false;  // built by this call: replicas may differ, resynchronise them
-  };
-  virtual ~ring_session() = default;
-  // Fails while this worker is not (yet) in the ring, or the ring could not be built in time.
-  virtual expected<info> ensure() = 0;
-  // Sum over the ring, in place.
-  virtual expected<void> allreduce(std::span<float> data) = 0;
-  // `root`'s `data` to every rank.
-  virtual expected<void> broadcast(std::span<float> data, int root = 0) = 0;
-  // Forget the current ring (after a failed collective).
-  virtual void reset() = 0;
-  // True after a collective failed because the only other rank's process is gone: until the next
-  // membership view this worker is the whole ring, so a step it was taking can be finished alone
-  // (its own gradients are the ring's average) instead of dropped.
-  virtual bool alone() const { return false; }
-};
+// which the strategy calls ensure() again and resynchronises. Defined with its implementations in
+// the collective module (troupe/collective/ring_session.hpp).
+using ring_session = collective::ring_session;
 
 struct worker_context {
   const job_spec& spec;

@@ -1,4 +1,4 @@
-#include "troupe/actors/collective/ring.hpp"
+#include "troupe/collective/ring.hpp"
 
 namespace troupe::collective {
 
@@ -8,12 +8,18 @@ class collective_category_impl final : public std::error_category {
   const char* name() const noexcept override { return "collective"; }
   std::string message(int c) const override {
     switch (static_cast<collective_errc>(c)) {
-      case collective_errc::ok: return "ok";
-      case collective_errc::timeout: return "timed out waiting for a ring neighbour";
-      case collective_errc::cancelled: return "membership changed during the collective";
-      case collective_errc::peer_dead: return "ring neighbour died";
-      case collective_errc::protocol: return "ring neighbour sent unexpected data";
-      case collective_errc::setup: return "ring setup failed";
+      case collective_errc::ok:
+        return "ok";
+      case collective_errc::timeout:
+        return "timed out waiting for a ring neighbour";
+      case collective_errc::cancelled:
+        return "membership changed during the collective";
+      case collective_errc::peer_dead:
+        return "ring neighbour died";
+      case collective_errc::protocol:
+        return "ring neighbour sent unexpected data";
+      case collective_errc::setup:
+        return "ring setup failed";
     }
     return "unknown collective error " + std::to_string(c);
   }

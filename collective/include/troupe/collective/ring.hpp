@@ -1,9 +1,9 @@
 // Ring collectives for synchronous training. The algorithm (ring_allreduce) is written against
-// `ring_link`, one rank's connection to its ring neighbours for one membership epoch; links exist
-// for co-located ranks (shared memory, shm_ring_link) and for remote ones (transport data
-// channels). A new ring is built for every membership epoch; an operation interrupted by a
-// membership change or a dead neighbour fails fast with collective_errc and the caller drops or
-// retries the step on the next ring.
+// `ring_link`, one rank's connection to its ring neighbours for one membership epoch. Each link
+// backend is a folder of its own with the same file names: shm/link.hpp (shm_ring_link) joins ranks
+// on one host over shared memory; ranks on different hosts have no backend yet. A new ring is built
+// for every membership epoch; an operation interrupted by a membership change or a dead neighbour
+// fails fast with collective_errc and the caller drops or retries the step on the next ring.
 #pragma once
 
 #include <atomic>
@@ -17,11 +17,11 @@ namespace troupe::collective {
 
 enum class collective_errc {
   ok = 0,
-  timeout = 1,      // a neighbour sent nothing before the deadline
-  cancelled = 2,    // the membership epoch changed while the operation ran
-  peer_dead = 3,    // a neighbour process is gone
-  protocol = 4,     // a neighbour sent data for another epoch/op/step or of the wrong size
-  setup = 5,        // the ring could not be built (rendezvous, shared memory)
+  timeout = 1,    // a neighbour sent nothing before the deadline
+  cancelled = 2,  // the membership epoch changed while the operation ran
+  peer_dead = 3,  // a neighbour process is gone
+  protocol = 4,   // a neighbour sent data for another epoch/op/step or of the wrong size
+  setup = 5,      // the ring could not be built (rendezvous, shared memory)
 };
 const std::error_category& collective_category() noexcept;
 inline std::error_code make_error_code(collective_errc e) noexcept {

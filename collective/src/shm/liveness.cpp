@@ -1,4 +1,4 @@
-#include "troupe/actors/collective/liveness.hpp"
+#include "troupe/collective/shm/liveness.hpp"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -12,6 +12,8 @@
 #include <future>
 #include <mutex>
 #include <thread>
+
+#include "leftovers.hpp"
 
 namespace troupe::collective {
 
@@ -147,6 +149,32 @@ bool liveness_watch::gone() {
   // Any other answer (ENOTRECOVERABLE: a watcher died holding it) also means the holder is gone.
   gone_ = true;
   return true;
+}
+
+expected<std::unique_ptr<liveness::beacon>> shm_liveness::start(const node_id& self) {
+  auto b = liveness_beacon::start(liveness_beacon::name_for(job_, self.to_string()));
+  if (!b) return b.err();
+  return std::unique_ptr<beacon>(std::move(*b));
+}
+
+bool shm_liveness::gone(const node_id& node) {
+  return liveness_beacon::released(liveness_beacon::name_for(job_, node.to_string()));
+}
+
+std::unique_ptr<liveness::watch> shm_liveness::watch_node(const node_id& node) {
+  return liveness_watch::open(liveness_beacon::name_for(job_, node.to_string()));
+}
+
+void shm_liveness::remove(const node_id& node) {
+  liveness_beacon::remove(liveness_beacon::name_for(job_, node.to_string()));
+}
+
+void shm_liveness::remove_all() {
+  remove_shm_leftovers(job_, shm_leftovers::beacons);
+}
+
+std::unique_ptr<liveness> make_host_liveness(const std::string& job) {
+  return std::make_unique<shm_liveness>(job);
 }
 
 }  // namespace troupe::collective

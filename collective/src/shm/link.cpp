@@ -1,4 +1,4 @@
-#include "troupe/actors/collective/shm_ring_link.hpp"
+#include "troupe/collective/shm/link.hpp"
 
 #include <poll.h>
 #include <signal.h>
@@ -9,7 +9,6 @@
 #include <cstring>
 #include <fstream>
 
-#include "troupe/actors/collective/liveness.hpp"
 #include "troupe/transport/shm_ring.hpp"
 
 namespace troupe::collective {
@@ -122,9 +121,10 @@ shm_ring_link::shm_ring_link(shm_link_options o, std::unique_ptr<transport::shm_
     : opt_(std::move(o)), in_(std::move(in)), out_(std::move(out)) {
   pidfd_[0] = open_pidfd(opt_.prev_pid);
   pidfd_[1] = opt_.next_pid == opt_.prev_pid ? -1 : open_pidfd(opt_.next_pid);
-  if (!opt_.prev_beacon.empty()) beacon_[0] = liveness_watch::open(opt_.prev_beacon);
-  if (!opt_.next_beacon.empty() && opt_.next_beacon != opt_.prev_beacon)
-    beacon_[1] = liveness_watch::open(opt_.next_beacon);
+  if (opt_.live) {
+    beacon_[0] = opt_.live->watch_node(opt_.prev_node);
+    if (opt_.next_node != opt_.prev_node) beacon_[1] = opt_.live->watch_node(opt_.next_node);
+  }
 }
 
 shm_ring_link::~shm_ring_link() {
@@ -140,7 +140,8 @@ bool shm_ring_link::neighbour_dead(pid_t& which) const {
       return true;
     }
   for (int i = 0; i < 2; ++i) {
-    bool dead = pidfd_[i] >= 0 ? pidfd_exited(pidfd_[i]) : (i == 0 || pids[1] != pids[0]) && process_dead(pids[i]);
+    bool dead =
+        pidfd_[i] >= 0 ? pidfd_exited(pidfd_[i]) : (i == 0 || pids[1] != pids[0]) && process_dead(pids[i]);
     if (dead) {
       which = pids[i];
       return true;
@@ -170,7 +171,7 @@ expected<std::unique_ptr<shm_ring_link>> shm_ring_link::connect(const shm_link_o
   // Wait for the next rank's ring in short slices, so that a membership change (the ring this
   // rendezvous is for will never form) or a dead neighbour ends the wait at once.
   auto next = ring_name(o.job, o.epoch, (o.rank + 1) % o.size);
-  auto next_beacon = o.next_beacon.empty() ? nullptr : liveness_watch::open(o.next_beacon);
+  auto next_beacon = o.live ? o.live->watch_node(o.next_node) : nullptr;
   expected<std::unique_ptr<transport::shm_ring>> out = make_unexpected(collective_errc::setup, "");
   for (;;) {
     auto slice = std::min(deadline, steady::now() + std::chrono::milliseconds(2));
@@ -179,18 +180,25 @@ expected<std::unique_ptr<shm_ring_link>> shm_ring_link::connect(const shm_link_o
     if (!(out.err() == transport::shm_errc::timeout))
       return make_unexpected(collective_errc::setup, out.err().to_string());
     if (o.current_epoch && o.current_epoch->load(std::memory_order_acquire) != o.epoch)
-      return make_unexpected(collective_errc::cancelled, "epoch " + std::to_string(o.epoch) + " is over before /" + next + " appeared");
+      return make_unexpected(collective_errc::cancelled,
+                             "epoch " + std::to_string(o.epoch) + " is over before /" + next + " appeared");
     if ((next_beacon && next_beacon->gone()) || process_dead(o.next_pid))
-      return make_unexpected(collective_errc::peer_dead, "pid " + std::to_string(o.next_pid) + " before /" + next + " appeared");
-    if (steady::now() >= deadline)
-      return make_unexpected(collective_errc::setup, out.err().to_string());
+      return make_unexpected(collective_errc::peer_dead,
+                             "pid " + std::to_string(o.next_pid) + " before /" + next + " appeared");
+    if (steady::now() >= deadline) return make_unexpected(collective_errc::setup, out.err().to_string());
   }
   in->unlink_when_attached();
   (*out)->unlink_when_attached();
   return std::unique_ptr<shm_ring_link>(new shm_ring_link(o, std::move(in), std::move(*out)));
 }
 
-bool shm_ring_link::prev_linked() const noexcept { return in_->opened(); }
+bool shm_ring_link::prev_linked() const noexcept {
+  return in_->opened();
+}
+
+bool shm_ring_link::ring_exists(const std::string& job, std::uint64_t epoch, int rank) {
+  return ::access(("/dev/shm/" + ring_name(job, epoch, rank)).c_str(), F_OK) == 0;
+}
 
 expected<void> shm_ring_link::check_stall(const step_tag& tag, steady::time_point deadline,
                                           steady::time_point& next_probe) const {
@@ -203,17 +211,17 @@ expected<void> shm_ring_link::check_stall(const step_tag& tag, steady::time_poin
   if (cheap || now >= next_probe) {
     next_probe = now + std::chrono::milliseconds(5);
     if (pid_t p = 0; neighbour_dead(p))
-      return make_unexpected(collective_errc::peer_dead, "pid " + std::to_string(p) + " (op " +
-                                                             std::to_string(tag.op) + ")");
+      return make_unexpected(collective_errc::peer_dead,
+                             "pid " + std::to_string(p) + " (op " + std::to_string(tag.op) + ")");
   }
   if (now >= deadline)
-    return make_unexpected(collective_errc::timeout, "op " + std::to_string(tag.op) + " step " +
-                                                         std::to_string(tag.step));
+    return make_unexpected(collective_errc::timeout,
+                           "op " + std::to_string(tag.op) + " step " + std::to_string(tag.step));
   return {};
 }
 
-expected<void> shm_ring_link::exchange(const step_tag& tag, std::span<const float> send, std::span<float> recv,
-                                       bool accumulate) {
+expected<void> shm_ring_link::exchange(const step_tag& tag, std::span<const float> send,
+                                       std::span<float> recv, bool accumulate) {
   return transfer(tag, &send, &recv, accumulate);
 }
 
@@ -243,10 +251,10 @@ expected<void> shm_ring_link::transfer(const step_tag& tag, const std::span<cons
       int r = rx.pump(*in_, tag);
       if (r < 0)
         return make_unexpected(collective_errc::protocol,
-                               "expected epoch " + std::to_string(tag.epoch) + " op " + std::to_string(tag.op) +
-                                   " step " + std::to_string(tag.step) + ", got epoch " +
-                                   std::to_string(rx.hdr.epoch) + " op " + std::to_string(rx.hdr.op) +
-                                   " step " + std::to_string(rx.hdr.step));
+                               "expected epoch " + std::to_string(tag.epoch) + " op " +
+                                   std::to_string(tag.op) + " step " + std::to_string(tag.step) +
+                                   ", got epoch " + std::to_string(rx.hdr.epoch) + " op " +
+                                   std::to_string(rx.hdr.op) + " step " + std::to_string(rx.hdr.step));
       progressed |= r > 0;
     }
     if (progressed) continue;

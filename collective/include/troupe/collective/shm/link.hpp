@@ -3,13 +3,15 @@
 // job, epoch and rank, so rings of different epochs never mix.
 #pragma once
 
+#include <sys/types.h>
 #include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
-#include <sys/types.h>
 
-#include "troupe/actors/collective/ring.hpp"
+#include "troupe/collective/liveness.hpp"
+#include "troupe/collective/ring.hpp"
+#include "troupe/core/ids.hpp"
 
 namespace troupe::transport {
 class shm_ring;
@@ -17,19 +19,19 @@ class shm_ring;
 
 namespace troupe::collective {
 
-class liveness_watch;
-
 struct shm_link_options {
-  std::string job;                // job id (part of the ring names)
-  std::uint64_t epoch = 0;        // membership epoch of this ring
+  std::string job;          // job id (part of the ring names)
+  std::uint64_t epoch = 0;  // membership epoch of this ring
   int rank = 0, size = 1;
-  pid_t prev_pid = 0, next_pid = 0;  // neighbours' pids, watched while waiting (0: not watched)
-  std::size_t capacity = 4 << 20;    // bytes per ring
+  pid_t prev_pid = 0, next_pid = 0;           // neighbours' pids, watched while waiting (0: not watched)
+  std::size_t capacity = 4 << 20;             // bytes per ring
   std::chrono::milliseconds timeout{10'000};  // per exchange, and for the rendezvous
   // When set and different from `epoch`, operations fail with `cancelled` (membership changed).
   const std::atomic<std::uint64_t>* current_epoch = nullptr;
-  // Neighbours' liveness beacons (liveness.hpp), when they have them: a faster death notice.
-  std::string prev_beacon, next_beacon;
+  // When set: the neighbours' liveness (liveness.hpp), a faster death notice than their pids. Used
+  // during connect() and, for the watches it opens, while the link lives.
+  liveness* live = nullptr;
+  node_id prev_node{}, next_node{};
   // A ring made ahead (populated, of `capacity`) that becomes this rank's inbound ring instead of a
   // fresh one; taken (reset) when used. A joining worker's first ring then takes no page faults
   // while a partner writes the replicas' state into it.
@@ -50,6 +52,9 @@ class shm_ring_link final : public ring_link {
   static std::string ring_name(const std::string& job, std::uint64_t epoch, int rank);
   // Whether the previous rank has opened this rank's inbound ring (it is done linking).
   bool prev_linked() const noexcept;
+  // Whether `rank`'s inbound ring of `epoch` exists (that rank is linking, or linked and its
+  // neighbour not attached yet).
+  static bool ring_exists(const std::string& job, std::uint64_t epoch, int rank);
 
  private:
   shm_ring_link(shm_link_options o, std::unique_ptr<transport::shm_ring> in,
@@ -63,8 +68,8 @@ class shm_ring_link final : public ring_link {
                           bool accumulate);
   shm_link_options opt_;
   std::unique_ptr<transport::shm_ring> in_, out_;
-  int pidfd_[2] = {-1, -1};  // prev, next (-1: not watched or pidfd_open unsupported)
-  std::unique_ptr<liveness_watch> beacon_[2];  // prev, next (null: none)
+  int pidfd_[2] = {-1, -1};                     // prev, next (-1: not watched or pidfd_open unsupported)
+  std::unique_ptr<liveness::watch> beacon_[2];  // prev, next (null: none)
 };
 
 }  // namespace troupe::collective
