@@ -1,0 +1,77 @@
+// ring_link between ranks on different hosts, over two TCP connections: one this rank accepts
+// (from the previous rank, which writes to it) and one it dials (to the next rank). Every message
+// is a 28-byte header (epoch, op, step, payload bytes) and the payload; exchange() sends and
+// receives at once on non-blocking sockets, and with `accumulate` adds each received chunk as soon
+// as it is in, so the reduction overlaps the wire.
+//
+// Death and partitions: a neighbour that exits closes its connection (peer_dead at once); a
+// neighbour that is cut off or hung is found by TCP keepalive probes and TCP_USER_TIMEOUT, both set
+// to `heartbeat_timeout`, so a ring waiting on it fails within that time, not TCP's default
+// minutes. A membership change (`current_epoch`) cancels a wait within `poll_slice`.
+//
+// Threads: one link is used by one thread at a time. Ports: tcp_listener is made ahead (its port
+// goes into the rendezvous), then connect() takes it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "troupe/collective/ring.hpp"
+
+namespace troupe::collective {
+
+// A listening socket for one rank's inbound connection.
+class tcp_listener {
+ public:
+  // Binds `host` ("0.0.0.0", an address, or a name; port 0 unless given) and listens.
+  static expected<std::unique_ptr<tcp_listener>> open(const std::string& host, std::uint16_t port = 0);
+  ~tcp_listener();
+  tcp_listener(const tcp_listener&) = delete;
+  tcp_listener& operator=(const tcp_listener&) = delete;
+  std::uint16_t port() const noexcept { return port_; }
+  int fd() const noexcept { return fd_; }
+
+ private:
+  tcp_listener(int fd, std::uint16_t port) : fd_(fd), port_(port) {}
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+};
+
+struct tcp_link_options {
+  std::uint64_t epoch = 0;  // membership epoch of this ring
+  int rank = 0, size = 1;
+  std::string next_address;  // "host:port" of the next rank's listener
+  std::chrono::milliseconds timeout{10'000};           // per operation, and for the rendezvous
+  std::chrono::milliseconds heartbeat_timeout{3'000};  // a silent (cut off) neighbour is dead after this
+  std::chrono::milliseconds poll_slice{2};             // how often a wait looks at current_epoch
+  std::size_t chunk_bytes = 256 << 10;                 // receive (and accumulate) granularity
+  // When set and different from `epoch`, operations fail with `cancelled` (membership changed).
+  const std::atomic<std::uint64_t>* current_epoch = nullptr;
+};
+
+class tcp_ring_link final : public ring_link {
+ public:
+  // Dials the next rank (retrying until options.timeout) and accepts the previous one on
+  // `listener`; each side names its epoch and rank, so a stale or stray connection is refused.
+  static expected<std::unique_ptr<tcp_ring_link>> connect(const tcp_link_options& options, tcp_listener& listener);
+  ~tcp_ring_link() override;
+
+  expected<void> exchange(const step_tag& tag, std::span<const float> send, std::span<float> recv,
+                          bool accumulate) override;
+  expected<void> send(const step_tag& tag, std::span<const float> data) override;
+  expected<void> recv(const step_tag& tag, std::span<float> data) override;
+
+ private:
+  tcp_ring_link(tcp_link_options o, int in_fd, int out_fd);
+  expected<void> transfer(const step_tag& tag, const std::span<const float>* send, std::span<float>* recv,
+                          bool accumulate);
+  tcp_link_options opt_;
+  int in_ = -1, out_ = -1;  // from the previous rank, to the next rank
+  std::vector<float> staging_;
+};
+
+}  // namespace troupe::collective

@@ -1,0 +1,232 @@
+// Ring collectives over TCP links on loopback: ranks as threads (and a forked process for the
+// death case), each with its own listener; sums checked exactly (integer-valued floats).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include <chrono>
+#include <functional>
+#include <future>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "troupe/collective/tcp/link.hpp"
+
+namespace troupe::collective {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<float> rank_data(int rank, size_t n) {
+  std::vector<float> v(n);
+  std::mt19937 g(rank + 7);
+  std::uniform_int_distribution<int> d(-100, 100);
+  for (auto& x : v) x = static_cast<float>(d(g));
+  return v;
+}
+
+struct ring {
+  std::vector<std::unique_ptr<tcp_listener>> listeners;
+  explicit ring(int size) {
+    for (int r = 0; r < size; ++r) {
+      auto l = tcp_listener::open("127.0.0.1");
+      EXPECT_TRUE(l) << l.err().to_string();
+      listeners.push_back(std::move(*l));
+    }
+  }
+  tcp_link_options options(int rank, std::uint64_t epoch = 1) const {
+    tcp_link_options o;
+    o.epoch = epoch;
+    o.rank = rank;
+    o.size = static_cast<int>(listeners.size());
+    o.next_address = "127.0.0.1:" + std::to_string(listeners[(rank + 1) % listeners.size()]->port());
+    o.timeout = 10s;
+    o.chunk_bytes = 4096;  // small: many chunks, partial reads across chunk edges
+    return o;
+  }
+  // Runs body(rank, link) on one thread per rank; returns each rank's error text ("" = ok).
+  std::vector<std::string> run(const std::function<expected<void>(int, tcp_ring_link&)>& body,
+                               std::function<void(tcp_link_options&)> tweak = {}) {
+    int size = static_cast<int>(listeners.size());
+    std::vector<std::string> errs(static_cast<size_t>(size));
+    std::vector<std::thread> ts;
+    for (int r = 0; r < size; ++r) {
+      ts.emplace_back([&, r] {
+        auto o = options(r);
+        if (tweak) tweak(o);
+        auto link = tcp_ring_link::connect(o, *listeners[static_cast<size_t>(r)]);
+        if (!link) {
+          errs[static_cast<size_t>(r)] = "connect: " + link.err().to_string();
+          return;
+        }
+        if (auto res = body(r, **link); !res) errs[static_cast<size_t>(r)] = res.err().to_string();
+      });
+    }
+    for (auto& t : ts) t.join();
+    return errs;
+  }
+};
+
+void expect_sum(int size, size_t n) {
+  ring rg(size);
+  std::vector<float> want(n, 0.f);
+  for (int r = 0; r < size; ++r) {
+    auto d = rank_data(r, n);
+    for (size_t i = 0; i < n; ++i) want[i] += d[i];
+  }
+  std::vector<std::vector<float>> got(static_cast<size_t>(size));
+  auto errs = rg.run([&](int r, tcp_ring_link& l) -> expected<void> {
+    auto d = rank_data(r, n);
+    for (std::uint64_t op = 1; op <= 3; ++op) {  // the link carries several operations in order
+      d = rank_data(r, n);
+      if (auto res = ring_allreduce(l, r, size, d, 1, op); !res) return res;
+    }
+    got[static_cast<size_t>(r)] = d;
+    return {};
+  });
+  for (int r = 0; r < size; ++r) {
+    ASSERT_EQ(errs[static_cast<size_t>(r)], "") << "rank " << r;
+    ASSERT_EQ(got[static_cast<size_t>(r)], want) << "rank " << r << " of " << size << ", n " << n;
+  }
+}
+
+TEST(tcp_ring, allreduce_sums_exactly) {
+  for (int size : {2, 3, 4})
+    for (size_t n : {size_t{1}, size_t{5}, size_t{4097}, size_t{1} << 18}) expect_sum(size, n);
+}
+
+TEST(tcp_ring, broadcast_from_any_root) {
+  const int size = 3;
+  const size_t n = 100000;
+  for (int root = 0; root < size; ++root) {
+    ring rg(size);
+    std::vector<std::vector<float>> got(size);
+    auto errs = rg.run([&](int r, tcp_ring_link& l) -> expected<void> {
+      std::vector<float> d = r == root ? rank_data(root, n) : std::vector<float>(n, 0.f);
+      auto res = ring_broadcast(l, r, size, d, root, 1, 9);
+      got[static_cast<size_t>(r)] = d;
+      return res;
+    });
+    for (int r = 0; r < size; ++r) {
+      ASSERT_EQ(errs[static_cast<size_t>(r)], "");
+      EXPECT_EQ(got[static_cast<size_t>(r)], rank_data(root, n)) << "root " << root << " rank " << r;
+    }
+  }
+}
+
+TEST(tcp_ring, a_changed_epoch_cancels_a_wait) {
+  ring rg(2);
+  std::atomic<std::uint64_t> current{1};
+  std::promise<void> rank0_done;
+  auto done = rank0_done.get_future().share();
+  auto errs = rg.run(
+      [&](int r, tcp_ring_link& l) -> expected<void> {
+        if (r == 1) {  // rank 1 sends nothing and keeps its link open until rank 0 has returned
+          done.wait();
+          return {};
+        }
+        current.store(2);  // the membership moved on before rank 0 got its data
+        std::vector<float> d(10);
+        auto res = l.recv({1, 1, 0}, d);
+        rank0_done.set_value();
+        return res;
+      },
+      [&](tcp_link_options& o) { o.current_epoch = &current; });
+  EXPECT_NE(errs[0].find("membership changed"), std::string::npos) << errs[0];
+}
+
+TEST(tcp_ring, mismatched_operations_are_a_protocol_error) {
+  ring rg(2);
+  auto errs = rg.run([&](int r, tcp_ring_link& l) -> expected<void> {
+    std::vector<float> d(64, 1.f);
+    if (r == 1) return l.send({1, 5, 0}, d);
+    return l.recv({1, 6, 0}, d);
+  });
+  EXPECT_NE(errs[0].find("unexpected data"), std::string::npos) << errs[0];
+  EXPECT_NE(errs[0].find("op 5"), std::string::npos) << errs[0];
+}
+
+TEST(tcp_ring, a_killed_neighbour_fails_the_wait_at_once) {
+  ring rg(2);
+  pid_t child = ::fork();
+  if (child == 0) {
+    auto l = tcp_ring_link::connect(rg.options(1), *rg.listeners[1]);
+    if (!l) _exit(2);
+    ::pause();  // linked, sends nothing: SIGKILLed below
+    _exit(0);
+  }
+  auto o = rg.options(0);
+  o.timeout = 30s;
+  rg.listeners[1].reset();  // the child holds its own copy
+  auto link = tcp_ring_link::connect(o, *rg.listeners[0]);
+  ASSERT_TRUE(link) << link.err().to_string();
+  std::thread killer([&] { ::kill(child, SIGKILL); });
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<float> d(1000);
+  auto res = (*link)->recv({1, 1, 0}, d);
+  auto waited = std::chrono::steady_clock::now() - t0;
+  killer.join();
+  ::waitpid(child, nullptr, 0);
+  ASSERT_FALSE(res);
+  EXPECT_EQ(res.err().code(), make_error_code(collective_errc::peer_dead)) << res.err().to_string();
+  EXPECT_LT(waited, 30s) << "the death was not seen before the operation timeout";
+}
+
+TEST(tcp_ring, stray_connections_are_refused_and_the_ring_still_links) {
+  ring rg(2);
+  // A connection that is no ring peer, and one naming another epoch, reach rank 1's listener first.
+  for (std::uint64_t epoch : {0ull, 7ull}) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(rg.listeners[1]->port());
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    struct {
+      std::uint32_t magic;
+      std::int32_t rank;
+      std::uint64_t epoch;
+    } h{epoch ? 0x74726e67u : 0xdeadbeefu, 0, epoch};
+    ASSERT_EQ(::send(fd, &h, sizeof h, 0), static_cast<ssize_t>(sizeof h));
+    // left open: the link must not take it
+  }
+  auto errs = rg.run([&](int r, tcp_ring_link& l) -> expected<void> {
+    std::vector<float> d = rank_data(r, 1000);
+    return ring_allreduce(l, r, 2, d, 1, 1);
+  });
+  EXPECT_EQ(errs[0], "");
+  EXPECT_EQ(errs[1], "");
+}
+
+TEST(tcp_ring, nobody_listening_is_a_clear_error_within_the_timeout) {
+  auto l = tcp_listener::open("127.0.0.1");
+  ASSERT_TRUE(l);
+  std::uint16_t dead_port;
+  {
+    auto gone = tcp_listener::open("127.0.0.1");
+    ASSERT_TRUE(gone);
+    dead_port = (*gone)->port();
+  }
+  tcp_link_options o;
+  o.epoch = 1;
+  o.rank = 0;
+  o.size = 2;
+  o.next_address = "127.0.0.1:" + std::to_string(dead_port);
+  o.timeout = 300ms;
+  auto link = tcp_ring_link::connect(o, **l);
+  ASSERT_FALSE(link);
+  EXPECT_NE(link.err().to_string().find(o.next_address), std::string::npos) << link.err().to_string();
+  o.next_address = "no-port-here";
+  link = tcp_ring_link::connect(o, **l);
+  ASSERT_FALSE(link);
+  EXPECT_NE(link.err().to_string().find("not host:port"), std::string::npos) << link.err().to_string();
+}
+
+}  // namespace
+}  // namespace troupe::collective
