@@ -16,8 +16,8 @@
 namespace troupe::cluster {
 
 std::string exit_status::to_string() const {
-  if (signal != 0) return "killed by " + signal_name(signal);
-  return "exited with code " + std::to_string(code);
+  std::string s = signal != 0 ? "killed by " + signal_name(signal) : "exited with code " + std::to_string(code);
+  return state.empty() ? s : s + " (" + state + ")";
 }
 
 }  // namespace troupe::cluster

@@ -54,9 +54,12 @@ struct node_spec {
 struct exit_status {
   int code = 0;    // exit code when signal == 0; -1: unknown (the child was reaped by someone else)
   int signal = 0;  // the terminating signal, 0 when it exited
+  // The backend's word for how the node ended where it has one (Slurm: COMPLETED, PREEMPTED,
+  // NODE_FAIL, ...); empty for local processes.
+  std::string state;
   bool signaled() const noexcept { return signal != 0; }
   bool success() const noexcept { return signal == 0 && code == 0; }
-  // "exited with code 3", "killed by SIGKILL"
+  // "exited with code 3", "killed by SIGKILL", "killed by SIGTERM (PREEMPTED)"
   std::string to_string() const;
   bool operator==(const exit_status&) const = default;
 };

@@ -1,0 +1,44 @@
+// The Slurm commands the launcher runs, and the pure pieces around them (argv building, output
+// parsing) kept apart so they are unit-tested without a cluster.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "troupe/cluster/launcher.hpp"
+#include "troupe/cluster/slurm/launcher.hpp"
+
+namespace troupe::cluster::slurm {
+
+struct tool_result {
+  int code = 0;  // exit code; 128+N when killed by signal N
+  std::string out, err;
+};
+
+// Runs argv (argv[0] looked up in `bin_dir`, else PATH) with stdin on /dev/null, collecting stdout
+// and stderr; kills it past `timeout`. Errors (launch_failed) only when it cannot be started or
+// timed out; a non-zero exit is a result.
+expected<tool_result> run_tool(const std::vector<std::string>& argv, const std::string& bin_dir,
+                               std::chrono::milliseconds timeout);
+
+// POSIX shell quoting of one word.
+std::string shell_quote(const std::string& s);
+
+// The sbatch argv for a node: options, resources, job name, log, and --wrap running
+// `exec [env [-i] K=V...] program args...` in the working directory.
+std::vector<std::string> sbatch_argv(const node_spec& spec, const std::string& program, const options& so);
+
+// `squeue -h -t all -o '%i|%T'` output -> job id -> state. Lines that do not parse are skipped.
+std::map<long, std::string> parse_squeue(const std::string& text);
+
+// `scontrol show job -o ID` output -> the exit status (JobState, ExitCode=code:signal; state
+// PREEMPTED whenever PreemptTime is set); nullopt when it names no job.
+std::optional<exit_status> parse_scontrol_job(const std::string& text);
+
+// True for the states after which a job never runs again (with --no-requeue).
+bool terminal_state(const std::string& state);
+
+}  // namespace troupe::cluster::slurm

@@ -1,0 +1,270 @@
+#include "troupe/cluster/slurm/launcher.hpp"
+
+#include <signal.h>
+
+#include <condition_variable>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "slurm/commands.hpp"
+#include "troupe/cluster/errc.hpp"
+#include "troupe/cluster/process.hpp"
+
+namespace troupe::cluster::slurm {
+
+struct launcher::impl {
+  launcher_options lo;
+  options so;
+  std::string program;  // this binary, for specs that leave program empty
+  resources total;
+
+  struct node {
+    node_handle h;
+    resources need;
+    std::string state = "PENDING";
+    std::optional<exit_status> final;
+  };
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::uint64_t, node> nodes;  // by serial
+  std::uint64_t next_serial = 1;
+  std::string last_error;
+  bool stopping = false;
+  std::thread watcher;
+
+  expected<tool_result> tool(const std::vector<std::string>& argv) const {
+    return run_tool(argv, so.bin_dir, so.command_timeout);
+  }
+  void record(long job) const {
+    if (so.jobs_file.empty()) return;
+    std::ofstream(so.jobs_file, std::ios::app) << job << "\n";
+  }
+  void note_error(std::string e) {
+    std::lock_guard lock(mu);
+    last_error = std::move(e);
+  }
+  std::vector<long> active_jobs() const {
+    std::lock_guard lock(mu);
+    std::vector<long> ids;
+    for (const auto& [s, n] : nodes)
+      if (!n.final) ids.push_back(n.h.pid);
+    return ids;
+  }
+  // The final status of a job squeue no longer lists as live.
+  exit_status final_status(long job) const {
+    auto r = tool({"scontrol", "show", "job", "-o", std::to_string(job)});
+    if (r && r->code == 0)
+      if (auto s = parse_scontrol_job(r->out)) return *s;
+    return exit_status{-1, 0, "UNKNOWN"};
+  }
+  void poll_once();
+  void deliver(const std::vector<std::pair<node_handle, exit_status>>& done);
+  void run() {
+    std::unique_lock lock(mu);
+    while (!stopping) {
+      lock.unlock();
+      poll_once();
+      lock.lock();
+      cv.wait_for(lock, so.poll_interval, [&] { return stopping; });
+    }
+  }
+};
+
+void launcher::impl::poll_once() {
+  auto ids = active_jobs();
+  if (ids.empty()) return;
+  std::string list;
+  for (long id : ids) {
+    if (!list.empty()) list.append(1, ',');
+    list.append(std::to_string(id));
+  }
+  auto r = tool({"squeue", "-h", "-t", "all", "-j", list, "-o", "%i|%T"});
+  if (!r || r->code != 0) {
+    // squeue -j fails outright when none of the ids is known any more; scontrol tells each.
+    if (r && r->err.find("Invalid job id") == std::string::npos) {
+      note_error("squeue: " + (r ? r->err : r.err().to_string()));
+      return;
+    }
+    if (!r) return note_error("squeue: " + r.err().to_string());
+  }
+  auto live = r && r->code == 0 ? parse_squeue(r->out) : std::map<long, std::string>{};
+  std::vector<std::pair<node_handle, exit_status>> done;
+  for (long id : ids) {
+    auto it = live.find(id);
+    bool over = it == live.end() || terminal_state(it->second);
+    std::optional<exit_status> fin;
+    if (over) fin = final_status(id);
+    std::lock_guard lock(mu);
+    last_error.clear();
+    for (auto& [s, n] : nodes) {
+      if (n.h.pid != id || n.final) continue;
+      if (fin) {
+        n.final = fin;
+        n.state = fin->state;
+        done.emplace_back(n.h, *fin);
+      } else {
+        n.state = it->second;
+      }
+    }
+  }
+  deliver(done);
+}
+
+void launcher::impl::deliver(const std::vector<std::pair<node_handle, exit_status>>& done) {
+  if (done.empty()) return;
+  cv.notify_all();
+  if (lo.on_exit)
+    for (const auto& [h, st] : done) lo.on_exit(h, st);
+}
+
+expected<std::unique_ptr<launcher>> launcher::create(launcher_options lo, options so) {
+  auto p = std::make_unique<impl>();
+  p->lo = std::move(lo);
+  p->so = std::move(so);
+  auto exe = self_exe();
+  if (!exe) return exe.err();
+  p->program = *exe;
+  std::vector<std::string> sinfo = {"sinfo", "-h", "-o", "%C"};
+  if (!p->so.partition.empty()) sinfo.insert(sinfo.begin() + 1, {"-p", p->so.partition});
+  auto r = p->tool(sinfo);
+  if (!r) return r.err();
+  if (r->code != 0)
+    return make_unexpected(cluster_errc::launch_failed, "sinfo failed (is slurmctld up?): " + r->err);
+  if (r->out.empty())
+    return make_unexpected(cluster_errc::invalid_spec, "Slurm has no partition '" + p->so.partition + "'");
+  // %C: allocated/idle/other/total
+  p->total.cpus = std::atof(r->out.substr(r->out.rfind('/') + 1).c_str());
+  impl* raw = p.get();
+  p->watcher = std::thread([raw] { raw->run(); });
+  return std::unique_ptr<launcher>(new launcher(std::move(p)));
+}
+
+launcher::launcher(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+launcher::~launcher() {
+  kill_all();
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->watcher.joinable()) impl_->watcher.join();
+}
+
+expected<node_handle> launcher::launch(const node_spec& spec) {
+  if (spec.argv.empty()) return make_unexpected(cluster_errc::invalid_spec, "node " + spec.id.to_string() + ": empty argv");
+  const std::string& program = spec.program.empty() ? impl_->program : spec.program;
+  auto r = impl_->tool(sbatch_argv(spec, program, impl_->so));
+  if (!r) return r.err();
+  long job = std::atol(r->out.c_str());  // --parsable: "<id>" or "<id>;<cluster>"
+  if (r->code != 0 || job <= 0)
+    return make_unexpected(cluster_errc::launch_failed, "sbatch for node " + spec.id.to_string() + ": " +
+                                                            (r->err.empty() ? r->out : r->err));
+  impl_->record(job);
+  std::lock_guard lock(impl_->mu);
+  node_handle h{impl_->next_serial++, spec.id, static_cast<int>(job)};
+  impl_->nodes[h.serial] = impl::node{h, spec.need, "PENDING", std::nullopt};
+  return h;
+}
+
+expected<void> launcher::signal(const node_handle& h, int sig) {
+  std::string state;
+  {
+    std::lock_guard lock(impl_->mu);
+    auto it = impl_->nodes.find(h.serial);
+    if (it == impl_->nodes.end() || it->second.final)
+      return make_unexpected(cluster_errc::no_such_node, "node " + h.id.to_string() + " (Slurm job " + std::to_string(h.pid) + ")");
+    state = it->second.state;
+  }
+  std::vector<std::string> argv = {"scancel"};
+  if (sig != SIGKILL && state != "PENDING") argv.insert(argv.end(), {"--full", "--signal=" + std::to_string(sig)});
+  argv.push_back(std::to_string(h.pid));
+  auto r = impl_->tool(argv);
+  if (!r) return r.err();
+  if (r->code != 0) return make_unexpected(cluster_errc::no_such_node, "scancel " + std::to_string(h.pid) + ": " + r->err);
+  return {};
+}
+
+expected<std::optional<exit_status>> launcher::poll(const node_handle& h) const {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->nodes.find(h.serial);
+  if (it == impl_->nodes.end()) return make_unexpected(cluster_errc::no_such_node, "node " + h.id.to_string());
+  return it->second.final;
+}
+
+expected<exit_status> launcher::wait(const node_handle& h, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(impl_->mu);
+  auto it = impl_->nodes.find(h.serial);
+  if (it == impl_->nodes.end()) return make_unexpected(cluster_errc::no_such_node, "node " + h.id.to_string());
+  if (!impl_->cv.wait_for(lock, timeout, [&] { return it->second.final.has_value(); }))
+    return make_unexpected(cluster_errc::timed_out, "node " + h.id.to_string() + " still " + it->second.state);
+  return *it->second.final;
+}
+
+void launcher::kill_all() noexcept {
+  try {
+    auto ids = impl_->active_jobs();
+    if (ids.empty()) return;
+    std::vector<std::string> argv = {"scancel"};
+    for (long id : ids) argv.push_back(std::to_string(id));
+    (void)impl_->tool(argv);
+    auto deadline = std::chrono::steady_clock::now() + impl_->so.command_timeout;
+    while (!impl_->active_jobs().empty() && std::chrono::steady_clock::now() < deadline) {
+      impl_->poll_once();
+      std::this_thread::sleep_for(impl_->so.poll_interval);
+    }
+  } catch (...) {
+  }
+}
+
+std::vector<node_handle> launcher::running() const {
+  std::lock_guard lock(impl_->mu);
+  std::vector<node_handle> v;
+  for (const auto& [s, n] : impl_->nodes)
+    if (!n.final) v.push_back(n.h);
+  return v;
+}
+
+resources launcher::capacity() const { return impl_->total; }
+
+resources launcher::reserved() const {
+  std::lock_guard lock(impl_->mu);
+  resources r;
+  for (const auto& [s, n] : impl_->nodes)
+    if (!n.final && n.state == "RUNNING") r += n.need;
+  return r;
+}
+
+std::string launcher::state(const node_handle& h) const {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->nodes.find(h.serial);
+  return it == impl_->nodes.end() || it->second.final ? std::string() : it->second.state;
+}
+
+std::string launcher::last_error() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->last_error;
+}
+
+expected<int> launcher::cancel_recorded(const std::string& jobs_file, const options& so) {
+  std::ifstream in(jobs_file);
+  if (!in) return 0;
+  std::vector<std::string> argv = {"scancel"};
+  long id;
+  while (in >> id) argv.push_back(std::to_string(id));
+  if (argv.size() == 1) return 0;
+  auto q = run_tool({"squeue", "-h", "-o", "%i|%T"}, so.bin_dir, so.command_timeout);
+  if (!q) return q.err();
+  auto live = parse_squeue(q->out);
+  std::vector<std::string> cancel = {"scancel"};
+  for (std::size_t i = 1; i < argv.size(); ++i)
+    if (live.count(std::atol(argv[i].c_str()))) cancel.push_back(argv[i]);
+  if (cancel.size() == 1) return 0;
+  auto r = run_tool(cancel, so.bin_dir, so.command_timeout);
+  if (!r) return r.err();
+  return static_cast<int>(cancel.size() - 1);
+}
+
+}  // namespace troupe::cluster::slurm

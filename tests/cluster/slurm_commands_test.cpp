@@ -1,0 +1,102 @@
+// The Slurm launcher's pure parts: the sbatch argv it builds, and how it reads squeue and
+// scontrol output. (tests/slurm runs the launcher against a real cluster.)
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "slurm/commands.hpp"
+
+namespace troupe::cluster::slurm {
+namespace {
+
+bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+TEST(slurm_commands, sbatch_argv_carries_resources_options_and_a_quoted_command) {
+  node_spec spec;
+  spec.id = node_id{"worker-3", 2};
+  spec.argv = {"troupe", "node", "--name", "worker-3", "--odd", "it's here"};
+  spec.env = {{"TROUPE_X", "a b"}};
+  spec.log_file = "/jobs/j/worker-3.log";
+  spec.working_dir = "/jobs/j";
+  spec.need.cpus = 1.5;
+  spec.need.memory_bytes = (512ull << 20) + 1;
+  spec.need.gpus = 1;
+  options so;
+  so.partition = "low";
+  so.account = "ml";
+  so.time_limit = "1:00:00";
+  so.sbatch_args = {"--exclusive"};
+  auto a = sbatch_argv(spec, "/usr/bin/troupe", so);
+  EXPECT_EQ(a[0], "sbatch");
+  for (const char* s : {"--parsable", "--no-requeue", "--cpus-per-task=2", "--mem=513M", "--gres=gpu:1",
+                        "--output=/jobs/j/worker-3.log", "--chdir=/jobs/j", "--exclusive", "--signal=B:TERM@30"})
+    EXPECT_TRUE(has(a, s)) << s;
+  auto at = std::find(a.begin(), a.end(), "-J");
+  ASSERT_NE(at, a.end());
+  EXPECT_EQ(*(at + 1), "troupe:worker-3");
+  EXPECT_EQ(*(std::find(a.begin(), a.end(), "-p") + 1), "low");
+  EXPECT_EQ(*(std::find(a.begin(), a.end(), "-A") + 1), "ml");
+  EXPECT_EQ(*(std::find(a.begin(), a.end(), "-t") + 1), "1:00:00");
+  EXPECT_EQ(a.back(), "--wrap=exec env 'TROUPE_X=a b' '/usr/bin/troupe' 'node' '--name' 'worker-3' '--odd' 'it'\\''s here'");
+}
+
+TEST(slurm_commands, no_resources_no_partition_no_env) {
+  node_spec spec;
+  spec.id = node_id{"ps-0", 0};
+  spec.argv = {"x", "y"};
+  spec.inherit_env = false;
+  auto a = sbatch_argv(spec, "/bin/p", options{});
+  EXPECT_FALSE(has(a, "-p"));
+  for (const auto& s : a) EXPECT_EQ(s.rfind("--mem", 0), std::string::npos) << s;
+  EXPECT_TRUE(has(a, "--output=/dev/null"));
+  EXPECT_EQ(a.back(), "--wrap=exec env -i '/bin/p' 'y'");
+}
+
+TEST(slurm_commands, squeue_lines) {
+  auto m = parse_squeue("12|RUNNING\n13|PENDING\ngarbage\n|X\n14x|RUNNING\n15|CANCELLED by 0\n");
+  EXPECT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[12], "RUNNING");
+  EXPECT_EQ(m[13], "PENDING");
+  EXPECT_EQ(m[15], "CANCELLED by 0");
+}
+
+TEST(slurm_commands, scontrol_exit_codes_and_states) {
+  auto s = parse_scontrol_job("JobId=7 JobName=troupe:w JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0 Foo=1\n");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->state, "FAILED");
+  EXPECT_EQ(s->code, 3);
+  EXPECT_EQ(s->signal, 0);
+  s = parse_scontrol_job("JobId=8 JobState=CANCELLED Reason=None ExitCode=0:15");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->signal, 15);
+  EXPECT_EQ(s->to_string(), "killed by SIGTERM (CANCELLED)");
+  EXPECT_FALSE(parse_scontrol_job("slurm_load_jobs error: Invalid job id specified"));
+  s = parse_scontrol_job("JobId=9 JobState=FAILED Reason=None ExitCode=0:15 PreemptTime=2026-11-23T12:00:00 X=1");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->state, "PREEMPTED") << "the job ended on the preemption's SIGTERM";
+  s = parse_scontrol_job("JobId=9 JobState=FAILED Reason=None ExitCode=1:0 PreemptTime=None");
+  EXPECT_EQ(s->state, "FAILED");
+  EXPECT_TRUE(terminal_state("PREEMPTED"));
+  EXPECT_TRUE(terminal_state("CANCELLED by 0"));
+  EXPECT_TRUE(terminal_state("NODE_FAIL"));
+  EXPECT_FALSE(terminal_state("RUNNING"));
+  EXPECT_FALSE(terminal_state("PENDING"));
+  EXPECT_FALSE(terminal_state("COMPLETING"));
+}
+
+TEST(slurm_commands, a_missing_tool_is_named) {
+  auto r = run_tool({"sbatch", "--version"}, "/nonexistent-dir", std::chrono::seconds(5));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.err().to_string().find("/nonexistent-dir/sbatch"), std::string::npos) << r.err().to_string();
+  auto t = run_tool({"sh", "-c", "echo out; echo err >&2; exit 4"}, "", std::chrono::seconds(5));
+  ASSERT_TRUE(t) << t.err().to_string();
+  EXPECT_EQ(t->code, 4);
+  EXPECT_EQ(t->out, "out\n");
+  EXPECT_EQ(t->err, "err\n");
+  auto slow = run_tool({"sleep", "5"}, "", std::chrono::milliseconds(100));
+  ASSERT_FALSE(slow);
+  EXPECT_NE(slow.err().to_string().find("did not answer"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace troupe::cluster::slurm
