@@ -1,0 +1,72 @@
+// `troupe dashboard [--root DIR] [--listen ADDR] [--token-file F]`: serves the web dashboard over
+// every job under the jobs root until SIGINT or SIGTERM. Loopback by default; any other address
+// needs the cluster token (TROUPE_TOKEN or --token-file), and every request must carry it.
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "command.hpp"
+#include "troupe/observe/dashboard.hpp"
+
+namespace troupe::cli {
+namespace {
+
+struct options {
+  std::string root = "troupe-jobs";
+  std::string listen = "127.0.0.1:8265";
+  std::string token_file;
+};
+
+bool loopback(const std::string& listen) {
+  return listen.rfind("127.", 0) == 0 || listen.rfind("[::1]:", 0) == 0 || listen.rfind("localhost:", 0) == 0;
+}
+
+expected<std::string> read_token(const options& o) {
+  if (!o.token_file.empty()) {
+    std::ifstream in(o.token_file);
+    std::string t;
+    if (!in || !std::getline(in, t) || t.empty())
+      return make_unexpected(core_errc::io_error, "--token-file " + o.token_file + ": cannot read a token from it");
+    return t;
+  }
+  const char* env = std::getenv("TROUPE_TOKEN");
+  return std::string(env ? env : "");
+}
+
+int serve(const options& o) {
+  auto token = read_token(o);
+  if (!token) return usage_error(token.err());
+  bool open_to_network = !loopback(o.listen);
+  if (open_to_network && token->empty())
+    return usage_error("--listen " + o.listen + " is beyond loopback: the dashboard then needs the cluster token "
+                       "(TROUPE_TOKEN or --token-file)");
+  // Block the signals before any thread starts, so only sigwait below sees them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  observe::http_options ho;
+  ho.listen = o.listen == "localhost:8265" ? "127.0.0.1:8265" : o.listen;
+  auto server = observe::http_server::start(ho, observe::make_dashboard({o.root, *token, open_to_network, {}}));
+  if (!server) return usage_error("--listen: " + server.err().to_string());
+  std::printf("troupe dashboard: http://%s/ (jobs under %s)\n", (*server)->address().c_str(), o.root.c_str());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&set, &sig);
+  return 0;
+}
+
+const command_registrar reg{"dashboard", "Serve a web dashboard of every job under the jobs root",
+                            [](CLI::App& sub) -> runner {
+                              auto o = std::make_shared<options>();
+                              sub.add_option("--root", o->root, "jobs root (default troupe-jobs)");
+                              sub.add_option("--listen", o->listen, "host:port (default 127.0.0.1:8265)");
+                              sub.add_option("--token-file", o->token_file, "file holding the cluster token");
+                              return [o]() -> int { return serve(*o); };
+                            }};
+
+}  // namespace
+}  // namespace troupe::cli

@@ -1,0 +1,47 @@
+// `troupe dashboard`: a web page over every job under a jobs root, running and finished, built
+// from what each job directory keeps (events.jsonl, nodes.json, logs/, result.json). The page and
+// its chart library (uPlot, vendored under observe/third_party) are embedded in the binary; the
+// page polls the JSON API below once a second.
+//
+// API (all GET unless said; job ids and node names are checked against their grammars, so no
+// path can leave the root: anything else is 400, an unknown job 404):
+//   /api/jobs                           {"root", "jobs": [{id, state, strategy, workers_alive,
+//                                        workers_wanted, tasks_done, tasks_total, started_ms, duration_s}]}
+//   /api/jobs/<id>/events?after=OFFSET  {"events": [...], "next_offset", "skipped"}
+//   /api/jobs/<id>/nodes                nodes.json as written by the runner
+//   /api/jobs/<id>/log/<node>?bytes=N   {"text": the last N bytes (<= 1 MiB) of logs/<node>.log}
+//   /api/jobs/<id>/result               {"result": result.json or null}
+//   POST /api/jobs/<id>/scale?workers=N and POST /api/jobs/<id>/stop: through `control`, token required
+// Security: with `require_token` (set whenever the server listens beyond loopback) every request
+// needs the cluster token (`Authorization: Bearer T` or `?token=T`), else 401. scale/stop always
+// need it.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "troupe/core/error.hpp"
+#include "troupe/observe/http_server.hpp"
+
+namespace troupe::observe {
+
+struct dashboard_options {
+  std::string root;  // the jobs root: one directory per job
+  std::string token;
+  bool require_token = false;
+  // scale (workers >= 0) or stop (workers < 0) a running job; unset: those requests get 501.
+  std::function<expected<void>(const std::string& job_dir, int workers)> control;
+};
+
+http_handler make_dashboard(dashboard_options options);
+
+// The embedded files (generated from observe/assets and observe/third_party at build time).
+struct embedded_file {
+  const char* path;
+  const char* content_type;
+  const char* data;
+  std::size_t size;
+};
+const embedded_file* find_embedded(const std::string& path);
+
+}  // namespace troupe::observe

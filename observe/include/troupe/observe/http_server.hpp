@@ -1,0 +1,80 @@
+// A small HTTP/1.1 server for troupe's own pages: the master's Prometheus /metrics and the
+// dashboard. Boost.Beast on an Asio thread of its own; this header keeps Beast and Asio out of
+// the includers.
+//
+// Contract:
+// - The handler runs on the server's thread, one request at a time; it must not block for long
+//   (read a few files, render text). An exception from it becomes a 500 naming nothing internal.
+// - Bad requests never reach the handler and never stop the server: headers over
+//   max_header_bytes get 431, a body over max_body_bytes 413, a malformed request 400, a client
+//   silent past read_timeout is closed (slowloris), and connections beyond max_connections get a
+//   503 and are closed at once.
+// - The destructor closes the listener and every connection and joins the thread; it never throws.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "troupe/core/error.hpp"
+
+namespace troupe::observe {
+
+struct http_request {
+  std::string method;                          // "GET", "POST", ...
+  std::string target;                          // as sent: "/api/jobs?x=1"
+  std::string path;                            // percent-decoded, without the query: "/api/jobs"
+  std::map<std::string, std::string> query;    // decoded query parameters
+  std::map<std::string, std::string> headers;  // names lower-case
+  std::string body;
+  std::string remote;  // "ip:port" of the client
+};
+
+struct http_response {
+  int status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // extra headers
+};
+
+using http_handler = std::function<http_response(const http_request&)>;
+
+struct http_options {
+  std::string listen = "127.0.0.1:0";  // "host:port"; port 0 picks a free one
+  std::size_t max_connections = 256;
+  std::size_t max_header_bytes = 8 << 10;
+  std::size_t max_body_bytes = 64 << 10;
+  std::chrono::milliseconds read_timeout{5'000};
+};
+
+class http_server {
+ public:
+  // Binds and starts serving. Errors name the address (transport_errc::bad_address,
+  // listen_failed).
+  static expected<std::unique_ptr<http_server>> start(http_options options, http_handler handler);
+  ~http_server();
+  http_server(const http_server&) = delete;
+  http_server& operator=(const http_server&) = delete;
+
+  // "host:port" actually bound (the port filled in).
+  std::string address() const;
+  std::uint16_t port() const;
+  // Connections open now (for tests and the dashboard's own health).
+  std::size_t connections() const;
+
+  struct impl;
+
+ private:
+  explicit http_server(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+// "%2e%2E/x" -> "../x"; '+' stays '+' in paths. Invalid escapes are kept as they are.
+std::string percent_decode(const std::string& s);
+
+}  // namespace troupe::observe

@@ -1,0 +1,231 @@
+#include "troupe/observe/http_server.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <optional>
+#include <thread>
+
+#include "troupe/transport/errc.hpp"
+
+namespace troupe::observe {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using tcp = asio::ip::tcp;
+
+std::string percent_decode(const std::string& s) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      int a = hex(s[i + 1]), b = hex(s[i + 2]);
+      if (a >= 0 && b >= 0) {
+        out.push_back(static_cast<char>(a * 16 + b));
+        i += 2;
+        continue;
+      }
+    }
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+namespace {
+
+std::map<std::string, std::string> parse_query(const std::string& q) {
+  std::map<std::string, std::string> m;
+  std::size_t at = 0;
+  while (at <= q.size() && !q.empty()) {
+    auto amp = q.find('&', at);
+    std::string kv = q.substr(at, amp == std::string::npos ? std::string::npos : amp - at);
+    auto eq = kv.find('=');
+    if (!kv.empty()) m[percent_decode(kv.substr(0, eq))] = eq == std::string::npos ? "" : percent_decode(kv.substr(eq + 1));
+    if (amp == std::string::npos) break;
+    at = amp + 1;
+  }
+  return m;
+}
+
+std::string reason_text(int status) {
+  return std::string(bhttp::obsolete_reason(static_cast<bhttp::status>(status)));
+}
+
+}  // namespace
+
+struct http_server::impl {
+  http_options opt;
+  http_handler handler;
+  asio::io_context io{1};
+  tcp::acceptor acceptor{io};
+  std::atomic<std::size_t> open{0};
+  std::thread thread;
+  std::string bound;
+  std::uint16_t port = 0;
+
+  void accept();
+  void refuse(tcp::socket s);
+};
+
+namespace {
+
+class session : public std::enable_shared_from_this<session> {
+ public:
+  session(tcp::socket s, http_server::impl& srv) : stream_(std::move(s)), srv_(srv) { ++srv_.open; }
+  ~session() { --srv_.open; }
+  void start() { read(); }
+
+ private:
+  void read() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(srv_.opt.max_header_bytes));
+    parser_->body_limit(srv_.opt.max_body_bytes);
+    stream_.expires_after(srv_.opt.read_timeout);
+    bhttp::async_read(stream_, buffer_, *parser_,
+                      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+  }
+
+  void on_read(beast::error_code ec) {
+    if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::operation_aborted ||
+        ec == asio::error::connection_reset || ec == asio::error::eof)
+      return close();
+    if (ec == bhttp::error::header_limit) return send_error(431, "request headers too large");
+    if (ec == bhttp::error::body_limit) return send_error(413, "request body too large");
+    if (ec) return send_error(400, "bad request: " + ec.message());
+    auto& req = parser_->get();
+    http_request r;
+    r.method = std::string(req.method_string());
+    r.target = std::string(req.target());
+    auto q = r.target.find('?');
+    r.path = percent_decode(r.target.substr(0, q));
+    if (q != std::string::npos) r.query = parse_query(r.target.substr(q + 1));
+    for (const auto& f : req) {
+      std::string name(f.name_string());
+      for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      r.headers[name] = std::string(f.value());
+    }
+    r.body = std::move(req.body());
+    beast::error_code rec;
+    auto ep = stream_.socket().remote_endpoint(rec);
+    if (!rec) r.remote = ep.address().to_string() + ":" + std::to_string(ep.port());
+    http_response out;
+    try {
+      out = srv_.handler(r);
+    } catch (const std::exception& e) {
+      spdlog::warn("http: handler failed on {}: {}", r.target, e.what());
+      out = http_response{500, "text/plain; charset=utf-8", "internal error\n", {}};
+    }
+    write(std::move(out), !req.keep_alive());
+  }
+
+  void send_error(int status, const std::string& text) {
+    write(http_response{status, "text/plain; charset=utf-8", text + "\n", {}}, true);
+  }
+
+  void write(http_response out, bool close_after) {
+    res_ = {};
+    res_.version(11);
+    res_.result(static_cast<unsigned>(out.status));
+    res_.set(bhttp::field::server, "troupe");
+    res_.set(bhttp::field::content_type, out.content_type);
+    for (auto& [k, v] : out.headers) res_.set(k, v);
+    res_.keep_alive(!close_after);
+    res_.body() = std::move(out.body);
+    res_.prepare_payload();
+    stream_.expires_after(srv_.opt.read_timeout);
+    bhttp::async_write(stream_, res_, [self = shared_from_this(), close_after](beast::error_code ec, std::size_t) {
+      if (ec || close_after) return self->close();
+      self->read();
+    });
+  }
+
+  void close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+  }
+
+  beast::tcp_stream stream_;
+  http_server::impl& srv_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  bhttp::response<bhttp::string_body> res_;
+};
+
+}  // namespace
+
+void http_server::impl::refuse(tcp::socket s) {
+  // Beyond the connection limit: one short answer without reading the request, then close. The
+  // socket buffer takes it at once; a client that never reads cannot hold the server up.
+  static const std::string busy = "HTTP/1.1 503 " + reason_text(503) +
+                                  "\r\nContent-Type: text/plain\r\nContent-Length: 17\r\nConnection: close\r\n\r\n"
+                                  "too many clients\n";
+  beast::error_code ec;
+  s.non_blocking(true, ec);
+  s.write_some(asio::buffer(busy), ec);
+  s.shutdown(tcp::socket::shutdown_both, ec);
+  s.close(ec);
+}
+
+void http_server::impl::accept() {
+  acceptor.async_accept([this](beast::error_code ec, tcp::socket s) {
+    if (ec == asio::error::operation_aborted) return;
+    if (!ec) {
+      if (open.load() >= opt.max_connections) refuse(std::move(s));
+      else std::make_shared<session>(std::move(s), *this)->start();
+    }
+    accept();
+  });
+}
+
+expected<std::unique_ptr<http_server>> http_server::start(http_options options, http_handler handler) {
+  auto p = std::make_unique<impl>();
+  p->opt = std::move(options);
+  p->handler = std::move(handler);
+  auto colon = p->opt.listen.rfind(':');
+  if (colon == std::string::npos)
+    return make_unexpected(transport_errc::bad_address, "'" + p->opt.listen + "' is not host:port");
+  std::string host = p->opt.listen.substr(0, colon);
+  if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  beast::error_code ec;
+  auto addr = asio::ip::make_address(host, ec);
+  char* end = nullptr;
+  unsigned long port = std::strtoul(p->opt.listen.c_str() + colon + 1, &end, 10);
+  if (ec || *end != '\0' || port > 65535)
+    return make_unexpected(transport_errc::bad_address, "'" + p->opt.listen + "' is not an IP address and port");
+  tcp::endpoint ep(addr, static_cast<std::uint16_t>(port));
+  p->acceptor.open(ep.protocol(), ec);
+  if (!ec) p->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) p->acceptor.bind(ep, ec);
+  if (!ec) p->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return make_unexpected(transport_errc::listen_failed, p->opt.listen + ": " + ec.message());
+  p->port = p->acceptor.local_endpoint().port();
+  p->bound = (addr.is_v6() ? "[" + host + "]" : host) + ":" + std::to_string(p->port);
+  p->accept();
+  impl* raw = p.get();
+  p->thread = std::thread([raw] { raw->io.run(); });
+  return std::unique_ptr<http_server>(new http_server(std::move(p)));
+}
+
+http_server::http_server(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+http_server::~http_server() {
+  impl_->io.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+std::string http_server::address() const { return impl_->bound; }
+std::uint16_t http_server::port() const { return impl_->port; }
+std::size_t http_server::connections() const { return impl_->open.load(); }
+
+}  // namespace troupe::observe

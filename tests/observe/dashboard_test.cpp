@@ -1,0 +1,168 @@
+// The dashboard's JSON API over synthetic job directories (the files a real job writes), its
+// refusal of paths that leave the root, and the token rules. The page itself is tested in
+// Chromium by tests/observe/dashboard_browser_test.py.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "troupe/observe/dashboard.hpp"
+#include "troupe/observe/job_events.hpp"
+
+namespace troupe::observe {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+class dashboard_api : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("troupe-dash-" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    make_job("done-job", true, now_ms() - 60'000);
+    make_job("live-job", false, now_ms() - 1'000);
+    make_job("dead-job", false, now_ms() - 600'000);
+    handler_ = make_dashboard({root_.string(), "s3cret", false, {}});
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  void make_job(const std::string& id, bool ended, std::int64_t t0) {
+    auto dir = root_ / id;
+    fs::create_directories(dir / "logs");
+    std::ofstream(dir / "job.toml") << "[job]\nstrategy = \"async_ps\"\n";
+    auto log = event_log::open((dir / events_file_name).string());
+    ASSERT_TRUE(log);
+    auto t = static_cast<std::uint64_t>(t0);
+    ASSERT_TRUE((*log)->append({t, "job_start", {{"strategy", std::string("async_ps")}, {"workers", std::int64_t{4}}}}));
+    ASSERT_TRUE((*log)->append({t + 10, "join", {{"node", std::string("worker-0#0")}, {"epoch", std::int64_t{1}}}}));
+    ASSERT_TRUE((*log)->append({t + 500, "metrics", {{"samples", std::int64_t{1000}}, {"loss", 0.5}, {"workers_alive", std::int64_t{3}},
+                                                   {"tasks_todo", std::int64_t{5}}, {"tasks_doing", std::int64_t{2}}, {"tasks_done", std::int64_t{3}}}}));
+    if (ended) {
+      ASSERT_TRUE((*log)->append({t + 2000, "job_end", {{"state", std::string("finished")}}}));
+    }
+    std::ofstream(dir / "logs" / "worker-0.log") << std::string(100, 'x') << "last line\n";
+    std::ofstream(dir / "nodes.json") << R"({"job_id":")" << id << R"(","updated_ms":)" << t << R"(,"nodes":[]})";
+  }
+
+  http_response get(const std::string& target, std::map<std::string, std::string> headers = {}) {
+    http_request r;
+    r.method = "GET";
+    r.target = target;
+    auto q = target.find('?');
+    r.path = percent_decode(target.substr(0, q));
+    if (q != std::string::npos) {
+      std::string qs = target.substr(q + 1);
+      for (std::size_t at = 0; at < qs.size();) {
+        auto amp = qs.find('&', at);
+        std::string kv = qs.substr(at, amp - at);
+        auto eq = kv.find('=');
+        r.query[kv.substr(0, eq)] = eq == std::string::npos ? "" : kv.substr(eq + 1);
+        if (amp == std::string::npos) break;
+        at = amp + 1;
+      }
+    }
+    r.headers = std::move(headers);
+    return handler_(r);
+  }
+
+  fs::path root_;
+  http_handler handler_;
+};
+
+TEST_F(dashboard_api, lists_jobs_with_their_state) {
+  auto r = get("/api/jobs");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto j = json::parse(r.body);
+  ASSERT_EQ(j["jobs"].size(), 3u);
+  std::map<std::string, json> by;
+  for (auto& row : j["jobs"]) by[row["id"]] = row;
+  EXPECT_EQ(by["done-job"]["state"], "finished");
+  EXPECT_DOUBLE_EQ(by["done-job"]["duration_s"].get<double>(), 2.0);
+  EXPECT_EQ(by["live-job"]["state"], "running");
+  EXPECT_EQ(by["dead-job"]["state"], "crashed") << "no job_end and nothing written for 10 minutes";
+  EXPECT_EQ(by["live-job"]["strategy"], "async_ps");
+  EXPECT_EQ(by["live-job"]["workers_wanted"], 4);
+  EXPECT_EQ(by["live-job"]["workers_alive"], 3);
+  EXPECT_EQ(by["live-job"]["tasks_total"], 10);
+  EXPECT_EQ(j["jobs"][0]["id"], "live-job") << "most recent first";
+}
+
+TEST_F(dashboard_api, events_follow_from_an_offset) {
+  auto j = json::parse(get("/api/jobs/live-job/events").body);
+  ASSERT_EQ(j["events"].size(), 3u);
+  EXPECT_EQ(j["events"][1]["kind"], "join");
+  EXPECT_EQ(j["events"][1]["node"], "worker-0#0");
+  auto offset = j["next_offset"].get<std::uint64_t>();
+  auto log = event_log::open((root_ / "live-job" / events_file_name).string());
+  ASSERT_TRUE((*log)->append({0, "died", {{"node", std::string("worker-0#0")}, {"cause", std::string("SIGKILL")}}}));
+  auto more = json::parse(get("/api/jobs/live-job/events?after=" + std::to_string(offset)).body);
+  ASSERT_EQ(more["events"].size(), 1u);
+  EXPECT_EQ(more["events"][0]["kind"], "died");
+}
+
+TEST_F(dashboard_api, logs_nodes_and_results) {
+  auto lj = json::parse(get("/api/jobs/live-job/log/worker-0?bytes=10").body);
+  EXPECT_EQ(lj["text"], "last line\n");
+  EXPECT_EQ(get("/api/jobs/live-job/log/worker-7").status, 404);
+  EXPECT_EQ(get("/api/jobs/live-job/nodes").status, 200);
+  EXPECT_TRUE(json::parse(get("/api/jobs/live-job/result").body)["result"].is_null());
+  std::ofstream(root_ / "done-job" / "result.json") << R"({"test_auc": 0.85})";
+  EXPECT_EQ(json::parse(get("/api/jobs/done-job/result").body)["result"]["test_auc"], 0.85);
+}
+
+TEST_F(dashboard_api, nothing_outside_the_root_is_reachable) {
+  std::ofstream(root_ / "secret.txt") << "no";
+  for (const char* t : {"/api/jobs/../secret.txt", "/api/jobs/%2e%2e/nodes", "/api/jobs/live-job/log/..%2f..%2fsecret",
+                        "/api/jobs/live-job/log/../../secret", "/api/jobs/.hidden/nodes"})
+    EXPECT_EQ(get(t).status, 400) << t;
+  // An encoded slash splits the id: "a" is simply not a job.
+  EXPECT_EQ(get("/api/jobs/a%2fb/nodes").status, 404);
+  EXPECT_EQ(get("/api/jobs/no-such-job/events").status, 404);
+  EXPECT_EQ(get("/../../etc/passwd").status, 404);
+  EXPECT_EQ(get("/api/nothing").status, 404);
+}
+
+TEST_F(dashboard_api, the_page_and_its_chart_library_are_embedded) {
+  auto page = get("/");
+  EXPECT_EQ(page.status, 200);
+  EXPECT_NE(page.body.find("<script src=\"uplot.min.js\"></script>"), std::string::npos);
+  auto js = get("/uplot.min.js");
+  EXPECT_EQ(js.status, 200);
+  EXPECT_GT(js.body.size(), 40'000u);
+  EXPECT_NE(get("/LICENSE.uplot.txt").body.find("MIT"), std::string::npos);
+}
+
+TEST_F(dashboard_api, tokens) {
+  http_request post;
+  post.method = "POST";
+  post.path = "/api/jobs/live-job/stop";
+  EXPECT_EQ(handler_(post).status, 401) << "changing a job always needs the token";
+  post.headers["authorization"] = "Bearer s3cret";
+  EXPECT_EQ(handler_(post).status, 501) << "authorised, but this dashboard has no control";
+  bool stopped = false;
+  auto h = make_dashboard({root_.string(), "s3cret", true, [&](const std::string& dir, int workers) -> expected<void> {
+                             stopped = workers < 0 && dir.ends_with("live-job");
+                             return {};
+                           }});
+  EXPECT_EQ(h(post).status, 200);
+  EXPECT_TRUE(stopped);
+  http_request list;
+  list.method = "GET";
+  list.path = "/api/jobs";
+  EXPECT_EQ(h(list).status, 401) << "beyond loopback every request needs the token";
+  list.query["token"] = "s3cret";
+  EXPECT_EQ(h(list).status, 200);
+  list.query["token"] = "s3creT";
+  EXPECT_EQ(h(list).status, 401);
+}
+
+}  // namespace
+}  // namespace troupe::observe
