@@ -58,7 +58,7 @@ class allreduce final : public strategy {
       }
       return replicas::drop_round(ctx, r.err(), "allreduce: step");
     }
-    const replicas::round_vote vote(std::span(buf_).subspan(total));
+    const replicas::round_vote vote{std::span(buf_).subspan(total)};
     const float samples = vote.samples;
     if (samples == 0.0f) return {vote.empty_round()};
     at = 0;

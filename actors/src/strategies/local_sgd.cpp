@@ -49,7 +49,7 @@ class local_sgd final : public strategy {
     }
     since_sync_ = 0;
     round_samples_ = 0;
-    const replicas::round_vote vote(std::span(buf_).subspan(n));
+    const replicas::round_vote vote{std::span(buf_).subspan(n)};
     const float total = vote.samples;
     if (total == 0.0f) return vote.all_exhausted() ? step_result{step_result::kind::finished} : out;
     for (std::size_t i = 0; i < n; ++i) buf_[i] /= total;
