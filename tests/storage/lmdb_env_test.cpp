@@ -58,7 +58,9 @@ TEST(LmdbEnv, GroupCommitRollsBackOnlyTheFailingFunction) {
   auto txn = (*env)->begin_read();
   ASSERT_TRUE(txn);
   for (int i = 0; i < 200; ++i) {
-    auto v = txn->get(*db, "k" + std::to_string(i));
+    std::string key = "k";
+    key += std::to_string(i);
+    auto v = txn->get(*db, key);
     ASSERT_TRUE(v);
     EXPECT_EQ(v->has_value(), i % 7 != 0) << i;
   }
