@@ -6,21 +6,17 @@
 #include <cstdint>
 #include <string_view>
 
+#include "troupe/core/splitmix.hpp"
+
 namespace troupe::actors {
 
-inline std::uint64_t mix64(std::uint64_t x) {  // splitmix64 finaliser
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 inline std::uint32_t shard_of_id(std::uint64_t id, std::uint32_t shards) {
-  return static_cast<std::uint32_t>(mix64(id) % shards);
+  return static_cast<std::uint32_t>(splitmix64(id) % shards);
 }
 inline std::uint32_t shard_of_name(std::string_view name, std::uint32_t shards) {
   std::uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return static_cast<std::uint32_t>(mix64(h) % shards);
+  return static_cast<std::uint32_t>(splitmix64(h) % shards);
 }
 
 }  // namespace troupe::actors

@@ -103,7 +103,10 @@ void bench_deepfm(int steps, int rounds) {
   auto m = nn::model_registry::instance().create({.type = "deepfm", .hidden = {256, 128}, .embedding_dim = 8},
                                                  d->data.info);
   if (!m) return print("gpu_deepfm_train", 512, "synthetic-ctr", {0, 0, m.err().to_string()});
-  nn::train_config tc{.batch_size = 512, .optimizer = {.type = "adam", .learning_rate = 0.001}};
+  nn::train_config tc;  // assigned, not designated: GCC 12 sees the nested string as uninitialised
+  tc.batch_size = 512;
+  tc.optimizer.type = "adam";
+  tc.optimizer.learning_rate = 0.001;
   print("gpu_deepfm_train", 512, "synthetic-ctr 26 fields x 1000 ids, 13 dense",
         time_training(**m, tc, d->data, steps, rounds));
 }

@@ -72,9 +72,13 @@ rate max(rate a, rate b) {
 rate bench_troupe(int steps, int rounds) {
   dataset d = random_images(batch_size * 100);
   auto m = model_registry::instance().create({.type = "mlp", .hidden = {256, 128}}, d.info);
-  auto t = trainer::create(**m, {.batch_size = batch_size,
-                                 .optimizer = {.type = "sgd", .learning_rate = 0.01, .momentum = 0.9},
-                                 .threads = 1});
+  train_config tc;  // assigned, not designated: GCC 12 sees the nested string as uninitialised
+  tc.batch_size = batch_size;
+  tc.optimizer.type = "sgd";
+  tc.optimizer.learning_rate = 0.01;
+  tc.optimizer.momentum = 0.9;
+  tc.threads = 1;
+  auto t = trainer::create(**m, tc);
   auto one = [&](int s) {
     const std::size_t first = (static_cast<std::size_t>(s) * batch_size) % d.rows;
     (void)(*t)->step(batch(d, first, batch_size));

@@ -53,6 +53,22 @@ void stop_and_wait(caf::actor_system& sys, const caf::actor& a, caf::error reaso
   self->receive([](caf::down_msg&) {});
 }
 
+// Once the first victim is up: `n` times, fails the current victim and times until its
+// replacement is published (microseconds each).
+std::vector<double> time_restarts(const slot& s, int n) {
+  await_gen(s, 0);
+  std::vector<double> us;
+  for (int i = 0; i < n; ++i) {
+    auto gen = s.generation.load(std::memory_order_acquire);
+    auto target = s.handle;
+    auto t0 = clk::now();
+    caf::anon_send(target, fail_atom::value);
+    await_gen(s, gen);
+    us.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
+  }
+  return us;
+}
+
 double pct(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   return v[static_cast<std::size_t>(p * (v.size() - 1))];
@@ -74,16 +90,7 @@ std::vector<double> bench_supervisor(caf::actor_system& sys, int n) {
   spec.name = "w";
   spec.start = [](sv::spawn_context& ctx) { return ctx.system.spawn(victim); };
   auto sup = sv::spawn_supervisor(sys, names, cfg, {spec});
-  await_gen(s, 0);
-  std::vector<double> us;
-  for (int i = 0; i < n; ++i) {
-    auto gen = s.generation.load(std::memory_order_acquire);
-    auto target = s.handle;
-    auto t0 = clk::now();
-    caf::anon_send(target, fail_atom::value);
-    await_gen(s, gen);
-    us.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
-  }
+  auto us = time_restarts(s, n);
   stop_and_wait(sys, sup, caf::exit_reason::user_shutdown);
   return us;
 }
@@ -102,16 +109,7 @@ std::vector<double> bench_bare(caf::actor_system& sys, int n) {
     self->set_down_handler([start](caf::down_msg&) { start(); });
     return {[](int) {}};
   });
-  await_gen(s, 0);
-  std::vector<double> us;
-  for (int i = 0; i < n; ++i) {
-    auto gen = s.generation.load(std::memory_order_acquire);
-    auto target = s.handle;
-    auto t0 = clk::now();
-    caf::anon_send(target, fail_atom::value);
-    await_gen(s, gen);
-    us.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
-  }
+  auto us = time_restarts(s, n);
   stop_and_wait(sys, respawner, caf::exit_reason::kill);
   caf::anon_send_exit(s.handle, caf::exit_reason::kill);
   return us;

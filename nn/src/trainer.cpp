@@ -6,6 +6,7 @@
 #include <chrono>
 #include <numeric>
 
+#include "troupe/nn/epoch.hpp"
 #include "troupe/nn/errc.hpp"
 #include "troupe/nn/metrics.hpp"
 #include "troupe/nn/random.hpp"
@@ -56,37 +57,16 @@ void trainer::apply_gradients() {
 
 expected<double> trainer::train_epoch(const dataset& data,
                                       const std::function<void(const progress&)>& report) {
-  const std::size_t bs = config_.batch_size;
-  order_.resize(data.rows);
-  std::iota(order_.begin(), order_.end(), 0u);
-  if (config_.shuffle) {
-    rng r(mix3(config_.seed, epoch_, 0x5eedf));
-    for (std::size_t i = data.rows; i > 1; --i) std::swap(order_[i - 1], order_[r.below(i)]);
-  }
-  const std::size_t steps = (data.rows + bs - 1) / bs;
-  double total = 0, window = 0;
-  std::size_t window_steps = 0, window_rows = 0;
-  auto t0 = std::chrono::steady_clock::now();
-  for (std::size_t s = 0; s < steps; ++s) {
-    const std::size_t first = s * bs, n = std::min(bs, data.rows - first);
-    auto loss = config_.shuffle ? step(batch(data, std::span<const std::uint32_t>(order_.data() + first, n)))
-                                : step(batch(data, first, n));
-    if (!loss) return loss.err();
-    total += *loss;
-    window += *loss;
-    ++window_steps;
-    window_rows += n;
-    if (report && config_.log_every > 0 && (s + 1) % config_.log_every == 0) {
-      auto t1 = std::chrono::steady_clock::now();
-      const double secs = std::chrono::duration<double>(t1 - t0).count();
-      report({epoch_ + 1, s + 1, steps, window / static_cast<double>(window_steps),
-              secs > 0 ? static_cast<double>(window_rows) / secs : 0});
-      window = 0, window_steps = 0, window_rows = 0;
-      t0 = t1;
-    }
-  }
-  ++epoch_;
-  return steps ? total / static_cast<double>(steps) : 0.0;
+  auto mean = run_epoch(
+      data, config_, epoch_, order_,
+      [&](const batch& b) -> expected<double> {
+        auto loss = step(b);
+        if (!loss) return loss.err();
+        return static_cast<double>(*loss);
+      },
+      report);
+  if (mean) ++epoch_;
+  return mean;
 }
 
 expected<eval_result> trainer::evaluate(const dataset& data) {

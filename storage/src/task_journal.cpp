@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "bytes.hpp"
+#include "troupe/core/splitmix.hpp"
 
 namespace troupe::storage {
 
@@ -78,13 +79,6 @@ std::string differs(const journal_options& a, const journal_options& b) {
   if (a.epochs != b.epochs) return "epochs";
   if (a.shuffle_seed != b.shuffle_seed || a.shuffle != b.shuffle) return "shuffle seed";
   return {};
-}
-
-std::uint64_t splitmix64(std::uint64_t& s) {
-  std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
 }
 
 template <class Txn>
@@ -174,7 +168,7 @@ expected<void> task_journal::create_tasks(write_txn& w) const {
     std::iota(order.begin(), order.end(), 0);
     std::uint64_t s = opts_.shuffle_seed * 0x100000001b3ULL + e;
     for (std::uint64_t i = per_epoch_; opts_.shuffle && i > 1; --i)
-      std::swap(order[i - 1], order[splitmix64(s) % i]);
+      std::swap(order[i - 1], order[splitmix64_next(s) % i]);
     for (std::uint64_t k = 0; k < per_epoch_; ++k) {
       task t;
       t.id = e * per_epoch_ + k;

@@ -2,6 +2,7 @@
 // reply, a silent peer (timeout), a peer that goes down, and replies that arrive out of order.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "rpc.hpp"
@@ -55,6 +56,7 @@ class rpc_send : public ::testing::Test {
       if (r.getTaskId() == late_) {
         held_ = std::move(o);
         held_from_ = m.from_node().name;
+        holding_ = true;
         return;
       }
       if (held_) (void)server_->send(held_from_, "rpc", std::move(*held_), "dispenser");
@@ -76,6 +78,7 @@ class rpc_send : public ::testing::Test {
   std::unique_ptr<rpc_client> rpc_;
   std::uint64_t silent_ = 0, late_ = 0;
   std::optional<outbound> held_;
+  std::atomic<bool> holding_{false};  // the server holds the `late_` ack back
   std::string held_from_;
 };
 
@@ -93,7 +96,9 @@ TEST_F(rpc_send, poll_is_empty_until_the_reply_and_then_hands_it_over) {
 TEST_F(rpc_send, replies_out_of_order_reach_their_own_requests) {
   late_ = 20;  // the first request's ack is held back until the second's is sent
   ASSERT_TRUE(rpc_->send(report_request(2), 2000ms));
-  std::this_thread::sleep_for(50ms);
+  // The server has the request and holds its ack: nothing for it can have come back yet.
+  for (int i = 0; i < 5000 && !holding_; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(holding_) << "the server never got request 2";
   EXPECT_FALSE(rpc_->poll(2).has_value()) << "no reply yet";
   ASSERT_TRUE(rpc_->send(report_request(3), 2000ms));
   auto b = wait_poll(*rpc_, 3), a = wait_poll(*rpc_, 2);

@@ -1,35 +1,22 @@
 // Runs the real `troupe` binary and checks usage, exit codes and error lines.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "run_command.hpp"
+
 namespace {
 
-struct result {
-  int code;
-  std::string out;  // stdout and stderr together
-};
+using troupe::test_util::command_result;
 
-result run(const std::string& args) {
-  std::string cmd = std::string(TROUPE_BIN) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+// stdout and stderr together.
+command_result run(const std::string& args) {
+  return troupe::test_util::run_troupe(args);
 }
 
-std::string write_temp(const std::string& name, const std::string& text) {
-  auto path = std::filesystem::temp_directory_path() / ("troupe-cli-" + std::to_string(::getpid()) + "-" + name);
-  std::ofstream(path) << text;
-  return path.string();
-}
+using troupe::test_util::write_temp;
 
 TEST(cli, help_lists_subcommands) {
   auto r = run("--help");

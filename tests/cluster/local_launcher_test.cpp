@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -123,20 +125,30 @@ TEST(local_launcher, destruction_leaves_no_child_alive) {
 TEST(local_launcher, a_stopped_node_is_not_reported_and_still_killed) {
   exit_log log;
   int pid = 0;
+  node_handle stopped;
   {
     auto l = make(log);
     auto h = l->launch(sleeper("worker-1"));
     ASSERT_TRUE(h);
+    stopped = *h;
     pid = h->pid;
     ASSERT_TRUE(l->signal(*h, SIGSTOP));
     ASSERT_TRUE(wait_until([&] { return testing::proc_state(pid) == 'T'; }, 5s));
-    std::this_thread::sleep_for(300ms);  // more than one reaper poll interval
-    EXPECT_EQ(log.size(), 0u);           // stopped is not exited
+    // Two reaper passes that look at the stopped node: each reports a node that exits at once,
+    // and the second starts only after the first has sent all its reports.
+    for (const char* name : {"worker-2", "worker-3"}) {
+      auto quick = l->launch(shell(name, "exit 0"));
+      ASSERT_TRUE(quick) << quick.err().to_string();
+      ASSERT_TRUE(log.wait_for(*quick, 10s)) << name;
+    }
+    EXPECT_EQ(log.size(), 2u);  // the quick ones only: stopped is not exited
     EXPECT_EQ(l->running().size(), 1u);
   }
   EXPECT_FALSE(pid_alive(pid));
-  ASSERT_EQ(log.size(), 1u);
-  EXPECT_EQ(log.reports[0].second.signal, SIGKILL);
+  ASSERT_EQ(log.size(), 3u);
+  auto st = log.wait_for(stopped, 0ms);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->signal, SIGKILL);
 }
 
 TEST(local_launcher, destruction_ends_even_if_the_callback_always_relaunches) {
@@ -196,13 +208,27 @@ TEST(local_launcher, leftovers_in_a_nodes_group_die_with_it) {
 }
 
 TEST(local_launcher, children_outlive_the_thread_that_launched_them) {
+  temp_dir dir;
   exit_log log;
   auto l = make(log);
+  const auto go = dir / "go", ack = dir / "ack";
+  // The node answers only once told to (after `t` is gone), then keeps running.
+  auto spec = shell("worker-1", "while [ ! -e " + go + " ]; do sleep 0.01; done; echo alive > " + ack +
+                                    "; exec sleep 1000");
   expected<node_handle> h = make_unexpected(cluster_errc::ok, "");
-  std::thread t([&] { h = l->launch(sleeper("worker-1")); });
+  pid_t tid = 0;
+  std::thread t([&] {
+    tid = ::gettid();
+    h = l->launch(spec);
+  });
   t.join();
   ASSERT_TRUE(h) << h.err().to_string();
-  std::this_thread::sleep_for(300ms);  // PR_SET_PDEATHSIG would fire at once if tied to `t`
+  // PR_SET_PDEATHSIG tied to `t` would be sent while `t` exits, before its task entry is gone; a
+  // SIGKILLed node never runs another line of its script.
+  const auto task = "/proc/self/task/" + std::to_string(tid);
+  ASSERT_TRUE(wait_until([&] { return !std::filesystem::exists(task); }, 5s)) << task;
+  std::ofstream(go) << "go\n";
+  EXPECT_TRUE(wait_until([&] { return std::filesystem::exists(ack); }, 10s)) << "the node died with the thread";
   EXPECT_TRUE(pid_alive(h->pid));
   EXPECT_EQ(log.size(), 0u);
 }

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <future>
 #include <random>
 #include <thread>
 #include <vector>
@@ -204,10 +205,11 @@ TEST(ring_allreduce, killed_neighbour_fails_fast) {
 TEST(ring_allreduce, epoch_change_cancels) {
   auto job = job_name("epoch");
   std::atomic<std::uint64_t> current{1};
-  std::thread other([&] {
+  std::promise<void> returned;
+  std::thread other([&, done = returned.get_future()] {
     shm_link_options o{job, 1, 1, 2, 0, 0, 1 << 16, std::chrono::seconds(5), nullptr};
     auto link = shm_ring_link::connect(o);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // holds the link, never exchanges
+    done.wait();  // holds the link, never exchanges, until rank 0's collective has returned
   });
   shm_link_options o{job, 1, 0, 2, 0, 0, 1 << 16, std::chrono::seconds(30), &current};
   auto link = shm_ring_link::connect(o);
@@ -218,6 +220,7 @@ TEST(ring_allreduce, epoch_change_cancels) {
   });
   std::vector<float> data(1 << 18, 1.f);
   auto r = ring_allreduce(**link, 0, 2, data, 1, 1);
+  returned.set_value();
   bump.join();
   other.join();
   ASSERT_FALSE(r);
@@ -234,16 +237,18 @@ TEST(ring_allreduce, mismatched_op_is_a_protocol_error) {
 
 TEST(ring_allreduce, timeout_when_neighbour_is_silent) {
   auto job = job_name("silent");
-  std::thread other([&] {
+  std::promise<void> returned;
+  std::thread other([&, done = returned.get_future()] {
     shm_link_options o{job, 1, 1, 2, 0, 0, 1 << 16, std::chrono::seconds(5), nullptr};
     auto link = shm_ring_link::connect(o);
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    done.wait();  // silent, and alive until rank 0's collective has returned
   });
   shm_link_options o{job, 1, 0, 2, 0, 0, 1 << 16, std::chrono::milliseconds(100), nullptr};
   auto link = shm_ring_link::connect(o);
   ASSERT_TRUE(link);
   std::vector<float> data(100, 1.f);
   auto r = ring_allreduce(**link, 0, 2, data, 1, 1);
+  returned.set_value();
   other.join();
   ASSERT_FALSE(r);
   EXPECT_TRUE(r.err() == collective_errc::timeout) << r.err().to_string();

@@ -38,15 +38,6 @@ max_test_rows = 2000
 )";
 }
 
-void expect_all_done(const job_run& r) {
-  auto j = storage::task_journal::open(r.job_dir + "/journal");
-  ASSERT_TRUE(j) << j.err().to_string();
-  auto c = j->counts();
-  ASSERT_TRUE(c);
-  EXPECT_GT(c->done, 0u);
-  EXPECT_EQ(c->done, c->total()) << "todo " << c->todo << " doing " << c->doing << " failed " << c->failed;
-}
-
 TEST(gpu_job, device_gpu_without_a_gpu_is_a_clear_startup_error) {
   if (auto n = gpu::device_count(); n)
     GTEST_SKIP() << "this host has " << *n << " GPU(s): the error path needs none";

@@ -1,6 +1,7 @@
 #include "job_harness.hpp"
 
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -12,7 +13,9 @@
 #include <sstream>
 #include <thread>
 
+#include "run_command.hpp"
 #include "troupe/cluster/job_dir.hpp"
+#include "troupe/storage/task_journal.hpp"
 
 namespace troupe::testing {
 
@@ -114,15 +117,10 @@ nlohmann::json result(const job_run& r) {
 
 int troupe(const std::string& args, std::string* out) {
   // stderr joins stdout unless the caller redirected it.
-  std::string cmd =
-      std::string(TROUPE_BIN) + " " + args + (args.find("2>") == std::string::npos ? " 2>&1" : "");
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string text;
-  std::array<char, 4096> buf;
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) text.append(buf.data(), n);
-  int st = ::pclose(p);
-  if (out) *out = text;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  auto r = test_util::run_troupe(args, args.find("2>") == std::string::npos ? test_util::stderr_mode::join
+                                                                             : test_util::stderr_mode::as_given);
+  if (out) *out = std::move(r.out);
+  return r.code;
 }
 
 std::optional<nlohmann::json> status(const job_run& r) {
@@ -167,6 +165,15 @@ bool no_processes_of(const job_run& r) {
   }
   ::closedir(d);
   return none;
+}
+
+void expect_all_done(const job_run& r) {
+  auto j = storage::task_journal::open(r.job_dir + "/journal");
+  ASSERT_TRUE(j) << j.err().to_string();
+  auto c = j->counts();
+  ASSERT_TRUE(c);
+  EXPECT_GT(c->done, 0u);
+  EXPECT_EQ(c->done, c->total()) << "todo " << c->todo << " doing " << c->doing << " failed " << c->failed;
 }
 
 }  // namespace troupe::testing

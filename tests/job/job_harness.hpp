@@ -56,5 +56,7 @@ int troupe(const std::string& args, std::string* out = nullptr);
 std::string read_file(const std::string& path);
 // True if no process whose command line mentions the job directory is alive (no orphans).
 bool no_processes_of(const job_run& r);
+// Test assertions (gtest): the job's journal has every task DONE, and at least one.
+void expect_all_done(const job_run& r);
 
 }  // namespace troupe::testing

@@ -10,15 +10,6 @@
 namespace troupe::testing {
 namespace {
 
-void expect_all_done(const job_run& r) {
-  auto j = storage::task_journal::open(r.job_dir + "/journal");
-  ASSERT_TRUE(j) << j.err().to_string();
-  auto c = j->counts();
-  ASSERT_TRUE(c);
-  EXPECT_GT(c->done, 0u);
-  EXPECT_EQ(c->done, c->total()) << "todo " << c->todo << " doing " << c->doing << " failed " << c->failed;
-}
-
 TEST(job, allreduce_trains_fashion_mnist) {
   auto r = start_job("allreduce",
                      mlp_job({.strategy = "allreduce", .max_train_rows = 6000, .max_test_rows = 1000}));

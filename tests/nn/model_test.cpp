@@ -157,8 +157,11 @@ TEST(model, every_builtin_trains_a_step_with_every_optimizer) {
       model_config c{.type = type, .hidden = {8}, .filters = {2, 2}, .layers = {"flatten", "dense:10"}};
       auto m = build(c, d.info);
       ASSERT_TRUE(m) << type;
-      auto t = trainer::create(
-          *m, {.batch_size = 16, .optimizer = {.type = opt, .learning_rate = opt == "adam" ? 0.005 : 0.05}});
+      train_config tc;  // assigned, not designated: GCC 12 sees the nested string as uninitialised
+      tc.batch_size = 16;
+      tc.optimizer.type = opt;
+      tc.optimizer.learning_rate = opt == "adam" ? 0.005 : 0.05;
+      auto t = trainer::create(*m, tc);
       ASSERT_TRUE(t);
       auto before = (*t)->evaluate(d);
       for (int e = 0; e < 3; ++e) ASSERT_TRUE((*t)->train_epoch(d));

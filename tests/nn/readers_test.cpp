@@ -85,7 +85,10 @@ TEST(readers, fashion_mnist_missing_dir_and_bad_split) {
 
 std::string criteo_line(const std::string& label, const std::string& i1, const std::string& c1) {
   std::string s = label + "\t" + i1;
-  for (int i = 1; i < 13; ++i) s += "\t" + std::to_string(i);
+  for (int i = 1; i < 13; ++i) {
+    s += '\t';
+    s += std::to_string(i);
+  }
   s += "\t" + c1;
   for (int i = 1; i < 26; ++i) s += "\t68fd1e64";
   return s;
@@ -115,7 +118,7 @@ TEST(readers, criteo_reads_gzip_and_max_rows) {
   auto dir = temp_dir("criteo_gz");
   std::string text;
   for (int i = 0; i < 5; ++i)
-    text += criteo_line(i % 2 ? "1" : "0", std::to_string(i), "c" + std::to_string(i)) + "\n";
+    text += criteo_line(i % 2 ? "1" : "0", std::to_string(i), std::string("c").append(std::to_string(i))) + "\n";
   write_gz(dir / "day.tsv.gz", std::vector<unsigned char>(text.begin(), text.end()));
   auto d = read_criteo_tsv((dir / "day.tsv.gz").string(), {.max_rows = 3});
   ASSERT_TRUE(d) << d.err().to_string();

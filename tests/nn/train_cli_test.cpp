@@ -1,46 +1,27 @@
 // `troupe train --local` end to end: the real binary, its exit codes, its JSON line.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "run_command.hpp"
+
 namespace {
 
-struct result {
-  int code;
-  std::string out, err;
-};
+using troupe::test_util::command_result;
 
-result run(const std::string& args) {
-  auto err_path =
-      std::filesystem::temp_directory_path() / ("troupe-train-" + std::to_string(::getpid()) + ".err");
-  std::string cmd = std::string(TROUPE_BIN) + " " + args + " 2>" + err_path.string();
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  int status = pclose(p);
-  std::ifstream f(err_path);
-  std::string err((std::istreambuf_iterator<char>(f)), {});
-  std::filesystem::remove(err_path);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err};
+// stdout and stderr apart: the JSON line is stdout's only line.
+command_result run(const std::string& args) {
+  return troupe::test_util::run_troupe(args, troupe::test_util::stderr_mode::separate);
 }
 
 std::string example(const std::string& name) {
   return std::string(TROUPE_SOURCE_DIR) + "/examples/" + name;
 }
 
-std::string write_temp(const std::string& name, const std::string& text) {
-  auto path =
-      std::filesystem::temp_directory_path() / ("troupe-train-" + std::to_string(::getpid()) + "-" + name);
-  std::ofstream(path) << text;
-  return path.string();
-}
+using troupe::test_util::write_temp;
 
 TEST(train_cli, deepfm_prints_progress_and_one_json_line) {
   auto r =

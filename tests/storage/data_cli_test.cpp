@@ -1,32 +1,22 @@
 // Runs `troupe data ...` for real: importers, inspect, and their errors on bad input.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <fstream>
 
 #include "test_dir.hpp"
 #include "troupe/storage/record_store.hpp"
+#include "run_command.hpp"
 
 namespace troupe::storage {
 namespace {
 
 using testing::temp_dir;
 
-struct result {
-  int code;
-  std::string out;  // stdout and stderr together
-};
+using test_util::command_result;
 
-result run(const std::string& args) {
-  std::string cmd = std::string(TROUPE_BIN) + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+// stdout and stderr together.
+command_result run(const std::string& args) {
+  return test_util::run_troupe(args);
 }
 
 const char* criteo_line =

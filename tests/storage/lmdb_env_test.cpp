@@ -47,7 +47,9 @@ TEST(LmdbEnv, GroupCommitRollsBackOnlyTheFailingFunction) {
   std::vector<std::future<expected<void>>> futures;
   for (int i = 0; i < 200; ++i) {
     futures.push_back((*env)->submit([&, i](write_txn& w) -> expected<void> {
-      if (auto r = w.put(*db, "k" + std::to_string(i), "v"); !r) return r;
+      std::string key = "k";  // appended: "k" + to_string(i) trips GCC 12's -Wrestrict
+      key += std::to_string(i);
+      if (auto r = w.put(*db, key, "v"); !r) return r;
       if (i % 7 == 0) return make_unexpected(storage_errc::invalid_argument, "job " + std::to_string(i));
       return {};
     }));
@@ -56,7 +58,9 @@ TEST(LmdbEnv, GroupCommitRollsBackOnlyTheFailingFunction) {
   auto txn = (*env)->begin_read();
   ASSERT_TRUE(txn);
   for (int i = 0; i < 200; ++i) {
-    auto v = txn->get(*db, "k" + std::to_string(i));
+    std::string key = "k";
+    key += std::to_string(i);
+    auto v = txn->get(*db, key);
     ASSERT_TRUE(v);
     EXPECT_EQ(v->has_value(), i % 7 != 0) << i;
   }

@@ -273,7 +273,9 @@ TEST(TaskJournal, ConcurrentLeasesNeverHandOutATaskTwice) {
   for (int w = 0; w < 4; ++w)
     threads.emplace_back([&, w] {
       for (;;) {
-        auto t = j->lease("w" + std::to_string(w), 1000);
+        std::string worker = "w";  // appended: "w" + to_string(w) trips GCC 12's -Wrestrict
+        worker += std::to_string(w);
+        auto t = j->lease(worker, 1000);
         if (!t || !*t) return;
         std::lock_guard l(mu);
         if (!seen.insert((*t)->id).second) ++dup;

@@ -35,6 +35,16 @@ bool ready(std::future<T>& f, std::chrono::milliseconds d = 5s) {
   return f.wait_for(d) == std::future_status::ready;
 }
 
+// Polls `pred` until it holds (true) or `d` has passed (false).
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds d = 5s) {
+  for (auto until = std::chrono::steady_clock::now() + d; !pred();) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(2ms);
+  }
+  return true;
+}
+
 outbound ping(std::uint64_t seq) {
   outbound o;
   o.body().initPing().setSeq(seq);
@@ -88,10 +98,10 @@ TEST(endpoint, wrong_or_missing_token_is_refused_and_nothing_is_delivered) {
     EXPECT_EQ(peer.err(), transport_errc::auth_failed) << peer.err().to_string();
     EXPECT_EQ(b->send("alpha", "echo", ping(1)).err(), transport_errc::not_connected);
   }
-  std::this_thread::sleep_for(50ms);
+  // Once alpha has refused both and closed their connections, nothing more can come from them.
+  EXPECT_TRUE(eventually([&] { return a->stats().auth_refused >= 2 && a->stats().open_connections == 0; }))
+      << "refused " << a->stats().auth_refused << ", open " << a->stats().open_connections;
   EXPECT_EQ(delivered.load(), 0);
-  EXPECT_GE(a->stats().auth_refused, 2u);
-  EXPECT_EQ(a->stats().open_connections, 0u);
 }
 
 TEST(endpoint, watch_reports_unregistered_unknown_and_dead_nodes) {
@@ -177,7 +187,7 @@ TEST(endpoint, redials_a_restarted_peer_with_backoff) {
   auto b = make("beta");
   std::mutex mu;
   std::vector<std::string> events;
-  std::promise<void> back;
+  std::promise<void> back, gone;
   b->on_peer_up([&](const peer_event& e) {
     std::lock_guard lk(mu);
     events.push_back("up " + e.node.to_string());
@@ -186,10 +196,12 @@ TEST(endpoint, redials_a_restarted_peer_with_backoff) {
   b->on_peer_down([&](const peer_event& e) {
     std::lock_guard lk(mu);
     events.push_back("down " + e.node.to_string());
+    if (e.node.incarnation == 0) gone.set_value();
   });
   ASSERT_TRUE(b->connect(*addr));
   a.reset();
-  std::this_thread::sleep_for(100ms);
+  auto down = gone.get_future();
+  ASSERT_TRUE(ready(down)) << "beta never saw alpha#0 go";
   auto a2 = make("alpha", test_config(), 1);
   ASSERT_TRUE(a2->listen("127.0.0.1", port)) << "port reuse";
   auto f = back.get_future();
@@ -210,11 +222,13 @@ TEST(endpoint, simultaneous_dials_settle_on_one_connection) {
   auto fb = std::async(std::launch::async, [&] { return b->connect(*aa); });
   ASSERT_TRUE(fa.get());
   ASSERT_TRUE(fb.get());
-  std::this_thread::sleep_for(100ms);
-  EXPECT_EQ(a->stats().open_connections, 1u);
-  EXPECT_EQ(b->stats().open_connections, 1u);
+  // Both dials have returned, so both connections exist until one side closes the duplicate.
+  EXPECT_TRUE(eventually([&] { return a->stats().open_connections == 1 && b->stats().open_connections == 1; }))
+      << a->stats().open_connections << " and " << b->stats().open_connections << " connections";
   EXPECT_TRUE(run_ping(*a, {"beta", "echo", 10, 0, 8}));
   EXPECT_TRUE(run_ping(*b, {"alpha", "echo", 10, 0, 8}));
+  EXPECT_EQ(a->stats().open_connections, 1u);  // and the pings did not open another
+  EXPECT_EQ(b->stats().open_connections, 1u);
 }
 
 }  // namespace

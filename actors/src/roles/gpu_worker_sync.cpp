@@ -38,13 +38,17 @@ class gpu_allreduce final : public strategy {
       loss = *l;
     }
     bool ready = g_.comms.current(ring->epoch) != nullptr;
-    std::array<float, 4> ctl{static_cast<float>(n), exhausted ? 1.0f : 0.0f, 1.0f, ready ? 1.0f : 0.0f};
+    // The round's vote, then how many ranks have this epoch's NCCL communicator ready.
+    std::array<float, replicas::round_vote::floats + 1> ctl{};
+    replicas::round_vote::cast(ctl, static_cast<float>(n), exhausted);
+    ctl.back() = ready ? 1.0f : 0.0f;
     if (auto r = ctx.ring.allreduce(ctl); !r) return dropped(ctx, r.err());
-    if (ctl[0] == 0.0f) return {ctl[1] == ctl[2] ? step_result::kind::finished : step_result::kind::idle};
+    const replicas::round_vote vote(ctl);
+    if (vote.samples == 0.0f) return {vote.empty_round()};
     // Each rank's share of the average: its gradients are a mean over its n samples.
-    float scale = static_cast<float>(n) / ctl[0];
+    float scale = static_cast<float>(n) / vote.samples;
     if (ring->size > 1) {
-      auto synced = ctl[3] == ctl[2] ? sync_nccl(ring->epoch, n == 0, scale) : sync_host(ctx, n == 0, scale);
+      auto synced = ctl.back() == vote.ranks ? sync_nccl(ring->epoch, n == 0, scale) : sync_host(ctx, n == 0, scale);
       if (!synced) return dropped(ctx, synced.err());
     }
     dev.apply_gradients();
@@ -135,32 +139,31 @@ expected<void> gpu_allreduce::build_comm(const ring_session::info& ring, const g
 }
 
 // The most trained replica's parameters and dense optimizer state to every rank, through the host
-// and a broadcast on the CPU ring.
+// and broadcasts on the CPU ring (replicas::sync_from_most_trained with the optimizer on the device).
 expected<void> gpu_allreduce::resync(worker_context& ctx, const ring_session::info& ring) {
   if (ring.size <= 1) return {};
-  std::vector<float> steps(static_cast<std::size_t>(ring.size), 0.0f);
-  steps[static_cast<std::size_t>(ring.rank)] = static_cast<float>(steps_);
-  if (auto r = ctx.ring.allreduce(steps); !r) return r;
-  int src = static_cast<int>(std::max_element(steps.begin(), steps.end()) - steps.begin());
+  auto src = replicas::vote_most_trained(ctx, steps_);
+  if (!src) return src.err();
   auto& dev = *g_.trainer;
-  std::size_t np = replicas::state_size(ctx, false), ns = dev.slot_count();
-  buf_.resize(np + ns + 1);  // parameters, optimizer slots, the optimizer's step (exact to 2^24)
-  if (ring.rank == src) {
-    if (dirty_)
-      if (auto d = dev.download(ctx.model); !d) return d;
-    replicas::pack_state(ctx, false, std::span<float>(buf_.data(), np));
+  const bool source = ring.rank == src->rank;
+  if (source && dirty_)
+    if (auto d = dev.download(ctx.model); !d) return d;
+  std::size_t floats = 0;
+  if (auto r = replicas::broadcast_parameters(ctx, src->rank, floats); !r) return r;
+  const std::size_t ns = dev.slot_count();
+  buf_.resize(ns + 1);  // optimizer slots, the optimizer's step (exact to 2^24)
+  if (source) {
     std::uint64_t step = 0;
-    if (auto d = dev.download_optimizer(std::span<float>(buf_.data() + np, ns), step); !d) return d;
-    buf_[np + ns] = static_cast<float>(step);
+    if (auto d = dev.download_optimizer(std::span<float>(buf_.data(), ns), step); !d) return d;
+    buf_[ns] = static_cast<float>(step);
   }
-  if (auto r = ctx.ring.broadcast(buf_, src); !r) return r;
-  if (ring.rank != src) {
-    replicas::unpack_state(ctx, false, std::span<const float>(buf_.data(), np));
+  if (auto r = ctx.ring.broadcast(buf_, src->rank); !r) return r;
+  if (!source) {
     if (auto u = dev.upload(ctx.model); !u) return u;
-    auto step = static_cast<std::uint64_t>(buf_[np + ns]);
-    if (auto u = dev.upload_optimizer(std::span<const float>(buf_.data() + np, ns), step); !u) return u;
+    auto step = static_cast<std::uint64_t>(buf_[ns]);
+    if (auto u = dev.upload_optimizer(std::span<const float>(buf_.data(), ns), step); !u) return u;
   }
-  steps_ = static_cast<std::uint64_t>(steps[static_cast<std::size_t>(src)]);
+  steps_ = src->steps;
   dirty_ = false;
   return {};
 }
@@ -199,11 +202,7 @@ expected<void> gpu_allreduce::sync_host(worker_context& ctx, bool no_batch, floa
 }
 
 step_result gpu_allreduce::dropped(worker_context& ctx, const error& e) {
-  spdlog::info("allreduce (gpu): step dropped ({}); rebuilding the ring", e.to_string());
-  ctx.ring.reset();
-  step_result r{step_result::kind::retry};
-  r.dropped = true;
-  return r;
+  return replicas::drop_round(ctx, e, "allreduce (gpu): step");
 }
 
 }  // namespace

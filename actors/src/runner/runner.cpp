@@ -153,7 +153,7 @@ int runner::run() {
   std::signal(SIGTERM, on_signal);
   spdlog::info("job {} in {} ({} workers, strategy {}{})", dir_->job_id(), dir_->path(), target_workers_,
                spec_.job.strategy, spec_.uses_ps() ? ", " + std::to_string(spec_.ps.shards) + " PS shards" : "");
-  node_slot master{{"master", 0}, cluster::node_role::master, 0, {}, true, {}};
+  node_slot master = new_slot({"master", 0}, cluster::node_role::master, 0);
   nodes_["master"] = master;
   if (auto r = launch(nodes_["master"]); !r) return spdlog::error("{}", r.err().to_string()), 1;
   // The master must be up before anyone joins it.
@@ -167,7 +167,7 @@ int runner::run() {
   if (spec_.uses_ps())
     for (std::uint32_t i = 0; i < spec_.ps.shards; ++i) {
       auto name = cluster::node_name(cluster::node_role::ps, i);
-      nodes_[name] = node_slot{{name, 0}, cluster::node_role::ps, i, {}, true, {}};
+      nodes_[name] = new_slot({name, 0}, cluster::node_role::ps, i);
       if (auto r = launch(nodes_[name]); !r) return spdlog::error("{}", r.err().to_string()), 1;
     }
   scale_to(target_workers_);

@@ -27,6 +27,15 @@ struct node_slot {
   bool wanted = true;         // relaunch when it dies
   std::deque<std::chrono::steady_clock::time_point> deaths;  // recent, for the give-up rule
 };
+// A wanted slot, not running yet (assigned member by member: GCC 12 warns -Wmaybe-uninitialized
+// on copies of an aggregate-initialised node_slot).
+inline node_slot new_slot(node_id id, cluster::node_role role, std::size_t index) {
+  node_slot s;
+  s.id = std::move(id);
+  s.role = role;
+  s.index = index;
+  return s;
+}
 
 struct status_snapshot {
   bool valid = false;

@@ -53,7 +53,7 @@ void runner::scale_to(std::uint32_t workers) {
     auto name = cluster::node_name(cluster::node_role::worker, i);
     auto it = nodes_.find(name);
     if (it != nodes_.end() && it->second.wanted) continue;
-    if (it == nodes_.end()) it = nodes_.emplace(name, node_slot{{name, 0}, cluster::node_role::worker, i, {}, true, {}}).first;
+    if (it == nodes_.end()) it = nodes_.emplace(name, new_slot({name, 0}, cluster::node_role::worker, i)).first;
     auto& slot = it->second;
     slot.wanted = true;
     if (slot.handle) continue;  // still shutting down from an earlier scale-down: relaunched when it exits

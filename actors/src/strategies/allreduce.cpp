@@ -21,14 +21,14 @@ class allreduce final : public strategy {
     replicas::reserve_state(ctx, true, sync_buf_);
     std::size_t total = 0;
     for (auto* p : ctx.trainer.trainable_parameters()) total += p->grad.size();
-    buf_.assign(total + 3, 0.0f);
+    buf_.assign(total + replicas::round_vote::floats, 0.0f);
   }
 
   step_result step(worker_context& ctx, const nn::batch* b, bool exhausted) override {
     auto ring = ctx.ring.ensure();
     if (!ring) return {step_result::kind::retry};
     if (ring->fresh) {
-      if (auto s = replicas::sync_from_rank0(ctx, true, sync_buf_); !s)
+      if (auto s = replicas::sync_from_most_trained(ctx, true, sync_buf_); !s)
         return replicas::drop_round(ctx, s.err(), "allreduce: step");
     }
     double loss = 0;
@@ -41,16 +41,14 @@ class allreduce final : public strategy {
     const auto& params = ctx.trainer.trainable_parameters();
     std::size_t total = 0;
     for (auto* p : params) total += p->grad.size();
-    buf_.resize(total + 3);
+    buf_.resize(total + replicas::round_vote::floats);
     std::size_t at = 0;
     for (auto* p : params) {
       for (std::size_t i = 0; i < p->grad.size(); ++i)
         buf_[at + i] = b ? p->grad[i] * static_cast<float>(n) : 0.0f;
       at += p->grad.size();
     }
-    buf_[total] = static_cast<float>(n);
-    buf_[total + 1] = exhausted ? 1.0f : 0.0f;
-    buf_[total + 2] = 1.0f;  // ranks taking part
+    replicas::round_vote::cast(std::span(buf_).subspan(total), static_cast<float>(n), exhausted);
     if (auto r = ctx.ring.allreduce(buf_); !r) {
       if (b && ctx.ring.alone()) {
         // buf_ was a copy: the model still holds this batch's gradients, untouched by the ring.
@@ -60,9 +58,9 @@ class allreduce final : public strategy {
       }
       return replicas::drop_round(ctx, r.err(), "allreduce: step");
     }
-    float samples = buf_[total];
-    if (samples == 0.0f)
-      return {buf_[total + 1] == buf_[total + 2] ? step_result::kind::finished : step_result::kind::idle};
+    const replicas::round_vote vote{std::span(buf_).subspan(total)};
+    const float samples = vote.samples;
+    if (samples == 0.0f) return {vote.empty_round()};
     at = 0;
     for (auto* p : params) {
       for (std::size_t i = 0; i < p->grad.size(); ++i) p->grad[i] = buf_[at + i] / samples;

@@ -21,7 +21,7 @@ class local_sgd final : public strategy {
     auto ring = ctx.ring.ensure();
     if (!ring) return {step_result::kind::retry};
     if (ring->fresh) {
-      if (auto s = replicas::sync_from_rank0(ctx, false, buf_); !s)
+      if (auto s = replicas::sync_from_most_trained(ctx, false, buf_); !s)
         return replicas::drop_round(ctx, s.err(), "local_sgd: averaging round");
       since_sync_ = 0;
       round_samples_ = 0;
@@ -36,13 +36,11 @@ class local_sgd final : public strategy {
     if (++since_sync_ < sync_every_) return out;
     // Average: sum of (weight * parameters) and of weights over the ring.
     std::size_t n = replicas::state_size(ctx, false);
-    buf_.resize(n + 3);
+    buf_.resize(n + replicas::round_vote::floats);
     replicas::pack_state(ctx, false, std::span(buf_.data(), n));
     float w = static_cast<float>(round_samples_);
     for (std::size_t i = 0; i < n; ++i) buf_[i] *= w;
-    buf_[n] = w;
-    buf_[n + 1] = exhausted && !b ? 1.0f : 0.0f;
-    buf_[n + 2] = 1.0f;
+    replicas::round_vote::cast(std::span(buf_).subspan(n), w, exhausted && !b);
     if (auto r = ctx.ring.allreduce(buf_); !r) {
       // The local step stands (the batch was trained); only this round's averaging is lost.
       replicas::drop_round(ctx, r.err(), "local_sgd: averaging round");
@@ -51,11 +49,9 @@ class local_sgd final : public strategy {
     }
     since_sync_ = 0;
     round_samples_ = 0;
-    float total = buf_[n];
-    if (total == 0.0f) {
-      if (buf_[n + 1] == buf_[n + 2]) return {step_result::kind::finished};
-      return out;
-    }
+    const replicas::round_vote vote{std::span(buf_).subspan(n)};
+    const float total = vote.samples;
+    if (total == 0.0f) return vote.all_exhausted() ? step_result{step_result::kind::finished} : out;
     for (std::size_t i = 0; i < n; ++i) buf_[i] /= total;
     replicas::unpack_state(ctx, false, std::span<const float>(buf_.data(), n));
     return out;

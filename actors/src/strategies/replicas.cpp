@@ -69,64 +69,83 @@ void unpack_state(worker_context& ctx, bool with_optimizer, std::span<const floa
       set_step);
 }
 
-namespace {
-// The rank whose replica has taken the most optimizer steps (the lowest on ties). Not simply rank
-// 0: ranks follow node names, so a fresh replacement of worker-0 would be rank 0 and its initial
-// weights would overwrite the trained replicas.
-expected<int> most_trained_rank(worker_context& ctx) {
+round_vote::round_vote(std::span<const float> at) : samples(at[0]), exhausted(at[1]), ranks(at[2]) {}
+
+void round_vote::cast(std::span<float> at, float samples, bool exhausted) {
+  at[0] = samples;
+  at[1] = exhausted ? 1.0f : 0.0f;
+  at[2] = 1.0f;
+}
+
+step_result::kind round_vote::empty_round() const {
+  return all_exhausted() ? step_result::kind::finished : step_result::kind::idle;
+}
+
+expected<most_trained> vote_most_trained(worker_context& ctx, std::uint64_t my_steps) {
   auto info = ctx.ring.ensure();
   if (!info) return info.err();
-  std::uint64_t mine = 0;
-  for (const auto& s : ctx.trainer.dense_state()) mine = std::max(mine, s.step);
   std::vector<float> steps(static_cast<std::size_t>(info->size), 0.0f);
-  steps[static_cast<std::size_t>(info->rank)] = static_cast<float>(mine);
+  steps[static_cast<std::size_t>(info->rank)] = static_cast<float>(my_steps);
   if (auto r = ctx.ring.allreduce(steps); !r) return r.err();
-  return static_cast<int>(std::max_element(steps.begin(), steps.end()) - steps.begin());
+  auto top = std::max_element(steps.begin(), steps.end());
+  return most_trained{static_cast<int>(top - steps.begin()), static_cast<std::uint64_t>(*top)};
 }
-}  // namespace
+
+expected<void> broadcast_parameters(worker_context& ctx, int src, std::size_t& floats) {
+  for (auto* p : ctx.model.parameters()) {
+    if (auto r = ctx.ring.broadcast(std::span<float>(p->value.data(), p->value.size()), src); !r) return r;
+    floats += p->value.size();
+  }
+  return {};
+}
 
 void reserve_state(worker_context& ctx, bool with_optimizer, std::vector<float>& buf) {
   if (with_optimizer) size_slots(ctx);
   buf.assign(ctx.trainer.dense_state().size(), 0.0f);
 }
 
-expected<void> sync_from_rank0(worker_context& ctx, bool with_optimizer, std::vector<float>& buf) {
+namespace {
+// The host trainer's optimizer slots, then its step counters (as floats, exact up to 2^24 steps)
+// last: a replica whose copy is interrupted keeps its old counters and is never taken as the most
+// trained.
+expected<void> broadcast_optimizer(worker_context& ctx, int src, bool source, std::vector<float>& buf,
+                                   std::size_t& floats) {
+  size_slots(ctx);
+  auto& slots = ctx.trainer.dense_state();
+  for (auto& s : slots) {
+    if (auto r = ctx.ring.broadcast(std::span<float>(s.values.data(), s.values.size()), src); !r) return r;
+    floats += s.values.size();
+  }
+  buf.resize(slots.size());
+  for (std::size_t i = 0; i < slots.size(); ++i) buf[i] = static_cast<float>(slots[i].step);
+  if (auto r = ctx.ring.broadcast(std::span<float>(buf.data(), buf.size()), src); !r) return r;
+  floats += buf.size();
+  if (!source)
+    for (std::size_t i = 0; i < slots.size(); ++i) set_step(slots[i], buf[i]);
+  return {};
+}
+}  // namespace
+
+expected<void> sync_from_most_trained(worker_context& ctx, bool with_optimizer, std::vector<float>& buf) {
   auto started = std::chrono::steady_clock::now();
   if (auto alone = ctx.ring.ensure(); alone && alone->size <= 1) return {};
-  auto src = most_trained_rank(ctx);
+  std::uint64_t mine = 0;
+  for (const auto& s : ctx.trainer.dense_state()) mine = std::max(mine, s.step);
+  auto src = vote_most_trained(ctx, mine);
   if (!src) return src.err();
   auto agreed = std::chrono::steady_clock::now();
   auto info = ctx.ring.ensure();
   if (!info) return info.err();
-  bool source = info->rank == *src;
-  // Span by span, straight from the source's replica into the others' (no packing: the source
-  // writes its state into the ring and goes on to its next step while the others read it, when the
-  // ring's capacity holds it: [job] ring_capacity_kb). The optimizer's step counters go last: a
-  // replica whose copy is interrupted keeps its old counters and is never taken as the most trained.
-  expected<void> ok;
+  // Straight from the source's replica into the others' (no packing).
   std::size_t floats = 0;
-  auto copy = [&](float* p, std::size_t k) {
-    if (ok) ok = ctx.ring.broadcast(std::span<float>(p, k), *src);
-    floats += k;
-  };
-  for (auto* p : ctx.model.parameters()) copy(p->value.data(), p->value.size());
-  if (with_optimizer) {
-    size_slots(ctx);
-    auto& slots = ctx.trainer.dense_state();
-    for (auto& s : slots) copy(s.values.data(), s.values.size());
-    // Step counters travel as floats (exact up to 2^24 steps).
-    buf.resize(slots.size());
-    for (std::size_t i = 0; i < slots.size(); ++i) buf[i] = static_cast<float>(slots[i].step);
-    copy(buf.data(), buf.size());
-    if (ok && !source)
-      for (std::size_t i = 0; i < slots.size(); ++i) set_step(slots[i], buf[i]);
-  }
-  if (!ok) return ok;
+  if (auto r = broadcast_parameters(ctx, src->rank, floats); !r) return r;
+  if (with_optimizer)
+    if (auto r = broadcast_optimizer(ctx, src->rank, info->rank == src->rank, buf, floats); !r) return r;
   auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   spdlog::info(
       "ring epoch {} (rank {} of {}): replicas synchronised from rank {} ({} floats) in {:.2f} ms "
       "({:.2f} ms agreeing on the source, {:.2f} ms copying)",
-      info->epoch, info->rank, info->size, *src, floats, ms(started, std::chrono::steady_clock::now()),
+      info->epoch, info->rank, info->size, src->rank, floats, ms(started, std::chrono::steady_clock::now()),
       ms(started, agreed), ms(agreed, std::chrono::steady_clock::now()));
   return {};
 }

@@ -1,7 +1,10 @@
-// Helpers for strategies that keep a full model replica on every worker (allreduce, local SGD):
-// packing parameters, gradients and optimizer state into one flat buffer for a collective.
+// Helpers for strategies that keep a full model replica on every worker (allreduce, local SGD, the
+// GPU worker's allreduce): the round's vote, the vote on the most trained replica, resynchronising
+// the replicas after a ring is (re)built, packing parameters and optimizer state into one flat
+// buffer for a collective, and dropping a round.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -9,16 +12,48 @@
 
 namespace troupe::actors::replicas {
 
+// The vote every rank appends to a synchronous round's collective buffer: its samples (its
+// weight), whether its data is exhausted, and 1 for itself. Summed by the ring it reads as the
+// round's samples, how many ranks ran out of data and how many took part.
+struct round_vote {
+  static constexpr std::size_t floats = 3;
+  // This rank's vote into the first `floats` of `at`.
+  static void cast(std::span<float> at, float samples, bool exhausted);
+  // The sum read from the first `floats` of `at`, after the allreduce.
+  explicit round_vote(std::span<const float> at);
+  bool all_exhausted() const { return exhausted == ranks; }
+  // A round without samples: `finished` when every rank's data is exhausted, else `idle`.
+  step_result::kind empty_round() const;
+
+  float samples = 0, exhausted = 0, ranks = 0;
+};
+
+// The rank whose replica has taken the most optimizer steps (the lowest on ties), agreed by an
+// allreduce of every rank's `my_steps`, and its step count. Not simply rank 0: ranks follow node
+// names, so a fresh replacement of worker-0 would be rank 0 and its initial weights would
+// overwrite the trained replicas.
+struct most_trained {
+  int rank = 0;
+  std::uint64_t steps = 0;
+};
+expected<most_trained> vote_most_trained(worker_context& ctx, std::uint64_t my_steps);
+
+// The host model's parameters from rank `src` to every replica, span by span along the ring (the
+// source goes on to its next step while the others read, when the ring's capacity holds it).
+// Adds the floats copied to `floats`.
+expected<void> broadcast_parameters(worker_context& ctx, int src, std::size_t& floats);
+
+// After a ring is (re)built: the most trained replica's parameters (and, with_optimizer, the host
+// trainer's optimizer slots and step counters, last) to every replica. A ring of one skips it.
+// `buf` is scratch, sized by reserve_state.
+expected<void> sync_from_most_trained(worker_context& ctx, bool with_optimizer, std::vector<float>& buf);
+// Sizes the optimizer slots (with_optimizer) ahead, and `buf` for sync_from_most_trained.
+void reserve_state(worker_context& ctx, bool with_optimizer, std::vector<float>& buf);
+
 // Every parameter value, then (with_optimizer) each trainable parameter's optimizer slots and step.
 std::size_t state_size(worker_context& ctx, bool with_optimizer);
 void pack_state(worker_context& ctx, bool with_optimizer, std::span<float> out);
 void unpack_state(worker_context& ctx, bool with_optimizer, std::span<const float> in);
-
-// The most trained replica's parameters (and optimizer state) to every replica: after a ring is
-// (re)built (the name is historical: the source is no longer always rank 0).
-expected<void> sync_from_rank0(worker_context& ctx, bool with_optimizer, std::vector<float>& buf);
-// Sizes the optimizer slots (with_optimizer) ahead, and `buf` for sync_from_rank0.
-void reserve_state(worker_context& ctx, bool with_optimizer, std::vector<float>& buf);
 
 // After a failed collective: forgets the ring (the next ensure() builds the new one) and returns a
 // dropped `retry`. `what` names what was lost in the log ("allreduce: step").

@@ -1,5 +1,6 @@
 #include "kernels.hpp"
 #include "launch.cuh"
+#include "troupe/core/splitmix.hpp"
 
 namespace troupe::gpu::kernels {
 namespace {
@@ -39,14 +40,6 @@ __global__ void sigmoid_fwd_k(const float* __restrict__ x, float* __restrict__ y
 __global__ void sigmoid_bwd_k(const float* __restrict__ y, const float* __restrict__ dy,
                               float* __restrict__ dx, std::size_t count) {
   TROUPE_GRID_STRIDE(i, count) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
-}
-
-// nn::splitmix64, bit for bit.
-__device__ inline std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
 }
 
 __global__ void dropout_fwd_k(const float* __restrict__ x, float* __restrict__ y, float* __restrict__ mask,

@@ -22,7 +22,8 @@ cudaError_t relu_forward(const float* x, float* y, std::size_t count, cudaStream
 cudaError_t relu_backward(const float* y, const float* dy, float* dx, std::size_t count, cudaStream_t s);
 cudaError_t sigmoid_forward(const float* x, float* y, std::size_t count, cudaStream_t s);
 cudaError_t sigmoid_backward(const float* y, const float* dy, float* dx, std::size_t count, cudaStream_t s);
-// The nn dropout mask: element i is kept (scaled by `scale`) iff splitmix64(base + i) >= threshold.
+// The nn dropout mask: element i is kept (scaled by `scale`) iff troupe::splitmix64(base + i) >= threshold
+// (core/splitmix.hpp, the same function as nn::dropout on the CPU).
 cudaError_t dropout_forward(const float* x, float* y, float* mask, std::size_t count, std::uint64_t base,
                             std::uint64_t threshold, float scale, cudaStream_t s);
 // out[i] = a[i] * b[i]

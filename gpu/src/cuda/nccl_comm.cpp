@@ -112,13 +112,6 @@ expected<nccl_comm> nccl_comm::init(const nccl_unique_id& id, int nranks, int ra
   return c;
 }
 
-nccl_comm::nccl_comm(nccl_comm&& o) noexcept
-    : comm_(std::exchange(o.comm_, nullptr)),
-      rank_(o.rank_),
-      size_(o.size_),
-      opt_(o.opt_),
-      broken_(o.broken_) {}
-
 nccl_comm& nccl_comm::operator=(nccl_comm&& o) noexcept {
   if (this != &o) {
     (void)destroy();

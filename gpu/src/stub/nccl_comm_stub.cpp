@@ -15,12 +15,6 @@ expected<nccl_unique_id> nccl_unique_id::create() {
 expected<nccl_comm> nccl_comm::init(const nccl_unique_id&, int, int, const nccl_options&) {
   return not_built("ncclCommInitRankConfig");
 }
-nccl_comm::nccl_comm(nccl_comm&& o) noexcept
-    : comm_(std::exchange(o.comm_, nullptr)),
-      rank_(o.rank_),
-      size_(o.size_),
-      opt_(o.opt_),
-      broken_(o.broken_) {}
 nccl_comm& nccl_comm::operator=(nccl_comm&& o) noexcept {
   comm_ = std::exchange(o.comm_, nullptr);
   return *this;

@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "troupe/gpu/cuda.hpp"
 
@@ -50,7 +51,12 @@ class nccl_comm {
   static expected<nccl_comm> init(const nccl_unique_id& id, int nranks, int rank, const nccl_options& o = {});
 
   nccl_comm() = default;
-  nccl_comm(nccl_comm&& o) noexcept;
+  nccl_comm(nccl_comm&& o) noexcept
+      : comm_(std::exchange(o.comm_, nullptr)),
+        rank_(o.rank_),
+        size_(o.size_),
+        opt_(o.opt_),
+        broken_(o.broken_) {}
   nccl_comm& operator=(nccl_comm&& o) noexcept;
   nccl_comm(const nccl_comm&) = delete;
   nccl_comm& operator=(const nccl_comm&) = delete;

@@ -7,14 +7,11 @@
 #include <cmath>
 #include <cstdint>
 
+#include "troupe/core/splitmix.hpp"
+
 namespace troupe::nn {
 
-inline std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+using troupe::splitmix64;
 
 // A hash of (seed, a, b) with good avalanche, the basis of the "hashed" draws below.
 inline std::uint64_t mix3(std::uint64_t seed, std::uint64_t a, std::uint64_t b) {
@@ -36,7 +33,7 @@ inline double hashed_normal(std::uint64_t seed, std::uint64_t a, std::uint64_t b
 class rng {
  public:
   explicit rng(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() { return splitmix64(state_++ * 0x9e3779b97f4a7c15ull + 1); }
+  std::uint64_t next() { return splitmix64(state_++ * splitmix64_gamma + 1); }
   double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
   float uniform_f() { return static_cast<float>(uniform()); }
   double normal() {
