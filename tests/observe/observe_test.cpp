@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "run_command.hpp"
 #include "troupe/observe/http_server.hpp"
 #include "troupe/observe/job_events.hpp"
 #include "troupe/observe/metrics.hpp"
@@ -55,13 +56,8 @@ TEST(metrics, renders_the_text_exposition_format) {
   }
   auto dir = temp_dir("troupe-metrics");
   std::ofstream(dir / "m.txt") << text;
-  std::string cmd = "/usr/bin/promtool check metrics < " + (dir / "m.txt").string() + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[512];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  int rc = ::pclose(p);
-  EXPECT_EQ(rc, 0) << "promtool check metrics: " << out;
+  auto r = run_command("/usr/bin/promtool check metrics < " + (dir / "m.txt").string());
+  EXPECT_EQ(r.code, 0) << "promtool check metrics: " << r.out;
   fs::remove_all(dir);
 }
 

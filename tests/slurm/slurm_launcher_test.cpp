@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "run_command.hpp"
 #include "troupe/cluster/slurm/launcher.hpp"
 
 namespace troupe::cluster::slurm {
@@ -19,15 +20,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-std::string sh(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  ::pclose(p);
-  return out;
-}
+std::string sh(const std::string& cmd) { return run_command(cmd).out; }
 
 std::string slurm_script() { return std::string(TROUPE_SOURCE_DIR) + "/scripts/slurm-cluster.sh"; }
 
