@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "../caf_types.hpp"
+#include "../rpc.hpp"
 #include "roles.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/storage/record_store.hpp"
@@ -25,7 +26,7 @@ struct dispenser_state {
 };
 using dispenser_actor = caf::stateful_actor<dispenser_state>;
 
-void send_lease(dispenser_state& st, const message& req, std::uint64_t request_id) {
+void send_lease(dispenser_state& st, const message& req) {
   const auto& job = st.rt->spec().job;
   std::string holder = req.from_node().to_string();
   std::int64_t deadline = clock::system().wall_ms() + job.lease_timeout.count();
@@ -38,9 +39,8 @@ void send_lease(dispenser_state& st, const message& req, std::uint64_t request_i
     st.requeued += *n;
     spdlog::info("dispenser: {} asked for a task while holding {} it no longer knows of: back to TODO", holder, *n);
   }
-  outbound o;
+  outbound o = reply_to(req);
   auto lease = o.body().initTaskLease();
-  lease.setRequestId(request_id);
   lease.setDeadlineMs(deadline);
   auto t = st.journal->lease(holder, deadline);
   if (!t) throw std::runtime_error(t.err().to_string());  // the journal is broken: restart
@@ -59,7 +59,7 @@ void send_lease(dispenser_state& st, const message& req, std::uint64_t request_i
     if (c->todo == 0 && c->doing == 0) lease.setFinished();
     else lease.setNone();
   }
-  if (auto s = st.rt->net().send(req.from_node().name, std::string(req.from()), std::move(o), "dispenser"); !s)
+  if (auto s = send_reply(st.rt->net(), req, std::move(o), "dispenser"); !s)
     spdlog::warn("dispenser: lease reply to {}: {}", holder, s.err().to_string());
 }
 
@@ -78,11 +78,9 @@ void take_report(dispenser_state& st, const message& m) {
                     r.getFailed().cStr());
   }
   if (!refused.empty()) spdlog::warn("dispenser: report of task {} by {} refused: {}", r.getTaskId(), holder, refused);
-  outbound o;
-  auto ack = o.body().initTaskReportAck();
-  ack.setRequestId(r.getRequestId());
-  ack.setError(refused);
-  (void)st.rt->net().send(m.from_node().name, std::string(m.from()), std::move(o), "dispenser");
+  outbound o = reply_to(m);
+  o.body().initTaskReportAck().setError(refused);
+  (void)send_reply(st.rt->net(), m, std::move(o), "dispenser");
 }
 
 void open_journal(dispenser_state& st, const data_paths& data) {
@@ -114,7 +112,7 @@ caf::behavior dispenser(dispenser_actor* self, node_runtime* rt, data_paths data
       [=](const message& m) {
         using B = schema::Envelope::Body;
         guarded("dispenser", [&] {
-          if (m.kind() == B::TASK_REQUEST) send_lease(self->state, m, m.body().getTaskRequest().getRequestId());
+          if (m.kind() == B::TASK_REQUEST) send_lease(self->state, m);
           else if (m.kind() == B::TASK_REPORT) take_report(self->state, m);
         });
       },

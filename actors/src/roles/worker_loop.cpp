@@ -26,7 +26,6 @@ std::uint64_t wall_ms() {
 void send_report(worker_state& st, const held_task& t, const std::string& failure) {
   outbound o;
   auto r = o.body().initTaskReport();
-  r.setRequestId(st.rpc->next_id());
   r.setTaskId(t.id);
   r.setAttempt(t.attempt);
   r.setRecordsProcessed(t.cursor);
@@ -53,16 +52,16 @@ void pump_reports(worker_state& st) {
   }
   if (st.unsent_reports.empty() || clock::now() < st.next_report) return;
   auto& o = st.unsent_reports.front();
-  std::uint64_t id = o.body().getTaskReport().getRequestId();
   // Sending moves the builder out: send a copy, keep the original until acknowledged.
   outbound copy;
   copy.body().setTaskReport(o.body().getTaskReport().asReader());
-  if (auto s = st.rpc->send({"master", "dispenser", std::move(copy), id}, std::chrono::milliseconds(1000)); !s) {
-    spdlog::debug("task report: {}", s.err().to_string());
+  auto id = st.rpc->send({"master", "dispenser", std::move(copy)}, std::chrono::milliseconds(1000));
+  if (!id) {
+    spdlog::debug("task report: {}", id.err().to_string());
     st.next_report = clock::now() + std::chrono::milliseconds(100);
     return;
   }
-  st.report_request = id;
+  st.report_request = *id;
 }
 
 std::optional<held_task> load_task(worker_state& st, schema::Task::Reader t) {
@@ -149,22 +148,21 @@ void pump_lease(worker_state& st) {
   }
   if (st.exhausted || st.next || clock::now() < st.next_lease) return;
   if (st.task && st.task->cursor * 2 < st.task->order.size()) return;
-  rpc_client::request r{"master", "dispenser", outbound(), st.rpc->next_id()};
+  rpc_client::request r{"master", "dispenser", outbound()};
   auto req = r.out.body().initTaskRequest();
   req.setWorker("worker");
-  req.setRequestId(r.id);
   std::vector<std::uint64_t> holding;
   if (st.task) holding.push_back(st.task->id);
   for (auto& o : st.unsent_reports) holding.push_back(o.body().getTaskReport().getTaskId());
   auto h = req.initHolding(static_cast<unsigned>(holding.size()));
   for (unsigned i = 0; i < holding.size(); ++i) h.set(i, holding[i]);
-  std::uint64_t id = r.id;
-  if (auto s = st.rpc->send(std::move(r), std::chrono::milliseconds(2000)); !s) {
-    spdlog::debug("task request: {}", s.err().to_string());
+  auto id = st.rpc->send(std::move(r), std::chrono::milliseconds(2000));
+  if (!id) {
+    spdlog::debug("task request: {}", id.err().to_string());
     st.next_lease = clock::now() + std::chrono::milliseconds(10);
     return;
   }
-  st.lease_request = id;
+  st.lease_request = *id;
 }
 
 void report_progress(worker_state& st, bool force) {
@@ -274,13 +272,11 @@ bool train_some(worker_state& st) {
 }
 
 void evaluate(worker_state& st, const message& request) {
-  auto id = request.body().getJob().getEvaluate().getRequestId();
-  auto o = wire::job();
+  auto o = wire::job_reply(request);
   auto res = o.body.initEvalResult();
-  res.setRequestId(id);
   auto fail = [&](const std::string& e) {
     res.setError(e);
-    (void)st.rt->net().send(request.from_node().name, std::string(request.from()), std::move(o.out), "worker");
+    (void)send_reply(st.rt->net(), request, std::move(o.out), "worker");
   };
   if (!st.test) {
     auto store = storage::record_store::open(st.data.test_dir);
@@ -317,7 +313,7 @@ void evaluate(worker_state& st, const message& request) {
   }
   spdlog::info("evaluation on {} rows: loss {:.4f} accuracy {:.4f} auc {:.4f}", test.rows, res.getLoss(),
                res.getAccuracy(), res.getAuc());
-  (void)st.rt->net().send(request.from_node().name, std::string(request.from()), std::move(o.out), "worker");
+  (void)send_reply(st.rt->net(), request, std::move(o.out), "worker");
 }
 
 }  // namespace troupe::actors
