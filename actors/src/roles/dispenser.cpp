@@ -41,16 +41,14 @@ void send_lease(dispenser_state& st, const message& req) {
   }
   outbound o = reply_to(req);
   auto lease = o.body().initTaskLease();
-  lease.setDeadlineMs(deadline);
+  lease.setLeaseMs(static_cast<std::uint64_t>(job.lease_timeout.count()));
   auto t = st.journal->lease(holder, deadline);
   if (!t) throw std::runtime_error(t.err().to_string());  // the journal is broken: restart
   if (*t) {
     auto b = lease.initTask();
     b.setId((*t)->id);
-    b.setDataset(st.journal->options().dataset);
     b.setFirstRecord((*t)->first);
     b.setRecordCount((*t)->count);
-    b.setEpoch((*t)->epoch);
     b.setAttempt((*t)->attempt);
     st.data_epoch = (*t)->epoch;
   } else {
@@ -81,6 +79,17 @@ void take_report(dispenser_state& st, const message& m) {
   outbound o = reply_to(m);
   o.body().initTaskReportAck().setError(refused);
   (void)send_reply(st.rt->net(), m, std::move(o), "dispenser");
+}
+
+// A worker still works on these leases: each one it still holds runs for another lease timeout.
+// A lease it no longer holds (re-queued, handed to someone else) is left alone: its report will be
+// refused as stale.
+void renew_leases(dispenser_state& st, const message& m) {
+  std::string holder = m.from_node().to_string();
+  std::int64_t deadline = clock::system().wall_ms() + st.rt->spec().job.lease_timeout.count();
+  for (auto l : m.body().getTaskRenew().getLeases())
+    if (auto r = st.journal->renew(l.getTaskId(), holder, l.getAttempt(), deadline); !r)
+      spdlog::debug("dispenser: renewal of task {} by {}: {}", l.getTaskId(), holder, r.err().to_string());
 }
 
 void open_journal(dispenser_state& st, const data_paths& data) {
@@ -114,6 +123,7 @@ caf::behavior dispenser(dispenser_actor* self, node_runtime* rt, data_paths data
         guarded("dispenser", [&] {
           if (m.kind() == B::TASK_REQUEST) send_lease(self->state, m);
           else if (m.kind() == B::TASK_REPORT) take_report(self->state, m);
+          else if (m.kind() == B::TASK_RENEW) renew_leases(self->state, m);
         });
       },
       [=](requeue_atom, const std::string& holder) {
@@ -145,11 +155,12 @@ caf::behavior dispenser(dispenser_actor* self, node_runtime* rt, data_paths data
         }
         self->delayed_send(self, std::chrono::milliseconds(250), tick_atom::value);
       },
-      [=](counts_atom) -> std::vector<std::uint64_t> {
+      [=](counts_atom) -> caf::result<task_counts> {
         auto c = self->state.journal->counts();
-        if (!c) return {};
-        return {c->todo, c->doing, c->done, c->failed, self->state.requeued, self->state.data_epoch,
-                static_cast<std::uint64_t>(self->state.journal->options().epochs)};
+        if (!c) return caf::make_error(caf::sec::runtime_error);
+        task_counts out{c->todo, c->doing, c->done, c->failed, self->state.requeued, self->state.data_epoch,
+                        self->state.journal->options().epochs};
+        return out;
       },
   };
 }
