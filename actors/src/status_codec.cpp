@@ -72,7 +72,8 @@ nlohmann::json to_json(const job_status& s) {
   j["workers_target"] = s.workers_target;
   j["ps_alive"] = s.ps_alive;
   const auto& t = s.tasks;
-  j["tasks"] = {{"todo", t.todo}, {"doing", t.doing}, {"done", t.done}, {"failed", t.failed}, {"requeued", t.requeued}};
+  j["tasks"] = {
+      {"todo", t.todo}, {"doing", t.doing}, {"done", t.done}, {"failed", t.failed}, {"requeued", t.requeued}};
   j["data_epoch"] = t.data_epoch;
   j["data_epochs"] = t.data_epochs;
   j["samples_per_sec"] = s.samples_per_sec;
@@ -83,8 +84,11 @@ nlohmann::json to_json(const job_status& s) {
   if (!s.result_json.empty()) j["result"] = nlohmann::json::parse(s.result_json, nullptr, false);
   auto members = nlohmann::json::array();
   for (const auto& m : s.members)
-    members.push_back({{"node", m.id.to_string()}, {"role", std::string(cluster::to_string(m.role))},
-                       {"address", m.address}, {"pid", m.pid}, {"state", std::string(cluster::to_string(m.state))}});
+    members.push_back({{"node", m.id.to_string()},
+                       {"role", std::string(cluster::to_string(m.role))},
+                       {"address", m.address},
+                       {"pid", m.pid},
+                       {"state", std::string(cluster::to_string(m.state))}});
   j["members"] = members;
   return j;
 }

@@ -112,7 +112,8 @@ TEST(wire_doc, every_schema_struct_and_field_is_documented_and_nothing_else) {
   ASSERT_GT(schema.size(), 10u) << "schemas not found in " << TROUPE_SCHEMA_DIR;
   std::vector<std::string> duplicates;
   auto doc = doc_fields(duplicates);
-  EXPECT_TRUE(duplicates.empty()) << "structs with more than one row: " << ::testing::PrintToString(duplicates);
+  EXPECT_TRUE(duplicates.empty()) << "structs with more than one row: "
+                                  << ::testing::PrintToString(duplicates);
   for (const auto& [s, fields] : schema) {
     auto it = doc.find(s);
     if (it == doc.end()) {
@@ -122,10 +123,12 @@ TEST(wire_doc, every_schema_struct_and_field_is_documented_and_nothing_else) {
     for (const auto& f : fields)
       if (!it->second.count(f)) ADD_FAILURE() << s << "." << f << " is not documented in docs/wire_format.md";
     for (const auto& f : it->second)
-      if (!fields.count(f)) ADD_FAILURE() << "docs/wire_format.md names " << s << "." << f << ", which no schema has";
+      if (!fields.count(f))
+        ADD_FAILURE() << "docs/wire_format.md names " << s << "." << f << ", which no schema has";
   }
   for (const auto& [s, fields] : doc)
-    if (!schema.count(s)) ADD_FAILURE() << "docs/wire_format.md documents struct " << s << ", which no schema has";
+    if (!schema.count(s))
+      ADD_FAILURE() << "docs/wire_format.md documents struct " << s << ", which no schema has";
 }
 
 }  // namespace
