@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "../caf_types.hpp"
+#include "../rpc.hpp"
 #include "roles.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/storage/record_store.hpp"
@@ -25,7 +26,7 @@ struct dispenser_state {
 };
 using dispenser_actor = caf::stateful_actor<dispenser_state>;
 
-void send_lease(dispenser_state& st, const message& req, std::uint64_t request_id) {
+void send_lease(dispenser_state& st, const message& req) {
   const auto& job = st.rt->spec().job;
   std::string holder = req.from_node().to_string();
   std::int64_t deadline = clock::system().wall_ms() + job.lease_timeout.count();
@@ -38,19 +39,16 @@ void send_lease(dispenser_state& st, const message& req, std::uint64_t request_i
     st.requeued += *n;
     spdlog::info("dispenser: {} asked for a task while holding {} it no longer knows of: back to TODO", holder, *n);
   }
-  outbound o;
+  outbound o = reply_to(req);
   auto lease = o.body().initTaskLease();
-  lease.setRequestId(request_id);
-  lease.setDeadlineMs(deadline);
+  lease.setLeaseMs(static_cast<std::uint64_t>(job.lease_timeout.count()));
   auto t = st.journal->lease(holder, deadline);
   if (!t) throw std::runtime_error(t.err().to_string());  // the journal is broken: restart
   if (*t) {
     auto b = lease.initTask();
     b.setId((*t)->id);
-    b.setDataset(st.journal->options().dataset);
     b.setFirstRecord((*t)->first);
     b.setRecordCount((*t)->count);
-    b.setEpoch((*t)->epoch);
     b.setAttempt((*t)->attempt);
     st.data_epoch = (*t)->epoch;
   } else {
@@ -59,7 +57,7 @@ void send_lease(dispenser_state& st, const message& req, std::uint64_t request_i
     if (c->todo == 0 && c->doing == 0) lease.setFinished();
     else lease.setNone();
   }
-  if (auto s = st.rt->net().send(req.from_node().name, std::string(req.from()), std::move(o), "dispenser"); !s)
+  if (auto s = send_reply(st.rt->net(), req, std::move(o), "dispenser"); !s)
     spdlog::warn("dispenser: lease reply to {}: {}", holder, s.err().to_string());
 }
 
@@ -78,11 +76,20 @@ void take_report(dispenser_state& st, const message& m) {
                     r.getFailed().cStr());
   }
   if (!refused.empty()) spdlog::warn("dispenser: report of task {} by {} refused: {}", r.getTaskId(), holder, refused);
-  outbound o;
-  auto ack = o.body().initTaskReportAck();
-  ack.setRequestId(r.getRequestId());
-  ack.setError(refused);
-  (void)st.rt->net().send(m.from_node().name, std::string(m.from()), std::move(o), "dispenser");
+  outbound o = reply_to(m);
+  o.body().initTaskReportAck().setError(refused);
+  (void)send_reply(st.rt->net(), m, std::move(o), "dispenser");
+}
+
+// A worker still works on these leases: each one it still holds runs for another lease timeout.
+// A lease it no longer holds (re-queued, handed to someone else) is left alone: its report will be
+// refused as stale.
+void renew_leases(dispenser_state& st, const message& m) {
+  std::string holder = m.from_node().to_string();
+  std::int64_t deadline = clock::system().wall_ms() + st.rt->spec().job.lease_timeout.count();
+  for (auto l : m.body().getTaskRenew().getLeases())
+    if (auto r = st.journal->renew(l.getTaskId(), holder, l.getAttempt(), deadline); !r)
+      spdlog::debug("dispenser: renewal of task {} by {}: {}", l.getTaskId(), holder, r.err().to_string());
 }
 
 void open_journal(dispenser_state& st, const data_paths& data) {
@@ -114,8 +121,9 @@ caf::behavior dispenser(dispenser_actor* self, node_runtime* rt, data_paths data
       [=](const message& m) {
         using B = schema::Envelope::Body;
         guarded("dispenser", [&] {
-          if (m.kind() == B::TASK_REQUEST) send_lease(self->state, m, m.body().getTaskRequest().getRequestId());
+          if (m.kind() == B::TASK_REQUEST) send_lease(self->state, m);
           else if (m.kind() == B::TASK_REPORT) take_report(self->state, m);
+          else if (m.kind() == B::TASK_RENEW) renew_leases(self->state, m);
         });
       },
       [=](requeue_atom, const std::string& holder) {
@@ -147,11 +155,12 @@ caf::behavior dispenser(dispenser_actor* self, node_runtime* rt, data_paths data
         }
         self->delayed_send(self, std::chrono::milliseconds(250), tick_atom::value);
       },
-      [=](counts_atom) -> std::vector<std::uint64_t> {
+      [=](counts_atom) -> caf::result<task_counts> {
         auto c = self->state.journal->counts();
-        if (!c) return {};
-        return {c->todo, c->doing, c->done, c->failed, self->state.requeued, self->state.data_epoch,
-                static_cast<std::uint64_t>(self->state.journal->options().epochs)};
+        if (!c) return caf::make_error(caf::sec::runtime_error);
+        task_counts out{c->todo, c->doing, c->done, c->failed, self->state.requeued, self->state.data_epoch,
+                        self->state.journal->options().epochs};
+        return out;
       },
   };
 }

@@ -8,6 +8,7 @@
 #include "../caf_types.hpp"
 #include "../data_model.hpp"
 #include "../ps_layout.hpp"
+#include "../rpc.hpp"
 #include "../wire.hpp"
 #include "ps_state.hpp"
 #include "roles.hpp"
@@ -18,10 +19,8 @@ namespace {
 
 void reply_pull(ps_state& st, const message& m) {
   auto req = m.body().getPsPull();
-  outbound o;
+  outbound o = reply_to(m);
   auto rep = o.body().initPsPullReply();
-  rep.setRequestId(req.getRequestId());
-  rep.setVersion(st.version);
   std::vector<const owned_dense*> dense;
   for (auto n : req.getDense()) {
     auto it = st.dense.find(n.cStr());
@@ -58,7 +57,7 @@ void reply_pull(ps_state& st, const message& m) {
     auto v = sl[i].initValues(static_cast<unsigned>(rows.size()));
     for (std::size_t k = 0; k < rows.size(); ++k) v.set(static_cast<unsigned>(k), rows[k]);
   }
-  (void)st.rt->net().send(m.from_node().name, std::string(m.from()), std::move(o), "ps");
+  (void)send_reply(st.rt->net(), m, std::move(o), "ps");
 }
 
 void apply_push(ps_state& st, const message& m) {
@@ -90,12 +89,9 @@ void apply_push(ps_state& st, const message& m) {
     it->second.dirty.insert(g.ids.begin(), g.ids.end());
   }
   st.version += 1;
-  outbound o;
-  auto rep = o.body().initPsPushReply();
-  rep.setRequestId(req.getRequestId());
-  rep.setVersion(st.version);
-  rep.setError(problem);
-  (void)st.rt->net().send(m.from_node().name, std::string(m.from()), std::move(o), "ps");
+  outbound o = reply_to(m);
+  o.body().initPsPushReply().setError(problem);
+  (void)send_reply(st.rt->net(), m, std::move(o), "ps");
 }
 
 using ps_actor = caf::stateful_actor<ps_state>;

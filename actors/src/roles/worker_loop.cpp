@@ -26,10 +26,8 @@ std::uint64_t wall_ms() {
 void send_report(worker_state& st, const held_task& t, const std::string& failure) {
   outbound o;
   auto r = o.body().initTaskReport();
-  r.setRequestId(st.rpc->next_id());
   r.setTaskId(t.id);
   r.setAttempt(t.attempt);
-  r.setRecordsProcessed(t.cursor);
   if (failure.empty()) r.setDone();
   else r.setFailed(failure);
   st.unsent_reports.push_back(std::move(o));
@@ -53,16 +51,16 @@ void pump_reports(worker_state& st) {
   }
   if (st.unsent_reports.empty() || clock::now() < st.next_report) return;
   auto& o = st.unsent_reports.front();
-  std::uint64_t id = o.body().getTaskReport().getRequestId();
   // Sending moves the builder out: send a copy, keep the original until acknowledged.
   outbound copy;
   copy.body().setTaskReport(o.body().getTaskReport().asReader());
-  if (auto s = st.rpc->send({"master", "dispenser", std::move(copy), id}, std::chrono::milliseconds(1000)); !s) {
-    spdlog::debug("task report: {}", s.err().to_string());
+  auto id = st.rpc->send({"master", "dispenser", std::move(copy)}, std::chrono::milliseconds(1000));
+  if (!id) {
+    spdlog::debug("task report: {}", id.err().to_string());
     st.next_report = clock::now() + std::chrono::milliseconds(100);
     return;
   }
-  st.report_request = id;
+  st.report_request = *id;
 }
 
 std::optional<held_task> load_task(worker_state& st, schema::Task::Reader t) {
@@ -111,6 +109,9 @@ void take_lease(worker_state& st, schema::TaskLease::Reader l) {
         spdlog::info("first task {} leased at wall_ms {}", l.getTask().getId(), wall_ms());
         st.first_lease_logged = true;
       }
+      st.lease_ms = std::chrono::milliseconds(l.getLeaseMs());
+      // The first lease held: its renewals start a third of the lease time from now.
+      if (!st.task && !st.next && st.unsent_reports.empty()) st.next_renew = clock::now() + st.lease_ms / 3;
       auto h = load_task(st, l.getTask());
       if (!h) break;
       if (st.task) st.next = std::move(h);
@@ -149,22 +150,45 @@ void pump_lease(worker_state& st) {
   }
   if (st.exhausted || st.next || clock::now() < st.next_lease) return;
   if (st.task && st.task->cursor * 2 < st.task->order.size()) return;
-  rpc_client::request r{"master", "dispenser", outbound(), st.rpc->next_id()};
+  rpc_client::request r{"master", "dispenser", outbound()};
   auto req = r.out.body().initTaskRequest();
-  req.setWorker("worker");
-  req.setRequestId(r.id);
   std::vector<std::uint64_t> holding;
   if (st.task) holding.push_back(st.task->id);
   for (auto& o : st.unsent_reports) holding.push_back(o.body().getTaskReport().getTaskId());
   auto h = req.initHolding(static_cast<unsigned>(holding.size()));
   for (unsigned i = 0; i < holding.size(); ++i) h.set(i, holding[i]);
-  std::uint64_t id = r.id;
-  if (auto s = st.rpc->send(std::move(r), std::chrono::milliseconds(2000)); !s) {
-    spdlog::debug("task request: {}", s.err().to_string());
+  auto id = st.rpc->send(std::move(r), std::chrono::milliseconds(2000));
+  if (!id) {
+    spdlog::debug("task request: {}", id.err().to_string());
     st.next_lease = clock::now() + std::chrono::milliseconds(10);
     return;
   }
-  st.lease_request = id;
+  st.lease_request = *id;
+}
+
+// Every third of the lease time, renews every lease the worker holds (the task it trains, the one
+// leased ahead, finished ones whose report is not acknowledged), so that a task that trains longer
+// than the lease is not re-queued while this worker is alive. No answer: a lost renewal is made up
+// by the next one, two more before the lease runs out.
+void pump_renew(worker_state& st) {
+  if (st.lease_ms.count() == 0 || clock::now() < st.next_renew) return;
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> held;
+  if (st.task) held.emplace_back(st.task->id, st.task->attempt);
+  if (st.next) held.emplace_back(st.next->id, st.next->attempt);
+  for (auto& o : st.unsent_reports) {
+    auto r = o.body().getTaskReport();
+    held.emplace_back(r.getTaskId(), r.getAttempt());
+  }
+  if (held.empty()) return;
+  outbound o;
+  auto leases = o.body().initTaskRenew().initLeases(static_cast<unsigned>(held.size()));
+  for (unsigned i = 0; i < held.size(); ++i) {
+    leases[i].setTaskId(held[i].first);
+    leases[i].setAttempt(held[i].second);
+  }
+  if (auto s = st.rt->net().send("master", "dispenser", std::move(o), "worker"); !s)
+    spdlog::debug("lease renewal: {}", s.err().to_string());
+  st.next_renew = clock::now() + st.lease_ms / 3;
 }
 
 void report_progress(worker_state& st, bool force) {
@@ -216,6 +240,7 @@ bool train_some(worker_state& st) {
   pump_reports(st);
   if (!st.task && st.next) st.task = std::exchange(st.next, std::nullopt);
   pump_lease(st);
+  pump_renew(st);
   if (!st.task && st.lease_request != 0) {
     // No batch yet but one on its way: wait for it rather than step without one (a strategy
     // waits out a ring change then, far longer than the dispenser's answer takes).
@@ -274,13 +299,11 @@ bool train_some(worker_state& st) {
 }
 
 void evaluate(worker_state& st, const message& request) {
-  auto id = request.body().getJob().getEvaluate().getRequestId();
-  auto o = wire::job();
+  auto o = wire::job_reply(request);
   auto res = o.body.initEvalResult();
-  res.setRequestId(id);
   auto fail = [&](const std::string& e) {
     res.setError(e);
-    (void)st.rt->net().send(request.from_node().name, std::string(request.from()), std::move(o.out), "worker");
+    (void)send_reply(st.rt->net(), request, std::move(o.out), "worker");
   };
   if (!st.test) {
     auto store = storage::record_store::open(st.data.test_dir);
@@ -317,7 +340,7 @@ void evaluate(worker_state& st, const message& request) {
   }
   spdlog::info("evaluation on {} rows: loss {:.4f} accuracy {:.4f} auc {:.4f}", test.rows, res.getLoss(),
                res.getAccuracy(), res.getAuc());
-  (void)st.rt->net().send(request.from_node().name, std::string(request.from()), std::move(o.out), "worker");
+  (void)send_reply(st.rt->net(), request, std::move(o.out), "worker");
 }
 
 }  // namespace troupe::actors

@@ -16,6 +16,7 @@
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/cluster/local/launcher.hpp"
 #include "troupe/transport/endpoint.hpp"
+#include "../status_codec.hpp"
 
 namespace troupe::actors {
 
@@ -37,12 +38,9 @@ inline node_slot new_slot(node_id id, cluster::node_role role, std::size_t index
   return s;
 }
 
-struct status_snapshot {
+// The master's latest status (valid once it answered).
+struct status_snapshot : job_status {
   bool valid = false;
-  std::uint64_t epoch = 0, todo = 0, doing = 0, done = 0, failed = 0, requeued = 0, samples = 0;
-  std::uint32_t workers_alive = 0, ps_alive = 0, data_epoch = 0, data_epochs = 0;
-  double samples_per_sec = 0, loss = 0;
-  std::vector<cluster::member> members;
 };
 
 class runner {
