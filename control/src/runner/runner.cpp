@@ -18,12 +18,13 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "../data_model.hpp"
+#include "data_model.hpp"
 #include "troupe/actors/strategy.hpp"
+#include "troupe/cluster/config.hpp"
 #include "troupe/cluster/errc.hpp"
 #include "troupe/gpu/cuda.hpp"
 
-namespace troupe::actors {
+namespace troupe::control {
 
 namespace {
 // Rings and liveness beacons left in /dev/shm by killed nodes of this job (all its nodes are gone).
@@ -125,7 +126,7 @@ int runner::setup() {
     std::ofstream(dir_->path() + "/token") << token << "\n";
     ::chmod((dir_->path() + "/token").c_str(), 0600);
   }
-  auto data = prepare_datasets(spec_.nn.data, spec_.job.dataset_cache);
+  auto data = actors::prepare_datasets(spec_.nn.data, spec_.job.dataset_cache);
   if (!data) return spdlog::error("{}", data.err().to_string()), 1;
   data_ = *data;
   if (int rc = check_model(); rc != 0) return rc;
@@ -146,12 +147,10 @@ int runner::setup() {
   if (!port) return spdlog::error("{}", port.err().to_string()), 1;
   master_addr_ = "127.0.0.1:" + std::to_string(*port);
 
-  cluster::launcher_options lo;
-  lo.on_exit = [this](const cluster::node_handle& h, const cluster::exit_status& s) {
+  auto l = cluster::make_launcher(spec_.cluster, [this](const cluster::node_handle& h, const cluster::exit_status& s) {
     std::lock_guard lk(mu_);
     exits_.emplace_back(h, s);
-  };
-  auto l = cluster::local_launcher::create(lo);
+  });
   if (!l) return spdlog::error("{}", l.err().to_string()), 1;
   launcher_ = std::move(*l);
   return 0;
@@ -167,8 +166,7 @@ int runner::run() {
   std::signal(SIGTERM, on_signal);
   spdlog::info("job {} in {} ({} workers, strategy {}{})", dir_->job_id(), dir_->path(), target_workers_,
                spec_.job.strategy, spec_.uses_ps() ? ", " + std::to_string(spec_.ps.shards) + " PS shards" : "");
-  node_slot master{{"master", 0}, cluster::node_role::master, 0, {}, true, {}};
-  nodes_["master"] = master;
+  nodes_["master"] = node_slot{{"master", 0}, cluster::node_role::master, 0};
   if (auto r = launch(nodes_["master"]); !r) return spdlog::error("{}", r.err().to_string()), 1;
   // The master must be up before anyone joins it.
   auto deadline = steady::now() + std::chrono::seconds(20);
@@ -181,7 +179,7 @@ int runner::run() {
   if (spec_.uses_ps())
     for (std::uint32_t i = 0; i < spec_.ps.shards; ++i) {
       auto name = cluster::node_name(cluster::node_role::ps, i);
-      nodes_[name] = node_slot{{name, 0}, cluster::node_role::ps, i, {}, true, {}};
+      nodes_[name] = node_slot{{name, 0}, cluster::node_role::ps, i};
       if (auto r = launch(nodes_[name]); !r) return spdlog::error("{}", r.err().to_string()), 1;
     }
   scale_to(target_workers_);
@@ -229,6 +227,7 @@ int runner::loop() {
     if (stop_) return spdlog::warn("stopped on request"), 1;
     if (interrupted) return spdlog::warn("interrupted"), 130;
     poll_status();
+    fence_dead_nodes();
     print_progress(false);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -256,4 +255,4 @@ int run_job(const run_options& o) {
   return r.run();
 }
 
-}  // namespace troupe::actors
+}  // namespace troupe::control

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace troupe::actors {
+namespace troupe::control {
 
 struct run_options {
   std::string file;
@@ -25,4 +25,4 @@ struct run_options {
 // that keeps dying, the master unreachable), 2 bad configuration, 130 interrupted.
 int run_job(const run_options& o);
 
-}  // namespace troupe::actors
+}  // namespace troupe::control
