@@ -18,7 +18,9 @@ void expect_recovered(const nlohmann::json& report, const std::string& kind) {
   for (const auto& f : report.value("faults", nlohmann::json::array())) {
     if (f["kind"] != kind || f.value("pid", 0) == 0) continue;
     EXPECT_FALSE(f["detected_s"].is_null()) << f.dump();
-    if (f.value("note", std::string()).empty()) EXPECT_FALSE(f["recovered_s"].is_null()) << f.dump();
+    if (f.value("note", std::string()).empty()) {
+      EXPECT_FALSE(f["recovered_s"].is_null()) << f.dump();
+    }
   }
 }
 
