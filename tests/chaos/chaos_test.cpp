@@ -88,9 +88,7 @@ TEST(chaos, hung_worker_is_fenced_without_sigcont) {
   EXPECT_FALSE(f["detected_s"].is_null()) << f.dump();
   EXPECT_FALSE(f["recovered_s"].is_null()) << "no new incarnation of worker-1 trained: " << f.dump();
   EXPECT_TRUE(f["resumed_s"].is_null()) << "the stopped process got a SIGCONT: " << f.dump();
-  auto res = nlohmann::json::parse(read_file(c.job_dir + "/result.json"), nullptr, false);
-  ASSERT_FALSE(res.is_discarded());
-  EXPECT_GE(res.value("node_restarts", 0), 1) << res.dump();
+  EXPECT_GE(f.value("restarts", 0), 1) << "the runner relaunched nothing: " << f.dump();
   // Its log: incarnation 0 killed by SIGKILL (a stopped process exits no other way), then
   // incarnation 1 started, while the job still ran.
   auto log = read_file(c.job_dir + "/logs/worker-1.log");
