@@ -46,6 +46,7 @@ expected<job_spec> job_spec::read(const config_doc& doc) {
   spec.nn = nn::read_job_config(r);
   spec.transport = transport_config::read(r.section("transport"));
   spec.log = log_config::read(r.section("log"), log_config{});
+  spec.cluster = cluster::cluster_config::read(r.section("cluster"));
   if (auto f = r.finish(); !f) return f.err();
   if (auto v = spec.transport.validate(); !v) return v.err();
   // [train] device is `troupe train --local`'s switch (it reads job files too); a job's workers

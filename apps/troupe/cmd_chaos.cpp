@@ -1,9 +1,8 @@
 // `troupe chaos`: inject faults into a running job (or one it starts) and report how it coped.
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,8 +13,9 @@
 #include <spdlog/spdlog.h>
 
 #include "command.hpp"
-#include "troupe/actors/chaos.hpp"
-#include "troupe/actors/client.hpp"
+#include "troupe/control/chaos.hpp"
+#include "troupe/control/client.hpp"
+#include "troupe/cluster/config.hpp"
 #include "troupe/core/config.hpp"
 
 namespace troupe::cli {
@@ -24,13 +24,32 @@ namespace {
 struct flags {
   std::string job_dir, root = "jobs", job_file, job_id, schedule, report;
   std::vector<std::string> sets, faults, kinds{"kill"}, targets{"worker", "ps", "master"};
-  actors::random_faults rnd;
+  control::random_faults rnd;
   bool random = false;
   double settle = 30;
 };
 
-// Starts `troupe run` as a child; its job directory is <job.root>/<id>.
-expected<pid_t> start_job(const flags& f, std::string& job_dir) {
+volatile std::sig_atomic_t interrupted = 0;
+void on_signal(int) { interrupted = 1; }
+
+// `troupe run` started through a launcher: its own process group, killed if this process dies.
+struct job_process {
+  std::unique_ptr<cluster::launcher> launcher;
+  cluster::node_handle handle;
+  bool forwarded = false;  // ^C / SIGTERM passed on as SIGTERM (the runner stops its nodes)
+
+  // The runner's exit code once it has exited (128 + signal when killed), nullopt while it runs.
+  std::optional<int> exit_code() {
+    if (interrupted && !forwarded) forwarded = static_cast<bool>(launcher->signal(handle, SIGTERM));
+    auto st = launcher->poll(handle);
+    if (!st) return 1;
+    if (!*st) return std::nullopt;
+    return (*st)->signaled() ? 128 + (*st)->signal : (*st)->code;
+  }
+};
+
+// Starts `troupe run` (this binary) for the job file; its job directory is <job.root>/<id>.
+expected<job_process> start_job(const flags& f, std::string& job_dir) {
   auto doc = config_doc::from_file(f.job_file);
   if (!doc) return doc.err();
   config_reader reader(*doc);
@@ -39,51 +58,50 @@ expected<pid_t> start_job(const flags& f, std::string& job_dir) {
                        ? "chaos-" + std::to_string(::time(nullptr)) + "-" + std::to_string(::getpid())
                        : f.job_id;
   job_dir = root + "/" + id;
-  std::vector<std::string> args{"troupe", "run", f.job_file, "--job-id", id, "--quiet"};
-  for (const auto& s : f.sets) args.insert(args.end(), {"--set", s});
-  pid_t pid = ::fork();
-  if (pid < 0) return make_unexpected(core_errc::io_error, "fork failed");
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv("/proc/self/exe", argv.data());
-    _exit(127);
-  }
-  return pid;
+  cluster::node_spec spec;
+  spec.id = {"runner", 0};
+  spec.argv = {"troupe", "run", f.job_file, "--job-id", id, "--quiet"};
+  for (const auto& s : f.sets) spec.argv.insert(spec.argv.end(), {"--set", s});
+  auto l = cluster::make_launcher(cluster::cluster_config{}, nullptr);
+  if (!l) return l.err();
+  auto h = (*l)->launch(spec);
+  if (!h) return h.err();
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  return job_process{std::move(*l), *h};
 }
 
 // Waits until the job has a nodes.json (its runner is up), or the runner exits.
-bool wait_nodes(const std::string& job_dir, pid_t child) {
+bool wait_nodes(const std::string& job_dir, job_process* job) {
   for (int i = 0; i < 1200; ++i) {
     if (std::filesystem::exists(job_dir + "/nodes.json")) return true;
-    if (child > 0 && ::waitpid(child, nullptr, WNOHANG) == child) return false;
+    if (job && job->exit_code()) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
 }
 
-expected<std::vector<actors::fault_spec>> faults_of(flags& f) {
-  std::vector<actors::fault_spec> out;
+expected<std::vector<control::fault_spec>> faults_of(flags& f) {
+  std::vector<control::fault_spec> out;
   if (!f.schedule.empty()) {
-    auto s = actors::read_schedule(f.schedule);
+    auto s = control::read_schedule(f.schedule);
     if (!s) return s.err();
     out = *s;
   }
   for (const auto& t : f.faults) {
-    auto p = actors::parse_fault(t);
+    auto p = control::parse_fault(t);
     if (!p) return p.err();
     out.push_back(*p);
   }
   if (f.random) {
     f.rnd.kinds.clear();
     for (const auto& k : f.kinds) {
-      auto p = actors::parse_fault("0 " + k + " worker");
+      auto p = control::parse_fault("0 " + k + " worker");
       if (!p) return p.err();
       f.rnd.kinds.push_back(p->kind);
     }
     f.rnd.targets = f.targets;
-    auto r = actors::random_schedule(f.rnd);
+    auto r = control::random_schedule(f.rnd);
     out.insert(out.end(), r.begin(), r.end());
   }
   if (out.empty())
@@ -96,35 +114,32 @@ int run(flags& f) {
   if (spdlog::get_level() == spdlog::level::info) spdlog::set_level(spdlog::level::warn);
   auto faults = faults_of(f);
   if (!faults) return usage_error(faults.err());
-  actors::chaos_options o;
+  control::chaos_options o;
   o.faults = *faults;
   o.settle_s = f.settle;
   o.verbose = true;
-  pid_t child = 0;
+  std::optional<job_process> job;
   std::optional<int> code;
   if (!f.job_file.empty()) {
-    auto pid = start_job(f, o.job_dir);
-    if (!pid) return usage_error(pid.err());
-    child = *pid;
-    if (!wait_nodes(o.job_dir, child))
+    auto started = start_job(f, o.job_dir);
+    if (!started) return usage_error(started.err());
+    job = std::move(*started);
+    if (!wait_nodes(o.job_dir, &*job))
       return run_error(error(make_error_code(core_errc::io_error), "the job did not start: " + o.job_dir));
     o.job_running = [&] {
-      int st = 0;
-      if (code || ::waitpid(child, &st, WNOHANG) != child) return !code;
-      code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      return false;
+      if (!code) code = job->exit_code();
+      return !code;
     };
   } else {
-    auto dir = actors::find_job_dir(f.job_dir, f.root);
+    auto dir = control::find_job_dir(f.job_dir, f.root);
     if (!dir) return usage_error(dir.err());
     o.job_dir = *dir;
   }
-  auto rep = actors::run_chaos(o);
+  auto rep = control::run_chaos(o);
   if (!rep) return run_error(rep.err());
-  if (child > 0 && !code) {
-    int st = 0;
-    ::waitpid(child, &st, 0);
-    code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  while (job && !code) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    code = job->exit_code();
   }
   rep->job_exit_code = code;
   std::ifstream in(o.job_dir + "/result.json");

@@ -6,7 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "command.hpp"
-#include "troupe/actors/client.hpp"
+#include "troupe/control/client.hpp"
 
 namespace troupe::cli {
 namespace {
@@ -53,9 +53,9 @@ const command_registrar status_reg{"status", "Show a running job: membership, ta
   sub.add_flag("--json", *json, "one JSON object instead of the table");
   return [t, json]() -> int {
     quiet_logs();
-    auto dir = actors::find_job_dir(t->job_dir, t->root);
+    auto dir = control::find_job_dir(t->job_dir, t->root);
     if (!dir) return usage_error(dir.err());
-    auto s = actors::job_status_json(*dir);
+    auto s = control::job_status_json(*dir);
     if (!s) return run_error(s.err());
     if (*json) std::printf("%s\n", s->c_str());
     else print_table(nlohmann::json::parse(*s));
@@ -70,9 +70,9 @@ const command_registrar scale_reg{"scale", "Change the number of workers of a ru
   sub.add_option("--workers", *n, "the new number of workers")->required()->check(CLI::Range(0, 1024));
   return [t, n]() -> int {
     quiet_logs();
-    auto dir = actors::find_job_dir(t->job_dir, t->root);
+    auto dir = control::find_job_dir(t->job_dir, t->root);
     if (!dir) return usage_error(dir.err());
-    auto r = actors::scale_job(*dir, *n);
+    auto r = control::scale_job(*dir, *n);
     if (!r) return run_error(r.err());
     std::printf("workers: %u\n", *r);
     return 0;
@@ -84,9 +84,9 @@ const command_registrar stop_reg{"stop", "Stop a running job (its nodes exit; th
   add_target(sub, t);
   return [t]() -> int {
     quiet_logs();
-    auto dir = actors::find_job_dir(t->job_dir, t->root);
+    auto dir = control::find_job_dir(t->job_dir, t->root);
     if (!dir) return usage_error(dir.err());
-    if (auto r = actors::stop_job(*dir); !r) return run_error(r.err());
+    if (auto r = control::stop_job(*dir); !r) return run_error(r.err());
     std::printf("stopped\n");
     return 0;
   };

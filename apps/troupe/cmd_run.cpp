@@ -2,13 +2,13 @@
 #include <memory>
 
 #include "command.hpp"
-#include "troupe/actors/runner.hpp"
+#include "troupe/control/runner.hpp"
 
 namespace troupe::cli {
 namespace {
 
 struct flags {
-  actors::run_options o;
+  control::run_options o;
   std::uint32_t workers = 0;
   bool quiet = false;
 };
@@ -25,7 +25,7 @@ const command_registrar reg{
       return [f]() -> int {
         if (f->workers > 0) f->o.workers = f->workers;
         f->o.progress = !f->quiet;
-        return actors::run_job(f->o);
+        return control::run_job(f->o);
       };
     }};
 

@@ -8,8 +8,6 @@ namespace troupe::cluster {
 cluster_config cluster_config::read(config_section s, cluster_config defaults) {
   cluster_config c = std::move(defaults);
   c.launcher = s.get_enum("launcher", c.launcher, {"local"});
-  c.jobs_root = s.get_string("jobs_root", c.jobs_root);
-  if (c.jobs_root.empty()) s.fail("jobs_root", core_errc::out_of_range, "must not be empty");
   c.capacity_cpus = s.get_double("capacity_cpus", c.capacity_cpus, 0, 1e6);
   c.capacity_memory_mb = s.get_int("capacity_memory_mb", c.capacity_memory_mb, 0, std::int64_t{1} << 40);
   c.capacity_gpus = s.get_int("capacity_gpus", c.capacity_gpus, -1, 1 << 16);

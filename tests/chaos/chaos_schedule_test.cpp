@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "troupe/actors/chaos.hpp"
+#include "troupe/control/chaos.hpp"
 
-namespace troupe::actors {
+namespace troupe::control {
 namespace {
 
 TEST(chaos_schedule, parses_each_fault_kind) {
@@ -93,4 +93,4 @@ TEST(chaos_report, json_and_table_show_every_fault) {
 }
 
 }  // namespace
-}  // namespace troupe::actors
+}  // namespace troupe::control

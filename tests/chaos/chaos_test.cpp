@@ -62,8 +62,8 @@ TEST(chaos, master_killed) {
   EXPECT_EQ(faults_injected(c.report, "kill"), 1u) << c.report.dump();
 }
 
-// Hung (SIGSTOP) longer than the heartbeat timeout: declared dead, its task re-queued, the job
-// completes without it; resumed after the hold, it must leave (no orphan).
+// Hung (SIGSTOP) longer than the heartbeat timeout: declared dead, its task re-queued, fenced by
+// the runner and replaced by a new incarnation; the job completes (no orphan).
 TEST(chaos, worker_hung_with_sigstop) {
   auto toml = ctr_job(3, 300000, 8);
   auto clean = clean_result("hung", toml);
@@ -73,6 +73,30 @@ TEST(chaos, worker_hung_with_sigstop) {
   expect_recovered(c.report, "stop");
   // Declared dead: the task it held went back to TODO.
   for (const auto& f : c.report["faults"]) EXPECT_GE(f.value("requeued", 0), 1) << f.dump();
+}
+
+// Hung for longer than the whole job (hold=600: chaos never resumes it while the job runs): the
+// runner must not wait for the stopped process to exit. Once the master declares it dead it is
+// fenced (SIGKILL to its group through the launcher) and its replacement trains.
+TEST(chaos, hung_worker_is_fenced_without_sigcont) {
+  auto toml = ctr_job(3, 300000, 8);
+  auto clean = clean_result("fenced", toml);
+  auto c = run_under_chaos("fenced", toml, "--fault '1.5 stop worker-1 hold=600'");
+  expect_invariants(c, clean, "test_auc", 0.02);
+  ASSERT_EQ(faults_injected(c.report, "stop"), 1u) << c.report.dump();
+  const auto& f = c.report["faults"][0];
+  EXPECT_FALSE(f["detected_s"].is_null()) << f.dump();
+  EXPECT_FALSE(f["recovered_s"].is_null()) << "no new incarnation of worker-1 trained: " << f.dump();
+  EXPECT_TRUE(f["resumed_s"].is_null()) << "the stopped process got a SIGCONT: " << f.dump();
+  EXPECT_GE(f.value("restarts", 0), 1) << "the runner relaunched nothing: " << f.dump();
+  // Its log: incarnation 0 killed by SIGKILL (a stopped process exits no other way), then
+  // incarnation 1 started, while the job still ran.
+  auto log = read_file(c.job_dir + "/logs/worker-1.log");
+  auto killed = log.find("worker-1#0 pid");
+  ASSERT_NE(killed, std::string::npos) << log;
+  auto eol = log.find('\n', killed);
+  EXPECT_NE(log.substr(killed, eol - killed).find("killed by SIGKILL"), std::string::npos) << log.substr(killed, eol - killed);
+  EXPECT_NE(log.find("start worker-1#1", killed), std::string::npos) << log;
 }
 
 TEST(chaos, all_workers_killed_at_once) {

@@ -77,6 +77,17 @@ TEST(cli, good_config_and_override) {
   std::filesystem::remove(f);
 }
 
+TEST(cli, cluster_section_is_part_of_a_job_file) {
+  auto f = write_temp("cluster.toml", "[cluster]\nlauncher = 'local'\ncapacity_cpus = 2.0\n");
+  auto r = run("config check " + f);
+  EXPECT_EQ(r.code, 0) << r.out;
+  auto bad = run("config check " + f + " --set cluster.launcher=kubernetes");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("cluster.launcher"), std::string::npos) << bad.out;
+  EXPECT_EQ(std::count(bad.out.begin(), bad.out.end(), '\n'), 1) << bad.out;
+  std::filesystem::remove(f);
+}
+
 TEST(cli, missing_file_exits_2) {
   auto r = run("config check /nonexistent/job.toml");
   EXPECT_EQ(r.code, 2) << r.out;

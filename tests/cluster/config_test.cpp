@@ -19,12 +19,9 @@ TEST(cluster_config, defaults_and_values) {
   auto d = read("");
   ASSERT_TRUE(d) << d.err().to_string();
   EXPECT_EQ(d->launcher, "local");
-  EXPECT_EQ(d->jobs_root, "troupe-jobs");
-  auto c = read(
-      "[cluster]\njobs_root = \"/tmp/j\"\ncapacity_cpus = 1.5\ncapacity_memory_mb = 512\ncapacity_gpus = "
-      "0\n");
+  auto c = read("[cluster]\nlauncher = \"local\"\ncapacity_cpus = 1.5\ncapacity_memory_mb = 512\ncapacity_gpus = 0\n");
   ASSERT_TRUE(c) << c.err().to_string();
-  EXPECT_EQ(c->jobs_root, "/tmp/j");
+  EXPECT_EQ(c->launcher, "local");
   auto cap = configured_capacity(*c);
   ASSERT_TRUE(cap);
   EXPECT_EQ(*cap, (resources{1.5, 512ull << 20, 0}));
@@ -37,6 +34,9 @@ TEST(cluster_config, errors_name_the_key) {
   auto typo = read("[cluster]\nlaucher = \"local\"\n");
   ASSERT_FALSE(typo);
   EXPECT_NE(typo.err().to_string().find("cluster.laucher"), std::string::npos) << typo.err().to_string();
+  auto gone = read("[cluster]\njobs_root = \"/tmp/j\"\n");  // [job] root says where jobs go
+  ASSERT_FALSE(gone);
+  EXPECT_NE(gone.err().to_string().find("cluster.jobs_root"), std::string::npos) << gone.err().to_string();
   auto neg = read("[cluster]\ncapacity_cpus = -1\n");
   ASSERT_FALSE(neg);
   EXPECT_NE(neg.err().to_string().find("cluster.capacity_cpus"), std::string::npos) << neg.err().to_string();

@@ -151,6 +151,29 @@ TEST(local_launcher, a_stopped_node_is_not_reported_and_still_killed) {
   EXPECT_EQ(st->signal, SIGKILL);
 }
 
+// What the runner does to a node the master declared dead: a SIGSTOPped node (and what it
+// started in its group) dies at once, with no SIGCONT, and is reported as killed.
+TEST(local_launcher, fence_kills_a_stopped_node_with_its_group) {
+  temp_dir dir;
+  exit_log log;
+  auto l = make(log);
+  auto h = l->launch(shell("worker-1", "sleep 1000 & echo $! > " + (dir / "bg.pid") + "; wait", dir / "w.log"));
+  ASSERT_TRUE(h);
+  ASSERT_TRUE(wait_until([&] { return std::atoi(read_file(dir / "bg.pid").c_str()) > 0; }, 5s));
+  int bg = std::atoi(read_file(dir / "bg.pid").c_str());
+  ASSERT_TRUE(l->signal(*h, SIGSTOP));  // the whole group is stopped
+  ASSERT_TRUE(wait_until([&] { return testing::proc_state(h->pid) == 'T' && testing::proc_state(bg) == 'T'; }, 5s));
+  ASSERT_TRUE(l->fence(*h));
+  auto st = log.wait_for(*h, 5s);
+  ASSERT_TRUE(st) << "a fenced stopped node was not reported within 5 s";
+  EXPECT_EQ(st->signal, SIGKILL);
+  EXPECT_FALSE(pid_alive(h->pid));
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(bg); }, 5s)) << "pid " << bg << " of the group survived";
+  auto again = l->fence(*h);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.err(), cluster_errc::no_such_node);
+}
+
 TEST(local_launcher, destruction_ends_even_if_the_callback_always_relaunches) {
   std::atomic<int> refused{0};
   local_launcher* raw = nullptr;  // unique_ptr::reset() nulls the pointer before deleting

@@ -128,6 +128,23 @@ TEST(job, bad_job_file_names_the_key_and_exits_2) {
   EXPECT_NE(out.find("job.workers"), std::string::npos) << out;
 }
 
+// `troupe run` reads [cluster] (the launcher it starts nodes with): bad keys and values are named.
+TEST(job, bad_cluster_section_names_the_key_and_exits_2) {
+  auto dir = test_root("bad-cluster");
+  std::string file = dir + "/bad.toml";
+  std::ofstream(file) << "[cluster]\nlaucher = \"local\"\n";
+  std::string out;
+  EXPECT_EQ(troupe("run " + file, &out), 2);
+  EXPECT_NE(out.find("cluster.laucher"), std::string::npos) << out;
+  EXPECT_NE(out.find("bad.toml"), std::string::npos) << out;
+  std::ofstream(file) << "[cluster]\nlauncher = \"slurm\"\n";
+  EXPECT_EQ(troupe("run " + file, &out), 2);
+  EXPECT_NE(out.find("cluster.launcher"), std::string::npos) << out;
+  std::ofstream(file) << "[cluster]\ncapacity_cpus = -2\n";
+  EXPECT_EQ(troupe("run " + file, &out), 2);
+  EXPECT_NE(out.find("cluster.capacity_cpus"), std::string::npos) << out;
+}
+
 TEST(job, ring_strategy_refuses_a_model_with_embeddings) {
   auto r = start_job("ring-embeddings", R"(strategy = "allreduce"
 name = "bad"

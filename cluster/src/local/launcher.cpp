@@ -93,6 +93,12 @@ expected<void> launcher::signal(const node_handle& h, int sig) {
   return {};
 }
 
+expected<void> launcher::fence(const node_handle& h) {
+  // SIGKILL needs no cooperation: a stopped (SIGSTOP) or hung process dies at once, and with it
+  // whatever it started in its group. The reaper reports the exit as for any other.
+  return signal(h, SIGKILL);
+}
+
 expected<std::optional<exit_status>> launcher::poll(const node_handle& h) const {
   std::lock_guard lock(impl_->mu);
   auto it = impl_->children.find(h.serial);

@@ -1,5 +1,6 @@
 // The whole job file of `troupe run`: the sections nn owns ([model], [train], [data]), the
-// transport's ([transport]), logging ([log]) and the job's own:
+// transport's ([transport]), the launcher's ([cluster], cluster/config.hpp), logging ([log]) and
+// the job's own:
 //
 //   [job]  name, root = "jobs", strategy = "async_ps" | "allreduce" | "local_sgd",
 //          workers (initial target), min_workers, max_workers, records_per_task,
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <string>
 
+#include "troupe/cluster/config.hpp"
 #include "troupe/core/config.hpp"
 #include "troupe/core/log.hpp"
 #include "troupe/nn/config.hpp"
@@ -51,6 +53,7 @@ struct job_spec {
   ps_options ps;
   nn::job_config nn;
   transport_config transport;
+  cluster::cluster_config cluster;
   log_config log;
 
   // Reads every section; the first problem (or an unknown key) is the error, naming file and key.

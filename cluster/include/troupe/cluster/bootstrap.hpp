@@ -1,13 +1,16 @@
-// How the master starts nodes of the same binary: the `troupe node` command line, the launch spec
-// around it, and the nodes.json snapshot `troupe status/stop/scale` read back.
+// How the control plane starts nodes of the same binary: the `troupe node` command line, the
+// launch spec around it, and the nodes.json snapshot `troupe status/stop/scale` and `troupe chaos`
+// read back. The runner (control/) and the tests build both only here.
 //
-//   troupe node --join 127.0.0.1:7000 --role worker --name worker-3 --incarnation 2
-//        --job-dir /var/troupe/jobs/0123456789abcdef [extra flags...]
+//   troupe node --job-dir jobs/fm-1 --role worker --index 3 --incarnation 2
+//        --train <dir> --test <dir> --join 127.0.0.1:7000 [extra flags...]
 //
-// The `troupe node` subcommand (apps/) parses these flags and calls validate_node_args().
+// The master gets `--listen <address>` where the others get `--join <address>`: the address is
+// fixed for the job, so a relaunched master is found again at the same place.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,31 +21,45 @@
 namespace troupe::cluster {
 
 struct node_args {
-  std::string join;  // the master's transport address, host:port
+  std::string master;  // the master's transport address host:port (it listens there, others join)
   node_role role = node_role::worker;
-  node_id id;                      // name and incarnation of the node to start
-  std::string job_dir;             // the job directory (job.toml, logs/, journal/, checkpoints/)
-  std::vector<std::string> extra;  // further flags, appended as given (e.g. "--set", "log.level=debug")
+  std::size_t index = 0;  // ps-<index>, worker-<index>; 0 for the master
+  std::uint64_t incarnation = 0;
+  std::string job_dir;                // the job directory (job.toml, logs/, journal/, checkpoints/)
+  std::string train_dir, test_dir;    // the prepared record stores
+  std::vector<std::string> extra;     // further flags, appended as given
+  // node_name(role, index) and the incarnation: "worker-3#2".
+  node_id id() const;
 };
 
-// Errors (invalid_spec) name the flag: a bad --join address, a bad --name, a name that does not
-// fit the role (a worker must be worker-<n>, a ps ps-<n>; master and dispenser their role name),
-// an empty --job-dir.
+// Errors (invalid_spec) name the flag: a bad master address (--listen for the master, --join for
+// the others), a role `troupe node` does not run (dispenser: it lives in the master process), an
+// empty --job-dir, --train or --test.
 expected<void> validate_node_args(const node_args& a);
 
-// {"troupe", "node", "--join", ..., "--role", ..., "--name", ..., "--incarnation", ..., "--job-dir", ...,
-// extra...}
+// {"troupe", "node", "--job-dir", ..., "--role", ..., "--index", ..., "--incarnation", ...,
+//  "--train", ..., "--test", ..., "--listen" | "--join", <master>, extra...}
 std::vector<std::string> node_argv(const node_args& a);
 
 // A spec that runs node_argv(a) from this binary (program empty), logging to
-// dir.log_path(a.id.name), in the job directory, with TROUPE_NODE=<name#incarnation> added to the
-// environment.
+// dir.log_path(<name>), in this process's working directory (relative paths in the job file mean
+// the same to every node), with TROUPE_NODE=<name#incarnation> added to the environment.
 node_spec node_launch_spec(const node_args& a, const job_dir& dir, resources need = {});
 
-// The nodes.json content for a view: every member with the pid and start time of its running
-// launcher handle (matched by node id); the master member gets this process's pid; members the
-// launcher did not start (joined from elsewhere) get pid 0.
-nodes_file make_nodes_file(const std::string& job_id, const membership_view& view,
-                           const std::vector<node_handle>& running, std::int64_t now_ms);
+// What the control plane knows of one node it runs (one per name, its latest incarnation).
+struct node_entry {
+  node_id id;
+  node_role role = node_role::worker;
+  std::optional<node_handle> handle;  // set while the launcher runs it
+  bool leaving = false;               // asked to stop (scale-down, shutdown): not relaunched
+  std::string address;                // where it listens, when known (the master's fixed address)
+};
+
+// The nodes.json content: one record per entry, with the pid of its running handle and that
+// process's start time (so `troupe stop` can check the pid still names it), state "running",
+// "leaving" or "exited" (no handle: pid 0). `control_address` is where `troupe status/scale/stop`
+// reach the job (the runner), recorded as master_address.
+nodes_file make_nodes_file(const std::string& job_id, std::uint64_t epoch, const std::string& control_address,
+                           const std::vector<node_entry>& nodes, std::int64_t now_ms);
 
 }  // namespace troupe::cluster

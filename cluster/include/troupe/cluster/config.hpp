@@ -1,8 +1,9 @@
-// The [cluster] section of a job file and the launcher it selects.
+// The [cluster] section of a job file and the launcher it selects. `troupe run` reads it with the
+// rest of the job file (an unknown key or a bad value is the usual error naming file and key) and
+// starts every node through make_launcher(). (Where job directories go is [job] root.)
 //
 //   [cluster]
 //   launcher = "local"            # backend; only "local" so far
-//   jobs_root = "troupe-jobs"     # job directories are created under it
 //   capacity_cpus = 0.0           # 0: detect (local_capacity); else the cores nodes may reserve
 //   capacity_memory_mb = 0        # 0: detect
 //   capacity_gpus = -1            # -1: detect; else the GPUs nodes may reserve
@@ -18,7 +19,6 @@ namespace troupe::cluster {
 
 struct cluster_config {
   std::string launcher = "local";
-  std::string jobs_root = "troupe-jobs";
   double capacity_cpus = 0;
   std::int64_t capacity_memory_mb = 0;
   std::int64_t capacity_gpus = -1;

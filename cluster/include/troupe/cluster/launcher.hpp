@@ -15,7 +15,10 @@
 //   everything those nodes started in their process group is killed. Backends that cannot
 //   guarantee this for an abrupt death of the owner (a batch scheduler) document their timeout.
 // - signal() reaches the node's whole process group. After a node's exit report, its handle is
-//   dead: signal() answers no_such_node and poll() answers the final status.
+//   dead: signal() and fence() answer no_such_node and poll() answers the final status.
+// - fence() makes a node unable to act any more, whatever state it is in (a hung or SIGSTOPped
+//   process included), without waiting for its cooperation: the control plane calls it once the
+//   master has declared the node dead, then launches the replacement when the exit report comes.
 // - All methods are thread-safe. Destructors never throw.
 #pragma once
 
@@ -93,6 +96,10 @@ class launcher {
   virtual expected<node_handle> launch(const node_spec& spec) = 0;
   // Sends `sig` to the node's process group. Errors: no_such_node once the node has been reaped.
   virtual expected<void> signal(const node_handle& h, int sig) = 0;
+  // Fences the node (local: SIGKILL to its process group, which ends a stopped process too; a
+  // batch scheduler would cancel the job step). Its exit report follows as for any exit. Errors:
+  // no_such_node once the node has been reaped.
+  virtual expected<void> fence(const node_handle& h) = 0;
   // The final status once the node was reaped, nullopt while it runs. Errors: no_such_node for a
   // handle this launcher never issued.
   virtual expected<std::optional<exit_status>> poll(const node_handle& h) const = 0;

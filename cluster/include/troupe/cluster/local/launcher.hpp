@@ -37,6 +37,8 @@ class launcher final : public cluster::launcher {
 
   expected<node_handle> launch(const node_spec& spec) override;
   expected<void> signal(const node_handle& h, int sig) override;
+  // SIGKILL to the node's process group.
+  expected<void> fence(const node_handle& h) override;
   expected<std::optional<exit_status>> poll(const node_handle& h) const override;
   // Errors: invalid_spec when called from the exit callback (it would wait for itself).
   expected<exit_status> wait(const node_handle& h, std::chrono::milliseconds timeout) override;

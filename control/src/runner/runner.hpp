@@ -1,5 +1,7 @@
 // The job runner's state and steps (runner.cpp: setup and the main loop; runner_nodes.cpp:
-// launching, relaunching and scaling nodes; runner_io.cpp: messages and the progress line).
+// launching, relaunching, fencing and scaling nodes; runner_io.cpp: messages and the progress
+// line). Nodes are started, signalled and fenced only through the cluster::launcher interface,
+// made by cluster::make_launcher from the job's [cluster] section.
 #pragma once
 
 #include <atomic>
@@ -9,23 +11,33 @@
 #include <memory>
 #include <mutex>
 
-#include "../rpc.hpp"
+#include "rpc.hpp"
 #include "troupe/actors/data.hpp"
 #include "troupe/actors/job_spec.hpp"
-#include "troupe/actors/runner.hpp"
+#include "troupe/control/runner.hpp"
 #include "troupe/cluster/job_dir.hpp"
-#include "troupe/cluster/local/launcher.hpp"
+#include "troupe/cluster/launcher.hpp"
 #include "troupe/transport/endpoint.hpp"
 #include "../status_codec.hpp"
 
-namespace troupe::actors {
+namespace troupe::control {
+
+using actors::job_spec;
+using actors::prepared_data;
+using actors::rpc_client;
 
 struct node_slot {
+  node_slot() = default;
+  node_slot(node_id i, cluster::node_role r, std::size_t idx) : id(std::move(i)), role(r), index(idx) {}
   node_id id;                 // current (or last) incarnation
   cluster::node_role role = cluster::node_role::worker;
   std::size_t index = 0;
   std::optional<cluster::node_handle> handle;  // while running
   bool wanted = true;         // relaunch when it dies
+  // The incarnation of the master whose membership listed this incarnation alive (unset: not
+  // joined yet, or not since its launch); its absence from that master's view is a death.
+  std::optional<std::uint64_t> seen_by_master;
+  bool fenced = false;  // SIGKILLed after the master declared it dead; its exit report follows
   std::deque<std::chrono::steady_clock::time_point> deaths;  // recent, for the give-up rule
 };
 // A wanted slot, not running yet (assigned member by member: GCC 12 warns -Wmaybe-uninitialized
@@ -58,6 +70,7 @@ class runner {
   // nodes (runner_nodes.cpp)
   expected<void> launch(node_slot& slot);
   void handle_exits();
+  void fence_dead_nodes();
   void scale_to(std::uint32_t workers);
   std::uint32_t running_workers() const;
   void write_nodes_file();
@@ -74,7 +87,7 @@ class runner {
   std::string master_addr_, self_addr_;
   std::unique_ptr<endpoint> net_;
   std::unique_ptr<rpc_client> rpc_;
-  std::unique_ptr<cluster::local_launcher> launcher_;
+  std::unique_ptr<cluster::launcher> launcher_;
   std::map<std::string, node_slot> nodes_;
   std::uint32_t target_workers_ = 0;
   std::uint64_t restarts_ = 0;
@@ -91,4 +104,4 @@ class runner {
   std::string fatal_;
 };
 
-}  // namespace troupe::actors
+}  // namespace troupe::control

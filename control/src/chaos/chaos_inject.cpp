@@ -5,13 +5,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../node_runtime.hpp"
-#include "../wire.hpp"
-#include "troupe/actors/chaos.hpp"
-#include "troupe/actors/client.hpp"
+#include "node_runtime.hpp"
+#include "wire.hpp"
+#include "troupe/control/chaos.hpp"
+#include "troupe/control/client.hpp"
 #include "troupe/cluster/job_dir.hpp"
 
-namespace troupe::actors {
+namespace troupe::control {
+
+using actors::node_runtime;
+namespace wire = actors::wire;
 
 namespace {
 
@@ -66,4 +69,4 @@ expected<void> inject_messages(const std::string& job_dir, const std::string& no
   return {};
 }
 
-}  // namespace troupe::actors
+}  // namespace troupe::control

@@ -1,9 +1,11 @@
 // `troupe run job.toml`: the job runner. It creates the job directory, prepares the datasets,
-// launches the master, the PS shards and the workers as child processes (the local launcher: one
-// process group each, no orphans), relaunches any node that dies (the master and PS shards always,
-// workers while fewer than the target run), shows a progress line, serves `troupe status/scale/stop`
-// and, once the master reports the job finished, stops every node and prints the final metrics as
-// one JSON line on stdout.
+// launches the master, the PS shards and the workers through the cluster::launcher the job's
+// [cluster] section selects (local: child processes, one process group each, no orphans),
+// relaunches any node that dies (the master and PS shards always, workers while fewer than the
+// target run), fences a node the master declared dead (a hung process: SIGKILL to its group) so
+// its replacement starts at once, shows a progress line, serves `troupe status/scale/stop` and,
+// once the master reports the job finished, stops every node and prints the final metrics as one
+// JSON line on stdout.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace troupe::actors {
+namespace troupe::control {
 
 struct run_options {
   std::string file;
@@ -25,4 +27,4 @@ struct run_options {
 // that keeps dying, the master unreachable), 2 bad configuration, 130 interrupted.
 int run_job(const run_options& o);
 
-}  // namespace troupe::actors
+}  // namespace troupe::control

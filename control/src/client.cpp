@@ -1,4 +1,4 @@
-#include "troupe/actors/client.hpp"
+#include "troupe/control/client.hpp"
 
 #include <unistd.h>
 
@@ -12,7 +12,12 @@
 #include "status_codec.hpp"
 #include "wire.hpp"
 
-namespace troupe::actors {
+namespace troupe::control {
+
+using actors::guarded;
+using actors::node_runtime;
+using actors::rpc_client;
+namespace wire = actors::wire;
 
 expected<std::string> find_job_dir(const std::string& job_dir, const std::string& root) {
   if (!job_dir.empty()) return job_dir;
@@ -101,4 +106,4 @@ expected<void> stop_job(const std::string& job_dir) {
   return {};
 }
 
-}  // namespace troupe::actors
+}  // namespace troupe::control

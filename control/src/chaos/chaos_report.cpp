@@ -3,9 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "troupe/actors/chaos.hpp"
+#include "troupe/control/chaos.hpp"
 
-namespace troupe::actors {
+namespace troupe::control {
 
 namespace {
 
@@ -38,6 +38,7 @@ std::string chaos_report::to_json() const {
                    {"recovered_s", opt_seconds(f.recovered_s)},
                    {"requeued", f.requeued},
                    {"restarts", f.restarts},
+                   {"resumed_s", opt_seconds(f.resumed_s)},
                    {"note", f.note}});
   j["faults"] = arr;
   j["job_exit_code"] = job_exit_code ? nlohmann::json(*job_exit_code) : nlohmann::json(nullptr);
@@ -64,4 +65,4 @@ std::string chaos_report::summary_table() const {
   return out;
 }
 
-}  // namespace troupe::actors
+}  // namespace troupe::control

@@ -1,12 +1,16 @@
+#include <algorithm>
 #include <csignal>
 
 #include <spdlog/spdlog.h>
 
-#include "../wire.hpp"
+#include "wire.hpp"
 #include "runner.hpp"
+#include "troupe/cluster/bootstrap.hpp"
 #include "troupe/core/clock.hpp"
 
-namespace troupe::actors {
+namespace troupe::control {
+
+namespace wire = actors::wire;
 
 namespace {
 // A node that dies this often this fast is broken, not unlucky: the job fails rather than spin.
@@ -15,22 +19,23 @@ constexpr auto death_window = std::chrono::seconds(60);
 }  // namespace
 
 expected<void> runner::launch(node_slot& slot) {
-  cluster::node_spec ns;
-  ns.id = slot.id;
-  ns.argv = {"troupe", "node", "--job-dir", dir_->path(), "--role", std::string(cluster::to_string(slot.role)),
-             "--index", std::to_string(slot.index), "--incarnation", std::to_string(slot.id.incarnation),
-             "--train", data_.train_dir, "--test", data_.test_dir};
-  if (slot.role == cluster::node_role::master) {
-    ns.argv.insert(ns.argv.end(), {"--listen", master_addr_});
-  } else {
-    ns.argv.insert(ns.argv.end(), {"--join", master_addr_});
-  }
-  ns.log_file = dir_->log_path(slot.id.name);
+  cluster::node_args a;
+  a.master = master_addr_;
+  a.role = slot.role;
+  a.index = slot.index;
+  a.incarnation = slot.id.incarnation;
+  a.job_dir = dir_->path();
+  a.train_dir = data_.train_dir;
+  a.test_dir = data_.test_dir;
+  if (auto ok = cluster::validate_node_args(a); !ok) return ok.err();
+  auto ns = cluster::node_launch_spec(a, *dir_);
   // Nodes share the machine: one BLAS thread each, the job's processes are the parallelism.
-  ns.env = {{"OPENBLAS_NUM_THREADS", "1"}};
+  ns.env.emplace_back("OPENBLAS_NUM_THREADS", "1");
   auto h = launcher_->launch(ns);
   if (!h) return h.err();
   slot.handle = *h;
+  slot.seen_by_master.reset();
+  slot.fenced = false;
   spdlog::debug("launched {} (pid {})", slot.id.to_string(), h->pid);
   return {};
 }
@@ -114,26 +119,57 @@ void runner::handle_exits() {
   if (!exits.empty()) write_nodes_file();
 }
 
-void runner::write_nodes_file() {
-  if (!dir_) return;
-  cluster::nodes_file f;
-  f.job_id = dir_->job_id();
+// The master declares a node dead when it misses heartbeats (a hung or SIGSTOPped process), and
+// the runner sees it in the next status: the incarnation that master's membership listed alive
+// is gone from it. Such a process may never exit by itself, so it is fenced (SIGKILL to its
+// process group through the launcher) and its exit report relaunches it at once. A node not yet
+// joined, one leaving on request and a new master's view that nodes have not rejoined yet are
+// left alone.
+void runner::fence_dead_nodes() {
+  std::vector<cluster::member> members;
   {
     std::lock_guard lk(mu_);
-    f.epoch = status_.epoch;
+    if (!status_.valid || finished_) return;
+    members = status_.members;
   }
-  f.updated_ms = troupe::clock::system().wall_ms();
-  f.master_address = self_addr_;  // `troupe status/scale/stop` talk to the runner
-  for (const auto& [name, s] : nodes_) {
-    cluster::node_record r;
-    r.id = s.id;
-    r.role = s.role;
-    r.pid = s.handle ? s.handle->pid : 0;
-    r.address = s.role == cluster::node_role::master ? master_addr_ : "";
-    r.state = s.handle ? (s.wanted ? "running" : "leaving") : "exited";
-    f.nodes.push_back(r);
+  auto find = [&](const std::string& name) {
+    auto it = std::find_if(members.begin(), members.end(), [&](const cluster::member& m) { return m.id.name == name; });
+    return it == members.end() ? nullptr : &*it;
+  };
+  const auto* master = find("master");
+  if (!master) return;
+  const auto master_incarnation = master->id.incarnation;
+  for (auto& [name, slot] : nodes_) {
+    if (slot.role == cluster::node_role::master || !slot.handle || !slot.wanted || slot.fenced) continue;
+    const auto* m = find(name);
+    if (m && m->id == slot.id) {
+      if (m->state == cluster::member_state::alive) slot.seen_by_master = master_incarnation;
+      continue;
+    }
+    if (slot.seen_by_master != master_incarnation) continue;
+    spdlog::warn("{} declared dead by the master: fencing it", slot.id.to_string());
+    if (auto r = launcher_->fence(*slot.handle); !r) {
+      spdlog::warn("fence {}: {}", slot.id.to_string(), r.err().to_string());
+      continue;
+    }
+    slot.fenced = true;
   }
+}
+
+void runner::write_nodes_file() {
+  if (!dir_) return;
+  std::uint64_t epoch = 0;
+  {
+    std::lock_guard lk(mu_);
+    epoch = status_.epoch;
+  }
+  std::vector<cluster::node_entry> entries;
+  for (const auto& [name, s] : nodes_)
+    entries.push_back({s.id, s.role, s.handle, !s.wanted,
+                       s.role == cluster::node_role::master ? master_addr_ : std::string()});
+  // `troupe status/scale/stop` talk to the runner: its address is the file's master_address.
+  auto f = cluster::make_nodes_file(dir_->job_id(), epoch, self_addr_, entries, troupe::clock::system().wall_ms());
   if (auto w = dir_->write_nodes(f); !w) spdlog::warn("{}", w.err().to_string());
 }
 
-}  // namespace troupe::actors
+}  // namespace troupe::control

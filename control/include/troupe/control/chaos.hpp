@@ -14,7 +14,7 @@
 
 #include "troupe/core/error.hpp"
 
-namespace troupe::actors {
+namespace troupe::control {
 
 enum class fault_kind { kill, stop, drop, delay };
 const char* to_string(fault_kind k);
@@ -58,6 +58,8 @@ struct fault_record {
   double recovered_s = -1;     // a new incarnation is alive and the job trained again
   std::uint64_t requeued = 0;  // tasks re-queued between the fault and its recovery
   std::uint64_t restarts = 0;  // runner relaunches over the same span
+  double resumed_s = -1;       // stop: when SIGCONT reached the stopped process; -1: it never did
+                               // (the runner fenced it first, or the job ended with it gone)
   std::string note;            // why it was skipped, or what else was seen
 };
 
@@ -81,11 +83,13 @@ struct chaos_report {
 };
 
 // Injects the faults and observes the job until they are all resolved (or the job ends). Never
-// leaves a process stopped: every SIGSTOP is followed by a SIGCONT (or the node is gone).
+// leaves a process stopped: every SIGSTOP is followed by a SIGCONT unless the node is gone (the
+// runner fences a node the master declared dead, so a hold longer than the heartbeat timeout
+// usually ends with the process killed, not resumed).
 expected<chaos_report> run_chaos(const chaos_options& opt);
 
 // Sets a node's fault-injection knob for `duration_ms` (sends JobMessage.inject to its "node" name).
 expected<void> inject_messages(const std::string& job_dir, const std::string& node, double drop_probability,
                                std::uint64_t delay_us, std::uint64_t duration_ms);
 
-}  // namespace troupe::actors
+}  // namespace troupe::control

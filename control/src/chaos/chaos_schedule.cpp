@@ -4,10 +4,10 @@
 #include <random>
 #include <sstream>
 
-#include "troupe/actors/chaos.hpp"
+#include "troupe/control/chaos.hpp"
 #include "troupe/core/config.hpp"
 
-namespace troupe::actors {
+namespace troupe::control {
 
 const char* to_string(fault_kind k) {
   switch (k) {
@@ -112,4 +112,4 @@ std::vector<fault_spec> random_schedule(const random_faults& r) {
   return out;
 }
 
-}  // namespace troupe::actors
+}  // namespace troupe::control

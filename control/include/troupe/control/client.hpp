@@ -7,7 +7,7 @@
 
 #include "troupe/core/error.hpp"
 
-namespace troupe::actors {
+namespace troupe::control {
 
 // `job_dir` when given, else the most recently modified job under `root`. Errors name what is
 // missing.
@@ -19,4 +19,4 @@ expected<std::string> job_status_json(const std::string& job_dir);
 expected<std::uint32_t> scale_job(const std::string& job_dir, std::uint32_t workers);
 expected<void> stop_job(const std::string& job_dir);
 
-}  // namespace troupe::actors
+}  // namespace troupe::control

@@ -9,10 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "troupe/actors/chaos.hpp"
+#include "troupe/control/chaos.hpp"
 #include "troupe/cluster/job_dir.hpp"
 
-namespace troupe::actors {
+namespace troupe::control {
 
 class observer {
  public:
@@ -36,4 +36,4 @@ class observer {
   std::map<std::size_t, baseline> open_;  // by index in the records vector
 };
 
-}  // namespace troupe::actors
+}  // namespace troupe::control

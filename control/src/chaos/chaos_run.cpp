@@ -1,5 +1,7 @@
-// The chaos loop: inject each fault when it is due, resume stopped nodes, and poll the runner's
-// status to see each fault detected and recovered from.
+// The chaos loop: inject each fault when it is due, resume stopped nodes (those the runner has
+// not fenced meanwhile), and poll the runner's status to see each fault detected and recovered
+// from. Faults go to node pids from nodes.json: the nodes are the runner's children, started by
+// its launcher, not this process's.
 #include <signal.h>
 
 #include <algorithm>
@@ -12,11 +14,12 @@
 #include <nlohmann/json.hpp>
 
 #include "chaos_observe.hpp"
-#include "troupe/actors/chaos.hpp"
-#include "troupe/actors/client.hpp"
+#include "troupe/control/chaos.hpp"
+#include "troupe/control/client.hpp"
 #include "troupe/cluster/job_dir.hpp"
+#include "troupe/cluster/process.hpp"
 
-namespace troupe::actors {
+namespace troupe::control {
 
 namespace {
 
@@ -24,7 +27,9 @@ using steady = std::chrono::steady_clock;
 
 struct held_node {
   pid_t pid;
+  std::uint64_t start_time;  // of the process (nodes.json): a reused pid is never resumed
   steady::time_point resume_at;
+  std::size_t fault;  // its record in the report
 };
 
 bool role_matches(const cluster::node_record& n, const std::string& target) {
@@ -53,7 +58,7 @@ bool default_running(const std::string& job_dir) {
   return !std::filesystem::exists(job_dir + "/result.json") || job_status_json(job_dir).has_value();
 }
 
-void inject(fault_record& rec, const cluster::node_record& n, const std::string& job_dir,
+void inject(fault_record& rec, std::size_t index, const cluster::node_record& n, const std::string& job_dir,
             std::vector<held_node>& held) {
   const auto& f = rec.spec;
   switch (f.kind) {
@@ -64,7 +69,8 @@ void inject(fault_record& rec, const cluster::node_record& n, const std::string&
       if (::kill(n.pid, SIGSTOP) != 0)
         rec.note = "stop failed";
       else
-        held.push_back({n.pid, steady::now() + std::chrono::milliseconds(static_cast<int>(f.hold_s * 1000))});
+        held.push_back({n.pid, n.start_time,
+                        steady::now() + std::chrono::milliseconds(static_cast<int>(f.hold_s * 1000)), index});
       break;
     case fault_kind::drop:
     case fault_kind::delay: {
@@ -76,11 +82,15 @@ void inject(fault_record& rec, const cluster::node_record& n, const std::string&
   }
 }
 
-void resume_due(std::vector<held_node>& held, bool all) {
+// SIGCONT to the held processes that are due, and records when. A process already gone (the
+// runner fenced it once the master declared it dead) is not resumed.
+void resume_due(std::vector<held_node>& held, bool all, std::vector<fault_record>& recs, double now_s) {
   auto now = steady::now();
   std::erase_if(held, [&](const held_node& h) {
     if (!all && h.resume_at > now) return false;
-    ::kill(h.pid, SIGCONT);
+    auto start = h.start_time ? std::optional<std::uint64_t>(h.start_time) : std::nullopt;
+    if (cluster::process_alive(h.pid, start) && ::kill(h.pid, SIGCONT) == 0 && h.fault < recs.size())
+      recs[h.fault].resumed_s = now_s - recs[h.fault].t_s;
     return true;
   });
 }
@@ -116,21 +126,21 @@ expected<chaos_report> run_chaos(const chaos_options& opt) {
         rec.node = n->id.to_string();
         rec.pid = n->pid;
         obs.before_fault(rep.faults.size(), rec, *n);
-        inject(rec, *n, opt.job_dir, held);
+        inject(rec, rep.faults.size(), *n, opt.job_dir, held);
         if (opt.verbose)
           spdlog::warn("chaos: {:.2f}s {} {} (pid {})", now, to_string(rec.spec.kind), rec.node, rec.pid);
       }
       last_fault_t = now;
       rep.faults.push_back(rec);
     }
-    resume_due(held, false);
+    resume_due(held, false, rep.faults, since());
     obs.poll(rep.faults, start);
     bool schedule_done = next == faults.size();
     if (schedule_done && held.empty() && (obs.all_resolved(rep.faults) || now - last_fault_t > opt.settle_s))
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  resume_due(held, true);
+  resume_due(held, true, rep.faults, since());
   for (std::size_t i = next; i < faults.size(); ++i) {
     fault_record rec;
     rec.spec = faults[i];
@@ -140,4 +150,4 @@ expected<chaos_report> run_chaos(const chaos_options& opt) {
   return rep;
 }
 
-}  // namespace troupe::actors
+}  // namespace troupe::control

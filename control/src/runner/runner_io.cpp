@@ -4,11 +4,14 @@
 
 #include <spdlog/spdlog.h>
 
-#include "../node_runtime.hpp"
-#include "../wire.hpp"
+#include "node_runtime.hpp"
+#include "wire.hpp"
 #include "runner.hpp"
 
-namespace troupe::actors {
+namespace troupe::control {
+
+using actors::guarded;
+namespace wire = actors::wire;
 
 void runner::on_message(const message& m) {
   guarded("runner", [&] {
@@ -102,4 +105,4 @@ void runner::answer_status(const std::string& node, const std::string& to, std::
   (void)net_->send(node, to, std::move(o.out), "runner");
 }
 
-}  // namespace troupe::actors
+}  // namespace troupe::control

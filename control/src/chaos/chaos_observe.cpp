@@ -1,9 +1,9 @@
 #include "chaos_observe.hpp"
 
-#include "troupe/actors/client.hpp"
+#include "troupe/control/client.hpp"
 #include "troupe/core/ids.hpp"
 
-namespace troupe::actors {
+namespace troupe::control {
 
 namespace {
 
@@ -74,8 +74,9 @@ void observer::update(fault_record& rec, baseline& b, const nlohmann::json& st,
     b.samples_at_detect = u64(st, "samples_total");
   }
   if (rec.detected_s < 0 || !status_ok) return;
-  // A stopped node need not be replaced (the survivors take its tasks); a killed one must be.
-  bool replaced = m.new_alive || rec.spec.kind == fault_kind::stop;
+  // A killed node must be replaced, and so must a stopped one: declared dead, it is fenced by the
+  // runner and relaunched.
+  bool replaced = m.new_alive;
   bool trained = u64(st, "samples_total") > b.samples_at_detect;
   if (replaced && trained) {
     rec.recovered_s = t;
@@ -108,4 +109,4 @@ bool observer::all_resolved(const std::vector<fault_record>&) const {
   return true;
 }
 
-}  // namespace troupe::actors
+}  // namespace troupe::control

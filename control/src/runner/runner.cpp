@@ -16,13 +16,14 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "../data_model.hpp"
+#include "data_model.hpp"
 #include "troupe/actors/strategy.hpp"
+#include "troupe/cluster/config.hpp"
 #include "troupe/cluster/errc.hpp"
 #include "troupe/collective/cleanup.hpp"
 #include "troupe/gpu/cuda.hpp"
 
-namespace troupe::actors {
+namespace troupe::control {
 
 namespace {
 volatile std::sig_atomic_t interrupted = 0;
@@ -111,7 +112,7 @@ int runner::setup() {
     std::ofstream(dir_->path() + "/token") << token << "\n";
     ::chmod((dir_->path() + "/token").c_str(), 0600);
   }
-  auto data = prepare_datasets(spec_.nn.data, spec_.job.dataset_cache);
+  auto data = actors::prepare_datasets(spec_.nn.data, spec_.job.dataset_cache);
   if (!data) return spdlog::error("{}", data.err().to_string()), 1;
   data_ = *data;
   if (int rc = check_model(); rc != 0) return rc;
@@ -132,12 +133,10 @@ int runner::setup() {
   if (!port) return spdlog::error("{}", port.err().to_string()), 1;
   master_addr_ = "127.0.0.1:" + std::to_string(*port);
 
-  cluster::launcher_options lo;
-  lo.on_exit = [this](const cluster::node_handle& h, const cluster::exit_status& s) {
+  auto l = cluster::make_launcher(spec_.cluster, [this](const cluster::node_handle& h, const cluster::exit_status& s) {
     std::lock_guard lk(mu_);
     exits_.emplace_back(h, s);
-  };
-  auto l = cluster::local_launcher::create(lo);
+  });
   if (!l) return spdlog::error("{}", l.err().to_string()), 1;
   launcher_ = std::move(*l);
   return 0;
@@ -215,6 +214,7 @@ int runner::loop() {
     if (stop_) return spdlog::warn("stopped on request"), 1;
     if (interrupted) return spdlog::warn("interrupted"), 130;
     poll_status();
+    fence_dead_nodes();
     print_progress(false);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -242,4 +242,4 @@ int run_job(const run_options& o) {
   return r.run();
 }
 
-}  // namespace troupe::actors
+}  // namespace troupe::control
