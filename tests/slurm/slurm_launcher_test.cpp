@@ -87,6 +87,7 @@ TEST_F(slurm_launcher, reports_the_exit_code_and_state_from_slurm) {
   EXPECT_TRUE(l->running().empty());
   auto again = l->signal(*h, SIGTERM);
   EXPECT_FALSE(again) << "a reported node has a dead handle";
+  EXPECT_FALSE(l->fence(*h));
 }
 
 TEST_F(slurm_launcher, a_signal_reaches_the_node_itself) {
@@ -104,6 +105,20 @@ TEST_F(slurm_launcher, a_signal_reaches_the_node_itself) {
   ASSERT_TRUE(st) << st.err().to_string();
   EXPECT_EQ(st->code, 7) << st->to_string();
   EXPECT_NE(sh("cat " + (dir_ / "worker-1.log").string()).find("got TERM"), std::string::npos);
+}
+
+TEST_F(slurm_launcher, a_stopped_node_is_fenced) {
+  auto l = make();
+  ASSERT_TRUE(l);
+  auto h = l->launch(shell("worker-2", "echo ready; kill -STOP $$; echo never"));
+  ASSERT_TRUE(h) << h.err().to_string();
+  for (int i = 0; i < 600 && sh("cat " + (dir_ / "worker-2.log").string()).find("ready") == std::string::npos; ++i)
+    std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(l->fence(*h));
+  auto st = l->wait(*h, 60s);
+  ASSERT_TRUE(st) << st.err().to_string();
+  EXPECT_EQ(st->state.rfind("CANCELLED", 0), 0u) << st->to_string();
+  EXPECT_EQ(sh("cat " + (dir_ / "worker-2.log").string()).find("never"), std::string::npos);
 }
 
 TEST_F(slurm_launcher, jobs_that_do_not_fit_wait_pending_and_kill_all_cancels_them) {

@@ -58,6 +58,8 @@ class launcher final : public cluster::launcher {
 
   expected<node_handle> launch(const node_spec& spec) override;
   expected<void> signal(const node_handle& h, int sig) override;
+  // `scancel <id>`: Slurm SIGKILLs every process of the job (after KillWait) and ends it CANCELLED.
+  expected<void> fence(const node_handle& h) override;
   expected<std::optional<exit_status>> poll(const node_handle& h) const override;
   expected<exit_status> wait(const node_handle& h, std::chrono::milliseconds timeout) override;
   void kill_all() noexcept override;
