@@ -114,8 +114,7 @@ void on_job_message(master_actor* self, const message& m) {
       // saw the beacon released) the master checks the beacon itself first.
       const auto* member = st.view.find(id.name);
       if (!member || member->id != id) break;  // already gone (the first report removed it)
-      auto beacon = collective::liveness_beacon::name_for(st.rt->who().job_id, id.to_string());
-      if (m.from_node().name != "runner" && !collective::liveness_beacon::released(beacon)) {
+      if (m.from_node().name != "runner" && !st.rt->gone(id)) {
         spdlog::info("{} reports {} gone; its beacon says otherwise", m.from_node().to_string(), id.to_string());
         break;
       }

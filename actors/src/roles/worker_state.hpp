@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+#include "../node_context.hpp"
 #include "../rpc.hpp"
 #include "../worker_services.hpp"
 #include "roles.hpp"
@@ -33,7 +34,11 @@ struct gpu_replica_deleter {
 };
 
 struct worker_state {
-  using clock = std::chrono::steady_clock;
+  using clock = troupe::clock;
+  // The node as the training loop sees it (spec, sends, ring epoch, readiness, clock): every wait
+  // and timeout of the loop reads node->clock().
+  node_context* node = nullptr;
+  // The concrete runtime, for set-up only (services, rpc, GPU); null in unit tests of the loop.
   node_runtime* rt = nullptr;
   data_paths data;
   std::optional<storage::record_store> train;
