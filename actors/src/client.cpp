@@ -62,11 +62,9 @@ expected<std::string> job_status_json(const std::string& job_dir) {
   auto s = connect_runner(job_dir);
   if (!s) return s.err();
   auto& rpc = *(*s)->rpc;
-  rpc_client::request r{"runner", "runner", outbound(), rpc.next_id()};
   auto o = wire::job();
-  o.body.initStatusRequest().setRequestId(r.id);
-  r.out = std::move(o.out);
-  auto reply = rpc.call(std::move(r), std::chrono::seconds(3));
+  o.body.initStatusRequest();
+  auto reply = rpc.call({"runner", "runner", std::move(o.out)}, std::chrono::seconds(3));
   if (!reply) return reply.err();
   nlohmann::json j;
   bool ok = guarded("status", [&] {
@@ -100,13 +98,9 @@ expected<std::uint32_t> scale_job(const std::string& job_dir, std::uint32_t work
   auto s = connect_runner(job_dir);
   if (!s) return s.err();
   auto& rpc = *(*s)->rpc;
-  rpc_client::request r{"runner", "runner", outbound(), rpc.next_id()};
   auto o = wire::job();
-  auto sc = o.body.initScale();
-  sc.setRequestId(r.id);
-  sc.setWorkers(workers);
-  r.out = std::move(o.out);
-  auto reply = rpc.call(std::move(r), std::chrono::seconds(3));
+  o.body.initScale().setWorkers(workers);
+  auto reply = rpc.call({"runner", "runner", std::move(o.out)}, std::chrono::seconds(3));
   if (!reply) return reply.err();
   return reply->body().getJob().getScaleReply().getWorkers();
 }

@@ -13,9 +13,8 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-expected<gpu_rendezvous::snapshot> call(rpc_client& rpc, outbound out, std::uint64_t id,
-                                        std::chrono::milliseconds timeout) {
-  auto reply = rpc.call({"master", "master", std::move(out), id}, timeout);
+expected<gpu_rendezvous::snapshot> call(rpc_channel& rpc, outbound out, std::chrono::milliseconds timeout) {
+  auto reply = rpc.call({"master", "master", std::move(out)}, timeout);
   if (!reply) return reply.err();
   expected<gpu_rendezvous::snapshot> s =
       make_unexpected(core_errc::io_error, "master: malformed GpuCommInfo");
@@ -26,24 +25,18 @@ expected<gpu_rendezvous::snapshot> call(rpc_client& rpc, outbound out, std::uint
   return s;
 }
 
-expected<gpu_rendezvous::snapshot> post(rpc_client& rpc, const gpu_rendezvous::post& mine,
+expected<gpu_rendezvous::snapshot> post(rpc_channel& rpc, const gpu_rendezvous::post& mine,
                                         std::chrono::milliseconds timeout) {
   auto o = wire::job();
-  auto p = o.body.initGpuCommPost();
-  std::uint64_t id = rpc.next_id();
-  p.setRequestId(id);
-  write_gpu_post(p, mine);
-  return call(rpc, std::move(o.out), id, timeout);
+  write_gpu_post(o.body.initGpuCommPost(), mine);
+  return call(rpc, std::move(o.out), timeout);
 }
 
-expected<gpu_rendezvous::snapshot> fetch(rpc_client& rpc, std::uint64_t epoch,
+expected<gpu_rendezvous::snapshot> fetch(rpc_channel& rpc, std::uint64_t epoch,
                                          std::chrono::milliseconds timeout) {
   auto o = wire::job();
-  auto f = o.body.initGpuCommFetch();
-  std::uint64_t id = rpc.next_id();
-  f.setRequestId(id);
-  f.setRingEpoch(epoch);
-  return call(rpc, std::move(o.out), id, timeout);
+  o.body.initGpuCommFetch().setRingEpoch(epoch);
+  return call(rpc, std::move(o.out), timeout);
 }
 
 bool has_rank(const gpu_rendezvous::snapshot& s, std::uint32_t rank) {
@@ -61,7 +54,7 @@ std::string missing(const gpu_rendezvous::snapshot& s, std::uint32_t ranks) {
 
 }  // namespace
 
-expected<gpu_rendezvous::snapshot> gpu_comm_exchange(rpc_client& rpc, const gpu_rendezvous::post& mine,
+expected<gpu_rendezvous::snapshot> gpu_comm_exchange(rpc_channel& rpc, const gpu_rendezvous::post& mine,
                                                      const gpu_exchange_options& o) {
   auto deadline = clock::now() + o.timeout;
   auto left = [&] {

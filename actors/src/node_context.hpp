@@ -43,7 +43,8 @@ class node_context {
   // without blocking the caller beyond the transport's own backpressure.
   virtual expected<void> send(const std::string& node, const std::string& to, outbound&& m,
                               const std::string& from) = 0;
-  // Answers `request`: `m` goes to the actor that sent it, on its node.
+  // Answers `request`: `m` (built by reply_to(request), so that it carries the request's
+  // correlation id) goes to the actor that sent it, on its node.
   expected<void> reply(const message& request, outbound&& m, const std::string& from) {
     return send(request.from_node().name, std::string(request.from()), std::move(m), from);
   }

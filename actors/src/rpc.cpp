@@ -6,6 +6,10 @@
 
 namespace troupe::actors {
 
+expected<void> send_reply(endpoint& net, const message& request, outbound&& answer, const std::string& from) {
+  return net.send(request.from_node().name, std::string(request.from()), std::move(answer), from);
+}
+
 expected<std::unique_ptr<rpc_client>> rpc_client::create(endpoint& net, std::string name) {
   std::unique_ptr<rpc_client> c(new rpc_client(net, std::move(name)));
   rpc_client* self = c.get();
@@ -15,30 +19,6 @@ expected<std::unique_ptr<rpc_client>> rpc_client::create(endpoint& net, std::str
 
 rpc_client::~rpc_client() { net_.unregister_name(name_); }
 
-std::uint64_t rpc_client::reply_id(const message& m) {
-  using B = schema::Envelope::Body;
-  std::uint64_t id = 0;
-  guarded("rpc reply", [&] {
-    auto b = m.body();
-    switch (b.which()) {
-      case B::TASK_LEASE: id = b.getTaskLease().getRequestId(); break;
-      case B::TASK_REPORT_ACK: id = b.getTaskReportAck().getRequestId(); break;
-      case B::PS_PULL_REPLY: id = b.getPsPullReply().getRequestId(); break;
-      case B::PS_PUSH_REPLY: id = b.getPsPushReply().getRequestId(); break;
-      case B::JOB: {
-        auto j = b.getJob();
-        if (j.which() == schema::JobMessage::EVAL_RESULT) id = j.getEvalResult().getRequestId();
-        if (j.which() == schema::JobMessage::JOB_STATUS) id = j.getJobStatus().getRequestId();
-        if (j.which() == schema::JobMessage::SCALE_REPLY) id = j.getScaleReply().getRequestId();
-        if (j.which() == schema::JobMessage::GPU_COMM_INFO) id = j.getGpuCommInfo().getRequestId();
-        break;
-      }
-      default: break;
-    }
-  });
-  return id;
-}
-
 std::uint64_t rpc_client::incarnation_of(const std::string& node) const {
   for (const auto& p : net_.peers())
     if (p.name == node) return p.incarnation;
@@ -46,28 +26,43 @@ std::uint64_t rpc_client::incarnation_of(const std::string& node) const {
 }
 
 void rpc_client::on_reply(const message& m) {
-  std::uint64_t id = reply_id(m);
+  std::uint64_t id = m.correlation_id();
   std::lock_guard lk(mu_);
   auto it = pending_.find(id);
-  if (it == pending_.end()) return;  // late reply of a request that timed out
+  if (it == pending_.end()) return;  // late reply of a request that timed out, or not a reply
   it->second = m;
   cv_.notify_all();
 }
 
-expected<std::vector<message>> rpc_client::call_all(std::vector<request>& reqs, std::chrono::milliseconds timeout) {
+expected<std::uint64_t> rpc_client::start(request& req, std::chrono::milliseconds timeout) {
+  std::uint64_t id = ++last_id_;
+  req.out.set_correlation_id(id);
   {
     std::lock_guard lk(mu_);
-    for (auto& r : reqs) pending_[r.id] = std::nullopt;
+    pending_[id] = std::nullopt;
   }
+  if (auto s = net_.send(req.node, req.to, std::move(req.out), name_, timeout); !s) {
+    std::lock_guard lk(mu_);
+    pending_.erase(id);
+    return s.err();
+  }
+  return id;
+}
+
+expected<std::vector<message>> rpc_client::call_all(std::vector<request>& reqs, std::chrono::milliseconds timeout) {
+  std::vector<std::uint64_t> ids;
+  ids.reserve(reqs.size());
   auto forget = [&] {
     std::lock_guard lk(mu_);
-    for (auto& r : reqs) pending_.erase(r.id);
+    for (auto id : ids) pending_.erase(id);
   };
   for (auto& r : reqs) {
-    if (auto s = net_.send(r.node, r.to, std::move(r.out), name_, timeout); !s) {
+    auto id = start(r, timeout);
+    if (!id) {
       forget();
-      return s.err();
+      return id.err();
     }
+    ids.push_back(*id);
   }
   // The incarnation each request went to: if that connection goes away (the node died, or a new
   // incarnation replaced it) the reply will never come, so the call fails at once.
@@ -82,7 +77,7 @@ expected<std::vector<message>> rpc_client::call_all(std::vector<request>& reqs, 
   std::string failed;
   for (;;) {
     bool all = true;
-    for (auto& r : reqs) all = all && pending_[r.id].has_value();
+    for (auto id : ids) all = all && pending_[id].has_value();
     if (all) break;
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
@@ -102,15 +97,16 @@ expected<std::vector<message>> rpc_client::call_all(std::vector<request>& reqs, 
   }
   if (!failed.empty()) {
     std::string silent;
-    for (auto& r : reqs)
-      if (!pending_[r.id]) silent += (silent.empty() ? "" : ", ") + r.node + "/" + r.to;
-    for (auto& r : reqs) pending_.erase(r.id);
+    for (std::size_t i = 0; i < reqs.size(); ++i)
+      if (!pending_[ids[i]]) silent += (silent.empty() ? "" : ", ") + reqs[i].node + "/" + reqs[i].to;
+    for (auto id : ids) pending_.erase(id);
     return make_unexpected(core_errc::io_error, failed + silent);
   }
   std::vector<message> out;
-  for (auto& r : reqs) {
-    out.push_back(std::move(*pending_[r.id]));
-    pending_.erase(r.id);
+  out.reserve(ids.size());
+  for (auto id : ids) {
+    out.push_back(std::move(*pending_[id]));
+    pending_.erase(id);
   }
   return out;
 }
@@ -123,18 +119,11 @@ expected<message> rpc_client::call(request req, std::chrono::milliseconds timeou
   return std::move((*r)[0]);
 }
 
-expected<void> rpc_client::send(request req, std::chrono::milliseconds timeout) {
-  {
-    std::lock_guard lk(mu_);
-    pending_[req.id] = std::nullopt;
-  }
-  if (auto s = net_.send(req.node, req.to, std::move(req.out), name_, timeout); !s) {
-    std::lock_guard lk(mu_);
-    pending_.erase(req.id);
-    return s.err();
-  }
-  sent_[req.id] = in_flight{req.node, incarnation_of(req.node), std::chrono::steady_clock::now() + timeout, timeout};
-  return {};
+expected<std::uint64_t> rpc_client::send(request req, std::chrono::milliseconds timeout) {
+  auto id = start(req, timeout);
+  if (!id) return id;
+  sent_[*id] = in_flight{req.node, incarnation_of(req.node), std::chrono::steady_clock::now() + timeout, timeout};
+  return id;
 }
 
 std::optional<expected<message>> rpc_client::poll(std::uint64_t id) {

@@ -85,4 +85,10 @@ job_out job() {
   return {std::move(o), b};
 }
 
+job_out job_reply(const message& request) {
+  outbound o = reply_to(request);
+  auto b = o.body().initJob();
+  return {std::move(o), b};
+}
+
 }  // namespace troupe::actors::wire

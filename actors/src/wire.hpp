@@ -38,6 +38,8 @@ struct job_out {
   schema::JobMessage::Builder body;
 };
 job_out job();
+// The JobMessage answering `request` (reply_to: it carries the request's correlation id).
+job_out job_reply(const message& request);
 
 // Cap'n Proto list readers have no standard iterators: element-wise copies.
 template <class T, class List>

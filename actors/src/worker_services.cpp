@@ -49,14 +49,13 @@ expected<void> remote_ps::pull(nn::model& m, const nn::batch& b) {
   for (auto* p : m.parameters())
     if (p->trainable) dense_by_shard[shard_of_name(p->name, shards)].push_back(p);
 
-  std::vector<rpc_client::request> reqs;
+  std::vector<rpc_channel::request> reqs;
   for (std::uint32_t s = 0; s < shards; ++s) {
     if (dense_by_shard[s].empty() && (ids_by_shard_[s].empty() || tables.empty())) continue;
     auto node = shard_node(s);
     if (!node) return node.err();
-    rpc_client::request r{*node, "ps", outbound(), rpc_.next_id()};
+    rpc_channel::request r{*node, "ps", outbound()};
     auto pull = r.out.body().initPsPull();
-    pull.setRequestId(r.id);
     auto names = pull.initDense(static_cast<unsigned>(dense_by_shard[s].size()));
     for (unsigned i = 0; i < dense_by_shard[s].size(); ++i) names.set(i, dense_by_shard[s][i]->name);
     auto refs = pull.initSparse(ids_by_shard_[s].empty() ? 0 : static_cast<unsigned>(tables.size()));
@@ -110,16 +109,15 @@ expected<void> remote_ps::push(nn::model& m) {
     const auto& g = tables[t]->grad();
     for (std::size_t i = 0; i < g.size(); ++i) rows_by_shard[shard_of_id(g.ids[i], shards)][t].push_back(i);
   }
-  std::vector<rpc_client::request> reqs;
+  std::vector<rpc_channel::request> reqs;
   for (std::uint32_t s = 0; s < shards; ++s) {
     bool any_rows = false;
     for (auto& v : rows_by_shard[s]) any_rows |= !v.empty();
     if (dense_by_shard[s].empty() && !any_rows) continue;
     auto node = shard_node(s);
     if (!node) return node.err();
-    rpc_client::request r{*node, "ps", outbound(), rpc_.next_id()};
+    rpc_channel::request r{*node, "ps", outbound()};
     auto push = r.out.body().initPsPush();
-    push.setRequestId(r.id);
     auto dl = push.initDense(static_cast<unsigned>(dense_by_shard[s].size()));
     for (unsigned i = 0; i < dense_by_shard[s].size(); ++i) {
       auto* p = dense_by_shard[s][i];

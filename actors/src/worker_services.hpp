@@ -15,7 +15,7 @@ namespace troupe::actors {
 
 class remote_ps final : public ps_client {
  public:
-  remote_ps(node_runtime& rt, rpc_client& rpc) : rt_(rt), rpc_(rpc) {}
+  remote_ps(node_runtime& rt, rpc_channel& rpc) : rt_(rt), rpc_(rpc) {}
   expected<void> pull(nn::model& m, const nn::batch& b) override;
   expected<void> push(nn::model& m) override;
 
@@ -23,7 +23,7 @@ class remote_ps final : public ps_client {
   // The node name of shard i, connected; error while it is not in the view (restarting).
   expected<std::string> shard_node(std::uint32_t i);
   node_runtime& rt_;
-  rpc_client& rpc_;
+  rpc_channel& rpc_;
   std::vector<std::vector<std::uint64_t>> ids_by_shard_;
   std::unordered_map<std::uint64_t, std::uint32_t> slot_;
   std::vector<std::uint64_t> unique_;

@@ -50,16 +50,20 @@ class dispenser_test : public ::testing::Test {
 
   // `worker` asks for a task, naming the tasks it keeps; returns the dispenser's answer.
   lease_reply request(const node_id& worker, std::vector<std::uint64_t> holding = {}) {
-    disp_->on_message(incoming(worker, "rpc", "dispenser", [&](auto body) {
-      auto r = body.initTaskRequest();
-      auto h = r.initHolding(static_cast<unsigned>(holding.size()));
-      for (unsigned i = 0; i < holding.size(); ++i) h.set(i, holding[i]);
-    }));
+    disp_->on_message(incoming(
+        worker, "rpc", "dispenser",
+        [&](auto body) {
+          auto r = body.initTaskRequest();
+          auto h = r.initHolding(static_cast<unsigned>(holding.size()));
+          for (unsigned i = 0; i < holding.size(); ++i) h.set(i, holding[i]);
+        },
+        ++correlation_));
     auto out = node_->take();
     EXPECT_EQ(out.size(), 1u);
     if (out.empty()) return {};
     EXPECT_EQ(out[0].node, worker.name);
     EXPECT_EQ(out[0].to, "rpc");
+    EXPECT_EQ(out[0].m.envelope().getCorrelationId(), correlation_);  // the requester pairs it by that
     auto l = out[0].m.body().getTaskLease();
     lease_reply r;
     r.deadline_ms = l.getDeadlineMs();
@@ -83,19 +87,23 @@ class dispenser_test : public ::testing::Test {
   // ("" = accepted).
   std::string report(const node_id& worker, std::uint64_t id, std::uint32_t attempt,
                      const std::string& failure = "") {
-    disp_->on_message(incoming(worker, "rpc", "dispenser", [&](auto body) {
-      auto r = body.initTaskReport();
-      r.setTaskId(id);
-      r.setAttempt(attempt);
-      if (failure.empty())
-        r.setDone();
-      else
-        r.setFailed(failure);
-    }));
+    disp_->on_message(incoming(
+        worker, "rpc", "dispenser",
+        [&](auto body) {
+          auto r = body.initTaskReport();
+          r.setTaskId(id);
+          r.setAttempt(attempt);
+          if (failure.empty())
+            r.setDone();
+          else
+            r.setFailed(failure);
+        },
+        ++correlation_));
     auto out = node_->take();
     EXPECT_EQ(out.size(), 1u);
     if (out.empty()) return "no ack";
     EXPECT_EQ(out[0].node, worker.name);
+    EXPECT_EQ(out[0].m.envelope().getCorrelationId(), correlation_);
     return out[0].m.body().getTaskReportAck().getError().cStr();
   }
 
@@ -116,6 +124,7 @@ class dispenser_test : public ::testing::Test {
   std::string dir_;
   std::optional<fake_node> node_;
   std::optional<task_dispenser> disp_;
+  std::uint64_t correlation_ = 0;
   const node_id w0{"worker-0", 1}, w1{"worker-1", 1};
 };
 

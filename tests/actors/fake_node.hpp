@@ -65,12 +65,15 @@ class fake_node final : public node_context {
   manual_clock clock_;
 };
 
-// A received message of `from` (node and actor) to actor `to`, built by `fill`.
+// A received message of `from` (node and actor) to actor `to`, built by `fill`, carrying
+// `correlation` (a request's id; 0: none).
 template <typename Fill>
-message incoming(const node_id& from, const std::string& from_actor, const std::string& to, Fill&& fill) {
+message incoming(const node_id& from, const std::string& from_actor, const std::string& to, Fill&& fill,
+                 std::uint64_t correlation = 0) {
   outbound o;
   o.envelope().setTo(to);
   o.envelope().setFrom(from_actor);
+  o.envelope().setCorrelationId(correlation);
   fill(o.body());
   auto m = loopback_message(o, from);
   if (!m) throw std::runtime_error(m.err().to_string());

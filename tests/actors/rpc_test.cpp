@@ -1,7 +1,9 @@
-// rpc_client's non-blocking requests (send + poll) between two real endpoints on loopback: the
-// reply, a silent peer (timeout), a peer that goes down, and replies that arrive out of order.
+// rpc_client between two real endpoints on loopback: replies paired with their requests by the
+// envelope's correlation id (send + poll, call, call_all), a silent peer (timeout), a peer that
+// goes down, replies that arrive out of order, and messages that answer nothing.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "rpc.hpp"
@@ -20,17 +22,16 @@ std::unique_ptr<endpoint> make(const std::string& name) {
   return std::move(*e);
 }
 
-rpc_client::request report_request(std::uint64_t id) {
-  rpc_client::request r{"server", "dispenser", outbound(), id};
+rpc_channel::request report_request(std::uint64_t task) {
+  rpc_channel::request r{"server", "dispenser", outbound()};
   auto b = r.out.body().initTaskReport();
-  b.setTaskId(id * 10);
-  b.setRequestId(id);
+  b.setTaskId(task);
   b.setDone();
   return r;
 }
 
 // Polls until the answer (or 5 s).
-expected<message> wait_poll(rpc_client& c, std::uint64_t id) {
+expected<message> wait_poll(rpc_channel& c, std::uint64_t id) {
   for (int i = 0; i < 5000; ++i) {
     if (auto r = c.poll(id)) return std::move(*r);
     std::this_thread::sleep_for(1ms);
@@ -38,28 +39,34 @@ expected<message> wait_poll(rpc_client& c, std::uint64_t id) {
   return make_unexpected(core_errc::io_error, "poll never answered");
 }
 
+std::string ack_of(const message& m) { return m.body().getTaskReportAck().getError().cStr(); }
+
 class rpc_send : public ::testing::Test {
  protected:
   void SetUp() override {
     server_ = make("server");
     auto addr = server_->listen("127.0.0.1", 0);
     ASSERT_TRUE(addr) << addr.err().to_string();
-    // Acknowledges every report, except task ids in `silent_`, holding back those in `late_`.
+    // Acknowledges every report (the ack's error names the task), except task `silent_`, holding
+    // back the ack of task `late_` until the next report; before each ack it sends the requester
+    // a stray ack with no correlation id, which must answer nothing.
     ASSERT_TRUE(server_->register_name("dispenser", [this](const message& m) {
       auto r = m.body().getTaskReport();
       if (r.getTaskId() == silent_) return;
-      outbound o;
-      auto ack = o.body().initTaskReportAck();
-      ack.setRequestId(r.getRequestId());
-      ack.setError(std::to_string(r.getTaskId()));
+      outbound stray;
+      stray.body().initTaskReportAck().setError("stray");
+      (void)server_->send(m.from_node().name, "rpc", std::move(stray), "dispenser");
+      outbound o = reply_to(m);
+      o.body().initTaskReportAck().setError(std::to_string(r.getTaskId()));
       if (r.getTaskId() == late_) {
         held_ = std::move(o);
         held_from_ = m.from_node().name;
+        holding_ = true;
         return;
       }
       if (held_) (void)server_->send(held_from_, "rpc", std::move(*held_), "dispenser");
       held_.reset();
-      (void)server_->send(m.from_node().name, "rpc", std::move(o), "dispenser");
+      (void)send_reply(*server_, m, std::move(o), "dispenser");
     }));
     client_ = make("client");
     ASSERT_TRUE(client_->connect(*addr, false));
@@ -75,57 +82,86 @@ class rpc_send : public ::testing::Test {
   std::unique_ptr<endpoint> server_, client_;
   std::unique_ptr<rpc_client> rpc_;
   std::uint64_t silent_ = 0, late_ = 0;
-  std::optional<outbound> held_;
+  std::optional<outbound> held_;  // touched on the server's io thread only
   std::string held_from_;
+  std::atomic<bool> holding_{false};
 };
 
 TEST_F(rpc_send, poll_is_empty_until_the_reply_and_then_hands_it_over) {
-  ASSERT_TRUE(rpc_->send(report_request(1), 2000ms));
-  auto r = wait_poll(*rpc_, 1);
+  auto id = rpc_->send(report_request(10), 2000ms);
+  ASSERT_TRUE(id) << id.err().to_string();
+  EXPECT_NE(*id, 0u);
+  auto r = wait_poll(*rpc_, *id);
   ASSERT_TRUE(r) << r.err().to_string();
-  EXPECT_EQ(std::string(r->body().getTaskReportAck().getError().cStr()), "10");
+  EXPECT_EQ(ack_of(*r), "10");
+  EXPECT_EQ(r->correlation_id(), *id);
   // Answered: the request is forgotten.
-  auto again = rpc_->poll(1);
+  auto again = rpc_->poll(*id);
   ASSERT_TRUE(again.has_value());
   EXPECT_FALSE(*again);
 }
 
 TEST_F(rpc_send, replies_out_of_order_reach_their_own_requests) {
   late_ = 20;  // the first request's ack is held back until the second's is sent
-  ASSERT_TRUE(rpc_->send(report_request(2), 2000ms));
-  std::this_thread::sleep_for(50ms);
-  EXPECT_FALSE(rpc_->poll(2).has_value()) << "no reply yet";
-  ASSERT_TRUE(rpc_->send(report_request(3), 2000ms));
-  auto b = wait_poll(*rpc_, 3), a = wait_poll(*rpc_, 2);
+  auto first = rpc_->send(report_request(20), 2000ms);
+  ASSERT_TRUE(first);
+  for (int i = 0; i < 5000 && !holding_; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(holding_) << "the server never got the first report";
+  EXPECT_FALSE(rpc_->poll(*first).has_value()) << "its ack is held back: no reply yet";
+  auto second = rpc_->send(report_request(30), 2000ms);
+  ASSERT_TRUE(second);
+  EXPECT_NE(*first, *second);
+  auto b = wait_poll(*rpc_, *second), a = wait_poll(*rpc_, *first);
   ASSERT_TRUE(a && b);
-  EXPECT_EQ(std::string(a->body().getTaskReportAck().getError().cStr()), "20");
-  EXPECT_EQ(std::string(b->body().getTaskReportAck().getError().cStr()), "30");
+  EXPECT_EQ(ack_of(*a), "20");
+  EXPECT_EQ(ack_of(*b), "30");
+}
+
+TEST_F(rpc_send, call_all_pairs_each_reply_with_its_request) {
+  std::vector<rpc_channel::request> reqs;
+  for (std::uint64_t t : {41, 42, 43}) reqs.push_back(report_request(t));
+  auto r = rpc_->call_all(reqs, 2000ms);
+  ASSERT_TRUE(r) << r.err().to_string();
+  ASSERT_EQ(r->size(), 3u);
+  EXPECT_EQ(ack_of((*r)[0]), "41");
+  EXPECT_EQ(ack_of((*r)[1]), "42");
+  EXPECT_EQ(ack_of((*r)[2]), "43");
+  auto one = rpc_->call(report_request(44), 2000ms);
+  ASSERT_TRUE(one) << one.err().to_string();
+  EXPECT_EQ(ack_of(*one), "44");
 }
 
 TEST_F(rpc_send, a_silent_peer_times_out) {
   silent_ = 40;
-  ASSERT_TRUE(rpc_->send(report_request(4), 100ms));
-  auto r = wait_poll(*rpc_, 4);
+  auto id = rpc_->send(report_request(40), 100ms);
+  ASSERT_TRUE(id);
+  auto r = wait_poll(*rpc_, *id);
   ASSERT_FALSE(r);
   EXPECT_NE(r.err().to_string().find("no reply within 100 ms from server"), std::string::npos) << r.err().to_string();
+  silent_ = 45;
+  auto c = rpc_->call(report_request(45), 100ms);
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.err().to_string().find("no reply within 100 ms from server/dispenser"), std::string::npos)
+      << c.err().to_string();
 }
 
 TEST_F(rpc_send, a_peer_that_goes_down_fails_the_request_before_its_timeout) {
   silent_ = 50;
-  ASSERT_TRUE(rpc_->send(report_request(5), 60000ms));
+  auto id = rpc_->send(report_request(50), 60000ms);
+  ASSERT_TRUE(id);
   auto t0 = std::chrono::steady_clock::now();
   server_.reset();
-  auto r = wait_poll(*rpc_, 5);
+  auto r = wait_poll(*rpc_, *id);
   ASSERT_FALSE(r);
   EXPECT_NE(r.err().to_string().find("server went down before replying"), std::string::npos) << r.err().to_string();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
 }
 
 TEST_F(rpc_send, sending_to_an_unknown_node_fails_at_once) {
-  auto r = report_request(6);
+  auto r = report_request(60);
   r.node = "nobody";
   EXPECT_FALSE(rpc_->send(std::move(r), 1000ms));
-  auto p = rpc_->poll(6);
+  auto p = rpc_->poll(1);
   ASSERT_TRUE(p.has_value());
   EXPECT_FALSE(*p) << "an unsent request is not pending";
 }

@@ -21,8 +21,8 @@ TEST(message, round_trips_a_ps_push_with_dense_and_sparse_values) {
   outbound o;
   o.envelope().setTo("ps/0");
   o.envelope().setFrom("worker/3");
+  o.set_correlation_id(42);
   auto push = o.body().initPsPush();
-  push.setRequestId(42);
   auto sp = push.initSparse(1)[0];
   sp.setTable("emb");
   sp.setDim(2);
@@ -37,11 +37,32 @@ TEST(message, round_trips_a_ps_push_with_dense_and_sparse_values) {
   EXPECT_EQ(m->to(), "ps/0");
   EXPECT_EQ(m->from(), "worker/3");
   EXPECT_EQ(m->from_node().incarnation, 2u);
+  EXPECT_EQ(m->correlation_id(), 42u);
   auto r = m->body().getPsPush().getSparse()[0];
   EXPECT_EQ(r.getIds()[1], 9u);
   EXPECT_FLOAT_EQ(r.getValues()[3], 1.5f);
   message copy = *m;  // shared, cheap
   EXPECT_EQ(copy.words().data(), m->words().data());
+}
+
+TEST(message, a_reply_carries_the_correlation_id_of_its_request) {
+  outbound req;
+  req.set_correlation_id(77);
+  req.envelope().setFrom("rpc");
+  req.body().initPsPull();
+  auto m = decode_frame(to_frame(req.to_bytes()), frame_limits{}, node_id{"worker-1", 1});
+  ASSERT_TRUE(m) << m.err().to_string();
+  outbound rep = reply_to(*m);
+  rep.body().initPsPullReply().setVersion(5);
+  auto r = decode_frame(to_frame(rep.to_bytes()), frame_limits{}, node_id{"ps-0", 1});
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->correlation_id(), 77u);
+  EXPECT_EQ(r->body().getPsPullReply().getVersion(), 5u);
+  outbound plain;  // not part of an exchange
+  plain.body().initHeartbeat();
+  auto p = decode_frame(to_frame(plain.to_bytes()), frame_limits{}, node_id{"a", 0});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->correlation_id(), 0u);
 }
 
 TEST(message, a_collective_chunk_carries_epoch_op_and_index) {

@@ -16,8 +16,7 @@ struct Task {
 
 struct TaskRequest {
   worker @0 :Text;         # actor name of the requester
-  requestId @1 :UInt64;    # echoed in the TaskLease
-  holding @2 :List(UInt64); # tasks the requester holds and keeps (the one it trains, one leased
+  holding @1 :List(UInt64); # tasks the requester holds and keeps (the one it trains, one leased
                             # ahead, finished ones whose report is not acknowledged yet); any other
                             # lease of it was lost on its side and goes back to TODO
 }
@@ -30,7 +29,6 @@ struct TaskLease {
     finished @2 :Void;     # the dataset is exhausted: the worker may stop asking
   }
   deadlineMs @3 :Int64;
-  requestId @4 :UInt64;
 }
 
 struct TaskReport {
@@ -41,13 +39,11 @@ struct TaskReport {
   }
   recordsProcessed @3 :UInt64;
   attempt @4 :UInt32;      # the lease's attempt (Task.attempt)
-  requestId @5 :UInt64;    # echoed in the TaskReportAck
 }
 
 # The dispenser took a report (applied, or refused as stale: either way the worker forgets it).
 struct TaskReportAck {
-  requestId @0 :UInt64;
-  error @1 :Text;          # why it was refused; empty when applied
+  error @0 :Text;          # why it was refused; empty when applied
 }
 
 # Records as opaque bytes: offsets[i]..offsets[i+1] delimits record i in data.

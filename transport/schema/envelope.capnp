@@ -77,4 +77,6 @@ struct Envelope {
     job @24 :Job.JobMessage;
     taskReportAck @25 :Dat.TaskReportAck;
   }
+  correlationId @26 :UInt64;  # pairs a reply with its request: a requester sets a fresh non-zero id,
+                              # the answer carries it back (reply_to); 0 = not part of an exchange
 }

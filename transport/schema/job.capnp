@@ -22,59 +22,54 @@ struct WorkerDone {
   steps @0 :UInt64;        # steps this incarnation trained
 }
 
-# Master -> worker: evaluate the model on the test set; the answer is EvalResult.
+# Master -> worker: evaluate the model on the test set; the answer is EvalResult (paired with the
+# request by the envelope's correlationId, like every reply).
 struct Evaluate {
-  requestId @0 :UInt64;
 }
 
 struct EvalResult {
-  requestId @0 :UInt64;
-  rows @1 :UInt64;
-  loss @2 :Float64;
-  accuracy @3 :Float64;
-  auc @4 :Float64;
-  error @5 :Text;          # empty on success
+  rows @0 :UInt64;
+  loss @1 :Float64;
+  accuracy @2 :Float64;
+  auc @3 :Float64;
+  error @4 :Text;          # empty on success
 }
 
-# Anyone -> master (status) or runner (status of the whole job).
+# Anyone -> master (status) or runner (status of the whole job); the answer is JobStatus.
 struct StatusRequest {
-  requestId @0 :UInt64;
 }
 
 struct JobStatus {
-  requestId @0 :UInt64;
-  jobId @1 :Text;
-  epoch @2 :UInt64;              # membership epoch
-  masterIncarnation @3 :UInt64;
-  workersAlive @4 :UInt32;
-  workersTarget @5 :UInt32;
-  psAlive @6 :UInt32;
-  tasksTodo @7 :UInt64;
-  tasksDoing @8 :UInt64;
-  tasksDone @9 :UInt64;
-  tasksFailed @10 :UInt64;
-  dataEpoch @11 :UInt32;         # pass over the dataset the dispenser is handing out
-  dataEpochs @12 :UInt32;
-  samplesPerSec @13 :Float64;    # over the last progress window
-  loss @14 :Float64;             # mean minibatch loss over the last progress window
-  samplesTotal @15 :UInt64;
-  requeued @16 :UInt64;          # tasks moved back to TODO (dead holder or expired lease)
-  finished @17 :Bool;
-  resultJson @18 :Text;          # final metrics once finished
-  members @19 :List(Control.Member);
-  restarts @20 :UInt64;          # node relaunches by the runner
+  jobId @0 :Text;
+  epoch @1 :UInt64;              # membership epoch
+  masterIncarnation @2 :UInt64;
+  workersAlive @3 :UInt32;
+  workersTarget @4 :UInt32;
+  psAlive @5 :UInt32;
+  tasksTodo @6 :UInt64;
+  tasksDoing @7 :UInt64;
+  tasksDone @8 :UInt64;
+  tasksFailed @9 :UInt64;
+  dataEpoch @10 :UInt32;         # pass over the dataset the dispenser is handing out
+  dataEpochs @11 :UInt32;
+  samplesPerSec @12 :Float64;    # over the last progress window
+  loss @13 :Float64;             # mean minibatch loss over the last progress window
+  samplesTotal @14 :UInt64;
+  requeued @15 :UInt64;          # tasks moved back to TODO (dead holder or expired lease)
+  finished @16 :Bool;
+  resultJson @17 :Text;          # final metrics once finished
+  members @18 :List(Control.Member);
+  restarts @19 :UInt64;          # node relaunches by the runner
 }
 
 # CLI -> runner: change the number of workers.
 struct Scale {
-  requestId @0 :UInt64;
-  workers @1 :UInt32;
+  workers @0 :UInt32;
 }
 
 struct ScaleReply {
-  requestId @0 :UInt64;
-  workers @1 :UInt32;      # the target now
-  error @2 :Text;
+  workers @0 :UInt32;      # the target now
+  error @1 :Text;
 }
 
 # Runner -> master: a node process exited (faster than waiting for the connection to drop).
@@ -90,8 +85,7 @@ struct JobFinished {
 }
 
 struct Stop {
-  requestId @0 :UInt64;
-  reason @1 :Text;
+  reason @0 :Text;
 }
 
 # Chaos tool -> a node's "node" name: set its transport fault-injection knob for `durationMs`
@@ -107,20 +101,18 @@ struct Inject {
 # master keeps the posts of the current ring epoch only (older epochs are forgotten, and posts
 # for them refused as stale).
 struct GpuCommPost {
-  requestId @0 :UInt64;
-  ringEpoch @1 :UInt64;
-  rank @2 :UInt32;
-  ranks @3 :UInt32;        # ring size
-  node @4 :Text;
-  host @5 :Text;
-  deviceUuid @6 :Text;     # empty: no device (a CPU worker)
-  uniqueId @7 :Data;       # rank 0 only: ncclUniqueId, 128 opaque bytes; empty otherwise
+  ringEpoch @0 :UInt64;
+  rank @1 :UInt32;
+  ranks @2 :UInt32;        # ring size
+  node @3 :Text;
+  host @4 :Text;
+  deviceUuid @5 :Text;     # empty: no device (a CPU worker)
+  uniqueId @6 :Data;       # rank 0 only: ncclUniqueId, 128 opaque bytes; empty otherwise
 }
 
 # Worker -> master: what is known of `ringEpoch`; the answer is GpuCommInfo.
 struct GpuCommFetch {
-  requestId @0 :UInt64;
-  ringEpoch @1 :UInt64;
+  ringEpoch @0 :UInt64;
 }
 
 struct GpuRank {
@@ -132,12 +124,11 @@ struct GpuRank {
 
 # Master -> worker: the answer to GpuCommPost (ranks and uniqueId empty) and GpuCommFetch.
 struct GpuCommInfo {
-  requestId @0 :UInt64;
-  ringEpoch @1 :UInt64;
-  ranks @2 :UInt32;        # ring size the posts announced; 0 when nothing is known
-  posted @3 :List(GpuRank);
-  uniqueId @4 :Data;       # empty until rank 0 posted it
-  error @5 :Text;          # empty on success ("stale ring epoch 3 (current 5)", bad post)
+  ringEpoch @0 :UInt64;
+  ranks @1 :UInt32;        # ring size the posts announced; 0 when nothing is known
+  posted @2 :List(GpuRank);
+  uniqueId @3 :Data;       # empty until rank 0 posted it
+  error @4 :Text;          # empty on success ("stale ring epoch 3 (current 5)", bad post)
 }
 
 struct JobMessage {

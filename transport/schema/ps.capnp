@@ -20,9 +20,8 @@ struct SparseRows {
 }
 
 struct PsPull {
-  requestId @0 :UInt64;
-  dense @1 :List(Text);    # names of dense tensors wanted
-  sparse @2 :List(SparseRef);
+  dense @0 :List(Text);    # names of dense tensors wanted
+  sparse @1 :List(SparseRef);
   struct SparseRef {
     table @0 :Text;
     ids @1 :List(UInt64);  # de-duplicated by the worker
@@ -30,22 +29,19 @@ struct PsPull {
 }
 
 struct PsPullReply {
-  requestId @0 :UInt64;
-  version @1 :UInt64;      # shard's model version when the reply was built
-  dense @2 :List(DenseTensor);
-  sparse @3 :List(SparseRows);
-  error @4 :Text;          # empty on success
+  version @0 :UInt64;      # shard's model version when the reply was built
+  dense @1 :List(DenseTensor);
+  sparse @2 :List(SparseRows);
+  error @3 :Text;          # empty on success
 }
 
 struct PsPush {
-  requestId @0 :UInt64;
-  baseVersion @1 :UInt64;  # version the gradients were computed against (staleness)
-  dense @2 :List(DenseTensor);
-  sparse @3 :List(SparseRows);  # gradients of equal ids combined by the worker
+  baseVersion @0 :UInt64;  # version the gradients were computed against (staleness)
+  dense @1 :List(DenseTensor);
+  sparse @2 :List(SparseRows);  # gradients of equal ids combined by the worker
 }
 
 struct PsPushReply {
-  requestId @0 :UInt64;
-  version @1 :UInt64;
-  error @2 :Text;
+  version @0 :UInt64;
+  error @1 :Text;
 }

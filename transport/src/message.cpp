@@ -96,6 +96,12 @@ std::vector<std::byte> outbound::to_bytes() const {
   return out;
 }
 
+outbound reply_to(const message& request, unsigned first_segment_words) {
+  outbound o(first_segment_words);
+  o.set_correlation_id(request.correlation_id());
+  return o;
+}
+
 expected<message> loopback_message(const outbound& out, node_id from) {
   auto bytes = out.to_bytes();
   frame f;

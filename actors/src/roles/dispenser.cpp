@@ -61,9 +61,8 @@ void task_dispenser::send_lease(const message& req) {
   if (auto n = count_requeued(journal_->requeue_holder_except(holder, keep)); n > 0)
     spdlog::info("dispenser: {} asked for a task while holding {} it no longer knows of: back to TODO",
                  holder, n);
-  outbound o;
+  outbound o = reply_to(req);
   auto lease = o.body().initTaskLease();
-  lease.setRequestId(request.getRequestId());
   lease.setDeadlineMs(deadline);
   auto t = journal_->lease(holder, deadline);
   if (!t) throw std::runtime_error(t.err().to_string());  // the journal is broken: restart
@@ -105,10 +104,8 @@ void task_dispenser::take_report(const message& m) {
   }
   if (!refused.empty())
     spdlog::warn("dispenser: report of task {} by {} refused: {}", r.getTaskId(), holder, refused);
-  outbound o;
-  auto ack = o.body().initTaskReportAck();
-  ack.setRequestId(r.getRequestId());
-  ack.setError(refused);
+  outbound o = reply_to(m);
+  o.body().initTaskReportAck().setError(refused);
   (void)node_.reply(m, std::move(o), "dispenser");
 }
 

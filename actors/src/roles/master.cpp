@@ -103,10 +103,8 @@ void on_job_message(master_actor* self, const message& m) {
       break;
     }
     case schema::JobMessage::WORKER_DONE: st.done_workers.insert(m.from_node().name); break;
-    case schema::JobMessage::EVAL_RESULT: on_eval_result(self, j.getEvalResult()); break;
-    case schema::JobMessage::STATUS_REQUEST:
-      send_status(self, m.from_node().name, std::string(m.from()), j.getStatusRequest().getRequestId());
-      break;
+    case schema::JobMessage::EVAL_RESULT: on_eval_result(self, j.getEvalResult(), m.correlation_id()); break;
+    case schema::JobMessage::STATUS_REQUEST: send_status(self, m); break;
     case schema::JobMessage::NODE_EXITED: {
       auto n = j.getNodeExited();
       auto id = wire::read_node(n.getNode());

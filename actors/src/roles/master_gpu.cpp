@@ -2,6 +2,7 @@
 // GpuCommInfo per request (docs/gpu_workers.md).
 #include <spdlog/spdlog.h>
 
+#include "../rpc.hpp"
 #include "../wire.hpp"
 #include "master_state.hpp"
 
@@ -9,20 +10,18 @@ namespace troupe::actors {
 
 void on_gpu_comm(master_state& st, const message& m) {
   auto j = m.body().getJob();
-  auto o = wire::job();
+  auto o = wire::job_reply(m);
   auto info = o.body.initGpuCommInfo();
   if (j.which() == schema::JobMessage::GPU_COMM_POST) {
     auto p = j.getGpuCommPost();
-    info.setRequestId(p.getRequestId());
     auto s = st.gpu.add(read_gpu_post(p));
     if (!s) spdlog::warn("gpu comm post from {} refused: {}", m.from_node().to_string(), s.err().to_string());
     write_gpu_info(info, s);
   } else {
     auto f = j.getGpuCommFetch();
-    info.setRequestId(f.getRequestId());
     write_gpu_info(info, st.gpu.get(f.getRingEpoch()));
   }
-  if (auto r = st.rt->net().send(m.from_node().name, std::string(m.from()), std::move(o.out), "master"); !r)
+  if (auto r = send_reply(st.rt->net(), m, std::move(o.out), "master"); !r)
     spdlog::debug("gpu comm info to {}: {}", m.from_node().name, r.err().to_string());
 }
 

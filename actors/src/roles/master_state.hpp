@@ -34,7 +34,7 @@ struct master_state {
   std::set<std::string> done_workers;
   // Evaluation and completion.
   std::string eval_worker;
-  std::uint64_t eval_request = 0;
+  std::uint64_t eval_request = 0;  // correlation id of the latest Evaluate
   std::chrono::steady_clock::time_point eval_sent;
   bool finished = false;
   std::string result_json;
@@ -45,8 +45,10 @@ struct master_state {
 using master_actor = caf::stateful_actor<master_state>;
 
 void on_tick(master_actor* self);
-void send_status(master_actor* self, const std::string& node, const std::string& to, std::uint64_t request_id);
-void on_eval_result(master_actor* self, schema::EvalResult::Reader r);
+// Answers a StatusRequest with the job's status (reply_to: it carries the request's correlation id).
+void send_status(master_actor* self, const message& request);
+// An EvalResult; `correlation_id` (its envelope's) tells the answer to the latest Evaluate apart.
+void on_eval_result(master_actor* self, schema::EvalResult::Reader r, std::uint64_t correlation_id);
 // JobMessage gpuCommPost / gpuCommFetch: answers with a GpuCommInfo.
 void on_gpu_comm(master_state& st, const message& m);
 

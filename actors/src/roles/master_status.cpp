@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "../caf_types.hpp"
+#include "../rpc.hpp"
 #include "../wire.hpp"
 #include "master_state.hpp"
 #include "troupe/cluster/job_dir.hpp"
@@ -43,7 +44,8 @@ void request_eval(master_actor* self) {
   st.eval_request += 1;
   st.eval_sent = steady::now();
   auto o = wire::job();
-  o.body.initEvaluate().setRequestId(st.eval_request);
+  o.body.initEvaluate();
+  o.out.set_correlation_id(st.eval_request);
   if (auto s = st.rt->net().send(w, "worker", std::move(o.out), "master"); !s) st.eval_worker.clear();
   else spdlog::info("all tasks over: {} evaluates the model", w);
 }
@@ -102,9 +104,9 @@ void on_tick(master_actor* self) {
   if (!waiting) request_eval(self);
 }
 
-void on_eval_result(master_actor* self, schema::EvalResult::Reader r) {
+void on_eval_result(master_actor* self, schema::EvalResult::Reader r, std::uint64_t correlation_id) {
   auto& st = self->state;
-  if (st.finished || r.getRequestId() != st.eval_request) return;
+  if (st.finished || correlation_id != st.eval_request) return;
   if (r.getError().size() > 0) {
     spdlog::warn("evaluation on {} failed: {}", st.eval_worker, r.getError().cStr());
     st.eval_worker.clear();
@@ -136,11 +138,10 @@ void on_eval_result(master_actor* self, schema::EvalResult::Reader r) {
   send_finished(st);
 }
 
-void send_status(master_actor* self, const std::string& node, const std::string& to, std::uint64_t request_id) {
+void send_status(master_actor* self, const message& request) {
   auto& st = self->state;
-  auto o = wire::job();
+  auto o = wire::job_reply(request);
   auto s = o.body.initJobStatus();
-  s.setRequestId(request_id);
   s.setJobId(st.rt->who().job_id);
   s.setEpoch(st.view.epoch());
   s.setMasterIncarnation(st.rt->self().incarnation);
@@ -162,8 +163,8 @@ void send_status(master_actor* self, const std::string& node, const std::string&
   s.setResultJson(st.result_json);
   wire::write_members(s.initMembers(static_cast<unsigned>(st.view.members().size())), st.view.members(),
                       st.view.worker_ring());
-  if (auto r = st.rt->net().send(node, to, std::move(o.out), "master"); !r)
-    spdlog::debug("status reply to {}: {}", node, r.err().to_string());
+  if (auto r = send_reply(st.rt->net(), request, std::move(o.out), "master"); !r)
+    spdlog::debug("status reply to {}: {}", request.from_node().name, r.err().to_string());
 }
 
 }  // namespace troupe::actors

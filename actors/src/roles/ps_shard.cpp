@@ -8,6 +8,7 @@
 #include "../caf_types.hpp"
 #include "../data_model.hpp"
 #include "../ps_layout.hpp"
+#include "../rpc.hpp"
 #include "../wire.hpp"
 #include "ps_state.hpp"
 #include "roles.hpp"
@@ -18,9 +19,8 @@ namespace {
 
 void reply_pull(ps_state& st, const message& m) {
   auto req = m.body().getPsPull();
-  outbound o;
+  outbound o = reply_to(m);
   auto rep = o.body().initPsPullReply();
-  rep.setRequestId(req.getRequestId());
   rep.setVersion(st.version);
   std::vector<const owned_dense*> dense;
   for (auto n : req.getDense()) {
@@ -90,9 +90,8 @@ void apply_push(ps_state& st, const message& m) {
     it->second.dirty.insert(g.ids.begin(), g.ids.end());
   }
   st.version += 1;
-  outbound o;
+  outbound o = reply_to(m);
   auto rep = o.body().initPsPushReply();
-  rep.setRequestId(req.getRequestId());
   rep.setVersion(st.version);
   rep.setError(problem);
   (void)st.rt->reply(m, std::move(o), "ps");

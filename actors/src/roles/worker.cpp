@@ -28,6 +28,7 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data, const str
   auto rpc = rpc_client::create(rt->net(), "rpc");
   if (!rpc) throw std::runtime_error(rpc.err().to_string());
   st.rpc = std::move(*rpc);
+  st.task_rpc = st.rpc.get();
   st.ps = std::make_unique<remote_ps>(*rt, *st.rpc);
   st.ring = std::make_unique<shm_ring_session>(*rt);
   st.ring->prepare();

@@ -22,7 +22,6 @@ std::uint64_t wall_ms(worker_state& st) { return static_cast<std::uint64_t>(st.n
 void send_report(worker_state& st, const held_task& t, const std::string& failure) {
   outbound o;
   auto r = o.body().initTaskReport();
-  r.setRequestId(st.rpc->next_id());
   r.setTaskId(t.id);
   r.setAttempt(t.attempt);
   r.setRecordsProcessed(t.cursor);
@@ -36,7 +35,7 @@ void send_report(worker_state& st, const held_task& t, const std::string& failur
 // master is unreachable (a restarted master accepts them: the journal still holds the lease).
 void pump_reports(worker_state& st) {
   if (st.report_request != 0) {
-    auto reply = st.rpc->poll(st.report_request);
+    auto reply = st.task_rpc->poll(st.report_request);
     if (!reply) return;  // on its way
     st.report_request = 0;
     if (!*reply) {
@@ -49,16 +48,16 @@ void pump_reports(worker_state& st) {
   }
   if (st.unsent_reports.empty() || now(st) < st.next_report) return;
   auto& o = st.unsent_reports.front();
-  std::uint64_t id = o.body().getTaskReport().getRequestId();
   // Sending moves the builder out: send a copy, keep the original until acknowledged.
   outbound copy;
   copy.body().setTaskReport(o.body().getTaskReport().asReader());
-  if (auto s = st.rpc->send({"master", "dispenser", std::move(copy), id}, std::chrono::milliseconds(1000)); !s) {
-    spdlog::debug("task report: {}", s.err().to_string());
+  auto id = st.task_rpc->send({"master", "dispenser", std::move(copy)}, std::chrono::milliseconds(1000));
+  if (!id) {
+    spdlog::debug("task report: {}", id.err().to_string());
     st.next_report = now(st) + std::chrono::milliseconds(100);
     return;
   }
-  st.report_request = id;
+  st.report_request = *id;
 }
 
 std::optional<held_task> load_task(worker_state& st, schema::Task::Reader t) {
@@ -133,7 +132,7 @@ void take_lease(worker_state& st, schema::TaskLease::Reader l) {
 // task is half trained; takes the answer when it has come. Never waits for it.
 void pump_lease(worker_state& st) {
   if (st.lease_request != 0) {
-    auto reply = st.rpc->poll(st.lease_request);
+    auto reply = st.task_rpc->poll(st.lease_request);
     if (!reply) return;  // on its way
     st.lease_request = 0;
     if (!*reply) {
@@ -147,22 +146,21 @@ void pump_lease(worker_state& st) {
   }
   if (st.exhausted || st.next || now(st) < st.next_lease) return;
   if (st.task && st.task->cursor * 2 < st.task->order.size()) return;
-  rpc_client::request r{"master", "dispenser", outbound(), st.rpc->next_id()};
+  rpc_channel::request r{"master", "dispenser", outbound()};
   auto req = r.out.body().initTaskRequest();
   req.setWorker("worker");
-  req.setRequestId(r.id);
   std::vector<std::uint64_t> holding;
   if (st.task) holding.push_back(st.task->id);
   for (auto& o : st.unsent_reports) holding.push_back(o.body().getTaskReport().getTaskId());
   auto h = req.initHolding(static_cast<unsigned>(holding.size()));
   for (unsigned i = 0; i < holding.size(); ++i) h.set(i, holding[i]);
-  std::uint64_t id = r.id;
-  if (auto s = st.rpc->send(std::move(r), std::chrono::milliseconds(2000)); !s) {
-    spdlog::debug("task request: {}", s.err().to_string());
+  auto id = st.task_rpc->send(std::move(r), std::chrono::milliseconds(2000));
+  if (!id) {
+    spdlog::debug("task request: {}", id.err().to_string());
     st.next_lease = now(st) + std::chrono::milliseconds(10);
     return;
   }
-  st.lease_request = id;
+  st.lease_request = *id;
 }
 
 void report_progress(worker_state& st, bool force) {
@@ -274,10 +272,8 @@ bool train_some(worker_state& st) {
 }
 
 void evaluate(worker_state& st, const message& request) {
-  auto id = request.body().getJob().getEvaluate().getRequestId();
-  auto o = wire::job();
+  auto o = wire::job_reply(request);
   auto res = o.body.initEvalResult();
-  res.setRequestId(id);
   auto fail = [&](const std::string& e) {
     res.setError(e);
     (void)st.node->reply(request, std::move(o.out), "worker");

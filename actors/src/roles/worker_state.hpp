@@ -48,6 +48,9 @@ struct worker_state {
   // Declared before the strategy, which refers to it, so that it is destroyed after.
   std::unique_ptr<gpu_replica, gpu_replica_deleter> gpu;
   std::unique_ptr<rpc_client> rpc;
+  // The channel the loop's lease requests and task reports go through: rpc in a worker, a fake in
+  // unit tests of the loop.
+  rpc_channel* task_rpc = nullptr;
   std::unique_ptr<remote_ps> ps;
   std::unique_ptr<shm_ring_session> ring;
   std::unique_ptr<strategy> strat;
@@ -59,7 +62,7 @@ struct worker_state {
   // Task reports not acknowledged yet, oldest first: sent one at a time, resent until the
   // dispenser (a restarted master too) acknowledges them. Their tasks count as held meanwhile.
   std::vector<outbound> unsent_reports;
-  // Ids of the lease request and the report on their way (rpc_client::send); 0: none.
+  // Correlation ids of the lease request and the report on their way (task_rpc->send); 0: none.
   std::uint64_t lease_request = 0, report_request = 0;
   bool exhausted = false;  // the dispenser said: nothing left for anyone
   bool done = false;       // the training loop is over

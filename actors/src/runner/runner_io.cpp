@@ -24,7 +24,7 @@ void runner::on_message(const message& m) {
         break;
       }
       case schema::JobMessage::STATUS_REQUEST:
-        answer_status(m.from_node().name, std::string(m.from()), j.getStatusRequest().getRequestId());
+        answer_status(m.from_node().name, std::string(m.from()), m.correlation_id());
         break;
       case schema::JobMessage::SCALE: {
         auto s = j.getScale();
@@ -33,9 +33,8 @@ void runner::on_message(const message& m) {
           std::lock_guard lk(mu_);
           scale_requests_.push_back(n);
         }
-        auto o = wire::job();
+        auto o = wire::job_reply(m);
         auto r = o.body.initScaleReply();
-        r.setRequestId(s.getRequestId());
         r.setWorkers(n);
         if (n != s.getWorkers())
           r.setError("clamped to [" + std::to_string(spec_.job.min_workers) + ", " +
@@ -54,11 +53,9 @@ void runner::poll_status(bool force) {
   auto now = steady::now();
   if ((!force && now - last < std::chrono::milliseconds(250)) || !net_->connected("master")) return;
   last = now;
-  rpc_client::request r{"master", "master", outbound(), rpc_->next_id()};
   auto o = wire::job();
-  o.body.initStatusRequest().setRequestId(r.id);
-  r.out = std::move(o.out);
-  auto reply = rpc_->call(std::move(r), std::chrono::milliseconds(1000));
+  o.body.initStatusRequest();
+  auto reply = rpc_->call({"master", "master", std::move(o.out)}, std::chrono::milliseconds(1000));
   if (!reply) return;
   guarded("status", [&] {
     auto s = reply->body().getJob().getJobStatus();
@@ -111,8 +108,8 @@ void runner::answer_status(const std::string& node, const std::string& to, std::
   const std::uint32_t target = target_workers_;
   lk.unlock();
   auto o = wire::job();
+  o.out.set_correlation_id(id);  // the request's: the asker pairs the answer with it
   auto b = o.body.initJobStatus();
-  b.setRequestId(id);
   b.setJobId(dir_->job_id());
   b.setEpoch(s.epoch);
   b.setWorkersAlive(s.workers_alive);

@@ -38,6 +38,9 @@ class message {
   const node_id& from_node() const;
   std::string_view from() const;
   std::string_view to() const;
+  // The envelope's correlationId: the id a request carries and its reply echoes; 0 for a message
+  // that is neither.
+  std::uint64_t correlation_id() const { return envelope().getCorrelationId(); }
   // The frame as received (segment table + segments), e.g. to forward it unchanged.
   std::span<const std::uint64_t> words() const;
   std::size_t size_bytes() const { return words().size() * 8; }
@@ -67,6 +70,8 @@ class outbound {
   schema::Envelope::Builder envelope() { return root_; }
   schema::Envelope::Body::Builder body() { return root_.getBody(); }
   capnp::MessageBuilder& builder() { return *builder_; }
+  std::uint64_t correlation_id() { return root_.getCorrelationId(); }
+  void set_correlation_id(std::uint64_t id) { root_.setCorrelationId(id); }
   // Bytes on the wire (segment table included).
   std::size_t size_bytes() const;
   // The frame as contiguous bytes (copies; for tests and the fuzz corpus).
@@ -78,6 +83,11 @@ class outbound {
   std::unique_ptr<capnp::MallocMessageBuilder> builder_;
   schema::Envelope::Builder root_{nullptr};
 };
+
+// The answer to `request`: an empty outbound (fill its body) that carries the request's correlation
+// id. Send it back to the requester, node request.from_node().name, actor request.from() (rpc.hpp's
+// send_reply does): the requester pairs it with its request by that id.
+outbound reply_to(const message& request, unsigned first_segment_words = 1024);
 
 // Turns an outbound into a received-style message (a copy), for delivery to a local name.
 expected<message> loopback_message(const outbound& out, node_id from);
