@@ -129,7 +129,7 @@ caf::behavior master(master_actor* self, node_runtime* rt, std::uint32_t restart
   auto& st = self->state;
   st.rt = rt;
   st.epoch_file = rt->who().job_dir + "/master_epoch";
-  st.started = std::chrono::steady_clock::now();
+  st.started = rt->clock().now();
   st.window_start = st.started;
   const auto& job = rt->spec().job;
   // A restarted master (process or actor) continues the epoch sequence where it stopped.
