@@ -9,6 +9,7 @@
 #include "node_runtime.hpp"
 #include "rpc.hpp"
 #include "troupe/cluster/job_dir.hpp"
+#include "status_codec.hpp"
 #include "wire.hpp"
 
 namespace troupe::actors {
@@ -67,29 +68,7 @@ expected<std::string> job_status_json(const std::string& job_dir) {
   auto reply = rpc.call({"runner", "runner", std::move(o.out)}, std::chrono::seconds(3));
   if (!reply) return reply.err();
   nlohmann::json j;
-  bool ok = guarded("status", [&] {
-    auto st = reply->body().getJob().getJobStatus();
-    j["job"] = st.getJobId().cStr();
-    j["epoch"] = st.getEpoch();
-    j["workers_alive"] = st.getWorkersAlive();
-    j["workers_target"] = st.getWorkersTarget();
-    j["ps_alive"] = st.getPsAlive();
-    j["tasks"] = {{"todo", st.getTasksTodo()}, {"doing", st.getTasksDoing()}, {"done", st.getTasksDone()},
-                  {"failed", st.getTasksFailed()}, {"requeued", st.getRequeued()}};
-    j["data_epoch"] = st.getDataEpoch();
-    j["data_epochs"] = st.getDataEpochs();
-    j["samples_per_sec"] = st.getSamplesPerSec();
-    j["loss"] = st.getLoss();
-    j["samples_total"] = st.getSamplesTotal();
-    j["restarts"] = st.getRestarts();
-    j["finished"] = st.getFinished();
-    if (st.getResultJson().size() > 0) j["result"] = nlohmann::json::parse(st.getResultJson().cStr(), nullptr, false);
-    auto members = nlohmann::json::array();
-    for (auto m : st.getMembers())
-      members.push_back({{"node", wire::read_node(m.getNode()).to_string()}, {"role", m.getRole().cStr()},
-                         {"address", m.getAddress().cStr()}, {"pid", m.getPid()}, {"state", m.getState().cStr()}});
-    j["members"] = members;
-  });
+  bool ok = guarded("status", [&] { j = to_json(read_job_status(reply->body().getJob().getJobStatus())); });
   if (!ok) return make_unexpected(core_errc::parse_error, "malformed status reply from the runner");
   return j.dump();
 }

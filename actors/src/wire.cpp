@@ -27,19 +27,17 @@ outbound membership(const cluster::membership_view& v, const std::string& reason
   m.setReason(reason);
   m.setRingEpoch(ring_epoch);
   m.setMasterIncarnation(master_incarnation);
-  write_members(m.initMembers(static_cast<unsigned>(v.members().size())), v.members(), v.worker_ring());
+  write_members(m.initMembers(static_cast<unsigned>(v.members().size())), v.members());
   return o;
 }
 
-void write_members(capnp::List<schema::Member>::Builder list, const std::vector<cluster::member>& members,
-                   const cluster::ring& ring) {
+void write_members(capnp::List<schema::Member>::Builder list, const std::vector<cluster::member>& members) {
   unsigned i = 0;
   for (const auto& mem : members) {
     auto b = list[i++];
     write_node(b.initNode(), mem.id);
     b.setAddress(mem.address);
     b.setRole(std::string(cluster::to_string(mem.role)));
-    b.setRank(static_cast<std::uint32_t>(ring.rank_of(mem.id.name).value_or(0)));
     b.setPid(static_cast<std::uint32_t>(mem.pid));
     b.setState(std::string(cluster::to_string(mem.state)));
   }

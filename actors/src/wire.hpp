@@ -17,9 +17,8 @@ node_id read_node(schema::NodeRef::Reader r);
 void write_node(schema::NodeRef::Builder b, const node_id& id);
 
 outbound join(const node_id& self, cluster::node_role role, const std::string& address, int pid);
-// Members as the wire lists them (rank: position in `ring`, 0 when not in it).
-void write_members(capnp::List<schema::Member>::Builder list, const std::vector<cluster::member>& members,
-                   const cluster::ring& ring);
+// Members as the wire lists them.
+void write_members(capnp::List<schema::Member>::Builder list, const std::vector<cluster::member>& members);
 std::vector<cluster::member> read_members(capnp::List<schema::Member>::Reader list);
 
 outbound membership(const cluster::membership_view& v, const std::string& reason, std::uint64_t ring_epoch,

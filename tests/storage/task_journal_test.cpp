@@ -203,6 +203,40 @@ TEST(TaskJournal, ExpiredLeasesGoBackToTodo) {
   EXPECT_EQ((*doing)[0].holder, "b");
 }
 
+TEST(TaskJournal, RenewalOfALeaseNoLongerHeldIsRefusedAndChangesNothing) {
+  temp_dir d;
+  manual_clock clk;
+  auto j = task_journal::open_or_create(d.str(), opts(1));
+  ASSERT_TRUE(j);
+  auto a = j->lease("a", clk.wall_ms() + 1000);
+  ASSERT_TRUE(a && *a);
+  const auto id = (*a)->id;
+  EXPECT_FALSE(j->renew(id, "b", (*a)->attempt, clk.wall_ms() + 60000)) << "another holder";
+  EXPECT_FALSE(j->renew(id, "a", (*a)->attempt + 1, clk.wall_ms() + 60000)) << "another attempt";
+  auto t = j->get(id);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->deadline_ms, clk.wall_ms() + 1000);
+  // Renewed by its holder, the lease outlives its first deadline; once it expires and is handed
+  // out again, the old holder's renewal is refused.
+  ASSERT_TRUE(j->renew(id, "a", (*a)->attempt, clk.wall_ms() + 3000));
+  clk.advance(std::chrono::seconds(2));
+  auto n = j->requeue_expired(clk.wall_ms());
+  ASSERT_TRUE(n);
+  EXPECT_EQ(*n, 0u);
+  clk.advance(std::chrono::seconds(2));
+  n = j->requeue_expired(clk.wall_ms());
+  ASSERT_TRUE(n);
+  EXPECT_EQ(*n, 1u);
+  auto again = j->lease("c", clk.wall_ms() + 1000);
+  ASSERT_TRUE(again && *again);
+  EXPECT_EQ((*again)->id, id);
+  EXPECT_FALSE(j->renew(id, "a", (*a)->attempt, clk.wall_ms() + 60000));
+  t = j->get(id);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->holder, "c");
+  EXPECT_EQ(t->deadline_ms, clk.wall_ms() + 1000);
+}
+
 TEST(TaskJournal, ReopenListsDoingWithLeases) {
   temp_dir d;
   std::vector<task> held;

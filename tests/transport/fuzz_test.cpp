@@ -76,14 +76,9 @@ std::vector<bytes> seed_corpus() {
   add([](B b) { b.initDown().setReason("gone"); });
   add([](B b) { b.initPing().initPayload(40); });
   add([](B b) { b.initJoin().setAddress("127.0.0.1:7000"); });
-  add([](B b) { b.initSpawn().setConfig("[job]\nworkers = 2\n"); });
-  add([](B b) { b.initTaskLease().initTask().setDataset("mnist"); });
+  add([](B b) { b.initTaskLease().initTask().setRecordCount(512); });
   add([](B b) { b.initTaskReport().setFailed("bad record"); });
-  add([](B b) {
-    auto r = b.initRecordBatch();
-    r.initOffsets(3).set(1, 4);
-    r.initData(8);
-  });
+  add([](B b) { b.initTaskRenew().initLeases(3)[1].setAttempt(2); });
   add([](B b) {
     auto p = b.initPsPull();
     p.initDense(2).set(0, "w1");
@@ -95,8 +90,7 @@ std::vector<bytes> seed_corpus() {
     p.initSparse(1)[0].initIds(2);
   });
   add([](B b) { b.initPsPush().initSparse(2)[1].initValues(8); });
-  add([](B b) { b.initCollectiveChunk().initValues(16).set(3, 1.5f); });
-  add([](B b) { b.initCollectiveAbort().setReason("epoch changed"); });
+  add([](B b) { b.initJob().initJobStatus().initMembers(2)[1].setRole("worker"); });
   add([](B b) { b.initOpaque().initAs<capnp::List<capnp::List<std::uint32_t>>>(2).init(1, 3); });
   seeds.push_back(multi_segment_seed());
   return seeds;

@@ -53,11 +53,11 @@ TEST(message, a_reply_carries_the_correlation_id_of_its_request) {
   auto m = decode_frame(to_frame(req.to_bytes()), frame_limits{}, node_id{"worker-1", 1});
   ASSERT_TRUE(m) << m.err().to_string();
   outbound rep = reply_to(*m);
-  rep.body().initPsPullReply().setVersion(5);
+  rep.body().initPsPullReply().setError("five");
   auto r = decode_frame(to_frame(rep.to_bytes()), frame_limits{}, node_id{"ps-0", 1});
   ASSERT_TRUE(r) << r.err().to_string();
   EXPECT_EQ(r->correlation_id(), 77u);
-  EXPECT_EQ(r->body().getPsPullReply().getVersion(), 5u);
+  EXPECT_EQ(std::string(r->body().getPsPullReply().getError().cStr()), "five");
   outbound plain;  // not part of an exchange
   plain.body().initHeartbeat();
   auto p = decode_frame(to_frame(plain.to_bytes()), frame_limits{}, node_id{"a", 0});
@@ -65,19 +65,19 @@ TEST(message, a_reply_carries_the_correlation_id_of_its_request) {
   EXPECT_EQ(p->correlation_id(), 0u);
 }
 
-TEST(message, a_collective_chunk_carries_epoch_op_and_index) {
+TEST(message, a_task_renewal_names_each_lease_by_task_and_attempt) {
   outbound o;
-  auto c = o.body().initCollectiveChunk();
-  c.setEpoch(3);
-  c.setOpId(11);
-  c.setChunkIndex(5);
-  c.initValues(3).set(2, 2.0f);
+  auto l = o.body().initTaskRenew().initLeases(2);
+  l[0].setTaskId(3);
+  l[0].setAttempt(1);
+  l[1].setTaskId(9);
+  l[1].setAttempt(4);
   auto m = decode_frame(to_frame(o.to_bytes()), frame_limits{}, node_id{"a", 0});
   ASSERT_TRUE(m);
-  auto r = m->body().getCollectiveChunk();
-  EXPECT_EQ(r.getEpoch(), 3u);
-  EXPECT_EQ(r.getOpId(), 11u);
-  EXPECT_EQ(r.getChunkIndex(), 5u);
+  auto r = m->body().getTaskRenew().getLeases();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[1].getTaskId(), 9u);
+  EXPECT_EQ(r[1].getAttempt(), 4u);
 }
 
 TEST(message, rejects_garbage_and_bad_names) {

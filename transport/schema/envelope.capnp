@@ -8,7 +8,6 @@ $Cxx.namespace("troupe::schema");
 using Control = import "control.capnp";
 using Dat = import "data.capnp";
 using Ps = import "ps.capnp";
-using Coll = import "collective.capnp";
 using Job = import "job.capnp";
 
 # Handshake, first frame each side sends.
@@ -62,21 +61,18 @@ struct Envelope {
     pong @9 :Ping;
     join @10 :Control.Join;
     membership @11 :Control.Membership;
-    spawn @12 :Control.Spawn;
-    taskRequest @13 :Dat.TaskRequest;
-    taskLease @14 :Dat.TaskLease;
-    taskReport @15 :Dat.TaskReport;
-    recordBatch @16 :Dat.RecordBatch;
+    taskRequest @12 :Dat.TaskRequest;
+    taskLease @13 :Dat.TaskLease;
+    taskReport @14 :Dat.TaskReport;
+    taskReportAck @15 :Dat.TaskReportAck;
+    taskRenew @16 :Dat.TaskRenew;
     psPull @17 :Ps.PsPull;
     psPullReply @18 :Ps.PsPullReply;
     psPush @19 :Ps.PsPush;
     psPushReply @20 :Ps.PsPushReply;
-    collectiveChunk @21 :Coll.CollectiveChunk;
-    collectiveAbort @22 :Coll.CollectiveAbort;
-    opaque @23 :AnyPointer;  # application-defined payload for extensions
-    job @24 :Job.JobMessage;
-    taskReportAck @25 :Dat.TaskReportAck;
+    job @21 :Job.JobMessage;
+    opaque @22 :AnyPointer;  # application-defined payload for extensions
   }
-  correlationId @26 :UInt64;  # pairs a reply with its request: a requester sets a fresh non-zero id,
+  correlationId @23 :UInt64;  # pairs a reply with its request: a requester sets a fresh non-zero id,
                               # the answer carries it back (reply_to); 0 = not part of an exchange
 }

@@ -39,27 +39,33 @@ struct EvalResult {
 struct StatusRequest {
 }
 
+# The dispenser's task counts (actors/src/status_codec.hpp: task_counts).
+struct TaskCounts {
+  todo @0 :UInt64;
+  doing @1 :UInt64;
+  done @2 :UInt64;
+  failed @3 :UInt64;             # quarantined after repeated failures
+  requeued @4 :UInt64;           # moved back to TODO so far (dead holder or expired lease)
+  dataEpoch @5 :UInt32;          # pass over the dataset the dispenser is handing out
+  dataEpochs @6 :UInt32;
+}
+
+# The answer to a StatusRequest (actors/src/status_codec.hpp: job_status, and its JSON).
 struct JobStatus {
   jobId @0 :Text;
   epoch @1 :UInt64;              # membership epoch
   masterIncarnation @2 :UInt64;
   workersAlive @3 :UInt32;
-  workersTarget @4 :UInt32;
+  workersTarget @4 :UInt32;      # set by the runner
   psAlive @5 :UInt32;
-  tasksTodo @6 :UInt64;
-  tasksDoing @7 :UInt64;
-  tasksDone @8 :UInt64;
-  tasksFailed @9 :UInt64;
-  dataEpoch @10 :UInt32;         # pass over the dataset the dispenser is handing out
-  dataEpochs @11 :UInt32;
-  samplesPerSec @12 :Float64;    # over the last progress window
-  loss @13 :Float64;             # mean minibatch loss over the last progress window
-  samplesTotal @14 :UInt64;
-  requeued @15 :UInt64;          # tasks moved back to TODO (dead holder or expired lease)
-  finished @16 :Bool;
-  resultJson @17 :Text;          # final metrics once finished
-  members @18 :List(Control.Member);
-  restarts @19 :UInt64;          # node relaunches by the runner
+  tasks @6 :TaskCounts;
+  samplesPerSec @7 :Float64;     # over the last progress window
+  loss @8 :Float64;              # mean minibatch loss over the last progress window
+  samplesTotal @9 :UInt64;
+  finished @10 :Bool;
+  resultJson @11 :Text;          # final metrics once finished
+  members @12 :List(Control.Member);
+  restarts @13 :UInt64;          # node relaunches by the runner
 }
 
 # CLI -> runner: change the number of workers.

@@ -7,8 +7,7 @@ $Cxx.namespace("troupe::schema");
 # Dense parameters or gradients of one named tensor, float32, row-major.
 struct DenseTensor {
   name @0 :Text;
-  shape @1 :List(UInt32);
-  values @2 :List(Float32);
+  values @1 :List(Float32);  # as many as the tensor of that name has (both sides know its shape)
 }
 
 # Rows of an embedding table: ids[i] owns values[i*dim .. (i+1)*dim).
@@ -19,6 +18,7 @@ struct SparseRows {
   values @3 :List(Float32);
 }
 
+# Worker -> shard; the answer is a PsPullReply.
 struct PsPull {
   dense @0 :List(Text);    # names of dense tensors wanted
   sparse @1 :List(SparseRef);
@@ -29,19 +29,17 @@ struct PsPull {
 }
 
 struct PsPullReply {
-  version @0 :UInt64;      # shard's model version when the reply was built
-  dense @1 :List(DenseTensor);
-  sparse @2 :List(SparseRows);
-  error @3 :Text;          # empty on success
+  dense @0 :List(DenseTensor);
+  sparse @1 :List(SparseRows);
+  error @2 :Text;          # empty on success
 }
 
+# Worker -> shard: gradients to apply; the answer is a PsPushReply.
 struct PsPush {
-  baseVersion @0 :UInt64;  # version the gradients were computed against (staleness)
-  dense @1 :List(DenseTensor);
-  sparse @2 :List(SparseRows);  # gradients of equal ids combined by the worker
+  dense @0 :List(DenseTensor);
+  sparse @1 :List(SparseRows);  # gradients of equal ids combined by the worker
 }
 
 struct PsPushReply {
-  version @0 :UInt64;
-  error @1 :Text;
+  error @0 :Text;          # empty when every gradient was applied
 }

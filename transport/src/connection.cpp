@@ -6,7 +6,7 @@
 
 namespace troupe::detail {
 namespace {
-constexpr std::uint32_t protocol_version = 1;
+constexpr std::uint32_t protocol_version = 2;  // 2: correlation ids, dead fields gone
 constexpr std::size_t max_batch_frames = 256;
 
 std::span<const unsigned char> as_uchars(capnp::Data::Reader d) {

@@ -40,6 +40,8 @@ void task_dispenser::on_message(const message& m) {
     send_lease(m);
   else if (m.kind() == B::TASK_REPORT)
     take_report(m);
+  else if (m.kind() == B::TASK_RENEW)
+    renew_leases(m);
 }
 
 std::uint64_t task_dispenser::count_requeued(expected<std::uint64_t> n) {
@@ -63,16 +65,14 @@ void task_dispenser::send_lease(const message& req) {
                  holder, n);
   outbound o = reply_to(req);
   auto lease = o.body().initTaskLease();
-  lease.setDeadlineMs(deadline);
+  lease.setLeaseMs(static_cast<std::uint64_t>(job.lease_timeout.count()));
   auto t = journal_->lease(holder, deadline);
   if (!t) throw std::runtime_error(t.err().to_string());  // the journal is broken: restart
   if (*t) {
     auto b = lease.initTask();
     b.setId((*t)->id);
-    b.setDataset(journal_->options().dataset);
     b.setFirstRecord((*t)->first);
     b.setRecordCount((*t)->count);
-    b.setEpoch((*t)->epoch);
     b.setAttempt((*t)->attempt);
     data_epoch_ = (*t)->epoch;
   } else {
@@ -109,6 +109,17 @@ void task_dispenser::take_report(const message& m) {
   (void)node_.reply(m, std::move(o), "dispenser");
 }
 
+// A worker still works on these leases: each one it still holds runs for another lease timeout.
+// A lease it no longer holds (re-queued, handed to someone else) is left alone: its report will be
+// refused as stale.
+void task_dispenser::renew_leases(const message& m) {
+  std::string holder = m.from_node().to_string();
+  std::int64_t deadline = node_.clock().wall_ms() + node_.spec().job.lease_timeout.count();
+  for (auto l : m.body().getTaskRenew().getLeases())
+    if (auto r = journal_->renew(l.getTaskId(), holder, l.getAttempt(), deadline); !r)
+      spdlog::debug("dispenser: renewal of task {} by {}: {}", l.getTaskId(), holder, r.err().to_string());
+}
+
 void task_dispenser::requeue_holder(const std::string& holder) {
   if (auto n = count_requeued(journal_->requeue_holder(holder)); n > 0)
     spdlog::info("dispenser: {} task(s) of {} back to TODO", n, holder);
@@ -131,16 +142,11 @@ void task_dispenser::requeue_expired() {
     spdlog::info("dispenser: {} expired lease(s) back to TODO", n);
 }
 
-std::vector<std::uint64_t> task_dispenser::counts() const {
+std::optional<task_counts> task_dispenser::counts() const {
   auto c = journal_->counts();
-  if (!c) return {};
-  return {c->todo,
-          c->doing,
-          c->done,
-          c->failed,
-          requeued_,
-          data_epoch_,
-          static_cast<std::uint64_t>(journal_->options().epochs)};
+  if (!c) return std::nullopt;
+  return task_counts{
+      c->todo, c->doing, c->done, c->failed, requeued_, data_epoch_, journal_->options().epochs};
 }
 
 namespace {
@@ -164,7 +170,11 @@ caf::behavior dispenser(dispenser_actor* self, node_context* node, data_paths da
         self->state.core->requeue_expired();
         self->delayed_send(self, std::chrono::milliseconds(250), tick_atom::value);
       },
-      [=](counts_atom) -> std::vector<std::uint64_t> { return self->state.core->counts(); },
+      [=](counts_atom) -> caf::result<task_counts> {
+        auto c = self->state.core->counts();
+        if (!c) return caf::make_error(caf::sec::runtime_error);
+        return *c;
+      },
   };
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../node_context.hpp"
+#include "../status_codec.hpp"
 #include "roles.hpp"
 #include "troupe/storage/task_journal.hpp"
 
@@ -23,9 +24,10 @@ class task_dispenser {
   // opened (the supervisor restarts the actor).
   task_dispenser(node_context& node, const data_paths& data);
 
-  // A TaskRequest (answered with a TaskLease) or a TaskReport (answered with a TaskReportAck);
-  // other kinds are ignored. Throws std::runtime_error when the journal is broken, kj::Exception on
-  // a malformed message (the actor catches it).
+  // A TaskRequest (answered with a TaskLease), a TaskReport (answered with a TaskReportAck) or a
+  // TaskRenew (one-way: the sender's leases it still holds run for another lease timeout from now on
+  // the context's clock); other kinds are ignored. Throws std::runtime_error when the journal is broken,
+  // kj::Exception on a malformed message (the actor catches it).
   void on_message(const message& m);
   // The tasks `holder` (node#incarnation) holds go back to TODO (it died).
   void requeue_holder(const std::string& holder);
@@ -33,13 +35,14 @@ class task_dispenser {
   void requeue_absent(const std::vector<std::string>& alive_holders);
   // Leases whose deadline passed on the context's clock go back to TODO.
   void requeue_expired();
-  // todo, doing, done, failed, requeued, data epoch, data epochs (empty when the journal fails).
-  std::vector<std::uint64_t> counts() const;
+  // The journal's counts and this dispenser's requeues and data epoch; nullopt when the journal fails.
+  std::optional<task_counts> counts() const;
   const storage::task_journal& journal() const { return *journal_; }
 
  private:
   void send_lease(const message& req);
   void take_report(const message& m);
+  void renew_leases(const message& m);
   // Adds a requeue's count to the total; 0 on an error.
   std::uint64_t count_requeued(expected<std::uint64_t> n);
 

@@ -102,7 +102,10 @@ void on_job_message(master_actor* self, const message& m) {
         st.first_step_wall_ms = f;
       break;
     }
-    case schema::JobMessage::WORKER_DONE: st.done_workers.insert(m.from_node().name); break;
+    case schema::JobMessage::WORKER_DONE:
+      st.done_workers.insert(m.from_node().name);
+      spdlog::info("{} finished its training loop after {} steps", m.from_node().to_string(), j.getWorkerDone().getSteps());
+      break;
     case schema::JobMessage::EVAL_RESULT: on_eval_result(self, j.getEvalResult(), m.correlation_id()); break;
     case schema::JobMessage::STATUS_REQUEST: send_status(self, m); break;
     case schema::JobMessage::NODE_EXITED: {

@@ -5,11 +5,13 @@
 #include <caf/stateful_actor.hpp>
 
 #include <chrono>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "../node_runtime.hpp"
+#include "../status_codec.hpp"
 #include "gpu_rendezvous.hpp"
 #include "troupe/cluster/membership.hpp"
 #include "troupe/transport/schema/job.capnp.h"
@@ -29,8 +31,8 @@ struct master_state {
   std::uint64_t window_samples = 0, window_steps = 0;
   double window_loss = 0;
   double samples_per_sec = 0, loss = 0;
-  // Dispenser counts: todo, doing, done, failed, requeued, data epoch, data epochs.
-  std::vector<std::uint64_t> counts;
+  // The dispenser's counts; nullopt until it answered.
+  std::optional<task_counts> counts;
   std::set<std::string> done_workers;
   // Evaluation and completion.
   std::string eval_worker;

@@ -6,6 +6,7 @@
 
 #include "../caf_types.hpp"
 #include "../rpc.hpp"
+#include "../status_codec.hpp"
 #include "../wire.hpp"
 #include "master_state.hpp"
 #include "troupe/cluster/job_dir.hpp"
@@ -17,11 +18,7 @@ namespace {
 using steady = std::chrono::steady_clock;
 constexpr auto eval_timeout = std::chrono::seconds(120);
 
-bool all_tasks_over(const master_state& st) {
-  if (st.counts.size() < 4) return false;
-  std::uint64_t total = st.counts[0] + st.counts[1] + st.counts[2] + st.counts[3];
-  return total > 0 && st.counts[0] == 0 && st.counts[1] == 0;
-}
+bool all_tasks_over(const master_state& st) { return st.counts && st.counts->all_over(); }
 
 // A worker to evaluate: one that finished its training loop (ring strategies: it holds the final
 // model), else for async PS any alive worker (the model lives on the shards).
@@ -65,7 +62,7 @@ void send_finished(master_state& st) {
   auto o = wire::job();
   auto f = o.body.initJobFinished();
   f.setResultJson(st.result_json);
-  f.setOk(st.counts.size() >= 4 && st.counts[3] == 0);
+  f.setOk(st.counts && st.counts->failed == 0);
   if (auto s = st.rt->net().send("runner", "runner", std::move(o.out), "master"); !s)
     spdlog::warn("job finished, but the runner is not reachable: {}", s.err().to_string());
 }
@@ -92,7 +89,7 @@ void on_tick(master_actor* self) {
   reconcile_holders(self);
   if (auto d = st.rt->names().get("dispenser")) {
     self->request(d, std::chrono::seconds(2), counts_atom::value)
-        .then([=](std::vector<std::uint64_t>& c) { self->state.counts = std::move(c); },
+        .then([=](const task_counts& c) { self->state.counts = c; },
               [](caf::error&) {});
   }
   if (st.finished) {
@@ -124,10 +121,10 @@ void on_eval_result(master_actor* self, schema::EvalResult::Reader r, std::uint6
   j["samples_trained"] = st.samples_total;
   j["dropped_steps"] = st.dropped_steps;
   if (st.first_step_wall_ms != 0) j["first_step_wall_ms"] = st.first_step_wall_ms;
-  if (st.counts.size() >= 5) {
-    j["tasks_done"] = st.counts[2];
-    j["tasks_failed"] = st.counts[3];
-    j["tasks_requeued"] = st.counts[4];
+  if (st.counts) {
+    j["tasks_done"] = st.counts->done;
+    j["tasks_failed"] = st.counts->failed;
+    j["tasks_requeued"] = st.counts->requeued;
   }
   j["master_seconds"] = secs;
   j["evaluated_by"] = st.eval_worker;
@@ -140,29 +137,21 @@ void on_eval_result(master_actor* self, schema::EvalResult::Reader r, std::uint6
 
 void send_status(master_actor* self, const message& request) {
   auto& st = self->state;
+  job_status s;
+  s.job_id = st.rt->who().job_id;
+  s.epoch = st.view.epoch();
+  s.master_incarnation = st.rt->self().incarnation;
+  s.workers_alive = static_cast<std::uint32_t>(st.view.count(cluster::node_role::worker, cluster::member_state::alive));
+  s.ps_alive = static_cast<std::uint32_t>(st.view.count(cluster::node_role::ps, cluster::member_state::alive));
+  if (st.counts) s.tasks = *st.counts;
+  s.samples_per_sec = st.samples_per_sec;
+  s.loss = st.loss;
+  s.samples_total = st.samples_total;
+  s.finished = st.finished;
+  s.result_json = st.result_json;
+  s.members = st.view.members();
   auto o = wire::job_reply(request);
-  auto s = o.body.initJobStatus();
-  s.setJobId(st.rt->who().job_id);
-  s.setEpoch(st.view.epoch());
-  s.setMasterIncarnation(st.rt->self().incarnation);
-  s.setWorkersAlive(static_cast<std::uint32_t>(st.view.count(cluster::node_role::worker, cluster::member_state::alive)));
-  s.setPsAlive(static_cast<std::uint32_t>(st.view.count(cluster::node_role::ps, cluster::member_state::alive)));
-  if (st.counts.size() >= 7) {
-    s.setTasksTodo(st.counts[0]);
-    s.setTasksDoing(st.counts[1]);
-    s.setTasksDone(st.counts[2]);
-    s.setTasksFailed(st.counts[3]);
-    s.setRequeued(st.counts[4]);
-    s.setDataEpoch(static_cast<std::uint32_t>(st.counts[5]));
-    s.setDataEpochs(static_cast<std::uint32_t>(st.counts[6]));
-  }
-  s.setSamplesPerSec(st.samples_per_sec);
-  s.setLoss(st.loss);
-  s.setSamplesTotal(st.samples_total);
-  s.setFinished(st.finished);
-  s.setResultJson(st.result_json);
-  wire::write_members(s.initMembers(static_cast<unsigned>(st.view.members().size())), st.view.members(),
-                      st.view.worker_ring());
+  write_job_status(o.body.initJobStatus(), s);
   if (auto r = send_reply(st.rt->net(), request, std::move(o.out), "master"); !r)
     spdlog::debug("status reply to {}: {}", request.from_node().name, r.err().to_string());
 }

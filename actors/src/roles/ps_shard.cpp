@@ -21,7 +21,6 @@ void reply_pull(ps_state& st, const message& m) {
   auto req = m.body().getPsPull();
   outbound o = reply_to(m);
   auto rep = o.body().initPsPullReply();
-  rep.setVersion(st.version);
   std::vector<const owned_dense*> dense;
   for (auto n : req.getDense()) {
     auto it = st.dense.find(n.cStr());
@@ -91,9 +90,7 @@ void apply_push(ps_state& st, const message& m) {
   }
   st.version += 1;
   outbound o = reply_to(m);
-  auto rep = o.body().initPsPushReply();
-  rep.setVersion(st.version);
-  rep.setError(problem);
+  o.body().initPsPushReply().setError(problem);
   (void)st.rt->reply(m, std::move(o), "ps");
 }
 

@@ -24,7 +24,6 @@ void send_report(worker_state& st, const held_task& t, const std::string& failur
   auto r = o.body().initTaskReport();
   r.setTaskId(t.id);
   r.setAttempt(t.attempt);
-  r.setRecordsProcessed(t.cursor);
   if (failure.empty()) r.setDone();
   else r.setFailed(failure);
   st.unsent_reports.push_back(std::move(o));
@@ -108,6 +107,9 @@ void take_lease(worker_state& st, schema::TaskLease::Reader l) {
         spdlog::info("first task {} leased at wall_ms {}", l.getTask().getId(), wall_ms(st));
         st.first_lease_logged = true;
       }
+      st.lease_ms = std::chrono::milliseconds(l.getLeaseMs());
+      // The first lease held: its renewals start a third of the lease time from now.
+      if (!st.task && !st.next && st.unsent_reports.empty()) st.next_renew = now(st) + st.lease_ms / 3;
       auto h = load_task(st, l.getTask());
       if (!h) break;
       if (st.task) st.next = std::move(h);
@@ -148,7 +150,6 @@ void pump_lease(worker_state& st) {
   if (st.task && st.task->cursor * 2 < st.task->order.size()) return;
   rpc_channel::request r{"master", "dispenser", outbound()};
   auto req = r.out.body().initTaskRequest();
-  req.setWorker("worker");
   std::vector<std::uint64_t> holding;
   if (st.task) holding.push_back(st.task->id);
   for (auto& o : st.unsent_reports) holding.push_back(o.body().getTaskReport().getTaskId());
@@ -161,6 +162,31 @@ void pump_lease(worker_state& st) {
     return;
   }
   st.lease_request = *id;
+}
+
+// Every third of the lease time, renews every lease the worker holds (the task it trains, the one
+// leased ahead, finished ones whose report is not acknowledged), so that a task that trains longer
+// than the lease is not re-queued while this worker is alive. No answer: a lost renewal is made up
+// by the next one, two more before the lease runs out.
+void pump_renew(worker_state& st) {
+  if (st.lease_ms.count() == 0 || now(st) < st.next_renew) return;
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> held;
+  if (st.task) held.emplace_back(st.task->id, st.task->attempt);
+  if (st.next) held.emplace_back(st.next->id, st.next->attempt);
+  for (auto& o : st.unsent_reports) {
+    auto r = o.body().getTaskReport();
+    held.emplace_back(r.getTaskId(), r.getAttempt());
+  }
+  if (held.empty()) return;
+  outbound o;
+  auto leases = o.body().initTaskRenew().initLeases(static_cast<unsigned>(held.size()));
+  for (unsigned i = 0; i < held.size(); ++i) {
+    leases[i].setTaskId(held[i].first);
+    leases[i].setAttempt(held[i].second);
+  }
+  if (auto s = st.node->send("master", "dispenser", std::move(o), "worker"); !s)
+    spdlog::debug("lease renewal: {}", s.err().to_string());
+  st.next_renew = now(st) + st.lease_ms / 3;
 }
 
 void report_progress(worker_state& st, bool force) {
@@ -214,6 +240,7 @@ bool train_some(worker_state& st) {
   pump_reports(st);
   if (!st.task && st.next) st.task = std::exchange(st.next, std::nullopt);
   pump_lease(st);
+  pump_renew(st);
   if (!st.task && st.lease_request != 0) {
     // No batch yet but one on its way: wait for it rather than step without one (a strategy
     // waits out a ring change then, far longer than the dispenser's answer takes).

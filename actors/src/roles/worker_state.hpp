@@ -67,6 +67,10 @@ struct worker_state {
   bool exhausted = false;  // the dispenser said: nothing left for anyone
   bool done = false;       // the training loop is over
   clock::time_point next_lease, next_report;
+  // Lease renewal (TaskRenew): the lease time the dispenser grants (TaskLease.leaseMs; 0 until the
+  // first lease) and when the held leases are renewed next (every third of it).
+  std::chrono::milliseconds lease_ms{0};
+  clock::time_point next_renew;
   // Progress since the last report.
   std::uint64_t win_samples = 0, win_steps = 0, dropped = 0, steps_total = 0;
   double win_loss = 0;

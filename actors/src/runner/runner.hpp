@@ -16,6 +16,7 @@
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/cluster/local/launcher.hpp"
 #include "troupe/transport/endpoint.hpp"
+#include "../status_codec.hpp"
 
 namespace troupe::actors {
 
@@ -28,12 +29,9 @@ struct node_slot {
   std::deque<std::chrono::steady_clock::time_point> deaths;  // recent, for the give-up rule
 };
 
-struct status_snapshot {
+// The master's latest status (valid once it answered).
+struct status_snapshot : job_status {
   bool valid = false;
-  std::uint64_t epoch = 0, todo = 0, doing = 0, done = 0, failed = 0, requeued = 0, samples = 0;
-  std::uint32_t workers_alive = 0, ps_alive = 0, data_epoch = 0, data_epochs = 0;
-  double samples_per_sec = 0, loss = 0;
-  std::vector<cluster::member> members;
 };
 
 class runner {

@@ -58,23 +58,9 @@ void runner::poll_status(bool force) {
   auto reply = rpc_->call({"master", "master", std::move(o.out)}, std::chrono::milliseconds(1000));
   if (!reply) return;
   guarded("status", [&] {
-    auto s = reply->body().getJob().getJobStatus();
     status_snapshot st;
+    static_cast<job_status&>(st) = read_job_status(reply->body().getJob().getJobStatus());
     st.valid = true;
-    st.epoch = s.getEpoch();
-    st.todo = s.getTasksTodo();
-    st.doing = s.getTasksDoing();
-    st.done = s.getTasksDone();
-    st.failed = s.getTasksFailed();
-    st.requeued = s.getRequeued();
-    st.samples = s.getSamplesTotal();
-    st.workers_alive = s.getWorkersAlive();
-    st.ps_alive = s.getPsAlive();
-    st.data_epoch = s.getDataEpoch();
-    st.data_epochs = s.getDataEpochs();
-    st.samples_per_sec = s.getSamplesPerSec();
-    st.loss = s.getLoss();
-    st.members = wire::read_members(s.getMembers());
     std::lock_guard lk(mu_);
     status_ = std::move(st);
   });
@@ -90,12 +76,12 @@ void runner::print_progress(bool final_line) {
   // On a terminal the line is redrawn in place; in a log, one line every 2 s.
   if (!final_line && now - last_progress_ < (tty ? std::chrono::milliseconds(250) : std::chrono::seconds(2))) return;
   last_progress_ = now;
-  std::uint64_t total = s.todo + s.doing + s.done + s.failed;
+  std::uint64_t total = s.tasks.total();
   double secs = std::chrono::duration<double>(now - started_).count();
   std::fprintf(stderr,
                "%s[%6.1fs] epoch %u/%u  tasks %llu/%llu  %8.0f samples/s  loss %.4f  workers %u/%u%s  restarts %llu%s",
-               tty ? "\r" : "", secs, std::min(s.data_epoch + 1, std::max(s.data_epochs, 1u)), s.data_epochs,
-               static_cast<unsigned long long>(s.done), static_cast<unsigned long long>(total), s.samples_per_sec,
+               tty ? "\r" : "", secs, std::min(s.tasks.data_epoch + 1, std::max(s.tasks.data_epochs, 1u)),
+               s.tasks.data_epochs, static_cast<unsigned long long>(s.tasks.done), static_cast<unsigned long long>(total), s.samples_per_sec,
                s.loss, s.workers_alive, target_workers_,
                spec_.uses_ps() ? ("  ps " + std::to_string(s.ps_alive)).c_str() : "",
                static_cast<unsigned long long>(restarts_), tty && !final_line ? "" : "\n");
@@ -103,32 +89,16 @@ void runner::print_progress(bool final_line) {
 
 void runner::answer_status(const std::string& node, const std::string& to, std::uint64_t id) {
   std::unique_lock lk(mu_);
-  const status_snapshot s = status_;
-  const std::string result = result_json_;
-  const std::uint32_t target = target_workers_;
+  job_status s = status_;  // the master's, with the runner's own fields
+  s.job_id = dir_->job_id();
+  s.workers_target = target_workers_;
+  s.finished = finished_;
+  s.restarts = restarts_;
+  s.result_json = result_json_;
   lk.unlock();
   auto o = wire::job();
   o.out.set_correlation_id(id);  // the request's: the asker pairs the answer with it
-  auto b = o.body.initJobStatus();
-  b.setJobId(dir_->job_id());
-  b.setEpoch(s.epoch);
-  b.setWorkersAlive(s.workers_alive);
-  b.setWorkersTarget(target);
-  b.setPsAlive(s.ps_alive);
-  b.setTasksTodo(s.todo);
-  b.setTasksDoing(s.doing);
-  b.setTasksDone(s.done);
-  b.setTasksFailed(s.failed);
-  b.setRequeued(s.requeued);
-  b.setDataEpoch(s.data_epoch);
-  b.setDataEpochs(s.data_epochs);
-  b.setSamplesPerSec(s.samples_per_sec);
-  b.setLoss(s.loss);
-  b.setSamplesTotal(s.samples);
-  b.setFinished(finished_);
-  b.setRestarts(restarts_);
-  b.setResultJson(result);
-  wire::write_members(b.initMembers(static_cast<unsigned>(s.members.size())), s.members, cluster::ring{});
+  write_job_status(o.body.initJobStatus(), s);
   (void)net_->send(node, to, std::move(o.out), "runner");
 }
 
