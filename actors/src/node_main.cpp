@@ -33,11 +33,11 @@ std::vector<supervision::child_spec> children_of(node_runtime* rt, const node_op
   std::vector<supervision::child_spec> kids;
   switch (role) {
     case cluster::node_role::master:
-      kids.push_back(child("dispenser", [rt, data](caf::actor_system& s, std::uint32_t) { return spawn_dispenser(s, rt, data); }));
+      kids.push_back(child("dispenser", [rt, data](caf::actor_system& s, std::uint32_t) { return spawn_dispenser(s, *rt, data); }));
       kids.push_back(child("master", [rt](caf::actor_system& s, std::uint32_t n) { return spawn_master(s, rt, n); }));
       break;
     case cluster::node_role::ps:
-      kids.push_back(child("ps", [rt, data](caf::actor_system& s, std::uint32_t) { return spawn_ps_shard(s, rt, data); }));
+      kids.push_back(child("ps", [rt, data](caf::actor_system& s, std::uint32_t) { return spawn_ps_shard(s, *rt, data); }));
       break;
     default:
       kids.push_back(child("worker", [rt, data](caf::actor_system& s, std::uint32_t) {

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "caf_types.hpp"
+#include "troupe/collective/liveness.hpp"
 #include "troupe/supervision/caf_errors.hpp"
 #include "wire.hpp"
 
@@ -161,6 +162,17 @@ void node_runtime::handle_membership(const message& m) {
     for (auto& f : fns) f(msg.view);
   });
 }
+
+expected<void> node_runtime::send(const std::string& node, const std::string& to, outbound&& m,
+                                  const std::string& from) {
+  return net_->send(node, to, std::move(m), from);
+}
+
+bool node_runtime::gone(const node_id& id) const {
+  return live_->gone(id);
+}
+
+troupe::clock& node_runtime::clock() { return troupe::clock::system(); }
 
 cluster::membership_view node_runtime::view() const {
   std::lock_guard lk(mu_);

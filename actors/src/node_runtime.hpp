@@ -1,6 +1,7 @@
 // What every node process has: a CAF actor system, the node's name registry, a transport
 // endpoint (listening on loopback unless configured otherwise) bridged to actors by name, the
-// latest membership view pushed by the master, and the root supervisor of its role actors.
+// latest membership view pushed by the master, and the root supervisor of its role actors. It is
+// the role actors' node_context (node_context.hpp) over the real transport and the system clock.
 #pragma once
 
 #include <atomic>
@@ -13,6 +14,7 @@
 
 #include <caf/fwd.hpp>
 
+#include "node_context.hpp"
 #include "troupe/actors/job_spec.hpp"
 #include "troupe/cluster/membership.hpp"
 #include "troupe/collective/liveness.hpp"
@@ -22,23 +24,16 @@
 
 namespace troupe::actors {
 
-class node_runtime {
+class node_runtime final : public node_context {
  public:
-  struct identity {
-    node_id id;
-    cluster::node_role role = cluster::node_role::worker;
-    std::size_t index = 0;   // ps-<index>, worker-<index>
-    std::string job_dir;
-    std::string job_id;
-  };
+  using identity = node_identity;
 
   // Starts the actor system and the endpoint, listens on `listen` ("host:port", port may be 0).
   static expected<std::unique_ptr<node_runtime>> start(const job_spec& spec, identity who, const std::string& listen);
-  ~node_runtime();
+  ~node_runtime() override;
 
-  const job_spec& spec() const { return spec_; }
-  const identity& who() const { return who_; }
-  const node_id& self() const { return who_.id; }
+  const job_spec& spec() const override { return spec_; }
+  const identity& who() const override { return who_; }
   caf::actor_system& system();
   supervision::name_registry& names() { return names_; }
   endpoint& net() { return *net_; }
@@ -58,16 +53,23 @@ class node_runtime {
   // peers would otherwise wait in the ring's rendezvous while it builds its model. Until
   // mark_ready(), join_master() connects without joining.
   void defer_join() { ready_.store(false); }
-  void mark_ready();
-  bool ready() const { return ready_.load(); }
+  void mark_ready() override;
+  bool ready() const override { return ready_.load(); }
 
+  // node_context: the endpoint's send (no waiting for queue room).
+  expected<void> send(const std::string& node, const std::string& to, outbound&& m,
+                      const std::string& from) override;
   // The latest membership view from the master (epoch 0 before the first one).
-  cluster::membership_view view() const;
+  cluster::membership_view view() const override;
   // The view and its ring epoch, read together.
-  std::pair<cluster::membership_view, std::uint64_t> view_and_ring_epoch() const;
+  std::pair<cluster::membership_view, std::uint64_t> view_and_ring_epoch() const override;
   // The epoch at which the ring of alive workers last changed, readable without a lock:
   // collectives poll it to fail fast when their ring is replaced.
-  const std::atomic<std::uint64_t>& ring_epoch() const { return ring_epoch_; }
+  const std::atomic<std::uint64_t>& ring_epoch() const override { return ring_epoch_; }
+  // The node's shared-memory liveness beacon is released (its process exited).
+  bool gone(const node_id& id) const override;
+  // troupe::clock::system().
+  troupe::clock& clock() override;
   // Called (on the io thread) after every new view; must not block.
   void on_view(std::function<void(const cluster::membership_view&)> fn);
   // Called (on the io thread) when a peer node goes down.

@@ -73,7 +73,7 @@ expected<std::string> job_status_json(const std::string& job_dir) {
   auto reply = rpc.call({"runner", "runner", std::move(o.out)}, std::chrono::seconds(3));
   if (!reply) return reply.err();
   nlohmann::json j;
-  bool ok = guarded("status", [&] { j = to_json(read_job_status(reply->body().getJob().getJobStatus())); });
+  bool ok = guarded("status", [&] { j = actors::to_json(actors::read_job_status(reply->body().getJob().getJobStatus())); });
   if (!ok) return make_unexpected(core_errc::parse_error, "malformed status reply from the runner");
   return j.dump();
 }

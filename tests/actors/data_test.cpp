@@ -9,7 +9,8 @@ namespace troupe::actors {
 namespace {
 
 std::string temp(const std::string& name) {
-  auto p = std::filesystem::temp_directory_path() / ("troupe-actors-data-" + std::to_string(::getpid())) / name;
+  auto p =
+      std::filesystem::temp_directory_path() / ("troupe-actors-data-" + std::to_string(::getpid())) / name;
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p.parent_path());
   return p.string();

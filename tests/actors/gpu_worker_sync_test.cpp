@@ -191,7 +191,8 @@ class fake_device_trainer final : public gpu::device_trainer {
     for (std::size_t i = 0; i < params.size(); ++i) {
       auto& st = trainer_->dense_state()[i];
       std::size_t n = params[i]->value.size() * per;
-      st.values.assign(slots.begin() + static_cast<std::ptrdiff_t>(at), slots.begin() + static_cast<std::ptrdiff_t>(at + n));
+      st.values.assign(slots.begin() + static_cast<std::ptrdiff_t>(at),
+                       slots.begin() + static_cast<std::ptrdiff_t>(at + n));
       st.step = step;
       at += n;
     }

@@ -39,7 +39,9 @@ expected<message> wait_poll(rpc_channel& c, std::uint64_t id) {
   return make_unexpected(core_errc::io_error, "poll never answered");
 }
 
-std::string ack_of(const message& m) { return m.body().getTaskReportAck().getError().cStr(); }
+std::string ack_of(const message& m) {
+  return m.body().getTaskReportAck().getError().cStr();
+}
 
 class rpc_send : public ::testing::Test {
  protected:
@@ -137,7 +139,8 @@ TEST_F(rpc_send, a_silent_peer_times_out) {
   ASSERT_TRUE(id);
   auto r = wait_poll(*rpc_, *id);
   ASSERT_FALSE(r);
-  EXPECT_NE(r.err().to_string().find("no reply within 100 ms from server"), std::string::npos) << r.err().to_string();
+  EXPECT_NE(r.err().to_string().find("no reply within 100 ms from server"), std::string::npos)
+      << r.err().to_string();
   silent_ = 45;
   auto c = rpc_->call(report_request(45), 100ms);
   ASSERT_FALSE(c);
@@ -153,7 +156,8 @@ TEST_F(rpc_send, a_peer_that_goes_down_fails_the_request_before_its_timeout) {
   server_.reset();
   auto r = wait_poll(*rpc_, *id);
   ASSERT_FALSE(r);
-  EXPECT_NE(r.err().to_string().find("server went down before replying"), std::string::npos) << r.err().to_string();
+  EXPECT_NE(r.err().to_string().find("server went down before replying"), std::string::npos)
+      << r.err().to_string();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
 }
 

@@ -12,9 +12,12 @@ namespace {
 TEST(wire, membership_round_trips_with_ring_epoch_and_pids) {
   auto v = cluster::membership_view::make({1, 4});
   ASSERT_TRUE(v);
-  ASSERT_TRUE(v->join({{"master", 2}, cluster::node_role::master, "127.0.0.1:7000", cluster::member_state::alive, 10}));
-  ASSERT_TRUE(v->join({{"worker-0", 0}, cluster::node_role::worker, "127.0.0.1:7001", cluster::member_state::alive, 11}));
-  ASSERT_TRUE(v->join({{"worker-1", 3}, cluster::node_role::worker, "127.0.0.1:7002", cluster::member_state::alive, 12}));
+  ASSERT_TRUE(v->join(
+      {{"master", 2}, cluster::node_role::master, "127.0.0.1:7000", cluster::member_state::alive, 10}));
+  ASSERT_TRUE(v->join(
+      {{"worker-0", 0}, cluster::node_role::worker, "127.0.0.1:7001", cluster::member_state::alive, 11}));
+  ASSERT_TRUE(v->join(
+      {{"worker-1", 3}, cluster::node_role::worker, "127.0.0.1:7002", cluster::member_state::alive, 12}));
   auto out = wire::membership(*v, "test", 7, 2);
   auto m = loopback_message(out, node_id{"master", 2});
   ASSERT_TRUE(m) << m.err().to_string();
@@ -47,14 +50,16 @@ TEST(status_codec, a_job_status_round_trips_and_prints_the_status_json) {
   s.workers_alive = 3;
   s.workers_target = 4;
   s.ps_alive = 2;
-  s.tasks = {.todo = 5, .doing = 2, .done = 30, .failed = 1, .requeued = 6, .data_epoch = 1, .data_epochs = 3};
+  s.tasks = {
+      .todo = 5, .doing = 2, .done = 30, .failed = 1, .requeued = 6, .data_epoch = 1, .data_epochs = 3};
   s.samples_per_sec = 1234.5;
   s.loss = 0.25;
   s.samples_total = 99;
   s.restarts = 7;
   s.finished = true;
   s.result_json = R"({"test_auc":0.75})";
-  s.members.push_back({{"worker-0", 3}, cluster::node_role::worker, "127.0.0.1:7001", cluster::member_state::alive, 11});
+  s.members.push_back(
+      {{"worker-0", 3}, cluster::node_role::worker, "127.0.0.1:7001", cluster::member_state::alive, 11});
   auto o = wire::job();
   write_job_status(o.body.initJobStatus(), s);
   auto m = loopback_message(o.out, node_id{"runner", 1});

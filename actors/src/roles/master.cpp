@@ -113,7 +113,7 @@ void on_job_message(master_actor* self, const message& m) {
       // saw its liveness beacon released) the master checks liveness itself first.
       const auto* member = st.view.find(id.name);
       if (!member || member->id != id) break;  // already gone (the first report removed it)
-      if (m.from_node().name != "runner" && !st.rt->liveness().gone(id)) {
+      if (m.from_node().name != "runner" && !st.rt->gone(id)) {
         spdlog::info("{} reports {} gone; its liveness says otherwise", m.from_node().to_string(), id.to_string());
         break;
       }
@@ -130,7 +130,7 @@ caf::behavior master(master_actor* self, node_runtime* rt, std::uint32_t restart
   auto& st = self->state;
   st.rt = rt;
   st.epoch_file = rt->who().job_dir + "/master_epoch";
-  st.started = std::chrono::steady_clock::now();
+  st.started = rt->clock().now();
   st.window_start = st.started;
   const auto& job = rt->spec().job;
   // A restarted master (process or actor) continues the epoch sequence where it stopped.

@@ -75,7 +75,7 @@ void restore(ps_state& st, const storage::shard_state& s) {
 
 }  // namespace
 
-void init_shard(ps_state& st, node_runtime* rt, const data_paths& data) {
+void init_shard(ps_state& st, node_context* rt, const data_paths& data) {
   st.rt = rt;
   st.index = static_cast<std::uint32_t>(rt->who().index);
   st.shards = rt->spec().ps.shards;

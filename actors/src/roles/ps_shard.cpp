@@ -57,7 +57,7 @@ void reply_pull(ps_state& st, const message& m) {
     auto v = sl[i].initValues(static_cast<unsigned>(rows.size()));
     for (std::size_t k = 0; k < rows.size(); ++k) v.set(static_cast<unsigned>(k), rows[k]);
   }
-  (void)send_reply(st.rt->net(), m, std::move(o), "ps");
+  (void)st.rt->reply(m, std::move(o), "ps");
 }
 
 void apply_push(ps_state& st, const message& m) {
@@ -91,12 +91,12 @@ void apply_push(ps_state& st, const message& m) {
   st.version += 1;
   outbound o = reply_to(m);
   o.body().initPsPushReply().setError(problem);
-  (void)send_reply(st.rt->net(), m, std::move(o), "ps");
+  (void)st.rt->reply(m, std::move(o), "ps");
 }
 
 using ps_actor = caf::stateful_actor<ps_state>;
 
-caf::behavior ps_shard(ps_actor* self, node_runtime* rt, data_paths data) {
+caf::behavior ps_shard(ps_actor* self, node_context* rt, data_paths data) {
   init_shard(self->state, rt, data);  // throws on a broken store or checkpoint: the supervisor restarts us
   self->delayed_send(self, rt->spec().ps.checkpoint_every, tick_atom::value);
   return {
@@ -116,8 +116,8 @@ caf::behavior ps_shard(ps_actor* self, node_runtime* rt, data_paths data) {
 
 }  // namespace
 
-caf::actor spawn_ps_shard(caf::actor_system& sys, node_runtime* rt, data_paths data) {
-  return sys.spawn<caf::detached>(ps_shard, rt, std::move(data));
+caf::actor spawn_ps_shard(caf::actor_system& sys, node_context& node, data_paths data) {
+  return sys.spawn<caf::detached>(ps_shard, &node, std::move(data));
 }
 
 }  // namespace troupe::actors

@@ -8,7 +8,7 @@
 #include <string>
 #include <unordered_set>
 
-#include "../node_runtime.hpp"
+#include "../node_context.hpp"
 #include "roles.hpp"
 #include "troupe/nn/model.hpp"
 #include "troupe/nn/optimizer.hpp"
@@ -29,7 +29,7 @@ struct owned_table {
 };
 
 struct ps_state {
-  node_runtime* rt = nullptr;
+  node_context* rt = nullptr;  // the node this shard runs on
   std::uint32_t index = 0, shards = 1;
   std::unique_ptr<nn::model> model;
   std::unique_ptr<nn::optimizer> opt;
@@ -45,7 +45,7 @@ struct ps_state {
 };
 
 // Builds the model, takes the shard's share, restores the latest checkpoint. Throws on failure.
-void init_shard(ps_state& st, node_runtime* rt, const data_paths& data);
+void init_shard(ps_state& st, node_context* rt, const data_paths& data);
 // Writes a checkpoint if anything changed since the last one (full every Nth). Logs failures.
 void checkpoint(ps_state& st);
 

@@ -12,6 +12,7 @@ namespace troupe::actors {
 
 void setup_worker(worker_state& st, node_runtime* rt, data_paths data, const strategy_maker& make) {
   st.rt = rt;
+  st.node = rt;
   st.data = std::move(data);
   auto train = storage::record_store::open(st.data.train_dir);
   if (!train) throw std::runtime_error(train.err().to_string());
@@ -27,6 +28,7 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data, const str
   auto rpc = rpc_client::create(rt->net(), "rpc");
   if (!rpc) throw std::runtime_error(rpc.err().to_string());
   st.rpc = std::move(*rpc);
+  st.task_rpc = st.rpc.get();
   st.ps = std::make_unique<remote_ps>(*rt, *st.rpc);
   st.ring_context = std::make_unique<node_ring_context>(*rt);
   st.ring = make_ring_session(*st.ring_context, rt->spec());
@@ -35,7 +37,7 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data, const str
   if (!s) throw std::runtime_error(s.err().to_string());
   st.strat = std::move(*s);
   st.ctx.reset(new worker_context{rt->spec(), rt->self(), *st.model, *st.trainer, *st.ps, *st.ring});
-  st.last_report = worker_state::clock::now();
+  st.last_report = rt->clock().now();
   open_step_log(st);
   spdlog::info("{}: {} model, strategy {}, {} training records", rt->self().to_string(), st.model->type(),
                st.strat->name(), st.train->count());
@@ -46,9 +48,10 @@ caf::behavior run_worker(worker_actor* self, node_runtime* rt, data_paths data, 
   self->send(self, tick_atom::value);
   return {
       [=](tick_atom) {
-        auto until = worker_state::clock::now() + std::chrono::milliseconds(50);
+        auto& clk = self->state.node->clock();
+        auto until = clk.now() + std::chrono::milliseconds(50);
         bool more = true;
-        while (more && worker_state::clock::now() < until) more = train_some(self->state);
+        while (more && clk.now() < until) more = train_some(self->state);
         if (more) self->send(self, tick_atom::value);
       },
       [=](const message& m) {

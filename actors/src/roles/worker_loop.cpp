@@ -15,13 +15,9 @@ namespace troupe::actors {
 
 namespace {
 
-using clock = worker_state::clock;
+clock::time_point now(worker_state& st) { return st.node->clock().now(); }
 
-std::uint64_t wall_ms() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::system_clock::now().time_since_epoch())
-                                        .count());
-}
+std::uint64_t wall_ms(worker_state& st) { return static_cast<std::uint64_t>(st.node->clock().wall_ms()); }
 
 void send_report(worker_state& st, const held_task& t, const std::string& failure) {
   outbound o;
@@ -38,7 +34,7 @@ void send_report(worker_state& st, const held_task& t, const std::string& failur
 // master is unreachable (a restarted master accepts them: the journal still holds the lease).
 void pump_reports(worker_state& st) {
   if (st.report_request != 0) {
-    auto reply = st.rpc->poll(st.report_request);
+    auto reply = st.task_rpc->poll(st.report_request);
     if (!reply) return;  // on its way
     st.report_request = 0;
     if (!*reply) {
@@ -49,15 +45,15 @@ void pump_reports(worker_state& st) {
       st.unsent_reports.erase(st.unsent_reports.begin());
     }
   }
-  if (st.unsent_reports.empty() || clock::now() < st.next_report) return;
+  if (st.unsent_reports.empty() || now(st) < st.next_report) return;
   auto& o = st.unsent_reports.front();
   // Sending moves the builder out: send a copy, keep the original until acknowledged.
   outbound copy;
   copy.body().setTaskReport(o.body().getTaskReport().asReader());
-  auto id = st.rpc->send({"master", "dispenser", std::move(copy)}, std::chrono::milliseconds(1000));
+  auto id = st.task_rpc->send({"master", "dispenser", std::move(copy)}, std::chrono::milliseconds(1000));
   if (!id) {
     spdlog::debug("task report: {}", id.err().to_string());
-    st.next_report = clock::now() + std::chrono::milliseconds(100);
+    st.next_report = now(st) + std::chrono::milliseconds(100);
     return;
   }
   st.report_request = *id;
@@ -88,17 +84,19 @@ std::optional<held_task> load_task(worker_state& st, schema::Task::Reader t) {
 void warm_up(worker_state& st) {
   if (!st.task || !st.model->embedding_tables().empty()) return;
   auto& t = *st.task;
-  std::size_t n = std::min(st.rt->spec().nn.train.batch_size, t.order.size());
+  std::size_t n = std::min(st.node->spec().nn.train.batch_size, t.order.size());
   nn::batch b(t.rows, std::span<const std::uint32_t>(t.order.data(), n));
   if (auto l = st.trainer->compute_gradients(b); !l) spdlog::debug("warm-up: {}", l.err().to_string());
   st.strat->warm_up(*st.ctx);
 }
 
 void wait_ring_change(worker_state& st, std::chrono::milliseconds limit) {
-  auto seen = st.rt->ring_epoch().load(std::memory_order_acquire);
-  auto until = clock::now() + limit;
-  while (clock::now() < until && st.rt->ring_epoch().load(std::memory_order_acquire) == seen)
-    std::this_thread::sleep_for(std::chrono::microseconds(250));
+  auto& clk = st.node->clock();
+  const auto& epoch = st.node->ring_epoch();
+  auto seen = epoch.load(std::memory_order_acquire);
+  auto until = clk.now() + limit;
+  while (clk.now() < until && epoch.load(std::memory_order_acquire) == seen)
+    clk.sleep_for(std::chrono::microseconds(250));
 }
 
 void take_lease(worker_state& st, schema::TaskLease::Reader l) {
@@ -106,12 +104,12 @@ void take_lease(worker_state& st, schema::TaskLease::Reader l) {
     case schema::TaskLease::TASK: {
       if (!st.first_lease_logged) {
         // Benchmarks read this line: time from `troupe scale` to a new worker's first task.
-        spdlog::info("first task {} leased at wall_ms {}", l.getTask().getId(), wall_ms());
+        spdlog::info("first task {} leased at wall_ms {}", l.getTask().getId(), wall_ms(st));
         st.first_lease_logged = true;
       }
       st.lease_ms = std::chrono::milliseconds(l.getLeaseMs());
       // The first lease held: its renewals start a third of the lease time from now.
-      if (!st.task && !st.next && st.unsent_reports.empty()) st.next_renew = clock::now() + st.lease_ms / 3;
+      if (!st.task && !st.next && st.unsent_reports.empty()) st.next_renew = now(st) + st.lease_ms / 3;
       auto h = load_task(st, l.getTask());
       if (!h) break;
       if (st.task) st.next = std::move(h);
@@ -119,16 +117,16 @@ void take_lease(worker_state& st, schema::TaskLease::Reader l) {
       break;
     }
     case schema::TaskLease::NONE:
-      st.next_lease = clock::now() + std::chrono::milliseconds(st.task ? 100 : 20);
+      st.next_lease = now(st) + std::chrono::milliseconds(st.task ? 100 : 20);
       break;
     case schema::TaskLease::FINISHED: st.exhausted = true; break;
   }
   // Joining the membership (and the next ring) once the dispenser has answered, with a batch in
   // hand: a ring partner never waits for this worker's start-up. Tasks leased before the join are
   // covered by the master's reconciliation of holders that are not members.
-  if (!st.rt->ready()) {
+  if (!st.node->ready()) {
     warm_up(st);
-    st.rt->mark_ready();
+    st.node->mark_ready();
   }
 }
 
@@ -136,31 +134,31 @@ void take_lease(worker_state& st, schema::TaskLease::Reader l) {
 // task is half trained; takes the answer when it has come. Never waits for it.
 void pump_lease(worker_state& st) {
   if (st.lease_request != 0) {
-    auto reply = st.rpc->poll(st.lease_request);
+    auto reply = st.task_rpc->poll(st.lease_request);
     if (!reply) return;  // on its way
     st.lease_request = 0;
     if (!*reply) {
       // Typically the master's connection is not up yet (a fresh worker): ask again soon.
       spdlog::debug("task request: {}", reply->err().to_string());
-      st.next_lease = clock::now() + std::chrono::milliseconds(10);
+      st.next_lease = now(st) + std::chrono::milliseconds(10);
       return;
     }
     take_lease(st, (*reply)->body().getTaskLease());
     return;
   }
-  if (st.exhausted || st.next || clock::now() < st.next_lease) return;
+  if (st.exhausted || st.next || now(st) < st.next_lease) return;
   if (st.task && st.task->cursor * 2 < st.task->order.size()) return;
-  rpc_client::request r{"master", "dispenser", outbound()};
+  rpc_channel::request r{"master", "dispenser", outbound()};
   auto req = r.out.body().initTaskRequest();
   std::vector<std::uint64_t> holding;
   if (st.task) holding.push_back(st.task->id);
   for (auto& o : st.unsent_reports) holding.push_back(o.body().getTaskReport().getTaskId());
   auto h = req.initHolding(static_cast<unsigned>(holding.size()));
   for (unsigned i = 0; i < holding.size(); ++i) h.set(i, holding[i]);
-  auto id = st.rpc->send(std::move(r), std::chrono::milliseconds(2000));
+  auto id = st.task_rpc->send(std::move(r), std::chrono::milliseconds(2000));
   if (!id) {
     spdlog::debug("task request: {}", id.err().to_string());
-    st.next_lease = clock::now() + std::chrono::milliseconds(10);
+    st.next_lease = now(st) + std::chrono::milliseconds(10);
     return;
   }
   st.lease_request = *id;
@@ -171,7 +169,7 @@ void pump_lease(worker_state& st) {
 // than the lease is not re-queued while this worker is alive. No answer: a lost renewal is made up
 // by the next one, two more before the lease runs out.
 void pump_renew(worker_state& st) {
-  if (st.lease_ms.count() == 0 || clock::now() < st.next_renew) return;
+  if (st.lease_ms.count() == 0 || now(st) < st.next_renew) return;
   std::vector<std::pair<std::uint64_t, std::uint32_t>> held;
   if (st.task) held.emplace_back(st.task->id, st.task->attempt);
   if (st.next) held.emplace_back(st.next->id, st.next->attempt);
@@ -186,14 +184,14 @@ void pump_renew(worker_state& st) {
     leases[i].setTaskId(held[i].first);
     leases[i].setAttempt(held[i].second);
   }
-  if (auto s = st.rt->net().send("master", "dispenser", std::move(o), "worker"); !s)
+  if (auto s = st.node->send("master", "dispenser", std::move(o), "worker"); !s)
     spdlog::debug("lease renewal: {}", s.err().to_string());
-  st.next_renew = clock::now() + st.lease_ms / 3;
+  st.next_renew = now(st) + st.lease_ms / 3;
 }
 
 void report_progress(worker_state& st, bool force) {
-  auto now = clock::now();
-  if (!force && now - st.last_report < st.rt->spec().job.progress_every) return;
+  auto t = now(st);
+  if (!force && t - st.last_report < st.node->spec().job.progress_every) return;
   auto o = wire::job();
   auto p = o.body.initWorkerProgress();
   p.setSamples(st.win_samples);
@@ -201,12 +199,12 @@ void report_progress(worker_state& st, bool force) {
   p.setLossSum(st.win_loss);
   p.setDroppedSteps(st.dropped);
   if (!st.first_step_sent) p.setFirstStepWallMs(st.first_step_wall_ms);
-  if (st.rt->net().send("master", "master", std::move(o.out), "worker")) {
+  if (st.node->send("master", "master", std::move(o.out), "worker")) {
     if (st.first_step_wall_ms != 0) st.first_step_sent = true;
     st.win_samples = st.win_steps = st.dropped = 0;
     st.win_loss = 0;
   }
-  st.last_report = now;
+  st.last_report = t;
 }
 
 void finish_loop(worker_state& st) {
@@ -214,11 +212,13 @@ void finish_loop(worker_state& st) {
   report_progress(st, true);
   auto o = wire::job();
   o.body.initWorkerDone().setSteps(st.steps_total);
-  (void)st.rt->net().send("master", "master", std::move(o.out), "worker");
-  spdlog::info("{}: training loop over after {} steps", st.rt->self().to_string(), st.steps_total);
+  (void)st.node->send("master", "master", std::move(o.out), "worker");
+  spdlog::info("{}: training loop over after {} steps", st.node->self().to_string(), st.steps_total);
 }
 
 void log_step(worker_state& st) {
+  // A trace for the recovery benchmark, compared across processes in wall-clock microseconds (finer
+  // than troupe::clock's wall_ms): the one direct system clock read of the loop, off by default.
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch());
   std::fprintf(st.step_log.get(), "%lld\n", static_cast<long long>(us.count()));
 }
@@ -229,7 +229,7 @@ void log_step(worker_state& st) {
 void open_step_log(worker_state& st) {
   const char* dir = std::getenv("TROUPE_STEP_LOG");
   if (!dir || !*dir) return;
-  std::string path = std::string(dir) + "/" + st.rt->self().to_string() + ".steps";
+  std::string path = std::string(dir) + "/" + st.node->self().to_string() + ".steps";
   st.step_log.reset(std::fopen(path.c_str(), "w"));
   if (st.step_log) std::setvbuf(st.step_log.get(), nullptr, _IOLBF, 0);
   else spdlog::warn("TROUPE_STEP_LOG: cannot write {}", path);
@@ -244,13 +244,13 @@ bool train_some(worker_state& st) {
   if (!st.task && st.lease_request != 0) {
     // No batch yet but one on its way: wait for it rather than step without one (a strategy
     // waits out a ring change then, far longer than the dispenser's answer takes).
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    st.node->clock().sleep_for(std::chrono::microseconds(200));
     return true;
   }
   std::optional<nn::batch> b;
   if (st.task) {
     auto& t = *st.task;
-    std::size_t n = std::min(st.rt->spec().nn.train.batch_size, t.order.size() - t.cursor);
+    std::size_t n = std::min(st.node->spec().nn.train.batch_size, t.order.size() - t.cursor);
     b.emplace(t.rows, std::span<const std::uint32_t>(t.order.data() + t.cursor, n));
   }
   step_result res;
@@ -273,14 +273,14 @@ bool train_some(worker_state& st) {
         st.win_loss += res.loss;
         st.steps_total += 1;
         if (st.first_step_wall_ms == 0) {
-          st.first_step_wall_ms = wall_ms();
+          st.first_step_wall_ms = wall_ms(st);
           report_progress(st, true);  // the master learns the time of the first step at once
         }
         if (st.step_log) log_step(st);
       }
       break;
     case step_result::kind::idle:
-      if (!st.task) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (!st.task) st.node->clock().sleep_for(std::chrono::milliseconds(5));
       break;
     case step_result::kind::retry:
       // A dropped collective is retried at once (the ring may already be rebuilt, or this worker
@@ -303,7 +303,7 @@ void evaluate(worker_state& st, const message& request) {
   auto res = o.body.initEvalResult();
   auto fail = [&](const std::string& e) {
     res.setError(e);
-    (void)send_reply(st.rt->net(), request, std::move(o.out), "worker");
+    (void)st.node->reply(request, std::move(o.out), "worker");
   };
   if (!st.test) {
     auto store = storage::record_store::open(st.data.test_dir);
@@ -313,7 +313,7 @@ void evaluate(worker_state& st, const message& request) {
     st.test = std::move(*d);
   }
   const auto& test = *st.test;
-  std::size_t bs = std::max<std::size_t>(1, st.rt->spec().nn.train.eval_batch_size);
+  std::size_t bs = std::max<std::size_t>(1, st.node->spec().nn.train.eval_batch_size);
   std::vector<float> scores;
   std::size_t width = 0;
   double loss_sum = 0;
@@ -340,7 +340,7 @@ void evaluate(worker_state& st, const message& request) {
   }
   spdlog::info("evaluation on {} rows: loss {:.4f} accuracy {:.4f} auc {:.4f}", test.rows, res.getLoss(),
                res.getAccuracy(), res.getAuc());
-  (void)send_reply(st.rt->net(), request, std::move(o.out), "worker");
+  (void)st.node->reply(request, std::move(o.out), "worker");
 }
 
 }  // namespace troupe::actors

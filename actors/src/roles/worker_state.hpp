@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+#include "../node_context.hpp"
 #include "../rpc.hpp"
 #include "../worker_services.hpp"
 #include "roles.hpp"
@@ -33,7 +34,11 @@ struct gpu_replica_deleter {
 };
 
 struct worker_state {
-  using clock = std::chrono::steady_clock;
+  using clock = troupe::clock;
+  // The node as the training loop sees it (spec, sends, ring epoch, readiness, clock): every wait
+  // and timeout of the loop reads node->clock().
+  node_context* node = nullptr;
+  // The concrete runtime, for set-up only (services, rpc, GPU); null in unit tests of the loop.
   node_runtime* rt = nullptr;
   data_paths data;
   std::optional<storage::record_store> train;
@@ -43,6 +48,9 @@ struct worker_state {
   // Declared before the strategy, which refers to it, so that it is destroyed after.
   std::unique_ptr<gpu_replica, gpu_replica_deleter> gpu;
   std::unique_ptr<rpc_client> rpc;
+  // The channel the loop's lease requests and task reports go through: rpc in a worker, a fake in
+  // unit tests of the loop.
+  rpc_channel* task_rpc = nullptr;
   std::unique_ptr<remote_ps> ps;
   std::unique_ptr<node_ring_context> ring_context;  // before the ring, which refers to it
   std::unique_ptr<collective::shm_ring_session> ring;
@@ -55,7 +63,7 @@ struct worker_state {
   // Task reports not acknowledged yet, oldest first: sent one at a time, resent until the
   // dispenser (a restarted master too) acknowledges them. Their tasks count as held meanwhile.
   std::vector<outbound> unsent_reports;
-  // Ids of the lease request and the report on their way (rpc_client::send); 0: none.
+  // Correlation ids of the lease request and the report on their way (task_rpc->send); 0: none.
   std::uint64_t lease_request = 0, report_request = 0;
   bool exhausted = false;  // the dispenser said: nothing left for anyone
   bool done = false;       // the training loop is over

@@ -18,7 +18,7 @@
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/cluster/launcher.hpp"
 #include "troupe/transport/endpoint.hpp"
-#include "../status_codec.hpp"
+#include "status_codec.hpp"
 
 namespace troupe::control {
 

@@ -1,0 +1,70 @@
+// The seam between a role actor and its node: what the dispenser, the PS shards, the worker's
+// training loop (and, in part, the master) need from the process they run in. node_runtime
+// implements it over the real transport, membership and clock; unit tests implement it with a
+// fake that records what is sent and a manual_clock, so a role's behaviour runs without sockets,
+// sleeps or an actor system.
+//
+// Threading: send(), reply(), view*() and gone() may be called from any thread; clock() is the
+// node's clock (troupe::clock::system() in a real node) and outlives every role actor.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "troupe/actors/job_spec.hpp"
+#include "troupe/cluster/membership.hpp"
+#include "troupe/core/clock.hpp"
+#include "troupe/core/ids.hpp"
+#include "troupe/transport/message.hpp"
+
+namespace troupe::actors {
+
+// Who a node is: its id, role and index (ps-<index>, worker-<index>), its job and job dir.
+struct node_identity {
+  node_id id;
+  cluster::node_role role = cluster::node_role::worker;
+  std::size_t index = 0;
+  std::string job_dir;
+  std::string job_id;
+};
+
+class node_context {
+ public:
+  virtual ~node_context() = default;
+
+  // Identity and the job's spec (both fixed for the node's life).
+  virtual const job_spec& spec() const = 0;
+  virtual const node_identity& who() const = 0;
+  const node_id& self() const { return who().id; }
+
+  // Queues `m` for actor `to` on `node`, sent as actor `from`. Fails (not_connected, queue_full)
+  // without blocking the caller beyond the transport's own backpressure.
+  virtual expected<void> send(const std::string& node, const std::string& to, outbound&& m,
+                              const std::string& from) = 0;
+  // Answers `request`: `m` (built by reply_to(request), so that it carries the request's
+  // correlation id) goes to the actor that sent it, on its node.
+  expected<void> reply(const message& request, outbound&& m, const std::string& from) {
+    return send(request.from_node().name, std::string(request.from()), std::move(m), from);
+  }
+
+  // The latest membership view (epoch 0 before the first), and it with its ring epoch, read together.
+  virtual cluster::membership_view view() const = 0;
+  virtual std::pair<cluster::membership_view, std::uint64_t> view_and_ring_epoch() const = 0;
+  // The epoch at which the ring of alive workers last changed, readable without a lock.
+  virtual const std::atomic<std::uint64_t>& ring_epoch() const = 0;
+
+  // Liveness: true once node `id` (that incarnation) is known to be gone (its process exited), a
+  // fact rather than a suspicion. False while it runs or nothing is known.
+  virtual bool gone(const node_id& id) const = 0;
+
+  // A worker joins the membership only once it can train (node_runtime::defer_join).
+  virtual bool ready() const = 0;
+  virtual void mark_ready() = 0;
+
+  // The clock every wait, timeout and lease stamp of a role actor reads.
+  virtual troupe::clock& clock() = 0;
+};
+
+}  // namespace troupe::actors

@@ -1,0 +1,55 @@
+// The dispenser's behaviour as a plain class (the actor in dispenser.cpp forwards its mailbox to
+// it): hands out task leases from the task journal, takes task reports, and moves the tasks of dead
+// holders and expired leases back to TODO. Everything it sends goes through its node_context, and
+// every lease deadline and expiry reads the context's clock, so unit tests drive it with a fake
+// context and a manual clock.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../node_context.hpp"
+#include "../status_codec.hpp"
+#include "roles.hpp"
+#include "troupe/storage/task_journal.hpp"
+
+namespace troupe::actors {
+
+class task_dispenser {
+ public:
+  // Opens (or creates) the journal in <job dir>/journal over the records in data.train_dir, cut
+  // into tasks as the job spec says. Throws std::runtime_error when the store or journal cannot be
+  // opened (the supervisor restarts the actor).
+  task_dispenser(node_context& node, const data_paths& data);
+
+  // A TaskRequest (answered with a TaskLease), a TaskReport (answered with a TaskReportAck) or a
+  // TaskRenew (one-way: the sender's leases it still holds run for another lease timeout from now on
+  // the context's clock); other kinds are ignored. Throws std::runtime_error when the journal is broken,
+  // kj::Exception on a malformed message (the actor catches it).
+  void on_message(const message& m);
+  // The tasks `holder` (node#incarnation) holds go back to TODO (it died).
+  void requeue_holder(const std::string& holder);
+  // The tasks of every holder not in `alive_holders` go back to TODO (the master's reconciliation).
+  void requeue_absent(const std::vector<std::string>& alive_holders);
+  // Leases whose deadline passed on the context's clock go back to TODO.
+  void requeue_expired();
+  // The journal's counts and this dispenser's requeues and data epoch; nullopt when the journal fails.
+  std::optional<task_counts> counts() const;
+  const storage::task_journal& journal() const { return *journal_; }
+
+ private:
+  void send_lease(const message& req);
+  void take_report(const message& m);
+  void renew_leases(const message& m);
+  // Adds a requeue's count to the total; 0 on an error.
+  std::uint64_t count_requeued(expected<std::uint64_t> n);
+
+  node_context& node_;
+  std::optional<storage::task_journal> journal_;
+  std::uint64_t requeued_ = 0;
+  std::uint32_t data_epoch_ = 0;
+};
+
+}  // namespace troupe::actors

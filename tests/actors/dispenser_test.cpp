@@ -1,0 +1,277 @@
+// The dispenser's behaviour (task_dispenser) on a fake node and a manual clock: leases, expiry,
+// stale reports, quarantine. No sockets, no sleeps, no actor system.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "fake_node.hpp"
+#include "roles/dispenser.hpp"
+#include "troupe/actors/data.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using testing::fake_node;
+using testing::incoming;
+
+struct lease_reply {
+  bool task = false, none = false, finished = false;
+  std::uint64_t id = 0;
+  std::uint32_t attempt = 0;
+  std::uint64_t lease_ms = 0;
+};
+
+class dispenser_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::temp_dir("dispenser-test");
+    nn::dataset d;
+    d.info.name = "t";
+    d.info.dense_dim = 1;
+    d.info.num_classes = 2;
+    d.rows = 40;
+    for (std::size_t i = 0; i < d.rows; ++i) {
+      d.dense.push_back(static_cast<float>(i));
+      d.labels.push_back(static_cast<float>(i % 2));
+    }
+    ASSERT_TRUE(write_dataset(d, dir_ + "/train", "test"));
+    node_identity who{node_id{"master", 1}, cluster::node_role::master, 0, dir_, "job"};
+    node_.emplace(who);
+    node_->spec().job.records_per_task = 10;  // 4 tasks
+    node_->spec().job.max_task_failures = 2;
+    node_->spec().job.lease_timeout = std::chrono::milliseconds(1000);
+    node_->spec().nn.train.epochs = 1;
+    disp_.emplace(*node_, data_paths{dir_ + "/train", ""});
+  }
+  void TearDown() override {
+    disp_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // `worker` asks for a task, naming the tasks it keeps; returns the dispenser's answer.
+  lease_reply request(const node_id& worker, std::vector<std::uint64_t> holding = {}) {
+    disp_->on_message(incoming(
+        worker, "rpc", "dispenser",
+        [&](auto body) {
+          auto r = body.initTaskRequest();
+          auto h = r.initHolding(static_cast<unsigned>(holding.size()));
+          for (unsigned i = 0; i < holding.size(); ++i) h.set(i, holding[i]);
+        },
+        ++correlation_));
+    auto out = node_->take();
+    EXPECT_EQ(out.size(), 1u);
+    if (out.empty()) return {};
+    EXPECT_EQ(out[0].node, worker.name);
+    EXPECT_EQ(out[0].to, "rpc");
+    EXPECT_EQ(out[0].m.envelope().getCorrelationId(), correlation_);  // the requester pairs it by that
+    auto l = out[0].m.body().getTaskLease();
+    lease_reply r;
+    r.lease_ms = l.getLeaseMs();
+    switch (l.which()) {
+      case schema::TaskLease::TASK:
+        r.task = true;
+        r.id = l.getTask().getId();
+        r.attempt = l.getTask().getAttempt();
+        break;
+      case schema::TaskLease::NONE:
+        r.none = true;
+        break;
+      case schema::TaskLease::FINISHED:
+        r.finished = true;
+        break;
+    }
+    return r;
+  }
+
+  // `worker` reports task `id` (attempt) done, or failed with `failure`; returns the ack's error
+  // ("" = accepted).
+  std::string report(const node_id& worker, std::uint64_t id, std::uint32_t attempt,
+                     const std::string& failure = "") {
+    disp_->on_message(incoming(
+        worker, "rpc", "dispenser",
+        [&](auto body) {
+          auto r = body.initTaskReport();
+          r.setTaskId(id);
+          r.setAttempt(attempt);
+          if (failure.empty())
+            r.setDone();
+          else
+            r.setFailed(failure);
+        },
+        ++correlation_));
+    auto out = node_->take();
+    EXPECT_EQ(out.size(), 1u);
+    if (out.empty()) return "no ack";
+    EXPECT_EQ(out[0].node, worker.name);
+    EXPECT_EQ(out[0].m.envelope().getCorrelationId(), correlation_);
+    return out[0].m.body().getTaskReportAck().getError().cStr();
+  }
+
+  // `worker` asks until it is leased task `id`, keeping every task it gets (in `held`); returns
+  // that lease's attempt (0: never leased).
+  std::uint32_t lease_until(const node_id& worker, std::uint64_t id, std::vector<std::uint64_t>& held) {
+    for (int i = 0; i < 8; ++i) {
+      auto r = request(worker, held);
+      if (!r.task) return 0;
+      held.push_back(r.id);
+      if (r.id == id) return r.attempt;
+    }
+    return 0;
+  }
+
+  storage::task_counts counts() const { return *disp_->journal().counts(); }
+
+  std::string dir_;
+  std::optional<fake_node> node_;
+  std::optional<task_dispenser> disp_;
+  std::uint64_t correlation_ = 0;
+  const node_id w0{"worker-0", 1}, w1{"worker-1", 1};
+};
+
+TEST_F(dispenser_test, hands_out_distinct_leases_stamped_from_the_clock) {
+  node_->manual().advance(std::chrono::seconds(5));
+  auto a = request(w0);
+  ASSERT_TRUE(a.task);
+  EXPECT_EQ(a.attempt, 1u);
+  EXPECT_EQ(a.lease_ms, 1000u);
+  EXPECT_EQ(disp_->journal().get(a.id)->deadline_ms, node_->clock().wall_ms() + 1000);
+  auto b = request(w0, {a.id});  // leased ahead: it keeps the first
+  ASSERT_TRUE(b.task);
+  EXPECT_NE(a.id, b.id);
+  auto c = request(w1);
+  ASSERT_TRUE(c.task);
+  EXPECT_NE(c.id, a.id);
+  EXPECT_NE(c.id, b.id);
+  EXPECT_EQ(counts().doing, 3u);
+  EXPECT_EQ(counts().todo, 1u);
+  EXPECT_EQ(disp_->counts()->requeued, 0u);  // nothing requeued
+}
+
+TEST_F(dispenser_test, a_lease_the_worker_no_longer_names_goes_back_to_todo) {
+  auto a = request(w0);
+  ASSERT_TRUE(a.task);
+  auto b = request(w0);  // holding nothing: the first lease was lost on its side
+  ASSERT_TRUE(b.task);
+  EXPECT_EQ(counts().doing, 1u);
+  EXPECT_EQ(disp_->counts()->requeued, 1u);
+}
+
+TEST_F(dispenser_test, an_expired_lease_is_requeued_only_after_its_deadline) {
+  auto a = request(w0);
+  ASSERT_TRUE(a.task);
+  node_->manual().advance(std::chrono::milliseconds(999));
+  disp_->requeue_expired();
+  EXPECT_EQ(counts().doing, 1u);
+  node_->manual().advance(std::chrono::milliseconds(2));
+  disp_->requeue_expired();
+  EXPECT_EQ(counts().doing, 0u);
+  EXPECT_EQ(counts().todo, 4u);
+  EXPECT_EQ(disp_->counts()->requeued, 1u);
+  // The task goes out again, under a new attempt.
+  std::vector<std::uint64_t> held;
+  EXPECT_EQ(lease_until(w1, a.id, held), 2u);
+}
+
+TEST_F(dispenser_test, a_renewed_lease_runs_a_lease_timeout_from_its_renewal) {
+  auto a = request(w0);
+  ASSERT_TRUE(a.task);
+  auto renew = [&](const node_id& who, std::uint32_t attempt) {
+    disp_->on_message(incoming(who, "worker", "dispenser", [&](auto body) {
+      auto l = body.initTaskRenew().initLeases(1);
+      l[0].setTaskId(a.id);
+      l[0].setAttempt(attempt);
+    }));
+    EXPECT_TRUE(node_->take().empty());  // one-way
+  };
+  node_->manual().advance(std::chrono::milliseconds(900));
+  renew(w0, a.attempt);
+  renew(w1, a.attempt);      // not the holder: changes nothing
+  renew(w0, a.attempt + 1);  // not its attempt: changes nothing
+  node_->manual().advance(std::chrono::milliseconds(900));
+  disp_->requeue_expired();
+  EXPECT_EQ(counts().doing, 1u);
+  node_->manual().advance(std::chrono::milliseconds(101));
+  disp_->requeue_expired();
+  EXPECT_EQ(counts().doing, 0u);
+}
+
+TEST_F(dispenser_test, a_report_of_an_old_attempt_is_refused) {
+  auto a = request(w0);
+  ASSERT_TRUE(a.task);
+  node_->manual().advance(std::chrono::milliseconds(1001));
+  disp_->requeue_expired();
+  std::vector<std::uint64_t> held;
+  auto attempt = lease_until(w1, a.id, held);
+  ASSERT_EQ(attempt, 2u);
+  EXPECT_NE(report(w0, a.id, a.attempt), "");  // stale: the lease is w1's now
+  EXPECT_EQ(counts().done, 0u);
+  EXPECT_EQ(report(w1, a.id, attempt), "");
+  EXPECT_EQ(counts().done, 1u);
+}
+
+TEST_F(dispenser_test, a_report_from_a_departed_incarnation_is_refused) {
+  auto a = request(w0);
+  ASSERT_TRUE(a.task);
+  disp_->requeue_holder(w0.to_string());  // the master saw worker-0#1 die
+  EXPECT_EQ(counts().doing, 0u);
+  const node_id w0_next{"worker-0", 2};
+  std::vector<std::uint64_t> held;
+  auto attempt = lease_until(w0_next, a.id, held);
+  ASSERT_EQ(attempt, 2u);
+  // Even quoting the current attempt, the old incarnation is not the holder.
+  EXPECT_NE(report(w0, a.id, attempt), "");
+  EXPECT_EQ(report(w0_next, a.id, attempt), "");
+  EXPECT_EQ(counts().done, 1u);
+}
+
+TEST_F(dispenser_test, requeue_absent_returns_only_non_members_tasks) {
+  auto a = request(w0);
+  auto b = request(w1);
+  ASSERT_TRUE(a.task && b.task);
+  disp_->requeue_absent({w1.to_string()});
+  auto doing = disp_->journal().list(storage::task_state::doing);
+  ASSERT_TRUE(doing);
+  ASSERT_EQ(doing->size(), 1u);
+  EXPECT_EQ(doing->front().holder, w1.to_string());
+}
+
+TEST_F(dispenser_test, a_task_that_keeps_failing_is_quarantined) {
+  // max_task_failures = 2: the first failure re-queues it, the second quarantines it.
+  std::uint64_t id = 0;
+  std::uint32_t attempt = 0;
+  {
+    auto a = request(w0);
+    ASSERT_TRUE(a.task);
+    id = a.id;
+    EXPECT_EQ(report(w0, a.id, a.attempt, "bad record"), "");
+  }
+  EXPECT_EQ(disp_->journal().get(id)->state, storage::task_state::todo);
+  std::vector<std::uint64_t> held;
+  attempt = lease_until(w1, id, held);
+  ASSERT_EQ(attempt, 2u);
+  EXPECT_EQ(report(w1, id, attempt, "bad record"), "");
+  EXPECT_EQ(disp_->journal().get(id)->state, storage::task_state::failed);
+  EXPECT_EQ(counts().failed, 1u);
+  // It is never handed out again: the other three finish the dataset.
+  held.erase(std::find(held.begin(), held.end(), id));
+  for (auto t : held) EXPECT_EQ(report(w1, t, disp_->journal().get(t)->attempt), "");
+  for (int i = 0; i < 4; ++i) {
+    auto r = request(w1);
+    if (!r.task) break;
+    EXPECT_NE(r.id, id);
+    EXPECT_EQ(report(w1, r.id, r.attempt), "");
+  }
+  auto last = request(w1);
+  EXPECT_TRUE(last.finished);
+  EXPECT_EQ(counts().done, 3u);
+}
+
+TEST_F(dispenser_test, a_send_failure_is_not_a_crash) {
+  node_->connected = false;
+  disp_->on_message(incoming(w0, "rpc", "dispenser", [](auto body) { body.initTaskRequest(); }));
+  EXPECT_TRUE(node_->take().empty());
+  EXPECT_EQ(counts().doing, 1u);  // leased: the worker's next request (holding nothing) returns it
+}
+
+}  // namespace
+}  // namespace troupe::actors

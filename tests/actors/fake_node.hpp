@@ -1,0 +1,91 @@
+// A node_context for unit tests of role actors: records every message a role sends (as the
+// message its receiver would see), runs on a manual clock, and answers liveness from a set the
+// test fills. Single-threaded use (the test drives the role by calling it).
+#pragma once
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "node_context.hpp"
+
+namespace troupe::actors::testing {
+
+class fake_node final : public node_context {
+ public:
+  struct sent {
+    std::string node, to, from;
+    message m;
+  };
+
+  explicit fake_node(node_identity who, job_spec spec = {}) : who_(std::move(who)), spec_(std::move(spec)) {}
+
+  const job_spec& spec() const override { return spec_; }
+  job_spec& spec() { return spec_; }
+  const node_identity& who() const override { return who_; }
+  expected<void> send(const std::string& node, const std::string& to, outbound&& m,
+                      const std::string& from) override {
+    if (!connected) return make_unexpected(core_errc::io_error, "fake: not connected to " + node);
+    m.envelope().setTo(to);
+    m.envelope().setFrom(from);
+    auto msg = loopback_message(m, who_.id);
+    if (!msg) return msg.err();
+    outbox.push_back({node, to, from, std::move(*msg)});
+    return {};
+  }
+  cluster::membership_view view() const override { return view_; }
+  std::pair<cluster::membership_view, std::uint64_t> view_and_ring_epoch() const override {
+    return {view_, ring_epoch_.load()};
+  }
+  const std::atomic<std::uint64_t>& ring_epoch() const override { return ring_epoch_; }
+  bool gone(const node_id& id) const override { return gone_nodes.count(id.to_string()) > 0; }
+  bool ready() const override { return ready_; }
+  void mark_ready() override { ready_ = true; }
+  troupe::clock& clock() override { return clock_; }
+  manual_clock& manual() { return clock_; }
+
+  // Takes what was sent so far.
+  std::vector<sent> take() { return std::exchange(outbox, {}); }
+
+  std::vector<sent> outbox;
+  std::set<std::string> gone_nodes;  // node#incarnation
+  bool connected = true;             // false: every send fails (an unreachable peer)
+
+ private:
+  node_identity who_;
+  job_spec spec_;
+  cluster::membership_view view_;
+  std::atomic<std::uint64_t> ring_epoch_{0};
+  bool ready_ = true;
+  manual_clock clock_;
+};
+
+// A received message of `from` (node and actor) to actor `to`, built by `fill`, carrying
+// `correlation` (a request's id; 0: none).
+template <typename Fill>
+message incoming(const node_id& from, const std::string& from_actor, const std::string& to, Fill&& fill,
+                 std::uint64_t correlation = 0) {
+  outbound o;
+  o.envelope().setTo(to);
+  o.envelope().setFrom(from_actor);
+  o.envelope().setCorrelationId(correlation);
+  fill(o.body());
+  auto m = loopback_message(o, from);
+  if (!m) throw std::runtime_error(m.err().to_string());
+  return std::move(*m);
+}
+
+// A fresh directory under the system temp dir, removed first.
+inline std::string temp_dir(const std::string& name) {
+  auto p = std::filesystem::temp_directory_path() / ("troupe-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(p);
+  std::filesystem::create_directories(p);
+  return p.string();
+}
+
+}  // namespace troupe::actors::testing

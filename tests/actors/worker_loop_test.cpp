@@ -1,0 +1,278 @@
+// The worker's training loop (train_some) on a fake node, a fake rpc channel and a manual clock:
+// it leases the next task while training the current one, and resends a task report until the
+// dispenser acknowledges it. A fake strategy records the minibatches it is offered.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "data_model.hpp"
+#include "fake_node.hpp"
+#include "fake_rpc.hpp"
+#include "roles/worker_state.hpp"
+#include "troupe/actors/data.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using B = schema::Envelope::Body;
+using namespace std::chrono_literals;
+using testing::fake_node;
+using testing::fake_rpc;
+
+// Trains nothing: records each batch's records (their dense feature is the record index).
+class recording_strategy final : public strategy {
+ public:
+  std::string_view name() const override { return "recording"; }
+  step_result step(worker_context&, const nn::batch* b, bool exhausted) override {
+    step_result r;
+    if (!b) {
+      ++idle_steps;
+      r.what = exhausted ? step_result::kind::finished : step_result::kind::idle;
+      return r;
+    }
+    std::vector<std::uint64_t> rows;
+    for (std::size_t i = 0; i < b->size(); ++i)
+      rows.push_back(static_cast<std::uint64_t>(b->dense_row(i)[0]));
+    batches.push_back(std::move(rows));
+    r.what = step_result::kind::trained;
+    r.samples = b->size();
+    return r;
+  }
+  std::vector<std::vector<std::uint64_t>> batches;
+  std::size_t idle_steps = 0;
+};
+
+class no_ps final : public ps_client {
+ public:
+  expected<void> pull(nn::model&, const nn::batch&) override { return {}; }
+  expected<void> push(nn::model&) override { return {}; }
+};
+
+class no_ring final : public ring_session {
+ public:
+  expected<info> ensure() override { return info{}; }
+  expected<void> allreduce(std::span<float>) override { return {}; }
+  expected<void> broadcast(std::span<float>, int) override { return {}; }
+  void reset() override {}
+};
+
+class worker_loop_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::temp_dir("worker-loop-test");
+    const auto& dir = dir_;
+    nn::dataset d;
+    d.info.name = "t";
+    d.info.dense_dim = 1;
+    d.info.num_classes = 2;
+    d.rows = 40;
+    for (std::size_t i = 0; i < d.rows; ++i) {
+      d.dense.push_back(static_cast<float>(i));
+      d.labels.push_back(static_cast<float>(i % 2));
+    }
+    ASSERT_TRUE(write_dataset(d, dir + "/train", "test"));
+    auto store = storage::record_store::open(dir + "/train");
+    ASSERT_TRUE(store) << store.err().to_string();
+    st_.train.emplace(std::move(*store));
+    node_.spec().nn.train.batch_size = 2;
+    auto m = build_model(node_.spec(), *st_.train);
+    ASSERT_TRUE(m) << m.err().to_string();
+    st_.model = std::move(*m);
+    auto tr = nn::trainer::create(*st_.model, node_.spec().nn.train);
+    ASSERT_TRUE(tr) << tr.err().to_string();
+    st_.trainer = std::move(*tr);
+    st_.node = &node_;
+    st_.task_rpc = &rpc_;
+    auto s = std::make_unique<recording_strategy>();
+    strat_ = s.get();
+    st_.strat = std::move(s);
+    st_.ctx.reset(new worker_context{node_.spec(), node_.self(), *st_.model, *st_.trainer, ps_, ring_});
+    st_.last_report = node_.clock().now();
+  }
+
+  void TearDown() override {
+    st_.train.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // Answers lease request `id` with task `task` = records [first, first + count), leased for
+  // `lease_ms` (0: no renewals).
+  void lease(std::uint64_t id, std::uint64_t task, std::uint64_t first, std::uint64_t count,
+             std::uint64_t lease_ms = 0) {
+    rpc_.answer(id, [&](auto body) {
+      auto l = body.initTaskLease();
+      l.setLeaseMs(lease_ms);
+      auto t = l.initTask();
+      t.setId(task);
+      t.setFirstRecord(first);
+      t.setRecordCount(count);
+      t.setAttempt(1);
+    });
+  }
+  void ack(std::uint64_t id, const std::string& error = "") {
+    rpc_.answer(id, [&](auto body) { body.initTaskReportAck().setError(error); });
+  }
+  std::vector<std::uint64_t> holding(const fake_rpc::sent* s) const {
+    std::vector<std::uint64_t> h;
+    for (auto id : s->m.body().getTaskRequest().getHolding()) h.push_back(id);
+    return h;
+  }
+  std::vector<const fake_rpc::sent*> lease_requests() const { return rpc_.of(B::TASK_REQUEST); }
+  std::vector<const fake_rpc::sent*> reports() const { return rpc_.of(B::TASK_REPORT); }
+  // Trains task `task` = records [first, first + count) to its end (one minibatch per pass), its
+  // report sent: the state the report tests start from.
+  std::uint64_t finish_one_task(std::uint64_t task, std::uint64_t first, std::uint64_t count);
+
+  std::string dir_;
+  fake_node node_{node_identity{node_id{"worker-0", 1}, cluster::node_role::worker, 0, "", "job"}};
+  fake_rpc rpc_{node_.clock(), node_.self()};
+  no_ps ps_;
+  no_ring ring_;
+  worker_state st_;
+  recording_strategy* strat_ = nullptr;
+};
+
+std::uint64_t worker_loop_test::finish_one_task(std::uint64_t task, std::uint64_t first,
+                                                std::uint64_t count) {
+  EXPECT_TRUE(train_some(st_));
+  EXPECT_EQ(lease_requests().size(), 1u);
+  lease(lease_requests().back()->id, task, first, count);
+  while (reports().empty() && strat_->batches.size() < count) EXPECT_TRUE(train_some(st_));
+  EXPECT_EQ(reports().size(), 1u);
+  return reports().empty() ? 0 : reports().back()->id;
+}
+
+TEST_F(worker_loop_test, leases_the_next_task_while_training_the_current_one) {
+  EXPECT_TRUE(train_some(st_));  // no task: asks for one, holding nothing
+  ASSERT_EQ(lease_requests().size(), 1u);
+  EXPECT_TRUE(holding(lease_requests()[0]).empty());
+  EXPECT_EQ(lease_requests()[0]->node, "master");
+  EXPECT_EQ(lease_requests()[0]->to, "dispenser");
+  lease(lease_requests()[0]->id, 7, 0, 10);  // 5 minibatches of 2
+  // The first half trains without another request.
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(train_some(st_));
+  EXPECT_EQ(strat_->batches.size(), 3u);
+  EXPECT_EQ(lease_requests().size(), 1u);
+  // From the second half on, the next lease is asked for, naming the task it keeps.
+  EXPECT_TRUE(train_some(st_));
+  ASSERT_EQ(lease_requests().size(), 2u);
+  EXPECT_EQ(holding(lease_requests()[1]), std::vector<std::uint64_t>{7});
+  EXPECT_EQ(strat_->batches.size(), 4u);
+  lease(lease_requests()[1]->id, 9, 10, 10);
+  // Task 7's last minibatch, then task 9's first at the very next pass: no pass without a batch.
+  EXPECT_TRUE(train_some(st_));
+  EXPECT_TRUE(train_some(st_));
+  ASSERT_EQ(strat_->batches.size(), 6u);
+  EXPECT_EQ(strat_->idle_steps, 0u);
+  std::vector<std::uint64_t> first_task;
+  for (std::size_t i = 0; i < 5; ++i)
+    first_task.insert(first_task.end(), strat_->batches[i].begin(), strat_->batches[i].end());
+  std::sort(first_task.begin(), first_task.end());
+  std::vector<std::uint64_t> rows_0_to_9{0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  EXPECT_EQ(first_task, rows_0_to_9);
+  for (auto r : strat_->batches[5]) EXPECT_TRUE(r >= 10 && r < 20) << r;
+  // Task 7's report went out when its last minibatch was trained; only two leases were asked for.
+  ASSERT_EQ(reports().size(), 1u);
+  auto rep = reports()[0]->m.body().getTaskReport();
+  EXPECT_EQ(rep.getTaskId(), 7u);
+  EXPECT_EQ(rep.getAttempt(), 1u);
+  EXPECT_EQ(rep.which(), schema::TaskReport::DONE);
+  EXPECT_EQ(lease_requests().size(), 2u);
+}
+
+TEST_F(worker_loop_test, held_leases_are_renewed_every_third_of_the_lease_time) {
+  auto renewals = [&] {
+    std::vector<std::vector<std::uint64_t>> r;
+    for (auto& s : node_.take())
+      if (s.m.kind() == B::TASK_RENEW) {
+        EXPECT_EQ(s.to, "dispenser");
+        std::vector<std::uint64_t> ids;
+        for (auto l : s.m.body().getTaskRenew().getLeases()) ids.push_back(l.getTaskId());
+        r.push_back(std::move(ids));
+      }
+    return r;
+  };
+  EXPECT_TRUE(train_some(st_));
+  lease(lease_requests().back()->id, 7, 0, 40, 300);  // 20 minibatches, a lease of 300 ms
+  EXPECT_TRUE(train_some(st_));
+  auto leased_at = node_.clock().now();
+  node_.manual().advance(99ms);
+  EXPECT_TRUE(train_some(st_));
+  EXPECT_TRUE(renewals().empty());
+  node_.manual().advance(1ms);
+  EXPECT_TRUE(train_some(st_));
+  EXPECT_EQ(renewals(), std::vector<std::vector<std::uint64_t>>{{7}});
+  EXPECT_TRUE(train_some(st_));
+  EXPECT_TRUE(renewals().empty());  // not again before another third
+  node_.manual().advance(100ms);
+  EXPECT_TRUE(train_some(st_));
+  EXPECT_EQ(renewals().size(), 1u);
+  EXPECT_GE(node_.clock().now(), leased_at + 200ms);
+}
+
+TEST_F(worker_loop_test, a_report_is_resent_until_acknowledged) {
+  auto first = finish_one_task(7, 0, 2);
+  ASSERT_NE(first, 0u);
+  // The dispenser's node went down before answering: the report goes out again at once.
+  rpc_.fail(first);
+  EXPECT_TRUE(train_some(st_));
+  ASSERT_EQ(reports().size(), 2u);
+  EXPECT_EQ(reports()[1]->m.body().getTaskReport().getTaskId(), 7u);
+  // While it is unacknowledged the worker still counts the task as held.
+  EXPECT_TRUE(train_some(st_));
+  ASSERT_FALSE(lease_requests().empty());
+  auto h = holding(lease_requests().back());
+  EXPECT_NE(std::find(h.begin(), h.end(), 7u), h.end());
+  // Acknowledged: forgotten, never sent again.
+  ack(reports()[1]->id);
+  for (int i = 0; i < 50; ++i) EXPECT_TRUE(train_some(st_));
+  node_.manual().advance(5s);
+  for (int i = 0; i < 50; ++i) EXPECT_TRUE(train_some(st_));
+  EXPECT_EQ(reports().size(), 2u);
+  EXPECT_TRUE(st_.unsent_reports.empty());
+}
+
+TEST_F(worker_loop_test, a_report_whose_ack_never_comes_is_resent_after_the_timeout) {
+  auto first = finish_one_task(7, 0, 2);
+  ASSERT_NE(first, 0u);
+  auto sent_at = reports()[0]->at;
+  // No answer: passes go by (each idle pass waits a little on the manual clock), no resend.
+  while (node_.clock().now() < sent_at + 990ms) {
+    EXPECT_TRUE(train_some(st_));
+    ASSERT_EQ(reports().size(), 1u);
+  }
+  ASSERT_TRUE(rpc_.pending(first));
+  node_.manual().advance(10ms);
+  EXPECT_TRUE(train_some(st_));
+  ASSERT_EQ(reports().size(), 2u);
+  EXPECT_FALSE(rpc_.pending(first));
+  EXPECT_EQ(reports()[1]->m.body().getTaskReport().getTaskId(), 7u);
+  // A refusal (a stale lease) is an acknowledgement too: the worker forgets the report.
+  ack(reports()[1]->id, "stale attempt");
+  EXPECT_TRUE(train_some(st_));
+  EXPECT_TRUE(st_.unsent_reports.empty());
+}
+
+TEST_F(worker_loop_test, an_unreachable_master_gets_the_report_after_a_pause) {
+  auto first = finish_one_task(7, 0, 2);
+  ASSERT_NE(first, 0u);
+  rpc_.reachable = false;
+  rpc_.fail(first);
+  EXPECT_TRUE(train_some(st_));  // the resend fails: retried after 100 ms, not at every pass
+  EXPECT_EQ(rpc_.attempts[B::TASK_REPORT], 2u);
+  auto failed_at = node_.clock().now();
+  while (node_.clock().now() < failed_at + 95ms) EXPECT_TRUE(train_some(st_));
+  EXPECT_EQ(rpc_.attempts[B::TASK_REPORT], 2u);
+  EXPECT_EQ(reports().size(), 1u);
+  rpc_.reachable = true;
+  node_.manual().advance(20ms);
+  EXPECT_TRUE(train_some(st_));
+  ASSERT_EQ(reports().size(), 2u);
+  ack(reports()[1]->id);
+  EXPECT_TRUE(train_some(st_));
+  EXPECT_TRUE(st_.unsent_reports.empty());
+}
+
+}  // namespace
+}  // namespace troupe::actors
