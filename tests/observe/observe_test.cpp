@@ -53,8 +53,8 @@ TEST(metrics, renders_the_text_exposition_format) {
   ASSERT_EQ(::access("/usr/bin/promtool", X_OK), 0) << "promtool missing: scripts/install-deps.sh installs Debian's prometheus";
   auto dir = temp_dir("troupe-metrics");
   std::ofstream(dir / "m.txt") << text;
-  auto r = run_command("/usr/bin/promtool check metrics < " + (dir / "m.txt").string());
-  EXPECT_EQ(r.code, 0) << "promtool check metrics: " << r.out;
+  auto check = test_util::run_command("/usr/bin/promtool check metrics < " + (dir / "m.txt").string());
+  EXPECT_EQ(check.code, 0) << "promtool check metrics: " << check.out;
   fs::remove_all(dir);
 }
 

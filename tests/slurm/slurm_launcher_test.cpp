@@ -20,7 +20,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-std::string sh(const std::string& cmd) { return run_command(cmd).out; }
+std::string sh(const std::string& cmd) { return test_util::run_command(cmd).out; }
 
 std::string slurm_script() { return std::string(TROUPE_SOURCE_DIR) + "/scripts/slurm-cluster.sh"; }
 

@@ -25,6 +25,9 @@ namespace troupe::control {
 using actors::job_spec;
 using actors::prepared_data;
 using actors::rpc_client;
+using actors::job_status;
+using actors::read_job_status;
+using actors::write_job_status;
 
 struct node_slot {
   node_slot() = default;
