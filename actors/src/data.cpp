@@ -33,12 +33,14 @@ nn::dataset_info info_of(const storage::manifest& m, const std::string& name) {
   info.dense_dim = m.schema.dense_dim;
   info.sparse_fields = m.schema.sparse_fields;
   info.num_classes = m.schema.num_classes == 0 ? 2 : m.schema.num_classes;
-  for (std::size_t i = 0; i < m.schema.image_shape.size() && i < 3; ++i) info.image_shape[i] = m.schema.image_shape[i];
+  for (std::size_t i = 0; i < m.schema.image_shape.size() && i < 3; ++i)
+    info.image_shape[i] = m.schema.image_shape[i];
   info.buckets_per_field = m.schema.buckets_per_field;
   return info;
 }
 
-expected<storage::manifest> write_dataset(const nn::dataset& d, const std::string& dir, const std::string& source) {
+expected<storage::manifest> write_dataset(const nn::dataset& d, const std::string& dir,
+                                          const std::string& source) {
   if (auto v = d.validate(); !v) return v.err();
   auto w = storage::record_writer::create(dir, schema_of(d.info), source);
   if (!w) return w.err();
@@ -66,7 +68,8 @@ expected<void> read_records(const storage::record_store& store, std::uint64_t fi
   auto visited = store.scan(first, rows, [&](std::uint64_t index, const storage::record& r) {
     std::size_t i = static_cast<std::size_t>(index - first);
     out.labels[i] = r.label;
-    std::copy(r.dense.begin(), r.dense.end(), out.dense.begin() + static_cast<std::ptrdiff_t>(i * schema.dense_dim));
+    std::copy(r.dense.begin(), r.dense.end(),
+              out.dense.begin() + static_cast<std::ptrdiff_t>(i * schema.dense_dim));
     std::copy(r.sparse.begin(), r.sparse.end(),
               out.sparse.begin() + static_cast<std::ptrdiff_t>(i * schema.sparse_fields));
     return true;
@@ -90,22 +93,26 @@ namespace {
 // A name for the data a config describes: same config, same key, same cached stores.
 std::string data_key(const nn::data_config& c) {
   std::ostringstream k;
-  k << c.source << '|' << c.dir << '|' << c.max_train_rows << '|' << c.max_test_rows << '|' << c.train_path << '|'
-    << c.test_path << '|' << c.test_fraction << '|' << c.criteo.buckets_per_field << '|' << c.criteo.log_transform
-    << '|' << c.synthetic.rows << '|' << c.synthetic.fields << '|' << c.synthetic.vocab_per_field << '|'
-    << c.synthetic.zipf_exponent << '|' << c.synthetic.dense_dim << '|' << c.synthetic.factor_dim << '|'
-    << c.synthetic.weight_scale << '|' << c.synthetic.factor_scale << '|' << c.synthetic.bias << '|'
-    << c.synthetic.model_seed << '|' << c.synthetic.sample_seed << '|' << c.test_rows;
+  k << c.source << '|' << c.dir << '|' << c.max_train_rows << '|' << c.max_test_rows << '|' << c.train_path
+    << '|' << c.test_path << '|' << c.test_fraction << '|' << c.criteo.buckets_per_field << '|'
+    << c.criteo.log_transform << '|' << c.synthetic.rows << '|' << c.synthetic.fields << '|'
+    << c.synthetic.vocab_per_field << '|' << c.synthetic.zipf_exponent << '|' << c.synthetic.dense_dim << '|'
+    << c.synthetic.factor_dim << '|' << c.synthetic.weight_scale << '|' << c.synthetic.factor_scale << '|'
+    << c.synthetic.bias << '|' << c.synthetic.model_seed << '|' << c.synthetic.sample_seed << '|'
+    << c.test_rows;
   std::string text = k.str();
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH64(text.data(), text.size(), 0)));
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(XXH64(text.data(), text.size(), 0)));
   std::string source = c.source;
   for (auto& ch : source)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '-';
   return source + "-" + hex;
 }
 
-bool store_ok(const std::string& dir) { return static_cast<bool>(storage::record_store::open(dir)); }
+bool store_ok(const std::string& dir) {
+  return static_cast<bool>(storage::record_store::open(dir));
+}
 }  // namespace
 
 expected<prepared_data> prepare_datasets(const nn::data_config& c, const std::string& cache) {

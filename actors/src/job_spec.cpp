@@ -10,7 +10,8 @@ job_options read_job(config_section s) {
   o.strategy = s.get_enum("strategy", o.strategy, {"async_ps", "allreduce", "local_sgd"});
   o.workers = static_cast<std::uint32_t>(s.get_int("workers", o.workers, 0, 1024));
   o.min_workers = static_cast<std::uint32_t>(s.get_int("min_workers", o.min_workers, 0, 1024));
-  o.max_workers = static_cast<std::uint32_t>(s.get_int("max_workers", std::max(o.max_workers, o.workers), 1, 1024));
+  o.max_workers =
+      static_cast<std::uint32_t>(s.get_int("max_workers", std::max(o.max_workers, o.workers), 1, 1024));
   o.records_per_task = static_cast<std::uint64_t>(s.get_int("records_per_task", 1024, 1, 1 << 30));
   o.max_task_failures = static_cast<std::uint32_t>(s.get_int("max_task_failures", 3, 1, 1000));
   o.lease_timeout = job_options::ms(s.get_int("lease_timeout_ms", 30'000, 100, 3'600'000));
@@ -21,8 +22,9 @@ job_options read_job(config_section s) {
   o.dataset_cache = s.get_string("dataset_cache", "");
   o.device = s.get_enum("device", o.device, {"cpu", "gpu"});
   if (o.min_workers > o.max_workers)
-    s.fail("min_workers", core_errc::out_of_range,
-           std::to_string(o.min_workers) + " is more than max_workers (" + std::to_string(o.max_workers) + ")");
+    s.fail(
+        "min_workers", core_errc::out_of_range,
+        std::to_string(o.min_workers) + " is more than max_workers (" + std::to_string(o.max_workers) + ")");
   if (o.workers > o.max_workers)
     s.fail("workers", core_errc::out_of_range,
            std::to_string(o.workers) + " is more than max_workers (" + std::to_string(o.max_workers) + ")");
@@ -52,9 +54,10 @@ expected<job_spec> job_spec::read(const config_doc& doc) {
   // [train] device is `troupe train --local`'s switch (it reads job files too); a job's workers
   // follow [job] device.
   if (spec.uses_gpu() && spec.job.strategy != "allreduce")
-    return make_unexpected(core_errc::invalid_argument,
-                           doc.source() + ": job.device: \"gpu\" is supported with strategy \"allreduce\" only (strategy is \"" +
-                               spec.job.strategy + "\")");
+    return make_unexpected(
+        core_errc::invalid_argument,
+        doc.source() + ": job.device: \"gpu\" is supported with strategy \"allreduce\" only (strategy is \"" +
+            spec.job.strategy + "\")");
   if (spec.job.dataset_cache.empty()) spec.job.dataset_cache = spec.job.root + "/datasets";
   return spec;
 }

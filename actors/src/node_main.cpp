@@ -3,8 +3,8 @@
 #include <csignal>
 #include <thread>
 
-#include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/all.hpp>
 
 #include "caf_types.hpp"
 #include "node_runtime.hpp"
@@ -17,9 +17,12 @@ namespace troupe::actors {
 namespace {
 
 volatile std::sig_atomic_t stop_requested = 0;
-void on_signal(int) { stop_requested = 1; }
+void on_signal(int) {
+  stop_requested = 1;
+}
 
-supervision::child_spec child(const std::string& name, std::function<caf::actor(caf::actor_system&, std::uint32_t)> f) {
+supervision::child_spec child(const std::string& name,
+                              std::function<caf::actor(caf::actor_system&, std::uint32_t)> f) {
   supervision::child_spec c;
   c.name = name;
   c.start = [f](supervision::spawn_context& ctx) { return f(ctx.system, ctx.restarts); };
@@ -28,16 +31,21 @@ supervision::child_spec child(const std::string& name, std::function<caf::actor(
   return c;
 }
 
-std::vector<supervision::child_spec> children_of(node_runtime* rt, const node_options& o, cluster::node_role role) {
+std::vector<supervision::child_spec> children_of(node_runtime* rt, const node_options& o,
+                                                 cluster::node_role role) {
   data_paths data{o.train_dir, o.test_dir};
   std::vector<supervision::child_spec> kids;
   switch (role) {
     case cluster::node_role::master:
-      kids.push_back(child("dispenser", [rt, data](caf::actor_system& s, std::uint32_t) { return spawn_dispenser(s, *rt, data); }));
-      kids.push_back(child("master", [rt](caf::actor_system& s, std::uint32_t n) { return spawn_master(s, rt, n); }));
+      kids.push_back(child("dispenser", [rt, data](caf::actor_system& s, std::uint32_t) {
+        return spawn_dispenser(s, *rt, data);
+      }));
+      kids.push_back(
+          child("master", [rt](caf::actor_system& s, std::uint32_t n) { return spawn_master(s, rt, n); }));
       break;
     case cluster::node_role::ps:
-      kids.push_back(child("ps", [rt, data](caf::actor_system& s, std::uint32_t) { return spawn_ps_shard(s, *rt, data); }));
+      kids.push_back(child(
+          "ps", [rt, data](caf::actor_system& s, std::uint32_t) { return spawn_ps_shard(s, *rt, data); }));
       break;
     default:
       kids.push_back(child("worker", [rt, data](caf::actor_system& s, std::uint32_t) {
@@ -74,7 +82,8 @@ int run_node(const node_options& o) {
   node_runtime::identity who;
   who.role = *role;
   who.index = o.index;
-  who.id = {*role == cluster::node_role::master ? "master" : cluster::node_name(*role, o.index), o.incarnation};
+  who.id = {*role == cluster::node_role::master ? "master" : cluster::node_name(*role, o.index),
+            o.incarnation};
   who.job_dir = o.job_dir;
   auto dir = cluster::job_dir::open(o.job_dir);
   who.job_id = dir ? dir->job_id() : "job";
@@ -95,7 +104,8 @@ int run_node(const node_options& o) {
     }
   if (*role == cluster::node_role::master) {
     r->on_peer_down([r](const peer_event& e) {
-      if (auto a = r->names().get("master")) caf::anon_send(a, peer_down_atom::value, e.node.name, e.node.incarnation, e.reason);
+      if (auto a = r->names().get("master"))
+        caf::anon_send(a, peer_down_atom::value, e.node.name, e.node.incarnation, e.reason);
     });
   }
   supervision::supervisor_config sc;
@@ -106,8 +116,10 @@ int run_node(const node_options& o) {
       r->defer_join();
       // Ring partners watch it: they notice this process's death before its teardown ends.
       auto b = r->liveness().start(who.id);
-      if (b) beacon = std::move(*b);
-      else spdlog::warn("liveness beacon: {} (partners fall back to the pid)", b.err().to_string());
+      if (b)
+        beacon = std::move(*b);
+      else
+        spdlog::warn("liveness beacon: {} (partners fall back to the pid)", b.err().to_string());
     }
     if (auto j = r->join_master(o.join); !j) {
       spdlog::error("{}: cannot reach the master at {}: {}", who.id.to_string(), o.join, j.err().to_string());

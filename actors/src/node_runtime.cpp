@@ -7,10 +7,10 @@
 #include <cstdlib>
 #include <fstream>
 
+#include <spdlog/spdlog.h>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/send.hpp>
-#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <thread>
@@ -52,7 +52,9 @@ node_runtime::~node_runtime() {
   }
 }
 
-caf::actor_system& node_runtime::system() { return *caf_->system; }
+caf::actor_system& node_runtime::system() {
+  return *caf_->system;
+}
 
 expected<std::string> node_runtime::read_token(const std::string& job_dir) {
   return load_token(job_dir + "/token", "", "");
@@ -101,8 +103,10 @@ expected<void> node_runtime::bridge(const std::string& name) {
   auto* names = &names_;
   return net_->register_name(name, [names, name](const message& m) {
     auto a = names->get(name);
-    if (a) caf::anon_send(a, m);
-    else spdlog::debug("{} is restarting: dropped a message from {}", name, m.from_node().to_string());
+    if (a)
+      caf::anon_send(a, m);
+    else
+      spdlog::debug("{} is restarting: dropped a message from {}", name, m.from_node().to_string());
   });
 }
 
@@ -172,7 +176,9 @@ bool node_runtime::gone(const node_id& id) const {
   return live_->gone(id);
 }
 
-troupe::clock& node_runtime::clock() { return troupe::clock::system(); }
+troupe::clock& node_runtime::clock() {
+  return troupe::clock::system();
+}
 
 cluster::membership_view node_runtime::view() const {
   std::lock_guard lk(mu_);
@@ -206,7 +212,8 @@ expected<void> node_runtime::ensure_connected(const std::string& node, const std
 
 void node_runtime::send_join() {
   auto j = wire::join(who_.id, who_.role, address_, static_cast<int>(::getpid()));
-  if (auto r = net_->send("master", "master", std::move(j), "node"); !r) spdlog::warn("join: {}", r.err().to_string());
+  if (auto r = net_->send("master", "master", std::move(j), "node"); !r)
+    spdlog::warn("join: {}", r.err().to_string());
 }
 
 void node_runtime::mark_ready() {

@@ -29,7 +29,8 @@ class node_runtime final : public node_context {
   using identity = node_identity;
 
   // Starts the actor system and the endpoint, listens on `listen` ("host:port", port may be 0).
-  static expected<std::unique_ptr<node_runtime>> start(const job_spec& spec, identity who, const std::string& listen);
+  static expected<std::unique_ptr<node_runtime>> start(const job_spec& spec, identity who,
+                                                       const std::string& listen);
   ~node_runtime() override;
 
   const job_spec& spec() const override { return spec_; }

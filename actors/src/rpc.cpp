@@ -13,11 +13,14 @@ expected<void> send_reply(endpoint& net, const message& request, outbound&& answ
 expected<std::unique_ptr<rpc_client>> rpc_client::create(endpoint& net, std::string name) {
   std::unique_ptr<rpc_client> c(new rpc_client(net, std::move(name)));
   rpc_client* self = c.get();
-  if (auto r = net.register_name(c->name_, [self](const message& m) { self->on_reply(m); }); !r) return r.err();
+  if (auto r = net.register_name(c->name_, [self](const message& m) { self->on_reply(m); }); !r)
+    return r.err();
   return c;
 }
 
-rpc_client::~rpc_client() { net_.unregister_name(name_); }
+rpc_client::~rpc_client() {
+  net_.unregister_name(name_);
+}
 
 std::uint64_t rpc_client::incarnation_of(const std::string& node) const {
   for (const auto& p : net_.peers())
@@ -49,7 +52,8 @@ expected<std::uint64_t> rpc_client::start(request& req, std::chrono::millisecond
   return id;
 }
 
-expected<std::vector<message>> rpc_client::call_all(std::vector<request>& reqs, std::chrono::milliseconds timeout) {
+expected<std::vector<message>> rpc_client::call_all(std::vector<request>& reqs,
+                                                    std::chrono::milliseconds timeout) {
   std::vector<std::uint64_t> ids;
   ids.reserve(reqs.size());
   auto forget = [&] {
@@ -84,7 +88,8 @@ expected<std::vector<message>> rpc_client::call_all(std::vector<request>& reqs, 
       failed = "no reply within " + std::to_string(timeout.count()) + " ms from ";
       break;
     }
-    cv_.wait_for(lk, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(20)));
+    cv_.wait_for(
+        lk, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(20)));
     lk.unlock();
     std::string down;
     for (auto& r : reqs)
@@ -122,13 +127,15 @@ expected<message> rpc_client::call(request req, std::chrono::milliseconds timeou
 expected<std::uint64_t> rpc_client::send(request req, std::chrono::milliseconds timeout) {
   auto id = start(req, timeout);
   if (!id) return id;
-  sent_[*id] = in_flight{req.node, incarnation_of(req.node), std::chrono::steady_clock::now() + timeout, timeout};
+  sent_[*id] =
+      in_flight{req.node, incarnation_of(req.node), std::chrono::steady_clock::now() + timeout, timeout};
   return id;
 }
 
 std::optional<expected<message>> rpc_client::poll(std::uint64_t id) {
   auto it = sent_.find(id);
-  if (it == sent_.end()) return expected<message>(make_unexpected(core_errc::invalid_argument, "no such request"));
+  if (it == sent_.end())
+    return expected<message>(make_unexpected(core_errc::invalid_argument, "no such request"));
   auto done = [&](expected<message> r) -> std::optional<expected<message>> {
     {
       std::lock_guard lk(mu_);
@@ -149,8 +156,8 @@ std::optional<expected<message>> rpc_client::poll(std::uint64_t id) {
   }
   const auto& f = it->second;
   if (std::chrono::steady_clock::now() >= f.deadline)
-    return done(make_unexpected(core_errc::io_error, "no reply within " + std::to_string(f.timeout.count()) +
-                                                          " ms from " + f.node));
+    return done(make_unexpected(
+        core_errc::io_error, "no reply within " + std::to_string(f.timeout.count()) + " ms from " + f.node));
   if (f.incarnation != 0 && incarnation_of(f.node) != f.incarnation)
     return done(make_unexpected(core_errc::io_error, f.node + " went down before replying"));
   return std::nullopt;

@@ -44,7 +44,8 @@ class rpc_channel {
   virtual expected<message> call(request req, std::chrono::milliseconds timeout) = 0;
   // Sends every request and waits for all replies (in the order of `reqs`), or fails with the first
   // send error or a timeout (core_errc::io_error naming the silent nodes). Moves out each req.out.
-  virtual expected<std::vector<message>> call_all(std::vector<request>& reqs, std::chrono::milliseconds timeout) = 0;
+  virtual expected<std::vector<message>> call_all(std::vector<request>& reqs,
+                                                  std::chrono::milliseconds timeout) = 0;
 };
 
 // Sends `answer` (built by reply_to(request)) back to the actor that sent `request`, from `from`.
@@ -61,7 +62,8 @@ class rpc_client final : public rpc_channel {
   expected<std::uint64_t> send(request req, std::chrono::milliseconds timeout) override;
   std::optional<expected<message>> poll(std::uint64_t id) override;
   expected<message> call(request req, std::chrono::milliseconds timeout) override;
-  expected<std::vector<message>> call_all(std::vector<request>& reqs, std::chrono::milliseconds timeout) override;
+  expected<std::vector<message>> call_all(std::vector<request>& reqs,
+                                          std::chrono::milliseconds timeout) override;
 
  private:
   rpc_client(endpoint& net, std::string name) : net_(net), name_(std::move(name)) {}

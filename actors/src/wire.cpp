@@ -2,7 +2,9 @@
 
 namespace troupe::actors::wire {
 
-node_id read_node(schema::NodeRef::Reader r) { return {r.getName().cStr(), r.getIncarnation()}; }
+node_id read_node(schema::NodeRef::Reader r) {
+  return {r.getName().cStr(), r.getIncarnation()};
+}
 
 void write_node(schema::NodeRef::Builder b, const node_id& id) {
   b.setName(id.name);

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "ps_layout.hpp"
-#include "wire.hpp"
 #include "troupe/cluster/membership.hpp"
+#include "wire.hpp"
 
 namespace troupe::actors {
 
@@ -99,7 +99,8 @@ expected<void> remote_ps::push(nn::model& m) {
     if (p->trainable) dense_by_shard[shard_of_name(p->name, shards)].push_back(p);
   auto tables = m.embedding_tables();
   // Per shard, per table: positions into the table's (unique, combined) sparse gradient.
-  std::vector<std::vector<std::vector<std::size_t>>> rows_by_shard(shards, std::vector<std::vector<std::size_t>>(tables.size()));
+  std::vector<std::vector<std::vector<std::size_t>>> rows_by_shard(
+      shards, std::vector<std::vector<std::size_t>>(tables.size()));
   for (std::size_t t = 0; t < tables.size(); ++t) {
     const auto& g = tables[t]->grad();
     for (std::size_t i = 0; i < g.size(); ++i) rows_by_shard[shard_of_id(g.ids[i], shards)][t].push_back(i);
@@ -168,7 +169,8 @@ void node_ring_context::report_gone(const node_id& node, const std::string& why)
   (void)rt_.net().send("master", "master", std::move(o.out), "worker");
 }
 
-std::unique_ptr<collective::shm_ring_session> make_ring_session(node_ring_context& ctx, const job_spec& spec) {
+std::unique_ptr<collective::shm_ring_session> make_ring_session(node_ring_context& ctx,
+                                                                const job_spec& spec) {
   return std::make_unique<collective::shm_ring_session>(
       ctx, collective::shm_session_options{spec.job.ring_capacity, spec.job.rpc_timeout});
 }

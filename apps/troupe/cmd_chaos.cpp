@@ -13,9 +13,9 @@
 #include <spdlog/spdlog.h>
 
 #include "command.hpp"
+#include "troupe/cluster/config.hpp"
 #include "troupe/control/chaos.hpp"
 #include "troupe/control/client.hpp"
-#include "troupe/cluster/config.hpp"
 #include "troupe/core/config.hpp"
 
 namespace troupe::cli {
@@ -30,7 +30,9 @@ struct flags {
 };
 
 volatile std::sig_atomic_t interrupted = 0;
-void on_signal(int) { interrupted = 1; }
+void on_signal(int) {
+  interrupted = 1;
+}
 
 // `troupe run` started through a launcher: its own process group, killed if this process dies.
 struct job_process {

@@ -28,7 +28,8 @@ expected<std::string> read_token(const options& o) {
     std::ifstream in(o.token_file);
     std::string t;
     if (!in || !std::getline(in, t) || t.empty())
-      return make_unexpected(core_errc::io_error, "--token-file " + o.token_file + ": cannot read a token from it");
+      return make_unexpected(core_errc::io_error,
+                             "--token-file " + o.token_file + ": cannot read a token from it");
     return t;
   }
   const char* env = std::getenv("TROUPE_TOKEN");
@@ -40,7 +41,8 @@ int serve(const options& o) {
   if (!token) return usage_error(token.err());
   bool open_to_network = !loopback(o.listen);
   if (open_to_network && token->empty())
-    return usage_error("--listen " + o.listen + " is beyond loopback: the dashboard then needs the cluster token "
+    return usage_error("--listen " + o.listen +
+                       " is beyond loopback: the dashboard then needs the cluster token "
                        "(TROUPE_TOKEN or --token-file)");
   // Block the signals before any thread starts, so only sigwait below sees them.
   sigset_t set;
@@ -50,7 +52,8 @@ int serve(const options& o) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   observe::http_options ho;
   ho.listen = o.listen == "localhost:8265" ? "127.0.0.1:8265" : o.listen;
-  auto server = observe::http_server::start(ho, observe::make_dashboard({o.root, *token, open_to_network, {}}));
+  auto server =
+      observe::http_server::start(ho, observe::make_dashboard({o.root, *token, open_to_network, {}}));
   if (!server) return usage_error("--listen: " + server.err().to_string());
   std::printf("troupe dashboard: http://%s/ (jobs under %s)\n", (*server)->address().c_str(), o.root.c_str());
   std::fflush(stdout);

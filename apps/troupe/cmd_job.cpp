@@ -2,8 +2,8 @@
 #include <cstdio>
 #include <memory>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "command.hpp"
 #include "troupe/control/client.hpp"
@@ -37,60 +37,66 @@ void print_table(const nlohmann::json& j) {
               t["requeued"].get<unsigned long long>(), j["data_epoch"].get<unsigned>() + 1,
               j["data_epochs"].get<unsigned>());
   std::printf("throughput %.0f samples/s, loss %.4f, %llu samples, workers %u/%u, restarts %llu\n",
-              j["samples_per_sec"].get<double>(), j["loss"].get<double>(), j["samples_total"].get<unsigned long long>(),
-              j["workers_alive"].get<unsigned>(), j["workers_target"].get<unsigned>(),
-              j["restarts"].get<unsigned long long>());
+              j["samples_per_sec"].get<double>(), j["loss"].get<double>(),
+              j["samples_total"].get<unsigned long long>(), j["workers_alive"].get<unsigned>(),
+              j["workers_target"].get<unsigned>(), j["restarts"].get<unsigned long long>());
   std::printf("%-14s %-8s %-10s %-22s %s\n", "NODE", "ROLE", "STATE", "ADDRESS", "PID");
   for (const auto& m : j["members"])
-    std::printf("%-14s %-8s %-10s %-22s %u\n", m["node"].get<std::string>().c_str(), m["role"].get<std::string>().c_str(),
-                m["state"].get<std::string>().c_str(), m["address"].get<std::string>().c_str(), m["pid"].get<unsigned>());
+    std::printf("%-14s %-8s %-10s %-22s %u\n", m["node"].get<std::string>().c_str(),
+                m["role"].get<std::string>().c_str(), m["state"].get<std::string>().c_str(),
+                m["address"].get<std::string>().c_str(), m["pid"].get<unsigned>());
 }
 
-const command_registrar status_reg{"status", "Show a running job: membership, tasks, throughput", [](CLI::App& sub) -> runner {
-  auto t = std::make_shared<target>();
-  auto json = std::make_shared<bool>(false);
-  add_target(sub, t);
-  sub.add_flag("--json", *json, "one JSON object instead of the table");
-  return [t, json]() -> int {
-    quiet_logs();
-    auto dir = control::find_job_dir(t->job_dir, t->root);
-    if (!dir) return usage_error(dir.err());
-    auto s = control::job_status_json(*dir);
-    if (!s) return run_error(s.err());
-    if (*json) std::printf("%s\n", s->c_str());
-    else print_table(nlohmann::json::parse(*s));
-    return 0;
-  };
-}};
+const command_registrar status_reg{"status", "Show a running job: membership, tasks, throughput",
+                                   [](CLI::App& sub) -> runner {
+                                     auto t = std::make_shared<target>();
+                                     auto json = std::make_shared<bool>(false);
+                                     add_target(sub, t);
+                                     sub.add_flag("--json", *json, "one JSON object instead of the table");
+                                     return [t, json]() -> int {
+                                       quiet_logs();
+                                       auto dir = control::find_job_dir(t->job_dir, t->root);
+                                       if (!dir) return usage_error(dir.err());
+                                       auto s = control::job_status_json(*dir);
+                                       if (!s) return run_error(s.err());
+                                       if (*json)
+                                         std::printf("%s\n", s->c_str());
+                                       else
+                                         print_table(nlohmann::json::parse(*s));
+                                       return 0;
+                                     };
+                                   }};
 
-const command_registrar scale_reg{"scale", "Change the number of workers of a running job", [](CLI::App& sub) -> runner {
-  auto t = std::make_shared<target>();
-  auto n = std::make_shared<std::uint32_t>(0);
-  add_target(sub, t);
-  sub.add_option("--workers", *n, "the new number of workers")->required()->check(CLI::Range(0, 1024));
-  return [t, n]() -> int {
-    quiet_logs();
-    auto dir = control::find_job_dir(t->job_dir, t->root);
-    if (!dir) return usage_error(dir.err());
-    auto r = control::scale_job(*dir, *n);
-    if (!r) return run_error(r.err());
-    std::printf("workers: %u\n", *r);
-    return 0;
-  };
-}};
+const command_registrar scale_reg{
+    "scale", "Change the number of workers of a running job", [](CLI::App& sub) -> runner {
+      auto t = std::make_shared<target>();
+      auto n = std::make_shared<std::uint32_t>(0);
+      add_target(sub, t);
+      sub.add_option("--workers", *n, "the new number of workers")->required()->check(CLI::Range(0, 1024));
+      return [t, n]() -> int {
+        quiet_logs();
+        auto dir = control::find_job_dir(t->job_dir, t->root);
+        if (!dir) return usage_error(dir.err());
+        auto r = control::scale_job(*dir, *n);
+        if (!r) return run_error(r.err());
+        std::printf("workers: %u\n", *r);
+        return 0;
+      };
+    }};
 
-const command_registrar stop_reg{"stop", "Stop a running job (its nodes exit; the job directory stays)", [](CLI::App& sub) -> runner {
-  auto t = std::make_shared<target>();
-  add_target(sub, t);
-  return [t]() -> int {
-    quiet_logs();
-    auto dir = control::find_job_dir(t->job_dir, t->root);
-    if (!dir) return usage_error(dir.err());
-    if (auto r = control::stop_job(*dir); !r) return run_error(r.err());
-    std::printf("stopped\n");
-    return 0;
-  };
-}};
+const command_registrar stop_reg{"stop", "Stop a running job (its nodes exit; the job directory stays)",
+                                 [](CLI::App& sub) -> runner {
+                                   auto t = std::make_shared<target>();
+                                   add_target(sub, t);
+                                   return [t]() -> int {
+                                     quiet_logs();
+                                     auto dir = control::find_job_dir(t->job_dir, t->root);
+                                     if (!dir) return usage_error(dir.err());
+                                     if (auto r = control::stop_job(*dir); !r) return run_error(r.err());
+                                     std::printf("stopped\n");
+                                     return 0;
+                                   };
+                                 }};
 
 }  // namespace
 }  // namespace troupe::cli

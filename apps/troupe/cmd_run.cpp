@@ -17,9 +17,12 @@ const command_registrar reg{
     "run", "Run a training job on this machine: master, PS shards and workers as supervised processes",
     [](CLI::App& sub) -> runner {
       auto f = std::make_shared<flags>();
-      sub.add_option("job", f->o.file, "job file (TOML), e.g. examples/fashion_mnist.toml")->required()->check(CLI::ExistingFile);
+      sub.add_option("job", f->o.file, "job file (TOML), e.g. examples/fashion_mnist.toml")
+          ->required()
+          ->check(CLI::ExistingFile);
       sub.add_option("--set", f->o.overrides, "override a key: --set train.epochs=2 (repeatable)");
-      sub.add_option("--workers", f->workers, "initial number of workers (overrides job.workers)")->check(CLI::Range(1, 1024));
+      sub.add_option("--workers", f->workers, "initial number of workers (overrides job.workers)")
+          ->check(CLI::Range(1, 1024));
       sub.add_option("--job-id", f->o.job_id, "name of the job directory (default: <name>-<time>-<random>)");
       sub.add_flag("--quiet", f->quiet, "no progress line");
       return [f]() -> int {

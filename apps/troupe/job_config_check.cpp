@@ -1,7 +1,7 @@
 #include "job_config_check.hpp"
 
-#include "troupe/core/log.hpp"
 #include "troupe/actors/job_spec.hpp"
+#include "troupe/core/log.hpp"
 
 namespace troupe::cli {
 

@@ -28,7 +28,9 @@ int usage_error(const std::string& text) {
   std::fprintf(stderr, "troupe: error: %s\n", text.c_str());
   return 2;
 }
-int usage_error(const error& e) { return usage_error(e.to_string()); }
+int usage_error(const error& e) {
+  return usage_error(e.to_string());
+}
 int run_error(const error& e) {
   std::fprintf(stderr, "troupe: error: %s\n", e.to_string().c_str());
   return 1;
@@ -38,10 +40,11 @@ int run_error(const error& e) {
 
 int main(int argc, char** argv) {
   using namespace troupe;
-  CLI::App app{"troupe: elastic, fault-tolerant distributed training.\n"
-               "A job's master, data dispenser, parameter-server shards and workers are supervised\n"
-               "actors; workers may be preempted, killed or added while the job runs.",
-               "troupe"};
+  CLI::App app{
+      "troupe: elastic, fault-tolerant distributed training.\n"
+      "A job's master, data dispenser, parameter-server shards and workers are supervised\n"
+      "actors; workers may be preempted, killed or added while the job runs.",
+      "troupe"};
   app.set_version_flag("--version", std::string(TROUPE_VERSION));
   app.require_subcommand(1);
   app.fallthrough();

@@ -37,15 +37,24 @@ bool parse(int argc, char** argv, args& a) {
     }
     if (i + 1 >= argc) return false;
     const char* v = argv[++i];
-    if (k == "--rank") a.rank = std::atoi(v);
-    else if (k == "--size") a.size = std::atoi(v);
-    else if (k == "--iters") a.iters = std::atoi(v);
-    else if (k == "--mb") a.mb = std::atof(v);
-    else if (k == "--listen") a.listen = v;
-    else if (k == "--next") a.next = v;
-    else if (k == "--heartbeat-ms") a.heartbeat_ms = std::atol(v);
-    else if (k == "--timeout-ms") a.timeout_ms = std::atol(v);
-    else return false;
+    if (k == "--rank")
+      a.rank = std::atoi(v);
+    else if (k == "--size")
+      a.size = std::atoi(v);
+    else if (k == "--iters")
+      a.iters = std::atoi(v);
+    else if (k == "--mb")
+      a.mb = std::atof(v);
+    else if (k == "--listen")
+      a.listen = v;
+    else if (k == "--next")
+      a.next = v;
+    else if (k == "--heartbeat-ms")
+      a.heartbeat_ms = std::atol(v);
+    else if (k == "--timeout-ms")
+      a.timeout_ms = std::atol(v);
+    else
+      return false;
   }
   return !a.listen.empty() && !a.next.empty() && a.size >= 2 && a.rank >= 0 && a.rank < a.size && a.iters > 0;
 }
@@ -70,8 +79,9 @@ int until_error(tcp_ring_link& link, const args& a, std::size_t n) {
 int main(int argc, char** argv) {
   args a;
   if (!parse(argc, argv, a)) {
-    std::fprintf(stderr, "usage: allreduce_tcp_rank --rank R --size N --listen HOST:PORT --next HOST:PORT "
-                         "[--mb M] [--iters K] [--heartbeat-ms H] [--timeout-ms T] [--until-error]\n");
+    std::fprintf(stderr,
+                 "usage: allreduce_tcp_rank --rank R --size N --listen HOST:PORT --next HOST:PORT "
+                 "[--mb M] [--iters K] [--heartbeat-ms H] [--timeout-ms T] [--until-error]\n");
     return 2;
   }
   auto colon = a.listen.rfind(':');
@@ -120,9 +130,10 @@ int main(int argc, char** argv) {
     std::sort(times.begin(), times.end());
     double med = times[times.size() / 2], bytes = static_cast<double>(n) * sizeof(float);
     double algbw = bytes / med / 1e9;
-    std::printf("{\"bench\":\"ring_allreduce_tcp\",\"ranks\":%d,\"bytes\":%.0f,\"iters\":%d,\"median_s\":%.6f,"
-                "\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
-                a.size, bytes, a.iters, med, algbw, algbw * 2.0 * (a.size - 1) / a.size);
+    std::printf(
+        "{\"bench\":\"ring_allreduce_tcp\",\"ranks\":%d,\"bytes\":%.0f,\"iters\":%d,\"median_s\":%.6f,"
+        "\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
+        a.size, bytes, a.iters, med, algbw, algbw * 2.0 * (a.size - 1) / a.size);
   }
   return 0;
 }

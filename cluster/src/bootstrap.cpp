@@ -11,7 +11,9 @@ unexpected bad(const std::string& flag, const std::string& why) {
 }
 }  // namespace
 
-node_id node_args::id() const { return {node_name(role, index), incarnation}; }
+node_id node_args::id() const {
+  return {node_name(role, index), incarnation};
+}
 
 expected<void> validate_node_args(const node_args& a) {
   const char* addr_flag = a.role == node_role::master ? "--listen" : "--join";
@@ -25,13 +27,20 @@ expected<void> validate_node_args(const node_args& a) {
 }
 
 std::vector<std::string> node_argv(const node_args& a) {
-  std::vector<std::string> argv = {"troupe",        "node",
-                                   "--job-dir",     a.job_dir,
-                                   "--role",        std::string(to_string(a.role)),
-                                   "--index",       std::to_string(a.index),
-                                   "--incarnation", std::to_string(a.incarnation),
-                                   "--train",       a.train_dir,
-                                   "--test",        a.test_dir,
+  std::vector<std::string> argv = {"troupe",
+                                   "node",
+                                   "--job-dir",
+                                   a.job_dir,
+                                   "--role",
+                                   std::string(to_string(a.role)),
+                                   "--index",
+                                   std::to_string(a.index),
+                                   "--incarnation",
+                                   std::to_string(a.incarnation),
+                                   "--train",
+                                   a.train_dir,
+                                   "--test",
+                                   a.test_dir,
                                    a.role == node_role::master ? "--listen" : "--join",
                                    a.master};
   argv.insert(argv.end(), a.extra.begin(), a.extra.end());

@@ -14,7 +14,9 @@ cluster_config cluster_config::read(config_section s, cluster_config defaults) {
   return c;
 }
 
-cluster_config cluster_config::read(config_section s) { return read(s, cluster_config{}); }
+cluster_config cluster_config::read(config_section s) {
+  return read(s, cluster_config{});
+}
 
 expected<resources> configured_capacity(const cluster_config& cfg) {
   auto cap = local_capacity();

@@ -8,8 +8,8 @@
 
 #include "node_runtime.hpp"
 #include "rpc.hpp"
-#include "troupe/cluster/job_dir.hpp"
 #include "status_codec.hpp"
+#include "troupe/cluster/job_dir.hpp"
 #include "wire.hpp"
 
 namespace troupe::control {
@@ -23,7 +23,8 @@ expected<std::string> find_job_dir(const std::string& job_dir, const std::string
   if (!job_dir.empty()) return job_dir;
   auto ids = cluster::job_dir::list(root);
   if (!ids) return ids.err();
-  if (ids->empty()) return make_unexpected(core_errc::invalid_argument, "no job under " + root + " (give --job-dir)");
+  if (ids->empty())
+    return make_unexpected(core_errc::invalid_argument, "no job under " + root + " (give --job-dir)");
   return root + "/" + ids->front();
 }
 
@@ -73,7 +74,8 @@ expected<std::string> job_status_json(const std::string& job_dir) {
   auto reply = rpc.call({"runner", "runner", std::move(o.out)}, std::chrono::seconds(3));
   if (!reply) return reply.err();
   nlohmann::json j;
-  bool ok = guarded("status", [&] { j = actors::to_json(actors::read_job_status(reply->body().getJob().getJobStatus())); });
+  bool ok = guarded(
+      "status", [&] { j = actors::to_json(actors::read_job_status(reply->body().getJob().getJobStatus())); });
   if (!ok) return make_unexpected(core_errc::parse_error, "malformed status reply from the runner");
   return j.dump();
 }

@@ -42,16 +42,26 @@ const toml::node* lookup(const toml::table& t, std::string_view dotted) {
 
 const char* type_name(const toml::node& n) {
   switch (n.type()) {
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::date: return "a date";
-    case toml::node_type::time: return "a time";
-    case toml::node_type::date_time: return "a date-time";
-    default: return "nothing";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+    default:
+      return "nothing";
   }
 }
 
@@ -75,7 +85,9 @@ bool under(const std::string& key, const std::string& prefix) {
 
 }  // namespace
 
-config_doc::config_doc() : impl_(std::make_shared<impl>()) { impl_->source = "<empty>"; }
+config_doc::config_doc() : impl_(std::make_shared<impl>()) {
+  impl_->source = "<empty>";
+}
 
 expected<config_doc> config_doc::from_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -128,15 +140,16 @@ expected<void> config_doc::apply_override(std::string_view assignment) {
     }
     t = n->as_table();
     if (!t)
-      return make_unexpected(core_errc::wrong_type,
-                             "--set '" + key + "': '" + parts[i] + "' is not a table");
+      return make_unexpected(core_errc::wrong_type, "--set '" + key + "': '" + parts[i] + "' is not a table");
   }
   t->insert_or_assign(parts.back(), *parsed.get("v"));
   impl_ = std::move(fresh);
   return {};
 }
 
-const std::string& config_doc::source() const { return impl_->source; }
+const std::string& config_doc::source() const {
+  return impl_->source;
+}
 bool config_doc::has(std::string_view dotted_key) const {
   return lookup(impl_->table, dotted_key) != nullptr;
 }
@@ -158,7 +171,9 @@ void config_reader::record(const std::string& full_key, core_errc code, const st
   first_ = error(code, where + ": key '" + full_key + "': " + reason);
 }
 
-void config_reader::ignore(std::string_view path) { ignored_.emplace_back(path); }
+void config_reader::ignore(std::string_view path) {
+  ignored_.emplace_back(path);
+}
 
 expected<void> config_reader::finish(bool reject_unknown) {
   if (first_) return first_;
@@ -197,8 +212,8 @@ const toml::node* fetch(config_reader* r, const std::string& full, const toml::t
 }
 }  // namespace
 
-#define TROUPE_FETCH()                                                                  \
-  std::string full = full_key(key);                                                     \
+#define TROUPE_FETCH()              \
+  std::string full = full_key(key); \
   const toml::node* n = fetch(reader_, full, reader_->doc_.get_impl().table, reader_->read_)
 
 config_section::i64 config_section::get_int(std::string_view key, i64 def, i64 min, i64 max) {
@@ -210,8 +225,9 @@ config_section::i64 config_section::get_int(std::string_view key, i64 def, i64 m
     return def;
   }
   if (*v < min || *v > max) {
-    reader_->record(full, core_errc::out_of_range,
-                    std::to_string(*v) + " is outside [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+    reader_->record(
+        full, core_errc::out_of_range,
+        std::to_string(*v) + " is outside [" + std::to_string(min) + ", " + std::to_string(max) + "]");
     return def;
   }
   return *v;
@@ -229,8 +245,10 @@ double config_section::get_double(std::string_view key, double def, double min, 
   TROUPE_FETCH();
   if (!n) return def;
   std::optional<double> v;
-  if (n->is_floating_point()) v = n->as_floating_point()->get();
-  else if (n->is_integer()) v = static_cast<double>(n->as_integer()->get());
+  if (n->is_floating_point())
+    v = n->as_floating_point()->get();
+  else if (n->is_integer())
+    v = static_cast<double>(n->as_integer()->get());
   if (!v) {
     reader_->record(full, core_errc::wrong_type, std::string("expected a number, got ") + type_name(*n));
     return def;
@@ -290,7 +308,10 @@ std::vector<config_section::i64> config_section::get_ints(std::string_view key, 
   if (arr) {
     for (const auto& e : *arr) {
       auto v = e.value_exact<int64_t>();
-      if (!v) { arr = nullptr; break; }
+      if (!v) {
+        arr = nullptr;
+        break;
+      }
       out.push_back(*v);
     }
   }
@@ -301,14 +322,18 @@ std::vector<config_section::i64> config_section::get_ints(std::string_view key, 
   return out;
 }
 
-std::vector<std::string> config_section::get_strings(std::string_view key, const std::vector<std::string>& def) {
+std::vector<std::string> config_section::get_strings(std::string_view key,
+                                                     const std::vector<std::string>& def) {
   TROUPE_FETCH();
   if (!n) return def;
   const auto* arr = n->as_array();
   std::vector<std::string> out;
   if (arr) {
     for (const auto& e : *arr) {
-      if (!e.is_string()) { arr = nullptr; break; }
+      if (!e.is_string()) {
+        arr = nullptr;
+        break;
+      }
       out.push_back(e.as_string()->get());
     }
   }

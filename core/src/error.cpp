@@ -31,14 +31,22 @@ class core_category_impl final : public std::error_category {
   const char* name() const noexcept override { return "core"; }
   std::string message(int c) const override {
     switch (static_cast<core_errc>(c)) {
-      case core_errc::ok: return "ok";
-      case core_errc::io_error: return "I/O error";
-      case core_errc::parse_error: return "parse error";
-      case core_errc::missing_key: return "missing key";
-      case core_errc::wrong_type: return "wrong type";
-      case core_errc::out_of_range: return "value out of range";
-      case core_errc::unknown_key: return "unknown key";
-      case core_errc::invalid_argument: return "invalid argument";
+      case core_errc::ok:
+        return "ok";
+      case core_errc::io_error:
+        return "I/O error";
+      case core_errc::parse_error:
+        return "parse error";
+      case core_errc::missing_key:
+        return "missing key";
+      case core_errc::wrong_type:
+        return "wrong type";
+      case core_errc::out_of_range:
+        return "value out of range";
+      case core_errc::unknown_key:
+        return "unknown key";
+      case core_errc::invalid_argument:
+        return "invalid argument";
     }
     return "unknown core error " + std::to_string(c);
   }

@@ -10,26 +10,33 @@ bool valid_name(std::string_view s, bool allow_slash) {
   if (s.empty() || s.size() > 64) return false;
   if (!(s[0] >= 'a' && s[0] <= 'z')) return false;
   for (char c : s) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-              (allow_slash && c == '/');
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || (allow_slash && c == '/');
     if (!ok) return false;
   }
   return true;
 }
 }  // namespace
 
-bool valid_node_name(std::string_view name) noexcept { return valid_name(name, false); }
-bool valid_actor_name(std::string_view name) noexcept { return valid_name(name, true); }
+bool valid_node_name(std::string_view name) noexcept {
+  return valid_name(name, false);
+}
+bool valid_actor_name(std::string_view name) noexcept {
+  return valid_name(name, true);
+}
 
-std::string node_id::to_string() const { return name + "#" + std::to_string(incarnation); }
+std::string node_id::to_string() const {
+  return name + "#" + std::to_string(incarnation);
+}
 
 expected<node_id> node_id::parse(std::string_view text) {
   auto hash = text.find('#');
   std::string_view name = text.substr(0, hash);
   if (!valid_node_name(name))
-    return make_unexpected(core_errc::parse_error,
-                           "node id '" + std::string(text) +
-                               "': the name must be 1-64 characters of a-z, 0-9, '_' or '-', starting with a letter");
+    return make_unexpected(
+        core_errc::parse_error,
+        "node id '" + std::string(text) +
+            "': the name must be 1-64 characters of a-z, 0-9, '_' or '-', starting with a letter");
   node_id id{std::string(name), 0};
   if (hash != std::string_view::npos) {
     auto num = text.substr(hash + 1);
@@ -41,7 +48,9 @@ expected<node_id> node_id::parse(std::string_view text) {
   return id;
 }
 
-std::string actor_address::to_string() const { return name + "@" + node.to_string(); }
+std::string actor_address::to_string() const {
+  return name + "@" + node.to_string();
+}
 
 std::string make_job_id() {
   std::random_device rd;

@@ -19,8 +19,9 @@ expected<spdlog::level::level_enum> parse_log_level(const std::string& name) {
   static const char* names[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   for (int i = 0; i < 7; ++i)
     if (name == names[i]) return static_cast<spdlog::level::level_enum>(i);
-  return make_unexpected(core_errc::invalid_argument,
-                         "log level '" + name + "': expected trace, debug, info, warn, error, critical or off");
+  return make_unexpected(
+      core_errc::invalid_argument,
+      "log level '" + name + "': expected trace, debug, info, warn, error, critical or off");
 }
 
 expected<void> init_logging(const log_config& cfg) {

@@ -50,8 +50,10 @@ expected<float> trainer::compute_gradients(const batch& b) {
 }
 
 void trainer::apply_gradients() {
-  for (std::size_t i = 0; i < params_.size(); ++i) apply_dense(*opt_, params_[i]->value, params_[i]->grad, dense_state_[i]);
-  for (std::size_t i = 0; i < tables_.size(); ++i) apply_sparse(*opt_, *tables_[i], tables_[i]->grad(), row_state_[i]);
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    apply_dense(*opt_, params_[i]->value, params_[i]->grad, dense_state_[i]);
+  for (std::size_t i = 0; i < tables_.size(); ++i)
+    apply_sparse(*opt_, *tables_[i], tables_[i]->grad(), row_state_[i]);
   ++steps_;
 }
 

@@ -18,9 +18,14 @@ using nlohmann::json;
 namespace {
 
 http_response json_response(const json& j, int status = 200) {
-  return {status, "application/json", j.dump(-1, ' ', false, json::error_handler_t::replace), {{"Cache-Control", "no-store"}}};
+  return {status,
+          "application/json",
+          j.dump(-1, ' ', false, json::error_handler_t::replace),
+          {{"Cache-Control", "no-store"}}};
 }
-http_response error(int status, const std::string& why) { return json_response({{"error", why}}, status); }
+http_response error(int status, const std::string& why) {
+  return json_response({{"error", why}}, status);
+}
 
 bool valid_job_id(const std::string& id) {
   if (id.empty() || id.size() > 64 || id[0] == '.') return false;
@@ -46,7 +51,9 @@ std::string read_file(const fs::path& p, std::size_t max = 16 << 20) {
 }
 
 std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 // One job's row of the list, from its events (cached by file size and mtime).
@@ -62,11 +69,12 @@ struct summary_cache {
 
   json row(const fs::path& dir, const std::string& id) {
     auto events = dir / events_file_name;
-    struct stat st{};
+    struct stat st {};
     bool have = ::stat(events.c_str(), &st) == 0;
     auto& e = by_job[id];
     if (!have || static_cast<std::uint64_t>(st.st_size) != e.size || st.st_mtime != e.mtime) {
-      e = {have ? static_cast<std::uint64_t>(st.st_size) : 0, have ? st.st_mtime : -1, summarize(events, id), 0, false};
+      e = {have ? static_cast<std::uint64_t>(st.st_size) : 0, have ? st.st_mtime : -1, summarize(events, id),
+           0, false};
       e.last_ms = e.row.value("last_ms", std::int64_t{0});
       e.ended = e.row.contains("ended");
       e.row.erase("ended");
@@ -76,9 +84,13 @@ struct summary_cache {
       // Running while the runner or the master still write: nodes.json is rewritten as nodes
       // come and go, events at least every few seconds.
       auto nodes = json::parse(read_file(dir / "nodes.json"), nullptr, false);
-      std::int64_t last = std::max(e.last_ms, nodes.is_object() ? nodes.value("updated_ms", std::int64_t{0}) : 0);
+      std::int64_t last =
+          std::max(e.last_ms, nodes.is_object() ? nodes.value("updated_ms", std::int64_t{0}) : 0);
       r["state"] = now_ms() - last < 15'000 ? "running" : "crashed";
-      if (r.contains("started_ms")) r["duration_s"] = static_cast<double>(std::max(last, r["started_ms"].get<std::int64_t>()) - r["started_ms"].get<std::int64_t>()) / 1000.0;
+      if (r.contains("started_ms"))
+        r["duration_s"] = static_cast<double>(std::max(last, r["started_ms"].get<std::int64_t>()) -
+                                              r["started_ms"].get<std::int64_t>()) /
+                          1000.0;
     }
     r.erase("last_ms");
     return r;
@@ -145,7 +157,8 @@ class dashboard {
   bool authorised(const http_request& r) const {
     if (o_.token.empty()) return false;
     std::string given;
-    if (auto it = r.headers.find("authorization"); it != r.headers.end() && it->second.rfind("Bearer ", 0) == 0)
+    if (auto it = r.headers.find("authorization");
+        it != r.headers.end() && it->second.rfind("Bearer ", 0) == 0)
       given = it->second.substr(7);
     else if (auto q = r.query.find("token"); q != r.query.end())
       given = q->second;
@@ -181,7 +194,8 @@ class dashboard {
 
   http_response events(const fs::path& dir, const http_request& r) {
     std::uint64_t after = 0;
-    if (auto q = r.query.find("after"); q != r.query.end()) after = std::strtoull(q->second.c_str(), nullptr, 10);
+    if (auto q = r.query.find("after"); q != r.query.end())
+      after = std::strtoull(q->second.c_str(), nullptr, 10);
     auto read = read_events((dir / events_file_name).string(), after);
     if (!read) return error(500, read.err().to_string());
     json ev = json::array();
@@ -203,7 +217,8 @@ class dashboard {
   http_response log(const fs::path& dir, const std::string& node, const http_request& r) {
     if (!valid_node_name(node)) return error(400, "bad node name");
     std::size_t bytes = 16 << 10;
-    if (auto q = r.query.find("bytes"); q != r.query.end()) bytes = std::min<std::size_t>(std::strtoul(q->second.c_str(), nullptr, 10), 1 << 20);
+    if (auto q = r.query.find("bytes"); q != r.query.end())
+      bytes = std::min<std::size_t>(std::strtoul(q->second.c_str(), nullptr, 10), 1 << 20);
     fs::path p = dir / "logs" / (node + ".log");
     std::ifstream in(p, std::ios::binary | std::ios::ate);
     if (!in) return error(404, "no log for node '" + node + "'");
@@ -222,7 +237,8 @@ class dashboard {
       auto q = r.query.find("workers");
       char* end = nullptr;
       long n = q == r.query.end() ? -1 : std::strtol(q->second.c_str(), &end, 10);
-      if (q == r.query.end() || *end != '\0' || n < 0 || n > 10000) return error(400, "scale needs workers=N (0..10000)");
+      if (q == r.query.end() || *end != '\0' || n < 0 || n > 10000)
+        return error(400, "scale needs workers=N (0..10000)");
       workers = static_cast<int>(n);
     } else if (what != "stop") {
       return error(404, "no such API");

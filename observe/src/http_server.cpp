@@ -50,7 +50,8 @@ std::map<std::string, std::string> parse_query(const std::string& q) {
     auto amp = q.find('&', at);
     std::string kv = q.substr(at, amp == std::string::npos ? std::string::npos : amp - at);
     auto eq = kv.find('=');
-    if (!kv.empty()) m[percent_decode(kv.substr(0, eq))] = eq == std::string::npos ? "" : percent_decode(kv.substr(eq + 1));
+    if (!kv.empty())
+      m[percent_decode(kv.substr(0, eq))] = eq == std::string::npos ? "" : percent_decode(kv.substr(eq + 1));
     if (amp == std::string::npos) break;
     at = amp + 1;
   }
@@ -96,8 +97,8 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   void on_read(beast::error_code ec) {
-    if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::operation_aborted ||
-        ec == asio::error::connection_reset || ec == asio::error::eof)
+    if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout ||
+        ec == asio::error::operation_aborted || ec == asio::error::connection_reset || ec == asio::error::eof)
       return close();
     if (ec == bhttp::error::header_limit) return send_error(431, "request headers too large");
     if (ec == bhttp::error::body_limit) return send_error(413, "request body too large");
@@ -143,10 +144,11 @@ class session : public std::enable_shared_from_this<session> {
     res_.body() = std::move(out.body);
     res_.prepare_payload();
     stream_.expires_after(srv_.opt.read_timeout);
-    bhttp::async_write(stream_, res_, [self = shared_from_this(), close_after](beast::error_code ec, std::size_t) {
-      if (ec || close_after) return self->close();
-      self->read();
-    });
+    bhttp::async_write(stream_, res_,
+                       [self = shared_from_this(), close_after](beast::error_code ec, std::size_t) {
+                         if (ec || close_after) return self->close();
+                         self->read();
+                       });
   }
 
   void close() {
@@ -167,9 +169,10 @@ class session : public std::enable_shared_from_this<session> {
 void http_server::impl::refuse(tcp::socket s) {
   // Beyond the connection limit: one short answer without reading the request, then close. The
   // socket buffer takes it at once; a client that never reads cannot hold the server up.
-  static const std::string busy = "HTTP/1.1 503 " + reason_text(503) +
-                                  "\r\nContent-Type: text/plain\r\nContent-Length: 17\r\nConnection: close\r\n\r\n"
-                                  "too many clients\n";
+  static const std::string busy =
+      "HTTP/1.1 503 " + reason_text(503) +
+      "\r\nContent-Type: text/plain\r\nContent-Length: 17\r\nConnection: close\r\n\r\n"
+      "too many clients\n";
   beast::error_code ec;
   s.non_blocking(true, ec);
   s.write_some(asio::buffer(busy), ec);
@@ -181,8 +184,10 @@ void http_server::impl::accept() {
   acceptor.async_accept([this](beast::error_code ec, tcp::socket s) {
     if (ec == asio::error::operation_aborted) return;
     if (!ec) {
-      if (open.load() >= opt.max_connections) refuse(std::move(s));
-      else std::make_shared<session>(std::move(s), *this)->start();
+      if (open.load() >= opt.max_connections)
+        refuse(std::move(s));
+      else
+        std::make_shared<session>(std::move(s), *this)->start();
     }
     accept();
   });
@@ -202,7 +207,8 @@ expected<std::unique_ptr<http_server>> http_server::start(http_options options, 
   char* end = nullptr;
   unsigned long port = std::strtoul(p->opt.listen.c_str() + colon + 1, &end, 10);
   if (ec || *end != '\0' || port > 65535)
-    return make_unexpected(transport_errc::bad_address, "'" + p->opt.listen + "' is not an IP address and port");
+    return make_unexpected(transport_errc::bad_address,
+                           "'" + p->opt.listen + "' is not an IP address and port");
   tcp::endpoint ep(addr, static_cast<std::uint16_t>(port));
   p->acceptor.open(ep.protocol(), ec);
   if (!ec) p->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
@@ -224,8 +230,14 @@ http_server::~http_server() {
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
-std::string http_server::address() const { return impl_->bound; }
-std::uint16_t http_server::port() const { return impl_->port; }
-std::size_t http_server::connections() const { return impl_->open.load(); }
+std::string http_server::address() const {
+  return impl_->bound;
+}
+std::uint16_t http_server::port() const {
+  return impl_->port;
+}
+std::size_t http_server::connections() const {
+  return impl_->open.load();
+}
 
 }  // namespace troupe::observe

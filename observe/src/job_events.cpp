@@ -42,18 +42,22 @@ std::string to_json_line(const job_event& e) {
 
 expected<job_event> from_json_line(const std::string& line) {
   json j = json::parse(line, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("kind") || !j["kind"].is_string() || !j.contains("t_ms") ||
-      !j["t_ms"].is_number_unsigned())
+  if (j.is_discarded() || !j.is_object() || !j.contains("kind") || !j["kind"].is_string() ||
+      !j.contains("t_ms") || !j["t_ms"].is_number_unsigned())
     return make_unexpected(core_errc::parse_error, "not an event line");
   job_event e;
   e.t_ms = j["t_ms"].get<std::uint64_t>();
   e.kind = j["kind"].get<std::string>();
   for (auto& [k, v] : j.items()) {
     if (k == "t_ms" || k == "kind") continue;
-    if (v.is_string()) e.fields.emplace_back(k, v.get<std::string>());
-    else if (v.is_boolean()) e.fields.emplace_back(k, v.get<bool>());
-    else if (v.is_number_integer()) e.fields.emplace_back(k, v.get<std::int64_t>());
-    else if (v.is_number()) e.fields.emplace_back(k, v.get<double>());
+    if (v.is_string())
+      e.fields.emplace_back(k, v.get<std::string>());
+    else if (v.is_boolean())
+      e.fields.emplace_back(k, v.get<bool>());
+    else if (v.is_number_integer())
+      e.fields.emplace_back(k, v.get<std::int64_t>());
+    else if (v.is_number())
+      e.fields.emplace_back(k, v.get<double>());
   }
   return e;
 }
@@ -79,17 +83,20 @@ event_log::~event_log() {
 
 expected<void> event_log::append(job_event e, bool durable) {
   if (e.t_ms == 0)
-    e.t_ms = static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+    e.t_ms = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            std::chrono::system_clock::now().time_since_epoch())
+                                            .count());
   std::string line = to_json_line(e) + "\n";
   std::size_t done = 0;
   while (done < line.size()) {
     ssize_t w = ::write(fd_, line.data() + done, line.size() - done);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return make_unexpected(core_errc::io_error, path_ + ": " + std::strerror(w < 0 ? errno : ENOSPC));
+    if (w <= 0)
+      return make_unexpected(core_errc::io_error, path_ + ": " + std::strerror(w < 0 ? errno : ENOSPC));
     done += static_cast<std::size_t>(w);
   }
-  if (durable && ::fdatasync(fd_) != 0) return make_unexpected(core_errc::io_error, path_ + ": fdatasync: " + std::strerror(errno));
+  if (durable && ::fdatasync(fd_) != 0)
+    return make_unexpected(core_errc::io_error, path_ + ": fdatasync: " + std::strerror(errno));
   return {};
 }
 
@@ -107,8 +114,10 @@ expected<event_read> read_events(const std::string& path, std::uint64_t offset) 
     std::string line = text.substr(at, nl - at);
     at = nl + 1;
     if (line.empty()) continue;
-    if (auto e = from_json_line(line)) r.events.push_back(std::move(*e));
-    else ++r.skipped;
+    if (auto e = from_json_line(line))
+      r.events.push_back(std::move(*e));
+    else
+      ++r.skipped;
   }
   r.next_offset = offset + at;
   return r;

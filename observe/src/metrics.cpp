@@ -34,7 +34,8 @@ std::string number(double v) {
   return buf;
 }
 
-std::string label_text(const labels& l, const std::string& extra_name = {}, const std::string& extra_value = {}) {
+std::string label_text(const labels& l, const std::string& extra_name = {},
+                       const std::string& extra_value = {}) {
   if (l.empty() && extra_name.empty()) return {};
   std::string s = "{";
   for (const auto& [k, v] : l) {
@@ -54,7 +55,9 @@ void counter::inc(double v) noexcept {
   if (v > 0) add_atomic(v_, v);
 }
 
-void gauge::add(double v) noexcept { add_atomic(v_, v); }
+void gauge::add(double v) noexcept {
+  add_atomic(v_, v);
+}
 
 histogram::histogram(std::vector<double> upper_bounds)
     : bounds_(std::move(upper_bounds)), buckets_(new std::atomic<std::uint64_t>[bounds_.size() + 1]) {
@@ -77,7 +80,8 @@ std::vector<std::uint64_t> histogram::counts() const {
 
 struct registry::family {
   std::string name, help, type;
-  using metric = std::variant<std::unique_ptr<class counter>, std::unique_ptr<class gauge>, std::unique_ptr<class histogram>>;
+  using metric = std::variant<std::unique_ptr<class counter>, std::unique_ptr<class gauge>,
+                              std::unique_ptr<class histogram>>;
   std::map<labels, metric> series;
 };
 
@@ -88,14 +92,16 @@ registry::family& registry::get(const std::string& name, const std::string& help
   if (!valid_name(name, true)) throw std::invalid_argument("bad metric name '" + name + "'");
   auto& f = families_[name];
   if (!f) f.reset(new family{name, help, type, {}});
-  if (f->type != type) throw std::invalid_argument("metric '" + name + "' is a " + f->type + ", not a " + type);
+  if (f->type != type)
+    throw std::invalid_argument("metric '" + name + "' is a " + f->type + ", not a " + type);
   return *f;
 }
 
 namespace {
 void check_labels(const labels& l) {
   for (const auto& [k, v] : l)
-    if (!valid_name(k, false) || k.rfind("__", 0) == 0) throw std::invalid_argument("bad label name '" + k + "'");
+    if (!valid_name(k, false) || k.rfind("__", 0) == 0)
+      throw std::invalid_argument("bad label name '" + k + "'");
 }
 }  // namespace
 
@@ -115,8 +121,8 @@ gauge& registry::get_gauge(const std::string& name, const std::string& help, con
   return *std::get<1>(m);
 }
 
-histogram& registry::get_histogram(const std::string& name, const std::string& help, const std::vector<double>& bounds,
-                               const labels& l) {
+histogram& registry::get_histogram(const std::string& name, const std::string& help,
+                                   const std::vector<double>& bounds, const labels& l) {
   check_labels(l);
   std::lock_guard lock(mu_);
   auto& m = get(name, help, "histogram").series[l];
@@ -129,7 +135,8 @@ std::string registry::render() const {
   std::string out;
   for (const auto& [name, f] : families_) {
     out.append("# HELP ").append(name).append(" ");
-    for (char c : f->help) out += c == '\n' ? std::string("\\n") : c == '\\' ? std::string("\\\\") : std::string(1, c);
+    for (char c : f->help)
+      out += c == '\n' ? std::string("\\n") : c == '\\' ? std::string("\\\\") : std::string(1, c);
     out.append("\n# TYPE ").append(name).append(" ").append(f->type).append("\n");
     for (const auto& [l, m] : f->series) {
       if (auto* c = std::get_if<0>(&m)) {
@@ -143,10 +150,25 @@ std::string registry::render() const {
         for (std::size_t i = 0; i < counts.size(); ++i) {
           cum += counts[i];
           std::string le = i < h.bounds().size() ? number(h.bounds()[i]) : "+Inf";
-          out.append(name).append("_bucket").append(label_text(l, "le", le)).append(" ").append(std::to_string(cum)).append("\n");
+          out.append(name)
+              .append("_bucket")
+              .append(label_text(l, "le", le))
+              .append(" ")
+              .append(std::to_string(cum))
+              .append("\n");
         }
-        out.append(name).append("_sum").append(label_text(l)).append(" ").append(number(h.sum())).append("\n");
-        out.append(name).append("_count").append(label_text(l)).append(" ").append(std::to_string(cum)).append("\n");
+        out.append(name)
+            .append("_sum")
+            .append(label_text(l))
+            .append(" ")
+            .append(number(h.sum()))
+            .append("\n");
+        out.append(name)
+            .append("_count")
+            .append(label_text(l))
+            .append(" ")
+            .append(std::to_string(cum))
+            .append("\n");
       }
     }
   }
@@ -162,10 +184,14 @@ std::vector<double> exponential_buckets(double start, double factor, int count) 
 std::string escape_label_value(const std::string& v) {
   std::string s;
   for (char c : v) {
-    if (c == '\\') s += "\\\\";
-    else if (c == '"') s += "\\\"";
-    else if (c == '\n') s += "\\n";
-    else s += c;
+    if (c == '\\')
+      s += "\\\\";
+    else if (c == '"')
+      s += "\\\"";
+    else if (c == '\n')
+      s += "\\n";
+    else
+      s += c;
   }
   return s;
 }

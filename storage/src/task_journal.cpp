@@ -299,7 +299,7 @@ expected<std::uint64_t> task_journal::requeue_holder(const std::string& holder) 
 }
 
 expected<std::uint64_t> task_journal::requeue_holder_except(const std::string& holder,
-                                                           const std::vector<std::uint64_t>& keep) {
+                                                            const std::vector<std::uint64_t>& keep) {
   return requeue_if([&](const task& t) {
     return t.holder == holder && std::find(keep.begin(), keep.end(), t.id) == keep.end();
   });

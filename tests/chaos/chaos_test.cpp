@@ -95,7 +95,8 @@ TEST(chaos, hung_worker_is_fenced_without_sigcont) {
   auto killed = log.find("worker-1#0 pid");
   ASSERT_NE(killed, std::string::npos) << log;
   auto eol = log.find('\n', killed);
-  EXPECT_NE(log.substr(killed, eol - killed).find("killed by SIGKILL"), std::string::npos) << log.substr(killed, eol - killed);
+  EXPECT_NE(log.substr(killed, eol - killed).find("killed by SIGKILL"), std::string::npos)
+      << log.substr(killed, eol - killed);
   EXPECT_NE(log.find("start worker-1#1", killed), std::string::npos) << log;
 }
 

@@ -26,9 +26,9 @@ node_args worker3() {
 
 TEST(node_bootstrap, argv_of_troupe_node) {
   EXPECT_EQ(node_argv(worker3()),
-            (std::vector<std::string>{"troupe", "node", "--job-dir", "/tmp/job", "--role", "worker", "--index", "3",
-                                      "--incarnation", "2", "--train", "/tmp/train", "--test", "/tmp/test", "--join",
-                                      "127.0.0.1:7000", "--set", "a=1"}));
+            (std::vector<std::string>{"troupe", "node", "--job-dir", "/tmp/job", "--role", "worker",
+                                      "--index", "3", "--incarnation", "2", "--train", "/tmp/train", "--test",
+                                      "/tmp/test", "--join", "127.0.0.1:7000", "--set", "a=1"}));
   EXPECT_EQ(worker3().id(), (node_id{"worker-3", 2}));
   auto m = worker3();
   m.role = node_role::master;

@@ -19,7 +19,8 @@ TEST(cluster_config, defaults_and_values) {
   auto d = read("");
   ASSERT_TRUE(d) << d.err().to_string();
   EXPECT_EQ(d->launcher, "local");
-  auto c = read("[cluster]\nlauncher = \"local\"\ncapacity_cpus = 1.5\ncapacity_memory_mb = 512\ncapacity_gpus = 0\n");
+  auto c = read(
+      "[cluster]\nlauncher = \"local\"\ncapacity_cpus = 1.5\ncapacity_memory_mb = 512\ncapacity_gpus = 0\n");
   ASSERT_TRUE(c) << c.err().to_string();
   EXPECT_EQ(c->launcher, "local");
   auto cap = configured_capacity(*c);

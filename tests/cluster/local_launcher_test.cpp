@@ -157,12 +157,14 @@ TEST(local_launcher, fence_kills_a_stopped_node_with_its_group) {
   temp_dir dir;
   exit_log log;
   auto l = make(log);
-  auto h = l->launch(shell("worker-1", "sleep 1000 & echo $! > " + (dir / "bg.pid") + "; wait", dir / "w.log"));
+  auto h =
+      l->launch(shell("worker-1", "sleep 1000 & echo $! > " + (dir / "bg.pid") + "; wait", dir / "w.log"));
   ASSERT_TRUE(h);
   ASSERT_TRUE(wait_until([&] { return std::atoi(read_file(dir / "bg.pid").c_str()) > 0; }, 5s));
   int bg = std::atoi(read_file(dir / "bg.pid").c_str());
   ASSERT_TRUE(l->signal(*h, SIGSTOP));  // the whole group is stopped
-  ASSERT_TRUE(wait_until([&] { return testing::proc_state(h->pid) == 'T' && testing::proc_state(bg) == 'T'; }, 5s));
+  ASSERT_TRUE(
+      wait_until([&] { return testing::proc_state(h->pid) == 'T' && testing::proc_state(bg) == 'T'; }, 5s));
   ASSERT_TRUE(l->fence(*h));
   auto st = log.wait_for(*h, 5s);
   ASSERT_TRUE(st) << "a fenced stopped node was not reported within 5 s";
@@ -251,7 +253,8 @@ TEST(local_launcher, children_outlive_the_thread_that_launched_them) {
   const auto task = "/proc/self/task/" + std::to_string(tid);
   ASSERT_TRUE(wait_until([&] { return !std::filesystem::exists(task); }, 5s)) << task;
   std::ofstream(go) << "go\n";
-  EXPECT_TRUE(wait_until([&] { return std::filesystem::exists(ack); }, 10s)) << "the node died with the thread";
+  EXPECT_TRUE(wait_until([&] { return std::filesystem::exists(ack); }, 10s))
+      << "the node died with the thread";
   EXPECT_TRUE(pid_alive(h->pid));
   EXPECT_EQ(log.size(), 0u);
 }

@@ -9,7 +9,9 @@
 namespace troupe::cluster::slurm {
 namespace {
 
-bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+bool has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
 
 TEST(slurm_commands, sbatch_argv_carries_resources_options_and_a_quoted_command) {
   node_spec spec;
@@ -28,8 +30,9 @@ TEST(slurm_commands, sbatch_argv_carries_resources_options_and_a_quoted_command)
   so.sbatch_args = {"--exclusive"};
   auto a = sbatch_argv(spec, "/usr/bin/troupe", so);
   EXPECT_EQ(a[0], "sbatch");
-  for (const char* s : {"--parsable", "--no-requeue", "--cpus-per-task=2", "--mem=513M", "--gres=gpu:1",
-                        "--output=/jobs/j/worker-3.log", "--chdir=/jobs/j", "--exclusive", "--signal=B:TERM@30"})
+  for (const char* s :
+       {"--parsable", "--no-requeue", "--cpus-per-task=2", "--mem=513M", "--gres=gpu:1",
+        "--output=/jobs/j/worker-3.log", "--chdir=/jobs/j", "--exclusive", "--signal=B:TERM@30"})
     EXPECT_TRUE(has(a, s)) << s;
   auto at = std::find(a.begin(), a.end(), "-J");
   ASSERT_NE(at, a.end());
@@ -37,7 +40,9 @@ TEST(slurm_commands, sbatch_argv_carries_resources_options_and_a_quoted_command)
   EXPECT_EQ(*(std::find(a.begin(), a.end(), "-p") + 1), "low");
   EXPECT_EQ(*(std::find(a.begin(), a.end(), "-A") + 1), "ml");
   EXPECT_EQ(*(std::find(a.begin(), a.end(), "-t") + 1), "1:00:00");
-  EXPECT_EQ(a.back(), "--wrap=exec env 'TROUPE_X=a b' '/usr/bin/troupe' 'node' '--name' 'worker-3' '--odd' 'it'\\''s here'");
+  EXPECT_EQ(
+      a.back(),
+      "--wrap=exec env 'TROUPE_X=a b' '/usr/bin/troupe' 'node' '--name' 'worker-3' '--odd' 'it'\\''s here'");
 }
 
 TEST(slurm_commands, no_resources_no_partition_no_env) {
@@ -61,7 +66,8 @@ TEST(slurm_commands, squeue_lines) {
 }
 
 TEST(slurm_commands, scontrol_exit_codes_and_states) {
-  auto s = parse_scontrol_job("JobId=7 JobName=troupe:w JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0 Foo=1\n");
+  auto s = parse_scontrol_job(
+      "JobId=7 JobName=troupe:w JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0 Foo=1\n");
   ASSERT_TRUE(s);
   EXPECT_EQ(s->state, "FAILED");
   EXPECT_EQ(s->code, 3);
@@ -71,7 +77,8 @@ TEST(slurm_commands, scontrol_exit_codes_and_states) {
   EXPECT_EQ(s->signal, 15);
   EXPECT_EQ(s->to_string(), "killed by SIGTERM (CANCELLED)");
   EXPECT_FALSE(parse_scontrol_job("slurm_load_jobs error: Invalid job id specified"));
-  s = parse_scontrol_job("JobId=9 JobState=FAILED Reason=None ExitCode=0:15 PreemptTime=2026-11-23T12:00:00 X=1");
+  s = parse_scontrol_job(
+      "JobId=9 JobState=FAILED Reason=None ExitCode=0:15 PreemptTime=2026-11-23T12:00:00 X=1");
   ASSERT_TRUE(s);
   EXPECT_EQ(s->state, "PREEMPTED") << "the job ended on the preemption's SIGTERM";
   s = parse_scontrol_job("JobId=9 JobState=FAILED Reason=None ExitCode=1:0 PreemptTime=None");

@@ -33,7 +33,9 @@ TEST(segment_bounds, covers_everything_once) {
   }
 }
 
-std::string job_name(const char* t) { return std::string(t) + std::to_string(::getpid()); }
+std::string job_name(const char* t) {
+  return std::string(t) + std::to_string(::getpid());
+}
 
 std::vector<float> rank_data(int rank, size_t n) {
   std::vector<float> v(n);
@@ -85,13 +87,14 @@ TEST_P(ring_sizes, sums_exactly_in_every_process) {
     auto d = rank_data(r, n);
     for (size_t i = 0; i < n; ++i) expect[i] += d[i];
   }
-  auto codes = run_ranks(size, n, job_name("sum"), 3, [&](int rank, shm_ring_link& link, std::vector<float>& data, int op) {
-    auto fresh = rank_data(rank, n);
-    data = fresh;
-    auto r = ring_allreduce(link, rank, size, data, 1, op);
-    if (!r) return 20;
-    return data == expect ? 0 : 21;
-  });
+  auto codes = run_ranks(size, n, job_name("sum"), 3,
+                         [&](int rank, shm_ring_link& link, std::vector<float>& data, int op) {
+                           auto fresh = rank_data(rank, n);
+                           data = fresh;
+                           auto r = ring_allreduce(link, rank, size, data, 1, op);
+                           if (!r) return 20;
+                           return data == expect ? 0 : 21;
+                         });
   for (int c : codes) EXPECT_EQ(c, 0);
 }
 
@@ -106,22 +109,24 @@ class broadcast_shapes : public ::testing::TestWithParam<std::tuple<int, size_t>
 
 TEST_P(broadcast_shapes, every_rank_gets_the_roots_data) {
   auto [size, n] = GetParam();
-  auto codes = run_ranks(size, n, job_name("bcast"), size, [&](int rank, shm_ring_link& link, std::vector<float>& data, int op) {
-    int root = op % size;
-    data = rank_data(rank, n);
-    auto r = ring_broadcast(link, rank, size, data, root, 1, 2 * op);
-    if (!r) return 30;
-    if (data != rank_data(root, n)) return 31;
-    std::vector<float> ones(7, 1.0f);
-    if (!ring_allreduce(link, rank, size, ones, 1, 2 * op + 1)) return 32;
-    return ones == std::vector<float>(7, static_cast<float>(size)) ? 0 : 33;
-  });
+  auto codes = run_ranks(size, n, job_name("bcast"), size,
+                         [&](int rank, shm_ring_link& link, std::vector<float>& data, int op) {
+                           int root = op % size;
+                           data = rank_data(rank, n);
+                           auto r = ring_broadcast(link, rank, size, data, root, 1, 2 * op);
+                           if (!r) return 30;
+                           if (data != rank_data(root, n)) return 31;
+                           std::vector<float> ones(7, 1.0f);
+                           if (!ring_allreduce(link, rank, size, ones, 1, 2 * op + 1)) return 32;
+                           return ones == std::vector<float>(7, static_cast<float>(size)) ? 0 : 33;
+                         });
   for (int c : codes) EXPECT_EQ(c, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(shapes, broadcast_shapes,
                          ::testing::Values(std::make_tuple(2, size_t(3)), std::make_tuple(2, size_t(100000)),
-                                           std::make_tuple(3, size_t(1000)), std::make_tuple(4, size_t(50000))));
+                                           std::make_tuple(3, size_t(1000)),
+                                           std::make_tuple(4, size_t(50000))));
 
 // A rank that has its inbound ring made ahead (populated) links with it, under the ring's name,
 // and the collective works as with fresh rings; the spare is used up.
@@ -228,10 +233,11 @@ TEST(ring_allreduce, epoch_change_cancels) {
 }
 
 TEST(ring_allreduce, mismatched_op_is_a_protocol_error) {
-  auto codes = run_ranks(2, 1000, job_name("proto"), 1, [](int rank, shm_ring_link& link, std::vector<float>& d, int) {
-    auto r = ring_allreduce(link, rank, 2, d, 1, rank == 0 ? 5 : 6);
-    return (!r && r.err() == collective_errc::protocol) ? 0 : 30;
-  });
+  auto codes =
+      run_ranks(2, 1000, job_name("proto"), 1, [](int rank, shm_ring_link& link, std::vector<float>& d, int) {
+        auto r = ring_allreduce(link, rank, 2, d, 1, rank == 0 ? 5 : 6);
+        return (!r && r.err() == collective_errc::protocol) ? 0 : 30;
+      });
   for (int c : codes) EXPECT_EQ(c, 0);
 }
 

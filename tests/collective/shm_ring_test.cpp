@@ -11,7 +11,9 @@
 namespace troupe::transport {
 namespace {
 
-std::string unique(const std::string& stem) { return "troupe-test-" + stem + "-" + std::to_string(::getpid()); }
+std::string unique(const std::string& stem) {
+  return "troupe-test-" + stem + "-" + std::to_string(::getpid());
+}
 
 TEST(shm_ring, a_ring_made_ahead_is_renamed_populated_and_then_opened) {
   auto ahead = unique("ahead"), name = unique("renamed");

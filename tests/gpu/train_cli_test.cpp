@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "troupe/gpu/cuda.hpp"
 #include "run_command.hpp"
+#include "troupe/gpu/cuda.hpp"
 
 namespace {
 

@@ -1,8 +1,8 @@
 #include "job_harness.hpp"
 
 #include <dirent.h>
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -117,8 +117,9 @@ nlohmann::json result(const job_run& r) {
 
 int troupe(const std::string& args, std::string* out) {
   // stderr joins stdout unless the caller redirected it.
-  auto r = test_util::run_troupe(args, args.find("2>") == std::string::npos ? test_util::stderr_mode::join
-                                                                             : test_util::stderr_mode::as_given);
+  auto r =
+      test_util::run_troupe(args, args.find("2>") == std::string::npos ? test_util::stderr_mode::join
+                                                                       : test_util::stderr_mode::as_given);
   if (out) *out = std::move(r.out);
   return r.code;
 }

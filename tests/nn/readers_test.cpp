@@ -118,7 +118,8 @@ TEST(readers, criteo_reads_gzip_and_max_rows) {
   auto dir = temp_dir("criteo_gz");
   std::string text;
   for (int i = 0; i < 5; ++i)
-    text += criteo_line(i % 2 ? "1" : "0", std::to_string(i), std::string("c").append(std::to_string(i))) + "\n";
+    text +=
+        criteo_line(i % 2 ? "1" : "0", std::to_string(i), std::string("c").append(std::to_string(i))) + "\n";
   write_gz(dir / "day.tsv.gz", std::vector<unsigned char>(text.begin(), text.end()));
   auto d = read_criteo_tsv((dir / "day.tsv.gz").string(), {.max_rows = 3});
   ASSERT_TRUE(d) << d.err().to_string();

@@ -19,7 +19,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 class dashboard_api : public ::testing::Test {
@@ -41,15 +43,24 @@ class dashboard_api : public ::testing::Test {
     auto log = event_log::open((dir / events_file_name).string());
     ASSERT_TRUE(log);
     auto t = static_cast<std::uint64_t>(t0);
-    ASSERT_TRUE((*log)->append({t, "job_start", {{"strategy", std::string("async_ps")}, {"workers", std::int64_t{4}}}}));
-    ASSERT_TRUE((*log)->append({t + 10, "join", {{"node", std::string("worker-0#0")}, {"epoch", std::int64_t{1}}}}));
-    ASSERT_TRUE((*log)->append({t + 500, "metrics", {{"samples", std::int64_t{1000}}, {"loss", 0.5}, {"workers_alive", std::int64_t{3}},
-                                                   {"tasks_todo", std::int64_t{5}}, {"tasks_doing", std::int64_t{2}}, {"tasks_done", std::int64_t{3}}}}));
+    ASSERT_TRUE((*log)->append(
+        {t, "job_start", {{"strategy", std::string("async_ps")}, {"workers", std::int64_t{4}}}}));
+    ASSERT_TRUE(
+        (*log)->append({t + 10, "join", {{"node", std::string("worker-0#0")}, {"epoch", std::int64_t{1}}}}));
+    ASSERT_TRUE((*log)->append({t + 500,
+                                "metrics",
+                                {{"samples", std::int64_t{1000}},
+                                 {"loss", 0.5},
+                                 {"workers_alive", std::int64_t{3}},
+                                 {"tasks_todo", std::int64_t{5}},
+                                 {"tasks_doing", std::int64_t{2}},
+                                 {"tasks_done", std::int64_t{3}}}}));
     if (ended) {
       ASSERT_TRUE((*log)->append({t + 2000, "job_end", {{"state", std::string("finished")}}}));
     }
     std::ofstream(dir / "logs" / "worker-0.log") << std::string(100, 'x') << "last line\n";
-    std::ofstream(dir / "nodes.json") << R"({"job_id":")" << id << R"(","updated_ms":)" << t << R"(,"nodes":[]})";
+    std::ofstream(dir / "nodes.json")
+        << R"({"job_id":")" << id << R"(","updated_ms":)" << t << R"(,"nodes":[]})";
   }
 
   http_response get(const std::string& target, std::map<std::string, std::string> headers = {}) {
@@ -102,7 +113,8 @@ TEST_F(dashboard_api, events_follow_from_an_offset) {
   EXPECT_EQ(j["events"][1]["node"], "worker-0#0");
   auto offset = j["next_offset"].get<std::uint64_t>();
   auto log = event_log::open((root_ / "live-job" / events_file_name).string());
-  ASSERT_TRUE((*log)->append({0, "died", {{"node", std::string("worker-0#0")}, {"cause", std::string("SIGKILL")}}}));
+  ASSERT_TRUE(
+      (*log)->append({0, "died", {{"node", std::string("worker-0#0")}, {"cause", std::string("SIGKILL")}}}));
   auto more = json::parse(get("/api/jobs/live-job/events?after=" + std::to_string(offset)).body);
   ASSERT_EQ(more["events"].size(), 1u);
   EXPECT_EQ(more["events"][0]["kind"], "died");
@@ -120,8 +132,9 @@ TEST_F(dashboard_api, logs_nodes_and_results) {
 
 TEST_F(dashboard_api, nothing_outside_the_root_is_reachable) {
   std::ofstream(root_ / "secret.txt") << "no";
-  for (const char* t : {"/api/jobs/../secret.txt", "/api/jobs/%2e%2e/nodes", "/api/jobs/live-job/log/..%2f..%2fsecret",
-                        "/api/jobs/live-job/log/../../secret", "/api/jobs/.hidden/nodes"})
+  for (const char* t :
+       {"/api/jobs/../secret.txt", "/api/jobs/%2e%2e/nodes", "/api/jobs/live-job/log/..%2f..%2fsecret",
+        "/api/jobs/live-job/log/../../secret", "/api/jobs/.hidden/nodes"})
     EXPECT_EQ(get(t).status, 400) << t;
   // An encoded slash splits the id: "a" is simply not a job.
   EXPECT_EQ(get("/api/jobs/a%2fb/nodes").status, 404);
@@ -148,10 +161,11 @@ TEST_F(dashboard_api, tokens) {
   post.headers["authorization"] = "Bearer s3cret";
   EXPECT_EQ(handler_(post).status, 501) << "authorised, but this dashboard has no control";
   bool stopped = false;
-  auto h = make_dashboard({root_.string(), "s3cret", true, [&](const std::string& dir, int workers) -> expected<void> {
-                             stopped = workers < 0 && dir.ends_with("live-job");
-                             return {};
-                           }});
+  auto h = make_dashboard(
+      {root_.string(), "s3cret", true, [&](const std::string& dir, int workers) -> expected<void> {
+         stopped = workers < 0 && dir.ends_with("live-job");
+         return {};
+       }});
   EXPECT_EQ(h(post).status, 200);
   EXPECT_TRUE(stopped);
   http_request list;

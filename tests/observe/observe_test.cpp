@@ -38,11 +38,15 @@ TEST(metrics, renders_the_text_exposition_format) {
   h.observe(5);
   r.get_gauge("troupe_odd_label", "Escapes.", {{"why", "a \"quoted\"\nline\\"}}).set(1);
   std::string text = r.render();
-  EXPECT_NE(text.find("# TYPE troupe_samples_total counter\ntroupe_samples_total{job=\"j1\",role=\"worker\"} 42\n"),
-            std::string::npos) << text;
+  EXPECT_NE(
+      text.find("# TYPE troupe_samples_total counter\ntroupe_samples_total{job=\"j1\",role=\"worker\"} 42\n"),
+      std::string::npos)
+      << text;
   EXPECT_NE(text.find("troupe_workers_alive{job=\"j1\"} 3\n"), std::string::npos);
   EXPECT_NE(text.find("troupe_step_seconds_bucket{job=\"j1\",le=\"0.001\"} 1\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("troupe_step_seconds_bucket{job=\"j1\",le=\"0.10000000000000001\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("troupe_step_seconds_bucket{job=\"j1\",le=\"0.10000000000000001\"} 2\n"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("troupe_step_seconds_bucket{job=\"j1\",le=\"+Inf\"} 3\n"), std::string::npos);
   EXPECT_NE(text.find("troupe_step_seconds_count{job=\"j1\"} 3\n"), std::string::npos);
   EXPECT_NE(text.find("why=\"a \\\"quoted\\\"\\nline\\\\\""), std::string::npos) << text;
@@ -50,7 +54,8 @@ TEST(metrics, renders_the_text_exposition_format) {
   EXPECT_THROW(r.get_counter("bad-name", "x"), std::invalid_argument);
   EXPECT_THROW(r.get_counter("ok", "x", {{"__reserved", "v"}}), std::invalid_argument);
 
-  ASSERT_EQ(::access("/usr/bin/promtool", X_OK), 0) << "promtool missing: scripts/install-deps.sh installs Debian's prometheus";
+  ASSERT_EQ(::access("/usr/bin/promtool", X_OK), 0)
+      << "promtool missing: scripts/install-deps.sh installs Debian's prometheus";
   auto dir = temp_dir("troupe-metrics");
   std::ofstream(dir / "m.txt") << text;
   auto check = test_util::run_command("/usr/bin/promtool check metrics < " + (dir / "m.txt").string());
@@ -100,7 +105,8 @@ TEST(http_server, answers_requests_and_decodes_paths_and_queries) {
   EXPECT_NE(r.find("GET /echo q=a b"), std::string::npos) << r;
   EXPECT_NE(raw(s->port(), "GET /nope HTTP/1.1\r\nConnection: close\r\n\r\n").find("404"), std::string::npos);
   // An encoded traversal reaches the handler decoded, so it can refuse it.
-  EXPECT_NE(raw(s->port(), "GET /%2e%2e/etc/passwd HTTP/1.1\r\nConnection: close\r\n\r\n").find("400"), std::string::npos);
+  EXPECT_NE(raw(s->port(), "GET /%2e%2e/etc/passwd HTTP/1.1\r\nConnection: close\r\n\r\n").find("400"),
+            std::string::npos);
   EXPECT_NE(raw(s->port(), "GET /boom HTTP/1.1\r\nConnection: close\r\n\r\n").find("500"), std::string::npos);
 }
 
@@ -118,7 +124,8 @@ TEST(http_server, bad_clients_get_errors_and_the_server_stays_up) {
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(raw(s->port(), "GET /echo HTTP/1.1\r\nHost"), "");
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1900ms) << "closed by the server, not by the client's 2 s";
-  EXPECT_NE(raw(s->port(), "GET /echo HTTP/1.1\r\nConnection: close\r\n\r\n").find("200 OK"), std::string::npos);
+  EXPECT_NE(raw(s->port(), "GET /echo HTTP/1.1\r\nConnection: close\r\n\r\n").find("200 OK"),
+            std::string::npos);
 }
 
 TEST(http_server, a_thousand_parallel_connections_are_answered_or_refused_cleanly) {
@@ -134,8 +141,10 @@ TEST(http_server, a_thousand_parallel_connections_are_answered_or_refused_cleanl
     a.sin_family = AF_INET;
     a.sin_port = htons(s->port());
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) fds.push_back(fd);
-    else ::close(fd);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0)
+      fds.push_back(fd);
+    else
+      ::close(fd);
   }
   EXPECT_GT(fds.size(), 900u);
   int ok = 0, busy = 0;
@@ -156,7 +165,8 @@ TEST(http_server, a_thousand_parallel_connections_are_answered_or_refused_cleanl
   }
   EXPECT_EQ(ok + busy, static_cast<int>(fds.size())) << "every connection got an answer";
   EXPECT_GE(ok, 64);
-  EXPECT_NE(raw(s->port(), "GET /echo HTTP/1.1\r\nConnection: close\r\n\r\n").find("200 OK"), std::string::npos);
+  EXPECT_NE(raw(s->port(), "GET /echo HTTP/1.1\r\nConnection: close\r\n\r\n").find("200 OK"),
+            std::string::npos);
 }
 
 TEST(http_server, a_bad_address_is_named) {
@@ -172,7 +182,8 @@ TEST(job_events, append_read_and_continue_from_an_offset) {
   auto path = (dir / events_file_name).string();
   auto log = event_log::open(path);
   ASSERT_TRUE(log) << log.err().to_string();
-  ASSERT_TRUE((*log)->append({0, "join", {{"node", std::string("worker-1#0")}, {"epoch", std::int64_t{3}}}}, true));
+  ASSERT_TRUE(
+      (*log)->append({0, "join", {{"node", std::string("worker-1#0")}, {"epoch", std::int64_t{3}}}}, true));
   ASSERT_TRUE((*log)->append({5, "metrics", {{"samples_per_s", 1234.5}, {"ok", true}}}));
   auto r = read_events(path);
   ASSERT_TRUE(r);
@@ -220,7 +231,8 @@ TEST(job_events, a_full_disk_is_named) {
   ASSERT_TRUE(log) << log.err().to_string();
   auto res = (*log)->append({0, "join", {}});
   ASSERT_FALSE(res);
-  EXPECT_NE(res.err().to_string().find("No space left on device"), std::string::npos) << res.err().to_string();
+  EXPECT_NE(res.err().to_string().find("No space left on device"), std::string::npos)
+      << res.err().to_string();
 }
 
 }  // namespace

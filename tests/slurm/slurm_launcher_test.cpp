@@ -20,9 +20,13 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-std::string sh(const std::string& cmd) { return test_util::run_command(cmd).out; }
+std::string sh(const std::string& cmd) {
+  return test_util::run_command(cmd).out;
+}
 
-std::string slurm_script() { return std::string(TROUPE_SOURCE_DIR) + "/scripts/slurm-cluster.sh"; }
+std::string slurm_script() {
+  return std::string(TROUPE_SOURCE_DIR) + "/scripts/slurm-cluster.sh";
+}
 
 class slurm_launcher : public ::testing::Test {
  protected:
@@ -33,7 +37,8 @@ class slurm_launcher : public ::testing::Test {
       why_ = "the Slurm test cluster needs root (namespaces, daemons)";
       return;
     }
-    int rc = std::system(("TROUPE_SLURM_DBD=0 bash " + slurm_script() + " up > /var/tmp/troupe-slurm-up.log 2>&1").c_str());
+    int rc = std::system(
+        ("TROUPE_SLURM_DBD=0 bash " + slurm_script() + " up > /var/tmp/troupe-slurm-up.log 2>&1").c_str());
     if (rc != 0) {
       why_ = "scripts/slurm-cluster.sh up failed: " + sh("cat /var/tmp/troupe-slurm-up.log");
       return;
@@ -46,7 +51,8 @@ class slurm_launcher : public ::testing::Test {
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << why_;
     ASSERT_TRUE(up_) << why_;
-    dir_ = fs::path("/var/tmp") / ("troupe-slurm-launcher-" + std::to_string(::getpid()));  // hosts share /var/tmp, not /tmp
+    dir_ = fs::path("/var/tmp") /
+           ("troupe-slurm-launcher-" + std::to_string(::getpid()));  // hosts share /var/tmp, not /tmp
     fs::create_directories(dir_);
   }
   void TearDown() override {
@@ -93,12 +99,14 @@ TEST_F(slurm_launcher, reports_the_exit_code_and_state_from_slurm) {
 TEST_F(slurm_launcher, a_signal_reaches_the_node_itself) {
   auto l = make();
   ASSERT_TRUE(l);
-  auto h = l->launch(shell("worker-1", "trap 'echo got TERM; exit 7' TERM; echo ready; while :; do sleep 0.1; done"));
+  auto h = l->launch(
+      shell("worker-1", "trap 'echo got TERM; exit 7' TERM; echo ready; while :; do sleep 0.1; done"));
   ASSERT_TRUE(h) << h.err().to_string();
   for (int i = 0; i < 600 && l->state(*h) != "RUNNING"; ++i) std::this_thread::sleep_for(100ms);
   ASSERT_EQ(l->state(*h), "RUNNING");
   // Wait for the trap to be installed (the script says so) before signalling.
-  for (int i = 0; i < 600 && sh("cat " + (dir_ / "worker-1.log").string()).find("ready") == std::string::npos; ++i)
+  for (int i = 0; i < 600 && sh("cat " + (dir_ / "worker-1.log").string()).find("ready") == std::string::npos;
+       ++i)
     std::this_thread::sleep_for(100ms);
   ASSERT_TRUE(l->signal(*h, SIGTERM));
   auto st = l->wait(*h, 60s);
@@ -112,7 +120,8 @@ TEST_F(slurm_launcher, a_stopped_node_is_fenced) {
   ASSERT_TRUE(l);
   auto h = l->launch(shell("worker-2", "echo ready; kill -STOP $$; echo never"));
   ASSERT_TRUE(h) << h.err().to_string();
-  for (int i = 0; i < 600 && sh("cat " + (dir_ / "worker-2.log").string()).find("ready") == std::string::npos; ++i)
+  for (int i = 0; i < 600 && sh("cat " + (dir_ / "worker-2.log").string()).find("ready") == std::string::npos;
+       ++i)
     std::this_thread::sleep_for(100ms);
   ASSERT_TRUE(l->fence(*h));
   auto st = l->wait(*h, 60s);

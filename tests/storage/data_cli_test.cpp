@@ -3,9 +3,9 @@
 
 #include <fstream>
 
+#include "run_command.hpp"
 #include "test_dir.hpp"
 #include "troupe/storage/record_store.hpp"
-#include "run_command.hpp"
 
 namespace troupe::storage {
 namespace {

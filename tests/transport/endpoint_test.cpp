@@ -223,8 +223,10 @@ TEST(endpoint, simultaneous_dials_settle_on_one_connection) {
   ASSERT_TRUE(fa.get());
   ASSERT_TRUE(fb.get());
   // Both dials have returned, so both connections exist until one side closes the duplicate.
-  EXPECT_TRUE(eventually([&] { return a->stats().open_connections == 1 && b->stats().open_connections == 1; }))
-      << a->stats().open_connections << " and " << b->stats().open_connections << " connections";
+  EXPECT_TRUE(eventually([&] {
+    return a->stats().open_connections == 1 && b->stats().open_connections == 1;
+  })) << a->stats().open_connections
+      << " and " << b->stats().open_connections << " connections";
   EXPECT_TRUE(run_ping(*a, {"beta", "echo", 10, 0, 8}));
   EXPECT_TRUE(run_ping(*b, {"alpha", "echo", 10, 0, 8}));
   EXPECT_EQ(a->stats().open_connections, 1u);  // and the pings did not open another

@@ -48,7 +48,8 @@ class gpu_allreduce final : public strategy {
     // Each rank's share of the average: its gradients are a mean over its n samples.
     float scale = static_cast<float>(n) / vote.samples;
     if (ring->size > 1) {
-      auto synced = ctl.back() == vote.ranks ? sync_nccl(ring->epoch, n == 0, scale) : sync_host(ctx, n == 0, scale);
+      auto synced =
+          ctl.back() == vote.ranks ? sync_nccl(ring->epoch, n == 0, scale) : sync_host(ctx, n == 0, scale);
       if (!synced) return dropped(ctx, synced.err());
     }
     dev.apply_gradients();

@@ -2,8 +2,8 @@
 // (closed connection, missed heartbeats, or the runner's word that a process exited) and has the
 // dead worker's tasks re-queued, aggregates progress, answers status, and once every task is done
 // has a worker evaluate the model and tells the runner the job is over.
-#include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/all.hpp>
 
 #include <fstream>
 
@@ -78,7 +78,8 @@ void on_join(master_actor* self, const message& m) {
     spdlog::warn("join of {} refused: {}", mem.id.to_string(), r.err().to_string());
     // Tell it: a node declared dead (a hung process that woke up) sees itself absent and exits,
     // so the runner replaces it with a new incarnation instead of it training unfenced.
-    auto o = wire::membership(st.view, "join refused: " + r.err().to_string(), st.ring_epoch, st.rt->self().incarnation);
+    auto o = wire::membership(st.view, "join refused: " + r.err().to_string(), st.ring_epoch,
+                              st.rt->self().incarnation);
     (void)st.rt->net().send(m.from_node().name, "node", std::move(o), "master");
     return;
   }
@@ -96,16 +97,22 @@ void on_job_message(master_actor* self, const message& m) {
       st.window_loss += p.getLossSum();
       st.samples_total += p.getSamples();
       st.dropped_steps += p.getDroppedSteps();
-      if (auto f = p.getFirstStepWallMs(); f != 0 && (st.first_step_wall_ms == 0 || f < st.first_step_wall_ms))
+      if (auto f = p.getFirstStepWallMs();
+          f != 0 && (st.first_step_wall_ms == 0 || f < st.first_step_wall_ms))
         st.first_step_wall_ms = f;
       break;
     }
     case schema::JobMessage::WORKER_DONE:
       st.done_workers.insert(m.from_node().name);
-      spdlog::info("{} finished its training loop after {} steps", m.from_node().to_string(), j.getWorkerDone().getSteps());
+      spdlog::info("{} finished its training loop after {} steps", m.from_node().to_string(),
+                   j.getWorkerDone().getSteps());
       break;
-    case schema::JobMessage::EVAL_RESULT: on_eval_result(self, j.getEvalResult(), m.correlation_id()); break;
-    case schema::JobMessage::STATUS_REQUEST: send_status(self, m); break;
+    case schema::JobMessage::EVAL_RESULT:
+      on_eval_result(self, j.getEvalResult(), m.correlation_id());
+      break;
+    case schema::JobMessage::STATUS_REQUEST:
+      send_status(self, m);
+      break;
     case schema::JobMessage::NODE_EXITED: {
       auto n = j.getNodeExited();
       auto id = wire::read_node(n.getNode());
@@ -114,15 +121,19 @@ void on_job_message(master_actor* self, const message& m) {
       const auto* member = st.view.find(id.name);
       if (!member || member->id != id) break;  // already gone (the first report removed it)
       if (m.from_node().name != "runner" && !st.rt->gone(id)) {
-        spdlog::info("{} reports {} gone; its liveness says otherwise", m.from_node().to_string(), id.to_string());
+        spdlog::info("{} reports {} gone; its liveness says otherwise", m.from_node().to_string(),
+                     id.to_string());
         break;
       }
       member_gone(self, id, n.getStatus().cStr());
       break;
     }
     case schema::JobMessage::GPU_COMM_POST:
-    case schema::JobMessage::GPU_COMM_FETCH: on_gpu_comm(st, m); break;
-    default: break;
+    case schema::JobMessage::GPU_COMM_FETCH:
+      on_gpu_comm(st, m);
+      break;
+    default:
+      break;
   }
 }
 
@@ -147,8 +158,10 @@ caf::behavior master(master_actor* self, node_runtime* rt, std::uint32_t restart
       [=](const message& m) {
         using B = schema::Envelope::Body;
         guarded("master", [&] {
-          if (m.kind() == B::JOIN) on_join(self, m);
-          else if (m.kind() == B::JOB) on_job_message(self, m);
+          if (m.kind() == B::JOIN)
+            on_join(self, m);
+          else if (m.kind() == B::JOB)
+            on_job_message(self, m);
         });
       },
       [=](peer_down_atom, const std::string& name, std::uint64_t incarnation, const std::string& reason) {

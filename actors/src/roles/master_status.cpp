@@ -1,6 +1,6 @@
+#include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include <fstream>
 
@@ -18,7 +18,9 @@ namespace {
 using steady = std::chrono::steady_clock;
 constexpr auto eval_timeout = std::chrono::seconds(120);
 
-bool all_tasks_over(const master_state& st) { return st.counts && st.counts->all_over(); }
+bool all_tasks_over(const master_state& st) {
+  return st.counts && st.counts->all_over();
+}
 
 // A worker to evaluate: one that finished its training loop (ring strategies: it holds the final
 // model), else for async PS any alive worker (the model lives on the shards).
@@ -43,8 +45,10 @@ void request_eval(master_actor* self) {
   auto o = wire::job();
   o.body.initEvaluate();
   o.out.set_correlation_id(st.eval_request);
-  if (auto s = st.rt->net().send(w, "worker", std::move(o.out), "master"); !s) st.eval_worker.clear();
-  else spdlog::info("all tasks over: {} evaluates the model", w);
+  if (auto s = st.rt->net().send(w, "worker", std::move(o.out), "master"); !s)
+    st.eval_worker.clear();
+  else
+    spdlog::info("all tasks over: {} evaluates the model", w);
 }
 
 void roll_window(master_state& st) {
@@ -89,8 +93,7 @@ void on_tick(master_actor* self) {
   reconcile_holders(self);
   if (auto d = st.rt->names().get("dispenser")) {
     self->request(d, std::chrono::seconds(2), counts_atom::value)
-        .then([=](const task_counts& c) { self->state.counts = c; },
-              [](caf::error&) {});
+        .then([=](const task_counts& c) { self->state.counts = c; }, [](caf::error&) {});
   }
   if (st.finished) {
     send_finished(st);  // repeated until the runner stops the job: a restarted runner link still learns it
@@ -141,8 +144,10 @@ void send_status(master_actor* self, const message& request) {
   s.job_id = st.rt->who().job_id;
   s.epoch = st.view.epoch();
   s.master_incarnation = st.rt->self().incarnation;
-  s.workers_alive = static_cast<std::uint32_t>(st.view.count(cluster::node_role::worker, cluster::member_state::alive));
-  s.ps_alive = static_cast<std::uint32_t>(st.view.count(cluster::node_role::ps, cluster::member_state::alive));
+  s.workers_alive =
+      static_cast<std::uint32_t>(st.view.count(cluster::node_role::worker, cluster::member_state::alive));
+  s.ps_alive =
+      static_cast<std::uint32_t>(st.view.count(cluster::node_role::ps, cluster::member_state::alive));
   if (st.counts) s.tasks = *st.counts;
   s.samples_per_sec = st.samples_per_sec;
   s.loss = st.loss;

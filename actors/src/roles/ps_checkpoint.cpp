@@ -44,7 +44,8 @@ void fill_state(ps_state& st, storage::shard_state& s, bool full) {
         slot_rows[id] = std::move(sl);
       }
     };
-    if (full) t.table->for_each([&](std::uint64_t id, const float*) { add(id); });
+    if (full)
+      t.table->for_each([&](std::uint64_t id, const float*) { add(id); });
     else
       for (auto id : t.dirty) add(id);
   }
@@ -69,7 +70,8 @@ void restore(ps_state& st, const storage::shard_state& s) {
     auto slots = s.embedding_slots.find(name);
     if (slots != s.embedding_slots.end())
       for (const auto& [id, r] : slots->second)
-        if (r.size() == t.slots.width() + 2) t.slots.write(id, r.data(), get_step(r.data() + t.slots.width()));
+        if (r.size() == t.slots.width() + 2)
+          t.slots.write(id, r.data(), get_step(r.data() + t.slots.width()));
   }
 }
 
@@ -90,7 +92,8 @@ void init_shard(ps_state& st, node_context* rt, const data_paths& data) {
   for (auto* p : st.model->parameters())
     if (p->trainable && shard_of_name(p->name, st.shards) == st.index) st.dense[p->name].param = p;
   for (auto* t : st.model->embedding_tables()) st.tables.emplace(t->name(), owned_table(t, *st.opt));
-  auto store = storage::checkpoint_store::open(rt->who().job_dir + "/checkpoints/ps-" + std::to_string(st.index));
+  auto store =
+      storage::checkpoint_store::open(rt->who().job_dir + "/checkpoints/ps-" + std::to_string(st.index));
   if (!store) throw std::runtime_error(store.err().to_string());
   st.store.emplace(std::move(*store));
   auto latest = st.store->latest();
@@ -121,7 +124,8 @@ void checkpoint(ps_state& st) {
   st.applied_at_checkpoint = st.version;
   for (auto& [name, t] : st.tables) t.dirty.clear();
   if (st.checkpoints_written++ == 0)
-    spdlog::info("ps-{}: first checkpoint of this incarnation: version {} ({})", st.index, *v, full ? "full" : "incremental");
+    spdlog::info("ps-{}: first checkpoint of this incarnation: version {} ({})", st.index, *v,
+                 full ? "full" : "incremental");
   else
     spdlog::debug("ps-{}: checkpoint {} ({})", st.index, *v, full ? "full" : "incremental");
 }

@@ -2,8 +2,8 @@
 // pushed gradients with the job's optimizer (nn's code, the same a local trainer runs), serves
 // pulls (rows created lazily and deterministically from the id), checkpoints to LMDB on a timer
 // (incremental, every Nth full) and restores the latest checkpoint when it starts again.
-#include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/all.hpp>
 
 #include "../caf_types.hpp"
 #include "../data_model.hpp"
@@ -103,8 +103,10 @@ caf::behavior ps_shard(ps_actor* self, node_context* rt, data_paths data) {
       [=](const message& m) {
         using B = schema::Envelope::Body;
         guarded("ps", [&] {
-          if (m.kind() == B::PS_PULL) reply_pull(self->state, m);
-          else if (m.kind() == B::PS_PUSH) apply_push(self->state, m);
+          if (m.kind() == B::PS_PULL)
+            reply_pull(self->state, m);
+          else if (m.kind() == B::PS_PUSH)
+            apply_push(self->state, m);
         });
       },
       [=](tick_atom) {

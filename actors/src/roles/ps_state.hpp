@@ -36,8 +36,8 @@ struct ps_state {
   std::map<std::string, owned_dense> dense;
   std::map<std::string, owned_table> tables;
   std::optional<storage::checkpoint_store> store;
-  std::uint64_t version = 0;           // pushes applied by this incarnation
-  std::uint32_t since_full = 0;        // checkpoints since the last full one
+  std::uint64_t version = 0;     // pushes applied by this incarnation
+  std::uint32_t since_full = 0;  // checkpoints since the last full one
   bool has_checkpoint = false;
   std::uint64_t applied_at_checkpoint = 0;
   std::uint64_t checkpoints_written = 0;

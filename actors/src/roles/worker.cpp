@@ -1,7 +1,7 @@
 // The worker actor: a detached actor whose mailbox interleaves training (self-sent ticks, each a
 // bounded slice of the loop in worker_loop.cpp) with requests from the master (evaluate).
-#include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/all.hpp>
 
 #include "../caf_types.hpp"
 #include "../data_model.hpp"

@@ -15,17 +15,23 @@ namespace troupe::actors {
 
 namespace {
 
-clock::time_point now(worker_state& st) { return st.node->clock().now(); }
+clock::time_point now(worker_state& st) {
+  return st.node->clock().now();
+}
 
-std::uint64_t wall_ms(worker_state& st) { return static_cast<std::uint64_t>(st.node->clock().wall_ms()); }
+std::uint64_t wall_ms(worker_state& st) {
+  return static_cast<std::uint64_t>(st.node->clock().wall_ms());
+}
 
 void send_report(worker_state& st, const held_task& t, const std::string& failure) {
   outbound o;
   auto r = o.body().initTaskReport();
   r.setTaskId(t.id);
   r.setAttempt(t.attempt);
-  if (failure.empty()) r.setDone();
-  else r.setFailed(failure);
+  if (failure.empty())
+    r.setDone();
+  else
+    r.setFailed(failure);
   st.unsent_reports.push_back(std::move(o));
 }
 
@@ -112,14 +118,18 @@ void take_lease(worker_state& st, schema::TaskLease::Reader l) {
       if (!st.task && !st.next && st.unsent_reports.empty()) st.next_renew = now(st) + st.lease_ms / 3;
       auto h = load_task(st, l.getTask());
       if (!h) break;
-      if (st.task) st.next = std::move(h);
-      else st.task = std::move(h);
+      if (st.task)
+        st.next = std::move(h);
+      else
+        st.task = std::move(h);
       break;
     }
     case schema::TaskLease::NONE:
       st.next_lease = now(st) + std::chrono::milliseconds(st.task ? 100 : 20);
       break;
-    case schema::TaskLease::FINISHED: st.exhausted = true; break;
+    case schema::TaskLease::FINISHED:
+      st.exhausted = true;
+      break;
   }
   // Joining the membership (and the next ring) once the dispenser has answered, with a batch in
   // hand: a ring partner never waits for this worker's start-up. Tasks leased before the join are
@@ -219,20 +229,22 @@ void finish_loop(worker_state& st) {
 void log_step(worker_state& st) {
   // A trace for the recovery benchmark, compared across processes in wall-clock microseconds (finer
   // than troupe::clock's wall_ms): the one direct system clock read of the loop, off by default.
-  auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch());
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::system_clock::now().time_since_epoch());
   std::fprintf(st.step_log.get(), "%lld\n", static_cast<long long>(us.count()));
 }
 
 }  // namespace
-
 
 void open_step_log(worker_state& st) {
   const char* dir = std::getenv("TROUPE_STEP_LOG");
   if (!dir || !*dir) return;
   std::string path = std::string(dir) + "/" + st.node->self().to_string() + ".steps";
   st.step_log.reset(std::fopen(path.c_str(), "w"));
-  if (st.step_log) std::setvbuf(st.step_log.get(), nullptr, _IOLBF, 0);
-  else spdlog::warn("TROUPE_STEP_LOG: cannot write {}", path);
+  if (st.step_log)
+    std::setvbuf(st.step_log.get(), nullptr, _IOLBF, 0);
+  else
+    spdlog::warn("TROUPE_STEP_LOG: cannot write {}", path);
 }
 
 bool train_some(worker_state& st) {
@@ -287,7 +299,9 @@ bool train_some(worker_state& st) {
       // may go on alone); otherwise wait for the next ring epoch, briefly.
       if (!res.dropped) wait_ring_change(st, std::chrono::milliseconds(50));
       break;
-    case step_result::kind::finished: finish_loop(st); return false;
+    case step_result::kind::finished:
+      finish_loop(st);
+      return false;
   }
   if (st.task && st.task->cursor >= st.task->order.size()) {
     send_report(st, *st.task, "");

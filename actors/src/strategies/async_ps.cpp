@@ -22,7 +22,9 @@ class async_ps final : public strategy {
     return {step_result::kind::trained, b->size(), *loss};
   }
 
-  expected<void> prepare_eval(worker_context& ctx, const nn::batch& b) override { return ctx.ps.pull(ctx.model, b); }
+  expected<void> prepare_eval(worker_context& ctx, const nn::batch& b) override {
+    return ctx.ps.pull(ctx.model, b);
+  }
 
  private:
   static step_result retry(const char* what, const error& e) {

@@ -26,7 +26,9 @@ void ensure_builtins() {
 }
 }  // namespace
 
-strategy_registrar::strategy_registrar(std::string name, strategy_factory f) { registry()[std::move(name)] = std::move(f); }
+strategy_registrar::strategy_registrar(std::string name, strategy_factory f) {
+  registry()[std::move(name)] = std::move(f);
+}
 
 expected<std::unique_ptr<strategy>> make_strategy(const std::string& name, const job_spec& spec) {
   ensure_builtins();

@@ -16,7 +16,8 @@
 namespace troupe::cluster {
 
 std::string exit_status::to_string() const {
-  std::string s = signal != 0 ? "killed by " + signal_name(signal) : "exited with code " + std::to_string(code);
+  std::string s =
+      signal != 0 ? "killed by " + signal_name(signal) : "exited with code " + std::to_string(code);
   return state.empty() ? s : s + " (" + state + ")";
 }
 

@@ -33,8 +33,10 @@ bool drain(int out_fd, int err_fd, tool_result& r, steady::time_point deadline) 
     for (int i = 0; i < 2; ++i) {
       if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       ssize_t n = ::read(p[i].fd, buf, sizeof buf);
-      if (n > 0) (i == 0 ? r.out : r.err).append(buf, static_cast<std::size_t>(n));
-      else if (n == 0 || errno != EINTR) p[i].fd = -1;
+      if (n > 0)
+        (i == 0 ? r.out : r.err).append(buf, static_cast<std::size_t>(n));
+      else if (n == 0 || errno != EINTR)
+        p[i].fd = -1;
     }
   }
   return true;
@@ -46,7 +48,8 @@ expected<tool_result> run_tool(const std::vector<std::string>& argv, const std::
                                std::chrono::milliseconds timeout) {
   std::string prog = bin_dir.empty() ? argv.at(0) : bin_dir + "/" + argv.at(0);
   int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) return make_unexpected(cluster_errc::launch_failed, "pipe: " + std::string(std::strerror(errno)));
+  if (::pipe2(out, O_CLOEXEC) != 0)
+    return make_unexpected(cluster_errc::launch_failed, "pipe: " + std::string(std::strerror(errno)));
   if (::pipe2(err, O_CLOEXEC) != 0) {
     ::close(out[0]), ::close(out[1]);
     return make_unexpected(cluster_errc::launch_failed, "pipe: " + std::string(std::strerror(errno)));
@@ -92,14 +95,22 @@ std::string shell_quote(const std::string& s) {
 }
 
 std::vector<std::string> sbatch_argv(const node_spec& spec, const std::string& program, const options& so) {
-  std::vector<std::string> a = {"sbatch", "--parsable", "--no-requeue", "-J", so.job_name_prefix + ":" + spec.id.name,
-                                "-N", "1", "-n", "1",
+  std::vector<std::string> a = {"sbatch",
+                                "--parsable",
+                                "--no-requeue",
+                                "-J",
+                                so.job_name_prefix + ":" + spec.id.name,
+                                "-N",
+                                "1",
+                                "-n",
+                                "1",
                                 "--signal=B:TERM@" + std::to_string(so.term_grace_seconds)};
   if (!so.partition.empty()) a.insert(a.end(), {"-p", so.partition});
   if (!so.account.empty()) a.insert(a.end(), {"-A", so.account});
   if (!so.qos.empty()) a.insert(a.end(), {"-q", so.qos});
   if (!so.time_limit.empty()) a.insert(a.end(), {"-t", so.time_limit});
-  if (spec.need.cpus > 0) a.push_back("--cpus-per-task=" + std::to_string(static_cast<int>(std::ceil(spec.need.cpus))));
+  if (spec.need.cpus > 0)
+    a.push_back("--cpus-per-task=" + std::to_string(static_cast<int>(std::ceil(spec.need.cpus))));
   if (spec.need.memory_bytes > 0)
     a.push_back("--mem=" + std::to_string((spec.need.memory_bytes + (1 << 20) - 1) >> 20) + "M");
   if (spec.need.gpus > 0) a.push_back("--gres=gpu:" + std::to_string(spec.need.gpus));
@@ -169,8 +180,9 @@ std::optional<exit_status> parse_scontrol_job(const std::string& text) {
 }
 
 bool terminal_state(const std::string& s) {
-  static const char* const states[] = {"COMPLETED", "FAILED", "CANCELLED", "PREEMPTED", "NODE_FAIL", "TIMEOUT",
-                                       "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT"};
+  static const char* const states[] = {"COMPLETED", "FAILED",  "CANCELLED",     "PREEMPTED",
+                                       "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "BOOT_FAIL",
+                                       "DEADLINE",  "REVOKED", "SPECIAL_EXIT"};
   for (const char* t : states)
     if (s.rfind(t, 0) == 0) return true;  // "CANCELLED by 0" carries a suffix
   return false;

@@ -154,7 +154,8 @@ launcher::~launcher() {
 }
 
 expected<node_handle> launcher::launch(const node_spec& spec) {
-  if (spec.argv.empty()) return make_unexpected(cluster_errc::invalid_spec, "node " + spec.id.to_string() + ": empty argv");
+  if (spec.argv.empty())
+    return make_unexpected(cluster_errc::invalid_spec, "node " + spec.id.to_string() + ": empty argv");
   const std::string& program = spec.program.empty() ? impl_->program : spec.program;
   auto r = impl_->tool(sbatch_argv(spec, program, impl_->so));
   if (!r) return r.err();
@@ -175,33 +176,41 @@ expected<void> launcher::signal(const node_handle& h, int sig) {
     std::lock_guard lock(impl_->mu);
     auto it = impl_->nodes.find(h.serial);
     if (it == impl_->nodes.end() || it->second.final)
-      return make_unexpected(cluster_errc::no_such_node, "node " + h.id.to_string() + " (Slurm job " + std::to_string(h.pid) + ")");
+      return make_unexpected(cluster_errc::no_such_node,
+                             "node " + h.id.to_string() + " (Slurm job " + std::to_string(h.pid) + ")");
     state = it->second.state;
   }
   std::vector<std::string> argv = {"scancel"};
-  if (sig != SIGKILL && state != "PENDING") argv.insert(argv.end(), {"--full", "--signal=" + std::to_string(sig)});
+  if (sig != SIGKILL && state != "PENDING")
+    argv.insert(argv.end(), {"--full", "--signal=" + std::to_string(sig)});
   argv.push_back(std::to_string(h.pid));
   auto r = impl_->tool(argv);
   if (!r) return r.err();
-  if (r->code != 0) return make_unexpected(cluster_errc::no_such_node, "scancel " + std::to_string(h.pid) + ": " + r->err);
+  if (r->code != 0)
+    return make_unexpected(cluster_errc::no_such_node, "scancel " + std::to_string(h.pid) + ": " + r->err);
   return {};
 }
 
-expected<void> launcher::fence(const node_handle& h) { return signal(h, SIGKILL); }
+expected<void> launcher::fence(const node_handle& h) {
+  return signal(h, SIGKILL);
+}
 
 expected<std::optional<exit_status>> launcher::poll(const node_handle& h) const {
   std::lock_guard lock(impl_->mu);
   auto it = impl_->nodes.find(h.serial);
-  if (it == impl_->nodes.end()) return make_unexpected(cluster_errc::no_such_node, "node " + h.id.to_string());
+  if (it == impl_->nodes.end())
+    return make_unexpected(cluster_errc::no_such_node, "node " + h.id.to_string());
   return it->second.final;
 }
 
 expected<exit_status> launcher::wait(const node_handle& h, std::chrono::milliseconds timeout) {
   std::unique_lock lock(impl_->mu);
   auto it = impl_->nodes.find(h.serial);
-  if (it == impl_->nodes.end()) return make_unexpected(cluster_errc::no_such_node, "node " + h.id.to_string());
+  if (it == impl_->nodes.end())
+    return make_unexpected(cluster_errc::no_such_node, "node " + h.id.to_string());
   if (!impl_->cv.wait_for(lock, timeout, [&] { return it->second.final.has_value(); }))
-    return make_unexpected(cluster_errc::timed_out, "node " + h.id.to_string() + " still " + it->second.state);
+    return make_unexpected(cluster_errc::timed_out,
+                           "node " + h.id.to_string() + " still " + it->second.state);
   return *it->second.final;
 }
 
@@ -229,7 +238,9 @@ std::vector<node_handle> launcher::running() const {
   return v;
 }
 
-resources launcher::capacity() const { return impl_->total; }
+resources launcher::capacity() const {
+  return impl_->total;
+}
 
 resources launcher::reserved() const {
   std::lock_guard lock(impl_->mu);

@@ -35,9 +35,13 @@ struct header {
   std::uint64_t bytes = 0;
 };
 
-unexpected fail(collective_errc c, const std::string& what) { return make_unexpected(c, what); }
+unexpected fail(collective_errc c, const std::string& what) {
+  return make_unexpected(c, what);
+}
 
-std::string errno_text(int e) { return std::strerror(e); }
+std::string errno_text(int e) {
+  return std::strerror(e);
+}
 
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
@@ -166,7 +170,8 @@ expected<int> accept_prev(tcp_listener& l, const tcp_link_options& o, steady::ti
     tune(fd, o.heartbeat_timeout);
     set_io_timeout(fd, std::chrono::milliseconds(std::max(1, remaining_ms(deadline, o.timeout))));
     hello h;
-    if (read_all(fd, &h, sizeof h) && h.magic == hello_magic && h.rank == prev && h.epoch == o.epoch) return fd;
+    if (read_all(fd, &h, sizeof h) && h.magic == hello_magic && h.rank == prev && h.epoch == o.epoch)
+      return fd;
     ::close(fd);  // another epoch's, or not a ring peer at all
   }
 }
@@ -183,7 +188,8 @@ expected<std::unique_ptr<tcp_listener>> tcp_listener::open(const std::string& ho
   if (::bind(fd, reinterpret_cast<const sockaddr*>(&*a), sizeof *a) != 0 || ::listen(fd, 16) != 0) {
     int e = errno;
     ::close(fd);
-    return fail(collective_errc::setup, "listening on " + host + ":" + std::to_string(port) + ": " + errno_text(e));
+    return fail(collective_errc::setup,
+                "listening on " + host + ":" + std::to_string(port) + ": " + errno_text(e));
   }
   sockaddr_in bound{};
   socklen_t len = sizeof bound;
@@ -216,15 +222,18 @@ expected<std::unique_ptr<tcp_ring_link>> tcp_ring_link::connect(const tcp_link_o
 }
 
 tcp_ring_link::tcp_ring_link(tcp_link_options o, int in_fd, int out_fd)
-    : opt_(std::move(o)), in_(in_fd), out_(out_fd), staging_(std::max<std::size_t>(opt_.chunk_bytes / sizeof(float), 1)) {}
+    : opt_(std::move(o)),
+      in_(in_fd),
+      out_(out_fd),
+      staging_(std::max<std::size_t>(opt_.chunk_bytes / sizeof(float), 1)) {}
 
 tcp_ring_link::~tcp_ring_link() {
   close_fd(in_);
   close_fd(out_);
 }
 
-expected<void> tcp_ring_link::exchange(const step_tag& tag, std::span<const float> send, std::span<float> recv,
-                                       bool accumulate) {
+expected<void> tcp_ring_link::exchange(const step_tag& tag, std::span<const float> send,
+                                       std::span<float> recv, bool accumulate) {
   return transfer(tag, &send, &recv, accumulate);
 }
 
@@ -248,7 +257,9 @@ struct cursor {
   bool done() const { return !active || (header_done == sizeof(header) && payload_done == payload_bytes); }
 };
 
-bool would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
+bool would_block(int e) {
+  return e == EAGAIN || e == EWOULDBLOCK;
+}
 
 std::string peer_gone_text(const char* who, int e) {
   if (e == ETIMEDOUT) return std::string(who) + " silent past the heartbeat timeout (cut off or gone)";
@@ -321,13 +332,14 @@ expected<void> tcp_ring_link::transfer(const step_tag& tag, const std::span<cons
         auto rb = static_cast<std::size_t>(r);
         if (in.header_done < sizeof(header)) {
           in.header_done += rb;
-          if (in.header_done == sizeof(header) &&
-              (in.h.epoch != tag.epoch || in.h.op != tag.op || in.h.step != tag.step || in.h.bytes != in.payload_bytes))
+          if (in.header_done == sizeof(header) && (in.h.epoch != tag.epoch || in.h.op != tag.op ||
+                                                   in.h.step != tag.step || in.h.bytes != in.payload_bytes))
             return fail(collective_errc::protocol,
-                        "previous rank sent epoch " + std::to_string(in.h.epoch) + " op " + std::to_string(in.h.op) +
-                            " step " + std::to_string(in.h.step) + " (" + std::to_string(in.h.bytes) +
-                            " bytes), expected epoch " + std::to_string(tag.epoch) + " op " + std::to_string(tag.op) +
-                            " step " + std::to_string(tag.step) + " (" + std::to_string(in.payload_bytes) + " bytes)");
+                        "previous rank sent epoch " + std::to_string(in.h.epoch) + " op " +
+                            std::to_string(in.h.op) + " step " + std::to_string(in.h.step) + " (" +
+                            std::to_string(in.h.bytes) + " bytes), expected epoch " +
+                            std::to_string(tag.epoch) + " op " + std::to_string(tag.op) + " step " +
+                            std::to_string(tag.step) + " (" + std::to_string(in.payload_bytes) + " bytes)");
         } else if (accumulate) {
           staged += rb;
           if (staged == chunk || in.payload_done + staged == in.payload_bytes) {
@@ -348,7 +360,8 @@ expected<void> tcp_ring_link::transfer(const step_tag& tag, const std::span<cons
     int left = remaining_ms(deadline, opt_.poll_slice);
     if (steady::now() >= deadline)
       return fail(collective_errc::timeout, std::string("no progress with the ") +
-                                                (in.done() ? "next" : "previous") + " rank within the operation timeout");
+                                                (in.done() ? "next" : "previous") +
+                                                " rank within the operation timeout");
     pollfd p[2];
     nfds_t np = 0;
     if (!out.done()) p[np++] = {out_, POLLOUT, 0};

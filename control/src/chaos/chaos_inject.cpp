@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "node_runtime.hpp"
-#include "wire.hpp"
+#include "troupe/cluster/job_dir.hpp"
 #include "troupe/control/chaos.hpp"
 #include "troupe/control/client.hpp"
-#include "troupe/cluster/job_dir.hpp"
+#include "wire.hpp"
 
 namespace troupe::control {
 

@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "troupe/control/chaos.hpp"
 #include "troupe/cluster/job_dir.hpp"
+#include "troupe/control/chaos.hpp"
 
 namespace troupe::control {
 

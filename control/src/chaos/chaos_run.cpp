@@ -14,10 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "chaos_observe.hpp"
-#include "troupe/control/chaos.hpp"
-#include "troupe/control/client.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/cluster/process.hpp"
+#include "troupe/control/chaos.hpp"
+#include "troupe/control/client.hpp"
 
 namespace troupe::control {
 

@@ -13,8 +13,8 @@
 #include <random>
 #include <thread>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "data_model.hpp"
 #include "troupe/actors/strategy.hpp"
@@ -27,7 +27,9 @@ namespace troupe::control {
 
 namespace {
 volatile std::sig_atomic_t interrupted = 0;
-void on_signal(int) { interrupted = 1; }
+void on_signal(int) {
+  interrupted = 1;
+}
 
 std::string random_hex(std::size_t bytes) {
   std::random_device rd;
@@ -82,8 +84,10 @@ int runner::check_model() {
   auto m = build_model(spec_, *store);
   if (!m) return spdlog::error("{}", m.err().to_string()), 2;
   if (!spec_.uses_ps() && !(*m)->embedding_tables().empty()) {
-    spdlog::error("strategy '{}' replicates dense parameters only; model '{}' has embedding tables: use "
-                  "[job] strategy = \"async_ps\"", spec_.job.strategy, spec_.nn.model.type);
+    spdlog::error(
+        "strategy '{}' replicates dense parameters only; model '{}' has embedding tables: use "
+        "[job] strategy = \"async_ps\"",
+        spec_.job.strategy, spec_.nn.model.type);
     return 2;
   }
   return 0;
@@ -94,12 +98,12 @@ int runner::setup() {
   if (!doc) return spdlog::error("{}", doc.err().to_string()), 2;
   for (const auto& o : opt_.overrides)
     if (auto r = doc->apply_override(o); !r) return spdlog::error("{}", r.err().to_string()), 2;
-  if (opt_.workers && !doc->apply_override("job.workers=" + std::to_string(*opt_.workers)))
-    return 2;
+  if (opt_.workers && !doc->apply_override("job.workers=" + std::to_string(*opt_.workers))) return 2;
   auto spec = job_spec::read(*doc);
   if (!spec) return spdlog::error("{}", spec.err().to_string()), 2;
   spec_ = std::move(*spec);
-  if (auto s = make_strategy(spec_.job.strategy, spec_); !s) return spdlog::error("{}", s.err().to_string()), 2;
+  if (auto s = make_strategy(spec_.job.strategy, spec_); !s)
+    return spdlog::error("{}", s.err().to_string()), 2;
   if (auto g = check_gpu(spec_); !g) return spdlog::error("{}", g.err().to_string()), 2;
   target_workers_ = spec_.job.workers;
 
@@ -133,10 +137,11 @@ int runner::setup() {
   if (!port) return spdlog::error("{}", port.err().to_string()), 1;
   master_addr_ = "127.0.0.1:" + std::to_string(*port);
 
-  auto l = cluster::make_launcher(spec_.cluster, [this](const cluster::node_handle& h, const cluster::exit_status& s) {
-    std::lock_guard lk(mu_);
-    exits_.emplace_back(h, s);
-  });
+  auto l = cluster::make_launcher(spec_.cluster,
+                                  [this](const cluster::node_handle& h, const cluster::exit_status& s) {
+                                    std::lock_guard lk(mu_);
+                                    exits_.emplace_back(h, s);
+                                  });
   if (!l) return spdlog::error("{}", l.err().to_string()), 1;
   launcher_ = std::move(*l);
   return 0;
@@ -151,7 +156,8 @@ int runner::run() {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   spdlog::info("job {} in {} ({} workers, strategy {}{})", dir_->job_id(), dir_->path(), target_workers_,
-               spec_.job.strategy, spec_.uses_ps() ? ", " + std::to_string(spec_.ps.shards) + " PS shards" : "");
+               spec_.job.strategy,
+               spec_.uses_ps() ? ", " + std::to_string(spec_.ps.shards) + " PS shards" : "");
   node_slot master = new_slot({"master", 0}, cluster::node_role::master, 0);
   nodes_["master"] = master;
   if (auto r = launch(nodes_["master"]); !r) return spdlog::error("{}", r.err().to_string()), 1;

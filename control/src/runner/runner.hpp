@@ -12,31 +12,31 @@
 #include <mutex>
 
 #include "rpc.hpp"
+#include "status_codec.hpp"
 #include "troupe/actors/data.hpp"
 #include "troupe/actors/job_spec.hpp"
-#include "troupe/control/runner.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/cluster/launcher.hpp"
+#include "troupe/control/runner.hpp"
 #include "troupe/transport/endpoint.hpp"
-#include "status_codec.hpp"
 
 namespace troupe::control {
 
 using actors::job_spec;
-using actors::prepared_data;
-using actors::rpc_client;
 using actors::job_status;
+using actors::prepared_data;
 using actors::read_job_status;
+using actors::rpc_client;
 using actors::write_job_status;
 
 struct node_slot {
   node_slot() = default;
   node_slot(node_id i, cluster::node_role r, std::size_t idx) : id(std::move(i)), role(r), index(idx) {}
-  node_id id;                 // current (or last) incarnation
+  node_id id;  // current (or last) incarnation
   cluster::node_role role = cluster::node_role::worker;
   std::size_t index = 0;
   std::optional<cluster::node_handle> handle;  // while running
-  bool wanted = true;         // relaunch when it dies
+  bool wanted = true;                          // relaunch when it dies
   // The incarnation of the master whose membership listed this incarnation alive (unset: not
   // joined yet, or not since its launch); its absence from that master's view is a death.
   std::optional<std::uint64_t> seen_by_master;

@@ -5,8 +5,8 @@
 #include <spdlog/spdlog.h>
 
 #include "node_runtime.hpp"
-#include "wire.hpp"
 #include "runner.hpp"
+#include "wire.hpp"
 
 namespace troupe::control {
 
@@ -45,8 +45,11 @@ void runner::on_message(const message& m) {
         (void)net_->send(m.from_node().name, std::string(m.from()), std::move(o.out), "runner");
         break;
       }
-      case schema::JobMessage::STOP: stop_ = true; break;
-      default: break;
+      case schema::JobMessage::STOP:
+        stop_ = true;
+        break;
+      default:
+        break;
     }
   });
 }
@@ -77,17 +80,19 @@ void runner::print_progress(bool final_line) {
   auto now = steady::now();
   bool tty = ::isatty(STDERR_FILENO);
   // On a terminal the line is redrawn in place; in a log, one line every 2 s.
-  if (!final_line && now - last_progress_ < (tty ? std::chrono::milliseconds(250) : std::chrono::seconds(2))) return;
+  if (!final_line && now - last_progress_ < (tty ? std::chrono::milliseconds(250) : std::chrono::seconds(2)))
+    return;
   last_progress_ = now;
   std::uint64_t total = s.tasks.total();
   double secs = std::chrono::duration<double>(now - started_).count();
-  std::fprintf(stderr,
-               "%s[%6.1fs] epoch %u/%u  tasks %llu/%llu  %8.0f samples/s  loss %.4f  workers %u/%u%s  restarts %llu%s",
-               tty ? "\r" : "", secs, std::min(s.tasks.data_epoch + 1, std::max(s.tasks.data_epochs, 1u)),
-               s.tasks.data_epochs, static_cast<unsigned long long>(s.tasks.done), static_cast<unsigned long long>(total), s.samples_per_sec,
-               s.loss, s.workers_alive, target_workers_,
-               spec_.uses_ps() ? ("  ps " + std::to_string(s.ps_alive)).c_str() : "",
-               static_cast<unsigned long long>(restarts_), tty && !final_line ? "" : "\n");
+  std::fprintf(
+      stderr,
+      "%s[%6.1fs] epoch %u/%u  tasks %llu/%llu  %8.0f samples/s  loss %.4f  workers %u/%u%s  restarts %llu%s",
+      tty ? "\r" : "", secs, std::min(s.tasks.data_epoch + 1, std::max(s.tasks.data_epochs, 1u)),
+      s.tasks.data_epochs, static_cast<unsigned long long>(s.tasks.done),
+      static_cast<unsigned long long>(total), s.samples_per_sec, s.loss, s.workers_alive, target_workers_,
+      spec_.uses_ps() ? ("  ps " + std::to_string(s.ps_alive)).c_str() : "",
+      static_cast<unsigned long long>(restarts_), tty && !final_line ? "" : "\n");
 }
 
 void runner::answer_status(const std::string& node, const std::string& to, std::uint64_t id) {

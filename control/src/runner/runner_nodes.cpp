@@ -3,10 +3,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include "wire.hpp"
 #include "runner.hpp"
 #include "troupe/cluster/bootstrap.hpp"
 #include "troupe/core/clock.hpp"
+#include "wire.hpp"
 
 namespace troupe::control {
 
@@ -58,7 +58,8 @@ void runner::scale_to(std::uint32_t workers) {
     auto name = cluster::node_name(cluster::node_role::worker, i);
     auto it = nodes_.find(name);
     if (it != nodes_.end() && it->second.wanted) continue;
-    if (it == nodes_.end()) it = nodes_.emplace(name, new_slot({name, 0}, cluster::node_role::worker, i)).first;
+    if (it == nodes_.end())
+      it = nodes_.emplace(name, new_slot({name, 0}, cluster::node_role::worker, i)).first;
     auto& slot = it->second;
     slot.wanted = true;
     if (slot.handle) continue;  // still shutting down from an earlier scale-down: relaunched when it exits
@@ -100,15 +101,16 @@ void runner::handle_exits() {
     }
     if (!slot.wanted) {
       spdlog::info("{} {}", h.id.to_string(), status.to_string());
-      if (slot.role == cluster::node_role::worker && running_workers() < target_workers_) scale_to(target_workers_);
+      if (slot.role == cluster::node_role::worker && running_workers() < target_workers_)
+        scale_to(target_workers_);
       continue;
     }
     auto now = steady::now();
     slot.deaths.push_back(now);
     while (!slot.deaths.empty() && now - slot.deaths.front() > death_window) slot.deaths.pop_front();
     if (slot.deaths.size() > max_deaths) {
-      fatal_ = h.id.name + " died " + std::to_string(slot.deaths.size()) + " times in a minute (last: " +
-               status.to_string() + "); see " + dir_->log_path(h.id.name);
+      fatal_ = h.id.name + " died " + std::to_string(slot.deaths.size()) +
+               " times in a minute (last: " + status.to_string() + "); see " + dir_->log_path(h.id.name);
       return;
     }
     spdlog::warn("{} {}: relaunching", h.id.to_string(), status.to_string());
@@ -133,7 +135,8 @@ void runner::fence_dead_nodes() {
     members = status_.members;
   }
   auto find = [&](const std::string& name) {
-    auto it = std::find_if(members.begin(), members.end(), [&](const cluster::member& m) { return m.id.name == name; });
+    auto it = std::find_if(members.begin(), members.end(),
+                           [&](const cluster::member& m) { return m.id.name == name; });
     return it == members.end() ? nullptr : &*it;
   };
   const auto* master = find("master");
@@ -168,7 +171,8 @@ void runner::write_nodes_file() {
     entries.push_back({s.id, s.role, s.handle, !s.wanted,
                        s.role == cluster::node_role::master ? master_addr_ : std::string()});
   // `troupe status/scale/stop` talk to the runner: its address is the file's master_address.
-  auto f = cluster::make_nodes_file(dir_->job_id(), epoch, self_addr_, entries, troupe::clock::system().wall_ms());
+  auto f =
+      cluster::make_nodes_file(dir_->job_id(), epoch, self_addr_, entries, troupe::clock::system().wall_ms());
   if (auto w = dir_->write_nodes(f); !w) spdlog::warn("{}", w.err().to_string());
 }
 

@@ -87,7 +87,8 @@ expected<blas_handle> blas_handle::create(cuda_stream s) {
   TROUPE_GPU_TRY(cublas_check(TROUPE_CUBLAS(create, cublasCreate)(&h), "cublasCreate"));
   blas_handle out(h);
   TROUPE_GPU_TRY(cublas_check(TROUPE_CUBLAS(set_stream, cublasSetStream)(h, s), "cublasSetStream"));
-  TROUPE_GPU_TRY(cublas_check(TROUPE_CUBLAS(set_math_mode, cublasSetMathMode)(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode"));
+  TROUPE_GPU_TRY(cublas_check(TROUPE_CUBLAS(set_math_mode, cublasSetMathMode)(h, CUBLAS_DEFAULT_MATH),
+                              "cublasSetMathMode"));
   return out;
 }
 
@@ -109,10 +110,11 @@ expected<void> gemm_rm(cublas_handle h, bool a_t, bool b_t, std::size_t m, std::
   // Column-major view: C^T [n, m] = op(B)^T [n, k] * op(A)^T [k, m]. Row-major X stored [r, c]
   // is column-major X^T with leading dimension c.
   const int lda = static_cast<int>(a_t ? m : k), ldb = static_cast<int>(b_t ? k : n);
-  return cublas_check(TROUPE_CUBLAS(sgemm, cublasSgemm)(h, b_t ? CUBLAS_OP_T : CUBLAS_OP_N, a_t ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                  static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b,
-                                  ldb, a, lda, &beta, c, static_cast<int>(n)),
-                      "cublasSgemm");
+  return cublas_check(
+      TROUPE_CUBLAS(sgemm, cublasSgemm)(h, b_t ? CUBLAS_OP_T : CUBLAS_OP_N, a_t ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                        static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha,
+                                        b, ldb, a, lda, &beta, c, static_cast<int>(n)),
+      "cublasSgemm");
 }
 
 }  // namespace troupe::gpu

@@ -12,7 +12,6 @@
 #include <cstring>
 #include <thread>
 
-
 namespace troupe::transport {
 
 namespace {
@@ -37,9 +36,12 @@ class shm_category_impl final : public std::error_category {
   const char* name() const noexcept override { return "shm"; }
   std::string message(int c) const override {
     switch (static_cast<shm_errc>(c)) {
-      case shm_errc::ok: return "ok";
-      case shm_errc::system_error: return "shared-memory system call failed";
-      case shm_errc::timeout: return "timed out";
+      case shm_errc::ok:
+        return "ok";
+      case shm_errc::system_error:
+        return "shared-memory system call failed";
+      case shm_errc::timeout:
+        return "timed out";
     }
     return "unknown shm error " + std::to_string(c);
   }
@@ -88,7 +90,8 @@ expected<std::unique_ptr<shm_ring>> shm_ring::create(const std::string& name, st
     ::shm_unlink(("/" + name).c_str());
     return e;
   }
-  void* base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
+  void* base =
+      ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
   ::close(fd);
   if (base == MAP_FAILED) {
     auto e = sys_error("mmap", name);
@@ -137,12 +140,16 @@ expected<std::unique_ptr<shm_ring>> shm_ring::open(const std::string& name,
   }
 }
 
-void shm_ring::remove(const std::string& name) noexcept { ::shm_unlink(("/" + name).c_str()); }
+void shm_ring::remove(const std::string& name) noexcept {
+  ::shm_unlink(("/" + name).c_str());
+}
 
 expected<void> shm_ring::rename(const std::string& name) {
   if (!creator_ || unlinked_ || opened())
-    return make_unexpected(shm_errc::system_error, "ring /" + name_ + ": only its creator renames it, before it is opened");
-  if (::rename(("/dev/shm/" + name_).c_str(), ("/dev/shm/" + name).c_str()) != 0) return sys_error("rename", name);
+    return make_unexpected(shm_errc::system_error,
+                           "ring /" + name_ + ": only its creator renames it, before it is opened");
+  if (::rename(("/dev/shm/" + name_).c_str(), ("/dev/shm/" + name).c_str()) != 0)
+    return sys_error("rename", name);
   name_ = name;
   return {};
 }
@@ -166,7 +173,9 @@ std::size_t shm_ring::populate_some(std::size_t max_bytes) noexcept {
   return capacity_ - populated_;
 }
 
-bool shm_ring::opened() const noexcept { return hdr_->attached.load(std::memory_order_acquire) != 0; }
+bool shm_ring::opened() const noexcept {
+  return hdr_->attached.load(std::memory_order_acquire) != 0;
+}
 
 void shm_ring::unlink_when_attached(bool force) {
   if (!creator_ || unlinked_) return;
@@ -177,7 +186,8 @@ void shm_ring::unlink_when_attached(bool force) {
 }
 
 std::size_t shm_ring::writable() const noexcept {
-  return capacity_ - (hdr_->head.load(std::memory_order_relaxed) - hdr_->tail.load(std::memory_order_acquire));
+  return capacity_ -
+         (hdr_->head.load(std::memory_order_relaxed) - hdr_->tail.load(std::memory_order_acquire));
 }
 std::size_t shm_ring::readable() const noexcept {
   return hdr_->head.load(std::memory_order_acquire) - hdr_->tail.load(std::memory_order_relaxed);
@@ -238,7 +248,8 @@ bool shm_ring::wait_on(std::uint32_t* word, bool want_space, std::chrono::micros
     waiting.store(0, std::memory_order_relaxed);
     return true;
   }
-  timespec ts{static_cast<time_t>(timeout.count() / 1'000'000), static_cast<long>(timeout.count() % 1'000'000) * 1000};
+  timespec ts{static_cast<time_t>(timeout.count() / 1'000'000),
+              static_cast<long>(timeout.count() % 1'000'000) * 1000};
   futex(word, FUTEX_WAIT, seq, &ts);
   waiting.store(0, std::memory_order_relaxed);
   return ready();

@@ -17,7 +17,8 @@ storage::record_schema schema_of(const nn::dataset_info& info);
 nn::dataset_info info_of(const storage::manifest& m, const std::string& name);
 
 // Writes every row of `d` into a new store at `dir` (which must not hold one yet).
-expected<storage::manifest> write_dataset(const nn::dataset& d, const std::string& dir, const std::string& source);
+expected<storage::manifest> write_dataset(const nn::dataset& d, const std::string& dir,
+                                          const std::string& source);
 
 // Reads records [first, first + n) of `store` into `out` (buffers reused; out.rows may be less
 // than n at the end of the store). Errors name the store and the record.

@@ -38,7 +38,7 @@ struct job_options {
   std::uint32_t sync_every = 8;
   std::size_t ring_capacity = 4u << 20;  // holds a resync of a mid-sized model: its source does not wait
   ms rpc_timeout{10'000};
-  std::string dataset_cache;  // empty: <root>/datasets
+  std::string dataset_cache;   // empty: <root>/datasets
   std::string device = "cpu";  // "gpu": the worker role runs a gpu_worker (one device per worker)
 };
 

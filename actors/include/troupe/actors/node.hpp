@@ -10,11 +10,11 @@ namespace troupe::actors {
 
 struct node_options {
   std::string job_dir;
-  std::string role;            // master | ps | worker
-  std::size_t index = 0;       // ps-<index>, worker-<index>
+  std::string role;       // master | ps | worker
+  std::size_t index = 0;  // ps-<index>, worker-<index>
   std::uint64_t incarnation = 0;
   std::string listen = "127.0.0.1:0";
-  std::string join;            // the master's address (not for the master itself)
+  std::string join;  // the master's address (not for the master itself)
   std::string train_dir, test_dir;
 };
 

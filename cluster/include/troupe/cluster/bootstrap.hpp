@@ -25,9 +25,9 @@ struct node_args {
   node_role role = node_role::worker;
   std::size_t index = 0;  // ps-<index>, worker-<index>; 0 for the master
   std::uint64_t incarnation = 0;
-  std::string job_dir;                // the job directory (job.toml, logs/, journal/, checkpoints/)
-  std::string train_dir, test_dir;    // the prepared record stores
-  std::vector<std::string> extra;     // further flags, appended as given
+  std::string job_dir;              // the job directory (job.toml, logs/, journal/, checkpoints/)
+  std::string train_dir, test_dir;  // the prepared record stores
+  std::vector<std::string> extra;   // further flags, appended as given
   // node_name(role, index) and the incarnation: "worker-3#2".
   node_id id() const;
 };

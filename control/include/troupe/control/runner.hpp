@@ -17,10 +17,10 @@ namespace troupe::control {
 
 struct run_options {
   std::string file;
-  std::vector<std::string> overrides;       // --set key=value
-  std::string job_id;                       // empty: <name>-<time>-<random>
-  std::optional<std::uint32_t> workers;     // --workers N (overrides [job] workers)
-  bool progress = true;                     // the progress line on stderr
+  std::vector<std::string> overrides;    // --set key=value
+  std::string job_id;                    // empty: <name>-<time>-<random>
+  std::optional<std::uint32_t> workers;  // --workers N (overrides [job] workers)
+  bool progress = true;                  // the progress line on stderr
 };
 
 // Returns the process exit code: 0 finished (every task done), 1 failed (quarantined tasks, a node

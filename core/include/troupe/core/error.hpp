@@ -41,7 +41,9 @@ class error {
 struct unexpected {
   error err;
 };
-inline unexpected make_unexpected(error e) { return {std::move(e)}; }
+inline unexpected make_unexpected(error e) {
+  return {std::move(e)};
+}
 template <class Enum>
 unexpected make_unexpected(Enum c, std::string context) {
   return {error(std::error_code(c), std::move(context))};
@@ -58,9 +60,18 @@ class [[nodiscard]] expected {
   bool has_value() const noexcept { return state_.index() == 0; }
   explicit operator bool() const noexcept { return has_value(); }
 
-  T& value() & { check(); return std::get<0>(state_); }
-  const T& value() const& { check(); return std::get<0>(state_); }
-  T&& value() && { check(); return std::get<0>(std::move(state_)); }
+  T& value() & {
+    check();
+    return std::get<0>(state_);
+  }
+  const T& value() const& {
+    check();
+    return std::get<0>(state_);
+  }
+  T&& value() && {
+    check();
+    return std::get<0>(std::move(state_));
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }

@@ -23,11 +23,12 @@ using event_value = std::variant<std::string, double, std::int64_t, bool>;
 
 struct job_event {
   std::uint64_t t_ms = 0;  // unix time, milliseconds
-  std::string kind;        // "join", "leave", "died", "preempted", "fenced", "requeue", "checkpoint", "metrics", ...
+  std::string
+      kind;  // "join", "leave", "died", "preempted", "fenced", "requeue", "checkpoint", "metrics", ...
   std::vector<std::pair<std::string, event_value>> fields;
 
   const event_value* find(const std::string& key) const;
-  std::string text(const std::string& key) const;  // "" when absent or not a string
+  std::string text(const std::string& key) const;                    // "" when absent or not a string
   double number(const std::string& key, double fallback = 0) const;  // ints and doubles
 };
 

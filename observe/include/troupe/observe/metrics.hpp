@@ -64,8 +64,8 @@ class registry {
   registry& operator=(const registry&) = delete;
   class counter& get_counter(const std::string& name, const std::string& help, const labels& l = {});
   class gauge& get_gauge(const std::string& name, const std::string& help, const labels& l = {});
-  class histogram& get_histogram(const std::string& name, const std::string& help, const std::vector<double>& bounds,
-                       const labels& l = {});
+  class histogram& get_histogram(const std::string& name, const std::string& help,
+                                 const std::vector<double>& bounds, const labels& l = {});
   // Every family with HELP and TYPE lines, series in label order.
   std::string render() const;
 

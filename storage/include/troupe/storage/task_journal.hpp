@@ -81,7 +81,8 @@ class task_journal {
   // doing -> todo for every lease of `holder` (it died or left); returns how many.
   expected<std::uint64_t> requeue_holder(const std::string& holder);
   // doing -> todo for every lease of `holder` except the tasks in `keep` (those it still holds).
-  expected<std::uint64_t> requeue_holder_except(const std::string& holder, const std::vector<std::uint64_t>& keep);
+  expected<std::uint64_t> requeue_holder_except(const std::string& holder,
+                                                const std::vector<std::uint64_t>& keep);
   // doing -> todo for every lease with deadline_ms <= now_ms; returns how many.
   expected<std::uint64_t> requeue_expired(std::int64_t now_ms);
 

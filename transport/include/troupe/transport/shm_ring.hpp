@@ -29,7 +29,9 @@ enum class shm_errc {
   timeout = 2,       // the peer's ring did not appear in time
 };
 const std::error_category& shm_category() noexcept;
-inline std::error_code make_error_code(shm_errc e) noexcept { return {static_cast<int>(e), shm_category()}; }
+inline std::error_code make_error_code(shm_errc e) noexcept {
+  return {static_cast<int>(e), shm_category()};
+}
 
 class shm_ring {
  public:

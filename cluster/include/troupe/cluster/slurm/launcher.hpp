@@ -36,12 +36,12 @@
 namespace troupe::cluster::slurm {
 
 struct options {
-  std::string partition;                 // -p; empty: the cluster's default partition
-  std::string account, qos, time_limit;  // -A, -q, -t; empty: not passed
-  std::vector<std::string> sbatch_args;  // further sbatch options, verbatim
+  std::string partition;                   // -p; empty: the cluster's default partition
+  std::string account, qos, time_limit;    // -A, -q, -t; empty: not passed
+  std::vector<std::string> sbatch_args;    // further sbatch options, verbatim
   std::string job_name_prefix = "troupe";  // job name: <prefix>:<node name>
-  std::string bin_dir;                   // directory of sbatch, squeue, scontrol, scancel, sinfo; empty: PATH
-  std::string jobs_file;                 // every submitted job id is appended here; empty: none
+  std::string bin_dir;    // directory of sbatch, squeue, scontrol, scancel, sinfo; empty: PATH
+  std::string jobs_file;  // every submitted job id is appended here; empty: none
   std::chrono::milliseconds poll_interval{250};
   std::chrono::milliseconds command_timeout{20'000};  // per Slurm command
   int term_grace_seconds = 30;  // --signal=B:TERM@N: SIGTERM this long before the time limit

@@ -44,7 +44,7 @@ class tcp_listener {
 struct tcp_link_options {
   std::uint64_t epoch = 0;  // membership epoch of this ring
   int rank = 0, size = 1;
-  std::string next_address;  // "host:port" of the next rank's listener
+  std::string next_address;                            // "host:port" of the next rank's listener
   std::chrono::milliseconds timeout{10'000};           // per operation, and for the rendezvous
   std::chrono::milliseconds heartbeat_timeout{3'000};  // a silent (cut off) neighbour is dead after this
   std::chrono::milliseconds poll_slice{2};             // how often a wait looks at current_epoch
@@ -57,7 +57,8 @@ class tcp_ring_link final : public ring_link {
  public:
   // Dials the next rank (retrying until options.timeout) and accepts the previous one on
   // `listener`; each side names its epoch and rank, so a stale or stray connection is refused.
-  static expected<std::unique_ptr<tcp_ring_link>> connect(const tcp_link_options& options, tcp_listener& listener);
+  static expected<std::unique_ptr<tcp_ring_link>> connect(const tcp_link_options& options,
+                                                          tcp_listener& listener);
   ~tcp_ring_link() override;
 
   expected<void> exchange(const step_tag& tag, std::span<const float> send, std::span<float> recv,
