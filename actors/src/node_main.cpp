@@ -68,6 +68,49 @@ expected<job_spec> load_spec(const std::string& job_dir) {
 
 }  // namespace
 
+namespace {
+
+// The node's identity from its flags and job directory; logging set up under its name.
+node_runtime::identity identify(const node_options& o, cluster::node_role role, const job_spec& spec) {
+  node_runtime::identity who;
+  who.role = role;
+  who.index = o.index;
+  who.id = {role == cluster::node_role::master ? "master" : cluster::node_name(role, o.index), o.incarnation};
+  who.job_dir = o.job_dir;
+  auto dir = cluster::job_dir::open(o.job_dir);
+  who.job_id = dir ? dir->job_id() : "job";
+  log_config lc = spec.log;
+  lc.name = who.id.to_string();
+  (void)init_logging(lc);
+  return who;
+}
+
+// Bridges the role's actors to the transport; the master also hears of peers going down.
+bool wire_up(node_runtime* r, const node_options& o, cluster::node_role role) {
+  for (const auto& k : children_of(r, o, role))
+    if (auto b = r->bridge(k.name); !b) {
+      spdlog::error("{}", b.err().to_string());
+      return false;
+    }
+  if (role == cluster::node_role::master) {
+    r->on_peer_down([r](const peer_event& e) {
+      if (auto a = r->names().get("master"))
+        caf::anon_send(a, peer_down_atom::value, e.node.name, e.node.incarnation, e.reason);
+    });
+  }
+  return true;
+}
+
+// A worker's liveness beacon: ring partners notice this process's death before its teardown ends.
+std::unique_ptr<collective::liveness::beacon> start_beacon(node_runtime* r, const node_id& id) {
+  auto b = r->liveness().start(id);
+  if (b) return std::move(*b);
+  spdlog::warn("liveness beacon: {} (partners fall back to the pid)", b.err().to_string());
+  return nullptr;
+}
+
+}  // namespace
+
 int run_node(const node_options& o) {
   auto role = cluster::parse_role(o.role);
   if (!role) {
@@ -79,47 +122,21 @@ int run_node(const node_options& o) {
     spdlog::error("{}", spec.err().to_string());
     return 2;
   }
-  node_runtime::identity who;
-  who.role = *role;
-  who.index = o.index;
-  who.id = {*role == cluster::node_role::master ? "master" : cluster::node_name(*role, o.index),
-            o.incarnation};
-  who.job_dir = o.job_dir;
-  auto dir = cluster::job_dir::open(o.job_dir);
-  who.job_id = dir ? dir->job_id() : "job";
-  log_config lc = spec->log;
-  lc.name = who.id.to_string();
-  (void)init_logging(lc);
-
+  auto who = identify(o, *role, *spec);
   auto rt = node_runtime::start(*spec, who, o.listen);
   if (!rt) {
     spdlog::error("{}: {}", who.id.to_string(), rt.err().to_string());
     return 1;
   }
   node_runtime* r = rt->get();
-  for (const auto& k : children_of(r, o, *role))
-    if (auto b = r->bridge(k.name); !b) {
-      spdlog::error("{}", b.err().to_string());
-      return 1;
-    }
-  if (*role == cluster::node_role::master) {
-    r->on_peer_down([r](const peer_event& e) {
-      if (auto a = r->names().get("master"))
-        caf::anon_send(a, peer_down_atom::value, e.node.name, e.node.incarnation, e.reason);
-    });
-  }
+  if (!wire_up(r, o, *role)) return 1;
   supervision::supervisor_config sc;
   std::unique_ptr<collective::liveness::beacon> beacon;
   auto root = supervision::run_node_root(r->system(), r->names(), sc, children_of(r, o, *role));
   if (*role != cluster::node_role::master) {
     if (*role == cluster::node_role::worker) {
       r->defer_join();
-      // Ring partners watch it: they notice this process's death before its teardown ends.
-      auto b = r->liveness().start(who.id);
-      if (b)
-        beacon = std::move(*b);
-      else
-        spdlog::warn("liveness beacon: {} (partners fall back to the pid)", b.err().to_string());
+      beacon = start_beacon(r, who.id);
     }
     if (auto j = r->join_master(o.join); !j) {
       spdlog::error("{}: cannot reach the master at {}: {}", who.id.to_string(), o.join, j.err().to_string());

@@ -1,9 +1,12 @@
 """Peer for allreduce_bench: torch.distributed allreduce with the gloo backend on loopback.
 Usage: /usr/bin/python3 gloo_allreduce.py RANKS MB ITERS  -> one JSON line (same fields)."""
-import json, os, sys, time
+import os, sys
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gloo_rank import result, timed_allreduces  # noqa: E402
 
 
 def run(rank, world, mb, iters, port, q):
@@ -11,21 +14,9 @@ def run(rank, world, mb, iters, port, q):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    n = int(mb * (1 << 20) / 4)
-    t = torch.ones(n, dtype=torch.float32)
-    bar = torch.zeros(world)
-    times = []
-    for it in range(iters + 2):
-        dist.all_reduce(bar)
-        t0 = time.perf_counter()
-        dist.all_reduce(t)
-        dt = time.perf_counter() - t0
-        if it >= 2:
-            times.append(dt)
-        t.fill_(1.0)
+    nbytes, med = timed_allreduces(world, mb, iters)
     if rank == 0:
-        times.sort()
-        q.put(times[len(times) // 2])
+        q.put((nbytes, med))
     dist.destroy_process_group()
 
 
@@ -37,11 +28,7 @@ if __name__ == "__main__":
     procs = [ctx.Process(target=run, args=(r, world, mb, iters, port, q)) for r in range(world)]
     for p in procs:
         p.start()
-    med = q.get()
+    nbytes, med = q.get()
     for p in procs:
         p.join()
-    nbytes = int(mb * (1 << 20) / 4) * 4
-    algbw = nbytes / med / 1e9
-    print(json.dumps({"bench": "gloo_allreduce", "ranks": world, "bytes": nbytes, "iters": iters,
-                      "median_s": round(med, 6), "algbw_GBps": round(algbw, 3),
-                      "busbw_GBps": round(algbw * 2 * (world - 1) / world, 3)}))
+    print(result("gloo_allreduce", world, nbytes, iters, med))

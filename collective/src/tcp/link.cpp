@@ -247,18 +247,8 @@ expected<void> tcp_ring_link::recv(const step_tag& tag, std::span<float> data) {
 
 namespace {
 
-// One direction of a transfer: a header, then the payload.
-struct cursor {
-  header h{};
-  std::size_t header_done = 0;
-  char* payload = nullptr;
-  std::size_t payload_bytes = 0, payload_done = 0;
-  bool active = false;
-  bool done() const { return !active || (header_done == sizeof(header) && payload_done == payload_bytes); }
-};
-
 bool would_block(int e) {
-  return e == EAGAIN || e == EWOULDBLOCK;
+  return e == EAGAIN || e == EWOULDBLOCK || e == EINTR;
 }
 
 std::string peer_gone_text(const char* who, int e) {
@@ -269,6 +259,101 @@ std::string peer_gone_text(const char* who, int e) {
 
 }  // namespace
 
+// One direction of one transfer: a header, then the payload.
+struct tcp_ring_link::cursor {
+  header h{};
+  std::size_t header_done = 0;
+  char* payload = nullptr;
+  std::size_t payload_bytes = 0, payload_done = 0;
+  std::size_t staged = 0;  // accumulate: bytes in staging_ not yet added
+  bool active = false;
+  bool done() const { return !active || (header_done == sizeof(header) && payload_done == payload_bytes); }
+};
+
+// Writes what the socket takes of the header and payload; true when bytes moved.
+expected<bool> tcp_ring_link::send_some(cursor& out) {
+  iovec iov[2];
+  int n = 0;
+  if (out.header_done < sizeof(header))
+    iov[n++] = {reinterpret_cast<char*>(&out.h) + out.header_done, sizeof(header) - out.header_done};
+  if (out.payload_done < out.payload_bytes)
+    iov[n++] = {out.payload + out.payload_done, out.payload_bytes - out.payload_done};
+  msghdr m{};
+  m.msg_iov = iov;
+  m.msg_iovlen = static_cast<std::size_t>(n);
+  ssize_t w = ::sendmsg(out_, &m, MSG_NOSIGNAL);
+  if (w < 0 && !would_block(errno))
+    return fail(collective_errc::peer_dead, peer_gone_text("next rank", errno));
+  if (w <= 0) return false;
+  auto wb = static_cast<std::size_t>(w);
+  auto h = std::min(wb, sizeof(header) - out.header_done);
+  out.header_done += h;
+  out.payload_done += wb - h;
+  return true;
+}
+
+// The header must name this exchange and its size.
+expected<void> tcp_ring_link::check_header(const cursor& in, const step_tag& tag) const {
+  const header& h = in.h;
+  if (h.epoch == tag.epoch && h.op == tag.op && h.step == tag.step && h.bytes == in.payload_bytes) return {};
+  auto say = [](std::uint64_t e, std::uint64_t op, std::uint64_t step, std::uint64_t bytes) {
+    return "epoch " + std::to_string(e) + " op " + std::to_string(op) + " step " + std::to_string(step) +
+           " (" + std::to_string(bytes) + " bytes)";
+  };
+  return fail(collective_errc::protocol, "previous rank sent " + say(h.epoch, h.op, h.step, h.bytes) +
+                                             ", expected " +
+                                             say(tag.epoch, tag.op, tag.step, in.payload_bytes));
+}
+
+// Reads what has arrived; with `accumulate`, a chunk at a time into staging_, added once whole.
+expected<bool> tcp_ring_link::recv_some(cursor& in, const step_tag& tag, bool accumulate) {
+  char* staging = reinterpret_cast<char*>(staging_.data());
+  const std::size_t chunk = staging_.size() * sizeof(float);
+  bool in_header = in.header_done < sizeof(header);
+  char* dst = in_header    ? reinterpret_cast<char*>(&in.h) + in.header_done
+              : accumulate ? staging + in.staged
+                           : in.payload + in.payload_done;
+  std::size_t want = in_header    ? sizeof(header) - in.header_done
+                     : accumulate ? std::min(chunk, in.payload_bytes - in.payload_done) - in.staged
+                                  : in.payload_bytes - in.payload_done;
+  ssize_t r = ::recv(in_, dst, want, 0);
+  if (r == 0) return fail(collective_errc::peer_dead, peer_gone_text("previous rank", 0));
+  if (r < 0 && !would_block(errno))
+    return fail(collective_errc::peer_dead, peer_gone_text("previous rank", errno));
+  if (r < 0) return false;
+  auto rb = static_cast<std::size_t>(r);
+  if (in_header) {
+    in.header_done += rb;
+    if (in.header_done == sizeof(header))
+      if (auto ok = check_header(in, tag); !ok) return ok.err();
+  } else if (!accumulate) {
+    in.payload_done += rb;
+  } else if ((in.staged += rb) == chunk || in.payload_done + in.staged == in.payload_bytes) {
+    auto* acc = reinterpret_cast<float*>(in.payload + in.payload_done);
+    for (std::size_t i = 0, nf = in.staged / sizeof(float); i < nf; ++i) acc[i] += staging_[i];
+    in.payload_done += in.staged;
+    in.staged = 0;
+  }
+  return true;
+}
+
+// Nothing moved: fails on a replaced epoch or the operation's deadline, else waits for either socket.
+expected<void> tcp_ring_link::wait_ready(const cursor& out, const cursor& in,
+                                         steady::time_point deadline) const {
+  if (opt_.current_epoch && opt_.current_epoch->load(std::memory_order_relaxed) != opt_.epoch)
+    return fail(collective_errc::cancelled, "ring epoch " + std::to_string(opt_.epoch) + " replaced");
+  if (steady::now() >= deadline)
+    return fail(collective_errc::timeout, std::string("no progress with the ") +
+                                              (in.done() ? "next" : "previous") +
+                                              " rank within the operation timeout");
+  pollfd p[2];
+  nfds_t np = 0;
+  if (!out.done()) p[np++] = {out_, POLLOUT, 0};
+  if (!in.done()) p[np++] = {in_, POLLIN, 0};
+  ::poll(p, np, std::max(remaining_ms(deadline, opt_.poll_slice), 1));
+  return {};
+}
+
 expected<void> tcp_ring_link::transfer(const step_tag& tag, const std::span<const float>* send,
                                        std::span<float>* recv, bool accumulate) {
   cursor out, in;
@@ -278,9 +363,6 @@ expected<void> tcp_ring_link::transfer(const step_tag& tag, const std::span<cons
     out.payload = const_cast<char*>(reinterpret_cast<const char*>(send->data()));
     out.payload_bytes = send->size_bytes();
   }
-  std::size_t staged = 0;  // accumulate: bytes in staging_ not yet added
-  char* staging = reinterpret_cast<char*>(staging_.data());
-  const std::size_t chunk = staging_.size() * sizeof(float);
   if (recv) {
     in.active = true;
     in.payload = reinterpret_cast<char*>(recv->data());
@@ -290,83 +372,17 @@ expected<void> tcp_ring_link::transfer(const step_tag& tag, const std::span<cons
   while (!out.done() || !in.done()) {
     bool moved = false;
     if (!out.done()) {
-      iovec iov[2];
-      int n = 0;
-      if (out.header_done < sizeof(header))
-        iov[n++] = {reinterpret_cast<char*>(&out.h) + out.header_done, sizeof(header) - out.header_done};
-      if (out.payload_done < out.payload_bytes)
-        iov[n++] = {out.payload + out.payload_done, out.payload_bytes - out.payload_done};
-      msghdr m{};
-      m.msg_iov = iov;
-      m.msg_iovlen = static_cast<std::size_t>(n);
-      ssize_t w = ::sendmsg(out_, &m, MSG_NOSIGNAL);
-      if (w < 0 && !would_block(errno) && errno != EINTR)
-        return fail(collective_errc::peer_dead, peer_gone_text("next rank", errno));
-      if (w > 0) {
-        moved = true;
-        auto wb = static_cast<std::size_t>(w);
-        auto h = std::min(wb, sizeof(header) - out.header_done);
-        out.header_done += h;
-        out.payload_done += wb - h;
-      }
+      auto s = send_some(out);
+      if (!s) return s.err();
+      moved = *s;
     }
     if (!in.done()) {
-      char* dst;
-      std::size_t want;
-      if (in.header_done < sizeof(header)) {
-        dst = reinterpret_cast<char*>(&in.h) + in.header_done;
-        want = sizeof(header) - in.header_done;
-      } else if (accumulate) {
-        dst = staging + staged;
-        want = std::min(chunk, in.payload_bytes - in.payload_done) - staged;
-      } else {
-        dst = in.payload + in.payload_done;
-        want = in.payload_bytes - in.payload_done;
-      }
-      ssize_t r = ::recv(in_, dst, want, 0);
-      if (r == 0) return fail(collective_errc::peer_dead, peer_gone_text("previous rank", 0));
-      if (r < 0 && !would_block(errno) && errno != EINTR)
-        return fail(collective_errc::peer_dead, peer_gone_text("previous rank", errno));
-      if (r > 0) {
-        moved = true;
-        auto rb = static_cast<std::size_t>(r);
-        if (in.header_done < sizeof(header)) {
-          in.header_done += rb;
-          if (in.header_done == sizeof(header) && (in.h.epoch != tag.epoch || in.h.op != tag.op ||
-                                                   in.h.step != tag.step || in.h.bytes != in.payload_bytes))
-            return fail(collective_errc::protocol,
-                        "previous rank sent epoch " + std::to_string(in.h.epoch) + " op " +
-                            std::to_string(in.h.op) + " step " + std::to_string(in.h.step) + " (" +
-                            std::to_string(in.h.bytes) + " bytes), expected epoch " +
-                            std::to_string(tag.epoch) + " op " + std::to_string(tag.op) + " step " +
-                            std::to_string(tag.step) + " (" + std::to_string(in.payload_bytes) + " bytes)");
-        } else if (accumulate) {
-          staged += rb;
-          if (staged == chunk || in.payload_done + staged == in.payload_bytes) {
-            auto* acc = reinterpret_cast<float*>(in.payload + in.payload_done);
-            std::size_t nf = staged / sizeof(float);
-            for (std::size_t i = 0; i < nf; ++i) acc[i] += staging_[i];
-            in.payload_done += staged;
-            staged = 0;
-          }
-        } else {
-          in.payload_done += rb;
-        }
-      }
+      auto r = recv_some(in, tag, accumulate);
+      if (!r) return r.err();
+      moved = moved || *r;
     }
-    if (moved) continue;
-    if (opt_.current_epoch && opt_.current_epoch->load(std::memory_order_relaxed) != opt_.epoch)
-      return fail(collective_errc::cancelled, "ring epoch " + std::to_string(opt_.epoch) + " replaced");
-    int left = remaining_ms(deadline, opt_.poll_slice);
-    if (steady::now() >= deadline)
-      return fail(collective_errc::timeout, std::string("no progress with the ") +
-                                                (in.done() ? "next" : "previous") +
-                                                " rank within the operation timeout");
-    pollfd p[2];
-    nfds_t np = 0;
-    if (!out.done()) p[np++] = {out_, POLLOUT, 0};
-    if (!in.done()) p[np++] = {in_, POLLIN, 0};
-    ::poll(p, np, std::max(left, 1));
+    if (!moved)
+      if (auto w = wait_ready(out, in, deadline); !w) return w;
   }
   return {};
 }
