@@ -58,7 +58,9 @@ class launcher final : public cluster::launcher {
 
   expected<node_handle> launch(const node_spec& spec) override;
   expected<void> signal(const node_handle& h, int sig) override;
-  // `scancel <id>`: Slurm SIGKILLs every process of the job (after KillWait) and ends it CANCELLED.
+  // `scancel <id>`: the job ends CANCELLED and its processes die. Slurm sends a stopped process
+  // SIGCONT before it kills it (even with --signal=KILL), so a hung node may run for an instant
+  // first: what it then says is refused by its stale membership epoch, not stopped by this call.
   expected<void> fence(const node_handle& h) override;
   expected<std::optional<exit_status>> poll(const node_handle& h) const override;
   expected<exit_status> wait(const node_handle& h, std::chrono::milliseconds timeout) override;
