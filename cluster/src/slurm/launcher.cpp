@@ -191,7 +191,9 @@ expected<void> launcher::signal(const node_handle& h, int sig) {
   return {};
 }
 
-expected<void> launcher::fence(const node_handle& h) { return signal(h, SIGKILL); }
+expected<void> launcher::fence(const node_handle& h) {
+  return signal(h, SIGKILL);
+}
 
 expected<std::optional<exit_status>> launcher::poll(const node_handle& h) const {
   std::lock_guard lock(impl_->mu);
