@@ -25,15 +25,7 @@ class dispenser_test : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = testing::temp_dir("dispenser-test");
-    nn::dataset d;
-    d.info.name = "t";
-    d.info.dense_dim = 1;
-    d.info.num_classes = 2;
-    d.rows = 40;
-    for (std::size_t i = 0; i < d.rows; ++i) {
-      d.dense.push_back(static_cast<float>(i));
-      d.labels.push_back(static_cast<float>(i % 2));
-    }
+    nn::dataset d = testing::tiny_dataset();
     ASSERT_TRUE(write_dataset(d, dir_ + "/train", "test"));
     node_identity who{node_id{"master", 1}, cluster::node_role::master, 0, dir_, "job"};
     node_.emplace(who);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "node_context.hpp"
+#include "troupe/nn/data/dataset.hpp"
 
 namespace troupe::actors::testing {
 
@@ -88,6 +89,20 @@ inline std::string temp_dir(const std::string& name) {
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
   return p.string();
+}
+
+// A 40-row dataset: one dense feature (the row index), labels alternating 0/1.
+inline nn::dataset tiny_dataset() {
+  nn::dataset d;
+  d.info.name = "t";
+  d.info.dense_dim = 1;
+  d.info.num_classes = 2;
+  d.rows = 40;
+  for (std::size_t i = 0; i < d.rows; ++i) {
+    d.dense.push_back(static_cast<float>(i));
+    d.labels.push_back(static_cast<float>(i % 2));
+  }
+  return d;
 }
 
 }  // namespace troupe::actors::testing

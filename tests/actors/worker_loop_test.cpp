@@ -62,15 +62,7 @@ class worker_loop_test : public ::testing::Test {
   void SetUp() override {
     dir_ = testing::temp_dir("worker-loop-test");
     const auto& dir = dir_;
-    nn::dataset d;
-    d.info.name = "t";
-    d.info.dense_dim = 1;
-    d.info.num_classes = 2;
-    d.rows = 40;
-    for (std::size_t i = 0; i < d.rows; ++i) {
-      d.dense.push_back(static_cast<float>(i));
-      d.labels.push_back(static_cast<float>(i % 2));
-    }
+    nn::dataset d = testing::tiny_dataset();
     ASSERT_TRUE(write_dataset(d, dir + "/train", "test"));
     auto store = storage::record_store::open(dir + "/train");
     ASSERT_TRUE(store) << store.err().to_string();
