@@ -27,6 +27,10 @@ NET=10.78.0
 BR_IP=$NET.1
 RUN=${TROUPE_HOSTS_RUN:-/run/troupe-hosts}
 PREFIX=troupe-h
+# Directories under /tmp that every host still sees (bind-mounted into its private /tmp at the same
+# path): the repository this script belongs to (a checkout or build under /tmp must stay
+# reachable), plus TROUPE_HOSTS_SHARE (colon-separated).
+REPO=$(cd "$(dirname "$0")/.." && pwd)
 
 die() { echo "hosts.sh: $*" >&2; exit 1; }
 need_root() { [[ $(id -u) -eq 0 ]] || die "needs root (network and mount namespaces)"; }
@@ -53,6 +57,21 @@ make_bridge() {
   ip link set "$BR" up
 }
 
+# The shell commands that give a host its private /tmp and keep the shared directories under /tmp
+# visible: each is bind-mounted aside first, then back at its path on the new tmpfs.
+tmp_mounts() {
+  local h=$1 i=0 d cmds="" keep=""
+  local IFS=:
+  for d in $REPO ${TROUPE_HOSTS_SHARE:-}; do
+    [[ "$d" == /tmp/* && -d "$d" ]] || continue
+    mkdir -p "$RUN/$h/keep$i"
+    cmds+="mount --bind '$d' '$RUN/$h/keep$i' && "
+    keep+=" && mkdir -p '$d' && mount --bind '$RUN/$h/keep$i' '$d'"
+    i=$((i + 1))
+  done
+  echo "${cmds}mount -t tmpfs -o mode=1777 tmpfs /tmp$keep"
+}
+
 make_host() {
   local h=$1 i ns v
   i=$(host_index "$h")
@@ -73,7 +92,7 @@ make_host() {
     # The new mount namespace gets private tmpfs /dev/shm and /tmp and the hostname; both
     # namespaces outlive this command through the bind mounts unshare makes of them.
     nsenter --net="/run/netns/$ns" unshare --mount="$RUN/$h/mnt" --uts="$RUN/$h/uts" --propagation private \
-      sh -c "hostname $h && mount -t tmpfs -o size=1g,mode=1777 tmpfs /dev/shm && mount -t tmpfs -o mode=1777 tmpfs /tmp \\
+      sh -c "hostname $h && mount -t tmpfs -o size=1g,mode=1777 tmpfs /dev/shm && $(tmp_mounts "$h") \\
              && mount --bind $RUN/etc-hosts /etc/hosts"
   fi
 }
