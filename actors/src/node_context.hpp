@@ -1,5 +1,5 @@
 // The seam between a role actor and its node: what the dispenser, the PS shards, the worker's
-// training loop (and, in part, the master) need from the process they run in. node_runtime
+// training loop and the master need from the process they run in. node_runtime
 // implements it over the real transport, membership and clock; unit tests implement it with a
 // fake that records what is sent and a manual_clock, so a role's behaviour runs without sockets,
 // sleeps or an actor system.
@@ -38,6 +38,8 @@ class node_context {
   virtual const job_spec& spec() const = 0;
   virtual const node_identity& who() const = 0;
   const node_id& self() const { return who().id; }
+  // The address ("host:port") this node's endpoint listens on, as peers dial it.
+  virtual const std::string& address() const = 0;
 
   // Queues `m` for actor `to` on `node`, sent as actor `from`. Fails (not_connected, queue_full)
   // without blocking the caller beyond the transport's own backpressure.
@@ -58,6 +60,9 @@ class node_context {
   // Liveness: true once node `id` (that incarnation) is known to be gone (its process exited), a
   // fact rather than a suspicion. False while it runs or nothing is known.
   virtual bool gone(const node_id& id) const = 0;
+  // Drops what liveness still records of `id` once it is gone (its released beacon); no-op for a
+  // node that still runs.
+  virtual void forget(const node_id& id) = 0;
 
   // A worker joins the membership only once it can train (node_runtime::defer_join).
   virtual bool ready() const = 0;

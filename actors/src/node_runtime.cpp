@@ -176,6 +176,10 @@ bool node_runtime::gone(const node_id& id) const {
   return live_->gone(id);
 }
 
+void node_runtime::forget(const node_id& id) {
+  if (live_->gone(id)) live_->remove(id);
+}
+
 troupe::clock& node_runtime::clock() {
   return troupe::clock::system();
 }

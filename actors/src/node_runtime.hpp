@@ -38,7 +38,7 @@ class node_runtime final : public node_context {
   caf::actor_system& system();
   supervision::name_registry& names() { return names_; }
   endpoint& net() { return *net_; }
-  const std::string& address() const { return address_; }
+  const std::string& address() const override { return address_; }
   // The job's liveness on this host: the master checks a worker's word that a neighbour died
   // against it, a worker starts its beacon with it, ring sessions watch their neighbours with it.
   collective::liveness& liveness() { return *live_; }
@@ -69,6 +69,7 @@ class node_runtime final : public node_context {
   const std::atomic<std::uint64_t>& ring_epoch() const override { return ring_epoch_; }
   // The node's shared-memory liveness beacon is released (its process exited).
   bool gone(const node_id& id) const override;
+  void forget(const node_id& id) override;
   // troupe::clock::system().
   troupe::clock& clock() override;
   // Called (on the io thread) after every new view; must not block.

@@ -52,6 +52,37 @@ expected<std::uint64_t> rpc_client::start(request& req, std::chrono::millisecond
   return id;
 }
 
+// Waits (holding `lk` on mu_) until every request in `ids` has its reply; returns "" then, else
+// why not: the deadline passed, or a node a request went to was replaced or went away (its reply
+// will never come, so the call fails at once).
+std::string rpc_client::wait_all(std::unique_lock<std::mutex>& lk, const std::vector<request>& reqs,
+                                 const std::vector<std::uint64_t>& ids, std::chrono::milliseconds timeout) {
+  std::map<std::string, std::uint64_t> sent_to;  // the incarnation each request went to
+  lk.unlock();
+  for (const auto& r : reqs) sent_to[r.node] = incarnation_of(r.node);
+  lk.lock();
+  auto gone = [&](const std::string& node) {
+    auto sent = sent_to[node];
+    return sent != 0 && incarnation_of(node) != sent;
+  };
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    bool all = true;
+    for (auto id : ids) all = all && pending_[id].has_value();
+    if (all) return {};
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return "no reply within " + std::to_string(timeout.count()) + " ms from ";
+    cv_.wait_for(
+        lk, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(20)));
+    lk.unlock();
+    std::string down;
+    for (auto& r : reqs)
+      if (gone(r.node)) down = r.node;
+    lk.lock();
+    if (!down.empty()) return down + " went down before replying: ";
+  }
+}
+
 expected<std::vector<message>> rpc_client::call_all(std::vector<request>& reqs,
                                                     std::chrono::milliseconds timeout) {
   std::vector<std::uint64_t> ids;
@@ -68,38 +99,8 @@ expected<std::vector<message>> rpc_client::call_all(std::vector<request>& reqs,
     }
     ids.push_back(*id);
   }
-  // The incarnation each request went to: if that connection goes away (the node died, or a new
-  // incarnation replaced it) the reply will never come, so the call fails at once.
-  std::map<std::string, std::uint64_t> sent_to;
-  for (const auto& r : reqs) sent_to[r.node] = incarnation_of(r.node);
-  auto gone = [&](const std::string& node) {
-    auto sent = sent_to[node];
-    return sent != 0 && incarnation_of(node) != sent;
-  };
-  auto deadline = std::chrono::steady_clock::now() + timeout;
   std::unique_lock lk(mu_);
-  std::string failed;
-  for (;;) {
-    bool all = true;
-    for (auto id : ids) all = all && pending_[id].has_value();
-    if (all) break;
-    auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) {
-      failed = "no reply within " + std::to_string(timeout.count()) + " ms from ";
-      break;
-    }
-    cv_.wait_for(
-        lk, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(20)));
-    lk.unlock();
-    std::string down;
-    for (auto& r : reqs)
-      if (gone(r.node)) down = r.node;
-    lk.lock();
-    if (!down.empty()) {
-      failed = down + " went down before replying: ";
-      break;
-    }
-  }
+  std::string failed = wait_all(lk, reqs, ids, timeout);
   if (!failed.empty()) {
     std::string silent;
     for (std::size_t i = 0; i < reqs.size(); ++i)

@@ -62,11 +62,16 @@ expected<void> remote_ps::pull(nn::model& m, const nn::batch& b) {
   }
   auto replies = rpc_.call_all(reqs, rt_.spec().job.rpc_timeout);
   if (!replies) return replies.err();
+  return read_pull_replies(m, *replies);
+}
+
+// Copies the shards' answers into the model, checking every tensor and row block against it.
+expected<void> remote_ps::read_pull_replies(nn::model& m, const std::vector<message>& replies) {
   std::map<std::string, nn::dense_param*> by_name;
   for (auto* p : m.parameters()) by_name[p->name] = p;
   std::map<std::string, nn::embedding_table*> table_by_name;
-  for (auto* t : tables) table_by_name[t->name()] = t;
-  for (const auto& rep : *replies) {
+  for (auto* t : m.embedding_tables()) table_by_name[t->name()] = t;
+  for (const auto& rep : replies) {
     auto r = rep.body().getPsPullReply();
     if (r.getError().size() > 0)
       return make_unexpected(core_errc::io_error, rep.from_node().name + ": " + r.getError().cStr());

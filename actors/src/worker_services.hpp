@@ -23,6 +23,7 @@ class remote_ps final : public ps_client {
  private:
   // The node name of shard i, connected; error while it is not in the view (restarting).
   expected<std::string> shard_node(std::uint32_t i);
+  expected<void> read_pull_replies(nn::model& m, const std::vector<message>& replies);
   node_runtime& rt_;
   rpc_channel& rpc_;
   std::vector<std::vector<std::uint64_t>> ids_by_shard_;

@@ -47,6 +47,8 @@ class fake_node final : public node_context {
   }
   const std::atomic<std::uint64_t>& ring_epoch() const override { return ring_epoch_; }
   bool gone(const node_id& id) const override { return gone_nodes.count(id.to_string()) > 0; }
+  void forget(const node_id& id) override { forgotten.insert(id.to_string()); }
+  const std::string& address() const override { return address_; }
   bool ready() const override { return ready_; }
   void mark_ready() override { ready_ = true; }
   troupe::clock& clock() override { return clock_; }
@@ -57,10 +59,12 @@ class fake_node final : public node_context {
 
   std::vector<sent> outbox;
   std::set<std::string> gone_nodes;  // node#incarnation
+  std::set<std::string> forgotten;   // node#incarnation, as forget() was called
   bool connected = true;             // false: every send fails (an unreachable peer)
 
  private:
   node_identity who_;
+  std::string address_ = "127.0.0.1:1";
   job_spec spec_;
   cluster::membership_view view_;
   std::atomic<std::uint64_t> ring_epoch_{0};

@@ -176,7 +176,7 @@ class master_relay : public ::testing::Test {
     ASSERT_TRUE(rt) << rt.err().to_string();
     rt_ = std::move(*rt);
     ASSERT_TRUE(rt_->bridge("master"));
-    master_ = spawn_master(rt_->system(), rt_.get(), 0);
+    master_ = spawn_master(rt_->system(), *rt_, rt_->names(), 0);
     rt_->names().put("master", master_);
   }
   void TearDown() override {
@@ -239,7 +239,7 @@ TEST_F(master_relay, a_restarted_master_gets_the_posts_again) {
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
   // The master actor restarts with empty state: rank 1's post is gone, and it must post again.
   caf::anon_send_exit(master_, caf::exit_reason::kill);
-  master_ = spawn_master(rt_->system(), rt_.get(), 1);
+  master_ = spawn_master(rt_->system(), *rt_, rt_->names(), 1);
   rt_->names().put("master", master_);
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
   auto s0 = gpu_comm_exchange(*a.rpc, make_post(e2, 0, 2, opaque_id('m')), o);

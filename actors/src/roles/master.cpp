@@ -36,8 +36,8 @@ void publish(master_actor* self, const std::string& reason) {
   spdlog::info("epoch {}: {} ({})", st.view.epoch(), reason, st.view.to_string());
   for (const auto& m : st.view.members()) {
     if (m.address.empty() || m.id.name == "master") continue;
-    auto o = wire::membership(st.view, reason, st.ring_epoch, st.rt->self().incarnation);
-    if (auto s = st.rt->net().send(m.id.name, "node", std::move(o), "master"); !s)
+    auto o = wire::membership(st.view, reason, st.ring_epoch, st.ctx->self().incarnation);
+    if (auto s = st.ctx->send(m.id.name, "node", std::move(o), "master"); !s)
       spdlog::debug("membership to {}: {}", m.id.name, s.err().to_string());
   }
 }
@@ -48,10 +48,10 @@ void member_gone(master_actor* self, const node_id& id, const std::string& reaso
   if (!m || m->id.incarnation != id.incarnation) return;
   bool worker = m->role == cluster::node_role::worker;
   if (auto r = st.view.remove(id); !r) return;
-  if (st.rt->liveness().gone(id)) st.rt->liveness().remove(id);
+  st.ctx->forget(id);
   st.done_workers.erase(id.name);
   if (worker)
-    if (auto d = st.rt->names().get("dispenser")) self->send(d, requeue_atom::value, id.to_string());
+    if (auto d = st.names->get("dispenser")) self->send(d, requeue_atom::value, id.to_string());
   if (st.eval_worker == id.name) st.eval_worker.clear();  // ask another one
   publish(self, id.to_string() + " down: " + reason);
 }
@@ -79,8 +79,8 @@ void on_join(master_actor* self, const message& m) {
     // Tell it: a node declared dead (a hung process that woke up) sees itself absent and exits,
     // so the runner replaces it with a new incarnation instead of it training unfenced.
     auto o = wire::membership(st.view, "join refused: " + r.err().to_string(), st.ring_epoch,
-                              st.rt->self().incarnation);
-    (void)st.rt->net().send(m.from_node().name, "node", std::move(o), "master");
+                              st.ctx->self().incarnation);
+    (void)st.ctx->send(m.from_node().name, "node", std::move(o), "master");
     return;
   }
   publish(self, mem.id.to_string() + " joined as " + std::string(cluster::to_string(mem.role)));
@@ -120,7 +120,7 @@ void on_job_message(master_actor* self, const message& m) {
       // saw its liveness beacon released) the master checks liveness itself first.
       const auto* member = st.view.find(id.name);
       if (!member || member->id != id) break;  // already gone (the first report removed it)
-      if (m.from_node().name != "runner" && !st.rt->gone(id)) {
+      if (m.from_node().name != "runner" && !st.ctx->gone(id)) {
         spdlog::info("{} reports {} gone; its liveness says otherwise", m.from_node().to_string(),
                      id.to_string());
         break;
@@ -137,22 +137,24 @@ void on_job_message(master_actor* self, const message& m) {
   }
 }
 
-caf::behavior master(master_actor* self, node_runtime* rt, std::uint32_t restarts) {
+caf::behavior master(master_actor* self, node_context* ctx, supervision::name_registry* names,
+                     std::uint32_t restarts) {
   auto& st = self->state;
-  st.rt = rt;
-  st.epoch_file = rt->who().job_dir + "/master_epoch";
-  st.started = rt->clock().now();
+  st.ctx = ctx;
+  st.names = names;
+  st.epoch_file = ctx->who().job_dir + "/master_epoch";
+  st.started = ctx->clock().now();
   st.window_start = st.started;
-  const auto& job = rt->spec().job;
+  const auto& job = ctx->spec().job;
   // A restarted master (process or actor) continues the epoch sequence where it stopped.
   auto v = cluster::membership_view::restore(load_epoch(st.epoch_file) + 1,
                                              {job.min_workers, job.max_workers}, {});
   if (!v) throw std::runtime_error(v.err().to_string());
   st.view = std::move(*v);
-  cluster::member me{rt->self(), cluster::node_role::master, rt->address(), cluster::member_state::alive,
+  cluster::member me{ctx->self(), cluster::node_role::master, ctx->address(), cluster::member_state::alive,
                      static_cast<int>(::getpid())};
   (void)st.view.join(me);
-  spdlog::info("master {} up at {} (actor restarts: {})", rt->self().to_string(), rt->address(), restarts);
+  spdlog::info("master {} up at {} (actor restarts: {})", ctx->self().to_string(), ctx->address(), restarts);
   self->send(self, tick_atom::value);
   return {
       [=](const message& m) {
@@ -176,8 +178,9 @@ caf::behavior master(master_actor* self, node_runtime* rt, std::uint32_t restart
 
 }  // namespace
 
-caf::actor spawn_master(caf::actor_system& sys, node_runtime* rt, std::uint32_t restarts) {
-  return sys.spawn(master, rt, restarts);
+caf::actor spawn_master(caf::actor_system& sys, node_context& node, supervision::name_registry& names,
+                        std::uint32_t restarts) {
+  return sys.spawn(master, &node, &names, restarts);
 }
 
 }  // namespace troupe::actors

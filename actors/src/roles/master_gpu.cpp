@@ -2,7 +2,6 @@
 // GpuCommInfo per request (docs/gpu_workers.md).
 #include <spdlog/spdlog.h>
 
-#include "../rpc.hpp"
 #include "../wire.hpp"
 #include "master_state.hpp"
 
@@ -21,7 +20,7 @@ void on_gpu_comm(master_state& st, const message& m) {
     auto f = j.getGpuCommFetch();
     write_gpu_info(info, st.gpu.get(f.getRingEpoch()));
   }
-  if (auto r = send_reply(st.rt->net(), m, std::move(o.out), "master"); !r)
+  if (auto r = st.ctx->reply(m, std::move(o.out), "master"); !r)
     spdlog::debug("gpu comm info to {}: {}", m.from_node().name, r.err().to_string());
 }
 

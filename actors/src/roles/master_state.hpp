@@ -10,21 +10,24 @@
 #include <string>
 #include <vector>
 
-#include "../node_runtime.hpp"
+#include "../node_context.hpp"
 #include "../status_codec.hpp"
 #include "gpu_rendezvous.hpp"
 #include "troupe/cluster/membership.hpp"
+#include "troupe/supervision/name_registry.hpp"
 #include "troupe/transport/schema/job.capnp.h"
 
 namespace troupe::actors {
 
 struct master_state {
-  node_runtime* rt = nullptr;
+  node_context* ctx = nullptr;
+  // The node's actors by name: the master asks "dispenser" for counts and re-queues.
+  supervision::name_registry* names = nullptr;
   cluster::membership_view view;
   cluster::ring ring;
   std::uint64_t ring_epoch = 0;
   std::string epoch_file;
-  std::chrono::steady_clock::time_point started, window_start, last_reconcile;
+  troupe::clock::time_point started, window_start, last_reconcile;
   // Progress: totals and the current window (samples/s and loss are over the last full window).
   std::uint64_t samples_total = 0, dropped_steps = 0;
   std::uint64_t first_step_wall_ms = 0;  // earliest first trained minibatch of any worker (Unix ms)
@@ -37,7 +40,7 @@ struct master_state {
   // Evaluation and completion.
   std::string eval_worker;
   std::uint64_t eval_request = 0;  // correlation id of the latest Evaluate
-  std::chrono::steady_clock::time_point eval_sent;
+  troupe::clock::time_point eval_sent;
   bool finished = false;
   std::string result_json;
   // NCCL unique ids and devices per ring epoch (GPU workers).

@@ -15,7 +15,6 @@ namespace troupe::actors {
 
 namespace {
 
-using steady = std::chrono::steady_clock;
 constexpr auto eval_timeout = std::chrono::seconds(120);
 
 bool all_tasks_over(const master_state& st) {
@@ -29,7 +28,7 @@ std::string pick_eval_worker(const master_state& st) {
     if (m.role == cluster::node_role::worker && m.state == cluster::member_state::alive &&
         st.done_workers.count(m.id.name))
       return m.id.name;
-  if (st.rt->spec().uses_ps())
+  if (st.ctx->spec().uses_ps())
     for (const auto& m : st.view.members())
       if (m.role == cluster::node_role::worker && m.state == cluster::member_state::alive) return m.id.name;
   return {};
@@ -41,18 +40,18 @@ void request_eval(master_actor* self) {
   if (w.empty()) return;
   st.eval_worker = w;
   st.eval_request += 1;
-  st.eval_sent = steady::now();
+  st.eval_sent = st.ctx->clock().now();
   auto o = wire::job();
   o.body.initEvaluate();
   o.out.set_correlation_id(st.eval_request);
-  if (auto s = st.rt->net().send(w, "worker", std::move(o.out), "master"); !s)
+  if (auto s = st.ctx->send(w, "worker", std::move(o.out), "master"); !s)
     st.eval_worker.clear();
   else
     spdlog::info("all tasks over: {} evaluates the model", w);
 }
 
 void roll_window(master_state& st) {
-  auto now = steady::now();
+  auto now = st.ctx->clock().now();
   double secs = std::chrono::duration<double>(now - st.window_start).count();
   if (secs < 1.0) return;
   st.samples_per_sec = static_cast<double>(st.window_samples) / secs;
@@ -67,7 +66,7 @@ void send_finished(master_state& st) {
   auto f = o.body.initJobFinished();
   f.setResultJson(st.result_json);
   f.setOk(st.counts && st.counts->failed == 0);
-  if (auto s = st.rt->net().send("runner", "runner", std::move(o.out), "master"); !s)
+  if (auto s = st.ctx->send("runner", "runner", std::move(o.out), "master"); !s)
     spdlog::warn("job finished, but the runner is not reachable: {}", s.err().to_string());
 }
 
@@ -78,20 +77,20 @@ void send_finished(master_state& st) {
 // start lets the survivors re-join first.
 void reconcile_holders(master_actor* self) {
   auto& st = self->state;
-  auto now = steady::now();
+  auto now = st.ctx->clock().now();
   if (now - st.started < std::chrono::seconds(3) || now - st.last_reconcile < std::chrono::seconds(2)) return;
   st.last_reconcile = now;
   std::vector<std::string> alive;
   for (const auto& m : st.view.members())
     if (m.role == cluster::node_role::worker) alive.push_back(m.id.to_string());
-  if (auto d = st.rt->names().get("dispenser")) self->send(d, requeue_atom::value, alive);
+  if (auto d = st.names->get("dispenser")) self->send(d, requeue_atom::value, alive);
 }
 
 void on_tick(master_actor* self) {
   auto& st = self->state;
   roll_window(st);
   reconcile_holders(self);
-  if (auto d = st.rt->names().get("dispenser")) {
+  if (auto d = st.names->get("dispenser")) {
     self->request(d, std::chrono::seconds(2), counts_atom::value)
         .then([=](const task_counts& c) { self->state.counts = c; }, [](caf::error&) {});
   }
@@ -100,7 +99,7 @@ void on_tick(master_actor* self) {
     return;
   }
   if (!all_tasks_over(st)) return;
-  bool waiting = !st.eval_worker.empty() && steady::now() - st.eval_sent < eval_timeout;
+  bool waiting = !st.eval_worker.empty() && st.ctx->clock().now() - st.eval_sent < eval_timeout;
   if (!waiting) request_eval(self);
 }
 
@@ -112,11 +111,11 @@ void on_eval_result(master_actor* self, schema::EvalResult::Reader r, std::uint6
     st.eval_worker.clear();
     return;
   }
-  double secs = std::chrono::duration<double>(steady::now() - st.started).count();
+  double secs = std::chrono::duration<double>(st.ctx->clock().now() - st.started).count();
   nlohmann::json j;
-  j["job"] = st.rt->who().job_id;
-  j["strategy"] = st.rt->spec().job.strategy;
-  j["model"] = st.rt->spec().nn.model.type;
+  j["job"] = st.ctx->who().job_id;
+  j["strategy"] = st.ctx->spec().job.strategy;
+  j["model"] = st.ctx->spec().nn.model.type;
   j["test_rows"] = r.getRows();
   j["test_loss"] = r.getLoss();
   j["test_accuracy"] = r.getAccuracy();
@@ -133,7 +132,7 @@ void on_eval_result(master_actor* self, schema::EvalResult::Reader r, std::uint6
   j["evaluated_by"] = st.eval_worker;
   st.result_json = j.dump();
   st.finished = true;
-  (void)cluster::write_file_atomic(st.rt->who().job_dir + "/result.json", st.result_json + "\n");
+  (void)cluster::write_file_atomic(st.ctx->who().job_dir + "/result.json", st.result_json + "\n");
   spdlog::info("job finished: {}", st.result_json);
   send_finished(st);
 }
@@ -141,9 +140,9 @@ void on_eval_result(master_actor* self, schema::EvalResult::Reader r, std::uint6
 void send_status(master_actor* self, const message& request) {
   auto& st = self->state;
   job_status s;
-  s.job_id = st.rt->who().job_id;
+  s.job_id = st.ctx->who().job_id;
   s.epoch = st.view.epoch();
-  s.master_incarnation = st.rt->self().incarnation;
+  s.master_incarnation = st.ctx->self().incarnation;
   s.workers_alive =
       static_cast<std::uint32_t>(st.view.count(cluster::node_role::worker, cluster::member_state::alive));
   s.ps_alive =
@@ -157,7 +156,7 @@ void send_status(master_actor* self, const message& request) {
   s.members = st.view.members();
   auto o = wire::job_reply(request);
   write_job_status(o.body.initJobStatus(), s);
-  if (auto r = send_reply(st.rt->net(), request, std::move(o.out), "master"); !r)
+  if (auto r = st.ctx->reply(request, std::move(o.out), "master"); !r)
     spdlog::debug("status reply to {}: {}", request.from_node().name, r.err().to_string());
 }
 

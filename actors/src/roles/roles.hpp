@@ -1,7 +1,7 @@
 // The role actors of a job. Each is spawned by its node's root supervisor (so a crash restarts it
-// under the same name) and receives its remote traffic through node_runtime::bridge. The dispenser
-// and the PS shards see their node only through node_context (node_context.hpp); the master and the
-// workers' set-up still take the node_runtime (its name registry, endpoint and services).
+// under the same name) and receives its remote traffic through node_runtime::bridge. The master,
+// the dispenser and the PS shards see their node only through node_context (node_context.hpp); the
+// workers' set-up still takes the node_runtime (its endpoint and the worker services over it).
 #pragma once
 
 #include <caf/fwd.hpp>
@@ -17,7 +17,9 @@ struct data_paths {
 // The task journal's owner (detached: LMDB writes block). Name "dispenser", master node.
 caf::actor spawn_dispenser(caf::actor_system& sys, node_context& node, data_paths data);
 // Membership, progress, status, evaluation and completion. Name "master", master node.
-caf::actor spawn_master(caf::actor_system& sys, node_runtime* rt, std::uint32_t restarts);
+// `names` is the node's registry, where it finds the dispenser.
+caf::actor spawn_master(caf::actor_system& sys, node_context& node, supervision::name_registry& names,
+                        std::uint32_t restarts);
 // A parameter-server shard (detached: checkpoints block). Name "ps", on ps-<i>.
 caf::actor spawn_ps_shard(caf::actor_system& sys, node_context& node, data_paths data);
 // A worker (detached: training blocks). Name "worker", on worker-<i>.

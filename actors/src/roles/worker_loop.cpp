@@ -247,6 +247,20 @@ void open_step_log(worker_state& st) {
     spdlog::warn("TROUPE_STEP_LOG: cannot write {}", path);
 }
 
+// A trained step's samples and loss into the progress window (and the step log).
+void count_step(worker_state& st, const step_result& res) {
+  if (res.samples == 0) return;
+  st.win_samples += res.samples;
+  st.win_steps += 1;
+  st.win_loss += res.loss;
+  st.steps_total += 1;
+  if (st.first_step_wall_ms == 0) {
+    st.first_step_wall_ms = wall_ms(st);
+    report_progress(st, true);  // the master learns the time of the first step at once
+  }
+  if (st.step_log) log_step(st);
+}
+
 bool train_some(worker_state& st) {
   if (st.done) return false;
   pump_reports(st);
@@ -279,17 +293,7 @@ bool train_some(worker_state& st) {
   switch (res.what) {
     case step_result::kind::trained:
       if (b) st.task->cursor += b->size();
-      if (res.samples > 0) {
-        st.win_samples += res.samples;
-        st.win_steps += 1;
-        st.win_loss += res.loss;
-        st.steps_total += 1;
-        if (st.first_step_wall_ms == 0) {
-          st.first_step_wall_ms = wall_ms(st);
-          report_progress(st, true);  // the master learns the time of the first step at once
-        }
-        if (st.step_log) log_step(st);
-      }
+      count_step(st, res);
       break;
     case step_result::kind::idle:
       if (!st.task) st.node->clock().sleep_for(std::chrono::milliseconds(5));

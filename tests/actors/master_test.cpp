@@ -1,0 +1,260 @@
+// The master actor on a fake node_context and CAF's deterministic test coordinator: admission,
+// exit notices from the runner and from ring neighbours (checked against liveness), re-queues to
+// the dispenser, status replies paired by correlation id, and evaluation then completion. No
+// sockets, no sleeps: the test runs every message itself and moves both clocks by hand.
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "caf_types.hpp"
+#include "fake_node.hpp"
+#include "roles/roles.hpp"
+#include "status_codec.hpp"
+#include "troupe/supervision/name_registry.hpp"
+#include "wire.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using testing::fake_node;
+using testing::incoming;
+
+// What the stand-in dispenser was told, and the counts it answers with.
+struct dispenser_log {
+  std::vector<std::string> requeued;                 // single dead holders
+  std::vector<std::vector<std::string>> reconciled;  // alive-holder lists
+  task_counts counts;
+};
+
+caf::behavior fake_dispenser(caf::event_based_actor*, std::shared_ptr<dispenser_log> log) {
+  return {
+      [=](requeue_atom, const std::string& id) { log->requeued.push_back(id); },
+      [=](requeue_atom, const std::vector<std::string>& alive) { log->reconciled.push_back(alive); },
+      [=](counts_atom) { return log->counts; },
+  };
+}
+
+caf::actor_system_config& testing_config() {
+  static caf::actor_system_config cfg;
+  cfg.set("scheduler.policy", caf::atom("testing"));
+  return cfg;
+}
+
+class master_test : public ::testing::Test {
+ protected:
+  master_test() : sys_(testing_config()), sched_(dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler())) {}
+
+  void SetUp() override {
+    dir_ = testing::temp_dir("master-test");
+    node_identity who;
+    who.id = node_id{"master", 1};
+    who.role = cluster::node_role::master;
+    who.job_dir = dir_;
+    who.job_id = "job-m";
+    node_.emplace(who);
+    node_->spec().job.min_workers = 1;
+    node_->spec().job.max_workers = 4;
+    log_ = std::make_shared<dispenser_log>();
+    dispenser_ = sys_.spawn(fake_dispenser, log_);
+    names_.put("dispenser", dispenser_);
+    master_ = spawn_master(sys_, *node_, names_, 0);
+    sched_.run();  // the first tick
+    node_->take();
+  }
+  void TearDown() override {
+    caf::anon_send_exit(master_, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(dispenser_, caf::exit_reason::user_shutdown);
+    sched_.run();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void deliver(message m) {
+    caf::anon_send(master_, std::move(m));
+    sched_.run();
+  }
+  void join(const node_id& id, const node_id& sender, cluster::node_role role = cluster::node_role::worker) {
+    deliver(incoming(sender, "node", "master", [&](auto body) {
+      auto j = body.initJoin();
+      wire::write_node(j.initNode(), id);
+      j.setAddress("127.0.0.1:" + std::to_string(2000 + id.incarnation));
+      j.setRole(std::string(cluster::to_string(role)));
+      j.setPid(4242);
+    }));
+  }
+  void exited(const node_id& id, const node_id& reporter) {
+    deliver(incoming(reporter, "runner", "master", [&](auto body) {
+      auto n = body.initJob().initNodeExited();
+      wire::write_node(n.initNode(), id);
+      n.setStatus("killed by SIGKILL");
+    }));
+  }
+  // One master tick (its 100 ms timer) with the node's clock moved by `dt`.
+  void tick(std::chrono::milliseconds dt = std::chrono::milliseconds(100)) {
+    node_->manual().advance(dt);
+    sched_.trigger_timeouts();
+    sched_.run();
+  }
+  // The membership messages sent since the last call, by receiving node.
+  std::map<std::string, wire::membership_msg> published() {
+    std::map<std::string, wire::membership_msg> out;
+    for (auto& s : node_->take()) {
+      if (s.m.kind() != schema::Envelope::Body::MEMBERSHIP) continue;
+      EXPECT_EQ(s.to, "node");
+      out[s.node] = wire::read_membership(s.m.body().getMembership());
+    }
+    return out;
+  }
+  std::uint64_t epoch_file() {
+    std::uint64_t e = 0;
+    std::ifstream(dir_ + "/master_epoch") >> e;
+    return e;
+  }
+
+  caf::actor_system sys_;
+  caf::scheduler::test_coordinator& sched_;
+  std::string dir_;
+  std::optional<fake_node> node_;
+  std::shared_ptr<dispenser_log> log_;
+  supervision::name_registry names_;
+  caf::actor dispenser_, master_;
+  const node_id w0{"worker-0", 1}, w1{"worker-1", 1};
+};
+
+TEST_F(master_test, admits_a_join_and_publishes_the_new_epoch_to_every_member) {
+  join(w0, w0);
+  auto first = published();
+  ASSERT_EQ(first.count("worker-0"), 1u);
+  auto e0 = first["worker-0"].view.epoch();
+  EXPECT_NE(first["worker-0"].view.find("worker-0"), nullptr);
+  EXPECT_EQ(epoch_file(), e0);  // a restarted master continues from here
+
+  join(w1, w1);
+  auto second = published();
+  ASSERT_EQ(second.size(), 2u);  // both workers learn the new epoch, the master sends itself nothing
+  EXPECT_EQ(second["worker-1"].view.epoch(), e0 + 1);
+  EXPECT_EQ(second["worker-0"].ring_epoch, e0 + 1);  // the worker ring changed
+}
+
+TEST_F(master_test, refuses_a_join_sent_on_behalf_of_another_node) {
+  join(w1, w0);
+  EXPECT_TRUE(node_->take().empty());
+  join(w0, w0);
+  auto p = published();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p["worker-0"].view.find("worker-1"), nullptr);
+}
+
+TEST_F(master_test, the_runners_exit_notice_requeues_the_workers_tasks_and_republishes) {
+  join(w0, w0);
+  join(w1, w1);
+  node_->take();
+  exited(w0, node_id{"runner", 1});
+  ASSERT_EQ(log_->requeued, std::vector<std::string>{w0.to_string()});
+  EXPECT_EQ(node_->forgotten.count(w0.to_string()), 1u);
+  auto p = published();
+  ASSERT_EQ(p.size(), 1u);  // only the survivor is told
+  EXPECT_EQ(p["worker-1"].view.find("worker-0"), nullptr);
+  EXPECT_NE(p["worker-1"].reason.find("worker-0"), std::string::npos);
+
+  exited(w0, node_id{"runner", 1});  // a second report of the same death changes nothing
+  EXPECT_EQ(log_->requeued.size(), 1u);
+  EXPECT_TRUE(published().empty());
+}
+
+TEST_F(master_test, a_neighbours_report_counts_only_once_liveness_confirms_it) {
+  join(w0, w0);
+  join(w1, w1);
+  node_->take();
+  exited(w0, w1);  // worker-0 still runs as far as liveness knows
+  EXPECT_TRUE(log_->requeued.empty());
+  EXPECT_TRUE(published().empty());
+
+  node_->gone_nodes.insert(w0.to_string());
+  exited(w0, w1);
+  EXPECT_EQ(log_->requeued, std::vector<std::string>{w0.to_string()});
+  EXPECT_EQ(published().count("worker-1"), 1u);
+}
+
+TEST_F(master_test, a_stale_incarnations_exit_does_not_remove_its_successor) {
+  join(w0, w0);
+  node_->take();
+  exited(node_id{"worker-0", 0}, node_id{"runner", 1});
+  EXPECT_TRUE(log_->requeued.empty());
+  EXPECT_TRUE(published().empty());
+}
+
+TEST_F(master_test, status_is_answered_to_the_asker_with_its_correlation_id) {
+  join(w0, w0);
+  log_->counts.todo = 3;
+  log_->counts.done = 1;
+  tick();  // the master asks the dispenser for its counts
+  node_->take();
+  deliver(incoming(
+      node_id{"cli-7", 1}, "rpc", "master", [](auto body) { body.initJob().initStatusRequest(); }, 77));
+  auto out = node_->take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].node, "cli-7");
+  EXPECT_EQ(out[0].to, "rpc");
+  EXPECT_EQ(out[0].m.envelope().getCorrelationId(), 77u);
+  auto s = read_job_status(out[0].m.body().getJob().getJobStatus());
+  EXPECT_EQ(s.job_id, "job-m");
+  EXPECT_EQ(s.workers_alive, 1u);
+  EXPECT_EQ(s.tasks.todo, 3u);
+  EXPECT_EQ(s.tasks.done, 1u);
+  EXPECT_FALSE(s.finished);
+}
+
+TEST_F(master_test, holders_that_are_not_members_are_reconciled_after_the_grace_period) {
+  join(w0, w0);
+  tick(std::chrono::milliseconds(100));
+  EXPECT_TRUE(log_->reconciled.empty());  // survivors of a master restart get time to re-join
+  tick(std::chrono::seconds(4));
+  ASSERT_EQ(log_->reconciled.size(), 1u);
+  EXPECT_EQ(log_->reconciled[0], std::vector<std::string>{w0.to_string()});
+}
+
+TEST_F(master_test, once_every_task_is_over_a_finished_worker_evaluates_and_the_runner_is_told) {
+  join(w0, w0);
+  join(w1, w1);
+  deliver(incoming(w1, "worker", "master", [](auto body) { body.initJob().initWorkerDone().setSteps(9); }));
+  log_->counts.done = 4;
+  tick();  // learns the counts
+  tick();  // all over: evaluation requested
+  std::uint64_t eval_id = 0;
+  for (auto& s : node_->take())
+    if (s.m.kind() == schema::Envelope::Body::JOB && s.m.body().getJob().isEvaluate()) {
+      EXPECT_EQ(s.node, "worker-1");  // the one that finished its loop holds the final model
+      eval_id = s.m.envelope().getCorrelationId();
+    }
+  ASSERT_NE(eval_id, 0u);
+
+  auto eval = [&](std::uint64_t id) {
+    deliver(incoming(
+        w1, "worker", "master",
+        [](auto body) {
+          auto r = body.initJob().initEvalResult();
+          r.setRows(10);
+          r.setAccuracy(0.75);
+        },
+        id));
+  };
+  eval(eval_id + 100);  // an answer to another request is ignored
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/result.json"));
+  eval(eval_id);
+  ASSERT_TRUE(std::filesystem::exists(dir_ + "/result.json"));
+  auto j = nlohmann::json::parse(std::ifstream(dir_ + "/result.json"));
+  EXPECT_EQ(j["evaluated_by"], "worker-1");
+  EXPECT_DOUBLE_EQ(j["test_accuracy"].get<double>(), 0.75);
+  bool told = false;
+  for (auto& s : node_->take())
+    if (s.node == "runner" && s.m.body().getJob().isJobFinished()) told = s.m.body().getJob().getJobFinished().getOk();
+  EXPECT_TRUE(told);
+}
+
+}  // namespace
+}  // namespace troupe::actors
