@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <fstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include "rpc.hpp"
 #include "status_codec.hpp"
 #include "troupe/cluster/job_dir.hpp"
+#include "troupe/storage/task_journal.hpp"
 #include "wire.hpp"
 
 namespace troupe::control {
@@ -63,9 +65,56 @@ expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir) {
   return s;
 }
 
+// A job no runner runs any more, from what it left on disk: result.json (how it ended), the task
+// journal (durable counts) and nodes.json (the nodes' final states).
+expected<std::string> ended_job_status(const cluster::job_dir& dir) {
+  actors::job_status st;
+  st.job_id = dir.job_id();
+  st.finished = true;
+  if (auto j = storage::task_journal::open(dir.journal_dir()))
+    if (auto c = j->counts()) {
+      st.tasks.todo = c->todo;
+      st.tasks.doing = c->doing;
+      st.tasks.done = c->done;
+      st.tasks.failed = c->failed;
+    }
+  auto members = nlohmann::json::array();
+  if (auto nodes = dir.read_nodes()) {
+    st.epoch = nodes->epoch;
+    for (const auto& n : nodes->nodes)
+      members.push_back({{"node", n.id.to_string()},
+                         {"role", std::string(cluster::to_string(n.role))},
+                         {"address", n.address},
+                         {"pid", n.pid},
+                         {"state", n.exit.empty() ? n.state : n.state + ": " + n.exit}});
+  }
+  std::ifstream in(dir.result_path());
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto result = nlohmann::json::parse(text, nullptr, false);
+  auto j = actors::to_json(st);
+  j["members"] = std::move(members);
+  if (result.is_object()) {
+    j["result"] = result;
+    j["state"] = result.value("status", "finished");
+    j["reason"] = result.value("reason", "");
+    j["samples_total"] = result.value("samples_trained", result.value("samples_total", 0ull));
+    j["restarts"] = result.value("node_restarts", 0ull);
+    if (result.contains("tasks_requeued")) j["tasks"]["requeued"] = result["tasks_requeued"];
+  } else {
+    j["finished"] = false;
+    j["state"] = "dead";
+    j["reason"] =
+        "no runner runs this job and it left no result.json (its runner died): continue it with "
+        "troupe run --resume " +
+        dir.path();
+  }
+  return j.dump();
+}
+
 }  // namespace
 
 expected<std::string> job_status_json(const std::string& job_dir) {
+  if (auto dir = cluster::job_dir::open(job_dir); dir && !dir->runner_pid()) return ended_job_status(*dir);
   auto s = connect_runner(job_dir);
   if (!s) return s.err();
   auto& rpc = *(*s)->rpc;
