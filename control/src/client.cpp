@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -41,9 +42,30 @@ struct session {
   }
 };
 
+// The job's result.json; not an object when it left none (or a torn one).
+nlohmann::json read_result(const cluster::job_dir& dir) {
+  std::ifstream in(dir.result_path());
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return nlohmann::json::parse(text, nullptr, false);
+}
+
+// How a job no runner runs ended ("" when it left no result).
+std::string ended_as(const cluster::job_dir& dir) {
+  auto j = read_result(dir);
+  return j.is_object() ? j.value("status", "finished") : std::string();
+}
+
 expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir) {
   auto dir = cluster::job_dir::open(job_dir);
   if (!dir) return dir.err();
+  if (std::filesystem::exists(dir->lock_path()) && !dir->runner_pid()) {
+    auto how = ended_as(*dir);
+    return make_unexpected(
+        core_errc::invalid_argument,
+        "job " + dir->job_id() + " is not running: " +
+            (how.empty() ? "its runner died (continue it: troupe run --resume " + dir->path() + ")"
+                         : "it ended (" + how + "; see " + dir->result_path() + ")"));
+  }
   auto nodes = dir->read_nodes();
   if (!nodes) return nodes.err();
   auto token = node_runtime::read_token(job_dir);
@@ -88,9 +110,7 @@ expected<std::string> ended_job_status(const cluster::job_dir& dir) {
                          {"pid", n.pid},
                          {"state", n.exit.empty() ? n.state : n.state + ": " + n.exit}});
   }
-  std::ifstream in(dir.result_path());
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto result = nlohmann::json::parse(text, nullptr, false);
+  auto result = read_result(dir);
   auto j = actors::to_json(st);
   j["members"] = std::move(members);
   if (result.is_object()) {

@@ -66,7 +66,8 @@ bool wait_until(const std::function<bool()>& pred, std::chrono::seconds timeout)
 
 TEST(job_reliability, a_sigstopped_master_is_fenced_and_replaced) {
   auto r = start_job("master-stop", ctr_job(2, 300000, 4));
-  ASSERT_TRUE(wait_status(r, [](const nlohmann::json& j) { return done_tasks(j) >= 10; }, 120s));
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 10; }, 120s));
   pid_t master = node_pid(r, "master");
   ASSERT_GT(master, 0);
   auto start = cluster::read_process_stat(master);
@@ -116,9 +117,11 @@ TEST(job_reliability, two_jobs_with_one_id_at_once_share_no_host_names) {
 
 TEST(job_reliability, runner_sigkill_then_resume_retrains_nothing_done) {
   auto r = start_job("resume", ctr_job(2, 300000, 4));
-  ASSERT_TRUE(wait_status(r, [](const nlohmann::json& j) { return done_tasks(j) >= 10; }, 120s));
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 10; }, 120s));
   ASSERT_TRUE(wait_until(
-      [&] { return read_file(r.job_dir + "/logs/ps-0.log").find("first checkpoint") != std::string::npos; }, 60s));
+      [&] { return read_file(r.job_dir + "/logs/ps-0.log").find("first checkpoint") != std::string::npos; },
+      60s));
   auto old_instance = cluster::job_dir::open(r.job_dir)->read_instance();
   ASSERT_FALSE(old_instance.empty());
   ASSERT_EQ(::kill(r.pid, SIGKILL), 0);
@@ -152,6 +155,27 @@ TEST(job_reliability, runner_sigkill_then_resume_retrains_nothing_done) {
   // The resumed nodes are new incarnations, and the dead instance's shared memory is gone.
   EXPECT_NE(read_file(r.job_dir + "/logs/master.log").find("master#1"), std::string::npos);
   EXPECT_TRUE(shm_names("resume@" + old_instance).empty());
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+// A stopped job is continued by --resume too; a finished one is not resumed again.
+TEST(job_reliability, a_stopped_job_resumes_and_a_finished_one_refuses) {
+  auto r = start_job("stop-resume", ctr_job(2, 300000, 2));
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 5; }, 120s));
+  std::string out;
+  ASSERT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
+  EXPECT_EQ(wait_job(r, 30s), 1);
+  auto before = done_attempts(r);
+  resume_job(r);
+  ASSERT_EQ(wait_job(r, 240s), 0) << read_file(r.err_file);
+  EXPECT_EQ(result(r).value("status", ""), "finished");
+  expect_all_done(r);
+  auto after = done_attempts(r);
+  for (const auto& [id, attempt] : before) EXPECT_EQ(after[id], attempt) << "task " << id;
+  resume_job(r);
+  EXPECT_EQ(wait_job(r, 60s), 2);
+  EXPECT_NE(read_file(r.err_file).find("nothing to resume"), std::string::npos) << read_file(r.err_file);
   EXPECT_TRUE(no_processes_of(r));
 }
 

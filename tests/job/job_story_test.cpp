@@ -43,6 +43,9 @@ TEST(job_story, a_stopped_job_keeps_its_story) {
   EXPECT_TRUE(st.value("finished", false)) << out;
   ASSERT_EQ(troupe("status --job-dir " + r.job_dir, &out), 0) << out;
   EXPECT_NE(out.find("stopped"), std::string::npos) << out;
+  // Stopping or scaling it again says it ended, and how.
+  EXPECT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 1) << out;
+  EXPECT_NE(out.find("is not running: it ended (stopped"), std::string::npos) << out;
   EXPECT_TRUE(no_processes_of(r));
 }
 

@@ -14,7 +14,8 @@ namespace troupe::control {
 int runner::finish(int rc) {
   if (net_) poll_status(true);
   if (launcher_) shutdown_nodes();
-  if (dir_ && !instance_.empty()) collective::remove_job_leftovers(collective::instance_key(dir_->job_id(), instance_));
+  if (dir_ && !instance_.empty())
+    collective::remove_job_leftovers(collective::instance_key(dir_->job_id(), instance_));
   print_progress(true);
   if (!dir_) return rc;
   auto text = final_json(rc);

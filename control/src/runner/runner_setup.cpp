@@ -17,6 +17,7 @@
 #include <thread>
 
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "data_model.hpp"
 #include "node_runtime.hpp"
@@ -141,7 +142,8 @@ int runner::read_config(config_doc& doc) {
         opt_.resume, spec_.job.strategy);
     return 2;
   }
-  if (auto s = make_strategy(spec_.job.strategy, spec_); !s) return spdlog::error("{}", s.err().to_string()), 2;
+  if (auto s = make_strategy(spec_.job.strategy, spec_); !s)
+    return spdlog::error("{}", s.err().to_string()), 2;
   if (auto g = check_gpu(spec_); !g) return spdlog::error("{}", g.err().to_string()), 2;
   target_workers_ = spec_.job.workers;
   return 0;
@@ -196,6 +198,13 @@ int runner::open_job_dir(const config_doc& doc) {
   if (!opt_.resume.empty()) {
     auto dir = cluster::job_dir::open(opt_.resume);
     if (!dir) return spdlog::error("--resume: {}", dir.err().to_string()), 2;
+    std::ifstream in(dir->result_path());
+    auto result = nlohmann::json::parse(in, nullptr, false);
+    if (result.is_object() && result.value("status", "") == "finished") {
+      spdlog::error("--resume {}: the job finished (see {}): nothing to resume", dir->path(),
+                    dir->result_path());
+      return 2;
+    }
     dir_.emplace(std::move(*dir));
   } else {
     std::string id = opt_.job_id.empty() ? default_job_id(spec_.job.name) : opt_.job_id;

@@ -31,7 +31,8 @@ void runner::watch_master() {
   if (!slot.handle || slot.fenced) return;
   // The transport closes a connection silent for heartbeat_timeout; three of them without a
   // status answer is a hang, not a slow tick (the master answers status from its own mailbox).
-  auto hang_limit = std::max<std::chrono::milliseconds>(std::chrono::seconds(3), 3 * spec_.transport.heartbeat_timeout);
+  auto hang_limit =
+      std::max<std::chrono::milliseconds>(std::chrono::seconds(3), 3 * spec_.transport.heartbeat_timeout);
   auto now = steady::now();
   auto silent = master_answered_ ? now - master_heard_ : now - master_launched_;
   if (silent < (master_answered_ ? std::chrono::duration_cast<steady::duration>(hang_limit)
