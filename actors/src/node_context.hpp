@@ -28,6 +28,9 @@ struct node_identity {
   std::size_t index = 0;
   std::string job_dir;
   std::string job_id;
+  // collective::instance_key(job id, the runner's instance): what this run's /dev/shm names are
+  // built from, so two jobs with one id on a host never share a ring or a beacon.
+  std::string host_key;
 };
 
 class node_context {

@@ -10,6 +10,7 @@
 #include "node_runtime.hpp"
 #include "roles/roles.hpp"
 #include "troupe/cluster/job_dir.hpp"
+#include "troupe/collective/cleanup.hpp"
 #include "troupe/supervision/node_root.hpp"
 
 namespace troupe::actors {
@@ -80,6 +81,7 @@ node_runtime::identity identify(const node_options& o, cluster::node_role role, 
   who.job_dir = o.job_dir;
   auto dir = cluster::job_dir::open(o.job_dir);
   who.job_id = dir ? dir->job_id() : "job";
+  who.host_key = collective::instance_key(who.job_id, dir ? dir->read_instance() : std::string());
   log_config lc = spec.log;
   lc.name = who.id.to_string();
   (void)init_logging(lc);

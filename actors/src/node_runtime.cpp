@@ -38,7 +38,9 @@ bool guarded(const char* what, const std::function<void()>& fn) {
 }
 
 node_runtime::node_runtime(job_spec spec, identity who)
-    : spec_(std::move(spec)), who_(std::move(who)), live_(collective::make_host_liveness(who_.job_id)) {}
+    : spec_(std::move(spec)),
+      who_(std::move(who)),
+      live_(collective::make_host_liveness(who_.host_key.empty() ? who_.job_id : who_.host_key)) {}
 
 node_runtime::~node_runtime() {
   {
@@ -142,6 +144,16 @@ void node_runtime::handle_membership(const message& m) {
   guarded("membership", [&] {
     if (m.kind() != schema::Envelope::Body::MEMBERSHIP) return;
     auto msg = wire::read_membership(m.body().getMembership());
+    {
+      // A master older than the one this node follows (a hung master that woke up before it was
+      // fenced) speaks for nobody: its views may not remove this node.
+      std::lock_guard lk(mu_);
+      if (msg.master_incarnation < master_incarnation_) {
+        spdlog::warn("ignored membership epoch {} of a stale master (incarnation {} < {})", msg.view.epoch(),
+                     msg.master_incarnation, master_incarnation_);
+        return;
+      }
+    }
     // Views go to members only: one that does not list this incarnation means it was declared dead
     // (missed heartbeats) and refused on re-joining. It must not go on working unfenced.
     const auto* me = msg.view.find(who_.id.name);

@@ -37,7 +37,9 @@ class remote_ps final : public ps_client {
 class node_ring_context final : public collective::ring_context {
  public:
   explicit node_ring_context(node_runtime& rt) : rt_(rt) {}
-  const std::string& job() const override { return rt_.who().job_id; }
+  const std::string& job() const override {
+    return rt_.who().host_key.empty() ? rt_.who().job_id : rt_.who().host_key;
+  }
   const node_id& self() const override { return rt_.self(); }
   collective::ring_members members() const override;
   const std::atomic<std::uint64_t>& ring_epoch() const override { return rt_.ring_epoch(); }

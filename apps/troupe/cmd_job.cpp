@@ -28,9 +28,10 @@ void add_target(CLI::App& sub, const std::shared_ptr<target>& t) {
 
 void print_table(const nlohmann::json& j) {
   const auto& t = j["tasks"];
+  std::string state = j.value("state", j["finished"].get<bool>() ? "finished" : "running");
   std::printf("job %s  epoch %llu  %s\n", j["job"].get<std::string>().c_str(),
-              static_cast<unsigned long long>(j["epoch"].get<std::uint64_t>()),
-              j["finished"].get<bool>() ? "finished" : "running");
+              static_cast<unsigned long long>(j["epoch"].get<std::uint64_t>()), state.c_str());
+  if (j.contains("reason")) std::printf("reason: %s\n", j["reason"].get<std::string>().c_str());
   std::printf("tasks: %llu todo, %llu doing, %llu done, %llu failed, %llu requeued; data epoch %u/%u\n",
               t["todo"].get<unsigned long long>(), t["doing"].get<unsigned long long>(),
               t["done"].get<unsigned long long>(), t["failed"].get<unsigned long long>(),
@@ -42,12 +43,13 @@ void print_table(const nlohmann::json& j) {
               j["workers_target"].get<unsigned>(), j["restarts"].get<unsigned long long>());
   std::printf("%-14s %-8s %-10s %-22s %s\n", "NODE", "ROLE", "STATE", "ADDRESS", "PID");
   for (const auto& m : j["members"])
-    std::printf("%-14s %-8s %-10s %-22s %u\n", m["node"].get<std::string>().c_str(),
+    std::printf("%-14s %-8s %-10s %-22s %d\n", m["node"].get<std::string>().c_str(),
                 m["role"].get<std::string>().c_str(), m["state"].get<std::string>().c_str(),
-                m["address"].get<std::string>().c_str(), m["pid"].get<unsigned>());
+                m["address"].get<std::string>().c_str(), m["pid"].get<int>());
 }
 
-const command_registrar status_reg{"status", "Show a running job: membership, tasks, throughput",
+const command_registrar status_reg{"status",
+                                   "Show a job: membership, tasks, throughput; how it ended once it has",
                                    [](CLI::App& sub) -> runner {
                                      auto t = std::make_shared<target>();
                                      auto json = std::make_shared<bool>(false);

@@ -17,15 +17,23 @@ const command_registrar reg{
     "run", "Run a training job on this machine: master, PS shards and workers as supervised processes",
     [](CLI::App& sub) -> runner {
       auto f = std::make_shared<flags>();
-      sub.add_option("job", f->o.file, "job file (TOML), e.g. examples/fashion_mnist.toml")
-          ->required()
-          ->check(CLI::ExistingFile);
+      auto* job = sub.add_option("job", f->o.file, "job file (TOML), e.g. examples/fashion_mnist.toml")
+                      ->check(CLI::ExistingFile);
+      sub.add_option("--resume", f->o.resume,
+                     "continue the job in this directory whose runner died (journal, PS checkpoints; "
+                     "nothing DONE is retrained)")
+          ->check(CLI::ExistingDirectory)
+          ->excludes(job);
       sub.add_option("--set", f->o.overrides, "override a key: --set train.epochs=2 (repeatable)");
       sub.add_option("--workers", f->workers, "initial number of workers (overrides job.workers)")
           ->check(CLI::Range(1, 1024));
       sub.add_option("--job-id", f->o.job_id, "name of the job directory (default: <name>-<time>-<random>)");
       sub.add_flag("--quiet", f->quiet, "no progress line");
       return [f]() -> int {
+        if (f->o.file.empty() && f->o.resume.empty())
+          return usage_error("run: give a job file or --resume JOB_DIR");
+        if (!f->o.resume.empty() && (!f->o.overrides.empty() || !f->o.job_id.empty()))
+          return usage_error("run --resume: the job keeps its job.toml and id (no --set, no --job-id)");
         if (f->workers > 0) f->o.workers = f->workers;
         f->o.progress = !f->quiet;
         return control::run_job(f->o);

@@ -70,9 +70,11 @@ nodes_file make_nodes_file(const std::string& job_id, std::uint64_t epoch, const
     r.role = n.role;
     r.address = n.address;
     r.pid = n.handle ? n.handle->pid : 0;
-    if (r.pid > 0)
+    r.start_time = r.pid > 0 ? n.start_time : 0;
+    if (r.pid > 0 && r.start_time == 0)
       if (auto st = read_process_stat(r.pid)) r.start_time = st->start_time;
     r.state = n.handle ? (n.leaving ? "leaving" : "running") : "exited";
+    if (!n.handle) r.exit = n.ended;
     f.nodes.push_back(std::move(r));
   }
   return f;

@@ -143,4 +143,51 @@ expected<nodes_file> job_dir::read_nodes() const {
   return parse_nodes_json(*text, nodes_path());
 }
 
+namespace {
+struct flock whole_file(short type) {
+  struct flock l {};
+  l.l_type = type;
+  l.l_whence = SEEK_SET;
+  l.l_start = 0;
+  l.l_len = 0;
+  return l;
+}
+}  // namespace
+
+expected<int> job_dir::lock_runner() const {
+  int fd = ::open(lock_path().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return io_fail(lock_path(), "open", errno);
+  auto l = whole_file(F_WRLCK);
+  if (::fcntl(fd, F_SETLK, &l) == 0) return fd;
+  int err = errno;
+  ::close(fd);
+  if (err != EACCES && err != EAGAIN) return io_fail(lock_path(), "lock", err);
+  auto pid = runner_pid();
+  return make_unexpected(cluster_errc::already_exists, "job " + job_id_ + " is running: its runner (pid " +
+                                                           (pid ? std::to_string(*pid) : "?") + ") holds " +
+                                                           lock_path());
+}
+
+std::optional<int> job_dir::runner_pid() const {
+  int fd = ::open(lock_path().c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  auto l = whole_file(F_WRLCK);
+  bool held = ::fcntl(fd, F_GETLK, &l) == 0 && l.l_type != F_UNLCK;
+  ::close(fd);
+  if (!held) return std::nullopt;
+  return static_cast<int>(l.l_pid);
+}
+
+std::string job_dir::read_instance() const {
+  auto text = read_text(instance_path());
+  if (!text) return {};
+  auto& s = *text;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+expected<void> job_dir::write_instance(std::string_view instance) const {
+  return write_file_atomic(instance_path(), std::string(instance) + "\n");
+}
+
 }  // namespace troupe::cluster

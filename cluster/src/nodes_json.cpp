@@ -59,20 +59,21 @@ expected<node_record> parse_record(const json& j, std::string_view source, std::
   auto state = field<std::string>(j, "state", source, where);
   if (!state) return state.err();
   r.state = *state;
+  if (auto e = j.find("exit"); e != j.end() && e->is_string()) r.exit = e->get<std::string>();  // optional
   return r;
 }
 }  // namespace
 
 std::string to_json(const nodes_file& f) {
   json nodes = json::array();
-  for (const auto& r : f.nodes)
-    nodes.push_back({{"name", r.id.name},
-                     {"incarnation", r.id.incarnation},
-                     {"role", std::string(to_string(r.role))},
-                     {"pid", r.pid},
-                     {"start_time", r.start_time},
-                     {"address", r.address},
-                     {"state", r.state}});
+  for (const auto& r : f.nodes) {
+    json n = {
+        {"name", r.id.name}, {"incarnation", r.id.incarnation}, {"role", std::string(to_string(r.role))},
+        {"pid", r.pid},      {"start_time", r.start_time},      {"address", r.address},
+        {"state", r.state}};
+    if (!r.exit.empty()) n["exit"] = r.exit;
+    nodes.push_back(std::move(n));
+  }
   json j = {{"format", format_version},
             {"job_id", f.job_id},
             {"epoch", f.epoch},

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +12,7 @@
 #include "rpc.hpp"
 #include "status_codec.hpp"
 #include "troupe/cluster/job_dir.hpp"
+#include "troupe/storage/task_journal.hpp"
 #include "wire.hpp"
 
 namespace troupe::control {
@@ -39,9 +42,30 @@ struct session {
   }
 };
 
+// The job's result.json; not an object when it left none (or a torn one).
+nlohmann::json read_result(const cluster::job_dir& dir) {
+  std::ifstream in(dir.result_path());
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return nlohmann::json::parse(text, nullptr, false);
+}
+
+// How a job no runner runs ended ("" when it left no result).
+std::string ended_as(const cluster::job_dir& dir) {
+  auto j = read_result(dir);
+  return j.is_object() ? j.value("status", "finished") : std::string();
+}
+
 expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir) {
   auto dir = cluster::job_dir::open(job_dir);
   if (!dir) return dir.err();
+  if (std::filesystem::exists(dir->lock_path()) && !dir->runner_pid()) {
+    auto how = ended_as(*dir);
+    return make_unexpected(
+        core_errc::invalid_argument,
+        "job " + dir->job_id() + " is not running: " +
+            (how.empty() ? "its runner died (continue it: troupe run --resume " + dir->path() + ")"
+                         : "it ended (" + how + "; see " + dir->result_path() + ")"));
+  }
   auto nodes = dir->read_nodes();
   if (!nodes) return nodes.err();
   auto token = node_runtime::read_token(job_dir);
@@ -63,9 +87,54 @@ expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir) {
   return s;
 }
 
+// A job no runner runs any more, from what it left on disk: result.json (how it ended), the task
+// journal (durable counts) and nodes.json (the nodes' final states).
+expected<std::string> ended_job_status(const cluster::job_dir& dir) {
+  actors::job_status st;
+  st.job_id = dir.job_id();
+  st.finished = true;
+  if (auto j = storage::task_journal::open(dir.journal_dir()))
+    if (auto c = j->counts()) {
+      st.tasks.todo = c->todo;
+      st.tasks.doing = c->doing;
+      st.tasks.done = c->done;
+      st.tasks.failed = c->failed;
+    }
+  auto members = nlohmann::json::array();
+  if (auto nodes = dir.read_nodes()) {
+    st.epoch = nodes->epoch;
+    for (const auto& n : nodes->nodes)
+      members.push_back({{"node", n.id.to_string()},
+                         {"role", std::string(cluster::to_string(n.role))},
+                         {"address", n.address},
+                         {"pid", n.pid},
+                         {"state", n.exit.empty() ? n.state : n.state + ": " + n.exit}});
+  }
+  auto result = read_result(dir);
+  auto j = actors::to_json(st);
+  j["members"] = std::move(members);
+  if (result.is_object()) {
+    j["result"] = result;
+    j["state"] = result.value("status", "finished");
+    j["reason"] = result.value("reason", "");
+    j["samples_total"] = result.value("samples_trained", result.value("samples_total", 0ull));
+    j["restarts"] = result.value("node_restarts", 0ull);
+    if (result.contains("tasks_requeued")) j["tasks"]["requeued"] = result["tasks_requeued"];
+  } else {
+    j["finished"] = false;
+    j["state"] = "dead";
+    j["reason"] =
+        "no runner runs this job and it left no result.json (its runner died): continue it with "
+        "troupe run --resume " +
+        dir.path();
+  }
+  return j.dump();
+}
+
 }  // namespace
 
 expected<std::string> job_status_json(const std::string& job_dir) {
+  if (auto dir = cluster::job_dir::open(job_dir); dir && !dir->runner_pid()) return ended_job_status(*dir);
   auto s = connect_runner(job_dir);
   if (!s) return s.err();
   auto& rpc = *(*s)->rpc;

@@ -88,6 +88,7 @@ TEST(node_bootstrap, nodes_file_from_the_launched_nodes) {
   nodes[0].id = {"master", 0};
   nodes[0].role = node_role::master;
   nodes[0].address = "127.0.0.1:7000";
+  nodes[0].ended = "killed by SIGKILL";
   nodes[1].id = {"worker-0", 1};
   nodes[1].handle = *h;
   nodes[2].id = {"worker-1", 0};
@@ -100,6 +101,7 @@ TEST(node_bootstrap, nodes_file_from_the_launched_nodes) {
   ASSERT_EQ(f.nodes.size(), 3u);
   EXPECT_EQ(f.nodes[0].pid, 0);
   EXPECT_EQ(f.nodes[0].state, "exited");
+  EXPECT_EQ(f.nodes[0].exit, "killed by SIGKILL");  // how it ended
   EXPECT_EQ(f.nodes[0].address, "127.0.0.1:7000");
   EXPECT_EQ(f.nodes[1].id, (node_id{"worker-0", 1}));
   EXPECT_EQ(f.nodes[1].pid, h->pid);

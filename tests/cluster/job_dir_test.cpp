@@ -1,4 +1,7 @@
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -35,6 +38,8 @@ nodes_file sample() {
   f.master_address = "127.0.0.1:7000";
   f.nodes.push_back(record("master", 0, node_role::master, 100, 555, "127.0.0.1:7000", "alive"));
   f.nodes.push_back(record("worker-3", 2, node_role::worker, 103, 777, "", "launching"));
+  f.nodes.push_back(record("worker-1", 0, node_role::worker, 0, 0, "", "exited"));
+  f.nodes.back().exit = "killed by SIGKILL";
   return f;
 }
 
@@ -80,6 +85,51 @@ TEST(job_dir, nodes_round_trip) {
   std::size_t files = 0;
   for (auto& e : fs::directory_iterator(d->path())) files += e.is_regular_file() ? 1 : 0;
   EXPECT_EQ(files, 2u);  // job.toml, nodes.json
+}
+
+TEST(job_dir, the_instance_is_kept) {
+  temp_dir root;
+  auto d = job_dir::create(root.str(), "job-1", "");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->read_instance(), "");
+  ASSERT_TRUE(d->write_instance("5c32a19a"));
+  EXPECT_EQ(job_dir::open(d->path())->read_instance(), "5c32a19a");
+}
+
+// One runner at a time: the lock names its holder, and the kernel releases it when the holder dies
+// (SIGKILL included), so a free lock means no live runner.
+TEST(job_dir, the_runner_lock_names_its_holder_and_dies_with_it) {
+  temp_dir root;
+  auto d = job_dir::create(root.str(), "job-1", "");
+  ASSERT_TRUE(d);
+  EXPECT_FALSE(d->runner_pid());
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    auto fd = d->lock_runner();
+    char c = fd ? 'y' : 'n';
+    (void)!::write(ready[1], &c, 1);
+    ::pause();
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ASSERT_EQ(c, 'y');
+  EXPECT_EQ(d->runner_pid(), child);
+  auto second = d->lock_runner();
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.err(), cluster_errc::already_exists);
+  EXPECT_NE(second.err().to_string().find(std::to_string(child)), std::string::npos)
+      << second.err().to_string();
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_FALSE(d->runner_pid());
+  auto mine = d->lock_runner();
+  ASSERT_TRUE(mine) << mine.err().to_string();
+  ::close(*mine);
+  ::close(ready[0]);
+  ::close(ready[1]);
 }
 
 TEST(job_dir, missing_parts_are_named) {

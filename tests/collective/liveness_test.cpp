@@ -168,5 +168,28 @@ TEST(host_liveness, remove_job_leftovers_removes_the_jobs_rings_and_beacons_only
   EXPECT_TRUE(std::filesystem::exists("/dev/shm/" + liveness_beacon::name_for(other, "worker-0#1")));
 }
 
+// Two runs of one job id (two directories, or a resumed job and its dead runner's leftovers) are
+// two instances: their names differ, and removing one's leaves the other's.
+TEST(host_liveness, two_instances_of_one_job_share_no_names) {
+  std::string job = "twintest" + std::to_string(::getpid());
+  auto a = instance_key(job, "aaaa0001"), b = instance_key(job, "bbbb0002");
+  EXPECT_EQ(instance_key(job, ""), job);
+  EXPECT_NE(shm_ring_link::ring_name(a, 3, 1), shm_ring_link::ring_name(b, 3, 1));
+  auto ring_a = transport::shm_ring::create(shm_ring_link::ring_name(a, 3, 1), 4096);
+  auto ring_b = transport::shm_ring::create(shm_ring_link::ring_name(b, 3, 1), 4096);
+  ASSERT_TRUE(ring_a && ring_b);
+  auto beacon_a = make_host_liveness(a)->start(node_id{"worker-0", 0});
+  auto beacon_b = make_host_liveness(b)->start(node_id{"worker-0", 0});
+  ASSERT_TRUE(beacon_a && beacon_b);
+  remove_job_leftovers(job);  // the bare id names neither instance
+  EXPECT_TRUE(shm_ring_link::ring_exists(a, 3, 1));
+  remove_job_leftovers(a);
+  EXPECT_FALSE(shm_ring_link::ring_exists(a, 3, 1));
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + liveness_beacon::name_for(a, "worker-0#0")));
+  EXPECT_TRUE(shm_ring_link::ring_exists(b, 3, 1));
+  EXPECT_TRUE(std::filesystem::exists("/dev/shm/" + liveness_beacon::name_for(b, "worker-0#0")));
+  remove_job_leftovers(b);
+}
+
 }  // namespace
 }  // namespace troupe::collective

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "run_command.hpp"
 #include "troupe/cluster/job_dir.hpp"
@@ -63,7 +64,27 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-job_run start_job(const std::string& test_name, const std::string& toml) {
+namespace {
+// Forks `troupe <args>` with stdout and stderr into r's files (truncated).
+void spawn(job_run& r, const std::vector<std::string>& args) {
+  r.exit_code.reset();
+  r.pid = ::fork();
+  if (r.pid == 0) {
+    int out = ::open(r.out_file.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    int err = ::open(r.err_file.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>("troupe"));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(TROUPE_BIN, argv.data());
+    _exit(127);
+  }
+}
+}  // namespace
+
+job_run start_job(const std::string& test_name, const std::string& toml, const std::string& job_id) {
   job_run r;
   r.name = test_name;
   r.dir = test_root(test_name);
@@ -71,19 +92,18 @@ job_run start_job(const std::string& test_name, const std::string& toml) {
   std::ofstream(file) << "[job]\nroot = \"" << r.dir << "/jobs\"\ndataset_cache = \"" << dataset_cache()
                       << "\"\n"
                       << toml;
-  r.job_dir = r.dir + "/jobs/" + test_name;
+  std::string id = job_id.empty() ? test_name : job_id;
+  r.job_dir = r.dir + "/jobs/" + id;
   r.out_file = r.dir + "/stdout";
   r.err_file = r.dir + "/stderr";
-  r.pid = ::fork();
-  if (r.pid == 0) {
-    int out = ::open(r.out_file.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
-    int err = ::open(r.err_file.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
-    ::dup2(out, 1);
-    ::dup2(err, 2);
-    ::execl(TROUPE_BIN, "troupe", "run", file.c_str(), "--job-id", test_name.c_str(), "--quiet", nullptr);
-    _exit(127);
-  }
+  spawn(r, {"run", file, "--job-id", id, "--quiet"});
   return r;
+}
+
+void resume_job(job_run& r) {
+  r.out_file = r.dir + "/stdout.resumed";
+  r.err_file = r.dir + "/stderr.resumed";
+  spawn(r, {"run", "--resume", r.job_dir, "--quiet"});
 }
 
 bool exited(job_run& r) {

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -38,8 +39,11 @@ std::string mlp_job(const mlp_options& o);
 std::string ctr_job(int workers, int rows, int epochs, int checkpoint_every_ms = 300,
                     const std::string& job_extra = "");
 
-// Writes `toml` (with [job] root/dataset_cache filled in by the caller's text) and starts the runner.
-job_run start_job(const std::string& test_name, const std::string& toml);
+// Writes `toml` (with [job] root/dataset_cache filled in by the caller's text) and starts the runner,
+// with job id `job_id` (default: the test name) under a directory of the test's own.
+job_run start_job(const std::string& test_name, const std::string& toml, const std::string& job_id = "");
+// Starts `troupe run --resume` on r's job directory (output into <dir>/stdout.resumed, stderr.resumed).
+void resume_job(job_run& r);
 // Waits for the runner to exit; its exit code (or -signal).
 int wait_job(job_run& r, std::chrono::seconds timeout);
 // The runner's final JSON line (empty object when there is none).

@@ -54,8 +54,13 @@ std::optional<cluster::node_record> pick_target(const std::string& job_dir, cons
   return c[std::uniform_int_distribution<std::size_t>(0, c.size() - 1)(rng)];
 }
 
+// While its runner holds runner.lock; before it took it (the directory just created), while
+// there is neither lock nor result.
 bool default_running(const std::string& job_dir) {
-  return !std::filesystem::exists(job_dir + "/result.json") || job_status_json(job_dir).has_value();
+  auto dir = cluster::job_dir::open(job_dir);
+  if (!dir) return false;
+  if (dir->runner_pid()) return true;
+  return !std::filesystem::exists(dir->lock_path()) && !std::filesystem::exists(dir->result_path());
 }
 
 void inject(fault_record& rec, std::size_t index, const cluster::node_record& n, const std::string& job_dir,

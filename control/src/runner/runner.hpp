@@ -1,5 +1,7 @@
-// The job runner's state and steps (runner.cpp: setup and the main loop; runner_nodes.cpp:
-// launching, relaunching, fencing and scaling nodes; runner_io.cpp: messages and the progress
+// The job runner's state and steps (runner.cpp: the main loop; runner_setup.cpp: the job
+// directory, new or resumed, and what a dead runner left there; runner_nodes.cpp: launching,
+// relaunching, fencing and scaling nodes; runner_watch.cpp: the master's hang watch;
+// runner_io.cpp: messages and the progress line; runner_result.cpp: result.json and the final
 // line). Nodes are started, signalled and fenced only through the cluster::launcher interface,
 // made by cluster::make_launcher from the job's [cluster] section.
 #pragma once
@@ -40,7 +42,9 @@ struct node_slot {
   // The incarnation of the master whose membership listed this incarnation alive (unset: not
   // joined yet, or not since its launch); its absence from that master's view is a death.
   std::optional<std::uint64_t> seen_by_master;
-  bool fenced = false;  // SIGKILLed after the master declared it dead; its exit report follows
+  bool fenced = false;           // SIGKILLed after the master declared it dead; its exit report follows
+  std::uint64_t start_time = 0;  // of the running process (/proc/<pid>/stat), for nodes.json
+  std::string ended;             // how its last process ended, once it has
   std::deque<std::chrono::steady_clock::time_point> deaths;  // recent, for the give-up rule
 };
 // A wanted slot, not running yet (assigned member by member: GCC 12 warns -Wmaybe-uninitialized
@@ -61,6 +65,9 @@ struct status_snapshot : job_status {
 class runner {
  public:
   explicit runner(run_options o) : opt_(std::move(o)) {}
+  ~runner();
+  runner(const runner&) = delete;
+  runner& operator=(const runner&) = delete;
   int run();
 
  private:
@@ -68,12 +75,23 @@ class runner {
   // setup and main loop (runner.cpp)
   int setup();
   int check_model();
+  int read_config(config_doc& doc);
+  int open_job_dir(const config_doc& doc);
+  int lock_job_dir();
+  void clean_dead_runner(const cluster::job_dir& dir);
+  void resume_ids(const cluster::nodes_file& old);
+  void start_log();
   int loop();
   void shutdown_nodes();
+  int finish(int rc);
+  std::string final_json(int rc);
   // nodes (runner_nodes.cpp)
   expected<void> launch(node_slot& slot);
   void handle_exits();
   void fence_dead_nodes();
+  void watch_master();
+  bool master_silent() const;
+  std::uint64_t first_incarnation(const std::string& name) const;
   void scale_to(std::uint32_t workers);
   std::uint32_t running_workers() const;
   void write_nodes_file();
@@ -94,6 +112,20 @@ class runner {
   std::map<std::string, node_slot> nodes_;
   std::uint32_t target_workers_ = 0;
   std::uint64_t restarts_ = 0;
+  // Worker indices are never reused: a scaled-up worker gets the next one (its own name), so the
+  // master never mistakes it for a departed worker coming back.
+  std::size_t next_worker_index_ = 0;
+  // Incarnations of a resumed job continue after those its dead runner used (by node name).
+  std::map<std::string, std::uint64_t> resumed_incarnations_;
+  std::string instance_;  // this run's instance id (collective::instance_key)
+  int lock_fd_ = -1;      // flock on runner.lock for the runner's life
+  // The master's hang watch: when it last answered a status request, when it was launched.
+  steady::time_point master_heard_, master_launched_;
+  bool master_answered_ = false;
+  std::atomic<bool> master_quiet_{false};  // master_silent(), for the endpoint's thread
+  std::string stop_reason_;                // who asked the job to stop
+  bool shutting_down_ = false;             // nodes are being stopped: exits are recorded, not relaunched
+  std::string end_state_, end_reason_;     // how the job ended, for result.json (set by loop())
   steady::time_point started_, last_progress_;
   std::int64_t started_wall_ms_ = 0;  // Unix ms at run(): the origin of first_step_seconds
   // Filled from the endpoint's and the launcher's threads, consumed by the main loop.

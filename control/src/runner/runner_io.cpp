@@ -45,9 +45,13 @@ void runner::on_message(const message& m) {
         (void)net_->send(m.from_node().name, std::string(m.from()), std::move(o.out), "runner");
         break;
       }
-      case schema::JobMessage::STOP:
+      case schema::JobMessage::STOP: {
+        std::lock_guard lk(mu_);
+        stop_reason_ = j.getStop().getReason().cStr();
+        if (stop_reason_.empty()) stop_reason_ = "a stop message from " + m.from_node().to_string();
         stop_ = true;
         break;
+      }
       default:
         break;
     }
@@ -63,13 +67,17 @@ void runner::poll_status(bool force) {
   o.body.initStatusRequest();
   auto reply = rpc_->call({"master", "master", std::move(o.out)}, std::chrono::milliseconds(1000));
   if (!reply) return;
-  guarded("status", [&] {
+  bool ok = guarded("status", [&] {
     status_snapshot st;
     static_cast<job_status&>(st) = read_job_status(reply->body().getJob().getJobStatus());
     st.valid = true;
     std::lock_guard lk(mu_);
     status_ = std::move(st);
   });
+  if (ok) {
+    master_heard_ = steady::now();
+    master_answered_ = true;
+  }
 }
 
 void runner::print_progress(bool final_line) {
@@ -85,6 +93,13 @@ void runner::print_progress(bool final_line) {
   last_progress_ = now;
   std::uint64_t total = s.tasks.total();
   double secs = std::chrono::duration<double>(now - started_).count();
+  if (master_quiet_ && !final_line) {
+    // Its last numbers are stale: say so rather than show them as the job's pace.
+    std::fprintf(stderr, "%s[%6.1fs] tasks %llu/%llu  master not answering for %.1f s%s", tty ? "\r" : "",
+                 secs, static_cast<unsigned long long>(s.tasks.done), static_cast<unsigned long long>(total),
+                 std::chrono::duration<double>(now - master_heard_).count(), tty ? "" : "\n");
+    return;
+  }
   std::fprintf(
       stderr,
       "%s[%6.1fs] epoch %u/%u  tasks %llu/%llu  %8.0f samples/s  loss %.4f  workers %u/%u%s  restarts %llu%s",
@@ -104,6 +119,7 @@ void runner::answer_status(const std::string& node, const std::string& to, std::
   s.restarts = restarts_;
   s.result_json = result_json_;
   lk.unlock();
+  if (master_quiet_) s.samples_per_sec = 0;  // the master's last figure is stale, not the pace
   auto o = wire::job();
   o.out.set_correlation_id(id);  // the request's: the asker pairs the answer with it
   write_job_status(o.body.initJobStatus(), s);

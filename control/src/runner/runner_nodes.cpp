@@ -5,6 +5,7 @@
 
 #include "runner.hpp"
 #include "troupe/cluster/bootstrap.hpp"
+#include "troupe/cluster/process.hpp"
 #include "troupe/core/clock.hpp"
 #include "wire.hpp"
 
@@ -36,7 +37,14 @@ expected<void> runner::launch(node_slot& slot) {
   slot.handle = *h;
   slot.seen_by_master.reset();
   slot.fenced = false;
-  spdlog::debug("launched {} (pid {})", slot.id.to_string(), h->pid);
+  slot.ended.clear();
+  auto st = cluster::read_process_stat(h->pid);
+  slot.start_time = st ? st->start_time : 0;
+  if (slot.role == cluster::node_role::master) {
+    master_launched_ = steady::now();
+    master_answered_ = false;
+  }
+  spdlog::info("launched {} (pid {})", slot.id.to_string(), h->pid);
   return {};
 }
 
@@ -53,16 +61,12 @@ void runner::scale_to(std::uint32_t workers) {
     std::lock_guard lk(mu_);
     target_workers_ = workers;
   }
-  // Grow: the lowest free worker indices.
-  for (std::size_t i = 0; running_workers() < workers; ++i) {
+  // Grow: new workers get new indices, never a departed worker's name (the master would refuse
+  // its incarnation 0 as stale, and a relaunch would count as a restart).
+  while (running_workers() < workers) {
+    std::size_t i = next_worker_index_++;
     auto name = cluster::node_name(cluster::node_role::worker, i);
-    auto it = nodes_.find(name);
-    if (it != nodes_.end() && it->second.wanted) continue;
-    if (it == nodes_.end())
-      it = nodes_.emplace(name, new_slot({name, 0}, cluster::node_role::worker, i)).first;
-    auto& slot = it->second;
-    slot.wanted = true;
-    if (slot.handle) continue;  // still shutting down from an earlier scale-down: relaunched when it exits
+    auto& slot = nodes_[name] = new_slot({name, first_incarnation(name)}, cluster::node_role::worker, i);
     if (auto r = launch(slot); !r) {
       fatal_ = "cannot launch " + name + ": " + r.err().to_string();
       return;
@@ -90,7 +94,8 @@ void runner::handle_exits() {
     if (it == nodes_.end() || !it->second.handle || it->second.handle->serial != h.serial) continue;
     auto& slot = it->second;
     slot.handle.reset();
-    if (finished_) continue;
+    slot.ended = slot.fenced ? "fenced: " + status.to_string() : status.to_string();
+    if (finished_ || shutting_down_) continue;
     // Tell the master at once: faster than waiting for the connection to drop.
     if (slot.role != cluster::node_role::master && net_ && net_->connected("master")) {
       auto o = wire::job();
@@ -111,6 +116,7 @@ void runner::handle_exits() {
     if (slot.deaths.size() > max_deaths) {
       fatal_ = h.id.name + " died " + std::to_string(slot.deaths.size()) +
                " times in a minute (last: " + status.to_string() + "); see " + dir_->log_path(h.id.name);
+      write_nodes_file();
       return;
     }
     spdlog::warn("{} {}: relaunching", h.id.to_string(), status.to_string());
@@ -167,9 +173,17 @@ void runner::write_nodes_file() {
     epoch = status_.epoch;
   }
   std::vector<cluster::node_entry> entries;
-  for (const auto& [name, s] : nodes_)
-    entries.push_back({s.id, s.role, s.handle, !s.wanted,
-                       s.role == cluster::node_role::master ? master_addr_ : std::string()});
+  for (const auto& [name, s] : nodes_) {
+    cluster::node_entry e;
+    e.id = s.id;
+    e.role = s.role;
+    e.handle = s.handle;
+    e.leaving = !s.wanted;
+    e.address = s.role == cluster::node_role::master ? master_addr_ : std::string();
+    e.start_time = s.start_time;
+    e.ended = s.ended;
+    entries.push_back(std::move(e));
+  }
   // `troupe status/scale/stop` talk to the runner: its address is the file's master_address.
   auto f =
       cluster::make_nodes_file(dir_->job_id(), epoch, self_addr_, entries, troupe::clock::system().wall_ms());

@@ -53,12 +53,14 @@ struct node_entry {
   std::optional<node_handle> handle;  // set while the launcher runs it
   bool leaving = false;               // asked to stop (scale-down, shutdown): not relaunched
   std::string address;                // where it listens, when known (the master's fixed address)
+  std::uint64_t start_time = 0;       // of the running process, taken at launch (0: read it now)
+  std::string ended;                  // how its last process ended ("killed by SIGKILL"), once it has
 };
 
 // The nodes.json content: one record per entry, with the pid of its running handle and that
 // process's start time (so `troupe stop` can check the pid still names it), state "running",
-// "leaving" or "exited" (no handle: pid 0). `control_address` is where `troupe status/scale/stop`
-// reach the job (the runner), recorded as master_address.
+// "leaving" or "exited" (no handle: pid 0, and `exit` says how it ended). `control_address` is where `troupe
+// status/scale/stop` reach the job (the runner), recorded as master_address.
 nodes_file make_nodes_file(const std::string& job_id, std::uint64_t epoch, const std::string& control_address,
                            const std::vector<node_entry>& nodes, std::int64_t now_ms);
 

@@ -4,7 +4,11 @@
 //   <root>/<job id>/
 //     job.toml        the job's configuration as the master resolved it (overrides applied)
 //     nodes.json      pids and addresses of the running nodes (rewritten atomically)
+//     instance        the random id of the runner now running the job (host names: /dev/shm)
+//     runner.lock     held (flock) by the runner while it runs: a second runner is refused
+//     result.json     the final metrics and how the job ended (finished, failed, stopped, ...)
 //     logs/<node>.log stdout+stderr of each node, appended across incarnations
+//     logs/runner.log the runner's own log: launches, deaths, relaunches, fences, scaling, stop
 //     journal/        the task journal (LMDB, storage module)
 //     checkpoints/    PS checkpoints (LMDB, storage module)
 //
@@ -13,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +35,7 @@ struct node_record {
   std::uint64_t start_time = 0;  // /proc/<pid>/stat start time, to detect pid reuse (0: unknown)
   std::string address;           // host:port, empty while launching
   std::string state;             // member_state text, or "exited"
+  std::string exit;              // once exited: how ("exited with code 0", "killed by SIGKILL")
   bool operator==(const node_record&) const = default;
 };
 
@@ -74,6 +80,9 @@ class job_dir {
   std::string checkpoints_dir() const { return path_ + "/checkpoints"; }
   std::string job_toml_path() const { return path_ + "/job.toml"; }
   std::string nodes_path() const { return path_ + "/nodes.json"; }
+  std::string instance_path() const { return path_ + "/instance"; }
+  std::string lock_path() const { return path_ + "/runner.lock"; }
+  std::string result_path() const { return path_ + "/result.json"; }
   std::string log_path(std::string_view node_name) const {
     return logs_dir() + "/" + std::string(node_name) + ".log";
   }
@@ -83,6 +92,16 @@ class job_dir {
   expected<void> write_nodes(const nodes_file& f) const;
   // Errors: missing_file (no nodes.json: the job never started or was cleaned up), corrupt_file.
   expected<nodes_file> read_nodes() const;
+  // Takes runner.lock (a POSIX write lock, not inherited by children, released by the kernel when
+  // the process dies by any means) and returns its descriptor, to keep open for the runner's life.
+  // Errors: already_exists naming the live runner's pid; io_error.
+  expected<int> lock_runner() const;
+  // The pid of the live process holding runner.lock, nullopt when none does (the job ended or its
+  // runner died). Takes nothing: safe while a runner starts.
+  std::optional<int> runner_pid() const;
+  // The instance id of the runner that last ran the job; empty when it never wrote one.
+  std::string read_instance() const;
+  expected<void> write_instance(std::string_view instance) const;
 
  private:
   job_dir(std::string path, std::string job_id) : path_(std::move(path)), job_id_(std::move(job_id)) {}

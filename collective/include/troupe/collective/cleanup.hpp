@@ -6,8 +6,15 @@
 
 namespace troupe::collective {
 
-// Removes the leftovers of `job` on this host; never another job's. Call once every node of the
-// job is gone (a live node's ring or beacon would be pulled from under it).
+// The key every host name of one job instance is built from (shared-memory rings and liveness
+// beacons: "troupe-<key>-..."): "<job id>@<instance>", or the job id alone without an instance.
+// Two runs of jobs with one id (two directories, or a resumed job and the leftovers of its dead
+// runner) get distinct instances, so their names never collide; '@' never occurs in a job id, so
+// no job's key is a prefix of another's.
+std::string instance_key(const std::string& job_id, const std::string& instance);
+
+// Removes the leftovers of `job` (an instance_key) on this host; never another job's. Call once every node of
+// the job is gone (a live node's ring or beacon would be pulled from under it).
 void remove_job_leftovers(const std::string& job);
 
 }  // namespace troupe::collective

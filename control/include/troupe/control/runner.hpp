@@ -5,7 +5,11 @@
 // target run), fences a node the master declared dead (a hung process: SIGKILL to its group) so
 // its replacement starts at once, shows a progress line, serves `troupe status/scale/stop` and,
 // once the master reports the job finished, stops every node and prints the final metrics as one
-// JSON line on stdout.
+// JSON line on stdout. It watches the master as the master watches the others: a master that stops
+// answering (hung, SIGSTOPped) is fenced and relaunched. What happened is kept in the job
+// directory: logs/runner.log, nodes.json (final states), result.json (every outcome, with the
+// reason). `--resume JOB_DIR` continues a job whose runner died (its journal, PS checkpoints),
+// after cleaning up what that runner left (orphan nodes, shared memory).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +20,8 @@
 namespace troupe::control {
 
 struct run_options {
-  std::string file;
+  std::string file;                      // the job file; empty with `resume`
+  std::string resume;                    // --resume JOB_DIR: continue that job
   std::vector<std::string> overrides;    // --set key=value
   std::string job_id;                    // empty: <name>-<time>-<random>
   std::optional<std::uint32_t> workers;  // --workers N (overrides [job] workers)

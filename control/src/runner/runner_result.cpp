@@ -1,0 +1,75 @@
+// How a job ends, whatever the way: its nodes stopped, its shared memory removed, nodes.json
+// final, and result.json written with the outcome and the reason (finished, failed, stopped,
+// interrupted), then printed as the runner's final line.
+#include <cstdio>
+
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "runner.hpp"
+#include "troupe/collective/cleanup.hpp"
+
+namespace troupe::control {
+
+int runner::finish(int rc) {
+  if (net_) poll_status(true);
+  if (launcher_) shutdown_nodes();
+  if (dir_ && !instance_.empty())
+    collective::remove_job_leftovers(collective::instance_key(dir_->job_id(), instance_));
+  print_progress(true);
+  if (!dir_) return rc;
+  auto text = final_json(rc);
+  if (auto w = cluster::write_file_atomic(dir_->result_path(), text + "\n"); !w)
+    spdlog::warn("{}", w.err().to_string());
+  if (rc == 0)
+    spdlog::info("job {} {}: {}", dir_->job_id(), end_state_, end_reason_);
+  else
+    spdlog::error("job {} {}: {}", dir_->job_id(), end_state_, end_reason_);
+  std::printf("%s\n", text.c_str());
+  std::fflush(stdout);
+  return rc;
+}
+
+// The master's final metrics when it sent them, else the last counts it reported; with what only
+// the runner knows: the outcome and its reason, wall time, node relaunches, the planted model's AUC.
+std::string runner::final_json(int rc) {
+  nlohmann::json j = nlohmann::json::object();
+  std::unique_lock lk(mu_);
+  if (!result_json_.empty()) {
+    auto m = nlohmann::json::parse(result_json_, nullptr, false);
+    if (m.is_object()) j = std::move(m);
+  } else if (status_.valid) {
+    auto s = actors::to_json(status_);
+    j["tasks"] = s["tasks"];
+    j["samples_total"] = s["samples_total"];
+  }
+  const bool master_finished = finished_;
+  lk.unlock();
+  if (end_state_.empty()) {
+    end_state_ = rc == 0 ? "finished" : "failed";
+    if (rc == 0)
+      end_reason_ = "every task done";
+    else if (!fatal_.empty())
+      end_reason_ = fatal_;
+    else if (master_finished)
+      end_reason_ = "the master reported the job failed (quarantined tasks: see the tasks counts)";
+    else
+      end_reason_ = "failed";
+  }
+  j["job"] = dir_->job_id();
+  j["status"] = end_state_;
+  j["reason"] = end_reason_;
+  j["exit_code"] = rc;
+  j["wall_seconds"] = std::chrono::duration<double>(steady::now() - started_).count();
+  j["node_restarts"] = restarts_;
+  j["runner_start_wall_ms"] = started_wall_ms_;
+  if (!opt_.resume.empty()) j["resumed"] = true;
+  // Worker clocks are this machine's clock (local launcher), so wall times compare.
+  if (j.contains("first_step_wall_ms") && j["first_step_wall_ms"].is_number())
+    j["first_step_seconds"] =
+        static_cast<double>(j["first_step_wall_ms"].get<std::int64_t>() - started_wall_ms_) / 1000.0;
+  if (data_.true_auc > 0) j["true_auc"] = data_.true_auc;
+  return j.dump();
+}
+
+}  // namespace troupe::control

@@ -1,0 +1,288 @@
+// The runner's setup: the job's configuration, its directory (new, or resumed after its runner
+// died, with what that runner left cleaned up), the lock that keeps a second runner out, the
+// runner's own log, the datasets, the endpoint and the launcher.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "data_model.hpp"
+#include "node_runtime.hpp"
+#include "runner.hpp"
+#include "troupe/actors/strategy.hpp"
+#include "troupe/cluster/config.hpp"
+#include "troupe/cluster/errc.hpp"
+#include "troupe/cluster/process.hpp"
+#include "troupe/collective/cleanup.hpp"
+#include "troupe/core/log.hpp"
+#include "troupe/gpu/cuda.hpp"
+
+namespace troupe::control {
+
+namespace {
+
+std::string random_hex(std::size_t bytes) {
+  std::random_device rd;
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (std::size_t i = 0; i < bytes; ++i) {
+    unsigned v = rd() & 0xff;
+    s += hex[v >> 4];
+    s += hex[v & 15];
+  }
+  return s;
+}
+
+std::string default_job_id(const std::string& name) {
+  std::time_t t = std::time(nullptr);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y%m%d-%H%M%S", std::localtime(&t));
+  return name + "-" + when + "-" + random_hex(2);
+}
+
+// A free loopback port for the master, fixed for the job so a relaunched master is found again.
+expected<std::uint16_t> free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return make_unexpected(core_errc::io_error, "socket for a free port");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+            ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  ::close(fd);
+  if (!ok) return make_unexpected(core_errc::io_error, "no free loopback port");
+  return ntohs(a.sin_port);
+}
+
+// [job] device = "gpu" needs a device here (the local launcher starts every worker on this host).
+expected<void> check_gpu(const job_spec& spec) {
+  if (!spec.uses_gpu()) return {};
+  auto n = gpu::device_count();
+  if (!n) return std::move(n).err().wrap("[job] device = \"gpu\", but this host cannot run GPU workers");
+  auto all = gpu::describe_all();
+  spdlog::info("GPU workers on: {}", all ? *all : std::to_string(*n) + " device(s)");
+  return {};
+}
+
+// SIGKILLs the process group of a node a dead runner left running (PR_SET_PDEATHSIG normally
+// takes them down with it; a node between fork and prctl, or one whose parent was not the runner,
+// can survive) and waits until it is gone. The pid counts only with its recorded start time.
+void kill_orphan(const cluster::node_record& n) {
+  if (n.pid <= 0 || n.start_time == 0 || !cluster::process_alive(n.pid, n.start_time)) return;
+  auto st = cluster::read_process_stat(n.pid);
+  spdlog::warn("{} (pid {}) outlived its runner: killing it", n.id.to_string(), n.pid);
+  ::kill(st && st->pgid == n.pid ? -n.pid : n.pid, SIGKILL);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (cluster::process_alive(n.pid, n.start_time) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
+}  // namespace
+
+runner::~runner() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+// The model must build for the data, and ring strategies replicate dense parameters only.
+int runner::check_model() {
+  auto store = storage::record_store::open(data_.train_dir);
+  if (!store) return spdlog::error("{}", store.err().to_string()), 1;
+  auto m = build_model(spec_, *store);
+  if (!m) return spdlog::error("{}", m.err().to_string()), 2;
+  if (!spec_.uses_ps() && !(*m)->embedding_tables().empty()) {
+    spdlog::error(
+        "strategy '{}' replicates dense parameters only; model '{}' has embedding tables: use "
+        "[job] strategy = \"async_ps\"",
+        spec_.job.strategy, spec_.nn.model.type);
+    return 2;
+  }
+  return 0;
+}
+
+// The job file with --set overrides, or a resumed job's job.toml as its first runner resolved it.
+int runner::read_config(config_doc& doc) {
+  if (!opt_.resume.empty()) {
+    auto dir = cluster::job_dir::open(opt_.resume);
+    if (!dir) return spdlog::error("--resume: {}", dir.err().to_string()), 2;
+    auto text = dir->read_job_toml();
+    if (!text) return spdlog::error("--resume: {}", text.err().to_string()), 2;
+    auto d = config_doc::from_string(*text, dir->job_toml_path());
+    if (!d) return spdlog::error("{}", d.err().to_string()), 2;
+    doc = std::move(*d);
+  } else {
+    auto d = config_doc::from_file(opt_.file);
+    if (!d) return spdlog::error("{}", d.err().to_string()), 2;
+    doc = std::move(*d);
+    for (const auto& o : opt_.overrides)
+      if (auto r = doc.apply_override(o); !r) return spdlog::error("{}", r.err().to_string()), 2;
+  }
+  if (opt_.workers && !doc.apply_override("job.workers=" + std::to_string(*opt_.workers))) return 2;
+  auto spec = job_spec::read(doc);
+  if (!spec) return spdlog::error("{}", spec.err().to_string()), 2;
+  spec_ = std::move(*spec);
+  if (!opt_.resume.empty() && !spec_.uses_ps()) {
+    spdlog::error(
+        "--resume {}: strategy '{}' keeps its model only in the workers' memory (no checkpoint), so "
+        "a resumed job would train the remaining tasks on a fresh model; only async_ps jobs (PS "
+        "checkpoints) can be resumed",
+        opt_.resume, spec_.job.strategy);
+    return 2;
+  }
+  if (auto s = make_strategy(spec_.job.strategy, spec_); !s)
+    return spdlog::error("{}", s.err().to_string()), 2;
+  if (auto g = check_gpu(spec_); !g) return spdlog::error("{}", g.err().to_string()), 2;
+  target_workers_ = spec_.job.workers;
+  return 0;
+}
+
+// Holds runner.lock for the runner's life: a held lock means a live runner, a free one a job that
+// may be resumed.
+int runner::lock_job_dir() {
+  auto fd = dir_->lock_runner();
+  if (!fd) {
+    spdlog::error("{} (stop it first: troupe stop --job-dir {})", fd.err().to_string(), dir_->path());
+    return 1;
+  }
+  lock_fd_ = *fd;
+  return 0;
+}
+
+// What a runner that died (SIGKILL, OOM, power) left of this job: nodes that outlived it and its
+// instance's shared memory (rings, liveness beacons).
+void runner::clean_dead_runner(const cluster::job_dir& dir) {
+  if (auto old = dir.read_nodes()) {
+    for (const auto& n : old->nodes)
+      if (n.state != "exited") kill_orphan(n);
+    resume_ids(*old);
+  }
+  if (auto old = dir.read_instance(); !old.empty()) {
+    collective::remove_job_leftovers(collective::instance_key(dir.job_id(), old));
+    spdlog::info("removed what instance {} of job {} left in shared memory", old, dir.job_id());
+  }
+}
+
+// A resumed job uses new ids: every node's incarnation continues after the dead runner's, and
+// workers take indices after the highest it used.
+void runner::resume_ids(const cluster::nodes_file& old) {
+  for (const auto& n : old.nodes) {
+    auto& inc = resumed_incarnations_[n.id.name];
+    inc = std::max(inc, n.id.incarnation + 1);
+    if (n.role == cluster::node_role::worker) {
+      auto dash = n.id.name.rfind('-');
+      auto index = dash == std::string::npos ? 0 : std::strtoull(n.id.name.c_str() + dash + 1, nullptr, 10);
+      next_worker_index_ = std::max<std::size_t>(next_worker_index_, index + 1);
+    }
+  }
+}
+
+std::uint64_t runner::first_incarnation(const std::string& name) const {
+  auto it = resumed_incarnations_.find(name);
+  return it == resumed_incarnations_.end() ? 0 : it->second;
+}
+
+int runner::open_job_dir(const config_doc& doc) {
+  if (!opt_.resume.empty()) {
+    auto dir = cluster::job_dir::open(opt_.resume);
+    if (!dir) return spdlog::error("--resume: {}", dir.err().to_string()), 2;
+    std::ifstream in(dir->result_path());
+    auto result = nlohmann::json::parse(in, nullptr, false);
+    if (result.is_object() && result.value("status", "") == "finished") {
+      spdlog::error("--resume {}: the job finished (see {}): nothing to resume", dir->path(),
+                    dir->result_path());
+      return 2;
+    }
+    dir_.emplace(std::move(*dir));
+  } else {
+    std::string id = opt_.job_id.empty() ? default_job_id(spec_.job.name) : opt_.job_id;
+    auto dir = cluster::job_dir::create(spec_.job.root, id, doc.to_toml());
+    if (!dir) {
+      spdlog::error("{}{}", dir.err().to_string(),
+                    dir.err() == cluster::cluster_errc::already_exists
+                        ? " (continue it with: troupe run --resume " + spec_.job.root + "/" + id + ")"
+                        : std::string());
+      return 1;
+    }
+    dir_.emplace(std::move(*dir));
+  }
+  if (int rc = lock_job_dir(); rc != 0) return rc;
+  start_log();
+  if (!opt_.resume.empty()) {
+    spdlog::info("resuming job {} in {}", dir_->job_id(), dir_->path());
+    clean_dead_runner(*dir_);
+    std::error_code ec;
+    std::filesystem::remove(dir_->result_path(), ec);  // the resumed run writes its own
+  }
+  instance_ = random_hex(4);
+  if (auto w = dir_->write_instance(instance_); !w) return spdlog::error("{}", w.err().to_string()), 1;
+  return 0;
+}
+
+// The runner's log goes to logs/runner.log as well as stderr, at the level the CLI set.
+void runner::start_log() {
+  log_config lc;
+  lc.level = std::string(spdlog::level::to_string_view(spdlog::get_level()).data());
+  lc.file = dir_->logs_dir() + "/runner.log";
+  lc.name = "runner";
+  if (auto r = init_logging(lc); !r) spdlog::warn("{}", r.err().to_string());
+}
+
+int runner::setup() {
+  config_doc doc;
+  if (int rc = read_config(doc); rc != 0) return rc;
+  if (int rc = open_job_dir(doc); rc != 0) return rc;
+  std::string token;
+  if (!opt_.resume.empty()) {
+    auto t = actors::node_runtime::read_token(dir_->path());
+    if (!t) return spdlog::error("{}", t.err().to_string()), 1;
+    token = *t;
+  } else {
+    token = random_hex(32);
+    std::ofstream(dir_->path() + "/token") << token << "\n";
+    ::chmod((dir_->path() + "/token").c_str(), 0600);
+  }
+  auto data = actors::prepare_datasets(spec_.nn.data, spec_.job.dataset_cache);
+  if (!data) return spdlog::error("{}", data.err().to_string()), 1;
+  data_ = *data;
+  if (int rc = check_model(); rc != 0) return rc;
+
+  auto cfg = spec_.transport;
+  cfg.token = token;
+  auto net = endpoint::create(node_id{"runner", 0}, cfg);
+  if (!net) return spdlog::error("{}", net.err().to_string()), 1;
+  net_ = std::move(*net);
+  auto bound = net_->listen("127.0.0.1", 0);
+  if (!bound) return spdlog::error("{}", bound.err().to_string()), 1;
+  self_addr_ = *bound;
+  if (auto r = net_->register_name("runner", [this](const message& m) { on_message(m); }); !r) return 1;
+  auto rpc = rpc_client::create(*net_, "rpc");
+  if (!rpc) return 1;
+  rpc_ = std::move(*rpc);
+  auto port = free_port();
+  if (!port) return spdlog::error("{}", port.err().to_string()), 1;
+  master_addr_ = "127.0.0.1:" + std::to_string(*port);
+
+  auto l = cluster::make_launcher(spec_.cluster,
+                                  [this](const cluster::node_handle& h, const cluster::exit_status& s) {
+                                    std::lock_guard lk(mu_);
+                                    exits_.emplace_back(h, s);
+                                  });
+  if (!l) return spdlog::error("{}", l.err().to_string()), 1;
+  launcher_ = std::move(*l);
+  return 0;
+}
+
+}  // namespace troupe::control

@@ -1,0 +1,224 @@
+// The control plane under the faults of issue 20, with real processes and real signals: a
+// SIGSTOPped master is fenced and replaced, two jobs with one id at once share nothing on the host,
+// a job whose runner was SIGKILLed is resumed without retraining what was DONE, and workers added
+// after a scale-down get new ids (no refusals, no false restarts). Label chaos: each runs a job of
+// several seconds.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "job_harness.hpp"
+#include "troupe/cluster/job_dir.hpp"
+#include "troupe/cluster/process.hpp"
+#include "troupe/storage/task_journal.hpp"
+
+namespace troupe::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::uint64_t done_tasks(const nlohmann::json& s) {
+  return s["tasks"]["done"].get<std::uint64_t>();
+}
+
+// Task id -> lease attempt of every DONE task in the job's journal.
+std::map<std::uint64_t, std::uint32_t> done_attempts(const job_run& r) {
+  std::map<std::uint64_t, std::uint32_t> m;
+  auto j = storage::task_journal::open(r.job_dir + "/journal");
+  EXPECT_TRUE(j);
+  if (!j) return m;
+  auto done = j->list(storage::task_state::done);
+  EXPECT_TRUE(done);
+  if (done)
+    for (const auto& t : *done) m[t.id] = t.attempt;
+  return m;
+}
+
+// Leases beyond the first, summed over the DONE tasks: the tasks trained more than once.
+std::size_t releases(const job_run& r) {
+  std::size_t n = 0;
+  for (const auto& [id, attempt] : done_attempts(r)) n += attempt - 1;
+  return n;
+}
+
+// /dev/shm names of a job key ("<job>@<instance>" or a prefix of it).
+std::vector<std::string> shm_names(const std::string& key_prefix) {
+  std::vector<std::string> v;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    auto name = e.path().filename().string();
+    if (name.rfind("troupe-" + key_prefix, 0) == 0) v.push_back(name);
+  }
+  return v;
+}
+
+bool wait_until(const std::function<bool()>& pred, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+TEST(job_reliability, a_sigstopped_master_is_fenced_and_replaced) {
+  auto r = start_job("master-stop", ctr_job(2, 300000, 4));
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 10; }, 120s));
+  pid_t master = node_pid(r, "master");
+  ASSERT_GT(master, 0);
+  auto start = cluster::read_process_stat(master);
+  ASSERT_TRUE(start);
+  ASSERT_EQ(::kill(master, SIGSTOP), 0);
+  // While it is silent, `troupe status` shows no pace (not the hung master's last one)...
+  EXPECT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return j["samples_per_sec"].get<double>() == 0.0; }, 30s));
+  // ...and the stopped process is fenced (SIGKILL: no SIGCONT needed), never to wake up.
+  EXPECT_TRUE(wait_until([&] { return !cluster::process_alive(master, start->start_time); }, 30s));
+  ASSERT_EQ(wait_job(r, 240s), 0) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_EQ(res.value("status", ""), "finished") << res.dump();
+  // Only the master restarted: no node was declared dead by a stale master.
+  EXPECT_EQ(res.value("node_restarts", 0), 1) << res.dump();
+  EXPECT_NE(read_file(r.job_dir + "/logs/master.log").find("master#1"), std::string::npos);
+  EXPECT_NE(read_file(r.job_dir + "/logs/runner.log").find("fencing it"), std::string::npos);
+  expect_all_done(r);
+  // Every task DONE once; at most the tasks the two workers held (two each) were leased again.
+  EXPECT_LE(releases(r), 4u);
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+TEST(job_reliability, two_jobs_with_one_id_at_once_share_no_host_names) {
+  auto job = mlp_job({.strategy = "allreduce", .max_train_rows = 6000, .max_test_rows = 1000});
+  auto a = start_job("twin-a", job, "twin");
+  auto b = start_job("twin-b", job, "twin");
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto ia = cluster::job_dir::open(a.job_dir), ib = cluster::job_dir::open(b.job_dir);
+        return ia && ib && !ia->read_instance().empty() && !ib->read_instance().empty();
+      },
+      60s));
+  auto ia = cluster::job_dir::open(a.job_dir)->read_instance();
+  auto ib = cluster::job_dir::open(b.job_dir)->read_instance();
+  EXPECT_NE(ia, ib);
+  ASSERT_EQ(wait_job(a, 240s), 0) << read_file(a.err_file);
+  ASSERT_EQ(wait_job(b, 240s), 0) << read_file(b.err_file);
+  for (auto* r : {&a, &b}) {
+    auto res = result(*r);
+    EXPECT_GT(res.value("test_accuracy", 0.0), 0.70) << res.dump();
+    expect_all_done(*r);
+    EXPECT_EQ(read_file(r->job_dir + "/logs/worker-0.log").find("unexpected data"), std::string::npos);
+  }
+  EXPECT_TRUE(shm_names("twin@").empty());
+}
+
+TEST(job_reliability, runner_sigkill_then_resume_retrains_nothing_done) {
+  auto r = start_job("resume", ctr_job(2, 300000, 4));
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 10; }, 120s));
+  ASSERT_TRUE(wait_until(
+      [&] { return read_file(r.job_dir + "/logs/ps-0.log").find("first checkpoint") != std::string::npos; },
+      60s));
+  auto old_instance = cluster::job_dir::open(r.job_dir)->read_instance();
+  ASSERT_FALSE(old_instance.empty());
+  ASSERT_EQ(::kill(r.pid, SIGKILL), 0);
+  EXPECT_EQ(wait_job(r, 30s), -SIGKILL);
+  // Its nodes die with it (PR_SET_PDEATHSIG).
+  ASSERT_TRUE(wait_until([&] { return no_processes_of(r); }, 30s));
+  auto before = done_attempts(r);
+  ASSERT_GE(before.size(), 10u);
+
+  // The dead job says so, and names the way on.
+  std::string out;
+  EXPECT_EQ(troupe("status --json --job-dir " + r.job_dir, &out), 0) << out;
+  auto st = nlohmann::json::parse(out, nullptr, false);
+  EXPECT_EQ(st.value("state", ""), "dead") << out;
+  EXPECT_NE(st.value("reason", "").find("--resume"), std::string::npos) << out;
+  // A new run of the same id is refused and pointed at --resume.
+  EXPECT_EQ(troupe("run " + r.dir + "/job.toml --job-id resume --quiet", &out), 1) << out;
+  EXPECT_NE(out.find("--resume"), std::string::npos) << out;
+
+  resume_job(r);
+  ASSERT_EQ(wait_job(r, 240s), 0) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_EQ(res.value("status", ""), "finished") << res.dump();
+  EXPECT_TRUE(res.value("resumed", false)) << res.dump();
+  EXPECT_GT(res.value("test_auc", 0.0), res.value("true_auc", 1.0) - 0.05) << res.dump();
+  expect_all_done(r);
+  // Nothing DONE before the kill was leased again.
+  auto after = done_attempts(r);
+  for (const auto& [id, attempt] : before) EXPECT_EQ(after[id], attempt) << "task " << id;
+  EXPECT_NE(read_file(r.job_dir + "/logs/ps-0.log").find("restored checkpoint"), std::string::npos);
+  // The resumed nodes are new incarnations, and the dead instance's shared memory is gone.
+  EXPECT_NE(read_file(r.job_dir + "/logs/master.log").find("master#1"), std::string::npos);
+  EXPECT_TRUE(shm_names("resume@" + old_instance).empty());
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+// A stopped job is continued by --resume too; a finished one is not resumed again.
+TEST(job_reliability, a_stopped_job_resumes_and_a_finished_one_refuses) {
+  auto r = start_job("stop-resume", ctr_job(2, 300000, 2));
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 5; }, 120s));
+  std::string out;
+  ASSERT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
+  EXPECT_EQ(wait_job(r, 30s), 1);
+  auto before = done_attempts(r);
+  resume_job(r);
+  ASSERT_EQ(wait_job(r, 240s), 0) << read_file(r.err_file);
+  EXPECT_EQ(result(r).value("status", ""), "finished");
+  expect_all_done(r);
+  auto after = done_attempts(r);
+  for (const auto& [id, attempt] : before) EXPECT_EQ(after[id], attempt) << "task " << id;
+  resume_job(r);
+  EXPECT_EQ(wait_job(r, 60s), 2);
+  EXPECT_NE(read_file(r.err_file).find("nothing to resume"), std::string::npos) << read_file(r.err_file);
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+TEST(job_reliability, scaling_4_1_4_gives_new_workers_new_ids) {
+  auto r = start_job("scale-414", ctr_job(4, 600000, 2, 300, "min_workers = 1\n"));
+  auto alive = [](std::uint32_t n) {
+    return [n](const nlohmann::json& j) { return j["workers_alive"] == n && done_tasks(j) >= 1; };
+  };
+  ASSERT_TRUE(wait_status(r, alive(4), 120s));
+  std::string out;
+  ASSERT_EQ(troupe("scale --workers 1 --job-dir " + r.job_dir, &out), 0) << out;
+  ASSERT_TRUE(wait_status(r, alive(1), 60s));
+  ASSERT_EQ(troupe("scale --workers 4 --job-dir " + r.job_dir, &out), 0) << out;
+  ASSERT_TRUE(wait_status(r, alive(4), 60s));
+  // Every running node's pid comes with its real start time.
+  auto nodes = cluster::job_dir::open(r.job_dir)->read_nodes();
+  ASSERT_TRUE(nodes);
+  for (const auto& n : nodes->nodes)
+    if (n.state == "running") {
+      auto st = cluster::read_process_stat(n.pid);
+      ASSERT_TRUE(st) << n.id.to_string();
+      EXPECT_EQ(n.start_time, st->start_time) << n.id.to_string();
+    }
+  ASSERT_EQ(wait_job(r, 300s), 0) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_EQ(res.value("node_restarts", -1), 0) << res.dump();
+  auto master_log = read_file(r.job_dir + "/logs/master.log");
+  EXPECT_EQ(master_log.find("join of"), std::string::npos) << "a join was refused";
+  nodes = cluster::job_dir::open(r.job_dir)->read_nodes();
+  ASSERT_TRUE(nodes);
+  std::size_t workers = 0;
+  for (const auto& n : nodes->nodes) {
+    EXPECT_EQ(n.state, "exited") << n.id.to_string();
+    EXPECT_FALSE(n.exit.empty()) << n.id.to_string();
+    if (n.role == cluster::node_role::worker) {
+      ++workers;
+      EXPECT_EQ(n.id.incarnation, 0u) << n.id.to_string();
+    }
+  }
+  EXPECT_EQ(workers, 7u);  // worker-0..3, then worker-4..6 for the scale-up
+  expect_all_done(r);
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+}  // namespace
+}  // namespace troupe::testing

@@ -1,0 +1,53 @@
+// What a job directory keeps once the job is over, whatever the way it ended (issue 20): the
+// runner's log, nodes.json with every node's final state, result.json with the outcome and its
+// reason, and `troupe status` answering from them.
+#include <gtest/gtest.h>
+
+#include "job_harness.hpp"
+#include "troupe/cluster/job_dir.hpp"
+
+namespace troupe::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(job_story, a_stopped_job_keeps_its_story) {
+  auto r = start_job("story", ctr_job(2, 600000, 3));
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return j["tasks"]["done"].get<std::uint64_t>() >= 1; }, 120s));
+  std::string out;
+  ASSERT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
+  EXPECT_EQ(wait_job(r, 30s), 1);
+  // result.json and the final line: stopped, and by whom.
+  auto res = nlohmann::json::parse(read_file(r.job_dir + "/result.json"), nullptr, false);
+  ASSERT_TRUE(res.is_object());
+  EXPECT_EQ(res.value("status", ""), "stopped") << res.dump();
+  EXPECT_NE(res.value("reason", "").find("troupe stop"), std::string::npos) << res.dump();
+  EXPECT_GE(res["tasks"]["done"].get<std::uint64_t>(), 1u) << res.dump();
+  EXPECT_EQ(result(r).value("status", ""), "stopped");
+  // nodes.json: every node exited, and how.
+  auto nodes = cluster::job_dir::open(r.job_dir)->read_nodes();
+  ASSERT_TRUE(nodes);
+  for (const auto& n : nodes->nodes) {
+    EXPECT_EQ(n.state, "exited") << n.id.to_string();
+    EXPECT_FALSE(n.exit.empty()) << n.id.to_string();
+  }
+  // The runner's log tells what it did.
+  auto log = read_file(r.job_dir + "/logs/runner.log");
+  EXPECT_NE(log.find("launched worker-1#0"), std::string::npos) << log;
+  EXPECT_NE(log.find("stopped on request"), std::string::npos) << log;
+  // `troupe status` of the ended job answers from what it left.
+  ASSERT_EQ(troupe("status --json --job-dir " + r.job_dir + " 2>/dev/null", &out), 0) << out;
+  auto st = nlohmann::json::parse(out, nullptr, false);
+  EXPECT_EQ(st.value("state", ""), "stopped") << out;
+  EXPECT_TRUE(st.value("finished", false)) << out;
+  ASSERT_EQ(troupe("status --job-dir " + r.job_dir, &out), 0) << out;
+  EXPECT_NE(out.find("stopped"), std::string::npos) << out;
+  // Stopping or scaling it again says it ended, and how.
+  EXPECT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 1) << out;
+  EXPECT_NE(out.find("is not running: it ended (stopped"), std::string::npos) << out;
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+}  // namespace
+}  // namespace troupe::testing
