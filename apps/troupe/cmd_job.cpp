@@ -30,7 +30,7 @@ void print_table(const nlohmann::json& j) {
   const auto& t = j["tasks"];
   std::printf("job %s  epoch %llu  %s\n", j["job"].get<std::string>().c_str(),
               static_cast<unsigned long long>(j["epoch"].get<std::uint64_t>()),
-              j["finished"].get<bool>() ? "finished" : "running");
+              j.value("state", j["finished"].get<bool>() ? "finished" : "running").c_str());
   std::printf("tasks: %llu todo, %llu doing, %llu done, %llu failed, %llu requeued; data epoch %u/%u\n",
               t["todo"].get<unsigned long long>(), t["doing"].get<unsigned long long>(),
               t["done"].get<unsigned long long>(), t["failed"].get<unsigned long long>(),
@@ -45,6 +45,12 @@ void print_table(const nlohmann::json& j) {
     std::printf("%-14s %-8s %-10s %-22s %u\n", m["node"].get<std::string>().c_str(),
                 m["role"].get<std::string>().c_str(), m["state"].get<std::string>().c_str(),
                 m["address"].get<std::string>().c_str(), m["pid"].get<unsigned>());
+  if (j.contains("recent")) {  // the runner is gone: what the timeline says happened last
+    std::printf("recent events (%s):\n", j["source"].get<std::string>().c_str());
+    for (const auto& e : j["recent"])
+      std::printf("  %-10s %-14s %s\n", e["kind"].get<std::string>().c_str(), e.value("node", "").c_str(),
+                  e.value("cause", e.value("state", "")).c_str());
+  }
 }
 
 const command_registrar status_reg{"status", "Show a running job: membership, tasks, throughput",

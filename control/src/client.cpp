@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "client_timeline.hpp"
 #include "node_runtime.hpp"
 #include "rpc.hpp"
 #include "status_codec.hpp"
@@ -67,7 +68,7 @@ expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir) {
 
 expected<std::string> job_status_json(const std::string& job_dir) {
   auto s = connect_runner(job_dir);
-  if (!s) return s.err();
+  if (!s) return status_from_timeline(job_dir, s.err());  // finished or crashed: its timeline
   auto& rpc = *(*s)->rpc;
   auto o = wire::job();
   o.body.initStatusRequest();

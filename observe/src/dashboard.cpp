@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -133,8 +134,8 @@ class dashboard {
   http_response operator()(const http_request& r) {
     bool is_api = r.path.rfind("/api/", 0) == 0;
     bool control = r.method == "POST";
-    if ((o_.require_token || control) && !authorised(r)) return error(401, "the cluster token is required");
-    if (!is_api) return file(r);
+    if (o_.require_token && !authorised(r)) return error(401, "the cluster token is required");
+    if (!is_api) return control ? error(405, "method not allowed") : file(r);
     if (r.path == "/api/jobs" && r.method == "GET") return jobs();
     // /api/jobs/<id>/<what>[/<node>]
     std::string rest = r.path.substr(std::string("/api/jobs/").size());
@@ -154,19 +155,7 @@ class dashboard {
   }
 
  private:
-  bool authorised(const http_request& r) const {
-    if (o_.token.empty()) return false;
-    std::string given;
-    if (auto it = r.headers.find("authorization");
-        it != r.headers.end() && it->second.rfind("Bearer ", 0) == 0)
-      given = it->second.substr(7);
-    else if (auto q = r.query.find("token"); q != r.query.end())
-      given = q->second;
-    if (given.size() != o_.token.size()) return false;
-    unsigned char diff = 0;
-    for (std::size_t i = 0; i < given.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ o_.token[i]);
-    return diff == 0;
-  }
+  bool authorised(const http_request& r) const { return has_token(r, o_.token); }
 
   http_response file(const http_request& r) {
     if (r.method != "GET") return error(405, "method not allowed");
@@ -230,7 +219,17 @@ class dashboard {
     return json_response({{"text", text}});
   }
 
+  // The dashboard's token (the cluster's) or the job's own (<job dir>/token, its transport token).
+  bool may_change(const fs::path& dir, const http_request& r) const {
+    if (authorised(r)) return true;
+    std::string job_token = read_file(dir / "token", 4096);
+    while (!job_token.empty() && std::isspace(static_cast<unsigned char>(job_token.back())))
+      job_token.pop_back();
+    return has_token(r, job_token);
+  }
+
   http_response control_job(const fs::path& dir, const std::string& what, const http_request& r) {
+    if (!may_change(dir, r)) return error(401, "changing a job needs the cluster token or the job's token");
     if (!o_.control) return error(501, "this dashboard cannot change jobs");
     int workers = -1;
     if (what == "scale") {

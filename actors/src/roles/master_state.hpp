@@ -5,6 +5,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -17,6 +18,8 @@
 #include "troupe/transport/schema/job.capnp.h"
 
 namespace troupe::actors {
+
+class master_observer;
 
 struct master_state {
   node_runtime* rt = nullptr;
@@ -42,6 +45,8 @@ struct master_state {
   std::string result_json;
   // NCCL unique ids and devices per ring epoch (GPU workers).
   gpu_rendezvous gpu;
+  // The timeline and /metrics (master_observer.hpp).
+  std::shared_ptr<master_observer> obs;
   static inline const char* name = "master";
 };
 using master_actor = caf::stateful_actor<master_state>;

@@ -107,10 +107,14 @@ int runner::setup() {
   if (auto g = check_gpu(spec_); !g) return spdlog::error("{}", g.err().to_string()), 2;
   target_workers_ = spec_.job.workers;
 
+  auto metrics = pin_metrics_address(*doc, spec_);
+  if (!metrics) return spdlog::error("{}", metrics.err().to_string()), 2;
+  metrics_addr_ = *metrics;
   std::string id = opt_.job_id.empty() ? default_job_id(spec_.job.name) : opt_.job_id;
   auto dir = cluster::job_dir::create(spec_.job.root, id, doc->to_toml());
   if (!dir) return spdlog::error("{}", dir.err().to_string()), 1;
   dir_.emplace(std::move(*dir));
+  timeline_.open(dir_->path());
   std::string token = random_hex(32);
   {
     std::ofstream(dir_->path() + "/token") << token << "\n";
@@ -158,6 +162,8 @@ int runner::run() {
   spdlog::info("job {} in {} ({} workers, strategy {}{})", dir_->job_id(), dir_->path(), target_workers_,
                spec_.job.strategy,
                spec_.uses_ps() ? ", " + std::to_string(spec_.ps.shards) + " PS shards" : "");
+  timeline_.job_start(spec_.job.strategy, target_workers_, spec_.job.min_workers, spec_.job.max_workers,
+                      spec_.nn.model.type);
   node_slot master = new_slot({"master", 0}, cluster::node_role::master, 0);
   nodes_["master"] = master;
   if (auto r = launch(nodes_["master"]); !r) return spdlog::error("{}", r.err().to_string()), 1;
@@ -182,6 +188,7 @@ int runner::run() {
   shutdown_nodes();
   collective::remove_job_leftovers(dir_->job_id());
   print_progress(true);
+  timeline_.job_end(end_state(rc), fatal_);
   if (!result_json_.empty()) {
     // The runner adds what only it knows: wall time, node relaunches, the planted model's AUC.
     auto j = nlohmann::json::parse(result_json_, nullptr, false);

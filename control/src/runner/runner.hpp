@@ -18,6 +18,7 @@
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/cluster/launcher.hpp"
 #include "troupe/control/runner.hpp"
+#include "troupe/observe/timeline.hpp"
 #include "troupe/transport/endpoint.hpp"
 
 namespace troupe::control {
@@ -77,6 +78,8 @@ class runner {
   void scale_to(std::uint32_t workers);
   std::uint32_t running_workers() const;
   void write_nodes_file();
+  // timeline (runner_timeline.cpp)
+  std::string end_state(int rc) const;
   // io (runner_io.cpp)
   void on_message(const message& m);
   void poll_status(bool force = false);
@@ -105,6 +108,13 @@ class runner {
   std::atomic<bool> finished_{false}, stop_{false};
   status_snapshot status_;
   std::string fatal_;
+  // job_start/job_end, scale, fenced, replaced (the master writes membership and metrics).
+  observe::job_timeline timeline_;
+  std::string metrics_addr_;  // the master's /metrics, pinned in job.toml (empty: off)
 };
+
+// [cluster] metrics_port 0 becomes a free port, written into `doc` (so job.toml pins it for every
+// master incarnation) and `spec`. Returns "host:port", or "" when metrics_port is -1.
+expected<std::string> pin_metrics_address(config_doc& doc, job_spec& spec);
 
 }  // namespace troupe::control

@@ -14,6 +14,8 @@ namespace troupe::control {
 expected<std::string> find_job_dir(const std::string& job_dir, const std::string& root);
 
 // The job's status as a JSON object (membership, tasks, throughput, loss, restarts, result).
+// When the runner cannot be reached (the job finished or crashed), the status its timeline
+// (events.jsonl) tells, with "state" and "recent" events (client_timeline.hpp).
 expected<std::string> job_status_json(const std::string& job_dir);
 // Sets the number of workers; returns the target the runner accepted (clamped to min/max).
 expected<std::uint32_t> scale_job(const std::string& job_dir, std::uint32_t workers);

@@ -14,7 +14,9 @@
 //   POST /api/jobs/<id>/scale?workers=N and POST /api/jobs/<id>/stop: through `control`, token required
 // Security: with `require_token` (set whenever the server listens beyond loopback) every request
 // needs the cluster token (`Authorization: Bearer T` or `?token=T`), else 401. scale/stop always
-// need it.
+// need a token: the cluster token, or that job's own (<job dir>/token, its transport token, the
+// one `troupe scale/stop` use); `troupe dashboard` sends them through control/client.hpp. A stop
+// answers once the runner has exited (a few seconds; requests wait meanwhile).
 #pragma once
 
 #include <functional>

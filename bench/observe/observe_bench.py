@@ -1,0 +1,205 @@
+"""Observability benchmarks (docs/benchmarks.md; prints JSON lines):
+
+overhead  the end-to-end DeepFM job of bench/job (async_ps 2 PS + 4 workers) with everything
+          attached -- the master's /metrics scraped by Debian's prometheus every second and
+          `troupe dashboard` open on the job in headless Chromium (polling each second) -- against
+          the same job with /metrics off ([cluster] metrics_port = -1) and nothing attached,
+          alternating, several repetitions in the same run. (The timeline file is written in both:
+          it is part of the job, not an attachment.) Target: <= 2% slower.
+paint     `troupe dashboard` over a root of 100 finished jobs (synthetic timelines of 600 events
+          each): Chromium's first contentful paint and the time until the job table holds all 100
+          rows, from navigation start, over fresh page loads with the cache off. Target: < 1 s.
+
+Usage: /usr/bin/python3 bench/observe/observe_bench.py [--build build/release] [--reps 3] [--only overhead,paint]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "observe"))
+sys.path.insert(0, os.path.join(ROOT, "bench", "job"))
+from live_job import Browser, Dashboard, free_port, http, wait_for  # noqa: E402
+from job_bench import JOB  # noqa: E402
+
+
+def emit(d):
+    print(json.dumps(d), flush=True)
+
+
+def run_job(troupe, work, name, attached, epochs):
+    root = os.path.join(work, "jobs_" + name)
+    shutil.rmtree(root, ignore_errors=True)
+    path = os.path.join(work, name + ".toml")
+    with open(path, "w") as f:
+        f.write(JOB.format(name=name, root=root, cache=os.path.join(work, "datasets"), epochs=epochs))
+        f.write("\n[cluster]\nmetrics_port = %d\n" % (0 if attached else -1))
+    log = open(os.path.join(work, name + ".runner.log"), "w")
+    t0 = time.monotonic()
+    p = subprocess.Popen([troupe, "run", path, "--job-id", name, "--quiet"], stdout=subprocess.PIPE, stderr=log,
+                         text=True)
+    extras = []
+    try:
+        if attached:
+            extras = attach(troupe, work, root, name)
+        out, _ = p.communicate(timeout=1800)
+    finally:
+        for x in reversed(extras):
+            x.close()
+    if p.returncode != 0:
+        sys.exit("troupe run failed (rc %d); see %s" % (p.returncode, work))
+    res = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    res["external_wall_seconds"] = time.monotonic() - t0
+    return res
+
+
+class Prometheus:
+    def __init__(self, work, target):
+        d = os.path.join(work, "prometheus")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        cfg = os.path.join(d, "prometheus.yml")
+        with open(cfg, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: troupe\n    honor_labels: true\n"
+                    "    static_configs:\n      - targets: ['%s']\n" % target)
+        self.log = open(os.path.join(d, "log"), "w")
+        self.proc = subprocess.Popen(["prometheus", "--config.file=" + cfg,
+                                      "--web.listen-address=127.0.0.1:%d" % free_port(),
+                                      "--storage.tsdb.path=" + os.path.join(d, "tsdb")],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+        self.log.close()
+
+
+def attach(troupe, work, root, name):
+    """Prometheus on the job's /metrics and Chromium on its dashboard page, as soon as they exist."""
+    nodes = os.path.join(root, name, "nodes.json")
+    addr = wait_for("metrics_address", lambda: json.load(open(nodes)).get("metrics_address"), 30, 0.02)
+    out = [Prometheus(work, addr)]
+    out.append(Dashboard(troupe, root, work))
+    b = Browser(work)
+    out.append(b)
+    b.call("Page.navigate", url=out[1].url + "/?job=" + name)
+    return out
+
+
+def overhead(a, troupe, work):
+    runs = {"attached": [], "bare": []}
+    for i in range(a.reps):
+        for mode in (("bare", "attached") if i % 2 == 0 else ("attached", "bare")):
+            res = run_job(troupe, work, "%s_%d" % (mode, i), mode == "attached", a.epochs)
+            runs[mode].append(res)
+            emit({"bench": "observe_overhead_run", "mode": mode, "rep": i, "wall_seconds": res["wall_seconds"],
+                  "samples_per_sec": res["samples_trained"] / res["wall_seconds"], "test_auc": res["test_auc"]})
+    med = {m: statistics.median(r["wall_seconds"] for r in v) for m, v in runs.items()}
+    emit({"bench": "observe_overhead", "setup": "DeepFM async_ps 2 PS + 4 workers, %d epochs" % a.epochs,
+          "reps": a.reps, "bare_wall_seconds": [r["wall_seconds"] for r in runs["bare"]],
+          "attached_wall_seconds": [r["wall_seconds"] for r in runs["attached"]],
+          "bare_median": med["bare"], "attached_median": med["attached"],
+          "overhead_percent": 100.0 * (med["attached"] / med["bare"] - 1), "target_percent": 2.0})
+
+
+def synthetic_root(root, jobs=100, events=600):
+    shutil.rmtree(root, ignore_errors=True)
+    t0 = int(time.time() * 1000) - 86_400_000
+    for j in range(jobs):
+        d = os.path.join(root, "job-%03d" % j)
+        os.makedirs(os.path.join(d, "logs"))
+        open(os.path.join(d, "job.toml"), "w").write('[job]\nname = "job-%03d"\n' % j)
+        t = t0 + j * 60_000
+        lines = [{"t_ms": t, "kind": "job_start", "strategy": "async_ps", "workers": 4}]
+        lines += [{"t_ms": t + 10 + w, "kind": "join", "node": "worker-%d#0" % w, "epoch": w + 1} for w in range(4)]
+        for k in range(events - 6):
+            lines.append({"t_ms": t + 1000 * (k + 1), "kind": "metrics", "samples": 1000 * k,
+                          "loss": 0.7 - k * 0.0005, "samples_per_s": 90000.0, "workers_alive": 4,
+                          "tasks_todo": events - k, "tasks_doing": 4, "tasks_done": k, "tasks_requeued": 0,
+                          "restarts": 0, "epoch": 5})
+        lines.append({"t_ms": t + 1000 * events, "kind": "job_end", "state": "succeeded"})
+        with open(os.path.join(d, "events.jsonl"), "w") as f:
+            f.writelines(json.dumps(x) + "\n" for x in lines)
+        json.dump({"test_auc": 0.85}, open(os.path.join(d, "result.json"), "w"))
+
+
+PROBE = """
+window.__jobs_ms = null;
+new MutationObserver(() => {
+  const b = document.querySelector('#jobs tbody');
+  if (window.__jobs_ms === null && b && b.rows.length >= %d) window.__jobs_ms = performance.now();
+}).observe(document, {subtree: true, childList: true});
+"""
+
+
+def paint(a, troupe, work):
+    root = os.path.join(work, "paint_root")
+    synthetic_root(root, a.jobs)
+    dash = Dashboard(troupe, root, work)
+    b = Browser(work)
+    try:
+        b.call("Page.enable")
+        b.call("Network.enable")
+        b.call("Network.setCacheDisabled", cacheDisabled=True)
+        b.call("Page.addScriptToEvaluateOnNewDocument", source=PROBE % a.jobs)
+        fcp, table = [], []
+        for i in range(a.paint_reps + 1):
+            b.call("Page.navigate", url=dash.url + "/")
+            wait_for("all rows", lambda: b.eval("window.__jobs_ms") is not None, 30, 0.02)
+            f = b.eval("performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? null")
+            t = b.eval("window.__jobs_ms")
+            if i > 0:  # the first load warms the dashboard's summary cache and Chromium itself
+                fcp.append(f)
+                table.append(t)
+            emit({"bench": "dashboard_paint_run", "load": i, "first_contentful_paint_ms": f,
+                  "job_table_filled_ms": t, "counted": i > 0})
+        cold = http(dash.url + "/api/jobs")  # sanity: the API lists them all
+        assert len(json.loads(cold[1])["jobs"]) == a.jobs
+        emit({"bench": "dashboard_paint", "jobs": a.jobs, "loads": len(fcp),
+              "first_contentful_paint_ms_median": statistics.median(fcp),
+              "job_table_filled_ms_median": statistics.median(table), "job_table_filled_ms_max": max(table),
+              "target_ms": 1000})
+    finally:
+        b.close()
+        dash.close()
+
+
+def cold_list(a, troupe, work):
+    """The first /api/jobs of a fresh dashboard (every timeline read once), over the same root."""
+    dash = Dashboard(troupe, os.path.join(work, "paint_root"), work)
+    try:
+        t = time.monotonic()
+        http(dash.url + "/api/jobs")
+        emit({"bench": "dashboard_first_list", "jobs": a.jobs, "ms": 1000 * (time.monotonic() - t)})
+    finally:
+        dash.close()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--work", default="/tmp/troupe_observe_bench")
+    ap.add_argument("--build", default="build/release")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--jobs", type=int, default=100)
+    ap.add_argument("--paint-reps", type=int, default=5)
+    ap.add_argument("--only", default="overhead,paint")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    troupe = os.path.join(ROOT, a.build, "troupe")
+    only = a.only.split(",")
+    if "paint" in only:
+        paint(a, troupe, a.work)
+        cold_list(a, troupe, a.work)
+    if "overhead" in only:
+        overhead(a, troupe, a.work)
+
+
+if __name__ == "__main__":
+    main()

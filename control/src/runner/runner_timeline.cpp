@@ -1,0 +1,27 @@
+// What the runner adds to the job's timeline and tools: the job's end state, and the address of
+// the master's /metrics pinned before the job directory is written.
+#include "runner.hpp"
+#include "troupe/observe/http_server.hpp"
+
+namespace troupe::control {
+
+std::string runner::end_state(int rc) const {
+  if (finished_) return result_ok_ ? "succeeded" : "failed";
+  if (stop_) return "stopped";
+  if (rc == 130) return "interrupted";
+  return "failed";
+}
+
+expected<std::string> pin_metrics_address(config_doc& doc, job_spec& spec) {
+  auto& c = spec.cluster;
+  if (c.metrics_port < 0) return std::string();
+  if (c.metrics_port == 0) {
+    auto port = observe::pick_free_port(c.metrics_host);
+    if (!port) return std::move(port).err().wrap("[cluster] metrics_host");
+    c.metrics_port = *port;
+    if (auto r = doc.apply_override("cluster.metrics_port=" + std::to_string(*port)); !r) return r.err();
+  }
+  return c.metrics_host + ":" + std::to_string(c.metrics_port);
+}
+
+}  // namespace troupe::control
