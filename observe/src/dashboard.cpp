@@ -57,14 +57,13 @@ std::int64_t now_ms() {
       .count();
 }
 
-// One job's row of the list, from its events (cached by file size and mtime).
+// One job's row of the list, from its events: each call reads only what was appended since the
+// last one (a running job's file grows by a few lines a second); a file that shrank is re-read.
 struct summary_cache {
   struct entry {
-    std::uint64_t size = 0;
+    std::uint64_t size = 0, offset = 0;
     std::int64_t mtime = -1;
     json row;
-    std::int64_t last_ms = 0;
-    bool ended = false;
   };
   std::map<std::string, entry> by_job;
 
@@ -73,34 +72,37 @@ struct summary_cache {
     struct stat st {};
     bool have = ::stat(events.c_str(), &st) == 0;
     auto& e = by_job[id];
-    if (!have || static_cast<std::uint64_t>(st.st_size) != e.size || st.st_mtime != e.mtime) {
-      e = {have ? static_cast<std::uint64_t>(st.st_size) : 0, have ? st.st_mtime : -1, summarize(events, id),
-           0, false};
-      e.last_ms = e.row.value("last_ms", std::int64_t{0});
-      e.ended = e.row.contains("ended");
-      e.row.erase("ended");
+    auto size = have ? static_cast<std::uint64_t>(st.st_size) : 0;
+    if (!have || size != e.size || st.st_mtime != e.mtime) {
+      if (!have || size < e.offset) e = entry{};
+      e.size = size;
+      e.mtime = have ? st.st_mtime : -1;
+      if (e.row.is_null()) e.row = {{"id", id}};
+      if (have) fold(events, e);
     }
     json r = e.row;
-    if (!e.ended) {
+    if (!r.contains("ended")) {
       // Running while the runner or the master still write: nodes.json is rewritten as nodes
       // come and go, events at least every few seconds.
       auto nodes = json::parse(read_file(dir / "nodes.json"), nullptr, false);
-      std::int64_t last =
-          std::max(e.last_ms, nodes.is_object() ? nodes.value("updated_ms", std::int64_t{0}) : 0);
+      std::int64_t last = std::max(r.value("last_ms", std::int64_t{0}),
+                                   nodes.is_object() ? nodes.value("updated_ms", std::int64_t{0}) : 0);
       r["state"] = now_ms() - last < 15'000 ? "running" : "crashed";
       if (r.contains("started_ms"))
         r["duration_s"] = static_cast<double>(std::max(last, r["started_ms"].get<std::int64_t>()) -
                                               r["started_ms"].get<std::int64_t>()) /
                           1000.0;
     }
+    r.erase("ended");
     r.erase("last_ms");
     return r;
   }
 
-  static json summarize(const fs::path& events, const std::string& id) {
-    json r = {{"id", id}};
-    auto read = read_events(events.string());
-    if (!read) return r;
+  static void fold(const fs::path& events, entry& e) {
+    auto read = read_events(events.string(), e.offset);
+    if (!read) return;
+    e.offset = read->next_offset;
+    json& r = e.row;
     for (const auto& ev : read->events) {
       if (!r.contains("started_ms")) r["started_ms"] = ev.t_ms;
       r["last_ms"] = ev.t_ms;
@@ -119,7 +121,6 @@ struct summary_cache {
         r["duration_s"] = static_cast<double>(ev.t_ms - r["started_ms"].get<std::uint64_t>()) / 1000.0;
       }
     }
-    return r;
   }
 };
 

@@ -36,7 +36,8 @@ expected<std::uint16_t> pick_free_port(const std::string& host) {
   asio::ip::tcp::endpoint ep(addr, 0);
   a.open(ep.protocol(), ec);
   if (!ec) a.bind(ep, ec);
-  if (ec) return make_unexpected(transport_errc::listen_failed, "no free port on " + host + ": " + ec.message());
+  if (ec)
+    return make_unexpected(transport_errc::listen_failed, "no free port on " + host + ": " + ec.message());
   auto port = a.local_endpoint(ec).port();
   a.close(ec);
   return port;

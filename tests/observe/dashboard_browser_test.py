@@ -38,7 +38,7 @@ def check_browser(job, dash, browser, artefacts):
     wait_for("worker-1 marked in the membership band", lambda: "worker-1" in browser.eval(DOM["bad"]).split(","), 30)
     assert browser.eval(DOM["died"]) >= 1, "no 'died' entry for worker-1 in the event list"
     assert browser.eval("window.__loaded_once") == 42, "the page reloaded"
-    assert browser.eval(DOM["updates"]) > before, "the page did not update"
+    wait_for("the page to update", lambda: browser.eval(DOM["updates"]) > before, 10)
     wait_for("per-node CPU in the nodes table", lambda: browser.eval(DOM["cpu"]) >= 1, 20)
     job.wait_event("worker-1#1 joins", lambda e: e["kind"] == "join" and e["node"] == "worker-1#1", 30)
     shot = os.path.join(artefacts, "dashboard_browser_test.png")
@@ -68,7 +68,7 @@ def check_stop(job, dash, troupe):
     status, body = http(stop, "POST", {"Authorization": "Bearer " + token}, timeout=30)
     assert status == 200, (status, body)
     job.proc.wait(30)
-    end = job.wait_event("job_end", lambda e: e["kind"] == "job_end", 10)
+    end = wait_for("job_end", lambda: next((e for e in job.events() if e["kind"] == "job_end"), None), 10)
     assert end["state"] == "stopped", end
     out = subprocess.run([troupe, "status", "--json", "--job-dir", job.job_dir], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

@@ -30,8 +30,7 @@ def wait_for(what, pred, timeout=30.0, every=0.1):
     while time.monotonic() < deadline:
         try:
             last = pred()
-        except Exception as e:  # a file half-written, a server not up yet
-            last = e
+        except (OSError, ValueError, KeyError):  # a file not there yet, a server not up yet
             last = None
         if last:
             return last
@@ -82,9 +81,7 @@ rows = {rows}
 test_rows = 2000
 fields = 6
 vocab_per_field = 50
-[cluster]
-{cluster}
-""")
+""" + ("[cluster]\n" + cluster + "\n" if cluster else ""))
         self.out = open(os.path.join(root, name + ".out"), "w")
         self.err = open(os.path.join(root, name + ".err"), "w")
         self.proc = subprocess.Popen([troupe, "run", self.file, "--job-id", name, "--quiet"],
@@ -111,8 +108,17 @@ vocab_per_field = 50
             pass
         return out
 
+    def wait(self, what, pred, timeout=30.0):
+        """wait_for, failing at once (with the runner's log) if the job's runner has exited."""
+        def check():
+            if not self.running():
+                raise SystemExit("the job's runner exited (rc %s) while waiting for %s:\n%s"
+                                 % (self.proc.returncode, what, self.log_tail()))
+            return pred()
+        return wait_for(what, check, timeout)
+
     def wait_event(self, what, pred, timeout=30.0):
-        return wait_for(what, lambda: next((e for e in self.events() if pred(e)), None), timeout)
+        return self.wait(what, lambda: next((e for e in self.events() if pred(e)), None), timeout)
 
     def running(self):
         return self.proc.poll() is None
@@ -154,6 +160,7 @@ class Browser:
         if not exe:
             skip("chromium is not installed (scripts/install-deps.sh installs it)")
         websocket = import_websocket()
+        os.makedirs(work, exist_ok=True)
         profile = os.path.join(work, "chromium-profile")
         shutil.rmtree(profile, ignore_errors=True)
         self.log = open(os.path.join(work, "chromium.log"), "w")

@@ -30,10 +30,10 @@ def main():
     job = LiveJob(troupe, work, "prom")
     prom = None
     try:
-        addr = wait_for("metrics_address in nodes.json", lambda: job.nodes().get("metrics_address"), 30)
+        addr = job.wait("metrics_address in nodes.json", lambda: job.nodes().get("metrics_address"), 30)
         url = "http://" + addr + "/metrics"
         # The series are there once the workers train (samples > 0).
-        text = wait_for("samples on /metrics", lambda: trained(url), 60)
+        text = job.wait("samples on /metrics", lambda: trained(url), 60)
         check = subprocess.run(["promtool", "check", "metrics"], input=text, text=True, capture_output=True)
         print("promtool check metrics:", check.returncode, check.stdout, check.stderr)
         assert check.returncode == 0, "promtool rejects the live /metrics"

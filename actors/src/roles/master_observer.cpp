@@ -62,7 +62,8 @@ void master_observer::start_metrics(const job_spec& spec, const std::string& job
     token = *t;
   }
   auto handler = [this, token](const observe::http_request& r) {
-    if (!token.empty() && !observe::has_token(r, token)) return observe::http_response{401, "text/plain", "the cluster token is required\n", {}};
+    if (!token.empty() && !observe::has_token(r, token))
+      return observe::http_response{401, "text/plain", "the cluster token is required\n", {}};
     if (r.path != "/metrics") return observe::http_response{404, "text/plain", "only /metrics here\n", {}};
     return observe::http_response{200, "text/plain; version=0.0.4; charset=utf-8", metrics_.render(), {}};
   };
@@ -106,7 +107,8 @@ void master_observer::gone(const node_id& id, bool worker, const std::string& re
 }
 
 void master_observer::exit_reported(const node_id& id, const std::string& status) {
-  auto it = std::find_if(pending_.begin(), pending_.end(), [&](const departure& d) { return d.node == id.to_string(); });
+  auto it = std::find_if(pending_.begin(), pending_.end(),
+                         [&](const departure& d) { return d.node == id.to_string(); });
   if (it == pending_.end()) return;
   auto d = std::move(*it);
   pending_.erase(it);
@@ -121,8 +123,7 @@ void master_observer::write_departure(const departure& d, const std::string& kin
   e.fields = {{"node", d.node}, {"epoch", static_cast<std::int64_t>(d.epoch)}, {"cause", d.reason}};
   timeline_.append(std::move(e));
   if (!d.worker || kind == "leave") return;
-  if (kind == "preempted")
-    metrics_.get_counter("troupe_preemptions_total", preemptions_help, labels_).inc();
+  if (kind == "preempted") metrics_.get_counter("troupe_preemptions_total", preemptions_help, labels_).inc();
   metrics_.get_counter("troupe_worker_failures_total", failures_help, labels_).inc();
   if (!recovering_since_) {
     recovering_since_ = d.seen;
@@ -171,8 +172,10 @@ void master_observer::tick(const master_state& st) {
 }
 
 void master_observer::update_metrics(const master_state& st, std::uint64_t restarts) {
-  auto grow = [&](const char* name, const char* help, observe::labels l, std::uint64_t now, std::uint64_t& last) {
-    if (now > last) metrics_.get_counter(name, help, l).inc(static_cast<double>(now - last));
+  auto grow = [&](const char* name, const char* help, observe::labels l, std::uint64_t now,
+                  std::uint64_t& last) {
+    auto& c = metrics_.get_counter(name, help, l);  // registered at 0 too: the series exists from the start
+    if (now > last) c.inc(static_cast<double>(now - last));
     last = std::max(last, now);
   };
   auto with = [&](const char* k, const char* v) {
@@ -181,23 +184,29 @@ void master_observer::update_metrics(const master_state& st, std::uint64_t resta
     return l;
   };
   grow("troupe_samples_total", "Samples trained", labels_, st.samples_total, last_samples_);
-  grow("troupe_restarts_total", "Node replacements (incarnations above 0)", labels_, restarts, last_restarts_);
+  grow("troupe_restarts_total", "Node replacements (incarnations above 0)", labels_, restarts,
+       last_restarts_);
   if (st.counts) {
-    grow("troupe_tasks_total", "Tasks by what happened to them", with("event", "done"), st.counts->done, last_done_);
-    grow("troupe_tasks_total", "Tasks by what happened to them", with("event", "requeued"), st.counts->requeued,
-         last_requeued_);
-    grow("troupe_tasks_total", "Tasks by what happened to them", with("event", "quarantined"), st.counts->failed,
-         last_failed_);
+    grow("troupe_tasks_total", "Tasks by what happened to them", with("event", "done"), st.counts->done,
+         last_done_);
+    grow("troupe_tasks_total", "Tasks by what happened to them", with("event", "requeued"),
+         st.counts->requeued, last_requeued_);
+    grow("troupe_tasks_total", "Tasks by what happened to them", with("event", "quarantined"),
+         st.counts->failed, last_failed_);
     const char* states[] = {"todo", "doing", "done", "failed"};
     const std::uint64_t values[] = {st.counts->todo, st.counts->doing, st.counts->done, st.counts->failed};
     for (int i = 0; i < 4; ++i)
       metrics_.get_gauge("troupe_tasks", "Tasks in each state now", with("state", states[i]))
           .set(static_cast<double>(values[i]));
   }
-  metrics_.get_gauge("troupe_workers_alive", "Workers in the membership", labels_).set(static_cast<double>(workers_alive_));
-  metrics_.get_gauge("troupe_membership_epoch", "Membership epoch", labels_).set(static_cast<double>(st.view.epoch()));
-  metrics_.get_gauge("troupe_samples_per_second", "Samples/s over the last window", labels_).set(st.samples_per_sec);
-  if (st.samples_total > 0) metrics_.get_gauge("troupe_loss", "Mean minibatch loss, last window", labels_).set(st.loss);
+  metrics_.get_gauge("troupe_workers_alive", "Workers in the membership", labels_)
+      .set(static_cast<double>(workers_alive_));
+  metrics_.get_gauge("troupe_membership_epoch", "Membership epoch", labels_)
+      .set(static_cast<double>(st.view.epoch()));
+  metrics_.get_gauge("troupe_samples_per_second", "Samples/s over the last window", labels_)
+      .set(st.samples_per_sec);
+  if (st.samples_total > 0)
+    metrics_.get_gauge("troupe_loss", "Mean minibatch loss, last window", labels_).set(st.loss);
 }
 
 }  // namespace troupe::actors

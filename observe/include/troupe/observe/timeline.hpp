@@ -24,7 +24,7 @@ namespace troupe::observe {
 
 // One `metrics` event: the master's periodic progress.
 struct metrics_sample {
-  std::uint64_t samples = 0;  // trained so far
+  std::uint64_t samples = 0;   // trained so far
   std::optional<double> loss;  // mean minibatch loss over the last window (unset before any step)
   double samples_per_s = 0;
   std::uint64_t workers_alive = 0, epoch = 0, restarts = 0;
@@ -33,7 +33,7 @@ struct metrics_sample {
 
 class job_timeline {
  public:
-  job_timeline() = default;  // writes nothing (no job directory)
+  job_timeline() = default;                           // writes nothing (no job directory)
   explicit job_timeline(const std::string& job_dir);  // empty: writes nothing
   ~job_timeline();
   // Writes to <job_dir>/events.jsonl from now on (for owners that learn their directory late).
