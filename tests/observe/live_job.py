@@ -219,7 +219,7 @@ class Dashboard:
         self.log = open(os.path.join(work, "dashboard.log"), "w")
         self.proc = subprocess.Popen([troupe, "dashboard", "--root", root, "--listen", "127.0.0.1:%d" % self.port,
                                       *extra], stdout=self.log, stderr=subprocess.STDOUT)
-        wait_for("the dashboard to answer", lambda: http(self.url + "/api/jobs")[0] == 200, 20)
+        wait_for("the dashboard to answer", lambda: http(self.url + "/LICENSE.uplot.txt")[0] == 200, 20)
 
     def close(self):
         self.proc.send_signal(signal.SIGTERM)
