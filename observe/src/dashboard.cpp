@@ -146,7 +146,9 @@ class dashboard {
   http_response operator()(const http_request& r) {
     bool is_api = r.path.rfind("/api/", 0) == 0;
     bool control = r.method == "POST";
-    if (o_.require_token && !authorised(r)) return error(401, "the cluster token is required");
+    // The page and its chart library hold no job data: served to anyone, so a browser can load
+    // them before the page adds ?token= to its API calls.
+    if (o_.require_token && is_api && !authorised(r)) return error(401, "the cluster token is required");
     if (!is_api) return control ? error(405, "method not allowed") : file(r);
     if (r.path == "/api/jobs" && r.method == "GET") return jobs();
     // /api/jobs/<id>/<what>[/<node>]

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from live_job import Browser, Dashboard, LiveJob, http, wait_for  # noqa: E402
+from live_job import Browser, Dashboard, LiveJob, free_port, http, wait_for  # noqa: E402
 
 DOM = {
     "row": "(() => { const r = document.querySelector('tr[data-job=\"dash\"]'); return r ? r.dataset.state : null; })()",
@@ -78,6 +78,28 @@ def check_stop(job, dash, troupe):
     print("troupe status of the stopped job:", out.stdout[:300])
 
 
+def check_network_listen(troupe, work):
+    """Beyond loopback the dashboard needs the cluster token: refused without one, and then every
+    request must carry it."""
+    env = {k: v for k, v in os.environ.items() if k != "TROUPE_TOKEN"}
+    out = subprocess.run([troupe, "dashboard", "--root", work, "--listen", "0.0.0.0:0"], env=env,
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 2 and "token" in out.stderr, (out.returncode, out.stderr)
+    port = free_port()
+    env["TROUPE_TOKEN"] = "cluster-secret"
+    p = subprocess.Popen([troupe, "dashboard", "--root", work, "--listen", "0.0.0.0:%d" % port], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = "http://127.0.0.1:%d/api/jobs" % port
+        wait_for("the open dashboard", lambda: http(url)[0] == 401, 10)
+        assert http(url, headers={"Authorization": "Bearer cluster-secret"})[0] == 200
+        assert http(url + "?token=cluster-secret")[0] == 200
+        assert http("http://127.0.0.1:%d/" % port)[0] == 200, "the page holds no data: served to anyone"
+    finally:
+        p.terminate()
+        p.wait(10)
+
+
 def main():
     troupe, work, artefacts = sys.argv[1], sys.argv[2], sys.argv[3]
     shutil.rmtree(work, ignore_errors=True)
@@ -91,6 +113,7 @@ def main():
         check_browser(job, dash, browser, artefacts)
         check_timeline(job)
         check_stop(job, dash, troupe)
+        check_network_listen(troupe, work)
         print("OK")
     except AssertionError:
         print(job.log_tail())
