@@ -11,7 +11,9 @@ paint     `troupe dashboard` over a root of 100 finished jobs (synthetic timelin
           each): Chromium's first contentful paint and the time until the job table holds all 100
           rows, from navigation start, over fresh page loads with the cache off. Target: < 1 s.
 
-Usage: /usr/bin/python3 bench/observe/observe_bench.py [--build build/release] [--reps 3] [--only overhead,paint]
+serve_cost the dashboard process's CPU per poll cycle of the page over the same root.
+
+Usage: /usr/bin/python3 bench/observe/observe_bench.py [--build build/release] [--reps 3] [--only overhead,paint,serve_cost]
 """
 import argparse
 import json
@@ -220,6 +222,36 @@ def cold_list(a, troupe, work):
         dash.close()
 
 
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def serve_cost(a, troupe, work):
+    """CPU the dashboard process spends per poll cycle of the page (the six requests it makes each
+    second) over the 100-job root, one job's 600 events followed from offset 0 each time (worst
+    case); robust where wall-clock comparisons drown in the machine's noise."""
+    root = os.path.join(work, "paint_root")
+    if not os.path.isdir(root):
+        synthetic_root(root, a.jobs)
+    dash = Dashboard(troupe, root, work)
+    try:
+        base = dash.url + "/api/jobs/job-000"
+        cycles = 300
+        c0, t0 = cpu_seconds(dash.proc.pid), time.monotonic()
+        for _ in range(cycles):
+            for p in ("/api/jobs", base + "/events?after=0", base + "/nodes", base + "/log/master?bytes=8192",
+                      base + "/result"):
+                http(p if p.startswith("http") else dash.url + p)
+        cpu, wall = cpu_seconds(dash.proc.pid) - c0, time.monotonic() - t0
+        emit({"bench": "dashboard_serve_cost", "jobs": a.jobs, "cycles": cycles,
+              "cpu_ms_per_cycle": 1000 * cpu / cycles, "wall_ms_per_cycle": 1000 * wall / cycles,
+              "share_of_one_core_at_1_hz": cpu / cycles})
+    finally:
+        dash.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", default="/tmp/troupe_observe_bench")
@@ -237,6 +269,8 @@ def main():
     if "paint" in only:
         paint(a, troupe, a.work)
         cold_list(a, troupe, a.work)
+    if "serve_cost" in only:
+        serve_cost(a, troupe, a.work)
     if "overhead" in only:
         overhead(a, troupe, a.work)
 
