@@ -63,7 +63,7 @@ const command_registrar status_reg{"status", "Show a running job: membership, ta
                                        quiet_logs();
                                        auto dir = control::find_job_dir(t->job_dir, t->root);
                                        if (!dir) return usage_error(dir.err());
-                                       auto s = control::job_status_json(*dir);
+                                       auto s = control::job_status_json(*dir, true);
                                        if (!s) return run_error(s.err());
                                        if (*json)
                                          std::printf("%s\n", s->c_str());

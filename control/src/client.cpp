@@ -66,9 +66,9 @@ expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir) {
 
 }  // namespace
 
-expected<std::string> job_status_json(const std::string& job_dir) {
+expected<std::string> job_status_json(const std::string& job_dir, bool from_timeline) {
   auto s = connect_runner(job_dir);
-  if (!s) return status_from_timeline(job_dir, s.err());  // finished or crashed: its timeline
+  if (!s) return from_timeline ? status_from_timeline(job_dir, s.err()) : s.err();
   auto& rpc = *(*s)->rpc;
   auto o = wire::job();
   o.body.initStatusRequest();

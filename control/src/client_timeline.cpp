@@ -1,5 +1,6 @@
 #include "client_timeline.hpp"
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -61,7 +62,13 @@ expected<std::string> status_from_timeline(const std::string& job_dir, const err
   auto n = [&](const char* k) { return metrics ? metrics->number(k) : 0.0; };
   json j;
   j["job"] = std::string(std::filesystem::path(job_dir).filename());
-  j["state"] = end ? end->text("state") : "crashed";
+  // No job_end: crashed once nothing has been written for 15 s (the dashboard's rule), else the
+  // runner is alive but did not answer.
+  auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  bool quiet = now_ms - static_cast<std::int64_t>(read->events.back().t_ms) > 15'000;
+  j["state"] = end ? end->text("state") : quiet ? "crashed" : "unreachable";
   j["source"] = observe::events_file_name;
   j["epoch"] = static_cast<std::uint64_t>(n("epoch"));
   j["workers_alive"] = static_cast<std::uint32_t>(n("workers_alive"));
