@@ -11,6 +11,7 @@
 #include "roles/roles.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/collective/cleanup.hpp"
+#include "troupe/observe/timeline.hpp"
 #include "troupe/supervision/node_root.hpp"
 
 namespace troupe::actors {
@@ -132,6 +133,7 @@ int run_node(const node_options& o) {
     return 1;
   }
   node_runtime* r = rt->get();
+  observe::node_stats_reporter stats(o.job_dir, who.id.to_string());  // CPU and RSS on the timeline
   if (!wire_up(r, o, *role)) return 1;
   supervision::supervisor_config sc;
   std::unique_ptr<collective::liveness::beacon> beacon;

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "command.hpp"
+#include "troupe/control/client.hpp"
 #include "troupe/observe/dashboard.hpp"
 
 namespace troupe::cli {
@@ -18,10 +19,6 @@ struct options {
   std::string listen = "127.0.0.1:8265";
   std::string token_file;
 };
-
-bool loopback(const std::string& listen) {
-  return listen.rfind("127.", 0) == 0 || listen.rfind("[::1]:", 0) == 0 || listen.rfind("localhost:", 0) == 0;
-}
 
 expected<std::string> read_token(const options& o) {
   if (!o.token_file.empty()) {
@@ -39,7 +36,7 @@ expected<std::string> read_token(const options& o) {
 int serve(const options& o) {
   auto token = read_token(o);
   if (!token) return usage_error(token.err());
-  bool open_to_network = !loopback(o.listen);
+  bool open_to_network = !observe::is_loopback(o.listen);
   if (open_to_network && token->empty())
     return usage_error("--listen " + o.listen +
                        " is beyond loopback: the dashboard then needs the cluster token "
@@ -52,8 +49,15 @@ int serve(const options& o) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   observe::http_options ho;
   ho.listen = o.listen == "localhost:8265" ? "127.0.0.1:8265" : o.listen;
+  // scale and stop go through the control client, as `troupe scale` / `troupe stop` do.
+  auto change = [](const std::string& job_dir, int workers) -> expected<void> {
+    if (workers < 0) return control::stop_job(job_dir);
+    auto n = control::scale_job(job_dir, static_cast<std::uint32_t>(workers));
+    if (!n) return n.err();
+    return {};
+  };
   auto server =
-      observe::http_server::start(ho, observe::make_dashboard({o.root, *token, open_to_network, {}}));
+      observe::http_server::start(ho, observe::make_dashboard({o.root, *token, open_to_network, change}));
   if (!server) return usage_error("--listen: " + server.err().to_string());
   std::printf("troupe dashboard: http://%s/ (jobs under %s)\n", (*server)->address().c_str(), o.root.c_str());
   std::fflush(stdout);

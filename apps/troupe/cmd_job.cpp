@@ -46,6 +46,12 @@ void print_table(const nlohmann::json& j) {
     std::printf("%-14s %-8s %-10s %-22s %d\n", m["node"].get<std::string>().c_str(),
                 m["role"].get<std::string>().c_str(), m["state"].get<std::string>().c_str(),
                 m["address"].get<std::string>().c_str(), m["pid"].get<int>());
+  if (j.contains("recent")) {  // the runner is gone: what the timeline says happened last
+    std::printf("recent events (%s):\n", j["source"].get<std::string>().c_str());
+    for (const auto& e : j["recent"])
+      std::printf("  %-10s %-14s %s\n", e["kind"].get<std::string>().c_str(), e.value("node", "").c_str(),
+                  e.value("cause", e.value("state", "")).c_str());
+  }
 }
 
 const command_registrar status_reg{"status",
@@ -59,7 +65,7 @@ const command_registrar status_reg{"status",
                                        quiet_logs();
                                        auto dir = control::find_job_dir(t->job_dir, t->root);
                                        if (!dir) return usage_error(dir.err());
-                                       auto s = control::job_status_json(*dir);
+                                       auto s = control::job_status_json(*dir, true);
                                        if (!s) return run_error(s.err());
                                        if (*json)
                                          std::printf("%s\n", s->c_str());

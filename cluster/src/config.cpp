@@ -11,6 +11,8 @@ cluster_config cluster_config::read(config_section s, cluster_config defaults) {
   c.capacity_cpus = s.get_double("capacity_cpus", c.capacity_cpus, 0, 1e6);
   c.capacity_memory_mb = s.get_int("capacity_memory_mb", c.capacity_memory_mb, 0, std::int64_t{1} << 40);
   c.capacity_gpus = s.get_int("capacity_gpus", c.capacity_gpus, -1, 1 << 16);
+  c.metrics_host = s.get_string("metrics_host", c.metrics_host);
+  c.metrics_port = s.get_int("metrics_port", c.metrics_port, -1, 65535);
   return c;
 }
 

@@ -79,6 +79,7 @@ std::string to_json(const nodes_file& f) {
             {"epoch", f.epoch},
             {"updated_ms", f.updated_ms},
             {"master_address", f.master_address},
+            {"metrics_address", f.metrics_address},
             {"nodes", std::move(nodes)}};
   return j.dump(2) + "\n";
 }
@@ -105,6 +106,7 @@ expected<nodes_file> parse_nodes_json(std::string_view text, std::string_view so
   auto master = field<std::string>(j, "master_address", source, "");
   if (!master) return master.err();
   f.master_address = *master;
+  if (auto m = j.find("metrics_address"); m != j.end() && m->is_string()) f.metrics_address = *m;
   auto nodes = j.find("nodes");
   if (nodes == j.end() || !nodes->is_array()) return corrupt(source, "missing array 'nodes'");
   for (std::size_t i = 0; i < nodes->size(); ++i) {

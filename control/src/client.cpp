@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "client_timeline.hpp"
 #include "node_runtime.hpp"
 #include "rpc.hpp"
 #include "status_codec.hpp"
@@ -89,7 +90,7 @@ expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir) {
 
 // A job no runner runs any more, from what it left on disk: result.json (how it ended), the task
 // journal (durable counts) and nodes.json (the nodes' final states).
-expected<std::string> ended_job_status(const cluster::job_dir& dir) {
+expected<std::string> ended_job_status(const cluster::job_dir& dir, bool with_timeline) {
   actors::job_status st;
   st.job_id = dir.job_id();
   st.finished = true;
@@ -128,15 +129,22 @@ expected<std::string> ended_job_status(const cluster::job_dir& dir) {
         "troupe run --resume " +
         dir.path();
   }
+  if (with_timeline)  // what the timeline says happened last
+    if (auto t = status_from_timeline(dir.path(), error{}); t) {
+      auto tj = nlohmann::json::parse(*t, nullptr, false);
+      for (const char* k : {"recent", "source", "skipped_lines"})
+        if (tj.is_object() && tj.contains(k)) j[k] = tj[k];
+    }
   return j.dump();
 }
 
 }  // namespace
 
-expected<std::string> job_status_json(const std::string& job_dir) {
-  if (auto dir = cluster::job_dir::open(job_dir); dir && !dir->runner_pid()) return ended_job_status(*dir);
+expected<std::string> job_status_json(const std::string& job_dir, bool from_timeline) {
+  if (auto dir = cluster::job_dir::open(job_dir); dir && !dir->runner_pid())
+    return ended_job_status(*dir, from_timeline);
   auto s = connect_runner(job_dir);
-  if (!s) return s.err();
+  if (!s) return from_timeline ? status_from_timeline(job_dir, s.err()) : s.err();
   auto& rpc = *(*s)->rpc;
   auto o = wire::job();
   o.body.initStatusRequest();

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -56,14 +57,13 @@ std::int64_t now_ms() {
       .count();
 }
 
-// One job's row of the list, from its events (cached by file size and mtime).
+// One job's row of the list, from its events: each call reads only what was appended since the
+// last one (a running job's file grows by a few lines a second); a file that shrank is re-read.
 struct summary_cache {
   struct entry {
-    std::uint64_t size = 0;
+    std::uint64_t size = 0, offset = 0;
     std::int64_t mtime = -1;
     json row;
-    std::int64_t last_ms = 0;
-    bool ended = false;
   };
   std::map<std::string, entry> by_job;
 
@@ -72,37 +72,50 @@ struct summary_cache {
     struct stat st {};
     bool have = ::stat(events.c_str(), &st) == 0;
     auto& e = by_job[id];
-    if (!have || static_cast<std::uint64_t>(st.st_size) != e.size || st.st_mtime != e.mtime) {
-      e = {have ? static_cast<std::uint64_t>(st.st_size) : 0, have ? st.st_mtime : -1, summarize(events, id),
-           0, false};
-      e.last_ms = e.row.value("last_ms", std::int64_t{0});
-      e.ended = e.row.contains("ended");
-      e.row.erase("ended");
+    auto size = have ? static_cast<std::uint64_t>(st.st_size) : 0;
+    if (!have || size != e.size || st.st_mtime != e.mtime) {
+      if (!have || size < e.offset) e = entry{};
+      e.size = size;
+      e.mtime = have ? st.st_mtime : -1;
+      if (e.row.is_null()) e.row = {{"id", id}};
+      if (have) fold(events, e);
     }
     json r = e.row;
-    if (!e.ended) {
+    if (!r.contains("ended")) {
       // Running while the runner or the master still write: nodes.json is rewritten as nodes
       // come and go, events at least every few seconds.
       auto nodes = json::parse(read_file(dir / "nodes.json"), nullptr, false);
-      std::int64_t last =
-          std::max(e.last_ms, nodes.is_object() ? nodes.value("updated_ms", std::int64_t{0}) : 0);
+      std::int64_t last = std::max(r.value("last_ms", std::int64_t{0}),
+                                   nodes.is_object() ? nodes.value("updated_ms", std::int64_t{0}) : 0);
       r["state"] = now_ms() - last < 15'000 ? "running" : "crashed";
       if (r.contains("started_ms"))
         r["duration_s"] = static_cast<double>(std::max(last, r["started_ms"].get<std::int64_t>()) -
                                               r["started_ms"].get<std::int64_t>()) /
                           1000.0;
     }
+    r.erase("ended");
     r.erase("last_ms");
     return r;
   }
 
-  static json summarize(const fs::path& events, const std::string& id) {
-    json r = {{"id", id}};
-    auto read = read_events(events.string());
-    if (!read) return r;
+  // Only the kinds a row needs are parsed, and of the metrics only the last (a long job has
+  // thousands): a root of many finished jobs lists fast.
+  static void fold(const fs::path& events, entry& e) {
+    std::string first, last, metrics;
+    auto read = read_events(events.string(), e.offset, [&](std::string_view line) {
+      if (first.empty()) first = line;
+      last = line;
+      auto kind = peek_kind(line);
+      if (kind == "metrics") metrics = line;
+      return kind == "job_start" || kind == "scale" || kind == "job_end";
+    });
+    if (!read) return;
+    e.offset = read->next_offset;
+    json& r = e.row;
+    if (auto f = from_json_line(first); f && !r.contains("started_ms")) r["started_ms"] = f->t_ms;
+    if (auto l = from_json_line(last)) r["last_ms"] = l->t_ms;
+    if (auto m = from_json_line(metrics)) read->events.push_back(std::move(*m));
     for (const auto& ev : read->events) {
-      if (!r.contains("started_ms")) r["started_ms"] = ev.t_ms;
-      r["last_ms"] = ev.t_ms;
       if (ev.kind == "job_start") {
         r["strategy"] = ev.text("strategy");
         r["workers_wanted"] = ev.number("workers");
@@ -115,10 +128,10 @@ struct summary_cache {
       } else if (ev.kind == "job_end") {
         r["state"] = ev.text("state");
         r["ended"] = true;
-        r["duration_s"] = static_cast<double>(ev.t_ms - r["started_ms"].get<std::uint64_t>()) / 1000.0;
+        if (r.contains("started_ms"))
+          r["duration_s"] = static_cast<double>(ev.t_ms - r["started_ms"].get<std::uint64_t>()) / 1000.0;
       }
     }
-    return r;
   }
 };
 
@@ -133,8 +146,10 @@ class dashboard {
   http_response operator()(const http_request& r) {
     bool is_api = r.path.rfind("/api/", 0) == 0;
     bool control = r.method == "POST";
-    if ((o_.require_token || control) && !authorised(r)) return error(401, "the cluster token is required");
-    if (!is_api) return file(r);
+    // The page and its chart library hold no job data: served to anyone, so a browser can load
+    // them before the page adds ?token= to its API calls.
+    if (o_.require_token && is_api && !authorised(r)) return error(401, "the cluster token is required");
+    if (!is_api) return control ? error(405, "method not allowed") : file(r);
     if (r.path == "/api/jobs" && r.method == "GET") return jobs();
     // /api/jobs/<id>/<what>[/<node>]
     std::string rest = r.path.substr(std::string("/api/jobs/").size());
@@ -154,19 +169,7 @@ class dashboard {
   }
 
  private:
-  bool authorised(const http_request& r) const {
-    if (o_.token.empty()) return false;
-    std::string given;
-    if (auto it = r.headers.find("authorization");
-        it != r.headers.end() && it->second.rfind("Bearer ", 0) == 0)
-      given = it->second.substr(7);
-    else if (auto q = r.query.find("token"); q != r.query.end())
-      given = q->second;
-    if (given.size() != o_.token.size()) return false;
-    unsigned char diff = 0;
-    for (std::size_t i = 0; i < given.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ o_.token[i]);
-    return diff == 0;
-  }
+  bool authorised(const http_request& r) const { return has_token(r, o_.token); }
 
   http_response file(const http_request& r) {
     if (r.method != "GET") return error(405, "method not allowed");
@@ -230,7 +233,17 @@ class dashboard {
     return json_response({{"text", text}});
   }
 
+  // The dashboard's token (the cluster's) or the job's own (<job dir>/token, its transport token).
+  bool may_change(const fs::path& dir, const http_request& r) const {
+    if (authorised(r)) return true;
+    std::string job_token = read_file(dir / "token", 4096);
+    while (!job_token.empty() && std::isspace(static_cast<unsigned char>(job_token.back())))
+      job_token.pop_back();
+    return has_token(r, job_token);
+  }
+
   http_response control_job(const fs::path& dir, const std::string& what, const http_request& r) {
+    if (!may_change(dir, r)) return error(401, "changing a job needs the cluster token or the job's token");
     if (!o_.control) return error(501, "this dashboard cannot change jobs");
     int workers = -1;
     if (what == "scale") {

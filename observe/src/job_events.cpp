@@ -100,7 +100,16 @@ expected<void> event_log::append(job_event e, bool durable) {
   return {};
 }
 
-expected<event_read> read_events(const std::string& path, std::uint64_t offset) {
+std::string_view peek_kind(std::string_view line) {
+  auto k = line.find("\"kind\"");
+  if (k == std::string_view::npos) return {};
+  auto at = line.find_first_not_of(" \t:", k + 6);
+  if (at == std::string_view::npos || line[at] != '"') return {};
+  auto end = line.find('"', at + 1);
+  return end == std::string_view::npos ? std::string_view() : line.substr(at + 1, end - at - 1);
+}
+
+expected<event_read> read_events(const std::string& path, std::uint64_t offset, const line_filter& parse) {
   event_read r;
   r.next_offset = offset;
   std::ifstream in(path, std::ios::binary);
@@ -113,7 +122,7 @@ expected<event_read> read_events(const std::string& path, std::uint64_t offset) 
     if (nl == std::string::npos) break;  // an unfinished (or torn) last line: not consumed
     std::string line = text.substr(at, nl - at);
     at = nl + 1;
-    if (line.empty()) continue;
+    if (line.empty() || (parse && !parse(line))) continue;
     if (auto e = from_json_line(line))
       r.events.push_back(std::move(*e));
     else

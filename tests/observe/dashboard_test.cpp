@@ -178,5 +178,50 @@ TEST_F(dashboard_api, tokens) {
   EXPECT_EQ(h(list).status, 401);
 }
 
+TEST_F(dashboard_api, a_torn_event_file_is_read_up_to_its_last_whole_line) {
+  auto events = root_ / "live-job" / events_file_name;
+  {
+    std::ofstream f(events, std::ios::app);
+    f << "not an event\n{\"t_ms\": 99, \"kind\": \"metr";  // a crash mid-write
+  }
+  ASSERT_EQ(get("/api/jobs").status, 200);
+  auto r = json::parse(get("/api/jobs/live-job/events").body);
+  EXPECT_EQ(r["events"].size(), 3u);
+  EXPECT_EQ(r["skipped"], 1);
+  EXPECT_LT(r["next_offset"].get<std::uint64_t>(), fs::file_size(events));
+  // A restarted writer ends the torn line first; its own events read whole from where the reader was.
+  auto log = event_log::open(events.string());
+  ASSERT_TRUE(log);
+  ASSERT_TRUE((*log)->append({0, "job_end", {{"state", std::string("failed")}}}));
+  auto next = json::parse(get("/api/jobs/live-job/events?after=" + r["next_offset"].dump()).body);
+  ASSERT_EQ(next["events"].size(), 1u);
+  EXPECT_EQ(next["events"][0]["kind"], "job_end");
+  EXPECT_EQ(next["skipped"], 1) << "the torn line, now ended, is skipped";
+}
+
+TEST_F(dashboard_api, a_jobs_own_token_changes_that_job_only) {
+  std::ofstream(root_ / "live-job" / "token") << "job-token\n";
+  int calls = 0;
+  auto h = make_dashboard({root_.string(), "", false, [&](const std::string&, int) -> expected<void> {
+                             ++calls;
+                             return {};
+                           }});
+  http_request post;
+  post.method = "POST";
+  post.path = "/api/jobs/live-job/scale";
+  post.query["workers"] = "3";
+  EXPECT_EQ(h(post).status, 401);
+  post.headers["authorization"] = "Bearer job-token";
+  EXPECT_EQ(h(post).status, 200);
+  post.path = "/api/jobs/done-job/scale";
+  EXPECT_EQ(h(post).status, 401) << "another job's token";
+  post.path = "/api/jobs/live-job/scale";
+  post.query["workers"] = "-1";
+  EXPECT_EQ(h(post).status, 400);
+  post.path = "/";
+  EXPECT_EQ(h(post).status, 405);
+  EXPECT_EQ(calls, 1);
+}
+
 }  // namespace
 }  // namespace troupe::observe

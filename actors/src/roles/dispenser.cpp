@@ -13,7 +13,8 @@
 
 namespace troupe::actors {
 
-task_dispenser::task_dispenser(node_context& node, const data_paths& data) : node_(node) {
+task_dispenser::task_dispenser(node_context& node, const data_paths& data)
+    : node_(node), timeline_(node.who().job_dir) {
   auto store = storage::record_store::open(data.train_dir);
   if (!store) throw std::runtime_error(store.err().to_string());
   const auto& spec = node_.spec();
@@ -98,9 +99,11 @@ void task_dispenser::take_report(const message& m) {
     auto f = journal_->fail(r.getTaskId(), holder, r.getAttempt(), r.getFailed().cStr());
     if (!f)
       refused = f.err().to_string();
-    else if (*f == storage::task_state::failed)
+    else if (*f == storage::task_state::failed) {
       spdlog::error("dispenser: task {} quarantined after repeated failures; last error: {}", r.getTaskId(),
                     r.getFailed().cStr());
+      timeline_.quarantine(r.getTaskId(), r.getFailed().cStr());
+    }
   }
   if (!refused.empty())
     spdlog::warn("dispenser: report of task {} by {} refused: {}", r.getTaskId(), holder, refused);
@@ -121,8 +124,10 @@ void task_dispenser::renew_leases(const message& m) {
 }
 
 void task_dispenser::requeue_holder(const std::string& holder) {
-  if (auto n = count_requeued(journal_->requeue_holder(holder)); n > 0)
+  if (auto n = count_requeued(journal_->requeue_holder(holder)); n > 0) {
     spdlog::info("dispenser: {} task(s) of {} back to TODO", n, holder);
+    timeline_.requeue(holder, n, "holder gone");
+  }
 }
 
 void task_dispenser::requeue_absent(const std::vector<std::string>& alive_holders) {
@@ -133,13 +138,17 @@ void task_dispenser::requeue_absent(const std::vector<std::string>& alive_holder
     if (std::find(alive_holders.begin(), alive_holders.end(), t.holder) == alive_holders.end())
       gone.insert(t.holder);
   for (const auto& h : gone)
-    if (auto n = count_requeued(journal_->requeue_holder(h)); n > 0)
+    if (auto n = count_requeued(journal_->requeue_holder(h)); n > 0) {
       spdlog::info("dispenser: {} task(s) of {} (not a member) back to TODO", n, h);
+      timeline_.requeue(h, n, "holder not a member");
+    }
 }
 
 void task_dispenser::requeue_expired() {
-  if (auto n = count_requeued(journal_->requeue_expired(node_.clock().wall_ms())); n > 0)
+  if (auto n = count_requeued(journal_->requeue_expired(node_.clock().wall_ms())); n > 0) {
     spdlog::info("dispenser: {} expired lease(s) back to TODO", n);
+    timeline_.requeue("", n, "lease expired");
+  }
 }
 
 std::optional<task_counts> task_dispenser::counts() const {

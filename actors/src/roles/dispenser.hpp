@@ -13,6 +13,7 @@
 #include "../node_context.hpp"
 #include "../status_codec.hpp"
 #include "roles.hpp"
+#include "troupe/observe/timeline.hpp"
 #include "troupe/storage/task_journal.hpp"
 
 namespace troupe::actors {
@@ -50,6 +51,7 @@ class task_dispenser {
   std::optional<storage::task_journal> journal_;
   std::uint64_t requeued_ = 0;
   std::uint32_t data_epoch_ = 0;
+  observe::job_timeline timeline_;  // re-queues and quarantines
 };
 
 }  // namespace troupe::actors

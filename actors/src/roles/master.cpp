@@ -9,6 +9,7 @@
 
 #include "../caf_types.hpp"
 #include "../wire.hpp"
+#include "master_observer.hpp"
 #include "master_state.hpp"
 #include "roles.hpp"
 #include "troupe/cluster/errc.hpp"
@@ -53,6 +54,7 @@ void member_gone(master_actor* self, const node_id& id, const std::string& reaso
   if (worker)
     if (auto d = st.names->get("dispenser")) self->send(d, requeue_atom::value, id.to_string());
   if (st.eval_worker == id.name) st.eval_worker.clear();  // ask another one
+  st.obs->gone(id, worker, reason, st.view.epoch());
   publish(self, id.to_string() + " down: " + reason);
 }
 
@@ -83,6 +85,7 @@ void on_join(master_actor* self, const message& m) {
     (void)st.ctx->send(m.from_node().name, "node", std::move(o), "master");
     return;
   }
+  if (r) st.obs->joined(mem, st.view);
   publish(self, mem.id.to_string() + " joined as " + std::string(cluster::to_string(mem.role)));
 }
 
@@ -97,6 +100,7 @@ void on_job_message(master_actor* self, const message& m) {
       st.window_loss += p.getLossSum();
       st.samples_total += p.getSamples();
       st.dropped_steps += p.getDroppedSteps();
+      st.obs->progress(m.from_node(), p.getSamples(), p.getSteps());
       if (auto f = p.getFirstStepWallMs();
           f != 0 && (st.first_step_wall_ms == 0 || f < st.first_step_wall_ms))
         st.first_step_wall_ms = f;
@@ -116,6 +120,7 @@ void on_job_message(master_actor* self, const message& m) {
     case schema::JobMessage::NODE_EXITED: {
       auto n = j.getNodeExited();
       auto id = wire::read_node(n.getNode());
+      if (m.from_node().name == "runner") st.obs->exit_reported(id, n.getStatus().cStr());
       // From the runner (the dead node's parent) it is a fact; from a worker (its ring neighbour
       // saw its liveness beacon released) the master checks liveness itself first.
       const auto* member = st.view.find(id.name);
@@ -145,6 +150,7 @@ caf::behavior master(master_actor* self, node_context* ctx, supervision::name_re
   st.epoch_file = ctx->who().job_dir + "/master_epoch";
   st.started = ctx->clock().now();
   st.window_start = st.started;
+  st.obs = std::make_shared<master_observer>(ctx->spec(), ctx->who().job_dir, ctx->who().job_id);
   const auto& job = ctx->spec().job;
   // A restarted master (process or actor) continues the epoch sequence where it stopped.
   auto v = cluster::membership_view::restore(load_epoch(st.epoch_file) + 1,

@@ -5,6 +5,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -18,6 +19,8 @@
 #include "troupe/transport/schema/job.capnp.h"
 
 namespace troupe::actors {
+
+class master_observer;
 
 struct master_state {
   node_context* ctx = nullptr;
@@ -45,6 +48,8 @@ struct master_state {
   std::string result_json;
   // NCCL unique ids and devices per ring epoch (GPU workers).
   gpu_rendezvous gpu;
+  // The timeline and /metrics (master_observer.hpp).
+  std::shared_ptr<master_observer> obs;
   static inline const char* name = "master";
 };
 using master_actor = caf::stateful_actor<master_state>;

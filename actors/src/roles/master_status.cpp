@@ -8,6 +8,7 @@
 #include "../rpc.hpp"
 #include "../status_codec.hpp"
 #include "../wire.hpp"
+#include "master_observer.hpp"
 #include "master_state.hpp"
 #include "troupe/cluster/job_dir.hpp"
 
@@ -89,6 +90,7 @@ void reconcile_holders(master_actor* self) {
 void on_tick(master_actor* self) {
   auto& st = self->state;
   roll_window(st);
+  st.obs->tick(st);
   reconcile_holders(self);
   if (auto d = st.names->get("dispenser")) {
     self->request(d, std::chrono::seconds(2), counts_atom::value)

@@ -81,6 +81,7 @@ void init_shard(ps_state& st, node_context* rt, const data_paths& data) {
   st.rt = rt;
   st.index = static_cast<std::uint32_t>(rt->who().index);
   st.shards = rt->spec().ps.shards;
+  st.timeline = std::make_shared<observe::job_timeline>(rt->who().job_dir);
   auto train = storage::record_store::open(data.train_dir);
   if (!train) throw std::runtime_error(train.err().to_string());
   auto m = build_model(rt->spec(), *train);
@@ -123,6 +124,7 @@ void checkpoint(ps_state& st) {
   st.since_full = full ? 0 : st.since_full + 1;
   st.applied_at_checkpoint = st.version;
   for (auto& [name, t] : st.tables) t.dirty.clear();
+  if (full && st.timeline) st.timeline->checkpoint(st.rt->who().id.to_string(), *v, full);
   if (st.checkpoints_written++ == 0)
     spdlog::info("ps-{}: first checkpoint of this incarnation: version {} ({})", st.index, *v,
                  full ? "full" : "incremental");

@@ -12,6 +12,7 @@
 #include "roles.hpp"
 #include "troupe/nn/model.hpp"
 #include "troupe/nn/optimizer.hpp"
+#include "troupe/observe/timeline.hpp"
 #include "troupe/storage/checkpoint_store.hpp"
 
 namespace troupe::actors {
@@ -41,6 +42,7 @@ struct ps_state {
   bool has_checkpoint = false;
   std::uint64_t applied_at_checkpoint = 0;
   std::uint64_t checkpoints_written = 0;
+  std::shared_ptr<observe::job_timeline> timeline;  // full checkpoints go on the job's timeline
   static inline const char* name = "ps";
 };
 

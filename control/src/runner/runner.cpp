@@ -34,6 +34,8 @@ int runner::run() {
   spdlog::info("job {} in {} ({} workers, strategy {}{}), instance {}", dir_->job_id(), dir_->path(),
                target_workers_, spec_.job.strategy,
                spec_.uses_ps() ? ", " + std::to_string(spec_.ps.shards) + " PS shards" : "", instance_);
+  timeline_.job_start(spec_.job.strategy, target_workers_, spec_.job.min_workers, spec_.job.max_workers,
+                      spec_.nn.model.type);
   nodes_["master"] = new_slot({"master", first_incarnation("master")}, cluster::node_role::master, 0);
   if (auto r = launch(nodes_["master"]); !r) {
     fatal_ = r.err().to_string();

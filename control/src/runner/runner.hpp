@@ -20,6 +20,7 @@
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/cluster/launcher.hpp"
 #include "troupe/control/runner.hpp"
+#include "troupe/observe/timeline.hpp"
 #include "troupe/transport/endpoint.hpp"
 
 namespace troupe::control {
@@ -137,6 +138,13 @@ class runner {
   std::atomic<bool> finished_{false}, stop_{false};
   status_snapshot status_;
   std::string fatal_;
+  // job_start/job_end, scale, fenced, replaced (the master writes membership and metrics).
+  observe::job_timeline timeline_;
+  std::string metrics_addr_;  // the master's /metrics, pinned in job.toml (empty: off)
 };
+
+// [cluster] metrics_port 0 becomes a free port, written into `doc` (so job.toml pins it for every
+// master incarnation) and `spec`. Returns "host:port", or "" when metrics_port is -1.
+expected<std::string> pin_metrics_address(config_doc& doc, job_spec& spec);
 
 }  // namespace troupe::control

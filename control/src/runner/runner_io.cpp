@@ -36,6 +36,7 @@ void runner::on_message(const message& m) {
           std::lock_guard lk(mu_);
           scale_requests_.push_back(n);
         }
+        timeline_.scale(n, s.getWorkers());
         auto o = wire::job_reply(m);
         auto r = o.body.initScaleReply();
         r.setWorkers(n);

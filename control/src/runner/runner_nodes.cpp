@@ -122,6 +122,7 @@ void runner::handle_exits() {
     spdlog::warn("{} {}: relaunching", h.id.to_string(), status.to_string());
     slot.id.incarnation += 1;
     restarts_ += 1;
+    timeline_.node_event("replaced", slot.id.to_string(), "after " + status.to_string());
     if (auto r = launch(slot); !r) fatal_ = "cannot relaunch " + h.id.name + ": " + r.err().to_string();
   }
   if (!exits.empty()) write_nodes_file();
@@ -162,6 +163,7 @@ void runner::fence_dead_nodes() {
       continue;
     }
     slot.fenced = true;
+    timeline_.node_event("fenced", slot.id.to_string(), "declared dead by the master");
   }
 }
 
@@ -187,6 +189,7 @@ void runner::write_nodes_file() {
   // `troupe status/scale/stop` talk to the runner: its address is the file's master_address.
   auto f =
       cluster::make_nodes_file(dir_->job_id(), epoch, self_addr_, entries, troupe::clock::system().wall_ms());
+  f.metrics_address = metrics_addr_;
   if (auto w = dir_->write_nodes(f); !w) spdlog::warn("{}", w.err().to_string());
 }
 

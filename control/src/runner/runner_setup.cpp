@@ -146,6 +146,9 @@ int runner::read_config(config_doc& doc) {
     return spdlog::error("{}", s.err().to_string()), 2;
   if (auto g = check_gpu(spec_); !g) return spdlog::error("{}", g.err().to_string()), 2;
   target_workers_ = spec_.job.workers;
+  auto metrics = pin_metrics_address(doc, spec_);
+  if (!metrics) return spdlog::error("{}", metrics.err().to_string()), 2;
+  metrics_addr_ = *metrics;
   return 0;
 }
 
@@ -220,6 +223,7 @@ int runner::open_job_dir(const config_doc& doc) {
   }
   if (int rc = lock_job_dir(); rc != 0) return rc;
   start_log();
+  timeline_.open(dir_->path());
   if (!opt_.resume.empty()) {
     spdlog::info("resuming job {} in {}", dir_->job_id(), dir_->path());
     clean_dead_runner(*dir_);

@@ -7,6 +7,8 @@
 //   capacity_cpus = 0.0           # 0: detect (local_capacity); else the cores nodes may reserve
 //   capacity_memory_mb = 0        # 0: detect
 //   capacity_gpus = -1            # -1: detect; else the GPUs nodes may reserve
+//   metrics_host = "127.0.0.1"    # where the master serves Prometheus /metrics (docs/observe.md);
+//   metrics_port = 0              # 0: a free port the runner picks (in nodes.json); -1: no /metrics
 #pragma once
 
 #include <memory>
@@ -22,6 +24,8 @@ struct cluster_config {
   double capacity_cpus = 0;
   std::int64_t capacity_memory_mb = 0;
   std::int64_t capacity_gpus = -1;
+  std::string metrics_host = "127.0.0.1";
+  std::int64_t metrics_port = 0;
 
   // Reads the keys above from `s`; problems are recorded in the reader (see config.hpp).
   static cluster_config read(config_section s, cluster_config defaults);

@@ -14,7 +14,10 @@ namespace troupe::control {
 expected<std::string> find_job_dir(const std::string& job_dir, const std::string& root);
 
 // The job's status as a JSON object (membership, tasks, throughput, loss, restarts, result).
-expected<std::string> job_status_json(const std::string& job_dir);
+// With `from_timeline`, when the runner cannot be reached (the job finished, was stopped or
+// crashed), the status its timeline (events.jsonl) tells, with "state" and "recent" events
+// (client_timeline.hpp); without, that is an error (the chaos harness tells a live job by it).
+expected<std::string> job_status_json(const std::string& job_dir, bool from_timeline = false);
 // Sets the number of workers; returns the target the runner accepted (clamped to min/max).
 expected<std::uint32_t> scale_job(const std::string& job_dir, std::uint32_t workers);
 expected<void> stop_job(const std::string& job_dir);

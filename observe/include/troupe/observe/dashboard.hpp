@@ -12,9 +12,11 @@
 //   /api/jobs/<id>/log/<node>?bytes=N   {"text": the last N bytes (<= 1 MiB) of logs/<node>.log}
 //   /api/jobs/<id>/result               {"result": result.json or null}
 //   POST /api/jobs/<id>/scale?workers=N and POST /api/jobs/<id>/stop: through `control`, token required
-// Security: with `require_token` (set whenever the server listens beyond loopback) every request
-// needs the cluster token (`Authorization: Bearer T` or `?token=T`), else 401. scale/stop always
-// need it.
+// Security: with `require_token` (set whenever the server listens beyond loopback) every API request
+// (the page and its script, which hold no job data, excepted) needs the cluster token (`Authorization: Bearer
+// T` or `?token=T`), else 401. scale/stop always need a token: the cluster token, or that job's own (<job
+// dir>/token, its transport token, the one `troupe scale/stop` use); `troupe dashboard` sends them through
+// control/client.hpp. A stop answers once the runner has exited (a few seconds; requests wait meanwhile).
 #pragma once
 
 #include <functional>

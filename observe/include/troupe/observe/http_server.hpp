@@ -74,6 +74,14 @@ class http_server {
   std::unique_ptr<impl> impl_;
 };
 
+// Whether a host or "host:port" is a loopback address (127.x, ::1, localhost).
+bool is_loopback(const std::string& host_or_listen);
+// Whether the request carries `token` (`Authorization: Bearer T` or `?token=T`), compared in
+// constant time; an empty token is never carried.
+bool has_token(const http_request& r, const std::string& token);
+// A TCP port free on `host` now (bound and released; another process may still take it).
+expected<std::uint16_t> pick_free_port(const std::string& host);
+
 // "%2e%2E/x" -> "../x"; '+' stays '+' in paths. Invalid escapes are kept as they are.
 std::string percent_decode(const std::string& s);
 

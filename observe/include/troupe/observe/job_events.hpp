@@ -9,8 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -62,8 +64,14 @@ struct event_read {
 };
 
 // Reads whole lines from `offset`; a last line without its newline is left for the next read
-// (still being written, or torn by a crash). A missing file reads as empty.
-expected<event_read> read_events(const std::string& path, std::uint64_t offset = 0);
+// (still being written, or torn by a crash). A missing file reads as empty. With `parse`, only
+// the lines it returns true for are parsed (the others are neither events nor skipped): a reader
+// that wants a few kinds leaves the rest unparsed (see peek_kind).
+using line_filter = std::function<bool(std::string_view line)>;
+expected<event_read> read_events(const std::string& path, std::uint64_t offset = 0,
+                                 const line_filter& parse = {});
+// The "kind" value of an event line without parsing it ("" when not found).
+std::string_view peek_kind(std::string_view line);
 
 // One event as its JSON line (no newline); and back (nullopt-like error for a bad line).
 std::string to_json_line(const job_event& e);

@@ -1,0 +1,76 @@
+// What the master tells people and machines about its job (docs/observe.md): membership changes
+// and a metrics event once a second in the job's timeline (<job dir>/events.jsonl), and the same
+// figures as Prometheus metrics on /metrics ([cluster] metrics_host / metrics_port, pinned by the
+// runner in job.toml so a restarted master serves the same address).
+//
+// A departure is written once its cause is known: the runner's exit report (exit code, signal,
+// Slurm's PREEMPTED) arrives after the connection drop, so gone() waits up to 2 s for
+// exit_reported() before writing "died" with the transport's reason. Kinds: "leave" (exited with
+// code 0: scale-down, a clean stop), "preempted" (the launcher says so), "died" (anything else).
+//
+// Threads: the master actor calls everything; /metrics is served from the HTTP server's thread
+// (the registry is thread-safe). Nothing here throws for I/O or fails the master: a port that
+// cannot be bound is logged and the job goes on without /metrics.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "troupe/actors/job_spec.hpp"
+#include "troupe/cluster/membership.hpp"
+#include "troupe/observe/http_server.hpp"
+#include "troupe/observe/metrics.hpp"
+#include "troupe/observe/timeline.hpp"
+#include "troupe/transport/message.hpp"
+
+namespace troupe::actors {
+
+struct master_state;
+
+class master_observer {
+ public:
+  master_observer(const job_spec& spec, const std::string& job_dir, const std::string& job_id);
+  ~master_observer();
+
+  void joined(const cluster::member& m, const cluster::membership_view& view);
+  void gone(const node_id& id, bool worker, const std::string& reason, std::uint64_t epoch);
+  // The runner's word on how a node's process ended (cluster::exit_status::to_string()).
+  void exit_reported(const node_id& id, const std::string& status);
+  void progress(const node_id& from, std::uint64_t samples, std::uint64_t steps);
+  // Every master tick: departures whose cause did not come, gauges, a metrics event each second.
+  void tick(const master_state& st);
+
+  // "host:port" of /metrics, empty when not served.
+  std::string metrics_address() const;
+
+ private:
+  struct departure {
+    std::string node, reason;
+    bool worker = false;
+    std::uint64_t epoch = 0, t_ms = 0;
+    std::chrono::steady_clock::time_point seen;
+  };
+  void write_departure(const departure& d, const std::string& kind);
+  void start_metrics(const job_spec& spec, const std::string& job_dir);
+  void update_metrics(const master_state& st, std::uint64_t restarts);
+
+  observe::job_timeline timeline_;
+  observe::registry metrics_;
+  observe::labels labels_;
+  std::unique_ptr<observe::http_server> server_;
+  std::vector<departure> pending_;
+  std::map<std::string, std::uint64_t> incarnations_;  // highest seen per node name: restarts
+  std::map<std::string, std::chrono::steady_clock::time_point> last_progress_;
+  std::optional<std::chrono::steady_clock::time_point> recovering_since_;
+  std::size_t recovery_target_ = 0;
+  std::size_t workers_alive_ = 0;
+  std::chrono::steady_clock::time_point last_event_{};
+  std::uint64_t last_samples_ = 0, last_done_ = 0, last_requeued_ = 0, last_failed_ = 0, last_restarts_ = 0;
+};
+
+}  // namespace troupe::actors

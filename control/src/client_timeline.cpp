@@ -1,0 +1,95 @@
+#include "client_timeline.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <nlohmann/json.hpp>
+
+#include "troupe/cluster/job_dir.hpp"
+#include "troupe/observe/job_events.hpp"
+
+namespace troupe::control {
+
+namespace {
+
+using nlohmann::json;
+
+bool notable(const std::string& kind) {
+  return kind != "metrics" && kind != "node_stats" && kind != "job_start";
+}
+
+json tasks_of(const observe::job_event* m) {
+  auto n = [&](const char* k) { return m ? static_cast<std::uint64_t>(m->number(k)) : 0; };
+  return {{"todo", n("tasks_todo")},
+          {"doing", n("tasks_doing")},
+          {"done", n("tasks_done")},
+          {"failed", n("tasks_failed")},
+          {"requeued", n("tasks_requeued")}};
+}
+
+json members_of(const std::string& job_dir) {
+  json members = json::array();
+  auto dir = cluster::job_dir::open(job_dir);
+  if (!dir) return members;
+  auto nodes = dir->read_nodes();
+  if (!nodes) return members;
+  for (const auto& r : nodes->nodes)
+    members.push_back({{"node", r.id.to_string()},
+                       {"role", std::string(cluster::to_string(r.role))},
+                       {"address", r.address},
+                       {"pid", r.pid},
+                       {"state", r.state}});
+  return members;
+}
+
+}  // namespace
+
+expected<std::string> status_from_timeline(const std::string& job_dir, const error& unreachable) {
+  auto read = observe::read_events(job_dir + "/" + observe::events_file_name);
+  if (!read || read->events.empty()) return unreachable;
+  const observe::job_event *metrics = nullptr, *end = nullptr;
+  std::uint64_t wanted = 0;
+  json recent = json::array();
+  for (const auto& e : read->events) {
+    if (e.kind == "metrics") metrics = &e;
+    if (e.kind == "job_end") end = &e;
+    if (e.kind == "job_start" || e.kind == "scale") wanted = static_cast<std::uint64_t>(e.number("workers"));
+    if (notable(e.kind)) recent.push_back(json::parse(observe::to_json_line(e)));
+  }
+  if (recent.size() > 20) recent.erase(recent.begin(), recent.end() - 20);
+  auto n = [&](const char* k) { return metrics ? metrics->number(k) : 0.0; };
+  json j;
+  j["job"] = std::string(std::filesystem::path(job_dir).filename());
+  // No job_end: crashed once nothing has been written for 15 s (the dashboard's rule), else the
+  // runner is alive but did not answer.
+  auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  bool quiet = now_ms - static_cast<std::int64_t>(read->events.back().t_ms) > 15'000;
+  j["state"] = end ? end->text("state") : quiet ? "crashed" : "unreachable";
+  j["source"] = observe::events_file_name;
+  j["epoch"] = static_cast<std::uint64_t>(n("epoch"));
+  j["workers_alive"] = static_cast<std::uint32_t>(n("workers_alive"));
+  j["workers_target"] = wanted;
+  j["ps_alive"] = 0;
+  j["tasks"] = tasks_of(metrics);
+  j["data_epoch"] = 0;
+  j["data_epochs"] = 0;
+  j["samples_per_sec"] = n("samples_per_s");
+  j["loss"] = n("loss");
+  j["samples_total"] = static_cast<std::uint64_t>(n("samples"));
+  j["restarts"] = static_cast<std::uint64_t>(n("restarts"));
+  j["finished"] = end != nullptr;
+  std::ifstream in(job_dir + "/result.json");
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  auto result = json::parse(text, nullptr, false);
+  if (!result.is_discarded()) j["result"] = result;
+  j["members"] = members_of(job_dir);
+  j["recent"] = recent;
+  j["skipped_lines"] = read->skipped;
+  return j.dump();
+}
+
+}  // namespace troupe::control

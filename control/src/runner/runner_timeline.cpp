@@ -1,0 +1,19 @@
+// The address of the master's /metrics, pinned before the job directory is written.
+#include "runner.hpp"
+#include "troupe/observe/http_server.hpp"
+
+namespace troupe::control {
+
+expected<std::string> pin_metrics_address(config_doc& doc, job_spec& spec) {
+  auto& c = spec.cluster;
+  if (c.metrics_port < 0) return std::string();
+  if (c.metrics_port == 0) {
+    auto port = observe::pick_free_port(c.metrics_host);
+    if (!port) return std::move(port).err().wrap("[cluster] metrics_host");
+    c.metrics_port = *port;
+    if (auto r = doc.apply_override("cluster.metrics_port=" + std::to_string(*port)); !r) return r.err();
+  }
+  return c.metrics_host + ":" + std::to_string(c.metrics_port);
+}
+
+}  // namespace troupe::control

@@ -1,0 +1,106 @@
+// The job's timeline as its writers see it: one typed call per kind of event, so the master, the
+// dispenser, the PS shards, the runner and every node's stats reporter write the same field names
+// that the dashboard and `troupe status` read (docs/observe.md lists them).
+//
+// Contract: a job_timeline never fails its caller. The file (<job dir>/events.jsonl) is opened on
+// the first event; if it cannot be opened or written, the first error is logged (spdlog warn) and
+// events are dropped until a later open succeeds. Appends are whole lines (event_log), so several
+// processes may write the same file. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "troupe/observe/job_events.hpp"
+
+namespace troupe::observe {
+
+// One `metrics` event: the master's periodic progress.
+struct metrics_sample {
+  std::uint64_t samples = 0;   // trained so far
+  std::optional<double> loss;  // mean minibatch loss over the last window (unset before any step)
+  double samples_per_s = 0;
+  std::uint64_t workers_alive = 0, epoch = 0, restarts = 0;
+  std::uint64_t tasks_todo = 0, tasks_doing = 0, tasks_done = 0, tasks_failed = 0, tasks_requeued = 0;
+};
+
+class job_timeline {
+ public:
+  job_timeline() = default;                           // writes nothing (no job directory)
+  explicit job_timeline(const std::string& job_dir);  // empty: writes nothing
+  ~job_timeline();
+  // Writes to <job_dir>/events.jsonl from now on (for owners that learn their directory late).
+  void open(const std::string& job_dir);
+  job_timeline(const job_timeline&) = delete;
+  job_timeline& operator=(const job_timeline&) = delete;
+
+  void job_start(const std::string& strategy, std::uint64_t workers, std::uint64_t min_workers,
+                 std::uint64_t max_workers, const std::string& model);
+  // "join", "leave", "died", "preempted", "fenced" or "replaced" of `node` ("worker-3#1").
+  void membership(const std::string& kind, const std::string& node, std::uint64_t epoch,
+                  const std::string& cause = {});
+  // A node event without an epoch, from the control plane: "fenced", "replaced".
+  void node_event(const std::string& kind, const std::string& node, const std::string& cause);
+  void requeue(const std::string& holder, std::uint64_t tasks, const std::string& cause);
+  void quarantine(std::uint64_t task, const std::string& error);
+  void checkpoint(const std::string& node, std::uint64_t version, bool full);
+  void scale(std::uint64_t workers, std::uint64_t requested);
+  void metrics(const metrics_sample& m);
+  void node_stats(const std::string& node, double cpu_percent, std::uint64_t rss_bytes);
+  // "finished", "failed", "stopped" or "interrupted" (as result.json's status); durable (fdatasync'ed).
+  void job_end(const std::string& state, const std::string& why = {});
+
+  // Appends any event (the typed calls above go through it).
+  void append(job_event e, bool durable = false);
+
+ private:
+  std::string path_;
+  std::mutex mu_;
+  std::unique_ptr<event_log> log_;
+  bool warned_ = false;
+};
+
+// A running process's CPU use (percent of one core since the previous sample) and resident set,
+// from /proc/<pid>/stat and /proc/<pid>/statm.
+struct process_sample {
+  double cpu_percent = 0;
+  std::uint64_t rss_bytes = 0;
+};
+class process_sampler {
+ public:
+  explicit process_sampler(int pid = 0);  // 0: this process
+  // The first call's CPU figure is since the process started. nullopt: the process is gone.
+  std::optional<process_sample> sample();
+
+ private:
+  int pid_;
+  double last_cpu_s_ = -1;
+  std::chrono::steady_clock::time_point last_;
+};
+
+// Every node reports itself: a thread that appends node_stats{node, cpu_percent, rss_bytes} for
+// this process every `interval` until destroyed (the destructor joins it promptly).
+class node_stats_reporter {
+ public:
+  node_stats_reporter(const std::string& job_dir, std::string node,
+                      std::chrono::milliseconds interval = std::chrono::seconds(5));
+  ~node_stats_reporter();
+  node_stats_reporter(const node_stats_reporter&) = delete;
+  node_stats_reporter& operator=(const node_stats_reporter&) = delete;
+
+ private:
+  job_timeline timeline_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace troupe::observe

@@ -1,0 +1,46 @@
+// Small helpers around the HTTP server: who may listen where, and who carries the token.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "troupe/observe/http_server.hpp"
+#include "troupe/transport/errc.hpp"
+
+namespace troupe::observe {
+
+bool is_loopback(const std::string& host_or_listen) {
+  const auto& s = host_or_listen;
+  return s.rfind("127.", 0) == 0 || s == "::1" || s.rfind("[::1]", 0) == 0 || s == "localhost" ||
+         s.rfind("localhost:", 0) == 0;
+}
+
+bool has_token(const http_request& r, const std::string& token) {
+  if (token.empty()) return false;
+  std::string given;
+  if (auto it = r.headers.find("authorization"); it != r.headers.end() && it->second.rfind("Bearer ", 0) == 0)
+    given = it->second.substr(7);
+  else if (auto q = r.query.find("token"); q != r.query.end())
+    given = q->second;
+  if (given.size() != token.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < given.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ token[i]);
+  return diff == 0;
+}
+
+expected<std::uint16_t> pick_free_port(const std::string& host) {
+  namespace asio = boost::asio;
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
+  if (ec) return make_unexpected(transport_errc::bad_address, "'" + host + "' is not an IP address");
+  asio::io_context io;
+  asio::ip::tcp::acceptor a(io);
+  asio::ip::tcp::endpoint ep(addr, 0);
+  a.open(ep.protocol(), ec);
+  if (!ec) a.bind(ep, ec);
+  if (ec)
+    return make_unexpected(transport_errc::listen_failed, "no free port on " + host + ": " + ec.message());
+  auto port = a.local_endpoint(ec).port();
+  a.close(ec);
+  return port;
+}
+
+}  // namespace troupe::observe

@@ -1,0 +1,115 @@
+// The typed timeline writers (the field names the dashboard and `troupe status` read), the
+// process sampler and the per-node stats reporter.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "troupe/observe/timeline.hpp"
+
+namespace troupe::observe {
+namespace {
+
+namespace fs = std::filesystem;
+
+class timeline_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("troupe-timeline-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::vector<job_event> events() {
+    auto r = read_events((dir_ / events_file_name).string());
+    EXPECT_TRUE(r);
+    return r ? r->events : std::vector<job_event>{};
+  }
+  fs::path dir_;
+};
+
+TEST_F(timeline_test, typed_events_carry_the_fields_readers_expect) {
+  job_timeline t(dir_.string());
+  t.job_start("async_ps", 4, 1, 8, "deepfm");
+  t.membership("died", "worker-3#1", 7, "killed by SIGKILL");
+  t.node_event("fenced", "worker-2#0", "declared dead by the master");
+  t.requeue("worker-3#1", 2, "holder gone");
+  t.quarantine(17, "bad record");
+  t.checkpoint("ps-0#0", 12, true);
+  t.scale(3, 5);
+  metrics_sample m;
+  m.samples = 1000;
+  m.loss = 0.25;
+  m.tasks_done = 4;
+  t.metrics(m);
+  t.node_stats("worker-0#0", 97.5, 1 << 20);
+  t.job_end("finished");
+  auto ev = events();
+  ASSERT_EQ(ev.size(), 10u);
+  EXPECT_EQ(ev[0].text("strategy"), "async_ps");
+  EXPECT_EQ(ev[0].number("workers"), 4);
+  EXPECT_EQ(ev[1].kind, "died");
+  EXPECT_EQ(ev[1].text("node"), "worker-3#1");
+  EXPECT_EQ(ev[1].number("epoch"), 7);
+  EXPECT_EQ(ev[1].text("cause"), "killed by SIGKILL");
+  EXPECT_EQ(ev[2].find("epoch"), nullptr);
+  EXPECT_EQ(ev[3].number("tasks"), 2);
+  EXPECT_EQ(ev[4].number("task"), 17);
+  EXPECT_EQ(ev[5].number("version"), 12);
+  EXPECT_EQ(ev[6].number("workers"), 3);
+  EXPECT_EQ(ev[7].number("samples"), 1000);
+  EXPECT_EQ(ev[7].number("loss"), 0.25);
+  EXPECT_EQ(ev[7].number("tasks_done"), 4);
+  EXPECT_EQ(ev[8].number("cpu_percent"), 97.5);
+  EXPECT_EQ(ev[9].text("state"), "finished");
+  for (const auto& e : ev) EXPECT_GT(e.t_ms, 0u);
+}
+
+TEST_F(timeline_test, a_metrics_event_without_steps_has_no_loss) {
+  job_timeline(dir_.string()).metrics({});
+  auto ev = events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].find("loss"), nullptr);
+}
+
+TEST_F(timeline_test, a_timeline_that_cannot_write_never_fails_its_caller) {
+  job_timeline none;
+  none.job_end("failed");
+  job_timeline missing((dir_ / "no" / "such" / "dir").string());
+  missing.job_end("failed");  // logged once, dropped
+  missing.open(dir_.string());
+  missing.job_end("failed");
+  EXPECT_EQ(events().size(), 1u);
+}
+
+TEST(process_sampler, samples_this_process) {
+  process_sampler s;
+  ASSERT_TRUE(s.sample());
+  volatile double x = 0;
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  while (std::chrono::steady_clock::now() < until) x = x + 1;
+  auto b = s.sample();
+  ASSERT_TRUE(b);
+  EXPECT_GT(b->cpu_percent, 20.0);
+  EXPECT_GT(b->rss_bytes, 1u << 20);
+  EXPECT_FALSE(process_sampler(1 << 30).sample()) << "no such process";
+}
+
+TEST_F(timeline_test, every_node_reports_its_cpu_and_memory) {
+  {
+    node_stats_reporter r(dir_.string(), "worker-0#0", std::chrono::milliseconds(20));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (events().size() < 2 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto ev = events();
+  ASSERT_GE(ev.size(), 2u);
+  EXPECT_EQ(ev[0].kind, "node_stats");
+  EXPECT_EQ(ev[0].text("node"), "worker-0#0");
+  EXPECT_GT(ev[0].number("rss_bytes"), 0);
+}
+
+}  // namespace
+}  // namespace troupe::observe
