@@ -63,15 +63,15 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-job_run start_job(const std::string& test_name, const std::string& toml) {
+job_run start_job(const std::string& test_name, const std::string& toml, const job_place& place) {
   job_run r;
   r.name = test_name;
   r.dir = test_root(test_name);
   std::string file = r.dir + "/job.toml";
-  std::ofstream(file) << "[job]\nroot = \"" << r.dir << "/jobs\"\ndataset_cache = \"" << dataset_cache()
-                      << "\"\n"
-                      << toml;
-  r.job_dir = r.dir + "/jobs/" + test_name;
+  std::string root = place.root.empty() ? r.dir + "/jobs" : place.root;
+  std::string cache = place.dataset_cache.empty() ? dataset_cache() : place.dataset_cache;
+  std::ofstream(file) << "[job]\nroot = \"" << root << "\"\ndataset_cache = \"" << cache << "\"\n" << toml;
+  r.job_dir = root + "/" + test_name;
   r.out_file = r.dir + "/stdout";
   r.err_file = r.dir + "/stderr";
   r.pid = ::fork();

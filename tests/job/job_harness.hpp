@@ -38,8 +38,12 @@ std::string mlp_job(const mlp_options& o);
 std::string ctr_job(int workers, int rows, int epochs, int checkpoint_every_ms = 300,
                     const std::string& job_extra = "");
 
+// Where a job's directory and its dataset cache go (empty: the test's root, the shared cache).
+struct job_place {
+  std::string root, dataset_cache;
+};
 // Writes `toml` (with [job] root/dataset_cache filled in by the caller's text) and starts the runner.
-job_run start_job(const std::string& test_name, const std::string& toml);
+job_run start_job(const std::string& test_name, const std::string& toml, const job_place& place = {});
 // Waits for the runner to exit; its exit code (or -signal).
 int wait_job(job_run& r, std::chrono::seconds timeout);
 // The runner's final JSON line (empty object when there is none).

@@ -141,6 +141,7 @@ caf::behavior master(master_actor* self, node_runtime* rt, std::uint32_t restart
   auto& st = self->state;
   st.rt = rt;
   st.epoch_file = rt->who().job_dir + "/master_epoch";
+  restore_counters(st, rt->who().job_dir);
   st.started = rt->clock().now();
   st.window_start = st.started;
   const auto& job = rt->spec().job;

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data_model.hpp"
+#include "troupe/actors/job_check.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/cluster/config.hpp"
 #include "troupe/cluster/errc.hpp"
@@ -26,9 +27,9 @@
 namespace troupe::control {
 
 namespace {
-volatile std::sig_atomic_t interrupted = 0;
-void on_signal(int) {
-  interrupted = 1;
+volatile std::sig_atomic_t interrupted = 0;  // the signal that asked the runner to end
+void on_signal(int sig) {
+  interrupted = sig;
 }
 
 std::string random_hex(std::size_t bytes) {
@@ -83,13 +84,8 @@ int runner::check_model() {
   if (!store) return spdlog::error("{}", store.err().to_string()), 1;
   auto m = build_model(spec_, *store);
   if (!m) return spdlog::error("{}", m.err().to_string()), 2;
-  if (!spec_.uses_ps() && !(*m)->embedding_tables().empty()) {
-    spdlog::error(
-        "strategy '{}' replicates dense parameters only; model '{}' has embedding tables: use "
-        "[job] strategy = \"async_ps\"",
-        spec_.job.strategy, spec_.nn.model.type);
-    return 2;
-  }
+  if (auto f = actors::check_model_fits_strategy(spec_, **m); !f)
+    return spdlog::error("{}", f.err().to_string()), 2;
   return 0;
 }
 
@@ -102,8 +98,9 @@ int runner::setup() {
   auto spec = job_spec::read(*doc);
   if (!spec) return spdlog::error("{}", spec.err().to_string()), 2;
   spec_ = std::move(*spec);
-  if (auto s = make_strategy(spec_.job.strategy, spec_); !s)
-    return spdlog::error("{}", s.err().to_string()), 2;
+  // What `troupe config check` checks too (strategy, model, data paths): exit 2 before a job dir.
+  if (auto c = actors::check_job(spec_); !c)
+    return spdlog::error("{}: {}", opt_.file, c.err().to_string()), 2;
   if (auto g = check_gpu(spec_); !g) return spdlog::error("{}", g.err().to_string()), 2;
   target_workers_ = spec_.job.workers;
 
@@ -182,6 +179,7 @@ int runner::run() {
   shutdown_nodes();
   collective::remove_job_leftovers(dir_->job_id());
   print_progress(true);
+  if (result_json_.empty()) result_json_ = unfinished_json(rc);
   if (!result_json_.empty()) {
     // The runner adds what only it knows: wall time, node relaunches, the planted model's AUC.
     auto j = nlohmann::json::parse(result_json_, nullptr, false);
@@ -217,8 +215,15 @@ int runner::loop() {
     }
     if (!fatal_.empty()) return spdlog::error("{}", fatal_), 1;
     if (finished_) return result_ok_ ? 0 : 1;
-    if (stop_) return spdlog::warn("stopped on request"), 1;
-    if (interrupted) return spdlog::warn("interrupted"), 130;
+    if (stop_) {
+      end_reason_ = "stopped on request (troupe stop)";
+      return spdlog::warn("{}", end_reason_), 3;
+    }
+    if (interrupted) {  // 128 + the signal: 130 for SIGINT, 143 for SIGTERM
+      end_reason_ = std::string("interrupted by ") + (interrupted == SIGTERM ? "SIGTERM" : "SIGINT");
+      return spdlog::warn("{}", end_reason_), 128 + interrupted;
+    }
+    if (fatal_ = disk_fault_expired(); !fatal_.empty()) return spdlog::error("{}", fatal_), 1;
     poll_status();
     fence_dead_nodes();
     print_progress(false);

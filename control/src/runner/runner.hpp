@@ -82,6 +82,11 @@ class runner {
   void poll_status(bool force = false);
   void print_progress(bool final_line);
   void answer_status(const std::string& node, const std::string& to, std::uint64_t id);
+  // results (runner_result.cpp)
+  // Non-empty (the reason) once a disk fault the master reports has lasted job.disk_full_timeout_ms.
+  std::string disk_fault_expired();
+  // The final JSON of a job that ended without the master's result (failed, stopped, interrupted).
+  std::string unfinished_json(int rc);
 
   run_options opt_;
   job_spec spec_;
@@ -105,6 +110,8 @@ class runner {
   std::atomic<bool> finished_{false}, stop_{false};
   status_snapshot status_;
   std::string fatal_;
+  std::string end_reason_;            // why loop() returned without a result (stop, signal)
+  steady::time_point fault_since_{};  // when the disk fault the master reports began
 };
 
 }  // namespace troupe::control
