@@ -113,7 +113,7 @@ std::string data_key(const nn::data_config& c) {
 // A complete store whose every record reads back; a corrupt one is reported (it is rebuilt).
 bool store_ok(const std::string& dir) {
   if (!storage::record_store::open(dir)) return false;
-  auto v = verify_store(dir);
+  auto v = verify_store_once(dir);
   if (!v) spdlog::warn("dataset cache: {}: rebuilding it", v.err().to_string());
   return static_cast<bool>(v);
 }

@@ -2,12 +2,15 @@
 // assertion (abort) or read out of bounds, so every record is read in a child process: whatever
 // happens there, the caller gets an error naming the file.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "troupe/actors/data.hpp"
@@ -38,7 +41,26 @@ namespace {
   ::_exit(problem.empty() ? 0 : 1);
 }
 
+// What the stamp of a verified store records: its data file's size and modification time.
+std::string data_file_identity(const std::string& dir) {
+  struct stat st {};
+  if (::stat((dir + "/data.mdb").c_str(), &st) != 0) return {};
+  return std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec) + "\n";
+}
+
 }  // namespace
+
+expected<void> verify_store_once(const std::string& dir) {
+  const std::string stamp = dir + "/verified";
+  auto id = data_file_identity(dir);
+  std::ifstream in(stamp);
+  std::string seen((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!id.empty() && seen == id) return {};
+  if (auto v = verify_store(dir); !v) return v;
+  std::ofstream(stamp) << id;
+  return {};
+}
 
 expected<void> verify_store(const std::string& dir) {
   const std::string file = dir + "/data.mdb";

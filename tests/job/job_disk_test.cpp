@@ -1,4 +1,4 @@
-// A job whose directory is on a small tmpfs that fills up mid-job (label chaos; mounting needs
+// A job whose directory is on a small tmpfs that fills up mid-job (mounting it needs
 // root, skipped otherwise): the job pauses with the fault named in its status, and either resumes
 // once space returns and finishes with nothing lost, or fails cleanly after job.disk_full_timeout_ms.
 #include <gtest/gtest.h>

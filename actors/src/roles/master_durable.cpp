@@ -39,7 +39,10 @@ void persist_counters(master_actor* self, bool now) {
   auto& st = self->state;
   auto c = current(st);
   auto t = std::chrono::steady_clock::now();
-  bool due = now || t - st.last_save >= std::chrono::seconds(1) || !st.fault.empty();
+  // The first step's time is saved at once: it is measured once, and a master killed within the
+  // second would lose it.
+  bool due = now || t - st.last_save >= std::chrono::seconds(1) || !st.fault.empty() ||
+             c.first_step_wall_ms != st.saved.first_step_wall_ms;
   if (!due || (c == st.saved && st.fault.empty())) return;
   st.last_save = t;
   auto r = save_counters(st.job_dir, c);

@@ -13,6 +13,7 @@ std::string runner::disk_fault_expired() {
   lk.unlock();
   auto now = steady::now();
   if (fault.empty()) {
+    if (fault_since_ != steady::time_point{}) spdlog::info("the disk fault is over: the job resumes");
     fault_since_ = {};
     return {};
   }

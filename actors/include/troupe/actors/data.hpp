@@ -31,6 +31,9 @@ expected<nn::dataset> read_all(const storage::record_store& store);
 // page cannot crash the caller: ok, or an error naming <dir>/data.mdb and the problem. Fork-safe
 // callers only (call it before starting threads that hold locks).
 expected<void> verify_store(const std::string& dir);
+// verify_store, skipped when <dir>/verified records the data file's current size and modification
+// time (written after a verification that passed): a write to the file since is verified again.
+expected<void> verify_store_once(const std::string& dir);
 
 struct prepared_data {
   std::string train_dir, test_dir;
