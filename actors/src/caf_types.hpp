@@ -18,5 +18,8 @@ using peer_up_atom = caf::atom_constant<caf::atom("peer_up")>;
 using view_atom = caf::atom_constant<caf::atom("view")>;
 using requeue_atom = caf::atom_constant<caf::atom("requeue")>;
 using counts_atom = caf::atom_constant<caf::atom("counts")>;
+// master -> dispenser: a disk fault of the master's own files (empty: it is over); the dispenser
+// hands out no task while one lasts.
+using fault_atom = caf::atom_constant<caf::atom("fault")>;
 using evaluate_atom = caf::atom_constant<caf::atom("evaluate")>;
 }  // namespace troupe::actors

@@ -110,12 +110,34 @@ std::string data_key(const nn::data_config& c) {
   return source + "-" + hex;
 }
 
+// A complete store whose every record reads back; a corrupt one is reported (it is rebuilt).
 bool store_ok(const std::string& dir) {
-  return static_cast<bool>(storage::record_store::open(dir));
+  if (!storage::record_store::open(dir)) return false;
+  auto v = verify_store_once(dir);
+  if (!v) spdlog::warn("dataset cache: {}: rebuilding it", v.err().to_string());
+  return static_cast<bool>(v);
+}
+
+// [data] source = "store": the user's own stores, verified, never rewritten.
+expected<prepared_data> named_stores(const nn::data_config& c) {
+  prepared_data p;
+  p.train_dir = c.train_path;
+  p.test_dir = c.test_path;
+  p.key = "store";
+  p.reused = true;
+  for (const auto& [key, dir] : {std::pair{"train", c.train_path}, std::pair{"test", c.test_path}})
+    if (auto v = verify_store(dir); !v)
+      return std::move(v).err().wrap(std::string("key 'data.")
+                                         .append(key)
+                                         .append("': re-import the store (troupe data import ... --out ")
+                                         .append(dir)
+                                         .append(")"));
+  return p;
 }
 }  // namespace
 
 expected<prepared_data> prepare_datasets(const nn::data_config& c, const std::string& cache) {
+  if (c.source == "store") return named_stores(c);
   prepared_data p;
   p.key = data_key(c);
   fs::path base = fs::path(cache) / p.key;

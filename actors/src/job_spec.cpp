@@ -8,7 +8,7 @@ job_options read_job(config_section s) {
   o.name = s.get_string("name", o.name);
   o.root = s.get_string("root", o.root);
   o.strategy = s.get_enum("strategy", o.strategy, {"async_ps", "allreduce", "local_sgd"});
-  o.workers = static_cast<std::uint32_t>(s.get_int("workers", o.workers, 0, 1024));
+  o.workers = static_cast<std::uint32_t>(s.get_int("workers", o.workers, 1, 1024));
   o.min_workers = static_cast<std::uint32_t>(s.get_int("min_workers", o.min_workers, 0, 1024));
   o.max_workers =
       static_cast<std::uint32_t>(s.get_int("max_workers", std::max(o.max_workers, o.workers), 1, 1024));
@@ -21,10 +21,14 @@ job_options read_job(config_section s) {
   o.rpc_timeout = job_options::ms(s.get_int("rpc_timeout_ms", 10'000, 100, 600'000));
   o.dataset_cache = s.get_string("dataset_cache", "");
   o.device = s.get_enum("device", o.device, {"cpu", "gpu"});
+  o.disk_full_timeout = job_options::ms(s.get_int("disk_full_timeout_ms", 300'000, 1'000, 86'400'000));
   if (o.min_workers > o.max_workers)
     s.fail(
         "min_workers", core_errc::out_of_range,
         std::to_string(o.min_workers) + " is more than max_workers (" + std::to_string(o.max_workers) + ")");
+  if (o.min_workers > o.workers)
+    s.fail("min_workers", core_errc::out_of_range,
+           std::to_string(o.min_workers) + " is more than workers (" + std::to_string(o.workers) + ")");
   if (o.workers > o.max_workers)
     s.fail("workers", core_errc::out_of_range,
            std::to_string(o.workers) + " is more than max_workers (" + std::to_string(o.max_workers) + ")");
@@ -51,6 +55,13 @@ expected<job_spec> job_spec::read(const config_doc& doc) {
   spec.cluster = cluster::cluster_config::read(r.section("cluster"));
   if (auto f = r.finish(); !f) return f.err();
   if (auto v = spec.transport.validate(); !v) return v.err();
+  // Every node of a job listens on a free port of listen_host (the master's is picked by the
+  // runner and kept across its restarts): one fixed port cannot serve them all.
+  if (spec.transport.listen_port != 0)
+    return make_unexpected(core_errc::invalid_argument,
+                           doc.source() +
+                               ": key 'transport.listen_port': a job's nodes each pick a free port "
+                               "of transport.listen_host; remove the key");
   // [train] device is `troupe train --local`'s switch (it reads job files too); a job's workers
   // follow [job] device.
   if (spec.uses_gpu() && spec.job.strategy != "allreduce")

@@ -43,6 +43,7 @@ void write_job_status(schema::JobStatus::Builder b, const job_status& s) {
   b.setResultJson(s.result_json);
   wire::write_members(b.initMembers(static_cast<unsigned>(s.members.size())), s.members);
   b.setRestarts(s.restarts);
+  b.setFault(s.fault);
 }
 
 job_status read_job_status(schema::JobStatus::Reader r) {
@@ -61,13 +62,14 @@ job_status read_job_status(schema::JobStatus::Reader r) {
   s.result_json = r.getResultJson().cStr();
   s.members = wire::read_members(r.getMembers());
   s.restarts = r.getRestarts();
+  s.fault = r.getFault().cStr();
   return s;
 }
 
 nlohmann::json to_json(const job_status& s) {
   nlohmann::json j;
   j["job"] = s.job_id;
-  j["epoch"] = s.epoch;
+  j["membership_epoch"] = s.epoch;
   j["workers_alive"] = s.workers_alive;
   j["workers_target"] = s.workers_target;
   j["ps_alive"] = s.ps_alive;
@@ -77,10 +79,11 @@ nlohmann::json to_json(const job_status& s) {
   j["data_epoch"] = t.data_epoch;
   j["data_epochs"] = t.data_epochs;
   j["samples_per_sec"] = s.samples_per_sec;
-  j["loss"] = s.loss;
+  j["loss"] = s.samples_total > 0 ? nlohmann::json(s.loss) : nlohmann::json(nullptr);
   j["samples_total"] = s.samples_total;
   j["restarts"] = s.restarts;
   j["finished"] = s.finished;
+  if (!s.fault.empty()) j["fault"] = s.fault;
   if (!s.result_json.empty()) j["result"] = nlohmann::json::parse(s.result_json, nullptr, false);
   auto members = nlohmann::json::array();
   for (const auto& m : s.members)

@@ -19,6 +19,10 @@ struct task_counts {
   std::uint64_t todo = 0, doing = 0, done = 0, failed = 0;
   std::uint64_t requeued = 0;  // moved back to TODO so far
   std::uint32_t data_epoch = 0, data_epochs = 0;
+  // Local only (the dispenser to its master; not in TaskCounts): records of DONE tasks, durable in
+  // the journal, and a disk fault that pauses the dispenser (empty when none).
+  std::uint64_t records_done = 0;
+  std::string fault;
   std::uint64_t total() const { return todo + doing + done + failed; }
   // Every task is done or quarantined (and there are tasks).
   bool all_over() const { return total() > 0 && todo == 0 && doing == 0; }
@@ -33,6 +37,7 @@ struct job_status {
   std::uint64_t samples_total = 0, restarts = 0;
   bool finished = false;
   std::string result_json;  // final metrics once finished
+  std::string fault;        // a disk fault pausing the job; empty when none
   std::vector<cluster::member> members;
 };
 
@@ -41,9 +46,10 @@ task_counts read_task_counts(schema::TaskCounts::Reader r);
 void write_job_status(schema::JobStatus::Builder b, const job_status& s);
 // Throws kj::Exception on a malformed message (read it inside `guarded`).
 job_status read_job_status(schema::JobStatus::Reader r);
-// `troupe status --json`: job, epoch, workers_alive, workers_target, ps_alive, tasks{todo, doing,
+// `troupe status --json`: job, membership_epoch, workers_alive, workers_target, ps_alive, tasks{todo, doing,
 // done, failed, requeued}, data_epoch, data_epochs, samples_per_sec, loss, samples_total, restarts,
-// finished, result (the parsed result JSON, once finished), members[{node, role, address, pid, state}].
+// finished, fault (only while a disk fault pauses the job), loss (null before the first step),
+// result (the parsed result JSON, once finished), members[{node, role, address, pid, state}].
 nlohmann::json to_json(const job_status& s);
 
 }  // namespace troupe::actors

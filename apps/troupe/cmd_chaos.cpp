@@ -102,6 +102,8 @@ expected<std::vector<control::fault_spec>> faults_of(flags& f) {
       if (!p) return p.err();
       f.rnd.kinds.push_back(p->kind);
     }
+    for (const auto& t : f.targets)
+      if (auto p = control::parse_fault(std::string("0 kill ").append(t)); !p) return p.err();
     f.rnd.targets = f.targets;
     auto r = control::random_schedule(f.rnd);
     out.insert(out.end(), r.begin(), r.end());

@@ -29,18 +29,20 @@ void add_target(CLI::App& sub, const std::shared_ptr<target>& t) {
 void print_table(const nlohmann::json& j) {
   const auto& t = j["tasks"];
   std::string state = j.value("state", j["finished"].get<bool>() ? "finished" : "running");
-  std::printf("job %s  epoch %llu  %s\n", j["job"].get<std::string>().c_str(),
-              static_cast<unsigned long long>(j["epoch"].get<std::uint64_t>()), state.c_str());
+  std::printf("job %s  membership epoch %llu  %s\n", j["job"].get<std::string>().c_str(),
+              static_cast<unsigned long long>(j["membership_epoch"].get<std::uint64_t>()), state.c_str());
   if (j.contains("reason")) std::printf("reason: %s\n", j["reason"].get<std::string>().c_str());
+  if (j.contains("fault")) std::printf("PAUSED: %s\n", j["fault"].get<std::string>().c_str());
   std::printf("tasks: %llu todo, %llu doing, %llu done, %llu failed, %llu requeued; data epoch %u/%u\n",
               t["todo"].get<unsigned long long>(), t["doing"].get<unsigned long long>(),
               t["done"].get<unsigned long long>(), t["failed"].get<unsigned long long>(),
               t["requeued"].get<unsigned long long>(), j["data_epoch"].get<unsigned>() + 1,
               j["data_epochs"].get<unsigned>());
-  std::printf("throughput %.0f samples/s, loss %.4f, %llu samples, workers %u/%u, restarts %llu\n",
-              j["samples_per_sec"].get<double>(), j["loss"].get<double>(),
-              j["samples_total"].get<unsigned long long>(), j["workers_alive"].get<unsigned>(),
-              j["workers_target"].get<unsigned>(), j["restarts"].get<unsigned long long>());
+  std::string loss = j["loss"].is_number() ? std::to_string(j["loss"].get<double>()) : "-";
+  std::printf("throughput %.0f samples/s, loss %s, %llu samples, workers %u/%u, restarts %llu\n",
+              j["samples_per_sec"].get<double>(), loss.c_str(), j["samples_total"].get<unsigned long long>(),
+              j["workers_alive"].get<unsigned>(), j["workers_target"].get<unsigned>(),
+              j["restarts"].get<unsigned long long>());
   std::printf("%-14s %-8s %-10s %-22s %s\n", "NODE", "ROLE", "STATE", "ADDRESS", "PID");
   for (const auto& m : j["members"])
     std::printf("%-14s %-8s %-10s %-22s %d\n", m["node"].get<std::string>().c_str(),

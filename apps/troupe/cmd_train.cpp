@@ -9,6 +9,7 @@
 
 #include "command.hpp"
 #include "job_config_check.hpp"
+#include "troupe/actors/data.hpp"
 #include "troupe/actors/job_spec.hpp"
 #include "troupe/gpu/trainer.hpp"
 #include "troupe/nn/config.hpp"
@@ -81,6 +82,20 @@ expected<double> train_epochs(const nn::job_config& job, const nn::train_test& d
   return train_loss;
 }
 
+// [data] source = "store": record stores (made by `troupe data import`) read whole; else nn's readers.
+expected<nn::train_test> load_train_test(const nn::data_config& c) {
+  if (c.source != "store") return nn::load_data(c);
+  nn::train_test out;
+  for (auto [dir, into] : {std::pair{&c.train_path, &out.train}, std::pair{&c.test_path, &out.test}}) {
+    auto s = storage::record_store::open(*dir);
+    if (!s) return s.err();
+    auto d = actors::read_all(*s);
+    if (!d) return d.err();
+    *into = std::move(*d);
+  }
+  return out;
+}
+
 int run_local(const options& o) {
   auto doc = load_job_doc(o.file, o.overrides);
   if (!doc) return usage_error(doc.err());
@@ -88,7 +103,7 @@ int run_local(const options& o) {
   auto spec = actors::job_spec::read(*doc);
   if (!spec) return usage_error(spec.err());
   auto* job = &spec->nn;
-  auto data = nn::load_data(job->data);
+  auto data = load_train_test(job->data);
   if (!data) return run_error(data.err());
   auto m = nn::model_registry::instance().create(job->model, data->train.info);
   if (!m) return usage_error(m.err());
@@ -110,19 +125,26 @@ int run_local(const options& o) {
   auto train_loss = train_epochs(*job, *data, **t, dev.get(), history, last);
   if (!train_loss) return run_error(train_loss.err());
   const double secs = seconds_since(start);
-  nlohmann::json out{
-      {"model", job->model.type},
-      {"data", job->data.source},
-      {"epochs", job->train.epochs},
-      {"device", job->train.device},
-      {"steps",
-       dev ? job->train.epochs * ((data->train.rows + job->train.batch_size - 1) / job->train.batch_size)
-           : (*t)->steps()},
-      {"train_loss", *train_loss},
-      {"test", eval_json(last, (*m)->num_classes() == 2)},
-      {"seconds", secs},
-      {"samples_per_s", secs > 0 ? static_cast<double>(data->train.rows * job->train.epochs) / secs : 0},
-      {"history", history}};
+  // The final JSON's shape is the one `troupe run` prints (docs/job.md, "The final JSON").
+  const std::size_t samples = data->train.rows * job->train.epochs;
+  nlohmann::json out{{"strategy", "local"},
+                     {"model", job->model.type},
+                     {"data", job->data.source},
+                     {"ok", true},
+                     {"epochs", job->train.epochs},
+                     {"device", job->train.device},
+                     {"steps", dev ? job->train.epochs * ((data->train.rows + job->train.batch_size - 1) /
+                                                          job->train.batch_size)
+                                   : (*t)->steps()},
+                     {"train_loss", *train_loss},
+                     {"test_rows", last.rows},
+                     {"test_loss", last.loss},
+                     {"test_accuracy", last.accuracy},
+                     {"samples_trained", samples},
+                     {"wall_seconds", secs},
+                     {"samples_per_s", secs > 0 ? static_cast<double>(samples) / secs : 0},
+                     {"history", history}};
+  if ((*m)->num_classes() == 2) out["test_auc"] = last.auc;
   if (data->true_auc > 0) out["true_auc"] = data->true_auc;
   std::printf("%s\n", out.dump().c_str());
   return 0;

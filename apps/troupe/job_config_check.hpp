@@ -12,7 +12,8 @@ namespace troupe::cli {
 // Reads FILE and applies each "key=value" override in order.
 expected<config_doc> load_job_doc(const std::string& file, const std::vector<std::string>& overrides);
 
-// Reads every known section into its typed struct; the first problem (or unknown key) is returned.
+// Reads every known section into its typed struct and checks what `troupe run` checks before it
+// starts (actors/job_check.hpp); the first problem (or unknown key) is returned.
 expected<void> validate_job_doc(const config_doc& doc);
 
 }  // namespace troupe::cli

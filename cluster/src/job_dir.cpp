@@ -18,6 +18,10 @@ namespace fs = std::filesystem;
 
 namespace {
 unexpected io_fail(const std::string& path, const std::string& step, int err) {
+  if (err == ENOSPC || err == EDQUOT)
+    return make_unexpected(
+        cluster_errc::io_error,
+        std::string("no space left on device: ").append(path).append(" (").append(step).append(")"));
   return make_unexpected(cluster_errc::io_error, path + ": " + step + ": " + std::strerror(err));
 }
 

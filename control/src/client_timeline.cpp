@@ -70,7 +70,7 @@ expected<std::string> status_from_timeline(const std::string& job_dir, const err
   bool quiet = now_ms - static_cast<std::int64_t>(read->events.back().t_ms) > 15'000;
   j["state"] = end ? end->text("state") : quiet ? "crashed" : "unreachable";
   j["source"] = observe::events_file_name;
-  j["epoch"] = static_cast<std::uint64_t>(n("epoch"));
+  j["membership_epoch"] = static_cast<std::uint64_t>(n("epoch"));
   j["workers_alive"] = static_cast<std::uint32_t>(n("workers_alive"));
   j["workers_target"] = wanted;
   j["ps_alive"] = 0;

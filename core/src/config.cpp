@@ -1,6 +1,7 @@
 #include "troupe/core/config.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -90,6 +91,9 @@ config_doc::config_doc() : impl_(std::make_shared<impl>()) {
 }
 
 expected<config_doc> config_doc::from_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return make_unexpected(core_errc::invalid_argument, path + ": is a directory, not a job file");
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_unexpected(core_errc::io_error, path + ": cannot open config file");
   std::stringstream ss;

@@ -71,11 +71,14 @@ train_config read_train_config(config_section s, train_config c) {
 }
 
 data_config read_data_config(config_section s, data_config c) {
-  c.source = s.get_enum("source", c.source, {"fashion-mnist", "criteo", "synthetic-ctr"});
+  c.source = s.get_enum("source", c.source, {"fashion-mnist", "criteo", "synthetic-ctr", "store"});
   c.max_train_rows = count(s, "max_train_rows", c.max_train_rows);
   c.max_test_rows = count(s, "max_test_rows", c.max_test_rows);
   if (c.source == "fashion-mnist") {
     c.dir = s.get_string("dir", c.dir);
+  } else if (c.source == "store") {
+    c.train_path = s.require_string("train");
+    c.test_path = s.require_string("test");
   } else if (c.source == "criteo") {
     c.train_path = s.require_string("train");
     c.test_path = s.get_string("test", c.test_path);
@@ -158,6 +161,10 @@ expected<train_test> load_data(const data_config& c) {
     out.test = std::move(te->data);
     out.true_auc = te->true_auc;
     out.true_logloss = te->true_logloss;
+  } else if (c.source == "store") {
+    return make_unexpected(nn_errc::bad_config,
+                           "data source 'store' (record stores made by `troupe data import`) is read by the "
+                           "job runtime, not by nn::load_data");
   } else {
     return make_unexpected(nn_errc::bad_config,
                            "data source '" + c.source + "': expected fashion-mnist, criteo or synthetic-ctr");

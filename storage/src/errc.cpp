@@ -36,6 +36,10 @@ class storage_category_impl final : public std::error_category {
         return "I/O error";
       case storage_errc::writer_stopped:
         return "writer stopped";
+      case storage_errc::disk_full:
+        return "no space left on device";
+      case storage_errc::disk_io:
+        return "input/output error on device";
     }
     return "unknown storage error " + std::to_string(c);
   }

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "lmdb_writer.hpp"
+#include "troupe/storage/disk_fault.hpp"
 #include "troupe/storage/lmdb.hpp"
 
 namespace troupe::storage {
@@ -39,6 +40,10 @@ constexpr auto resize_wait = std::chrono::seconds(30);
 }  // namespace
 
 error lmdb_error(int rc, const std::string& what) {
+  // `what` starts with the environment's directory: "<dir>: commit".
+  auto colon = what.find(": ");
+  std::string dir = what.substr(0, colon), doing = colon == std::string::npos ? "" : what.substr(colon + 2);
+  if (auto f = disk_fault(rc, dir, doing)) return *f;
   auto code = rc == MDB_MAP_FULL           ? storage_errc::map_full
               : rc == MDB_NOTFOUND         ? storage_errc::not_found
               : rc == MDB_VERSION_MISMATCH ? storage_errc::version_mismatch

@@ -12,6 +12,8 @@ namespace troupe::storage {
 namespace {
 constexpr std::uint8_t task_version = 1, config_version = 1;
 constexpr char config_key[] = "config";
+// Counters kept in the same transactions as the transitions they count (journal_meta).
+constexpr char requeued_key[] = "requeued", records_done_key[] = "records_done";
 const char* state_db[4] = {"todo", "doing", "done", "failed"};
 
 std::string encode(const task& t) {
@@ -79,6 +81,21 @@ std::string differs(const journal_options& a, const journal_options& b) {
   if (a.epochs != b.epochs) return "epochs";
   if (a.shuffle_seed != b.shuffle_seed || a.shuffle != b.shuffle) return "shuffle seed";
   return {};
+}
+
+template <class Txn>
+expected<std::uint64_t> counter_in(const Txn& txn, dbi db, const char* key) {
+  auto v = txn.get(db, key);
+  if (!v) return v.err();
+  if (!*v || (*v)->size() != 8) return std::uint64_t{0};
+  return from_be64(**v);
+}
+
+expected<void> add_counter(write_txn& w, dbi db, const char* key, std::uint64_t n) {
+  if (n == 0) return {};
+  auto c = counter_in(w, db, key);
+  if (!c) return c.err();
+  return w.put(db, key, be64_key(*c + n));
 }
 
 template <class Txn>
@@ -245,6 +262,7 @@ expected<void> task_journal::complete(std::uint64_t id, const std::string& holde
     if (auto c = check_lease(*t, holder, attempt); !c) return c;
     t->state = task_state::done;
     t->deadline_ms = 0;
+    if (auto a = add_counter(w, meta_, records_done_key, t->count); !a) return a;
     return store(w, tasks_, by_state_, *t, task_state::doing);
   });
 }
@@ -288,7 +306,7 @@ expected<std::uint64_t> task_journal::requeue_if(const std::function<bool(const 
       if (auto s = store(w, tasks_, by_state_, t, task_state::doing); !s) return s;
     }
     moved = hit.size();
-    return {};
+    return add_counter(w, meta_, requeued_key, moved);
   });
   if (!r) return r.err();
   return moved;
@@ -318,13 +336,20 @@ expected<task> task_journal::get(std::uint64_t id) const {
 expected<task_counts> task_journal::counts() const {
   auto txn = env_->begin_read();
   if (!txn) return txn.err();
-  std::uint64_t n[4];
+  task_counts c;
+  std::uint64_t* n[4] = {&c.todo, &c.doing, &c.done, &c.failed};
   for (int s = 0; s < 4; ++s) {
     auto e = txn->entries(by_state_[s]);
     if (!e) return e.err();
-    n[s] = *e;
+    *n[s] = *e;
   }
-  return task_counts{n[0], n[1], n[2], n[3]};
+  auto requeued = counter_in(*txn, meta_, requeued_key);
+  if (!requeued) return requeued.err();
+  auto records = counter_in(*txn, meta_, records_done_key);
+  if (!records) return records.err();
+  c.requeued = *requeued;
+  c.records_done = *records;
+  return c;
 }
 
 expected<std::vector<task>> task_journal::list(task_state state) const {

@@ -265,5 +265,29 @@ TEST_F(dispenser_test, a_send_failure_is_not_a_crash) {
   EXPECT_EQ(counts().doing, 1u);  // leased: the worker's next request (holding nothing) returns it
 }
 
+TEST_F(dispenser_test, a_disk_fault_of_the_master_pauses_leases_until_it_is_over) {
+  disp_->set_external_fault("cluster: I/O error: no space left on device: /j/counters.json.tmp (write)");
+  auto paused = request(w0);
+  EXPECT_TRUE(paused.none);
+  EXPECT_EQ(counts().doing, 0u);
+  EXPECT_NE(disp_->counts()->fault.find("no space left on device"), std::string::npos);
+  disp_->set_external_fault("");
+  EXPECT_TRUE(request(w0).task);
+  EXPECT_TRUE(disp_->counts()->fault.empty());
+}
+
+TEST_F(dispenser_test, requeues_and_done_records_are_counted_in_the_journal) {
+  auto a = request(w0);
+  ASSERT_TRUE(a.task);
+  disp_->requeue_holder(w0.to_string());
+  auto b = request(w1);
+  ASSERT_TRUE(b.task);
+  EXPECT_EQ(report(w1, b.id, b.attempt), "");
+  auto c = disp_->counts();
+  EXPECT_EQ(c->requeued, 1u);
+  EXPECT_EQ(c->records_done, disp_->journal().get(b.id)->count);
+  EXPECT_EQ(counts().requeued, 1u) << "durable: the journal's own counter";
+}
+
 }  // namespace
 }  // namespace troupe::actors

@@ -60,8 +60,14 @@ TEST(status_codec, a_job_status_round_trips_and_prints_the_status_json) {
   s.workers_alive = 3;
   s.workers_target = 4;
   s.ps_alive = 2;
-  s.tasks = {
-      .todo = 5, .doing = 2, .done = 30, .failed = 1, .requeued = 6, .data_epoch = 1, .data_epochs = 3};
+  s.tasks.todo = 5;
+  s.tasks.doing = 2;
+  s.tasks.done = 30;
+  s.tasks.failed = 1;
+  s.tasks.requeued = 6;
+  s.tasks.data_epoch = 1;
+  s.tasks.data_epochs = 3;
+  s.fault = "storage: no space left on device: /j/journal (commit)";
   s.samples_per_sec = 1234.5;
   s.loss = 0.25;
   s.samples_total = 99;
@@ -85,9 +91,13 @@ TEST(status_codec, a_job_status_round_trips_and_prints_the_status_json) {
   EXPECT_EQ(back.tasks.total(), 38u);
   EXPECT_FALSE(back.tasks.all_over());
   EXPECT_EQ(back.restarts, 7u);
+  EXPECT_EQ(back.fault, s.fault);
   EXPECT_EQ(back.members, s.members);
   auto j = to_json(back);
   EXPECT_EQ(j["job"], "ctr-1");
+  EXPECT_EQ(j["membership_epoch"], 9);
+  EXPECT_EQ(j["fault"], s.fault);
+  EXPECT_EQ(j["loss"], 0.25);
   EXPECT_EQ(j["tasks"]["todo"], 5);
   EXPECT_EQ(j["tasks"]["requeued"], 6);
   EXPECT_EQ(j["data_epoch"], 1);

@@ -48,7 +48,7 @@ TEST(gpu_train_cli, deepfm_trains_on_the_gpu) {
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["device"], "gpu");
-  EXPECT_GT(j["test"]["auc"].get<double>(), 0.6);
+  EXPECT_GT(j["test_auc"].get<double>(), 0.6);
 }
 
 }  // namespace

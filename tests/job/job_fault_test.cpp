@@ -69,6 +69,9 @@ TEST(job_faults, sigkill_a_ps_shard_restores_its_checkpoint) {
 TEST(job_faults, sigkill_the_master_resumes_from_the_journal) {
   auto r = start_job("master-kill", ctr_job(2, 300000, 4));
   ASSERT_TRUE(kill_when_running(r, "master", 10));
+  auto killed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
   ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
   auto j = storage::task_journal::open(r.job_dir + "/journal");
   ASSERT_TRUE(j);
@@ -81,6 +84,14 @@ TEST(job_faults, sigkill_the_master_resumes_from_the_journal) {
   std::size_t releases = 0;
   for (const auto& t : *done) releases += t.attempt - 1;
   EXPECT_LE(releases, 2u);
+  // The final counts come from durable state, not from the second master's memory.
+  auto res = result(r);
+  EXPECT_GE(res.value("samples_trained", 0ull), 300000ull * 4) << res.dump();
+  EXPECT_EQ(res.value("records_done", 0ull), 300000ull * 4) << res.dump();
+  EXPECT_EQ(res.value("master_starts", 0), 2) << res.dump();
+  EXPECT_EQ(res.value("tasks_requeued", 0ull), releases) << res.dump();
+  EXPECT_LT(res.value("first_step_wall_ms", std::int64_t{0}), killed_ms) << "measured before the restart";
+  EXPECT_GT(res.value("first_step_seconds", -1.0), 0.0) << res.dump();
   // Nothing waited for a lease to expire (30 s): reports were resent to the new master.
   EXPECT_LT(result(r).value("wall_seconds", 1e9), 25.0);
   EXPECT_NE(read_file(r.job_dir + "/logs/master.log").find("master#1"), std::string::npos);
@@ -112,7 +123,11 @@ TEST(job_faults, stop_ends_the_job_and_its_processes) {
       r, [](const nlohmann::json& j) { return done_tasks(j) >= 1; }, std::chrono::seconds(120)));
   std::string out;
   EXPECT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
-  EXPECT_EQ(wait_job(r, std::chrono::seconds(30)), 1);
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(30)), 3) << "README: 3 is stopped on request";
+  auto res = result(r);
+  EXPECT_EQ(res.value("ok", true), false) << res.dump();
+  EXPECT_NE(res.value("reason", "").find("troupe stop"), std::string::npos) << res.dump();
+  EXPECT_GT(res.value("tasks_done", 0), 0) << res.dump();
   EXPECT_TRUE(no_processes_of(r));
 }
 

@@ -84,16 +84,16 @@ void spawn(job_run& r, const std::vector<std::string>& args) {
 }
 }  // namespace
 
-job_run start_job(const std::string& test_name, const std::string& toml, const std::string& job_id) {
+job_run start_job(const std::string& test_name, const std::string& toml, const job_place& place) {
   job_run r;
   r.name = test_name;
   r.dir = test_root(test_name);
   std::string file = r.dir + "/job.toml";
-  std::ofstream(file) << "[job]\nroot = \"" << r.dir << "/jobs\"\ndataset_cache = \"" << dataset_cache()
-                      << "\"\n"
-                      << toml;
-  std::string id = job_id.empty() ? test_name : job_id;
-  r.job_dir = r.dir + "/jobs/" + id;
+  std::string root = place.root.empty() ? r.dir + "/jobs" : place.root;
+  std::string cache = place.dataset_cache.empty() ? dataset_cache() : place.dataset_cache;
+  std::ofstream(file) << "[job]\nroot = \"" << root << "\"\ndataset_cache = \"" << cache << "\"\n" << toml;
+  std::string id = place.job_id.empty() ? test_name : place.job_id;
+  r.job_dir = root + "/" + id;
   r.out_file = r.dir + "/stdout";
   r.err_file = r.dir + "/stderr";
   spawn(r, {"run", file, "--job-id", id, "--quiet"});

@@ -39,9 +39,13 @@ std::string mlp_job(const mlp_options& o);
 std::string ctr_job(int workers, int rows, int epochs, int checkpoint_every_ms = 300,
                     const std::string& job_extra = "");
 
-// Writes `toml` (with [job] root/dataset_cache filled in by the caller's text) and starts the runner,
-// with job id `job_id` (default: the test name) under a directory of the test's own.
-job_run start_job(const std::string& test_name, const std::string& toml, const std::string& job_id = "");
+// Where a job's directory and its dataset cache go (empty: the test's root, the shared cache), and
+// its job id (empty: the test name).
+struct job_place {
+  std::string root, dataset_cache, job_id;
+};
+// Writes `toml` (with [job] root/dataset_cache filled in by the caller's text) and starts the runner.
+job_run start_job(const std::string& test_name, const std::string& toml, const job_place& place = {});
 // Starts `troupe run --resume` on r's job directory (output into <dir>/stdout.resumed, stderr.resumed).
 void resume_job(job_run& r);
 // Waits for the runner to exit; its exit code (or -signal).

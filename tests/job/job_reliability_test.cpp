@@ -93,8 +93,8 @@ TEST(job_reliability, a_sigstopped_master_is_fenced_and_replaced) {
 
 TEST(job_reliability, two_jobs_with_one_id_at_once_share_no_host_names) {
   auto job = mlp_job({.strategy = "allreduce", .max_train_rows = 6000, .max_test_rows = 1000});
-  auto a = start_job("twin-a", job, "twin");
-  auto b = start_job("twin-b", job, "twin");
+  auto a = start_job("twin-a", job, job_place{"", "", "twin"});
+  auto b = start_job("twin-b", job, job_place{"", "", "twin"});
   ASSERT_TRUE(wait_until(
       [&] {
         auto ia = cluster::job_dir::open(a.job_dir), ib = cluster::job_dir::open(b.job_dir);
@@ -165,7 +165,7 @@ TEST(job_reliability, a_stopped_job_resumes_and_a_finished_one_refuses) {
       r, [](const nlohmann::json& j) { return done_tasks(j) >= 5; }, 120s));
   std::string out;
   ASSERT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
-  EXPECT_EQ(wait_job(r, 30s), 1);
+  EXPECT_EQ(wait_job(r, 30s), 3);  // stopped on request (README exit codes)
   auto before = done_attempts(r);
   resume_job(r);
   ASSERT_EQ(wait_job(r, 240s), 0) << read_file(r.err_file);

@@ -17,7 +17,7 @@ TEST(job_story, a_stopped_job_keeps_its_story) {
       r, [](const nlohmann::json& j) { return j["tasks"]["done"].get<std::uint64_t>() >= 1; }, 120s));
   std::string out;
   ASSERT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
-  EXPECT_EQ(wait_job(r, 30s), 1);
+  EXPECT_EQ(wait_job(r, 30s), 3);  // stopped on request (README exit codes)
   // result.json and the final line: stopped, and by whom.
   auto res = nlohmann::json::parse(read_file(r.job_dir + "/result.json"), nullptr, false);
   ASSERT_TRUE(res.is_object());

@@ -35,8 +35,8 @@ TEST(train_cli, deepfm_prints_progress_and_one_json_line) {
   EXPECT_EQ(j["model"], "deepfm");
   EXPECT_EQ(j["steps"], 158);
   EXPECT_EQ(j["history"].size(), 2u);
-  EXPECT_GT(j["test"]["auc"].get<double>(), 0.6);
-  EXPECT_GT(j["true_auc"].get<double>(), j["test"]["auc"].get<double>() - 0.05);
+  EXPECT_GT(j["test_auc"].get<double>(), 0.6);
+  EXPECT_GT(j["true_auc"].get<double>(), j["test_auc"].get<double>() - 0.05);
 }
 
 TEST(train_cli, bad_config_is_exit_2_naming_the_key) {

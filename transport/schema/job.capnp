@@ -31,7 +31,7 @@ struct EvalResult {
   rows @0 :UInt64;
   loss @1 :Float64;
   accuracy @2 :Float64;
-  auc @3 :Float64;
+  auc @3 :Float64;         # NaN when the model is not binary (the final JSON then has no test_auc)
   error @4 :Text;          # empty on success
 }
 
@@ -53,7 +53,7 @@ struct TaskCounts {
 # The answer to a StatusRequest (actors/src/status_codec.hpp: job_status, and its JSON).
 struct JobStatus {
   jobId @0 :Text;
-  epoch @1 :UInt64;              # membership epoch
+  epoch @1 :UInt64;              # membership epoch (JSON: membership_epoch; the data epoch is tasks.dataEpoch)
   masterIncarnation @2 :UInt64;
   workersAlive @3 :UInt32;
   workersTarget @4 :UInt32;      # set by the runner
@@ -66,6 +66,7 @@ struct JobStatus {
   resultJson @11 :Text;          # final metrics once finished
   members @12 :List(Control.Member);
   restarts @13 :UInt64;          # node relaunches by the runner
+  fault @14 :Text;               # a disk fault pausing the job ("no space left on device: <path> ..."); empty when none
 }
 
 # CLI -> runner: change the number of workers.

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "../caf_types.hpp"
+#include "troupe/storage/disk_fault.hpp"
 #include "troupe/storage/record_store.hpp"
 
 namespace troupe::actors {
@@ -46,9 +47,30 @@ void task_dispenser::on_message(const message& m) {
 }
 
 std::uint64_t task_dispenser::count_requeued(expected<std::uint64_t> n) {
-  if (!n) return 0;
-  requeued_ += *n;
-  return *n;
+  if (!n) {
+    disk_trouble(n.err());  // the requeue is retried: next request, tick or reconciliation
+    return 0;
+  }
+  return *n;  // not proof that the disk is back: a requeue of nothing writes no page
+}
+
+bool task_dispenser::disk_trouble(const error& e) {
+  if (!storage::is_disk_fault(e)) return false;
+  if (auto text = e.to_string(); text != fault_) {
+    spdlog::error("dispenser: task journal: {}: no task is handed out until it can be written again", text);
+    fault_ = text;
+  }
+  return true;
+}
+
+void task_dispenser::disk_ok() {
+  if (fault_.empty()) return;
+  spdlog::info("dispenser: the task journal is writable again: handing out tasks");
+  fault_.clear();
+}
+
+void task_dispenser::set_external_fault(const std::string& fault) {
+  external_fault_ = fault;
 }
 
 void task_dispenser::send_lease(const message& req) {
@@ -67,9 +89,15 @@ void task_dispenser::send_lease(const message& req) {
   outbound o = reply_to(req);
   auto lease = o.body().initTaskLease();
   lease.setLeaseMs(static_cast<std::uint64_t>(job.lease_timeout.count()));
-  auto t = journal_->lease(holder, deadline);
-  if (!t) throw std::runtime_error(t.err().to_string());  // the journal is broken: restart
-  if (*t) {
+  // While a disk fault lasts the worker hears "none" and asks again; a journal fault is probed by
+  // each request, a fault of the master's files is lifted by the master.
+  expected<std::optional<storage::task>> t = std::optional<storage::task>();
+  if (external_fault_.empty()) t = journal_->lease(holder, deadline);
+  if (!t && !disk_trouble(t.err())) throw std::runtime_error(t.err().to_string());  // broken: restart
+  if (t) disk_ok();
+  if (!t || paused()) {
+    lease.setNone();
+  } else if (*t) {
     auto b = lease.initTask();
     b.setId((*t)->id);
     b.setFirstRecord((*t)->first);
@@ -92,11 +120,15 @@ void task_dispenser::take_report(const message& m) {
   auto r = m.body().getTaskReport();
   std::string holder = m.from_node().to_string();
   std::string refused;
+  // A report the journal cannot record for a disk fault is not acknowledged: the worker resends it.
   if (r.which() == schema::TaskReport::DONE) {
     auto c = journal_->complete(r.getTaskId(), holder, r.getAttempt());
+    if (!c && disk_trouble(c.err())) return;
+    if (c) disk_ok();
     if (!c) refused = c.err().to_string();
   } else {
     auto f = journal_->fail(r.getTaskId(), holder, r.getAttempt(), r.getFailed().cStr());
+    if (!f && disk_trouble(f.err())) return;
     if (!f)
       refused = f.err().to_string();
     else if (*f == storage::task_state::failed) {
@@ -119,7 +151,8 @@ void task_dispenser::renew_leases(const message& m) {
   std::string holder = m.from_node().to_string();
   std::int64_t deadline = node_.clock().wall_ms() + node_.spec().job.lease_timeout.count();
   for (auto l : m.body().getTaskRenew().getLeases())
-    if (auto r = journal_->renew(l.getTaskId(), holder, l.getAttempt(), deadline); !r)
+    if (auto r = journal_->renew(l.getTaskId(), holder, l.getAttempt(), deadline);
+        !r && !disk_trouble(r.err()))
       spdlog::debug("dispenser: renewal of task {} by {}: {}", l.getTaskId(), holder, r.err().to_string());
 }
 
@@ -154,8 +187,17 @@ void task_dispenser::requeue_expired() {
 std::optional<task_counts> task_dispenser::counts() const {
   auto c = journal_->counts();
   if (!c) return std::nullopt;
-  return task_counts{
-      c->todo, c->doing, c->done, c->failed, requeued_, data_epoch_, journal_->options().epochs};
+  task_counts out;
+  out.todo = c->todo;
+  out.doing = c->doing;
+  out.done = c->done;
+  out.failed = c->failed;
+  out.requeued = c->requeued;
+  out.data_epoch = data_epoch_;
+  out.data_epochs = journal_->options().epochs;
+  out.records_done = c->records_done;
+  out.fault = fault_.empty() ? external_fault_ : fault_;
+  return out;
 }
 
 namespace {
@@ -179,6 +221,7 @@ caf::behavior dispenser(dispenser_actor* self, node_context* node, data_paths da
         self->state.core->requeue_expired();
         self->delayed_send(self, std::chrono::milliseconds(250), tick_atom::value);
       },
+      [=](fault_atom, const std::string& fault) { self->state.core->set_external_fault(fault); },
       [=](counts_atom) -> caf::result<task_counts> {
         auto c = self->state.core->counts();
         if (!c) return caf::make_error(caf::sec::runtime_error);

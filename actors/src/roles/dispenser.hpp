@@ -38,6 +38,8 @@ class task_dispenser {
   void requeue_expired();
   // The journal's counts and this dispenser's requeues and data epoch; nullopt when the journal fails.
   std::optional<task_counts> counts() const;
+  // A disk fault of the master's own files (empty: over): no task is handed out while it lasts.
+  void set_external_fault(const std::string& fault);
   const storage::task_journal& journal() const { return *journal_; }
 
  private:
@@ -46,10 +48,15 @@ class task_dispenser {
   void renew_leases(const message& m);
   // Adds a requeue's count to the total; 0 on an error.
   std::uint64_t count_requeued(expected<std::uint64_t> n);
+  // A journal write failed: true (and the job pauses) for a disk fault, false for anything else.
+  bool disk_trouble(const error& e);
+  // A journal write succeeded: a disk fault is over.
+  void disk_ok();
+  bool paused() const { return !fault_.empty() || !external_fault_.empty(); }
 
   node_context& node_;
   std::optional<storage::task_journal> journal_;
-  std::uint64_t requeued_ = 0;
+  std::string fault_, external_fault_;
   std::uint32_t data_epoch_ = 0;
   observe::job_timeline timeline_;  // re-queues and quarantines
 };

@@ -148,6 +148,7 @@ caf::behavior master(master_actor* self, node_context* ctx, supervision::name_re
   st.ctx = ctx;
   st.names = names;
   st.epoch_file = ctx->who().job_dir + "/master_epoch";
+  restore_counters(st, ctx->who().job_dir);
   st.started = ctx->clock().now();
   st.window_start = st.started;
   st.obs = std::make_shared<master_observer>(ctx->spec(), ctx->who().job_dir, ctx->who().job_id);

@@ -14,6 +14,7 @@
 #include "../node_context.hpp"
 #include "../status_codec.hpp"
 #include "gpu_rendezvous.hpp"
+#include "job_counters.hpp"
 #include "troupe/cluster/membership.hpp"
 #include "troupe/supervision/name_registry.hpp"
 #include "troupe/transport/schema/job.capnp.h"
@@ -34,6 +35,12 @@ struct master_state {
   // Progress: totals and the current window (samples/s and loss are over the last full window).
   std::uint64_t samples_total = 0, dropped_steps = 0;
   std::uint64_t first_step_wall_ms = 0;  // earliest first trained minibatch of any worker (Unix ms)
+  // Durable counters (job_counters.hpp): what was last saved, when, and how many masters started.
+  std::string job_dir;
+  std::uint64_t master_starts = 0;
+  job_counters saved;
+  std::chrono::steady_clock::time_point last_save;
+  std::string fault;  // a disk fault saving them; empty when none
   std::uint64_t window_samples = 0, window_steps = 0;
   double window_loss = 0;
   double samples_per_sec = 0, loss = 0;
@@ -55,6 +62,12 @@ struct master_state {
 using master_actor = caf::stateful_actor<master_state>;
 
 void on_tick(master_actor* self);
+// Loads <job dir>/counters.json into `st` (a restarted master continues the counts) and saves it
+// with one more master start.
+void restore_counters(master_state& st, const std::string& job_dir);
+// Saves the counters when they changed (at most once a second, or at once with `now`); a disk
+// fault is kept in st.fault and passed to the dispenser, which pauses until it is over.
+void persist_counters(master_actor* self, bool now);
 // Answers a StatusRequest with the job's status (reply_to: it carries the request's correlation id).
 void send_status(master_actor* self, const message& request);
 // An EvalResult; `correlation_id` (its envelope's) tells the answer to the latest Evaluate apart.

@@ -2,6 +2,7 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <fstream>
 
 #include "../caf_types.hpp"
@@ -62,6 +63,21 @@ void roll_window(master_state& st) {
   st.window_start = now;
 }
 
+// Counts from durable state: the journal's (requeues, records of DONE tasks) and counters.json's.
+void add_durable_counts(const master_state& st, nlohmann::json& j) {
+  std::uint64_t records_done = st.counts ? st.counts->records_done : 0;
+  j["samples_trained"] = std::max(st.samples_total, records_done);
+  j["records_done"] = records_done;
+  j["dropped_steps"] = st.dropped_steps;
+  j["master_starts"] = st.master_starts;
+  if (st.first_step_wall_ms != 0) j["first_step_wall_ms"] = st.first_step_wall_ms;
+  if (st.counts) {
+    j["tasks_done"] = st.counts->done;
+    j["tasks_failed"] = st.counts->failed;
+    j["tasks_requeued"] = st.counts->requeued;
+  }
+}
+
 void send_finished(master_state& st) {
   auto o = wire::job();
   auto f = o.body.initJobFinished();
@@ -91,6 +107,7 @@ void on_tick(master_actor* self) {
   auto& st = self->state;
   roll_window(st);
   st.obs->tick(st);
+  persist_counters(self, false);
   reconcile_holders(self);
   if (auto d = st.names->get("dispenser")) {
     self->request(d, std::chrono::seconds(2), counts_atom::value)
@@ -113,6 +130,7 @@ void on_eval_result(master_actor* self, schema::EvalResult::Reader r, std::uint6
     st.eval_worker.clear();
     return;
   }
+  persist_counters(self, true);
   double secs = std::chrono::duration<double>(st.ctx->clock().now() - st.started).count();
   nlohmann::json j;
   j["job"] = st.ctx->who().job_id;
@@ -121,15 +139,9 @@ void on_eval_result(master_actor* self, schema::EvalResult::Reader r, std::uint6
   j["test_rows"] = r.getRows();
   j["test_loss"] = r.getLoss();
   j["test_accuracy"] = r.getAccuracy();
-  j["test_auc"] = r.getAuc();
-  j["samples_trained"] = st.samples_total;
-  j["dropped_steps"] = st.dropped_steps;
-  if (st.first_step_wall_ms != 0) j["first_step_wall_ms"] = st.first_step_wall_ms;
-  if (st.counts) {
-    j["tasks_done"] = st.counts->done;
-    j["tasks_failed"] = st.counts->failed;
-    j["tasks_requeued"] = st.counts->requeued;
-  }
+  if (std::isfinite(r.getAuc())) j["test_auc"] = r.getAuc();  // NaN: not a binary model
+  add_durable_counts(st, j);
+  j["ok"] = st.counts && st.counts->failed == 0;
   j["master_seconds"] = secs;
   j["evaluated_by"] = st.eval_worker;
   st.result_json = j.dump();
@@ -153,6 +165,7 @@ void send_status(master_actor* self, const message& request) {
   s.samples_per_sec = st.samples_per_sec;
   s.loss = st.loss;
   s.samples_total = st.samples_total;
+  s.fault = !st.fault.empty() ? st.fault : st.counts ? st.counts->fault : std::string();
   s.finished = st.finished;
   s.result_json = st.result_json;
   s.members = st.view.members();

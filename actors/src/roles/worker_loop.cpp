@@ -355,6 +355,7 @@ void evaluate(worker_state& st, const message& request) {
     res.setAuc(nn::auc(scores, labels));
   } else {
     res.setAccuracy(nn::accuracy(scores, width, labels));
+    res.setAuc(std::numeric_limits<double>::quiet_NaN());  // AUC is for binary models (EvalResult)
   }
   spdlog::info("evaluation on {} rows: loss {:.4f} accuracy {:.4f} auc {:.4f}", test.rows, res.getLoss(),
                res.getAccuracy(), res.getAuc());

@@ -55,6 +55,20 @@ expected<void> parse_option(fault_spec& f, const std::string& opt) {
   return {};
 }
 
+// A role (worker, ps, master; dispenser: the master's node) or one node of it (worker-3, ps-0).
+expected<void> check_target(const std::string& t) {
+  for (const char* role : {"worker", "ps", "master", "dispenser"})
+    if (t == role) return {};
+  for (const std::string prefix : {"worker-", "ps-"})
+    if (t.size() > prefix.size() && t.compare(0, prefix.size(), prefix) == 0 &&
+        std::all_of(t.begin() + static_cast<std::ptrdiff_t>(prefix.size()), t.end(),
+                    [](char c) { return c >= '0' && c <= '9'; }))
+      return {};
+  return make_unexpected(
+      core_errc::invalid_argument,
+      std::string("unknown target '").append(t).append("' (worker, ps, master, dispenser, worker-N, ps-N)"));
+}
+
 }  // namespace
 
 expected<fault_spec> parse_fault(const std::string& text) {
@@ -70,6 +84,7 @@ expected<fault_spec> parse_fault(const std::string& text) {
   auto k = parse_kind(kind);
   if (!k) return std::move(k).err().wrap("fault '" + text + "'");
   f.kind = *k;
+  if (auto c = check_target(target); !c) return std::move(c).err().wrap("fault '" + text + "'");
   f.target = target;
   while (in >> opt)
     if (auto r = parse_option(f, opt); !r) return std::move(r).err().wrap("fault '" + text + "'");

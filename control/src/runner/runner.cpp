@@ -11,9 +11,9 @@
 namespace troupe::control {
 
 namespace {
-volatile std::sig_atomic_t interrupted = 0;
-void on_signal(int) {
-  interrupted = 1;
+volatile std::sig_atomic_t interrupted = 0;  // the signal that asked the runner to end
+void on_signal(int sig) {
+  interrupted = sig;
 }
 }  // namespace
 
@@ -84,13 +84,14 @@ int runner::loop() {
     if (stop_) {
       end_state_ = "stopped";
       end_reason_ = "stopped on request (" + stop_reason_ + ")";
-      return spdlog::warn("{}", end_reason_), 1;
+      return spdlog::warn("{}", end_reason_), 3;
     }
-    if (interrupted) {
+    if (interrupted) {  // 128 + the signal: 130 for SIGINT, 143 for SIGTERM
       end_state_ = "interrupted";
-      end_reason_ = "the runner was interrupted (SIGINT or SIGTERM)";
-      return spdlog::warn("{}", end_reason_), 130;
+      end_reason_ = std::string("interrupted by ") + (interrupted == SIGTERM ? "SIGTERM" : "SIGINT");
+      return spdlog::warn("{}", end_reason_), 128 + interrupted;
     }
+    if (fatal_ = disk_fault_expired(); !fatal_.empty()) return spdlog::error("{}", fatal_), 1;
     poll_status();
     watch_master();
     fence_dead_nodes();

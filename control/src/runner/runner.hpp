@@ -101,6 +101,9 @@ class runner {
   void poll_status(bool force = false);
   void print_progress(bool final_line);
   void answer_status(const std::string& node, const std::string& to, std::uint64_t id);
+  // results (runner_result.cpp)
+  // Non-empty (the reason) once a disk fault the master reports has lasted job.disk_full_timeout_ms.
+  std::string disk_fault_expired();
 
   run_options opt_;
   job_spec spec_;
@@ -141,6 +144,7 @@ class runner {
   // job_start/job_end, scale, fenced, replaced (the master writes membership and metrics).
   observe::job_timeline timeline_;
   std::string metrics_addr_;  // the master's /metrics, pinned in job.toml (empty: off)
+  steady::time_point fault_since_{};  // when the disk fault the master reports began
 };
 
 // [cluster] metrics_port 0 becomes a free port, written into `doc` (so job.toml pins it for every

@@ -101,14 +101,20 @@ void runner::print_progress(bool final_line) {
                  std::chrono::duration<double>(now - master_heard_).count(), tty ? "" : "\n");
     return;
   }
-  std::fprintf(
-      stderr,
-      "%s[%6.1fs] epoch %u/%u  tasks %llu/%llu  %8.0f samples/s  loss %.4f  workers %u/%u%s  restarts %llu%s",
-      tty ? "\r" : "", secs, std::min(s.tasks.data_epoch + 1, std::max(s.tasks.data_epochs, 1u)),
-      s.tasks.data_epochs, static_cast<unsigned long long>(s.tasks.done),
-      static_cast<unsigned long long>(total), s.samples_per_sec, s.loss, s.workers_alive, target_workers_,
-      spec_.uses_ps() ? ("  ps " + std::to_string(s.ps_alive)).c_str() : "",
-      static_cast<unsigned long long>(restarts_), tty && !final_line ? "" : "\n");
+  // "data epoch": the pass over the dataset (the membership epoch is in `troupe status`); no loss
+  // is shown before the first step.
+  char loss[32] = "-";
+  if (s.samples_total > 0) std::snprintf(loss, sizeof loss, "%.4f", s.loss);
+  std::string paused;
+  if (!s.fault.empty()) paused.append("  PAUSED: ").append(s.fault);
+  std::fprintf(stderr,
+               "%s[%6.1fs] data epoch %u/%u  tasks %llu/%llu  %8.0f samples/s  loss %s  workers %u/%u%s  "
+               "restarts %llu%s%s",
+               tty ? "\r" : "", secs, std::min(s.tasks.data_epoch + 1, std::max(s.tasks.data_epochs, 1u)),
+               s.tasks.data_epochs, static_cast<unsigned long long>(s.tasks.done),
+               static_cast<unsigned long long>(total), s.samples_per_sec, loss, s.workers_alive,
+               target_workers_, spec_.uses_ps() ? ("  ps " + std::to_string(s.ps_alive)).c_str() : "",
+               static_cast<unsigned long long>(restarts_), paused.c_str(), tty && !final_line ? "" : "\n");
 }
 
 void runner::answer_status(const std::string& node, const std::string& to, std::uint64_t id) {

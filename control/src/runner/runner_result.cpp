@@ -1,6 +1,6 @@
 // How a job ends, whatever the way: its nodes stopped, its shared memory removed, nodes.json
 // final, and result.json written with the outcome and the reason (finished, failed, stopped,
-// interrupted), then printed as the runner's final line.
+// interrupted), then printed as the runner's final line; and the deadline of a disk fault.
 #include <cstdio>
 
 #include <spdlog/spdlog.h>
@@ -19,7 +19,6 @@ int runner::finish(int rc) {
   print_progress(true);
   if (!dir_) return rc;
   auto text = final_json(rc);
-  timeline_.job_end(end_state_, end_reason_);
   if (auto w = cluster::write_file_atomic(dir_->result_path(), text + "\n"); !w)
     spdlog::warn("{}", w.err().to_string());
   if (rc == 0)
@@ -44,7 +43,7 @@ std::string runner::final_json(int rc) {
     j["tasks"] = s["tasks"];
     j["samples_total"] = s["samples_total"];
   }
-  const bool master_finished = finished_;
+  const bool master_finished = finished_, has_result = !result_json_.empty();
   lk.unlock();
   if (end_state_.empty()) {
     end_state_ = rc == 0 ? "finished" : "failed";
@@ -57,7 +56,18 @@ std::string runner::final_json(int rc) {
     else
       end_reason_ = "failed";
   }
+  if (!has_result) {  // no result: what the runner knows of the work done
+    j["strategy"] = spec_.job.strategy;
+    j["model"] = spec_.nn.model.type;
+    if (j.contains("tasks")) {
+      j["tasks_done"] = j["tasks"]["done"];
+      j["tasks_failed"] = j["tasks"]["failed"];
+      j["tasks_requeued"] = j["tasks"]["requeued"];
+      j["samples_trained"] = j["samples_total"];
+    }
+  }
   j["job"] = dir_->job_id();
+  j["ok"] = rc == 0;
   j["status"] = end_state_;
   j["reason"] = end_reason_;
   j["exit_code"] = rc;
@@ -71,6 +81,29 @@ std::string runner::final_json(int rc) {
         static_cast<double>(j["first_step_wall_ms"].get<std::int64_t>() - started_wall_ms_) / 1000.0;
   if (data_.true_auc > 0) j["true_auc"] = data_.true_auc;
   return j.dump();
+}
+
+std::string runner::disk_fault_expired() {
+  std::unique_lock lk(mu_);
+  std::string fault = status_.fault;
+  lk.unlock();
+  auto now = steady::now();
+  if (fault.empty()) {
+    if (fault_since_ != steady::time_point{}) spdlog::info("the disk fault is over: the job resumes");
+    fault_since_ = {};
+    return {};
+  }
+  if (fault_since_ == steady::time_point{}) {
+    fault_since_ = now;
+    spdlog::error("job paused: {} (it fails after {} s unless the disk recovers: job.disk_full_timeout_ms)",
+                  fault, spec_.job.disk_full_timeout.count() / 1000.0);
+  }
+  if (now - fault_since_ < spec_.job.disk_full_timeout) return {};
+  return std::string("job failed: ")
+      .append(fault)
+      .append(" for more than ")
+      .append(std::to_string(spec_.job.disk_full_timeout.count()))
+      .append(" ms (job.disk_full_timeout_ms)");
 }
 
 }  // namespace troupe::control

@@ -22,6 +22,7 @@
 #include "data_model.hpp"
 #include "node_runtime.hpp"
 #include "runner.hpp"
+#include "troupe/actors/job_check.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/cluster/config.hpp"
 #include "troupe/cluster/errc.hpp"
@@ -103,13 +104,8 @@ int runner::check_model() {
   if (!store) return spdlog::error("{}", store.err().to_string()), 1;
   auto m = build_model(spec_, *store);
   if (!m) return spdlog::error("{}", m.err().to_string()), 2;
-  if (!spec_.uses_ps() && !(*m)->embedding_tables().empty()) {
-    spdlog::error(
-        "strategy '{}' replicates dense parameters only; model '{}' has embedding tables: use "
-        "[job] strategy = \"async_ps\"",
-        spec_.job.strategy, spec_.nn.model.type);
-    return 2;
-  }
+  if (auto f = actors::check_model_fits_strategy(spec_, **m); !f)
+    return spdlog::error("{}", f.err().to_string()), 2;
   return 0;
 }
 
@@ -142,8 +138,9 @@ int runner::read_config(config_doc& doc) {
         opt_.resume, spec_.job.strategy);
     return 2;
   }
-  if (auto s = make_strategy(spec_.job.strategy, spec_); !s)
-    return spdlog::error("{}", s.err().to_string()), 2;
+  // What `troupe config check` checks too (strategy, model, data paths): exit 2 before a job dir.
+  if (auto c = actors::check_job(spec_); !c)
+    return spdlog::error("{}: {}", opt_.resume.empty() ? opt_.file : opt_.resume, c.err().to_string()), 2;
   if (auto g = check_gpu(spec_); !g) return spdlog::error("{}", g.err().to_string()), 2;
   target_workers_ = spec_.job.workers;
   auto metrics = pin_metrics_address(doc, spec_);

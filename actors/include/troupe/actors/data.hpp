@@ -27,6 +27,14 @@ expected<void> read_records(const storage::record_store& store, std::uint64_t fi
 // Reads the whole store.
 expected<nn::dataset> read_all(const storage::record_store& store);
 
+// Reads every record of the store at `dir` (checksums included) in a child process, so a corrupt
+// page cannot crash the caller: ok, or an error naming <dir>/data.mdb and the problem. Fork-safe
+// callers only (call it before starting threads that hold locks).
+expected<void> verify_store(const std::string& dir);
+// verify_store, skipped when <dir>/verified records the data file's current size and modification
+// time (written after a verification that passed): a write to the file since is verified again.
+expected<void> verify_store_once(const std::string& dir);
+
 struct prepared_data {
   std::string train_dir, test_dir;
   std::string key;  // the cache entry's name
@@ -35,7 +43,10 @@ struct prepared_data {
 };
 
 // Makes sure `<cache>/<key>/{train,test}` hold the data `c` describes (key derived from c), importing
-// them if not. Concurrent preparers of the same key: the first wins, the others wait for it.
+// them if not. Concurrent preparers of the same key: the first wins, the others wait for it. Both
+// stores are verified (verify_store) first: a corrupt cache entry is rebuilt, with a warning
+// naming the file. [data] source = "store" names the stores themselves: verified, never rebuilt
+// (an error says to re-import them).
 expected<prepared_data> prepare_datasets(const nn::data_config& c, const std::string& cache);
 
 }  // namespace troupe::actors

@@ -7,7 +7,8 @@
 //          max_task_failures, lease_timeout_ms, progress_every_ms, sync_every (local_sgd),
 //          ring_capacity_kb (allreduce channels), rpc_timeout_ms, dataset_cache (dir of imported
 //          datasets, default "<root>/datasets"), device = "cpu" | "gpu" (workers train on a GPU:
-//          strategy "allreduce" only; docs/gpu_workers.md)
+//          strategy "allreduce" only; docs/gpu_workers.md), disk_full_timeout_ms (a disk fault
+//          lasting this long fails the job; 300000)
 //   [ps]   shards, checkpoint_every_ms, full_checkpoint_every
 //
 // train.epochs is the number of passes over the dataset the dispenser hands out.
@@ -40,6 +41,9 @@ struct job_options {
   ms rpc_timeout{10'000};
   std::string dataset_cache;   // empty: <root>/datasets
   std::string device = "cpu";  // "gpu": the worker role runs a gpu_worker (one device per worker)
+  // A disk fault (no space left, I/O error) on the job's files lasting this long fails the job;
+  // shorter ones pause it (docs/job.md, "Failure table").
+  ms disk_full_timeout{300'000};
 };
 
 struct ps_options {

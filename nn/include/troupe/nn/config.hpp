@@ -6,10 +6,12 @@
 //   [train]  epochs, batch_size, optimizer = "sgd" | "adagrad" | "adam", learning_rate,
 //            momentum, nesterov, initial_accumulator, beta1, beta2, epsilon, weight_decay,
 //            seed, log_every, shuffle, eval_batch_size, threads, device = "cpu" | "gpu"
-//   [data]   source = "fashion-mnist" | "criteo" | "synthetic-ctr" and that source's keys:
+//   [data]   source = "fashion-mnist" | "criteo" | "synthetic-ctr" | "store" and that source's keys:
 //            fashion-mnist: dir, max_train_rows, max_test_rows
 //            criteo:        train, test (optional), test_fraction, buckets_per_field,
 //                           max_train_rows, max_test_rows
+//            store:         train, test (record store directories made by `troupe data import`;
+//                           read by `troupe run` and `troupe train --local`)
 //            synthetic-ctr: rows, test_rows, fields, vocab_per_field, zipf_exponent, dense_dim,
 //                           factor_dim, weight_scale, factor_scale, bias, model_seed, sample_seed
 // Each reader records problems in the config_reader (first one wins; the caller's finish()
@@ -29,7 +31,7 @@ struct data_config {
   std::string source = "fashion-mnist";
   std::string dir = fashion_mnist_default_dir;  // fashion-mnist
   std::size_t max_train_rows = 0, max_test_rows = 0;
-  std::string train_path, test_path;  // criteo
+  std::string train_path, test_path;  // criteo (files), store (record store directories)
   double test_fraction = 0.1;         // criteo without a test file: the last rows are held out
   criteo_options criteo;
   synthetic_ctr_options synthetic;  // rows = training rows

@@ -20,6 +20,8 @@ enum class storage_errc {
   corrupt_checkpoint = 10,  // checkpoint data fails its checksum, or its chain is broken
   io_error = 11,            // a plain file (import input, sidecar) could not be read or written
   writer_stopped = 12,      // a write was submitted after the environment's writer shut down
+  disk_full = 13,           // no space left on the device (ENOSPC, EDQUOT, or EIO on a full filesystem)
+  disk_io = 14,             // the device failed a read or write (EIO) with space left
 };
 
 const std::error_category& storage_category() noexcept;

@@ -54,6 +54,9 @@ struct journal_options {
 
 struct task_counts {
   std::uint64_t todo = 0, doing = 0, done = 0, failed = 0;
+  // Durable counters, committed with the transitions they count: leases moved back to todo by the
+  // requeue_* calls, and the records of tasks completed.
+  std::uint64_t requeued = 0, records_done = 0;
   std::uint64_t total() const { return todo + doing + done + failed; }
 };
 

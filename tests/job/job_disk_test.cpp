@@ -1,0 +1,69 @@
+// A job whose directory is on a small tmpfs that fills up mid-job (mounting it needs
+// root, skipped otherwise): the job pauses with the fault named in its status, and either resumes
+// once space returns and finishes with nothing lost, or fails cleanly after job.disk_full_timeout_ms.
+#include <gtest/gtest.h>
+#include "disk_faults.hpp"
+#include "job_harness.hpp"
+
+namespace troupe::testing {
+namespace {
+
+using test_util::small_tmpfs;
+
+std::uint64_t done_tasks(const nlohmann::json& s) {
+  return s["tasks"]["done"].get<std::uint64_t>();
+}
+
+bool no_space_fault(const nlohmann::json& s) {
+  return s.contains("fault") &&
+         s["fault"].get<std::string>().find("no space left on device") != std::string::npos;
+}
+
+job_run start_on(const small_tmpfs& fs, const std::string& name, const std::string& job_extra) {
+  job_place place;
+  place.root = fs.dir + "/jobs";
+  return start_job(name, ctr_job(2, 300000, 3, 300, job_extra), place);
+}
+
+TEST(job_disk, a_full_disk_pauses_the_job_and_it_resumes_when_space_returns) {
+  small_tmpfs fs(test_root("resume-fs"), "64m");
+  if (!fs.mounted) GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  auto r = start_on(fs, "disk-resume", "");
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 2; }, std::chrono::seconds(120)));
+  fs.fill();
+  auto paused = wait_status(r, no_space_fault, std::chrono::seconds(30));
+  ASSERT_TRUE(paused) << read_file(r.err_file);
+  EXPECT_NE((*paused)["fault"].get<std::string>().find(fs.dir), std::string::npos) << paused->dump();
+  fs.free_space();
+  EXPECT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return !j.contains("fault"); }, std::chrono::seconds(30)));
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_EQ(res.value("records_done", 0ull), 300000ull * 3) << res.dump();
+  EXPECT_GE(res.value("samples_trained", 0ull), 300000ull * 3) << res.dump();
+  auto err = read_file(r.err_file);
+  EXPECT_EQ(err.find("malformed"), std::string::npos) << err;
+  expect_all_done(r);
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+TEST(job_disk, a_disk_that_stays_full_fails_the_job_cleanly_in_the_configured_time) {
+  small_tmpfs fs(test_root("fail-fs"), "64m");
+  if (!fs.mounted) GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  auto r = start_on(fs, "disk-fail", "disk_full_timeout_ms = 3000\n");
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 2; }, std::chrono::seconds(120)));
+  fs.fill();
+  ASSERT_TRUE(wait_status(r, no_space_fault, std::chrono::seconds(30))) << read_file(r.err_file);
+  // 3 s of fault, then the runner stops the job: well within a minute.
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(60)), 1) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_EQ(res.value("ok", true), false) << res.dump();
+  EXPECT_NE(res.value("reason", "").find("no space left on device"), std::string::npos) << res.dump();
+  EXPECT_NE(res.value("reason", "").find("job.disk_full_timeout_ms"), std::string::npos) << res.dump();
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+}  // namespace
+}  // namespace troupe::testing

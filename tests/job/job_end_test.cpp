@@ -1,0 +1,63 @@
+// How jobs end besides finishing: the README's exit codes for SIGINT and SIGTERM, with a final
+// JSON line saying why; and a corrupt cached dataset, rebuilt before any worker reads it.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+
+#include "disk_faults.hpp"
+#include "job_harness.hpp"
+
+namespace troupe::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::uint64_t done_tasks(const nlohmann::json& s) {
+  return s["tasks"]["done"].get<std::uint64_t>();
+}
+
+// Starts a long job, signals the runner once tasks are done, and checks the exit code and final JSON.
+void expect_signal_ends_with(int sig, int code, const std::string& name) {
+  auto r = start_job(name, ctr_job(2, 600000, 3));
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 1; }, std::chrono::seconds(120)));
+  ASSERT_EQ(::kill(r.pid, sig), 0);
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(30)), code) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_EQ(res.value("ok", true), false) << res.dump();
+  EXPECT_EQ(res.value("exit_code", 0), code) << res.dump();
+  EXPECT_NE(res.value("reason", "").find(sig == SIGTERM ? "SIGTERM" : "SIGINT"), std::string::npos)
+      << res.dump();
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+TEST(job_end, sigterm_exits_143_and_sigint_130) {
+  expect_signal_ends_with(SIGTERM, 143, "sigterm");
+  expect_signal_ends_with(SIGINT, 130, "sigint");
+}
+
+TEST(job_end, a_corrupt_cached_dataset_is_rebuilt_before_workers_use_it) {
+  job_place place;
+  place.dataset_cache = test_root("corrupt-cache-datasets");
+  const auto job = ctr_job(2, 20000, 1);
+  auto first = start_job("corrupt-cache-1", job, place);
+  ASSERT_EQ(wait_job(first, std::chrono::seconds(120)), 0) << read_file(first.err_file);
+  std::string train;
+  for (const auto& e : fs::directory_iterator(place.dataset_cache))
+    if (fs::exists(e.path() / "train/data.mdb")) train = (e.path() / "train").string();
+  ASSERT_FALSE(train.empty());
+  test_util::corrupt_middle_pages(train);
+  auto second = start_job("corrupt-cache-2", job, place);
+  ASSERT_EQ(wait_job(second, std::chrono::seconds(120)), 0) << read_file(second.err_file);
+  auto err = read_file(second.err_file);
+  EXPECT_NE(err.find(train + "/data.mdb"), std::string::npos) << err;
+  EXPECT_NE(err.find("rebuilding it"), std::string::npos) << err;
+  auto res = result(second);
+  EXPECT_EQ(res.value("node_restarts", -1), 0) << "no worker crashed on the bad pages: " << res.dump();
+  EXPECT_GT(res.value("test_auc", 0.0), 0.6) << res.dump();
+  expect_all_done(second);
+}
+
+}  // namespace
+}  // namespace troupe::testing
