@@ -47,7 +47,8 @@ caf::actor_system_config& testing_config() {
 
 class master_test : public ::testing::Test {
  protected:
-  master_test() : sys_(testing_config()), sched_(dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler())) {}
+  master_test()
+      : sys_(testing_config()), sched_(dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler())) {}
 
   void SetUp() override {
     dir_ = testing::temp_dir("master-test");
@@ -252,7 +253,8 @@ TEST_F(master_test, once_every_task_is_over_a_finished_worker_evaluates_and_the_
   EXPECT_DOUBLE_EQ(j["test_accuracy"].get<double>(), 0.75);
   bool told = false;
   for (auto& s : node_->take())
-    if (s.node == "runner" && s.m.body().getJob().isJobFinished()) told = s.m.body().getJob().getJobFinished().getOk();
+    if (s.node == "runner" && s.m.body().getJob().isJobFinished())
+      told = s.m.body().getJob().getJobFinished().getOk();
   EXPECT_TRUE(told);
 }
 

@@ -143,7 +143,7 @@ class runner {
   std::string fatal_;
   // job_start/job_end, scale, fenced, replaced (the master writes membership and metrics).
   observe::job_timeline timeline_;
-  std::string metrics_addr_;  // the master's /metrics, pinned in job.toml (empty: off)
+  std::string metrics_addr_;          // the master's /metrics, pinned in job.toml (empty: off)
   steady::time_point fault_since_{};  // when the disk fault the master reports began
 };
 
