@@ -106,7 +106,35 @@ done
 no_jobs_left preempt || fail "preempt: Slurm jobs left behind"
 echo "preempt: $(result preempt)"
 
-# 3. Bad input: exit 2 naming an unknown partition; exit 1 naming a missing sbatch. No Slurm jobs.
+# 3. More workers than fit, and control nodes cancelled: h4 is held by another job, so of 4
+#    workers of 4 CPUs two run (h2, h3) and two wait PENDING; the job trains meanwhile. The jobs of
+#    ps-0 and of the master are cancelled (scancel): both are resubmitted and resume (checkpoint,
+#    journal). When the other job ends, a waiting worker starts on h4 and joins.
+other=$(sbatch --parsable -p low -w h4 --exclusive -J troupe-test-other --wrap 'sleep 20') || fail "sbatch other"
+job_file grow 4 1500000 "worker_cpus = 4"
+"$B" run "$work/grow.toml" --job-id grow > "$work/grow.out" 2> "$work/grow.err" &
+runner=$!
+logs=$work/jobs/grow/logs
+for _ in $(seq 1 600); do
+  grep -q 'first checkpoint' "$logs/ps-0.log" 2> /dev/null && [[ $(grep -l 'first task' "$logs"/worker-*.log 2> /dev/null | wc -l) -ge 2 ]] && break
+  sleep 0.1
+done
+grep -q 'starting or queued' "$work/grow.err" || fail "grow: the progress line shows no queued worker"
+scancel -n troupe-grow:ps-0 || fail "scancel ps-0"
+for _ in $(seq 1 600); do grep -q 'restored checkpoint' "$logs/ps-0.log" && break; sleep 0.1; done
+grep -q 'restored checkpoint' "$logs/ps-0.log" || fail "grow: ps-0 did not come back from its checkpoint"
+scancel -n troupe-grow:master || fail "scancel master"
+for _ in $(seq 1 600); do grep -q 'master#1' "$logs/master.log" && break; sleep 0.1; done
+for _ in $(seq 1 600); do grep -q 'up at 10.78.0.14' "$logs"/worker-*.log && break; sleep 0.1; done
+grep -q 'up at 10.78.0.14' "$logs"/worker-*.log || fail "grow: no worker started on h4 after the other job ended"
+wait "$runner" || fail "grow: the job failed"
+[[ $(field grow tasks_failed) == 0 ]] || fail "grow: failed tasks: $(result grow)"
+grep -q 'master#1' "$logs/master.log" || fail "grow: the master was not resubmitted"
+no_jobs_left grow || fail "grow: Slurm jobs left behind (the worker still pending at the end)"
+scancel "$other" 2> /dev/null
+echo "grow: $(result grow)"
+
+# 4. Bad input: exit 2 naming an unknown partition; exit 1 naming a missing sbatch. No Slurm jobs.
 sed 's/control_partition = "high"/control_partition = "nosuch"/' "$work/plain.toml" > "$work/bad.toml"
 "$B" run "$work/bad.toml" --job-id bad > /dev/null 2> "$work/bad.err"
 rc=$?
