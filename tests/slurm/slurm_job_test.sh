@@ -109,7 +109,8 @@ echo "preempt: $(result preempt)"
 # 3. More workers than fit, and control nodes cancelled: h4 is held by another job, so of 4
 #    workers of 4 CPUs two run (h2, h3) and two wait PENDING; the job trains meanwhile. The jobs of
 #    ps-0 and of the master are cancelled (scancel): both are resubmitted and resume (checkpoint,
-#    journal). When the other job ends, a waiting worker starts on h4 and joins.
+#    journal). `troupe scale` down to 3 cancels a waiting worker; when the other job ends, the
+#    other waiting worker starts on h4 and joins.
 other=$(sbatch --parsable -p low -w h4 --exclusive -J troupe-test-other --wrap 'sleep 20') || fail "sbatch other"
 job_file grow 4 1500000 "worker_cpus = 4"
 "$B" run "$work/grow.toml" --job-id grow > "$work/grow.out" 2> "$work/grow.err" &
@@ -120,6 +121,12 @@ for _ in $(seq 1 600); do
   sleep 0.1
 done
 grep -q 'starting or queued' "$work/grow.err" || fail "grow: the progress line shows no queued worker"
+# troupe status and scale reach the runner from here as for a local job; the scale-down cancels
+# the highest-numbered worker, still PENDING.
+"$B" status --job-dir "$work/jobs/grow" > "$work/grow.status" 2>&1 || fail "grow: troupe status: $(cat "$work/grow.status")"
+"$B" scale --workers 3 --job-dir "$work/jobs/grow" > "$work/grow.scale" 2>&1 || fail "grow: troupe scale: $(cat "$work/grow.scale")"
+for _ in $(seq 1 100); do [[ -z $(squeue -h -n troupe-grow:worker-3) ]] && break; sleep 0.1; done
+[[ -z $(squeue -h -n troupe-grow:worker-3) ]] || fail "grow: scale-down left worker-3's job queued"
 scancel -n troupe-grow:ps-0 || fail "scancel ps-0"
 for _ in $(seq 1 600); do grep -q 'restored checkpoint' "$logs/ps-0.log" && break; sleep 0.1; done
 grep -q 'restored checkpoint' "$logs/ps-0.log" || fail "grow: ps-0 did not come back from its checkpoint"

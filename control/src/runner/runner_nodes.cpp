@@ -179,9 +179,14 @@ void runner::write_nodes_file() {
     epoch = status_.epoch;
   }
   std::vector<cluster::node_entry> entries;
-  for (const auto& [name, s] : nodes_)
-    entries.push_back({s.id, s.role, s.handle, !s.wanted,
-                       s.role == cluster::node_role::master ? master_addr_ : std::string()});
+  // A batch cluster's handle holds its job id, not a pid of this machine: nodes.json lists pid 0
+  // then, so that nothing that signals pids (troupe chaos) can hit an unrelated process.
+  bool local_pids = spec_.cluster.launcher == "local";
+  for (const auto& [name, s] : nodes_) {
+    auto h = s.handle;
+    if (h && !local_pids) h->pid = 0;
+    entries.push_back({s.id, s.role, h, !s.wanted, s.role == cluster::node_role::master ? master_addr_ : std::string()});
+  }
   // `troupe status/scale/stop` talk to the runner: its address is the file's master_address.
   auto f =
       cluster::make_nodes_file(dir_->job_id(), epoch, self_addr_, entries, troupe::clock::system().wall_ms());
