@@ -1,7 +1,12 @@
 #include "troupe/actors/node.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
-#include <thread>
+#include <cstring>
 
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
@@ -9,6 +14,7 @@
 #include "caf_types.hpp"
 #include "node_runtime.hpp"
 #include "roles/roles.hpp"
+#include "troupe/cluster/addresses.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/collective/cleanup.hpp"
 #include "troupe/observe/timeline.hpp"
@@ -18,9 +24,40 @@ namespace troupe::actors {
 
 namespace {
 
-volatile std::sig_atomic_t stop_requested = 0;
+// SIGTERM/SIGINT wake the main thread at once through a pipe (a node leaving on preemption
+// has milliseconds to matter, not a polling period).
+int stop_pipe[2] = {-1, -1};
 void on_signal(int) {
-  stop_requested = 1;
+  if (stop_pipe[1] >= 0) (void)!::write(stop_pipe[1], "x", 1);
+}
+
+// Blocks until a stop signal or the root supervisor's exit; true on a signal.
+bool wait_for_stop(const supervision::node_root& root) {
+  pollfd p{stop_pipe[0], POLLIN, 0};
+  while (!root.terminated())
+    if (::poll(&p, 1, 20) > 0) return true;
+  return false;
+}
+
+void install_stop_signals() {
+  if (::pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) spdlog::warn("stop pipe: {}", std::strerror(errno));
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
+}
+
+// A worker leaving on SIGTERM tells the master first and waits (briefly) for the view without it:
+// its leases are back in TODO and its ring rebuilt before the process even starts to shut down.
+void leave_job(node_runtime* r) {
+  if (!r->ready()) return;  // never joined: nothing to hand back, nobody's ring to rebuild
+  auto t0 = std::chrono::steady_clock::now();
+  if (!r->leave("left on SIGTERM")) return;
+  bool answered = r->await_left(std::chrono::milliseconds(1000));
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
+  if (answered)
+    spdlog::info("{}: left the job ({} us to the master's answer)", r->self().to_string(), us.count());
+  else
+    spdlog::info("{}: leaving without the master's answer (it is gone, or 1 s passed)",
+                 r->self().to_string());
 }
 
 supervision::child_spec child(const std::string& name,
@@ -127,7 +164,13 @@ int run_node(const node_options& o) {
     return 2;
   }
   auto who = identify(o, *role, *spec);
-  auto rt = node_runtime::start(*spec, who, o.listen);
+  install_stop_signals();  // before any thread starts: a SIGTERM during start-up is not lost
+  auto listen = cluster::resolve_listen(o.listen);  // "@host:0": this host's address (Slurm)
+  if (!listen) {
+    spdlog::error("{}", listen.err().to_string());
+    return 2;
+  }
+  auto rt = node_runtime::start(*spec, who, *listen);
   if (!rt) {
     spdlog::error("{}: {}", who.id.to_string(), rt.err().to_string());
     return 1;
@@ -149,15 +192,13 @@ int run_node(const node_options& o) {
       return 1;
     }
   }
-  std::signal(SIGTERM, on_signal);
-  std::signal(SIGINT, on_signal);
   spdlog::info("{} ({}) up at {}", who.id.to_string(), o.role, r->address());
-  while (!stop_requested && !root.terminated()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  if (root.terminated()) {
+  if (!wait_for_stop(root)) {
     spdlog::critical("{}: root supervisor exited: {}", who.id.to_string(), root.exit_reason().value_or(""));
     return 1;
   }
   spdlog::info("{}: stopping", who.id.to_string());
+  if (*role == cluster::node_role::worker) leave_job(r);
   root.shutdown(std::chrono::seconds(5));
   rt->reset();
   return 0;

@@ -157,7 +157,12 @@ void node_runtime::handle_membership(const message& m) {
     // Views go to members only: one that does not list this incarnation means it was declared dead
     // (missed heartbeats) and refused on re-joining. It must not go on working unfenced.
     const auto* me = msg.view.find(who_.id.name);
-    if (who_.role != cluster::node_role::master && (!me || me->id.incarnation != who_.id.incarnation)) {
+    bool absent = !me || me->id.incarnation != who_.id.incarnation;
+    if (absent && leaving_.load()) {  // the master's answer to leave(): its ring is rebuilt
+      std::lock_guard lk(mu_);
+      left_ = true;
+      left_cv_.notify_all();
+    } else if (who_.role != cluster::node_role::master && absent) {
       spdlog::critical("{} is not in membership epoch {} ({}): exiting so that a new incarnation replaces it",
                        who_.id.to_string(), msg.view.epoch(), msg.reason);
       spdlog::default_logger()->flush();
@@ -234,6 +239,7 @@ void node_runtime::send_join() {
 
 void node_runtime::mark_ready() {
   // A second join (peer_up raced with this) is harmless: the master ignores a member it has.
+  if (leaving_.load()) return;  // a leaving node never joins again
   if (!ready_.exchange(true) && net_->connected("master")) send_join();
 }
 
@@ -241,7 +247,7 @@ expected<void> node_runtime::join_master(const std::string& address) {
   master_address_ = address;
   node_runtime* self = this;
   net_->on_peer_up([self](const peer_event& e) {
-    if (e.node.name == "master" && self->ready_.load()) self->send_join();
+    if (e.node.name == "master" && self->ready_.load() && !self->leaving_.load()) self->send_join();
   });
   // The master may be restarting (killed, relaunched by the runner): keep dialling for a while
   // rather than exiting at once, which would only count as another death of this node.

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -80,6 +82,17 @@ class node_runtime final : public node_context {
   // Connects to `node` at `address` unless already connected (blocking; not from the io thread).
   expected<void> ensure_connected(const std::string& node, const std::string& address);
 
+  // Leaving on SIGTERM (node_leave.cpp): a worker tells the master that this incarnation leaves (a
+  // NodeExited about itself); the master removes it at once, re-queues its leases and publishes a
+  // ring without it, and answers with that view. From here on the node never re-joins, and a view
+  // without it is that answer rather than a reason to exit. Returns false when the master could
+  // not be told (not connected): its death notice then does the same, later.
+  bool leave(const std::string& reason);
+  // Waits until the master's answer to leave() came (true), the master's connection was lost or
+  // `limit` passed (false).
+  bool await_left(std::chrono::milliseconds limit);
+  bool leaving() const { return leaving_.load(); }
+
   // The job's token (job dir file) and the master's address in a job dir.
   static expected<std::string> read_token(const std::string& job_dir);
 
@@ -98,6 +111,9 @@ class node_runtime final : public node_context {
   std::string address_;
   std::atomic<std::uint64_t> ring_epoch_{0};
   std::atomic<bool> ready_{true};
+  std::atomic<bool> leaving_{false};
+  bool left_ = false, master_lost_ = false;  // under mu_
+  std::condition_variable left_cv_;
   void send_join();
   std::uint64_t master_incarnation_ = 0;
   mutable std::mutex mu_;

@@ -91,4 +91,12 @@ job_out job_reply(const message& request) {
   return {std::move(o), b};
 }
 
+outbound node_exited(const node_id& node, const std::string& status) {
+  auto o = job();
+  auto n = o.body.initNodeExited();
+  write_node(n.initNode(), node);
+  n.setStatus(status);
+  return std::move(o.out);
+}
+
 }  // namespace troupe::actors::wire

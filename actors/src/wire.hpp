@@ -40,6 +40,11 @@ job_out job();
 // The JobMessage answering `request` (reply_to: it carries the request's correlation id).
 job_out job_reply(const message& request);
 
+// NodeExited: `node` (that incarnation) is gone or going, and why. Sent to the master by the
+// runner (a process exited), by a ring neighbour (its beacon released) and by the node itself
+// when it leaves on SIGTERM.
+outbound node_exited(const node_id& node, const std::string& status);
+
 // Cap'n Proto list readers have no standard iterators: element-wise copies.
 template <class T, class List>
 void to_vector(List list, std::vector<T>& out) {

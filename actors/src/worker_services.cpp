@@ -167,11 +167,7 @@ collective::ring_members node_ring_context::members() const {
 }
 
 void node_ring_context::report_gone(const node_id& node, const std::string& why) {
-  auto o = wire::job();
-  auto n = o.body.initNodeExited();
-  wire::write_node(n.initNode(), node);
-  n.setStatus(why);
-  (void)rt_.net().send("master", "master", std::move(o.out), "worker");
+  (void)rt_.net().send("master", "master", wire::node_exited(node, why), "worker");
 }
 
 std::unique_ptr<collective::shm_ring_session> make_ring_session(node_ring_context& ctx,

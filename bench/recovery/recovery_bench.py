@@ -3,7 +3,10 @@
 # Measures the surviving worker's longest gap between steps after the kill (vs its median step
 # time before it) and the time until a replacement trains its first step; then the same with
 # torchrun (TorchElastic, gloo DDP, 2 workers, one SIGKILLed; it restarts every worker).
-# Usage: recovery_bench.py TROUPE_BIN [--pin] [--troupe-only] [--keep DIR]   (prints JSON lines)
+# Usage: recovery_bench.py TROUPE_BIN [--pin] [--troupe-only] [--sigterm] [--keep DIR]   (JSON lines)
+# --sigterm: the worker gets SIGTERM instead (a preemption's notice): it leaves on its own word, and
+# the bench also reports, from the job's logs, the time from the signal to the master's view without
+# it (the ring rebuilt) and to its tasks back in TODO.
 # --pin: the survivor gets core 0 to itself, everything else (the other worker, its replacement,
 # master, runner, this script; torchrun's agent and restarted ranks) shares core 1, as on a
 # cluster where each worker has its machine. Without it, all share both cores and the machine's
@@ -17,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KILL_AFTER_STEPS = 300
@@ -104,7 +108,32 @@ def measure(survivor, replacement, kill_us, since_us=0):
     }
 
 
-def troupe_run(binary, tmp, pinned):
+def log_ms(path, needle):
+    # Wall time (Unix ms) of the first log line containing `needle` (spdlog: local time, ms).
+    try:
+        for line in open(path):
+            if needle in line:
+                return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S.%f").timestamp() * 1000
+    except OSError:
+        pass
+    return None
+
+
+def leave_times(job_dir, kill_us):
+    # SIGTERM -> the master's new view without the victim (its ring rebuilt) and -> its tasks re-queued.
+    master = f"{job_dir}/logs/master.log"
+    out = {}
+    for key, needle in (("sigterm_to_ring_rebuilt_ms", "worker-1#0 down: left on SIGTERM"),
+                        ("sigterm_to_tasks_requeued_ms", "of worker-1#0 back to TODO")):
+        t = log_ms(master, needle)
+        out[key] = None if t is None else round(t - kill_us / 1000, 1)
+    for line in open(f"{job_dir}/logs/worker-1.log", errors="replace"):
+        if "left the job (" in line:
+            out["victim_leave_answered_us"] = int(line.split("left the job (")[1].split()[0])
+    return out
+
+
+def troupe_run(binary, tmp, pinned, sig):
     root = f"{tmp}/troupe"
     os.makedirs(f"{root}/steps", exist_ok=True)
     job = f"{root}/job.toml"
@@ -147,7 +176,7 @@ max_test_rows = 2000
     nodes = json.load(open(f"{root}/jobs/recovery/nodes.json"))
     pid = next(n["pid"] for n in nodes["nodes"] if n["name"] == "worker-1" and n["state"] != "exited")
     kill_us = time.time_ns() // 1000
-    os.kill(pid, signal.SIGKILL)
+    os.kill(pid, sig)
     code = p.wait(timeout=300)
     survivor = read_steps(glob.glob(f"{root}/steps/worker-0#*.steps")[0])
     repl = sorted(glob.glob(f"{root}/steps/worker-1#*.steps"))
@@ -155,6 +184,8 @@ max_test_rows = 2000
     r = measure(survivor, read_steps(repl[0]) if repl else [], kill_us, since_us)
     r["exit_code"] = code
     r["pinned"] = pinned
+    if sig == signal.SIGTERM:
+        r.update(leave_times(f"{root}/jobs/recovery", kill_us))
     r["gaps_over_5ms_after_kill"] = [
         {"at_ms": round((a - kill_us) / 1000, 1), "gap_ms": round((b - a) / 1000, 1)}
         for a, b in zip(survivor, survivor[1:]) if b > kill_us and b - a > 5000][:10]
@@ -197,20 +228,23 @@ def main():
     args = sys.argv[1:]
     troupe_only = "--troupe-only" in args
     pinned = "--pin" in args
+    sig = signal.SIGTERM if "--sigterm" in args else signal.SIGKILL
+    troupe_only = troupe_only or sig == signal.SIGTERM  # the torchrun peer is the SIGKILL run
     keep = args[args.index("--keep") + 1] if "--keep" in args else None
     binary = [a for a in args if not a.startswith("--") and a != keep][0]
     if keep:
         os.makedirs(keep, exist_ok=True)
-        t = troupe_run(binary, keep, pinned)
+        t = troupe_run(binary, keep, pinned, sig)
         p = {} if troupe_only else torch_run(keep, pinned)
     else:
         with tempfile.TemporaryDirectory(prefix="troupe-recovery-") as tmp:
-            t = troupe_run(binary, tmp, pinned)
+            t = troupe_run(binary, tmp, pinned, sig)
             p = {} if troupe_only else torch_run(tmp, pinned)
     for name, r in (("troupe", t), ("torchrun", p)):
         if not r:
             continue
-        print(json.dumps({"bench": "recovery", "system": name, "workers": 2, "killed": "one worker (SIGKILL)", **r}))
+        how = "one worker (SIGTERM)" if sig == signal.SIGTERM and name == "troupe" else "one worker (SIGKILL)"
+        print(json.dumps({"bench": "recovery", "system": name, "workers": 2, "killed": how, **r}))
     if t.get("longest_gap_ms") and p.get("longest_gap_ms"):
         print(json.dumps({"bench": "recovery", "metric": "survivor_longest_gap_ratio_torchrun_over_troupe",
                           "value": p["longest_gap_ms"] / t["longest_gap_ms"],

@@ -1,18 +1,30 @@
 #include "troupe/cluster/config.hpp"
 
+#include "slurm/commands.hpp"
+#include "troupe/cluster/addresses.hpp"
 #include "troupe/cluster/errc.hpp"
 #include "troupe/cluster/local/launcher.hpp"
+#include "troupe/cluster/slurm/launcher.hpp"
 
 namespace troupe::cluster {
 
 cluster_config cluster_config::read(config_section s, cluster_config defaults) {
   cluster_config c = std::move(defaults);
-  c.launcher = s.get_enum("launcher", c.launcher, {"local"});
+  c.launcher = s.get_enum("launcher", c.launcher, {"local", "slurm"});
   c.capacity_cpus = s.get_double("capacity_cpus", c.capacity_cpus, 0, 1e6);
   c.capacity_memory_mb = s.get_int("capacity_memory_mb", c.capacity_memory_mb, 0, std::int64_t{1} << 40);
   c.capacity_gpus = s.get_int("capacity_gpus", c.capacity_gpus, -1, 1 << 16);
   c.metrics_host = s.get_string("metrics_host", c.metrics_host);
   c.metrics_port = s.get_int("metrics_port", c.metrics_port, -1, 65535);
+  c.worker_cpus = s.get_double("worker_cpus", c.worker_cpus, 0, 1e4);
+  c.control_partition = s.get_string("control_partition", c.control_partition);
+  c.worker_partition = s.get_string("worker_partition", c.worker_partition);
+  c.control_host = s.get_string("control_host", c.control_host);
+  c.account = s.get_string("account", c.account);
+  c.qos = s.get_string("qos", c.qos);
+  c.time_limit = s.get_string("time_limit", c.time_limit);
+  c.sbatch_args = s.get_strings("sbatch_args", c.sbatch_args);
+  c.slurm_bin_dir = s.get_string("slurm_bin_dir", c.slurm_bin_dir);
   return c;
 }
 
@@ -30,15 +42,59 @@ expected<resources> configured_capacity(const cluster_config& cfg) {
   return cap;
 }
 
-expected<std::unique_ptr<launcher>> make_launcher(const cluster_config& cfg, exit_callback on_exit) {
+namespace {
+
+slurm::options slurm_options(const cluster_config& cfg, const launch_site& site) {
+  slurm::options so;
+  so.partition = cfg.control_partition;
+  so.worker_partition = cfg.worker_partition;
+  so.account = cfg.account;
+  so.qos = cfg.qos;
+  so.time_limit = cfg.time_limit;
+  so.sbatch_args = cfg.sbatch_args;
+  so.bin_dir = cfg.slurm_bin_dir;
+  so.job_name_prefix = "troupe-" + site.job_id;
+  so.jobs_file = site.jobs_file;
+  return so;
+}
+
+}  // namespace
+
+expected<std::unique_ptr<launcher>> make_launcher(const cluster_config& cfg, exit_callback on_exit,
+                                                  const launch_site& site) {
+  if (cfg.launcher == "slurm") {
+    auto l = slurm::launcher::create({std::move(on_exit), std::nullopt}, slurm_options(cfg, site));
+    if (!l) return l.err();
+    return std::unique_ptr<launcher>(std::move(*l));
+  }
   if (cfg.launcher != "local")
     return make_unexpected(cluster_errc::invalid_spec,
-                           "cluster.launcher '" + cfg.launcher + "': expected \"local\"");
+                           "cluster.launcher '" + cfg.launcher + "': expected \"local\" or \"slurm\"");
   auto cap = configured_capacity(cfg);
   if (!cap) return cap.err();
   auto l = local::launcher::create({std::move(on_exit), *cap});
   if (!l) return l.err();
   return std::unique_ptr<launcher>(std::move(*l));
+}
+
+expected<control_plan> plan_control(const cluster_config& cfg) {
+  control_plan p;
+  if (cfg.launcher != "slurm") return p;
+  auto so = slurm_options(cfg, {});
+  p.master_node = cfg.control_host;
+  if (p.master_node.empty()) {
+    auto n = slurm::first_node(cfg.control_partition, so);
+    if (!n) return n.err();
+    p.master_node = *n;
+  }
+  auto addr = slurm::node_addr(p.master_node, so);
+  if (!addr) return addr.err();
+  p.master_host = *addr;
+  auto me = local_address_towards(p.master_host);
+  if (!me) return me.err();
+  p.runner_host = *me;
+  p.node_listen = "@host:0";
+  return p;
 }
 
 }  // namespace troupe::cluster

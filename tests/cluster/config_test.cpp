@@ -29,7 +29,7 @@ TEST(cluster_config, defaults_and_values) {
 }
 
 TEST(cluster_config, errors_name_the_key) {
-  auto bad = read("[cluster]\nlauncher = \"slurm\"\n");
+  auto bad = read("[cluster]\nlauncher = \"mesos\"\n");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.err().to_string().find("cluster.launcher"), std::string::npos) << bad.err().to_string();
   auto typo = read("[cluster]\nlaucher = \"local\"\n");
@@ -41,6 +41,37 @@ TEST(cluster_config, errors_name_the_key) {
   auto neg = read("[cluster]\ncapacity_cpus = -1\n");
   ASSERT_FALSE(neg);
   EXPECT_NE(neg.err().to_string().find("cluster.capacity_cpus"), std::string::npos) << neg.err().to_string();
+}
+
+TEST(cluster_config, reads_the_slurm_keys) {
+  auto c = read(
+      "[cluster]\nlauncher = \"slurm\"\ncontrol_partition = \"high\"\nworker_partition = \"low\"\n"
+      "control_host = \"h1\"\nworker_cpus = 2\naccount = \"a\"\nqos = \"q\"\ntime_limit = \"1:00:00\"\n"
+      "sbatch_args = [\"--exclusive\"]\nslurm_bin_dir = \"/opt/slurm/bin\"\n");
+  ASSERT_TRUE(c) << c.err().to_string();
+  EXPECT_EQ(c->launcher, "slurm");
+  EXPECT_EQ(c->control_partition, "high");
+  EXPECT_EQ(c->worker_partition, "low");
+  EXPECT_EQ(c->control_host, "h1");
+  EXPECT_EQ(c->worker_cpus, 2.0);
+  EXPECT_EQ(c->account, "a");
+  EXPECT_EQ(c->qos, "q");
+  EXPECT_EQ(c->time_limit, "1:00:00");
+  EXPECT_EQ(c->sbatch_args, std::vector<std::string>{"--exclusive"});
+  EXPECT_EQ(c->slurm_bin_dir, "/opt/slurm/bin");
+}
+
+TEST(cluster_config, slurm_without_its_commands_names_the_missing_one) {
+  cluster_config c;
+  c.launcher = "slurm";
+  c.slurm_bin_dir = "/nonexistent-slurm-bin";
+  auto l = make_launcher(c, nullptr);
+  ASSERT_FALSE(l);
+  EXPECT_NE(l.err().to_string().find("sinfo"), std::string::npos) << l.err().to_string();
+  auto p = plan_control(c);
+  ASSERT_FALSE(p);
+  EXPECT_NE(p.err().to_string().find("sinfo"), std::string::npos) << p.err().to_string();
+  EXPECT_TRUE(plan_control(cluster_config{}));  // local: loopback, nothing to ask
 }
 
 TEST(cluster_config, makes_the_local_launcher) {

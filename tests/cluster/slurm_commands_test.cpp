@@ -57,6 +57,39 @@ TEST(slurm_commands, no_resources_no_partition_no_env) {
   EXPECT_EQ(a.back(), "--wrap=exec env -i '/bin/p' 'y'");
 }
 
+TEST(slurm_commands, preemptible_nodes_go_to_the_worker_partition_and_hosts_are_pinned) {
+  node_spec spec;
+  spec.id = node_id{"worker-1", 0};
+  spec.argv = {"x"};
+  options so;
+  so.partition = "high";
+  so.worker_partition = "low";
+  auto control = sbatch_argv(spec, "/bin/p", so);
+  auto p = std::find(control.begin(), control.end(), "-p");
+  ASSERT_NE(p, control.end());
+  EXPECT_EQ(*(p + 1), "high");
+  EXPECT_FALSE(has(control, "-w"));
+  spec.preemptible = true;
+  spec.host = "h3";
+  auto worker = sbatch_argv(spec, "/bin/p", so);
+  p = std::find(worker.begin(), worker.end(), "-p");
+  ASSERT_NE(p, worker.end());
+  EXPECT_EQ(*(p + 1), "low");
+  auto w = std::find(worker.begin(), worker.end(), "-w");
+  ASSERT_NE(w, worker.end());
+  EXPECT_EQ(*(w + 1), "h3");
+  so.worker_partition.clear();  // no worker partition: workers share the control one
+  auto shared = sbatch_argv(spec, "/bin/p", so);
+  EXPECT_EQ(*(std::find(shared.begin(), shared.end(), "-p") + 1), "high");
+}
+
+TEST(slurm_commands, scontrol_fields) {
+  std::string node = "NodeName=h2 Arch=x86_64 CoresPerSocket=4 NodeAddr=10.78.0.12 NodeHostName=h2 Port=0\n";
+  EXPECT_EQ(scontrol_field(node, "NodeAddr"), "10.78.0.12");
+  EXPECT_EQ(scontrol_field(node, "NodeName"), "h2");
+  EXPECT_EQ(scontrol_field(node, "Missing"), "");
+}
+
 TEST(slurm_commands, squeue_lines) {
   auto m = parse_squeue("12|RUNNING\n13|PENDING\ngarbage\n|X\n14x|RUNNING\n15|CANCELLED by 0\n");
   EXPECT_EQ(m.size(), 3u);

@@ -137,7 +137,7 @@ TEST(job, bad_cluster_section_names_the_key_and_exits_2) {
   EXPECT_EQ(troupe("run " + file, &out), 2);
   EXPECT_NE(out.find("cluster.laucher"), std::string::npos) << out;
   EXPECT_NE(out.find("bad.toml"), std::string::npos) << out;
-  std::ofstream(file) << "[cluster]\nlauncher = \"slurm\"\n";
+  std::ofstream(file) << "[cluster]\nlauncher = \"mesos\"\n";
   EXPECT_EQ(troupe("run " + file, &out), 2);
   EXPECT_NE(out.find("cluster.launcher"), std::string::npos) << out;
   std::ofstream(file) << "[cluster]\ncapacity_cpus = -2\n";

@@ -6,7 +6,6 @@
 #include <caf/all.hpp>
 
 #include <algorithm>
-#include <set>
 
 #include "../caf_types.hpp"
 #include "troupe/storage/disk_fault.hpp"
@@ -80,6 +79,12 @@ void task_dispenser::send_lease(const message& req) {
   // A worker names the tasks it holds and keeps (the one it trains, one leased ahead, finished
   // ones whose report is on its way); any other lease of it was lost on its side (a restarted
   // worker actor, a reply that never arrived) and goes back to TODO now.
+  if (departed_.contains(holder)) {
+    outbound o = reply_to(req);
+    o.body().initTaskLease().setNone();
+    (void)node_.reply(req, std::move(o), "dispenser");
+    return;
+  }
   auto request = req.body().getTaskRequest();
   std::vector<std::uint64_t> keep;
   for (auto id : request.getHolding()) keep.push_back(id);
@@ -157,6 +162,7 @@ void task_dispenser::renew_leases(const message& m) {
 }
 
 void task_dispenser::requeue_holder(const std::string& holder) {
+  departed_.insert(holder);
   if (auto n = count_requeued(journal_->requeue_holder(holder)); n > 0) {
     spdlog::info("dispenser: {} task(s) of {} back to TODO", n, holder);
     timeline_.requeue(holder, n, "holder gone");

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,8 @@ class task_dispenser {
   // the context's clock); other kinds are ignored. Throws std::runtime_error when the journal is broken,
   // kj::Exception on a malformed message (the actor catches it).
   void on_message(const message& m);
-  // The tasks `holder` (node#incarnation) holds go back to TODO (it died).
+  // The tasks `holder` (node#incarnation) holds go back to TODO (it died or left). That incarnation
+  // is gone for good: a lease request it still sends (a leaving worker shutting down) gets none.
   void requeue_holder(const std::string& holder);
   // The tasks of every holder not in `alive_holders` go back to TODO (the master's reconciliation).
   void requeue_absent(const std::vector<std::string>& alive_holders);
@@ -57,6 +59,7 @@ class task_dispenser {
   node_context& node_;
   std::optional<storage::task_journal> journal_;
   std::string fault_, external_fault_;
+  std::set<std::string> departed_;  // holders requeue_holder() was called for
   std::uint32_t data_epoch_ = 0;
   observe::job_timeline timeline_;  // re-queues and quarantines
 };

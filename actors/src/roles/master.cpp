@@ -58,6 +58,16 @@ void member_gone(master_actor* self, const node_id& id, const std::string& reaso
   publish(self, id.to_string() + " down: " + reason);
 }
 
+// A node's own word that it leaves: removed like a dead one, and told the new view (which does not
+// list it) as the answer it waits for before it exits.
+void node_left(master_actor* self, const node_id& id, const std::string& reason) {
+  auto& st = self->state;
+  member_gone(self, id, reason);
+  auto o = wire::membership(st.view, id.to_string() + " left", st.ring_epoch, st.ctx->self().incarnation);
+  if (auto s = st.ctx->send(id.name, "node", std::move(o), "master"); !s)
+    spdlog::debug("membership to {} (leaving): {}", id.name, s.err().to_string());
+}
+
 void on_join(master_actor* self, const message& m) {
   auto& st = self->state;
   auto j = m.body().getJoin();
@@ -125,6 +135,10 @@ void on_job_message(master_actor* self, const message& m) {
       // saw its liveness beacon released) the master checks liveness itself first.
       const auto* member = st.view.find(id.name);
       if (!member || member->id != id) break;  // already gone (the first report removed it)
+      if (m.from_node() == id) {               // it leaves (SIGTERM): node_runtime::leave
+        node_left(self, id, n.getStatus().cStr());
+        break;
+      }
       if (m.from_node().name != "runner" && !st.ctx->gone(id)) {
         spdlog::info("{} reports {} gone; its liveness says otherwise", m.from_node().to_string(),
                      id.to_string());

@@ -99,6 +99,13 @@ using ps_actor = caf::stateful_actor<ps_state>;
 caf::behavior ps_shard(ps_actor* self, node_context* rt, data_paths data) {
   init_shard(self->state, rt, data);  // throws on a broken store or checkpoint: the supervisor restarts us
   self->delayed_send(self, rt->spec().ps.checkpoint_every, tick_atom::value);
+  // Asked to stop (the node's SIGTERM: a preemption, scancel, the job's end): the updates since the
+  // last periodic checkpoint are written first, so the next incarnation resumes from them.
+  self->set_exit_handler([=](caf::exit_msg& e) {
+    checkpoint(self->state);
+    spdlog::info("ps-{}: stopping at version {} (checkpointed)", self->state.index, self->state.version);
+    self->quit(e.reason);
+  });
   return {
       [=](const message& m) {
         using B = schema::Envelope::Body;

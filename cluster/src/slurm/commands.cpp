@@ -105,7 +105,10 @@ std::vector<std::string> sbatch_argv(const node_spec& spec, const std::string& p
                                 "-n",
                                 "1",
                                 "--signal=B:TERM@" + std::to_string(so.term_grace_seconds)};
-  if (!so.partition.empty()) a.insert(a.end(), {"-p", so.partition});
+  const auto& partition =
+      spec.preemptible && !so.worker_partition.empty() ? so.worker_partition : so.partition;
+  if (!partition.empty()) a.insert(a.end(), {"-p", partition});
+  if (!spec.host.empty()) a.insert(a.end(), {"-w", spec.host});
   if (!so.account.empty()) a.insert(a.end(), {"-A", so.account});
   if (!so.qos.empty()) a.insert(a.end(), {"-q", so.qos});
   if (!so.time_limit.empty()) a.insert(a.end(), {"-t", so.time_limit});
@@ -146,8 +149,7 @@ std::map<long, std::string> parse_squeue(const std::string& text) {
   return m;
 }
 
-namespace {
-std::string field(const std::string& text, const std::string& key) {
+std::string scontrol_field(const std::string& text, const std::string& key) {
   auto at = text.find(" " + key + "=");
   if (at == std::string::npos) {
     if (text.rfind(key + "=", 0) != 0) return {};
@@ -159,15 +161,14 @@ std::string field(const std::string& text, const std::string& key) {
   auto end = text.find_first_of(" \n", at);
   return text.substr(at, end == std::string::npos ? std::string::npos : end - at);
 }
-}  // namespace
 
 std::optional<exit_status> parse_scontrol_job(const std::string& text) {
-  std::string state = field(text, "JobState"), code = field(text, "ExitCode");
+  std::string state = scontrol_field(text, "JobState"), code = scontrol_field(text, "ExitCode");
   if (state.empty()) return std::nullopt;
   exit_status s;
   // A preempted job whose process ends on the preemption's SIGTERM is FAILED or COMPLETED to
   // Slurm; its PreemptTime says what really happened.
-  std::string preempt = field(text, "PreemptTime");
+  std::string preempt = scontrol_field(text, "PreemptTime");
   s.state = !preempt.empty() && preempt != "None" && preempt != "Unknown" ? "PREEMPTED" : state;
   auto colon = code.find(':');
   if (colon != std::string::npos) {

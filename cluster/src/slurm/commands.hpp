@@ -38,6 +38,15 @@ std::map<long, std::string> parse_squeue(const std::string& text);
 // PREEMPTED whenever PreemptTime is set); nullopt when it names no job.
 std::optional<exit_status> parse_scontrol_job(const std::string& text);
 
+// The value of `key` in `scontrol show ... -o` output (empty when absent).
+std::string scontrol_field(const std::string& text, const std::string& key);
+
+// The address Slurm has for node `name` (`scontrol show node`: NodeAddr). Errors: launch_failed
+// with scontrol's message (an unknown node, the controller down).
+expected<std::string> node_addr(const std::string& name, const options& so);
+// The first node of `partition` (`sinfo -N`), where the master goes when none is named.
+expected<std::string> first_node(const std::string& partition, const options& so);
+
 // True for the states after which a job never runs again (with --no-requeue).
 bool terminal_state(const std::string& state);
 

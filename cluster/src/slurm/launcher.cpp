@@ -59,6 +59,19 @@ struct launcher::impl {
       if (auto s = parse_scontrol_job(r->out)) return *s;
     return exit_status{-1, 0, "UNKNOWN"};
   }
+  // The CPUs of `partition` (the default one when empty), from `sinfo -o %C`.
+  expected<double> partition_cpus(const std::string& partition) const {
+    std::vector<std::string> sinfo = {"sinfo", "-h", "-o", "%C"};
+    if (!partition.empty()) sinfo.insert(sinfo.begin() + 1, {"-p", partition});
+    auto r = tool(sinfo);
+    if (!r) return r.err();
+    if (r->code != 0)
+      return make_unexpected(cluster_errc::launch_failed, "sinfo failed (is slurmctld up?): " + r->err);
+    if (r->out.empty())
+      return make_unexpected(cluster_errc::invalid_spec, "Slurm has no partition '" + partition + "'");
+    // %C: allocated/idle/other/total
+    return std::atof(r->out.substr(r->out.rfind('/') + 1).c_str());
+  }
   void poll_once();
   void deliver(const std::vector<std::pair<node_handle, exit_status>>& done);
   void run() {
@@ -126,16 +139,13 @@ expected<std::unique_ptr<launcher>> launcher::create(launcher_options lo, option
   auto exe = self_exe();
   if (!exe) return exe.err();
   p->program = *exe;
-  std::vector<std::string> sinfo = {"sinfo", "-h", "-o", "%C"};
-  if (!p->so.partition.empty()) sinfo.insert(sinfo.begin() + 1, {"-p", p->so.partition});
-  auto r = p->tool(sinfo);
-  if (!r) return r.err();
-  if (r->code != 0)
-    return make_unexpected(cluster_errc::launch_failed, "sinfo failed (is slurmctld up?): " + r->err);
-  if (r->out.empty())
-    return make_unexpected(cluster_errc::invalid_spec, "Slurm has no partition '" + p->so.partition + "'");
-  // %C: allocated/idle/other/total
-  p->total.cpus = std::atof(r->out.substr(r->out.rfind('/') + 1).c_str());
+  auto cpus = p->partition_cpus(p->so.partition);
+  if (!cpus) return cpus.err();
+  p->total.cpus = *cpus;
+  if (!p->so.worker_partition.empty() && p->so.worker_partition != p->so.partition) {
+    auto w = p->partition_cpus(p->so.worker_partition);
+    if (!w) return w.err();
+  }
   impl* raw = p.get();
   p->watcher = std::thread([raw] { raw->run(); });
   return std::unique_ptr<launcher>(new launcher(std::move(p)));

@@ -120,6 +120,10 @@ void runner::shutdown_nodes() {
   write_nodes_file();
 }
 
+int launcher_exit_code(const error& e) {
+  return e == cluster::cluster_errc::invalid_spec ? 2 : 1;
+}
+
 int run_job(const run_options& o) {
   runner r(o);
   return r.run();

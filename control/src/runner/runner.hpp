@@ -17,6 +17,7 @@
 #include "status_codec.hpp"
 #include "troupe/actors/data.hpp"
 #include "troupe/actors/job_spec.hpp"
+#include "troupe/cluster/config.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/cluster/launcher.hpp"
 #include "troupe/control/runner.hpp"
@@ -63,6 +64,11 @@ struct status_snapshot : job_status {
   bool valid = false;
 };
 
+// The exit code for a launcher that cannot start: 2 when the job file asks for what the backend
+// does not have (an unknown partition), 1 when the backend itself fails (sbatch missing, the
+// controller down).
+int launcher_exit_code(const error& e);
+
 class runner {
  public:
   explicit runner(run_options o) : opt_(std::move(o)) {}
@@ -95,6 +101,7 @@ class runner {
   std::uint64_t first_incarnation(const std::string& name) const;
   void scale_to(std::uint32_t workers);
   std::uint32_t running_workers() const;
+  std::uint32_t launched_workers() const;  // wanted workers with a handle (running or queued)
   void write_nodes_file();
   // io (runner_io.cpp)
   void on_message(const message& m);
@@ -110,6 +117,7 @@ class runner {
   std::optional<cluster::job_dir> dir_;
   prepared_data data_;
   std::string master_addr_, self_addr_;
+  cluster::control_plan plan_;  // where the runner, the master and the other nodes listen
   std::unique_ptr<endpoint> net_;
   std::unique_ptr<rpc_client> rpc_;
   std::unique_ptr<cluster::launcher> launcher_;

@@ -93,6 +93,12 @@ void runner::print_progress(bool final_line) {
     return;
   last_progress_ = now;
   std::uint64_t total = s.tasks.total();
+  // Workers launched but not in the job yet: starting, or (Slurm) waiting in the queue for room.
+  std::string waiting;
+  if (auto launched = launched_workers(); launched > s.workers_alive)
+    waiting.append("  (").append(std::to_string(launched - s.workers_alive)).append(" starting or queued)");
+  if (s.workers_alive < spec_.job.min_workers)
+    waiting.append("  waiting for min_workers ").append(std::to_string(spec_.job.min_workers));
   double secs = std::chrono::duration<double>(now - started_).count();
   if (master_quiet_ && !final_line) {
     // Its last numbers are stale: say so rather than show them as the job's pace.
@@ -108,12 +114,12 @@ void runner::print_progress(bool final_line) {
   std::string paused;
   if (!s.fault.empty()) paused.append("  PAUSED: ").append(s.fault);
   std::fprintf(stderr,
-               "%s[%6.1fs] data epoch %u/%u  tasks %llu/%llu  %8.0f samples/s  loss %s  workers %u/%u%s  "
+               "%s[%6.1fs] data epoch %u/%u  tasks %llu/%llu  %8.0f samples/s  loss %s  workers %u/%u%s%s  "
                "restarts %llu%s%s",
                tty ? "\r" : "", secs, std::min(s.tasks.data_epoch + 1, std::max(s.tasks.data_epochs, 1u)),
                s.tasks.data_epochs, static_cast<unsigned long long>(s.tasks.done),
                static_cast<unsigned long long>(total), s.samples_per_sec, loss, s.workers_alive,
-               target_workers_, spec_.uses_ps() ? ("  ps " + std::to_string(s.ps_alive)).c_str() : "",
+               target_workers_, waiting.c_str(), spec_.uses_ps() ? ("  ps " + std::to_string(s.ps_alive)).c_str() : "",
                static_cast<unsigned long long>(restarts_), paused.c_str(), tty && !final_line ? "" : "\n");
 }
 

@@ -28,8 +28,16 @@ expected<void> runner::launch(node_slot& slot) {
   a.job_dir = dir_->path();
   a.train_dir = data_.train_dir;
   a.test_dir = data_.test_dir;
+  if (slot.role != cluster::node_role::master && !plan_.node_listen.empty())
+    a.extra = {"--listen", plan_.node_listen};
   if (auto ok = cluster::validate_node_args(a); !ok) return ok.err();
-  auto ns = cluster::node_launch_spec(a, *dir_);
+  bool worker = slot.role == cluster::node_role::worker;
+  cluster::resources need;
+  if (worker) need.cpus = spec_.cluster.worker_cpus;
+  auto ns = cluster::node_launch_spec(a, *dir_, need);
+  // Workers may be preempted; the control plane stays on its host (the master's address is fixed).
+  ns.preemptible = worker;
+  if (!worker) ns.host = plan_.master_node;
   // Nodes share the machine: one BLAS thread each, the job's processes are the parallelism.
   ns.env.emplace_back("OPENBLAS_NUM_THREADS", "1");
   auto h = launcher_->launch(ns);
@@ -52,6 +60,13 @@ std::uint32_t runner::running_workers() const {
   std::uint32_t n = 0;
   for (const auto& [name, s] : nodes_)
     if (s.role == cluster::node_role::worker && s.wanted) ++n;
+  return n;
+}
+
+std::uint32_t runner::launched_workers() const {
+  std::uint32_t n = 0;
+  for (const auto& [name, s] : nodes_)
+    if (s.role == cluster::node_role::worker && s.wanted && s.handle) ++n;
   return n;
 }
 
@@ -98,11 +113,7 @@ void runner::handle_exits() {
     if (finished_ || shutting_down_) continue;
     // Tell the master at once: faster than waiting for the connection to drop.
     if (slot.role != cluster::node_role::master && net_ && net_->connected("master")) {
-      auto o = wire::job();
-      auto n = o.body.initNodeExited();
-      wire::write_node(n.initNode(), h.id);
-      n.setStatus(status.to_string());
-      (void)net_->send("master", "master", std::move(o.out), "runner");
+      (void)net_->send("master", "master", wire::node_exited(h.id, status.to_string()), "runner");
     }
     if (!slot.wanted) {
       spdlog::info("{} {}", h.id.to_string(), status.to_string());
@@ -111,7 +122,8 @@ void runner::handle_exits() {
       continue;
     }
     auto now = steady::now();
-    slot.deaths.push_back(now);
+    // A preempted node did nothing wrong: it comes back when the cluster has room again.
+    if (status.state != "PREEMPTED") slot.deaths.push_back(now);
     while (!slot.deaths.empty() && now - slot.deaths.front() > death_window) slot.deaths.pop_front();
     if (slot.deaths.size() > max_deaths) {
       fatal_ = h.id.name + " died " + std::to_string(slot.deaths.size()) +
@@ -175,11 +187,15 @@ void runner::write_nodes_file() {
     epoch = status_.epoch;
   }
   std::vector<cluster::node_entry> entries;
+  // A batch cluster's handle holds its job id, not a pid of this machine: nodes.json lists pid 0
+  // then, so that nothing that signals pids (troupe chaos) can hit an unrelated process.
+  bool local_pids = spec_.cluster.launcher == "local";
   for (const auto& [name, s] : nodes_) {
     cluster::node_entry e;
     e.id = s.id;
     e.role = s.role;
     e.handle = s.handle;
+    if (e.handle && !local_pids) e.handle->pid = 0;
     e.leaving = !s.wanted;
     e.address = s.role == cluster::node_role::master ? master_addr_ : std::string();
     e.start_time = s.start_time;

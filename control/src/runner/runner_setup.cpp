@@ -260,12 +260,17 @@ int runner::setup() {
   data_ = *data;
   if (int rc = check_model(); rc != 0) return rc;
 
+  // Where the runner and the master listen: loopback for local nodes, addresses the cluster's
+  // hosts reach for Slurm's (a broken Slurm set-up is found here first).
+  auto plan = cluster::plan_control(spec_.cluster);
+  if (!plan) return spdlog::error("{}", plan.err().to_string()), launcher_exit_code(plan.err());
+  plan_ = *plan;
   auto cfg = spec_.transport;
   cfg.token = token;
   auto net = endpoint::create(node_id{"runner", 0}, cfg);
   if (!net) return spdlog::error("{}", net.err().to_string()), 1;
   net_ = std::move(*net);
-  auto bound = net_->listen("127.0.0.1", 0);
+  auto bound = net_->listen(plan_.runner_host, 0);
   if (!bound) return spdlog::error("{}", bound.err().to_string()), 1;
   self_addr_ = *bound;
   if (auto r = net_->register_name("runner", [this](const message& m) { on_message(m); }); !r) return 1;
@@ -274,14 +279,15 @@ int runner::setup() {
   rpc_ = std::move(*rpc);
   auto port = free_port();
   if (!port) return spdlog::error("{}", port.err().to_string()), 1;
-  master_addr_ = "127.0.0.1:" + std::to_string(*port);
+  master_addr_ = plan_.master_host + ":" + std::to_string(*port);
 
   auto l = cluster::make_launcher(spec_.cluster,
                                   [this](const cluster::node_handle& h, const cluster::exit_status& s) {
                                     std::lock_guard lk(mu_);
                                     exits_.emplace_back(h, s);
-                                  });
-  if (!l) return spdlog::error("{}", l.err().to_string()), 1;
+                                  },
+                                  {dir_->job_id(), dir_->path() + "/slurm_jobs"});
+  if (!l) return spdlog::error("{}", l.err().to_string()), launcher_exit_code(l.err());
   launcher_ = std::move(*l);
   return 0;
 }

@@ -3,16 +3,26 @@
 // starts every node through make_launcher(). (Where job directories go is [job] root.)
 //
 //   [cluster]
-//   launcher = "local"            # backend; only "local" so far
-//   capacity_cpus = 0.0           # 0: detect (local_capacity); else the cores nodes may reserve
-//   capacity_memory_mb = 0        # 0: detect
-//   capacity_gpus = -1            # -1: detect; else the GPUs nodes may reserve
+//   launcher = "local"            # backend: "local" (this machine) or "slurm" (docs/slurm.md)
+//   capacity_cpus = 0.0           # local: 0: detect (local_capacity); else the cores nodes may reserve
+//   capacity_memory_mb = 0        # local: 0: detect
+//   capacity_gpus = -1            # local: -1: detect; else the GPUs nodes may reserve
+//   control_partition = ""        # slurm: master and PS shards (not preempted); "": the default one
+//   worker_partition = ""         # slurm: workers (preemptible); "": control_partition
+//   control_host = ""             # slurm: the node the master and PS shards run on (the master's
+//                                 #   address is fixed for the job's life); "": the control partition's first
+//                                 node
+//   worker_cpus = 0.0             # CPUs each worker reserves (slurm: -c); 0: the backend's default
+//   account = "", qos = "", time_limit = ""   # slurm: -A, -q, -t for every node's job
+//   sbatch_args = []              # slurm: further sbatch options, verbatim
+//   slurm_bin_dir = ""            # slurm: where sbatch, squeue, ... are; "": PATH
 //   metrics_host = "127.0.0.1"    # where the master serves Prometheus /metrics (docs/observe.md);
 //   metrics_port = 0              # 0: a free port the runner picks (in nodes.json); -1: no /metrics
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "troupe/cluster/launcher.hpp"
 #include "troupe/core/config.hpp"
@@ -26,6 +36,11 @@ struct cluster_config {
   std::int64_t capacity_gpus = -1;
   std::string metrics_host = "127.0.0.1";
   std::int64_t metrics_port = 0;
+  double worker_cpus = 0;
+  std::string control_partition, worker_partition, control_host;
+  std::string account, qos, time_limit;
+  std::vector<std::string> sbatch_args;
+  std::string slurm_bin_dir;
 
   // Reads the keys above from `s`; problems are recorded in the reader (see config.hpp).
   static cluster_config read(config_section s, cluster_config defaults);
@@ -36,8 +51,31 @@ struct cluster_config {
 // from local_capacity().
 expected<resources> configured_capacity(const cluster_config& cfg);
 
+// What a backend needs to know of the job it runs: Slurm names its jobs after `job_id` and records
+// every job id it submits in `jobs_file` (cancelled by cancel_recorded after a crash).
+struct launch_site {
+  std::string job_id = "troupe";
+  std::string jobs_file;
+};
+
 // The launcher backend the config names, with its capacity. Errors: invalid_spec for an unknown
-// backend, or the backend's own creation errors.
-expected<std::unique_ptr<launcher>> make_launcher(const cluster_config& cfg, exit_callback on_exit);
+// backend, or the backend's own creation errors (Slurm: launch_failed when sinfo is missing or the
+// controller does not answer, invalid_spec naming a partition Slurm does not have).
+expected<std::unique_ptr<launcher>> make_launcher(const cluster_config& cfg, exit_callback on_exit,
+                                                  const launch_site& site = {});
+
+// Where the job's control plane is reached: the runner listens on runner_host, the master on
+// master_host (fixed for the job's life, so that a relaunched master is found again) placed on the
+// backend's host master_node (empty: anywhere); PS shards and workers get `--listen node_listen`
+// (empty: their loopback default). Local: everything on 127.0.0.1. Slurm: the master on
+// control_host at the address Slurm has for it, the runner on this machine's address towards it,
+// the others on their own host's address ("@host:0", resolve_listen). Errors: the backend's.
+struct control_plan {
+  std::string runner_host = "127.0.0.1";
+  std::string master_host = "127.0.0.1";
+  std::string master_node;
+  std::string node_listen;
+};
+expected<control_plan> plan_control(const cluster_config& cfg);
 
 }  // namespace troupe::cluster

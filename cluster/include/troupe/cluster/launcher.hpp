@@ -51,6 +51,12 @@ struct node_spec {
   // Empty: the node shares this process's stdout/stderr.
   std::string log_file;
   resources need;  // reserved against the launcher's capacity while the node runs
+  // Where the node must run: one of the backend's hosts (Slurm: a node name); empty: anywhere.
+  // The local backend has one host, this machine, and ignores it.
+  std::string host;
+  // The node may be preempted (a worker): a backend with such a class of capacity puts it there
+  // (Slurm: the worker partition; Kubernetes: a low priorityClassName). Control nodes are not.
+  bool preemptible = false;
 };
 
 // How a node ended.

@@ -37,6 +37,7 @@ namespace troupe::cluster::slurm {
 
 struct options {
   std::string partition;                   // -p; empty: the cluster's default partition
+  std::string worker_partition;            // -p for node_spec::preemptible nodes; empty: partition
   std::string account, qos, time_limit;    // -A, -q, -t; empty: not passed
   std::vector<std::string> sbatch_args;    // further sbatch options, verbatim
   std::string job_name_prefix = "troupe";  // job name: <prefix>:<node name>
@@ -49,8 +50,9 @@ struct options {
 
 class launcher final : public cluster::launcher {
  public:
-  // Checks that sbatch runs and the partition exists (errors: launch_failed naming the missing
-  // command, invalid_spec naming an unknown partition), then starts the watcher thread.
+  // Checks that sinfo runs and both partitions exist (errors: launch_failed naming the missing
+  // command or the controller that does not answer, invalid_spec naming an unknown partition), then
+  // starts the watcher thread.
   static expected<std::unique_ptr<launcher>> create(launcher_options lo, options so);
   ~launcher() override;
   launcher(const launcher&) = delete;

@@ -1,0 +1,21 @@
+// Addresses for nodes spread over several hosts (a batch cluster): where a node on some host
+// listens so that the others reach it, and which of this machine's addresses a given peer reaches.
+#pragma once
+
+#include <string>
+
+#include "troupe/core/error.hpp"
+
+namespace troupe::cluster {
+
+// `listen` as a node's --listen gives it ("host:port"); the host "@host" stands for this host's
+// own address (its hostname resolved, IPv4, not loopback where there is another), so that a node
+// Slurm starts on any host listens where the others reach it. Other values are returned as given.
+// Errors: invalid_spec when the hostname does not resolve.
+expected<std::string> resolve_listen(const std::string& listen);
+
+// The local address this machine uses to reach `ip` (the source address of a route to it): where
+// a control process listens for nodes on other hosts. Errors: io_error naming `ip`.
+expected<std::string> local_address_towards(const std::string& ip);
+
+}  // namespace troupe::cluster

@@ -1,0 +1,68 @@
+#include "troupe/cluster/addresses.hpp"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "troupe/cluster/errc.hpp"
+
+namespace troupe::cluster {
+
+namespace {
+
+std::string host_ipv4() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return {};
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(name, nullptr, &hints, &res) != 0) return {};
+  std::string first, best;
+  for (auto* a = res; a; a = a->ai_next) {
+    char buf[INET_ADDRSTRLEN] = {};
+    auto* in = reinterpret_cast<sockaddr_in*>(a->ai_addr);
+    if (!::inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf)) continue;
+    if (first.empty()) first = buf;
+    if (best.empty() && std::strncmp(buf, "127.", 4) != 0) best = buf;
+  }
+  ::freeaddrinfo(res);
+  return best.empty() ? first : best;
+}
+
+}  // namespace
+
+expected<std::string> resolve_listen(const std::string& listen) {
+  if (listen.rfind("@host:", 0) != 0) return listen;
+  auto ip = host_ipv4();
+  if (ip.empty()) return make_unexpected(cluster_errc::invalid_spec, "--listen " + listen + ": this host's name does not resolve");
+  return ip + listen.substr(5);
+}
+
+expected<std::string> local_address_towards(const std::string& ip) {
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(9);
+  if (::inet_pton(AF_INET, ip.c_str(), &to.sin_addr) != 1)
+    return make_unexpected(cluster_errc::invalid_spec, "'" + ip + "' is not an IPv4 address");
+  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return make_unexpected(core_errc::io_error, std::string("socket: ") + std::strerror(errno));
+  sockaddr_in me{};
+  socklen_t len = sizeof me;
+  // A datagram socket's connect() only picks the route: nothing is sent.
+  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0 &&
+            ::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len) == 0;
+  int err = errno;
+  ::close(fd);
+  if (!ok) return make_unexpected(core_errc::io_error, "no route to " + ip + ": " + std::strerror(err));
+  char buf[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &me.sin_addr, buf, sizeof buf);
+  return std::string(buf);
+}
+
+}  // namespace troupe::cluster

@@ -1,0 +1,39 @@
+// Where Slurm puts the control plane: the master's host and its address (commands.hpp).
+#include "slurm/commands.hpp"
+#include "troupe/cluster/errc.hpp"
+
+namespace troupe::cluster::slurm {
+
+namespace {
+std::string first_line(const std::string& s) {
+  auto end = s.find('\n');
+  auto line = s.substr(0, end);
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
+  return line;
+}
+}  // namespace
+
+expected<std::string> node_addr(const std::string& name, const options& so) {
+  auto r = run_tool({"scontrol", "show", "node", "-o", name}, so.bin_dir, so.command_timeout);
+  if (!r) return r.err();
+  auto addr = r->code == 0 ? scontrol_field(r->out, "NodeAddr") : std::string();
+  if (addr.empty())
+    return make_unexpected(cluster_errc::launch_failed,
+                           "Slurm node '" + name + "': " + (r->err.empty() ? "no NodeAddr" : first_line(r->err)));
+  return addr;
+}
+
+expected<std::string> first_node(const std::string& partition, const options& so) {
+  std::vector<std::string> argv = {"sinfo", "-h", "-N", "-o", "%N"};
+  if (!partition.empty()) argv.insert(argv.end(), {"-p", partition});
+  auto r = run_tool(argv, so.bin_dir, so.command_timeout);
+  if (!r) return r.err();
+  if (r->code != 0)
+    return make_unexpected(cluster_errc::launch_failed, "sinfo failed (is slurmctld up?): " + first_line(r->err));
+  auto node = first_line(r->out);
+  if (node.empty())
+    return make_unexpected(cluster_errc::invalid_spec, "Slurm has no partition '" + partition + "' (or it has no nodes)");
+  return node;
+}
+
+}  // namespace troupe::cluster::slurm

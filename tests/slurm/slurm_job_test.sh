@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# `troupe run` with [cluster] launcher = "slurm" on the test cluster (scripts/slurm-cluster.sh:
+# slurmctld + 4 slurmd in namespaced hosts): a DeepFM async-PS job finishes with every task done;
+# a high-priority job preempts two workers mid-training, the job keeps training, the victims leave
+# on Slurm's SIGTERM and come back as new incarnations when the high job ends; bad input (an
+# unknown partition, no sbatch) is a clear error with the documented exit code and leaves no Slurm
+# job behind. Usage: slurm_job_test.sh TROUPE_BINARY. Exit 77 (ctest: skipped) without root.
+set -uo pipefail
+here=$(cd "$(dirname "$0")/../.." && pwd)
+S="$here/scripts/slurm-cluster.sh"
+B=$(realpath "$1")
+if [[ $(id -u) -ne 0 ]]; then echo "SKIP: the Slurm test cluster needs root (namespaces, daemons)"; exit 77; fi
+# The hosts see /var/tmp (not this machine's /tmp): jobs and datasets live there.
+work=/var/tmp/troupe-slurm-job-$$
+cache=/var/tmp/troupe-slurm-datasets
+mkdir -p "$work" "$cache"
+fail() {
+  echo "FAIL: $*"
+  for f in "$work"/*.err "$work"/jobs/*/logs/master.log; do [[ -f $f ]] && { echo "== $f"; tail -40 "$f"; }; done
+  squeue -a 2> /dev/null
+  exit 1
+}
+cancel_ours() { squeue -h -o '%i %j' | awk '$2 ~ /^troupe-/ {print $1}' | xargs -r scancel; }
+trap 'cancel_ours > /dev/null 2>&1; rm -rf "$work"' EXIT
+bash "$S" up > "$work/up.log" 2>&1 || { cat "$work/up.log"; fail "slurm-cluster.sh up"; }
+
+job_file() {  # job_file NAME WORKERS ROWS [CLUSTER_EXTRA]: a DeepFM async-PS job on Slurm
+  cat > "$work/$1.toml" << TOML
+[job]
+root = "$work/jobs"
+dataset_cache = "$cache"
+strategy = "async_ps"
+name = "$1"
+workers = $2
+min_workers = 1
+max_workers = 8
+records_per_task = 1024
+[ps]
+shards = 2
+checkpoint_every_ms = 500
+[model]
+type = "deepfm"
+embedding_dim = 8
+hidden = [32]
+[train]
+epochs = 2
+batch_size = 128
+optimizer = "adam"
+learning_rate = 0.01
+[data]
+source = "synthetic-ctr"
+rows = $3
+test_rows = 10000
+fields = 6
+vocab_per_field = 50
+[cluster]
+launcher = "slurm"
+control_partition = "high"
+worker_partition = "low"
+control_host = "h1"
+${4:-}
+TOML
+}
+result() { tail -1 "$work/$1.out"; }
+field() { sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p" <<< "$(result "$1")"; }
+no_jobs_left() { [[ -z $(squeue -h -o %j | grep "^troupe-$1") ]]; }
+
+# 1. A job on 4 hosts finishes: every task done, none failed, nothing left in Slurm's queue.
+job_file plain 4 200000 "worker_cpus = 2"
+"$B" run "$work/plain.toml" --job-id plain --quiet > "$work/plain.out" 2> "$work/plain.err" || fail "plain job failed"
+[[ $(field plain tasks_failed) == 0 ]] || fail "plain: failed tasks: $(result plain)"
+[[ -n $(field plain tasks_done) ]] || fail "plain: no result: $(result plain)"
+no_jobs_left plain || fail "plain: Slurm jobs left behind"
+hosts=$(grep -ho 'up at [0-9.]*' "$work"/jobs/plain/logs/worker-*.log | sort -u | wc -l)
+echo "plain: $(result plain) (workers on $hosts hosts)"
+
+# 2. Preemption: workers of 2 CPUs each fill h2 and h3 (h1 holds master and shards); a
+#    high-priority job takes h3 and h4 whole, preempting the two workers on h3. They leave on
+#    Slurm's SIGTERM, are resubmitted and wait PENDING until the high job ends, then train again.
+job_file preempt 4 1500000 "worker_cpus = 2"
+"$B" run "$work/preempt.toml" --job-id preempt --quiet > "$work/preempt.out" 2> "$work/preempt.err" &
+runner=$!
+logs=$work/jobs/preempt/logs
+for _ in $(seq 1 600); do
+  [[ $(grep -l 'first task' "$logs"/worker-*.log 2> /dev/null | wc -l) -ge 4 ]] && break
+  sleep 0.1
+done
+[[ $(grep -l 'first task' "$logs"/worker-*.log 2> /dev/null | wc -l) -ge 4 ]] || fail "preempt: 4 workers did not train"
+victim_host=$(squeue -h -p low -o '%N %j' | awk '$2 ~ /preempt:worker/ {print $1}' | sort | uniq -c | awk '$1 == 2 {print $2}' | grep -v h1 | head -1)
+[[ -n $victim_host ]] || fail "preempt: no host runs two workers: $(squeue -h -o '%N %j %T')"
+other=$(for h in h2 h3 h4; do [[ $h != "$victim_host" ]] && [[ -z $(squeue -h -w "$h" -o %j) ]] && echo "$h"; done | head -1)
+[[ -n $other ]] || fail "preempt: no empty host beside $victim_host"
+high=$(sbatch --parsable -p high -w "$victim_host,$other" -N 2 --exclusive -J troupe-test-high --wrap 'sleep 10') || fail "sbatch high"
+for _ in $(seq 1 600); do
+  [[ $(grep -c 'down: left on SIGTERM' "$logs/master.log") -ge 2 ]] && break
+  sleep 0.1
+done
+[[ $(grep -c 'down: left on SIGTERM' "$logs/master.log") -ge 2 ]] || fail "preempt: the victims did not leave on SIGTERM"
+wait "$runner" || fail "preempt: the job failed"
+grep -q 'PREEMPTED' "$work/preempt.err" || fail "preempt: the runner saw no PREEMPTED worker"
+for v in $(grep -o 'worker-[0-9]*#0 down: left on SIGTERM' "$logs/master.log" | cut -d'#' -f1 | sort -u); do
+  awk -v up="$v#1 (worker) up at" 'index($0, up) {u = 1} u && /first task/ {f = 1} END {exit !f}' "$logs/$v.log" ||
+    fail "preempt: $v#1 (the victim's next incarnation) did not train"
+done
+[[ $(field preempt tasks_failed) == 0 ]] || fail "preempt: failed tasks: $(result preempt)"
+no_jobs_left preempt || fail "preempt: Slurm jobs left behind"
+echo "preempt: $(result preempt)"
+
+# 3. More workers than fit, and control nodes cancelled: h4 is held by another job, so of 4
+#    workers of 4 CPUs two run (h2, h3) and two wait PENDING; the job trains meanwhile. The jobs of
+#    ps-0 and of the master are cancelled (scancel): both are resubmitted and resume (checkpoint,
+#    journal). `troupe scale` down to 3 cancels a waiting worker; when the other job ends, the
+#    other waiting worker starts on h4 and joins.
+other=$(sbatch --parsable -p low -w h4 --exclusive -J troupe-test-other --wrap 'sleep 20') || fail "sbatch other"
+job_file grow 4 1500000 "worker_cpus = 4"
+"$B" run "$work/grow.toml" --job-id grow > "$work/grow.out" 2> "$work/grow.err" &
+runner=$!
+logs=$work/jobs/grow/logs
+for _ in $(seq 1 600); do
+  grep -q 'first checkpoint' "$logs/ps-0.log" 2> /dev/null && [[ $(grep -l 'first task' "$logs"/worker-*.log 2> /dev/null | wc -l) -ge 2 ]] && break
+  sleep 0.1
+done
+grep -q 'starting or queued' "$work/grow.err" || fail "grow: the progress line shows no queued worker"
+# troupe status and scale reach the runner from here as for a local job; the scale-down cancels
+# the highest-numbered worker, still PENDING.
+"$B" status --job-dir "$work/jobs/grow" > "$work/grow.status" 2>&1 || fail "grow: troupe status: $(cat "$work/grow.status")"
+"$B" scale --workers 3 --job-dir "$work/jobs/grow" > "$work/grow.scale" 2>&1 || fail "grow: troupe scale: $(cat "$work/grow.scale")"
+for _ in $(seq 1 100); do [[ -z $(squeue -h -n troupe-grow:worker-3) ]] && break; sleep 0.1; done
+[[ -z $(squeue -h -n troupe-grow:worker-3) ]] || fail "grow: scale-down left worker-3's job queued"
+scancel -n troupe-grow:ps-0 || fail "scancel ps-0"
+for _ in $(seq 1 600); do grep -q 'restored checkpoint' "$logs/ps-0.log" && break; sleep 0.1; done
+grep -q 'restored checkpoint' "$logs/ps-0.log" || fail "grow: ps-0 did not come back from its checkpoint"
+scancel -n troupe-grow:master || fail "scancel master"
+for _ in $(seq 1 600); do grep -q 'master#1' "$logs/master.log" && break; sleep 0.1; done
+for _ in $(seq 1 600); do grep -q 'up at 10.78.0.14' "$logs"/worker-*.log && break; sleep 0.1; done
+grep -q 'up at 10.78.0.14' "$logs"/worker-*.log || fail "grow: no worker started on h4 after the other job ended"
+wait "$runner" || fail "grow: the job failed"
+[[ $(field grow tasks_failed) == 0 ]] || fail "grow: failed tasks: $(result grow)"
+grep -q 'master#1' "$logs/master.log" || fail "grow: the master was not resubmitted"
+no_jobs_left grow || fail "grow: Slurm jobs left behind (the worker still pending at the end)"
+scancel "$other" 2> /dev/null
+echo "grow: $(result grow)"
+
+# 4. Bad input: exit 2 naming an unknown partition; exit 1 naming a missing sbatch. No Slurm jobs.
+sed 's/control_partition = "high"/control_partition = "nosuch"/' "$work/plain.toml" > "$work/bad.toml"
+"$B" run "$work/bad.toml" --job-id bad > /dev/null 2> "$work/bad.err"
+rc=$?
+[[ $rc == 2 ]] || fail "unknown partition: exit $rc, expected 2"
+grep -q "nosuch" "$work/bad.err" || fail "unknown partition not named: $(cat "$work/bad.err")"
+mkdir -p "$work/empty"
+sed "s|launcher = \"slurm\"|launcher = \"slurm\"\nslurm_bin_dir = \"$work/empty\"|" "$work/plain.toml" > "$work/nobin.toml"
+"$B" run "$work/nobin.toml" --job-id nobin > /dev/null 2> "$work/nobin.err"
+rc=$?
+[[ $rc == 1 ]] || fail "no sbatch: exit $rc, expected 1"
+grep -qiE "(sinfo|sbatch|scontrol): No such file" "$work/nobin.err" || fail "missing Slurm command not named: $(cat "$work/nobin.err")"
+no_jobs_left bad && no_jobs_left nobin || fail "bad input left Slurm jobs"
+echo "PASS"
