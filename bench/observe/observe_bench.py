@@ -163,7 +163,7 @@ def synthetic_root(root, jobs=100, events=600):
                           "loss": 0.7 - k * 0.0005, "samples_per_s": 90000.0, "workers_alive": 4,
                           "tasks_todo": events - k, "tasks_doing": 4, "tasks_done": k, "tasks_requeued": 0,
                           "restarts": 0, "epoch": 5})
-        lines.append({"t_ms": t + 1000 * events, "kind": "job_end", "state": "succeeded"})
+        lines.append({"t_ms": t + 1000 * events, "kind": "job_end", "state": "finished"})
         with open(os.path.join(d, "events.jsonl"), "w") as f:
             f.writelines(json.dumps(x) + "\n" for x in lines)
         json.dump({"test_auc": 0.85}, open(os.path.join(d, "result.json"), "w"))
