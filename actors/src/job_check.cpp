@@ -74,7 +74,7 @@ expected<void> check_model_fits_strategy(const job_spec& spec, nn::model& m) {
                              .append(spec.job.strategy)
                              .append("' replicates dense parameters only; model '")
                              .append(spec.nn.model.type)
-                             .append("' has embedding tables: use strategy = \"async_ps\""));
+                             .append("' has embedding tables: use [job] strategy = \"async_ps\""));
 }
 
 expected<void> check_job(const job_spec& spec) {

@@ -59,5 +59,25 @@ TEST(job_end, a_corrupt_cached_dataset_is_rebuilt_before_workers_use_it) {
   expect_all_done(second);
 }
 
+TEST(job_end, a_job_trains_on_record_stores_made_by_troupe_data) {
+  auto dir = test_root("named-stores");
+  std::string out;
+  ASSERT_EQ(
+      troupe("data synth-ctr --rows 20000 --fields 6 --vocab 50 --seed 1 --out " + dir + "/train", &out), 0)
+      << out;
+  ASSERT_EQ(troupe("data synth-ctr --rows 5000 --fields 6 --vocab 50 --seed 2 --out " + dir + "/test", &out),
+            0)
+      << out;
+  auto job = ctr_job(2, 20000, 1);
+  job = job.substr(0, job.find("[data]")) + "[data]\nsource = \"store\"\ntrain = \"" + dir +
+        "/train\"\ntest = \"" + dir + "/test\"\n";
+  auto r = start_job("named-stores-job", job);
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(120)), 0) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_EQ(res.value("records_done", 0ull), 20000ull) << res.dump();
+  EXPECT_GT(res.value("test_auc", 0.0), 0.6) << res.dump();
+  EXPECT_TRUE(fs::exists(dir + "/train/data.mdb")) << "used in place, not copied or removed";
+}
+
 }  // namespace
 }  // namespace troupe::testing
