@@ -181,6 +181,19 @@ TEST_F(master_test, a_neighbours_report_counts_only_once_liveness_confirms_it) {
   EXPECT_EQ(published().count("worker-1"), 1u);
 }
 
+TEST_F(master_test, a_nodes_own_leave_notice_removes_it_and_answers_it_with_the_new_view) {
+  join(w0, w0);
+  join(w1, w1);
+  node_->take();
+  exited(w0, w0);  // SIGTERM: it leaves on its own word, no liveness check needed
+  EXPECT_EQ(log_->requeued, std::vector<std::string>{w0.to_string()});
+  auto p = published();
+  ASSERT_EQ(p.count("worker-1"), 1u);
+  EXPECT_EQ(p["worker-1"].view.find("worker-0"), nullptr);
+  ASSERT_EQ(p.count("worker-0"), 1u);  // the leaver waits for this answer before it exits
+  EXPECT_EQ(p["worker-0"].view.find("worker-0"), nullptr);
+}
+
 TEST_F(master_test, a_stale_incarnations_exit_does_not_remove_its_successor) {
   join(w0, w0);
   node_->take();
