@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "job_harness.hpp"
@@ -216,6 +217,16 @@ TEST(job_reliability, scaling_4_1_4_gives_new_workers_new_ids) {
     }
   }
   EXPECT_EQ(workers, 7u);  // worker-0..3, then worker-4..6 for the scale-up
+  // The workers running together hold distinct slots (GPU = slot % devices), the lowest free ones.
+  auto log = read_file(r.job_dir + "/logs/runner.log");
+  std::set<std::string> slots;
+  for (const char* w : {"worker-0#0", "worker-4#0", "worker-5#0", "worker-6#0"}) {
+    auto at = log.find(std::string("launched ") + w);
+    ASSERT_NE(at, std::string::npos) << w;
+    auto s = log.find("slot ", at);
+    slots.insert(log.substr(s, log.find(')', s) - s));
+  }
+  EXPECT_EQ(slots.size(), 4u) << log;
   expect_all_done(r);
   EXPECT_TRUE(no_processes_of(r));
 }
