@@ -31,6 +31,9 @@ struct node_identity {
   // collective::instance_key(job id, the runner's instance): what this run's /dev/shm names are
   // built from, so two jobs with one id on a host never share a ring or a beacon.
   std::string host_key;
+  // A worker's place among the running workers: its GPU is slot % device count (the runner hands
+  // out the lowest free one; worker indices are never reused, so they would not spread).
+  std::size_t slot = 0;
 };
 
 class node_context {

@@ -115,6 +115,7 @@ node_runtime::identity identify(const node_options& o, cluster::node_role role, 
   node_runtime::identity who;
   who.role = role;
   who.index = o.index;
+  who.slot = o.slot >= 0 ? static_cast<std::size_t>(o.slot) : o.index;
   who.id = {role == cluster::node_role::master ? "master" : cluster::node_name(role, o.index), o.incarnation};
   who.job_dir = o.job_dir;
   auto dir = cluster::job_dir::open(o.job_dir);

@@ -18,6 +18,10 @@ const command_registrar reg{"node", "Run one node of a job (started by 'troupe r
                                   ->check(CLI::IsMember({"master", "ps", "worker"}));
                               sub.add_option("--index", o->index, "ps-<index> / worker-<index>");
                               sub.add_option("--incarnation", o->incarnation, "restart count of this node");
+                              sub.add_option("--slot", o->slot,
+                                             "a worker's place among the running workers (GPU = slot % "
+                                             "devices; default: its index)")
+                                  ->check(CLI::Range(0L, 1L << 20));
                               sub.add_option("--listen", o->listen, "host:port to listen on (port 0: any)");
                               sub.add_option("--join", o->join, "the master's host:port (ps and worker)");
                               sub.add_option("--train", o->train_dir, "training record store")->required();

@@ -27,7 +27,7 @@ class dispenser_test : public ::testing::Test {
     dir_ = testing::temp_dir("dispenser-test");
     nn::dataset d = testing::tiny_dataset();
     ASSERT_TRUE(write_dataset(d, dir_ + "/train", "test"));
-    node_identity who{node_id{"master", 1}, cluster::node_role::master, 0, dir_, "job", "job"};
+    node_identity who{node_id{"master", 1}, cluster::node_role::master, 0, dir_, "job", "job", 0};
     node_.emplace(who);
     node_->spec().job.records_per_task = 10;  // 4 tasks
     node_->spec().job.max_task_failures = 2;

@@ -117,7 +117,7 @@ class worker_loop_test : public ::testing::Test {
   std::uint64_t finish_one_task(std::uint64_t task, std::uint64_t first, std::uint64_t count);
 
   std::string dir_;
-  fake_node node_{node_identity{node_id{"worker-0", 1}, cluster::node_role::worker, 0, "", "job", "job"}};
+  fake_node node_{node_identity{node_id{"worker-0", 1}, cluster::node_role::worker, 0, "", "job", "job", 0}};
   fake_rpc rpc_{node_.clock(), node_.self()};
   no_ps ps_;
   no_ring ring_;

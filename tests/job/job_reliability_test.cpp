@@ -5,9 +5,12 @@
 // several seconds.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "job_harness.hpp"
@@ -167,9 +170,34 @@ TEST(job_reliability, a_stopped_job_resumes_and_a_finished_one_refuses) {
   ASSERT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
   EXPECT_EQ(wait_job(r, 30s), 3);  // stopped on request (README exit codes)
   auto before = done_attempts(r);
+  // A node that outlived its runner (in its own process group, as the launcher starts nodes),
+  // recorded in nodes.json with its start time: --resume kills it before it starts anything.
+  pid_t orphan = ::fork();
+  if (orphan == 0) {
+    ::setpgid(0, 0);
+    ::execl("/bin/sleep", "sleep", "1000", nullptr);
+    _exit(127);
+  }
+  ASSERT_TRUE(wait_until([&] { return cluster::read_process_stat(orphan).has_value(); }, 10s));
+  auto dir = cluster::job_dir::open(r.job_dir);
+  auto nodes = dir->read_nodes();
+  ASSERT_TRUE(nodes);
+  cluster::node_record rec;
+  rec.id = node_id{"worker-9", 0};
+  rec.pid = orphan;
+  rec.start_time = cluster::read_process_stat(orphan)->start_time;
+  rec.state = "running";
+  nodes->nodes.push_back(rec);
+  ASSERT_TRUE(dir->write_nodes(*nodes));
   resume_job(r);
+  int st = 0;
+  ASSERT_EQ(::waitpid(orphan, &st, 0), orphan);
+  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
   ASSERT_EQ(wait_job(r, 240s), 0) << read_file(r.err_file);
   EXPECT_EQ(result(r).value("status", ""), "finished");
+  EXPECT_NE(read_file(r.job_dir + "/logs/runner.log")
+                .find("worker-9#0 (pid " + std::to_string(orphan) + ") outlived"),
+            std::string::npos);
   expect_all_done(r);
   auto after = done_attempts(r);
   for (const auto& [id, attempt] : before) EXPECT_EQ(after[id], attempt) << "task " << id;
@@ -216,6 +244,16 @@ TEST(job_reliability, scaling_4_1_4_gives_new_workers_new_ids) {
     }
   }
   EXPECT_EQ(workers, 7u);  // worker-0..3, then worker-4..6 for the scale-up
+  // The workers running together hold distinct slots (GPU = slot % devices), the lowest free ones.
+  auto log = read_file(r.job_dir + "/logs/runner.log");
+  std::set<std::string> slots;
+  for (const char* w : {"worker-0#0", "worker-4#0", "worker-5#0", "worker-6#0"}) {
+    auto at = log.find(std::string("launched ") + w);
+    ASSERT_NE(at, std::string::npos) << w;
+    auto s = log.find("slot ", at);
+    slots.insert(log.substr(s, log.find(')', s) - s));
+  }
+  EXPECT_EQ(slots.size(), 4u) << log;
   expect_all_done(r);
   EXPECT_TRUE(no_processes_of(r));
 }

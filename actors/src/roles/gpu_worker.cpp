@@ -62,7 +62,7 @@ expected<std::unique_ptr<strategy>> make_gpu_worker_strategy(worker_state& st) {
   auto count = gpu::device_count();
   if (!count) return std::move(count).err().wrap("[job] device = \"gpu\"");
   std::unique_ptr<gpu_replica, gpu_replica_deleter> g(new gpu_replica);
-  g->ordinal = device_ordinal(st.rt->who().index, *count);
+  g->ordinal = device_ordinal(st.rt->who().slot, *count);
   if (auto s = gpu::set_device(g->ordinal); !s) return s.err();
   auto info = gpu::describe(g->ordinal);
   if (!info) return info.err();

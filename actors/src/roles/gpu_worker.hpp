@@ -50,7 +50,7 @@ class gpu_rendezvous_port {
                                                       bool need_unique_id) = 0;
 };
 
-// The device of the worker with local index `index` among `count` devices.
+// The device of the worker in slot `index` (node_identity::slot) among `count` devices.
 inline int device_ordinal(std::size_t index, int count) {
   return count > 0 ? static_cast<int>(index % static_cast<std::size_t>(count)) : 0;
 }

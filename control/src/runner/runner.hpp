@@ -46,6 +46,7 @@ struct node_slot {
   std::optional<std::uint64_t> seen_by_master;
   bool fenced = false;           // SIGKILLed after the master declared it dead; its exit report follows
   std::uint64_t start_time = 0;  // of the running process (/proc/<pid>/stat), for nodes.json
+  std::size_t place = 0;         // a worker's slot (`troupe node --slot`): the lowest free at launch
   std::string ended;             // how its last process ended, once it has
   std::deque<std::chrono::steady_clock::time_point> deaths;  // recent, for the give-up rule
 };
@@ -102,6 +103,7 @@ class runner {
   void scale_to(std::uint32_t workers);
   std::uint32_t running_workers() const;
   std::uint32_t launched_workers() const;  // wanted workers with a handle (running or queued)
+  std::size_t free_place() const;
   void write_nodes_file();
   // io (runner_io.cpp)
   void on_message(const message& m);

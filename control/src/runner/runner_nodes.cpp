@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <csignal>
+#include <set>
 
 #include <spdlog/spdlog.h>
 
@@ -30,6 +31,10 @@ expected<void> runner::launch(node_slot& slot) {
   a.test_dir = data_.test_dir;
   if (slot.role != cluster::node_role::master && !plan_.node_listen.empty())
     a.extra = {"--listen", plan_.node_listen};
+  if (slot.role == cluster::node_role::worker) {
+    a.extra.push_back("--slot");
+    a.extra.push_back(std::to_string(slot.place));
+  }
   if (auto ok = cluster::validate_node_args(a); !ok) return ok.err();
   bool worker = slot.role == cluster::node_role::worker;
   cluster::resources need;
@@ -52,7 +57,10 @@ expected<void> runner::launch(node_slot& slot) {
     master_launched_ = steady::now();
     master_answered_ = false;
   }
-  spdlog::info("launched {} (pid {})", slot.id.to_string(), h->pid);
+  if (slot.role == cluster::node_role::worker)
+    spdlog::info("launched {} (pid {}, slot {})", slot.id.to_string(), h->pid, slot.place);
+  else
+    spdlog::info("launched {} (pid {})", slot.id.to_string(), h->pid);
   return {};
 }
 
@@ -70,10 +78,21 @@ std::uint32_t runner::launched_workers() const {
   return n;
 }
 
+// The lowest slot no worker process holds (a leaving one keeps its slot until it has exited).
+std::size_t runner::free_place() const {
+  std::set<std::size_t> used;
+  for (const auto& [name, s] : nodes_)
+    if (s.role == cluster::node_role::worker && (s.wanted || s.handle)) used.insert(s.place);
+  std::size_t p = 0;
+  while (used.count(p)) ++p;
+  return p;
+}
+
 void runner::scale_to(std::uint32_t workers) {
   workers = std::clamp(workers, spec_.job.min_workers, spec_.job.max_workers);
   {
     std::lock_guard lk(mu_);
+    if (workers != target_workers_) spdlog::info("scale: {} -> {} workers", target_workers_, workers);
     target_workers_ = workers;
   }
   // Grow: new workers get new indices, never a departed worker's name (the master would refuse
@@ -81,7 +100,9 @@ void runner::scale_to(std::uint32_t workers) {
   while (running_workers() < workers) {
     std::size_t i = next_worker_index_++;
     auto name = cluster::node_name(cluster::node_role::worker, i);
+    auto place = free_place();
     auto& slot = nodes_[name] = new_slot({name, first_incarnation(name)}, cluster::node_role::worker, i);
+    slot.place = place;
     if (auto r = launch(slot); !r) {
       fatal_ = "cannot launch " + name + ": " + r.err().to_string();
       return;

@@ -12,6 +12,9 @@ struct node_options {
   std::string job_dir;
   std::string role;       // master | ps | worker
   std::size_t index = 0;  // ps-<index>, worker-<index>
+  // A worker's place among the job's running workers (its GPU is slot % devices); -1: its index.
+  // Indices are never reused, so after scaling they no longer spread workers over the devices.
+  long slot = -1;
   std::uint64_t incarnation = 0;
   std::string listen = "127.0.0.1:0";
   std::string join;  // the master's address (not for the master itself)
