@@ -185,7 +185,8 @@ void runner::write_nodes_file() {
   for (const auto& [name, s] : nodes_) {
     auto h = s.handle;
     if (h && !local_pids) h->pid = 0;
-    entries.push_back({s.id, s.role, h, !s.wanted, s.role == cluster::node_role::master ? master_addr_ : std::string()});
+    entries.push_back(
+        {s.id, s.role, h, !s.wanted, s.role == cluster::node_role::master ? master_addr_ : std::string()});
   }
   // `troupe status/scale/stop` talk to the runner: its address is the file's master_address.
   auto f =
