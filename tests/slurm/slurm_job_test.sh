@@ -2,9 +2,10 @@
 # `troupe run` with [cluster] launcher = "slurm" on the test cluster (scripts/slurm-cluster.sh:
 # slurmctld + 4 slurmd in namespaced hosts): a DeepFM async-PS job finishes with every task done;
 # a high-priority job preempts two workers mid-training, the job keeps training, the victims leave
-# on Slurm's SIGTERM and come back as new incarnations when the high job ends; bad input (an
-# unknown partition, no sbatch) is a clear error with the documented exit code and leaves no Slurm
-# job behind. Usage: slurm_job_test.sh TROUPE_BINARY. Exit 77 (ctest: skipped) without root.
+# on Slurm's SIGTERM and come back as new incarnations when the high job ends; more workers than
+# fit wait PENDING and join later; cancelled control nodes come back; bad input (an unknown
+# partition, no Slurm commands, slurmctld down) is a clear error with the documented exit code and
+# leaves no Slurm job behind. Usage: slurm_job_test.sh TROUPE_BINARY. Exit 77 (ctest: skipped) without root.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 S="$here/scripts/slurm-cluster.sh"
@@ -141,7 +142,8 @@ no_jobs_left grow || fail "grow: Slurm jobs left behind (the worker still pendin
 scancel "$other" 2> /dev/null
 echo "grow: $(result grow)"
 
-# 4. Bad input: exit 2 naming an unknown partition; exit 1 naming a missing sbatch. No Slurm jobs.
+# 4. Bad input: exit 2 naming an unknown partition; exit 1 naming a missing Slurm command or a
+#    controller that does not answer. No Slurm jobs.
 sed 's/control_partition = "high"/control_partition = "nosuch"/' "$work/plain.toml" > "$work/bad.toml"
 "$B" run "$work/bad.toml" --job-id bad > /dev/null 2> "$work/bad.err"
 rc=$?
@@ -154,4 +156,13 @@ rc=$?
 [[ $rc == 1 ]] || fail "no sbatch: exit $rc, expected 1"
 grep -qiE "(sinfo|sbatch|scontrol): No such file" "$work/nobin.err" || fail "missing Slurm command not named: $(cat "$work/nobin.err")"
 no_jobs_left bad && no_jobs_left nobin || fail "bad input left Slurm jobs"
+# slurmctld down at start: exit 1 naming the controller; the cluster is started again after.
+ctl_pid=$(cat "${TROUPE_SLURM_STATE:-/var/lib/troupe-slurm}/run/slurmctld.pid")
+kill "$ctl_pid"
+for _ in $(seq 1 100); do kill -0 "$ctl_pid" 2> /dev/null || break; sleep 0.1; done
+"$B" run "$work/plain.toml" --job-id down > /dev/null 2> "$work/down.err"
+rc=$?
+bash "$S" up > "$work/up2.log" 2>&1 || fail "slurm-cluster.sh up after the controller test"
+[[ $rc == 1 ]] || fail "slurmctld down: exit $rc, expected 1"
+grep -q "Unable to contact slurm controller" "$work/down.err" || fail "slurmctld down not named: $(cat "$work/down.err")"
 echo "PASS"
