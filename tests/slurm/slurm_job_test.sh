@@ -66,7 +66,8 @@ result() { tail -1 "$work/$1.out"; }
 field() { sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p" <<< "$(result "$1")"; }
 no_jobs_left() { [[ -z $(squeue -h -o %j | grep "^troupe-$1") ]]; }
 
-# 1. A job on 4 hosts finishes: every task done, none failed, nothing left in Slurm's queue.
+# 1. A job on the cluster's hosts finishes: every task done, none failed, nothing left in Slurm's
+#    queue, its test AUC within 0.01 of the same job on the local launcher.
 job_file plain 4 200000 "worker_cpus = 2"
 "$B" run "$work/plain.toml" --job-id plain --quiet > "$work/plain.out" 2> "$work/plain.err" || fail "plain job failed"
 [[ $(field plain tasks_failed) == 0 ]] || fail "plain: failed tasks: $(result plain)"
@@ -74,6 +75,11 @@ job_file plain 4 200000 "worker_cpus = 2"
 no_jobs_left plain || fail "plain: Slurm jobs left behind"
 hosts=$(grep -ho 'up at [0-9.]*' "$work"/jobs/plain/logs/worker-*.log | sort -u | wc -l)
 echo "plain: $(result plain) (workers on $hosts hosts)"
+# The same job on the local launcher: the test AUC within 0.01 of it.
+sed '/^\[cluster\]/,$d' "$work/plain.toml" | sed 's/^name = "plain"/name = "local"/' > "$work/local.toml"
+"$B" run "$work/local.toml" --job-id local --quiet > "$work/local.out" 2> "$work/local.err" || fail "local job failed"
+awk -v a="$(field plain test_auc)" -v b="$(field local test_auc)" 'BEGIN { d = a - b; exit !(d < 0.01 && d > -0.01) }' ||
+  fail "test AUC on Slurm $(field plain test_auc) vs local $(field local test_auc): more than 0.01 apart"
 
 # 2. Preemption: workers of 2 CPUs each fill h2 and h3 (h1 holds master and shards); a
 #    high-priority job takes h3 and h4 whole, preempting the two workers on h3. They leave on
