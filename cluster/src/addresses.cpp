@@ -40,7 +40,9 @@ std::string host_ipv4() {
 expected<std::string> resolve_listen(const std::string& listen) {
   if (listen.rfind("@host:", 0) != 0) return listen;
   auto ip = host_ipv4();
-  if (ip.empty()) return make_unexpected(cluster_errc::invalid_spec, "--listen " + listen + ": this host's name does not resolve");
+  if (ip.empty())
+    return make_unexpected(cluster_errc::invalid_spec,
+                           "--listen " + listen + ": this host's name does not resolve");
   return ip + listen.substr(5);
 }
 

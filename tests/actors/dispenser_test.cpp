@@ -216,6 +216,16 @@ TEST_F(dispenser_test, a_report_from_a_departed_incarnation_is_refused) {
   EXPECT_EQ(counts().done, 1u);
 }
 
+TEST_F(dispenser_test, an_incarnation_that_left_gets_no_further_lease) {
+  auto a = request(w0);
+  ASSERT_TRUE(a.task);
+  disp_->requeue_holder(w0.to_string());  // it left on SIGTERM (or died): its leases went back
+  auto late = request(w0);                // a request it sent while shutting down
+  EXPECT_TRUE(late.none);
+  EXPECT_EQ(counts().doing, 0u);
+  EXPECT_TRUE(request(node_id{"worker-0", 2}).task);  // its next incarnation is a new holder
+}
+
 TEST_F(dispenser_test, requeue_absent_returns_only_non_members_tasks) {
   auto a = request(w0);
   auto b = request(w1);

@@ -2,9 +2,10 @@
 # `troupe run` with [cluster] launcher = "slurm" on the test cluster (scripts/slurm-cluster.sh:
 # slurmctld + 4 slurmd in namespaced hosts): a DeepFM async-PS job finishes with every task done;
 # a high-priority job preempts two workers mid-training, the job keeps training, the victims leave
-# on Slurm's SIGTERM and come back as new incarnations when the high job ends; bad input (an
-# unknown partition, no sbatch) is a clear error with the documented exit code and leaves no Slurm
-# job behind. Usage: slurm_job_test.sh TROUPE_BINARY. Exit 77 (ctest: skipped) without root.
+# on Slurm's SIGTERM and come back as new incarnations when the high job ends; more workers than
+# fit wait PENDING and join later; cancelled control nodes come back; bad input (an unknown
+# partition, no Slurm commands, slurmctld down) is a clear error with the documented exit code and
+# leaves no Slurm job behind. Usage: slurm_job_test.sh TROUPE_BINARY. Exit 77 (ctest: skipped) without root.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 S="$here/scripts/slurm-cluster.sh"
@@ -65,7 +66,8 @@ result() { tail -1 "$work/$1.out"; }
 field() { sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p" <<< "$(result "$1")"; }
 no_jobs_left() { [[ -z $(squeue -h -o %j | grep "^troupe-$1") ]]; }
 
-# 1. A job on 4 hosts finishes: every task done, none failed, nothing left in Slurm's queue.
+# 1. A job on the cluster's hosts finishes: every task done, none failed, nothing left in Slurm's
+#    queue, its test AUC within 0.01 of the same job on the local launcher.
 job_file plain 4 200000 "worker_cpus = 2"
 "$B" run "$work/plain.toml" --job-id plain --quiet > "$work/plain.out" 2> "$work/plain.err" || fail "plain job failed"
 [[ $(field plain tasks_failed) == 0 ]] || fail "plain: failed tasks: $(result plain)"
@@ -73,6 +75,11 @@ job_file plain 4 200000 "worker_cpus = 2"
 no_jobs_left plain || fail "plain: Slurm jobs left behind"
 hosts=$(grep -ho 'up at [0-9.]*' "$work"/jobs/plain/logs/worker-*.log | sort -u | wc -l)
 echo "plain: $(result plain) (workers on $hosts hosts)"
+# The same job on the local launcher: the test AUC within 0.01 of it.
+sed '/^\[cluster\]/,$d' "$work/plain.toml" | sed 's/^name = "plain"/name = "local"/' > "$work/local.toml"
+"$B" run "$work/local.toml" --job-id local --quiet > "$work/local.out" 2> "$work/local.err" || fail "local job failed"
+awk -v a="$(field plain test_auc)" -v b="$(field local test_auc)" 'BEGIN { d = a - b; exit !(d < 0.01 && d > -0.01) }' ||
+  fail "test AUC on Slurm $(field plain test_auc) vs local $(field local test_auc): more than 0.01 apart"
 
 # 2. Preemption: workers of 2 CPUs each fill h2 and h3 (h1 holds master and shards); a
 #    high-priority job takes h3 and h4 whole, preempting the two workers on h3. They leave on
@@ -141,7 +148,8 @@ no_jobs_left grow || fail "grow: Slurm jobs left behind (the worker still pendin
 scancel "$other" 2> /dev/null
 echo "grow: $(result grow)"
 
-# 4. Bad input: exit 2 naming an unknown partition; exit 1 naming a missing sbatch. No Slurm jobs.
+# 4. Bad input: exit 2 naming an unknown partition; exit 1 naming a missing Slurm command or a
+#    controller that does not answer. No Slurm jobs.
 sed 's/control_partition = "high"/control_partition = "nosuch"/' "$work/plain.toml" > "$work/bad.toml"
 "$B" run "$work/bad.toml" --job-id bad > /dev/null 2> "$work/bad.err"
 rc=$?
@@ -154,4 +162,13 @@ rc=$?
 [[ $rc == 1 ]] || fail "no sbatch: exit $rc, expected 1"
 grep -qiE "(sinfo|sbatch|scontrol): No such file" "$work/nobin.err" || fail "missing Slurm command not named: $(cat "$work/nobin.err")"
 no_jobs_left bad && no_jobs_left nobin || fail "bad input left Slurm jobs"
+# slurmctld down at start: exit 1 naming the controller; the cluster is started again after.
+ctl_pid=$(cat "${TROUPE_SLURM_STATE:-/var/lib/troupe-slurm}/run/slurmctld.pid")
+kill "$ctl_pid"
+for _ in $(seq 1 100); do kill -0 "$ctl_pid" 2> /dev/null || break; sleep 0.1; done
+"$B" run "$work/plain.toml" --job-id down > /dev/null 2> "$work/down.err"
+rc=$?
+bash "$S" up > "$work/up2.log" 2>&1 || fail "slurm-cluster.sh up after the controller test"
+[[ $rc == 1 ]] || fail "slurmctld down: exit $rc, expected 1"
+grep -q "Unable to contact slurm controller" "$work/down.err" || fail "slurmctld down not named: $(cat "$work/down.err")"
 echo "PASS"

@@ -18,8 +18,9 @@ expected<std::string> node_addr(const std::string& name, const options& so) {
   if (!r) return r.err();
   auto addr = r->code == 0 ? scontrol_field(r->out, "NodeAddr") : std::string();
   if (addr.empty())
-    return make_unexpected(cluster_errc::launch_failed,
-                           "Slurm node '" + name + "': " + (r->err.empty() ? "no NodeAddr" : first_line(r->err)));
+    return make_unexpected(
+        cluster_errc::launch_failed,
+        "Slurm node '" + name + "': " + (r->err.empty() ? "no NodeAddr" : first_line(r->err)));
   return addr;
 }
 
@@ -29,10 +30,12 @@ expected<std::string> first_node(const std::string& partition, const options& so
   auto r = run_tool(argv, so.bin_dir, so.command_timeout);
   if (!r) return r.err();
   if (r->code != 0)
-    return make_unexpected(cluster_errc::launch_failed, "sinfo failed (is slurmctld up?): " + first_line(r->err));
+    return make_unexpected(cluster_errc::launch_failed,
+                           "sinfo failed (is slurmctld up?): " + first_line(r->err));
   auto node = first_line(r->out);
   if (node.empty())
-    return make_unexpected(cluster_errc::invalid_spec, "Slurm has no partition '" + partition + "' (or it has no nodes)");
+    return make_unexpected(cluster_errc::invalid_spec,
+                           "Slurm has no partition '" + partition + "' (or it has no nodes)");
   return node;
 }
 
