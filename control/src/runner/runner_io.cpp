@@ -119,7 +119,8 @@ void runner::print_progress(bool final_line) {
                tty ? "\r" : "", secs, std::min(s.tasks.data_epoch + 1, std::max(s.tasks.data_epochs, 1u)),
                s.tasks.data_epochs, static_cast<unsigned long long>(s.tasks.done),
                static_cast<unsigned long long>(total), s.samples_per_sec, loss, s.workers_alive,
-               target_workers_, waiting.c_str(), spec_.uses_ps() ? ("  ps " + std::to_string(s.ps_alive)).c_str() : "",
+               target_workers_, waiting.c_str(),
+               spec_.uses_ps() ? ("  ps " + std::to_string(s.ps_alive)).c_str() : "",
                static_cast<unsigned long long>(restarts_), paused.c_str(), tty && !final_line ? "" : "\n");
 }
 
