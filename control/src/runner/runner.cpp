@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "troupe/cluster/bootstrap.hpp"
+#include "troupe/cluster/errc.hpp"
 #include "troupe/collective/cleanup.hpp"
 
 namespace troupe::control {
