@@ -99,7 +99,8 @@ usage_series stack_usage(const std::vector<grouped_allocation>& allocations, int
   s.t_ms.assign(times.begin(), times.end());
   s.cpus.assign(s.groups.size(), std::vector<int>(s.t_ms.size(), 0));
   for (const auto& g : allocations) {
-    auto gi = static_cast<std::size_t>(std::find(s.groups.begin(), s.groups.end(), g.group) - s.groups.begin());
+    auto gi =
+        static_cast<std::size_t>(std::find(s.groups.begin(), s.groups.end(), g.group) - s.groups.begin());
     std::int64_t end = g.a.end_ms < 0 ? std::max(now_ms, g.a.start_ms) : g.a.end_ms;
     for (std::size_t i = 0; i < s.t_ms.size(); ++i)
       if (s.t_ms[i] >= g.a.start_ms && s.t_ms[i] < end) s.cpus[gi][i] += g.a.cpus;

@@ -50,7 +50,8 @@ json allocation_json(const slurm_allocation& a) {
 
 std::pair<int, json> cluster_json(const std::string& root, const slurm_command& run, std::int64_t now_ms) {
   auto ids = recorded_ids(root);
-  if (ids.empty()) return unavailable(200, "no job under " + root + " ran on Slurm (none has a slurm_jobs file)");
+  if (ids.empty())
+    return unavailable(200, "no job under " + root + " ran on Slurm (none has a slurm_jobs file)");
   if (!run) return unavailable(200, "this dashboard runs no Slurm commands");
   auto sinfo = run({"sinfo", "-h", "-N", "-o", "%N|%c"});
   if (!sinfo) return unavailable(502, "sinfo: " + sinfo.err().to_string());
