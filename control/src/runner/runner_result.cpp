@@ -19,6 +19,7 @@ int runner::finish(int rc) {
   print_progress(true);
   if (!dir_) return rc;
   auto text = final_json(rc);
+  timeline_.job_end(end_state_, end_reason_);
   if (auto w = cluster::write_file_atomic(dir_->result_path(), text + "\n"); !w)
     spdlog::warn("{}", w.err().to_string());
   if (rc == 0)
