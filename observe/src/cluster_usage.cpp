@@ -84,7 +84,7 @@ int parse_sinfo_cpus(const std::string& text) {
 
 std::string node_of_job_name(const std::string& name) {
   auto colon = name.rfind(':');
-  return colon == std::string::npos ? name : name.substr(colon + 1);
+  return colon == std::string::npos ? std::string() : name.substr(colon + 1);
 }
 
 usage_series stack_usage(const std::vector<grouped_allocation>& allocations, int total_cpus,

@@ -25,7 +25,7 @@ TEST(cluster_usage, parses_sacct_skipping_pending_and_garbage) {
   EXPECT_EQ(a[2].partition, "high");
   EXPECT_EQ(a[2].end_ms - a[2].start_ms, 10'000);  // local ISO times read too
   EXPECT_EQ(node_of_job_name(a[1].name), "worker-0");
-  EXPECT_EQ(node_of_job_name("plain"), "plain");
+  EXPECT_EQ(node_of_job_name("allocation"), "");
 }
 
 TEST(cluster_usage, counts_each_node_once) {

@@ -27,7 +27,9 @@ def cluster_answer(dash, ids):
     def ready():
         status, body = http(dash.url + "/api/cluster")
         j = json.loads(body)
-        done = {name: {a["slurm_id"] for a in j.get("jobs", {}).get(name, []) if a["end_ms"] > 0} for name in ids}
+        # Ended, and with its name: slurmdbd may list a job as `allocation` for a while.
+        done = {name: {a["slurm_id"] for a in j.get("jobs", {}).get(name, []) if a["end_ms"] > 0 and a["node"]}
+                for name in ids}
         return j if status == 200 and j.get("slurm") and all(done[n] >= ids[n] for n in ids) else None
     return wait_for("sacct to list every Slurm job of the job, ended", ready, 60, 1.0)
 

@@ -29,8 +29,8 @@ std::vector<slurm_allocation> parse_sacct(const std::string& text);
 // node once per partition).
 int parse_sinfo_cpus(const std::string& text);
 
-// The troupe node of a Slurm job named `<prefix>:<node>` (the launcher's names); the whole name
-// when it holds no ':'.
+// The troupe node of a Slurm job named `<prefix>:<node>` (the launcher's names); empty for any
+// other name (slurmdbd lists a job it has not fully recorded yet as `allocation`, no partition).
 std::string node_of_job_name(const std::string& name);
 
 // Allocated CPUs per group (a troupe job) as step series over every start and end, and the
