@@ -4,10 +4,12 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 
 #include "command.hpp"
+#include "slurm/commands.hpp"
 #include "troupe/control/client.hpp"
 #include "troupe/observe/dashboard.hpp"
 
@@ -33,6 +35,17 @@ expected<std::string> read_token(const options& o) {
   return std::string(env ? env : "");
 }
 
+// The cluster page's sinfo and sacct: bounded (the server's thread waits on them), and every
+// failure a message for the page.
+expected<std::string> slurm_command(const std::vector<std::string>& argv) {
+  auto r = cluster::slurm::run_tool(argv, "", std::chrono::seconds(5), 8 << 20);
+  if (!r) return r.err();
+  if (r->code != 0)
+    return make_unexpected(core_errc::io_error,
+                           "exit " + std::to_string(r->code) + ": " + r->err.substr(0, 400));
+  return std::move(r->out);
+}
+
 int serve(const options& o) {
   auto token = read_token(o);
   if (!token) return usage_error(token.err());
@@ -47,6 +60,7 @@ int serve(const options& o) {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  ::setenv("SLURM_TIME_FORMAT", "%s", 1);  // sacct's times as Unix seconds, whatever the local zone
   observe::http_options ho;
   ho.listen = o.listen == "localhost:8265" ? "127.0.0.1:8265" : o.listen;
   // scale and stop go through the control client, as `troupe scale` / `troupe stop` do.
@@ -56,8 +70,8 @@ int serve(const options& o) {
     if (!n) return n.err();
     return {};
   };
-  auto server =
-      observe::http_server::start(ho, observe::make_dashboard({o.root, *token, open_to_network, change}));
+  observe::dashboard_options d{o.root, *token, open_to_network, change, slurm_command};
+  auto server = observe::http_server::start(ho, observe::make_dashboard(std::move(d)));
   if (!server) return usage_error("--listen: " + server.err().to_string());
   std::printf("troupe dashboard: http://%s/ (jobs under %s)\n", (*server)->address().c_str(), o.root.c_str());
   std::fflush(stdout);

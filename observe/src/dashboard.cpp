@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "dashboard_cluster.hpp"
 #include "troupe/observe/job_events.hpp"
 
 namespace troupe::observe {
@@ -151,6 +152,7 @@ class dashboard {
     if (o_.require_token && is_api && !authorised(r)) return error(401, "the cluster token is required");
     if (!is_api) return control ? error(405, "method not allowed") : file(r);
     if (r.path == "/api/jobs" && r.method == "GET") return jobs();
+    if (r.path == "/api/cluster" && r.method == "GET") return cluster();
     // /api/jobs/<id>/<what>[/<node>]
     std::string rest = r.path.substr(std::string("/api/jobs/").size());
     if (r.path.rfind("/api/jobs/", 0) != 0) return error(404, "no such API");
@@ -193,6 +195,16 @@ class dashboard {
       return a.value("started_ms", std::uint64_t{0}) > b.value("started_ms", std::uint64_t{0});
     });
     return json_response({{"root", o_.root}, {"jobs", list}});
+  }
+
+  // sacct and sinfo ask slurmctld/slurmdbd: at most once per 2 s, whatever polls.
+  http_response cluster() {
+    auto now = now_ms();
+    if (cluster_at_ms_ == 0 || now - cluster_at_ms_ >= 2000) {
+      cluster_ = cluster_json(o_.root, o_.slurm, now);
+      cluster_at_ms_ = now;
+    }
+    return json_response(cluster_.second, cluster_.first);
   }
 
   http_response events(const fs::path& dir, const http_request& r) {
@@ -262,6 +274,8 @@ class dashboard {
 
   dashboard_options o_;
   summary_cache cache_;
+  std::pair<int, json> cluster_;
+  std::int64_t cluster_at_ms_ = 0;
 };
 
 }  // namespace

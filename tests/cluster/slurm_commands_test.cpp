@@ -136,6 +136,11 @@ TEST(slurm_commands, a_missing_tool_is_named) {
   auto slow = run_tool({"sleep", "5"}, "", std::chrono::milliseconds(100));
   ASSERT_FALSE(slow);
   EXPECT_NE(slow.err().to_string().find("did not answer"), std::string::npos);
+  // The dashboard's bound on output: a command that prints without end is killed, not read whole.
+  auto chatty = run_tool({"yes"}, "", std::chrono::seconds(20), 1 << 16);
+  ASSERT_FALSE(chatty);
+  EXPECT_NE(chatty.err().to_string().find("printed more than 65536 bytes"), std::string::npos)
+      << chatty.err().to_string();
 }
 
 }  // namespace

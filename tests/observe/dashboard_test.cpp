@@ -32,7 +32,7 @@ class dashboard_api : public ::testing::Test {
     make_job("done-job", true, now_ms() - 60'000);
     make_job("live-job", false, now_ms() - 1'000);
     make_job("dead-job", false, now_ms() - 600'000);
-    handler_ = make_dashboard({root_.string(), "s3cret", false, {}});
+    handler_ = make_dashboard({root_.string(), "s3cret", false, {}, {}});
   }
   void TearDown() override { fs::remove_all(root_); }
 
@@ -161,11 +161,14 @@ TEST_F(dashboard_api, tokens) {
   post.headers["authorization"] = "Bearer s3cret";
   EXPECT_EQ(handler_(post).status, 501) << "authorised, but this dashboard has no control";
   bool stopped = false;
-  auto h = make_dashboard(
-      {root_.string(), "s3cret", true, [&](const std::string& dir, int workers) -> expected<void> {
-         stopped = workers < 0 && dir.ends_with("live-job");
-         return {};
-       }});
+  auto h = make_dashboard({root_.string(),
+                           "s3cret",
+                           true,
+                           [&](const std::string& dir, int workers) -> expected<void> {
+                             stopped = workers < 0 && dir.ends_with("live-job");
+                             return {};
+                           },
+                           {}});
   EXPECT_EQ(h(post).status, 200);
   EXPECT_TRUE(stopped);
   http_request list;
@@ -202,10 +205,14 @@ TEST_F(dashboard_api, a_torn_event_file_is_read_up_to_its_last_whole_line) {
 TEST_F(dashboard_api, a_jobs_own_token_changes_that_job_only) {
   std::ofstream(root_ / "live-job" / "token") << "job-token\n";
   int calls = 0;
-  auto h = make_dashboard({root_.string(), "", false, [&](const std::string&, int) -> expected<void> {
+  auto h = make_dashboard({root_.string(),
+                           "",
+                           false,
+                           [&](const std::string&, int) -> expected<void> {
                              ++calls;
                              return {};
-                           }});
+                           },
+                           {}});
   http_request post;
   post.method = "POST";
   post.path = "/api/jobs/live-job/scale";
@@ -221,6 +228,51 @@ TEST_F(dashboard_api, a_jobs_own_token_changes_that_job_only) {
   post.path = "/";
   EXPECT_EQ(h(post).status, 405);
   EXPECT_EQ(calls, 1);
+}
+
+// /api/cluster with a stand-in for sinfo and sacct (the live proof is tests/slurm/slurm_dashboard_test.sh).
+TEST_F(dashboard_api, cluster_page_from_recorded_slurm_jobs) {
+  http_request get;
+  get.method = "GET";
+  get.path = "/api/cluster";
+  get.headers["authorization"] = "Bearer s3cret";
+  auto no_slurm = json::parse(handler_(get).body);
+  EXPECT_EQ(no_slurm["slurm"], false);
+  EXPECT_NE(no_slurm["why"].get<std::string>().find("slurm_jobs"), std::string::npos) << no_slurm;
+
+  std::ofstream(root_ / "live-job" / "slurm_jobs") << "41\n42\n43\n; rm -rf /\n";
+  std::vector<std::string> asked;
+  bool fail = false;
+  auto slurm = [&](const std::vector<std::string>& argv) -> expected<std::string> {
+    if (fail) return make_unexpected(core_errc::io_error, "Unable to contact slurm controller");
+    asked.push_back(argv.at(0) == "sacct" ? argv.at(5) : argv.at(0));
+    if (argv.at(0) == "sinfo") return std::string("h1|4\nh2|4\n");
+    return std::string(
+        "41|troupe-live-job:master|high|1|1000|1010|COMPLETED\n"
+        "42|troupe-live-job:worker-0|low|2|1000|1010|COMPLETED\n"
+        "43|troupe-live-job:worker-1|low|2|Unknown|Unknown|PENDING\n"
+        "99|someone-else|low|4|1000|1010|COMPLETED\n");
+  };
+  auto h = make_dashboard({root_.string(), "s3cret", true, {}, slurm});
+  EXPECT_EQ(h(get).status, 200);
+  get.headers.clear();
+  EXPECT_EQ(h(get).status, 401) << "off loopback the cluster page needs the token too";
+  get.headers["authorization"] = "Bearer s3cret";
+  auto j = json::parse(h(get).body);
+  EXPECT_EQ(asked, (std::vector<std::string>{"sinfo", "41,42,43"}))
+      << "cached, and only numeric ids reach sacct";
+  EXPECT_EQ(j["slurm"], true);
+  EXPECT_EQ(j["total_cpus"], 8);
+  ASSERT_EQ(j["jobs"]["live-job"].size(), 2u) << j;
+  EXPECT_EQ(j["jobs"]["live-job"][1]["node"], "worker-0");
+  EXPECT_EQ(j["series"]["cpus"][0][0], 3);
+  EXPECT_DOUBLE_EQ(j["utilisation_avg"].get<double>(), 3.0 / 8.0);
+
+  fail = true;
+  auto h2 = make_dashboard({root_.string(), "", false, {}, slurm});
+  auto r = h2(get);
+  EXPECT_EQ(r.status, 502);
+  EXPECT_NE(json::parse(r.body)["why"].get<std::string>().find("slurm controller"), std::string::npos);
 }
 
 }  // namespace

@@ -22,8 +22,8 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 
-// Reads both pipes until EOF or the deadline; false on timeout.
-bool drain(int out_fd, int err_fd, tool_result& r, steady::time_point deadline) {
+// Reads both pipes until EOF or the deadline; false on timeout or past `max_output` bytes (0: no limit).
+bool drain(int out_fd, int err_fd, tool_result& r, steady::time_point deadline, std::size_t max_output) {
   pollfd p[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
   char buf[4096];
   while (p[0].fd >= 0 || p[1].fd >= 0) {
@@ -33,10 +33,12 @@ bool drain(int out_fd, int err_fd, tool_result& r, steady::time_point deadline) 
     for (int i = 0; i < 2; ++i) {
       if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       ssize_t n = ::read(p[i].fd, buf, sizeof buf);
-      if (n > 0)
+      if (n > 0) {
         (i == 0 ? r.out : r.err).append(buf, static_cast<std::size_t>(n));
-      else if (n == 0 || errno != EINTR)
+        if (max_output > 0 && r.out.size() + r.err.size() > max_output) return false;
+      } else if (n == 0 || errno != EINTR) {
         p[i].fd = -1;
+      }
     }
   }
   return true;
@@ -45,7 +47,7 @@ bool drain(int out_fd, int err_fd, tool_result& r, steady::time_point deadline) 
 }  // namespace
 
 expected<tool_result> run_tool(const std::vector<std::string>& argv, const std::string& bin_dir,
-                               std::chrono::milliseconds timeout) {
+                               std::chrono::milliseconds timeout, std::size_t max_output) {
   std::string prog = bin_dir.empty() ? argv.at(0) : bin_dir + "/" + argv.at(0);
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0)
@@ -72,12 +74,15 @@ expected<tool_result> run_tool(const std::vector<std::string>& argv, const std::
     return make_unexpected(cluster_errc::launch_failed, prog + ": " + std::strerror(rc));
   }
   tool_result r;
-  bool finished = drain(out[0], err[0], r, steady::now() + timeout);
+  bool finished = drain(out[0], err[0], r, steady::now() + timeout, max_output);
   ::close(out[0]), ::close(err[0]);
   if (!finished) ::kill(pid, SIGKILL);
   int st = 0;
   while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
+  if (!finished && max_output > 0 && r.out.size() + r.err.size() > max_output)
+    return make_unexpected(cluster_errc::launch_failed,
+                           prog + " printed more than " + std::to_string(max_output) + " bytes");
   if (!finished)
     return make_unexpected(cluster_errc::launch_failed,
                            prog + " did not answer within " + std::to_string(timeout.count()) + " ms");

@@ -11,6 +11,13 @@
 //   /api/jobs/<id>/nodes                nodes.json as written by the runner
 //   /api/jobs/<id>/log/<node>?bytes=N   {"text": the last N bytes (<= 1 MiB) of logs/<node>.log}
 //   /api/jobs/<id>/result               {"result": result.json or null}
+//   /api/cluster                        the Slurm allocations of the jobs under the root: {"slurm": true,
+//                                        "total_cpus", "now_ms", "jobs": {<id>: [{slurm_id, node, partition,
+//                                        cpus, start_ms, end_ms (-1: running), state}]}, "series": {"t_ms",
+//                                        "jobs", "cpus": [job][time], "utilisation": [time]},
+//                                        "utilisation_avg"}; else
+//                                        {"slurm": false, "why"} (502 when a Slurm command failed). Cached 2
+//                                        s.
 //   POST /api/jobs/<id>/scale?workers=N and POST /api/jobs/<id>/stop: through `control`, token required
 // Security: with `require_token` (set whenever the server listens beyond loopback) every API request
 // (the page and its script, which hold no job data, excepted) needs the cluster token (`Authorization: Bearer
@@ -21,11 +28,16 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "troupe/core/error.hpp"
 #include "troupe/observe/http_server.hpp"
 
 namespace troupe::observe {
+
+// Runs a Slurm command (`sinfo`, `sacct`; SLURM_TIME_FORMAT=%s set) with a time and output bound: its
+// stdout, or an error naming why (not installed, timed out, non-zero exit with its stderr).
+using slurm_command = std::function<expected<std::string>(const std::vector<std::string>& argv)>;
 
 struct dashboard_options {
   std::string root;  // the jobs root: one directory per job
@@ -33,6 +45,7 @@ struct dashboard_options {
   bool require_token = false;
   // scale (workers >= 0) or stop (workers < 0) a running job; unset: those requests get 501.
   std::function<expected<void>(const std::string& job_dir, int workers)> control;
+  slurm_command slurm;  // unset: /api/cluster answers {"slurm": false}
 };
 
 http_handler make_dashboard(dashboard_options options);
