@@ -85,6 +85,9 @@ awk -v a="$(field plain test_auc)" -v b="$(field local test_auc)" 'BEGIN { d = a
 #    high-priority job takes h3 and h4 whole, preempting the two workers on h3. They leave on
 #    Slurm's SIGTERM, are resubmitted and wait PENDING until the high job ends, then train again.
 job_file preempt 4 1500000 "worker_cpus = 2"
+# Long enough (6 passes) that the victims' next incarnations train after the high job's 4 s even
+# on an idle machine, where 2 passes ended before Slurm had started them again.
+sed -i 's/^epochs = 2$/epochs = 6/' "$work/preempt.toml"
 "$B" run "$work/preempt.toml" --job-id preempt --quiet > "$work/preempt.out" 2> "$work/preempt.err" &
 runner=$!
 logs=$work/jobs/preempt/logs
@@ -97,7 +100,7 @@ victim_host=$(squeue -h -p low -o '%N %j' | awk '$2 ~ /preempt:worker/ {print $1
 [[ -n $victim_host ]] || fail "preempt: no host runs two workers: $(squeue -h -o '%N %j %T')"
 other=$(for h in h2 h3 h4; do [[ $h != "$victim_host" ]] && [[ -z $(squeue -h -w "$h" -o %j) ]] && echo "$h"; done | head -1)
 [[ -n $other ]] || fail "preempt: no empty host beside $victim_host"
-high=$(sbatch --parsable -p high -w "$victim_host,$other" -N 2 --exclusive -J troupe-test-high --wrap 'sleep 10') || fail "sbatch high"
+high=$(sbatch --parsable -p high -w "$victim_host,$other" -N 2 --exclusive -J troupe-test-high --wrap 'sleep 4') || fail "sbatch high"
 for _ in $(seq 1 600); do
   [[ $(grep -c 'down: left on SIGTERM' "$logs/master.log") -ge 2 ]] && break
   sleep 0.1
