@@ -104,12 +104,7 @@ expected<std::string> ended_job_status(const cluster::job_dir& dir, bool with_ti
   auto members = nlohmann::json::array();
   if (auto nodes = dir.read_nodes()) {
     st.epoch = nodes->epoch;
-    for (const auto& n : nodes->nodes)
-      members.push_back({{"node", n.id.to_string()},
-                         {"role", std::string(cluster::to_string(n.role))},
-                         {"address", n.address},
-                         {"pid", n.pid},
-                         {"state", n.exit.empty() ? n.state : n.state + ": " + n.exit}});
+    members = members_json(*nodes);
   }
   auto result = read_result(dir);
   auto j = actors::to_json(st);
@@ -129,12 +124,7 @@ expected<std::string> ended_job_status(const cluster::job_dir& dir, bool with_ti
         "troupe run --resume " +
         dir.path();
   }
-  if (with_timeline)  // what the timeline says happened last
-    if (auto t = status_from_timeline(dir.path(), error{}); t) {
-      auto tj = nlohmann::json::parse(*t, nullptr, false);
-      for (const char* k : {"recent", "source", "skipped_lines"})
-        if (tj.is_object() && tj.contains(k)) j[k] = tj[k];
-    }
+  if (with_timeline) add_recent_events(j, dir.path());  // what the timeline says happened last
   return j.dump();
 }
 

@@ -29,36 +29,46 @@ json tasks_of(const observe::job_event* m) {
           {"requeued", n("tasks_requeued")}};
 }
 
-json members_of(const std::string& job_dir) {
-  json members = json::array();
-  auto dir = cluster::job_dir::open(job_dir);
-  if (!dir) return members;
-  auto nodes = dir->read_nodes();
-  if (!nodes) return members;
-  for (const auto& r : nodes->nodes)
-    members.push_back({{"node", r.id.to_string()},
-                       {"role", std::string(cluster::to_string(r.role))},
-                       {"address", r.address},
-                       {"pid", r.pid},
-                       {"state", r.state}});
-  return members;
+// The last notable events (membership, re-queues, checkpoints...), at most 20.
+json recent_of(const observe::event_read& read) {
+  json recent = json::array();
+  for (const auto& e : read.events)
+    if (notable(e.kind)) recent.push_back(json::parse(observe::to_json_line(e)));
+  if (recent.size() > 20) recent.erase(recent.begin(), recent.end() - 20);
+  return recent;
 }
 
 }  // namespace
+
+json members_json(const cluster::nodes_file& nodes) {
+  json members = json::array();
+  for (const auto& n : nodes.nodes)
+    members.push_back({{"node", n.id.to_string()},
+                       {"role", std::string(cluster::to_string(n.role))},
+                       {"address", n.address},
+                       {"pid", n.pid},
+                       {"state", n.exit.empty() ? n.state : n.state + ": " + n.exit}});
+  return members;
+}
+
+void add_recent_events(json& status, const std::string& job_dir) {
+  auto read = observe::read_events(job_dir + "/" + observe::events_file_name);
+  if (!read || read->events.empty()) return;
+  status["recent"] = recent_of(*read);
+  status["source"] = observe::events_file_name;
+  status["skipped_lines"] = read->skipped;
+}
 
 expected<std::string> status_from_timeline(const std::string& job_dir, const error& unreachable) {
   auto read = observe::read_events(job_dir + "/" + observe::events_file_name);
   if (!read || read->events.empty()) return unreachable;
   const observe::job_event *metrics = nullptr, *end = nullptr;
   std::uint64_t wanted = 0;
-  json recent = json::array();
   for (const auto& e : read->events) {
     if (e.kind == "metrics") metrics = &e;
     if (e.kind == "job_end") end = &e;
     if (e.kind == "job_start" || e.kind == "scale") wanted = static_cast<std::uint64_t>(e.number("workers"));
-    if (notable(e.kind)) recent.push_back(json::parse(observe::to_json_line(e)));
   }
-  if (recent.size() > 20) recent.erase(recent.begin(), recent.end() - 20);
   auto n = [&](const char* k) { return metrics ? metrics->number(k) : 0.0; };
   json j;
   j["job"] = std::string(std::filesystem::path(job_dir).filename());
@@ -86,8 +96,10 @@ expected<std::string> status_from_timeline(const std::string& job_dir, const err
   std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   auto result = json::parse(text, nullptr, false);
   if (!result.is_discarded()) j["result"] = result;
-  j["members"] = members_of(job_dir);
-  j["recent"] = recent;
+  j["members"] = json::array();
+  if (auto dir = cluster::job_dir::open(job_dir))
+    if (auto nodes = dir->read_nodes()) j["members"] = members_json(*nodes);
+  j["recent"] = recent_of(*read);
   j["skipped_lines"] = read->skipped;
   return j.dump();
 }

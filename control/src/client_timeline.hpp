@@ -4,6 +4,9 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "troupe/cluster/job_dir.hpp"
 #include "troupe/core/error.hpp"
 
 namespace troupe::control {
@@ -13,5 +16,11 @@ namespace troupe::control {
 // last membership, re-queue and checkpoint events). Errors: `unreachable` (why the runner could not be asked)
 // when the directory holds no events either.
 expected<std::string> status_from_timeline(const std::string& job_dir, const error& unreachable);
+
+// The nodes of nodes.json as status "members" (state with how an exited node ended).
+nlohmann::json members_json(const cluster::nodes_file& nodes);
+// Adds "recent" (the timeline's last notable events), "source" and "skipped_lines" to `status`;
+// nothing when the job has no events.
+void add_recent_events(nlohmann::json& status, const std::string& job_dir);
 
 }  // namespace troupe::control
