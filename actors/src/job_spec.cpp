@@ -40,6 +40,12 @@ ps_options read_ps(config_section s) {
   o.shards = static_cast<std::uint32_t>(s.get_int("shards", 1, 1, 256));
   o.checkpoint_every = std::chrono::milliseconds(s.get_int("checkpoint_every_ms", 2'000, 10, 3'600'000));
   o.full_checkpoint_every = static_cast<std::uint32_t>(s.get_int("full_checkpoint_every", 10, 1, 1'000'000));
+  // Nodes run in other working directories (and on other hosts): a relative path would mean
+  // something different to each of them.
+  o.checkpoint_dir = s.get_string("checkpoint_dir", "");
+  if (!o.checkpoint_dir.empty() && o.checkpoint_dir.front() != '/')
+    s.fail("checkpoint_dir", core_errc::invalid_argument,
+           "'" + o.checkpoint_dir + "' is not an absolute path (the PS shards of every host must find it)");
   return o;
 }
 }  // namespace

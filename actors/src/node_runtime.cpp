@@ -47,6 +47,7 @@ node_runtime::~node_runtime() {
     std::lock_guard lk(inject_mu_);
     inject_reset_ = {};  // joins: it may touch the endpoint
   }
+  join_retry_ = {};
   // The endpoint first: no callback may reach actors while the system shuts down.
   net_.reset();
   if (caf_ && caf_->system) {
@@ -175,6 +176,7 @@ void node_runtime::handle_membership(const message& m) {
       bool newer_master = msg.master_incarnation > master_incarnation_;
       if (!newer_master && msg.view.epoch() <= view_.epoch()) return;
       master_incarnation_ = msg.master_incarnation;
+      joined_ = !absent;
       view_ = msg.view;
       fns = view_fns_;
       ring_epoch_.store(msg.ring_epoch, std::memory_order_release);
@@ -243,12 +245,39 @@ void node_runtime::mark_ready() {
   if (!ready_.exchange(true) && net_->connected("master")) send_join();
 }
 
+void node_runtime::retry_join(std::stop_token stop) {
+  std::mutex mu;
+  std::unique_lock lk(mu);
+  std::condition_variable_any cv;
+  for (int unanswered = 0; !cv.wait_for(lk, stop, std::chrono::milliseconds(250), [] { return false; });) {
+    bool joined = false;
+    {
+      std::lock_guard g(mu_);
+      joined = joined_;
+    }
+    if (joined || !ready_.load() || leaving_.load() || !net_->connected("master")) {
+      unanswered = 0;
+      continue;
+    }
+    // The first tick may race the join sent on peer_up and the master's answer to it.
+    if (++unanswered < 2) continue;
+    spdlog::info("no membership view from the master lists {} yet: joining again", who_.id.to_string());
+    send_join();
+  }
+}
+
 expected<void> node_runtime::join_master(const std::string& address) {
   master_address_ = address;
   node_runtime* self = this;
   net_->on_peer_up([self](const peer_event& e) {
     if (e.node.name == "master" && self->ready_.load() && !self->leaving_.load()) self->send_join();
   });
+  net_->on_peer_down([self](const peer_event& e) {
+    if (e.node.name != "master") return;
+    std::lock_guard lk(self->mu_);
+    self->joined_ = false;
+  });
+  join_retry_ = std::jthread([this](std::stop_token stop) { retry_join(stop); });
   // The master may be restarting (killed, relaunched by the runner): keep dialling for a while
   // rather than exiting at once, which would only count as another death of this node.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);

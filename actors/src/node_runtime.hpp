@@ -115,6 +115,11 @@ class node_runtime final : public node_context {
   bool left_ = false, master_lost_ = false;  // under mu_
   std::condition_variable left_cv_;
   void send_join();
+  // Re-sends join until a view of the master lists this incarnation: a join that reached a master
+  // whose actors were not up yet (a relaunched master listens first) was dropped, and a node that
+  // is not a member has its leases taken back and its reports refused.
+  void retry_join(std::stop_token stop);
+  bool joined_ = false;  // under mu_: the master this node follows lists it
   std::uint64_t master_incarnation_ = 0;
   mutable std::mutex mu_;
   cluster::membership_view view_;
@@ -123,6 +128,7 @@ class node_runtime final : public node_context {
   std::string master_address_;
   std::mutex inject_mu_;
   std::jthread inject_reset_;
+  std::jthread join_retry_;
 };
 
 // Runs `fn` (which reads a Cap'n Proto message) and turns a kj exception into a logged warning.

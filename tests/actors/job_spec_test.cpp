@@ -18,6 +18,7 @@ TEST(job_spec, defaults_and_values) {
   EXPECT_EQ(s->job.strategy, "allreduce");
   EXPECT_EQ(s->job.workers, 3u);
   EXPECT_EQ(s->ps.shards, 4u);
+  EXPECT_EQ(s->ps.checkpoint_dir, "");
   EXPECT_EQ(s->nn.train.epochs, 2u);
   EXPECT_FALSE(s->uses_ps());
   EXPECT_EQ(s->job.dataset_cache, "jobs/datasets");
@@ -45,6 +46,7 @@ TEST(job_spec, errors_name_the_key) {
       {"[job]\ndisk_full_timeout_ms = 5\n", "job.disk_full_timeout_ms"},
       {"[transport]\nlisten_port = 4000\n", "transport.listen_port"},
       {"[ps]\nshards = 0\n", "ps.shards"},
+      {"[ps]\ncheckpoint_dir = 'ckpt'\n", "ps.checkpoint_dir"},
       {"[job]\nrecords_per_task = 'many'\n", "job.records_per_task"},
       {"[job]\nworkres = 2\n", "job.workres"},
       {"[transport]\nheartbeat_ms = 900\nheartbeat_timeout_ms = 100\n", "heartbeat"},

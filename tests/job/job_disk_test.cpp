@@ -1,7 +1,11 @@
-// A job whose directory is on a small tmpfs that fills up mid-job (mounting it needs
-// root, skipped otherwise): the job pauses with the fault named in its status, and either resumes
-// once space returns and finishes with nothing lost, or fails cleanly after job.disk_full_timeout_ms.
+// A job whose directory (or only its PS checkpoints) is on a small tmpfs that fills up mid-job
+// (mounting it needs root, skipped otherwise): the job pauses with the fault named in its status, and either
+// resumes once space returns and finishes with nothing lost, or fails cleanly after job.disk_full_timeout_ms.
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
 #include "disk_faults.hpp"
 #include "job_harness.hpp"
 
@@ -62,6 +66,46 @@ TEST(job_disk, a_disk_that_stays_full_fails_the_job_cleanly_in_the_configured_ti
   EXPECT_EQ(res.value("ok", true), false) << res.dump();
   EXPECT_NE(res.value("reason", "").find("no space left on device"), std::string::npos) << res.dump();
   EXPECT_NE(res.value("reason", "").find("job.disk_full_timeout_ms"), std::string::npos) << res.dump();
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+// Only the PS shards' checkpoints on the small disk ([ps] checkpoint_dir): the journal can be written,
+// yet the job must not train on with nothing saved. The fault names the shard and its path, no
+// task is handed out while it lasts, and the job finishes once space returns.
+TEST(job_disk, a_full_checkpoint_disk_pauses_the_job_naming_the_shard) {
+  small_tmpfs fs(test_root("ckpt-fs"), "64m");
+  if (!fs.mounted) GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  auto toml = ctr_job(2, 300000, 3, 300);
+  toml.replace(toml.find("[ps]\n"), 5, "[ps]\ncheckpoint_dir = \"" + fs.dir + "/ckpt\"\n");
+  auto r = start_job("ckpt-full", toml);
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 2; }, std::chrono::seconds(120)));
+  ASSERT_TRUE(std::filesystem::exists(fs.dir + "/ckpt/ps-0")) << "the shards do not checkpoint there";
+  fs.fill();
+  auto shard_fault = [](const nlohmann::json& j) {
+    return no_space_fault(j) && j["fault"].get<std::string>().rfind("ps-", 0) == 0;
+  };
+  auto paused = wait_status(r, shard_fault, std::chrono::seconds(30));
+  ASSERT_TRUE(paused) << read_file(r.err_file);
+  EXPECT_NE((*paused)["fault"].get<std::string>().find(fs.dir + "/ckpt/ps-"), std::string::npos)
+      << paused->dump();
+  // Paused: once the tasks the workers held are reported, nothing more is done.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  auto before = status(r);
+  ASSERT_TRUE(before && shard_fault(*before)) << (before ? before->dump() : "no status");
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  auto after = status(r);
+  ASSERT_TRUE(after && shard_fault(*after)) << (after ? after->dump() : "no status");
+  EXPECT_EQ(done_tasks(*after), done_tasks(*before)) << "tasks were done while the checkpoints failed";
+  fs.free_space();
+  EXPECT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return !j.contains("fault"); }, std::chrono::seconds(30)));
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_EQ(res.value("records_done", 0ull), 300000ull * 3) << res.dump();
+  EXPECT_NE(read_file(r.job_dir + "/logs/master.log").find("its files are writable again"),
+            std::string::npos);
+  expect_all_done(r);
   EXPECT_TRUE(no_processes_of(r));
 }
 

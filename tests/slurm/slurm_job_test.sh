@@ -100,7 +100,7 @@ victim_host=$(squeue -h -p low -o '%N %j' | awk '$2 ~ /preempt:worker/ {print $1
 [[ -n $victim_host ]] || fail "preempt: no host runs two workers: $(squeue -h -o '%N %j %T')"
 other=$(for h in h2 h3 h4; do [[ $h != "$victim_host" ]] && [[ -z $(squeue -h -w "$h" -o %j) ]] && echo "$h"; done | head -1)
 [[ -n $other ]] || fail "preempt: no empty host beside $victim_host"
-high=$(sbatch --parsable -p high -w "$victim_host,$other" -N 2 --exclusive -J troupe-test-high --wrap 'sleep 4') || fail "sbatch high"
+high=$(sbatch --parsable -p high -w "$victim_host,$other" -N 2 --exclusive -J troupe-test-high -o /dev/null --wrap 'sleep 4') || fail "sbatch high"
 for _ in $(seq 1 600); do
   [[ $(grep -c 'down: left on SIGTERM' "$logs/master.log") -ge 2 ]] && break
   sleep 0.1
@@ -121,7 +121,7 @@ echo "preempt: $(result preempt)"
 #    ps-0 and of the master are cancelled (scancel): both are resubmitted and resume (checkpoint,
 #    journal). `troupe scale` down to 3 cancels a waiting worker; when the other job ends, the
 #    other waiting worker starts on h4 and joins.
-other=$(sbatch --parsable -p low -w h4 --exclusive -J troupe-test-other --wrap 'sleep 20') || fail "sbatch other"
+other=$(sbatch --parsable -p low -w h4 --exclusive -J troupe-test-other -o /dev/null --wrap 'sleep 20') || fail "sbatch other"
 job_file grow 4 1500000 "worker_cpus = 4"
 "$B" run "$work/grow.toml" --job-id grow > "$work/grow.out" 2> "$work/grow.err" &
 runner=$!

@@ -138,6 +138,13 @@ struct GpuCommInfo {
   error @4 :Text;          # empty on success ("stale ring epoch 3 (current 5)", bad post)
 }
 
+# Node -> master: a disk fault of this node's own files (a PS shard's checkpoints: "no space left
+# on device: <path> ..."), sent with each failed write; empty once a write succeeds again. While any
+# lasts the master hands out no task, and the job's status names it.
+struct DiskFault {
+  fault @0 :Text;
+}
+
 struct JobMessage {
   union {
     workerProgress @0 :WorkerProgress;
@@ -155,5 +162,6 @@ struct JobMessage {
     gpuCommPost @12 :GpuCommPost;
     gpuCommFetch @13 :GpuCommFetch;
     gpuCommInfo @14 :GpuCommInfo;
+    diskFault @15 :DiskFault;
   }
 }

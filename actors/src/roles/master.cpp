@@ -51,6 +51,7 @@ void member_gone(master_actor* self, const node_id& id, const std::string& reaso
   if (auto r = st.view.remove(id); !r) return;
   st.ctx->forget(id);
   st.done_workers.erase(id.name);
+  if (st.node_faults.erase(id.name) > 0) publish_fault(self);  // its next incarnation tells again
   if (worker)
     if (auto d = st.names->get("dispenser")) self->send(d, requeue_atom::value, id.to_string());
   if (st.eval_worker == id.name) st.eval_worker.clear();  // ask another one
@@ -147,6 +148,9 @@ void on_job_message(master_actor* self, const message& m) {
       member_gone(self, id, n.getStatus().cStr());
       break;
     }
+    case schema::JobMessage::DISK_FAULT:
+      on_disk_fault(self, m);
+      break;
     case schema::JobMessage::GPU_COMM_POST:
     case schema::JobMessage::GPU_COMM_FETCH:
       on_gpu_comm(st, m);

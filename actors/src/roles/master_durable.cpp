@@ -54,7 +54,38 @@ void persist_counters(master_actor* self, bool now) {
   else
     spdlog::error("{}: the job pauses until it can be saved", fault);
   st.fault = fault;
+  publish_fault(self);
+}
+
+std::string job_fault(const master_state& st) {
+  if (!st.fault.empty()) return st.fault;
+  for (const auto& [node, fault] : st.node_faults) return node + ": " + fault;
+  return {};
+}
+
+void publish_fault(master_actor* self) {
+  auto& st = self->state;
+  auto fault = job_fault(st);
+  if (fault == st.published_fault) return;
+  st.published_fault = fault;
   if (auto d = st.names->get("dispenser")) self->send(d, fault_atom::value, fault);
+}
+
+void on_disk_fault(master_actor* self, const message& m) {
+  auto& st = self->state;
+  const auto* member = st.view.find(m.from_node().name);
+  if (!member || member->id != m.from_node()) return;  // a dead incarnation's word
+  std::string fault = m.body().getJob().getDiskFault().getFault().cStr();
+  const auto& name = m.from_node().name;
+  auto it = st.node_faults.find(name);
+  if (fault.empty() && it != st.node_faults.end()) {
+    spdlog::info("{}: its files are writable again", m.from_node().to_string());
+    st.node_faults.erase(it);
+  } else if (!fault.empty() && (it == st.node_faults.end() || it->second != fault)) {
+    spdlog::error("{}: {}: the job pauses until it can write again", m.from_node().to_string(), fault);
+    st.node_faults[name] = fault;
+  }
+  publish_fault(self);
 }
 
 }  // namespace troupe::actors

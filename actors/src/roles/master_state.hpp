@@ -5,6 +5,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -41,6 +42,9 @@ struct master_state {
   job_counters saved;
   std::chrono::steady_clock::time_point last_save;
   std::string fault;  // a disk fault saving them; empty when none
+  // Disk faults other nodes reported (DiskFault: a PS shard's checkpoints), by node name.
+  std::map<std::string, std::string> node_faults;
+  std::string published_fault;  // the fault the dispenser was last told of
   std::uint64_t window_samples = 0, window_steps = 0;
   double window_loss = 0;
   double samples_per_sec = 0, loss = 0;
@@ -68,6 +72,12 @@ void restore_counters(master_state& st, const std::string& job_dir);
 // Saves the counters when they changed (at most once a second, or at once with `now`); a disk
 // fault is kept in st.fault and passed to the dispenser, which pauses until it is over.
 void persist_counters(master_actor* self, bool now);
+// The job's disk fault: the master's own first, else the first one a node reported ("ps-0: ...").
+std::string job_fault(const master_state& st);
+// Tells the dispenser the job's disk fault when it changed: it hands out no task while one lasts.
+void publish_fault(master_actor* self);
+// JobMessage diskFault from a member: kept (empty: over) and published.
+void on_disk_fault(master_actor* self, const message& m);
 // Answers a StatusRequest with the job's status (reply_to: it carries the request's correlation id).
 void send_status(master_actor* self, const message& request);
 // An EvalResult; `correlation_id` (its envelope's) tells the answer to the latest Evaluate apart.

@@ -165,7 +165,8 @@ void send_status(master_actor* self, const message& request) {
   s.samples_per_sec = st.samples_per_sec;
   s.loss = st.loss;
   s.samples_total = st.samples_total;
-  s.fault = !st.fault.empty() ? st.fault : st.counts ? st.counts->fault : std::string();
+  auto fault = job_fault(st);
+  s.fault = !fault.empty() ? fault : st.counts ? st.counts->fault : std::string();
   s.finished = st.finished;
   s.result_json = st.result_json;
   s.members = st.view.members();

@@ -4,7 +4,9 @@
 
 #include "../data_model.hpp"
 #include "../ps_layout.hpp"
+#include "../wire.hpp"
 #include "ps_state.hpp"
+#include "troupe/storage/disk_fault.hpp"
 
 namespace troupe::actors {
 
@@ -93,8 +95,9 @@ void init_shard(ps_state& st, node_context* rt, const data_paths& data) {
   for (auto* p : st.model->parameters())
     if (p->trainable && shard_of_name(p->name, st.shards) == st.index) st.dense[p->name].param = p;
   for (auto* t : st.model->embedding_tables()) st.tables.emplace(t->name(), owned_table(t, *st.opt));
-  auto store =
-      storage::checkpoint_store::open(rt->who().job_dir + "/checkpoints/ps-" + std::to_string(st.index));
+  const auto& dir = rt->spec().ps.checkpoint_dir;
+  auto store = storage::checkpoint_store::open((dir.empty() ? rt->who().job_dir + "/checkpoints" : dir) +
+                                               "/ps-" + std::to_string(st.index));
   if (!store) throw std::runtime_error(store.err().to_string());
   st.store.emplace(std::move(*store));
   auto latest = st.store->latest();
@@ -110,6 +113,15 @@ void init_shard(ps_state& st, node_context* rt, const data_paths& data) {
                st.tables.size());
 }
 
+namespace {
+void report_fault(ps_state& st) {
+  auto o = wire::job();
+  o.body.initDiskFault().setFault(st.fault);
+  if (auto r = st.rt->send("master", "master", std::move(o.out), "ps"); !r)
+    spdlog::debug("ps-{}: disk fault report: {}", st.index, r.err().to_string());
+}
+}  // namespace
+
 void checkpoint(ps_state& st) {
   if (st.version == st.applied_at_checkpoint && st.has_checkpoint) return;
   bool full = !st.has_checkpoint || st.since_full + 1 >= st.rt->spec().ps.full_checkpoint_every;
@@ -117,8 +129,21 @@ void checkpoint(ps_state& st) {
   fill_state(st, s, full);
   auto v = st.store->write(s, full ? storage::checkpoint_kind::full : storage::checkpoint_kind::incremental);
   if (!v) {
-    spdlog::error("ps-{}: checkpoint failed: {}", st.index, v.err().to_string());
+    if (!storage::is_disk_fault(v.err())) {
+      spdlog::error("ps-{}: checkpoint failed: {}", st.index, v.err().to_string());
+      return;
+    }
+    if (auto text = v.err().to_string(); text != st.fault) {
+      spdlog::error("ps-{}: checkpoint: {}: the job pauses until it can be written", st.index, text);
+      st.fault = text;
+    }
+    report_fault(st);  // with every failed try: a master started since hears it too
     return;
+  }
+  if (!st.fault.empty()) {
+    spdlog::info("ps-{}: checkpoints are written again", st.index);
+    st.fault.clear();
+    report_fault(st);
   }
   st.has_checkpoint = true;
   st.since_full = full ? 0 : st.since_full + 1;

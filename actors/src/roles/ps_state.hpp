@@ -42,13 +42,15 @@ struct ps_state {
   bool has_checkpoint = false;
   std::uint64_t applied_at_checkpoint = 0;
   std::uint64_t checkpoints_written = 0;
+  std::string fault;  // the disk fault of the last checkpoint write (reported to the master); empty: none
   std::shared_ptr<observe::job_timeline> timeline;  // full checkpoints go on the job's timeline
   static inline const char* name = "ps";
 };
 
 // Builds the model, takes the shard's share, restores the latest checkpoint. Throws on failure.
 void init_shard(ps_state& st, node_context* rt, const data_paths& data);
-// Writes a checkpoint if anything changed since the last one (full every Nth). Logs failures.
+// Writes a checkpoint if anything changed since the last one (full every Nth). Logs failures; a disk
+// fault is reported to the master (which pauses the job) until a write succeeds again.
 void checkpoint(ps_state& st);
 
 }  // namespace troupe::actors

@@ -9,7 +9,7 @@
 //          datasets, default "<root>/datasets"), device = "cpu" | "gpu" (workers train on a GPU:
 //          strategy "allreduce" only; docs/gpu_workers.md), disk_full_timeout_ms (a disk fault
 //          lasting this long fails the job; 300000)
-//   [ps]   shards, checkpoint_every_ms, full_checkpoint_every
+//   [ps]   shards, checkpoint_every_ms, full_checkpoint_every, checkpoint_dir
 //
 // train.epochs is the number of passes over the dataset the dispenser hands out.
 #pragma once
@@ -50,6 +50,7 @@ struct ps_options {
   std::uint32_t shards = 1;
   std::chrono::milliseconds checkpoint_every{2'000};
   std::uint32_t full_checkpoint_every = 10;
+  std::string checkpoint_dir;  // absolute; empty: <job dir>/checkpoints
 };
 
 struct job_spec {
