@@ -249,7 +249,10 @@ void node_runtime::retry_join(std::stop_token stop) {
   std::mutex mu;
   std::unique_lock lk(mu);
   std::condition_variable_any cv;
-  for (int unanswered = 0; !cv.wait_for(lk, stop, std::chrono::milliseconds(250), [] { return false; });) {
+  for (int unanswered = 0;;) {
+    // With a stop token, wait_for returns the predicate's value whether or not stop was requested.
+    cv.wait_for(lk, stop, std::chrono::milliseconds(250), [] { return false; });
+    if (stop.stop_requested()) return;
     bool joined = false;
     {
       std::lock_guard g(mu_);

@@ -37,6 +37,22 @@ std::string host_ipv4() {
 
 }  // namespace
 
+expected<std::string> ipv4_of(const std::string& name) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (int rc = ::getaddrinfo(name.c_str(), nullptr, &hints, &res); rc != 0)
+    return make_unexpected(cluster_errc::invalid_spec,
+                           "'" + name + "' does not resolve: " + ::gai_strerror(rc));
+  char buf[INET_ADDRSTRLEN] = {};
+  auto* in = reinterpret_cast<sockaddr_in*>(res->ai_addr);
+  bool ok = ::inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf) != nullptr;
+  ::freeaddrinfo(res);
+  if (!ok) return make_unexpected(cluster_errc::invalid_spec, "'" + name + "': no IPv4 address");
+  return std::string(buf);
+}
+
 expected<std::string> resolve_listen(const std::string& listen) {
   if (listen.rfind("@host:", 0) != 0) return listen;
   auto ip = host_ipv4();

@@ -1,6 +1,9 @@
 #include "troupe/cluster/config.hpp"
 
+#include <sstream>
 #include "slurm/commands.hpp"
+
+#include "local/hosts.hpp"
 #include "troupe/cluster/addresses.hpp"
 #include "troupe/cluster/errc.hpp"
 #include "troupe/cluster/local/launcher.hpp"
@@ -25,6 +28,16 @@ cluster_config cluster_config::read(config_section s, cluster_config defaults) {
   c.time_limit = s.get_string("time_limit", c.time_limit);
   c.sbatch_args = s.get_strings("sbatch_args", c.sbatch_args);
   c.slurm_bin_dir = s.get_string("slurm_bin_dir", c.slurm_bin_dir);
+  c.hosts = s.get_strings("hosts", c.hosts);
+  for (const auto& h : c.hosts)
+    if (auto p = local::parse_host_slots(h); !p)
+      s.fail("hosts", core_errc::invalid_argument, p.err().context());
+  c.host_command = s.get_string("host_command", c.host_command);
+  if (!c.hosts.empty() && c.host_command.find("{host}") == std::string::npos)
+    s.fail(
+        "host_command", core_errc::invalid_argument,
+        "'" + c.host_command + "' must contain {host} when cluster.hosts lists hosts (e.g. \"ssh {host}\")");
+  c.advertise = s.get_string("advertise", c.advertise);
   return c;
 }
 
@@ -58,6 +71,36 @@ slurm::options slurm_options(const cluster_config& cfg, const launch_site& site)
   return so;
 }
 
+std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> words;
+  std::istringstream in(s);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+// The local launcher with other hosts: the master here, at the address the hosts reach.
+expected<control_plan> plan_hosts(const cluster_config& cfg) {
+  control_plan p;
+  p.master_node = "localhost";
+  p.node_listen = "@host:0";
+  std::string addr = cfg.advertise;
+  if (addr.empty()) {
+    auto first = local::parse_host_slots(cfg.hosts.front());
+    if (!first) return first.err();
+    auto ip = ipv4_of(first->name);
+    auto me = ip ? local_address_towards(*ip) : expected<std::string>(ip.err());
+    if (!me)
+      return make_unexpected(
+          cluster_errc::invalid_spec,
+          "cluster.advertise: set it to this machine's address that the hosts reach (none found "
+          "towards host '" +
+              first->name + "': " + me.err().to_string() + ")");
+    addr = *me;
+  }
+  p.runner_host = p.master_host = addr;
+  return p;
+}
+
 }  // namespace
 
 expected<std::unique_ptr<launcher>> make_launcher(const cluster_config& cfg, exit_callback on_exit,
@@ -72,14 +115,22 @@ expected<std::unique_ptr<launcher>> make_launcher(const cluster_config& cfg, exi
                            "cluster.launcher '" + cfg.launcher + "': expected \"local\" or \"slurm\"");
   auto cap = configured_capacity(cfg);
   if (!cap) return cap.err();
-  auto l = local::launcher::create({std::move(on_exit), *cap});
+  local::remote_hosts rh;
+  for (const auto& h : cfg.hosts) {
+    auto p = local::parse_host_slots(h);
+    if (!p) return p.err();
+    rh.hosts.push_back(*p);
+  }
+  if (!rh.hosts.empty()) rh.command = split_words(cfg.host_command);
+  auto l = local::launcher::create({std::move(on_exit), *cap}, std::move(rh));
   if (!l) return l.err();
   return std::unique_ptr<launcher>(std::move(*l));
 }
 
 expected<control_plan> plan_control(const cluster_config& cfg) {
   control_plan p;
-  if (cfg.launcher != "slurm") return p;
+  if (cfg.launcher != "slurm" && cfg.hosts.empty()) return p;
+  if (cfg.launcher != "slurm") return plan_hosts(cfg);
   auto so = slurm_options(cfg, {});
   p.master_node = cfg.control_host;
   if (p.master_node.empty()) {
@@ -93,6 +144,7 @@ expected<control_plan> plan_control(const cluster_config& cfg) {
   auto me = local_address_towards(p.master_host);
   if (!me) return me.err();
   p.runner_host = *me;
+  p.ps_node = p.master_node;
   p.node_listen = "@host:0";
   return p;
 }

@@ -74,6 +74,35 @@ TEST(cluster_config, slurm_without_its_commands_names_the_missing_one) {
   EXPECT_TRUE(plan_control(cluster_config{}));  // local: loopback, nothing to ask
 }
 
+TEST(cluster_config, reads_the_host_list) {
+  auto c = read(
+      "[cluster]\nhosts = [\"h1:2\", \"h2\"]\nhost_command = \"ssh {host}\"\nadvertise = \"10.0.0.5\"\n");
+  ASSERT_TRUE(c) << c.err().to_string();
+  EXPECT_EQ(c->hosts, (std::vector<std::string>{"h1:2", "h2"}));
+  auto p = plan_control(*c);
+  ASSERT_TRUE(p) << p.err().to_string();
+  EXPECT_EQ(p->master_host, "10.0.0.5");
+  EXPECT_EQ(p->runner_host, "10.0.0.5");
+  EXPECT_EQ(p->master_node, "localhost");
+  EXPECT_EQ(p->ps_node, "");
+  EXPECT_EQ(p->node_listen, "@host:0");
+  auto l = make_launcher(*c, nullptr);
+  ASSERT_TRUE(l) << l.err().to_string();
+  for (auto [toml, key] : {std::pair{"hosts = [\"h1:0\"]\nhost_command = \"ssh {host}\"\n", "cluster.hosts"},
+                           std::pair{"hosts = [\"h1\"]\nhost_command = \"ssh\"\n", "cluster.host_command"},
+                           std::pair{"hosts = [\"h1\"]\n", "cluster.host_command"}}) {
+    auto bad = read(std::string("[cluster]\n") + toml);
+    ASSERT_FALSE(bad) << toml;
+    EXPECT_NE(bad.err().to_string().find(key), std::string::npos) << bad.err().to_string();
+  }
+  // No advertise and a first host this machine cannot resolve: the error says what to set.
+  auto unnamed = read("[cluster]\nhosts = [\"no-such-host.invalid\"]\nhost_command = \"ssh {host}\"\n");
+  ASSERT_TRUE(unnamed);
+  auto q = plan_control(*unnamed);
+  ASSERT_FALSE(q);
+  EXPECT_NE(q.err().to_string().find("cluster.advertise"), std::string::npos) << q.err().to_string();
+}
+
 TEST(cluster_config, makes_the_local_launcher) {
   cluster_config c;
   c.capacity_cpus = 3;

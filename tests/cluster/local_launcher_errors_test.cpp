@@ -177,7 +177,10 @@ TEST(local_launcher, wait_times_out_on_a_running_node) {
   auto r = l->wait(*h, 50ms);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.err(), cluster_errc::timed_out);
-  node_handle unknown{999, {"worker-9", 0}, 1};
+  node_handle unknown;
+  unknown.serial = 999;
+  unknown.id = {"worker-9", 0};
+  unknown.pid = 1;
   EXPECT_EQ(l->poll(unknown).err(), cluster_errc::no_such_node);
 }
 

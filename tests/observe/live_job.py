@@ -168,7 +168,9 @@ class Browser:
                                       "--disable-extensions", "--remote-debugging-port=0",
                                       "--remote-allow-origins=*", "--user-data-dir=" + profile,
                                       "--window-size=%d,%d" % (width, height), "about:blank"],
-                                     stdout=self.log, stderr=subprocess.STDOUT)
+                                     stdout=self.log, stderr=subprocess.STDOUT,
+                                     # its singleton socket directory goes with the work directory
+                                     env=dict(os.environ, TMPDIR=work))
         port_file = os.path.join(profile, "DevToolsActivePort")
         port = wait_for("chromium's DevTools port", lambda: open(port_file).readline().strip(), 30)
         pages = wait_for("a chromium page", lambda: [p for p in json.loads(

@@ -34,7 +34,14 @@ unexpected unknown_handle(const node_handle& h) {
 }  // namespace
 
 expected<std::unique_ptr<launcher>> launcher::create(launcher_options options) {
+  return create(std::move(options), {});
+}
+
+expected<std::unique_ptr<launcher>> launcher::create(launcher_options options, remote_hosts hosts) {
+  if (!hosts.hosts.empty() && hosts.command.empty())
+    return make_unexpected(cluster_errc::invalid_spec, "hosts are listed but no command reaches them");
   auto p = std::make_unique<impl>();
+  p->hosts = std::move(hosts);
   if (options.capacity) {
     p->capacity = *options.capacity;
   } else {

@@ -18,6 +18,7 @@ struct child {
   unique_fd pidfd;
   resources need;
   std::string log_file;
+  std::string host;                   // "" or "localhost": this machine
   std::optional<exit_status> status;  // set when reaped
   bool reported = false;              // the exit callback has returned
 };
@@ -29,6 +30,7 @@ struct spawn_request {
 
 struct launcher::impl {
   launcher_options options;
+  remote_hosts hosts;
   resources capacity;
   unique_fd wake_fd;  // eventfd: new requests, kill_all, shutdown
 
@@ -48,7 +50,8 @@ struct launcher::impl {
   std::vector<struct pollfd> poll_set();
   void serve_requests();
   expected<node_handle> do_launch(const node_spec& spec);
-  expected<void> admit(const node_spec& spec);  // under mu
+  // Under mu: checks the spec, picks its host (hosts.hpp) and, for this machine, its capacity.
+  expected<std::string> admit(const node_spec& spec);
   void reap() noexcept;
   void signal_all_locked(int sig) noexcept;
   std::size_t unreported_locked() const noexcept;

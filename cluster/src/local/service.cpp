@@ -9,8 +9,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include "local/hosts.hpp"
 #include "local/launcher_impl.hpp"
 #include "troupe/cluster/errc.hpp"
+#include "troupe/cluster/process.hpp"
 
 namespace troupe::cluster::local {
 
@@ -72,7 +74,7 @@ void launcher::impl::serve_requests() {
   }
 }
 
-expected<void> launcher::impl::admit(const node_spec& spec) {
+expected<std::string> launcher::impl::admit(const node_spec& spec) {
   // Also refuses replacements launched by the exit callback while kill_all() runs in the
   // destructor, which would otherwise be killed and replaced for ever.
   if (stopping)
@@ -86,42 +88,70 @@ expected<void> launcher::impl::admit(const node_spec& spec) {
     if (!c.status && c.handle.id.name == spec.id.name)
       return make_unexpected(cluster_errc::already_exists,
                              "node " + spec.id.name + " already runs as " + c.handle.id.to_string());
+  std::string host;
+  if (!hosts.hosts.empty()) {
+    std::map<std::string, int> used;
+    for (const auto& [serial, c] : children)
+      if (!c.status) ++used[c.host];
+    auto h = pick_host(hosts, used, spec.host, spec.id.to_string());
+    if (!h) return h.err();
+    if (*h != "localhost") return *h;  // another host's capacity is its slots
+    host = *h;
+  }
   if (!(reserved + spec.need).fits_in(capacity))
     return make_unexpected(cluster_errc::insufficient_resources,
                            "node " + spec.id.to_string() + " needs " + spec.need.to_string() + "; " +
                                reserved.to_string() + " of " + capacity.to_string() + " already reserved");
-  return {};
+  return host;
 }
 
 expected<node_handle> launcher::impl::do_launch(const node_spec& spec) {
   std::uint64_t serial;
+  std::string host;
+  resources need;  // reserved here: nothing for a node on another host
   {
     std::lock_guard lock(mu);
-    if (auto ok = admit(spec); !ok) return ok.err();
-    reserved += spec.need;
+    auto placed = admit(spec);
+    if (!placed) return placed.err();
+    host = *placed;
+    if (host.empty() || host == "localhost") need = spec.need;
+    reserved += need;
+    // Launches run one at a time on the service thread: nobody takes the slot before the child
+    // below is recorded.
     serial = next_serial++;
   }
   auto release = [&] {
     std::lock_guard lock(mu);
-    reserved -= spec.need;
+    reserved -= need;
   };
-  auto prepared = prepare_spawn(spec);
+  node_spec remote;
+  if (!host.empty() && host != "localhost") {
+    auto self = self_exe();
+    if (!self) {
+      release();
+      return self.err();
+    }
+    remote = on_host(spec, host, hosts.command, *self);
+  }
+  const node_spec& run = remote.argv.empty() ? spec : remote;
+  auto prepared = prepare_spawn(run);
   if (!prepared) {
     release();
     return prepared.err();
   }
-  auto proc = spawn_process(*prepared, spec);
+  auto proc = spawn_process(*prepared, run);
   if (!proc) {
     release();
     append_log_line(spec.log_file, "==== troupe launcher " + utc_now() + ": " + proc.err().to_string());
     return proc.err();
   }
-  node_handle h{serial, spec.id, proc->pid};
+  node_handle h{serial, spec.id, proc->pid, host == "localhost" ? std::string() : host};
   std::lock_guard lock(mu);
   child& c = children[serial];
   c.handle = h;
+  c.host = host;
   c.pidfd = std::move(proc->pidfd);
-  c.need = spec.need;
+  c.need = need;
   c.log_file = spec.log_file;
   return h;
 }

@@ -175,7 +175,7 @@ expected<node_handle> launcher::launch(const node_spec& spec) {
                                                             (r->err.empty() ? r->out : r->err));
   impl_->record(job);
   std::lock_guard lock(impl_->mu);
-  node_handle h{impl_->next_serial++, spec.id, static_cast<int>(job)};
+  node_handle h{impl_->next_serial++, spec.id, static_cast<int>(job), spec.host};
   impl_->nodes[h.serial] = impl::node{h, spec.need, "PENDING", std::nullopt};
   return h;
 }

@@ -42,7 +42,8 @@ expected<void> runner::launch(node_slot& slot) {
   auto ns = cluster::node_launch_spec(a, *dir_, need);
   // Workers may be preempted; the control plane stays on its host (the master's address is fixed).
   ns.preemptible = worker;
-  if (!worker) ns.host = plan_.master_node;
+  if (slot.role == cluster::node_role::master) ns.host = plan_.master_node;
+  if (slot.role == cluster::node_role::ps) ns.host = plan_.ps_node;
   // Nodes share the machine: one BLAS thread each, the job's processes are the parallelism.
   ns.env.emplace_back("OPENBLAS_NUM_THREADS", "1");
   auto h = launcher_->launch(ns);

@@ -14,6 +14,9 @@ namespace troupe::cluster {
 // Errors: invalid_spec when the hostname does not resolve.
 expected<std::string> resolve_listen(const std::string& listen);
 
+// The IPv4 address `name` resolves to (an address is returned as it is). Errors: invalid_spec.
+expected<std::string> ipv4_of(const std::string& name);
+
 // The local address this machine uses to reach `ip` (the source address of a route to it): where
 // a control process listens for nodes on other hosts. Errors: io_error naming `ip`.
 expected<std::string> local_address_towards(const std::string& ip);

@@ -18,6 +18,12 @@
 //   slurm_bin_dir = ""            # slurm: where sbatch, squeue, ... are; "": PATH
 //   metrics_host = "127.0.0.1"    # where the master serves Prometheus /metrics (docs/observe.md);
 //   metrics_port = 0              # 0: a free port the runner picks (in nodes.json); -1: no /metrics
+//   hosts = []                    # local: other hosts, "name" or "name:slots" (docs/hosts.md); PS
+//                                 #   shards and workers fill them, the master stays here
+//   host_command = ""             # local: the command that runs a node on a host, words split on
+//                                 #   spaces, {host} replaced: "ssh {host}", "scripts/hosts.sh exec {host}"
+//   advertise = ""                # local with hosts: this machine's address the hosts reach (the
+//                                 #   runner and master listen there); "": the route towards the first host
 #pragma once
 
 #include <memory>
@@ -41,6 +47,9 @@ struct cluster_config {
   std::string account, qos, time_limit;
   std::vector<std::string> sbatch_args;
   std::string slurm_bin_dir;
+  std::vector<std::string> hosts;
+  std::string host_command;
+  std::string advertise;
 
   // Reads the keys above from `s`; problems are recorded in the reader (see config.hpp).
   static cluster_config read(config_section s, cluster_config defaults);
@@ -64,16 +73,18 @@ struct launch_site {
 expected<std::unique_ptr<launcher>> make_launcher(const cluster_config& cfg, exit_callback on_exit,
                                                   const launch_site& site = {});
 
-// Where the job's control plane is reached: the runner listens on runner_host, the master on
-// master_host (fixed for the job's life, so that a relaunched master is found again) placed on the
-// backend's host master_node (empty: anywhere); PS shards and workers get `--listen node_listen`
-// (empty: their loopback default). Local: everything on 127.0.0.1. Slurm: the master on
+// Where the job's control plane is reached (local with hosts: the master here, "localhost", at the
+// advertised address; PS shards and workers on the hosts by slots, "@host:0"): the runner listens on
+// runner_host, the master on master_host (fixed for the job's life, so that a relaunched master is found
+// again) placed on the backend's host master_node (empty: anywhere); PS shards and workers get `--listen
+// node_listen` (empty: their loopback default). Local: everything on 127.0.0.1. Slurm: the master on
 // control_host at the address Slurm has for it, the runner on this machine's address towards it,
 // the others on their own host's address ("@host:0", resolve_listen). Errors: the backend's.
 struct control_plan {
   std::string runner_host = "127.0.0.1";
   std::string master_host = "127.0.0.1";
   std::string master_node;
+  std::string ps_node;  // where PS shards go (Slurm: master_node; local with hosts: "", by slots)
   std::string node_listen;
 };
 expected<control_plan> plan_control(const cluster_config& cfg);

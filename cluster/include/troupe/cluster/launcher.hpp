@@ -79,6 +79,7 @@ struct node_handle {
   std::uint64_t serial = 0;
   node_id id;
   int pid = 0;
+  std::string host;  // where it runs when the backend chose a host (local with cluster.hosts); else empty
   bool operator==(const node_handle&) const = default;
 };
 

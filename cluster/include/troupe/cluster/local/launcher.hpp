@@ -1,4 +1,5 @@
-// The local launcher: node processes on this machine, children of this process.
+// The local launcher: node processes on this machine, children of this process (also when they
+// run on another host through a command such as ssh: see remote_hosts).
 //
 // Guarantees beyond the launcher contract (../launcher.hpp):
 // - Each node is the leader of its own process group (setpgid before exec), so a terminal's ^C
@@ -21,16 +22,35 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "troupe/cluster/launcher.hpp"
 
 namespace troupe::cluster::local {
+
+// Other hosts this launcher may start nodes on ([cluster] hosts, host_command; docs/hosts.md).
+struct host_slots {
+  std::string name;
+  int slots = 1;  // nodes it runs at once
+};
+struct remote_hosts {
+  std::vector<host_slots> hosts;     // empty: every node runs on this machine
+  std::vector<std::string> command;  // words, "{host}" replaced: "ssh {host}", "hosts.sh exec {host}"
+};
 
 class launcher final : public cluster::launcher {
  public:
   // Starts the service thread. Without options.capacity, uses local_capacity(). Errors:
   // launch_failed (cannot create the thread's event fd), io_error (local_capacity()).
   static expected<std::unique_ptr<launcher>> create(launcher_options options = {});
+  // With other hosts: a node whose spec names no host goes to the listed host with the most free
+  // slots, one naming a listed host goes there, "localhost" stays here. A node on another host
+  // runs as `hosts.command` + its command line; it is still a child of this process (the command's
+  // process): signal(), fence() and the exit report reach that process's group. Through ssh that
+  // is the local ssh client (the remote node ends with its connection); through nsenter
+  // (scripts/hosts.sh exec) it is the node itself. Capacity is checked for this machine's nodes.
+  static expected<std::unique_ptr<launcher>> create(launcher_options options, remote_hosts hosts);
   ~launcher() override;
   launcher(const launcher&) = delete;
   launcher& operator=(const launcher&) = delete;

@@ -1,0 +1,76 @@
+#include "local/hosts.hpp"
+
+#include <charconv>
+
+#include "troupe/cluster/errc.hpp"
+
+namespace troupe::cluster::local {
+
+expected<host_slots> parse_host_slots(std::string_view entry) {
+  host_slots h;
+  auto colon = entry.rfind(':');
+  h.name = std::string(entry.substr(0, colon));
+  if (colon != std::string_view::npos) {
+    auto n = entry.substr(colon + 1);
+    auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), h.slots);
+    if (ec != std::errc() || end != n.data() + n.size() || h.slots < 1 || h.slots > 4096)
+      return make_unexpected(cluster_errc::invalid_spec,
+                             "host '" + std::string(entry) + "': slots must be a number in 1..4096");
+  }
+  if (h.name.empty() || h.name == "localhost" || h.name.find_first_of(" \t\n'\"") != std::string::npos)
+    return make_unexpected(cluster_errc::invalid_spec,
+                           "host '" + std::string(entry) + "': expected NAME or NAME:SLOTS (not localhost)");
+  return h;
+}
+
+expected<std::string> pick_host(const remote_hosts& hosts, const std::map<std::string, int>& used,
+                                const std::string& wanted, const std::string& node) {
+  auto in_use = [&](const std::string& h) {
+    auto it = used.find(h);
+    return it == used.end() ? 0 : it->second;
+  };
+  if (wanted == "localhost") return wanted;
+  if (!wanted.empty()) {
+    for (const auto& h : hosts.hosts)
+      if (h.name == wanted) return wanted;
+    return make_unexpected(cluster_errc::invalid_spec,
+                           "node " + node + ": host '" + wanted + "' is not in cluster.hosts");
+  }
+  const host_slots* best = nullptr;
+  for (const auto& h : hosts.hosts)
+    if (in_use(h.name) < h.slots && (!best || h.slots - in_use(h.name) > best->slots - in_use(best->name)))
+      best = &h;
+  if (best) return best->name;
+  std::string use;
+  for (const auto& h : hosts.hosts)
+    use.append(use.empty() ? "" : ", ")
+        .append(h.name + " " + std::to_string(in_use(h.name)) + "/" + std::to_string(h.slots));
+  return make_unexpected(cluster_errc::insufficient_resources,
+                         "node " + node + ": every slot of cluster.hosts is taken (" + use + ")");
+}
+
+node_spec on_host(const node_spec& spec, const std::string& host, const std::vector<std::string>& command,
+                  const std::string& self) {
+  node_spec s = spec;
+  s.argv.clear();
+  for (auto word : command) {
+    for (auto at = word.find("{host}"); at != std::string::npos; at = word.find("{host}", at + host.size()))
+      word.replace(at, 6, host);
+    s.argv.push_back(std::move(word));
+  }
+  s.program = s.argv.front();
+  if (!spec.env.empty() || !spec.inherit_env) {
+    s.argv.emplace_back("env");
+    if (!spec.inherit_env) s.argv.emplace_back("-i");
+    for (const auto& [k, v] : spec.env) s.argv.push_back(k + "=" + v);
+  }
+  s.argv.push_back(spec.program.empty() ? self : spec.program);
+  s.argv.insert(s.argv.end(), spec.argv.begin() + 1, spec.argv.end());
+  // The command carries the environment to the other host; the command itself runs with ours.
+  s.env.clear();
+  s.inherit_env = true;
+  s.host = host;
+  return s;
+}
+
+}  // namespace troupe::cluster::local

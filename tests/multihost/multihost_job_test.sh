@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# One job across hosts through the local launcher's host list (scripts/hosts.sh namespaces): the
+# runner and the master here on the bridge's address, PS shards and workers on h1..h3 through
+# `hosts.sh exec {host}` ([cluster] hosts, host_command, advertise). A DeepFM async-PS job finishes
+# with every task done and an AUC within 0.01 of the same job on this machine alone; then host h3
+# is killed mid-job (every process in it) and host h2 is cut off for 5 s and healed: the job
+# finishes, nothing lost, the nodes of those hosts come back as new incarnations.
+# Usage: multihost_job_test.sh TROUPE_BINARY. Exit 77 (ctest: skipped) without root.
+set -uo pipefail
+here=$(cd "$(dirname "$0")/../.." && pwd)
+S="$here/scripts/hosts.sh"
+B=$(realpath "$1")
+if [[ $(id -u) -ne 0 ]]; then echo "SKIP: hosts.sh needs root (network and mount namespaces)"; exit 77; fi
+# The hosts see /var/tmp (their /tmp is their own): jobs and datasets live there.
+work=/var/tmp/troupe-multihost-job-$$
+cache=/var/tmp/troupe-multihost-datasets
+mkdir -p "$work" "$cache"
+fail() {
+  echo "FAIL: $*"
+  for f in "$work"/*.err "$work"/jobs/*/logs/master.log; do [[ -f $f ]] && { echo "== $f"; tail -40 "$f"; }; done
+  exit 1
+}
+trap '"$S" down > /dev/null 2>&1; rm -rf "$work"' EXIT
+"$S" up 3 > /dev/null || fail "hosts up"
+bridge=$("$S" addr h1 | sed 's/\.[0-9]*$/.1/')
+
+job_file() {  # job_file NAME HOSTS?(1/0) ROWS
+  cat > "$work/$1.toml" << TOML
+[job]
+root = "$work/jobs"
+dataset_cache = "$cache"
+strategy = "async_ps"
+name = "$1"
+workers = 3
+min_workers = 1
+records_per_task = 1024
+[ps]
+shards = 2
+checkpoint_every_ms = 500
+[model]
+type = "deepfm"
+embedding_dim = 8
+hidden = [32]
+[train]
+epochs = 2
+batch_size = 128
+optimizer = "adam"
+learning_rate = 0.01
+[data]
+source = "synthetic-ctr"
+rows = $3
+test_rows = 10000
+fields = 6
+vocab_per_field = 50
+TOML
+  if [[ $2 == 1 ]]; then
+    cat >> "$work/$1.toml" << TOML
+[cluster]
+hosts = ["h1:2", "h2:2", "h3:2"]
+host_command = "$S exec {host}"
+advertise = "$bridge"
+TOML
+  fi
+}
+field() { sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p" "$work/$1.out" | tail -1; }
+logs() { echo "$work/jobs/$1/logs"; }
+run() {  # run NAME: runs the job in the background ($runner)
+  "$B" run "$work/$1.toml" --job-id "$1" > "$work/$1.out" 2> "$work/$1.err" &
+  runner=$!
+}
+wait_tasks() {  # wait_tasks NAME N: N tasks done (troupe status)
+  for _ in $(seq 1 600); do
+    local d
+    d=$("$B" status --json --job-dir "$work/jobs/$1" 2> /dev/null | sed -n 's/.*"done":\([0-9]*\).*/\1/p' | head -1)
+    [[ -n $d && $d -ge $2 ]] && return 0
+    sleep 0.1
+  done
+  fail "$1: $2 tasks were not done in time"
+}
+finished() {  # finished NAME ROWS: the job ended well, every record of both epochs done
+  wait "$runner" || fail "$1: the job failed (exit $?)"
+  [[ $(field "$1" tasks_failed) == 0 ]] || fail "$1: failed tasks"
+  [[ $(field "$1" records_done) == $(($2 * 2)) ]] || fail "$1: records_done $(field "$1" records_done), expected $(($2 * 2))"
+}
+
+# 1. The same job alone and across hosts.
+job_file alone 0 150000
+run alone
+finished alone 150000
+job_file spread 1 150000
+run spread
+finished spread 150000
+for h in h1 h2 h3; do
+  grep -lq "up at $("$S" addr $h):" "$(logs spread)"/worker-*.log "$(logs spread)"/ps-*.log ||
+    fail "spread: no node ran on $h"
+done
+grep -q "master#0 (master) up at $bridge:" "$(logs spread)/master.log" || fail "spread: the master is not on $bridge"
+a=$(field alone test_auc) b=$(field spread test_auc)
+awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01) }' ||
+  fail "AUC across hosts $b, alone $a: more than 0.01 apart"
+echo "alone: auc $a; across 3 hosts: auc $b"
+
+# 2. Host h3 dies (every process in it SIGKILLed), then h2 is cut off for 5 s: the job finishes.
+job_file faults 1 400000
+run faults
+wait_tasks faults 40
+victims=$(grep -l "up at $("$S" addr h3):" "$(logs faults)"/*.log | xargs -n1 basename | sed 's/\.log$//')
+[[ -n $victims ]] || fail "faults: nothing ran on h3"
+"$S" kill h3
+wait_tasks faults 120
+cut_off=$(grep -l "up at $("$S" addr h2):" "$(logs faults)"/*.log | xargs -n1 basename | sed 's/\.log$//')
+[[ -n $cut_off ]] || fail "faults: nothing ran on h2"
+"$S" cut h2
+sleep 5
+"$S" heal h2
+finished faults 400000
+for v in $victims $cut_off; do
+  grep -q "$v#[1-9][0-9]* (" "$(logs faults)/$v.log" || fail "faults: $v (on h3 or h2) did not come back"
+done
+grep -E "(h2|h3|$(echo $victims $cut_off | tr ' ' '|'))#0 down" "$(logs faults)/master.log" | cut -c1-160
+echo "faults: $(tail -1 "$work/faults.out")"
+echo "multihost_job_test: ok"
