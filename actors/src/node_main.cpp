@@ -2,11 +2,14 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
@@ -19,6 +22,7 @@
 #include "troupe/collective/cleanup.hpp"
 #include "troupe/observe/timeline.hpp"
 #include "troupe/supervision/node_root.hpp"
+#include "wire.hpp"
 
 namespace troupe::actors {
 
@@ -31,11 +35,45 @@ void on_signal(int) {
   if (stop_pipe[1] >= 0) (void)!::write(stop_pipe[1], "x", 1);
 }
 
-// Blocks until a stop signal or the root supervisor's exit; true on a signal.
-bool wait_for_stop(const supervision::node_root& root) {
+// A node's log (its stderr, which the launcher appends to <job dir>/logs/<node>.log) on a full or
+// failing disk: its lines are lost without an error anywhere. Checked once a second; the fault is
+// told to the master like a PS checkpoint's (it pauses the job and names it), and is over once the
+// log's filesystem has room again.
+struct log_watch {
+  std::string path;
+  std::string fault;
+  std::chrono::steady_clock::time_point next{};
+
+  void check(node_runtime* r) {
+    auto now = std::chrono::steady_clock::now();
+    if (now < next) return;
+    next = now + std::chrono::seconds(1);
+    std::fflush(stderr);
+    bool failed = std::ferror(stderr) != 0;
+    std::clearerr(stderr);
+    struct statvfs v {};
+    auto dir = std::filesystem::path(path).parent_path();
+    bool full = ::statvfs(dir.c_str(), &v) == 0 && v.f_bavail * v.f_frsize < (1u << 20);
+    std::string f = fault;
+    if (failed)
+      f = std::string(full ? "no space left on device: " : "input/output error: ") + path + " (log write)";
+    else if (!full)
+      f.clear();
+    if (f.empty() && fault.empty()) return;
+    fault = f;
+    if (auto s = r->send("master", "master", wire::disk_fault("log", fault), "node"); !s)
+      spdlog::debug("log fault report: {}", s.err().to_string());
+  }
+};
+
+// Blocks until a stop signal or the root supervisor's exit; true on a signal. `tick` runs about
+// every 20 ms meanwhile.
+bool wait_for_stop(const supervision::node_root& root, const std::function<void()>& tick) {
   pollfd p{stop_pipe[0], POLLIN, 0};
-  while (!root.terminated())
+  while (!root.terminated()) {
     if (::poll(&p, 1, 20) > 0) return true;
+    tick();
+  }
   return false;
 }
 
@@ -194,7 +232,12 @@ int run_node(const node_options& o) {
     }
   }
   spdlog::info("{} ({}) up at {}", who.id.to_string(), o.role, r->address());
-  if (!wait_for_stop(root)) {
+  log_watch logs;
+  logs.path = o.job_dir + "/logs/" + who.id.name + ".log";
+  auto tick = [&] {
+    if (*role != cluster::node_role::master) logs.check(r);  // the master's own: its journal pauses
+  };
+  if (!wait_for_stop(root, tick)) {
     spdlog::critical("{}: root supervisor exited: {}", who.id.to_string(), root.exit_reason().value_or(""));
     return 1;
   }

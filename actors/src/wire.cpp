@@ -99,4 +99,12 @@ outbound node_exited(const node_id& node, const std::string& status) {
   return std::move(o.out);
 }
 
+outbound disk_fault(const std::string& source, const std::string& fault) {
+  auto o = job();
+  auto d = o.body.initDiskFault();
+  d.setFault(fault);
+  d.setSource(source);
+  return std::move(o.out);
+}
+
 }  // namespace troupe::actors::wire

@@ -44,6 +44,8 @@ job_out job_reply(const message& request);
 // runner (a process exited), by a ring neighbour (its beacon released) and by the node itself
 // when it leaves on SIGTERM.
 outbound node_exited(const node_id& node, const std::string& status);
+// DiskFault: a disk fault of the sender's `source` files ("checkpoint", "log"; empty: over).
+outbound disk_fault(const std::string& source, const std::string& fault);
 
 // Cap'n Proto list readers have no standard iterators: element-wise copies.
 template <class T, class List>

@@ -280,7 +280,8 @@ TEST_F(dispenser_test, a_disk_fault_of_the_master_pauses_leases_until_it_is_over
   auto paused = request(w0);
   EXPECT_TRUE(paused.none);
   EXPECT_EQ(counts().doing, 0u);
-  EXPECT_NE(disp_->counts()->fault.find("no space left on device"), std::string::npos);
+  // The counts carry the journal's own fault only: the master names the faults it told of itself.
+  EXPECT_TRUE(disp_->counts()->fault.empty());
   disp_->set_external_fault("");
   EXPECT_TRUE(request(w0).task);
   EXPECT_TRUE(disp_->counts()->fault.empty());

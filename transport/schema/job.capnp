@@ -138,11 +138,12 @@ struct GpuCommInfo {
   error @4 :Text;          # empty on success ("stale ring epoch 3 (current 5)", bad post)
 }
 
-# Node -> master: a disk fault of this node's own files (a PS shard's checkpoints: "no space left
-# on device: <path> ..."), sent with each failed write; empty once a write succeeds again. While any
-# lasts the master hands out no task, and the job's status names it.
+# Node -> master: a disk fault of this node's own files (a PS shard's checkpoints, a node's log:
+# "no space left on device: <path> ..."), sent with each failed write; empty once a write succeeds
+# again. While any lasts the master hands out no task, and the job's status names it.
 struct DiskFault {
   fault @0 :Text;
+  source @1 :Text;         # which files: "checkpoint", "log" (one fault per node and source)
 }
 
 struct JobMessage {

@@ -202,7 +202,7 @@ std::optional<task_counts> task_dispenser::counts() const {
   out.data_epoch = data_epoch_;
   out.data_epochs = journal_->options().epochs;
   out.records_done = c->records_done;
-  out.fault = fault_.empty() ? external_fault_ : fault_;
+  out.fault = fault_;  // the journal's; the master adds the faults it told this dispenser of
   return out;
 }
 

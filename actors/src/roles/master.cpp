@@ -51,7 +51,8 @@ void member_gone(master_actor* self, const node_id& id, const std::string& reaso
   if (auto r = st.view.remove(id); !r) return;
   st.ctx->forget(id);
   st.done_workers.erase(id.name);
-  if (st.node_faults.erase(id.name) > 0) publish_fault(self);  // its next incarnation tells again
+  if (std::erase_if(st.node_faults, [&](const auto& f) { return f.first.first == id.name; }) > 0)
+    publish_fault(self);  // its next incarnation tells again
   if (worker)
     if (auto d = st.names->get("dispenser")) self->send(d, requeue_atom::value, id.to_string());
   if (st.eval_worker == id.name) st.eval_worker.clear();  // ask another one

@@ -58,9 +58,10 @@ void persist_counters(master_actor* self, bool now) {
 }
 
 std::string job_fault(const master_state& st) {
-  if (!st.fault.empty()) return st.fault;
-  for (const auto& [node, fault] : st.node_faults) return node + ": " + fault;
-  return {};
+  std::string all = st.fault;
+  for (const auto& [key, fault] : st.node_faults)
+    all.append(all.empty() ? "" : "; ").append(key.first + ": " + fault);
+  return all;
 }
 
 void publish_fault(master_actor* self) {
@@ -75,15 +76,16 @@ void on_disk_fault(master_actor* self, const message& m) {
   auto& st = self->state;
   const auto* member = st.view.find(m.from_node().name);
   if (!member || member->id != m.from_node()) return;  // a dead incarnation's word
-  std::string fault = m.body().getJob().getDiskFault().getFault().cStr();
-  const auto& name = m.from_node().name;
-  auto it = st.node_faults.find(name);
+  auto d = m.body().getJob().getDiskFault();
+  std::string fault = d.getFault().cStr();
+  std::pair<std::string, std::string> key{m.from_node().name, d.getSource().cStr()};
+  auto it = st.node_faults.find(key);
   if (fault.empty() && it != st.node_faults.end()) {
-    spdlog::info("{}: its files are writable again", m.from_node().to_string());
+    spdlog::info("{}: its {} files are writable again", m.from_node().to_string(), key.second);
     st.node_faults.erase(it);
   } else if (!fault.empty() && (it == st.node_faults.end() || it->second != fault)) {
     spdlog::error("{}: {}: the job pauses until it can write again", m.from_node().to_string(), fault);
-    st.node_faults[name] = fault;
+    st.node_faults[key] = fault;
   }
   publish_fault(self);
 }

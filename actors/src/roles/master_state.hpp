@@ -42,8 +42,9 @@ struct master_state {
   job_counters saved;
   std::chrono::steady_clock::time_point last_save;
   std::string fault;  // a disk fault saving them; empty when none
-  // Disk faults other nodes reported (DiskFault: a PS shard's checkpoints), by node name.
-  std::map<std::string, std::string> node_faults;
+  // Disk faults other nodes reported (DiskFault: a PS shard's checkpoints, a node's log), by node
+  // name and source.
+  std::map<std::pair<std::string, std::string>, std::string> node_faults;
   std::string published_fault;  // the fault the dispenser was last told of
   std::uint64_t window_samples = 0, window_steps = 0;
   double window_loss = 0;
@@ -72,7 +73,8 @@ void restore_counters(master_state& st, const std::string& job_dir);
 // Saves the counters when they changed (at most once a second, or at once with `now`); a disk
 // fault is kept in st.fault and passed to the dispenser, which pauses until it is over.
 void persist_counters(master_actor* self, bool now);
-// The job's disk fault: the master's own first, else the first one a node reported ("ps-0: ...").
+// The job's disk faults, "; "-separated: the master's own first, then each one a node reported
+// ("ps-0: ...", "worker-1: ... (log write)").
 std::string job_fault(const master_state& st);
 // Tells the dispenser the job's disk fault when it changed: it hands out no task while one lasts.
 void publish_fault(master_actor* self);

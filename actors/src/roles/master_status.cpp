@@ -165,8 +165,9 @@ void send_status(master_actor* self, const message& request) {
   s.samples_per_sec = st.samples_per_sec;
   s.loss = st.loss;
   s.samples_total = st.samples_total;
-  auto fault = job_fault(st);
-  s.fault = !fault.empty() ? fault : st.counts ? st.counts->fault : std::string();
+  // Every fault at once: the journal's (the dispenser's), the master's files', the nodes'.
+  s.fault = st.counts ? st.counts->fault : std::string();
+  if (auto more = job_fault(st); !more.empty()) s.fault.append(s.fault.empty() ? "" : "; ").append(more);
   s.finished = st.finished;
   s.result_json = st.result_json;
   s.members = st.view.members();

@@ -115,9 +115,7 @@ void init_shard(ps_state& st, node_context* rt, const data_paths& data) {
 
 namespace {
 void report_fault(ps_state& st) {
-  auto o = wire::job();
-  o.body.initDiskFault().setFault(st.fault);
-  if (auto r = st.rt->send("master", "master", std::move(o.out), "ps"); !r)
+  if (auto r = st.rt->send("master", "master", wire::disk_fault("checkpoint", st.fault), "ps"); !r)
     spdlog::debug("ps-{}: disk fault report: {}", st.index, r.err().to_string());
 }
 }  // namespace
