@@ -127,6 +127,11 @@ expected<std::unique_ptr<launcher>> make_launcher(const cluster_config& cfg, exi
   return std::unique_ptr<launcher>(std::move(*l));
 }
 
+expected<int> cancel_leftovers(const cluster_config& cfg, const launch_site& site) {
+  if (cfg.launcher != "slurm" || site.jobs_file.empty()) return 0;
+  return slurm::launcher::cancel_recorded(site.jobs_file, slurm_options(cfg, site));
+}
+
 expected<control_plan> plan_control(const cluster_config& cfg) {
   control_plan p;
   if (cfg.launcher != "slurm" && cfg.hosts.empty()) return p;

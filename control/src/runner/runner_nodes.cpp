@@ -52,7 +52,8 @@ expected<void> runner::launch(node_slot& slot) {
   slot.seen_by_master.reset();
   slot.fenced = false;
   slot.ended.clear();
-  auto st = cluster::read_process_stat(h->pid);
+  // A batch backend's "pid" is its job id, not a process of this machine.
+  auto st = spec_.cluster.launcher == "local" ? cluster::read_process_stat(h->pid) : std::nullopt;
   slot.start_time = st ? st->start_time : 0;
   if (slot.role == cluster::node_role::master) {
     master_launched_ = steady::now();

@@ -79,6 +79,11 @@ expected<void> check_gpu(const job_spec& spec) {
   return {};
 }
 
+// What the launcher knows of the job: a batch backend records the jobs it submits in the job dir.
+cluster::launch_site launch_site_of(const cluster::job_dir& dir) {
+  return {dir.job_id(), dir.path() + "/slurm_jobs"};
+}
+
 // SIGKILLs the process group of a node a dead runner left running (PR_SET_PDEATHSIG normally
 // takes them down with it; a node between fork and prctl, or one whose parent was not the runner,
 // can survive) and waits until it is gone. The pid counts only with its recorded start time.
@@ -173,6 +178,12 @@ void runner::clean_dead_runner(const cluster::job_dir& dir) {
     collective::remove_job_leftovers(collective::instance_key(dir.job_id(), old));
     spdlog::info("removed what instance {} of job {} left in shared memory", old, dir.job_id());
   }
+  // Nodes on a batch cluster outlive their runner (no death signal reaches them): cancel them.
+  auto n = cluster::cancel_leftovers(spec_.cluster, launch_site_of(dir));
+  if (!n)
+    spdlog::warn("could not cancel the Slurm jobs the dead runner left: {}", n.err().to_string());
+  else if (*n > 0)
+    spdlog::info("cancelled {} Slurm job(s) the dead runner left", *n);
 }
 
 // A resumed job uses new ids: every node's incarnation continues after the dead runner's, and
@@ -281,12 +292,13 @@ int runner::setup() {
   if (!port) return spdlog::error("{}", port.err().to_string()), 1;
   master_addr_ = plan_.master_host + ":" + std::to_string(*port);
 
-  auto l = cluster::make_launcher(spec_.cluster,
-                                  [this](const cluster::node_handle& h, const cluster::exit_status& s) {
-                                    std::lock_guard lk(mu_);
-                                    exits_.emplace_back(h, s);
-                                  },
-                                  {dir_->job_id(), dir_->path() + "/slurm_jobs"});
+  auto l = cluster::make_launcher(
+      spec_.cluster,
+      [this](const cluster::node_handle& h, const cluster::exit_status& s) {
+        std::lock_guard lk(mu_);
+        exits_.emplace_back(h, s);
+      },
+      launch_site_of(*dir_));
   if (!l) return spdlog::error("{}", l.err().to_string()), launcher_exit_code(l.err());
   launcher_ = std::move(*l);
   return 0;

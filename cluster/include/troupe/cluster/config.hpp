@@ -73,6 +73,11 @@ struct launch_site {
 expected<std::unique_ptr<launcher>> make_launcher(const cluster_config& cfg, exit_callback on_exit,
                                                   const launch_site& site = {});
 
+// Cancels the batch jobs a dead owner of `site` recorded in site.jobs_file (Slurm: every one still
+// queued or running; slurm::launcher::cancel_recorded); how many. The local backend's nodes die
+// with their owner: 0. Errors: the backend's (squeue/scancel failing).
+expected<int> cancel_leftovers(const cluster_config& cfg, const launch_site& site);
+
 // Where the job's control plane is reached (local with hosts: the master here, "localhost", at the
 // advertised address; PS shards and workers on the hosts by slots, "@host:0"): the runner listens on
 // runner_host, the master on master_host (fixed for the job's life, so that a relaunched master is found
