@@ -233,8 +233,25 @@ expected<void> node_runtime::ensure_connected(const std::string& node, const std
   return {};
 }
 
+expected<collective::tcp_listener*> node_runtime::ring_listener() {
+  std::lock_guard lk(mu_);
+  if (ring_listener_) return ring_listener_.get();
+  auto host = address_.substr(0, address_.rfind(':'));
+  auto l = collective::tcp_listener::open(host);
+  if (!l) return l.err();
+  ring_listener_ = std::move(*l);
+  ring_address_ = host;
+  ring_address_.append(":").append(std::to_string(ring_listener_->port()));
+  return ring_listener_.get();
+}
+
 void node_runtime::send_join() {
-  auto j = wire::join(who_.id, who_.role, address_, static_cast<int>(::getpid()));
+  std::string ring_address;
+  {
+    std::lock_guard lk(mu_);
+    ring_address = ring_address_;
+  }
+  auto j = wire::join(who_.id, who_.role, address_, static_cast<int>(::getpid()), ring_address);
   if (auto r = net_->send("master", "master", std::move(j), "node"); !r)
     spdlog::warn("join: {}", r.err().to_string());
 }

@@ -20,6 +20,7 @@
 #include "troupe/actors/job_spec.hpp"
 #include "troupe/cluster/membership.hpp"
 #include "troupe/collective/liveness.hpp"
+#include "troupe/collective/tcp/link.hpp"
 #include "troupe/supervision/name_registry.hpp"
 #include "troupe/transport/endpoint.hpp"
 #include "troupe/transport/message.hpp"
@@ -41,6 +42,10 @@ class node_runtime final : public node_context {
   supervision::name_registry& names() { return names_; }
   endpoint& net() { return *net_; }
   const std::string& address() const override { return address_; }
+  // A worker's ring listener, on the host of its advertised address (any port), opened once for the
+  // life of the process (a restarted worker actor keeps the address its joins advertised) and
+  // advertised in its joins from then on: call before mark_ready(). Neighbours on other hosts dial it.
+  expected<collective::tcp_listener*> ring_listener();
   // The job's liveness on this host: the master checks a worker's word that a neighbour died
   // against it, a worker starts its beacon with it, ring sessions watch their neighbours with it.
   collective::liveness& liveness() { return *live_; }
@@ -109,6 +114,8 @@ class node_runtime final : public node_context {
   std::unique_ptr<endpoint> net_;
   std::unique_ptr<collective::liveness> live_;
   std::string address_;
+  std::unique_ptr<collective::tcp_listener> ring_listener_;  // and ring_address_: under mu_
+  std::string ring_address_;
   std::atomic<std::uint64_t> ring_epoch_{0};
   std::atomic<bool> ready_{true};
   std::atomic<bool> leaving_{false};

@@ -11,13 +11,15 @@ void write_node(schema::NodeRef::Builder b, const node_id& id) {
   b.setIncarnation(id.incarnation);
 }
 
-outbound join(const node_id& self, cluster::node_role role, const std::string& address, int pid) {
+outbound join(const node_id& self, cluster::node_role role, const std::string& address, int pid,
+              const std::string& ring_address) {
   outbound o;
   auto j = o.body().initJoin();
   write_node(j.initNode(), self);
   j.setAddress(address);
   j.setRole(std::string(cluster::to_string(role)));
   j.setPid(static_cast<std::uint32_t>(pid));
+  j.setRingAddress(ring_address);
   return o;
 }
 
@@ -42,6 +44,7 @@ void write_members(capnp::List<schema::Member>::Builder list, const std::vector<
     b.setRole(std::string(cluster::to_string(mem.role)));
     b.setPid(static_cast<std::uint32_t>(mem.pid));
     b.setState(std::string(cluster::to_string(mem.state)));
+    b.setRingAddress(mem.ring_address);
   }
 }
 
@@ -64,6 +67,7 @@ std::vector<cluster::member> read_members(capnp::List<schema::Member>::Reader li
     mem.address = m.getAddress().cStr();
     mem.state = parse_state(m.getState().cStr());
     mem.pid = static_cast<int>(m.getPid());
+    mem.ring_address = m.getRingAddress().cStr();
     members.push_back(std::move(mem));
   }
   return members;

@@ -16,7 +16,8 @@ namespace troupe::actors::wire {
 node_id read_node(schema::NodeRef::Reader r);
 void write_node(schema::NodeRef::Builder b, const node_id& id);
 
-outbound join(const node_id& self, cluster::node_role role, const std::string& address, int pid);
+outbound join(const node_id& self, cluster::node_role role, const std::string& address, int pid,
+              const std::string& ring_address = {});
 // Members as the wire lists them.
 void write_members(capnp::List<schema::Member>::Builder list, const std::vector<cluster::member>& members);
 std::vector<cluster::member> read_members(capnp::List<schema::Member>::Reader list);

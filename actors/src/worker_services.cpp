@@ -153,6 +153,14 @@ expected<void> remote_ps::push(nn::model& m) {
 
 // ---- node_ring_context ----
 
+namespace {
+// "10.78.0.11:7001" -> "10.78.0.11": namespaced hosts on one machine have addresses (and
+// /dev/shm) of their own; on one machine every node is 127.0.0.1 and shares one /dev/shm.
+std::string host_of(const std::string& address) {
+  return address.substr(0, address.rfind(':'));
+}
+}  // namespace
+
 collective::ring_members node_ring_context::members() const {
   auto [view, epoch] = rt_.view_and_ring_epoch();
   auto ring = view.worker_ring();
@@ -160,20 +168,36 @@ collective::ring_members node_ring_context::members() const {
   out.epoch = epoch;
   out.ranks.reserve(ring.size());
   for (const auto& id : ring.ranks) {
-    const auto* m = view.find(id.name);
-    out.ranks.push_back({id, m ? m->pid : 0});
+    collective::ring_member r;
+    r.id = id;
+    if (const auto* m = view.find(id.name)) {
+      r.pid = m->pid;
+      r.host = host_of(m->address);
+      r.ring_address = m->ring_address;
+    }
+    out.ranks.push_back(std::move(r));
   }
   return out;
+}
+
+expected<void> node_ring_context::listen() {
+  auto l = rt_.ring_listener();
+  if (!l) return l.err();
+  listener_ = *l;
+  return {};
 }
 
 void node_ring_context::report_gone(const node_id& node, const std::string& why) {
   (void)rt_.net().send("master", "master", wire::node_exited(node, why), "worker");
 }
 
-std::unique_ptr<collective::shm_ring_session> make_ring_session(node_ring_context& ctx,
-                                                                const job_spec& spec) {
-  return std::make_unique<collective::shm_ring_session>(
-      ctx, collective::shm_session_options{spec.job.ring_capacity, spec.job.rpc_timeout});
+std::unique_ptr<collective::mixed_ring_session> make_ring_session(node_ring_context& ctx,
+                                                                  const job_spec& spec) {
+  collective::mixed_session_options o;
+  o.capacity = spec.job.ring_capacity;
+  o.timeout = spec.job.rpc_timeout;
+  o.heartbeat_timeout = spec.transport.heartbeat_timeout;
+  return std::make_unique<collective::mixed_ring_session>(ctx, o);
 }
 
 }  // namespace troupe::actors

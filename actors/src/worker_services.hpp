@@ -9,8 +9,9 @@
 #include "node_runtime.hpp"
 #include "rpc.hpp"
 #include "troupe/actors/strategy.hpp"
+#include "troupe/collective/mixed/session.hpp"
 #include "troupe/collective/ring_context.hpp"
-#include "troupe/collective/shm/session.hpp"
+#include "troupe/collective/tcp/link.hpp"
 
 namespace troupe::actors {
 
@@ -33,10 +34,13 @@ class remote_ps final : public ps_client {
 };
 
 // This node as the ring session's context (troupe/collective/ring_context.hpp): its job, its id,
-// the worker ring of its latest membership view, and the master to tell of a dead neighbour.
+// the worker ring of its latest membership view (a member's host key is the host of its advertised
+// address), its ring listener, and the master to tell of a dead neighbour.
 class node_ring_context final : public collective::ring_context {
  public:
   explicit node_ring_context(node_runtime& rt) : rt_(rt) {}
+  // Opens the node's ring listener (node_runtime::ring_listener). Call before the node joins. Without
+  // it (an error), neighbours on other hosts cannot link to this worker; those on its host still can.
   const std::string& job() const override {
     return rt_.who().host_key.empty() ? rt_.who().job_id : rt_.who().host_key;
   }
@@ -45,12 +49,17 @@ class node_ring_context final : public collective::ring_context {
   const std::atomic<std::uint64_t>& ring_epoch() const override { return rt_.ring_epoch(); }
   void report_gone(const node_id& node, const std::string& why) override;
   collective::liveness& live() override { return rt_.liveness(); }
+  expected<void> listen();
+  collective::tcp_listener* ring_listener() override { return listener_; }
 
  private:
   node_runtime& rt_;
+  collective::tcp_listener* listener_ = nullptr;
 };
 
-// The worker's ring session: shared-memory rings sized and timed by the job file.
-std::unique_ptr<collective::shm_ring_session> make_ring_session(node_ring_context& ctx, const job_spec& spec);
+// The worker's ring session: links per pair of neighbours (shared memory inside a host, TCP across
+// hosts), sized and timed by the job file.
+std::unique_ptr<collective::mixed_ring_session> make_ring_session(node_ring_context& ctx,
+                                                                  const job_spec& spec);
 
 }  // namespace troupe::actors

@@ -22,7 +22,7 @@ expected<void> membership_view::add_launching(const node_id& id, node_role role)
   if (auto ok = check_new_incarnation(id); !ok) return ok;
   if (role == node_role::worker && worker_slots() >= limits_.max)
     return limit_error(id, "no worker slot left", limits_);
-  insert_sorted(member{id, role, "", member_state::launching});
+  insert_sorted(member{id, role, "", member_state::launching, 0, ""});
   bump(id);
   return {};
 }

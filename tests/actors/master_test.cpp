@@ -85,6 +85,7 @@ class master_test : public ::testing::Test {
       j.setAddress("127.0.0.1:" + std::to_string(2000 + id.incarnation));
       j.setRole(std::string(cluster::to_string(role)));
       j.setPid(4242);
+      j.setRingAddress("127.0.0.1:" + std::to_string(3000 + id.incarnation));
     }));
   }
   void exited(const node_id& id, const node_id& reporter) {
@@ -131,7 +132,8 @@ TEST_F(master_test, admits_a_join_and_publishes_the_new_epoch_to_every_member) {
   auto first = published();
   ASSERT_EQ(first.count("worker-0"), 1u);
   auto e0 = first["worker-0"].view.epoch();
-  EXPECT_NE(first["worker-0"].view.find("worker-0"), nullptr);
+  ASSERT_NE(first["worker-0"].view.find("worker-0"), nullptr);
+  EXPECT_EQ(first["worker-0"].view.find("worker-0")->ring_address, "127.0.0.1:3001");  // for TCP ring links
   EXPECT_EQ(epoch_file(), e0);  // a restarted master continues from here
 
   join(w1, w1);

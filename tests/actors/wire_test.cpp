@@ -22,11 +22,13 @@ cluster::member alive(const std::string& name, std::uint64_t incarnation, cluste
   return m;
 }
 
-TEST(wire, membership_round_trips_with_ring_epoch_and_pids) {
+TEST(wire, membership_round_trips_with_ring_epoch_pids_and_ring_addresses) {
   auto v = cluster::membership_view::make({1, 4});
   ASSERT_TRUE(v);
   ASSERT_TRUE(v->join(alive("master", 2, cluster::node_role::master, "127.0.0.1:7000", 10)));
-  ASSERT_TRUE(v->join(alive("worker-0", 0, cluster::node_role::worker, "127.0.0.1:7001", 11)));
+  auto w0 = alive("worker-0", 0, cluster::node_role::worker, "10.78.0.11:7001", 11);
+  w0.ring_address = "10.78.0.11:41234";
+  ASSERT_TRUE(v->join(w0));
   ASSERT_TRUE(v->join(alive("worker-1", 3, cluster::node_role::worker, "127.0.0.1:7002", 12)));
   auto out = wire::membership(*v, "test", 7, 2);
   auto m = loopback_message(out, node_id{"master", 2});

@@ -18,6 +18,7 @@
 
 #include "troupe/collective/liveness.hpp"
 #include "troupe/collective/ring_context.hpp"
+#include "troupe/collective/tcp/link.hpp"
 
 namespace troupe::collective::testing {
 
@@ -91,12 +92,22 @@ struct fake_cluster {
   ring_members ring;
   std::vector<std::pair<node_id, std::string>> reports;  // report_gone calls
 
-  // A new view: these nodes (no pids: only liveness watches them) form the ring of `e`.
+  // A new view: these nodes (no pids: only liveness watches them) form the ring of `e`, all on one
+  // host.
   void publish(std::uint64_t e, const std::vector<node_id>& nodes) {
+    std::vector<ring_member> members;
+    for (const auto& n : nodes) {
+      ring_member m;
+      m.id = n;
+      members.push_back(std::move(m));
+    }
+    publish(e, std::move(members));
+  }
+  // A new view with hosts and ring addresses (fake_ring_context::member()).
+  void publish(std::uint64_t e, std::vector<ring_member> members) {
     std::lock_guard lk(mu);
     ring.epoch = e;
-    ring.ranks.clear();
-    for (const auto& n : nodes) ring.ranks.push_back({n, 0});
+    ring.ranks = std::move(members);
     epoch.store(e, std::memory_order_release);
   }
 };
@@ -104,6 +115,19 @@ struct fake_cluster {
 class fake_ring_context final : public ring_context {
  public:
   fake_ring_context(fake_cluster& c, node_id self) : c_(c), self_(std::move(self)) {}
+  // This worker as a ring member on `host`, its ring listener on loopback (opened on first use).
+  ring_member member(const std::string& host) {
+    ring_member m;
+    m.id = self_;
+    m.host = host;
+    if (auto* l = ring_listener()) m.ring_address = "127.0.0.1:" + std::to_string(l->port());
+    return m;
+  }
+  tcp_listener* ring_listener() override {
+    if (!listener_)
+      if (auto l = tcp_listener::open("127.0.0.1"); l) listener_ = std::move(*l);
+    return listener_.get();
+  }
   const std::string& job() const override { return c_.job; }
   const node_id& self() const override { return self_; }
   ring_members members() const override {
@@ -120,6 +144,7 @@ class fake_ring_context final : public ring_context {
  private:
   fake_cluster& c_;
   node_id self_;
+  std::unique_ptr<tcp_listener> listener_;
 };
 
 }  // namespace troupe::collective::testing

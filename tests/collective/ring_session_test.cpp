@@ -1,7 +1,7 @@
-// The shared-memory ring session driven through fakes of its node (fake_ring_context.hpp): two
-// sessions on two threads of this process, over real shared-memory rings. Each test waits on the
-// event it needs (a collective polling its stalled neighbour), never on a sleep.
-#include "troupe/collective/shm/session.hpp"
+// The ring session of workers on one host (shared-memory links) driven through fakes of its node
+// (fake_ring_context.hpp): two sessions on two threads of this process, over real shared-memory rings. Each
+// test waits on the event it needs (a collective polling its stalled neighbour), never on a sleep.
+#include "troupe/collective/mixed/session.hpp"
 
 #include <gtest/gtest.h>
 
@@ -21,13 +21,13 @@ using testing::fake_cluster;
 using testing::fake_ring_context;
 
 // Long enough that an error caused by it (timeout) is never the one a test expects.
-constexpr shm_session_options options{1 << 16, std::chrono::milliseconds(30'000)};
+constexpr mixed_session_options options{1 << 16, std::chrono::milliseconds(30'000)};
 
 struct two_workers {
   fake_cluster cluster;
   node_id a{"worker-0", 1}, b{"worker-1", 1};
   fake_ring_context ctx_a{cluster, a}, ctx_b{cluster, b};
-  shm_ring_session sa{ctx_a, options}, sb{ctx_b, options};
+  mixed_ring_session sa{ctx_a, options}, sb{ctx_b, options};
 
   ~two_workers() { remove_job_leftovers(cluster.job); }
 

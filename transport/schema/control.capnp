@@ -16,6 +16,7 @@ struct Join {
   address @1 :Text;        # "host:port" where the node's endpoint listens
   role @2 :Text;           # "worker", "ps", "dispenser", ...
   pid @3 :UInt32;          # the node's process id (same-machine rings watch their neighbours)
+  ringAddress @4 :Text;    # a worker's ring listener "host:port" (TCP ring links across hosts); "" none
 }
 
 # Liveness probe. The transport sends one per connection every heartbeat interval; any frame
@@ -31,6 +32,7 @@ struct Member {
   role @2 :Text;
   pid @3 :UInt32;
   state @4 :Text;          # "launching", "alive", "leaving"
+  ringAddress @5 :Text;    # as in Join
 }
 
 # The master's view of the job. Epochs grow strictly; a receiver ignores an epoch <= the one it has.

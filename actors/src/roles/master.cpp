@@ -83,6 +83,7 @@ void on_join(master_actor* self, const message& m) {
   mem.role = *role;
   mem.address = j.getAddress().cStr();
   mem.pid = static_cast<int>(j.getPid());
+  mem.ring_address = j.getRingAddress().cStr();
   if (mem.id != m.from_node()) {
     spdlog::warn("join for {} sent by {} refused", mem.id.to_string(), m.from_node().to_string());
     return;
@@ -177,8 +178,12 @@ caf::behavior master(master_actor* self, node_context* ctx, supervision::name_re
                                              {job.min_workers, job.max_workers}, {});
   if (!v) throw std::runtime_error(v.err().to_string());
   st.view = std::move(*v);
-  cluster::member me{ctx->self(), cluster::node_role::master, ctx->address(), cluster::member_state::alive,
-                     static_cast<int>(::getpid())};
+  cluster::member me;
+  me.id = ctx->self();
+  me.role = cluster::node_role::master;
+  me.address = ctx->address();
+  me.state = cluster::member_state::alive;
+  me.pid = static_cast<int>(::getpid());
   (void)st.view.join(me);
   spdlog::info("master {} up at {} (actor restarts: {})", ctx->self().to_string(), ctx->address(), restarts);
   self->send(self, tick_atom::value);

@@ -31,6 +31,9 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data, const str
   st.task_rpc = st.rpc.get();
   st.ps = std::make_unique<remote_ps>(*rt, *st.rpc);
   st.ring_context = std::make_unique<node_ring_context>(*rt);
+  if (auto l = st.ring_context->listen(); !l)
+    spdlog::warn("{}: no ring listener, no TCP ring links to this worker: {}", rt->self().to_string(),
+                 l.err().to_string());
   st.ring = make_ring_session(*st.ring_context, rt->spec());
   st.ring->prepare();
   auto s = make(st);

@@ -53,7 +53,7 @@ struct worker_state {
   rpc_channel* task_rpc = nullptr;
   std::unique_ptr<remote_ps> ps;
   std::unique_ptr<node_ring_context> ring_context;  // before the ring, which refers to it
-  std::unique_ptr<collective::shm_ring_session> ring;
+  std::unique_ptr<collective::mixed_ring_session> ring;
   std::unique_ptr<strategy> strat;
   std::unique_ptr<worker_context> ctx;
   std::optional<held_task> task;

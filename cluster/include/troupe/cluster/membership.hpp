@@ -48,6 +48,8 @@ struct member {
   std::string address;  // "host:port" of its transport endpoint; empty while launching
   member_state state = member_state::launching;
   int pid = 0;  // process id, for same-machine peers (0: unknown)
+  // A worker's ring listener "host:port", dialled by its previous rank on another host; empty: none.
+  std::string ring_address;
   bool operator==(const member&) const = default;
 };
 

@@ -1,8 +1,9 @@
 // Ring collectives for synchronous training. The algorithm (ring_allreduce) is written against
 // `ring_link`, one rank's connection to its ring neighbours for one membership epoch. Each link
 // backend is a folder of its own with the same file names: shm/link.hpp (shm_ring_link) joins ranks
-// on one host over shared memory; tcp/link.hpp (tcp_ring_link) joins ranks on different hosts (the
-// ring session does not choose it per pair yet: issue 19). A new ring is built
+// on one host over shared memory; tcp/link.hpp (tcp_ring_link) joins ranks on different hosts;
+// mixed/link.hpp (mixed_ring_link) serves a rank with one neighbour of each kind, so the ring session
+// (mixed/session.hpp) chooses the link per pair of neighbours. A new ring is built
 // for every membership epoch; an operation interrupted by a membership change or a dead neighbour
 // fails fast with collective_errc and the caller drops or retries the step on the next ring.
 #pragma once

@@ -1,7 +1,7 @@
 // What a ring session needs from the node it runs in: who it is, the ring of the current
-// membership view, the ring epoch to poll, the master's ear and the job's liveness. The worker's
-// node runtime implements it (actors/); tests fake it. The collective module knows nothing else
-// of the node: no actors, no membership views, no transport endpoint.
+// membership view (with each member's host and ring address), its ring listener, the ring epoch to poll, the
+// master's ear and the job's liveness. The worker's node runtime implements it (actors/); tests fake it. The
+// collective module knows nothing else of the node: no actors, no membership views, no transport endpoint.
 //
 // Threads: members() and ring_epoch() may be called from any thread while the node changes the
 // view; the rest from the session's thread.
@@ -17,9 +17,17 @@
 
 namespace troupe::collective {
 
+class tcp_listener;
+
 struct ring_member {
   node_id id;
   int pid = 0;  // its process on this host, watched while waiting on it (0: unknown, not watched)
+  // Where it runs: members with equal host keys share /dev/shm and are linked over shared memory,
+  // others over TCP. Empty keys are equal (every member on one host, as in a local job).
+  std::string host;
+  // "host:port" of its ring listener, which its previous rank on another host dials; empty: it
+  // takes no TCP link.
+  std::string ring_address;
 };
 
 // The ring of one epoch: the alive workers in rank order. Every member computes the same ring.
@@ -44,6 +52,9 @@ class ring_context {
   virtual void report_gone(const node_id& node, const std::string& why) = 0;
   // The job's liveness on this host.
   virtual liveness& live() = 0;
+  // This worker's ring listener (its ring_member::ring_address), on which its previous rank on
+  // another host connects; null when it has none (then no TCP link can reach it).
+  virtual tcp_listener* ring_listener() { return nullptr; }
 };
 
 }  // namespace troupe::collective

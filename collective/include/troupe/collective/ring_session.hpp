@@ -1,7 +1,8 @@
 // The ring of alive workers for the current membership epoch, as a training strategy sees it
 // (troupe::actors::ring_session is this type). ensure() (re)builds it after a membership change; a
 // collective interrupted by a change fails fast (collective_errc), after which the strategy calls
-// ensure() again and resynchronises. Backends: shm/session.hpp (ranks on one host).
+// ensure() again and resynchronises. mixed/session.hpp links each pair of neighbours over shared
+// memory inside a host and over TCP across hosts.
 //
 // Threads: one thread (the worker's) calls a session; the node may change the ring epoch from any.
 #pragma once

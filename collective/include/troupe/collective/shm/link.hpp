@@ -19,6 +19,10 @@ class shm_ring;
 
 namespace troupe::collective {
 
+namespace shm_detail {
+class peer_watch;
+}
+
 struct shm_link_options {
   std::string job;          // job id (part of the ring names)
   std::uint64_t epoch = 0;  // membership epoch of this ring
@@ -68,8 +72,7 @@ class shm_ring_link final : public ring_link {
                           bool accumulate);
   shm_link_options opt_;
   std::unique_ptr<transport::shm_ring> in_, out_;
-  int pidfd_[2] = {-1, -1};                     // prev, next (-1: not watched or pidfd_open unsupported)
-  std::unique_ptr<liveness::watch> beacon_[2];  // prev, next (null: none)
+  std::unique_ptr<shm_detail::peer_watch> watch_[2];  // prev, next (next null when it is prev)
 };
 
 }  // namespace troupe::collective

@@ -24,6 +24,10 @@
 
 namespace troupe::collective {
 
+namespace tcp_detail {
+struct cursor;
+}
+
 // A listening socket for one rank's inbound connection.
 class tcp_listener {
  public:
@@ -68,13 +72,9 @@ class tcp_ring_link final : public ring_link {
 
  private:
   tcp_ring_link(tcp_link_options o, int in_fd, int out_fd);
-  struct cursor;
   expected<void> transfer(const step_tag& tag, const std::span<const float>* send, std::span<float>* recv,
                           bool accumulate);
-  expected<bool> send_some(cursor& out);
-  expected<bool> recv_some(cursor& in, const step_tag& tag, bool accumulate);
-  expected<void> check_header(const cursor& in, const step_tag& tag) const;
-  expected<void> wait_ready(const cursor& out, const cursor& in,
+  expected<void> wait_ready(const tcp_detail::cursor& out, const tcp_detail::cursor& in,
                             std::chrono::steady_clock::time_point deadline) const;
   tcp_link_options opt_;
   int in_ = -1, out_ = -1;  // from the previous rank, to the next rank

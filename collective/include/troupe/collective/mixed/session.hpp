@@ -1,7 +1,12 @@
-// The ring session over shared-memory links (link.hpp): every rank on this host. A ring is built
-// for each ring epoch of the node's view (ring_context); a worker alone trains alone, a ring of two
-// whose other member died becomes this worker alone at once, and a worker that trained alone goes
-// on alone, a step at a time, until a joining partner has made its inbound ring.
+// The ring session with links chosen per pair of neighbours: shared memory (shm/link.hpp) between
+// ranks on one host, TCP (tcp/link.hpp) between hosts, and a mixed link (mixed/link.hpp) for a rank
+// with one neighbour of each kind, so one ring mixes both. Hosts are the members' host keys
+// (ring_member::host); a ring on one host is all shared memory, as a local job's.
+//
+// A ring is built for each ring epoch of the node's view (ring_context); a worker alone trains
+// alone, a ring of two whose other member died becomes this worker alone at once, and a worker that
+// trained alone with a same-host partner joining goes on alone, a step at a time, until that
+// partner has made its inbound ring.
 #pragma once
 
 #include <chrono>
@@ -12,6 +17,7 @@
 #include "troupe/collective/ring_context.hpp"
 #include "troupe/collective/ring_session.hpp"
 #include "troupe/collective/shm/link.hpp"
+#include "troupe/collective/tcp/link.hpp"
 
 namespace troupe::transport {
 class shm_ring;
@@ -19,16 +25,18 @@ class shm_ring;
 
 namespace troupe::collective {
 
-struct shm_session_options {
-  std::size_t capacity = 4 << 20;             // bytes per ring
+struct mixed_session_options {
+  std::size_t capacity = 4 << 20;             // bytes per shared-memory ring
   std::chrono::milliseconds timeout{10'000};  // per exchange, and for a ring's rendezvous
+  // A TCP neighbour silent this long (cut off, hung) is dead (TCP keepalive and user timeout).
+  std::chrono::milliseconds heartbeat_timeout{3'000};
 };
 
-class shm_ring_session final : public ring_session {
+class mixed_ring_session final : public ring_session {
  public:
   // `ctx` must outlive the session.
-  shm_ring_session(ring_context& ctx, shm_session_options options);
-  ~shm_ring_session() override;
+  mixed_ring_session(ring_context& ctx, mixed_session_options options);
+  ~mixed_ring_session() override;
   // Makes this worker's next inbound ring ahead, populated (`at_once`, at start-up; else a slice per
   // step while it trains alone): the partner writing into it takes no page faults, neither the
   // replicas' state nor the first steps' gradients.
@@ -36,7 +44,7 @@ class shm_ring_session final : public ring_session {
   expected<info> ensure() override;
   expected<void> allreduce(std::span<float> data) override;
   expected<void> broadcast(std::span<float> data, int root) override;
-  void reset() override { link_.reset(); }
+  void reset() override;
   bool alone() const override;
 
  private:
@@ -46,6 +54,10 @@ class shm_ring_session final : public ring_session {
   expected<info> rebuild();
   // Links this rank (info_) to its neighbours in `ring`.
   expected<info> connect_ring(const ring_members& ring, bool was_alone);
+  // The link to `prev` and `next`, of the kind their hosts call for.
+  expected<std::unique_ptr<ring_link>> make_link(const ring_member& self, const ring_member& prev,
+                                                 const ring_member& next);
+  shm_link_options shm_options(const ring_member& prev, const ring_member& next);
   // A ring of two whose other member has exited (its process is gone: a fact, not a suspicion)
   // can only become this worker alone: it trains solo at once, without waiting for the master's
   // next view, until the ring epoch changes.
@@ -55,8 +67,9 @@ class shm_ring_session final : public ring_session {
   info train_alone(std::uint64_t epoch);
 
   ring_context& ctx_;
-  shm_session_options opt_;
-  std::unique_ptr<shm_ring_link> link_;
+  mixed_session_options opt_;
+  std::unique_ptr<ring_link> link_;
+  shm_ring_link* shm_ = nullptr;                // link_ when both neighbours are on this host, else null
   std::unique_ptr<transport::shm_ring> spare_;  // prepare()'s ring until a link takes it
   bool spare_failed_ = false;                   // prepare() could not make one: not tried again
   info info_;

@@ -1,19 +1,25 @@
-#include "troupe/collective/shm/session.hpp"
+#include "troupe/collective/mixed/session.hpp"
 
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
+#include "troupe/collective/mixed/link.hpp"
 #include "troupe/transport/shm_ring.hpp"
 
 namespace troupe::collective {
 
-shm_ring_session::shm_ring_session(ring_context& ctx, shm_session_options options)
+mixed_ring_session::mixed_ring_session(ring_context& ctx, mixed_session_options options)
     : ctx_(ctx), opt_(options) {}
 
-shm_ring_session::~shm_ring_session() = default;
+mixed_ring_session::~mixed_ring_session() = default;
 
-void shm_ring_session::prepare(bool at_once) {
+void mixed_ring_session::reset() {
+  link_.reset();
+  shm_ = nullptr;
+}
+
+void mixed_ring_session::prepare(bool at_once) {
   // "e0-...": epoch 0 is never a ring's, and remove_job_leftovers removes it with the job's rings
   // if this process is killed before using it.
   auto name = shm_ring_link::ring_name(ctx_.job(), 0, 0) + "-spare-" + std::to_string(::getpid());
@@ -30,27 +36,27 @@ void shm_ring_session::prepare(bool at_once) {
 
 // Alone: the spare inbound ring for the next worker to join is made a slice per step (allocating
 // all 4 MiB at once would be one long step just when the survivor of a kill should not pause).
-void shm_ring_session::prepare_some() {
+void mixed_ring_session::prepare_some() {
   if (!spare_ && !spare_failed_) prepare(false);
   if (spare_) spare_->populate_some(256 << 10);
 }
 
-ring_session::info shm_ring_session::train_alone(std::uint64_t epoch) {
+ring_session::info mixed_ring_session::train_alone(std::uint64_t epoch) {
   prepare_some();
   info_ = {0, 1, epoch, false};
   return info_;
 }
 
-expected<ring_session::info> shm_ring_session::ensure() {
+expected<ring_session::info> mixed_ring_session::ensure() {
   // The common case, once per step, reads one atomic: the ring of this epoch is there already.
   if (unchanged(ctx_.ring_epoch().load(std::memory_order_acquire))) return info_;
   return rebuild();
 }
 
-bool shm_ring_session::unchanged(std::uint64_t epoch) {
+bool mixed_ring_session::unchanged(std::uint64_t epoch) {
   if (link_ && pending_.epoch == epoch && epoch != 0) {
     // Linked to a joining partner that is still linking: alone until it is done.
-    if (link_->prev_linked()) {
+    if (shm_ && shm_->prev_linked()) {
       info_ = pending_;
       pending_ = {};
     }
@@ -65,13 +71,13 @@ bool shm_ring_session::unchanged(std::uint64_t epoch) {
   return false;
 }
 
-expected<ring_session::info> shm_ring_session::rebuild() {
+expected<ring_session::info> mixed_ring_session::rebuild() {
   // Epochs only grow: with the one read in ensure(), no ring of this newer epoch can be current.
   auto ring = ctx_.members();
   const std::uint64_t epoch = ring.epoch;
   // Trained alone until now (the first worker, or the survivor of a ring of two).
   bool was_alone = (info_.size == 1 && info_.epoch != 0) || solo_epoch_ != 0;
-  link_.reset();
+  reset();
   if (solo_epoch_ != 0 && solo_epoch_ == epoch) return train_alone(epoch);
   solo_epoch_ = 0;
   const int size = static_cast<int>(ring.ranks.size());
@@ -87,7 +93,9 @@ expected<ring_session::info> shm_ring_session::rebuild() {
     prepare_some();
     return info_;
   }
-  if (size == 2 && was_alone && !shm_ring_link::ring_exists(ctx_.job(), epoch, (rank + 1) % 2)) {
+  const auto& other = ring.ranks[static_cast<std::size_t>((rank + 1) % size)];
+  bool same_host = other.host == ring.ranks[static_cast<std::size_t>(rank)].host;
+  if (size == 2 && was_alone && same_host && !shm_ring_link::ring_exists(ctx_.job(), epoch, (rank + 1) % 2)) {
     // A worker joins this one, which trained alone: it goes on alone, a step at a time, until the
     // newcomer has made its inbound ring (it is linking); then it links, at once, and sends it the
     // replicas' state. Its steps never wait for the newcomer's start-up.
@@ -101,9 +109,7 @@ expected<ring_session::info> shm_ring_session::rebuild() {
   return connect_ring(ring, was_alone);
 }
 
-expected<ring_session::info> shm_ring_session::connect_ring(const ring_members& ring, bool was_alone) {
-  const auto& prev = ring.ranks[static_cast<std::size_t>((info_.rank + info_.size - 1) % info_.size)];
-  const auto& next = ring.ranks[static_cast<std::size_t>((info_.rank + 1) % info_.size)];
+shm_link_options mixed_ring_session::shm_options(const ring_member& prev, const ring_member& next) {
   shm_link_options o;
   o.job = ctx_.job();
   o.epoch = info_.epoch;
@@ -114,14 +120,62 @@ expected<ring_session::info> shm_ring_session::connect_ring(const ring_members& 
   o.live = &ctx_.live();
   o.prev_node = prev.id;
   o.next_node = next.id;
-  neighbours_ = {prev.id};
-  if (next.id != prev.id) neighbours_.push_back(next.id);
   o.capacity = opt_.capacity;
   o.timeout = opt_.timeout;
   o.current_epoch = &ctx_.ring_epoch();
   o.spare = &spare_;
+  return o;
+}
+
+expected<std::unique_ptr<ring_link>> mixed_ring_session::make_link(const ring_member& self,
+                                                                   const ring_member& prev,
+                                                                   const ring_member& next) {
+  bool shm_prev = prev.host == self.host, shm_next = next.host == self.host;
+  auto s = shm_options(prev, next);
+  if (shm_prev && shm_next) {
+    auto l = shm_ring_link::connect(s);
+    if (!l) return l.err();
+    shm_ = l->get();
+    return std::unique_ptr<ring_link>(std::move(*l));
+  }
+  if (!shm_next && next.ring_address.empty())
+    return make_unexpected(collective_errc::setup,
+                           next.id.to_string() + " on host " + next.host + " has no ring address for TCP");
+  if (!shm_prev && !ctx_.ring_listener())
+    return make_unexpected(collective_errc::setup, "no ring listener for " + prev.id.to_string() +
+                                                       " on host " + prev.host + " to connect to");
+  if (!shm_prev && !shm_next) {
+    tcp_link_options t;
+    t.epoch = s.epoch;
+    t.rank = s.rank;
+    t.size = s.size;
+    t.next_address = next.ring_address;
+    t.timeout = opt_.timeout;
+    t.heartbeat_timeout = opt_.heartbeat_timeout;
+    t.current_epoch = s.current_epoch;
+    auto l = tcp_ring_link::connect(t, *ctx_.ring_listener());
+    if (!l) return l.err();
+    return std::unique_ptr<ring_link>(std::move(*l));
+  }
+  mixed_link_options m;
+  m.shm = std::move(s);
+  m.tcp_next = !shm_next;
+  m.next_address = next.ring_address;
+  m.listener = ctx_.ring_listener();
+  m.heartbeat_timeout = opt_.heartbeat_timeout;
+  auto l = mixed_ring_link::connect(m);
+  if (!l) return l.err();
+  return std::unique_ptr<ring_link>(std::move(*l));
+}
+
+expected<ring_session::info> mixed_ring_session::connect_ring(const ring_members& ring, bool was_alone) {
+  const auto& self = ring.ranks[static_cast<std::size_t>(info_.rank)];
+  const auto& prev = ring.ranks[static_cast<std::size_t>((info_.rank + info_.size - 1) % info_.size)];
+  const auto& next = ring.ranks[static_cast<std::size_t>((info_.rank + 1) % info_.size)];
+  neighbours_ = {prev.id};
+  if (next.id != prev.id) neighbours_.push_back(next.id);
   auto connect_start = std::chrono::steady_clock::now();
-  auto made = shm_ring_link::connect(o);
+  auto made = make_link(self, prev, next);
   if (!made) {
     after_failure(made.err());
     info_.epoch = 0;
@@ -129,9 +183,12 @@ expected<ring_session::info> shm_ring_session::connect_ring(const ring_members& 
   }
   link_ = std::move(*made);
   spdlog::info(
-      "ring epoch {}: rank {} of {}, linked in {:.2f} ms", info_.epoch, info_.rank, info_.size,
+      "ring epoch {}: rank {} of {} ({}), linked in {:.2f} ms", info_.epoch, info_.rank, info_.size,
+      shm_                                               ? "shared memory"
+      : prev.host == self.host || next.host == self.host ? "shm and TCP"
+                                                         : "TCP",
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - connect_start).count());
-  if (was_alone && !link_->prev_linked()) {
+  if (was_alone && shm_ && !shm_->prev_linked()) {
     // The newcomer has yet to open this worker's ring: one more step alone rather than wait for it.
     pending_ = info_;
     info_ = {0, 1, info_.epoch, false};
@@ -139,31 +196,31 @@ expected<ring_session::info> shm_ring_session::connect_ring(const ring_members& 
   return info_;
 }
 
-expected<void> shm_ring_session::allreduce(std::span<float> data) {
+expected<void> mixed_ring_session::allreduce(std::span<float> data) {
   if (info_.size <= 1) return {};
   if (!link_) return make_unexpected(collective_errc::setup, "no ring");
   auto r = ring_allreduce(*link_, info_.rank, info_.size, data, info_.epoch, ++op_);
   if (!r) {
-    link_.reset();
+    reset();
     after_failure(r.err());
     info_.epoch = 0;
   }
   return r;
 }
 
-expected<void> shm_ring_session::broadcast(std::span<float> data, int root) {
+expected<void> mixed_ring_session::broadcast(std::span<float> data, int root) {
   if (info_.size <= 1) return {};
   if (!link_) return make_unexpected(collective_errc::setup, "no ring");
   auto r = ring_broadcast(*link_, info_.rank, info_.size, data, root, info_.epoch, ++op_);
   if (!r) {
-    link_.reset();
+    reset();
     after_failure(r.err());
     info_.epoch = 0;
   }
   return r;
 }
 
-void shm_ring_session::after_failure(const error& e) {
+void mixed_ring_session::after_failure(const error& e) {
   if (!(e == collective_errc::peer_dead)) return;
   report_gone_neighbours();
   if (info_.size != 2) return;
@@ -174,14 +231,14 @@ void shm_ring_session::after_failure(const error& e) {
                e.to_string());
 }
 
-bool shm_ring_session::alone() const {
+bool mixed_ring_session::alone() const {
   return solo_epoch_ != 0 && solo_epoch_ == ctx_.ring_epoch().load(std::memory_order_acquire);
 }
 
 // The master hears of the death from the runner or the closed connection only once the dead
 // process's teardown is over (milliseconds to tens of them); liveness tells now. The master
 // checks liveness itself before it acts.
-void shm_ring_session::report_gone_neighbours() {
+void mixed_ring_session::report_gone_neighbours() {
   for (const auto& id : neighbours_)
     if (ctx_.live().gone(id))
       ctx_.report_gone(id, "liveness beacon released (seen by " + ctx_.self().to_string() + ")");

@@ -1,0 +1,151 @@
+#include "shm/stream.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+namespace troupe::collective::shm_detail {
+
+namespace {
+using steady = std::chrono::steady_clock;
+
+int open_pidfd(pid_t pid) {
+  if (pid <= 0) return -1;
+#ifdef SYS_pidfd_open
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  return -1;
+#endif
+}
+
+bool pidfd_exited(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP)) != 0;
+}
+}  // namespace
+
+bool sender::pump(transport::shm_ring& ring) {
+  std::size_t before = sent;
+  while (!done()) {
+    std::span<const std::byte> src =
+        sent < sizeof(hdr) ? std::span<const std::byte>(reinterpret_cast<const std::byte*>(&hdr) + sent,
+                                                        sizeof(hdr) - sent)
+                           : payload.subspan(sent - sizeof(hdr));
+    std::size_t n = ring.write_some(src);
+    if (n == 0) break;
+    sent += n;
+  }
+  return sent != before;
+}
+
+int receiver::pump(transport::shm_ring& ring, const step_tag& tag) {
+  bool progressed = false;
+  if (hdr_got < sizeof(hdr)) {
+    hdr_got += ring.read_some({reinterpret_cast<std::byte*>(&hdr) + hdr_got, sizeof(hdr) - hdr_got});
+    progressed = hdr_got > 0;
+    if (hdr_got < sizeof(hdr)) return progressed;
+    if (hdr.epoch != tag.epoch || hdr.op != tag.op || hdr.step != tag.step || hdr.floats != out.size())
+      return -1;
+  }
+  while (floats_got < out.size()) {
+    auto region = ring.peek();
+    std::size_t n = std::min(region.size() / sizeof(float), out.size() - floats_got);
+    if (n == 0) break;
+    const float* src = reinterpret_cast<const float*>(region.data());
+    float* dst = out.data() + floats_got;
+    if (accumulate) {
+      for (std::size_t i = 0; i < n; ++i) dst[i] += src[i];
+    } else {
+      std::memcpy(dst, src, n * sizeof(float));
+    }
+    ring.consume(n * sizeof(float));
+    floats_got += n;
+    progressed = true;
+  }
+  return progressed;
+}
+
+error receiver::mismatch(const step_tag& tag) const {
+  return error(collective_errc::protocol,
+               "expected epoch " + std::to_string(tag.epoch) + " op " + std::to_string(tag.op) + " step " +
+                   std::to_string(tag.step) + ", got epoch " + std::to_string(hdr.epoch) + " op " +
+                   std::to_string(hdr.op) + " step " + std::to_string(hdr.step));
+}
+
+sender make_sender(const step_tag& tag, const std::span<const float>* send) {
+  sender tx{{tag.epoch, tag.op, tag.step, static_cast<std::uint32_t>(send ? send->size() : 0)},
+            send ? std::as_bytes(*send) : std::span<const std::byte>()};
+  if (!send) tx.sent = tx.total();
+  return tx;
+}
+
+receiver make_receiver(const std::span<float>* recv, bool accumulate) {
+  std::span<float> none;
+  receiver rx{recv ? *recv : none, accumulate};
+  if (!recv) rx.hdr_got = sizeof(rx.hdr);
+  return rx;
+}
+
+bool process_dead(pid_t pid) {
+  if (pid <= 0) return false;
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string content;
+  std::getline(stat, content);
+  auto close = content.rfind(')');
+  return close != std::string::npos && close + 2 < content.size() && content[close + 2] == 'Z';
+}
+
+peer_watch::peer_watch(pid_t pid, liveness* live, const node_id& node)
+    : pid_(pid), pidfd_(open_pidfd(pid)), beacon_(live ? live->watch_node(node) : nullptr) {}
+
+peer_watch::~peer_watch() {
+  if (pidfd_ >= 0) ::close(pidfd_);
+}
+
+bool peer_watch::dead() const {
+  if (beacon_ && beacon_->gone()) return true;
+  return pidfd_ >= 0 ? pidfd_exited(pidfd_) : process_dead(pid_);
+}
+
+expected<std::unique_ptr<transport::shm_ring>> make_inbound_ring(const shm_link_options& o) {
+  auto mine = shm_ring_link::ring_name(o.job, o.epoch, o.rank);
+  // Only this rank creates this name: anything there is a leftover of a killed incarnation.
+  transport::shm_ring::remove(mine);
+  if (o.spare && *o.spare && (*o.spare)->capacity() >= o.capacity) {
+    std::unique_ptr<transport::shm_ring> in;
+    if (auto r = (*o.spare)->rename(mine); r) in = std::move(*o.spare);
+    o.spare->reset();  // used, or unusable
+    if (in) return in;
+  }
+  auto made = transport::shm_ring::create(mine, o.capacity);
+  if (!made) return make_unexpected(collective_errc::setup, made.err().to_string());
+  return std::move(*made);
+}
+
+expected<std::unique_ptr<transport::shm_ring>> open_next_ring(const shm_link_options& o,
+                                                              steady::time_point deadline) {
+  auto next = shm_ring_link::ring_name(o.job, o.epoch, (o.rank + 1) % o.size);
+  auto next_beacon = o.live ? o.live->watch_node(o.next_node) : nullptr;
+  for (;;) {
+    auto slice = std::min(deadline, steady::now() + std::chrono::milliseconds(2));
+    auto out = transport::shm_ring::open(next, slice);
+    if (out) return out;
+    if (!(out.err() == transport::shm_errc::timeout))
+      return make_unexpected(collective_errc::setup, out.err().to_string());
+    if (o.current_epoch && o.current_epoch->load(std::memory_order_acquire) != o.epoch)
+      return make_unexpected(collective_errc::cancelled,
+                             "epoch " + std::to_string(o.epoch) + " is over before /" + next + " appeared");
+    if ((next_beacon && next_beacon->gone()) || process_dead(o.next_pid))
+      return make_unexpected(collective_errc::peer_dead,
+                             "pid " + std::to_string(o.next_pid) + " before /" + next + " appeared");
+    if (steady::now() >= deadline) return make_unexpected(collective_errc::setup, out.err().to_string());
+  }
+}
+
+}  // namespace troupe::collective::shm_detail

@@ -1,0 +1,211 @@
+// The rendezvous of a TCP ring link: listeners, dialling the next rank, accepting the previous one.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "tcp/stream.hpp"
+
+namespace troupe::collective {
+namespace tcp_detail {
+
+namespace {
+
+constexpr std::uint32_t hello_magic = 0x74726e67;  // "trng"
+
+struct hello {
+  std::uint32_t magic = hello_magic;
+  std::int32_t rank = 0;
+  std::uint64_t epoch = 0;
+};
+
+unexpected fail(collective_errc c, const std::string& what) {
+  return make_unexpected(c, what);
+}
+
+std::string errno_text(int e) {
+  return std::strerror(e);
+}
+
+// TCP_NODELAY, and the heartbeat: keepalive probes from one second of silence, and
+// TCP_USER_TIMEOUT (which also bounds unanswered keepalives), so a cut-off peer fails the socket
+// after `heartbeat` instead of minutes.
+void tune(int fd, std::chrono::milliseconds heartbeat) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  int secs = std::max<int>(1, static_cast<int>(heartbeat.count() / 3000));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &secs, sizeof secs);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &secs, sizeof secs);
+  int count = 3;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+  unsigned user_timeout = static_cast<unsigned>(heartbeat.count());
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
+}
+
+bool set_nonblocking(int fd) {
+  int fl = ::fcntl(fd, F_GETFL);
+  return fl >= 0 && ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
+}
+
+expected<sockaddr_in> resolve(const std::string& host, std::uint16_t port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0 || res == nullptr)
+    return fail(collective_errc::setup, "cannot resolve '" + host + "': " + ::gai_strerror(rc));
+  sockaddr_in a = *reinterpret_cast<sockaddr_in*>(res->ai_addr);
+  ::freeaddrinfo(res);
+  a.sin_port = htons(port);
+  return a;
+}
+
+expected<sockaddr_in> parse_address(const std::string& address) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size())
+    return fail(collective_errc::setup, "ring address '" + address + "' is not host:port");
+  char* end = nullptr;
+  unsigned long port = std::strtoul(address.c_str() + colon + 1, &end, 10);
+  if (*end != '\0' || port == 0 || port > 65535)
+    return fail(collective_errc::setup, "ring address '" + address + "' has a bad port");
+  return resolve(address.substr(0, colon), static_cast<std::uint16_t>(port));
+}
+
+// Blocking exact-size I/O for the rendezvous (the sockets are still blocking then, with
+// SO_RCVTIMEO/SO_SNDTIMEO bounding each call).
+bool write_all(int fd, const void* p, std::size_t n) {
+  auto* c = static_cast<const char*>(p);
+  while (n > 0) {
+    ssize_t w = ::send(fd, c, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    c += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+bool read_all(int fd, void* p, std::size_t n) {
+  auto* c = static_cast<char*>(p);
+  while (n > 0) {
+    ssize_t r = ::recv(fd, c, n, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    c += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+void set_io_timeout(int fd, std::chrono::milliseconds t) {
+  timeval tv{static_cast<time_t>(t.count() / 1000), static_cast<suseconds_t>((t.count() % 1000) * 1000)};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+// The ring this rendezvous is for will never form: the membership moved on.
+bool cancelled(const tcp_link_options& o) {
+  return o.current_epoch && o.current_epoch->load(std::memory_order_acquire) != o.epoch;
+}
+
+unexpected cancel_error(const tcp_link_options& o, const std::string& before) {
+  return fail(collective_errc::cancelled, "epoch " + std::to_string(o.epoch) + " is over before " + before);
+}
+
+}  // namespace
+
+int remaining_ms(steady::time_point deadline, std::chrono::milliseconds cap) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
+  return static_cast<int>(std::clamp(left, std::chrono::milliseconds(0), cap).count());
+}
+
+void make_streaming(int fd) {
+  set_io_timeout(fd, std::chrono::milliseconds(0));
+  set_nonblocking(fd);
+}
+
+expected<int> dial_next(const tcp_link_options& o, steady::time_point deadline) {
+  auto parsed = parse_address(o.next_address);
+  if (!parsed) return parsed.err();
+  const sockaddr_in& to = *parsed;
+  const std::string& address = o.next_address;
+  int last = 0;
+  while (steady::now() < deadline) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return fail(collective_errc::setup, "socket: " + errno_text(errno));
+    tune(fd, o.heartbeat_timeout);
+    set_io_timeout(fd, std::chrono::milliseconds(std::max(1, remaining_ms(deadline, o.timeout))));
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0) {
+      hello h{hello_magic, o.rank, o.epoch};
+      if (write_all(fd, &h, sizeof h)) return fd;
+      last = errno;
+    } else {
+      last = errno;
+    }
+    ::close(fd);
+    if (last != ECONNREFUSED && last != EINTR && last != EAGAIN && last != ETIMEDOUT) break;
+    if (cancelled(o)) return cancel_error(o, address + " answered");
+    ::usleep(2000);
+  }
+  return fail(last == ECONNREFUSED || last == 0 ? collective_errc::timeout : collective_errc::setup,
+              "dialling the next rank at " + address + ": " + (last ? errno_text(last) : "timed out"));
+}
+
+expected<int> accept_prev(tcp_listener& l, const tcp_link_options& o, steady::time_point deadline) {
+  int prev = (o.rank + o.size - 1) % o.size;
+  while (true) {
+    int left = remaining_ms(deadline, o.timeout);
+    if (left <= 0)
+      return fail(collective_errc::timeout, "rank " + std::to_string(prev) + " did not connect to rank " +
+                                                std::to_string(o.rank) + " within the rendezvous timeout");
+    if (cancelled(o)) return cancel_error(o, "rank " + std::to_string(prev) + " connected");
+    pollfd p{l.fd(), POLLIN, 0};
+    if (::poll(&p, 1, std::min(left, 20)) <= 0) continue;
+    int fd = ::accept4(l.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    tune(fd, o.heartbeat_timeout);
+    set_io_timeout(fd, std::chrono::milliseconds(std::max(1, remaining_ms(deadline, o.timeout))));
+    hello h;
+    if (read_all(fd, &h, sizeof h) && h.magic == hello_magic && h.rank == prev && h.epoch == o.epoch)
+      return fd;
+    ::close(fd);  // another epoch's, or not a ring peer at all
+  }
+}
+
+}  // namespace tcp_detail
+
+using namespace tcp_detail;
+
+expected<std::unique_ptr<tcp_listener>> tcp_listener::open(const std::string& host, std::uint16_t port) {
+  auto a = resolve(host, port);
+  if (!a) return a.err();
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return fail(collective_errc::setup, "socket: " + errno_text(errno));
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&*a), sizeof *a) != 0 || ::listen(fd, 16) != 0) {
+    int e = errno;
+    ::close(fd);
+    return fail(collective_errc::setup,
+                "listening on " + host + ":" + std::to_string(port) + ": " + errno_text(e));
+  }
+  sockaddr_in bound{};
+  socklen_t len = sizeof bound;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  return std::unique_ptr<tcp_listener>(new tcp_listener(fd, ntohs(bound.sin_port)));
+}
+
+tcp_listener::~tcp_listener() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+}  // namespace troupe::collective
