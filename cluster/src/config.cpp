@@ -4,6 +4,7 @@
 #include "troupe/cluster/addresses.hpp"
 #include "troupe/cluster/errc.hpp"
 #include "troupe/cluster/local/launcher.hpp"
+#include "troupe/cluster/process.hpp"
 #include "troupe/cluster/slurm/launcher.hpp"
 
 namespace troupe::cluster {
@@ -25,6 +26,7 @@ cluster_config cluster_config::read(config_section s, cluster_config defaults) {
   c.time_limit = s.get_string("time_limit", c.time_limit);
   c.sbatch_args = s.get_strings("sbatch_args", c.sbatch_args);
   c.slurm_bin_dir = s.get_string("slurm_bin_dir", c.slurm_bin_dir);
+  c.controller_timeout_s = s.get_double("controller_timeout_s", c.controller_timeout_s, 1, 86400);
   return c;
 }
 
@@ -75,6 +77,21 @@ expected<std::unique_ptr<launcher>> make_launcher(const cluster_config& cfg, exi
   auto l = local::launcher::create({std::move(on_exit), *cap});
   if (!l) return l.err();
   return std::unique_ptr<launcher>(std::move(*l));
+}
+
+expected<long> submit_slurm_node(const cluster_config& cfg, const launch_site& site, const node_spec& spec) {
+  auto exe = self_exe();
+  if (!exe) return exe.err();
+  return slurm::submit(spec, spec.program.empty() ? *exe : spec.program, slurm_options(cfg, site));
+}
+
+expected<void> signal_slurm_node(const cluster_config& cfg, long slurm_job, int sig) {
+  return slurm::signal_job(slurm_job, sig, slurm_options(cfg, {}));
+}
+
+expected<long> preempt_slurm_node(const cluster_config& cfg, const launch_site& site, long slurm_job,
+                                  double seconds) {
+  return slurm::preempt_job(slurm_job, cfg.control_partition, seconds, slurm_options(cfg, site));
 }
 
 expected<control_plan> plan_control(const cluster_config& cfg) {
