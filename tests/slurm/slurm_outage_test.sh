@@ -12,7 +12,7 @@ source "$(dirname "$0")/lib.sh"
 
 # 1. A 10 s outage mid-training: the job trains on and finishes.
 job_file short 4 1500000 $'worker_cpus = 2\ncontroller_timeout_s = 120'
-sed -i 's/^epochs = 2$/epochs = 12/' "$work/short.toml"  # about 40 s: it outlasts the outage
+sed -i 's/^epochs = 2$/epochs = 9/' "$work/short.toml"  # about 30 s: it outlasts the outage
 "$B" run "$work/short.toml" --job-id short > "$work/short.out" 2> "$work/short.err" &
 runner=$!
 wait_for 60 trained short 2 || fail "short: the workers did not train"

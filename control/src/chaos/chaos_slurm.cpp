@@ -6,7 +6,7 @@
 #include <signal.h>
 
 #include "chaos_observe.hpp"
-#include "troupe/actors/job_spec.hpp"
+#include "troupe/actors/job_file.hpp"
 #include "troupe/cluster/config.hpp"
 
 namespace troupe::control {
@@ -14,13 +14,7 @@ namespace troupe::control {
 namespace {
 // The job's [cluster], from the job.toml its runner wrote (troupe chaos runs apart from it).
 expected<cluster::cluster_config> job_cluster(const std::string& job_dir) {
-  auto dir = cluster::job_dir::open(job_dir);
-  if (!dir) return dir.err();
-  auto text = dir->read_job_toml();
-  if (!text) return text.err();
-  auto doc = config_doc::from_string(*text, dir->job_toml_path());
-  if (!doc) return doc.err();
-  auto spec = actors::job_spec::read(*doc);
+  auto spec = actors::load_job_spec(job_dir);
   if (!spec) return spec.err();
   return spec->cluster;
 }

@@ -116,8 +116,8 @@ void runner::shutdown_nodes() {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
       (void)launcher_->wait(*slot.handle, std::max(left, std::chrono::milliseconds(1)));
     }
-  launcher_->kill_all();
-  cancel_left_jobs();
+  if (reachable) launcher_->kill_all();
+  cancel_left_jobs();  // the controller away: waits for it (kill_all included)
   // Every exit report has come (kill_all waits for them): record how each node ended.
   shutting_down_ = true;
   handle_exits();
