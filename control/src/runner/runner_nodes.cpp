@@ -104,6 +104,12 @@ void runner::scale_to(std::uint32_t workers) {
     auto& slot = nodes_[name] = new_slot({name, first_incarnation(name)}, cluster::node_role::worker, i);
     slot.place = place;
     if (auto r = launch(slot); !r) {
+      if (launcher_->outage()) {  // submitted again when the controller answers (check_outage)
+        spdlog::warn("cannot launch {} while the cluster manager does not answer: {}", name,
+                     r.err().to_string());
+        nodes_.erase(name);
+        break;
+      }
       fatal_ = "cannot launch " + name + ": " + r.err().to_string();
       return;
     }

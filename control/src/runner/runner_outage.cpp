@@ -19,8 +19,11 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 std::string runner::check_outage() {
   auto o = launcher_->outage();
   if (!o) {
-    if (!outage_note_.empty()) spdlog::info("the cluster manager answers again");
-    outage_note_.clear();
+    if (!outage_note_.empty()) {
+      spdlog::info("the cluster manager answers again");
+      outage_note_.clear();
+      scale_to(target_workers_);  // workers it could not take meanwhile (troupe scale)
+    }
     return {};
   }
   double down = seconds_since(o->since), limit = spec_.cluster.controller_timeout_s;
