@@ -17,6 +17,7 @@
 #include "caf_types.hpp"
 #include "node_runtime.hpp"
 #include "roles/roles.hpp"
+#include "troupe/actors/job_file.hpp"
 #include "troupe/cluster/addresses.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/collective/cleanup.hpp"
@@ -134,16 +135,6 @@ std::vector<supervision::child_spec> children_of(node_runtime* rt, const node_op
   return kids;
 }
 
-expected<job_spec> load_spec(const std::string& job_dir) {
-  auto dir = cluster::job_dir::open(job_dir);
-  if (!dir) return dir.err();
-  auto text = dir->read_job_toml();
-  if (!text) return text.err();
-  auto doc = config_doc::from_string(*text, dir->job_toml_path());
-  if (!doc) return doc.err();
-  return job_spec::read(*doc);
-}
-
 }  // namespace
 
 namespace {
@@ -197,7 +188,7 @@ int run_node(const node_options& o) {
     spdlog::error("{}", role.err().to_string());
     return 2;
   }
-  auto spec = load_spec(o.job_dir);
+  auto spec = load_job_spec(o.job_dir);
   if (!spec) {
     spdlog::error("{}", spec.err().to_string());
     return 2;

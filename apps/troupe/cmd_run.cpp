@@ -11,6 +11,7 @@ struct flags {
   control::run_options o;
   std::uint32_t workers = 0;
   bool quiet = false;
+  bool submit = false;
 };
 
 const command_registrar reg{
@@ -29,6 +30,10 @@ const command_registrar reg{
           ->check(CLI::Range(1, 1024));
       sub.add_option("--job-id", f->o.job_id, "name of the job directory (default: <name>-<time>-<random>)");
       sub.add_flag("--quiet", f->quiet, "no progress line");
+      sub.add_flag(
+          "--submit", f->submit,
+          "submit the runner itself as a Slurm job ([cluster] launcher = \"slurm\"): prints its Slurm "
+          "job id and the job directory, then returns");
       return [f]() -> int {
         if (f->o.file.empty() && f->o.resume.empty())
           return usage_error("run: give a job file or --resume JOB_DIR");
@@ -36,7 +41,7 @@ const command_registrar reg{
           return usage_error("run --resume: the job keeps its job.toml and id (no --set, no --job-id)");
         if (f->workers > 0) f->o.workers = f->workers;
         f->o.progress = !f->quiet;
-        return control::run_job(f->o);
+        return f->submit ? control::submit_job(f->o) : control::run_job(f->o);
       };
     }};
 

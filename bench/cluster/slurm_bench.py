@@ -7,7 +7,9 @@
 # 2. a preemption: a high-priority job takes h3 whole; the victim's SIGTERM (its "stopping" log line)
 #    -> the master's new view without it (ring rebuilt) -> its tasks back in TODO; target < 100 ms;
 #    and the survivors' longest step gap around it against their median step.
-# Usage: slurm_bench.py TROUPE_BIN [--keep DIR]
+# 3. --torchrun: then the same preemption against torchrun on the same cluster (torchrun_slurm.py;
+#    python3-torch from scripts/install-deps.sh --bench): time until training resumes.
+# Usage: slurm_bench.py TROUPE_BIN [--keep DIR] [--torchrun]
 import glob
 import json
 import os
@@ -16,6 +18,9 @@ import subprocess
 import sys
 import time
 from datetime import datetime
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torchrun_slurm  # noqa: E402
 
 JOB = """[job]
 root = "{w}/jobs"
@@ -137,6 +142,10 @@ def main():
         back = wait(lambda: glob.glob(f"{w}/steps/worker-1#1.steps") and steps(f"{w}/steps/worker-1#1.steps"), 120)
         print(json.dumps({"bench": "slurm_grow_back", "victim_next_incarnation_trained": bool(back),
                           "high_job": high}))
+        if "--torchrun" in sys.argv:
+            runner.terminate()
+            runner.wait(timeout=60)
+            print(json.dumps(torchrun_slurm.torchrun_preemption(w)))
     finally:
         runner.terminate()
         runner.wait(timeout=60)

@@ -75,6 +75,7 @@ nodes_file make_nodes_file(const std::string& job_id, std::uint64_t epoch, const
       if (auto st = read_process_stat(r.pid)) r.start_time = st->start_time;
     r.state = n.handle ? (n.leaving ? "leaving" : "running") : "exited";
     if (!n.handle) r.exit = n.ended;
+    if (n.handle) r.slurm_job = n.slurm_job;
     f.nodes.push_back(std::move(r));
   }
   return f;

@@ -7,6 +7,7 @@
 #include "troupe/cluster/addresses.hpp"
 #include "troupe/cluster/errc.hpp"
 #include "troupe/cluster/local/launcher.hpp"
+#include "troupe/cluster/process.hpp"
 #include "troupe/cluster/slurm/launcher.hpp"
 
 namespace troupe::cluster {
@@ -38,6 +39,7 @@ cluster_config cluster_config::read(config_section s, cluster_config defaults) {
         "host_command", core_errc::invalid_argument,
         "'" + c.host_command + "' must contain {host} when cluster.hosts lists hosts (e.g. \"ssh {host}\")");
   c.advertise = s.get_string("advertise", c.advertise);
+  c.controller_timeout_s = s.get_double("controller_timeout_s", c.controller_timeout_s, 1, 86400);
   return c;
 }
 
@@ -130,6 +132,21 @@ expected<std::unique_ptr<launcher>> make_launcher(const cluster_config& cfg, exi
 expected<int> cancel_leftovers(const cluster_config& cfg, const launch_site& site) {
   if (cfg.launcher != "slurm" || site.jobs_file.empty()) return 0;
   return slurm::launcher::cancel_recorded(site.jobs_file, slurm_options(cfg, site));
+}
+
+expected<long> submit_slurm_node(const cluster_config& cfg, const launch_site& site, const node_spec& spec) {
+  auto exe = self_exe();
+  if (!exe) return exe.err();
+  return slurm::submit(spec, spec.program.empty() ? *exe : spec.program, slurm_options(cfg, site));
+}
+
+expected<void> signal_slurm_node(const cluster_config& cfg, long slurm_job, int sig) {
+  return slurm::signal_job(slurm_job, sig, slurm_options(cfg, {}));
+}
+
+expected<long> preempt_slurm_node(const cluster_config& cfg, const launch_site& site, long slurm_job,
+                                  double seconds) {
+  return slurm::preempt_job(slurm_job, cfg.control_partition, seconds, slurm_options(cfg, site));
 }
 
 expected<control_plan> plan_control(const cluster_config& cfg) {

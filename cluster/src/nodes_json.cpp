@@ -60,6 +60,7 @@ expected<node_record> parse_record(const json& j, std::string_view source, std::
   if (!state) return state.err();
   r.state = *state;
   if (auto e = j.find("exit"); e != j.end() && e->is_string()) r.exit = e->get<std::string>();  // optional
+  if (auto e = j.find("slurm_job"); e != j.end() && e->is_number_integer()) r.slurm_job = e->get<long>();
   return r;
 }
 }  // namespace
@@ -72,6 +73,7 @@ std::string to_json(const nodes_file& f) {
         {"pid", r.pid},      {"start_time", r.start_time},      {"address", r.address},
         {"state", r.state}};
     if (!r.exit.empty()) n["exit"] = r.exit;
+    if (r.slurm_job > 0) n["slurm_job"] = r.slurm_job;
     nodes.push_back(std::move(n));
   }
   json j = {{"format", format_version},

@@ -28,6 +28,10 @@ TEST(chaos_schedule, parses_each_fault_kind) {
   auto y = parse_fault("3 delay master us=2000");
   ASSERT_TRUE(y);
   EXPECT_EQ(y->delay_us, 2000u);
+  auto p = parse_fault("8 preempt worker-2 hold=4");  // Slurm jobs: a high-priority job takes the host
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->kind, fault_kind::preempt);
+  EXPECT_DOUBLE_EQ(p->hold_s, 4.0);
 }
 
 TEST(chaos_schedule, bad_faults_name_the_problem) {

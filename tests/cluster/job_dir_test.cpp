@@ -40,6 +40,8 @@ nodes_file sample() {
   f.nodes.push_back(record("worker-3", 2, node_role::worker, 103, 777, "", "launching"));
   f.nodes.push_back(record("worker-1", 0, node_role::worker, 0, 0, "", "exited"));
   f.nodes.back().exit = "killed by SIGKILL";
+  f.nodes.push_back(record("worker-4", 1, node_role::worker, 0, 0, "", "alive"));
+  f.nodes.back().slurm_job = 4242;  // a node the Slurm launcher runs: its job, no local pid
   return f;
 }
 

@@ -7,64 +7,9 @@
 # partition, no Slurm commands, slurmctld down) is a clear error with the documented exit code and
 # leaves no Slurm job behind. Usage: slurm_job_test.sh TROUPE_BINARY. Exit 77 (ctest: skipped) without root.
 set -uo pipefail
-here=$(cd "$(dirname "$0")/../.." && pwd)
-S="$here/scripts/slurm-cluster.sh"
+NAME=slurm-job
 B=$(realpath "$1")
-if [[ $(id -u) -ne 0 ]]; then echo "SKIP: the Slurm test cluster needs root (namespaces, daemons)"; exit 77; fi
-# The hosts see /var/tmp (not this machine's /tmp): jobs and datasets live there.
-work=/var/tmp/troupe-slurm-job-$$
-cache=/var/tmp/troupe-slurm-datasets
-mkdir -p "$work" "$cache"
-fail() {
-  echo "FAIL: $*"
-  for f in "$work"/*.err "$work"/jobs/*/logs/master.log; do [[ -f $f ]] && { echo "== $f"; tail -40 "$f"; }; done
-  squeue -a 2> /dev/null
-  exit 1
-}
-cancel_ours() { squeue -h -o '%i %j' | awk '$2 ~ /^troupe-/ {print $1}' | xargs -r scancel; }
-trap 'cancel_ours > /dev/null 2>&1; rm -rf "$work"' EXIT
-bash "$S" up > "$work/up.log" 2>&1 || { cat "$work/up.log"; fail "slurm-cluster.sh up"; }
-
-job_file() {  # job_file NAME WORKERS ROWS [CLUSTER_EXTRA]: a DeepFM async-PS job on Slurm
-  cat > "$work/$1.toml" << TOML
-[job]
-root = "$work/jobs"
-dataset_cache = "$cache"
-strategy = "async_ps"
-name = "$1"
-workers = $2
-min_workers = 1
-max_workers = 8
-records_per_task = 1024
-[ps]
-shards = 2
-checkpoint_every_ms = 500
-[model]
-type = "deepfm"
-embedding_dim = 8
-hidden = [32]
-[train]
-epochs = 2
-batch_size = 128
-optimizer = "adam"
-learning_rate = 0.01
-[data]
-source = "synthetic-ctr"
-rows = $3
-test_rows = 10000
-fields = 6
-vocab_per_field = 50
-[cluster]
-launcher = "slurm"
-control_partition = "high"
-worker_partition = "low"
-control_host = "h1"
-${4:-}
-TOML
-}
-result() { tail -1 "$work/$1.out"; }
-field() { sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p" <<< "$(result "$1")"; }
-no_jobs_left() { [[ -z $(squeue -h -o %j | grep "^troupe-$1") ]]; }
+source "$(dirname "$0")/lib.sh"
 
 # 1. A job on the cluster's hosts finishes: every task done, none failed, nothing left in Slurm's
 #    queue, its test AUC within 0.01 of the same job on the local launcher.
@@ -166,9 +111,7 @@ rc=$?
 grep -qiE "(sinfo|sbatch|scontrol): No such file" "$work/nobin.err" || fail "missing Slurm command not named: $(cat "$work/nobin.err")"
 no_jobs_left bad && no_jobs_left nobin || fail "bad input left Slurm jobs"
 # slurmctld down at start: exit 1 naming the controller; the cluster is started again after.
-ctl_pid=$(cat "${TROUPE_SLURM_STATE:-/var/lib/troupe-slurm}/run/slurmctld.pid")
-kill "$ctl_pid"
-for _ in $(seq 1 100); do kill -0 "$ctl_pid" 2> /dev/null || break; sleep 0.1; done
+stop_controller
 "$B" run "$work/plain.toml" --job-id down > /dev/null 2> "$work/down.err"
 rc=$?
 bash "$S" up > "$work/up2.log" 2>&1 || fail "slurm-cluster.sh up after the controller test"

@@ -47,6 +47,17 @@ expected<std::string> node_addr(const std::string& name, const options& so);
 // The first node of `partition` (`sinfo -N`), where the master goes when none is named.
 expected<std::string> first_node(const std::string& partition, const options& so);
 
+// `sbatch` of one node (sbatch_argv); returns the Slurm job id. Errors: launch_failed carrying
+// sbatch's own message.
+expected<long> submit(const node_spec& spec, const std::string& program, const options& so);
+
+// troupe chaos on nodes that are Slurm jobs (faults.cpp): `scancel --full --signal=SIG JOB`
+// (errors: no_such_node with scancel's message); and a job of `partition` taking the host of the
+// running job JOB whole (--exclusive) for `seconds`, which preempts what runs there in a
+// preemptible partition; returns its id (recorded in so.jobs_file).
+expected<void> signal_job(long job, int sig, const options& so);
+expected<long> preempt_job(long job, const std::string& partition, double seconds, const options& so);
+
 // True for the states after which a job never runs again (with --no-requeue).
 bool terminal_state(const std::string& state);
 

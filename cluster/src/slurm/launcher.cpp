@@ -31,6 +31,7 @@ struct launcher::impl {
   std::map<std::uint64_t, node> nodes;  // by serial
   std::uint64_t next_serial = 1;
   std::string last_error;
+  std::optional<std::chrono::steady_clock::time_point> down_since;  // squeue failing since
   bool stopping = false;
   std::thread watcher;
 
@@ -41,9 +42,11 @@ struct launcher::impl {
     if (so.jobs_file.empty()) return;
     std::ofstream(so.jobs_file, std::ios::app) << job << "\n";
   }
+  // A Slurm command failed: the controller does not answer (or the commands are broken).
   void note_error(std::string e) {
     std::lock_guard lock(mu);
     last_error = std::move(e);
+    if (!down_since) down_since = std::chrono::steady_clock::now();
   }
   std::vector<long> active_jobs() const {
     std::lock_guard lock(mu);
@@ -111,6 +114,7 @@ void launcher::impl::poll_once() {
     if (over) fin = final_status(id);
     std::lock_guard lock(mu);
     last_error.clear();
+    down_since.reset();
     for (auto& [s, n] : nodes) {
       if (n.h.pid != id || n.final) continue;
       if (fin) {
@@ -167,12 +171,9 @@ expected<node_handle> launcher::launch(const node_spec& spec) {
   if (spec.argv.empty())
     return make_unexpected(cluster_errc::invalid_spec, "node " + spec.id.to_string() + ": empty argv");
   const std::string& program = spec.program.empty() ? impl_->program : spec.program;
-  auto r = impl_->tool(sbatch_argv(spec, program, impl_->so));
-  if (!r) return r.err();
-  long job = std::atol(r->out.c_str());  // --parsable: "<id>" or "<id>;<cluster>"
-  if (r->code != 0 || job <= 0)
-    return make_unexpected(cluster_errc::launch_failed, "sbatch for node " + spec.id.to_string() + ": " +
-                                                            (r->err.empty() ? r->out : r->err));
+  auto submitted = submit(spec, program, impl_->so);
+  if (!submitted) return submitted.err();
+  long job = *submitted;
   impl_->record(job);
   std::lock_guard lock(impl_->mu);
   node_handle h{impl_->next_serial++, spec.id, static_cast<int>(job), spec.host};
@@ -224,15 +225,22 @@ expected<exit_status> launcher::wait(const node_handle& h, std::chrono::millisec
   return *it->second.final;
 }
 
+// scancel is retried while it cannot reach the controller (bounded by command_timeout); a job
+// already over makes scancel fail too, and is not retried for.
 void launcher::kill_all() noexcept {
   try {
     auto ids = impl_->active_jobs();
     if (ids.empty()) return;
     std::vector<std::string> argv = {"scancel"};
     for (long id : ids) argv.push_back(std::to_string(id));
-    (void)impl_->tool(argv);
     auto deadline = std::chrono::steady_clock::now() + impl_->so.command_timeout;
+    bool cancelled = false;
     while (!impl_->active_jobs().empty() && std::chrono::steady_clock::now() < deadline) {
+      if (!cancelled) {
+        auto r = impl_->tool(argv);
+        cancelled = r && (r->code == 0 || r->err.find("contact") == std::string::npos);
+        if (!cancelled) impl_->note_error("scancel: " + (r ? r->err : r.err().to_string()));
+      }
       impl_->poll_once();
       std::this_thread::sleep_for(impl_->so.poll_interval);
     }
@@ -269,6 +277,12 @@ std::string launcher::state(const node_handle& h) const {
 std::string launcher::last_error() const {
   std::lock_guard lock(impl_->mu);
   return impl_->last_error;
+}
+
+std::optional<launcher::outage_info> launcher::outage() const {
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->down_since) return std::nullopt;
+  return outage_info{impl_->last_error, *impl_->down_since};
 }
 
 expected<int> launcher::cancel_recorded(const std::string& jobs_file, const options& so) {

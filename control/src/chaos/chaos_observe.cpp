@@ -38,11 +38,12 @@ member_seen find_member(const nlohmann::json& st, const std::string& name, std::
   return m;
 }
 
-// The runner relaunched the node: nodes.json has another pid under its name.
-bool replaced_on_disk(const cluster::nodes_file* nodes, const std::string& name, pid_t pid) {
+// The runner relaunched the node: nodes.json has another pid (Slurm job) under its name.
+bool replaced_on_disk(const cluster::nodes_file* nodes, const std::string& name, const fault_record& rec) {
   if (!nodes) return false;
   for (const auto& n : nodes->nodes)
-    if (n.id.name == name && (n.pid != pid || n.state == "exited")) return true;
+    if (n.id.name == name && (n.pid != rec.pid || n.slurm_job != rec.slurm_job || n.state == "exited"))
+      return true;
   return false;
 }
 
@@ -69,7 +70,7 @@ void observer::update(fault_record& rec, baseline& b, const nlohmann::json& st,
   std::string name = name_of(rec.node);
   auto m = find_member(st, name, b.incarnation);
   bool status_ok = st.contains("members");
-  if (rec.detected_s < 0 && ((status_ok && !m.old_alive) || replaced_on_disk(nodes, name, rec.pid))) {
+  if (rec.detected_s < 0 && ((status_ok && !m.old_alive) || replaced_on_disk(nodes, name, rec))) {
     rec.detected_s = t;
     b.samples_at_detect = u64(st, "samples_total");
   }

@@ -14,6 +14,11 @@
 
 namespace troupe::control {
 
+// Faults on a node that is a Slurm job (chaos_slurm.cpp): kill, stop (SIGSTOP) or preempt of
+// node `n`; returns a note ("" when done). And a signal to its job (SIGCONT after a stop).
+std::string slurm_fault(const fault_spec& f, const cluster::node_record& n, const std::string& job_dir);
+expected<void> signal_slurm_node(const std::string& job_dir, long slurm_job, int sig);
+
 class observer {
  public:
   explicit observer(std::string job_dir) : job_dir_(std::move(job_dir)) {}

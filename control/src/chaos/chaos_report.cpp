@@ -33,6 +33,7 @@ std::string chaos_report::to_json() const {
                    {"target", f.spec.target},
                    {"node", f.node},
                    {"pid", f.pid},
+                   {"slurm_job", f.slurm_job},
                    {"hold_s", f.spec.hold_s},
                    {"detected_s", opt_seconds(f.detected_s)},
                    {"recovered_s", opt_seconds(f.recovered_s)},

@@ -1,7 +1,8 @@
 // The chaos loop: inject each fault when it is due, resume stopped nodes (those the runner has
 // not fenced meanwhile), and poll the runner's status to see each fault detected and recovered
-// from. Faults go to node pids from nodes.json: the nodes are the runner's children, started by
-// its launcher, not this process's.
+// from. Faults go to node pids from nodes.json (the nodes are the runner's children, started by
+// its launcher, not this process's), or, for nodes that are Slurm jobs, through slurmctld
+// (chaos_slurm.cpp).
 #include <signal.h>
 
 #include <algorithm>
@@ -27,6 +28,7 @@ using steady = std::chrono::steady_clock;
 
 struct held_node {
   pid_t pid;
+  long slurm_job;            // the node's Slurm job (pid 0), resumed through slurmctld
   std::uint64_t start_time;  // of the process (nodes.json): a reused pid is never resumed
   steady::time_point resume_at;
   std::size_t fault;  // its record in the report
@@ -47,8 +49,11 @@ std::optional<cluster::node_record> pick_target(const std::string& job_dir, cons
   if (!nodes) return std::nullopt;
   std::vector<cluster::node_record> c;
   for (const auto& n : nodes->nodes) {
-    bool is_held = std::any_of(held.begin(), held.end(), [&](const held_node& h) { return h.pid == n.pid; });
-    if (n.pid > 0 && n.state != "exited" && !is_held && role_matches(n, target)) c.push_back(n);
+    bool is_held = std::any_of(held.begin(), held.end(), [&](const held_node& h) {
+      return h.pid == n.pid && h.slurm_job == n.slurm_job;
+    });
+    bool signalable = n.pid > 0 || n.slurm_job > 0;
+    if (signalable && n.state != "exited" && !is_held && role_matches(n, target)) c.push_back(n);
   }
   if (c.empty()) return std::nullopt;
   return c[std::uniform_int_distribution<std::size_t>(0, c.size() - 1)(rng)];
@@ -66,6 +71,12 @@ bool default_running(const std::string& job_dir) {
 void inject(fault_record& rec, std::size_t index, const cluster::node_record& n, const std::string& job_dir,
             std::vector<held_node>& held) {
   const auto& f = rec.spec;
+  auto resume_at = steady::now() + std::chrono::milliseconds(static_cast<int>(f.hold_s * 1000));
+  if (n.pid == 0 && f.kind != fault_kind::drop && f.kind != fault_kind::delay) {
+    rec.note = slurm_fault(f, n, job_dir);
+    if (f.kind == fault_kind::stop && rec.note.empty()) held.push_back({0, n.slurm_job, 0, resume_at, index});
+    return;
+  }
   switch (f.kind) {
     case fault_kind::kill:
       if (::kill(n.pid, SIGKILL) != 0) rec.note = "kill failed";
@@ -74,8 +85,10 @@ void inject(fault_record& rec, std::size_t index, const cluster::node_record& n,
       if (::kill(n.pid, SIGSTOP) != 0)
         rec.note = "stop failed";
       else
-        held.push_back({n.pid, n.start_time,
-                        steady::now() + std::chrono::milliseconds(static_cast<int>(f.hold_s * 1000)), index});
+        held.push_back({n.pid, 0, n.start_time, resume_at, index});
+      break;
+    case fault_kind::preempt:
+      rec.note = "preempt: only nodes the Slurm launcher started";
       break;
     case fault_kind::drop:
     case fault_kind::delay: {
@@ -89,10 +102,16 @@ void inject(fault_record& rec, std::size_t index, const cluster::node_record& n,
 
 // SIGCONT to the held processes that are due, and records when. A process already gone (the
 // runner fenced it once the master declared it dead) is not resumed.
-void resume_due(std::vector<held_node>& held, bool all, std::vector<fault_record>& recs, double now_s) {
+void resume_due(std::vector<held_node>& held, bool all, std::vector<fault_record>& recs, double now_s,
+                const std::string& job_dir) {
   auto now = steady::now();
   std::erase_if(held, [&](const held_node& h) {
     if (!all && h.resume_at > now) return false;
+    if (h.slurm_job > 0) {  // a job already over (fenced) fails to be signalled: not resumed
+      if (signal_slurm_node(job_dir, h.slurm_job, SIGCONT) && h.fault < recs.size())
+        recs[h.fault].resumed_s = now_s - recs[h.fault].t_s;
+      return true;
+    }
     auto start = h.start_time ? std::optional<std::uint64_t>(h.start_time) : std::nullopt;
     if (cluster::process_alive(h.pid, start) && ::kill(h.pid, SIGCONT) == 0 && h.fault < recs.size())
       recs[h.fault].resumed_s = now_s - recs[h.fault].t_s;
@@ -130,22 +149,24 @@ expected<chaos_report> run_chaos(const chaos_options& opt) {
       } else {
         rec.node = n->id.to_string();
         rec.pid = n->pid;
+        rec.slurm_job = n->slurm_job;
         obs.before_fault(rep.faults.size(), rec, *n);
         inject(rec, rep.faults.size(), *n, opt.job_dir, held);
         if (opt.verbose)
-          spdlog::warn("chaos: {:.2f}s {} {} (pid {})", now, to_string(rec.spec.kind), rec.node, rec.pid);
+          spdlog::warn("chaos: {:.2f}s {} {} ({} {})", now, to_string(rec.spec.kind), rec.node,
+                       rec.pid ? "pid" : "Slurm job", rec.pid ? rec.pid : rec.slurm_job);
       }
       last_fault_t = now;
       rep.faults.push_back(rec);
     }
-    resume_due(held, false, rep.faults, since());
+    resume_due(held, false, rep.faults, since(), opt.job_dir);
     obs.poll(rep.faults, start);
     bool schedule_done = next == faults.size();
     if (schedule_done && held.empty() && (obs.all_resolved(rep.faults) || now - last_fault_t > opt.settle_s))
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  resume_due(held, true, rep.faults, since());
+  resume_due(held, true, rep.faults, since(), opt.job_dir);
   for (std::size_t i = next; i < faults.size(); ++i) {
     fault_record rec;
     rec.spec = faults[i];

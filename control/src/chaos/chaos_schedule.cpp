@@ -19,6 +19,8 @@ const char* to_string(fault_kind k) {
       return "drop";
     case fault_kind::delay:
       return "delay";
+    case fault_kind::preempt:
+      return "preempt";
   }
   return "?";
 }
@@ -33,10 +35,11 @@ std::optional<double> number(const std::string& s) {
 }
 
 expected<fault_kind> parse_kind(const std::string& s) {
-  for (auto k : {fault_kind::kill, fault_kind::stop, fault_kind::drop, fault_kind::delay})
+  for (auto k :
+       {fault_kind::kill, fault_kind::stop, fault_kind::drop, fault_kind::delay, fault_kind::preempt})
     if (s == to_string(k)) return k;
   return make_unexpected(core_errc::invalid_argument,
-                         "unknown fault kind '" + s + "' (kill, stop, drop, delay)");
+                         "unknown fault kind '" + s + "' (kill, stop, drop, delay, preempt)");
 }
 
 expected<void> parse_option(fault_spec& f, const std::string& opt) {

@@ -93,6 +93,7 @@ int runner::loop() {
       return spdlog::warn("{}", end_reason_), 128 + interrupted;
     }
     if (fatal_ = disk_fault_expired(); !fatal_.empty()) return spdlog::error("{}", fatal_), 1;
+    if (fatal_ = check_outage(); !fatal_.empty()) return spdlog::error("{}", fatal_), 1;
     poll_status();
     watch_master();
     fence_dead_nodes();
@@ -102,17 +103,21 @@ int runner::loop() {
 }
 
 void runner::shutdown_nodes() {
+  // With the cluster manager away, signals cannot reach the nodes: kill_all and
+  // cancel_left_jobs wait for it instead.
+  bool reachable = !launcher_->outage();
   for (auto& [name, slot] : nodes_) {
     slot.wanted = false;
-    if (slot.handle) (void)launcher_->signal(*slot.handle, SIGTERM);
+    if (slot.handle && reachable) (void)launcher_->signal(*slot.handle, SIGTERM);
   }
   auto deadline = steady::now() + std::chrono::seconds(5);
   for (auto& [name, slot] : nodes_)
-    if (slot.handle) {
+    if (slot.handle && reachable) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
       (void)launcher_->wait(*slot.handle, std::max(left, std::chrono::milliseconds(1)));
     }
-  launcher_->kill_all();
+  if (reachable) launcher_->kill_all();
+  cancel_left_jobs();  // the controller away: waits for it (kill_all included)
   // Every exit report has come (kill_all waits for them): record how each node ended.
   shutting_down_ = true;
   handle_exits();

@@ -69,6 +69,8 @@ struct status_snapshot : job_status {
 // does not have (an unknown partition), 1 when the backend itself fails (sbatch missing, the
 // controller down).
 int launcher_exit_code(const error& e);
+// <name>-<YYYYmmdd-HHMMSS>-<4 hex>: the id of a job run without --job-id.
+std::string default_job_id(const std::string& name);
 
 class runner {
  public:
@@ -113,6 +115,10 @@ class runner {
   // results (runner_result.cpp)
   // Non-empty (the reason) once a disk fault the master reports has lasted job.disk_full_timeout_ms.
   std::string disk_fault_expired();
+  // outage (runner_outage.cpp): non-empty (the reason) once the cluster manager has not answered
+  // for [cluster] controller_timeout_s; and, at the end, the wait to cancel what it could not.
+  std::string check_outage();
+  void cancel_left_jobs();
 
   run_options opt_;
   job_spec spec_;
@@ -155,6 +161,7 @@ class runner {
   observe::job_timeline timeline_;
   std::string metrics_addr_;          // the master's /metrics, pinned in job.toml (empty: off)
   steady::time_point fault_since_{};  // when the disk fault the master reports began
+  std::string outage_note_;           // on the progress line while the cluster manager is away
 };
 
 // [cluster] metrics_port 0 becomes a free port, written into `doc` (so job.toml pins it for every

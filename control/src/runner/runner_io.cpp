@@ -113,6 +113,7 @@ void runner::print_progress(bool final_line) {
   if (s.samples_total > 0) std::snprintf(loss, sizeof loss, "%.4f", s.loss);
   std::string paused;
   if (!s.fault.empty()) paused.append("  PAUSED: ").append(s.fault);
+  paused.append(outage_note_);
   std::fprintf(stderr,
                "%s[%6.1fs] data epoch %u/%u  tasks %llu/%llu  %8.0f samples/s  loss %s  workers %u/%u%s%s  "
                "restarts %llu%s%s",

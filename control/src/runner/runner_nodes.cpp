@@ -106,6 +106,12 @@ void runner::scale_to(std::uint32_t workers) {
     auto& slot = nodes_[name] = new_slot({name, first_incarnation(name)}, cluster::node_role::worker, i);
     slot.place = place;
     if (auto r = launch(slot); !r) {
+      if (launcher_->outage()) {  // submitted again when the controller answers (check_outage)
+        spdlog::warn("cannot launch {} while the cluster manager does not answer: {}", name,
+                     r.err().to_string());
+        nodes_.erase(name);
+        break;
+      }
       fatal_ = "cannot launch " + name + ": " + r.err().to_string();
       return;
     }
@@ -211,14 +217,18 @@ void runner::write_nodes_file() {
   }
   std::vector<cluster::node_entry> entries;
   // A batch cluster's handle holds its job id, not a pid of this machine: nodes.json lists pid 0
-  // then, so that nothing that signals pids (troupe chaos) can hit an unrelated process.
+  // and the job id as slurm_job then, so that nothing that signals pids can hit an unrelated
+  // process (troupe chaos signals the Slurm job instead).
   bool local_pids = spec_.cluster.launcher == "local";
   for (const auto& [name, s] : nodes_) {
     cluster::node_entry e;
     e.id = s.id;
     e.role = s.role;
     e.handle = s.handle;
-    if (e.handle && !local_pids) e.handle->pid = 0;
+    if (e.handle && !local_pids) {
+      e.slurm_job = e.handle->pid;
+      e.handle->pid = 0;
+    }
     e.leaving = !s.wanted;
     e.address = s.role == cluster::node_role::master ? master_addr_ : std::string();
     e.start_time = s.start_time;

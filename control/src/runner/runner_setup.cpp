@@ -47,12 +47,16 @@ std::string random_hex(std::size_t bytes) {
   return s;
 }
 
+}  // namespace
+
 std::string default_job_id(const std::string& name) {
   std::time_t t = std::time(nullptr);
   char when[32];
   std::strftime(when, sizeof when, "%Y%m%d-%H%M%S", std::localtime(&t));
   return name + "-" + when + "-" + random_hex(2);
 }
+
+namespace {
 
 // A free loopback port for the master, fixed for the job so a relaunched master is found again.
 expected<std::uint16_t> free_port() {

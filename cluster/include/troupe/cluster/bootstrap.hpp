@@ -55,6 +55,7 @@ struct node_entry {
   std::string address;                // where it listens, when known (the master's fixed address)
   std::uint64_t start_time = 0;       // of the running process, taken at launch (0: read it now)
   std::string ended;                  // how its last process ended ("killed by SIGKILL"), once it has
+  long slurm_job = 0;                 // the Slurm job running it (handle->pid is 0 then)
 };
 
 // The nodes.json content: one record per entry, with the pid of its running handle and that

@@ -16,6 +16,8 @@
 //   account = "", qos = "", time_limit = ""   # slurm: -A, -q, -t for every node's job
 //   sbatch_args = []              # slurm: further sbatch options, verbatim
 //   slurm_bin_dir = ""            # slurm: where sbatch, squeue, ... are; "": PATH
+//   controller_timeout_s = 300    # slurm: how long the job trains on while slurmctld does not
+//                                 #   answer before it fails (exit 1)
 //   metrics_host = "127.0.0.1"    # where the master serves Prometheus /metrics (docs/observe.md);
 //   metrics_port = 0              # 0: a free port the runner picks (in nodes.json); -1: no /metrics
 //   hosts = []                    # local: other hosts, "name" or "name:slots" (docs/hosts.md); PS
@@ -50,6 +52,7 @@ struct cluster_config {
   std::vector<std::string> hosts;
   std::string host_command;
   std::string advertise;
+  double controller_timeout_s = 300;
 
   // Reads the keys above from `s`; problems are recorded in the reader (see config.hpp).
   static cluster_config read(config_section s, cluster_config defaults);
@@ -93,5 +96,18 @@ struct control_plan {
   std::string node_listen;
 };
 expected<control_plan> plan_control(const cluster_config& cfg);
+
+// One node submitted as a Slurm job of its own, outside any launcher (`troupe run --submit`: the
+// runner), named <site.job_id prefix>:<node>, on the control partition (spec.host: -w). Returns
+// the Slurm job id; errors: launch_failed with sbatch's message.
+expected<long> submit_slurm_node(const cluster_config& cfg, const launch_site& site, const node_spec& spec);
+
+// Faults of `troupe chaos` for nodes the Slurm launcher started (nodes.json: slurm_job), through
+// slurmctld so they reach any host: a signal (`scancel --full --signal`), and preemption by a job of
+// the control partition (the high-priority one) that takes the node's host for `seconds` (its
+// Slurm job id is returned and recorded in `site.jobs_file`, so it is cancelled with the job's).
+expected<void> signal_slurm_node(const cluster_config& cfg, long slurm_job, int sig);
+expected<long> preempt_slurm_node(const cluster_config& cfg, const launch_site& site, long slurm_job,
+                                  double seconds);
 
 }  // namespace troupe::cluster

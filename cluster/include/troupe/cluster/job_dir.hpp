@@ -36,6 +36,7 @@ struct node_record {
   std::string address;           // host:port, empty while launching
   std::string state;             // member_state text, or "exited"
   std::string exit;              // once exited: how ("exited with code 0", "killed by SIGKILL")
+  long slurm_job = 0;            // the Slurm job running it (launcher "slurm"; pid is 0 then)
   bool operator==(const node_record&) const = default;
 };
 

@@ -120,6 +120,14 @@ class launcher {
   // Capacity and what running nodes reserve now.
   virtual resources capacity() const = 0;
   virtual resources reserved() const = 0;
+  // The cluster manager does not answer (Slurm: slurmctld down): why, and since when; nullopt
+  // while it answers (local: always). Nodes keep running meanwhile; their exit reports come when
+  // it answers again.
+  struct outage_info {
+    std::string why;
+    std::chrono::steady_clock::time_point since;
+  };
+  virtual std::optional<outage_info> outage() const { return std::nullopt; }
 };
 
 }  // namespace troupe::cluster

@@ -16,7 +16,8 @@
 
 namespace troupe::control {
 
-enum class fault_kind { kill, stop, drop, delay };
+// preempt: Slurm jobs only: a high-priority job takes the node's host for `hold` seconds.
+enum class fault_kind { kill, stop, drop, delay, preempt };
 const char* to_string(fault_kind k);
 
 // One fault: at `at_s` seconds after the start, do `kind` to `target` (a role: worker, ps, master,
@@ -25,7 +26,8 @@ struct fault_spec {
   double at_s = 0;
   fault_kind kind = fault_kind::kill;
   std::string target = "worker";
-  double hold_s = 1.0;          // stop: SIGCONT after this; drop/delay: how long the knob stays on
+  double hold_s = 1.0;          // stop: SIGCONT after this; drop/delay: how long the knob stays on;
+                                // preempt: how long the preempting job runs
   double drop_probability = 0;  // drop
   std::uint64_t delay_us = 0;   // delay
 };
@@ -54,6 +56,7 @@ struct fault_record {
   double t_s = 0;    // since the start of the chaos run
   std::string node;  // the node it hit (name#incarnation)
   pid_t pid = 0;
+  long slurm_job = 0;          // the Slurm job it hit (Slurm launcher; pid is 0 then)
   double detected_s = -1;      // the master's view shows the node gone (or the node was replaced)
   double recovered_s = -1;     // a new incarnation is alive and the job trained again
   std::uint64_t requeued = 0;  // tasks re-queued between the fault and its recovery

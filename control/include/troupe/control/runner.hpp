@@ -28,6 +28,13 @@ struct run_options {
   bool progress = true;                  // the progress line on stderr
 };
 
+// `troupe run --submit`: the runner itself as a Slurm job ([cluster] launcher = "slurm") on the
+// control partition and host, running `troupe run FILE --job-id ID` there; prints the Slurm job
+// id and the job directory (under [job] root, which every host must see) and returns at once.
+// `troupe status/scale/stop --job-dir` then work against it. Returns 0 when submitted, 2 for a
+// bad job file or a local launcher, 1 when sbatch fails (its message) or the job exists.
+int submit_job(const run_options& o);
+
 // Returns the process exit code: 0 finished (every task done), 1 failed (quarantined tasks, a node
 // that keeps dying, the master unreachable), 2 bad configuration, 130 interrupted.
 int run_job(const run_options& o);

@@ -75,6 +75,8 @@ class launcher final : public cluster::launcher {
   std::string state(const node_handle& h) const;
   // The last failure of a Slurm command (empty while they work).
   std::string last_error() const;
+  // Since when squeue fails (slurmctld down), and its message.
+  std::optional<outage_info> outage() const override;
 
   // Cancels every job id listed in `jobs_file` that Slurm still has queued or running; returns how
   // many it cancelled.

@@ -1,0 +1,75 @@
+// One-off Slurm jobs (commands.hpp): a node's sbatch; and the faults `troupe chaos` injects into
+// nodes that run as Slurm jobs, wherever they run: a signal through slurmctld (`scancel --full
+// --signal`), and preemption on demand by a job of the high-priority partition that takes the
+// node's host whole.
+#include <signal.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "slurm/commands.hpp"
+#include "troupe/cluster/errc.hpp"
+
+namespace troupe::cluster::slurm {
+
+namespace {
+std::string message(const tool_result& r) {
+  auto m = r.err.empty() ? r.out : r.err;
+  while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+  return m;
+}
+}  // namespace
+
+expected<long> submit(const node_spec& spec, const std::string& program, const options& so) {
+  auto r = run_tool(sbatch_argv(spec, program, so), so.bin_dir, so.command_timeout);
+  if (!r) return r.err();
+  long job = std::atol(r->out.c_str());  // --parsable: "<id>" or "<id>;<cluster>"
+  if (r->code != 0 || job <= 0)
+    return make_unexpected(cluster_errc::launch_failed,
+                           "sbatch for node " + spec.id.to_string() + ": " + message(*r));
+  return job;
+}
+
+expected<void> signal_job(long job, int sig, const options& so) {
+  auto r = run_tool({"scancel", "--full", "--signal=" + std::to_string(sig), std::to_string(job)}, so.bin_dir,
+                    so.command_timeout);
+  if (!r) return r.err();
+  if (r->code != 0)
+    return make_unexpected(cluster_errc::no_such_node, "scancel " + std::to_string(job) + ": " + message(*r));
+  return {};
+}
+
+expected<long> preempt_job(long job, const std::string& partition, double seconds, const options& so) {
+  auto q =
+      run_tool({"squeue", "-h", "-j", std::to_string(job), "-o", "%N|%T"}, so.bin_dir, so.command_timeout);
+  if (!q) return q.err();
+  auto bar = q->out.find('|');
+  if (q->code != 0 || bar == std::string::npos || q->out.compare(bar + 1, 7, "RUNNING") != 0)
+    return make_unexpected(cluster_errc::no_such_node,
+                           "Slurm job " + std::to_string(job) + " is not running");
+  std::string host = q->out.substr(0, bar);
+  // A host that runs jobs of the partition itself (the control plane) cannot be taken: the
+  // preempting job would wait there, past the troupe job's end.
+  if (!partition.empty()) {
+    auto c =
+        run_tool({"squeue", "-h", "-w", host, "-p", partition, "-o", "%i"}, so.bin_dir, so.command_timeout);
+    if (!c) return c.err();
+    if (c->code != 0 || !c->out.empty())
+      return make_unexpected(cluster_errc::launch_failed, "host " + host + " runs jobs of partition " +
+                                                              partition + ": nothing there can be preempted");
+  }
+  std::vector<std::string> argv = {
+      "sbatch", "--parsable", "--exclusive", "-N1", "-w", host, "-J", so.job_name_prefix + ":chaos-preempt",
+      "-o",     "/dev/null"};
+  if (!partition.empty()) argv.insert(argv.end(), {"-p", partition});
+  argv.insert(argv.end(), {"--wrap", "sleep " + std::to_string(std::max(1L, std::lround(seconds)))});
+  auto r = run_tool(argv, so.bin_dir, so.command_timeout);
+  if (!r) return r.err();
+  long id = std::atol(r->out.c_str());
+  if (r->code != 0 || id <= 0)
+    return make_unexpected(cluster_errc::launch_failed, "sbatch of the preempting job: " + message(*r));
+  if (!so.jobs_file.empty()) std::ofstream(so.jobs_file, std::ios::app) << id << "\n";
+  return id;
+}
+
+}  // namespace troupe::cluster::slurm

@@ -1,0 +1,62 @@
+// `troupe run --submit`: the runner as a Slurm job of its own, on the control partition (not
+// preempted) and control_host. The job file is read here first, so a bad one is an error at once;
+// the runner's job re-reads it on the host (an absolute path: it and [job] root must be on a
+// filesystem every host sees). Its stdout/stderr (the progress lines, the final JSON line) go to
+// <root>/<id>.runner.out beside the job directory, which exists only once the runner starts.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "runner.hpp"
+
+namespace troupe::control {
+
+namespace {
+// The runner's command line on the host: the same job, with the id fixed here.
+std::vector<std::string> runner_argv(const run_options& o, const std::string& file, const std::string& id) {
+  std::vector<std::string> a = {"troupe", "run", file, "--job-id", id};
+  for (const auto& s : o.overrides) a.insert(a.end(), {"--set", s});
+  if (o.workers) a.insert(a.end(), {"--workers", std::to_string(*o.workers)});
+  if (!o.progress) a.push_back("--quiet");
+  return a;
+}
+}  // namespace
+
+int submit_job(const run_options& o) {
+  if (!o.resume.empty()) return spdlog::error("run --submit: give a job file (not --resume)"), 2;
+  auto doc = config_doc::from_file(o.file);
+  if (!doc) return spdlog::error("{}", doc.err().to_string()), 2;
+  for (const auto& s : o.overrides)
+    if (auto r = doc->apply_override(s); !r) return spdlog::error("{}", r.err().to_string()), 2;
+  auto spec = job_spec::read(*doc);
+  if (!spec) return spdlog::error("{}", spec.err().to_string()), 2;
+  if (spec->cluster.launcher != "slurm")
+    return spdlog::error(
+               "run --submit: the runner goes to Slurm only with [cluster] launcher = \"slurm\" "
+               "(this job's is \"{}\")",
+               spec->cluster.launcher),
+           2;
+  namespace fs = std::filesystem;
+  std::string id = o.job_id.empty() ? default_job_id(spec->job.name) : o.job_id;
+  std::error_code ec;
+  auto root = fs::absolute(spec->job.root, ec).lexically_normal();
+  fs::create_directories(root, ec);
+  if (ec) return spdlog::error("[job] root {}: {}", root.string(), ec.message()), 1;
+  if (fs::exists(root / id)) return spdlog::error("job directory {} exists", (root / id).string()), 1;
+  cluster::node_spec ns;
+  ns.id = node_id{"runner", 0};
+  ns.argv = runner_argv(o, fs::absolute(o.file).string(), id);
+  ns.working_dir = fs::current_path(ec).string();
+  ns.log_file = (root / (id + ".runner.out")).string();
+  ns.host = spec->cluster.control_host;
+  auto job = cluster::submit_slurm_node(spec->cluster, {id, ""}, ns);
+  if (!job) return spdlog::error("run --submit: {}", job.err().to_string()), 1;
+  std::printf("submitted the runner as Slurm job %ld\njob directory: %s\nrunner output: %s\n", *job,
+              (root / id).string().c_str(), ns.log_file.c_str());
+  return 0;
+}
+
+}  // namespace troupe::control

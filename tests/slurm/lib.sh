@@ -1,0 +1,81 @@
+# shellcheck shell=bash
+# Shared by the `troupe run` tests on the Slurm test cluster (sourced): root check, a work dir on
+# /var/tmp (the hosts see this machine's filesystem except /tmp and /dev/shm), the cluster started,
+# a DeepFM async-PS job file, result fields, and cleanup of every troupe-* Slurm job on exit.
+# Set NAME (work dir) and B (the troupe binary) before sourcing.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+S="$here/scripts/slurm-cluster.sh"
+if [[ $(id -u) -ne 0 ]]; then echo "SKIP: the Slurm test cluster needs root (namespaces, daemons)"; exit 77; fi
+work=/var/tmp/troupe-$NAME-$$
+cache=/var/tmp/troupe-slurm-datasets
+mkdir -p "$work" "$cache"
+fail() {
+  echo "FAIL: $*"
+  for f in "$work"/*.err "$work"/jobs/*.runner.out "$work"/jobs/*/logs/runner.log "$work"/jobs/*/logs/master.log; do
+    [[ -f $f ]] && { echo "== $f"; tail -40 "$f"; }
+  done
+  squeue -a 2> /dev/null
+  exit 1
+}
+cancel_ours() { squeue -h -o '%i %j' | awk '$2 ~ /^troupe-/ {print $1}' | xargs -r scancel; }
+trap 'cancel_ours > /dev/null 2>&1; rm -rf "$work"' EXIT
+bash "$S" up > "$work/up.log" 2>&1 || { cat "$work/up.log"; fail "slurm-cluster.sh up"; }
+
+job_file() {  # job_file NAME WORKERS ROWS [CLUSTER_EXTRA]: a DeepFM async-PS job on Slurm
+  cat > "$work/$1.toml" << TOML
+[job]
+root = "$work/jobs"
+dataset_cache = "$cache"
+strategy = "async_ps"
+name = "$1"
+workers = $2
+min_workers = 1
+max_workers = 8
+records_per_task = 1024
+[ps]
+shards = 2
+checkpoint_every_ms = 500
+[model]
+type = "deepfm"
+embedding_dim = 8
+hidden = [32]
+[train]
+epochs = 2
+batch_size = 128
+optimizer = "adam"
+learning_rate = 0.01
+[data]
+source = "synthetic-ctr"
+rows = $3
+test_rows = 10000
+fields = 6
+vocab_per_field = 50
+[cluster]
+launcher = "slurm"
+control_partition = "high"
+worker_partition = "low"
+control_host = "h1"
+${4:-}
+TOML
+}
+result() { tail -1 "$work/$1.out"; }
+field() { sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p" <<< "$(result "$1")"; }
+no_jobs_left() { [[ -z $(squeue -h -o %j | grep "^troupe-$1") ]]; }
+# wait_for SECONDS COMMAND...: until COMMAND succeeds (every 0.1 s); false past the deadline.
+wait_for() {
+  local n=$(($1 * 10))
+  shift
+  for _ in $(seq 1 "$n"); do "$@" && return 0; sleep 0.1; done
+  "$@"
+}
+trained() { [[ $(grep -l 'first task' "$work/jobs/$1/logs"/worker-*.log 2> /dev/null | wc -l) -ge $2 ]]; }
+ctl_pidfile="${TROUPE_SLURM_STATE:-/var/lib/troupe-slurm}/run/slurmctld.pid"
+# slurmctld dies (SIGKILL: with jobs running, a SIGTERMed 22.05 slurmctld can hang in its shutdown,
+# "agent failed to shutdown gracefully", for minutes); `slurm-cluster.sh up` restarts it from its
+# saved state.
+stop_controller() {
+  local p
+  p=$(cat "$ctl_pidfile")
+  kill -KILL "$p"
+  wait_for 10 bash -c "! kill -0 $p 2> /dev/null" || fail "slurmctld $p did not die"
+}
