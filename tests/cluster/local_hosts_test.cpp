@@ -31,7 +31,8 @@ TEST(local_hosts, entries_are_name_or_name_and_slots) {
   for (const char* bad : {"", ":4", "h1:0", "h1:x", "h1:4x", "localhost", "a b:2"}) {
     auto r = parse_host_slots(bad);
     ASSERT_FALSE(r) << bad;
-    EXPECT_NE(r.err().to_string().find(std::string("'") + bad + "'"), std::string::npos) << r.err().to_string();
+    EXPECT_NE(r.err().to_string().find(std::string("'") + bad + "'"), std::string::npos)
+        << r.err().to_string();
   }
 }
 
@@ -96,8 +97,8 @@ TEST(local_hosts, nodes_run_through_the_host_command_one_per_slot) {
   auto m = l->launch(here);
   ASSERT_TRUE(m) << m.err().to_string();
   EXPECT_EQ(m->host, "");
-  EXPECT_TRUE(cluster::testing::wait_until([&] { return read_file(dir / "w2.log").find("on h2") != std::string::npos; },
-                                           10s))
+  EXPECT_TRUE(cluster::testing::wait_until(
+      [&] { return read_file(dir / "w2.log").find("on h2") != std::string::npos; }, 10s))
       << read_file(dir / "w2.log");
   // The fence reaches the node behind the command; its slot is free again.
   ASSERT_TRUE(l->fence(*a));
@@ -107,8 +108,8 @@ TEST(local_hosts, nodes_run_through_the_host_command_one_per_slot) {
   auto d = l->launch(shell("worker-4", "echo on $TROUPE_ON; exec sleep 1000", dir / "w4.log"));
   ASSERT_TRUE(d) << d.err().to_string();
   EXPECT_EQ(d->host, "h1");
-  EXPECT_TRUE(cluster::testing::wait_until([&] { return read_file(dir / "w4.log").find("on h1") != std::string::npos; },
-                                           10s));
+  EXPECT_TRUE(cluster::testing::wait_until(
+      [&] { return read_file(dir / "w4.log").find("on h1") != std::string::npos; }, 10s));
 }
 
 }  // namespace
