@@ -83,7 +83,8 @@ expected<std::string> record_fetcher::fetch(bool test, std::uint64_t first, std:
 
 expected<storage::manifest> record_fetcher::manifest(bool test, std::chrono::milliseconds limit) {
   auto deadline = clock::now() + limit;
-  for (auto wait = std::chrono::milliseconds(20);; wait = std::min(wait * 2, std::chrono::milliseconds(500))) {
+  for (auto wait = std::chrono::milliseconds(20);;
+       wait = std::min(wait * 2, std::chrono::milliseconds(500))) {
     std::string text;
     auto r = ask(test, 0, 0, &text);
     if (r && !*r) return r->err();

@@ -29,7 +29,8 @@ class record_server_test : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // The server's reply to a RecordRequest for [first, first + count) of the training store.
-  schema::RecordReply::Reader ask(record_server& s, std::uint64_t first, std::uint64_t count, bool test = false) {
+  schema::RecordReply::Reader ask(record_server& s, std::uint64_t first, std::uint64_t count,
+                                  bool test = false) {
     s.on_message(incoming(
         node_id{"worker-0", 1}, "records-rpc", "records",
         [&](auto body) {
@@ -97,7 +98,8 @@ TEST_F(record_server_test, a_reply_is_bounded_and_the_requester_asks_for_the_res
 TEST_F(record_server_test, ranges_outside_the_store_are_refused_naming_the_range_and_the_store) {
   record_server s(*node_, data_paths{dir_ + "/train", ""});
   const auto max = std::numeric_limits<std::uint64_t>::max();
-  for (auto [first, count] : {std::pair<std::uint64_t, std::uint64_t>{35, 10}, {41, 1}, {0, max}, {max, max}}) {
+  for (auto [first, count] :
+       {std::pair<std::uint64_t, std::uint64_t>{35, 10}, {41, 1}, {0, max}, {max, max}}) {
     auto r = ask(s, first, count);
     ASSERT_EQ(r.which(), schema::RecordReply::ERROR) << first << "+" << count;
     std::string e = r.getError().cStr();
@@ -118,12 +120,14 @@ TEST_F(record_server_test, count_zero_is_the_manifest_and_a_missing_test_store_i
   EXPECT_TRUE(storage::manifest::parse(r.getManifest().cStr(), "reply"));
   auto t = ask(s, 0, 0, true);
   ASSERT_EQ(t.which(), schema::RecordReply::ERROR);
-  EXPECT_NE(std::string(t.getError().cStr()).find(dir_ + "/no-test"), std::string::npos) << t.getError().cStr();
+  EXPECT_NE(std::string(t.getError().cStr()).find(dir_ + "/no-test"), std::string::npos)
+      << t.getError().cStr();
 }
 
 TEST_F(record_server_test, other_kinds_are_ignored_and_a_missing_training_store_throws) {
   record_server s(*node_, data_paths{dir_ + "/train", ""});
-  s.on_message(incoming(node_id{"worker-0", 1}, "worker", "records", [](auto body) { body.initTaskRenew(); }));
+  s.on_message(
+      incoming(node_id{"worker-0", 1}, "worker", "records", [](auto body) { body.initTaskRenew(); }));
   EXPECT_TRUE(node_->take().empty());
   EXPECT_THROW(record_server(*node_, data_paths{dir_ + "/nothing", ""}), std::runtime_error);
 }

@@ -2,8 +2,9 @@
 // node's record server ([data] serve = "always") train to the metric of the same job reading the
 // local store, every task DONE once, and later epochs come from the workers' caches; a record
 // corrupted on the serving side fails only its task (quarantined), never a node.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -55,13 +56,20 @@ void expect_served(const nlohmann::json& res) {
 
 const std::string served = "serve = \"always\"\n";
 
+// One worker: the same tasks in the same order, so the metric compares the data alone (two
+// workers' runs differ by which worker trains which task, a few points on this small job).
 TEST(job_serve, an_mlp_allreduce_job_on_served_records_trains_as_on_local_reads) {
-  auto job = mlp_job({.strategy = "allreduce", .max_train_rows = 6000, .max_test_rows = 1000});
+  auto job = mlp_job({.strategy = "allreduce", .workers = 1, .max_train_rows = 6000, .max_test_rows = 1000});
   auto local = run_ok("serve-mlp-local", job);
   auto remote = run_ok("serve-mlp-served", job + served);
   EXPECT_GT(local.value("test_accuracy", 0.0), 0.70) << local.dump();
   EXPECT_NEAR(remote.value("test_accuracy", 0.0), local.value("test_accuracy", 1.0), 0.01) << remote.dump();
   expect_served(remote);
+  auto two =
+      run_ok("serve-mlp-two",
+             mlp_job({.strategy = "allreduce", .max_train_rows = 6000, .max_test_rows = 1000}) + served);
+  EXPECT_GT(two.value("test_accuracy", 0.0), 0.70) << two.dump();
+  expect_served(two);
 }
 
 // Flips a byte of record `index`'s label in the store's data file, keeping the file's size and
@@ -96,8 +104,8 @@ void corrupt_record(const std::string& dir, std::uint64_t index) {
 TEST(job_serve, deepfm_on_served_records_and_a_record_corrupted_on_the_server_fails_only_its_task) {
   job_place place;
   place.dataset_cache = test_root("serve-datasets");
-  auto local = run_ok("serve-ctr-local", ctr_job(2, 20000, 2), place);
-  auto remote = run_ok("serve-ctr-served", ctr_job(2, 20000, 2) + served, place);
+  auto local = run_ok("serve-ctr-local", ctr_job(1, 20000, 2), place);
+  auto remote = run_ok("serve-ctr-served", ctr_job(1, 20000, 2) + served, place);
   EXPECT_GT(local.value("test_auc", 0.0), 0.6) << local.dump();
   EXPECT_NEAR(remote.value("test_auc", 0.0), local.value("test_auc", 1.0), 0.01) << remote.dump();
   expect_served(remote);
@@ -111,11 +119,31 @@ TEST(job_serve, deepfm_on_served_records_and_a_record_corrupted_on_the_server_fa
   EXPECT_NE(wait_job(r, std::chrono::seconds(300)), 0) << "a quarantined task fails the job";
   auto res = result(r);
   EXPECT_EQ(res.value("tasks_failed", 0), 1) << res.dump();
-  EXPECT_EQ(res.value("tasks_done", 0), 19) << "20 tasks of 1024 records (the last one shorter)" << res.dump();
+  EXPECT_EQ(res.value("tasks_done", 0), 19)
+      << "20 tasks of 1024 records (the last one shorter)" << res.dump();
   EXPECT_EQ(res.value("node_restarts", -1), 0) << "no node crashed on the corrupt record: " << res.dump();
   std::string logs;
   for (const auto& e : fs::directory_iterator(r.job_dir + "/logs")) logs += read_file(e.path().string());
   EXPECT_NE(logs.find("served record: record 100: checksum mismatch"), std::string::npos);
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+// The record server dies with its master (SIGKILL); the runner relaunches the master at the same
+// address and the workers ask its new record server for the rest (a fetch on its way is asked
+// again): every task DONE, the job ends well.
+TEST(job_serve, a_killed_record_server_is_asked_again_once_its_master_is_relaunched) {
+  auto r = start_job("serve-master-kill", ctr_job(2, 300000, 2) + served);
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return j["tasks"]["done"].get<std::uint64_t>() >= 10; },
+      std::chrono::seconds(120)));
+  pid_t pid = node_pid(r, "master");
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(300)), 0) << read_file(r.err_file);
+  expect_all_done(r);
+  auto res = result(r);
+  EXPECT_EQ(res.value("master_starts", 0), 2) << res.dump();
+  EXPECT_GT(served_ranges(r.job_dir).first, 0u);
   EXPECT_TRUE(no_processes_of(r));
 }
 
