@@ -54,24 +54,32 @@ expected<storage::manifest> write_dataset(const nn::dataset& d, const std::strin
   return w->finish();
 }
 
+namespace {
+void put_row(nn::dataset& out, std::size_t i, const storage::record& r) {
+  out.labels[i] = r.label;
+  std::copy(r.dense.begin(), r.dense.end(),
+            out.dense.begin() + static_cast<std::ptrdiff_t>(i * out.info.dense_dim));
+  std::copy(r.sparse.begin(), r.sparse.end(),
+            out.sparse.begin() + static_cast<std::ptrdiff_t>(i * out.info.sparse_fields));
+}
+}  // namespace
+
+void size_rows(const storage::manifest& m, const std::string& name, std::size_t rows, nn::dataset& out) {
+  if (out.info.dense_dim != m.schema.dense_dim || out.info.sparse_fields != m.schema.sparse_fields)
+    out.info = info_of(m, name);
+  out.rows = rows;
+  out.dense.resize(rows * m.schema.dense_dim);
+  out.sparse.resize(rows * m.schema.sparse_fields);
+  out.labels.resize(rows);
+}
+
 expected<void> read_records(const storage::record_store& store, std::uint64_t first, std::uint64_t n,
                             nn::dataset& out) {
-  const auto& schema = store.info().schema;
-  if (out.info.dense_dim != schema.dense_dim || out.info.sparse_fields != schema.sparse_fields)
-    out.info = info_of(store.info(), store.dir());
   std::uint64_t end = std::min(first + n, store.count());
   std::size_t rows = first < end ? static_cast<std::size_t>(end - first) : 0;
-  out.rows = rows;
-  out.dense.resize(rows * schema.dense_dim);
-  out.sparse.resize(rows * schema.sparse_fields);
-  out.labels.resize(rows);
+  size_rows(store.info(), store.dir(), rows, out);
   auto visited = store.scan(first, rows, [&](std::uint64_t index, const storage::record& r) {
-    std::size_t i = static_cast<std::size_t>(index - first);
-    out.labels[i] = r.label;
-    std::copy(r.dense.begin(), r.dense.end(),
-              out.dense.begin() + static_cast<std::ptrdiff_t>(i * schema.dense_dim));
-    std::copy(r.sparse.begin(), r.sparse.end(),
-              out.sparse.begin() + static_cast<std::ptrdiff_t>(i * schema.sparse_fields));
+    put_row(out, static_cast<std::size_t>(index - first), r);
     return true;
   });
   if (!visited) return visited.err();
@@ -79,6 +87,23 @@ expected<void> read_records(const storage::record_store& store, std::uint64_t fi
     return error(std::error_code(storage::storage_errc::corrupt_record),
                  store.dir() + ": records " + std::to_string(first) + ".." + std::to_string(end) + ": read " +
                      std::to_string(*visited) + " of " + std::to_string(rows));
+  return {};
+}
+
+expected<void> decode_rows(const storage::record_schema& s, std::uint64_t first, std::string_view bytes,
+                           nn::dataset& out, std::size_t at, const std::string& where) {
+  const std::size_t size = storage::encoded_size(s);
+  const std::size_t n = bytes.size() / size;
+  if (bytes.size() % size != 0 || at + n > out.rows)
+    return error(std::error_code(storage::storage_errc::corrupt_record),
+                 where + ": records from " + std::to_string(first) + ": " + std::to_string(bytes.size()) +
+                     " bytes are not " + std::to_string(out.rows - std::min(at, out.rows)) + " records of " +
+                     std::to_string(size) + " bytes or fewer");
+  storage::record r;
+  for (std::size_t k = 0; k < n; ++k) {
+    if (auto d = storage::decode_record(s, first + k, bytes.substr(k * size, size), r, where); !d) return d;
+    put_row(out, at + k, r);
+  }
   return {};
 }
 

@@ -5,8 +5,12 @@
 namespace troupe::actors {
 
 expected<std::unique_ptr<nn::model>> build_model(const job_spec& spec, const storage::record_store& train) {
-  auto info = info_of(train.info(), train.dir());
-  return nn::model_registry::instance().create(spec.nn.model, info);
+  return build_model(spec, train.info(), train.dir());
+}
+
+expected<std::unique_ptr<nn::model>> build_model(const job_spec& spec, const storage::manifest& train,
+                                                 const std::string& name) {
+  return nn::model_registry::instance().create(spec.nn.model, info_of(train, name));
 }
 
 }  // namespace troupe::actors

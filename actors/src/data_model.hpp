@@ -11,5 +11,8 @@
 namespace troupe::actors {
 
 expected<std::unique_ptr<nn::model>> build_model(const job_spec& spec, const storage::record_store& train);
+// The same from the training store's manifest (a worker whose records are served).
+expected<std::unique_ptr<nn::model>> build_model(const job_spec& spec, const storage::manifest& train,
+                                                 const std::string& name);
 
 }  // namespace troupe::actors

@@ -118,6 +118,9 @@ std::vector<supervision::child_spec> children_of(node_runtime* rt, const node_op
       kids.push_back(child("dispenser", [rt, data](caf::actor_system& s, std::uint32_t) {
         return spawn_dispenser(s, *rt, data);
       }));
+      kids.push_back(child("records", [rt, data](caf::actor_system& s, std::uint32_t) {
+        return spawn_record_server(s, *rt, data);
+      }));
       kids.push_back(child("master", [rt](caf::actor_system& s, std::uint32_t n) {
         return spawn_master(s, *rt, rt->names(), n);
       }));

@@ -74,6 +74,8 @@ data_config read_data_config(config_section s, data_config c) {
   c.source = s.get_enum("source", c.source, {"fashion-mnist", "criteo", "synthetic-ctr", "store"});
   c.max_train_rows = count(s, "max_train_rows", c.max_train_rows);
   c.max_test_rows = count(s, "max_test_rows", c.max_test_rows);
+  c.serve = s.get_enum("serve", c.serve, {"auto", "always", "never"});
+  c.cache_mb = count(s, "cache_mb", c.cache_mb, 0, std::int64_t{1} << 20);
   if (c.source == "fashion-mnist") {
     c.dir = s.get_string("dir", c.dir);
   } else if (c.source == "store") {

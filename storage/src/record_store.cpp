@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 namespace troupe::storage {
 
@@ -64,14 +65,14 @@ expected<record> record_store::read(std::uint64_t index) const {
   return r;
 }
 
-expected<std::uint64_t> record_store::scan(std::uint64_t first, std::uint64_t n, const visit_fn& fn) const {
+expected<std::uint64_t> record_store::scan_raw(std::uint64_t first, std::uint64_t n,
+                                               const raw_visit_fn& fn) const {
   if (first >= count()) return std::uint64_t{0};
   const std::uint64_t end = first + std::min(n, count() - first);
   auto txn = env_->begin_read();
   if (!txn) return txn.err();
   auto cur = cursor::open(txn->raw(), records_, dir());
   if (!cur) return cur.err();
-  record r;
   std::uint64_t i = first;
   for (auto ok = cur->seek(as_view(first)); i < end; ok = cur->next(), ++i) {
     if (!ok) return ok.err();
@@ -80,10 +81,23 @@ expected<std::uint64_t> record_store::scan(std::uint64_t first, std::uint64_t n,
     if (!*ok || key != i)
       return make_unexpected(storage_errc::corrupt_record,
                              dir() + ": record " + std::to_string(i) + " missing");
-    if (auto d = decode_record(manifest_.schema, i, cur->value(), r, dir()); !d) return d.err();
-    if (!fn(i, r)) return i - first + 1;
+    if (!fn(i, cur->value())) return i - first + 1;
   }
   return end - first;
+}
+
+expected<std::uint64_t> record_store::scan(std::uint64_t first, std::uint64_t n, const visit_fn& fn) const {
+  record r;
+  std::optional<error> bad;
+  auto visited = scan_raw(first, n, [&](std::uint64_t i, std::string_view bytes) {
+    if (auto d = decode_record(manifest_.schema, i, bytes, r, dir()); !d) {
+      bad = d.err();
+      return false;
+    }
+    return fn(i, r);
+  });
+  if (bad) return *bad;
+  return visited;
 }
 
 expected<void> record_store::read_batch(std::uint64_t first, std::uint64_t n,

@@ -57,3 +57,24 @@ struct TaskReport {
 struct TaskReportAck {
   error @0 :Text;          # why it was refused; empty when applied
 }
+
+# Record serving (issue 19): a worker on a host without the record store asks the master node's
+# record server ("records") for the encoded records of its task. The answer is a RecordReply.
+struct RecordRequest {
+  test @0 :Bool;           # false: the training store, true: the test store
+  firstRecord @1 :UInt64;
+  recordCount @2 :UInt64;  # 0: only the manifest
+}
+
+# Records [firstRecord, firstRecord + recordCount) as the store holds them, back to back (each
+# storage::encoded_size bytes, checksum first: the receiver verifies each one). recordCount may be
+# less than asked: the server bounds a reply's size, the requester asks again for the rest.
+struct RecordReply {
+  manifest @0 :Text;       # the store's manifest (TOML, docs/storage_format.md), in every reply
+  firstRecord @1 :UInt64;
+  recordCount @2 :UInt64;
+  union {
+    records @3 :Data;
+    error @4 :Text;        # a range outside the store, an unknown split, a store that fails
+  }
+}

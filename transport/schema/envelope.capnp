@@ -72,6 +72,8 @@ struct Envelope {
     psPushReply @20 :Ps.PsPushReply;
     job @21 :Job.JobMessage;
     opaque @22 :AnyPointer;  # application-defined payload for extensions
+    recordRequest @24 :Dat.RecordRequest;
+    recordReply @25 :Dat.RecordReply;
   }
   correlationId @23 :UInt64;  # pairs a reply with its request: a requester sets a fresh non-zero id,
                               # the answer carries it back (reply_to); 0 = not part of an exchange

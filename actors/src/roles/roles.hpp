@@ -16,6 +16,9 @@ struct data_paths {
 
 // The task journal's owner (detached: LMDB writes block). Name "dispenser", master node.
 caf::actor spawn_dispenser(caf::actor_system& sys, node_context& node, data_paths data);
+// Serves the stores' records to workers without them (record_server.hpp; detached: LMDB reads).
+// Name "records", master node.
+caf::actor spawn_record_server(caf::actor_system& sys, node_context& node, data_paths data);
 // Membership, progress, status, evaluation and completion. Name "master", master node.
 // `names` is the node's registry, where it finds the dispenser.
 caf::actor spawn_master(caf::actor_system& sys, node_context& node, supervision::name_registry& names,

@@ -10,14 +10,50 @@
 
 namespace troupe::actors {
 
+namespace {
+
+// Records from the master node's record server: its rpc client and fetcher, and the training
+// store's manifest (asked for until the server answers, a job's start-up being under way).
+storage::manifest serve_records(worker_state& st, node_runtime* rt) {
+  rt->net().unregister_name("records-rpc");  // a restarted actor registers it anew
+  auto rpc = rpc_client::create(rt->net(), "records-rpc");
+  if (!rpc) throw std::runtime_error(rpc.err().to_string());
+  st.records_rpc = std::move(*rpc);
+  record_fetcher::options o;
+  o.cache_bytes = rt->spec().nn.data.cache_mb << 20;
+  o.timeout = rt->spec().job.rpc_timeout;
+  st.fetch = std::make_unique<record_fetcher>(*st.records_rpc, o);
+  auto m = st.fetch->manifest(false, std::chrono::seconds(60));
+  if (!m) throw std::runtime_error(m.err().to_string());
+  return *m;
+}
+
+// The training store's manifest: from the local store (opened into st.train), or served ([data]
+// serve = "always", or "auto" on a host without the store).
+storage::manifest open_data(worker_state& st, node_runtime* rt) {
+  const auto& serve = rt->spec().nn.data.serve;
+  if (serve != "always") {
+    auto train = storage::record_store::open(st.data.train_dir);
+    if (train) {
+      st.train.emplace(std::move(*train));
+      return st.train->info();
+    }
+    if (serve == "never" || !(train.err() == storage::storage_errc::not_found))
+      throw std::runtime_error(train.err().to_string());
+    spdlog::info("{}: {}: reading records from the master's record server", rt->self().to_string(),
+                 train.err().to_string());
+  }
+  return serve_records(st, rt);
+}
+
+}  // namespace
+
 void setup_worker(worker_state& st, node_runtime* rt, data_paths data, const strategy_maker& make) {
   st.rt = rt;
   st.node = rt;
   st.data = std::move(data);
-  auto train = storage::record_store::open(st.data.train_dir);
-  if (!train) throw std::runtime_error(train.err().to_string());
-  st.train.emplace(std::move(*train));
-  auto m = build_model(rt->spec(), *st.train);
+  auto manifest = open_data(st, rt);
+  auto m = build_model(rt->spec(), manifest, st.train ? st.train->dir() : manifest.source);
   if (!m) throw std::runtime_error(m.err().to_string());
   st.model = std::move(*m);
   auto tr = nn::trainer::create(*st.model, rt->spec().nn.train);
@@ -42,8 +78,8 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data, const str
   st.ctx.reset(new worker_context{rt->spec(), rt->self(), *st.model, *st.trainer, *st.ps, *st.ring});
   st.last_report = rt->clock().now();
   open_step_log(st);
-  spdlog::info("{}: {} model, strategy {}, {} training records", rt->self().to_string(), st.model->type(),
-               st.strat->name(), st.train->count());
+  spdlog::info("{}: {} model, strategy {}, {} training records{}", rt->self().to_string(), st.model->type(),
+               st.strat->name(), manifest.record_count, st.fetch ? " (served)" : "");
 }
 
 caf::behavior run_worker(worker_actor* self, node_runtime* rt, data_paths data, strategy_maker make) {

@@ -8,7 +8,6 @@
 
 #include "../wire.hpp"
 #include "troupe/actors/data.hpp"
-#include "troupe/nn/metrics.hpp"
 #include "worker_state.hpp"
 
 namespace troupe::actors {
@@ -65,22 +64,54 @@ void pump_reports(worker_state& st) {
   st.report_request = *id;
 }
 
+void shuffle_rows(held_task& h) {
+  h.order.resize(h.rows.rows);
+  std::iota(h.order.begin(), h.order.end(), 0u);
+  std::mt19937_64 rng(h.id * 0x9e3779b97f4a7c15ull + h.attempt);
+  std::shuffle(h.order.begin(), h.order.end(), rng);
+}
+
+// The leased task with its records read from the local store, or (served records) with the
+// fetcher's ticket: its records come in while the current task trains (records_in).
 std::optional<held_task> load_task(worker_state& st, schema::Task::Reader t) {
   held_task h;
   h.id = t.getId();
   h.attempt = t.getAttempt();
   h.first = t.getFirstRecord();
   h.count = t.getRecordCount();
+  if (st.fetch) {
+    h.ticket = st.fetch->want(h.first, h.count);
+    return h;
+  }
   if (auto r = read_records(*st.train, h.first, h.count, h.rows); !r) {
     spdlog::error("task {}: {}", h.id, r.err().to_string());
     send_report(st, h, r.err().to_string());
     return std::nullopt;
   }
-  h.order.resize(h.rows.rows);
-  std::iota(h.order.begin(), h.order.end(), 0u);
-  std::mt19937_64 rng(h.id * 0x9e3779b97f4a7c15ull + h.attempt);
-  std::shuffle(h.order.begin(), h.order.end(), rng);
+  shuffle_rows(h);
   return h;
+}
+
+void join_when_ready(worker_state& st);
+
+// Served records of the current task: true once they are in; false while they are on their way,
+// or when they failed (a corrupt record, a bad range): the task is reported failed, as a local
+// read's failure is, and the next one takes its place.
+bool records_in(worker_state& st) {
+  auto& t = *st.task;
+  if (!t.ticket) return true;
+  auto r = st.fetch->take(*t.ticket, t.rows);
+  if (!r) return false;
+  t.ticket.reset();
+  if (!*r) {
+    spdlog::error("task {}: {}", t.id, r->err().to_string());
+    send_report(st, t, r->err().to_string());
+    st.task = std::exchange(st.next, std::nullopt);
+    return false;
+  }
+  shuffle_rows(t);
+  join_when_ready(st);
+  return true;
 }
 
 // One forward and backward pass on the first batch before joining: activations get allocated and
@@ -88,12 +119,22 @@ std::optional<held_task> load_task(worker_state& st, schema::Task::Reader t) {
 // wait for. The gradients are overwritten by the first real step; parameters and optimizer state
 // are untouched. Models with embedding tables are skipped (their rows come from the PS shards).
 void warm_up(worker_state& st) {
-  if (!st.task || !st.model->embedding_tables().empty()) return;
+  if (!st.task || st.task->ticket || !st.model->embedding_tables().empty()) return;
   auto& t = *st.task;
   std::size_t n = std::min(st.node->spec().nn.train.batch_size, t.order.size());
   nn::batch b(t.rows, std::span<const std::uint32_t>(t.order.data(), n));
   if (auto l = st.trainer->compute_gradients(b); !l) spdlog::debug("warm-up: {}", l.err().to_string());
   st.strat->warm_up(*st.ctx);
+}
+
+// Joining the membership (and the next ring) once the dispenser has answered, with a batch in
+// hand (served records: once they are in): a ring partner never waits for this worker's start-up.
+// Tasks leased before the join are covered by the master's reconciliation of holders that are not
+// members.
+void join_when_ready(worker_state& st) {
+  if (st.node->ready() || (st.task && st.task->ticket)) return;
+  warm_up(st);
+  st.node->mark_ready();
 }
 
 void wait_ring_change(worker_state& st, std::chrono::milliseconds limit) {
@@ -131,13 +172,7 @@ void take_lease(worker_state& st, schema::TaskLease::Reader l) {
       st.exhausted = true;
       break;
   }
-  // Joining the membership (and the next ring) once the dispenser has answered, with a batch in
-  // hand: a ring partner never waits for this worker's start-up. Tasks leased before the join are
-  // covered by the master's reconciliation of holders that are not members.
-  if (!st.node->ready()) {
-    warm_up(st);
-    st.node->mark_ready();
-  }
+  join_when_ready(st);
 }
 
 // Asks the dispenser for a task when the worker has none, or for the next one once the current
@@ -267,6 +302,11 @@ bool train_some(worker_state& st) {
   if (!st.task && st.next) st.task = std::exchange(st.next, std::nullopt);
   pump_lease(st);
   pump_renew(st);
+  if (st.task && !records_in(st)) {
+    // The task's served records are on their way (or it failed: the next one is tried next pass).
+    st.node->clock().sleep_for(std::chrono::microseconds(200));
+    return true;
+  }
   if (!st.task && st.lease_request != 0) {
     // No batch yet but one on its way: wait for it rather than step without one (a strategy
     // waits out a ring change then, far longer than the dispenser's answer takes).
@@ -314,52 +354,6 @@ bool train_some(worker_state& st) {
   }
   report_progress(st, false);
   return true;
-}
-
-void evaluate(worker_state& st, const message& request) {
-  auto o = wire::job_reply(request);
-  auto res = o.body.initEvalResult();
-  auto fail = [&](const std::string& e) {
-    res.setError(e);
-    (void)st.node->reply(request, std::move(o.out), "worker");
-  };
-  if (!st.test) {
-    auto store = storage::record_store::open(st.data.test_dir);
-    if (!store) return fail(store.err().to_string());
-    auto d = read_all(*store);
-    if (!d) return fail(d.err().to_string());
-    st.test = std::move(*d);
-  }
-  const auto& test = *st.test;
-  std::size_t bs = std::max<std::size_t>(1, st.node->spec().nn.train.eval_batch_size);
-  std::vector<float> scores;
-  std::size_t width = 0;
-  double loss_sum = 0;
-  for (std::size_t first = 0; first < test.rows; first += bs) {
-    nn::batch b(test, first, std::min(bs, test.rows - first));
-    if (auto p = st.strat->prepare_eval(*st.ctx, b); !p) return fail(p.err().to_string());
-    auto loss = st.model->forward(b, false);
-    if (!loss) return fail(loss.err().to_string());
-    loss_sum += *loss * static_cast<double>(b.size());
-    const auto& probs = st.model->probabilities();
-    width = probs.row_size();
-    scores.insert(scores.end(), probs.begin(), probs.begin() + static_cast<std::ptrdiff_t>(b.size() * width));
-  }
-  std::span<const float> labels(test.labels.data(), test.rows);
-  res.setRows(test.rows);
-  res.setLoss(test.rows ? loss_sum / static_cast<double>(test.rows) : 0.0);
-  if (width == 1) {
-    std::size_t right = 0;
-    for (std::size_t i = 0; i < test.rows; ++i) right += (scores[i] >= 0.5f) == (labels[i] >= 0.5f);
-    res.setAccuracy(test.rows ? static_cast<double>(right) / static_cast<double>(test.rows) : 0.0);
-    res.setAuc(nn::auc(scores, labels));
-  } else {
-    res.setAccuracy(nn::accuracy(scores, width, labels));
-    res.setAuc(std::numeric_limits<double>::quiet_NaN());  // AUC is for binary models (EvalResult)
-  }
-  spdlog::info("evaluation on {} rows: loss {:.4f} accuracy {:.4f} auc {:.4f}", test.rows, res.getLoss(),
-               res.getAccuracy(), res.getAuc());
-  (void)st.node->reply(request, std::move(o.out), "worker");
 }
 
 }  // namespace troupe::actors

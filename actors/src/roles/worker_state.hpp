@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "../node_context.hpp"
+#include "../record_fetch.hpp"
 #include "../rpc.hpp"
 #include "../worker_services.hpp"
 #include "roles.hpp"
@@ -25,6 +26,8 @@ struct held_task {
   nn::dataset rows;
   std::vector<std::uint32_t> order;
   std::size_t cursor = 0;  // next row of `order`
+  // Served records (worker_state::fetch): the fetcher's ticket, until the rows are in.
+  std::optional<std::uint64_t> ticket;
 };
 
 // A GPU worker's device side (roles/gpu_worker.hpp); null in a CPU worker.
@@ -41,7 +44,11 @@ struct worker_state {
   // The concrete runtime, for set-up only (services, rpc, GPU); null in unit tests of the loop.
   node_runtime* rt = nullptr;
   data_paths data;
-  std::optional<storage::record_store> train;
+  std::optional<storage::record_store> train;  // the local store; empty when records are served
+  // Served records ([data] serve, docs/data.md): its own rpc client for the record server, and the
+  // fetcher (prefetching leased tasks, caching them); null when the local store is read.
+  std::unique_ptr<rpc_client> records_rpc;
+  std::unique_ptr<record_fetcher> fetch;
   std::optional<nn::dataset> test;
   std::unique_ptr<nn::model> model;
   std::unique_ptr<nn::trainer> trainer;

@@ -24,6 +24,13 @@ expected<storage::manifest> write_dataset(const nn::dataset& d, const std::strin
 // than n at the end of the store). Errors name the store and the record.
 expected<void> read_records(const storage::record_store& store, std::uint64_t first, std::uint64_t n,
                             nn::dataset& out);
+// Sizes `out` for `rows` rows of the store `m` describes (named `name`), buffers reused.
+void size_rows(const storage::manifest& m, const std::string& name, std::size_t rows, nn::dataset& out);
+// Decodes encoded records first, first + 1, ... laid back to back in `bytes` (as the record server
+// sends them) into rows at, at + 1, ... of `out` (sized by size_rows), verifying each checksum.
+// Errors (corrupt_record) name `where` and the record, or say the bytes do not fit.
+expected<void> decode_rows(const storage::record_schema& s, std::uint64_t first, std::string_view bytes,
+                           nn::dataset& out, std::size_t at, const std::string& where);
 // Reads the whole store.
 expected<nn::dataset> read_all(const storage::record_store& store);
 

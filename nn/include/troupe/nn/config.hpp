@@ -36,6 +36,11 @@ struct data_config {
   criteo_options criteo;
   synthetic_ctr_options synthetic;  // rows = training rows
   std::size_t test_rows = 10000;    // synthetic-ctr: rows of the test set (sample_seed + 1)
+  // Where a job's workers read records (docs/data.md, "Served records"): "auto" from the local store
+  // when this host has it, else from the master node's record server; "always" from the server;
+  // "never" only locally (a host without the store fails).
+  std::string serve = "auto";
+  std::size_t cache_mb = 256;  // per worker: served tasks kept in memory for their next lease
 };
 
 struct job_config {

@@ -50,6 +50,12 @@ class record_store {
   using visit_fn = std::function<bool(std::uint64_t index, const record& r)>;
   expected<std::uint64_t> scan(std::uint64_t first, std::uint64_t n, const visit_fn& fn) const;
 
+  // scan() without decoding: the encoded bytes of each record (a view into the map, valid during the
+  // call; checksum not verified: the record server hands them to a worker that verifies them).
+  // Errors: corrupt_record when a record is missing.
+  using raw_visit_fn = std::function<bool(std::uint64_t index, std::string_view bytes)>;
+  expected<std::uint64_t> scan_raw(std::uint64_t first, std::uint64_t n, const raw_visit_fn& fn) const;
+
   // Reads [first, first + n) clipped to count() into `out` (resized; buffers reused).
   expected<void> read_batch(std::uint64_t first, std::uint64_t n, std::vector<record>& out) const;
 

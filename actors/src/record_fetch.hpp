@@ -1,0 +1,93 @@
+// A worker's served records (issue 19): on a host without the record store, a worker gets its
+// tasks' records from the master node's record server (roles/record_server.hpp). A thread of the
+// fetcher's own fetches the ranges the worker asks for, in order, a bounded reply at a time, and
+// decodes them (checksums verified) into rows, so that the task leased ahead is fetched while the
+// current one trains. The encoded records of fetched ranges stay in a bounded memory cache (least
+// recently used out first): a task leased again (a retry, the next epoch) needs no network. A
+// server that does not answer (the master killed and being relaunched) is asked again until it
+// does; a server's error (a bad range) or a corrupt record fails only that range.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "rpc.hpp"
+#include "troupe/nn/data/dataset.hpp"
+#include "troupe/storage/record_store.hpp"
+
+namespace troupe::actors {
+
+class record_fetcher {
+ public:
+  struct options {
+    std::size_t cache_bytes = std::size_t{256} << 20;
+    std::chrono::milliseconds timeout{10'000};  // one request's
+    std::string node = "master", actor = "records";
+  };
+  // `rpc` is used by the fetcher's thread (and by manifest() / test_set() on the caller's) only.
+  record_fetcher(rpc_channel& rpc, options o);
+  ~record_fetcher();
+  record_fetcher(const record_fetcher&) = delete;
+  record_fetcher& operator=(const record_fetcher&) = delete;
+
+  // The training (or test) store's manifest, asking until the server answers or `limit` passes.
+  // Blocking. The training manifest is kept: want() decodes with its schema.
+  expected<storage::manifest> manifest(bool test, std::chrono::milliseconds limit);
+  // Starts fetching training records [first, first + count) (from the cache when it has them);
+  // returns the ticket take() asks with. Never blocks.
+  std::uint64_t want(std::uint64_t first, std::uint64_t count);
+  // nullopt while the ticket's records are on their way; else they are decoded into `out`, or the
+  // error (a corrupt record, the server's refusal). The ticket is forgotten then.
+  std::optional<expected<void>> take(std::uint64_t ticket, nn::dataset& out);
+  // The whole test store (blocking; the server is asked until `limit` passes).
+  expected<nn::dataset> test_set(std::chrono::milliseconds limit);
+
+  struct stats {
+    std::uint64_t fetched = 0, cache_hits = 0, bytes = 0, retries = 0;
+  };
+  stats counters() const;
+
+ private:
+  struct job {
+    std::uint64_t ticket, first, count;
+  };
+  using clock = std::chrono::steady_clock;
+  void run(std::stop_token stop);
+  expected<nn::dataset> serve(const job& j, std::stop_token stop);
+  // Encoded records [first, first + count) of a store, asked for until `deadline` (retrying a
+  // silent server), or the server's error.
+  expected<std::string> fetch(bool test, std::uint64_t first, std::uint64_t count, clock::time_point deadline,
+                              const std::stop_token& stop);
+  // One request; nullopt when the server did not answer (retry), else the reply's error or records.
+  std::optional<expected<std::string>> ask(bool test, std::uint64_t first, std::uint64_t count,
+                                           std::string* manifest);
+  std::optional<std::string> cached(std::uint64_t first, std::uint64_t count);
+  void keep(std::uint64_t first, std::uint64_t count, const std::string& bytes);
+
+  rpc_channel& rpc_;
+  options opt_;
+  storage::manifest train_;  // set by manifest(false) before any want()
+  mutable std::mutex mu_;
+  std::condition_variable_any cv_;
+  std::deque<job> queue_;
+  std::map<std::uint64_t, expected<nn::dataset>> done_;
+  std::uint64_t last_ticket_ = 0;
+  stats stats_;
+  // The cache: encoded records by range, most recently used first.
+  using range = std::pair<std::uint64_t, std::uint64_t>;
+  std::list<std::pair<range, std::string>> lru_;
+  std::map<range, decltype(lru_)::iterator> index_;
+  std::size_t cached_bytes_ = 0;
+  std::jthread thread_;  // last: stopped and joined before the rest goes
+};
+
+}  // namespace troupe::actors
