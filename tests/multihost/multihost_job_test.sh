@@ -2,7 +2,8 @@
 # One job across hosts through the local launcher's host list (scripts/hosts.sh namespaces): the
 # runner and the master here on the bridge's address, PS shards and workers on h1..h3 through
 # `hosts.sh exec {host}` ([cluster] hosts, host_command, advertise). A DeepFM async-PS job finishes
-# with every task done and an AUC within 0.01 of the same job on this machine alone; then host h3
+# with every task done and an AUC within 0.01 of the same job on this machine alone, so does an MLP
+# allreduce job whose ring mixes shm and TCP links (2 workers on each of 2 hosts); then host h3
 # is killed mid-job (every process in it) and host h2 is cut off for 5 s and healed: the job
 # finishes, nothing lost, the nodes of those hosts come back as new incarnations.
 # Usage: multihost_job_test.sh TROUPE_BINARY. Exit 77 (ctest: skipped) without root.
@@ -83,7 +84,7 @@ finished() {  # finished NAME ROWS: the job ended well, every record of both epo
   [[ $(field "$1" records_done) == $(($2 * 2)) ]] || fail "$1: records_done $(field "$1" records_done), expected $(($2 * 2))"
 }
 
-# 1. The same job alone and across hosts.
+# 1. The same DeepFM job alone and across hosts.
 job_file alone 0 150000
 run alone
 finished alone 150000
@@ -100,7 +101,55 @@ awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01)
   fail "AUC across hosts $b, alone $a: more than 0.01 apart"
 echo "alone: auc $a; across 3 hosts: auc $b"
 
-# 2. Host h3 dies (every process in it SIGKILLed), then h2 is cut off for 5 s: the job finishes.
+# 2. An MLP allreduce job, 4 workers on h1 and h2 (2 each): one ring mixes shared-memory links
+#    inside a host and TCP links across, and trains like the same job on this machine alone.
+mlp_file() {  # mlp_file NAME HOSTS?(1/0)
+  cat > "$work/$1.toml" << TOML
+[job]
+root = "$work/jobs"
+dataset_cache = "$cache"
+strategy = "allreduce"
+name = "$1"
+workers = 4
+records_per_task = 500
+[model]
+type = "mlp"
+hidden = [64]
+[train]
+epochs = 2
+batch_size = 64
+optimizer = "adam"
+learning_rate = 0.002
+[data]
+source = "fashion-mnist"
+max_test_rows = 10000
+TOML
+  if [[ $2 == 1 ]]; then
+    cat >> "$work/$1.toml" << TOML
+[cluster]
+hosts = ["h1:2", "h2:2"]
+host_command = "$S exec {host}"
+advertise = "$bridge"
+TOML
+  fi
+}
+mlp_file mlp-alone 0
+run mlp-alone
+finished mlp-alone 60000
+mlp_file mlp-spread 1
+run mlp-spread
+finished mlp-spread 60000
+for h in h1 h2; do
+  [[ $(grep -l "up at $("$S" addr $h):" "$(logs mlp-spread)"/worker-*.log | wc -l) == 2 ]] ||
+    fail "mlp-spread: not 2 workers on $h"
+done
+grep -q "(shm and TCP), linked" "$(logs mlp-spread)"/worker-0.log || fail "mlp-spread: the ring of worker-0 is not mixed"
+a=$(field mlp-alone test_accuracy) b=$(field mlp-spread test_accuracy)
+awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01) }' ||
+  fail "MLP accuracy across hosts $b, alone $a: more than 0.01 apart"
+echo "MLP allreduce alone: accuracy $a; 4 workers on 2 hosts (mixed ring): $b"
+
+# 3. Host h3 dies (every process in it SIGKILLed), then h2 is cut off for 5 s: the job finishes.
 job_file faults 1 400000
 run faults
 wait_tasks faults 40
