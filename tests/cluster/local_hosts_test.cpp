@@ -36,11 +36,12 @@ TEST(local_hosts, entries_are_name_or_name_and_slots) {
   }
 }
 
-TEST(local_hosts, placement_fills_the_host_with_most_free_slots) {
+TEST(local_hosts, placement_fills_the_hosts_in_order) {
   remote_hosts hs{{{"h1", 2}, {"h2", 3}}, {"ssh", "{host}"}};
-  EXPECT_EQ(*pick_host(hs, {}, "", "w"), "h2");
-  EXPECT_EQ(*pick_host(hs, {{"h2", 2}}, "", "w"), "h1");
-  EXPECT_EQ(*pick_host(hs, {{"h1", 1}, {"h2", 2}}, "", "w"), "h1");  // equals: the first listed
+  EXPECT_EQ(*pick_host(hs, {}, "", "w"), "h1");
+  EXPECT_EQ(*pick_host(hs, {{"h1", 1}, {"h2", 2}}, "", "w"), "h1");
+  EXPECT_EQ(*pick_host(hs, {{"h1", 2}}, "", "w"), "h2");
+  EXPECT_EQ(*pick_host(hs, {{"h1", 1}, {"h2", 3}}, "", "w"), "h1");  // a slot freed on h1
   EXPECT_EQ(*pick_host(hs, {{"h1", 2}, {"h2", 3}}, "localhost", "w"), "localhost");
   EXPECT_EQ(*pick_host(hs, {}, "h1", "w"), "h1");
   auto unknown = pick_host(hs, {}, "h9", "worker-1#0");

@@ -36,11 +36,8 @@ expected<std::string> pick_host(const remote_hosts& hosts, const std::map<std::s
     return make_unexpected(cluster_errc::invalid_spec,
                            "node " + node + ": host '" + wanted + "' is not in cluster.hosts");
   }
-  const host_slots* best = nullptr;
   for (const auto& h : hosts.hosts)
-    if (in_use(h.name) < h.slots && (!best || h.slots - in_use(h.name) > best->slots - in_use(best->name)))
-      best = &h;
-  if (best) return best->name;
+    if (in_use(h.name) < h.slots) return h.name;
   std::string use;
   for (const auto& h : hosts.hosts)
     use.append(use.empty() ? "" : ", ")

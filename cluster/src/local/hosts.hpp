@@ -1,6 +1,7 @@
 // Other hosts for the local launcher ([cluster] hosts, host_command): a node placed on a host runs
 // as `host_command` (with {host} replaced) followed by the node's own command line, as MPI's
-// hostfiles and Horovod's -H do with ssh. Placement fills the host with the most free slots.
+// hostfiles and Horovod's -H do with ssh. Placement fills the hosts in their order, as MPI's default
+// (by slot) does: neighbours in a ring share a host, and its links are shared memory.
 #pragma once
 
 #include <map>
@@ -16,7 +17,7 @@ namespace troupe::cluster::local {
 expected<host_slots> parse_host_slots(std::string_view entry);
 
 // The host a node goes to: `wanted` when it names one ("localhost": this machine, no command),
-// else the listed host with the most free slots (the first of equals). `used`: nodes running per
+// else the first listed host with a free slot. `used`: nodes running per
 // host. Errors: invalid_spec for a host not in the list, insufficient_resources when every slot is
 // taken (naming each host's use).
 expected<std::string> pick_host(const remote_hosts& hosts, const std::map<std::string, int>& used,

@@ -44,8 +44,8 @@ class launcher final : public cluster::launcher {
   // Starts the service thread. Without options.capacity, uses local_capacity(). Errors:
   // launch_failed (cannot create the thread's event fd), io_error (local_capacity()).
   static expected<std::unique_ptr<launcher>> create(launcher_options options = {});
-  // With other hosts: a node whose spec names no host goes to the listed host with the most free
-  // slots, one naming a listed host goes there, "localhost" stays here. A node on another host
+  // With other hosts: a node whose spec names no host goes to the first listed host with a free
+  // slot, one naming a listed host goes there, "localhost" stays here. A node on another host
   // runs as `hosts.command` + its command line; it is still a child of this process (the command's
   // process): signal(), fence() and the exit report reach that process's group. Through ssh that
   // is the local ssh client (the remote node ends with its connection); through nsenter
