@@ -67,7 +67,10 @@ expected<std::string> record_fetcher::fetch(bool test, std::uint64_t first, std:
     auto r = ask(test, first + got, count - got, nullptr);
     if (r && !*r) return r->err();
     if (r) {
-      out += **r;
+      if (out.empty())
+        out = std::move(**r);  // a task within one reply (most): no second copy
+      else
+        out += **r;
       continue;
     }
     if (stop.stop_requested() || clock::now() >= deadline)
