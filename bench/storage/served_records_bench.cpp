@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "fake_node.hpp"
 #include "record_fetch.hpp"
@@ -92,7 +92,8 @@ int main(int argc, char** argv) {
   if (!store) die(store.err().to_string());
   const double mb = static_cast<double>(store->count() * storage::encoded_size(store->info().schema)) / 1e6;
 
-  testing::fake_node node(node_identity{node_id{"master", 0}, cluster::node_role::master, 0, work, "b", "b", 0});
+  testing::fake_node node(
+      node_identity{node_id{"master", 0}, cluster::node_role::master, 0, work, "b", "b", 0});
   record_server server(node, data_paths{dir, ""});
   transport_config cfg;
   cfg.token = "bench";
@@ -100,9 +101,8 @@ int main(int argc, char** argv) {
   auto cli = endpoint::create(node_id{"worker-0", 0}, cfg);
   if (!srv || !cli) die("endpoints");
   endpoint& s = **srv;
-  (void)s.register_name("records", [&](const message& m) {
-    (void)send_reply(s, m, server.answer(m), "records");
-  });
+  (void)s.register_name("records",
+                        [&](const message& m) { (void)send_reply(s, m, server.answer(m), "records"); });
   auto addr = s.listen("127.0.0.1", 0);
   if (!addr || !(*cli)->connect(*addr, false)) die("connect");
   auto rpc = rpc_client::create(**cli, "records-rpc");
@@ -121,12 +121,18 @@ int main(int argc, char** argv) {
     (void)served_pass(warm, store->count());
     double cached = served_pass(warm, store->count());
     auto rate = [&](double sec) { return static_cast<double>(store->count()) / sec; };
-    nlohmann::json j = {{"bench", "served_records"},   {"records", store->count()},
-                        {"task_records", task_records}, {"mb", mb},
-                        {"served_records_per_s", rate(served)}, {"served_mb_per_s", mb / served},
-                        {"cached_records_per_s", rate(cached)}, {"cached_mb_per_s", mb / cached},
-                        {"peer", "local_lmdb_read_records"}, {"peer_records_per_s", rate(local)},
-                        {"peer_mb_per_s", mb / local},          {"ratio", local / served}};
+    nlohmann::json j = {{"bench", "served_records"},
+                        {"records", store->count()},
+                        {"task_records", task_records},
+                        {"mb", mb},
+                        {"served_records_per_s", rate(served)},
+                        {"served_mb_per_s", mb / served},
+                        {"cached_records_per_s", rate(cached)},
+                        {"cached_mb_per_s", mb / cached},
+                        {"peer", "local_lmdb_read_records"},
+                        {"peer_records_per_s", rate(local)},
+                        {"peer_mb_per_s", mb / local},
+                        {"ratio", local / served}};
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
   }
