@@ -4,6 +4,7 @@
 // a corrupt or refused range fails only its ticket and is never cached.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <mutex>
 
 #include "fake_node.hpp"
@@ -68,9 +69,11 @@ class record_fetch_test : public ::testing::Test {
     fetch_.reset();
     std::filesystem::remove_all(dir_);
   }
-  record_fetcher& fetcher(std::size_t cache_bytes = 1 << 20) {
+  record_fetcher& fetcher(std::size_t cache_bytes = 1 << 20, const std::string& spill_dir = "") {
     record_fetcher::options o;
     o.cache_bytes = cache_bytes;
+    o.spill_dir = spill_dir;
+    o.spill_bytes = spill_dir.empty() ? 0 : 1 << 20;
     fetch_.emplace(*channel_, o);
     auto m = fetch_->manifest(false, 5s);
     EXPECT_TRUE(m) << m.err().to_string();
@@ -123,6 +126,35 @@ TEST_F(record_fetch_test, the_cache_is_bounded_and_the_least_recently_used_task_
   ASSERT_TRUE(take(f.want(0, 10), d));
   EXPECT_GT(calls(), before) << "the first one was evicted and is fetched again";
   EXPECT_EQ(d.dense_row(0)[0], 0.0f);
+}
+
+TEST_F(record_fetch_test, tasks_pushed_out_of_memory_come_back_from_the_spill_file_of_this_host) {
+  auto& f = fetcher(10 * 12, dir_ + "/spill");
+  nn::dataset d;
+  ASSERT_TRUE(take(f.want(0, 10), d));
+  ASSERT_TRUE(take(f.want(10, 10), d));  // pushes the first task out, into the spill file
+  int before = calls();
+  ASSERT_TRUE(take(f.want(0, 10), d));
+  EXPECT_EQ(calls(), before) << "no request: the first task came from the spill file";
+  EXPECT_EQ(f.counters().spill_hits, 1u);
+  EXPECT_EQ(d.dense_row(9)[0], 9.0f);
+  // Another worker of this host (a fresh fetcher, nothing in its memory) finds it there too.
+  auto& other = fetcher(10 * 12, dir_ + "/spill");
+  before = calls();
+  ASSERT_TRUE(take(other.want(0, 10), d));
+  EXPECT_EQ(calls(), before);
+}
+
+TEST_F(record_fetch_test, a_spill_dir_that_cannot_be_made_turns_spilling_off_and_records_still_come) {
+  std::ofstream(dir_ + "/not-a-dir") << "x";
+  auto& f = fetcher(10 * 12, dir_ + "/not-a-dir/spill");
+  nn::dataset d;
+  ASSERT_TRUE(take(f.want(0, 10), d));
+  ASSERT_TRUE(take(f.want(10, 10), d));
+  int before = calls();
+  ASSERT_TRUE(take(f.want(0, 10), d));
+  EXPECT_GT(calls(), before) << "fetched again from the server";
+  EXPECT_EQ(d.dense_row(3)[0], 3.0f);
 }
 
 TEST_F(record_fetch_test, a_silent_server_is_asked_again_until_it_answers) {
