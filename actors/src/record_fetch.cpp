@@ -26,8 +26,10 @@ record_fetcher::~record_fetcher() {
   thread_.request_stop();
   thread_.join();
   auto s = counters();
-  spdlog::info("served records: {} ranges fetched ({:.1f} MB, {} retries), {} from the cache", s.fetched,
-               static_cast<double>(s.bytes) / 1e6, s.retries, s.cache_hits);
+  spdlog::info(
+      "served records: {} ranges fetched ({:.1f} MB, {} retries), {} from the cache ({} of them "
+      "from the spill file)",
+      s.fetched, static_cast<double>(s.bytes) / 1e6, s.retries, s.cache_hits + s.spill_hits, s.spill_hits);
 }
 
 record_fetcher::stats record_fetcher::counters() const {
@@ -67,7 +69,10 @@ expected<std::string> record_fetcher::fetch(bool test, std::uint64_t first, std:
     auto r = ask(test, first + got, count - got, nullptr);
     if (r && !*r) return r->err();
     if (r) {
-      out += **r;
+      if (out.empty())
+        out = std::move(**r);  // a task within one reply (most): no second copy
+      else
+        out += **r;
       continue;
     }
     if (stop.stop_requested() || clock::now() >= deadline)
@@ -90,7 +95,10 @@ expected<storage::manifest> record_fetcher::manifest(bool test, std::chrono::mil
     if (r && !*r) return r->err();
     if (r) {
       auto m = storage::manifest::parse(text, "record server on " + opt_.node);
-      if (m && !test) train_ = *m;
+      if (m && !test && !spill_) {
+        train_ = *m;
+        spill_ = std::make_unique<record_spill>(opt_.spill_dir, text, opt_.spill_bytes);
+      }
       return m;
     }
     if (clock::now() + wait >= deadline)
@@ -148,45 +156,58 @@ void record_fetcher::run(std::stop_token stop) {
 }
 
 expected<nn::dataset> record_fetcher::serve(const job& j, std::stop_token stop) {
-  auto bytes = cached(j.first, j.count);
-  const bool hit = bytes.has_value();
-  if (!hit) {
-    auto f = fetch(false, j.first, j.count, clock::time_point::max(), stop);
-    if (!f) return f.err();
-    bytes = std::move(*f);
-  }
   nn::dataset d;
   size_rows(train_, train_.source, static_cast<std::size_t>(j.count), d);
+  if (auto bytes = cached(j.first, j.count)) {
+    if (decode_rows(train_.schema, j.first, *bytes, d, 0, "cached record")) return d;
+    spdlog::warn("served records: cached records {}..: corrupt, fetching them again", j.first);
+  }
+  auto bytes = fetch(false, j.first, j.count, clock::time_point::max(), stop);
+  if (!bytes) return bytes.err();
   if (auto r = decode_rows(train_.schema, j.first, *bytes, d, 0, "served record"); !r) return r.err();
-  std::lock_guard lk(mu_);
-  if (hit) {
-    stats_.cache_hits += 1;
-  } else {
+  {
+    std::lock_guard lk(mu_);
     stats_.fetched += 1;
     stats_.bytes += bytes->size();
-    keep(j.first, j.count, *bytes);
   }
+  keep(j.first, j.count, *bytes);
   return d;
 }
 
 std::optional<std::string> record_fetcher::cached(std::uint64_t first, std::uint64_t count) {
-  std::lock_guard lk(mu_);
-  auto it = index_.find({first, count});
-  if (it == index_.end()) return std::nullopt;
-  lru_.splice(lru_.begin(), lru_, it->second);
-  return it->second->second;
+  {
+    std::lock_guard lk(mu_);
+    if (auto it = index_.find({first, count}); it != index_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      stats_.cache_hits += 1;
+      return it->second->second;
+    }
+  }
+  auto spilled = spill_ ? spill_->get(first, count) : std::nullopt;
+  if (spilled) {
+    std::lock_guard lk(mu_);
+    stats_.spill_hits += 1;
+  }
+  return spilled;
 }
 
 void record_fetcher::keep(std::uint64_t first, std::uint64_t count, const std::string& bytes) {
-  if (bytes.size() > opt_.cache_bytes || index_.count({first, count})) return;
-  lru_.emplace_front(range{first, count}, bytes);
-  index_[{first, count}] = lru_.begin();
-  cached_bytes_ += bytes.size();
-  while (cached_bytes_ > opt_.cache_bytes) {
-    cached_bytes_ -= lru_.back().second.size();
-    index_.erase(lru_.back().first);
-    lru_.pop_back();
+  std::vector<std::pair<range, std::string>> out;
+  {
+    std::lock_guard lk(mu_);
+    if (index_.count({first, count})) return;
+    lru_.emplace_front(range{first, count}, bytes);
+    index_[{first, count}] = lru_.begin();
+    cached_bytes_ += bytes.size();
+    while (cached_bytes_ > opt_.cache_bytes) {
+      cached_bytes_ -= lru_.back().second.size();
+      index_.erase(lru_.back().first);
+      out.push_back(std::move(lru_.back()));
+      lru_.pop_back();
+    }
   }
+  for (const auto& [r, b] : out)
+    if (spill_) spill_->put(r.first, r.second, b);
 }
 
 }  // namespace troupe::actors

@@ -20,6 +20,7 @@
 #include <thread>
 #include <utility>
 
+#include "record_spill.hpp"
 #include "rpc.hpp"
 #include "troupe/nn/data/dataset.hpp"
 #include "troupe/storage/record_store.hpp"
@@ -32,6 +33,8 @@ class record_fetcher {
     std::size_t cache_bytes = std::size_t{256} << 20;
     std::chrono::milliseconds timeout{10'000};  // one request's
     std::string node = "master", actor = "records";
+    std::string spill_dir;        // the memory cache's second tier (record_spill.hpp)
+    std::size_t spill_bytes = 0;  // 0: no spilling
   };
   // `rpc` is used by the fetcher's thread (and by manifest() / test_set() on the caller's) only.
   record_fetcher(rpc_channel& rpc, options o);
@@ -52,7 +55,7 @@ class record_fetcher {
   expected<nn::dataset> test_set(std::chrono::milliseconds limit);
 
   struct stats {
-    std::uint64_t fetched = 0, cache_hits = 0, bytes = 0, retries = 0;
+    std::uint64_t fetched = 0, cache_hits = 0, spill_hits = 0, bytes = 0, retries = 0;
   };
   stats counters() const;
 
@@ -70,12 +73,15 @@ class record_fetcher {
   // One request; nullopt when the server did not answer (retry), else the reply's error or records.
   std::optional<expected<std::string>> ask(bool test, std::uint64_t first, std::uint64_t count,
                                            std::string* manifest);
+  // The range's bytes from memory, else from the spill file (counted); nullopt when neither has it.
   std::optional<std::string> cached(std::uint64_t first, std::uint64_t count);
+  // Into the memory cache (under mu_); what it pushes out goes to the spill file (without mu_).
   void keep(std::uint64_t first, std::uint64_t count, const std::string& bytes);
 
   rpc_channel& rpc_;
   options opt_;
-  storage::manifest train_;  // set by manifest(false) before any want()
+  storage::manifest train_;              // set by manifest(false) before any want()
+  std::unique_ptr<record_spill> spill_;  // likewise
   mutable std::mutex mu_;
   std::condition_variable_any cv_;
   std::deque<job> queue_;

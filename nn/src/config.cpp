@@ -76,6 +76,8 @@ data_config read_data_config(config_section s, data_config c) {
   c.max_test_rows = count(s, "max_test_rows", c.max_test_rows);
   c.serve = s.get_enum("serve", c.serve, {"auto", "always", "never"});
   c.cache_mb = count(s, "cache_mb", c.cache_mb, 0, std::int64_t{1} << 20);
+  c.spill_mb = count(s, "spill_mb", c.spill_mb, 0, std::int64_t{1} << 24);
+  c.spill_dir = s.get_string("spill_dir", c.spill_dir);
   if (c.source == "fashion-mnist") {
     c.dir = s.get_string("dir", c.dir);
   } else if (c.source == "store") {

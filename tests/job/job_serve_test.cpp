@@ -65,6 +65,16 @@ TEST(job_serve, an_mlp_allreduce_job_on_served_records_trains_as_on_local_reads)
   EXPECT_GT(local.value("test_accuracy", 0.0), 0.70) << local.dump();
   EXPECT_NEAR(remote.value("test_accuracy", 0.0), local.value("test_accuracy", 1.0), 0.01) << remote.dump();
   expect_served(remote);
+  // No memory cache, a spill file instead: the second epoch comes from it.
+  auto spill = test_root("serve-spill");
+  auto spilled = run_ok("serve-mlp-spill",
+                        job + served + "cache_mb = 0\nspill_mb = 64\nspill_dir = \"" + spill + "\"\n");
+  EXPECT_NEAR(spilled.value("test_accuracy", 0.0), local.value("test_accuracy", 1.0), 0.01) << spilled.dump();
+  expect_served(spilled);
+  auto worker_log = read_file(spilled["job_dir"].get<std::string>() + "/logs/worker-0.log");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(worker_log, m, std::regex(R"(\((\d+) of them from the spill file\))")));
+  EXPECT_EQ(std::stoull(m[1]), 12u) << "the second epoch's 12 tasks";
   auto two =
       run_ok("serve-mlp-two",
              mlp_job({.strategy = "allreduce", .max_train_rows = 6000, .max_test_rows = 1000}) + served);

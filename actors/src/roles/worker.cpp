@@ -1,7 +1,9 @@
 // The worker actor: a detached actor whose mailbox interleaves training (self-sent ticks, each a
 // bounded slice of the loop in worker_loop.cpp) with requests from the master (evaluate).
 #include <spdlog/spdlog.h>
+
 #include <caf/all.hpp>
+#include <filesystem>
 
 #include "../caf_types.hpp"
 #include "../data_model.hpp"
@@ -19,8 +21,13 @@ storage::manifest serve_records(worker_state& st, node_runtime* rt) {
   auto rpc = rpc_client::create(rt->net(), "records-rpc");
   if (!rpc) throw std::runtime_error(rpc.err().to_string());
   st.records_rpc = std::move(*rpc);
+  const auto& data = rt->spec().nn.data;
   record_fetcher::options o;
-  o.cache_bytes = rt->spec().nn.data.cache_mb << 20;
+  o.cache_bytes = data.cache_mb << 20;
+  o.spill_bytes = data.spill_mb << 20;
+  o.spill_dir = data.spill_dir.empty()
+                    ? (std::filesystem::temp_directory_path() / "troupe-record-cache").string()
+                    : data.spill_dir;
   o.timeout = rt->spec().job.rpc_timeout;
   st.fetch = std::make_unique<record_fetcher>(*st.records_rpc, o);
   auto m = st.fetch->manifest(false, std::chrono::seconds(60));

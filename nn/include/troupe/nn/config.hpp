@@ -41,6 +41,10 @@ struct data_config {
   // "never" only locally (a host without the store fails).
   std::string serve = "auto";
   std::size_t cache_mb = 256;  // per worker: served tasks kept in memory for their next lease
+  // Tasks pushed out of that memory go to a local LMDB file under spill_dir (empty: the system's
+  // temp dir + "/troupe-record-cache"), shared by the workers of this host, up to spill_mb (0: off).
+  std::size_t spill_mb = 0;
+  std::string spill_dir;
 };
 
 struct job_config {

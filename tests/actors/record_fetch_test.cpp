@@ -1,0 +1,208 @@
+// A worker's record fetcher (record_fetcher) against a record_server behind an in-process channel:
+// tasks come in bounded replies and decode to the stored rows, a task fetched once comes from the
+// cache (bounded: the least recently used goes), a silent server is asked again until it answers,
+// a corrupt or refused range fails only its ticket and is never cached.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <mutex>
+
+#include "fake_node.hpp"
+#include "record_fetch.hpp"
+#include "roles/record_server.hpp"
+#include "troupe/actors/data.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Calls go straight to a record_server; the first `silent` calls get no answer, and with `corrupt`
+// a byte of every record reply is flipped on the way.
+class server_channel final : public rpc_channel {
+ public:
+  server_channel(const record_server& s, node_id self) : server_(s), self_(std::move(self)) {}
+  expected<message> call(request req, std::chrono::milliseconds) override {
+    std::lock_guard lk(mu);
+    ++calls;
+    if (silent > 0) {
+      --silent;
+      return make_unexpected(core_errc::io_error, "no reply within 10 ms from master");
+    }
+    req.out.envelope().setFrom("records-rpc");
+    auto m = loopback_message(req.out, self_);
+    if (!m) return m.err();
+    auto reply = server_.answer(*m);
+    if (corrupt && reply.body().getRecordReply().isRecords()) {
+      auto d = reply.body().getRecordReply().getRecords();
+      if (d.size() > 5) d[5] ^= 0x40;
+    }
+    return loopback_message(reply, node_id{"master", 1});
+  }
+  expected<std::uint64_t> send(request, std::chrono::milliseconds) override {
+    return make_unexpected(core_errc::invalid_argument, "not used");
+  }
+  std::optional<expected<message>> poll(std::uint64_t) override { return std::nullopt; }
+  expected<std::vector<message>> call_all(std::vector<request>&, std::chrono::milliseconds) override {
+    return make_unexpected(core_errc::invalid_argument, "not used");
+  }
+  std::mutex mu;
+  int calls = 0, silent = 0;
+  bool corrupt = false;
+
+ private:
+  const record_server& server_;
+  node_id self_;
+};
+
+class record_fetch_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::temp_dir("record-fetch-test");
+    ASSERT_TRUE(write_dataset(testing::tiny_dataset(), dir_ + "/train", "test"));
+    ASSERT_TRUE(write_dataset(testing::tiny_dataset(), dir_ + "/test", "test"));
+    node_.emplace(node_identity{node_id{"master", 1}, cluster::node_role::master, 0, dir_, "job", "job", 0});
+    server_.emplace(*node_, data_paths{dir_ + "/train", dir_ + "/test"}, 7 * 12);  // 7 records a reply
+    channel_.emplace(*server_, node_id{"worker-0", 1});
+  }
+  void TearDown() override {
+    fetch_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  record_fetcher& fetcher(std::size_t cache_bytes = 1 << 20, const std::string& spill_dir = "") {
+    record_fetcher::options o;
+    o.cache_bytes = cache_bytes;
+    o.spill_dir = spill_dir;
+    o.spill_bytes = spill_dir.empty() ? 0 : 1 << 20;
+    fetch_.emplace(*channel_, o);
+    auto m = fetch_->manifest(false, 5s);
+    EXPECT_TRUE(m) << m.err().to_string();
+    return *fetch_;
+  }
+  // Waits (up to 10 s) for the ticket's records.
+  expected<void> take(std::uint64_t ticket, nn::dataset& out) {
+    auto until = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < until) {
+      if (auto r = fetch_->take(ticket, out)) return *r;
+      std::this_thread::sleep_for(1ms);
+    }
+    return make_unexpected(core_errc::io_error, "test: no records within 10 s");
+  }
+  int calls() {
+    std::lock_guard lk(channel_->mu);
+    return channel_->calls;
+  }
+
+  std::string dir_;
+  std::optional<testing::fake_node> node_;
+  std::optional<record_server> server_;
+  std::optional<server_channel> channel_;
+  std::optional<record_fetcher> fetch_;
+};
+
+TEST_F(record_fetch_test, a_task_comes_in_bounded_replies_and_then_from_the_cache) {
+  auto& f = fetcher();
+  nn::dataset d;
+  ASSERT_TRUE(take(f.want(3, 20), d));
+  ASSERT_EQ(d.rows, 20u);
+  for (std::size_t i = 0; i < 20; ++i) EXPECT_EQ(d.dense_row(i)[0], static_cast<float>(3 + i));
+  EXPECT_EQ(calls(), 1 + 3);  // the manifest, then 7 + 7 + 6 records
+  nn::dataset again;
+  ASSERT_TRUE(take(f.want(3, 20), again));
+  EXPECT_EQ(again.dense, d.dense);
+  EXPECT_EQ(calls(), 4) << "the second lease of the task needs no request";
+  EXPECT_EQ(f.counters().cache_hits, 1u);
+  EXPECT_EQ(f.counters().fetched, 1u);
+}
+
+TEST_F(record_fetch_test, the_cache_is_bounded_and_the_least_recently_used_task_goes) {
+  auto& f = fetcher(10 * 12);  // room for one task of 10 records
+  nn::dataset d;
+  ASSERT_TRUE(take(f.want(0, 10), d));
+  ASSERT_TRUE(take(f.want(10, 10), d));
+  int before = calls();
+  ASSERT_TRUE(take(f.want(10, 10), d));
+  EXPECT_EQ(calls(), before) << "the latest task is cached";
+  ASSERT_TRUE(take(f.want(0, 10), d));
+  EXPECT_GT(calls(), before) << "the first one was evicted and is fetched again";
+  EXPECT_EQ(d.dense_row(0)[0], 0.0f);
+}
+
+TEST_F(record_fetch_test, tasks_pushed_out_of_memory_come_back_from_the_spill_file_of_this_host) {
+  auto& f = fetcher(10 * 12, dir_ + "/spill");
+  nn::dataset d;
+  ASSERT_TRUE(take(f.want(0, 10), d));
+  ASSERT_TRUE(take(f.want(10, 10), d));  // pushes the first task out, into the spill file
+  int before = calls();
+  ASSERT_TRUE(take(f.want(0, 10), d));
+  EXPECT_EQ(calls(), before) << "no request: the first task came from the spill file";
+  EXPECT_EQ(f.counters().spill_hits, 1u);
+  EXPECT_EQ(d.dense_row(9)[0], 9.0f);
+  // Another worker of this host (a fresh fetcher, nothing in its memory) finds it there too.
+  auto& other = fetcher(10 * 12, dir_ + "/spill");
+  before = calls();
+  ASSERT_TRUE(take(other.want(0, 10), d));
+  EXPECT_EQ(calls(), before);
+}
+
+TEST_F(record_fetch_test, a_spill_dir_that_cannot_be_made_turns_spilling_off_and_records_still_come) {
+  std::ofstream(dir_ + "/not-a-dir") << "x";
+  auto& f = fetcher(10 * 12, dir_ + "/not-a-dir/spill");
+  nn::dataset d;
+  ASSERT_TRUE(take(f.want(0, 10), d));
+  ASSERT_TRUE(take(f.want(10, 10), d));
+  int before = calls();
+  ASSERT_TRUE(take(f.want(0, 10), d));
+  EXPECT_GT(calls(), before) << "fetched again from the server";
+  EXPECT_EQ(d.dense_row(3)[0], 3.0f);
+}
+
+TEST_F(record_fetch_test, a_silent_server_is_asked_again_until_it_answers) {
+  auto& f = fetcher();
+  {
+    std::lock_guard lk(channel_->mu);
+    channel_->silent = 3;  // the master killed and relaunched meanwhile
+  }
+  nn::dataset d;
+  ASSERT_TRUE(take(f.want(0, 5), d));
+  EXPECT_EQ(d.rows, 5u);
+  EXPECT_EQ(f.counters().retries, 3u);
+}
+
+TEST_F(record_fetch_test, a_corrupt_range_fails_its_ticket_and_is_not_cached) {
+  auto& f = fetcher();
+  {
+    std::lock_guard lk(channel_->mu);
+    channel_->corrupt = true;
+  }
+  nn::dataset d;
+  auto bad = take(f.want(20, 5), d);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.err().to_string().find("served record: record 20: checksum mismatch"), std::string::npos)
+      << bad.err().to_string();
+  {
+    std::lock_guard lk(channel_->mu);
+    channel_->corrupt = false;
+  }
+  int before = calls();
+  ASSERT_TRUE(take(f.want(20, 5), d));
+  EXPECT_GT(calls(), before) << "fetched again, not taken from the cache";
+  EXPECT_EQ(d.dense_row(0)[0], 20.0f);
+}
+
+TEST_F(record_fetch_test, a_refused_range_fails_its_ticket_naming_it_and_the_test_set_comes_whole) {
+  auto& f = fetcher();
+  nn::dataset d;
+  auto bad = take(f.want(35, 10), d);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.err().to_string().find("records [35, 35 + 10) are outside the store of 40 records"),
+            std::string::npos)
+      << bad.err().to_string();
+  auto t = f.test_set(5s);
+  ASSERT_TRUE(t) << t.err().to_string();
+  EXPECT_EQ(t->rows, 40u);
+  EXPECT_EQ(t->labels[3], 1.0f);
+}
+
+}  // namespace
+}  // namespace troupe::actors
