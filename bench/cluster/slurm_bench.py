@@ -21,6 +21,7 @@ from datetime import datetime
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchrun_slurm  # noqa: E402
+from torchrun_slurm import sh, wait  # noqa: E402
 
 JOB = """[job]
 root = "{w}/jobs"
@@ -56,10 +57,6 @@ worker_cpus = 4
 """
 
 
-def sh(*a):
-    return subprocess.run(a, capture_output=True, text=True).stdout.strip()
-
-
 def log_ms(path, needle):
     try:
         for line in open(path, errors="replace"):
@@ -75,16 +72,6 @@ def steps(path):
         return [int(x) / 1000 for x in open(path).read().split()]  # ms
     except OSError:
         return []
-
-
-def wait(pred, timeout=120):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.02)
-    return None
 
 
 def gaps_around(files, t_ms, window_ms=3000):

@@ -31,13 +31,13 @@ def all_steps(d):
     return sorted(out)
 
 
-def wait(pred, timeout):
+def wait(pred, timeout=120):
     end = time.time() + timeout
     while time.time() < end:
         v = pred()
         if v:
             return v
-        time.sleep(0.05)
+        time.sleep(0.02)
     return None
 
 
