@@ -104,7 +104,8 @@ class fixed_context final : public ring_context {
 
 // Rank r's data: (r + 1) * (i % 7 + 1), so every sum is exact: n(n+1)/2 * (i % 7 + 1).
 void fill(std::vector<float>& d, int rank) {
-  for (std::size_t i = 0; i < d.size(); ++i) d[i] = static_cast<float>((rank + 1) * static_cast<int>(i % 7 + 1));
+  for (std::size_t i = 0; i < d.size(); ++i)
+    d[i] = static_cast<float>((rank + 1) * static_cast<int>(i % 7 + 1));
 }
 
 bool exact(const std::vector<float>& d, int size) {
