@@ -10,6 +10,8 @@ cd "$(dirname "$0")/../.."
 S=scripts/hosts.sh
 B=$(realpath build/release/bench/collective/ring_session_rank)
 rounds=${1:-3}
+errs=$(mktemp /tmp/mixed_hosts_run.XXXXXX.err)  # the ranks' stderr
+echo "ranks' stderr: $errs" >&2
 trap '"$S" down > /dev/null 2>&1' EXIT
 "$S" up 2 > /dev/null
 a1=$("$S" addr h1)
@@ -22,7 +24,7 @@ run() {  # run KIND KEYS MB ITERS
   port=$((port + 4))
   for r in 0 1 2 3; do
     "$S" exec "${place[$r]}" "$B" --rank $r --hosts "$keys" --addrs "$addrs" --job "bench$port" --mb "$mb" \
-      --iters "$iters" --timeout-ms 600000 2> /dev/null | grep '^{' | sed "s/^{/{\"ring\":\"$kind\",/" &
+      --iters "$iters" --timeout-ms 600000 2>> "$errs" | grep '^{' | sed "s/^{/{\"ring\":\"$kind\",/" &
   done
   wait
 }

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "troupe/collective/mixed/session.hpp"
@@ -104,7 +105,8 @@ class fixed_context final : public ring_context {
 
 // Rank r's data: (r + 1) * (i % 7 + 1), so every sum is exact: n(n+1)/2 * (i % 7 + 1).
 void fill(std::vector<float>& d, int rank) {
-  for (std::size_t i = 0; i < d.size(); ++i) d[i] = static_cast<float>((rank + 1) * static_cast<int>(i % 7 + 1));
+  for (std::size_t i = 0; i < d.size(); ++i)
+    d[i] = static_cast<float>((rank + 1) * static_cast<int>(i % 7 + 1));
 }
 
 bool exact(const std::vector<float>& d, int size) {
@@ -172,9 +174,14 @@ int main(int argc, char** argv) {
   o.heartbeat_timeout = std::chrono::milliseconds(a.heartbeat_ms);
   mixed_ring_session s(ctx, o);
   auto info = s.ensure();
+  std::fprintf(stderr, "rank %d: ring ready\n", a.rank);
   if (!info) {
     std::fprintf(stderr, "rank %d: %s\n", a.rank, info.err().to_string().c_str());
     return 1;
   }
-  return run(s, a, static_cast<int>(a.hosts.size()));
+  int rc = run(s, a, static_cast<int>(a.hosts.size()));
+  // A rank that is done may exit while its previous rank still waits on another neighbour to finish
+  // the last exchange; its links' closing would read as a death there. Linger a little first.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  return rc;
 }

@@ -1,6 +1,8 @@
 // Fakes of what a ring session needs from its node (ring_context, liveness), for ring sessions
-// driven on threads of one process over real shared-memory rings. Every session of one test shares
-// one fake_cluster: its view (ring members and epoch), its liveness and the reports it received.
+// driven on threads of one process over real shared-memory rings and real TCP links on loopback
+// (each context has its own ring listener; a ring member's host key places it on a "host"). Every session of
+// one test shares one fake_cluster: its view (ring members and epoch), its liveness and the reports it
+// received.
 #pragma once
 
 #include <unistd.h>

@@ -97,11 +97,13 @@ void expect_exact_collectives(std::vector<std::string> hosts) {
       for (std::size_t k = 0; k < n; ++k) want[k] += data[i][k];
     }
     expect_ok(r.on_all([&](std::size_t i) { return r.s[i]->allreduce(data[i]); }), "allreduce");
-    for (std::size_t i = 0; i < r.size(); ++i) ASSERT_EQ(data[i], want) << "worker " << i << ", " << n << " floats";
+    for (std::size_t i = 0; i < r.size(); ++i)
+      ASSERT_EQ(data[i], want) << "worker " << i << ", " << n << " floats";
   }
   for (int root : {0, 2}) {
     std::vector<std::vector<float>> data(r.size());
-    for (std::size_t i = 0; i < r.size(); ++i) data[i] = rank_data(i == static_cast<std::size_t>(root) ? 99 : i, 50'001);
+    for (std::size_t i = 0; i < r.size(); ++i)
+      data[i] = rank_data(i == static_cast<std::size_t>(root) ? 99 : i, 50'001);
     expect_ok(r.on_all([&](std::size_t i) { return r.s[i]->broadcast(data[i], root); }), "broadcast");
     for (std::size_t i = 0; i < r.size(); ++i) ASSERT_EQ(data[i], rank_data(99, 50'001)) << "worker " << i;
   }

@@ -29,52 +29,11 @@ bool pidfd_exited(int fd) {
 }
 }  // namespace
 
-bool sender::pump(transport::shm_ring& ring) {
-  std::size_t before = sent;
-  while (!done()) {
-    std::span<const std::byte> src =
-        sent < sizeof(hdr) ? std::span<const std::byte>(reinterpret_cast<const std::byte*>(&hdr) + sent,
-                                                        sizeof(hdr) - sent)
-                           : payload.subspan(sent - sizeof(hdr));
-    std::size_t n = ring.write_some(src);
-    if (n == 0) break;
-    sent += n;
-  }
-  return sent != before;
-}
-
-int receiver::pump(transport::shm_ring& ring, const step_tag& tag) {
-  bool progressed = false;
-  if (hdr_got < sizeof(hdr)) {
-    hdr_got += ring.read_some({reinterpret_cast<std::byte*>(&hdr) + hdr_got, sizeof(hdr) - hdr_got});
-    progressed = hdr_got > 0;
-    if (hdr_got < sizeof(hdr)) return progressed;
-    if (hdr.epoch != tag.epoch || hdr.op != tag.op || hdr.step != tag.step || hdr.floats != out.size())
-      return -1;
-  }
-  while (floats_got < out.size()) {
-    auto region = ring.peek();
-    std::size_t n = std::min(region.size() / sizeof(float), out.size() - floats_got);
-    if (n == 0) break;
-    const float* src = reinterpret_cast<const float*>(region.data());
-    float* dst = out.data() + floats_got;
-    if (accumulate) {
-      for (std::size_t i = 0; i < n; ++i) dst[i] += src[i];
-    } else {
-      std::memcpy(dst, src, n * sizeof(float));
-    }
-    ring.consume(n * sizeof(float));
-    floats_got += n;
-    progressed = true;
-  }
-  return progressed;
-}
-
 error receiver::mismatch(const step_tag& tag) const {
-  return error(collective_errc::protocol,
-               "expected epoch " + std::to_string(tag.epoch) + " op " + std::to_string(tag.op) + " step " +
-                   std::to_string(tag.step) + ", got epoch " + std::to_string(hdr.epoch) + " op " +
-                   std::to_string(hdr.op) + " step " + std::to_string(hdr.step));
+  return error(collective_errc::protocol, "expected epoch " + std::to_string(tag.epoch) + " op " +
+                                              std::to_string(tag.op) + " step " + std::to_string(tag.step) +
+                                              ", got epoch " + std::to_string(hdr.epoch) + " op " +
+                                              std::to_string(hdr.op) + " step " + std::to_string(hdr.step));
 }
 
 sender make_sender(const step_tag& tag, const std::span<const float>* send) {

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 
@@ -51,6 +52,48 @@ struct receiver {
   // The protocol error for what pump() returned -1 on.
   error mismatch(const step_tag& tag) const;
 };
+
+// Inline: the hot loops of every shared-memory transfer, compiled into each link's transfer loop.
+inline bool sender::pump(transport::shm_ring& ring) {
+  std::size_t before = sent;
+  while (!done()) {
+    std::span<const std::byte> src =
+        sent < sizeof(hdr)
+            ? std::span<const std::byte>(reinterpret_cast<const std::byte*>(&hdr) + sent, sizeof(hdr) - sent)
+            : payload.subspan(sent - sizeof(hdr));
+    std::size_t n = ring.write_some(src);
+    if (n == 0) break;
+    sent += n;
+  }
+  return sent != before;
+}
+
+inline int receiver::pump(transport::shm_ring& ring, const step_tag& tag) {
+  bool progressed = false;
+  if (hdr_got < sizeof(hdr)) {
+    hdr_got += ring.read_some({reinterpret_cast<std::byte*>(&hdr) + hdr_got, sizeof(hdr) - hdr_got});
+    progressed = hdr_got > 0;
+    if (hdr_got < sizeof(hdr)) return progressed;
+    if (hdr.epoch != tag.epoch || hdr.op != tag.op || hdr.step != tag.step || hdr.floats != out.size())
+      return -1;
+  }
+  while (floats_got < out.size()) {
+    auto region = ring.peek();
+    std::size_t n = std::min(region.size() / sizeof(float), out.size() - floats_got);
+    if (n == 0) break;
+    const float* src = reinterpret_cast<const float*>(region.data());
+    float* dst = out.data() + floats_got;
+    if (accumulate) {
+      for (std::size_t i = 0; i < n; ++i) dst[i] += src[i];
+    } else {
+      std::memcpy(dst, src, n * sizeof(float));
+    }
+    ring.consume(n * sizeof(float));
+    floats_got += n;
+    progressed = true;
+  }
+  return progressed;
+}
 
 // The sender and receiver of one transfer; a side without a span is done from the start.
 sender make_sender(const step_tag& tag, const std::span<const float>* send);

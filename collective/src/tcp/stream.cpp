@@ -31,8 +31,8 @@ expected<void> check_header(const cursor& in, const step_tag& tag) {
     return "epoch " + std::to_string(e) + " op " + std::to_string(op) + " step " + std::to_string(step) +
            " (" + std::to_string(bytes) + " bytes)";
   };
-  return make_unexpected(collective_errc::protocol, "previous rank sent " + say(h.epoch, h.op, h.step, h.bytes) +
-                                                        ", expected " +
+  return make_unexpected(collective_errc::protocol, "previous rank sent " +
+                                                        say(h.epoch, h.op, h.step, h.bytes) + ", expected " +
                                                         say(tag.epoch, tag.op, tag.step, in.payload_bytes));
 }
 

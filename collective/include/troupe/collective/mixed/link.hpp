@@ -30,11 +30,11 @@ struct mixed_link_options {
   // The ring (job, epoch, rank, size), the per-exchange and rendezvous timeout, current_epoch, the
   // ring capacity and spare, and the same-host neighbour: prev_* when tcp_next, else next_*.
   shm_link_options shm;
-  bool tcp_next = true;                      // true: TCP to the next rank, shm from the previous
-  std::string next_address;                  // tcp_next: "host:port" of the next rank's listener
-  tcp_listener* listener = nullptr;          // !tcp_next: where the previous rank dials in
+  bool tcp_next = true;              // true: TCP to the next rank, shm from the previous
+  std::string next_address;          // tcp_next: "host:port" of the next rank's listener
+  tcp_listener* listener = nullptr;  // !tcp_next: where the previous rank dials in
   std::chrono::milliseconds heartbeat_timeout{3'000};
-  std::size_t chunk_bytes = 256 << 10;       // TCP receive (and accumulate) granularity
+  std::size_t chunk_bytes = 256 << 10;  // TCP receive (and accumulate) granularity
 };
 
 class mixed_ring_link final : public ring_link {
@@ -58,8 +58,8 @@ class mixed_ring_link final : public ring_link {
   expected<void> check_stall(const step_tag& tag, std::chrono::steady_clock::time_point deadline) const;
   void wait(const transfer_state& t) const;
   mixed_link_options opt_;
-  std::unique_ptr<transport::shm_ring> ring_;  // tcp_next: this rank's inbound ring; else the next rank's
-  int fd_ = -1;                                // tcp_next: to the next rank; else from the previous
+  std::unique_ptr<transport::shm_ring> ring_;      // tcp_next: this rank's inbound ring; else the next rank's
+  int fd_ = -1;                                    // tcp_next: to the next rank; else from the previous
   std::unique_ptr<shm_detail::peer_watch> watch_;  // the same-host neighbour
   std::vector<float> staging_;
 };
