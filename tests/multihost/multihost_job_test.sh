@@ -3,7 +3,7 @@
 # runner and the master here on the bridge's address, PS shards and workers on h1..h3 through
 # `hosts.sh exec {host}` ([cluster] hosts, host_command, advertise). A DeepFM async-PS job finishes
 # with every task done and an AUC within 0.01 of the same job on this machine alone, so does an MLP
-# allreduce job whose ring mixes shm and TCP links (2 workers on each of 2 hosts); then host h3
+# allreduce job (accuracy within 0.02) whose ring mixes shm and TCP links (2 workers on each of 2 hosts); then host h3
 # is killed mid-job (every process in it) and host h2 is cut off for 5 s and healed: the job
 # finishes, nothing lost, the nodes of those hosts come back as new incarnations.
 # Usage: multihost_job_test.sh TROUPE_BINARY. Exit 77 (ctest: skipped) without root.
@@ -25,35 +25,9 @@ trap '"$S" down > /dev/null 2>&1; rm -rf "$work"' EXIT
 "$S" up 3 > /dev/null || fail "hosts up"
 bridge=$("$S" addr h1 | sed 's/\.[0-9]*$/.1/')
 
-job_file() {  # job_file NAME HOSTS?(1/0) ROWS
-  cat > "$work/$1.toml" << TOML
-[job]
-root = "$work/jobs"
-dataset_cache = "$cache"
-strategy = "async_ps"
-name = "$1"
-workers = 3
-min_workers = 1
-records_per_task = 1024
-[ps]
-shards = 2
-checkpoint_every_ms = 500
-[model]
-type = "deepfm"
-embedding_dim = 8
-hidden = [32]
-[train]
-epochs = 2
-batch_size = 128
-optimizer = "adam"
-learning_rate = 0.01
-[data]
-source = "synthetic-ctr"
-rows = $3
-test_rows = 10000
-fields = 6
-vocab_per_field = 50
-TOML
+source "$here/tests/common/deepfm_job.sh"
+job_file() {  # job_file NAME HOSTS?(1/0) ROWS: a DeepFM async-PS job of 3 workers
+  deepfm_toml "$work" "$cache" "$1" 3 "$3" > "$work/$1.toml"
   if [[ $2 == 1 ]]; then
     cat >> "$work/$1.toml" << TOML
 [cluster]
@@ -145,12 +119,14 @@ for h in h1 h2; do
 done
 grep -q "(shm and TCP), linked" "$(logs mlp-spread)"/worker-0.log || fail "mlp-spread: the ring of worker-0 is not mixed"
 a=$(field mlp-alone test_accuracy) b=$(field mlp-spread test_accuracy)
-awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01) }' ||
-  fail "MLP accuracy across hosts $b, alone $a: more than 0.01 apart"
+# Within 0.02, not 0.01: the tasks meeting in a step vary between runs of an elastic allreduce job,
+# and the same job alone scores 0.834-0.852 (tests/slurm/slurm_allreduce_test.sh says more).
+awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.02) }' ||
+  fail "MLP accuracy across hosts $b, alone $a: more than 0.02 apart"
 echo "MLP allreduce alone: accuracy $a; 4 workers on 2 hosts (mixed ring): $b"
 
 # 3. Host h3 dies (every process in it SIGKILLed), then h2 is cut off for 5 s: the job finishes.
-job_file faults 1 400000
+job_file faults 1 1500000
 run faults
 wait_tasks faults 40
 victims=$(grep -l "up at $("$S" addr h3):" "$(logs faults)"/*.log | xargs -n1 basename | sed 's/\.log$//')
@@ -162,7 +138,7 @@ cut_off=$(grep -l "up at $("$S" addr h2):" "$(logs faults)"/*.log | xargs -n1 ba
 "$S" cut h2
 sleep 5
 "$S" heal h2
-finished faults 400000
+finished faults 1500000
 for v in $victims $cut_off; do
   grep -q "$v#[1-9][0-9]* (" "$(logs faults)/$v.log" || fail "faults: $v (on h3 or h2) did not come back"
 done

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -164,13 +165,15 @@ class Browser:
         profile = os.path.join(work, "chromium-profile")
         shutil.rmtree(profile, ignore_errors=True)
         self.log = open(os.path.join(work, "chromium.log"), "w")
+        self.tmp = tempfile.mkdtemp(prefix="troupe-chromium-")
         self.proc = subprocess.Popen([exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
                                       "--disable-extensions", "--remote-debugging-port=0",
                                       "--remote-allow-origins=*", "--user-data-dir=" + profile,
                                       "--window-size=%d,%d" % (width, height), "about:blank"],
                                      stdout=self.log, stderr=subprocess.STDOUT,
-                                     # its singleton socket directory goes with the work directory
-                                     env=dict(os.environ, TMPDIR=work))
+                                     # its singleton socket directory: a short path (a socket's path is
+                                     # limited to 107 bytes), removed on close
+                                     env=dict(os.environ, TMPDIR=self.tmp))
         port_file = os.path.join(profile, "DevToolsActivePort")
         port = wait_for("chromium's DevTools port", lambda: open(port_file).readline().strip(), 30)
         pages = wait_for("a chromium page", lambda: [p for p in json.loads(
@@ -210,6 +213,7 @@ class Browser:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
             self.log.close()
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 class Dashboard:

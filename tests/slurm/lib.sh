@@ -21,42 +21,12 @@ cancel_ours() { squeue -h -o '%i %j' | awk '$2 ~ /^troupe-/ {print $1}' | xargs 
 trap 'cancel_ours > /dev/null 2>&1; rm -rf "$work"' EXIT
 bash "$S" up > "$work/up.log" 2>&1 || { cat "$work/up.log"; fail "slurm-cluster.sh up"; }
 
+source "$here/tests/common/deepfm_job.sh"
 job_file() {  # job_file NAME WORKERS ROWS [CLUSTER_EXTRA]: a DeepFM async-PS job on Slurm
-  cat > "$work/$1.toml" << TOML
-[job]
-root = "$work/jobs"
-dataset_cache = "$cache"
-strategy = "async_ps"
-name = "$1"
-workers = $2
-min_workers = 1
-max_workers = 8
-records_per_task = 1024
-[ps]
-shards = 2
-checkpoint_every_ms = 500
-[model]
-type = "deepfm"
-embedding_dim = 8
-hidden = [32]
-[train]
-epochs = 2
-batch_size = 128
-optimizer = "adam"
-learning_rate = 0.01
-[data]
-source = "synthetic-ctr"
-rows = $3
-test_rows = 10000
-fields = 6
-vocab_per_field = 50
-[cluster]
-launcher = "slurm"
-control_partition = "high"
-worker_partition = "low"
-control_host = "h1"
-${4:-}
-TOML
+  {
+    deepfm_toml "$work" "$cache" "$1" "$2" "$3"
+    printf '[cluster]\nlauncher = "slurm"\ncontrol_partition = "high"\nworker_partition = "low"\ncontrol_host = "h1"\n%s\n' "${4:-}"
+  } > "$work/$1.toml"
 }
 result() { tail -1 "$work/$1.out"; }
 field() { sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p" <<< "$(result "$1")"; }
