@@ -18,8 +18,10 @@ a2=$("$S" addr h2)
 place=(h1 h1 h2 h2)
 addrs="$a1:29630,$a1:29631,$a2:29632,$a2:29633"
 pids=()
+# A job name of this run's own: hosts kept up by the Slurm tests keep their /dev/shm, and a beacon
+# an earlier run left (released) would read as a neighbour already gone.
 for r in 0 1 2 3; do
-  "$S" exec "${place[$r]}" "$B" --rank "$r" --hosts "$a1,$a1,$a2,$a2" --addrs "$addrs" --job mixedtest \
+  "$S" exec "${place[$r]}" "$B" --rank "$r" --hosts "$a1,$a1,$a2,$a2" --addrs "$addrs" --job "mixedtest-$$" \
     --mb 4 --iters 5 --timeout-ms 60000 > "$out/rank$r.out" 2>&1 &
   pids+=($!)
 done
