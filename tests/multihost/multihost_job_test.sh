@@ -25,7 +25,7 @@ trap '"$S" down > /dev/null 2>&1; rm -rf "$work"' EXIT
 "$S" up 3 > /dev/null || fail "hosts up"
 bridge=$("$S" addr h1 | sed 's/\.[0-9]*$/.1/')
 
-source "$here/tests/common/deepfm_job.sh"
+source "$here/tests/common/job_files.sh"
 job_file() {  # job_file NAME HOSTS?(1/0) ROWS: a DeepFM async-PS job of 3 workers
   deepfm_toml "$work" "$cache" "$1" 3 "$3" > "$work/$1.toml"
   if [[ $2 == 1 ]]; then
@@ -78,26 +78,7 @@ echo "alone: auc $a; across 3 hosts: auc $b"
 # 2. An MLP allreduce job, 4 workers on h1 and h2 (2 each): one ring mixes shared-memory links
 #    inside a host and TCP links across, and trains like the same job on this machine alone.
 mlp_file() {  # mlp_file NAME HOSTS?(1/0)
-  cat > "$work/$1.toml" << TOML
-[job]
-root = "$work/jobs"
-dataset_cache = "$cache"
-strategy = "allreduce"
-name = "$1"
-workers = 4
-records_per_task = 500
-[model]
-type = "mlp"
-hidden = [64]
-[train]
-epochs = 2
-batch_size = 64
-optimizer = "adam"
-learning_rate = 0.002
-[data]
-source = "fashion-mnist"
-max_test_rows = 10000
-TOML
+  mlp_toml "$work" "$cache" "$1" > "$work/$1.toml"
   if [[ $2 == 1 ]]; then
     cat >> "$work/$1.toml" << TOML
 [cluster]

@@ -21,7 +21,7 @@ cancel_ours() { squeue -h -o '%i %j' | awk '$2 ~ /^troupe-/ {print $1}' | xargs 
 trap 'cancel_ours > /dev/null 2>&1; rm -rf "$work"' EXIT
 bash "$S" up > "$work/up.log" 2>&1 || { cat "$work/up.log"; fail "slurm-cluster.sh up"; }
 
-source "$here/tests/common/deepfm_job.sh"
+source "$here/tests/common/job_files.sh"
 job_file() {  # job_file NAME WORKERS ROWS [CLUSTER_EXTRA]: a DeepFM async-PS job on Slurm
   {
     deepfm_toml "$work" "$cache" "$1" "$2" "$3"

@@ -12,27 +12,7 @@ B=$(realpath "$1")
 source "$(dirname "$0")/lib.sh"
 
 mlp_file() {  # mlp_file NAME CLUSTER_SECTION
-  cat > "$work/$1.toml" << TOML
-[job]
-root = "$work/jobs"
-dataset_cache = "$cache"
-strategy = "allreduce"
-name = "$1"
-workers = 4
-records_per_task = 500
-[model]
-type = "mlp"
-hidden = [64]
-[train]
-epochs = 2
-batch_size = 64
-optimizer = "adam"
-learning_rate = 0.002
-[data]
-source = "fashion-mnist"
-max_test_rows = 10000
-$2
-TOML
+  { mlp_toml "$work" "$cache" "$1"; echo "$2"; } > "$work/$1.toml"
 }
 mlp_file alone ""
 "$B" run "$work/alone.toml" --job-id alone --quiet > "$work/alone.out" 2> "$work/alone.err" || fail "alone: the job failed"

@@ -1,0 +1,61 @@
+# shellcheck shell=bash
+# The job files the multi-host and Slurm tests run, on stdout, without a [cluster] section. Sourced.
+
+# deepfm_toml ROOT CACHE NAME WORKERS ROWS: a DeepFM async-PS job (synthetic CTR data, 2 PS shards
+# checkpointing every 500 ms, 2 epochs).
+deepfm_toml() {
+  cat << TOML
+[job]
+root = "$1/jobs"
+dataset_cache = "$2"
+strategy = "async_ps"
+name = "$3"
+workers = $4
+min_workers = 1
+max_workers = 8
+records_per_task = 1024
+[ps]
+shards = 2
+checkpoint_every_ms = 500
+[model]
+type = "deepfm"
+embedding_dim = 8
+hidden = [32]
+[train]
+epochs = 2
+batch_size = 128
+optimizer = "adam"
+learning_rate = 0.01
+[data]
+source = "synthetic-ctr"
+rows = $5
+test_rows = 10000
+fields = 6
+vocab_per_field = 50
+TOML
+}
+
+# mlp_toml ROOT CACHE NAME: an MLP allreduce job of 4 workers (Fashion-MNIST, 2 epochs, 10000 test
+# rows).
+mlp_toml() {
+  cat << TOML
+[job]
+root = "$1/jobs"
+dataset_cache = "$2"
+strategy = "allreduce"
+name = "$3"
+workers = 4
+records_per_task = 500
+[model]
+type = "mlp"
+hidden = [64]
+[train]
+epochs = 2
+batch_size = 64
+optimizer = "adam"
+learning_rate = 0.002
+[data]
+source = "fashion-mnist"
+max_test_rows = 10000
+TOML
+}
