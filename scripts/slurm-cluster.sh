@@ -10,8 +10,8 @@
 #                             (--purge also deletes state, logs and the accounting database)
 #   slurm-cluster.sh status   daemons, nodes, queue
 #
-# Partitions: `low` (default; preemptible: PreemptMode=REQUEUE, GraceTime) and `high` (preempts
-# low). Node hN has TROUPE_SLURM_CPUS CPUs (they are fake: hosts share the machine's cores).
+# Partitions: `low` (default; preemptible: PreemptMode=REQUEUE, GraceTime), `high` (preempts
+# low) and `spare` (preempted by both: a job's workers beyond its own, [cluster] spare_partition). Node hN has TROUPE_SLURM_CPUS CPUs (they are fake: hosts share the machine's cores).
 # Environment: TROUPE_SLURM_NODES (4), TROUPE_SLURM_CPUS (4), TROUPE_SLURM_MEM (MB, 4000),
 # TROUPE_SLURM_GRACE (s, 30), TROUPE_SLURM_REQUEUE_DELAY (cred_expire s, 10), TROUPE_SLURM_DBD
 # (1: slurmdbd + mariadb for sacct; 0: none), TROUPE_SLURM_STATE (/var/lib/troupe-slurm).

@@ -23,6 +23,7 @@ cluster_config cluster_config::read(config_section s, cluster_config defaults) {
   c.worker_cpus = s.get_double("worker_cpus", c.worker_cpus, 0, 1e4);
   c.control_partition = s.get_string("control_partition", c.control_partition);
   c.worker_partition = s.get_string("worker_partition", c.worker_partition);
+  c.spare_partition = s.get_string("spare_partition", c.spare_partition);
   c.control_host = s.get_string("control_host", c.control_host);
   c.account = s.get_string("account", c.account);
   c.qos = s.get_string("qos", c.qos);
@@ -63,6 +64,7 @@ slurm::options slurm_options(const cluster_config& cfg, const launch_site& site)
   slurm::options so;
   so.partition = cfg.control_partition;
   so.worker_partition = cfg.worker_partition;
+  so.spare_partition = cfg.spare_partition;
   so.account = cfg.account;
   so.qos = cfg.qos;
   so.time_limit = cfg.time_limit;

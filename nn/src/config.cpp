@@ -67,6 +67,7 @@ train_config read_train_config(config_section s, train_config c) {
   c.eval_batch_size = count(s, "eval_batch_size", c.eval_batch_size, 1, 1 << 20);
   c.threads = static_cast<int>(s.get_int("threads", c.threads, 0, 1024));
   c.device = s.get_enum("device", c.device, {"cpu", "gpu"});
+  c.max_samples_per_s = s.get_double("max_samples_per_s", c.max_samples_per_s, 0, 1e12);
   return c;
 }
 

@@ -83,6 +83,26 @@ TEST(slurm_commands, preemptible_nodes_go_to_the_worker_partition_and_hosts_are_
   EXPECT_EQ(*(std::find(shared.begin(), shared.end(), "-p") + 1), "high");
 }
 
+TEST(slurm_commands, spare_workers_go_to_the_spare_partition) {
+  node_spec spec;
+  spec.id = node_id{"worker-7", 0};
+  spec.argv = {"x"};
+  spec.preemptible = true;
+  spec.spare = true;
+  options so;
+  so.partition = "high";
+  so.worker_partition = "low";
+  auto partition = [&] {
+    auto a = sbatch_argv(spec, "/bin/p", so);
+    return *(std::find(a.begin(), a.end(), "-p") + 1);
+  };
+  EXPECT_EQ(partition(), "low");  // no spare partition: a spare worker is an ordinary one
+  so.spare_partition = "spare";
+  EXPECT_EQ(partition(), "spare");
+  spec.spare = false;
+  EXPECT_EQ(partition(), "low");
+}
+
 TEST(slurm_commands, scontrol_fields) {
   std::string node = "NodeName=h2 Arch=x86_64 CoresPerSocket=4 NodeAddr=10.78.0.12 NodeHostName=h2 Port=0\n";
   EXPECT_EQ(scontrol_field(node, "NodeAddr"), "10.78.0.12");

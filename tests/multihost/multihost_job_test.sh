@@ -52,19 +52,19 @@ wait_tasks() {  # wait_tasks NAME N: N tasks done (troupe status)
   done
   fail "$1: $2 tasks were not done in time"
 }
-finished() {  # finished NAME ROWS: the job ended well, every record of both epochs done
+finished() {  # finished NAME RECORDS: the job ended well, every record of every epoch done
   wait "$runner" || fail "$1: the job failed (exit $?)"
   [[ $(field "$1" tasks_failed) == 0 ]] || fail "$1: failed tasks"
-  [[ $(field "$1" records_done) == $(($2 * 2)) ]] || fail "$1: records_done $(field "$1" records_done), expected $(($2 * 2))"
+  [[ $(field "$1" records_done) == "$2" ]] || fail "$1: records_done $(field "$1" records_done), expected $2"
 }
 
 # 1. The same DeepFM job alone and across hosts.
 job_file alone 0 150000
 run alone
-finished alone 150000
+finished alone 300000
 job_file spread 1 150000
 run spread
-finished spread 150000
+finished spread 300000
 for h in h1 h2 h3; do
   grep -lq "up at $("$S" addr $h):" "$(logs spread)"/worker-*.log "$(logs spread)"/ps-*.log ||
     fail "spread: no node ran on $h"
@@ -90,10 +90,10 @@ TOML
 }
 mlp_file mlp-alone 0
 run mlp-alone
-finished mlp-alone 60000
+finished mlp-alone 240000
 mlp_file mlp-spread 1
 run mlp-spread
-finished mlp-spread 60000
+finished mlp-spread 240000
 for h in h1 h2; do
   [[ $(grep -l "up at $("$S" addr $h):" "$(logs mlp-spread)"/worker-*.log | wc -l) == 2 ]] ||
     fail "mlp-spread: not 2 workers on $h"
@@ -101,7 +101,7 @@ done
 grep -q "(shm and TCP), linked" "$(logs mlp-spread)"/worker-0.log || fail "mlp-spread: the ring of worker-0 is not mixed"
 a=$(field mlp-alone test_accuracy) b=$(field mlp-spread test_accuracy)
 # Within 0.02, not 0.01: the tasks meeting in a step vary between runs of an elastic allreduce job,
-# and the same job alone scores 0.834-0.852 (tests/slurm/slurm_allreduce_test.sh says more).
+# and the same job alone scores 0.8485-0.8562 under load (tests/common/job_files.sh, mlp_toml).
 awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.02) }' ||
   fail "MLP accuracy across hosts $b, alone $a: more than 0.02 apart"
 echo "MLP allreduce alone: accuracy $a; 4 workers on 2 hosts (mixed ring): $b"
@@ -119,7 +119,7 @@ cut_off=$(grep -l "up at $("$S" addr h2):" "$(logs faults)"/*.log | xargs -n1 ba
 "$S" cut h2
 sleep 5
 "$S" heal h2
-finished faults 1500000
+finished faults 3000000
 for v in $victims $cut_off; do
   grep -q "$v#[1-9][0-9]* (" "$(logs faults)/$v.log" || fail "faults: $v (on h3 or h2) did not come back"
 done

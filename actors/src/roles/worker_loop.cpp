@@ -296,6 +296,19 @@ void count_step(worker_state& st, const step_result& res) {
   if (st.step_log) log_step(st);
 }
 
+// [train] max_samples_per_s: sleeps until the samples trained so far fit the rate. A worker that
+// fell behind (a ring change, a slow step) does not catch up in a burst: at most one step's worth.
+void pace(worker_state& st, std::size_t samples) {
+  const double rate = st.node->spec().nn.train.max_samples_per_s;
+  if (rate <= 0 || samples == 0) return;
+  auto& clk = st.node->clock();
+  const auto now = clk.now();
+  const auto step = std::chrono::duration_cast<worker_state::clock::duration>(
+      std::chrono::duration<double>(static_cast<double>(samples) / rate));
+  st.pace_until = std::max(st.pace_until, now - step) + step;
+  if (st.pace_until > now) clk.sleep_for(st.pace_until - now);
+}
+
 bool train_some(worker_state& st) {
   if (st.done) return false;
   pump_reports(st);
@@ -334,6 +347,7 @@ bool train_some(worker_state& st) {
     case step_result::kind::trained:
       if (b) st.task->cursor += b->size();
       count_step(st, res);
+      pace(st, res.samples);
       break;
     case step_result::kind::idle:
       if (!st.task) st.node->clock().sleep_for(std::chrono::milliseconds(5));

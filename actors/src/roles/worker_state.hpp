@@ -83,6 +83,9 @@ struct worker_state {
   std::uint64_t win_samples = 0, win_steps = 0, dropped = 0, steps_total = 0;
   double win_loss = 0;
   clock::time_point last_report;
+  // [train] max_samples_per_s: the earliest time the next step may start (the steps so far at
+  // that rate); the epoch of the clock until the first paced step.
+  clock::time_point pace_until;
   // Unix ms of the first trained minibatch (benchmarks: time to first step); 0 until then.
   std::uint64_t first_step_wall_ms = 0;
   bool first_step_sent = false;

@@ -146,8 +146,9 @@ expected<std::unique_ptr<launcher>> launcher::create(launcher_options lo, option
   auto cpus = p->partition_cpus(p->so.partition);
   if (!cpus) return cpus.err();
   p->total.cpus = *cpus;
-  if (!p->so.worker_partition.empty() && p->so.worker_partition != p->so.partition) {
-    auto w = p->partition_cpus(p->so.worker_partition);
+  for (const auto* other : {&p->so.worker_partition, &p->so.spare_partition}) {
+    if (other->empty() || *other == p->so.partition) continue;
+    auto w = p->partition_cpus(*other);  // an unknown partition is named now, not at the first sbatch
     if (!w) return w.err();
   }
   impl* raw = p.get();

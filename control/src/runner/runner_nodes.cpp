@@ -42,6 +42,7 @@ expected<void> runner::launch(node_slot& slot) {
   auto ns = cluster::node_launch_spec(a, *dir_, need);
   // Workers may be preempted; the control plane stays on its host (the master's address is fixed).
   ns.preemptible = worker;
+  ns.spare = worker && spare_rank(slot);
   if (slot.role == cluster::node_role::master) ns.host = plan_.master_node;
   if (slot.role == cluster::node_role::ps) ns.host = plan_.ps_node;
   // Nodes share the machine: one BLAS thread each, the job's processes are the parallelism.
@@ -80,6 +81,21 @@ std::uint32_t runner::launched_workers() const {
   return n;
 }
 
+// [cluster] spare_partition: the job keeps max_workers workers; the `workers` wanted ones of lowest
+// index are its own, the rest are spare (Slurm's spare partition, preempted by any other work). A
+// worker's class is decided when it is (re)launched.
+bool runner::spare_mode() const {
+  return spec_.cluster.launcher == "slurm" && !spec_.cluster.spare_partition.empty();
+}
+
+bool runner::spare_rank(const node_slot& slot) const {
+  if (!spare_mode()) return false;
+  std::uint32_t below = 0;
+  for (const auto& [name, s] : nodes_)
+    if (s.role == cluster::node_role::worker && s.wanted && s.index < slot.index) ++below;
+  return below >= target_workers_;
+}
+
 // The lowest slot no worker process holds (a leaving one keeps its slot until it has exited).
 std::size_t runner::free_place() const {
   std::set<std::size_t> used;
@@ -99,7 +115,8 @@ void runner::scale_to(std::uint32_t workers) {
   }
   // Grow: new workers get new indices, never a departed worker's name (the master would refuse
   // its incarnation 0 as stale, and a relaunch would count as a restart).
-  while (running_workers() < workers) {
+  const std::uint32_t kept = spare_mode() ? spec_.job.max_workers : workers;
+  while (running_workers() < kept) {
     std::size_t i = next_worker_index_++;
     auto name = cluster::node_name(cluster::node_role::worker, i);
     auto place = free_place();
@@ -117,7 +134,7 @@ void runner::scale_to(std::uint32_t workers) {
     }
   }
   // Shrink: the highest indices leave (SIGTERM: the node stops, its task goes back to TODO).
-  for (auto it = nodes_.rbegin(); it != nodes_.rend() && running_workers() > workers; ++it) {
+  for (auto it = nodes_.rbegin(); it != nodes_.rend() && running_workers() > kept; ++it) {
     auto& slot = it->second;
     if (slot.role != cluster::node_role::worker || !slot.wanted) continue;
     slot.wanted = false;
@@ -146,8 +163,7 @@ void runner::handle_exits() {
     }
     if (!slot.wanted) {
       spdlog::info("{} {}", h.id.to_string(), status.to_string());
-      if (slot.role == cluster::node_role::worker && running_workers() < target_workers_)
-        scale_to(target_workers_);
+      if (slot.role == cluster::node_role::worker) scale_to(target_workers_);
       continue;
     }
     auto now = steady::now();

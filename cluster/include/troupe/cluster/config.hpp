@@ -9,6 +9,9 @@
 //   capacity_gpus = -1            # local: -1: detect; else the GPUs nodes may reserve
 //   control_partition = ""        # slurm: master and PS shards (not preempted); "": the default one
 //   worker_partition = ""         # slurm: workers (preemptible); "": control_partition
+//   spare_partition = ""          # slurm: when set, the job keeps max_workers workers submitted:
+//                                 #   `workers` of them in worker_partition, the rest here (a
+//                                 #   partition every other one preempts: spare capacity only)
 //   control_host = ""             # slurm: the node the master and PS shards run on (the master's
 //                                 #   address is fixed for the job's life); "": the control partition's first
 //                                 node
@@ -45,7 +48,7 @@ struct cluster_config {
   std::string metrics_host = "127.0.0.1";
   std::int64_t metrics_port = 0;
   double worker_cpus = 0;
-  std::string control_partition, worker_partition, control_host;
+  std::string control_partition, worker_partition, spare_partition, control_host;
   std::string account, qos, time_limit;
   std::vector<std::string> sbatch_args;
   std::string slurm_bin_dir;

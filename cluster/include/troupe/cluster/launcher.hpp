@@ -57,6 +57,10 @@ struct node_spec {
   // The node may be preempted (a worker): a backend with such a class of capacity puts it there
   // (Slurm: the worker partition; Kubernetes: a low priorityClassName). Control nodes are not.
   bool preemptible = false;
+  // The node is extra, for capacity nobody else wants (a worker beyond the job's `workers`): a
+  // backend with such a class puts it where any other work preempts it (Slurm: the spare
+  // partition). The local backend ignores it.
+  bool spare = false;
 };
 
 // How a node ended.

@@ -25,6 +25,10 @@ struct train_config {
   std::size_t eval_batch_size = 1024;
   int threads = 1;             // OpenBLAS threads (0: leave OpenBLAS' default)
   std::string device = "cpu";  // "gpu": `troupe train --local` trains on CUDA device 0 (docs/gpu.md)
+  // A worker of a troupe job trains at most this many samples per second (0: as fast as it can):
+  // a job that must leave CPU to others, and the cluster experiments' stand-in for a Slurm CPU on
+  // a machine with fewer real cores (docs/cluster_experiments.md).
+  double max_samples_per_s = 0;
 };
 
 struct eval_result {

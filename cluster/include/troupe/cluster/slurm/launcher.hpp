@@ -38,6 +38,7 @@ namespace troupe::cluster::slurm {
 struct options {
   std::string partition;                   // -p; empty: the cluster's default partition
   std::string worker_partition;            // -p for node_spec::preemptible nodes; empty: partition
+  std::string spare_partition;             // -p for node_spec::spare nodes; empty: as preemptible
   std::string account, qos, time_limit;    // -A, -q, -t; empty: not passed
   std::vector<std::string> sbatch_args;    // further sbatch options, verbatim
   std::string job_name_prefix = "troupe";  // job name: <prefix>:<node name>
