@@ -1,0 +1,487 @@
+#!/usr/bin/python3
+"""ElasticDL's cluster experiments with troupe on the repo's Slurm cluster (issue 15).
+
+Starts scripts/slurm-cluster.sh with 4 hosts x 6 CPUs (24 Slurm CPUs, ElasticDL's cluster), submits
+a schedule of troupe jobs, and collects from Slurm itself (sacct through slurmdbd: every Slurm job's
+submit/start/end, CPUs, state; sinfo samples of allocated CPUs every second) and from troupe (each
+job's events.jsonl and result.json). One JSON file per run (schema: docs/cluster_experiments.md),
+then the plots (bench/cluster/plots.py).
+
+  gang_vs_elastic  two DeepFM jobs of 13 CPUs each (3 control + 10 workers), the second submitted
+                   30 s after the first. gang: each job ONE Slurm allocation of 13 CPUs
+                   (bench/cluster/gang_run.sh); elastic: troupe's Slurm launcher, 10 workers of the
+                   job's own in `low` and up to 11 more in `spare` (min_workers 1).
+  colocation       a "service" in the high partition scaled 2 -> 10 -> 4 -> 12 -> 2 CPUs (one
+                   Slurm job per replica) beside one elastic troupe job filling the rest; the
+                   service's start latency is compared with the same scale-up preempting plain
+                   `sleep` jobs (Slurm's own latency).
+  trace            Poisson arrivals of jobs of mixed sizes and priorities, gang vs elastic.
+
+Every worker is paced ([train] max_samples_per_s) so that one Slurm CPU stands for a bounded share
+of this machine's real cores: see docs/cluster_experiments.md for what that means for the figures.
+Usage: experiments.py TROUPE_BIN [--only NAMES] [--out DIR] [--scale F]   (root; the cluster's lock)
+"""
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+SLURM = os.path.join(REPO, "scripts", "slurm-cluster.sh")
+CPUS_PER_HOST, HOSTS = 6, 4
+PACE = 1500  # samples/s per worker
+
+
+def sh(*cmd, check=True):
+    r = subprocess.run(list(cmd), capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def log(msg):
+    print(f"[experiments {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def cluster_up():
+    env = dict(os.environ, TROUPE_SLURM_CPUS=str(CPUS_PER_HOST), TROUPE_SLURM_NODES=str(HOSTS),
+               TROUPE_SLURM_MEM="16000")
+    subprocess.run(["bash", SLURM, "down"], env=env, check=False, capture_output=True)
+    subprocess.run(["bash", SLURM, "up"], env=env, check=True)
+
+
+def make_data(work, bin_, rows):
+    d = os.path.join(work, "data")
+    train, test = os.path.join(d, f"train-{rows}"), os.path.join(d, "test")
+    os.makedirs(d, exist_ok=True)
+    if not os.path.exists(os.path.join(train, "data.mdb")):
+        sh(bin_, "data", "synth-ctr", "--rows", str(rows), "--fields", "6", "--vocab", "50",
+           "--seed", "1", "--out", train)
+    if not os.path.exists(os.path.join(test, "data.mdb")):
+        sh(bin_, "data", "synth-ctr", "--rows", "10000", "--fields", "6", "--vocab", "50",
+           "--seed", "2", "--out", test)
+    return train, test
+
+
+def job_toml(root, name, data, epochs, workers, min_w, max_w, shards=2, pace=PACE):
+    return f"""[job]
+root = "{root}"
+strategy = "async_ps"
+name = "{name}"
+workers = {workers}
+min_workers = {min_w}
+max_workers = {max_w}
+records_per_task = 1024
+[ps]
+shards = {shards}
+checkpoint_every_ms = 2000
+[model]
+type = "deepfm"
+embedding_dim = 8
+hidden = [32]
+[train]
+epochs = {epochs}
+batch_size = 128
+optimizer = "adam"
+learning_rate = 0.01
+max_samples_per_s = {pace}
+[data]
+source = "store"
+train = "{data[0]}"
+test = "{data[1]}"
+"""
+
+
+def elastic_cluster(control_host, spare=True, own_partition="low"):
+    return f"""[cluster]
+launcher = "slurm"
+control_partition = "high"
+control_host = "{control_host}"
+worker_partition = "{own_partition}"
+spare_partition = "{'spare' if spare else ''}"
+worker_cpus = 1
+"""
+
+
+class Sampler(threading.Thread):
+    """sinfo's allocated CPUs every `period` s: the cluster's own view of utilisation."""
+
+    def __init__(self, t0, period=1.0):
+        super().__init__(daemon=True)
+        self.t0, self.period, self.samples, self.stop = t0, period, [], threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            out = sh("sinfo", "-h", "-p", "low", "-o", "%C", check=False).strip()
+            if out.count("/") == 3:
+                a, _i, _o, t = (int(x) for x in out.split("/"))
+                self.samples.append({"t": time.time() - self.t0, "allocated": a, "total": t})
+            self.stop.wait(self.period)
+
+
+def slurm_time(s):
+    if not s or s in ("Unknown", "None"):
+        return None
+    return time.mktime(time.strptime(s, "%Y-%m-%dT%H:%M:%S"))
+
+
+def allocations(t0, t_end):
+    """Every Slurm job since t0 from sacct (slurmdbd), each requeued segment its own row."""
+    iso = lambda t: time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))  # noqa: E731
+    out = sh("sacct", "-a", "-X", "-D", "-n", "-P", "-S", iso(t0 - 1), "-E", iso(t_end + 1),
+             "-o", "JobIDRaw,JobName%80,Partition,AllocCPUS,Submit,Start,End,State")
+    rows = []
+    for line in out.splitlines():
+        f = line.split("|")
+        if len(f) < 8:
+            continue
+        name = f[1]
+        owner, role = owner_role(name)
+        start, end = slurm_time(f[5]), slurm_time(f[6])
+        if slurm_time(f[4]) is None or slurm_time(f[4]) < int(t0):
+            continue  # an earlier run's job (sacct -S selects by time window, not by submission)
+        rows.append({"slurm_job": int(f[0].split("_")[0]) if f[0].split("_")[0].isdigit() else 0,
+                     "name": name, "owner": owner, "role": role, "partition": f[2],
+                     "cpus": int(f[3] or 0), "submit": rel(slurm_time(f[4]), t0),
+                     "start": rel(start, t0), "end": rel(end, t0), "state": f[7].split()[0]})
+    return rows
+
+
+def rel(t, t0):
+    return None if t is None else round(t - t0, 3)
+
+
+def owner_role(name):
+    # troupe-<job id>:<node>, gang:<job id>, service:<n>, filler:<n>
+    if name.startswith("troupe-") and ":" in name:
+        job, node = name[len("troupe-"):].split(":", 1)
+        return job, node.split("-")[0]
+    if ":" in name:
+        kind, rest = name.split(":", 1)
+        return (rest, "gang") if kind == "gang" else (kind, kind)
+    return name, "other"
+
+
+def job_record(job_dir, name, t0, submit, extra):
+    """troupe's own view of a job: result.json, and events.jsonl as timeline + membership events."""
+    rec = {"name": name, "submit": round(submit - t0, 3), "first_step": None, "end": None,
+           "timeline": [], "events": [], "result": {}}
+    rec.update(extra)
+    try:
+        with open(os.path.join(job_dir, "result.json")) as f:
+            res = json.load(f)
+        rec["result"] = {k: res.get(k) for k in ("status", "test_auc", "test_accuracy", "samples_trained",
+                                                 "tasks_done", "tasks_failed", "tasks_requeued", "node_restarts")}
+        if res.get("first_step_wall_ms"):
+            rec["first_step"] = round(res["first_step_wall_ms"] / 1000 - t0, 3)
+    except (OSError, ValueError) as e:
+        rec["result"] = {"status": f"no result.json: {e}"}
+    try:
+        with open(os.path.join(job_dir, "events.jsonl")) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue  # a torn last line
+        t = round(e.get("t_ms", 0) / 1000 - t0, 3)
+        if e.get("kind") == "metrics":
+            rec["timeline"].append({"t": t, "samples_per_s": e.get("samples_per_s", 0),
+                                    "loss": e.get("loss"), "workers": e.get("workers_alive", 0),
+                                    "samples": e.get("samples", 0)})
+        elif e.get("kind") == "job_end":
+            rec["end"] = t
+        elif e.get("kind") not in ("job_start",):
+            rec["events"].append({"t": t, "kind": e.get("kind"), "node": e.get("node", "")})
+    return rec
+
+
+def wait_gone(names, timeout):
+    """Until no Slurm job with one of these names is queued or running."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        q = sh("squeue", "-h", "-o", "%j", check=False).split()
+        if not any(n in q for n in names):
+            return True
+        time.sleep(1)
+    return False
+
+
+def submit_gang(bin_, work, file, job_id, cpus, partition="low"):
+    return int(sh("sbatch", "--parsable", "-J", f"gang:{job_id}", "-p", partition, "-n", str(cpus),
+                  "--output", os.path.join(work, f"{job_id}.gang.out"), "--chdir", work,
+                  os.path.join(HERE, "gang_run.sh"), bin_, file, job_id).strip().split(";")[0])
+
+
+def start_elastic(bin_, work, file, job_id):
+    out = open(os.path.join(work, f"{job_id}.runner.out"), "w")
+    return subprocess.Popen([bin_, "run", file, "--job-id", job_id, "--quiet"], stdout=out,
+                            stderr=subprocess.STDOUT, cwd=work)
+
+
+def fresh_dir(work):
+    """The run's directory, emptied: job ids repeat between runs."""
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(os.path.join(work, "jobs"))
+    return work
+
+
+def control_cpus(shards):
+    return 1 + shards  # the master and the PS shards, one Slurm CPU each
+
+
+def run_schedule(args, exp, mode, schedule, data_for):
+    """Submits each job of `schedule` ({at, name, workers, max_workers, shards, epochs, priority,
+    rows}) at its time; returns the run's record once every job has ended."""
+    work = fresh_dir(os.path.join(args.out, exp, mode))
+    t0 = time.time()
+    sampler = Sampler(t0)
+    sampler.start()
+    runners, gangs, jobs = {}, [], []
+    for k, j in enumerate(sorted(schedule, key=lambda j: j["at"])):
+        time.sleep(max(0.0, t0 + j["at"] - time.time()))
+        data = data_for(j["rows"])
+        gang = mode == "gang"
+        text = job_toml(os.path.join(work, "jobs"), j["name"], data, j["epochs"], j["workers"],
+                        j["workers"] if gang else 1, j["workers"] if gang else j["max_workers"],
+                        shards=j["shards"])
+        if not gang:
+            # Control planes spread over the hosts, as a cluster's login/service nodes would be.
+            text += elastic_cluster(f"h{k % HOSTS + 1}", own_partition="high" if j["priority"] == "high" else "low")
+        file = os.path.join(work, f"{j['name']}.toml")
+        with open(file, "w") as f:
+            f.write(text)
+        submitted = time.time()
+        if gang:
+            submit_gang(args.bin, work, file, j["name"], control_cpus(j["shards"]) + j["workers"],
+                        partition="high" if j["priority"] == "high" else "low")
+            gangs.append(f"gang:{j['name']}")
+        else:
+            runners[j["name"]] = start_elastic(args.bin, work, file, j["name"])
+        log(f"{exp}/{mode}: submitted {j['name']} ({j['workers']} workers, {j['priority']})")
+        jobs.append((j, submitted))
+    if gangs and not wait_gone(gangs, args.timeout):
+        log(f"{exp}/{mode}: gang jobs still queued after {args.timeout} s; cancelling")
+        sh("scancel", "-n", ",".join(gangs), check=False)
+    for name, p in runners.items():
+        try:
+            p.wait(timeout=max(1, args.timeout - (time.time() - t0)))
+        except subprocess.TimeoutExpired:
+            log(f"{exp}/{mode}: {name} still running after {args.timeout} s; stopping it")
+            p.terminate()
+            p.wait()
+    t_end = time.time()
+    sampler.stop.set()
+    time.sleep(5)  # slurmdbd records the last job ends
+    run = {"experiment": exp, "mode": mode, "cluster_cpus": CPUS_PER_HOST * HOSTS, "t0": t0,
+           "t_end": round(t_end - t0, 3), "pace_samples_per_s": PACE,
+           "allocations": allocations(t0, t_end), "sinfo": sampler.samples, "jobs": []}
+    for j, submitted in jobs:
+        extra = {k: j[k] for k in ("priority", "workers", "max_workers", "epochs")}
+        extra["min_workers"] = j["workers"] if mode == "gang" else 1
+        run["jobs"].append(job_record(os.path.join(work, "jobs", j["name"]), j["name"], t0, submitted, extra))
+    return run
+
+
+def gang_vs_elastic(args):
+    rows = int(150000 * args.scale)
+    two = [{"at": 0, "name": "job-a", "workers": 10, "max_workers": 21, "shards": 2, "epochs": 12,
+            "priority": "low", "rows": rows},
+           {"at": 30 * args.scale, "name": "job-b", "workers": 10, "max_workers": 21, "shards": 2,
+            "epochs": 12, "priority": "low", "rows": rows}]
+    return [run_schedule(args, "gang_vs_elastic", mode, two, lambda r: make_data(args.out, args.bin, r))
+            for mode in ("gang", "elastic")]
+
+
+def trace_schedule(args, n=16, mean_gap=12.0, seed=7):
+    rng = random.Random(seed)
+    t, jobs = 0.0, []
+    for i in range(n):
+        w = rng.choice([2, 4, 6, 8])
+        dur = rng.uniform(20, 60) * args.scale  # seconds the job takes at w paced workers
+        rows = 50000
+        jobs.append({"at": round(t, 1), "name": f"t{i:02d}", "workers": w, "max_workers": 2 * w, "shards": 1,
+                     "epochs": max(1, round(w * PACE * dur / rows)), "rows": rows,
+                     "priority": "high" if rng.random() < 0.25 else "low"})
+        t += rng.expovariate(1.0 / (mean_gap * args.scale))
+    return jobs
+
+
+def trace(args):
+    jobs = trace_schedule(args)
+    return [run_schedule(args, "trace", mode, jobs, lambda r: make_data(args.out, args.bin, r))
+            for mode in ("gang", "elastic")]
+
+
+class Service:
+    """An online service in the high partition: one Slurm job of 1 CPU per replica (a `sleep`:
+    its allocation is the point, not its CPU use), scaled by submitting and cancelling replicas."""
+
+    def __init__(self, name, t0):
+        self.name, self.t0, self.ids, self.n, self.log, self.latency = name, t0, [], 0, [], []
+
+    def running(self):
+        return sum(1 for j in sh("squeue", "-h", "-t", "R", "-o", "%j", check=False).split()
+                   if j.startswith(self.name + ":"))
+
+    def scale(self, want, timeout=90):
+        t = time.time()
+        while len(self.ids) > want:
+            sh("scancel", str(self.ids.pop()), check=False)
+        added = want - len(self.ids)
+        while len(self.ids) < want:
+            self.n += 1
+            self.ids.append(int(sh("sbatch", "--parsable", "-p", "high", "-n", "1", "-J", f"{self.name}:{self.n}",
+                                   "-o", "/dev/null", "--wrap", "exec sleep 100000").strip().split(";")[0]))
+        self.log.append({"t": round(t - self.t0, 3), "replicas_wanted": want, "replicas_running": self.running()})
+        if added <= 0:
+            return None
+        while self.running() < want and time.time() - t < timeout:
+            time.sleep(0.1)
+        up = time.time() - t
+        self.log.append({"t": round(time.time() - self.t0, 3), "replicas_wanted": want, "replicas_running": self.running()})
+        self.latency.append({"t": round(t - self.t0, 3), "added": added, "seconds": round(up, 3)})
+        return up
+
+    def stop(self):
+        self.scale(0)
+
+
+def fill_with_sleepers(n, tag):
+    # --signal=B:TERM: the batch shell (here the sleep) gets Slurm's SIGTERM at preemption, as a troupe
+    # node does; without it Slurm waits out GraceTime and kills it.
+    return [int(sh("sbatch", "--parsable", "--no-requeue", "--signal=B:TERM@30", "-p", "low", "-n", "1",
+                   "-J", f"filler:{tag}-{i}",
+                   "-o", "/dev/null", "--wrap", "exec sleep 100000").strip().split(";")[0]) for i in range(n)]
+
+
+def wait_running(n_min, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if len(sh("squeue", "-h", "-t", "R", "-o", "%i", check=False).split()) >= n_min:
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def slurm_own_latency(args, pattern, rounds=2):
+    """The service's biggest scale-up when the CPUs it needs are held by `sleep` jobs of the low
+    partition (they end at SIGTERM at once; --no-requeue, as troupe's nodes): Slurm's own
+    preemption latency, the bound troupe's workers must not add to."""
+    svc = Service("svc-base", time.time())
+    svc.scale(pattern[0])
+    total, out = CPUS_PER_HOST * HOSTS, []
+    for r in range(rounds):
+        fillers = fill_with_sleepers(total - pattern[0], r)
+        wait_running(total, 60)
+        up = svc.scale(max(pattern))
+        out.append(round(up, 3))
+        svc.scale(pattern[0])
+        sh("scancel", *map(str, fillers), check=False)
+        wait_gone([f"filler:{r}-{i}" for i in range(total)], 60)
+    svc.stop()
+    return out
+
+
+def colocation(args):
+    pattern = [2, 10, 4, 12, 2]
+    phase = 60 * args.scale
+    base = slurm_own_latency(args, pattern)
+    log(f"colocation: Slurm's own scale-up latency over sleep jobs: {base} s")
+    work = fresh_dir(os.path.join(args.out, "colocation", "elastic"))
+    data = make_data(args.out, args.bin, int(150000 * args.scale))
+    epochs = 40
+    text = job_toml(os.path.join(work, "jobs"), "train", data, epochs, 4, 1, 22)
+    with open(os.path.join(work, "train.toml"), "w") as f:
+        f.write(text + elastic_cluster("h1"))
+    # The undisturbed reference: the same job on the local launcher, 4 workers, not paced.
+    ref_file = os.path.join(work, "reference.toml")
+    with open(ref_file, "w") as f:
+        f.write(job_toml(os.path.join(work, "jobs"), "reference", data, epochs, 4, 1, 4, pace=0))
+    subprocess.run([args.bin, "run", ref_file, "--job-id", "reference", "--quiet"], cwd=work,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    t0 = time.time()
+    sampler = Sampler(t0)
+    sampler.start()
+    svc = Service("service", t0)
+    svc.scale(pattern[0])
+    runner = start_elastic(args.bin, work, os.path.join(work, "train.toml"), "train")
+    submitted = time.time()
+    for i, want in enumerate(pattern):
+        time.sleep(max(0.0, t0 + i * phase - time.time()))
+        if i:
+            up = svc.scale(want)
+            log(f"colocation: service -> {want} replicas" + (f" (all running after {up:.2f} s)" if up else ""))
+    time.sleep(max(0.0, t0 + len(pattern) * phase - time.time()))
+    pattern_end = time.time() - t0
+    try:
+        runner.wait(timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        runner.terminate()
+        runner.wait()
+    svc.stop()
+    t_end = time.time()
+    sampler.stop.set()
+    time.sleep(5)
+    ref = job_record(os.path.join(work, "jobs", "reference"), "reference", t0, t0, {})
+    run = {"experiment": "colocation", "mode": "elastic", "cluster_cpus": CPUS_PER_HOST * HOSTS, "t0": t0,
+           "t_end": round(t_end - t0, 3), "pattern_end": round(pattern_end, 3), "pace_samples_per_s": PACE,
+           "allocations": allocations(t0, t_end), "sinfo": sampler.samples, "service": svc.log,
+           "service_latency": svc.latency, "slurm_own_latency": base, "reference": ref["result"],
+           "jobs": [job_record(os.path.join(work, "jobs", "train"), "train", t0, submitted,
+                               {"priority": "low", "workers": 4, "min_workers": 1, "max_workers": 22,
+                                "epochs": epochs})]}
+    return [run]
+
+
+EXPERIMENTS = {"gang_vs_elastic": gang_vs_elastic, "colocation": colocation, "trace": trace}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("bin", help="the troupe binary (release build)")
+    ap.add_argument("--only", default=",".join(EXPERIMENTS), help="comma-separated experiments")
+    ap.add_argument("--out", default="/var/tmp/troupe-experiments")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiplies job sizes and times")
+    ap.add_argument("--timeout", type=float, default=1800, help="per run, seconds")
+    ap.add_argument("--no-cluster", action="store_true", help="the cluster is up already (24 CPUs)")
+    args = ap.parse_args()
+    args.bin = os.path.abspath(args.bin)
+    names = [n for n in args.only.split(",") if n]
+    for n in names:
+        if n not in EXPERIMENTS:
+            sys.exit(f"experiments.py: unknown experiment '{n}' (known: {', '.join(EXPERIMENTS)})")
+    if os.geteuid() != 0:
+        sys.exit("experiments.py: needs root (namespaced hosts, Slurm daemons)")
+    os.makedirs(args.out, exist_ok=True)
+    if not args.no_cluster:
+        cluster_up()
+    sys.path.insert(0, HERE)
+    try:
+        import plots  # noqa: E402  (bench/cluster/plots.py; matplotlib)
+    except ImportError as e:
+        plots = None
+        log(f"no plots: {e} (python3-matplotlib: scripts/install-deps.sh --bench)")
+    for n in names:
+        runs = EXPERIMENTS[n](args)
+        for r in runs:
+            r["summary"] = plots.summarise(r) if plots else {}
+            path = os.path.join(args.out, f"{r['experiment']}_{r['mode']}.json")
+            with open(path, "w") as f:
+                json.dump(r, f, indent=1)
+            log(f"{n}/{r['mode']}: {json.dumps(r['summary'])[:400]} -> {path}")
+        if plots:
+            plots.plot_runs(runs, os.path.join(args.out, "figures"))
+
+
+if __name__ == "__main__":
+    main()
