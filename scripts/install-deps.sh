@@ -8,7 +8,8 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config ccache git
   libcaf-dev libcapnp-dev capnproto liblmdb-dev lmdb-utils libboost-dev libspdlog-dev
   libgtest-dev libgmock-dev libopenblas-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
-  libxxhash-dev libsodium-dev zlib1g-dev dataset-fashion-mnist procps prometheus clang-format)
+  libxxhash-dev libsodium-dev zlib1g-dev dataset-fashion-mnist procps prometheus clang-format
+  python3-matplotlib)
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch iperf3)
 fi
