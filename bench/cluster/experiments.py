@@ -299,7 +299,7 @@ def gang_vs_elastic(args):
            {"at": 30 * args.scale, "name": "job-b", "workers": 10, "max_workers": 21, "shards": 2,
             "epochs": 12, "priority": "low", "rows": rows}]
     return [run_schedule(args, "gang_vs_elastic", mode, two, lambda r: make_data(args.out, args.bin, r))
-            for mode in ("gang", "elastic")]
+            for mode in args.modes]
 
 
 def trace_schedule(args, n=16, mean_gap=12.0, seed=7):
@@ -319,7 +319,7 @@ def trace_schedule(args, n=16, mean_gap=12.0, seed=7):
 def trace(args):
     jobs = trace_schedule(args)
     return [run_schedule(args, "trace", mode, jobs, lambda r: make_data(args.out, args.bin, r))
-            for mode in ("gang", "elastic")]
+            for mode in args.modes]
 
 
 class Service:
@@ -453,8 +453,12 @@ def main():
     ap.add_argument("--out", default="/var/tmp/troupe-experiments")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies job sizes and times")
     ap.add_argument("--timeout", type=float, default=1800, help="per run, seconds")
+    ap.add_argument("--modes", default="gang,elastic", help="gang_vs_elastic and trace: which modes")
     ap.add_argument("--no-cluster", action="store_true", help="the cluster is up already (24 CPUs)")
     args = ap.parse_args()
+    args.modes = [m for m in args.modes.split(",") if m]
+    if not args.modes or any(m not in ("gang", "elastic") for m in args.modes):
+        sys.exit(f"experiments.py: --modes takes gang and/or elastic, not '{','.join(args.modes)}'")
     args.bin = os.path.abspath(args.bin)
     names = [n for n in args.only.split(",") if n]
     for n in names:
@@ -471,6 +475,14 @@ def main():
     except ImportError as e:
         plots = None
         log(f"no plots: {e} (python3-matplotlib: scripts/install-deps.sh --bench)")
+    try:
+        run_all(args, names, plots)
+    finally:
+        if not args.no_cluster:  # the tests' cluster has 4 CPUs per host: leave none of ours up
+            subprocess.run(["bash", SLURM, "down"], check=False, capture_output=True)
+
+
+def run_all(args, names, plots):
     for n in names:
         runs = EXPERIMENTS[n](args)
         for r in runs:
