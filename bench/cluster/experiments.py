@@ -356,12 +356,13 @@ class Service:
         self.scale(0)
 
 
-def fill_with_sleepers(n, tag):
-    # --signal=B:TERM: the batch shell (here the sleep) gets Slurm's SIGTERM at preemption, as a troupe
-    # node does; without it Slurm waits out GraceTime and kills it.
-    return [int(sh("sbatch", "--parsable", "--no-requeue", "--signal=B:TERM@30", "-p", "low", "-n", "1",
-                   "-J", f"filler:{tag}-{i}",
-                   "-o", "/dev/null", "--wrap", "exec sleep 100000").strip().split(";")[0]) for i in range(n)]
+def fill_with_sleepers(partitions, tag):
+    """One `sleep` job of 1 CPU per entry of `partitions` (its partition). --signal=B:TERM: the batch
+    shell (here the sleep) gets Slurm's SIGTERM at preemption, as a troupe node does; without it
+    Slurm waits out GraceTime and kills it."""
+    return [int(sh("sbatch", "--parsable", "--no-requeue", "--signal=B:TERM@30", "-p", p, "-n", "1",
+                   "-J", f"filler:{tag}-{i}", "-o", "/dev/null", "--wrap", "exec sleep 100000").strip().split(";")[0])
+            for i, p in enumerate(partitions)]
 
 
 def wait_running(n_min, timeout=120):
@@ -373,15 +374,17 @@ def wait_running(n_min, timeout=120):
     return False
 
 
-def slurm_own_latency(args, pattern, rounds=2):
-    """The service's biggest scale-up when the CPUs it needs are held by `sleep` jobs of the low
-    partition (they end at SIGTERM at once; --no-requeue, as troupe's nodes): Slurm's own
-    preemption latency, the bound troupe's workers must not add to."""
+def slurm_own_latency(args, pattern, own_workers, rounds=2):
+    """The service's biggest scale-up when the CPUs it needs are held by `sleep` jobs shaped as the
+    training job's nodes (3 in high, `own_workers` in low, the rest in spare; they end at SIGTERM at
+    once; --no-requeue, as troupe's nodes): Slurm's own preemption latency, the bound troupe's
+    workers must not add to."""
     svc = Service("svc-base", time.time())
     svc.scale(pattern[0])
     total, out = CPUS_PER_HOST * HOSTS, []
     for r in range(rounds):
-        fillers = fill_with_sleepers(total - pattern[0], r)
+        spare = total - pattern[0] - 3 - own_workers
+        fillers = fill_with_sleepers(["high"] * 3 + ["low"] * own_workers + ["spare"] * spare, r)
         wait_running(total, 60)
         up = svc.scale(max(pattern))
         out.append(round(up, 3))
@@ -395,11 +398,11 @@ def slurm_own_latency(args, pattern, rounds=2):
 def colocation(args):
     pattern = [2, 10, 4, 12, 2]
     phase = 60 * args.scale
-    base = slurm_own_latency(args, pattern)
+    base = slurm_own_latency(args, pattern, own_workers=4)
     log(f"colocation: Slurm's own scale-up latency over sleep jobs: {base} s")
     work = fresh_dir(os.path.join(args.out, "colocation", "elastic"))
     data = make_data(args.out, args.bin, int(150000 * args.scale))
-    epochs = 40
+    epochs = 56  # outlasts the service pattern (300 s at --scale 1)
     text = job_toml(os.path.join(work, "jobs"), "train", data, epochs, 4, 1, 22)
     with open(os.path.join(work, "train.toml"), "w") as f:
         f.write(text + elastic_cluster("h1"))
