@@ -52,10 +52,11 @@ TEST(host_faults, bad_host_faults_name_the_problem) {
     const char* text;
     const char* says;
   };
-  for (auto [text, says] : {bad{"1 stop host:h1", "not a host fault"}, bad{"1 drop host p=0.5", "not a host fault"},
-                            bad{"1 partition worker hold=2", "hits a host"}, bad{"1 throttle ps-0", "hits a host"},
-                            bad{"1 throttle host:h1", "rate="}, bad{"1 throttle host:h1 rate=fast", "rate="},
-                            bad{"1 throttle host:h1 rate=10", "rate="}, bad{"1 kill host:", "unknown target"}}) {
+  for (auto [text, says] :
+       {bad{"1 stop host:h1", "not a host fault"}, bad{"1 drop host p=0.5", "not a host fault"},
+        bad{"1 partition worker hold=2", "hits a host"}, bad{"1 throttle ps-0", "hits a host"},
+        bad{"1 throttle host:h1", "rate="}, bad{"1 throttle host:h1 rate=fast", "rate="},
+        bad{"1 throttle host:h1 rate=10", "rate="}, bad{"1 kill host:", "unknown target"}}) {
     auto f = parse_fault(text);
     ASSERT_FALSE(f) << text;
     EXPECT_NE(f.err().to_string().find(says), std::string::npos) << f.err().to_string();
@@ -67,19 +68,22 @@ TEST(host_faults, checked_against_the_jobs_hosts_before_the_job_starts) {
   EXPECT_TRUE(check_host_faults(faults({"5 kill host:h3", "8 partition host hold=5", "1 kill worker"}), cfg));
   auto unknown = check_host_faults(faults({"5 kill host:h9"}), cfg);
   ASSERT_FALSE(unknown);
-  EXPECT_NE(unknown.err().to_string().find("unknown host 'h9' (cluster.hosts: h1, h2, h3)"), std::string::npos)
+  EXPECT_NE(unknown.err().to_string().find("unknown host 'h9' (cluster.hosts: h1, h2, h3)"),
+            std::string::npos)
       << unknown.err().to_string();
   cluster::cluster_config alone;
   auto none = check_host_faults(faults({"5 partition host:h1 hold=1"}), alone);
   ASSERT_FALSE(none);
-  EXPECT_NE(none.err().to_string().find("cluster.hosts is empty"), std::string::npos) << none.err().to_string();
+  EXPECT_NE(none.err().to_string().find("cluster.hosts is empty"), std::string::npos)
+      << none.err().to_string();
   auto no_delay_hosts = check_host_faults(faults({"5 delay host"}), alone);
   ASSERT_FALSE(no_delay_hosts);
   EXPECT_NE(no_delay_hosts.err().to_string().find("cluster.hosts"), std::string::npos);
   cfg.host_command = "ssh {host}";  // not hosts.sh: the command must be given
   auto ssh = check_host_faults(faults({"5 kill host:h1"}), cfg);
   ASSERT_FALSE(ssh);
-  EXPECT_NE(ssh.err().to_string().find("cluster.host_fault_command"), std::string::npos) << ssh.err().to_string();
+  EXPECT_NE(ssh.err().to_string().find("cluster.host_fault_command"), std::string::npos)
+      << ssh.err().to_string();
   EXPECT_TRUE(check_host_faults(faults({"5 delay host:h1"}), cfg));  // the nodes' own knob: no command
   cfg.host_fault_command = "ssh {host} sudo troupe-host-fault {action} {arg}";
   EXPECT_TRUE(check_host_faults(faults({"5 kill host:h1"}), cfg));

@@ -21,8 +21,9 @@ void replace_all(std::string& word, const std::string& key, const std::string& v
 
 expected<std::string> host_fault_template(const cluster_config& cfg) {
   if (cfg.hosts.empty())
-    return make_unexpected(cluster_errc::invalid_spec,
-                           "a host fault needs the job's hosts: cluster.hosts is empty (the job runs on one machine)");
+    return make_unexpected(
+        cluster_errc::invalid_spec,
+        "a host fault needs the job's hosts: cluster.hosts is empty (the job runs on one machine)");
   if (!cfg.host_fault_command.empty()) return cfg.host_fault_command;
   auto words = local::split_words(cfg.host_command);
   if (!words.empty() && (words[0] == "hosts.sh" || ends_with(words[0], "/hosts.sh")))
@@ -41,12 +42,13 @@ expected<void> check_fault_host(const cluster_config& cfg, const std::string& ho
     if (h->name == host) return {};
     names.append(names.empty() ? "" : ", ").append(h->name);
   }
-  return make_unexpected(cluster_errc::invalid_spec,
-                         "unknown host '" + host + "' (cluster.hosts: " + (names.empty() ? "none" : names) + ")");
+  return make_unexpected(cluster_errc::invalid_spec, "unknown host '" + host + "' (cluster.hosts: " +
+                                                         (names.empty() ? "none" : names) + ")");
 }
 
-std::vector<std::string> host_fault_argv(const std::string& tmpl, const std::string& action, const std::string& host,
-                                         const std::string& arg, const std::string& job_dir) {
+std::vector<std::string> host_fault_argv(const std::string& tmpl, const std::string& action,
+                                         const std::string& host, const std::string& arg,
+                                         const std::string& job_dir) {
   std::vector<std::string> argv;
   for (auto word : local::split_words(tmpl)) {
     replace_all(word, "{action}", action);
@@ -59,7 +61,8 @@ std::vector<std::string> host_fault_argv(const std::string& tmpl, const std::str
 }
 
 expected<void> run_host_fault(const cluster_config& cfg, const std::string& action, const std::string& host,
-                              const std::string& arg, const std::string& job_dir, std::chrono::milliseconds timeout) {
+                              const std::string& arg, const std::string& job_dir,
+                              std::chrono::milliseconds timeout) {
   auto tmpl = host_fault_template(cfg);
   if (!tmpl) return tmpl.err();
   auto argv = host_fault_argv(*tmpl, action, host, arg, job_dir);
@@ -69,8 +72,8 @@ expected<void> run_host_fault(const cluster_config& cfg, const std::string& acti
   auto r = slurm::run_tool(argv, "", timeout, 1 << 20);
   if (!r) return std::move(r).err().wrap(line);
   if (r->code != 0)
-    return make_unexpected(cluster_errc::launch_failed,
-                           line + ": exit code " + std::to_string(r->code) + (r->err.empty() ? "" : ": ") + r->err);
+    return make_unexpected(cluster_errc::launch_failed, line + ": exit code " + std::to_string(r->code) +
+                                                            (r->err.empty() ? "" : ": ") + r->err);
   return {};
 }
 

@@ -84,9 +84,12 @@ void host_faults::inject(fault_record& rec, std::size_t index) {
   }
   auto cfg = job_cluster(job_dir_);
   if (!cfg) return fail("job.toml", cfg.err());
-  std::string action = f.kind == fault_kind::kill ? "kill" : f.kind == fault_kind::partition ? "cut" : "limit";
+  std::string action = f.kind == fault_kind::kill        ? "kill"
+                       : f.kind == fault_kind::partition ? "cut"
+                                                         : "limit";
   std::string arg = f.kind == fault_kind::kill ? "KILL" : f.kind == fault_kind::throttle ? f.rate : "";
-  if (auto r = cluster::run_host_fault(*cfg, action, rec.host, arg, job_dir_); !r) return fail(action, r.err());
+  if (auto r = cluster::run_host_fault(*cfg, action, rec.host, arg, job_dir_); !r)
+    return fail(action, r.err());
   auto at = steady::now() + std::chrono::milliseconds(static_cast<std::int64_t>(f.hold_s * 1000));
   if (f.kind == fault_kind::partition) held_.push_back({rec.host, "heal", "", at, index});
   if (f.kind == fault_kind::throttle) held_.push_back({rec.host, "limit", "off", at, index});
@@ -97,9 +100,11 @@ void host_faults::undo_due(bool all, std::vector<fault_record>& recs) {
   std::erase_if(held_, [&](const hold& h) {
     if (!all && h.at > now) return false;
     auto cfg = job_cluster(job_dir_);
-    auto r = cfg ? cluster::run_host_fault(*cfg, h.action, h.host, h.arg, job_dir_) : expected<void>(cfg.err());
-    if (!r && h.fault < recs.size()) recs[h.fault].note += (recs[h.fault].note.empty() ? "" : "; ") + h.action +
-                                                           " failed: " + r.err().to_string();
+    auto r =
+        cfg ? cluster::run_host_fault(*cfg, h.action, h.host, h.arg, job_dir_) : expected<void>(cfg.err());
+    if (!r && h.fault < recs.size())
+      recs[h.fault].note +=
+          (recs[h.fault].note.empty() ? "" : "; ") + h.action + " failed: " + r.err().to_string();
     return true;
   });
 }

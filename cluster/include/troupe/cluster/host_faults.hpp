@@ -29,8 +29,9 @@ expected<std::string> host_fault_template(const cluster_config& cfg);
 expected<void> check_fault_host(const cluster_config& cfg, const std::string& host);
 
 // The argv of one action: the template's words with the placeholders replaced.
-std::vector<std::string> host_fault_argv(const std::string& tmpl, const std::string& action, const std::string& host,
-                                         const std::string& arg, const std::string& job_dir);
+std::vector<std::string> host_fault_argv(const std::string& tmpl, const std::string& action,
+                                         const std::string& host, const std::string& arg,
+                                         const std::string& job_dir);
 
 // Runs the action (host_fault_template + host_fault_argv) and waits up to `timeout`. Errors
 // (launch_failed) name the command and carry its stderr when it fails or exits non-zero.
