@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -265,8 +266,13 @@ int run_node(const node_options& o) {
       beacon = start_beacon(r, who.id);
     }
     if (!join(r, o, who.id)) {
+      // Never joined: nothing to hand back. An actor may still be blocked asking the same
+      // unreachable master (a served-records manifest), so the process ends here rather than
+      // tearing the runtime down under it.
       root.shutdown(std::chrono::seconds(3));
-      return 1;
+      beacon.reset();
+      std::fflush(nullptr);
+      std::_Exit(1);
     }
   }
   spdlog::info("{} ({}) up at {}", who.id.to_string(), o.role, r->address());
