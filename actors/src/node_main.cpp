@@ -1,5 +1,6 @@
 #include "troupe/actors/node.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/statvfs.h>
@@ -7,6 +8,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -66,6 +68,49 @@ struct log_watch {
       spdlog::debug("log fault report: {}", s.err().to_string());
   }
 };
+
+// A node started by hand stops when its job is over: the runner wrote result.json after the node
+// started (checked once a second; the job directory is shared, as it must be for such a node).
+struct job_end_watch {
+  std::string result;
+  std::filesystem::file_time_type started = std::filesystem::file_time_type::clock::now();
+  std::chrono::steady_clock::time_point next{};
+
+  void check() {
+    auto now = std::chrono::steady_clock::now();
+    if (result.empty() || now < next) return;
+    next = now + std::chrono::seconds(1);
+    std::error_code ec;
+    auto t = std::filesystem::last_write_time(result, ec);
+    if (ec || t < started) return;
+    spdlog::info("the job is over ({} written)", result);
+    result.clear();
+    on_signal(SIGTERM);
+  }
+};
+
+// Where the node listens: --advertise's address on --listen's port, else --listen ("@host:0":
+// this host's address). Errors name the flag.
+expected<std::string> listen_address(const node_options& o) {
+  if (o.advertise.empty()) return cluster::resolve_listen(o.listen);
+  in_addr a{};
+  if (::inet_pton(AF_INET, o.advertise.c_str(), &a) != 1)
+    return make_unexpected(core_errc::invalid_argument,
+                           "--advertise '" + o.advertise + "': expected this host's IPv4 address");
+  auto colon = o.listen.rfind(':');
+  return o.advertise + (colon == std::string::npos ? ":0" : o.listen.substr(colon));
+}
+
+// Joins the master at --join, dialling for up to --connect-timeout; the error names both.
+bool join(node_runtime* r, const node_options& o, const node_id& id) {
+  auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.connect_timeout_s * 1000));
+  if (auto j = r->join_master(o.join, timeout); !j) {
+    spdlog::error("{}: cannot reach the master at --join {} within {} s: {}", id.to_string(), o.join,
+                  o.connect_timeout_s, j.err().to_string());
+    return false;
+  }
+  return true;
+}
 
 // Blocks until a stop signal or the root supervisor's exit; true on a signal. `tick` runs about
 // every 20 ms meanwhile.
@@ -198,15 +243,16 @@ int run_node(const node_options& o) {
   }
   auto who = identify(o, *role, *spec);
   install_stop_signals();  // before any thread starts: a SIGTERM during start-up is not lost
-  auto listen = cluster::resolve_listen(o.listen);  // "@host:0": this host's address (Slurm)
+  auto listen = listen_address(o);
   if (!listen) {
     spdlog::error("{}", listen.err().to_string());
     return 2;
   }
   auto rt = node_runtime::start(*spec, who, *listen);
   if (!rt) {
-    spdlog::error("{}: {}", who.id.to_string(), rt.err().to_string());
-    return 1;
+    spdlog::error("{}: {}{}", who.id.to_string(),
+                  o.advertise.empty() ? "" : "--advertise " + o.advertise + ": ", rt.err().to_string());
+    return o.advertise.empty() ? 1 : 2;
   }
   node_runtime* r = rt->get();
   observe::node_stats_reporter stats(o.job_dir, who.id.to_string());  // CPU and RSS on the timeline
@@ -219,17 +265,24 @@ int run_node(const node_options& o) {
       r->defer_join();
       beacon = start_beacon(r, who.id);
     }
-    if (auto j = r->join_master(o.join); !j) {
-      spdlog::error("{}: cannot reach the master at {}: {}", who.id.to_string(), o.join, j.err().to_string());
+    if (!join(r, o, who.id)) {
+      // Never joined: nothing to hand back. An actor may still be blocked asking the same
+      // unreachable master (a served-records manifest), so the process ends here rather than
+      // tearing the runtime down under it.
       root.shutdown(std::chrono::seconds(3));
-      return 1;
+      beacon.reset();
+      std::fflush(nullptr);
+      std::_Exit(1);
     }
   }
   spdlog::info("{} ({}) up at {}", who.id.to_string(), o.role, r->address());
   log_watch logs;
   logs.path = o.job_dir + "/logs/" + who.id.name + ".log";
+  job_end_watch end;
+  if (o.by_hand) end.result = o.job_dir + "/result.json";
   auto tick = [&] {
     if (*role != cluster::node_role::master) logs.check(r);  // the master's own: its journal pauses
+    end.check();
   };
   if (!wait_for_stop(root, tick)) {
     spdlog::critical("{}: root supervisor exited: {}", who.id.to_string(), root.exit_reason().value_or(""));

@@ -286,7 +286,7 @@ void node_runtime::retry_join(std::stop_token stop) {
   }
 }
 
-expected<void> node_runtime::join_master(const std::string& address) {
+expected<void> node_runtime::join_master(const std::string& address, std::chrono::milliseconds timeout) {
   master_address_ = address;
   node_runtime* self = this;
   net_->on_peer_up([self](const peer_event& e) {
@@ -300,7 +300,7 @@ expected<void> node_runtime::join_master(const std::string& address) {
   join_retry_ = std::jthread([this](std::stop_token stop) { retry_join(stop); });
   // The master may be restarting (killed, relaunched by the runner): keep dialling for a while
   // rather than exiting at once, which would only count as another death of this node.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
   for (bool logged = false;;) {
     auto r = net_->connect(address, true);
     if (r) return {};

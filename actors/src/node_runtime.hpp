@@ -56,7 +56,8 @@ class node_runtime final : public node_context {
 
   // Dials the master at `address` and keeps re-joining it whenever the connection comes back (a
   // restarted master). Blocks until the first join is sent or the connect fails.
-  expected<void> join_master(const std::string& address);
+  expected<void> join_master(const std::string& address,
+                             std::chrono::milliseconds timeout = std::chrono::seconds(30));
   // A worker joins the membership (and so the next allreduce ring) only once it can train: its
   // peers would otherwise wait in the ring's rendezvous while it builds its model. Until
   // mark_ready(), join_master() connects without joining.

@@ -1,6 +1,7 @@
 // `troupe chaos`: inject faults into a running job (or one it starts) and report how it coped.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -99,6 +100,7 @@ expected<std::vector<control::fault_spec>> faults_of(flags& f) {
     f.rnd.kinds.clear();
     for (const auto& k : f.kinds) {
       auto p = control::parse_fault("0 " + k + " worker");
+      if (!p) p = control::parse_fault("0 " + k + " host rate=1gbit");  // partition, throttle
       if (!p) return p.err();
       f.rnd.kinds.push_back(p->kind);
     }
@@ -113,11 +115,33 @@ expected<std::vector<control::fault_spec>> faults_of(flags& f) {
   return out;
 }
 
+// The [cluster] of the job the faults go to: the job file with its --set overrides, or the running
+// job's job.toml; host faults are checked against it before anything starts.
+expected<void> check_hosts(const flags& f, const std::vector<control::fault_spec>& faults,
+                           const std::string& dir) {
+  if (std::none_of(faults.begin(), faults.end(),
+                   [](const auto& x) { return control::fault_host(x).has_value(); }))
+    return {};
+  auto doc = config_doc::from_file(f.job_file.empty() ? dir + "/job.toml" : f.job_file);
+  if (!doc) return doc.err();
+  for (const auto& s : f.sets)
+    if (auto r = doc->apply_override(s); !r) return r.err();
+  config_reader reader(*doc);
+  return control::check_host_faults(faults, cluster::cluster_config::read(reader.section("cluster")));
+}
+
 int run(flags& f) {
   // Its own connection chatter is for --log-level debug; fault lines are warnings.
   if (spdlog::get_level() == spdlog::level::info) spdlog::set_level(spdlog::level::warn);
   auto faults = faults_of(f);
   if (!faults) return usage_error(faults.err());
+  std::string running_dir;
+  if (f.job_file.empty()) {
+    auto dir = control::find_job_dir(f.job_dir, f.root);
+    if (!dir) return usage_error(dir.err());
+    running_dir = *dir;
+  }
+  if (auto c = check_hosts(f, *faults, running_dir); !c) return usage_error(c.err());
   control::chaos_options o;
   o.faults = *faults;
   o.settle_s = f.settle;
@@ -135,9 +159,7 @@ int run(flags& f) {
       return !code;
     };
   } else {
-    auto dir = control::find_job_dir(f.job_dir, f.root);
-    if (!dir) return usage_error(dir.err());
-    o.job_dir = *dir;
+    o.job_dir = running_dir;
   }
   auto rep = control::run_chaos(o);
   if (!rep) return run_error(rep.err());
@@ -156,7 +178,9 @@ int run(flags& f) {
 }
 
 const command_registrar reg{
-    "chaos", "Inject faults (kill, stop, drop, delay) into a job and report detection and recovery",
+    "chaos",
+    "Inject faults (kill, stop, drop, delay; host kill, partition, throttle) into a job and report detection "
+    "and recovery",
     [](CLI::App& sub) -> runner {
       auto f = std::make_shared<flags>();
       sub.add_option("--job-dir", f->job_dir,
@@ -170,7 +194,9 @@ const command_registrar reg{
                      "TOML file with [chaos] faults = [\"T KIND TARGET ...\", ...]")
           ->check(CLI::ExistingFile);
       sub.add_option("--fault", f->faults,
-                     "\"T KIND TARGET [hold=S] [p=P] [us=N]\", e.g. \"3 kill worker\" (repeatable)");
+                     "\"T KIND TARGET [hold=S] [p=P] [us=N] [rate=R]\", e.g. \"3 kill worker\", \"5 "
+                     "partition host:h2 hold=5\" "
+                     "(repeatable)");
       auto* rate =
           sub.add_option("--rate", f->rnd.rate, "random faults per second")->check(CLI::Range(0.001, 100.0));
       sub.add_option("--seed", f->rnd.seed, "random schedule seed (default 1)");

@@ -1,4 +1,5 @@
 // `troupe node`: one node of a job, started by `troupe run` (not usually by hand).
+#include <cstdlib>
 #include <memory>
 
 #include "command.hpp"
@@ -7,31 +8,41 @@
 namespace troupe::cli {
 namespace {
 
-const command_registrar reg{"node", "Run one node of a job (started by 'troupe run'; see docs/job.md)",
-                            [](CLI::App& sub) -> runner {
-                              auto o = std::make_shared<actors::node_options>();
-                              sub.add_option("--job-dir", o->job_dir, "the job's directory")
-                                  ->required()
-                                  ->check(CLI::ExistingDirectory);
-                              sub.add_option("--role", o->role, "master, ps or worker")
-                                  ->required()
-                                  ->check(CLI::IsMember({"master", "ps", "worker"}));
-                              sub.add_option("--index", o->index, "ps-<index> / worker-<index>");
-                              sub.add_option("--incarnation", o->incarnation, "restart count of this node");
-                              sub.add_option("--slot", o->slot,
-                                             "a worker's place among the running workers (GPU = slot % "
-                                             "devices; default: its index)")
-                                  ->check(CLI::Range(0L, 1L << 20));
-                              sub.add_option("--listen", o->listen, "host:port to listen on (port 0: any)");
-                              sub.add_option("--join", o->join, "the master's host:port (ps and worker)");
-                              sub.add_option("--train", o->train_dir, "training record store")->required();
-                              sub.add_option("--test", o->test_dir, "test record store")->required();
-                              return [o]() -> int {
-                                if (o->role != "master" && o->join.empty())
-                                  return usage_error("--join is required for role " + o->role);
-                                return actors::run_node(*o);
-                              };
-                            }};
+const command_registrar reg{
+    "node", "Run one node of a job (started by 'troupe run'; see docs/job.md)", [](CLI::App& sub) -> runner {
+      auto o = std::make_shared<actors::node_options>();
+      sub.add_option("--job-dir", o->job_dir, "the job's directory")
+          ->required()
+          ->check(CLI::ExistingDirectory);
+      sub.add_option("--role", o->role, "master, ps or worker")
+          ->required()
+          ->check(CLI::IsMember({"master", "ps", "worker"}));
+      sub.add_option("--index", o->index, "ps-<index> / worker-<index>");
+      sub.add_option("--incarnation", o->incarnation, "restart count of this node");
+      sub.add_option("--slot", o->slot,
+                     "a worker's place among the running workers (GPU = slot % "
+                     "devices; default: its index)")
+          ->check(CLI::Range(0L, 1L << 20));
+      sub.add_option("--listen", o->listen, "host:port to listen on (port 0: any)");
+      sub.add_option("--join", o->join, "the master's host:port (ps and worker)");
+      sub.add_option("--advertise", o->advertise,
+                     "this host's IPv4 address to listen on and give the others "
+                     "(a node started by hand on another host)");
+      sub.add_option("--connect-timeout", o->connect_timeout_s,
+                     "seconds to keep dialling the master at --join (default 30)")
+          ->check(CLI::Range(0.1, 3600.0));
+      sub.add_option("--train", o->train_dir, "training record store")->required();
+      sub.add_option("--test", o->test_dir, "test record store")->required();
+      return [o]() -> int {
+        if (o->role != "master" && o->join.empty())
+          return usage_error("--join is required for role " + o->role);
+        if (auto c = o->join.rfind(':');
+            o->role != "master" && (c == std::string::npos || c == 0 || c + 1 == o->join.size()))
+          return usage_error("--join '" + o->join + "': expected HOST:PORT");
+        o->by_hand = std::getenv("TROUPE_NODE") == nullptr;
+        return actors::run_node(*o);
+      };
+    }};
 
 }  // namespace
 }  // namespace troupe::cli

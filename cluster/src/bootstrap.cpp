@@ -76,6 +76,7 @@ nodes_file make_nodes_file(const std::string& job_id, std::uint64_t epoch, const
     r.state = n.handle ? (n.leaving ? "leaving" : "running") : "exited";
     if (!n.handle) r.exit = n.ended;
     if (n.handle) r.slurm_job = n.slurm_job;
+    if (n.handle) r.host = n.handle->host;
     f.nodes.push_back(std::move(r));
   }
   return f;

@@ -39,6 +39,7 @@ cluster_config cluster_config::read(config_section s, cluster_config defaults) {
     s.fail(
         "host_command", core_errc::invalid_argument,
         "'" + c.host_command + "' must contain {host} when cluster.hosts lists hosts (e.g. \"ssh {host}\")");
+  c.host_fault_command = s.get_string("host_fault_command", c.host_fault_command);
   c.advertise = s.get_string("advertise", c.advertise);
   c.controller_timeout_s = s.get_double("controller_timeout_s", c.controller_timeout_s, 1, 86400);
   return c;
@@ -73,13 +74,6 @@ slurm::options slurm_options(const cluster_config& cfg, const launch_site& site)
   so.job_name_prefix = "troupe-" + site.job_id;
   so.jobs_file = site.jobs_file;
   return so;
-}
-
-std::vector<std::string> split_words(const std::string& s) {
-  std::vector<std::string> words;
-  std::istringstream in(s);
-  for (std::string w; in >> w;) words.push_back(w);
-  return words;
 }
 
 // The local launcher with other hosts: the master here, at the address the hosts reach.
@@ -125,7 +119,7 @@ expected<std::unique_ptr<launcher>> make_launcher(const cluster_config& cfg, exi
     if (!p) return p.err();
     rh.hosts.push_back(*p);
   }
-  if (!rh.hosts.empty()) rh.command = split_words(cfg.host_command);
+  if (!rh.hosts.empty()) rh.command = local::split_words(cfg.host_command);
   auto l = local::launcher::create({std::move(on_exit), *cap}, std::move(rh));
   if (!l) return l.err();
   return std::unique_ptr<launcher>(std::move(*l));

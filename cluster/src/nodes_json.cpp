@@ -61,6 +61,7 @@ expected<node_record> parse_record(const json& j, std::string_view source, std::
   r.state = *state;
   if (auto e = j.find("exit"); e != j.end() && e->is_string()) r.exit = e->get<std::string>();  // optional
   if (auto e = j.find("slurm_job"); e != j.end() && e->is_number_integer()) r.slurm_job = e->get<long>();
+  if (auto e = j.find("host"); e != j.end() && e->is_string()) r.host = e->get<std::string>();  // optional
   return r;
 }
 }  // namespace
@@ -74,6 +75,7 @@ std::string to_json(const nodes_file& f) {
         {"state", r.state}};
     if (!r.exit.empty()) n["exit"] = r.exit;
     if (r.slurm_job > 0) n["slurm_job"] = r.slurm_job;
+    if (!r.host.empty()) n["host"] = r.host;
     nodes.push_back(std::move(n));
   }
   json j = {{"format", format_version},

@@ -63,10 +63,11 @@ lmdb_env::~lmdb_env() {
 }
 
 expected<std::shared_ptr<lmdb_env>> lmdb_env::open(const std::string& dir, env_options opts) {
-  std::error_code ec;
-  if (!opts.read_only) fs::create_directories(dir, ec);
-  if (!fs::is_directory(dir, ec))
-    return make_unexpected(storage_errc::not_found, dir + ": no such directory");
+  std::error_code made, ec;
+  if (!opts.read_only) fs::create_directories(dir, made);
+  if (!fs::is_directory(dir, ec))  // a read-only filesystem, a file in the way: say why it was not made
+    return make_unexpected(storage_errc::not_found, dir + (made ? ": cannot be made: " + made.message()
+                                                                : std::string(": no such directory")));
   std::string key = fs::canonical(dir, ec).string();
   if (ec) return make_unexpected(storage_errc::io_error, dir + ": " + ec.message());
   std::lock_guard l(registry_mu);

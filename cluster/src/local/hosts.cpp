@@ -1,10 +1,18 @@
 #include "local/hosts.hpp"
 
 #include <charconv>
+#include <sstream>
 
 #include "troupe/cluster/errc.hpp"
 
 namespace troupe::cluster::local {
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> words;
+  std::istringstream in(s);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
 
 expected<host_slots> parse_host_slots(std::string_view entry) {
   host_slots h;

@@ -13,6 +13,9 @@
 
 namespace troupe::cluster::local {
 
+// The words of a command line ("ssh {host}"), split on white space (no quoting).
+std::vector<std::string> split_words(const std::string& s);
+
 // "h1" (one slot) or "h1:4". Errors: invalid_spec naming the entry.
 expected<host_slots> parse_host_slots(std::string_view entry);
 

@@ -89,7 +89,7 @@ expected<tool_result> run_tool(const std::vector<std::string>& argv, const std::
   r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   // posix_spawn reports a missing program as exit code 127 from the child.
   if (r.code == 127 && r.out.empty())
-    return make_unexpected(cluster_errc::launch_failed, prog + ": not found (is Slurm installed?)");
+    return make_unexpected(cluster_errc::launch_failed, prog + ": not found (not on PATH)");
   return r;
 }
 

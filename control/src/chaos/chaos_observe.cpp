@@ -60,7 +60,9 @@ void observer::before_fault(std::size_t index, const fault_record& rec, const cl
   b.requeued = u64(last_, "tasks", "requeued");
   b.restarts = u64(last_, "restarts");
   b.at = steady::now();
-  b.done = rec.spec.kind == fault_kind::drop || rec.spec.kind == fault_kind::delay;
+  // Slowed, not lost: nothing to detect or recover from.
+  b.done = rec.spec.kind == fault_kind::drop || rec.spec.kind == fault_kind::delay ||
+           rec.spec.kind == fault_kind::throttle;
   open_[index] = b;
 }
 

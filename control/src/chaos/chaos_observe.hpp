@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,32 @@ namespace troupe::control {
 // node `n`; returns a note ("" when done). And a signal to its job (SIGCONT after a stop).
 std::string slurm_fault(const fault_spec& f, const cluster::node_record& n, const std::string& job_dir);
 expected<void> signal_slurm_node(const std::string& job_dir, long slurm_job, int sig);
+// The job's [cluster], from the job.toml its runner wrote (troupe chaos runs apart from it).
+expected<cluster::cluster_config> job_cluster(const std::string& job_dir);
+
+// Host faults (chaos_hosts.cpp), done through the job's cluster.host_fault_command.
+class host_faults {
+ public:
+  explicit host_faults(std::string job_dir) : job_dir_(std::move(job_dir)) {}
+  // The host rec.spec hits (a random one of those running nodes of the job, for "host"): fills
+  // rec.host, rec.nodes and rec.node (the node whose recovery is timed: a worker when the host
+  // has one) and returns that node; nullopt with rec.note when the host runs none of the job's nodes.
+  std::optional<cluster::node_record> pick(fault_record& rec, std::mt19937_64& rng);
+  // Does the fault to rec.host; a partition or throttle is undone `hold` seconds later.
+  void inject(fault_record& rec, std::size_t index);
+  // Heals the partitions and lifts the throttles that are due (all: every one, at the end).
+  void undo_due(bool all, std::vector<fault_record>& recs);
+  bool holding() const { return !held_.empty(); }
+
+ private:
+  struct hold {
+    std::string host, action, arg;
+    std::chrono::steady_clock::time_point at;
+    std::size_t fault;
+  };
+  std::string job_dir_;
+  std::vector<hold> held_;
+};
 
 class observer {
  public:

@@ -32,6 +32,8 @@ std::string chaos_report::to_json() const {
                    {"kind", to_string(f.spec.kind)},
                    {"target", f.spec.target},
                    {"node", f.node},
+                   {"host", f.host},
+                   {"nodes", f.nodes},
                    {"pid", f.pid},
                    {"slurm_job", f.slurm_job},
                    {"hold_s", f.spec.hold_s},
@@ -50,16 +52,22 @@ std::string chaos_report::to_json() const {
 
 std::string chaos_report::summary_table() const {
   std::string out;
-  char line[256];
-  std::snprintf(line, sizeof line, "%-7s %-6s %-10s %-14s %9s %9s %8s %8s  %s\n", "T(s)", "FAULT", "TARGET",
+  char line[512];
+  std::snprintf(line, sizeof line, "%-7s %-9s %-10s %-14s %9s %9s %8s %8s  %s\n", "T(s)", "FAULT", "TARGET",
                 "NODE", "DETECT(s)", "RECOV(s)", "REQUEUED", "RESTARTS", "NOTE");
   out += line;
   for (const auto& f : faults) {
-    std::snprintf(line, sizeof line, "%-7.2f %-6s %-10s %-14s %9s %9s %8llu %8llu  %s\n", f.t_s,
+    std::string note = f.note;
+    if (!f.host.empty()) {  // the nodes a host fault hit, then its note
+      std::string hit;
+      for (const auto& n : f.nodes) hit.append(hit.empty() ? "" : " ").append(n);
+      note = "[" + hit + "]" + (note.empty() ? "" : " ") + note;
+    }
+    std::snprintf(line, sizeof line, "%-7.2f %-9s %-10s %-14s %9s %9s %8llu %8llu  %s\n", f.t_s,
                   to_string(f.spec.kind), f.spec.target.c_str(), f.node.empty() ? "-" : f.node.c_str(),
                   cell(f.detected_s).c_str(), cell(f.recovered_s).c_str(),
                   static_cast<unsigned long long>(f.requeued), static_cast<unsigned long long>(f.restarts),
-                  f.note.c_str());
+                  note.c_str());
     out += line;
   }
   if (job_exit_code) out += "job exit code: " + std::to_string(*job_exit_code) + "\n";

@@ -90,6 +90,10 @@ void inject(fault_record& rec, std::size_t index, const cluster::node_record& n,
     case fault_kind::preempt:
       rec.note = "preempt: only nodes the Slurm launcher started";
       break;
+    case fault_kind::partition:
+    case fault_kind::throttle:
+      rec.note = "a host fault";  // parse_fault refuses these for nodes
+      break;
     case fault_kind::drop:
     case fault_kind::delay: {
       auto r = inject_messages(job_dir, n.id.name, f.drop_probability, f.delay_us,
@@ -119,6 +123,36 @@ void resume_due(std::vector<held_node>& held, bool all, std::vector<fault_record
   });
 }
 
+// Injects one fault that is due: into a host, or a node picked for its target.
+fault_record start_fault(const fault_spec& spec, double now, std::size_t index, const chaos_options& opt,
+                         std::vector<held_node>& held, host_faults& hosts, observer& obs,
+                         std::mt19937_64& rng) {
+  fault_record rec;
+  rec.spec = spec;
+  rec.t_s = now;
+  if (fault_host(rec.spec)) {
+    if (auto n = hosts.pick(rec, rng)) {
+      obs.before_fault(index, rec, *n);
+      hosts.inject(rec, index);
+      if (opt.verbose)
+        spdlog::warn("chaos: {:.2f}s {} host {} ({} nodes) {}", now, to_string(rec.spec.kind), rec.host,
+                     rec.nodes.size(), rec.note);
+    }
+  } else if (auto n = pick_target(opt.job_dir, rec.spec.target, held, rng); !n) {
+    rec.note = "no live target";
+  } else {
+    rec.node = n->id.to_string();
+    rec.pid = n->pid;
+    rec.slurm_job = n->slurm_job;
+    obs.before_fault(index, rec, *n);
+    inject(rec, index, *n, opt.job_dir, held);
+    if (opt.verbose)
+      spdlog::warn("chaos: {:.2f}s {} {} ({} {})", now, to_string(rec.spec.kind), rec.node,
+                   rec.pid ? "pid" : "Slurm job", rec.pid ? rec.pid : rec.slurm_job);
+  }
+  return rec;
+}
+
 }  // namespace
 
 expected<chaos_report> run_chaos(const chaos_options& opt) {
@@ -132,6 +166,7 @@ expected<chaos_report> run_chaos(const chaos_options& opt) {
   rep.job_dir = opt.job_dir;
   std::mt19937_64 rng(faults.size() * 7919 + 17);
   std::vector<held_node> held;
+  host_faults hosts(opt.job_dir);
   observer obs(opt.job_dir);
   auto start = steady::now();
   auto since = [&] { return std::chrono::duration<double>(steady::now() - start).count(); };
@@ -140,33 +175,20 @@ expected<chaos_report> run_chaos(const chaos_options& opt) {
   while (running()) {
     double now = since();
     for (; next < faults.size() && faults[next].at_s <= now; ++next) {
-      fault_record rec;
-      rec.spec = faults[next];
-      rec.t_s = now;
-      auto n = pick_target(opt.job_dir, rec.spec.target, held, rng);
-      if (!n) {
-        rec.note = "no live target";
-      } else {
-        rec.node = n->id.to_string();
-        rec.pid = n->pid;
-        rec.slurm_job = n->slurm_job;
-        obs.before_fault(rep.faults.size(), rec, *n);
-        inject(rec, rep.faults.size(), *n, opt.job_dir, held);
-        if (opt.verbose)
-          spdlog::warn("chaos: {:.2f}s {} {} ({} {})", now, to_string(rec.spec.kind), rec.node,
-                       rec.pid ? "pid" : "Slurm job", rec.pid ? rec.pid : rec.slurm_job);
-      }
+      rep.faults.push_back(start_fault(faults[next], now, rep.faults.size(), opt, held, hosts, obs, rng));
       last_fault_t = now;
-      rep.faults.push_back(rec);
     }
     resume_due(held, false, rep.faults, since(), opt.job_dir);
+    hosts.undo_due(false, rep.faults);
     obs.poll(rep.faults, start);
     bool schedule_done = next == faults.size();
-    if (schedule_done && held.empty() && (obs.all_resolved(rep.faults) || now - last_fault_t > opt.settle_s))
+    if (schedule_done && held.empty() && !hosts.holding() &&
+        (obs.all_resolved(rep.faults) || now - last_fault_t > opt.settle_s))
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   resume_due(held, true, rep.faults, since(), opt.job_dir);
+  hosts.undo_due(true, rep.faults);
   for (std::size_t i = next; i < faults.size(); ++i) {
     fault_record rec;
     rec.spec = faults[i];

@@ -21,6 +21,10 @@ const char* to_string(fault_kind k) {
       return "delay";
     case fault_kind::preempt:
       return "preempt";
+    case fault_kind::partition:
+      return "partition";
+    case fault_kind::throttle:
+      return "throttle";
   }
   return "?";
 }
@@ -35,17 +39,34 @@ std::optional<double> number(const std::string& s) {
 }
 
 expected<fault_kind> parse_kind(const std::string& s) {
-  for (auto k :
-       {fault_kind::kill, fault_kind::stop, fault_kind::drop, fault_kind::delay, fault_kind::preempt})
+  for (auto k : {fault_kind::kill, fault_kind::stop, fault_kind::drop, fault_kind::delay, fault_kind::preempt,
+                 fault_kind::partition, fault_kind::throttle})
     if (s == to_string(k)) return k;
-  return make_unexpected(core_errc::invalid_argument,
-                         "unknown fault kind '" + s + "' (kill, stop, drop, delay, preempt)");
+  return make_unexpected(
+      core_errc::invalid_argument,
+      "unknown fault kind '" + s + "' (kill, stop, drop, delay, preempt, partition, throttle)");
+}
+
+// A tc rate: digits and a unit (kbit, mbit, gbit).
+bool valid_rate(const std::string& r) {
+  auto unit = r.find_first_not_of("0123456789");
+  if (unit == 0 || unit == std::string::npos) return false;
+  std::string u = r.substr(unit);
+  return u == "kbit" || u == "mbit" || u == "gbit";
 }
 
 expected<void> parse_option(fault_spec& f, const std::string& opt) {
   auto eq = opt.find('=');
+  if (opt.compare(0, 5, "rate=") == 0) {
+    f.rate = opt.substr(5);
+    if (valid_rate(f.rate)) return {};
+    return make_unexpected(core_errc::invalid_argument,
+                           "bad option '" + opt + "' (rate=100mbit, 1gbit, ...)");
+  }
   auto v = eq == std::string::npos ? std::nullopt : number(opt.substr(eq + 1));
-  if (!v) return make_unexpected(core_errc::invalid_argument, "bad option '" + opt + "' (hold=S, p=P, us=N)");
+  if (!v)
+    return make_unexpected(core_errc::invalid_argument,
+                           "bad option '" + opt + "' (hold=S, p=P, us=N, rate=R)");
   std::string key = opt.substr(0, eq);
   if (key == "hold")
     f.hold_s = *v;
@@ -58,8 +79,10 @@ expected<void> parse_option(fault_spec& f, const std::string& opt) {
   return {};
 }
 
-// A role (worker, ps, master; dispenser: the master's node) or one node of it (worker-3, ps-0).
+// A role (worker, ps, master; dispenser: the master's node), one node of it (worker-3, ps-0), or a
+// host (host:NAME, host).
 expected<void> check_target(const std::string& t) {
+  if (t == "host" || (t.size() > 5 && t.compare(0, 5, "host:") == 0)) return {};
   for (const char* role : {"worker", "ps", "master", "dispenser"})
     if (t == role) return {};
   for (const std::string prefix : {"worker-", "ps-"})
@@ -67,12 +90,37 @@ expected<void> check_target(const std::string& t) {
         std::all_of(t.begin() + static_cast<std::ptrdiff_t>(prefix.size()), t.end(),
                     [](char c) { return c >= '0' && c <= '9'; }))
       return {};
-  return make_unexpected(
-      core_errc::invalid_argument,
-      std::string("unknown target '").append(t).append("' (worker, ps, master, dispenser, worker-N, ps-N)"));
+  return make_unexpected(core_errc::invalid_argument,
+                         std::string("unknown target '")
+                             .append(t)
+                             .append("' (worker, ps, master, dispenser, worker-N, ps-N, host:NAME, host)"));
+}
+
+// Host targets take kill, partition, throttle and delay; node targets everything else.
+expected<void> check_kind_target(const fault_spec& f) {
+  bool host = fault_host(f).has_value();
+  bool host_kind = f.kind == fault_kind::partition || f.kind == fault_kind::throttle;
+  bool both = f.kind == fault_kind::kill || f.kind == fault_kind::delay;
+  if (host && !host_kind && !both)
+    return make_unexpected(core_errc::invalid_argument, std::string("'") + to_string(f.kind) +
+                                                            "' is not a host fault (a host takes kill, "
+                                                            "partition, throttle, delay)");
+  if (!host && host_kind)
+    return make_unexpected(
+        core_errc::invalid_argument,
+        std::string("'") + to_string(f.kind) + "' hits a host: the target must be host:NAME or host");
+  if (f.kind == fault_kind::throttle && f.rate.empty())
+    return make_unexpected(core_errc::invalid_argument, "throttle needs rate=R (e.g. rate=1gbit)");
+  return {};
 }
 
 }  // namespace
+
+std::optional<std::string> fault_host(const fault_spec& f) {
+  if (f.target == "host") return std::string();
+  if (f.target.compare(0, 5, "host:") == 0) return f.target.substr(5);
+  return std::nullopt;
+}
 
 expected<fault_spec> parse_fault(const std::string& text) {
   std::istringstream in(text);
@@ -91,6 +139,7 @@ expected<fault_spec> parse_fault(const std::string& text) {
   f.target = target;
   while (in >> opt)
     if (auto r = parse_option(f, opt); !r) return std::move(r).err().wrap("fault '" + text + "'");
+  if (auto c = check_kind_target(f); !c) return std::move(c).err().wrap("fault '" + text + "'");
   if (f.kind == fault_kind::drop && f.drop_probability == 0) f.drop_probability = 0.5;
   if (f.kind == fault_kind::delay && f.delay_us == 0) f.delay_us = 10000;
   return f;
@@ -125,6 +174,8 @@ std::vector<fault_spec> random_schedule(const random_faults& r) {
     f.hold_s = r.hold_s;
     if (f.kind == fault_kind::drop) f.drop_probability = 0.3;
     if (f.kind == fault_kind::delay) f.delay_us = 10000;
+    if (f.kind == fault_kind::throttle) f.rate = "100mbit";
+    if (!check_kind_target(f)) continue;  // e.g. stop drawn for a host: not a fault
     out.push_back(f);
   }
   return out;

@@ -11,14 +11,11 @@
 
 namespace troupe::control {
 
-namespace {
-// The job's [cluster], from the job.toml its runner wrote (troupe chaos runs apart from it).
 expected<cluster::cluster_config> job_cluster(const std::string& job_dir) {
   auto spec = actors::load_job_spec(job_dir);
   if (!spec) return spec.err();
   return spec->cluster;
 }
-}  // namespace
 
 expected<void> signal_slurm_node(const std::string& job_dir, long slurm_job, int sig) {
   auto cfg = job_cluster(job_dir);

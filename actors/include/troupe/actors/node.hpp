@@ -18,6 +18,13 @@ struct node_options {
   std::uint64_t incarnation = 0;
   std::string listen = "127.0.0.1:0";
   std::string join;  // the master's address (not for the master itself)
+  // This host's address to listen on and to give the others (a node started by hand on another
+  // host): listens on <advertise>:<the port of listen>. Empty: listen as given.
+  std::string advertise;
+  double connect_timeout_s = 30;  // how long --join keeps dialling an unreachable master
+  // Started by hand (not by the runner, which sets TROUPE_NODE): no SIGTERM comes at the end of the
+  // job, so the node stops once the job's result.json is written.
+  bool by_hand = false;
   std::string train_dir, test_dir;
 };
 

@@ -27,6 +27,10 @@
 //                                 #   shards and workers fill them, the master stays here
 //   host_command = ""             # local: the command that runs a node on a host, words split on
 //                                 #   spaces, {host} replaced: "ssh {host}", "scripts/hosts.sh exec {host}"
+//   host_fault_command = ""       # troupe chaos host faults: the command that acts on a host, {action}
+//                                 #   {host} {arg} {job_dir} replaced (docs/chaos.md "Host faults"); "":
+//                                 #   "<host_command's hosts.sh> {action} {host} {arg}" for scripts/hosts.sh
+//                                 hosts
 //   advertise = ""                # local with hosts: this machine's address the hosts reach (the
 //                                 #   runner and master listen there); "": the route towards the first host
 #pragma once
@@ -54,6 +58,7 @@ struct cluster_config {
   std::string slurm_bin_dir;
   std::vector<std::string> hosts;
   std::string host_command;
+  std::string host_fault_command;
   std::string advertise;
   double controller_timeout_s = 300;
 

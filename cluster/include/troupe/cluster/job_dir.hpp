@@ -37,6 +37,7 @@ struct node_record {
   std::string state;             // member_state text, or "exited"
   std::string exit;              // once exited: how ("exited with code 0", "killed by SIGKILL")
   long slurm_job = 0;            // the Slurm job running it (launcher "slurm"; pid is 0 then)
+  std::string host;              // the [cluster] hosts entry it runs on (local launcher); "": this machine
   bool operator==(const node_record&) const = default;
 };
 

@@ -14,14 +14,20 @@
 
 #include "troupe/core/error.hpp"
 
+namespace troupe::cluster {
+struct cluster_config;
+}
+
 namespace troupe::control {
 
 // preempt: Slurm jobs only: a high-priority job takes the node's host for `hold` seconds.
-enum class fault_kind { kill, stop, drop, delay, preempt };
+// partition, throttle: host faults only (TARGET host:NAME or host), as are kill and delay of a host.
+enum class fault_kind { kill, stop, drop, delay, preempt, partition, throttle };
 const char* to_string(fault_kind k);
 
 // One fault: at `at_s` seconds after the start, do `kind` to `target` (a role: worker, ps, master,
-// dispenser — which lives in the master process —, or a node name such as worker-1).
+// dispenser — which lives in the master process —, a node name such as worker-1, or a host of the
+// job's [cluster] hosts: "host:h3", or "host" for one of them at random).
 struct fault_spec {
   double at_s = 0;
   fault_kind kind = fault_kind::kill;
@@ -30,10 +36,15 @@ struct fault_spec {
                                 // preempt: how long the preempting job runs
   double drop_probability = 0;  // drop
   std::uint64_t delay_us = 0;   // delay
+  std::string rate;             // throttle: the link's rate, "1gbit" (tc's units: kbit, mbit, gbit)
 };
 
-// Parses "T KIND TARGET [hold=S] [p=P] [us=N]", e.g. "2.5 kill worker", "4 stop worker-1 hold=3",
-// "3 drop ps-0 p=0.3 hold=2", "3 delay worker us=20000 hold=2". Errors name the text and the part.
+// The host a host fault names ("h3" for "host:h3", "" for "host": any); nullopt for a node fault.
+std::optional<std::string> fault_host(const fault_spec& f);
+
+// Parses "T KIND TARGET [hold=S] [p=P] [us=N] [rate=R]", e.g. "2.5 kill worker", "4 stop worker-1
+// hold=3", "3 drop ps-0 p=0.3 hold=2", "3 delay worker us=20000 hold=2", "5 kill host:h3",
+// "8 partition host:h2 hold=5", "2 throttle host rate=1gbit hold=10". Errors name the text and the part.
 expected<fault_spec> parse_fault(const std::string& text);
 // A schedule file: TOML with `[chaos] faults = ["<fault>", ...]`.
 expected<std::vector<fault_spec>> read_schedule(const std::string& path);
@@ -54,7 +65,9 @@ std::vector<fault_spec> random_schedule(const random_faults& r);
 struct fault_record {
   fault_spec spec;
   double t_s = 0;    // since the start of the chaos run
-  std::string node;  // the node it hit (name#incarnation)
+  std::string node;  // the node it hit (name#incarnation); a host fault: the one whose recovery is timed
+  std::string host;  // a host fault: the host it hit
+  std::vector<std::string> nodes;  // a host fault: every node of the job that was on the host
   pid_t pid = 0;
   long slurm_job = 0;          // the Slurm job it hit (Slurm launcher; pid is 0 then)
   double detected_s = -1;      // the master's view shows the node gone (or the node was replaced)
@@ -90,6 +103,11 @@ struct chaos_report {
 // runner fences a node the master declared dead, so a hold longer than the heartbeat timeout
 // usually ends with the process killed, not resumed).
 expected<chaos_report> run_chaos(const chaos_options& opt);
+
+// Host faults in `faults` against the job's [cluster] hosts, before anything is injected: errors
+// (invalid_argument) name the fault and the problem (no hosts listed, a host not in the list, no
+// command that acts on the hosts).
+expected<void> check_host_faults(const std::vector<fault_spec>& faults, const cluster::cluster_config& cfg);
 
 // Sets a node's fault-injection knob for `duration_ms` (sends JobMessage.inject to its "node" name).
 expected<void> inject_messages(const std::string& job_dir, const std::string& node, double drop_probability,
