@@ -1,9 +1,9 @@
 # shellcheck shell=bash
 # Helpers of the across-host benchmark scripts (bench/ps/hosts_run.sh,
 # bench/storage/served_hosts_run.sh). Sourced after `set -euo pipefail`, with S set to
-# scripts/hosts.sh and work to the run's directory. The hosts may be shared (other engineers' experiments, a Slurm cluster): they
-# are brought up if missing and taken down at the end only if this script made them; the
-# processes it started are stopped by pid. Run the scripts under `flock -o /tmp/troupe-hosts.lock`.
+# scripts/hosts.sh and work to the run's directory. The hosts may be shared (other engineers'
+# experiments, a Slurm cluster): they are brought up if missing and taken down at the end only if
+# this script made them; the processes it started are stopped by pid. Run the scripts under `flock -o /tmp/troupe-hosts.lock`.
 
 bg_pids=()
 hosts_made=0
