@@ -16,13 +16,13 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
-#include "ps_shard_host.hpp"
 #include "data_model.hpp"
+#include "ps_shard_host.hpp"
 #include "rpc.hpp"
-#include "wire.hpp"
 #include "troupe/core/config.hpp"
 #include "troupe/nn/model.hpp"
 #include "troupe/nn/optimizer.hpp"
+#include "wire.hpp"
 
 using namespace troupe;
 using namespace troupe::actors;
@@ -153,10 +153,14 @@ void run_rounds(client& c, double seconds, std::size_t n, const std::string& whe
     ++rounds;
   }
   const double rows = 2.0 * static_cast<double>(rounds * n);
-  nlohmann::json j = {{"bench", "ps_pull_push"},  {"where", where},
-                      {"ids_per_request", n},     {"row_bytes", 64},
-                      {"rounds", rounds},         {"rows_per_s", rows / busy},
-                      {"mb_per_s", rows * 64 / busy / 1e6}, {"round_ms", busy / static_cast<double>(rounds) * 1e3}};
+  nlohmann::json j = {{"bench", "ps_pull_push"},
+                      {"where", where},
+                      {"ids_per_request", n},
+                      {"row_bytes", 64},
+                      {"rounds", rounds},
+                      {"rows_per_s", rows / busy},
+                      {"mb_per_s", rows * 64 / busy / 1e6},
+                      {"round_ms", busy / static_cast<double>(rounds) * 1e3}};
   std::printf("%s\n", j.dump().c_str());
   std::fflush(stdout);
 }
