@@ -2,7 +2,7 @@
 # Installs troupe's build and test dependencies (Debian bookworm packages). Idempotent: installs
 # only what is missing, runs `apt-get update` only when something must be installed.
 #   scripts/install-deps.sh          build + tests
-#   scripts/install-deps.sh --bench  also the benchmark peers (PyTorch, iperf3)
+#   scripts/install-deps.sh --bench  also the benchmark peers (PyTorch, iperf3, Redis)
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config ccache git
@@ -11,7 +11,7 @@ packages=(build-essential cmake ninja-build pkg-config ccache git
   libxxhash-dev libsodium-dev zlib1g-dev dataset-fashion-mnist procps prometheus clang-format
   python3-matplotlib)
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch iperf3)
+  packages+=(python3-torch iperf3 redis-server redis-tools)
 fi
 
 missing=()

@@ -1,13 +1,18 @@
 // Served records (issue 19): records/s and MB/s a worker gets from the record server over the
-// transport (loopback, one process: the server's endpoint answers on its io thread), against the
-// same worker reading the same tasks from the local LMDB store, same run. Both decode and verify
-// every record into a task's rows (read_records / record_fetcher). Also the second pass over the
-// same tasks from the fetcher's memory cache. Data: the Fashion-MNIST train store (3144-byte
-// records), tasks of 1024 records. JSON lines on stdout.
-// Usage: served_records_bench [WORK_DIR] [--repeat N]
+// transport, against the same worker reading the same tasks from the local LMDB store, same run.
+// Both decode and verify every record into a task's rows (read_records / record_fetcher). Also the
+// second pass over the same tasks from the fetcher's memory cache. Data: the Fashion-MNIST train
+// store (3144-byte records), tasks of 1024 records. JSON lines on stdout.
+//   served_records_bench [WORK_DIR] [--repeat N]     loopback, one process (the server answers on
+//                                                    its endpoint's io thread)
+//   served_records_bench --serve HOST:PORT [WORK_DIR]   the record server alone, until SIGINT/SIGTERM
+//   served_records_bench --fetch HOST:PORT [--local STORE_DIR] [--repeat N]   the worker side from
+//       another host; with --local, also a local scan of that store (the same tasks) each round
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -69,19 +74,8 @@ double served_pass(record_fetcher& fetch, std::uint64_t count) {
   return now_s() - t0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::string work = (fs::temp_directory_path() / "troupe-served-records-bench").string();
-  int repeat = 3;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--repeat" && i + 1 < argc)
-      repeat = std::atoi(argv[++i]);
-    else
-      work = a;
-  }
-  spdlog::set_level(spdlog::level::warn);
+// The Fashion-MNIST train store under `work` (written on first use).
+storage::record_store open_store(const std::string& work) {
   const std::string dir = work + "/train";
   if (!fs::exists(dir + "/data.mdb")) {
     auto d = nn::read_fashion_mnist(nn::fashion_mnist_default_dir, "train");
@@ -90,51 +84,138 @@ int main(int argc, char** argv) {
   }
   auto store = storage::record_store::open(dir);
   if (!store) die(store.err().to_string());
-  const double mb = static_cast<double>(store->count() * storage::encoded_size(store->info().schema)) / 1e6;
+  return std::move(*store);
+}
 
-  testing::fake_node node(
-      node_identity{node_id{"master", 0}, cluster::node_role::master, 0, work, "b", "b", 0});
-  record_server server(node, data_paths{dir, ""});
-  transport_config cfg;
-  cfg.token = "bench";
-  auto srv = endpoint::create(node_id{"master", 0}, cfg);
-  auto cli = endpoint::create(node_id{"worker-0", 0}, cfg);
-  if (!srv || !cli) die("endpoints");
-  endpoint& s = **srv;
-  (void)s.register_name("records",
-                        [&](const message& m) { (void)send_reply(s, m, server.answer(m), "records"); });
-  auto addr = s.listen("127.0.0.1", 0);
-  if (!addr || !(*cli)->connect(*addr, false)) die("connect");
-  auto rpc = rpc_client::create(**cli, "records-rpc");
-  if (!rpc) die(rpc.err().to_string());
+// The master's record server on an endpoint of its own, listening on host:port.
+struct served {
+  served(const std::string& dir, const std::string& work)
+      : node(node_identity{node_id{"master", 0}, cluster::node_role::master, 0, work, "b", "b", 0}),
+        server(node, data_paths{dir, ""}) {}
+  std::string start(const std::string& host, std::uint16_t port) {
+    transport_config cfg;
+    cfg.token = "bench";
+    auto e = endpoint::create(node_id{"master", 0}, cfg);
+    if (!e) die(e.err().to_string());
+    net = std::move(*e);
+    (void)net->register_name(
+        "records", [this](const message& m) { (void)send_reply(*net, m, server.answer(m), "records"); });
+    auto addr = net->listen(host, port);
+    if (!addr) die(addr.err().to_string());
+    return *addr;
+  }
+  testing::fake_node node;
+  record_server server;
+  std::unique_ptr<endpoint> net;
+};
 
+// `repeat` rounds of: a local scan (when `local`), a cold served pass, a warm one and a cached one.
+void fetch_rounds(rpc_client& rpc, const storage::record_store* local, int repeat, const std::string& where) {
   for (int r = 0; r < repeat; ++r) {
-    double local = local_pass(*store);
     record_fetcher::options o;
     o.cache_bytes = 0;
-    record_fetcher cold(**rpc, o);
-    if (auto m = cold.manifest(false, std::chrono::seconds(10)); !m) die(m.err().to_string());
-    double served = served_pass(cold, store->count());
+    record_fetcher cold(rpc, o);
+    auto m = cold.manifest(false, std::chrono::seconds(10));
+    if (!m) die(m.err().to_string());
+    const std::uint64_t count = m->record_count;
+    const double mb = static_cast<double>(count * storage::encoded_size(m->schema)) / 1e6;
+    double scan = local ? local_pass(*local) : 0;
+    double served = served_pass(cold, count);
     o.cache_bytes = std::size_t{1} << 30;
-    record_fetcher warm(**rpc, o);
+    record_fetcher warm(rpc, o);
     (void)warm.manifest(false, std::chrono::seconds(10));
-    (void)served_pass(warm, store->count());
-    double cached = served_pass(warm, store->count());
-    auto rate = [&](double sec) { return static_cast<double>(store->count()) / sec; };
+    (void)served_pass(warm, count);
+    double cached = served_pass(warm, count);
+    auto rate = [&](double sec) { return static_cast<double>(count) / sec; };
     nlohmann::json j = {{"bench", "served_records"},
-                        {"records", store->count()},
+                        {"where", where},
+                        {"records", count},
                         {"task_records", task_records},
                         {"mb", mb},
                         {"served_records_per_s", rate(served)},
                         {"served_mb_per_s", mb / served},
                         {"cached_records_per_s", rate(cached)},
-                        {"cached_mb_per_s", mb / cached},
-                        {"peer", "local_lmdb_read_records"},
-                        {"peer_records_per_s", rate(local)},
-                        {"peer_mb_per_s", mb / local},
-                        {"ratio", local / served}};
+                        {"cached_mb_per_s", mb / cached}};
+    if (local) {
+      j["peer"] = "local_lmdb_read_records";
+      j["peer_records_per_s"] = rate(scan);
+      j["peer_mb_per_s"] = mb / scan;
+      j["ratio"] = scan / served;
+    }
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
   }
+}
+
+std::pair<std::string, std::uint16_t> split_addr(const std::string& a) {
+  auto c = a.rfind(':');
+  if (c == std::string::npos) die("address '" + a + "' is not HOST:PORT");
+  return {a.substr(0, c), static_cast<std::uint16_t>(std::stoi(a.substr(c + 1)))};
+}
+
+int serve(const std::string& work, const std::string& addr) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts
+  auto store = open_store(work);
+  auto [host, port] = split_addr(addr);
+  served srv(work + "/train", work);
+  std::printf("{\"bench\":\"record_server\",\"listening\":\"%s\",\"records\":%llu}\n",
+              srv.start(host, port).c_str(), static_cast<unsigned long long>(store.count()));
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&set, &sig);
+  return 0;
+}
+
+std::unique_ptr<rpc_client> connect_rpc(endpoint& cli, const std::string& addr) {
+  if (auto c = cli.connect(addr, false); !c) die("connect " + addr + ": " + c.err().to_string());
+  auto rpc = rpc_client::create(cli, "records-rpc");
+  if (!rpc) die(rpc.err().to_string());
+  return std::move(*rpc);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string work = (fs::temp_directory_path() / "troupe-served-records-bench").string();
+  std::string mode, addr, local;
+  int repeat = 3;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--repeat" && i + 1 < argc)
+      repeat = std::atoi(argv[++i]);
+    else if ((a == "--serve" || a == "--fetch") && i + 1 < argc)
+      mode = a.substr(2), addr = argv[++i];
+    else if (a == "--local" && i + 1 < argc)
+      local = argv[++i];
+    else if (a.rfind("--", 0) == 0)
+      die("unknown argument '" + a + "'");
+    else
+      work = a;
+  }
+  spdlog::set_level(spdlog::level::warn);
+  if (mode == "serve") return serve(work, addr);
+  transport_config cfg;
+  cfg.token = "bench";
+  auto cli = endpoint::create(node_id{"worker-0", 0}, cfg);
+  if (!cli) die("endpoint: " + cli.err().to_string());
+  if (mode == "fetch") {
+    std::optional<storage::record_store> store;
+    if (!local.empty()) {
+      auto s = storage::record_store::open(local);
+      if (!s) die(s.err().to_string());
+      store.emplace(std::move(*s));
+    }
+    auto rpc = connect_rpc(**cli, addr);
+    fetch_rounds(*rpc, store ? &*store : nullptr, repeat, addr);
+    return 0;
+  }
+  auto store = open_store(work);
+  served srv(work + "/train", work);
+  auto rpc = connect_rpc(**cli, srv.start("127.0.0.1", 0));
+  fetch_rounds(*rpc, &store, repeat, "loopback");
   return 0;
 }

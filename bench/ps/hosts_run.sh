@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# PS sparse pull+push across hosts (issue 19): ps_bench's client on h2 against a PS shard process
+# on h1 (the real shard actor, over the transport), then Redis on the same host pair, same run:
+# redis-server on h1, redis-benchmark on h2, pipelined SET and GET of 64-byte values (-P 1000,
+# 1M random keys), with one client (one batch of 1000 in flight, as ps_bench) and with
+# redis-benchmark's default 50. Then the same on this host over loopback. Redis without
+# persistence (--save '' --appendonly no), the shard with its periodic checkpoint off (one an hour).
+# Prints JSON lines (each with the load average) and a summary line per place.
+# Root, a release build (ps_bench) and `scripts/install-deps.sh --bench` (redis-server, redis-tools)
+# needed. The hosts are shared: run under flock -o /tmp/troupe-hosts.lock.
+# Usage: bench/ps/hosts_run.sh [hosts|loopback|both] [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+here=$(pwd)
+S=$here/scripts/hosts.sh
+B=$here/build/release/bench/ps/ps_bench
+what=${1:-both}
+seconds=${2:-10}
+work=/var/tmp/troupe-ps-hosts-$$
+mkdir -p "$work"
+source "$here/bench/common/hosts_lib.sh"
+trap 'hosts_end; rm -rf "$work"' EXIT
+
+# redis_rate CLIENT_HOST ADDR PORT CLIENTS: one JSON line, SET+GET ops/s of redis-benchmark.
+redis_rate() {
+  on "$1" redis-benchmark -h "$2" -p "$3" -t set,get -d 64 -P 1000 -n 2000000 -r 1000000 -c "$4" --csv |
+    /usr/bin/python3 -c '
+import csv, json, sys
+r = {row["test"]: float(row["rps"]) for row in csv.DictReader(sys.stdin)}
+both = 2 / (1 / r["SET"] + 1 / r["GET"])
+print(json.dumps({"bench": "redis_set_get", "clients": int(sys.argv[1]), "pipeline": 1000, "value_bytes": 64,
+                  "set_per_s": r["SET"], "get_per_s": r["GET"], "ops_per_s": round(both)}))' "$4"
+}
+
+# place SERVER_HOST CLIENT_HOST ADDR NAME: the shard and Redis on SERVER_HOST, their clients on
+# CLIENT_HOST, both reaching ADDR.
+place() {
+  local sh=$1 ch=$2 addr=$3 name=$4
+  start_in "$sh" "$work/$name-shard.out" "$B" --serve "$addr:29731" --work "$work/$name-shard"
+  wait_line "$work/$name-shard.out" listening 120 > /dev/null
+  on "$ch" "$B" --fetch "$addr:29731" --seconds "$seconds" --work "$work/$name-client" | tag "$name"
+  stop_all
+  start_in "$sh" "$work/$name-redis.out" redis-server --bind "$addr" --port 6399 --save '' \
+    --appendonly no --protected-mode no --dir "$work"
+  wait_line "$work/$name-redis.out" "Ready to accept" 30 > /dev/null
+  redis_rate "$ch" "$addr" 6399 1 | tag "$name"
+  redis_rate "$ch" "$addr" 6399 50 | tag "$name"
+  stop_all
+}
+
+if [[ $what != loopback ]]; then
+  hosts_begin 2
+  place h1 h2 "$("$S" addr h1)" hosts_h1_h2
+fi
+if [[ $what != hosts ]]; then place local local 127.0.0.1 loopback; fi
+/usr/bin/python3 - "$work/runs.jsonl" << 'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for place in dict.fromkeys(r["place"] for r in rows):
+    ps = next(r for r in rows if r["place"] == place and r["bench"] == "ps_pull_push")
+    red = {r["clients"]: r["ops_per_s"] for r in rows if r["place"] == place and r["bench"] == "redis_set_get"}
+    print(json.dumps({"bench": "ps_vs_redis", "place": place, "ps_rows_per_s": round(ps["rows_per_s"]),
+                      "redis_1_client_ops_per_s": red[1], "redis_50_clients_ops_per_s": red[50],
+                      "ratio_vs_1_client": round(ps["rows_per_s"] / red[1], 2),
+                      "ratio_vs_50_clients": round(ps["rows_per_s"] / red[50], 2), "target": 10}))
+PY
