@@ -110,7 +110,7 @@ std::vector<std::string> sbatch_argv(const node_spec& spec, const std::string& p
                                 "-n",
                                 "1",
                                 "--signal=B:TERM@" + std::to_string(so.term_grace_seconds)};
-  const auto& partition = spec.spare && !so.spare_partition.empty() ? so.spare_partition
+  const auto& partition = spec.spare && !so.spare_partition.empty()          ? so.spare_partition
                           : spec.preemptible && !so.worker_partition.empty() ? so.worker_partition
                                                                              : so.partition;
   if (!partition.empty()) a.insert(a.end(), {"-p", partition});

@@ -44,9 +44,10 @@ int runner::run() {
   }
   // The master must be up before anyone joins it. A batch backend's master may wait in its queue
   // first (Slurm: PENDING until a preemption frees a CPU), for as long as the controller may be away.
-  auto deadline = steady::now() + (spec_.cluster.launcher == "local"
-                                       ? std::chrono::seconds(20)
-                                       : std::chrono::seconds(static_cast<long>(spec_.cluster.controller_timeout_s)));
+  auto deadline =
+      steady::now() + (spec_.cluster.launcher == "local"
+                           ? std::chrono::seconds(20)
+                           : std::chrono::seconds(static_cast<long>(spec_.cluster.controller_timeout_s)));
   while (!net_->connected("master")) {
     if (steady::now() > deadline) {
       fatal_ = "the master did not come up at " + master_addr_;
