@@ -33,10 +33,19 @@ T0=$(date +%s.%N)
 
 log() { printf '[slurm-cluster %5.1fs] %s\n' "$(awk -v a="$(date +%s.%N)" -v b="$T0" 'BEGIN{print a-b}')" "$*"; }
 die() { echo "slurm-cluster.sh: $*" >&2; exit 1; }
-alive() {  # alive PIDFILE COMM: the pid in PIDFILE is a live process named COMM
+alive() {  # alive PIDFILE COMM: the pid in PIDFILE is a live process named COMM (not a zombie)
   local p
   p=$(cat "$1" 2>/dev/null) || return 1
-  [[ -n "$p" && "$(cat /proc/"$p"/comm 2>/dev/null)" == "$2" ]]
+  [[ -n "$p" && "$(cat /proc/"$p"/comm 2>/dev/null)" == "$2" ]] || return 1
+  [[ "$(awk '{print $3}' /proc/"$p"/stat 2>/dev/null)" != Z ]]
+}
+# slurmd_ok HOST: its slurmd runs inside the host's current network namespace. A host that
+# scripts/hosts.sh took down and made again (a multihost test between two Slurm tests) is a new
+# namespace: a slurmd left in the old one is unreachable, so it is stopped and started again.
+slurmd_ok() {
+  local pf="$STATE/run/slurmd-$1.pid"
+  alive "$pf" slurmd || return 1
+  [[ "$(readlink /proc/"$(cat "$pf")"/ns/net 2>/dev/null)" == "net:[$(stat -L -c %i "/run/netns/troupe-$1" 2>/dev/null)]" ]]
 }
 stop_pidfile() {  # TERM, up to 15 s, then KILL
   alive "$1" "$2" || { rm -f "$1"; return 0; }
@@ -144,7 +153,10 @@ start_daemons() {
   for i in $(seq 1 "$N"); do
     mkdir -p "$STATE/spool/h$i"
     # Not `ip netns exec`: it remounts /sys without /sys/fs/cgroup and slurmd 22.05 dies of it.
-    alive "$STATE/run/slurmd-h$i.pid" slurmd || "$HOSTS" exec "h$i" slurmd -N "h$i"
+    if ! slurmd_ok "h$i"; then
+      stop_pidfile "$STATE/run/slurmd-h$i.pid" slurmd
+      "$HOSTS" exec "h$i" slurmd -N "h$i"
+    fi
   done
   log "slurmd started on h1..h$N"
 }
