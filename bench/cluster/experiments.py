@@ -46,6 +46,16 @@ def sh(*cmd, check=True):
     return r.stdout
 
 
+def sbatch(*args):
+    """Submits a batch job (sbatch --parsable ARGS...); its Slurm job id."""
+    return int(sh("sbatch", "--parsable", *args).strip().split(";")[0])
+
+
+def sleeper(name, partition, *opts):
+    """A 1-CPU job that only holds its allocation (`exec sleep`: SIGTERM ends it at once)."""
+    return sbatch(*opts, "-p", partition, "-n", "1", "-J", name, "-o", "/dev/null", "--wrap", "exec sleep 100000")
+
+
 def log(msg):
     print(f"[experiments {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
@@ -145,11 +155,12 @@ def allocations(t0, t_end):
         name = f[1]
         owner, role = owner_role(name)
         start, end = slurm_time(f[5]), slurm_time(f[6])
-        if slurm_time(f[4]) is None or slurm_time(f[4]) < int(t0):
+        submit = slurm_time(f[4])
+        if submit is None or submit < int(t0):
             continue  # an earlier run's job (sacct -S selects by time window, not by submission)
         rows.append({"slurm_job": int(f[0].split("_")[0]) if f[0].split("_")[0].isdigit() else 0,
                      "name": name, "owner": owner, "role": role, "partition": f[2],
-                     "cpus": int(f[3] or 0), "submit": rel(slurm_time(f[4]), t0),
+                     "cpus": int(f[3] or 0), "submit": rel(submit, t0),
                      "start": rel(start, t0), "end": rel(end, t0), "state": f[7].split()[0]})
     return rows
 
@@ -217,9 +228,9 @@ def wait_gone(names, timeout):
 
 
 def submit_gang(bin_, work, file, job_id, cpus, partition="low"):
-    return int(sh("sbatch", "--parsable", "-J", f"gang:{job_id}", "-p", partition, "-n", str(cpus),
+    return sbatch("-J", f"gang:{job_id}", "-p", partition, "-n", str(cpus),
                   "--output", os.path.join(work, f"{job_id}.gang.out"), "--chdir", work,
-                  os.path.join(HERE, "gang_run.sh"), bin_, file, job_id).strip().split(";")[0])
+                  os.path.join(HERE, "gang_run.sh"), bin_, file, job_id)
 
 
 def start_elastic(bin_, work, file, job_id):
@@ -340,8 +351,7 @@ class Service:
         added = want - len(self.ids)
         while len(self.ids) < want:
             self.n += 1
-            self.ids.append(int(sh("sbatch", "--parsable", "-p", "high", "-n", "1", "-J", f"{self.name}:{self.n}",
-                                   "-o", "/dev/null", "--wrap", "exec sleep 100000").strip().split(";")[0]))
+            self.ids.append(sleeper(f"{self.name}:{self.n}", "high"))
         self.log.append({"t": round(t - self.t0, 3), "replicas_wanted": want, "replicas_running": self.running()})
         if added <= 0:
             return None
@@ -360,9 +370,7 @@ def fill_with_sleepers(partitions, tag):
     """One `sleep` job of 1 CPU per entry of `partitions` (its partition). --signal=B:TERM: the batch
     shell (here the sleep) gets Slurm's SIGTERM at preemption, as a troupe node does; without it
     Slurm waits out GraceTime and kills it."""
-    return [int(sh("sbatch", "--parsable", "--no-requeue", "--signal=B:TERM@30", "-p", p, "-n", "1",
-                   "-J", f"filler:{tag}-{i}", "-o", "/dev/null", "--wrap", "exec sleep 100000").strip().split(";")[0])
-            for i, p in enumerate(partitions)]
+    return [sleeper(f"filler:{tag}-{i}", p, "--no-requeue", "--signal=B:TERM@30") for i, p in enumerate(partitions)]
 
 
 def wait_running(n_min, timeout=120):

@@ -107,7 +107,8 @@ class runner {
   std::uint32_t launched_workers() const;  // wanted workers with a handle (running or queued)
   std::size_t free_place() const;
   bool spare_mode() const;
-  bool spare_rank(const node_slot& slot) const;  // launched into the spare partition
+  std::uint32_t workers_kept() const;            // submitted: target_workers_, or max_workers in spare mode
+  bool spare_slot(const node_slot& slot) const;  // launched into the spare partition
   void write_nodes_file();
   // io (runner_io.cpp)
   void on_message(const message& m);

@@ -42,7 +42,7 @@ expected<void> runner::launch(node_slot& slot) {
   auto ns = cluster::node_launch_spec(a, *dir_, need);
   // Workers may be preempted; the control plane stays on its host (the master's address is fixed).
   ns.preemptible = worker;
-  ns.spare = worker && spare_rank(slot);
+  ns.spare = worker && spare_slot(slot);
   if (slot.role == cluster::node_role::master) ns.host = plan_.master_node;
   if (slot.role == cluster::node_role::ps) ns.host = plan_.ps_node;
   // Nodes share the machine: one BLAS thread each, the job's processes are the parallelism.
@@ -88,7 +88,11 @@ bool runner::spare_mode() const {
   return spec_.cluster.launcher == "slurm" && !spec_.cluster.spare_partition.empty();
 }
 
-bool runner::spare_rank(const node_slot& slot) const {
+std::uint32_t runner::workers_kept() const {
+  return spare_mode() ? spec_.job.max_workers : target_workers_;
+}
+
+bool runner::spare_slot(const node_slot& slot) const {
   if (!spare_mode()) return false;
   std::uint32_t below = 0;
   for (const auto& [name, s] : nodes_)
@@ -115,7 +119,7 @@ void runner::scale_to(std::uint32_t workers) {
   }
   // Grow: new workers get new indices, never a departed worker's name (the master would refuse
   // its incarnation 0 as stale, and a relaunch would count as a restart).
-  const std::uint32_t kept = spare_mode() ? spec_.job.max_workers : workers;
+  const std::uint32_t kept = workers_kept();
   while (running_workers() < kept) {
     std::size_t i = next_worker_index_++;
     auto name = cluster::node_name(cluster::node_role::worker, i);
@@ -163,7 +167,8 @@ void runner::handle_exits() {
     }
     if (!slot.wanted) {
       spdlog::info("{} {}", h.id.to_string(), status.to_string());
-      if (slot.role == cluster::node_role::worker) scale_to(target_workers_);
+      if (slot.role == cluster::node_role::worker && running_workers() < workers_kept())
+        scale_to(target_workers_);
       continue;
     }
     auto now = steady::now();
