@@ -49,11 +49,14 @@ expected<float> trainer::compute_gradients(const batch& b) {
   return loss;
 }
 
-void trainer::apply_gradients() {
+void trainer::apply_gradients(double lr_scale) {
+  const double lr = opt_->learning_rate();
+  if (lr_scale != 1.0) opt_->set_learning_rate(lr * lr_scale);
   for (std::size_t i = 0; i < params_.size(); ++i)
     apply_dense(*opt_, params_[i]->value, params_[i]->grad, dense_state_[i]);
   for (std::size_t i = 0; i < tables_.size(); ++i)
     apply_sparse(*opt_, *tables_[i], tables_[i]->grad(), row_state_[i]);
+  opt_->set_learning_rate(lr);
   ++steps_;
 }
 

@@ -153,13 +153,13 @@ class fake_device_trainer final : public gpu::device_trainer {
   }
   float* grads() override { return grads_.data(); }
   std::size_t dense_count() const override { return count_; }
-  void apply_gradients() override {
+  void apply_gradients(double lr_scale) override {
     std::size_t at = 0;
     for (auto* p : trainer_->trainable_parameters()) {
       std::memcpy(p->grad.data(), grads_.data() + at, p->grad.size() * sizeof(float));
       at += p->grad.size();
     }
-    trainer_->apply_gradients();
+    trainer_->apply_gradients(lr_scale);
   }
   expected<void> download(nn::model& m) override {
     copy_params(*model_, m);
@@ -457,6 +457,34 @@ TEST_F(gpu_sync, cpu_allreduce_step_interrupted_in_a_larger_ring_is_dropped_unto
   EXPECT_EQ(r.what, step_result::kind::retry);
   EXPECT_TRUE(r.dropped);
   EXPECT_EQ(params_of(got), before) << "a dropped step must not change the replica";
+}
+
+// A round where one rank of two has no data (the tail of an epoch) is half a full round: the
+// replicas step at half the learning rate, as a lone trainer would with apply_gradients(0.5).
+TEST_F(gpu_sync, cpu_allreduce_round_with_an_idle_rank_steps_at_its_share_of_the_learning_rate) {
+  spec_.nn.train.batch_size = 8;
+  shared_ring ring(2), solo(1);
+  replica a, b, lone;
+  init(a, ring, 0);
+  init(b, ring, 1);
+  init(lone, solo, 0);
+  for (auto* r : {&a, &b}) {
+    auto s = make_strategy("allreduce", spec_);
+    ASSERT_TRUE(s);
+    r->strat = std::move(*s);
+  }
+  nn::batch rows(data_, 0, 8);
+  ASSERT_TRUE(lone.trainer->compute_gradients(rows));
+  lone.trainer->apply_gradients(0.5);
+  step_result idle;
+  std::thread tb([&] { idle = b.strat->step(*b.ctx, nullptr, false); });
+  auto trained = a.strat->step(*a.ctx, &rows, false);
+  tb.join();
+  ASSERT_EQ(trained.what, step_result::kind::trained);
+  ASSERT_EQ(idle.what, step_result::kind::trained);
+  auto pa = params_of(a);
+  EXPECT_EQ(pa, params_of(b)) << "replicas diverged";
+  expect_close(pa, params_of(lone));
 }
 
 TEST_F(gpu_sync, a_single_rank_trains_without_any_collective) {

@@ -3,7 +3,7 @@
 # runner and the master here on the bridge's address, PS shards and workers on h1..h3 through
 # `hosts.sh exec {host}` ([cluster] hosts, host_command, advertise). A DeepFM async-PS job finishes
 # with every task done and an AUC within 0.01 of the same job on this machine alone, so does an MLP
-# allreduce job (accuracy within 0.02) whose ring mixes shm and TCP links (2 workers on each of 2 hosts); then
+# allreduce job (accuracy within 0.01) whose ring mixes shm and TCP links (2 workers on each of 2 hosts); then
 # `troupe chaos` kills host h3 mid-job (every process in it) and cuts host h2 off for 5 s: the job
 # finishes, nothing lost, the nodes of those hosts come back as new incarnations, the report names
 # both faults (and a fault on an unknown host is refused before its job starts).
@@ -53,8 +53,25 @@ wait_tasks() {  # wait_tasks NAME N: N tasks done (troupe status)
   done
   fail "$1: $2 tasks were not done in time"
 }
+keep_logs() {  # keep_logs NAME: the job's logs survive the test's cleanup, for a failure's post-mortem
+  local keep=/var/tmp/troupe-multihost-failed-$1-$$
+  cp -r "$work/jobs/$1" "$keep" 2> /dev/null && echo "$1: its job directory is kept in $keep"
+  for f in "$work/jobs/$1"/logs/*.log; do [[ -f $f ]] && { echo "== $f"; tail -15 "$f"; }; done
+}
 finished() {  # finished NAME RECORDS: the job ended well, every record of every epoch done
-  wait "$runner" || fail "$1: the job failed (exit $?)"
+  local t=0
+  while kill -0 "$runner" 2> /dev/null; do
+    if ((t++ >= 2400)); then  # 240 s: every job here ends in well under a minute
+      "$B" status --job-dir "$work/jobs/$1" 2>&1 | head -30
+      keep_logs "$1"
+      kill "$runner"
+      fail "$1: the job did not end within 240 s"
+    fi
+    sleep 0.1
+  done
+  wait "$runner"
+  local rc=$?
+  ((rc == 0)) || { keep_logs "$1"; fail "$1: the job failed (exit $rc)"; }
   [[ $(field "$1" tasks_failed) == 0 ]] || fail "$1: failed tasks"
   [[ $(field "$1" records_done) == "$2" ]] || fail "$1: records_done $(field "$1" records_done), expected $2"
 }
@@ -89,26 +106,23 @@ advertise = "$bridge"
 TOML
   fi
 }
-for n in 1 2; do
-  mlp_file mlp-alone$n 0
-  run mlp-alone$n
-  finished mlp-alone$n 240000
-  mlp_file mlp-spread$n 1
-  run mlp-spread$n
-  finished mlp-spread$n 240000
-done
+mlp_file mlp-alone 0
+run mlp-alone
+finished mlp-alone 240000
+mlp_file mlp-spread 1
+run mlp-spread
+finished mlp-spread 240000
 for h in h1 h2; do
-  [[ $(grep -l "up at $("$S" addr $h):" "$(logs mlp-spread1)"/worker-*.log | wc -l) == 2 ]] ||
-    fail "mlp-spread1: not 2 workers on $h"
+  [[ $(grep -l "up at $("$S" addr $h):" "$(logs mlp-spread)"/worker-*.log | wc -l) == 2 ]] ||
+    fail "mlp-spread: not 2 workers on $h"
 done
-grep -q "(shm and TCP), linked" "$(logs mlp-spread1)"/worker-0.log || fail "mlp-spread1: the ring of worker-0 is not mixed"
-# The better of two runs each, within 0.02, not 0.01: the tasks meeting in a step vary between runs
-# of an elastic allreduce job (tests/common/job_files.sh: mlp_toml, better_of).
-a=$(better_of "$(field mlp-alone1 test_accuracy)" "$(field mlp-alone2 test_accuracy)")
-b=$(better_of "$(field mlp-spread1 test_accuracy)" "$(field mlp-spread2 test_accuracy)")
-awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.02) }' ||
-  fail "MLP accuracy across hosts $b, alone $a: more than 0.02 apart"
-echo "MLP allreduce alone: accuracy $(field mlp-alone1 test_accuracy), $(field mlp-alone2 test_accuracy); 4 workers on 2 hosts (mixed ring): $(field mlp-spread1 test_accuracy), $(field mlp-spread2 test_accuracy)"
+grep -q "(shm and TCP), linked" "$(logs mlp-spread)"/worker-0.log || fail "mlp-spread: the ring of worker-0 is not mixed"
+# Within 0.01, as the DeepFM job: 32 runs of this job alone and across hosts all scored 0.8489-0.8563
+# (tests/common/job_files.sh: mlp_toml).
+a=$(field mlp-alone test_accuracy) b=$(field mlp-spread test_accuracy)
+awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01) }' ||
+  fail "MLP accuracy across hosts $b, alone $a: more than 0.01 apart"
+echo "MLP allreduce alone: accuracy $a; 4 workers on 2 hosts (mixed ring): $b"
 
 # 3. Under `troupe chaos`: host h3 dies (every process in it SIGKILLed), h1's link is limited to
 #    100 Mbit/s and its nodes' traffic delayed for 2 s, then h2 is cut off for 5 s and healed

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "troupe/nn/data/readers.hpp"
 #include "troupe/nn/errc.hpp"
@@ -169,6 +170,40 @@ TEST(model, every_builtin_trains_a_step_with_every_optimizer) {
       ASSERT_TRUE(before && after);
       EXPECT_LT(after->loss, before->loss) << type << " with " << opt;
     }
+}
+
+// A synchronous round with fewer samples than a full one steps at a fraction of the learning rate:
+// the same gradients applied at lr_scale 0.25 move every parameter a quarter as far, and the
+// configured rate is back for the next step.
+TEST(model, apply_gradients_scales_the_learning_rate_of_one_step) {
+  auto d = small_ctr(64);
+  std::vector<std::uint32_t> rows(16);
+  std::iota(rows.begin(), rows.end(), 0u);
+  std::vector<std::vector<float>> moved[2];
+  for (double scale : {1.0, 0.25}) {
+    auto m = build({.type = "mlp", .hidden = {8}}, d.info);
+    ASSERT_TRUE(m);
+    train_config tc;
+    tc.optimizer.type = "adam";
+    tc.optimizer.learning_rate = 0.01;
+    auto t = trainer::create(*m, tc);
+    ASSERT_TRUE(t);
+    ASSERT_TRUE((*t)->compute_gradients(batch(d, rows)));
+    std::vector<std::vector<float>> before;
+    for (auto* p : (*t)->trainable_parameters())
+      before.emplace_back(p->value.data(), p->value.data() + p->value.size());
+    (*t)->apply_gradients(scale);
+    EXPECT_DOUBLE_EQ((*t)->get_optimizer().learning_rate(), 0.01);
+    auto& out = moved[scale == 1.0 ? 0 : 1];
+    for (std::size_t i = 0; i < before.size(); ++i) {
+      out.emplace_back();
+      const float* v = (*t)->trainable_parameters()[i]->value.data();
+      for (std::size_t k = 0; k < before[i].size(); ++k) out.back().push_back(v[k] - before[i][k]);
+    }
+  }
+  for (std::size_t i = 0; i < moved[0].size(); ++i)
+    for (std::size_t k = 0; k < moved[0][i].size(); ++k)
+      EXPECT_NEAR(moved[1][i][k], 0.25f * moved[0][i][k], 1e-6f) << "parameter " << i << " element " << k;
 }
 
 TEST(model, bad_configs_and_batches_give_clear_errors) {

@@ -52,7 +52,7 @@ class gpu_allreduce final : public strategy {
           ctl.back() == vote.ranks ? sync_nccl(ring->epoch, n == 0, scale) : sync_host(ctx, n == 0, scale);
       if (!synced) return dropped(ctx, synced.err());
     }
-    dev.apply_gradients();
+    dev.apply_gradients(vote.lr_scale(ctx.spec.nn.train.batch_size));
     ++steps_;
     dirty_ = true;
     return {step_result::kind::trained, n, loss};

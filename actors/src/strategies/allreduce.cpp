@@ -1,6 +1,8 @@
 // Synchronous data-parallel SGD: every worker computes the gradients of its minibatch, the ring of
 // alive workers sums them (weighted by batch size) and every replica applies the same averaged
-// update. A worker without data still takes part (with zero weight), so peers never wait for it.
+// update. A worker without data still takes part (with zero weight), so peers never wait for it;
+// a round with fewer samples than a full batch from every rank takes a proportionally smaller
+// step (round_vote::lr_scale).
 // A membership change interrupts the collective: the step is dropped, the new ring is built, the
 // most trained replica's model and optimizer state go to every replica, and training goes on. One
 // exception: when the other worker of a ring of two dies mid-step, the survivor is the whole ring,
@@ -51,8 +53,10 @@ class allreduce final : public strategy {
     replicas::round_vote::cast(std::span(buf_).subspan(total), static_cast<float>(n), exhausted);
     if (auto r = ctx.ring.allreduce(buf_); !r) {
       if (b && ctx.ring.alone()) {
-        // buf_ was a copy: the model still holds this batch's gradients, untouched by the ring.
-        ctx.trainer.apply_gradients();
+        // buf_ was a copy: the model still holds this batch's gradients, untouched by the ring,
+        // which is now this worker alone.
+        ctx.trainer.apply_gradients(
+            replicas::step_share(static_cast<double>(n), 1, ctx.spec.nn.train.batch_size));
         spdlog::info("allreduce: step finished alone ({})", r.err().to_string());
         return {step_result::kind::trained, n, loss};
       }
@@ -66,7 +70,7 @@ class allreduce final : public strategy {
       for (std::size_t i = 0; i < p->grad.size(); ++i) p->grad[i] = buf_[at + i] / samples;
       at += p->grad.size();
     }
-    ctx.trainer.apply_gradients();
+    ctx.trainer.apply_gradients(vote.lr_scale(ctx.spec.nn.train.batch_size));
     return {step_result::kind::trained, n, loss};
   }
 

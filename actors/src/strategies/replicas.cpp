@@ -69,6 +69,15 @@ void unpack_state(worker_context& ctx, bool with_optimizer, std::span<const floa
       set_step);
 }
 
+double step_share(double samples, double ranks, std::size_t batch_size) {
+  const double full = ranks * static_cast<double>(batch_size);
+  return full > 0 ? std::min(1.0, samples / full) : 1.0;
+}
+
+double round_vote::lr_scale(std::size_t batch_size) const {
+  return step_share(samples, ranks, batch_size);
+}
+
 round_vote::round_vote(std::span<const float> at) : samples(at[0]), exhausted(at[1]), ranks(at[2]) {}
 
 void round_vote::cast(std::span<float> at, float samples, bool exhausted) {

@@ -58,18 +58,20 @@ std::string default_job_id(const std::string& name) {
 
 namespace {
 
-// A free loopback port for the master, fixed for the job so a relaunched master is found again.
+// A free port for the master, fixed for the job so a relaunched master is found again. Probed on
+// the wildcard address, not loopback: a port bound on another address (the runner's own listener on
+// the bridge, say) is taken there, and the kernel only skips it for a wildcard probe.
 expected<std::uint16_t> free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return make_unexpected(core_errc::io_error, "socket for a free port");
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
   socklen_t len = sizeof a;
   bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
             ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
   ::close(fd);
-  if (!ok) return make_unexpected(core_errc::io_error, "no free loopback port");
+  if (!ok) return make_unexpected(core_errc::io_error, "no free port for the master");
   return ntohs(a.sin_port);
 }
 

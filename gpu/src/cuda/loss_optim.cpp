@@ -38,17 +38,20 @@ class sgd_opt final : public device_optimizer {
   expected<void> update_dense(float* w, const float* g, float* slots, std::size_t n, std::uint64_t& step,
                               cuda_stream s) const override {
     ++step;
-    return launched(kernels::sgd_dense(w, g, slots, n, p_, s), "sgd_dense");
+    return launched(kernels::sgd_dense(w, g, slots, n, p(), s), "sgd_dense");
   }
   expected<void> update_rows(float* table, float* slots, std::uint32_t* steps, const std::int32_t* rows,
                              const float* grad, std::size_t count, std::size_t dim,
                              cuda_stream s) const override {
     TROUPE_GPU_TRY(launched(kernels::increment_steps(steps, rows, count, s), "increment_steps"));
-    return launched(kernels::sgd_rows(table, slots, rows, grad, count, dim, p_, s), "sgd_rows");
+    return launched(kernels::sgd_rows(table, slots, rows, grad, count, dim, p(), s), "sgd_rows");
   }
 
  private:
   kernels::sgd_params p_;
+  kernels::sgd_params p() const {
+    return {static_cast<float>(p_.lr * lr_scale_), p_.momentum, p_.weight_decay, p_.nesterov};
+  }
 };
 
 class adagrad_opt final : public device_optimizer {
@@ -62,18 +65,21 @@ class adagrad_opt final : public device_optimizer {
   expected<void> update_dense(float* w, const float* g, float* slots, std::size_t n, std::uint64_t& step,
                               cuda_stream s) const override {
     ++step;
-    return launched(kernels::adagrad_dense(w, g, slots, n, p_, s), "adagrad_dense");
+    return launched(kernels::adagrad_dense(w, g, slots, n, p(), s), "adagrad_dense");
   }
   expected<void> update_rows(float* table, float* slots, std::uint32_t* steps, const std::int32_t* rows,
                              const float* grad, std::size_t count, std::size_t dim,
                              cuda_stream s) const override {
     TROUPE_GPU_TRY(launched(kernels::increment_steps(steps, rows, count, s), "increment_steps"));
-    return launched(kernels::adagrad_rows(table, slots, rows, grad, count, dim, p_, s), "adagrad_rows");
+    return launched(kernels::adagrad_rows(table, slots, rows, grad, count, dim, p(), s), "adagrad_rows");
   }
 
  private:
   float init_;
   kernels::adagrad_params p_;
+  kernels::adagrad_params p() const {
+    return {static_cast<float>(p_.lr * lr_scale_), p_.epsilon, p_.weight_decay};
+  }
 };
 
 class adam_opt final : public device_optimizer {
@@ -86,17 +92,20 @@ class adam_opt final : public device_optimizer {
   expected<void> update_dense(float* w, const float* g, float* slots, std::size_t n, std::uint64_t& step,
                               cuda_stream s) const override {
     ++step;
-    return launched(kernels::adam_dense(w, g, slots, n, step, p_, s), "adam_dense");
+    return launched(kernels::adam_dense(w, g, slots, n, step, p(), s), "adam_dense");
   }
   expected<void> update_rows(float* table, float* slots, std::uint32_t* steps, const std::int32_t* rows,
                              const float* grad, std::size_t count, std::size_t dim,
                              cuda_stream s) const override {
     TROUPE_GPU_TRY(launched(kernels::increment_steps(steps, rows, count, s), "increment_steps"));
-    return launched(kernels::adam_rows(table, slots, steps, rows, grad, count, dim, p_, s), "adam_rows");
+    return launched(kernels::adam_rows(table, slots, steps, rows, grad, count, dim, p(), s), "adam_rows");
   }
 
  private:
   kernels::adam_params p_;
+  kernels::adam_params p() const {
+    return {p_.lr * lr_scale_, p_.beta1, p_.beta2, p_.epsilon, p_.weight_decay};
+  }
 };
 
 }  // namespace

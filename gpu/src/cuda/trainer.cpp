@@ -175,8 +175,9 @@ expected<void> trainer_impl::upload(const nn::model& cm) {
   return stream_.sync();  // the host tensors may change as soon as this returns
 }
 
-void trainer_impl::apply_gradients() {
+void trainer_impl::apply_gradients(double lr_scale) {
   if (pending_) return;
+  opt_->set_lr_scale(lr_scale);
   auto run = [&]() -> expected<void> {
     TROUPE_GPU_TRY(select());
     TROUPE_GPU_TRY(opt_->update_dense(params_.data(), grads_.data(), slots_.data(), params_.size(),

@@ -36,7 +36,7 @@ class trainer_impl final : public device_trainer {
   float* params() override { return params_.data(); }
   float* grads() override { return grads_.data(); }
   std::size_t dense_count() const override { return params_.size(); }
-  void apply_gradients() override;
+  void apply_gradients(double lr_scale = 1.0) override;
   expected<void> download(nn::model& m) override;
   expected<void> upload(const nn::model& m) override;
   std::size_t slot_count() const override { return slots_.size(); }

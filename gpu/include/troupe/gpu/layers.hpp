@@ -109,6 +109,11 @@ class device_optimizer {
   virtual expected<void> update_rows(float* table, float* slots, std::uint32_t* steps,
                                      const std::int32_t* rows, const float* grad, std::size_t count,
                                      std::size_t dim, cuda_stream s) const = 0;
+  // The learning rate of the next updates, as a multiple of the configured one (trainer::apply_gradients).
+  void set_lr_scale(double s) { lr_scale_ = s; }
+
+ protected:
+  double lr_scale_ = 1.0;
 };
 
 }  // namespace troupe::gpu

@@ -39,7 +39,7 @@ class device_trainer {
   virtual std::size_t dense_count() const = 0;
   // Optimizer step (queued): dense buffer, and the rows the last batch touched. A failure to
   // queue is kept and returned by the next sync() / compute_gradients().
-  virtual void apply_gradients() = 0;
+  virtual void apply_gradients(double lr_scale = 1.0) = 0;
   // Device -> host: dense parameters and every embedding row the device has seen (synchronous).
   virtual expected<void> download(nn::model& m) = 0;
   // Host -> device: dense parameters and the device's embedding rows (optimizer state kept).

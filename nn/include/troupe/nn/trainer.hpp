@@ -52,9 +52,10 @@ class trainer {
   // One minibatch: forward (training), backward, optimizer update. Returns the batch loss.
   expected<float> step(const batch& b);
   // step() in two halves, for strategies that combine gradients in between (sync allreduce):
-  // forward (training) + backward, then the optimizer update of the gradients now in the model.
+  // forward (training) + backward, then the optimizer update of the gradients now in the model,
+  // at `lr_scale` times the learning rate (a synchronous round with fewer samples than a full one).
   expected<float> compute_gradients(const batch& b);
-  void apply_gradients();
+  void apply_gradients(double lr_scale = 1.0);
   // The trainable dense parameters and their optimizer state, index for index (strategies that
   // synchronise replicas copy both).
   const std::vector<dense_param*>& trainable_parameters() const { return params_; }
