@@ -204,6 +204,43 @@ TEST(tcp_ring, stray_connections_are_refused_and_the_ring_still_links) {
   EXPECT_EQ(errs[1], "");
 }
 
+// Rank 0 links epoch 2 while rank 1 still links epoch 1 (it has not seen the change yet): rank 1
+// closes rank 0's epoch-2 hello, as a stray, and gives up on epoch 1. Rank 0's link must not be
+// taken as made (a rank that closed the hello would look dead at the first transfer, and rank 0
+// would never dial again): it dials again until rank 1, now linking epoch 2, welcomes it.
+TEST(tcp_ring, a_rank_ahead_dials_again_until_its_next_rank_reaches_the_epoch) {
+  ring rg(2);
+  std::string late_err;
+  std::thread late([&] {
+    auto o = rg.options(1, 1);
+    o.timeout = 300ms;
+    auto stale = tcp_ring_link::connect(o, *rg.listeners[1]);
+    late_err = stale ? "" : stale.err().to_string();
+  });
+  std::string ahead_err;
+  std::vector<float> got0;
+  std::thread ahead([&] {
+    auto link = tcp_ring_link::connect(rg.options(0, 2), *rg.listeners[0]);
+    if (!link) return void(ahead_err = link.err().to_string());
+    got0 = rank_data(0, 1000);
+    if (auto r = ring_allreduce(**link, 0, 2, got0, 2, 1); !r) ahead_err = r.err().to_string();
+  });
+  late.join();
+  EXPECT_NE(late_err, "") << "rank 0 is at epoch 2: epoch 1 cannot link";
+  auto link = tcp_ring_link::connect(rg.options(1, 2), *rg.listeners[1]);
+  ASSERT_TRUE(link) << link.err().to_string();
+  auto got1 = rank_data(1, 1000);
+  auto r = ring_allreduce(**link, 1, 2, got1, 2, 1);
+  ahead.join();
+  ASSERT_TRUE(r) << r.err().to_string();
+  ASSERT_EQ(ahead_err, "");
+  auto want = rank_data(0, 1000);
+  auto one = rank_data(1, 1000);
+  for (size_t i = 0; i < want.size(); ++i) want[i] += one[i];
+  EXPECT_EQ(got0, want);
+  EXPECT_EQ(got1, want);
+}
+
 TEST(tcp_ring, nobody_listening_is_a_clear_error_within_the_timeout) {
   auto l = tcp_listener::open("127.0.0.1");
   ASSERT_TRUE(l);

@@ -143,7 +143,7 @@ expected<void> gpu_allreduce::build_comm(const ring_session::info& ring, const g
 // and broadcasts on the CPU ring (replicas::sync_from_most_trained with the optimizer on the device).
 expected<void> gpu_allreduce::resync(worker_context& ctx, const ring_session::info& ring) {
   if (ring.size <= 1) return {};
-  auto src = replicas::vote_most_trained(ctx, steps_);
+  auto src = replicas::vote_most_trained(ctx, ring, steps_);
   if (!src) return src.err();
   auto& dev = *g_.trainer;
   const bool source = ring.rank == src->rank;

@@ -30,7 +30,7 @@ class allreduce final : public strategy {
     auto ring = ctx.ring.ensure();
     if (!ring) return {step_result::kind::retry};
     if (ring->fresh) {
-      if (auto s = replicas::sync_from_most_trained(ctx, true, sync_buf_); !s)
+      if (auto s = replicas::sync_from_most_trained(ctx, *ring, true, sync_buf_); !s)
         return replicas::drop_round(ctx, s.err(), "allreduce: step");
     }
     double loss = 0;

@@ -21,7 +21,7 @@ class local_sgd final : public strategy {
     auto ring = ctx.ring.ensure();
     if (!ring) return {step_result::kind::retry};
     if (ring->fresh) {
-      if (auto s = replicas::sync_from_most_trained(ctx, false, buf_); !s)
+      if (auto s = replicas::sync_from_most_trained(ctx, *ring, false, buf_); !s)
         return replicas::drop_round(ctx, s.err(), "local_sgd: averaging round");
       since_sync_ = 0;
       round_samples_ = 0;

@@ -90,11 +90,10 @@ step_result::kind round_vote::empty_round() const {
   return all_exhausted() ? step_result::kind::finished : step_result::kind::idle;
 }
 
-expected<most_trained> vote_most_trained(worker_context& ctx, std::uint64_t my_steps) {
-  auto info = ctx.ring.ensure();
-  if (!info) return info.err();
-  std::vector<float> steps(static_cast<std::size_t>(info->size), 0.0f);
-  steps[static_cast<std::size_t>(info->rank)] = static_cast<float>(my_steps);
+expected<most_trained> vote_most_trained(worker_context& ctx, const ring_session::info& ring,
+                                         std::uint64_t my_steps) {
+  std::vector<float> steps(static_cast<std::size_t>(ring.size), 0.0f);
+  steps[static_cast<std::size_t>(ring.rank)] = static_cast<float>(my_steps);
   if (auto r = ctx.ring.allreduce(steps); !r) return r.err();
   auto top = std::max_element(steps.begin(), steps.end());
   return most_trained{static_cast<int>(top - steps.begin()), static_cast<std::uint64_t>(*top)};
@@ -135,26 +134,25 @@ expected<void> broadcast_optimizer(worker_context& ctx, int src, bool source, st
 }
 }  // namespace
 
-expected<void> sync_from_most_trained(worker_context& ctx, bool with_optimizer, std::vector<float>& buf) {
+expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::info& ring,
+                                      bool with_optimizer, std::vector<float>& buf) {
   auto started = std::chrono::steady_clock::now();
-  if (auto alone = ctx.ring.ensure(); alone && alone->size <= 1) return {};
+  if (ring.size <= 1) return {};
   std::uint64_t mine = 0;
   for (const auto& s : ctx.trainer.dense_state()) mine = std::max(mine, s.step);
-  auto src = vote_most_trained(ctx, mine);
+  auto src = vote_most_trained(ctx, ring, mine);
   if (!src) return src.err();
   auto agreed = std::chrono::steady_clock::now();
-  auto info = ctx.ring.ensure();
-  if (!info) return info.err();
   // Straight from the source's replica into the others' (no packing).
   std::size_t floats = 0;
   if (auto r = broadcast_parameters(ctx, src->rank, floats); !r) return r;
   if (with_optimizer)
-    if (auto r = broadcast_optimizer(ctx, src->rank, info->rank == src->rank, buf, floats); !r) return r;
+    if (auto r = broadcast_optimizer(ctx, src->rank, ring.rank == src->rank, buf, floats); !r) return r;
   auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   spdlog::info(
       "ring epoch {} (rank {} of {}): replicas synchronised from rank {} ({} floats) in {:.2f} ms "
       "({:.2f} ms agreeing on the source, {:.2f} ms copying)",
-      info->epoch, info->rank, info->size, src->rank, floats, ms(started, std::chrono::steady_clock::now()),
+      ring.epoch, ring.rank, ring.size, src->rank, floats, ms(started, std::chrono::steady_clock::now()),
       ms(started, agreed), ms(agreed, std::chrono::steady_clock::now()));
   return {};
 }

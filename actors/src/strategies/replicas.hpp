@@ -45,7 +45,11 @@ struct most_trained {
   int rank = 0;
   std::uint64_t steps = 0;
 };
-expected<most_trained> vote_most_trained(worker_context& ctx, std::uint64_t my_steps);
+// On `ring`, the ring the caller's step started on: no ensure() here, which could build a newer
+// ring mid-way and leave it unsynchronised (its `fresh` seen by no one); a collective of a ring
+// that the membership replaced fails, the round is dropped, and the next step syncs the new ring.
+expected<most_trained> vote_most_trained(worker_context& ctx, const ring_session::info& ring,
+                                         std::uint64_t my_steps);
 
 // The host model's parameters from rank `src` to every replica, span by span along the ring (the
 // source goes on to its next step while the others read, when the ring's capacity holds it).
@@ -54,8 +58,9 @@ expected<void> broadcast_parameters(worker_context& ctx, int src, std::size_t& f
 
 // After a ring is (re)built: the most trained replica's parameters (and, with_optimizer, the host
 // trainer's optimizer slots and step counters, last) to every replica. A ring of one skips it.
-// `buf` is scratch, sized by reserve_state.
-expected<void> sync_from_most_trained(worker_context& ctx, bool with_optimizer, std::vector<float>& buf);
+// `buf` is scratch, sized by reserve_state. On `ring`, as vote_most_trained.
+expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::info& ring,
+                                      bool with_optimizer, std::vector<float>& buf);
 // Sizes the optimizer slots (with_optimizer) ahead, and `buf` for sync_from_most_trained.
 void reserve_state(worker_context& ctx, bool with_optimizer, std::vector<float>& buf);
 

@@ -53,6 +53,7 @@ expected<std::unique_ptr<mixed_ring_link>> mixed_ring_link::connect(const mixed_
     auto in = shm_detail::make_inbound_ring(s);
     if (!in) return in.err();
     auto fd = tcp_detail::dial_next(t, deadline);
+    if (fd) fd = tcp_detail::confirm_next(*fd, t, deadline);
     if (!fd) return fd.err();
     tcp_detail::make_streaming(*fd);
     (*in)->unlink_when_attached();

@@ -23,6 +23,13 @@ expected<std::unique_ptr<tcp_ring_link>> tcp_ring_link::connect(const tcp_link_o
     ::close(*out);
     return in.err();
   }
+  // After accepting: every rank dials, then accepts, then waits for its welcome, so no rank waits
+  // on one that is itself waiting.
+  out = confirm_next(*out, o, deadline);
+  if (!out) {
+    ::close(*in);
+    return out.err();
+  }
   make_streaming(*in);
   make_streaming(*out);
   return std::unique_ptr<tcp_ring_link>(new tcp_ring_link(o, *in, *out));

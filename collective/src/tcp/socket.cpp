@@ -19,7 +19,8 @@ namespace tcp_detail {
 
 namespace {
 
-constexpr std::uint32_t hello_magic = 0x74726e67;  // "trng"
+constexpr std::uint32_t hello_magic = 0x74726e67;    // "trng"
+constexpr std::uint32_t welcome_magic = 0x74726e61;  // "trna": the previous rank's hello is taken
 
 struct hello {
   std::uint32_t magic = hello_magic;
@@ -175,9 +176,36 @@ expected<int> accept_prev(tcp_listener& l, const tcp_link_options& o, steady::ti
     tune(fd, o.heartbeat_timeout);
     set_io_timeout(fd, std::chrono::milliseconds(std::max(1, remaining_ms(deadline, o.timeout))));
     hello h;
-    if (read_all(fd, &h, sizeof h) && h.magic == hello_magic && h.rank == prev && h.epoch == o.epoch)
+    if (read_all(fd, &h, sizeof h) && h.magic == hello_magic && h.rank == prev && h.epoch == o.epoch &&
+        write_all(fd, &welcome_magic, sizeof welcome_magic))
       return fd;
-    ::close(fd);  // another epoch's, or not a ring peer at all
+    // Another epoch's (a rank behind, or ahead of this one: it dials again), or not a ring peer.
+    ::close(fd);
+  }
+}
+
+expected<int> confirm_next(int fd, const tcp_link_options& o, steady::time_point deadline) {
+  while (true) {
+    // In slices: the epoch may be over while the hello waits in the next rank's backlog.
+    pollfd p{fd, POLLIN, 0};
+    int ready = 0;
+    while (!cancelled(o) && steady::now() < deadline && ready <= 0) {
+      ready = ::poll(&p, 1, std::max(1, remaining_ms(deadline, std::chrono::milliseconds(20))));
+      if (ready < 0 && errno != EINTR) break;
+    }
+    std::uint32_t w = 0;
+    if (ready > 0 && read_all(fd, &w, sizeof w) && w == welcome_magic) return fd;
+    ::close(fd);
+    if (cancelled(o)) return cancel_error(o, "the next rank took this ring's hello");
+    if (steady::now() >= deadline)
+      return fail(collective_errc::timeout,
+                  "the next rank at " + o.next_address +
+                      " did not take this ring's hello within the rendezvous timeout");
+    // Closed unanswered: the next rank was still linking another epoch's ring. Dial again.
+    ::usleep(2000);
+    auto again = dial_next(o, deadline);
+    if (!again) return again;
+    fd = *again;
   }
 }
 
