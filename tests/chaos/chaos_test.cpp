@@ -121,7 +121,8 @@ TEST(chaos, kills_during_checkpoint_writes) {
 }
 
 TEST(chaos, kills_during_allreduce) {
-  auto toml = mlp_job({.workers = 3, .epochs = 8, .batch_size = 128});
+  // 12 epochs (about 4.5 s here): at 8 the job could end within the third kill's detection.
+  auto toml = mlp_job({.workers = 3, .epochs = 12, .batch_size = 128});
   auto clean = clean_result("allreduce", toml);
   auto c = run_under_chaos("allreduce", toml,
                            "--fault '1 kill worker' --fault '2 kill worker' --fault '3 kill worker'");
