@@ -8,7 +8,7 @@
 namespace troupe::nn {
 
 embedding_table::embedding_table(std::string name, std::size_t dim, std::uint64_t seed, embedding_init init)
-    : name_(std::move(name)), dim_(dim), seed_(seed), init_(init) {
+    : name_(std::move(name)), dim_(dim), seed_(seed), init_(init), rows_(dim) {
   grad_.dim = dim;
 }
 
@@ -29,12 +29,10 @@ void embedding_table::init_row(std::uint64_t id, float* out) const {
 }
 
 float* embedding_table::row(std::uint64_t id) {
-  auto [it, inserted] = index_.try_emplace(id, static_cast<std::uint32_t>(index_.size()));
-  if (inserted) {
-    values_.resize(values_.size() + dim_);
-    init_row(id, values_.data() + it->second * dim_);
-  }
-  return values_.data() + static_cast<std::size_t>(it->second) * dim_;
+  bool created = false;
+  float* r = rows_.row(rows_.insert(id, created));
+  if (created) init_row(id, r);
+  return r;
 }
 
 void embedding_table::read_rows(std::span<const std::uint64_t> ids, float* out) {
@@ -47,8 +45,7 @@ void embedding_table::write_rows(std::span<const std::uint64_t> ids, const float
 }
 
 void embedding_table::clear() {
-  index_.clear();
-  values_.clear();
+  rows_.clear();
   grad_.clear();
 }
 

@@ -135,41 +135,44 @@ void apply_dense(const optimizer& opt, tensor& value, const tensor& grad, dense_
 }
 
 row_slots::row_slots(std::size_t dim, const optimizer& opt)
-    : width_(dim * opt.slots_per_element()), init_(opt.slot_init()) {}
+    : rows_(dim * opt.slots_per_element(), opt.slot_init()) {}
 
 float* row_slots::get(std::uint64_t id, std::uint64_t** step) {
-  auto [it, inserted] = index_.try_emplace(id, static_cast<std::uint32_t>(steps_.size()));
-  if (inserted) {
-    values_.resize(values_.size() + width_, init_);
-    steps_.push_back(0);
-  }
-  *step = &steps_[it->second];
-  return values_.data() + static_cast<std::size_t>(it->second) * width_;
+  bool created = false;
+  const std::uint32_t i = rows_.insert(id, created);
+  if (created) steps_.push_back(0);
+  *step = &steps_[i];
+  return rows_.row(i);
 }
 
 bool row_slots::read(std::uint64_t id, float* out, std::uint64_t& step) const {
-  auto it = index_.find(id);
-  if (it == index_.end()) return false;
-  std::memcpy(out, values_.data() + static_cast<std::size_t>(it->second) * width_, width_ * sizeof(float));
-  step = steps_[it->second];
+  const std::uint32_t i = rows_.find(id);
+  if (i == row_store::npos) return false;
+  std::memcpy(out, rows_.row(i), rows_.width() * sizeof(float));
+  step = steps_[i];
   return true;
 }
 
 void row_slots::write(std::uint64_t id, const float* in, std::uint64_t step) {
   std::uint64_t* s = nullptr;
   float* dst = get(id, &s);
-  std::memcpy(dst, in, width_ * sizeof(float));
+  std::memcpy(dst, in, rows_.width() * sizeof(float));
   *s = step;
 }
 
-void apply_sparse(const optimizer& opt, embedding_table& table, const sparse_grad& grad, row_slots& slots) {
+void apply_sparse(const optimizer& opt, embedding_table& table, std::span<const std::uint64_t> ids,
+                  const float* rows, row_slots& slots) {
   const std::size_t dim = table.dim();
-  for (std::size_t i = 0; i < grad.size(); ++i) {
-    float* w = table.row(grad.ids[i]);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    float* w = table.row(ids[i]);
     std::uint64_t* step = nullptr;
-    float* s = slots.get(grad.ids[i], &step);
-    opt.update(w, grad.row(i), s, dim, *step);
+    float* s = slots.get(ids[i], &step);
+    opt.update(w, rows + i * dim, s, dim, *step);
   }
+}
+
+void apply_sparse(const optimizer& opt, embedding_table& table, const sparse_grad& grad, row_slots& slots) {
+  apply_sparse(opt, table, grad.ids, grad.rows.data(), slots);
 }
 
 }  // namespace troupe::nn
