@@ -20,7 +20,8 @@ template <class T>
 std::span<const T> raw(typename capnp::List<T>::Reader list) {
   auto bytes = capnp::AnyList::Reader(list).getRawBytes();
   if (list.size() == 0) return {};
-  if (bytes.size() != list.size() * sizeof(T)) throw std::length_error("a list of numbers of the wrong width");
+  if (bytes.size() != list.size() * sizeof(T))
+    throw std::length_error("a list of numbers of the wrong width");
   return {reinterpret_cast<const T*>(bytes.begin()), list.size()};
 }
 

@@ -35,8 +35,22 @@ float* embedding_table::row(std::uint64_t id) {
   return r;
 }
 
+// In batches (as apply_sparse): the next batch's index entries are prefetched while this batch's
+// rows are found and prefetched, then this batch is copied.
 void embedding_table::read_rows(std::span<const std::uint64_t> ids, float* out) {
-  for (std::size_t i = 0; i < ids.size(); ++i) std::memcpy(out + i * dim_, row(ids[i]), dim_ * sizeof(float));
+  constexpr std::size_t kBatch = 32;
+  const float* r[kBatch];
+  for (std::size_t base = 0; base < ids.size(); base += kBatch) {
+    const std::size_t n = std::min(kBatch, ids.size() - base);
+    for (std::size_t j = base + kBatch; j < std::min(base + 2 * kBatch, ids.size()); ++j)
+      rows_.prefetch(ids[j]);
+    for (std::size_t j = 0; j < n; ++j) {
+      r[j] = row(ids[base + j]);
+      __builtin_prefetch(r[j]);
+      __builtin_prefetch(r[j] + dim_ - 1);
+    }
+    for (std::size_t j = 0; j < n; ++j) std::memcpy(out + (base + j) * dim_, r[j], dim_ * sizeof(float));
+  }
 }
 
 void embedding_table::write_rows(std::span<const std::uint64_t> ids, const float* rows) {

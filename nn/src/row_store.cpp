@@ -3,15 +3,6 @@
 #include <algorithm>
 
 namespace troupe::nn {
-namespace {
-
-// Fibonacci hashing: ids that are small consecutive integers spread over the whole table.
-inline std::size_t home(std::uint64_t id, std::size_t mask) {
-  return static_cast<std::size_t>((id * 0x9E3779B97F4A7C15ULL) >> 32) & mask;
-}
-
-}  // namespace
-
 std::uint32_t row_store::find(std::uint64_t id) const {
   if (index_.empty()) return npos;
   const std::size_t mask = index_.size() - 1;

@@ -50,6 +50,7 @@ class embedding_table {
   void init_row(std::uint64_t id, float* out) const;
   // The row of `id`, created from init_row on first use. Valid until clear() (rows never move).
   float* row(std::uint64_t id);
+  void prefetch(std::uint64_t id) const { rows_.prefetch(id); }  // of row(id)'s index entry
   // Copies the rows of `ids` (created lazily) into out[ids.size() x dim].
   void read_rows(std::span<const std::uint64_t> ids, float* out);
   // Overwrites (or creates) the rows of `ids` from rows[ids.size() x dim].

@@ -74,17 +74,22 @@ class row_slots {
   std::size_t size() const { return rows_.size(); }
   // The slots of `id`, created with slot_init on first use; `step` points at its counter.
   float* get(std::uint64_t id, std::uint64_t** step);
+  void prefetch(std::uint64_t id) const { rows_.prefetch(id); }  // of get(id)'s index entry
   // Checkpoint access: false if `id` has no state yet.
   bool read(std::uint64_t id, float* out, std::uint64_t& step) const;
   void write(std::uint64_t id, const float* in, std::uint64_t step);
   template <class F>
   void for_each(F&& f) const {  // f(id, const float* slots, step)
-    rows_.for_each([&](std::uint64_t id, std::uint32_t i) { f(id, rows_.row(i), steps_[i]); });
+    rows_.for_each([&](std::uint64_t id, std::uint32_t i) { f(id, rows_.row(i), *this->step(i)); });
   }
 
  private:
-  row_store rows_;                    // slots_per_element*dim floats a row, created with slot_init
-  std::vector<std::uint64_t> steps_;  // by slot
+  std::uint64_t* step(std::uint32_t i) const {
+    return steps_[i >> row_store::kSlabShift].get() + (i & (row_store::kSlabRows - 1));
+  }
+  row_store rows_;  // slots_per_element*dim floats a row, created with slot_init
+  // The step counters by slot, in slabs as the rows: a counter never moves either.
+  std::vector<std::unique_ptr<std::uint64_t[]>> steps_;
 };
 
 // Applies a sparse gradient to the rows of `table` (created lazily if absent) and their slots.
