@@ -8,7 +8,7 @@
 namespace troupe::nn {
 
 embedding_table::embedding_table(std::string name, std::size_t dim, std::uint64_t seed, embedding_init init)
-    : name_(std::move(name)), dim_(dim), seed_(seed), init_(init) {
+    : name_(std::move(name)), dim_(dim), seed_(seed), init_(init), rows_(dim) {
   grad_.dim = dim;
 }
 
@@ -29,16 +29,28 @@ void embedding_table::init_row(std::uint64_t id, float* out) const {
 }
 
 float* embedding_table::row(std::uint64_t id) {
-  auto [it, inserted] = index_.try_emplace(id, static_cast<std::uint32_t>(index_.size()));
-  if (inserted) {
-    values_.resize(values_.size() + dim_);
-    init_row(id, values_.data() + it->second * dim_);
-  }
-  return values_.data() + static_cast<std::size_t>(it->second) * dim_;
+  bool created = false;
+  float* r = rows_.row(rows_.insert(id, created));
+  if (created) init_row(id, r);
+  return r;
 }
 
+// In batches (as apply_sparse): the next batch's index entries are prefetched while this batch's
+// rows are found and prefetched, then this batch is copied.
 void embedding_table::read_rows(std::span<const std::uint64_t> ids, float* out) {
-  for (std::size_t i = 0; i < ids.size(); ++i) std::memcpy(out + i * dim_, row(ids[i]), dim_ * sizeof(float));
+  constexpr std::size_t kBatch = 32;
+  const float* r[kBatch];
+  for (std::size_t base = 0; base < ids.size(); base += kBatch) {
+    const std::size_t n = std::min(kBatch, ids.size() - base);
+    for (std::size_t j = base + kBatch; j < std::min(base + 2 * kBatch, ids.size()); ++j)
+      rows_.prefetch(ids[j]);
+    for (std::size_t j = 0; j < n; ++j) {
+      r[j] = row(ids[base + j]);
+      __builtin_prefetch(r[j]);
+      __builtin_prefetch(r[j] + dim_ - 1);
+    }
+    for (std::size_t j = 0; j < n; ++j) std::memcpy(out + (base + j) * dim_, r[j], dim_ * sizeof(float));
+  }
 }
 
 void embedding_table::write_rows(std::span<const std::uint64_t> ids, const float* rows) {
@@ -47,8 +59,7 @@ void embedding_table::write_rows(std::span<const std::uint64_t> ids, const float
 }
 
 void embedding_table::clear() {
-  index_.clear();
-  values_.clear();
+  rows_.clear();
   grad_.clear();
 }
 

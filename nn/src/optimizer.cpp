@@ -1,5 +1,6 @@
 #include "troupe/nn/optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -135,41 +136,65 @@ void apply_dense(const optimizer& opt, tensor& value, const tensor& grad, dense_
 }
 
 row_slots::row_slots(std::size_t dim, const optimizer& opt)
-    : width_(dim * opt.slots_per_element()), init_(opt.slot_init()) {}
+    : rows_(dim * opt.slots_per_element(), opt.slot_init()) {}
 
 float* row_slots::get(std::uint64_t id, std::uint64_t** step) {
-  auto [it, inserted] = index_.try_emplace(id, static_cast<std::uint32_t>(steps_.size()));
-  if (inserted) {
-    values_.resize(values_.size() + width_, init_);
-    steps_.push_back(0);
-  }
-  *step = &steps_[it->second];
-  return values_.data() + static_cast<std::size_t>(it->second) * width_;
+  bool created = false;
+  const std::uint32_t i = rows_.insert(id, created);
+  if (created && (i >> row_store::kSlabShift) == steps_.size())
+    steps_.push_back(std::make_unique<std::uint64_t[]>(row_store::kSlabRows));
+  *step = this->step(i);
+  if (created) **step = 0;
+  return rows_.row(i);
 }
 
 bool row_slots::read(std::uint64_t id, float* out, std::uint64_t& step) const {
-  auto it = index_.find(id);
-  if (it == index_.end()) return false;
-  std::memcpy(out, values_.data() + static_cast<std::size_t>(it->second) * width_, width_ * sizeof(float));
-  step = steps_[it->second];
+  const std::uint32_t i = rows_.find(id);
+  if (i == row_store::npos) return false;
+  std::memcpy(out, rows_.row(i), rows_.width() * sizeof(float));
+  step = *this->step(i);
   return true;
 }
 
 void row_slots::write(std::uint64_t id, const float* in, std::uint64_t step) {
   std::uint64_t* s = nullptr;
   float* dst = get(id, &s);
-  std::memcpy(dst, in, width_ * sizeof(float));
+  std::memcpy(dst, in, rows_.width() * sizeof(float));
   *s = step;
 }
 
-void apply_sparse(const optimizer& opt, embedding_table& table, const sparse_grad& grad, row_slots& slots) {
-  const std::size_t dim = table.dim();
-  for (std::size_t i = 0; i < grad.size(); ++i) {
-    float* w = table.row(grad.ids[i]);
-    std::uint64_t* step = nullptr;
-    float* s = slots.get(grad.ids[i], &step);
-    opt.update(w, grad.row(i), s, dim, *step);
+// In batches of kBatch rows, so that the index entries and rows of a batch are loaded in parallel
+// (the rows of random ids are cache misses): the index entries of the next batch are prefetched
+// while this batch's rows are found (and prefetched), then this batch is updated.
+void apply_sparse(const optimizer& opt, embedding_table& table, std::span<const std::uint64_t> ids,
+                  const float* rows, row_slots& slots) {
+  constexpr std::size_t kBatch = 32;
+  const std::size_t dim = table.dim(), width = slots.width();
+  float* w[kBatch];
+  float* s[kBatch];
+  std::uint64_t* step[kBatch];
+  for (std::size_t base = 0; base < ids.size(); base += kBatch) {
+    const std::size_t n = std::min(kBatch, ids.size() - base);
+    for (std::size_t j = base + kBatch; j < std::min(base + 2 * kBatch, ids.size()); ++j) {
+      table.prefetch(ids[j]);
+      slots.prefetch(ids[j]);
+    }
+    for (std::size_t j = 0; j < n; ++j) {
+      w[j] = table.row(ids[base + j]);
+      s[j] = slots.get(ids[base + j], &step[j]);
+      __builtin_prefetch(w[j], 1);
+      __builtin_prefetch(w[j] + dim - 1, 1);
+      __builtin_prefetch(s[j], 1);
+      __builtin_prefetch(s[j] + width / 2, 1);
+      __builtin_prefetch(s[j] + (width > 0 ? width - 1 : 0), 1);
+      __builtin_prefetch(step[j], 1);
+    }
+    for (std::size_t j = 0; j < n; ++j) opt.update(w[j], rows + (base + j) * dim, s[j], dim, *step[j]);
   }
+}
+
+void apply_sparse(const optimizer& opt, embedding_table& table, const sparse_grad& grad, row_slots& slots) {
+  apply_sparse(opt, table, grad.ids, grad.rows.data(), slots);
 }
 
 }  // namespace troupe::nn

@@ -4,6 +4,7 @@
 
 #include "troupe/nn/errc.hpp"
 #include "troupe/nn/optimizer.hpp"
+#include "troupe/nn/row_store.hpp"
 
 namespace troupe::nn {
 namespace {
@@ -125,6 +126,66 @@ TEST(optimizer, combine_sparse_rows_sums_equal_ids) {
   combine_sparse_rows(ids, rows.data(), 2, out, scratch);
   ASSERT_EQ(out.ids, (std::vector<std::uint64_t>{3, 9}));
   EXPECT_EQ(out.rows, (std::vector<float>{8, 8, 2, 2}));
+}
+
+// Many rows over several slabs and index growths: every id keeps its slot and row, row pointers
+// taken early stay valid (rows never move), find() misses absent ids, clear() empties it.
+TEST(row_store, rows_keep_their_place_across_slabs_and_index_growth) {
+  row_store rs(3, 0.5f);
+  const std::uint32_t n = 3 * row_store::kSlabRows + 17;
+  bool created = false;
+  float* first = rs.row(rs.insert(1'000'003, created));
+  EXPECT_TRUE(created);
+  EXPECT_EQ(first[2], 0.5f);
+  first[0] = 42;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    auto id = static_cast<std::uint64_t>(i) * 7919;  // spread ids, some colliding in low bits
+    float* r = rs.row(rs.insert(id, created));
+    ASSERT_TRUE(created || id == 1'000'003);
+    r[1] = static_cast<float>(i);
+  }
+  EXPECT_EQ(rs.size(), n + 1);
+  EXPECT_EQ(first[0], 42);  // the same memory after 3 new slabs and several index growths
+  for (std::uint32_t i = 0; i < n; ++i) {
+    auto slot = rs.find(static_cast<std::uint64_t>(i) * 7919);
+    ASSERT_NE(slot, row_store::npos);
+    EXPECT_EQ(rs.row(slot)[1], static_cast<float>(i));
+    EXPECT_EQ(rs.id(slot), static_cast<std::uint64_t>(i) * 7919);
+  }
+  EXPECT_EQ(rs.insert(7919, created), rs.find(7919));
+  EXPECT_FALSE(created);
+  EXPECT_EQ(rs.find(7918), row_store::npos);
+  std::size_t seen = 0;
+  rs.for_each([&](std::uint64_t, std::uint32_t) { ++seen; });
+  EXPECT_EQ(seen, rs.size());
+  rs.clear();
+  EXPECT_EQ(rs.size(), 0u);
+  EXPECT_EQ(rs.find(7919), row_store::npos);
+  EXPECT_EQ(rs.row(rs.insert(5, created))[0], 0.5f);
+}
+
+// apply_sparse in batches equals one update per row, for more rows than a batch.
+TEST(optimizer, batched_sparse_apply_matches_row_by_row) {
+  auto adam = make({.type = "adam", .learning_rate = 0.01});
+  embedding_table a("t", 4, 9), b("t", 4, 9);
+  row_slots sa(4, *adam), sb(4, *adam);
+  sparse_grad g;
+  g.dim = 4;
+  for (std::uint64_t id = 0; id < 100; ++id) {
+    g.ids.push_back(id * 31 + 5);
+    for (int k = 0; k < 4; ++k)
+      g.rows.push_back(0.01f * static_cast<float>(id % 7) - 0.02f * static_cast<float>(k));
+  }
+  for (int round = 0; round < 2; ++round) {
+    apply_sparse(*adam, a, g, sa);
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      std::uint64_t* step = nullptr;
+      float* s = sb.get(g.ids[i], &step);
+      adam->update(b.row(g.ids[i]), g.row(i), s, 4, *step);
+    }
+  }
+  for (auto id : g.ids)
+    for (int k = 0; k < 4; ++k) ASSERT_EQ(a.row(id)[k], b.row(id)[k]);
 }
 
 TEST(optimizer, bad_configs_are_named) {

@@ -10,6 +10,7 @@
 #include "../ps_layout.hpp"
 #include "../rpc.hpp"
 #include "../wire.hpp"
+#include "../wire_raw.hpp"
 #include "ps_state.hpp"
 #include "roles.hpp"
 
@@ -39,8 +40,6 @@ void reply_pull(ps_state& st, const message& m) {
   }
   auto refs = req.getSparse();
   auto sl = rep.initSparse(refs.size());
-  std::vector<std::uint64_t> ids;
-  std::vector<float> rows;
   for (unsigned i = 0; i < refs.size(); ++i) {
     auto it = st.tables.find(refs[i].getTable().cStr());
     if (it == st.tables.end()) {
@@ -48,14 +47,13 @@ void reply_pull(ps_state& st, const message& m) {
       continue;
     }
     auto* table = it->second.table;
-    wire::to_vector(refs[i].getIds(), ids);
-    rows.resize(ids.size() * table->dim());
-    table->read_rows(ids, rows.data());
+    auto ids = wire::raw<std::uint64_t>(refs[i].getIds());  // in the request: no copy
     sl[i].setTable(table->name());
     sl[i].setDim(static_cast<std::uint32_t>(table->dim()));
-    sl[i].setIds(kj::arrayPtr(ids.data(), ids.size()));
-    auto v = sl[i].initValues(static_cast<unsigned>(rows.size()));
-    for (std::size_t k = 0; k < rows.size(); ++k) v.set(static_cast<unsigned>(k), rows[k]);
+    sl[i].setIds(refs[i].getIds());
+    // The rows go straight from the table into the reply.
+    table->read_rows(
+        ids, wire::raw<float>(sl[i].initValues(static_cast<unsigned>(ids.size() * table->dim()))).data());
   }
   (void)st.rt->reply(m, std::move(o), "ps");
 }
@@ -74,7 +72,6 @@ void apply_push(ps_state& st, const message& m) {
     auto& p = *it->second.param;
     nn::apply_dense(*st.opt, p.value, nn::tensor::view(buf.data(), p.value.dims()), it->second.slots);
   }
-  nn::sparse_grad g;
   for (auto s : req.getSparse()) {
     auto it = st.tables.find(s.getTable().cStr());
     if (it == st.tables.end() || s.getDim() != it->second.table->dim() ||
@@ -82,11 +79,12 @@ void apply_push(ps_state& st, const message& m) {
       problem = std::string("sparse gradient of '") + s.getTable().cStr() + "' unknown here or misshapen";
       continue;
     }
-    g.dim = s.getDim();
-    wire::to_vector(s.getIds(), g.ids);
-    wire::to_vector(s.getValues(), g.rows);
-    nn::apply_sparse(*st.opt, *it->second.table, g, it->second.slots);
-    it->second.dirty.insert(g.ids.begin(), g.ids.end());
+    // Applied from the request's own lists: nothing is copied or allocated per row.
+    auto ids = wire::raw<std::uint64_t>(s.getIds());
+    nn::apply_sparse(*st.opt, *it->second.table, ids, wire::raw<float>(s.getValues()).data(),
+                     it->second.slots);
+    bool created = false;
+    for (auto id : ids) it->second.dirty.insert(id, created);
   }
   st.version += 1;
   outbound o = reply_to(m);

@@ -12,6 +12,7 @@
 #include "roles.hpp"
 #include "troupe/nn/model.hpp"
 #include "troupe/nn/optimizer.hpp"
+#include "troupe/nn/row_store.hpp"
 #include "troupe/observe/timeline.hpp"
 #include "troupe/storage/checkpoint_store.hpp"
 
@@ -26,7 +27,7 @@ struct owned_table {
   owned_table(nn::embedding_table* t, const nn::optimizer& opt) : table(t), slots(t->dim(), opt) {}
   nn::embedding_table* table;
   nn::row_slots slots;
-  std::unordered_set<std::uint64_t> dirty;  // rows updated since the last checkpoint
+  nn::row_store dirty{0};  // rows updated since the last checkpoint (a set: rows of no floats)
 };
 
 struct ps_state {

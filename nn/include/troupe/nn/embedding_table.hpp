@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "troupe/nn/row_store.hpp"
+
 namespace troupe::nn {
 
 struct embedding_init {
@@ -41,13 +43,14 @@ class embedding_table {
   std::uint64_t seed() const { return seed_; }
   // With name, dim and seed: everything a parameter-server shard needs to create the same rows.
   const embedding_init& init() const { return init_; }
-  std::size_t size() const { return index_.size(); }  // rows created so far
-  bool contains(std::uint64_t id) const { return index_.count(id) != 0; }
+  std::size_t size() const { return rows_.size(); }  // rows created so far
+  bool contains(std::uint64_t id) const { return rows_.find(id) != row_store::npos; }
 
   // The initial value of row `id` (what row() creates), into out[dim].
   void init_row(std::uint64_t id, float* out) const;
-  // The row of `id`, created from init_row on first use. Valid until the next row creation.
+  // The row of `id`, created from init_row on first use. Valid until clear() (rows never move).
   float* row(std::uint64_t id);
+  void prefetch(std::uint64_t id) const { rows_.prefetch(id); }  // of row(id)'s index entry
   // Copies the rows of `ids` (created lazily) into out[ids.size() x dim].
   void read_rows(std::span<const std::uint64_t> ids, float* out);
   // Overwrites (or creates) the rows of `ids` from rows[ids.size() x dim].
@@ -55,7 +58,7 @@ class embedding_table {
   // Calls f(id, const float* row) for every row, in unspecified order.
   template <class F>
   void for_each(F&& f) const {
-    for (const auto& [id, slot] : index_) f(id, values_.data() + slot * dim_);
+    rows_.for_each([&](std::uint64_t id, std::uint32_t slot) { f(id, rows_.row(slot)); });
   }
   void clear();
 
@@ -68,8 +71,7 @@ class embedding_table {
   std::size_t dim_;
   std::uint64_t seed_;
   embedding_init init_;
-  std::unordered_map<std::uint64_t, std::uint32_t> index_;
-  std::vector<float> values_;
+  row_store rows_;
   sparse_grad grad_;
 };
 

@@ -12,12 +12,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "troupe/core/error.hpp"
 #include "troupe/nn/embedding_table.hpp"
+#include "troupe/nn/row_store.hpp"
 #include "troupe/nn/tensor.hpp"
 
 namespace troupe::nn {
@@ -68,27 +70,32 @@ void apply_dense(const optimizer& opt, tensor& value, const tensor& grad, dense_
 class row_slots {
  public:
   row_slots(std::size_t dim, const optimizer& opt);
-  std::size_t width() const { return width_; }  // floats per row
-  std::size_t size() const { return index_.size(); }
+  std::size_t width() const { return rows_.width(); }  // floats per row
+  std::size_t size() const { return rows_.size(); }
   // The slots of `id`, created with slot_init on first use; `step` points at its counter.
   float* get(std::uint64_t id, std::uint64_t** step);
+  void prefetch(std::uint64_t id) const { rows_.prefetch(id); }  // of get(id)'s index entry
   // Checkpoint access: false if `id` has no state yet.
   bool read(std::uint64_t id, float* out, std::uint64_t& step) const;
   void write(std::uint64_t id, const float* in, std::uint64_t step);
   template <class F>
   void for_each(F&& f) const {  // f(id, const float* slots, step)
-    for (const auto& [id, i] : index_) f(id, values_.data() + i * width_, steps_[i]);
+    rows_.for_each([&](std::uint64_t id, std::uint32_t i) { f(id, rows_.row(i), *this->step(i)); });
   }
 
  private:
-  std::size_t width_;
-  float init_;
-  std::unordered_map<std::uint64_t, std::uint32_t> index_;
-  std::vector<float> values_;
-  std::vector<std::uint64_t> steps_;
+  std::uint64_t* step(std::uint32_t i) const {
+    return steps_[i >> row_store::kSlabShift].get() + (i & (row_store::kSlabRows - 1));
+  }
+  row_store rows_;  // slots_per_element*dim floats a row, created with slot_init
+  // The step counters by slot, in slabs as the rows: a counter never moves either.
+  std::vector<std::unique_ptr<std::uint64_t[]>> steps_;
 };
 
 // Applies a sparse gradient to the rows of `table` (created lazily if absent) and their slots.
 void apply_sparse(const optimizer& opt, embedding_table& table, const sparse_grad& grad, row_slots& slots);
+// The same from raw lists: rows[i*dim, (i+1)*dim) is the gradient of ids[i].
+void apply_sparse(const optimizer& opt, embedding_table& table, std::span<const std::uint64_t> ids,
+                  const float* rows, row_slots& slots);
 
 }  // namespace troupe::nn

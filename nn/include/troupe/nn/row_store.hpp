@@ -1,0 +1,67 @@
+// Fixed-width float rows keyed by a uint64 id: the storage of embedding tables and their optimizer
+// slots (a parameter-server shard's row store).
+//
+// The index is an open-addressing hash table (linear probing, power-of-two capacity, at most half
+// full) from id to a dense slot number; growing it rehashes 16-byte entries, never rows. Rows live
+// in slabs of kSlabRows rows allocated as needed, so creating a row allocates nothing most of the
+// time, and a row never moves: row pointers stay valid until clear(). Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace troupe::nn {
+
+class row_store {
+ public:
+  static constexpr std::uint32_t npos = ~std::uint32_t{0};
+  static constexpr std::uint32_t kSlabShift = 12;  // 4096 rows a slab
+  static constexpr std::uint32_t kSlabRows = std::uint32_t{1} << kSlabShift;
+
+  // `width` floats a row, each new row filled with `fill`.
+  explicit row_store(std::size_t width, float fill = 0.0f) : width_(width), fill_(fill) {}
+
+  std::size_t width() const { return width_; }
+  std::size_t size() const { return ids_.size(); }
+  // Hints the CPU to load the index entry `id` hashes to (a lookup of many ids: prefetch ahead).
+  void prefetch(std::uint64_t id) const {
+    if (!index_.empty()) __builtin_prefetch(&index_[home(id, index_.size() - 1)]);
+  }
+  // The slot of `id`, or npos.
+  std::uint32_t find(std::uint64_t id) const;
+  // The slot of `id`, created (row filled with `fill`) if absent; `created` says which.
+  std::uint32_t insert(std::uint64_t id, bool& created);
+  float* row(std::uint32_t slot) {
+    return slabs_[slot >> kSlabShift].get() + (slot & (kSlabRows - 1)) * width_;
+  }
+  const float* row(std::uint32_t slot) const {
+    return slabs_[slot >> kSlabShift].get() + (slot & (kSlabRows - 1)) * width_;
+  }
+  std::uint64_t id(std::uint32_t slot) const { return ids_[slot]; }
+  // Calls f(id, slot) for every row, in creation order.
+  template <class F>
+  void for_each(F&& f) const {
+    for (std::uint32_t s = 0; s < ids_.size(); ++s) f(ids_[s], s);
+  }
+  void clear();  // drops every row (keeps one slab and the index's capacity)
+
+ private:
+  struct entry {
+    std::uint64_t id;
+    std::uint32_t slot1;  // slot + 1; 0: empty
+  };
+  void grow_index();
+  // Fibonacci hashing: ids that are small consecutive integers spread over the whole table.
+  static std::size_t home(std::uint64_t id, std::size_t mask) {
+    return static_cast<std::size_t>((id * 0x9E3779B97F4A7C15ULL) >> 32) & mask;
+  }
+
+  std::size_t width_;
+  float fill_;
+  std::vector<entry> index_;        // capacity: a power of two, or empty
+  std::vector<std::uint64_t> ids_;  // slot -> id
+  std::vector<std::unique_ptr<float[]>> slabs_;
+};
+
+}  // namespace troupe::nn
