@@ -4,16 +4,14 @@
 
 #include <kj/exception.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "troupe/actors/data.hpp"
 
 namespace troupe::actors {
 
 namespace {
-struct part {
-  std::string bytes;
-  std::uint64_t count = 0;
-};
-
 error server_error(const std::string& what) {
   return error(std::error_code(core_errc::io_error), "record server: " + what);
 }
@@ -37,6 +35,21 @@ record_fetcher::stats record_fetcher::counters() const {
   return stats_;
 }
 
+expected<std::string_view> record_fetcher::records_of(const message& reply, std::uint64_t count,
+                                                      std::string* manifest) const {
+  try {
+    if (reply.kind() != schema::Envelope::Body::RECORD_REPLY) return server_error("a reply of another kind");
+    auto r = reply.body().getRecordReply();
+    if (manifest) *manifest = r.getManifest().cStr();
+    if (r.which() == schema::RecordReply::ERROR) return server_error(r.getError().cStr());
+    auto data = r.getRecords();
+    if (r.getRecordCount() == 0 && count > 0) return server_error("a reply without records");
+    return std::string_view(reinterpret_cast<const char*>(data.begin()), data.size());
+  } catch (const kj::Exception& e) {
+    return server_error(std::string("a malformed reply: ") + e.getDescription().cStr());
+  }
+}
+
 std::optional<expected<std::string>> record_fetcher::ask(bool test, std::uint64_t first, std::uint64_t count,
                                                          std::string* manifest) {
   rpc_channel::request req{opt_.node, opt_.actor, outbound()};
@@ -46,17 +59,9 @@ std::optional<expected<std::string>> record_fetcher::ask(bool test, std::uint64_
   q.setRecordCount(count);
   auto reply = rpc_.call(std::move(req), opt_.timeout);
   if (!reply) return std::nullopt;
-  try {
-    if (reply->kind() != schema::Envelope::Body::RECORD_REPLY) return server_error("a reply of another kind");
-    auto r = reply->body().getRecordReply();
-    if (manifest) *manifest = r.getManifest().cStr();
-    if (r.which() == schema::RecordReply::ERROR) return server_error(r.getError().cStr());
-    auto data = r.getRecords();
-    if (r.getRecordCount() == 0 && count > 0) return server_error("a reply without records");
-    return std::string(reinterpret_cast<const char*>(data.begin()), data.size());
-  } catch (const kj::Exception& e) {
-    return server_error(std::string("a malformed reply: ") + e.getDescription().cStr());
-  }
+  auto v = records_of(*reply, count, manifest);
+  if (!v) return expected<std::string>(v.err());
+  return std::string(*v);
 }
 
 expected<std::string> record_fetcher::fetch(bool test, std::uint64_t first, std::uint64_t count,
@@ -140,38 +145,164 @@ expected<nn::dataset> record_fetcher::test_set(std::chrono::milliseconds limit) 
 }
 
 void record_fetcher::run(std::stop_token stop) {
-  for (;;) {
-    job j{};
-    {
-      std::unique_lock lk(mu_);
-      if (!cv_.wait(lk, stop, [&] { return !queue_.empty(); })) return;
-      j = queue_.front();
-      queue_.pop_front();
+  while (!stop.stop_requested()) {
+    // Take the next ranges while the ones taken are all asked for and the window has room; block
+    // only when nothing is under way.
+    auto asked = [](const active& a) { return a.failed || a.next == a.j.first + a.j.count; };
+    while (flight_.size() < std::max<std::size_t>(1, opt_.window) &&
+           (active_.empty() || asked(active_.back()))) {
+      bool answered = false;
+      auto j = next_job(active_.empty() && flight_.empty(), stop, answered);
+      if (stop.stop_requested()) return;
+      if (!j && !answered) break;  // none queued: go on with what is under way
+      if (!j) continue;            // answered from the cache
+      active a{*j, nn::dataset(), std::string(), j->first, j->count, std::nullopt};
+      size_rows(train_, train_.source, static_cast<std::size_t>(j->count), a.rows);
+      if (caching()) a.bytes.resize(j->count * storage::encoded_size(train_.schema));
+      active_.push_back(std::move(a));
     }
-    auto r = serve(j, stop);
-    if (stop.stop_requested()) return;
-    std::lock_guard lk(mu_);
-    done_.emplace(j.ticket, std::move(r));
+    ask_ahead(stop);
+    // Ranges are finished in order: all their records in (no request of theirs in flight then), or
+    // failed (the answers still on their way are dropped).
+    while (!active_.empty() && (active_.front().missing == 0 || active_.front().failed)) {
+      finish(active_.front());
+      active_.pop_front();
+    }
+    if (flight_.empty()) continue;
+    const piece p = flight_.front();
+    rpc_.wait(p.id, std::chrono::milliseconds(20));
+    auto reply = rpc_.poll(p.id);
+    if (!reply) continue;
+    flight_.pop_front();
+    received(p, std::move(reply), stop);
   }
 }
 
-expected<nn::dataset> record_fetcher::serve(const job& j, std::stop_token stop) {
-  nn::dataset d;
-  size_rows(train_, train_.source, static_cast<std::size_t>(j.count), d);
+std::optional<record_fetcher::job> record_fetcher::next_job(bool block, const std::stop_token& stop,
+                                                            bool& answered) {
+  job j{};
+  {
+    std::unique_lock lk(mu_);
+    if (block) {
+      if (!cv_.wait(lk, stop, [&] { return !queue_.empty(); })) return std::nullopt;
+    } else if (queue_.empty()) {
+      return std::nullopt;
+    }
+    j = queue_.front();
+    queue_.pop_front();
+  }
   if (auto bytes = cached(j.first, j.count)) {
-    if (decode_rows(train_.schema, j.first, *bytes, d, 0, "cached record")) return d;
+    nn::dataset d;
+    size_rows(train_, train_.source, static_cast<std::size_t>(j.count), d);
+    if (decode_rows(train_.schema, j.first, *bytes, d, 0, "cached record")) {
+      std::lock_guard lk(mu_);
+      done_.emplace(j.ticket, std::move(d));
+      answered = true;
+      return std::nullopt;
+    }
     spdlog::warn("served records: cached records {}..: corrupt, fetching them again", j.first);
   }
-  auto bytes = fetch(false, j.first, j.count, clock::time_point::max(), stop);
-  if (!bytes) return bytes.err();
-  if (auto r = decode_rows(train_.schema, j.first, *bytes, d, 0, "served record"); !r) return r.err();
+  return j;
+}
+
+void record_fetcher::ask_ahead(const std::stop_token& stop) {
+  const std::size_t size = storage::encoded_size(train_.schema);
+  const std::uint64_t per_request = std::max<std::uint64_t>(1, opt_.request_bytes / size);
+  for (auto& a : active_) {
+    const std::uint64_t end = a.j.first + a.j.count;
+    while (!a.failed && a.next < end && flight_.size() < std::max<std::size_t>(1, opt_.window)) {
+      const std::uint64_t n = std::min(per_request, end - a.next);
+      rpc_channel::request req{opt_.node, opt_.actor, outbound()};
+      auto q = req.out.body().initRecordRequest();
+      q.setFirstRecord(a.next);
+      q.setRecordCount(n);
+      piece p{a.j.ticket, a.next, n, 0};
+      a.next += n;
+      if (auto id = rpc_.send(std::move(req), opt_.timeout)) {
+        p.id = *id;
+        flight_.push_back(p);
+      } else {
+        received(p, std::nullopt, stop);  // not sent (no connection now): ask until it answers
+      }
+    }
+  }
+}
+
+void record_fetcher::received(const piece& p, std::optional<expected<message>> reply,
+                              const std::stop_token& stop) {
+  auto a =
+      std::find_if(active_.begin(), active_.end(), [&](const active& x) { return x.j.ticket == p.ticket; });
+  if (a == active_.end() || a->failed) return;  // the range already failed: this part is not needed
+  const std::size_t size = storage::encoded_size(train_.schema);
+  if (reply && *reply) {
+    auto v = records_of(**reply, p.count, nullptr);
+    if (!v) {
+      a->failed = v.err();
+      return;
+    }
+    const std::uint64_t n = std::min<std::uint64_t>(v->size() / size, p.count);
+    if (n == 0) {
+      a->failed = server_error("a reply of " + std::to_string(v->size()) + " bytes for records of " +
+                               std::to_string(size));
+      return;
+    }
+    land(*a, p.first, v->substr(0, n * size));
+    if (!a->failed && n < p.count) {  // a bounded reply: ask for the rest
+      rpc_channel::request req{opt_.node, opt_.actor, outbound()};
+      auto q = req.out.body().initRecordRequest();
+      q.setFirstRecord(p.first + n);
+      q.setRecordCount(p.count - n);
+      piece rest{p.ticket, p.first + n, p.count - n, 0};
+      if (auto id = rpc_.send(std::move(req), opt_.timeout)) {
+        rest.id = *id;
+        flight_.push_back(rest);
+      } else {
+        received(rest, std::nullopt, stop);
+      }
+    }
+    return;
+  }
+  // No answer (a timeout, the server's node went down, nothing sent): ask until it answers.
   {
     std::lock_guard lk(mu_);
-    stats_.fetched += 1;
-    stats_.bytes += bytes->size();
+    stats_.retries += 1;
   }
-  keep(j.first, j.count, *bytes);
-  return d;
+  auto bytes = fetch(false, p.first, p.count, clock::time_point::max(), stop);
+  if (!bytes) {
+    a->failed = bytes.err();
+    return;
+  }
+  land(*a, p.first, std::string_view(*bytes).substr(0, p.count * size));
+}
+
+void record_fetcher::land(active& a, std::uint64_t first, std::string_view records) {
+  const std::size_t size = storage::encoded_size(train_.schema);
+  const std::size_t at = static_cast<std::size_t>(first - a.j.first);
+  if (auto ok = decode_rows(train_.schema, first, records, a.rows, at, "served record"); !ok) {
+    a.failed = ok.err();
+    return;
+  }
+  if (!a.bytes.empty()) std::memcpy(a.bytes.data() + at * size, records.data(), records.size());
+  a.missing -= records.size() / size;
+}
+
+void record_fetcher::finish(active& a) {
+  expected<nn::dataset> r =
+      a.failed ? expected<nn::dataset>(*a.failed) : expected<nn::dataset>(std::move(a.rows));
+  if (r) {
+    {
+      std::lock_guard lk(mu_);
+      stats_.fetched += 1;
+      stats_.bytes += a.j.count * storage::encoded_size(train_.schema);
+    }
+    if (!a.bytes.empty()) keep(a.j.first, a.j.count, std::move(a.bytes));
+  }
+  std::lock_guard lk(mu_);
+  done_.emplace(a.j.ticket, std::move(r));
+}
+
+bool record_fetcher::caching() const {
+  return opt_.cache_bytes > 0 || (spill_ && opt_.spill_bytes > 0);
 }
 
 std::optional<std::string> record_fetcher::cached(std::uint64_t first, std::uint64_t count) {
@@ -191,14 +322,14 @@ std::optional<std::string> record_fetcher::cached(std::uint64_t first, std::uint
   return spilled;
 }
 
-void record_fetcher::keep(std::uint64_t first, std::uint64_t count, const std::string& bytes) {
+void record_fetcher::keep(std::uint64_t first, std::uint64_t count, std::string bytes) {
   std::vector<std::pair<range, std::string>> out;
   {
     std::lock_guard lk(mu_);
     if (index_.count({first, count})) return;
-    lru_.emplace_front(range{first, count}, bytes);
-    index_[{first, count}] = lru_.begin();
     cached_bytes_ += bytes.size();
+    lru_.emplace_front(range{first, count}, std::move(bytes));
+    index_[{first, count}] = lru_.begin();
     while (cached_bytes_ > opt_.cache_bytes) {
       cached_bytes_ -= lru_.back().second.size();
       index_.erase(lru_.back().first);

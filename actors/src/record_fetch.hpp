@@ -1,11 +1,12 @@
 // A worker's served records (issue 19): on a host without the record store, a worker gets its
 // tasks' records from the master node's record server (roles/record_server.hpp). A thread of the
-// fetcher's own fetches the ranges the worker asks for, in order, a bounded reply at a time, and
-// decodes them (checksums verified) into rows, so that the task leased ahead is fetched while the
-// current one trains. The encoded records of fetched ranges stay in a bounded memory cache (least
-// recently used out first): a task leased again (a retry, the next epoch) needs no network. A
-// server that does not answer (the master killed and being relaunched) is asked again until it
-// does; a server's error (a bad range) or a corrupt record fails only that range.
+// fetcher's own fetches the ranges the worker asks for, in order, in requests of about
+// `request_bytes` with up to `window` of them in flight (across consecutive ranges, so the link
+// never waits on a round trip or on the decode), and decodes them (checksums verified) into rows,
+// so that the task leased ahead is fetched while the current one trains. The encoded records of fetched
+// ranges stay in a bounded memory cache (least recently used out first): a task leased again (a retry, the
+// next epoch) needs no network. A server that does not answer (the master killed and being relaunched) is
+// asked again until it does; a server's error (a bad range) or a corrupt record fails only that range.
 #pragma once
 
 #include <chrono>
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -33,8 +35,10 @@ class record_fetcher {
     std::size_t cache_bytes = std::size_t{256} << 20;
     std::chrono::milliseconds timeout{10'000};  // one request's
     std::string node = "master", actor = "records";
-    std::string spill_dir;        // the memory cache's second tier (record_spill.hpp)
-    std::size_t spill_bytes = 0;  // 0: no spilling
+    std::string spill_dir;                             // the memory cache's second tier (record_spill.hpp)
+    std::size_t spill_bytes = 0;                       // 0: no spilling
+    std::size_t request_bytes = std::size_t{1} << 20;  // records asked for in one request (>= 1 record)
+    std::size_t window = 8;                            // requests in flight (>= 1)
   };
   // `rpc` is used by the fetcher's thread (and by manifest() / test_set() on the caller's) only.
   record_fetcher(rpc_channel& rpc, options o);
@@ -63,9 +67,37 @@ class record_fetcher {
   struct job {
     std::uint64_t ticket, first, count;
   };
+  // A range being fetched: its records are decoded into `rows` as replies come (and copied into
+  // `bytes` for the cache when there is one).
+  struct active {
+    job j;
+    nn::dataset rows;
+    std::string bytes;
+    std::uint64_t next = 0;     // the first record not asked for yet
+    std::uint64_t missing = 0;  // records not received yet
+    std::optional<error> failed;
+  };
+  // A request in flight: records [first, first + count) of the range with `ticket`.
+  struct piece {
+    std::uint64_t ticket, first, count, id;
+  };
   using clock = std::chrono::steady_clock;
   void run(std::stop_token stop);
-  expected<nn::dataset> serve(const job& j, std::stop_token stop);
+  // The next range to fetch (blocking while `block` and none is queued); a range the cache has is
+  // answered at once (`answered` set) and nullopt returned.
+  std::optional<job> next_job(bool block, const std::stop_token& stop, bool& answered);
+  // Sends the requests of the active ranges, in order, until `window` are in flight.
+  void ask_ahead(const std::stop_token& stop);
+  // Records [first, first + count) from a reply to the piece, or from asking again (blocking) when
+  // there was none.
+  void received(const piece& p, std::optional<expected<message>> reply, const std::stop_token& stop);
+  // Records from `first` received for `a`: decoded into its rows (a corrupt one fails it), kept for
+  // the cache.
+  void land(active& a, std::uint64_t first, std::string_view records);
+  // A finished range's rows (or its error) into done_; its bytes into the cache.
+  void finish(active& a);
+  // Whether fetched ranges are kept (a memory cache or a spill file).
+  bool caching() const;
   // Encoded records [first, first + count) of a store, asked for until `deadline` (retrying a
   // silent server), or the server's error.
   expected<std::string> fetch(bool test, std::uint64_t first, std::uint64_t count, clock::time_point deadline,
@@ -73,10 +105,13 @@ class record_fetcher {
   // One request; nullopt when the server did not answer (retry), else the reply's error or records.
   std::optional<expected<std::string>> ask(bool test, std::uint64_t first, std::uint64_t count,
                                            std::string* manifest);
+  // The records of a RecordReply to a request for `count` records (a view into it), or its error.
+  expected<std::string_view> records_of(const message& reply, std::uint64_t count,
+                                        std::string* manifest) const;
   // The range's bytes from memory, else from the spill file (counted); nullopt when neither has it.
   std::optional<std::string> cached(std::uint64_t first, std::uint64_t count);
   // Into the memory cache (under mu_); what it pushes out goes to the spill file (without mu_).
-  void keep(std::uint64_t first, std::uint64_t count, const std::string& bytes);
+  void keep(std::uint64_t first, std::uint64_t count, std::string bytes);
 
   rpc_channel& rpc_;
   options opt_;
@@ -93,6 +128,9 @@ class record_fetcher {
   std::list<std::pair<range, std::string>> lru_;
   std::map<range, decltype(lru_)::iterator> index_;
   std::size_t cached_bytes_ = 0;
+  // The fetcher thread's own: ranges being fetched (in order) and requests in flight (oldest first).
+  std::deque<active> active_;
+  std::deque<piece> flight_;
   std::jthread thread_;  // last: stopped and joined before the rest goes
 };
 

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <thread>
+
 #include "node_runtime.hpp"
 
 namespace troupe::actors {
@@ -35,6 +37,18 @@ void rpc_client::on_reply(const message& m) {
   if (it == pending_.end()) return;  // late reply of a request that timed out, or not a reply
   it->second = m;
   cv_.notify_all();
+}
+
+void rpc_channel::wait(std::uint64_t, std::chrono::milliseconds most) {
+  std::this_thread::sleep_for(std::min(most, std::chrono::milliseconds(1)));
+}
+
+void rpc_client::wait(std::uint64_t id, std::chrono::milliseconds most) {
+  std::unique_lock lk(mu_);
+  cv_.wait_for(lk, most, [&] {
+    auto p = pending_.find(id);
+    return p == pending_.end() || p->second.has_value();
+  });
 }
 
 expected<std::uint64_t> rpc_client::start(request& req, std::chrono::milliseconds timeout) {

@@ -39,6 +39,9 @@ class rpc_channel {
   // passed or the node it went to went down (either forgets the request), or for an id that is
   // not pending (never sent, or already answered).
   virtual std::optional<expected<message>> poll(std::uint64_t id) = 0;
+  // Blocks until the reply to a send() is there or `most` has passed (then poll() it). The default
+  // naps briefly; rpc_client wakes on the reply.
+  virtual void wait(std::uint64_t id, std::chrono::milliseconds most);
   // Sends the request and waits for its reply, or fails with the send error or a timeout
   // (core_errc::io_error naming the silent node).
   virtual expected<message> call(request req, std::chrono::milliseconds timeout) = 0;
@@ -61,6 +64,7 @@ class rpc_client final : public rpc_channel {
 
   expected<std::uint64_t> send(request req, std::chrono::milliseconds timeout) override;
   std::optional<expected<message>> poll(std::uint64_t id) override;
+  void wait(std::uint64_t id, std::chrono::milliseconds most) override;
   expected<message> call(request req, std::chrono::milliseconds timeout) override;
   expected<std::vector<message>> call_all(std::vector<request>& reqs,
                                           std::chrono::milliseconds timeout) override;

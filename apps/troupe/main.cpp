@@ -6,6 +6,7 @@
 
 #include "command.hpp"
 #include "troupe/core/log.hpp"
+#include "troupe/core/memory.hpp"
 
 namespace troupe::cli {
 
@@ -40,6 +41,7 @@ int run_error(const error& e) {
 
 int main(int argc, char** argv) {
   using namespace troupe;
+  keep_large_buffers();
   CLI::App app{
       "troupe: elastic, fault-tolerant distributed training.\n"
       "A job's master, data dispenser, parameter-server shards and workers are supervised\n"

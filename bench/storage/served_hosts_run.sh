@@ -35,6 +35,7 @@ med = lambda k, place, b="served_records": statistics.median(r[k] for r in rows 
 for place in ("hosts_h1_h2", "loopback"):
     out = {"bench": "served_records_summary", "place": place, "served_mb_per_s": round(med("served_mb_per_s", place)),
            "served_records_per_s": round(med("served_records_per_s", place)),
+           "one_in_flight_mb_per_s": round(med("one_in_flight_mb_per_s", place)),
            "local_scan_mb_per_s": round(med("peer_mb_per_s", place)),
            "ratio_vs_local_scan": round(med("served_mb_per_s", place) / med("peer_mb_per_s", place), 2)}
     if place == "hosts_h1_h2":

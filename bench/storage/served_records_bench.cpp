@@ -8,6 +8,10 @@
 //   served_records_bench --serve HOST:PORT [WORK_DIR]   the record server alone, until SIGINT/SIGTERM
 //   served_records_bench --fetch HOST:PORT [--local STORE_DIR] [--repeat N]   the worker side from
 //       another host; with --local, also a local scan of that store (the same tasks) each round
+// --window N / --request-kb K: the fetcher's requests in flight and their size (defaults: the
+// fetcher's); every round also measures one request in flight (`one_in_flight_mb_per_s`).
+// --malloc default: glibc's allocator settings, not troupe's (keep_large_buffers, core/memory.hpp).
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -24,6 +28,7 @@
 #include "record_fetch.hpp"
 #include "roles/record_server.hpp"
 #include "troupe/actors/data.hpp"
+#include "troupe/core/memory.hpp"
 #include "troupe/nn/data/readers.hpp"
 
 using namespace troupe;
@@ -109,16 +114,37 @@ struct served {
   std::unique_ptr<endpoint> net;
 };
 
-// `repeat` rounds of: a local scan (when `local`), a cold served pass, a warm one and a cached one.
-void fetch_rounds(rpc_client& rpc, const storage::record_store* local, int repeat, const std::string& where) {
+struct fetch_options {
+  std::size_t window = record_fetcher::options{}.window;
+  std::size_t request_kb = record_fetcher::options{}.request_bytes >> 10;
+  bool tuned = true;  // keep_large_buffers()
+};
+
+// `repeat` rounds of: a local scan (when `local`), a cold served pass with one request in flight
+// (replies of the server's largest, 4 MiB: the fetcher before its request window), a cold served
+// pass with the window, a warm one and a cached one.
+void fetch_rounds(rpc_client& rpc, const storage::record_store* local, int repeat, const std::string& where,
+                  const fetch_options& fo) {
   for (int r = 0; r < repeat; ++r) {
     record_fetcher::options o;
     o.cache_bytes = 0;
+    o.window = 1;
+    o.request_bytes = record_server::default_max_reply_bytes;
+    double one = 0;
+    std::uint64_t count = 0;
+    double mb = 0;
+    {
+      record_fetcher serial(rpc, o);
+      auto m = serial.manifest(false, std::chrono::seconds(10));
+      if (!m) die(m.err().to_string());
+      count = m->record_count;
+      mb = static_cast<double>(count * storage::encoded_size(m->schema)) / 1e6;
+      one = served_pass(serial, count);
+    }
+    o.window = fo.window;
+    o.request_bytes = fo.request_kb << 10;
     record_fetcher cold(rpc, o);
-    auto m = cold.manifest(false, std::chrono::seconds(10));
-    if (!m) die(m.err().to_string());
-    const std::uint64_t count = m->record_count;
-    const double mb = static_cast<double>(count * storage::encoded_size(m->schema)) / 1e6;
+    (void)cold.manifest(false, std::chrono::seconds(10));
     double scan = local ? local_pass(*local) : 0;
     double served = served_pass(cold, count);
     o.cache_bytes = std::size_t{1} << 30;
@@ -132,6 +158,10 @@ void fetch_rounds(rpc_client& rpc, const storage::record_store* local, int repea
                         {"records", count},
                         {"task_records", task_records},
                         {"mb", mb},
+                        {"window", fo.window},
+                        {"malloc", fo.tuned ? "keep_large_buffers" : "default"},
+                        {"request_kb", fo.request_kb},
+                        {"one_in_flight_mb_per_s", mb / one},
                         {"served_records_per_s", rate(served)},
                         {"served_mb_per_s", mb / served},
                         {"cached_records_per_s", rate(cached)},
@@ -183,12 +213,19 @@ int main(int argc, char** argv) {
   std::string work = (fs::temp_directory_path() / "troupe-served-records-bench").string();
   std::string mode, addr, local;
   int repeat = 3;
+  fetch_options fo;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--repeat" && i + 1 < argc)
       repeat = std::atoi(argv[++i]);
+    else if (a == "--window" && i + 1 < argc)
+      fo.window = static_cast<std::size_t>(std::max(1, std::atoi(argv[++i])));
+    else if (a == "--request-kb" && i + 1 < argc)
+      fo.request_kb = static_cast<std::size_t>(std::max(1, std::atoi(argv[++i])));
     else if ((a == "--serve" || a == "--fetch") && i + 1 < argc)
       mode = a.substr(2), addr = argv[++i];
+    else if (a == "--malloc" && i + 1 < argc)
+      fo.tuned = std::string(argv[++i]) != "default";
     else if (a == "--local" && i + 1 < argc)
       local = argv[++i];
     else if (a.rfind("--", 0) == 0)
@@ -196,6 +233,7 @@ int main(int argc, char** argv) {
     else
       work = a;
   }
+  if (fo.tuned) keep_large_buffers();  // as the troupe binary does (core/memory.hpp)
   spdlog::set_level(spdlog::level::warn);
   if (mode == "serve") return serve(work, addr);
   transport_config cfg;
@@ -210,12 +248,12 @@ int main(int argc, char** argv) {
       store.emplace(std::move(*s));
     }
     auto rpc = connect_rpc(**cli, addr);
-    fetch_rounds(*rpc, store ? &*store : nullptr, repeat, addr);
+    fetch_rounds(*rpc, store ? &*store : nullptr, repeat, addr, fo);
     return 0;
   }
   auto store = open_store(work);
   served srv(work + "/train", work);
   auto rpc = connect_rpc(**cli, srv.start("127.0.0.1", 0));
-  fetch_rounds(*rpc, &store, repeat, "loopback");
+  fetch_rounds(*rpc, &store, repeat, "loopback", fo);
   return 0;
 }

@@ -37,8 +37,10 @@ void encode_record(const record_schema& s, std::uint64_t index, const record& r,
   std::memcpy(out, &sum, 4);
 }
 
-expected<void> decode_record(const record_schema& s, std::uint64_t index, std::string_view bytes, record& out,
-                             const std::string& where) {
+namespace {
+// The record's size and checksum, checked; errors name `where` and the index.
+expected<void> verify(const record_schema& s, std::uint64_t index, std::string_view bytes,
+                      const std::string& where) {
   const std::size_t need = encoded_size(s);
   if (bytes.size() != need)
     return make_unexpected(storage_errc::corrupt_record,
@@ -50,14 +52,29 @@ expected<void> decode_record(const record_schema& s, std::uint64_t index, std::s
   if (stored != checksum(index, bytes.data() + 4, need - 4))
     return make_unexpected(storage_errc::corrupt_record,
                            where + ": record " + std::to_string(index) + ": checksum mismatch");
-  const char* p = bytes.data() + 4;
-  std::memcpy(&out.label, p, 4);
-  p += 4;
+  return {};
+}
+
+void copy_fields(const record_schema& s, const char* p, const record_slots& out) {
+  std::memcpy(out.label, p + 4, 4);
+  std::memcpy(out.dense, p + 8, 4 * std::size_t{s.dense_dim});
+  std::memcpy(out.sparse, p + 8 + 4 * std::size_t{s.dense_dim}, 8 * std::size_t{s.sparse_fields});
+}
+}  // namespace
+
+expected<void> decode_record(const record_schema& s, std::uint64_t index, std::string_view bytes, record& out,
+                             const std::string& where) {
+  if (auto v = verify(s, index, bytes, where); !v) return v;
   out.dense.resize(s.dense_dim);
-  std::memcpy(out.dense.data(), p, 4 * std::size_t{s.dense_dim});
-  p += 4 * std::size_t{s.dense_dim};
   out.sparse.resize(s.sparse_fields);
-  std::memcpy(out.sparse.data(), p, 8 * std::size_t{s.sparse_fields});
+  copy_fields(s, bytes.data(), record_slots{&out.label, out.dense.data(), out.sparse.data()});
+  return {};
+}
+
+expected<void> decode_record_to(const record_schema& s, std::uint64_t index, std::string_view bytes,
+                                const record_slots& out, const std::string& where) {
+  if (auto v = verify(s, index, bytes, where); !v) return v;
+  copy_fields(s, bytes.data(), out);
   return {};
 }
 

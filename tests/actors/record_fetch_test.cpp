@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <mutex>
 
 #include "fake_node.hpp"
@@ -24,6 +25,34 @@ class server_channel final : public rpc_channel {
   server_channel(const record_server& s, node_id self) : server_(s), self_(std::move(self)) {}
   expected<message> call(request req, std::chrono::milliseconds) override {
     std::lock_guard lk(mu);
+    return answer(req);
+  }
+  // Answered at once; the reply waits for poll().
+  expected<std::uint64_t> send(request req, std::chrono::milliseconds) override {
+    std::lock_guard lk(mu);
+    replies_.emplace(++last_id_, answer(req));
+    most_in_flight = std::max(most_in_flight, replies_.size());
+    return last_id_;
+  }
+  std::optional<expected<message>> poll(std::uint64_t id) override {
+    std::lock_guard lk(mu);
+    auto it = replies_.find(id);
+    if (it == replies_.end())
+      return expected<message>(make_unexpected(core_errc::invalid_argument, "no such request"));
+    auto r = std::move(it->second);
+    replies_.erase(it);
+    return r;
+  }
+  expected<std::vector<message>> call_all(std::vector<request>&, std::chrono::milliseconds) override {
+    return make_unexpected(core_errc::invalid_argument, "not used");
+  }
+  std::mutex mu;
+  int calls = 0, silent = 0;
+  bool corrupt = false;
+  std::size_t most_in_flight = 0;  // sent and not yet polled
+
+ private:
+  expected<message> answer(request& req) {
     ++calls;
     if (silent > 0) {
       --silent;
@@ -39,18 +68,8 @@ class server_channel final : public rpc_channel {
     }
     return loopback_message(reply, node_id{"master", 1});
   }
-  expected<std::uint64_t> send(request, std::chrono::milliseconds) override {
-    return make_unexpected(core_errc::invalid_argument, "not used");
-  }
-  std::optional<expected<message>> poll(std::uint64_t) override { return std::nullopt; }
-  expected<std::vector<message>> call_all(std::vector<request>&, std::chrono::milliseconds) override {
-    return make_unexpected(core_errc::invalid_argument, "not used");
-  }
-  std::mutex mu;
-  int calls = 0, silent = 0;
-  bool corrupt = false;
-
- private:
+  std::map<std::uint64_t, expected<message>> replies_;
+  std::uint64_t last_id_ = 0;
   const record_server& server_;
   node_id self_;
 };
@@ -69,8 +88,11 @@ class record_fetch_test : public ::testing::Test {
     fetch_.reset();
     std::filesystem::remove_all(dir_);
   }
-  record_fetcher& fetcher(std::size_t cache_bytes = 1 << 20, const std::string& spill_dir = "") {
+  record_fetcher& fetcher(std::size_t cache_bytes = 1 << 20, const std::string& spill_dir = "",
+                          std::size_t request_records = 0, std::size_t window = 8) {
     record_fetcher::options o;
+    if (request_records > 0) o.request_bytes = request_records * 12;
+    o.window = window;
     o.cache_bytes = cache_bytes;
     o.spill_dir = spill_dir;
     o.spill_bytes = spill_dir.empty() ? 0 : 1 << 20;
@@ -113,6 +135,32 @@ TEST_F(record_fetch_test, a_task_comes_in_bounded_replies_and_then_from_the_cach
   EXPECT_EQ(calls(), 4) << "the second lease of the task needs no request";
   EXPECT_EQ(f.counters().cache_hits, 1u);
   EXPECT_EQ(f.counters().fetched, 1u);
+}
+
+TEST_F(record_fetch_test, ranges_are_asked_for_in_requests_with_several_in_flight_across_tasks) {
+  auto& f = fetcher(1 << 20, "", 3, 6);  // requests of 3 records (4 a task), 6 in flight
+  std::vector<std::uint64_t> tickets;
+  for (std::uint64_t first : {0, 10, 20, 30}) tickets.push_back(f.want(first, 10));
+  for (std::size_t t = 0; t < tickets.size(); ++t) {
+    nn::dataset d;
+    ASSERT_TRUE(take(tickets[t], d));
+    ASSERT_EQ(d.rows, 10u);
+    for (std::size_t i = 0; i < 10; ++i) EXPECT_EQ(d.dense_row(i)[0], static_cast<float>(10 * t + i));
+  }
+  EXPECT_EQ(calls(), 1 + 4 * 4) << "the manifest, then 3 + 3 + 3 + 1 records a task";
+  std::lock_guard lk(channel_->mu);
+  EXPECT_EQ(channel_->most_in_flight, 6u)
+      << "the window (the next task's requests beside this one's), never more";
+}
+
+TEST_F(record_fetch_test, a_window_of_one_fetches_the_same_records_one_request_at_a_time) {
+  auto& f = fetcher(1 << 20, "", 0, 1);
+  nn::dataset d;
+  ASSERT_TRUE(take(f.want(3, 20), d));
+  for (std::size_t i = 0; i < 20; ++i) EXPECT_EQ(d.dense_row(i)[0], static_cast<float>(3 + i));
+  EXPECT_EQ(calls(), 1 + 3);  // bounded replies of 7: the rest asked for twice
+  std::lock_guard lk(channel_->mu);
+  EXPECT_EQ(channel_->most_in_flight, 1u);
 }
 
 TEST_F(record_fetch_test, the_cache_is_bounded_and_the_least_recently_used_task_goes) {

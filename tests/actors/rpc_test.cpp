@@ -103,6 +103,28 @@ TEST_F(rpc_send, poll_is_empty_until_the_reply_and_then_hands_it_over) {
   EXPECT_FALSE(*again);
 }
 
+TEST_F(rpc_send, wait_returns_when_the_reply_comes_and_at_its_limit_when_none_does) {
+  late_ = 50;  // held back until another request is sent
+  auto held = rpc_->send(report_request(50), 2000ms);
+  ASSERT_TRUE(held);
+  for (int i = 0; i < 5000 && !holding_; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(holding_) << "the server never got the report";
+  auto t0 = std::chrono::steady_clock::now();
+  rpc_->wait(*held, 100ms);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 100ms) << "no reply: wait lasts its limit";
+  EXPECT_FALSE(rpc_->poll(*held).has_value());
+  auto next = rpc_->send(report_request(51), 2000ms);  // releases the held ack
+  ASSERT_TRUE(next);
+  t0 = std::chrono::steady_clock::now();
+  rpc_->wait(*held, 5000ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 4000ms) << "woken by the reply, not by the limit";
+  auto r = rpc_->poll(*held);
+  ASSERT_TRUE(r.has_value());
+  ASSERT_TRUE(*r) << r->err().to_string();
+  EXPECT_EQ(ack_of(**r), "50");
+  ASSERT_TRUE(wait_poll(*rpc_, *next));
+}
+
 TEST_F(rpc_send, replies_out_of_order_reach_their_own_requests) {
   late_ = 20;  // the first request's ack is held back until the second's is sent
   auto first = rpc_->send(report_request(20), 2000ms);

@@ -43,4 +43,15 @@ void encode_record(const record_schema& s, std::uint64_t index, const record& r,
 expected<void> decode_record(const record_schema& s, std::uint64_t index, std::string_view bytes, record& out,
                              const std::string& where);
 
+// Where decode_record_to puts one record's fields: a label, dense_dim floats, sparse_fields ids
+// (a row of a dataset, say).
+struct record_slots {
+  float* label;
+  float* dense;
+  std::uint64_t* sparse;
+};
+// As decode_record, straight into `out` (no intermediate record); nothing is written on an error.
+expected<void> decode_record_to(const record_schema& s, std::uint64_t index, std::string_view bytes,
+                                const record_slots& out, const std::string& where);
+
 }  // namespace troupe::storage
