@@ -35,16 +35,35 @@ record_fetcher::stats record_fetcher::counters() const {
   return stats_;
 }
 
-expected<std::string_view> record_fetcher::records_of(const message& reply, std::uint64_t count,
-                                                      std::string* manifest) const {
+expected<std::vector<std::string_view>> record_fetcher::records_of(const message& reply, std::uint64_t count,
+                                                                   std::string* manifest) const {
   try {
     if (reply.kind() != schema::Envelope::Body::RECORD_REPLY) return server_error("a reply of another kind");
     auto r = reply.body().getRecordReply();
     if (manifest) *manifest = r.getManifest().cStr();
     if (r.which() == schema::RecordReply::ERROR) return server_error(r.getError().cStr());
-    auto data = r.getRecords();
     if (r.getRecordCount() == 0 && count > 0) return server_error("a reply without records");
-    return std::string_view(reinterpret_cast<const char*>(data.begin()), data.size());
+    std::vector<std::string_view> out;
+    if (r.which() == schema::RecordReply::RECORD_LIST) {
+      auto list = r.getRecordList();
+      if (list.size() == 0 && count > 0) return server_error("a reply without records");
+      out.reserve(std::min<std::uint64_t>(list.size(), count));
+      for (auto d : list) {
+        if (out.size() == count) break;
+        out.emplace_back(reinterpret_cast<const char*>(d.begin()), d.size());
+      }
+      return out;
+    }
+    auto data = r.getRecords();
+    const std::size_t size = storage::encoded_size(train_.schema);
+    const std::uint64_t n = std::min<std::uint64_t>(data.size() / size, count);
+    if (n == 0 && count > 0)
+      return server_error("a reply of " + std::to_string(data.size()) + " bytes for records of " +
+                          std::to_string(size));
+    out.reserve(n);
+    for (std::uint64_t k = 0; k < n; ++k)
+      out.emplace_back(reinterpret_cast<const char*>(data.begin()) + k * size, size);
+    return out;
   } catch (const kj::Exception& e) {
     return server_error(std::string("a malformed reply: ") + e.getDescription().cStr());
   }
@@ -61,7 +80,9 @@ std::optional<expected<std::string>> record_fetcher::ask(bool test, std::uint64_
   if (!reply) return std::nullopt;
   auto v = records_of(*reply, count, manifest);
   if (!v) return expected<std::string>(v.err());
-  return std::string(*v);
+  std::string out;
+  for (auto r : *v) out += r;
+  return out;
 }
 
 expected<std::string> record_fetcher::fetch(bool test, std::uint64_t first, std::uint64_t count,
@@ -233,20 +254,14 @@ void record_fetcher::received(const piece& p, std::optional<expected<message>> r
   auto a =
       std::find_if(active_.begin(), active_.end(), [&](const active& x) { return x.j.ticket == p.ticket; });
   if (a == active_.end() || a->failed) return;  // the range already failed: this part is not needed
-  const std::size_t size = storage::encoded_size(train_.schema);
   if (reply && *reply) {
     auto v = records_of(**reply, p.count, nullptr);
     if (!v) {
       a->failed = v.err();
       return;
     }
-    const std::uint64_t n = std::min<std::uint64_t>(v->size() / size, p.count);
-    if (n == 0) {
-      a->failed = server_error("a reply of " + std::to_string(v->size()) + " bytes for records of " +
-                               std::to_string(size));
-      return;
-    }
-    land(*a, p.first, v->substr(0, n * size));
+    const std::uint64_t n = v->size();
+    land(*a, p.first, *v);
     if (!a->failed && n < p.count) {  // a bounded reply: ask for the rest
       rpc_channel::request req{opt_.node, opt_.actor, outbound()};
       auto q = req.out.body().initRecordRequest();
@@ -272,18 +287,37 @@ void record_fetcher::received(const piece& p, std::optional<expected<message>> r
     a->failed = bytes.err();
     return;
   }
-  land(*a, p.first, std::string_view(*bytes).substr(0, p.count * size));
-}
-
-void record_fetcher::land(active& a, std::uint64_t first, std::string_view records) {
   const std::size_t size = storage::encoded_size(train_.schema);
-  const std::size_t at = static_cast<std::size_t>(first - a.j.first);
-  if (auto ok = decode_rows(train_.schema, first, records, a.rows, at, "served record"); !ok) {
-    a.failed = ok.err();
+  std::vector<std::string_view> records;
+  for (std::uint64_t k = 0; k < p.count && (k + 1) * size <= bytes->size(); ++k)
+    records.push_back(std::string_view(*bytes).substr(k * size, size));
+  if (records.size() < p.count) {
+    a->failed = server_error("records " + std::to_string(p.first) + "..: " + std::to_string(bytes->size()) +
+                             " bytes are not " + std::to_string(p.count) + " records");
     return;
   }
-  if (!a.bytes.empty()) std::memcpy(a.bytes.data() + at * size, records.data(), records.size());
-  a.missing -= records.size() / size;
+  land(*a, p.first, records);
+}
+
+void record_fetcher::land(active& a, std::uint64_t first, const std::vector<std::string_view>& records) {
+  static const std::string where = "served record";
+  const std::size_t size = storage::encoded_size(train_.schema);
+  const std::size_t at = static_cast<std::size_t>(first - a.j.first);
+  for (std::size_t k = 0; k < records.size(); ++k) {
+    if (records[k].size() != size) {
+      a.failed =
+          error(std::error_code(storage::storage_errc::corrupt_record),
+                where + ": record " + std::to_string(first + k) + ": " + std::to_string(records[k].size()) +
+                    " bytes, the schema needs " + std::to_string(size));
+      return;
+    }
+    if (auto ok = decode_rows(train_.schema, first + k, records[k], a.rows, at + k, where); !ok) {
+      a.failed = ok.err();
+      return;
+    }
+    if (!a.bytes.empty()) std::memcpy(a.bytes.data() + (at + k) * size, records[k].data(), size);
+  }
+  a.missing -= records.size();
 }
 
 void record_fetcher::finish(active& a) {

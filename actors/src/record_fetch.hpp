@@ -21,6 +21,7 @@
 #include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "record_spill.hpp"
 #include "rpc.hpp"
@@ -93,7 +94,7 @@ class record_fetcher {
   void received(const piece& p, std::optional<expected<message>> reply, const std::stop_token& stop);
   // Records from `first` received for `a`: decoded into its rows (a corrupt one fails it), kept for
   // the cache.
-  void land(active& a, std::uint64_t first, std::string_view records);
+  void land(active& a, std::uint64_t first, const std::vector<std::string_view>& records);
   // A finished range's rows (or its error) into done_; its bytes into the cache.
   void finish(active& a);
   // Whether fetched ranges are kept (a memory cache or a spill file).
@@ -105,9 +106,10 @@ class record_fetcher {
   // One request; nullopt when the server did not answer (retry), else the reply's error or records.
   std::optional<expected<std::string>> ask(bool test, std::uint64_t first, std::uint64_t count,
                                            std::string* manifest);
-  // The records of a RecordReply to a request for `count` records (a view into it), or its error.
-  expected<std::string_view> records_of(const message& reply, std::uint64_t count,
-                                        std::string* manifest) const;
+  // The records of a RecordReply to a request for `count` records (views into it, one a record, at
+  // most `count`), or its error.
+  expected<std::vector<std::string_view>> records_of(const message& reply, std::uint64_t count,
+                                                     std::string* manifest) const;
   // The range's bytes from memory, else from the spill file (counted); nullopt when neither has it.
   std::optional<std::string> cached(std::uint64_t first, std::uint64_t count);
   // Into the memory cache (under mu_); what it pushes out goes to the spill file (without mu_).

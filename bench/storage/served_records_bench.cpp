@@ -10,6 +10,7 @@
 //       another host; with --local, also a local scan of that store (the same tasks) each round
 // --window N / --request-kb K: the fetcher's requests in flight and their size (defaults: the
 // fetcher's); every round also measures one request in flight (`one_in_flight_mb_per_s`).
+// --copy (server side): every record copied into the reply, none sent straight from the map.
 // --malloc default: glibc's allocator settings, not troupe's (keep_large_buffers, core/memory.hpp).
 #include <algorithm>
 #include <chrono>
@@ -94,9 +95,10 @@ storage::record_store open_store(const std::string& work) {
 
 // The master's record server on an endpoint of its own, listening on host:port.
 struct served {
-  served(const std::string& dir, const std::string& work)
+  served(const std::string& dir, const std::string& work, bool copy)
       : node(node_identity{node_id{"master", 0}, cluster::node_role::master, 0, work, "b", "b", 0}),
-        server(node, data_paths{dir, ""}) {}
+        server(node, data_paths{dir, ""}, record_server::default_max_reply_bytes,
+               copy ? SIZE_MAX : record_server::min_uncopied_record_bytes) {}
   std::string start(const std::string& host, std::uint16_t port) {
     transport_config cfg;
     cfg.token = "bench";
@@ -183,7 +185,7 @@ std::pair<std::string, std::uint16_t> split_addr(const std::string& a) {
   return {a.substr(0, c), static_cast<std::uint16_t>(std::stoi(a.substr(c + 1)))};
 }
 
-int serve(const std::string& work, const std::string& addr) {
+int serve(const std::string& work, const std::string& addr, bool copy) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
@@ -191,7 +193,7 @@ int serve(const std::string& work, const std::string& addr) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts
   auto store = open_store(work);
   auto [host, port] = split_addr(addr);
-  served srv(work + "/train", work);
+  served srv(work + "/train", work, copy);
   std::printf("{\"bench\":\"record_server\",\"listening\":\"%s\",\"records\":%llu}\n",
               srv.start(host, port).c_str(), static_cast<unsigned long long>(store.count()));
   std::fflush(stdout);
@@ -214,6 +216,7 @@ int main(int argc, char** argv) {
   std::string mode, addr, local;
   int repeat = 3;
   fetch_options fo;
+  bool copy = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--repeat" && i + 1 < argc)
@@ -224,6 +227,8 @@ int main(int argc, char** argv) {
       fo.request_kb = static_cast<std::size_t>(std::max(1, std::atoi(argv[++i])));
     else if ((a == "--serve" || a == "--fetch") && i + 1 < argc)
       mode = a.substr(2), addr = argv[++i];
+    else if (a == "--copy")
+      copy = true;
     else if (a == "--malloc" && i + 1 < argc)
       fo.tuned = std::string(argv[++i]) != "default";
     else if (a == "--local" && i + 1 < argc)
@@ -235,7 +240,7 @@ int main(int argc, char** argv) {
   }
   if (fo.tuned) keep_large_buffers();  // as the troupe binary does (core/memory.hpp)
   spdlog::set_level(spdlog::level::warn);
-  if (mode == "serve") return serve(work, addr);
+  if (mode == "serve") return serve(work, addr, copy);
   transport_config cfg;
   cfg.token = "bench";
   auto cli = endpoint::create(node_id{"worker-0", 0}, cfg);
@@ -252,7 +257,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   auto store = open_store(work);
-  served srv(work + "/train", work);
+  served srv(work + "/train", work, copy);
   auto rpc = connect_rpc(**cli, srv.start("127.0.0.1", 0));
   fetch_rounds(*rpc, &store, repeat, "loopback", fo);
   return 0;

@@ -68,10 +68,22 @@ expected<record> record_store::read(std::uint64_t index) const {
 expected<std::uint64_t> record_store::scan_raw(std::uint64_t first, std::uint64_t n,
                                                const raw_visit_fn& fn) const {
   if (first >= count()) return std::uint64_t{0};
-  const std::uint64_t end = first + std::min(n, count() - first);
   auto txn = env_->begin_read();
   if (!txn) return txn.err();
-  auto cur = cursor::open(txn->raw(), records_, dir());
+  return scan_raw(*txn, first, n, fn);
+}
+
+expected<std::shared_ptr<const read_txn>> record_store::pin() const {
+  auto txn = env_->begin_read();
+  if (!txn) return txn.err();
+  return std::make_shared<const read_txn>(std::move(*txn));
+}
+
+expected<std::uint64_t> record_store::scan_raw(const read_txn& txn, std::uint64_t first, std::uint64_t n,
+                                               const raw_visit_fn& fn) const {
+  if (first >= count()) return std::uint64_t{0};
+  const std::uint64_t end = first + std::min(n, count() - first);
+  auto cur = cursor::open(txn.raw(), records_, dir());
   if (!cur) return cur.err();
   std::uint64_t i = first;
   for (auto ok = cur->seek(as_view(first)); i < end; ok = cur->next(), ++i) {

@@ -80,6 +80,60 @@ TEST_F(record_server_test, serves_a_range_as_stored_and_it_decodes_to_the_rows) 
   }
 }
 
+TEST_F(record_server_test, large_records_go_out_of_the_map_uncopied_one_segment_each) {
+  nn::dataset big;  // records of 4 + 4 + 4 * 600 = 2408 bytes: uncopied
+  big.info.name = "big";
+  big.info.dense_dim = 600;
+  big.info.num_classes = 2;
+  big.rows = 30;
+  for (std::size_t i = 0; i < big.rows; ++i) {
+    for (std::size_t k = 0; k < 600; ++k) big.dense.push_back(static_cast<float>(i * 1000 + k));
+    big.labels.push_back(static_cast<float>(i % 2));
+  }
+  ASSERT_TRUE(write_dataset(big, dir_ + "/big", "big"));
+  auto m = storage::manifest::parse(storage::record_store::open(dir_ + "/big")->info().to_toml(), "big");
+  ASSERT_TRUE(m);
+  const std::size_t size = storage::encoded_size(m->schema);
+  ASSERT_GE(size, record_server::min_uncopied_record_bytes);
+  record_server s(*node_, data_paths{dir_ + "/big", dir_ + "/none"}, 20 * size);  // 20 records a reply
+  auto request = incoming(
+      node_id{"worker-0", 1}, "records-rpc", "records",
+      [&](auto body) {
+        auto q = body.initRecordRequest();
+        q.setFirstRecord(4);
+        q.setRecordCount(25);
+      },
+      9);
+  outbound o = s.answer(request);
+  EXPECT_GT(o.builder().getSegmentsForOutput().size(), 20u) << "each record a segment of its own: no copy";
+  auto reply = loopback_message(o, node_id{"master", 1});
+  ASSERT_TRUE(reply) << reply.err().to_string();
+  auto r = reply->body().getRecordReply();
+  ASSERT_EQ(r.which(), schema::RecordReply::RECORD_LIST) << (r.isError() ? r.getError().cStr() : "");
+  EXPECT_EQ(r.getRecordCount(), 20u) << "bounded: the requester asks for the rest";
+  ASSERT_EQ(r.getRecordList().size(), 20u);
+  nn::dataset d;
+  size_rows(*m, "served", 20, d);
+  for (unsigned k = 0; k < 20; ++k) {
+    auto e = r.getRecordList()[k];
+    ASSERT_EQ(e.size(), size);
+    ASSERT_TRUE(
+        decode_rows(m->schema, 4 + k, {reinterpret_cast<const char*>(e.begin()), e.size()}, d, k, "served"));
+    EXPECT_EQ(d.dense_row(k)[0], static_cast<float>((4 + k) * 1000));
+    EXPECT_EQ(d.dense_row(k)[599], static_cast<float>((4 + k) * 1000 + 599));
+  }
+  // The records stay valid after the server is gone: the reply holds its read transaction.
+  std::optional<record_server> gone(std::in_place, *node_, data_paths{dir_ + "/big", dir_ + "/none"});
+  outbound later = gone->answer(request);
+  gone.reset();
+  auto kept = loopback_message(later, node_id{"master", 1});
+  ASSERT_TRUE(kept);
+  auto e = kept->body().getRecordReply().getRecordList()[3];
+  ASSERT_TRUE(
+      decode_rows(m->schema, 7, {reinterpret_cast<const char*>(e.begin()), e.size()}, d, 0, "served"));
+  EXPECT_EQ(d.dense_row(0)[1], 7001.0f);
+}
+
 TEST_F(record_server_test, a_reply_is_bounded_and_the_requester_asks_for_the_rest) {
   record_server s(*node_, data_paths{dir_ + "/train", ""}, 3 * size_ + 1);
   std::uint64_t got = 0;

@@ -66,9 +66,11 @@ struct RecordRequest {
   recordCount @2 :UInt64;  # 0: only the manifest
 }
 
-# Records [firstRecord, firstRecord + recordCount) as the store holds them, back to back (each
-# storage::encoded_size bytes, checksum first: the receiver verifies each one). recordCount may be
-# less than asked: the server bounds a reply's size, the requester asks again for the rest.
+# Records [firstRecord, firstRecord + recordCount) as the store holds them (each
+# storage::encoded_size bytes, checksum first: the receiver verifies each one): back to back in
+# `records`, or one element each in `recordList` (then each element is the record in the server's
+# LMDB map, sent without a copy: a segment of the frame of its own). recordCount may be less than
+# asked: the server bounds a reply's size, the requester asks again for the rest.
 struct RecordReply {
   manifest @0 :Text;       # the store's manifest (TOML, docs/storage_format.md), in every reply
   firstRecord @1 :UInt64;
@@ -76,5 +78,6 @@ struct RecordReply {
   union {
     records @3 :Data;
     error @4 :Text;        # a range outside the store, an unknown split, a store that fails
+    recordList @5 :List(Data);
   }
 }

@@ -57,6 +57,7 @@ void connection::send_hello() {
 
 connection::out_frame connection::make_frame(outbound&& m) {
   out_frame f;
+  f.holds = std::move(m).release_holds();
   f.builder = std::move(m).release();
   auto segs = f.builder->getSegmentsForOutput();
   f.table.assign(segs.size() + 1 + (segs.size() % 2 == 0 ? 1 : 0), 0);

@@ -83,6 +83,7 @@ class connection : public std::enable_shared_from_this<connection> {
 
  private:
   struct out_frame {
+    std::vector<std::shared_ptr<const void>> holds;  // outbound::hold(); outlives builder
     std::unique_ptr<capnp::MallocMessageBuilder> builder;
     std::vector<std::byte> raw;
     std::vector<std::uint32_t> table;

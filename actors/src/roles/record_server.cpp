@@ -3,7 +3,10 @@
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 
+#include <cstdint>
 #include <cstring>
+
+#include <capnp/orphan.h>
 
 #include "../caf_types.hpp"
 
@@ -18,14 +21,20 @@ record_server::store record_server::open_store(const std::string& dir) {
   }
   s.manifest = r->info().to_toml();
   s.records.emplace(std::move(*r));
+  if (auto pin = s.records->pin())
+    s.pin = std::move(*pin);
+  else
+    spdlog::warn("record server: {}: {}: records are copied", dir, pin.err().to_string());
   return s;
 }
 
-record_server::record_server(node_context& node, const data_paths& data, std::size_t max_reply_bytes)
+record_server::record_server(node_context& node, const data_paths& data, std::size_t max_reply_bytes,
+                             std::size_t min_uncopied_bytes)
     : node_(node),
       train_(open_store(data.train_dir)),
       test_(open_store(data.test_dir)),
-      max_reply_bytes_(max_reply_bytes) {
+      max_reply_bytes_(max_reply_bytes),
+      min_uncopied_bytes_(min_uncopied_bytes) {
   if (!train_.records) throw std::runtime_error("record server: " + train_.error);
   spdlog::info("record server: serving {} training and {} test records", train_.records->count(),
                test_.records ? test_.records->count() : 0);
@@ -43,7 +52,10 @@ outbound record_server::answer(const message& request) const {
   const std::uint64_t first = req.getFirstRecord(), count = req.getRecordCount();
   std::size_t size = s.records ? storage::encoded_size(s.records->info().schema) : 1;
   std::uint64_t n = std::min<std::uint64_t>(count, std::max<std::size_t>(1, max_reply_bytes_ / size));
-  outbound o = reply_to(request, static_cast<unsigned>(n * size / 8 + 64));
+  const bool uncopied = s.pin && size >= min_uncopied_bytes_ && size % 8 == 0;
+  if (uncopied) n = std::min(n, max_uncopied_records);
+  outbound o = reply_to(
+      request, static_cast<unsigned>((uncopied ? 4 * n : n * size / 8) + s.manifest.size() / 8 + 64));
   auto rep = o.body().initRecordReply();
   rep.setFirstRecord(first);
   if (!s.records) {
@@ -58,17 +70,40 @@ outbound record_server::answer(const message& request) const {
                  " records");
     return o;
   }
-  auto bytes = rep.initRecords(static_cast<unsigned>(n * size));
   std::string bad;
-  auto visited = s.records->scan_raw(first, n, [&](std::uint64_t i, std::string_view v) {
-    if (v.size() != size) {
-      bad = s.records->dir() + ": record " + std::to_string(i) + " is " + std::to_string(v.size()) +
-            " bytes, not " + std::to_string(size);
-      return false;
-    }
-    std::memcpy(bytes.begin() + (i - first) * size, v.data(), size);
-    return true;
-  });
+  auto wrong_size = [&](std::uint64_t i, std::size_t got) {
+    bad = s.records->dir() + ": record " + std::to_string(i) + " is " + std::to_string(got) + " bytes, not " +
+          std::to_string(size);
+  };
+  expected<std::uint64_t> visited = std::uint64_t{0};
+  if (uncopied) {
+    // Each record a segment of its own, referenced from the map (a misaligned one is copied).
+    auto list = rep.initRecordList(static_cast<unsigned>(n));
+    auto orphans = capnp::Orphanage::getForMessageContaining(rep);
+    visited = s.records->scan_raw(*s.pin, first, n, [&](std::uint64_t i, std::string_view v) {
+      if (v.size() != size) {
+        wrong_size(i, v.size());
+        return false;
+      }
+      capnp::Data::Reader d(reinterpret_cast<const capnp::byte*>(v.data()), v.size());
+      if (reinterpret_cast<std::uintptr_t>(v.data()) % 8 == 0)
+        list.adopt(static_cast<unsigned>(i - first), orphans.referenceExternalData(d));
+      else
+        list.set(static_cast<unsigned>(i - first), d);
+      return true;
+    });
+    o.hold(s.pin);
+  } else {
+    auto bytes = rep.initRecords(static_cast<unsigned>(n * size));
+    visited = s.records->scan_raw(first, n, [&](std::uint64_t i, std::string_view v) {
+      if (v.size() != size) {
+        wrong_size(i, v.size());
+        return false;
+      }
+      std::memcpy(bytes.begin() + (i - first) * size, v.data(), size);
+      return true;
+    });
+  }
   if (!visited) bad = visited.err().to_string();
   if (!bad.empty()) {
     rep.setError(bad);

@@ -55,6 +55,13 @@ class record_store {
   // Errors: corrupt_record when a record is missing.
   using raw_visit_fn = std::function<bool(std::uint64_t index, std::string_view bytes)>;
   expected<std::uint64_t> scan_raw(std::uint64_t first, std::uint64_t n, const raw_visit_fn& fn) const;
+  // A read transaction kept open, for views that outlive a call: scan_raw(pin, ...) visits in it,
+  // and its views stay valid while the pin lives (it also keeps the map open). A dataset is
+  // immutable once written, so one pin may be held as long as the store is served (the record
+  // server sends records straight from the map). Use a pin on one thread at a time.
+  expected<std::shared_ptr<const read_txn>> pin() const;
+  expected<std::uint64_t> scan_raw(const read_txn& pin, std::uint64_t first, std::uint64_t n,
+                                   const raw_visit_fn& fn) const;
 
   // Reads [first, first + n) clipped to count() into `out` (resized; buffers reused).
   expected<void> read_batch(std::uint64_t first, std::uint64_t n, std::vector<record>& out) const;

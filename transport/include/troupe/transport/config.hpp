@@ -13,7 +13,7 @@ namespace troupe {
 
 // Limits applied to every incoming frame before anything is allocated or decoded.
 struct frame_limits {
-  std::uint32_t max_segments = 64;          // segment-table entries per frame
+  std::uint32_t max_segments = 512;         // segment-table entries per frame
   std::size_t max_frame_bytes = 64u << 20;  // segment table + segments
   std::uint32_t nesting_limit = 16;         // Cap'n Proto ReaderOptions::nestingLimit
   std::uint32_t traversal_factor = 8;       // traversal limit = factor x frame words (min 8 Ki)

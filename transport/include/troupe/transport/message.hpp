@@ -15,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include <capnp/message.h>
 
@@ -76,10 +77,16 @@ class outbound {
   std::size_t size_bytes() const;
   // The frame as contiguous bytes (copies; for tests and the fuzz corpus).
   std::vector<std::byte> to_bytes() const;
+  // Keeps `h` alive as long as the message (until the transport has written it): what external
+  // data adopted into it (capnp::Orphanage::referenceExternalData) points into.
+  void hold(std::shared_ptr<const void> h) { holds_.push_back(std::move(h)); }
   // Hands the builder to the transport (which writes its segments in place); leaves this empty.
   std::unique_ptr<capnp::MallocMessageBuilder> release() && { return std::move(builder_); }
+  // What hold() was given; the transport keeps it until the builder is gone.
+  std::vector<std::shared_ptr<const void>> release_holds() && { return std::move(holds_); }
 
  private:
+  std::vector<std::shared_ptr<const void>> holds_;  // before builder_: destroyed after it
   std::unique_ptr<capnp::MallocMessageBuilder> builder_;
   schema::Envelope::Builder root_{nullptr};
 };
