@@ -5,7 +5,9 @@
 #           (the master and the only record store here; workers read the store through /var/tmp,
 #           shared by the hosts, or served: see remote)
 #   remote  1 worker: on this host reading the local store, vs on h2 reading served records
-#           ([data] serve = "always": the master's record server over the veth link, prefetched)
+#           ([data] serve = "always": the master's record server over the veth link, prefetched),
+#           vs on h2 reading the store itself (serve = "never": /var/tmp is shared by the hosts),
+#           PS shards on h1 in both h2 runs: the last pair differs only in where records come from
 # Prints one JSON line per run (samples/s = samples trained / wall seconds, test AUC) and the
 # medians. Root and a release build needed. Usage: bench/job/hosts_job.sh [RUNS] [ROWS]
 set -euo pipefail
@@ -48,11 +50,14 @@ for i in $(seq "$runs"); do
   one remote local_worker "rl-$i"
   job "rr-$i" 1 always h1:2 h2:1 > "$work/rr-$i.toml"
   one remote remote_worker "rr-$i"
+  job "rn-$i" 1 never h1:2 h2:1 > "$work/rn-$i.toml"
+  one remote same_hosts_local_store "rn-$i"
 done | tee "$work/runs.jsonl"
 /usr/bin/python3 - "$work/runs.jsonl" << 'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 med = lambda b, m: statistics.median(r["samples_per_s"] for r in rows if r["bench"] == b and r["mode"] == m)
-for b, a, c in (("e2e", "four_hosts", "one_host"), ("remote", "remote_worker", "local_worker")):
+for b, a, c in (("e2e", "four_hosts", "one_host"), ("remote", "remote_worker", "local_worker"),
+                ("remote", "remote_worker", "same_hosts_local_store")):
     print(json.dumps({"bench": b, a: med(b, a), c: med(b, c), "ratio": round(med(b, a) / med(b, c), 3)}))
 PY
