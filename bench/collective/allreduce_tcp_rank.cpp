@@ -57,8 +57,7 @@ struct args {
   double mb = 64;
   std::string listen, next;
   long heartbeat_ms = 3000, timeout_ms = 60000;
-  long send_thread_kb = -1;
-  long sndbuf_kb = -1;  // the link's default unless given; 0: exchanges on one thread
+  long send_thread_kb = -1;  // the link's default unless given; 0: exchanges on one thread
   bool until_error = false;
 };
 
@@ -89,8 +88,6 @@ bool parse(int argc, char** argv, args& a) {
       a.timeout_ms = std::atol(v);
     else if (k == "--send-thread-kb")
       a.send_thread_kb = std::atol(v);
-    else if (k == "--sndbuf-kb")
-      a.sndbuf_kb = std::atol(v);
     else
       return false;
   }
@@ -137,7 +134,6 @@ int main(int argc, char** argv) {
   o.next_address = a.next;
   o.timeout = std::chrono::milliseconds(a.timeout_ms);
   o.heartbeat_timeout = std::chrono::milliseconds(a.heartbeat_ms);
-  if (a.sndbuf_kb >= 0) o.send_buffer_bytes = static_cast<std::size_t>(a.sndbuf_kb) << 10;
   if (a.send_thread_kb >= 0) o.send_thread_bytes = static_cast<std::size_t>(a.send_thread_kb) << 10;
   auto link = tcp_ring_link::connect(o, **listener);
   if (!link) {

@@ -34,10 +34,6 @@ expected<std::unique_ptr<tcp_ring_link>> tcp_ring_link::connect(const tcp_link_o
   }
   make_streaming(*in);
   make_streaming(*out);
-  if (o.send_buffer_bytes > 0) {
-    int bytes = static_cast<int>(std::min<std::size_t>(o.send_buffer_bytes, 1u << 30));
-    ::setsockopt(*out, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
-  }
   return std::unique_ptr<tcp_ring_link>(new tcp_ring_link(o, *in, *out));
 }
 

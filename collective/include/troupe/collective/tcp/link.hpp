@@ -60,9 +60,6 @@ struct tcp_link_options {
   // Exchanges that send at least this many payload bytes write them on the link's own thread while
   // the caller receives; smaller ones (where handing over costs more than it overlaps) and 0: one thread.
   std::size_t send_thread_bytes = 1 << 20;
-  // SO_SNDBUF of the connection to the next rank (the kernel doubles it, capped by net.core.wmem_max);
-  // 0 leaves the kernel's autotuning (up to net.ipv4.tcp_wmem's maximum).
-  std::size_t send_buffer_bytes = 0;
   // When set and different from `epoch`, operations fail with `cancelled` (membership changed).
   const std::atomic<std::uint64_t>* current_epoch = nullptr;
 };
