@@ -6,7 +6,10 @@
 # iperf3 runs one way (h1->h2) and with --bidir (both ways at once, as a 2-rank ring sends: the sum
 # and each direction). Prints JSON lines; every line names the link limit.
 # Usage: bench/collective/hosts_run.sh [LIMITS...]; SIZES="2 4" and MBS="1 64" in the environment
-# pick the ring sizes and megabytes, TROUPE_ARGS adds flags to allreduce_tcp_rank.
+# pick the ring sizes and megabytes, REPS=K runs each troupe/gloo pair K times in turn (the machine's
+# other load moves single runs a lot), TROUPE_ARGS adds flags to allreduce_tcp_rank, BASELINE=PATH
+# runs another build's allreduce_tcp_rank (under this repository) in turn too, tagged "baseline",
+# with BASELINE_ARGS as its flags.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 S=scripts/hosts.sh
@@ -36,18 +39,30 @@ for limit in "${limits[@]}"; do
     for mb in ${MBS:-1 64}; do
       iters=$([[ $mb == 1 ]] && echo 100 || echo 10)
       [[ $limit == 1gbit && $mb == 64 ]] && iters=5
-      port=$((port + 1))
-      for r in $(seq 0 $((size - 1))); do
-        h=h$((r + 1)); nx=h$(((r + 1) % size + 1))
-        "$S" exec $h "$B" --rank $r --size $size --listen "$("$S" addr $h):$port" \
-          --next "$("$S" addr $nx):$port" --mb $mb --iters $iters --timeout-ms 600000 ${TROUPE_ARGS:-} | tag "$limit" &
+      for rep in $(seq "${REPS:-1}"); do
+        port=$((port + 1))
+        for r in $(seq 0 $((size - 1))); do
+          h=h$((r + 1)); nx=h$(((r + 1) % size + 1))
+          "$S" exec $h "$B" --rank $r --size $size --listen "$("$S" addr $h):$port" \
+            --next "$("$S" addr $nx):$port" --mb $mb --iters $iters --timeout-ms 600000 ${TROUPE_ARGS:-} | tag "$limit" &
+        done
+        wait
+        if [[ -n ${BASELINE:-} ]]; then
+          port=$((port + 1))
+          for r in $(seq 0 $((size - 1))); do
+            h=h$((r + 1)); nx=h$(((r + 1) % size + 1))
+            "$S" exec $h "$(realpath "$BASELINE")" --rank $r --size $size --listen "$("$S" addr $h):$port" \
+              --next "$("$S" addr $nx):$port" --mb $mb --iters $iters --timeout-ms 600000 ${BASELINE_ARGS:-} | tag "$limit" |
+              sed 's/^{/{"variant":"baseline",/' &
+          done
+          wait
+        fi
+        port=$((port + 1))
+        for r in $(seq 0 $((size - 1))); do
+          "$S" exec h$((r + 1)) /usr/bin/python3 "$G" $r $size "$("$S" addr h1)" $port $mb $iters | tag "$limit" &
+        done
+        wait
       done
-      wait
-      port=$((port + 1))
-      for r in $(seq 0 $((size - 1))); do
-        "$S" exec h$((r + 1)) /usr/bin/python3 "$G" $r $size "$("$S" addr h1)" $port $mb $iters | tag "$limit" &
-      done
-      wait
     done
   done
 done
