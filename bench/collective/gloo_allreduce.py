@@ -14,7 +14,7 @@ def run(rank, world, mb, iters, port, q):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    nbytes, med = timed_allreduces(world, mb, iters)
+    nbytes, med, _ = timed_allreduces(world, mb, iters)
     if rank == 0:
         q.put((nbytes, med))
     dist.destroy_process_group()

@@ -73,7 +73,7 @@ struct ring {
   }
 };
 
-void expect_sum(int size, size_t n) {
+void expect_sum(int size, size_t n, std::function<void(tcp_link_options&)> tweak = {}) {
   ring rg(size);
   std::vector<float> want(n, 0.f);
   for (int r = 0; r < size; ++r) {
@@ -81,15 +81,17 @@ void expect_sum(int size, size_t n) {
     for (size_t i = 0; i < n; ++i) want[i] += d[i];
   }
   std::vector<std::vector<float>> got(static_cast<size_t>(size));
-  auto errs = rg.run([&](int r, tcp_ring_link& l) -> expected<void> {
-    auto d = rank_data(r, n);
-    for (std::uint64_t op = 1; op <= 3; ++op) {  // the link carries several operations in order
-      d = rank_data(r, n);
-      if (auto res = ring_allreduce(l, r, size, d, 1, op); !res) return res;
-    }
-    got[static_cast<size_t>(r)] = d;
-    return {};
-  });
+  auto errs = rg.run(
+      [&](int r, tcp_ring_link& l) -> expected<void> {
+        auto d = rank_data(r, n);
+        for (std::uint64_t op = 1; op <= 3; ++op) {  // the link carries several operations in order
+          d = rank_data(r, n);
+          if (auto res = ring_allreduce(l, r, size, d, 1, op); !res) return res;
+        }
+        got[static_cast<size_t>(r)] = d;
+        return {};
+      },
+      tweak);
   for (int r = 0; r < size; ++r) {
     ASSERT_EQ(errs[static_cast<size_t>(r)], "") << "rank " << r;
     ASSERT_EQ(got[static_cast<size_t>(r)], want) << "rank " << r << " of " << size << ", n " << n;
@@ -99,6 +101,41 @@ void expect_sum(int size, size_t n) {
 TEST(tcp_ring, allreduce_sums_exactly) {
   for (int size : {2, 3, 4})
     for (size_t n : {size_t{1}, size_t{5}, size_t{4097}, size_t{1} << 18}) expect_sum(size, n);
+}
+
+// Every exchange from 4 KB up writes on the link's send thread while the caller reads and adds.
+TEST(tcp_ring, allreduce_sums_exactly_with_the_send_thread) {
+  auto threaded = [](tcp_link_options& o) { o.send_thread_bytes = 4096; };
+  for (int size : {2, 3, 4})
+    for (size_t n : {size_t{5}, size_t{4097 * 4}, size_t{1} << 18}) expect_sum(size, n, threaded);
+}
+
+// The receive low-water mark follows the message: after a large exchange has raised it to a chunk,
+// a message shorter than a chunk must still wake the poll at once, not at the end of a poll slice.
+TEST(tcp_ring, a_short_message_after_a_long_one_is_not_held_for_the_poll_slice) {
+  ring rg(2);
+  std::vector<double> ms(2);
+  auto errs = rg.run(
+      [&](int r, tcp_ring_link& l) -> expected<void> {
+        auto big = rank_data(r, 1 << 18);
+        if (auto res = ring_allreduce(l, r, 2, big, 1, 1); !res) return res;
+        auto t0 = std::chrono::steady_clock::now();
+        for (std::uint64_t op = 2; op < 22; ++op) {
+          std::vector<float> d(3, 1.f);
+          if (auto res = ring_allreduce(l, r, 2, d, 1, op); !res) return res;
+        }
+        ms[static_cast<size_t>(r)] =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        return {};
+      },
+      [](tcp_link_options& o) {
+        o.chunk_bytes = 64 << 10;
+        o.poll_slice = 1s;  // a wait the mark does not end lasts a second
+      });
+  ASSERT_EQ(errs[0], "");
+  ASSERT_EQ(errs[1], "");
+  EXPECT_LT(ms[0], 900) << "20 short allreduces waited out poll slices";
+  EXPECT_LT(ms[1], 900) << "20 short allreduces waited out poll slices";
 }
 
 TEST(tcp_ring, broadcast_from_any_root) {
@@ -176,6 +213,39 @@ TEST(tcp_ring, a_killed_neighbour_fails_the_wait_at_once) {
   ASSERT_FALSE(res);
   EXPECT_EQ(res.err().code(), make_error_code(collective_errc::peer_dead)) << res.err().to_string();
   EXPECT_LT(waited, 30s) << "the death was not seen before the operation timeout";
+}
+
+// An exchange split over two threads: the caller's half fails (the neighbour sends another
+// operation) while the send thread waits for room (the neighbour never reads). The send thread must
+// stop at once, and the error returned is the receive's, not the send thread's "stopped".
+TEST(tcp_ring, a_failed_receive_stops_the_send_thread_at_once) {
+  ring rg(2);
+  pid_t child = ::fork();
+  if (child == 0) {
+    auto l = tcp_ring_link::connect(rg.options(1), *rg.listeners[1]);
+    if (!l) _exit(2);
+    std::vector<float> d(16, 1.f);
+    ::usleep(100 * 1000);  // rank 0's send buffers are full by then
+    if (!(*l)->send({1, 99, 0}, d)) _exit(3);
+    ::pause();
+    _exit(0);
+  }
+  auto o = rg.options(0);
+  o.timeout = 30s;
+  o.send_thread_bytes = 4096;
+  rg.listeners[1].reset();
+  auto link = tcp_ring_link::connect(o, *rg.listeners[0]);
+  ASSERT_TRUE(link) << link.err().to_string();
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<float> out(16 << 20, 1.f), in(16 << 20);  // 64 MB: more than the socket buffers hold
+  auto res = (*link)->exchange({1, 1, 0}, out, in, true);
+  auto waited = std::chrono::steady_clock::now() - t0;
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ASSERT_FALSE(res);
+  EXPECT_EQ(res.err().code(), make_error_code(collective_errc::protocol)) << res.err().to_string();
+  EXPECT_NE(res.err().to_string().find("op 99"), std::string::npos) << res.err().to_string();
+  EXPECT_LT(waited, 10s) << "the send thread waited for the operation timeout";
 }
 
 TEST(tcp_ring, stray_connections_are_refused_and_the_ring_still_links) {

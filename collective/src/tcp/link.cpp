@@ -1,10 +1,12 @@
 #include "troupe/collective/tcp/link.hpp"
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 
+#include "tcp/send_thread.hpp"
 #include "tcp/stream.hpp"
 
 namespace troupe::collective {
@@ -59,9 +61,12 @@ expected<void> tcp_ring_link::recv(const step_tag& tag, std::span<float> data) {
   return transfer(tag, nullptr, &data, false);
 }
 
-// Nothing moved: fails on a replaced epoch or the operation's deadline, else waits for either socket.
-expected<void> tcp_ring_link::wait_ready(const cursor& out, const cursor& in,
-                                         steady::time_point deadline) const {
+// Nothing moved: fails on a replaced epoch, the operation's deadline or a failed other half, else
+// waits for either socket.
+expected<void> tcp_ring_link::wait_ready(const cursor& out, const cursor& in, steady::time_point deadline,
+                                         const std::atomic<int>* abandon) const {
+  if (abandon && abandon->load(std::memory_order_acquire) != 0)
+    return make_unexpected(collective_errc::cancelled, "the other half of the exchange failed");
   if (opt_.current_epoch && opt_.current_epoch->load(std::memory_order_relaxed) != opt_.epoch)
     return make_unexpected(collective_errc::cancelled,
                            "ring epoch " + std::to_string(opt_.epoch) + " replaced");
@@ -77,24 +82,66 @@ expected<void> tcp_ring_link::wait_ready(const cursor& out, const cursor& in,
   return {};
 }
 
+// The receive low-water mark: poll(2) wakes when the next read can take a whole chunk (or what is
+// left of the message), not at every segment, so a rank the wire outpaces sleeps instead of
+// reading 64 KB at a time. Set only when it changes.
+void tcp_ring_link::want_readable(const cursor& in, bool accumulate) {
+  if (in.done()) return;
+  int lowat = static_cast<int>(std::clamp<std::size_t>(
+      next_read_bytes(in, accumulate, staging_.size() * sizeof(float)), 1, max_rcvlowat));
+  if (lowat == rcvlowat_) return;
+  if (::setsockopt(in_, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat) == 0) rcvlowat_ = lowat;
+}
+
 expected<void> tcp_ring_link::transfer(const step_tag& tag, const std::span<const float>* send,
                                        std::span<float>* recv, bool accumulate) {
   cursor out = outgoing(tag, send), in = incoming(recv);
   auto deadline = steady::now() + opt_.timeout;
+  bool split = send && recv && opt_.send_thread_bytes > 0 && send->size_bytes() >= opt_.send_thread_bytes;
+  if (!split) return pump(tag, out, in, accumulate, deadline, nullptr);
+  if (!sender_) sender_ = std::make_unique<send_thread>();
+  // Each half stops the other's wait when it fails; the first failure is the one returned (the other
+  // half's is only that it was stopped).
+  enum : int { none_failed, send_failed, recv_failed };
+  std::atomic<int> failed{none_failed};
+  sender_->start([&]() -> expected<void> {
+    cursor nothing;
+    auto r = pump(tag, out, nothing, false, deadline, &failed);
+    if (!r) {
+      int expect = none_failed;
+      failed.compare_exchange_strong(expect, send_failed);
+    }
+    return r;
+  });
+  cursor nothing;
+  auto received = pump(tag, nothing, in, accumulate, deadline, &failed);
+  if (!received) {
+    int expect = none_failed;
+    failed.compare_exchange_strong(expect, recv_failed);
+  }
+  auto sent = sender_->finish();
+  return failed.load() == send_failed ? sent : received;
+}
+
+expected<void> tcp_ring_link::pump(const step_tag& tag, cursor& out, cursor& in, bool accumulate,
+                                   steady::time_point deadline, const std::atomic<int>* abandon) {
+  // Each half is tried until the socket takes or gives less than asked; then both wait in poll(2),
+  // which wakes for a chunk's worth (want_readable) or for room in the send buffer.
   while (!out.done() || !in.done()) {
-    bool moved = false;
-    if (!out.done()) {
+    if (!out.done() && !out.starved) {
       auto s = send_some(out_, out);
       if (!s) return unless_cancelled(s.err(), opt_.current_epoch, tag.epoch);
-      moved = *s;
     }
-    if (!in.done()) {
+    if (!in.done() && !in.starved) {
       auto r = recv_some(in_, in, tag, accumulate, staging_);
       if (!r) return unless_cancelled(r.err(), opt_.current_epoch, tag.epoch);
-      moved = moved || *r;
     }
-    if (!moved)
-      if (auto w = wait_ready(out, in, deadline); !w) return w;
+    if (out.done() && in.done()) break;
+    if ((out.done() || out.starved) && (in.done() || in.starved)) {
+      want_readable(in, accumulate);
+      if (auto w = wait_ready(out, in, deadline, abandon); !w) return w;
+      out.starved = in.starved = false;
+    }
   }
   return {};
 }

@@ -69,8 +69,11 @@ expected<bool> send_some(int fd, cursor& out) {
   msghdr m{};
   m.msg_iov = iov;
   m.msg_iovlen = static_cast<std::size_t>(n);
+  std::size_t asked = 0;
+  for (int i = 0; i < n; ++i) asked += iov[i].iov_len;
   ssize_t w = ::sendmsg(fd, &m, MSG_NOSIGNAL);
   if (w < 0 && !would_block(errno)) return peer_gone("next rank", errno);
+  out.starved = w < static_cast<ssize_t>(asked);
   if (w <= 0) return false;
   auto wb = static_cast<std::size_t>(w);
   auto h = std::min(wb, sizeof(header) - out.header_done);
@@ -92,6 +95,7 @@ expected<bool> recv_some(int fd, cursor& in, const step_tag& tag, bool accumulat
   ssize_t r = ::recv(fd, dst, want, 0);
   if (r == 0) return peer_gone("previous rank", 0);
   if (r < 0 && !would_block(errno)) return peer_gone("previous rank", errno);
+  in.starved = r < static_cast<ssize_t>(want);
   if (r < 0) return false;
   auto rb = static_cast<std::size_t>(r);
   if (in_header) {
@@ -107,6 +111,12 @@ expected<bool> recv_some(int fd, cursor& in, const step_tag& tag, bool accumulat
     in.staged = 0;
   }
   return true;
+}
+
+std::size_t next_read_bytes(const cursor& in, bool accumulate, std::size_t chunk) {
+  if (in.header_done < sizeof(header)) return sizeof(header) - in.header_done;
+  std::size_t left = in.payload_bytes - in.payload_done;
+  return accumulate ? std::min(chunk, left) - in.staged : std::min(chunk, left);
 }
 
 error unless_cancelled(error e, const std::atomic<std::uint64_t>* current_epoch, std::uint64_t epoch) {

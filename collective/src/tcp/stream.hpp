@@ -49,6 +49,9 @@ struct cursor {
   std::size_t payload_bytes = 0, payload_done = 0;
   std::size_t staged = 0;  // accumulate: bytes in the staging buffer not yet added
   bool active = false;
+  // The last send_some left bytes the socket could not take, or the last recv_some found fewer than
+  // it asked for: calling again before poll(2) says the socket is ready would move little or nothing.
+  bool starved = false;
   bool done() const { return !active || (header_done == sizeof(header) && payload_done == payload_bytes); }
 };
 
@@ -62,6 +65,9 @@ expected<bool> send_some(int fd, cursor& out);
 // Reads what has arrived on `fd`; with `accumulate`, a chunk at a time into `staging`, added once
 // whole. protocol when the header names another exchange or size.
 expected<bool> recv_some(int fd, cursor& in, const step_tag& tag, bool accumulate, std::span<float> staging);
+// Bytes the next recv_some on `in` asks for: the rest of the header, else the rest of the current
+// chunk of `chunk` bytes (or of the payload, when it is not accumulated).
+std::size_t next_read_bytes(const cursor& in, bool accumulate, std::size_t chunk);
 
 // `e`, or `cancelled` when the ring epoch has moved past `epoch`: a neighbour that left a replaced
 // ring closed its connections, which says nothing of its health.

@@ -2,14 +2,17 @@
 // (from the previous rank, which writes to it) and one it dials (to the next rank). Every message
 // is a 28-byte header (epoch, op, step, payload bytes) and the payload; exchange() sends and
 // receives at once on non-blocking sockets, and with `accumulate` adds each received chunk as soon
-// as it is in, so the reduction overlaps the wire.
+// as it is in, so the reduction overlaps the wire. From `send_thread_bytes` up, an exchange writes
+// its outgoing half on the link's own thread while the caller's thread reads and adds, so sending,
+// receiving and reducing use two cores.
 //
 // Death and partitions: a neighbour that exits closes its connection (peer_dead at once); a
 // neighbour that is cut off or hung is found by TCP keepalive probes and TCP_USER_TIMEOUT, both set
 // to `heartbeat_timeout`, so a ring waiting on it fails within that time, not TCP's default
 // minutes. A membership change (`current_epoch`) cancels a wait within `poll_slice`.
 //
-// Threads: one link is used by one thread at a time. Ports: tcp_listener is made ahead (its port
+// Threads: one link is used by one thread at a time (it has one more of its own, started at the first
+// exchange that sends `send_thread_bytes` or more). Ports: tcp_listener is made ahead (its port
 // goes into the rendezvous), then connect() takes it.
 #pragma once
 
@@ -26,7 +29,8 @@ namespace troupe::collective {
 
 namespace tcp_detail {
 struct cursor;
-}
+class send_thread;
+}  // namespace tcp_detail
 
 // A listening socket for one rank's inbound connection.
 class tcp_listener {
@@ -53,6 +57,9 @@ struct tcp_link_options {
   std::chrono::milliseconds heartbeat_timeout{3'000};  // a silent (cut off) neighbour is dead after this
   std::chrono::milliseconds poll_slice{2};             // how often a wait looks at current_epoch
   std::size_t chunk_bytes = 256 << 10;                 // receive (and accumulate) granularity
+  // Exchanges that send at least this many payload bytes write them on the link's own thread while
+  // the caller receives; smaller ones (where handing over costs more than it overlaps) and 0: one thread.
+  std::size_t send_thread_bytes = 1 << 20;
   // When set and different from `epoch`, operations fail with `cancelled` (membership changed).
   const std::atomic<std::uint64_t>* current_epoch = nullptr;
 };
@@ -74,11 +81,21 @@ class tcp_ring_link final : public ring_link {
   tcp_ring_link(tcp_link_options o, int in_fd, int out_fd);
   expected<void> transfer(const step_tag& tag, const std::span<const float>* send, std::span<float>* recv,
                           bool accumulate);
+  // Moves `out` and `in` until both are done, the deadline passes, or `abandon` (the other thread's
+  // half failed) is non-zero.
+  expected<void> pump(const step_tag& tag, tcp_detail::cursor& out, tcp_detail::cursor& in, bool accumulate,
+                      std::chrono::steady_clock::time_point deadline, const std::atomic<int>* abandon);
   expected<void> wait_ready(const tcp_detail::cursor& out, const tcp_detail::cursor& in,
-                            std::chrono::steady_clock::time_point deadline) const;
+                            std::chrono::steady_clock::time_point deadline,
+                            const std::atomic<int>* abandon) const;
+  void want_readable(const tcp_detail::cursor& in, bool accumulate);
+  // The kernel raises the receive buffer to twice the mark; past this a mark is more buffer than batch.
+  static constexpr std::size_t max_rcvlowat = 1 << 20;
   tcp_link_options opt_;
   int in_ = -1, out_ = -1;  // from the previous rank, to the next rank
+  int rcvlowat_ = 1;        // SO_RCVLOWAT of in_
   std::vector<float> staging_;
+  std::unique_ptr<tcp_detail::send_thread> sender_;  // made at the first exchange that needs it
 };
 
 }  // namespace troupe::collective
