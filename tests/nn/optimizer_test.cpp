@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "troupe/nn/errc.hpp"
 #include "troupe/nn/optimizer.hpp"
@@ -66,6 +67,37 @@ TEST(optimizer, adam_matches_hand_computation) {
   EXPECT_NEAR(s.values[0], m, 1e-7);
   EXPECT_NEAR(s.values[1], v, 1e-7);
   EXPECT_EQ(s.step, 3u);
+}
+
+// Adam's bias correction (cached for the first steps) gives the same bits as computing it each
+// step, at any step count (inside and past the cache) and after a learning-rate change.
+TEST(optimizer, adam_bias_correction_is_exact_at_every_step_count) {
+  const double lr = 0.01, b1 = 0.9, b2 = 0.999;
+  const float eps = 1e-7f;
+  auto adam = make({.type = "adam", .learning_rate = lr, .beta1 = b1, .beta2 = b2, .epsilon = eps});
+  for (std::uint64_t before : {0ull, 1ull, 2ull, 500ull, 1022ull, 1023ull, 1024ull, 1025ull, 100000ull}) {
+    for (double rate : {lr, 0.003}) {
+      adam->set_learning_rate(rate);
+      float w[3] = {0.5f, -1.0f, 2.0f}, s[6] = {0.01f, -0.02f, 0.03f, 0.001f, 0.002f, 0.003f};
+      const float g[3] = {0.3f, -0.1f, 0.05f};
+      float rw[3], rs[6];
+      std::copy(w, w + 3, rw);
+      std::copy(s, s + 6, rs);
+      std::uint64_t step = before;
+      adam->update(w, g, s, 3, step);
+      EXPECT_EQ(step, before + 1);
+      // The kernel as written before the cache: the pow pair every step.
+      const double t = static_cast<double>(before + 1);
+      const float lr_t = static_cast<float>(rate * std::sqrt(1 - std::pow(b2, t)) / (1 - std::pow(b1, t)));
+      for (int i = 0; i < 3; ++i) {
+        rs[i] = static_cast<float>(b1) * rs[i] + (1 - static_cast<float>(b1)) * g[i];
+        rs[3 + i] = static_cast<float>(b2) * rs[3 + i] + (1 - static_cast<float>(b2)) * g[i] * g[i];
+        rw[i] -= lr_t * rs[i] / (std::sqrt(rs[3 + i]) + eps);
+      }
+      for (int i = 0; i < 3; ++i) ASSERT_EQ(w[i], rw[i]) << "step " << before + 1 << " lr " << rate;
+      for (int i = 0; i < 6; ++i) ASSERT_EQ(s[i], rs[i]) << "step " << before + 1 << " lr " << rate;
+    }
+  }
 }
 
 TEST(optimizer, sparse_rows_use_the_dense_kernel_with_per_row_steps) {
@@ -186,6 +218,58 @@ TEST(optimizer, batched_sparse_apply_matches_row_by_row) {
   }
   for (auto id : g.ids)
     for (int k = 0; k < 4; ++k) ASSERT_EQ(a.row(id)[k], b.row(id)[k]);
+}
+
+// apply_sparse reports the slots of the rows it updated (what a PS shard checkpoints next), each
+// once however often it was updated, and row_slots::id maps them back to the ids.
+TEST(optimizer, sparse_apply_reports_updated_slots_once) {
+  auto adam = make({.type = "adam", .learning_rate = 0.01});
+  embedding_table table("t", 2, 9);
+  row_slots slots(2, *adam);
+  slot_set updated;
+  sparse_grad g;
+  g.dim = 2;
+  for (std::uint64_t id = 0; id < 70; ++id) {  // more than a batch
+    g.ids.push_back(id * 1000003 + 1);
+    g.rows.insert(g.rows.end(), {0.1f, -0.2f});
+  }
+  apply_sparse(*adam, table, g.ids, g.rows.data(), slots, &updated);
+  sparse_grad h;  // half of the same ids and 10 new ones
+  h.dim = 2;
+  for (std::size_t i = 0; i < 80; i += 2) {
+    h.ids.push_back(i < 70 ? g.ids[i] : 7 + i);
+    h.rows.insert(h.rows.end(), {0.3f, 0.4f});
+  }
+  apply_sparse(*adam, table, h.ids, h.rows.data(), slots, &updated);
+  std::set<std::uint64_t> want(g.ids.begin(), g.ids.end()), got;
+  want.insert(h.ids.begin(), h.ids.end());
+  for (auto s : updated.slots()) EXPECT_TRUE(got.insert(slots.id(s)).second) << "slot " << s << " twice";
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(updated.size(), want.size());
+  updated.clear();
+  EXPECT_EQ(updated.size(), 0u);
+  apply_sparse(*adam, table, std::span(h.ids).first(1), h.rows.data(), slots, &updated);
+  ASSERT_EQ(updated.size(), 1u);
+  EXPECT_EQ(slots.id(updated.slots()[0]), h.ids[0]);
+}
+
+TEST(optimizer, slot_set_keeps_first_insertion_order_and_clears) {
+  slot_set s;
+  EXPECT_TRUE(s.insert(5));
+  EXPECT_TRUE(s.insert(100000));
+  EXPECT_FALSE(s.insert(5));
+  EXPECT_TRUE(s.insert(63));
+  EXPECT_TRUE(s.insert(64));
+  EXPECT_EQ(s.slots(), (std::vector<std::uint32_t>{5, 100000, 63, 64}));
+  EXPECT_TRUE(s.contains(100000));
+  EXPECT_FALSE(s.contains(6));
+  EXPECT_FALSE(s.contains(1u << 30));
+  s.clear();
+  EXPECT_EQ(s.size(), 0u);
+  EXPECT_FALSE(s.contains(5));
+  EXPECT_FALSE(s.contains(64));
+  EXPECT_TRUE(s.insert(64));
+  EXPECT_EQ(s.slots(), (std::vector<std::uint32_t>{64}));
 }
 
 TEST(optimizer, bad_configs_are_named) {

@@ -7,6 +7,7 @@
 // time, and a row never moves: row pointers stay valid until clear(). Not thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -62,6 +63,38 @@ class row_store {
   std::vector<entry> index_;        // capacity: a power of two, or empty
   std::vector<std::uint64_t> ids_;  // slot -> id
   std::vector<std::unique_ptr<float[]>> slabs_;
+};
+
+// A set of slot numbers (of a row_store or row_slots): one bit per slot and the slots in the order
+// they were first added. Adding touches one bit of a dense bitmap (an eighth of a byte a slot,
+// so it stays in cache where a hash set of ids would miss on every random id); clear() costs the
+// set's size, not the slots'. Not thread-safe.
+class slot_set {
+ public:
+  // Adds `slot`; true if it was not in the set.
+  bool insert(std::uint32_t slot) {
+    const std::size_t word = slot >> 6;
+    const std::uint64_t bit = std::uint64_t{1} << (slot & 63);
+    if (word >= bits_.size()) bits_.resize(std::max<std::size_t>(word + 1, 2 * bits_.size()), 0);
+    if (bits_[word] & bit) return false;
+    bits_[word] |= bit;
+    slots_.push_back(slot);
+    return true;
+  }
+  bool contains(std::uint32_t slot) const {
+    const std::size_t word = slot >> 6;
+    return word < bits_.size() && (bits_[word] >> (slot & 63) & 1) != 0;
+  }
+  std::size_t size() const { return slots_.size(); }
+  const std::vector<std::uint32_t>& slots() const { return slots_; }  // in the order first added
+  void clear() {
+    for (auto s : slots_) bits_[s >> 6] = 0;
+    slots_.clear();
+  }
+
+ private:
+  std::vector<std::uint64_t> bits_;
+  std::vector<std::uint32_t> slots_;
 };
 
 }  // namespace troupe::nn
