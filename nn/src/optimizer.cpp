@@ -155,7 +155,8 @@ float* row_slots::get(std::uint64_t id, std::uint64_t** step, std::uint32_t* slo
   const std::uint32_t i = rows_.insert(id, created);
   if (slot) *slot = i;
   if (created && (i >> row_store::kSlabShift) == steps_.size())
-    steps_.push_back(std::make_unique<std::uint64_t[]>(row_store::kSlabRows));
+    steps_.push_back(
+        static_cast<std::uint64_t*>(steps_arena_.allocate(row_store::kSlabRows * sizeof(std::uint64_t))));
   *step = this->step(i);
   if (created) **step = 0;
   return rows_.row(i);

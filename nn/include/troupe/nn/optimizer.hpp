@@ -87,11 +87,12 @@ class row_slots {
 
  private:
   std::uint64_t* step(std::uint32_t i) const {
-    return steps_[i >> row_store::kSlabShift].get() + (i & (row_store::kSlabRows - 1));
+    return steps_[i >> row_store::kSlabShift] + (i & (row_store::kSlabRows - 1));
   }
   row_store rows_;  // slots_per_element*dim floats a row, created with slot_init
   // The step counters by slot, in slabs as the rows: a counter never moves either.
-  std::vector<std::unique_ptr<std::uint64_t[]>> steps_;
+  std::vector<std::uint64_t*> steps_;
+  slab_arena steps_arena_;
 };
 
 // Applies a sparse gradient to the rows of `table` (created lazily if absent) and their slots.
