@@ -150,6 +150,20 @@ TEST(optimizer, embedding_rows_are_deterministic_from_seed_and_id) {
   EXPECT_EQ(back, rows);
 }
 
+// read_rows (batched, pipelined two batches ahead) equals row() one id at a time, for every count
+// around the batch size, with repeated ids and rows created on the way.
+TEST(optimizer, batched_read_rows_match_row_by_row) {
+  embedding_table a("emb", 16, 5), b("emb", 16, 5);
+  for (std::size_t n : {0, 1, 31, 32, 33, 64, 65, 97, 1000}) {
+    std::vector<std::uint64_t> ids;
+    for (std::size_t i = 0; i < n; ++i) ids.push_back(i % 3 == 0 ? i * 7919 % 50 : i * 104729 + n);
+    std::vector<float> got(n * 16);
+    a.read_rows(ids, got.data());
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t k = 0; k < 16; ++k) ASSERT_EQ(got[i * 16 + k], b.row(ids[i])[k]) << n << " " << i;
+  }
+}
+
 TEST(optimizer, combine_sparse_rows_sums_equal_ids) {
   std::vector<std::uint64_t> ids{3, 9, 3, 3};
   std::vector<float> rows{1, 1, 2, 2, 3, 3, 4, 4};
