@@ -11,9 +11,11 @@
 //   ps_bench --loopback [--seconds S] [--clients C]   both in this process, over 127.0.0.1
 //   ps_bench --check                           loopback, verifies the rows, also across restarts (ctest)
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <latch>
 #include <random>
@@ -29,6 +31,7 @@
 #include "troupe/nn/model.hpp"
 #include "troupe/nn/optimizer.hpp"
 #include "wire.hpp"
+#include "wire_raw.hpp"
 
 using namespace troupe;
 using namespace troupe::actors;
@@ -132,21 +135,22 @@ void push(client& c, const nn::sparse_grad& g) {
   sl[0].setTable(c.table);
   sl[0].setDim(static_cast<std::uint32_t>(g.dim));
   sl[0].setIds(kj::arrayPtr(g.ids.data(), g.ids.size()));
-  auto v = sl[0].initValues(static_cast<unsigned>(g.rows.size()));
-  for (std::size_t k = 0; k < g.rows.size(); ++k) v.set(static_cast<unsigned>(k), g.rows[k]);
+  // One memcpy into the request (wire_raw.hpp), so that the clients leave the cores to the shard.
+  auto v = wire::raw<float>(sl[0].initValues(static_cast<unsigned>(g.rows.size())));
+  std::memcpy(v.data(), g.rows.data(), g.rows.size() * sizeof(float));
   auto m = must(c.rpc->call(std::move(r), std::chrono::seconds(30)), "push");
   auto err = m.body().getPsPushReply().getError();
   if (err.size() > 0) die(std::string("push: ") + err.cStr());
 }
 
 // A client's rounds: N unique ids out of [0, space) each round, fresh from a splitmix64 stream
-// (distinct per client), deduplicated with a stamp per id, so that making a round costs a few
-// microseconds and leaves the cores to the clients and the shard; one gradient row per id, drawn
-// once (Adam's work does not depend on the values).
+// (distinct per client), deduplicated in a small open-addressing set that stays in cache, so that
+// making a round costs a few microseconds and leaves the cores to the clients and the shard; one
+// gradient row per id, drawn once (Adam's work does not depend on the values).
 class round_maker {
  public:
   round_maker(std::uint64_t seed, std::size_t n, std::uint64_t space)
-      : state_(seed), n_(n), space_(space), stamp_(space, 0) {
+      : state_(seed), n_(n), space_(space), seen_(std::bit_ceil(4 * n)) {
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<float> d(-0.01F, 0.01F);
     g_.dim = 16;
@@ -154,16 +158,20 @@ class round_maker {
     for (auto& x : g_.rows) x = d(rng);
   }
   const nn::sparse_grad& next() {
-    ++round_;
     g_.ids.clear();
+    std::fill(seen_.begin(), seen_.end(), kEmpty);
+    const std::size_t mask = seen_.size() - 1;
     while (g_.ids.size() < n_) {
       const std::uint64_t id = splitmix() % space_;
-      if (stamp_[id] != round_) stamp_[id] = round_, g_.ids.push_back(id);
+      std::size_t i = (id * 0x9E3779B97F4A7C15ULL) >> 40 & mask;
+      while (seen_[i] != kEmpty && seen_[i] != id) i = (i + 1) & mask;
+      if (seen_[i] == kEmpty) seen_[i] = id, g_.ids.push_back(id);
     }
     return g_;
   }
 
  private:
+  static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
   std::uint64_t splitmix() {
     std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
@@ -173,8 +181,7 @@ class round_maker {
   std::uint64_t state_;
   std::size_t n_;
   std::uint64_t space_;
-  std::vector<std::uint32_t> stamp_;
-  std::uint32_t round_ = 0;
+  std::vector<std::uint64_t> seen_;  // this round's ids, kEmpty where free (at most a quarter full)
   nn::sparse_grad g_;
 };
 
