@@ -43,9 +43,10 @@ place() {
   local n
   for n in 1 $clients; do
     rm -rf "$work/$name-shard"
-    start_in "$sh" "$work/$name-shard.out" "$B" --serve "$addr:29731" --work "$work/$name-shard"
+    # A port per run: the last run's connections may still hold its port (TIME_WAIT).
+    start_in "$sh" "$work/$name-shard.out" "$B" --serve "$addr:$((29730 + n))" --work "$work/$name-shard"
     wait_line "$work/$name-shard.out" listening 120 > /dev/null
-    on "$ch" "$B" --fetch "$addr:29731" --seconds "$seconds" --clients "$n" --work "$work/$name-client" |
+    on "$ch" "$B" --fetch "$addr:$((29730 + n))" --seconds "$seconds" --clients "$n" --work "$work/$name-client" |
       tag "$name"
     stop_all
     rm -f "$work/$name-shard.out"
