@@ -40,13 +40,14 @@ print(json.dumps({"bench": "redis_set_get", "clients": int(sys.argv[1]), "pipeli
 # CLIENT_HOST, both reaching ADDR.
 place() {
   local sh=$1 ch=$2 addr=$3 name=$4
-  local n
+  local n bound
   for n in 1 $clients; do
     rm -rf "$work/$name-shard"
-    # A port per run: the last run's connections may still hold its port (TIME_WAIT).
-    start_in "$sh" "$work/$name-shard.out" "$B" --serve "$addr:$((29730 + n))" --work "$work/$name-shard"
-    wait_line "$work/$name-shard.out" listening 120 > /dev/null
-    on "$ch" "$B" --fetch "$addr:$((29730 + n))" --seconds "$seconds" --clients "$n" --work "$work/$name-client" |
+    # Port 0: any free port (the last run's connections may still hold its port), read back from
+    # the shard's "listening" line.
+    start_in "$sh" "$work/$name-shard.out" "$B" --serve "$addr:0" --work "$work/$name-shard"
+    bound=$(wait_line "$work/$name-shard.out" listening 120 | sed 's/.*"listening":"\([^"]*\)".*/\1/')
+    on "$ch" "$B" --fetch "$bound" --seconds "$seconds" --clients "$n" --work "$work/$name-client" |
       tag "$name"
     stop_all
     rm -f "$work/$name-shard.out"
