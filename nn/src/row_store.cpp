@@ -41,6 +41,7 @@ void slab_arena::clear() {
   next_ = nullptr;
   left_ = 0;
 }
+
 std::uint32_t row_store::find(std::uint64_t id) const {
   if (capacity_ == 0) return npos;
   const std::size_t mask = capacity_ - 1;

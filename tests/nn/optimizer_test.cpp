@@ -210,6 +210,22 @@ TEST(row_store, rows_keep_their_place_across_slabs_and_index_growth) {
   EXPECT_EQ(rs.row(rs.insert(5, created))[0], 0.5f);
 }
 
+// Rows of 16 floats are one cache line each (64-byte aligned) in the first slab and in the slabs
+// carved out of huge blocks after it, also after clear() and when the index outgrows 2 MB.
+TEST(row_store, rows_are_cache_line_aligned_across_slabs_and_clear) {
+  row_store rs(16, 0.25f);
+  bool created = false;
+  for (int round = 0; round < 2; ++round) {
+    for (std::uint64_t id = 0; id < 140000; ++id) {  // 35 slabs; an index of 512k entries (8 MB)
+      const float* r = rs.row(rs.insert(id * 7 + 1, created));
+      ASSERT_EQ(reinterpret_cast<std::uintptr_t>(r) % 64, 0u) << "row " << id;
+      ASSERT_EQ(r[15], 0.25f);
+    }
+    EXPECT_EQ(rs.find(7 * 139999 + 1), 139999u);
+    rs.clear();
+  }
+}
+
 // apply_sparse in batches equals one update per row, for more rows than a batch.
 TEST(optimizer, batched_sparse_apply_matches_row_by_row) {
   auto adam = make({.type = "adam", .learning_rate = 0.01});
