@@ -28,6 +28,7 @@ on() {
 start_in() {
   local host=$1 out=$2
   shift 2
+  rm -f "$out.pid"  # an earlier process's, if OUT is used again: its pid would be taken for this one's
   on "$host" bash -c 'echo $$ > "$0.pid"; exec "$@"' "$out" "$@" > "$out" 2>&1 &
   local deadline=$((SECONDS + 10))
   until [[ -s "$out.pid" ]]; do

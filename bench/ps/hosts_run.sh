@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# PS sparse pull+push across hosts (issue 19): ps_bench's client on h2 against a PS shard process
+# PS sparse pull+push across hosts (issue 19): ps_bench's clients on h2 against a PS shard process
 # on h1 (the real shard actor, over the transport), then Redis on the same host pair, same run:
 # redis-server on h1, redis-benchmark on h2, pipelined SET and GET of 64-byte values (-P 1000,
-# 1M random keys), with one client (one batch of 1000 in flight, as ps_bench) and with
-# redis-benchmark's default 50. Then the same on this host over loopback. Redis without
-# persistence (--save '' --appendonly no), the shard with its periodic checkpoint off (one an hour).
-# Prints JSON lines (each with the load average) and a summary line per place.
+# 1M random keys), with one client (one batch of 1000 in flight, as one ps_bench client) and with
+# redis-benchmark's default 50. The shard is measured with 1 client and with each count of
+# CLIENTS (each client its own connection and thread, as that many workers; a fresh shard each
+# time); 1 client is compared with Redis' 1 client, several with Redis' 50. Then the same on this
+# host over loopback. Redis without persistence (--save '' --appendonly no), the shard with its
+# periodic checkpoint off (one an hour). Prints JSON lines (each with the load average) and a
+# summary line per place and client count.
 # Root, a release build (ps_bench) and `scripts/install-deps.sh --bench` (redis-server, redis-tools)
 # needed. The hosts are shared: run under flock -o /tmp/troupe-hosts.lock.
-# Usage: bench/ps/hosts_run.sh [hosts|loopback|both] [SECONDS]
+# Usage: bench/ps/hosts_run.sh [hosts|loopback|both] [SECONDS] [CLIENTS, default "4 8"]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 here=$(pwd)
@@ -16,6 +19,7 @@ S=$here/scripts/hosts.sh
 B=$here/build/release/bench/ps/ps_bench
 what=${1:-both}
 seconds=${2:-10}
+clients=${3:-4 8}
 work=/var/tmp/troupe-ps-hosts-$$
 mkdir -p "$work"
 source "$here/bench/common/hosts_lib.sh"
@@ -36,10 +40,18 @@ print(json.dumps({"bench": "redis_set_get", "clients": int(sys.argv[1]), "pipeli
 # CLIENT_HOST, both reaching ADDR.
 place() {
   local sh=$1 ch=$2 addr=$3 name=$4
-  start_in "$sh" "$work/$name-shard.out" "$B" --serve "$addr:29731" --work "$work/$name-shard"
-  wait_line "$work/$name-shard.out" listening 120 > /dev/null
-  on "$ch" "$B" --fetch "$addr:29731" --seconds "$seconds" --work "$work/$name-client" | tag "$name"
-  stop_all
+  local n bound
+  for n in 1 $clients; do
+    rm -rf "$work/$name-shard"
+    # Port 0: any free port (the last run's connections may still hold its port), read back from
+    # the shard's "listening" line.
+    start_in "$sh" "$work/$name-shard.out" "$B" --serve "$addr:0" --work "$work/$name-shard"
+    bound=$(wait_line "$work/$name-shard.out" listening 120 | sed 's/.*"listening":"\([^"]*\)".*/\1/')
+    on "$ch" "$B" --fetch "$bound" --seconds "$seconds" --clients "$n" --work "$work/$name-client" |
+      tag "$name"
+    stop_all
+    rm -f "$work/$name-shard.out"
+  done
   start_in "$sh" "$work/$name-redis.out" redis-server --bind "$addr" --port 6399 --save '' \
     --appendonly no --protected-mode no --dir "$work"
   wait_line "$work/$name-redis.out" "Ready to accept" 30 > /dev/null
@@ -57,10 +69,12 @@ if [[ $what != hosts ]]; then place local local 127.0.0.1 loopback; fi
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 for place in dict.fromkeys(r["place"] for r in rows):
-    ps = next(r for r in rows if r["place"] == place and r["bench"] == "ps_pull_push")
     red = {r["clients"]: r["ops_per_s"] for r in rows if r["place"] == place and r["bench"] == "redis_set_get"}
-    print(json.dumps({"bench": "ps_vs_redis", "place": place, "ps_rows_per_s": round(ps["rows_per_s"]),
-                      "redis_1_client_ops_per_s": red[1], "redis_50_clients_ops_per_s": red[50],
-                      "ratio_vs_1_client": round(ps["rows_per_s"] / red[1], 2),
-                      "ratio_vs_50_clients": round(ps["rows_per_s"] / red[50], 2), "target": 10}))
+    for ps in (r for r in rows if r["place"] == place and r["bench"] == "ps_pull_push"):
+        n = ps["clients"]
+        peer = 1 if n == 1 else 50
+        print(json.dumps({"bench": "ps_vs_redis", "place": place, "ps_clients": n,
+                          "ps_rows_per_s": round(ps["rows_per_s"]), "redis_clients": peer,
+                          "redis_ops_per_s": red[peer], "ratio": round(ps["rows_per_s"] / red[peer], 2),
+                          "target": 10}))
 PY

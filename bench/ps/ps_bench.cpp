@@ -1,17 +1,25 @@
-// PS sparse pull+push (issue 19): rows/s one worker gets from one PS shard over the transport.
-// The shard is the real PS shard actor (ps_shard_host.hpp) in a server process; the client does
+// PS sparse pull+push (issue 19): rows/s workers get from one PS shard over the transport.
+// The shard is the real PS shard actor (ps_shard_host.hpp) in a server process; each client does
 // what a worker's step does to it: pull the rows of N unique ids (1000, fresh each round, from a
 // key space of 1M), copy them out, then push one gradient row per id (applied with Adam), one
-// request in flight. Rows are 16 floats (64 bytes). rows/s counts pulled + pushed rows.
+// request in flight. With --clients C, C such clients run at once, each with its own transport
+// endpoint (connection) and thread, as C workers would. Rows are 16 floats (64 bytes). rows/s
+// counts pulled + pushed rows of all clients over the measured wall-clock window.
 //   ps_bench --serve HOST:PORT [--work DIR]   the shard; runs until SIGINT/SIGTERM
-//   ps_bench --fetch HOST:PORT [--seconds S] [--ids N] [--work DIR]   the client; one JSON line
-//   ps_bench --loopback [--seconds S]          both in this process, over 127.0.0.1
-//   ps_bench --check                           loopback, one round, verifies the rows (ctest)
+//   ps_bench --fetch HOST:PORT [--seconds S] [--ids N] [--clients C] [--work DIR]
+//                                              the clients; one JSON line
+//   ps_bench --loopback [--seconds S] [--clients C]   both in this process, over 127.0.0.1
+//   ps_bench --check                           loopback, verifies the rows, also across restarts (ctest)
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <latch>
 #include <random>
-#include <unordered_set>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
@@ -23,6 +31,7 @@
 #include "troupe/nn/model.hpp"
 #include "troupe/nn/optimizer.hpp"
 #include "wire.hpp"
+#include "wire_raw.hpp"
 
 using namespace troupe;
 using namespace troupe::actors;
@@ -64,29 +73,41 @@ std::pair<std::string, std::uint16_t> split_addr(const std::string& a) {
   return {a.substr(0, c), static_cast<std::uint16_t>(std::stoi(a.substr(c + 1)))};
 }
 
-// The client: an endpoint connected to the shard, and the model's 16-float table (its name, and
-// the rows a shard creates for fresh ids).
+// The bench model's 16-float table: its name, and the rows a shard creates for fresh ids.
+struct bench_model {
+  std::unique_ptr<nn::model> model;
+  nn::embedding_table* table = nullptr;
+};
+
+bench_model load_model(const bench_data& b) {
+  bench_model m;
+  auto store = must(storage::record_store::open(b.data.train_dir), "store");
+  m.model = must(build_model(b.spec, store), "model");
+  for (auto* t : m.model->embedding_tables())
+    if (t->dim() == 16) m.table = t;
+  if (!m.table) die("the bench model has no 16-float embedding table");
+  return m;
+}
+
+// One client: an endpoint of its own connected to the shard.
 struct client {
   std::unique_ptr<endpoint> net;
   std::unique_ptr<rpc_client> rpc;
-  std::unique_ptr<nn::model> model;
-  nn::embedding_table* table = nullptr;
   std::string shard;
+  std::string table;
+  std::size_t dim = 0;
   std::vector<float> rows;  // the last pull's rows
 };
 
-client connect(const bench_data& b, const std::string& addr) {
+client connect(const bench_data& b, const nn::embedding_table& table, const std::string& addr, int index) {
   client c;
   transport_config cfg = b.spec.transport;
   cfg.token = "ps-bench";
-  c.net = must(endpoint::create(node_id{"worker-0", 1}, cfg), "endpoint");
+  c.net = must(endpoint::create(node_id{"worker-" + std::to_string(index), 1}, cfg), "endpoint");
   c.shard = must(c.net->connect(addr, false), "connect").name;
   c.rpc = must(rpc_client::create(*c.net, "ps-rpc"), "rpc");
-  auto store = must(storage::record_store::open(b.data.train_dir), "store");
-  c.model = must(build_model(b.spec, store), "model");
-  for (auto* t : c.model->embedding_tables())
-    if (t->dim() == 16) c.table = t;
-  if (!c.table) die("the bench model has no 16-float embedding table");
+  c.table = table.name();
+  c.dim = table.dim();
   return c;
 }
 
@@ -95,7 +116,7 @@ void pull(client& c, const std::vector<std::uint64_t>& ids) {
   auto p = r.out.body().initPsPull();
   p.initDense(0);
   auto refs = p.initSparse(1);
-  refs[0].setTable(c.table->name());
+  refs[0].setTable(c.table);
   refs[0].setIds(kj::arrayPtr(ids.data(), ids.size()));
   auto m = must(c.rpc->call(std::move(r), std::chrono::seconds(30)), "pull");
   auto rep = m.body().getPsPullReply();
@@ -103,7 +124,7 @@ void pull(client& c, const std::vector<std::uint64_t>& ids) {
   if (rep.getSparse().size() != 1 || rep.getSparse()[0].getIds().size() != ids.size())
     die("pull: the reply does not hold the rows asked for");
   wire::to_vector(rep.getSparse()[0].getValues(), c.rows);
-  if (c.rows.size() != ids.size() * c.table->dim()) die("pull: rows of the wrong size");
+  if (c.rows.size() != ids.size() * c.dim) die("pull: rows of the wrong size");
 }
 
 void push(client& c, const nn::sparse_grad& g) {
@@ -111,82 +132,176 @@ void push(client& c, const nn::sparse_grad& g) {
   auto p = r.out.body().initPsPush();
   p.initDense(0);
   auto sl = p.initSparse(1);
-  sl[0].setTable(c.table->name());
+  sl[0].setTable(c.table);
   sl[0].setDim(static_cast<std::uint32_t>(g.dim));
   sl[0].setIds(kj::arrayPtr(g.ids.data(), g.ids.size()));
-  auto v = sl[0].initValues(static_cast<unsigned>(g.rows.size()));
-  for (std::size_t k = 0; k < g.rows.size(); ++k) v.set(static_cast<unsigned>(k), g.rows[k]);
+  // One memcpy into the request (wire_raw.hpp), so that the clients leave the cores to the shard.
+  auto v = wire::raw<float>(sl[0].initValues(static_cast<unsigned>(g.rows.size())));
+  std::memcpy(v.data(), g.rows.data(), g.rows.size() * sizeof(float));
   auto m = must(c.rpc->call(std::move(r), std::chrono::seconds(30)), "push");
   auto err = m.body().getPsPushReply().getError();
   if (err.size() > 0) die(std::string("push: ") + err.cStr());
 }
 
-// N unique ids out of [0, space), and a gradient row for each.
-void next_round(std::mt19937_64& rng, std::size_t n, std::uint64_t space, nn::sparse_grad& g) {
-  std::unordered_set<std::uint64_t> seen;
-  g.clear();
-  g.dim = 16;
-  while (g.ids.size() < n)
-    if (auto id = rng() % space; seen.insert(id).second) g.ids.push_back(id);
-  std::uniform_real_distribution<float> d(-0.01F, 0.01F);
-  g.rows.resize(n * g.dim);
-  for (auto& x : g.rows) x = d(rng);
-}
-
-// Pulls and pushes for `seconds` (after 20 warm-up rounds); one JSON line.
-void run_rounds(client& c, double seconds, std::size_t n, const std::string& where) {
-  std::mt19937_64 rng(42);
-  nn::sparse_grad g;
-  for (int i = 0; i < 20; ++i) {
-    next_round(rng, n, 1'000'000, g);
-    pull(c, g.ids);
-    push(c, g);
+// A client's rounds: N unique ids out of [0, space) each round, fresh from a splitmix64 stream
+// (distinct per client), deduplicated in a small open-addressing set that stays in cache, so that
+// making a round costs a few microseconds and leaves the cores to the clients and the shard; one
+// gradient row per id, drawn once (Adam's work does not depend on the values).
+class round_maker {
+ public:
+  round_maker(std::uint64_t seed, std::size_t n, std::uint64_t space)
+      : state_(seed), n_(n), space_(space), seen_(std::bit_ceil(4 * n)) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> d(-0.01F, 0.01F);
+    g_.dim = 16;
+    g_.rows.resize(n * g_.dim);
+    for (auto& x : g_.rows) x = d(rng);
   }
+  const nn::sparse_grad& next() {
+    g_.ids.clear();
+    std::fill(seen_.begin(), seen_.end(), kEmpty);
+    const std::size_t mask = seen_.size() - 1;
+    while (g_.ids.size() < n_) {
+      const std::uint64_t id = splitmix() % space_;
+      std::size_t i = (id * 0x9E3779B97F4A7C15ULL) >> 40 & mask;
+      while (seen_[i] != kEmpty && seen_[i] != id) i = (i + 1) & mask;
+      if (seen_[i] == kEmpty) seen_[i] = id, g_.ids.push_back(id);
+    }
+    return g_;
+  }
+
+ private:
+  static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
+  std::uint64_t splitmix() {
+    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  std::uint64_t state_;
+  std::size_t n_;
+  std::uint64_t space_;
+  std::vector<std::uint64_t> seen_;  // this round's ids, kEmpty where free (at most a quarter full)
+  nn::sparse_grad g_;
+};
+
+struct client_result {
   std::uint64_t rounds = 0;
-  double busy = 0, t0 = now_s();
-  while (now_s() - t0 < seconds) {
-    next_round(rng, n, 1'000'000, g);  // not timed: the ids and gradients a worker's step makes
-    double s = now_s();
-    pull(c, g.ids);
-    push(c, g);
-    busy += now_s() - s;
-    ++rounds;
+  double seconds = 0;  // from the common start to this client's last reply
+};
+
+// `clients` clients pull and push for `seconds` (after 20 warm-up rounds each, then a common
+// start); one JSON line: all clients' rows over the window from the start to the last reply, and
+// each client's own rows/s.
+void run_rounds(const bench_data& b, const nn::embedding_table& table, const std::string& addr, int clients,
+                double seconds, std::size_t n, const std::string& where) {
+  std::vector<client> cs;
+  for (int i = 0; i < clients; ++i) cs.push_back(connect(b, table, addr, i));
+  std::vector<client_result> res(static_cast<std::size_t>(clients));
+  std::latch warm(clients), go(1);
+  double t0 = 0;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < clients; ++i)
+    threads.emplace_back([&, i] {
+      auto& c = cs[static_cast<std::size_t>(i)];
+      round_maker rounds(42 + static_cast<std::uint64_t>(i) * 7919, n, 1'000'000);
+      for (int w = 0; w < 20; ++w) {
+        const auto& g = rounds.next();
+        pull(c, g.ids);
+        push(c, g);
+      }
+      warm.count_down();
+      go.wait();
+      auto& r = res[static_cast<std::size_t>(i)];
+      const double end = t0 + seconds;
+      double t = now_s();
+      while (t < end) {
+        const auto& g = rounds.next();
+        pull(c, g.ids);
+        push(c, g);
+        ++r.rounds;
+        t = now_s();
+      }
+      r.seconds = t - t0;
+    });
+  warm.wait();
+  t0 = now_s();
+  go.count_down();
+  for (auto& t : threads) t.join();
+  double window = 0;
+  std::uint64_t rounds = 0;
+  nlohmann::json per = nlohmann::json::array();
+  for (const auto& r : res) {
+    window = std::max(window, r.seconds);
+    rounds += r.rounds;
+    per.push_back(std::round(2.0 * static_cast<double>(r.rounds * n) / r.seconds));
   }
   const double rows = 2.0 * static_cast<double>(rounds * n);
   nlohmann::json j = {{"bench", "ps_pull_push"},
                       {"where", where},
+                      {"clients", clients},
                       {"ids_per_request", n},
                       {"row_bytes", 64},
                       {"rounds", rounds},
-                      {"rows_per_s", rows / busy},
-                      {"mb_per_s", rows * 64 / busy / 1e6},
-                      {"round_ms", busy / static_cast<double>(rounds) * 1e3}};
+                      {"rows_per_s", rows / window},
+                      {"mb_per_s", rows * 64 / window / 1e6},
+                      {"round_ms", window * clients / static_cast<double>(rounds) * 1e3},
+                      {"per_client_rows_per_s", per}};
   std::printf("%s\n", j.dump().c_str());
   std::fflush(stdout);
 }
 
-// One round on a fresh shard: the pulled rows are the table's initial rows; after the push, a
-// second pull returns what the same optimizer makes of them here.
-int check(client& c, const bench_data& b) {
-  std::mt19937_64 rng(7);
-  nn::sparse_grad g;
-  next_round(rng, 1000, 1'000'000, g);
-  pull(c, g.ids);
-  std::vector<float> want(16);
-  for (std::size_t i = 0; i < g.ids.size(); ++i) {
-    c.table->init_row(g.ids[i], want.data());
-    if (!std::equal(want.begin(), want.end(), c.rows.begin() + static_cast<std::ptrdiff_t>(i * 16)))
-      die("check: pulled row " + std::to_string(g.ids[i]) + " is not its initial value");
-  }
+// The rows of `ids` pulled from the shard equal those of `table` here.
+void expect_rows(client& c, nn::embedding_table& table, const std::vector<std::uint64_t>& ids,
+                 const char* when) {
+  pull(c, ids);
+  std::vector<float> local(ids.size() * 16);
+  table.read_rows(ids, local.data());
+  if (local != c.rows) die(std::string("check: rows ") + when + " differ from the optimizer's update here");
+}
+
+// Three shards on the same work directory, one after the other, against the same optimizer here:
+// a fresh one (pulled rows are the table's initial rows; after a push, a pull returns what the
+// optimizer makes of them), stopped (its first checkpoint: full); one restored from it, pushed
+// half of the same ids and new ones, stopped (an incremental checkpoint: only the rows pushed
+// since the restore); one restored from both, which must return every row as here.
+int check(const bench_data& b, nn::embedding_table& table, const std::string& shard_work) {
+  round_maker rounds(7, 1000, 1'000'000);
+  const nn::sparse_grad g = rounds.next();
+  nn::sparse_grad h = rounds.next();
+  std::copy(g.ids.begin(), g.ids.begin() + 500, h.ids.begin());
   auto opt = must(nn::make_optimizer(b.spec.nn.train.optimizer), "optimizer");
   nn::row_slots slots(16, *opt);
-  nn::apply_sparse(*opt, *c.table, g, slots);
-  push(c, g);
-  pull(c, g.ids);
-  std::vector<float> local(g.ids.size() * 16);
-  c.table->read_rows(g.ids, local.data());
-  if (local != c.rows) die("check: rows after the push differ from the optimizer's update");
-  std::printf("{\"bench\":\"ps_pull_push_check\",\"rows\":%zu,\"ok\":true}\n", g.ids.size());
+  auto shard = [&] {
+    return must(bench::shard_host::start(b.spec, b.data, shard_work, "127.0.0.1", 0), "shard");
+  };
+  {
+    auto s = shard();
+    auto c = connect(b, table, s->bound(), 0);
+    pull(c, g.ids);
+    std::vector<float> want(16);
+    for (std::size_t i = 0; i < g.ids.size(); ++i) {
+      table.init_row(g.ids[i], want.data());
+      if (!std::equal(want.begin(), want.end(), c.rows.begin() + static_cast<std::ptrdiff_t>(i * 16)))
+        die("check: pulled row " + std::to_string(g.ids[i]) + " is not its initial value");
+    }
+    nn::apply_sparse(*opt, table, g, slots);
+    push(c, g);
+    expect_rows(c, table, g.ids, "after the push");
+  }
+  {
+    auto s = shard();
+    auto c = connect(b, table, s->bound(), 0);
+    expect_rows(c, table, g.ids, "restored from the full checkpoint");
+    nn::apply_sparse(*opt, table, h, slots);
+    push(c, h);
+  }
+  auto s = shard();
+  auto c = connect(b, table, s->bound(), 0);
+  expect_rows(c, table, g.ids, "restored from the incremental checkpoint");
+  expect_rows(c, table, h.ids, "restored from the incremental checkpoint");
+  std::printf("{\"bench\":\"ps_pull_push_check\",\"rows\":%zu,\"restarts\":2,\"ok\":true}\n",
+              g.ids.size() + h.ids.size() - 500);
   return 0;
 }
 
@@ -211,6 +326,7 @@ int main(int argc, char** argv) {
   std::string mode, addr, work = (fs::temp_directory_path() / "troupe-ps-bench").string();
   double seconds = 5;
   std::size_t ids = 1000;
+  int clients = 1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&]() -> std::string { return i + 1 < argc ? argv[++i] : (die(a + " needs a value"), ""); };
@@ -222,6 +338,8 @@ int main(int argc, char** argv) {
       seconds = std::stod(val());
     else if (a == "--ids")
       ids = std::stoul(val());
+    else if (a == "--clients")
+      clients = std::stoi(val());
     else if (a == "--work")
       work = val();
     else
@@ -231,22 +349,21 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   auto b = prepare(work);
   if (mode == "serve") return serve(b, work, addr);
+  if (clients < 1) die("--clients must be >= 1");
+  auto model = load_model(b);
   if (mode == "fetch") {
-    auto c = connect(b, addr);
-    run_rounds(c, seconds, ids, addr);
+    run_rounds(b, *model.table, addr, clients, seconds, ids, addr);
     return 0;
   }
   // Loopback and check: a fresh shard (no checkpoint from an earlier run) in this process.
   const std::string shard_work = work + "/shard-" + std::to_string(::getpid());
   fs::remove_all(shard_work);
   int rc = 0;
-  {
+  if (mode == "check") {
+    rc = check(b, *model.table, shard_work);
+  } else {
     auto h = must(bench::shard_host::start(b.spec, b.data, shard_work, "127.0.0.1", 0), "shard");
-    auto c = connect(b, h->bound());
-    if (mode == "check")
-      rc = check(c, b);
-    else
-      run_rounds(c, seconds, ids, "loopback");
+    run_rounds(b, *model.table, h->bound(), clients, seconds, ids, "loopback");
   }
   fs::remove_all(shard_work);
   return rc;

@@ -1,8 +1,10 @@
 #include "troupe/nn/optimizer.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "troupe/nn/errc.hpp"
 
@@ -79,15 +81,18 @@ class adam final : public optimizer {
         eps_(static_cast<float>(c.epsilon)),
         wd_(static_cast<float>(c.weight_decay)) {
     lr_ = c.learning_rate;
+    for (std::size_t t = 1; t < kCached; ++t) correction_[t] = correction(static_cast<double>(t));
   }
   const char* name() const override { return "adam"; }
   std::size_t slots_per_element() const override { return 2; }
   void update(float* __restrict w, const float* __restrict g, float* __restrict s, std::size_t n,
               std::uint64_t& step) const override {
     ++step;
-    const double t = static_cast<double>(step);
-    // Bias-corrected step size, as in Kingma & Ba (and TF's Adam: epsilon outside the sqrt).
-    const float lr_t = static_cast<float>(lr_ * std::sqrt(1 - std::pow(b2_, t)) / (1 - std::pow(b1_, t)));
+    // Bias-corrected step size, as in Kingma & Ba (and TF's Adam: epsilon outside the sqrt). The
+    // correction of the first kCached steps is computed once: a PS shard updates each row with its
+    // own step count (lazy Adam), so it would otherwise pay a pow pair per row.
+    const auto [num, den] = step < kCached ? correction_[step] : correction(static_cast<double>(step));
+    const float lr_t = static_cast<float>(lr_ * num / den);
     const float b1 = static_cast<float>(b1_), b2 = static_cast<float>(b2_);
     float* __restrict m = s;
     float* __restrict v = s + n;
@@ -100,8 +105,15 @@ class adam final : public optimizer {
   }
 
  private:
+  // sqrt(1 - b2^t) and 1 - b1^t: lr_t = lr * first / second (the same operations in the same order
+  // whether cached or not, so that both give the same bits; lr may change between steps).
+  std::pair<double, double> correction(double t) const {
+    return {std::sqrt(1 - std::pow(b2_, t)), 1 - std::pow(b1_, t)};
+  }
+  static constexpr std::uint64_t kCached = 1024;
   double b1_, b2_;
   float eps_, wd_;
+  std::array<std::pair<double, double>, kCached> correction_{};
 };
 
 }  // namespace
@@ -138,11 +150,13 @@ void apply_dense(const optimizer& opt, tensor& value, const tensor& grad, dense_
 row_slots::row_slots(std::size_t dim, const optimizer& opt)
     : rows_(dim * opt.slots_per_element(), opt.slot_init()) {}
 
-float* row_slots::get(std::uint64_t id, std::uint64_t** step) {
+float* row_slots::get(std::uint64_t id, std::uint64_t** step, std::uint32_t* slot) {
   bool created = false;
   const std::uint32_t i = rows_.insert(id, created);
+  if (slot) *slot = i;
   if (created && (i >> row_store::kSlabShift) == steps_.size())
-    steps_.push_back(std::make_unique<std::uint64_t[]>(row_store::kSlabRows));
+    steps_.push_back(
+        static_cast<std::uint64_t*>(steps_arena_.allocate(row_store::kSlabRows * sizeof(std::uint64_t))));
   *step = this->step(i);
   if (created) **step = 0;
   return rows_.row(i);
@@ -167,12 +181,13 @@ void row_slots::write(std::uint64_t id, const float* in, std::uint64_t step) {
 // (the rows of random ids are cache misses): the index entries of the next batch are prefetched
 // while this batch's rows are found (and prefetched), then this batch is updated.
 void apply_sparse(const optimizer& opt, embedding_table& table, std::span<const std::uint64_t> ids,
-                  const float* rows, row_slots& slots) {
+                  const float* rows, row_slots& slots, slot_set* updated) {
   constexpr std::size_t kBatch = 32;
   const std::size_t dim = table.dim(), width = slots.width();
   float* w[kBatch];
   float* s[kBatch];
   std::uint64_t* step[kBatch];
+  std::uint32_t slot[kBatch];
   for (std::size_t base = 0; base < ids.size(); base += kBatch) {
     const std::size_t n = std::min(kBatch, ids.size() - base);
     for (std::size_t j = base + kBatch; j < std::min(base + 2 * kBatch, ids.size()); ++j) {
@@ -181,7 +196,7 @@ void apply_sparse(const optimizer& opt, embedding_table& table, std::span<const 
     }
     for (std::size_t j = 0; j < n; ++j) {
       w[j] = table.row(ids[base + j]);
-      s[j] = slots.get(ids[base + j], &step[j]);
+      s[j] = slots.get(ids[base + j], &step[j], &slot[j]);
       __builtin_prefetch(w[j], 1);
       __builtin_prefetch(w[j] + dim - 1, 1);
       __builtin_prefetch(s[j], 1);
@@ -190,6 +205,8 @@ void apply_sparse(const optimizer& opt, embedding_table& table, std::span<const 
       __builtin_prefetch(step[j], 1);
     }
     for (std::size_t j = 0; j < n; ++j) opt.update(w[j], rows + (base + j) * dim, s[j], dim, *step[j]);
+    if (updated)
+      for (std::size_t j = 0; j < n; ++j) updated->insert(slot[j]);
   }
 }
 

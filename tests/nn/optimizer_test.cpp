@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "troupe/nn/errc.hpp"
 #include "troupe/nn/optimizer.hpp"
@@ -68,6 +69,37 @@ TEST(optimizer, adam_matches_hand_computation) {
   EXPECT_EQ(s.step, 3u);
 }
 
+// Adam's bias correction (cached for the first steps) gives the same bits as computing it each
+// step, at any step count (inside and past the cache) and after a learning-rate change.
+TEST(optimizer, adam_bias_correction_is_exact_at_every_step_count) {
+  const double lr = 0.01, b1 = 0.9, b2 = 0.999;
+  const float eps = 1e-7f;
+  auto adam = make({.type = "adam", .learning_rate = lr, .beta1 = b1, .beta2 = b2, .epsilon = eps});
+  for (std::uint64_t before : {0ull, 1ull, 2ull, 500ull, 1022ull, 1023ull, 1024ull, 1025ull, 100000ull}) {
+    for (double rate : {lr, 0.003}) {
+      adam->set_learning_rate(rate);
+      float w[3] = {0.5f, -1.0f, 2.0f}, s[6] = {0.01f, -0.02f, 0.03f, 0.001f, 0.002f, 0.003f};
+      const float g[3] = {0.3f, -0.1f, 0.05f};
+      float rw[3], rs[6];
+      std::copy(w, w + 3, rw);
+      std::copy(s, s + 6, rs);
+      std::uint64_t step = before;
+      adam->update(w, g, s, 3, step);
+      EXPECT_EQ(step, before + 1);
+      // The kernel as written before the cache: the pow pair every step.
+      const double t = static_cast<double>(before + 1);
+      const float lr_t = static_cast<float>(rate * std::sqrt(1 - std::pow(b2, t)) / (1 - std::pow(b1, t)));
+      for (int i = 0; i < 3; ++i) {
+        rs[i] = static_cast<float>(b1) * rs[i] + (1 - static_cast<float>(b1)) * g[i];
+        rs[3 + i] = static_cast<float>(b2) * rs[3 + i] + (1 - static_cast<float>(b2)) * g[i] * g[i];
+        rw[i] -= lr_t * rs[i] / (std::sqrt(rs[3 + i]) + eps);
+      }
+      for (int i = 0; i < 3; ++i) ASSERT_EQ(w[i], rw[i]) << "step " << before + 1 << " lr " << rate;
+      for (int i = 0; i < 6; ++i) ASSERT_EQ(s[i], rs[i]) << "step " << before + 1 << " lr " << rate;
+    }
+  }
+}
+
 TEST(optimizer, sparse_rows_use_the_dense_kernel_with_per_row_steps) {
   auto adam = make({.type = "adam", .learning_rate = 0.01});
   embedding_table table("t", 2, 9, {embedding_init::kind::zeros, 0});
@@ -118,6 +150,20 @@ TEST(optimizer, embedding_rows_are_deterministic_from_seed_and_id) {
   EXPECT_EQ(back, rows);
 }
 
+// read_rows (batched, pipelined two batches ahead) equals row() one id at a time, for every count
+// around the batch size, with repeated ids and rows created on the way.
+TEST(optimizer, batched_read_rows_match_row_by_row) {
+  embedding_table a("emb", 16, 5), b("emb", 16, 5);
+  for (std::size_t n : {0, 1, 31, 32, 33, 64, 65, 97, 1000}) {
+    std::vector<std::uint64_t> ids;
+    for (std::size_t i = 0; i < n; ++i) ids.push_back(i % 3 == 0 ? i * 7919 % 50 : i * 104729 + n);
+    std::vector<float> got(n * 16);
+    a.read_rows(ids, got.data());
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t k = 0; k < 16; ++k) ASSERT_EQ(got[i * 16 + k], b.row(ids[i])[k]) << n << " " << i;
+  }
+}
+
 TEST(optimizer, combine_sparse_rows_sums_equal_ids) {
   std::vector<std::uint64_t> ids{3, 9, 3, 3};
   std::vector<float> rows{1, 1, 2, 2, 3, 3, 4, 4};
@@ -164,6 +210,22 @@ TEST(row_store, rows_keep_their_place_across_slabs_and_index_growth) {
   EXPECT_EQ(rs.row(rs.insert(5, created))[0], 0.5f);
 }
 
+// Rows of 16 floats are one cache line each (64-byte aligned) in the first slab and in the slabs
+// carved out of huge blocks after it, also after clear() and when the index outgrows 2 MB.
+TEST(row_store, rows_are_cache_line_aligned_across_slabs_and_clear) {
+  row_store rs(16, 0.25f);
+  bool created = false;
+  for (int round = 0; round < 2; ++round) {
+    for (std::uint64_t id = 0; id < 140000; ++id) {  // 35 slabs; an index of 512k entries (8 MB)
+      const float* r = rs.row(rs.insert(id * 7 + 1, created));
+      ASSERT_EQ(reinterpret_cast<std::uintptr_t>(r) % 64, 0u) << "row " << id;
+      ASSERT_EQ(r[15], 0.25f);
+    }
+    EXPECT_EQ(rs.find(7 * 139999 + 1), 139999u);
+    rs.clear();
+  }
+}
+
 // apply_sparse in batches equals one update per row, for more rows than a batch.
 TEST(optimizer, batched_sparse_apply_matches_row_by_row) {
   auto adam = make({.type = "adam", .learning_rate = 0.01});
@@ -186,6 +248,58 @@ TEST(optimizer, batched_sparse_apply_matches_row_by_row) {
   }
   for (auto id : g.ids)
     for (int k = 0; k < 4; ++k) ASSERT_EQ(a.row(id)[k], b.row(id)[k]);
+}
+
+// apply_sparse reports the slots of the rows it updated (what a PS shard checkpoints next), each
+// once however often it was updated, and row_slots::id maps them back to the ids.
+TEST(optimizer, sparse_apply_reports_updated_slots_once) {
+  auto adam = make({.type = "adam", .learning_rate = 0.01});
+  embedding_table table("t", 2, 9);
+  row_slots slots(2, *adam);
+  slot_set updated;
+  sparse_grad g;
+  g.dim = 2;
+  for (std::uint64_t id = 0; id < 70; ++id) {  // more than a batch
+    g.ids.push_back(id * 1000003 + 1);
+    g.rows.insert(g.rows.end(), {0.1f, -0.2f});
+  }
+  apply_sparse(*adam, table, g.ids, g.rows.data(), slots, &updated);
+  sparse_grad h;  // half of the same ids and 10 new ones
+  h.dim = 2;
+  for (std::size_t i = 0; i < 80; i += 2) {
+    h.ids.push_back(i < 70 ? g.ids[i] : 7 + i);
+    h.rows.insert(h.rows.end(), {0.3f, 0.4f});
+  }
+  apply_sparse(*adam, table, h.ids, h.rows.data(), slots, &updated);
+  std::set<std::uint64_t> want(g.ids.begin(), g.ids.end()), got;
+  want.insert(h.ids.begin(), h.ids.end());
+  for (auto s : updated.slots()) EXPECT_TRUE(got.insert(slots.id(s)).second) << "slot " << s << " twice";
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(updated.size(), want.size());
+  updated.clear();
+  EXPECT_EQ(updated.size(), 0u);
+  apply_sparse(*adam, table, std::span(h.ids).first(1), h.rows.data(), slots, &updated);
+  ASSERT_EQ(updated.size(), 1u);
+  EXPECT_EQ(slots.id(updated.slots()[0]), h.ids[0]);
+}
+
+TEST(optimizer, slot_set_keeps_first_insertion_order_and_clears) {
+  slot_set s;
+  EXPECT_TRUE(s.insert(5));
+  EXPECT_TRUE(s.insert(100000));
+  EXPECT_FALSE(s.insert(5));
+  EXPECT_TRUE(s.insert(63));
+  EXPECT_TRUE(s.insert(64));
+  EXPECT_EQ(s.slots(), (std::vector<std::uint32_t>{5, 100000, 63, 64}));
+  EXPECT_TRUE(s.contains(100000));
+  EXPECT_FALSE(s.contains(6));
+  EXPECT_FALSE(s.contains(1u << 30));
+  s.clear();
+  EXPECT_EQ(s.size(), 0u);
+  EXPECT_FALSE(s.contains(5));
+  EXPECT_FALSE(s.contains(64));
+  EXPECT_TRUE(s.insert(64));
+  EXPECT_EQ(s.slots(), (std::vector<std::uint32_t>{64}));
 }
 
 TEST(optimizer, bad_configs_are_named) {

@@ -49,7 +49,7 @@ void fill_state(ps_state& st, storage::shard_state& s, bool full) {
     if (full)
       t.table->for_each([&](std::uint64_t id, const float*) { add(id); });
     else
-      t.dirty.for_each([&](std::uint64_t id, std::uint32_t) { add(id); });
+      for (auto slot : t.dirty.slots()) add(t.slots.id(slot));
   }
 }
 

@@ -82,9 +82,7 @@ void apply_push(ps_state& st, const message& m) {
     // Applied from the request's own lists: nothing is copied or allocated per row.
     auto ids = wire::raw<std::uint64_t>(s.getIds());
     nn::apply_sparse(*st.opt, *it->second.table, ids, wire::raw<float>(s.getValues()).data(),
-                     it->second.slots);
-    bool created = false;
-    for (auto id : ids) it->second.dirty.insert(id, created);
+                     it->second.slots, &it->second.dirty);
   }
   st.version += 1;
   outbound o = reply_to(m);

@@ -27,7 +27,7 @@ struct owned_table {
   owned_table(nn::embedding_table* t, const nn::optimizer& opt) : table(t), slots(t->dim(), opt) {}
   nn::embedding_table* table;
   nn::row_slots slots;
-  nn::row_store dirty{0};  // rows updated since the last checkpoint (a set: rows of no floats)
+  nn::slot_set dirty;  // rows updated since the last checkpoint, by their slot number in `slots`
 };
 
 struct ps_state {

@@ -72,8 +72,10 @@ class row_slots {
   row_slots(std::size_t dim, const optimizer& opt);
   std::size_t width() const { return rows_.width(); }  // floats per row
   std::size_t size() const { return rows_.size(); }
-  // The slots of `id`, created with slot_init on first use; `step` points at its counter.
-  float* get(std::uint64_t id, std::uint64_t** step);
+  std::uint64_t id(std::uint32_t slot) const { return rows_.id(slot); }  // of a slot apply_sparse gave
+  // The slots of `id`, created with slot_init on first use; `step` points at its counter and
+  // `slot` (if given) receives their slot number.
+  float* get(std::uint64_t id, std::uint64_t** step, std::uint32_t* slot = nullptr);
   void prefetch(std::uint64_t id) const { rows_.prefetch(id); }  // of get(id)'s index entry
   // Checkpoint access: false if `id` has no state yet.
   bool read(std::uint64_t id, float* out, std::uint64_t& step) const;
@@ -85,17 +87,19 @@ class row_slots {
 
  private:
   std::uint64_t* step(std::uint32_t i) const {
-    return steps_[i >> row_store::kSlabShift].get() + (i & (row_store::kSlabRows - 1));
+    return steps_[i >> row_store::kSlabShift] + (i & (row_store::kSlabRows - 1));
   }
   row_store rows_;  // slots_per_element*dim floats a row, created with slot_init
   // The step counters by slot, in slabs as the rows: a counter never moves either.
-  std::vector<std::unique_ptr<std::uint64_t[]>> steps_;
+  std::vector<std::uint64_t*> steps_;
+  slab_arena steps_arena_;
 };
 
 // Applies a sparse gradient to the rows of `table` (created lazily if absent) and their slots.
 void apply_sparse(const optimizer& opt, embedding_table& table, const sparse_grad& grad, row_slots& slots);
-// The same from raw lists: rows[i*dim, (i+1)*dim) is the gradient of ids[i].
+// The same from raw lists: rows[i*dim, (i+1)*dim) is the gradient of ids[i]. If `updated` is
+// given, the slot numbers (in `slots`, see row_slots::id) of the updated rows are added to it.
 void apply_sparse(const optimizer& opt, embedding_table& table, std::span<const std::uint64_t> ids,
-                  const float* rows, row_slots& slots);
+                  const float* rows, row_slots& slots, slot_set* updated = nullptr);
 
 }  // namespace troupe::nn
