@@ -29,10 +29,15 @@ awk -v a="$(field plain test_auc)" -v b="$(field local test_auc)" 'BEGIN { d = a
 # 2. Preemption: workers of 2 CPUs each fill h2 and h3 (h1 holds master and shards); a
 #    high-priority job takes h3 and h4 whole, preempting the two workers on h3. They leave on
 #    Slurm's SIGTERM, are resubmitted and wait PENDING until the high job ends, then train again.
+# pace NAME RATE: each worker of the job trains at most RATE samples/s, so that the job lasts
+# as long as the steps below need however fast the machine and the PS are.
+pace() { sed -i "s/^learning_rate = 0.01\$/learning_rate = 0.01\nmax_samples_per_s = $2/" "$work/$1.toml"; }
 job_file preempt 4 1500000 "worker_cpus = 2"
-# Long enough (6 passes) that the victims' next incarnations train after the high job's 4 s even
-# on an idle machine, where 2 passes ended before Slurm had started them again.
-sed -i 's/^epochs = 2$/epochs = 6/' "$work/preempt.toml"
+# Long enough that the victims' next incarnations train after the high job's 4 s: 4 passes of
+# 1.5M samples at most 4 x 60k samples/s last 25 s or more (unpaced, 6 passes ended before Slurm
+# had started the victims again once the PS got faster).
+sed -i 's/^epochs = 2$/epochs = 4/' "$work/preempt.toml"
+pace preempt 60000
 "$B" run "$work/preempt.toml" --job-id preempt --quiet > "$work/preempt.out" 2> "$work/preempt.err" &
 runner=$!
 logs=$work/jobs/preempt/logs
@@ -68,6 +73,8 @@ echo "preempt: $(result preempt)"
 #    other waiting worker starts on h4 and joins.
 other=$(sbatch --parsable -p low -w h4 --exclusive -J troupe-test-other -o /dev/null --wrap 'sleep 20') || fail "sbatch other"
 job_file grow 4 1500000 "worker_cpus = 4"
+# 2 passes at most 2 x 50k samples/s until h4 frees: 30 s or more, past the other job's 20 s.
+pace grow 50000
 "$B" run "$work/grow.toml" --job-id grow > "$work/grow.out" 2> "$work/grow.err" &
 runner=$!
 logs=$work/jobs/grow/logs

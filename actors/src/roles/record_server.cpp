@@ -46,30 +46,11 @@ void record_server::on_message(const message& m) {
     spdlog::debug("record server: reply to {}: {}", m.from_node().to_string(), s.err().to_string());
 }
 
-outbound record_server::answer(const message& request) const {
-  auto req = request.body().getRecordRequest();
-  const store& s = req.getTest() ? test_ : train_;
-  const std::uint64_t first = req.getFirstRecord(), count = req.getRecordCount();
-  std::size_t size = s.records ? storage::encoded_size(s.records->info().schema) : 1;
-  std::uint64_t n = std::min<std::uint64_t>(count, std::max<std::size_t>(1, max_reply_bytes_ / size));
-  const bool uncopied = s.pin && size >= min_uncopied_bytes_ && size % 8 == 0;
-  if (uncopied) n = std::min(n, max_uncopied_records);
-  outbound o = reply_to(
-      request, static_cast<unsigned>((uncopied ? 4 * n : n * size / 8) + s.manifest.size() / 8 + 64));
-  auto rep = o.body().initRecordReply();
-  rep.setFirstRecord(first);
-  if (!s.records) {
-    rep.setError(s.error);
-    return o;
-  }
-  rep.setManifest(s.manifest);
-  const std::uint64_t have = s.records->count();
-  if (first > have || count > have - first) {
-    rep.setError(s.records->dir() + ": records [" + std::to_string(first) + ", " + std::to_string(first) +
-                 " + " + std::to_string(count) + ") are outside the store of " + std::to_string(have) +
-                 " records");
-    return o;
-  }
+// Puts records [first, first + n) of `s` into `rep`: referenced from the map (o holds the pin) or
+// copied; returns why not ("" when they are in).
+std::string record_server::fill(const store& s, schema::RecordReply::Builder rep, std::uint64_t first,
+                                std::uint64_t n, bool uncopied, outbound& o) {
+  const std::size_t size = storage::encoded_size(s.records->info().schema);
   std::string bad;
   auto wrong_size = [&](std::uint64_t i, std::size_t got) {
     bad = s.records->dir() + ": record " + std::to_string(i) + " is " + std::to_string(got) + " bytes, not " +
@@ -104,8 +85,35 @@ outbound record_server::answer(const message& request) const {
       return true;
     });
   }
-  if (!visited) bad = visited.err().to_string();
-  if (!bad.empty()) {
+  if (!visited && bad.empty()) bad = visited.err().to_string();
+  return bad;
+}
+
+outbound record_server::answer(const message& request) const {
+  auto req = request.body().getRecordRequest();
+  const store& s = req.getTest() ? test_ : train_;
+  const std::uint64_t first = req.getFirstRecord(), count = req.getRecordCount();
+  std::size_t size = s.records ? storage::encoded_size(s.records->info().schema) : 1;
+  std::uint64_t n = std::min<std::uint64_t>(count, std::max<std::size_t>(1, max_reply_bytes_ / size));
+  const bool uncopied = s.pin && size >= min_uncopied_bytes_ && size % 8 == 0;
+  if (uncopied) n = std::min(n, max_uncopied_records);
+  outbound o = reply_to(
+      request, static_cast<unsigned>((uncopied ? 4 * n : n * size / 8) + s.manifest.size() / 8 + 64));
+  auto rep = o.body().initRecordReply();
+  rep.setFirstRecord(first);
+  if (!s.records) {
+    rep.setError(s.error);
+    return o;
+  }
+  rep.setManifest(s.manifest);
+  const std::uint64_t have = s.records->count();
+  if (first > have || count > have - first) {
+    rep.setError(s.records->dir() + ": records [" + std::to_string(first) + ", " + std::to_string(first) +
+                 " + " + std::to_string(count) + ") are outside the store of " + std::to_string(have) +
+                 " records");
+    return o;
+  }
+  if (auto bad = fill(s, rep, first, n, uncopied, o); !bad.empty()) {
     rep.setError(bad);
     return o;
   }

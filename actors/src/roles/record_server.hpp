@@ -51,6 +51,8 @@ class record_server {
     std::string error;                             // why it could not be opened
   };
   static store open_store(const std::string& dir);
+  static std::string fill(const store& s, schema::RecordReply::Builder rep, std::uint64_t first,
+                          std::uint64_t n, bool uncopied, outbound& o);
 
   node_context& node_;
   store train_, test_;
