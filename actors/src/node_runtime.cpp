@@ -48,7 +48,12 @@ node_runtime::~node_runtime() {
     inject_reset_ = {};  // joins: it may touch the endpoint
   }
   join_retry_ = {};
-  // The endpoint first: no callback may reach actors while the system shuts down.
+  // The endpoint first: no callback may reach actors while the system shuts down. Actors still
+  // running meanwhile may send: they get an error (send()).
+  {
+    std::unique_lock lk(send_mu_);
+    send_net_ = nullptr;
+  }
   net_.reset();
   if (caf_ && caf_->system) {
     caf_->system->await_all_actors_done();
@@ -82,6 +87,7 @@ expected<std::unique_ptr<node_runtime>> node_runtime::start(const job_spec& spec
   auto net = endpoint::create(rt->who_.id, cfg);
   if (!net) return net.err();
   rt->net_ = std::move(*net);
+  rt->send_net_ = rt->net_.get();
   auto hp = parse_host_port(listen);
   if (!hp) return hp.err();
   auto bound = rt->net_->listen(hp->host, hp->port);
@@ -188,7 +194,9 @@ void node_runtime::handle_membership(const message& m) {
 
 expected<void> node_runtime::send(const std::string& node, const std::string& to, outbound&& m,
                                   const std::string& from) {
-  return net_->send(node, to, std::move(m), from);
+  std::shared_lock lk(send_mu_);
+  if (!send_net_) return make_unexpected(core_errc::io_error, "node " + who_.id.name + " is shutting down");
+  return send_net_->send(node, to, std::move(m), from);
 }
 
 bool node_runtime::gone(const node_id& id) const {
@@ -224,8 +232,10 @@ void node_runtime::on_peer_down(std::function<void(const peer_event&)> fn) {
 }
 
 expected<void> node_runtime::ensure_connected(const std::string& node, const std::string& address) {
-  if (net_->connected(node)) return {};
-  auto r = net_->connect(address, true);
+  std::shared_lock lk(send_mu_);
+  if (!send_net_) return make_unexpected(core_errc::io_error, "node " + who_.id.name + " is shutting down");
+  if (send_net_->connected(node)) return {};
+  auto r = send_net_->connect(address, true);
   if (!r) return r.err();
   if (r->name != node)
     return make_unexpected(core_errc::invalid_argument,
@@ -252,14 +262,19 @@ void node_runtime::send_join() {
     ring_address = ring_address_;
   }
   auto j = wire::join(who_.id, who_.role, address_, static_cast<int>(::getpid()), ring_address);
-  if (auto r = net_->send("master", "master", std::move(j), "node"); !r)
+  if (auto r = send("master", "master", std::move(j), "node"); !r)
     spdlog::warn("join: {}", r.err().to_string());
 }
 
 void node_runtime::mark_ready() {
   // A second join (peer_up raced with this) is harmless: the master ignores a member it has.
   if (leaving_.load()) return;  // a leaving node never joins again
-  if (!ready_.exchange(true) && net_->connected("master")) send_join();
+  bool master_up = false;
+  {
+    std::shared_lock lk(send_mu_);
+    master_up = send_net_ && send_net_->connected("master");
+  }
+  if (!ready_.exchange(true) && master_up) send_join();
 }
 
 void node_runtime::retry_join(std::stop_token stop) {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -113,6 +114,10 @@ class node_runtime final : public node_context {
   std::unique_ptr<caf_parts> caf_;
   supervision::name_registry names_;
   std::unique_ptr<endpoint> net_;
+  // send()'s view of net_: cleared (under the unique lock) before net_ is destroyed, so an actor
+  // that still handles a message while the node shuts down gets an error, not a freed endpoint.
+  std::shared_mutex send_mu_;
+  endpoint* send_net_ = nullptr;
   std::unique_ptr<collective::liveness> live_;
   std::string address_;
   std::unique_ptr<collective::tcp_listener> ring_listener_;  // and ring_address_: under mu_

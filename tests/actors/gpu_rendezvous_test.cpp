@@ -264,3 +264,46 @@ TEST_F(master_relay, a_missing_rank_times_out_naming_it) {
 
 }  // namespace
 }  // namespace troupe::actors
+
+namespace troupe::actors {
+namespace {
+
+// An actor that still handles a message while its node shuts down (the endpoint goes first, then
+// the runtime waits for the actors) gets an error from node_runtime::send, not a freed endpoint
+// (master_relay's master answered a late GpuCommPost that way and crashed the process).
+TEST(node_runtime_shutdown, an_actor_sending_while_the_node_shuts_down_gets_an_error) {
+  auto dir = std::filesystem::temp_directory_path() / ("troupe_rt_shutdown_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "token") << "shutdown-test-token";
+  auto doc = config_doc::from_string("[job]\nstrategy = \"allreduce\"\n");
+  ASSERT_TRUE(doc) << doc.err().to_string();
+  auto spec = job_spec::read(*doc);
+  ASSERT_TRUE(spec) << spec.err().to_string();
+  node_runtime::identity who;
+  who.id = {"master", 1};
+  who.role = cluster::node_role::master;
+  who.job_dir = dir.string();
+  who.job_id = "shutdown";
+  auto rt = node_runtime::start(*spec, who, "127.0.0.1:0");
+  ASSERT_TRUE(rt) << rt.err().to_string();
+  auto result = std::make_shared<std::promise<std::string>>();
+  auto answered = result->get_future();
+  node_runtime* node = rt->get();
+  auto late = (*rt)->system().spawn([node, result](caf::event_based_actor* self) -> caf::behavior {
+    return {[=](int) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the endpoint is gone by now
+      auto s = node->send("worker-0", "node", outbound(), "master");
+      result->set_value(s ? "sent" : s.err().to_string());
+      self->quit();
+    }};
+  });
+  caf::anon_send(late, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // it is in its handler
+  rt->reset();                                                 // the endpoint first, then waits for the actor
+  ASSERT_EQ(answered.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_NE(answered.get().find("shutting down"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace troupe::actors
