@@ -94,22 +94,25 @@ expected<void> decode_rows(const storage::record_schema& s, std::uint64_t first,
                            nn::dataset& out, std::size_t at, const std::string& where) {
   const std::size_t size = storage::encoded_size(s);
   const std::size_t n = bytes.size() / size;
-  if (out.info.dense_dim != s.dense_dim || out.info.sparse_fields != s.sparse_fields)
-    return error(std::error_code(storage::storage_errc::invalid_argument),
-                 where + ": records from " + std::to_string(first) + ": rows not sized for their schema");
   if (bytes.size() % size != 0 || at + n > out.rows)
     return error(std::error_code(storage::storage_errc::corrupt_record),
                  where + ": records from " + std::to_string(first) + ": " + std::to_string(bytes.size()) +
                      " bytes are not " + std::to_string(out.rows - std::min(at, out.rows)) + " records of " +
                      std::to_string(size) + " bytes or fewer");
-  for (std::size_t k = 0; k < n; ++k) {
-    const std::size_t i = at + k;
-    storage::record_slots row{&out.labels[i], out.dense.data() + i * out.info.dense_dim,
-                              out.sparse.data() + i * out.info.sparse_fields};
-    if (auto d = storage::decode_record_to(s, first + k, bytes.substr(k * size, size), row, where); !d)
-      return d;
-  }
+  for (std::size_t k = 0; k < n; ++k)
+    if (auto d = decode_row(s, first + k, bytes.substr(k * size, size), out, at + k, where); !d) return d;
   return {};
+}
+
+expected<void> decode_row(const storage::record_schema& s, std::uint64_t index, std::string_view bytes,
+                          nn::dataset& out, std::size_t i, const std::string& where) {
+  if (out.info.dense_dim != s.dense_dim || out.info.sparse_fields != s.sparse_fields || i >= out.rows)
+    return error(std::error_code(storage::storage_errc::invalid_argument),
+                 where + ": record " + std::to_string(index) + ": no row " + std::to_string(i) +
+                     " sized for its schema");
+  storage::record_slots row{&out.labels[i], out.dense.data() + i * out.info.dense_dim,
+                            out.sparse.data() + i * out.info.sparse_fields};
+  return storage::decode_record_to(s, index, bytes, row, where);
 }
 
 expected<nn::dataset> read_all(const storage::record_store& store) {

@@ -50,11 +50,12 @@ node_runtime::~node_runtime() {
   join_retry_ = {};
   // The endpoint first: no callback may reach actors while the system shuts down. Actors still
   // running meanwhile may send: they get an error (send()).
+  std::unique_ptr<endpoint> net;
   {
-    std::unique_lock lk(send_mu_);
-    send_net_ = nullptr;
+    std::unique_lock lk(net_mu_);
+    net = std::move(net_);
   }
-  net_.reset();
+  net.reset();
   if (caf_ && caf_->system) {
     caf_->system->await_all_actors_done();
   }
@@ -87,7 +88,6 @@ expected<std::unique_ptr<node_runtime>> node_runtime::start(const job_spec& spec
   auto net = endpoint::create(rt->who_.id, cfg);
   if (!net) return net.err();
   rt->net_ = std::move(*net);
-  rt->send_net_ = rt->net_.get();
   auto hp = parse_host_port(listen);
   if (!hp) return hp.err();
   auto bound = rt->net_->listen(hp->host, hp->port);
@@ -194,9 +194,13 @@ void node_runtime::handle_membership(const message& m) {
 
 expected<void> node_runtime::send(const std::string& node, const std::string& to, outbound&& m,
                                   const std::string& from) {
-  std::shared_lock lk(send_mu_);
-  if (!send_net_) return make_unexpected(core_errc::io_error, "node " + who_.id.name + " is shutting down");
-  return send_net_->send(node, to, std::move(m), from);
+  std::shared_lock lk(net_mu_);
+  if (!net_) return shutting_down();
+  return net_->send(node, to, std::move(m), from);
+}
+
+error node_runtime::shutting_down() const {
+  return error(std::error_code(core_errc::io_error), "node " + who_.id.name + " is shutting down");
 }
 
 bool node_runtime::gone(const node_id& id) const {
@@ -232,10 +236,10 @@ void node_runtime::on_peer_down(std::function<void(const peer_event&)> fn) {
 }
 
 expected<void> node_runtime::ensure_connected(const std::string& node, const std::string& address) {
-  std::shared_lock lk(send_mu_);
-  if (!send_net_) return make_unexpected(core_errc::io_error, "node " + who_.id.name + " is shutting down");
-  if (send_net_->connected(node)) return {};
-  auto r = send_net_->connect(address, true);
+  std::shared_lock lk(net_mu_);
+  if (!net_) return shutting_down();
+  if (net_->connected(node)) return {};
+  auto r = net_->connect(address, true);
   if (!r) return r.err();
   if (r->name != node)
     return make_unexpected(core_errc::invalid_argument,
@@ -271,8 +275,8 @@ void node_runtime::mark_ready() {
   if (leaving_.load()) return;  // a leaving node never joins again
   bool master_up = false;
   {
-    std::shared_lock lk(send_mu_);
-    master_up = send_net_ && send_net_->connected("master");
+    std::shared_lock lk(net_mu_);
+    master_up = net_ && net_->connected("master");
   }
   if (!ready_.exchange(true) && master_up) send_join();
 }

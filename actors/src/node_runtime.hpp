@@ -114,10 +114,12 @@ class node_runtime final : public node_context {
   std::unique_ptr<caf_parts> caf_;
   supervision::name_registry names_;
   std::unique_ptr<endpoint> net_;
-  // send()'s view of net_: cleared (under the unique lock) before net_ is destroyed, so an actor
-  // that still handles a message while the node shuts down gets an error, not a freed endpoint.
-  std::shared_mutex send_mu_;
-  endpoint* send_net_ = nullptr;
+  // Guards net_ for the calls actors make (send, ensure_connected, mark_ready): the destructor
+  // takes net_ out under the unique lock before destroying it, so an actor that still handles a
+  // message while the node shuts down gets an error, not a freed endpoint.
+  std::shared_mutex net_mu_;
+  // The error for a call made once net_ is gone.
+  error shutting_down() const;
   std::unique_ptr<collective::liveness> live_;
   std::string address_;
   std::unique_ptr<collective::tcp_listener> ring_listener_;  // and ring_address_: under mu_

@@ -15,6 +15,15 @@ namespace {
 error server_error(const std::string& what) {
   return error(std::error_code(core_errc::io_error), "record server: " + what);
 }
+
+// The whole records of `size` bytes at the front of `bytes`, at most `most`.
+std::vector<std::string_view> split(std::string_view bytes, std::size_t size, std::uint64_t most) {
+  std::vector<std::string_view> out;
+  const std::uint64_t n = std::min<std::uint64_t>(bytes.size() / size, most);
+  out.reserve(n);
+  for (std::uint64_t k = 0; k < n; ++k) out.push_back(bytes.substr(k * size, size));
+  return out;
+}
 }  // namespace
 
 record_fetcher::record_fetcher(rpc_channel& rpc, options o)
@@ -56,27 +65,28 @@ expected<std::vector<std::string_view>> record_fetcher::records_of(const message
     }
     auto data = r.getRecords();
     const std::size_t size = storage::encoded_size(train_.schema);
-    const std::uint64_t n = std::min<std::uint64_t>(data.size() / size, count);
-    if (n == 0 && count > 0)
+    out = split({reinterpret_cast<const char*>(data.begin()), data.size()}, size, count);
+    if (out.empty() && count > 0)
       return server_error("a reply of " + std::to_string(data.size()) + " bytes for records of " +
                           std::to_string(size));
-    out.reserve(n);
-    for (std::uint64_t k = 0; k < n; ++k)
-      out.emplace_back(reinterpret_cast<const char*>(data.begin()) + k * size, size);
     return out;
   } catch (const kj::Exception& e) {
     return server_error(std::string("a malformed reply: ") + e.getDescription().cStr());
   }
 }
 
-std::optional<expected<std::string>> record_fetcher::ask(bool test, std::uint64_t first, std::uint64_t count,
-                                                         std::string* manifest) {
+rpc_channel::request record_fetcher::request_for(bool test, std::uint64_t first, std::uint64_t count) const {
   rpc_channel::request req{opt_.node, opt_.actor, outbound()};
   auto q = req.out.body().initRecordRequest();
   q.setTest(test);
   q.setFirstRecord(first);
   q.setRecordCount(count);
-  auto reply = rpc_.call(std::move(req), opt_.timeout);
+  return req;
+}
+
+std::optional<expected<std::string>> record_fetcher::ask(bool test, std::uint64_t first, std::uint64_t count,
+                                                         std::string* manifest) {
+  auto reply = rpc_.call(request_for(test, first, count), opt_.timeout);
   if (!reply) return std::nullopt;
   auto v = records_of(*reply, count, manifest);
   if (!v) return expected<std::string>(v.err());
@@ -170,8 +180,7 @@ void record_fetcher::run(std::stop_token stop) {
     // Take the next ranges while the ones taken are all asked for and the window has room; block
     // only when nothing is under way.
     auto asked = [](const active& a) { return a.failed || a.next == a.j.first + a.j.count; };
-    while (flight_.size() < std::max<std::size_t>(1, opt_.window) &&
-           (active_.empty() || asked(active_.back()))) {
+    while (flight_.size() < window() && (active_.empty() || asked(active_.back()))) {
       bool answered = false;
       auto j = next_job(active_.empty() && flight_.empty(), stop, answered);
       if (stop.stop_requested()) return;
@@ -231,21 +240,21 @@ void record_fetcher::ask_ahead(const std::stop_token& stop) {
   const std::uint64_t per_request = std::max<std::uint64_t>(1, opt_.request_bytes / size);
   for (auto& a : active_) {
     const std::uint64_t end = a.j.first + a.j.count;
-    while (!a.failed && a.next < end && flight_.size() < std::max<std::size_t>(1, opt_.window)) {
+    while (!a.failed && a.next < end && flight_.size() < window()) {
       const std::uint64_t n = std::min(per_request, end - a.next);
-      rpc_channel::request req{opt_.node, opt_.actor, outbound()};
-      auto q = req.out.body().initRecordRequest();
-      q.setFirstRecord(a.next);
-      q.setRecordCount(n);
       piece p{a.j.ticket, a.next, n, 0};
       a.next += n;
-      if (auto id = rpc_.send(std::move(req), opt_.timeout)) {
-        p.id = *id;
-        flight_.push_back(p);
-      } else {
-        received(p, std::nullopt, stop);  // not sent (no connection now): ask until it answers
-      }
+      send_piece(p, stop);
     }
+  }
+}
+
+void record_fetcher::send_piece(piece p, const std::stop_token& stop) {
+  if (auto id = rpc_.send(request_for(false, p.first, p.count), opt_.timeout)) {
+    p.id = *id;
+    flight_.push_back(p);
+  } else {
+    received(p, std::nullopt, stop);  // not sent (no connection now): ask until it answers
   }
 }
 
@@ -262,19 +271,7 @@ void record_fetcher::received(const piece& p, std::optional<expected<message>> r
     }
     const std::uint64_t n = v->size();
     land(*a, p.first, *v);
-    if (!a->failed && n < p.count) {  // a bounded reply: ask for the rest
-      rpc_channel::request req{opt_.node, opt_.actor, outbound()};
-      auto q = req.out.body().initRecordRequest();
-      q.setFirstRecord(p.first + n);
-      q.setRecordCount(p.count - n);
-      piece rest{p.ticket, p.first + n, p.count - n, 0};
-      if (auto id = rpc_.send(std::move(req), opt_.timeout)) {
-        rest.id = *id;
-        flight_.push_back(rest);
-      } else {
-        received(rest, std::nullopt, stop);
-      }
-    }
+    if (!a->failed && n < p.count) send_piece({p.ticket, p.first + n, p.count - n, 0}, stop);  // the rest
     return;
   }
   // No answer (a timeout, the server's node went down, nothing sent): ask until it answers.
@@ -287,10 +284,7 @@ void record_fetcher::received(const piece& p, std::optional<expected<message>> r
     a->failed = bytes.err();
     return;
   }
-  const std::size_t size = storage::encoded_size(train_.schema);
-  std::vector<std::string_view> records;
-  for (std::uint64_t k = 0; k < p.count && (k + 1) * size <= bytes->size(); ++k)
-    records.push_back(std::string_view(*bytes).substr(k * size, size));
+  auto records = split(*bytes, storage::encoded_size(train_.schema), p.count);
   if (records.size() < p.count) {
     a->failed = server_error("records " + std::to_string(p.first) + "..: " + std::to_string(bytes->size()) +
                              " bytes are not " + std::to_string(p.count) + " records");
@@ -304,14 +298,7 @@ void record_fetcher::land(active& a, std::uint64_t first, const std::vector<std:
   const std::size_t size = storage::encoded_size(train_.schema);
   const std::size_t at = static_cast<std::size_t>(first - a.j.first);
   for (std::size_t k = 0; k < records.size(); ++k) {
-    if (records[k].size() != size) {
-      a.failed =
-          error(std::error_code(storage::storage_errc::corrupt_record),
-                where + ": record " + std::to_string(first + k) + ": " + std::to_string(records[k].size()) +
-                    " bytes, the schema needs " + std::to_string(size));
-      return;
-    }
-    if (auto ok = decode_rows(train_.schema, first + k, records[k], a.rows, at + k, where); !ok) {
+    if (auto ok = decode_row(train_.schema, first + k, records[k], a.rows, at + k, where); !ok) {
       a.failed = ok.err();
       return;
     }

@@ -9,6 +9,7 @@
 // asked again until it does; a server's error (a bad range) or a corrupt record fails only that range.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -89,6 +90,11 @@ class record_fetcher {
   std::optional<job> next_job(bool block, const std::stop_token& stop, bool& answered);
   // Sends the requests of the active ranges, in order, until `window` are in flight.
   void ask_ahead(const std::stop_token& stop);
+  // Sends the request for `p` into flight_, or (it cannot be sent) asks for it until it is answered.
+  void send_piece(piece p, const std::stop_token& stop);
+  // A RecordRequest for records [first, first + count) of the training (or test) store.
+  rpc_channel::request request_for(bool test, std::uint64_t first, std::uint64_t count) const;
+  std::size_t window() const { return std::max<std::size_t>(1, opt_.window); }
   // Records [first, first + count) from a reply to the piece, or from asking again (blocking) when
   // there was none.
   void received(const piece& p, std::optional<expected<message>> reply, const std::stop_token& stop);

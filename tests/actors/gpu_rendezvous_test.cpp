@@ -157,22 +157,30 @@ struct client {
   }
 };
 
+// A master node's runtime (no roles yet) for job `job` in `dir` (made, with the token file), its
+// job file an allreduce job plus `extra` TOML, listening on a free loopback port.
+expected<std::unique_ptr<node_runtime>> start_master_node(const std::filesystem::path& dir,
+                                                          const std::string& token, const std::string& job,
+                                                          const std::string& extra) {
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "token") << token;
+  auto doc = config_doc::from_string("[job]\nstrategy = \"allreduce\"\n" + extra);
+  if (!doc) return doc.err();
+  auto spec = job_spec::read(*doc);
+  if (!spec) return spec.err();
+  node_runtime::identity who;
+  who.id = {"master", 1};
+  who.role = cluster::node_role::master;
+  who.job_dir = dir.string();
+  who.job_id = job;
+  return node_runtime::start(*spec, who, "127.0.0.1:0");
+}
+
 class master_relay : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / ("troupe_gpu_relay_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
-    std::ofstream(dir_ / "token") << token_;
-    auto doc = config_doc::from_string("[job]\nstrategy = \"allreduce\"\n[transport]\nheartbeat_ms = 200\n");
-    ASSERT_TRUE(doc) << doc.err().to_string();
-    auto spec = job_spec::read(*doc);
-    ASSERT_TRUE(spec) << spec.err().to_string();
-    node_runtime::identity who;
-    who.id = {"master", 1};
-    who.role = cluster::node_role::master;
-    who.job_dir = dir_.string();
-    who.job_id = "relay";
-    auto rt = node_runtime::start(*spec, who, "127.0.0.1:0");
+    auto rt = start_master_node(dir_, token_, "relay", "[transport]\nheartbeat_ms = 200\n");
     ASSERT_TRUE(rt) << rt.err().to_string();
     rt_ = std::move(*rt);
     ASSERT_TRUE(rt_->bridge("master"));
@@ -273,18 +281,7 @@ namespace {
 // (master_relay's master answered a late GpuCommPost that way and crashed the process).
 TEST(node_runtime_shutdown, an_actor_sending_while_the_node_shuts_down_gets_an_error) {
   auto dir = std::filesystem::temp_directory_path() / ("troupe_rt_shutdown_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "token") << "shutdown-test-token";
-  auto doc = config_doc::from_string("[job]\nstrategy = \"allreduce\"\n");
-  ASSERT_TRUE(doc) << doc.err().to_string();
-  auto spec = job_spec::read(*doc);
-  ASSERT_TRUE(spec) << spec.err().to_string();
-  node_runtime::identity who;
-  who.id = {"master", 1};
-  who.role = cluster::node_role::master;
-  who.job_dir = dir.string();
-  who.job_id = "shutdown";
-  auto rt = node_runtime::start(*spec, who, "127.0.0.1:0");
+  auto rt = start_master_node(dir, "shutdown-test-token", "shutdown", "");
   ASSERT_TRUE(rt) << rt.err().to_string();
   auto result = std::make_shared<std::promise<std::string>>();
   auto answered = result->get_future();

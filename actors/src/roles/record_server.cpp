@@ -51,40 +51,34 @@ void record_server::on_message(const message& m) {
 std::string record_server::fill(const store& s, schema::RecordReply::Builder rep, std::uint64_t first,
                                 std::uint64_t n, bool uncopied, outbound& o) {
   const std::size_t size = storage::encoded_size(s.records->info().schema);
-  std::string bad;
-  auto wrong_size = [&](std::uint64_t i, std::size_t got) {
-    bad = s.records->dir() + ": record " + std::to_string(i) + " is " + std::to_string(got) + " bytes, not " +
-          std::to_string(size);
-  };
-  expected<std::uint64_t> visited = std::uint64_t{0};
+  capnp::List<capnp::Data>::Builder list = nullptr;
+  capnp::Data::Builder bytes;
   if (uncopied) {
-    // Each record a segment of its own, referenced from the map (a misaligned one is copied).
-    auto list = rep.initRecordList(static_cast<unsigned>(n));
-    auto orphans = capnp::Orphanage::getForMessageContaining(rep);
-    visited = s.records->scan_raw(*s.pin, first, n, [&](std::uint64_t i, std::string_view v) {
-      if (v.size() != size) {
-        wrong_size(i, v.size());
-        return false;
-      }
-      capnp::Data::Reader d(reinterpret_cast<const capnp::byte*>(v.data()), v.size());
-      if (reinterpret_cast<std::uintptr_t>(v.data()) % 8 == 0)
-        list.adopt(static_cast<unsigned>(i - first), orphans.referenceExternalData(d));
-      else
-        list.set(static_cast<unsigned>(i - first), d);
-      return true;
-    });
+    list = rep.initRecordList(static_cast<unsigned>(n));
     o.hold(s.pin);
   } else {
-    auto bytes = rep.initRecords(static_cast<unsigned>(n * size));
-    visited = s.records->scan_raw(first, n, [&](std::uint64_t i, std::string_view v) {
-      if (v.size() != size) {
-        wrong_size(i, v.size());
-        return false;
-      }
-      std::memcpy(bytes.begin() + (i - first) * size, v.data(), size);
-      return true;
-    });
+    bytes = rep.initRecords(static_cast<unsigned>(n * size));
   }
+  auto orphans = capnp::Orphanage::getForMessageContaining(rep);
+  std::string bad;
+  auto put = [&](std::uint64_t i, std::string_view v) {
+    if (v.size() != size) {
+      bad = s.records->dir() + ": record " + std::to_string(i) + " is " + std::to_string(v.size()) +
+            " bytes, not " + std::to_string(size);
+      return false;
+    }
+    const auto k = static_cast<unsigned>(i - first);
+    capnp::Data::Reader d(reinterpret_cast<const capnp::byte*>(v.data()), v.size());
+    if (!uncopied)
+      std::memcpy(bytes.begin() + std::size_t{k} * size, v.data(), size);
+    else if (reinterpret_cast<std::uintptr_t>(v.data()) % 8 == 0)
+      list.adopt(k, orphans.referenceExternalData(d));  // a segment of its own, in the map
+    else
+      list.set(k, d);  // misaligned: copied
+    return true;
+  };
+  // In the pinned transaction when there is one (its views may go out uncopied).
+  auto visited = s.pin ? s.records->scan_raw(*s.pin, first, n, put) : s.records->scan_raw(first, n, put);
   if (!visited && bad.empty()) bad = visited.err().to_string();
   return bad;
 }

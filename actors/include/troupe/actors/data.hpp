@@ -31,6 +31,10 @@ void size_rows(const storage::manifest& m, const std::string& name, std::size_t 
 // Errors (corrupt_record) name `where` and the record, or say the bytes do not fit.
 expected<void> decode_rows(const storage::record_schema& s, std::uint64_t first, std::string_view bytes,
                            nn::dataset& out, std::size_t at, const std::string& where);
+// Decodes exactly one encoded record (record `index`; bytes of another size are corrupt_record) into
+// row `i` of `out` (sized by size_rows for `s`), verifying its checksum.
+expected<void> decode_row(const storage::record_schema& s, std::uint64_t index, std::string_view bytes,
+                          nn::dataset& out, std::size_t i, const std::string& where);
 // Reads the whole store.
 expected<nn::dataset> read_all(const storage::record_store& store);
 

@@ -7,9 +7,9 @@ namespace troupe {
 // Proto segments (served records, PS replies, checkpoints), a task's rows. glibc serves a block
 // over its mmap threshold with fresh pages (a page fault and a kernel zeroing per 4 KiB) and
 // trims freed heap above its trim threshold back to the kernel, so each such buffer is faulted
-// in again (measured: served records 0.62 -> see docs/benchmarks.md "Served records"). This keeps
-// blocks up to 32 MiB in the heap and 256 MiB of free heap before trimming. Call once, first in
-// main(), before threads start.
+// in again (docs/benchmarks.md "Served records: requests in flight...": glibc's settings against
+// these, same run). This keeps blocks up to 32 MiB in the heap and 256 MiB of free heap before
+// trimming. Call once, first in main(), before threads start.
 void keep_large_buffers();
 
 }  // namespace troupe
