@@ -11,7 +11,7 @@ packages=(build-essential cmake ninja-build pkg-config ccache git
   libxxhash-dev libsodium-dev zlib1g-dev dataset-fashion-mnist procps prometheus clang-format
   python3-matplotlib libtorch-dev python3-torch chromium python3-websocket)
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(iperf3 redis-server redis-tools etcd-server)
+  packages+=(iperf3 redis-server redis-tools etcd-server etcd-client)
 fi
 
 missing=()
