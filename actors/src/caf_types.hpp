@@ -5,11 +5,11 @@
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
 
-#include "status_codec.hpp"
 #include "troupe/transport/message.hpp"
+#include "troupe/wire/status_codec.hpp"
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::message)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::task_counts)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::wire::task_counts)
 
 namespace troupe::actors {
 using tick_atom = caf::atom_constant<caf::atom("tick")>;

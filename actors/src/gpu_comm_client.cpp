@@ -5,7 +5,7 @@
 
 #include "node_runtime.hpp"
 #include "troupe/collective/ring.hpp"
-#include "wire.hpp"
+#include "troupe/wire/messages.hpp"
 
 namespace troupe::actors {
 
@@ -13,26 +13,27 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-expected<gpu_rendezvous::snapshot> call(rpc_channel& rpc, outbound out, std::chrono::milliseconds timeout) {
+expected<gpu_rendezvous::snapshot> call(wire::rpc_channel& rpc, outbound out,
+                                        std::chrono::milliseconds timeout) {
   auto reply = rpc.call({"master", "master", std::move(out)}, timeout);
   if (!reply) return reply.err();
   expected<gpu_rendezvous::snapshot> s =
       make_unexpected(core_errc::io_error, "master: malformed GpuCommInfo");
-  guarded("gpu comm info", [&] {
+  wire::guarded("gpu comm info", [&] {
     auto j = reply->body().getJob();
     if (j.which() == schema::JobMessage::GPU_COMM_INFO) s = read_gpu_info(j.getGpuCommInfo());
   });
   return s;
 }
 
-expected<gpu_rendezvous::snapshot> post(rpc_channel& rpc, const gpu_rendezvous::post& mine,
+expected<gpu_rendezvous::snapshot> post(wire::rpc_channel& rpc, const gpu_rendezvous::post& mine,
                                         std::chrono::milliseconds timeout) {
   auto o = wire::job();
   write_gpu_post(o.body.initGpuCommPost(), mine);
   return call(rpc, std::move(o.out), timeout);
 }
 
-expected<gpu_rendezvous::snapshot> fetch(rpc_channel& rpc, std::uint64_t epoch,
+expected<gpu_rendezvous::snapshot> fetch(wire::rpc_channel& rpc, std::uint64_t epoch,
                                          std::chrono::milliseconds timeout) {
   auto o = wire::job();
   o.body.initGpuCommFetch().setRingEpoch(epoch);
@@ -54,7 +55,7 @@ std::string missing(const gpu_rendezvous::snapshot& s, std::uint32_t ranks) {
 
 }  // namespace
 
-expected<gpu_rendezvous::snapshot> gpu_comm_exchange(rpc_channel& rpc, const gpu_rendezvous::post& mine,
+expected<gpu_rendezvous::snapshot> gpu_comm_exchange(wire::rpc_channel& rpc, const gpu_rendezvous::post& mine,
                                                      const gpu_exchange_options& o) {
   auto deadline = clock::now() + o.timeout;
   auto left = [&] {

@@ -13,10 +13,10 @@
 #include <string>
 #include <utility>
 
-#include "troupe/actors/job_spec.hpp"
 #include "troupe/cluster/membership.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/core/ids.hpp"
+#include "troupe/job/job_spec.hpp"
 #include "troupe/transport/message.hpp"
 
 namespace troupe::actors {
@@ -41,7 +41,7 @@ class node_context {
   virtual ~node_context() = default;
 
   // Identity and the job's spec (both fixed for the node's life).
-  virtual const job_spec& spec() const = 0;
+  virtual const job::job_spec& spec() const = 0;
   virtual const node_identity& who() const = 0;
   const node_id& self() const { return who().id; }
   // The address ("host:port") this node's endpoint listens on, as peers dial it.

@@ -4,7 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "node_runtime.hpp"
-#include "wire.hpp"
+#include "troupe/wire/messages.hpp"
 
 namespace troupe::actors {
 

@@ -19,13 +19,13 @@
 #include "caf_types.hpp"
 #include "node_runtime.hpp"
 #include "roles/roles.hpp"
-#include "troupe/actors/job_file.hpp"
 #include "troupe/cluster/addresses.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/collective/cleanup.hpp"
+#include "troupe/job/job_file.hpp"
 #include "troupe/observe/timeline.hpp"
 #include "troupe/supervision/node_root.hpp"
-#include "wire.hpp"
+#include "troupe/wire/messages.hpp"
 
 namespace troupe::actors {
 
@@ -188,7 +188,7 @@ std::vector<supervision::child_spec> children_of(node_runtime* rt, const node_op
 namespace {
 
 // The node's identity from its flags and job directory; logging set up under its name.
-node_runtime::identity identify(const node_options& o, cluster::node_role role, const job_spec& spec) {
+node_runtime::identity identify(const node_options& o, cluster::node_role role, const job::job_spec& spec) {
   node_runtime::identity who;
   who.role = role;
   who.index = o.index;
@@ -252,7 +252,7 @@ int run_node(const node_options& o) {
     spdlog::error("{}", role.err().to_string());
     return 2;
   }
-  auto spec = load_job_spec(o.job_dir);
+  auto spec = job::load_job_spec(o.job_dir);
   if (!spec) {
     spdlog::error("{}", spec.err().to_string());
     return 2;

@@ -18,7 +18,8 @@
 #include "caf_types.hpp"
 #include "troupe/collective/liveness.hpp"
 #include "troupe/supervision/caf_errors.hpp"
-#include "wire.hpp"
+#include "troupe/wire/job_token.hpp"
+#include "troupe/wire/messages.hpp"
 
 namespace troupe::actors {
 
@@ -27,17 +28,7 @@ struct node_runtime::caf_parts {
   std::unique_ptr<caf::actor_system> system;
 };
 
-bool guarded(const char* what, const std::function<void()>& fn) {
-  try {
-    fn();
-    return true;
-  } catch (const std::exception& e) {
-    spdlog::warn("{}: dropped a malformed message: {}", what, e.what());
-    return false;
-  }
-}
-
-node_runtime::node_runtime(job_spec spec, identity who)
+node_runtime::node_runtime(job::job_spec spec, identity who)
     : spec_(std::move(spec)),
       who_(std::move(who)),
       live_(collective::make_host_liveness(who_.host_key.empty() ? who_.job_id : who_.host_key)) {}
@@ -65,11 +56,7 @@ caf::actor_system& node_runtime::system() {
   return *caf_->system;
 }
 
-expected<std::string> node_runtime::read_token(const std::string& job_dir) {
-  return load_token(job_dir + "/token", "", "");
-}
-
-expected<std::unique_ptr<node_runtime>> node_runtime::start(const job_spec& spec, identity who,
+expected<std::unique_ptr<node_runtime>> node_runtime::start(const job::job_spec& spec, identity who,
                                                             const std::string& listen) {
   std::unique_ptr<node_runtime> rt(new node_runtime(spec, std::move(who)));
   rt->caf_ = std::make_unique<caf_parts>();
@@ -82,7 +69,7 @@ expected<std::unique_ptr<node_runtime>> node_runtime::start(const job_spec& spec
   rt->caf_->system = std::make_unique<caf::actor_system>(rt->caf_->cfg);
 
   auto cfg = spec.transport;
-  auto token = read_token(rt->who_.job_dir);
+  auto token = wire::read_job_token(rt->who_.job_dir);
   if (!token) return token.err();
   cfg.token = *token;
   auto net = endpoint::create(rt->who_.id, cfg);
@@ -120,7 +107,7 @@ expected<void> node_runtime::bridge(const std::string& name) {
 }
 
 void node_runtime::handle_inject(const message& m) {
-  guarded("inject", [&] {
+  wire::guarded("inject", [&] {
     auto in = m.body().getJob().getInject();
     fault_injection f;
     f.drop_probability = std::clamp(in.getDropProbability(), 0.0, 1.0);
@@ -144,11 +131,11 @@ void node_runtime::handle_inject(const message& m) {
 void node_runtime::handle_membership(const message& m) {
   if (m.kind() == schema::Envelope::Body::JOB) {
     bool is_inject = false;
-    guarded("node", [&] { is_inject = m.body().getJob().which() == schema::JobMessage::INJECT; });
+    wire::guarded("node", [&] { is_inject = m.body().getJob().which() == schema::JobMessage::INJECT; });
     if (is_inject) handle_inject(m);
     return;
   }
-  guarded("membership", [&] {
+  wire::guarded("membership", [&] {
     if (m.kind() != schema::Envelope::Body::MEMBERSHIP) return;
     auto msg = wire::read_membership(m.body().getMembership());
     {
@@ -175,7 +162,6 @@ void node_runtime::handle_membership(const message& m) {
       spdlog::default_logger()->flush();
       std::_Exit(3);
     }
-    std::vector<std::function<void(const cluster::membership_view&)>> fns;
     {
       std::lock_guard lk(mu_);
       // Views only move forward, except that a restarted master starts a new sequence.
@@ -184,11 +170,9 @@ void node_runtime::handle_membership(const message& m) {
       master_incarnation_ = msg.master_incarnation;
       joined_ = !absent;
       view_ = msg.view;
-      fns = view_fns_;
       ring_epoch_.store(msg.ring_epoch, std::memory_order_release);
     }
     spdlog::debug("membership epoch {} ring epoch {} ({})", msg.view.epoch(), msg.ring_epoch, msg.reason);
-    for (auto& f : fns) f(msg.view);
   });
 }
 
@@ -223,11 +207,6 @@ cluster::membership_view node_runtime::view() const {
 std::pair<cluster::membership_view, std::uint64_t> node_runtime::view_and_ring_epoch() const {
   std::lock_guard lk(mu_);
   return {view_, ring_epoch_.load(std::memory_order_acquire)};
-}
-
-void node_runtime::on_view(std::function<void(const cluster::membership_view&)> fn) {
-  std::lock_guard lk(mu_);
-  view_fns_.push_back(std::move(fn));
 }
 
 void node_runtime::on_peer_down(std::function<void(const peer_event&)> fn) {

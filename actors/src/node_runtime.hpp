@@ -18,13 +18,14 @@
 #include <caf/fwd.hpp>
 
 #include "node_context.hpp"
-#include "troupe/actors/job_spec.hpp"
 #include "troupe/cluster/membership.hpp"
 #include "troupe/collective/liveness.hpp"
 #include "troupe/collective/tcp/link.hpp"
+#include "troupe/job/job_spec.hpp"
 #include "troupe/supervision/name_registry.hpp"
 #include "troupe/transport/endpoint.hpp"
 #include "troupe/transport/message.hpp"
+#include "troupe/wire/messages.hpp"
 
 namespace troupe::actors {
 
@@ -33,11 +34,11 @@ class node_runtime final : public node_context {
   using identity = node_identity;
 
   // Starts the actor system and the endpoint, listens on `listen` ("host:port", port may be 0).
-  static expected<std::unique_ptr<node_runtime>> start(const job_spec& spec, identity who,
+  static expected<std::unique_ptr<node_runtime>> start(const job::job_spec& spec, identity who,
                                                        const std::string& listen);
   ~node_runtime() override;
 
-  const job_spec& spec() const override { return spec_; }
+  const job::job_spec& spec() const override { return spec_; }
   const identity& who() const override { return who_; }
   caf::actor_system& system();
   supervision::name_registry& names() { return names_; }
@@ -81,8 +82,6 @@ class node_runtime final : public node_context {
   void forget(const node_id& id) override;
   // troupe::clock::system().
   troupe::clock& clock() override;
-  // Called (on the io thread) after every new view; must not block.
-  void on_view(std::function<void(const cluster::membership_view&)> fn);
   // Called (on the io thread) when a peer node goes down.
   void on_peer_down(std::function<void(const peer_event&)> fn);
 
@@ -101,14 +100,13 @@ class node_runtime final : public node_context {
   bool leaving() const { return leaving_.load(); }
 
   // The job's token (job dir file) and the master's address in a job dir.
-  static expected<std::string> read_token(const std::string& job_dir);
 
  private:
-  node_runtime(job_spec spec, identity who);
+  node_runtime(job::job_spec spec, identity who);
   void handle_membership(const message& m);
   // JobMessage.inject (from `troupe chaos`): the transport fault knob, reset after a while.
   void handle_inject(const message& m);
-  job_spec spec_;
+  job::job_spec spec_;
   identity who_;
   struct caf_parts;
   std::unique_ptr<caf_parts> caf_;
@@ -138,15 +136,11 @@ class node_runtime final : public node_context {
   std::uint64_t master_incarnation_ = 0;
   mutable std::mutex mu_;
   cluster::membership_view view_;
-  std::vector<std::function<void(const cluster::membership_view&)>> view_fns_;
   std::vector<std::function<void(const peer_event&)>> down_fns_;
   std::string master_address_;
   std::mutex inject_mu_;
   std::jthread inject_reset_;
   std::jthread join_retry_;
 };
-
-// Runs `fn` (which reads a Cap'n Proto message) and turns a kj exception into a logged warning.
-bool guarded(const char* what, const std::function<void()>& fn);
 
 }  // namespace troupe::actors

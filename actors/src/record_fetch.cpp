@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "troupe/actors/data.hpp"
+#include "troupe/job/data.hpp"
 
 namespace troupe::actors {
 
@@ -26,7 +26,7 @@ std::vector<std::string_view> split(std::string_view bytes, std::size_t size, st
 }
 }  // namespace
 
-record_fetcher::record_fetcher(rpc_channel& rpc, options o)
+record_fetcher::record_fetcher(wire::rpc_channel& rpc, options o)
     : rpc_(rpc), opt_(std::move(o)), thread_([this](std::stop_token s) { run(s); }) {}
 
 record_fetcher::~record_fetcher() {
@@ -75,8 +75,9 @@ expected<std::vector<std::string_view>> record_fetcher::records_of(const message
   }
 }
 
-rpc_channel::request record_fetcher::request_for(bool test, std::uint64_t first, std::uint64_t count) const {
-  rpc_channel::request req{opt_.node, opt_.actor, outbound()};
+wire::rpc_channel::request record_fetcher::request_for(bool test, std::uint64_t first,
+                                                       std::uint64_t count) const {
+  wire::rpc_channel::request req{opt_.node, opt_.actor, outbound()};
   auto q = req.out.body().initRecordRequest();
   q.setTest(test);
   q.setFirstRecord(first);
@@ -170,8 +171,8 @@ expected<nn::dataset> record_fetcher::test_set(std::chrono::milliseconds limit) 
   auto bytes = fetch(true, 0, m->record_count, clock::now() + limit, thread_.get_stop_token());
   if (!bytes) return bytes.err();
   nn::dataset d;
-  size_rows(*m, m->source, static_cast<std::size_t>(m->record_count), d);
-  if (auto r = decode_rows(m->schema, 0, *bytes, d, 0, "served test record"); !r) return r.err();
+  troupe::job::size_rows(*m, m->source, static_cast<std::size_t>(m->record_count), d);
+  if (auto r = troupe::job::decode_rows(m->schema, 0, *bytes, d, 0, "served test record"); !r) return r.err();
   return d;
 }
 
@@ -187,7 +188,7 @@ void record_fetcher::run(std::stop_token stop) {
       if (!j && !answered) break;  // none queued: go on with what is under way
       if (!j) continue;            // answered from the cache
       active a{*j, nn::dataset(), std::string(), j->first, j->count, std::nullopt};
-      size_rows(train_, train_.source, static_cast<std::size_t>(j->count), a.rows);
+      troupe::job::size_rows(train_, train_.source, static_cast<std::size_t>(j->count), a.rows);
       if (caching()) a.bytes.resize(j->count * storage::encoded_size(train_.schema));
       active_.push_back(std::move(a));
     }
@@ -223,8 +224,8 @@ std::optional<record_fetcher::job> record_fetcher::next_job(bool block, const st
   }
   if (auto bytes = cached(j.first, j.count)) {
     nn::dataset d;
-    size_rows(train_, train_.source, static_cast<std::size_t>(j.count), d);
-    if (decode_rows(train_.schema, j.first, *bytes, d, 0, "cached record")) {
+    troupe::job::size_rows(train_, train_.source, static_cast<std::size_t>(j.count), d);
+    if (troupe::job::decode_rows(train_.schema, j.first, *bytes, d, 0, "cached record")) {
       std::lock_guard lk(mu_);
       done_.emplace(j.ticket, std::move(d));
       answered = true;
@@ -298,7 +299,7 @@ void record_fetcher::land(active& a, std::uint64_t first, const std::vector<std:
   const std::size_t size = storage::encoded_size(train_.schema);
   const std::size_t at = static_cast<std::size_t>(first - a.j.first);
   for (std::size_t k = 0; k < records.size(); ++k) {
-    if (auto ok = decode_row(train_.schema, first + k, records[k], a.rows, at + k, where); !ok) {
+    if (auto ok = troupe::job::decode_row(train_.schema, first + k, records[k], a.rows, at + k, where); !ok) {
       a.failed = ok.err();
       return;
     }

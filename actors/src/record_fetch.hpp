@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "record_spill.hpp"
-#include "rpc.hpp"
 #include "troupe/nn/data/dataset.hpp"
 #include "troupe/storage/record_store.hpp"
+#include "troupe/wire/rpc.hpp"
 
 namespace troupe::actors {
 
@@ -43,7 +43,7 @@ class record_fetcher {
     std::size_t window = 8;                            // requests in flight (>= 1)
   };
   // `rpc` is used by the fetcher's thread (and by manifest() / test_set() on the caller's) only.
-  record_fetcher(rpc_channel& rpc, options o);
+  record_fetcher(wire::rpc_channel& rpc, options o);
   ~record_fetcher();
   record_fetcher(const record_fetcher&) = delete;
   record_fetcher& operator=(const record_fetcher&) = delete;
@@ -93,7 +93,7 @@ class record_fetcher {
   // Sends the request for `p` into flight_, or (it cannot be sent) asks for it until it is answered.
   void send_piece(piece p, const std::stop_token& stop);
   // A RecordRequest for records [first, first + count) of the training (or test) store.
-  rpc_channel::request request_for(bool test, std::uint64_t first, std::uint64_t count) const;
+  wire::rpc_channel::request request_for(bool test, std::uint64_t first, std::uint64_t count) const;
   std::size_t window() const { return std::max<std::size_t>(1, opt_.window); }
   // Records [first, first + count) from a reply to the piece, or from asking again (blocking) when
   // there was none.
@@ -121,7 +121,7 @@ class record_fetcher {
   // Into the memory cache (under mu_); what it pushes out goes to the spill file (without mu_).
   void keep(std::uint64_t first, std::uint64_t count, std::string bytes);
 
-  rpc_channel& rpc_;
+  wire::rpc_channel& rpc_;
   options opt_;
   storage::manifest train_;              // set by manifest(false) before any want()
   std::unique_ptr<record_spill> spill_;  // likewise

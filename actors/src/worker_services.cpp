@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "ps_layout.hpp"
 #include "troupe/cluster/membership.hpp"
-#include "wire.hpp"
+#include "troupe/wire/messages.hpp"
+#include "troupe/wire/ps_layout.hpp"
 
 namespace troupe::actors {
 
@@ -38,18 +38,18 @@ expected<void> remote_ps::pull(nn::model& m, const nn::batch& b) {
       if (slot_.emplace(id, 0).second) unique_.push_back(id);
     }
   ids_by_shard_.assign(shards, {});
-  for (auto id : unique_) ids_by_shard_[shard_of_id(id, shards)].push_back(id);
+  for (auto id : unique_) ids_by_shard_[wire::shard_of_id(id, shards)].push_back(id);
   auto tables = m.embedding_tables();
   std::vector<std::vector<nn::dense_param*>> dense_by_shard(shards);
   for (auto* p : m.parameters())
-    if (p->trainable) dense_by_shard[shard_of_name(p->name, shards)].push_back(p);
+    if (p->trainable) dense_by_shard[wire::shard_of_name(p->name, shards)].push_back(p);
 
-  std::vector<rpc_channel::request> reqs;
+  std::vector<wire::rpc_channel::request> reqs;
   for (std::uint32_t s = 0; s < shards; ++s) {
     if (dense_by_shard[s].empty() && (ids_by_shard_[s].empty() || tables.empty())) continue;
     auto node = shard_node(s);
     if (!node) return node.err();
-    rpc_channel::request r{*node, "ps", outbound()};
+    wire::rpc_channel::request r{*node, "ps", outbound()};
     auto pull = r.out.body().initPsPull();
     auto names = pull.initDense(static_cast<unsigned>(dense_by_shard[s].size()));
     for (unsigned i = 0; i < dense_by_shard[s].size(); ++i) names.set(i, dense_by_shard[s][i]->name);
@@ -101,23 +101,24 @@ expected<void> remote_ps::push(nn::model& m) {
   const std::uint32_t shards = rt_.spec().ps.shards;
   std::vector<std::vector<nn::dense_param*>> dense_by_shard(shards);
   for (auto* p : m.parameters())
-    if (p->trainable) dense_by_shard[shard_of_name(p->name, shards)].push_back(p);
+    if (p->trainable) dense_by_shard[wire::shard_of_name(p->name, shards)].push_back(p);
   auto tables = m.embedding_tables();
   // Per shard, per table: positions into the table's (unique, combined) sparse gradient.
   std::vector<std::vector<std::vector<std::size_t>>> rows_by_shard(
       shards, std::vector<std::vector<std::size_t>>(tables.size()));
   for (std::size_t t = 0; t < tables.size(); ++t) {
     const auto& g = tables[t]->grad();
-    for (std::size_t i = 0; i < g.size(); ++i) rows_by_shard[shard_of_id(g.ids[i], shards)][t].push_back(i);
+    for (std::size_t i = 0; i < g.size(); ++i)
+      rows_by_shard[wire::shard_of_id(g.ids[i], shards)][t].push_back(i);
   }
-  std::vector<rpc_channel::request> reqs;
+  std::vector<wire::rpc_channel::request> reqs;
   for (std::uint32_t s = 0; s < shards; ++s) {
     bool any_rows = false;
     for (auto& v : rows_by_shard[s]) any_rows |= !v.empty();
     if (dense_by_shard[s].empty() && !any_rows) continue;
     auto node = shard_node(s);
     if (!node) return node.err();
-    rpc_channel::request r{*node, "ps", outbound()};
+    wire::rpc_channel::request r{*node, "ps", outbound()};
     auto push = r.out.body().initPsPush();
     auto dl = push.initDense(static_cast<unsigned>(dense_by_shard[s].size()));
     for (unsigned i = 0; i < dense_by_shard[s].size(); ++i) {
@@ -192,7 +193,7 @@ void node_ring_context::report_gone(const node_id& node, const std::string& why)
 }
 
 std::unique_ptr<collective::mixed_ring_session> make_ring_session(node_ring_context& ctx,
-                                                                  const job_spec& spec) {
+                                                                  const job::job_spec& spec) {
   collective::mixed_session_options o;
   o.capacity = spec.job.ring_capacity;
   o.timeout = spec.job.rpc_timeout;

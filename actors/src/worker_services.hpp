@@ -7,17 +7,17 @@
 #include <unordered_map>
 
 #include "node_runtime.hpp"
-#include "rpc.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/collective/mixed/session.hpp"
 #include "troupe/collective/ring_context.hpp"
 #include "troupe/collective/tcp/link.hpp"
+#include "troupe/wire/rpc.hpp"
 
 namespace troupe::actors {
 
 class remote_ps final : public ps_client {
  public:
-  remote_ps(node_runtime& rt, rpc_channel& rpc) : rt_(rt), rpc_(rpc) {}
+  remote_ps(node_runtime& rt, wire::rpc_channel& rpc) : rt_(rt), rpc_(rpc) {}
   expected<void> pull(nn::model& m, const nn::batch& b) override;
   expected<void> push(nn::model& m) override;
 
@@ -26,7 +26,7 @@ class remote_ps final : public ps_client {
   expected<std::string> shard_node(std::uint32_t i);
   expected<void> read_pull_replies(nn::model& m, const std::vector<message>& replies);
   node_runtime& rt_;
-  rpc_channel& rpc_;
+  wire::rpc_channel& rpc_;
   std::vector<std::vector<std::uint64_t>> ids_by_shard_;
   std::unordered_map<std::uint64_t, std::uint32_t> slot_;
   std::vector<std::uint64_t> unique_;
@@ -60,6 +60,6 @@ class node_ring_context final : public collective::ring_context {
 // The worker's ring session: links per pair of neighbours (shared memory inside a host, TCP across
 // hosts), sized and timed by the job file.
 std::unique_ptr<collective::mixed_ring_session> make_ring_session(node_ring_context& ctx,
-                                                                  const job_spec& spec);
+                                                                  const job::job_spec& spec);
 
 }  // namespace troupe::actors

@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "command.hpp"
-#include "slurm/commands.hpp"
+#include "troupe/cluster/run_tool.hpp"
 #include "troupe/control/client.hpp"
 #include "troupe/observe/dashboard.hpp"
 
@@ -38,7 +38,7 @@ expected<std::string> read_token(const options& o) {
 // The cluster page's sinfo and sacct: bounded (the server's thread waits on them), and every
 // failure a message for the page.
 expected<std::string> slurm_command(const std::vector<std::string>& argv) {
-  auto r = cluster::slurm::run_tool(argv, "", std::chrono::seconds(5), 8 << 20);
+  auto r = cluster::run_tool(argv, "", std::chrono::seconds(5), 8 << 20);
   if (!r) return r.err();
   if (r->code != 0)
     return make_unexpected(core_errc::io_error,

@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "command.hpp"
-#include "troupe/actors/data.hpp"
+#include "troupe/job/data.hpp"
 #include "troupe/nn/data/readers.hpp"
 #include "troupe/storage/record_store.hpp"
 
@@ -40,7 +40,7 @@ struct inspect_flags {
 // Writes every row of `d` to a new store in `out`; prints a one-line summary.
 int write_store(const nn::dataset& d, const std::string& out, const std::string& source) {
   auto start = std::chrono::steady_clock::now();
-  auto m = actors::write_dataset(d, out, source);
+  auto m = job::write_dataset(d, out, source);
   if (!m) return run_error(m.err());
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   double mb = static_cast<double>(m->record_count * storage::encoded_size(m->schema)) / 1e6;

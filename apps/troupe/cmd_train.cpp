@@ -9,9 +9,9 @@
 
 #include "command.hpp"
 #include "job_config_check.hpp"
-#include "troupe/actors/data.hpp"
-#include "troupe/actors/job_spec.hpp"
 #include "troupe/gpu/trainer.hpp"
+#include "troupe/job/data.hpp"
+#include "troupe/job/job_spec.hpp"
 #include "troupe/nn/config.hpp"
 #include "troupe/nn/trainer.hpp"
 
@@ -89,7 +89,7 @@ expected<nn::train_test> load_train_test(const nn::data_config& c) {
   for (auto [dir, into] : {std::pair{&c.train_path, &out.train}, std::pair{&c.test_path, &out.test}}) {
     auto s = storage::record_store::open(*dir);
     if (!s) return s.err();
-    auto d = actors::read_all(*s);
+    auto d = job::read_all(*s);
     if (!d) return d.err();
     *into = std::move(*d);
   }
@@ -100,7 +100,7 @@ int run_local(const options& o) {
   auto doc = load_job_doc(o.file, o.overrides);
   if (!doc) return usage_error(doc.err());
   // A whole job file is accepted ([job], [ps] are validated and ignored here).
-  auto spec = actors::job_spec::read(*doc);
+  auto spec = job::job_spec::read(*doc);
   if (!spec) return usage_error(spec.err());
   auto* job = &spec->nn;
   auto data = load_train_test(job->data);

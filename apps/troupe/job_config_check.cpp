@@ -1,8 +1,9 @@
 #include "job_config_check.hpp"
 
-#include "troupe/actors/job_check.hpp"
-#include "troupe/actors/job_spec.hpp"
+#include "troupe/actors/strategy.hpp"
 #include "troupe/core/log.hpp"
+#include "troupe/job/job_check.hpp"
+#include "troupe/job/job_spec.hpp"
 
 namespace troupe::cli {
 
@@ -15,10 +16,11 @@ expected<config_doc> load_job_doc(const std::string& file, const std::vector<std
 }
 
 expected<void> validate_job_doc(const config_doc& doc) {
-  auto spec = actors::job_spec::read(doc);
+  auto spec = job::job_spec::read(doc);
   if (!spec) return spec.err();
   // The rest of what `troupe run` refuses before it starts (strategy, model, data paths).
-  if (auto c = actors::check_job(*spec); !c) return std::move(c).err().wrap(doc.source());
+  if (auto c = job::check_job(*spec, actors::strategy_names()); !c)
+    return std::move(c).err().wrap(doc.source());
   return {};
 }
 

@@ -24,14 +24,14 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
-#include "data_model.hpp"
 #include "ps_shard_host.hpp"
-#include "rpc.hpp"
 #include "troupe/core/config.hpp"
+#include "troupe/job/data_model.hpp"
 #include "troupe/nn/model.hpp"
 #include "troupe/nn/optimizer.hpp"
-#include "wire.hpp"
-#include "wire_raw.hpp"
+#include "troupe/wire/messages.hpp"
+#include "troupe/wire/raw.hpp"
+#include "troupe/wire/rpc.hpp"
 
 using namespace troupe;
 using namespace troupe::actors;
@@ -55,15 +55,15 @@ double now_s() {
 }
 
 struct bench_data {
-  job_spec spec;
-  prepared_data data;
+  job::job_spec spec;
+  job::prepared_data data;
 };
 
 bench_data prepare(const std::string& work) {
   auto doc = must(config_doc::from_string(bench::ps_bench_job, "ps_bench job"), "job");
   bench_data b;
-  b.spec = must(job_spec::read(doc), "job spec");
-  b.data = must(prepare_datasets(b.spec.nn.data, work + "/datasets"), "dataset");
+  b.spec = must(job::job_spec::read(doc), "job spec");
+  b.data = must(job::prepare_datasets(b.spec.nn.data, work + "/datasets"), "dataset");
   return b;
 }
 
@@ -82,7 +82,7 @@ struct bench_model {
 bench_model load_model(const bench_data& b) {
   bench_model m;
   auto store = must(storage::record_store::open(b.data.train_dir), "store");
-  m.model = must(build_model(b.spec, store), "model");
+  m.model = must(job::build_model(b.spec, store), "model");
   for (auto* t : m.model->embedding_tables())
     if (t->dim() == 16) m.table = t;
   if (!m.table) die("the bench model has no 16-float embedding table");
@@ -92,7 +92,7 @@ bench_model load_model(const bench_data& b) {
 // One client: an endpoint of its own connected to the shard.
 struct client {
   std::unique_ptr<endpoint> net;
-  std::unique_ptr<rpc_client> rpc;
+  std::unique_ptr<wire::rpc_client> rpc;
   std::string shard;
   std::string table;
   std::size_t dim = 0;
@@ -105,14 +105,14 @@ client connect(const bench_data& b, const nn::embedding_table& table, const std:
   cfg.token = "ps-bench";
   c.net = must(endpoint::create(node_id{"worker-" + std::to_string(index), 1}, cfg), "endpoint");
   c.shard = must(c.net->connect(addr, false), "connect").name;
-  c.rpc = must(rpc_client::create(*c.net, "ps-rpc"), "rpc");
+  c.rpc = must(wire::rpc_client::create(*c.net, "ps-rpc"), "rpc");
   c.table = table.name();
   c.dim = table.dim();
   return c;
 }
 
 void pull(client& c, const std::vector<std::uint64_t>& ids) {
-  rpc_channel::request r{c.shard, "ps", outbound()};
+  wire::rpc_channel::request r{c.shard, "ps", outbound()};
   auto p = r.out.body().initPsPull();
   p.initDense(0);
   auto refs = p.initSparse(1);
@@ -128,7 +128,7 @@ void pull(client& c, const std::vector<std::uint64_t>& ids) {
 }
 
 void push(client& c, const nn::sparse_grad& g) {
-  rpc_channel::request r{c.shard, "ps", outbound()};
+  wire::rpc_channel::request r{c.shard, "ps", outbound()};
   auto p = r.out.body().initPsPush();
   p.initDense(0);
   auto sl = p.initSparse(1);

@@ -15,7 +15,7 @@
 #include "caf_types.hpp"
 #include "node_context.hpp"
 #include "roles/roles.hpp"
-#include "troupe/actors/data.hpp"
+#include "troupe/job/data.hpp"
 #include "troupe/transport/endpoint.hpp"
 
 namespace troupe::actors::bench {
@@ -46,9 +46,9 @@ vocab_per_field = 50
 
 class endpoint_node final : public node_context {
  public:
-  endpoint_node(node_identity who, job_spec spec, endpoint& net)
+  endpoint_node(node_identity who, job::job_spec spec, endpoint& net)
       : who_(std::move(who)), spec_(std::move(spec)), net_(net) {}
-  const job_spec& spec() const override { return spec_; }
+  const job::job_spec& spec() const override { return spec_; }
   const node_identity& who() const override { return who_; }
   const std::string& address() const override { return address_; }
   expected<void> send(const std::string& node, const std::string& to, outbound&& m,
@@ -67,7 +67,7 @@ class endpoint_node final : public node_context {
 
  private:
   node_identity who_;
-  job_spec spec_;
+  job::job_spec spec_;
   endpoint& net_;
   std::atomic<std::uint64_t> epoch_{0};
 };
@@ -75,9 +75,9 @@ class endpoint_node final : public node_context {
 // A shard listening on host:port (port 0: any); bound() is the address it got.
 class shard_host {
  public:
-  static expected<std::unique_ptr<shard_host>> start(const job_spec& spec, const prepared_data& data,
-                                                     const std::string& work, const std::string& host,
-                                                     std::uint16_t port) {
+  static expected<std::unique_ptr<shard_host>> start(const job::job_spec& spec,
+                                                     const job::prepared_data& data, const std::string& work,
+                                                     const std::string& host, std::uint16_t port) {
     std::unique_ptr<shard_host> h(new shard_host());
     transport_config cfg = spec.transport;
     cfg.token = "ps-bench";

@@ -1,6 +1,6 @@
 // Served records (issue 19): records/s and MB/s a worker gets from the record server over the
 // transport, against the same worker reading the same tasks from the local LMDB store, same run.
-// Both decode and verify every record into a task's rows (read_records / record_fetcher). Also the
+// Both decode and verify every record into a task's rows (job::read_records / record_fetcher). Also the
 // second pass over the same tasks from the fetcher's memory cache. Data: the Fashion-MNIST train
 // store (3144-byte records), tasks of 1024 records. JSON lines on stdout.
 //   served_records_bench [WORK_DIR] [--repeat N]     loopback, one process (the server answers on
@@ -28,8 +28,8 @@
 #include "fake_node.hpp"
 #include "record_fetch.hpp"
 #include "roles/record_server.hpp"
-#include "troupe/actors/data.hpp"
 #include "troupe/core/memory.hpp"
+#include "troupe/job/data.hpp"
 #include "troupe/nn/data/readers.hpp"
 
 using namespace troupe;
@@ -54,7 +54,7 @@ double local_pass(const storage::record_store& store) {
   nn::dataset d;
   double t0 = now_s();
   for (std::uint64_t f = 0; f < store.count(); f += task_records)
-    if (auto r = read_records(store, f, task_records, d); !r) die(r.err().to_string());
+    if (auto r = job::read_records(store, f, task_records, d); !r) die(r.err().to_string());
   return now_s() - t0;
 }
 
@@ -86,7 +86,7 @@ storage::record_store open_store(const std::string& work) {
   if (!fs::exists(dir + "/data.mdb")) {
     auto d = nn::read_fashion_mnist(nn::fashion_mnist_default_dir, "train");
     if (!d) die(d.err().to_string());
-    if (auto w = write_dataset(*d, dir, "fashion-mnist:train"); !w) die(w.err().to_string());
+    if (auto w = job::write_dataset(*d, dir, "fashion-mnist:train"); !w) die(w.err().to_string());
   }
   auto store = storage::record_store::open(dir);
   if (!store) die(store.err().to_string());
@@ -105,8 +105,9 @@ struct served {
     auto e = endpoint::create(node_id{"master", 0}, cfg);
     if (!e) die(e.err().to_string());
     net = std::move(*e);
-    (void)net->register_name(
-        "records", [this](const message& m) { (void)send_reply(*net, m, server.answer(m), "records"); });
+    (void)net->register_name("records", [this](const message& m) {
+      (void)wire::send_reply(*net, m, server.answer(m), "records");
+    });
     auto addr = net->listen(host, port);
     if (!addr) die(addr.err().to_string());
     return *addr;
@@ -125,8 +126,8 @@ struct fetch_options {
 // `repeat` rounds of: a local scan (when `local`), a cold served pass with one request in flight
 // (replies of the server's largest, 4 MiB: the fetcher before its request window), a cold served
 // pass with the window, a warm one and a cached one.
-void fetch_rounds(rpc_client& rpc, const storage::record_store* local, int repeat, const std::string& where,
-                  const fetch_options& fo) {
+void fetch_rounds(wire::rpc_client& rpc, const storage::record_store* local, int repeat,
+                  const std::string& where, const fetch_options& fo) {
   for (int r = 0; r < repeat; ++r) {
     record_fetcher::options o;
     o.cache_bytes = 0;
@@ -202,9 +203,9 @@ int serve(const std::string& work, const std::string& addr, bool copy) {
   return 0;
 }
 
-std::unique_ptr<rpc_client> connect_rpc(endpoint& cli, const std::string& addr) {
+std::unique_ptr<wire::rpc_client> connect_rpc(endpoint& cli, const std::string& addr) {
   if (auto c = cli.connect(addr, false); !c) die("connect " + addr + ": " + c.err().to_string());
-  auto rpc = rpc_client::create(cli, "records-rpc");
+  auto rpc = wire::rpc_client::create(cli, "records-rpc");
   if (!rpc) die(rpc.err().to_string());
   return std::move(*rpc);
 }

@@ -1,4 +1,5 @@
 #include "troupe/control/client.hpp"
+#include "troupe/transport/endpoint.hpp"
 
 #include <unistd.h>
 
@@ -9,19 +10,16 @@
 #include <nlohmann/json.hpp>
 
 #include "client_timeline.hpp"
-#include "node_runtime.hpp"
-#include "rpc.hpp"
-#include "status_codec.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/storage/task_journal.hpp"
-#include "wire.hpp"
+#include "troupe/wire/job_token.hpp"
+#include "troupe/wire/messages.hpp"
+#include "troupe/wire/rpc.hpp"
+#include "troupe/wire/status_codec.hpp"
 
 namespace troupe::control {
 
-using actors::guarded;
-using actors::node_runtime;
-using actors::rpc_client;
-namespace wire = actors::wire;
+using wire::rpc_client;
 
 expected<std::string> find_job_dir(const std::string& job_dir, const std::string& root) {
   if (!job_dir.empty()) return job_dir;
@@ -36,7 +34,7 @@ namespace {
 
 struct session {
   std::unique_ptr<endpoint> net;
-  std::unique_ptr<rpc_client> rpc;
+  std::unique_ptr<wire::rpc_client> rpc;
   ~session() {
     rpc.reset();
     net.reset();
@@ -69,7 +67,7 @@ expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir) {
   }
   auto nodes = dir->read_nodes();
   if (!nodes) return nodes.err();
-  auto token = node_runtime::read_token(job_dir);
+  auto token = wire::read_job_token(job_dir);
   if (!token) return token.err();
   transport_config cfg;
   cfg.token = *token;
@@ -82,7 +80,7 @@ expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir) {
   if (!peer)
     return std::move(peer).err().wrap("job " + dir->job_id() + " (runner at " + nodes->master_address +
                                       "; is it still running?)");
-  auto rpc = rpc_client::create(*s->net, "cli");
+  auto rpc = wire::rpc_client::create(*s->net, "cli");
   if (!rpc) return rpc.err();
   s->rpc = std::move(*rpc);
   return s;
@@ -91,7 +89,7 @@ expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir) {
 // A job no runner runs any more, from what it left on disk: result.json (how it ended), the task
 // journal (durable counts) and nodes.json (the nodes' final states).
 expected<std::string> ended_job_status(const cluster::job_dir& dir, bool with_timeline) {
-  actors::job_status st;
+  wire::job_status st;
   st.job_id = dir.job_id();
   st.finished = true;
   if (auto j = storage::task_journal::open(dir.journal_dir()))
@@ -107,7 +105,7 @@ expected<std::string> ended_job_status(const cluster::job_dir& dir, bool with_ti
     members = members_json(*nodes);
   }
   auto result = read_result(dir);
-  auto j = actors::to_json(st);
+  auto j = wire::to_json(st);
   j["members"] = std::move(members);
   if (result.is_object()) {
     j["result"] = result;
@@ -141,8 +139,8 @@ expected<std::string> job_status_json(const std::string& job_dir, bool from_time
   auto reply = rpc.call({"runner", "runner", std::move(o.out)}, std::chrono::seconds(3));
   if (!reply) return reply.err();
   nlohmann::json j;
-  bool ok = guarded(
-      "status", [&] { j = actors::to_json(actors::read_job_status(reply->body().getJob().getJobStatus())); });
+  bool ok = wire::guarded(
+      "status", [&] { j = wire::to_json(wire::read_job_status(reply->body().getJob().getJobStatus())); });
   if (!ok) return make_unexpected(core_errc::parse_error, "malformed status reply from the runner");
   return j.dump();
 }

@@ -131,14 +131,6 @@ expected<float> model::forward(const batch& b, bool training) {
   return loss_forward(loss_, nodes_[static_cast<std::size_t>(output_)].out, labels_, probs_);
 }
 
-expected<const tensor*> model::predict(const batch& b) {
-  if (auto r = check_batch(b); !r) return r.err();
-  run_forward(b, false);
-  can_backward_ = false;
-  loss_probabilities(loss_, nodes_[static_cast<std::size_t>(output_)].out, probs_);
-  return &probs_;
-}
-
 void model::backward() {
   if (!can_backward_) return;
   node& out = nodes_[static_cast<std::size_t>(output_)];

@@ -6,7 +6,7 @@
 
 #include "fake_node.hpp"
 #include "roles/dispenser.hpp"
-#include "troupe/actors/data.hpp"
+#include "troupe/job/data.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -26,7 +26,7 @@ class dispenser_test : public ::testing::Test {
   void SetUp() override {
     dir_ = testing::temp_dir("dispenser-test");
     nn::dataset d = testing::tiny_dataset();
-    ASSERT_TRUE(write_dataset(d, dir_ + "/train", "test"));
+    ASSERT_TRUE(job::write_dataset(d, dir_ + "/train", "test"));
     node_identity who{node_id{"master", 1}, cluster::node_role::master, 0, dir_, "job", "job", 0};
     node_.emplace(who);
     node_->spec().job.records_per_task = 10;  // 4 tasks

@@ -24,12 +24,12 @@ class fake_node final : public node_context {
     message m;
   };
 
-  // The spec stays default-built (tests change it through spec()): passing a `job_spec{}` temporary
+  // The spec stays default-built (tests change it through spec()): passing a `job::job_spec{}` temporary
   // trips GCC 12's -Wmaybe-uninitialized at -O3.
   explicit fake_node(node_identity who) : who_(std::move(who)) {}
 
-  const job_spec& spec() const override { return spec_; }
-  job_spec& spec() { return spec_; }
+  const job::job_spec& spec() const override { return spec_; }
+  job::job_spec& spec() { return spec_; }
   const node_identity& who() const override { return who_; }
   expected<void> send(const std::string& node, const std::string& to, outbound&& m,
                       const std::string& from) override {
@@ -65,7 +65,7 @@ class fake_node final : public node_context {
  private:
   node_identity who_;
   std::string address_ = "127.0.0.1:1";
-  job_spec spec_;
+  job::job_spec spec_;
   cluster::membership_view view_;
   std::atomic<std::uint64_t> ring_epoch_{0};
   bool ready_ = true;

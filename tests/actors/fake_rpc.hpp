@@ -1,18 +1,18 @@
 // An rpc_channel for unit tests: records every request (as the message its receiver would see),
 // answers only when the test says so, and times requests out on the node's (manual) clock the way
-// rpc_client does on the real one. Single-threaded use.
+// wire::rpc_client does on the real one. Single-threaded use.
 #pragma once
 
 #include <map>
 #include <string>
 #include <vector>
 
-#include "rpc.hpp"
 #include "troupe/core/clock.hpp"
+#include "troupe/wire/rpc.hpp"
 
 namespace troupe::actors::testing {
 
-class fake_rpc final : public rpc_channel {
+class fake_rpc final : public wire::rpc_channel {
  public:
   struct sent {
     std::uint64_t id = 0;

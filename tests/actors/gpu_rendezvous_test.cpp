@@ -13,7 +13,7 @@
 #include "gpu_comm_client.hpp"
 #include "roles/gpu_rendezvous.hpp"
 #include "roles/roles.hpp"
-#include "wire.hpp"
+#include "troupe/wire/messages.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -113,7 +113,7 @@ TEST(gpu_rendezvous, wire_round_trip) {
 // A worker-like client: its own endpoint connected to the master, the membership it receives.
 struct client {
   std::unique_ptr<endpoint> net;
-  std::unique_ptr<rpc_client> rpc;
+  std::unique_ptr<wire::rpc_client> rpc;
   std::mutex mu;
   std::uint64_t ring_epoch = 0;
 
@@ -124,14 +124,14 @@ struct client {
     if (!n) throw std::runtime_error(n.err().to_string());
     net = std::move(*n);
     (void)net->register_name("node", [this](const message& m) {
-      guarded("membership", [&] {
+      wire::guarded("membership", [&] {
         auto v = wire::read_membership(m.body().getMembership());
         std::lock_guard lk(mu);
         ring_epoch = std::max(ring_epoch, v.ring_epoch);
       });
     });
     if (auto c = net->connect(master, false); !c) throw std::runtime_error(c.err().to_string());
-    auto r = rpc_client::create(*net, "gpu");
+    auto r = wire::rpc_client::create(*net, "gpu");
     if (!r) throw std::runtime_error(r.err().to_string());
     rpc = std::move(*r);
     if (auto j = net->send("master", "master",
@@ -166,7 +166,7 @@ expected<std::unique_ptr<node_runtime>> start_master_node(const std::filesystem:
   std::ofstream(dir / "token") << token;
   auto doc = config_doc::from_string("[job]\nstrategy = \"allreduce\"\n" + extra);
   if (!doc) return doc.err();
-  auto spec = job_spec::read(*doc);
+  auto spec = job::job_spec::read(*doc);
   if (!spec) return spec.err();
   node_runtime::identity who;
   who.id = {"master", 1};

@@ -350,7 +350,7 @@ class gpu_sync : public ::testing::Test {
   nn::dataset data_;
   nn::model_config mc_;
   nn::train_config tc_;
-  job_spec spec_;
+  job::job_spec spec_;
   node_id self_{"worker-0", 1};
 };
 

@@ -14,9 +14,9 @@
 #include "caf_types.hpp"
 #include "fake_node.hpp"
 #include "roles/roles.hpp"
-#include "status_codec.hpp"
 #include "troupe/supervision/name_registry.hpp"
-#include "wire.hpp"
+#include "troupe/wire/messages.hpp"
+#include "troupe/wire/status_codec.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -28,7 +28,7 @@ using testing::incoming;
 struct dispenser_log {
   std::vector<std::string> requeued;                 // single dead holders
   std::vector<std::vector<std::string>> reconciled;  // alive-holder lists
-  task_counts counts;
+  wire::task_counts counts;
 };
 
 caf::behavior fake_dispenser(caf::event_based_actor*, std::shared_ptr<dispenser_log> log) {
@@ -217,7 +217,7 @@ TEST_F(master_test, status_is_answered_to_the_asker_with_its_correlation_id) {
   EXPECT_EQ(out[0].node, "cli-7");
   EXPECT_EQ(out[0].to, "rpc");
   EXPECT_EQ(out[0].m.envelope().getCorrelationId(), 77u);
-  auto s = read_job_status(out[0].m.body().getJob().getJobStatus());
+  auto s = wire::read_job_status(out[0].m.body().getJob().getJobStatus());
   EXPECT_EQ(s.job_id, "job-m");
   EXPECT_EQ(s.workers_alive, 1u);
   EXPECT_EQ(s.tasks.todo, 3u);

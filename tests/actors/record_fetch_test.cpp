@@ -11,7 +11,7 @@
 #include "fake_node.hpp"
 #include "record_fetch.hpp"
 #include "roles/record_server.hpp"
-#include "troupe/actors/data.hpp"
+#include "troupe/job/data.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -20,7 +20,7 @@ using namespace std::chrono_literals;
 
 // Calls go straight to a record_server; the first `silent` calls get no answer, and with `corrupt`
 // a byte of every record reply is flipped on the way.
-class server_channel final : public rpc_channel {
+class server_channel final : public wire::rpc_channel {
  public:
   server_channel(const record_server& s, node_id self) : server_(s), self_(std::move(self)) {}
   expected<message> call(request req, std::chrono::milliseconds) override {
@@ -78,8 +78,8 @@ class record_fetch_test : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = testing::temp_dir("record-fetch-test");
-    ASSERT_TRUE(write_dataset(testing::tiny_dataset(), dir_ + "/train", "test"));
-    ASSERT_TRUE(write_dataset(testing::tiny_dataset(), dir_ + "/test", "test"));
+    ASSERT_TRUE(job::write_dataset(testing::tiny_dataset(), dir_ + "/train", "test"));
+    ASSERT_TRUE(job::write_dataset(testing::tiny_dataset(), dir_ + "/test", "test"));
     node_.emplace(node_identity{node_id{"master", 1}, cluster::node_role::master, 0, dir_, "job", "job", 0});
     server_.emplace(*node_, data_paths{dir_ + "/train", dir_ + "/test"}, 7 * 12);  // 7 records a reply
     channel_.emplace(*server_, node_id{"worker-0", 1});

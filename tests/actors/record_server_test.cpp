@@ -1,5 +1,5 @@
 // The record server (record_server) on a fake node: ranges served as the store holds them (and
-// verified by the receiver's decode_rows), replies bounded in size, bad ranges refused with a clear
+// verified by the receiver's job::decode_rows), replies bounded in size, bad ranges refused with a clear
 // error, a corrupt record caught by the receiver. No sockets, no actor system.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 
 #include "fake_node.hpp"
 #include "roles/record_server.hpp"
-#include "troupe/actors/data.hpp"
+#include "troupe/job/data.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -19,7 +19,7 @@ class record_server_test : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = testing::temp_dir("record-server-test");
-    ASSERT_TRUE(write_dataset(testing::tiny_dataset(), dir_ + "/train", "test"));
+    ASSERT_TRUE(job::write_dataset(testing::tiny_dataset(), dir_ + "/train", "test"));
     node_.emplace(node_identity{node_id{"master", 1}, cluster::node_role::master, 0, dir_, "job", "job", 0});
     auto store = storage::record_store::open(dir_ + "/train");
     ASSERT_TRUE(store);
@@ -72,8 +72,8 @@ TEST_F(record_server_test, serves_a_range_as_stored_and_it_decodes_to_the_rows) 
   EXPECT_EQ(m->schema, manifest_.schema);
   EXPECT_EQ(m->record_count, 40u);
   nn::dataset d;
-  size_rows(*m, "served", 10, d);
-  ASSERT_TRUE(decode_rows(m->schema, 5, bytes_of(r), d, 0, "served"));
+  job::size_rows(*m, "served", 10, d);
+  ASSERT_TRUE(job::decode_rows(m->schema, 5, bytes_of(r), d, 0, "served"));
   for (std::size_t i = 0; i < 10; ++i) {
     EXPECT_EQ(d.dense_row(i)[0], static_cast<float>(5 + i));
     EXPECT_EQ(d.labels[i], static_cast<float>((5 + i) % 2));
@@ -90,7 +90,7 @@ TEST_F(record_server_test, large_records_go_out_of_the_map_uncopied_one_segment_
     for (std::size_t k = 0; k < 600; ++k) big.dense.push_back(static_cast<float>(i * 1000 + k));
     big.labels.push_back(static_cast<float>(i % 2));
   }
-  ASSERT_TRUE(write_dataset(big, dir_ + "/big", "big"));
+  ASSERT_TRUE(job::write_dataset(big, dir_ + "/big", "big"));
   auto m = storage::manifest::parse(storage::record_store::open(dir_ + "/big")->info().to_toml(), "big");
   ASSERT_TRUE(m);
   const std::size_t size = storage::encoded_size(m->schema);
@@ -113,12 +113,12 @@ TEST_F(record_server_test, large_records_go_out_of_the_map_uncopied_one_segment_
   EXPECT_EQ(r.getRecordCount(), 20u) << "bounded: the requester asks for the rest";
   ASSERT_EQ(r.getRecordList().size(), 20u);
   nn::dataset d;
-  size_rows(*m, "served", 20, d);
+  job::size_rows(*m, "served", 20, d);
   for (unsigned k = 0; k < 20; ++k) {
     auto e = r.getRecordList()[k];
     ASSERT_EQ(e.size(), size);
-    ASSERT_TRUE(
-        decode_rows(m->schema, 4 + k, {reinterpret_cast<const char*>(e.begin()), e.size()}, d, k, "served"));
+    ASSERT_TRUE(job::decode_rows(m->schema, 4 + k, {reinterpret_cast<const char*>(e.begin()), e.size()}, d, k,
+                                 "served"));
     EXPECT_EQ(d.dense_row(k)[0], static_cast<float>((4 + k) * 1000));
     EXPECT_EQ(d.dense_row(k)[599], static_cast<float>((4 + k) * 1000 + 599));
   }
@@ -130,7 +130,7 @@ TEST_F(record_server_test, large_records_go_out_of_the_map_uncopied_one_segment_
   ASSERT_TRUE(kept);
   auto e = kept->body().getRecordReply().getRecordList()[3];
   ASSERT_TRUE(
-      decode_rows(m->schema, 7, {reinterpret_cast<const char*>(e.begin()), e.size()}, d, 0, "served"));
+      job::decode_rows(m->schema, 7, {reinterpret_cast<const char*>(e.begin()), e.size()}, d, 0, "served"));
   EXPECT_EQ(d.dense_row(0)[1], 7001.0f);
 }
 
@@ -192,14 +192,14 @@ TEST_F(record_server_test, a_record_corrupted_on_the_way_fails_the_receivers_dec
   std::string bytes(bytes_of(r));
   bytes[2 * size_ + 6] ^= 0x10;  // record 12's label
   nn::dataset d;
-  size_rows(manifest_, "served", 5, d);
-  auto dec = decode_rows(manifest_.schema, 10, bytes, d, 0, "served from master");
+  job::size_rows(manifest_, "served", 5, d);
+  auto dec = job::decode_rows(manifest_.schema, 10, bytes, d, 0, "served from master");
   ASSERT_FALSE(dec);
   EXPECT_EQ(dec.err(), storage::storage_errc::corrupt_record);
   EXPECT_NE(dec.err().to_string().find("12"), std::string::npos) << dec.err().to_string();
   // Bytes that are not whole records, or more records than rows, are refused too.
-  EXPECT_FALSE(decode_rows(manifest_.schema, 10, std::string_view(bytes).substr(1), d, 0, "served"));
-  EXPECT_FALSE(decode_rows(manifest_.schema, 10, bytes, d, 1, "served"));
+  EXPECT_FALSE(job::decode_rows(manifest_.schema, 10, std::string_view(bytes).substr(1), d, 0, "served"));
+  EXPECT_FALSE(job::decode_rows(manifest_.schema, 10, bytes, d, 1, "served"));
 }
 
 }  // namespace

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <chrono>
 
-#include "data_model.hpp"
 #include "fake_node.hpp"
 #include "fake_rpc.hpp"
 #include "roles/worker_state.hpp"
-#include "troupe/actors/data.hpp"
+#include "troupe/job/data.hpp"
+#include "troupe/job/data_model.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -63,12 +63,12 @@ class worker_loop_test : public ::testing::Test {
     dir_ = testing::temp_dir("worker-loop-test");
     const auto& dir = dir_;
     nn::dataset d = testing::tiny_dataset();
-    ASSERT_TRUE(write_dataset(d, dir + "/train", "test"));
+    ASSERT_TRUE(job::write_dataset(d, dir + "/train", "test"));
     auto store = storage::record_store::open(dir + "/train");
     ASSERT_TRUE(store) << store.err().to_string();
     st_.train.emplace(std::move(*store));
     node_.spec().nn.train.batch_size = 2;
-    auto m = build_model(node_.spec(), *st_.train);
+    auto m = job::build_model(node_.spec(), *st_.train);
     ASSERT_TRUE(m) << m.err().to_string();
     st_.model = std::move(*m);
     auto tr = nn::trainer::create(*st_.model, node_.spec().nn.train);

@@ -20,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include "endpoint_testing.hpp"
 #include "troupe/transport/diag.hpp"
 #include "troupe/transport/endpoint.hpp"
 #include "troupe/transport/errc.hpp"
@@ -292,7 +293,7 @@ TEST_F(net_process, malformed_frames_close_only_that_connection) {
     std::promise<std::string> down;
     bad->on_peer_down([&](const peer_event& e) { down.set_value(e.reason); });
     ASSERT_TRUE(bad->connect(target.address, false)) << c.what;
-    ASSERT_TRUE(bad->send_raw_for_testing("robust", c.bytes)) << c.what;
+    ASSERT_TRUE(endpoint_testing::send_raw(*bad, "robust", c.bytes)) << c.what;
     auto f = down.get_future();
     ASSERT_EQ(f.wait_for(3s), std::future_status::ready) << c.what << ": connection was not closed";
     auto r = run_ping(*good, {"robust", "echo", 20, 0, 64});

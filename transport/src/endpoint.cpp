@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 
 #include "endpoint_impl.hpp"
+#include "endpoint_testing.hpp"
 #include "troupe/transport/message.hpp"
 
 namespace troupe {
@@ -223,16 +224,6 @@ void endpoint::impl::schedule_redial(std::uint64_t id) {
   });
 }
 
-void endpoint::disconnect(const std::string& node) {
-  asio::post(impl_->io, [p = impl_.get(), node] {
-    auto c = p->primary_for(node);
-    if (!c) return;
-    p->dials.erase(c->dial_id);
-    c->dial_id = 0;
-    c->close("disconnected by " + p->self.name);
-  });
-}
-
 bool endpoint::connected(const std::string& node) const {
   return impl_->primary_for(node) != nullptr;
 }
@@ -324,8 +315,9 @@ bool endpoint::in_io_thread() const {
   return impl_->io.get_executor().running_in_this_thread();
 }
 
-expected<void> endpoint::send_raw_for_testing(const std::string& node, std::vector<std::byte> bytes) {
-  auto c = impl_->primary_for(node);
+expected<void> endpoint_testing::send_raw(endpoint& e, const std::string& node,
+                                          std::vector<std::byte> bytes) {
+  auto c = e.impl_->primary_for(node);
   if (!c) return make_unexpected(transport_errc::not_connected, node);
   return c->enqueue_raw(std::move(bytes));
 }

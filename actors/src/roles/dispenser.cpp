@@ -190,10 +190,10 @@ void task_dispenser::requeue_expired() {
   }
 }
 
-std::optional<task_counts> task_dispenser::counts() const {
+std::optional<wire::task_counts> task_dispenser::counts() const {
   auto c = journal_->counts();
   if (!c) return std::nullopt;
-  task_counts out;
+  wire::task_counts out;
   out.todo = c->todo;
   out.doing = c->doing;
   out.done = c->done;
@@ -218,7 +218,7 @@ caf::behavior dispenser(dispenser_actor* self, node_context* node, data_paths da
   self->state.core.emplace(*node, data);
   self->send(self, tick_atom::value);
   return {
-      [=](const message& m) { guarded("dispenser", [&] { self->state.core->on_message(m); }); },
+      [=](const message& m) { wire::guarded("dispenser", [&] { self->state.core->on_message(m); }); },
       [=](requeue_atom, const std::string& holder) { self->state.core->requeue_holder(holder); },
       [=](requeue_atom, const std::vector<std::string>& alive_holders) {
         self->state.core->requeue_absent(alive_holders);
@@ -228,7 +228,7 @@ caf::behavior dispenser(dispenser_actor* self, node_context* node, data_paths da
         self->delayed_send(self, std::chrono::milliseconds(250), tick_atom::value);
       },
       [=](fault_atom, const std::string& fault) { self->state.core->set_external_fault(fault); },
-      [=](counts_atom) -> caf::result<task_counts> {
+      [=](counts_atom) -> caf::result<wire::task_counts> {
         auto c = self->state.core->counts();
         if (!c) return caf::make_error(caf::sec::runtime_error);
         return *c;

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "../node_context.hpp"
-#include "../status_codec.hpp"
 #include "roles.hpp"
 #include "troupe/observe/timeline.hpp"
 #include "troupe/storage/task_journal.hpp"
+#include "troupe/wire/status_codec.hpp"
 
 namespace troupe::actors {
 
@@ -39,7 +39,7 @@ class task_dispenser {
   // Leases whose deadline passed on the context's clock go back to TODO.
   void requeue_expired();
   // The journal's counts and this dispenser's requeues and data epoch; nullopt when the journal fails.
-  std::optional<task_counts> counts() const;
+  std::optional<wire::task_counts> counts() const;
   // A disk fault of the master's own files (empty: over): no task is handed out while it lasts.
   void set_external_fault(const std::string& fault);
   const storage::task_journal& journal() const { return *journal_; }

@@ -35,7 +35,7 @@ namespace {
 // ring epoch.
 class master_rendezvous final : public gpu_rendezvous_port {
  public:
-  master_rendezvous(node_runtime& rt, rpc_client& rpc) : rt_(rt), rpc_(rpc) {}
+  master_rendezvous(node_runtime& rt, wire::rpc_client& rpc) : rt_(rt), rpc_(rpc) {}
   expected<gpu_rendezvous::snapshot> exchange(const gpu_rendezvous::post& mine,
                                               bool need_unique_id) override {
     gpu_exchange_options o;
@@ -47,7 +47,7 @@ class master_rendezvous final : public gpu_rendezvous_port {
 
  private:
   node_runtime& rt_;
-  rpc_client& rpc_;
+  wire::rpc_client& rpc_;
 };
 
 std::string host_name() {

@@ -8,12 +8,12 @@
 #include <fstream>
 
 #include "../caf_types.hpp"
-#include "../wire.hpp"
 #include "master_observer.hpp"
 #include "master_state.hpp"
 #include "roles.hpp"
 #include "troupe/cluster/errc.hpp"
 #include "troupe/cluster/job_dir.hpp"
+#include "troupe/wire/messages.hpp"
 
 namespace troupe::actors {
 
@@ -190,7 +190,7 @@ caf::behavior master(master_actor* self, node_context* ctx, supervision::name_re
   return {
       [=](const message& m) {
         using B = schema::Envelope::Body;
-        guarded("master", [&] {
+        wire::guarded("master", [&] {
           if (m.kind() == B::JOIN)
             on_join(self, m);
           else if (m.kind() == B::JOB)

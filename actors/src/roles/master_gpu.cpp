@@ -2,8 +2,8 @@
 // GpuCommInfo per request (docs/gpu_workers.md).
 #include <spdlog/spdlog.h>
 
-#include "../wire.hpp"
 #include "master_state.hpp"
+#include "troupe/wire/messages.hpp"
 
 namespace troupe::actors {
 

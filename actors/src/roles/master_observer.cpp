@@ -7,6 +7,7 @@
 #include "../node_runtime.hpp"
 #include "master_state.hpp"
 #include "troupe/core/clock.hpp"
+#include "troupe/wire/job_token.hpp"
 
 namespace troupe::actors {
 
@@ -36,7 +37,8 @@ const std::vector<double>& recovery_buckets() {
 
 }  // namespace
 
-master_observer::master_observer(const job_spec& spec, const std::string& job_dir, const std::string& job_id)
+master_observer::master_observer(const job::job_spec& spec, const std::string& job_dir,
+                                 const std::string& job_id)
     : timeline_(job_dir), labels_{{"job", job_id}, {"node", "master"}, {"role", "master"}} {
   // Every family from the start, so a scrape sees them before the first step or death.
   metrics_.get_histogram("troupe_step_seconds", step_help, step_buckets(), labels_);
@@ -50,14 +52,14 @@ master_observer::~master_observer() {
   for (const auto& d : pending_) write_departure(d, departure_kind(d.reason));
 }
 
-void master_observer::start_metrics(const job_spec& spec, const std::string& job_dir) {
+void master_observer::start_metrics(const job::job_spec& spec, const std::string& job_dir) {
   const auto& c = spec.cluster;
   if (c.metrics_port < 0) return;
   observe::http_options o;
   o.listen = c.metrics_host + ":" + std::to_string(c.metrics_port);
   std::string token;
   if (!observe::is_loopback(c.metrics_host)) {
-    auto t = node_runtime::read_token(job_dir);
+    auto t = wire::read_job_token(job_dir);
     if (!t) return spdlog::warn("/metrics not served: {}", t.err().to_string());
     token = *t;
   }

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "troupe/actors/job_spec.hpp"
 #include "troupe/cluster/membership.hpp"
+#include "troupe/job/job_spec.hpp"
 #include "troupe/observe/http_server.hpp"
 #include "troupe/observe/metrics.hpp"
 #include "troupe/observe/timeline.hpp"
@@ -34,7 +34,7 @@ struct master_state;
 
 class master_observer {
  public:
-  master_observer(const job_spec& spec, const std::string& job_dir, const std::string& job_id);
+  master_observer(const job::job_spec& spec, const std::string& job_dir, const std::string& job_id);
   ~master_observer();
 
   void joined(const cluster::member& m, const cluster::membership_view& view);
@@ -56,7 +56,7 @@ class master_observer {
     std::chrono::steady_clock::time_point seen;
   };
   void write_departure(const departure& d, const std::string& kind);
-  void start_metrics(const job_spec& spec, const std::string& job_dir);
+  void start_metrics(const job::job_spec& spec, const std::string& job_dir);
   void update_metrics(const master_state& st, std::uint64_t restarts);
 
   observe::job_timeline timeline_;

@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "../node_context.hpp"
-#include "../status_codec.hpp"
 #include "gpu_rendezvous.hpp"
 #include "job_counters.hpp"
 #include "troupe/cluster/membership.hpp"
 #include "troupe/supervision/name_registry.hpp"
 #include "troupe/transport/schema/job.capnp.h"
+#include "troupe/wire/status_codec.hpp"
 
 namespace troupe::actors {
 
@@ -50,7 +50,7 @@ struct master_state {
   double window_loss = 0;
   double samples_per_sec = 0, loss = 0;
   // The dispenser's counts; nullopt until it answered.
-  std::optional<task_counts> counts;
+  std::optional<wire::task_counts> counts;
   std::set<std::string> done_workers;
   // Evaluation and completion.
   std::string eval_worker;

@@ -6,12 +6,12 @@
 #include <fstream>
 
 #include "../caf_types.hpp"
-#include "../rpc.hpp"
-#include "../status_codec.hpp"
-#include "../wire.hpp"
 #include "master_observer.hpp"
 #include "master_state.hpp"
 #include "troupe/cluster/job_dir.hpp"
+#include "troupe/wire/messages.hpp"
+#include "troupe/wire/rpc.hpp"
+#include "troupe/wire/status_codec.hpp"
 
 namespace troupe::actors {
 
@@ -111,7 +111,7 @@ void on_tick(master_actor* self) {
   reconcile_holders(self);
   if (auto d = st.names->get("dispenser")) {
     self->request(d, std::chrono::seconds(2), counts_atom::value)
-        .then([=](const task_counts& c) { self->state.counts = c; }, [](caf::error&) {});
+        .then([=](const wire::task_counts& c) { self->state.counts = c; }, [](caf::error&) {});
   }
   if (st.finished) {
     send_finished(st);  // repeated until the runner stops the job: a restarted runner link still learns it
@@ -153,7 +153,7 @@ void on_eval_result(master_actor* self, schema::EvalResult::Reader r, std::uint6
 
 void send_status(master_actor* self, const message& request) {
   auto& st = self->state;
-  job_status s;
+  wire::job_status s;
   s.job_id = st.ctx->who().job_id;
   s.epoch = st.view.epoch();
   s.master_incarnation = st.ctx->self().incarnation;
@@ -172,7 +172,7 @@ void send_status(master_actor* self, const message& request) {
   s.result_json = st.result_json;
   s.members = st.view.members();
   auto o = wire::job_reply(request);
-  write_job_status(o.body.initJobStatus(), s);
+  wire::write_job_status(o.body.initJobStatus(), s);
   if (auto r = st.ctx->reply(request, std::move(o.out), "master"); !r)
     spdlog::debug("status reply to {}: {}", request.from_node().name, r.err().to_string());
 }

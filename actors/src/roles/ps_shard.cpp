@@ -6,13 +6,13 @@
 #include <caf/all.hpp>
 
 #include "../caf_types.hpp"
-#include "../data_model.hpp"
-#include "../ps_layout.hpp"
-#include "../rpc.hpp"
-#include "../wire.hpp"
-#include "../wire_raw.hpp"
 #include "ps_state.hpp"
 #include "roles.hpp"
+#include "troupe/job/data_model.hpp"
+#include "troupe/wire/messages.hpp"
+#include "troupe/wire/ps_layout.hpp"
+#include "troupe/wire/raw.hpp"
+#include "troupe/wire/rpc.hpp"
 
 namespace troupe::actors {
 
@@ -105,7 +105,7 @@ caf::behavior ps_shard(ps_actor* self, node_context* rt, data_paths data) {
   return {
       [=](const message& m) {
         using B = schema::Envelope::Body;
-        guarded("ps", [&] {
+        wire::guarded("ps", [&] {
           if (m.kind() == B::PS_PULL)
             reply_pull(self->state, m);
           else if (m.kind() == B::PS_PUSH)

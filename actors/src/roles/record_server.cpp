@@ -126,7 +126,7 @@ using record_server_actor = caf::stateful_actor<record_server_state>;
 caf::behavior serve_records(record_server_actor* self, node_context* node, data_paths data) {
   self->state.core.emplace(*node, data);
   return {
-      [=](const message& m) { guarded("records", [&] { self->state.core->on_message(m); }); },
+      [=](const message& m) { wire::guarded("records", [&] { self->state.core->on_message(m); }); },
   };
 }
 

@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include "../caf_types.hpp"
-#include "../data_model.hpp"
-#include "troupe/actors/data.hpp"
+#include "troupe/job/data.hpp"
+#include "troupe/job/data_model.hpp"
 #include "worker_actor.hpp"
 
 namespace troupe::actors {
@@ -18,7 +18,7 @@ namespace {
 // store's manifest (asked for until the server answers, a job's start-up being under way).
 storage::manifest serve_records(worker_state& st, node_runtime* rt) {
   rt->net().unregister_name("records-rpc");  // a restarted actor registers it anew
-  auto rpc = rpc_client::create(rt->net(), "records-rpc");
+  auto rpc = wire::rpc_client::create(rt->net(), "records-rpc");
   if (!rpc) throw std::runtime_error(rpc.err().to_string());
   st.records_rpc = std::move(*rpc);
   const auto& data = rt->spec().nn.data;
@@ -60,7 +60,7 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data, const str
   st.node = rt;
   st.data = std::move(data);
   auto manifest = open_data(st, rt);
-  auto m = build_model(rt->spec(), manifest, st.train ? st.train->dir() : manifest.source);
+  auto m = job::build_model(rt->spec(), manifest, st.train ? st.train->dir() : manifest.source);
   if (!m) throw std::runtime_error(m.err().to_string());
   st.model = std::move(*m);
   auto tr = nn::trainer::create(*st.model, rt->spec().nn.train);
@@ -68,7 +68,7 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data, const str
   st.trainer = std::move(*tr);
   // Replies to this incarnation's requests; a restarted actor registers the name anew.
   rt->net().unregister_name("rpc");
-  auto rpc = rpc_client::create(rt->net(), "rpc");
+  auto rpc = wire::rpc_client::create(rt->net(), "rpc");
   if (!rpc) throw std::runtime_error(rpc.err().to_string());
   st.rpc = std::move(*rpc);
   st.task_rpc = st.rpc.get();
@@ -101,7 +101,7 @@ caf::behavior run_worker(worker_actor* self, node_runtime* rt, data_paths data, 
         if (more) self->send(self, tick_atom::value);
       },
       [=](const message& m) {
-        guarded("worker", [&] {
+        wire::guarded("worker", [&] {
           if (m.kind() == schema::Envelope::Body::JOB &&
               m.body().getJob().which() == schema::JobMessage::EVALUATE)
             evaluate(self->state, m);

@@ -4,9 +4,9 @@
 
 #include <limits>
 
-#include "../wire.hpp"
-#include "troupe/actors/data.hpp"
+#include "troupe/job/data.hpp"
 #include "troupe/nn/metrics.hpp"
+#include "troupe/wire/messages.hpp"
 #include "worker_state.hpp"
 
 namespace troupe::actors {
@@ -16,7 +16,7 @@ expected<nn::dataset> load_test_set(worker_state& st) {
   if (st.fetch) return st.fetch->test_set(std::chrono::seconds(60));
   auto store = storage::record_store::open(st.data.test_dir);
   if (!store) return store.err();
-  return read_all(*store);
+  return job::read_all(*store);
 }
 }  // namespace
 

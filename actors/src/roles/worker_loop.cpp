@@ -6,8 +6,8 @@
 #include <thread>
 #include <utility>
 
-#include "../wire.hpp"
-#include "troupe/actors/data.hpp"
+#include "troupe/job/data.hpp"
+#include "troupe/wire/messages.hpp"
 #include "worker_state.hpp"
 
 namespace troupe::actors {
@@ -83,7 +83,7 @@ std::optional<held_task> load_task(worker_state& st, schema::Task::Reader t) {
     h.ticket = st.fetch->want(h.first, h.count);
     return h;
   }
-  if (auto r = read_records(*st.train, h.first, h.count, h.rows); !r) {
+  if (auto r = job::read_records(*st.train, h.first, h.count, h.rows); !r) {
     spdlog::error("task {}: {}", h.id, r.err().to_string());
     send_report(st, h, r.err().to_string());
     return std::nullopt;
@@ -193,7 +193,7 @@ void pump_lease(worker_state& st) {
   }
   if (st.exhausted || st.next || now(st) < st.next_lease) return;
   if (st.task && st.task->cursor * 2 < st.task->order.size()) return;
-  rpc_channel::request r{"master", "dispenser", outbound()};
+  wire::rpc_channel::request r{"master", "dispenser", outbound()};
   auto req = r.out.body().initTaskRequest();
   std::vector<std::uint64_t> holding;
   if (st.task) holding.push_back(st.task->id);

@@ -10,12 +10,12 @@
 
 #include "../node_context.hpp"
 #include "../record_fetch.hpp"
-#include "../rpc.hpp"
 #include "../worker_services.hpp"
 #include "roles.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/nn/trainer.hpp"
 #include "troupe/storage/record_store.hpp"
+#include "troupe/wire/rpc.hpp"
 
 namespace troupe::actors {
 
@@ -47,17 +47,17 @@ struct worker_state {
   std::optional<storage::record_store> train;  // the local store; empty when records are served
   // Served records ([data] serve, docs/data.md): its own rpc client for the record server, and the
   // fetcher (prefetching leased tasks, caching them); null when the local store is read.
-  std::unique_ptr<rpc_client> records_rpc;
+  std::unique_ptr<wire::rpc_client> records_rpc;
   std::unique_ptr<record_fetcher> fetch;
   std::optional<nn::dataset> test;
   std::unique_ptr<nn::model> model;
   std::unique_ptr<nn::trainer> trainer;
   // Declared before the strategy, which refers to it, so that it is destroyed after.
   std::unique_ptr<gpu_replica, gpu_replica_deleter> gpu;
-  std::unique_ptr<rpc_client> rpc;
+  std::unique_ptr<wire::rpc_client> rpc;
   // The channel the loop's lease requests and task reports go through: rpc in a worker, a fake in
   // unit tests of the loop.
-  rpc_channel* task_rpc = nullptr;
+  wire::rpc_channel* task_rpc = nullptr;
   std::unique_ptr<remote_ps> ps;
   std::unique_ptr<node_ring_context> ring_context;  // before the ring, which refers to it
   std::unique_ptr<collective::mixed_ring_session> ring;

@@ -81,7 +81,8 @@ class allreduce final : public strategy {
 }  // namespace
 
 void register_allreduce_strategy() {
-  static strategy_registrar reg("allreduce", [](const job_spec&) { return std::make_unique<allreduce>(); });
+  static strategy_registrar reg("allreduce",
+                                [](const job::job_spec&) { return std::make_unique<allreduce>(); });
 }
 
 }  // namespace troupe::actors

@@ -36,7 +36,8 @@ class async_ps final : public strategy {
 }  // namespace
 
 void register_async_ps_strategy() {
-  static strategy_registrar reg("async_ps", [](const job_spec&) { return std::make_unique<async_ps>(); });
+  static strategy_registrar reg("async_ps",
+                                [](const job::job_spec&) { return std::make_unique<async_ps>(); });
 }
 
 }  // namespace troupe::actors

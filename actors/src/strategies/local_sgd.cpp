@@ -67,8 +67,9 @@ class local_sgd final : public strategy {
 }  // namespace
 
 void register_local_sgd_strategy() {
-  static strategy_registrar reg(
-      "local_sgd", [](const job_spec& spec) { return std::make_unique<local_sgd>(spec.job.sync_every); });
+  static strategy_registrar reg("local_sgd", [](const job::job_spec& spec) {
+    return std::make_unique<local_sgd>(spec.job.sync_every);
+  });
 }
 
 }  // namespace troupe::actors

@@ -30,7 +30,7 @@ strategy_registrar::strategy_registrar(std::string name, strategy_factory f) {
   registry()[std::move(name)] = std::move(f);
 }
 
-expected<std::unique_ptr<strategy>> make_strategy(const std::string& name, const job_spec& spec) {
+expected<std::unique_ptr<strategy>> make_strategy(const std::string& name, const job::job_spec& spec) {
   ensure_builtins();
   auto it = registry().find(name);
   if (it == registry().end()) {

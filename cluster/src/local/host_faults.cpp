@@ -1,8 +1,8 @@
 #include "troupe/cluster/host_faults.hpp"
 
 #include "local/hosts.hpp"
-#include "slurm/commands.hpp"
 #include "troupe/cluster/errc.hpp"
+#include "troupe/cluster/run_tool.hpp"
 
 namespace troupe::cluster {
 
@@ -69,7 +69,7 @@ expected<void> run_host_fault(const cluster_config& cfg, const std::string& acti
   std::string line;
   for (const auto& w : argv) line.append(line.empty() ? "" : " ").append(w);
   if (argv.empty()) return make_unexpected(cluster_errc::invalid_spec, "cluster.host_fault_command is empty");
-  auto r = slurm::run_tool(argv, "", timeout, 1 << 20);
+  auto r = run_tool(argv, "", timeout, 1 << 20);
   if (!r) return std::move(r).err().wrap(line);
   if (r->code != 0)
     return make_unexpected(cluster_errc::launch_failed, line + ": exit code " + std::to_string(r->code) +

@@ -9,20 +9,10 @@
 #include <vector>
 
 #include "troupe/cluster/launcher.hpp"
+#include "troupe/cluster/run_tool.hpp"
 #include "troupe/cluster/slurm/launcher.hpp"
 
 namespace troupe::cluster::slurm {
-
-struct tool_result {
-  int code = 0;  // exit code; 128+N when killed by signal N
-  std::string out, err;
-};
-
-// Runs argv (argv[0] looked up in `bin_dir`, else PATH) with stdin on /dev/null, collecting stdout
-// and stderr; kills it past `timeout`. Errors (launch_failed) only when it cannot be started or
-// timed out or (max_output > 0) printed more than max_output bytes; a non-zero exit is a result.
-expected<tool_result> run_tool(const std::vector<std::string>& argv, const std::string& bin_dir,
-                               std::chrono::milliseconds timeout, std::size_t max_output = 0);
 
 // POSIX shell quoting of one word.
 std::string shell_quote(const std::string& s);

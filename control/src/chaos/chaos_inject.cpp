@@ -5,16 +5,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "node_runtime.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/control/chaos.hpp"
 #include "troupe/control/client.hpp"
-#include "wire.hpp"
+#include "troupe/transport/endpoint.hpp"
+#include "troupe/wire/job_token.hpp"
+#include "troupe/wire/messages.hpp"
 
 namespace troupe::control {
-
-using actors::node_runtime;
-namespace wire = actors::wire;
 
 namespace {
 
@@ -46,7 +44,7 @@ expected<void> inject_messages(const std::string& job_dir, const std::string& no
   if (address.empty()) address = address_from_status(job_dir, node);
   if (address.empty())
     return make_unexpected(core_errc::invalid_argument, "no running node '" + node + "' with an address");
-  auto token = node_runtime::read_token(job_dir);
+  auto token = wire::read_job_token(job_dir);
   if (!token) return token.err();
   transport_config cfg;
   cfg.token = *token;

@@ -6,13 +6,13 @@
 #include <signal.h>
 
 #include "chaos_observe.hpp"
-#include "troupe/actors/job_file.hpp"
 #include "troupe/cluster/config.hpp"
+#include "troupe/job/job_file.hpp"
 
 namespace troupe::control {
 
 expected<cluster::cluster_config> job_cluster(const std::string& job_dir) {
-  auto spec = actors::load_job_spec(job_dir);
+  auto spec = job::load_job_spec(job_dir);
   if (!spec) return spec.err();
   return spec->cluster;
 }

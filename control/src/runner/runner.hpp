@@ -13,25 +13,25 @@
 #include <memory>
 #include <mutex>
 
-#include "rpc.hpp"
-#include "status_codec.hpp"
-#include "troupe/actors/data.hpp"
-#include "troupe/actors/job_spec.hpp"
 #include "troupe/cluster/config.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/cluster/launcher.hpp"
 #include "troupe/control/runner.hpp"
+#include "troupe/job/data.hpp"
+#include "troupe/job/job_spec.hpp"
 #include "troupe/observe/timeline.hpp"
 #include "troupe/transport/endpoint.hpp"
+#include "troupe/wire/rpc.hpp"
+#include "troupe/wire/status_codec.hpp"
 
 namespace troupe::control {
 
-using actors::job_spec;
-using actors::job_status;
-using actors::prepared_data;
-using actors::read_job_status;
-using actors::rpc_client;
-using actors::write_job_status;
+using job::job_spec;
+using job::prepared_data;
+using wire::job_status;
+using wire::read_job_status;
+using wire::rpc_client;
+using wire::write_job_status;
 
 struct node_slot {
   node_slot() = default;
@@ -61,7 +61,7 @@ inline node_slot new_slot(node_id id, cluster::node_role role, std::size_t index
 }
 
 // The master's latest status (valid once it answered).
-struct status_snapshot : job_status {
+struct status_snapshot : wire::job_status {
   bool valid = false;
 };
 
@@ -124,13 +124,13 @@ class runner {
   void cancel_left_jobs();
 
   run_options opt_;
-  job_spec spec_;
+  job::job_spec spec_;
   std::optional<cluster::job_dir> dir_;
-  prepared_data data_;
+  job::prepared_data data_;
   std::string master_addr_, self_addr_;
   cluster::control_plan plan_;  // where the runner, the master and the other nodes listen
   std::unique_ptr<endpoint> net_;
-  std::unique_ptr<rpc_client> rpc_;
+  std::unique_ptr<wire::rpc_client> rpc_;
   std::unique_ptr<cluster::launcher> launcher_;
   std::map<std::string, node_slot> nodes_;
   std::uint32_t target_workers_ = 0;
@@ -169,6 +169,6 @@ class runner {
 
 // [cluster] metrics_port 0 becomes a free port, written into `doc` (so job.toml pins it for every
 // master incarnation) and `spec`. Returns "host:port", or "" when metrics_port is -1.
-expected<std::string> pin_metrics_address(config_doc& doc, job_spec& spec);
+expected<std::string> pin_metrics_address(config_doc& doc, job::job_spec& spec);
 
 }  // namespace troupe::control

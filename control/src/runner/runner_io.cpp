@@ -4,17 +4,14 @@
 
 #include <spdlog/spdlog.h>
 
-#include "node_runtime.hpp"
 #include "runner.hpp"
-#include "wire.hpp"
+#include "troupe/transport/endpoint.hpp"
+#include "troupe/wire/messages.hpp"
 
 namespace troupe::control {
 
-using actors::guarded;
-namespace wire = actors::wire;
-
 void runner::on_message(const message& m) {
-  guarded("runner", [&] {
+  wire::guarded("runner", [&] {
     if (m.kind() != schema::Envelope::Body::JOB) return;
     auto j = m.body().getJob();
     switch (j.which()) {
@@ -68,9 +65,9 @@ void runner::poll_status(bool force) {
   o.body.initStatusRequest();
   auto reply = rpc_->call({"master", "master", std::move(o.out)}, std::chrono::milliseconds(1000));
   if (!reply) return;
-  bool ok = guarded("status", [&] {
+  bool ok = wire::guarded("status", [&] {
     status_snapshot st;
-    static_cast<job_status&>(st) = read_job_status(reply->body().getJob().getJobStatus());
+    static_cast<wire::job_status&>(st) = wire::read_job_status(reply->body().getJob().getJobStatus());
     st.valid = true;
     std::lock_guard lk(mu_);
     status_ = std::move(st);
@@ -127,7 +124,7 @@ void runner::print_progress(bool final_line) {
 
 void runner::answer_status(const std::string& node, const std::string& to, std::uint64_t id) {
   std::unique_lock lk(mu_);
-  job_status s = status_;  // the master's, with the runner's own fields
+  wire::job_status s = status_;  // the master's, with the runner's own fields
   s.job_id = dir_->job_id();
   s.workers_target = target_workers_;
   s.finished = finished_;
@@ -137,7 +134,7 @@ void runner::answer_status(const std::string& node, const std::string& to, std::
   if (master_quiet_) s.samples_per_sec = 0;  // the master's last figure is stale, not the pace
   auto o = wire::job();
   o.out.set_correlation_id(id);  // the request's: the asker pairs the answer with it
-  write_job_status(o.body.initJobStatus(), s);
+  wire::write_job_status(o.body.initJobStatus(), s);
   (void)net_->send(node, to, std::move(o.out), "runner");
 }
 

@@ -8,11 +8,9 @@
 #include "troupe/cluster/bootstrap.hpp"
 #include "troupe/cluster/process.hpp"
 #include "troupe/core/clock.hpp"
-#include "wire.hpp"
+#include "troupe/wire/messages.hpp"
 
 namespace troupe::control {
-
-namespace wire = actors::wire;
 
 namespace {
 // A node that dies this often this fast is broken, not unlucky: the job fails rather than spin.

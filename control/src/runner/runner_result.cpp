@@ -40,7 +40,7 @@ std::string runner::final_json(int rc) {
     auto m = nlohmann::json::parse(result_json_, nullptr, false);
     if (m.is_object()) j = std::move(m);
   } else if (status_.valid) {
-    auto s = actors::to_json(status_);
+    auto s = wire::to_json(status_);
     j["tasks"] = s["tasks"];
     j["samples_total"] = s["samples_total"];
   }

@@ -19,10 +19,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
-#include "data_model.hpp"
-#include "node_runtime.hpp"
 #include "runner.hpp"
-#include "troupe/actors/job_check.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/cluster/config.hpp"
 #include "troupe/cluster/errc.hpp"
@@ -30,6 +27,10 @@
 #include "troupe/collective/cleanup.hpp"
 #include "troupe/core/log.hpp"
 #include "troupe/gpu/cuda.hpp"
+#include "troupe/job/data_model.hpp"
+#include "troupe/job/job_check.hpp"
+#include "troupe/transport/endpoint.hpp"
+#include "troupe/wire/job_token.hpp"
 
 namespace troupe::control {
 
@@ -76,7 +77,7 @@ expected<std::uint16_t> free_port() {
 }
 
 // [job] device = "gpu" needs a device here (the local launcher starts every worker on this host).
-expected<void> check_gpu(const job_spec& spec) {
+expected<void> check_gpu(const job::job_spec& spec) {
   if (!spec.uses_gpu()) return {};
   auto n = gpu::device_count();
   if (!n) return std::move(n).err().wrap("[job] device = \"gpu\", but this host cannot run GPU workers");
@@ -113,9 +114,9 @@ runner::~runner() {
 int runner::check_model() {
   auto store = storage::record_store::open(data_.train_dir);
   if (!store) return spdlog::error("{}", store.err().to_string()), 1;
-  auto m = build_model(spec_, *store);
+  auto m = job::build_model(spec_, *store);
   if (!m) return spdlog::error("{}", m.err().to_string()), 2;
-  if (auto f = actors::check_model_fits_strategy(spec_, **m); !f)
+  if (auto f = job::check_model_fits_strategy(spec_, **m); !f)
     return spdlog::error("{}", f.err().to_string()), 2;
   return 0;
 }
@@ -138,7 +139,7 @@ int runner::read_config(config_doc& doc) {
       if (auto r = doc.apply_override(o); !r) return spdlog::error("{}", r.err().to_string()), 2;
   }
   if (opt_.workers && !doc.apply_override("job.workers=" + std::to_string(*opt_.workers))) return 2;
-  auto spec = job_spec::read(doc);
+  auto spec = job::job_spec::read(doc);
   if (!spec) return spdlog::error("{}", spec.err().to_string()), 2;
   spec_ = std::move(*spec);
   if (!opt_.resume.empty() && !spec_.uses_ps()) {
@@ -150,7 +151,7 @@ int runner::read_config(config_doc& doc) {
     return 2;
   }
   // What `troupe config check` checks too (strategy, model, data paths): exit 2 before a job dir.
-  if (auto c = actors::check_job(spec_); !c)
+  if (auto c = job::check_job(spec_, actors::strategy_names()); !c)
     return spdlog::error("{}: {}", opt_.resume.empty() ? opt_.file : opt_.resume, c.err().to_string()), 2;
   if (auto g = check_gpu(spec_); !g) return spdlog::error("{}", g.err().to_string()), 2;
   target_workers_ = spec_.job.workers;
@@ -264,7 +265,7 @@ int runner::setup() {
   if (int rc = open_job_dir(doc); rc != 0) return rc;
   std::string token;
   if (!opt_.resume.empty()) {
-    auto t = actors::node_runtime::read_token(dir_->path());
+    auto t = wire::read_job_token(dir_->path());
     if (!t) return spdlog::error("{}", t.err().to_string()), 1;
     token = *t;
   } else {
@@ -272,7 +273,7 @@ int runner::setup() {
     std::ofstream(dir_->path() + "/token") << token << "\n";
     ::chmod((dir_->path() + "/token").c_str(), 0600);
   }
-  auto data = actors::prepare_datasets(spec_.nn.data, spec_.job.dataset_cache);
+  auto data = job::prepare_datasets(spec_.nn.data, spec_.job.dataset_cache);
   if (!data) return spdlog::error("{}", data.err().to_string()), 1;
   data_ = *data;
   if (int rc = check_model(); rc != 0) return rc;
@@ -291,7 +292,7 @@ int runner::setup() {
   if (!bound) return spdlog::error("{}", bound.err().to_string()), 1;
   self_addr_ = *bound;
   if (auto r = net_->register_name("runner", [this](const message& m) { on_message(m); }); !r) return 1;
-  auto rpc = rpc_client::create(*net_, "rpc");
+  auto rpc = wire::rpc_client::create(*net_, "rpc");
   if (!rpc) return 1;
   rpc_ = std::move(*rpc);
   auto port = free_port();

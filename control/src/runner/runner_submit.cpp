@@ -31,7 +31,7 @@ int submit_job(const run_options& o) {
   if (!doc) return spdlog::error("{}", doc.err().to_string()), 2;
   for (const auto& s : o.overrides)
     if (auto r = doc->apply_override(s); !r) return spdlog::error("{}", r.err().to_string()), 2;
-  auto spec = job_spec::read(*doc);
+  auto spec = job::job_spec::read(*doc);
   if (!spec) return spdlog::error("{}", spec.err().to_string()), 2;
   if (spec->cluster.launcher != "slurm")
     return spdlog::error(

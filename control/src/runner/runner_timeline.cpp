@@ -4,7 +4,7 @@
 
 namespace troupe::control {
 
-expected<std::string> pin_metrics_address(config_doc& doc, job_spec& spec) {
+expected<std::string> pin_metrics_address(config_doc& doc, job::job_spec& spec) {
   auto& c = spec.cluster;
   if (c.metrics_port < 0) return std::string();
   if (c.metrics_port == 0) {

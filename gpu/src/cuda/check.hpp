@@ -21,13 +21,6 @@ inline expected<void> cuda_check(cudaError_t rc, const char* call) {
   return cuda_error(rc, call);
 }
 
-// The error of the last kernel launch on this thread (launch configuration, no device...).
-inline expected<void> launch_check(const char* kernel) {
-  cudaError_t rc = cudaGetLastError();
-  if (rc == cudaSuccess) return {};
-  return error(gpu_errc::cuda_failed, std::string(kernel) + "<<<>>>: " + cudaGetErrorString(rc));
-}
-
 // A kernels:: launcher's result (the launch error, or cudaSuccess).
 inline expected<void> launched(cudaError_t rc, const char* kernel) {
   if (rc == cudaSuccess) return {};

@@ -16,9 +16,9 @@
 #include <string_view>
 #include <vector>
 
-#include "troupe/actors/job_spec.hpp"
 #include "troupe/collective/ring_session.hpp"
 #include "troupe/core/ids.hpp"
+#include "troupe/job/job_spec.hpp"
 #include "troupe/nn/data/dataset.hpp"
 #include "troupe/nn/model.hpp"
 #include "troupe/nn/trainer.hpp"
@@ -42,7 +42,7 @@ class ps_client {
 using ring_session = collective::ring_session;
 
 struct worker_context {
-  const job_spec& spec;
+  const job::job_spec& spec;
   const node_id& self;
   nn::model& model;
   nn::trainer& trainer;  // the local optimizer and its state (ring strategies update with it)
@@ -77,14 +77,14 @@ class strategy {
   virtual void warm_up(worker_context& ctx) {}
 };
 
-using strategy_factory = std::function<std::unique_ptr<strategy>(const job_spec&)>;
+using strategy_factory = std::function<std::unique_ptr<strategy>(const job::job_spec&)>;
 
 // A static registrar in the strategy's file registers it under `name` ([job] strategy = name).
 struct strategy_registrar {
   strategy_registrar(std::string name, strategy_factory f);
 };
 // Errors (core_errc::invalid_argument) list the registered names.
-expected<std::unique_ptr<strategy>> make_strategy(const std::string& name, const job_spec& spec);
+expected<std::unique_ptr<strategy>> make_strategy(const std::string& name, const job::job_spec& spec);
 std::vector<std::string> strategy_names();
 
 }  // namespace troupe::actors

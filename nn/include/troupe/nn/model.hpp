@@ -60,8 +60,6 @@ class model {
   void backward();
   // Probabilities of the last forward: [n, classes], or [n, 1] (click probability) when binary.
   const tensor& probabilities() const { return probs_; }
-  // Forward in evaluation mode without computing the loss.
-  expected<const tensor*> predict(const batch& b);
 
   std::vector<dense_param*> parameters();  // all, including state-only (trainable false)
   std::vector<embedding_table*> embedding_tables();

@@ -74,8 +74,6 @@ class endpoint {
   // Returns the peer's identity. With `reconnect`, a later drop is re-dialled with backoff.
   // auth_failed when the peer does not share our token. Not from the io thread (wrong_thread).
   expected<node_id> connect(const std::string& address, bool reconnect = true);
-  // Closes the connection to `node` and stops re-dialling it.
-  void disconnect(const std::string& node);
   bool connected(const std::string& node) const;
   std::vector<node_id> peers() const;
 
@@ -106,12 +104,11 @@ class endpoint {
   void post(std::function<void()> fn);
   bool in_io_thread() const;
 
-  // Test hook: writes `bytes` verbatim on the open connection to `node` (to send malformed frames).
-  expected<void> send_raw_for_testing(const std::string& node, std::vector<std::byte> bytes);
-
   struct impl;
 
  private:
+  // The transport's tests write malformed frames through it (transport/src/endpoint_testing.hpp).
+  friend struct endpoint_testing;
   explicit endpoint(std::unique_ptr<impl> p);
   std::unique_ptr<impl> impl_;
 };

@@ -1,0 +1,94 @@
+#include "troupe/cluster/run_tool.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "troupe/cluster/errc.hpp"
+
+extern char** environ;
+
+namespace troupe::cluster {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+// Reads both pipes until EOF or the deadline; false on timeout or past `max_output` bytes (0: no limit).
+bool drain(int out_fd, int err_fd, tool_result& r, steady::time_point deadline, std::size_t max_output) {
+  pollfd p[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
+  char buf[4096];
+  while (p[0].fd >= 0 || p[1].fd >= 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now()).count();
+    if (left <= 0) return false;
+    if (::poll(p, 2, static_cast<int>(left)) < 0 && errno != EINTR) return false;
+    for (int i = 0; i < 2; ++i) {
+      if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = ::read(p[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        (i == 0 ? r.out : r.err).append(buf, static_cast<std::size_t>(n));
+        if (max_output > 0 && r.out.size() + r.err.size() > max_output) return false;
+      } else if (n == 0 || errno != EINTR) {
+        p[i].fd = -1;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+expected<tool_result> run_tool(const std::vector<std::string>& argv, const std::string& bin_dir,
+                               std::chrono::milliseconds timeout, std::size_t max_output) {
+  std::string prog = bin_dir.empty() ? argv.at(0) : bin_dir + "/" + argv.at(0);
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0)
+    return make_unexpected(cluster_errc::launch_failed, "pipe: " + std::string(std::strerror(errno)));
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    ::close(out[0]), ::close(out[1]);
+    return make_unexpected(cluster_errc::launch_failed, "pipe: " + std::string(std::strerror(errno)));
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = bin_dir.empty() ? ::posix_spawnp(&pid, prog.c_str(), &fa, nullptr, args.data(), environ)
+                           : ::posix_spawn(&pid, prog.c_str(), &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(out[1]), ::close(err[1]);
+  if (rc != 0) {
+    ::close(out[0]), ::close(err[0]);
+    return make_unexpected(cluster_errc::launch_failed, prog + ": " + std::strerror(rc));
+  }
+  tool_result r;
+  bool finished = drain(out[0], err[0], r, steady::now() + timeout, max_output);
+  ::close(out[0]), ::close(err[0]);
+  if (!finished) ::kill(pid, SIGKILL);
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (!finished && max_output > 0 && r.out.size() + r.err.size() > max_output)
+    return make_unexpected(cluster_errc::launch_failed,
+                           prog + " printed more than " + std::to_string(max_output) + " bytes");
+  if (!finished)
+    return make_unexpected(cluster_errc::launch_failed,
+                           prog + " did not answer within " + std::to_string(timeout.count()) + " ms");
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  // posix_spawn reports a missing program as exit code 127 from the child.
+  if (r.code == 127 && r.out.empty())
+    return make_unexpected(cluster_errc::launch_failed, prog + ": not found (not on PATH)");
+  return r;
+}
+
+}  // namespace troupe::cluster

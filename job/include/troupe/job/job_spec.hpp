@@ -1,0 +1,71 @@
+// The whole job file of `troupe run`: the sections nn owns ([model], [train], [data]), the
+// transport's ([transport]), the launcher's ([cluster], cluster/config.hpp), logging ([log]) and
+// the job's own:
+//
+//   [job]  name, root = "jobs", strategy = "async_ps" | "allreduce" | "local_sgd",
+//          workers (initial target), min_workers, max_workers, records_per_task,
+//          max_task_failures, lease_timeout_ms, progress_every_ms, sync_every (local_sgd),
+//          ring_capacity_kb (allreduce channels), rpc_timeout_ms, dataset_cache (dir of imported
+//          datasets, default "<root>/datasets"), device = "cpu" | "gpu" (workers train on a GPU:
+//          strategy "allreduce" only; docs/gpu_workers.md), disk_full_timeout_ms (a disk fault
+//          lasting this long fails the job; 300000)
+//   [ps]   shards, checkpoint_every_ms, full_checkpoint_every, checkpoint_dir
+//
+// train.epochs is the number of passes over the dataset the dispenser hands out.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "troupe/cluster/config.hpp"
+#include "troupe/core/config.hpp"
+#include "troupe/core/log.hpp"
+#include "troupe/nn/config.hpp"
+#include "troupe/transport/config.hpp"
+
+namespace troupe::job {
+
+struct job_options {
+  using ms = std::chrono::milliseconds;
+  std::string name = "job";
+  std::string root = "jobs";
+  std::string strategy = "async_ps";
+  std::uint32_t workers = 2, min_workers = 1, max_workers = 8;
+  std::uint64_t records_per_task = 1024;
+  std::uint32_t max_task_failures = 3;
+  ms lease_timeout{30'000};
+  ms progress_every{500};
+  std::uint32_t sync_every = 8;
+  std::size_t ring_capacity = 4u << 20;  // holds a resync of a mid-sized model: its source does not wait
+  ms rpc_timeout{10'000};
+  std::string dataset_cache;   // empty: <root>/datasets
+  std::string device = "cpu";  // "gpu": the worker role runs a gpu_worker (one device per worker)
+  // A disk fault (no space left, I/O error) on the job's files lasting this long fails the job;
+  // shorter ones pause it (docs/job.md, "Failure table").
+  ms disk_full_timeout{300'000};
+};
+
+struct ps_options {
+  std::uint32_t shards = 1;
+  std::chrono::milliseconds checkpoint_every{2'000};
+  std::uint32_t full_checkpoint_every = 10;
+  std::string checkpoint_dir;  // absolute; empty: <job dir>/checkpoints
+};
+
+struct job_spec {
+  job_options job;
+  ps_options ps;
+  nn::job_config nn;
+  transport_config transport;
+  cluster::cluster_config cluster;
+  log_config log;
+
+  // Reads every section; the first problem (or an unknown key) is the error, naming file and key.
+  static expected<job_spec> read(const config_doc& doc);
+  // Whether the strategy keeps its parameters on PS shards (async_ps) or on the workers.
+  bool uses_ps() const { return job.strategy == "async_ps"; }
+  bool uses_gpu() const { return job.device == "gpu"; }
+};
+
+}  // namespace troupe::job

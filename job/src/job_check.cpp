@@ -1,0 +1,95 @@
+#include "troupe/job/job_check.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "troupe/job/data.hpp"
+#include "troupe/storage/record_store.hpp"
+
+namespace troupe::job {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+error data_error(const std::string& key, const std::string& problem) {
+  return error(core_errc::invalid_argument,
+               std::string("key 'data.").append(key).append("': ").append(problem));
+}
+
+expected<void> need(const std::string& key, const std::string& path, bool directory) {
+  std::error_code ec;
+  if (path.empty()) return data_error(key, "is empty");
+  if (!fs::exists(path, ec)) return data_error(key, path + ": no such " + (directory ? "directory" : "file"));
+  if (directory && !fs::is_directory(path, ec)) return data_error(key, path + ": is a file, not a directory");
+  if (!directory && fs::is_directory(path, ec)) return data_error(key, path + ": is a directory, not a file");
+  return {};
+}
+
+expected<void> check_data_paths(const nn::data_config& c) {
+  if (c.source == "fashion-mnist") return need("dir", c.dir, true);
+  if (c.source == "criteo") {
+    if (auto r = need("train", c.train_path, false); !r) return r;
+    if (!c.test_path.empty()) return need("test", c.test_path, false);
+  }
+  if (c.source == "store")
+    for (const auto& [key, dir] : {std::pair{"train", c.train_path}, std::pair{"test", c.test_path}}) {
+      if (auto r = need(key, dir, true); !r) return r;
+      if (auto s = storage::record_store::open(dir); !s)
+        return data_error(key, s.err().to_string() + " (make one with `troupe data import`)");
+    }
+  return {};
+}
+
+// The shape of the data a [data] section names, without reading it: enough to build the model.
+expected<nn::dataset_info> nominal_info(const nn::data_config& c) {
+  nn::dataset_info info;
+  info.name = c.source;
+  if (c.source == "fashion-mnist") {
+    info.dense_dim = 28 * 28;
+    info.num_classes = 10;
+    info.image_shape = {1, 28, 28};
+  } else if (c.source == "criteo") {
+    info.dense_dim = 13;
+    info.sparse_fields = 26;
+    info.buckets_per_field = c.criteo.buckets_per_field;
+  } else if (c.source == "synthetic-ctr") {
+    info.dense_dim = c.synthetic.dense_dim;
+    info.sparse_fields = c.synthetic.fields;
+    info.buckets_per_field = c.synthetic.vocab_per_field;
+  } else {
+    auto s = storage::record_store::open(c.train_path);
+    if (!s) return s.err();
+    info = info_of(s->info(), c.train_path);
+  }
+  return info;
+}
+
+}  // namespace
+
+expected<void> check_model_fits_strategy(const job_spec& spec, nn::model& m) {
+  if (spec.uses_ps() || m.embedding_tables().empty()) return {};
+  return make_unexpected(core_errc::invalid_argument,
+                         std::string("key 'job.strategy': '")
+                             .append(spec.job.strategy)
+                             .append("' replicates dense parameters only; model '")
+                             .append(spec.nn.model.type)
+                             .append("' has embedding tables: use [job] strategy = \"async_ps\""));
+}
+
+expected<void> check_job(const job_spec& spec, const std::vector<std::string>& strategies) {
+  if (std::find(strategies.begin(), strategies.end(), spec.job.strategy) == strategies.end()) {
+    std::string names;
+    for (const auto& n : strategies) names += (names.empty() ? "" : ", ") + n;
+    return make_unexpected(core_errc::invalid_argument,
+                           "strategy '" + spec.job.strategy + "': registered are " + names);
+  }
+  if (auto d = check_data_paths(spec.nn.data); !d) return d;
+  auto info = nominal_info(spec.nn.data);
+  if (!info) return info.err();
+  auto m = nn::model_registry::instance().create(spec.nn.model, *info);
+  if (!m) return m.err();
+  return check_model_fits_strategy(spec, **m);
+}
+
+}  // namespace troupe::job

@@ -1,0 +1,82 @@
+#include "troupe/job/job_spec.hpp"
+
+namespace troupe::job {
+
+namespace {
+job_options read_job(config_section s) {
+  job_options o;
+  o.name = s.get_string("name", o.name);
+  o.root = s.get_string("root", o.root);
+  o.strategy = s.get_enum("strategy", o.strategy, {"async_ps", "allreduce", "local_sgd"});
+  o.workers = static_cast<std::uint32_t>(s.get_int("workers", o.workers, 1, 1024));
+  o.min_workers = static_cast<std::uint32_t>(s.get_int("min_workers", o.min_workers, 0, 1024));
+  o.max_workers =
+      static_cast<std::uint32_t>(s.get_int("max_workers", std::max(o.max_workers, o.workers), 1, 1024));
+  o.records_per_task = static_cast<std::uint64_t>(s.get_int("records_per_task", 1024, 1, 1 << 30));
+  o.max_task_failures = static_cast<std::uint32_t>(s.get_int("max_task_failures", 3, 1, 1000));
+  o.lease_timeout = job_options::ms(s.get_int("lease_timeout_ms", 30'000, 100, 3'600'000));
+  o.progress_every = job_options::ms(s.get_int("progress_every_ms", 500, 50, 60'000));
+  o.sync_every = static_cast<std::uint32_t>(s.get_int("sync_every", 8, 1, 1 << 20));
+  o.ring_capacity = static_cast<std::size_t>(s.get_int("ring_capacity_kb", 4096, 64, 1 << 20)) * 1024;
+  o.rpc_timeout = job_options::ms(s.get_int("rpc_timeout_ms", 10'000, 100, 600'000));
+  o.dataset_cache = s.get_string("dataset_cache", "");
+  o.device = s.get_enum("device", o.device, {"cpu", "gpu"});
+  o.disk_full_timeout = job_options::ms(s.get_int("disk_full_timeout_ms", 300'000, 1'000, 86'400'000));
+  if (o.min_workers > o.max_workers)
+    s.fail(
+        "min_workers", core_errc::out_of_range,
+        std::to_string(o.min_workers) + " is more than max_workers (" + std::to_string(o.max_workers) + ")");
+  if (o.min_workers > o.workers)
+    s.fail("min_workers", core_errc::out_of_range,
+           std::to_string(o.min_workers) + " is more than workers (" + std::to_string(o.workers) + ")");
+  if (o.workers > o.max_workers)
+    s.fail("workers", core_errc::out_of_range,
+           std::to_string(o.workers) + " is more than max_workers (" + std::to_string(o.max_workers) + ")");
+  return o;
+}
+
+ps_options read_ps(config_section s) {
+  ps_options o;
+  o.shards = static_cast<std::uint32_t>(s.get_int("shards", 1, 1, 256));
+  o.checkpoint_every = std::chrono::milliseconds(s.get_int("checkpoint_every_ms", 2'000, 10, 3'600'000));
+  o.full_checkpoint_every = static_cast<std::uint32_t>(s.get_int("full_checkpoint_every", 10, 1, 1'000'000));
+  // Nodes run in other working directories (and on other hosts): a relative path would mean
+  // something different to each of them.
+  o.checkpoint_dir = s.get_string("checkpoint_dir", "");
+  if (!o.checkpoint_dir.empty() && o.checkpoint_dir.front() != '/')
+    s.fail("checkpoint_dir", core_errc::invalid_argument,
+           "'" + o.checkpoint_dir + "' is not an absolute path (the PS shards of every host must find it)");
+  return o;
+}
+}  // namespace
+
+expected<job_spec> job_spec::read(const config_doc& doc) {
+  config_reader r(doc);
+  job_spec spec;
+  spec.job = read_job(r.section("job"));
+  spec.ps = read_ps(r.section("ps"));
+  spec.nn = nn::read_job_config(r);
+  spec.transport = transport_config::read(r.section("transport"));
+  spec.log = log_config::read(r.section("log"), log_config{});
+  spec.cluster = cluster::cluster_config::read(r.section("cluster"));
+  if (auto f = r.finish(); !f) return f.err();
+  if (auto v = spec.transport.validate(); !v) return v.err();
+  // Every node of a job listens on a free port of listen_host (the master's is picked by the
+  // runner and kept across its restarts): one fixed port cannot serve them all.
+  if (spec.transport.listen_port != 0)
+    return make_unexpected(core_errc::invalid_argument,
+                           doc.source() +
+                               ": key 'transport.listen_port': a job's nodes each pick a free port "
+                               "of transport.listen_host; remove the key");
+  // [train] device is `troupe train --local`'s switch (it reads job files too); a job's workers
+  // follow [job] device.
+  if (spec.uses_gpu() && spec.job.strategy != "allreduce")
+    return make_unexpected(
+        core_errc::invalid_argument,
+        doc.source() + ": job.device: \"gpu\" is supported with strategy \"allreduce\" only (strategy is \"" +
+            spec.job.strategy + "\")");
+  if (spec.job.dataset_cache.empty()) spec.job.dataset_cache = spec.job.root + "/datasets";
+  return spec;
+}
+
+}  // namespace troupe::job

@@ -1,0 +1,78 @@
+#include <gtest/gtest.h>
+
+#include "troupe/actors/strategy.hpp"
+#include "troupe/job/job_spec.hpp"
+
+namespace troupe::actors {
+namespace {
+
+expected<job::job_spec> parse(const std::string& text) {
+  auto doc = config_doc::from_string(text, "job.toml");
+  EXPECT_TRUE(doc) << doc.err().to_string();
+  return job::job_spec::read(*doc);
+}
+
+TEST(job_spec, defaults_and_values) {
+  auto s = parse("[job]\nstrategy = 'allreduce'\nworkers = 3\n[ps]\nshards = 4\n[train]\nepochs = 2\n");
+  ASSERT_TRUE(s) << s.err().to_string();
+  EXPECT_EQ(s->job.strategy, "allreduce");
+  EXPECT_EQ(s->job.workers, 3u);
+  EXPECT_EQ(s->ps.shards, 4u);
+  EXPECT_EQ(s->ps.checkpoint_dir, "");
+  EXPECT_EQ(s->nn.train.epochs, 2u);
+  EXPECT_FALSE(s->uses_ps());
+  EXPECT_EQ(s->job.dataset_cache, "jobs/datasets");
+  EXPECT_EQ(s->job.device, "cpu");
+  EXPECT_FALSE(s->uses_gpu());
+  auto g = parse("[job]\nstrategy = 'allreduce'\ndevice = 'gpu'\n");
+  ASSERT_TRUE(g) << g.err().to_string();
+  EXPECT_TRUE(g->uses_gpu());
+  // [train] device is troupe train --local's switch: an async_ps job file may carry it.
+  auto t = parse("[job]\nstrategy = 'async_ps'\n[train]\ndevice = 'gpu'\n");
+  ASSERT_TRUE(t) << t.err().to_string();
+  EXPECT_FALSE(t->uses_gpu());
+}
+
+TEST(job_spec, errors_name_the_key) {
+  struct bad_case {
+    const char* text;
+    const char* key;
+  } cases[] = {
+      {"[job]\nstrategy = 'gossip'\n", "job.strategy"},
+      {"[job]\nmin_workers = 5\nmax_workers = 2\n", "job.min_workers"},
+      {"[job]\nworkers = 9\nmax_workers = 4\n", "job.workers"},
+      {"[job]\nworkers = 0\n", "job.workers"},
+      {"[job]\nworkers = 2\nmin_workers = 3\n", "job.min_workers"},
+      {"[job]\ndisk_full_timeout_ms = 5\n", "job.disk_full_timeout_ms"},
+      {"[transport]\nlisten_port = 4000\n", "transport.listen_port"},
+      {"[ps]\nshards = 0\n", "ps.shards"},
+      {"[ps]\ncheckpoint_dir = 'ckpt'\n", "ps.checkpoint_dir"},
+      {"[job]\nrecords_per_task = 'many'\n", "job.records_per_task"},
+      {"[job]\nworkres = 2\n", "job.workres"},
+      {"[transport]\nheartbeat_ms = 900\nheartbeat_timeout_ms = 100\n", "heartbeat"},
+      {"[job]\ndevice = 'tpu'\n", "job.device"},
+      {"[job]\ndevice = 'gpu'\nstrategy = 'async_ps'\n", "job.device"},
+      {"[job]\ndevice = 'gpu'\nstrategy = 'local_sgd'\n", "allreduce\" only"},
+  };
+  for (const auto& c : cases) {
+    auto s = parse(c.text);
+    ASSERT_FALSE(s) << c.text;
+    EXPECT_NE(s.err().to_string().find(c.key), std::string::npos) << s.err().to_string();
+  }
+}
+
+TEST(strategies, registry_knows_the_builtins_and_names_them_on_error) {
+  auto names = strategy_names();
+  for (const char* n : {"async_ps", "allreduce", "local_sgd"})
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  job::job_spec spec;
+  auto s = make_strategy("allreduce", spec);
+  ASSERT_TRUE(s);
+  EXPECT_EQ((*s)->name(), "allreduce");
+  auto bad = make_strategy("nope", spec);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.err().context().find("local_sgd"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace troupe::actors

@@ -1,0 +1,67 @@
+// Building and reading the job's Cap'n Proto messages (transport/schema/*.capnp). Readers throw
+// kj::Exception on a malformed field: callers read inside `guarded` (node_runtime does for
+// bridged handlers) so a bad peer message is logged and dropped, never fatal.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "troupe/cluster/membership.hpp"
+#include "troupe/core/ids.hpp"
+#include "troupe/transport/message.hpp"
+#include "troupe/transport/schema/job.capnp.h"
+
+namespace troupe::wire {
+
+node_id read_node(schema::NodeRef::Reader r);
+void write_node(schema::NodeRef::Builder b, const node_id& id);
+
+outbound join(const node_id& self, cluster::node_role role, const std::string& address, int pid,
+              const std::string& ring_address = {});
+// Members as the wire lists them.
+void write_members(capnp::List<schema::Member>::Builder list, const std::vector<cluster::member>& members);
+std::vector<cluster::member> read_members(capnp::List<schema::Member>::Reader list);
+
+outbound membership(const cluster::membership_view& v, const std::string& reason, std::uint64_t ring_epoch,
+                    std::uint64_t master_incarnation);
+struct membership_msg {
+  cluster::membership_view view;
+  std::string reason;
+  std::uint64_t ring_epoch = 0;
+  std::uint64_t master_incarnation = 0;
+};
+membership_msg read_membership(schema::Membership::Reader r);
+
+// A JobMessage envelope; fill the returned builder's union.
+struct job_out {
+  outbound out;
+  schema::JobMessage::Builder body;
+};
+job_out job();
+// The JobMessage answering `request` (reply_to: it carries the request's correlation id).
+job_out job_reply(const message& request);
+
+// NodeExited: `node` (that incarnation) is gone or going, and why. Sent to the master by the
+// runner (a process exited), by a ring neighbour (its beacon released) and by the node itself
+// when it leaves on SIGTERM.
+outbound node_exited(const node_id& node, const std::string& status);
+// DiskFault: a disk fault of the sender's `source` files ("checkpoint", "log"; empty: over).
+outbound disk_fault(const std::string& source, const std::string& fault);
+
+// Runs `fn` (which reads a Cap'n Proto message) and turns a kj exception into a logged warning;
+// false when it threw.
+bool guarded(const char* what, const std::function<void()>& fn);
+
+// Cap'n Proto list readers have no standard iterators: element-wise copies.
+template <class T, class List>
+void to_vector(List list, std::vector<T>& out) {
+  out.resize(list.size());
+  for (unsigned i = 0; i < list.size(); ++i) out[i] = list[i];
+}
+template <class T, class List>
+void copy_to(List list, T* out) {
+  for (unsigned i = 0; i < list.size(); ++i) out[i] = list[i];
+}
+
+}  // namespace troupe::wire

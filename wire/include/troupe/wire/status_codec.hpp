@@ -1,0 +1,55 @@
+// The job's status in one C++ shape and its one translation each way: Cap'n Proto (JobStatus,
+// TaskCounts in transport/schema/job.capnp) and the JSON of `troupe status --json`. The master
+// builds it, the runner relays it (adding its own fields), the CLI prints it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "troupe/cluster/membership.hpp"
+#include "troupe/transport/schema/job.capnp.h"
+
+namespace troupe::wire {
+
+// The dispenser's counts (the master asks for them every tick).
+struct task_counts {
+  std::uint64_t todo = 0, doing = 0, done = 0, failed = 0;
+  std::uint64_t requeued = 0;  // moved back to TODO so far
+  std::uint32_t data_epoch = 0, data_epochs = 0;
+  // Local only (the dispenser to its master; not in TaskCounts): records of DONE tasks, durable in
+  // the journal, and a disk fault that pauses the dispenser (empty when none).
+  std::uint64_t records_done = 0;
+  std::string fault;
+  std::uint64_t total() const { return todo + doing + done + failed; }
+  // Every task is done or quarantined (and there are tasks).
+  bool all_over() const { return total() > 0 && todo == 0 && doing == 0; }
+};
+
+struct job_status {
+  std::string job_id;
+  std::uint64_t epoch = 0, master_incarnation = 0;
+  std::uint32_t workers_alive = 0, workers_target = 0, ps_alive = 0;
+  task_counts tasks;
+  double samples_per_sec = 0, loss = 0;
+  std::uint64_t samples_total = 0, restarts = 0;
+  bool finished = false;
+  std::string result_json;  // final metrics once finished
+  std::string fault;        // a disk fault pausing the job; empty when none
+  std::vector<cluster::member> members;
+};
+
+void write_task_counts(schema::TaskCounts::Builder b, const task_counts& c);
+task_counts read_task_counts(schema::TaskCounts::Reader r);
+void write_job_status(schema::JobStatus::Builder b, const job_status& s);
+// Throws kj::Exception on a malformed message (read it inside `guarded`).
+job_status read_job_status(schema::JobStatus::Reader r);
+// `troupe status --json`: job, membership_epoch, workers_alive, workers_target, ps_alive, tasks{todo, doing,
+// done, failed, requeued}, data_epoch, data_epochs, samples_per_sec, loss, samples_total, restarts,
+// finished, fault (only while a disk fault pauses the job), loss (null before the first step),
+// result (the parsed result JSON, once finished), members[{node, role, address, pid, state}].
+nlohmann::json to_json(const job_status& s);
+
+}  // namespace troupe::wire

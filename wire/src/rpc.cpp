@@ -1,0 +1,179 @@
+#include "troupe/wire/rpc.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+namespace troupe::wire {
+
+expected<void> send_reply(endpoint& net, const message& request, outbound&& answer, const std::string& from) {
+  return net.send(request.from_node().name, std::string(request.from()), std::move(answer), from);
+}
+
+expected<std::unique_ptr<rpc_client>> rpc_client::create(endpoint& net, std::string name) {
+  std::unique_ptr<rpc_client> c(new rpc_client(net, std::move(name)));
+  rpc_client* self = c.get();
+  if (auto r = net.register_name(c->name_, [self](const message& m) { self->on_reply(m); }); !r)
+    return r.err();
+  return c;
+}
+
+rpc_client::~rpc_client() {
+  net_.unregister_name(name_);
+}
+
+std::uint64_t rpc_client::incarnation_of(const std::string& node) const {
+  for (const auto& p : net_.peers())
+    if (p.name == node) return p.incarnation;
+  return 0;
+}
+
+void rpc_client::on_reply(const message& m) {
+  std::uint64_t id = m.correlation_id();
+  std::lock_guard lk(mu_);
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return;  // late reply of a request that timed out, or not a reply
+  it->second = m;
+  cv_.notify_all();
+}
+
+void rpc_channel::wait(std::uint64_t, std::chrono::milliseconds most) {
+  std::this_thread::sleep_for(std::min(most, std::chrono::milliseconds(1)));
+}
+
+void rpc_client::wait(std::uint64_t id, std::chrono::milliseconds most) {
+  std::unique_lock lk(mu_);
+  cv_.wait_for(lk, most, [&] {
+    auto p = pending_.find(id);
+    return p == pending_.end() || p->second.has_value();
+  });
+}
+
+expected<std::uint64_t> rpc_client::start(request& req, std::chrono::milliseconds timeout) {
+  std::uint64_t id = ++last_id_;
+  req.out.set_correlation_id(id);
+  {
+    std::lock_guard lk(mu_);
+    pending_[id] = std::nullopt;
+  }
+  if (auto s = net_.send(req.node, req.to, std::move(req.out), name_, timeout); !s) {
+    std::lock_guard lk(mu_);
+    pending_.erase(id);
+    return s.err();
+  }
+  return id;
+}
+
+// Waits (holding `lk` on mu_) until every request in `ids` has its reply; returns "" then, else
+// why not: the deadline passed, or a node a request went to was replaced or went away (its reply
+// will never come, so the call fails at once).
+std::string rpc_client::wait_all(std::unique_lock<std::mutex>& lk, const std::vector<request>& reqs,
+                                 const std::vector<std::uint64_t>& ids, std::chrono::milliseconds timeout) {
+  std::map<std::string, std::uint64_t> sent_to;  // the incarnation each request went to
+  lk.unlock();
+  for (const auto& r : reqs) sent_to[r.node] = incarnation_of(r.node);
+  lk.lock();
+  auto gone = [&](const std::string& node) {
+    auto sent = sent_to[node];
+    return sent != 0 && incarnation_of(node) != sent;
+  };
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    bool all = true;
+    for (auto id : ids) all = all && pending_[id].has_value();
+    if (all) return {};
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return "no reply within " + std::to_string(timeout.count()) + " ms from ";
+    cv_.wait_for(
+        lk, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(20)));
+    lk.unlock();
+    std::string down;
+    for (auto& r : reqs)
+      if (gone(r.node)) down = r.node;
+    lk.lock();
+    if (!down.empty()) return down + " went down before replying: ";
+  }
+}
+
+expected<std::vector<message>> rpc_client::call_all(std::vector<request>& reqs,
+                                                    std::chrono::milliseconds timeout) {
+  std::vector<std::uint64_t> ids;
+  ids.reserve(reqs.size());
+  auto forget = [&] {
+    std::lock_guard lk(mu_);
+    for (auto id : ids) pending_.erase(id);
+  };
+  for (auto& r : reqs) {
+    auto id = start(r, timeout);
+    if (!id) {
+      forget();
+      return id.err();
+    }
+    ids.push_back(*id);
+  }
+  std::unique_lock lk(mu_);
+  std::string failed = wait_all(lk, reqs, ids, timeout);
+  if (!failed.empty()) {
+    std::string silent;
+    for (std::size_t i = 0; i < reqs.size(); ++i)
+      if (!pending_[ids[i]]) silent += (silent.empty() ? "" : ", ") + reqs[i].node + "/" + reqs[i].to;
+    for (auto id : ids) pending_.erase(id);
+    return make_unexpected(core_errc::io_error, failed + silent);
+  }
+  std::vector<message> out;
+  out.reserve(ids.size());
+  for (auto id : ids) {
+    out.push_back(std::move(*pending_[id]));
+    pending_.erase(id);
+  }
+  return out;
+}
+
+expected<message> rpc_client::call(request req, std::chrono::milliseconds timeout) {
+  std::vector<request> v;
+  v.push_back(std::move(req));
+  auto r = call_all(v, timeout);
+  if (!r) return r.err();
+  return std::move((*r)[0]);
+}
+
+expected<std::uint64_t> rpc_client::send(request req, std::chrono::milliseconds timeout) {
+  auto id = start(req, timeout);
+  if (!id) return id;
+  sent_[*id] =
+      in_flight{req.node, incarnation_of(req.node), std::chrono::steady_clock::now() + timeout, timeout};
+  return id;
+}
+
+std::optional<expected<message>> rpc_client::poll(std::uint64_t id) {
+  auto it = sent_.find(id);
+  if (it == sent_.end())
+    return expected<message>(make_unexpected(core_errc::invalid_argument, "no such request"));
+  auto done = [&](expected<message> r) -> std::optional<expected<message>> {
+    {
+      std::lock_guard lk(mu_);
+      pending_.erase(id);
+    }
+    sent_.erase(it);
+    return r;
+  };
+  {
+    std::lock_guard lk(mu_);
+    auto p = pending_.find(id);
+    if (p != pending_.end() && p->second) {
+      message m = std::move(*p->second);
+      pending_.erase(p);
+      sent_.erase(it);
+      return expected<message>(std::move(m));
+    }
+  }
+  const auto& f = it->second;
+  if (std::chrono::steady_clock::now() >= f.deadline)
+    return done(make_unexpected(
+        core_errc::io_error, "no reply within " + std::to_string(f.timeout.count()) + " ms from " + f.node));
+  if (f.incarnation != 0 && incarnation_of(f.node) != f.incarnation)
+    return done(make_unexpected(core_errc::io_error, f.node + " went down before replying"));
+  return std::nullopt;
+}
+
+}  // namespace troupe::wire
