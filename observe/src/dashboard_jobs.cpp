@@ -30,7 +30,8 @@ expected<json> read_json_file(const job_directory& dir, const std::string& name)
     return make_unexpected(core_errc::parse_error, dir.id() + "/" + name + ": nested more than " +
                                                        std::to_string(max_json_depth) + " deep");
   auto j = json::parse(*text, nullptr, false);
-  if (j.is_discarded()) return make_unexpected(core_errc::parse_error, dir.id() + "/" + name + ": not JSON (yet)");
+  if (j.is_discarded())
+    return make_unexpected(core_errc::parse_error, dir.id() + "/" + name + ": not JSON (yet)");
   return j;
 }
 
@@ -89,7 +90,7 @@ void job_rows::fold(const std::string& text, entry& e) {
   });
   // A line longer than a whole read is nobody's event: passed over.
   e.offset = read.next_offset == e.offset && text.size() >= max_events_read ? e.offset + text.size()
-                                                                             : read.next_offset;
+                                                                            : read.next_offset;
   json& r = e.row;
   if (auto f = from_json_line(first); f && !r.contains("started_ms")) r["started_ms"] = f->t_ms;
   if (auto l = from_json_line(last)) r["last_ms"] = l->t_ms;
@@ -108,7 +109,8 @@ void job_rows::fold(const std::string& text, entry& e) {
       r["state"] = ev.text("state");
       r["ended"] = true;
       if (r.contains("started_ms"))
-        r["duration_s"] = std::max(0.0, static_cast<double>(ev.t_ms) - number_or(r, "started_ms", 0)) / 1000.0;
+        r["duration_s"] =
+            std::max(0.0, static_cast<double>(ev.t_ms) - number_or(r, "started_ms", 0)) / 1000.0;
     }
   }
 }

@@ -19,7 +19,8 @@ error refused(const std::string& name, const std::string& why) {
 
 // Why an open of an untrusted entry failed, for its error.
 error open_error(const std::string& name, int e) {
-  if (e == ENOENT) return error(std::make_error_code(std::errc::no_such_file_or_directory), name + ": missing");
+  if (e == ENOENT)
+    return error(std::make_error_code(std::errc::no_such_file_or_directory), name + ": missing");
   if (e == ELOOP) return refused(name, "a symbolic link (not followed: it could leave the jobs root)");
   if (e == ENOTDIR) return refused(name, "a path component is not a directory");
   return refused(name, std::strerror(e));
@@ -94,17 +95,21 @@ expected<job_file> job_directory::open(std::string_view rel) const {
       // Refused before opening when it is not a regular file (opening a device may do something);
       // checked again on the descriptor, which is what is read.
       struct stat st {};
-      if (::fstatat(at, std::string(c).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return open_error(name, errno);
-      if (!S_ISREG(st.st_mode)) return refused(name, std::string(kind_of(st.st_mode)) + ", not a regular file");
+      if (::fstatat(at, std::string(c).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return open_error(name, errno);
+      if (!S_ISREG(st.st_mode))
+        return refused(name, std::string(kind_of(st.st_mode)) + ", not a regular file");
       int fd = open_component(at, c, O_RDONLY);
       if (fd < 0) return open_error(name, errno);
       job_file f;
       f.fd = unique_fd(fd);
       f.name = name;
       if (::fstat(fd, &st) != 0) return refused(name, std::strerror(errno));
-      if (!S_ISREG(st.st_mode)) return refused(name, std::string(kind_of(st.st_mode)) + ", not a regular file");
+      if (!S_ISREG(st.st_mode))
+        return refused(name, std::string(kind_of(st.st_mode)) + ", not a regular file");
       // A hard link may name a file outside the root that the job's writer could not read itself.
-      if (st.st_nlink != 1) return refused(name, "a file with several hard links (one may be outside the jobs root)");
+      if (st.st_nlink != 1)
+        return refused(name, "a file with several hard links (one may be outside the jobs root)");
       f.size = static_cast<std::uint64_t>(st.st_size);
       f.inode = static_cast<std::uint64_t>(st.st_ino);
       f.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;

@@ -66,7 +66,8 @@ class job_directory {
 
  private:
   friend class jobs_root;
-  job_directory(unique_fd fd, std::string id) : fd_(std::make_shared<unique_fd>(std::move(fd))), id_(std::move(id)) {}
+  job_directory(unique_fd fd, std::string id)
+      : fd_(std::make_shared<unique_fd>(std::move(fd))), id_(std::move(id)) {}
   std::shared_ptr<unique_fd> fd_;
   std::string id_;
 };
@@ -85,7 +86,8 @@ class jobs_root {
   const std::string& path() const { return path_; }
 
  private:
-  jobs_root(unique_fd fd, std::string path) : fd_(std::make_shared<unique_fd>(std::move(fd))), path_(std::move(path)) {}
+  jobs_root(unique_fd fd, std::string path)
+      : fd_(std::make_shared<unique_fd>(std::move(fd))), path_(std::move(path)) {}
   std::shared_ptr<unique_fd> fd_;
   std::string path_;
 };

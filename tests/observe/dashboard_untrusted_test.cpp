@@ -44,7 +44,8 @@ class untrusted_jobs : public ::testing::Test {
     std::ofstream(outside_ / "secret.json") << R"({"secret": ")" << secret << R"("})";
     std::ofstream(outside_ / "logs" / "worker-0.log") << secret << "\n";
     std::ofstream(outside_ / events_file_name)
-        << R"({"t_ms": 1, "kind": "job_start", "strategy": ")" << secret << R"("})" << "\n";
+        << R"({"t_ms": 1, "kind": "job_start", "strategy": ")" << secret << R"("})"
+        << "\n";
     make_job("good");
     handler_ = make_dashboard({root_.string(), "", false, {}, {}});
   }
@@ -89,7 +90,8 @@ class untrusted_jobs : public ::testing::Test {
   }
 
   void expect_no_secret(const http_response& r, const std::string& what) {
-    EXPECT_EQ(r.body.find(secret), std::string::npos) << what << " served a file outside the root: " << r.body;
+    EXPECT_EQ(r.body.find(secret), std::string::npos)
+        << what << " served a file outside the root: " << r.body;
     EXPECT_NE(r.status, 200) << what << ": " << r.body;
     EXPECT_LT(r.status, 500) << what << ": a refused file is the job's error, not the server's: " << r.body;
   }
@@ -188,13 +190,18 @@ TEST_F(untrusted_jobs, a_fifo_hangs_nothing) {
   };
   std::map<std::string, json> rows;
   http_response events, nodes, log;
-  EXPECT_TRUE(returns_within(std::chrono::seconds(10), [&] { rows = listed(); }, unblock)) << "/api/jobs hung";
+  EXPECT_TRUE(returns_within(
+      std::chrono::seconds(10), [&] { rows = listed(); }, unblock))
+      << "/api/jobs hung";
   EXPECT_TRUE(rows.count("good"));
   ASSERT_TRUE(rows.count("piped"));
   EXPECT_NE(rows["piped"].value("error", "").find("FIFO"), std::string::npos) << rows["piped"];
-  EXPECT_TRUE(returns_within(std::chrono::seconds(10), [&] { events = get("/api/jobs/piped/events"); }, unblock));
-  EXPECT_TRUE(returns_within(std::chrono::seconds(10), [&] { nodes = get("/api/jobs/piped/nodes"); }, unblock));
-  EXPECT_TRUE(returns_within(std::chrono::seconds(10), [&] { log = get("/api/jobs/piped/log/worker-1"); }, unblock));
+  EXPECT_TRUE(returns_within(
+      std::chrono::seconds(10), [&] { events = get("/api/jobs/piped/events"); }, unblock));
+  EXPECT_TRUE(returns_within(
+      std::chrono::seconds(10), [&] { nodes = get("/api/jobs/piped/nodes"); }, unblock));
+  EXPECT_TRUE(returns_within(
+      std::chrono::seconds(10), [&] { log = get("/api/jobs/piped/log/worker-1"); }, unblock));
   for (auto* r : {&events, &nodes, &log}) {
     EXPECT_NE(r->status, 200) << r->body;
     EXPECT_LT(r->status, 500) << r->body;
@@ -241,12 +248,12 @@ TEST_F(untrusted_jobs, unknown_paths_and_methods_are_404_and_405) {
     EXPECT_TRUE(r.status == 404 || r.status == 400) << p << ": " << r.status << " " << r.body;
   }
   for (auto [m, p] : std::vector<std::pair<const char*, const char*>>{{"PUT", "/api/jobs"},
-                                                                       {"DELETE", "/api/jobs/good/events"},
-                                                                       {"POST", "/api/jobs"},
-                                                                       {"POST", "/api/jobs/good/events"},
-                                                                       {"GET", "/api/jobs/good/stop"},
-                                                                       {"PATCH", "/api/cluster"},
-                                                                       {"BREW", "/"}}) {
+                                                                      {"DELETE", "/api/jobs/good/events"},
+                                                                      {"POST", "/api/jobs"},
+                                                                      {"POST", "/api/jobs/good/events"},
+                                                                      {"GET", "/api/jobs/good/stop"},
+                                                                      {"PATCH", "/api/cluster"},
+                                                                      {"BREW", "/"}}) {
     auto r = call(m, p);
     EXPECT_EQ(r.status, 405) << m << " " << p << ": " << r.body;
   }
@@ -257,7 +264,8 @@ TEST_F(untrusted_jobs, a_finished_job_shows_its_result_not_its_last_sample) {
   std::ofstream(done / events_file_name, std::ios::app)
       << R"({"t_ms": 2000, "kind": "metrics", "workers_alive": 2, "tasks_todo": 0, "tasks_doing": 9, "tasks_done": 991})"
       << "\n"
-      << R"({"t_ms": 3000, "kind": "job_end", "state": "finished"})" << "\n";
+      << R"({"t_ms": 3000, "kind": "job_end", "state": "finished"})"
+      << "\n";
   std::ofstream(done / "result.json") << R"({"status": "finished", "tasks_done": 1000, "tasks_failed": 0})";
   auto row = listed()["done"];
   EXPECT_EQ(row["tasks_done"], 1000) << row;
@@ -313,7 +321,9 @@ TEST_F(untrusted_jobs, a_slow_request_holds_up_only_its_own_connection) {
   std::mutex mu;
   std::condition_variable cv;
   bool entered = false, release = false;
-  auto slow = make_dashboard({root_.string(), "tok", false,
+  auto slow = make_dashboard({root_.string(),
+                              "tok",
+                              false,
                               [&](const std::string&, int) -> expected<void> {
                                 std::unique_lock lk(mu);
                                 entered = true;
@@ -328,14 +338,17 @@ TEST_F(untrusted_jobs, a_slow_request_holds_up_only_its_own_connection) {
   ASSERT_TRUE(server) << server.err().to_string();
   auto port = (*server)->port();
   auto stop = std::async(std::launch::async, [&] {
-    return exchange(port, "POST /api/jobs/good/stop HTTP/1.1\r\nAuthorization: Bearer tok\r\nConnection: close\r\n\r\n");
+    return exchange(
+        port, "POST /api/jobs/good/stop HTTP/1.1\r\nAuthorization: Bearer tok\r\nConnection: close\r\n\r\n");
   });
   {
     std::unique_lock lk(mu);
-    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(20), [&] { return entered; })) << "the stop never arrived";
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(20), [&] { return entered; }))
+        << "the stop never arrived";
   }
-  auto list = std::async(std::launch::async,
-                         [&] { return exchange(port, "GET /api/jobs HTTP/1.1\r\nConnection: close\r\n\r\n"); });
+  auto list = std::async(std::launch::async, [&] {
+    return exchange(port, "GET /api/jobs HTTP/1.1\r\nConnection: close\r\n\r\n");
+  });
   bool answered = list.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
   {
     std::lock_guard lk(mu);
