@@ -68,9 +68,10 @@ std::string reason_text(int status) {
 struct http_server::impl {
   http_options opt;
   http_handler handler;
+  // Before io: the sessions io still holds when it is destroyed count themselves out of `open`.
+  std::atomic<std::size_t> open{0};
   asio::io_context io;
   tcp::acceptor acceptor{io};
-  std::atomic<std::size_t> open{0};
   std::vector<std::thread> threads;
   std::string bound;
   std::uint16_t port = 0;
