@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -17,7 +18,7 @@ namespace troupe::cli {
 namespace {
 
 struct options {
-  std::string root = "troupe-jobs";
+  std::string root = "jobs";  // as every other command
   std::string listen = "127.0.0.1:8265";
   std::string token_file;
 };
@@ -47,9 +48,17 @@ expected<std::string> slurm_command(const std::vector<std::string>& argv) {
 }
 
 int serve(const options& o) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(o.root, ec))
+    return usage_error("--root " + o.root + ": " +
+                       (std::filesystem::exists(o.root, ec) ? "not a directory" : "no such directory") +
+                       " (the jobs root: the directory `troupe run` puts job directories in)");
   auto token = read_token(o);
   if (!token) return usage_error(token.err());
-  bool open_to_network = !observe::is_loopback(o.listen);
+  // Resolved once: what is checked for loopback is what is bound.
+  auto listen = observe::resolve_listen(o.listen);
+  if (!listen) return usage_error("--listen: " + listen.err().context());
+  bool open_to_network = !observe::is_loopback(*listen);
   if (open_to_network && token->empty())
     return usage_error("--listen " + o.listen +
                        " is beyond loopback: the dashboard then needs the cluster token "
@@ -62,7 +71,8 @@ int serve(const options& o) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   ::setenv("SLURM_TIME_FORMAT", "%s", 1);  // sacct's times as Unix seconds, whatever the local zone
   observe::http_options ho;
-  ho.listen = o.listen == "localhost:8265" ? "127.0.0.1:8265" : o.listen;
+  ho.listen = *listen;
+  ho.threads = observe::dashboard_threads;
   // scale and stop go through the control client, as `troupe scale` / `troupe stop` do.
   auto change = [](const std::string& job_dir, int workers) -> expected<void> {
     if (workers < 0) return control::stop_job(job_dir);
@@ -80,14 +90,15 @@ int serve(const options& o) {
   return 0;
 }
 
-const command_registrar reg{"dashboard", "Serve a web dashboard of every job under the jobs root",
-                            [](CLI::App& sub) -> runner {
-                              auto o = std::make_shared<options>();
-                              sub.add_option("--root", o->root, "jobs root (default troupe-jobs)");
-                              sub.add_option("--listen", o->listen, "host:port (default 127.0.0.1:8265)");
-                              sub.add_option("--token-file", o->token_file, "file holding the cluster token");
-                              return [o]() -> int { return serve(*o); };
-                            }};
+const command_registrar reg{
+    "dashboard", "Serve a web dashboard of every job under the jobs root", [](CLI::App& sub) -> runner {
+      auto o = std::make_shared<options>();
+      sub.add_option("--root", o->root, "jobs root (default jobs)");
+      sub.add_option("--listen", o->listen,
+                     "host:port, the host an IP address or a name (default 127.0.0.1:8265)");
+      sub.add_option("--token-file", o->token_file, "file holding the cluster token");
+      return [o]() -> int { return serve(*o); };
+    }};
 
 }  // namespace
 }  // namespace troupe::cli

@@ -1,20 +1,18 @@
 #include "troupe/observe/dashboard.hpp"
 
-#include <sys/stat.h>
-
+#include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
-#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "dashboard_cluster.hpp"
+#include "dashboard_jobs.hpp"
+#include "job_files.hpp"
 #include "troupe/observe/job_events.hpp"
 
 namespace troupe::observe {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
@@ -25,15 +23,17 @@ http_response json_response(const json& j, int status = 200) {
           j.dump(-1, ' ', false, json::error_handler_t::replace),
           {{"Cache-Control", "no-store"}}};
 }
-http_response error(int status, const std::string& why) {
+http_response error_response(int status, const std::string& why) {
   return json_response({{"error", why}}, status);
 }
-
-bool valid_job_id(const std::string& id) {
-  if (id.empty() || id.size() > 64 || id[0] == '.') return false;
-  for (char c : id)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') return false;
-  return true;
+http_response not_allowed(const char* allow) {
+  auto r = error_response(405, std::string("method not allowed (").append(allow).append(")"));
+  r.headers.emplace_back("Allow", allow);
+  return r;
+}
+// A file of the job that is missing (404) or refused (422, naming why).
+http_response file_error(const error& e) {
+  return error_response(e.code() == std::errc::no_such_file_or_directory ? 404 : 422, e.context());
 }
 
 bool valid_node_name(const std::string& n) {
@@ -43,153 +43,118 @@ bool valid_node_name(const std::string& n) {
   return true;
 }
 
-std::string read_file(const fs::path& p, std::size_t max = 16 << 20) {
-  std::ifstream in(p, std::ios::binary);
-  std::string s;
-  if (!in) return s;
-  s.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (s.size() > max) s.resize(max);
-  return s;
-}
-
 std::int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
-// One job's row of the list, from its events: each call reads only what was appended since the
-// last one (a running job's file grows by a few lines a second); a file that shrank is re-read.
-struct summary_cache {
-  struct entry {
-    std::uint64_t size = 0, offset = 0;
-    std::int64_t mtime = -1;
-    json row;
-  };
-  std::map<std::string, entry> by_job;
-
-  json row(const fs::path& dir, const std::string& id) {
-    auto events = dir / events_file_name;
-    struct stat st {};
-    bool have = ::stat(events.c_str(), &st) == 0;
-    auto& e = by_job[id];
-    auto size = have ? static_cast<std::uint64_t>(st.st_size) : 0;
-    if (!have || size != e.size || st.st_mtime != e.mtime) {
-      if (!have || size < e.offset) e = entry{};
-      e.size = size;
-      e.mtime = have ? st.st_mtime : -1;
-      if (e.row.is_null()) e.row = {{"id", id}};
-      if (have) fold(events, e);
-    }
-    json r = e.row;
-    if (!r.contains("ended")) {
-      // Running while the runner or the master still write: nodes.json is rewritten as nodes
-      // come and go, events at least every few seconds.
-      auto nodes = json::parse(read_file(dir / "nodes.json"), nullptr, false);
-      std::int64_t last = std::max(r.value("last_ms", std::int64_t{0}),
-                                   nodes.is_object() ? nodes.value("updated_ms", std::int64_t{0}) : 0);
-      r["state"] = now_ms() - last < 15'000 ? "running" : "crashed";
-      if (r.contains("started_ms"))
-        r["duration_s"] = static_cast<double>(std::max(last, r["started_ms"].get<std::int64_t>()) -
-                                              r["started_ms"].get<std::int64_t>()) /
-                          1000.0;
-    }
-    r.erase("ended");
-    r.erase("last_ms");
-    return r;
-  }
-
-  // Only the kinds a row needs are parsed, and of the metrics only the last (a long job has
-  // thousands): a root of many finished jobs lists fast.
-  static void fold(const fs::path& events, entry& e) {
-    std::string first, last, metrics;
-    auto read = read_events(events.string(), e.offset, [&](std::string_view line) {
-      if (first.empty()) first = line;
-      last = line;
-      auto kind = peek_kind(line);
-      if (kind == "metrics") metrics = line;
-      return kind == "job_start" || kind == "scale" || kind == "job_end";
-    });
-    if (!read) return;
-    e.offset = read->next_offset;
-    json& r = e.row;
-    if (auto f = from_json_line(first); f && !r.contains("started_ms")) r["started_ms"] = f->t_ms;
-    if (auto l = from_json_line(last)) r["last_ms"] = l->t_ms;
-    if (auto m = from_json_line(metrics)) read->events.push_back(std::move(*m));
-    for (const auto& ev : read->events) {
-      if (ev.kind == "job_start") {
-        r["strategy"] = ev.text("strategy");
-        r["workers_wanted"] = ev.number("workers");
-      } else if (ev.kind == "scale") {
-        r["workers_wanted"] = ev.number("workers");
-      } else if (ev.kind == "metrics") {
-        r["workers_alive"] = ev.number("workers_alive");
-        r["tasks_done"] = ev.number("tasks_done");
-        r["tasks_total"] = ev.number("tasks_todo") + ev.number("tasks_doing") + ev.number("tasks_done");
-      } else if (ev.kind == "job_end") {
-        r["state"] = ev.text("state");
-        r["ended"] = true;
-        if (r.contains("started_ms"))
-          r["duration_s"] = static_cast<double>(ev.t_ms - r["started_ms"].get<std::uint64_t>()) / 1000.0;
-      }
-    }
-  }
-};
-
 json event_json(const job_event& e) {
   return json::parse(to_json_line(e));
+}
+
+// What an API path names: /api/jobs, /api/cluster, /api/jobs/<id>/<what>[/<node>].
+struct api_route {
+  enum kind_t { none, jobs, cluster, events, nodes, result, log, scale, stop } kind = none;
+  std::string id, node;
+  bool post() const { return kind == scale || kind == stop; }
+  const char* allow() const { return post() ? "POST" : "GET"; }
+};
+
+api_route route_of(const std::string& path) {
+  api_route r;
+  if (path == "/api/jobs") r.kind = api_route::jobs;
+  if (path == "/api/cluster") r.kind = api_route::cluster;
+  const std::string prefix = "/api/jobs/";
+  if (r.kind != api_route::none || path.rfind(prefix, 0) != 0) return r;
+  auto rest = path.substr(prefix.size());
+  auto slash = rest.find('/');
+  if (slash == std::string::npos) return r;
+  r.id = rest.substr(0, slash);
+  auto what = rest.substr(slash + 1);
+  static const std::pair<const char*, api_route::kind_t> names[] = {{"events", api_route::events},
+                                                                    {"nodes", api_route::nodes},
+                                                                    {"result", api_route::result},
+                                                                    {"scale", api_route::scale},
+                                                                    {"stop", api_route::stop}};
+  for (auto [name, kind] : names)
+    if (what == name) r.kind = kind;
+  if (what.rfind("log/", 0) == 0) {
+    r.kind = api_route::log;
+    r.node = what.substr(4);
+  }
+  return r;
 }
 
 class dashboard {
  public:
   explicit dashboard(dashboard_options o) : o_(std::move(o)) {}
 
+  // Called from several server threads at once: the caches hold their own locks.
   http_response operator()(const http_request& r) {
-    bool is_api = r.path.rfind("/api/", 0) == 0;
-    bool control = r.method == "POST";
+    bool is_api = r.path == "/api" || r.path.rfind("/api/", 0) == 0;
     // The page and its chart library hold no job data: served to anyone, so a browser can load
     // them before the page adds ?token= to its API calls.
-    if (o_.require_token && is_api && !authorised(r)) return error(401, "the cluster token is required");
-    if (!is_api) return control ? error(405, "method not allowed") : file(r);
-    if (r.path == "/api/jobs" && r.method == "GET") return jobs();
-    if (r.path == "/api/cluster" && r.method == "GET") return cluster();
-    // /api/jobs/<id>/<what>[/<node>]
-    std::string rest = r.path.substr(std::string("/api/jobs/").size());
-    if (r.path.rfind("/api/jobs/", 0) != 0) return error(404, "no such API");
-    auto slash = rest.find('/');
-    std::string id = rest.substr(0, slash), what = slash == std::string::npos ? "" : rest.substr(slash + 1);
-    if (!valid_job_id(id)) return error(400, "bad job id");
-    fs::path dir = fs::path(o_.root) / id;
-    if (!fs::is_directory(dir)) return error(404, "no job '" + id + "' under " + o_.root);
-    if (control) return control_job(dir, what, r);
-    if (r.method != "GET") return error(405, "method not allowed");
-    if (what == "events") return events(dir, r);
-    if (what == "nodes") return raw_json(dir / "nodes.json");
-    if (what == "result") return result(dir);
-    if (what.rfind("log/", 0) == 0) return log(dir, what.substr(4), r);
-    return error(404, "no such API");
+    if (o_.require_token && is_api && !authorised(r))
+      return error_response(401, "the cluster token is required");
+    if (!is_api) return r.method == "GET" ? file(r) : not_allowed("GET");
+    auto route = route_of(r.path);
+    if (route.kind == api_route::none && !route.id.empty() && !valid_job_id(route.id))
+      return error_response(400, "bad job id");
+    if (route.kind == api_route::none) return error_response(404, "no such API: " + r.path.substr(0, 200));
+    if (r.method != route.allow()) return not_allowed(route.allow());
+    if (route.kind == api_route::jobs) return jobs();
+    if (route.kind == api_route::cluster) return cluster();
+    if (!valid_job_id(route.id)) return error_response(400, "bad job id");
+    if (route.kind == api_route::log && !valid_node_name(route.node))
+      return error_response(400, "bad node name");
+    auto root = jobs_root::open(o_.root);
+    if (!root) return error_response(503, root.err().context());
+    auto dir = root->job(route.id);
+    if (!dir) return error_response(404, "no job '" + route.id + "' under " + o_.root);
+    switch (route.kind) {
+      case api_route::events:
+        return events(*dir, r);
+      case api_route::nodes:
+        return nodes(*dir);
+      case api_route::result:
+        return result(*dir);
+      case api_route::log:
+        return log(*dir, route.node, r);
+      default:
+        return control_job(*dir, route.kind == api_route::scale, r);
+    }
   }
 
  private:
   bool authorised(const http_request& r) const { return has_token(r, o_.token); }
 
   http_response file(const http_request& r) {
-    if (r.method != "GET") return error(405, "method not allowed");
     const embedded_file* f = find_embedded(r.path == "/index.html" ? "/" : r.path);
-    if (!f) return error(404, "not found");
+    if (!f) return error_response(404, "not found");
     std::string type = f->content_type;
     if (type.rfind("text/", 0) == 0 || type == "application/javascript") type += "; charset=utf-8";
     return {200, type, std::string(f->data, f->size), {{"Cache-Control", "max-age=300"}}};
   }
 
+  // Every job directory (not a link) holding job.toml or events.jsonl, whatever state they are in:
+  // a job whose files cannot be read lists with its error.
   http_response jobs() {
+    auto root = jobs_root::open(o_.root);
+    if (!root) return error_response(503, root.err().context());
+    auto ids = root->job_ids();
+    if (!ids) return error_response(503, ids.err().context());
     json list = json::array();
-    std::error_code ec;
-    for (const auto& d : fs::directory_iterator(o_.root, ec)) {
-      std::string id = d.path().filename().string();
-      if (!d.is_directory() || !valid_job_id(id)) continue;
-      if (!fs::exists(d.path() / "job.toml") && !fs::exists(d.path() / events_file_name)) continue;
-      list.push_back(cache_.row(d.path(), id));
+    auto now = now_ms();
+    for (const auto& id : *ids) {
+      auto dir = root->job(id);
+      if (!dir) continue;  // gone, or replaced by something else, since it was listed
+      auto toml = dir->open("job.toml"), events = dir->open(events_file_name);
+      auto absent = [](const auto& f) {
+        return !f && f.err().code() == std::errc::no_such_file_or_directory;
+      };
+      if (absent(toml) && absent(events)) continue;
+      list.push_back(rows_.row(*dir, now));
     }
     std::sort(list.begin(), list.end(), [](const json& a, const json& b) {
       return a.value("started_ms", std::uint64_t{0}) > b.value("started_ms", std::uint64_t{0});
@@ -197,83 +162,99 @@ class dashboard {
     return json_response({{"root", o_.root}, {"jobs", list}});
   }
 
-  // sacct and sinfo ask slurmctld/slurmdbd: at most once per 2 s, whatever polls.
+  // sacct and sinfo ask slurmctld/slurmdbd: at most once per 2 s, whatever polls (one asks, the
+  // others wait for its answer).
   http_response cluster() {
+    std::lock_guard lk(cluster_mu_);
     auto now = now_ms();
     if (cluster_at_ms_ == 0 || now - cluster_at_ms_ >= 2000) {
-      cluster_ = cluster_json(o_.root, o_.slurm, now);
+      auto root = jobs_root::open(o_.root);
+      if (!root) return error_response(503, root.err().context());
+      cluster_ = cluster_json(*root, o_.slurm, now);
       cluster_at_ms_ = now;
     }
     return json_response(cluster_.second, cluster_.first);
   }
 
-  http_response events(const fs::path& dir, const http_request& r) {
+  // At most max_events_read bytes of lines per answer; "more" says the page should ask again.
+  http_response events(const job_directory& dir, const http_request& r) {
     std::uint64_t after = 0;
     if (auto q = r.query.find("after"); q != r.query.end())
       after = std::strtoull(q->second.c_str(), nullptr, 10);
-    auto read = read_events((dir / events_file_name).string(), after);
-    if (!read) return error(500, read.err().to_string());
     json ev = json::array();
-    for (const auto& e : read->events) ev.push_back(event_json(e));
-    return json_response({{"events", ev}, {"next_offset", read->next_offset}, {"skipped", read->skipped}});
+    auto f = dir.open(events_file_name);
+    if (!f && f.err().code() != std::errc::no_such_file_or_directory) return file_error(f.err());
+    if (!f) return json_response({{"events", ev}, {"next_offset", after}, {"skipped", 0}, {"more", false}});
+    auto text = f->read(after, max_events_read);
+    if (!text) return file_error(text.err());
+    auto read = parse_event_lines(*text, after);
+    std::size_t skipped = read.skipped;
+    if (read.next_offset == after && text->size() >= max_events_read) {  // a line longer than a read
+      read.next_offset = after + text->size();
+      ++skipped;
+    }
+    for (const auto& e : read.events) ev.push_back(event_json(e));
+    return json_response({{"events", ev},
+                          {"next_offset", read.next_offset},
+                          {"skipped", skipped},
+                          {"more", read.next_offset < f->size}});
   }
 
-  http_response raw_json(const fs::path& p) {
-    auto j = json::parse(read_file(p), nullptr, false);
-    if (j.is_discarded()) return error(404, p.filename().string() + " is missing or not JSON yet");
-    return json_response(j);
+  http_response nodes(const job_directory& dir) {
+    auto j = read_json_file(dir, "nodes.json");
+    return j ? json_response(*j) : file_error(j.err());
   }
 
-  http_response result(const fs::path& dir) {
-    auto j = json::parse(read_file(dir / "result.json"), nullptr, false);
-    return json_response({{"result", j.is_discarded() ? json(nullptr) : j}});
+  http_response result(const job_directory& dir) {
+    auto j = read_json_file(dir, "result.json");
+    if (j) return json_response({{"result", *j}});
+    json out = {{"result", nullptr}};
+    if (j.err().code() != std::errc::no_such_file_or_directory) out["error"] = j.err().context();
+    return json_response(out);
   }
 
-  http_response log(const fs::path& dir, const std::string& node, const http_request& r) {
-    if (!valid_node_name(node)) return error(400, "bad node name");
+  http_response log(const job_directory& dir, const std::string& node, const http_request& r) {
     std::size_t bytes = 16 << 10;
     if (auto q = r.query.find("bytes"); q != r.query.end())
       bytes = std::min<std::size_t>(std::strtoul(q->second.c_str(), nullptr, 10), 1 << 20);
-    fs::path p = dir / "logs" / (node + ".log");
-    std::ifstream in(p, std::ios::binary | std::ios::ate);
-    if (!in) return error(404, "no log for node '" + node + "'");
-    auto size = static_cast<std::size_t>(in.tellg());
-    std::size_t from = size > bytes ? size - bytes : 0;
-    in.seekg(static_cast<std::streamoff>(from));
-    std::string text(size - from, '\0');
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    return json_response({{"text", text}});
+    auto f = dir.open("logs/" + node + ".log");
+    if (!f) return file_error(f.err());
+    auto text = f->read(f->size > bytes ? f->size - bytes : 0, bytes);
+    if (!text) return file_error(text.err());
+    return json_response({{"text", *text}});
   }
 
   // The dashboard's token (the cluster's) or the job's own (<job dir>/token, its transport token).
-  bool may_change(const fs::path& dir, const http_request& r) const {
+  bool may_change(const job_directory& dir, const http_request& r) const {
     if (authorised(r)) return true;
-    std::string job_token = read_file(dir / "token", 4096);
-    while (!job_token.empty() && std::isspace(static_cast<unsigned char>(job_token.back())))
-      job_token.pop_back();
-    return has_token(r, job_token);
+    auto job_token = dir.read_all("token", 4096);
+    if (!job_token) return false;
+    while (!job_token->empty() && std::isspace(static_cast<unsigned char>(job_token->back())))
+      job_token->pop_back();
+    return has_token(r, *job_token);
   }
 
-  http_response control_job(const fs::path& dir, const std::string& what, const http_request& r) {
-    if (!may_change(dir, r)) return error(401, "changing a job needs the cluster token or the job's token");
-    if (!o_.control) return error(501, "this dashboard cannot change jobs");
+  http_response control_job(const job_directory& dir, bool scale, const http_request& r) {
+    if (!may_change(dir, r))
+      return error_response(401, "changing a job needs the cluster token or the job's token");
+    if (!o_.control) return error_response(501, "this dashboard cannot change jobs");
     int workers = -1;
-    if (what == "scale") {
+    if (scale) {
       auto q = r.query.find("workers");
       char* end = nullptr;
       long n = q == r.query.end() ? -1 : std::strtol(q->second.c_str(), &end, 10);
       if (q == r.query.end() || *end != '\0' || n < 0 || n > 10000)
-        return error(400, "scale needs workers=N (0..10000)");
+        return error_response(400, "scale needs workers=N (0..10000)");
       workers = static_cast<int>(n);
-    } else if (what != "stop") {
-      return error(404, "no such API");
     }
-    if (auto res = o_.control(dir.string(), workers); !res) return error(409, res.err().to_string());
+    if (auto res = o_.control(o_.root + "/" + dir.id(), workers); !res)
+      return error_response(409, res.err().to_string());
     return json_response({{"ok", true}});
   }
 
   dashboard_options o_;
-  summary_cache cache_;
+  job_rows rows_;
+  std::mutex cluster_mu_;
   std::pair<int, json> cluster_;
   std::int64_t cluster_at_ms_ = 0;
 };

@@ -1,15 +1,13 @@
 #include "dashboard_cluster.hpp"
 
 #include <cctype>
-#include <filesystem>
-#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "troupe/observe/cluster_usage.hpp"
 
 namespace troupe::observe {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
@@ -23,15 +21,20 @@ bool numeric(const std::string& s) {
   return true;
 }
 
-// Slurm job id -> troupe job id, from every <job dir>/slurm_jobs under the root.
-std::map<std::string, std::string> recorded_ids(const std::string& root) {
+// Slurm job id -> troupe job id, from every <job dir>/slurm_jobs under the root (read as the
+// dashboard reads any file of a job: job_files.hpp; one that cannot be read adds nothing).
+std::map<std::string, std::string> recorded_ids(const jobs_root& root) {
   std::map<std::string, std::string> ids;
-  std::error_code ec;
-  for (const auto& d : fs::directory_iterator(root, ec)) {
-    std::ifstream in(d.path() / "slurm_jobs");
+  auto jobs = root.job_ids();
+  if (!jobs) return ids;
+  for (const auto& id : *jobs) {
+    auto dir = root.job(id);
+    auto text = dir ? dir->read_all("slurm_jobs", 1 << 20) : expected<std::string>(dir.err());
+    if (!text) continue;
+    std::istringstream in(*text);
     std::string line;
-    while (in && ids.size() < max_ids && std::getline(in, line))
-      if (numeric(line)) ids[line] = d.path().filename().string();
+    while (ids.size() < max_ids && std::getline(in, line))
+      if (numeric(line)) ids[line] = id;
   }
   return ids;
 }
@@ -48,10 +51,10 @@ json allocation_json(const slurm_allocation& a) {
 
 }  // namespace
 
-std::pair<int, json> cluster_json(const std::string& root, const slurm_command& run, std::int64_t now_ms) {
+std::pair<int, json> cluster_json(const jobs_root& root, const slurm_command& run, std::int64_t now_ms) {
   auto ids = recorded_ids(root);
   if (ids.empty())
-    return unavailable(200, "no job under " + root + " ran on Slurm (none has a slurm_jobs file)");
+    return unavailable(200, "no job under " + root.path() + " ran on Slurm (none has a slurm_jobs file)");
   if (!run) return unavailable(200, "this dashboard runs no Slurm commands");
   auto sinfo = run({"sinfo", "-h", "-N", "-o", "%N|%c"});
   if (!sinfo) return unavailable(502, "sinfo: " + sinfo.err().to_string());

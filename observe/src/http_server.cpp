@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -67,10 +68,11 @@ std::string reason_text(int status) {
 struct http_server::impl {
   http_options opt;
   http_handler handler;
-  asio::io_context io{1};
-  tcp::acceptor acceptor{io};
+  // Before io: the sessions io still holds when it is destroyed count themselves out of `open`.
   std::atomic<std::size_t> open{0};
-  std::thread thread;
+  asio::io_context io;
+  tcp::acceptor acceptor{io};
+  std::vector<std::thread> threads;
   std::string bound;
   std::uint16_t port = 0;
 
@@ -181,7 +183,8 @@ void http_server::impl::refuse(tcp::socket s) {
 }
 
 void http_server::impl::accept() {
-  acceptor.async_accept([this](beast::error_code ec, tcp::socket s) {
+  // Each connection on a strand of its own: its handlers never run at once, whatever the threads.
+  acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket s) {
     if (ec == asio::error::operation_aborted) return;
     if (!ec) {
       if (open.load() >= opt.max_connections)
@@ -197,18 +200,14 @@ expected<std::unique_ptr<http_server>> http_server::start(http_options options, 
   auto p = std::make_unique<impl>();
   p->opt = std::move(options);
   p->handler = std::move(handler);
-  auto colon = p->opt.listen.rfind(':');
-  if (colon == std::string::npos)
-    return make_unexpected(transport_errc::bad_address, "'" + p->opt.listen + "' is not host:port");
-  std::string host = p->opt.listen.substr(0, colon);
+  auto numeric = resolve_listen(p->opt.listen);
+  if (!numeric) return numeric.err();
+  auto colon = numeric->rfind(':');
+  std::string host = numeric->substr(0, colon);
   if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
   beast::error_code ec;
   auto addr = asio::ip::make_address(host, ec);
-  char* end = nullptr;
-  unsigned long port = std::strtoul(p->opt.listen.c_str() + colon + 1, &end, 10);
-  if (ec || *end != '\0' || port > 65535)
-    return make_unexpected(transport_errc::bad_address,
-                           "'" + p->opt.listen + "' is not an IP address and port");
+  auto port = std::strtoul(numeric->c_str() + colon + 1, nullptr, 10);
   tcp::endpoint ep(addr, static_cast<std::uint16_t>(port));
   p->acceptor.open(ep.protocol(), ec);
   if (!ec) p->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
@@ -219,7 +218,8 @@ expected<std::unique_ptr<http_server>> http_server::start(http_options options, 
   p->bound = (addr.is_v6() ? "[" + host + "]" : host) + ":" + std::to_string(p->port);
   p->accept();
   impl* raw = p.get();
-  p->thread = std::thread([raw] { raw->io.run(); });
+  for (std::size_t i = 0; i < std::max<std::size_t>(1, p->opt.threads); ++i)
+    p->threads.emplace_back([raw] { raw->io.run(); });
   return std::unique_ptr<http_server>(new http_server(std::move(p)));
 }
 
@@ -227,7 +227,8 @@ http_server::http_server(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 
 http_server::~http_server() {
   impl_->io.stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
+  for (auto& t : impl_->threads)
+    if (t.joinable()) t.join();
 }
 
 std::string http_server::address() const {

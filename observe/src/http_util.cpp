@@ -26,6 +26,33 @@ bool has_token(const http_request& r, const std::string& token) {
   return diff == 0;
 }
 
+expected<std::string> resolve_listen(const std::string& listen) {
+  namespace asio = boost::asio;
+  auto colon = listen.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    return make_unexpected(transport_errc::bad_address, "'" + listen + "' is not host:port");
+  std::string host = listen.substr(0, colon), port_text = listen.substr(colon + 1);
+  if (host.size() > 1 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  char* end = nullptr;
+  unsigned long port = std::strtoul(port_text.c_str(), &end, 10);
+  if (port_text.empty() || *end != '\0' || port > 65535)
+    return make_unexpected(transport_errc::bad_address,
+                           "'" + listen + "': the port is not a number in 0..65535");
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(host, ec);
+  if (ec) {
+    asio::io_context io;
+    asio::ip::tcp::resolver resolver(io);
+    auto found = resolver.resolve(host, port_text, asio::ip::resolver_base::numeric_service, ec);
+    if (ec || found.empty())
+      return make_unexpected(transport_errc::bad_address, "'" + listen + "': cannot resolve '" + host + "'" +
+                                                              (ec ? ": " + ec.message() : ""));
+    addr = found.begin()->endpoint().address();
+  }
+  std::string ip = addr.to_string();
+  return (addr.is_v6() ? "[" + ip + "]" : ip) + ":" + std::to_string(port);
+}
+
 expected<std::uint16_t> pick_free_port(const std::string& host) {
   namespace asio = boost::asio;
   boost::system::error_code ec;

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "job_files.hpp"
+
 namespace troupe::observe {
 
 using nlohmann::json;
@@ -41,6 +43,10 @@ std::string to_json_line(const job_event& e) {
 }
 
 expected<job_event> from_json_line(const std::string& line) {
+  // An event is one flat object: a line nesting deeper is not one, and is not built (a deep
+  // document costs memory, and recursion to dump).
+  if (!json_depth_within(line, 2))
+    return make_unexpected(core_errc::parse_error, "not an event line (nested too deep)");
   json j = json::parse(line, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("kind") || !j["kind"].is_string() ||
       !j.contains("t_ms") || !j["t_ms"].is_number_unsigned())
@@ -109,18 +115,13 @@ std::string_view peek_kind(std::string_view line) {
   return end == std::string_view::npos ? std::string_view() : line.substr(at + 1, end - at - 1);
 }
 
-expected<event_read> read_events(const std::string& path, std::uint64_t offset, const line_filter& parse) {
+event_read parse_event_lines(std::string_view text, std::uint64_t offset, const line_filter& parse) {
   event_read r;
-  r.next_offset = offset;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return r;
-  in.seekg(static_cast<std::streamoff>(offset));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::size_t at = 0;
   while (true) {
     auto nl = text.find('\n', at);
-    if (nl == std::string::npos) break;  // an unfinished (or torn) last line: not consumed
-    std::string line = text.substr(at, nl - at);
+    if (nl == std::string_view::npos) break;  // an unfinished (or torn) last line: not consumed
+    std::string line(text.substr(at, nl - at));
     at = nl + 1;
     if (line.empty() || (parse && !parse(line))) continue;
     if (auto e = from_json_line(line))
@@ -130,6 +131,16 @@ expected<event_read> read_events(const std::string& path, std::uint64_t offset, 
   }
   r.next_offset = offset + at;
   return r;
+}
+
+expected<event_read> read_events(const std::string& path, std::uint64_t offset, const line_filter& parse) {
+  event_read r;
+  r.next_offset = offset;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return r;
+  in.seekg(static_cast<std::streamoff>(offset));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse_event_lines(text, offset, parse);
 }
 
 }  // namespace troupe::observe

@@ -4,10 +4,14 @@
 // page polls the JSON API below once a second.
 //
 // API (all GET unless said; job ids and node names are checked against their grammars, so no
-// path can leave the root: anything else is 400, an unknown job 404):
+// path can leave the root: anything else is 400, an unknown job 404, an unknown path 404, a known
+// one with another method 405 with Allow):
 //   /api/jobs                           {"root", "jobs": [{id, state, strategy, workers_alive,
-//                                        workers_wanted, tasks_done, tasks_total, started_ms, duration_s}]}
-//   /api/jobs/<id>/events?after=OFFSET  {"events": [...], "next_offset", "skipped"}
+//                                        workers_wanted, tasks_done, tasks_total, started_ms, duration_s,
+//                                        error (a file of the job that could not be read), reason}]};
+//                                        an ended job's tasks are its result.json's
+//   /api/jobs/<id>/events?after=OFFSET  {"events": [...], "next_offset", "skipped", "more" (true: at most
+//                                        4 MiB of lines per answer, ask again from next_offset)}
 //   /api/jobs/<id>/nodes                nodes.json as written by the runner
 //   /api/jobs/<id>/log/<node>?bytes=N   {"text": the last N bytes (<= 1 MiB) of logs/<node>.log}
 //   /api/jobs/<id>/result               {"result": result.json or null}
@@ -23,7 +27,13 @@
 // (the page and its script, which hold no job data, excepted) needs the cluster token (`Authorization: Bearer
 // T` or `?token=T`), else 401. scale/stop always need a token: the cluster token, or that job's own (<job
 // dir>/token, its transport token, the one `troupe scale/stop` use); `troupe dashboard` sends them through
-// control/client.hpp. A stop answers once the runner has exited (a few seconds; requests wait meanwhile).
+// control/client.hpp. A stop answers once the runner has exited (a few seconds; other requests are
+// served meanwhile on the other threads).
+// Untrusted input: a job directory is written by whoever runs the job. Every file is read through
+// job_files.hpp (a regular file with one link, reached without following any link, at most 4 MiB of
+// JSON nested at most 64 deep); a file that is missing is 404, one that is refused 422 naming it and
+// why, and in /api/jobs the job's "error". Nothing a job writes can crash, hang or fail the server
+// or another job's answers.
 #pragma once
 
 #include <functional>
@@ -48,7 +58,11 @@ struct dashboard_options {
   slurm_command slurm;  // unset: /api/cluster answers {"slurm": false}
 };
 
+// The handler is thread-safe: `troupe dashboard` serves it on this many server threads, so a slow
+// request (a stop waits for the job's runner to exit, the Slurm commands for slurmctld) holds up
+// only its own connection.
 http_handler make_dashboard(dashboard_options options);
+inline constexpr std::size_t dashboard_threads = 4;
 
 // The embedded files (generated from observe/assets and observe/third_party at build time).
 struct embedded_file {

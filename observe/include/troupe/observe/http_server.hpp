@@ -3,8 +3,10 @@
 // the includers.
 //
 // Contract:
-// - The handler runs on the server's thread, one request at a time; it must not block for long
-//   (read a few files, render text). An exception from it becomes a 500 naming nothing internal.
+// - The handler runs on one of the server's `threads`: with one, one request at a time; with more,
+//   that many at once (the handler must then be thread-safe), so one slow request holds up only
+//   its own connection. It must not block for long (read a few files, render text). An exception
+//   from it becomes a 500 naming nothing internal.
 // - Bad requests never reach the handler and never stop the server: headers over
 //   max_header_bytes get 431, a body over max_body_bytes 413, a malformed request 400, a client
 //   silent past read_timeout is closed (slowloris), and connections beyond max_connections get a
@@ -45,7 +47,8 @@ struct http_response {
 using http_handler = std::function<http_response(const http_request&)>;
 
 struct http_options {
-  std::string listen = "127.0.0.1:0";  // "host:port"; port 0 picks a free one
+  std::string listen = "127.0.0.1:0";  // "host:port" (an IP address or a host name); port 0 picks a free one
+  std::size_t threads = 1;             // handler threads
   std::size_t max_connections = 256;
   std::size_t max_header_bytes = 8 << 10;
   std::size_t max_body_bytes = 64 << 10;
@@ -74,6 +77,10 @@ class http_server {
   std::unique_ptr<impl> impl_;
 };
 
+// "host:port" with the host resolved to an IP address ("localhost:80" -> "127.0.0.1:80"; an IPv6
+// address in brackets), the first address the resolver gives. Errors (transport_errc::bad_address)
+// name the text and why.
+expected<std::string> resolve_listen(const std::string& listen);
 // Whether a host or "host:port" is a loopback address (127.x, ::1, localhost).
 bool is_loopback(const std::string& host_or_listen);
 // Whether the request carries `token` (`Authorization: Bearer T` or `?token=T`), compared in

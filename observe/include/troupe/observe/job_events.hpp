@@ -70,6 +70,9 @@ struct event_read {
 using line_filter = std::function<bool(std::string_view line)>;
 expected<event_read> read_events(const std::string& path, std::uint64_t offset = 0,
                                  const line_filter& parse = {});
+// The events of whole lines of `text`, which starts at byte `offset` of an events file (the reader
+// holds the bytes; read_events reads them from a path).
+event_read parse_event_lines(std::string_view text, std::uint64_t offset, const line_filter& parse = {});
 // The "kind" value of an event line without parsing it ("" when not found).
 std::string_view peek_kind(std::string_view line);
 

@@ -1,0 +1,133 @@
+#include "dashboard_jobs.hpp"
+
+#include <algorithm>
+
+#include "troupe/observe/job_events.hpp"
+
+namespace troupe::observe {
+
+using nlohmann::json;
+
+namespace {
+
+bool missing(const error& e) {
+  return e.code() == std::errc::no_such_file_or_directory;
+}
+
+// A number of a document the job wrote (any type may be there).
+double number_or(const json& j, const char* key, double fallback) {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+}  // namespace
+
+expected<json> read_json_file(const job_directory& dir, const std::string& name) {
+  auto text = dir.read_all(name, max_json_bytes);
+  if (!text) return std::move(text).err();
+  if (!json_depth_within(*text, max_json_depth))
+    return make_unexpected(core_errc::parse_error, dir.id() + "/" + name + ": nested more than " +
+                                                       std::to_string(max_json_depth) + " deep");
+  auto j = json::parse(*text, nullptr, false);
+  if (j.is_discarded())
+    return make_unexpected(core_errc::parse_error, dir.id() + "/" + name + ": not JSON (yet)");
+  return j;
+}
+
+json job_rows::row(const job_directory& dir, std::int64_t now_ms) {
+  json r;
+  std::string problem;
+  auto f = dir.open(events_file_name);
+  {
+    std::lock_guard lk(mu_);
+    auto& e = by_job_[dir.id()];
+    if (!f) {
+      e = entry{};
+      if (!missing(f.err())) problem = f.err().context();
+    } else {
+      if (f->inode != e.inode || f->size < e.offset) e = entry{};
+      e.inode = f->inode;
+      if (e.row.is_null()) e.row = {{"id", dir.id()}};
+      if (e.offset < f->size) {
+        auto text = f->read(e.offset, max_events_read);
+        if (text)
+          fold(*text, e);
+        else
+          problem = text.err().context();
+      }
+    }
+    if (e.row.is_null()) e.row = {{"id", dir.id()}};
+    r = e.row;
+  }
+  if (!problem.empty()) r["error"] = problem;
+  if (r.contains("ended")) {
+    add_result(dir, r);
+  } else if (problem.empty()) {
+    // Running while the runner or the master still write: nodes.json is rewritten as nodes come and
+    // go, events at least every few seconds.
+    auto nodes = read_json_file(dir, "nodes.json");
+    double last = std::max(number_or(r, "last_ms", 0), nodes ? number_or(*nodes, "updated_ms", 0) : 0);
+    r["state"] = static_cast<double>(now_ms) - last < 15'000 ? "running" : "crashed";
+    if (r.contains("started_ms"))
+      r["duration_s"] = std::max(0.0, last - number_or(r, "started_ms", 0)) / 1000.0;
+  }
+  r.erase("ended");
+  r.erase("last_ms");
+  return r;
+}
+
+// Only the kinds a row needs are parsed, and of the metrics only the last (a long job has
+// thousands): a root of many finished jobs lists fast.
+void job_rows::fold(const std::string& text, entry& e) {
+  std::string first, last, metrics;
+  auto read = parse_event_lines(text, e.offset, [&](std::string_view line) {
+    if (first.empty()) first = line;
+    last = line;
+    auto kind = peek_kind(line);
+    if (kind == "metrics") metrics = line;
+    return kind == "job_start" || kind == "scale" || kind == "job_end";
+  });
+  // A line longer than a whole read is nobody's event: passed over.
+  e.offset = read.next_offset == e.offset && text.size() >= max_events_read ? e.offset + text.size()
+                                                                            : read.next_offset;
+  json& r = e.row;
+  if (auto f = from_json_line(first); f && !r.contains("started_ms")) r["started_ms"] = f->t_ms;
+  if (auto l = from_json_line(last)) r["last_ms"] = l->t_ms;
+  if (auto m = from_json_line(metrics)) read.events.push_back(std::move(*m));
+  for (const auto& ev : read.events) {
+    if (ev.kind == "job_start") {
+      r["strategy"] = ev.text("strategy");
+      r["workers_wanted"] = ev.number("workers");
+    } else if (ev.kind == "scale") {
+      r["workers_wanted"] = ev.number("workers");
+    } else if (ev.kind == "metrics") {
+      r["workers_alive"] = ev.number("workers_alive");
+      r["tasks_done"] = ev.number("tasks_done");
+      r["tasks_total"] = ev.number("tasks_todo") + ev.number("tasks_doing") + ev.number("tasks_done");
+    } else if (ev.kind == "job_end") {
+      r["state"] = ev.text("state");
+      r["ended"] = true;
+      if (r.contains("started_ms"))
+        r["duration_s"] =
+            std::max(0.0, static_cast<double>(ev.t_ms) - number_or(r, "started_ms", 0)) / 1000.0;
+    }
+  }
+}
+
+// An ended job's progress is its result's (the last metrics sample may be a second older than the
+// end): result.json is written just after job_end, so it is looked for on every listing.
+void job_rows::add_result(const job_directory& dir, json& r) {
+  auto res = read_json_file(dir, "result.json");
+  if (!res) {
+    if (!missing(res.err()) && !r.contains("error")) r["error"] = res.err().context();
+    return;
+  }
+  double done = number_or(*res, "tasks_done", -1), failed = number_or(*res, "tasks_failed", 0);
+  if (done < 0) return;
+  r["tasks_done"] = done;
+  r["tasks_total"] = std::max(number_or(r, "tasks_total", 0), done + failed);
+  if (res->contains("reason") && (*res)["reason"].is_string()) r["reason"] = (*res)["reason"];
+}
+
+}  // namespace troupe::observe
