@@ -5,6 +5,7 @@
 #include "../data_model.hpp"
 #include "../ps_layout.hpp"
 #include "../wire.hpp"
+#include "ps_checkpoint_log.hpp"
 #include "ps_state.hpp"
 #include "troupe/storage/disk_fault.hpp"
 
@@ -123,9 +124,32 @@ void report_fault(ps_state& st) {
 void checkpoint(ps_state& st) {
   if (st.version == st.applied_at_checkpoint && st.has_checkpoint) return;
   bool full = !st.has_checkpoint || st.since_full + 1 >= st.rt->spec().ps.full_checkpoint_every;
+  ps_checkpoint_record rec;
+  rec.full = full;
+  rec.begin_s = ps_checkpoint_clock();
   storage::shard_state s;
   fill_state(st, s, full);
+  rec.snapshot_end_s = ps_checkpoint_clock();
   auto v = st.store->write(s, full ? storage::checkpoint_kind::full : storage::checkpoint_kind::incremental);
+  rec.end_s = ps_checkpoint_clock();
+  rec.ok = v.has_value();
+  rec.slices = 1;
+  rec.longest_slice_s = rec.end_s - rec.begin_s;  // all of it on the actor, between two requests
+  for (auto& [name, rows] : s.embeddings) rec.rows += rows.size();
+  auto floats = [](const auto& m) {
+    std::uint64_t n = 0;
+    for (auto& [name, v] : m) n += v.size();
+    return n;
+  };
+  auto row_floats = [](const auto& m) {
+    std::uint64_t n = 0;
+    for (auto& [name, t] : m)
+      for (auto& [id, r] : t) n += r.size();
+    return n;
+  };
+  rec.bytes = 4 * (floats(s.dense) + floats(s.dense_slots) + row_floats(s.embeddings) +
+                   row_floats(s.embedding_slots));
+  log_ps_checkpoint(rec);
   if (!v) {
     if (!storage::is_disk_fault(v.err())) {
       spdlog::error("ps-{}: checkpoint failed: {}", st.index, v.err().to_string());
