@@ -20,7 +20,10 @@ std::unique_ptr<nn::optimizer> adam() {
 }
 
 struct shard {
-  shard() : table("emb", 4, 11), opt(adam()), dense_param{std::string(1, 'w'), nn::tensor(nn::shape{3}), {}, true} {
+  shard()
+      : table("emb", 4, 11),
+        opt(adam()),
+        dense_param{std::string(1, 'w'), nn::tensor(nn::shape{3}), {}, true} {
     tables.emplace("emb", owned_table(&table, *opt));
     dense[dense_param.name].param = &dense_param;
   }
@@ -106,8 +109,12 @@ TEST(PsSnapshot, IncrementalTakesTheDirtyRowsAndLeavesLaterPushesForTheNext) {
   const auto changed = some_ids(rng, 3000, 30000);
   s.push(changed, nullptr);
   auto at_start = s.state();
-  std::erase_if(at_start.first, [&](auto& kv) { return std::find(changed.begin(), changed.end(), kv.first) == changed.end(); });
-  std::erase_if(at_start.second, [&](auto& kv) { return std::find(changed.begin(), changed.end(), kv.first) == changed.end(); });
+  std::erase_if(at_start.first, [&](auto& kv) {
+    return std::find(changed.begin(), changed.end(), kv.first) == changed.end();
+  });
+  std::erase_if(at_start.second, [&](auto& kv) {
+    return std::find(changed.begin(), changed.end(), kv.first) == changed.end();
+  });
   ps_snapshot snap(s.dense, s.tables, false);
   EXPECT_EQ(s.t().dirty.size(), 0u) << "the snapshot took the dirty rows";
   std::vector<std::uint64_t> later;

@@ -55,17 +55,17 @@ class ps_snapshot {
   // Before `ids` of `t` change: copies those still to copy.
   // (Creates the optimizer state of ids that have none, as the push would.)
   void before_update(owned_table& t, std::span<const std::uint64_t> ids);
-  std::uint64_t rows() const;  // rows copied so far
-  std::uint64_t bytes() const; // payload bytes copied so far (floats)
+  std::uint64_t rows() const;   // rows copied so far
+  std::uint64_t bytes() const;  // payload bytes copied so far (floats)
   // The copy (once done()). The snapshot is empty after it.
   storage::flat_state take();
 
  private:
   struct table_copy {
     owned_table* t = nullptr;
-    std::uint32_t frozen = 0;          // slots that existed at the start
-    std::vector<std::uint32_t> list;   // incremental: the slots to copy; full: all of [0, frozen)
-    std::size_t count = 0, cursor = 0; // rows to copy; the next position of the walk
+    std::uint32_t frozen = 0;            // slots that existed at the start
+    std::vector<std::uint32_t> list;     // incremental: the slots to copy; full: all of [0, frozen)
+    std::size_t count = 0, cursor = 0;   // rows to copy; the next position of the walk
     std::vector<std::uint64_t> pending;  // bit per slot below frozen: still to copy
     storage::flat_rows rows, slots;
     bool is_pending(std::uint32_t s) const { return s < frozen && (pending[s >> 6] >> (s & 63) & 1) != 0; }
