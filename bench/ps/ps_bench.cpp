@@ -260,7 +260,8 @@ double plain_write_fsync(const std::string& path, std::size_t bytes) {
 nlohmann::json checkpoint_summary(const std::vector<ps_checkpoint_record>& log, const std::string& work) {
   nlohmann::json j = nlohmann::json::object();
   for (bool full : {true, false}) {
-    std::vector<double> slices, snapshot_ms, write_s;
+    std::vector<double> slices, slices_cpu, snapshot_ms, write_s;
+    std::uint64_t all_slices = 0, over_1ms = 0, over_1ms_cpu = 0;
     std::uint64_t n = 0, bytes = 0, rows = 0, failed = 0, max_bytes = 0;
     for (const auto& c : log) {
       if (c.full != full) continue;
@@ -273,6 +274,10 @@ nlohmann::json checkpoint_summary(const std::vector<ps_checkpoint_record>& log, 
       rows += c.rows;
       max_bytes = std::max(max_bytes, c.bytes);
       slices.push_back(c.longest_slice_s * 1e3);
+      slices_cpu.push_back(c.longest_slice_cpu_s * 1e3);
+      all_slices += c.slices;
+      over_1ms += c.slices_over_1ms;
+      over_1ms_cpu += c.slices_over_1ms_cpu;
       snapshot_ms.push_back((c.snapshot_end_s - c.begin_s) * 1e3);
       write_s.push_back(c.end_s - c.snapshot_end_s);
     }
@@ -290,6 +295,10 @@ nlohmann::json checkpoint_summary(const std::vector<ps_checkpoint_record>& log, 
         {"mean_rows", rows / n},
         {"longest_slice_ms_max", *std::max_element(slices.begin(), slices.end())},
         {"longest_slice_ms_p50", percentile(slices, 0.5)},
+        {"longest_slice_cpu_ms_max", *std::max_element(slices_cpu.begin(), slices_cpu.end())},
+        {"slices", all_slices},
+        {"slices_over_1ms", over_1ms},
+        {"slices_over_1ms_cpu", over_1ms_cpu},
         {"snapshot_ms_p50", percentile(snapshot_ms, 0.5)},
         {"write_mb_per_s", mb_s},
         {"peer", "plain_file_write_fsync"},

@@ -4,7 +4,7 @@
 //  - checkpoint write MB/s (full and incremental, from a flat_state as a PS shard hands it over,
 //    and from maps) vs writing the same bytes (the data file's size) to a plain file with one
 //    fsync, alternately in the same run.
-// Usage: storage_bench [WORK_DIR] [--repeat N]
+// Usage: storage_bench [WORK_DIR] [--repeat N] [--checkpoints (only)]
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -233,15 +233,18 @@ void bench_checkpoint(const std::string& work, int repeat) {
 int main(int argc, char** argv) {
   std::string work = fs::temp_directory_path() / "troupe_storage_bench";
   int repeat = 5;
+  bool checkpoints_only = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--repeat" && i + 1 < argc)
       repeat = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--checkpoints")
+      checkpoints_only = true;
     else
       work = a;
   }
   fs::create_directories(work);
-  bench_scan(work, repeat);
+  if (!checkpoints_only) bench_scan(work, repeat);
   bench_checkpoint(work, repeat);
   return 0;
 }

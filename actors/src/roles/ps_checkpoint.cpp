@@ -102,20 +102,27 @@ bool begin_checkpoint(ps_state& st) {
   st.record = {};
   st.record.full = full;
   st.record.begin_s = ps_checkpoint_clock();
+  const double cpu = ps_thread_cpu_clock();
   st.version_at_snapshot = st.version;
   st.snapshot.emplace(st.dense, st.tables, full);
   st.record.slices = 1;
   st.record.longest_slice_s = ps_checkpoint_clock() - st.record.begin_s;
+  st.record.longest_slice_cpu_s = ps_thread_cpu_clock() - cpu;
+  st.record.slices_over_1ms = st.record.longest_slice_s > 1e-3 ? 1 : 0;
+  st.record.slices_over_1ms_cpu = st.record.longest_slice_cpu_s > 1e-3 ? 1 : 0;
   return true;
 }
 
 bool copy_checkpoint_slice(ps_state& st, std::chrono::nanoseconds budget, std::function<void()> written) {
   if (!st.snapshot) return true;
-  const double t0 = ps_checkpoint_clock();
+  const double t0 = ps_checkpoint_clock(), cpu0 = ps_thread_cpu_clock();
   const bool done = st.snapshot->copy_some(budget);
-  const double t1 = ps_checkpoint_clock();
+  const double t1 = ps_checkpoint_clock(), cpu1 = ps_thread_cpu_clock();
   st.record.slices += 1;
   st.record.longest_slice_s = std::max(st.record.longest_slice_s, t1 - t0);
+  st.record.longest_slice_cpu_s = std::max(st.record.longest_slice_cpu_s, cpu1 - cpu0);
+  st.record.slices_over_1ms += t1 - t0 > 1e-3 ? 1 : 0;
+  st.record.slices_over_1ms_cpu += cpu1 - cpu0 > 1e-3 ? 1 : 0;
   if (done) start_write(st, std::move(written));
   return done;
 }

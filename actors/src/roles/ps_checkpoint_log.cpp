@@ -1,5 +1,7 @@
 #include "ps_checkpoint_log.hpp"
 
+#include <time.h>
+
 #include <chrono>
 #include <mutex>
 
@@ -26,4 +28,12 @@ double ps_checkpoint_clock() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+}  // namespace troupe::actors
+
+namespace troupe::actors {
+double ps_thread_cpu_clock() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 }  // namespace troupe::actors

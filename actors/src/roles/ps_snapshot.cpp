@@ -29,16 +29,12 @@ ps_snapshot::ps_snapshot(const std::map<std::string, owned_dense>& dense,
     table_copy& c = tables_.emplace_back();
     c.t = &t;
     c.frozen = static_cast<std::uint32_t>(t.slots.size());
-    c.pending.assign((c.frozen + 63) / 64, 0);
+    c.copied.assign((c.frozen + 63) / 64, 0);
     if (full) {
       c.count = c.frozen;
-      for (std::size_t w = 0; w < c.frozen / 64; ++w) c.pending[w] = ~std::uint64_t{0};
-      if (c.frozen % 64 != 0) c.pending.back() = (std::uint64_t{1} << (c.frozen % 64)) - 1;
     } else {
-      c.list = t.dirty.slots();
-      t.dirty.clear();  // pushes from now on go to the next checkpoint
-      c.count = c.list.size();
-      for (auto s : c.list) c.pending[s >> 6] |= std::uint64_t{1} << (s & 63);
+      std::swap(c.taken, t.dirty);  // pushes from now on go to the next checkpoint
+      c.count = c.taken.size();
     }
     // Reserved, not filled: the pages are touched as rows are copied, slice by slice.
     c.rows.name = c.slots.name = name;
@@ -52,7 +48,7 @@ ps_snapshot::ps_snapshot(const std::map<std::string, owned_dense>& dense,
 }
 
 void ps_snapshot::table_copy::copy(std::uint32_t s) {
-  pending[s >> 6] &= ~(std::uint64_t{1} << (s & 63));
+  copied[s >> 6] |= std::uint64_t{1} << (s & 63);
   const std::uint64_t id = t->slots.id(s);
   rows.ids.push_back(id);
   slots.ids.push_back(id);
@@ -71,12 +67,12 @@ bool ps_snapshot::copy_some(std::chrono::nanoseconds budget) {
   constexpr std::size_t kBetweenChecks = 64;
   while (next_table_ < tables_.size()) {
     table_copy& c = tables_[next_table_];
-    const std::size_t walk = full_ ? c.frozen : c.list.size();
+    const std::size_t walk = full_ ? c.frozen : c.taken.size();
     while (c.cursor < walk) {
       const std::size_t end = std::min(walk, c.cursor + kBetweenChecks);
       for (; c.cursor < end; ++c.cursor) {
-        const std::uint32_t s = full_ ? static_cast<std::uint32_t>(c.cursor) : c.list[c.cursor];
-        if (c.is_pending(s)) c.copy(s);
+        const std::uint32_t s = full_ ? static_cast<std::uint32_t>(c.cursor) : c.taken.slots()[c.cursor];
+        if (c.is_pending(s, full_)) c.copy(s);
       }
       if (c.cursor < walk && std::chrono::steady_clock::now() >= until) return false;
     }
@@ -98,7 +94,7 @@ void ps_snapshot::before_update(owned_table& t, std::span<const std::uint64_t> i
       std::uint64_t* step = nullptr;
       std::uint32_t s = 0;
       (void)t.slots.get(id, &step, &s);  // a new id's state: created now instead of in the push
-      if (c.is_pending(s)) c.copy(s);
+      if (c.is_pending(s, full_)) c.copy(s);
     }
     return;
   }
