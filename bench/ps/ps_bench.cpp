@@ -10,6 +10,11 @@
 //                                              the clients; one JSON line
 //   ps_bench --loopback [--seconds S] [--clients C]   both in this process, over 127.0.0.1
 //   ps_bench --check                           loopback, verifies the rows, also across restarts (ctest)
+//   ps_bench --loopback --checkpoint-ms MS [--full-every K]
+//       the shard checkpoints every MS ms (every Kth full) while the clients run: how long pulls and
+//       pushes take during full and incremental checkpoints and outside them (p50/p99/max, same
+//       run), the shard's longest stretch of checkpoint work between two requests, and the
+//       checkpoints' write throughput against a plain file + fsync of the same bytes
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -24,7 +29,11 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "ps_shard_host.hpp"
+#include "roles/ps_checkpoint_log.hpp"
 #include "troupe/core/config.hpp"
 #include "troupe/job/data_model.hpp"
 #include "troupe/nn/model.hpp"
@@ -188,13 +197,122 @@ class round_maker {
 struct client_result {
   std::uint64_t rounds = 0;
   double seconds = 0;  // from the common start to this client's last reply
+  // Every request of the measured window: when it was sent (ps_checkpoint_clock) and how long
+  // its reply took; pulls and pushes apart.
+  std::vector<std::pair<double, double>> pulls, pushes;
 };
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))];
+}
+
+// Latencies (ms) of the requests that overlap a checkpoint of the given kind (from its snapshot to
+// its write's end), or none.
+nlohmann::json latency_by_phase(const std::vector<client_result>& res,
+                                const std::vector<ps_checkpoint_record>& log) {
+  enum phase { outside, full, incremental };
+  auto phase_of = [&](double t, double d) {
+    for (const auto& c : log)
+      if (t <= c.end_s && t + d >= c.begin_s) return c.full ? full : incremental;
+    return outside;
+  };
+  std::vector<double> ms[3][2];
+  for (const auto& r : res)
+    for (int push = 0; push < 2; ++push)
+      for (auto [t, d] : push ? r.pushes : r.pulls) ms[phase_of(t, d)][push].push_back(d * 1e3);
+  nlohmann::json j;
+  const char* names[] = {"outside", "full", "incremental"};
+  for (int p = 0; p < 3; ++p)
+    for (int push = 0; push < 2; ++push) {
+      auto& v = ms[p][push];
+      j[names[p]][push ? "push" : "pull"] = {
+          {"n", v.size()},
+          {"p50_ms", percentile(v, 0.5)},
+          {"p99_ms", percentile(v, 0.99)},
+          {"max_ms", v.empty() ? 0 : *std::max_element(v.begin(), v.end())}};
+    }
+  return j;
+}
+
+// Seconds to write `bytes` to a new file at `path` and fsync it (the peer of a checkpoint write).
+double plain_write_fsync(const std::string& path, std::size_t bytes) {
+  std::vector<char> buf(bytes, 'x');
+  const double t0 = now_s();
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) die("open " + path);
+  for (std::size_t off = 0; off < bytes;) {
+    ssize_t n = ::write(fd, buf.data() + off, bytes - off);
+    if (n <= 0) die("write " + path);
+    off += static_cast<std::size_t>(n);
+  }
+  ::fsync(fd);
+  ::close(fd);
+  const double t = now_s() - t0;
+  ::unlink(path.c_str());
+  return t;
+}
+
+// The checkpoints the shard wrote during the run: the longest stretch of checkpoint work on the
+// shard's actor, and each kind's write throughput against a plain file + fsync of the same bytes
+// (written right after the run, on the same filesystem).
+nlohmann::json checkpoint_summary(const std::vector<ps_checkpoint_record>& log, const std::string& work) {
+  nlohmann::json j = nlohmann::json::object();
+  for (bool full : {true, false}) {
+    std::vector<double> slices, slices_cpu, snapshot_ms, write_s;
+    std::uint64_t all_slices = 0, over_1ms = 0, over_1ms_cpu = 0;
+    std::uint64_t n = 0, bytes = 0, rows = 0, failed = 0, max_bytes = 0;
+    for (const auto& c : log) {
+      if (c.full != full) continue;
+      if (!c.ok) {
+        ++failed;
+        continue;
+      }
+      ++n;
+      bytes += c.bytes;
+      rows += c.rows;
+      max_bytes = std::max(max_bytes, c.bytes);
+      slices.push_back(c.longest_slice_s * 1e3);
+      slices_cpu.push_back(c.longest_slice_cpu_s * 1e3);
+      all_slices += c.slices;
+      over_1ms += c.slices_over_1ms;
+      over_1ms_cpu += c.slices_over_1ms_cpu;
+      snapshot_ms.push_back((c.snapshot_end_s - c.begin_s) * 1e3);
+      write_s.push_back(c.end_s - c.snapshot_end_s);
+    }
+    if (n == 0) continue;
+    double total_write = 0;
+    for (double w : write_s) total_write += w;
+    const double peer = plain_write_fsync(work + "/plain-peer.bin", static_cast<std::size_t>(bytes / n));
+    const double mb_s = static_cast<double>(bytes) / 1e6 / total_write;
+    const double peer_mb_s = static_cast<double>(bytes / n) / 1e6 / peer;
+    j[full ? "full" : "incremental"] = {
+        {"checkpoints", n},
+        {"failed", failed},
+        {"mean_mb", static_cast<double>(bytes) / 1e6 / static_cast<double>(n)},
+        {"max_mb", static_cast<double>(max_bytes) / 1e6},
+        {"mean_rows", rows / n},
+        {"longest_slice_ms_max", *std::max_element(slices.begin(), slices.end())},
+        {"longest_slice_ms_p50", percentile(slices, 0.5)},
+        {"longest_slice_cpu_ms_max", *std::max_element(slices_cpu.begin(), slices_cpu.end())},
+        {"slices", all_slices},
+        {"slices_over_1ms", over_1ms},
+        {"slices_over_1ms_cpu", over_1ms_cpu},
+        {"snapshot_ms_p50", percentile(snapshot_ms, 0.5)},
+        {"write_mb_per_s", mb_s},
+        {"peer", "plain_file_write_fsync"},
+        {"peer_mb_per_s", peer_mb_s},
+        {"ratio", mb_s / peer_mb_s}};
+  }
+  return j;
+}
 
 // `clients` clients pull and push for `seconds` (after 20 warm-up rounds each, then a common
 // start); one JSON line: all clients' rows over the window from the start to the last reply, and
 // each client's own rows/s.
 void run_rounds(const bench_data& b, const nn::embedding_table& table, const std::string& addr, int clients,
-                double seconds, std::size_t n, const std::string& where) {
+                double seconds, std::size_t n, const std::string& where, const std::string& ckpt_work = {}) {
   std::vector<client> cs;
   for (int i = 0; i < clients; ++i) cs.push_back(connect(b, table, addr, i));
   std::vector<client_result> res(static_cast<std::size_t>(clients));
@@ -217,14 +335,20 @@ void run_rounds(const bench_data& b, const nn::embedding_table& table, const std
       double t = now_s();
       while (t < end) {
         const auto& g = rounds.next();
+        const double a = ps_checkpoint_clock();
         pull(c, g.ids);
+        const double m = ps_checkpoint_clock();
         push(c, g);
+        const double z = ps_checkpoint_clock();
+        r.pulls.emplace_back(a, m - a);
+        r.pushes.emplace_back(m, z - m);
         ++r.rounds;
         t = now_s();
       }
       r.seconds = t - t0;
     });
   warm.wait();
+  (void)take_ps_checkpoint_log();  // the warm-up's
   t0 = now_s();
   go.count_down();
   for (auto& t : threads) t.join();
@@ -247,6 +371,11 @@ void run_rounds(const bench_data& b, const nn::embedding_table& table, const std
                       {"mb_per_s", rows * 64 / window / 1e6},
                       {"round_ms", window * clients / static_cast<double>(rounds) * 1e3},
                       {"per_client_rows_per_s", per}};
+  if (!ckpt_work.empty()) {
+    const auto log = take_ps_checkpoint_log();
+    j["latency_by_phase"] = latency_by_phase(res, log);
+    j["checkpoints"] = checkpoint_summary(log, ckpt_work);
+  }
   std::printf("%s\n", j.dump().c_str());
   std::fflush(stdout);
 }
@@ -327,6 +456,7 @@ int main(int argc, char** argv) {
   double seconds = 5;
   std::size_t ids = 1000;
   int clients = 1;
+  int checkpoint_ms = 0, full_every = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&]() -> std::string { return i + 1 < argc ? argv[++i] : (die(a + " needs a value"), ""); };
@@ -342,12 +472,18 @@ int main(int argc, char** argv) {
       clients = std::stoi(val());
     else if (a == "--work")
       work = val();
+    else if (a == "--checkpoint-ms")
+      checkpoint_ms = std::stoi(val());
+    else if (a == "--full-every")
+      full_every = std::stoi(val());
     else
       die("unknown argument '" + a + "'");
   }
   if (mode.empty()) die("usage: ps_bench --serve HOST:PORT | --fetch HOST:PORT | --loopback | --check");
   spdlog::set_level(spdlog::level::warn);
   auto b = prepare(work);
+  if (checkpoint_ms > 0) b.spec.ps.checkpoint_every = std::chrono::milliseconds(checkpoint_ms);
+  if (full_every > 0) b.spec.ps.full_checkpoint_every = static_cast<std::uint32_t>(full_every);
   if (mode == "serve") return serve(b, work, addr);
   if (clients < 1) die("--clients must be >= 1");
   auto model = load_model(b);
@@ -363,7 +499,8 @@ int main(int argc, char** argv) {
     rc = check(b, *model.table, shard_work);
   } else {
     auto h = must(bench::shard_host::start(b.spec, b.data, shard_work, "127.0.0.1", 0), "shard");
-    run_rounds(b, *model.table, h->bound(), clients, seconds, ids, "loopback");
+    run_rounds(b, *model.table, h->bound(), clients, seconds, ids, "loopback",
+               checkpoint_ms > 0 ? shard_work : std::string());
   }
   fs::remove_all(shard_work);
   return rc;

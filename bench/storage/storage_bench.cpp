@@ -1,9 +1,10 @@
 // Storage benchmarks, JSON lines on stdout:
 //  - sequential scan of the Fashion-MNIST train store (decode + checksum of every record) vs a
 //    plain read() of the same encoded bytes from a file, both from the page cache, same run;
-//  - checkpoint write MB/s (full and incremental, fsync per commit) vs writing the same payload
-//    bytes to a plain file with one fsync.
-// Usage: storage_bench [WORK_DIR] [--repeat N]
+//  - checkpoint write MB/s (full and incremental, from a flat_state as a PS shard hands it over,
+//    and from maps) vs writing the same bytes (the data file's size) to a plain file with one
+//    fsync, alternately in the same run.
+// Usage: storage_bench [WORK_DIR] [--repeat N] [--checkpoints (only)]
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -137,6 +138,32 @@ double write_flat(const std::string& path, std::size_t bytes) {
   return now_s() - t0;
 }
 
+// The same state laid out flat (what a PS shard's snapshot hands to write()).
+flat_state flatten(const shard_state& s) {
+  flat_state f;
+  for (auto& [k, v] : s.dense) f.dense.emplace_back(k, v);
+  for (auto& [k, v] : s.dense_slots) f.dense_slots.emplace_back(k, v);
+  for (auto [from, to] :
+       {std::pair{&s.embeddings, &f.embeddings}, std::pair{&s.embedding_slots, &f.embedding_slots}})
+    for (auto& [k, t] : *from) {
+      flat_rows r;
+      r.name = k;
+      r.width = t.empty() ? 0 : t.begin()->second.size();
+      for (auto& [id, row] : t) {
+        r.ids.push_back(id);
+        r.values.insert(r.values.end(), row.begin(), row.end());
+      }
+      to->push_back(std::move(r));
+    }
+  return f;
+}
+
+std::size_t file_bytes(const std::string& dir, std::uint64_t version) {
+  char name[32];
+  std::snprintf(name, sizeof name, "/v%020llu.ckpt", static_cast<unsigned long long>(version));
+  return static_cast<std::size_t>(fs::file_size(dir + name));
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -150,24 +177,33 @@ void bench_checkpoint(const std::string& work, int repeat) {
   if (!store) die(store.err());
   auto full = make_state(4 << 20, 200000, 16, 1);  // 16 MB dense + slot, 200k rows x 16 + slot
   auto incr = make_state(0, 20000, 16, 7);         // changed rows only
-  for (auto [name, st, kind] : {std::tuple{"full", &full, checkpoint_kind::full},
-                                std::tuple{"incremental", &incr, checkpoint_kind::incremental}}) {
-    std::vector<double> ts, fs_;
-    for (int i = 0; i < repeat; ++i) {
-      if (kind == checkpoint_kind::incremental || i > 0) (void)store->write(full, checkpoint_kind::full);
-      double t0 = now_s();
-      auto v = store->write(*st, kind);
-      if (!v) die(v.err());
-      ts.push_back(now_s() - t0);
-      fs_.push_back(write_flat(work + "/ckpt.flat", payload(*st)));
+  const auto full_flat = flatten(full), incr_flat = flatten(incr);
+  for (auto [name, st, flat, kind] :
+       {std::tuple{"full", &full, &full_flat, checkpoint_kind::full},
+        std::tuple{"incremental", &incr, &incr_flat, checkpoint_kind::incremental}}) {
+    for (bool from_maps : {false, true}) {
+      std::vector<double> ts, fs_;
+      std::size_t bytes = 0;
+      for (int i = 0; i < repeat; ++i) {
+        if (kind == checkpoint_kind::incremental || i > 0)
+          (void)store->write(full_flat, checkpoint_kind::full);
+        double t0 = now_s();
+        auto v = from_maps ? store->write(*st, kind) : store->write(*flat, kind);
+        if (!v) die(v.err());
+        ts.push_back(now_s() - t0);
+        bytes = file_bytes(work + "/ckpt", *v);
+        fs_.push_back(write_flat(work + "/ckpt.flat", bytes));
+      }
+      double t = median(ts), f = median(fs_);
+      double mb = static_cast<double>(bytes) / 1e6;
+      std::printf(
+          "{\"bench\":\"checkpoint_write\",\"kind\":\"%s\",\"from\":\"%s\",\"mb\":%.1f,\"payload_mb\":%.1f,"
+          "\"median_s\":%.4f,\"mb_per_s\":%.0f,\"peer\":\"plain_file_write_fsync\",\"peer_s\":%.4f,"
+          "\"peer_mb_per_s\":%.0f,\"ratio\":%.3f,\"repeat\":%d}\n",
+          name, from_maps ? "maps" : "flat", mb, static_cast<double>(payload(*st)) / 1e6, t, mb / t, f,
+          mb / f, f / t, repeat);
+      std::fflush(stdout);
     }
-    double t = median(ts), f = median(fs_);
-    double mb = static_cast<double>(payload(*st)) / 1e6;
-    std::printf(
-        "{\"bench\":\"checkpoint_write\",\"kind\":\"%s\",\"mb\":%.1f,\"median_s\":%.4f,\"mb_per_s\":%.0f,"
-        "\"peer\":\"plain_file_write_fsync\",\"peer_s\":%.4f,\"peer_mb_per_s\":%.0f,\"ratio\":%.3f,"
-        "\"repeat\":%d}\n",
-        name, mb, t, mb / t, f, mb / f, t / f, repeat);
   }
   auto before = store->list();
   double c0 = now_s();
@@ -197,15 +233,18 @@ void bench_checkpoint(const std::string& work, int repeat) {
 int main(int argc, char** argv) {
   std::string work = fs::temp_directory_path() / "troupe_storage_bench";
   int repeat = 5;
+  bool checkpoints_only = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--repeat" && i + 1 < argc)
       repeat = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--checkpoints")
+      checkpoints_only = true;
     else
       work = a;
   }
   fs::create_directories(work);
-  bench_scan(work, repeat);
+  if (!checkpoints_only) bench_scan(work, repeat);
   bench_checkpoint(work, repeat);
   return 0;
 }

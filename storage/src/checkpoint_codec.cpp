@@ -9,7 +9,6 @@
 namespace troupe::storage::ckpt {
 
 namespace {
-constexpr std::uint8_t info_version = 1;
 std::uint32_t sum(std::string_view key, const char* p, std::size_t n) {
   return static_cast<std::uint32_t>(XXH3_64bits_withSeed(p, n, XXH3_64bits(key.data(), key.size())));
 }
@@ -103,7 +102,7 @@ bool decode_pack(std::string_view key, std::string_view v,
 
 std::string encode_info(const checkpoint_info& i) {
   byte_writer w;
-  w.pod(info_version).pod(i.version).pod(i.parent).pod(static_cast<std::uint8_t>(i.kind));
+  w.pod(i.format).pod(i.version).pod(i.parent).pod(static_cast<std::uint8_t>(i.kind));
   w.pod(static_cast<std::uint8_t>(i.complete)).pod(i.entries).pod(i.bytes);
   return std::move(w.bytes());
 }
@@ -118,7 +117,8 @@ bool decode_info(std::string_view v, checkpoint_info& out) {
   out.entries = r.pod<std::uint64_t>();
   out.bytes = r.pod<std::uint64_t>();
   out.kind = static_cast<checkpoint_kind>(kind);
-  return r.done() && ver == info_version && kind <= 1;
+  out.format = ver;
+  return r.done() && (ver == 1 || ver == 2) && kind <= 1;
 }
 
 }  // namespace troupe::storage::ckpt

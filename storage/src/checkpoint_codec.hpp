@@ -1,6 +1,7 @@
-// Keys and values of the checkpoint databases (docs/storage_format.md, "checkpoints").
-//   ckpt_versions: be64(version) -> header (checkpoint_info)
+// Keys and values of the checkpoint databases (docs/storage_format.md, "checkpoint store").
+//   ckpt_versions: be64(version) -> header (checkpoint_info; its format byte says where the data is)
 //   ckpt_data:     be64(version) u8(section) u16(name length) name be64(row) -> dense value or row pack
+//                  (format 1 only: read, never written any more; format 2 data is in files)
 //   ckpt_meta:     "latest" -> u64 version
 #pragma once
 

@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "checkpoint_codec.hpp"
+#include "checkpoint_file.hpp"
 #include "troupe/storage/checkpoint_store.hpp"
 
 namespace troupe::storage {
@@ -81,7 +82,8 @@ expected<shard_state> checkpoint_store::load(std::uint64_t version) const {
   }
   shard_state s;
   for (auto it = chain.rbegin(); it != chain.rend(); ++it)
-    if (auto r = apply(*txn, data_, *it, s); !r) return r.err();
+    if (auto r = it->format == 1 ? apply(*txn, data_, *it, s) : ckpt_file::apply(dir(), *it, s); !r)
+      return r.err();
   return s;
 }
 

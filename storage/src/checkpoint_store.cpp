@@ -2,9 +2,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
 
 #include "checkpoint_codec.hpp"
+#include "checkpoint_file.hpp"
 
 namespace troupe::storage {
 
@@ -19,73 +25,41 @@ expected<std::optional<std::uint64_t>> read_latest(const auto& txn, dbi meta) {
   return std::optional<std::uint64_t>(from_be64(**v));
 }
 
-// The entries of one checkpoint: keys packed in one arena, each with the floats it stores
-// (owned by the caller's state, which outlives every write job of write_data).
-struct entry_list {
-  std::string arena;  // all keys, back to back
-  struct entry {
-    std::size_t at, len;                // the key in the arena
-    const std::vector<float>* values;   // a dense tensor, or nullptr for a pack of rows
-    std::size_t first_row, count, dim;  // the pack: rows[first_row, first_row + count)
-  };
-  std::vector<entry> items;
-  std::vector<ckpt::row_ref> rows;
-  std::string_view key(const entry& e) const { return {arena.data() + e.at, e.len}; }
-  std::size_t value_size(const entry& e) const {
-    return e.values ? ckpt::value_size(e.values->size()) : ckpt::pack_size(e.count, e.dim);
-  }
-  std::size_t floats(const entry& e) const { return e.values ? e.values->size() : e.count * e.dim; }
-};
-
-// Every value of `s` under `version`, in key order: the keys of a new version sort after all
-// existing ones (versions only grow), so they can be appended (MDB_APPEND) without tree search.
-entry_list entries_of(std::uint64_t version, const shard_state& s) {
-  entry_list out;
-  auto add = [&](ckpt::section sec, const std::string& name, std::uint64_t row, entry_list::entry e) {
-    e.at = out.arena.size();
-    ckpt::append_key(out.arena, version, sec, name, row);
-    e.len = out.arena.size() - e.at;
-    out.items.push_back(e);
-  };
-  // Key order within a section: name length, name, row id (see encode_key).
-  auto by_key = [](const std::string* a, const std::string* b) {
-    return a->size() != b->size() ? a->size() < b->size() : *a < *b;
-  };
-  auto dense = [&](ckpt::section sec, const dense_tensors& m) {
-    std::vector<const std::string*> names;
-    for (auto& kv : m) names.push_back(&kv.first);
-    std::sort(names.begin(), names.end(), by_key);
-    for (auto* n : names) add(sec, *n, 0, {0, 0, &m.at(*n), 0, 0, 0});
-  };
-  auto tables = [&](ckpt::section sec, const embedding_tables& m) {
-    std::vector<const std::string*> names;
-    for (auto& kv : m) names.push_back(&kv.first);
-    std::sort(names.begin(), names.end(), by_key);
-    for (auto* n : names) {
-      const std::size_t begin = out.rows.size();
-      for (auto& [id, row] : m.at(*n)) out.rows.emplace_back(id, &row);
-      std::sort(out.rows.begin() + static_cast<std::ptrdiff_t>(begin), out.rows.end());
-      // Packs of consecutive rows of equal width.
-      for (std::size_t i = begin; i < out.rows.size();) {
-        const std::size_t dim = out.rows[i].second->size(), cap = ckpt::rows_per_pack(dim);
-        std::size_t j = i + 1;
-        while (j < out.rows.size() && j - i < cap && out.rows[j].second->size() == dim) ++j;
-        add(sec, *n, out.rows[i].first, {0, 0, nullptr, i, j - i, dim});
-        i = j;
+// The rows of `tables` flat, one flat_rows per table and row width (widths may differ within a
+// table), each in ascending id order.
+std::vector<flat_rows> flatten(const embedding_tables& tables) {
+  std::vector<flat_rows> out;
+  for (const auto& [name, t] : tables) {
+    std::map<std::size_t, std::vector<std::uint64_t>> by_width;
+    for (const auto& [id, row] : t) by_width[row.size()].push_back(id);
+    for (auto& [width, ids] : by_width) {
+      std::sort(ids.begin(), ids.end());
+      flat_rows f;
+      f.name = name;
+      f.width = width;
+      f.values.reserve(ids.size() * width);
+      for (auto id : ids) {
+        const auto& row = t.at(id);
+        f.values.insert(f.values.end(), row.begin(), row.end());
       }
+      f.ids = std::move(ids);
+      out.push_back(std::move(f));
     }
-  };
-  dense(ckpt::dense, s.dense);
-  tables(ckpt::embedding, s.embeddings);
-  dense(ckpt::dense_slot, s.dense_slots);
-  tables(ckpt::embedding_slot, s.embedding_slots);
+  }
   return out;
 }
 
-bool name_too_long(const shard_state& s) {
-  auto check = [](const auto& m) {
-    for (auto& kv : m)
-      if (kv.first.size() > 0xffff) return true;
+const std::string& name_of(const std::pair<std::string, std::vector<float>>& d) {
+  return d.first;
+}
+const std::string& name_of(const flat_rows& r) {
+  return r.name;
+}
+
+bool name_too_long(const flat_state& s) {
+  auto check = [](const auto& list) {
+    for (const auto& e : list)
+      if (std::string_view(name_of(e)).size() > 0xffff) return true;
     return false;
   };
   return check(s.dense) || check(s.embeddings) || check(s.dense_slots) || check(s.embedding_slots);
@@ -112,34 +86,45 @@ expected<checkpoint_store> checkpoint_store::open(const std::string& dir, checkp
 }
 
 expected<std::uint64_t> checkpoint_store::write(const shard_state& s, checkpoint_kind kind) {
+  flat_state f;
+  for (auto [from, to] : {std::pair{&s.dense, &f.dense}, std::pair{&s.dense_slots, &f.dense_slots}})
+    for (const auto& [name, v] : *from) to->emplace_back(name, v);
+  f.embeddings = flatten(s.embeddings);
+  f.embedding_slots = flatten(s.embedding_slots);
+  return write(f, kind);
+}
+
+expected<std::uint64_t> checkpoint_store::write(const flat_state& s, checkpoint_kind kind) {
+  if (name_too_long(s))
+    return make_unexpected(storage_errc::invalid_argument,
+                           env_->dir() + ": tensor name longer than 65535 bytes");
   checkpoint_info info;
   info.kind = kind;
-  auto r = env_->write([&](write_txn& w) -> expected<void> {
-    auto latest = read_latest(w, meta_);
+  {
+    auto txn = env_->begin_read();
+    if (!txn) return txn.err();
+    auto latest = read_latest(*txn, meta_);
     if (!latest) return latest.err();
     if (kind == checkpoint_kind::incremental && !*latest)
       return make_unexpected(storage_errc::not_found,
                              env_->dir() + ": incremental checkpoint without a latest one");
-    auto cur = cursor::open(w.raw(), versions_, env_->dir());
+    auto cur = cursor::open(txn->raw(), versions_, env_->dir());
     if (!cur) return cur.err();
     auto last = cur->last();
     if (!last) return last.err();
     info.version = std::max(*last ? from_be64(cur->key()) : 0, latest->value_or(0)) + 1;
     info.parent = kind == checkpoint_kind::incremental ? **latest : 0;
-    return w.put(versions_, be64_key(info.version), ckpt::encode_info(info));
-  });
-  if (!r) return r.err();
-  if (auto d = write_data(info.version, s, info); !d) {
-    (void)remove_version(info.version);
-    return d.err();
   }
+  // The data first (fsynced, renamed into place), then its header and latest in one transaction:
+  // a crash in between leaves a file that no header owns, which open() removes.
+  if (auto d = ckpt_file::write(env_->dir(), info.version, s, info); !d) return d.err();
   info.complete = true;
-  r = env_->write([&](write_txn& w) -> expected<void> {
+  auto r = env_->write([&](write_txn& w) -> expected<void> {
     if (auto p = w.put(versions_, be64_key(info.version), ckpt::encode_info(info)); !p) return p;
     return w.put(meta_, latest_key, be64_key(info.version));
   });
   if (!r) {
-    (void)remove_version(info.version);
+    ::unlink(ckpt_file::path_of(env_->dir(), info.version).c_str());
     return r.err();
   }
   if (opts_.keep_full > 0) {
@@ -147,40 +132,6 @@ expected<std::uint64_t> checkpoint_store::write(const shard_state& s, checkpoint
       spdlog::warn("checkpoint collection failed: {}", c.err().to_string());
   }
   return info.version;
-}
-
-expected<void> checkpoint_store::write_data(std::uint64_t version, const shard_state& s,
-                                            checkpoint_info& info) {
-  if (name_too_long(s))
-    return make_unexpected(storage_errc::invalid_argument,
-                           env_->dir() + ": tensor name longer than 65535 bytes");
-  auto all = std::make_shared<const entry_list>(entries_of(version, s));
-  // Chunks go to the writer one after the other; values are encoded straight into the map.
-  std::future<expected<void>> in_flight;
-  for (std::size_t at = 0; at < all->items.size();) {
-    std::size_t first = at;
-    for (std::size_t bytes = 0; at < all->items.size() && bytes < opts_.chunk_bytes; ++at) {
-      bytes += all->value_size(all->items[at]);
-      info.bytes += 4 * all->floats(all->items[at]);
-    }
-    info.entries += at - first;
-    if (in_flight.valid())
-      if (auto r = in_flight.get(); !r) return r;
-    in_flight = env_->submit([all, first, end = at, db = data_](write_txn& w) -> expected<void> {
-      for (std::size_t i = first; i < end; ++i) {
-        auto& e = all->items[i];
-        auto k = all->key(e);
-        auto out = w.reserve(db, k, all->value_size(e), MDB_APPEND);
-        if (!out) return out.err();
-        if (e.values)
-          ckpt::encode_value(k, *e.values, *out);
-        else
-          ckpt::encode_pack(k, all->rows.data() + e.first_row, e.count, e.dim, *out);
-      }
-      return {};
-    });
-  }
-  return in_flight.valid() ? in_flight.get() : expected<void>();
 }
 
 expected<std::optional<std::uint64_t>> checkpoint_store::latest() const {
@@ -227,7 +178,22 @@ expected<std::uint64_t> checkpoint_store::collect(std::uint32_t keep_full) {
       ++removed;
     }
   }
+  if (auto r = remove_stray_files(); !r) return r.err();
   return removed;
+}
+
+expected<void> checkpoint_store::remove_stray_files() {
+  auto all = list();
+  if (!all) return all.err();
+  std::set<std::uint64_t> owned;
+  for (auto& i : *all)
+    if (i.complete && i.format == 2) owned.insert(i.version);
+  for (auto& f : ckpt_file::list(env_->dir()))
+    if (f.temporary || !owned.contains(f.version)) {
+      if (::unlink(f.path.c_str()) != 0 && errno != ENOENT)
+        return make_unexpected(storage_errc::io_error, f.path + " (unlink): " + std::strerror(errno));
+    }
+  return {};
 }
 
 expected<void> checkpoint_store::remove_version(std::uint64_t version) {
@@ -241,6 +207,9 @@ expected<void> checkpoint_store::remove_version(std::uint64_t version) {
     i.complete = false;
     return w.put(versions_, vkey, ckpt::encode_info(i));
   });
+  if (r && ::unlink(ckpt_file::path_of(env_->dir(), version).c_str()) != 0 && errno != ENOENT)
+    r = make_unexpected(storage_errc::io_error,
+                        ckpt_file::path_of(env_->dir(), version) + " (unlink): " + std::strerror(errno));
   for (bool more = true; r && more;) {
     r = env_->write([&](write_txn& w) -> expected<void> {
       std::size_t n = 0;

@@ -16,7 +16,6 @@ int main(int argc, char** argv) {
   }
   std::uint64_t max = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : ~std::uint64_t{0};
   checkpoint_options o;
-  o.chunk_bytes = 64 << 10;  // a full checkpoint spans ~8 transactions
   o.keep_full = 2;
   o.env.initial_map_size = 1 << 20;  // grows while the test runs
   auto store = checkpoint_store::open(argv[1], o);

@@ -1,7 +1,6 @@
-#include <cstring>
-
 #include <spdlog/spdlog.h>
 
+#include "ps_checkpoint_log.hpp"
 #include "ps_state.hpp"
 #include "troupe/job/data_model.hpp"
 #include "troupe/storage/disk_fault.hpp"
@@ -11,47 +10,6 @@
 namespace troupe::actors {
 
 namespace {
-
-// Step counters travel as two floats holding the u64's bits.
-void put_step(std::vector<float>& v, std::uint64_t step) {
-  float f[2];
-  std::memcpy(f, &step, sizeof step);
-  v.push_back(f[0]);
-  v.push_back(f[1]);
-}
-std::uint64_t get_step(const float* f) {
-  std::uint64_t s;
-  std::memcpy(&s, f, sizeof s);
-  return s;
-}
-
-void fill_state(ps_state& st, storage::shard_state& s, bool full) {
-  for (auto& [name, d] : st.dense) {
-    s.dense[name].assign(d.param->value.begin(), d.param->value.end());
-    auto& slots = s.dense_slots[name];
-    slots = d.slots.values;
-    put_step(slots, d.slots.step);
-  }
-  for (auto& [name, t] : st.tables) {
-    auto& rows = s.embeddings[name];
-    auto& slot_rows = s.embedding_slots[name];
-    auto add = [&](std::uint64_t id) {
-      auto& r = rows[id];
-      r.resize(t.table->dim());
-      t.table->read_rows({&id, 1}, r.data());
-      std::vector<float> sl(t.slots.width());
-      std::uint64_t step = 0;
-      if (t.slots.read(id, sl.data(), step)) {
-        put_step(sl, step);
-        slot_rows[id] = std::move(sl);
-      }
-    };
-    if (full)
-      t.table->for_each([&](std::uint64_t id, const float*) { add(id); });
-    else
-      for (auto slot : t.dirty.slots()) add(t.slots.id(slot));
-  }
-}
 
 void restore(ps_state& st, const storage::shard_state& s) {
   for (auto& [name, d] : st.dense) {
@@ -99,7 +57,7 @@ void init_shard(ps_state& st, node_context* rt, const data_paths& data) {
   auto store = storage::checkpoint_store::open((dir.empty() ? rt->who().job_dir + "/checkpoints" : dir) +
                                                "/ps-" + std::to_string(st.index));
   if (!store) throw std::runtime_error(store.err().to_string());
-  st.store.emplace(std::move(*store));
+  st.store = std::make_shared<storage::checkpoint_store>(std::move(*store));
   auto latest = st.store->latest();
   if (!latest) throw std::runtime_error(latest.err().to_string());
   if (*latest) {
@@ -118,15 +76,66 @@ void report_fault(ps_state& st) {
   if (auto r = st.rt->send("master", "master", wire::disk_fault("checkpoint", st.fault), "ps"); !r)
     spdlog::debug("ps-{}: disk fault report: {}", st.index, r.err().to_string());
 }
+
+// The copy is complete: its write goes to a thread of its own; `done` runs there when it returned.
+void start_write(ps_state& st, std::function<void()> done) {
+  st.record.snapshot_end_s = ps_checkpoint_clock();
+  st.record.rows = st.snapshot->rows();
+  st.record.bytes = st.snapshot->bytes();
+  const auto kind =
+      st.snapshot->full() ? storage::checkpoint_kind::full : storage::checkpoint_kind::incremental;
+  st.writing = std::async(std::launch::async,
+                          [store = st.store, s = st.snapshot->take(), kind, done = std::move(done)] {
+                            auto v = store->write(s, kind);
+                            if (done) done();
+                            return v;
+                          });
+  st.snapshot.reset();
+}
 }  // namespace
 
-void checkpoint(ps_state& st) {
-  if (st.version == st.applied_at_checkpoint && st.has_checkpoint) return;
-  bool full = !st.has_checkpoint || st.since_full + 1 >= st.rt->spec().ps.full_checkpoint_every;
-  storage::shard_state s;
-  fill_state(st, s, full);
-  auto v = st.store->write(s, full ? storage::checkpoint_kind::full : storage::checkpoint_kind::incremental);
+bool begin_checkpoint(ps_state& st) {
+  if (st.snapshot || st.writing.valid()) return false;  // the last one is still being taken or written
+  if (st.version == st.applied_at_checkpoint && st.has_checkpoint) return false;
+  const bool full =
+      !st.has_checkpoint || st.next_full || st.since_full + 1 >= st.rt->spec().ps.full_checkpoint_every;
+  st.record = {};
+  st.record.full = full;
+  st.record.begin_s = ps_checkpoint_clock();
+  const double cpu = ps_thread_cpu_clock();
+  st.version_at_snapshot = st.version;
+  st.snapshot.emplace(st.dense, st.tables, full);
+  st.record.slices = 1;
+  st.record.longest_slice_s = ps_checkpoint_clock() - st.record.begin_s;
+  st.record.longest_slice_cpu_s = ps_thread_cpu_clock() - cpu;
+  st.record.slices_over_1ms = st.record.longest_slice_s > 1e-3 ? 1 : 0;
+  st.record.slices_over_1ms_cpu = st.record.longest_slice_cpu_s > 1e-3 ? 1 : 0;
+  return true;
+}
+
+bool copy_checkpoint_slice(ps_state& st, std::chrono::nanoseconds budget, std::function<void()> written) {
+  if (!st.snapshot) return true;
+  const double t0 = ps_checkpoint_clock(), cpu0 = ps_thread_cpu_clock();
+  const bool done = st.snapshot->copy_some(budget);
+  const double t1 = ps_checkpoint_clock(), cpu1 = ps_thread_cpu_clock();
+  st.record.slices += 1;
+  st.record.longest_slice_s = std::max(st.record.longest_slice_s, t1 - t0);
+  st.record.longest_slice_cpu_s = std::max(st.record.longest_slice_cpu_s, cpu1 - cpu0);
+  st.record.slices_over_1ms += t1 - t0 > 1e-3 ? 1 : 0;
+  st.record.slices_over_1ms_cpu += cpu1 - cpu0 > 1e-3 ? 1 : 0;
+  if (done) start_write(st, std::move(written));
+  return done;
+}
+
+void finish_checkpoint(ps_state& st) {
+  if (!st.writing.valid()) return;
+  auto v = st.writing.get();
+  st.record.end_s = ps_checkpoint_clock();
+  st.record.ok = v.has_value();
+  log_ps_checkpoint(st.record);
+  const bool full = st.record.full;
   if (!v) {
+    st.next_full = true;  // the rows this one took out of the dirty set are in no checkpoint
     if (!storage::is_disk_fault(v.err())) {
       spdlog::error("ps-{}: checkpoint failed: {}", st.index, v.err().to_string());
       return;
@@ -144,15 +153,32 @@ void checkpoint(ps_state& st) {
     report_fault(st);
   }
   st.has_checkpoint = true;
+  st.next_full = false;
   st.since_full = full ? 0 : st.since_full + 1;
-  st.applied_at_checkpoint = st.version;
-  for (auto& [name, t] : st.tables) t.dirty.clear();
+  st.applied_at_checkpoint = st.version_at_snapshot;
   if (full && st.timeline) st.timeline->checkpoint(st.rt->who().id.to_string(), *v, full);
+  const auto& r = st.record;
+  auto cost = fmt::format(
+      "{} rows, {:.1f} MB; copied in {:.1f} ms ({} slices, longest {:.3f} ms), written in {:.1f} ms", r.rows,
+      static_cast<double>(r.bytes) / 1e6, (r.snapshot_end_s - r.begin_s) * 1e3, r.slices,
+      r.longest_slice_s * 1e3, (r.end_s - r.snapshot_end_s) * 1e3);
+  // Tests and scripts wait for "first checkpoint" in the shard's log.
   if (st.checkpoints_written++ == 0)
-    spdlog::info("ps-{}: first checkpoint of this incarnation: version {} ({})", st.index, *v,
-                 full ? "full" : "incremental");
+    spdlog::info("ps-{}: first checkpoint of this incarnation: version {} ({}): {}", st.index, *v,
+                 full ? "full" : "incremental", cost);
   else
-    spdlog::debug("ps-{}: checkpoint {} ({})", st.index, *v, full ? "full" : "incremental");
+    spdlog::debug("ps-{}: checkpoint {} ({}): {}", st.index, *v, full ? "full" : "incremental", cost);
+}
+
+void checkpoint_now(ps_state& st) {
+  if (st.writing.valid()) finish_checkpoint(st);
+  // A snapshot in progress is finished as it is; then one more if pushes came since it began.
+  for (int round = 0; round < 2; ++round) {
+    if (!st.snapshot && !begin_checkpoint(st)) return;
+    copy_checkpoint_slice(st, std::chrono::hours(1), {});
+    finish_checkpoint(st);
+    if (!st.record.ok) return;
+  }
 }
 
 }  // namespace troupe::actors

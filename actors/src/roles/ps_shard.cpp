@@ -1,7 +1,8 @@
 // A parameter-server shard: owns the dense tensors and embedding rows that hash to it, applies
 // pushed gradients with the job's optimizer (nn's code, the same a local trainer runs), serves
-// pulls (rows created lazily and deterministically from the id), checkpoints to LMDB on a timer
-// (incremental, every Nth full) and restores the latest checkpoint when it starts again.
+// pulls (rows created lazily and deterministically from the id), checkpoints on a timer
+// (incremental, every Nth full; a snapshot copied between requests a slice at a time, written on a
+// thread of its own) and restores the latest checkpoint when it starts again.
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 
@@ -81,6 +82,7 @@ void apply_push(ps_state& st, const message& m) {
     }
     // Applied from the request's own lists: nothing is copied or allocated per row.
     auto ids = wire::raw<std::uint64_t>(s.getIds());
+    if (st.snapshot) st.snapshot->before_update(it->second, ids);  // rows as they were at its start
     nn::apply_sparse(*st.opt, *it->second.table, ids, wire::raw<float>(s.getValues()).data(),
                      it->second.slots, &it->second.dirty);
   }
@@ -98,7 +100,7 @@ caf::behavior ps_shard(ps_actor* self, node_context* rt, data_paths data) {
   // Asked to stop (the node's SIGTERM: a preemption, scancel, the job's end): the updates since the
   // last periodic checkpoint are written first, so the next incarnation resumes from them.
   self->set_exit_handler([=](caf::exit_msg& e) {
-    checkpoint(self->state);
+    checkpoint_now(self->state);
     spdlog::info("ps-{}: stopping at version {} (checkpointed)", self->state.index, self->state.version);
     self->quit(e.reason);
   });
@@ -113,9 +115,20 @@ caf::behavior ps_shard(ps_actor* self, node_context* rt, data_paths data) {
         });
       },
       [=](tick_atom) {
-        checkpoint(self->state);
+        if (begin_checkpoint(self->state)) self->send(self, ckpt_copy_atom::value);
         self->delayed_send(self, self->state.rt->spec().ps.checkpoint_every, tick_atom::value);
       },
+      // One slice of the snapshot, then the requests that came meanwhile (this message goes behind
+      // them), then the next slice.
+      [=](ckpt_copy_atom) {
+        auto me = self->address();
+        auto written = [me] {
+          if (auto a = caf::actor_cast<caf::actor>(me)) caf::anon_send(a, ckpt_done_atom::value);
+        };
+        if (!copy_checkpoint_slice(self->state, checkpoint_slice, written))
+          self->send(self, ckpt_copy_atom::value);
+      },
+      [=](ckpt_done_atom) { finish_checkpoint(self->state); },
   };
 }
 
