@@ -63,7 +63,8 @@ struct page_checker::walk {
 
   // Header of a branch or leaf page and its node offsets; returns the number of nodes.
   expected<unsigned> check_page(std::uint64_t pgno, std::uint16_t kind) const {
-    if (pgno < 2 || pgno > last_pg) return bad(pgno, "a " + kind_name(kind) + " page out of range (" + range_text() + ")");
+    if (pgno < 2 || pgno > last_pg)
+      return bad(pgno, "a " + kind_name(kind) + " page out of range (" + range_text() + ")");
     const unsigned char* p = page(pgno);
     if (auto named = load<std::uint64_t>(p); named != pgno)
       return bad(pgno, "its header names page " + std::to_string(named));
@@ -71,9 +72,11 @@ struct page_checker::walk {
       return bad(pgno, "flags " + std::to_string(flags) + " where a " + kind_name(kind) + " page belongs");
     const unsigned lower = load<std::uint16_t>(p + 12), upper = load<std::uint16_t>(p + 14);
     if (lower < page_header || (lower - page_header) % 2 != 0 || lower > upper || upper > psize)
-      return bad(pgno, "free space " + std::to_string(lower) + ".." + std::to_string(upper) + " out of bounds");
+      return bad(pgno,
+                 "free space " + std::to_string(lower) + ".." + std::to_string(upper) + " out of bounds");
     const unsigned n = static_cast<unsigned>((lower - page_header) / 2);
-    if (n < (kind == p_branch ? 2u : 1u)) return bad(pgno, std::to_string(n) + " nodes on a " + kind_name(kind) + " page");
+    if (n < (kind == p_branch ? 2u : 1u))
+      return bad(pgno, std::to_string(n) + " nodes on a " + kind_name(kind) + " page");
     for (unsigned i = 0; i < n; ++i) {
       const std::size_t off = load<std::uint16_t>(p + page_header + 2 * i);
       if (off < upper || off + node_header > psize ||
@@ -103,7 +106,8 @@ struct page_checker::walk {
       if (end + size > psize) return bad(pgno, "value of node " + std::to_string(i) + " out of bounds");
       return {};
     }
-    if (end + 8 > psize) return bad(pgno, "overflow reference of node " + std::to_string(i) + " out of bounds");
+    if (end + 8 > psize)
+      return bad(pgno, "overflow reference of node " + std::to_string(i) + " out of bounds");
     const auto ov = load<std::uint64_t>(n + node_header + key_size(n));
     const std::uint64_t need = (page_header - 1 + size) / psize + 1;
     if (ov < 2 || ov > last_pg || need > last_pg - ov + 1)
@@ -134,10 +138,11 @@ struct page_checker::walk {
     struct stat fst {};
     if (::fstat(pc.fd_, &fst) != 0)
       return error(storage_errc::io_error, pc.file_ + ": stat: " + std::strerror(errno));
-    const auto file_pages = std::min<std::uint64_t>(static_cast<std::uint64_t>(fst.st_size), pc.map_size_) / psize;
+    const auto file_pages =
+        std::min<std::uint64_t>(static_cast<std::uint64_t>(fst.st_size), pc.map_size_) / psize;
     if (last_pg < 2 || last_pg >= file_pages)
-      return bad(which, "last page " + std::to_string(last_pg) + ", the file holds " + std::to_string(file_pages) +
-                            " (truncated?)");
+      return bad(which, "last page " + std::to_string(last_pg) + ", the file holds " +
+                            std::to_string(file_pages) + " (truncated?)");
     return read_db(m + 24 + db_record_size);  // mm_dbs[MAIN_DBI]
   }
 
@@ -160,7 +165,9 @@ struct page_checker::walk {
       const unsigned char* nd = node(p, i);
       std::uint64_t key = lo;
       if (!r.all && (leaf || i > 0)) {
-        if (key_size(nd) != 8) return bad(pgno, "node " + std::to_string(i) + ": key of " + std::to_string(key_size(nd)) + " bytes, not 8");
+        if (key_size(nd) != 8)
+          return bad(pgno, "node " + std::to_string(i) + ": key of " + std::to_string(key_size(nd)) +
+                               " bytes, not 8");
         key = load<std::uint64_t>(nd + node_header);
         if ((prev && key <= *prev) || key < lo || (hi && key >= *hi))
           return bad(pgno, "node " + std::to_string(i) + ": key " + std::to_string(key) + " out of order");
@@ -172,7 +179,8 @@ struct page_checker::walk {
         if (find && (node_flags(nd) & f_subdata) &&
             std::string_view(reinterpret_cast<const char*>(nd + node_header), key_size(nd)) == name) {
           if (data_size(nd) != db_record_size)
-            return bad(pgno, "database '" + std::string(name) + "': a record of " + std::to_string(data_size(nd)) + " bytes");
+            return bad(pgno, "database '" + std::string(name) + "': a record of " +
+                                 std::to_string(data_size(nd)) + " bytes");
           *find = read_db(nd + node_header + key_size(nd));
         }
         continue;
@@ -180,7 +188,9 @@ struct page_checker::walk {
       std::optional<std::uint64_t> child_hi = hi;
       if (!r.all && i + 1 < *n) {
         const unsigned char* next = node(p, i + 1);
-        if (key_size(next) != 8) return bad(pgno, "node " + std::to_string(i + 1) + ": key of " + std::to_string(key_size(next)) + " bytes, not 8");
+        if (key_size(next) != 8)
+          return bad(pgno, "node " + std::to_string(i + 1) + ": key of " + std::to_string(key_size(next)) +
+                               " bytes, not 8");
         child_hi = load<std::uint64_t>(next + node_header);
       }
       if (!r.all && (key > r.last || (child_hi && *child_hi <= r.first))) continue;

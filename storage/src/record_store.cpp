@@ -19,8 +19,14 @@ std::string_view as_view(const std::uint64_t& i) {
 }  // namespace
 
 expected<record_store> record_store::open(const std::string& dir, env_options opts) {
-  if (!fs::exists(fs::path(dir) / "data.mdb"))
+  const auto data = fs::path(dir) / "data.mdb";
+  if (!fs::exists(data))
     return make_unexpected(storage_errc::not_found, dir + ": not a record store (no data.mdb)");
+  // LMDB makes a new environment of an empty file (the user's file, grown to two meta pages).
+  std::error_code ec;
+  if (fs::file_size(data, ec) == 0 && !ec)
+    return make_unexpected(storage_errc::bad_manifest,
+                           data.string() + ": empty (0 bytes): not a record store");
   auto env = lmdb_env::open(dir, opts);
   if (!env) return env.err();
   record_store s;
@@ -60,6 +66,12 @@ expected<record_store> record_store::open(const std::string& dir, env_options op
                                                            " records, the store holds " + std::to_string(*n));
   s.manifest_ = std::move(*m);
   return s;
+}
+
+expected<record_store> record_store::open_read_only(const std::string& dir) {
+  env_options o;
+  o.read_only = true;
+  return open(dir, o);
 }
 
 expected<record> record_store::read(std::uint64_t index) const {

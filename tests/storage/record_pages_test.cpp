@@ -141,10 +141,18 @@ TEST(RecordPages, RandomDamageNeverCrashesTheReader) {
       std::string noise(page, '\0');
       for (auto& ch : noise) ch = static_cast<char>(rng());
       switch (trial % 4) {
-        case 0: overwrite(file, pg * page, noise.substr(0, 16)); break;        // header
-        case 1: overwrite(file, pg * page + 16 + rng() % 32, noise.substr(0, 2)); break;  // offsets
-        case 2: overwrite(file, pg * page + rng() % page, noise.substr(0, 1)); break;  // a byte
-        default: overwrite(file, pg * page, noise); break;                     // the page
+        case 0:
+          overwrite(file, pg * page, noise.substr(0, 16));
+          break;  // header
+        case 1:
+          overwrite(file, pg * page + 16 + rng() % 32, noise.substr(0, 2));
+          break;  // offsets
+        case 2:
+          overwrite(file, pg * page + rng() % page, noise.substr(0, 1));
+          break;  // a byte
+        default:
+          overwrite(file, pg * page, noise);
+          break;  // the page
       }
       auto o = read_in_child(c);
       ASSERT_FALSE(o.crashed) << "dense " << dense << ", trial " << trial << ", page " << pg

@@ -43,6 +43,10 @@ class record_store {
   // first (page_check.hpp), and damage comes back as corrupt_record naming data.mdb and the page,
   // never as LMDB's assertion (abort) or a stray read (SIGSEGV/SIGBUS).
   static expected<record_store> open(const std::string& dir, env_options opts = {});
+  // open() with MDB_RDONLY: nothing in `dir` is written (what commands that only look at a store,
+  // `troupe data inspect` and `troupe config check`, use). A missing or empty (0-byte) data.mdb is
+  // an error in both, never a store created.
+  static expected<record_store> open_read_only(const std::string& dir);
 
   const std::string& dir() const { return env_->dir(); }
   const manifest& info() const { return manifest_; }
