@@ -100,7 +100,7 @@ void print_record(std::uint64_t i, const storage::record& r) {
 }
 
 int inspect(const inspect_flags& f) {
-  auto s = storage::record_store::open(f.dir);
+  auto s = storage::record_store::open_read_only(f.dir);
   if (!s) return run_error(s.err());
   std::printf("# %s\n%s\n", f.dir.c_str(), s->info().to_toml().c_str());
   std::printf("records: %llu (%zu bytes each)\n", static_cast<unsigned long long>(s->count()),

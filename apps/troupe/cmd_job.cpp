@@ -1,4 +1,5 @@
 // `troupe status`, `troupe scale`, `troupe stop`: talk to a running job's runner.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -33,11 +34,13 @@ void print_table(const nlohmann::json& j) {
               static_cast<unsigned long long>(j["membership_epoch"].get<std::uint64_t>()), state.c_str());
   if (j.contains("reason")) std::printf("reason: %s\n", j["reason"].get<std::string>().c_str());
   if (j.contains("fault")) std::printf("PAUSED: %s\n", j["fault"].get<std::string>().c_str());
-  std::printf("tasks: %llu todo, %llu doing, %llu done, %llu failed, %llu requeued; data epoch %u/%u\n",
+  std::printf("tasks: %llu todo, %llu doing, %llu done, %llu failed, %llu requeued",
               t["todo"].get<unsigned long long>(), t["doing"].get<unsigned long long>(),
               t["done"].get<unsigned long long>(), t["failed"].get<unsigned long long>(),
-              t["requeued"].get<unsigned long long>(), j["data_epoch"].get<unsigned>() + 1,
-              j["data_epochs"].get<unsigned>());
+              t["requeued"].get<unsigned long long>());
+  const auto epochs = j.value("data_epochs", 0u);  // 0: not known
+  if (epochs > 0) std::printf("; data epoch %u/%u", std::min(j.value("data_epoch", 0u) + 1, epochs), epochs);
+  std::printf("\n");
   std::string loss = j["loss"].is_number() ? std::to_string(j["loss"].get<double>()) : "-";
   std::printf("throughput %.0f samples/s, loss %s, %llu samples, workers %u/%u, restarts %llu\n",
               j["samples_per_sec"].get<double>(), loss.c_str(), j["samples_total"].get<unsigned long long>(),

@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "command.hpp"
+#include "job_config_check.hpp"
 #include "troupe/control/runner.hpp"
 
 namespace troupe::cli {
@@ -40,6 +41,13 @@ const command_registrar reg{
         if (!f->o.resume.empty() && (!f->o.overrides.empty() || !f->o.job_id.empty()))
           return usage_error("run --resume: the job keeps its job.toml and id (no --set, no --job-id)");
         if (f->workers > 0) f->o.workers = f->workers;
+        if (f->o.resume.empty()) {  // the job file's errors as `troupe config check` prints them
+          auto overrides = f->o.overrides;
+          if (f->workers > 0) overrides.push_back("job.workers=" + std::to_string(f->workers));
+          auto doc = load_job_doc(f->o.file, overrides);
+          if (!doc) return usage_error(doc.err());
+          if (auto v = validate_job_doc(*doc); !v) return usage_error(v.err());
+        }
         f->o.progress = !f->quiet;
         return f->submit ? control::submit_job(f->o) : control::run_job(f->o);
       };

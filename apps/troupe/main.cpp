@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "command.hpp"
+#include "suggest.hpp"
 #include "troupe/core/log.hpp"
 #include "troupe/core/memory.hpp"
 
@@ -71,7 +72,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return cli::usage_error(std::string(e.what()) + " (run 'troupe --help' for usage)");
+    auto hint = cli::suggestion(app, argc, argv);  // a typo: the nearest subcommand or flag
+    return cli::usage_error((hint.empty() ? std::string(e.what()) : hint) +
+                            " (run 'troupe --help' for usage)");
   }
 
   log_config lc;

@@ -188,7 +188,7 @@ def job_record(job_dir, name, t0, submit, extra):
     try:
         with open(os.path.join(job_dir, "result.json")) as f:
             res = json.load(f)
-        rec["result"] = {k: res.get(k) for k in ("status", "test_auc", "test_accuracy", "samples_trained",
+        rec["result"] = {k: res.get(k) for k in ("status", "reason", "test_auc", "test_accuracy", "samples_trained",
                                                  "tasks_done", "tasks_failed", "tasks_requeued", "node_restarts")}
         if res.get("first_step_wall_ms"):
             rec["first_step"] = round(res["first_step_wall_ms"] / 1000 - t0, 3)
@@ -214,6 +214,30 @@ def job_record(job_dir, name, t0, submit, extra):
         elif e.get("kind") not in ("job_start",):
             rec["events"].append({"t": t, "kind": e.get("kind"), "node": e.get("node", "")})
     return rec
+
+
+def unfinished(run):
+    """The jobs of a run that did not finish (the colocation reference too), as (name, why)."""
+    jobs = list(run.get("jobs", []))
+    if run.get("reference") is not None:
+        jobs.append({"name": "reference", "result": run["reference"]})
+    out = []
+    for j in jobs:
+        res = j.get("result") or {}
+        if res.get("status") != "finished":
+            why = res.get("status") or "no status"
+            if res.get("reason"):
+                why += ": " + res["reason"]
+            out.append((j.get("name", "?"), why))
+    return out
+
+
+def check_finished(runs):
+    """A benchmark whose jobs did not finish measured nothing: exits non-zero naming each job and
+    why it ended (the runs' JSON stays on disk, for the post-mortem)."""
+    bad = [f"{r['experiment']}/{r['mode']}: {name} ({why})" for r in runs for name, why in unfinished(r)]
+    if bad:
+        sys.exit(f"experiments.py: {len(bad)} job(s) did not finish, no result: " + "; ".join(bad))
 
 
 def wait_gone(names, timeout):
@@ -494,16 +518,20 @@ def main():
 
 
 def run_all(args, names, plots):
+    done = []
     for n in names:
         runs = EXPERIMENTS[n](args)
         for r in runs:
             r["summary"] = plots.summarise(r) if plots else {}
+            r["unfinished"] = [{"job": name, "why": why} for name, why in unfinished(r)]
             path = os.path.join(args.out, f"{r['experiment']}_{r['mode']}.json")
             with open(path, "w") as f:
                 json.dump(r, f, indent=1)
             log(f"{n}/{r['mode']}: {json.dumps(r['summary'])[:400]} -> {path}")
-        if plots:
+        if plots and not any(r["unfinished"] for r in runs):
             plots.plot_runs(runs, os.path.join(args.out, "figures"))
+        done += runs
+    check_finished(done)
 
 
 if __name__ == "__main__":

@@ -81,6 +81,24 @@ class Records(unittest.TestCase):
         self.assertEqual([e["kind"] for e in r["events"]], ["preempted"])
         self.assertEqual(r["timeline"][0]["workers"], 2)
 
+    def test_a_run_whose_jobs_did_not_finish_fails_naming_them(self):
+        ok = run_of([], [job("a", 0, 1, 50)])
+        self.assertEqual(experiments.unfinished(ok), [])
+        experiments.check_finished([ok])  # returns: every job finished
+        failed = job("b", 0, None, 5)
+        failed["result"] = {"status": "failed", "reason": "master died 11 times in a minute"}
+        missing = job("c", 0, None, None)
+        missing["result"] = {"status": "no result.json: [Errno 2]"}
+        bad = run_of([], [job("a", 0, 1, 50), failed, missing])
+        self.assertEqual(experiments.unfinished(bad),
+                         [("b", "failed: master died 11 times in a minute"), ("c", "no result.json: [Errno 2]")])
+        with self.assertRaises(SystemExit) as e:
+            experiments.check_finished([ok, bad])
+        self.assertIn("2 job(s) did not finish", str(e.exception.code))
+        self.assertIn("gang_vs_elastic/elastic: b (failed: master died 11 times in a minute)", str(e.exception.code))
+        coloc = run_of([], [job("train", 0, 1, 50)], reference={"status": "failed", "reason": "x"})
+        self.assertEqual(experiments.unfinished(coloc), [("reference", "failed: x")])
+
     def test_the_trace_is_the_same_every_time(self):
         class A:
             scale = 1.0

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -11,6 +12,7 @@
 
 #include "client_timeline.hpp"
 #include "troupe/cluster/job_dir.hpp"
+#include "troupe/core/client_node.hpp"
 #include "troupe/storage/task_journal.hpp"
 #include "troupe/wire/job_token.hpp"
 #include "troupe/wire/messages.hpp"
@@ -22,7 +24,11 @@ namespace troupe::control {
 using wire::rpc_client;
 
 expected<std::string> find_job_dir(const std::string& job_dir, const std::string& root) {
-  if (!job_dir.empty()) return job_dir;
+  if (!job_dir.empty()) {  // named: it must be a job's directory (else bad usage, exit 2)
+    auto dir = cluster::job_dir::open(job_dir);
+    if (!dir) return std::move(dir).err().wrap("--job-dir");
+    return job_dir;
+  }
   auto ids = cluster::job_dir::list(root);
   if (!ids) return ids.err();
   if (ids->empty())
@@ -73,7 +79,7 @@ expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir) {
   cfg.token = *token;
   cfg.reconnect_attempts = 0;
   auto s = std::make_unique<session>();
-  auto net = endpoint::create(node_id{"cli-" + std::to_string(::getpid()), 0}, cfg);
+  auto net = endpoint::create(client_node_id(static_cast<std::uint64_t>(::getpid())), cfg);
   if (!net) return net.err();
   s->net = std::move(*net);
   auto peer = s->net->connect(nodes->master_address, false);
@@ -88,17 +94,31 @@ expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir) {
 
 // A job no runner runs any more, from what it left on disk: result.json (how it ended), the task
 // journal (durable counts) and nodes.json (the nodes' final states).
+// The epoch of the first task not over (todo or doing; tasks are numbered epoch by epoch), or the
+// last epoch when every task is.
+std::uint32_t data_epoch_reached(const storage::task_journal& j) {
+  const auto per_epoch = j.tasks_per_epoch();
+  std::uint32_t epoch = j.options().epochs > 0 ? j.options().epochs - 1 : 0;
+  for (auto state : {storage::task_state::todo, storage::task_state::doing})
+    if (auto tasks = j.list(state); tasks && !tasks->empty() && per_epoch > 0)
+      epoch = std::min(epoch, static_cast<std::uint32_t>(tasks->front().id / per_epoch));
+  return epoch;
+}
+
 expected<std::string> ended_job_status(const cluster::job_dir& dir, bool with_timeline) {
   wire::job_status st;
   st.job_id = dir.job_id();
   st.finished = true;
-  if (auto j = storage::task_journal::open(dir.journal_dir()))
+  if (auto j = storage::task_journal::open(dir.journal_dir())) {
     if (auto c = j->counts()) {
       st.tasks.todo = c->todo;
       st.tasks.doing = c->doing;
       st.tasks.done = c->done;
       st.tasks.failed = c->failed;
     }
+    st.tasks.data_epochs = j->options().epochs;
+    st.tasks.data_epoch = data_epoch_reached(*j);
+  }
   auto members = nlohmann::json::array();
   if (auto nodes = dir.read_nodes()) {
     st.epoch = nodes->epoch;

@@ -1,5 +1,6 @@
 #include "client_timeline.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "troupe/cluster/job_dir.hpp"
+#include "troupe/core/config.hpp"
 #include "troupe/observe/job_events.hpp"
 
 namespace troupe::control {
@@ -36,6 +38,27 @@ json recent_of(const observe::event_read& read) {
     if (notable(e.kind)) recent.push_back(json::parse(observe::to_json_line(e)));
   if (recent.size() > 20) recent.erase(recent.begin(), recent.end() - 20);
   return recent;
+}
+
+// The data epochs the job was given ([train] epochs of its job.toml) and the one it reached: the
+// epochs whose every task is done, the last one once the job finished. The timeline's metrics
+// carry task counts only.
+void add_data_epochs(const std::string& job_dir, bool finished_ok, json& j) {
+  std::uint64_t epochs = 1;
+  if (auto dir = cluster::job_dir::open(job_dir))
+    if (auto text = dir->read_job_toml())
+      if (auto doc = config_doc::from_string(*text, dir->job_toml_path())) {
+        config_reader r(*doc);
+        epochs = static_cast<std::uint64_t>(r.section("train").get_int("epochs", 1, 1, 1 << 20));
+      }
+  const auto& t = j["tasks"];
+  const auto total = t["todo"].get<std::uint64_t>() + t["doing"].get<std::uint64_t>() +
+                     t["done"].get<std::uint64_t>() + t["failed"].get<std::uint64_t>();
+  const auto per_epoch = total / epochs;
+  std::uint64_t reached = per_epoch > 0 ? t["done"].get<std::uint64_t>() / per_epoch : 0;
+  if (finished_ok) reached = epochs - 1;
+  j["data_epoch"] = std::min(reached, epochs - 1);
+  j["data_epochs"] = epochs;
 }
 
 }  // namespace
@@ -85,8 +108,6 @@ expected<std::string> status_from_timeline(const std::string& job_dir, const err
   j["workers_target"] = wanted;
   j["ps_alive"] = 0;
   j["tasks"] = tasks_of(metrics);
-  j["data_epoch"] = 0;
-  j["data_epochs"] = 0;
   j["samples_per_sec"] = n("samples_per_s");
   j["loss"] = n("loss");
   j["samples_total"] = static_cast<std::uint64_t>(n("samples"));
@@ -96,6 +117,7 @@ expected<std::string> status_from_timeline(const std::string& job_dir, const err
   std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   auto result = json::parse(text, nullptr, false);
   if (!result.is_discarded()) j["result"] = result;
+  add_data_epochs(job_dir, result.is_object() && result.value("ok", false), j);
   j["members"] = json::array();
   if (auto dir = cluster::job_dir::open(job_dir))
     if (auto nodes = dir->read_nodes()) j["members"] = members_json(*nodes);

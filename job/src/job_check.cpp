@@ -35,7 +35,7 @@ expected<void> check_data_paths(const nn::data_config& c) {
   if (c.source == "store")
     for (const auto& [key, dir] : {std::pair{"train", c.train_path}, std::pair{"test", c.test_path}}) {
       if (auto r = need(key, dir, true); !r) return r;
-      if (auto s = storage::record_store::open(dir); !s)
+      if (auto s = storage::record_store::open_read_only(dir); !s)
         return data_error(key, s.err().to_string() + " (make one with `troupe data import`)");
     }
   return {};
@@ -58,7 +58,7 @@ expected<nn::dataset_info> nominal_info(const nn::data_config& c) {
     info.sparse_fields = c.synthetic.fields;
     info.buckets_per_field = c.synthetic.vocab_per_field;
   } else {
-    auto s = storage::record_store::open(c.train_path);
+    auto s = storage::record_store::open_read_only(c.train_path);
     if (!s) return s.err();
     info = info_of(s->info(), c.train_path);
   }

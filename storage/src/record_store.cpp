@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <optional>
 
+#include "page_check.hpp"
+
 namespace troupe::storage {
 
 namespace fs = std::filesystem;
@@ -17,12 +19,29 @@ std::string_view as_view(const std::uint64_t& i) {
 }  // namespace
 
 expected<record_store> record_store::open(const std::string& dir, env_options opts) {
-  if (!fs::exists(fs::path(dir) / "data.mdb"))
+  const auto data = fs::path(dir) / "data.mdb";
+  if (!fs::exists(data))
     return make_unexpected(storage_errc::not_found, dir + ": not a record store (no data.mdb)");
+  // LMDB makes a new environment of an empty file (the user's file, grown to two meta pages).
+  std::error_code ec;
+  if (fs::file_size(data, ec) == 0 && !ec)
+    return make_unexpected(storage_errc::bad_manifest,
+                           data.string() + ": empty (0 bytes): not a record store");
   auto env = lmdb_env::open(dir, opts);
   if (!env) return env.err();
   record_store s;
   s.env_ = std::move(*env);
+  auto pages = page_checker::open(dir);
+  if (!pages) return pages.err();
+  s.pages_ = std::move(*pages);
+  {  // the main database (read by open_db) and the manifest's pages
+    auto txn = s.env_->begin_read();
+    if (!txn) return txn.err();
+    if (auto c = s.pages_->check_all(txn->raw(), "meta"); !c) {
+      if (!(c.err() == storage_errc::not_found)) return c.err();
+      return make_unexpected(storage_errc::bad_manifest, dir + ": not a record store (no meta database)");
+    }
+  }
   auto meta = s.env_->open_db("meta");
   auto records = s.env_->open_db("records", MDB_INTEGERKEY);
   if (!meta || !records)
@@ -49,12 +68,19 @@ expected<record_store> record_store::open(const std::string& dir, env_options op
   return s;
 }
 
+expected<record_store> record_store::open_read_only(const std::string& dir) {
+  env_options o;
+  o.read_only = true;
+  return open(dir, o);
+}
+
 expected<record> record_store::read(std::uint64_t index) const {
   if (index >= count())
     return make_unexpected(storage_errc::not_found, dir() + ": record " + std::to_string(index) +
                                                         " (store has " + std::to_string(count()) + ")");
   auto txn = env_->begin_read();
   if (!txn) return txn.err();
+  if (auto c = check_pages(*txn, index, index); !c) return c.err();
   auto v = txn->get(records_, as_view(index));
   if (!v) return v.err();
   if (!*v)
@@ -83,6 +109,8 @@ expected<std::uint64_t> record_store::scan_raw(const read_txn& txn, std::uint64_
                                                const raw_visit_fn& fn) const {
   if (first >= count()) return std::uint64_t{0};
   const std::uint64_t end = first + std::min(n, count() - first);
+  // The cursor moves one past the last record visited (to `end`).
+  if (auto c = check_pages(txn, first, end); !c) return c.err();
   auto cur = cursor::open(txn.raw(), records_, dir());
   if (!cur) return cur.err();
   std::uint64_t i = first;
@@ -96,6 +124,10 @@ expected<std::uint64_t> record_store::scan_raw(const read_txn& txn, std::uint64_
     if (!fn(i, cur->value())) return i - first + 1;
   }
   return end - first;
+}
+
+expected<void> record_store::check_pages(const read_txn& txn, std::uint64_t first, std::uint64_t last) const {
+  return pages_->check_keys(txn.raw(), "records", first, last);
 }
 
 expected<std::uint64_t> record_store::scan(std::uint64_t first, std::uint64_t n, const visit_fn& fn) const {

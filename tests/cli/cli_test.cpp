@@ -1,6 +1,7 @@
 // Runs the real `troupe` binary and checks usage, exit codes and error lines.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -85,6 +86,52 @@ TEST(cli, cluster_section_is_part_of_a_job_file) {
   EXPECT_EQ(bad.code, 2) << bad.out;
   EXPECT_NE(bad.out.find("cluster.launcher"), std::string::npos) << bad.out;
   EXPECT_EQ(std::count(bad.out.begin(), bad.out.end(), '\n'), 1) << bad.out;
+  std::filesystem::remove(f);
+}
+
+// A typo gets the nearest subcommand or flag in its one error line (exit 2).
+TEST(cli, typos_get_the_nearest_subcommand_or_flag) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"statsu", "did you mean 'status'?"},
+      {"data inpsect /tmp", "did you mean 'inspect'?"},
+      {"run --wokers 3 /nonexistent.toml", "did you mean '--workers'?"},
+      {"status --job-dri x", "did you mean '--job-dir'?"},
+  };
+  for (const auto& [args, hint] : cases) {
+    auto r = run(args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_NE(r.out.find(hint), std::string::npos) << args << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
+  }
+  auto far = run("frobnicate");  // nothing near: CLI11's own words
+  EXPECT_EQ(far.code, 2) << far.out;
+  EXPECT_EQ(far.out.find("did you mean"), std::string::npos) << far.out;
+}
+
+// README's exit codes: bad usage is 2, also for a job id that is malformed, taken or reserved, and
+// a --job-dir that is not a job's.
+TEST(cli, bad_job_ids_and_job_dirs_are_usage_errors) {
+  auto root = troupe::test_util::temp_path("ids-jobs");
+  auto f = write_temp("ids.toml", "[job]\nroot = '" + root.string() +
+                                      "'\nstrategy = 'async_ps'\n[model]\ntype = 'deepfm'\n[data]\nsource = "
+                                      "'synthetic-ctr'\nrows = 1000\nfields = 4\nvocab_per_field = 10\n");
+  for (const char* id : {"'../x'", "'a b'", "datasets"}) {
+    auto r = run("run " + f + " --quiet --job-id " + id);
+    EXPECT_EQ(r.code, 2) << id << ": " << r.out;
+    EXPECT_NE(r.out.find("job id"), std::string::npos) << id << ": " << r.out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(root / "datasets" / "job.toml")) << "a job in the dataset cache";
+  std::filesystem::create_directories(root / "taken");
+  std::ofstream(root / "taken" / "job.toml") << "[job]\n";
+  auto taken = run("run " + f + " --quiet --job-id taken");
+  EXPECT_EQ(taken.code, 2) << taken.out;
+  EXPECT_NE(taken.out.find("already exists"), std::string::npos) << taken.out;
+  for (const char* cmd : {"status", "stop", "scale --workers 1"}) {
+    auto r = run(std::string(cmd) + " --job-dir /nonexistent/job");
+    EXPECT_EQ(r.code, 2) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find("/nonexistent/job"), std::string::npos) << cmd << ": " << r.out;
+  }
+  std::filesystem::remove_all(root);
   std::filesystem::remove(f);
 }
 

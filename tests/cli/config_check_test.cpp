@@ -74,6 +74,54 @@ TEST(config_check, a_valid_job_passes_both_checks) {
   std::filesystem::remove(f);
 }
 
+// `run` prints a config error as the very line `config check` prints (file, line, key, reason).
+TEST(config_check, run_prints_the_same_error_line_as_check) {
+  auto root = temp_path("same-line-jobs");
+  for (const std::string body : {"workers = 'x'\n", "wokers = 2\n"}) {
+    auto f = write_temp("same-line.toml", job_root_line(root) + body + ctr_data);
+    auto check = run_troupe("config check " + f);
+    auto run = run_troupe("run " + f + " --quiet");
+    EXPECT_EQ(check.code, 2) << check.out;
+    EXPECT_EQ(run.code, 2) << run.out;
+    EXPECT_NE(check.out.find(f + ":3"), std::string::npos) << "the line number: " << check.out;
+    EXPECT_EQ(run.out, check.out);
+    std::filesystem::remove(f);
+  }
+  EXPECT_FALSE(std::filesystem::exists(root));
+}
+
+// Commands that only look at a store never write to it: an empty data.mdb stays empty (LMDB made
+// an 8 KiB environment of it), and is refused as what it is.
+TEST(config_check, looking_at_a_store_never_writes_it) {
+  auto dir = temp_path("empty-store");
+  std::filesystem::create_directories(dir / "train");
+  std::filesystem::create_directories(dir / "test");
+  std::ofstream(dir / "train" / "data.mdb").flush();
+  std::ofstream(dir / "test" / "data.mdb").flush();
+  auto f = write_temp("empty-store.toml",
+                      "[job]\nstrategy = 'async_ps'\n[model]\ntype = 'deepfm'\n[data]\n"
+                      "source = 'store'\ntrain = '" +
+                          (dir / "train").string() + "'\ntest = '" + (dir / "test").string() + "'\n");
+  auto check = run_troupe("config check " + f);
+  EXPECT_EQ(check.code, 2) << check.out;
+  EXPECT_NE(check.out.find("empty (0 bytes)"), std::string::npos) << check.out;
+  auto inspect = run_troupe("data inspect " + (dir / "train").string());
+  EXPECT_EQ(inspect.code, 1) << inspect.out;
+  EXPECT_NE(inspect.out.find("empty (0 bytes)"), std::string::npos) << inspect.out;
+  EXPECT_EQ(std::filesystem::file_size(dir / "train" / "data.mdb"), 0u);
+  EXPECT_EQ(std::filesystem::file_size(dir / "test" / "data.mdb"), 0u);
+  // A real store: inspect (and --verify) leave its data file as it was.
+  auto store = (dir / "real").string();
+  ASSERT_EQ(run_troupe("data synth-ctr --rows 300 --fields 3 --vocab 20 --out " + store).code, 0);
+  const auto size = std::filesystem::file_size(store + "/data.mdb");
+  const auto mtime = std::filesystem::last_write_time(store + "/data.mdb");
+  ASSERT_EQ(run_troupe("data inspect --verify " + store).code, 0);
+  EXPECT_EQ(std::filesystem::file_size(store + "/data.mdb"), size);
+  EXPECT_EQ(std::filesystem::last_write_time(store + "/data.mdb"), mtime);
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(f);
+}
+
 TEST(chaos_cli, unknown_target_is_exit_2_before_the_job) {
   auto root = temp_path("chaos-jobs");
   auto f = write_temp("chaos.toml", job_root_line(root) + ctr_data);

@@ -59,6 +59,32 @@ TEST(job_end, a_corrupt_cached_dataset_is_rebuilt_before_workers_use_it) {
   expect_all_done(second);
 }
 
+// The cache's store is damaged after the runner verified it, while workers read it: no worker
+// crashes in LMDB (they used to SIGABRT in a loop until "worker-0 died 11 times"); the tasks whose
+// records sit on the damaged pages fail, are quarantined, and the job's reason names the file.
+TEST(job_end, a_cached_dataset_damaged_while_the_job_runs_fails_its_tasks_naming_the_store) {
+  job_place place;
+  place.dataset_cache = test_root("damaged-cache-datasets");
+  auto job = ctr_job(2, 40000, 2);
+  job.replace(job.find("learning_rate = 0.01\n"), 21, "learning_rate = 0.01\nmax_samples_per_s = 8000\n");
+  auto r = start_job("damaged-cache", job, place);
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 1; }, std::chrono::seconds(120)));
+  std::string train;
+  for (const auto& e : fs::directory_iterator(place.dataset_cache))
+    if (fs::exists(e.path() / "train/data.mdb")) train = (e.path() / "train").string();
+  ASSERT_FALSE(train.empty());
+  test_util::corrupt_middle_pages(train);
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(180)), 1) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_EQ(res.value("node_restarts", -1), 0) << "no worker crashed on the damaged pages: " << res.dump();
+  EXPECT_GT(res.value("tasks_failed", 0), 0) << res.dump();
+  const auto reason = res.value("reason", "");
+  EXPECT_NE(reason.find(train + "/data.mdb"), std::string::npos) << res.dump();
+  EXPECT_NE(reason.find("quarantined"), std::string::npos) << res.dump();
+  EXPECT_TRUE(no_processes_of(r));
+}
+
 TEST(job_end, a_job_trains_on_record_stores_made_by_troupe_data) {
   auto dir = test_root("named-stores");
   std::string out;
@@ -77,6 +103,31 @@ TEST(job_end, a_job_trains_on_record_stores_made_by_troupe_data) {
   EXPECT_EQ(res.value("records_done", 0ull), 20000ull) << res.dump();
   EXPECT_GT(res.value("test_auc", 0.0), 0.6) << res.dump();
   EXPECT_TRUE(fs::exists(dir + "/train/data.mdb")) << "used in place, not copied or removed";
+}
+
+// A store the job names that is damaged: the job ends at setup, and its final JSON says what is
+// wrong and where (it said "setup failed (see logs/runner.log)").
+TEST(job_end, a_damaged_store_named_by_the_job_is_the_reason_of_its_end) {
+  auto dir = test_root("damaged-named-store");
+  std::string out;
+  for (const auto& [name, seed] : {std::pair{"train", 1}, std::pair{"test", 2}})
+    ASSERT_EQ(troupe("data synth-ctr --rows 20000 --fields 6 --vocab 50 --seed " + std::to_string(seed) +
+                         " --out " + dir + "/" + name,
+                     &out),
+              0)
+        << out;
+  test_util::corrupt_middle_pages(dir + "/train");
+  auto job = ctr_job(2, 20000, 1);
+  job = job.substr(0, job.find("[data]")) + "[data]\nsource = \"store\"\ntrain = \"" + dir +
+        "/train\"\ntest = \"" + dir + "/test\"\n";
+  auto r = start_job("damaged-named-store-job", job);
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(60)), 1) << read_file(r.err_file);
+  auto res = result(r);
+  const auto reason = res.value("reason", "");
+  EXPECT_NE(reason.find(dir + "/train/data.mdb"), std::string::npos) << res.dump();
+  EXPECT_NE(reason.find("data.train"), std::string::npos) << res.dump();
+  EXPECT_EQ(reason.find("see logs/runner.log"), std::string::npos) << res.dump();
+  EXPECT_EQ(res, nlohmann::json::parse(read_file(r.job_dir + "/result.json"), nullptr, false));
 }
 
 }  // namespace

@@ -43,6 +43,8 @@ TEST(job_story, a_stopped_job_keeps_its_story) {
   EXPECT_TRUE(st.value("finished", false)) << out;
   ASSERT_EQ(troupe("status --job-dir " + r.job_dir, &out), 0) << out;
   EXPECT_NE(out.find("stopped"), std::string::npos) << out;
+  EXPECT_NE(out.find("data epoch 1/3"), std::string::npos) << "[train] epochs = 3, stopped early: " << out;
+  EXPECT_GE(st.value("data_epochs", 0u), 1u) << "[train] epochs of its job.toml: " << st.dump();
   // Stopping or scaling it again says it ended, and how.
   EXPECT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 1) << out;
   EXPECT_NE(out.find("is not running: it ended (stopped"), std::string::npos) << out;

@@ -1,6 +1,8 @@
 // Runs `troupe data ...` for real: importers, inspect, and their errors on bad input.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "run_command.hpp"
@@ -92,6 +94,32 @@ TEST(DataCli, MissingInputFilesAreNamed) {
   auto f = run("data import fashion-mnist --from " + d.sub("nowhere") + " --out " + d.sub("fm"));
   EXPECT_EQ(f.code, 1) << f.out;
   EXPECT_NE(f.out.find("nowhere"), std::string::npos) << f.out;
+}
+
+// A gzip file cut short (its trailer, or half of it) is an error naming the file, not a shorter
+// dataset: zlib hands back what it decoded and reports the end only when asked.
+TEST(DataCli, TruncatedGzipIsAnErrorNamingTheFile) {
+  temp_dir d;
+  const std::string tsv = d.sub("day.tsv");
+  {
+    std::ofstream out(tsv);
+    for (int i = 0; i < 2000; ++i) out << criteo_line;
+  }
+  ASSERT_EQ(std::system(("gzip -k " + tsv).c_str()), 0);
+  const std::string gz = tsv + ".gz";
+  const auto size = std::filesystem::file_size(gz);
+  auto whole = run("data import criteo " + gz + " --out " + d.sub("whole"));
+  ASSERT_EQ(whole.code, 0) << whole.out;
+  EXPECT_NE(whole.out.find("2000 records"), std::string::npos) << whole.out;
+  for (auto keep : {size - 8, size / 2}) {  // no trailer; half the stream
+    const std::string cut = d.sub("cut-" + std::to_string(keep) + ".tsv.gz");
+    std::filesystem::copy_file(gz, cut);
+    std::filesystem::resize_file(cut, keep);
+    auto r = run("data import criteo " + cut + " --out " + d.sub("out-" + std::to_string(keep)));
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find(cut), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("truncated"), std::string::npos) << r.out;
+  }
 }
 
 TEST(DataCli, TruncatedIdxFileIsNamed) {

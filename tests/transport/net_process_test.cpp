@@ -313,6 +313,52 @@ TEST_F(net_process, malformed_frames_close_only_that_connection) {
   EXPECT_NE(err.find("refused connection from 127.0.0.1"), std::string::npos) << err;
 }
 
+// 500 strangers in a row (garbage before the handshake): each is refused, but the log says so for
+// the first few only, then counts the rest in one line (40k of them wrote 4.9 MB to master.log).
+TEST_F(net_process, a_flood_of_refused_connections_is_logged_in_a_few_lines) {
+  auto target = serve("flooded", token_file_);
+  const int strangers = 500;
+  auto junk = u32s({3, 1, 1, 1, 1, 0, 0xdeadbeef, 0xdeadbeef, 1, 2, 3, 4, 5, 6});
+  for (int i = 0; i < strangers; ++i) {
+    int fd = raw_connect(target.address);
+    ASSERT_EQ(::write(fd, junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
+    ASSERT_TRUE(closed_by_peer(fd, 3s)) << "stranger " << i;
+    ::close(fd);
+  }
+  auto good = make("good");
+  ASSERT_TRUE(good->connect(target.address, false)) << "a peer with the token still gets in";
+  good.reset();
+  EXPECT_EQ(target.proc->stop(), 0);
+  const auto err = target.proc->stderr_text();
+  std::size_t refused = 0;
+  for (auto at = err.find("refused connection from"); at != std::string::npos;
+       at = err.find("refused connection from", at + 1))
+    ++refused;
+  EXPECT_GE(refused, 1u) << err;
+  EXPECT_LE(refused, 20u) << "one line per stranger";
+  EXPECT_NE(err.find("more like this in the last"), std::string::npos) << err;
+  EXPECT_LT(err.size(), 20000u) << err.substr(0, 2000);
+}
+
+// `troupe status` connects as cli-<pid> for every poll: its comings and goings are not logged at
+// info level (runner.log had a "peer cli-N up/down" pair per poll); a member's are.
+TEST_F(net_process, client_peers_come_and_go_without_a_log_line) {
+  auto target = serve("polled", token_file_);
+  for (int i = 0; i < 3; ++i) {
+    auto cli = make("cli-" + std::to_string(4242 + i));
+    ASSERT_TRUE(cli->connect(target.address, false));
+    ASSERT_TRUE(run_ping(*cli, {"polled", "echo", 2, 0, 8}));
+  }
+  auto member = make("worker-9");
+  ASSERT_TRUE(member->connect(target.address, false));
+  ASSERT_TRUE(run_ping(*member, {"polled", "echo", 2, 0, 8}));
+  member.reset();
+  EXPECT_EQ(target.proc->stop(), 0);
+  const auto err = target.proc->stderr_text();
+  EXPECT_NE(err.find("peer worker-9#0 up"), std::string::npos) << err;
+  EXPECT_EQ(err.find("peer cli-"), std::string::npos) << err;
+}
+
 TEST_F(net_process, ping_command_prints_rtt_and_throughput_json) {
   auto target = serve("pingee", token_file_);
   child ping({"net", "ping", target.address, "--count", "200", "--bulk-frames", "20", "--token-file",

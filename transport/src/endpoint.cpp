@@ -80,6 +80,7 @@ void endpoint::impl::shutdown_all() {
   dials.clear();
   auto copy = all;
   for (auto& c : copy) c->close("endpoint shut down");
+  for (auto* w : {&refused_warning, &frame_warning, &accept_warning}) w->flush();
 }
 
 const node_id& endpoint::self() const {
@@ -122,7 +123,7 @@ void endpoint::impl::accept_next(tcp::acceptor& a) {
       all.insert(c);
       c->start();
     } else {
-      spdlog::warn("transport: accept failed: {}", ec.message());
+      accept_warning.warn("transport: accept failed: " + ec.message());
     }
     accept_next(a);
   });

@@ -15,6 +15,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "connection.hpp"
+#include "limited_warning.hpp"
 #include "troupe/transport/endpoint.hpp"
 
 namespace troupe {
@@ -94,6 +95,10 @@ struct endpoint::impl final : detail::connection_owner {
   std::map<std::uint64_t, local_watch> watches;                         // (io)
   std::unordered_map<std::string, std::vector<remote_watch>> watchers;  // (io) local name -> remote
   std::vector<peer_callback> up_cbs, down_cbs;                          // (io)
+  // (io) What strangers can make repeat: rate-limited (one line per connection filled the disk).
+  detail::limited_warning refused_warning{io, "refused connections"};
+  detail::limited_warning frame_warning{io, "connections closed for malformed frames"};
+  detail::limited_warning accept_warning{io, "failed accepts"};
 };
 
 }  // namespace troupe

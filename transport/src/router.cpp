@@ -6,6 +6,7 @@
 #include <boost/asio/post.hpp>
 
 #include "endpoint_impl.hpp"
+#include "troupe/core/client_node.hpp"
 #include "troupe/transport/message.hpp"
 
 namespace troupe {
@@ -18,6 +19,11 @@ namespace {
 // a simultaneous dial agree on which one survives.
 std::string dialler(const endpoint::impl::conn_ptr& c, const node_id& self) {
   return c->dialled() ? self.name : c->peer().name;
+}
+
+// A command-line client (`troupe status` polls) comes and goes all the time: not news for the log.
+spdlog::level::level_enum peer_log_level(const node_id& peer) {
+  return is_client_node(peer.name) ? spdlog::level::debug : spdlog::level::info;
 }
 }  // namespace
 
@@ -45,7 +51,7 @@ void endpoint::impl::on_open(const conn_ptr& c) {
   else if (old)
     old->close("replaced by incarnation " + std::to_string(c->peer().incarnation));
   if (!duplicate) {
-    spdlog::info("transport: peer {} up ({})", c->peer().to_string(), c->remote());
+    spdlog::log(peer_log_level(c->peer()), "transport: peer {} up ({})", c->peer().to_string(), c->remote());
     fire_peer(up_cbs, peer_event{c->peer(), c->remote(), "connected"});
   }
   // The dialler learns of success only now, when send() to the peer can find the connection.
@@ -64,7 +70,7 @@ void endpoint::impl::on_closed(const conn_ptr& c, const std::string& reason) {
   all.erase(c);
   if (!c->opened) {
     if (!c->dialled())
-      spdlog::warn("transport: refused connection from {}: {}", c->remote(), reason);
+      refused_warning.warn("transport: refused connection from " + c->remote() + ": " + reason);
     else
       spdlog::warn("transport: dial {} failed: {}", c->remote(), reason);
     if (c->dial_id) dial_failed(c->dial_id, error(c->close_code(), c->remote() + ": " + reason));
@@ -80,11 +86,12 @@ void endpoint::impl::on_closed(const conn_ptr& c, const std::string& reason) {
     }
   }
   if (c->close_code() == transport_errc::malformed_frame)
-    spdlog::warn("transport: closed connection to {} ({}): {}", c->peer().to_string(), c->remote(), reason);
+    frame_warning.warn("transport: closed connection to " + c->peer().to_string() + " (" + c->remote() +
+                       "): " + reason);
   if (!was_primary) return;
   for (auto& [name, list] : watchers)
     std::erase_if(list, [&](const remote_watch& w) { return w.node == c->peer().name; });
-  spdlog::info("transport: peer {} down: {}", c->peer().to_string(), reason);
+  spdlog::log(peer_log_level(c->peer()), "transport: peer {} down: {}", c->peer().to_string(), reason);
   fire_watches(c->peer().name, "", "node down: " + reason);
   fire_peer(down_cbs, peer_event{c->peer(), c->remote(), reason});
   if (stopping) return;

@@ -25,7 +25,7 @@ int runner::run() {
                          .count();
   if (int rc = setup(); rc != 0) {
     if (dir_ && lock_fd_ >= 0) {
-      fatal_ = "setup failed (see logs/runner.log)";
+      if (fatal_.empty()) fatal_ = "setup failed (see logs/runner.log)";
       return finish(rc);
     }
     return rc;

@@ -94,6 +94,7 @@ class runner {
   int loop();
   void shutdown_nodes();
   int finish(int rc);
+  int setup_failed(const error& e, int rc);
   std::string final_json(int rc);
   // nodes (runner_nodes.cpp)
   expected<void> launch(node_slot& slot);

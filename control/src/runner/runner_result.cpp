@@ -8,6 +8,7 @@
 
 #include "runner.hpp"
 #include "troupe/collective/cleanup.hpp"
+#include "troupe/storage/task_journal.hpp"
 
 namespace troupe::control {
 
@@ -31,6 +32,21 @@ int runner::finish(int rc) {
   return rc;
 }
 
+namespace {
+// Why a job whose master reported it failed did: how many tasks were quarantined and the last error
+// the journal holds for them (a damaged record store names its file and page there).
+std::string quarantine_reason(const cluster::job_dir& dir) {
+  std::string generic = "the master reported the job failed (quarantined tasks: see the tasks counts)";
+  auto journal = storage::task_journal::open(dir.journal_dir());
+  if (!journal) return generic;
+  auto failed = journal->list(storage::task_state::failed);
+  if (!failed || failed->empty()) return generic;
+  const auto& last = failed->back();
+  return std::to_string(failed->size()) + " task(s) quarantined after " + std::to_string(last.failures) +
+         " failures each; task " + std::to_string(last.id) + " last failed with: " + last.last_error;
+}
+}  // namespace
+
 // The master's final metrics when it sent them, else the last counts it reported; with what only
 // the runner knows: the outcome and its reason, wall time, node relaunches, the planted model's AUC.
 std::string runner::final_json(int rc) {
@@ -53,7 +69,7 @@ std::string runner::final_json(int rc) {
     else if (!fatal_.empty())
       end_reason_ = fatal_;
     else if (master_finished)
-      end_reason_ = "the master reported the job failed (quarantined tasks: see the tasks counts)";
+      end_reason_ = quarantine_reason(*dir_);
     else
       end_reason_ = "failed";
   }

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <ctime>
@@ -106,6 +107,14 @@ void kill_orphan(const cluster::node_record& n) {
 
 }  // namespace
 
+// Past the job directory's creation, a setup failure ends the job with its error as the reason (in
+// the final JSON and result.json), not only in logs/runner.log.
+int runner::setup_failed(const error& e, int rc) {
+  spdlog::error("{}", e.to_string());
+  fatal_ = e.to_string();
+  return rc;
+}
+
 runner::~runner() {
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
@@ -113,11 +122,10 @@ runner::~runner() {
 // The model must build for the data, and ring strategies replicate dense parameters only.
 int runner::check_model() {
   auto store = storage::record_store::open(data_.train_dir);
-  if (!store) return spdlog::error("{}", store.err().to_string()), 1;
+  if (!store) return setup_failed(store.err(), 1);
   auto m = job::build_model(spec_, *store);
-  if (!m) return spdlog::error("{}", m.err().to_string()), 2;
-  if (auto f = job::check_model_fits_strategy(spec_, **m); !f)
-    return spdlog::error("{}", f.err().to_string()), 2;
+  if (!m) return setup_failed(m.err(), 2);
+  if (auto f = job::check_model_fits_strategy(spec_, **m); !f) return setup_failed(f.err(), 2);
   return 0;
 }
 
@@ -212,6 +220,26 @@ std::uint64_t runner::first_incarnation(const std::string& name) const {
   return it == resumed_incarnations_.end() ? 0 : it->second;
 }
 
+namespace {
+// A job id whose directory would be (or hold) the dataset cache, or the cache's default name: the
+// job's files would land among the cached datasets (and a cache cleanup would take the job).
+expected<void> check_job_id(const std::string& id, const job_spec& spec) {
+  namespace fs = std::filesystem;
+  auto norm = [](const fs::path& p) {
+    std::error_code ec;
+    auto n = fs::weakly_canonical(fs::absolute(p, ec), ec).lexically_normal();
+    return n.has_filename() ? n : n.parent_path();
+  };
+  const auto job = norm(fs::path(spec.job.root) / id), cache = norm(spec.job.dataset_cache);
+  const auto [c, j] = std::mismatch(cache.begin(), cache.end(), job.begin(), job.end());
+  if (id == "datasets" || c == cache.end() || j == job.end())
+    return make_unexpected(core_errc::invalid_argument,
+                           "job id '" + id + "': reserved (" + (fs::path(spec.job.root) / id).string() +
+                               " is, holds or lies in the dataset cache " + spec.job.dataset_cache + ")");
+  return {};
+}
+}  // namespace
+
 int runner::open_job_dir(const config_doc& doc) {
   if (!opt_.resume.empty()) {
     auto dir = cluster::job_dir::open(opt_.resume);
@@ -226,13 +254,15 @@ int runner::open_job_dir(const config_doc& doc) {
     dir_.emplace(std::move(*dir));
   } else {
     std::string id = opt_.job_id.empty() ? default_job_id(spec_.job.name) : opt_.job_id;
+    if (auto c = check_job_id(id, spec_); !c) return spdlog::error("{}", c.err().to_string()), 2;
     auto dir = cluster::job_dir::create(spec_.job.root, id, doc.to_toml());
     if (!dir) {
+      // A bad or taken --job-id is bad usage (exit 2); a directory that cannot be made is not.
+      const bool taken = dir.err() == cluster::cluster_errc::already_exists;
       spdlog::error("{}{}", dir.err().to_string(),
-                    dir.err() == cluster::cluster_errc::already_exists
-                        ? " (continue it with: troupe run --resume " + spec_.job.root + "/" + id + ")"
-                        : std::string());
-      return 1;
+                    taken ? " (continue it with: troupe run --resume " + spec_.job.root + "/" + id + ")"
+                          : std::string());
+      return taken || dir.err() == cluster::cluster_errc::invalid_spec ? 2 : 1;
     }
     dir_.emplace(std::move(*dir));
   }
@@ -266,7 +296,7 @@ int runner::setup() {
   std::string token;
   if (!opt_.resume.empty()) {
     auto t = wire::read_job_token(dir_->path());
-    if (!t) return spdlog::error("{}", t.err().to_string()), 1;
+    if (!t) return setup_failed(t.err(), 1);
     token = *t;
   } else {
     token = random_hex(32);
@@ -274,29 +304,29 @@ int runner::setup() {
     ::chmod((dir_->path() + "/token").c_str(), 0600);
   }
   auto data = job::prepare_datasets(spec_.nn.data, spec_.job.dataset_cache);
-  if (!data) return spdlog::error("{}", data.err().to_string()), 1;
+  if (!data) return setup_failed(data.err(), 1);
   data_ = *data;
   if (int rc = check_model(); rc != 0) return rc;
 
   // Where the runner and the master listen: loopback for local nodes, addresses the cluster's
   // hosts reach for Slurm's (a broken Slurm set-up is found here first).
   auto plan = cluster::plan_control(spec_.cluster);
-  if (!plan) return spdlog::error("{}", plan.err().to_string()), launcher_exit_code(plan.err());
+  if (!plan) return setup_failed(plan.err(), launcher_exit_code(plan.err()));
   plan_ = *plan;
   auto cfg = spec_.transport;
   cfg.token = token;
   auto net = endpoint::create(node_id{"runner", 0}, cfg);
-  if (!net) return spdlog::error("{}", net.err().to_string()), 1;
+  if (!net) return setup_failed(net.err(), 1);
   net_ = std::move(*net);
   auto bound = net_->listen(plan_.runner_host, 0);
-  if (!bound) return spdlog::error("{}", bound.err().to_string()), 1;
+  if (!bound) return setup_failed(bound.err(), 1);
   self_addr_ = *bound;
   if (auto r = net_->register_name("runner", [this](const message& m) { on_message(m); }); !r) return 1;
   auto rpc = wire::rpc_client::create(*net_, "rpc");
   if (!rpc) return 1;
   rpc_ = std::move(*rpc);
   auto port = free_port();
-  if (!port) return spdlog::error("{}", port.err().to_string()), 1;
+  if (!port) return setup_failed(port.err(), 1);
   master_addr_ = plan_.master_host + ":" + std::to_string(*port);
 
   auto l = cluster::make_launcher(
@@ -306,7 +336,7 @@ int runner::setup() {
         exits_.emplace_back(h, s);
       },
       launch_site_of(*dir_));
-  if (!l) return spdlog::error("{}", l.err().to_string()), launcher_exit_code(l.err());
+  if (!l) return setup_failed(l.err(), launcher_exit_code(l.err()));
   launcher_ = std::move(*l);
   return 0;
 }

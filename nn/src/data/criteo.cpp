@@ -62,15 +62,26 @@ expected<dataset> read_criteo_tsv(const std::string& path, const criteo_options&
   d.info = {"criteo:" + path, int_fields, cat_fields, 2, {}, o.buckets_per_field};
   std::string line;
   std::size_t lineno = 0;
+  bool all = true;
   while (f.getline(line)) {
     ++lineno;
     if (line.empty()) continue;
     std::string why = parse_line(line, o, d);
-    if (!why.empty())
-      return make_unexpected(nn_errc::bad_data, path + ":" + std::to_string(lineno) + ": " + why);
+    if (!why.empty()) {  // a line cut short by the end of a truncated gzip is the truncation
+      auto problem = f.end_problem();
+      return make_unexpected(nn_errc::bad_data,
+                             path + ":" + std::to_string(lineno) + ": " + (problem.empty() ? why : problem));
+    }
     ++d.rows;
-    if (o.max_rows > 0 && d.rows >= o.max_rows) break;
+    if (o.max_rows > 0 && d.rows >= o.max_rows) {
+      all = false;
+      break;
+    }
   }
+  // Read to the end: a gzip file cut short must not import as a shorter dataset.
+  if (auto problem = all ? f.end_problem() : std::string(); !problem.empty())
+    return make_unexpected(nn_errc::bad_data,
+                           path + ": " + problem + " (after line " + std::to_string(lineno) + ")");
   // A line may have been half-appended before the error; rows counts only complete ones.
   return d;
 }

@@ -53,7 +53,8 @@ expected<idx_data> read_idx(const std::string& path, std::uint32_t magic, const 
     out.dims.push_back(be32(head.data() + 4 + 4 * i));
     if (i > 0) record_size *= out.dims.back();
   }
-  std::size_t count = out.dims[0];
+  const std::size_t in_file = out.dims[0];
+  std::size_t count = in_file;
   if (max_rows > 0) count = std::min(count, max_rows);
   out.dims[0] = static_cast<std::uint32_t>(count);
   out.bytes.resize(count * record_size);
@@ -64,6 +65,11 @@ expected<idx_data> read_idx(const std::string& path, std::uint32_t magic, const 
                            path + ": truncated at " + record + " " +
                                std::to_string(static_cast<std::size_t>(got) / record_size) + " of " +
                                std::to_string(count));
+  // The whole file read: its end must be a clean one (a gzip trailer when it is gzip).
+  unsigned char past = 0;
+  if (count == in_file && f.read(&past, 1) == 0)
+    if (auto problem = f.end_problem(); !problem.empty())
+      return make_unexpected(nn_errc::bad_data, path + ": " + problem);
   return out;
 }
 

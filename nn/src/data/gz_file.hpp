@@ -46,6 +46,17 @@ class gz_file {
     }
     return !buf.empty();
   }
+  // After the reads stopped at the end: what went wrong, or "" when the file ended cleanly. zlib's
+  // gzread/gzgets hand back what they decoded and then report the end; a gzip stream cut short (no
+  // trailer, or cut mid-stream) or corrupt shows only here, in gzerror.
+  std::string end_problem() {
+    int code = Z_OK;
+    const char* msg = f_ ? gzerror(f_, &code) : "not open";
+    if (code == Z_OK) return {};
+    if (code == Z_BUF_ERROR)
+      return "truncated: the gzip stream ends early (no trailer); the file is incomplete";
+    return msg ? msg : "zlib error " + std::to_string(code);
+  }
   std::string error_text() {
     int code = 0;
     const char* msg = f_ ? gzerror(f_, &code) : "not open";

@@ -18,6 +18,8 @@ namespace troupe::storage {
 
 inline constexpr std::uint32_t record_format_version = 1;
 
+class page_checker;
+
 struct manifest {
   std::uint32_t format_version = record_format_version;
   record_schema schema;
@@ -35,7 +37,16 @@ class record_store {
   // Opens a finished dataset. Fails naming the directory when there is no store, the manifest
   // is missing/malformed/of another format version, the import did not finish, or the manifest's
   // record count disagrees with the records present.
+  //
+  // No read lets LMDB meet a damaged page: the pages a read touches (the main database, the
+  // manifest's, and the B-tree path, leaves and overflow pages of the records read) are checked
+  // first (page_check.hpp), and damage comes back as corrupt_record naming data.mdb and the page,
+  // never as LMDB's assertion (abort) or a stray read (SIGSEGV/SIGBUS).
   static expected<record_store> open(const std::string& dir, env_options opts = {});
+  // open() with MDB_RDONLY: nothing in `dir` is written (what commands that only look at a store,
+  // `troupe data inspect` and `troupe config check`, use). A missing or empty (0-byte) data.mdb is
+  // an error in both, never a store created.
+  static expected<record_store> open_read_only(const std::string& dir);
 
   const std::string& dir() const { return env_->dir(); }
   const manifest& info() const { return manifest_; }
@@ -68,7 +79,10 @@ class record_store {
 
  private:
   record_store() = default;
+  // The pages of records [first, last] as of `txn`, checked before LMDB reads them.
+  expected<void> check_pages(const read_txn& txn, std::uint64_t first, std::uint64_t last) const;
   std::shared_ptr<lmdb_env> env_;
+  std::shared_ptr<const page_checker> pages_;
   dbi records_ = 0;
   manifest manifest_;
 };
