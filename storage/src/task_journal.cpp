@@ -14,6 +14,10 @@ constexpr std::uint8_t task_version = 1, config_version = 1;
 constexpr char config_key[] = "config";
 // Counters kept in the same transactions as the transitions they count (journal_meta).
 constexpr char requeued_key[] = "requeued", records_done_key[] = "records_done";
+// Present once the holder index (db "by_holder") covers every DOING task.
+constexpr char holder_index_key[] = "holder_index";
+// LMDB's default maximum key is 511 bytes: the holder index key is the holder, a NUL and the id.
+constexpr std::size_t max_holder = 400;
 const char* state_db[4] = {"todo", "doing", "done", "failed"};
 
 std::string encode(const task& t) {
@@ -136,9 +140,11 @@ expected<task_journal> task_journal::open_or_create(const std::string& dir, cons
       return w.put(j.meta_, config_key, encode(opts));  // max_failures may change
     }
     if (auto c = j.create_tasks(w); !c) return c;
+    if (auto h = w.put(j.meta_, holder_index_key, "1"); !h) return h;  // nothing DOING yet
     return w.put(j.meta_, config_key, encode(opts));
   });
   if (!r) return r.err();
+  if (auto h = j.ensure_holder_index(); !h) return h.err();
   return j;
 }
 
@@ -160,6 +166,9 @@ expected<task_journal> task_journal::open(const std::string& dir) {
   if (!o) return o.err();
   j.opts_ = *o;
   j.per_epoch_ = (o->record_count + o->records_per_task - 1) / o->records_per_task;
+  auto flag = txn->get(j.meta_, holder_index_key);
+  if (!flag) return flag.err();
+  j.indexed_ = j.by_holder_ != 0 && *flag;  // else lease and requeue_holder* refuse (open_or_create)
   return j;
 }
 
@@ -176,6 +185,13 @@ expected<void> task_journal::load_dbs(bool create) {
     if (!d) return d.err();
     by_state_[s] = *d;
   }
+  // Absent in a journal that predates it (and not created by open(), which only reads).
+  auto h = env_->open_db("by_holder", flag);
+  if (!h && create) return h.err();
+  by_holder_ = h ? *h : 0;
+  dbs_[0] = tasks_;
+  for (int s = 0; s < 4; ++s) dbs_[s + 1] = by_state_[s];
+  dbs_[5] = by_holder_;
   return {};
 }
 
@@ -200,33 +216,152 @@ expected<void> task_journal::create_tasks(write_txn& w) const {
 }
 
 namespace {
-// Writes `t` and moves its id between the state indexes when its state changed.
-expected<void> store(write_txn& w, dbi tasks, const dbi* by_state, const task& t, task_state old) {
+// The holder index's key: the holder, a NUL (node names hold none), the task id; a holder's
+// tasks are the keys that start with holder_prefix(holder).
+std::string holder_prefix(const std::string& holder) {
+  std::string k = holder;
+  k.push_back('\0');
+  return k;
+}
+
+std::string holder_key(const std::string& holder, std::uint64_t id) {
+  return holder_prefix(holder) + be64_key(id);
+}
+
+// Writes `t` and moves its id between the state indexes when its state changed; a task entering
+// or leaving DOING enters or leaves its holder's index (a DOING task never changes holder).
+expected<void> store(write_txn& w, const dbi* dbs, const task& t, task_state old) {
+  const dbi tasks = dbs[0], *by_state = dbs + 1, by_holder = dbs[5];
   const std::string key = be64_key(t.id);
   if (auto r = w.put(tasks, key, encode(t)); !r) return r;
   if (t.state == old) return {};
   if (auto r = w.del(by_state[static_cast<int>(old)], key); !r) return r.err();
+  if (old == task_state::doing && by_holder != 0)  // 0: a journal open() found without the index
+    if (auto r = w.del(by_holder, holder_key(t.holder, t.id)); !r) return r.err();
+  if (t.state == task_state::doing && by_holder != 0)
+    if (auto r = w.put(by_holder, holder_key(t.holder, t.id), {}); !r) return r;
   return w.put(by_state[static_cast<int>(t.state)], key, {});
+}
+
+// The ids under `prefix` in the holder index, inside `txn`.
+expected<std::vector<std::uint64_t>> ids_held(MDB_txn* txn, dbi by_holder, const std::string& holder,
+                                              const std::string& dir) {
+  std::vector<std::uint64_t> out;
+  const std::string prefix = holder_prefix(holder);
+  auto cur = cursor::open(txn, by_holder, dir);
+  if (!cur) return cur.err();
+  for (auto ok = cur->seek(prefix);; ok = cur->next()) {
+    if (!ok) return ok.err();
+    if (!*ok || !cur->key().starts_with(prefix) || cur->key().size() != prefix.size() + 8) break;
+    out.push_back(from_be64(cur->key().substr(prefix.size())));
+  }
+  return out;
 }
 }  // namespace
 
+error task_journal::unindexed() const {
+  return make_unexpected(storage_errc::invalid_argument,
+                         env_->dir() + ": the journal has no holder index (open_or_create builds it)")
+      .err;
+}
+
+expected<void> task_journal::write(const write_fn& fn) {
+  writes_->fetch_add(1, std::memory_order_relaxed);
+  return env_->write(fn);
+}
+
+expected<void> task_journal::ensure_holder_index() {
+  auto r = write([&](write_txn& w) -> expected<void> {
+    auto flag = w.get(meta_, holder_index_key);
+    if (!flag) return flag.err();
+    if (*flag) return {};
+    if (auto c = w.clear(by_holder_); !c) return c;
+    auto cur = cursor::open(w.raw(), by_state_[1], env_->dir());
+    if (!cur) return cur.err();
+    for (auto ok = cur->first();; ok = cur->next()) {
+      if (!ok) return ok.err();
+      if (!*ok) break;
+      auto t = get_in(w, tasks_, from_be64(cur->key()), env_->dir());
+      if (!t) return t.err();
+      if (auto p = w.put(by_holder_, holder_key(t->holder, t->id), {}); !p) return p;
+    }
+    return w.put(meta_, holder_index_key, "1");
+  });
+  if (r) indexed_ = true;
+  return r;
+}
+
+expected<std::optional<task>> task_journal::lease_in(write_txn& w, const std::string& holder,
+                                                     std::int64_t deadline_ms) const {
+  if (!indexed_) return unindexed();
+  if (holder.size() > max_holder || holder.find('\0') != std::string::npos)
+    return make_unexpected(storage_errc::invalid_argument, env_->dir() + ": lease holder name longer than " +
+                                                               std::to_string(max_holder) +
+                                                               " bytes or holding a NUL");
+  auto cur = cursor::open(w.raw(), by_state_[0], env_->dir());
+  if (!cur) return cur.err();
+  auto ok = cur->first();
+  if (!ok) return ok.err();
+  if (!*ok) return std::optional<task>();
+  auto t = get_in(w, tasks_, from_be64(cur->key()), env_->dir());
+  if (!t) return t.err();
+  t->state = task_state::doing;
+  t->holder = holder;
+  t->deadline_ms = deadline_ms;
+  ++t->attempt;
+  if (auto s = store(w, dbs_, *t, task_state::todo); !s) return s.err();
+  return std::optional<task>(std::move(*t));
+}
+
+expected<std::uint64_t> task_journal::requeue_held(write_txn& w, const std::string& holder,
+                                                   const std::vector<std::uint64_t>& keep) const {
+  if (!indexed_) return unindexed();
+  auto ids = ids_held(w.raw(), by_holder_, holder, env_->dir());
+  if (!ids) return ids.err();
+  std::uint64_t moved = 0;
+  for (auto id : *ids) {
+    if (std::find(keep.begin(), keep.end(), id) != keep.end()) continue;
+    auto t = get_in(w, tasks_, id, env_->dir());
+    if (!t) return t.err();
+    t->state = task_state::todo;
+    t->deadline_ms = 0;
+    if (auto s = store(w, dbs_, *t, task_state::doing); !s) return s.err();
+    ++moved;
+  }
+  if (auto a = add_counter(w, meta_, requeued_key, moved); !a) return a.err();
+  return moved;
+}
+
 expected<std::optional<task>> task_journal::lease(const std::string& holder, std::int64_t deadline_ms) {
   std::optional<task> out;
-  auto r = env_->write([&](write_txn& w) -> expected<void> {
-    out.reset();
-    auto cur = cursor::open(w.raw(), by_state_[0], env_->dir());
-    if (!cur) return cur.err();
-    auto ok = cur->first();
-    if (!ok) return ok.err();
-    if (!*ok) return {};
-    auto t = get_in(w, tasks_, from_be64(cur->key()), env_->dir());
+  auto r = write([&](write_txn& w) -> expected<void> {
+    auto t = lease_in(w, holder, deadline_ms);
     if (!t) return t.err();
-    t->state = task_state::doing;
-    t->holder = holder;
-    t->deadline_ms = deadline_ms;
-    ++t->attempt;
-    if (auto s = store(w, tasks_, by_state_, *t, task_state::todo); !s) return s;
     out = std::move(*t);
+    return {};
+  });
+  if (!r) return r.err();
+  return out;
+}
+
+expected<lease_outcome> task_journal::lease(const lease_request& r) {
+  auto b = lease_batch({r});
+  if (!b) return b.err();
+  return std::move(b->front());
+}
+
+expected<std::vector<lease_outcome>> task_journal::lease_batch(const std::vector<lease_request>& rs) {
+  std::vector<lease_outcome> out;
+  auto r = write([&](write_txn& w) -> expected<void> {
+    out.assign(rs.size(), lease_outcome{});  // the function may run again (the map grew)
+    for (std::size_t i = 0; i < rs.size(); ++i) {
+      auto n = requeue_held(w, rs[i].holder, rs[i].keep);
+      if (!n) return n.err();
+      out[i].requeued = *n;
+      auto t = lease_in(w, rs[i].holder, rs[i].deadline_ms);
+      if (!t) return t.err();
+      out[i].leased = std::move(*t);
+    }
     return {};
   });
   if (!r) return r.err();
@@ -246,31 +381,31 @@ expected<void> task_journal::check_lease(const task& t, const std::string& holde
 
 expected<void> task_journal::renew(std::uint64_t id, const std::string& holder, std::uint32_t attempt,
                                    std::int64_t deadline_ms) {
-  return env_->write([&](write_txn& w) -> expected<void> {
+  return write([&](write_txn& w) -> expected<void> {
     auto t = get_in(w, tasks_, id, env_->dir());
     if (!t) return t.err();
     if (auto c = check_lease(*t, holder, attempt); !c) return c;
     t->deadline_ms = deadline_ms;
-    return store(w, tasks_, by_state_, *t, t->state);
+    return store(w, dbs_, *t, t->state);
   });
 }
 
 expected<void> task_journal::complete(std::uint64_t id, const std::string& holder, std::uint32_t attempt) {
-  return env_->write([&](write_txn& w) -> expected<void> {
+  return write([&](write_txn& w) -> expected<void> {
     auto t = get_in(w, tasks_, id, env_->dir());
     if (!t) return t.err();
     if (auto c = check_lease(*t, holder, attempt); !c) return c;
     t->state = task_state::done;
     t->deadline_ms = 0;
     if (auto a = add_counter(w, meta_, records_done_key, t->count); !a) return a;
-    return store(w, tasks_, by_state_, *t, task_state::doing);
+    return store(w, dbs_, *t, task_state::doing);
   });
 }
 
 expected<task_state> task_journal::fail(std::uint64_t id, const std::string& holder, std::uint32_t attempt,
                                         const std::string& error_text) {
   task_state next = task_state::todo;
-  auto r = env_->write([&](write_txn& w) -> expected<void> {
+  auto r = write([&](write_txn& w) -> expected<void> {
     auto t = get_in(w, tasks_, id, env_->dir());
     if (!t) return t.err();
     if (auto c = check_lease(*t, holder, attempt); !c) return c;
@@ -278,7 +413,7 @@ expected<task_state> task_journal::fail(std::uint64_t id, const std::string& hol
     t->last_error = error_text;
     t->deadline_ms = 0;
     t->state = next = t->failures >= opts_.max_failures ? task_state::failed : task_state::todo;
-    return store(w, tasks_, by_state_, *t, task_state::doing);
+    return store(w, dbs_, *t, task_state::doing);
   });
   if (!r) return r.err();
   return next;
@@ -286,7 +421,7 @@ expected<task_state> task_journal::fail(std::uint64_t id, const std::string& hol
 
 expected<std::uint64_t> task_journal::requeue_if(const std::function<bool(const task&)>& pred) {
   std::uint64_t moved = 0;
-  auto r = env_->write([&](write_txn& w) -> expected<void> {
+  auto r = write([&](write_txn& w) -> expected<void> {
     moved = 0;
     std::vector<task> hit;
     {
@@ -303,7 +438,7 @@ expected<std::uint64_t> task_journal::requeue_if(const std::function<bool(const 
     for (auto& t : hit) {
       t.state = task_state::todo;
       t.deadline_ms = 0;
-      if (auto s = store(w, tasks_, by_state_, t, task_state::doing); !s) return s;
+      if (auto s = store(w, dbs_, t, task_state::doing); !s) return s;
     }
     moved = hit.size();
     return add_counter(w, meta_, requeued_key, moved);
@@ -313,18 +448,31 @@ expected<std::uint64_t> task_journal::requeue_if(const std::function<bool(const 
 }
 
 expected<std::uint64_t> task_journal::requeue_holder(const std::string& holder) {
-  return requeue_if([&](const task& t) { return t.holder == holder; });
+  return requeue_holder_except(holder, {});
 }
 
 expected<std::uint64_t> task_journal::requeue_holder_except(const std::string& holder,
                                                             const std::vector<std::uint64_t>& keep) {
-  return requeue_if([&](const task& t) {
-    return t.holder == holder && std::find(keep.begin(), keep.end(), t.id) == keep.end();
+  std::uint64_t moved = 0;
+  auto r = write([&](write_txn& w) -> expected<void> {
+    auto n = requeue_held(w, holder, keep);
+    if (!n) return n.err();
+    moved = *n;
+    return {};
   });
+  if (!r) return r.err();
+  return moved;
 }
 
 expected<std::uint64_t> task_journal::requeue_expired(std::int64_t now_ms) {
   return requeue_if([&](const task& t) { return t.deadline_ms <= now_ms; });
+}
+
+expected<std::vector<std::uint64_t>> task_journal::held_by(const std::string& holder) const {
+  if (!indexed_) return unindexed();
+  auto txn = env_->begin_read();
+  if (!txn) return txn.err();
+  return ids_held(txn->raw(), by_holder_, holder, env_->dir());
 }
 
 expected<task> task_journal::get(std::uint64_t id) const {
