@@ -351,21 +351,9 @@ expected<lease_outcome> task_journal::lease(const lease_request& r) {
 }
 
 expected<std::vector<lease_outcome>> task_journal::lease_batch(const std::vector<lease_request>& rs) {
-  std::vector<lease_outcome> out;
-  auto r = write([&](write_txn& w) -> expected<void> {
-    out.assign(rs.size(), lease_outcome{});  // the function may run again (the map grew)
-    for (std::size_t i = 0; i < rs.size(); ++i) {
-      auto n = requeue_held(w, rs[i].holder, rs[i].keep);
-      if (!n) return n.err();
-      out[i].requeued = *n;
-      auto t = lease_in(w, rs[i].holder, rs[i].deadline_ms);
-      if (!t) return t.err();
-      out[i].leased = std::move(*t);
-    }
-    return {};
-  });
-  if (!r) return r.err();
-  return out;
+  auto out = apply(journal_batch{{}, rs});
+  if (!out) return out.err();
+  return std::move(out->leases);
 }
 
 expected<void> task_journal::check_lease(const task& t, const std::string& holder,
@@ -390,15 +378,28 @@ expected<void> task_journal::renew(std::uint64_t id, const std::string& holder, 
   });
 }
 
+expected<task_state> task_journal::report_in(write_txn& w, const report_request& r) const {
+  auto t = get_in(w, tasks_, r.id, env_->dir());
+  if (!t) return t.err();
+  if (auto c = check_lease(*t, r.holder, r.attempt); !c) return c.err();
+  t->deadline_ms = 0;
+  if (r.failed) {
+    ++t->failures;
+    t->last_error = r.error_text;
+    t->state = t->failures >= opts_.max_failures ? task_state::failed : task_state::todo;
+  } else {
+    t->state = task_state::done;
+    if (auto a = add_counter(w, meta_, records_done_key, t->count); !a) return a.err();
+  }
+  if (auto s = store(w, dbs_, *t, task_state::doing); !s) return s.err();
+  return t->state;
+}
+
 expected<void> task_journal::complete(std::uint64_t id, const std::string& holder, std::uint32_t attempt) {
   return write([&](write_txn& w) -> expected<void> {
-    auto t = get_in(w, tasks_, id, env_->dir());
-    if (!t) return t.err();
-    if (auto c = check_lease(*t, holder, attempt); !c) return c;
-    t->state = task_state::done;
-    t->deadline_ms = 0;
-    if (auto a = add_counter(w, meta_, records_done_key, t->count); !a) return a;
-    return store(w, dbs_, *t, task_state::doing);
+    auto s = report_in(w, report_request{id, holder, attempt, false, {}});
+    if (!s) return s.err();
+    return {};
   });
 }
 
@@ -406,17 +407,40 @@ expected<task_state> task_journal::fail(std::uint64_t id, const std::string& hol
                                         const std::string& error_text) {
   task_state next = task_state::todo;
   auto r = write([&](write_txn& w) -> expected<void> {
-    auto t = get_in(w, tasks_, id, env_->dir());
-    if (!t) return t.err();
-    if (auto c = check_lease(*t, holder, attempt); !c) return c;
-    ++t->failures;
-    t->last_error = error_text;
-    t->deadline_ms = 0;
-    t->state = next = t->failures >= opts_.max_failures ? task_state::failed : task_state::todo;
-    return store(w, dbs_, *t, task_state::doing);
+    auto s = report_in(w, report_request{id, holder, attempt, true, error_text});
+    if (!s) return s.err();
+    next = *s;
+    return {};
   });
   if (!r) return r.err();
   return next;
+}
+
+expected<batch_outcome> task_journal::apply(const journal_batch& b) {
+  batch_outcome out;
+  auto r = write([&](write_txn& w) -> expected<void> {
+    out = batch_outcome{};  // the function may run again (the map grew)
+    for (const auto& rep : b.reports) {
+      auto s = report_in(w, rep);
+      // A report the journal refuses (stale, unknown task) changed nothing: the others go on.
+      if (!s && !(s.err() == storage_errc::stale_lease) && !(s.err() == storage_errc::not_found))
+        return s.err();
+      out.reports.push_back(std::move(s));
+    }
+    for (const auto& l : b.leases) {
+      lease_outcome o;
+      auto n = requeue_held(w, l.holder, l.keep);
+      if (!n) return n.err();
+      o.requeued = *n;
+      auto t = lease_in(w, l.holder, l.deadline_ms);
+      if (!t) return t.err();
+      o.leased = std::move(*t);
+      out.leases.push_back(std::move(o));
+    }
+    return {};
+  });
+  if (!r) return r.err();
+  return out;
 }
 
 expected<std::uint64_t> task_journal::requeue_if(const std::function<bool(const task&)>& pred) {

@@ -182,6 +182,42 @@ TEST(TaskJournal, LeaseBatchGrantsInOrderInOneTransaction) {
   for (auto h : {"w0", "w1", "w2", "w3", "w4"}) EXPECT_EQ(j->held_by(h)->size(), 1u);
 }
 
+// Reports and leases of one batch in one write transaction; a refused report (stale, unknown task)
+// is refused alone and the rest commits.
+TEST(TaskJournal, ApplyCommitsReportsThenLeasesAndRefusesBadReportsAlone) {
+  temp_dir d;
+  auto j = task_journal::open_or_create(d.str(), opts(1));
+  ASSERT_TRUE(j);
+  auto a = **j->lease("w", 1000), b = **j->lease("v", 1000);
+  journal_batch jb;
+  jb.reports.push_back({a.id, "w", a.attempt, false, {}});
+  jb.reports.push_back({b.id, "w", b.attempt, false, {}});  // not w's lease
+  jb.reports.push_back({999, "v", 1, false, {}});           // no such task
+  jb.reports.push_back({b.id, "v", b.attempt, true, "disk read"});
+  jb.leases.push_back({"w", 2000, {}});
+  auto before = j->write_transactions();
+  auto out = j->apply(jb);
+  ASSERT_TRUE(out) << out.err().to_string();
+  EXPECT_EQ(j->write_transactions() - before, 1u);
+  ASSERT_EQ(out->reports.size(), 4u);
+  ASSERT_TRUE(out->reports[0]);
+  EXPECT_EQ(*out->reports[0], task_state::done);
+  ASSERT_FALSE(out->reports[1]);
+  EXPECT_TRUE(out->reports[1].err() == storage_errc::stale_lease) << out->reports[1].err().to_string();
+  ASSERT_FALSE(out->reports[2]);
+  EXPECT_TRUE(out->reports[2].err() == storage_errc::not_found) << out->reports[2].err().to_string();
+  ASSERT_TRUE(out->reports[3]);
+  EXPECT_EQ(*out->reports[3], task_state::todo);
+  ASSERT_EQ(out->leases.size(), 1u);
+  ASSERT_TRUE(out->leases[0].leased);
+  EXPECT_EQ(out->leases[0].leased->id, b.id) << "the failed task went back first: lowest todo id";
+  EXPECT_EQ(j->get(b.id)->last_error, "disk read");
+  auto c = j->counts();
+  EXPECT_EQ(c->done, 1u);
+  EXPECT_EQ(c->doing, 1u);
+  EXPECT_EQ(c->records_done, a.count);
+}
+
 TEST(TaskJournal, HolderIndexFollowsEveryTransitionAndReopen) {
   temp_dir d;
   {

@@ -77,6 +77,28 @@ struct lease_outcome {
   std::uint64_t requeued = 0;  // the holder's leases moved back to todo (not in keep)
 };
 
+// One task report: done, or failed with `error_text` (re-queued, or quarantined at max_failures).
+struct report_request {
+  std::uint64_t id = 0;
+  std::string holder;
+  std::uint32_t attempt = 0;
+  bool failed = false;
+  std::string error_text;
+};
+
+// What a dispenser collected while its last commit was on its way: reports first, then leases.
+struct journal_batch {
+  std::vector<report_request> reports;
+  std::vector<lease_request> leases;
+};
+
+struct batch_outcome {
+  // Per report: the task's new state (done, todo, failed), or stale_lease / not_found (nothing
+  // changed for that report; the others are applied).
+  std::vector<expected<task_state>> reports;
+  std::vector<lease_outcome> leases;
+};
+
 class task_journal {
  public:
   // Creates the journal in `dir` (all epochs' tasks, in one transaction) or reopens it. Reopening
@@ -95,6 +117,9 @@ class task_journal {
   expected<lease_outcome> lease(const lease_request& r);
   // The requests in order, all in one write transaction (one commit): a disk fault fails them all.
   expected<std::vector<lease_outcome>> lease_batch(const std::vector<lease_request>& rs);
+  // The reports, then the leases, in one write transaction (group commit). Fails as a whole only
+  // for a journal or disk error; a refused report is an error in its own slot.
+  expected<batch_outcome> apply(const journal_batch& b);
   // Moves the deadline of a lease that is still held.
   expected<void> renew(std::uint64_t id, const std::string& holder, std::uint32_t attempt,
                        std::int64_t deadline_ms);
@@ -136,6 +161,8 @@ class task_journal {
   // Builds the holder index from the DOING tasks when the journal has none yet.
   expected<void> ensure_holder_index();
   expected<void> write(const write_fn& fn);
+  // In `w`: the report applied (check_lease first); the task's new state.
+  expected<task_state> report_in(write_txn& w, const report_request& r) const;
   error unindexed() const;
 
   std::shared_ptr<lmdb_env> env_;
