@@ -32,8 +32,8 @@
 #include <thread>
 #include <vector>
 
-#include <boost/asio/ip/tcp.hpp>
 #include <spdlog/spdlog.h>
+#include <boost/asio/ip/tcp.hpp>
 #include <nlohmann/json.hpp>
 
 #include "etcd_queue.hpp"
@@ -221,7 +221,8 @@ struct sim_worker {
     if (!net->send("master", "dispenser", std::move(o), "rpc")) sh->in_flight.fetch_sub(1);
   }
   void later(int ms, void (sim_worker::*fn)()) {
-    sh->timers->at(clk::now() + std::chrono::milliseconds(ms), [this, fn] { net->post([this, fn] { (this->*fn)(); }); });
+    sh->timers->at(clk::now() + std::chrono::milliseconds(ms),
+                   [this, fn] { net->post([this, fn] { (this->*fn)(); }); });
   }
   void on_rpc(const message& m) {
     sh->in_flight.fetch_sub(1);
@@ -373,8 +374,9 @@ json run_troupe(const options& o) {
   out["join_ms"] = ms_since(t_join);
   out["joined"] = sh.joined.load();
   out["views_during_join"] = sh.views_total.load();
-  if (!all_joined) std::fprintf(stderr, "control_bench: only %llu of %zu joined\n",
-                                static_cast<unsigned long long>(sh.joined.load()), o.workers);
+  if (!all_joined)
+    std::fprintf(stderr, "control_bench: only %llu of %zu joined\n",
+                 static_cast<unsigned long long>(sh.joined.load()), o.workers);
   // Idle: joined, heartbeating, no tasks. The master's CPU and memory per worker.
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let the join storm's sends drain
   auto idle0 = sample(master);
@@ -399,7 +401,8 @@ json run_troupe(const options& o) {
   out["master_rss_bytes_per_worker"] =
       static_cast<double>(idle1.rss_kib - before_join.rss_kib) * 1024 / static_cast<double>(o.workers);
   out["master_idle_cpu_frac"] = (idle1.cpu_s - idle0.cpu_s) / idle_s;
-  out["master_idle_cpu_frac_per_worker"] = (idle1.cpu_s - idle0.cpu_s) / idle_s / static_cast<double>(o.workers);
+  out["master_idle_cpu_frac_per_worker"] =
+      (idle1.cpu_s - idle0.cpu_s) / idle_s / static_cast<double>(o.workers);
   out["heartbeat_bytes_per_s"] = static_cast<double>(bytes1 - bytes0) / idle_s;
   out["heartbeat_frames_per_s"] = static_cast<double>(frames1 - frames0) / idle_s;
 
@@ -474,8 +477,8 @@ json run_etcd(const options& o) {
   fs::remove_all(dir);
   std::uint16_t cport = free_port(), pport = free_port();
   std::string curl = "http://127.0.0.1:" + std::to_string(cport);
-  pid_t etcd = spawn({o.etcd, "--data-dir", dir, "--listen-client-urls", curl, "--advertise-client-urls", curl,
-                      "--listen-peer-urls", "http://127.0.0.1:" + std::to_string(pport),
+  pid_t etcd = spawn({o.etcd, "--data-dir", dir, "--listen-client-urls", curl, "--advertise-client-urls",
+                      curl, "--listen-peer-urls", "http://127.0.0.1:" + std::to_string(pport),
                       "--initial-advertise-peer-urls", "http://127.0.0.1:" + std::to_string(pport),
                       "--initial-cluster", "default=http://127.0.0.1:" + std::to_string(pport)},
                      o.work + "/etcd-" + std::to_string(o.workers) + ".log");
@@ -553,17 +556,28 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--troupe") o.troupe = next();
-    else if (a == "--etcd") o.etcd = next();
-    else if (a == "--work") o.work = next();
-    else if (a == "--workers") o.workers = std::stoul(next());
-    else if (a == "--seconds") o.seconds = std::stod(next());
-    else if (a == "--idle-seconds") o.idle_seconds = std::stod(next());
-    else if (a == "--task-ms") o.task_ms = std::stoi(next());
-    else if (a == "--etcd-window") o.etcd_window = static_cast<unsigned>(std::stoul(next()));
-    else if (a == "--no-etcd") o.run_etcd = false;
-    else if (a == "--no-troupe") o.run_troupe = false;
-    else if (a == "--no-join") o.join = false;
+    if (a == "--troupe")
+      o.troupe = next();
+    else if (a == "--etcd")
+      o.etcd = next();
+    else if (a == "--work")
+      o.work = next();
+    else if (a == "--workers")
+      o.workers = std::stoul(next());
+    else if (a == "--seconds")
+      o.seconds = std::stod(next());
+    else if (a == "--idle-seconds")
+      o.idle_seconds = std::stod(next());
+    else if (a == "--task-ms")
+      o.task_ms = std::stoi(next());
+    else if (a == "--etcd-window")
+      o.etcd_window = static_cast<unsigned>(std::stoul(next()));
+    else if (a == "--no-etcd")
+      o.run_etcd = false;
+    else if (a == "--no-troupe")
+      o.run_troupe = false;
+    else if (a == "--no-join")
+      o.join = false;
     else {
       std::fprintf(stderr, "control_bench: unknown argument '%s'\n", a.c_str());
       return 2;

@@ -94,7 +94,8 @@ struct etcd_client::impl {
     http::response<http::string_body> res;
     http::read(sock, buf, res);
     if (res.result() != http::status::ok)
-      throw std::runtime_error("etcd " + path + ": HTTP " + std::to_string(res.result_int()) + ": " + res.body());
+      throw std::runtime_error("etcd " + path + ": HTTP " + std::to_string(res.result_int()) + ": " +
+                               res.body());
     return json::parse(res.body());
   }
 };

@@ -101,10 +101,14 @@ int main(int argc, char** argv) {
   std::string dir = "/tmp/journal-lease-bench";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--clients") clients = std::atoi(argv[i + 1]);
-    else if (a == "--seconds") seconds = std::atof(argv[i + 1]);
-    else if (a == "--dir") dir = argv[i + 1];
-    else return std::fprintf(stderr, "journal_lease_bench: unknown argument '%s'\n", a.c_str()), 2;
+    if (a == "--clients")
+      clients = std::atoi(argv[i + 1]);
+    else if (a == "--seconds")
+      seconds = std::atof(argv[i + 1]);
+    else if (a == "--dir")
+      dir = argv[i + 1];
+    else
+      return std::fprintf(stderr, "journal_lease_bench: unknown argument '%s'\n", a.c_str()), 2;
   }
   if (clients < 1) return std::fprintf(stderr, "journal_lease_bench: --clients must be >= 1\n"), 2;
   std::filesystem::remove_all(dir);
@@ -173,7 +177,9 @@ int main(int argc, char** argv) {
   for (auto& v : lat) all.insert(all.end(), v.begin(), v.end());
   std::sort(all.begin(), all.end());
   auto pct = [&](double p) {
-    return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<std::size_t>(p * static_cast<double>(all.size())))];
+    return all.empty()
+               ? 0.0
+               : all[std::min(all.size() - 1, static_cast<std::size_t>(p * static_cast<double>(all.size())))];
   };
 #ifdef TROUPE_BASE_JOURNAL
   const char* which = "9a7d10d";
@@ -183,8 +189,8 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"journal\":\"%s\",\"clients\":%d,\"leases\":%llu,\"leases_per_s\":%.0f,\"lease_p50_ms\":%.3f,"
       "\"lease_p99_ms\":%.3f,\"write_transactions\":%llu}\n",
-      which, clients, static_cast<unsigned long long>(leases.load()), static_cast<double>(leases.load()) / secs,
-      pct(0.5), pct(0.99),
+      which, clients, static_cast<unsigned long long>(leases.load()),
+      static_cast<double>(leases.load()) / secs, pct(0.5), pct(0.99),
 #ifdef TROUPE_BASE_JOURNAL
       0ull
 #else

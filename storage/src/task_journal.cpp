@@ -5,52 +5,17 @@
 #include <numeric>
 
 #include "bytes.hpp"
+#include "task_journal_codec.hpp"
 #include "troupe/core/splitmix.hpp"
 
 namespace troupe::storage {
 
+using namespace journal_detail;
+
 namespace {
-constexpr std::uint8_t task_version = 1, config_version = 1;
+constexpr std::uint8_t config_version = 1;
 constexpr char config_key[] = "config";
-// Counters kept in the same transactions as the transitions they count (journal_meta).
-constexpr char requeued_key[] = "requeued", records_done_key[] = "records_done";
-// Present once the holder index (db "by_holder") covers every DOING task.
-constexpr char holder_index_key[] = "holder_index";
-// LMDB's default maximum key is 511 bytes: the holder index key is the holder, a NUL and the id.
-constexpr std::size_t max_holder = 400;
 const char* state_db[4] = {"todo", "doing", "done", "failed"};
-
-std::string encode(const task& t) {
-  byte_writer w;
-  w.pod(task_version)
-      .pod(t.id)
-      .pod(t.epoch)
-      .pod(t.first)
-      .pod(t.count)
-      .pod(static_cast<std::uint8_t>(t.state));
-  w.pod(t.attempt).pod(t.failures).pod(t.deadline_ms).str(t.holder).str(t.last_error);
-  return std::move(w.bytes());
-}
-
-expected<task> decode(std::string_view v, const std::string& where) {
-  byte_reader r(v);
-  task t;
-  auto version = r.pod<std::uint8_t>();
-  t.id = r.pod<std::uint64_t>();
-  t.epoch = r.pod<std::uint32_t>();
-  t.first = r.pod<std::uint64_t>();
-  t.count = r.pod<std::uint64_t>();
-  auto state = r.pod<std::uint8_t>();
-  t.attempt = r.pod<std::uint32_t>();
-  t.failures = r.pod<std::uint32_t>();
-  t.deadline_ms = r.pod<std::int64_t>();
-  t.holder = r.str();
-  t.last_error = r.str();
-  if (!r.done() || version != task_version || state > 3)
-    return make_unexpected(storage_errc::lmdb_error, where + ": malformed task value");
-  t.state = static_cast<task_state>(state);
-  return t;
-}
 
 std::string encode(const journal_options& o) {
   byte_writer w;
@@ -87,28 +52,6 @@ std::string differs(const journal_options& a, const journal_options& b) {
   return {};
 }
 
-template <class Txn>
-expected<std::uint64_t> counter_in(const Txn& txn, dbi db, const char* key) {
-  auto v = txn.get(db, key);
-  if (!v) return v.err();
-  if (!*v || (*v)->size() != 8) return std::uint64_t{0};
-  return from_be64(**v);
-}
-
-expected<void> add_counter(write_txn& w, dbi db, const char* key, std::uint64_t n) {
-  if (n == 0) return {};
-  auto c = counter_in(w, db, key);
-  if (!c) return c.err();
-  return w.put(db, key, be64_key(*c + n));
-}
-
-template <class Txn>
-expected<task> get_in(const Txn& txn, dbi db, std::uint64_t id, const std::string& dir) {
-  auto v = txn.get(db, be64_key(id));
-  if (!v) return v.err();
-  if (!*v) return make_unexpected(storage_errc::not_found, dir + ": task " + std::to_string(id));
-  return decode(**v, dir + ": task " + std::to_string(id));
-}
 }  // namespace
 
 const char* to_string(task_state s) {
@@ -215,50 +158,6 @@ expected<void> task_journal::create_tasks(write_txn& w) const {
   return {};
 }
 
-namespace {
-// The holder index's key: the holder, a NUL (node names hold none), the task id; a holder's
-// tasks are the keys that start with holder_prefix(holder).
-std::string holder_prefix(const std::string& holder) {
-  std::string k = holder;
-  k.push_back('\0');
-  return k;
-}
-
-std::string holder_key(const std::string& holder, std::uint64_t id) {
-  return holder_prefix(holder) + be64_key(id);
-}
-
-// Writes `t` and moves its id between the state indexes when its state changed; a task entering
-// or leaving DOING enters or leaves its holder's index (a DOING task never changes holder).
-expected<void> store(write_txn& w, const dbi* dbs, const task& t, task_state old) {
-  const dbi tasks = dbs[0], *by_state = dbs + 1, by_holder = dbs[5];
-  const std::string key = be64_key(t.id);
-  if (auto r = w.put(tasks, key, encode(t)); !r) return r;
-  if (t.state == old) return {};
-  if (auto r = w.del(by_state[static_cast<int>(old)], key); !r) return r.err();
-  if (old == task_state::doing && by_holder != 0)  // 0: a journal open() found without the index
-    if (auto r = w.del(by_holder, holder_key(t.holder, t.id)); !r) return r.err();
-  if (t.state == task_state::doing && by_holder != 0)
-    if (auto r = w.put(by_holder, holder_key(t.holder, t.id), {}); !r) return r;
-  return w.put(by_state[static_cast<int>(t.state)], key, {});
-}
-
-// The ids under `prefix` in the holder index, inside `txn`.
-expected<std::vector<std::uint64_t>> ids_held(MDB_txn* txn, dbi by_holder, const std::string& holder,
-                                              const std::string& dir) {
-  std::vector<std::uint64_t> out;
-  const std::string prefix = holder_prefix(holder);
-  auto cur = cursor::open(txn, by_holder, dir);
-  if (!cur) return cur.err();
-  for (auto ok = cur->seek(prefix);; ok = cur->next()) {
-    if (!ok) return ok.err();
-    if (!*ok || !cur->key().starts_with(prefix) || cur->key().size() != prefix.size() + 8) break;
-    out.push_back(from_be64(cur->key().substr(prefix.size())));
-  }
-  return out;
-}
-}  // namespace
-
 error task_journal::unindexed() const {
   return make_unexpected(storage_errc::invalid_argument,
                          env_->dir() + ": the journal has no holder index (open_or_create builds it)")
@@ -291,71 +190,6 @@ expected<void> task_journal::ensure_holder_index() {
   return r;
 }
 
-expected<std::optional<task>> task_journal::lease_in(write_txn& w, const std::string& holder,
-                                                     std::int64_t deadline_ms) const {
-  if (!indexed_) return unindexed();
-  if (holder.size() > max_holder || holder.find('\0') != std::string::npos)
-    return make_unexpected(storage_errc::invalid_argument, env_->dir() + ": lease holder name longer than " +
-                                                               std::to_string(max_holder) +
-                                                               " bytes or holding a NUL");
-  auto cur = cursor::open(w.raw(), by_state_[0], env_->dir());
-  if (!cur) return cur.err();
-  auto ok = cur->first();
-  if (!ok) return ok.err();
-  if (!*ok) return std::optional<task>();
-  auto t = get_in(w, tasks_, from_be64(cur->key()), env_->dir());
-  if (!t) return t.err();
-  t->state = task_state::doing;
-  t->holder = holder;
-  t->deadline_ms = deadline_ms;
-  ++t->attempt;
-  if (auto s = store(w, dbs_, *t, task_state::todo); !s) return s.err();
-  return std::optional<task>(std::move(*t));
-}
-
-expected<std::uint64_t> task_journal::requeue_held(write_txn& w, const std::string& holder,
-                                                   const std::vector<std::uint64_t>& keep) const {
-  if (!indexed_) return unindexed();
-  auto ids = ids_held(w.raw(), by_holder_, holder, env_->dir());
-  if (!ids) return ids.err();
-  std::uint64_t moved = 0;
-  for (auto id : *ids) {
-    if (std::find(keep.begin(), keep.end(), id) != keep.end()) continue;
-    auto t = get_in(w, tasks_, id, env_->dir());
-    if (!t) return t.err();
-    t->state = task_state::todo;
-    t->deadline_ms = 0;
-    if (auto s = store(w, dbs_, *t, task_state::doing); !s) return s.err();
-    ++moved;
-  }
-  if (auto a = add_counter(w, meta_, requeued_key, moved); !a) return a.err();
-  return moved;
-}
-
-expected<std::optional<task>> task_journal::lease(const std::string& holder, std::int64_t deadline_ms) {
-  std::optional<task> out;
-  auto r = write([&](write_txn& w) -> expected<void> {
-    auto t = lease_in(w, holder, deadline_ms);
-    if (!t) return t.err();
-    out = std::move(*t);
-    return {};
-  });
-  if (!r) return r.err();
-  return out;
-}
-
-expected<lease_outcome> task_journal::lease(const lease_request& r) {
-  auto b = lease_batch({r});
-  if (!b) return b.err();
-  return std::move(b->front());
-}
-
-expected<std::vector<lease_outcome>> task_journal::lease_batch(const std::vector<lease_request>& rs) {
-  auto out = apply(journal_batch{{}, rs});
-  if (!out) return out.err();
-  return std::move(out->leases);
-}
-
 expected<void> task_journal::check_lease(const task& t, const std::string& holder,
                                          std::uint32_t attempt) const {
   if (t.state == task_state::doing && t.holder == holder && t.attempt == attempt) return {};
@@ -376,71 +210,6 @@ expected<void> task_journal::renew(std::uint64_t id, const std::string& holder, 
     t->deadline_ms = deadline_ms;
     return store(w, dbs_, *t, t->state);
   });
-}
-
-expected<task_state> task_journal::report_in(write_txn& w, const report_request& r) const {
-  auto t = get_in(w, tasks_, r.id, env_->dir());
-  if (!t) return t.err();
-  if (auto c = check_lease(*t, r.holder, r.attempt); !c) return c.err();
-  t->deadline_ms = 0;
-  if (r.failed) {
-    ++t->failures;
-    t->last_error = r.error_text;
-    t->state = t->failures >= opts_.max_failures ? task_state::failed : task_state::todo;
-  } else {
-    t->state = task_state::done;
-    if (auto a = add_counter(w, meta_, records_done_key, t->count); !a) return a.err();
-  }
-  if (auto s = store(w, dbs_, *t, task_state::doing); !s) return s.err();
-  return t->state;
-}
-
-expected<void> task_journal::complete(std::uint64_t id, const std::string& holder, std::uint32_t attempt) {
-  return write([&](write_txn& w) -> expected<void> {
-    auto s = report_in(w, report_request{id, holder, attempt, false, {}});
-    if (!s) return s.err();
-    return {};
-  });
-}
-
-expected<task_state> task_journal::fail(std::uint64_t id, const std::string& holder, std::uint32_t attempt,
-                                        const std::string& error_text) {
-  task_state next = task_state::todo;
-  auto r = write([&](write_txn& w) -> expected<void> {
-    auto s = report_in(w, report_request{id, holder, attempt, true, error_text});
-    if (!s) return s.err();
-    next = *s;
-    return {};
-  });
-  if (!r) return r.err();
-  return next;
-}
-
-expected<batch_outcome> task_journal::apply(const journal_batch& b) {
-  batch_outcome out;
-  auto r = write([&](write_txn& w) -> expected<void> {
-    out = batch_outcome{};  // the function may run again (the map grew)
-    for (const auto& rep : b.reports) {
-      auto s = report_in(w, rep);
-      // A report the journal refuses (stale, unknown task) changed nothing: the others go on.
-      if (!s && !(s.err() == storage_errc::stale_lease) && !(s.err() == storage_errc::not_found))
-        return s.err();
-      out.reports.push_back(std::move(s));
-    }
-    for (const auto& l : b.leases) {
-      lease_outcome o;
-      auto n = requeue_held(w, l.holder, l.keep);
-      if (!n) return n.err();
-      o.requeued = *n;
-      auto t = lease_in(w, l.holder, l.deadline_ms);
-      if (!t) return t.err();
-      o.leased = std::move(*t);
-      out.leases.push_back(std::move(o));
-    }
-    return {};
-  });
-  if (!r) return r.err();
-  return out;
 }
 
 expected<std::uint64_t> task_journal::requeue_if(const std::function<bool(const task&)>& pred) {
@@ -471,32 +240,8 @@ expected<std::uint64_t> task_journal::requeue_if(const std::function<bool(const 
   return moved;
 }
 
-expected<std::uint64_t> task_journal::requeue_holder(const std::string& holder) {
-  return requeue_holder_except(holder, {});
-}
-
-expected<std::uint64_t> task_journal::requeue_holder_except(const std::string& holder,
-                                                            const std::vector<std::uint64_t>& keep) {
-  std::uint64_t moved = 0;
-  auto r = write([&](write_txn& w) -> expected<void> {
-    auto n = requeue_held(w, holder, keep);
-    if (!n) return n.err();
-    moved = *n;
-    return {};
-  });
-  if (!r) return r.err();
-  return moved;
-}
-
 expected<std::uint64_t> task_journal::requeue_expired(std::int64_t now_ms) {
   return requeue_if([&](const task& t) { return t.deadline_ms <= now_ms; });
-}
-
-expected<std::vector<std::uint64_t>> task_journal::held_by(const std::string& holder) const {
-  if (!indexed_) return unindexed();
-  auto txn = env_->begin_read();
-  if (!txn) return txn.err();
-  return ids_held(txn->raw(), by_holder_, holder, env_->dir());
 }
 
 expected<task> task_journal::get(std::uint64_t id) const {
