@@ -85,7 +85,7 @@ const command_registrar scale_reg{
       auto t = std::make_shared<target>();
       auto n = std::make_shared<std::uint32_t>(0);
       add_target(sub, t);
-      sub.add_option("--workers", *n, "the new number of workers")->required()->check(CLI::Range(0, 1024));
+      sub.add_option("--workers", *n, "the new number of workers")->required()->check(CLI::Range(0, 16384));
       return [t, n]() -> int {
         quiet_logs();
         auto dir = control::find_job_dir(t->job_dir, t->root);

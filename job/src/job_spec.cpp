@@ -8,10 +8,10 @@ job_options read_job(config_section s) {
   o.name = s.get_string("name", o.name);
   o.root = s.get_string("root", o.root);
   o.strategy = s.get_enum("strategy", o.strategy, {"async_ps", "allreduce", "local_sgd"});
-  o.workers = static_cast<std::uint32_t>(s.get_int("workers", o.workers, 1, 1024));
-  o.min_workers = static_cast<std::uint32_t>(s.get_int("min_workers", o.min_workers, 0, 1024));
+  o.workers = static_cast<std::uint32_t>(s.get_int("workers", o.workers, 1, 16384));
+  o.min_workers = static_cast<std::uint32_t>(s.get_int("min_workers", o.min_workers, 0, 16384));
   o.max_workers =
-      static_cast<std::uint32_t>(s.get_int("max_workers", std::max(o.max_workers, o.workers), 1, 1024));
+      static_cast<std::uint32_t>(s.get_int("max_workers", std::max(o.max_workers, o.workers), 1, 16384));
   o.records_per_task = static_cast<std::uint64_t>(s.get_int("records_per_task", 1024, 1, 1 << 30));
   o.max_task_failures = static_cast<std::uint32_t>(s.get_int("max_task_failures", 3, 1, 1000));
   o.lease_timeout = job_options::ms(s.get_int("lease_timeout_ms", 30'000, 100, 3'600'000));

@@ -5,48 +5,17 @@
 #include <numeric>
 
 #include "bytes.hpp"
+#include "task_journal_codec.hpp"
 #include "troupe/core/splitmix.hpp"
 
 namespace troupe::storage {
 
+using namespace journal_detail;
+
 namespace {
-constexpr std::uint8_t task_version = 1, config_version = 1;
+constexpr std::uint8_t config_version = 1;
 constexpr char config_key[] = "config";
-// Counters kept in the same transactions as the transitions they count (journal_meta).
-constexpr char requeued_key[] = "requeued", records_done_key[] = "records_done";
 const char* state_db[4] = {"todo", "doing", "done", "failed"};
-
-std::string encode(const task& t) {
-  byte_writer w;
-  w.pod(task_version)
-      .pod(t.id)
-      .pod(t.epoch)
-      .pod(t.first)
-      .pod(t.count)
-      .pod(static_cast<std::uint8_t>(t.state));
-  w.pod(t.attempt).pod(t.failures).pod(t.deadline_ms).str(t.holder).str(t.last_error);
-  return std::move(w.bytes());
-}
-
-expected<task> decode(std::string_view v, const std::string& where) {
-  byte_reader r(v);
-  task t;
-  auto version = r.pod<std::uint8_t>();
-  t.id = r.pod<std::uint64_t>();
-  t.epoch = r.pod<std::uint32_t>();
-  t.first = r.pod<std::uint64_t>();
-  t.count = r.pod<std::uint64_t>();
-  auto state = r.pod<std::uint8_t>();
-  t.attempt = r.pod<std::uint32_t>();
-  t.failures = r.pod<std::uint32_t>();
-  t.deadline_ms = r.pod<std::int64_t>();
-  t.holder = r.str();
-  t.last_error = r.str();
-  if (!r.done() || version != task_version || state > 3)
-    return make_unexpected(storage_errc::lmdb_error, where + ": malformed task value");
-  t.state = static_cast<task_state>(state);
-  return t;
-}
 
 std::string encode(const journal_options& o) {
   byte_writer w;
@@ -83,28 +52,6 @@ std::string differs(const journal_options& a, const journal_options& b) {
   return {};
 }
 
-template <class Txn>
-expected<std::uint64_t> counter_in(const Txn& txn, dbi db, const char* key) {
-  auto v = txn.get(db, key);
-  if (!v) return v.err();
-  if (!*v || (*v)->size() != 8) return std::uint64_t{0};
-  return from_be64(**v);
-}
-
-expected<void> add_counter(write_txn& w, dbi db, const char* key, std::uint64_t n) {
-  if (n == 0) return {};
-  auto c = counter_in(w, db, key);
-  if (!c) return c.err();
-  return w.put(db, key, be64_key(*c + n));
-}
-
-template <class Txn>
-expected<task> get_in(const Txn& txn, dbi db, std::uint64_t id, const std::string& dir) {
-  auto v = txn.get(db, be64_key(id));
-  if (!v) return v.err();
-  if (!*v) return make_unexpected(storage_errc::not_found, dir + ": task " + std::to_string(id));
-  return decode(**v, dir + ": task " + std::to_string(id));
-}
 }  // namespace
 
 const char* to_string(task_state s) {
@@ -136,9 +83,11 @@ expected<task_journal> task_journal::open_or_create(const std::string& dir, cons
       return w.put(j.meta_, config_key, encode(opts));  // max_failures may change
     }
     if (auto c = j.create_tasks(w); !c) return c;
+    if (auto h = w.put(j.meta_, holder_index_key, "1"); !h) return h;  // nothing DOING yet
     return w.put(j.meta_, config_key, encode(opts));
   });
   if (!r) return r.err();
+  if (auto h = j.ensure_holder_index(); !h) return h.err();
   return j;
 }
 
@@ -160,6 +109,9 @@ expected<task_journal> task_journal::open(const std::string& dir) {
   if (!o) return o.err();
   j.opts_ = *o;
   j.per_epoch_ = (o->record_count + o->records_per_task - 1) / o->records_per_task;
+  auto flag = txn->get(j.meta_, holder_index_key);
+  if (!flag) return flag.err();
+  j.indexed_ = j.by_holder_ != 0 && *flag;  // else lease and requeue_holder* refuse (open_or_create)
   return j;
 }
 
@@ -176,6 +128,13 @@ expected<void> task_journal::load_dbs(bool create) {
     if (!d) return d.err();
     by_state_[s] = *d;
   }
+  // Absent in a journal that predates it (and not created by open(), which only reads).
+  auto h = env_->open_db("by_holder", flag);
+  if (!h && create) return h.err();
+  by_holder_ = h ? *h : 0;
+  dbs_[0] = tasks_;
+  for (int s = 0; s < 4; ++s) dbs_[s + 1] = by_state_[s];
+  dbs_[5] = by_holder_;
   return {};
 }
 
@@ -199,38 +158,36 @@ expected<void> task_journal::create_tasks(write_txn& w) const {
   return {};
 }
 
-namespace {
-// Writes `t` and moves its id between the state indexes when its state changed.
-expected<void> store(write_txn& w, dbi tasks, const dbi* by_state, const task& t, task_state old) {
-  const std::string key = be64_key(t.id);
-  if (auto r = w.put(tasks, key, encode(t)); !r) return r;
-  if (t.state == old) return {};
-  if (auto r = w.del(by_state[static_cast<int>(old)], key); !r) return r.err();
-  return w.put(by_state[static_cast<int>(t.state)], key, {});
+error task_journal::unindexed() const {
+  return make_unexpected(storage_errc::invalid_argument,
+                         env_->dir() + ": the journal has no holder index (open_or_create builds it)")
+      .err;
 }
-}  // namespace
 
-expected<std::optional<task>> task_journal::lease(const std::string& holder, std::int64_t deadline_ms) {
-  std::optional<task> out;
-  auto r = env_->write([&](write_txn& w) -> expected<void> {
-    out.reset();
-    auto cur = cursor::open(w.raw(), by_state_[0], env_->dir());
+expected<void> task_journal::write(const write_fn& fn) {
+  writes_->fetch_add(1, std::memory_order_relaxed);
+  return env_->write(fn);
+}
+
+expected<void> task_journal::ensure_holder_index() {
+  auto r = write([&](write_txn& w) -> expected<void> {
+    auto flag = w.get(meta_, holder_index_key);
+    if (!flag) return flag.err();
+    if (*flag) return {};
+    if (auto c = w.clear(by_holder_); !c) return c;
+    auto cur = cursor::open(w.raw(), by_state_[1], env_->dir());
     if (!cur) return cur.err();
-    auto ok = cur->first();
-    if (!ok) return ok.err();
-    if (!*ok) return {};
-    auto t = get_in(w, tasks_, from_be64(cur->key()), env_->dir());
-    if (!t) return t.err();
-    t->state = task_state::doing;
-    t->holder = holder;
-    t->deadline_ms = deadline_ms;
-    ++t->attempt;
-    if (auto s = store(w, tasks_, by_state_, *t, task_state::todo); !s) return s;
-    out = std::move(*t);
-    return {};
+    for (auto ok = cur->first();; ok = cur->next()) {
+      if (!ok) return ok.err();
+      if (!*ok) break;
+      auto t = get_in(w, tasks_, from_be64(cur->key()), env_->dir());
+      if (!t) return t.err();
+      if (auto p = w.put(by_holder_, holder_key(t->holder, t->id), {}); !p) return p;
+    }
+    return w.put(meta_, holder_index_key, "1");
   });
-  if (!r) return r.err();
-  return out;
+  if (r) indexed_ = true;
+  return r;
 }
 
 expected<void> task_journal::check_lease(const task& t, const std::string& holder,
@@ -246,47 +203,18 @@ expected<void> task_journal::check_lease(const task& t, const std::string& holde
 
 expected<void> task_journal::renew(std::uint64_t id, const std::string& holder, std::uint32_t attempt,
                                    std::int64_t deadline_ms) {
-  return env_->write([&](write_txn& w) -> expected<void> {
+  return write([&](write_txn& w) -> expected<void> {
     auto t = get_in(w, tasks_, id, env_->dir());
     if (!t) return t.err();
     if (auto c = check_lease(*t, holder, attempt); !c) return c;
     t->deadline_ms = deadline_ms;
-    return store(w, tasks_, by_state_, *t, t->state);
+    return store(w, dbs_, *t, t->state);
   });
-}
-
-expected<void> task_journal::complete(std::uint64_t id, const std::string& holder, std::uint32_t attempt) {
-  return env_->write([&](write_txn& w) -> expected<void> {
-    auto t = get_in(w, tasks_, id, env_->dir());
-    if (!t) return t.err();
-    if (auto c = check_lease(*t, holder, attempt); !c) return c;
-    t->state = task_state::done;
-    t->deadline_ms = 0;
-    if (auto a = add_counter(w, meta_, records_done_key, t->count); !a) return a;
-    return store(w, tasks_, by_state_, *t, task_state::doing);
-  });
-}
-
-expected<task_state> task_journal::fail(std::uint64_t id, const std::string& holder, std::uint32_t attempt,
-                                        const std::string& error_text) {
-  task_state next = task_state::todo;
-  auto r = env_->write([&](write_txn& w) -> expected<void> {
-    auto t = get_in(w, tasks_, id, env_->dir());
-    if (!t) return t.err();
-    if (auto c = check_lease(*t, holder, attempt); !c) return c;
-    ++t->failures;
-    t->last_error = error_text;
-    t->deadline_ms = 0;
-    t->state = next = t->failures >= opts_.max_failures ? task_state::failed : task_state::todo;
-    return store(w, tasks_, by_state_, *t, task_state::doing);
-  });
-  if (!r) return r.err();
-  return next;
 }
 
 expected<std::uint64_t> task_journal::requeue_if(const std::function<bool(const task&)>& pred) {
   std::uint64_t moved = 0;
-  auto r = env_->write([&](write_txn& w) -> expected<void> {
+  auto r = write([&](write_txn& w) -> expected<void> {
     moved = 0;
     std::vector<task> hit;
     {
@@ -303,24 +231,13 @@ expected<std::uint64_t> task_journal::requeue_if(const std::function<bool(const 
     for (auto& t : hit) {
       t.state = task_state::todo;
       t.deadline_ms = 0;
-      if (auto s = store(w, tasks_, by_state_, t, task_state::doing); !s) return s;
+      if (auto s = store(w, dbs_, t, task_state::doing); !s) return s;
     }
     moved = hit.size();
     return add_counter(w, meta_, requeued_key, moved);
   });
   if (!r) return r.err();
   return moved;
-}
-
-expected<std::uint64_t> task_journal::requeue_holder(const std::string& holder) {
-  return requeue_if([&](const task& t) { return t.holder == holder; });
-}
-
-expected<std::uint64_t> task_journal::requeue_holder_except(const std::string& holder,
-                                                            const std::vector<std::uint64_t>& keep) {
-  return requeue_if([&](const task& t) {
-    return t.holder == holder && std::find(keep.begin(), keep.end(), t.id) == keep.end();
-  });
 }
 
 expected<std::uint64_t> task_journal::requeue_expired(std::int64_t now_ms) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 
 #include "fake_node.hpp"
 #include "roles/dispenser.hpp"
@@ -145,6 +146,70 @@ TEST_F(dispenser_test, a_lease_the_worker_no_longer_names_goes_back_to_todo) {
   auto b = request(w0);  // holding nothing: the first lease was lost on its side
   ASSERT_TRUE(b.task);
   EXPECT_EQ(counts().doing, 1u);
+  EXPECT_EQ(disp_->counts()->requeued, 1u);
+}
+
+// A request naming the leases it keeps, while the worker lost another: the requeue and the lease
+// are one journal write transaction (one commit), not two.
+TEST_F(dispenser_test, a_lease_request_is_one_journal_write) {
+  auto a = request(w0);
+  auto lost = request(w0, {a.id});
+  ASSERT_TRUE(a.task && lost.task);
+  auto before = disp_->journal().write_transactions();
+  auto b = request(w0, {a.id});
+  ASSERT_TRUE(b.task);
+  EXPECT_EQ(b.id, lost.id) << "the requeued lease is the lowest todo task";
+  EXPECT_EQ(b.attempt, 2u);
+  EXPECT_EQ(disp_->journal().write_transactions() - before, 1u);
+  EXPECT_EQ(disp_->counts()->requeued, 1u);
+}
+
+// Reports and requests that queued up while the previous batch committed: one write transaction
+// for all, and each sender gets its own answer (by correlation id); a refused report is refused
+// alone; a departed holder hears none.
+TEST_F(dispenser_test, queued_reports_and_requests_share_one_commit) {
+  const node_id w2{"worker-2", 1}, gone{"worker-3", 1};
+  auto held = request(w1);
+  ASSERT_TRUE(held.task);
+  disp_->requeue_holder(gone.to_string());
+  std::vector<message> batch;
+  auto report_of = [&](const node_id& w, std::uint64_t id, std::uint32_t attempt) {
+    return incoming(
+        w, "rpc", "dispenser",
+        [&](auto body) {
+          auto r = body.initTaskReport();
+          r.setTaskId(id);
+          r.setAttempt(attempt);
+          r.setDone();
+        },
+        ++correlation_);
+  };
+  auto ask = [&](const node_id& w) {
+    return incoming(
+        w, "rpc", "dispenser", [](auto body) { body.initTaskRequest(); }, ++correlation_);
+  };
+  const std::uint64_t first = correlation_ + 1;
+  batch.push_back(report_of(w1, held.id, held.attempt));
+  batch.push_back(ask(w0));
+  batch.push_back(ask(gone));
+  batch.push_back(ask(w2));
+  batch.push_back(report_of(w2, held.id, held.attempt));  // not its lease: refused
+  batch.push_back(ask(w0));  // keeps nothing: its first lease goes back and out again to it
+  auto before = disp_->journal().write_transactions();
+  disp_->on_messages(batch);
+  EXPECT_EQ(disp_->journal().write_transactions() - before, 1u);
+  auto out = node_->take();
+  ASSERT_EQ(out.size(), batch.size());
+  std::map<std::uint64_t, const fake_node::sent*> by_cid;
+  for (const auto& o : out) by_cid[o.m.envelope().getCorrelationId()] = &o;
+  ASSERT_EQ(by_cid.size(), batch.size());
+  EXPECT_EQ(std::string(by_cid.at(first)->m.body().getTaskReportAck().getError().cStr()), "");
+  EXPECT_EQ(by_cid.at(first + 2)->m.body().getTaskLease().which(), schema::TaskLease::NONE);
+  EXPECT_EQ(by_cid.at(first + 3)->m.body().getTaskLease().which(), schema::TaskLease::TASK);
+  EXPECT_NE(std::string(by_cid.at(first + 4)->m.body().getTaskReportAck().getError().cStr()), "");
+  EXPECT_EQ(by_cid.at(first + 5)->m.body().getTaskLease().which(), schema::TaskLease::TASK);
+  EXPECT_EQ(counts().done, 1u);
+  EXPECT_EQ(counts().doing, 2u);  // w0's and w2's
   EXPECT_EQ(disp_->counts()->requeued, 1u);
 }
 

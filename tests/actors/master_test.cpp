@@ -8,6 +8,7 @@
 #include <caf/scheduler/test_coordinator.hpp>
 
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -141,6 +142,28 @@ TEST_F(master_test, admits_a_join_and_publishes_the_new_epoch_to_every_member) {
   ASSERT_EQ(second.size(), 2u);  // both workers learn the new epoch, the master sends itself nothing
   EXPECT_EQ(second["worker-1"].view.epoch(), e0 + 1);
   EXPECT_EQ(second["worker-0"].ring_epoch, e0 + 1);  // the worker ring changed
+}
+
+// Joins that are in the master's mailbox together (a join storm) are one broadcast: each member
+// gets one view, with all of them, not one view per join.
+TEST_F(master_test, joins_queued_together_are_broadcast_once) {
+  const node_id w2{"worker-2", 1};
+  for (const auto* w : {&w0, &w1, &w2})
+    caf::anon_send(master_, incoming(*w, "node", "master", [&](auto body) {
+                     auto j = body.initJoin();
+                     wire::write_node(j.initNode(), *w);
+                     j.setAddress("127.0.0.1:2001");
+                     j.setRole("worker");
+                     j.setPid(4242);
+                   }));
+  sched_.run();
+  std::map<std::string, int> views;
+  for (auto& s : node_->take())
+    if (s.m.kind() == schema::Envelope::Body::MEMBERSHIP) {
+      ++views[s.node];
+      EXPECT_EQ(wire::read_membership(s.m.body().getMembership()).view.members().size(), 4u);
+    }
+  EXPECT_EQ(views, (std::map<std::string, int>{{"worker-0", 1}, {"worker-1", 1}, {"worker-2", 1}}));
 }
 
 TEST_F(master_test, refuses_a_join_sent_on_behalf_of_another_node) {

@@ -131,6 +131,167 @@ TEST(TaskJournal, RequeueHolderExceptKeepsTheTasksItStillHolds) {
   EXPECT_EQ(*j->requeue_holder_except("w", {}), 1u);
 }
 
+// A lease request that names the tasks its holder keeps: the others go back to todo and the next
+// task is leased, in one write transaction (one commit), the requeued one first.
+TEST(TaskJournal, LeaseWithKeepIsOneWriteTransaction) {
+  temp_dir d;
+  auto j = task_journal::open_or_create(d.str(), opts(1));
+  ASSERT_TRUE(j);
+  auto a = j->lease("w", 1000), b = j->lease("w", 1000), lost = j->lease("w", 1000);
+  auto other = j->lease("v", 1000);
+  ASSERT_TRUE(a && *a && b && *b && lost && *lost && other && *other);
+  auto before = j->write_transactions();
+  auto r = j->lease(lease_request{"w", 2000, {(*a)->id, (*b)->id}});
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(j->write_transactions() - before, 1u);
+  EXPECT_EQ(r->requeued, 1u);
+  ASSERT_TRUE(r->leased);
+  EXPECT_EQ(r->leased->id, (*lost)->id) << "the requeued task is the lowest todo id";
+  EXPECT_EQ(r->leased->attempt, 2u);
+  EXPECT_EQ(r->leased->deadline_ms, 2000);
+  EXPECT_EQ(j->get((*other)->id)->state, task_state::doing);
+  EXPECT_EQ(j->counts()->requeued, 1u);
+  auto held = j->held_by("w");
+  ASSERT_TRUE(held);
+  EXPECT_EQ(held->size(), 3u);
+}
+
+TEST(TaskJournal, LeaseBatchGrantsInOrderInOneTransaction) {
+  temp_dir d;
+  auto j = task_journal::open_or_create(d.str(), opts(1));
+  ASSERT_TRUE(j);
+  std::vector<lease_request> rs;
+  for (int i = 0; i < 13; ++i) {
+    std::string holder = "w";  // appended: "w" + to_string(i) trips GCC 12's -Wrestrict
+    holder += std::to_string(i % 5);
+    rs.push_back({holder, 1000 + i, {}});
+  }
+  auto before = j->write_transactions();
+  auto out = j->lease_batch(rs);
+  ASSERT_TRUE(out) << out.err().to_string();
+  EXPECT_EQ(j->write_transactions() - before, 1u);
+  ASSERT_EQ(out->size(), 13u);
+  // Requests run in order: each keeps nothing, so a holder's lease from earlier in the batch goes
+  // back to todo and (the lowest todo id) out again to the same holder.
+  for (int i = 0; i < 13; ++i) {
+    ASSERT_TRUE((*out)[i].leased) << i;
+    EXPECT_EQ((*out)[i].leased->id, static_cast<std::uint64_t>(i % 5)) << i;
+    EXPECT_EQ((*out)[i].requeued, i < 5 ? 0u : 1u) << i;
+  }
+  EXPECT_EQ(j->counts()->doing, 5u) << "one task per holder: each request re-queued the holder's last";
+  for (auto h : {"w0", "w1", "w2", "w3", "w4"}) EXPECT_EQ(j->held_by(h)->size(), 1u);
+}
+
+// Reports and leases of one batch in one write transaction; a refused report (stale, unknown task)
+// is refused alone and the rest commits.
+TEST(TaskJournal, ApplyCommitsReportsThenLeasesAndRefusesBadReportsAlone) {
+  temp_dir d;
+  auto j = task_journal::open_or_create(d.str(), opts(1));
+  ASSERT_TRUE(j);
+  auto a = **j->lease("w", 1000), b = **j->lease("v", 1000);
+  journal_batch jb;
+  jb.reports.push_back({a.id, "w", a.attempt, false, {}});
+  jb.reports.push_back({b.id, "w", b.attempt, false, {}});  // not w's lease
+  jb.reports.push_back({999, "v", 1, false, {}});           // no such task
+  jb.reports.push_back({b.id, "v", b.attempt, true, "disk read"});
+  jb.leases.push_back({"w", 2000, {}});
+  auto before = j->write_transactions();
+  auto out = j->apply(jb);
+  ASSERT_TRUE(out) << out.err().to_string();
+  EXPECT_EQ(j->write_transactions() - before, 1u);
+  ASSERT_EQ(out->reports.size(), 4u);
+  ASSERT_TRUE(out->reports[0]);
+  EXPECT_EQ(*out->reports[0], task_state::done);
+  ASSERT_FALSE(out->reports[1]);
+  EXPECT_TRUE(out->reports[1].err() == storage_errc::stale_lease) << out->reports[1].err().to_string();
+  ASSERT_FALSE(out->reports[2]);
+  EXPECT_TRUE(out->reports[2].err() == storage_errc::not_found) << out->reports[2].err().to_string();
+  ASSERT_TRUE(out->reports[3]);
+  EXPECT_EQ(*out->reports[3], task_state::todo);
+  ASSERT_EQ(out->leases.size(), 1u);
+  ASSERT_TRUE(out->leases[0].leased);
+  EXPECT_EQ(out->leases[0].leased->id, b.id) << "the failed task went back first: lowest todo id";
+  EXPECT_EQ(j->get(b.id)->last_error, "disk read");
+  auto c = j->counts();
+  EXPECT_EQ(c->done, 1u);
+  EXPECT_EQ(c->doing, 1u);
+  EXPECT_EQ(c->records_done, a.count);
+}
+
+TEST(TaskJournal, HolderIndexFollowsEveryTransitionAndReopen) {
+  temp_dir d;
+  {
+    auto j = task_journal::open_or_create(d.str(), opts(1));
+    ASSERT_TRUE(j);
+    std::vector<task> t;
+    for (int i = 0; i < 5; ++i) t.push_back(**j->lease(i < 4 ? "w" : "v", 1000));
+    ASSERT_TRUE(j->renew(t[0].id, "w", t[0].attempt, 5000));
+    ASSERT_TRUE(j->complete(t[1].id, "w", t[1].attempt));
+    ASSERT_TRUE(j->fail(t[2].id, "w", t[2].attempt, "boom"));
+    EXPECT_EQ(*j->requeue_expired(1000), 2u);  // t[3] (w) and t[4] (v); t[0] was renewed
+    EXPECT_EQ(*j->held_by("w"), std::vector<std::uint64_t>{t[0].id});
+    EXPECT_TRUE(j->held_by("v")->empty());
+    auto again = j->lease("v", 1000);
+    ASSERT_TRUE(again && *again);
+  }
+  auto j = task_journal::open_or_create(d.str(), opts(1));
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->held_by("w")->size(), 1u);
+  EXPECT_EQ(j->held_by("v")->size(), 1u);
+  EXPECT_EQ(*j->requeue_holder("w"), 1u);
+  EXPECT_TRUE(j->held_by("w")->empty());
+  EXPECT_EQ(j->counts()->doing, 1u);
+}
+
+// A journal written before the holder index: open() reads it and refuses leases with a clear
+// error; open_or_create builds the index from the DOING tasks.
+TEST(TaskJournal, JournalWithoutHolderIndexIsIndexedByOpenOrCreate) {
+  temp_dir d;
+  std::uint64_t held = 0;
+  {
+    auto j = task_journal::open_or_create(d.str(), opts(1));
+    ASSERT_TRUE(j);
+    held = (**j->lease("w", 1000)).id;
+    ASSERT_TRUE(j->lease("w", 1000) && j->lease("v", 1000));
+    ASSERT_TRUE(j->complete(held, "w", 1));
+    held = (*j->held_by("w"))[0];
+    auto env = lmdb_env::open(d.str());
+    ASSERT_TRUE(env);
+    auto idx = (*env)->open_db("by_holder"), meta = (*env)->open_db("journal_meta");
+    ASSERT_TRUE(idx && meta);
+    ASSERT_TRUE((*env)->write([&](write_txn& w) -> expected<void> {
+      if (auto c = w.clear(*idx); !c) return c;
+      auto r = w.del(*meta, "holder_index");
+      if (!r) return r.err();
+      return {};
+    }));
+  }
+  {
+    auto j = task_journal::open(d.str());
+    ASSERT_TRUE(j) << j.err().to_string();
+    EXPECT_EQ(j->counts()->doing, 2u);
+    auto l = j->lease("x", 1000);
+    ASSERT_FALSE(l);
+    EXPECT_NE(l.err().to_string().find("holder index"), std::string::npos) << l.err().to_string();
+  }
+  auto j = task_journal::open_or_create(d.str(), opts(1));
+  ASSERT_TRUE(j) << j.err().to_string();
+  EXPECT_EQ(*j->held_by("w"), std::vector<std::uint64_t>{held});
+  EXPECT_EQ(j->held_by("v")->size(), 1u);
+  EXPECT_EQ(*j->requeue_holder("v"), 1u);
+  EXPECT_EQ(j->counts()->doing, 1u);
+}
+
+TEST(TaskJournal, AHolderNameTheIndexCannotKeyIsRefused) {
+  temp_dir d;
+  auto j = task_journal::open_or_create(d.str(), opts(1));
+  ASSERT_TRUE(j);
+  auto l = j->lease(std::string(600, 'w'), 1000);
+  ASSERT_FALSE(l);
+  EXPECT_NE(l.err().to_string().find("holder name"), std::string::npos) << l.err().to_string();
+  EXPECT_EQ(j->counts()->todo, 11u);
+}
+
 TEST(TaskJournal, StaleCompletionIsRejected) {
   temp_dir d;
   auto j = task_journal::open_or_create(d.str(), opts(1));

@@ -37,10 +37,8 @@ task_dispenser::task_dispenser(node_context& node, const data_paths& data)
 
 void task_dispenser::on_message(const message& m) {
   using B = schema::Envelope::Body;
-  if (m.kind() == B::TASK_REQUEST)
-    send_lease(m);
-  else if (m.kind() == B::TASK_REPORT)
-    take_report(m);
+  if (m.kind() == B::TASK_REQUEST || m.kind() == B::TASK_REPORT)
+    on_messages({m});
   else if (m.kind() == B::TASK_RENEW)
     renew_leases(m);
 }
@@ -72,43 +70,99 @@ void task_dispenser::set_external_fault(const std::string& fault) {
   external_fault_ = fault;
 }
 
-void task_dispenser::send_lease(const message& req) {
-  const auto& job = node_.spec().job;
-  std::string holder = req.from_node().to_string();
-  std::int64_t deadline = node_.clock().wall_ms() + job.lease_timeout.count();
-  // A worker names the tasks it holds and keeps (the one it trains, one leased ahead, finished
-  // ones whose report is on its way); any other lease of it was lost on its side (a restarted
-  // worker actor, a reply that never arrived) and goes back to TODO now.
-  if (departed_.contains(holder)) {
-    outbound o = reply_to(req);
-    o.body().initTaskLease().setNone();
-    (void)node_.reply(req, std::move(o), "dispenser");
-    return;
+bool task_dispenser::collect(const message& m, std::int64_t deadline, storage::journal_batch& jb) {
+  using B = schema::Envelope::Body;
+  std::string holder = m.from_node().to_string();
+  try {  // a malformed message is dropped alone, not with the batch
+    if (m.kind() == B::TASK_REPORT) {
+      auto r = m.body().getTaskReport();
+      storage::report_request rr{
+          r.getTaskId(), holder, r.getAttempt(), r.which() != schema::TaskReport::DONE, {}};
+      if (rr.failed) rr.error_text = r.getFailed().cStr();
+      jb.reports.push_back(std::move(rr));
+      return true;
+    }
+    if (departed_.contains(holder)) {  // that incarnation is gone for good
+      reply_lease(m, std::nullopt, true);
+      return false;
+    }
+    // A worker names the tasks it holds and keeps (the one it trains, one leased ahead, finished
+    // ones whose report is on its way); any other lease of it was lost on its side (a restarted
+    // worker actor, a reply that never arrived) and goes back to TODO in the lease's transaction.
+    storage::lease_request l{std::move(holder), deadline, {}};
+    for (auto id : m.body().getTaskRequest().getHolding()) l.keep.push_back(id);
+    jb.leases.push_back(std::move(l));
+    return true;
+  } catch (const std::exception& e) {
+    spdlog::warn("dispenser: dropped a malformed task message from {}: {}", holder, e.what());
+    return false;
   }
-  auto request = req.body().getTaskRequest();
-  std::vector<std::uint64_t> keep;
-  for (auto id : request.getHolding()) keep.push_back(id);
-  if (auto n = count_requeued(journal_->requeue_holder_except(holder, keep)); n > 0)
-    spdlog::info("dispenser: {} asked for a task while holding {} it no longer knows of: back to TODO",
-                 holder, n);
+}
+
+void task_dispenser::on_messages(const std::vector<message>& batch) {
+  using B = schema::Envelope::Body;
+  std::int64_t deadline = node_.clock().wall_ms() + node_.spec().job.lease_timeout.count();
+  storage::journal_batch jb;
+  std::vector<const message*> reporters, askers;
+  for (const auto& m : batch) {
+    if (m.kind() == B::TASK_RENEW) renew_leases(m);
+    if (m.kind() != B::TASK_REQUEST && m.kind() != B::TASK_REPORT) continue;
+    if (collect(m, deadline, jb)) (m.kind() == B::TASK_REPORT ? reporters : askers).push_back(&m);
+  }
+  // While a disk fault lasts the workers hear "none" and ask again (a journal fault is probed by
+  // each batch, a fault of the master's files is lifted by the master); reports are still taken.
+  const bool leasing = external_fault_.empty();
+  if (!leasing) jb.leases.clear();
+  if (jb.reports.empty() && jb.leases.empty() && askers.empty()) return;
+  expected<storage::batch_outcome> out = storage::batch_outcome{};
+  if (!jb.reports.empty() || !jb.leases.empty()) out = journal_->apply(jb);
+  const bool disk = !out && disk_trouble(out.err());
+  if (!out && !disk) spdlog::error("dispenser: task journal: {}", out.err().to_string());
+  if (out && (!jb.reports.empty() || !jb.leases.empty())) disk_ok();
+  // A report the journal cannot record for a disk fault is not acknowledged: the worker resends it.
+  for (std::size_t i = 0; i < reporters.size() && !disk; ++i)
+    ack_report(*reporters[i], jb.reports[i],
+               out ? out->reports[i] : expected<storage::task_state>(out.err()));
+  for (std::size_t i = 0; i < askers.size(); ++i) {
+    bool granted = out && leasing;
+    if (granted && out->leases[i].requeued > 0)
+      spdlog::info("dispenser: {} asked for a task while holding {} it no longer knows of: back to TODO",
+                   jb.leases[i].holder, out->leases[i].requeued);
+    bool none = !granted || paused();
+    reply_lease(*askers[i], none ? std::nullopt : out->leases[i].leased, none);
+  }
+}
+
+void task_dispenser::ack_report(const message& m, const storage::report_request& r,
+                                const expected<storage::task_state>& state) {
+  std::string refused;
+  if (!state) {
+    refused = state.err().to_string();
+    spdlog::warn("dispenser: report of task {} by {} refused: {}", r.id, r.holder, refused);
+  } else if (*state == storage::task_state::failed) {
+    spdlog::error("dispenser: task {} quarantined after repeated failures; last error: {}", r.id,
+                  r.error_text);
+    timeline_.quarantine(r.id, r.error_text);
+  }
+  outbound o = reply_to(m);
+  o.body().initTaskReportAck().setError(refused);
+  (void)node_.reply(m, std::move(o), "dispenser");
+}
+
+void task_dispenser::reply_lease(const message& req, const std::optional<storage::task>& t, bool none) {
+  const auto& job = node_.spec().job;
   outbound o = reply_to(req);
   auto lease = o.body().initTaskLease();
   lease.setLeaseMs(static_cast<std::uint64_t>(job.lease_timeout.count()));
-  // While a disk fault lasts the worker hears "none" and asks again; a journal fault is probed by
-  // each request, a fault of the master's files is lifted by the master.
-  expected<std::optional<storage::task>> t = std::optional<storage::task>();
-  if (external_fault_.empty()) t = journal_->lease(holder, deadline);
-  if (!t && !disk_trouble(t.err())) throw std::runtime_error(t.err().to_string());  // broken: restart
-  if (t) disk_ok();
-  if (!t || paused()) {
+  if (none) {
     lease.setNone();
-  } else if (*t) {
+  } else if (t) {
     auto b = lease.initTask();
-    b.setId((*t)->id);
-    b.setFirstRecord((*t)->first);
-    b.setRecordCount((*t)->count);
-    b.setAttempt((*t)->attempt);
-    data_epoch_ = (*t)->epoch;
+    b.setId(t->id);
+    b.setFirstRecord(t->first);
+    b.setRecordCount(t->count);
+    b.setAttempt(t->attempt);
+    data_epoch_ = t->epoch;
   } else {
     auto c = journal_->counts();
     if (!c) throw std::runtime_error(c.err().to_string());
@@ -118,35 +172,7 @@ void task_dispenser::send_lease(const message& req) {
       lease.setNone();
   }
   if (auto s = node_.reply(req, std::move(o), "dispenser"); !s)
-    spdlog::warn("dispenser: lease reply to {}: {}", holder, s.err().to_string());
-}
-
-void task_dispenser::take_report(const message& m) {
-  auto r = m.body().getTaskReport();
-  std::string holder = m.from_node().to_string();
-  std::string refused;
-  // A report the journal cannot record for a disk fault is not acknowledged: the worker resends it.
-  if (r.which() == schema::TaskReport::DONE) {
-    auto c = journal_->complete(r.getTaskId(), holder, r.getAttempt());
-    if (!c && disk_trouble(c.err())) return;
-    if (c) disk_ok();
-    if (!c) refused = c.err().to_string();
-  } else {
-    auto f = journal_->fail(r.getTaskId(), holder, r.getAttempt(), r.getFailed().cStr());
-    if (!f && disk_trouble(f.err())) return;
-    if (!f)
-      refused = f.err().to_string();
-    else if (*f == storage::task_state::failed) {
-      spdlog::error("dispenser: task {} quarantined after repeated failures; last error: {}", r.getTaskId(),
-                    r.getFailed().cStr());
-      timeline_.quarantine(r.getTaskId(), r.getFailed().cStr());
-    }
-  }
-  if (!refused.empty())
-    spdlog::warn("dispenser: report of task {} by {} refused: {}", r.getTaskId(), holder, refused);
-  outbound o = reply_to(m);
-  o.body().initTaskReportAck().setError(refused);
-  (void)node_.reply(m, std::move(o), "dispenser");
+    spdlog::warn("dispenser: lease reply to {}: {}", req.from_node().to_string(), s.err().to_string());
 }
 
 // A worker still works on these leases: each one it still holds runs for another lease timeout.
@@ -208,22 +234,56 @@ std::optional<wire::task_counts> task_dispenser::counts() const {
 
 namespace {
 
+// The dispenser's own message: lease the requests collected so far in one commit.
+using flush_atom = caf::atom_constant<caf::atom("flush")>;
+
 struct dispenser_state {
   std::optional<task_dispenser> core;
+  // TaskRequests and TaskReports waiting for the next batch; whether a flush message is queued.
+  std::vector<message> pending;
+  bool flush_queued = false;
   static inline const char* name = "dispenser";
 };
 using dispenser_actor = caf::stateful_actor<dispenser_state>;
+
+// The task messages collected since the last flush, in one journal commit.
+void flush(dispenser_actor* self) {
+  auto& st = self->state;
+  st.flush_queued = false;  // a flush message still in the mailbox finds nothing pending
+  if (st.pending.empty()) return;
+  auto batch = std::move(st.pending);
+  st.pending.clear();
+  wire::guarded("dispenser", [&] { st.core->on_messages(batch); });
+}
 
 caf::behavior dispenser(dispenser_actor* self, node_context* node, data_paths data) {
   self->state.core.emplace(*node, data);
   self->send(self, tick_atom::value);
   return {
-      [=](const message& m) { wire::guarded("dispenser", [&] { self->state.core->on_message(m); }); },
-      [=](requeue_atom, const std::string& holder) { self->state.core->requeue_holder(holder); },
+      [=](const message& m) {
+        auto& st = self->state;
+        using B = schema::Envelope::Body;
+        if (m.kind() != B::TASK_REQUEST && m.kind() != B::TASK_REPORT) {
+          wire::guarded("dispenser", [&] { st.core->on_message(m); });
+          return;
+        }
+        // Behind the messages already in the mailbox: the flush writes all of them in one commit.
+        st.pending.push_back(m);
+        if (!st.flush_queued) self->send(self, flush_atom::value);
+        st.flush_queued = true;
+      },
+      [=](flush_atom) { flush(self); },
+      // Reports and requests that came before a requeue are applied before it, as they arrived.
+      [=](requeue_atom, const std::string& holder) {
+        flush(self);
+        self->state.core->requeue_holder(holder);
+      },
       [=](requeue_atom, const std::vector<std::string>& alive_holders) {
+        flush(self);
         self->state.core->requeue_absent(alive_holders);
       },
       [=](tick_atom) {
+        flush(self);
         self->state.core->requeue_expired();
         self->delayed_send(self, std::chrono::milliseconds(250), tick_atom::value);
       },

@@ -31,6 +31,12 @@ class task_dispenser {
   // the context's clock); other kinds are ignored. Throws std::runtime_error when the journal is broken,
   // kj::Exception on a malformed message (the actor catches it).
   void on_message(const message& m);
+  // TaskReports and TaskRequests answered together: every report, then every lease (with each
+  // requester's requeue of the leases it no longer knows of), in one journal write transaction, so
+  // one commit and one fsync for the batch (group commit); the answers go out once it committed.
+  // The actor collects the task messages that queued up in its mailbox while the previous batch was
+  // committing. A TaskRenew in `batch` is applied on its own; other kinds are ignored.
+  void on_messages(const std::vector<message>& batch);
   // The tasks `holder` (node#incarnation) holds go back to TODO (it died or left). That incarnation
   // is gone for good: a lease request it still sends (a leaving worker shutting down) gets none.
   void requeue_holder(const std::string& holder);
@@ -45,8 +51,13 @@ class task_dispenser {
   const storage::task_journal& journal() const { return *journal_; }
 
  private:
-  void send_lease(const message& req);
-  void take_report(const message& m);
+  // The reply to `req`: the leased task, none, or finished.
+  void reply_lease(const message& req, const std::optional<storage::task>& t, bool none);
+  // Adds a report or lease request to `jb`; false when it is answered already (a departed holder)
+  // or dropped (malformed).
+  bool collect(const message& m, std::int64_t deadline, storage::journal_batch& jb);
+  void ack_report(const message& m, const storage::report_request& r,
+                  const expected<storage::task_state>& state);
   void renew_leases(const message& m);
   // Adds a requeue's count to the total; 0 on an error.
   std::uint64_t count_requeued(expected<std::uint64_t> n);

@@ -25,8 +25,25 @@ std::uint64_t load_epoch(const std::string& path) {
   return e;
 }
 
+// The view goes out once the changes already in the mailbox are applied: a burst of joins or deaths
+// is one broadcast, not one per change (each broadcast is N messages of N members).
 void publish(master_actor* self, const std::string& reason) {
   auto& st = self->state;
+  st.publish_reasons.push_back(reason);
+  if (!st.publish_queued) self->send(self, publish_atom::value);
+  st.publish_queued = true;
+}
+
+void broadcast(master_actor* self) {
+  auto& st = self->state;
+  st.publish_queued = false;
+  if (st.publish_reasons.empty()) return;
+  // Every change keeps its own log line (tests and operators grep them); the view once.
+  for (const auto& r : st.publish_reasons) spdlog::info("epoch {}: {}", st.view.epoch(), r);
+  std::string reason = st.publish_reasons.front();
+  if (st.publish_reasons.size() > 1)
+    reason += " and " + std::to_string(st.publish_reasons.size() - 1) + " more change(s)";
+  st.publish_reasons.clear();
   auto ring = st.view.worker_ring();
   if (!cluster::same_ring(ring, st.ring)) {
     st.ring = ring;
@@ -34,10 +51,18 @@ void publish(master_actor* self, const std::string& reason) {
     st.gpu.forget_before(st.ring_epoch);
   }
   (void)cluster::write_file_atomic(st.epoch_file, std::to_string(st.view.epoch()) + "\n");
-  spdlog::info("epoch {}: {} ({})", st.view.epoch(), reason, st.view.to_string());
+  if (st.view.members().size() <= 64)
+    spdlog::info("epoch {}: {}", st.view.epoch(), st.view.to_string());
+  else
+    spdlog::info("epoch {}: {} members", st.view.epoch(), st.view.members().size());
+  // Encoded once; each member's copy is a deep copy of the message, not a new encoding of the view.
+  auto proto = wire::membership(st.view, reason, st.ring_epoch, st.ctx->self().incarnation);
+  auto view = proto.body().getMembership().asReader();
+  auto words = static_cast<unsigned>(proto.size_bytes() / 8 + 64);
   for (const auto& m : st.view.members()) {
     if (m.address.empty() || m.id.name == "master") continue;
-    auto o = wire::membership(st.view, reason, st.ring_epoch, st.ctx->self().incarnation);
+    outbound o(words);
+    o.body().setMembership(view);
     if (auto s = st.ctx->send(m.id.name, "node", std::move(o), "master"); !s)
       spdlog::debug("membership to {}: {}", m.id.name, s.err().to_string());
   }
@@ -200,6 +225,7 @@ caf::behavior master(master_actor* self, node_context* ctx, supervision::name_re
       [=](peer_down_atom, const std::string& name, std::uint64_t incarnation, const std::string& reason) {
         member_gone(self, node_id{name, incarnation}, reason);
       },
+      [=](publish_atom) { broadcast(self); },
       [=](tick_atom) {
         on_tick(self);
         self->delayed_send(self, std::chrono::milliseconds(100), tick_atom::value);

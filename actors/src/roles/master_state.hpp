@@ -23,6 +23,8 @@
 namespace troupe::actors {
 
 class master_observer;
+// The master's own message: broadcast the view changes applied so far (master.cpp publish).
+using publish_atom = caf::atom_constant<caf::atom("publish")>;
 
 struct master_state {
   node_context* ctx = nullptr;
@@ -32,6 +34,9 @@ struct master_state {
   cluster::ring ring;
   std::uint64_t ring_epoch = 0;
   std::string epoch_file;
+  // View changes since the last broadcast, and whether the broadcast is queued (master.cpp publish).
+  std::vector<std::string> publish_reasons;
+  bool publish_queued = false;
   troupe::clock::time_point started, window_start, last_reconcile;
   // Progress: totals and the current window (samples/s and loss are over the last full window).
   std::uint64_t samples_total = 0, dropped_steps = 0;

@@ -3,9 +3,12 @@
 //
 // States: todo -> doing (lease) -> done (complete) | todo (fail, requeue) | failed (quarantined
 // after max_failures fail() calls, keeping the last error). Every transition is one LMDB write
-// transaction. A lease is identified by (task id, holder, attempt); attempt counts leases of the
-// task, so a completion or failure from a holder whose lease was requeued and handed to someone
-// else is rejected with stale_lease.
+// transaction; a lease, with the requeue of the holder's forgotten leases, is one too, and
+// lease_batch() grants many leases in one (one commit, one fsync: group commit). The DOING tasks
+// are indexed by holder (journal db "by_holder", built at open for a journal that predates it), so
+// requeueing a holder's leases reads that holder's tasks only. A lease is identified by (task id, holder,
+// attempt); attempt counts leases of the task, so a completion or failure from a holder whose lease was
+// requeued and handed to someone else is rejected with stale_lease.
 //
 // Epoch order: lease() always hands out the lowest task id in todo. Ids run epoch by epoch in
 // each epoch's shuffled order, so epoch e+1 starts as soon as epoch e has nothing left in todo
@@ -15,6 +18,7 @@
 // Thread-safe: reads use their own transactions, writes go through the environment's writer.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -60,12 +64,48 @@ struct task_counts {
   std::uint64_t total() const { return todo + doing + done + failed; }
 };
 
+// One lease request: `holder` asks for the next todo task until `deadline_ms`; its DOING tasks not
+// in `keep` (the ones it still knows of) go back to todo first, in the same transaction.
+struct lease_request {
+  std::string holder;
+  std::int64_t deadline_ms = 0;
+  std::vector<std::uint64_t> keep;
+};
+
+struct lease_outcome {
+  std::optional<task> leased;  // nullopt: todo was empty
+  std::uint64_t requeued = 0;  // the holder's leases moved back to todo (not in keep)
+};
+
+// One task report: done, or failed with `error_text` (re-queued, or quarantined at max_failures).
+struct report_request {
+  std::uint64_t id = 0;
+  std::string holder;
+  std::uint32_t attempt = 0;
+  bool failed = false;
+  std::string error_text;
+};
+
+// What a dispenser collected while its last commit was on its way: reports first, then leases.
+struct journal_batch {
+  std::vector<report_request> reports;
+  std::vector<lease_request> leases;
+};
+
+struct batch_outcome {
+  // Per report: the task's new state (done, todo, failed), or stale_lease / not_found (nothing
+  // changed for that report; the others are applied).
+  std::vector<expected<task_state>> reports;
+  std::vector<lease_outcome> leases;
+};
+
 class task_journal {
  public:
   // Creates the journal in `dir` (all epochs' tasks, in one transaction) or reopens it. Reopening
   // with different options fails (invalid_argument) naming the option that differs.
   static expected<task_journal> open_or_create(const std::string& dir, const journal_options& opts);
-  // Reopens an existing journal (not_found when there is none).
+  // Reopens an existing journal (not_found when there is none) without writing to it: a journal
+  // that predates the holder index refuses lease and requeue_holder* until open_or_create builds it.
   static expected<task_journal> open(const std::string& dir);
 
   const journal_options& options() const { return opts_; }
@@ -73,6 +113,13 @@ class task_journal {
 
   // Leases the next todo task to `holder` until `deadline_ms`; nullopt when todo is empty.
   expected<std::optional<task>> lease(const std::string& holder, std::int64_t deadline_ms);
+  // One write transaction: requeue_holder_except(r.holder, r.keep), then lease(r.holder, ...).
+  expected<lease_outcome> lease(const lease_request& r);
+  // The requests in order, all in one write transaction (one commit): a disk fault fails them all.
+  expected<std::vector<lease_outcome>> lease_batch(const std::vector<lease_request>& rs);
+  // The reports, then the leases, in one write transaction (group commit). Fails as a whole only
+  // for a journal or disk error; a refused report is an error in its own slot.
+  expected<batch_outcome> apply(const journal_batch& b);
   // Moves the deadline of a lease that is still held.
   expected<void> renew(std::uint64_t id, const std::string& holder, std::uint32_t attempt,
                        std::int64_t deadline_ms);
@@ -93,6 +140,11 @@ class task_journal {
   expected<task_counts> counts() const;
   // Tasks in `state`, by id (e.g. doing with their leases, after a restart).
   expected<std::vector<task>> list(task_state state) const;
+  // Ids of the tasks `holder` holds (DOING), by id, from the holder index.
+  expected<std::vector<std::uint64_t>> held_by(const std::string& holder) const;
+  // Write transactions this journal object has run (each is one commit of its own unless the
+  // environment's writer folds concurrent ones together): what the lease-path tests count.
+  std::uint64_t write_transactions() const { return writes_ ? writes_->load() : 0; }
 
  private:
   task_journal() = default;
@@ -100,9 +152,24 @@ class task_journal {
   expected<void> create_tasks(write_txn& w) const;
   expected<void> check_lease(const task& t, const std::string& holder, std::uint32_t attempt) const;
   expected<std::uint64_t> requeue_if(const std::function<bool(const task&)>& pred);
+  // In `w`: the holder's DOING tasks not in `keep` back to todo (counted); returns how many.
+  expected<std::uint64_t> requeue_held(write_txn& w, const std::string& holder,
+                                       const std::vector<std::uint64_t>& keep) const;
+  // In `w`: the lowest todo task leased to `holder`; nullopt when todo is empty.
+  expected<std::optional<task>> lease_in(write_txn& w, const std::string& holder,
+                                         std::int64_t deadline_ms) const;
+  // Builds the holder index from the DOING tasks when the journal has none yet.
+  expected<void> ensure_holder_index();
+  expected<void> write(const write_fn& fn);
+  // In `w`: the report applied (check_lease first); the task's new state.
+  expected<task_state> report_in(write_txn& w, const report_request& r) const;
+  error unindexed() const;
 
   std::shared_ptr<lmdb_env> env_;
-  dbi tasks_ = 0, meta_ = 0, by_state_[4] = {0, 0, 0, 0};
+  dbi tasks_ = 0, meta_ = 0, by_state_[4] = {0, 0, 0, 0}, by_holder_ = 0;
+  bool indexed_ = false;             // the holder index covers every DOING task
+  dbi dbs_[6] = {0, 0, 0, 0, 0, 0};  // tasks, by_state[0..3], by_holder (for store())
+  std::shared_ptr<std::atomic<std::uint64_t>> writes_ = std::make_shared<std::atomic<std::uint64_t>>(0);
   journal_options opts_;
   std::uint64_t per_epoch_ = 0;
 };
