@@ -37,9 +37,10 @@ void pause_watch::run(std::stop_token stop) {
     auto gap = now - last_tick_ns_.load();
     if (gap > threshold_ns_) {
       woke_ns_.store(now);
-      spdlog::warn("this process did not run for {} ms (stopped or starved): peers that dropped it meanwhile "
-                   "are not dead for that",
-                   gap / 1'000'000);
+      spdlog::warn(
+          "this process did not run for {} ms (stopped or starved): peers that dropped it meanwhile "
+          "are not dead for that",
+          gap / 1'000'000);
     }
     last_tick_ns_.store(now);
   }

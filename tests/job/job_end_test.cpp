@@ -75,7 +75,8 @@ void expect_setup_signal_ends_with(int sig, int code, const std::string& name) {
   job_place place;
   place.dataset_cache = test_root(name + "-datasets");
   auto r = start_job(name, ctr_job(2, 2000000, 1), place);
-  ASSERT_TRUE(wait_until([&] { return preparing(place.dataset_cache) || exited(r); }, std::chrono::seconds(60)));
+  ASSERT_TRUE(
+      wait_until([&] { return preparing(place.dataset_cache) || exited(r); }, std::chrono::seconds(60)));
   ASSERT_FALSE(exited(r)) << read_file(r.err_file);
   ASSERT_EQ(::kill(r.pid, sig), 0);
   ASSERT_EQ(wait_job(r, std::chrono::seconds(30)), code) << read_file(r.err_file);

@@ -8,8 +8,8 @@
 #include <fstream>
 
 #include "../caf_types.hpp"
-#include "../wire.hpp"
 #include "../pause_watch.hpp"
+#include "../wire.hpp"
 #include "master_observer.hpp"
 #include "master_state.hpp"
 #include "roles.hpp"
@@ -80,9 +80,10 @@ void peer_down(master_actor* self, const node_id& id, const std::string& reason)
   auto grace = pause_grace(st.ctx->spec());
   if (m && m->id == id && st.pause->paused_within(grace)) {
     if (st.suspects.count(id.name) == 0)
-      spdlog::warn("{} dropped its connection while this master was paused ({}): it stays a member if it "
-                   "re-joins within {} ms",
-                   id.to_string(), reason, grace.count());
+      spdlog::warn(
+          "{} dropped its connection while this master was paused ({}): it stays a member if it "
+          "re-joins within {} ms",
+          id.to_string(), reason, grace.count());
     st.suspects[id.name] = {id, reason, st.ctx->clock().now() + grace};
     return;
   }

@@ -40,8 +40,8 @@ int runner::run() {
     if (dir_ && lock_fd_ >= 0) {
       if (interrupted) {
         end_state_ = "interrupted";
-        end_reason_ = std::string("interrupted by ") + signal_name(interrupted) + " during setup (" +
-                      setup_step_ + ")";
+        end_reason_ =
+            std::string("interrupted by ") + signal_name(interrupted) + " during setup (" + setup_step_ + ")";
         spdlog::warn("{}", end_reason_);
       } else {
         fatal_ = "setup failed (see logs/runner.log)";

@@ -132,7 +132,7 @@ class runner {
   job_spec spec_;
   std::optional<cluster::job_dir> dir_;
   prepared_data data_;
-  std::string setup_step_;                          // what setup() is doing, for an interruption's reason
+  std::string setup_step_;                              // what setup() is doing, for an interruption's reason
   std::shared_ptr<std::atomic<bool>> prepare_running_;  // the import thread, while it runs
   std::string master_addr_, self_addr_;
   cluster::control_plan plan_;  // where the runner, the master and the other nodes listen
