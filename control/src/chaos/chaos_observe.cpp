@@ -75,6 +75,9 @@ void observer::update(fault_record& rec, baseline& b, const nlohmann::json& st,
   // Every restart since the fault counts, whether or not the faulted node was seen to go: a fault
   // on one node may cost others (a paused master that dropped its peers).
   if (status_ok) count_since(rec, b, st);
+  // Once the job is over its nodes leave and exit: that is not the fault detected (close() says
+  // what became of a fault never detected).
+  if (rec.detected_s < 0 && st.value("finished", false)) return;
   if (rec.detected_s < 0 && ((status_ok && !m.old_alive) || replaced_on_disk(nodes, name, rec))) {
     rec.detected_s = t;
     b.samples_at_detect = u64(st, "samples_total");
