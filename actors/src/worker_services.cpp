@@ -12,6 +12,10 @@ namespace troupe::actors {
 
 expected<std::string> remote_ps::shard_node(std::uint32_t i) {
   std::string name = cluster::node_name(cluster::node_role::ps, i);
+  // A worker that leaves (SIGTERM: the job stops, a scale-down) takes no new step: its shards stop
+  // too, and dialling one that is going away waits out the handshake timeout, longer than the
+  // supervisor gives the worker to stop.
+  if (rt_.leaving()) return make_unexpected(core_errc::io_error, "the worker is leaving: no more steps");
   auto view = rt_.view();
   const auto* m = view.find(name);
   if (!m || m->state != cluster::member_state::alive)

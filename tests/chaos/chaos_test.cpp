@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "chaos_harness.hpp"
+#include "troupe/storage/task_journal.hpp"
 
 namespace troupe::testing {
 namespace {
@@ -98,6 +99,67 @@ TEST(chaos, hung_worker_is_fenced_without_sigcont) {
   EXPECT_NE(log.substr(killed, eol - killed).find("killed by SIGKILL"), std::string::npos)
       << log.substr(killed, eol - killed);
   EXPECT_NE(log.find("start worker-1#1", killed), std::string::npos) << log;
+}
+
+// The job's journal: every task DONE (once: the journal's DONE is final). A lease reply on its way
+// when the master stopped is lost with the connection its peer dropped, and that task is leased
+// again without having been trained: at most the two leases each of the 2 workers may hold.
+void expect_each_task_done_once(const std::string& job_dir) {
+  job_run r;
+  r.job_dir = job_dir;
+  expect_all_done(r);
+  auto j = storage::task_journal::open(job_dir + "/journal");
+  ASSERT_TRUE(j);
+  auto done = j->list(storage::task_state::done);
+  ASSERT_TRUE(done);
+  std::size_t releases = 0;
+  for (const auto& t : *done) releases += t.attempt - 1;
+  EXPECT_LE(releases, 4u);
+}
+
+// A master paused for less than the runner's fence (3 heartbeat timeouts) but longer than the
+// heartbeat timeout: its peers drop it and come back, and it keeps them. Nothing restarts; the
+// report says the stopped master was resumed, not declared dead.
+TEST(chaos, master_paused_shorter_than_the_fence_costs_nothing) {
+  auto c = run_under_chaos("masterpause", ctr_job(2, 300000, 4), "--fault '2 stop master hold=1.5'");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  auto master_log = read_file(c.job_dir + "/logs/master.log");
+  // The pause did cost the master its connections (else this test proves nothing).
+  EXPECT_NE(master_log.find("dropped its connection while this master was paused"), std::string::npos)
+      << master_log;
+  auto res = nlohmann::json::parse(read_file(c.job_dir + "/result.json"), nullptr, false);
+  ASSERT_TRUE(res.is_object());
+  EXPECT_EQ(res.value("node_restarts", -1), 0) << res.dump();
+  ASSERT_EQ(c.report["faults"].size(), 1u) << c.report.dump();
+  const auto& f = c.report["faults"][0];
+  EXPECT_EQ(f.value("kind", ""), "stop") << f.dump();
+  EXPECT_FALSE(f["resumed_s"].is_null()) << f.dump();
+  EXPECT_TRUE(f["detected_s"].is_null()) << f.dump();
+  EXPECT_EQ(f.value("restarts", -1), 0) << f.dump();
+  EXPECT_EQ(f.value("note", ""), "resumed before it was declared dead") << f.dump();
+  expect_each_task_done_once(c.job_dir);
+  job_run r;
+  r.job_dir = c.job_dir;
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+// Paused for longer than the fence: the runner fences and relaunches the master (only it), and the
+// report counts that restart.
+TEST(chaos, master_paused_longer_than_the_fence_is_replaced_and_counted) {
+  auto c = run_under_chaos("masterfence", ctr_job(2, 300000, 6), "--fault '2 stop master hold=8'");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  auto res = nlohmann::json::parse(read_file(c.job_dir + "/result.json"), nullptr, false);
+  ASSERT_TRUE(res.is_object());
+  EXPECT_EQ(res.value("node_restarts", -1), 1) << res.dump();
+  ASSERT_EQ(c.report["faults"].size(), 1u) << c.report.dump();
+  const auto& f = c.report["faults"][0];
+  EXPECT_FALSE(f["detected_s"].is_null()) << f.dump();
+  EXPECT_TRUE(f["resumed_s"].is_null()) << "the fenced master got a SIGCONT: " << f.dump();
+  EXPECT_EQ(f.value("restarts", -1), 1) << f.dump();
+  job_run r;
+  r.job_dir = c.job_dir;
+  expect_all_done(r);
+  EXPECT_TRUE(no_processes_of(r));
 }
 
 TEST(chaos, all_workers_killed_at_once) {

@@ -1,9 +1,13 @@
-// How jobs end besides finishing: the README's exit codes for SIGINT and SIGTERM, with a final
-// JSON line saying why; and a corrupt cached dataset, rebuilt before any worker reads it.
+// How jobs end besides finishing: the README's exit codes for SIGINT and SIGTERM (during setup too),
+// with a final JSON line saying why; a finished job's timeline without deaths; and a corrupt cached
+// dataset, rebuilt before any worker reads it.
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <filesystem>
+#include <functional>
+#include <sstream>
+#include <thread>
 
 #include "disk_faults.hpp"
 #include "job_harness.hpp"
@@ -35,6 +39,76 @@ void expect_signal_ends_with(int sig, int code, const std::string& name) {
 TEST(job_end, sigterm_exits_143_and_sigint_130) {
   expect_signal_ends_with(SIGTERM, 143, "sigterm");
   expect_signal_ends_with(SIGINT, 130, "sigint");
+}
+
+bool wait_until(const std::function<bool()>& pred, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+// The kinds of the events in a job's timeline, one per line of events.jsonl.
+std::vector<std::string> event_kinds(const std::string& job_dir, const std::string& kind) {
+  std::vector<std::string> lines;
+  std::istringstream in(read_file(job_dir + "/events.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    auto e = nlohmann::json::parse(line, nullptr, false);
+    if (e.is_object() && e.value("kind", "") == kind) lines.push_back(line);
+  }
+  return lines;
+}
+
+// A dataset import has begun in `cache` (prepare_datasets takes the entry's lock first).
+bool preparing(const std::string& cache) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(cache, ec))
+    if (fs::exists(e.path() / "lock")) return true;
+  return false;
+}
+
+// A signal while the runner prepares the job's data (a fresh import of 2M rows: seconds) ends the
+// job as one later does: the final line, result.json, the timeline, 128 + the signal.
+void expect_setup_signal_ends_with(int sig, int code, const std::string& name) {
+  job_place place;
+  place.dataset_cache = test_root(name + "-datasets");
+  auto r = start_job(name, ctr_job(2, 2000000, 1), place);
+  ASSERT_TRUE(
+      wait_until([&] { return preparing(place.dataset_cache) || exited(r); }, std::chrono::seconds(60)));
+  ASSERT_FALSE(exited(r)) << read_file(r.err_file);
+  ASSERT_EQ(::kill(r.pid, sig), 0);
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(30)), code) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_EQ(res.value("ok", true), false) << res.dump();
+  EXPECT_EQ(res.value("status", ""), "interrupted") << res.dump();
+  EXPECT_EQ(res.value("exit_code", 0), code) << res.dump();
+  const auto reason = res.value("reason", "");
+  EXPECT_NE(reason.find(sig == SIGTERM ? "SIGTERM" : "SIGINT"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("preparing the data"), std::string::npos) << reason;
+  auto file = nlohmann::json::parse(read_file(r.job_dir + "/result.json"), nullptr, false);
+  ASSERT_TRUE(file.is_object()) << "no result.json";
+  EXPECT_EQ(file.value("status", ""), "interrupted") << file.dump();
+  EXPECT_EQ(event_kinds(r.job_dir, "job_end").size(), 1u) << read_file(r.job_dir + "/events.jsonl");
+  std::string out;
+  ASSERT_EQ(troupe("status --json --job-dir " + r.job_dir + " 2>/dev/null", &out), 0) << out;
+  EXPECT_EQ(nlohmann::json::parse(out, nullptr, false).value("state", ""), "interrupted") << out;
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+TEST(job_end, a_signal_while_the_data_is_prepared_ends_the_job_with_its_story) {
+  expect_setup_signal_ends_with(SIGTERM, 143, "setup-sigterm");
+  expect_setup_signal_ends_with(SIGINT, 130, "setup-sigint");
+}
+
+// Workers leave a finished job on the runner's SIGTERM and exit 0: that is no death.
+TEST(job_end, a_finished_job_s_timeline_has_no_death) {
+  auto r = start_job("no-death", ctr_job(2, 20000, 1));
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(120)), 0) << read_file(r.err_file);
+  EXPECT_EQ(result(r).value("node_restarts", -1), 0);
+  auto died = event_kinds(r.job_dir, "died");
+  EXPECT_TRUE(died.empty()) << died.front();
 }
 
 TEST(job_end, a_corrupt_cached_dataset_is_rebuilt_before_workers_use_it) {

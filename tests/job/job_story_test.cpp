@@ -36,6 +36,14 @@ TEST(job_story, a_stopped_job_keeps_its_story) {
   auto log = read_file(r.job_dir + "/logs/runner.log");
   EXPECT_NE(log.find("launched worker-1#0"), std::string::npos) << log;
   EXPECT_NE(log.find("stopped on request"), std::string::npos) << log;
+  // Its async_ps workers stopped by themselves, well before their supervisor's 3 s kill, and the
+  // timeline has the stop as it was: no node died.
+  for (const auto& n : nodes->nodes) {
+    auto node_log = read_file(r.job_dir + "/logs/" + n.id.name + ".log");
+    EXPECT_EQ(node_log.find("did not stop within"), std::string::npos) << n.id.name << ":\n" << node_log;
+  }
+  auto events = read_file(r.job_dir + "/events.jsonl");
+  EXPECT_EQ(events.find("\"kind\":\"died\""), std::string::npos) << events;
   // `troupe status` of the ended job answers from what it left.
   ASSERT_EQ(troupe("status --json --job-dir " + r.job_dir + " 2>/dev/null", &out), 0) << out;
   auto st = nlohmann::json::parse(out, nullptr, false);

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "../caf_types.hpp"
+#include "../pause_watch.hpp"
 #include "master_observer.hpp"
 #include "master_state.hpp"
 #include "roles.hpp"
@@ -72,6 +73,7 @@ void member_gone(master_actor* self, const node_id& id, const std::string& reaso
   auto& st = self->state;
   const auto* m = st.view.find(id.name);
   if (!m || m->id.incarnation != id.incarnation) return;
+  st.suspects.erase(id.name);
   bool worker = m->role == cluster::node_role::worker;
   if (auto r = st.view.remove(id); !r) return;
   st.ctx->forget(id);
@@ -83,6 +85,47 @@ void member_gone(master_actor* self, const node_id& id, const std::string& reaso
   if (st.eval_worker == id.name) st.eval_worker.clear();  // ask another one
   st.obs->gone(id, worker, reason, st.view.epoch());
   publish(self, id.to_string() + " down: " + reason);
+}
+
+// How long a member that dropped its connection during the master's own pause has to re-join:
+// its re-dial backs off up to reconnect_max, and its join retries come every 250 ms.
+std::chrono::milliseconds pause_grace(const job_spec& spec) {
+  return spec.transport.reconnect_max + 3 * spec.transport.heartbeat_timeout;
+}
+
+// A member's connection is gone. Normally it is dead (its process exited, or it missed its
+// heartbeats). But when this master has just been paused itself (SIGSTOP shorter than the runner's
+// fence, a VM freeze), the members dropped it for its own silence: they re-dial and re-join, and
+// declaring them dead would make every node exit and be relaunched. Such a member stays in the
+// view until it re-joins, or is declared dead once its grace is over; the runner's word that its
+// process exited still removes it at once.
+void peer_down(master_actor* self, const node_id& id, const std::string& reason) {
+  auto& st = self->state;
+  const auto* m = st.view.find(id.name);
+  auto grace = pause_grace(st.ctx->spec());
+  if (m && m->id == id && st.pause->paused_within(grace)) {
+    if (st.suspects.count(id.name) == 0)
+      spdlog::warn(
+          "{} dropped its connection while this master was paused ({}): it stays a member if it "
+          "re-joins within {} ms",
+          id.to_string(), reason, grace.count());
+    st.suspects[id.name] = {id, reason, st.ctx->clock().now() + grace};
+    return;
+  }
+  member_gone(self, id, reason);
+}
+
+// The members that did not come back after the master's pause are dead after all.
+void expire_suspects(master_actor* self) {
+  auto& st = self->state;
+  auto now = st.ctx->clock().now();
+  std::vector<master_state::suspect> due;
+  for (const auto& [name, s] : st.suspects)
+    if (s.until <= now) due.push_back(s);
+  for (const auto& s : due) {
+    st.suspects.erase(s.id.name);
+    member_gone(self, s.id, s.reason + " (not back after the master's pause)");
+  }
 }
 
 // A node's own word that it leaves: removed like a dead one, and told the new view (which does not
@@ -122,6 +165,10 @@ void on_join(master_actor* self, const message& m) {
                               st.ctx->self().incarnation);
     (void)st.ctx->send(m.from_node().name, "node", std::move(o), "master");
     return;
+  }
+  if (auto s = st.suspects.find(mem.id.name); s != st.suspects.end()) {
+    spdlog::info("{} is back after the master's pause", mem.id.to_string());
+    st.suspects.erase(s);
   }
   if (r) st.obs->joined(mem, st.view);
   publish(self, mem.id.to_string() + " joined as " + std::string(cluster::to_string(mem.role)));
@@ -197,6 +244,9 @@ caf::behavior master(master_actor* self, node_context* ctx, supervision::name_re
   st.started = ctx->clock().now();
   st.window_start = st.started;
   st.obs = std::make_shared<master_observer>(ctx->spec(), ctx->who().job_dir, ctx->who().job_id);
+  // Peers drop a node silent for heartbeat_timeout, counted from its last heartbeat: half of it is
+  // the pause of this process that may cost it its connections.
+  st.pause = std::make_shared<pause_watch>(ctx->spec().transport.heartbeat_timeout / 2);
   const auto& job = ctx->spec().job;
   // A restarted master (process or actor) continues the epoch sequence where it stopped.
   auto v = cluster::membership_view::restore(load_epoch(st.epoch_file) + 1,
@@ -223,10 +273,11 @@ caf::behavior master(master_actor* self, node_context* ctx, supervision::name_re
         });
       },
       [=](peer_down_atom, const std::string& name, std::uint64_t incarnation, const std::string& reason) {
-        member_gone(self, node_id{name, incarnation}, reason);
+        peer_down(self, node_id{name, incarnation}, reason);
       },
       [=](publish_atom) { broadcast(self); },
       [=](tick_atom) {
+        expire_suspects(self);
         on_tick(self);
         self->delayed_send(self, std::chrono::milliseconds(100), tick_atom::value);
       },

@@ -20,9 +20,13 @@ constexpr const char* recovery_help = "From a worker's death until the workers a
 constexpr const char* preemptions_help = "Workers preempted by the cluster";
 constexpr const char* failures_help = "Workers that died or were preempted";
 
+// The cause is the runner's exit report, or, when none came (the job ending stops the reports,
+// or the master with it), the master's own: a node that told it it leaves ("left on SIGTERM",
+// node_leave.cpp) left.
 std::string departure_kind(const std::string& status) {
   if (status.find("PREEMPTED") != std::string::npos) return "preempted";
   if (status.find("exited with code 0") != std::string::npos) return "leave";
+  if (status.rfind("left ", 0) == 0) return "leave";
   return "died";
 }
 

@@ -25,6 +25,7 @@ namespace troupe::actors {
 class master_observer;
 // The master's own message: broadcast the view changes applied so far (master.cpp publish).
 using publish_atom = caf::atom_constant<caf::atom("publish")>;
+class pause_watch;
 
 struct master_state {
   node_context* ctx = nullptr;
@@ -57,6 +58,15 @@ struct master_state {
   // The dispenser's counts; nullopt until it answered.
   std::optional<wire::task_counts> counts;
   std::set<std::string> done_workers;
+  // Members whose connection dropped while this master was itself paused (its own silence made
+  // them drop it): kept in the view until they re-join, or declared dead when `until` passes.
+  struct suspect {
+    node_id id;
+    std::string reason;
+    troupe::clock::time_point until;
+  };
+  std::map<std::string, suspect> suspects;  // by node name
+  std::shared_ptr<pause_watch> pause;       // this process's own pauses (pause_watch.hpp)
   // Evaluation and completion.
   std::string eval_worker;
   std::uint64_t eval_request = 0;  // correlation id of the latest Evaluate

@@ -72,6 +72,12 @@ void observer::update(fault_record& rec, baseline& b, const nlohmann::json& st,
   std::string name = name_of(rec.node);
   auto m = find_member(st, name, b.incarnation);
   bool status_ok = st.contains("members");
+  // Every restart since the fault counts, whether or not the faulted node was seen to go: a fault
+  // on one node may cost others (a paused master that dropped its peers).
+  if (status_ok) count_since(rec, b, st);
+  // Once the job is over its nodes leave and exit: that is not the fault detected (close() says
+  // what became of a fault never detected).
+  if (rec.detected_s < 0 && st.value("finished", false)) return;
   if (rec.detected_s < 0 && ((status_ok && !m.old_alive) || replaced_on_disk(nodes, name, rec))) {
     rec.detected_s = t;
     b.samples_at_detect = u64(st, "samples_total");
@@ -83,11 +89,25 @@ void observer::update(fault_record& rec, baseline& b, const nlohmann::json& st,
   bool trained = u64(st, "samples_total") > b.samples_at_detect;
   if (replaced && trained) {
     rec.recovered_s = t;
-    rec.requeued = u64(st, "tasks", "requeued") - std::min(b.requeued, u64(st, "tasks", "requeued"));
-    rec.restarts = u64(st, "restarts") - std::min(b.restarts, u64(st, "restarts"));
     b.done = true;
   } else if (st.value("finished", false)) {
     rec.note = "job finished before recovery was seen";
+    b.done = true;
+  }
+}
+
+void observer::count_since(fault_record& rec, const baseline& b, const nlohmann::json& st) {
+  rec.requeued = u64(st, "tasks", "requeued") - std::min(b.requeued, u64(st, "tasks", "requeued"));
+  rec.restarts = u64(st, "restarts") - std::min(b.restarts, u64(st, "restarts"));
+}
+
+void observer::close(std::vector<fault_record>& recs) {
+  for (auto& [i, b] : open_) {
+    if (b.done || i >= recs.size()) continue;
+    auto& rec = recs[i];
+    if (last_.contains("members")) count_since(rec, b, last_);
+    if (rec.spec.kind == fault_kind::stop && rec.detected_s < 0 && rec.resumed_s >= 0 && rec.note.empty())
+      rec.note = "resumed before it was declared dead";
     b.done = true;
   }
 }

@@ -56,6 +56,9 @@ class observer {
   // One status poll; updates detection and recovery of every open record.
   void poll(std::vector<fault_record>& recs, std::chrono::steady_clock::time_point start);
   bool all_resolved(const std::vector<fault_record>& recs) const;
+  // At the end: the records still open get the restarts and re-queues seen since their fault (and
+  // a stopped node resumed before it was declared dead says so).
+  void close(std::vector<fault_record>& recs);
 
  private:
   struct baseline {
@@ -64,6 +67,7 @@ class observer {
     bool done = false;
   };
   void update(fault_record& rec, baseline& b, const nlohmann::json& st, const cluster::nodes_file* nodes);
+  static void count_since(fault_record& rec, const baseline& b, const nlohmann::json& st);
   std::string job_dir_;
   nlohmann::json last_;                   // the latest status answer
   std::map<std::size_t, baseline> open_;  // by index in the records vector

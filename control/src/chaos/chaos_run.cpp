@@ -189,6 +189,7 @@ expected<chaos_report> run_chaos(const chaos_options& opt) {
   }
   resume_due(held, true, rep.faults, since(), opt.job_dir);
   hosts.undo_due(true, rep.faults);
+  obs.close(rep.faults);
   for (std::size_t i = next; i < faults.size(); ++i) {
     fault_record rec;
     rec.spec = faults[i];

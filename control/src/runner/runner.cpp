@@ -1,6 +1,8 @@
 #include "runner.hpp"
 
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -16,22 +18,46 @@ volatile std::sig_atomic_t interrupted = 0;  // the signal that asked the runner
 void on_signal(int sig) {
   interrupted = sig;
 }
+const char* signal_name(int sig) {
+  return sig == SIGTERM ? "SIGTERM" : "SIGINT";
+}
 }  // namespace
+
+int runner::interrupted_by() {
+  return interrupted;
+}
 
 int runner::run() {
   started_ = steady::now();
   started_wall_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count();
+  // Before setup: a signal while the data is prepared ends the job like one later does (the final
+  // line, result.json, the timeline), not by killing the runner.
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
   if (int rc = setup(); rc != 0) {
     if (dir_ && lock_fd_ >= 0) {
-      if (fatal_.empty()) fatal_ = "setup failed (see logs/runner.log)";
-      return finish(rc);
+      if (interrupted) {
+        end_state_ = "interrupted";
+        end_reason_ =
+            std::string("interrupted by ") + signal_name(interrupted) + " during setup (" + setup_step_ + ")";
+        spdlog::warn("{}", end_reason_);
+      } else if (fatal_.empty()) {
+        fatal_ = "setup failed (see logs/runner.log)";
+      }
+      rc = finish(rc);
+    }
+    if (prepare_running_ && *prepare_running_) {
+      // The dataset import cannot be cancelled and must not run into the process's exit: the process
+      // ends here. Its half-written stores are discarded and redone by the next preparer, its lock
+      // goes with the process.
+      spdlog::default_logger()->flush();
+      std::fflush(nullptr);
+      std::_Exit(rc);
     }
     return rc;
   }
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
   spdlog::info("job {} in {} ({} workers, strategy {}{}), instance {}", dir_->job_id(), dir_->path(),
                target_workers_, spec_.job.strategy,
                spec_.uses_ps() ? ", " + std::to_string(spec_.ps.shards) + " PS shards" : "", instance_);
@@ -93,7 +119,7 @@ int runner::loop() {
     }
     if (interrupted) {  // 128 + the signal: 130 for SIGINT, 143 for SIGTERM
       end_state_ = "interrupted";
-      end_reason_ = std::string("interrupted by ") + (interrupted == SIGTERM ? "SIGTERM" : "SIGINT");
+      end_reason_ = std::string("interrupted by ") + signal_name(interrupted);
       return spdlog::warn("{}", end_reason_), 128 + interrupted;
     }
     if (fatal_ = disk_fault_expired(); !fatal_.empty()) return spdlog::error("{}", fatal_), 1;

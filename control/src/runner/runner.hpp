@@ -84,6 +84,11 @@ class runner {
   using steady = std::chrono::steady_clock;
   // setup and main loop (runner.cpp)
   int setup();
+  // The datasets (prepare_datasets) on a thread of their own, waited for until done or a stop
+  // signal (then 128 + the signal, the import left running: run() ends the process).
+  int prepare_data();
+  // The stop signal the runner got (SIGINT, SIGTERM), 0 while none.
+  static int interrupted_by();
   int check_model();
   int read_config(config_doc& doc);
   int open_job_dir(const config_doc& doc);
@@ -128,6 +133,8 @@ class runner {
   job::job_spec spec_;
   std::optional<cluster::job_dir> dir_;
   job::prepared_data data_;
+  std::string setup_step_;                              // what setup() is doing, for an interruption's reason
+  std::shared_ptr<std::atomic<bool>> prepare_running_;  // the import thread, while it runs
   std::string master_addr_, self_addr_;
   cluster::control_plan plan_;  // where the runner, the master and the other nodes listen
   std::unique_ptr<endpoint> net_;

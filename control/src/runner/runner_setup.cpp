@@ -14,6 +14,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <random>
 #include <thread>
 
@@ -289,9 +290,32 @@ void runner::start_log() {
   if (auto r = init_logging(lc); !r) spdlog::warn("{}", r.err().to_string());
 }
 
+int runner::prepare_data() {
+  setup_step_ = "preparing the data";
+  auto running = std::make_shared<std::atomic<bool>>(true);
+  auto task = std::make_shared<std::packaged_task<expected<prepared_data>()>>(
+      [c = spec_.nn.data, cache = spec_.job.dataset_cache] { return job::prepare_datasets(c, cache); });
+  auto done = task->get_future();
+  std::thread([task, running] {
+    (*task)();
+    *running = false;
+  }).detach();
+  while (done.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready)
+    if (int sig = interrupted_by(); sig != 0) {
+      prepare_running_ = running;
+      return 128 + sig;
+    }
+  auto data = done.get();
+  if (!data) return setup_failed(data.err(), 1);
+  data_ = *data;
+  return 0;
+}
+
 int runner::setup() {
+  setup_step_ = "reading the job file";
   config_doc doc;
   if (int rc = read_config(doc); rc != 0) return rc;
+  setup_step_ = "creating the job directory";
   if (int rc = open_job_dir(doc); rc != 0) return rc;
   std::string token;
   if (!opt_.resume.empty()) {
@@ -303,9 +327,8 @@ int runner::setup() {
     std::ofstream(dir_->path() + "/token") << token << "\n";
     ::chmod((dir_->path() + "/token").c_str(), 0600);
   }
-  auto data = job::prepare_datasets(spec_.nn.data, spec_.job.dataset_cache);
-  if (!data) return setup_failed(data.err(), 1);
-  data_ = *data;
+  if (int rc = prepare_data(); rc != 0) return rc;
+  setup_step_ = "checking the model";
   if (int rc = check_model(); rc != 0) return rc;
 
   // Where the runner and the master listen: loopback for local nodes, addresses the cluster's
