@@ -37,8 +37,8 @@
 #include <nlohmann/json.hpp>
 
 #include "etcd_queue.hpp"
-#include "troupe/job/data.hpp"
 #include "troupe/cluster/job_dir.hpp"
+#include "troupe/job/data.hpp"
 #include "troupe/transport/endpoint.hpp"
 #include "troupe/transport/message.hpp"
 #include "troupe/wire/messages.hpp"

@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "export_records: %s\n", store.err().to_string().c_str());
     return 1;
   }
-  auto d = job::read_all(*store);
+  auto d = troupe::job::read_all(*store);
   if (!d) {
     std::fprintf(stderr, "export_records: %s\n", d.err().to_string().c_str());
     return 1;

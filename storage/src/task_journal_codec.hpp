@@ -105,7 +105,7 @@ inline expected<void> store(write_txn& w, const dbi* dbs, const task& t, task_st
 
 // The ids under `prefix` in the holder index, inside `txn`.
 inline expected<std::vector<std::uint64_t>> ids_held(MDB_txn* txn, dbi by_holder, const std::string& holder,
-                                              const std::string& dir) {
+                                                     const std::string& dir) {
   std::vector<std::uint64_t> out;
   const std::string prefix = holder_prefix(holder);
   auto cur = cursor::open(txn, by_holder, dir);

@@ -89,7 +89,7 @@ void member_gone(master_actor* self, const node_id& id, const std::string& reaso
 
 // How long a member that dropped its connection during the master's own pause has to re-join:
 // its re-dial backs off up to reconnect_max, and its join retries come every 250 ms.
-std::chrono::milliseconds pause_grace(const job_spec& spec) {
+std::chrono::milliseconds pause_grace(const job::job_spec& spec) {
   return spec.transport.reconnect_max + 3 * spec.transport.heartbeat_timeout;
 }
 

@@ -224,7 +224,7 @@ std::uint64_t runner::first_incarnation(const std::string& name) const {
 namespace {
 // A job id whose directory would be (or hold) the dataset cache, or the cache's default name: the
 // job's files would land among the cached datasets (and a cache cleanup would take the job).
-expected<void> check_job_id(const std::string& id, const job_spec& spec) {
+expected<void> check_job_id(const std::string& id, const job::job_spec& spec) {
   namespace fs = std::filesystem;
   auto norm = [](const fs::path& p) {
     std::error_code ec;
@@ -293,7 +293,7 @@ void runner::start_log() {
 int runner::prepare_data() {
   setup_step_ = "preparing the data";
   auto running = std::make_shared<std::atomic<bool>>(true);
-  auto task = std::make_shared<std::packaged_task<expected<prepared_data>()>>(
+  auto task = std::make_shared<std::packaged_task<expected<job::prepared_data>()>>(
       [c = spec_.nn.data, cache = spec_.job.dataset_cache] { return job::prepare_datasets(c, cache); });
   auto done = task->get_future();
   std::thread([task, running] {
