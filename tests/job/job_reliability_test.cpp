@@ -141,7 +141,7 @@ TEST(job_reliability, runner_sigkill_then_resume_retrains_nothing_done) {
   EXPECT_EQ(st.value("state", ""), "dead") << out;
   EXPECT_NE(st.value("reason", "").find("--resume"), std::string::npos) << out;
   // A new run of the same id is refused and pointed at --resume.
-  EXPECT_EQ(troupe("run " + r.dir + "/job.toml --job-id resume --quiet", &out), 1) << out;
+  EXPECT_EQ(troupe("run " + r.dir + "/job.toml --job-id resume --quiet", &out), 2) << out;  // bad usage
   EXPECT_NE(out.find("--resume"), std::string::npos) << out;
 
   resume_job(r);

@@ -68,13 +68,10 @@ expected<std::uint64_t> rpc_client::start(request& req, std::chrono::millisecond
 // why not: the deadline passed, or a node a request went to was replaced or went away (its reply
 // will never come, so the call fails at once).
 std::string rpc_client::wait_all(std::unique_lock<std::mutex>& lk, const std::vector<request>& reqs,
+                                 const std::map<std::string, std::uint64_t>& sent_to,
                                  const std::vector<std::uint64_t>& ids, std::chrono::milliseconds timeout) {
-  std::map<std::string, std::uint64_t> sent_to;  // the incarnation each request went to
-  lk.unlock();
-  for (const auto& r : reqs) sent_to[r.node] = incarnation_of(r.node);
-  lk.lock();
   auto gone = [&](const std::string& node) {
-    auto sent = sent_to[node];
+    auto sent = sent_to.at(node);
     return sent != 0 && incarnation_of(node) != sent;
   };
   auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -97,6 +94,11 @@ std::string rpc_client::wait_all(std::unique_lock<std::mutex>& lk, const std::ve
 
 expected<std::vector<message>> rpc_client::call_all(std::vector<request>& reqs,
                                                     std::chrono::milliseconds timeout) {
+  // The incarnations before anything is sent: a node whose connection closes between a send and
+  // this look is still seen as gone (looked at after, it read "not connected": never gone, and the
+  // call waited out its whole timeout).
+  std::map<std::string, std::uint64_t> sent_to;
+  for (const auto& r : reqs) sent_to[r.node] = incarnation_of(r.node);
   std::vector<std::uint64_t> ids;
   ids.reserve(reqs.size());
   auto forget = [&] {
@@ -112,7 +114,7 @@ expected<std::vector<message>> rpc_client::call_all(std::vector<request>& reqs,
     ids.push_back(*id);
   }
   std::unique_lock lk(mu_);
-  std::string failed = wait_all(lk, reqs, ids, timeout);
+  std::string failed = wait_all(lk, reqs, sent_to, ids, timeout);
   if (!failed.empty()) {
     std::string silent;
     for (std::size_t i = 0; i < reqs.size(); ++i)

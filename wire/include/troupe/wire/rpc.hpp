@@ -76,7 +76,9 @@ class rpc_client final : public rpc_channel {
   std::uint64_t incarnation_of(const std::string& node) const;
   // Marks a fresh id pending, stamps it on the request and sends it; forgets it if the send fails.
   expected<std::uint64_t> start(request& req, std::chrono::milliseconds timeout);
+  // `sent_to`: the incarnation of each request's node just before the requests went out.
   std::string wait_all(std::unique_lock<std::mutex>& lk, const std::vector<request>& reqs,
+                       const std::map<std::string, std::uint64_t>& sent_to,
                        const std::vector<std::uint64_t>& ids, std::chrono::milliseconds timeout);
   endpoint& net_;
   std::string name_;
