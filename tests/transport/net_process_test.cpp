@@ -159,7 +159,10 @@ class net_process : public ::testing::Test {
   fs::path token_file_ = temp_file("troupe_token", token + "\n");
 };
 
-TEST_F(net_process, sigkill_peer_watcher_gets_down_within_100ms) {
+// The watchers learn of the death from the closed connection, not from missed heartbeats; how fast
+// (about 1 ms on an idle machine) is bench/recovery's death_notice_bench: a machine running the
+// suite on 2 busy cores took 154 ms once, so no time limit here.
+TEST_F(net_process, sigkill_peer_watcher_gets_down_from_the_closed_connection) {
   auto target = serve("target", token_file_);
   auto w = make("watcher");
   ASSERT_TRUE(w->connect(target.address, false));
@@ -185,11 +188,11 @@ TEST_F(net_process, sigkill_peer_watcher_gets_down_within_100ms) {
   const double cli_ms = ms_since(t0);
   std::printf("down after SIGKILL: in-process watcher %.2f ms, troupe-process watcher <= %.2f ms\n",
               in_process_ms, cli_ms);
-  EXPECT_LT(in_process_ms, 100.0);
   EXPECT_NE(reason.find("node down"), std::string::npos) << reason;
+  EXPECT_EQ(reason.find("heartbeat"), std::string::npos) << reason;
   ASSERT_NE(line, "");
   EXPECT_NE(line.find("\"name\":\"echo\""), std::string::npos) << line;
-  EXPECT_LT(cli_ms, 100.0);
+  EXPECT_EQ(line.find("heartbeat"), std::string::npos) << line;
 }
 
 TEST_F(net_process, sigstop_peer_is_declared_dead_within_the_heartbeat_timeout) {
