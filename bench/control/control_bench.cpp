@@ -379,23 +379,23 @@ json run_troupe(const options& o) {
                  static_cast<unsigned long long>(sh.joined.load()), o.workers);
   // Idle: joined, heartbeating, no tasks. The master's CPU and memory per worker.
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let the join storm's sends drain
+  // Bytes and frames the simulated workers' endpoints sent and received so far.
+  auto traffic = [&] {
+    std::pair<std::uint64_t, std::uint64_t> t{0, 0};
+    for (auto& w : ws) {
+      auto s = w->net->stats();
+      t.first += s.bytes_sent + s.bytes_received;
+      t.second += s.frames_sent + s.frames_received;
+    }
+    return t;
+  };
   auto idle0 = sample(master);
-  std::uint64_t bytes0 = 0, frames0 = 0;
-  for (auto& w : ws) {
-    auto s = w->net->stats();
-    bytes0 += s.bytes_sent + s.bytes_received;
-    frames0 += s.frames_sent + s.frames_received;
-  }
+  auto [bytes0, frames0] = traffic();
   auto t_idle = clk::now();
   std::this_thread::sleep_for(std::chrono::duration<double>(o.idle_seconds));  // a measured window
   double idle_s = ms_since(t_idle) / 1000;
   auto idle1 = sample(master);
-  std::uint64_t bytes1 = 0, frames1 = 0;
-  for (auto& w : ws) {
-    auto s = w->net->stats();
-    bytes1 += s.bytes_sent + s.bytes_received;
-    frames1 += s.frames_sent + s.frames_received;
-  }
+  auto [bytes1, frames1] = traffic();
   out["master_rss_kib_before_join"] = before_join.rss_kib;
   out["master_rss_kib_idle"] = idle1.rss_kib;
   out["master_rss_bytes_per_worker"] =
