@@ -175,9 +175,8 @@ std::vector<supervision::child_spec> children_of(node_runtime* rt, const node_op
           "ps", [rt, data](caf::actor_system& s, std::uint32_t) { return spawn_ps_shard(s, *rt, data); }));
       break;
     default:
-      kids.push_back(child("worker", [rt, data](caf::actor_system& s, std::uint32_t) {
-        return rt->spec().uses_gpu() ? spawn_gpu_worker(s, rt, data) : spawn_worker(s, rt, data);
-      }));
+      kids.push_back(child(
+          "worker", [rt, data](caf::actor_system& s, std::uint32_t) { return spawn_worker(s, rt, data); }));
       break;
   }
   return kids;

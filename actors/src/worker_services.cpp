@@ -28,9 +28,17 @@ namespace {
 void set_floats(capnp::List<float>::Builder out, const float* v, std::size_t n) {
   for (std::size_t k = 0; k < n; ++k) out.set(static_cast<unsigned>(k), v[k]);
 }
+
+// The dense tensors of `layout` by the shard that holds them.
+std::vector<std::vector<const param_slice*>> by_shard(const std::vector<param_slice>& layout,
+                                                      std::uint32_t shards) {
+  std::vector<std::vector<const param_slice*>> out(shards);
+  for (const auto& p : layout) out[wire::shard_of_name(p.name, shards)].push_back(&p);
+  return out;
+}
 }  // namespace
 
-expected<void> remote_ps::pull(nn::model& m, const nn::batch& b) {
+expected<void> remote_ps::pull(trainer_backend& m, const nn::batch& b) {
   const std::uint32_t shards = rt_.spec().ps.shards;
   // The batch's ids, de-duplicated, split by owning shard.
   unique_.clear();
@@ -44,9 +52,7 @@ expected<void> remote_ps::pull(nn::model& m, const nn::batch& b) {
   ids_by_shard_.assign(shards, {});
   for (auto id : unique_) ids_by_shard_[wire::shard_of_id(id, shards)].push_back(id);
   auto tables = m.embedding_tables();
-  std::vector<std::vector<nn::dense_param*>> dense_by_shard(shards);
-  for (auto* p : m.parameters())
-    if (p->trainable) dense_by_shard[wire::shard_of_name(p->name, shards)].push_back(p);
+  auto dense_by_shard = by_shard(m.layout(), shards);
 
   std::vector<wire::rpc_channel::request> reqs;
   for (std::uint32_t s = 0; s < shards; ++s) {
@@ -70,9 +76,9 @@ expected<void> remote_ps::pull(nn::model& m, const nn::batch& b) {
 }
 
 // Copies the shards' answers into the model, checking every tensor and row block against it.
-expected<void> remote_ps::read_pull_replies(nn::model& m, const std::vector<message>& replies) {
-  std::map<std::string, nn::dense_param*> by_name;
-  for (auto* p : m.parameters()) by_name[p->name] = p;
+expected<void> remote_ps::read_pull_replies(trainer_backend& m, const std::vector<message>& replies) {
+  std::map<std::string, const param_slice*> by_name;
+  for (const auto& p : m.layout()) by_name[p.name] = &p;
   std::map<std::string, nn::embedding_table*> table_by_name;
   for (auto* t : m.embedding_tables()) table_by_name[t->name()] = t;
   for (const auto& rep : replies) {
@@ -81,10 +87,10 @@ expected<void> remote_ps::read_pull_replies(nn::model& m, const std::vector<mess
       return make_unexpected(core_errc::io_error, rep.from_node().name + ": " + r.getError().cStr());
     for (auto d : r.getDense()) {
       auto it = by_name.find(d.getName().cStr());
-      if (it == by_name.end() || it->second->value.size() != d.getValues().size())
+      if (it == by_name.end() || it->second->size != d.getValues().size())
         return make_unexpected(core_errc::io_error, rep.from_node().name + ": dense tensor '" +
                                                         d.getName().cStr() + "' does not match the model");
-      wire::copy_to(d.getValues(), it->second->value.data());
+      wire::copy_to(d.getValues(), m.parameters().data() + it->second->offset);
     }
     for (auto s : r.getSparse()) {
       auto it = table_by_name.find(s.getTable().cStr());
@@ -101,11 +107,10 @@ expected<void> remote_ps::read_pull_replies(nn::model& m, const std::vector<mess
   return {};
 }
 
-expected<void> remote_ps::push(nn::model& m) {
+expected<void> remote_ps::push(trainer_backend& m) {
   const std::uint32_t shards = rt_.spec().ps.shards;
-  std::vector<std::vector<nn::dense_param*>> dense_by_shard(shards);
-  for (auto* p : m.parameters())
-    if (p->trainable) dense_by_shard[wire::shard_of_name(p->name, shards)].push_back(p);
+  auto dense_by_shard = by_shard(m.layout(), shards);
+  const float* grads = m.gradients().data();
   auto tables = m.embedding_tables();
   // Per shard, per table: positions into the table's (unique, combined) sparse gradient.
   std::vector<std::vector<std::vector<std::size_t>>> rows_by_shard(
@@ -128,7 +133,7 @@ expected<void> remote_ps::push(nn::model& m) {
     for (unsigned i = 0; i < dense_by_shard[s].size(); ++i) {
       auto* p = dense_by_shard[s][i];
       dl[i].setName(p->name);
-      set_floats(dl[i].initValues(static_cast<unsigned>(p->grad.size())), p->grad.data(), p->grad.size());
+      set_floats(dl[i].initValues(static_cast<unsigned>(p->size)), grads + p->offset, p->size);
     }
     auto sl = push.initSparse(any_rows ? static_cast<unsigned>(tables.size()) : 0);
     for (unsigned t = 0; t < sl.size(); ++t) {

@@ -18,13 +18,13 @@ namespace troupe::actors {
 class remote_ps final : public ps_client {
  public:
   remote_ps(node_runtime& rt, wire::rpc_channel& rpc) : rt_(rt), rpc_(rpc) {}
-  expected<void> pull(nn::model& m, const nn::batch& b) override;
-  expected<void> push(nn::model& m) override;
+  expected<void> pull(trainer_backend& m, const nn::batch& b) override;
+  expected<void> push(trainer_backend& m) override;
 
  private:
   // The node name of shard i, connected; error while it is not in the view (restarting).
   expected<std::string> shard_node(std::uint32_t i);
-  expected<void> read_pull_replies(nn::model& m, const std::vector<message>& replies);
+  expected<void> read_pull_replies(trainer_backend& m, const std::vector<message>& replies);
   node_runtime& rt_;
   wire::rpc_channel& rpc_;
   std::vector<std::vector<std::uint64_t>> ids_by_shard_;

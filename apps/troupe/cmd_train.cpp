@@ -9,10 +9,13 @@
 
 #include "command.hpp"
 #include "job_config_check.hpp"
+#include "troupe/actors/backends.hpp"
 #include "troupe/gpu/trainer.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/job/job_spec.hpp"
 #include "troupe/nn/config.hpp"
+#include "troupe/nn/epoch.hpp"
+#include "troupe/nn/metrics.hpp"
 #include "troupe/nn/trainer.hpp"
 
 namespace troupe::cli {
@@ -96,6 +99,104 @@ expected<nn::train_test> load_train_test(const nn::data_config& c) {
   return out;
 }
 
+// The test set through a trainer backend's predict, in eval batches.
+expected<nn::eval_result> evaluate(actors::trainer_backend& b, const nn::dataset& data, std::size_t batch) {
+  nn::eval_result r;
+  r.rows = data.rows;
+  std::vector<float> scores;
+  double loss_sum = 0;
+  for (std::size_t first = 0; first < data.rows; first += batch) {
+    const std::size_t n = std::min(batch, data.rows - first);
+    auto loss = b.predict(nn::batch(data, first, n));
+    if (!loss) return loss.err();
+    loss_sum += static_cast<double>(*loss) * static_cast<double>(n);
+    auto p = b.probabilities();
+    scores.insert(scores.end(), p.begin(), p.begin() + static_cast<std::ptrdiff_t>(n * b.output_width()));
+  }
+  if (data.rows == 0) return r;
+  r.loss = loss_sum / static_cast<double>(data.rows);
+  if (b.output_width() == 1) {
+    std::size_t right = 0;
+    for (std::size_t i = 0; i < data.rows; ++i) right += (scores[i] >= 0.5f) == (data.labels[i] > 0.5f);
+    r.accuracy = static_cast<double>(right) / static_cast<double>(data.rows);
+    r.auc = nn::auc(scores, data.labels);
+  } else {
+    r.accuracy = nn::accuracy(scores, b.output_width(), data.labels);
+  }
+  return r;
+}
+
+// The final JSON line of a run through a trainer backend (the shape `troupe run` prints).
+void print_backend_result(const job::job_spec& spec, actors::trainer_backend& be, const nn::train_test& data,
+                          std::uint64_t steps, double train_loss, const nn::eval_result& last, double secs,
+                          const nlohmann::json& history) {
+  const auto& job = spec.nn;
+  const std::size_t samples = data.train.rows * job.train.epochs;
+  nlohmann::json out{{"strategy", "local"},
+                     {"model", job.model.type},
+                     {"backend", be.name()},
+                     {"data", job.data.source},
+                     {"ok", true},
+                     {"epochs", job.train.epochs},
+                     {"device", job.train.device},
+                     {"steps", steps},
+                     {"train_loss", train_loss},
+                     {"test_rows", last.rows},
+                     {"test_loss", last.loss},
+                     {"test_accuracy", last.accuracy},
+                     {"samples_trained", samples},
+                     {"wall_seconds", secs},
+                     {"samples_per_s", secs > 0 ? static_cast<double>(samples) / secs : 0},
+                     {"history", history}};
+  if (be.output_width() == 1) out["test_auc"] = last.auc;
+  std::printf("%s\n", out.dump().c_str());
+}
+
+// [model] type = "torchscript": the job's epochs through the TorchScript backend (the same
+// batches, in the same order, as the native trainer's train_epoch).
+int run_local_backend(const job::job_spec& spec, const nn::train_test& data) {
+  const auto& job = spec.nn;
+  auto b = actors::make_host_backend(spec, data.train.info);
+  if (!b) return usage_error(b.err());
+  auto& be = **b;
+  std::fprintf(
+      stderr,
+      "model %s (%s backend): %zu dense parameters, %zu embedding tables; train %zu rows, test %zu rows\n",
+      job.model.type.c_str(), std::string(be.name()).c_str(), be.parameters().size(),
+      be.embedding_tables().size(), data.train.rows, data.test.rows);
+  const bool binary = be.output_width() == 1;
+  const auto start = std::chrono::steady_clock::now();
+  nlohmann::json history = nlohmann::json::array();
+  nn::eval_result last;
+  std::vector<std::uint32_t> order;
+  std::uint64_t steps = 0;
+  double train_loss = 0;
+  for (std::size_t e = 1; e <= job.train.epochs; ++e) {
+    auto loss = nn::run_epoch(
+        data.train, job.train, e - 1, order,
+        [&](const nn::batch& batch) -> expected<double> {
+          auto l = be.step(batch);
+          if (!l) return l.err();
+          ++steps;
+          return static_cast<double>(*l);
+        },
+        print_progress);
+    if (!loss) return run_error(loss.err());
+    train_loss = *loss;
+    auto ev = evaluate(be, data.test, job.train.eval_batch_size);
+    if (!ev) return run_error(ev.err());
+    last = *ev;
+    print_eval(e, last, binary, seconds_since(start));
+    auto ej = eval_json(last, binary);
+    ej["epoch"] = e;
+    ej["train_loss"] = train_loss;
+    ej["seconds"] = seconds_since(start);
+    history.push_back(ej);
+  }
+  print_backend_result(spec, be, data, steps, train_loss, last, seconds_since(start), history);
+  return 0;
+}
+
 int run_local(const options& o) {
   auto doc = load_job_doc(o.file, o.overrides);
   if (!doc) return usage_error(doc.err());
@@ -105,6 +206,10 @@ int run_local(const options& o) {
   auto* job = &spec->nn;
   auto data = load_train_test(job->data);
   if (!data) return run_error(data.err());
+  if (job->model.type == "torchscript") {
+    if (job->train.device != "cpu") spec->job.device = job->train.device;  // the backend's device switch
+    return run_local_backend(*spec, *data);
+  }
   auto m = nn::model_registry::instance().create(job->model, data->train.info);
   if (!m) return usage_error(m.err());
   auto t = nn::trainer::create(**m, job->train);

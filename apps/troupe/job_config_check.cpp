@@ -1,5 +1,6 @@
 #include "job_config_check.hpp"
 
+#include "troupe/actors/backends.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/core/log.hpp"
 #include "troupe/job/job_check.hpp"
@@ -19,7 +20,7 @@ expected<void> validate_job_doc(const config_doc& doc) {
   auto spec = job::job_spec::read(doc);
   if (!spec) return spec.err();
   // The rest of what `troupe run` refuses before it starts (strategy, model, data paths).
-  if (auto c = job::check_job(*spec, actors::strategy_names()); !c)
+  if (auto c = job::check_job(*spec, actors::strategy_names(), actors::check_model); !c)
     return std::move(c).err().wrap(doc.source());
   return {};
 }

@@ -67,8 +67,8 @@ expected<nn::dataset_info> nominal_info(const nn::data_config& c) {
 
 }  // namespace
 
-expected<void> check_model_fits_strategy(const job_spec& spec, nn::model& m) {
-  if (spec.uses_ps() || m.embedding_tables().empty()) return {};
+expected<void> check_model_fits_strategy(const job_spec& spec, bool has_embedding_tables) {
+  if (spec.uses_ps() || !has_embedding_tables) return {};
   return make_unexpected(core_errc::invalid_argument,
                          std::string("key 'job.strategy': '")
                              .append(spec.job.strategy)
@@ -77,7 +77,8 @@ expected<void> check_model_fits_strategy(const job_spec& spec, nn::model& m) {
                              .append("' has embedding tables: use [job] strategy = \"async_ps\""));
 }
 
-expected<void> check_job(const job_spec& spec, const std::vector<std::string>& strategies) {
+expected<void> check_job(const job_spec& spec, const std::vector<std::string>& strategies,
+                         const model_probe& model) {
   if (std::find(strategies.begin(), strategies.end(), spec.job.strategy) == strategies.end()) {
     std::string names;
     for (const auto& n : strategies) names += (names.empty() ? "" : ", ") + n;
@@ -87,9 +88,9 @@ expected<void> check_job(const job_spec& spec, const std::vector<std::string>& s
   if (auto d = check_data_paths(spec.nn.data); !d) return d;
   auto info = nominal_info(spec.nn.data);
   if (!info) return info.err();
-  auto m = nn::model_registry::instance().create(spec.nn.model, *info);
-  if (!m) return m.err();
-  return check_model_fits_strategy(spec, **m);
+  auto tables = model(spec, *info);
+  if (!tables) return tables.err();
+  return check_model_fits_strategy(spec, *tables);
 }
 
 }  // namespace troupe::job

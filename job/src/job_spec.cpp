@@ -1,5 +1,7 @@
 #include "troupe/job/job_spec.hpp"
 
+#include <filesystem>
+
 namespace troupe::job {
 
 namespace {
@@ -70,12 +72,24 @@ expected<job_spec> job_spec::read(const config_doc& doc) {
                                "of transport.listen_host; remove the key");
   // [train] device is `troupe train --local`'s switch (it reads job files too); a job's workers
   // follow [job] device.
-  if (spec.uses_gpu() && spec.job.strategy != "allreduce")
-    return make_unexpected(
-        core_errc::invalid_argument,
-        doc.source() + ": job.device: \"gpu\" is supported with strategy \"allreduce\" only (strategy is \"" +
-            spec.job.strategy + "\")");
+  // Under async_ps the shards apply the embedding rows' gradients, which the GPU backend keeps on
+  // the device (actors/src/backends/cuda_backend.cpp says the same for a model built otherwise).
+  const auto& type = spec.nn.model.type;
+  if (spec.uses_gpu() && spec.job.strategy == "async_ps" && (type == "deepfm" || type == "wide_deep"))
+    return make_unexpected(core_errc::invalid_argument,
+                           doc.source() +
+                               ": job.device: \"gpu\" with strategy \"async_ps\" needs a model "
+                               "without embedding tables (model.type is \"" +
+                               type + "\"); use allreduce or local_sgd, or device \"cpu\"");
   if (spec.job.dataset_cache.empty()) spec.job.dataset_cache = spec.job.root + "/datasets";
+  // A TorchScript module is named relative to the job file; nodes run elsewhere, so it is made
+  // absolute here (and the runner stores it so in the job directory's job.toml).
+  auto& model_path = spec.nn.model.path;
+  if (!model_path.empty() && model_path.front() != '/') {
+    std::error_code ec;
+    auto base = std::filesystem::absolute(std::filesystem::path(doc.source()).parent_path(), ec);
+    model_path = (base / model_path).lexically_normal().string();
+  }
   return spec;
 }
 

@@ -31,6 +31,8 @@ std::size_t count(config_section& s, std::string_view key, std::size_t def, std:
 model_config read_model_config(config_section s, model_config c) {
   c.type = s.get_string("type", c.type);
   auto known = model_registry::instance().names();
+  known.push_back("torchscript");
+  if (c.type == "torchscript") c.path = s.require_string("path");
   if (std::find(known.begin(), known.end(), c.type) == known.end()) {
     std::string list;
     for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;

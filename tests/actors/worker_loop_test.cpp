@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "backends/native_backend.hpp"
 #include "fake_node.hpp"
 #include "fake_rpc.hpp"
 #include "roles/worker_state.hpp"
@@ -45,8 +46,8 @@ class recording_strategy final : public strategy {
 
 class no_ps final : public ps_client {
  public:
-  expected<void> pull(nn::model&, const nn::batch&) override { return {}; }
-  expected<void> push(nn::model&) override { return {}; }
+  expected<void> pull(trainer_backend&, const nn::batch&) override { return {}; }
+  expected<void> push(trainer_backend&) override { return {}; }
 };
 
 class no_ring final : public ring_session {
@@ -70,16 +71,15 @@ class worker_loop_test : public ::testing::Test {
     node_.spec().nn.train.batch_size = 2;
     auto m = job::build_model(node_.spec(), *st_.train);
     ASSERT_TRUE(m) << m.err().to_string();
-    st_.model = std::move(*m);
-    auto tr = nn::trainer::create(*st_.model, node_.spec().nn.train);
-    ASSERT_TRUE(tr) << tr.err().to_string();
-    st_.trainer = std::move(*tr);
+    auto be = native_backend::create(std::move(*m), node_.spec().nn.train);
+    ASSERT_TRUE(be) << be.err().to_string();
+    st_.backend = std::move(*be);
     st_.node = &node_;
     st_.task_rpc = &rpc_;
     auto s = std::make_unique<recording_strategy>();
     strat_ = s.get();
     st_.strat = std::move(s);
-    st_.ctx.reset(new worker_context{node_.spec(), node_.self(), *st_.model, *st_.trainer, ps_, ring_});
+    st_.ctx.reset(new worker_context{node_.spec(), node_.self(), *st_.backend, ps_, ring_});
     st_.last_report = node_.clock().now();
   }
 

@@ -51,8 +51,7 @@ TEST(job_spec, errors_name_the_key) {
       {"[job]\nworkres = 2\n", "job.workres"},
       {"[transport]\nheartbeat_ms = 900\nheartbeat_timeout_ms = 100\n", "heartbeat"},
       {"[job]\ndevice = 'tpu'\n", "job.device"},
-      {"[job]\ndevice = 'gpu'\nstrategy = 'async_ps'\n", "job.device"},
-      {"[job]\ndevice = 'gpu'\nstrategy = 'local_sgd'\n", "allreduce\" only"},
+      {"[job]\ndevice = 'gpu'\nstrategy = 'async_ps'\n[model]\ntype = 'deepfm'\n", "embedding tables"},
   };
   for (const auto& c : cases) {
     auto s = parse(c.text);

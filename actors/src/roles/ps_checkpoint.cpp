@@ -2,7 +2,8 @@
 
 #include "ps_checkpoint_log.hpp"
 #include "ps_state.hpp"
-#include "troupe/job/data_model.hpp"
+#include "troupe/actors/backends.hpp"
+#include "troupe/job/data.hpp"
 #include "troupe/storage/disk_fault.hpp"
 #include "troupe/wire/messages.hpp"
 #include "troupe/wire/ps_layout.hpp"
@@ -44,14 +45,14 @@ void init_shard(ps_state& st, node_context* rt, const data_paths& data) {
   st.timeline = std::make_shared<observe::job_timeline>(rt->who().job_dir);
   auto train = storage::record_store::open(data.train_dir);
   if (!train) throw std::runtime_error(train.err().to_string());
-  auto m = job::build_model(rt->spec(), *train);
+  auto m = make_host_backend(rt->spec(), job::info_of(train->info(), train->dir()));
   if (!m) throw std::runtime_error(m.err().to_string());
   st.model = std::move(*m);
   auto opt = nn::make_optimizer(rt->spec().nn.train.optimizer);
   if (!opt) throw std::runtime_error(opt.err().to_string());
   st.opt = std::move(*opt);
-  for (auto* p : st.model->parameters())
-    if (p->trainable && wire::shard_of_name(p->name, st.shards) == st.index) st.dense[p->name].param = p;
+  for (auto* p : st.model->dense_parameters())
+    if (wire::shard_of_name(p->name, st.shards) == st.index) st.dense[p->name].param = p;
   for (auto* t : st.model->embedding_tables()) st.tables.emplace(t->name(), owned_table(t, *st.opt));
   const auto& dir = rt->spec().ps.checkpoint_dir;
   auto store = storage::checkpoint_store::open((dir.empty() ? rt->who().job_dir + "/checkpoints" : dir) +

@@ -1,4 +1,4 @@
-// A PS shard's state: the parameters it owns (views into a model built like the workers' one),
+// A PS shard's state: the parameters it owns (views into a replica built like the workers' one),
 // their optimizer slots, rows changed since the last checkpoint, and its checkpoint store.
 #pragma once
 
@@ -16,7 +16,7 @@
 #include "ps_checkpoint_log.hpp"
 #include "ps_snapshot.hpp"
 #include "roles.hpp"
-#include "troupe/nn/model.hpp"
+#include "troupe/actors/trainer_backend.hpp"
 #include "troupe/nn/optimizer.hpp"
 #include "troupe/nn/row_store.hpp"
 #include "troupe/observe/timeline.hpp"
@@ -35,7 +35,7 @@ inline constexpr std::chrono::microseconds checkpoint_slice{200};
 struct ps_state {
   node_context* rt = nullptr;  // the node this shard runs on
   std::uint32_t index = 0, shards = 1;
-  std::unique_ptr<nn::model> model;
+  std::unique_ptr<trainer_backend> model;  // the workers' replica: names, shapes, initial values
   std::unique_ptr<nn::optimizer> opt;
   std::map<std::string, owned_dense> dense;
   std::map<std::string, owned_table> tables;

@@ -25,9 +25,8 @@ caf::actor spawn_master(caf::actor_system& sys, node_context& node, supervision:
                         std::uint32_t restarts);
 // A parameter-server shard (detached: checkpoints block). Name "ps", on ps-<i>.
 caf::actor spawn_ps_shard(caf::actor_system& sys, node_context& node, data_paths data);
-// A worker (detached: training blocks). Name "worker", on worker-<i>.
+// A worker (detached: training blocks), its replica on the backend the job names (native CPU,
+// CUDA with [job] device = "gpu"). Name "worker", on worker-<i>.
 caf::actor spawn_worker(caf::actor_system& sys, node_runtime* rt, data_paths data);
-// A GPU worker ([job] device = "gpu"): the worker with its replica on a device. Name "worker".
-caf::actor spawn_gpu_worker(caf::actor_system& sys, node_runtime* rt, data_paths data);
 
 }  // namespace troupe::actors

@@ -5,10 +5,14 @@
 #include <caf/all.hpp>
 #include <filesystem>
 
+#include <caf/stateful_actor.hpp>
+#include "../backends/cuda_backend.hpp"
 #include "../caf_types.hpp"
+#include "troupe/actors/backends.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/job/data_model.hpp"
-#include "worker_actor.hpp"
+
+#include "worker_state.hpp"
 
 namespace troupe::actors {
 
@@ -53,25 +57,38 @@ storage::manifest open_data(worker_state& st, node_runtime* rt) {
   return serve_records(st, rt);
 }
 
+// The replica the job names: the CUDA backend ([job] device = "gpu" with a native model) or a
+// host one (backends.hpp: native or TorchScript).
+std::unique_ptr<trainer_backend> make_backend(worker_state& st, node_runtime* rt,
+                                              const storage::manifest& manifest) {
+  const auto& spec = rt->spec();
+  auto info = job::info_of(manifest, st.train ? st.train->dir() : manifest.source);
+  expected<std::unique_ptr<trainer_backend>> b = make_unexpected(core_errc::invalid_argument, "no backend");
+  if (spec.uses_gpu() && spec.nn.model.type != "torchscript") {
+    auto m = nn::model_registry::instance().create(spec.nn.model, info);
+    if (!m) throw std::runtime_error(m.err().to_string());
+    b = make_cuda_backend(*rt, *st.rpc, std::move(*m));
+  } else {
+    b = make_host_backend(spec, info);
+  }
+  if (!b) throw std::runtime_error(b.err().to_string());
+  return std::move(*b);
+}
+
 }  // namespace
 
-void setup_worker(worker_state& st, node_runtime* rt, data_paths data, const strategy_maker& make) {
+void setup_worker(worker_state& st, node_runtime* rt, data_paths data) {
   st.rt = rt;
   st.node = rt;
   st.data = std::move(data);
   auto manifest = open_data(st, rt);
-  auto m = job::build_model(rt->spec(), manifest, st.train ? st.train->dir() : manifest.source);
-  if (!m) throw std::runtime_error(m.err().to_string());
-  st.model = std::move(*m);
-  auto tr = nn::trainer::create(*st.model, rt->spec().nn.train);
-  if (!tr) throw std::runtime_error(tr.err().to_string());
-  st.trainer = std::move(*tr);
   // Replies to this incarnation's requests; a restarted actor registers the name anew.
   rt->net().unregister_name("rpc");
   auto rpc = wire::rpc_client::create(rt->net(), "rpc");
   if (!rpc) throw std::runtime_error(rpc.err().to_string());
   st.rpc = std::move(*rpc);
   st.task_rpc = st.rpc.get();
+  st.backend = make_backend(st, rt, manifest);
   st.ps = std::make_unique<remote_ps>(*rt, *st.rpc);
   st.ring_context = std::make_unique<node_ring_context>(*rt);
   if (auto l = st.ring_context->listen(); !l)
@@ -79,18 +96,23 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data, const str
                  l.err().to_string());
   st.ring = make_ring_session(*st.ring_context, rt->spec());
   st.ring->prepare();
-  auto s = make(st);
+  auto s = make_strategy(rt->spec().job.strategy, rt->spec());
   if (!s) throw std::runtime_error(s.err().to_string());
   st.strat = std::move(*s);
-  st.ctx.reset(new worker_context{rt->spec(), rt->self(), *st.model, *st.trainer, *st.ps, *st.ring});
+  st.ctx.reset(new worker_context{rt->spec(), rt->self(), *st.backend, *st.ps, *st.ring});
   st.last_report = rt->clock().now();
   open_step_log(st);
-  spdlog::info("{}: {} model, strategy {}, {} training records{}", rt->self().to_string(), st.model->type(),
-               st.strat->name(), manifest.record_count, st.fetch ? " (served)" : "");
+  spdlog::info("{}: {} model on the {} backend, strategy {}, {} training records{}", rt->self().to_string(),
+               rt->spec().nn.model.type, st.backend->name(), st.strat->name(), manifest.record_count,
+               st.fetch ? " (served)" : "");
 }
 
-caf::behavior run_worker(worker_actor* self, node_runtime* rt, data_paths data, strategy_maker make) {
-  setup_worker(self->state, rt, std::move(data), make);
+using worker_actor = caf::stateful_actor<worker_state>;
+
+// Sets the worker up (throws on failure), then interleaves training ticks with the master's
+// requests (evaluate). Spawned detached: training blocks.
+static caf::behavior run_worker(worker_actor* self, node_runtime* rt, data_paths data) {
+  setup_worker(self->state, rt, std::move(data));
   self->send(self, tick_atom::value);
   return {
       [=](tick_atom) {
@@ -111,10 +133,7 @@ caf::behavior run_worker(worker_actor* self, node_runtime* rt, data_paths data, 
 }
 
 caf::actor spawn_worker(caf::actor_system& sys, node_runtime* rt, data_paths data) {
-  strategy_maker make = [](worker_state& st) {
-    return make_strategy(st.rt->spec().job.strategy, st.rt->spec());
-  };
-  return sys.spawn<caf::detached>(run_worker, rt, std::move(data), std::move(make));
+  return sys.spawn<caf::detached>(run_worker, rt, std::move(data));
 }
 
 }  // namespace troupe::actors

@@ -40,11 +40,11 @@ void evaluate(worker_state& st, const message& request) {
   for (std::size_t first = 0; first < test.rows; first += bs) {
     nn::batch b(test, first, std::min(bs, test.rows - first));
     if (auto p = st.strat->prepare_eval(*st.ctx, b); !p) return fail(p.err().to_string());
-    auto loss = st.model->forward(b, false);
+    auto loss = st.backend->predict(b);
     if (!loss) return fail(loss.err().to_string());
     loss_sum += *loss * static_cast<double>(b.size());
-    const auto& probs = st.model->probabilities();
-    width = probs.row_size();
+    auto probs = st.backend->probabilities();
+    width = st.backend->output_width();
     scores.insert(scores.end(), probs.begin(), probs.begin() + static_cast<std::ptrdiff_t>(b.size() * width));
   }
   std::span<const float> labels(test.labels.data(), test.rows);

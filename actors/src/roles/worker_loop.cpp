@@ -119,11 +119,11 @@ bool records_in(worker_state& st) {
 // wait for. The gradients are overwritten by the first real step; parameters and optimizer state
 // are untouched. Models with embedding tables are skipped (their rows come from the PS shards).
 void warm_up(worker_state& st) {
-  if (!st.task || st.task->ticket || !st.model->embedding_tables().empty()) return;
+  if (!st.task || st.task->ticket || !st.backend->embedding_tables().empty()) return;
   auto& t = *st.task;
   std::size_t n = std::min(st.node->spec().nn.train.batch_size, t.order.size());
   nn::batch b(t.rows, std::span<const std::uint32_t>(t.order.data(), n));
-  if (auto l = st.trainer->compute_gradients(b); !l) spdlog::debug("warm-up: {}", l.err().to_string());
+  if (auto l = st.backend->compute_gradients(b); !l) spdlog::debug("warm-up: {}", l.err().to_string());
   st.strat->warm_up(*st.ctx);
 }
 

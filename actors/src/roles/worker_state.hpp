@@ -13,7 +13,7 @@
 #include "../worker_services.hpp"
 #include "roles.hpp"
 #include "troupe/actors/strategy.hpp"
-#include "troupe/nn/trainer.hpp"
+#include "troupe/actors/trainer_backend.hpp"
 #include "troupe/storage/record_store.hpp"
 #include "troupe/wire/rpc.hpp"
 
@@ -30,12 +30,6 @@ struct held_task {
   std::optional<std::uint64_t> ticket;
 };
 
-// A GPU worker's device side (roles/gpu_worker.hpp); null in a CPU worker.
-struct gpu_replica;
-struct gpu_replica_deleter {
-  void operator()(gpu_replica* g) const noexcept;
-};
-
 struct worker_state {
   using clock = troupe::clock;
   // The node as the training loop sees it (spec, sends, ring epoch, readiness, clock): every wait
@@ -50,10 +44,9 @@ struct worker_state {
   std::unique_ptr<wire::rpc_client> records_rpc;
   std::unique_ptr<record_fetcher> fetch;
   std::optional<nn::dataset> test;
-  std::unique_ptr<nn::model> model;
-  std::unique_ptr<nn::trainer> trainer;
-  // Declared before the strategy, which refers to it, so that it is destroyed after.
-  std::unique_ptr<gpu_replica, gpu_replica_deleter> gpu;
+  // The replica (native, CUDA or TorchScript; backends/make_backend.hpp). Declared before the
+  // strategy, which may refer to its device side, so that it is destroyed after.
+  std::unique_ptr<trainer_backend> backend;
   std::unique_ptr<wire::rpc_client> rpc;
   // The channel the loop's lease requests and task reports go through: rpc in a worker, a fake in
   // unit tests of the loop.
@@ -103,11 +96,8 @@ bool train_some(worker_state& st);
 void evaluate(worker_state& st, const message& request);
 // Opens the TROUPE_STEP_LOG file when that variable is set.
 void open_step_log(worker_state& st);
-// Makes the worker's strategy once the rest of the state is set up (CPU: the registry's; GPU
-// worker: the device-backed allreduce, which also fills st.gpu).
-using strategy_maker = std::function<expected<std::unique_ptr<strategy>>(worker_state&)>;
-// Opens the data, builds the model, trainer, services and strategy; throws on failure (the
-// supervisor restarts the actor, and gives up past its intensity limit).
-void setup_worker(worker_state& st, node_runtime* rt, data_paths data, const strategy_maker& make);
+// Opens the data, builds the trainer backend the job names, the services and the strategy; throws
+// on failure (the supervisor restarts the actor, and gives up past its intensity limit).
+void setup_worker(worker_state& st, node_runtime* rt, data_paths data);
 
 }  // namespace troupe::actors

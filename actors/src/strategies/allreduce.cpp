@@ -7,8 +7,10 @@
 // most trained replica's model and optimizer state go to every replica, and training goes on. One
 // exception: when the other worker of a ring of two dies mid-step, the survivor is the whole ring,
 // its own gradients are the average, and it finishes the step alone instead of dropping it.
+// On a backend with a device (CUDA) the same algorithm runs on the device: allreduce_gpu.cpp.
 #include <spdlog/spdlog.h>
 
+#include "allreduce_gpu.hpp"
 #include "replicas.hpp"
 #include "troupe/actors/strategy.hpp"
 
@@ -20,13 +22,16 @@ class allreduce final : public strategy {
  public:
   std::string_view name() const override { return "allreduce"; }
   void warm_up(worker_context& ctx) override {
+    if (ctx.backend.device()) return;
     replicas::reserve_state(ctx, true, sync_buf_);
-    std::size_t total = 0;
-    for (auto* p : ctx.trainer.trainable_parameters()) total += p->grad.size();
-    buf_.assign(total + replicas::round_vote::floats, 0.0f);
+    buf_.assign(ctx.backend.gradients().size() + replicas::round_vote::floats, 0.0f);
   }
 
   step_result step(worker_context& ctx, const nn::batch* b, bool exhausted) override {
+    if (auto* g = ctx.backend.device()) {
+      if (!device_) device_ = make_device_allreduce(*g);
+      return device_->step(ctx, b, exhausted);
+    }
     auto ring = ctx.ring.ensure();
     if (!ring) return {step_result::kind::retry};
     if (ring->fresh) {
@@ -36,26 +41,20 @@ class allreduce final : public strategy {
     double loss = 0;
     std::size_t n = b ? b->size() : 0;
     if (b) {
-      auto l = ctx.trainer.compute_gradients(*b);
+      auto l = ctx.backend.compute_gradients(*b);
       if (!l) throw std::runtime_error(l.err().to_string());
       loss = *l;
     }
-    const auto& params = ctx.trainer.trainable_parameters();
-    std::size_t total = 0;
-    for (auto* p : params) total += p->grad.size();
+    auto grads = ctx.backend.gradients();
+    const std::size_t total = grads.size();
     buf_.resize(total + replicas::round_vote::floats);
-    std::size_t at = 0;
-    for (auto* p : params) {
-      for (std::size_t i = 0; i < p->grad.size(); ++i)
-        buf_[at + i] = b ? p->grad[i] * static_cast<float>(n) : 0.0f;
-      at += p->grad.size();
-    }
+    for (std::size_t i = 0; i < total; ++i) buf_[i] = b ? grads[i] * static_cast<float>(n) : 0.0f;
     replicas::round_vote::cast(std::span(buf_).subspan(total), static_cast<float>(n), exhausted);
     if (auto r = ctx.ring.allreduce(buf_); !r) {
       if (b && ctx.ring.alone()) {
-        // buf_ was a copy: the model still holds this batch's gradients, untouched by the ring,
+        // buf_ was a copy: the backend still holds this batch's gradients, untouched by the ring,
         // which is now this worker alone.
-        ctx.trainer.apply_gradients(
+        ctx.backend.apply_gradients(
             replicas::step_share(static_cast<double>(n), 1, ctx.spec.nn.train.batch_size));
         spdlog::info("allreduce: step finished alone ({})", r.err().to_string());
         return {step_result::kind::trained, n, loss};
@@ -65,17 +64,14 @@ class allreduce final : public strategy {
     const replicas::round_vote vote{std::span(buf_).subspan(total)};
     const float samples = vote.samples;
     if (samples == 0.0f) return {vote.empty_round()};
-    at = 0;
-    for (auto* p : params) {
-      for (std::size_t i = 0; i < p->grad.size(); ++i) p->grad[i] = buf_[at + i] / samples;
-      at += p->grad.size();
-    }
-    ctx.trainer.apply_gradients(vote.lr_scale(ctx.spec.nn.train.batch_size));
+    for (std::size_t i = 0; i < total; ++i) grads[i] = buf_[i] / samples;
+    ctx.backend.apply_gradients(vote.lr_scale(ctx.spec.nn.train.batch_size));
     return {step_result::kind::trained, n, loss};
   }
 
  private:
   std::vector<float> buf_, sync_buf_;
+  std::unique_ptr<strategy> device_;  // the device path (a backend with a GPU)
 };
 
 }  // namespace

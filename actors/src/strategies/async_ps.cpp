@@ -15,15 +15,18 @@ class async_ps final : public strategy {
 
   step_result step(worker_context& ctx, const nn::batch* b, bool exhausted) override {
     if (!b) return {exhausted ? step_result::kind::finished : step_result::kind::idle};
-    if (auto p = ctx.ps.pull(ctx.model, *b); !p) return retry("pull", p.err());
-    auto loss = ctx.trainer.compute_gradients(*b);
+    auto& be = ctx.backend;
+    if (auto p = ctx.ps.pull(be, *b); !p) return retry("pull", p.err());
+    if (auto u = be.from_host(host_copy::parameters); !u) throw std::runtime_error(u.err().to_string());
+    auto loss = be.compute_gradients(*b);
     if (!loss) throw std::runtime_error(loss.err().to_string());
-    if (auto q = ctx.ps.push(ctx.model); !q) return retry("push", q.err());
+    if (auto d = be.to_host(host_copy::gradients); !d) throw std::runtime_error(d.err().to_string());
+    if (auto q = ctx.ps.push(be); !q) return retry("push", q.err());
     return {step_result::kind::trained, b->size(), *loss};
   }
 
   expected<void> prepare_eval(worker_context& ctx, const nn::batch& b) override {
-    return ctx.ps.pull(ctx.model, b);
+    return ctx.ps.pull(ctx.backend, b);
   }
 
  private:

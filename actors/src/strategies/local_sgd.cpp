@@ -28,7 +28,7 @@ class local_sgd final : public strategy {
     }
     step_result out{step_result::kind::idle};
     if (b) {
-      auto l = ctx.trainer.step(*b);
+      auto l = ctx.backend.step(*b);
       if (!l) throw std::runtime_error(l.err().to_string());
       round_samples_ += b->size();
       out = {step_result::kind::trained, b->size(), *l};
@@ -37,6 +37,8 @@ class local_sgd final : public strategy {
     // Average: sum of (weight * parameters) and of weights over the ring.
     std::size_t n = replicas::state_size(ctx, false);
     buf_.resize(n + replicas::round_vote::floats);
+    if (auto h = ctx.backend.to_host(host_copy::parameters); !h)
+      return replicas::drop_round(ctx, h.err(), "local_sgd: averaging round");
     replicas::pack_state(ctx, false, std::span(buf_.data(), n));
     float w = static_cast<float>(round_samples_);
     for (std::size_t i = 0; i < n; ++i) buf_[i] *= w;
@@ -54,6 +56,8 @@ class local_sgd final : public strategy {
     if (total == 0.0f) return vote.all_exhausted() ? step_result{step_result::kind::finished} : out;
     for (std::size_t i = 0; i < n; ++i) buf_[i] /= total;
     replicas::unpack_state(ctx, false, std::span<const float>(buf_.data(), n));
+    if (auto h = ctx.backend.from_host(host_copy::parameters); !h)
+      throw std::runtime_error(h.err().to_string());
     return out;
   }
 

@@ -9,25 +9,16 @@
 namespace troupe::actors::replicas {
 
 namespace {
-// Slots are created on a parameter's first update; replicas must agree on their size first.
-void size_slots(worker_context& ctx) {
-  const auto& opt = ctx.trainer.get_optimizer();
-  const auto& params = ctx.trainer.trainable_parameters();
-  auto& state = ctx.trainer.dense_state();
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    std::size_t want = opt.slots_per_element() * params[i]->value.size();
-    if (state[i].values.size() != want) state[i].values.assign(want, opt.slot_init());
-  }
-}
-
 // Visits (pointer, count) spans of the state; step counters travel as one float each (exact up
 // to 2^24 steps), through a scratch value written back by `store`.
 template <class Visit, class Store>
 void walk(worker_context& ctx, bool with_optimizer, Visit&& v, Store&& store) {
-  for (auto* p : ctx.model.parameters()) v(p->value.data(), p->value.size());
+  auto& be = ctx.backend;
+  v(be.parameters().data(), be.parameters().size());
+  for (auto b : be.buffers()) v(b.data(), b.size());
   if (!with_optimizer) return;
-  size_slots(ctx);
-  for (auto& s : ctx.trainer.dense_state()) {
+  be.reserve_optimizer_state();
+  for (auto& s : be.optimizer_state()) {
     v(s.values.data(), s.values.size());
     float step = static_cast<float>(s.step);
     v(&step, 1);
@@ -100,16 +91,19 @@ expected<most_trained> vote_most_trained(worker_context& ctx, const ring_session
 }
 
 expected<void> broadcast_parameters(worker_context& ctx, int src, std::size_t& floats) {
-  for (auto* p : ctx.model.parameters()) {
-    if (auto r = ctx.ring.broadcast(std::span<float>(p->value.data(), p->value.size()), src); !r) return r;
-    floats += p->value.size();
+  std::vector<std::span<float>> spans{ctx.backend.parameters()};
+  for (auto b : ctx.backend.buffers()) spans.push_back(b);
+  for (auto s : spans) {
+    if (s.empty()) continue;
+    if (auto r = ctx.ring.broadcast(s, src); !r) return r;
+    floats += s.size();
   }
   return {};
 }
 
 void reserve_state(worker_context& ctx, bool with_optimizer, std::vector<float>& buf) {
-  if (with_optimizer) size_slots(ctx);
-  buf.assign(ctx.trainer.dense_state().size(), 0.0f);
+  if (with_optimizer) ctx.backend.reserve_optimizer_state();
+  buf.assign(ctx.backend.optimizer_state().size(), 0.0f);
 }
 
 namespace {
@@ -118,8 +112,8 @@ namespace {
 // trained.
 expected<void> broadcast_optimizer(worker_context& ctx, int src, bool source, std::vector<float>& buf,
                                    std::size_t& floats) {
-  size_slots(ctx);
-  auto& slots = ctx.trainer.dense_state();
+  ctx.backend.reserve_optimizer_state();
+  auto& slots = ctx.backend.optimizer_state();
   for (auto& s : slots) {
     if (auto r = ctx.ring.broadcast(std::span<float>(s.values.data(), s.values.size()), src); !r) return r;
     floats += s.values.size();
@@ -139,15 +133,21 @@ expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::i
   auto started = std::chrono::steady_clock::now();
   if (ring.size <= 1) return {};
   std::uint64_t mine = 0;
-  for (const auto& s : ctx.trainer.dense_state()) mine = std::max(mine, s.step);
+  for (const auto& s : ctx.backend.optimizer_state()) mine = std::max(mine, s.step);
   auto src = vote_most_trained(ctx, ring, mine);
   if (!src) return src.err();
   auto agreed = std::chrono::steady_clock::now();
-  // Straight from the source's replica into the others' (no packing).
+  // Straight from the source's replica into the others' (no packing); a device backend's through
+  // its host mirror.
+  const bool source = ring.rank == src->rank;
+  if (source)
+    if (auto h = ctx.backend.to_host(host_copy::parameters); !h) return h;
   std::size_t floats = 0;
   if (auto r = broadcast_parameters(ctx, src->rank, floats); !r) return r;
   if (with_optimizer)
-    if (auto r = broadcast_optimizer(ctx, src->rank, ring.rank == src->rank, buf, floats); !r) return r;
+    if (auto r = broadcast_optimizer(ctx, src->rank, source, buf, floats); !r) return r;
+  if (!source)
+    if (auto h = ctx.backend.from_host(host_copy::parameters); !h) return h;
   auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   spdlog::info(
       "ring epoch {} (rank {} of {}): replicas synchronised from rank {} ({} floats) in {:.2f} ms "

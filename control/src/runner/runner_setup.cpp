@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runner.hpp"
+#include "troupe/actors/backends.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/cluster/config.hpp"
 #include "troupe/cluster/errc.hpp"
@@ -29,6 +30,7 @@
 #include "troupe/collective/cleanup.hpp"
 #include "troupe/core/log.hpp"
 #include "troupe/gpu/cuda.hpp"
+#include "troupe/job/data.hpp"
 #include "troupe/job/data_model.hpp"
 #include "troupe/job/job_check.hpp"
 #include "troupe/transport/endpoint.hpp"
@@ -124,9 +126,9 @@ runner::~runner() {
 int runner::check_model() {
   auto store = storage::record_store::open(data_.train_dir);
   if (!store) return setup_failed(store.err(), 1);
-  auto m = job::build_model(spec_, *store);
-  if (!m) return setup_failed(m.err(), 2);
-  if (auto f = job::check_model_fits_strategy(spec_, **m); !f) return setup_failed(f.err(), 2);
+  auto tables = actors::check_model(spec_, job::info_of(store->info(), store->dir()));
+  if (!tables) return setup_failed(tables.err(), 2);
+  if (auto f = job::check_model_fits_strategy(spec_, *tables); !f) return setup_failed(f.err(), 2);
   return 0;
 }
 
@@ -160,7 +162,7 @@ int runner::read_config(config_doc& doc) {
     return 2;
   }
   // What `troupe config check` checks too (strategy, model, data paths): exit 2 before a job dir.
-  if (auto c = job::check_job(spec_, actors::strategy_names()); !c)
+  if (auto c = job::check_job(spec_, actors::strategy_names(), actors::check_model); !c)
     return spdlog::error("{}: {}", opt_.resume.empty() ? opt_.file : opt_.resume, c.err().to_string()), 2;
   if (auto g = check_gpu(spec_); !g) return spdlog::error("{}", g.err().to_string()), 2;
   target_workers_ = spec_.job.workers;
@@ -256,7 +258,13 @@ int runner::open_job_dir(const config_doc& doc) {
   } else {
     std::string id = opt_.job_id.empty() ? default_job_id(spec_.job.name) : opt_.job_id;
     if (auto c = check_job_id(id, spec_); !c) return spdlog::error("{}", c.err().to_string()), 2;
-    auto dir = cluster::job_dir::create(spec_.job.root, id, doc.to_toml());
+    // The nodes read the job directory's copy: a module path relative to the job file would be
+    // relative to that copy, so the resolved (absolute) path goes in.
+    config_doc stored = doc;
+    if (!spec_.nn.model.path.empty())
+      if (auto o = stored.apply_override("model.path=" + spec_.nn.model.path); !o)
+        return spdlog::error("{}", o.err().to_string()), 2;
+    auto dir = cluster::job_dir::create(spec_.job.root, id, stored.to_toml());
     if (!dir) {
       // A bad or taken --job-id is bad usage (exit 2); a directory that cannot be made is not.
       const bool taken = dir.err() == cluster::cluster_errc::already_exists;

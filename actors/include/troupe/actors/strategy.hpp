@@ -16,23 +16,23 @@
 #include <string_view>
 #include <vector>
 
+#include "troupe/actors/trainer_backend.hpp"
 #include "troupe/collective/ring_session.hpp"
 #include "troupe/core/ids.hpp"
 #include "troupe/job/job_spec.hpp"
 #include "troupe/nn/data/dataset.hpp"
-#include "troupe/nn/model.hpp"
-#include "troupe/nn/trainer.hpp"
 
 namespace troupe::actors {
 
-// Parameter-server access for a worker: pulls overwrite the model's parameters (dense tensors and
-// the batch's embedding rows) with the shards' values; pushes send the gradients the last backward
-// pass left in the model (equal ids already combined by the embedding tables).
+// Parameter-server access for a worker: pulls overwrite the backend's parameters (its flat dense
+// buffer and the batch's embedding rows) with the shards' values; pushes send the gradients the
+// last compute_gradients left in it (equal ids already combined by the embedding tables). Host
+// memory: a device backend's strategy moves its mirror (trainer_backend::to_host / from_host).
 class ps_client {
  public:
   virtual ~ps_client() = default;
-  virtual expected<void> pull(nn::model& m, const nn::batch& b) = 0;
-  virtual expected<void> push(nn::model& m) = 0;
+  virtual expected<void> pull(trainer_backend& m, const nn::batch& b) = 0;
+  virtual expected<void> push(trainer_backend& m) = 0;
 };
 
 // The ring of alive workers for the current membership epoch: rebuilt by ensure() after a
@@ -44,8 +44,7 @@ using ring_session = collective::ring_session;
 struct worker_context {
   const job::job_spec& spec;
   const node_id& self;
-  nn::model& model;
-  nn::trainer& trainer;  // the local optimizer and its state (ring strategies update with it)
+  trainer_backend& backend;  // the replica, its optimizer and their state (trainer_backend.hpp)
   ps_client& ps;
   ring_session& ring;
 };

@@ -4,19 +4,27 @@
 // store). Every error names the key and what to do; callers exit 2 on it.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
+#include <functional>
+
 #include "troupe/job/job_spec.hpp"
-#include "troupe/nn/model.hpp"
+#include "troupe/nn/data/dataset.hpp"
 
 namespace troupe::job {
 
 // `strategies`: the names a strategy may have ([job] strategy), as the strategy registry lists
 // them (actors::strategy_names()); job/ sits below the strategies and does not know them.
-expected<void> check_job(const job_spec& spec, const std::vector<std::string>& strategies);
+// `model`: builds the job's model for data of that shape, as a worker would (the trainer
+// backends, actors::check_model: a TorchScript module is loaded and run once), and says whether
+// it has embedding tables.
+using model_probe = std::function<expected<bool>(const job_spec& spec, const nn::dataset_info& info)>;
+expected<void> check_job(const job_spec& spec, const std::vector<std::string>& strategies,
+                         const model_probe& model);
 
 // Ring strategies replicate dense parameters only: a model with embedding tables needs async_ps.
-expected<void> check_model_fits_strategy(const job_spec& spec, nn::model& m);
+expected<void> check_model_fits_strategy(const job_spec& spec, bool has_embedding_tables);
 
 }  // namespace troupe::job

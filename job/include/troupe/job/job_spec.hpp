@@ -6,8 +6,8 @@
 //          workers (initial target), min_workers, max_workers, records_per_task,
 //          max_task_failures, lease_timeout_ms, progress_every_ms, sync_every (local_sgd),
 //          ring_capacity_kb (allreduce channels), rpc_timeout_ms, dataset_cache (dir of imported
-//          datasets, default "<root>/datasets"), device = "cpu" | "gpu" (workers train on a GPU:
-//          strategy "allreduce" only; docs/gpu_workers.md), disk_full_timeout_ms (a disk fault
+//          datasets, default "<root>/datasets"), device = "cpu" | "gpu" (workers train on a GPU,
+//          the CUDA trainer backend; docs/gpu_workers.md), disk_full_timeout_ms (a disk fault
 //          lasting this long fails the job; 300000)
 //   [ps]   shards, checkpoint_every_ms, full_checkpoint_every, checkpoint_dir
 //
@@ -40,7 +40,7 @@ struct job_options {
   std::size_t ring_capacity = 4u << 20;  // holds a resync of a mid-sized model: its source does not wait
   ms rpc_timeout{10'000};
   std::string dataset_cache;   // empty: <root>/datasets
-  std::string device = "cpu";  // "gpu": the worker role runs a gpu_worker (one device per worker)
+  std::string device = "cpu";  // "gpu": workers train on the CUDA backend (one device per worker)
   // A disk fault (no space left, I/O error) on the job's files lasting this long fails the job;
   // shorter ones pause it (docs/job.md, "Failure table").
   ms disk_full_timeout{300'000};

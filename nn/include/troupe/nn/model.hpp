@@ -32,6 +32,9 @@ struct model_config {
   double cnn_dropout = 0.25;                     // cnn
   std::vector<std::string> layers;               // sequential: layer specs, "dense:256", "relu"...
   std::uint64_t seed = 1;                        // initial weights and embedding rows
+  // type "torchscript": the saved module (a user's PyTorch model, trained through the TorchScript
+  // backend, not this registry); job files give it relative to themselves (job_spec resolves it).
+  std::string path;
 };
 
 class model {

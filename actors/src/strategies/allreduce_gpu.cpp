@@ -1,17 +1,19 @@
-// The GPU worker's synchronous data-parallel SGD: allreduce.cpp's algorithm with the replica on a
-// device. Per step: gradients on the device; a 4-float control allreduce over the CPU ring
-// (samples, exhausted, ranks, ranks whose NCCL communicator is ready); then the gradients summed,
-// weighted by batch size, over NCCL (every rank ready) or host-staged (download to pinned memory,
-// CPU ring allreduce, upload); then the optimizer on the device. Per ring epoch: the rendezvous
-// through the master decides the path from the ranks' device uuids and hands out rank 0's NCCL
-// unique id; the replicas are resynchronised from the most trained one via the host.
+// allreduce.cpp's algorithm on a device backend (backends/cuda_backend.hpp). Per step: gradients on
+// the device; a 4-float control allreduce over the CPU ring (samples, exhausted, ranks, ranks whose
+// NCCL communicator is ready); then the gradients summed, weighted by batch size, over NCCL (every
+// rank ready) or host-staged (download to pinned memory, CPU ring allreduce, upload); then the
+// optimizer on the device. Per ring epoch: the rendezvous through the master decides the path from
+// the ranks' device uuids and hands out rank 0's NCCL unique id; the replicas are resynchronised
+// from the most trained one via the host.
+#include "allreduce_gpu.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <array>
 
-#include "../strategies/replicas.hpp"
-#include "gpu_worker.hpp"
+#include "../backends/cuda_backend.hpp"
+#include "replicas.hpp"
 #include "troupe/gpu/comm_plan.hpp"
 
 namespace troupe::actors {
@@ -20,8 +22,7 @@ namespace {
 
 class gpu_allreduce final : public strategy {
  public:
-  gpu_allreduce(gpu_replica& g, std::string self, std::unique_ptr<gpu_rendezvous_port> port)
-      : g_(g), self_(std::move(self)), port_(std::move(port)) {}
+  explicit gpu_allreduce(gpu_replica& g) : g_(g), self_(g.self), port_(*g.port) {}
   std::string_view name() const override { return "allreduce (gpu)"; }
 
   step_result step(worker_context& ctx, const nn::batch* b, bool exhausted) override {
@@ -29,11 +30,10 @@ class gpu_allreduce final : public strategy {
     if (!ring) return {step_result::kind::retry};
     if (ring->fresh)
       if (auto s = on_new_ring(ctx, *ring); !s) return dropped(ctx, s.err());
-    auto& dev = *g_.trainer;
     std::size_t n = b ? b->size() : 0;
     double loss = 0;
     if (b) {
-      auto l = dev.compute_gradients(*b);
+      auto l = ctx.backend.compute_gradients(*b);
       if (!l) throw std::runtime_error(l.err().to_string());
       loss = *l;
     }
@@ -52,18 +52,9 @@ class gpu_allreduce final : public strategy {
           ctl.back() == vote.ranks ? sync_nccl(ring->epoch, n == 0, scale) : sync_host(ctx, n == 0, scale);
       if (!synced) return dropped(ctx, synced.err());
     }
-    dev.apply_gradients(vote.lr_scale(ctx.spec.nn.train.batch_size));
+    ctx.backend.apply_gradients(vote.lr_scale(ctx.spec.nn.train.batch_size));
     ++steps_;
-    dirty_ = true;
     return {step_result::kind::trained, n, loss};
-  }
-
-  // Evaluation runs the host model: bring the device's parameters over once per change.
-  expected<void> prepare_eval(worker_context& ctx, const nn::batch&) override {
-    if (!dirty_) return {};
-    if (auto d = g_.trainer->download(ctx.model); !d) return d;
-    dirty_ = false;
-    return {};
   }
 
  private:
@@ -77,9 +68,8 @@ class gpu_allreduce final : public strategy {
 
   gpu_replica& g_;
   std::string self_;
-  std::unique_ptr<gpu_rendezvous_port> port_;
+  gpu_rendezvous_port& port_;
   std::uint64_t steps_ = 0;
-  bool dirty_ = true;
   std::uint64_t planned_epoch_ = 0;  // the ring epoch path_ was chosen for
   gpu::sync_path path_ = gpu::sync_path::single;
   std::vector<float> buf_;
@@ -103,7 +93,7 @@ expected<void> gpu_allreduce::choose_path(const ring_session::info& ring) {
                             static_cast<std::uint32_t>(ring.size),
                             {static_cast<std::uint32_t>(ring.rank), self_, g_.host, g_.device.uuid},
                             ""};
-  auto s = port_->exchange(mine, false);
+  auto s = port_.exchange(mine, false);
   if (!s) return s.err();
   std::vector<gpu::rank_device> ranks;
   for (const auto& p : s->posted) ranks.push_back({p.node, p.host, p.device_uuid});
@@ -129,7 +119,7 @@ expected<void> gpu_allreduce::build_comm(const ring_session::info& ring, const g
     if (!id) return id.err();
     post.unique_id = id->to_bytes();
   }
-  auto s = port_->exchange(post, true);
+  auto s = port_.exchange(post, true);
   if (!s) return s.err();
   auto id = gpu::nccl_unique_id::from_bytes(s->unique_id);
   if (!id) return id.err();
@@ -147,8 +137,8 @@ expected<void> gpu_allreduce::resync(worker_context& ctx, const ring_session::in
   if (!src) return src.err();
   auto& dev = *g_.trainer;
   const bool source = ring.rank == src->rank;
-  if (source && dirty_)
-    if (auto d = dev.download(ctx.model); !d) return d;
+  if (source)
+    if (auto d = ctx.backend.to_host(host_copy::parameters); !d) return d;
   std::size_t floats = 0;
   if (auto r = replicas::broadcast_parameters(ctx, src->rank, floats); !r) return r;
   const std::size_t ns = dev.slot_count();
@@ -160,12 +150,11 @@ expected<void> gpu_allreduce::resync(worker_context& ctx, const ring_session::in
   }
   if (auto r = ctx.ring.broadcast(buf_, src->rank); !r) return r;
   if (!source) {
-    if (auto u = dev.upload(ctx.model); !u) return u;
+    if (auto u = ctx.backend.from_host(host_copy::parameters); !u) return u;
     auto step = static_cast<std::uint64_t>(buf_[ns]);
     if (auto u = dev.upload_optimizer(std::span<const float>(buf_.data(), ns), step); !u) return u;
   }
   steps_ = src->steps;
-  dirty_ = false;
   return {};
 }
 
@@ -208,9 +197,8 @@ step_result gpu_allreduce::dropped(worker_context& ctx, const error& e) {
 
 }  // namespace
 
-std::unique_ptr<strategy> make_gpu_allreduce(gpu_replica& g, std::string self,
-                                             std::unique_ptr<gpu_rendezvous_port> port) {
-  return std::make_unique<gpu_allreduce>(g, std::move(self), std::move(port));
+std::unique_ptr<strategy> make_device_allreduce(gpu_replica& g) {
+  return std::make_unique<gpu_allreduce>(g);
 }
 
 }  // namespace troupe::actors

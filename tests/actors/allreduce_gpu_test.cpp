@@ -1,4 +1,5 @@
-// The GPU worker's strategy on a host fake of device_trainer (no GPU needed): two ranks on an
+// The allreduce strategy's device path (a CUDA backend) on a host fake of device_trainer (no GPU
+// needed): two ranks on an
 // in-process ring and an in-memory rendezvous. Host-staged sums must give exactly the CPU
 // allreduce strategy's replicas (batch-size weighting, optimizer on the averaged gradients), a
 // replica that starts different is resynchronised, a failed NCCL set-up falls back to host
@@ -12,7 +13,8 @@
 #include <random>
 #include <thread>
 
-#include "roles/gpu_worker.hpp"
+#include "backends/cuda_backend.hpp"
+#include "troupe/actors/strategy.hpp"
 #include "troupe/collective/ring.hpp"
 
 namespace troupe::actors {
@@ -90,8 +92,8 @@ class dying_ring final : public ring_session {
 };
 
 struct no_ps final : ps_client {
-  expected<void> pull(nn::model&, const nn::batch&) override { return {}; }
-  expected<void> push(nn::model&) override { return {}; }
+  expected<void> pull(trainer_backend&, const nn::batch&) override { return {}; }
+  expected<void> push(trainer_backend&) override { return {}; }
 };
 
 // ---- the in-memory rendezvous ----
@@ -252,9 +254,8 @@ nn::dataset tiny_data() {
 }
 
 struct replica {
-  std::unique_ptr<nn::model> model;
-  std::unique_ptr<nn::trainer> trainer;
-  std::unique_ptr<gpu_replica> gpu;
+  std::unique_ptr<trainer_backend> backend;
+  gpu_replica* gpu = nullptr;  // the CUDA backend's
   std::vector<float> staging;
   std::unique_ptr<rank_ring> ring;
   no_ps ps;
@@ -277,26 +278,37 @@ class gpu_sync : public ::testing::Test {
     return std::move(*m);
   }
   void init(replica& r, shared_ring& ring, int rank) {
-    r.model = build();
-    auto t = nn::trainer::create(*r.model, tc_);
-    ASSERT_TRUE(t) << t.err().to_string();
-    r.trainer = std::move(*t);
+    auto b = native_backend::create(build(), tc_);
+    ASSERT_TRUE(b) << b.err().to_string();
+    r.backend = std::move(*b);
+    with_ring(r, ring, rank);
+  }
+  void with_ring(replica& r, shared_ring& ring, int rank) {
     r.ring = std::make_unique<rank_ring>(ring, rank);
-    r.ctx.reset(new worker_context{spec_, self_, *r.model, *r.trainer, r.ps, *r.ring});
+    r.ctx.reset(new worker_context{spec_, self_, *r.backend, r.ps, *r.ring});
   }
   void init_gpu(replica& r, shared_ring& ring, int rank, shared_rendezvous& rv, const std::string& uuid) {
-    init(r, ring, rank);
-    r.gpu = std::make_unique<gpu_replica>();
-    r.gpu->device.uuid = uuid;
-    r.gpu->host = "host";
-    r.gpu->trainer = std::make_unique<fake_device_trainer>(build(), tc_);
-    ASSERT_TRUE(r.gpu->trainer->upload(*r.model));
-    r.staging.assign(r.gpu->trainer->dense_count(), 0.0f);
-    r.gpu->staging = r.staging;
-    r.gpu->ops = host_ops();
-    r.gpu->comms = gpu::comm_manager(
+    auto g = std::make_unique<gpu_replica>();
+    g->device.uuid = uuid;
+    g->host = "host";
+    g->self = "worker-" + std::to_string(rank);
+    g->trainer = std::make_unique<fake_device_trainer>(build(), tc_);
+    g->port = std::make_unique<memory_port>(rv);
+    r.staging.assign(g->trainer->dense_count(), 0.0f);
+    g->staging = r.staging;
+    g->ops = host_ops();
+    g->comms = gpu::comm_manager(
         gpu::nccl_options{std::chrono::milliseconds(2000), std::chrono::milliseconds(2000)});
-    r.strat = make_gpu_allreduce(*r.gpu, "worker-" + std::to_string(rank), std::make_unique<memory_port>(rv));
+    r.gpu = g.get();
+    auto b = cuda_backend::wrap(build(), tc_, std::move(g));
+    ASSERT_TRUE(b) << b.err().to_string();
+    r.backend = std::move(*b);
+    ASSERT_EQ(r.backend->name(), "cuda");
+    ASSERT_TRUE(r.backend->from_host(host_copy::parameters));
+    with_ring(r, ring, rank);
+    auto s = make_strategy("allreduce", spec_);
+    ASSERT_TRUE(s);
+    r.strat = std::move(*s);
   }
   // Rank r trains batches of `sizes[r]` rows for `steps` steps, then both finish.
   void train(std::vector<replica*> reps, std::vector<std::size_t> sizes, int steps) {
@@ -319,11 +331,10 @@ class gpu_sync : public ::testing::Test {
     for (auto& t : threads) t.join();
   }
   std::vector<float> params_of(replica& r) {
-    if (r.gpu) {
-      EXPECT_TRUE(r.strat->prepare_eval(*r.ctx, nn::batch(data_, 0, 1)));
-    }
-    std::vector<float> v;
-    for (auto* p : r.model->parameters()) v.insert(v.end(), p->value.begin(), p->value.end());
+    EXPECT_TRUE(r.backend->to_host(host_copy::parameters));
+    auto p = r.backend->parameters();
+    std::vector<float> v(p.begin(), p.end());
+    for (auto b : r.backend->buffers()) v.insert(v.end(), b.begin(), b.end());
     return v;
   }
   // The CPU allreduce strategy on the same batches: the reference.
@@ -376,9 +387,8 @@ TEST_F(gpu_sync, a_replica_that_starts_different_is_resynchronised_from_the_most
   init_gpu(a, ring, 0, rv, "GPU-same");
   init_gpu(b, ring, 1, rv, "GPU-same");
   // Rank 1's device replica starts from other weights: the fresh ring must overwrite them.
-  for (auto* p : b.model->parameters())
-    for (auto& v : p->value) v += 0.5f;
-  ASSERT_TRUE(b.gpu->trainer->upload(*b.model));
+  for (auto& v : b.backend->parameters()) v += 0.5f;
+  ASSERT_TRUE(b.backend->from_host(host_copy::parameters));
   train({&a, &b}, {8, 8}, 4);
   expect_close(params_of(b), want);
 }
@@ -431,7 +441,7 @@ TEST_F(gpu_sync, cpu_allreduce_survivor_of_a_ring_of_two_finishes_the_interrupte
   replica got;
   init(got, unused, 0);
   dying_ring ring(true);
-  got.ctx.reset(new worker_context{spec_, self_, *got.model, *got.trainer, got.ps, ring});
+  got.ctx.reset(new worker_context{spec_, self_, *got.backend, got.ps, ring});
   s = make_strategy("allreduce", spec_);
   ASSERT_TRUE(s);
   got.strat = std::move(*s);
@@ -447,7 +457,7 @@ TEST_F(gpu_sync, cpu_allreduce_step_interrupted_in_a_larger_ring_is_dropped_unto
   replica got;
   init(got, unused, 0);
   dying_ring ring(false);
-  got.ctx.reset(new worker_context{spec_, self_, *got.model, *got.trainer, got.ps, ring});
+  got.ctx.reset(new worker_context{spec_, self_, *got.backend, got.ps, ring});
   auto s = make_strategy("allreduce", spec_);
   ASSERT_TRUE(s);
   got.strat = std::move(*s);
@@ -474,8 +484,8 @@ TEST_F(gpu_sync, cpu_allreduce_round_with_an_idle_rank_steps_at_its_share_of_the
     r->strat = std::move(*s);
   }
   nn::batch rows(data_, 0, 8);
-  ASSERT_TRUE(lone.trainer->compute_gradients(rows));
-  lone.trainer->apply_gradients(0.5);
+  ASSERT_TRUE(lone.backend->compute_gradients(rows));
+  lone.backend->apply_gradients(0.5);
   step_result idle;
   std::thread tb([&] { idle = b.strat->step(*b.ctx, nullptr, false); });
   auto trained = a.strat->step(*a.ctx, &rows, false);

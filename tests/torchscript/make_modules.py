@@ -1,0 +1,80 @@
+"""Writes the TorchScript modules the torchscript tests load into DIR (argument 1): a good dense
+model, a good sparse one (forward(dense, emb)), one with its own loss, and one per error class."""
+import os
+import sys
+
+import torch
+from torch import nn
+
+OUT = sys.argv[1]
+os.makedirs(OUT, exist_ok=True)
+torch.manual_seed(1)
+
+
+def save(name, module):
+    torch.jit.script(module).save(os.path.join(OUT, name + ".pt"))
+
+
+class Dense(nn.Module):  # 4 features -> 3 classes
+    def __init__(self, inputs: int = 4, classes: int = 3):
+        super().__init__()
+        self.hidden = nn.Linear(inputs, 8)
+        self.out = nn.Linear(8, classes)
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.relu(self.hidden(dense)))
+
+
+class WithLoss(Dense):
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.relu(self.hidden(dense)))
+
+    @torch.jit.export
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return 2.0 * nn.functional.cross_entropy(logits, labels)
+
+
+class Sparse(nn.Module):  # forward(dense [b, 2], emb [b, 3, 4]) -> one logit
+    def __init__(self):
+        super().__init__()
+        self.deep = nn.Linear(2 + 3 * 4, 1)
+
+    def forward(self, dense: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
+        return self.deep(torch.cat([dense, emb.flatten(1)], dim=1)) + emb.sum(dim=(1, 2)).unsqueeze(1)
+
+
+class TwoInputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(4, 3)
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return self.l(a) + self.l(b)
+
+
+class Counter(Dense):
+    def __init__(self):
+        super().__init__()
+        self.count = nn.Parameter(torch.zeros(3, dtype=torch.int64), requires_grad=False)
+
+
+class FailsInside(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(5, 3)
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        return self.l(dense.reshape(-1, 5))
+
+
+save("dense", Dense())
+save("with_loss", WithLoss())
+save("sparse", Sparse())
+save("two_inputs", TwoInputs())
+save("wide", Dense(4, 7))
+save("counter", Counter())
+save("fails_inside", FailsInside())
+save("mlp", nn.Sequential(nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10)))
+with open(os.path.join(OUT, "garbage.pt"), "wb") as f:
+    f.write(b"not a zip archive, not TorchScript")
+print(OUT)

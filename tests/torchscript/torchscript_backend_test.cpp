@@ -1,0 +1,180 @@
+// The TorchScript trainer backend through its plugin, on modules scripted by make_modules.py: the
+// contract (parameters alias the flat buffers, gradients land in them, emb's gradient becomes the
+// table's sparse gradient, a module's own loss is used) and every error a user's module can cause,
+// each with its message.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "troupe/actors/torchscript.hpp"
+
+namespace troupe::actors {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The modules, made once per build (test processes run in parallel: made aside, then renamed).
+std::string modules_dir() {
+  static std::string dir = [] {
+    fs::path d = TROUPE_TEST_BINARY_DIR "/modules";
+    if (fs::exists(d / "garbage.pt")) return d.string();
+    auto tmp = d.string() + ".tmp" + std::to_string(::getpid());
+    std::string cmd = "/usr/bin/python3 " TROUPE_TEST_SOURCE_DIR "/make_modules.py " + tmp + " > /dev/null";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::error_code ec;
+    fs::rename(tmp, d, ec);
+    if (ec) fs::remove_all(tmp);
+    return d.string();
+  }();
+  return dir;
+}
+
+torchscript_options options(const std::string& module, std::size_t dense_dim = 4, std::size_t classes = 3,
+                            std::size_t fields = 0) {
+  torchscript_options o;
+  o.path = modules_dir() + "/" + module + ".pt";
+  o.data.name = "test";
+  o.data.dense_dim = dense_dim;
+  o.data.num_classes = classes;
+  o.data.sparse_fields = fields;
+  o.embedding_dim = 4;
+  o.optimizer.type = "adam";
+  o.optimizer.learning_rate = 0.05;
+  return o;
+}
+
+std::string error_of(const torchscript_options& o) {
+  auto b = load_torchscript(o);
+  EXPECT_FALSE(b) << o.path << " loaded";
+  return b ? std::string() : b.err().to_string();
+}
+
+// Three well separated blobs in 4 dimensions.
+nn::dataset blobs(std::size_t rows = 96) {
+  nn::dataset d;
+  d.info = {"blobs", 4, 0, 3, {}, 0};
+  d.rows = rows;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> n(0.0f, 0.3f);
+  for (std::size_t i = 0; i < rows; ++i) {
+    auto c = i % 3;
+    for (std::size_t k = 0; k < 4; ++k) d.dense.push_back(n(rng) + (k == c ? 2.0f : 0.0f));
+    d.labels.push_back(static_cast<float>(c));
+  }
+  return d;
+}
+
+TEST(torchscript_backend, parameters_alias_the_flat_buffers_and_it_learns) {
+  auto b = load_torchscript(options("dense"));
+  ASSERT_TRUE(b) << b.err().to_string();
+  auto& be = **b;
+  EXPECT_EQ(be.name(), "torchscript");
+  ASSERT_EQ(be.layout().size(), 4u);  // two weights, two biases
+  EXPECT_EQ(be.parameters().size(), 4u * 8 + 8 + 8 * 3 + 3);
+  EXPECT_EQ(be.output_width(), 3u);
+  auto d = blobs();
+  nn::batch all(d, 0, d.rows);
+  // Gradients land in the flat buffer, and are zeroed (not accumulated) batch to batch.
+  ASSERT_TRUE(be.compute_gradients(all));
+  std::vector<float> g1(be.gradients().begin(), be.gradients().end());
+  ASSERT_TRUE(be.compute_gradients(all));
+  std::vector<float> g2(be.gradients().begin(), be.gradients().end());
+  EXPECT_EQ(g1, g2);
+  float norm = 0;
+  for (float g : g1) norm += g * g;
+  EXPECT_GT(norm, 0.0f);
+  auto first = be.predict(all);
+  ASSERT_TRUE(first);
+  for (int s = 0; s < 40; ++s) ASSERT_TRUE(be.step(nn::batch(d, (s * 24) % 72, 24)));
+  auto later = be.predict(all);
+  ASSERT_TRUE(later);
+  EXPECT_LT(*later, *first * 0.5f);
+  // The dense_params the PS serves are the same memory.
+  EXPECT_EQ(be.dense_parameters()[0]->value.data(), be.parameters().data());
+  // What is written into parameters() is what the module computes with: all zero, uniform output.
+  std::fill(be.parameters().begin(), be.parameters().end(), 0.0f);
+  ASSERT_TRUE(be.predict(all));
+  for (float p : be.probabilities().first(3 * d.rows)) EXPECT_NEAR(p, 1.0f / 3, 1e-6f);
+}
+
+TEST(torchscript_backend, a_module_loss_method_replaces_cross_entropy) {
+  auto plain = load_torchscript(options("dense"));
+  auto own = load_torchscript(options("with_loss"));
+  ASSERT_TRUE(plain && own);
+  // The same weights in both (the two modules were initialised apart).
+  ASSERT_EQ((*plain)->parameters().size(), (*own)->parameters().size());
+  std::copy((*plain)->parameters().begin(), (*plain)->parameters().end(), (*own)->parameters().begin());
+  auto d = blobs();
+  auto a = (*plain)->compute_gradients(nn::batch(d, 0, 12));
+  auto b = (*own)->compute_gradients(nn::batch(d, 0, 12));
+  ASSERT_TRUE(a && b);
+  EXPECT_NEAR(*b, 2.0f * *a, 1e-5f);
+}
+
+TEST(torchscript_backend, emb_gradient_becomes_the_tables_sparse_gradient) {
+  auto b = load_torchscript(options("sparse", 2, 2, 3));
+  ASSERT_TRUE(b) << b.err().to_string();
+  auto& be = **b;
+  ASSERT_EQ(be.embedding_tables().size(), 1u);
+  auto* t = be.embedding_tables()[0];
+  EXPECT_EQ(t->dim(), 4u);
+  EXPECT_EQ(be.output_width(), 1u);
+  nn::dataset d;
+  d.info = {"ctr", 2, 3, 2, {}, 0};
+  d.rows = 4;
+  d.dense = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f};
+  d.sparse = {1, 2, 3, 1, 5, 6, 7, 8, 9, 1, 2, 3};
+  d.labels = {1, 0, 1, 0};
+  nn::batch all(d, 0, 4);
+  EXPECT_EQ(be.batch_ids(all, 0), (std::vector<std::uint64_t>{1, 2, 3, 5, 6, 7, 8, 9}));
+  // Rows written into the table (a PS pull) are what forward sees.
+  std::vector<float> zeros(4, 0.0f);
+  for (std::uint64_t id : be.batch_ids(all, 0)) t->write_rows(std::span(&id, 1), zeros.data());
+  ASSERT_TRUE(be.compute_gradients(all));
+  const auto& g = t->grad();
+  EXPECT_EQ(g.size(), 8u) << "one combined row per distinct id";
+  // emb.sum() is in the logit: every row's gradient is nonzero; id 1 (three occurrences) sums them.
+  for (std::size_t i = 0; i < g.size(); ++i) EXPECT_NE(g.row(i)[0], 0.0f) << "id " << g.ids[i];
+  ASSERT_TRUE(be.predict(all));
+  EXPECT_EQ(be.probabilities().size(), 4u);
+}
+
+TEST(torchscript_backend, errors_name_the_file_and_the_problem) {
+  EXPECT_NE(error_of(options("missing")).find("missing.pt: no such file"), std::string::npos);
+  EXPECT_NE(error_of(options("garbage")).find("garbage.pt: not a TorchScript archive"), std::string::npos);
+  auto two = error_of(options("two_inputs"));
+  EXPECT_NE(two.find("forward(a, b) takes 2 inputs; the data has dense features only: forward(dense)"),
+            std::string::npos)
+      << two;
+  auto sparse = error_of(options("dense", 4, 3, 2));
+  EXPECT_NE(sparse.find("forward(dense) takes 1 inputs; the data has sparse fields: forward(dense, emb)"),
+            std::string::npos)
+      << sparse;
+  auto wide = error_of(options("wide"));
+  EXPECT_NE(wide.find("logits of shape [2, 7]"), std::string::npos) << wide;
+  EXPECT_NE(wide.find("3 classes, so the logits need 3 columns"), std::string::npos) << wide;
+  auto counter = error_of(options("counter"));
+  EXPECT_NE(counter.find("parameter 'count' is Long"), std::string::npos) << counter;
+  auto inside = error_of(options("fails_inside"));
+  EXPECT_NE(inside.find("fails_inside.pt: forward failed on inputs dense [2, 4]"), std::string::npos)
+      << inside;
+  auto o = options("dense");
+  o.device = "gpu";
+  EXPECT_NE(error_of(o).find("this build's libtorch has no CUDA"), std::string::npos);
+}
+
+TEST(torchscript_backend, a_batch_that_fails_later_is_an_error_not_an_exception) {
+  auto b = load_torchscript(options("dense"));
+  ASSERT_TRUE(b);
+  nn::dataset d = blobs(6);
+  for (auto& l : d.labels) l = 7;  // no such class: nll_loss throws inside libtorch
+  auto r = (*b)->compute_gradients(nn::batch(d, 0, 6));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.err().to_string().find("failed on inputs dense [6, 4]"), std::string::npos)
+      << r.err().to_string();
+}
+
+}  // namespace
+}  // namespace troupe::actors
