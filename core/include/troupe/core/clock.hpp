@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <stop_token>
 
 namespace troupe {
 
@@ -18,6 +20,8 @@ class clock {
   // Wall-clock milliseconds since the Unix epoch (for leases persisted across processes).
   virtual std::int64_t wall_ms() const = 0;
   virtual void sleep_for(duration d) = 0;
+  // Sleeps for `d` unless `stop` is requested first (then returns at once); false when stopped.
+  virtual bool sleep_for(duration d, const std::stop_token& stop) = 0;
 
   // The process-wide real clock.
   static clock& system();
@@ -31,6 +35,11 @@ class manual_clock final : public clock {
   std::int64_t wall_ms() const override { return wall_start_ + ns_.load() / 1'000'000; }
   // Sleeping on a manual clock advances it: the sleeper "waited".
   void sleep_for(duration d) override { advance(d); }
+  bool sleep_for(duration d, const std::stop_token& stop) override {
+    if (stop.stop_requested()) return false;
+    advance(d);
+    return true;
+  }
   void advance(duration d) { ns_ += d.count(); }
 
  private:
