@@ -55,8 +55,7 @@ void rpc_client::wait(std::uint64_t id, std::chrono::milliseconds most) {
   };
   const auto deadline = clock_.now() + most;
   std::unique_lock lk(mu_);
-  for (auto now = clock_.now(); !ready() && now < deadline; now = clock_.now())
-    cv_.wait_for(lk, std::min<troupe::clock::duration>(deadline - now, nap), ready);
+  troupe::wait_until(clock_, cv_, lk, deadline, ready, nap);
 }
 
 expected<std::uint64_t> rpc_client::start(request& req, std::chrono::milliseconds timeout) {

@@ -2,6 +2,7 @@
 // drive time by hand (manual_clock) instead of sleeping.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -46,5 +47,18 @@ class manual_clock final : public clock {
   std::atomic<std::int64_t> ns_{0};
   std::int64_t wall_start_;
 };
+
+// Waits on `cv` (with `lk` held) until `ready()` or until `deadline` has come on `clk`; returns
+// ready(). The real waits last at most `nap` each, so that a manual clock moved past the deadline is
+// seen within it; a notify still wakes the waiter at once.
+template <typename Cv, typename Lock, typename Ready>
+bool wait_until(clock& clk, Cv& cv, Lock& lk, clock::time_point deadline, Ready ready,
+                clock::duration nap = std::chrono::milliseconds(20)) {
+  for (auto now = clk.now(); !ready(); now = clk.now()) {
+    if (now >= deadline) return false;
+    cv.wait_for(lk, std::min<clock::duration>(deadline - now, nap), ready);
+  }
+  return true;
+}
 
 }  // namespace troupe
