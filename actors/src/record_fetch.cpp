@@ -26,8 +26,8 @@ std::vector<std::string_view> split(std::string_view bytes, std::size_t size, st
 }
 }  // namespace
 
-record_fetcher::record_fetcher(wire::rpc_channel& rpc, options o)
-    : rpc_(rpc), opt_(std::move(o)), thread_([this](std::stop_token s) { run(s); }) {}
+record_fetcher::record_fetcher(wire::rpc_channel& rpc, options o, troupe::clock& clk)
+    : rpc_(rpc), opt_(std::move(o)), clock_(clk), thread_([this](std::stop_token s) { run(s); }) {}
 
 record_fetcher::~record_fetcher() {
   thread_.request_stop();
@@ -97,7 +97,7 @@ std::optional<expected<std::string>> record_fetcher::ask(bool test, std::uint64_
 }
 
 expected<std::string> record_fetcher::fetch(bool test, std::uint64_t first, std::uint64_t count,
-                                            clock::time_point deadline, const std::stop_token& stop) {
+                                            time_point deadline, const std::stop_token& stop) {
   std::string out;
   const std::size_t size = storage::encoded_size(train_.schema);
   auto backoff = std::chrono::milliseconds(50);
@@ -112,19 +112,21 @@ expected<std::string> record_fetcher::fetch(bool test, std::uint64_t first, std:
         out += **r;
       continue;
     }
-    if (stop.stop_requested() || clock::now() >= deadline)
+    if (stop.stop_requested() || clock_.now() >= deadline)
       return server_error("no answer from " + opt_.node + " (records " + std::to_string(first + got) + "..)");
-    std::unique_lock lk(mu_);
-    if (stats_.retries++ == 0 || backoff.count() == 50)
-      spdlog::warn("record server on {} does not answer: asking again", opt_.node);
-    cv_.wait_for(lk, stop, backoff, [] { return false; });
+    {
+      std::lock_guard lk(mu_);
+      if (stats_.retries++ == 0 || backoff.count() == 50)
+        spdlog::warn("record server on {} does not answer: asking again", opt_.node);
+    }
+    clock_.sleep_for(backoff, stop);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
   return out;
 }
 
 expected<storage::manifest> record_fetcher::manifest(bool test, std::chrono::milliseconds limit) {
-  auto deadline = clock::now() + limit;
+  auto deadline = clock_.now() + limit;
   for (auto wait = std::chrono::milliseconds(20);;
        wait = std::min(wait * 2, std::chrono::milliseconds(500))) {
     std::string text;
@@ -138,9 +140,9 @@ expected<storage::manifest> record_fetcher::manifest(bool test, std::chrono::mil
       }
       return m;
     }
-    if (clock::now() + wait >= deadline)
+    if (clock_.now() + wait >= deadline)
       return server_error("no answer from " + opt_.node + " within " + std::to_string(limit.count()) + " ms");
-    std::this_thread::sleep_for(wait);
+    clock_.sleep_for(wait);
   }
 }
 
@@ -168,7 +170,7 @@ expected<nn::dataset> record_fetcher::test_set(std::chrono::milliseconds limit) 
   auto m = manifest(true, limit);
   if (!m) return m.err();
   if (m->schema != train_.schema) return server_error("the test store's schema is not the training store's");
-  auto bytes = fetch(true, 0, m->record_count, clock::now() + limit, thread_.get_stop_token());
+  auto bytes = fetch(true, 0, m->record_count, clock_.now() + limit, thread_.get_stop_token());
   if (!bytes) return bytes.err();
   nn::dataset d;
   troupe::job::size_rows(*m, m->source, static_cast<std::size_t>(m->record_count), d);
@@ -280,7 +282,7 @@ void record_fetcher::received(const piece& p, std::optional<expected<message>> r
     std::lock_guard lk(mu_);
     stats_.retries += 1;
   }
-  auto bytes = fetch(false, p.first, p.count, clock::time_point::max(), stop);
+  auto bytes = fetch(false, p.first, p.count, time_point::max(), stop);
   if (!bytes) {
     a->failed = bytes.err();
     return;

@@ -7,6 +7,7 @@
 // ranges stay in a bounded memory cache (least recently used out first): a task leased again (a retry, the
 // next epoch) needs no network. A server that does not answer (the master killed and being relaunched) is
 // asked again until it does; a server's error (a bad range) or a corrupt record fails only that range.
+// Its limits and pauses between retries are measured and slept on the clock it is given.
 #pragma once
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "record_spill.hpp"
+#include "troupe/core/clock.hpp"
 #include "troupe/nn/data/dataset.hpp"
 #include "troupe/storage/record_store.hpp"
 #include "troupe/wire/rpc.hpp"
@@ -42,8 +44,9 @@ class record_fetcher {
     std::size_t request_bytes = std::size_t{1} << 20;  // records asked for in one request (>= 1 record)
     std::size_t window = 8;                            // requests in flight (>= 1)
   };
-  // `rpc` is used by the fetcher's thread (and by manifest() / test_set() on the caller's) only.
-  record_fetcher(wire::rpc_channel& rpc, options o);
+  // `rpc` is used by the fetcher's thread (and by manifest() / test_set() on the caller's) only;
+  // `clk` measures the limits below and the pauses before asking a silent server again.
+  record_fetcher(wire::rpc_channel& rpc, options o, troupe::clock& clk = troupe::clock::system());
   ~record_fetcher();
   record_fetcher(const record_fetcher&) = delete;
   record_fetcher& operator=(const record_fetcher&) = delete;
@@ -83,7 +86,7 @@ class record_fetcher {
   struct piece {
     std::uint64_t ticket, first, count, id;
   };
-  using clock = std::chrono::steady_clock;
+  using time_point = troupe::clock::time_point;
   void run(std::stop_token stop);
   // The next range to fetch (blocking while `block` and none is queued); a range the cache has is
   // answered at once (`answered` set) and nullopt returned.
@@ -107,7 +110,7 @@ class record_fetcher {
   bool caching() const;
   // Encoded records [first, first + count) of a store, asked for until `deadline` (retrying a
   // silent server), or the server's error.
-  expected<std::string> fetch(bool test, std::uint64_t first, std::uint64_t count, clock::time_point deadline,
+  expected<std::string> fetch(bool test, std::uint64_t first, std::uint64_t count, time_point deadline,
                               const std::stop_token& stop);
   // One request; nullopt when the server did not answer (retry), else the reply's error or records.
   std::optional<expected<std::string>> ask(bool test, std::uint64_t first, std::uint64_t count,
@@ -123,6 +126,7 @@ class record_fetcher {
 
   wire::rpc_channel& rpc_;
   options opt_;
+  troupe::clock& clock_;
   storage::manifest train_;              // set by manifest(false) before any want()
   std::unique_ptr<record_spill> spill_;  // likewise
   mutable std::mutex mu_;

@@ -102,9 +102,9 @@ expected<control_plan> plan_hosts(const cluster_config& cfg) {
 }  // namespace
 
 expected<std::unique_ptr<launcher>> make_launcher(const cluster_config& cfg, exit_callback on_exit,
-                                                  const launch_site& site) {
+                                                  const launch_site& site, troupe::clock& clk) {
   if (cfg.launcher == "slurm") {
-    auto l = slurm::launcher::create({std::move(on_exit), std::nullopt}, slurm_options(cfg, site));
+    auto l = slurm::launcher::create({std::move(on_exit), std::nullopt, clk}, slurm_options(cfg, site));
     if (!l) return l.err();
     return std::unique_ptr<launcher>(std::move(*l));
   }
@@ -120,7 +120,7 @@ expected<std::unique_ptr<launcher>> make_launcher(const cluster_config& cfg, exi
     rh.hosts.push_back(*p);
   }
   if (!rh.hosts.empty()) rh.command = local::split_words(cfg.host_command);
-  auto l = local::launcher::create({std::move(on_exit), *cap}, std::move(rh));
+  auto l = local::launcher::create({std::move(on_exit), *cap, clk}, std::move(rh));
   if (!l) return l.err();
   return std::unique_ptr<launcher>(std::move(*l));
 }

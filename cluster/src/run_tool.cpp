@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -18,16 +19,19 @@ namespace troupe::cluster {
 
 namespace {
 
-using steady = std::chrono::steady_clock;
+// The longest real poll between two looks at the clock.
+constexpr std::int64_t nap_ms = 50;
 
-// Reads both pipes until EOF or the deadline; false on timeout or past `max_output` bytes (0: no limit).
-bool drain(int out_fd, int err_fd, tool_result& r, steady::time_point deadline, std::size_t max_output) {
+// Reads both pipes until EOF or the deadline on `clk`; false on timeout or past `max_output` bytes
+// (0: no limit).
+bool drain(int out_fd, int err_fd, tool_result& r, troupe::clock& clk, troupe::clock::time_point deadline,
+           std::size_t max_output) {
   pollfd p[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
   char buf[4096];
   while (p[0].fd >= 0 || p[1].fd >= 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now()).count();
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clk.now()).count();
     if (left <= 0) return false;
-    if (::poll(p, 2, static_cast<int>(left)) < 0 && errno != EINTR) return false;
+    if (::poll(p, 2, static_cast<int>(std::min(left, nap_ms))) < 0 && errno != EINTR) return false;
     for (int i = 0; i < 2; ++i) {
       if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       ssize_t n = ::read(p[i].fd, buf, sizeof buf);
@@ -45,7 +49,8 @@ bool drain(int out_fd, int err_fd, tool_result& r, steady::time_point deadline, 
 }  // namespace
 
 expected<tool_result> run_tool(const std::vector<std::string>& argv, const std::string& bin_dir,
-                               std::chrono::milliseconds timeout, std::size_t max_output) {
+                               std::chrono::milliseconds timeout, std::size_t max_output,
+                               troupe::clock& clk) {
   std::string prog = bin_dir.empty() ? argv.at(0) : bin_dir + "/" + argv.at(0);
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0)
@@ -72,7 +77,7 @@ expected<tool_result> run_tool(const std::vector<std::string>& argv, const std::
     return make_unexpected(cluster_errc::launch_failed, prog + ": " + std::strerror(rc));
   }
   tool_result r;
-  bool finished = drain(out[0], err[0], r, steady::now() + timeout, max_output);
+  bool finished = drain(out[0], err[0], r, clk, clk.now() + timeout, max_output);
   ::close(out[0]), ::close(err[0]);
   if (!finished) ::kill(pid, SIGKILL);
   int st = 0;

@@ -176,7 +176,7 @@ expected<std::uint32_t> scale_job(const std::string& job_dir, std::uint32_t work
   return reply->body().getJob().getScaleReply().getWorkers();
 }
 
-expected<void> stop_job(const std::string& job_dir) {
+expected<void> stop_job(const std::string& job_dir, troupe::clock& clk) {
   auto s = connect_runner(job_dir);
   if (!s) return s.err();
   auto o = wire::job();
@@ -184,11 +184,11 @@ expected<void> stop_job(const std::string& job_dir) {
   auto& net = *(*s)->net;
   if (auto r = net.send("runner", "runner", std::move(o.out), "cli", std::chrono::seconds(1)); !r) return r;
   // Returns once the runner has stopped the job and exited (its connection drops).
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  auto deadline = clk.now() + std::chrono::seconds(15);
   while (net.connected("runner")) {
-    if (std::chrono::steady_clock::now() > deadline)
+    if (clk.now() > deadline)
       return make_unexpected(core_errc::io_error, "the runner did not stop within 15 s");
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    clk.sleep_for(std::chrono::milliseconds(50));
   }
   return {};
 }

@@ -1,5 +1,7 @@
 #include "troupe/core/clock.hpp"
 
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 namespace troupe {
@@ -16,6 +18,12 @@ class system_clock_impl final : public clock {
         .count();
   }
   void sleep_for(duration d) override { std::this_thread::sleep_for(d); }
+  bool sleep_for(duration d, const std::stop_token& stop) override {
+    std::mutex mu;
+    std::condition_variable_any cv;
+    std::unique_lock lk(mu);
+    return !cv.wait_for(lk, stop, d, [] { return false; }) && !stop.stop_requested();
+  }
 };
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <thread>
 
 #include "gpu_comm_client.hpp"
 #include "roles/gpu_rendezvous.hpp"
@@ -198,6 +199,28 @@ class master_relay : public ::testing::Test {
     clients_.push_back(std::make_unique<client>(name, token_, rt_->address()));
     return *clients_.back();
   }
+  // Whether the master (as `c` fetches it) holds rank `rank`'s post for ring epoch `epoch`; polled
+  // until it does or 5 s pass. The event a test waits on before the next step, not a fixed sleep.
+  bool wait_posted(client& c, std::uint64_t epoch, std::uint32_t rank) {
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+         std::chrono::steady_clock::now() < until;
+         std::this_thread::sleep_for(std::chrono::milliseconds(10))) {
+      auto o = wire::job();
+      o.body.initGpuCommFetch().setRingEpoch(epoch);
+      auto reply = c.rpc->call({"master", "master", std::move(o.out)}, std::chrono::milliseconds(1000));
+      if (!reply) continue;
+      bool has = false;
+      wire::guarded("gpu comm info", [&] {
+        auto j = reply->body().getJob();
+        if (j.which() != schema::JobMessage::GPU_COMM_INFO) return;
+        auto snap = read_gpu_info(j.getGpuCommInfo());
+        if (snap)
+          for (const auto& p : snap->posted) has = has || p.rank == rank;
+      });
+      if (has) return true;
+    }
+    return false;
+  }
   std::filesystem::path dir_;
   std::string token_ = "relay-test-token";
   std::unique_ptr<node_runtime> rt_;
@@ -214,10 +237,10 @@ TEST_F(master_relay, rank0s_unique_id_reaches_every_rank_and_old_epochs_are_refu
   ASSERT_GT(e2, e1) << "the second join did not make a new ring epoch";
   gpu_exchange_options o;
   o.timeout = std::chrono::milliseconds(5000);
-  // Rank 1 posts first and waits for rank 0, which posts its id later.
+  // Rank 1 posts first and waits for rank 0, which posts its id once the master has rank 1's.
   auto rank1 =
       std::async(std::launch::async, [&] { return gpu_comm_exchange(*b.rpc, make_post(e2, 1, 2), o); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(wait_posted(a, e2, 1)) << "rank 1's post never reached the master";
   auto s0 = gpu_comm_exchange(*a.rpc, make_post(e2, 0, 2, opaque_id('q')), o);
   auto s1 = rank1.get();
   ASSERT_TRUE(s0) << s0.err().to_string();
@@ -244,12 +267,12 @@ TEST_F(master_relay, a_restarted_master_gets_the_posts_again) {
   o.timeout = std::chrono::milliseconds(5000);
   auto rank1 =
       std::async(std::launch::async, [&] { return gpu_comm_exchange(*b.rpc, make_post(e2, 1, 2), o); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  ASSERT_TRUE(wait_posted(a, e2, 1)) << "rank 1's post never reached the first master";
   // The master actor restarts with empty state: rank 1's post is gone, and it must post again.
   caf::anon_send_exit(master_, caf::exit_reason::kill);
   master_ = spawn_master(rt_->system(), *rt_, rt_->names(), 1);
   rt_->names().put("master", master_);
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  ASSERT_TRUE(wait_posted(a, e2, 1)) << "rank 1 did not post again to the restarted master";
   auto s0 = gpu_comm_exchange(*a.rpc, make_post(e2, 0, 2, opaque_id('m')), o);
   auto s1 = rank1.get();
   ASSERT_TRUE(s0) << s0.err().to_string();
@@ -284,19 +307,29 @@ TEST(node_runtime_shutdown, an_actor_sending_while_the_node_shuts_down_gets_an_e
   auto rt = start_master_node(dir, "shutdown-test-token", "shutdown", "");
   ASSERT_TRUE(rt) << rt.err().to_string();
   auto result = std::make_shared<std::promise<std::string>>();
+  auto entered = std::make_shared<std::promise<void>>();
   auto answered = result->get_future();
+  auto in_handler = entered->get_future();
   node_runtime* node = rt->get();
-  auto late = (*rt)->system().spawn([node, result](caf::event_based_actor* self) -> caf::behavior {
+  auto late = (*rt)->system().spawn([node, result, entered](caf::event_based_actor* self) -> caf::behavior {
     return {[=](int) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the endpoint is gone by now
-      auto s = node->send("worker-0", "node", outbound(), "master");
-      result->set_value(s ? "sent" : s.err().to_string());
+      entered->set_value();
+      // Sends until the node says it shuts down (its endpoint is gone), across the shutdown: every
+      // send before gets another error (no such peer), none may touch a freed endpoint.
+      std::string last = "no send";
+      for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+           std::chrono::steady_clock::now() < until && last.find("shutting down") == std::string::npos;
+           std::this_thread::sleep_for(std::chrono::milliseconds(1))) {
+        auto s = node->send("worker-0", "node", outbound(), "master");
+        last = s ? "sent" : s.err().to_string();
+      }
+      result->set_value(last);
       self->quit();
     }};
   });
   caf::anon_send(late, 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // it is in its handler
-  rt->reset();                                                 // the endpoint first, then waits for the actor
+  ASSERT_EQ(in_handler.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  rt->reset();  // the endpoint first, then waits for the actor
   ASSERT_EQ(answered.wait_for(std::chrono::seconds(5)), std::future_status::ready);
   EXPECT_NE(answered.get().find("shutting down"), std::string::npos);
   std::filesystem::remove_all(dir);

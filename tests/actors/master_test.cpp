@@ -1,6 +1,7 @@
 // The master actor on a fake node_context and CAF's deterministic test coordinator: admission,
 // exit notices from the runner and from ring neighbours (checked against liveness), re-queues to
-// the dispenser, status replies paired by correlation id, and evaluation then completion. No
+// the dispenser, status replies paired by correlation id, evaluation then completion, and the
+// counters' rates and save interval on the node's manual clock. No
 // sockets, no sleeps: the test runs every message itself and moves both clocks by hand.
 #include <gtest/gtest.h>
 
@@ -111,6 +112,37 @@ class master_test : public ::testing::Test {
       out[s.node] = wire::read_membership(s.m.body().getMembership());
     }
     return out;
+  }
+  void progress(const node_id& from, std::uint64_t samples, std::uint64_t steps) {
+    deliver(incoming(from, "worker", "master", [&](auto body) {
+      auto p = body.initJob().initWorkerProgress();
+      p.setSamples(samples);
+      p.setSteps(steps);
+      p.setLossSum(0.5 * static_cast<double>(steps));
+    }));
+  }
+  wire::job_status status() {
+    node_->take();
+    deliver(incoming(
+        node_id{"cli-1", 1}, "rpc", "master", [](auto body) { body.initJob().initStatusRequest(); }, 5));
+    auto out = node_->take();
+    EXPECT_EQ(out.size(), 1u);
+    return out.empty() ? wire::job_status{} : wire::read_job_status(out[0].m.body().getJob().getJobStatus());
+  }
+  // samples_trained in counters.json, as last saved.
+  std::uint64_t saved_samples() {
+    auto j = nlohmann::json::parse(std::ifstream(dir_ + "/counters.json"), nullptr, false);
+    return j.is_object() ? j.value("samples_trained", std::uint64_t{0}) : 0;
+  }
+  // The metrics events in the job's timeline.
+  int metrics_events() {
+    int n = 0;
+    std::ifstream in(dir_ + "/events.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      n += j.is_object() && j.value("kind", "") == "metrics";
+    }
+    return n;
   }
   std::uint64_t epoch_file() {
     std::uint64_t e = 0;
@@ -294,6 +326,39 @@ TEST_F(master_test, once_every_task_is_over_a_finished_worker_evaluates_and_the_
     if (s.node == "runner" && s.m.body().getJob().isJobFinished())
       told = s.m.body().getJob().getJobFinished().getOk();
   EXPECT_TRUE(told);
+}
+
+TEST_F(master_test, samples_per_second_is_the_last_windows_samples_over_its_seconds_on_the_nodes_clock) {
+  join(w0, w0);
+  progress(w0, 300, 3);
+  tick(std::chrono::milliseconds(2000));  // a window of 2 s (from the master's start)
+  EXPECT_DOUBLE_EQ(status().samples_per_sec, 150.0);
+  progress(w0, 100, 1);
+  tick(std::chrono::milliseconds(500));
+  EXPECT_DOUBLE_EQ(status().samples_per_sec, 150.0) << "the window is not a second old: the last one holds";
+  tick(std::chrono::milliseconds(500));
+  EXPECT_DOUBLE_EQ(status().samples_per_sec, 100.0);
+  EXPECT_EQ(status().samples_total, 400u);
+}
+
+TEST_F(master_test, counters_are_saved_at_most_once_a_second_of_the_nodes_clock) {
+  EXPECT_EQ(saved_samples(), 0u);  // the first tick saved the master's start
+  join(w0, w0);
+  progress(w0, 300, 3);
+  tick(std::chrono::milliseconds(100));
+  EXPECT_EQ(saved_samples(), 0u) << "saved 100 ms ago";
+  tick(std::chrono::milliseconds(899));
+  EXPECT_EQ(saved_samples(), 0u) << "999 ms since the last save";
+  tick(std::chrono::milliseconds(1));
+  EXPECT_EQ(saved_samples(), 300u);
+}
+
+TEST_F(master_test, a_metrics_event_is_written_once_a_second_of_the_nodes_clock) {
+  EXPECT_EQ(metrics_events(), 1);  // the first tick's
+  for (int i = 0; i < 9; ++i) tick(std::chrono::milliseconds(100));
+  EXPECT_EQ(metrics_events(), 1) << "900 ms later";
+  tick(std::chrono::milliseconds(100));
+  EXPECT_EQ(metrics_events(), 2);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // A worker's record fetcher (record_fetcher) against a record_server behind an in-process channel:
 // tasks come in bounded replies and decode to the stored rows, a task fetched once comes from the
 // cache (bounded: the least recently used goes), a silent server is asked again until it answers,
-// a corrupt or refused range fails only its ticket and is never cached.
+// a corrupt or refused range fails only its ticket and is never cached. On a manual clock, the limits
+// on a silent server end at the right clock time, without real waiting.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -49,13 +50,15 @@ class server_channel final : public wire::rpc_channel {
   std::mutex mu;
   int calls = 0, silent = 0;
   bool corrupt = false;
+  bool records_silent = false;     // no answer to any request for records (manifests are answered)
   std::size_t most_in_flight = 0;  // sent and not yet polled
 
  private:
   expected<message> answer(request& req) {
     ++calls;
-    if (silent > 0) {
-      --silent;
+    bool for_records = req.out.body().getRecordRequest().getRecordCount() > 0;
+    if (silent > 0 || (records_silent && for_records)) {
+      silent = std::max(0, silent - 1);
       return make_unexpected(core_errc::io_error, "no reply within 10 ms from master");
     }
     req.out.envelope().setFrom("records-rpc");
@@ -89,14 +92,15 @@ class record_fetch_test : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
   record_fetcher& fetcher(std::size_t cache_bytes = 1 << 20, const std::string& spill_dir = "",
-                          std::size_t request_records = 0, std::size_t window = 8) {
+                          std::size_t request_records = 0, std::size_t window = 8,
+                          troupe::clock& clk = troupe::clock::system()) {
     record_fetcher::options o;
     if (request_records > 0) o.request_bytes = request_records * 12;
     o.window = window;
     o.cache_bytes = cache_bytes;
     o.spill_dir = spill_dir;
     o.spill_bytes = spill_dir.empty() ? 0 : 1 << 20;
-    fetch_.emplace(*channel_, o);
+    fetch_.emplace(*channel_, o, clk);
     auto m = fetch_->manifest(false, 5s);
     EXPECT_TRUE(m) << m.err().to_string();
     return *fetch_;
@@ -250,6 +254,41 @@ TEST_F(record_fetch_test, a_refused_range_fails_its_ticket_naming_it_and_the_tes
   ASSERT_TRUE(t) << t.err().to_string();
   EXPECT_EQ(t->rows, 40u);
   EXPECT_EQ(t->labels[3], 1.0f);
+}
+
+TEST_F(record_fetch_test, on_a_manual_clock_a_silent_server_fails_the_manifest_at_its_limit) {
+  manual_clock clk;
+  channel_->silent = 1 << 20;
+  record_fetcher::options o;
+  fetch_.emplace(*channel_, o, clk);
+  const auto t0 = clk.now();
+  auto m = fetch_->manifest(false, 5s);
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.err().to_string().find("no answer from master within 5000 ms"), std::string::npos)
+      << m.err().to_string();
+  // Asked again after 20, 40, ... ms (at most 500): it gives up when the next pause would end past
+  // the limit, so the clock reads within the last pause before it; no real time was spent.
+  EXPECT_GT(clk.now() - t0, 4500ms);
+  EXPECT_LE(clk.now() - t0, 5s);
+  EXPECT_GT(calls(), 10);
+}
+
+TEST_F(record_fetch_test, on_a_manual_clock_the_test_set_of_a_silent_server_fails_once_its_limit_passed) {
+  manual_clock clk;
+  auto& f = fetcher(1 << 20, "", 0, 8, clk);
+  {
+    std::lock_guard lk(channel_->mu);
+    channel_->records_silent = true;  // the manifest comes, the records never do
+  }
+  const auto t0 = clk.now();
+  auto t = f.test_set(10s);
+  ASSERT_FALSE(t);
+  EXPECT_NE(t.err().to_string().find("no answer from master (records 0..)"), std::string::npos)
+      << t.err().to_string();
+  // Asked again after 50, 100, ... ms (at most 1 s) until the limit has passed.
+  EXPECT_GE(clk.now() - t0, 10s);
+  EXPECT_LT(clk.now() - t0, 11s);
+  EXPECT_GT(f.counters().retries, 10u);
 }
 
 }  // namespace

@@ -108,14 +108,16 @@ TEST(job_disk, a_full_checkpoint_disk_pauses_the_job_naming_the_shard) {
   ASSERT_TRUE(paused) << read_file(r.err_file);
   EXPECT_NE((*paused)["fault"].get<std::string>().find(fs.dir + "/ckpt/ps-"), std::string::npos)
       << paused->dump();
-  // Paused: once the tasks the workers held are reported, nothing more is done.
-  std::this_thread::sleep_for(std::chrono::seconds(2));
-  auto before = status(r);
-  ASSERT_TRUE(before && shard_fault(*before)) << (before ? before->dump() : "no status");
-  std::this_thread::sleep_for(std::chrono::seconds(2));
-  auto after = status(r);
-  ASSERT_TRUE(after && shard_fault(*after)) << (after ? after->dump() : "no status");
-  EXPECT_EQ(done_tasks(*after), done_tasks(*before)) << "tasks were done while the checkpoints failed";
+  // Paused: the tasks the workers held are reported and none is leased again, so a whole window
+  // of the master's rate (1 s) goes by without a trained sample. Waited for as that event: a
+  // dispenser that kept leasing would keep a task DOING or samples flowing until the deadline.
+  auto idle = [&](const nlohmann::json& j) {
+    return shard_fault(j) && j["tasks"]["doing"].get<std::uint64_t>() == 0 &&
+           j["samples_per_sec"].get<double>() == 0.0;
+  };
+  auto still = wait_status(r, idle, std::chrono::seconds(30));
+  ASSERT_TRUE(still) << "tasks were leased or trained while the checkpoints failed; "
+                     << read_file(r.err_file);
   fs.free_space();
   EXPECT_TRUE(wait_status(
       r, [](const nlohmann::json& j) { return !j.contains("fault"); }, std::chrono::seconds(30)));

@@ -203,7 +203,12 @@ TEST_F(net_process, sigstop_peer_is_declared_dead_within_the_heartbeat_timeout) 
   w->on_peer_down([&](const peer_event& e) { down.set_value({steady::now(), e.reason}); });
   ASSERT_TRUE(w->connect(target.address, false));
   ASSERT_TRUE(run_ping(*w, {"stopped", "echo", 10, 0, 8}));
-  std::this_thread::sleep_for(3 * timeout_ms * 1ms);  // heartbeats keep a quiet but live peer up
+  // Heartbeats keep a quiet but live peer up: waited for as the event, enough of its heartbeats
+  // (every 50 ms) to span three heartbeat timeouts, after which it must still be up.
+  const std::uint64_t beats = 3 * timeout_ms / 50, base = w->stats().frames_received;
+  for (auto until = steady::now() + 10s; w->stats().frames_received < base + beats && steady::now() < until;)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_GE(w->stats().frames_received, base + beats) << "the quiet peer's heartbeats stopped coming";
   ASSERT_TRUE(w->connected("stopped"));
 
   const auto t0 = steady::now();

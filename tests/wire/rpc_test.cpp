@@ -1,10 +1,14 @@
 // wire::rpc_client between two real endpoints on loopback: replies paired with their requests by the
 // envelope's correlation id (send + poll, call, call_all), a silent peer (timeout), a peer that
-// goes down, replies that arrive out of order, and messages that answer nothing.
+// goes down, replies that arrive out of order, and messages that answer nothing. On a manual clock,
+// requests time out when the clock passes their deadline, never by real time.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <thread>
+
+#include "troupe/core/clock.hpp"
 
 #include "troupe/transport/endpoint.hpp"
 #include "troupe/wire/rpc.hpp"
@@ -181,6 +185,58 @@ TEST_F(rpc_send, a_peer_that_goes_down_fails_the_request_before_its_timeout) {
   EXPECT_NE(r.err().to_string().find("server went down before replying"), std::string::npos)
       << r.err().to_string();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+}
+
+TEST_F(rpc_send, on_a_manual_clock_a_sent_request_times_out_exactly_at_its_deadline) {
+  manual_clock clk;
+  auto c = wire::rpc_client::create(*client_, "rpc-manual", clk);
+  ASSERT_TRUE(c) << c.err().to_string();
+  silent_ = 70;
+  auto id = (*c)->send(report_request(70), 60000ms);  // a minute: never reached in real time here
+  ASSERT_TRUE(id);
+  EXPECT_FALSE((*c)->poll(*id).has_value());
+  clk.advance(59999ms);
+  EXPECT_FALSE((*c)->poll(*id).has_value()) << "1 ms before its deadline: still pending";
+  clk.advance(1ms);
+  auto r = (*c)->poll(*id);
+  ASSERT_TRUE(r.has_value()) << "at its deadline on the manual clock";
+  ASSERT_FALSE(*r);
+  EXPECT_NE(r->err().to_string().find("no reply within 60000 ms from server"), std::string::npos)
+      << r->err().to_string();
+}
+
+TEST_F(rpc_send, on_a_manual_clock_call_and_wait_end_when_the_clock_passes_their_limit) {
+  manual_clock clk;
+  auto c = wire::rpc_client::create(*client_, "rpc-manual", clk);
+  ASSERT_TRUE(c) << c.err().to_string();
+  auto& rpc = **c;
+  // Moves the clock an hour at a time until `f` is done (each limit below is an hour: real time
+  // would take that long); the number of moves it took, or -1 when it never ended.
+  auto hours_until = [&](auto& f) {
+    for (int h = 1; h <= 500; ++h) {
+      clk.advance(std::chrono::hours(1));
+      if (f.wait_for(10ms) == std::future_status::ready) return h;
+    }
+    return -1;
+  };
+  silent_ = 71;
+  auto call = std::async(std::launch::async, [&] { return rpc.call(report_request(71), 3600000ms); });
+  EXPECT_GE(hours_until(call), 1);
+  auto r = call.get();
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.err().to_string().find("no reply within 3600000 ms from server/dispenser"), std::string::npos)
+      << r.err().to_string();
+
+  silent_ = 72;
+  auto id = rpc.send(report_request(72), 7200000ms);
+  ASSERT_TRUE(id);
+  auto waited = std::async(std::launch::async, [&] { rpc.wait(*id, 3600000ms); });
+  EXPECT_GE(hours_until(waited), 1);
+  waited.get();
+  clk.advance(std::chrono::hours(2));
+  auto p = rpc.poll(*id);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_FALSE(*p) << "its own deadline passed on the manual clock";
 }
 
 TEST_F(rpc_send, sending_to_an_unknown_node_fails_at_once) {

@@ -10,8 +10,15 @@ expected<void> send_reply(endpoint& net, const message& request, outbound&& answ
   return net.send(request.from_node().name, std::string(request.from()), std::move(answer), from);
 }
 
-expected<std::unique_ptr<rpc_client>> rpc_client::create(endpoint& net, std::string name) {
-  std::unique_ptr<rpc_client> c(new rpc_client(net, std::move(name)));
+namespace {
+// The longest real nap between two looks at the clock: a manual clock moved past a deadline is
+// seen within it (the system clock's deadlines are met to within it too).
+constexpr auto nap = std::chrono::milliseconds(20);
+}  // namespace
+
+expected<std::unique_ptr<rpc_client>> rpc_client::create(endpoint& net, std::string name,
+                                                         troupe::clock& clk) {
+  std::unique_ptr<rpc_client> c(new rpc_client(net, std::move(name), clk));
   rpc_client* self = c.get();
   if (auto r = net.register_name(c->name_, [self](const message& m) { self->on_reply(m); }); !r)
     return r.err();
@@ -42,11 +49,13 @@ void rpc_channel::wait(std::uint64_t, std::chrono::milliseconds most) {
 }
 
 void rpc_client::wait(std::uint64_t id, std::chrono::milliseconds most) {
-  std::unique_lock lk(mu_);
-  cv_.wait_for(lk, most, [&] {
+  auto ready = [&] {
     auto p = pending_.find(id);
     return p == pending_.end() || p->second.has_value();
-  });
+  };
+  const auto deadline = clock_.now() + most;
+  std::unique_lock lk(mu_);
+  troupe::wait_until(clock_, cv_, lk, deadline, ready, nap);
 }
 
 expected<std::uint64_t> rpc_client::start(request& req, std::chrono::milliseconds timeout) {
@@ -74,15 +83,14 @@ std::string rpc_client::wait_all(std::unique_lock<std::mutex>& lk, const std::ve
     auto sent = sent_to.at(node);
     return sent != 0 && incarnation_of(node) != sent;
   };
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto deadline = clock_.now() + timeout;
   for (;;) {
     bool all = true;
     for (auto id : ids) all = all && pending_[id].has_value();
     if (all) return {};
-    auto now = std::chrono::steady_clock::now();
+    auto now = clock_.now();
     if (now >= deadline) return "no reply within " + std::to_string(timeout.count()) + " ms from ";
-    cv_.wait_for(
-        lk, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(20)));
+    cv_.wait_for(lk, std::min<troupe::clock::duration>(deadline - now, nap));
     lk.unlock();
     std::string down;
     for (auto& r : reqs)
@@ -142,8 +150,7 @@ expected<message> rpc_client::call(request req, std::chrono::milliseconds timeou
 expected<std::uint64_t> rpc_client::send(request req, std::chrono::milliseconds timeout) {
   auto id = start(req, timeout);
   if (!id) return id;
-  sent_[*id] =
-      in_flight{req.node, incarnation_of(req.node), std::chrono::steady_clock::now() + timeout, timeout};
+  sent_[*id] = in_flight{req.node, incarnation_of(req.node), clock_.now() + timeout, timeout};
   return id;
 }
 
@@ -170,7 +177,7 @@ std::optional<expected<message>> rpc_client::poll(std::uint64_t id) {
     }
   }
   const auto& f = it->second;
-  if (std::chrono::steady_clock::now() >= f.deadline)
+  if (clock_.now() >= f.deadline)
     return done(make_unexpected(
         core_errc::io_error, "no reply within " + std::to_string(f.timeout.count()) + " ms from " + f.node));
   if (f.incarnation != 0 && incarnation_of(f.node) != f.incarnation)

@@ -243,7 +243,8 @@ caf::behavior master(master_actor* self, node_context* ctx, supervision::name_re
   restore_counters(st, ctx->who().job_dir);
   st.started = ctx->clock().now();
   st.window_start = st.started;
-  st.obs = std::make_shared<master_observer>(ctx->spec(), ctx->who().job_dir, ctx->who().job_id);
+  st.obs =
+      std::make_shared<master_observer>(ctx->spec(), ctx->who().job_dir, ctx->who().job_id, ctx->clock());
   // Peers drop a node silent for heartbeat_timeout, counted from its last heartbeat: half of it is
   // the pause of this process that may cost it its connections.
   st.pause = std::make_shared<pause_watch>(ctx->spec().transport.heartbeat_timeout / 2);

@@ -32,16 +32,16 @@ void restore_counters(master_state& st, const std::string& job_dir) {
   if (c->master_starts > 0)
     spdlog::info("master start {} of this job: {} samples trained so far", st.master_starts,
                  st.samples_total);
-  st.last_save = {};  // the first tick saves
+  st.last_save.reset();  // the first tick saves
 }
 
 void persist_counters(master_actor* self, bool now) {
   auto& st = self->state;
   auto c = current(st);
-  auto t = std::chrono::steady_clock::now();
+  auto t = st.ctx->clock().now();
   // The first step's time is saved at once: it is measured once, and a master killed within the
   // second would lose it.
-  bool due = now || t - st.last_save >= std::chrono::seconds(1) || !st.fault.empty() ||
+  bool due = now || !st.last_save || t - *st.last_save >= std::chrono::seconds(1) || !st.fault.empty() ||
              c.first_step_wall_ms != st.saved.first_step_wall_ms;
   if (!due || (c == st.saved && st.fault.empty())) return;
   st.last_save = t;

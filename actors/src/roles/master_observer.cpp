@@ -13,7 +13,6 @@ namespace troupe::actors {
 
 namespace {
 
-using steady = std::chrono::steady_clock;
 constexpr auto cause_wait = std::chrono::seconds(2);
 constexpr const char* step_help = "Time per training step (per worker report)";
 constexpr const char* recovery_help = "From a worker's death until the workers are back to their number";
@@ -42,8 +41,8 @@ const std::vector<double>& recovery_buckets() {
 }  // namespace
 
 master_observer::master_observer(const job::job_spec& spec, const std::string& job_dir,
-                                 const std::string& job_id)
-    : timeline_(job_dir), labels_{{"job", job_id}, {"node", "master"}, {"role", "master"}} {
+                                 const std::string& job_id, troupe::clock& clk)
+    : clock_(clk), timeline_(job_dir), labels_{{"job", job_id}, {"node", "master"}, {"role", "master"}} {
   // Every family from the start, so a scrape sees them before the first step or death.
   metrics_.get_histogram("troupe_step_seconds", step_help, step_buckets(), labels_);
   metrics_.get_histogram("troupe_recovery_seconds", recovery_help, recovery_buckets(), labels_);
@@ -91,7 +90,7 @@ void master_observer::joined(const cluster::member& m, const cluster::membership
   workers_alive_ = view.count(cluster::node_role::worker, cluster::member_state::alive);
   if (recovering_since_ && workers_alive_ >= recovery_target_) {
     metrics_.get_histogram("troupe_recovery_seconds", recovery_help, recovery_buckets(), labels_)
-        .observe(std::chrono::duration<double>(steady::now() - *recovering_since_).count());
+        .observe(std::chrono::duration<double>(clock_.now() - *recovering_since_).count());
     recovering_since_.reset();
   }
 }
@@ -102,8 +101,8 @@ void master_observer::gone(const node_id& id, bool worker, const std::string& re
   d.reason = reason;
   d.worker = worker;
   d.epoch = epoch;
-  d.t_ms = static_cast<std::uint64_t>(troupe::clock::system().wall_ms());
-  d.seen = steady::now();
+  d.t_ms = static_cast<std::uint64_t>(clock_.wall_ms());
+  d.seen = clock_.now();
   last_progress_.erase(id.to_string());
   // The runner's exit report came first: the cause is known.
   if (reason.rfind("exited with", 0) == 0 || reason.rfind("killed by", 0) == 0)
@@ -139,7 +138,7 @@ void master_observer::write_departure(const departure& d, const std::string& kin
 
 void master_observer::progress(const node_id& from, std::uint64_t samples, std::uint64_t steps) {
   (void)samples;
-  auto now = steady::now();
+  auto now = clock_.now();
   auto [it, first] = last_progress_.try_emplace(from.to_string(), now);
   if (first || steps == 0) return;
   double per_step = std::chrono::duration<double>(now - it->second).count() / static_cast<double>(steps);
@@ -149,13 +148,13 @@ void master_observer::progress(const node_id& from, std::uint64_t samples, std::
 }
 
 void master_observer::tick(const master_state& st) {
-  auto now = steady::now();
+  auto now = clock_.now();
   while (!pending_.empty() && now - pending_.front().seen > cause_wait) {
     write_departure(pending_.front(), departure_kind(pending_.front().reason));
     pending_.erase(pending_.begin());
   }
   workers_alive_ = st.view.count(cluster::node_role::worker, cluster::member_state::alive);
-  if (now - last_event_ < std::chrono::seconds(1)) return;
+  if (last_event_ && now - *last_event_ < std::chrono::seconds(1)) return;
   last_event_ = now;
   std::uint64_t restarts = 0;
   for (const auto& [name, inc] : incarnations_) restarts += inc;

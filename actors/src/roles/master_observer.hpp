@@ -8,6 +8,9 @@
 // exit_reported() before writing "died" with the transport's reason. Kinds: "leave" (exited with
 // code 0: scale-down, a clean stop), "preempted" (the launcher says so), "died" (anything else).
 //
+// Every interval here (the wait for a cause, the step time, the recovery time, the second between
+// metrics events) is measured on the clock it is given: the node's (node_context::clock()).
+//
 // Threads: the master actor calls everything; /metrics is served from the HTTP server's thread
 // (the registry is thread-safe). Nothing here throws for I/O or fails the master: a port that
 // cannot be bound is logged and the job goes on without /metrics.
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "troupe/cluster/membership.hpp"
+#include "troupe/core/clock.hpp"
 #include "troupe/job/job_spec.hpp"
 #include "troupe/observe/http_server.hpp"
 #include "troupe/observe/metrics.hpp"
@@ -34,7 +38,8 @@ struct master_state;
 
 class master_observer {
  public:
-  master_observer(const job::job_spec& spec, const std::string& job_dir, const std::string& job_id);
+  master_observer(const job::job_spec& spec, const std::string& job_dir, const std::string& job_id,
+                  troupe::clock& clk);
   ~master_observer();
 
   void joined(const cluster::member& m, const cluster::membership_view& view);
@@ -53,23 +58,24 @@ class master_observer {
     std::string node, reason;
     bool worker = false;
     std::uint64_t epoch = 0, t_ms = 0;
-    std::chrono::steady_clock::time_point seen;
+    troupe::clock::time_point seen;
   };
   void write_departure(const departure& d, const std::string& kind);
   void start_metrics(const job::job_spec& spec, const std::string& job_dir);
   void update_metrics(const master_state& st, std::uint64_t restarts);
 
+  troupe::clock& clock_;
   observe::job_timeline timeline_;
   observe::registry metrics_;
   observe::labels labels_;
   std::unique_ptr<observe::http_server> server_;
   std::vector<departure> pending_;
   std::map<std::string, std::uint64_t> incarnations_;  // highest seen per node name: restarts
-  std::map<std::string, std::chrono::steady_clock::time_point> last_progress_;
-  std::optional<std::chrono::steady_clock::time_point> recovering_since_;
+  std::map<std::string, troupe::clock::time_point> last_progress_;
+  std::optional<troupe::clock::time_point> recovering_since_;
   std::size_t recovery_target_ = 0;
   std::size_t workers_alive_ = 0;
-  std::chrono::steady_clock::time_point last_event_{};
+  std::optional<troupe::clock::time_point> last_event_;  // none yet: the first tick writes one
   std::uint64_t last_samples_ = 0, last_done_ = 0, last_requeued_ = 0, last_failed_ = 0, last_restarts_ = 0;
 };
 

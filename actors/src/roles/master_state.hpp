@@ -46,8 +46,8 @@ struct master_state {
   std::string job_dir;
   std::uint64_t master_starts = 0;
   job_counters saved;
-  std::chrono::steady_clock::time_point last_save;
-  std::string fault;  // a disk fault saving them; empty when none
+  std::optional<troupe::clock::time_point> last_save;  // on ctx->clock(); none: the next tick saves
+  std::string fault;                                   // a disk fault saving them; empty when none
   // Disk faults other nodes reported (DiskFault: a PS shard's checkpoints, a node's log), by node
   // name and source.
   std::map<std::pair<std::string, std::string>, std::string> node_faults;

@@ -121,7 +121,8 @@ expected<exit_status> launcher::wait(const node_handle& h, std::chrono::millisec
   auto it = impl_->children.find(h.serial);
   if (it == impl_->children.end()) return unknown_handle(h);
   child& c = it->second;  // std::map nodes are stable
-  if (!impl_->cv.wait_for(lock, timeout, [&] { return c.status.has_value(); }))
+  auto& clk = impl_->options.clock.get();
+  if (!troupe::wait_until(clk, impl_->cv, lock, clk.now() + timeout, [&] { return c.status.has_value(); }))
     return make_unexpected(cluster_errc::timed_out, "node " + h.id.to_string() + " still runs after " +
                                                         std::to_string(timeout.count()) + " ms");
   return *c.status;

@@ -38,8 +38,9 @@ expected<std::string> node_addr(const std::string& name, const options& so);
 expected<std::string> first_node(const std::string& partition, const options& so);
 
 // `sbatch` of one node (sbatch_argv); returns the Slurm job id. Errors: launch_failed carrying
-// sbatch's own message.
-expected<long> submit(const node_spec& spec, const std::string& program, const options& so);
+// sbatch's own message. so.command_timeout is measured on `clk`.
+expected<long> submit(const node_spec& spec, const std::string& program, const options& so,
+                      troupe::clock& clk = troupe::clock::system());
 
 // troupe chaos on nodes that are Slurm jobs (faults.cpp): `scancel --full --signal=SIG JOB`
 // (errors: no_such_node with scancel's message); and a job of `partition` taking the host of the

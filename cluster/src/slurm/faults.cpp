@@ -20,8 +20,9 @@ std::string message(const tool_result& r) {
 }
 }  // namespace
 
-expected<long> submit(const node_spec& spec, const std::string& program, const options& so) {
-  auto r = run_tool(sbatch_argv(spec, program, so), so.bin_dir, so.command_timeout);
+expected<long> submit(const node_spec& spec, const std::string& program, const options& so,
+                      troupe::clock& clk) {
+  auto r = run_tool(sbatch_argv(spec, program, so), so.bin_dir, so.command_timeout, 0, clk);
   if (!r) return r.err();
   long job = std::atol(r->out.c_str());  // --parsable: "<id>" or "<id>;<cluster>"
   if (r->code != 0 || job <= 0)

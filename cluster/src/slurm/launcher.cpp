@@ -31,12 +31,12 @@ struct launcher::impl {
   std::map<std::uint64_t, node> nodes;  // by serial
   std::uint64_t next_serial = 1;
   std::string last_error;
-  std::optional<std::chrono::steady_clock::time_point> down_since;  // squeue failing since
+  std::optional<troupe::clock::time_point> down_since;  // squeue failing since (on lo.clock)
   bool stopping = false;
   std::thread watcher;
 
   expected<tool_result> tool(const std::vector<std::string>& argv) const {
-    return run_tool(argv, so.bin_dir, so.command_timeout);
+    return run_tool(argv, so.bin_dir, so.command_timeout, 0, lo.clock);
   }
   void record(long job) const {
     if (so.jobs_file.empty()) return;
@@ -46,7 +46,7 @@ struct launcher::impl {
   void note_error(std::string e) {
     std::lock_guard lock(mu);
     last_error = std::move(e);
-    if (!down_since) down_since = std::chrono::steady_clock::now();
+    if (!down_since) down_since = lo.clock.get().now();
   }
   std::vector<long> active_jobs() const {
     std::lock_guard lock(mu);
@@ -172,7 +172,7 @@ expected<node_handle> launcher::launch(const node_spec& spec) {
   if (spec.argv.empty())
     return make_unexpected(cluster_errc::invalid_spec, "node " + spec.id.to_string() + ": empty argv");
   const std::string& program = spec.program.empty() ? impl_->program : spec.program;
-  auto submitted = submit(spec, program, impl_->so);
+  auto submitted = submit(spec, program, impl_->so, impl_->lo.clock);
   if (!submitted) return submitted.err();
   long job = *submitted;
   impl_->record(job);
@@ -220,7 +220,9 @@ expected<exit_status> launcher::wait(const node_handle& h, std::chrono::millisec
   auto it = impl_->nodes.find(h.serial);
   if (it == impl_->nodes.end())
     return make_unexpected(cluster_errc::no_such_node, "node " + h.id.to_string());
-  if (!impl_->cv.wait_for(lock, timeout, [&] { return it->second.final.has_value(); }))
+  auto& clk = impl_->lo.clock.get();
+  if (!troupe::wait_until(clk, impl_->cv, lock, clk.now() + timeout,
+                          [&] { return it->second.final.has_value(); }))
     return make_unexpected(cluster_errc::timed_out,
                            "node " + h.id.to_string() + " still " + it->second.state);
   return *it->second.final;
@@ -234,16 +236,17 @@ void launcher::kill_all() noexcept {
     if (ids.empty()) return;
     std::vector<std::string> argv = {"scancel"};
     for (long id : ids) argv.push_back(std::to_string(id));
-    auto deadline = std::chrono::steady_clock::now() + impl_->so.command_timeout;
+    auto& clk = impl_->lo.clock.get();
+    auto deadline = clk.now() + impl_->so.command_timeout;
     bool cancelled = false;
-    while (!impl_->active_jobs().empty() && std::chrono::steady_clock::now() < deadline) {
+    while (!impl_->active_jobs().empty() && clk.now() < deadline) {
       if (!cancelled) {
         auto r = impl_->tool(argv);
         cancelled = r && (r->code == 0 || r->err.find("contact") == std::string::npos);
         if (!cancelled) impl_->note_error("scancel: " + (r ? r->err : r.err().to_string()));
       }
       impl_->poll_once();
-      std::this_thread::sleep_for(impl_->so.poll_interval);
+      clk.sleep_for(impl_->so.poll_interval);
     }
   } catch (...) {
   }

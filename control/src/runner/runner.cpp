@@ -28,10 +28,8 @@ int runner::interrupted_by() {
 }
 
 int runner::run() {
-  started_ = steady::now();
-  started_wall_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
+  started_ = clock_.now();
+  started_wall_ms_ = clock_.wall_ms();
   // Before setup: a signal while the data is prepared ends the job like one later does (the final
   // line, result.json, the timeline), not by killing the runner.
   std::signal(SIGINT, on_signal);
@@ -71,17 +69,17 @@ int runner::run() {
   // The master must be up before anyone joins it. A batch backend's master may wait in its queue
   // first (Slurm: PENDING until a preemption frees a CPU), for as long as the controller may be away.
   auto deadline =
-      steady::now() + (spec_.cluster.launcher == "local"
-                           ? std::chrono::seconds(20)
-                           : std::chrono::seconds(static_cast<long>(spec_.cluster.controller_timeout_s)));
+      clock_.now() + (spec_.cluster.launcher == "local"
+                          ? std::chrono::seconds(20)
+                          : std::chrono::seconds(static_cast<long>(spec_.cluster.controller_timeout_s)));
   while (!net_->connected("master")) {
-    if (steady::now() > deadline) {
+    if (clock_.now() > deadline) {
       fatal_ = "the master did not come up at " + master_addr_;
       return finish(1);
     }
     handle_exits();
     if (!fatal_.empty()) return finish(1);
-    if (!net_->connect(master_addr_, true)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!net_->connect(master_addr_, true)) clock_.sleep_for(std::chrono::milliseconds(20));
   }
   if (spec_.uses_ps())
     for (std::uint32_t i = 0; i < spec_.ps.shards; ++i) {
@@ -128,7 +126,7 @@ int runner::loop() {
     watch_master();
     fence_dead_nodes();
     print_progress(false);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    clock_.sleep_for(std::chrono::milliseconds(50));
   }
 }
 
@@ -140,10 +138,10 @@ void runner::shutdown_nodes() {
     slot.wanted = false;
     if (slot.handle && reachable) (void)launcher_->signal(*slot.handle, SIGTERM);
   }
-  auto deadline = steady::now() + std::chrono::seconds(5);
+  auto deadline = clock_.now() + std::chrono::seconds(5);
   for (auto& [name, slot] : nodes_)
     if (slot.handle && reachable) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_.now());
       (void)launcher_->wait(*slot.handle, std::max(left, std::chrono::milliseconds(1)));
     }
   if (reachable) launcher_->kill_all();

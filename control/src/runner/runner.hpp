@@ -3,7 +3,8 @@
 // relaunching, fencing and scaling nodes; runner_watch.cpp: the master's hang watch;
 // runner_io.cpp: messages and the progress line; runner_result.cpp: result.json and the final
 // line). Nodes are started, signalled and fenced only through the cluster::launcher interface,
-// made by cluster::make_launcher from the job's [cluster] section.
+// made by cluster::make_launcher from the job's [cluster] section. Every deadline and interval of
+// the runner, its rpc client's and its launcher's read one clock, the runner's (tests: a manual one).
 #pragma once
 
 #include <atomic>
@@ -17,6 +18,7 @@
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/cluster/launcher.hpp"
 #include "troupe/control/runner.hpp"
+#include "troupe/core/clock.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/job/job_spec.hpp"
 #include "troupe/observe/timeline.hpp"
@@ -48,7 +50,7 @@ struct node_slot {
   std::uint64_t start_time = 0;  // of the running process (/proc/<pid>/stat), for nodes.json
   std::size_t place = 0;         // a worker's slot (`troupe node --slot`): the lowest free at launch
   std::string ended;             // how its last process ended, once it has
-  std::deque<std::chrono::steady_clock::time_point> deaths;  // recent, for the give-up rule
+  std::deque<troupe::clock::time_point> deaths;  // recent, for the give-up rule
 };
 // A wanted slot, not running yet (assigned member by member: GCC 12 warns -Wmaybe-uninitialized
 // on copies of an aggregate-initialised node_slot).
@@ -74,14 +76,15 @@ std::string default_job_id(const std::string& name);
 
 class runner {
  public:
-  explicit runner(run_options o) : opt_(std::move(o)) {}
+  explicit runner(run_options o, troupe::clock& clk = troupe::clock::system())
+      : opt_(std::move(o)), clock_(clk) {}
   ~runner();
   runner(const runner&) = delete;
   runner& operator=(const runner&) = delete;
   int run();
 
  private:
-  using steady = std::chrono::steady_clock;
+  using time_point = troupe::clock::time_point;
   // setup and main loop (runner.cpp)
   int setup();
   // The datasets (prepare_datasets) on a thread of their own, waited for until done or a stop
@@ -130,6 +133,7 @@ class runner {
   void cancel_left_jobs();
 
   run_options opt_;
+  troupe::clock& clock_;
   job::job_spec spec_;
   std::optional<cluster::job_dir> dir_;
   job::prepared_data data_;
@@ -151,14 +155,15 @@ class runner {
   std::string instance_;  // this run's instance id (collective::instance_key)
   int lock_fd_ = -1;      // flock on runner.lock for the runner's life
   // The master's hang watch: when it last answered a status request, when it was launched.
-  steady::time_point master_heard_, master_launched_;
+  time_point master_heard_, master_launched_;
   bool master_answered_ = false;
   std::atomic<bool> master_quiet_{false};  // master_silent(), for the endpoint's thread
   std::string stop_reason_;                // who asked the job to stop
   bool shutting_down_ = false;             // nodes are being stopped: exits are recorded, not relaunched
   std::string end_state_, end_reason_;     // how the job ended, for result.json (set by loop())
-  steady::time_point started_, last_progress_;
-  std::int64_t started_wall_ms_ = 0;  // Unix ms at run(): the origin of first_step_seconds
+  time_point started_;
+  std::optional<time_point> last_poll_, last_progress_;  // the last status poll and progress line
+  std::int64_t started_wall_ms_ = 0;                     // Unix ms at run(): the origin of first_step_seconds
   // Filled from the endpoint's and the launcher's threads, consumed by the main loop.
   std::mutex mu_;
   std::deque<std::pair<cluster::node_handle, cluster::exit_status>> exits_;
@@ -170,9 +175,9 @@ class runner {
   std::string fatal_;
   // job_start/job_end, scale, fenced, replaced (the master writes membership and metrics).
   observe::job_timeline timeline_;
-  std::string metrics_addr_;          // the master's /metrics, pinned in job.toml (empty: off)
-  steady::time_point fault_since_{};  // when the disk fault the master reports began
-  std::string outage_note_;           // on the progress line while the cluster manager is away
+  std::string metrics_addr_;               // the master's /metrics, pinned in job.toml (empty: off)
+  std::optional<time_point> fault_since_;  // when the disk fault the master reports began
+  std::string outage_note_;                // on the progress line while the cluster manager is away
 };
 
 // [cluster] metrics_port 0 becomes a free port, written into `doc` (so job.toml pins it for every

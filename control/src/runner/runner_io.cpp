@@ -57,10 +57,11 @@ void runner::on_message(const message& m) {
 }
 
 void runner::poll_status(bool force) {
-  static auto last = steady::time_point{};
-  auto now = steady::now();
-  if ((!force && now - last < std::chrono::milliseconds(250)) || !net_->connected("master")) return;
-  last = now;
+  auto now = clock_.now();
+  if ((!force && last_poll_ && now - *last_poll_ < std::chrono::milliseconds(250)) ||
+      !net_->connected("master"))
+    return;
+  last_poll_ = now;
   auto o = wire::job();
   o.body.initStatusRequest();
   auto reply = rpc_->call({"master", "master", std::move(o.out)}, std::chrono::milliseconds(1000));
@@ -73,7 +74,7 @@ void runner::poll_status(bool force) {
     status_ = std::move(st);
   });
   if (ok) {
-    master_heard_ = steady::now();
+    master_heard_ = clock_.now();
     master_answered_ = true;
   }
 }
@@ -83,10 +84,11 @@ void runner::print_progress(bool final_line) {
   const status_snapshot s = status_;
   lk.unlock();
   if (!opt_.progress || !s.valid) return;
-  auto now = steady::now();
+  auto now = clock_.now();
   bool tty = ::isatty(STDERR_FILENO);
   // On a terminal the line is redrawn in place; in a log, one line every 2 s.
-  if (!final_line && now - last_progress_ < (tty ? std::chrono::milliseconds(250) : std::chrono::seconds(2)))
+  if (!final_line && last_progress_ &&
+      now - *last_progress_ < (tty ? std::chrono::milliseconds(250) : std::chrono::seconds(2)))
     return;
   last_progress_ = now;
   std::uint64_t total = s.tasks.total();

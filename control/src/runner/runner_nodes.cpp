@@ -55,7 +55,7 @@ expected<void> runner::launch(node_slot& slot) {
   auto st = spec_.cluster.launcher == "local" ? cluster::read_process_stat(h->pid) : std::nullopt;
   slot.start_time = st ? st->start_time : 0;
   if (slot.role == cluster::node_role::master) {
-    master_launched_ = steady::now();
+    master_launched_ = clock_.now();
     master_answered_ = false;
   }
   if (slot.role == cluster::node_role::worker)
@@ -169,7 +169,7 @@ void runner::handle_exits() {
         scale_to(target_workers_);
       continue;
     }
-    auto now = steady::now();
+    auto now = clock_.now();
     // A preempted node did nothing wrong: it comes back when the cluster has room again.
     if (status.state != "PREEMPTED") slot.deaths.push_back(now);
     while (!slot.deaths.empty() && now - slot.deaths.front() > death_window) slot.deaths.pop_front();

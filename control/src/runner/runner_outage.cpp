@@ -10,12 +10,6 @@
 
 namespace troupe::control {
 
-namespace {
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-}  // namespace
-
 std::string runner::check_outage() {
   auto o = launcher_->outage();
   if (!o) {
@@ -26,7 +20,9 @@ std::string runner::check_outage() {
     }
     return {};
   }
-  double down = seconds_since(o->since), limit = spec_.cluster.controller_timeout_s;
+  // The launcher reads the runner's clock (make_launcher in runner_setup.cpp): `since` is on it.
+  double down = std::chrono::duration<double>(clock_.now() - o->since).count(),
+         limit = spec_.cluster.controller_timeout_s;
   if (outage_note_.empty())
     spdlog::warn(
         "the Slurm controller does not answer ({}): the nodes train on, their exits are seen when it "
@@ -44,8 +40,8 @@ void runner::cancel_left_jobs() {
   spdlog::warn(
       "{} Slurm jobs not cancelled yet: the controller does not answer; waiting up to {:.0f} s for it",
       launcher_->running().size(), limit);
-  auto deadline = steady::now() + std::chrono::milliseconds(static_cast<std::int64_t>(limit * 1000));
-  while (!launcher_->running().empty() && steady::now() < deadline) launcher_->kill_all();
+  auto deadline = clock_.now() + std::chrono::milliseconds(static_cast<std::int64_t>(limit * 1000));
+  while (!launcher_->running().empty() && clock_.now() < deadline) launcher_->kill_all();
   auto left = launcher_->running();
   if (left.empty()) return spdlog::info("the controller answered: every Slurm job of the job is cancelled");
   std::string ids;

@@ -88,7 +88,7 @@ std::string runner::final_json(int rc) {
   j["status"] = end_state_;
   j["reason"] = end_reason_;
   j["exit_code"] = rc;
-  j["wall_seconds"] = std::chrono::duration<double>(steady::now() - started_).count();
+  j["wall_seconds"] = std::chrono::duration<double>(clock_.now() - started_).count();
   j["node_restarts"] = restarts_;
   j["runner_start_wall_ms"] = started_wall_ms_;
   if (!opt_.resume.empty()) j["resumed"] = true;
@@ -104,18 +104,18 @@ std::string runner::disk_fault_expired() {
   std::unique_lock lk(mu_);
   std::string fault = status_.fault;
   lk.unlock();
-  auto now = steady::now();
+  auto now = clock_.now();
   if (fault.empty()) {
-    if (fault_since_ != steady::time_point{}) spdlog::info("the disk fault is over: the job resumes");
-    fault_since_ = {};
+    if (fault_since_) spdlog::info("the disk fault is over: the job resumes");
+    fault_since_.reset();
     return {};
   }
-  if (fault_since_ == steady::time_point{}) {
+  if (!fault_since_) {
     fault_since_ = now;
     spdlog::error("job paused: {} (it fails after {} s unless the disk recovers: job.disk_full_timeout_ms)",
                   fault, spec_.job.disk_full_timeout.count() / 1000.0);
   }
-  if (now - fault_since_ < spec_.job.disk_full_timeout) return {};
+  if (now - *fault_since_ < spec_.job.disk_full_timeout) return {};
   return std::string("job failed: ")
       .append(fault)
       .append(" for more than ")

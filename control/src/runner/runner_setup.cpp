@@ -97,15 +97,16 @@ cluster::launch_site launch_site_of(const cluster::job_dir& dir) {
 
 // SIGKILLs the process group of a node a dead runner left running (PR_SET_PDEATHSIG normally
 // takes them down with it; a node between fork and prctl, or one whose parent was not the runner,
-// can survive) and waits until it is gone. The pid counts only with its recorded start time.
-void kill_orphan(const cluster::node_record& n) {
+// can survive) and waits (up to 5 s on `clk`) until it is gone. The pid counts only with its recorded
+// start time.
+void kill_orphan(const cluster::node_record& n, troupe::clock& clk) {
   if (n.pid <= 0 || n.start_time == 0 || !cluster::process_alive(n.pid, n.start_time)) return;
   auto st = cluster::read_process_stat(n.pid);
   spdlog::warn("{} (pid {}) outlived its runner: killing it", n.id.to_string(), n.pid);
   ::kill(st && st->pgid == n.pid ? -n.pid : n.pid, SIGKILL);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (cluster::process_alive(n.pid, n.start_time) && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto deadline = clk.now() + std::chrono::seconds(5);
+  while (cluster::process_alive(n.pid, n.start_time) && clk.now() < deadline)
+    clk.sleep_for(std::chrono::milliseconds(10));
 }
 
 }  // namespace
@@ -189,7 +190,7 @@ int runner::lock_job_dir() {
 void runner::clean_dead_runner(const cluster::job_dir& dir) {
   if (auto old = dir.read_nodes()) {
     for (const auto& n : old->nodes)
-      if (n.state != "exited") kill_orphan(n);
+      if (n.state != "exited") kill_orphan(n, clock_);
     resume_ids(*old);
   }
   if (auto old = dir.read_instance(); !old.empty()) {
@@ -353,7 +354,7 @@ int runner::setup() {
   if (!bound) return setup_failed(bound.err(), 1);
   self_addr_ = *bound;
   if (auto r = net_->register_name("runner", [this](const message& m) { on_message(m); }); !r) return 1;
-  auto rpc = wire::rpc_client::create(*net_, "rpc");
+  auto rpc = wire::rpc_client::create(*net_, "rpc", clock_);
   if (!rpc) return 1;
   rpc_ = std::move(*rpc);
   auto port = free_port();
@@ -366,7 +367,7 @@ int runner::setup() {
         std::lock_guard lk(mu_);
         exits_.emplace_back(h, s);
       },
-      launch_site_of(*dir_));
+      launch_site_of(*dir_), clock_);
   if (!l) return setup_failed(l.err(), launcher_exit_code(l.err()));
   launcher_ = std::move(*l);
   return 0;

@@ -20,7 +20,7 @@ constexpr auto master_quiet = std::chrono::milliseconds(1500);
 // True while the master, having answered before, has not answered for a while: its last numbers
 // are stale and are not shown as current.
 bool runner::master_silent() const {
-  return master_answered_ && steady::now() - master_heard_ > master_quiet;
+  return master_answered_ && clock_.now() - master_heard_ > master_quiet;
 }
 
 void runner::watch_master() {
@@ -33,10 +33,10 @@ void runner::watch_master() {
   // status answer is a hang, not a slow tick (the master answers status from its own mailbox).
   auto hang_limit =
       std::max<std::chrono::milliseconds>(std::chrono::seconds(3), 3 * spec_.transport.heartbeat_timeout);
-  auto now = steady::now();
+  auto now = clock_.now();
   auto silent = master_answered_ ? now - master_heard_ : now - master_launched_;
-  if (silent < (master_answered_ ? std::chrono::duration_cast<steady::duration>(hang_limit)
-                                 : std::chrono::duration_cast<steady::duration>(master_startup_limit)))
+  if (silent < (master_answered_ ? std::chrono::duration_cast<troupe::clock::duration>(hang_limit)
+                                 : std::chrono::duration_cast<troupe::clock::duration>(master_startup_limit)))
     return;
   spdlog::warn("{} has not answered for {:.1f} s ({}): fencing it", slot.id.to_string(),
                std::chrono::duration<double>(silent).count(), master_answered_ ? "hung?" : "never came up");

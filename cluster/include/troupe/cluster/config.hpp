@@ -80,9 +80,11 @@ struct launch_site {
 
 // The launcher backend the config names, with its capacity. Errors: invalid_spec for an unknown
 // backend, or the backend's own creation errors (Slurm: launch_failed when sinfo is missing or the
-// controller does not answer, invalid_spec naming a partition Slurm does not have).
+// controller does not answer, invalid_spec naming a partition Slurm does not have). Its timeouts
+// read `clk` (launcher_options::clock).
 expected<std::unique_ptr<launcher>> make_launcher(const cluster_config& cfg, exit_callback on_exit,
-                                                  const launch_site& site = {});
+                                                  const launch_site& site = {},
+                                                  troupe::clock& clk = troupe::clock::system());
 
 // Cancels the batch jobs a dead owner of `site` recorded in site.jobs_file (Slurm: every one still
 // queued or running; slurm::launcher::cancel_recorded); how many. The local backend's nodes die

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "troupe/cluster/resources.hpp"
+#include "troupe/core/clock.hpp"
 #include "troupe/core/error.hpp"
 #include "troupe/core/ids.hpp"
 
@@ -94,6 +95,9 @@ struct launcher_options {
   // What the launcher may hand out; a launch whose need, added to what running nodes reserve,
   // exceeds it is refused. nullopt: the backend finds out (local: local_capacity()).
   std::optional<resources> capacity;
+  // What every timeout and deadline of the launcher reads (wait(), Slurm's kill_all() and command
+  // limits, outage_info::since); the owner passes its own so that both read one clock.
+  std::reference_wrapper<troupe::clock> clock{troupe::clock::system()};
 };
 
 class launcher {
@@ -129,7 +133,7 @@ class launcher {
   // it answers again.
   struct outage_info {
     std::string why;
-    std::chrono::steady_clock::time_point since;
+    troupe::clock::time_point since;  // on the launcher's clock (launcher_options::clock)
   };
   virtual std::optional<outage_info> outage() const { return std::nullopt; }
 };

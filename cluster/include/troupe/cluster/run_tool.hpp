@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "troupe/core/clock.hpp"
 #include "troupe/core/error.hpp"
 
 namespace troupe::cluster {
@@ -18,7 +19,9 @@ struct tool_result {
 // Runs argv (argv[0] looked up in `bin_dir`, else PATH) with stdin on /dev/null, collecting stdout
 // and stderr; kills it past `timeout`. Errors (launch_failed) only when it cannot be started or
 // timed out or (max_output > 0) printed more than max_output bytes; a non-zero exit is a result.
+// `timeout` is measured on `clk` (looked at between reads, at least every 50 ms).
 expected<tool_result> run_tool(const std::vector<std::string>& argv, const std::string& bin_dir,
-                               std::chrono::milliseconds timeout, std::size_t max_output = 0);
+                               std::chrono::milliseconds timeout, std::size_t max_output = 0,
+                               troupe::clock& clk = troupe::clock::system());
 
 }  // namespace troupe::cluster

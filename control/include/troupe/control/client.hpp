@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "troupe/core/clock.hpp"
 #include "troupe/core/error.hpp"
 
 namespace troupe::control {
@@ -20,6 +21,7 @@ expected<std::string> find_job_dir(const std::string& job_dir, const std::string
 expected<std::string> job_status_json(const std::string& job_dir, bool from_timeline = false);
 // Sets the number of workers; returns the target the runner accepted (clamped to min/max).
 expected<std::uint32_t> scale_job(const std::string& job_dir, std::uint32_t workers);
-expected<void> stop_job(const std::string& job_dir);
+// Asks the runner to stop the job and waits until it has exited (at most 15 s on `clk`).
+expected<void> stop_job(const std::string& job_dir, troupe::clock& clk = troupe::clock::system());
 
 }  // namespace troupe::control

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "troupe/core/clock.hpp"
 #include "troupe/core/error.hpp"
 #include "troupe/transport/endpoint.hpp"
 #include "troupe/transport/message.hpp"
@@ -54,10 +55,13 @@ class rpc_channel {
 // Sends `answer` (built by reply_to(request)) back to the actor that sent `request`, from `from`.
 expected<void> send_reply(endpoint& net, const message& request, outbound&& answer, const std::string& from);
 
+// Every timeout and wait limit is measured on `clk` (a manual clock in tests: a call times out when
+// the test moves it past the deadline; waiting for a reply still wakes on the reply at once).
 class rpc_client final : public rpc_channel {
  public:
   // Registers `name` on the endpoint for the replies.
-  static expected<std::unique_ptr<rpc_client>> create(endpoint& net, std::string name);
+  static expected<std::unique_ptr<rpc_client>> create(endpoint& net, std::string name,
+                                                      troupe::clock& clk = troupe::clock::system());
   ~rpc_client() override;
 
   const std::string& name() const { return name_; }
@@ -70,7 +74,8 @@ class rpc_client final : public rpc_channel {
                                           std::chrono::milliseconds timeout) override;
 
  private:
-  rpc_client(endpoint& net, std::string name) : net_(net), name_(std::move(name)) {}
+  rpc_client(endpoint& net, std::string name, troupe::clock& clk)
+      : net_(net), clock_(clk), name_(std::move(name)) {}
   void on_reply(const message& m);
   // The incarnation of `node` the endpoint is connected to now; 0 when it is not connected.
   std::uint64_t incarnation_of(const std::string& node) const;
@@ -81,6 +86,7 @@ class rpc_client final : public rpc_channel {
                        const std::map<std::string, std::uint64_t>& sent_to,
                        const std::vector<std::uint64_t>& ids, std::chrono::milliseconds timeout);
   endpoint& net_;
+  troupe::clock& clock_;
   std::string name_;
   std::atomic<std::uint64_t> last_id_{0};
   std::mutex mu_;
@@ -89,7 +95,7 @@ class rpc_client final : public rpc_channel {
   struct in_flight {
     std::string node;
     std::uint64_t incarnation = 0;  // of the node when sent; 0: not connected then
-    std::chrono::steady_clock::time_point deadline;
+    troupe::clock::time_point deadline;
     std::chrono::milliseconds timeout;
   };
   std::map<std::uint64_t, in_flight> sent_;  // send() requests, by id (owned by the calling thread)
