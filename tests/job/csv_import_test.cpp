@@ -1,5 +1,5 @@
 // `troupe data import csv`'s importer (job/csv_import.hpp): a small CSV read back record by record,
-// and every kind of bad input with its message.
+// and every kind of bad input with its message; plus job files that name imported stores.
 #include "troupe/job/csv_import.hpp"
 
 #include <gtest/gtest.h>
@@ -10,6 +10,7 @@
 
 #include "run_command.hpp"
 #include "troupe/job/data.hpp"
+#include "troupe/job/job_file.hpp"
 #include "troupe/nn/data/readers.hpp"
 
 namespace troupe::job {
@@ -218,6 +219,19 @@ TEST_F(CsvImport, AnExistingStoreIsNeverOverwrittenNorRemoved) {
   ASSERT_FALSE(again);
   EXPECT_NE(again.err().to_string().find("already holds a store"), std::string::npos);
   EXPECT_EQ(records(o.out).size(), 1u) << "the first import is intact";
+}
+
+TEST_F(CsvImport, JobFileStorePathsAreRelativeToTheJobFile) {
+  auto job = path("jobs/a.toml");
+  fs::create_directories(path("jobs"));
+  std::ofstream(job) << "[data]\nsource = \"store\"\ntrain = \"../data/train\"\ntest = \"/abs/test\"\n";
+  auto doc = read_job_file(job);
+  ASSERT_TRUE(doc) << doc.err().to_string();
+  auto spec = job_spec::read(*doc);
+  ASSERT_TRUE(spec) << spec.err().to_string();
+  EXPECT_EQ(spec->nn.data.train_path, path("data/train"));
+  EXPECT_EQ(spec->nn.data.test_path, "/abs/test");
+  EXPECT_NE(doc->to_toml().find(path("data/train")), std::string::npos) << "the job directory's copy too";
 }
 
 }  // namespace
