@@ -2,6 +2,7 @@
 // shows what a store holds.
 //   troupe data import fashion-mnist --out DIR [--split train|t10k] [--from DIR] [--max-rows N]
 //   troupe data import criteo FILE --out DIR [--buckets N] [--max-rows N]
+//   troupe data import csv FILE --out DIR --label COL [--dense COLS] [--sparse COLS] ... (data_csv.hpp)
 //   troupe data synth-ctr --rows N --fields F --vocab V --seed S --out DIR [--dense D]
 //   troupe data inspect DIR [--records K] [--verify]
 // Exit codes as in command.hpp; a missing or malformed input file fails with exit 1 and one line
@@ -12,6 +13,7 @@
 #include <memory>
 
 #include "command.hpp"
+#include "data_csv.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/nn/data/readers.hpp"
 #include "troupe/storage/record_store.hpp"
@@ -118,8 +120,8 @@ int inspect(const inspect_flags& f) {
   return 0;
 }
 
-void add_import(CLI::App& data, std::shared_ptr<import_flags> f,
-                std::shared_ptr<int (*)(const import_flags&)> which) {
+CLI::App* add_import(CLI::App& data, std::shared_ptr<import_flags> f,
+                     std::shared_ptr<int (*)(const import_flags&)> which) {
   auto* imp = data.add_subcommand("import", "Import a dataset into a new record store");
   imp->require_subcommand(1);
   auto* fm = imp->add_subcommand("fashion-mnist", "Fashion-MNIST from the Debian dataset package");
@@ -135,6 +137,7 @@ void add_import(CLI::App& data, std::shared_ptr<import_flags> f,
   cr->add_option("--buckets", f->buckets, "ids per categorical field")->check(CLI::Range(2ull, 1ull << 40));
   cr->add_option("--max-rows", f->max_rows, "keep only the first N lines (0: all)");
   cr->callback([which] { *which = import_criteo; });
+  return imp;
 }
 
 const command_registrar reg{
@@ -145,7 +148,7 @@ const command_registrar reg{
       auto ins = std::make_shared<inspect_flags>();
       auto mode = std::make_shared<int>(0);
       sub.require_subcommand(1);
-      add_import(sub, imp, which);
+      auto csv = add_import_csv(*add_import(sub, imp, which), mode, 3);
       auto* sc = sub.add_subcommand("synth-ctr", "Synthetic CTR data drawn from a planted FM model");
       sc->add_option("--rows", syn->rows, "rows")->check(CLI::Range(std::size_t{1}, std::size_t{1} << 32));
       sc->add_option("--fields", syn->fields, "categorical fields")->check(CLI::Range(1, 1024));
@@ -162,6 +165,7 @@ const command_registrar reg{
       return [=]() -> int {
         if (*mode == 1) return synth_ctr(*syn);
         if (*mode == 2) return inspect(*ins);
+        if (*mode == 3) return csv();
         if (*which) return (*which)(*imp);
         return usage_error("data: no subcommand given");
       };

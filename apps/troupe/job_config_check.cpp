@@ -4,12 +4,13 @@
 #include "troupe/actors/strategy.hpp"
 #include "troupe/core/log.hpp"
 #include "troupe/job/job_check.hpp"
+#include "troupe/job/job_file.hpp"
 #include "troupe/job/job_spec.hpp"
 
 namespace troupe::cli {
 
 expected<config_doc> load_job_doc(const std::string& file, const std::vector<std::string>& overrides) {
-  auto doc = config_doc::from_file(file);
+  auto doc = job::read_job_file(file);
   if (!doc) return doc;
   for (const auto& o : overrides)
     if (auto r = doc->apply_override(o); !r) return r.err();

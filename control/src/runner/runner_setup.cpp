@@ -33,6 +33,7 @@
 #include "troupe/job/data.hpp"
 #include "troupe/job/data_model.hpp"
 #include "troupe/job/job_check.hpp"
+#include "troupe/job/job_file.hpp"
 #include "troupe/transport/endpoint.hpp"
 #include "troupe/wire/job_token.hpp"
 
@@ -144,7 +145,7 @@ int runner::read_config(config_doc& doc) {
     if (!d) return spdlog::error("{}", d.err().to_string()), 2;
     doc = std::move(*d);
   } else {
-    auto d = config_doc::from_file(opt_.file);
+    auto d = job::read_job_file(opt_.file);
     if (!d) return spdlog::error("{}", d.err().to_string()), 2;
     doc = std::move(*d);
     for (const auto& o : opt_.overrides)

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runner.hpp"
+#include "troupe/job/job_file.hpp"
 
 namespace troupe::control {
 
@@ -27,7 +28,7 @@ std::vector<std::string> runner_argv(const run_options& o, const std::string& fi
 
 int submit_job(const run_options& o) {
   if (!o.resume.empty()) return spdlog::error("run --submit: give a job file (not --resume)"), 2;
-  auto doc = config_doc::from_file(o.file);
+  auto doc = job::read_job_file(o.file);
   if (!doc) return spdlog::error("{}", doc.err().to_string()), 2;
   for (const auto& s : o.overrides)
     if (auto r = doc->apply_override(s); !r) return spdlog::error("{}", r.err().to_string()), 2;

@@ -40,16 +40,17 @@ std::string parse_line(std::string_view line, const criteo_options& o, dataset& 
     double x = static_cast<double>(v);
     d.dense.push_back(static_cast<float>(o.log_transform && x > 0 ? std::log1p(x) : x));
   }
-  const std::uint64_t b = o.buckets_per_field;
-  for (std::size_t f = 0; f < cat_fields; ++f) {
-    std::string_view c = cols[1 + int_fields + f];
-    std::uint64_t local = c.empty() ? 0 : 1 + XXH64(c.data(), c.size(), f) % (b - 1);
-    d.sparse.push_back(field_id(f, b, local));
-  }
+  for (std::size_t f = 0; f < cat_fields; ++f)
+    d.sparse.push_back(category_id(cols[1 + int_fields + f], f, o.buckets_per_field));
   return {};
 }
 
 }  // namespace
+
+std::uint64_t category_id(std::string_view text, std::size_t field, std::uint64_t buckets) {
+  std::uint64_t local = text.empty() ? 0 : 1 + XXH64(text.data(), text.size(), field) % (buckets - 1);
+  return field_id(field, buckets, local);
+}
 
 expected<dataset> read_criteo_tsv(const std::string& path, const criteo_options& o) {
   if (o.buckets_per_field < 2)

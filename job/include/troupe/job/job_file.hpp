@@ -1,12 +1,20 @@
-// The job a job directory holds: its job.toml (as its runner resolved it) read into a job_spec,
-// for the processes that run beside the runner (nodes, `troupe chaos`).
+// Reading a job's TOML: a job file as the commands that take one read it, and the job a job
+// directory holds (its job.toml as its runner resolved it) for the processes that run beside the
+// runner (nodes, `troupe chaos`).
 #pragma once
 
 #include <string>
 
+#include "troupe/core/config.hpp"
 #include "troupe/job/job_spec.hpp"
 
 namespace troupe::job {
+
+// The job file at `path` (`troupe run`, `troupe train --local`, `troupe config check`): with
+// [data] source = "store", relative `train` and `test` directories are taken relative to the job
+// file's directory and written back absolute, so the document means the same from any working
+// directory, in the job directory's copy and on every node. Errors: config_doc::from_file's.
+expected<config_doc> read_job_file(const std::string& path);
 
 // Errors: the job directory's (not a job directory, job.toml unreadable) or job_spec::read's.
 expected<job_spec> load_job_spec(const std::string& job_dir);

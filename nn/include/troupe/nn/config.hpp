@@ -11,8 +11,9 @@
 //            fashion-mnist: dir, max_train_rows, max_test_rows
 //            criteo:        train, test (optional), test_fraction, buckets_per_field,
 //                           max_train_rows, max_test_rows
-//            store:         train, test (record store directories made by `troupe data import`;
-//                           read by `troupe run` and `troupe train --local`)
+//            store:         train, test (record store directories made by `troupe data`, relative
+//                           to the job file (job::read_job_file); read by `troupe run` and
+//                           `troupe train --local`; docs/data.md)
 //            synthetic-ctr: rows, test_rows, fields, vocab_per_field, zipf_exponent, dense_dim,
 //                           factor_dim, weight_scale, factor_scale, bias, model_seed, sample_seed
 // Each reader records problems in the config_reader (first one wins; the caller's finish()

@@ -104,6 +104,9 @@ class record_writer {
                                         writer_options opts = {});
 
   expected<void> append(const record& r);
+  // The class count of the labels appended (ids 0..k-1), for an importer that learns it only from
+  // the data: the manifest finish() commits carries it (records do not depend on it, record.hpp).
+  void set_num_classes(std::uint32_t k) { manifest_.schema.num_classes = k; }
   // Commits what is buffered and the complete manifest; returns it. The writer is done after.
   expected<manifest> finish();
   std::uint64_t count() const { return committed_ + pending_count_; }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "troupe/core/error.hpp"
 #include "troupe/nn/data/dataset.hpp"
@@ -25,10 +26,15 @@ struct criteo_options {
   bool log_transform = true;                   // dense x -> log(1 + x) for x > 0, else x
 };
 
+// The id of a categorical value `text` of categorical field `field` (0-based among the categorical
+// fields): field_id(field, buckets, 0) for an empty (missing) value, else field_id(field, buckets,
+// 1 + xxh64(text, seed field) % (buckets - 1)). buckets >= 2. Every importer hashes this way (the
+// Criteo reader, `troupe data import csv`), so a value gets the same id in every store.
+std::uint64_t category_id(std::string_view text, std::size_t field, std::uint64_t buckets);
+
 // Reads Criteo-format TSV: label \t 13 integers \t 26 hex categoricals (optionally gzipped,
 // detected by content). Empty fields are allowed: a missing integer reads as 0, a missing
-// categorical gets its field's "missing" id field_id(f, buckets, 0); others get field_id(f, buckets,
-// 1 + xxh64(text, seed f) % (buckets - 1)).
+// categorical gets its field's "missing" id; each value gets category_id(text, f, buckets).
 // dense_dim 13, sparse_fields 26, num_classes 2. A line with the wrong number of fields, a bad
 // label or a non-integer in an integer column is an error naming the file and line.
 expected<dataset> read_criteo_tsv(const std::string& path, const criteo_options& options = {});

@@ -1,0 +1,98 @@
+#include "data_csv.hpp"
+
+#include <chrono>
+#include <cstdio>
+
+#include "troupe/job/csv_import.hpp"
+
+namespace troupe::cli {
+
+namespace {
+
+struct csv_flags {
+  job::csv_import_options o;
+  std::vector<std::string> dense;
+  std::string delimiter = ",", missing = "error";
+  CLI::Option* dense_option = nullptr;
+};
+
+std::string listed(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out.empty() ? "none" : out;
+}
+
+void print_summary(const job::csv_import_result& r, const job::csv_import_options& o, double secs) {
+  std::printf("%s: %llu records", r.train_dir.c_str(), static_cast<unsigned long long>(r.train.record_count));
+  if (!r.test_dir.empty())
+    std::printf(", %s: %llu records (test fraction %g)", r.test_dir.c_str(),
+                static_cast<unsigned long long>(r.test.record_count), o.test_fraction);
+  std::printf(" from %s in %.2f s\n", o.file.c_str(), secs);
+  std::printf("label %s: %u classes%s\n", o.label.c_str(), r.num_classes,
+              r.num_classes == 2 ? " (binary)" : "");
+  std::printf("dense (%zu): %s\n", r.dense_columns.size(), listed(r.dense_columns).c_str());
+  std::printf("sparse (%zu, %llu ids each): %s\n", r.sparse_columns.size(),
+              static_cast<unsigned long long>(o.buckets_per_field), listed(r.sparse_columns).c_str());
+  if (!r.ignored_columns.empty()) std::printf("ignored: %s\n", listed(r.ignored_columns).c_str());
+  if (r.skipped_missing > 0)
+    std::printf("skipped %llu rows with a missing value (--missing skip-row)\n",
+                static_cast<unsigned long long>(r.skipped_missing));
+  if (r.malformed > 0) {
+    std::printf("skipped %llu malformed lines (--skip-malformed):",
+                static_cast<unsigned long long>(r.malformed));
+    for (const auto& e : r.examples) std::printf(" %s;", e.c_str());
+    std::printf("%s\n", r.malformed > r.examples.size() ? " ..." : "");
+  }
+}
+
+// "," "\t" "tab" ";" ...: one character that is not a quote or a line break.
+bool parse_delimiter(const std::string& text, char& out) {
+  if (text == "tab" || text == "\\t") {
+    out = '\t';
+    return true;
+  }
+  if (text.size() != 1 || text[0] == '"' || text[0] == '\n' || text[0] == '\r') return false;
+  out = text[0];
+  return true;
+}
+
+int import_csv(csv_flags& f) {
+  if (!parse_delimiter(f.delimiter, f.o.delimiter))
+    return usage_error("--delimiter '" + f.delimiter + "': expected one character (or tab), not a quote");
+  auto missing = job::parse_missing_policy(f.missing);
+  if (!missing) return usage_error("--missing '" + f.missing + "': expected zero, skip-row or error");
+  f.o.missing = *missing;
+  if (f.dense_option->count() > 0) f.o.dense = f.dense;
+  auto start = std::chrono::steady_clock::now();
+  auto r = job::import_csv(f.o);
+  if (!r) return r.err() == core_errc::invalid_argument ? usage_error(r.err()) : run_error(r.err());
+  print_summary(*r, f.o, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return 0;
+}
+
+}  // namespace
+
+runner add_import_csv(CLI::App& import_cmd, std::shared_ptr<int> mode, int id) {
+  auto f = std::make_shared<csv_flags>();
+  auto* c = import_cmd.add_subcommand("csv", "A CSV file with a header row (.gz accepted): docs/data.md");
+  c->add_option("file", f->o.file, "CSV file")->required();
+  c->add_option("--out", f->o.out, "store directory (with --test-fraction: DIR/train and DIR/test)")
+      ->required();
+  c->add_option("--label", f->o.label, "the label column (class ids 0..K-1; 0/1 binary)")->required();
+  f->dense_option = c->add_option("--dense", f->dense, "dense columns, comma-separated (default: the rest)")
+                        ->delimiter(',');
+  c->add_option("--sparse", f->o.sparse, "categorical columns, comma-separated (hashed into ids)")
+      ->delimiter(',');
+  c->add_option("--delimiter", f->delimiter, "field separator: one character, or tab");
+  c->add_option("--test-fraction", f->o.test_fraction, "rows held out into DIR/test (0: one store in DIR)")
+      ->check(CLI::Range(0.0, 0.99));
+  c->add_option("--missing", f->missing, "an empty label/dense field: error, zero or skip-row")
+      ->check(CLI::IsMember({"error", "zero", "skip-row"}));
+  c->add_flag("--skip-malformed", f->o.skip_malformed, "drop malformed lines (counted) instead of failing");
+  c->add_option("--buckets", f->o.buckets_per_field, "ids per sparse column")
+      ->check(CLI::Range(2ull, 1ull << 40));
+  c->callback([mode, id] { *mode = id; });
+  return [f] { return import_csv(*f); };
+}
+
+}  // namespace troupe::cli

@@ -1,0 +1,66 @@
+// `troupe data import csv`: a CSV file of the user's (plain or gzipped) into record stores that
+// jobs read like the built-in ones ([data] source = "store"; docs/data.md, "Your own CSV data").
+//
+// The first line is the header; columns are named there. The label column holds class ids
+// (0/1: binary, 0..K-1: K classes); dense columns numbers; sparse columns any text, hashed into
+// field-scoped ids as the Criteo reader does (nn::category_id; an empty field is the field's
+// "missing" id). Records are written as they are read; an import that fails leaves no store.
+//
+// Errors: core_errc::invalid_argument for the input or the options (no header, unknown or duplicate
+// columns, a bad label or number naming file, line and column, a missing value under
+// missing_policy::error, malformed lines without skip_malformed, no rows); core_errc::io_error and
+// storage errors when a file cannot be read or a store written. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "troupe/core/error.hpp"
+#include "troupe/storage/record_store.hpp"
+
+namespace troupe::job {
+
+// What an empty label or dense field means.
+enum class missing_policy {
+  error,     // the import fails, naming line and column
+  zero,      // a dense value reads as 0 (an empty label is still an error)
+  skip_row,  // the row is dropped and counted
+};
+
+struct csv_import_options {
+  std::string file;
+  // test_fraction 0: one store in `out`; else `out`/train and `out`/test.
+  std::string out;
+  std::string label;
+  // Column names. dense unset: every column that is neither the label nor sparse.
+  std::optional<std::vector<std::string>> dense;
+  std::vector<std::string> sparse;
+  char delimiter = ',';
+  // Rows go to the test store when splitmix64(line number ^ split_seed) falls below this fraction
+  // of the 64-bit range: the same file splits the same way every time.
+  double test_fraction = 0;
+  std::uint64_t split_seed = 0x5eed;
+  missing_policy missing = missing_policy::error;
+  bool skip_malformed = false;
+  std::uint64_t buckets_per_field = 1u << 20;
+  std::size_t max_reported = 5;  // malformed lines quoted in messages
+};
+
+struct csv_import_result {
+  std::string train_dir, test_dir;  // test_dir empty without a split
+  storage::manifest train, test;
+  std::vector<std::string> dense_columns, sparse_columns, ignored_columns;
+  std::uint32_t num_classes = 2;
+  std::uint64_t malformed = 0;        // lines dropped (skip_malformed)
+  std::vector<std::string> examples;  // "line N: why" for the first max_reported of them
+  std::uint64_t skipped_missing = 0;  // rows dropped for a missing value (missing_policy::skip_row)
+};
+
+expected<csv_import_result> import_csv(const csv_import_options& o);
+
+// "zero" | "skip-row" | "error"; nullopt for anything else.
+std::optional<missing_policy> parse_missing_policy(const std::string& text);
+
+}  // namespace troupe::job

@@ -1,0 +1,140 @@
+// `troupe data import csv` for real: the binary's output and exit codes on good and bad input, job
+// files naming the stores it makes (relative to the job file), and a model trained on them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "run_command.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using troupe::test_util::command_result;
+using troupe::test_util::run_troupe;
+using troupe::test_util::stderr_mode;
+
+class DataCsvCli : public ::testing::Test {
+ protected:
+  void SetUp() override { fs::create_directories(dir_); }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name)) << text;
+    return path(name);
+  }
+  fs::path dir_ = troupe::test_util::temp_path("csv-cli");
+};
+
+// A learnable problem: class (x1 > 0) + (x2 > 0) of 3, a categorical column that shifts x1's
+// threshold, an id column the model must not see. A fixed linear congruential stream: the same
+// file every run.
+std::string synthetic_csv(int rows) {
+  std::string text = "id,x1,x2,shade,label\n";
+  std::uint64_t s = 12345;
+  auto uniform = [&s] {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<double>(s >> 11) * 0x1.0p-53 * 2 - 1;
+  };
+  const char* shades[] = {"dark", "light", "\"mid, grey\""};
+  for (int i = 0; i < rows; ++i) {
+    const double x1 = uniform(), x2 = uniform();
+    const int shade = static_cast<int>(std::floor((uniform() + 1) * 1.5)) % 3;
+    const double shift = shade == 0 ? -0.3 : shade == 1 ? 0.3 : 0;
+    const int label = (x1 > shift) + (x2 > 0);
+    text += std::to_string(i) + "," + std::to_string(x1) + "," + std::to_string(x2) + "," + shades[shade] +
+            "," + std::to_string(label) + "\n";
+  }
+  return text;
+}
+
+TEST_F(DataCsvCli, ImportsSplitsAndInspects) {
+  auto csv = write("d.csv", synthetic_csv(300));
+  auto r = run_troupe("data import csv " + csv + " --out " + path("store") +
+                      " --label label --dense x1,x2 --sparse shade --buckets 16 --test-fraction 0.25");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(path("store/train") + ": "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(test fraction 0.25)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("label label: 3 classes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sparse (1, 16 ids each): shade"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ignored: id"), std::string::npos) << r.out;
+  auto i = run_troupe("data inspect " + path("store/test") + " --verify");
+  ASSERT_EQ(i.code, 0) << i.out;
+  EXPECT_NE(i.out.find("num_classes = 3"), std::string::npos) << i.out;
+  EXPECT_NE(i.out.find("dense_dim = 2"), std::string::npos) << i.out;
+  EXPECT_NE(i.out.find("all checksums match"), std::string::npos) << i.out;
+}
+
+TEST_F(DataCsvCli, BadInputIsExit2NamingLineAndColumnAndLeavesNoStore) {
+  auto bad = write("bad.csv", "a,b,label\n1,2,0\n1,x,1\n");
+  auto r = run_troupe("data import csv " + bad + " --out " + path("s") + " --label label");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(bad + ":3: column 'b' (2): 'x' is not a number"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(path("s")));
+  auto ragged = write("ragged.csv", "a,label\n1,0\n1,2,3\n4,1\n");
+  r = run_troupe("data import csv " + ragged + " --out " + path("s") + " --label label");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("1 malformed line (line 3: 3 fields, the header has 2)"), std::string::npos) << r.out;
+  r = run_troupe("data import csv " + ragged + " --out " + path("s") + " --label label --skip-malformed");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("skipped 1 malformed lines (--skip-malformed): line 3: 3 fields"), std::string::npos)
+      << r.out;
+  r = run_troupe("data import csv " + bad + " --out " + path("t") + " --label nope");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("label column 'nope': no such column (the header has: a, b, label)"),
+            std::string::npos)
+      << r.out;
+  r = run_troupe("data import csv " + bad + " --out " + path("t") + " --label label --delimiter ab");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--delimiter 'ab'"), std::string::npos) << r.out;
+  r = run_troupe("data import csv " + path("absent.csv") + " --out " + path("t") + " --label label");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find(path("absent.csv") + ": cannot open"), std::string::npos) << r.out;
+}
+
+// The job file names the stores relative to itself; run from elsewhere, the job finds them.
+TEST_F(DataCsvCli, TrainsAboveChanceOnAnImportedCsvLocallyAndAsAJob) {
+  auto csv = write("d.csv.gz.src", synthetic_csv(2000));
+  ASSERT_EQ(std::system(("gzip -c " + csv + " > " + path("d.csv.gz")).c_str()), 0);
+  auto imp = run_troupe("data import csv " + path("d.csv.gz") + " --out " + path("data") +
+                        " --label label --sparse shade --dense x1,x2 --buckets 16 --test-fraction 0.2");
+  ASSERT_EQ(imp.code, 0) << imp.out;
+  fs::create_directories(path("jobs"));
+  const char* job_body =
+      "[model]\ntype = \"mlp\"\nhidden = [32]\nembedding_dim = 4\n"
+      "[train]\nepochs = 8\nbatch_size = 32\noptimizer = \"adam\"\nlearning_rate = 0.01\n"
+      "[data]\nsource = \"store\"\ntrain = \"../data/train\"\ntest = \"../data/test\"\n";
+  auto job = write("jobs/csv.toml", job_body);
+  auto check = run_troupe("config check " + job);
+  EXPECT_EQ(check.code, 0) << check.out;
+  auto r = run_troupe("train --local " + job, stderr_mode::separate);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["test_accuracy"].get<double>(), 0.8) << r.out << "\nchance is about 0.33-0.5";
+  EXPECT_GT(j["test_rows"].get<int>(), 300) << r.out;
+  // The same stores in an elastic job: the runner and its nodes resolve the paths the same way.
+  auto run_job =
+      write("jobs/run.toml", "[job]\nstrategy = \"async_ps\"\nworkers = 2\nroot = \"" + path("runs") +
+                                 "\"\nrecords_per_task = 256\n" + std::string(job_body));
+  r = run_troupe("run " + run_job + " --quiet", stderr_mode::separate);
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = nlohmann::json::parse(r.out.substr(r.out.rfind('{')));
+  EXPECT_EQ(j["status"], "finished") << r.out;
+  EXPECT_GT(j["test_accuracy"].get<double>(), 0.8) << r.out;
+}
+
+TEST_F(DataCsvCli, ConfigCheckNamesAMissingStore) {
+  auto job = write("missing.toml",
+                   "[model]\ntype = \"mlp\"\n[data]\nsource = \"store\"\ntrain = \"nowhere/train\"\n"
+                   "test = \"nowhere/test\"\n");
+  auto r = run_troupe("config check " + job);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("key 'data.train': " + path("nowhere/train") + ": no such directory"),
+            std::string::npos)
+      << r.out;
+}
+
+}  // namespace
