@@ -144,6 +144,42 @@ TEST(slurm_commands, scontrol_exit_codes_and_states) {
   EXPECT_FALSE(terminal_state("COMPLETING"));
 }
 
+// A job whose node cannot open its log (the job directory not on a filesystem the node sees): what
+// Slurm 22.05 says of it, taken from the test cluster.
+TEST(slurm_commands, a_job_that_failed_to_launch_keeps_its_reason_and_host) {
+  auto s = parse_scontrol_job(
+      "JobId=567 JobName=troupe-u1:master JobState=FAILED Reason=JobLaunchFailure Dependency=(null) "
+      "ExitCode=0:53 RunTime=00:00:00 NodeList=h1 BatchHost=h1 WorkDir=/tmp/u1 "
+      "StdOut=/tmp/u1/logs/master.log\n");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->state, "FAILED");
+  EXPECT_EQ(s->trace.reason, "JobLaunchFailure");
+  EXPECT_EQ(s->trace.host, "h1");
+  EXPECT_EQ(s->signal, 53);
+  s = parse_scontrol_job("JobId=8 JobState=CANCELLED Reason=None ExitCode=0:15");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->trace.reason, "") << "None is no reason";
+  EXPECT_EQ(s->trace.host, "");
+}
+
+// sacct for a job slurmctld forgot: State|ExitCode|Reason|NodeList.
+TEST(slurm_commands, sacct_lines) {
+  auto s = parse_sacct_job("FAILED|0:53|None|h1\n");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->state, "FAILED");
+  EXPECT_EQ(s->code, 0);
+  EXPECT_EQ(s->signal, 53);
+  EXPECT_EQ(s->trace.reason, "");
+  EXPECT_EQ(s->trace.host, "h1");
+  s = parse_sacct_job("CANCELLED by 0|0:15|Resources|None assigned\n");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->state, "CANCELLED");
+  EXPECT_EQ(s->trace.reason, "Resources");
+  EXPECT_EQ(s->trace.host, "");
+  EXPECT_FALSE(parse_sacct_job(""));
+  EXPECT_FALSE(parse_sacct_job("garbage\n"));
+}
+
 TEST(slurm_commands, a_missing_tool_is_named) {
   auto r = run_tool({"sbatch", "--version"}, "/nonexistent-dir", std::chrono::seconds(5));
   ASSERT_FALSE(r);

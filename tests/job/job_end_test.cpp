@@ -1,11 +1,14 @@
 // How jobs end besides finishing: the README's exit codes for SIGINT and SIGTERM (during setup too),
-// with a final JSON line saying why; a finished job's timeline without deaths; and a corrupt cached
-// dataset, rebuilt before any worker reads it.
+// with a final JSON line saying why; a finished job's timeline without deaths; a corrupt cached
+// dataset, rebuilt before any worker reads it; and nodes whose host command fails, named with what to check.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -202,6 +205,47 @@ TEST(job_end, a_damaged_store_named_by_the_job_is_the_reason_of_its_end) {
   EXPECT_NE(reason.find("data.train"), std::string::npos) << res.dump();
   EXPECT_EQ(reason.find("see logs/runner.log"), std::string::npos) << res.dump();
   EXPECT_EQ(res, nlohmann::json::parse(read_file(r.job_dir + "/result.json"), nullptr, false));
+}
+
+// Nodes whose host command never reaches their host (an ssh that cannot resolve it) end before they
+// join: after 3 such ends in a row the job fails within seconds (not after 11 relaunches), and its
+// final JSON, runner.log and timeline say which node, how its command ended, what it wrote, and
+// what to check.
+TEST(job_end, a_node_whose_host_command_fails_never_joins_and_the_job_says_why) {
+  const auto bin = test_root("unreachable-host-bin");
+  const auto ssh = bin + "/fake-ssh";
+  std::ofstream(ssh)
+      << "#!/bin/sh\necho \"ssh: Could not resolve hostname $1: Name or service not known\" >&2\n"
+         "exit 255\n";
+  ::chmod(ssh.c_str(), 0755);
+  auto r =
+      start_job("unreachable-host", ctr_job(1, 8192, 1) + "[cluster]\nhosts = [\"h1:4\"]\nhost_command = \"" +
+                                        ssh + " {host}\"\nadvertise = \"127.0.0.1\"\n");
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(60)), 1) << read_file(r.err_file);
+  auto res = result(r);
+  const auto reason = res.value("reason", "");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(reason, m, std::regex("^(ps-0|ps-1|worker-0) never joined the master: ")))
+      << reason;
+  const std::string node = m[1];
+  for (const auto& part :
+       {std::string("its command on host h1 exited with code 255, 3 times in a row"),
+        "its output (" + r.job_dir + "/logs/" + node + ".log) ends: ssh: Could not resolve hostname h1",
+        std::string("check: is the job directory on a filesystem the nodes share? is the troupe binary at "),
+        std::string(" on the node?")})
+    EXPECT_NE(reason.find(part), std::string::npos) << part << " not in: " << reason;
+  EXPECT_EQ(res.value("status", ""), "failed");
+  EXPECT_LT(res.value("wall_seconds", 1e9), 30.0) << "it gave up at once";
+  EXPECT_LE(res.value("node_restarts", 100), 6) << "at most 2 relaunches of each of the 3 nodes";
+  EXPECT_EQ(res, nlohmann::json::parse(read_file(r.job_dir + "/result.json"), nullptr, false));
+  EXPECT_NE(read_file(r.job_dir + "/logs/runner.log").find(reason), std::string::npos);
+  auto end = event_kinds(r.job_dir, "job_end");
+  ASSERT_EQ(end.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(end[0]).value("cause", ""), reason);
+  auto replaced = event_kinds(r.job_dir, "replaced");
+  ASSERT_FALSE(replaced.empty());
+  EXPECT_NE(replaced[0].find("exited with code 255 before it joined"), std::string::npos) << replaced[0];
+  EXPECT_TRUE(no_processes_of(r));
 }
 
 }  // namespace

@@ -18,6 +18,7 @@ struct child {
   unique_fd pidfd;
   resources need;
   std::string log_file;
+  std::uint64_t log_start = 0;        // the log's size once its header was written (exit_trace)
   std::string host;                   // "" or "localhost": this machine
   std::optional<exit_status> status;  // set when reaped
   bool reported = false;              // the exit callback has returned

@@ -11,6 +11,7 @@
 
 #include "local/hosts.hpp"
 #include "local/launcher_impl.hpp"
+#include "node_output.hpp"
 #include "troupe/cluster/errc.hpp"
 #include "troupe/cluster/process.hpp"
 
@@ -18,7 +19,8 @@ namespace troupe::cluster::local {
 
 namespace {
 constexpr int poll_interval_ms = 200;
-}
+const std::string launcher_line = "==== troupe launcher ";  // the header and footer lines it writes
+}  // namespace
 
 void launcher::impl::wake() noexcept {
   std::uint64_t one = 1;
@@ -139,10 +141,11 @@ expected<node_handle> launcher::impl::do_launch(const node_spec& spec) {
     release();
     return prepared.err();
   }
+  const std::uint64_t log_start = file_size(spec.log_file).value_or(0);  // past the header
   auto proc = spawn_process(*prepared, run);
   if (!proc) {
     release();
-    append_log_line(spec.log_file, "==== troupe launcher " + utc_now() + ": " + proc.err().to_string());
+    append_log_line(spec.log_file, launcher_line + utc_now() + ": " + proc.err().to_string());
     return proc.err();
   }
   node_handle h{serial, spec.id, proc->pid, host == "localhost" ? std::string() : host};
@@ -153,6 +156,7 @@ expected<node_handle> launcher::impl::do_launch(const node_spec& spec) {
   c.pidfd = std::move(proc->pidfd);
   c.need = need;
   c.log_file = spec.log_file;
+  c.log_start = log_start;
   return h;
 }
 
@@ -194,6 +198,8 @@ void launcher::impl::reap() noexcept {
       if (c.status) continue;
       auto st = try_reap(c.handle.pid);
       if (!st) continue;
+      // A bounded read of the node's own log (exit_trace), before the footer goes in.
+      read_node_output(c.log_file, c.log_start, st->trace, launcher_line);
       c.status = st;
       c.pidfd = unique_fd();
       reserved -= c.need;
@@ -204,8 +210,8 @@ void launcher::impl::reap() noexcept {
   }
   // Only this thread erases or reports children, so the pointers stay valid unlocked.
   for (auto& [c, st] : done) {
-    append_log_line(c->log_file, "==== troupe launcher " + utc_now() + ": " + c->handle.id.to_string() +
-                                     " pid " + std::to_string(c->handle.pid) + " " + st.to_string());
+    append_log_line(c->log_file, launcher_line + utc_now() + ": " + c->handle.id.to_string() + " pid " +
+                                     std::to_string(c->handle.pid) + " " + st.to_string());
     if (options.on_exit) {
       try {
         options.on_exit(c->handle, st);

@@ -84,6 +84,19 @@ std::string scontrol_field(const std::string& text, const std::string& key) {
   return text.substr(at, end == std::string::npos ? std::string::npos : end - at);
 }
 
+namespace {
+// Slurm's ExitCode "code:signal"; code -1 when it has none.
+void read_exit_code(const std::string& code, exit_status& s) {
+  auto colon = code.find(':');
+  if (colon == std::string::npos) {
+    s.code = -1;
+    return;
+  }
+  s.code = std::atoi(code.c_str());
+  s.signal = std::atoi(code.c_str() + colon + 1);
+}
+}  // namespace
+
 std::optional<exit_status> parse_scontrol_job(const std::string& text) {
   std::string state = scontrol_field(text, "JobState"), code = scontrol_field(text, "ExitCode");
   if (state.empty()) return std::nullopt;
@@ -92,13 +105,29 @@ std::optional<exit_status> parse_scontrol_job(const std::string& text) {
   // Slurm; its PreemptTime says what really happened.
   std::string preempt = scontrol_field(text, "PreemptTime");
   s.state = !preempt.empty() && preempt != "None" && preempt != "Unknown" ? "PREEMPTED" : state;
-  auto colon = code.find(':');
-  if (colon != std::string::npos) {
-    s.code = std::atoi(code.c_str());
-    s.signal = std::atoi(code.c_str() + colon + 1);
-  } else {
-    s.code = -1;
+  read_exit_code(code, s);
+  if (auto reason = scontrol_field(text, "Reason"); reason != "None") s.trace.reason = reason;
+  s.trace.host = scontrol_field(text, "BatchHost");
+  return s;
+}
+
+std::optional<exit_status> parse_sacct_job(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  if (!std::getline(in, line)) return std::nullopt;
+  std::vector<std::string> f;
+  for (std::size_t at = 0;;) {
+    auto bar = line.find('|', at);
+    f.push_back(line.substr(at, bar == std::string::npos ? std::string::npos : bar - at));
+    if (bar == std::string::npos) break;
+    at = bar + 1;
   }
+  if (f.size() < 4 || f[0].empty()) return std::nullopt;
+  exit_status s;
+  s.state = f[0].substr(0, f[0].find(' '));  // "CANCELLED by 0"
+  read_exit_code(f[1], s);
+  if (f[2] != "None") s.trace.reason = f[2];
+  if (f[3] != "None assigned") s.trace.host = f[3];
   return s;
 }
 

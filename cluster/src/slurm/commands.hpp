@@ -25,8 +25,13 @@ std::vector<std::string> sbatch_argv(const node_spec& spec, const std::string& p
 std::map<long, std::string> parse_squeue(const std::string& text);
 
 // `scontrol show job -o ID` output -> the exit status (JobState, ExitCode=code:signal; state
-// PREEMPTED whenever PreemptTime is set); nullopt when it names no job.
+// PREEMPTED whenever PreemptTime is set; trace.reason from Reason, trace.host from BatchHost);
+// nullopt when it names no job.
 std::optional<exit_status> parse_scontrol_job(const std::string& text);
+
+// `sacct -n -P -X -j ID -o State,ExitCode,Reason,NodeList` output -> the exit status, for a job
+// slurmctld has forgotten (MinJobAge); nullopt when accounting has no line for it.
+std::optional<exit_status> parse_sacct_job(const std::string& text);
 
 // The value of `key` in `scontrol show ... -o` output (empty when absent).
 std::string scontrol_field(const std::string& text, const std::string& key);

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "node_output.hpp"
 #include "slurm/commands.hpp"
 #include "troupe/cluster/errc.hpp"
 #include "troupe/cluster/process.hpp"
@@ -25,6 +26,8 @@ struct launcher::impl {
     resources need;
     std::string state = "PENDING";
     std::optional<exit_status> final;
+    std::string log_file;         // where Slurm writes its output (--output), on the node's filesystem
+    std::uint64_t log_start = 0;  // the log's size here at submission (exit_trace)
   };
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -55,12 +58,20 @@ struct launcher::impl {
       if (!n.final) ids.push_back(n.h.pid);
     return ids;
   }
-  // The final status of a job squeue no longer lists as live.
+  // The final status of a job squeue no longer lists as live: slurmctld's, else accounting's (a
+  // job it has forgotten), else UNKNOWN.
   exit_status final_status(long job) const {
     auto r = tool({"scontrol", "show", "job", "-o", std::to_string(job)});
     if (r && r->code == 0)
       if (auto s = parse_scontrol_job(r->out)) return *s;
-    return exit_status{-1, 0, "UNKNOWN"};
+    auto a =
+        tool({"sacct", "-n", "-P", "-X", "-j", std::to_string(job), "-o", "State,ExitCode,Reason,NodeList"});
+    if (a && a->code == 0)
+      if (auto s = parse_sacct_job(a->out)) return *s;
+    exit_status unknown;
+    unknown.code = -1;
+    unknown.state = "UNKNOWN";
+    return unknown;
   }
   // The CPUs of `partition` (the default one when empty), from `sinfo -o %C`.
   expected<double> partition_cpus(const std::string& partition) const {
@@ -74,6 +85,13 @@ struct launcher::impl {
       return make_unexpected(cluster_errc::invalid_spec, "Slurm has no partition '" + partition + "'");
     // %C: allocated/idle/other/total
     return std::atof(r->out.substr(r->out.rfind('/') + 1).c_str());
+  }
+  // The log file of job `job` and its size at submission.
+  std::pair<std::string, std::uint64_t> log_of(long job) const {
+    std::lock_guard lock(mu);
+    for (const auto& [serial, n] : nodes)
+      if (n.h.pid == job) return {n.log_file, n.log_start};
+    return {};
   }
   void poll_once();
   void deliver(const std::vector<std::pair<node_handle, exit_status>>& done);
@@ -111,7 +129,11 @@ void launcher::impl::poll_once() {
     auto it = live.find(id);
     bool over = it == live.end() || terminal_state(it->second);
     std::optional<exit_status> fin;
-    if (over) fin = final_status(id);
+    if (over) {
+      fin = final_status(id);
+      auto [log, start] = log_of(id);
+      read_node_output(log, start, fin->trace);
+    }
     std::lock_guard lock(mu);
     last_error.clear();
     down_since.reset();
@@ -172,13 +194,14 @@ expected<node_handle> launcher::launch(const node_spec& spec) {
   if (spec.argv.empty())
     return make_unexpected(cluster_errc::invalid_spec, "node " + spec.id.to_string() + ": empty argv");
   const std::string& program = spec.program.empty() ? impl_->program : spec.program;
+  const std::uint64_t log_start = file_size(spec.log_file).value_or(0);
   auto submitted = submit(spec, program, impl_->so, impl_->lo.clock);
   if (!submitted) return submitted.err();
   long job = *submitted;
   impl_->record(job);
   std::lock_guard lock(impl_->mu);
   node_handle h{impl_->next_serial++, spec.id, static_cast<int>(job), spec.host};
-  impl_->nodes[h.serial] = impl::node{h, spec.need, "PENDING", std::nullopt};
+  impl_->nodes[h.serial] = impl::node{h, spec.need, "PENDING", std::nullopt, spec.log_file, log_start};
   return h;
 }
 

@@ -46,6 +46,11 @@ struct node_slot {
   // The incarnation of the master whose membership listed this incarnation alive (unset: not
   // joined yet, or not since its launch); its absence from that master's view is a death.
   std::optional<std::uint64_t> seen_by_master;
+  // This incarnation joined: listed in the master's membership (the master: it answered a status
+  // request).
+  bool joined = false;
+  // Ends in a row before it joined, with nothing of troupe's in its output (start_failure.hpp).
+  std::size_t start_failures = 0;
   bool fenced = false;           // SIGKILLed after the master declared it dead; its exit report follows
   std::uint64_t start_time = 0;  // of the running process (/proc/<pid>/stat), for nodes.json
   std::size_t place = 0;         // a worker's slot (`troupe node --slot`): the lowest free at launch
@@ -107,6 +112,8 @@ class runner {
   // nodes (runner_nodes.cpp)
   expected<void> launch(node_slot& slot);
   void handle_exits();
+  // Counts an end before the node joined; true (fatal_ set) once it never starts, it seems.
+  bool never_starts(node_slot& slot, const cluster::node_handle& h, const cluster::exit_status& status);
   void fence_dead_nodes();
   void watch_master();
   bool master_silent() const;

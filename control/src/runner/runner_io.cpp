@@ -76,6 +76,7 @@ void runner::poll_status(bool force) {
   if (ok) {
     master_heard_ = clock_.now();
     master_answered_ = true;
+    if (auto it = nodes_.find("master"); it != nodes_.end()) it->second.joined = true;
   }
 }
 

@@ -7,6 +7,7 @@
 #include "runner.hpp"
 #include "troupe/cluster/bootstrap.hpp"
 #include "troupe/cluster/process.hpp"
+#include "troupe/cluster/start_failure.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/wire/messages.hpp"
 
@@ -16,6 +17,10 @@ namespace {
 // A node that dies this often this fast is broken, not unlucky: the job fails rather than spin.
 constexpr std::size_t max_deaths = 10;
 constexpr auto death_window = std::chrono::seconds(60);
+// A node that ends this many times in a row before it joins, without a line of troupe's in its
+// output, never starts (its Slurm job cannot launch, its host command fails): the job fails now,
+// saying why, rather than after max_deaths relaunches that fail the same way.
+constexpr std::size_t max_start_failures = 3;
 }  // namespace
 
 expected<void> runner::launch(node_slot& slot) {
@@ -49,6 +54,7 @@ expected<void> runner::launch(node_slot& slot) {
   if (!h) return h.err();
   slot.handle = *h;
   slot.seen_by_master.reset();
+  slot.joined = false;
   slot.fenced = false;
   slot.ended.clear();
   // A batch backend's "pid" is its job id, not a process of this machine.
@@ -169,6 +175,7 @@ void runner::handle_exits() {
         scale_to(target_workers_);
       continue;
     }
+    if (never_starts(slot, h, status)) return;
     auto now = clock_.now();
     // A preempted node did nothing wrong: it comes back when the cluster has room again.
     if (status.state != "PREEMPTED") slot.deaths.push_back(now);
@@ -182,10 +189,39 @@ void runner::handle_exits() {
     spdlog::warn("{} {}: relaunching", h.id.to_string(), status.to_string());
     slot.id.incarnation += 1;
     restarts_ += 1;
-    timeline_.node_event("replaced", slot.id.to_string(), "after " + status.to_string());
+    timeline_.node_event(
+        "replaced", slot.id.to_string(),
+        "after " + status.to_string() + (slot.start_failures > 0 ? " before it joined" : ""));
     if (auto r = launch(slot); !r) fatal_ = "cannot relaunch " + h.id.name + ": " + r.err().to_string();
   }
   if (!exits.empty()) write_nodes_file();
+}
+
+bool runner::never_starts(node_slot& slot, const cluster::node_handle& h,
+                          const cluster::exit_status& status) {
+  if (slot.joined || !cluster::start_failure(status, h.id, slot.fenced)) {
+    slot.start_failures = 0;
+    return false;
+  }
+  ++slot.start_failures;
+  cluster::start_failure_report r;
+  r.id = h.id;
+  r.status = status;
+  r.backend = spec_.cluster.launcher;
+  if (r.backend == "slurm") r.slurm_job = h.pid;
+  r.host = status.trace.host.empty() ? h.host : status.trace.host;
+  r.log_path = dir_->log_path(h.id.name);
+  auto exe = cluster::self_exe();
+  r.program = exe ? *exe : "troupe";
+  r.times = slot.start_failures;
+  auto what = cluster::describe(r);
+  if (slot.start_failures < max_start_failures) {
+    spdlog::warn("{} (the job fails after {} in a row)", what, max_start_failures);
+    return false;
+  }
+  fatal_ = what;
+  write_nodes_file();
+  return true;
 }
 
 // The master declares a node dead when it misses heartbeats (a hung or SIGSTOPped process), and
@@ -213,6 +249,7 @@ void runner::fence_dead_nodes() {
     if (slot.role == cluster::node_role::master || !slot.handle || !slot.wanted || slot.fenced) continue;
     const auto* m = find(name);
     if (m && m->id == slot.id) {
+      slot.joined = true;
       if (m->state == cluster::member_state::alive) slot.seen_by_master = master_incarnation;
       continue;
     }

@@ -9,7 +9,9 @@
 //   construction: (handle, status), after the node is gone for good (reaped). Reports come on a
 //   thread of the launcher, one at a time, never with a launcher lock held: the callback may call
 //   any launcher method (launch() included, to start a replacement) but must not destroy the
-//   launcher. A CAF actor's callback should just send itself a message.
+//   launcher. A CAF actor's callback should just send itself a message. The status carries what
+//   the backend saw of the run (exit_trace: its reason, where it ran, what the node wrote to its
+//   log since its launch), so that a node that never started can be told apart.
 // - No orphans: when the launcher is destroyed, when kill_all() is called and when the process
 //   that owns the launcher dies by any means (SIGKILL included), every node it started and
 //   everything those nodes started in their process group is killed. Backends that cannot
@@ -64,6 +66,25 @@ struct node_spec {
   bool spare = false;
 };
 
+// What the backend saw of a node's run besides how it ended: enough to tell a node whose program
+// never started (a Slurm job that failed to launch, a host command that could not reach its host)
+// from one that failed in its work. Filled in every exit report.
+struct exit_trace {
+  // The backend's reason for the end where it gives one (Slurm: the job's Reason,
+  // "JobLaunchFailure"; empty for "None" and for local processes).
+  std::string reason;
+  std::string host;  // where it ran, when the backend says (Slurm: BatchHost); else empty
+  // The node's log (node_spec::log_file) does not exist where this process looks: whatever ran
+  // wrote it, if at all, on a filesystem this machine does not share. False without a log file.
+  bool log_missing = false;
+  std::uint64_t log_bytes = 0;  // bytes the node's process added to its log since its launch
+  // The last lines of those (at most output_limit bytes, cut at a line start; the launcher's own
+  // header and footer lines are not in it), trailing newline removed.
+  std::string output;
+  static constexpr std::size_t output_limit = 2048;
+  bool operator==(const exit_trace&) const = default;
+};
+
 // How a node ended.
 struct exit_status {
   int code = 0;    // exit code when signal == 0; -1: unknown (the child was reaped by someone else)
@@ -71,6 +92,7 @@ struct exit_status {
   // The backend's word for how the node ended where it has one (Slurm: COMPLETED, PREEMPTED,
   // NODE_FAIL, ...); empty for local processes.
   std::string state;
+  exit_trace trace;
   bool signaled() const noexcept { return signal != 0; }
   bool success() const noexcept { return signal == 0 && code == 0; }
   // "exited with code 3", "killed by SIGKILL", "killed by SIGTERM (PREEMPTED)"

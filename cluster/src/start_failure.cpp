@@ -1,0 +1,73 @@
+#include "troupe/cluster/start_failure.hpp"
+
+#include <signal.h>
+
+#include <vector>
+
+namespace troupe::cluster {
+
+bool ran_as_node(const exit_status& s, const node_id& id) {
+  std::string tag(1, '[');  // appended, not "[" + ...: GCC 12 warns -Wrestrict on that
+  tag.append(id.to_string()).append(1, ']');
+  return s.trace.output.find(tag) != std::string::npos;
+}
+
+bool start_failure(const exit_status& s, const node_id& id, bool fenced) {
+  if (fenced || s.state.rfind("PREEMPTED", 0) == 0 || s.state.rfind("CANCELLED", 0) == 0) return false;
+  // Killed from outside (troupe chaos, an operator, the OOM killer): it may well have been starting.
+  if (s.state.empty() && (s.signal == SIGKILL || s.signal == SIGTERM || s.signal == SIGINT)) return false;
+  if (s.state.empty() && s.code == -1) return false;  // reaped by someone else: nothing known
+  return !ran_as_node(s, id);
+}
+
+namespace {
+
+// The last lines of a node's output on one line: at most 3 lines and 400 characters.
+std::string output_tail(const std::string& output) {
+  std::vector<std::string> lines;
+  for (std::size_t at = 0; at < output.size();) {
+    auto nl = output.find('\n', at);
+    auto line = output.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+    if (!line.empty()) lines.push_back(std::move(line));
+    at = nl == std::string::npos ? output.size() : nl + 1;
+  }
+  std::string out;
+  for (std::size_t i = lines.size() > 3 ? lines.size() - 3 : 0; i < lines.size(); ++i)
+    out.append(out.empty() ? "" : " | ").append(lines[i]);
+  constexpr std::size_t limit = 400;
+  return out.size() > limit ? "..." + out.substr(out.size() - limit) : out;
+}
+
+std::string how_it_ended(const start_failure_report& r) {
+  const auto& s = r.status;
+  const std::string times = std::to_string(r.times) + " time" + (r.times == 1 ? "" : "s") + " in a row";
+  if (r.backend == "slurm") {
+    std::string text = "its Slurm job ended " + (s.state.empty() ? std::string("UNKNOWN") : s.state) + " (";
+    if (!s.trace.reason.empty()) text += "reason " + s.trace.reason + ", ";
+    text += "ExitCode " + std::to_string(s.code) + ":" + std::to_string(s.signal) + ")";
+    if (!r.host.empty()) text += " on " + r.host;
+    return text + ", " + times + " (the last: Slurm job " + std::to_string(r.slurm_job) + ")";
+  }
+  if (!r.host.empty()) return "its command on host " + r.host + " " + s.to_string() + ", " + times;
+  return "its process " + s.to_string() + ", " + times;
+}
+
+}  // namespace
+
+std::string describe(const start_failure_report& r) {
+  std::string text = r.id.name + (r.id.name == "master" ? " never came up: " : " never joined the master: ") +
+                     how_it_ended(r);
+  const auto& t = r.status.trace;
+  if (t.log_missing)
+    text += ", before troupe started in it: its log " + r.log_path + " was never written here";
+  else if (t.log_bytes == 0 || t.output.empty())
+    text += ", before troupe started in it: it wrote nothing to its log " + r.log_path;
+  else
+    text += "; its output (" + r.log_path + ") ends: " + output_tail(t.output);
+  if (r.backend == "slurm" || !r.host.empty())
+    text += "; check: is the job directory on a filesystem the nodes share? is the troupe binary at " +
+            r.program + " on the node?";
+  return text;
+}
+
+}  // namespace troupe::cluster

@@ -1,0 +1,118 @@
+// A node that ended before it joined the job: which ends count towards giving up on it
+// (start_failure) and the line that says what happened and what to check (describe).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "troupe/cluster/start_failure.hpp"
+
+namespace troupe::cluster::testing {
+namespace {
+
+exit_status exited(int code, std::string output = "") {
+  exit_status s;
+  s.code = code;
+  s.trace.output = std::move(output);
+  s.trace.log_bytes = s.trace.output.size();
+  return s;
+}
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(start_failure, only_an_end_with_nothing_of_troupes_in_its_output_counts) {
+  const node_id id{"worker-0", 3};
+  EXPECT_TRUE(start_failure(exited(255, "ssh: Could not resolve hostname h1"), id, false));
+  EXPECT_TRUE(start_failure(exited(7), id, false));
+  EXPECT_TRUE(
+      start_failure(exited(2, "[2026-11-26 09:00:00.000] [error] core: job.toml: not found"), id, false))
+      << "a failure before the node logged under its name";
+  EXPECT_FALSE(start_failure(exited(1, "2026-11-26 09:00:00.000 E [worker-0#3] boom"), id, false))
+      << "troupe ran as this node";
+  EXPECT_TRUE(start_failure(exited(1, "2026-11-26 09:00:00.000 E [worker-0#2] boom"), id, false))
+      << "an earlier incarnation's line is not this one's";
+  EXPECT_FALSE(start_failure(exited(7), id, true)) << "fenced";
+  exit_status killed;
+  killed.signal = SIGKILL;
+  EXPECT_FALSE(start_failure(killed, id, false)) << "killed from outside";
+  exit_status unknown;
+  unknown.code = -1;
+  EXPECT_FALSE(start_failure(unknown, id, false));
+  exit_status slurm;
+  slurm.signal = 53;
+  slurm.state = "FAILED";
+  slurm.trace.log_missing = true;
+  EXPECT_TRUE(start_failure(slurm, id, false));
+  slurm.state = "PREEMPTED";
+  EXPECT_FALSE(start_failure(slurm, id, false));
+  slurm.state = "CANCELLED by 0";
+  EXPECT_FALSE(start_failure(slurm, id, false));
+}
+
+TEST(start_failure, a_slurm_job_that_never_launched_names_state_reason_log_and_what_to_check) {
+  start_failure_report r;
+  r.id = {"master", 2};
+  r.status.signal = 53;
+  r.status.state = "FAILED";
+  r.status.trace.reason = "JobLaunchFailure";
+  r.status.trace.log_missing = true;
+  r.backend = "slurm";
+  r.slurm_job = 570;
+  r.host = "h1";
+  r.log_path = "/tmp/jobs/u1/logs/master.log";
+  r.program = "/opt/troupe/bin/troupe";
+  r.times = 3;
+  auto text = describe(r);
+  EXPECT_EQ(text.rfind("master never came up: ", 0), 0u) << text;
+  for (const char* part : {"Slurm job ended FAILED (reason JobLaunchFailure, ExitCode 0:53) on h1",
+                           "3 times in a row", "Slurm job 570", "before troupe started in it",
+                           "its log /tmp/jobs/u1/logs/master.log was never written here",
+                           "is the job directory on a filesystem the nodes share?",
+                           "is the troupe binary at /opt/troupe/bin/troupe on the node?"})
+    EXPECT_TRUE(has(text, part)) << part << " not in: " << text;
+}
+
+TEST(start_failure, a_host_command_that_failed_names_its_exit_and_its_last_output) {
+  start_failure_report r;
+  r.id = {"worker-0", 2};
+  r.status = exited(255, "one\ntwo\n\nthree\nssh: Could not resolve hostname h1: Name or service not known");
+  r.backend = "local";
+  r.host = "h1";
+  r.log_path = "jobs/x/logs/worker-0.log";
+  r.program = "/usr/bin/troupe";
+  r.times = 3;
+  auto text = describe(r);
+  EXPECT_EQ(
+      text.rfind("worker-0 never joined the master: its command on host h1 exited with code 255, 3 times "
+                 "in a row; its output (jobs/x/logs/worker-0.log) ends: two | three | ssh: Could not "
+                 "resolve hostname h1: Name or service not known; check: is the job directory on a "
+                 "filesystem the nodes share? is the troupe binary at /usr/bin/troupe on the node?",
+                 0),
+      0u)
+      << text;
+  r.status = exited(7);
+  text = describe(r);
+  EXPECT_TRUE(has(text,
+                  "exited with code 7, 3 times in a row, before troupe started in it: it wrote nothing "
+                  "to its log jobs/x/logs/worker-0.log"))
+      << text;
+}
+
+TEST(start_failure, a_node_on_this_machine_gets_no_hint_about_other_hosts) {
+  start_failure_report r;
+  r.id = {"ps-1", 2};
+  r.status = exited(2, std::string(600, 'x'));
+  r.backend = "local";
+  r.log_path = "logs/ps-1.log";
+  r.program = "/usr/bin/troupe";
+  r.times = 1;
+  auto text = describe(r);
+  EXPECT_TRUE(has(text, "ps-1 never joined the master: its process exited with code 2, 1 time in a row"))
+      << text;
+  EXPECT_TRUE(has(text, "ends: ...xxx")) << "a long line is cut to its end: " << text;
+  EXPECT_LT(text.size(), 600u);
+  EXPECT_FALSE(has(text, "filesystem")) << text;
+}
+
+}  // namespace
+}  // namespace troupe::cluster::testing
