@@ -26,7 +26,8 @@ d1=$(done_at)
 # done after the controller stopped answering).
 wait_for 60 done_after "$d1" || fail "short: no task done while slurmctld was down ($d1 -> $(done_at))"
 d2=$(done_at)
-grep -q 'SLURM CONTROLLER NOT ANSWERING' "$work/short.err" || fail "short: the progress line does not say it"
+# The progress line comes every 2 s: waited for, not read once.
+wait_for 10 grep -q 'SLURM CONTROLLER NOT ANSWERING' "$work/short.err" || fail "short: the progress line does not say it"
 bash "$S" up > "$work/up2.log" 2>&1 || fail "slurm-cluster.sh up after the outage"
 wait "$runner" || fail "short: the job failed after the outage"
 grep -q 'answers again' "$work/short.err" || fail "short: the runner did not see the controller back"
