@@ -9,6 +9,7 @@
 // troupe's own embedding table ([batch, fields, embedding_dim]) and its gradient is combined into
 // the table's sparse gradient, which async_ps pushes to the shards.
 #include <ATen/Parallel.h>
+#include <malloc.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 
@@ -20,6 +21,7 @@
 
 #include "troupe/actors/torchscript.hpp"
 #include "troupe/nn/errc.hpp"
+#include "troupe/nn/trainer.hpp"
 
 namespace troupe::actors {
 
@@ -37,7 +39,17 @@ void configure_once(int threads) {
   static std::once_flag once;
   std::call_once(once, [threads] {
     torch::jit::getProfilingMode() = false;
+    if (std::getenv("TROUPE_TORCH_SIMPLE_EXECUTOR")) torch::jit::getExecutorMode() = false;
     if (threads > 0) at::set_num_threads(threads);
+    // libtorch's matrix products run on OpenBLAS, whose own thread pool at::set_num_threads does
+    // not size: left at its default it spins a thread per core against the workers beside it.
+    nn::set_blas_threads(threads);
+    // libtorch allocates each step's activations and gradients anew (hundreds of KiB each): above
+    // glibc's mmap threshold, or trimmed off the heap's top when freed, every step page-faults
+    // them in again (14% of a step's time in a profile of the MLP). Keep them in the heap.
+    ::mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    ::mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    ::mallopt(M_TOP_PAD, 64 << 20);
   });
 }
 
