@@ -4,8 +4,8 @@
 // fake that records what is sent and a manual_clock, so a role's behaviour runs without sockets,
 // sleeps or an actor system.
 //
-// Threading: send(), reply(), view*() and gone() may be called from any thread; clock() is the
-// node's clock (troupe::clock::system() in a real node) and outlives every role actor.
+// Threading: send(), reply(), view*(), wait_ring_change() and gone() may be called from any thread; clock()
+// is the node's clock (troupe::clock::system() in a real node) and outlives every role actor.
 #pragma once
 
 #include <atomic>
@@ -62,6 +62,9 @@ class node_context {
   virtual std::pair<cluster::membership_view, std::uint64_t> view_and_ring_epoch() const = 0;
   // The epoch at which the ring of alive workers last changed, readable without a lock.
   virtual const std::atomic<std::uint64_t>& ring_epoch() const = 0;
+  // Blocks until the ring epoch is no longer `seen` or `deadline` has come on clock(); woken by the
+  // change itself (a worker whose ring broke waits for the next one without polling).
+  virtual void wait_ring_change(std::uint64_t seen, troupe::clock::time_point deadline) = 0;
 
   // Liveness: true once node `id` (that incarnation) is known to be gone (its process exited), a
   // fact rather than a suspicion. False while it runs or nothing is known.

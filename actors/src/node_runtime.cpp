@@ -172,6 +172,7 @@ void node_runtime::handle_membership(const message& m) {
       view_ = msg.view;
       ring_epoch_.store(msg.ring_epoch, std::memory_order_release);
     }
+    ring_changed_.notify_all();
     spdlog::debug("membership epoch {} ring epoch {} ({})", msg.view.epoch(), msg.ring_epoch, msg.reason);
   });
 }
@@ -207,6 +208,12 @@ cluster::membership_view node_runtime::view() const {
 std::pair<cluster::membership_view, std::uint64_t> node_runtime::view_and_ring_epoch() const {
   std::lock_guard lk(mu_);
   return {view_, ring_epoch_.load(std::memory_order_acquire)};
+}
+
+void node_runtime::wait_ring_change(std::uint64_t seen, troupe::clock::time_point deadline) {
+  std::unique_lock lk(mu_);
+  troupe::wait_until(clock(), ring_changed_, lk, deadline,
+                     [&] { return ring_epoch_.load(std::memory_order_acquire) != seen; });
 }
 
 void node_runtime::on_peer_down(std::function<void(const peer_event&)> fn) {

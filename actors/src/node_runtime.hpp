@@ -77,6 +77,7 @@ class node_runtime final : public node_context {
   // The epoch at which the ring of alive workers last changed, readable without a lock:
   // collectives poll it to fail fast when their ring is replaced.
   const std::atomic<std::uint64_t>& ring_epoch() const override { return ring_epoch_; }
+  void wait_ring_change(std::uint64_t seen, troupe::clock::time_point deadline) override;
   // The node's shared-memory liveness beacon is released (its process exited).
   bool gone(const node_id& id) const override;
   void forget(const node_id& id) override;
@@ -135,6 +136,7 @@ class node_runtime final : public node_context {
   bool joined_ = false;  // under mu_: the master this node follows lists it
   std::uint64_t master_incarnation_ = 0;
   mutable std::mutex mu_;
+  std::condition_variable ring_changed_;  // with mu_: ring_epoch_ moved
   cluster::membership_view view_;
   std::vector<std::function<void(const peer_event&)>> down_fns_;
   std::string master_address_;

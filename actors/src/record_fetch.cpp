@@ -166,6 +166,11 @@ std::optional<expected<void>> record_fetcher::take(std::uint64_t ticket, nn::dat
   return r;
 }
 
+bool record_fetcher::wait(std::uint64_t ticket, troupe::clock::time_point deadline) {
+  std::unique_lock lk(mu_);
+  return troupe::wait_until(clock_, landed_, lk, deadline, [&] { return done_.count(ticket) > 0; });
+}
+
 expected<nn::dataset> record_fetcher::test_set(std::chrono::milliseconds limit) {
   auto m = manifest(true, limit);
   if (!m) return m.err();
@@ -230,6 +235,7 @@ std::optional<record_fetcher::job> record_fetcher::next_job(bool block, const st
     if (troupe::job::decode_rows(train_.schema, j.first, *bytes, d, 0, "cached record")) {
       std::lock_guard lk(mu_);
       done_.emplace(j.ticket, std::move(d));
+      landed_.notify_all();
       answered = true;
       return std::nullopt;
     }
@@ -323,6 +329,7 @@ void record_fetcher::finish(active& a) {
   }
   std::lock_guard lk(mu_);
   done_.emplace(a.j.ticket, std::move(r));
+  landed_.notify_all();
 }
 
 bool record_fetcher::caching() const {

@@ -60,6 +60,9 @@ class record_fetcher {
   // nullopt while the ticket's records are on their way; else they are decoded into `out`, or the
   // error (a corrupt record, the server's refusal). The ticket is forgotten then.
   std::optional<expected<void>> take(std::uint64_t ticket, nn::dataset& out);
+  // Blocks until take() answers for `ticket` (its records or its error are in) or `deadline` has
+  // come on the fetcher's clock; true when take() will answer. Woken by the records themselves.
+  bool wait(std::uint64_t ticket, troupe::clock::time_point deadline);
   // The whole test store (blocking; the server is asked until `limit` passes).
   expected<nn::dataset> test_set(std::chrono::milliseconds limit);
 
@@ -133,6 +136,7 @@ class record_fetcher {
   std::condition_variable_any cv_;
   std::deque<job> queue_;
   std::map<std::uint64_t, expected<nn::dataset>> done_;
+  std::condition_variable landed_;  // with mu_: a ticket's answer went into done_
   std::uint64_t last_ticket_ = 0;
   stats stats_;
   // The cache: encoded records by range, most recently used first.

@@ -58,6 +58,11 @@ class endpoint_node final : public node_context {
   cluster::membership_view view() const override { return {}; }
   std::pair<cluster::membership_view, std::uint64_t> view_and_ring_epoch() const override { return {{}, 0}; }
   const std::atomic<std::uint64_t>& ring_epoch() const override { return epoch_; }
+  // No ring here: the epoch never moves, so the wait lasts until the deadline.
+  void wait_ring_change(std::uint64_t, troupe::clock::time_point deadline) override {
+    auto now = clock().now();
+    if (deadline > now) clock().sleep_for(deadline - now);
+  }
   bool gone(const node_id&) const override { return false; }
   void forget(const node_id&) override {}
   bool ready() const override { return true; }

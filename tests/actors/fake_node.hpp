@@ -46,6 +46,14 @@ class fake_node final : public node_context {
     return {view_, ring_epoch_.load()};
   }
   const std::atomic<std::uint64_t>& ring_epoch() const override { return ring_epoch_; }
+  // Single-threaded: nothing can change the epoch during the wait, so it returns at once when the
+  // epoch already moved, else the waiter "waited" until the deadline (the manual clock moves there).
+  void wait_ring_change(std::uint64_t seen, troupe::clock::time_point deadline) override {
+    if (ring_epoch_.load() != seen) return;
+    ++ring_waits;
+    if (deadline > clock_.now()) clock_.advance(deadline - clock_.now());
+  }
+  void set_ring_epoch(std::uint64_t e) { ring_epoch_.store(e); }
   bool gone(const node_id& id) const override { return gone_nodes.count(id.to_string()) > 0; }
   void forget(const node_id& id) override { forgotten.insert(id.to_string()); }
   const std::string& address() const override { return address_; }
@@ -61,6 +69,7 @@ class fake_node final : public node_context {
   std::set<std::string> gone_nodes;  // node#incarnation
   std::set<std::string> forgotten;   // node#incarnation, as forget() was called
   bool connected = true;             // false: every send fails (an unreachable peer)
+  std::size_t ring_waits = 0;        // wait_ring_change() calls that found the epoch unchanged
 
  private:
   node_identity who_;

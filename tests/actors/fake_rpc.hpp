@@ -3,6 +3,7 @@
 // wire::rpc_client does on the real one. Single-threaded use.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -49,6 +50,17 @@ class fake_rpc final : public wire::rpc_channel {
     deadline_.erase(d);
     return expected<message>(make_unexpected(core_errc::io_error, "fake rpc: timed out"));
   }
+  // Single-threaded: no reply can come during the wait, so it returns at once when the reply (or
+  // the failure) is there or the request is not pending; else the waiter "waited" `most`, or until
+  // the request's timeout when that comes first (the manual clock moves there).
+  void wait(std::uint64_t id, std::chrono::milliseconds most) override {
+    ++waits;
+    if (replies_.count(id) > 0) return;
+    auto d = deadline_.find(id);
+    if (d == deadline_.end()) return;
+    auto until = std::min<troupe::clock::time_point>(clock_.now() + most, d->second);
+    if (until > clock_.now()) clock_.sleep_for(until - clock_.now());
+  }
   expected<message> call(request, std::chrono::milliseconds) override {
     return make_unexpected(core_errc::invalid_argument, "fake rpc: call is not faked");
   }
@@ -83,6 +95,7 @@ class fake_rpc final : public wire::rpc_channel {
   std::map<schema::Envelope::Body::Which, std::size_t>
       attempts;           // send() calls by kind, failed ones included
   bool reachable = true;  // false: send() fails (the master's connection is down)
+  std::size_t waits = 0;  // wait() calls
 
  private:
   troupe::clock& clock_;

@@ -107,12 +107,11 @@ class record_fetch_test : public ::testing::Test {
   }
   // Waits (up to 10 s) for the ticket's records.
   expected<void> take(std::uint64_t ticket, nn::dataset& out) {
-    auto until = std::chrono::steady_clock::now() + 10s;
-    while (std::chrono::steady_clock::now() < until) {
-      if (auto r = fetch_->take(ticket, out)) return *r;
-      std::this_thread::sleep_for(1ms);
-    }
-    return make_unexpected(core_errc::io_error, "test: no records within 10 s");
+    if (!fetch_->wait(ticket, troupe::clock::system().now() + 10s))
+      return make_unexpected(core_errc::io_error, "test: no records within 10 s");
+    auto r = fetch_->take(ticket, out);
+    if (!r) return make_unexpected(core_errc::io_error, "test: wait() returned before the records");
+    return *r;
   }
   int calls() {
     std::lock_guard lk(channel_->mu);
@@ -289,6 +288,25 @@ TEST_F(record_fetch_test, on_a_manual_clock_the_test_set_of_a_silent_server_fail
   EXPECT_GE(clk.now() - t0, 10s);
   EXPECT_LT(clk.now() - t0, 11s);
   EXPECT_GT(f.counters().retries, 10u);
+}
+
+TEST_F(record_fetch_test, on_a_manual_clock_wait_ends_on_the_records_or_at_once_past_its_deadline) {
+  manual_clock clk;
+  auto& f = fetcher(1 << 20, "", 0, 8, clk);
+  auto t = f.want(0, 5);
+  // The manual clock does not move: only the records landing end this wait.
+  EXPECT_TRUE(f.wait(t, clk.now() + 1h));
+  EXPECT_TRUE(f.wait(t, clk.now()));  // in: at once, whatever the deadline
+  nn::dataset d;
+  auto r = f.take(t, d);
+  ASSERT_TRUE(r && *r);
+  EXPECT_EQ(d.rows, 5u);
+  {
+    std::lock_guard lk(channel_->mu);
+    channel_->records_silent = true;
+  }
+  auto u = f.want(20, 5);
+  EXPECT_FALSE(f.wait(u, clk.now()));  // not in, and the deadline has come: at once
 }
 
 }  // namespace

@@ -251,9 +251,9 @@ TEST_F(worker_loop_test, an_unreachable_master_gets_the_report_after_a_pause) {
   ASSERT_NE(first, 0u);
   rpc_.reachable = false;
   rpc_.fail(first);
+  auto failed_at = node_.clock().now();
   EXPECT_TRUE(train_some(st_));  // the resend fails: retried after 100 ms, not at every pass
   EXPECT_EQ(rpc_.attempts[B::TASK_REPORT], 2u);
-  auto failed_at = node_.clock().now();
   while (node_.clock().now() < failed_at + 95ms) EXPECT_TRUE(train_some(st_));
   EXPECT_EQ(rpc_.attempts[B::TASK_REPORT], 2u);
   EXPECT_EQ(reports().size(), 1u);
@@ -264,6 +264,35 @@ TEST_F(worker_loop_test, an_unreachable_master_gets_the_report_after_a_pause) {
   ack(reports()[1]->id);
   EXPECT_TRUE(train_some(st_));
   EXPECT_TRUE(st_.unsent_reports.empty());
+}
+
+TEST_F(worker_loop_test, a_worker_without_a_task_waits_for_the_lease_reply_not_a_nap) {
+  auto start = node_.clock().now();
+  EXPECT_TRUE(train_some(st_));  // asks, then waits for the reply: none comes within the pass's limit
+  ASSERT_EQ(lease_requests().size(), 1u);
+  EXPECT_EQ(rpc_.waits, 1u);
+  EXPECT_EQ(node_.clock().now(), start + tick_budget);
+  // The reply is there: the next pass takes it and trains without waiting.
+  lease(lease_requests()[0]->id, 7, 0, 10);
+  auto answered = node_.clock().now();
+  EXPECT_TRUE(train_some(st_));
+  EXPECT_EQ(strat_->batches.size(), 1u);
+  EXPECT_EQ(rpc_.waits, 1u);
+  EXPECT_EQ(node_.clock().now(), answered);
+}
+
+TEST_F(worker_loop_test, after_no_task_was_left_the_loop_waits_until_it_asks_again) {
+  EXPECT_TRUE(train_some(st_));
+  rpc_.answer(lease_requests()[0]->id, [](auto body) { body.initTaskLease().setNone(); });
+  // The answer is taken, the strategy has no batch: the pass waits (for a ring change, else) until
+  // the next request is due, 20 ms on, not a nap per pass.
+  auto answered = node_.clock().now();
+  EXPECT_TRUE(train_some(st_));
+  EXPECT_EQ(node_.ring_waits, 1u);
+  EXPECT_EQ(node_.clock().now(), answered + 20ms);
+  EXPECT_EQ(lease_requests().size(), 1u);
+  EXPECT_TRUE(train_some(st_));
+  EXPECT_EQ(lease_requests().size(), 2u);
 }
 
 }  // namespace

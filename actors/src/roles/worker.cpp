@@ -117,9 +117,9 @@ static caf::behavior run_worker(worker_actor* self, node_runtime* rt, data_paths
   return {
       [=](tick_atom) {
         auto& clk = self->state.node->clock();
-        auto until = clk.now() + std::chrono::milliseconds(50);
+        auto until = clk.now() + tick_budget;
         bool more = true;
-        while (more && clk.now() < until) more = train_some(self->state);
+        while (more && clk.now() < until) more = train_some(self->state, until);
         if (more) self->send(self, tick_atom::value);
       },
       [=](const message& m) {

@@ -137,13 +137,25 @@ void join_when_ready(worker_state& st) {
   st.node->mark_ready();
 }
 
-void wait_ring_change(worker_state& st, std::chrono::milliseconds limit) {
-  auto& clk = st.node->clock();
-  const auto& epoch = st.node->ring_epoch();
-  auto seen = epoch.load(std::memory_order_acquire);
-  auto until = clk.now() + limit;
-  while (clk.now() < until && epoch.load(std::memory_order_acquire) == seen)
-    clk.sleep_for(std::chrono::microseconds(250));
+// The earliest of the loop's own deadlines still to come (asking for a lease again, resending a
+// report, renewing the held leases), or `limit` when that is sooner. Deadlines already passed are
+// left out: the pumps at the start of the pass acted on them or had nothing to do.
+clock::time_point next_due(worker_state& st, clock::time_point limit) {
+  const auto t = now(st);
+  auto due = limit;
+  auto consider = [&](clock::time_point d) {
+    if (d > t) due = std::min(due, d);
+  };
+  if (!st.exhausted && st.lease_request == 0) consider(st.next_lease);
+  if (!st.unsent_reports.empty() && st.report_request == 0) consider(st.next_report);
+  if (st.lease_ms.count() > 0) consider(st.next_renew);
+  return due;
+}
+
+// Waits for the reply to the lease request on its way, at most until `deadline`.
+void wait_lease_reply(worker_state& st, clock::time_point deadline) {
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now(st));
+  if (left.count() > 0) st.task_rpc->wait(st.lease_request, left);
 }
 
 void take_lease(worker_state& st, schema::TaskLease::Reader l) {
@@ -309,23 +321,25 @@ void pace(worker_state& st, std::size_t samples) {
   if (st.pace_until > now) clk.sleep_for(st.pace_until - now);
 }
 
-bool train_some(worker_state& st) {
+bool train_some(worker_state& st, clock::time_point until) {
   if (st.done) return false;
   pump_reports(st);
   if (!st.task && st.next) st.task = std::exchange(st.next, std::nullopt);
   pump_lease(st);
   pump_renew(st);
   if (st.task && !records_in(st)) {
-    // The task's served records are on their way (or it failed: the next one is tried next pass).
-    st.node->clock().sleep_for(std::chrono::microseconds(200));
+    // The task's served records are on their way (or it failed: the next one is tried at once).
+    if (st.task && st.task->ticket) st.fetch->wait(*st.task->ticket, next_due(st, until));
     return true;
   }
   if (!st.task && st.lease_request != 0) {
     // No batch yet but one on its way: wait for it rather than step without one (a strategy
     // waits out a ring change then, far longer than the dispenser's answer takes).
-    st.node->clock().sleep_for(std::chrono::microseconds(200));
+    wait_lease_reply(st, next_due(st, until));
     return true;
   }
+  // A ring change during the step ends the wait that follows it at once.
+  const auto epoch = st.node->ring_epoch().load(std::memory_order_acquire);
   std::optional<nn::batch> b;
   if (st.task) {
     auto& t = *st.task;
@@ -350,12 +364,15 @@ bool train_some(worker_state& st) {
       pace(st, res.samples);
       break;
     case step_result::kind::idle:
-      if (!st.task) st.node->clock().sleep_for(std::chrono::milliseconds(5));
+      // No batch and none on its way: wait for the loop's next deadline (asking for a lease again
+      // after the dispenser had none) or a ring change. An exhausted worker waits for nothing of its
+      // own: its rounds with the partners that still train are paced by them.
+      if (!st.task && !st.exhausted) st.node->wait_ring_change(epoch, next_due(st, until));
       break;
     case step_result::kind::retry:
       // A dropped collective is retried at once (the ring may already be rebuilt, or this worker
-      // may go on alone); otherwise wait for the next ring epoch, briefly.
-      if (!res.dropped) wait_ring_change(st, std::chrono::milliseconds(50));
+      // may go on alone); otherwise wait for the next ring epoch (or the loop's next deadline).
+      if (!res.dropped) st.node->wait_ring_change(epoch, next_due(st, until));
       break;
     case step_result::kind::finished:
       finish_loop(st);

@@ -89,9 +89,17 @@ struct worker_state {
   static inline const char* name = "worker";
 };
 
+// The worker actor's slice of training between two looks at its mailbox (evaluate requests).
+inline constexpr std::chrono::milliseconds tick_budget{50};
+
 // One pass of the training loop: lease a task when needed, train one minibatch through the
-// strategy, report finished tasks and progress. Returns false once the loop is over.
-bool train_some(worker_state& st);
+// strategy, report finished tasks and progress. Returns false once the loop is over. A pass with
+// nothing to train waits for what it lacks (the lease reply, the task's records, a ring change, the
+// loop's next deadline) on the node's clock, woken by the event itself, but never past `until`.
+bool train_some(worker_state& st, worker_state::clock::time_point until);
+inline bool train_some(worker_state& st) {
+  return train_some(st, st.node->clock().now() + tick_budget);
+}
 // Evaluates the model on the test set and answers the master.
 void evaluate(worker_state& st, const message& request);
 // Opens the TROUPE_STEP_LOG file when that variable is set.

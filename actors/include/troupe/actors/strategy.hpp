@@ -52,7 +52,7 @@ struct worker_context {
 struct step_result {
   enum class kind {
     trained,   // the batch was trained (samples, loss set)
-    idle,      // nothing to do now (no batch); the worker waits a little
+    idle,      // nothing to do now (no batch); the worker waits for its next lease or a ring change
     retry,     // the batch could not be trained now (a peer is gone); offer it again
     finished,  // no worker has data left: the training loop is over
   };
