@@ -9,7 +9,7 @@ packages=(build-essential cmake ninja-build pkg-config ccache git
   libcaf-dev libcapnp-dev capnproto liblmdb-dev lmdb-utils libboost-dev libspdlog-dev
   libgtest-dev libgmock-dev libopenblas-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libxxhash-dev libsodium-dev zlib1g-dev dataset-fashion-mnist procps prometheus clang-format
-  python3-matplotlib libtorch-dev python3-torch chromium python3-websocket)
+  python3-matplotlib python3-numpy libtorch-dev python3-torch chromium python3-websocket)
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(iperf3 redis-server redis-tools etcd-server etcd-client)
 fi
