@@ -321,6 +321,21 @@ void pace(worker_state& st, std::size_t samples) {
   if (st.pace_until > now) clk.sleep_for(st.pace_until - now);
 }
 
+// The strategy's step on `b`. An exception while the worker holds a task is the task's failure
+// (reported; the next task takes its place): nullopt. Without a task it is not a data problem: it
+// propagates, and the supervisor restarts the actor.
+static std::optional<step_result> run_step(worker_state& st, const nn::batch* b) {
+  try {
+    return st.strat->step(*st.ctx, b, st.exhausted && !st.task);
+  } catch (const std::exception& e) {
+    if (!st.task) throw;
+    spdlog::error("task {} failed: {}", st.task->id, e.what());
+    send_report(st, *st.task, e.what());
+    st.task = std::exchange(st.next, std::nullopt);
+    return std::nullopt;
+  }
+}
+
 bool train_some(worker_state& st, clock::time_point until) {
   if (st.done) return false;
   pump_reports(st);
@@ -346,16 +361,9 @@ bool train_some(worker_state& st, clock::time_point until) {
     std::size_t n = std::min(st.node->spec().nn.train.batch_size, t.order.size() - t.cursor);
     b.emplace(t.rows, std::span<const std::uint32_t>(t.order.data() + t.cursor, n));
   }
-  step_result res;
-  try {
-    res = st.strat->step(*st.ctx, b ? &*b : nullptr, st.exhausted && !st.task);
-  } catch (const std::exception& e) {
-    if (!st.task) throw;  // not a data problem: let the supervisor restart the actor
-    spdlog::error("task {} failed: {}", st.task->id, e.what());
-    send_report(st, *st.task, e.what());
-    st.task = std::exchange(st.next, std::nullopt);
-    return true;
-  }
+  auto stepped = run_step(st, b ? &*b : nullptr);
+  if (!stepped) return true;
+  const step_result& res = *stepped;
   if (res.dropped) st.dropped += 1;
   switch (res.what) {
     case step_result::kind::trained:
