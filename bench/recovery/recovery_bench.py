@@ -3,7 +3,9 @@
 # Measures the surviving worker's longest gap between steps after the kill (vs its median step
 # time before it) and the time until a replacement trains its first step; then the same with
 # torchrun (TorchElastic, gloo DDP, 2 workers, one SIGKILLed; it restarts every worker).
-# Usage: recovery_bench.py TROUPE_BIN [--pin] [--troupe-only] [--sigterm] [--keep DIR]   (JSON lines)
+# Usage: recovery_bench.py TROUPE_BIN [--pin] [--troupe-only] [--sigterm] [--torchscript] [--keep DIR]
+# (JSON lines). --torchscript: troupe trains the same MLP as a scripted PyTorch module
+# (examples/torch/mlp.py) through the TorchScript backend, whose replacement loads libtorch.
 # --sigterm: the worker gets SIGTERM instead (a preemption's notice): it leaves on its own word, and
 # the bench also reports, from the job's logs, the time from the signal to the master's view without
 # it (the ring rebuilt) and to its tasks back in TODO.
@@ -133,10 +135,15 @@ def leave_times(job_dir, kill_us):
     return out
 
 
-def troupe_run(binary, tmp, pinned, sig):
+def troupe_run(binary, tmp, pinned, sig, torchscript=False):
     root = f"{tmp}/troupe"
     os.makedirs(f"{root}/steps", exist_ok=True)
     job = f"{root}/job.toml"
+    model = f'type = "mlp"\nhidden = {HIDDEN}'
+    if torchscript:
+        subprocess.run(["/usr/bin/python3", f"{HERE}/../../examples/torch/mlp.py", f"{root}/mlp.pt"],
+                       check=True, stdout=subprocess.DEVNULL)
+        model = f'type = "torchscript"\npath = "{root}/mlp.pt"'
     with open(job, "w") as f:
         f.write(f"""[job]
 root = "{root}/jobs"
@@ -146,8 +153,7 @@ name = "recovery"
 workers = 2
 records_per_task = 500
 [model]
-type = "mlp"
-hidden = {HIDDEN}
+{model}
 [train]
 epochs = 2
 batch_size = 64
@@ -231,20 +237,21 @@ def main():
     sig = signal.SIGTERM if "--sigterm" in args else signal.SIGKILL
     troupe_only = troupe_only or sig == signal.SIGTERM  # the torchrun peer is the SIGKILL run
     keep = args[args.index("--keep") + 1] if "--keep" in args else None
+    torchscript = "--torchscript" in args
     binary = [a for a in args if not a.startswith("--") and a != keep][0]
     if keep:
         os.makedirs(keep, exist_ok=True)
-        t = troupe_run(binary, keep, pinned, sig)
+        t = troupe_run(binary, keep, pinned, sig, torchscript)
         p = {} if troupe_only else torch_run(keep, pinned)
     else:
         with tempfile.TemporaryDirectory(prefix="troupe-recovery-") as tmp:
-            t = troupe_run(binary, tmp, pinned, sig)
+            t = troupe_run(binary, tmp, pinned, sig, torchscript)
             p = {} if troupe_only else torch_run(tmp, pinned)
     for name, r in (("troupe", t), ("torchrun", p)):
         if not r:
             continue
         how = "one worker (SIGTERM)" if sig == signal.SIGTERM and name == "troupe" else "one worker (SIGKILL)"
-        print(json.dumps({"bench": "recovery", "system": name, "workers": 2, "killed": how, **r}))
+        print(json.dumps({"bench": "recovery", "system": name + (" (torchscript)" if torchscript and name == "troupe" else ""), "workers": 2, "killed": how, **r}))
     if t.get("longest_gap_ms") and p.get("longest_gap_ms"):
         print(json.dumps({"bench": "recovery", "metric": "survivor_longest_gap_ratio_torchrun_over_troupe",
                           "value": p["longest_gap_ms"] / t["longest_gap_ms"],
