@@ -55,6 +55,9 @@ struct job_process {
 expected<job_process> start_job(const flags& f, std::string& job_dir) {
   auto doc = config_doc::from_file(f.job_file);
   if (!doc) return doc.err();
+  // The job's root as its runner will see it: --set job.root=... included.
+  for (const auto& s : f.sets)
+    if (auto o = doc->apply_override(s); !o) return o.err();
   config_reader reader(*doc);
   std::string root = reader.section("job").get_string("root", "jobs");
   std::string id = f.job_id.empty()
