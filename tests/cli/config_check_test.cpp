@@ -134,4 +134,19 @@ TEST(chaos_cli, unknown_target_is_exit_2_before_the_job) {
   std::filesystem::remove(f);
 }
 
+// --set job.root moves the job: chaos finds it there (it looked under the file's root and reported
+// "the job did not start" for a job that ran and finished).
+TEST(chaos_cli, a_job_root_set_on_the_command_line_is_where_chaos_finds_the_job) {
+  auto root = temp_path("chaos-set-root");
+  auto f = write_temp("chaos-set.toml", "[job]\nworkers = 1\n[ps]\nshards = 1\n[model]\ntype = 'lr'\n" +
+                                            std::string(ctr_data));
+  auto r = run_troupe("chaos --job " + f + " --set job.root=" + root.string() + " --set job.dataset_cache=" +
+                      (root / "datasets").string() + " --fault '60 kill worker'");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("did not start"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(root)) << r.out;
+  std::filesystem::remove_all(root);
+  std::filesystem::remove(f);
+}
+
 }  // namespace
