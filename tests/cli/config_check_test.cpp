@@ -138,8 +138,8 @@ TEST(chaos_cli, unknown_target_is_exit_2_before_the_job) {
 // "the job did not start" for a job that ran and finished).
 TEST(chaos_cli, a_job_root_set_on_the_command_line_is_where_chaos_finds_the_job) {
   auto root = temp_path("chaos-set-root");
-  auto f = write_temp("chaos-set.toml", "[job]\nworkers = 1\n[ps]\nshards = 1\n[model]\ntype = 'lr'\n" +
-                                            std::string(ctr_data));
+  auto f = write_temp("chaos-set.toml",
+                      "[job]\nworkers = 1\n[ps]\nshards = 1\n[model]\ntype = 'lr'\n" + std::string(ctr_data));
   auto r = run_troupe("chaos --job " + f + " --set job.root=" + root.string() + " --set job.dataset_cache=" +
                       (root / "datasets").string() + " --fault '60 kill worker'");
   EXPECT_EQ(r.code, 0) << r.out;
