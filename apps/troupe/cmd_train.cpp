@@ -126,29 +126,35 @@ expected<nn::eval_result> evaluate(actors::trainer_backend& b, const nn::dataset
   return r;
 }
 
-// The final JSON line of a run through a trainer backend (the shape `troupe run` prints).
-void print_backend_result(const job::job_spec& spec, actors::trainer_backend& be, const nn::train_test& data,
-                          std::uint64_t steps, double train_loss, const nn::eval_result& last, double secs,
-                          const nlohmann::json& history) {
-  const auto& job = spec.nn;
+// The final JSON line of `troupe train --local`, in the shape `troupe run` prints (docs/job.md,
+// "The final JSON"); `backend` names the trainer backend when one trained it (empty: nn's trainer).
+struct local_result {
+  std::string backend;
+  std::uint64_t steps = 0;
+  double train_loss = 0, secs = 0;
+  bool binary = false;
+};
+void print_result(const nn::job_config& job, const nn::train_test& data, const local_result& r,
+                  const nn::eval_result& last, const nlohmann::json& history) {
   const std::size_t samples = data.train.rows * job.train.epochs;
   nlohmann::json out{{"strategy", "local"},
                      {"model", job.model.type},
-                     {"backend", be.name()},
                      {"data", job.data.source},
                      {"ok", true},
                      {"epochs", job.train.epochs},
                      {"device", job.train.device},
-                     {"steps", steps},
-                     {"train_loss", train_loss},
+                     {"steps", r.steps},
+                     {"train_loss", r.train_loss},
                      {"test_rows", last.rows},
                      {"test_loss", last.loss},
                      {"test_accuracy", last.accuracy},
                      {"samples_trained", samples},
-                     {"wall_seconds", secs},
-                     {"samples_per_s", secs > 0 ? static_cast<double>(samples) / secs : 0},
+                     {"wall_seconds", r.secs},
+                     {"samples_per_s", r.secs > 0 ? static_cast<double>(samples) / r.secs : 0},
                      {"history", history}};
-  if (be.output_width() == 1) out["test_auc"] = last.auc;
+  if (!r.backend.empty()) out["backend"] = r.backend;
+  if (r.binary) out["test_auc"] = last.auc;
+  if (data.true_auc > 0) out["true_auc"] = data.true_auc;
   std::printf("%s\n", out.dump().c_str());
 }
 
@@ -193,7 +199,8 @@ int run_local_backend(const job::job_spec& spec, const nn::train_test& data) {
     ej["seconds"] = seconds_since(start);
     history.push_back(ej);
   }
-  print_backend_result(spec, be, data, steps, train_loss, last, seconds_since(start), history);
+  print_result(job, data, {std::string(be.name()), steps, train_loss, seconds_since(start), binary}, last,
+               history);
   return 0;
 }
 
@@ -229,29 +236,11 @@ int run_local(const options& o) {
   nn::eval_result last;
   auto train_loss = train_epochs(*job, *data, **t, dev.get(), history, last);
   if (!train_loss) return run_error(train_loss.err());
-  const double secs = seconds_since(start);
-  // The final JSON's shape is the one `troupe run` prints (docs/job.md, "The final JSON").
-  const std::size_t samples = data->train.rows * job->train.epochs;
-  nlohmann::json out{{"strategy", "local"},
-                     {"model", job->model.type},
-                     {"data", job->data.source},
-                     {"ok", true},
-                     {"epochs", job->train.epochs},
-                     {"device", job->train.device},
-                     {"steps", dev ? job->train.epochs * ((data->train.rows + job->train.batch_size - 1) /
-                                                          job->train.batch_size)
-                                   : (*t)->steps()},
-                     {"train_loss", *train_loss},
-                     {"test_rows", last.rows},
-                     {"test_loss", last.loss},
-                     {"test_accuracy", last.accuracy},
-                     {"samples_trained", samples},
-                     {"wall_seconds", secs},
-                     {"samples_per_s", secs > 0 ? static_cast<double>(samples) / secs : 0},
-                     {"history", history}};
-  if ((*m)->num_classes() == 2) out["test_auc"] = last.auc;
-  if (data->true_auc > 0) out["true_auc"] = data->true_auc;
-  std::printf("%s\n", out.dump().c_str());
+  const std::uint64_t steps =
+      dev ? job->train.epochs * ((data->train.rows + job->train.batch_size - 1) / job->train.batch_size)
+          : (*t)->steps();
+  print_result(*job, *data, {"", steps, *train_loss, seconds_since(start), (*m)->num_classes() == 2}, last,
+               history);
   return 0;
 }
 
