@@ -3,6 +3,7 @@
 // on stdout.
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -62,17 +63,19 @@ expected<double> train_one_epoch(const nn::job_config& job, const nn::train_test
   return loss;
 }
 
-// Trains job.train.epochs epochs, evaluating after each; fills `history` and `last`.
-expected<double> train_epochs(const nn::job_config& job, const nn::train_test& data, nn::trainer& t,
-                              gpu::device_trainer* dev, nlohmann::json& history, nn::eval_result& last) {
-  const bool binary = t.get_model().num_classes() == 2;
+// Trains job.train.epochs epochs (`one_epoch(e)`, 0-based), evaluating after each (`evaluate`);
+// fills `history` and `last`, returns the last epoch's training loss.
+expected<double> train_epochs(const nn::job_config& job, bool binary,
+                              const std::function<expected<double>(std::size_t)>& one_epoch,
+                              const std::function<expected<nn::eval_result>()>& evaluate,
+                              nlohmann::json& history, nn::eval_result& last) {
   const auto start = std::chrono::steady_clock::now();
   double train_loss = 0;
   for (std::size_t e = 1; e <= job.train.epochs; ++e) {
-    auto loss = train_one_epoch(job, data, t, dev, e - 1);
+    auto loss = one_epoch(e - 1);
     if (!loss) return loss.err();
     train_loss = *loss;
-    auto ev = t.evaluate(data.test);
+    auto ev = evaluate();
     if (!ev) return ev.err();
     last = *ev;
     print_eval(e, last, binary, seconds_since(start));
@@ -176,10 +179,9 @@ int run_local_backend(const job::job_spec& spec, const nn::train_test& data) {
   nn::eval_result last;
   std::vector<std::uint32_t> order;
   std::uint64_t steps = 0;
-  double train_loss = 0;
-  for (std::size_t e = 1; e <= job.train.epochs; ++e) {
-    auto loss = nn::run_epoch(
-        data.train, job.train, e - 1, order,
+  auto one_epoch = [&](std::size_t epoch) {
+    return nn::run_epoch(
+        data.train, job.train, epoch, order,
         [&](const nn::batch& batch) -> expected<double> {
           auto l = be.step(batch);
           if (!l) return l.err();
@@ -187,19 +189,12 @@ int run_local_backend(const job::job_spec& spec, const nn::train_test& data) {
           return static_cast<double>(*l);
         },
         print_progress);
-    if (!loss) return run_error(loss.err());
-    train_loss = *loss;
-    auto ev = evaluate(be, data.test, job.train.eval_batch_size);
-    if (!ev) return run_error(ev.err());
-    last = *ev;
-    print_eval(e, last, binary, seconds_since(start));
-    auto ej = eval_json(last, binary);
-    ej["epoch"] = e;
-    ej["train_loss"] = train_loss;
-    ej["seconds"] = seconds_since(start);
-    history.push_back(ej);
-  }
-  print_result(job, data, {std::string(be.name()), steps, train_loss, seconds_since(start), binary}, last,
+  };
+  auto train_loss = train_epochs(
+      job, binary, one_epoch, [&] { return evaluate(be, data.test, job.train.eval_batch_size); }, history,
+      last);
+  if (!train_loss) return run_error(train_loss.err());
+  print_result(job, data, {std::string(be.name()), steps, *train_loss, seconds_since(start), binary}, last,
                history);
   return 0;
 }
@@ -234,7 +229,10 @@ int run_local(const options& o) {
   const auto start = std::chrono::steady_clock::now();
   nlohmann::json history = nlohmann::json::array();
   nn::eval_result last;
-  auto train_loss = train_epochs(*job, *data, **t, dev.get(), history, last);
+  auto train_loss = train_epochs(
+      *job, (*m)->num_classes() == 2,
+      [&](std::size_t epoch) { return train_one_epoch(*job, *data, **t, dev.get(), epoch); },
+      [&] { return (*t)->evaluate(data->test); }, history, last);
   if (!train_loss) return run_error(train_loss.err());
   const std::uint64_t steps =
       dev ? job->train.epochs * ((data->train.rows + job->train.batch_size - 1) / job->train.batch_size)
