@@ -129,7 +129,7 @@ class Bench:
         for part in ("train", "test"):
             subprocess.run([self.exporter, os.path.join(src, part), out + "." + part], check=True,
                            stdout=subprocess.DEVNULL)
-        r = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "torch_deepfm.py"), out + ".train",
+        r = subprocess.run([sys.executable, os.path.join(HERE, "torch_deepfm.py"), out + ".train",
                             out + ".test", "--epochs", str(self.a.epochs), "--threads", str(self.a.threads)],
                            check=True, capture_output=True, text=True)
         line = json.loads(r.stdout.strip().splitlines()[-1])

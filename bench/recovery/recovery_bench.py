@@ -10,7 +10,8 @@
 # the bench also reports, from the job's logs, the time from the signal to the master's view without
 # it (the ring rebuilt) and to its tasks back in TODO.
 # --pin: the survivor gets core 0 to itself, everything else (the other worker, its replacement,
-# master, runner, this script; torchrun's agent and restarted ranks) shares core 1, as on a
+# master, runner, this script; torchrun's agent and restarted ranks) shares the other cores (core 1
+# of a 2-core machine), as on a
 # cluster where each worker has its machine. Without it, all share both cores and the machine's
 # scheduling jitter alone exceeds 2x the median step (see longest_gap_before_kill_ms).
 import glob
@@ -60,24 +61,25 @@ def children(pid):
     return out
 
 
-def pin(pid, cpu, tree=False):
+def pin(pid, cpus, tree=False):
     # Every thread of the process (threads it starts later inherit it), and with `tree` its
     # descendants too.
     try:
         for tid in os.listdir(f"/proc/{pid}/task"):
-            os.sched_setaffinity(int(tid), {cpu})
+            os.sched_setaffinity(int(tid), cpus)
     except OSError:
         pass
     if tree:
         for c in children(pid):
-            pin(c, cpu, True)
+            pin(c, cpus, True)
 
 
 def pin_layout(root_pid, survivor_pid):
-    # Everything on core 1, then the survivor alone on core 0.
-    os.sched_setaffinity(0, {1})
-    pin(root_pid, 1, True)
-    pin(survivor_pid, 0)
+    # Everything on the other cores (core 1 of a 2-core machine), then the survivor alone on core 0.
+    rest = set(range(1, os.cpu_count()))
+    os.sched_setaffinity(0, rest)
+    pin(root_pid, rest, True)
+    pin(survivor_pid, {0})
     return time.time_ns() // 1000
 
 
@@ -141,7 +143,7 @@ def troupe_run(binary, tmp, pinned, sig, torchscript=False):
     job = f"{root}/job.toml"
     model = f'type = "mlp"\nhidden = {HIDDEN}'
     if torchscript:
-        subprocess.run(["/usr/bin/python3", f"{HERE}/../../examples/torch/mlp.py", f"{root}/mlp.pt"],
+        subprocess.run([sys.executable, f"{HERE}/../../examples/torch/mlp.py", f"{root}/mlp.pt"],
                        check=True, stdout=subprocess.DEVNULL)
         model = f'type = "torchscript"\npath = "{root}/mlp.pt"'
     with open(job, "w") as f:
@@ -202,7 +204,7 @@ def torch_run(tmp, pinned):
     d = f"{tmp}/torch"
     os.makedirs(d, exist_ok=True)
     env = dict(os.environ, STEP_DIR=d, STEPS="1500", OMP_NUM_THREADS="1", HIDDEN=",".join(map(str, HIDDEN)))
-    cmd = ["/usr/bin/python3", "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
            "--max_restarts=3", "--rdzv_backend=c10d", "--rdzv_endpoint=127.0.0.1:29533",
            # torch 1.13 on Python 3.11: the default "0" (Std.NONE) parses to None and crashes the agent.
            "--redirects", "1", "--tee", "1", f"--log_dir={d}/logs", f"{HERE}/ddp_mlp.py"]

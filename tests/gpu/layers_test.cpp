@@ -32,9 +32,10 @@ gpu_env make_env() {
   return e;
 }
 
-// Runs `host` and its device twin forward and backward on the same random data and compares.
+// Runs `host` and its device twin forward and backward on the same random data and compares
+// (`atol`: the absolute tolerance of every comparison, for layers whose results cancel).
 void compare_layer(nn::layer& host, std::vector<nn::shape> in_shapes, std::size_t n,
-                   const nn::batch* b = nullptr, bool training = true) {
+                   const nn::batch* b = nullptr, bool training = true, float atol = 1e-5f) {
   auto out_shape = host.infer(in_shapes, 42);
   ASSERT_TRUE(out_shape.has_value()) << out_shape.err().to_string();
   const std::size_t k = in_shapes.size();
@@ -91,11 +92,11 @@ void compare_layer(nn::layer& host, std::vector<nn::shape> in_shapes, std::size_
   ASSERT_TRUE(ok.has_value()) << ok.err().to_string();
   const std::string what = host.kind();
   expect_close(to_host(dout.data(), out.size(), s), std::span<const float>(out.data(), out.size()),
-               what + " out");
+               what + " out", 1e-4f, atol);
   for (std::size_t i = 0; i < k; ++i)
     expect_close(to_host(dgin[i].data(), gin[i].size(), s),
-                 std::span<const float>(gin[i].data(), gin[i].size()),
-                 what + " grad_in " + std::to_string(i));
+                 std::span<const float>(gin[i].data(), gin[i].size()), what + " grad_in " + std::to_string(i),
+                 1e-4f, atol);
   auto ps = host.params();
   for (std::size_t i = 0; i < ps.size(); ++i)
     expect_close(to_host(pg[i].data(), ps[i]->grad.size(), s),
@@ -152,8 +153,11 @@ TEST(gpu_layers, fm_interaction) {
   TROUPE_REQUIRE_GPU();
   nn::fm_layer f;
   compare_layer(f, {nn::shape{5, 4}}, 9);
+  // The output, (sum v)^2 - sum v^2 halved over 26 fields, is a difference of two terms ~100x
+  // larger: the device's and the host's summation orders differ by ~1e-5 of those terms (seen on an
+  // H100: 0.0463104 vs 0.0463257).
   nn::fm_layer g;
-  compare_layer(g, {nn::shape{26, 8}}, 300);
+  compare_layer(g, {nn::shape{26, 8}}, 300, nullptr, true, 1e-4f);
 }
 
 // Ids repeat within and across rows, so the scatter-add must combine equal ids.

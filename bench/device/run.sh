@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# Everything issue #28 asks of the device machine (one GPU, 16 cores), in one go of at most ~8
+# minutes: the GPU tests, the GPU training benchmark against PyTorch CUDA, NCCL communicator
+# rebuilds, and with a core per process the recovery benchmark (pinned), DeepFM end to end against
+# one PyTorch process, and ring allreduce at 4 and 8 ranks against gloo. Each step has its own time
+# limit; its log, JSON lines and gtest JSON land in OUT, and a summary is printed at the end.
+#
+# Here (no GPU, the CUDA build of build/release): every step runs and the GPU parts print why they
+# skipped. On the device machine, first `bench/device/pack.sh` here, then there:
+#   bench/device/run.sh --unpack OUT
+# --unpack: unpack device-pack/ (Debian libraries with dpkg -x under /opt/troupe-deps, never into /;
+# Fashion-MNIST; the stripped binaries as build/release), find the device's cuBLAS and NCCL, and
+# give the test binaries the absolute paths they were built with (/work/main).
+# --only a,b: run only those steps (info gpu_tests nccl gpu_bench allreduce recovery deepfm).
+# Exits 1 when a step failed (its rc in OUT/steps.jsonl). TROUPE_BUILD_DIR: another build than
+# build/release (not with --unpack).
+# Usage: bench/device/run.sh [--unpack] [--only STEPS] OUT
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+unpack=0 only="" out=""
+while (($#)); do
+  case "$1" in
+    --unpack) unpack=1 ;;
+    --only) only="$2"; shift ;;
+    *) out="$1" ;;
+  esac
+  shift
+done
+[[ -n "$out" ]] || { echo "usage: bench/device/run.sh [--unpack] [--only STEPS] OUT" >&2; exit 2; }
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+rm -f "$out"/steps.jsonl "$out"/results.jsonl "$out"/*.log "$out"/gtest_*.json  # this run's only
+build=${TROUPE_BUILD_DIR:-build/release}
+t_start=$(date +%s)
+
+if ((unpack)); then
+  deps=/opt/troupe-deps
+  if [[ -d build/release && ! -L build/release ]]; then
+    echo "unpack: build/release is a build here; --unpack is for the device machine" >&2
+    exit 2
+  fi
+  mkdir -p "$deps"
+  for d in device-pack/debs/*.deb; do dpkg -x "$d" "$deps"; done
+  tar -C device-pack -xJf device-pack/bin.tar.xz
+  mkdir -p build && rm -rf build/release && ln -s "$PWD/device-pack/build/release" build/release
+  if [[ ! -e /usr/share/datasets/fashion-mnist ]]; then
+    mkdir -p /usr/share/datasets && ln -s "$deps/usr/share/datasets/fashion-mnist" /usr/share/datasets/
+  fi
+  # The binaries were built in /work/main (TROUPE_BIN, TROUPE_SOURCE_DIR).
+  if [[ "$PWD" != /work/main && ! -e /work/main ]]; then mkdir -p /work && ln -s "$PWD" /work/main; fi
+  libdirs="$PWD/device-pack/lib:$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib/x86_64-linux-gnu/openblas-pthread"
+  for so in libcublas.so.13 libnccl.so.2; do
+    f=$(find /usr/local/cuda*/ /usr/lib /opt -name "$so" 2>/dev/null | grep -v troupe-deps | head -1)
+    [[ -n "$f" ]] && libdirs="$libdirs:$(dirname "$f")" || echo "unpack: $so not found on this machine"
+  done
+  export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "unpack: LD_LIBRARY_PATH=$LD_LIBRARY_PATH ($(($(date +%s) - t_start)) s)"
+fi
+
+# The first Python with torch (the device's has CUDA; Debian's /usr/bin/python3 a CPU-only one).
+py=""
+for cand in ${TORCH_PYTHON:-} python3 /usr/bin/python3; do
+  if "$cand" -c 'import torch' >/dev/null 2>&1; then py=$(command -v "$cand"); break; fi
+done
+
+summary="$out/summary.txt"
+failed=0
+: >"$summary"
+want() { [[ -z "$only" || ",$only," == *",$1,"* ]]; }
+# step NAME LIMIT_S CMD...: runs CMD with its output in OUT/NAME.log, records rc and seconds.
+step() {
+  local name=$1 limit=$2 t0 rc
+  shift 2
+  want "$name" || return 0
+  t0=$(date +%s%N)
+  echo "== $name (limit ${limit}s): $*" | tee -a "$out/$name.log"
+  # A step is a function of this script: a bash of its own runs it under timeout.
+  timeout -k 5 "$limit" bash -c "set -o pipefail; $*" >>"$out/$name.log" 2>&1
+  rc=$?
+  ((rc == 0)) || failed=1
+  printf '{"step": "%s", "rc": %d, "seconds": %d.%d}\n' "$name" "$rc" \
+    $((($(date +%s%N) - t0) / 1000000000)) $((($(date +%s%N) - t0) / 100000000 % 10)) | tee -a "$out/steps.jsonl"
+}
+
+info() {
+  nvidia-smi -L 2>&1 || echo "nvidia-smi: none"
+  lscpu | grep -m1 "Model name" || true
+  echo "cores: $(nproc)  memory: $(free -g | awk '/Mem/ {print $2}') GiB  python: ${py:-none}"
+  [[ -n "$py" ]] && "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
+  local missing=0
+  for b in $(find -L "$build" -maxdepth 3 -type f -perm -u+x -not -name '*.so' | grep -v CMakeFiles); do
+    if ldd "$b" 2>&1 | grep -q "not found"; then
+      echo "ldd $b:"; ldd "$b" | grep "not found"; missing=1
+    fi
+  done
+  echo "ldd: $( ((missing)) && echo 'libraries missing' || echo 'every library found')"
+  return $missing
+}
+
+gpu_tests() {
+  local rc=0 t
+  for t in tests/gpu/gpu_cuda_test tests/gpu/gpu_layers_test tests/gpu/gpu_optimizer_test \
+           tests/gpu/gpu_trainer_test tests/gpu/gpu_comm_plan_test tests/gpu/gpu_train_cli_test \
+           tests/actors/actors_allreduce_gpu_test tests/job/gpu_job_test; do
+    echo "-- $t"
+    "$build/$t" --gtest_output="json:$out/gtest_$(basename "$t").json" || rc=1
+  done
+  return $rc
+}
+
+# NCCL communicator rebuilds (size 1: one GPU cannot hold two ranks of one communicator): NCCL's
+# own init timings, then 10-epoch churns under a few NCCL settings, then the 100-epoch churn test
+# under the fastest of them.
+nccl() {
+  local t="$build/tests/gpu/gpu_nccl_comm_test" v best="" best_us="" us
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT TROUPE_NCCL_CHURN_EPOCHS=10 "$t" --gtest_filter='*churn*' 2>&1 |
+    grep -E "Init timings|NCCL version|Skipped" | sed -n '1,4p;$p' 
+  for v in "default" "NCCL_SET_STACK_SIZE=0" "CUDA_MODULE_LOADING=EAGER" "NCCL_NVLS_ENABLE=0 NCCL_CUMEM_ENABLE=0" \
+           "NCCL_SET_STACK_SIZE=0 NCCL_NVLS_ENABLE=0 NCCL_CUMEM_ENABLE=0"; do
+    us=$(env ${v/default/} TROUPE_NCCL_CHURN_EPOCHS=10 "$t" --gtest_filter='*churn*' |
+         sed -n 's/.*"median_us": \([0-9]*\).*/\1/p')
+    echo "nccl churn, 10 epochs, $v: median ${us:-none} us"
+    [[ -n "$us" ]] && printf '{"bench": "nccl_rebuild_setting", "setting": "%s", "epochs": 10, "median_us": %s}\n' \
+      "$v" "$us" >>"$out/results.jsonl"
+    if [[ -n "$us" && ( -z "$best_us" || "$us" -lt "$best_us" ) ]]; then best="$v" best_us=$us; fi
+  done
+  [[ -n "$best" ]] || { echo "nccl: no rebuild figures (no GPU?)"; "$t"; return; }
+  echo "nccl: the 100-epoch churn test under: $best"
+  env ${best/default/} "$t" --gtest_output="json:$out/gtest_gpu_nccl_comm_test.json" | tee "$out/nccl_comm_test.out"
+  local rc=${PIPESTATUS[0]}
+  sed -n 's/^\({"bench": "nccl_rebuild".*\)}$/\1, "setting": "'"$best"'"}/p' "$out/nccl_comm_test.out" >>"$out/results.jsonl"
+  return "$rc"
+}
+
+gpu_bench() {
+  TORCH_PYTHON="$py" bench/gpu/run.sh "$build" --rounds 3 | tee -a "$out/results.jsonl"
+  return "${PIPESTATUS[0]}"
+}
+
+allreduce() {
+  local ranks mb iters
+  for ranks in 4 8; do
+    for mb in 1 64; do
+      iters=$([[ $mb == 1 ]] && echo 200 || echo 20)
+      "$build/bench/collective/allreduce_bench" --ranks $ranks --mb $mb --iters $iters --capacity-kb 1024 |
+        tee -a "$out/results.jsonl"
+      "$py" bench/collective/gloo_allreduce.py $ranks $mb $iters | tee -a "$out/results.jsonl"
+    done
+  done
+}
+
+recovery() {
+  "$py" bench/recovery/recovery_bench.py "$build/troupe" --pin | tee -a "$out/results.jsonl"
+  return "${PIPESTATUS[0]}"
+}
+
+deepfm() {
+  local threads
+  "$py" bench/job/job_bench.py --only e2e,torch --work /tmp/troupe_device_job_bench | tee -a "$out/results.jsonl"
+  # One PyTorch process given as many threads as troupe's job has processes (2 PS + 4 workers).
+  for threads in 6; do
+    "$py" bench/job/job_bench.py --only torch --threads $threads --work /tmp/troupe_device_job_bench |
+      tee -a "$out/results.jsonl"
+  done
+}
+
+export out build py
+export -f info gpu_tests nccl gpu_bench allreduce recovery deepfm
+step info 30 info
+step gpu_tests 180 gpu_tests
+step nccl 180 nccl
+step gpu_bench 60 gpu_bench
+step allreduce 45 allreduce
+step recovery 80 recovery
+step deepfm 100 deepfm
+
+{
+  echo "device run: $(($(date +%s) - t_start)) s"
+  cat "$out/steps.jsonl" 2>/dev/null
+  for j in "$out"/gtest_*.json; do
+    [[ -e "$j" ]] || continue
+    python3 - "$j" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+runs = [t for s in d.get("testsuites", []) for t in s.get("testsuite", [])]
+skipped = [t for t in runs if t.get("result") == "SKIPPED" or t.get("status") == "NOTRUN"]
+failed = [t for t in runs if t.get("failures")]
+print(f'{sys.argv[1].rsplit("/", 1)[1]}: {len(runs)} tests, {len(failed)} failed, {len(skipped)} skipped'
+      + "".join(f'\n  FAILED {t["classname"]}.{t["name"]}: {t["failures"][0]["failure"][:300]}' for t in failed))
+EOF
+  done
+  grep -h '"bench"' "$out/results.jsonl" 2>/dev/null | cut -c1-400
+} | tee "$summary"
+exit "$failed"
