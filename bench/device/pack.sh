@@ -15,10 +15,7 @@ build="${1:-build/release}"
 out=device-pack
 ldd "$build/troupe" 2>/dev/null | grep -q libcudart ||
   { echo "pack: $build is not a CUDA build (configure with -DTROUPE_CUDA=ON)" >&2; exit 1; }
-bins=(troupe bench/gpu/gpu_bench bench/collective/allreduce_bench bench/job/export_records
-      tests/gpu/gpu_cuda_test tests/gpu/gpu_layers_test tests/gpu/gpu_optimizer_test
-      tests/gpu/gpu_trainer_test tests/gpu/gpu_train_cli_test tests/gpu/gpu_nccl_comm_test
-      tests/gpu/gpu_comm_plan_test tests/job/gpu_job_test tests/actors/actors_allreduce_gpu_test)
+mapfile -t bins < bench/device/binaries.txt  # what run.sh runs, under the build dir
 rm -rf "$out" && mkdir -p "$out/debs" "$out/stage/build/release" "$out/stage/lib"
 for b in "${bins[@]}"; do
   [[ -x "$build/$b" ]] || { echo "pack: $build/$b is not built" >&2; exit 1; }

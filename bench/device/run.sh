@@ -88,7 +88,8 @@ info() {
   echo "cores: $(nproc)  memory: $(free -g | awk '/Mem/ {print $2}') GiB  python: ${py:-none}"
   [[ -n "$py" ]] && "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
   local missing=0
-  for b in $(find -L "$build" -maxdepth 3 -type f -perm -u+x -not -name '*.so' | grep -v CMakeFiles); do
+  local b
+  for b in $(sed "s|^|$build/|" bench/device/binaries.txt); do
     if ldd "$b" 2>&1 | grep -q "not found"; then
       echo "ldd $b:"; ldd "$b" | grep "not found"; missing=1
     fi

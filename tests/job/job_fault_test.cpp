@@ -92,9 +92,11 @@ TEST(job_faults, sigkill_the_master_resumes_from_the_journal) {
   EXPECT_EQ(res.value("tasks_requeued", 0ull), releases) << res.dump();
   EXPECT_LT(res.value("first_step_wall_ms", std::int64_t{0}), killed_ms) << "measured before the restart";
   EXPECT_GT(res.value("first_step_seconds", -1.0), 0.0) << res.dump();
-  // Nothing waited for a lease to expire (30 s): reports were resent to the new master.
-  EXPECT_LT(result(r).value("wall_seconds", 1e9), 25.0);
-  EXPECT_NE(read_file(r.job_dir + "/logs/master.log").find("master#1"), std::string::npos);
+  // Nothing waited for a lease to expire (30 s): reports were resent to the new master. (Said by
+  // the dispenser's log, not by the wall time, which a loaded machine stretches.)
+  auto master_log = read_file(r.job_dir + "/logs/master.log");
+  EXPECT_EQ(master_log.find("expired lease(s) back to TODO"), std::string::npos) << res.dump();
+  EXPECT_NE(master_log.find("master#1"), std::string::npos);
   EXPECT_TRUE(no_processes_of(r));
 }
 

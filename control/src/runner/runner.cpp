@@ -126,8 +126,18 @@ int runner::loop() {
     watch_master();
     fence_dead_nodes();
     print_progress(false);
-    clock_.sleep_for(std::chrono::milliseconds(50));
+    wait_for_events();
   }
+}
+
+void runner::wait_for_events() {
+  auto now = clock_.now();
+  auto deadline = now + std::chrono::milliseconds(100);
+  if (last_poll_) deadline = std::min(deadline, *last_poll_ + status_poll_interval);
+  std::unique_lock lk(mu_);
+  auto ready = [&] { return !exits_.empty() || !scale_requests_.empty() || finished_ || stop_ || interrupted; };
+  // One real wait to the deadline (the runner runs on the system clock).
+  (void)wait_until(clock_, wake_, lk, deadline, ready, std::max<troupe::clock::duration>(deadline - now, {}));
 }
 
 void runner::shutdown_nodes() {

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
@@ -27,6 +28,9 @@
 #include "troupe/wire/status_codec.hpp"
 
 namespace troupe::control {
+
+// How often the runner asks the master for the job's status.
+inline constexpr std::chrono::milliseconds status_poll_interval{250};
 
 using job::job_spec;
 using job::prepared_data;
@@ -105,6 +109,10 @@ class runner {
   void resume_ids(const cluster::nodes_file& old);
   void start_log();
   int loop();
+  // Waits until an event is queued (exits_, scale_requests_, finished_, stop_: each producer
+  // notifies wake_), a signal has come, or the next status poll is due; at most 100 ms, the bound
+  // on noticing a signal (its handler cannot notify).
+  void wait_for_events();
   void shutdown_nodes();
   int finish(int rc);
   int setup_failed(const error& e, int rc);
@@ -171,8 +179,10 @@ class runner {
   time_point started_;
   std::optional<time_point> last_poll_, last_progress_;  // the last status poll and progress line
   std::int64_t started_wall_ms_ = 0;                     // Unix ms at run(): the origin of first_step_seconds
-  // Filled from the endpoint's and the launcher's threads, consumed by the main loop.
+  // Filled from the endpoint's and the launcher's threads, consumed by the main loop, which waits
+  // on wake_ for them (events_pending()).
   std::mutex mu_;
+  std::condition_variable wake_;
   std::deque<std::pair<cluster::node_handle, cluster::exit_status>> exits_;
   std::deque<std::uint32_t> scale_requests_;
   std::string result_json_;

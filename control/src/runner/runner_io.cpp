@@ -21,6 +21,7 @@ void runner::on_message(const message& m) {
         result_json_ = j.getJobFinished().getResultJson().cStr();
         result_ok_ = j.getJobFinished().getOk();
         finished_ = true;
+        wake_.notify_one();
         break;
       }
       case schema::JobMessage::STATUS_REQUEST:
@@ -32,6 +33,7 @@ void runner::on_message(const message& m) {
         {
           std::lock_guard lk(mu_);
           scale_requests_.push_back(n);
+          wake_.notify_one();
         }
         timeline_.scale(n, s.getWorkers());
         auto o = wire::job_reply(m);
@@ -48,6 +50,7 @@ void runner::on_message(const message& m) {
         stop_reason_ = j.getStop().getReason().cStr();
         if (stop_reason_.empty()) stop_reason_ = "a stop message from " + m.from_node().to_string();
         stop_ = true;
+        wake_.notify_one();
         break;
       }
       default:
@@ -58,7 +61,7 @@ void runner::on_message(const message& m) {
 
 void runner::poll_status(bool force) {
   auto now = clock_.now();
-  if ((!force && last_poll_ && now - *last_poll_ < std::chrono::milliseconds(250)) ||
+  if ((!force && last_poll_ && now - *last_poll_ < status_poll_interval) ||
       !net_->connected("master"))
     return;
   last_poll_ = now;

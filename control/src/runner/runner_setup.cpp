@@ -367,6 +367,7 @@ int runner::setup() {
       [this](const cluster::node_handle& h, const cluster::exit_status& s) {
         std::lock_guard lk(mu_);
         exits_.emplace_back(h, s);
+        wake_.notify_one();
       },
       launch_site_of(*dir_), clock_);
   if (!l) return setup_failed(l.err(), launcher_exit_code(l.err()));
