@@ -135,7 +135,9 @@ void runner::wait_for_events() {
   auto deadline = now + std::chrono::milliseconds(100);
   if (last_poll_) deadline = std::min(deadline, *last_poll_ + status_poll_interval);
   std::unique_lock lk(mu_);
-  auto ready = [&] { return !exits_.empty() || !scale_requests_.empty() || finished_ || stop_ || interrupted; };
+  auto ready = [&] {
+    return !exits_.empty() || !scale_requests_.empty() || finished_ || stop_ || interrupted;
+  };
   // One real wait to the deadline (the runner runs on the system clock).
   (void)wait_until(clock_, wake_, lk, deadline, ready, std::max<troupe::clock::duration>(deadline - now, {}));
 }

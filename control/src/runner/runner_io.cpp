@@ -61,8 +61,7 @@ void runner::on_message(const message& m) {
 
 void runner::poll_status(bool force) {
   auto now = clock_.now();
-  if ((!force && last_poll_ && now - *last_poll_ < status_poll_interval) ||
-      !net_->connected("master"))
+  if ((!force && last_poll_ && now - *last_poll_ < status_poll_interval) || !net_->connected("master"))
     return;
   last_poll_ = now;
   auto o = wire::job();
