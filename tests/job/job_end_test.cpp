@@ -44,15 +44,6 @@ TEST(job_end, sigterm_exits_143_and_sigint_130) {
   expect_signal_ends_with(SIGINT, 130, "sigint");
 }
 
-bool wait_until(const std::function<bool()>& pred, std::chrono::seconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
-
 // The kinds of the events in a job's timeline, one per line of events.jsonl.
 std::vector<std::string> event_kinds(const std::string& job_dir, const std::string& kind) {
   std::vector<std::string> lines;
@@ -79,7 +70,7 @@ void expect_setup_signal_ends_with(int sig, int code, const std::string& name) {
   place.dataset_cache = test_root(name + "-datasets");
   auto r = start_job(name, ctr_job(2, 2000000, 1), place);
   ASSERT_TRUE(
-      wait_until([&] { return preparing(place.dataset_cache) || exited(r); }, std::chrono::seconds(60)));
+      poll_until([&] { return preparing(place.dataset_cache) || exited(r); }, std::chrono::seconds(60)));
   ASSERT_FALSE(exited(r)) << read_file(r.err_file);
   ASSERT_EQ(::kill(r.pid, sig), 0);
   ASSERT_EQ(wait_job(r, std::chrono::seconds(30)), code) << read_file(r.err_file);

@@ -197,4 +197,25 @@ void expect_all_done(const job_run& r) {
   EXPECT_EQ(c->done, c->total()) << "todo " << c->todo << " doing " << c->doing << " failed " << c->failed;
 }
 
+std::map<std::uint64_t, std::uint32_t> done_attempts(const job_run& r) {
+  std::map<std::uint64_t, std::uint32_t> m;
+  auto j = storage::task_journal::open(r.job_dir + "/journal");
+  EXPECT_TRUE(j);
+  if (!j) return m;
+  auto done = j->list(storage::task_state::done);
+  EXPECT_TRUE(done);
+  if (done)
+    for (const auto& t : *done) m[t.id] = t.attempt;
+  return m;
+}
+
+bool poll_until(const std::function<bool()>& pred, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
 }  // namespace troupe::testing

@@ -5,7 +5,9 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -66,5 +68,9 @@ std::string read_file(const std::string& path);
 bool no_processes_of(const job_run& r);
 // Test assertions (gtest): the job's journal has every task DONE, and at least one.
 void expect_all_done(const job_run& r);
+// Task id -> lease attempt of every DONE task in the job's journal.
+std::map<std::uint64_t, std::uint32_t> done_attempts(const job_run& r);
+// Polls `pred` every 10 ms until it holds (true) or `timeout` has passed (false).
+bool poll_until(const std::function<bool()>& pred, std::chrono::seconds timeout);
 
 }  // namespace troupe::testing

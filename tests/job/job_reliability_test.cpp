@@ -27,19 +27,6 @@ std::uint64_t done_tasks(const nlohmann::json& s) {
   return s["tasks"]["done"].get<std::uint64_t>();
 }
 
-// Task id -> lease attempt of every DONE task in the job's journal.
-std::map<std::uint64_t, std::uint32_t> done_attempts(const job_run& r) {
-  std::map<std::uint64_t, std::uint32_t> m;
-  auto j = storage::task_journal::open(r.job_dir + "/journal");
-  EXPECT_TRUE(j);
-  if (!j) return m;
-  auto done = j->list(storage::task_state::done);
-  EXPECT_TRUE(done);
-  if (done)
-    for (const auto& t : *done) m[t.id] = t.attempt;
-  return m;
-}
-
 // Leases beyond the first, summed over the DONE tasks: the tasks trained more than once.
 std::size_t releases(const job_run& r) {
   std::size_t n = 0;
@@ -58,15 +45,6 @@ std::vector<std::string> shm_names(const std::string& key_prefix) {
   return v;
 }
 
-bool wait_until(const std::function<bool()>& pred, std::chrono::seconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
-
 TEST(job_reliability, a_sigstopped_master_is_fenced_and_replaced) {
   auto r = start_job("master-stop", ctr_job(2, 300000, 4));
   ASSERT_TRUE(wait_status(
@@ -80,7 +58,7 @@ TEST(job_reliability, a_sigstopped_master_is_fenced_and_replaced) {
   EXPECT_TRUE(wait_status(
       r, [](const nlohmann::json& j) { return j["samples_per_sec"].get<double>() == 0.0; }, 30s));
   // ...and the stopped process is fenced (SIGKILL: no SIGCONT needed), never to wake up.
-  EXPECT_TRUE(wait_until([&] { return !cluster::process_alive(master, start->start_time); }, 30s));
+  EXPECT_TRUE(poll_until([&] { return !cluster::process_alive(master, start->start_time); }, 30s));
   ASSERT_EQ(wait_job(r, 240s), 0) << read_file(r.err_file);
   auto res = result(r);
   EXPECT_EQ(res.value("status", ""), "finished") << res.dump();
@@ -98,7 +76,7 @@ TEST(job_reliability, two_jobs_with_one_id_at_once_share_no_host_names) {
   auto job = mlp_job({.strategy = "allreduce", .max_train_rows = 6000, .max_test_rows = 1000});
   auto a = start_job("twin-a", job, job_place{"", "", "twin"});
   auto b = start_job("twin-b", job, job_place{"", "", "twin"});
-  ASSERT_TRUE(wait_until(
+  ASSERT_TRUE(poll_until(
       [&] {
         auto ia = cluster::job_dir::open(a.job_dir), ib = cluster::job_dir::open(b.job_dir);
         return ia && ib && !ia->read_instance().empty() && !ib->read_instance().empty();
@@ -122,7 +100,7 @@ TEST(job_reliability, runner_sigkill_then_resume_retrains_nothing_done) {
   auto r = start_job("resume", ctr_job(2, 300000, 4));
   ASSERT_TRUE(wait_status(
       r, [](const nlohmann::json& j) { return done_tasks(j) >= 10; }, 120s));
-  ASSERT_TRUE(wait_until(
+  ASSERT_TRUE(poll_until(
       [&] { return read_file(r.job_dir + "/logs/ps-0.log").find("first checkpoint") != std::string::npos; },
       60s));
   auto old_instance = cluster::job_dir::open(r.job_dir)->read_instance();
@@ -130,7 +108,7 @@ TEST(job_reliability, runner_sigkill_then_resume_retrains_nothing_done) {
   ASSERT_EQ(::kill(r.pid, SIGKILL), 0);
   EXPECT_EQ(wait_job(r, 30s), -SIGKILL);
   // Its nodes die with it (PR_SET_PDEATHSIG).
-  ASSERT_TRUE(wait_until([&] { return no_processes_of(r); }, 30s));
+  ASSERT_TRUE(poll_until([&] { return no_processes_of(r); }, 30s));
   auto before = done_attempts(r);
   ASSERT_GE(before.size(), 10u);
 
@@ -178,7 +156,7 @@ TEST(job_reliability, a_stopped_job_resumes_and_a_finished_one_refuses) {
     ::execl("/bin/sleep", "sleep", "1000", nullptr);
     _exit(127);
   }
-  ASSERT_TRUE(wait_until([&] { return cluster::read_process_stat(orphan).has_value(); }, 10s));
+  ASSERT_TRUE(poll_until([&] { return cluster::read_process_stat(orphan).has_value(); }, 10s));
   auto dir = cluster::job_dir::open(r.job_dir);
   auto nodes = dir->read_nodes();
   ASSERT_TRUE(nodes);
