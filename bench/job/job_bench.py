@@ -17,6 +17,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 
+# The native DeepFM, or (--model torchscript) the same shape written in PyTorch: examples/torch/deepfm.py
+# for 10 fields, no dense features, embedding_dim 8 (its deep part is 64 -> 32 too).
+NATIVE_MODEL = 'type = "deepfm"\nembedding_dim = 8\nhidden = [64, 32]'
+TORCH_MODEL = 'type = "torchscript"\npath = "{path}"\nembedding_dim = 8'
+
 JOB = """[job]
 name = "{name}"
 root = "{root}"
@@ -32,9 +37,7 @@ shards = 2
 checkpoint_every_ms = 2000
 
 [model]
-type = "deepfm"
-embedding_dim = 8
-hidden = [64, 32]
+{model}
 
 [train]
 epochs = {epochs}
@@ -75,8 +78,17 @@ class Bench:
         shutil.rmtree(root, ignore_errors=True)
         path = os.path.join(self.work, name + ".toml")
         with open(path, "w") as f:
-            f.write(JOB.format(name=name, root=root, cache=self.cache, epochs=epochs))
+            f.write(JOB.format(name=name, root=root, cache=self.cache, epochs=epochs, model=self.model()))
         return path, root
+
+    def model(self):
+        if self.a.model == "native":
+            return NATIVE_MODEL
+        path = os.path.join(self.work, "deepfm.pt")
+        if not os.path.exists(path):
+            subprocess.run([sys.executable, os.path.join(ROOT, "examples", "torch", "deepfm.py"), "10", "0", "8",
+                            path], check=True, stdout=subprocess.DEVNULL)
+        return TORCH_MODEL.format(path=path)
 
     def start(self, name, epochs):
         path, root = self.job_file(name, epochs)
@@ -113,7 +125,7 @@ class Bench:
 
     def e2e(self):
         res, root = self.run("e2e_fixed4", self.a.epochs)
-        emit({"bench": "job_e2e", "system": "troupe", "setup": "DeepFM async_ps 2 PS + 4 workers",
+        emit({"bench": "job_e2e", "system": "troupe", "model": self.a.model, "setup": "DeepFM async_ps 2 PS + 4 workers",
               "epochs": self.a.epochs, "wall_seconds": res["wall_seconds"],
               "external_wall_seconds": res["external_wall_seconds"],
               "samples_trained": res["samples_trained"],
@@ -181,6 +193,8 @@ def main():
     ap.add_argument("--first-step-runs", type=int, default=5)
     ap.add_argument("--scale-every", type=float, default=1.0)
     ap.add_argument("--only", default="first_step,e2e,torch,elastic")
+    ap.add_argument("--model", choices=["native", "torchscript"], default="native",
+                    help="troupe's DeepFM, or the same model scripted in PyTorch (examples/torch/deepfm.py)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     b = Bench(a)

@@ -11,6 +11,32 @@
 namespace troupe::nn {
 namespace {
 
+// The square-root kernels, one clone per instruction set (the loader picks the widest this CPU
+// has). This file is built with -fno-math-errno (so that sqrt vectorizes: it never sees a negative
+// here) and -ffp-contract=off (no fused multiply-adds): every clone computes each element with the
+// same IEEE operations in the same order, so all give the bits of the scalar loop.
+#define TROUPE_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+TROUPE_SIMD_CLONES void adagrad_kernel(float* __restrict w, const float* __restrict g, float* __restrict acc,
+                                       std::size_t n, float lr, float wd, float eps) {
+  for (std::size_t i = 0; i < n; ++i) {
+    float gi = g[i] + wd * w[i];
+    acc[i] += gi * gi;
+    w[i] -= lr * gi / (std::sqrt(acc[i]) + eps);
+  }
+}
+
+TROUPE_SIMD_CLONES void adam_kernel(float* __restrict w, const float* __restrict g, float* __restrict m,
+                                    float* __restrict v, std::size_t n, float lr_t, float b1, float b2,
+                                    float wd, float eps) {
+  for (std::size_t i = 0; i < n; ++i) {
+    float gi = g[i] + wd * w[i];
+    m[i] = b1 * m[i] + (1 - b1) * gi;
+    v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+    w[i] -= lr_t * m[i] / (std::sqrt(v[i]) + eps);
+  }
+}
+
 class sgd final : public optimizer {
  public:
   sgd(const optimizer_config& c)
@@ -60,12 +86,7 @@ class adagrad final : public optimizer {
   float slot_init() const override { return init_; }
   void update(float* __restrict w, const float* __restrict g, float* __restrict acc, std::size_t n,
               std::uint64_t& step) const override {
-    const float lr = static_cast<float>(lr_);
-    for (std::size_t i = 0; i < n; ++i) {
-      float gi = g[i] + wd_ * w[i];
-      acc[i] += gi * gi;
-      w[i] -= lr * gi / (std::sqrt(acc[i]) + eps_);
-    }
+    adagrad_kernel(w, g, acc, n, static_cast<float>(lr_), wd_, eps_);
     ++step;
   }
 
@@ -94,14 +115,7 @@ class adam final : public optimizer {
     const auto [num, den] = step < kCached ? correction_[step] : correction(static_cast<double>(step));
     const float lr_t = static_cast<float>(lr_ * num / den);
     const float b1 = static_cast<float>(b1_), b2 = static_cast<float>(b2_);
-    float* __restrict m = s;
-    float* __restrict v = s + n;
-    for (std::size_t i = 0; i < n; ++i) {
-      float gi = g[i] + wd_ * w[i];
-      m[i] = b1 * m[i] + (1 - b1) * gi;
-      v[i] = b2 * v[i] + (1 - b2) * gi * gi;
-      w[i] -= lr_t * m[i] / (std::sqrt(v[i]) + eps_);
-    }
+    adam_kernel(w, g, s, s + n, n, lr_t, b1, b2, wd_, eps_);
   }
 
  private:

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "troupe/nn/errc.hpp"
 #include "troupe/nn/optimizer.hpp"
@@ -67,6 +69,48 @@ TEST(optimizer, adam_matches_hand_computation) {
   EXPECT_NEAR(s.values[0], m, 1e-7);
   EXPECT_NEAR(s.values[1], v, 1e-7);
   EXPECT_EQ(s.step, 3u);
+}
+
+// The vectorized kernels (one clone per instruction set, the widest this CPU has) give the bits of
+// the element-by-element float arithmetic, on a length with a tail of every width.
+TEST(optimizer, vectorized_kernels_give_the_scalar_bits) {
+  const std::size_t n = 1037;
+  tensor w(shape{n}), g(shape{n});
+  for (std::size_t i = 0; i < n; ++i) {
+    w[i] = std::sin(0.37f * static_cast<float>(i));
+    g[i] = std::cos(0.11f * static_cast<float>(i)) * (i % 7 == 0 ? 1e-3f : 1.0f);
+  }
+  for (const char* type : {"adam", "adagrad"}) {
+    auto o = make({.type = type, .learning_rate = 0.01, .epsilon = 1e-8, .weight_decay = 0.001});
+    tensor wv = w;
+    dense_slots s;
+    const bool adam = std::string(type) == "adam";
+    std::vector<float> ws(w.begin(), w.end()), a(n, adam ? 0.0f : 0.1f), b(n, 0.0f);  // adagrad: acc 0.1
+    const float wd = 0.001f, eps = 1e-8f;
+    for (std::uint64_t t = 1; t <= 3; ++t) {
+      apply_dense(*o, wv, g, s);
+      for (std::size_t i = 0; i < n; ++i) {
+        volatile float gi = g[i] + wd * ws[i];  // volatile: one rounding per operation
+        if (adam) {
+          const float lr_t = static_cast<float>(0.01 * std::sqrt(1 - std::pow(0.999, static_cast<double>(t))) /
+                                                (1 - std::pow(0.9, static_cast<double>(t))));
+          volatile float m = 0.9f * a[i] + (1 - 0.9f) * gi;
+          volatile float v2 = (1 - 0.999f) * gi;
+          volatile float v = 0.999f * b[i] + v2 * gi;
+          a[i] = m;
+          b[i] = v;
+          volatile float step = lr_t * m;
+          ws[i] -= step / (std::sqrt(v) + eps);
+        } else {
+          volatile float sq = gi * gi;
+          a[i] += sq;
+          volatile float step = 0.01f * gi;
+          ws[i] -= step / (std::sqrt(a[i]) + eps);
+        }
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(wv[i], ws[i]) << type << " element " << i;
+  }
 }
 
 // Adam's bias correction (cached for the first steps) gives the same bits as computing it each
