@@ -92,8 +92,9 @@ TEST(optimizer, vectorized_kernels_give_the_scalar_bits) {
       for (std::size_t i = 0; i < n; ++i) {
         volatile float gi = g[i] + wd * ws[i];  // volatile: one rounding per operation
         if (adam) {
-          const float lr_t = static_cast<float>(0.01 * std::sqrt(1 - std::pow(0.999, static_cast<double>(t))) /
-                                                (1 - std::pow(0.9, static_cast<double>(t))));
+          const float lr_t =
+              static_cast<float>(0.01 * std::sqrt(1 - std::pow(0.999, static_cast<double>(t))) /
+                                 (1 - std::pow(0.9, static_cast<double>(t))));
           volatile float m = 0.9f * a[i] + (1 - 0.9f) * gi;
           volatile float v2 = (1 - 0.999f) * gi;
           volatile float v = 0.999f * b[i] + v2 * gi;
