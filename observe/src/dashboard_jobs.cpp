@@ -36,45 +36,52 @@ expected<json> read_json_file(const job_directory& dir, const std::string& name)
 }
 
 json job_rows::row(const job_directory& dir, std::int64_t now_ms) {
-  json r;
   std::string problem;
-  auto f = dir.open(events_file_name);
-  {
-    std::lock_guard lk(mu_);
-    auto& e = by_job_[dir.id()];
-    if (!f) {
-      e = entry{};
-      if (!missing(f.err())) problem = f.err().context();
-    } else {
-      if (f->inode != e.inode || f->size < e.offset) e = entry{};
-      e.inode = f->inode;
-      if (e.row.is_null()) e.row = {{"id", dir.id()}};
-      if (e.offset < f->size) {
-        auto text = f->read(e.offset, max_events_read);
-        if (text)
-          fold(*text, e);
-        else
-          problem = text.err().context();
-      }
-    }
-    if (e.row.is_null()) e.row = {{"id", dir.id()}};
-    r = e.row;
-  }
+  json r = events_row(dir, problem);
   if (!problem.empty()) r["error"] = problem;
   if (r.contains("ended")) {
     add_result(dir, r);
   } else if (problem.empty()) {
-    // Running while the runner or the master still write: nodes.json is rewritten as nodes come and
-    // go, events at least every few seconds.
-    auto nodes = read_json_file(dir, "nodes.json");
-    double last = std::max(number_or(r, "last_ms", 0), nodes ? number_or(*nodes, "updated_ms", 0) : 0);
-    r["state"] = static_cast<double>(now_ms) - last < 15'000 ? "running" : "crashed";
-    if (r.contains("started_ms"))
-      r["duration_s"] = std::max(0.0, last - number_or(r, "started_ms", 0)) / 1000.0;
+    add_liveness(dir, r, now_ms);
   }
   r.erase("ended");
   r.erase("last_ms");
   return r;
+}
+
+// The row folded from events.jsonl so far, read on from where the last listing stopped (from the
+// start when the file was replaced or truncated).
+json job_rows::events_row(const job_directory& dir, std::string& problem) {
+  auto f = dir.open(events_file_name);
+  std::lock_guard lk(mu_);
+  auto& e = by_job_[dir.id()];
+  if (!f) {
+    e = entry{};
+    if (!missing(f.err())) problem = f.err().context();
+  } else {
+    if (f->inode != e.inode || f->size < e.offset) e = entry{};
+    e.inode = f->inode;
+    if (e.row.is_null()) e.row = {{"id", dir.id()}};
+    if (e.offset < f->size) {
+      auto text = f->read(e.offset, max_events_read);
+      if (text)
+        fold(*text, e);
+      else
+        problem = text.err().context();
+    }
+  }
+  if (e.row.is_null()) e.row = {{"id", dir.id()}};
+  return e.row;
+}
+
+// Running while the runner or the master still write: nodes.json is rewritten as nodes come and go,
+// events at least every few seconds.
+void job_rows::add_liveness(const job_directory& dir, json& r, std::int64_t now_ms) {
+  auto nodes = read_json_file(dir, "nodes.json");
+  double last = std::max(number_or(r, "last_ms", 0), nodes ? number_or(*nodes, "updated_ms", 0) : 0);
+  r["state"] = static_cast<double>(now_ms) - last < 15'000 ? "running" : "crashed";
+  if (r.contains("started_ms"))
+    r["duration_s"] = std::max(0.0, last - number_or(r, "started_ms", 0)) / 1000.0;
 }
 
 // Only the kinds a row needs are parsed, and of the metrics only the last (a long job has

@@ -35,8 +35,10 @@ class job_rows {
     std::int64_t mtime_ns = -1;
     nlohmann::json row;
   };
+  nlohmann::json events_row(const job_directory& dir, std::string& problem);
   static void fold(const std::string& text, entry& e);
   static void add_result(const job_directory& dir, nlohmann::json& r);
+  static void add_liveness(const job_directory& dir, nlohmann::json& r, std::int64_t now_ms);
 
   std::mutex mu_;
   std::map<std::string, entry> by_job_;

@@ -241,6 +241,94 @@ expected<void> write(const std::string& dir, std::uint64_t version, const flat_s
   return fsync_dir(dir);
 }
 
+namespace {
+
+// What apply() reads of one data file: where, which version, how far it has got.
+struct data_reader {
+  file_in& in;
+  const std::string& path;
+  std::uint64_t version;
+  std::uint64_t remaining;  // bytes after the header not yet read
+  std::uint64_t blocks = 0, bytes = 0;
+
+  error bad(const std::string& what) const { return corrupt(path, version, what); }
+
+  // The magic, the format and the version the file says it holds.
+  expected<void> header() {
+    char head[header_size];
+    std::uint32_t format = 0;
+    std::uint64_t file_version = 0;
+    if (!in.read(head, sizeof head) || std::memcmp(head, file_magic, 8) != 0)
+      return bad("not a checkpoint data file");
+    std::memcpy(&format, head + 8, 4);
+    std::memcpy(&file_version, head + 16, 8);
+    if (format != file_format)
+      return error(storage_errc::version_mismatch, path + ": data file format " + std::to_string(format));
+    if (file_version != version) return bad("the file holds version " + std::to_string(file_version));
+    return {};
+  }
+
+  // The trailer, whose first bytes `h` holds: the last thing in the file, and it counts the blocks.
+  expected<void> trailer(const block_header& h) {
+    char end[trailer_size];
+    std::memcpy(end, &h, sizeof h);
+    if (remaining != trailer_size - block_header_size || !in.read(end + 16, 16))
+      return bad("malformed trailer");
+    std::uint64_t tail[3];
+    std::memcpy(tail, end + 8, 24);
+    if (tail[2] != XXH3_64bits_withSeed(end, 24, version) || tail[0] != blocks || tail[1] != bytes)
+      return bad("trailer does not match the blocks");
+    return {};
+  }
+
+  // The block after header `h`, its checksum verified, into `name`, `ids` (rows only), `values`.
+  expected<void> block(const block_header& h, std::string& name, std::vector<std::uint64_t>& ids,
+                       std::vector<float>& values) {
+    const bool rows = h.section == ckpt::embedding || h.section == ckpt::embedding_slot;
+    if (h.section > ckpt::embedding_slot || h.zero != 0 || rows != (h.width > 0))
+      return bad("malformed block " + std::to_string(blocks));
+    const std::uint64_t floats = rows ? h.count * h.width : h.count;
+    const std::uint64_t need = h.name_len + (rows ? 8 * h.count : 0) + 4 * floats + 8;
+    if ((rows && h.count > remaining / 8) || floats > remaining / 4 || need > remaining)
+      return bad("block " + std::to_string(blocks) + " runs past the end of the file");
+    remaining -= need;
+    name.resize(h.name_len);
+    ids.resize(rows ? h.count : 0);
+    values.resize(floats);
+    std::uint64_t sum = 0;
+    if (!in.read(name.data(), name.size()) || !in.read(ids.data(), 8 * ids.size()) ||
+        !in.read(values.data(), 4 * values.size()) || !in.read(&sum, 8))
+      return bad("truncated");
+    XXH3_state_t st;
+    XXH3_64bits_reset_withSeed(&st, version);
+    XXH3_64bits_update(&st, &h, sizeof h);
+    XXH3_64bits_update(&st, name.data(), name.size());
+    XXH3_64bits_update(&st, ids.data(), 8 * ids.size());
+    XXH3_64bits_update(&st, values.data(), 4 * values.size());
+    if (sum != XXH3_64bits_digest(&st))
+      return bad("checksum mismatch in '" + name + "'" +
+                 (rows ? " rows from " + std::to_string(ids.empty() ? 0 : ids[0]) : std::string()));
+    ++blocks;
+    bytes += 4 * floats;
+    return {};
+  }
+};
+
+void store(const block_header& h, const std::string& name, const std::vector<std::uint64_t>& ids,
+           const std::vector<float>& values, shard_state& s) {
+  if (h.width > 0) {
+    auto& table = (h.section == ckpt::embedding ? s.embeddings : s.embedding_slots)[name];
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const float* r = values.data() + i * h.width;
+      table[ids[i]].assign(r, r + h.width);
+    }
+  } else {
+    (h.section == ckpt::dense ? s.dense : s.dense_slots)[name] = values;
+  }
+}
+
+}  // namespace
+
 expected<void> apply(const std::string& dir, const checkpoint_info& info, shard_state& s) {
   const std::uint64_t version = info.version;
   const std::string path = path_of(dir, version);
@@ -251,80 +339,29 @@ expected<void> apply(const std::string& dir, const checkpoint_info& info, shard_
   }
   const off_t size = ::lseek(f.fd, 0, SEEK_END);
   if (size < 0 || ::lseek(f.fd, 0, SEEK_SET) != 0) return io_error(errno, path, "seek");
-  file_in in(f.fd);
-  char head[header_size];
-  std::uint32_t format = 0;
-  std::uint64_t file_version = 0;
-  if (!in.read(head, sizeof head) || std::memcmp(head, file_magic, 8) != 0)
+  if (static_cast<std::uint64_t>(size) < header_size)
     return corrupt(path, version, "not a checkpoint data file");
-  std::memcpy(&format, head + 8, 4);
-  std::memcpy(&file_version, head + 16, 8);
-  if (format != file_format)
-    return error(storage_errc::version_mismatch, path + ": data file format " + std::to_string(format));
-  if (file_version != version)
-    return corrupt(path, version, "the file holds version " + std::to_string(file_version));
-  std::uint64_t remaining = static_cast<std::uint64_t>(size) - header_size;
-  std::uint64_t blocks = 0, bytes = 0;
+  file_in in(f.fd);
+  data_reader rd{in, path, version, static_cast<std::uint64_t>(size) - header_size};
+  if (auto r = rd.header(); !r) return r;
   std::string name;
   std::vector<std::uint64_t> ids;
   std::vector<float> values;
   for (;;) {
     block_header h;
-    if (remaining < block_header_size || !in.read(&h, sizeof h)) return corrupt(path, version, "truncated");
-    remaining -= block_header_size;
+    if (rd.remaining < block_header_size || !in.read(&h, sizeof h)) return rd.bad("truncated");
+    rd.remaining -= block_header_size;
     if (std::memcmp(&h, end_magic, 8) == 0) {
-      char end[trailer_size];
-      std::memcpy(end, &h, sizeof h);
-      if (remaining != trailer_size - block_header_size || !in.read(end + 16, 16))
-        return corrupt(path, version, "malformed trailer");
-      std::uint64_t tail[3];
-      std::memcpy(tail, end + 8, 24);
-      if (tail[2] != XXH3_64bits_withSeed(end, 24, version) || tail[0] != blocks || tail[1] != bytes)
-        return corrupt(path, version, "trailer does not match the blocks");
+      if (auto r = rd.trailer(h); !r) return r;
       break;
     }
-    const bool rows = h.section == ckpt::embedding || h.section == ckpt::embedding_slot;
-    if (h.section > ckpt::embedding_slot || h.zero != 0 || rows != (h.width > 0))
-      return corrupt(path, version, "malformed block " + std::to_string(blocks));
-    const std::uint64_t floats = rows ? h.count * h.width : h.count;
-    const std::uint64_t need = h.name_len + (rows ? 8 * h.count : 0) + 4 * floats + 8;
-    if ((rows && h.count > remaining / 8) || floats > remaining / 4 || need > remaining)
-      return corrupt(path, version, "block " + std::to_string(blocks) + " runs past the end of the file");
-    remaining -= need;
-    name.resize(h.name_len);
-    ids.resize(rows ? h.count : 0);
-    values.resize(floats);
-    std::uint64_t sum = 0;
-    if (!in.read(name.data(), name.size()) || !in.read(ids.data(), 8 * ids.size()) ||
-        !in.read(values.data(), 4 * values.size()) || !in.read(&sum, 8))
-      return corrupt(path, version, "truncated");
-    XXH3_state_t st;
-    XXH3_64bits_reset_withSeed(&st, version);
-    XXH3_64bits_update(&st, &h, sizeof h);
-    XXH3_64bits_update(&st, name.data(), name.size());
-    XXH3_64bits_update(&st, ids.data(), 8 * ids.size());
-    XXH3_64bits_update(&st, values.data(), 4 * values.size());
-    if (sum != XXH3_64bits_digest(&st))
-      return corrupt(path, version,
-                     "checksum mismatch in '" + name + "'" +
-                         (rows ? " rows from " + std::to_string(ids.empty() ? 0 : ids[0]) : std::string()));
-    if (rows) {
-      auto& table = (h.section == ckpt::embedding ? s.embeddings : s.embedding_slots)[name];
-      for (std::size_t i = 0; i < ids.size(); ++i) {
-        const float* r = values.data() + i * h.width;
-        table[ids[i]].assign(r, r + h.width);
-      }
-    } else {
-      (h.section == ckpt::dense ? s.dense : s.dense_slots)[name] = values;
-    }
-    ++blocks;
-    bytes += 4 * floats;
+    if (auto r = rd.block(h, name, ids, values); !r) return r;
+    store(h, name, ids, values, s);
   }
-  if (blocks != info.entries || bytes != info.bytes)
-    return corrupt(path, version,
-                   std::to_string(blocks) + " blocks of " + std::to_string(bytes) +
-                       " bytes, the header says " + std::to_string(info.entries) + " of " +
-                       std::to_string(info.bytes));
+  if (rd.blocks != info.entries || rd.bytes != info.bytes)
+    return rd.bad(std::to_string(rd.blocks) + " blocks of " + std::to_string(rd.bytes) +
+                  " bytes, the header says " + std::to_string(info.entries) + " of " +
+                  std::to_string(info.bytes));
   return {};
 }
 

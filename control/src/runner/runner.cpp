@@ -34,53 +34,13 @@ int runner::run() {
   // line, result.json, the timeline), not by killing the runner.
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  if (int rc = setup(); rc != 0) {
-    if (dir_ && lock_fd_ >= 0) {
-      if (interrupted) {
-        end_state_ = "interrupted";
-        end_reason_ =
-            std::string("interrupted by ") + signal_name(interrupted) + " during setup (" + setup_step_ + ")";
-        spdlog::warn("{}", end_reason_);
-      } else if (fatal_.empty()) {
-        fatal_ = "setup failed (see logs/runner.log)";
-      }
-      rc = finish(rc);
-    }
-    if (prepare_running_ && *prepare_running_) {
-      // The dataset import cannot be cancelled and must not run into the process's exit: the process
-      // ends here. Its half-written stores are discarded and redone by the next preparer, its lock
-      // goes with the process.
-      spdlog::default_logger()->flush();
-      std::fflush(nullptr);
-      std::_Exit(rc);
-    }
-    return rc;
-  }
+  if (int rc = setup(); rc != 0) return setup_ended(rc);
   spdlog::info("job {} in {} ({} workers, strategy {}{}), instance {}", dir_->job_id(), dir_->path(),
                target_workers_, spec_.job.strategy,
                spec_.uses_ps() ? ", " + std::to_string(spec_.ps.shards) + " PS shards" : "", instance_);
   timeline_.job_start(spec_.job.strategy, target_workers_, spec_.job.min_workers, spec_.job.max_workers,
                       spec_.nn.model.type);
-  nodes_["master"] = new_slot({"master", first_incarnation("master")}, cluster::node_role::master, 0);
-  if (auto r = launch(nodes_["master"]); !r) {
-    fatal_ = r.err().to_string();
-    return finish(1);
-  }
-  // The master must be up before anyone joins it. A batch backend's master may wait in its queue
-  // first (Slurm: PENDING until a preemption frees a CPU), for as long as the controller may be away.
-  auto deadline =
-      clock_.now() + (spec_.cluster.launcher == "local"
-                          ? std::chrono::seconds(20)
-                          : std::chrono::seconds(static_cast<long>(spec_.cluster.controller_timeout_s)));
-  while (!net_->connected("master")) {
-    if (clock_.now() > deadline) {
-      fatal_ = "the master did not come up at " + master_addr_;
-      return finish(1);
-    }
-    handle_exits();
-    if (!fatal_.empty()) return finish(1);
-    if (!net_->connect(master_addr_, true)) clock_.sleep_for(std::chrono::milliseconds(20));
-  }
+  if (!start_master()) return finish(1);
   if (spec_.uses_ps())
     for (std::uint32_t i = 0; i < spec_.ps.shards; ++i) {
       auto name = cluster::node_name(cluster::node_role::ps, i);
@@ -93,6 +53,53 @@ int runner::run() {
   scale_to(target_workers_);
   write_nodes_file();
   return finish(loop());
+}
+
+int runner::setup_ended(int rc) {
+  if (dir_ && lock_fd_ >= 0) {
+    if (interrupted) {
+      end_state_ = "interrupted";
+      end_reason_ =
+          std::string("interrupted by ") + signal_name(interrupted) + " during setup (" + setup_step_ + ")";
+      spdlog::warn("{}", end_reason_);
+    } else if (fatal_.empty()) {
+      fatal_ = "setup failed (see logs/runner.log)";
+    }
+    rc = finish(rc);
+  }
+  if (prepare_running_ && *prepare_running_) {
+    // The dataset import cannot be cancelled and must not run into the process's exit: the process
+    // ends here. Its half-written stores are discarded and redone by the next preparer, its lock
+    // goes with the process.
+    spdlog::default_logger()->flush();
+    std::fflush(nullptr);
+    std::_Exit(rc);
+  }
+  return rc;
+}
+
+bool runner::start_master() {
+  nodes_["master"] = new_slot({"master", first_incarnation("master")}, cluster::node_role::master, 0);
+  if (auto r = launch(nodes_["master"]); !r) {
+    fatal_ = r.err().to_string();
+    return false;
+  }
+  // The master must be up before anyone joins it. A batch backend's master may wait in its queue
+  // first (Slurm: PENDING until a preemption frees a CPU), for as long as the controller may be away.
+  auto deadline =
+      clock_.now() + (spec_.cluster.launcher == "local"
+                          ? std::chrono::seconds(20)
+                          : std::chrono::seconds(static_cast<long>(spec_.cluster.controller_timeout_s)));
+  while (!net_->connected("master")) {
+    if (clock_.now() > deadline) {
+      fatal_ = "the master did not come up at " + master_addr_;
+      return false;
+    }
+    handle_exits();
+    if (!fatal_.empty()) return false;
+    if (!net_->connect(master_addr_, true)) clock_.sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
 }
 
 int runner::loop() {

@@ -108,6 +108,10 @@ class runner {
   void clean_dead_runner(const cluster::job_dir& dir);
   void resume_ids(const cluster::nodes_file& old);
   void start_log();
+  // A failed setup(): the job's end recorded when it has a directory of its own.
+  int setup_ended(int rc);
+  // Launches the master and waits until it answers; false (fatal_ set) when it does not come up.
+  bool start_master();
   int loop();
   // Waits until an event is queued (exits_, scale_requests_, finished_, stop_: each producer
   // notifies wake_), a signal has come, or the next status poll is due; at most 100 ms, the bound
