@@ -104,8 +104,6 @@ expected<nn::train_test> load_train_test(const nn::data_config& c) {
 
 // The test set through a trainer backend's predict, in eval batches.
 expected<nn::eval_result> evaluate(actors::trainer_backend& b, const nn::dataset& data, std::size_t batch) {
-  nn::eval_result r;
-  r.rows = data.rows;
   std::vector<float> scores;
   double loss_sum = 0;
   for (std::size_t first = 0; first < data.rows; first += batch) {
@@ -116,17 +114,8 @@ expected<nn::eval_result> evaluate(actors::trainer_backend& b, const nn::dataset
     auto p = b.probabilities();
     scores.insert(scores.end(), p.begin(), p.begin() + static_cast<std::ptrdiff_t>(n * b.output_width()));
   }
-  if (data.rows == 0) return r;
-  r.loss = loss_sum / static_cast<double>(data.rows);
-  if (b.output_width() == 1) {
-    std::size_t right = 0;
-    for (std::size_t i = 0; i < data.rows; ++i) right += (scores[i] >= 0.5f) == (data.labels[i] > 0.5f);
-    r.accuracy = static_cast<double>(right) / static_cast<double>(data.rows);
-    r.auc = nn::auc(scores, data.labels);
-  } else {
-    r.accuracy = nn::accuracy(scores, b.output_width(), data.labels);
-  }
-  return r;
+  return nn::score_predictions(scores, b.output_width(),
+                               std::span<const float>(data.labels.data(), data.rows), loss_sum);
 }
 
 // The final JSON line of `troupe train --local`, in the shape `troupe run` prints (docs/job.md,

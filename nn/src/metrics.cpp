@@ -52,4 +52,21 @@ double auc(std::span<const float> scores, std::span<const float> labels) {
   return (rank_sum - positives * (positives + 1) / 2.0) / (positives * negatives);
 }
 
+eval_result score_predictions(std::span<const float> scores, std::size_t width, std::span<const float> labels,
+                              double loss_sum) {
+  eval_result r;
+  r.rows = labels.size();
+  if (r.rows == 0) return r;
+  r.loss = loss_sum / static_cast<double>(r.rows);
+  if (width == 1) {
+    std::size_t right = 0;
+    for (std::size_t i = 0; i < r.rows; ++i) right += (scores[i] >= 0.5f) == (labels[i] > 0.5f);
+    r.accuracy = static_cast<double>(right) / static_cast<double>(r.rows);
+    r.auc = auc(scores.first(r.rows), labels);
+  } else {
+    r.accuracy = accuracy(scores, width, labels);
+  }
+  return r;
+}
+
 }  // namespace troupe::nn

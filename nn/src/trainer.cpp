@@ -75,9 +75,7 @@ expected<double> trainer::train_epoch(const dataset& data,
 }
 
 expected<eval_result> trainer::evaluate(const dataset& data) {
-  eval_result r;
-  r.rows = data.rows;
-  if (data.rows == 0) return r;
+  if (data.rows == 0) return eval_result{};
   const std::size_t classes = model_.num_classes(), width = classes == 2 ? 1 : classes;
   scores_.resize(data.rows * width);
   double loss_sum = 0;
@@ -89,16 +87,7 @@ expected<eval_result> trainer::evaluate(const dataset& data) {
     const tensor& p = model_.probabilities();
     std::copy(p.begin(), p.end(), scores_.begin() + static_cast<std::ptrdiff_t>(first * width));
   }
-  r.loss = loss_sum / static_cast<double>(data.rows);
-  if (width == 1) {
-    std::size_t correct = 0;
-    for (std::size_t i = 0; i < data.rows; ++i) correct += (scores_[i] >= 0.5f) == (data.labels[i] > 0.5f);
-    r.accuracy = static_cast<double>(correct) / static_cast<double>(data.rows);
-    r.auc = auc(scores_, data.labels);
-  } else {
-    r.accuracy = accuracy(scores_, classes, data.labels);
-  }
-  return r;
+  return score_predictions(scores_, width, std::span<const float>(data.labels.data(), data.rows), loss_sum);
 }
 
 }  // namespace troupe::nn

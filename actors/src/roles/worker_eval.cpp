@@ -47,18 +47,13 @@ void evaluate(worker_state& st, const message& request) {
     width = st.backend->output_width();
     scores.insert(scores.end(), probs.begin(), probs.begin() + static_cast<std::ptrdiff_t>(b.size() * width));
   }
-  std::span<const float> labels(test.labels.data(), test.rows);
+  auto m =
+      nn::score_predictions(scores, width, std::span<const float>(test.labels.data(), test.rows), loss_sum);
   res.setRows(test.rows);
-  res.setLoss(test.rows ? loss_sum / static_cast<double>(test.rows) : 0.0);
-  if (width == 1) {
-    std::size_t right = 0;
-    for (std::size_t i = 0; i < test.rows; ++i) right += (scores[i] >= 0.5f) == (labels[i] >= 0.5f);
-    res.setAccuracy(test.rows ? static_cast<double>(right) / static_cast<double>(test.rows) : 0.0);
-    res.setAuc(nn::auc(scores, labels));
-  } else {
-    res.setAccuracy(nn::accuracy(scores, width, labels));
-    res.setAuc(std::numeric_limits<double>::quiet_NaN());  // AUC is for binary models (EvalResult)
-  }
+  res.setLoss(m.loss);
+  res.setAccuracy(m.accuracy);
+  // AUC is for binary models (EvalResult): NaN for a multi-class one.
+  res.setAuc(width == 1 ? m.auc : std::numeric_limits<double>::quiet_NaN());
   spdlog::info("evaluation on {} rows: loss {:.4f} accuracy {:.4f} auc {:.4f}", test.rows, res.getLoss(),
                res.getAccuracy(), res.getAuc());
   (void)st.node->reply(request, std::move(o.out), "worker");

@@ -6,6 +6,19 @@
 
 namespace troupe::nn {
 
+struct eval_result {
+  std::size_t rows = 0;
+  double loss = 0;
+  double accuracy = 0;  // multi-class, and binary at threshold 0.5
+  double auc = 0;       // binary only (0 otherwise)
+};
+
+// The metrics of a whole evaluation set: `scores` holds a row's probability of the positive class
+// (width 1: a binary model) or one probability per class (width = classes); `loss_sum` is the sum
+// of the batches' mean losses, each times its rows.
+eval_result score_predictions(std::span<const float> scores, std::size_t width, std::span<const float> labels,
+                              double loss_sum);
+
 // Fraction of rows whose argmax over `classes` scores equals the label. scores: [n x classes].
 double accuracy(std::span<const float> scores, std::size_t classes, std::span<const float> labels);
 

@@ -10,6 +10,7 @@
 
 #include "troupe/core/error.hpp"
 #include "troupe/nn/data/dataset.hpp"
+#include "troupe/nn/metrics.hpp"
 #include "troupe/nn/model.hpp"
 #include "troupe/nn/optimizer.hpp"
 
@@ -29,13 +30,6 @@ struct train_config {
   // a job that must leave CPU to others, and the cluster experiments' stand-in for a Slurm CPU on
   // a machine with fewer real cores (docs/cluster_experiments.md).
   double max_samples_per_s = 0;
-};
-
-struct eval_result {
-  std::size_t rows = 0;
-  double loss = 0;
-  double accuracy = 0;  // multi-class, and binary at threshold 0.5
-  double auc = 0;       // binary only (0 otherwise)
 };
 
 struct progress {
