@@ -9,7 +9,7 @@
 namespace troupe::actors {
 
 bool node_runtime::leave(const std::string& reason) {
-  if (leaving_.exchange(true)) return true;
+  if (!leaving_.request_stop()) return true;  // already leaving
   // A master that goes away (the whole job stopping) will not answer: stop waiting then.
   {
     std::lock_guard lk(mu_);

@@ -152,7 +152,7 @@ void node_runtime::handle_membership(const message& m) {
     // (missed heartbeats) and refused on re-joining. It must not go on working unfenced.
     const auto* me = msg.view.find(who_.id.name);
     bool absent = !me || me->id.incarnation != who_.id.incarnation;
-    if (absent && leaving_.load()) {  // the master's answer to leave(): its ring is rebuilt
+    if (absent && leaving_.stop_requested()) {  // the master's answer to leave(): its ring is rebuilt
       std::lock_guard lk(mu_);
       left_ = true;
       left_cv_.notify_all();
@@ -258,7 +258,7 @@ void node_runtime::send_join() {
 
 void node_runtime::mark_ready() {
   // A second join (peer_up raced with this) is harmless: the master ignores a member it has.
-  if (leaving_.load()) return;  // a leaving node never joins again
+  if (leaving_.stop_requested()) return;  // a leaving node never joins again
   bool master_up = false;
   {
     std::shared_lock lk(net_mu_);
@@ -280,7 +280,7 @@ void node_runtime::retry_join(std::stop_token stop) {
       std::lock_guard g(mu_);
       joined = joined_;
     }
-    if (joined || !ready_.load() || leaving_.load() || !net_->connected("master")) {
+    if (joined || !ready_.load() || leaving_.stop_requested() || !net_->connected("master")) {
       unanswered = 0;
       continue;
     }
@@ -295,7 +295,7 @@ expected<void> node_runtime::join_master(const std::string& address, std::chrono
   master_address_ = address;
   node_runtime* self = this;
   net_->on_peer_up([self](const peer_event& e) {
-    if (e.node.name == "master" && self->ready_.load() && !self->leaving_.load()) self->send_join();
+    if (e.node.name == "master" && self->ready_.load() && !self->leaving_.stop_requested()) self->send_join();
   });
   net_->on_peer_down([self](const peer_event& e) {
     if (e.node.name != "master") return;

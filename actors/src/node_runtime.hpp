@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -98,7 +99,10 @@ class node_runtime final : public node_context {
   // Waits until the master's answer to leave() came (true), the master's connection was lost or
   // `limit` passed (false).
   bool await_left(std::chrono::milliseconds limit);
-  bool leaving() const { return leaving_.load(); }
+  bool leaving() const { return leaving_.stop_requested(); }
+  // Requested by leave(): the worker's rpc clients stop waiting for replies then (a PS shard that
+  // stops with the job answers no pull), so the worker actor stops at once.
+  std::stop_token leave_token() const { return leaving_.get_token(); }
 
   // The job's token (job dir file) and the master's address in a job dir.
 
@@ -125,7 +129,7 @@ class node_runtime final : public node_context {
   std::string ring_address_;
   std::atomic<std::uint64_t> ring_epoch_{0};
   std::atomic<bool> ready_{true};
-  std::atomic<bool> leaving_{false};
+  std::stop_source leaving_;
   bool left_ = false, master_lost_ = false;  // under mu_
   std::condition_variable left_cv_;
   void send_join();

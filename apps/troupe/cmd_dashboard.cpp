@@ -73,9 +73,10 @@ int serve(const options& o) {
   observe::http_options ho;
   ho.listen = *listen;
   ho.threads = observe::dashboard_threads;
-  // scale and stop go through the control client, as `troupe scale` / `troupe stop` do.
+  // scale and stop go through the control client, as `troupe scale` / `troupe stop` do; a stop
+  // answers once the runner has it, not when the job has ended (the page polls the job's state).
   auto change = [](const std::string& job_dir, int workers) -> expected<void> {
-    if (workers < 0) return control::stop_job(job_dir);
+    if (workers < 0) return control::request_stop(job_dir);
     auto n = control::scale_job(job_dir, static_cast<std::uint32_t>(workers));
     if (!n) return n.err();
     return {};

@@ -176,13 +176,28 @@ expected<std::uint32_t> scale_job(const std::string& job_dir, std::uint32_t work
   return reply->body().getJob().getScaleReply().getWorkers();
 }
 
+namespace {
+// Asks the runner of the connected session to stop the job; returns once it has recorded the stop.
+expected<void> ask_stop(session& s) {
+  auto o = wire::job();
+  o.body.initStop().setReason("troupe stop");
+  auto reply = s.rpc->call({"runner", "runner", std::move(o.out)}, std::chrono::seconds(3));
+  if (!reply) return reply.err();
+  return {};
+}
+}  // namespace
+
+expected<void> request_stop(const std::string& job_dir) {
+  auto s = connect_runner(job_dir);
+  if (!s) return s.err();
+  return ask_stop(**s);
+}
+
 expected<void> stop_job(const std::string& job_dir, troupe::clock& clk) {
   auto s = connect_runner(job_dir);
   if (!s) return s.err();
-  auto o = wire::job();
-  o.body.initStop().setReason("troupe stop");
+  if (auto r = ask_stop(**s); !r) return r;
   auto& net = *(*s)->net;
-  if (auto r = net.send("runner", "runner", std::move(o.out), "cli", std::chrono::seconds(1)); !r) return r;
   // Returns once the runner has stopped the job and exited (its connection drops).
   auto deadline = clk.now() + std::chrono::seconds(15);
   while (net.connected("runner")) {

@@ -249,7 +249,9 @@ class dashboard {
     }
     if (auto res = o_.control(o_.root + "/" + dir.id(), workers); !res)
       return error_response(409, res.err().to_string());
-    return json_response({{"ok", true}});
+    if (scale) return json_response({{"ok", true}});
+    // Accepted, not done: the runner stops the nodes and exits next; the job's state says when.
+    return json_response({{"ok", true}, {"stop", "requested"}}, 202);
   }
 
   dashboard_options o_;

@@ -1,6 +1,7 @@
 // How jobs end besides finishing: the README's exit codes for SIGINT and SIGTERM (during setup too),
-// with a final JSON line saying why; a finished job's timeline without deaths; a corrupt cached
-// dataset, rebuilt before any worker reads it; and nodes whose host command fails, named with what to check.
+// with a final JSON line saying why; stops that end every node by itself, again and again; a
+// finished job's timeline without deaths; a corrupt cached dataset, rebuilt before any worker reads
+// it; and nodes whose host command fails, named with what to check.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -103,6 +104,52 @@ TEST(job_end, a_finished_job_s_timeline_has_no_death) {
   EXPECT_EQ(result(r).value("node_restarts", -1), 0);
   auto died = event_kinds(r.job_dir, "died");
   EXPECT_TRUE(died.empty()) << died.front();
+}
+
+// The logs of r's job in which a node's supervisor gave up waiting for an actor to stop.
+std::vector<std::string> logs_with_a_stuck_actor(const job_run& r) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(r.job_dir + "/logs"))
+    if (read_file(e.path().string()).find("did not stop within") != std::string::npos)
+      names.push_back(e.path().filename().string());
+  return names;
+}
+
+// `troupe stop`, SIGTERM and SIGINT while an async_ps job trains, ten times: every node stops by
+// itself at once. A worker used to wait out its rpc timeout (10 s) in a PS pull or push to a shard
+// that had already exited; its supervisor gave up after 3 s and the runner SIGKILLed the process
+// after 5 s ("worker-1 did not stop within 3000 ms", the job's stop taking 5.2 s). A stop takes
+// about 0.3 s here; 2.5 s leaves room for a loaded machine and none for the 3 s grace.
+TEST(job_end, stopping_an_async_ps_job_stops_every_node_by_itself_every_time) {
+  const int rounds = 10;
+  for (int i = 0; i < rounds; ++i) {
+    SCOPED_TRACE("round " + std::to_string(i));
+    const int sig = i % 3 == 1 ? SIGTERM : i % 3 == 2 ? SIGINT : 0;  // 0: troupe stop
+    auto r = start_job("stop-round-" + std::to_string(i), ctr_job(2, 600000, 3));
+    ASSERT_TRUE(wait_status(
+        r, [](const nlohmann::json& j) { return done_tasks(j) >= 2 && j.value("samples_per_sec", 0.0) > 0; },
+        std::chrono::seconds(120)))
+        << read_file(r.err_file);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (sig == 0) {
+      std::string out;
+      EXPECT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
+    } else {
+      ASSERT_EQ(::kill(r.pid, sig), 0);
+    }
+    const int code = wait_job(r, std::chrono::seconds(30));
+    const auto took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(code, sig == 0 ? 3 : 128 + sig) << read_file(r.err_file);
+    EXPECT_LT(took, 2.5) << "the stop took " << took << " s";
+    auto stuck = logs_with_a_stuck_actor(r);
+    EXPECT_TRUE(stuck.empty()) << "did not stop within, in " << stuck.front();
+    auto died = event_kinds(r.job_dir, "died");
+    EXPECT_TRUE(died.empty()) << died.front();
+    auto res = result(r);
+    EXPECT_EQ(res.value("status", ""), sig == 0 ? "stopped" : "interrupted") << res.dump();
+    EXPECT_EQ(res, nlohmann::json::parse(read_file(r.job_dir + "/result.json"), nullptr, false));
+    EXPECT_TRUE(no_processes_of(r));
+  }
 }
 
 TEST(job_end, a_corrupt_cached_dataset_is_rebuilt_before_workers_use_it) {

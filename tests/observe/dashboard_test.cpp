@@ -169,7 +169,9 @@ TEST_F(dashboard_api, tokens) {
                              return {};
                            },
                            {}});
-  EXPECT_EQ(h(post).status, 200);
+  auto accepted = h(post);
+  EXPECT_EQ(accepted.status, 202) << "the stop is requested, the job ends after";
+  EXPECT_EQ(json::parse(accepted.body).value("stop", ""), "requested") << accepted.body;
   EXPECT_TRUE(stopped);
   http_request list;
   list.method = "GET";

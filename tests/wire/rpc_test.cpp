@@ -18,10 +18,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::unique_ptr<endpoint> make(const std::string& name) {
+std::unique_ptr<endpoint> make(const std::string& name, std::uint64_t incarnation) {
   transport_config cfg;
   cfg.token = "rpc-test-token";
-  auto e = endpoint::create(node_id{name, 1}, cfg);
+  auto e = endpoint::create(node_id{name, incarnation}, cfg);
   if (!e) throw std::runtime_error(e.err().to_string());
   return std::move(*e);
 }
@@ -50,7 +50,8 @@ std::string ack_of(const message& m) {
 class rpc_send : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_ = make("server");
+    // Incarnation 0, as every node of a job is when first launched (a PS shard, the master).
+    server_ = make("server", 0);
     auto addr = server_->listen("127.0.0.1", 0);
     ASSERT_TRUE(addr) << addr.err().to_string();
     // Acknowledges every report (the ack's error names the task), except task `silent_`, holding
@@ -58,7 +59,10 @@ class rpc_send : public ::testing::Test {
     // a stray ack with no correlation id, which must answer nothing.
     ASSERT_TRUE(server_->register_name("dispenser", [this](const message& m) {
       auto r = m.body().getTaskReport();
-      if (r.getTaskId() == silent_) return;
+      if (r.getTaskId() == silent_) {
+        silent_seen_ = true;
+        return;
+      }
       outbound stray;
       stray.body().initTaskReportAck().setError("stray");
       (void)server_->send(m.from_node().name, "rpc", std::move(stray), "dispenser");
@@ -74,7 +78,7 @@ class rpc_send : public ::testing::Test {
       held_.reset();
       (void)wire::send_reply(*server_, m, std::move(o), "dispenser");
     }));
-    client_ = make("client");
+    client_ = make("client", 1);
     ASSERT_TRUE(client_->connect(*addr, false));
     auto c = wire::rpc_client::create(*client_, "rpc");
     ASSERT_TRUE(c) << c.err().to_string();
@@ -91,6 +95,7 @@ class rpc_send : public ::testing::Test {
   std::optional<outbound> held_;  // touched on the server's io thread only
   std::string held_from_;
   std::atomic<bool> holding_{false};
+  std::atomic<bool> silent_seen_{false};  // the server got the report it does not answer
 };
 
 TEST_F(rpc_send, poll_is_empty_until_the_reply_and_then_hands_it_over) {
@@ -185,6 +190,56 @@ TEST_F(rpc_send, a_peer_that_goes_down_fails_the_request_before_its_timeout) {
   EXPECT_NE(r.err().to_string().find("server went down before replying"), std::string::npos)
       << r.err().to_string();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+}
+
+// A worker's PS pull or push while its shard stops (the job stopping): the call ends when the
+// shard's connection drops, not after the rpc timeout (it waited 10 s, past the 3 s a stopping
+// worker has).
+TEST_F(rpc_send, a_peer_that_goes_down_fails_a_call_before_its_timeout) {
+  silent_ = 52;
+  std::vector<wire::rpc_channel::request> reqs;
+  reqs.push_back(report_request(52));
+  auto t0 = std::chrono::steady_clock::now();
+  auto call = std::async(std::launch::async, [&] { return rpc_->call_all(reqs, 20000ms); });
+  for (int i = 0; i < 5000 && !silent_seen_; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(silent_seen_) << "the server never got the report";
+  server_.reset();
+  ASSERT_EQ(call.wait_for(5s), std::future_status::ready) << "still waiting after the server went down";
+  auto r = call.get();
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.err().to_string().find("server went down before replying"), std::string::npos)
+      << r.err().to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+}
+
+// A worker that leaves (SIGTERM) stops waiting for its shards: the call in progress fails at once,
+// whatever the silent peer does, and a wait returns.
+TEST_F(rpc_send, a_requested_stop_ends_a_call_and_a_wait_in_progress) {
+  std::stop_source stop;
+  auto c = wire::rpc_client::create(*client_, "rpc-stop", troupe::clock::system(), stop.get_token());
+  ASSERT_TRUE(c) << c.err().to_string();
+  auto& rpc = **c;
+  silent_ = 53;
+  auto sent = rpc.send(report_request(53), 20000ms);
+  ASSERT_TRUE(sent);
+  std::vector<wire::rpc_channel::request> reqs;
+  reqs.push_back(report_request(53));
+  auto call = std::async(std::launch::async, [&] { return rpc.call_all(reqs, 20000ms); });
+  auto waited = std::async(std::launch::async, [&] { rpc.wait(*sent, 20000ms); });
+  for (int i = 0; i < 5000 && !silent_seen_; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(silent_seen_) << "the server never got the report";
+  stop.request_stop();
+  ASSERT_EQ(call.wait_for(5s), std::future_status::ready) << "the call still waits after the stop";
+  ASSERT_EQ(waited.wait_for(5s), std::future_status::ready) << "the wait still waits after the stop";
+  auto r = call.get();
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.err().to_string().find("stopped (this node is leaving) while waiting for server/dispenser"),
+            std::string::npos)
+      << r.err().to_string();
+  silent_ = 54;
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(rpc.call(report_request(54), 20000ms));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "a call after the stop does not wait either";
 }
 
 TEST_F(rpc_send, on_a_manual_clock_a_sent_request_times_out_exactly_at_its_deadline) {

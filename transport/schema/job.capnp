@@ -95,6 +95,11 @@ struct Stop {
   reason @0 :Text;
 }
 
+# Runner -> CLI: the answer to Stop, once the runner has recorded it (it then stops the nodes and
+# exits: the asker waits for that, or not).
+struct StopReply {
+}
+
 # Chaos tool -> a node's "node" name: set its transport fault-injection knob for `durationMs`
 # (then it is reset to no faults). A later Inject replaces an earlier one.
 struct Inject {
@@ -164,5 +169,6 @@ struct JobMessage {
     gpuCommFetch @13 :GpuCommFetch;
     gpuCommInfo @14 :GpuCommInfo;
     diskFault @15 :DiskFault;
+    stopReply @16 :StopReply;
   }
 }

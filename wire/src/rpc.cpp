@@ -16,9 +16,9 @@ namespace {
 constexpr auto nap = std::chrono::milliseconds(20);
 }  // namespace
 
-expected<std::unique_ptr<rpc_client>> rpc_client::create(endpoint& net, std::string name,
-                                                         troupe::clock& clk) {
-  std::unique_ptr<rpc_client> c(new rpc_client(net, std::move(name), clk));
+expected<std::unique_ptr<rpc_client>> rpc_client::create(endpoint& net, std::string name, troupe::clock& clk,
+                                                         std::stop_token stop) {
+  std::unique_ptr<rpc_client> c(new rpc_client(net, std::move(name), clk, std::move(stop)));
   rpc_client* self = c.get();
   if (auto r = net.register_name(c->name_, [self](const message& m) { self->on_reply(m); }); !r)
     return r.err();
@@ -29,10 +29,10 @@ rpc_client::~rpc_client() {
   net_.unregister_name(name_);
 }
 
-std::uint64_t rpc_client::incarnation_of(const std::string& node) const {
+std::optional<std::uint64_t> rpc_client::incarnation_of(const std::string& node) const {
   for (const auto& p : net_.peers())
     if (p.name == node) return p.incarnation;
-  return 0;
+  return std::nullopt;
 }
 
 void rpc_client::on_reply(const message& m) {
@@ -51,7 +51,7 @@ void rpc_channel::wait(std::uint64_t, std::chrono::milliseconds most) {
 void rpc_client::wait(std::uint64_t id, std::chrono::milliseconds most) {
   auto ready = [&] {
     auto p = pending_.find(id);
-    return p == pending_.end() || p->second.has_value();
+    return p == pending_.end() || p->second.has_value() || stop_.stop_requested();
   };
   const auto deadline = clock_.now() + most;
   std::unique_lock lk(mu_);
@@ -74,20 +74,21 @@ expected<std::uint64_t> rpc_client::start(request& req, std::chrono::millisecond
 }
 
 // Waits (holding `lk` on mu_) until every request in `ids` has its reply; returns "" then, else
-// why not: the deadline passed, or a node a request went to was replaced or went away (its reply
-// will never come, so the call fails at once).
+// why not: the deadline passed, a node a request went to was replaced or went away (its reply
+// will never come, so the call fails at once), or the stop token was requested.
 std::string rpc_client::wait_all(std::unique_lock<std::mutex>& lk, const std::vector<request>& reqs,
-                                 const std::map<std::string, std::uint64_t>& sent_to,
+                                 const std::map<std::string, std::optional<std::uint64_t>>& sent_to,
                                  const std::vector<std::uint64_t>& ids, std::chrono::milliseconds timeout) {
   auto gone = [&](const std::string& node) {
-    auto sent = sent_to.at(node);
-    return sent != 0 && incarnation_of(node) != sent;
+    const auto& sent = sent_to.at(node);
+    return sent && incarnation_of(node) != sent;
   };
   auto deadline = clock_.now() + timeout;
   for (;;) {
     bool all = true;
     for (auto id : ids) all = all && pending_[id].has_value();
     if (all) return {};
+    if (stop_.stop_requested()) return "stopped (this node is leaving) while waiting for ";
     auto now = clock_.now();
     if (now >= deadline) return "no reply within " + std::to_string(timeout.count()) + " ms from ";
     cv_.wait_for(lk, std::min<troupe::clock::duration>(deadline - now, nap));
@@ -105,7 +106,7 @@ expected<std::vector<message>> rpc_client::call_all(std::vector<request>& reqs,
   // The incarnations before anything is sent: a node whose connection closes between a send and
   // this look is still seen as gone (looked at after, it read "not connected": never gone, and the
   // call waited out its whole timeout).
-  std::map<std::string, std::uint64_t> sent_to;
+  std::map<std::string, std::optional<std::uint64_t>> sent_to;
   for (const auto& r : reqs) sent_to[r.node] = incarnation_of(r.node);
   std::vector<std::uint64_t> ids;
   ids.reserve(reqs.size());
@@ -180,7 +181,7 @@ std::optional<expected<message>> rpc_client::poll(std::uint64_t id) {
   if (clock_.now() >= f.deadline)
     return done(make_unexpected(
         core_errc::io_error, "no reply within " + std::to_string(f.timeout.count()) + " ms from " + f.node));
-  if (f.incarnation != 0 && incarnation_of(f.node) != f.incarnation)
+  if (f.incarnation && incarnation_of(f.node) != f.incarnation)
     return done(make_unexpected(core_errc::io_error, f.node + " went down before replying"));
   return std::nullopt;
 }

@@ -22,7 +22,7 @@ namespace {
 // store's manifest (asked for until the server answers, a job's start-up being under way).
 storage::manifest serve_records(worker_state& st, node_runtime* rt) {
   rt->net().unregister_name("records-rpc");  // a restarted actor registers it anew
-  auto rpc = wire::rpc_client::create(rt->net(), "records-rpc", rt->clock());
+  auto rpc = wire::rpc_client::create(rt->net(), "records-rpc", rt->clock(), rt->leave_token());
   if (!rpc) throw std::runtime_error(rpc.err().to_string());
   st.records_rpc = std::move(*rpc);
   const auto& data = rt->spec().nn.data;
@@ -84,7 +84,7 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data) {
   auto manifest = open_data(st, rt);
   // Replies to this incarnation's requests; a restarted actor registers the name anew.
   rt->net().unregister_name("rpc");
-  auto rpc = wire::rpc_client::create(rt->net(), "rpc", rt->clock());
+  auto rpc = wire::rpc_client::create(rt->net(), "rpc", rt->clock(), rt->leave_token());
   if (!rpc) throw std::runtime_error(rpc.err().to_string());
   st.rpc = std::move(*rpc);
   st.task_rpc = st.rpc.get();

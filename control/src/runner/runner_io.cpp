@@ -46,11 +46,18 @@ void runner::on_message(const message& m) {
         break;
       }
       case schema::JobMessage::STOP: {
-        std::lock_guard lk(mu_);
-        stop_reason_ = j.getStop().getReason().cStr();
-        if (stop_reason_.empty()) stop_reason_ = "a stop message from " + m.from_node().to_string();
-        stop_ = true;
-        wake_.notify_one();
+        {
+          std::lock_guard lk(mu_);
+          if (!stop_) {  // the first stop's reason is the job's
+            stop_reason_ = j.getStop().getReason().cStr();
+            if (stop_reason_.empty()) stop_reason_ = "a stop message from " + m.from_node().to_string();
+            stop_ = true;
+          }
+          wake_.notify_one();
+        }
+        auto o = wire::job_reply(m);
+        o.body.initStopReply();
+        (void)net_->send(m.from_node().name, std::string(m.from()), std::move(o.out), "runner");
         break;
       }
       default:

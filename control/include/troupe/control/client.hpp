@@ -21,7 +21,11 @@ expected<std::string> find_job_dir(const std::string& job_dir, const std::string
 expected<std::string> job_status_json(const std::string& job_dir, bool from_timeline = false);
 // Sets the number of workers; returns the target the runner accepted (clamped to min/max).
 expected<std::uint32_t> scale_job(const std::string& job_dir, std::uint32_t workers);
-// Asks the runner to stop the job and waits until it has exited (at most 15 s on `clk`).
+// Asks the runner to stop the job; returns once the runner has recorded the request (its StopReply,
+// at most 3 s), not when the job has ended: its nodes are stopped and the runner exits next (the
+// job's status says when). The dashboard's stop.
+expected<void> request_stop(const std::string& job_dir);
+// request_stop, then waits until the runner has exited (at most 15 s on `clk`): `troupe stop`.
 expected<void> stop_job(const std::string& job_dir, troupe::clock& clk = troupe::clock::system());
 
 }  // namespace troupe::control

@@ -22,13 +22,16 @@
 //                                        "utilisation_avg"}; else
 //                                        {"slurm": false, "why"} (502 when a Slurm command failed). Cached 2
 //                                        s.
-//   POST /api/jobs/<id>/scale?workers=N and POST /api/jobs/<id>/stop: through `control`, token required
+//   POST /api/jobs/<id>/scale?workers=N  through `control`, token required: {"ok": true}
+//   POST /api/jobs/<id>/stop             through `control`, token required: 202 {"ok": true, "stop":
+//                                        "requested"} once the runner has the request; the job ends
+//                                        after (its state in /api/jobs)
 // Security: with `require_token` (set whenever the server listens beyond loopback) every API request
 // (the page and its script, which hold no job data, excepted) needs the cluster token (`Authorization: Bearer
 // T` or `?token=T`), else 401. scale/stop always need a token: the cluster token, or that job's own (<job
 // dir>/token, its transport token, the one `troupe scale/stop` use); `troupe dashboard` sends them through
-// control/client.hpp. A stop answers once the runner has exited (a few seconds; other requests are
-// served meanwhile on the other threads).
+// control/client.hpp. A control request waits for the runner's answer (at most seconds; other
+// requests are served meanwhile on the other threads).
 // Untrusted input: a job directory is written by whoever runs the job. Every file is read through
 // job_files.hpp (a regular file with one link, reached without following any link, at most 4 MiB of
 // JSON nested at most 64 deep); a file that is missing is 404, one that is refused 422 naming it and
@@ -59,8 +62,8 @@ struct dashboard_options {
 };
 
 // The handler is thread-safe: `troupe dashboard` serves it on this many server threads, so a slow
-// request (a stop waits for the job's runner to exit, the Slurm commands for slurmctld) holds up
-// only its own connection.
+// request (a scale or stop waits for the job's runner to answer, the Slurm commands for slurmctld)
+// holds up only its own connection.
 http_handler make_dashboard(dashboard_options options);
 inline constexpr std::size_t dashboard_threads = 4;
 

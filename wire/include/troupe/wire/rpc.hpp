@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -57,11 +58,16 @@ expected<void> send_reply(endpoint& net, const message& request, outbound&& answ
 
 // Every timeout and wait limit is measured on `clk` (a manual clock in tests: a call times out when
 // the test moves it past the deadline; waiting for a reply still wakes on the reply at once).
+// Once `stop` is requested (a worker leaving on SIGTERM: node_runtime::leave_token), no call waits
+// any more: a call or call_all in progress or to come fails within a nap (20 ms) with
+// core_errc::io_error naming the nodes it waited for, and wait() returns. send() and poll() are
+// unchanged (they never block).
 class rpc_client final : public rpc_channel {
  public:
   // Registers `name` on the endpoint for the replies.
   static expected<std::unique_ptr<rpc_client>> create(endpoint& net, std::string name,
-                                                      troupe::clock& clk = troupe::clock::system());
+                                                      troupe::clock& clk = troupe::clock::system(),
+                                                      std::stop_token stop = {});
   ~rpc_client() override;
 
   const std::string& name() const { return name_; }
@@ -74,27 +80,29 @@ class rpc_client final : public rpc_channel {
                                           std::chrono::milliseconds timeout) override;
 
  private:
-  rpc_client(endpoint& net, std::string name, troupe::clock& clk)
-      : net_(net), clock_(clk), name_(std::move(name)) {}
+  rpc_client(endpoint& net, std::string name, troupe::clock& clk, std::stop_token stop)
+      : net_(net), clock_(clk), name_(std::move(name)), stop_(std::move(stop)) {}
   void on_reply(const message& m);
-  // The incarnation of `node` the endpoint is connected to now; 0 when it is not connected.
-  std::uint64_t incarnation_of(const std::string& node) const;
+  // The incarnation of `node` the endpoint is connected to now; nullopt when it is not connected
+  // (every node's first incarnation is 0: 0 cannot mean "not connected").
+  std::optional<std::uint64_t> incarnation_of(const std::string& node) const;
   // Marks a fresh id pending, stamps it on the request and sends it; forgets it if the send fails.
   expected<std::uint64_t> start(request& req, std::chrono::milliseconds timeout);
   // `sent_to`: the incarnation of each request's node just before the requests went out.
   std::string wait_all(std::unique_lock<std::mutex>& lk, const std::vector<request>& reqs,
-                       const std::map<std::string, std::uint64_t>& sent_to,
+                       const std::map<std::string, std::optional<std::uint64_t>>& sent_to,
                        const std::vector<std::uint64_t>& ids, std::chrono::milliseconds timeout);
   endpoint& net_;
   troupe::clock& clock_;
   std::string name_;
+  std::stop_token stop_;
   std::atomic<std::uint64_t> last_id_{0};
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::uint64_t, std::optional<message>> pending_;
   struct in_flight {
     std::string node;
-    std::uint64_t incarnation = 0;  // of the node when sent; 0: not connected then
+    std::optional<std::uint64_t> incarnation;  // of the node when sent; nullopt: not connected then
     troupe::clock::time_point deadline;
     std::chrono::milliseconds timeout;
   };
