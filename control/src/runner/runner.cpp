@@ -3,6 +3,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
+#include <memory>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -168,9 +170,23 @@ void runner::shutdown_nodes() {
   // Every exit report has come (kill_all waits for them): record how each node ended.
   shutting_down_ = true;
   handle_exits();
-  rpc_.reset();
-  net_.reset();
+  close_endpoint();
   write_nodes_file();
+}
+
+void runner::close_endpoint() {
+  rpc_.reset();
+  if (!net_) return;
+  // The runner's handler (status, scale, stop) uses net_ on the io thread: the io thread drops the
+  // name first, so that no handler can run while net_ is being destroyed (reset() nulls it first).
+  auto dropped = std::make_shared<std::promise<void>>();
+  net_->post([n = net_.get(), dropped] {
+    n->unregister_name("runner");
+    dropped->set_value();
+  });
+  if (dropped->get_future().wait_for(std::chrono::seconds(2)) != std::future_status::ready)
+    spdlog::warn("the transport's io thread did not answer in 2 s; closing it anyway");
+  net_.reset();
 }
 
 int launcher_exit_code(const error& e) {

@@ -118,6 +118,8 @@ class runner {
   // on noticing a signal (its handler cannot notify).
   void wait_for_events();
   void shutdown_nodes();
+  // Drops the runner's name on the io thread, then closes the transport (rpc_ first).
+  void close_endpoint();
   int finish(int rc);
   int setup_failed(const error& e, int rc);
   std::string final_json(int rc);
