@@ -257,6 +257,7 @@ int run_node(const node_options& o) {
     return 2;
   }
   auto who = identify(o, *role, *spec);
+  if (!o.standby_note.empty()) spdlog::info("{}: {}", who.id.to_string(), o.standby_note);
   install_stop_signals();  // before any thread starts: a SIGTERM during start-up is not lost
   auto listen = listen_address(o);
   if (!listen) {

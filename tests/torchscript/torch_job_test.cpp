@@ -86,12 +86,39 @@ source = "fashion-mnist"
 max_test_rows = 5000
 )",
                      {.root = "", .dataset_cache = cache, .job_id = ""});
+  // The kill is to find a standby ready: the first one became a first worker, the next one has
+  // loaded the module once it says it waits.
+  ASSERT_TRUE(poll_until(
+      [&] {
+        auto log = read_file(r.job_dir + "/logs/standby.log");
+        auto first = log.find("waiting for an identity");
+        return (first != std::string::npos &&
+                log.find("waiting for an identity", first + 1) != std::string::npos) ||
+               exited(r);
+      },
+      std::chrono::seconds(120)));
   ASSERT_TRUE(kill_after(r, "worker-1", 4)) << read_file(r.err_file);
   ASSERT_EQ(wait_job(r, std::chrono::seconds(400)), 0) << read_file(r.err_file);
   auto res = result(r);
   EXPECT_GE(res.value("node_restarts", 0), 1) << res.dump();
   expect_all_done(r);
-  EXPECT_TRUE(no_processes_of(r));
+  EXPECT_TRUE(no_processes_of(r));  // the standby worker included
+  // The replacement was a standby that had loaded libtorch and the module before the kill
+  // (docs/models.md); so was a first worker, and the kill was no standby's.
+  auto log = read_file(r.job_dir + "/logs/worker-1.log");
+  EXPECT_NE(log.find("worker-1#1: started from a standby (pid "), std::string::npos) << log;
+  EXPECT_NE(log.find("the TorchScript plugin and "), std::string::npos) << log;
+  auto standby = read_file(r.job_dir + "/logs/standby.log");
+  EXPECT_NE(standby.find("becomes worker-1#1"), std::string::npos) << standby;
+  // Every standby started became a worker or was killed at the job's end.
+  auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = standby.find(what); at != std::string::npos; at = standby.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("start standby#0"),
+            count(" becomes worker-") + count("killed by SIGKILL") + count("not wanted any more"))
+      << standby;
   // Two ranks of 64 average into one step of 128 samples: the reference steps at 128.
   auto ref = reference(modules() + "/mlp.pt", export_stores(cache, r.dir + "/records"),
                        "--epochs 2 --batch 128 --lr 0.002 --classes 10");

@@ -69,6 +69,12 @@ const plugin& open_plugin() {
 
 }  // namespace
 
+expected<void> open_torchscript_plugin() {
+  const auto& p = open_plugin();
+  if (!p.create) return make_unexpected(core_errc::io_error, p.error);
+  return {};
+}
+
 expected<std::unique_ptr<trainer_backend>> load_torchscript(const torchscript_options& o) {
   const auto& p = open_plugin();
   if (!p.create) return make_unexpected(core_errc::io_error, p.error);

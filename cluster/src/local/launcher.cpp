@@ -130,13 +130,14 @@ expected<exit_status> launcher::wait(const node_handle& h, std::chrono::millisec
 
 void launcher::kill_all() noexcept {
   std::unique_lock lock(impl_->mu);
+  impl_->standby_spec.reset();  // no standby outlives kill_all(): none is started any more
   impl_->signal_all_locked(SIGKILL);
   if (impl_->on_service_thread()) return;
   lock.unlock();
   impl_->wake();
   lock.lock();
   // Loop: a launch may have slipped in between the signal and the wait.
-  while (impl_->unreported_locked() > 0) {
+  while (impl_->unreported_locked() > 0 || impl_->standby || impl_->standby_starting) {
     impl_->cv.wait_for(lock, std::chrono::milliseconds(100));
     impl_->signal_all_locked(SIGKILL);
   }

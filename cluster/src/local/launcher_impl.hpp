@@ -13,6 +13,13 @@
 
 namespace troupe::cluster::local {
 
+// The launcher's own lines in a node's log (header, footer): node_output leaves them out.
+inline const std::string launcher_line = "==== troupe launcher ";
+
+// Reaps `pid` if it has exited (service.cpp): SIGKILLs its group first, so that whatever the
+// process left behind in it dies too. nullopt while it runs.
+std::optional<exit_status> try_reap(int pid);
+
 struct child {
   node_handle handle;
   unique_fd pidfd;
@@ -22,6 +29,14 @@ struct child {
   std::string host;                   // "" or "localhost": this machine
   std::optional<exit_status> status;  // set when reaped
   bool reported = false;              // the exit callback has returned
+};
+
+// A standby process (keep_standby) before its adoption.
+struct standby_child {
+  int pid = 0;
+  unique_fd pidfd;
+  unique_fd channel;  // our end of the socket on its stdin
+  std::string log_file;
 };
 
 struct spawn_request {
@@ -44,6 +59,13 @@ struct launcher::impl {
   bool stopping = false;  // no new launches
   bool stop = false;      // the service thread exits once nothing runs
   std::thread thread;
+  // keep_standby(): the spec to start standbys from (unset: none kept), the one ready, when the
+  // next may start, and how many died in a row unadopted.
+  std::optional<node_spec> standby_spec;
+  std::optional<standby_child> standby;
+  bool standby_starting = false;  // tend_standby() is between its fork and recording it
+  std::chrono::steady_clock::time_point standby_due{};
+  int standby_deaths = 0;
 
   bool on_service_thread() const { return std::this_thread::get_id() == thread.get_id(); }
   void wake() noexcept;
@@ -55,6 +77,12 @@ struct launcher::impl {
   expected<std::string> admit(const node_spec& spec);
   void reap() noexcept;
   void signal_all_locked(int sig) noexcept;
+  // Service thread (standby.cpp): starts a standby when one is wanted and due; reaps a dead one;
+  // hands `spec` to the ready one (the lock not held), or nullopt: launch a process as usual.
+  void tend_standby() noexcept;
+  void reap_standby() noexcept;
+  std::optional<node_handle> adopt_standby(const node_spec& spec, std::uint64_t serial, const resources& need,
+                                           const std::string& host);
   std::size_t unreported_locked() const noexcept;
 };
 

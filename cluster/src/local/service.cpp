@@ -19,7 +19,6 @@ namespace troupe::cluster::local {
 
 namespace {
 constexpr int poll_interval_ms = 200;
-const std::string launcher_line = "==== troupe launcher ";  // the header and footer lines it writes
 }  // namespace
 
 void launcher::impl::wake() noexcept {
@@ -36,16 +35,18 @@ std::size_t launcher::impl::unreported_locked() const noexcept {
 void launcher::impl::signal_all_locked(int sig) noexcept {
   for (const auto& [serial, c] : children)
     if (!c.status) ::kill(-c.handle.pid, sig);
+  if (standby) ::kill(-standby->pid, sig);  // not reaped yet (we hold mu): its group is still its own
 }
 
 std::vector<pollfd> launcher::impl::poll_set() {
   std::lock_guard lock(mu);
   std::vector<pollfd> fds;
-  if (stop && requests.empty() && unreported_locked() == 0) return fds;
+  if (stop && requests.empty() && unreported_locked() == 0 && !standby) return fds;
   if (stop) signal_all_locked(SIGKILL);  // anything launched after the destructor's kill_all()
   fds.push_back({wake_fd.get(), POLLIN, 0});
   for (const auto& [serial, c] : children)
     if (!c.status && c.pidfd) fds.push_back({c.pidfd.get(), POLLIN, 0});
+  if (standby && standby->pidfd) fds.push_back({standby->pidfd.get(), POLLIN, 0});
   return fds;
 }
 
@@ -60,6 +61,8 @@ void launcher::impl::run() noexcept {
     }
     serve_requests();
     reap();
+    reap_standby();
+    tend_standby();
   }
 }
 
@@ -135,6 +138,8 @@ expected<node_handle> launcher::impl::do_launch(const node_spec& spec) {
     }
     remote = on_host(spec, host, hosts.command, *self);
   }
+  if (remote.argv.empty())
+    if (auto adopted = adopt_standby(spec, serial, need, host)) return *adopted;
   const node_spec& run = remote.argv.empty() ? spec : remote;
   auto prepared = prepare_spawn(run);
   if (!prepared) {
@@ -160,10 +165,8 @@ expected<node_handle> launcher::impl::do_launch(const node_spec& spec) {
   return h;
 }
 
-namespace {
-// Reaps `pid` if it has exited. Before reaping, SIGKILLs its process group: while the zombie
-// leader is not reaped, the group id cannot have been reused, and anything the node left behind
-// in its group dies with it.
+// Before reaping, SIGKILLs the process group: while the zombie leader is not reaped, the group id
+// cannot have been reused.
 std::optional<exit_status> try_reap(int pid) {
   siginfo_t si{};
   exit_status st;
@@ -188,7 +191,6 @@ std::optional<exit_status> try_reap(int pid) {
     st.code = WEXITSTATUS(ws);
   return st;
 }
-}  // namespace
 
 void launcher::impl::reap() noexcept {
   std::vector<std::pair<child*, exit_status>> done;

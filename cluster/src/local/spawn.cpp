@@ -101,13 +101,13 @@ std::vector<char*> pointers(std::vector<std::string>& store) {
   return p;
 }
 
+}  // namespace
+
 std::string header_line(const node_spec& spec, const std::string& path) {
   std::string line = "==== troupe launcher " + utc_now() + ": start " + spec.id.to_string() + ": " + path;
   for (std::size_t i = 1; i < spec.argv.size(); ++i) line += " " + spec.argv[i];
   return line;
 }
-
-}  // namespace
 
 expected<prepared_spawn> prepare_spawn(const node_spec& spec) {
   prepared_spawn p;
@@ -119,8 +119,8 @@ expected<prepared_spawn> prepare_spawn(const node_spec& spec) {
   p.argv = pointers(p.argv_store);
   p.envp = pointers(p.env_store);
   p.working_dir = spec.working_dir;
-  p.null_fd = unique_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  if (!p.null_fd) return fail(spec, std::string("/dev/null: ") + std::strerror(errno));
+  p.stdin_fd = unique_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!p.stdin_fd) return fail(spec, std::string("/dev/null: ") + std::strerror(errno));
   if (!spec.log_file.empty()) {
     p.log_fd = unique_fd(::open(spec.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
     if (!p.log_fd) return fail(spec, "log file '" + spec.log_file + "': " + std::strerror(errno));
@@ -158,7 +158,7 @@ constexpr const char* step_names[] = {"setpgid", "parent died before start", "st
   sigset_t none;
   ::sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (::dup2(p.null_fd.get(), 0) < 0) child_fail(pipe_w, 2);
+  if (::dup2(p.stdin_fd.get(), 0) < 0) child_fail(pipe_w, 2);
   if (p.log_fd && (::dup2(p.log_fd.get(), 1) < 0 || ::dup2(p.log_fd.get(), 2) < 0)) child_fail(pipe_w, 2);
   // Close every other descriptor of the parent (sockets, LMDB files), keeping the status pipe;
   // it is close-on-exec and tells the parent that exec succeeded by closing.

@@ -30,8 +30,8 @@ struct prepared_spawn {
   std::vector<std::string> argv_store, env_store;
   std::vector<char*> argv, envp;  // null-terminated, pointing into the stores
   std::string working_dir;
-  unique_fd log_fd;   // -1: inherit stdout/stderr
-  unique_fd null_fd;  // /dev/null for stdin
+  unique_fd log_fd;    // -1: inherit stdout/stderr
+  unique_fd stdin_fd;  // /dev/null, or a standby's identity socket (replace it before spawning)
 };
 
 // Resolves the program (empty: self_exe(); no '/': searched in PATH), builds argv and the
@@ -46,6 +46,10 @@ struct spawned {
 // Forks and execs; returns once the exec succeeded, or an error with the failing step and errno
 // (the failed child is reaped before returning).
 expected<spawned> spawn_process(prepared_spawn& p, const node_spec& spec);
+
+// The header line prepare_spawn writes to the node's log: "==== troupe launcher <time>: start
+// <name#incarnation>: <path> <argv[1]> ...".
+std::string header_line(const node_spec& spec, const std::string& path);
 
 // Appends one line to a node's log file (no-op for an empty path); best effort, never throws.
 void append_log_line(const std::string& path, const std::string& line) noexcept;

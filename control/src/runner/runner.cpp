@@ -86,6 +86,7 @@ bool runner::start_master() {
     fatal_ = r.err().to_string();
     return false;
   }
+  keep_standby();  // loads while the master comes up
   // The master must be up before anyone joins it. A batch backend's master may wait in its queue
   // first (Slurm: PENDING until a preemption frees a CPU), for as long as the controller may be away.
   auto deadline =

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 
+#include "troupe/cluster/bootstrap.hpp"
 #include "troupe/cluster/config.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/cluster/launcher.hpp"
@@ -125,6 +126,11 @@ class runner {
   std::string final_json(int rc);
   // nodes (runner_nodes.cpp)
   expected<void> launch(node_slot& slot);
+  // The `troupe node` arguments and launch spec of a node in `slot` (runner_nodes.cpp).
+  cluster::node_args node_args_of(const node_slot& slot) const;
+  cluster::node_spec launch_spec_of(const cluster::node_args& a, cluster::node_role role) const;
+  // A TorchScript job on this machine alone keeps a standby worker (docs/models.md).
+  void keep_standby();
   void handle_exits();
   // Counts an end before the node joined; true (fatal_ set) once it never starts, it seems.
   bool never_starts(node_slot& slot, const cluster::node_handle& h, const cluster::exit_status& status);

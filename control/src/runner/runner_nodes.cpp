@@ -23,7 +23,7 @@ constexpr auto death_window = std::chrono::seconds(60);
 constexpr std::size_t max_start_failures = 3;
 }  // namespace
 
-expected<void> runner::launch(node_slot& slot) {
+cluster::node_args runner::node_args_of(const node_slot& slot) const {
   cluster::node_args a;
   a.master = master_addr_;
   a.role = slot.role;
@@ -38,18 +38,48 @@ expected<void> runner::launch(node_slot& slot) {
     a.extra.push_back("--slot");
     a.extra.push_back(std::to_string(slot.place));
   }
-  if (auto ok = cluster::validate_node_args(a); !ok) return ok.err();
-  bool worker = slot.role == cluster::node_role::worker;
+  return a;
+}
+
+cluster::node_spec runner::launch_spec_of(const cluster::node_args& a, cluster::node_role role) const {
+  bool worker = role == cluster::node_role::worker;
   cluster::resources need;
   if (worker) need.cpus = spec_.cluster.worker_cpus;
   auto ns = cluster::node_launch_spec(a, *dir_, need);
   // Workers may be preempted; the control plane stays on its host (the master's address is fixed).
   ns.preemptible = worker;
-  ns.spare = worker && spare_slot(slot);
-  if (slot.role == cluster::node_role::master) ns.host = plan_.master_node;
-  if (slot.role == cluster::node_role::ps) ns.host = plan_.ps_node;
+  ns.standby_ok = worker;  // a launcher keeps standbys only when keep_standby() asked for them
+  if (role == cluster::node_role::master) ns.host = plan_.master_node;
+  if (role == cluster::node_role::ps) ns.host = plan_.ps_node;
   // Nodes share the machine: one BLAS thread each, the job's processes are the parallelism.
   ns.env.emplace_back("OPENBLAS_NUM_THREADS", "1");
+  return ns;
+}
+
+void runner::keep_standby() {
+  // libtorch and the module take about a second to load; a native model's worker starts in
+  // milliseconds. Other hosts and Slurm start their processes where this launcher cannot keep one.
+  if (spec_.nn.model.type != "torchscript" || spec_.cluster.launcher != "local" ||
+      !spec_.cluster.hosts.empty())
+    return;
+  node_slot placeholder = new_slot({"worker-0", 0}, cluster::node_role::worker, 0);
+  auto a = node_args_of(placeholder);
+  a.extra.push_back("--standby");
+  auto ns = launch_spec_of(a, cluster::node_role::worker);
+  ns.id = {"standby", 0};
+  ns.log_file = dir_->log_path("standby");
+  ns.need = {};  // a standby reserves nothing; the node it becomes does
+  for (auto& [k, v] : ns.env)
+    if (k == "TROUPE_NODE") v = "standby";
+  if (launcher_->keep_standby(ns)) spdlog::info("keeping a standby worker ready (log: {})", ns.log_file);
+}
+
+expected<void> runner::launch(node_slot& slot) {
+  auto a = node_args_of(slot);
+  if (auto ok = cluster::validate_node_args(a); !ok) return ok.err();
+  bool worker = slot.role == cluster::node_role::worker;
+  auto ns = launch_spec_of(a, slot.role);
+  ns.spare = worker && spare_slot(slot);
   auto h = launcher_->launch(ns);
   if (!h) return h.err();
   slot.handle = *h;

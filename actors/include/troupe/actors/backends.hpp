@@ -15,6 +15,14 @@ namespace troupe::actors {
 expected<std::unique_ptr<trainer_backend>> make_host_backend(const job::job_spec& spec,
                                                              const nn::dataset_info& info);
 
+// What a worker's make_host_backend loads whatever the worker's identity, loaded ahead by a
+// standby (cluster/standby.hpp) from the job's spec and its training store: for a TorchScript
+// model the plugin and, on the CPU, the module too; the next make_host_backend of this process
+// with the same options takes that replica instead of loading its own. Native models: nothing.
+// Returns what it loaded, for the log ("" for nothing); a failure is only logged, since the worker
+// meets it again and reports it as usual.
+std::string preload_host_backend(const job::job_spec& spec, const std::string& train_dir);
+
 // job::model_probe: builds the replica, says whether it has embedding tables.
 expected<bool> check_model(const job::job_spec& spec, const nn::dataset_info& info);
 

@@ -5,6 +5,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "troupe/core/error.hpp"
 
 namespace troupe::actors {
 
@@ -26,9 +29,22 @@ struct node_options {
   // job, so the node stops once the job's result.json is written.
   bool by_hand = false;
   std::string train_dir, test_dir;
+  // --standby: preload, then wait for the identity (become_node); the other flags only say which
+  // job and data to preload for.
+  bool standby = false;
+  // Set for a node that a standby became: logged as the node's first line.
+  std::string standby_note;
 };
 
 // Returns the process exit code.
 int run_node(const node_options& o);
+
+// `troupe node --standby` (troupe/cluster/standby.hpp): loads what any worker of the job at
+// o.job_dir loads whatever its identity (preload_host_backend), then blocks until the launcher
+// sends an identity on stdin and applies it: stdout and stderr appended to its log file, stdin on
+// /dev/null, its environment set. Returns the node's command line (argv[0] included), to be run as
+// `troupe node` runs it, and in `note` what the standby had loaded. Errors: the identity could not
+// be read or is malformed (the launcher went away: the process should just exit).
+expected<std::vector<std::string>> become_node(const node_options& o, std::string& note);
 
 }  // namespace troupe::actors

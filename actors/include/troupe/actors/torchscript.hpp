@@ -30,6 +30,8 @@ struct torchscript_options {
 // the wrong arguments, logits of the wrong width (both numbers), integer or non-contiguous
 // parameters, a first batch that fails inside the module (libtorch's message and the shapes).
 expected<std::unique_ptr<trainer_backend>> load_torchscript(const torchscript_options& o);
+// Only the plugin (once per process; what load_torchscript does first). Errors: as load_torchscript's.
+expected<void> open_torchscript_plugin();
 
 // The plugin's entry point (C linkage, looked up with dlsym): a new backend, or null and `error`.
 // `abi` must be kTorchscriptAbi: a plugin from another build is refused.

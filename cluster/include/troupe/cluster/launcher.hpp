@@ -64,6 +64,9 @@ struct node_spec {
   // backend with such a class puts it where any other work preempts it (Slurm: the spare
   // partition). The local backend ignores it.
   bool spare = false;
+  // A standby of the launcher (keep_standby) may become this node: its program and the
+  // environment it read at its own start are the standby's, its argv, log and `env` this spec's.
+  bool standby_ok = false;
 };
 
 // What the backend saw of a node's run besides how it ended: enough to tell a node whose program
@@ -158,6 +161,15 @@ class launcher {
     troupe::clock::time_point since;  // on the launcher's clock (launcher_options::clock)
   };
   virtual std::optional<outage_info> outage() const { return std::nullopt; }
+  // Keeps one standby process started from `standby` (cluster/standby.hpp) ready from now on, and
+  // hands the next launch of a spec with standby_ok to it instead of starting a process; false:
+  // this backend keeps no standbys (the default) and launches as before. A standby is no node: no
+  // exit report, not in running(), reserves nothing until adopted; kill_all() and the destructor
+  // kill it and keep no more.
+  virtual bool keep_standby(const node_spec& standby) {
+    (void)standby;
+    return false;
+  }
 };
 
 }  // namespace troupe::cluster

@@ -19,6 +19,13 @@
 // - The status of every node ever launched is kept for poll() (a few dozen bytes each).
 // - Nodes are reaped by pid (pidfd + waitid), never with waitpid(-1): other code in this process
 //   may have children of its own. Conversely nobody else may reap this launcher's children.
+// - keep_standby(): the standby is a child like a node (its own group, PR_SET_PDEATHSIG, forked
+//   on the service thread), with a socket on its stdin for its identity (cluster/standby.hpp) and
+//   its output in the standby spec's log until then. Adoption writes the node's log header, sends
+//   the identity, and from then on the process is that node for every method and its exit report.
+//   A new standby starts standby_delay after an adoption (not while the adopted node starts on
+//   the same cores) or after a standby died; after max_standby_deaths deaths in a row without an
+//   adoption no more are started. Nodes on another host are never given a standby.
 #pragma once
 
 #include <memory>
@@ -67,6 +74,10 @@ class launcher final : public cluster::launcher {
   std::vector<node_handle> running() const override;
   resources capacity() const override;
   resources reserved() const override;
+  bool keep_standby(const node_spec& standby) override;
+
+  static constexpr std::chrono::milliseconds standby_delay{1000};
+  static constexpr int max_standby_deaths = 3;
 
   struct impl;
 
