@@ -165,7 +165,7 @@ std::optional<node_handle> launcher::impl::adopt_standby(const node_spec& spec, 
                   launcher_line + utc_now() + ": standby pid " + pid + " becomes " + spec.id.to_string());
   node_handle h{serial, spec.id, sb.pid, host == "localhost" ? std::string() : host};
   std::lock_guard lock(mu);
-  children[serial] = child{h, std::move(sb.pidfd), need, spec.log_file, log_start, host};
+  children[serial] = child{h, std::move(sb.pidfd), need, spec.log_file, log_start, host, std::nullopt, false};
   return h;
 }
 

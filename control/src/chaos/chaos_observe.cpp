@@ -47,6 +47,14 @@ bool replaced_on_disk(const cluster::nodes_file* nodes, const std::string& name,
   return false;
 }
 
+// After the job's end the runner records every node exited, and nobody answers status any more.
+bool all_exited(const cluster::nodes_file* nodes) {
+  if (!nodes || nodes->nodes.empty()) return false;
+  for (const auto& n : nodes->nodes)
+    if (n.state != "exited") return false;
+  return true;
+}
+
 std::string name_of(const std::string& node) {
   return node.substr(0, node.find('#'));
 }
@@ -76,8 +84,8 @@ void observer::update(fault_record& rec, baseline& b, const nlohmann::json& st,
   // on one node may cost others (a paused master that dropped its peers).
   if (status_ok) count_since(rec, b, st);
   // Once the job is over its nodes leave and exit: that is not the fault detected (close() says
-  // what became of a fault never detected).
-  if (rec.detected_s < 0 && st.value("finished", false)) return;
+  // what became of a fault never detected). The runner may be gone before a poll saw it finished.
+  if (rec.detected_s < 0 && (st.value("finished", false) || (!status_ok && all_exited(nodes)))) return;
   if (rec.detected_s < 0 && ((status_ok && !m.old_alive) || replaced_on_disk(nodes, name, rec))) {
     rec.detected_s = t;
     b.samples_at_detect = u64(st, "samples_total");
