@@ -33,6 +33,10 @@ ALLOWED = {
     "actors/src/roles/ps_checkpoint_log.cpp": "not converted yet: PS checkpoint log timing",
     "actors/src/roles/ps_snapshot.cpp": "not converted yet: PS snapshot time budget",
     "actors/src/strategies/replicas.cpp": "logs how long a resync took (a measurement, no deadline)",
+    # How long a standby's preload took and how long it waited for an identity: log lines, no
+    # deadline (the standby runs before the node and its clock exist).
+    "actors/src/standby.cpp": "logs a standby's real preload and wait times",
+    "actors/src/backends/host_backend.cpp": "logs the TorchScript module's real preload time",
 }
 
 COMMENT = re.compile(r"//.*$")

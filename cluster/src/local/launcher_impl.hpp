@@ -64,7 +64,7 @@ struct launcher::impl {
   std::optional<node_spec> standby_spec;
   std::optional<standby_child> standby;
   bool standby_starting = false;  // tend_standby() is between its fork and recording it
-  std::chrono::steady_clock::time_point standby_due{};
+  troupe::clock::time_point standby_due{};  // on options.clock
   int standby_deaths = 0;
 
   bool on_service_thread() const { return std::this_thread::get_id() == thread.get_id(); }

@@ -69,7 +69,7 @@ void launcher::impl::tend_standby() noexcept {
   {
     std::lock_guard lock(mu);
     if (!standby_spec || standby || stopping || standby_deaths >= max_standby_deaths ||
-        std::chrono::steady_clock::now() < standby_due)
+        options.clock.get().now() < standby_due)
       return;
     spec = *standby_spec;
     standby_starting = true;  // kill_all() waits for it
@@ -80,7 +80,7 @@ void launcher::impl::tend_standby() noexcept {
     standby_starting = false;
     cv.notify_all();
     ++standby_deaths;
-    standby_due = std::chrono::steady_clock::now() + standby_delay;
+    standby_due = options.clock.get().now() + standby_delay;
   };
   auto prepared = prepare_spawn(spec);
   if (!prepared) return failed(prepared.err().to_string());
@@ -121,7 +121,7 @@ void launcher::impl::reap_standby() noexcept {
     standby.reset();
     if (standby_spec) {
       give_up = ++standby_deaths >= max_standby_deaths;
-      standby_due = std::chrono::steady_clock::now() + standby_delay;
+      standby_due = options.clock.get().now() + standby_delay;
     }
     cv.notify_all();
   }
@@ -142,7 +142,7 @@ std::optional<node_handle> launcher::impl::adopt_standby(const node_spec& spec, 
     sb = std::move(*standby);
     standby.reset();
     standby_deaths = 0;
-    standby_due = std::chrono::steady_clock::now() + standby_delay;  // not while this node starts
+    standby_due = options.clock.get().now() + standby_delay;  // not while this node starts
   }
   auto path = spec.program.empty() ? self_exe() : expected<std::string>(spec.program);
   const std::string pid = std::to_string(sb.pid);
