@@ -63,7 +63,7 @@ struct launcher::impl {
   // next may start, and how many died in a row unadopted.
   std::optional<node_spec> standby_spec;
   std::optional<standby_child> standby;
-  bool standby_starting = false;  // tend_standby() is between its fork and recording it
+  bool standby_starting = false;            // tend_standby() is between its fork and recording it
   troupe::clock::time_point standby_due{};  // on options.clock
   int standby_deaths = 0;
 
