@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# The job files the multi-host and Slurm tests run, on stdout, without a [cluster] section. Sourced.
+# The job files the multi-host and Slurm tests run, on stdout, without a [cluster] section, and the
+# checks on their results. Sourced.
 
 # deepfm_toml ROOT CACHE NAME WORKERS ROWS: a DeepFM async-PS job (synthetic CTR data, 2 PS shards
 # checkpointing every 500 ms, 2 epochs).
@@ -61,3 +62,21 @@ source = "fashion-mnist"
 max_test_rows = 10000
 TOML
 }
+
+# torch_mlp_module OUT: the MLP of mlp_toml written in PyTorch (784-64-10), scripted and saved to OUT.
+torch_mlp_module() {
+  /usr/bin/python3 - "$1" << 'PY'
+import sys, torch
+from torch import nn
+torch.manual_seed(1)
+torch.jit.script(nn.Sequential(nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10))).save(sys.argv[1])
+PY
+}
+
+# torch_mlp_toml ROOT CACHE NAME MODULE: mlp_toml's job with the TorchScript module MODULE as its model.
+torch_mlp_toml() {
+  mlp_toml "$1" "$2" "$3" | sed "s|^type = \"mlp\"|type = \"torchscript\"\npath = \"$4\"|; /^hidden = /d"
+}
+
+# within A B TOLERANCE: |A - B| <= TOLERANCE.
+within() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t) }'; }

@@ -10,28 +10,15 @@
 # a wrong --advertise (not h2's address) fail with errors naming the flag and the address.
 # Usage: hand_node_test.sh TROUPE_BINARY. Exit 77 (ctest: skipped) without root.
 set -uo pipefail
-here=$(cd "$(dirname "$0")/../.." && pwd)
-S="$here/scripts/hosts.sh"
+NAME=hand-node HOSTS=3 FAIL_LOGS='hand*.log'
 B=$(realpath "$1")
-if [[ $(id -u) -ne 0 ]]; then echo "SKIP: hosts.sh needs root (network and mount namespaces)"; exit 77; fi
-work=/var/tmp/troupe-hand-node-$$
-cache=/var/tmp/troupe-multihost-datasets
-mkdir -p "$work" "$cache"
-fail() {
-  echo "FAIL: $*"
-  for f in "$work"/*.err "$work"/hand*.log "$work"/jobs/*/logs/master.log; do [[ -f $f ]] && { echo "== $f"; tail -30 "$f"; }; done
-  exit 1
-}
-trap '"$S" down > /dev/null 2>&1; rm -rf "$work"' EXIT
-"$S" up 3 > /dev/null || fail "hosts up"
-bridge=$("$S" addr h1 | sed 's/\.[0-9]*$/.1/')
+source "$(dirname "$0")/lib.sh"
 h2=$("$S" addr h2)
 h3=$("$S" addr h3)
 # The spill caches of h2 (read-only) and h3 (64 KiB: full at once), in their private /tmp.
 "$S" exec h2 sh -c 'mkdir -p /tmp/troupe-spill && mount -t tmpfs -o ro tmpfs /tmp/troupe-spill' || fail "h2 cache"
 "$S" exec h3 sh -c 'mkdir -p /tmp/troupe-spill && mount -t tmpfs -o size=64k tmpfs /tmp/troupe-spill' || fail "h3 cache"
 
-source "$here/tests/common/job_files.sh"
 rows=1000000
 deepfm_toml "$work" "$cache" hand 1 $rows > "$work/hand.toml"
 cat >> "$work/hand.toml" << TOML
@@ -39,11 +26,8 @@ serve = "auto"
 cache_mb = 0
 spill_mb = 64
 spill_dir = "/tmp/troupe-spill"
-[cluster]
-hosts = ["h1:3"]
-host_command = "$S exec {host}"
-advertise = "$bridge"
 TOML
+hosts_section h1:3 >> "$work/hand.toml"
 "$B" run "$work/hand.toml" --job-id hand > "$work/hand.out" 2> "$work/hand.err" &
 runner=$!
 job=$work/jobs/hand

@@ -9,34 +9,11 @@
 # both faults (and a fault on an unknown host is refused before its job starts).
 # Usage: multihost_job_test.sh TROUPE_BINARY. Exit 77 (ctest: skipped) without root.
 set -uo pipefail
-here=$(cd "$(dirname "$0")/../.." && pwd)
-S="$here/scripts/hosts.sh"
+NAME=multihost-job HOSTS=3
 B=$(realpath "$1")
-if [[ $(id -u) -ne 0 ]]; then echo "SKIP: hosts.sh needs root (network and mount namespaces)"; exit 77; fi
-# The hosts see /var/tmp (their /tmp is their own): jobs and datasets live there.
-work=/var/tmp/troupe-multihost-job-$$
-cache=/var/tmp/troupe-multihost-datasets
-mkdir -p "$work" "$cache"
-fail() {
-  echo "FAIL: $*"
-  for f in "$work"/*.err "$work"/jobs/*/logs/master.log; do [[ -f $f ]] && { echo "== $f"; tail -40 "$f"; }; done
-  exit 1
-}
-trap '"$S" down > /dev/null 2>&1; rm -rf "$work"' EXIT
-"$S" up 3 > /dev/null || fail "hosts up"
-bridge=$("$S" addr h1 | sed 's/\.[0-9]*$/.1/')
-
-source "$here/tests/common/job_files.sh"
+source "$(dirname "$0")/lib.sh"
 job_file() {  # job_file NAME HOSTS?(1/0) ROWS: a DeepFM async-PS job of 3 workers
-  deepfm_toml "$work" "$cache" "$1" 3 "$3" > "$work/$1.toml"
-  if [[ $2 == 1 ]]; then
-    cat >> "$work/$1.toml" << TOML
-[cluster]
-hosts = ["h1:2", "h2:2", "h3:2"]
-host_command = "$S exec {host}"
-advertise = "$bridge"
-TOML
-  fi
+  { deepfm_toml "$work" "$cache" "$1" 3 "$3"; [[ $2 == 1 ]] && hosts_section h1:2 h2:2 h3:2; } > "$work/$1.toml"
 }
 field() { sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p" "$work/$1.out" | tail -1; }
 logs() { echo "$work/jobs/$1/logs"; }
@@ -89,22 +66,14 @@ for h in h1 h2 h3; do
 done
 grep -q "master#0 (master) up at $bridge:" "$(logs spread)/master.log" || fail "spread: the master is not on $bridge"
 a=$(field alone test_auc) b=$(field spread test_auc)
-awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01) }' ||
+within "$a" "$b" 0.01 ||
   fail "AUC across hosts $b, alone $a: more than 0.01 apart"
 echo "alone: auc $a; across 3 hosts: auc $b"
 
 # 2. An MLP allreduce job, 4 workers on h1 and h2 (2 each): one ring mixes shared-memory links
 #    inside a host and TCP links across, and trains like the same job on this machine alone.
 mlp_file() {  # mlp_file NAME HOSTS?(1/0)
-  mlp_toml "$work" "$cache" "$1" > "$work/$1.toml"
-  if [[ $2 == 1 ]]; then
-    cat >> "$work/$1.toml" << TOML
-[cluster]
-hosts = ["h1:2", "h2:2"]
-host_command = "$S exec {host}"
-advertise = "$bridge"
-TOML
-  fi
+  { mlp_toml "$work" "$cache" "$1"; [[ $2 == 1 ]] && hosts_section h1:2 h2:2; } > "$work/$1.toml"
 }
 mlp_file mlp-alone 0
 run mlp-alone
@@ -120,7 +89,7 @@ grep -q "(shm and TCP), linked" "$(logs mlp-spread)"/worker-0.log || fail "mlp-s
 # Within 0.01, as the DeepFM job: 32 runs of this job alone and across hosts all scored 0.8489-0.8563
 # (tests/common/job_files.sh: mlp_toml).
 a=$(field mlp-alone test_accuracy) b=$(field mlp-spread test_accuracy)
-awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01) }' ||
+within "$a" "$b" 0.01 ||
   fail "MLP accuracy across hosts $b, alone $a: more than 0.01 apart"
 echo "MLP allreduce alone: accuracy $a; 4 workers on 2 hosts (mixed ring): $b"
 

@@ -6,41 +6,12 @@
 # SIGKILLed mid-job on its host and replaced, and the accuracy is that of the job on this machine
 # alone (within 0.01). Usage: torch_hosts_test.sh TROUPE_BINARY. Exit 77 (ctest: skipped) without root.
 set -uo pipefail
-here=$(cd "$(dirname "$0")/../.." && pwd)
-S="$here/scripts/hosts.sh"
+NAME=torch-hosts HOSTS=2 FAIL_LOGS='jobs/*/logs/worker-1.log'
 B=$(realpath "$1")
-if [[ $(id -u) -ne 0 ]]; then echo "SKIP: hosts.sh needs root (network and mount namespaces)"; exit 77; fi
-# The hosts see /var/tmp (their /tmp is their own): the module, jobs and datasets live there.
-work=/var/tmp/troupe-torch-hosts-$$
-cache=/var/tmp/troupe-multihost-datasets
-mkdir -p "$work" "$cache"
-fail() {
-  echo "FAIL: $*"
-  for f in "$work"/*.err "$work"/jobs/*/logs/master.log "$work"/jobs/*/logs/worker-1.log; do
-    [[ -f $f ]] && { echo "== $f"; tail -30 "$f"; }
-  done
-  exit 1
-}
-trap '"$S" down > /dev/null 2>&1; rm -rf "$work"' EXIT
-"$S" up 2 > /dev/null || fail "hosts up"
-bridge=$("$S" addr h1 | sed 's/\.[0-9]*$/.1/')
-/usr/bin/python3 - "$work/mlp.pt" << 'PY' || fail "scripting the module"
-import sys, torch
-from torch import nn
-torch.manual_seed(1)
-torch.jit.script(nn.Sequential(nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10))).save(sys.argv[1])
-PY
-source "$here/tests/common/job_files.sh"
+source "$(dirname "$0")/lib.sh"
+torch_mlp_module "$work/mlp.pt" || fail "scripting the module"
 job_file() {  # job_file NAME HOSTS?(1/0)
-  mlp_toml "$work" "$cache" "$1" | sed "s|^type = \"mlp\"|type = \"torchscript\"\npath = \"$work/mlp.pt\"|; /^hidden = /d" > "$work/$1.toml"
-  if [[ $2 == 1 ]]; then
-    cat >> "$work/$1.toml" << TOML
-[cluster]
-hosts = ["h1:2", "h2:2"]
-host_command = "$S exec {host}"
-advertise = "$bridge"
-TOML
-  fi
+  { torch_mlp_toml "$work" "$cache" "$1" "$work/mlp.pt"; [[ $2 == 1 ]] && hosts_section h1:2 h2:2; } > "$work/$1.toml"
 }
 field() { sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p" "$work/$1.out" | tail -1; }
 job_file alone 0
@@ -67,6 +38,6 @@ for h in h1 h2; do
 done
 grep -q "TorchScript backend: .* loaded" "$logs/worker-0.log" || fail "spread: worker-0 did not load the plugin"
 a=$(field alone test_accuracy) b=$(field spread test_accuracy)
-awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01) }' ||
+within "$a" "$b" 0.01 ||
   fail "accuracy across hosts $b, alone $a: more than 0.01 apart"
 echo "PASS: TorchScript MLP alone: accuracy $a; 4 workers on 2 hosts, worker-1 SIGKILLed: $b"

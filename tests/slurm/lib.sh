@@ -49,3 +49,28 @@ stop_controller() {
   kill -KILL "$p"
   wait_for 10 bash -c "! kill -0 $p 2> /dev/null" || fail "slurmctld $p did not die"
 }
+# Every worker a Slurm job of its own (2 CPUs: at most two on a host).
+slurm_workers='[cluster]
+launcher = "slurm"
+control_partition = "high"
+worker_partition = "low"
+control_host = "h1"
+worker_cpus = 2'
+# alone_and_spread WRITER: the job WRITER writes (`WRITER NAME` on stdout) run twice, on this machine
+# alone and with $slurm_workers; both do every record once, the spread one on two hosts or more.
+# Sets a and b (their test accuracies, within 0.01), hosts and logs (the spread job's).
+alone_and_spread() {
+  local j
+  for j in alone spread; do
+    { "$1" $j; [[ $j == spread ]] && echo "$slurm_workers"; } > "$work/$j.toml"
+    "$B" run "$work/$j.toml" --job-id $j --quiet > "$work/$j.out" 2> "$work/$j.err" || fail "$j: the job failed"
+  done
+  for j in alone spread; do
+    [[ $(field $j records_done) == 240000 && $(field $j tasks_failed) == 0 ]] || fail "$j: $(result $j)"
+  done
+  logs=$work/jobs/spread/logs
+  hosts=$(grep -ho 'up at [0-9.]*' "$logs"/worker-*.log | sort -u | wc -l)
+  [[ $hosts -ge 2 ]] || fail "spread: every worker on one host"
+  a=$(field alone test_accuracy) b=$(field spread test_accuracy)
+  within "$a" "$b" 0.01 || fail "accuracy on Slurm $b, alone $a: more than 0.01 apart"
+}
