@@ -5,8 +5,10 @@
 #   debs/      the Debian packages of every shared library the binaries load that the device's
 #              image lacks (apt-get download; unpacked there with dpkg -x, never into /), and
 #              Fashion-MNIST (dataset-fashion-mnist) for the GPU job tests and benchmarks;
-#   bin.tar.xz the binaries run.sh uses, stripped, at their paths under build/release, and the
-#              CUDA runtime they were linked with (libcudart.so.13). cuBLAS and NCCL are the
+#   bin.tar.xz the binaries run.sh uses, stripped, at their paths under build/release, the static
+#              nn and core libraries the TorchScript plugin is linked with there (against the
+#              device's libtorch: bench/device/torch_gpu.sh), and the CUDA runtime the binaries
+#              were linked with (libcudart.so.13). cuBLAS and NCCL are the
 #              device's own (its CUDA toolkit and PyTorch's wheels carry them; too large to carry).
 # Usage: bench/device/pack.sh [build dir, default build/release]   (a CUDA build: TROUPE_CUDA=ON)
 set -euo pipefail
@@ -21,6 +23,10 @@ for b in "${bins[@]}"; do
   [[ -x "$build/$b" ]] || { echo "pack: $build/$b is not built" >&2; exit 1; }
   mkdir -p "$out/stage/build/release/$(dirname "$b")"
   strip -o "$out/stage/build/release/$b" "$build/$b"
+done
+for a in nn/libtroupe_nn.a core/libtroupe_core.a; do
+  mkdir -p "$out/stage/build/release/$(dirname "$a")"
+  strip --strip-debug -o "$out/stage/build/release/$a" "$build/$a"
 done
 cudart=$(ldd "$build/troupe" | awk '/libcudart/ {print $3}')
 cp -L "$cudart" "$out/stage/lib/"

@@ -11,7 +11,8 @@
 # --unpack: unpack device-pack/ (Debian libraries with dpkg -x under /opt/troupe-deps, never into /;
 # Fashion-MNIST; the stripped binaries as build/release), find the device's cuBLAS and NCCL, and
 # give the test binaries the absolute paths they were built with (/work/main).
-# --only a,b: run only those steps (info gpu_tests nccl gpu_bench allreduce recovery deepfm).
+# --only a,b: run only those steps (info gpu_tests nccl gpu_bench allreduce recovery deepfm
+# torch_gpu).
 # Exits 1 when a step failed (its rc in OUT/steps.jsonl). TROUPE_BUILD_DIR: another build than
 # build/release (not with --unpack).
 # Usage: bench/device/run.sh [--unpack] [--only STEPS] OUT
@@ -165,8 +166,15 @@ deepfm() {
   done
 }
 
+# A user's TorchScript module on the GPU (issue #27 item 6): the plugin built there against the
+# device's libtorch, then train --local and a 2-worker job with device = "gpu".
+torch_gpu() {
+  bench/device/torch_gpu.sh "$build" "$py" "$out/torch_gpu" | tee -a "$out/results.jsonl"
+  return "${PIPESTATUS[0]}"
+}
+
 export out build py
-export -f info gpu_tests nccl gpu_bench allreduce recovery deepfm
+export -f info gpu_tests nccl gpu_bench allreduce recovery deepfm torch_gpu
 step info 30 info
 step gpu_tests 180 gpu_tests
 step nccl 180 nccl
@@ -174,6 +182,7 @@ step gpu_bench 60 gpu_bench
 step allreduce 45 allreduce
 step recovery 80 recovery
 step deepfm 100 deepfm
+step torch_gpu 240 torch_gpu
 
 {
   echo "device run: $(($(date +%s) - t_start)) s"

@@ -1,5 +1,6 @@
 """Writes the TorchScript modules the torchscript tests load into DIR (argument 1): a good dense
-model, a good sparse one (forward(dense, emb)), one with its own loss, and one per error class."""
+model, a good sparse one (forward(dense, emb)), one with its own loss, one with batch norm, and one per
+error class."""
 import os
 import sys
 
@@ -58,6 +59,17 @@ class Counter(Dense):
         self.count = nn.Parameter(torch.zeros(3, dtype=torch.int64), requires_grad=False)
 
 
+class Normed(nn.Module):  # Dense with batch norm: buffers (running statistics) beside parameters
+    def __init__(self):
+        super().__init__()
+        self.hidden = nn.Linear(4, 8)
+        self.norm = nn.BatchNorm1d(8)
+        self.out = nn.Linear(8, 3)
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.relu(self.norm(self.hidden(dense))))
+
+
 class FailsInside(nn.Module):
     def __init__(self):
         super().__init__()
@@ -74,6 +86,7 @@ save("two_inputs", TwoInputs())
 save("wide", Dense(4, 7))
 save("counter", Counter())
 save("fails_inside", FailsInside())
+save("normed", Normed())
 save("mlp", nn.Sequential(nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10)))
 with open(os.path.join(OUT, "garbage.pt"), "wb") as f:
     f.write(b"not a zip archive, not TorchScript")

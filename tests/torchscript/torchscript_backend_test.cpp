@@ -15,10 +15,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The modules, made once per build (test processes run in parallel: made aside, then renamed).
+// The modules, made once per build (test processes run in parallel: made aside, then renamed; the
+// name changes with the set of modules).
 std::string modules_dir() {
   static std::string dir = [] {
-    fs::path d = TROUPE_TEST_BINARY_DIR "/modules";
+    fs::path d = TROUPE_TEST_BINARY_DIR "/modules-2";
     if (fs::exists(d / "garbage.pt")) return d.string();
     auto tmp = d.string() + ".tmp" + std::to_string(::getpid());
     std::string cmd = "/usr/bin/python3 " TROUPE_TEST_SOURCE_DIR "/make_modules.py " + tmp + " > /dev/null";
@@ -163,6 +164,61 @@ TEST(torchscript_backend, errors_name_the_file_and_the_problem) {
   auto o = options("dense");
   o.device = "gpu";
   EXPECT_NE(error_of(o).find("this build's libtorch has no CUDA"), std::string::npos);
+  o.device = "tpu";
+  EXPECT_NE(error_of(o).find("runs on cpu or gpu"), std::string::npos);
+}
+
+// The GPU's path (the module on its own memory, the host buffers a mirror: parameters and buffers
+// up before a forward, gradients and buffers down after) taken on the CPU: training, evaluation and
+// what a replica writes into parameters() and buffers() give the same bits as the aliased module.
+void expect_same_training(const std::string& module, std::size_t dense_dim, std::size_t classes,
+                          std::size_t fields, const nn::dataset& d) {
+  auto o = options(module, dense_dim, classes, fields);
+  auto plain = load_torchscript(o);
+  o.device = "cpu-mirror";
+  auto mirror = load_torchscript(o);
+  ASSERT_TRUE(plain && mirror) << (plain ? mirror.err() : plain.err()).to_string();
+  auto& a = **plain;
+  auto& b = **mirror;
+  ASSERT_EQ(a.buffers().size(), b.buffers().size());
+  for (std::size_t s = 0; s < 12; ++s) {
+    nn::batch batch(d, (s * 8) % (d.rows - 8), 8);
+    auto la = a.step(batch);
+    auto lb = b.step(batch);
+    ASSERT_TRUE(la && lb);
+    EXPECT_EQ(*la, *lb) << "step " << s;
+  }
+  EXPECT_TRUE(std::equal(a.parameters().begin(), a.parameters().end(), b.parameters().begin()));
+  EXPECT_TRUE(std::equal(a.gradients().begin(), a.gradients().end(), b.gradients().begin()));
+  for (std::size_t i = 0; i < a.buffers().size(); ++i)
+    EXPECT_TRUE(std::equal(a.buffers()[i].begin(), a.buffers()[i].end(), b.buffers()[i].begin())) << i;
+  nn::batch all(d, 0, d.rows);
+  ASSERT_TRUE(a.predict(all) && b.predict(all));
+  EXPECT_TRUE(std::equal(a.probabilities().begin(), a.probabilities().end(), b.probabilities().begin()));
+  // A replica's write into the host buffers reaches the device copy.
+  std::fill(b.parameters().begin(), b.parameters().end(), 0.0f);
+  for (auto buf : b.buffers()) std::fill(buf.begin(), buf.end(), 1.0f);
+  std::vector<float> zeros(o.embedding_dim, 0.0f);
+  for (auto* t : b.embedding_tables())
+    for (std::uint64_t id : b.batch_ids(all, 0)) t->write_rows(std::span(&id, 1), zeros.data());
+  ASSERT_TRUE(b.predict(all));
+  for (float p : b.probabilities()) EXPECT_NEAR(p, classes == 2 ? 0.5f : 1.0f / classes, 1e-6f);
+}
+
+TEST(torchscript_backend, the_gpu_path_on_the_cpu_trains_to_the_same_bits) {
+  expect_same_training("dense", 4, 3, 0, blobs());
+  expect_same_training("normed", 4, 3, 0, blobs());
+  nn::dataset d;
+  d.info = {"ctr", 2, 3, 2, {}, 0};
+  d.rows = 32;
+  std::mt19937 rng(5);
+  for (std::size_t i = 0; i < d.rows; ++i) {
+    d.dense.push_back(static_cast<float>(i % 7) / 7);
+    d.dense.push_back(static_cast<float>(i % 3) / 3);
+    for (int f = 0; f < 3; ++f) d.sparse.push_back(rng() % 20);
+    d.labels.push_back(static_cast<float>(i % 2));
+  }
+  expect_same_training("sparse", 2, 2, 3, d);
 }
 
 TEST(torchscript_backend, a_batch_that_fails_later_is_an_error_not_an_exception) {

@@ -8,9 +8,19 @@
 // troupe tensors viewing the same memory). For data with sparse fields, `emb` is gathered from
 // troupe's own embedding table ([batch, fields, embedding_dim]) and its gradient is combined into
 // the table's sparse gradient, which async_ps pushes to the shards.
+//
+// On a GPU ([train] device = "gpu") the module's tensors cannot alias host memory: they alias two
+// flat tensors on the device instead, and the host buffers stay what the strategies, the ring, the
+// PS and the checkpoints see. Between calls the host is the truth: a step uploads the parameters
+// (and buffers), runs forward and backward on the GPU, and downloads the gradients (and the
+// buffers forward updated); troupe's optimizer then updates the host parameters, as on the CPU
+// (one parameter copy each way per step: ~1 MB for the MLP of the examples). The device is the
+// first visible GPU (CUDA_VISIBLE_DEVICES chooses it). device = "cpu-mirror" takes the same path on
+// the CPU, for the tests of a machine without a GPU.
 #include <ATen/Parallel.h>
 #include <malloc.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/cuda.h>
 #include <torch/script.h>
 
 #include <filesystem>
@@ -78,10 +88,16 @@ class torchscript_backend final : public trainer_backend {
 
  private:
   explicit torchscript_backend(const torchscript_options& o) : o_(o) {}
+  expected<void> choose_device();
   expected<void> load();
   expected<void> check_signature();
   expected<void> alias_parameters();
+  void alias_buffers();
   expected<void> probe();
+  // The mirror of a device replica: parameters and buffers up before a forward, gradients and
+  // buffers down after a step. No-ops when the module aliases the host buffers.
+  void upload();
+  void download_after_step();
   // The batch's inputs as tensors over troupe's staging buffers.
   std::vector<c10::IValue> inputs(const nn::batch& b, bool training);
   at::Tensor labels(const nn::batch& b);
@@ -90,6 +106,11 @@ class torchscript_backend final : public trainer_backend {
   unexpected fail(const std::string& what, const nn::batch& b, const std::exception& e) const;
 
   torchscript_options o_;
+  torch::Device dev_{torch::kCPU};
+  bool mirrored_ = false;                     // the module's tensors live apart from values_ / grads_
+  at::Tensor dvalues_, dgrads_;               // when mirrored: the flat buffers on dev_
+  std::vector<at::Tensor> dbuffers_;          // when mirrored: the module's float buffers on dev_
+  std::vector<std::vector<float>> hbuffers_;  // and their host copies (buffers_ spans them)
   torch::jit::Module mod_;
   bool custom_loss_ = false;
   std::size_t classes_ = 0, width_ = 0;
@@ -115,6 +136,7 @@ expected<std::unique_ptr<torchscript_backend>> torchscript_backend::create(const
   std::unique_ptr<torchscript_backend> b(new torchscript_backend(o));
   b->classes_ = o.data.num_classes;
   b->width_ = o.data.num_classes == 2 ? 1 : o.data.num_classes;
+  if (auto d = b->choose_device(); !d) return d.err();
   if (auto l = b->load(); !l) return l.err();
   if (auto s = b->check_signature(); !s) return s.err();
   if (auto a = b->alias_parameters(); !a) return a.err();
@@ -132,12 +154,37 @@ expected<std::unique_ptr<torchscript_backend>> torchscript_backend::create(const
   return b;
 }
 
+// "cpu": the module aliases the host buffers; "gpu": the first visible CUDA device, mirrored;
+// "cpu-mirror": the GPU's path on the CPU (tests).
+expected<void> torchscript_backend::choose_device() {
+  if (o_.device == "cpu") return {};
+  if (o_.device == "cpu-mirror") {
+    mirrored_ = true;
+    return {};
+  }
+  if (o_.device != "gpu")
+    return make_unexpected(core_errc::invalid_argument, "[job] device = \"" + o_.device +
+                                                            "\": the TorchScript backend runs on cpu or gpu");
+  if (!at::hasCUDA())
+    return make_unexpected(
+        core_errc::invalid_argument,
+        "[job] device = \"gpu\" with model type \"torchscript\": this build's libtorch has no CUDA");
+  if (!torch::cuda::is_available())
+    return make_unexpected(
+        core_errc::invalid_argument,
+        "[job] device = \"gpu\" with model type \"torchscript\": libtorch sees no CUDA device");
+  dev_ = torch::Device(torch::kCUDA, 0);
+  mirrored_ = true;
+  return {};
+}
+
 expected<void> torchscript_backend::load() {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(o_.path, ec))
     return make_unexpected(core_errc::io_error, o_.path + ": no such file (model.path)");
   try {
-    mod_ = torch::jit::load(o_.path);
+    mod_ = torch::jit::load(o_.path, torch::Device(torch::kCPU));
+    if (dev_ != torch::Device(torch::kCPU)) mod_.to(dev_);
   } catch (const std::exception& e) {
     std::string msg = e.what();
     msg = msg.substr(0, msg.find('\n'));
@@ -193,24 +240,67 @@ expected<void> torchscript_backend::alias_parameters() {
   }
   values_.assign(total, 0.0f);
   grads_.assign(total, 0.0f);
+  auto opts = at::TensorOptions().dtype(at::kFloat);
+  at::Tensor flat_v = torch::from_blob(values_.data(), {static_cast<std::int64_t>(total)}, opts);
+  at::Tensor flat_g = torch::from_blob(grads_.data(), {static_cast<std::int64_t>(total)}, opts);
+  if (mirrored_) {
+    flat_v = dvalues_ = torch::zeros({static_cast<std::int64_t>(total)}, opts.device(dev_));
+    flat_g = dgrads_ = torch::zeros({static_cast<std::int64_t>(total)}, opts.device(dev_));
+  }
   torch::NoGradGuard no_grad;
   params_.reserve(train.size());
   for (std::size_t i = 0; i < train.size(); ++i) {
     auto& t = train[i].second;
+    const auto off = static_cast<std::int64_t>(layout_[i].offset),
+               n = static_cast<std::int64_t>(layout_[i].size);
     float* v = values_.data() + layout_[i].offset;
     float* g = grads_.data() + layout_[i].offset;
-    std::memcpy(v, t.data_ptr<float>(), layout_[i].size * sizeof(float));
-    auto opts = at::TensorOptions().dtype(at::kFloat);
-    t.set_data(torch::from_blob(v, t.sizes(), opts));
-    t.mutable_grad() = torch::from_blob(g, t.sizes(), opts);
+    auto host = t.to(torch::kCPU).contiguous();
+    std::memcpy(v, host.data_ptr<float>(), layout_[i].size * sizeof(float));
+    if (mirrored_) flat_v.narrow(0, off, n).copy_(t.reshape({n}));
+    t.set_data(flat_v.narrow(0, off, n).view(t.sizes()));
+    t.mutable_grad() = flat_g.narrow(0, off, n).view(t.sizes());
     nn::shape s{layout_[i].size};
     params_.push_back({layout_[i].name, nn::tensor::view(v, s), nn::tensor::view(g, s), true});
   }
   for (auto& p : params_) param_ptrs_.push_back(&p);
-  for (const auto& b : mod_.named_buffers(true))
-    if (b.value.scalar_type() == at::kFloat && b.value.is_contiguous())
-      buffers_.emplace_back(b.value.data_ptr<float>(), static_cast<std::size_t>(b.value.numel()));
+  alias_buffers();
   return {};
+}
+
+// Running statistics and the like: spans of the module's own memory on the CPU; on a device,
+// spans of host copies that upload() and download_after_step() keep in step.
+void torchscript_backend::alias_buffers() {
+  for (const auto& b : mod_.named_buffers(true)) {
+    if (b.value.scalar_type() != at::kFloat || !b.value.is_contiguous()) continue;
+    if (!mirrored_) {
+      buffers_.emplace_back(b.value.data_ptr<float>(), static_cast<std::size_t>(b.value.numel()));
+      continue;
+    }
+    auto host = b.value.to(torch::kCPU).contiguous();
+    hbuffers_.emplace_back(host.data_ptr<float>(), host.data_ptr<float>() + host.numel());
+    dbuffers_.push_back(b.value);
+  }
+  for (auto& h : hbuffers_) buffers_.emplace_back(h);
+}
+
+at::Tensor host_view(std::span<float> s) {
+  return torch::from_blob(s.data(), {static_cast<std::int64_t>(s.size())},
+                          at::TensorOptions().dtype(at::kFloat));
+}
+
+void torchscript_backend::upload() {
+  if (!mirrored_) return;
+  torch::NoGradGuard no_grad;
+  dvalues_.copy_(host_view(values_));
+  for (std::size_t i = 0; i < dbuffers_.size(); ++i) dbuffers_[i].view({-1}).copy_(host_view(hbuffers_[i]));
+}
+
+void torchscript_backend::download_after_step() {
+  if (!mirrored_) return;
+  torch::NoGradGuard no_grad;
+  host_view(grads_).copy_(dgrads_);
+  for (std::size_t i = 0; i < dbuffers_.size(); ++i) host_view(hbuffers_[i]).copy_(dbuffers_[i].view({-1}));
 }
 
 // One forward on two rows of zeros: logits of the data's width, before any training starts.
@@ -222,7 +312,10 @@ expected<void> torchscript_backend::probe() {
   d.sparse.assign(2 * o_.data.sparse_fields, 0);
   d.labels.assign(2, 0.0f);
   torch::NoGradGuard no_grad;
+  // In evaluation mode: a training forward would move running statistics (batch norm's).
+  mod_.eval();
   auto l = logits(nn::batch(d, 0, 2), false);
+  mod_.train();
   if (!l) return l.err();
   if (l->dim() != 2 || l->size(0) != 2 || static_cast<std::size_t>(l->size(1)) != width_)
     return make_unexpected(nn::nn_errc::bad_shape,
@@ -240,7 +333,8 @@ std::vector<c10::IValue> torchscript_backend::inputs(const nn::batch& b, bool tr
   for (std::size_t i = 0; i < b.size(); ++i)
     std::memcpy(dense_.data() + i * dd, b.dense_row(i), dd * sizeof(float));
   auto opts = at::TensorOptions().dtype(at::kFloat);
-  std::vector<c10::IValue> in{torch::from_blob(dense_.data(), {n, static_cast<std::int64_t>(dd)}, opts)};
+  std::vector<c10::IValue> in{
+      torch::from_blob(dense_.data(), {n, static_cast<std::int64_t>(dd)}, opts).to(dev_)};
   if (fields == 0) return in;
   const std::size_t dim = o_.embedding_dim;
   ids_.resize(b.size() * fields);
@@ -252,7 +346,8 @@ std::vector<c10::IValue> torchscript_backend::inputs(const nn::batch& b, bool tr
                   dim * sizeof(float));
     }
   emb_ = torch::from_blob(emb_rows_.data(),
-                          {n, static_cast<std::int64_t>(fields), static_cast<std::int64_t>(dim)}, opts);
+                          {n, static_cast<std::int64_t>(fields), static_cast<std::int64_t>(dim)}, opts)
+             .to(dev_);
   if (training) emb_.requires_grad_(true);
   in.emplace_back(emb_);
   return in;
@@ -263,11 +358,11 @@ at::Tensor torchscript_backend::labels(const nn::batch& b) {
   if (width_ == 1) {
     label_f_.resize(b.size());
     for (std::size_t i = 0; i < b.size(); ++i) label_f_[i] = b.label(i);
-    return torch::from_blob(label_f_.data(), {n}, at::TensorOptions().dtype(at::kFloat));
+    return torch::from_blob(label_f_.data(), {n}, at::TensorOptions().dtype(at::kFloat)).to(dev_);
   }
   label_i_.resize(b.size());
   for (std::size_t i = 0; i < b.size(); ++i) label_i_[i] = static_cast<std::int64_t>(b.label(i));
-  return torch::from_blob(label_i_.data(), {n}, at::TensorOptions().dtype(at::kLong));
+  return torch::from_blob(label_i_.data(), {n}, at::TensorOptions().dtype(at::kLong)).to(dev_);
 }
 
 unexpected torchscript_backend::fail(const std::string& what, const nn::batch& b,
@@ -303,14 +398,21 @@ at::Tensor torchscript_backend::loss(const at::Tensor& logits, const at::Tensor&
 }
 
 expected<float> torchscript_backend::compute_gradients(const nn::batch& b) {
+  try {
+    upload();
+    if (mirrored_) dgrads_.zero_();
+  } catch (const std::exception& e) {
+    return fail("copying the parameters to " + dev_.str(), b, e);
+  }
   std::fill(grads_.begin(), grads_.end(), 0.0f);
   auto l = logits(b, true);
   if (!l) return l.err();
   try {
     auto lo = loss(*l, labels(b));
     lo.backward();
+    download_after_step();
     if (table_) {
-      auto g = emb_.grad().contiguous();
+      auto g = emb_.grad().to(torch::kCPU).contiguous();
       nn::combine_sparse_rows(ids_, g.data_ptr<float>(), o_.embedding_dim, table_->grad(), slot_);
     }
     return lo.item<float>();
@@ -340,13 +442,18 @@ std::vector<std::uint64_t> torchscript_backend::batch_ids(const nn::batch& b, st
 
 expected<float> torchscript_backend::predict(const nn::batch& b) {
   torch::NoGradGuard no_grad;
+  try {
+    upload();
+  } catch (const std::exception& e) {
+    return fail("copying the parameters to " + dev_.str(), b, e);
+  }
   mod_.eval();
   auto l = logits(b, false);
   mod_.train();
   if (!l) return l.err();
   try {
     auto lo = loss(*l, labels(b));
-    auto p = (width_ == 1 ? at::sigmoid(*l) : at::softmax(*l, 1)).contiguous();
+    auto p = (width_ == 1 ? at::sigmoid(*l) : at::softmax(*l, 1)).to(torch::kCPU).contiguous();
     probs_.assign(p.data_ptr<float>(), p.data_ptr<float>() + p.numel());
     return lo.item<float>();
   } catch (const std::exception& e) {
@@ -361,11 +468,6 @@ extern "C" trainer_backend* troupe_torchscript_create(int abi, const torchscript
   if (abi != kTorchscriptAbi) {
     *error = "libtroupe_torchscript.so was built for another troupe (ABI " + std::to_string(kTorchscriptAbi) +
              ", asked " + std::to_string(abi) + ")";
-    return nullptr;
-  }
-  if (o->device != "cpu") {
-    *error = "[job] device = \"" + o->device +
-             "\" with model type \"torchscript\": this build's libtorch has no CUDA";
     return nullptr;
   }
   try {
