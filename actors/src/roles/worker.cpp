@@ -87,7 +87,7 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data) {
   auto rpc = wire::rpc_client::create(rt->net(), "rpc", rt->clock(), rt->leave_token());
   if (!rpc) throw std::runtime_error(rpc.err().to_string());
   st.rpc = std::move(*rpc);
-  st.task_rpc = st.rpc.get();
+  st.leases = std::make_unique<task_lease_client>(*rt, *st.rpc);
   st.backend = make_backend(st, rt, manifest);
   st.ps = std::make_unique<remote_ps>(*rt, *st.rpc);
   st.ring_context = std::make_unique<node_ring_context>(*rt);
