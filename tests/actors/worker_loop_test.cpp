@@ -67,9 +67,9 @@ class worker_loop_test : public ::testing::Test {
     ASSERT_TRUE(job::write_dataset(d, dir + "/train", "test"));
     auto store = storage::record_store::open(dir + "/train");
     ASSERT_TRUE(store) << store.err().to_string();
-    st_.train.emplace(std::move(*store));
     node_.spec().nn.train.batch_size = 2;
-    auto m = job::build_model(node_.spec(), *st_.train);
+    auto m = job::build_model(node_.spec(), *store);
+    st_.feed = std::make_unique<local_feed>(std::move(*store), dir + "/test");
     ASSERT_TRUE(m) << m.err().to_string();
     auto be = native_backend::create(std::move(*m), node_.spec().nn.train);
     ASSERT_TRUE(be) << be.err().to_string();
@@ -84,7 +84,7 @@ class worker_loop_test : public ::testing::Test {
   }
 
   void TearDown() override {
-    st_.train.reset();
+    st_.feed.reset();
     std::filesystem::remove_all(dir_);
   }
 

@@ -38,19 +38,18 @@ void shuffle_rows(held_task& h) {
 }
 
 // The leased task with its records read from the local store, or (served records) with the
-// fetcher's ticket: its records come in while the current task trains (records_in).
+// feed's ticket: its records come in while the current task trains (records_in).
 std::optional<held_task> load_task(worker_state& st, const task_lease_client::lease& l) {
   held_task h;
   static_cast<task_lease_client::lease&>(h) = l;
-  if (st.fetch) {
-    h.ticket = st.fetch->want(h.first, h.count);
-    return h;
-  }
-  if (auto r = job::read_records(*st.train, h.first, h.count, h.rows); !r) {
-    spdlog::error("task {}: {}", h.id, r.err().to_string());
-    st.leases->report(h, r.err().to_string());
+  auto ticket = st.feed->fetch(h.first, h.count, h.rows);
+  if (!ticket) {
+    spdlog::error("task {}: {}", h.id, ticket.err().to_string());
+    st.leases->report(h, ticket.err().to_string());
     return std::nullopt;
   }
+  h.ticket = *ticket;
+  if (h.ticket) return h;  // shuffled once its records are in (records_in)
   shuffle_rows(h);
   return h;
 }
@@ -63,7 +62,7 @@ void join_when_ready(worker_state& st);
 bool records_in(worker_state& st) {
   auto& t = *st.task;
   if (!t.ticket) return true;
-  auto r = st.fetch->take(*t.ticket, t.rows);
+  auto r = st.feed->take(*t.ticket, t.rows);
   if (!r) return false;
   t.ticket.reset();
   if (!*r) {
@@ -212,7 +211,7 @@ bool train_some(worker_state& st, clock::time_point until) {
   st.leases->pump_renew(held(st));
   if (st.task && !records_in(st)) {
     // The task's served records are on their way (or it failed: the next one is tried at once).
-    if (st.task && st.task->ticket) st.fetch->wait(*st.task->ticket, st.leases->next_due(until));
+    if (st.task && st.task->ticket) st.feed->wait(*st.task->ticket, st.leases->next_due(until));
     return true;
   }
   if (!st.task && st.leases->asking()) {

@@ -8,8 +8,8 @@
 #include <memory>
 #include <optional>
 
+#include "../data_feed.hpp"
 #include "../node_context.hpp"
-#include "../record_fetch.hpp"
 #include "../worker_services.hpp"
 #include "roles.hpp"
 #include "task_lease_client.hpp"
@@ -25,7 +25,7 @@ struct held_task : task_lease_client::lease {
   nn::dataset rows;
   std::vector<std::uint32_t> order;
   std::size_t cursor = 0;  // next row of `order`
-  // Served records (worker_state::fetch): the fetcher's ticket, until the rows are in.
+  // Served records (data_feed::fetch): the feed's ticket, until the rows are in.
   std::optional<std::uint64_t> ticket;
 };
 
@@ -36,12 +36,8 @@ struct worker_state {
   node_context* node = nullptr;
   // The concrete runtime, for set-up only (services, rpc, GPU); null in unit tests of the loop.
   node_runtime* rt = nullptr;
-  data_paths data;
-  std::optional<storage::record_store> train;  // the local store; empty when records are served
-  // Served records ([data] serve, docs/data.md): its own rpc client for the record server, and the
-  // fetcher (prefetching leased tasks, caching them); null when the local store is read.
-  std::unique_ptr<wire::rpc_client> records_rpc;
-  std::unique_ptr<record_fetcher> fetch;
+  // The records of its tasks and the test set: the local store or served records (data_feed.hpp).
+  std::unique_ptr<data_feed> feed;
   std::optional<nn::dataset> test;
   // The replica (native, CUDA or TorchScript; backends/make_backend.hpp). Declared before the
   // strategy, which may refer to its device side, so that it is destroyed after.
