@@ -34,11 +34,8 @@ node_runtime::node_runtime(job::job_spec spec, identity who)
       live_(collective::make_host_liveness(who_.host_key.empty() ? who_.job_id : who_.host_key)) {}
 
 node_runtime::~node_runtime() {
-  {
-    std::lock_guard lk(inject_mu_);
-    inject_reset_ = {};  // joins: it may touch the endpoint
-  }
-  join_retry_ = {};
+  inject_.reset();  // joins its reset: it may touch the endpoint
+  if (join_) join_->stop();
   // The endpoint first: no callback may reach actors while the system shuts down. Actors still
   // running meanwhile may send: they get an error (send()).
   std::unique_ptr<endpoint> net;
@@ -81,18 +78,29 @@ expected<std::unique_ptr<node_runtime>> node_runtime::start(const job::job_spec&
   if (!bound) return bound.err();
   rt->address_ = *bound;
 
-  node_runtime* self = rt.get();
-  if (auto r = rt->net_->register_name("node", [self](const message& m) { self->handle_membership(m); }); !r)
+  if (auto c = rt->compose(); !c) return c.err();
+  return rt;
+}
+
+// The node's parts over its endpoint (listening: address_ is known), and the frames to "node".
+expected<void> node_runtime::compose() {
+  inject_ = std::make_unique<fault_injector>(*net_);
+  node_runtime* self = this;
+  membership_client::links links{
+      [self](outbound&& m) { return self->send("master", "master", std::move(m), "node"); },
+      [self] { return self->master_up(); }, [self] { return self->ring_.address(); }};
+  join_ = std::make_unique<membership_client>(who_, address_, view_, std::move(links));
+  if (auto r = net_->register_name("node", [self](const message& m) { self->on_node_message(m); }); !r)
     return r.err();
-  rt->net_->on_peer_down([self](const peer_event& e) {
+  net_->on_peer_down([self](const peer_event& e) {
     std::vector<std::function<void(const peer_event&)>> fns;
     {
-      std::lock_guard lk(self->mu_);
+      std::lock_guard lk(self->down_mu_);
       fns = self->down_fns_;
     }
     for (auto& f : fns) f(e);
   });
-  return rt;
+  return {};
 }
 
 expected<void> node_runtime::bridge(const std::string& name) {
@@ -106,74 +114,40 @@ expected<void> node_runtime::bridge(const std::string& name) {
   });
 }
 
-void node_runtime::handle_inject(const message& m) {
-  wire::guarded("inject", [&] {
-    auto in = m.body().getJob().getInject();
-    fault_injection f;
-    f.drop_probability = std::clamp(in.getDropProbability(), 0.0, 1.0);
-    f.delay = std::chrono::microseconds(std::min<std::uint64_t>(in.getDelayUs(), 10'000'000));
-    auto duration = std::chrono::milliseconds(std::min<std::uint64_t>(in.getDurationMs(), 3'600'000));
-    spdlog::warn("fault injection from {}: drop {} delay {} us for {} ms", m.from_node().to_string(),
-                 f.drop_probability, f.delay.count(), duration.count());
-    net_->set_fault_injection(f);
-    // The reset runs on its own thread: the io thread must not block. A newer inject replaces it.
-    std::lock_guard lk(inject_mu_);
-    inject_reset_ = std::jthread([this, duration](std::stop_token stop) {
-      std::mutex mu;
-      std::unique_lock lk(mu);
-      std::condition_variable_any cv;
-      cv.wait_for(lk, stop, duration, [] { return false; });
-      net_->set_fault_injection(fault_injection{});
-    });
-  });
+void node_runtime::on_node_message(const message& m) {
+  bool is_inject = false;
+  if (m.kind() == schema::Envelope::Body::JOB)
+    wire::guarded("node", [&] { is_inject = m.body().getJob().which() == schema::JobMessage::INJECT; });
+  if (is_inject)
+    inject_->handle(m);
+  else if (m.kind() == schema::Envelope::Body::MEMBERSHIP)
+    on_membership(m);
 }
 
-void node_runtime::handle_membership(const message& m) {
-  if (m.kind() == schema::Envelope::Body::JOB) {
-    bool is_inject = false;
-    wire::guarded("node", [&] { is_inject = m.body().getJob().which() == schema::JobMessage::INJECT; });
-    if (is_inject) handle_inject(m);
-    return;
-  }
+void node_runtime::on_membership(const message& m) {
   wire::guarded("membership", [&] {
-    if (m.kind() != schema::Envelope::Body::MEMBERSHIP) return;
     auto msg = wire::read_membership(m.body().getMembership());
-    {
+    if (!view_.from_current_master(msg)) {
       // A master older than the one this node follows (a hung master that woke up before it was
       // fenced) speaks for nobody: its views may not remove this node.
-      std::lock_guard lk(mu_);
-      if (msg.master_incarnation < master_incarnation_) {
-        spdlog::warn("ignored membership epoch {} of a stale master (incarnation {} < {})", msg.view.epoch(),
-                     msg.master_incarnation, master_incarnation_);
-        return;
-      }
+      spdlog::warn("ignored membership epoch {} of a stale master (incarnation {} < {})", msg.view.epoch(),
+                   msg.master_incarnation, view_.master_incarnation());
+      return;
     }
     // Views go to members only: one that does not list this incarnation means it was declared dead
     // (missed heartbeats) and refused on re-joining. It must not go on working unfenced.
     const auto* me = msg.view.find(who_.id.name);
-    bool absent = !me || me->id.incarnation != who_.id.incarnation;
-    if (absent && leaving_.stop_requested()) {  // the master's answer to leave(): its ring is rebuilt
-      std::lock_guard lk(mu_);
-      left_ = true;
-      left_cv_.notify_all();
-    } else if (who_.role != cluster::node_role::master && absent) {
+    bool listed = me && me->id.incarnation == who_.id.incarnation;
+    if (!listed && join_->leaving()) {
+      join_->left();  // the master's answer to leave(): its ring is rebuilt
+    } else if (who_.role != cluster::node_role::master && !listed) {
       spdlog::critical("{} is not in membership epoch {} ({}): exiting so that a new incarnation replaces it",
                        who_.id.to_string(), msg.view.epoch(), msg.reason);
       spdlog::default_logger()->flush();
       std::_Exit(3);
     }
-    {
-      std::lock_guard lk(mu_);
-      // Views only move forward, except that a restarted master starts a new sequence.
-      bool newer_master = msg.master_incarnation > master_incarnation_;
-      if (!newer_master && msg.view.epoch() <= view_.epoch()) return;
-      master_incarnation_ = msg.master_incarnation;
-      joined_ = !absent;
-      view_ = msg.view;
-      ring_epoch_.store(msg.ring_epoch, std::memory_order_release);
-    }
-    ring_changed_.notify_all();
-    spdlog::debug("membership epoch {} ring epoch {} ({})", msg.view.epoch(), msg.ring_epoch, msg.reason);
+    if (view_.take(msg, listed))
+      spdlog::debug("membership epoch {} ring epoch {} ({})", msg.view.epoch(), msg.ring_epoch, msg.reason);
   });
 }
 
@@ -201,23 +175,19 @@ troupe::clock& node_runtime::clock() {
 }
 
 cluster::membership_view node_runtime::view() const {
-  std::lock_guard lk(mu_);
-  return view_;
+  return view_.view();
 }
 
 std::pair<cluster::membership_view, std::uint64_t> node_runtime::view_and_ring_epoch() const {
-  std::lock_guard lk(mu_);
-  return {view_, ring_epoch_.load(std::memory_order_acquire)};
+  return view_.view_and_ring_epoch();
 }
 
 void node_runtime::wait_ring_change(std::uint64_t seen, troupe::clock::time_point deadline) {
-  std::unique_lock lk(mu_);
-  troupe::wait_until(clock(), ring_changed_, lk, deadline,
-                     [&] { return ring_epoch_.load(std::memory_order_acquire) != seen; });
+  view_.wait_ring_change(seen, deadline, clock());
 }
 
 void node_runtime::on_peer_down(std::function<void(const peer_event&)> fn) {
-  std::lock_guard lk(mu_);
+  std::lock_guard lk(down_mu_);
   down_fns_.push_back(std::move(fn));
 }
 
@@ -233,76 +203,24 @@ expected<void> node_runtime::ensure_connected(const std::string& node, const std
   return {};
 }
 
+bool node_runtime::master_up() {
+  std::shared_lock lk(net_mu_);
+  return net_ && net_->connected("master");
+}
+
 expected<collective::tcp_listener*> node_runtime::ring_listener() {
-  std::lock_guard lk(mu_);
-  if (ring_listener_) return ring_listener_.get();
-  auto host = address_.substr(0, address_.rfind(':'));
-  auto l = collective::tcp_listener::open(host);
-  if (!l) return l.err();
-  ring_listener_ = std::move(*l);
-  ring_address_ = host;
-  ring_address_.append(":").append(std::to_string(ring_listener_->port()));
-  return ring_listener_.get();
-}
-
-void node_runtime::send_join() {
-  std::string ring_address;
-  {
-    std::lock_guard lk(mu_);
-    ring_address = ring_address_;
-  }
-  auto j = wire::join(who_.id, who_.role, address_, static_cast<int>(::getpid()), ring_address);
-  if (auto r = send("master", "master", std::move(j), "node"); !r)
-    spdlog::warn("join: {}", r.err().to_string());
-}
-
-void node_runtime::mark_ready() {
-  // A second join (peer_up raced with this) is harmless: the master ignores a member it has.
-  if (leaving_.stop_requested()) return;  // a leaving node never joins again
-  bool master_up = false;
-  {
-    std::shared_lock lk(net_mu_);
-    master_up = net_ && net_->connected("master");
-  }
-  if (!ready_.exchange(true) && master_up) send_join();
-}
-
-void node_runtime::retry_join(std::stop_token stop) {
-  std::mutex mu;
-  std::unique_lock lk(mu);
-  std::condition_variable_any cv;
-  for (int unanswered = 0;;) {
-    // With a stop token, wait_for returns the predicate's value whether or not stop was requested.
-    cv.wait_for(lk, stop, std::chrono::milliseconds(250), [] { return false; });
-    if (stop.stop_requested()) return;
-    bool joined = false;
-    {
-      std::lock_guard g(mu_);
-      joined = joined_;
-    }
-    if (joined || !ready_.load() || leaving_.stop_requested() || !net_->connected("master")) {
-      unanswered = 0;
-      continue;
-    }
-    // The first tick may race the join sent on peer_up and the master's answer to it.
-    if (++unanswered < 2) continue;
-    spdlog::info("no membership view from the master lists {} yet: joining again", who_.id.to_string());
-    send_join();
-  }
+  return ring_.open(address_);
 }
 
 expected<void> node_runtime::join_master(const std::string& address, std::chrono::milliseconds timeout) {
-  master_address_ = address;
-  node_runtime* self = this;
-  net_->on_peer_up([self](const peer_event& e) {
-    if (e.node.name == "master" && self->ready_.load() && !self->leaving_.stop_requested()) self->send_join();
+  membership_client* join = join_.get();
+  net_->on_peer_up([join](const peer_event& e) {
+    if (e.node.name == "master") join->master_up();
   });
-  net_->on_peer_down([self](const peer_event& e) {
-    if (e.node.name != "master") return;
-    std::lock_guard lk(self->mu_);
-    self->joined_ = false;
+  net_->on_peer_down([join](const peer_event& e) {
+    if (e.node.name == "master") join->master_down();
   });
-  join_retry_ = std::jthread([this](std::stop_token stop) { retry_join(stop); });
+  join->start_rejoining();
   // The master may be restarting (killed, relaunched by the runner): keep dialling for a while
   // rather than exiting at once, which would only count as another death of this node.
   auto deadline = std::chrono::steady_clock::now() + timeout;

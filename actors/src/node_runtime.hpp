@@ -1,7 +1,15 @@
 // What every node process has: a CAF actor system, the node's name registry, a transport
-// endpoint (listening on loopback unless configured otherwise) bridged to actors by name, the
-// latest membership view pushed by the master, and the root supervisor of its role actors. It is
-// the role actors' node_context (node_context.hpp) over the real transport and the system clock.
+// endpoint (listening on loopback unless configured otherwise) bridged to actors by name, and the
+// root supervisor of its role actors. It is the role actors' node_context (node_context.hpp) over
+// the real transport and the system clock, and composes the node's concerns, each in its own file:
+// - the membership view it follows (node_view.hpp),
+// - joining and leaving the master's membership (membership_client.hpp),
+// - a worker's ring listener (node_ring_listener.hpp),
+// - the transport faults `troupe chaos` injects (fault_injector.hpp).
+//
+// Threads: every method may be called from any thread once start() returned, except
+// join_master() (start-up, not from the io thread). Actors may still call send(), mark_ready() and
+// ensure_connected() while the node shuts down: they get an error then, never a freed endpoint.
 #pragma once
 
 #include <atomic>
@@ -18,7 +26,11 @@
 
 #include <caf/fwd.hpp>
 
+#include "fault_injector.hpp"
+#include "membership_client.hpp"
 #include "node_context.hpp"
+#include "node_ring_listener.hpp"
+#include "node_view.hpp"
 #include "troupe/cluster/membership.hpp"
 #include "troupe/collective/liveness.hpp"
 #include "troupe/collective/tcp/link.hpp"
@@ -64,9 +76,9 @@ class node_runtime final : public node_context {
   // A worker joins the membership (and so the next allreduce ring) only once it can train: its
   // peers would otherwise wait in the ring's rendezvous while it builds its model. Until
   // mark_ready(), join_master() connects without joining.
-  void defer_join() { ready_.store(false); }
-  void mark_ready() override;
-  bool ready() const override { return ready_.load(); }
+  void defer_join() { join_->defer(); }
+  void mark_ready() override { join_->mark_ready(); }
+  bool ready() const override { return join_->ready(); }
 
   // node_context: the endpoint's send (no waiting for queue room).
   expected<void> send(const std::string& node, const std::string& to, outbound&& m,
@@ -77,7 +89,7 @@ class node_runtime final : public node_context {
   std::pair<cluster::membership_view, std::uint64_t> view_and_ring_epoch() const override;
   // The epoch at which the ring of alive workers last changed, readable without a lock:
   // collectives poll it to fail fast when their ring is replaced.
-  const std::atomic<std::uint64_t>& ring_epoch() const override { return ring_epoch_; }
+  const std::atomic<std::uint64_t>& ring_epoch() const override { return view_.ring_epoch(); }
   void wait_ring_change(std::uint64_t seen, troupe::clock::time_point deadline) override;
   // The node's shared-memory liveness beacon is released (its process exited).
   bool gone(const node_id& id) const override;
@@ -90,27 +102,32 @@ class node_runtime final : public node_context {
   // Connects to `node` at `address` unless already connected (blocking; not from the io thread).
   expected<void> ensure_connected(const std::string& node, const std::string& address);
 
-  // Leaving on SIGTERM (node_leave.cpp): a worker tells the master that this incarnation leaves (a
-  // NodeExited about itself); the master removes it at once, re-queues its leases and publishes a
-  // ring without it, and answers with that view. From here on the node never re-joins, and a view
-  // without it is that answer rather than a reason to exit. Returns false when the master could
-  // not be told (not connected): its death notice then does the same, later.
-  bool leave(const std::string& reason);
+  // Leaving on SIGTERM (membership_client.hpp): a worker tells the master that this incarnation
+  // leaves (a NodeExited about itself); the master removes it at once, re-queues its leases and
+  // publishes a ring without it, and answers with that view. From here on the node never re-joins,
+  // and a view without it is that answer rather than a reason to exit. Returns false when the
+  // master could not be told (not connected): its death notice then does the same, later.
+  bool leave(const std::string& reason) { return join_->leave(reason); }
   // Waits until the master's answer to leave() came (true), the master's connection was lost or
   // `limit` passed (false).
-  bool await_left(std::chrono::milliseconds limit);
-  bool leaving() const { return leaving_.stop_requested(); }
+  bool await_left(std::chrono::milliseconds limit) { return join_->await_left(limit); }
+  bool leaving() const { return join_->leaving(); }
   // Requested by leave(): the worker's rpc clients stop waiting for replies then (a PS shard that
   // stops with the job answers no pull), so the worker actor stops at once.
-  std::stop_token leave_token() const { return leaving_.get_token(); }
-
-  // The job's token (job dir file) and the master's address in a job dir.
+  std::stop_token leave_token() const { return join_->leave_token(); }
 
  private:
   node_runtime(job::job_spec spec, identity who);
-  void handle_membership(const message& m);
-  // JobMessage.inject (from `troupe chaos`): the transport fault knob, reset after a while.
-  void handle_inject(const message& m);
+  // Makes the parts (fault injector, membership client) and registers the frames to "node".
+  expected<void> compose();
+  // Frames to "node": membership views, and fault injections from `troupe chaos`.
+  void on_node_message(const message& m);
+  void on_membership(const message& m);
+  // The error for a call made once net_ is gone.
+  error shutting_down() const;
+  // Whether the master's connection is up (false once net_ is gone).
+  bool master_up();
+
   job::job_spec spec_;
   identity who_;
   struct caf_parts;
@@ -121,32 +138,14 @@ class node_runtime final : public node_context {
   // takes net_ out under the unique lock before destroying it, so an actor that still handles a
   // message while the node shuts down gets an error, not a freed endpoint.
   std::shared_mutex net_mu_;
-  // The error for a call made once net_ is gone.
-  error shutting_down() const;
   std::unique_ptr<collective::liveness> live_;
   std::string address_;
-  std::unique_ptr<collective::tcp_listener> ring_listener_;  // and ring_address_: under mu_
-  std::string ring_address_;
-  std::atomic<std::uint64_t> ring_epoch_{0};
-  std::atomic<bool> ready_{true};
-  std::stop_source leaving_;
-  bool left_ = false, master_lost_ = false;  // under mu_
-  std::condition_variable left_cv_;
-  void send_join();
-  // Re-sends join until a view of the master lists this incarnation: a join that reached a master
-  // whose actors were not up yet (a relaunched master listens first) was dropped, and a node that
-  // is not a member has its leases taken back and its reports refused.
-  void retry_join(std::stop_token stop);
-  bool joined_ = false;  // under mu_: the master this node follows lists it
-  std::uint64_t master_incarnation_ = 0;
-  mutable std::mutex mu_;
-  std::condition_variable ring_changed_;  // with mu_: ring_epoch_ moved
-  cluster::membership_view view_;
-  std::vector<std::function<void(const peer_event&)>> down_fns_;
-  std::string master_address_;
-  std::mutex inject_mu_;
-  std::jthread inject_reset_;
-  std::jthread join_retry_;
+  node_view view_;
+  node_ring_listener ring_;
+  std::unique_ptr<membership_client> join_;  // made by start(), once address_ is known
+  std::unique_ptr<fault_injector> inject_;   // likewise; destroyed before net_
+  std::mutex down_mu_;
+  std::vector<std::function<void(const peer_event&)>> down_fns_;  // under down_mu_
 };
 
 }  // namespace troupe::actors

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < runs; ++r) {
     worker_state st;
     st.node = &node;
-    st.task_rpc = rpc.get();
+    st.leases = std::make_unique<task_lease_client>(node, *rpc);
     st.last_report = clk.now();
     const auto start = clk.now();
     const double cpu0 = thread_cpu_s();

@@ -67,15 +67,15 @@ class worker_loop_test : public ::testing::Test {
     ASSERT_TRUE(job::write_dataset(d, dir + "/train", "test"));
     auto store = storage::record_store::open(dir + "/train");
     ASSERT_TRUE(store) << store.err().to_string();
-    st_.train.emplace(std::move(*store));
     node_.spec().nn.train.batch_size = 2;
-    auto m = job::build_model(node_.spec(), *st_.train);
+    auto m = job::build_model(node_.spec(), *store);
+    st_.feed = std::make_unique<local_feed>(std::move(*store), dir + "/test");
     ASSERT_TRUE(m) << m.err().to_string();
     auto be = native_backend::create(std::move(*m), node_.spec().nn.train);
     ASSERT_TRUE(be) << be.err().to_string();
     st_.backend = std::move(*be);
     st_.node = &node_;
-    st_.task_rpc = &rpc_;
+    st_.leases = std::make_unique<task_lease_client>(node_, rpc_);
     auto s = std::make_unique<recording_strategy>();
     strat_ = s.get();
     st_.strat = std::move(s);
@@ -84,7 +84,7 @@ class worker_loop_test : public ::testing::Test {
   }
 
   void TearDown() override {
-    st_.train.reset();
+    st_.feed.reset();
     std::filesystem::remove_all(dir_);
   }
 
@@ -222,7 +222,7 @@ TEST_F(worker_loop_test, a_report_is_resent_until_acknowledged) {
   node_.manual().advance(5s);
   for (int i = 0; i < 50; ++i) EXPECT_TRUE(train_some(st_));
   EXPECT_EQ(reports().size(), 2u);
-  EXPECT_TRUE(st_.unsent_reports.empty());
+  EXPECT_EQ(st_.leases->unacknowledged(), 0u);
 }
 
 TEST_F(worker_loop_test, a_report_whose_ack_never_comes_is_resent_after_the_timeout) {
@@ -243,7 +243,7 @@ TEST_F(worker_loop_test, a_report_whose_ack_never_comes_is_resent_after_the_time
   // A refusal (a stale lease) is an acknowledgement too: the worker forgets the report.
   ack(reports()[1]->id, "stale attempt");
   EXPECT_TRUE(train_some(st_));
-  EXPECT_TRUE(st_.unsent_reports.empty());
+  EXPECT_EQ(st_.leases->unacknowledged(), 0u);
 }
 
 TEST_F(worker_loop_test, an_unreachable_master_gets_the_report_after_a_pause) {
@@ -263,7 +263,7 @@ TEST_F(worker_loop_test, an_unreachable_master_gets_the_report_after_a_pause) {
   ASSERT_EQ(reports().size(), 2u);
   ack(reports()[1]->id);
   EXPECT_TRUE(train_some(st_));
-  EXPECT_TRUE(st_.unsent_reports.empty());
+  EXPECT_EQ(st_.leases->unacknowledged(), 0u);
 }
 
 TEST_F(worker_loop_test, a_worker_without_a_task_waits_for_the_lease_reply_not_a_nap) {

@@ -21,7 +21,7 @@ constexpr const char* failures_help = "Workers that died or were preempted";
 
 // The cause is the runner's exit report, or, when none came (the job ending stops the reports,
 // or the master with it), the master's own: a node that told it it leaves ("left on SIGTERM",
-// node_leave.cpp) left.
+// membership_client.cpp) left.
 std::string departure_kind(const std::string& status) {
   if (status.find("PREEMPTED") != std::string::npos) return "preempted";
   if (status.find("exited with code 0") != std::string::npos) return "leave";

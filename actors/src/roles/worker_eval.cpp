@@ -4,21 +4,11 @@
 
 #include <limits>
 
-#include "troupe/job/data.hpp"
 #include "troupe/nn/metrics.hpp"
 #include "troupe/wire/messages.hpp"
 #include "worker_state.hpp"
 
 namespace troupe::actors {
-
-namespace {
-expected<nn::dataset> load_test_set(worker_state& st) {
-  if (st.fetch) return st.fetch->test_set(std::chrono::seconds(60));
-  auto store = storage::record_store::open(st.data.test_dir);
-  if (!store) return store.err();
-  return job::read_all(*store);
-}
-}  // namespace
 
 void evaluate(worker_state& st, const message& request) {
   auto o = wire::job_reply(request);
@@ -28,7 +18,7 @@ void evaluate(worker_state& st, const message& request) {
     (void)st.node->reply(request, std::move(o.out), "worker");
   };
   if (!st.test) {
-    auto d = load_test_set(st);
+    auto d = st.feed->test_set();
     if (!d) return fail(d.err().to_string());
     st.test = std::move(*d);
   }

@@ -18,50 +18,16 @@ clock::time_point now(worker_state& st) {
   return st.node->clock().now();
 }
 
+// The leases the worker holds: the task it trains and the one leased ahead.
+std::vector<task_lease_client::lease> held(const worker_state& st) {
+  std::vector<task_lease_client::lease> h;
+  if (st.task) h.push_back(*st.task);
+  if (st.next) h.push_back(*st.next);
+  return h;
+}
+
 std::uint64_t wall_ms(worker_state& st) {
   return static_cast<std::uint64_t>(st.node->clock().wall_ms());
-}
-
-void send_report(worker_state& st, const held_task& t, const std::string& failure) {
-  outbound o;
-  auto r = o.body().initTaskReport();
-  r.setTaskId(t.id);
-  r.setAttempt(t.attempt);
-  if (failure.empty())
-    r.setDone();
-  else
-    r.setFailed(failure);
-  st.unsent_reports.push_back(std::move(o));
-}
-
-// Sends the oldest unacknowledged report (without waiting for the acknowledgement: the next pass
-// polls for it), or resends it when its acknowledgement did not come; keeps them all while the
-// master is unreachable (a restarted master accepts them: the journal still holds the lease).
-void pump_reports(worker_state& st) {
-  if (st.report_request != 0) {
-    auto reply = st.task_rpc->poll(st.report_request);
-    if (!reply) return;  // on its way
-    st.report_request = 0;
-    if (!*reply) {
-      spdlog::debug("task report: {}", reply->err().to_string());
-    } else {
-      auto err = (*reply)->body().getTaskReportAck().getError();
-      if (err.size() > 0) spdlog::warn("task report refused: {}", err.cStr());
-      st.unsent_reports.erase(st.unsent_reports.begin());
-    }
-  }
-  if (st.unsent_reports.empty() || now(st) < st.next_report) return;
-  auto& o = st.unsent_reports.front();
-  // Sending moves the builder out: send a copy, keep the original until acknowledged.
-  outbound copy;
-  copy.body().setTaskReport(o.body().getTaskReport().asReader());
-  auto id = st.task_rpc->send({"master", "dispenser", std::move(copy)}, std::chrono::milliseconds(1000));
-  if (!id) {
-    spdlog::debug("task report: {}", id.err().to_string());
-    st.next_report = now(st) + std::chrono::milliseconds(100);
-    return;
-  }
-  st.report_request = *id;
 }
 
 void shuffle_rows(held_task& h) {
@@ -72,22 +38,18 @@ void shuffle_rows(held_task& h) {
 }
 
 // The leased task with its records read from the local store, or (served records) with the
-// fetcher's ticket: its records come in while the current task trains (records_in).
-std::optional<held_task> load_task(worker_state& st, schema::Task::Reader t) {
+// feed's ticket: its records come in while the current task trains (records_in).
+std::optional<held_task> load_task(worker_state& st, const task_lease_client::lease& l) {
   held_task h;
-  h.id = t.getId();
-  h.attempt = t.getAttempt();
-  h.first = t.getFirstRecord();
-  h.count = t.getRecordCount();
-  if (st.fetch) {
-    h.ticket = st.fetch->want(h.first, h.count);
-    return h;
-  }
-  if (auto r = job::read_records(*st.train, h.first, h.count, h.rows); !r) {
-    spdlog::error("task {}: {}", h.id, r.err().to_string());
-    send_report(st, h, r.err().to_string());
+  static_cast<task_lease_client::lease&>(h) = l;
+  auto ticket = st.feed->fetch(h.first, h.count, h.rows);
+  if (!ticket) {
+    spdlog::error("task {}: {}", h.id, ticket.err().to_string());
+    st.leases->report(h, ticket.err().to_string());
     return std::nullopt;
   }
+  h.ticket = *ticket;
+  if (h.ticket) return h;  // shuffled once its records are in (records_in)
   shuffle_rows(h);
   return h;
 }
@@ -100,12 +62,12 @@ void join_when_ready(worker_state& st);
 bool records_in(worker_state& st) {
   auto& t = *st.task;
   if (!t.ticket) return true;
-  auto r = st.fetch->take(*t.ticket, t.rows);
+  auto r = st.feed->take(*t.ticket, t.rows);
   if (!r) return false;
   t.ticket.reset();
   if (!*r) {
     spdlog::error("task {}: {}", t.id, r->err().to_string());
-    send_report(st, t, r->err().to_string());
+    st.leases->report(t, r->err().to_string());
     st.task = std::exchange(st.next, std::nullopt);
     return false;
   }
@@ -137,113 +99,18 @@ void join_when_ready(worker_state& st) {
   st.node->mark_ready();
 }
 
-// The earliest of the loop's own deadlines still to come (asking for a lease again, resending a
-// report, renewing the held leases), or `limit` when that is sooner. Deadlines already passed are
-// left out: the pumps at the start of the pass acted on them or had nothing to do.
-clock::time_point next_due(worker_state& st, clock::time_point limit) {
-  const auto t = now(st);
-  auto due = limit;
-  auto consider = [&](clock::time_point d) {
-    if (d > t) due = std::min(due, d);
-  };
-  if (!st.exhausted && st.lease_request == 0) consider(st.next_lease);
-  if (!st.unsent_reports.empty() && st.report_request == 0) consider(st.next_report);
-  if (st.lease_ms.count() > 0) consider(st.next_renew);
-  return due;
-}
-
-// Waits for the reply to the lease request on its way, at most until `deadline`.
-void wait_lease_reply(worker_state& st, clock::time_point deadline) {
-  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now(st));
-  if (left.count() > 0) st.task_rpc->wait(st.lease_request, left);
-}
-
-void take_lease(worker_state& st, schema::TaskLease::Reader l) {
-  switch (l.which()) {
-    case schema::TaskLease::TASK: {
-      if (!st.first_lease_logged) {
-        // Benchmarks read this line: time from `troupe scale` to a new worker's first task.
-        spdlog::info("first task {} leased at wall_ms {}", l.getTask().getId(), wall_ms(st));
-        st.first_lease_logged = true;
-      }
-      st.lease_ms = std::chrono::milliseconds(l.getLeaseMs());
-      // The first lease held: its renewals start a third of the lease time from now.
-      if (!st.task && !st.next && st.unsent_reports.empty()) st.next_renew = now(st) + st.lease_ms / 3;
-      auto h = load_task(st, l.getTask());
-      if (!h) break;
-      if (st.task)
-        st.next = std::move(h);
-      else
-        st.task = std::move(h);
-      break;
-    }
-    case schema::TaskLease::NONE:
-      st.next_lease = now(st) + std::chrono::milliseconds(st.task ? 100 : 20);
-      break;
-    case schema::TaskLease::FINISHED:
-      st.exhausted = true;
-      break;
+// Takes the dispenser's answer to a lease request (the task's records: read, or on their way),
+// or asks for a lease when the worker has no task, or for the next one once the current task is
+// half trained. Never waits for the answer.
+void pump_lease(worker_state& st) {
+  bool wants = !st.next && (!st.task || st.task->cursor * 2 >= st.task->order.size());
+  auto a = st.leases->pump_lease(wants, held(st));
+  if (!a) return;
+  if (a->what == task_lease_client::answer::kind::task) {
+    auto h = load_task(st, a->task);  // nullopt: its records could not be read (reported failed)
+    if (h) (st.task ? st.next : st.task) = std::move(h);
   }
   join_when_ready(st);
-}
-
-// Asks the dispenser for a task when the worker has none, or for the next one once the current
-// task is half trained; takes the answer when it has come. Never waits for it.
-void pump_lease(worker_state& st) {
-  if (st.lease_request != 0) {
-    auto reply = st.task_rpc->poll(st.lease_request);
-    if (!reply) return;  // on its way
-    st.lease_request = 0;
-    if (!*reply) {
-      // Typically the master's connection is not up yet (a fresh worker): ask again soon.
-      spdlog::debug("task request: {}", reply->err().to_string());
-      st.next_lease = now(st) + std::chrono::milliseconds(10);
-      return;
-    }
-    take_lease(st, (*reply)->body().getTaskLease());
-    return;
-  }
-  if (st.exhausted || st.next || now(st) < st.next_lease) return;
-  if (st.task && st.task->cursor * 2 < st.task->order.size()) return;
-  wire::rpc_channel::request r{"master", "dispenser", outbound()};
-  auto req = r.out.body().initTaskRequest();
-  std::vector<std::uint64_t> holding;
-  if (st.task) holding.push_back(st.task->id);
-  for (auto& o : st.unsent_reports) holding.push_back(o.body().getTaskReport().getTaskId());
-  auto h = req.initHolding(static_cast<unsigned>(holding.size()));
-  for (unsigned i = 0; i < holding.size(); ++i) h.set(i, holding[i]);
-  auto id = st.task_rpc->send(std::move(r), std::chrono::milliseconds(2000));
-  if (!id) {
-    spdlog::debug("task request: {}", id.err().to_string());
-    st.next_lease = now(st) + std::chrono::milliseconds(10);
-    return;
-  }
-  st.lease_request = *id;
-}
-
-// Every third of the lease time, renews every lease the worker holds (the task it trains, the one
-// leased ahead, finished ones whose report is not acknowledged), so that a task that trains longer
-// than the lease is not re-queued while this worker is alive. No answer: a lost renewal is made up
-// by the next one, two more before the lease runs out.
-void pump_renew(worker_state& st) {
-  if (st.lease_ms.count() == 0 || now(st) < st.next_renew) return;
-  std::vector<std::pair<std::uint64_t, std::uint32_t>> held;
-  if (st.task) held.emplace_back(st.task->id, st.task->attempt);
-  if (st.next) held.emplace_back(st.next->id, st.next->attempt);
-  for (auto& o : st.unsent_reports) {
-    auto r = o.body().getTaskReport();
-    held.emplace_back(r.getTaskId(), r.getAttempt());
-  }
-  if (held.empty()) return;
-  outbound o;
-  auto leases = o.body().initTaskRenew().initLeases(static_cast<unsigned>(held.size()));
-  for (unsigned i = 0; i < held.size(); ++i) {
-    leases[i].setTaskId(held[i].first);
-    leases[i].setAttempt(held[i].second);
-  }
-  if (auto s = st.node->send("master", "dispenser", std::move(o), "worker"); !s)
-    spdlog::debug("lease renewal: {}", s.err().to_string());
-  st.next_renew = now(st) + st.lease_ms / 3;
 }
 
 void report_progress(worker_state& st, bool force) {
@@ -326,11 +193,11 @@ void pace(worker_state& st, std::size_t samples) {
 // propagates, and the supervisor restarts the actor.
 static std::optional<step_result> run_step(worker_state& st, const nn::batch* b) {
   try {
-    return st.strat->step(*st.ctx, b, st.exhausted && !st.task);
+    return st.strat->step(*st.ctx, b, st.leases->exhausted() && !st.task);
   } catch (const std::exception& e) {
     if (!st.task) throw;
     spdlog::error("task {} failed: {}", st.task->id, e.what());
-    send_report(st, *st.task, e.what());
+    st.leases->report(*st.task, e.what());
     st.task = std::exchange(st.next, std::nullopt);
     return std::nullopt;
   }
@@ -338,19 +205,19 @@ static std::optional<step_result> run_step(worker_state& st, const nn::batch* b)
 
 bool train_some(worker_state& st, clock::time_point until) {
   if (st.done) return false;
-  pump_reports(st);
+  st.leases->pump_reports();
   if (!st.task && st.next) st.task = std::exchange(st.next, std::nullopt);
   pump_lease(st);
-  pump_renew(st);
+  st.leases->pump_renew(held(st));
   if (st.task && !records_in(st)) {
     // The task's served records are on their way (or it failed: the next one is tried at once).
-    if (st.task && st.task->ticket) st.fetch->wait(*st.task->ticket, next_due(st, until));
+    if (st.task && st.task->ticket) st.feed->wait(*st.task->ticket, st.leases->next_due(until));
     return true;
   }
-  if (!st.task && st.lease_request != 0) {
+  if (!st.task && st.leases->asking()) {
     // No batch yet but one on its way: wait for it rather than step without one (a strategy
     // waits out a ring change then, far longer than the dispenser's answer takes).
-    wait_lease_reply(st, next_due(st, until));
+    st.leases->wait_for_lease(st.leases->next_due(until));
     return true;
   }
   // A ring change during the step ends the wait that follows it at once.
@@ -375,21 +242,21 @@ bool train_some(worker_state& st, clock::time_point until) {
       // No batch and none on its way: wait for the loop's next deadline (asking for a lease again
       // after the dispenser had none) or a ring change. An exhausted worker waits for nothing of its
       // own: its rounds with the partners that still train are paced by them.
-      if (!st.task && !st.exhausted) st.node->wait_ring_change(epoch, next_due(st, until));
+      if (!st.task && !st.leases->exhausted()) st.node->wait_ring_change(epoch, st.leases->next_due(until));
       break;
     case step_result::kind::retry:
       // A dropped collective is retried at once (the ring may already be rebuilt, or this worker
       // may go on alone); otherwise wait for the next ring epoch (or the loop's next deadline).
-      if (!res.dropped) st.node->wait_ring_change(epoch, next_due(st, until));
+      if (!res.dropped) st.node->wait_ring_change(epoch, st.leases->next_due(until));
       break;
     case step_result::kind::finished:
       finish_loop(st);
       return false;
   }
   if (st.task && st.task->cursor >= st.task->order.size()) {
-    send_report(st, *st.task, "");
+    st.leases->report(*st.task, "");
     st.task = std::exchange(st.next, std::nullopt);
-    pump_reports(st);
+    st.leases->pump_reports();
   }
   report_progress(st, false);
   return true;

@@ -8,10 +8,11 @@
 #include <memory>
 #include <optional>
 
+#include "../data_feed.hpp"
 #include "../node_context.hpp"
-#include "../record_fetch.hpp"
 #include "../worker_services.hpp"
 #include "roles.hpp"
+#include "task_lease_client.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/actors/trainer_backend.hpp"
 #include "troupe/storage/record_store.hpp"
@@ -19,14 +20,12 @@
 
 namespace troupe::actors {
 
-struct held_task {
-  std::uint64_t id = 0;
-  std::uint32_t attempt = 0;
-  std::uint64_t first = 0, count = 0;
+// A leased task (its id, attempt and record range) with its records and the order they train in.
+struct held_task : task_lease_client::lease {
   nn::dataset rows;
   std::vector<std::uint32_t> order;
   std::size_t cursor = 0;  // next row of `order`
-  // Served records (worker_state::fetch): the fetcher's ticket, until the rows are in.
+  // Served records (data_feed::fetch): the feed's ticket, until the rows are in.
   std::optional<std::uint64_t> ticket;
 };
 
@@ -37,20 +36,16 @@ struct worker_state {
   node_context* node = nullptr;
   // The concrete runtime, for set-up only (services, rpc, GPU); null in unit tests of the loop.
   node_runtime* rt = nullptr;
-  data_paths data;
-  std::optional<storage::record_store> train;  // the local store; empty when records are served
-  // Served records ([data] serve, docs/data.md): its own rpc client for the record server, and the
-  // fetcher (prefetching leased tasks, caching them); null when the local store is read.
-  std::unique_ptr<wire::rpc_client> records_rpc;
-  std::unique_ptr<record_fetcher> fetch;
+  // The records of its tasks and the test set: the local store or served records (data_feed.hpp).
+  std::unique_ptr<data_feed> feed;
   std::optional<nn::dataset> test;
   // The replica (native, CUDA or TorchScript; backends/make_backend.hpp). Declared before the
   // strategy, which may refer to its device side, so that it is destroyed after.
   std::unique_ptr<trainer_backend> backend;
   std::unique_ptr<wire::rpc_client> rpc;
-  // The channel the loop's lease requests and task reports go through: rpc in a worker, a fake in
-  // unit tests of the loop.
-  wire::rpc_channel* task_rpc = nullptr;
+  // Leases, renewals and task reports (task_lease_client.hpp), through `rpc` in a worker, a fake
+  // channel in unit tests of the loop.
+  std::unique_ptr<task_lease_client> leases;
   std::unique_ptr<remote_ps> ps;
   std::unique_ptr<node_ring_context> ring_context;  // before the ring, which refers to it
   std::unique_ptr<collective::mixed_ring_session> ring;
@@ -60,18 +55,7 @@ struct worker_state {
   // The task leased ahead while `task` trains (from its second half on), so that a task boundary
   // costs no round trip to the dispenser.
   std::optional<held_task> next;
-  // Task reports not acknowledged yet, oldest first: sent one at a time, resent until the
-  // dispenser (a restarted master too) acknowledges them. Their tasks count as held meanwhile.
-  std::vector<outbound> unsent_reports;
-  // Correlation ids of the lease request and the report on their way (task_rpc->send); 0: none.
-  std::uint64_t lease_request = 0, report_request = 0;
-  bool exhausted = false;  // the dispenser said: nothing left for anyone
-  bool done = false;       // the training loop is over
-  clock::time_point next_lease, next_report;
-  // Lease renewal (TaskRenew): the lease time the dispenser grants (TaskLease.leaseMs; 0 until the
-  // first lease) and when the held leases are renewed next (every third of it).
-  std::chrono::milliseconds lease_ms{0};
-  clock::time_point next_renew;
+  bool done = false;  // the training loop is over
   // Progress since the last report.
   std::uint64_t win_samples = 0, win_steps = 0, dropped = 0, steps_total = 0;
   double win_loss = 0;
@@ -82,7 +66,6 @@ struct worker_state {
   // Unix ms of the first trained minibatch (benchmarks: time to first step); 0 until then.
   std::uint64_t first_step_wall_ms = 0;
   bool first_step_sent = false;
-  bool first_lease_logged = false;
   // TROUPE_STEP_LOG=<dir>: one wall-clock timestamp (us) per trained step into
   // <dir>/<node>#<incarnation>.steps (recovery benchmark). Off: one null check per step.
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> step_log{nullptr, &std::fclose};

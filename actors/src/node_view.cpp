@@ -1,0 +1,55 @@
+#include "node_view.hpp"
+
+namespace troupe::actors {
+
+bool node_view::from_current_master(const wire::membership_msg& msg) const {
+  std::lock_guard lk(mu_);
+  return msg.master_incarnation >= master_incarnation_;
+}
+
+bool node_view::take(const wire::membership_msg& msg, bool listed) {
+  {
+    std::lock_guard lk(mu_);
+    bool newer_master = msg.master_incarnation > master_incarnation_;
+    if (!newer_master && msg.view.epoch() <= view_.epoch()) return false;
+    master_incarnation_ = msg.master_incarnation;
+    joined_ = listed;
+    view_ = msg.view;
+    ring_epoch_.store(msg.ring_epoch, std::memory_order_release);
+  }
+  changed_.notify_all();
+  return true;
+}
+
+void node_view::master_down() {
+  std::lock_guard lk(mu_);
+  joined_ = false;
+}
+
+bool node_view::joined() const {
+  std::lock_guard lk(mu_);
+  return joined_;
+}
+
+std::uint64_t node_view::master_incarnation() const {
+  std::lock_guard lk(mu_);
+  return master_incarnation_;
+}
+
+cluster::membership_view node_view::view() const {
+  std::lock_guard lk(mu_);
+  return view_;
+}
+
+std::pair<cluster::membership_view, std::uint64_t> node_view::view_and_ring_epoch() const {
+  std::lock_guard lk(mu_);
+  return {view_, ring_epoch_.load(std::memory_order_acquire)};
+}
+
+void node_view::wait_ring_change(std::uint64_t seen, troupe::clock::time_point deadline, troupe::clock& clk) {
+  std::unique_lock lk(mu_);
+  troupe::wait_until(clk, changed_, lk, deadline,
+                     [&] { return ring_epoch_.load(std::memory_order_acquire) != seen; });
+}
+
+}  // namespace troupe::actors

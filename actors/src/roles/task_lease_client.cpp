@@ -1,0 +1,159 @@
+#include "task_lease_client.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "troupe/wire/messages.hpp"
+
+namespace troupe::actors {
+
+using namespace std::chrono_literals;
+
+task_lease_client::task_lease_client(node_context& node, wire::rpc_channel& rpc) : node_(node), rpc_(rpc) {}
+
+void task_lease_client::report(const lease& t, const std::string& failure) {
+  outbound o;
+  auto r = o.body().initTaskReport();
+  r.setTaskId(t.id);
+  r.setAttempt(t.attempt);
+  if (failure.empty())
+    r.setDone();
+  else
+    r.setFailed(failure);
+  unsent_.push_back(std::move(o));
+}
+
+// Sends the oldest unacknowledged report (without waiting for the acknowledgement: the next pass
+// polls for it), or resends it when its acknowledgement did not come; keeps them all while the
+// master is unreachable (a restarted master accepts them: the journal still holds the lease).
+void task_lease_client::pump_reports() {
+  if (report_request_ != 0) {
+    auto reply = rpc_.poll(report_request_);
+    if (!reply) return;  // on its way
+    report_request_ = 0;
+    if (!*reply) {
+      spdlog::debug("task report: {}", reply->err().to_string());
+    } else {
+      auto err = (*reply)->body().getTaskReportAck().getError();
+      if (err.size() > 0) spdlog::warn("task report refused: {}", err.cStr());
+      unsent_.erase(unsent_.begin());
+    }
+  }
+  if (unsent_.empty() || now() < next_report_) return;
+  // Sending moves the builder out: send a copy, keep the original until acknowledged.
+  outbound copy;
+  copy.body().setTaskReport(unsent_.front().body().getTaskReport().asReader());
+  auto id = rpc_.send({"master", "dispenser", std::move(copy)}, 1000ms);
+  if (!id) {
+    spdlog::debug("task report: {}", id.err().to_string());
+    next_report_ = now() + 100ms;
+    return;
+  }
+  report_request_ = *id;
+}
+
+std::optional<task_lease_client::answer> task_lease_client::pump_lease(bool wants,
+                                                                       std::span<const lease> held) {
+  if (lease_request_ != 0) {
+    auto reply = rpc_.poll(lease_request_);
+    if (!reply) return std::nullopt;  // on its way
+    lease_request_ = 0;
+    if (!*reply) {
+      // Typically the master's connection is not up yet (a fresh worker): ask again soon.
+      spdlog::debug("task request: {}", reply->err().to_string());
+      next_lease_ = now() + 10ms;
+      return std::nullopt;
+    }
+    return take(**reply, held);
+  }
+  if (exhausted_ || !wants || now() < next_lease_) return std::nullopt;
+  ask(held);
+  return std::nullopt;
+}
+
+void task_lease_client::ask(std::span<const lease> held) {
+  wire::rpc_channel::request r{"master", "dispenser", outbound()};
+  std::vector<std::uint64_t> holding;
+  for (const auto& l : held) holding.push_back(l.id);
+  for (auto& o : unsent_) holding.push_back(o.body().getTaskReport().getTaskId());
+  auto h = r.out.body().initTaskRequest().initHolding(static_cast<unsigned>(holding.size()));
+  for (unsigned i = 0; i < holding.size(); ++i) h.set(i, holding[i]);
+  auto id = rpc_.send(std::move(r), 2000ms);
+  if (!id) {
+    spdlog::debug("task request: {}", id.err().to_string());
+    next_lease_ = now() + 10ms;
+    return;
+  }
+  lease_request_ = *id;
+}
+
+task_lease_client::answer task_lease_client::take(const message& reply, std::span<const lease> held) {
+  auto l = reply.body().getTaskLease();
+  answer a;
+  switch (l.which()) {
+    case schema::TaskLease::TASK: {
+      auto t = l.getTask();
+      if (!first_lease_logged_) {
+        // Benchmarks read this line: time from `troupe scale` to a new worker's first task.
+        spdlog::info("first task {} leased at wall_ms {}", t.getId(), node_.clock().wall_ms());
+        first_lease_logged_ = true;
+      }
+      lease_ms_ = std::chrono::milliseconds(l.getLeaseMs());
+      // The first lease held: its renewals start a third of the lease time from now.
+      if (held.empty() && unsent_.empty()) next_renew_ = now() + lease_ms_ / 3;
+      a.what = answer::kind::task;
+      a.task = lease{t.getId(), t.getAttempt(), t.getFirstRecord(), t.getRecordCount()};
+      break;
+    }
+    case schema::TaskLease::NONE:
+      a.what = answer::kind::none;
+      next_lease_ = now() + (held.empty() ? 20ms : 100ms);
+      break;
+    case schema::TaskLease::FINISHED:
+      a.what = answer::kind::finished;
+      exhausted_ = true;
+      break;
+  }
+  return a;
+}
+
+void task_lease_client::pump_renew(std::span<const lease> held) {
+  if (lease_ms_.count() == 0 || now() < next_renew_) return;
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> leases;
+  for (const auto& l : held) leases.emplace_back(l.id, l.attempt);
+  for (auto& o : unsent_) {
+    auto r = o.body().getTaskReport();
+    leases.emplace_back(r.getTaskId(), r.getAttempt());
+  }
+  if (leases.empty()) return;
+  outbound o;
+  auto out = o.body().initTaskRenew().initLeases(static_cast<unsigned>(leases.size()));
+  for (unsigned i = 0; i < leases.size(); ++i) {
+    out[i].setTaskId(leases[i].first);
+    out[i].setAttempt(leases[i].second);
+  }
+  if (auto s = node_.send("master", "dispenser", std::move(o), "worker"); !s)
+    spdlog::debug("lease renewal: {}", s.err().to_string());
+  next_renew_ = now() + lease_ms_ / 3;
+}
+
+task_lease_client::time_point task_lease_client::next_due(time_point limit) {
+  const auto t = now();
+  auto due = limit;
+  auto consider = [&](time_point d) {
+    if (d > t) due = std::min(due, d);
+  };
+  if (!exhausted_ && lease_request_ == 0) consider(next_lease_);
+  if (!unsent_.empty() && report_request_ == 0) consider(next_report_);
+  if (lease_ms_.count() > 0) consider(next_renew_);
+  return due;
+}
+
+void task_lease_client::wait_for_lease(time_point deadline) {
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now());
+  if (left.count() > 0) rpc_.wait(lease_request_, left);
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,158 @@
+// Two of node_runtime's parts without a transport: the membership view a node follows (node_view:
+// epochs only forward, a restarted master's new sequence, a stale master ignored, ring waits on a
+// manual clock) and its side of joining and leaving (membership_client over fake links).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "membership_client.hpp"
+#include "node_view.hpp"
+#include "troupe/core/clock.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using namespace std::chrono_literals;
+using B = schema::Envelope::Body;
+
+const node_id self{"worker-0", 2};
+
+// A view at `epoch` listing `members`, from master incarnation `master`, ring epoch `ring`.
+wire::membership_msg view_msg(std::uint64_t epoch, std::uint64_t master, std::uint64_t ring,
+                              std::vector<node_id> members = {self}) {
+  std::vector<cluster::member> ms;
+  for (auto& id : members) {
+    cluster::member m;
+    m.id = id;
+    m.role = cluster::node_role::worker;
+    m.address = "127.0.0.1:1";
+    m.state = cluster::member_state::alive;
+    ms.push_back(m);
+  }
+  auto v = cluster::membership_view::restore(epoch, cluster::worker_limits{1, 4}, ms);
+  EXPECT_TRUE(v) << v.err().to_string();
+  wire::membership_msg msg;
+  if (v) msg.view = *v;
+  msg.master_incarnation = master;
+  msg.ring_epoch = ring;
+  return msg;
+}
+
+TEST(node_view, views_move_forward_and_a_restarted_master_starts_a_new_sequence) {
+  node_view v;
+  EXPECT_EQ(v.view().epoch(), 0u);
+  EXPECT_FALSE(v.joined());
+  EXPECT_TRUE(v.take(view_msg(3, 1, 2), true));
+  EXPECT_EQ(v.view().epoch(), 3u);
+  EXPECT_EQ(v.ring_epoch().load(), 2u);
+  EXPECT_TRUE(v.joined());
+  EXPECT_FALSE(v.take(view_msg(3, 1, 5), true)) << "not newer";
+  EXPECT_FALSE(v.take(view_msg(2, 1, 5), true));
+  EXPECT_EQ(v.ring_epoch().load(), 2u);
+  // A relaunched master (incarnation 2) starts again at epoch 1.
+  EXPECT_TRUE(v.take(view_msg(1, 2, 1), true));
+  EXPECT_EQ(v.view_and_ring_epoch().first.epoch(), 1u);
+  EXPECT_EQ(v.view_and_ring_epoch().second, 1u);
+  EXPECT_EQ(v.master_incarnation(), 2u);
+  // Its predecessor, woken up late, speaks for nobody.
+  EXPECT_FALSE(v.from_current_master(view_msg(9, 1, 9)));
+  EXPECT_TRUE(v.from_current_master(view_msg(9, 2, 9)));
+  v.master_down();
+  EXPECT_FALSE(v.joined());
+}
+
+TEST(node_view, a_ring_wait_ends_at_the_change_or_at_its_deadline_on_the_clock) {
+  node_view v;
+  manual_clock clk;
+  EXPECT_TRUE(v.take(view_msg(1, 1, 4), true));
+  const auto t0 = clk.now();
+  v.wait_ring_change(3, t0 + 1s, clk);  // already moved: no wait
+  EXPECT_EQ(clk.now(), t0);
+  v.wait_ring_change(4, t0, clk);  // unchanged, deadline now: returns
+  EXPECT_EQ(clk.now(), t0);
+}
+
+class membership_client_test : public ::testing::Test {
+ protected:
+  membership_client::links links() {
+    return {[this](outbound&& m) -> expected<void> {
+              if (!master_connected) return make_unexpected(core_errc::io_error, "not connected");
+              auto msg = loopback_message(m, self);
+              if (!msg) return msg.err();
+              sent.push_back(std::move(*msg));
+              return {};
+            },
+            [this] { return master_connected; }, [] { return std::string("127.0.0.1:9"); }};
+  }
+  std::size_t joins() const {
+    std::size_t n = 0;
+    for (auto& m : sent) n += m.kind() == B::JOIN;
+    return n;
+  }
+
+  bool master_connected = true;
+  std::vector<message> sent;
+  node_view view_;
+  membership_client client_{node_identity{self, cluster::node_role::worker, 0, "", "job", "job", 0},
+                            "127.0.0.1:1", view_, links()};
+};
+
+TEST_F(membership_client_test, a_deferred_worker_joins_once_ready_with_its_ring_address) {
+  client_.defer();
+  client_.master_up();
+  EXPECT_EQ(joins(), 0u) << "not ready: connects without joining";
+  client_.mark_ready();
+  ASSERT_EQ(joins(), 1u);
+  auto j = sent.back().body().getJoin();
+  EXPECT_STREQ(j.getAddress().cStr(), "127.0.0.1:1");
+  EXPECT_STREQ(j.getRingAddress().cStr(), "127.0.0.1:9");
+  client_.mark_ready();
+  EXPECT_EQ(joins(), 1u) << "ready already";
+  client_.master_up();  // a restarted master
+  EXPECT_EQ(joins(), 2u);
+}
+
+TEST_F(membership_client_test, a_ready_worker_without_the_master_joins_when_it_comes_up) {
+  client_.defer();
+  master_connected = false;
+  client_.mark_ready();
+  EXPECT_EQ(joins(), 0u);
+  master_connected = true;
+  client_.master_up();
+  EXPECT_EQ(joins(), 1u);
+}
+
+TEST_F(membership_client_test, leaving_tells_the_master_and_never_joins_again) {
+  EXPECT_FALSE(client_.leaving());
+  EXPECT_TRUE(client_.leave("left on SIGTERM"));
+  EXPECT_TRUE(client_.leaving());
+  EXPECT_TRUE(client_.leave_token().stop_requested());
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].body().getJob().which(), schema::JobMessage::NODE_EXITED);
+  EXPECT_TRUE(client_.leave("again")) << "already leaving";
+  EXPECT_EQ(sent.size(), 1u);
+  client_.master_up();
+  client_.defer();
+  client_.mark_ready();
+  EXPECT_EQ(joins(), 0u);
+  client_.left();
+  EXPECT_TRUE(client_.await_left(0ms));
+}
+
+TEST_F(membership_client_test, a_master_lost_while_leaving_ends_the_wait_unanswered) {
+  EXPECT_TRUE(client_.leave("left on SIGTERM"));
+  client_.master_down();
+  EXPECT_FALSE(client_.await_left(10s));  // returns at once: the master is gone
+}
+
+TEST_F(membership_client_test, without_the_master_a_leave_cannot_be_told) {
+  master_connected = false;
+  EXPECT_FALSE(client_.leave("left on SIGTERM"));
+  EXPECT_TRUE(client_.leaving());
+  EXPECT_TRUE(sent.empty());
+}
+
+}  // namespace
+}  // namespace troupe::actors
