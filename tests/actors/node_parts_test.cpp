@@ -1,12 +1,15 @@
 // Two of node_runtime's parts without a transport: the membership view a node follows (node_view:
 // epochs only forward, a restarted master's new sequence, a stale master ignored, ring waits on a
-// manual clock) and its side of joining and leaving (membership_client over fake links).
+// manual clock), its side of joining and leaving (membership_client over fake links), and the
+// fault injector's resets (over a fake endpoint setter).
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "fault_injector.hpp"
 #include "membership_client.hpp"
 #include "node_view.hpp"
 #include "troupe/core/clock.hpp"
@@ -152,6 +155,30 @@ TEST_F(membership_client_test, without_the_master_a_leave_cannot_be_told) {
   EXPECT_FALSE(client_.leave("left on SIGTERM"));
   EXPECT_TRUE(client_.leaving());
   EXPECT_TRUE(sent.empty());
+}
+
+// A newer inject replaces an older one whose reset is pending: the older reset must not clear
+// the newer fault (it did: replacing the reset thread woke it, and it cleared what was just set).
+TEST(fault_injector, a_newer_inject_outlives_the_older_ones_reset) {
+  std::mutex mu;
+  std::vector<fault_injection> applied;
+  {
+    fault_injector inj([&](const fault_injection& f) {
+      std::lock_guard lk(mu);
+      applied.push_back(f);
+    });
+    inj.inject({0.5, 1ms}, 1h);
+    inj.inject({1.0, 2ms}, 1h);
+    std::lock_guard lk(mu);
+    ASSERT_EQ(applied.size(), 3u);  // the first, its reset ended early, the second
+    EXPECT_EQ(applied[1].drop_probability, 0.0);
+    EXPECT_EQ(applied.back().drop_probability, 1.0);
+    EXPECT_EQ(applied.back().delay, 2ms);
+  }
+  // Destroyed: the pending reset ends early and clears the fault.
+  ASSERT_EQ(applied.size(), 4u);
+  EXPECT_EQ(applied.back().drop_probability, 0.0);
+  EXPECT_EQ(applied.back().delay, 0us);
 }
 
 }  // namespace
