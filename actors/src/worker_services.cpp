@@ -107,7 +107,9 @@ expected<void> remote_ps::pull(trainer_backend& m, const nn::batch& b) {
     ahead.reset();
   }
   ps_window::group g;
+  ++pulls_;
   if (ahead) {
+    ++prefetched_;
     g = std::move(ahead->requests);
   } else {
     auto sent = send_pulls(m, unique_);

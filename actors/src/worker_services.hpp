@@ -26,6 +26,9 @@ class remote_ps final : public ps_client {
   expected<void> push(trainer_backend& m) override;
   void prefetch(trainer_backend& m, const nn::batch& next) override;
   expected<void> settle() override;
+  // Pulls so far, and how many of them took a prefetched pull's replies.
+  std::uint64_t pulls() const { return pulls_; }
+  std::uint64_t prefetched() const { return prefetched_; }
 
  private:
   // A pull sent ahead: the unique ids it asked for, and its requests.
@@ -44,6 +47,7 @@ class remote_ps final : public ps_client {
   node_runtime& rt_;
   ps_window window_;
   std::optional<sent_pull> ahead_;  // the prefetched pull, until the pull of its batch takes it
+  std::uint64_t pulls_ = 0, prefetched_ = 0;
   std::vector<std::vector<std::uint64_t>> ids_by_shard_;
   std::unordered_map<std::uint64_t, std::uint32_t> slot_;
   std::vector<std::uint64_t> unique_;

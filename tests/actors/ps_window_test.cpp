@@ -39,7 +39,8 @@ wire::rpc_channel::request push_request(const std::string& node, const std::stri
   return r;
 }
 
-request pull_request(const std::string& node, const std::string& table, const std::vector<std::uint64_t>& ids) {
+request pull_request(const std::string& node, const std::string& table,
+                     const std::vector<std::uint64_t>& ids) {
   request r{node, "ps", outbound()};
   auto p = r.out.body().initPsPull();
   p.initDense(0);

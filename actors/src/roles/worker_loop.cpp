@@ -262,6 +262,9 @@ void finish_loop(worker_state& st) {
   o.body.initWorkerDone().setSteps(st.steps_total);
   (void)st.node->send("master", "master", std::move(o.out), "worker");
   spdlog::info("{}: training loop over after {} steps", st.node->self().to_string(), st.steps_total);
+  if (st.ps && st.ps->pulls() > 0)
+    spdlog::info("{}: {} PS pulls, {} of them prefetched", st.node->self().to_string(), st.ps->pulls(),
+                 st.ps->prefetched());
 }
 
 void log_step(worker_state& st) {
@@ -312,9 +315,8 @@ void pace(worker_state& st, std::size_t samples) {
   if (st.pace_until > now) clk.sleep_for(st.pace_until - now);
 }
 
-// A finished task is reported once the PS shards have acknowledged its pushes: a worker killed
-// after its report loses none of them (killed before it, the task is trained again). A push that
-// failed meanwhile was lost with its shard (ps_window.hpp); the task is reported all the same.
+// A finished task is reported once the PS shards acknowledged its pushes (killed after its report,
+// a worker lost none; before, the task is trained again); one that failed went with its shard.
 static void settle_pushes(worker_state& st) {
   if (auto s = st.ctx->ps.settle(); !s)
     spdlog::warn("task {}: a push of its last steps failed: {}", st.task->id, s.err().to_string());
