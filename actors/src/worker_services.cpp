@@ -38,22 +38,26 @@ std::vector<std::vector<const param_slice*>> by_shard(const std::vector<param_sl
 }
 }  // namespace
 
-expected<void> remote_ps::pull(trainer_backend& m, const nn::batch& b) {
-  const std::uint32_t shards = rt_.spec().ps.shards;
-  // The batch's ids, de-duplicated, split by owning shard.
-  unique_.clear();
+remote_ps::remote_ps(node_runtime& rt, wire::rpc_channel& rpc)
+    : rt_(rt), window_(rpc, rt.spec().ps.in_flight_pushes, [&rt] { return rt.leaving(); }) {}
+
+void remote_ps::unique_ids(const nn::batch& b, std::vector<std::uint64_t>& out) {
+  out.clear();
   slot_.clear();
   const std::size_t fields = b.data().info.sparse_fields;
   for (std::size_t i = 0; i < b.size(); ++i)
     for (std::size_t f = 0; f < fields; ++f) {
       auto id = b.sparse_row(i)[f];
-      if (slot_.emplace(id, 0).second) unique_.push_back(id);
+      if (slot_.emplace(id, 0).second) out.push_back(id);
     }
+}
+
+expected<ps_window::group> remote_ps::send_pulls(trainer_backend& m, const std::vector<std::uint64_t>& ids) {
+  const std::uint32_t shards = rt_.spec().ps.shards;
   ids_by_shard_.assign(shards, {});
-  for (auto id : unique_) ids_by_shard_[wire::shard_of_id(id, shards)].push_back(id);
+  for (auto id : ids) ids_by_shard_[wire::shard_of_id(id, shards)].push_back(id);
   auto tables = m.embedding_tables();
   auto dense_by_shard = by_shard(m.layout(), shards);
-
   std::vector<wire::rpc_channel::request> reqs;
   for (std::uint32_t s = 0; s < shards; ++s) {
     if (dense_by_shard[s].empty() && (ids_by_shard_[s].empty() || tables.empty())) continue;
@@ -70,7 +74,49 @@ expected<void> remote_ps::pull(trainer_backend& m, const nn::batch& b) {
     }
     reqs.push_back(std::move(r));
   }
-  auto replies = rpc_.call_all(reqs, rt_.spec().job.rpc_timeout);
+  return window_.send(reqs, rt_.spec().job.rpc_timeout);
+}
+
+void remote_ps::drop_prefetch() {
+  if (ahead_) window_.abandon(ahead_->requests);
+  ahead_.reset();
+}
+
+void remote_ps::prefetch(trainer_backend& m, const nn::batch& next) {
+  drop_prefetch();
+  if (!rt_.spec().ps.prefetch) return;
+  sent_pull p;
+  unique_ids(next, p.ids);
+  auto g = send_pulls(m, p.ids);
+  if (!g) return;  // a shard out of reach: the batch's own pull will say so
+  p.requests = std::move(*g);
+  ahead_ = std::move(p);
+}
+
+// The rows of the batch: the prefetched pull's replies when it was this batch's, else a pull sent
+// now. A push that failed since fails the pull too (the batch is retried).
+expected<void> remote_ps::pull(trainer_backend& m, const nn::batch& b) {
+  if (auto c = window_.collect(); !c) {
+    drop_prefetch();
+    return c;
+  }
+  unique_ids(b, unique_);
+  std::optional<sent_pull> ahead = std::exchange(ahead_, std::nullopt);
+  if (ahead && ahead->ids != unique_) {
+    window_.abandon(ahead->requests);
+    ahead.reset();
+  }
+  ps_window::group g;
+  ++pulls_;
+  if (ahead) {
+    ++prefetched_;
+    g = std::move(ahead->requests);
+  } else {
+    auto sent = send_pulls(m, unique_);
+    if (!sent) return sent.err();
+    g = std::move(*sent);
+  }
+  auto replies = window_.await(g);
   if (!replies) return replies.err();
   return read_pull_replies(m, *replies);
 }
@@ -107,7 +153,10 @@ expected<void> remote_ps::read_pull_replies(trainer_backend& m, const std::vecto
   return {};
 }
 
+// Sends the gradients without waiting for their acknowledgement (ps_window: at most
+// in_flight_pushes unacknowledged). A push that failed before fails this one: nothing is sent.
 expected<void> remote_ps::push(trainer_backend& m) {
+  if (auto c = window_.collect(); !c) return c;
   const std::uint32_t shards = rt_.spec().ps.shards;
   auto dense_by_shard = by_shard(m.layout(), shards);
   const float* grads = m.gradients().data();
@@ -151,14 +200,13 @@ expected<void> remote_ps::push(trainer_backend& m) {
     }
     reqs.push_back(std::move(r));
   }
-  auto replies = rpc_.call_all(reqs, rt_.spec().job.rpc_timeout);
-  if (!replies) return replies.err();
-  for (const auto& rep : *replies) {
-    auto r = rep.body().getPsPushReply();
-    if (r.getError().size() > 0)
-      return make_unexpected(core_errc::io_error, rep.from_node().name + ": " + r.getError().cStr());
-  }
-  return {};
+  auto g = window_.send(reqs, rt_.spec().job.rpc_timeout);
+  if (!g) return g.err();
+  return window_.add_push(std::move(*g));
+}
+
+expected<void> remote_ps::settle() {
+  return window_.settle();
 }
 
 // ---- node_ring_context ----

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
 #include "node_runtime.hpp"
+#include "ps_window.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/collective/mixed/session.hpp"
 #include "troupe/collective/ring_context.hpp"
@@ -15,18 +17,37 @@
 
 namespace troupe::actors {
 
+// The worker's PS client: requests to the shards named in the membership view, with pushes and
+// the next batch's pull in flight (ps_window.hpp: order, staleness, failures).
 class remote_ps final : public ps_client {
  public:
-  remote_ps(node_runtime& rt, wire::rpc_channel& rpc) : rt_(rt), rpc_(rpc) {}
+  remote_ps(node_runtime& rt, wire::rpc_channel& rpc);
   expected<void> pull(trainer_backend& m, const nn::batch& b) override;
   expected<void> push(trainer_backend& m) override;
+  void prefetch(trainer_backend& m, const nn::batch& next) override;
+  expected<void> settle() override;
+  // Pulls so far, and how many of them took a prefetched pull's replies.
+  std::uint64_t pulls() const { return pulls_; }
+  std::uint64_t prefetched() const { return prefetched_; }
 
  private:
+  // A pull sent ahead: the unique ids it asked for, and its requests.
+  struct sent_pull {
+    std::vector<std::uint64_t> ids;
+    ps_window::group requests;
+  };
   // The node name of shard i, connected; error while it is not in the view (restarting).
   expected<std::string> shard_node(std::uint32_t i);
+  // The batch's ids, de-duplicated, in first-seen order, into `out`.
+  void unique_ids(const nn::batch& b, std::vector<std::uint64_t>& out);
+  // Sends the pulls of the dense tensors and of the rows of `ids`, one request per shard.
+  expected<ps_window::group> send_pulls(trainer_backend& m, const std::vector<std::uint64_t>& ids);
   expected<void> read_pull_replies(trainer_backend& m, const std::vector<message>& replies);
+  void drop_prefetch();
   node_runtime& rt_;
-  wire::rpc_channel& rpc_;
+  ps_window window_;
+  std::optional<sent_pull> ahead_;  // the prefetched pull, until the pull of its batch takes it
+  std::uint64_t pulls_ = 0, prefetched_ = 0;
   std::vector<std::vector<std::uint64_t>> ids_by_shard_;
   std::unordered_map<std::uint64_t, std::uint32_t> slot_;
   std::vector<std::uint64_t> unique_;

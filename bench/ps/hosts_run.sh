@@ -11,7 +11,9 @@
 # summary line per place and client count.
 # Root, a release build (ps_bench) and `scripts/install-deps.sh --bench` (redis-server, redis-tools)
 # needed. The hosts are shared: run under flock -o /tmp/troupe-hosts.lock.
-# Usage: bench/ps/hosts_run.sh [hosts|loopback|both] [SECONDS] [CLIENTS, default "4 8"]
+# IN_FLIGHT (issue 29 part 3): depths D measured with one client that keeps D requests in flight
+# (`ps_bench --in-flight D`, a fresh shard each), compared with Redis' 1 client.
+# Usage: bench/ps/hosts_run.sh [hosts|loopback|both] [SECONDS] [CLIENTS, default "4 8"] [IN_FLIGHT, default ""]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 here=$(pwd)
@@ -20,6 +22,7 @@ B=$here/build/release/bench/ps/ps_bench
 what=${1:-both}
 seconds=${2:-10}
 clients=${3:-4 8}
+in_flight=${4:-}
 work=/var/tmp/troupe-ps-hosts-$$
 mkdir -p "$work"
 source "$here/bench/common/hosts_lib.sh"
@@ -41,13 +44,17 @@ print(json.dumps({"bench": "redis_set_get", "clients": int(sys.argv[1]), "pipeli
 place() {
   local sh=$1 ch=$2 addr=$3 name=$4
   local n bound
-  for n in 1 $clients; do
+  local runs=() run
+  for n in 1 $clients; do runs+=("$n:1"); done
+  for n in $in_flight; do runs+=("1:$n"); done
+  for run in "${runs[@]}"; do
+    n=${run%%:*}
     rm -rf "$work/$name-shard"
     # Port 0: any free port (the last run's connections may still hold its port), read back from
     # the shard's "listening" line.
     start_in "$sh" "$work/$name-shard.out" "$B" --serve "$addr:0" --work "$work/$name-shard"
     bound=$(wait_line "$work/$name-shard.out" listening 120 | sed 's/.*"listening":"\([^"]*\)".*/\1/')
-    on "$ch" "$B" --fetch "$bound" --seconds "$seconds" --clients "$n" --work "$work/$name-client" |
+    on "$ch" "$B" --fetch "$bound" --seconds "$seconds" --clients "$n" --in-flight "${run##*:}" --work "$work/$name-client" |
       tag "$name"
     stop_all
     rm -f "$work/$name-shard.out"
@@ -73,7 +80,7 @@ for place in dict.fromkeys(r["place"] for r in rows):
     for ps in (r for r in rows if r["place"] == place and r["bench"] == "ps_pull_push"):
         n = ps["clients"]
         peer = 1 if n == 1 else 50
-        print(json.dumps({"bench": "ps_vs_redis", "place": place, "ps_clients": n,
+        print(json.dumps({"bench": "ps_vs_redis", "place": place, "ps_clients": n, "in_flight": ps.get("in_flight", 1),
                           "ps_rows_per_s": round(ps["rows_per_s"]), "redis_clients": peer,
                           "redis_ops_per_s": red[peer], "ratio": round(ps["rows_per_s"] / red[peer], 2),
                           "target": 10}))

@@ -9,6 +9,9 @@
 //   ps_bench --fetch HOST:PORT [--seconds S] [--ids N] [--clients C] [--work DIR]
 //                                              the clients; one JSON line
 //   ps_bench --loopback [--seconds S] [--clients C]   both in this process, over 127.0.0.1
+//   --in-flight D (with --fetch or --loopback): each client keeps D requests in flight (pulls and
+//       pushes in turn, replies taken oldest first), as a worker that prefetches its next batch's
+//       rows and does not wait for its pushes; 1 (the default): one request at a time
 //   ps_bench --check                           loopback, verifies the rows, also across restarts (ctest)
 //   ps_bench --loopback --checkpoint-ms MS [--full-every K]
 //       the shard checkpoints every MS ms (every Kth full) while the clients run: how long pulls and
@@ -21,6 +24,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <latch>
 #include <random>
@@ -120,23 +124,32 @@ client connect(const bench_data& b, const nn::embedding_table& table, const std:
   return c;
 }
 
-void pull(client& c, const std::vector<std::uint64_t>& ids) {
+wire::rpc_channel::request pull_request(const client& c, const std::vector<std::uint64_t>& ids) {
   wire::rpc_channel::request r{c.shard, "ps", outbound()};
   auto p = r.out.body().initPsPull();
   p.initDense(0);
   auto refs = p.initSparse(1);
   refs[0].setTable(c.table);
   refs[0].setIds(kj::arrayPtr(ids.data(), ids.size()));
-  auto m = must(c.rpc->call(std::move(r), std::chrono::seconds(30)), "pull");
-  auto rep = m.body().getPsPullReply();
-  if (rep.getError().size() > 0) die(std::string("pull: ") + rep.getError().cStr());
-  if (rep.getSparse().size() != 1 || rep.getSparse()[0].getIds().size() != ids.size())
-    die("pull: the reply does not hold the rows asked for");
-  wire::to_vector(rep.getSparse()[0].getValues(), c.rows);
-  if (c.rows.size() != ids.size() * c.dim) die("pull: rows of the wrong size");
+  return r;
 }
 
-void push(client& c, const nn::sparse_grad& g) {
+// The pulled rows of `n` ids, copied out into c.rows.
+void read_pull(client& c, const message& m, std::size_t n) {
+  auto rep = m.body().getPsPullReply();
+  if (rep.getError().size() > 0) die(std::string("pull: ") + rep.getError().cStr());
+  if (rep.getSparse().size() != 1 || rep.getSparse()[0].getIds().size() != n)
+    die("pull: the reply does not hold the rows asked for");
+  wire::to_vector(rep.getSparse()[0].getValues(), c.rows);
+  if (c.rows.size() != n * c.dim) die("pull: rows of the wrong size");
+}
+
+void pull(client& c, const std::vector<std::uint64_t>& ids) {
+  auto m = must(c.rpc->call(pull_request(c, ids), std::chrono::seconds(30)), "pull");
+  read_pull(c, m, ids.size());
+}
+
+wire::rpc_channel::request push_request(const client& c, const nn::sparse_grad& g) {
   wire::rpc_channel::request r{c.shard, "ps", outbound()};
   auto p = r.out.body().initPsPush();
   p.initDense(0);
@@ -147,9 +160,16 @@ void push(client& c, const nn::sparse_grad& g) {
   // One memcpy into the request (wire_raw.hpp), so that the clients leave the cores to the shard.
   auto v = wire::raw<float>(sl[0].initValues(static_cast<unsigned>(g.rows.size())));
   std::memcpy(v.data(), g.rows.data(), g.rows.size() * sizeof(float));
-  auto m = must(c.rpc->call(std::move(r), std::chrono::seconds(30)), "push");
+  return r;
+}
+
+void read_push(const message& m) {
   auto err = m.body().getPsPushReply().getError();
   if (err.size() > 0) die(std::string("push: ") + err.cStr());
+}
+
+void push(client& c, const nn::sparse_grad& g) {
+  read_push(must(c.rpc->call(push_request(c, g), std::chrono::seconds(30)), "push"));
 }
 
 // A client's rounds: N unique ids out of [0, space) each round, fresh from a splitmix64 stream
@@ -201,6 +221,44 @@ struct client_result {
   // its reply took; pulls and pushes apart.
   std::vector<std::pair<double, double>> pulls, pushes;
 };
+
+// --in-flight D: one client's rounds with D requests in flight on its connection, as a worker that
+// prefetches and does not wait for its pushes: pull r and push r are sent in turn, and once D are
+// unanswered the oldest reply is taken (rows copied out, push checked) before the next goes out.
+// The shard serves them in order; a request's latency runs from its send to its reply's turn.
+void pipelined_rounds(client& c, round_maker& rounds, double end, std::size_t depth, client_result& r) {
+  struct sent {
+    std::uint64_t id;
+    bool push;
+    double at;
+    std::size_t n;
+  };
+  std::deque<sent> q;
+  auto take_oldest = [&] {
+    const sent s = q.front();
+    q.pop_front();
+    std::optional<expected<message>> m;
+    while (!(m = c.rpc->poll(s.id))) c.rpc->wait(s.id, std::chrono::milliseconds(50));
+    auto reply = must(std::move(*m), s.push ? "push" : "pull");
+    if (s.push)
+      read_push(reply);
+    else
+      read_pull(c, reply, s.n);
+    (s.push ? r.pushes : r.pulls).emplace_back(s.at, ps_checkpoint_clock() - s.at);
+    if (s.push) ++r.rounds;
+  };
+  auto send = [&](wire::rpc_channel::request req, bool is_push, std::size_t n) {
+    const double at = ps_checkpoint_clock();
+    q.push_back({must(c.rpc->send(std::move(req), std::chrono::seconds(30)), "send"), is_push, at, n});
+    if (q.size() >= depth) take_oldest();
+  };
+  while (now_s() < end) {
+    const auto& g = rounds.next();
+    send(pull_request(c, g.ids), false, g.ids.size());
+    send(push_request(c, g), true, 0);
+  }
+  while (!q.empty()) take_oldest();
+}
 
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -312,7 +370,8 @@ nlohmann::json checkpoint_summary(const std::vector<ps_checkpoint_record>& log, 
 // start); one JSON line: all clients' rows over the window from the start to the last reply, and
 // each client's own rows/s.
 void run_rounds(const bench_data& b, const nn::embedding_table& table, const std::string& addr, int clients,
-                double seconds, std::size_t n, const std::string& where, const std::string& ckpt_work = {}) {
+                double seconds, std::size_t n, const std::string& where, std::size_t in_flight,
+                const std::string& ckpt_work = {}) {
   std::vector<client> cs;
   for (int i = 0; i < clients; ++i) cs.push_back(connect(b, table, addr, i));
   std::vector<client_result> res(static_cast<std::size_t>(clients));
@@ -333,7 +392,11 @@ void run_rounds(const bench_data& b, const nn::embedding_table& table, const std
       auto& r = res[static_cast<std::size_t>(i)];
       const double end = t0 + seconds;
       double t = now_s();
-      while (t < end) {
+      if (in_flight > 1) {
+        pipelined_rounds(c, rounds, end, in_flight, r);
+        t = now_s();
+      }
+      while (in_flight <= 1 && t < end) {
         const auto& g = rounds.next();
         const double a = ps_checkpoint_clock();
         pull(c, g.ids);
@@ -364,6 +427,7 @@ void run_rounds(const bench_data& b, const nn::embedding_table& table, const std
   nlohmann::json j = {{"bench", "ps_pull_push"},
                       {"where", where},
                       {"clients", clients},
+                      {"in_flight", in_flight},
                       {"ids_per_request", n},
                       {"row_bytes", 64},
                       {"rounds", rounds},
@@ -456,6 +520,7 @@ int main(int argc, char** argv) {
   double seconds = 5;
   std::size_t ids = 1000;
   int clients = 1;
+  std::size_t in_flight = 1;
   int checkpoint_ms = 0, full_every = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -470,6 +535,8 @@ int main(int argc, char** argv) {
       ids = std::stoul(val());
     else if (a == "--clients")
       clients = std::stoi(val());
+    else if (a == "--in-flight")
+      in_flight = std::stoul(val());
     else if (a == "--work")
       work = val();
     else if (a == "--checkpoint-ms")
@@ -486,9 +553,10 @@ int main(int argc, char** argv) {
   if (full_every > 0) b.spec.ps.full_checkpoint_every = static_cast<std::uint32_t>(full_every);
   if (mode == "serve") return serve(b, work, addr);
   if (clients < 1) die("--clients must be >= 1");
+  if (in_flight < 1) die("--in-flight must be >= 1");
   auto model = load_model(b);
   if (mode == "fetch") {
-    run_rounds(b, *model.table, addr, clients, seconds, ids, addr);
+    run_rounds(b, *model.table, addr, clients, seconds, ids, addr, in_flight);
     return 0;
   }
   // Loopback and check: a fresh shard (no checkpoint from an earlier run) in this process.
@@ -499,7 +567,7 @@ int main(int argc, char** argv) {
     rc = check(b, *model.table, shard_work);
   } else {
     auto h = must(bench::shard_host::start(b.spec, b.data, shard_work, "127.0.0.1", 0), "shard");
-    run_rounds(b, *model.table, h->bound(), clients, seconds, ids, "loopback",
+    run_rounds(b, *model.table, h->bound(), clients, seconds, ids, "loopback", in_flight,
                checkpoint_ms > 0 ? shard_work : std::string());
   }
   fs::remove_all(shard_work);

@@ -42,6 +42,8 @@ ps_options read_ps(config_section s) {
   o.shards = static_cast<std::uint32_t>(s.get_int("shards", 1, 1, 256));
   o.checkpoint_every = std::chrono::milliseconds(s.get_int("checkpoint_every_ms", 2'000, 10, 3'600'000));
   o.full_checkpoint_every = static_cast<std::uint32_t>(s.get_int("full_checkpoint_every", 10, 1, 1'000'000));
+  o.in_flight_pushes = static_cast<std::uint32_t>(s.get_int("in_flight_pushes", 2, 0, 64));
+  o.prefetch = s.get_bool("prefetch", true);
   // Nodes run in other working directories (and on other hosts): a relative path would mean
   // something different to each of them.
   o.checkpoint_dir = s.get_string("checkpoint_dir", "");

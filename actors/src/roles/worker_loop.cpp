@@ -1,8 +1,6 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
-#include <numeric>
-#include <random>
 #include <thread>
 #include <utility>
 
@@ -28,13 +26,6 @@ std::vector<task_lease_client::lease> held(const worker_state& st) {
 
 std::uint64_t wall_ms(worker_state& st) {
   return static_cast<std::uint64_t>(st.node->clock().wall_ms());
-}
-
-void shuffle_rows(held_task& h) {
-  h.order.resize(h.rows.rows);
-  std::iota(h.order.begin(), h.order.end(), 0u);
-  std::mt19937_64 rng(h.id * 0x9e3779b97f4a7c15ull + h.attempt);
-  std::shuffle(h.order.begin(), h.order.end(), rng);
 }
 
 // The leased task with its records read from the local store, or (served records) with the
@@ -138,6 +129,9 @@ void finish_loop(worker_state& st) {
   o.body.initWorkerDone().setSteps(st.steps_total);
   (void)st.node->send("master", "master", std::move(o.out), "worker");
   spdlog::info("{}: training loop over after {} steps", st.node->self().to_string(), st.steps_total);
+  if (st.ps && st.ps->pulls() > 0)
+    spdlog::info("{}: {} PS pulls, {} of them prefetched", st.node->self().to_string(), st.ps->pulls(),
+                 st.ps->prefetched());
 }
 
 void log_step(worker_state& st) {
@@ -188,13 +182,25 @@ void pace(worker_state& st, std::size_t samples) {
   if (st.pace_until > now) clk.sleep_for(st.pace_until - now);
 }
 
+// A finished task is reported once the PS shards acknowledged its pushes (killed after its report,
+// a worker lost none; before, the task is trained again); one that failed went with its shard.
+static void settle_pushes(worker_state& st) {
+  if (auto s = st.ctx->ps.settle(); !s)
+    spdlog::warn("task {}: a push of its last steps failed: {}", st.task->id, s.err().to_string());
+}
+
 // The strategy's step on `b`. An exception while the worker holds a task is the task's failure
 // (reported; the next task takes its place): nullopt. Without a task it is not a data problem: it
 // propagates, and the supervisor restarts the actor.
 static std::optional<step_result> run_step(worker_state& st, const nn::batch* b) {
+  auto after = batch_after(st);
+  st.ctx->next = after ? &*after : nullptr;
   try {
-    return st.strat->step(*st.ctx, b, st.leases->exhausted() && !st.task);
+    auto r = st.strat->step(*st.ctx, b, st.leases->exhausted() && !st.task);
+    st.ctx->next = nullptr;
+    return r;
   } catch (const std::exception& e) {
+    st.ctx->next = nullptr;
     if (!st.task) throw;
     spdlog::error("task {} failed: {}", st.task->id, e.what());
     st.leases->report(*st.task, e.what());
@@ -222,12 +228,7 @@ bool train_some(worker_state& st, clock::time_point until) {
   }
   // A ring change during the step ends the wait that follows it at once.
   const auto epoch = st.node->ring_epoch().load(std::memory_order_acquire);
-  std::optional<nn::batch> b;
-  if (st.task) {
-    auto& t = *st.task;
-    std::size_t n = std::min(st.node->spec().nn.train.batch_size, t.order.size() - t.cursor);
-    b.emplace(t.rows, std::span<const std::uint32_t>(t.order.data() + t.cursor, n));
-  }
+  auto b = current_batch(st);
   auto stepped = run_step(st, b ? &*b : nullptr);
   if (!stepped) return true;
   const step_result& res = *stepped;
@@ -254,6 +255,7 @@ bool train_some(worker_state& st, clock::time_point until) {
       return false;
   }
   if (st.task && st.task->cursor >= st.task->order.size()) {
+    settle_pushes(st);
     st.leases->report(*st.task, "");
     st.task = std::exchange(st.next, std::nullopt);
     st.leases->pump_reports();

@@ -83,6 +83,14 @@ bool train_some(worker_state& st, worker_state::clock::time_point until);
 inline bool train_some(worker_state& st) {
   return train_some(st, st.node->clock().now() + tick_budget);
 }
+// The task's rows in a shuffled order, the same for the same task id and attempt.
+void shuffle_rows(held_task& h);
+// The minibatch at the held task's cursor; nullopt without a task (worker_batches.cpp).
+std::optional<nn::batch> current_batch(worker_state& st);
+// The minibatch the worker offers after the current one, for the strategy to prepare (async_ps pulls
+// its rows meanwhile): the rest of the task, else the first one of the task leased ahead once its
+// records are in; nullopt otherwise.
+std::optional<nn::batch> batch_after(worker_state& st);
 // Evaluates the model on the test set and answers the master.
 void evaluate(worker_state& st, const message& request);
 // Opens the TROUPE_STEP_LOG file when that variable is set.

@@ -17,6 +17,8 @@ class async_ps final : public strategy {
     if (!b) return {exhausted ? step_result::kind::finished : step_result::kind::idle};
     auto& be = ctx.backend;
     if (auto p = ctx.ps.pull(be, *b); !p) return retry("pull", p.err());
+    // The next batch's rows come while this one trains; they miss this batch's push (sent after).
+    if (ctx.next) ctx.ps.prefetch(be, *ctx.next);
     if (auto u = be.from_host(host_copy::parameters); !u) throw std::runtime_error(u.err().to_string());
     auto loss = be.compute_gradients(*b);
     if (!loss) throw std::runtime_error(loss.err().to_string());

@@ -28,11 +28,22 @@ namespace troupe::actors {
 // buffer and the batch's embedding rows) with the shards' values; pushes send the gradients the
 // last compute_gradients left in it (equal ids already combined by the embedding tables). Host
 // memory: a device backend's strategy moves its mirror (trainer_backend::to_host / from_host).
+//
+// Requests in flight ([ps] in_flight_pushes, prefetch; docs/job.md): push may return before the
+// shards acknowledge it (at most in_flight_pushes pushes unacknowledged); a push that fails later
+// fails a later pull, push or settle (the caller retries its batch). prefetch sends the pull of a
+// batch to come; the pull of that batch then takes its replies (rows that miss the pushes this
+// worker sent after the prefetch: at most one, the batch trained meanwhile).
 class ps_client {
  public:
   virtual ~ps_client() = default;
   virtual expected<void> pull(trainer_backend& m, const nn::batch& b) = 0;
   virtual expected<void> push(trainer_backend& m) = 0;
+  // Starts the pull of `next` without waiting for it (nothing when prefetching is off or a shard
+  // cannot be reached now: its pull then asks again).
+  virtual void prefetch(trainer_backend& m, const nn::batch& next) {}
+  // Waits until every push is acknowledged; the error of one that failed.
+  virtual expected<void> settle() { return {}; }
 };
 
 // The ring of alive workers for the current membership epoch: rebuilt by ensure() after a
@@ -47,6 +58,10 @@ struct worker_context {
   trainer_backend& backend;  // the replica, its optimizer and their state (trainer_backend.hpp)
   ps_client& ps;
   ring_session& ring;
+  // The batch the worker offers after the one of this step, when known (the rest of its task, or
+  // the first of the task leased ahead); null otherwise. Set by the worker before each step, valid
+  // during it: async_ps prefetches its rows.
+  const nn::batch* next = nullptr;
 };
 
 struct step_result {

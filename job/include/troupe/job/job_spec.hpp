@@ -9,7 +9,8 @@
 //          datasets, default "<root>/datasets"), device = "cpu" | "gpu" (workers train on a GPU,
 //          the CUDA trainer backend; docs/gpu_workers.md), disk_full_timeout_ms (a disk fault
 //          lasting this long fails the job; 300000)
-//   [ps]   shards, checkpoint_every_ms, full_checkpoint_every, checkpoint_dir
+//   [ps]   shards, checkpoint_every_ms, full_checkpoint_every, checkpoint_dir, in_flight_pushes,
+//          prefetch
 //
 // train.epochs is the number of passes over the dataset the dispenser hands out.
 #pragma once
@@ -51,6 +52,11 @@ struct ps_options {
   std::chrono::milliseconds checkpoint_every{2'000};
   std::uint32_t full_checkpoint_every = 10;
   std::string checkpoint_dir;  // absolute; empty: <job dir>/checkpoints
+  // A worker's requests in flight (docs/job.md, "PS requests in flight"): pushes not acknowledged
+  // yet (0: each push waits for its reply), and whether the next batch's rows are pulled while the
+  // current batch trains.
+  std::uint32_t in_flight_pushes = 2;
+  bool prefetch = true;
 };
 
 struct job_spec {

@@ -1,0 +1,43 @@
+// The minibatches of the tasks a worker holds: their order, the one it trains now, and the one
+// after it.
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <span>
+
+#include "worker_state.hpp"
+
+namespace troupe::actors {
+
+namespace {
+std::optional<nn::batch> batch_at(const held_task& t, std::size_t from, std::size_t batch_size) {
+  if (from >= t.order.size()) return std::nullopt;
+  std::size_t n = std::min(batch_size, t.order.size() - from);
+  return nn::batch(t.rows, std::span<const std::uint32_t>(t.order.data() + from, n));
+}
+}  // namespace
+
+void shuffle_rows(held_task& h) {
+  h.order.resize(h.rows.rows);
+  std::iota(h.order.begin(), h.order.end(), 0u);
+  std::mt19937_64 rng(h.id * 0x9e3779b97f4a7c15ull + h.attempt);
+  std::shuffle(h.order.begin(), h.order.end(), rng);
+}
+
+std::optional<nn::batch> current_batch(worker_state& st) {
+  if (!st.task) return std::nullopt;
+  return batch_at(*st.task, st.task->cursor, st.node->spec().nn.train.batch_size);
+}
+
+std::optional<nn::batch> batch_after(worker_state& st) {
+  if (!st.task) return std::nullopt;
+  const std::size_t bs = st.node->spec().nn.train.batch_size;
+  const held_task& t = *st.task;
+  const std::size_t from = t.cursor + std::min(bs, t.order.size() - t.cursor);
+  if (from < t.order.size()) return batch_at(t, from, bs);
+  // The next task's rows: not while its served records are on their way (no order yet).
+  if (!st.next || st.next->ticket) return std::nullopt;
+  return batch_at(*st.next, st.next->cursor, bs);
+}
+
+}  // namespace troupe::actors
