@@ -91,6 +91,7 @@ class torchscript_backend final : public trainer_backend {
   expected<void> choose_device();
   expected<void> load();
   expected<void> check_signature();
+  expected<std::vector<std::pair<std::string, at::Tensor>>> trainable();
   expected<void> alias_parameters();
   void alias_buffers();
   expected<void> probe();
@@ -221,8 +222,8 @@ expected<void> torchscript_backend::check_signature() {
   return {};
 }
 
-// Every trainable parameter into the flat buffers; buffers (running statistics) as spans.
-expected<void> torchscript_backend::alias_parameters() {
+// The module's trainable parameters, by name; an error for one troupe cannot train.
+expected<std::vector<std::pair<std::string, at::Tensor>>> torchscript_backend::trainable() {
   std::vector<std::pair<std::string, at::Tensor>> train;
   for (const auto& p : mod_.named_parameters(true)) {
     if (p.value.scalar_type() != at::kFloat || !p.value.is_contiguous())
@@ -233,6 +234,14 @@ expected<void> torchscript_backend::alias_parameters() {
                                  ": troupe trains contiguous float32 parameters only");
     if (p.value.requires_grad()) train.emplace_back(p.name, p.value);
   }
+  return train;
+}
+
+// Every trainable parameter into the flat buffers; buffers (running statistics) as spans.
+expected<void> torchscript_backend::alias_parameters() {
+  auto trained = trainable();
+  if (!trained) return trained.err();
+  auto& train = *trained;
   std::size_t total = 0;
   for (auto& [n, t] : train) {
     layout_.push_back({n, total, static_cast<std::size_t>(t.numel())});
