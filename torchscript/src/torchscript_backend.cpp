@@ -37,6 +37,12 @@ namespace troupe::actors {
 
 namespace {
 
+// A CPU tensor over `s` (no copy).
+at::Tensor host_view(std::span<float> s) {
+  return torch::from_blob(s.data(), {static_cast<std::int64_t>(s.size())},
+                          at::TensorOptions().dtype(at::kFloat));
+}
+
 std::string shape_of(const at::Tensor& t) {
   std::ostringstream s;
   s << t.sizes();
@@ -108,8 +114,10 @@ class torchscript_backend final : public trainer_backend {
 
   torchscript_options o_;
   torch::Device dev_{torch::kCPU};
-  bool mirrored_ = false;                     // the module's tensors live apart from values_ / grads_
-  at::Tensor dvalues_, dgrads_;               // when mirrored: the flat buffers on dev_
+  bool mirrored_ = false;  // the module's tensors live apart from values_ / grads_
+  // The flat tensors the module's parameters and their .grad view: over values_ and grads_ on the
+  // CPU; when mirrored, their copies on dev_.
+  at::Tensor mod_values_, mod_grads_;
   std::vector<at::Tensor> dbuffers_;          // when mirrored: the module's float buffers on dev_
   std::vector<std::vector<float>> hbuffers_;  // and their host copies (buffers_ spans them)
   torch::jit::Module mod_;
@@ -250,12 +258,9 @@ expected<void> torchscript_backend::alias_parameters() {
   values_.assign(total, 0.0f);
   grads_.assign(total, 0.0f);
   auto opts = at::TensorOptions().dtype(at::kFloat);
-  at::Tensor flat_v = torch::from_blob(values_.data(), {static_cast<std::int64_t>(total)}, opts);
-  at::Tensor flat_g = torch::from_blob(grads_.data(), {static_cast<std::int64_t>(total)}, opts);
-  if (mirrored_) {
-    flat_v = dvalues_ = torch::zeros({static_cast<std::int64_t>(total)}, opts.device(dev_));
-    flat_g = dgrads_ = torch::zeros({static_cast<std::int64_t>(total)}, opts.device(dev_));
-  }
+  const auto n_total = static_cast<std::int64_t>(total);
+  mod_values_ = mirrored_ ? torch::zeros({n_total}, opts.device(dev_)) : host_view(values_);
+  mod_grads_ = mirrored_ ? torch::zeros({n_total}, opts.device(dev_)) : host_view(grads_);
   torch::NoGradGuard no_grad;
   params_.reserve(train.size());
   for (std::size_t i = 0; i < train.size(); ++i) {
@@ -266,9 +271,9 @@ expected<void> torchscript_backend::alias_parameters() {
     float* g = grads_.data() + layout_[i].offset;
     auto host = t.to(torch::kCPU).contiguous();
     std::memcpy(v, host.data_ptr<float>(), layout_[i].size * sizeof(float));
-    if (mirrored_) flat_v.narrow(0, off, n).copy_(t.reshape({n}));
-    t.set_data(flat_v.narrow(0, off, n).view(t.sizes()));
-    t.mutable_grad() = flat_g.narrow(0, off, n).view(t.sizes());
+    if (mirrored_) mod_values_.narrow(0, off, n).copy_(t.reshape({n}));
+    t.set_data(mod_values_.narrow(0, off, n).view(t.sizes()));
+    t.mutable_grad() = mod_grads_.narrow(0, off, n).view(t.sizes());
     nn::shape s{layout_[i].size};
     params_.push_back({layout_[i].name, nn::tensor::view(v, s), nn::tensor::view(g, s), true});
   }
@@ -293,22 +298,17 @@ void torchscript_backend::alias_buffers() {
   for (auto& h : hbuffers_) buffers_.emplace_back(h);
 }
 
-at::Tensor host_view(std::span<float> s) {
-  return torch::from_blob(s.data(), {static_cast<std::int64_t>(s.size())},
-                          at::TensorOptions().dtype(at::kFloat));
-}
-
 void torchscript_backend::upload() {
   if (!mirrored_) return;
   torch::NoGradGuard no_grad;
-  dvalues_.copy_(host_view(values_));
+  mod_values_.copy_(host_view(values_));
   for (std::size_t i = 0; i < dbuffers_.size(); ++i) dbuffers_[i].view({-1}).copy_(host_view(hbuffers_[i]));
 }
 
 void torchscript_backend::download_after_step() {
   if (!mirrored_) return;
   torch::NoGradGuard no_grad;
-  host_view(grads_).copy_(dgrads_);
+  host_view(grads_).copy_(mod_grads_);
   for (std::size_t i = 0; i < dbuffers_.size(); ++i) host_view(hbuffers_[i]).copy_(dbuffers_[i].view({-1}));
 }
 
@@ -409,11 +409,10 @@ at::Tensor torchscript_backend::loss(const at::Tensor& logits, const at::Tensor&
 expected<float> torchscript_backend::compute_gradients(const nn::batch& b) {
   try {
     upload();
-    if (mirrored_) dgrads_.zero_();
+    mod_grads_.zero_();  // backward accumulates into it
   } catch (const std::exception& e) {
     return fail("copying the parameters to " + dev_.str(), b, e);
   }
-  std::fill(grads_.begin(), grads_.end(), 0.0f);
   auto l = logits(b, true);
   if (!l) return l.err();
   try {
