@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
+#include <optional>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "dashboard_cluster.hpp"
@@ -89,6 +92,11 @@ api_route route_of(const std::string& path) {
 class dashboard {
  public:
   explicit dashboard(dashboard_options o) : o_(std::move(o)) {}
+  ~dashboard() {
+    if (cluster_thread_.joinable()) cluster_thread_.join();
+  }
+  dashboard(const dashboard&) = delete;
+  dashboard& operator=(const dashboard&) = delete;
 
   // Called from several server threads at once: the caches hold their own locks.
   http_response operator()(const http_request& r) {
@@ -162,18 +170,37 @@ class dashboard {
     return json_response({{"root", o_.root}, {"jobs", list}});
   }
 
-  // sacct and sinfo ask slurmctld/slurmdbd: at most once per 2 s, whatever polls (one asks, the
-  // others wait for its answer).
+  // sacct and sinfo ask slurmctld/slurmdbd, which may take seconds (each command is bounded by its
+  // runner) or hang while slurmctld restarts: they run on a thread of their own, at most once per
+  // 2 s whatever polls. A request waits at most cluster_wait_ms for a refresh, then gets the last
+  // answer (its now_ms says how old) or, before the first, 503 with Retry-After.
   http_response cluster() {
-    std::lock_guard lk(cluster_mu_);
-    auto now = now_ms();
-    if (cluster_at_ms_ == 0 || now - cluster_at_ms_ >= 2000) {
+    std::unique_lock lk(cluster_mu_);
+    bool fresh = cluster_ && now_ms() - cluster_at_ms_ < 2000;
+    if (!fresh && !cluster_refreshing_) start_cluster_refresh();
+    cluster_done_.wait_for(lk, std::chrono::milliseconds(cluster_wait_ms),
+                           [&] { return !cluster_refreshing_; });
+    if (cluster_) return json_response(cluster_->second, cluster_->first);
+    auto r = json_response({{"slurm", false}, {"why", "asking Slurm (sinfo, sacct): no answer yet"}}, 503);
+    r.headers.emplace_back("Retry-After", "1");
+    return r;
+  }
+
+  // Under cluster_mu_. The previous refresh has cleared cluster_refreshing_, its last step: joining
+  // it here waits for its exit only.
+  void start_cluster_refresh() {
+    if (cluster_thread_.joinable()) cluster_thread_.join();
+    cluster_refreshing_ = true;
+    cluster_thread_ = std::thread([this] {
       auto root = jobs_root::open(o_.root);
-      if (!root) return error_response(503, root.err().context());
-      cluster_ = cluster_json(*root, o_.slurm, now);
-      cluster_at_ms_ = now;
-    }
-    return json_response(cluster_.second, cluster_.first);
+      auto answer = root ? cluster_json(*root, o_.slurm, now_ms())
+                         : std::pair<int, json>{503, {{"slurm", false}, {"why", root.err().context()}}};
+      std::lock_guard lk(cluster_mu_);
+      cluster_ = std::move(answer);
+      cluster_at_ms_ = now_ms();
+      cluster_refreshing_ = false;
+      cluster_done_.notify_all();
+    });
   }
 
   // At most max_events_read bytes of lines per answer; "more" says the page should ask again.
@@ -256,9 +283,13 @@ class dashboard {
 
   dashboard_options o_;
   job_rows rows_;
+  static constexpr int cluster_wait_ms = 1500;
   std::mutex cluster_mu_;
-  std::pair<int, json> cluster_;
-  std::int64_t cluster_at_ms_ = 0;
+  std::condition_variable cluster_done_;
+  std::optional<std::pair<int, json>> cluster_;
+  std::int64_t cluster_at_ms_ = 0;  // when cluster_ was answered
+  bool cluster_refreshing_ = false;
+  std::thread cluster_thread_;  // the last refresh; joined before the next and on destruction
 };
 
 }  // namespace

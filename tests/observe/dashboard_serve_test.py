@@ -216,6 +216,21 @@ def send(port, raw):
         return out
 
 
+def stand_in_slurm(work):
+    """sinfo and sacct for /api/cluster that answer, fail or hang past the dashboard's 5 s bound (as
+    they do while slurmctld restarts): no request may wait for them."""
+    bin_dir = os.path.join(work, "bin")
+    os.makedirs(bin_dir)
+    for name, answer in (("sinfo", "h1|4"), ("sacct", "41|troupe-job:master|high|1|1000|1010|COMPLETED")):
+        path = os.path.join(bin_dir, name)
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\ncase $(od -An -N1 -tu1 /dev/urandom) in\n"
+                    "  *[0-4]) exec sleep 30 ;;\n  *[5-6]) echo 'Unable to contact slurm controller' >&2; exit 1 ;;\n"
+                    "  *) echo '%s' ;;\nesac\n" % answer)
+        os.chmod(path, 0o755)
+    return bin_dir
+
+
 def fuzz(troupe, work, seconds, seed):
     root, outside = os.path.join(work, "fuzz-jobs"), os.path.join(work, "outside")
     secret = "SECRET-%016x" % random.Random(seed).getrandbits(64)
@@ -226,6 +241,7 @@ def fuzz(troupe, work, seconds, seed):
         tree.rebuild(job_id)
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "TROUPE_TOKEN"}
+    env["PATH"] = stand_in_slurm(work) + ":" + env.get("PATH", "")
     log = open(os.path.join(work, "fuzz-dashboard.log"), "w")
     p = subprocess.Popen([troupe, "dashboard", "--root", root, "--listen", "127.0.0.1:%d" % port], env=env,
                          stdout=log, stderr=subprocess.STDOUT)

@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "troupe/observe/dashboard.hpp"
@@ -275,6 +277,44 @@ TEST_F(dashboard_api, cluster_page_from_recorded_slurm_jobs) {
   auto r = h2(get);
   EXPECT_EQ(r.status, 502);
   EXPECT_NE(json::parse(r.body)["why"].get<std::string>().find("slurm controller"), std::string::npos);
+}
+
+// sinfo hanging (slurmctld restarting): no request waits for it past the bound, and the answer
+// arrives once it returns.
+TEST_F(dashboard_api, a_hanging_slurm_command_holds_up_no_request) {
+  std::ofstream(root_ / "live-job" / "slurm_jobs") << "41\n";
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;
+  int calls = 0;
+  auto slurm = [&](const std::vector<std::string>& argv) -> expected<std::string> {
+    std::unique_lock lk(mu);
+    ++calls;
+    cv.wait(lk, [&] { return released; });
+    if (argv.at(0) == "sinfo") return std::string("h1|4\n");
+    return std::string("41|troupe-live-job:master|high|1|1000|1010|COMPLETED\n");
+  };
+  auto h = make_dashboard({root_.string(), "", false, {}, slurm});
+  http_request get;
+  get.method = "GET";
+  get.path = "/api/cluster";
+  for (int i = 0; i < 2; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = h(get);
+    auto waited = std::chrono::steady_clock::now() - t0;
+    EXPECT_EQ(r.status, 503) << r.body;
+    EXPECT_NE(r.body.find("no answer yet"), std::string::npos) << r.body;
+    EXPECT_LT(waited, std::chrono::seconds(10)) << "a request waited for the hanging command";
+  }
+  {
+    std::lock_guard lk(mu);
+    EXPECT_EQ(calls, 1) << "one refresh at a time";
+    released = true;
+  }
+  cv.notify_all();
+  auto r = h(get);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["slurm"], true) << r.body;
 }
 
 }  // namespace

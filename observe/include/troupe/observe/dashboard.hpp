@@ -20,8 +20,10 @@
 //                                        cpus, start_ms, end_ms (-1: running), state}]}, "series": {"t_ms",
 //                                        "jobs", "cpus": [job][time], "utilisation": [time]},
 //                                        "utilisation_avg"}; else
-//                                        {"slurm": false, "why"} (502 when a Slurm command failed). Cached 2
-//                                        s.
+//                                        {"slurm": false, "why"} (502 when a Slurm command failed). Asked
+//                                        on a thread of its own at most every 2 s; a request waits at most
+//                                        1.5 s for it, then gets the last answer (now_ms: when), or 503
+//                                        with Retry-After before the first.
 //   POST /api/jobs/<id>/scale?workers=N  through `control`, token required: {"ok": true}
 //   POST /api/jobs/<id>/stop             through `control`, token required: 202 {"ok": true, "stop":
 //                                        "requested"} once the runner has the request; the job ends
