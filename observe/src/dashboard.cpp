@@ -5,9 +5,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
-#include <nlohmann/json.hpp>
 
 #include "dashboard_cluster.hpp"
 #include "dashboard_jobs.hpp"
