@@ -17,7 +17,8 @@
 //       the shard checkpoints every MS ms (every Kth full) while the clients run: how long pulls and
 //       pushes take during full and incremental checkpoints and outside them (p50/p99/max, same
 //       run), the shard's longest stretch of checkpoint work between two requests, and the
-//       checkpoints' write throughput against a plain file + fsync of the same bytes
+//       checkpoints' write throughput against a plain file + fsync of the same bytes; then, for as
+//       long again, the machine's own stalls (machine_stalls below), the peer of the slices
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -320,6 +321,7 @@ nlohmann::json checkpoint_summary(const std::vector<ps_checkpoint_record>& log, 
   for (bool full : {true, false}) {
     std::vector<double> slices, slices_cpu, snapshot_ms, write_s;
     std::uint64_t all_slices = 0, over_1ms = 0, over_1ms_cpu = 0;
+    double cpu_s = 0;
     std::uint64_t n = 0, bytes = 0, rows = 0, failed = 0, max_bytes = 0;
     for (const auto& c : log) {
       if (c.full != full) continue;
@@ -334,6 +336,7 @@ nlohmann::json checkpoint_summary(const std::vector<ps_checkpoint_record>& log, 
       slices.push_back(c.longest_slice_s * 1e3);
       slices_cpu.push_back(c.longest_slice_cpu_s * 1e3);
       all_slices += c.slices;
+      cpu_s += c.slices_cpu_s;
       over_1ms += c.slices_over_1ms;
       over_1ms_cpu += c.slices_over_1ms_cpu;
       snapshot_ms.push_back((c.snapshot_end_s - c.begin_s) * 1e3);
@@ -355,6 +358,7 @@ nlohmann::json checkpoint_summary(const std::vector<ps_checkpoint_record>& log, 
         {"longest_slice_ms_p50", percentile(slices, 0.5)},
         {"longest_slice_cpu_ms_max", *std::max_element(slices_cpu.begin(), slices_cpu.end())},
         {"slices", all_slices},
+        {"slices_cpu_s", cpu_s},
         {"slices_over_1ms", over_1ms},
         {"slices_over_1ms_cpu", over_1ms_cpu},
         {"snapshot_ms_p50", percentile(snapshot_ms, 0.5)},
@@ -364,6 +368,45 @@ nlohmann::json checkpoint_summary(const std::vector<ps_checkpoint_record>& log, 
         {"ratio", mb_s / peer_mb_s}};
   }
   return j;
+}
+
+// The machine's own stalls, timed as the slices are: a fixed unit of work (64 rows of 50 floats,
+// the shard's row and its Adam slots, copied from random places of 200 MB touched beforehand into
+// a buffer, about what a slice copies between two looks at its clock) on the thread's CPU clock,
+// again and again for `seconds`. On a VM the host may stop a vCPU, or back a page, unseen by the
+// guest; that time counts as the thread's CPU, in a slice as in this unit. Each checkpoint kind
+// then gets the number of its slices over 1 ms of CPU to expect from such stalls alone: the rate
+// per CPU second times its slices' CPU seconds.
+void add_machine_stalls(nlohmann::json& j, double seconds) {
+  constexpr std::size_t width = 50, table_rows = 1'000'000;
+  std::vector<float> from(table_rows * width, 1.0f), to(64 * width);
+  std::mt19937_64 pick(7);
+  std::vector<double> units;
+  units.reserve(1 << 20);
+  double cpu = 0;
+  std::uint64_t over_1ms = 0;
+  const double end = ps_checkpoint_clock() + seconds;
+  while (ps_checkpoint_clock() < end) {
+    const double c0 = ps_thread_cpu_clock();
+    for (std::size_t r = 0; r < 64; ++r)
+      std::memcpy(to.data() + r * width, from.data() + pick() % table_rows * width, width * sizeof(float));
+    const double d = ps_thread_cpu_clock() - c0;
+    cpu += d;
+    over_1ms += d > 1e-3 ? 1 : 0;
+    if (units.size() < units.capacity()) units.push_back(d);
+    to[0] += 1.0f;
+  }
+  const double rate = cpu > 0 ? static_cast<double>(over_1ms) / cpu : 0;
+  j["machine_stalls"] = {
+      {"seconds", seconds},
+      {"units", units.size()},
+      {"unit_median_us", percentile(units, 0.5) * 1e6},
+      {"unit_max_ms", units.empty() ? 0 : *std::max_element(units.begin(), units.end()) * 1e3},
+      {"units_over_1ms_cpu", over_1ms},
+      {"over_1ms_per_cpu_s", rate},
+      {"check", to[7]}};
+  for (auto& [kind, k] : j["checkpoints"].items())
+    k["slices_over_1ms_cpu_expected_from_machine"] = rate * k["slices_cpu_s"].get<double>();
 }
 
 // `clients` clients pull and push for `seconds` (after 20 warm-up rounds each, then a common
@@ -439,6 +482,8 @@ void run_rounds(const bench_data& b, const nn::embedding_table& table, const std
     const auto log = take_ps_checkpoint_log();
     j["latency_by_phase"] = latency_by_phase(res, log);
     j["checkpoints"] = checkpoint_summary(log, ckpt_work);
+    cs.clear();  // the clients' connections; the shard idles while the machine is probed
+    add_machine_stalls(j, seconds);
   }
   std::printf("%s\n", j.dump().c_str());
   std::fflush(stdout);

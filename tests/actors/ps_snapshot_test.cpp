@@ -95,7 +95,7 @@ TEST(PsSnapshot, FullSnapshotHoldsTheRowsOfItsStartWhilePushesGoOn) {
   EXPECT_GT(slices, 10);
   EXPECT_NE(s.state(), at_start) << "the pushes changed rows";
   EXPECT_EQ(snap.rows(), at_start.first.size());
-  auto flat = snap.take();
+  auto flat = snap.take().state;
   EXPECT_EQ(as_maps(flat), at_start);
   ASSERT_EQ(flat.dense.size(), 1u);
   EXPECT_EQ(flat.dense[0].second.size(), 3u);
@@ -128,10 +128,74 @@ TEST(PsSnapshot, IncrementalTakesTheDirtyRowsAndLeavesLaterPushesForTheNext) {
     s.push(ids, &snap);
     later.insert(later.end(), ids.begin(), ids.end());
   }
-  EXPECT_EQ(as_maps(snap.take()), at_start);
+  EXPECT_EQ(as_maps(snap.take().state), at_start);
   std::sort(later.begin(), later.end());
   later.erase(std::unique(later.begin(), later.end()), later.end());
   EXPECT_EQ(s.t().dirty.size(), later.size()) << "rows pushed during the snapshot are dirty for the next";
+}
+
+// The next snapshot copies into the last one's buffers, recycled (no fresh memory for the shard's
+// actor to fault in, none of the last one's to unmap), and holds exactly what a fresh one would;
+// the dirty set the incremental took comes back emptied as the next dirty set. A snapshot larger
+// than the room kept retires the buffers it cannot use, for the writer to free.
+TEST(PsSnapshot, RecycledBuffersAreReusedAndHoldWhatAFreshSnapshotHolds) {
+  shard s;
+  std::mt19937_64 rng(9);
+  for (int i = 0; i < 20; ++i) s.push(some_ids(rng, 500, 30000), nullptr);
+  ps_snapshot first(s.dense, s.tables, true);
+  while (!first.copy_some(std::chrono::hours(1))) {
+  }
+  auto buffers = first.take();
+  ASSERT_EQ(buffers.state.embeddings.size(), 1u);
+  const std::size_t rows_then = buffers.state.embeddings[0].ids.size();
+  buffers.recycle();
+  EXPECT_TRUE(buffers.state.embeddings[0].ids.empty());
+  EXPECT_GE(buffers.state.embeddings[0].ids.capacity(), rows_then + rows_then / 4) << "room for growth";
+  const float* rows_memory = buffers.state.embeddings[0].values.data();
+  const float* slots_memory = buffers.state.embedding_slots[0].values.data();
+
+  s.t().dirty.clear();
+  const auto changed = some_ids(rng, 2000, 30000);
+  s.push(changed, nullptr);
+  const std::size_t dirty_before = s.t().dirty.size();
+  const auto expected = [&] {
+    ps_snapshot fresh(s.dense, s.tables, true);
+    while (!fresh.copy_some(std::chrono::hours(1))) {
+    }
+    return as_maps(fresh.take().state);
+  }();
+  ps_snapshot full(s.dense, s.tables, true, std::move(buffers));
+  while (!full.copy_some(std::chrono::hours(1))) {
+  }
+  auto again = full.take();
+  EXPECT_EQ(as_maps(again.state), expected);
+  EXPECT_EQ(again.state.embeddings[0].values.data(), rows_memory) << "copied into the recycled rows";
+  EXPECT_EQ(again.state.embedding_slots[0].values.data(), slots_memory);
+  EXPECT_TRUE(again.retired.empty());
+  EXPECT_EQ(s.t().dirty.size(), dirty_before) << "a full snapshot leaves the dirty set alone";
+
+  // An incremental into the same buffers: takes the dirty set, leaves an emptied one in its place.
+  again.recycle();
+  ps_snapshot inc(s.dense, s.tables, false, std::move(again));
+  EXPECT_EQ(s.t().dirty.size(), 0u);
+  while (!inc.copy_some(std::chrono::hours(1))) {
+  }
+  auto taken = inc.take();
+  EXPECT_EQ(taken.state.embeddings[0].ids.size(), dirty_before);
+  ASSERT_EQ(taken.dirty.size(), 1u);
+  EXPECT_EQ(taken.dirty[0].size(), dirty_before) << "the set taken goes to the writer, emptied there";
+  taken.recycle();
+  EXPECT_EQ(taken.dirty[0].size(), 0u);
+
+  // Far more rows than the room kept: the small buffers are retired, the copy is still whole.
+  for (int i = 0; i < 40; ++i) s.push(some_ids(rng, 1000, 200000), nullptr);
+  const auto all = s.state();
+  ps_snapshot big(s.dense, s.tables, true, std::move(taken));
+  while (!big.copy_some(std::chrono::hours(1))) {
+  }
+  auto grown = big.take();
+  EXPECT_EQ(as_maps(grown.state), all);
+  EXPECT_EQ(grown.retired.size(), 2u) << "rows and slots buffers, too small, left for the writer to free";
 }
 
 }  // namespace

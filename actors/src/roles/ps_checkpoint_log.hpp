@@ -23,6 +23,7 @@ struct ps_checkpoint_record {
   std::uint64_t slices_over_1ms = 0;      // slices longer than 1 ms (wall)
   std::uint64_t slices_over_1ms_cpu = 0;  // slices that took more than 1 ms of CPU
   std::uint64_t slices = 0;               // stretches of checkpoint work on the actor
+  double slices_cpu_s = 0;                // their CPU time, all together
   std::uint64_t rows = 0;                 // embedding rows in the checkpoint
   std::uint64_t bytes = 0;                // payload bytes (floats)
 };

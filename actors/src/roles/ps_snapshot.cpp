@@ -17,34 +17,86 @@ std::uint64_t get_step(const float* f) {
   return s;
 }
 
+namespace {
+
+// `v` emptied with room for `room` elements; when it had to grow, every page of the new buffer is
+// touched here (off the shard's actor), so the actor's copy does not fault it in. On a VM the
+// first touch of a page can cost milliseconds (the host backs it then).
+template <class T>
+void make_room(std::vector<T>& v, std::size_t room) {
+  v.clear();
+  if (v.capacity() >= room) return;
+  v = std::vector<T>();  // frees the old buffer here as well
+  v.resize(room);
+  v.clear();
+}
+
+}  // namespace
+
+void snapshot_buffers::recycle() {
+  retired.clear();
+  for (auto& set : dirty) set.clear();
+  for (auto* all : {&state.embeddings, &state.embedding_slots})
+    for (auto& r : *all) {
+      const std::size_t room = r.ids.size() + r.ids.size() / 4;  // the next snapshot may be larger
+      make_room(r.ids, room);
+      make_room(r.values, room * r.width);
+    }
+}
+
 ps_snapshot::ps_snapshot(const std::map<std::string, owned_dense>& dense,
-                         std::map<std::string, owned_table>& tables, bool full)
-    : full_(full) {
+                         std::map<std::string, owned_table>& tables, bool full, snapshot_buffers reuse)
+    : full_(full), out_(std::move(reuse.state)), retired_(std::move(reuse.retired)) {
+  std::vector<storage::flat_rows> rows = std::move(out_.embeddings), slots = std::move(out_.embedding_slots);
+  out_.embeddings.clear();
+  out_.embedding_slots.clear();
+  out_.dense.resize(dense.size());
+  out_.dense_slots.resize(dense.size());
+  std::size_t i = 0;
   for (const auto& [name, d] : dense) {
-    out_.dense.emplace_back(name, std::vector<float>(d.param->value.begin(), d.param->value.end()));
-    auto& slots = out_.dense_slots.emplace_back(name, d.slots.values).second;
-    put_step(slots, d.slots.step);
+    out_.dense[i].first = out_.dense_slots[i].first = name;
+    out_.dense[i].second.assign(d.param->value.begin(), d.param->value.end());
+    auto& s = out_.dense_slots[i].second;
+    s.assign(d.slots.values.begin(), d.slots.values.end());
+    put_step(s, d.slots.step);
+    ++i;
   }
   for (auto& [name, t] : tables) {
+    const std::size_t k = tables_.size();
     table_copy& c = tables_.emplace_back();
     c.t = &t;
     c.frozen = static_cast<std::uint32_t>(t.slots.size());
     c.copied.assign((c.frozen + 63) / 64, 0);
+    if (k < reuse.dirty.size()) c.taken = std::move(reuse.dirty[k]);  // emptied, kept for the next
     if (full) {
       c.count = c.frozen;
     } else {
-      std::swap(c.taken, t.dirty);  // pushes from now on go to the next checkpoint
+      std::swap(c.taken, t.dirty);  // pushes from now on go to the next checkpoint (a recycled set)
       c.count = c.taken.size();
     }
-    // Reserved, not filled: the pages are touched as rows are copied, slice by slice.
-    c.rows.name = c.slots.name = name;
-    c.rows.width = t.table->dim();
-    c.slots.width = t.slots.width() + 2;
-    c.rows.ids.reserve(c.count);
-    c.slots.ids.reserve(c.count);
-    c.rows.values.reserve(c.count * c.rows.width);
-    c.slots.values.reserve(c.count * c.slots.width);
+    // Room, not contents: the pages are touched as rows are copied, slice by slice.
+    if (k < rows.size()) c.rows = std::move(rows[k]);
+    if (k < slots.size()) c.slots = std::move(slots[k]);
+    prepare(c.rows, name, t.table->dim(), c.count);
+    prepare(c.slots, name, t.slots.width() + 2, c.count);
   }
+  for (auto* left : {&rows, &slots})
+    for (std::size_t k = tables.size(); k < left->size(); ++k) retired_.push_back(std::move((*left)[k]));
+}
+
+void ps_snapshot::prepare(storage::flat_rows& r, const std::string& name, std::size_t width,
+                          std::size_t count) {
+  if (r.ids.capacity() < count || r.values.capacity() < count * width) {
+    retired_.push_back(std::move(r));
+    r = storage::flat_rows{};
+    const std::size_t room = count + count / 4;
+    r.ids.reserve(room);
+    r.values.reserve(room * width);
+  }
+  r.name = name;
+  r.width = width;
+  r.ids.clear();
+  r.values.clear();
 }
 
 void ps_snapshot::table_copy::copy(std::uint32_t s) {
@@ -114,13 +166,17 @@ std::uint64_t ps_snapshot::bytes() const {
   return n;
 }
 
-storage::flat_state ps_snapshot::take() {
+snapshot_buffers ps_snapshot::take() {
+  snapshot_buffers b;
   for (auto& c : tables_) {
     out_.embeddings.push_back(std::move(c.rows));
     out_.embedding_slots.push_back(std::move(c.slots));
+    b.dirty.push_back(std::move(c.taken));
   }
   tables_.clear();
-  return std::move(out_);
+  b.state = std::move(out_);
+  b.retired = std::move(retired_);
+  return b;
 }
 
 }  // namespace troupe::actors

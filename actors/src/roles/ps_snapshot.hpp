@@ -42,11 +42,25 @@ struct owned_table {
 void put_step(std::vector<float>& v, std::uint64_t step);
 std::uint64_t get_step(const float* f);
 
+// The memory a snapshot fills, kept from one checkpoint to the next, so that the shard's actor
+// neither faults in fresh pages while it copies nor unmaps the last snapshot's (a munmap of a few
+// hundred MB takes 10-30 ms, and every request behind it waits). The write's thread empties it
+// (recycle()) and hands it back; the shard keeps one, as large as its largest snapshot so far.
+struct snapshot_buffers {
+  storage::flat_state state;                // the copy; recycled: empty, each vector's capacity kept
+  std::vector<nn::slot_set> dirty;          // the dirty sets the snapshot took; recycled: emptied
+  std::vector<storage::flat_rows> retired;  // buffers too small for a snapshot: recycle() frees them
+  // Off the shard's actor, after the write: frees `retired` and empties the rest, keeping room for
+  // a quarter more rows than this snapshot took (a buffer that grows is touched here, page by page).
+  void recycle();
+};
+
 class ps_snapshot {
  public:
-  // Starts the snapshot of `dense` and `tables` (which must outlive it and keep their entries).
+  // Starts the snapshot of `dense` and `tables` (which must outlive it and keep their entries),
+  // copying into `reuse` (the last snapshot's buffers, recycled) where they are large enough.
   ps_snapshot(const std::map<std::string, owned_dense>& dense, std::map<std::string, owned_table>& tables,
-              bool full);
+              bool full, snapshot_buffers reuse = {});
 
   bool full() const { return full_; }
   // Copies rows for about `budget` (checked every few rows); true once every row is copied.
@@ -57,8 +71,8 @@ class ps_snapshot {
   void before_update(owned_table& t, std::span<const std::uint64_t> ids);
   std::uint64_t rows() const;   // rows copied so far
   std::uint64_t bytes() const;  // payload bytes copied so far (floats)
-  // The copy (once done()). The snapshot is empty after it.
-  storage::flat_state take();
+  // The copy (once done()), in buffers to recycle after the write. The snapshot is empty after it.
+  snapshot_buffers take();
 
  private:
   // Starting costs O(tables), not O(rows): the dirty set is taken whole (swapped for an empty
@@ -75,8 +89,13 @@ class ps_snapshot {
     }
     void copy(std::uint32_t s);
   };
+  // `r` emptied for `count` rows of `width`, named `name`: reused when large enough, else retired
+  // (to be freed after the write) for a new buffer with room for a quarter more.
+  void prepare(storage::flat_rows& r, const std::string& name, std::size_t width, std::size_t count);
+
   bool full_;
   storage::flat_state out_;
+  std::vector<storage::flat_rows> retired_;
   std::vector<table_copy> tables_;
   std::size_t next_table_ = 0;  // the walk's table
 };

@@ -51,7 +51,12 @@ struct ps_state {
   std::shared_ptr<observe::job_timeline> timeline;  // full checkpoints go on the job's timeline
   // The checkpoint in progress: its snapshot while the actor copies it, then its write.
   std::optional<ps_snapshot> snapshot;
-  std::future<expected<std::uint64_t>> writing;
+  struct written {
+    expected<std::uint64_t> version;
+    snapshot_buffers buffers;  // recycled on the write's thread: the next snapshot's
+  };
+  std::future<written> writing;
+  snapshot_buffers spare;  // the last snapshot's buffers, recycled (ps_snapshot.hpp)
   std::uint64_t version_at_snapshot = 0;
   ps_checkpoint_record record;
   static inline const char* name = "ps";
