@@ -412,9 +412,9 @@ void add_machine_stalls(nlohmann::json& j, double seconds) {
 // `clients` clients pull and push for `seconds` (after 20 warm-up rounds each, then a common
 // start); one JSON line: all clients' rows over the window from the start to the last reply, and
 // each client's own rows/s.
-void run_rounds(const bench_data& b, const nn::embedding_table& table, const std::string& addr, int clients,
-                double seconds, std::size_t n, const std::string& where, std::size_t in_flight,
-                const std::string& ckpt_work = {}) {
+nlohmann::json run_rounds(const bench_data& b, const nn::embedding_table& table, const std::string& addr,
+                          int clients, double seconds, std::size_t n, const std::string& where,
+                          std::size_t in_flight, const std::string& ckpt_work = {}) {
   std::vector<client> cs;
   for (int i = 0; i < clients; ++i) cs.push_back(connect(b, table, addr, i));
   std::vector<client_result> res(static_cast<std::size_t>(clients));
@@ -482,9 +482,11 @@ void run_rounds(const bench_data& b, const nn::embedding_table& table, const std
     const auto log = take_ps_checkpoint_log();
     j["latency_by_phase"] = latency_by_phase(res, log);
     j["checkpoints"] = checkpoint_summary(log, ckpt_work);
-    cs.clear();  // the clients' connections; the shard idles while the machine is probed
-    add_machine_stalls(j, seconds);
   }
+  return j;
+}
+
+void print(const nlohmann::json& j) {
   std::printf("%s\n", j.dump().c_str());
   std::fflush(stdout);
 }
@@ -601,7 +603,7 @@ int main(int argc, char** argv) {
   if (in_flight < 1) die("--in-flight must be >= 1");
   auto model = load_model(b);
   if (mode == "fetch") {
-    run_rounds(b, *model.table, addr, clients, seconds, ids, addr, in_flight);
+    print(run_rounds(b, *model.table, addr, clients, seconds, ids, addr, in_flight));
     return 0;
   }
   // Loopback and check: a fresh shard (no checkpoint from an earlier run) in this process.
@@ -612,8 +614,11 @@ int main(int argc, char** argv) {
     rc = check(b, *model.table, shard_work);
   } else {
     auto h = must(bench::shard_host::start(b.spec, b.data, shard_work, "127.0.0.1", 0), "shard");
-    run_rounds(b, *model.table, h->bound(), clients, seconds, ids, "loopback", in_flight,
-               checkpoint_ms > 0 ? shard_work : std::string());
+    auto j = run_rounds(b, *model.table, h->bound(), clients, seconds, ids, "loopback", in_flight,
+                        checkpoint_ms > 0 ? shard_work : std::string());
+    h.reset();  // the shard stopped (its last checkpoints taken): the machine alone is probed
+    if (checkpoint_ms > 0) add_machine_stalls(j, seconds);
+    print(j);
   }
   fs::remove_all(shard_work);
   return rc;

@@ -116,7 +116,7 @@ void ps_snapshot::table_copy::copy(std::uint32_t s) {
 
 bool ps_snapshot::copy_some(std::chrono::nanoseconds budget) {
   const auto until = std::chrono::steady_clock::now() + budget;
-  constexpr std::size_t kBetweenChecks = 64;
+  constexpr std::size_t kBetweenChecks = 8;  // rows: a slow spell ends the slice soon
   while (next_table_ < tables_.size()) {
     table_copy& c = tables_[next_table_];
     const std::size_t walk = full_ ? c.frozen : c.taken.size();
