@@ -17,20 +17,10 @@ fail() {
   squeue -a 2> /dev/null
   exit 1
 }
-cancel_ours() { squeue -h -o '%i %j' | awk '$2 ~ /^troupe-/ {print $1}' | xargs -r scancel; }
+our_jobs() { squeue -h -o '%i %j' | awk '$2 ~ /^troupe-/ {print $1}'; }  # Slurm job ids of troupe jobs
+cancel_ours() { our_jobs | xargs -r scancel; }
 trap 'cancel_ours > /dev/null 2>&1; rm -rf "$work"' EXIT
 bash "$S" up > "$work/up.log" 2>&1 || { cat "$work/up.log"; fail "slurm-cluster.sh up"; }
-# A test stopped by ctest's timeout (SIGKILL: no EXIT trap) leaves its Slurm jobs holding the
-# hosts' CPUs; the tests run one at a time, so any troupe-* job here is such a leftover.
-left=$(squeue -h -o '%i %j' | awk '$2 ~ /^troupe-/ {print $1}' | tr '\n' ' ')
-if [[ -n $left ]]; then
-  echo "cancelling Slurm jobs left by an earlier test: $left"
-  cancel_ours
-  for _ in $(seq 300); do
-    [[ -z $(squeue -h -o '%j' | grep '^troupe-') ]] && break
-    sleep 0.1
-  done
-fi
 
 source "$here/tests/common/job_files.sh"
 job_file() {  # job_file NAME WORKERS ROWS [CLUSTER_EXTRA]: a DeepFM async-PS job on Slurm
@@ -50,7 +40,16 @@ wait_for() {
   "$@"
 }
 trained() { [[ $(grep -l 'first task' "$work/jobs/$1/logs"/worker-*.log 2> /dev/null | wc -l) -ge $2 ]]; }
-ctl_pidfile="${TROUPE_SLURM_STATE:-/var/lib/troupe-slurm}/run/slurmctld.pid"
+# A test stopped by ctest's timeout (SIGKILL: no EXIT trap) leaves its Slurm jobs holding the
+# hosts' CPUs; the tests run one at a time, so any troupe-* job here is such a leftover.
+left=$(our_jobs | tr '\n' ' ')
+if [[ -n $left ]]; then
+  echo "cancelling Slurm jobs left by an earlier test: $left"
+  cancel_ours
+  wait_for 30 no_jobs_left "" || echo "still there after 30 s: $(our_jobs | tr '\n' ' ')"
+fi
+slurm_state="${TROUPE_SLURM_STATE:-/var/lib/troupe-slurm}"  # as scripts/slurm-cluster.sh
+ctl_pidfile="$slurm_state/run/slurmctld.pid"
 # slurmctld dies (SIGKILL: with jobs running, a SIGTERMed 22.05 slurmctld can hang in its shutdown,
 # "agent failed to shutdown gracefully", for minutes); `slurm-cluster.sh up` restarts it from its
 # saved state.
@@ -59,14 +58,14 @@ ctl_pidfile="${TROUPE_SLURM_STATE:-/var/lib/troupe-slurm}/run/slurmctld.pid"
 # newest jobs and, restarted, hands their ids out again (seen on CI: the job's own resubmissions got
 # the ids of its running Slurm jobs, and the job never recovered). That is Slurm losing what it had
 # acknowledged, not the outage these tests are about. A job update makes it save; the file says when.
-ctl_state="${TROUPE_SLURM_STATE:-/var/lib/troupe-slurm}/ctld-state/job_state"
+ctl_state="$slurm_state/ctld-state/job_state"
 state_saved_since() { [[ "$ctl_state" -nt "$1" ]]; }
 stop_controller() {
   local p id
   p=$(cat "$ctl_pidfile")
   touch "$work/before-save"
   sleep 0.05  # the save's mtime must be past the marker's
-  id=$(squeue -h -o '%i %j' | awk '$2 ~ /^troupe-/ {print $1; exit}')
+  id=$(our_jobs | head -1)
   [[ -n $id ]] && scontrol update JobId="$id" Comment=state-saved > /dev/null 2>&1
   wait_for 60 state_saved_since "$work/before-save" || fail "slurmctld did not save its job state within 60 s"
   kill -KILL "$p"
