@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -23,6 +24,7 @@ struct lmdb_env::gate {
   std::condition_variable cv;
   int readers = 0;
   bool resizing = false;
+  std::atomic<std::uint64_t> maps{0};  // mdb_env_set_mapsize calls that succeeded
 };
 
 struct lmdb_env::dbi_cache {
@@ -149,12 +151,17 @@ void lmdb_env::reader_exit() const {
   gate_->cv.notify_all();
 }
 
+std::uint64_t lmdb_env::map_generation() const {
+  return gate_->maps.load();
+}
+
 expected<void> lmdb_env::resize(std::size_t new_size) {
   std::unique_lock l(gate_->mu);
   gate_->cv.wait(l, [&] { return !gate_->resizing; });
   gate_->resizing = true;
   bool idle = gate_->cv.wait_for(l, resize_wait, [&] { return gate_->readers == 0; });
   int rc = idle ? mdb_env_set_mapsize(env_, new_size) : 0;
+  if (idle && rc == 0) gate_->maps.fetch_add(1);
   gate_->resizing = false;
   gate_->cv.notify_all();
   if (!idle)

@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <optional>
 
 #include "troupe/storage/errc.hpp"
@@ -53,12 +56,14 @@ struct page_checker::walk {
   const page_checker& pc;
   std::size_t psize = 0;
   std::uint64_t last_pg = 0;
+  // Read under a read transaction: a remap waits for every reader, so the mapping holds throughout.
+  std::pair<const unsigned char*, std::size_t> map = pc.mapping();
 
   error bad(std::uint64_t pgno, const std::string& what) const {
     return error(storage_errc::corrupt_record, pc.file_ + ": page " + std::to_string(pgno) + ": " + what +
                                                    " (the store is damaged; import it again)");
   }
-  const unsigned char* page(std::uint64_t pgno) const { return pc.map_ + pgno * psize; }
+  const unsigned char* page(std::uint64_t pgno) const { return map.first + pgno * psize; }
   std::string range_text() const { return "pages 2.." + std::to_string(last_pg) + " in use"; }
 
   // Header of a branch or leaf page and its node offsets; returns the number of nodes.
@@ -128,7 +133,7 @@ struct page_checker::walk {
       return error(storage_errc::lmdb_error, pc.file_ + ": stat: " + mdb_strerror(rc));
     psize = st.ms_psize;
     const std::uint64_t txnid = mdb_txn_id(txn), which = txnid & 1;
-    if (psize < 512 || pc.map_size_ < 2 * psize) return bad(which, "no room for the meta pages");
+    if (psize < 512 || map.second < 2 * psize) return bad(which, "no room for the meta pages");
     const unsigned char* p = page(which);
     const unsigned char* m = p + page_header;
     if ((load<std::uint16_t>(p + 10) & p_kinds) != p_meta || load<std::uint32_t>(m) != meta_magic ||
@@ -139,7 +144,7 @@ struct page_checker::walk {
     if (::fstat(pc.fd_, &fst) != 0)
       return error(storage_errc::io_error, pc.file_ + ": stat: " + std::strerror(errno));
     const auto file_pages =
-        std::min<std::uint64_t>(static_cast<std::uint64_t>(fst.st_size), pc.map_size_) / psize;
+        std::min<std::uint64_t>(static_cast<std::uint64_t>(fst.st_size), map.second) / psize;
     if (last_pg < 2 || last_pg >= file_pages)
       return bad(which, "last page " + std::to_string(last_pg) + ", the file holds " +
                             std::to_string(file_pages) + " (truncated?)");
@@ -218,7 +223,7 @@ struct page_checker::walk {
   }
 };
 
-expected<std::shared_ptr<const page_checker>> page_checker::open(const std::string& dir) {
+expected<std::shared_ptr<page_checker>> page_checker::open(const std::string& dir) {
   std::shared_ptr<page_checker> pc(new page_checker());
   pc->file_ = dir + "/data.mdb";
   pc->fd_ = ::open(pc->file_.c_str(), O_RDONLY | O_CLOEXEC);
@@ -233,7 +238,37 @@ expected<std::shared_ptr<const page_checker>> page_checker::open(const std::stri
     return error(storage_errc::io_error, pc->file_ + ": mmap: " + std::strerror(errno));
   }
   pc->map_ = static_cast<const unsigned char*>(m);
-  return std::shared_ptr<const page_checker>(std::move(pc));
+  return pc;
+}
+
+bool page_checker::share_map(const void* inside, std::shared_ptr<const lmdb_env> env) {
+  // /proc/self/maps lines: "start-end perms offset dev inode path".
+  std::ifstream maps("/proc/self/maps");
+  const auto at = reinterpret_cast<std::uintptr_t>(inside);
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::istringstream in(line);
+    std::uintptr_t start = 0, end = 0;
+    char dash = 0;
+    std::string perms, offset, dev, inode, path;
+    if (!(in >> std::hex >> start >> dash >> end >> perms >> offset >> dev >> inode)) continue;
+    if (at < start || at >= end) continue;
+    std::getline(in >> std::ws, path);
+    std::error_code ec;
+    if (std::stoull(offset, nullptr, 16) != 0 || path.empty() || !std::filesystem::equivalent(path, file_, ec))
+      return false;
+    generation_ = env->map_generation();
+    env_ = std::move(env);
+    shared_ = reinterpret_cast<const unsigned char*>(start);
+    shared_size_ = end - start;
+    return true;
+  }
+  return false;
+}
+
+std::pair<const unsigned char*, std::size_t> page_checker::mapping() const {
+  if (shared_ && env_->map_generation() == generation_) return {shared_, shared_size_};
+  return {map_, map_size_};
 }
 
 page_checker::~page_checker() {

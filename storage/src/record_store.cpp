@@ -33,7 +33,7 @@ expected<record_store> record_store::open(const std::string& dir, env_options op
   s.env_ = std::move(*env);
   auto pages = page_checker::open(dir);
   if (!pages) return pages.err();
-  s.pages_ = std::move(*pages);
+  s.pages_ = *pages;
   {  // the main database (read by open_db) and the manifest's pages
     auto txn = s.env_->begin_read();
     if (!txn) return txn.err();
@@ -53,6 +53,8 @@ expected<record_store> record_store::open(const std::string& dir, env_options op
   auto text = txn->get(*meta, manifest_key);
   if (!text) return text.err();
   if (!*text) return make_unexpected(storage_errc::bad_manifest, dir + ": no manifest");
+  // The manifest's bytes lie in LMDB's map: the checker reads that mapping from now on.
+  (*pages)->share_map((*text)->data(), s.env_);
   auto m = manifest::parse(**text, dir + "/manifest");
   if (!m) return m.err();
   if (!m->complete)

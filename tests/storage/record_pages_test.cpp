@@ -12,6 +12,7 @@
 #include <random>
 
 #include "test_dir.hpp"
+#include "troupe/storage/lmdb.hpp"
 #include "troupe/storage/record_store.hpp"
 
 namespace troupe::storage {
@@ -164,6 +165,88 @@ TEST(RecordPages, RandomDamageNeverCrashesTheReader) {
     }
     EXPECT_GT(errors, 0) << "the damage was never noticed";
   }
+}
+
+// Resident pages of `file` in this process, summed over every mapping of it (/proc/self/smaps).
+std::size_t mapped_resident_kb(const std::string& file) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool ours = false;
+  std::size_t kb = 0;
+  while (std::getline(smaps, line)) {
+    // A mapping's first line starts "start-end " in hex; its fields ("Rss:   4 kB") follow.
+    const auto token = line.substr(0, line.find(' '));
+    const bool header = token.find('-') != std::string::npos &&
+                        token.find_first_not_of("0123456789abcdef-") == std::string::npos;
+    if (header)
+      ours = line.size() >= file.size() && line.compare(line.size() - file.size(), file.size(), file) == 0;
+    else if (ours && line.rfind("Rss:", 0) == 0)
+      kb += std::stoul(line.substr(4));
+  }
+  return kb;
+}
+
+// The checker reads LMDB's own mapping of the file, not a second one: each page read is mapped
+// once. (With a second mapping every page read was resident twice, faulted twice, and unmapped
+// twice when the process exited: a killed worker's teardown took that much longer.)
+TEST(RecordPages, EachPageReadIsMappedOnce) {
+  temp_dir d;
+  import(d.str(), 1500, 700);  // one overflow page a record: ~6 MB
+  const auto file = fs::canonical(d.sub("data.mdb")).string();
+  const auto file_kb = fs::file_size(file) / 1024;
+  auto s = record_store::open(d.str());
+  ASSERT_TRUE(s) << s.err().to_string();
+  auto n = s->scan(0, s->count(), [](std::uint64_t, const record&) { return true; });
+  ASSERT_TRUE(n) << n.err().to_string();
+  ASSERT_EQ(*n, 1500u);
+  const auto kb = mapped_resident_kb(file);
+  // Every page is resident in LMDB's mapping; the checker's own mapping holds only what it read
+  // while the store opened (meta pages, the main and meta databases, and the pages around them).
+  EXPECT_GE(kb, file_kb * 9 / 10);
+  EXPECT_LE(kb, file_kb + 256) << "data.mdb resident " << kb << " kB for a " << file_kb << " kB file";
+}
+
+// Another process grows the file past this process's map while the store is open: LMDB remaps
+// on the next read transaction, and the checker stops reading the old mapping (it would read
+// unmapped memory). The reader gets records or an error, never a signal.
+TEST(RecordPages, ARemapByLmdbNeverCrashesTheChecker) {
+  temp_dir d;
+  import(d.str(), 300, 700);
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  pid_t reader = ::fork();
+  if (reader == 0) {
+    pid_t writer = ::fork();  // forked before this process opens the store: no LMDB state shared
+    if (writer == 0) {
+      char c;
+      if (::read(go[0], &c, 1) != 1) ::_exit(3);
+      auto env = lmdb_env::open(d.str());
+      if (!env) ::_exit(4);
+      auto db = (*env)->open_db("scratch", MDB_CREATE);
+      if (!db) ::_exit(5);
+      const std::string blob(std::size_t{1} << 20, 'x');
+      for (int i = 0; i < 80; ++i)  // 80 MB: past the reader's 64 MB map
+        if (!(*env)->write([&](write_txn& w) { return w.put(*db, std::to_string(i), blob); })) ::_exit(6);
+      ::_exit(0);
+    }
+    auto s = record_store::open(d.str());
+    if (!s) ::_exit(7);
+    auto first = s->scan(0, s->count(), [](std::uint64_t, const record&) { return true; });
+    if (!first || *first != 300) ::_exit(8);
+    (void)!::write(go[1], "g", 1);
+    int st = 0;
+    ::waitpid(writer, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ::_exit(9);
+    for (std::uint64_t i = 0; i < s->count(); i += 13) (void)s->read(i);  // records or errors
+    (void)s->scan(0, s->count(), [](std::uint64_t, const record&) { return true; });
+    ::_exit(0);
+  }
+  ::close(go[0]);
+  ::close(go[1]);
+  int status = 0;
+  ::waitpid(reader, &status, 0);
+  ASSERT_FALSE(WIFSIGNALED(status)) << "the reader was killed by signal " << WTERMSIG(status);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "exit " << WEXITSTATUS(status);
 }
 
 }  // namespace

@@ -166,6 +166,10 @@ class lmdb_env : public std::enable_shared_from_this<lmdb_env> {
   expected<void> write(write_fn fn);
 
   MDB_env* raw() const { return env_; }
+  // Changes when the map is remapped (grown, or another process's size adopted): pointers into
+  // the old map are then dangling. Stable while any read transaction is open (a remap waits for
+  // every reader to leave).
+  std::uint64_t map_generation() const;
 
   // The map-resize gate (used by read_txn and the writer; not for callers).
   void reader_enter() const;
