@@ -21,6 +21,10 @@ void membership_client::mark_ready() {
   if (!ready_.exchange(true) && links_.master_up()) send_join();
 }
 
+void membership_client::request_view() {
+  if (ready_.load() && !leaving() && links_.master_up()) send_join();
+}
+
 void membership_client::master_up() {
   if (ready_.load() && !leaving()) send_join();
 }

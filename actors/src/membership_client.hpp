@@ -63,6 +63,9 @@ class membership_client {
   void defer() { ready_.store(false); }
   void mark_ready();
   bool ready() const { return ready_.load(); }
+  // A membership delta came that the held view cannot take (a view was missed): a ready member
+  // that is not leaving joins again, which the master answers with its whole view.
+  void request_view();
 
   // Tells the master that this incarnation leaves (false when it could not be told: its death
   // notice then does the same, later). From here on the node never joins again.

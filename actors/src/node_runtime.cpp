@@ -130,9 +130,22 @@ void node_runtime::on_membership(const message& m) {
     if (!view_.from_current_master(msg)) {
       // A master older than the one this node follows (a hung master that woke up before it was
       // fenced) speaks for nobody: its views may not remove this node.
-      spdlog::warn("ignored membership epoch {} of a stale master (incarnation {} < {})", msg.view.epoch(),
+      spdlog::warn("ignored membership epoch {} of a stale master (incarnation {} < {})", msg.epoch,
                    msg.master_incarnation, view_.master_incarnation());
       return;
+    }
+    if (msg.delta()) {
+      auto whole = view_.expand(msg);
+      if (!whole) {
+        // A view was missed (a frame lost with a connection): the master sends the whole one.
+        if (msg.master_incarnation != view_.master_incarnation() || msg.epoch > view_.view().epoch()) {
+          spdlog::info("membership delta {} -> {} does not apply to the view held: asking for the whole view",
+                       msg.base_epoch, msg.epoch);
+          join_->request_view();
+        }
+        return;
+      }
+      msg.view = std::move(*whole);
     }
     // Views go to members only: one that does not list this incarnation means it was declared dead
     // (missed heartbeats) and refused on re-joining. It must not go on working unfenced.

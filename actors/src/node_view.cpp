@@ -21,6 +21,14 @@ bool node_view::take(const wire::membership_msg& msg, bool listed) {
   return true;
 }
 
+std::optional<cluster::membership_view> node_view::expand(const wire::membership_msg& delta) const {
+  std::lock_guard lk(mu_);
+  if (delta.master_incarnation != master_incarnation_ || view_.epoch() != delta.base_epoch) return std::nullopt;
+  auto v = wire::expand_delta(view_, delta);
+  if (!v) return std::nullopt;
+  return std::move(*v);
+}
+
 void node_view::master_down() {
   std::lock_guard lk(mu_);
   joined_ = false;

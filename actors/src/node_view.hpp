@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "troupe/cluster/membership.hpp"
@@ -29,6 +30,9 @@ class node_view {
   // Takes the view of `msg` when it is newer than the one held or comes from a newer master;
   // `listed`: it lists this node's incarnation. True when it was taken (waiters woken).
   bool take(const wire::membership_msg& msg, bool listed);
+  // The whole view a delta describes, from the view held: nullopt when the held view is not the
+  // delta's base (a view missed, or another master's sequence), or the delta is malformed.
+  std::optional<cluster::membership_view> expand(const wire::membership_msg& delta) const;
   // The master's connection was lost: this node counts as not joined until a view lists it again.
   void master_down();
   // The master this node follows lists it in its latest view.

@@ -252,13 +252,20 @@ struct sim_worker {
   void on_view(const message& m) {
     if (m.kind() != schema::Envelope::Body::MEMBERSHIP) return;
     sh->views_total.fetch_add(1);
-    bool me = false, victim = false;
-    for (auto mem : m.body().getMembership().getMembers()) {
+    // A whole view lists every member (the victim is dead once it is absent); a delta lists the
+    // members added or changed and the ones gone (the victim is dead once it is gone).
+    auto v = m.body().getMembership();
+    const bool delta = v.getBaseEpoch() != 0;
+    bool me = false, victim = delta;
+    for (auto mem : v.getMembers()) {
       auto n = mem.getNode().getName();
       std::string_view nv(n.cStr(), n.size());
       if (nv == name) me = true;
-      if (nv == sh->victim) victim = true;
+      if (nv == sh->victim && !delta) victim = true;
     }
+    if (delta)
+      for (auto g : v.getGone())
+        if (std::string_view(g.getName().cStr(), g.getName().size()) == sh->victim) victim = false;
     if (me && !joined) {
       joined = true;
       sh->joined.fetch_add(1);

@@ -138,28 +138,60 @@ expected<membership_view> membership_view::make(worker_limits limits) {
   return v;
 }
 
+namespace {
+expected<void> check_member(const member& m) {
+  if (auto ok = check_name(m.id); !ok) return ok.err();
+  if (m.state != member_state::launching)
+    if (auto ok = validate_address(m.address); !ok) return std::move(ok).err().wrap("member " + m.id.to_string());
+  return {};
+}
+
+bool by_name(const member& a, const member& b) noexcept {
+  return natural_less(a.id.name, b.id.name);
+}
+}  // namespace
+
 expected<membership_view> membership_view::restore(std::uint64_t epoch, worker_limits limits,
                                                    std::vector<member> members) {
   auto v = make(limits);
   if (!v) return v;
-  for (auto& m : members) {
-    if (auto ok = check_name(m.id); !ok) return ok.err();
-    if (m.state != member_state::launching)
-      if (auto ok = validate_address(m.address); !ok)
-        return std::move(ok).err().wrap("member " + m.id.to_string());
-    if (v->find(m.id.name))
-      return make_unexpected(cluster_errc::already_exists, "member '" + m.id.name + "' appears twice");
-    v->highest_incarnation_[m.id.name] = m.id.incarnation;
-    v->insert_sorted(std::move(m));
-  }
+  for (const auto& m : members)
+    if (auto ok = check_member(m); !ok) return ok.err();
+  // Sorted once (a view of N members in O(N log N), not N sorted inserts and lookups).
+  std::stable_sort(members.begin(), members.end(), by_name);
+  for (std::size_t i = 1; i < members.size(); ++i)
+    if (members[i].id.name == members[i - 1].id.name)
+      return make_unexpected(cluster_errc::already_exists, "member '" + members[i].id.name + "' appears twice");
+  for (const auto& m : members) v->highest_incarnation_[m.id.name] = m.id.incarnation;
+  v->members_ = std::move(members);
   v->epoch_ = epoch;
   return v;
 }
 
+expected<membership_view> membership_view::with_changes(std::uint64_t epoch, const std::vector<node_id>& gone,
+                                                        const std::vector<member>& changed) const {
+  for (const auto& m : changed)
+    if (auto ok = check_member(m); !ok) return ok.err();
+  membership_view v = *this;
+  for (const auto& id : gone)
+    if (auto* m = v.find_mutable(id.name); m && m->id == id)
+      v.members_.erase(v.members_.begin() + (m - v.members_.data()));
+  for (const auto& m : changed) {
+    auto& high = v.highest_incarnation_[m.id.name];
+    high = std::max(high, m.id.incarnation);
+    if (auto* old = v.find_mutable(m.id.name))
+      *old = m;
+    else
+      v.insert_sorted(m);
+  }
+  v.epoch_ = epoch;
+  return v;
+}
+
 const member* membership_view::find(std::string_view name) const noexcept {
-  for (const auto& m : members_)
-    if (m.id.name == name) return &m;
-  return nullptr;
+  auto it = std::lower_bound(members_.begin(), members_.end(), name,
+                             [](const member& m, std::string_view n) { return natural_less(m.id.name, n); });
+  return it != members_.end() && it->id.name == name ? &*it : nullptr;
 }
 
 member* membership_view::find_mutable(std::string_view name) noexcept {
@@ -194,9 +226,7 @@ std::size_t membership_view::free_index(node_role role) const noexcept {
 }
 
 void membership_view::insert_sorted(member m) {
-  auto pos = std::upper_bound(members_.begin(), members_.end(), m, [](const member& a, const member& b) {
-    return natural_less(a.id.name, b.id.name);
-  });
+  auto pos = std::upper_bound(members_.begin(), members_.end(), m, by_name);
   members_.insert(pos, std::move(m));
 }
 

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -14,6 +15,7 @@
 
 #include "node_context.hpp"
 #include "troupe/nn/data/dataset.hpp"
+#include "troupe/wire/messages.hpp"
 
 namespace troupe::actors::testing {
 
@@ -38,6 +40,7 @@ class fake_node final : public node_context {
     m.envelope().setFrom(from);
     auto msg = loopback_message(m, who_.id);
     if (!msg) return msg.err();
+    if (msg->kind() == schema::Envelope::Body::MEMBERSHIP) hold_view(node, *msg);
     outbox.push_back({node, to, from, std::move(*msg)});
     return {};
   }
@@ -62,10 +65,30 @@ class fake_node final : public node_context {
   troupe::clock& clock() override { return clock_; }
   manual_clock& manual() { return clock_; }
 
+  void hold_view(const std::string& node, const message& m) {
+    auto v = wire::read_membership(m.body().getMembership());
+    if (!v.delta()) {
+      held_views[node] = std::move(v.view);
+      return;
+    }
+    auto it = held_views.find(node);
+    auto whole = it == held_views.end() ? expected<cluster::membership_view>(make_unexpected(
+                                              core_errc::invalid_argument, "no view held"))
+                                        : wire::expand_delta(it->second, v);
+    if (whole)
+      held_views[node] = std::move(*whole);
+    else
+      ++views_missed;
+  }
+
   // Takes what was sent so far.
   std::vector<sent> take() { return std::exchange(outbox, {}); }
 
   std::vector<sent> outbox;
+  // The view each node holds from the membership messages sent to it, as the node would: a whole
+  // view replaces it, a delta applies to it. A delta that did not apply counts in views_missed.
+  std::map<std::string, cluster::membership_view> held_views;
+  std::size_t views_missed = 0;
   std::set<std::string> gone_nodes;  // node#incarnation
   std::set<std::string> forgotten;   // node#incarnation, as forget() was called
   bool connected = true;             // false: every send fails (an unreachable peer)

@@ -109,8 +109,11 @@ class master_test : public ::testing::Test {
     for (auto& s : node_->take()) {
       if (s.m.kind() != schema::Envelope::Body::MEMBERSHIP) continue;
       EXPECT_EQ(s.to, "node");
-      out[s.node] = wire::read_membership(s.m.body().getMembership());
+      auto msg = wire::read_membership(s.m.body().getMembership());
+      if (msg.delta()) msg.view = node_->held_views[s.node];  // the view the delta makes (the node's last)
+      out[s.node] = std::move(msg);
     }
+    EXPECT_EQ(node_->views_missed, 0u) << "a delta went to a node that did not hold its base view";
     return out;
   }
   void progress(const node_id& from, std::uint64_t samples, std::uint64_t steps) {
@@ -222,6 +225,65 @@ TEST_F(master_test, the_runners_exit_notice_requeues_the_workers_tasks_and_repub
   exited(w0, node_id{"runner", 1});  // a second report of the same death changes nothing
   EXPECT_EQ(log_->requeued.size(), 1u);
   EXPECT_TRUE(published().empty());
+}
+
+// A death reaches the members that hold the last view as a delta naming the dead member (not the
+// whole view of N members); a member that joined since, or whose last send failed, gets the whole.
+TEST_F(master_test, a_death_is_sent_as_a_delta_to_members_holding_the_last_view) {
+  const node_id w2{"worker-2", 1};
+  join(w0, w0);
+  join(w1, w1);
+  join(w2, w2);
+  published();
+  exited(w0, node_id{"runner", 1});
+  std::map<std::string, std::size_t> bytes;
+  for (auto& s : node_->take()) {
+    ASSERT_EQ(s.m.kind(), schema::Envelope::Body::MEMBERSHIP);
+    auto d = wire::read_membership(s.m.body().getMembership());
+    ASSERT_TRUE(d.delta()) << s.node;
+    EXPECT_EQ(d.epoch, d.base_epoch + 1);
+    EXPECT_EQ(d.gone, std::vector<node_id>{w0});
+    EXPECT_TRUE(d.changed.empty());
+    EXPECT_NE(d.reason.find("worker-0"), std::string::npos);
+    auto v = node_->held_views[s.node];
+    EXPECT_EQ(v.epoch(), d.epoch);
+    EXPECT_EQ(v.find("worker-0"), nullptr);
+    ASSERT_NE(v.find("worker-2"), nullptr);
+    EXPECT_EQ(v.find("worker-2")->ring_address, "127.0.0.1:3001");
+  }
+  EXPECT_EQ(node_->views_missed, 0u);
+
+  // While sends fail (connections down) nobody is known to hold the view: the whole one next.
+  const node_id w3{"worker-3", 1};
+  node_->connected = false;
+  join(w3, w3);
+  node_->connected = true;
+  EXPECT_TRUE(node_->take().empty());
+  exited(w3, node_id{"runner", 1});
+  std::map<std::string, bool> delta;
+  for (auto& s : node_->take()) delta[s.node] = wire::read_membership(s.m.body().getMembership()).delta();
+  EXPECT_EQ(delta, (std::map<std::string, bool>{{"worker-1", false}, {"worker-2", false}}));
+}
+
+// A member that joins again (it missed a view and cannot take a delta) gets the whole view, and
+// nobody else gets anything: the view did not change.
+TEST_F(master_test, a_member_joining_again_gets_the_whole_view_alone) {
+  join(w0, w0);
+  join(w1, w1);
+  const auto epoch = published()["worker-1"].view.epoch();
+  join(w0, w0);
+  auto sent = node_->take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].node, "worker-0");
+  auto v = wire::read_membership(sent[0].m.body().getMembership());
+  EXPECT_FALSE(v.delta());
+  EXPECT_EQ(v.view.epoch(), epoch);
+  EXPECT_EQ(v.view.members().size(), 3u);
+  exited(w1, node_id{"runner", 1});  // and the next change reaches it as a delta
+  auto p = node_->take();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_TRUE(wire::read_membership(p[0].m.body().getMembership()).delta());
+  EXPECT_EQ(node_->views_missed, 0u);
 }
 
 TEST_F(master_test, a_neighbours_report_counts_only_once_liveness_confirms_it) {

@@ -276,5 +276,43 @@ TEST(membership, restore_validates_and_keeps_the_epoch) {
   EXPECT_FALSE(membership_view::restore(1, {5, 4}, {}));
 }
 
+// What a membership delta applies: removals only of the incarnation named, members added in natural
+// order or replacing the member of their name, bad members refused; the view itself is unchanged.
+TEST(membership, with_changes_removes_replaces_and_inserts_in_order) {
+  auto v = started(1, 8);
+  for (int i : {1, 2, 3}) ASSERT_TRUE(v.join(alive("worker-" + std::to_string(i), 1, node_role::worker, "127.0.0.1:7001")));
+  const auto before = v;
+  auto w = v.with_changes(v.epoch() + 5, {node_id{"worker-1", 1}, node_id{"worker-2", 0}},
+                          {alive("worker-10", 1, node_role::worker, "127.0.0.1:7010"),
+                           alive("worker-3", 2, node_role::worker, "127.0.0.1:7013"),
+                           alive("worker-0", 1, node_role::worker, "127.0.0.1:7020")});
+  ASSERT_TRUE(w) << w.err().to_string();
+  EXPECT_EQ(v, before);
+  EXPECT_EQ(w->epoch(), v.epoch() + 5);
+  std::vector<std::string> names;
+  for (const auto& m : w->members()) names.push_back(m.id.to_string());
+  // worker-2#0 is not the member (worker-2#1 is): it stays.
+  EXPECT_EQ(names, (std::vector<std::string>{"master#0", "worker-0#1", "worker-2#1", "worker-3#2", "worker-10#1"}));
+  EXPECT_EQ(w->next_incarnation("worker-3"), 3u);
+  ASSERT_NE(w->find("worker-10"), nullptr);
+  EXPECT_EQ(w->find("worker-1"), nullptr);
+  EXPECT_FALSE(v.with_changes(v.epoch() + 1, {}, {alive("worker-9", 0, node_role::worker, "nowhere")}));
+}
+
+// find() is a binary search over the natural order: every member of a large view is found.
+TEST(membership, find_locates_every_member_of_a_large_view) {
+  std::vector<member> ms;
+  for (int i = 999; i >= 0; --i)
+    ms.push_back(alive("worker-" + std::to_string(i), 0, node_role::worker, "127.0.0.1:7001"));
+  ms.push_back(alive("ps-0", 0, node_role::ps, "127.0.0.1:7000"));
+  auto v = membership_view::restore(3, {1, 1000}, ms);
+  ASSERT_TRUE(v) << v.err().to_string();
+  for (int i = 0; i < 1000; ++i) ASSERT_NE(v->find("worker-" + std::to_string(i)), nullptr) << i;
+  EXPECT_NE(v->find("ps-0"), nullptr);
+  EXPECT_EQ(v->find("worker-1000"), nullptr);
+  EXPECT_EQ(v->find("worker-01"), nullptr);
+  EXPECT_EQ(v->worker_ring().ranks.front().name, "worker-0");
+}
+
 }  // namespace
 }  // namespace troupe::cluster

@@ -43,6 +43,41 @@ TEST(wire, membership_round_trips_with_ring_epoch_pids_and_ring_addresses) {
   EXPECT_EQ(back.view.worker_ring().ranks, v->worker_ring().ranks);
 }
 
+// A delta from one view to a later one (a death, a replaced incarnation, a join, a state change)
+// crosses the wire as the changes only and expands to the later view exactly.
+TEST(wire, a_membership_delta_expands_to_the_later_view) {
+  auto from = cluster::membership_view::make({1, 8});
+  ASSERT_TRUE(from);
+  ASSERT_TRUE(from->join(alive("master", 2, cluster::node_role::master, "127.0.0.1:7000", 10)));
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(from->join(alive("worker-" + std::to_string(i), 1, cluster::node_role::worker,
+                                 "127.0.0.1:" + std::to_string(7001 + i), 11 + i)));
+  auto to = *from;
+  ASSERT_TRUE(to.remove(node_id{"worker-1", 1}));                                             // died
+  ASSERT_TRUE(to.join(alive("worker-2", 2, cluster::node_role::worker, "127.0.0.1:7102", 22)));  // replaced
+  ASSERT_TRUE(to.join(alive("worker-10", 1, cluster::node_role::worker, "127.0.0.1:7110", 30)));  // joined
+  ASSERT_TRUE(to.begin_leave("worker-3"));                                                     // leaving
+  auto out = wire::membership_delta(*from, to, "changes", 9, 2);
+  auto m = loopback_message(out, node_id{"master", 2});
+  ASSERT_TRUE(m) << m.err().to_string();
+  auto d = wire::read_membership(m->body().getMembership());
+  ASSERT_TRUE(d.delta());
+  EXPECT_EQ(d.base_epoch, from->epoch());
+  EXPECT_EQ(d.epoch, to.epoch());
+  EXPECT_EQ(d.ring_epoch, 9u);
+  EXPECT_EQ(d.gone.size(), 2u);     // worker-1#1, worker-2#1
+  EXPECT_EQ(d.changed.size(), 3u);  // worker-2#2, worker-10#1, worker-3 leaving
+  auto whole = wire::expand_delta(*from, d);
+  ASSERT_TRUE(whole) << whole.err().to_string();
+  EXPECT_EQ(whole->epoch(), to.epoch());
+  EXPECT_EQ(whole->members(), to.members());  // in natural order: worker-10 after worker-3
+  EXPECT_EQ(whole->worker_ring().ranks, to.worker_ring().ranks);
+  // A node holding another view cannot take it.
+  EXPECT_FALSE(wire::expand_delta(to, d));
+  // A whole view of the same change is the size of the view; the delta the size of the change.
+  EXPECT_LT(out.size_bytes(), wire::membership(to, "changes", 9, 2).size_bytes());
+}
+
 TEST(wire, list_copies) {
   outbound o;
   auto pull = o.body().initPsPull();

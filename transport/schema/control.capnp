@@ -36,10 +36,17 @@ struct Member {
 }
 
 # The master's view of the job. Epochs grow strictly; a receiver ignores an epoch <= the one it has.
+# A whole view (baseEpoch 0) lists every member. A delta (baseEpoch > 0) goes to a member that was
+# sent the view of baseEpoch: that view without `gone`, with `members` added or replacing the
+# member of the same name, is the view of `epoch`. A receiver that does not hold the view of
+# baseEpoch ignores the delta and joins again: the master answers a join of a member with its whole
+# view.
 struct Membership {
   epoch @0 :UInt64;
   members @1 :List(Member);
   reason @2 :Text;         # why the epoch changed ("worker-3 down", "worker-9 joined")
   ringEpoch @3 :UInt64;    # the epoch at which the ring of alive workers last changed
   masterIncarnation @4 :UInt64;
+  baseEpoch @5 :UInt64;    # 0: a whole view; else a delta from the view of this epoch
+  gone @6 :List(NodeRef);  # a delta's members removed (this incarnation)
 }

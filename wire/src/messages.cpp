@@ -90,9 +90,42 @@ membership_msg read_membership(schema::Membership::Reader r) {
   out.reason = r.getReason().cStr();
   out.ring_epoch = r.getRingEpoch();
   out.master_incarnation = r.getMasterIncarnation();
+  out.epoch = r.getEpoch();
+  out.base_epoch = r.getBaseEpoch();
+  if (out.delta()) {
+    out.changed = read_members(r.getMembers());
+    for (auto g : r.getGone()) out.gone.push_back(read_node(g));
+    return out;
+  }
   auto v = cluster::membership_view::restore(r.getEpoch(), {0, 1024}, read_members(r.getMembers()));
   if (v) out.view = std::move(*v);
   return out;
+}
+
+outbound membership_delta(const cluster::membership_view& from, const cluster::membership_view& to,
+                          const std::string& reason, std::uint64_t ring_epoch, std::uint64_t master_incarnation) {
+  auto d = cluster::diff(from, to);
+  std::vector<cluster::member> changed = std::move(d.joined);
+  for (auto& c : d.changed) changed.push_back(std::move(c.second));
+  outbound o;
+  auto b = o.body().initMembership();
+  b.setEpoch(to.epoch());
+  b.setBaseEpoch(from.epoch());
+  b.setReason(reason);
+  b.setRingEpoch(ring_epoch);
+  b.setMasterIncarnation(master_incarnation);
+  write_members(b.initMembers(static_cast<unsigned>(changed.size())), changed);
+  auto gone = b.initGone(static_cast<unsigned>(d.left.size()));
+  for (unsigned i = 0; i < d.left.size(); ++i) write_node(gone[i], d.left[i].id);
+  return o;
+}
+
+expected<cluster::membership_view> expand_delta(const cluster::membership_view& base, const membership_msg& d) {
+  if (!d.delta() || base.epoch() != d.base_epoch)
+    return make_unexpected(core_errc::invalid_argument,
+                           "membership delta " + std::to_string(d.base_epoch) + " -> " + std::to_string(d.epoch) +
+                               " does not apply to the view of epoch " + std::to_string(base.epoch()));
+  return base.with_changes(d.epoch, d.gone, d.changed);
 }
 
 job_out job() {

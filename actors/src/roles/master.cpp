@@ -35,6 +35,42 @@ void publish(master_actor* self, const std::string& reason) {
   st.publish_queued = true;
 }
 
+// Each member gets the change since the view it was last sent (a death: one NodeRef), or the whole
+// view when it holds no view of the last broadcast (it joined since, a send failed, this master is
+// new). Each message is encoded once; a member's copy is a deep copy, not a new encoding.
+void send_views(master_actor* self, const std::string& reason) {
+  auto& st = self->state;
+  const auto incarnation = st.ctx->self().incarnation;
+  const auto base = st.sent_view.epoch();
+  const bool deltas = base > 0 && base < st.view.epoch();
+  std::optional<outbound> whole, delta;
+  std::size_t whole_sent = 0, delta_sent = 0;
+  for (const auto& m : st.view.members()) {
+    if (m.address.empty() || m.id.name == "master") continue;
+    auto it = st.sent_epochs.find(m.id.name);
+    const bool as_delta = deltas && it != st.sent_epochs.end() && it->second.first == m.id.incarnation &&
+                          it->second.second == base;
+    auto& proto = as_delta ? delta : whole;
+    if (!proto)
+      proto = as_delta ? wire::membership_delta(st.sent_view, st.view, reason, st.ring_epoch, incarnation)
+                       : wire::membership(st.view, reason, st.ring_epoch, incarnation);
+    auto msg = proto->body().getMembership().asReader();
+    outbound o(static_cast<unsigned>(proto->size_bytes() / 8 + 64));
+    o.body().setMembership(msg);
+    if (auto s = st.ctx->send(m.id.name, "node", std::move(o), "master"); !s) {
+      spdlog::debug("membership to {}: {}", m.id.name, s.err().to_string());
+      st.sent_epochs.erase(m.id.name);  // the whole view next time
+      continue;
+    }
+    st.sent_epochs[m.id.name] = {m.id.incarnation, st.view.epoch()};
+    ++(as_delta ? delta_sent : whole_sent);
+  }
+  std::erase_if(st.sent_epochs, [&](const auto& e) { return !st.view.find(e.first); });
+  st.sent_view = st.view;
+  spdlog::debug("epoch {}: view sent whole to {} member(s), as a delta to {}", st.view.epoch(), whole_sent,
+                delta_sent);
+}
+
 void broadcast(master_actor* self) {
   auto& st = self->state;
   st.publish_queued = false;
@@ -56,17 +92,7 @@ void broadcast(master_actor* self) {
     spdlog::info("epoch {}: {}", st.view.epoch(), st.view.to_string());
   else
     spdlog::info("epoch {}: {} members", st.view.epoch(), st.view.members().size());
-  // Encoded once; each member's copy is a deep copy of the message, not a new encoding of the view.
-  auto proto = wire::membership(st.view, reason, st.ring_epoch, st.ctx->self().incarnation);
-  auto view = proto.body().getMembership().asReader();
-  auto words = static_cast<unsigned>(proto.size_bytes() / 8 + 64);
-  for (const auto& m : st.view.members()) {
-    if (m.address.empty() || m.id.name == "master") continue;
-    outbound o(words);
-    o.body().setMembership(view);
-    if (auto s = st.ctx->send(m.id.name, "node", std::move(o), "master"); !s)
-      spdlog::debug("membership to {}: {}", m.id.name, s.err().to_string());
-  }
+  send_views(self, reason);
 }
 
 void member_gone(master_actor* self, const node_id& id, const std::string& reason) {
@@ -170,7 +196,23 @@ void on_join(master_actor* self, const message& m) {
     spdlog::info("{} is back after the master's pause", mem.id.to_string());
     st.suspects.erase(s);
   }
-  if (r) st.obs->joined(mem, st.view);
+  if (!r) {
+    // Already a member: it joined again (back after the master's pause, its join raced the
+    // master's answer, or it missed a view and cannot take a delta). The whole view goes to it
+    // alone; the view did not change, so the others need nothing.
+    auto o = wire::membership(st.view, mem.id.to_string() + " joined again", st.ring_epoch,
+                              st.ctx->self().incarnation);
+    if (auto s = st.ctx->send(mem.id.name, "node", std::move(o), "master"); !s) {
+      spdlog::debug("membership to {}: {}", mem.id.name, s.err().to_string());
+      st.sent_epochs.erase(mem.id.name);
+    } else if (st.sent_view.epoch() == st.view.epoch()) {
+      st.sent_epochs[mem.id.name] = {mem.id.incarnation, st.view.epoch()};  // a delta next time
+    } else {
+      st.sent_epochs.erase(mem.id.name);  // it holds a view newer than the last broadcast's
+    }
+    return;
+  }
+  st.obs->joined(mem, st.view);
   publish(self, mem.id.to_string() + " joined as " + std::string(cluster::to_string(mem.role)));
 }
 

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "../node_context.hpp"
@@ -38,6 +39,10 @@ struct master_state {
   // View changes since the last broadcast, and whether the broadcast is queued (master.cpp publish).
   std::vector<std::string> publish_reasons;
   bool publish_queued = false;
+  // The view of the last broadcast, and the view each member was last sent (its incarnation and
+  // that view's epoch): a member that holds the last broadcast's view gets the next one as a delta.
+  cluster::membership_view sent_view;
+  std::unordered_map<std::string, std::pair<std::uint64_t, std::uint64_t>> sent_epochs;
   troupe::clock::time_point started, window_start, last_reconcile;
   // Progress: totals and the current window (samples/s and loss are over the last full window).
   std::uint64_t samples_total = 0, dropped_steps = 0;

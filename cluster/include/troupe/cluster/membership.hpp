@@ -103,10 +103,15 @@ class membership_view {
   // and that no name appears twice.
   static expected<membership_view> restore(std::uint64_t epoch, worker_limits limits,
                                            std::vector<member> members);
+  // This view at `epoch` without the members `gone` (each removed only while it is that
+  // incarnation) and with `changed` added or replacing the member of the same name: what a
+  // membership delta describes. Checks the changed members as restore() does.
+  expected<membership_view> with_changes(std::uint64_t epoch, const std::vector<node_id>& gone,
+                                         const std::vector<member>& changed) const;
 
   std::uint64_t epoch() const noexcept { return epoch_; }
   worker_limits limits() const noexcept { return limits_; }
-  // Sorted in natural name order.
+  // Sorted in natural name order (find() is a binary search).
   const std::vector<member>& members() const noexcept { return members_; }
   const member* find(std::string_view name) const noexcept;
   std::size_t count(node_role role, member_state state) const noexcept;
