@@ -77,6 +77,30 @@ TEST(node_view, a_ring_wait_ends_at_the_change_or_at_its_deadline_on_the_clock) 
   EXPECT_EQ(clk.now(), t0);
 }
 
+// A delta applies only to the view it was made from, of the same master: anything else (a view
+// missed, a restarted master's sequence) is refused, and the node asks for the whole view.
+TEST(node_view, a_delta_expands_only_from_its_base_view_of_the_same_master) {
+  node_view v;
+  const node_id w1{"worker-1", 1};
+  EXPECT_TRUE(v.take(view_msg(3, 1, 3, {self, w1}), true));
+  auto d = view_msg(4, 1, 4, {});
+  d.view = {};
+  d.epoch = 4;
+  d.base_epoch = 3;
+  d.gone = {w1};
+  auto whole = v.expand(d);
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(whole->epoch(), 4u);
+  EXPECT_EQ(whole->members().size(), 1u);
+  EXPECT_NE(whole->find("worker-0"), nullptr);
+  EXPECT_EQ(v.view().epoch(), 3u) << "expanding takes nothing";
+  d.base_epoch = 2;  // a view missed
+  EXPECT_FALSE(v.expand(d));
+  d.base_epoch = 3;
+  d.master_incarnation = 2;  // another master's sequence
+  EXPECT_FALSE(v.expand(d));
+}
+
 class membership_client_test : public ::testing::Test {
  protected:
   membership_client::links links() {
@@ -142,6 +166,25 @@ TEST_F(membership_client_test, leaving_tells_the_master_and_never_joins_again) {
   EXPECT_EQ(joins(), 0u);
   client_.left();
   EXPECT_TRUE(client_.await_left(0ms));
+}
+
+// A delta it could not apply: a ready member joins again (the master answers with the whole view);
+// a member not ready yet, or leaving, does not.
+TEST_F(membership_client_test, a_member_that_missed_a_view_joins_again_for_the_whole_one) {
+  client_.defer();
+  client_.request_view();
+  EXPECT_EQ(joins(), 0u) << "not ready: not a member";
+  client_.mark_ready();
+  ASSERT_EQ(joins(), 1u);
+  client_.request_view();
+  EXPECT_EQ(joins(), 2u);
+  master_connected = false;
+  client_.request_view();
+  EXPECT_EQ(joins(), 2u);
+  master_connected = true;
+  EXPECT_TRUE(client_.leave("left on SIGTERM"));
+  client_.request_view();
+  EXPECT_EQ(joins(), 2u) << "a leaving node never joins again";
 }
 
 TEST_F(membership_client_test, a_master_lost_while_leaving_ends_the_wait_unanswered) {
