@@ -16,10 +16,11 @@ std::uint32_t load_u32(const std::byte* p) {
 }
 }  // namespace
 
-frame_reader::frame_reader(frame_limits limits) : limits_(limits), staging_(staging_bytes / 8) {}
+frame_reader::frame_reader(frame_limits limits)
+    : limits_(limits), staging_(std::make_unique_for_overwrite<std::uint64_t[]>(staging_bytes / 8)) {}
 
 std::span<std::byte> frame_reader::prepare() {
-  auto* base = reinterpret_cast<std::byte*>(staging_.data());
+  auto* base = reinterpret_cast<std::byte*>(staging_.get());
   if (current_.words && begin_ == end_) {
     std::size_t missing = current_.size_bytes() - filled_;
     if (missing >= direct_threshold) {
@@ -30,7 +31,9 @@ std::span<std::byte> frame_reader::prepare() {
   last_direct_ = false;
   if (begin_ == end_) {
     begin_ = end_ = 0;
-  } else if (begin_ > 0 && staging_bytes - end_ < 4096) {
+  } else if (begin_ > 0 && (end_ - begin_ <= 512 || staging_bytes - end_ < 4096)) {
+    // A short partial frame moves to the front (cheap): the next read lands on pages already
+    // resident instead of creeping through the buffer, so a connection keeps few pages resident.
     std::memmove(base, base + begin_, end_ - begin_);
     end_ -= begin_;
     begin_ = 0;
@@ -54,7 +57,7 @@ expected<void> frame_reader::commit(std::size_t n, const std::function<void(fram
 }
 
 expected<bool> frame_reader::start_frame() {
-  const auto* base = reinterpret_cast<const std::byte*>(staging_.data()) + begin_;
+  const auto* base = reinterpret_cast<const std::byte*>(staging_.get()) + begin_;
   const std::size_t avail = end_ - begin_;
   if (avail < 8) return false;
   const std::uint64_t segments = std::uint64_t(load_u32(base)) + 1;
@@ -88,7 +91,7 @@ expected<void> frame_reader::drain(const std::function<void(frame&&)>& sink) {
       if (!started) return std::move(started).err();
       if (!*started) return {};
     }
-    const auto* base = reinterpret_cast<const std::byte*>(staging_.data());
+    const auto* base = reinterpret_cast<const std::byte*>(staging_.get());
     std::size_t take = std::min(end_ - begin_, current_.size_bytes() - filled_);
     std::memcpy(reinterpret_cast<std::byte*>(current_.words.get()) + filled_, base + begin_, take);
     begin_ += take;

@@ -49,7 +49,9 @@ class frame_reader {
   expected<void> drain(const std::function<void(frame&&)>& sink);
   expected<bool> start_frame();  // parses a segment table in the staging buffer if complete
   frame_limits limits_;
-  std::vector<std::uint64_t> staging_;
+  // Not zeroed: only the bytes received are written, so an idle connection (heartbeats of 72
+  // bytes, read from the start once the buffer is empty) keeps one page of it resident, not 64 KB.
+  std::unique_ptr<std::uint64_t[]> staging_;
   std::size_t begin_ = 0, end_ = 0;  // valid bytes in staging_
   frame current_;                    // frame being assembled, words == nullptr when none
   std::size_t filled_ = 0;           // bytes of current_ already written
