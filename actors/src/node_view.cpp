@@ -23,7 +23,8 @@ bool node_view::take(const wire::membership_msg& msg, bool listed) {
 
 std::optional<cluster::membership_view> node_view::expand(const wire::membership_msg& delta) const {
   std::lock_guard lk(mu_);
-  if (delta.master_incarnation != master_incarnation_ || view_.epoch() != delta.base_epoch) return std::nullopt;
+  if (delta.master_incarnation != master_incarnation_ || view_.epoch() != delta.base_epoch)
+    return std::nullopt;
   auto v = wire::expand_delta(view_, delta);
   if (!v) return std::nullopt;
   return std::move(*v);

@@ -142,7 +142,8 @@ namespace {
 expected<void> check_member(const member& m) {
   if (auto ok = check_name(m.id); !ok) return ok.err();
   if (m.state != member_state::launching)
-    if (auto ok = validate_address(m.address); !ok) return std::move(ok).err().wrap("member " + m.id.to_string());
+    if (auto ok = validate_address(m.address); !ok)
+      return std::move(ok).err().wrap("member " + m.id.to_string());
   return {};
 }
 
@@ -161,7 +162,8 @@ expected<membership_view> membership_view::restore(std::uint64_t epoch, worker_l
   std::stable_sort(members.begin(), members.end(), by_name);
   for (std::size_t i = 1; i < members.size(); ++i)
     if (members[i].id.name == members[i - 1].id.name)
-      return make_unexpected(cluster_errc::already_exists, "member '" + members[i].id.name + "' appears twice");
+      return make_unexpected(cluster_errc::already_exists,
+                             "member '" + members[i].id.name + "' appears twice");
   for (const auto& m : members) v->highest_incarnation_[m.id.name] = m.id.incarnation;
   v->members_ = std::move(members);
   v->epoch_ = epoch;

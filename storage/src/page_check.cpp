@@ -8,8 +8,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <optional>
+#include <sstream>
 
 #include "troupe/storage/errc.hpp"
 
@@ -255,7 +255,8 @@ bool page_checker::share_map(const void* inside, std::shared_ptr<const lmdb_env>
     if (at < start || at >= end) continue;
     std::getline(in >> std::ws, path);
     std::error_code ec;
-    if (std::stoull(offset, nullptr, 16) != 0 || path.empty() || !std::filesystem::equivalent(path, file_, ec))
+    if (std::stoull(offset, nullptr, 16) != 0 || path.empty() ||
+        !std::filesystem::equivalent(path, file_, ec))
       return false;
     generation_ = env->map_generation();
     env_ = std::move(env);

@@ -72,9 +72,10 @@ class fake_node final : public node_context {
       return;
     }
     auto it = held_views.find(node);
-    auto whole = it == held_views.end() ? expected<cluster::membership_view>(make_unexpected(
-                                              core_errc::invalid_argument, "no view held"))
-                                        : wire::expand_delta(it->second, v);
+    auto whole =
+        it == held_views.end()
+            ? expected<cluster::membership_view>(make_unexpected(core_errc::invalid_argument, "no view held"))
+            : wire::expand_delta(it->second, v);
     if (whole)
       held_views[node] = std::move(*whole);
     else

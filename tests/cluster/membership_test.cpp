@@ -280,7 +280,8 @@ TEST(membership, restore_validates_and_keeps_the_epoch) {
 // order or replacing the member of their name, bad members refused; the view itself is unchanged.
 TEST(membership, with_changes_removes_replaces_and_inserts_in_order) {
   auto v = started(1, 8);
-  for (int i : {1, 2, 3}) ASSERT_TRUE(v.join(alive("worker-" + std::to_string(i), 1, node_role::worker, "127.0.0.1:7001")));
+  for (int i : {1, 2, 3})
+    ASSERT_TRUE(v.join(alive("worker-" + std::to_string(i), 1, node_role::worker, "127.0.0.1:7001")));
   const auto before = v;
   auto w = v.with_changes(v.epoch() + 5, {node_id{"worker-1", 1}, node_id{"worker-2", 0}},
                           {alive("worker-10", 1, node_role::worker, "127.0.0.1:7010"),
@@ -292,7 +293,8 @@ TEST(membership, with_changes_removes_replaces_and_inserts_in_order) {
   std::vector<std::string> names;
   for (const auto& m : w->members()) names.push_back(m.id.to_string());
   // worker-2#0 is not the member (worker-2#1 is): it stays.
-  EXPECT_EQ(names, (std::vector<std::string>{"master#0", "worker-0#1", "worker-2#1", "worker-3#2", "worker-10#1"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"master#0", "worker-0#1", "worker-2#1", "worker-3#2", "worker-10#1"}));
   EXPECT_EQ(w->next_incarnation("worker-3"), 3u);
   ASSERT_NE(w->find("worker-10"), nullptr);
   EXPECT_EQ(w->find("worker-1"), nullptr);

@@ -53,10 +53,10 @@ TEST(wire, a_membership_delta_expands_to_the_later_view) {
     ASSERT_TRUE(from->join(alive("worker-" + std::to_string(i), 1, cluster::node_role::worker,
                                  "127.0.0.1:" + std::to_string(7001 + i), 11 + i)));
   auto to = *from;
-  ASSERT_TRUE(to.remove(node_id{"worker-1", 1}));                                             // died
-  ASSERT_TRUE(to.join(alive("worker-2", 2, cluster::node_role::worker, "127.0.0.1:7102", 22)));  // replaced
+  ASSERT_TRUE(to.remove(node_id{"worker-1", 1}));                                                 // died
+  ASSERT_TRUE(to.join(alive("worker-2", 2, cluster::node_role::worker, "127.0.0.1:7102", 22)));   // replaced
   ASSERT_TRUE(to.join(alive("worker-10", 1, cluster::node_role::worker, "127.0.0.1:7110", 30)));  // joined
-  ASSERT_TRUE(to.begin_leave("worker-3"));                                                     // leaving
+  ASSERT_TRUE(to.begin_leave("worker-3"));                                                        // leaving
   auto out = wire::membership_delta(*from, to, "changes", 9, 2);
   auto m = loopback_message(out, node_id{"master", 2});
   ASSERT_TRUE(m) << m.err().to_string();

@@ -103,7 +103,8 @@ membership_msg read_membership(schema::Membership::Reader r) {
 }
 
 outbound membership_delta(const cluster::membership_view& from, const cluster::membership_view& to,
-                          const std::string& reason, std::uint64_t ring_epoch, std::uint64_t master_incarnation) {
+                          const std::string& reason, std::uint64_t ring_epoch,
+                          std::uint64_t master_incarnation) {
   auto d = cluster::diff(from, to);
   std::vector<cluster::member> changed = std::move(d.joined);
   for (auto& c : d.changed) changed.push_back(std::move(c.second));
@@ -120,11 +121,13 @@ outbound membership_delta(const cluster::membership_view& from, const cluster::m
   return o;
 }
 
-expected<cluster::membership_view> expand_delta(const cluster::membership_view& base, const membership_msg& d) {
+expected<cluster::membership_view> expand_delta(const cluster::membership_view& base,
+                                                const membership_msg& d) {
   if (!d.delta() || base.epoch() != d.base_epoch)
-    return make_unexpected(core_errc::invalid_argument,
-                           "membership delta " + std::to_string(d.base_epoch) + " -> " + std::to_string(d.epoch) +
-                               " does not apply to the view of epoch " + std::to_string(base.epoch()));
+    return make_unexpected(core_errc::invalid_argument, "membership delta " + std::to_string(d.base_epoch) +
+                                                            " -> " + std::to_string(d.epoch) +
+                                                            " does not apply to the view of epoch " +
+                                                            std::to_string(base.epoch()));
   return base.with_changes(d.epoch, d.gone, d.changed);
 }
 

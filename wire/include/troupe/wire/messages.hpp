@@ -28,22 +28,24 @@ outbound membership(const cluster::membership_view& v, const std::string& reason
 // The change from view `from` to the later view `to`, for members that hold `from` (a member's
 // death is one NodeRef, not the N members of the whole view). `from.epoch()` must be > 0.
 outbound membership_delta(const cluster::membership_view& from, const cluster::membership_view& to,
-                          const std::string& reason, std::uint64_t ring_epoch, std::uint64_t master_incarnation);
+                          const std::string& reason, std::uint64_t ring_epoch,
+                          std::uint64_t master_incarnation);
 struct membership_msg {
   cluster::membership_view view;  // a whole view; for a delta, empty until expanded (expand_delta)
   std::string reason;
   std::uint64_t ring_epoch = 0;
   std::uint64_t master_incarnation = 0;
-  std::uint64_t epoch = 0;                // the view's epoch (a delta's too)
-  std::uint64_t base_epoch = 0;           // 0: whole; else a delta from the view of this epoch:
-  std::vector<node_id> gone;              //   these members removed,
-  std::vector<cluster::member> changed;   //   these added or replacing the member of their name
+  std::uint64_t epoch = 0;               // the view's epoch (a delta's too)
+  std::uint64_t base_epoch = 0;          // 0: whole; else a delta from the view of this epoch:
+  std::vector<node_id> gone;             //   these members removed,
+  std::vector<cluster::member> changed;  //   these added or replacing the member of their name
   bool delta() const noexcept { return base_epoch != 0; }
 };
 membership_msg read_membership(schema::Membership::Reader r);
 // The view a delta describes, from the view of its base epoch. Errors: invalid_argument when
 // `base` is not at the delta's base epoch; a bad member (as restore()).
-expected<cluster::membership_view> expand_delta(const cluster::membership_view& base, const membership_msg& d);
+expected<cluster::membership_view> expand_delta(const cluster::membership_view& base,
+                                                const membership_msg& d);
 
 // A JobMessage envelope; fill the returned builder's union.
 struct job_out {
