@@ -1,5 +1,6 @@
 #include "troupe/cluster/process.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,9 +26,22 @@ expected<std::string> self_exe() {
 
 std::optional<process_stat> read_process_stat(int pid) {
   if (pid <= 0) return std::nullopt;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  if (!in) return std::nullopt;
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // read(2), not an istreambuf_iterator: a process reaped between the open and the read makes the
+  // read fail with ESRCH, which libstdc++'s filebuf throws as ios_base::failure (it escaped the
+  // runner once: "run: basic_filebuf::underflow error reading the file: No such process").
+  const int fd = ::open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  char buf[1024];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ::close(fd);
+      return std::nullopt;  // gone (ESRCH) or unreadable: no stat
+    }
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
   // The command name (field 2) is in parentheses and may itself hold spaces or ')'.
   auto close = text.rfind(')');
   if (close == std::string::npos) return std::nullopt;
