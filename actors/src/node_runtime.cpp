@@ -138,7 +138,7 @@ void node_runtime::on_membership(const message& m) {
       auto whole = view_.expand(msg);
       if (!whole) {
         // A view was missed (a frame lost with a connection): the master sends the whole one.
-        if (msg.master_incarnation != view_.master_incarnation() || msg.epoch > view_.view().epoch()) {
+        if (msg.master_incarnation != view_.master_incarnation() || msg.epoch > view_.epoch()) {
           spdlog::info("membership delta {} -> {} does not apply to the view held: asking for the whole view",
                        msg.base_epoch, msg.epoch);
           join_->request_view();

@@ -23,9 +23,8 @@ bool node_view::take(const wire::membership_msg& msg, bool listed) {
 
 std::optional<cluster::membership_view> node_view::expand(const wire::membership_msg& delta) const {
   std::lock_guard lk(mu_);
-  if (delta.master_incarnation != master_incarnation_ || view_.epoch() != delta.base_epoch)
-    return std::nullopt;
-  auto v = wire::expand_delta(view_, delta);
+  if (delta.master_incarnation != master_incarnation_) return std::nullopt;
+  auto v = wire::expand_delta(view_, delta);  // refuses a delta whose base is not the view held
   if (!v) return std::nullopt;
   return std::move(*v);
 }
@@ -38,6 +37,11 @@ void node_view::master_down() {
 bool node_view::joined() const {
   std::lock_guard lk(mu_);
   return joined_;
+}
+
+std::uint64_t node_view::epoch() const {
+  std::lock_guard lk(mu_);
+  return view_.epoch();
 }
 
 std::uint64_t node_view::master_incarnation() const {

@@ -37,6 +37,8 @@ class node_view {
   void master_down();
   // The master this node follows lists it in its latest view.
   bool joined() const;
+  // The epoch of the view held (0 before the first).
+  std::uint64_t epoch() const;
   // The incarnation of the master this node follows (0 before the first view).
   std::uint64_t master_incarnation() const;
 

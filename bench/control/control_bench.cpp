@@ -256,16 +256,16 @@ struct sim_worker {
     // members added or changed and the ones gone (the victim is dead once it is gone).
     auto v = m.body().getMembership();
     const bool delta = v.getBaseEpoch() != 0;
-    bool me = false, victim = delta;
+    bool me = false, victim_listed = false, victim_gone = false;
     for (auto mem : v.getMembers()) {
       auto n = mem.getNode().getName();
       std::string_view nv(n.cStr(), n.size());
       if (nv == name) me = true;
-      if (nv == sh->victim && !delta) victim = true;
+      if (nv == sh->victim) victim_listed = true;
     }
-    if (delta)
-      for (auto g : v.getGone())
-        if (std::string_view(g.getName().cStr(), g.getName().size()) == sh->victim) victim = false;
+    for (auto g : v.getGone())
+      if (std::string_view(g.getName().cStr(), g.getName().size()) == sh->victim) victim_gone = true;
+    const bool victim = delta ? !victim_gone : victim_listed;  // still alive in this view
     if (me && !joined) {
       joined = true;
       sh->joined.fetch_add(1);

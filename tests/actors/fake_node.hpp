@@ -8,6 +8,7 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -72,12 +73,9 @@ class fake_node final : public node_context {
       return;
     }
     auto it = held_views.find(node);
-    auto whole =
-        it == held_views.end()
-            ? expected<cluster::membership_view>(make_unexpected(core_errc::invalid_argument, "no view held"))
-            : wire::expand_delta(it->second, v);
-    if (whole)
-      held_views[node] = std::move(*whole);
+    auto whole = it == held_views.end() ? std::nullopt : std::optional(wire::expand_delta(it->second, v));
+    if (whole && *whole)
+      it->second = std::move(**whole);
     else
       ++views_missed;
   }

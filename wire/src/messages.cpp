@@ -35,15 +35,26 @@ outbound join(const node_id& self, cluster::node_role role, const std::string& a
   return o;
 }
 
-outbound membership(const cluster::membership_view& v, const std::string& reason, std::uint64_t ring_epoch,
-                    std::uint64_t master_incarnation) {
-  outbound o;
+namespace {
+// A Membership of `epoch` listing `members` (every member, or a delta's changed ones).
+schema::Membership::Builder init_membership(outbound& o, std::uint64_t epoch,
+                                            const std::vector<cluster::member>& members,
+                                            const std::string& reason, std::uint64_t ring_epoch,
+                                            std::uint64_t master_incarnation) {
   auto m = o.body().initMembership();
-  m.setEpoch(v.epoch());
+  m.setEpoch(epoch);
   m.setReason(reason);
   m.setRingEpoch(ring_epoch);
   m.setMasterIncarnation(master_incarnation);
-  write_members(m.initMembers(static_cast<unsigned>(v.members().size())), v.members());
+  write_members(m.initMembers(static_cast<unsigned>(members.size())), members);
+  return m;
+}
+}  // namespace
+
+outbound membership(const cluster::membership_view& v, const std::string& reason, std::uint64_t ring_epoch,
+                    std::uint64_t master_incarnation) {
+  outbound o;
+  init_membership(o, v.epoch(), v.members(), reason, ring_epoch, master_incarnation);
   return o;
 }
 
@@ -109,13 +120,8 @@ outbound membership_delta(const cluster::membership_view& from, const cluster::m
   std::vector<cluster::member> changed = std::move(d.joined);
   for (auto& c : d.changed) changed.push_back(std::move(c.second));
   outbound o;
-  auto b = o.body().initMembership();
-  b.setEpoch(to.epoch());
+  auto b = init_membership(o, to.epoch(), changed, reason, ring_epoch, master_incarnation);
   b.setBaseEpoch(from.epoch());
-  b.setReason(reason);
-  b.setRingEpoch(ring_epoch);
-  b.setMasterIncarnation(master_incarnation);
-  write_members(b.initMembers(static_cast<unsigned>(changed.size())), changed);
   auto gone = b.initGone(static_cast<unsigned>(d.left.size()));
   for (unsigned i = 0; i < d.left.size(); ++i) write_node(gone[i], d.left[i].id);
   return o;

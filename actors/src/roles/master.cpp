@@ -35,6 +35,19 @@ void publish(master_actor* self, const std::string& reason) {
   st.publish_queued = true;
 }
 
+// Sends member `id` a view message of the current epoch (whole, or a delta from the view it
+// holds) and records what it holds now: after a failed send nothing is known, the whole view next.
+bool send_view(master_actor* self, const node_id& id, outbound&& o) {
+  auto& st = self->state;
+  if (auto s = st.ctx->send(id.name, "node", std::move(o), "master"); !s) {
+    spdlog::debug("membership to {}: {}", id.name, s.err().to_string());
+    st.sent_epochs.erase(id.name);
+    return false;
+  }
+  st.sent_epochs[id.name] = {id.incarnation, st.view.epoch()};
+  return true;
+}
+
 // Each member gets the change since the view it was last sent (a death: one NodeRef), or the whole
 // view when it holds no view of the last broadcast (it joined since, a send failed, this master is
 // new). Each message is encoded once; a member's copy is a deep copy, not a new encoding.
@@ -54,16 +67,9 @@ void send_views(master_actor* self, const std::string& reason) {
     if (!proto)
       proto = as_delta ? wire::membership_delta(st.sent_view, st.view, reason, st.ring_epoch, incarnation)
                        : wire::membership(st.view, reason, st.ring_epoch, incarnation);
-    auto msg = proto->body().getMembership().asReader();
     outbound o(static_cast<unsigned>(proto->size_bytes() / 8 + 64));
-    o.body().setMembership(msg);
-    if (auto s = st.ctx->send(m.id.name, "node", std::move(o), "master"); !s) {
-      spdlog::debug("membership to {}: {}", m.id.name, s.err().to_string());
-      st.sent_epochs.erase(m.id.name);  // the whole view next time
-      continue;
-    }
-    st.sent_epochs[m.id.name] = {m.id.incarnation, st.view.epoch()};
-    ++(as_delta ? delta_sent : whole_sent);
+    o.body().setMembership(proto->body().getMembership().asReader());
+    if (send_view(self, m.id, std::move(o))) ++(as_delta ? delta_sent : whole_sent);
   }
   std::erase_if(st.sent_epochs, [&](const auto& e) { return !st.view.find(e.first); });
   st.sent_view = st.view;
@@ -200,16 +206,11 @@ void on_join(master_actor* self, const message& m) {
     // Already a member: it joined again (back after the master's pause, its join raced the
     // master's answer, or it missed a view and cannot take a delta). The whole view goes to it
     // alone; the view did not change, so the others need nothing.
-    auto o = wire::membership(st.view, mem.id.to_string() + " joined again", st.ring_epoch,
-                              st.ctx->self().incarnation);
-    if (auto s = st.ctx->send(mem.id.name, "node", std::move(o), "master"); !s) {
-      spdlog::debug("membership to {}: {}", mem.id.name, s.err().to_string());
-      st.sent_epochs.erase(mem.id.name);
-    } else if (st.sent_view.epoch() == st.view.epoch()) {
-      st.sent_epochs[mem.id.name] = {mem.id.incarnation, st.view.epoch()};  // a delta next time
-    } else {
-      st.sent_epochs.erase(mem.id.name);  // it holds a view newer than the last broadcast's
-    }
+    // (Past a broadcast still queued, the epoch it holds is not the next delta's base: it gets
+    // the whole view then.)
+    (void)send_view(self, mem.id,
+                    wire::membership(st.view, mem.id.to_string() + " joined again", st.ring_epoch,
+                                     st.ctx->self().incarnation));
     return;
   }
   st.obs->joined(mem, st.view);
