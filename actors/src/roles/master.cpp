@@ -248,7 +248,11 @@ void on_job_message(master_actor* self, const message& m) {
     case schema::JobMessage::NODE_EXITED: {
       auto n = j.getNodeExited();
       auto id = wire::read_node(n.getNode());
-      if (m.from_node().name == "runner") st.obs->exit_reported(id, n.getStatus().cStr());
+      // The runner's report, or the node's own word that it leaves, is the cause of a departure
+      // seen first as a closed connection (under load a leaving node's close can be handled
+      // before its notice; without this the timeline called that a death).
+      if (m.from_node().name == "runner" || m.from_node() == id)
+        st.obs->exit_reported(id, n.getStatus().cStr());
       // From the runner (the dead node's parent) it is a fact; from a worker (its ring neighbour
       // saw its liveness beacon released) the master checks liveness itself first.
       const auto* member = st.view.find(id.name);
