@@ -203,7 +203,7 @@ struct sim_worker {
 
   void request() {
     if (!sh->leasing.load()) return;
-    outbound o;
+    outbound o(outbound::small_words);
     o.body().initTaskRequest();
     o.set_correlation_id(++next_cid);
     sent = clk::now();
@@ -211,7 +211,7 @@ struct sim_worker {
     if (!net->send("master", "dispenser", std::move(o), "rpc")) sh->in_flight.fetch_sub(1);
   }
   void report() {
-    outbound o;
+    outbound o(outbound::small_words);
     auto r = o.body().initTaskReport();
     r.setTaskId(held);
     r.setAttempt(attempt);

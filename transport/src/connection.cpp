@@ -38,6 +38,7 @@ std::size_t connection::queued_bytes() const {
 void connection::start() {
   boost::system::error_code ec;
   socket_.set_option(tcp::no_delay(true), ec);
+  socket_.non_blocking(true, ec);  // on_readable's read_some returns would_block, never waits
   last_rx_ = last_hb_ = steady::now();
   deadline_ = last_rx_ + params_.handshake_timeout;
   send_hello();
@@ -158,19 +159,28 @@ void connection::on_written(const boost::system::error_code& ec, std::size_t n) 
 }
 
 void connection::do_read() {
-  auto buf = reader_.prepare();
-  socket_.async_read_some(asio::buffer(buf.data(), buf.size()),
-                          [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
-                            self->on_read(ec, n);
-                          });
+  if (auto direct = reader_.direct(); !direct.empty()) {
+    auto buf = reader_.prepare();  // the same span, and the reader now expects commit()
+    socket_.async_read_some(asio::buffer(buf.data(), buf.size()),
+                            [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+                              self->on_read(ec, n);
+                            });
+    return;
+  }
+  socket_.async_wait(
+      tcp::socket::wait_read,
+      [self = shared_from_this()](const boost::system::error_code& ec) { self->on_readable(ec); });
+}
+
+bool connection::read_failed(const boost::system::error_code& ec) {
+  if (phase_.load() == phase::closed) return true;
+  if (!ec) return false;
+  close(ec == asio::error::eof ? "connection closed by peer" : "read error: " + ec.message());
+  return true;
 }
 
 void connection::on_read(const boost::system::error_code& ec, std::size_t n) {
-  if (phase_.load() == phase::closed) return;
-  if (ec) {
-    close(ec == asio::error::eof ? "connection closed by peer" : "read error: " + ec.message());
-    return;
-  }
+  if (read_failed(ec)) return;
   last_rx_ = steady::now();
   params_.stats->bytes_received += n;
   auto r = reader_.commit(n, [this](frame&& f) { on_frame(std::move(f)); });
@@ -179,6 +189,29 @@ void connection::on_read(const boost::system::error_code& ec, std::size_t n) {
     ++params_.stats->malformed_frames;
     close("malformed frame: " + r.err().context(), transport_errc::malformed_frame);
     return;
+  }
+  do_read();
+}
+
+void connection::on_readable(const boost::system::error_code& wait_ec) {
+  if (read_failed(wait_ec)) return;
+  const auto buf = params_.read_buffer;
+  // A full buffer means more may be waiting: read again now, a few times before other sockets' turn.
+  for (int round = 0; round < 4; ++round) {
+    boost::system::error_code ec;
+    std::size_t n = socket_.read_some(asio::buffer(buf.data(), buf.size()), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) break;  // readable was stale
+    if (read_failed(ec)) return;
+    last_rx_ = steady::now();
+    params_.stats->bytes_received += n;
+    auto r = reader_.consume({buf.data(), n}, [this](frame&& f) { on_frame(std::move(f)); });
+    if (phase_.load() == phase::closed) return;
+    if (!r) {
+      ++params_.stats->malformed_frames;
+      close("malformed frame: " + r.err().context(), transport_errc::malformed_frame);
+      return;
+    }
+    if (n < buf.size() || !reader_.direct().empty()) break;
   }
   do_read();
 }

@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ struct conn_params {
   std::chrono::milliseconds heartbeat_interval{250}, heartbeat_timeout{1000}, handshake_timeout{2000};
   std::size_t queue_bytes = 64u << 20;
   shared_stats* stats = nullptr;
+  // The endpoint's one read buffer (io thread only): every connection reads into it once its
+  // socket is readable, so no connection keeps a buffer between frames.
+  std::span<std::byte> read_buffer;
 };
 
 class connection;
@@ -93,8 +97,14 @@ class connection : public std::enable_shared_from_this<connection> {
   expected<void> push(out_frame&& f, std::chrono::milliseconds wait);
   void do_write();
   void on_written(const boost::system::error_code& ec, std::size_t n);
+  // Reading: a large frame's missing bytes are read straight into it (async_read_some); otherwise
+  // the connection waits until its socket is readable and reads once into the shared read buffer.
+  // (An async_read_some after every frame cost a second recv that found nothing: asio tries the
+  // read at once, and one frame of ~100 bytes is all a control connection has.)
   void do_read();
   void on_read(const boost::system::error_code& ec, std::size_t n);
+  void on_readable(const boost::system::error_code& ec);
+  bool read_failed(const boost::system::error_code& ec);  // closes on an error; true when closed
   void on_frame(frame&& f);
   void on_handshake(const message& m);
   void send_hello();

@@ -35,6 +35,9 @@ endpoint::impl::impl(node_id s, transport_config c) : self(std::move(s)), cfg(st
   params.handshake_timeout = cfg.handshake_timeout;
   params.queue_bytes = cfg.send_queue_bytes;
   params.stats = &stats;
+  constexpr std::size_t read_buffer_bytes = 64 * 1024;
+  read_buffer = std::make_unique_for_overwrite<std::byte[]>(read_buffer_bytes);
+  params.read_buffer = {read_buffer.get(), read_buffer_bytes};
 }
 
 expected<std::unique_ptr<endpoint>> endpoint::create(node_id self, transport_config cfg) {

@@ -75,6 +75,7 @@ struct endpoint::impl final : detail::connection_owner {
   transport_config cfg;
   detail::shared_stats stats;
   detail::conn_params params;
+  std::unique_ptr<std::byte[]> read_buffer;  // params.read_buffer: the connections' one (io)
   detail::asio::io_context io;
   std::optional<detail::asio::executor_work_guard<detail::asio::io_context::executor_type>> work;
   std::thread thread;

@@ -16,19 +16,27 @@ std::uint32_t load_u32(const std::byte* p) {
 }
 }  // namespace
 
-frame_reader::frame_reader(frame_limits limits)
-    : limits_(limits), staging_(std::make_unique_for_overwrite<std::uint64_t[]>(staging_bytes / 8)) {}
+frame_reader::frame_reader(frame_limits limits) : limits_(limits) {}
+
+std::byte* frame_reader::staging() {
+  if (!staging_) staging_ = std::make_unique_for_overwrite<std::uint64_t[]>(staging_bytes / 8);
+  return reinterpret_cast<std::byte*>(staging_.get());
+}
+
+std::span<std::byte> frame_reader::direct() {
+  if (!current_.words || begin_ != end_) return {};
+  std::size_t missing = current_.size_bytes() - filled_;
+  if (missing < direct_threshold) return {};
+  return {reinterpret_cast<std::byte*>(current_.words.get()) + filled_, missing};
+}
 
 std::span<std::byte> frame_reader::prepare() {
-  auto* base = reinterpret_cast<std::byte*>(staging_.get());
-  if (current_.words && begin_ == end_) {
-    std::size_t missing = current_.size_bytes() - filled_;
-    if (missing >= direct_threshold) {
-      last_direct_ = true;
-      return {reinterpret_cast<std::byte*>(current_.words.get()) + filled_, missing};
-    }
+  if (auto d = direct(); !d.empty()) {
+    last_direct_ = true;
+    return d;
   }
   last_direct_ = false;
+  auto* base = staging();
   if (begin_ == end_) {
     begin_ = end_ = 0;
   } else if (begin_ > 0 && (end_ - begin_ <= 512 || staging_bytes - end_ < 4096)) {
@@ -53,12 +61,13 @@ expected<void> frame_reader::commit(std::size_t n, const std::function<void(fram
     return {};
   }
   end_ += n;
-  return drain(sink);
+  auto used = parse(staging() + begin_, end_ - begin_, sink);
+  if (!used) return std::move(used).err();
+  begin_ += *used;
+  return {};
 }
 
-expected<bool> frame_reader::start_frame() {
-  const auto* base = reinterpret_cast<const std::byte*>(staging_.get()) + begin_;
-  const std::size_t avail = end_ - begin_;
+expected<bool> frame_reader::start_frame(const std::byte* base, std::size_t avail) {
   if (avail < 8) return false;
   const std::uint64_t segments = std::uint64_t(load_u32(base)) + 1;
   if (segments > limits_.max_segments)
@@ -84,19 +93,20 @@ expected<bool> frame_reader::start_frame() {
   return true;
 }
 
-expected<void> frame_reader::drain(const std::function<void(frame&&)>& sink) {
+expected<std::size_t> frame_reader::parse(const std::byte* p, std::size_t n,
+                                          const std::function<void(frame&&)>& sink) {
+  std::size_t pos = 0;
   for (;;) {
     if (!current_.words) {
-      auto started = start_frame();
+      auto started = start_frame(p + pos, n - pos);
       if (!started) return std::move(started).err();
-      if (!*started) return {};
+      if (!*started) return pos;
     }
-    const auto* base = reinterpret_cast<const std::byte*>(staging_.get());
-    std::size_t take = std::min(end_ - begin_, current_.size_bytes() - filled_);
-    std::memcpy(reinterpret_cast<std::byte*>(current_.words.get()) + filled_, base + begin_, take);
-    begin_ += take;
+    std::size_t take = std::min(n - pos, current_.size_bytes() - filled_);
+    std::memcpy(reinterpret_cast<std::byte*>(current_.words.get()) + filled_, p + pos, take);
+    pos += take;
     filled_ += take;
-    if (filled_ < current_.size_bytes()) return {};
+    if (filled_ < current_.size_bytes()) return pos;
     frame done = std::move(current_);
     current_ = frame{};
     filled_ = 0;
@@ -111,6 +121,27 @@ expected<void> frame_reader::feed(std::span<const std::byte> data, const std::fu
     std::memcpy(dst.data(), data.data(), n);
     data = data.subspan(n);
     if (auto r = commit(n, sink); !r) return r;
+  }
+  return {};
+}
+
+expected<void> frame_reader::consume(std::span<const std::byte> data,
+                                     const std::function<void(frame&&)>& sink) {
+  if (begin_ != end_) {  // an incomplete segment table is staged: the new bytes go behind it
+    if (auto r = feed(data, sink); !r) return r;
+  } else {
+    auto used = parse(data.data(), data.size(), sink);
+    if (!used) return std::move(used).err();
+    data = data.subspan(*used);  // an incomplete segment table, or nothing
+    if (!data.empty()) {
+      std::memcpy(staging(), data.data(), data.size());
+      begin_ = 0;
+      end_ = data.size();
+    }
+  }
+  if (begin_ == end_) {
+    begin_ = end_ = 0;
+    staging_.reset();
   }
   return {};
 }

@@ -144,14 +144,14 @@ void task_dispenser::ack_report(const message& m, const storage::report_request&
                   r.error_text);
     timeline_.quarantine(r.id, r.error_text);
   }
-  outbound o = reply_to(m);
+  outbound o = reply_to(m, outbound::small_words);
   o.body().initTaskReportAck().setError(refused);
   (void)node_.reply(m, std::move(o), "dispenser");
 }
 
 void task_dispenser::reply_lease(const message& req, const std::optional<storage::task>& t, bool none) {
   const auto& job = node_.spec().job;
-  outbound o = reply_to(req);
+  outbound o = reply_to(req, outbound::small_words);
   auto lease = o.body().initTaskLease();
   lease.setLeaseMs(static_cast<std::uint64_t>(job.lease_timeout.count()));
   if (none) {

@@ -99,6 +99,8 @@ void broadcast(master_actor* self) {
   else
     spdlog::info("epoch {}: {} members", st.view.epoch(), st.view.members().size());
   send_views(self, reason);
+  const auto now = st.ctx->clock().now();
+  st.trim_at = {st.trim_at ? st.trim_at->first : now, now + std::chrono::seconds(1)};
 }
 
 void member_gone(master_actor* self, const node_id& id, const std::string& reason) {

@@ -43,6 +43,9 @@ struct master_state {
   // that view's epoch): a member that holds the last broadcast's view gets the next one as a delta.
   cluster::membership_view sent_view;
   std::unordered_map<std::string, std::pair<std::uint64_t, std::uint64_t>> sent_epochs;
+  // When the heap's free pages go back to the system (master_status.cpp trim_heap): the first
+  // broadcast since the last trim, and a second after the latest one.
+  std::optional<std::pair<troupe::clock::time_point, troupe::clock::time_point>> trim_at;
   troupe::clock::time_point started, window_start, last_reconcile;
   // Progress: totals and the current window (samples/s and loss are over the last full window).
   std::uint64_t samples_total = 0, dropped_steps = 0;

@@ -14,7 +14,7 @@ using namespace std::chrono_literals;
 task_lease_client::task_lease_client(node_context& node, wire::rpc_channel& rpc) : node_(node), rpc_(rpc) {}
 
 void task_lease_client::report(const lease& t, const std::string& failure) {
-  outbound o;
+  outbound o(outbound::small_words);
   auto r = o.body().initTaskReport();
   r.setTaskId(t.id);
   r.setAttempt(t.attempt);
@@ -74,7 +74,7 @@ std::optional<task_lease_client::answer> task_lease_client::pump_lease(bool want
 }
 
 void task_lease_client::ask(std::span<const lease> held) {
-  wire::rpc_channel::request r{"master", "dispenser", outbound()};
+  wire::rpc_channel::request r{"master", "dispenser", outbound(outbound::small_words)};
   std::vector<std::uint64_t> holding;
   for (const auto& l : held) holding.push_back(l.id);
   for (auto& o : unsent_) holding.push_back(o.body().getTaskReport().getTaskId());

@@ -40,14 +40,27 @@ class frame_reader {
   // A bad segment table (count or size over the limits, a zero-size first segment) is an error
   // naming the problem; the stream cannot be resynchronised after that and must be closed.
   expected<void> commit(std::size_t n, const std::function<void(frame&&)>& sink);
-  // Convenience for tests: copies `data` through prepare()/commit().
+  // Copies `data` through prepare()/commit() (the tests' way in).
   expected<void> feed(std::span<const std::byte> data, const std::function<void(frame&&)>& sink);
 
+  // The other way in, for a reader fed from a buffer it does not own (a connection reads into its
+  // endpoint's one read buffer): frames are cut from `data` straight into their own buffers; only
+  // an incomplete segment table is kept, and the staging buffer is freed again once it is empty. So
+  // a reader between frames holds no buffer at all (1,000 idle connections: no 4 KB page each).
+  expected<void> consume(std::span<const std::byte> data, const std::function<void(frame&&)>& sink);
+  // The rest of a frame being assembled, when at least direct_threshold bytes of it are missing
+  // and nothing is staged: read those into it directly (prepare() returns it too); else empty.
+  std::span<std::byte> direct();
+
   std::size_t buffered_bytes() const { return end_ - begin_; }
+  bool holds_staging() const { return staging_ != nullptr; }
 
  private:
-  expected<void> drain(const std::function<void(frame&&)>& sink);
-  expected<bool> start_frame();  // parses a segment table in the staging buffer if complete
+  // Cuts frames out of [p, p + n); returns the bytes used (all but an incomplete segment table).
+  expected<std::size_t> parse(const std::byte* p, std::size_t n, const std::function<void(frame&&)>& sink);
+  // Parses the segment table at p (n bytes available) and allocates the frame: false if incomplete.
+  expected<bool> start_frame(const std::byte* p, std::size_t n);
+  std::byte* staging();  // allocated on first use
   frame_limits limits_;
   // Not zeroed: only the bytes received are written, so an idle connection (heartbeats of 72
   // bytes, read from the start once the buffer is empty) keeps one page of it resident, not 64 KB.

@@ -61,6 +61,11 @@ expected<message> decode_frame(frame&& f, const frame_limits& limits, node_id fr
 // its segments without copying them. Move-only.
 class outbound {
  public:
+  // A first segment for a control message of a few fields (a lease, a report, its acknowledgement):
+  // 256 bytes instead of the default 8 KB, which Cap'n Proto zeroes (calloc) for every message.
+  // A message that outgrows it gets a second segment.
+  static constexpr unsigned small_words = 32;
+
   outbound();
   // First segment sized for `first_segment_words` (a hint for large messages).
   explicit outbound(unsigned first_segment_words);
