@@ -116,9 +116,14 @@ void connection::do_write() {
       write_active_ = false;
       return;
     }
-    while (!queue_.empty() && writing_.size() < max_batch_frames) {
-      writing_.push_back(std::move(queue_.front()));
-      queue_.pop_front();
+    if (writing_.empty() && queue_.size() <= max_batch_frames) {
+      writing_.swap(queue_);  // the whole queue is the batch; the queue takes the empty buffer
+    } else {
+      auto take = std::min(queue_.size(), max_batch_frames - std::min(writing_.size(), max_batch_frames));
+      auto batch_end = queue_.begin() + static_cast<std::ptrdiff_t>(take);
+      writing_.insert(writing_.end(), std::make_move_iterator(queue_.begin()),
+                      std::make_move_iterator(batch_end));
+      queue_.erase(queue_.begin(), batch_end);
     }
   }
   std::vector<asio::const_buffer> bufs;
@@ -144,6 +149,8 @@ void connection::on_written(const boost::system::error_code& ec, std::size_t n) 
   params_.stats->frames_sent += writing_.size();
   params_.stats->queued_bytes -= static_cast<std::int64_t>(done_bytes);
   writing_.clear();
+  if (writing_.capacity() > 16)
+    std::vector<out_frame>().swap(writing_);  // a burst's buffer is not kept by an idle connection
   {
     std::lock_guard lk(mu_);
     queued_ -= done_bytes;
