@@ -259,8 +259,9 @@ int run_node(const node_options& o) {
   }
   auto who = identify(o, *role, *spec);
   // The master's threads share one malloc arena, so that the trims after its broadcasts
-  // (master_status.cpp trim_heap) can give back what a join storm freed: with an arena per thread,
-  // 1,000 joined workers left ~22 KB each resident, ~11 KB with one. It moves no bulk data.
+  // (master_status.cpp trim_heap) can give back what a join storm freed; with an arena per thread
+  // most of it stayed resident (docs/benchmarks.md, "The master's memory per worker, again"). The
+  // master moves no bulk data.
   if (*role == cluster::node_role::master) ::mallopt(M_ARENA_MAX, 1);
   if (!o.standby_note.empty()) spdlog::info("{}: {}", who.id.to_string(), o.standby_note);
   install_stop_signals();  // before any thread starts: a SIGTERM during start-up is not lost

@@ -186,17 +186,21 @@ bool connection::read_failed(const boost::system::error_code& ec) {
   return true;
 }
 
-void connection::on_read(const boost::system::error_code& ec, std::size_t n) {
-  if (read_failed(ec)) return;
+bool connection::took(std::size_t n, const expected<void>& parsed) {
   last_rx_ = steady::now();
   params_.stats->bytes_received += n;
-  auto r = reader_.commit(n, [this](frame&& f) { on_frame(std::move(f)); });
-  if (phase_.load() == phase::closed) return;
-  if (!r) {
+  if (phase_.load() == phase::closed) return false;
+  if (!parsed) {
     ++params_.stats->malformed_frames;
-    close("malformed frame: " + r.err().context(), transport_errc::malformed_frame);
-    return;
+    close("malformed frame: " + parsed.err().context(), transport_errc::malformed_frame);
+    return false;
   }
+  return true;
+}
+
+void connection::on_read(const boost::system::error_code& ec, std::size_t n) {
+  if (read_failed(ec)) return;
+  if (!took(n, reader_.commit(n, [this](frame&& f) { on_frame(std::move(f)); }))) return;
   do_read();
 }
 
@@ -209,15 +213,7 @@ void connection::on_readable(const boost::system::error_code& wait_ec) {
     std::size_t n = socket_.read_some(asio::buffer(buf.data(), buf.size()), ec);
     if (ec == asio::error::would_block || ec == asio::error::try_again) break;  // readable was stale
     if (read_failed(ec)) return;
-    last_rx_ = steady::now();
-    params_.stats->bytes_received += n;
-    auto r = reader_.consume({buf.data(), n}, [this](frame&& f) { on_frame(std::move(f)); });
-    if (phase_.load() == phase::closed) return;
-    if (!r) {
-      ++params_.stats->malformed_frames;
-      close("malformed frame: " + r.err().context(), transport_errc::malformed_frame);
-      return;
-    }
+    if (!took(n, reader_.consume({buf.data(), n}, [this](frame&& f) { on_frame(std::move(f)); }))) return;
     if (n < buf.size() || !reader_.direct().empty()) break;
   }
   do_read();

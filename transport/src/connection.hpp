@@ -104,6 +104,8 @@ class connection : public std::enable_shared_from_this<connection> {
   void on_read(const boost::system::error_code& ec, std::size_t n);
   void on_readable(const boost::system::error_code& ec);
   bool read_failed(const boost::system::error_code& ec);  // closes on an error; true when closed
+  // After n bytes were read and parsed: counts them; closes on a malformed frame. False when closed.
+  bool took(std::size_t n, const expected<void>& parsed);
   void on_frame(frame&& f);
   void on_handshake(const message& m);
   void send_hello();

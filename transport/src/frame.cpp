@@ -41,7 +41,7 @@ std::span<std::byte> frame_reader::prepare() {
     begin_ = end_ = 0;
   } else if (begin_ > 0 && (end_ - begin_ <= 512 || staging_bytes - end_ < 4096)) {
     // A short partial frame moves to the front (cheap): the next read lands on pages already
-    // resident instead of creeping through the buffer, so a connection keeps few pages resident.
+    // resident instead of creeping through the buffer.
     std::memmove(base, base + begin_, end_ - begin_);
     end_ -= begin_;
     begin_ = 0;

@@ -62,8 +62,9 @@ class frame_reader {
   expected<bool> start_frame(const std::byte* p, std::size_t n);
   std::byte* staging();  // allocated on first use
   frame_limits limits_;
-  // Not zeroed: only the bytes received are written, so an idle connection (heartbeats of 72
-  // bytes, read from the start once the buffer is empty) keeps one page of it resident, not 64 KB.
+  // 64 KB for prepare()/commit() and feed(), allocated on first use and not zeroed (only the bytes
+  // received are written); through consume() it holds only an incomplete segment table and is
+  // freed once empty.
   std::unique_ptr<std::uint64_t[]> staging_;
   std::size_t begin_ = 0, end_ = 0;  // valid bytes in staging_
   frame current_;                    // frame being assembled, words == nullptr when none
