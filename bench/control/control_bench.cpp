@@ -12,6 +12,8 @@
 //                      [--etcd /usr/bin/etcd] [--no-etcd] [--no-troupe] [--no-join]
 //                      [--heartbeat-ms H]  (heartbeats every H ms, timeout 4 H, master and workers:
 //                      at 4,000 the bench's io threads on 2 cores miss the default 250 / 1,000 ms)
+//                      [--io-threads K]  (the simulated workers' endpoints share K io threads;
+//                      default 0: one each, as worker processes have)
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -57,6 +59,9 @@ struct options {
   double seconds = 5, warmup = 1, idle_seconds = 3;
   int task_ms = 0;
   int heartbeat_ms = 0;  // 0: the transport's defaults
+  // 0: an io thread per simulated worker, as a worker process has; K: the workers' endpoints share
+  // K io threads (transport io_group), a lighter load generator that leaves the cores to the master.
+  unsigned io_threads = 0;
   unsigned etcd_window = 64;
   bool run_troupe = true, run_etcd = true;
   // The workers do not join the membership (no view broadcasts; no death measured): for N where one
@@ -353,6 +358,9 @@ json run_troupe(const options& o) {
   sh.task_ms = o.task_ms;
   timer_thread timers;
   sh.timers = &timers;
+  out["io_threads"] = o.io_threads;
+  std::unique_ptr<io_group> group;  // outlives the workers' endpoints
+  if (o.io_threads > 0) group = std::make_unique<io_group>(o.io_threads);
   std::vector<std::unique_ptr<sim_worker>> ws;
   // The master is up when the first worker connects.
   auto t_start = clk::now();
@@ -360,7 +368,7 @@ json run_troupe(const options& o) {
     auto w = std::make_unique<sim_worker>();
     w->name = "worker-" + std::to_string(i);
     w->sh = &sh;
-    auto net = endpoint::create(node_id{w->name, 1}, cfg);
+    auto net = endpoint::create(node_id{w->name, 1}, cfg, group.get());
     if (!net) throw std::runtime_error(net.err().to_string());
     w->net = std::move(*net);
     sim_worker* self = w.get();
@@ -431,13 +439,13 @@ json run_troupe(const options& o) {
     w->net->post([self] { self->request(); });
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(o.warmup));  // warm-up, not measured
-  auto cpu0 = sample(master);
+  auto cpu0 = sample(master), self0 = sample(::getpid());
   auto t_measure = clk::now();
   sh.measuring = true;
   std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));  // the measured window
   sh.measuring = false;
   double measured_s = ms_since(t_measure) / 1000;
-  auto cpu1 = sample(master);
+  auto cpu1 = sample(master), self1 = sample(::getpid());
   sh.leasing = false;
   wait_for([&] { return sh.in_flight.load() <= 0; }, 30);
   std::this_thread::sleep_for(std::chrono::milliseconds(std::max(50, o.task_ms * 2)));  // timers due
@@ -459,6 +467,7 @@ json run_troupe(const options& o) {
   out["lease_p99_ms"] = pct(lat, 0.99);
   out["lease_max_ms"] = lat.empty() ? 0 : lat.back();
   out["master_cpu_frac_leasing"] = (cpu1.cpu_s - cpu0.cpu_s) / measured_s;
+  out["bench_cpu_frac_leasing"] = (self1.cpu_s - self0.cpu_s) / measured_s;  // the load generator's
 
   // One worker dies: the time until every survivor holds a view without it.
   if (o.workers >= 2 && o.join) {
@@ -590,6 +599,8 @@ int main(int argc, char** argv) {
       o.task_ms = std::stoi(next());
     else if (a == "--heartbeat-ms")
       o.heartbeat_ms = std::stoi(next());
+    else if (a == "--io-threads")
+      o.io_threads = static_cast<unsigned>(std::stoul(next()));
     else if (a == "--etcd-window")
       o.etcd_window = static_cast<unsigned>(std::stoul(next()));
     else if (a == "--no-etcd")

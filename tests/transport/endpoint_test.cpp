@@ -86,6 +86,84 @@ TEST(endpoint, delivers_locally_to_its_own_node) {
   EXPECT_EQ(f.get(), 9u);
 }
 
+// Any frame tells the peer that its sender is alive, so a side that keeps sending sends no
+// heartbeats of its own, while a quiet side keeps sending them (and the link stays up both ways).
+TEST(endpoint, a_side_that_keeps_sending_sends_no_heartbeats) {
+  auto a = make("alpha"), b = make("beta");  // heartbeats every 50 ms
+  std::atomic<int> got{0};
+  ASSERT_TRUE(a->register_name("sink", [&](const message&) { ++got; }));
+  auto addr = a->listen("127.0.0.1", 0);
+  ASSERT_TRUE(addr);
+  ASSERT_TRUE(b->connect(*addr));
+  const auto a0 = a->stats().frames_received, b0 = b->stats().frames_received;
+  constexpr int frames = 120;  // one every 5 ms: 600 ms, twelve heartbeat intervals
+  for (int i = 0; i < frames; ++i) {
+    ASSERT_TRUE(b->send("alpha", "sink", ping(i)));
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(eventually([&] { return got.load() == frames; })) << got.load();
+  const auto beta_beats = a->stats().frames_received - a0 - frames;  // what else came from beta
+  const auto alpha_beats = b->stats().frames_received - b0;          // alpha sent only heartbeats
+  EXPECT_GE(alpha_beats, 6u) << "the quiet side's heartbeats must go on";
+  EXPECT_LE(beta_beats * 3, alpha_beats) << "beta sent " << beta_beats << " heartbeats beside its frames";
+  EXPECT_TRUE(a->connected("beta"));
+  EXPECT_TRUE(b->connected("alpha"));
+}
+
+// Many endpoints on two shared io threads: each is a node of its own (identity, connection,
+// heartbeats), they serve traffic side by side, and destroying some (a connected one, one re-dialling
+// a dead peer) while the others keep sending leaves the others, and the threads, working.
+TEST(endpoint, endpoints_sharing_an_io_group_work_and_stop_one_by_one) {
+  auto hub = make("hub");
+  auto addr = hub->listen("127.0.0.1", 0);
+  ASSERT_TRUE(addr);
+  ASSERT_TRUE(install_echo(*hub));
+  std::atomic<int> downs{0};
+  hub->on_peer_down([&](const peer_event&) { ++downs; });
+  io_group group(2);
+  std::vector<std::unique_ptr<endpoint>> nodes;
+  for (int i = 0; i < 8; ++i) {
+    auto e = endpoint::create(node_id{"n" + std::to_string(i), 0}, test_config(), &group);
+    ASSERT_TRUE(e) << e.err().to_string();
+    ASSERT_TRUE((*e)->connect(*addr));
+    nodes.push_back(std::move(*e));
+  }
+  EXPECT_TRUE(eventually([&] { return hub->stats().open_connections == 8; }));
+  for (auto& n : nodes) {
+    auto r = run_ping(*n, {"hub", "echo", 20, 0, 64});
+    ASSERT_TRUE(r) << r.err().to_string();
+    EXPECT_EQ(r->count, 20u);
+  }
+  // One node re-dials a peer that went away (its timers and connects are on a shared thread).
+  auto gone = make("gone");
+  auto gone_addr = gone->listen("127.0.0.1", 0);
+  ASSERT_TRUE(gone_addr);
+  ASSERT_TRUE(nodes[7]->connect(*gone_addr, true));
+  gone.reset();
+  std::atomic<bool> stop{false};
+  std::thread traffic([&] {
+    while (!stop) {
+      for (int i = 0; i < 4; ++i) (void)run_ping(*nodes[i], {"hub", "echo", 2, 0, 64});
+    }
+  });
+  std::this_thread::sleep_for(30ms);
+  for (int i = 4; i < 8; ++i) nodes[i].reset();  // while 0-3 send and 7 re-dials
+  EXPECT_TRUE(eventually([&] { return downs.load() >= 4; })) << downs.load();
+  stop = true;
+  traffic.join();
+  for (int i = 0; i < 4; ++i) {
+    auto r = run_ping(*nodes[i], {"hub", "echo", 10, 0, 64});
+    ASSERT_TRUE(r) << "node " << i << ": " << r.err().to_string();
+  }
+  auto late = endpoint::create(node_id{"late", 0}, test_config(), &group);
+  ASSERT_TRUE(late);
+  ASSERT_TRUE((*late)->connect(*addr)) << "a new endpoint on the shared threads";
+  EXPECT_TRUE(run_ping(**late, {"hub", "echo", 5, 0, 64}));
+  late->reset();
+  nodes.clear();
+  EXPECT_TRUE(eventually([&] { return hub->stats().open_connections == 0; }));
+}
+
 TEST(endpoint, wrong_or_missing_token_is_refused_and_nothing_is_delivered) {
   auto a = make("alpha");
   std::atomic<int> delivered{0};

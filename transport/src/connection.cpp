@@ -27,7 +27,9 @@ connection::connection(asio::io_context& io, tcp::socket socket, connection_owne
       my_nonce_(make_nonce()) {}
 
 connection::~connection() {
-  params_.stats->queued_bytes -= static_cast<std::int64_t>(queued_);
+  // A closed connection whose writes completed holds nothing: it may outlive its endpoint (a
+  // fault-injection delay timer holds it), so it touches the endpoint's counters only when it must.
+  if (queued_ != 0) params_.stats->queued_bytes -= static_cast<std::int64_t>(queued_);
 }
 
 std::size_t connection::queued_bytes() const {
@@ -162,6 +164,9 @@ void connection::on_written(const boost::system::error_code& ec, std::size_t n) 
     write_active_ = false;
     return;
   }
+  // The peer takes any frame as a sign of life (took()), so a connection that sent something
+  // within the heartbeat interval sends no heartbeat: under traffic they all but vanish.
+  last_hb_ = steady::now();
   do_write();
 }
 

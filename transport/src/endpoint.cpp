@@ -1,4 +1,5 @@
 // Endpoint lifecycle, public API and dialling. Routing and watches are in router.cpp.
+#include <algorithm>
 #include <future>
 #include <random>
 
@@ -26,7 +27,35 @@ T run_on_io(asio::io_context& io, Fn fn) {
 }
 }  // namespace
 
-endpoint::impl::impl(node_id s, transport_config c) : self(std::move(s)), cfg(std::move(c)) {
+detail::io_runner::io_runner() {
+  work.emplace(io.get_executor());
+  thread = std::thread([this] {
+    for (;;) {
+      try {
+        io.run();
+        return;
+      } catch (const std::exception& e) {
+        spdlog::error("transport: io thread: unexpected exception: {}", e.what());
+      }
+    }
+  });
+}
+
+detail::io_runner::~io_runner() {
+  work.reset();
+  io.stop();
+  if (thread.joinable()) thread.join();
+}
+
+io_group::io_group(unsigned threads) : impl_(std::make_unique<impl>()) {
+  for (unsigned i = 0; i < std::max(1u, threads); ++i)
+    impl_->runners.push_back(std::make_shared<detail::io_runner>());
+}
+
+io_group::~io_group() = default;
+
+endpoint::impl::impl(node_id s, transport_config c, std::shared_ptr<detail::io_runner> r)
+    : runner(std::move(r)), io(runner->io), self(std::move(s)), cfg(std::move(c)) {
   params.self = self;
   params.key = detail::derive_key(cfg.token);
   params.limits = cfg.limits;
@@ -40,23 +69,18 @@ endpoint::impl::impl(node_id s, transport_config c) : self(std::move(s)), cfg(st
   params.read_buffer = {read_buffer.get(), read_buffer_bytes};
 }
 
-expected<std::unique_ptr<endpoint>> endpoint::create(node_id self, transport_config cfg) {
+expected<std::unique_ptr<endpoint>> endpoint::create(node_id self, transport_config cfg, io_group* group) {
   if (!valid_node_name(self.name))
     return make_unexpected(transport_errc::bad_name, "node name '" + self.name + "'");
   if (auto v = cfg.validate(); !v) return std::move(v).err();
-  auto p = std::make_unique<impl>(std::move(self), std::move(cfg));
-  p->work.emplace(p->io.get_executor());
-  auto* raw = p.get();
-  p->thread = std::thread([raw] {
-    for (;;) {
-      try {
-        raw->io.run();
-        return;
-      } catch (const std::exception& e) {
-        spdlog::error("transport: io thread: unexpected exception: {}", e.what());
-      }
-    }
-  });
+  std::shared_ptr<detail::io_runner> runner;
+  if (group) {
+    auto& g = *group->impl_;
+    runner = g.runners[g.next++ % g.runners.size()];
+  } else {
+    runner = std::make_shared<detail::io_runner>();
+  }
+  auto p = std::make_unique<impl>(std::move(self), std::move(cfg), std::move(runner));
   return std::unique_ptr<endpoint>(new endpoint(std::move(p)));
 }
 
@@ -64,20 +88,26 @@ endpoint::endpoint(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 
 endpoint::~endpoint() {
   impl_->stopping = true;
-  asio::post(impl_->io, [p = impl_.get()] {
+  // Close everything on the io thread, then wait until the completions that closing queued (aborted
+  // reads, writes, timers, accepts and connects, each holding this endpoint's state) have run:
+  // they were queued before the marker, and anything they post in turn before its second hop. The
+  // io thread may go on serving other endpoints (io_group), so nothing of ours may be left on it.
+  std::promise<void> drained;
+  asio::post(impl_->io, [p = impl_.get(), &drained] {
     p->shutdown_all();
-    // Posted after the aborted completions of the closed sockets, so those run first.
-    asio::post(p->io, [p] { p->io.stop(); });
+    asio::post(p->io, [p, &drained] { asio::post(p->io, [&drained] { drained.set_value(); }); });
   });
-  impl_->work.reset();
-  if (impl_->thread.joinable()) impl_->thread.join();
+  drained.get_future().wait();
+  impl_.reset();  // the io thread last (runner): joined here unless an io_group shares it
 }
 
 void endpoint::impl::shutdown_all() {
   boost::system::error_code ec;
   for (auto& a : acceptors) a->close(ec);
-  for (auto& [id, d] : dials)
+  for (auto& [id, d] : dials) {
     if (d.timer) d.timer->cancel();
+    if (d.sock) d.sock->close(ec);  // a connect on its way completes now, aborted
+  }
   for (auto& [id, d] : dials)
     if (d.waiter) d.waiter(make_unexpected(transport_errc::closed, "endpoint shut down"));
   dials.clear();
@@ -167,6 +197,7 @@ void endpoint::impl::start_dial(std::uint64_t id) {
       hp ? asio::ip::make_address(hp->host == "localhost" ? "127.0.0.1" : hp->host, ec) : asio::ip::address();
   if (!hp || ec) return dial_failed(id, error(transport_errc::bad_address, it->second.address));
   auto sock = std::make_shared<tcp::socket>(io);
+  it->second.sock = sock;
   auto timer = std::make_shared<asio::steady_timer>(io, cfg.connect_timeout);
   timer->async_wait([sock](const boost::system::error_code& e) {
     if (!e) {
@@ -177,6 +208,7 @@ void endpoint::impl::start_dial(std::uint64_t id) {
   sock->async_connect(tcp::endpoint(addr, hp->port), [this, id, sock,
                                                       timer](const boost::system::error_code& e) {
     timer->cancel();
+    if (auto d = dials.find(id); d != dials.end()) d->second.sock.reset();
     if (e)
       return dial_failed(id, error(transport_errc::connect_failed,
                                    dials.count(id) ? dials[id].address + ": " + e.message() : e.message()));

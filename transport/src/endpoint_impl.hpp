@@ -20,13 +20,30 @@
 
 namespace troupe {
 
+namespace detail {
+// An io_context and the thread that runs it, owned by one endpoint or shared by an io_group's.
+struct io_runner {
+  io_runner();
+  ~io_runner();  // stops the io_context and joins the thread
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::thread thread;
+};
+}  // namespace detail
+
+struct io_group::impl {
+  std::vector<std::shared_ptr<detail::io_runner>> runners;
+  std::atomic<std::size_t> next{0};
+};
+
 struct endpoint::impl final : detail::connection_owner {
   using conn_ptr = std::shared_ptr<detail::connection>;
   using dial_waiter = std::function<void(expected<node_id>)>;
 
   struct dial {
     std::string address;
-    std::string node;  // learned at the first handshake
+    std::shared_ptr<detail::tcp::socket> sock;  // while a connect is on its way
+    std::string node;                           // learned at the first handshake
     bool reconnect = false;
     int attempts = 0;
     bool established = false;  // opened at least once: failures are re-dialled from then on
@@ -42,7 +59,7 @@ struct endpoint::impl final : detail::connection_owner {
     std::uint64_t id;
   };
 
-  impl(node_id s, transport_config c);
+  impl(node_id s, transport_config c, std::shared_ptr<detail::io_runner> r);
   ~impl() override = default;
 
   // connection_owner
@@ -71,14 +88,14 @@ struct endpoint::impl final : detail::connection_owner {
   bool has_name(const std::string& name) const;
   expected<void> enqueue(const conn_ptr& c, outbound&& m, std::chrono::milliseconds wait);
 
+  // First, so destroyed last: the io thread outlives every asio object below (and may be shared).
+  std::shared_ptr<detail::io_runner> runner;
+  detail::asio::io_context& io;
   node_id self;
   transport_config cfg;
   detail::shared_stats stats;
   detail::conn_params params;
   std::unique_ptr<std::byte[]> read_buffer;  // params.read_buffer: the connections' one (io)
-  detail::asio::io_context io;
-  std::optional<detail::asio::executor_work_guard<detail::asio::io_context::executor_type>> work;
-  std::thread thread;
   std::atomic<bool> stopping{false};
   std::atomic<std::uint64_t> next_id{1};
   std::atomic<double> drop_probability{0.0};

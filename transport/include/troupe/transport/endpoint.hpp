@@ -1,9 +1,9 @@
 // A node's transport endpoint: listens, dials, authenticates peers with the cluster token, and
 // routes frames to local handlers by actor name. Asio and Cap'n Proto stay behind the pimpl.
 //
-// Threads: the endpoint owns one io thread. Handlers, watch callbacks and peer callbacks run on
-// it, one at a time, and must not block (forward into a mailbox, or post work elsewhere). Every
-// public method is thread-safe; connect() blocks and so must not be called from the io thread.
+// Threads: the endpoint owns one io thread (or shares one: io_group). Handlers, watch callbacks and peer
+// callbacks run on it, one at a time, and must not block (forward into a mailbox, or post work elsewhere).
+// Every public method is thread-safe; connect() blocks and so must not be called from the io thread.
 //
 // Addressing: a peer is named by its node name (node_id::name; the incarnation tells restarts
 // apart), an actor by (node name, actor name). Messages to the endpoint's own node name are
@@ -11,8 +11,9 @@
 //
 // Failure detection: a connection that closes (peer exited or was killed) is reported down at
 // once; an open connection on which nothing arrives for heartbeat_timeout is closed and reported
-// down. Either way every watch on that node fires. Dialled connections are re-dialled with
-// exponential backoff and jitter (reconnect_attempts per outage).
+// down. Either way every watch on that node fires. Any frame counts as a sign of life: a side sends a
+// heartbeat only after a heartbeat_interval in which it wrote nothing else. Dialled connections are
+// re-dialled with exponential backoff and jitter (reconnect_attempts per outage).
 #pragma once
 
 #include <chrono>
@@ -53,15 +54,36 @@ struct fault_injection {
   std::chrono::microseconds delay{0};
 };
 
+// Io threads that several endpoints share, for a process that plays many nodes (bench/control's
+// simulated workers): a thread per endpoint there costs a context switch per frame. Each endpoint
+// created in the group runs on one of its threads (round robin), so an endpoint's handlers still run
+// one at a time, but beside other endpoints' handlers on that thread. The group outlives its
+// endpoints; an endpoint is destroyed off the group's threads.
+class io_group {
+ public:
+  explicit io_group(unsigned threads);
+  ~io_group();
+  io_group(const io_group&) = delete;
+  io_group& operator=(const io_group&) = delete;
+  struct impl;
+
+ private:
+  friend class endpoint;
+  std::unique_ptr<impl> impl_;
+};
+
 using message_handler = std::function<void(const message&)>;
 using watch_callback = std::function<void(const actor_address& watched, const std::string& reason)>;
 using peer_callback = std::function<void(const peer_event&)>;
 
 class endpoint {
  public:
-  // Starts the io thread. The config is validated here (error names the key).
-  static expected<std::unique_ptr<endpoint>> create(node_id self, transport_config cfg);
-  // Closes every connection (peers see them drop) and joins the io thread. No callback runs after.
+  // Starts the io thread, or takes one of `group`'s. The config is validated here (error names the
+  // key).
+  static expected<std::unique_ptr<endpoint>> create(node_id self, transport_config cfg,
+                                                    io_group* group = nullptr);
+  // Closes every connection (peers see them drop), waits until its io thread has run what closing
+  // them queued, and joins that thread unless an io_group shares it. No callback runs after.
   ~endpoint();
   endpoint(const endpoint&) = delete;
   endpoint& operator=(const endpoint&) = delete;
