@@ -12,7 +12,7 @@
 # Fashion-MNIST; the stripped binaries as build/release), find the device's cuBLAS and NCCL, and
 # give the test binaries the absolute paths they were built with (/work/main).
 # --only a,b: run only those steps (info gpu_tests nccl gpu_bench allreduce recovery deepfm
-# torch_gpu).
+# torch_gpu control).
 # Exits 1 when a step failed (its rc in OUT/steps.jsonl). TROUPE_BUILD_DIR: another build than
 # build/release (not with --unpack).
 # Usage: bench/device/run.sh [--unpack] [--only STEPS] OUT
@@ -173,8 +173,23 @@ torch_gpu() {
   return "${PIPESTATUS[0]}"
 }
 
+# One master for 1,000 and 4,000 simulated workers (issue 29), with cores to spare: leases/s and
+# lease latency at 80 ms tasks (the target's offered load) and with no think time.
+control() {
+  local args=(--troupe "$build/troupe" --no-etcd --io-threads 4 --seconds 5 --work /tmp/troupe_device_control)
+  local n_l_hb
+  for n_l_hb in "1000 80 0" "1000 0 0" "4000 0 1000"; do
+    set -- $n_l_hb
+    "$build/bench/control/control_bench" "${args[@]}" --workers "$1" --task-ms "$2" \
+      $( (($3)) && echo --heartbeat-ms "$3") >"$out/control_$1_$2.json" || return 1
+    # The figures that matter, as one "bench" line for the summary.
+    python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(json.dumps({"bench": "control", **{k: d.get(k) for k in ("workers", "task_ms", "leases_per_s", "lease_p50_ms", "lease_p99_ms", "death_last_ms", "master_cpu_frac_leasing", "join_ms")}}))' \
+      "$out/control_$1_$2.json" | tee -a "$out/results.jsonl"
+  done
+}
+
 export out build py
-export -f info gpu_tests nccl gpu_bench allreduce recovery deepfm torch_gpu
+export -f info gpu_tests nccl gpu_bench allreduce recovery deepfm torch_gpu control
 step info 30 info
 step gpu_tests 180 gpu_tests
 step nccl 180 nccl
@@ -183,6 +198,7 @@ step allreduce 45 allreduce
 step recovery 80 recovery
 step deepfm 100 deepfm
 step torch_gpu 240 torch_gpu
+step control 120 control
 
 {
   echo "device run: $(($(date +%s) - t_start)) s"
