@@ -208,10 +208,11 @@ void endpoint::impl::start_dial(std::uint64_t id) {
   sock->async_connect(tcp::endpoint(addr, hp->port), [this, id, sock,
                                                       timer](const boost::system::error_code& e) {
     timer->cancel();
-    if (auto d = dials.find(id); d != dials.end()) d->second.sock.reset();
+    auto d = dials.find(id);
+    if (d != dials.end()) d->second.sock.reset();
     if (e)
       return dial_failed(id, error(transport_errc::connect_failed,
-                                   dials.count(id) ? dials[id].address + ": " + e.message() : e.message()));
+                                   d != dials.end() ? d->second.address + ": " + e.message() : e.message()));
     on_tcp_connected(id, std::move(*sock));
   });
 }
