@@ -73,6 +73,9 @@ class node_context {
   // node that still runs.
   virtual void forget(const node_id& id) = 0;
 
+  // This node leaves the job (SIGTERM, node_runtime::leave): a worker takes no further step.
+  virtual bool leaving() const { return false; }
+
   // A worker joins the membership only once it can train (node_runtime::defer_join).
   virtual bool ready() const = 0;
   virtual void mark_ready() = 0;

@@ -107,11 +107,17 @@ class node_runtime final : public node_context {
   // publishes a ring without it, and answers with that view. From here on the node never re-joins,
   // and a view without it is that answer rather than a reason to exit. Returns false when the
   // master could not be told (not connected): its death notice then does the same, later.
-  bool leave(const std::string& reason) { return join_->leave(reason); }
+  // Either way the ring is given up at once (node_view::leave): a collective in flight fails now,
+  // not when its neighbours' new ring or the supervisor's shutdown timeout ends it.
+  bool leave(const std::string& reason) {
+    bool told = join_->leave(reason);
+    view_.leave();
+    return told;
+  }
   // Waits until the master's answer to leave() came (true), the master's connection was lost or
   // `limit` passed (false).
   bool await_left(std::chrono::milliseconds limit) { return join_->await_left(limit); }
-  bool leaving() const { return join_->leaving(); }
+  bool leaving() const override { return join_->leaving(); }
   // Requested by leave(): the worker's rpc clients stop waiting for replies then (a PS shard that
   // stops with the job answers no pull), so the worker actor stops at once.
   std::stop_token leave_token() const { return join_->leave_token(); }

@@ -15,7 +15,7 @@ bool node_view::take(const wire::membership_msg& msg, bool listed) {
     master_incarnation_ = msg.master_incarnation;
     joined_ = listed;
     view_ = msg.view;
-    ring_epoch_.store(msg.ring_epoch, std::memory_order_release);
+    if (!leaving_) ring_epoch_.store(msg.ring_epoch, std::memory_order_release);
   }
   changed_.notify_all();
   return true;
@@ -27,6 +27,20 @@ std::optional<cluster::membership_view> node_view::expand(const wire::membership
   auto v = wire::expand_delta(view_, delta);  // refuses a delta whose base is not the view held
   if (!v) return std::nullopt;
   return std::move(*v);
+}
+
+void node_view::leave() {
+  {
+    std::lock_guard lk(mu_);
+    leaving_ = true;
+    ring_epoch_.store(leaving_epoch, std::memory_order_release);
+  }
+  changed_.notify_all();
+}
+
+bool node_view::leaving() const {
+  std::lock_guard lk(mu_);
+  return leaving_;
 }
 
 void node_view::master_down() {

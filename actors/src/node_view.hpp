@@ -49,6 +49,12 @@ class node_view {
   const std::atomic<std::uint64_t>& ring_epoch() const { return ring_epoch_; }
   // Blocks until the ring epoch is no longer `seen` or `deadline` has come on `clk`.
   void wait_ring_change(std::uint64_t seen, troupe::clock::time_point deadline, troupe::clock& clk);
+  // This node leaves (SIGTERM): the ring epoch moves to leaving_epoch and stays there, whatever
+  // views come after, so that a collective in flight fails at once (collectives compare the epoch
+  // they run at with ring_epoch()) and no ring is built again. Waiters are woken.
+  void leave();
+  bool leaving() const;
+  static constexpr std::uint64_t leaving_epoch = ~std::uint64_t{0};
 
  private:
   mutable std::mutex mu_;
@@ -57,6 +63,7 @@ class node_view {
   std::atomic<std::uint64_t> ring_epoch_{0};
   std::uint64_t master_incarnation_ = 0;
   bool joined_ = false;
+  bool leaving_ = false;
 };
 
 }  // namespace troupe::actors

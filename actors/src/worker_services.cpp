@@ -221,9 +221,10 @@ std::string host_of(const std::string& address) {
 
 collective::ring_members node_ring_context::members() const {
   auto [view, epoch] = rt_.view_and_ring_epoch();
-  auto ring = view.worker_ring();
   collective::ring_members out;
   out.epoch = epoch;
+  if (epoch == node_view::leaving_epoch) return out;  // leaving: in no ring any more
+  auto ring = view.worker_ring();
   out.ranks.reserve(ring.size());
   for (const auto& id : ring.ranks) {
     collective::ring_member r;

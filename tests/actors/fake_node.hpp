@@ -63,6 +63,7 @@ class fake_node final : public node_context {
   const std::string& address() const override { return address_; }
   bool ready() const override { return ready_; }
   void mark_ready() override { ready_ = true; }
+  bool leaving() const override { return leaving_flag; }
   troupe::clock& clock() override { return clock_; }
   manual_clock& manual() { return clock_; }
 
@@ -92,6 +93,7 @@ class fake_node final : public node_context {
   std::set<std::string> forgotten;   // node#incarnation, as forget() was called
   bool connected = true;             // false: every send fails (an unreachable peer)
   std::size_t ring_waits = 0;        // wait_ring_change() calls that found the epoch unchanged
+  bool leaving_flag = false;         // what leaving() answers
 
  private:
   node_identity who_;

@@ -390,6 +390,53 @@ TEST_F(master_test, once_every_task_is_over_a_finished_worker_evaluates_and_the_
   EXPECT_TRUE(told);
 }
 
+// The departures in the job's timeline, by kind ("died", "leave", ...), node names in order.
+std::map<std::string, std::vector<std::string>> departures(const std::string& dir) {
+  std::map<std::string, std::vector<std::string>> out;
+  std::ifstream in(dir + "/events.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("node") && j.contains("cause"))
+      out[j.value("kind", "")].push_back(j.value("node", ""));
+  }
+  return out;
+}
+
+// Once the job finished the runner stops every node at once and reports no exits: a PS shard whose
+// connection closes then left a finished job; before that, the same close is a death.
+TEST_F(master_test, a_connection_closed_after_the_job_finished_is_a_leave_not_a_death) {
+  const node_id ps0{"ps-0", 1}, ps1{"ps-1", 1};
+  join(w0, w0);
+  join(ps0, ps0, cluster::node_role::ps);
+  join(ps1, ps1, cluster::node_role::ps);
+  caf::anon_send(master_, peer_down_atom::value, ps0.name, ps0.incarnation,
+                 std::string("connection closed by peer"));
+  sched_.run();
+  tick(std::chrono::seconds(3));  // no cause came in 2 s: the transport's reason, a death
+  EXPECT_EQ(departures(dir_)["died"], std::vector<std::string>{ps0.to_string()});
+
+  deliver(incoming(w0, "worker", "master", [](auto body) { body.initJob().initWorkerDone().setSteps(9); }));
+  log_->counts.done = 4;
+  tick();
+  tick();
+  std::uint64_t eval_id = 0;
+  for (auto& s : node_->take())
+    if (s.m.kind() == schema::Envelope::Body::JOB && s.m.body().getJob().isEvaluate())
+      eval_id = s.m.envelope().getCorrelationId();
+  ASSERT_NE(eval_id, 0u);
+  deliver(incoming(
+      w0, "worker", "master", [](auto body) { body.initJob().initEvalResult().setRows(10); }, eval_id));
+  ASSERT_TRUE(std::filesystem::exists(dir_ + "/result.json"));
+
+  caf::anon_send(master_, peer_down_atom::value, ps1.name, ps1.incarnation,
+                 std::string("connection closed by peer"));
+  sched_.run();
+  tick(std::chrono::seconds(3));
+  auto d = departures(dir_);
+  EXPECT_EQ(d["died"], std::vector<std::string>{ps0.to_string()});
+  EXPECT_EQ(d["leave"], std::vector<std::string>{ps1.to_string()});
+}
+
 TEST_F(master_test, samples_per_second_is_the_last_windows_samples_over_its_seconds_on_the_nodes_clock) {
   join(w0, w0);
   progress(w0, 300, 3);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fault_injector.hpp"
@@ -75,6 +76,25 @@ TEST(node_view, a_ring_wait_ends_at_the_change_or_at_its_deadline_on_the_clock) 
   EXPECT_EQ(clk.now(), t0);
   v.wait_ring_change(4, t0, clk);  // unchanged, deadline now: returns
   EXPECT_EQ(clk.now(), t0);
+}
+
+// A node that leaves gives up its ring at once: the ring epoch moves (a collective in flight
+// compares it with its own and fails), a waiter wakes, and later views (the master's answer among
+// them) are still taken but never move the ring epoch back.
+TEST(node_view, leaving_moves_the_ring_epoch_away_for_good_and_wakes_a_waiter) {
+  node_view v;
+  manual_clock clk;
+  EXPECT_TRUE(v.take(view_msg(4, 1, 4), true));
+  EXPECT_FALSE(v.leaving());
+  std::thread waiter([&] { v.wait_ring_change(4, clk.now() + std::chrono::hours(1), clk); });
+  v.leave();
+  waiter.join();  // woken by leave(), not by the hour on the clock
+  EXPECT_TRUE(v.leaving());
+  EXPECT_EQ(v.ring_epoch().load(), node_view::leaving_epoch);
+  EXPECT_TRUE(v.take(view_msg(5, 1, 5), false));
+  EXPECT_EQ(v.view().epoch(), 5u);
+  EXPECT_EQ(v.ring_epoch().load(), node_view::leaving_epoch);
+  EXPECT_EQ(v.view_and_ring_epoch().second, node_view::leaving_epoch);
 }
 
 // A delta applies only to the view it was made from, of the same master: anything else (a view

@@ -173,6 +173,22 @@ TEST_F(worker_loop_test, leases_the_next_task_while_training_the_current_one) {
   EXPECT_EQ(lease_requests().size(), 2u);
 }
 
+// A worker that leaves (SIGTERM) takes no further step, even with a task and batches left: the
+// master re-queued its tasks, and its ring is given up.
+TEST_F(worker_loop_test, a_leaving_worker_takes_no_further_step) {
+  EXPECT_TRUE(train_some(st_));
+  ASSERT_EQ(lease_requests().size(), 1u);
+  lease(lease_requests()[0]->id, 7, 0, 10);
+  EXPECT_TRUE(train_some(st_));
+  ASSERT_EQ(strat_->batches.size(), 1u);
+  node_.leaving_flag = true;
+  EXPECT_FALSE(train_some(st_));
+  EXPECT_FALSE(train_some(st_));
+  EXPECT_EQ(strat_->batches.size(), 1u);
+  EXPECT_EQ(strat_->idle_steps, 0u);
+  EXPECT_TRUE(reports().empty()) << "the task is not reported: the master re-queued it";
+}
+
 TEST_F(worker_loop_test, held_leases_are_renewed_every_third_of_the_lease_time) {
   auto renewals = [&] {
     std::vector<std::vector<std::uint64_t>> r;

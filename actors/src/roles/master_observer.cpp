@@ -52,7 +52,12 @@ master_observer::master_observer(const job::job_spec& spec, const std::string& j
 }
 
 master_observer::~master_observer() {
-  for (const auto& d : pending_) write_departure(d, departure_kind(d.reason));
+  for (const auto& d : pending_) write_departure(d, kind_of(d));
+}
+
+std::string master_observer::kind_of(const departure& d) const {
+  auto kind = departure_kind(d.reason);
+  return d.after_finish && kind == "died" ? "leave" : kind;
 }
 
 void master_observer::start_metrics(const job::job_spec& spec, const std::string& job_dir) {
@@ -103,10 +108,11 @@ void master_observer::gone(const node_id& id, bool worker, const std::string& re
   d.epoch = epoch;
   d.t_ms = static_cast<std::uint64_t>(clock_.wall_ms());
   d.seen = clock_.now();
+  d.after_finish = job_finished_;
   last_progress_.erase(id.to_string());
   // The runner's exit report came first: the cause is known.
   if (reason.rfind("exited with", 0) == 0 || reason.rfind("killed by", 0) == 0)
-    write_departure(d, departure_kind(reason));
+    write_departure(d, kind_of(d));
   else
     pending_.push_back(std::move(d));
 }
@@ -118,7 +124,7 @@ void master_observer::exit_reported(const node_id& id, const std::string& status
   auto d = std::move(*it);
   pending_.erase(it);
   d.reason = status;
-  write_departure(d, departure_kind(status));
+  write_departure(d, kind_of(d));
 }
 
 void master_observer::write_departure(const departure& d, const std::string& kind) {
@@ -150,7 +156,7 @@ void master_observer::progress(const node_id& from, std::uint64_t samples, std::
 void master_observer::tick(const master_state& st) {
   auto now = clock_.now();
   while (!pending_.empty() && now - pending_.front().seen > cause_wait) {
-    write_departure(pending_.front(), departure_kind(pending_.front().reason));
+    write_departure(pending_.front(), kind_of(pending_.front()));
     pending_.erase(pending_.begin());
   }
   workers_alive_ = st.view.count(cluster::node_role::worker, cluster::member_state::alive);

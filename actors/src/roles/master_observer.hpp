@@ -6,7 +6,8 @@
 // A departure is written once its cause is known: the runner's exit report (exit code, signal,
 // Slurm's PREEMPTED) arrives after the connection drop, so gone() waits up to 2 s for
 // exit_reported() before writing "died" with the transport's reason. Kinds: "leave" (exited with
-// code 0: scale-down, a clean stop), "preempted" (the launcher says so), "died" (anything else).
+// code 0: scale-down, a clean stop; or gone after the job finished), "preempted" (the launcher says
+// so), "died" (anything else).
 //
 // Every interval here (the wait for a cause, the step time, the recovery time, the second between
 // metrics events) is measured on the clock it is given: the node's (node_context::clock()).
@@ -47,6 +48,9 @@ class master_observer {
   // The runner's word on how a node's process ended (cluster::exit_status::to_string()).
   void exit_reported(const node_id& id, const std::string& status);
   void progress(const node_id& from, std::uint64_t samples, std::uint64_t steps);
+  // The job finished: the runner now stops every node at once and sends no exit reports, so a
+  // departure from here on is a node leaving a finished job ("leave"), whatever its connection said.
+  void job_finished() { job_finished_ = true; }
   // Every master tick: departures whose cause did not come, gauges, a metrics event each second.
   void tick(const master_state& st);
 
@@ -57,10 +61,12 @@ class master_observer {
   struct departure {
     std::string node, reason;
     bool worker = false;
+    bool after_finish = false;  // gone once the job had finished
     std::uint64_t epoch = 0, t_ms = 0;
     troupe::clock::time_point seen;
   };
   void write_departure(const departure& d, const std::string& kind);
+  std::string kind_of(const departure& d) const;  // "leave", "preempted" or "died"
   void start_metrics(const job::job_spec& spec, const std::string& job_dir);
   void update_metrics(const master_state& st, std::uint64_t restarts);
 
@@ -75,6 +81,7 @@ class master_observer {
   std::optional<troupe::clock::time_point> recovering_since_;
   std::size_t recovery_target_ = 0;
   std::size_t workers_alive_ = 0;
+  bool job_finished_ = false;
   std::optional<troupe::clock::time_point> last_event_;  // none yet: the first tick writes one
   std::uint64_t last_samples_ = 0, last_done_ = 0, last_requeued_ = 0, last_failed_ = 0, last_restarts_ = 0;
 };

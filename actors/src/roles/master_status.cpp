@@ -161,6 +161,7 @@ void on_eval_result(master_actor* self, schema::EvalResult::Reader r, std::uint6
   j["evaluated_by"] = st.eval_worker;
   st.result_json = j.dump();
   st.finished = true;
+  st.obs->job_finished();
   (void)cluster::write_file_atomic(st.ctx->who().job_dir + "/result.json", st.result_json + "\n");
   spdlog::info("job finished: {}", st.result_json);
   send_finished(st);

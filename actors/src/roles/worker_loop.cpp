@@ -211,6 +211,13 @@ static std::optional<step_result> run_step(worker_state& st, const nn::batch* b)
 
 bool train_some(worker_state& st, clock::time_point until) {
   if (st.done) return false;
+  // Leaving (SIGTERM): no further step; the master re-queued this worker's tasks, and its ring
+  // is given up (node_view::leave). The actor waits for the supervisor's shutdown.
+  if (st.node->leaving()) {
+    if (!st.left) spdlog::info("{}: leaving: no further step", st.node->self().to_string());
+    st.left = true;
+    return false;
+  }
   st.leases->pump_reports();
   if (!st.task && st.next) st.task = std::exchange(st.next, std::nullopt);
   pump_lease(st);

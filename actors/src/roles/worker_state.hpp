@@ -56,6 +56,7 @@ struct worker_state {
   // costs no round trip to the dispenser.
   std::optional<held_task> next;
   bool done = false;  // the training loop is over
+  bool left = false;  // the node leaves (SIGTERM): no further step
   // Progress since the last report.
   std::uint64_t win_samples = 0, win_steps = 0, dropped = 0, steps_total = 0;
   double win_loss = 0;
