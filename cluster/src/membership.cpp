@@ -216,6 +216,21 @@ std::size_t membership_view::worker_deficit() const noexcept {
   return have >= limits_.min ? 0 : limits_.min - have;
 }
 
+std::uint64_t membership_view::restarts(std::string_view except) const noexcept {
+  std::uint64_t n = 0;
+  for (const auto& [name, inc] : highest_incarnation_)
+    if (name != except) n += inc;
+  return n;
+}
+
+membership_view membership_view::without_history() const {
+  membership_view v;
+  v.epoch_ = epoch_;
+  v.limits_ = limits_;
+  v.members_ = members_;
+  return v;
+}
+
 std::uint64_t membership_view::next_incarnation(std::string_view name) const noexcept {
   auto it = highest_incarnation_.find(name);
   return it == highest_incarnation_.end() ? 0 : it->second + 1;

@@ -163,6 +163,29 @@ TEST(membership, incarnations_replace_and_stale_ones_are_refused) {
   EXPECT_TRUE(v.add_launching({"worker-3", v.next_incarnation("worker-3")}, node_role::worker));
 }
 
+// Restarts are the highest incarnations summed, dead names included; a view without its history
+// (the master's record of the view it sent) has the same members, so deltas diff as before.
+TEST(membership, restarts_sum_the_highest_incarnations_and_a_view_without_history_diffs_the_same) {
+  auto v = started(0, 4);
+  ASSERT_TRUE(v.join(alive("master", 3, node_role::master, "127.0.0.1:7000")));
+  ASSERT_TRUE(v.join(alive("worker-0", 2, node_role::worker, "127.0.0.1:7001")));
+  ASSERT_TRUE(v.join(alive("worker-1", 0, node_role::worker, "127.0.0.1:7002")));
+  ASSERT_TRUE(v.join(alive("ps-0", 1, node_role::ps, "127.0.0.1:7100")));
+  EXPECT_EQ(v.restarts(), 6u);
+  EXPECT_EQ(v.restarts("master"), 3u);
+  auto base = v.without_history();
+  EXPECT_EQ(base, v);
+  EXPECT_EQ(base.restarts(), 0u);
+  ASSERT_TRUE(v.remove({"worker-0", 2}));
+  EXPECT_EQ(v.restarts("master"), 3u) << "a dead node's restarts still count";
+  ASSERT_TRUE(v.join(alive("worker-2", 0, node_role::worker, "127.0.0.1:7003")));
+  auto d = diff(base, v);
+  ASSERT_EQ(d.left.size(), 1u);
+  EXPECT_EQ(d.left[0].id.name, "worker-0");
+  ASSERT_EQ(d.joined.size(), 1u);
+  EXPECT_EQ(d.joined[0].id.name, "worker-2");
+}
+
 TEST(membership, ring_is_alive_workers_in_stable_natural_order) {
   auto v = started(0, 16);
   for (int i : {10, 2, 7, 1})

@@ -15,21 +15,21 @@ std::span<const unsigned char> as_uchars(capnp::Data::Reader d) {
 }  // namespace
 
 connection::connection(asio::io_context& io, tcp::socket socket, connection_owner& owner,
-                       const conn_params& params, bool dialled, std::string remote)
+                       std::shared_ptr<const conn_params> params, bool dialled, std::string remote)
     : io_(io),
       socket_(std::move(socket)),
       timer_(io),
       owner_(owner),
-      params_(params),
+      params_(std::move(params)),
       dialled_(dialled),
       remote_(std::move(remote)),
       reader_(handshake_limits()),
-      my_nonce_(make_nonce()) {}
+      hs_(std::make_unique<handshake_state>()) {}
 
 connection::~connection() {
   // A closed connection whose writes completed holds nothing: it may outlive its endpoint (a
   // fault-injection delay timer holds it), so it touches the endpoint's counters only when it must.
-  if (queued_ != 0) params_.stats->queued_bytes -= static_cast<std::int64_t>(queued_);
+  if (queued_ != 0) params_->stats->queued_bytes -= static_cast<std::int64_t>(queued_);
 }
 
 std::size_t connection::queued_bytes() const {
@@ -42,7 +42,7 @@ void connection::start() {
   socket_.set_option(tcp::no_delay(true), ec);
   socket_.non_blocking(true, ec);  // on_readable's read_some returns would_block, never waits
   last_rx_ = last_hb_ = steady::now();
-  deadline_ = last_rx_ + params_.handshake_timeout;
+  hs_->deadline = last_rx_ + params_->handshake_timeout;
   send_hello();
   arm_timer();
   do_read();
@@ -52,9 +52,9 @@ void connection::send_hello() {
   outbound o(64);
   auto h = o.body().initHello();
   h.setProtocol(protocol_version);
-  h.getNode().setName(params_.self.name);
-  h.getNode().setIncarnation(params_.self.incarnation);
-  h.setNonce(kj::arrayPtr(my_nonce_.data(), my_nonce_.size()));
+  h.getNode().setName(params_->self.name);
+  h.getNode().setIncarnation(params_->self.incarnation);
+  h.setNonce(kj::arrayPtr(hs_->mine.data(), hs_->mine.size()));
   (void)push(make_frame(std::move(o)), {});
 }
 
@@ -88,7 +88,7 @@ expected<void> connection::enqueue_raw(std::vector<std::byte> bytes) {
 
 expected<void> connection::push(out_frame&& f, std::chrono::milliseconds wait) {
   std::unique_lock lk(mu_);
-  auto has_room = [&] { return closed_ || queued_ == 0 || queued_ + f.bytes <= params_.queue_bytes; };
+  auto has_room = [&] { return closed_ || queued_ == 0 || queued_ + f.bytes <= params_->queue_bytes; };
   if (!has_room()) {
     const bool may_wait = wait.count() > 0 && !io_.get_executor().running_in_this_thread();
     if (!may_wait || !room_.wait_for(lk, wait, has_room))
@@ -97,7 +97,7 @@ expected<void> connection::push(out_frame&& f, std::chrono::milliseconds wait) {
   }
   if (closed_) return make_unexpected(transport_errc::closed, "connection to " + remote_);
   queued_ += f.bytes;
-  params_.stats->queued_bytes += static_cast<std::int64_t>(f.bytes);
+  params_->stats->queued_bytes += static_cast<std::int64_t>(f.bytes);
   queue_.push_back(std::move(f));
   if (write_active_) return {};
   write_active_ = true;
@@ -126,6 +126,7 @@ void connection::do_write() {
       writing_.insert(writing_.end(), std::make_move_iterator(queue_.begin()),
                       std::make_move_iterator(batch_end));
       queue_.erase(queue_.begin(), batch_end);
+      if (queue_.empty()) std::vector<out_frame>().swap(queue_);  // no slots kept past a burst
     }
   }
   std::vector<asio::const_buffer> bufs;
@@ -147,12 +148,14 @@ void connection::do_write() {
 void connection::on_written(const boost::system::error_code& ec, std::size_t n) {
   std::size_t done_bytes = 0;
   for (auto& f : writing_) done_bytes += f.bytes;
-  params_.stats->bytes_sent += n;
-  params_.stats->frames_sent += writing_.size();
-  params_.stats->queued_bytes -= static_cast<std::int64_t>(done_bytes);
-  writing_.clear();
-  if (writing_.capacity() > 16)
-    std::vector<out_frame>().swap(writing_);  // a burst's buffer is not kept by an idle connection
+  params_->stats->bytes_sent += n;
+  params_->stats->frames_sent += writing_.size();
+  params_->stats->queued_bytes -= static_cast<std::int64_t>(done_bytes);
+  // The batch's buffer is freed, not kept: the next do_write swaps in the queue's. An idle
+  // connection then holds no frame slots at all (at 112 bytes a slot, a master's thousands of
+  // connections kept ~660 bytes each from the join storm); one allocation per write is noise
+  // beside the frames' own.
+  std::vector<out_frame>().swap(writing_);
   {
     std::lock_guard lk(mu_);
     queued_ -= done_bytes;
@@ -193,10 +196,10 @@ bool connection::read_failed(const boost::system::error_code& ec) {
 
 bool connection::took(std::size_t n, const expected<void>& parsed) {
   last_rx_ = steady::now();
-  params_.stats->bytes_received += n;
+  params_->stats->bytes_received += n;
   if (phase_.load() == phase::closed) return false;
   if (!parsed) {
-    ++params_.stats->malformed_frames;
+    ++params_->stats->malformed_frames;
     close("malformed frame: " + parsed.err().context(), transport_errc::malformed_frame);
     return false;
   }
@@ -211,7 +214,7 @@ void connection::on_read(const boost::system::error_code& ec, std::size_t n) {
 
 void connection::on_readable(const boost::system::error_code& wait_ec) {
   if (read_failed(wait_ec)) return;
-  const auto buf = params_.read_buffer;
+  const auto buf = params_->read_buffer;
   // A full buffer means more may be waiting: read again now, a few times before other sockets' turn.
   for (int round = 0; round < 4; ++round) {
     boost::system::error_code ec;
@@ -227,10 +230,10 @@ void connection::on_readable(const boost::system::error_code& wait_ec) {
 void connection::on_frame(frame&& f) {
   const auto ph = phase_.load();
   if (ph == phase::closed) return;
-  ++params_.stats->frames_received;
-  auto m = decode_frame(std::move(f), ph == phase::open ? params_.limits : handshake_limits(), peer_);
+  ++params_->stats->frames_received;
+  auto m = decode_frame(std::move(f), ph == phase::open ? params_->limits : handshake_limits(), peer_);
   if (!m) {
-    ++params_.stats->malformed_frames;
+    ++params_->stats->malformed_frames;
     close("malformed frame: " + m.err().context(), transport_errc::malformed_frame);
     return;
   }
@@ -244,36 +247,38 @@ void connection::on_frame(frame&& f) {
 
 void connection::on_handshake(const message& m) {
   auto fail = [&](const std::string& why, transport_errc code) {
-    if (code == transport_errc::auth_failed) ++params_.stats->auth_refused;
+    if (code == transport_errc::auth_failed) ++params_->stats->auth_refused;
     close("refused: " + why, code);
   };
+  if (!hs_) return fail("handshake message after the handshake", transport_errc::handshake_failed);
+  auto& hs = *hs_;
   try {
     auto body = m.body();
-    if (body.isHello() && !got_hello_) {
+    if (body.isHello() && !hs.got_hello) {
       auto h = body.getHello();
       auto n = h.getNode();
       std::string name = n.getName();
       if (h.getProtocol() != protocol_version)
         return fail("protocol version " + std::to_string(h.getProtocol()), transport_errc::handshake_failed);
       if (!valid_node_name(name)) return fail("invalid node name in hello", transport_errc::handshake_failed);
-      if (h.getNonce().size() != peer_nonce_.size())
-        return fail("bad nonce", transport_errc::handshake_failed);
+      if (h.getNonce().size() != hs.peers.size()) return fail("bad nonce", transport_errc::handshake_failed);
       peer_ = node_id{name, n.getIncarnation()};
-      std::copy(h.getNonce().begin(), h.getNonce().end(), peer_nonce_.begin());
-      got_hello_ = true;
+      std::copy(h.getNonce().begin(), h.getNonce().end(), hs.peers.begin());
+      hs.got_hello = true;
       outbound o(64);
-      auto mac = compute_mac(params_.key, dialled_, params_.self, peer_, my_nonce_, peer_nonce_);
+      auto mac = compute_mac(params_->key, dialled_, params_->self, peer_, hs.mine, hs.peers);
       o.body().initAuth().setMac(kj::arrayPtr(mac.data(), mac.size()));
       (void)push(make_frame(std::move(o)), {});
       return;
     }
-    if (body.isAuth() && got_hello_) {
-      if (!verify_mac(params_.key, !dialled_, peer_, params_.self, peer_nonce_, my_nonce_,
+    if (body.isAuth() && hs.got_hello) {
+      if (!verify_mac(params_->key, !dialled_, peer_, params_->self, hs.peers, hs.mine,
                       as_uchars(body.getAuth().getMac())))
         return fail("wrong cluster token (peer claims to be " + peer_.to_string() + ")",
                     transport_errc::auth_failed);
       phase_ = phase::open;
-      reader_.set_limits(params_.limits);
+      hs_.reset();
+      reader_.set_limits(params_->limits);
       owner_.on_open(shared_from_this());
       return;
     }
@@ -284,7 +289,7 @@ void connection::on_handshake(const message& m) {
 }
 
 void connection::arm_timer() {
-  auto tick = std::min(params_.heartbeat_interval, params_.heartbeat_timeout / 4);
+  auto tick = std::min(params_->heartbeat_interval, params_->heartbeat_timeout / 4);
   if (tick.count() < 1) tick = std::chrono::milliseconds(1);
   timer_.expires_after(tick);
   timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
@@ -296,17 +301,17 @@ void connection::on_tick() {
   const auto ph = phase_.load();
   if (ph == phase::closed) return;
   const auto now = steady::now();
-  if (ph == phase::handshake && now > deadline_)
+  if (ph == phase::handshake && hs_ && now > hs_->deadline)
     return close("refused: handshake timeout", transport_errc::handshake_failed);
   if (ph == phase::open) {
     boost::system::error_code ec;
     // Bytes waiting in the socket mean the peer is alive and this thread was late (a slow handler).
-    if (now - last_rx_ > params_.heartbeat_timeout && socket_.available(ec) > 0 && !ec) last_rx_ = now;
-    if (now - last_rx_ > params_.heartbeat_timeout) {
+    if (now - last_rx_ > params_->heartbeat_timeout && socket_.available(ec) > 0 && !ec) last_rx_ = now;
+    if (now - last_rx_ > params_->heartbeat_timeout) {
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_rx_).count();
       return close("heartbeat timeout: silent for " + std::to_string(ms) + " ms", transport_errc::timeout);
     }
-    if (now - last_hb_ >= params_.heartbeat_interval) {
+    if (now - last_hb_ >= params_->heartbeat_interval) {
       last_hb_ = now;
       outbound o(16);
       auto hb = o.body().initHeartbeat();
@@ -328,7 +333,7 @@ void connection::close(const std::string& reason, transport_errc code) {
     for (auto& f : queue_) dropped += f.bytes;
     queue_.clear();
     queued_ -= dropped;
-    params_.stats->queued_bytes -= static_cast<std::int64_t>(dropped);
+    params_->stats->queued_bytes -= static_cast<std::int64_t>(dropped);
   }
   room_.notify_all();
   boost::system::error_code ec;

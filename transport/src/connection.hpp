@@ -59,8 +59,9 @@ class connection : public std::enable_shared_from_this<connection> {
  public:
   enum class phase { handshake, open, closed };
 
-  connection(asio::io_context& io, tcp::socket socket, connection_owner& owner, const conn_params& params,
-             bool dialled, std::string remote);
+  // `params` are the endpoint's, shared by all its connections (a connection may outlive it).
+  connection(asio::io_context& io, tcp::socket socket, connection_owner& owner,
+             std::shared_ptr<const conn_params> params, bool dialled, std::string remote);
   ~connection();
 
   // Sends the Hello and starts reading (io thread).
@@ -116,16 +117,22 @@ class connection : public std::enable_shared_from_this<connection> {
   tcp::socket socket_;
   asio::steady_timer timer_;
   connection_owner& owner_;
-  conn_params params_;
+  std::shared_ptr<const conn_params> params_;
   bool dialled_;
   std::string remote_;
   std::atomic<phase> phase_{phase::handshake};
   transport_errc close_code_ = transport_errc::closed;
   frame_reader reader_;
   node_id peer_;
-  nonce my_nonce_{}, peer_nonce_{};
-  bool got_hello_ = false;
-  steady::time_point deadline_, last_rx_, last_hb_;
+  // What only the handshake needs (io thread), freed once the connection is open: an idle
+  // connection of a master with thousands of members keeps no nonces.
+  struct handshake_state {
+    nonce mine = make_nonce(), peers{};
+    bool got_hello = false;
+    steady::time_point deadline;
+  };
+  std::unique_ptr<handshake_state> hs_;
+  steady::time_point last_rx_, last_hb_;
   std::uint64_t hb_seq_ = 0;
 
   mutable std::mutex mu_;  // guards the queue state below

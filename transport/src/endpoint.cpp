@@ -56,17 +56,17 @@ io_group::~io_group() = default;
 
 endpoint::impl::impl(node_id s, transport_config c, std::shared_ptr<detail::io_runner> r)
     : runner(std::move(r)), io(runner->io), self(std::move(s)), cfg(std::move(c)) {
-  params.self = self;
-  params.key = detail::derive_key(cfg.token);
-  params.limits = cfg.limits;
-  params.heartbeat_interval = cfg.heartbeat_interval;
-  params.heartbeat_timeout = cfg.heartbeat_timeout;
-  params.handshake_timeout = cfg.handshake_timeout;
-  params.queue_bytes = cfg.send_queue_bytes;
-  params.stats = &stats;
+  params->self = self;
+  params->key = detail::derive_key(cfg.token);
+  params->limits = cfg.limits;
+  params->heartbeat_interval = cfg.heartbeat_interval;
+  params->heartbeat_timeout = cfg.heartbeat_timeout;
+  params->handshake_timeout = cfg.handshake_timeout;
+  params->queue_bytes = cfg.send_queue_bytes;
+  params->stats = &stats;
   constexpr std::size_t read_buffer_bytes = 64 * 1024;
   read_buffer = std::make_unique_for_overwrite<std::byte[]>(read_buffer_bytes);
-  params.read_buffer = {read_buffer.get(), read_buffer_bytes};
+  params->read_buffer = {read_buffer.get(), read_buffer_bytes};
 }
 
 expected<std::unique_ptr<endpoint>> endpoint::create(node_id self, transport_config cfg, io_group* group) {

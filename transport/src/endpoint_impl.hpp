@@ -94,7 +94,7 @@ struct endpoint::impl final : detail::connection_owner {
   node_id self;
   transport_config cfg;
   detail::shared_stats stats;
-  detail::conn_params params;
+  std::shared_ptr<detail::conn_params> params = std::make_shared<detail::conn_params>();
   std::unique_ptr<std::byte[]> read_buffer;  // params.read_buffer: the connections' one (io)
   std::atomic<bool> stopping{false};
   std::atomic<std::uint64_t> next_id{1};

@@ -72,7 +72,7 @@ void send_views(master_actor* self, const std::string& reason) {
     if (send_view(self, m.id, std::move(o))) ++(as_delta ? delta_sent : whole_sent);
   }
   std::erase_if(st.sent_epochs, [&](const auto& e) { return !st.view.find(e.first); });
-  st.sent_view = st.view;
+  st.sent_view = st.view.without_history();  // deltas diff members only
   spdlog::debug("epoch {}: view sent whole to {} member(s), as a delta to {}", st.view.epoch(), whole_sent,
                 delta_sent);
 }

@@ -88,8 +88,6 @@ std::string master_observer::metrics_address() const {
 }
 
 void master_observer::joined(const cluster::member& m, const cluster::membership_view& view) {
-  auto& inc = incarnations_[m.id.name];
-  inc = std::max(inc, m.id.incarnation);
   timeline_.membership("join", m.id.to_string(), view.epoch());
   if (m.role != cluster::node_role::worker) return;
   workers_alive_ = view.count(cluster::node_role::worker, cluster::member_state::alive);
@@ -162,8 +160,8 @@ void master_observer::tick(const master_state& st) {
   workers_alive_ = st.view.count(cluster::node_role::worker, cluster::member_state::alive);
   if (last_event_ && now - *last_event_ < std::chrono::seconds(1)) return;
   last_event_ = now;
-  std::uint64_t restarts = 0;
-  for (const auto& [name, inc] : incarnations_) restarts += inc;
+  // Every node's highest incarnation, as the view records them (not the master's own).
+  const std::uint64_t restarts = st.view.restarts("master");
   update_metrics(st, restarts);
   observe::metrics_sample m;
   m.samples = st.samples_total;

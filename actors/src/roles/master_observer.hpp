@@ -76,7 +76,6 @@ class master_observer {
   observe::labels labels_;
   std::unique_ptr<observe::http_server> server_;
   std::vector<departure> pending_;
-  std::map<std::string, std::uint64_t> incarnations_;  // highest seen per node name: restarts
   std::map<std::string, troupe::clock::time_point> last_progress_;
   std::optional<troupe::clock::time_point> recovering_since_;
   std::size_t recovery_target_ = 0;

@@ -121,6 +121,12 @@ class membership_view {
   std::size_t worker_deficit() const noexcept;
   // The incarnation to give the next (re)start of `name`: one more than the highest ever seen, or 0.
   std::uint64_t next_incarnation(std::string_view name) const noexcept;
+  // The sum over names of the highest incarnation seen (each restart of a node counts one), the
+  // node named `except` left out.
+  std::uint64_t restarts(std::string_view except = {}) const noexcept;
+  // This view without its incarnation history: epoch, limits and members, a base to diff against
+  // (the master's record of the view it last sent) that costs no map entry per member.
+  membership_view without_history() const;
   // The lowest index i such that node_name(role, i) is not a member (for ps and worker).
   std::size_t free_index(node_role role) const noexcept;
 
