@@ -1,5 +1,10 @@
 #include "troupe/transport/endpoint.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <future>
 #include <thread>
 
@@ -108,6 +113,36 @@ TEST(endpoint, a_side_that_keeps_sending_sends_no_heartbeats) {
   EXPECT_LE(beta_beats * 3, alpha_beats) << "beta sent " << beta_beats << " heartbeats beside its frames";
   EXPECT_TRUE(a->connected("beta"));
   EXPECT_TRUE(b->connected("alpha"));
+}
+
+// A stranger that connects and says nothing is dropped once the handshake deadline passes (the
+// endpoint's heartbeat sweep checks it), not before; the endpoint's Hello is all it gets.
+TEST(endpoint, a_silent_stranger_is_dropped_at_the_handshake_deadline) {
+  auto cfg = test_config();
+  cfg.handshake_timeout = 300ms;
+  auto a = make("alpha", cfg);
+  auto addr = a->listen("127.0.0.1", 0);
+  ASSERT_TRUE(addr);
+  const int port = std::stoi(addr->substr(addr->rfind(':') + 1));
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<std::uint16_t>(port));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  char buf[4096];
+  ssize_t n = 0, total = 0;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) total += n;
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  ::close(fd);
+  EXPECT_EQ(n, 0) << "not closed by the endpoint within 10 s (errno " << errno << ")";
+  EXPECT_GT(total, 0) << "the endpoint's Hello";
+  EXPECT_GE(waited, 300ms) << "dropped before its handshake deadline";
+  EXPECT_TRUE(eventually([&] { return a->stats().open_connections == 0; }));
 }
 
 // Many endpoints on two shared io threads: each is a node of its own (identity, connection,
