@@ -116,7 +116,7 @@ TEST(endpoint, a_side_that_keeps_sending_sends_no_heartbeats) {
 }
 
 // A stranger that connects and says nothing is dropped once the handshake deadline passes (the
-// endpoint's heartbeat sweep checks it), not before; the endpoint's Hello is all it gets.
+// connection's own timer checks it), not before; the endpoint's Hello is all it gets.
 TEST(endpoint, a_silent_stranger_is_dropped_at_the_handshake_deadline) {
   auto cfg = test_config();
   cfg.handshake_timeout = 300ms;
