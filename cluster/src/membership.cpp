@@ -164,7 +164,6 @@ expected<membership_view> membership_view::restore(std::uint64_t epoch, worker_l
     if (members[i].id.name == members[i - 1].id.name)
       return make_unexpected(cluster_errc::already_exists,
                              "member '" + members[i].id.name + "' appears twice");
-  for (const auto& m : members) v->highest_incarnation_[m.id.name] = m.id.incarnation;
   v->members_ = std::move(members);
   v->epoch_ = epoch;
   return v;
@@ -175,16 +174,20 @@ expected<membership_view> membership_view::with_changes(std::uint64_t epoch, con
   for (const auto& m : changed)
     if (auto ok = check_member(m); !ok) return ok.err();
   membership_view v = *this;
+  v.mark_epoch_ = 0;  // a new view: these changes are not tracked
+  v.at_mark_.clear();
   for (const auto& id : gone)
-    if (auto* m = v.find_mutable(id.name); m && m->id == id)
-      v.members_.erase(v.members_.begin() + (m - v.members_.data()));
+    if (auto* m = v.find_mutable(id.name); m && m->id == id) v.erase(m);
   for (const auto& m : changed) {
-    auto& high = v.highest_incarnation_[m.id.name];
-    high = std::max(high, m.id.incarnation);
-    if (auto* old = v.find_mutable(m.id.name))
+    if (auto* old = v.find_mutable(m.id.name)) {
+      if (old->id.incarnation > m.id.incarnation) {  // keep the higher one seen
+        auto& d = v.departed_[m.id.name];
+        d = std::max(d, old->id.incarnation);
+      }
       *old = m;
-    else
+    } else {
       v.insert_sorted(m);
+    }
   }
   v.epoch_ = epoch;
   return v;
@@ -218,22 +221,23 @@ std::size_t membership_view::worker_deficit() const noexcept {
 
 std::uint64_t membership_view::restarts(std::string_view except) const noexcept {
   std::uint64_t n = 0;
-  for (const auto& [name, inc] : highest_incarnation_)
-    if (name != except) n += inc;
+  for (const auto& m : members_)
+    if (m.id.name != except) n += *highest(m.id.name);
+  for (const auto& [name, inc] : departed_)
+    if (name != except && !find(name)) n += inc;
   return n;
 }
 
-membership_view membership_view::without_history() const {
-  membership_view v;
-  v.epoch_ = epoch_;
-  v.limits_ = limits_;
-  v.members_ = members_;
-  return v;
+std::optional<std::uint64_t> membership_view::highest(std::string_view name) const noexcept {
+  std::optional<std::uint64_t> h;
+  if (const auto* m = find(name)) h = m->id.incarnation;
+  if (auto it = departed_.find(name); it != departed_.end()) h = std::max(h.value_or(0), it->second);
+  return h;
 }
 
 std::uint64_t membership_view::next_incarnation(std::string_view name) const noexcept {
-  auto it = highest_incarnation_.find(name);
-  return it == highest_incarnation_.end() ? 0 : it->second + 1;
+  auto h = highest(name);
+  return h ? *h + 1 : 0;
 }
 
 std::size_t membership_view::free_index(node_role role) const noexcept {
@@ -243,23 +247,65 @@ std::size_t membership_view::free_index(node_role role) const noexcept {
 }
 
 void membership_view::insert_sorted(member m) {
+  // The new member's incarnation is now the highest of its name, unless a higher one left before.
+  if (auto it = departed_.find(m.id.name); it != departed_.end() && it->second <= m.id.incarnation)
+    departed_.erase(it);
   auto pos = std::upper_bound(members_.begin(), members_.end(), m, by_name);
   members_.insert(pos, std::move(m));
 }
 
+void membership_view::erase(const member* m) {
+  auto& d = departed_[m->id.name];
+  d = std::max(d, m->id.incarnation);
+  members_.erase(members_.begin() + (m - members_.data()));
+}
+
 expected<void> membership_view::check_new_incarnation(const node_id& id) const {
-  auto it = highest_incarnation_.find(id.name);
-  if (it != highest_incarnation_.end() && id.incarnation <= it->second)
-    return make_unexpected(
-        cluster_errc::stale_incarnation,
-        id.to_string() + ": incarnation " + std::to_string(it->second) + " was already seen");
+  if (auto h = highest(id.name); h && id.incarnation <= *h)
+    return make_unexpected(cluster_errc::stale_incarnation,
+                           id.to_string() + ": incarnation " + std::to_string(*h) + " was already seen");
   return {};
 }
 
-void membership_view::bump(const node_id& id) {
-  ++epoch_;
-  auto& high = highest_incarnation_[id.name];
-  high = std::max(high, id.incarnation);
+void membership_view::note(std::string_view name) {
+  if (mark_epoch_ == 0 || at_mark_.find(name) != at_mark_.end()) return;
+  const member* m = find(name);
+  at_mark_.emplace(std::string(name), m ? std::optional<member>(*m) : std::nullopt);
+}
+
+void membership_view::mark() {
+  mark_epoch_ = epoch_;
+  at_mark_.clear();
+}
+
+const member* membership_view::at_mark(std::string_view name) const noexcept {
+  if (auto it = at_mark_.find(name); it != at_mark_.end()) return it->second ? &*it->second : nullptr;
+  return find(name);
+}
+
+view_diff membership_view::diff_since_mark() const {
+  view_diff d;
+  for (const auto& [name, was] : at_mark_) {  // the members no mutator touched are the same
+    const member* now = find(name);
+    if (was && (!now || now->id != was->id))
+      d.left.push_back(*was);
+    else if (was && *now != *was)
+      d.changed.emplace_back(*was, *now);
+    if (now && (!was || was->id != now->id)) d.joined.push_back(*now);
+  }
+  return d;
+}
+
+bool membership_view::ring_changed_since_mark() const noexcept {
+  auto in_ring = [](const member* m) {
+    return m && m->role == node_role::worker && m->state == member_state::alive;
+  };
+  for (const auto& [name, was] : at_mark_) {  // the ring is the alive workers in name order
+    const member* then = was ? &*was : nullptr;
+    const member* now = find(name);
+    if (in_ring(then) != in_ring(now) || (in_ring(then) && then->id != now->id)) return true;
+  }
+  return false;
 }
 
 }  // namespace troupe::cluster

@@ -22,8 +22,9 @@ expected<void> membership_view::add_launching(const node_id& id, node_role role)
   if (auto ok = check_new_incarnation(id); !ok) return ok;
   if (role == node_role::worker && worker_slots() >= limits_.max)
     return limit_error(id, "no worker slot left", limits_);
+  note(id.name);
   insert_sorted(member{id, role, "", member_state::launching, 0, ""});
-  bump(id);
+  ++epoch_;
   return {};
 }
 
@@ -37,9 +38,9 @@ expected<void> membership_view::join(member m) {
     if (auto ok = check_new_incarnation(m.id); !ok) return ok;
     if (m.role == node_role::worker && worker_slots() >= limits_.max)
       return limit_error(m.id, "no worker slot left", limits_);
-    node_id id = m.id;
+    note(m.id.name);
     insert_sorted(std::move(m));
-    bump(id);
+    ++epoch_;
     return {};
   }
   if (old->role != m.role)
@@ -51,9 +52,9 @@ expected<void> membership_view::join(member m) {
                            m.id.to_string() + ": the member is already " + old->id.to_string());
   if (m.id.incarnation == old->id.incarnation && old->state != member_state::launching)
     return make_unexpected(cluster_errc::already_exists, m.id.to_string() + ": already joined");
-  node_id id = m.id;
+  note(m.id.name);
   *old = std::move(m);
-  bump(id);
+  ++epoch_;
   return {};
 }
 
@@ -66,8 +67,9 @@ expected<void> membership_view::begin_leave(std::string_view name) {
                                                            std::string(cluster::to_string(m->state)));
   if (m->role == node_role::worker && count(node_role::worker, member_state::alive) <= limits_.min)
     return limit_error(m->id, "leaving would drop the alive workers below min", limits_);
+  note(name);
   m->state = member_state::leaving;
-  bump(m->id);
+  ++epoch_;
   return {};
 }
 
@@ -77,8 +79,9 @@ expected<void> membership_view::remove(const node_id& id) {
   if (m->id.incarnation != id.incarnation)
     return make_unexpected(cluster_errc::stale_incarnation,
                            id.to_string() + ": the member is " + m->id.to_string());
-  members_.erase(members_.begin() + (m - members_.data()));
-  bump(id);
+  note(id.name);
+  erase(m);
+  ++epoch_;
   return {};
 }
 

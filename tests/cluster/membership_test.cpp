@@ -163,9 +163,10 @@ TEST(membership, incarnations_replace_and_stale_ones_are_refused) {
   EXPECT_TRUE(v.add_launching({"worker-3", v.next_incarnation("worker-3")}, node_role::worker));
 }
 
-// Restarts are the highest incarnations summed, dead names included; a view without its history
-// (the master's record of the view it sent) has the same members, so deltas diff as before.
-TEST(membership, restarts_sum_the_highest_incarnations_and_a_view_without_history_diffs_the_same) {
+// Restarts are the highest incarnations summed, dead names included. After a mark the view keeps
+// the members that change as they were, so the diff since the mark is the diff from a copy taken
+// then (the master's deltas), and at_mark() tells what each member looked like.
+TEST(membership, restarts_sum_the_highest_incarnations_and_the_diff_since_a_mark_is_the_diff_from_then) {
   auto v = started(0, 4);
   ASSERT_TRUE(v.join(alive("master", 3, node_role::master, "127.0.0.1:7000")));
   ASSERT_TRUE(v.join(alive("worker-0", 2, node_role::worker, "127.0.0.1:7001")));
@@ -173,17 +174,55 @@ TEST(membership, restarts_sum_the_highest_incarnations_and_a_view_without_histor
   ASSERT_TRUE(v.join(alive("ps-0", 1, node_role::ps, "127.0.0.1:7100")));
   EXPECT_EQ(v.restarts(), 6u);
   EXPECT_EQ(v.restarts("master"), 3u);
-  auto base = v.without_history();
-  EXPECT_EQ(base, v);
-  EXPECT_EQ(base.restarts(), 0u);
+  EXPECT_EQ(v.mark_epoch(), 0u);
+  v.mark();
+  const auto base = v;
+  EXPECT_EQ(v.mark_epoch(), v.epoch());
+  EXPECT_TRUE(v.diff_since_mark().empty());
+  EXPECT_FALSE(v.ring_changed_since_mark());
+  ASSERT_TRUE(v.add_launching({"worker-3", 0}, node_role::worker));
+  EXPECT_FALSE(v.ring_changed_since_mark()) << "a launching worker is in no ring";
+  ASSERT_TRUE(v.remove({"worker-3", 0}));
+  EXPECT_FALSE(v.ring_changed_since_mark());
   ASSERT_TRUE(v.remove({"worker-0", 2}));
+  EXPECT_TRUE(v.ring_changed_since_mark());
   EXPECT_EQ(v.restarts("master"), 3u) << "a dead node's restarts still count";
+  EXPECT_EQ(v.next_incarnation("worker-0"), 3u);
   ASSERT_TRUE(v.join(alive("worker-2", 0, node_role::worker, "127.0.0.1:7003")));
-  auto d = diff(base, v);
-  ASSERT_EQ(d.left.size(), 1u);
-  EXPECT_EQ(d.left[0].id.name, "worker-0");
-  ASSERT_EQ(d.joined.size(), 1u);
-  EXPECT_EQ(d.joined[0].id.name, "worker-2");
+  ASSERT_TRUE(v.begin_leave("worker-1"));
+  ASSERT_TRUE(v.add_launching({"worker-0", 3}, node_role::worker));  // the dead one restarted
+  ASSERT_TRUE(v.join(alive("worker-0", 3, node_role::worker, "127.0.0.1:7004")));
+  EXPECT_EQ(v.restarts(), 7u);
+  EXPECT_TRUE(v.ring_changed_since_mark());
+  EXPECT_FALSE(same_ring(base.worker_ring(), v.worker_ring()));
+  const auto want = diff(base, v);
+  const auto got = v.diff_since_mark();
+  EXPECT_EQ(got.left, want.left);
+  EXPECT_EQ(got.joined, want.joined);
+  EXPECT_EQ(got.changed, want.changed);
+  ASSERT_EQ(got.left.size(), 1u);
+  EXPECT_EQ(got.left[0].id, (node_id{"worker-0", 2}));
+  ASSERT_EQ(got.joined.size(), 2u);
+  ASSERT_EQ(got.changed.size(), 1u);
+  EXPECT_EQ(got.changed[0].second.state, member_state::leaving);
+  ASSERT_NE(v.at_mark("worker-0"), nullptr);
+  EXPECT_EQ(v.at_mark("worker-0")->id, (node_id{"worker-0", 2}));
+  EXPECT_EQ(v.at_mark("worker-1")->state, member_state::alive);
+  EXPECT_EQ(v.at_mark("worker-2"), nullptr);
+  EXPECT_EQ(v.at_mark("ps-0"), v.find("ps-0"));
+  // A view built from changes (a worker's) tracks nothing; a new mark starts from empty.
+  auto w = v.with_changes(v.epoch() + 1, {}, {});
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->mark_epoch(), 0u);
+  v.mark();
+  EXPECT_TRUE(v.diff_since_mark().empty());
+  EXPECT_EQ(v.at_mark("worker-2"), v.find("worker-2"));
+  // A PS change moves no ring.
+  ASSERT_TRUE(v.remove({"ps-0", 1}));
+  EXPECT_FALSE(v.ring_changed_since_mark());
+  // A worker's new incarnation in its place is another rank, the same name.
+  ASSERT_TRUE(v.join(alive("worker-2", 1, node_role::worker, "127.0.0.1:7005")));
+  EXPECT_TRUE(v.ring_changed_since_mark());
 }
 
 TEST(membership, ring_is_alive_workers_in_stable_natural_order) {

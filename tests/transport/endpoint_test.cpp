@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "endpoint_testing.hpp"
 #include "troupe/transport/diag.hpp"
 #include "troupe/transport/errc.hpp"
 #include "troupe/transport/message.hpp"
@@ -115,8 +116,83 @@ TEST(endpoint, a_side_that_keeps_sending_sends_no_heartbeats) {
   EXPECT_TRUE(b->connected("alpha"));
 }
 
+// An idle connection writes its heartbeats straight to the socket. Where the socket takes part of
+// one (here a few bytes, then none: as if full), the rest goes through the send queue, in order:
+// the peer reads whole heartbeats, closes nothing and keeps the link up.
+TEST(endpoint, heartbeats_a_full_socket_takes_in_part_arrive_whole) {
+  auto a = make("alpha"), b = make("beta");  // heartbeats every 50 ms, timeout 400 ms
+  std::atomic<int> got{0};
+  ASSERT_TRUE(a->register_name("sink", [&](const message&) { ++got; }));
+  auto addr = a->listen("127.0.0.1", 0);
+  ASSERT_TRUE(addr);
+  ASSERT_TRUE(b->connect(*addr));
+  for (std::size_t limit : {3u, 0u}) {
+    endpoint_testing::limit_direct_writes(*b, limit);
+    const auto a0 = a->stats().frames_received;
+    std::this_thread::sleep_for(600ms);  // twelve heartbeat intervals, beta idle
+    EXPECT_GE(a->stats().frames_received - a0, 6u) << "beta's heartbeats (limit " << limit << ")";
+    EXPECT_EQ(a->stats().malformed_frames, 0u) << "limit " << limit;
+    EXPECT_TRUE(a->connected("beta"));
+    EXPECT_TRUE(b->connected("alpha"));
+  }
+  endpoint_testing::limit_direct_writes(*b, SIZE_MAX);
+  ASSERT_TRUE(b->send("alpha", "sink", ping(1)));
+  EXPECT_TRUE(eventually([&] { return got.load() == 1; }));
+  EXPECT_EQ(b->stats().queued_bytes, 0);
+}
+
+// A sender off the io thread that finds the queue full waits for room (up to its limit) and gets
+// it once the peer reads again: the endpoint's one condition variable wakes it.
+TEST(endpoint, a_sender_waiting_for_room_gets_it_when_the_queue_drains) {
+  auto cfg = test_config();
+  cfg.send_queue_bytes = 2u << 20;
+  cfg.heartbeat_timeout = 60s;  // alpha's io thread stalls for as long as the queue takes to fill
+  auto a = make("alpha", cfg), b = make("beta", cfg);
+  auto addr = a->listen("127.0.0.1", 0);
+  std::promise<void> release;
+  auto gate = release.get_future().share();
+  std::atomic<int> got{0};
+  ASSERT_TRUE(a->register_name("slow", [gate, &got](const message&) {
+    gate.wait();  // stalls a's io thread until released
+    ++got;
+  }));
+  ASSERT_TRUE(b->connect(*addr));
+  static std::vector<std::byte> big(1 << 20);
+  auto big_ping = [] {
+    outbound o;
+    auto p = o.body().initPing();
+    p.adoptPayload(o.builder().getOrphanage().referenceExternalData(
+        capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(big.data()), big.size())));
+    return o;
+  };
+  // Fill beta's queue until it stays full: until the kernel's buffers are full too (alpha reads
+  // nothing), the queue drains a little after each refusal.
+  int sent = 0;
+  bool full = false;
+  for (int round = 0; round < 50 && !full; ++round) {
+    while (sent < 400 && b->send("alpha", "slow", big_ping(), "", 1ms)) ++sent;
+    const auto queued = b->stats().queued_bytes;
+    std::this_thread::sleep_for(200ms);
+    full = b->stats().queued_bytes >= queued;  // nothing drained for 200 ms (heartbeats were added)
+  }
+  ASSERT_TRUE(full) << "the queue never stayed full";
+  ASSERT_FALSE(b->send("alpha", "slow", big_ping(), "", 1ms));
+  auto waiter = std::async(std::launch::async, [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = b->send("alpha", "slow", big_ping(), "", 10s);
+    return std::make_pair(r ? std::string() : r.err().to_string(), std::chrono::steady_clock::now() - t0);
+  });
+  EXPECT_EQ(waiter.wait_for(300ms), std::future_status::timeout) << "it waits while the queue is full";
+  release.set_value();
+  ASSERT_EQ(waiter.wait_for(10s), std::future_status::ready);
+  auto [failed, waited] = waiter.get();
+  EXPECT_EQ(failed, "") << "room came within the wait";
+  EXPECT_LT(waited, 10s);
+  EXPECT_TRUE(eventually([&] { return got.load() == sent + 1; })) << got.load() << " of " << sent + 1;
+}
+
 // A stranger that connects and says nothing is dropped once the handshake deadline passes (the
-// connection's own timer checks it), not before; the endpoint's Hello is all it gets.
+// endpoint's heartbeat sweep checks it), not before; the endpoint's Hello is all it gets.
 TEST(endpoint, a_silent_stranger_is_dropped_at_the_handshake_deadline) {
   auto cfg = test_config();
   cfg.handshake_timeout = 300ms;

@@ -1,5 +1,7 @@
 #include "connection.hpp"
 
+#include <array>
+
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -14,17 +16,53 @@ std::span<const unsigned char> as_uchars(capnp::Data::Reader d) {
 }
 }  // namespace
 
-connection::connection(asio::io_context& io, tcp::socket socket, connection_owner& owner,
-                       std::shared_ptr<const conn_params> params, bool dialled, std::string remote)
-    : io_(io),
-      socket_(std::move(socket)),
-      timer_(io),
-      owner_(owner),
+// Asio takes an operation's memory from a one-block cache per io thread, or the heap: a wait that
+// stays pending for as long as its connection is idle would hold whatever block it got (often a
+// ~440-byte write operation's), and each read would put it somewhere else in the heap, among what
+// a join storm allocates and frees. The connection's wait for its socket to be readable (80 bytes)
+// takes its slot in the connection instead; anything larger, or a second operation, the heap.
+template <class T>
+struct connection::slot_allocator {
+  using value_type = T;
+  connection* c;
+  explicit slot_allocator(connection* conn) noexcept : c(conn) {}
+  template <class U>
+  slot_allocator(const slot_allocator<U>& o) noexcept : c(o.c) {}
+  T* allocate(std::size_t n) {
+    const std::size_t bytes = n * sizeof(T);
+    if (!c->read_slot_used_ && bytes <= sizeof(c->read_slot_) && alignof(T) <= alignof(std::max_align_t)) {
+      c->read_slot_used_ = true;
+      return reinterpret_cast<T*>(c->read_slot_);
+    }
+    return static_cast<T*>(::operator new(bytes));
+  }
+  void deallocate(T* p, std::size_t) noexcept {
+    if (reinterpret_cast<std::byte*>(p) == c->read_slot_)
+      c->read_slot_used_ = false;
+    else
+      ::operator delete(p);
+  }
+  template <class U>
+  bool operator==(const slot_allocator<U>& o) const noexcept {
+    return c == o.c;
+  }
+};
+
+struct connection::on_readable_handler {
+  std::shared_ptr<connection> self;
+  using allocator_type = slot_allocator<void>;
+  allocator_type get_allocator() const noexcept { return allocator_type(self.get()); }
+  void operator()(const boost::system::error_code& ec) { self->on_readable(ec); }
+};
+
+connection::connection(socket_type socket, std::shared_ptr<const conn_params> params, bool dialled,
+                       std::string remote)
+    : socket_(std::move(socket)),
       params_(std::move(params)),
-      dialled_(dialled),
       remote_(std::move(remote)),
       reader_(handshake_limits()),
-      hs_(std::make_unique<handshake_state>()) {}
+      hs_(std::make_unique<handshake_state>()),
+      dialled_(dialled) {}
 
 connection::~connection() {
   // A closed connection whose writes completed holds nothing: it may outlive its endpoint (a
@@ -44,7 +82,6 @@ void connection::start() {
   last_rx_ = last_hb_ = steady::now();
   hs_->deadline = last_rx_ + params_->handshake_timeout;
   send_hello();
-  arm_timer();
   do_read();
 }
 
@@ -90,8 +127,13 @@ expected<void> connection::push(out_frame&& f, std::chrono::milliseconds wait) {
   std::unique_lock lk(mu_);
   auto has_room = [&] { return closed_ || queued_ == 0 || queued_ + f.bytes <= params_->queue_bytes; };
   if (!has_room()) {
-    const bool may_wait = wait.count() > 0 && !io_.get_executor().running_in_this_thread();
-    if (!may_wait || !room_.wait_for(lk, wait, has_room))
+    bool room = false;
+    if (wait.count() > 0 && !on_io_thread()) {
+      ++params_->room_waiters;
+      room = params_->room.wait_for(lk, wait, has_room);
+      --params_->room_waiters;
+    }
+    if (!room)
       return make_unexpected(transport_errc::queue_full,
                              "to " + peer_.name + " (" + std::to_string(queued_) + " bytes queued)");
   }
@@ -102,36 +144,34 @@ expected<void> connection::push(out_frame&& f, std::chrono::milliseconds wait) {
   if (write_active_) return {};
   write_active_ = true;
   lk.unlock();
-  if (io_.get_executor().running_in_this_thread()) {
+  if (on_io_thread()) {
     do_write();
   } else {
-    asio::post(io_, [self = shared_from_this()] { self->do_write(); });
+    asio::post(socket_.get_executor(), [self = shared_from_this()] { self->do_write(); });
   }
   return {};
 }
 
 // Writes every queued frame with one gather write: segment tables and builder segments in place.
 void connection::do_write() {
+  std::vector<out_frame> batch;
   {
     std::lock_guard lk(mu_);
     if (closed_ || queue_.empty()) {
       write_active_ = false;
       return;
     }
-    if (writing_.empty() && queue_.size() <= max_batch_frames) {
-      writing_.swap(queue_);  // the whole queue is the batch; the queue takes the empty buffer
+    if (queue_.size() <= max_batch_frames) {
+      batch.swap(queue_);  // the whole queue is the batch
     } else {
-      auto take = std::min(queue_.size(), max_batch_frames - std::min(writing_.size(), max_batch_frames));
-      auto batch_end = queue_.begin() + static_cast<std::ptrdiff_t>(take);
-      writing_.insert(writing_.end(), std::make_move_iterator(queue_.begin()),
-                      std::make_move_iterator(batch_end));
+      auto batch_end = queue_.begin() + static_cast<std::ptrdiff_t>(max_batch_frames);
+      batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(batch_end));
       queue_.erase(queue_.begin(), batch_end);
-      if (queue_.empty()) std::vector<out_frame>().swap(queue_);  // no slots kept past a burst
     }
   }
   std::vector<asio::const_buffer> bufs;
-  bufs.reserve(writing_.size() * 3);
-  for (auto& f : writing_) {
+  bufs.reserve(batch.size() * 3);
+  for (auto& f : batch) {
     if (!f.builder) {
       bufs.emplace_back(f.raw.data(), f.raw.size());
       continue;
@@ -139,28 +179,26 @@ void connection::do_write() {
     bufs.emplace_back(f.table.data(), f.table.size() * 4);
     for (auto seg : f.builder->getSegmentsForOutput()) bufs.emplace_back(seg.begin(), seg.size() * 8);
   }
-  asio::async_write(socket_, bufs,
-                    [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
-                      self->on_written(ec, n);
-                    });
+  // Moving the batch into the handler keeps its frames (and the buffers above) where they are.
+  asio::async_write(
+      socket_, bufs,
+      [self = shared_from_this(), batch = std::move(batch)](
+          const boost::system::error_code& ec, std::size_t n) mutable { self->on_written(ec, n, batch); });
 }
 
-void connection::on_written(const boost::system::error_code& ec, std::size_t n) {
+void connection::on_written(const boost::system::error_code& ec, std::size_t n,
+                            std::vector<out_frame>& batch) {
   std::size_t done_bytes = 0;
-  for (auto& f : writing_) done_bytes += f.bytes;
+  for (auto& f : batch) done_bytes += f.bytes;
   params_->stats->bytes_sent += n;
-  params_->stats->frames_sent += writing_.size();
+  params_->stats->frames_sent += batch.size();
   params_->stats->queued_bytes -= static_cast<std::int64_t>(done_bytes);
-  // The batch's buffer is freed, not kept: the next do_write swaps in the queue's. An idle
-  // connection then holds no frame slots at all (at 112 bytes a slot, a master's thousands of
-  // connections kept ~660 bytes each from the join storm); one allocation per write is noise
-  // beside the frames' own.
-  std::vector<out_frame>().swap(writing_);
+  std::vector<out_frame>().swap(batch);  // the frames go now, before the next write
   {
     std::lock_guard lk(mu_);
     queued_ -= done_bytes;
   }
-  room_.notify_all();
+  notify_room();
   if (ec) {
     if (ec != asio::error::operation_aborted) close("write error: " + ec.message());
     std::lock_guard lk(mu_);
@@ -173,6 +211,10 @@ void connection::on_written(const boost::system::error_code& ec, std::size_t n) 
   do_write();
 }
 
+void connection::notify_room() {
+  if (params_->room_waiters.load() > 0) params_->room.notify_all();
+}
+
 void connection::do_read() {
   if (auto direct = reader_.direct(); !direct.empty()) {
     auto buf = reader_.prepare();  // the same span, and the reader now expects commit()
@@ -182,9 +224,10 @@ void connection::do_read() {
                             });
     return;
   }
-  socket_.async_wait(
-      tcp::socket::wait_read,
-      [self = shared_from_this()](const boost::system::error_code& ec) { self->on_readable(ec); });
+  // The wait fits its slot (else every wait would go to the heap, as before).
+  static_assert(sizeof(asio::detail::reactive_wait_op<on_readable_handler, socket_type::executor_type>) <=
+                sizeof(read_slot_));
+  socket_.async_wait(socket_type::wait_read, on_readable_handler{shared_from_this()});
 }
 
 bool connection::read_failed(const boost::system::error_code& ec) {
@@ -242,7 +285,7 @@ void connection::on_frame(frame&& f) {
     return;
   }
   if (m->kind() == schema::Envelope::Body::HEARTBEAT) return;
-  owner_.on_message(shared_from_this(), std::move(*m));
+  params_->owner->on_message(shared_from_this(), std::move(*m));
 }
 
 void connection::on_handshake(const message& m) {
@@ -279,7 +322,7 @@ void connection::on_handshake(const message& m) {
       phase_ = phase::open;
       hs_.reset();
       reader_.set_limits(params_->limits);
-      owner_.on_open(shared_from_this());
+      params_->owner->on_open(shared_from_this());
       return;
     }
     fail("unexpected message before authentication", transport_errc::handshake_failed);
@@ -288,39 +331,75 @@ void connection::on_handshake(const message& m) {
   }
 }
 
-void connection::arm_timer() {
-  auto tick = std::min(params_->heartbeat_interval, params_->heartbeat_timeout / 4);
-  if (tick.count() < 1) tick = std::chrono::milliseconds(1);
-  timer_.expires_after(tick);
-  timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
-    if (!ec) self->on_tick();
-  });
-}
-
-void connection::on_tick() {
+void connection::tick(steady::time_point now) {
   const auto ph = phase_.load();
   if (ph == phase::closed) return;
-  const auto now = steady::now();
   if (ph == phase::handshake && hs_ && now > hs_->deadline)
     return close("refused: handshake timeout", transport_errc::handshake_failed);
-  if (ph == phase::open) {
-    boost::system::error_code ec;
-    // Bytes waiting in the socket mean the peer is alive and this thread was late (a slow handler).
-    if (now - last_rx_ > params_->heartbeat_timeout && socket_.available(ec) > 0 && !ec) last_rx_ = now;
-    if (now - last_rx_ > params_->heartbeat_timeout) {
-      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_rx_).count();
-      return close("heartbeat timeout: silent for " + std::to_string(ms) + " ms", transport_errc::timeout);
-    }
-    if (now - last_hb_ >= params_->heartbeat_interval) {
-      last_hb_ = now;
-      outbound o(16);
-      auto hb = o.body().initHeartbeat();
-      hb.setSeq(++hb_seq_);
-      hb.setSentNs(std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
-      (void)push(make_frame(std::move(o)), {});
-    }
+  if (ph != phase::open) return;
+  boost::system::error_code ec;
+  // Bytes waiting in the socket mean the peer is alive and this thread was late (a slow handler).
+  if (now - last_rx_ > params_->heartbeat_timeout && socket_.available(ec) > 0 && !ec) last_rx_ = now;
+  if (now - last_rx_ > params_->heartbeat_timeout) {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_rx_).count();
+    return close("heartbeat timeout: silent for " + std::to_string(ms) + " ms", transport_errc::timeout);
   }
-  arm_timer();
+  if (now - last_hb_ < params_->heartbeat_interval) return;
+  last_hb_ = now;
+  outbound o(16);
+  auto hb = o.body().initHeartbeat();
+  hb.setSeq(++hb_seq_);
+  hb.setSentNs(std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
+  auto f = make_frame(std::move(o));
+  if (!write_now(f)) (void)push(std::move(f), {});
+}
+
+bool connection::write_now(out_frame& f) {
+  std::unique_lock lk(mu_);
+  if (closed_ || write_active_ || !queue_.empty() || !f.builder) return false;
+  const auto segs = f.builder->getSegmentsForOutput();
+  std::array<asio::const_buffer, 4> bufs;
+  if (segs.size() + 1 > bufs.size()) return false;
+  bufs[0] = asio::const_buffer(f.table.data(), f.table.size() * 4);
+  for (std::size_t i = 0; i < segs.size(); ++i)
+    bufs[i + 1] = asio::const_buffer(segs[i].begin(), segs[i].size() * 8);
+  const std::span<const asio::const_buffer> used(bufs.data(), segs.size() + 1);
+  boost::system::error_code ec;
+  std::size_t n = 0;
+  if (params_->direct_write_limit >= f.bytes) {
+    n = socket_.write_some(used, ec);  // non-blocking (start())
+  } else if (params_->direct_write_limit > 0) {
+    const std::array<asio::const_buffer, 1> head{asio::buffer(used[0], params_->direct_write_limit)};
+    n = socket_.write_some(head, ec);
+  }
+  if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
+    lk.unlock();
+    close("write error: " + ec.message());
+    return true;
+  }
+  params_->stats->bytes_sent += n;
+  if (n == f.bytes) {
+    ++params_->stats->frames_sent;
+    return true;
+  }
+  // The socket took part of it, or nothing: the rest goes first, through the queue.
+  out_frame rest;
+  rest.raw.reserve(f.bytes - n);
+  std::size_t skip = n;
+  for (const auto& b : used) {
+    const auto* p = static_cast<const std::byte*>(b.data());
+    const std::size_t k = std::min(skip, b.size());
+    rest.raw.insert(rest.raw.end(), p + k, p + b.size());
+    skip -= k;
+  }
+  rest.bytes = rest.raw.size();
+  queued_ += rest.bytes;
+  params_->stats->queued_bytes += static_cast<std::int64_t>(rest.bytes);
+  queue_.push_back(std::move(rest));
+  write_active_ = true;
+  lk.unlock();
+  do_write();
+  return true;
 }
 
 void connection::close(const std::string& reason, transport_errc code) {
@@ -335,12 +414,11 @@ void connection::close(const std::string& reason, transport_errc code) {
     queued_ -= dropped;
     params_->stats->queued_bytes -= static_cast<std::int64_t>(dropped);
   }
-  room_.notify_all();
+  notify_room();
   boost::system::error_code ec;
-  timer_.cancel();
-  socket_.shutdown(tcp::socket::shutdown_both, ec);
+  socket_.shutdown(socket_type::shutdown_both, ec);
   socket_.close(ec);
-  owner_.on_closed(shared_from_this(), reason);
+  params_->owner->on_closed(shared_from_this(), reason);
 }
 
 }  // namespace troupe::detail

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -14,7 +16,6 @@
 #include <capnp/message.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "handshake.hpp"
 #include "troupe/transport/errc.hpp"
@@ -26,6 +27,10 @@ namespace troupe::detail {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using steady = std::chrono::steady_clock;
+// A socket bound to the io_context's own executor, not the type-erased any_io_executor: 32 bytes
+// less in each connection, and as much less in each operation pending on it (a master holds one
+// connection and one pending wait per member).
+using socket_type = asio::basic_stream_socket<tcp, asio::io_context::executor_type>;
 
 struct shared_stats {
   std::atomic<std::uint64_t> bytes_sent{0}, bytes_received{0}, frames_sent{0}, frames_received{0};
@@ -33,7 +38,10 @@ struct shared_stats {
   std::atomic<std::int64_t> queued_bytes{0};
 };
 
+class connection_owner;
+
 struct conn_params {
+  connection_owner* owner = nullptr;  // the endpoint: told of opens, messages and closes
   node_id self;
   auth_key key{};
   frame_limits limits;
@@ -43,6 +51,14 @@ struct conn_params {
   // The endpoint's one read buffer (io thread only): every connection reads into it once its
   // socket is readable, so no connection keeps a buffer between frames.
   std::span<std::byte> read_buffer;
+  // Senders off the io thread waiting for room in a connection's full queue (rare): one condition
+  // variable for all connections of the endpoint, not 48 bytes in each. Notified only when
+  // someone waits.
+  mutable std::condition_variable_any room;
+  mutable std::atomic<int> room_waiters{0};
+  // At most this many bytes of a frame go straight to the socket (write_now); tests lower it to
+  // make the socket seem full (endpoint_testing). Read and written on the io thread only.
+  std::size_t direct_write_limit = SIZE_MAX;
 };
 
 class connection;
@@ -57,11 +73,10 @@ class connection_owner {
 
 class connection : public std::enable_shared_from_this<connection> {
  public:
-  enum class phase { handshake, open, closed };
+  enum class phase : std::uint8_t { handshake, open, closed };
 
   // `params` are the endpoint's, shared by all its connections (a connection may outlive it).
-  connection(asio::io_context& io, tcp::socket socket, connection_owner& owner,
-             std::shared_ptr<const conn_params> params, bool dialled, std::string remote);
+  connection(socket_type socket, std::shared_ptr<const conn_params> params, bool dialled, std::string remote);
   ~connection();
 
   // Sends the Hello and starts reading (io thread).
@@ -72,6 +87,11 @@ class connection : public std::enable_shared_from_this<connection> {
   expected<void> enqueue_raw(std::vector<std::byte> bytes);
   // Closes the socket and reports on_closed once (io thread).
   void close(const std::string& reason, transport_errc code = transport_errc::closed);
+  // The owner's heartbeat sweep, every min(heartbeat interval, timeout / 4) (io thread): drops a
+  // connection past its handshake deadline or silent past the heartbeat timeout, and sends a
+  // heartbeat when nothing was sent for an interval. One timer per endpoint, not one per
+  // connection: an idle connection has no pending timer wait.
+  void tick(steady::time_point now);
 
   phase state() const { return phase_.load(); }
   const node_id& peer() const { return peer_; }  // valid once open
@@ -83,6 +103,7 @@ class connection : public std::enable_shared_from_this<connection> {
   // Owner bookkeeping (io thread only).
   bool superseded = false;  // a duplicate of another open connection: closing it is no peer-down
   bool opened = false;
+  std::uint32_t slot = 0;  // its index in the owner's list of connections
   std::uint64_t dial_id = 0;
 
  private:
@@ -96,7 +117,9 @@ class connection : public std::enable_shared_from_this<connection> {
   static out_frame make_frame(outbound&& m);
   expected<void> push(out_frame&& f, std::chrono::milliseconds wait);
   void do_write();
-  void on_written(const boost::system::error_code& ec, std::size_t n);
+  // `batch` is what the write took from the queue: its write operation holds it, not the
+  // connection, so an idle connection keeps no batch.
+  void on_written(const boost::system::error_code& ec, std::size_t n, std::vector<out_frame>& batch);
   // Reading: a large frame's missing bytes are read straight into it (async_read_some); otherwise
   // the connection waits until its socket is readable and reads once into the shared read buffer.
   // (An async_read_some after every frame cost a second recv that found nothing: asio tries the
@@ -108,20 +131,21 @@ class connection : public std::enable_shared_from_this<connection> {
   // After n bytes were read and parsed: counts them; closes on a malformed frame. False when closed.
   bool took(std::size_t n, const expected<void>& parsed);
   void on_frame(frame&& f);
+  void notify_room();
   void on_handshake(const message& m);
   void send_hello();
-  void arm_timer();
-  void on_tick();
+  // Writes a frame straight to the socket when nothing else is queued or being written (a
+  // heartbeat of an idle connection, as a rule): no queue entry, no write operation pending. The
+  // part the socket did not take is queued. False (f untouched) when it must be queued whole.
+  bool write_now(out_frame& f);
+  bool on_io_thread() { return socket_.get_executor().running_in_this_thread(); }
+  template <class T>
+  struct slot_allocator;  // read_slot_ for the pending wait, else the heap (connection.cpp)
+  struct on_readable_handler;
 
-  asio::io_context& io_;
-  tcp::socket socket_;
-  asio::steady_timer timer_;
-  connection_owner& owner_;
+  socket_type socket_;
   std::shared_ptr<const conn_params> params_;
-  bool dialled_;
   std::string remote_;
-  std::atomic<phase> phase_{phase::handshake};
-  transport_errc close_code_ = transport_errc::closed;
   frame_reader reader_;
   node_id peer_;
   // What only the handshake needs (io thread), freed once the connection is open: an idle
@@ -133,17 +157,22 @@ class connection : public std::enable_shared_from_this<connection> {
   };
   std::unique_ptr<handshake_state> hs_;
   steady::time_point last_rx_, last_hb_;
-  std::uint64_t hb_seq_ = 0;
 
   mutable std::mutex mu_;  // guards the queue state below
-  std::condition_variable room_;
   // A vector, not a deque: an idle connection holds no block (a deque keeps 576 bytes even empty).
-  // do_write swaps it with writing_ when the whole queue fits one batch.
+  // do_write hands it whole to the write when it fits one batch.
   std::vector<out_frame> queue_;
   std::size_t queued_ = 0;
-  bool closed_ = false;
-  bool write_active_ = false;       // a write is posted or in flight
-  std::vector<out_frame> writing_;  // io thread only
+  // The small fields together (a master keeps one connection per member).
+  std::uint32_t hb_seq_ = 0;
+  transport_errc close_code_ = transport_errc::closed;
+  std::atomic<phase> phase_{phase::handshake};
+  const bool dialled_;
+  bool closed_ = false;          // under mu_
+  bool write_active_ = false;    // under mu_: a write is posted or in flight
+  bool read_slot_used_ = false;  // (io thread)
+  // The pending wait for the socket to be readable lives here (slot_allocator), not on the heap.
+  alignas(std::max_align_t) std::byte read_slot_[80];
 };
 
 }  // namespace troupe::detail

@@ -56,6 +56,7 @@ io_group::~io_group() = default;
 
 endpoint::impl::impl(node_id s, transport_config c, std::shared_ptr<detail::io_runner> r)
     : runner(std::move(r)), io(runner->io), self(std::move(s)), cfg(std::move(c)) {
+  params->owner = this;
   params->self = self;
   params->key = detail::derive_key(cfg.token);
   params->limits = cfg.limits;
@@ -111,6 +112,7 @@ void endpoint::impl::shutdown_all() {
   for (auto& [id, d] : dials)
     if (d.waiter) d.waiter(make_unexpected(transport_errc::closed, "endpoint shut down"));
   dials.clear();
+  if (sweep_timer) sweep_timer->cancel();
   auto copy = all;
   for (auto& c : copy) c->close("endpoint shut down");
   for (auto* w : {&refused_warning, &frame_warning, &accept_warning}) w->flush();
@@ -146,15 +148,13 @@ expected<std::string> endpoint::listen(const std::string& host, std::uint16_t po
 }
 
 void endpoint::impl::accept_next(tcp::acceptor& a) {
-  a.async_accept([this, &a](const boost::system::error_code& ec, tcp::socket sock) {
+  a.async_accept(io, [this, &a](const boost::system::error_code& ec, detail::socket_type sock) {
     if (ec == asio::error::operation_aborted || stopping) return;
     if (!ec) {
       boost::system::error_code e2;
       auto rem = sock.remote_endpoint(e2);
       std::string remote = e2 ? "?" : rem.address().to_string() + ":" + std::to_string(rem.port());
-      auto c = std::make_shared<detail::connection>(io, std::move(sock), *this, params, false, remote);
-      all.insert(c);
-      c->start();
+      add(std::make_shared<detail::connection>(std::move(sock), params, false, remote));
     } else {
       accept_warning.warn("transport: accept failed: " + ec.message());
     }
@@ -196,7 +196,7 @@ void endpoint::impl::start_dial(std::uint64_t id) {
   auto addr =
       hp ? asio::ip::make_address(hp->host == "localhost" ? "127.0.0.1" : hp->host, ec) : asio::ip::address();
   if (!hp || ec) return dial_failed(id, error(transport_errc::bad_address, it->second.address));
-  auto sock = std::make_shared<tcp::socket>(io);
+  auto sock = std::make_shared<detail::socket_type>(io);
   it->second.sock = sock;
   auto timer = std::make_shared<asio::steady_timer>(io, cfg.connect_timeout);
   timer->async_wait([sock](const boost::system::error_code& e) {
@@ -217,13 +217,46 @@ void endpoint::impl::start_dial(std::uint64_t id) {
   });
 }
 
-void endpoint::impl::on_tcp_connected(std::uint64_t id, tcp::socket sock) {
+void endpoint::impl::on_tcp_connected(std::uint64_t id, detail::socket_type sock) {
   auto it = dials.find(id);
   if (it == dials.end() || stopping) return;
-  auto c = std::make_shared<detail::connection>(io, std::move(sock), *this, params, true, it->second.address);
+  auto c = std::make_shared<detail::connection>(std::move(sock), params, true, it->second.address);
   c->dial_id = id;
-  all.insert(c);
+  add(c);
+}
+
+void endpoint::impl::add(const conn_ptr& c) {
+  c->slot = static_cast<std::uint32_t>(all.size());
+  all.push_back(c);
   c->start();
+  if (!sweep_timer) sweep_timer = std::make_unique<asio::steady_timer>(io);
+  if (!sweeping) arm_sweep();
+}
+
+void endpoint::impl::forget(const conn_ptr& c) {
+  if (c->slot >= all.size() || all[c->slot] != c) return;
+  all.back()->slot = c->slot;
+  all[c->slot] = std::move(all.back());
+  all.pop_back();
+}
+
+// The heartbeat sweep runs while the endpoint has connections. Its period is each connection's
+// old timer's: the heartbeat interval, or a quarter of the timeout when that is shorter.
+void endpoint::impl::arm_sweep() {
+  auto tick = std::min(cfg.heartbeat_interval, cfg.heartbeat_timeout / 4);
+  if (tick.count() < 1) tick = std::chrono::milliseconds(1);
+  sweeping = true;
+  sweep_timer->expires_after(tick);
+  sweep_timer->async_wait([this](const boost::system::error_code& ec) {
+    sweeping = false;
+    if (ec || stopping) return;
+    // A tick may close its connection (on_closed erases it from `all`) or, through the owner's
+    // callbacks, others: the sweep walks a copy.
+    const auto now = detail::steady::now();
+    const auto conns = all;
+    for (auto& c : conns) c->tick(now);
+    if (!all.empty()) arm_sweep();
+  });
 }
 
 void endpoint::impl::dial_failed(std::uint64_t id, const error& e) {
@@ -357,6 +390,13 @@ expected<void> endpoint_testing::send_raw(endpoint& e, const std::string& node,
   auto c = e.impl_->primary_for(node);
   if (!c) return make_unexpected(transport_errc::not_connected, node);
   return c->enqueue_raw(std::move(bytes));
+}
+
+void endpoint_testing::limit_direct_writes(endpoint& e, std::size_t bytes) {
+  run_on_io<bool>(e.impl_->io, [&] {
+    e.impl_->params->direct_write_limit = bytes;
+    return true;
+  });
 }
 
 }  // namespace troupe

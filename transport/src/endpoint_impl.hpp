@@ -6,7 +6,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <set>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 
@@ -42,7 +42,7 @@ struct endpoint::impl final : detail::connection_owner {
 
   struct dial {
     std::string address;
-    std::shared_ptr<detail::tcp::socket> sock;  // while a connect is on its way
+    std::shared_ptr<detail::socket_type> sock;  // while a connect is on its way
     std::string node;                           // learned at the first handshake
     bool reconnect = false;
     int attempts = 0;
@@ -69,7 +69,11 @@ struct endpoint::impl final : detail::connection_owner {
 
   // (io) dialling
   void start_dial(std::uint64_t id);
-  void on_tcp_connected(std::uint64_t id, detail::tcp::socket sock);
+  void on_tcp_connected(std::uint64_t id, detail::socket_type sock);
+  // (io) A new connection: tracked in `all`, started, and swept for heartbeats.
+  void add(const conn_ptr& c);
+  void forget(const conn_ptr& c);  // (io) out of `all`
+  void arm_sweep();
   void dial_failed(std::uint64_t id, const error& e);
   void schedule_redial(std::uint64_t id);
   void accept_next(detail::tcp::acceptor& a);
@@ -102,13 +106,16 @@ struct endpoint::impl final : detail::connection_owner {
   std::atomic<std::int64_t> delay_us{0};
 
   mutable std::mutex conns_mu;
-  std::unordered_map<std::string, conn_ptr> primary;
+  // The open connection to each peer, keyed by a view of the connection's own peer name.
+  std::unordered_map<std::string_view, conn_ptr> primary;
 
   mutable std::mutex names_mu;
   std::unordered_map<std::string, std::shared_ptr<message_handler>> handlers;
 
-  std::vector<std::unique_ptr<detail::tcp::acceptor>> acceptors;        // (io)
-  std::set<conn_ptr> all;                                               // (io)
+  std::vector<std::unique_ptr<detail::tcp::acceptor>> acceptors;  // (io)
+  std::vector<conn_ptr> all;  // (io) every connection, at its `slot`; 16 bytes each, not a set's 48
+  std::unique_ptr<detail::asio::steady_timer> sweep_timer;              // (io) heartbeats of all
+  bool sweeping = false;                                                // (io) sweep_timer armed
   std::map<std::uint64_t, dial> dials;                                  // (io)
   std::map<std::uint64_t, local_watch> watches;                         // (io)
   std::unordered_map<std::string, std::vector<remote_watch>> watchers;  // (io) local name -> remote

@@ -32,17 +32,19 @@ void endpoint::impl::on_open(const conn_ptr& c) {
   conn_ptr old;
   {
     std::lock_guard lk(conns_mu);
-    auto& slot = primary[c->peer().name];
-    if (slot && slot->peer().incarnation == c->peer().incarnation) {
-      const bool keep_new = dialler(c, self) < dialler(slot, self);
-      (keep_new ? slot : c)->superseded = true;
-      if (keep_new)
-        std::swap(old, slot), slot = c;
-      else
-        old = c;
+    auto it = primary.find(c->peer().name);
+    conn_ptr cur = it == primary.end() ? nullptr : it->second;
+    bool take = true;
+    if (cur && cur->peer().incarnation == c->peer().incarnation) {
+      take = dialler(c, self) < dialler(cur, self);
+      old = take ? cur : c;
+      old->superseded = true;
     } else {
-      old = slot;  // a previous incarnation (or none): the new connection replaces it
-      slot = c;
+      old = cur;  // a previous incarnation (or none): the new connection replaces it
+    }
+    if (take) {  // the key is a view of the primary's own name: it goes with the connection
+      if (it != primary.end()) primary.erase(it);
+      primary.emplace(c->peer().name, c);
     }
   }
   const bool duplicate = old && old->superseded;
@@ -67,7 +69,7 @@ void endpoint::impl::on_open(const conn_ptr& c) {
 }
 
 void endpoint::impl::on_closed(const conn_ptr& c, const std::string& reason) {
-  all.erase(c);
+  forget(c);
   if (!c->opened) {
     if (!c->dialled())
       refused_warning.warn("transport: refused connection from " + c->remote() + ": " + reason);

@@ -116,12 +116,17 @@ membership_msg read_membership(schema::Membership::Reader r) {
 outbound membership_delta(const cluster::membership_view& from, const cluster::membership_view& to,
                           const std::string& reason, std::uint64_t ring_epoch,
                           std::uint64_t master_incarnation) {
-  auto d = cluster::diff(from, to);
+  return membership_delta(cluster::diff(from, to), from.epoch(), to, reason, ring_epoch, master_incarnation);
+}
+
+outbound membership_delta(cluster::view_diff d, std::uint64_t base_epoch, const cluster::membership_view& to,
+                          const std::string& reason, std::uint64_t ring_epoch,
+                          std::uint64_t master_incarnation) {
   std::vector<cluster::member> changed = std::move(d.joined);
   for (auto& c : d.changed) changed.push_back(std::move(c.second));
   outbound o;
   auto b = init_membership(o, to.epoch(), changed, reason, ring_epoch, master_incarnation);
-  b.setBaseEpoch(from.epoch());
+  b.setBaseEpoch(base_epoch);
   auto gone = b.initGone(static_cast<unsigned>(d.left.size()));
   for (unsigned i = 0; i < d.left.size(); ++i) write_node(gone[i], d.left[i].id);
   return o;

@@ -36,43 +36,45 @@ void publish(master_actor* self, const std::string& reason) {
 }
 
 // Sends member `id` a view message of the current epoch (whole, or a delta from the view it
-// holds) and records what it holds now: after a failed send nothing is known, the whole view next.
+// holds) and records a failure: after one nothing is known, the whole view next.
 bool send_view(master_actor* self, const node_id& id, outbound&& o) {
   auto& st = self->state;
   if (auto s = st.ctx->send(id.name, "node", std::move(o), "master"); !s) {
     spdlog::debug("membership to {}: {}", id.name, s.err().to_string());
-    st.sent_epochs.erase(id.name);
+    st.unsent.insert(id.name);
     return false;
   }
-  st.sent_epochs[id.name] = {id.incarnation, st.view.epoch()};
+  if (auto it = st.unsent.find(id.name); it != st.unsent.end()) st.unsent.erase(it);
   return true;
 }
 
-// Each member gets the change since the view it was last sent (a death: one NodeRef), or the whole
-// view when it holds no view of the last broadcast (it joined since, a send failed, this master is
-// new). Each message is encoded once; a member's copy is a deep copy, not a new encoding.
+// Each member gets the change since the last broadcast (a death: one NodeRef), or the whole view
+// when it does not hold that broadcast's view (it joined since, its send failed, this master is
+// new). The view's mark is that broadcast: the changes since are kept there, not a second copy of
+// the view. Each message is encoded once; a member's copy is a deep copy, not a new encoding.
 void send_views(master_actor* self, const std::string& reason) {
   auto& st = self->state;
   const auto incarnation = st.ctx->self().incarnation;
-  const auto base = st.sent_view.epoch();
+  const auto base = st.view.mark_epoch();
   const bool deltas = base > 0 && base < st.view.epoch();
   std::optional<outbound> whole, delta;
   std::size_t whole_sent = 0, delta_sent = 0;
   for (const auto& m : st.view.members()) {
     if (m.address.empty() || m.id.name == "master") continue;
-    auto it = st.sent_epochs.find(m.id.name);
-    const bool as_delta = deltas && it != st.sent_epochs.end() && it->second.first == m.id.incarnation &&
-                          it->second.second == base;
+    // Sent the last broadcast: this incarnation was a member with an address then, and reached.
+    const auto* was = deltas ? st.view.at_mark(m.id.name) : nullptr;
+    const bool as_delta = was && was->id == m.id && !was->address.empty() && !st.unsent.contains(m.id.name);
     auto& proto = as_delta ? delta : whole;
     if (!proto)
-      proto = as_delta ? wire::membership_delta(st.sent_view, st.view, reason, st.ring_epoch, incarnation)
+      proto = as_delta ? wire::membership_delta(st.view.diff_since_mark(), base, st.view, reason,
+                                                st.ring_epoch, incarnation)
                        : wire::membership(st.view, reason, st.ring_epoch, incarnation);
     outbound o(static_cast<unsigned>(proto->size_bytes() / 8 + 64));
     o.body().setMembership(proto->body().getMembership().asReader());
     if (send_view(self, m.id, std::move(o))) ++(as_delta ? delta_sent : whole_sent);
   }
-  std::erase_if(st.sent_epochs, [&](const auto& e) { return !st.view.find(e.first); });
-  st.sent_view = st.view.without_history();  // deltas diff members only
+  std::erase_if(st.unsent, [&](const std::string& name) { return !st.view.find(name); });
+  st.view.mark();
   spdlog::debug("epoch {}: view sent whole to {} member(s), as a delta to {}", st.view.epoch(), whole_sent,
                 delta_sent);
 }
@@ -87,9 +89,11 @@ void broadcast(master_actor* self) {
   if (st.publish_reasons.size() > 1)
     reason += " and " + std::to_string(st.publish_reasons.size() - 1) + " more change(s)";
   st.publish_reasons.clear();
-  auto ring = st.view.worker_ring();
-  if (!cluster::same_ring(ring, st.ring)) {
-    st.ring = ring;
+  // The ring of the last broadcast is the view's at its mark: the changes since tell whether it
+  // moved, with no copy of it kept (the first broadcast has no mark).
+  const bool ring_moved =
+      st.view.mark_epoch() == 0 ? !st.view.worker_ring().ranks.empty() : st.view.ring_changed_since_mark();
+  if (ring_moved) {
     st.ring_epoch = st.view.epoch();
     st.gpu.forget_before(st.ring_epoch);
   }

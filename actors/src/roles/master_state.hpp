@@ -33,16 +33,14 @@ struct master_state {
   // The node's actors by name: the master asks "dispenser" for counts and re-queues.
   supervision::name_registry* names = nullptr;
   cluster::membership_view view;
-  cluster::ring ring;
-  std::uint64_t ring_epoch = 0;
+  std::uint64_t ring_epoch = 0;  // the epoch the allreduce ring last changed at
   std::string epoch_file;
   // View changes since the last broadcast, and whether the broadcast is queued (master.cpp publish).
   std::vector<std::string> publish_reasons;
   bool publish_queued = false;
-  // The view of the last broadcast, and the view each member was last sent (its incarnation and
-  // that view's epoch): a member that holds the last broadcast's view gets the next one as a delta.
-  cluster::membership_view sent_view;
-  std::unordered_map<std::string, std::pair<std::uint64_t, std::uint64_t>> sent_epochs;
+  // Members the last broadcast failed to reach. The others that had an address then hold its view
+  // (`view`'s mark) and get the next one as a delta.
+  std::set<std::string, std::less<>> unsent;
   // When the heap's free pages go back to the system (master_status.cpp trim_heap): the first
   // broadcast since the last trim, and a second after the latest one.
   std::optional<std::pair<troupe::clock::time_point, troupe::clock::time_point>> trim_at;

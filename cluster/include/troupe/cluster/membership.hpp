@@ -124,9 +124,6 @@ class membership_view {
   // The sum over names of the highest incarnation seen (each restart of a node counts one), the
   // node named `except` left out.
   std::uint64_t restarts(std::string_view except = {}) const noexcept;
-  // This view without its incarnation history: epoch, limits and members, a base to diff against
-  // (the master's record of the view it last sent) that costs no map entry per member.
-  membership_view without_history() const;
   // The lowest index i such that node_name(role, i) is not a member (for ps and worker).
   std::size_t free_index(node_role role) const noexcept;
 
@@ -147,6 +144,19 @@ class membership_view {
   // New min/max (troupe scale). Errors: invalid_spec (min > max, max == 0).
   expected<void> set_limits(worker_limits limits);
 
+  // Change tracking, the master's base for deltas. mark() makes this epoch the base: from then on
+  // each mutator (add_launching, join, begin_leave, remove) keeps the member it changes as it was
+  // at the mark, the first time it changes it. The base costs a copy of the changed members only.
+  void mark();
+  std::uint64_t mark_epoch() const noexcept { return mark_epoch_; }  // 0: never marked
+  // The member of this name as it was at the mark (nullptr: none then); the current one when it
+  // has not changed since.
+  const member* at_mark(std::string_view name) const noexcept;
+  // diff(the view at the mark, this view), from the changed members alone.
+  view_diff diff_since_mark() const;
+  // Whether worker_ring() has other ranks than it had at the mark.
+  bool ring_changed_since_mark() const noexcept;
+
   ring worker_ring() const;
   // Alive workers to ask to leave so that `target` alive workers remain: the last in ring order.
   std::vector<node_id> surplus_workers(std::size_t target) const;
@@ -161,13 +171,20 @@ class membership_view {
  private:
   member* find_mutable(std::string_view name) noexcept;
   void insert_sorted(member m);
+  void erase(const member* m);
+  // The highest incarnation seen of this name (nullopt: never seen).
+  std::optional<std::uint64_t> highest(std::string_view name) const noexcept;
   expected<void> check_new_incarnation(const node_id& id) const;
-  void bump(const node_id& id);
+  void note(std::string_view name);  // before a mutator changes the member of this name
 
   std::uint64_t epoch_ = 0;
   worker_limits limits_;
   std::vector<member> members_;
-  std::map<std::string, std::uint64_t, std::less<>> highest_incarnation_;
+  // The highest incarnation seen of names that are no members now (they left or died). A member's
+  // own incarnation is the highest of its name, so the view keeps no entry per member.
+  std::map<std::string, std::uint64_t, std::less<>> departed_;
+  std::uint64_t mark_epoch_ = 0;
+  std::map<std::string, std::optional<member>, std::less<>> at_mark_;  // changed since the mark
 };
 
 }  // namespace troupe::cluster

@@ -30,6 +30,11 @@ outbound membership(const cluster::membership_view& v, const std::string& reason
 outbound membership_delta(const cluster::membership_view& from, const cluster::membership_view& to,
                           const std::string& reason, std::uint64_t ring_epoch,
                           std::uint64_t master_incarnation);
+// The same from the diff of the view of epoch `base_epoch` to `to` (the master's record of the
+// changes since its last broadcast, membership_view::diff_since_mark()).
+outbound membership_delta(cluster::view_diff d, std::uint64_t base_epoch, const cluster::membership_view& to,
+                          const std::string& reason, std::uint64_t ring_epoch,
+                          std::uint64_t master_incarnation);
 struct membership_msg {
   cluster::membership_view view;  // a whole view; for a delta, empty until expanded (expand_delta)
   std::string reason;
