@@ -278,6 +278,12 @@ void membership_view::mark() {
   at_mark_.clear();
 }
 
+const member* membership_view::at_mark(const member& now) const noexcept {
+  if (at_mark_.empty()) return &now;
+  if (auto it = at_mark_.find(now.id.name); it != at_mark_.end()) return it->second ? &*it->second : nullptr;
+  return &now;
+}
+
 const member* membership_view::at_mark(std::string_view name) const noexcept {
   if (auto it = at_mark_.find(name); it != at_mark_.end()) return it->second ? &*it->second : nullptr;
   return find(name);

@@ -210,6 +210,7 @@ TEST(membership, restarts_sum_the_highest_incarnations_and_the_diff_since_a_mark
   EXPECT_EQ(v.at_mark("worker-1")->state, member_state::alive);
   EXPECT_EQ(v.at_mark("worker-2"), nullptr);
   EXPECT_EQ(v.at_mark("ps-0"), v.find("ps-0"));
+  for (const auto& m : v.members()) EXPECT_EQ(v.at_mark(m), v.at_mark(m.id.name)) << m.id.to_string();
   // A view built from changes (a worker's) tracks nothing; a new mark starts from empty.
   auto w = v.with_changes(v.epoch() + 1, {}, {});
   ASSERT_TRUE(w);

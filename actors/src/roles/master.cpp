@@ -62,7 +62,7 @@ void send_views(master_actor* self, const std::string& reason) {
   for (const auto& m : st.view.members()) {
     if (m.address.empty() || m.id.name == "master") continue;
     // Sent the last broadcast: this incarnation was a member with an address then, and reached.
-    const auto* was = deltas ? st.view.at_mark(m.id.name) : nullptr;
+    const auto* was = deltas ? st.view.at_mark(m) : nullptr;
     const bool as_delta = was && was->id == m.id && !was->address.empty() && !st.unsent.contains(m.id.name);
     auto& proto = as_delta ? delta : whole;
     if (!proto)

@@ -152,6 +152,8 @@ class membership_view {
   // The member of this name as it was at the mark (nullptr: none then); the current one when it
   // has not changed since.
   const member* at_mark(std::string_view name) const noexcept;
+  // The same for `now`, one of members(): no lookup of its name among the members.
+  const member* at_mark(const member& now) const noexcept;
   // diff(the view at the mark, this view), from the changed members alone.
   view_diff diff_since_mark() const;
   // Whether worker_ring() has other ranks than it had at the mark.
