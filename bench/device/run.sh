@@ -12,7 +12,7 @@
 # Fashion-MNIST; the stripped binaries as build/release), find the device's cuBLAS and NCCL, and
 # give the test binaries the absolute paths they were built with (/work/main).
 # --only a,b: run only those steps (info gpu_tests nccl gpu_bench allreduce recovery deepfm
-# torch_gpu control).
+# torch_gpu control checkpoint).
 # Exits 1 when a step failed (its rc in OUT/steps.jsonl). TROUPE_BUILD_DIR: another build than
 # build/release (not with --unpack).
 # Usage: bench/device/run.sh [--unpack] [--only STEPS] OUT
@@ -189,8 +189,27 @@ control() {
   done
 }
 
+# A PS shard checkpointing every second while one client pulls and pushes (issue 29 part 2), with
+# cores to spare: checkpoint slices over 1 ms (wall and CPU), pull/push latency inside and outside
+# checkpoints, and the machine's own stalls.
+checkpoint() {
+  local r
+  for r in 1 2; do
+    "$build/bench/ps/ps_bench" --loopback --seconds 10 --checkpoint-ms 1000 --full-every 3 \
+      >"$out/checkpoint_$r.json" || return 1
+    python3 -c 'import json, sys
+d = json.load(open(sys.argv[1])); c = d["checkpoints"]; l = d["latency_by_phase"]
+row = {"bench": "checkpoint", "rows_per_s": d["rows_per_s"], "stall_max_ms": d["machine_stalls"]["unit_max_ms"]}
+row.update({k + "_" + f: c[k][f] for k in ("full", "incremental")
+            for f in ("slices", "slices_over_1ms", "slices_over_1ms_cpu", "longest_slice_ms_max")})
+row.update({ph + "_" + op + "_max_ms": l[ph][op]["max_ms"] for ph in ("full", "incremental", "outside")
+            for op in ("pull", "push")})
+print(json.dumps(row))' "$out/checkpoint_$r.json" | tee -a "$out/results.jsonl"
+  done
+}
+
 export out build py
-export -f info gpu_tests nccl gpu_bench allreduce recovery deepfm torch_gpu control
+export -f info gpu_tests nccl gpu_bench allreduce recovery deepfm torch_gpu control checkpoint
 step info 30 info
 step gpu_tests 180 gpu_tests
 step nccl 180 nccl
@@ -200,6 +219,7 @@ step recovery 80 recovery
 step deepfm 100 deepfm
 step torch_gpu 240 torch_gpu
 step control 120 control
+step checkpoint 60 checkpoint
 
 {
   echo "device run: $(($(date +%s) - t_start)) s"
