@@ -279,14 +279,8 @@ void membership_view::mark() {
 }
 
 const member* membership_view::at_mark(const member& now) const noexcept {
-  if (at_mark_.empty()) return &now;
   if (auto it = at_mark_.find(now.id.name); it != at_mark_.end()) return it->second ? &*it->second : nullptr;
   return &now;
-}
-
-const member* membership_view::at_mark(std::string_view name) const noexcept {
-  if (auto it = at_mark_.find(name); it != at_mark_.end()) return it->second ? &*it->second : nullptr;
-  return find(name);
 }
 
 view_diff membership_view::diff_since_mark() const {

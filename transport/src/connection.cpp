@@ -138,11 +138,7 @@ expected<void> connection::push(out_frame&& f, std::chrono::milliseconds wait) {
                              "to " + peer_.name + " (" + std::to_string(queued_) + " bytes queued)");
   }
   if (closed_) return make_unexpected(transport_errc::closed, "connection to " + remote_);
-  queued_ += f.bytes;
-  params_->stats->queued_bytes += static_cast<std::int64_t>(f.bytes);
-  queue_.push_back(std::move(f));
-  if (write_active_) return {};
-  write_active_ = true;
+  if (!queue_locked(std::move(f))) return {};
   lk.unlock();
   if (on_io_thread()) {
     do_write();
@@ -150,6 +146,22 @@ expected<void> connection::push(out_frame&& f, std::chrono::milliseconds wait) {
     asio::post(socket_.get_executor(), [self = shared_from_this()] { self->do_write(); });
   }
   return {};
+}
+
+bool connection::queue_locked(out_frame&& f) {
+  queued_ += f.bytes;
+  params_->stats->queued_bytes += static_cast<std::int64_t>(f.bytes);
+  queue_.push_back(std::move(f));
+  if (write_active_) return false;
+  write_active_ = true;
+  return true;
+}
+
+template <class Fn>
+void connection::for_each_buffer(const out_frame& f, Fn&& fn) {
+  if (!f.builder) return fn(asio::const_buffer(f.raw.data(), f.raw.size()));
+  fn(asio::const_buffer(f.table.data(), f.table.size() * 4));
+  for (auto seg : f.builder->getSegmentsForOutput()) fn(asio::const_buffer(seg.begin(), seg.size() * 8));
 }
 
 // Writes every queued frame with one gather write: segment tables and builder segments in place.
@@ -171,14 +183,7 @@ void connection::do_write() {
   }
   std::vector<asio::const_buffer> bufs;
   bufs.reserve(batch.size() * 3);
-  for (auto& f : batch) {
-    if (!f.builder) {
-      bufs.emplace_back(f.raw.data(), f.raw.size());
-      continue;
-    }
-    bufs.emplace_back(f.table.data(), f.table.size() * 4);
-    for (auto seg : f.builder->getSegmentsForOutput()) bufs.emplace_back(seg.begin(), seg.size() * 8);
-  }
+  for (auto& f : batch) for_each_buffer(f, [&](asio::const_buffer b) { bufs.push_back(b); });
   // Moving the batch into the handler keeps its frames (and the buffers above) where they are.
   asio::async_write(
       socket_, bufs,
@@ -356,14 +361,18 @@ void connection::tick(steady::time_point now) {
 
 bool connection::write_now(out_frame& f) {
   std::unique_lock lk(mu_);
-  if (closed_ || write_active_ || !queue_.empty() || !f.builder) return false;
-  const auto segs = f.builder->getSegmentsForOutput();
-  std::array<asio::const_buffer, 4> bufs;
-  if (segs.size() + 1 > bufs.size()) return false;
-  bufs[0] = asio::const_buffer(f.table.data(), f.table.size() * 4);
-  for (std::size_t i = 0; i < segs.size(); ++i)
-    bufs[i + 1] = asio::const_buffer(segs[i].begin(), segs[i].size() * 8);
-  const std::span<const asio::const_buffer> used(bufs.data(), segs.size() + 1);
+  if (closed_ || write_active_ || !queue_.empty()) return false;
+  std::array<asio::const_buffer, 4> bufs;  // a heartbeat's table and its one segment
+  std::size_t count = 0;
+  bool fits = true;
+  for_each_buffer(f, [&](asio::const_buffer b) {
+    if (count < bufs.size())
+      bufs[count++] = b;
+    else
+      fits = false;
+  });
+  if (!fits) return false;
+  const std::span<const asio::const_buffer> used(bufs.data(), count);
   boost::system::error_code ec;
   std::size_t n = 0;
   if (params_->direct_write_limit >= f.bytes) {
@@ -393,10 +402,7 @@ bool connection::write_now(out_frame& f) {
     skip -= k;
   }
   rest.bytes = rest.raw.size();
-  queued_ += rest.bytes;
-  params_->stats->queued_bytes += static_cast<std::int64_t>(rest.bytes);
-  queue_.push_back(std::move(rest));
-  write_active_ = true;
+  (void)queue_locked(std::move(rest));  // starts the write: none was active
   lk.unlock();
   do_write();
   return true;

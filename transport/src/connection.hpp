@@ -115,7 +115,12 @@ class connection : public std::enable_shared_from_this<connection> {
     std::size_t bytes = 0;
   };
   static out_frame make_frame(outbound&& m);
+  // Calls fn with each buffer of f's bytes on the wire, in order (raw bytes, or table and segments).
+  template <class Fn>
+  static void for_each_buffer(const out_frame& f, Fn&& fn);
   expected<void> push(out_frame&& f, std::chrono::milliseconds wait);
+  // Appends f to the queue (mu_ held). True when no write was active: the caller starts one.
+  bool queue_locked(out_frame&& f);
   void do_write();
   // `batch` is what the write took from the queue: its write operation holds it, not the
   // connection, so an idle connection keeps no batch.

@@ -112,7 +112,7 @@ void endpoint::impl::shutdown_all() {
   for (auto& [id, d] : dials)
     if (d.waiter) d.waiter(make_unexpected(transport_errc::closed, "endpoint shut down"));
   dials.clear();
-  if (sweep_timer) sweep_timer->cancel();
+  sweep_timer.cancel();
   auto copy = all;
   for (auto& c : copy) c->close("endpoint shut down");
   for (auto* w : {&refused_warning, &frame_warning, &accept_warning}) w->flush();
@@ -229,7 +229,6 @@ void endpoint::impl::add(const conn_ptr& c) {
   c->slot = static_cast<std::uint32_t>(all.size());
   all.push_back(c);
   c->start();
-  if (!sweep_timer) sweep_timer = std::make_unique<asio::steady_timer>(io);
   if (!sweeping) arm_sweep();
 }
 
@@ -246,8 +245,8 @@ void endpoint::impl::arm_sweep() {
   auto tick = std::min(cfg.heartbeat_interval, cfg.heartbeat_timeout / 4);
   if (tick.count() < 1) tick = std::chrono::milliseconds(1);
   sweeping = true;
-  sweep_timer->expires_after(tick);
-  sweep_timer->async_wait([this](const boost::system::error_code& ec) {
+  sweep_timer.expires_after(tick);
+  sweep_timer.async_wait([this](const boost::system::error_code& ec) {
     sweeping = false;
     if (ec || stopping) return;
     // A tick may close its connection (on_closed erases it from `all`) or, through the owner's

@@ -114,7 +114,7 @@ struct endpoint::impl final : detail::connection_owner {
 
   std::vector<std::unique_ptr<detail::tcp::acceptor>> acceptors;  // (io)
   std::vector<conn_ptr> all;  // (io) every connection, at its `slot`; 16 bytes each, not a set's 48
-  std::unique_ptr<detail::asio::steady_timer> sweep_timer;              // (io) heartbeats of all
+  detail::asio::steady_timer sweep_timer{io};                           // (io) heartbeats of all
   bool sweeping = false;                                                // (io) sweep_timer armed
   std::map<std::uint64_t, dial> dials;                                  // (io)
   std::map<std::uint64_t, local_watch> watches;                         // (io)

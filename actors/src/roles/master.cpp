@@ -44,7 +44,7 @@ bool send_view(master_actor* self, const node_id& id, outbound&& o) {
     st.unsent.insert(id.name);
     return false;
   }
-  if (auto it = st.unsent.find(id.name); it != st.unsent.end()) st.unsent.erase(it);
+  st.unsent.erase(id.name);
   return true;
 }
 

@@ -149,10 +149,8 @@ class membership_view {
   // at the mark, the first time it changes it. The base costs a copy of the changed members only.
   void mark();
   std::uint64_t mark_epoch() const noexcept { return mark_epoch_; }  // 0: never marked
-  // The member of this name as it was at the mark (nullptr: none then); the current one when it
-  // has not changed since.
-  const member* at_mark(std::string_view name) const noexcept;
-  // The same for `now`, one of members(): no lookup of its name among the members.
+  // The member `now` (one of members()) as its name's member was at the mark (nullptr: none
+  // then); `now` itself when it has not changed since.
   const member* at_mark(const member& now) const noexcept;
   // diff(the view at the mark, this view), from the changed members alone.
   view_diff diff_since_mark() const;
