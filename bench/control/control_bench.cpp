@@ -85,10 +85,12 @@ std::uint16_t free_port() {
   return a.local_endpoint().port();
 }
 
-// CPU seconds (user + system) and resident KiB of a process, from /proc.
+// CPU seconds (user + system) and resident KiB of a process, from /proc: all of it, and the
+// anonymous part alone (the heap, stacks: what grows per worker), without the file-backed pages of
+// the binary and its libraries, which vary from run to run with the code paths touched.
 struct proc_sample {
   double cpu_s = 0;
-  long rss_kib = 0;
+  long rss_kib = 0, rss_anon_kib = 0;
 };
 proc_sample sample(pid_t pid) {
   proc_sample s;
@@ -107,7 +109,10 @@ proc_sample sample(pid_t pid) {
   }
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmRSS:", 0) == 0) s.rss_kib = std::atol(line.c_str() + 6);
+    if (line.rfind("VmRSS:", 0) == 0)
+      s.rss_kib = std::atol(line.c_str() + 6);
+    else if (line.rfind("RssAnon:", 0) == 0)
+      s.rss_anon_kib = std::atol(line.c_str() + 8);
   return s;
 }
 
@@ -424,6 +429,8 @@ json run_troupe(const options& o) {
   auto [bytes1, frames1] = traffic();
   out["master_rss_kib_before_join"] = before_join.rss_kib;
   out["master_rss_kib_idle"] = idle1.rss_kib;
+  out["master_rss_anon_kib_before_join"] = before_join.rss_anon_kib;
+  out["master_rss_anon_kib_idle"] = idle1.rss_anon_kib;
   out["master_rss_bytes_per_worker"] =
       static_cast<double>(idle1.rss_kib - before_join.rss_kib) * 1024 / static_cast<double>(o.workers);
   out["master_idle_cpu_frac"] = (idle1.cpu_s - idle0.cpu_s) / idle_s;

@@ -7,6 +7,10 @@
 
 namespace troupe::cluster {
 
+#if defined(__GLIBCXX__) && defined(__x86_64__)
+static_assert(sizeof(member) <= 112);  // a master's view holds one per member: keep the small fields together
+#endif
+
 std::string_view to_string(node_role r) noexcept {
   switch (r) {
     case node_role::master:

@@ -23,7 +23,8 @@ expected<void> membership_view::add_launching(const node_id& id, node_role role)
   if (role == node_role::worker && worker_slots() >= limits_.max)
     return limit_error(id, "no worker slot left", limits_);
   note(id.name);
-  insert_sorted(member{id, role, "", member_state::launching, 0, ""});
+  insert_sorted(member{
+      .id = id, .role = role, .state = member_state::launching, .pid = 0, .address = "", .ring_address = ""});
   ++epoch_;
   return {};
 }

@@ -8,7 +8,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,6 +17,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "handshake.hpp"
+#include "troupe/core/small_mutex.hpp"
 #include "troupe/transport/errc.hpp"
 #include "troupe/transport/frame.hpp"
 #include "troupe/transport/message.hpp"
@@ -103,6 +103,12 @@ class connection : public std::enable_shared_from_this<connection> {
   // Owner bookkeeping (io thread only).
   bool superseded = false;  // a duplicate of another open connection: closing it is no peer-down
   bool opened = false;
+
+ private:  // two of the small fields below, in the gap before `slot` (sizeof is checked in connection.cpp)
+  bool closed_ = false;        // under mu_
+  bool write_active_ = false;  // under mu_: a write is posted or in flight
+
+ public:
   std::uint32_t slot = 0;  // its index in the owner's list of connections
   std::uint64_t dial_id = 0;
 
@@ -163,18 +169,17 @@ class connection : public std::enable_shared_from_this<connection> {
   std::unique_ptr<handshake_state> hs_;
   steady::time_point last_rx_, last_hb_;
 
-  mutable std::mutex mu_;  // guards the queue state below
   // A vector, not a deque: an idle connection holds no block (a deque keeps 576 bytes even empty).
   // do_write hands it whole to the write when it fits one batch.
   std::vector<out_frame> queue_;
   std::size_t queued_ = 0;
-  // The small fields together (a master keeps one connection per member).
+  // The small fields together (a master keeps one connection per member; the queue state above,
+  // closed_ and write_active_ are under mu_, 4 bytes where std::mutex takes 40).
+  mutable small_mutex mu_;
   std::uint32_t hb_seq_ = 0;
   transport_errc close_code_ = transport_errc::closed;
   std::atomic<phase> phase_{phase::handshake};
   const bool dialled_;
-  bool closed_ = false;          // under mu_
-  bool write_active_ = false;    // under mu_: a write is posted or in flight
   bool read_slot_used_ = false;  // (io thread)
   // The pending wait for the socket to be readable lives here (slot_allocator), not on the heap.
   alignas(std::max_align_t) std::byte read_slot_[80];

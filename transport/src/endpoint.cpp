@@ -249,11 +249,16 @@ void endpoint::impl::arm_sweep() {
   sweep_timer.async_wait([this](const boost::system::error_code& ec) {
     sweeping = false;
     if (ec || stopping) return;
-    // A tick may close its connection (on_closed erases it from `all`) or, through the owner's
-    // callbacks, others: the sweep walks a copy.
+    // A tick may close its connection or, through the owner's callbacks, others; on_closed takes
+    // each out of `all` by moving the last into its place, and new ones go at the end. Walked from
+    // the end, no connection is missed (one moved from behind may get a second tick, which finds
+    // nothing due), and no copy of the list is made per tick; each is held while it ticks.
     const auto now = detail::steady::now();
-    const auto conns = all;
-    for (auto& c : conns) c->tick(now);
+    for (std::size_t i = all.size(); i-- > 0;) {
+      if (i >= all.size()) continue;
+      const auto c = all[i];
+      c->tick(now);
+    }
     if (!all.empty()) arm_sweep();
   });
 }

@@ -1,6 +1,8 @@
 #include "troupe/transport/frame.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "troupe/transport/errc.hpp"
@@ -16,7 +18,15 @@ std::uint32_t load_u32(const std::byte* p) {
 }
 }  // namespace
 
-frame_reader::frame_reader(frame_limits limits) : limits_(limits) {}
+frame_reader::frame_reader(frame_limits limits) {
+  set_limits(limits);
+}
+
+void frame_reader::set_limits(const frame_limits& limits) {
+  constexpr std::size_t cap = std::numeric_limits<std::uint32_t>::max();
+  max_segments_ = limits.max_segments;
+  max_frame_bytes_ = static_cast<std::uint32_t>(std::min(limits.max_frame_bytes, cap));
+}
 
 std::byte* frame_reader::staging() {
   if (!staging_) staging_ = std::make_unique_for_overwrite<std::uint64_t[]>(staging_bytes / 8);
@@ -51,7 +61,7 @@ std::span<std::byte> frame_reader::prepare() {
 
 expected<void> frame_reader::commit(std::size_t n, const std::function<void(frame&&)>& sink) {
   if (last_direct_) {
-    filled_ += n;
+    filled_ += static_cast<std::uint32_t>(n);
     if (filled_ == current_.size_bytes()) {
       frame done = std::move(current_);
       current_ = frame{};
@@ -60,20 +70,20 @@ expected<void> frame_reader::commit(std::size_t n, const std::function<void(fram
     }
     return {};
   }
-  end_ += n;
+  end_ += static_cast<std::uint32_t>(n);
   auto used = parse(staging() + begin_, end_ - begin_, sink);
   if (!used) return std::move(used).err();
-  begin_ += *used;
+  begin_ += static_cast<std::uint32_t>(*used);
   return {};
 }
 
 expected<bool> frame_reader::start_frame(const std::byte* base, std::size_t avail) {
   if (avail < 8) return false;
   const std::uint64_t segments = std::uint64_t(load_u32(base)) + 1;
-  if (segments > limits_.max_segments)
-    return make_unexpected(transport_errc::malformed_frame, "bad segment count " + std::to_string(segments) +
-                                                                " (limit " +
-                                                                std::to_string(limits_.max_segments) + ")");
+  if (segments > max_segments_)
+    return make_unexpected(
+        transport_errc::malformed_frame,
+        "bad segment count " + std::to_string(segments) + " (limit " + std::to_string(max_segments_) + ")");
   const std::size_t table_words = (segments + 2) / 2;  // (1 + segments) u32s, padded to 8 bytes
   if (avail < table_words * 8) return false;
   std::uint64_t body_words = 0;
@@ -83,10 +93,10 @@ expected<bool> frame_reader::start_frame(const std::byte* base, std::size_t avai
     body_words += w;
   }
   const std::uint64_t total = (table_words + body_words) * 8;
-  if (total > limits_.max_frame_bytes)
-    return make_unexpected(transport_errc::frame_too_large,
-                           "frame of " + std::to_string(total) + " bytes (limit " +
-                               std::to_string(limits_.max_frame_bytes) + ")");
+  if (total > max_frame_bytes_)
+    return make_unexpected(
+        transport_errc::frame_too_large,
+        "frame of " + std::to_string(total) + " bytes (limit " + std::to_string(max_frame_bytes_) + ")");
   current_.word_count = table_words + body_words;
   current_.words = std::make_unique_for_overwrite<std::uint64_t[]>(current_.word_count);
   filled_ = 0;
@@ -105,7 +115,7 @@ expected<std::size_t> frame_reader::parse(const std::byte* p, std::size_t n,
     std::size_t take = std::min(n - pos, current_.size_bytes() - filled_);
     std::memcpy(reinterpret_cast<std::byte*>(current_.words.get()) + filled_, p + pos, take);
     pos += take;
-    filled_ += take;
+    filled_ += static_cast<std::uint32_t>(take);
     if (filled_ < current_.size_bytes()) return pos;
     frame done = std::move(current_);
     current_ = frame{};
@@ -136,7 +146,7 @@ expected<void> frame_reader::consume(std::span<const std::byte> data,
     if (!data.empty()) {
       std::memcpy(staging(), data.data(), data.size());
       begin_ = 0;
-      end_ = data.size();
+      end_ = static_cast<std::uint32_t>(data.size());
     }
   }
   if (begin_ == end_) {

@@ -28,26 +28,27 @@
 
 namespace troupe::cluster {
 
-enum class node_role { master, dispenser, ps, worker };
+enum class node_role : std::uint8_t { master, dispenser, ps, worker };
 std::string_view to_string(node_role r) noexcept;
 // "master", "dispenser", "ps", "worker"; the error names the bad text and the choices.
 expected<node_role> parse_role(std::string_view text);
 // The conventional node name of a role: "master", "dispenser", "ps-<index>", "worker-<index>".
 std::string node_name(node_role r, std::size_t index);
 
-enum class member_state {
+enum class member_state : std::uint8_t {
   launching,  // started by the master, not yet joined: holds a worker slot, has no address yet
   alive,      // joined; takes part in rings and task dispensing
   leaving,    // asked to leave (scale down): finishes or returns its task, then is removed
 };
 std::string_view to_string(member_state s) noexcept;
 
+// The small fields together: a master's view holds one per member (112 bytes, not 120).
 struct member {
   node_id id;
   node_role role = node_role::worker;
-  std::string address;  // "host:port" of its transport endpoint; empty while launching
   member_state state = member_state::launching;
-  int pid = 0;  // process id, for same-machine peers (0: unknown)
+  int pid = 0;          // process id, for same-machine peers (0: unknown)
+  std::string address;  // "host:port" of its transport endpoint; empty while launching
   // A worker's ring listener "host:port", dialled by its previous rank on another host; empty: none.
   std::string ring_address;
   bool operator==(const member&) const = default;

@@ -32,7 +32,7 @@ class frame_reader {
 
   explicit frame_reader(frame_limits limits);
   // Limits for frames whose segment table has not been read yet (tightened during a handshake).
-  void set_limits(const frame_limits& limits) { limits_ = limits; }
+  void set_limits(const frame_limits& limits);
 
   // Where the next bytes from the stream should be written; never empty.
   std::span<std::byte> prepare();
@@ -61,14 +61,16 @@ class frame_reader {
   // Parses the segment table at p (n bytes available) and allocates the frame: false if incomplete.
   expected<bool> start_frame(const std::byte* p, std::size_t n);
   std::byte* staging();  // allocated on first use
-  frame_limits limits_;
+  // A connection holds a reader (a master: one per member), so its fields are small: of the
+  // limits only the two it checks, the frame size capped at 4 GiB (the configuration allows 2 GiB).
+  std::uint32_t max_segments_ = 0, max_frame_bytes_ = 0;
   // 64 KB for prepare()/commit() and feed(), allocated on first use and not zeroed (only the bytes
   // received are written); through consume() it holds only an incomplete segment table and is
   // freed once empty.
   std::unique_ptr<std::uint64_t[]> staging_;
-  std::size_t begin_ = 0, end_ = 0;  // valid bytes in staging_
-  frame current_;                    // frame being assembled, words == nullptr when none
-  std::size_t filled_ = 0;           // bytes of current_ already written
+  std::uint32_t begin_ = 0, end_ = 0;  // valid bytes in staging_
+  frame current_;                      // frame being assembled, words == nullptr when none
+  std::uint32_t filled_ = 0;           // bytes of current_ already written (< max_frame_bytes_)
   bool last_direct_ = false;
 };
 
