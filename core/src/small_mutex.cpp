@@ -12,8 +12,8 @@ static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
 void futex(std::atomic<std::uint32_t>& word, int op, std::uint32_t value) noexcept {
   // The futex word is the atomic's own 4 bytes; a wait returns at once (EAGAIN) when the word no
   // longer holds `value`, and spuriously at any time: the caller loops.
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), op | FUTEX_PRIVATE_FLAG, value, nullptr, nullptr,
-            0);
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), op | FUTEX_PRIVATE_FLAG, value, nullptr,
+            nullptr, 0);
 }
 }  // namespace
 
@@ -27,6 +27,8 @@ void small_mutex::contended(std::uint32_t seen) noexcept {
   }
 }
 
-void small_mutex::wake() noexcept { futex(state_, FUTEX_WAKE, 1); }
+void small_mutex::wake() noexcept {
+  futex(state_, FUTEX_WAKE, 1);
+}
 
 }  // namespace troupe

@@ -31,8 +31,8 @@ class small_mutex {
 
  private:
   static constexpr std::uint32_t unlocked = 0, locked = 1, waiting = 2;  // 2: locked, maybe sleepers
-  void contended(std::uint32_t seen) noexcept;  // sleeps until it holds the lock
-  void wake() noexcept;                         // wakes one sleeper
+  void contended(std::uint32_t seen) noexcept;                           // sleeps until it holds the lock
+  void wake() noexcept;                                                  // wakes one sleeper
   std::atomic<std::uint32_t> state_{unlocked};
 };
 
