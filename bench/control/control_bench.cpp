@@ -41,6 +41,7 @@
 #include <nlohmann/json.hpp>
 
 #include "etcd_queue.hpp"
+#include "troupe/cluster/bootstrap.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/transport/endpoint.hpp"
@@ -116,10 +117,13 @@ proc_sample sample(pid_t pid) {
   return s;
 }
 
-pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {
+// Forks argv with stdout and stderr into `log`, with `env` added to the environment.
+pid_t spawn(const std::vector<std::string>& argv, const std::string& log,
+            const std::vector<std::pair<std::string, std::string>>& env = {}) {
   pid_t pid = ::fork();
   if (pid == 0) {
     ::setenv("TROUPE_NODE", "1", 1);  // run until SIGTERM, as under the runner
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
     std::FILE* f = std::freopen(log.c_str(), "w", stdout);
     if (f) ::dup2(::fileno(stdout), 2);
     std::vector<char*> a;
@@ -350,7 +354,8 @@ json run_troupe(const options& o) {
   std::string addr = "127.0.0.1:" + std::to_string(port);
   pid_t master = spawn({o.troupe, "node", "--job-dir", jd->path(), "--role", "master", "--listen", addr,
                         "--train", root + "/train", "--test", root + "/test"},
-                       root + "/master.log");
+                       root + "/master.log",
+                       cluster::node_environment(cluster::node_role::master, std::getenv("GLIBC_TUNABLES")));
   transport_config cfg;
   cfg.token = token;
   cfg.reconnect_attempts = 0;

@@ -1,5 +1,7 @@
 #include "troupe/cluster/bootstrap.hpp"
 
+#include <cstdlib>
+
 #include "troupe/cluster/errc.hpp"
 #include "troupe/cluster/process.hpp"
 
@@ -47,11 +49,18 @@ std::vector<std::string> node_argv(const node_args& a) {
   return argv;
 }
 
+std::vector<std::pair<std::string, std::string>> node_environment(node_role role, const char* inherited) {
+  if (role != node_role::master) return {};
+  std::string tunables = inherited && *inherited ? std::string(inherited) + ":" : std::string();
+  return {{"GLIBC_TUNABLES", tunables + "glibc.malloc.tcache_count=0"}};
+}
+
 node_spec node_launch_spec(const node_args& a, const job_dir& dir, resources need) {
   node_spec s;
   s.id = a.id();
   s.argv = node_argv(a);
   s.env = {{"TROUPE_NODE", s.id.to_string()}};
+  for (auto& kv : node_environment(a.role, std::getenv("GLIBC_TUNABLES"))) s.env.push_back(std::move(kv));
   s.log_file = dir.log_path(s.id.name);
   s.need = need;
   return s;

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "test_util.hpp"
 #include "troupe/cluster/bootstrap.hpp"
 #include "troupe/cluster/errc.hpp"
@@ -73,6 +75,30 @@ TEST(node_bootstrap, launch_spec_logs_into_the_job_dir) {
   EXPECT_EQ(spec.need.cpus, 1);
   ASSERT_EQ(spec.env.size(), 1u);
   EXPECT_EQ(spec.env[0].second, "worker-3#2");
+}
+
+TEST(node_bootstrap, the_master_starts_without_per_thread_malloc_caches) {
+  testing::temp_dir root;
+  auto dir = job_dir::create(root.str(), "job-1", "");
+  ASSERT_TRUE(dir);
+  auto m = worker3();
+  m.role = node_role::master;
+  m.index = 0;
+  auto spec = node_launch_spec(m, *dir);
+  const std::pair<std::string, std::string> tunables{"GLIBC_TUNABLES", "glibc.malloc.tcache_count=0"};
+  if (const char* own = std::getenv("GLIBC_TUNABLES"); own && *own)
+    EXPECT_EQ(spec.env.back().second, std::string(own) + ":glibc.malloc.tcache_count=0");
+  else
+    EXPECT_EQ(spec.env.back(), tunables);
+  EXPECT_EQ(spec.env.front().first, "TROUPE_NODE");
+  // What the runner's own GLIBC_TUNABLES sets is kept, ours comes after it (the last setting of a
+  // tunable wins).
+  EXPECT_EQ(node_environment(node_role::master, "glibc.malloc.check=3"),
+            (std::vector<std::pair<std::string, std::string>>{
+                {"GLIBC_TUNABLES", "glibc.malloc.check=3:glibc.malloc.tcache_count=0"}}));
+  EXPECT_EQ(node_environment(node_role::master, ""), (std::vector{tunables}));
+  EXPECT_TRUE(node_environment(node_role::worker, nullptr).empty());
+  EXPECT_TRUE(node_environment(node_role::ps, "glibc.malloc.check=3").empty());
 }
 
 TEST(node_bootstrap, nodes_file_from_the_launched_nodes) {
