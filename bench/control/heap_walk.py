@@ -5,9 +5,9 @@ Reads the page map first (which pages are resident), then the heap's bytes throu
 and walks its chunks (glibc's layout: a chunk's size in the word before its data, whether it is in
 use in the next chunk's PREV_INUSE bit). Prints the resident pages by how full of chunks in use
 they are, the free bytes on resident pages, and on the nearly empty resident pages the chunks that
-look in use but carry the tcache key in their second word (freed into a thread's cache: what
-pinned a join storm's pages in the master, docs/benchmarks.md "The master's memory per worker, a
-sixth time"). Root, or the process's owner with ptrace rights; the process keeps running, so a
+look in use but carry the tcache key in their second word (freed into a thread's cache; with the
+caches on, most of those on the master's sparse pages after a join storm: docs/benchmarks.md "The
+master's memory per worker, a sixth time"). Root, or the process's owner with ptrace rights; the process keeps running, so a
 busy one gives a blurred picture. Reading the heap maps its untouched pages: run it once per
 process state."""
 import collections
@@ -33,13 +33,13 @@ def main(pid):
     with open(f"/proc/{pid}/mem", "rb") as mem:
         mem.seek(start)
         data = mem.read(end - start)
-    chunks, a = [], 0
-    while a + 16 <= len(data):
-        size = struct.unpack_from("<Q", data, a + 8)[0] & ~7
-        if size < 16 or a + size > len(data):
+    chunks, walked = [], 0
+    while walked + 16 <= len(data):
+        size = struct.unpack_from("<Q", data, walked + 8)[0] & ~7
+        if size < 16 or walked + size > len(data):
             break
-        chunks.append((a, size))
-        a += size
+        chunks.append((walked, size))
+        walked += size
     used = [0] * npages
     free = [0] * npages
     in_use = []
@@ -52,7 +52,7 @@ def main(pid):
             (used if busy else free)[p // PAGE] += e - p
             p = e
     resident = [i for i in range(npages) if present[i]]
-    print(f"heap {len(data) >> 10} KiB, {len(chunks)} chunks walked over {a >> 10} KiB; resident "
+    print(f"heap {len(data) >> 10} KiB, {len(chunks)} chunks walked over {walked >> 10} KiB; resident "
           f"{len(resident) * PAGE >> 10} KiB: in use {sum(used[i] for i in resident) >> 10} KiB, free "
           f"{sum(free[i] for i in resident) >> 10} KiB")
     tenths = collections.Counter(min(used[i] * 10 // PAGE, 10) for i in resident)
@@ -63,8 +63,8 @@ def main(pid):
     for (a, size), busy in zip(chunks, in_use):
         if busy and size < PAGE and a // PAGE in sparse and a + 32 <= len(data):
             words[struct.unpack_from("<Q", data, a + 24)[0]] += 1
-    key = words.most_common(1)[0][0] if words else None
-    cached = sum(n for w, n in words.items() if w == key and n > 1)
+    cached = words.most_common(1)[0][1] if words else 0
+    cached = cached if cached > 1 else 0  # one chunk alone is no shared key
     print(f"nearly empty resident pages: {len(sparse)} ({len(sparse) * PAGE >> 10} KiB); small chunks "
           f"on them that look in use: {sum(words.values())}, of which {cached} carry the same second "
           f"word (the tcache key: freed into a thread's cache)")
