@@ -122,6 +122,8 @@ expected<nn::eval_result> evaluate(actors::trainer_backend& b, const nn::dataset
 // "The final JSON"); `backend` names the trainer backend when one trained it (empty: nn's trainer).
 struct local_result {
   std::string backend;
+  std::string device;     // "cpu" or "gpu": the switch the trainer followed
+  std::string placement;  // the backend's (trainer_backend::placement); empty: nn's trainer
   std::uint64_t steps = 0;
   double train_loss = 0, secs = 0;
   bool binary = false;
@@ -134,7 +136,7 @@ void print_result(const nn::job_config& job, const nn::train_test& data, const l
                      {"data", job.data.source},
                      {"ok", true},
                      {"epochs", job.train.epochs},
-                     {"device", job.train.device},
+                     {"device", r.device},
                      {"steps", r.steps},
                      {"train_loss", r.train_loss},
                      {"test_rows", last.rows},
@@ -145,6 +147,7 @@ void print_result(const nn::job_config& job, const nn::train_test& data, const l
                      {"samples_per_s", r.secs > 0 ? static_cast<double>(samples) / r.secs : 0},
                      {"history", history}};
   if (!r.backend.empty()) out["backend"] = r.backend;
+  if (!r.placement.empty()) out["placement"] = r.placement;
   if (r.binary) out["test_auc"] = last.auc;
   if (data.true_auc > 0) out["true_auc"] = data.true_auc;
   std::printf("%s\n", out.dump().c_str());
@@ -157,11 +160,11 @@ int run_local_backend(const job::job_spec& spec, const nn::train_test& data) {
   auto b = actors::make_host_backend(spec, data.train.info);
   if (!b) return usage_error(b.err());
   auto& be = **b;
-  std::fprintf(
-      stderr,
-      "model %s (%s backend): %zu dense parameters, %zu embedding tables; train %zu rows, test %zu rows\n",
-      job.model.type.c_str(), std::string(be.name()).c_str(), be.parameters().size(),
-      be.embedding_tables().size(), data.train.rows, data.test.rows);
+  std::fprintf(stderr,
+               "model %s (%s backend, on %s): %zu dense parameters, %zu embedding tables; train %zu rows, "
+               "test %zu rows\n",
+               job.model.type.c_str(), std::string(be.name()).c_str(), be.placement().c_str(),
+               be.parameters().size(), be.embedding_tables().size(), data.train.rows, data.test.rows);
   const bool binary = be.output_width() == 1;
   const auto start = std::chrono::steady_clock::now();
   nlohmann::json history = nlohmann::json::array();
@@ -183,8 +186,10 @@ int run_local_backend(const job::job_spec& spec, const nn::train_test& data) {
       job, binary, one_epoch, [&] { return evaluate(be, data.test, job.train.eval_batch_size); }, history,
       last);
   if (!train_loss) return run_error(train_loss.err());
-  print_result(job, data, {std::string(be.name()), steps, *train_loss, seconds_since(start), binary}, last,
-               history);
+  print_result(job, data,
+               {std::string(be.name()), spec.job.device, be.placement(), steps, *train_loss,
+                seconds_since(start), binary},
+               last, history);
   return 0;
 }
 
@@ -226,8 +231,10 @@ int run_local(const options& o) {
   const std::uint64_t steps =
       dev ? job->train.epochs * ((data->train.rows + job->train.batch_size - 1) / job->train.batch_size)
           : (*t)->steps();
-  print_result(*job, *data, {"", steps, *train_loss, seconds_since(start), (*m)->num_classes() == 2}, last,
-               history);
+  print_result(
+      *job, *data,
+      {"", job->train.device, "", steps, *train_loss, seconds_since(start), (*m)->num_classes() == 2}, last,
+      history);
   return 0;
 }
 

@@ -63,13 +63,19 @@ if [[ $cuda != yes ]]; then
 fi
 ((rc == 0)) || fail "train --local on the GPU: $(tail -5 "$out/local-gpu.err")"
 echo "{\"bench\": \"torchscript_local\", \"device\": \"gpu\", \"result\": $gpu}"
+grep -q '"placement":"cuda:0"' <<< "$gpu" || fail "train --local with device gpu did not train on cuda:0: $gpu"
 acc_gpu=$(field "$gpu" test_accuracy)
 "$build/troupe" run "$out/mlp.toml" --set job.device=gpu --set job.root="$out/jobs" --workers 2 \
   --job-id torch-gpu --quiet > "$out/run.out" 2> "$out/run.err" || fail "troupe run on the GPU: $(tail -5 "$out/run.err")"
 job=$(tail -1 "$out/run.out")
 echo "{\"bench\": \"torchscript_job\", \"device\": \"gpu\", \"workers\": 2, \"result\": $job}"
 acc_job=$(field "$job" test_accuracy)
-grep -h "TorchScript\|GPU\|cuda" "$out"/jobs/torch-gpu/logs/worker-0.log | head -5
+# Each worker names where its module trained ("torchscript model on the torchscript backend (cuda:0)").
+for w in 0 1; do
+  grep -m1 "backend (" "$out/jobs/torch-gpu/logs/worker-$w.log"
+  grep -q "torchscript backend (cuda:0)" "$out/jobs/torch-gpu/logs/worker-$w.log" ||
+    fail "worker-$w of the GPU job did not train on cuda:0"
+done
 echo "accuracy: train --local cpu $acc_cpu, gpu $acc_gpu; troupe run, 2 workers on the GPU: $acc_job"
 for a in "$acc_gpu" "$acc_job"; do
   awk -v a="$a" -v b="$acc_cpu" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.02) }' ||

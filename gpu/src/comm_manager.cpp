@@ -1,5 +1,6 @@
 #include "troupe/gpu/comm_manager.hpp"
 
+#include <algorithm>
 #include <system_error>
 #include <utility>
 
@@ -12,7 +13,7 @@ comm_manager::comm_manager(comm_manager&& o) noexcept : opt_(o.opt_) {
 comm_manager& comm_manager::operator=(comm_manager&& o) noexcept {
   if (this == &o) return *this;
   abort();
-  o.join_reaper();
+  o.settle();
   opt_ = o.opt_;
   comm_ = std::move(o.comm_);
   epoch_ = std::exchange(o.epoch_, 0);
@@ -45,25 +46,49 @@ void comm_manager::abort() noexcept {
   if (comm_) comm_->abort();
   comm_.reset();
   epoch_ = 0;
-  join_reaper();
+  settle();
+}
+
+void comm_manager::settle() noexcept {
+  join_reapers(0);
+}
+
+std::size_t comm_manager::aborts_under_way() const noexcept {
+  std::size_t n = 0;
+  for (const auto& r : reapers_) n += r.done->load(std::memory_order_acquire) ? 0 : 1;
+  return n;
 }
 
 void comm_manager::retire(std::unique_ptr<nccl_comm> old) {
-  join_reaper();  // at most one abort under way
+  // Room for one more abort under way (at least the one this retires).
+  join_reapers(static_cast<std::size_t>(std::max(opt_.aborts_in_flight, 1)) - 1);
   if (!old) return;
-  auto job = [c = std::move(old)] {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  auto job = [c = std::move(old), done] {
     if (c) c->abort();
+    done->store(true, std::memory_order_release);
   };
   try {
-    reaper_ = std::thread(std::move(job));
+    reapers_.push_back({std::thread(std::move(job)), done});
   } catch (const std::system_error&) {
     job();  // no thread to be had: abort here (a no-op if the failed thread took the communicator,
             // whose destructor then released it)
   }
 }
 
-void comm_manager::join_reaper() noexcept {
-  if (reaper_.joinable()) reaper_.join();
+void comm_manager::join_reapers(std::size_t keep) noexcept {
+  for (auto it = reapers_.begin(); it != reapers_.end();) {
+    if (it->done->load(std::memory_order_acquire)) {
+      it->thread.join();
+      it = reapers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  while (reapers_.size() > keep) {
+    reapers_.front().thread.join();
+    reapers_.pop_front();
+  }
 }
 
 }  // namespace troupe::gpu

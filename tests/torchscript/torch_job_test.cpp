@@ -119,6 +119,10 @@ max_test_rows = 5000
   auto log = read_file(r.job_dir + "/logs/worker-1.log");
   EXPECT_NE(log.find("worker-1#1: started from a standby (pid "), std::string::npos) << log;
   EXPECT_NE(log.find("the TorchScript plugin and "), std::string::npos) << log;
+  // Each worker names where its module trains (on the GPU: "(cuda:0)", bench/device/torch_gpu.sh).
+  EXPECT_NE(log.find("torchscript model on the torchscript backend (cpu), strategy allreduce"),
+            std::string::npos)
+      << log;
   auto standby = read_file(r.job_dir + "/logs/standby.log");
   EXPECT_NE(standby.find("becomes worker-1#1"), std::string::npos) << standby;
   // Every standby started became a worker or was killed at the job's end.
@@ -136,6 +140,36 @@ max_test_rows = 5000
   ASSERT_TRUE(ref.is_object());
   std::printf("troupe %.4f, PyTorch %.4f\n", res.value("test_accuracy", 0.0), ref.value("accuracy", 0.0));
   EXPECT_NEAR(res.value("test_accuracy", 0.0), ref.value("accuracy", 1.0), 0.01) << res.dump() << ref.dump();
+}
+
+// `troupe train --local` on a scripted module: its JSON line names the backend, the device switch
+// it followed and where the module trained; [job] device = "gpu" with Debian's CPU-only libtorch is
+// one clear error (the same command on the device machine trains on cuda:0: torch_gpu.sh).
+TEST(torch_job, train_local_reports_the_backend_and_where_the_module_trained) {
+  const std::string job =
+      std::string(TROUPE_SOURCE_DIR) + "/examples/torch/mlp.toml --set model.path=" + modules() +
+      "/mlp.pt --set train.epochs=1 --set data.max_train_rows=2000 " + "--set data.max_test_rows=500";
+  auto out = run(std::string(TROUPE_BIN) + " train --local " + job + " 2>/dev/null");
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  auto j = nlohmann::json::parse(out.substr(out.rfind('\n') + 1), nullptr, false);  // the last line
+  ASSERT_TRUE(j.is_object()) << out;
+  EXPECT_EQ(j.value("backend", ""), "torchscript") << out;
+  EXPECT_EQ(j.value("device", ""), "cpu") << out;
+  EXPECT_EQ(j.value("placement", ""), "cpu") << out;
+  EXPECT_EQ(j.value("samples_trained", 0), 2000) << out;
+
+  std::string err;
+  FILE* p = ::popen(
+      (std::string(TROUPE_BIN) + " train --local " + job + " --set job.device=gpu 2>&1").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) err += buf;
+  int rc = ::pclose(p);
+  EXPECT_NE(rc, 0) << err;
+  EXPECT_NE(
+      err.find("[job] device = \"gpu\" with model type \"torchscript\": this build's libtorch has no CUDA"),
+      std::string::npos)
+      << err;
 }
 
 // The scripted DeepFM-style model under async_ps, 2 PS shards checkpointing every 300 ms.

@@ -74,6 +74,9 @@ class torchscript_backend final : public trainer_backend {
   static expected<std::unique_ptr<torchscript_backend>> create(const torchscript_options& o);
 
   std::string_view name() const override { return "torchscript"; }
+  std::string placement() const override {
+    return dev_.is_cuda() ? dev_.str() : mirrored_ ? "cpu-mirror" : "cpu";
+  }
   expected<float> compute_gradients(const nn::batch& b) override;
   void apply_gradients(double lr_scale) override;
   std::span<float> parameters() override { return values_; }

@@ -73,6 +73,7 @@ class cuda_backend final : public native_backend {
                                                       std::unique_ptr<gpu_replica> g);
 
   std::string_view name() const override { return "cuda"; }
+  std::string placement() const override { return "cuda:" + std::to_string(g_->ordinal); }
   expected<float> compute_gradients(const nn::batch& b) override { return g_->trainer->compute_gradients(b); }
   void apply_gradients(double lr_scale) override;
   expected<float> step(const nn::batch& b) override;

@@ -62,9 +62,9 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data) {
   st.ctx.reset(new worker_context{rt->spec(), rt->self(), *st.backend, *st.ps, *st.ring});
   st.last_report = rt->clock().now();
   open_step_log(st);
-  spdlog::info("{}: {} model on the {} backend, strategy {}, {} training records{}", rt->self().to_string(),
-               rt->spec().nn.model.type, st.backend->name(), st.strat->name(),
-               st.feed->manifest().record_count, st.feed->served() ? " (served)" : "");
+  spdlog::info("{}: {} model on the {} backend ({}), strategy {}, {} training records{}",
+               rt->self().to_string(), rt->spec().nn.model.type, st.backend->name(), st.backend->placement(),
+               st.strat->name(), st.feed->manifest().record_count, st.feed->served() ? " (served)" : "");
 }
 
 using worker_actor = caf::stateful_actor<worker_state>;

@@ -54,6 +54,9 @@ class trainer_backend {
  public:
   virtual ~trainer_backend() = default;
   virtual std::string_view name() const = 0;  // "native", "cuda", "torchscript"
+  // Where the model's tensors live and its steps run: "cpu", or the device ("cuda:0"); a backend
+  // that mirrors host buffers on the CPU for its tests says "cpu-mirror". Logged and reported.
+  virtual std::string placement() const { return "cpu"; }
 
   // --- a step ---
   // Forward (training) and backward of `b`: the batch's mean loss; gradients() and the tables'

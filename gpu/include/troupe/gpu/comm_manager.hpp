@@ -4,9 +4,13 @@
 // abort a communicator any rank aborted. Make before break: the old communicator is aborted after
 // the new one is up, on a thread of its own, off the path to the first collective (an abort took
 // 0.5-1 s on an H100 and an init after it as long, against ~30 ms for an init beside a live one).
+// Up to nccl_options::aborts_in_flight aborts run at once, so changes that come quicker than an
+// abort (joins one after another) do not wait for the abort of the communicator before last.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <thread>
 
@@ -30,6 +34,10 @@ class comm_manager {
   // Aborts and drops the current communicator (after a failed collective, or at shutdown), and
   // waits for a background abort still under way.
   void abort() noexcept;
+  // Waits for the background aborts under way (what every retired communicator held is released).
+  void settle() noexcept;
+  // Background aborts not yet finished.
+  std::size_t aborts_under_way() const noexcept;
 
   std::uint64_t epoch() const noexcept { return epoch_; }
   std::uint64_t rebuilds() const noexcept { return rebuilds_; }
@@ -38,10 +46,16 @@ class comm_manager {
  private:
   nccl_options opt_;
   void retire(std::unique_ptr<nccl_comm> old);
-  void join_reaper() noexcept;
+  // Joins the reapers that have finished, then the oldest ones until fewer than `keep` remain.
+  void join_reapers(std::size_t keep) noexcept;
 
+  // A thread aborting a retired communicator; `done` is set as it ends.
+  struct reaper {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
   std::unique_ptr<nccl_comm> comm_;
-  std::thread reaper_;  // aborting the previous epoch's communicator
+  std::deque<reaper> reapers_;  // oldest first
   std::uint64_t epoch_ = 0;
   std::uint64_t rebuilds_ = 0;
 };

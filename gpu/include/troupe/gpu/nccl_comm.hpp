@@ -42,6 +42,9 @@ struct nccl_options {
   std::chrono::milliseconds init_timeout{30'000};  // communicator creation (every rank must join)
   std::chrono::milliseconds op_timeout{30'000};    // one collective, from enqueue to completion
   std::chrono::microseconds poll{200};             // between polls of the async state
+  // comm_manager: retired communicators whose aborts may run at once, each on a thread of its own
+  // (an abort took ~0.5 s on an H100 and H200). A rebuild past this many waits for the oldest.
+  int aborts_in_flight = 8;
 };
 
 class nccl_comm {
