@@ -127,6 +127,38 @@ TEST(ring_session, a_dead_partner_fails_the_allreduce_is_reported_and_leaves_thi
   EXPECT_EQ(next->epoch, 2u);
 }
 
+// The master hears of the death first (the runner saw the SIGKILL): its view of this worker alone
+// cancels the collective, and the step under way is this worker's alone, as when the ring itself
+// found the partner dead.
+TEST(ring_session, a_view_of_this_worker_alone_mid_allreduce_leaves_it_alone_in_that_epoch) {
+  two_workers w;
+  w.cluster.publish(1, {w.a, w.b});
+  auto [ia, ib] = w.ensure_both();
+  ASSERT_TRUE(ia && ib);
+
+  auto data_a = filled(1000, 1.f);
+  auto stalled = std::async(std::launch::async, [&] { return w.sa.allreduce(data_a); });
+  ASSERT_TRUE(w.cluster.live.wait_polls(w.b, 3, seconds(30))) << "the allreduce never waited on worker-1";
+  w.cluster.publish(2, {w.a});  // the master's view without worker-1, before any liveness says so
+  ASSERT_EQ(stalled.wait_for(seconds(5)), std::future_status::ready) << "no fast failure";
+  auto ra = stalled.get();
+  ASSERT_FALSE(ra);
+  EXPECT_TRUE(ra.err() == collective_errc::cancelled) << ra.err().to_string();
+  EXPECT_TRUE(w.sa.alone()) << "the new view holds worker-0 alone";
+  EXPECT_TRUE(w.cluster.reports.empty()) << "nothing was seen dead";
+  auto solo = w.sa.ensure();
+  ASSERT_TRUE(solo) << solo.err().to_string();
+  EXPECT_EQ(solo->size, 1);
+  EXPECT_EQ(solo->epoch, 2u);
+  EXPECT_FALSE(solo->fresh) << "alone, the replica is the ring's: nothing to resynchronise";
+  EXPECT_TRUE(w.sa.allreduce(data_a)) << "alone, an allreduce is a no-op";
+
+  // A newcomer's view ends it (a cancelled ring whose next view holds two is never alone: the
+  // first test).
+  w.cluster.publish(3, {w.a, node_id{"worker-2", 1}});
+  EXPECT_FALSE(w.sa.alone());
+}
+
 TEST(ring_session, a_worker_outside_the_ring_cannot_build_it) {
   two_workers w;
   w.cluster.publish(1, {w.b});

@@ -221,14 +221,25 @@ expected<void> mixed_ring_session::broadcast(std::span<float> data, int root) {
 }
 
 void mixed_ring_session::after_failure(const error& e) {
-  if (!(e == collective_errc::peer_dead)) return;
-  report_gone_neighbours();
-  if (info_.size != 2) return;
+  const bool dead = e == collective_errc::peer_dead;
+  if (dead) report_gone_neighbours();
+  if (info_.size != 2 || !(dead || e == collective_errc::cancelled)) return;
   auto epoch = ctx_.ring_epoch().load(std::memory_order_acquire);
-  if (epoch != info_.epoch) return;  // the master's next view is already here
-  solo_epoch_ = epoch;
-  spdlog::info("ring of epoch {}: the other worker is gone ({}); training alone until the next view", epoch,
-               e.to_string());
+  if (epoch == info_.epoch) {
+    if (!dead) return;
+    solo_epoch_ = epoch;
+    spdlog::info("ring of epoch {}: the other worker is gone ({}); training alone until the next view", epoch,
+                 e.to_string());
+    return;
+  }
+  // The master's next view is here already (it heard of the death first): when it holds this
+  // worker alone, the step under way is this worker's alone as well, its gradients the average.
+  auto next = ctx_.members();
+  if (next.epoch == info_.epoch || next.ranks.size() != 1 || next.ranks[0].id.name != ctx_.self().name)
+    return;
+  solo_epoch_ = next.epoch;
+  spdlog::info("ring of epoch {}: the view of epoch {} holds this worker alone ({}); training alone",
+               info_.epoch, next.epoch, e.to_string());
 }
 
 bool mixed_ring_session::alone() const {

@@ -60,7 +60,8 @@ class mixed_ring_session final : public ring_session {
   shm_link_options shm_options(const ring_member& prev, const ring_member& next);
   // A ring of two whose other member has exited (its process is gone: a fact, not a suspicion)
   // can only become this worker alone: it trains solo at once, without waiting for the master's
-  // next view, until the ring epoch changes.
+  // next view, until the ring epoch changes. When that view came first (the collective was
+  // cancelled) and holds this worker alone, the same: solo in the new epoch, the step kept.
   void after_failure(const error& e);
   void prepare_some();
   void report_gone_neighbours();
