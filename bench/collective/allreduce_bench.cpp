@@ -19,7 +19,10 @@ using namespace troupe::collective;
 
 int main(int argc, char** argv) {
   int ranks = 2, iters = 20;
-  std::size_t capacity_kb = 1024;  // 1 MiB rings: ~15-20% faster at 64 MB than 8 MiB here (L2-sized)
+  // A job's rings ([job] ring_capacity_kb, 4 MiB). The best size depends on the machine's caches:
+  // 1 MiB was 15-20% faster at 64 MB on the dev VM of 2026-11-22; on the one of 2026-11-27 4 MiB
+  // was 1.8x faster at 64 MB and 1.1x at 1 MB (docs/benchmarks.md).
+  std::size_t capacity_kb = 4096;
   double mb = 64;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--ranks"))

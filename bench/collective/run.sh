@@ -8,7 +8,7 @@ bin=build/release/bench/collective/allreduce_bench
 for ranks in 2 4; do
   for mb in 1 64; do
     iters=$([[ $mb == 1 ]] && echo 200 || echo 20)
-    $bin --ranks $ranks --mb $mb --iters $iters --capacity-kb ${CAPACITY_KB:-1024}
+    $bin --ranks $ranks --mb $mb --iters $iters --capacity-kb ${CAPACITY_KB:-4096}
     /usr/bin/python3 bench/collective/gloo_allreduce.py $ranks $mb $iters
   done
 done

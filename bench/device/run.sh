@@ -137,13 +137,17 @@ gpu_bench() {
   return "${PIPESTATUS[0]}"
 }
 
+# Ring allreduce against gloo at 4 and 8 ranks, 1 MB and 64 MB, with a job's rings (4 MiB); at
+# 64 MB also 1 MiB and 16 MiB rings (the best size depends on the machine's caches).
 allreduce() {
-  local ranks mb iters
+  local ranks mb iters cap
   for ranks in 4 8; do
     for mb in 1 64; do
       iters=$([[ $mb == 1 ]] && echo 200 || echo 20)
-      "$build/bench/collective/allreduce_bench" --ranks $ranks --mb $mb --iters $iters --capacity-kb 1024 |
-        tee -a "$out/results.jsonl"
+      for cap in 4096 $([[ $mb == 64 ]] && echo 1024 16384); do
+        "$build/bench/collective/allreduce_bench" --ranks $ranks --mb $mb --iters $iters --capacity-kb $cap |
+          tee -a "$out/results.jsonl"
+      done
       "$py" bench/collective/gloo_allreduce.py $ranks $mb $iters | tee -a "$out/results.jsonl"
     done
   done
@@ -217,7 +221,7 @@ step info 30 info
 step gpu_tests 180 gpu_tests
 step nccl 120 nccl
 step gpu_bench 60 gpu_bench
-step allreduce 90 allreduce
+step allreduce 120 allreduce
 step recovery 120 recovery
 step deepfm 100 deepfm
 step torch_gpu 240 torch_gpu
