@@ -31,6 +31,17 @@ struct two_workers {
 
   ~two_workers() { remove_job_leftovers(cluster.job); }
 
+  // The ring of epoch 1, then worker-0 in an allreduce that worker-1 does not join, polling
+  // worker-1's liveness at each wait slice. Returns the allreduce's future (`data` stays alive).
+  std::future<expected<void>> ring_then_stalled_allreduce(std::vector<float>& data) {
+    cluster.publish(1, {a, b});
+    auto [ia, ib] = ensure_both();
+    EXPECT_TRUE(ia && ib);
+    auto stalled = std::async(std::launch::async, [this, &data] { return sa.allreduce(data); });
+    EXPECT_TRUE(cluster.live.wait_polls(b, 3, seconds(30))) << "the allreduce never waited on worker-1";
+    return stalled;
+  }
+
   // Both sessions build the ring of the current epoch (each waits for the other's ring).
   std::pair<expected<ring_session::info>, expected<ring_session::info>> ensure_both() {
     auto fa = std::async(std::launch::async, [&] { return sa.ensure(); });
@@ -96,13 +107,9 @@ TEST(ring_session, an_epoch_change_mid_allreduce_cancels_it_and_the_next_ring_wo
 
 TEST(ring_session, a_dead_partner_fails_the_allreduce_is_reported_and_leaves_this_worker_alone) {
   two_workers w;
-  w.cluster.publish(1, {w.a, w.b});
-  auto [ia, ib] = w.ensure_both();
-  ASSERT_TRUE(ia && ib);
-
   auto data_a = filled(1000, 1.f);
-  auto stalled = std::async(std::launch::async, [&] { return w.sa.allreduce(data_a); });
-  ASSERT_TRUE(w.cluster.live.wait_polls(w.b, 3, seconds(30))) << "the allreduce never waited on worker-1";
+  auto stalled = w.ring_then_stalled_allreduce(data_a);
+  ASSERT_FALSE(::testing::Test::HasFailure());
   w.cluster.live.mark_gone(w.b);  // worker-1's process exits (its liveness says so)
   ASSERT_EQ(stalled.wait_for(seconds(5)), std::future_status::ready) << "no fast failure";
   auto ra = stalled.get();
@@ -132,13 +139,9 @@ TEST(ring_session, a_dead_partner_fails_the_allreduce_is_reported_and_leaves_thi
 // found the partner dead.
 TEST(ring_session, a_view_of_this_worker_alone_mid_allreduce_leaves_it_alone_in_that_epoch) {
   two_workers w;
-  w.cluster.publish(1, {w.a, w.b});
-  auto [ia, ib] = w.ensure_both();
-  ASSERT_TRUE(ia && ib);
-
   auto data_a = filled(1000, 1.f);
-  auto stalled = std::async(std::launch::async, [&] { return w.sa.allreduce(data_a); });
-  ASSERT_TRUE(w.cluster.live.wait_polls(w.b, 3, seconds(30))) << "the allreduce never waited on worker-1";
+  auto stalled = w.ring_then_stalled_allreduce(data_a);
+  ASSERT_FALSE(::testing::Test::HasFailure());
   w.cluster.publish(2, {w.a});  // the master's view without worker-1, before any liveness says so
   ASSERT_EQ(stalled.wait_for(seconds(5)), std::future_status::ready) << "no fast failure";
   auto ra = stalled.get();
