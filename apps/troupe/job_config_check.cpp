@@ -26,4 +26,9 @@ expected<void> validate_job_doc(const config_doc& doc) {
   return {};
 }
 
+std::vector<std::string> job_doc_notes(const config_doc& doc) {
+  auto spec = job::job_spec::read(doc);
+  return spec ? job::job_notes(*spec) : std::vector<std::string>{};
+}
+
 }  // namespace troupe::cli

@@ -16,4 +16,7 @@ expected<config_doc> load_job_doc(const std::string& file, const std::vector<std
 // starts (actors/job_check.hpp); the first problem (or unknown key) is returned.
 expected<void> validate_job_doc(const config_doc& doc);
 
+// What a valid job file probably does not mean as written (job::job_notes).
+std::vector<std::string> job_doc_notes(const config_doc& doc);
+
 }  // namespace troupe::cli

@@ -93,4 +93,14 @@ expected<void> check_job(const job_spec& spec, const std::vector<std::string>& s
   return check_model_fits_strategy(spec, *tables);
 }
 
+std::vector<std::string> job_notes(const job_spec& spec) {
+  std::vector<std::string> notes;
+  if (spec.nn.train.device == "gpu" && !spec.uses_gpu())
+    notes.push_back(
+        "[train] device = \"gpu\" is troupe train --local's switch; this job's workers train on the CPU "
+        "([job] device = \"" +
+        spec.job.device + "\"): set [job] device = \"gpu\" (--set job.device=gpu) to train them on GPUs");
+  return notes;
+}
+
 }  // namespace troupe::job

@@ -74,6 +74,24 @@ TEST(config_check, a_valid_job_passes_both_checks) {
   std::filesystem::remove(f);
 }
 
+// [train] device = "gpu" is `troupe train --local`'s switch: a job file with it alone is valid, and
+// its workers train on the CPU, which `config check` says in a note (and `troupe run` in a warning).
+TEST(config_check, a_train_device_without_a_job_device_gets_a_note) {
+  auto f =
+      write_temp("train-gpu.toml", std::string("[job]\nstrategy = 'async_ps'\n[train]\ndevice = 'gpu'\n") +
+                                       "[model]\ntype = 'deepfm'\n" + ctr_data);
+  auto r = run_troupe("config check " + f);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("note: [train] device = \"gpu\" is troupe train --local's switch; this job's workers "
+                       "train on the CPU ([job] device = \"cpu\"): set [job] device = \"gpu\""),
+            std::string::npos)
+      << r.out;
+  auto quiet = run_troupe("config check " + f + " --set job.device=cpu --set train.device=cpu");
+  EXPECT_EQ(quiet.code, 0) << quiet.out;
+  EXPECT_EQ(quiet.out.find("note:"), std::string::npos) << quiet.out;
+  std::filesystem::remove(f);
+}
+
 // `run` prints a config error as the very line `config check` prints (file, line, key, reason).
 TEST(config_check, run_prints_the_same_error_line_as_check) {
   auto root = temp_path("same-line-jobs");

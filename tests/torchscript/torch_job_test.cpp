@@ -158,18 +158,20 @@ TEST(torch_job, train_local_reports_the_backend_and_where_the_module_trained) {
   EXPECT_EQ(j.value("placement", ""), "cpu") << out;
   EXPECT_EQ(j.value("samples_trained", 0), 2000) << out;
 
-  std::string err;
-  FILE* p = ::popen(
-      (std::string(TROUPE_BIN) + " train --local " + job + " --set job.device=gpu 2>&1").c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p)) err += buf;
-  int rc = ::pclose(p);
-  EXPECT_NE(rc, 0) << err;
-  EXPECT_NE(
-      err.find("[job] device = \"gpu\" with model type \"torchscript\": this build's libtorch has no CUDA"),
-      std::string::npos)
-      << err;
+  // Either switch: [train] device (train --local's) or [job] device (what the backend follows).
+  for (const char* set : {" --set job.device=gpu", " --set train.device=gpu"}) {
+    std::string err;
+    FILE* p = ::popen((std::string(TROUPE_BIN) + " train --local " + job + set + " 2>&1").c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, p)) err += buf;
+    int rc = ::pclose(p);
+    EXPECT_NE(rc, 0) << set << ": " << err;
+    EXPECT_NE(
+        err.find("[job] device = \"gpu\" with model type \"torchscript\": this build's libtorch has no CUDA"),
+        std::string::npos)
+        << set << ": " << err;
+  }
 }
 
 // The scripted DeepFM-style model under async_ps, 2 PS shards checkpointing every 300 ms.

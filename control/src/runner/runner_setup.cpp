@@ -167,6 +167,7 @@ int runner::read_config(config_doc& doc) {
   if (auto c = job::check_job(spec_, actors::strategy_names(), actors::check_model); !c)
     return spdlog::error("{}: {}", opt_.resume.empty() ? opt_.file : opt_.resume, c.err().to_string()), 2;
   if (auto g = check_gpu(spec_); !g) return spdlog::error("{}", g.err().to_string()), 2;
+  for (const auto& n : job::job_notes(spec_)) spdlog::warn("{}", n);
   target_workers_ = spec_.job.workers;
   auto metrics = pin_metrics_address(doc, spec_);
   if (!metrics) return spdlog::error("{}", metrics.err().to_string()), 2;

@@ -27,4 +27,9 @@ expected<void> check_job(const job_spec& spec, const std::vector<std::string>& s
 // Ring strategies replicate dense parameters only: a model with embedding tables needs async_ps.
 expected<void> check_model_fits_strategy(const job_spec& spec, bool has_embedding_tables);
 
+// What a valid job file probably does not mean as written, one line each (`troupe config check`
+// prints them as notes, `troupe run` logs them as warnings): [train] device = "gpu" is `troupe
+// train --local`'s switch, while the job's workers follow [job] device.
+std::vector<std::string> job_notes(const job_spec& spec);
+
 }  // namespace troupe::job
