@@ -138,14 +138,20 @@ gpu_bench() {
 }
 
 # Ring allreduce against gloo at 4 and 8 ranks, 1 MB and 64 MB, with a job's rings (4 MiB); at
-# 64 MB also 1 MiB and 16 MiB rings (the best size depends on the machine's caches).
+# 64 MB also 1 MiB and 16 MiB rings (the best size depends on the machine's caches), and the
+# channels prototype (--channels H: H threads per rank, each over rings of its own) using the 16
+# cores (4 ranks x 2 and 4 channels, 8 ranks x 2).
 allreduce() {
-  local ranks mb iters cap
+  local ranks mb iters cap ch
   for ranks in 4 8; do
     for mb in 1 64; do
       iters=$([[ $mb == 1 ]] && echo 200 || echo 20)
       for cap in 4096 $([[ $mb == 64 ]] && echo 1024 16384); do
         "$build/bench/collective/allreduce_bench" --ranks $ranks --mb $mb --iters $iters --capacity-kb $cap |
+          tee -a "$out/results.jsonl"
+      done
+      for ch in $([[ $mb == 64 ]] && echo 2 $( ((ranks == 4)) && echo 4)); do
+        "$build/bench/collective/allreduce_bench" --ranks $ranks --mb $mb --iters $iters --channels $ch |
           tee -a "$out/results.jsonl"
       done
       "$py" bench/collective/gloo_allreduce.py $ranks $mb $iters | tee -a "$out/results.jsonl"
