@@ -27,9 +27,9 @@ const command_registrar reg{
       return [o]() -> int {
         auto doc = load_job_doc(o->file, o->overrides);
         if (!doc) return usage_error(doc.err());
-        if (auto r = validate_job_doc(*doc); !r) return usage_error(r.err());
-        for (const auto& n : job_doc_notes(*doc))
-          std::fprintf(stderr, "%s: note: %s\n", o->file.c_str(), n.c_str());
+        auto notes = validate_job_doc(*doc);
+        if (!notes) return usage_error(notes.err());
+        for (const auto& n : *notes) std::fprintf(stderr, "%s: note: %s\n", o->file.c_str(), n.c_str());
         if (o->print) std::printf("%s\n", doc->to_toml().c_str());
         std::printf("%s: ok\n", o->file.c_str());
         return 0;

@@ -17,18 +17,13 @@ expected<config_doc> load_job_doc(const std::string& file, const std::vector<std
   return doc;
 }
 
-expected<void> validate_job_doc(const config_doc& doc) {
+expected<std::vector<std::string>> validate_job_doc(const config_doc& doc) {
   auto spec = job::job_spec::read(doc);
   if (!spec) return spec.err();
   // The rest of what `troupe run` refuses before it starts (strategy, model, data paths).
   if (auto c = job::check_job(*spec, actors::strategy_names(), actors::check_model); !c)
     return std::move(c).err().wrap(doc.source());
-  return {};
-}
-
-std::vector<std::string> job_doc_notes(const config_doc& doc) {
-  auto spec = job::job_spec::read(doc);
-  return spec ? job::job_notes(*spec) : std::vector<std::string>{};
+  return job::job_notes(*spec);
 }
 
 }  // namespace troupe::cli

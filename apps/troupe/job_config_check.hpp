@@ -13,10 +13,8 @@ namespace troupe::cli {
 expected<config_doc> load_job_doc(const std::string& file, const std::vector<std::string>& overrides);
 
 // Reads every known section into its typed struct and checks what `troupe run` checks before it
-// starts (actors/job_check.hpp); the first problem (or unknown key) is returned.
-expected<void> validate_job_doc(const config_doc& doc);
-
-// What a valid job file probably does not mean as written (job::job_notes).
-std::vector<std::string> job_doc_notes(const config_doc& doc);
+// starts (actors/job_check.hpp); the first problem (or unknown key) is returned. A valid job gives
+// what it probably does not mean as written (job::job_notes: `troupe config check` prints them).
+expected<std::vector<std::string>> validate_job_doc(const config_doc& doc);
 
 }  // namespace troupe::cli

@@ -101,10 +101,8 @@ int main(int argc, char** argv) {
         double algbw = bytes / med / 1e9;
         double busbw = algbw * 2.0 * (ranks - 1) / ranks;
         std::printf(
-            "{\"bench\":\"ring_allreduce_shm\",\"capacity_kb\":%zu,\"channels\":%d,\"ranks\":%d,\"bytes\":%."
-            "0f,"
-            "\"iters\":%d,"
-            "\"median_s\":%.6f,"
+            "{\"bench\":\"ring_allreduce_shm\",\"capacity_kb\":%zu,\"channels\":%d,\"ranks\":%d,"
+            "\"bytes\":%.0f,\"iters\":%d,\"median_s\":%.6f,"
             "\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
             capacity_kb, channels, ranks, bytes, iters, med, algbw, busbw);
         std::fflush(stdout);

@@ -98,8 +98,7 @@ std::vector<std::string> job_notes(const job_spec& spec) {
   if (spec.nn.train.device == "gpu" && !spec.uses_gpu())
     notes.push_back(
         "[train] device = \"gpu\" is troupe train --local's switch; this job's workers train on the CPU "
-        "([job] device = \"" +
-        spec.job.device + "\"): set [job] device = \"gpu\" (--set job.device=gpu) to train them on GPUs");
+        "([job] device = \"cpu\"): set [job] device = \"gpu\" (--set job.device=gpu) to train them on GPUs");
   return notes;
 }
 
