@@ -254,6 +254,7 @@ std::unique_ptr<collective::mixed_ring_session> make_ring_session(node_ring_cont
                                                                   const job::job_spec& spec) {
   collective::mixed_session_options o;
   o.capacity = spec.job.ring_capacity;
+  o.lanes = static_cast<int>(spec.job.ring_lanes);
   o.timeout = spec.job.rpc_timeout;
   o.heartbeat_timeout = spec.transport.heartbeat_timeout;
   return std::make_unique<collective::mixed_ring_session>(ctx, o);

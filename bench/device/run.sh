@@ -137,23 +137,27 @@ gpu_bench() {
   return "${PIPESTATUS[0]}"
 }
 
-# Ring allreduce against gloo at 4 and 8 ranks, 1 MB and 64 MB, with a job's rings (4 MiB); at
-# 64 MB also 1 MiB and 16 MiB rings (the best size depends on the machine's caches), and the
-# channels prototype (--channels H: H threads per rank, each over rings of its own) using the 16
-# cores (4 ranks x 2 and 4 channels, 8 ranks x 2).
+# Ring allreduce against gloo at 4 and 8 ranks, 1 MB and 64 MB, with a job's rings (4 MiB) and what
+# a job on one host runs (at 64 MB the fused pipeline, shm/pipeline.cpp); at 64 MB also the
+# exchanges (--exchanges), 1 MiB and 16 MiB rings (the best size depends on the machine's caches),
+# and lanes (--lanes H: up to H threads per rank, each over rings of its own; a job's [job]
+# ring_lanes, by default the CPUs over the ranks, at most 4) on the 16 cores: 4 ranks x 2 and 4
+# lanes (4 also with the exchanges), 8 ranks x 2.
 allreduce() {
-  local ranks mb iters cap ch
+  local ranks mb iters args variants
+  local bench="$build/bench/collective/allreduce_bench"
   for ranks in 4 8; do
     for mb in 1 64; do
       iters=$([[ $mb == 1 ]] && echo 200 || echo 20)
-      for cap in 4096 $([[ $mb == 64 ]] && echo 1024 16384); do
-        "$build/bench/collective/allreduce_bench" --ranks $ranks --mb $mb --iters $iters --capacity-kb $cap |
-          tee -a "$out/results.jsonl"
-      done
-      for ch in $([[ $mb == 64 ]] && echo 2 $( ((ranks == 4)) && echo 4)); do
-        "$build/bench/collective/allreduce_bench" --ranks $ranks --mb $mb --iters $iters --channels $ch |
-          tee -a "$out/results.jsonl"
-      done
+      "$bench" --ranks $ranks --mb $mb --iters $iters | tee -a "$out/results.jsonl"
+      if [[ $mb == 64 ]]; then
+        variants=("--exchanges" "--capacity-kb 1024" "--capacity-kb 16384" "--lanes 2")
+        ((ranks == 4)) && variants+=("--lanes 4" "--lanes 4 --exchanges")
+        for args in "${variants[@]}"; do
+          # shellcheck disable=SC2086 # $args: a variant's words
+          "$bench" --ranks $ranks --mb 64 --iters 10 $args | tee -a "$out/results.jsonl"
+        done
+      fi
       "$py" bench/collective/gloo_allreduce.py $ranks $mb $iters | tee -a "$out/results.jsonl"
     done
   done
@@ -227,7 +231,7 @@ step info 30 info
 step gpu_tests 180 gpu_tests
 step nccl 120 nccl
 step gpu_bench 60 gpu_bench
-step allreduce 120 allreduce
+step allreduce 150 allreduce
 step recovery 120 recovery
 step deepfm 100 deepfm
 step torch_gpu 240 torch_gpu

@@ -41,6 +41,13 @@ std::pair<std::size_t, std::size_t> segment_bounds(std::size_t n, int parts, int
 expected<void> ring_allreduce(ring_link& link, int rank, int size, std::span<float> data, std::uint64_t epoch,
                               std::uint64_t op) {
   if (size <= 1) return {};
+  if (auto own = link.own_allreduce(rank, size, data, epoch, op)) return *own;
+  return ring_allreduce_exchanges(link, rank, size, data, epoch, op);
+}
+
+expected<void> ring_allreduce_exchanges(ring_link& link, int rank, int size, std::span<float> data,
+                                        std::uint64_t epoch, std::uint64_t op) {
+  if (size <= 1) return {};
   auto seg = [&](int i) {
     auto [b, e] = segment_bounds(data.size(), size, ((i % size) + size) % size);
     return data.subspan(b, e - b);

@@ -20,6 +20,7 @@ job_options read_job(config_section s) {
   o.progress_every = job_options::ms(s.get_int("progress_every_ms", 500, 50, 60'000));
   o.sync_every = static_cast<std::uint32_t>(s.get_int("sync_every", 8, 1, 1 << 20));
   o.ring_capacity = static_cast<std::size_t>(s.get_int("ring_capacity_kb", 4096, 64, 1 << 20)) * 1024;
+  o.ring_lanes = static_cast<std::uint32_t>(s.get_int("ring_lanes", 0, 0, 16));
   o.rpc_timeout = job_options::ms(s.get_int("rpc_timeout_ms", 10'000, 100, 600'000));
   o.dataset_cache = s.get_string("dataset_cache", "");
   o.device = s.get_enum("device", o.device, {"cpu", "gpu"});

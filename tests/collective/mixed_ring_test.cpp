@@ -43,11 +43,12 @@ struct hosted_ring {
   std::vector<std::unique_ptr<fake_ring_context>> ctx;
   std::vector<std::unique_ptr<mixed_ring_session>> s;
 
-  explicit hosted_ring(std::vector<std::string> h) : hosts(std::move(h)) {
+  explicit hosted_ring(std::vector<std::string> h, const mixed_session_options& o = options)
+      : hosts(std::move(h)) {
     for (std::size_t i = 0; i < hosts.size(); ++i) {
       ids.push_back({"worker-" + std::to_string(i), 1});
       ctx.push_back(std::make_unique<fake_ring_context>(cluster, ids.back()));
-      s.push_back(std::make_unique<mixed_ring_session>(*ctx.back(), options));
+      s.push_back(std::make_unique<mixed_ring_session>(*ctx.back(), o));
     }
   }
   ~hosted_ring() {
@@ -85,8 +86,8 @@ void expect_ok(const std::vector<std::string>& errs, const char* what) {
   for (std::size_t i = 0; i < errs.size(); ++i) EXPECT_EQ(errs[i], "") << what << ", worker " << i;
 }
 
-void expect_exact_collectives(std::vector<std::string> hosts) {
-  hosted_ring r(std::move(hosts));
+void expect_exact_collectives(std::vector<std::string> hosts, const mixed_session_options& o = options) {
+  hosted_ring r(std::move(hosts), o);
   r.publish(1);
   expect_ok(r.ensure_all(), "ensure");
   for (std::size_t n : {std::size_t{3}, std::size_t{1000}, std::size_t{100'003}}) {
@@ -119,6 +120,23 @@ TEST(mixed_ring, interleaved_hosts_all_tcp_allreduce_and_broadcast_exactly) {
 
 TEST(mixed_ring, a_rank_with_both_neighbours_on_its_host_joins_a_mixed_ring) {
   expect_exact_collectives({"A", "A", "A", "B", "B"});
+}
+
+// Every worker asks for 3 lanes of 4 KiB and fused allreduces from 4 KiB: a ring on one host runs
+// its large allreduces as the fused pipeline on 3 lanes (its broadcasts split over them); in mixed
+// rings only ranks whose previous rank is linked over shared memory on both sides read lanes (a
+// mixed link writes lane 0 only), nothing is fused, and the sums stay exact.
+TEST(mixed_ring, lanes_on_one_host_and_beside_mixed_links_sum_exactly) {
+  mixed_session_options laned = options;
+  laned.lanes = 3;
+  laned.lane_min_bytes = 4096;
+  laned.fused_min_bytes = 4096;
+  for (auto hosts :
+       {std::vector<std::string>{"A", "A", "A", "A"}, std::vector<std::string>{"A", "A", "A", "B"},
+        std::vector<std::string>{"A", "A", "B", "B"}}) {
+    SCOPED_TRACE(hosts.size() == 4 ? hosts[2] + hosts[3] : "");
+    expect_exact_collectives(hosts, laned);
+  }
 }
 
 // worker-2 (host B) exits while the others are in an allreduce it never joined: worker-1 (host A,

@@ -78,6 +78,33 @@ TEST(shm_ring, streams_bytes_across_the_wrap_point) {
   EXPECT_EQ(in, out);
 }
 
+// reserve() is the contiguous free space up to the wrap point; commit(n) publishes n bytes of it
+// (what the fused allreduce writes its sums into).
+TEST(shm_ring, reserve_and_commit_write_in_place_up_to_the_wrap_point) {
+  auto name = unique("reserve");
+  auto a = shm_ring::create(name, 4096);
+  ASSERT_TRUE(a);
+  auto b = shm_ring::open(name, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  ASSERT_TRUE(b);
+  std::vector<std::byte> skip(3000);
+  ASSERT_EQ((*a)->write_some(skip), 3000u);
+  ASSERT_EQ((*b)->read_some(skip), 3000u);  // head and tail at 3000: 1096 bytes to the wrap point
+  auto first = (*a)->reserve();
+  ASSERT_EQ(first.size(), 1096u);
+  for (std::size_t i = 0; i < first.size(); ++i) first[i] = std::byte(i & 0xff);
+  (*a)->commit(first.size());
+  auto second = (*a)->reserve();  // wrapped: the rest of the free space
+  ASSERT_EQ(second.size(), 3000u);
+  second[0] = std::byte{0x5a};
+  (*a)->commit(1);
+  EXPECT_EQ((*a)->writable(), 4096u - 1097u);
+  std::vector<std::byte> got(1097);
+  ASSERT_EQ((*b)->read_some(got), 1097u);
+  for (std::size_t i = 0; i < 1096; ++i) ASSERT_EQ(got[i], std::byte(i & 0xff)) << i;
+  EXPECT_EQ(got[1096], std::byte{0x5a});
+  EXPECT_EQ((*a)->reserve().size(), 4095u) << "all free, up to the wrap point (the head is at 1)";
+}
+
 TEST(shm_ring, capacity_bounds_the_writer) {
   auto name = unique("cap");
   auto a = shm_ring::create(name, 5000);

@@ -24,6 +24,10 @@ TEST(job_spec, defaults_and_values) {
   EXPECT_EQ(s->job.dataset_cache, "jobs/datasets");
   EXPECT_EQ(s->job.device, "cpu");
   EXPECT_FALSE(s->uses_gpu());
+  EXPECT_EQ(s->job.ring_lanes, 0u);  // by the host's CPUs
+  auto l = parse("[job]\nring_lanes = 3\n");
+  ASSERT_TRUE(l) << l.err().to_string();
+  EXPECT_EQ(l->job.ring_lanes, 3u);
   auto g = parse("[job]\nstrategy = 'allreduce'\ndevice = 'gpu'\n");
   ASSERT_TRUE(g) << g.err().to_string();
   EXPECT_TRUE(g->uses_gpu());
@@ -51,6 +55,7 @@ TEST(job_spec, errors_name_the_key) {
       {"[job]\nworkres = 2\n", "job.workres"},
       {"[transport]\nheartbeat_ms = 900\nheartbeat_timeout_ms = 100\n", "heartbeat"},
       {"[job]\ndevice = 'tpu'\n", "job.device"},
+      {"[job]\nring_lanes = 17\n", "job.ring_lanes"},
       {"[job]\ndevice = 'gpu'\nstrategy = 'async_ps'\n[model]\ntype = 'deepfm'\n", "embedding tables"},
   };
   for (const auto& c : cases) {

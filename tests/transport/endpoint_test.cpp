@@ -176,7 +176,10 @@ TEST(endpoint, a_sender_waiting_for_room_gets_it_when_the_queue_drains) {
     full = b->stats().queued_bytes >= queued;  // nothing drained for 200 ms (heartbeats were added)
   }
   ASSERT_TRUE(full) << "the queue never stayed full";
-  ASSERT_FALSE(b->send("alpha", "slow", big_ping(), "", 1ms));
+  // The kernel may still take a little (a receive buffer that grows): send until one is refused.
+  int more = 0;
+  while (more < 50 && b->send("alpha", "slow", big_ping(), "", 1ms)) ++more;
+  ASSERT_LT(more, 50) << "a full queue must refuse a send it has no room for";
   auto waiter = std::async(std::launch::async, [&] {
     const auto t0 = std::chrono::steady_clock::now();
     auto r = b->send("alpha", "slow", big_ping(), "", 10s);

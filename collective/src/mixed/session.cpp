@@ -1,6 +1,9 @@
 #include "troupe/collective/mixed/session.hpp"
 
+#include <sched.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <spdlog/spdlog.h>
 
@@ -8,6 +11,14 @@
 #include "troupe/transport/shm_ring.hpp"
 
 namespace troupe::collective {
+
+int session_lanes(const mixed_session_options& options, int local_ranks) {
+  if (options.lanes > 0) return std::min(options.lanes, shm_ring_link::max_lanes);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cpus = ::sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  return std::clamp(cpus / std::max(local_ranks, 1), 1, 4);
+}
 
 mixed_ring_session::mixed_ring_session(ring_context& ctx, mixed_session_options options)
     : ctx_(ctx), opt_(options) {}
@@ -124,6 +135,10 @@ shm_link_options mixed_ring_session::shm_options(const ring_member& prev, const 
   o.timeout = opt_.timeout;
   o.current_epoch = &ctx_.ring_epoch();
   o.spare = &spare_;
+  o.lanes = lanes_;
+  o.lane_min_bytes = opt_.lane_min_bytes;
+  o.all_on_host = all_on_host_;
+  o.fused_min_bytes = opt_.fused_min_bytes;
   return o;
 }
 
@@ -174,6 +189,14 @@ expected<ring_session::info> mixed_ring_session::connect_ring(const ring_members
   const auto& next = ring.ranks[static_cast<std::size_t>((info_.rank + 1) % info_.size)];
   neighbours_ = {prev.id};
   if (next.id != prev.id) neighbours_.push_back(next.id);
+  // Lanes in only from a previous rank whose both neighbours share its host (its link is all shared
+  // memory; a mixed link writes lane 0 only).
+  const auto& prev_prev =
+      ring.ranks[static_cast<std::size_t>((info_.rank + 2 * info_.size - 2) % info_.size)];
+  int local = 0;
+  for (const auto& m : ring.ranks) local += m.host == self.host;
+  lanes_ = prev.host == self.host && prev_prev.host == self.host ? session_lanes(opt_, local) : 1;
+  all_on_host_ = local == info_.size;
   auto connect_start = std::chrono::steady_clock::now();
   auto made = make_link(self, prev, next);
   if (!made) {
@@ -184,9 +207,9 @@ expected<ring_session::info> mixed_ring_session::connect_ring(const ring_members
   link_ = std::move(*made);
   spdlog::info(
       "ring epoch {}: rank {} of {} ({}), linked in {:.2f} ms", info_.epoch, info_.rank, info_.size,
-      shm_                                               ? "shared memory"
-      : prev.host == self.host || next.host == self.host ? "shm and TCP"
-                                                         : "TCP",
+      shm_ ? fmt::format("shared memory, lanes {} in / {} out", shm_->lanes_in(), shm_->lanes_out())
+      : prev.host == self.host || next.host == self.host ? std::string("shm and TCP")
+                                                         : std::string("TCP"),
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - connect_start).count());
   if (was_alone && shm_ && !shm_->prev_linked()) {
     // The newcomer has yet to open this worker's ring: one more step alone rather than wait for it.

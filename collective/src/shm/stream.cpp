@@ -87,6 +87,22 @@ expected<std::unique_ptr<transport::shm_ring>> make_inbound_ring(const shm_link_
   return std::move(*made);
 }
 
+expected<std::unique_ptr<transport::shm_ring>> make_lane_ring(const shm_link_options& o, int lane) {
+  auto name = shm_ring_link::ring_name(o.job, o.epoch, o.rank, lane);
+  transport::shm_ring::remove(name);
+  auto made = transport::shm_ring::create(name, o.capacity);
+  if (!made) return make_unexpected(collective_errc::setup, made.err().to_string());
+  return std::move(*made);
+}
+
+expected<std::unique_ptr<transport::shm_ring>> open_next_lane(const shm_link_options& o, int lane) {
+  auto name = shm_ring_link::ring_name(o.job, o.epoch, (o.rank + 1) % o.size, lane);
+  auto r = transport::shm_ring::open(name, steady::now());
+  if (r) return std::move(*r);
+  if (r.err() == transport::shm_errc::timeout) return std::unique_ptr<transport::shm_ring>();
+  return make_unexpected(collective_errc::setup, r.err().to_string());
+}
+
 expected<std::unique_ptr<transport::shm_ring>> open_next_ring(const shm_link_options& o,
                                                               steady::time_point deadline) {
   auto next = shm_ring_link::ring_name(o.job, o.epoch, (o.rank + 1) % o.size);

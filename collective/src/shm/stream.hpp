@@ -124,6 +124,11 @@ class peer_watch {
 
 // This rank's inbound ring for `o` (the spare one when it fits), a leftover of the name replaced.
 expected<std::unique_ptr<transport::shm_ring>> make_inbound_ring(const shm_link_options& o);
+// Lane `lane` (>= 1) of this rank's inbound rings for `o`, a leftover of the name replaced.
+expected<std::unique_ptr<transport::shm_ring>> make_lane_ring(const shm_link_options& o, int lane);
+// Lane `lane` (>= 1) of the next rank's inbound rings, without waiting: null when that rank made no
+// such lane (it made its lanes before its lane 0, which this rank has opened).
+expected<std::unique_ptr<transport::shm_ring>> open_next_lane(const shm_link_options& o, int lane);
 // Opens the next rank's inbound ring, waiting until `deadline` in short slices: a membership change
 // (cancelled) or the next rank's death (peer_dead) ends the wait at once.
 expected<std::unique_ptr<transport::shm_ring>> open_next_ring(const shm_link_options& o,

@@ -201,11 +201,21 @@ std::size_t shm_ring::write_some(std::span<const std::byte> data) noexcept {
   std::size_t first = std::min(n, capacity_ - pos);
   std::memcpy(data_ + pos, data.data(), first);
   if (n > first) std::memcpy(data_, data.data() + first, n - first);
-  hdr_->head.store(head + n, std::memory_order_release);
+  commit(n);
+  return n;
+}
+
+std::span<std::byte> shm_ring::reserve() const noexcept {
+  std::uint64_t head = hdr_->head.load(std::memory_order_relaxed);
+  std::size_t pos = head & (capacity_ - 1);
+  return {data_ + pos, std::min(writable(), capacity_ - pos)};
+}
+
+void shm_ring::commit(std::size_t n) noexcept {
+  hdr_->head.store(hdr_->head.load(std::memory_order_relaxed) + n, std::memory_order_release);
   hdr_->data_seq.fetch_add(1, std::memory_order_release);
   if (hdr_->reader_waiting.load(std::memory_order_seq_cst))
     futex(reinterpret_cast<std::uint32_t*>(&hdr_->data_seq), FUTEX_WAKE, 1, nullptr);
-  return n;
 }
 
 std::span<const std::byte> shm_ring::peek() const noexcept {

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "troupe/core/error.hpp"
@@ -49,13 +50,23 @@ class ring_link {
   // buffered link may be before the next rank reads it), or recv.size() floats from the previous.
   virtual expected<void> send(const step_tag& tag, std::span<const float> data) = 0;
   virtual expected<void> recv(const step_tag& tag, std::span<float> data) = 0;
+  // A sum-allreduce the link runs itself, with fewer copies than ring_allreduce's exchanges, or
+  // nullopt when it has none for this call (ring_allreduce then exchanges). Every rank of a ring
+  // answers alike for equal calls.
+  virtual std::optional<expected<void>> own_allreduce(int rank, int size, std::span<float> data,
+                                                      std::uint64_t epoch, std::uint64_t op) {
+    return std::nullopt;
+  }
 };
 
 // Sum-allreduce of `data` over the ring (reduce-scatter then allgather, 2(n-1) exchanges of
-// data.size()/n floats each). rank in [0, size); every rank passes the same size, epoch and op.
-// On error the contents of `data` are unspecified.
+// data.size()/n floats each), or the link's own_allreduce where it has one. rank in [0, size); every rank
+// passes the same size, epoch and op. On error the contents of `data` are unspecified.
 expected<void> ring_allreduce(ring_link& link, int rank, int size, std::span<float> data, std::uint64_t epoch,
                               std::uint64_t op);
+// ring_allreduce by exchanges only (a link's own_allreduce is not asked).
+expected<void> ring_allreduce_exchanges(ring_link& link, int rank, int size, std::span<float> data,
+                                        std::uint64_t epoch, std::uint64_t op);
 
 // `root`'s `data` to every rank, passed along the ring (each rank receives it whole, then forwards
 // it unless the next rank is the root). On a buffered link whose capacity holds `data`, the root

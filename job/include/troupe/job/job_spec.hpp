@@ -5,10 +5,11 @@
 //   [job]  name, root = "jobs", strategy = "async_ps" | "allreduce" | "local_sgd",
 //          workers (initial target), min_workers, max_workers, records_per_task,
 //          max_task_failures, lease_timeout_ms, progress_every_ms, sync_every (local_sgd),
-//          ring_capacity_kb (allreduce channels), rpc_timeout_ms, dataset_cache (dir of imported
-//          datasets, default "<root>/datasets"), device = "cpu" | "gpu" (workers train on a GPU,
-//          the CUDA trainer backend; docs/gpu_workers.md), disk_full_timeout_ms (a disk fault
-//          lasting this long fails the job; 300000)
+//          ring_capacity_kb (allreduce rings), ring_lanes (threads per worker for a large
+//          allreduce on one host; 0: its CPUs over its host's workers, 1-4), rpc_timeout_ms, dataset_cache
+//          (dir of imported datasets, default "<root>/datasets"), device = "cpu" | "gpu" (workers train on a
+//          GPU, the CUDA trainer backend; docs/gpu_workers.md), disk_full_timeout_ms (a disk fault lasting
+//          this long fails the job; 300000)
 //   [ps]   shards, checkpoint_every_ms, full_checkpoint_every, checkpoint_dir, in_flight_pushes,
 //          prefetch
 //
@@ -38,6 +39,7 @@ struct job_options {
   ms lease_timeout{30'000};
   ms progress_every{500};
   std::uint32_t sync_every = 8;
+  std::uint32_t ring_lanes = 0;          // 0: by the host's CPUs (collective::session_lanes)
   std::size_t ring_capacity = 4u << 20;  // holds a resync of a mid-sized model: its source does not wait
   ms rpc_timeout{10'000};
   std::string dataset_cache;   // empty: <root>/datasets

@@ -76,6 +76,10 @@ class shm_ring {
   // The contiguous readable region (up to the wrap point), to reduce in place; then consume(n).
   std::span<const std::byte> peek() const noexcept;
   void consume(std::size_t n) noexcept;
+  // The contiguous writable region (up to the wrap point), to write a result straight into; then
+  // commit(n) publishes its first n bytes.
+  std::span<std::byte> reserve() const noexcept;
+  void commit(std::size_t n) noexcept;
 
   // Sleep until at least one byte can be written / read, or `timeout` passes. Returns true if so.
   bool wait_for_space(std::chrono::microseconds timeout) noexcept;

@@ -30,7 +30,17 @@ struct mixed_session_options {
   std::chrono::milliseconds timeout{10'000};  // per exchange, and for a ring's rendezvous
   // A TCP neighbour silent this long (cut off, hung) is dead (TCP keepalive and user timeout).
   std::chrono::milliseconds heartbeat_timeout{3'000};
+  // Inbound shared-memory lanes (shm/link.hpp: threads of this rank that move slices of a large
+  // transfer at once). 0: this process's CPUs over the ring's ranks on its host, 1 to 4. Only a
+  // previous rank linked over shared memory on both sides writes them (a mixed link writes lane 0).
+  int lanes = 0;
+  std::size_t lane_min_bytes = 1 << 20;  // shm_link_options::lane_min_bytes: every worker of a job the same
+  // shm_link_options::fused_min_bytes, for a ring all on this host: every worker of a job the same.
+  std::size_t fused_min_bytes = 16 << 20;
 };
+
+// The lanes `options.lanes` asks for with `local_ranks` ring ranks on this host (its 0 resolved).
+int session_lanes(const mixed_session_options& options, int local_ranks);
 
 class mixed_ring_session final : public ring_session {
  public:
@@ -75,6 +85,8 @@ class mixed_ring_session final : public ring_session {
   bool spare_failed_ = false;                   // prepare() could not make one: not tried again
   info info_;
   std::uint64_t op_ = 0;
+  int lanes_ = 1;                     // inbound lanes of the ring being linked
+  bool all_on_host_ = false;          // every rank of that ring is on this host (its allreduce may be fused)
   std::uint64_t solo_epoch_ = 0;      // ring epoch during which this worker trains alone (0: none)
   std::uint64_t awaiting_epoch_ = 0;  // ring epoch whose joining partner has not made its ring yet
   info pending_;  // the ring linked to a joining partner that has not opened this worker's ring yet
