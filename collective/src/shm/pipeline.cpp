@@ -82,7 +82,8 @@ std::optional<expected<void>> shm_ring_link::own_allreduce(int rank, int size, s
   });
 }
 
-expected<void> shm_ring_link::fused_lane(lane& l, std::span<float> data, std::uint64_t epoch, std::uint64_t op) {
+expected<void> shm_ring_link::fused_lane(lane& l, std::span<float> data, std::uint64_t epoch,
+                                         std::uint64_t op) {
   const int n = opt_.size, rank = opt_.rank;
   // The chunk follows the option (equal on every rank), not the ring (a spare one may be larger).
   const std::size_t chunk = std::clamp<std::size_t>(opt_.capacity / 4, 4096, 1 << 20) / sizeof(float);
@@ -96,18 +97,19 @@ expected<void> shm_ring_link::fused_lane(lane& l, std::span<float> data, std::ui
   };
   for (std::size_t round = 0; round < rounds; ++round) {
     for (int p = 0; p <= 2 * n - 2; ++p) {
-      op_kind kind = p == 0           ? op_kind::send
-                     : p < n - 1      ? op_kind::reduce_send
-                     : p == n - 1     ? op_kind::reduce_copy_send
-                     : p < 2 * n - 2  ? op_kind::copy_send
-                                      : op_kind::recv;
+      op_kind kind = p == 0          ? op_kind::send
+                     : p < n - 1     ? op_kind::reduce_send
+                     : p == n - 1    ? op_kind::reduce_copy_send
+                     : p < 2 * n - 2 ? op_kind::copy_send
+                                     : op_kind::recv;
       // Op p receives what the previous rank sent as its op p-1, of segment rank-p in the
       // reduce-scatter and rank-(p-n) in the allgather; op 0 sends this rank's own segment.
       std::span<float> local = seg_chunk(p < n ? rank - p : rank - (p - n), round);
       const bool has_in = kind != op_kind::send, has_out = kind != op_kind::recv;
       const std::uint32_t step = fused_step_base + static_cast<std::uint32_t>(round) * per_round;
       const step_tag in_tag{epoch, op, step + static_cast<std::uint32_t>(p - 1)};
-      wire_header out_hdr{epoch, op, step + static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(local.size())};
+      wire_header out_hdr{epoch, op, step + static_cast<std::uint32_t>(p),
+                          static_cast<std::uint32_t>(local.size())};
       wire_header in_hdr{};
       std::size_t hdr_sent = has_out ? 0 : sizeof(wire_header), hdr_got = has_in ? 0 : sizeof(wire_header);
       std::size_t done = 0;
@@ -122,12 +124,13 @@ expected<void> shm_ring_link::fused_lane(lane& l, std::span<float> data, std::ui
           progressed |= w > 0;
         }
         if (hdr_got < sizeof(wire_header)) {
-          std::size_t r =
-              l.in->read_some({reinterpret_cast<std::byte*>(&in_hdr) + hdr_got, sizeof(wire_header) - hdr_got});
+          std::size_t r = l.in->read_some(
+              {reinterpret_cast<std::byte*>(&in_hdr) + hdr_got, sizeof(wire_header) - hdr_got});
           hdr_got += r;
           progressed |= r > 0;
-          if (hdr_got == sizeof(wire_header) && (in_hdr.epoch != in_tag.epoch || in_hdr.op != in_tag.op ||
-                                                 in_hdr.step != in_tag.step || in_hdr.floats != local.size())) {
+          if (hdr_got == sizeof(wire_header) &&
+              (in_hdr.epoch != in_tag.epoch || in_hdr.op != in_tag.op || in_hdr.step != in_tag.step ||
+               in_hdr.floats != local.size())) {
             receiver rx{local, false, in_hdr};
             return rx.mismatch(in_tag);
           }
