@@ -193,6 +193,19 @@ TEST(chaos, kills_during_allreduce) {
   expect_recovered(c.report, "kill");
 }
 
+// A model of 5.8M parameters (23 MB of gradients): its workers, both on this host, allreduce through
+// the fused pipeline on 2 lanes each (shm/pipeline.cpp), and a kill lands in one of them.
+TEST(chaos, kills_during_a_fused_allreduce_on_lanes) {
+  auto toml = mlp_job({.workers = 2, .epochs = 2, .batch_size = 512, .max_train_rows = 12000});
+  toml = "ring_lanes = 2\n" + toml;
+  toml.replace(toml.find("hidden = [64]"), 13, "hidden = [2048, 2048]");
+  auto clean = clean_result("fused", toml);
+  auto c = run_under_chaos("fused", toml, "--fault '3 kill worker-1'");
+  expect_invariants(c, clean, "test_accuracy", 0.03);
+  EXPECT_EQ(faults_injected(c.report, "kill"), 1u) << c.report.dump();
+  expect_recovered(c.report, "kill");
+}
+
 TEST(chaos, fault_storm_of_random_kills) {
   // Long enough to outlast the 12 s storm (a job that ends first cuts the storm short).
   auto toml = ctr_job(3, 600000, 6);
