@@ -1,6 +1,6 @@
 // Ring allreduce bus bandwidth over shared-memory links between forked processes.
 //   allreduce_bench [--ranks N] [--mb M] [--iters K] [--capacity-kb C] [--lanes H] [--lane-kb L]
-//                   [--exchanges]
+//                   [--exchanges] [--chunk-kb K]
 // Prints one JSON line per (ranks, size): algbw and busbw (nccl-tests convention:
 // busbw = algbw * 2(n-1)/n, algbw = bytes / time), median over iterations. Each iteration checks
 // the sums.
@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   int ranks = 2, iters = 20, lanes = 1;
   std::size_t lane_kb = 1024;
   bool exchanges = false;
+  std::size_t chunk_kb = 0;
   // A job's rings ([job] ring_capacity_kb, 4 MiB). The best size depends on the machine's caches:
   // 1 MiB was 15-20% faster at 64 MB on the dev VM of 2026-11-22; on the one of 2026-11-27 4 MiB
   // was 1.8x faster at 64 MB and 1.1x at 1 MB (docs/benchmarks.md).
@@ -53,6 +54,8 @@ int main(int argc, char** argv) {
       lanes = std::atoi(v);
     else if (!std::strcmp(flag, "--lane-kb"))
       lane_kb = std::strtoul(v, nullptr, 10);
+    else if (!std::strcmp(flag, "--chunk-kb"))
+      chunk_kb = std::strtoul(v, nullptr, 10);
   }
   size_t n = static_cast<size_t>(mb * (1 << 20) / sizeof(float));
   std::string job = "bench" + std::to_string(::getpid());
@@ -72,6 +75,7 @@ int main(int argc, char** argv) {
       o.lanes = lanes;
       o.lane_min_bytes = lane_kb << 10;
       o.all_on_host = !exchanges;
+      o.fused_chunk_bytes = chunk_kb << 10;
       auto link = shm_ring_link::connect(o);
       if (!link) {
         std::fprintf(stderr, "rank %d: %s\n", r, link.err().to_string().c_str());
@@ -116,12 +120,13 @@ int main(int argc, char** argv) {
         double algbw = bytes / med / 1e9;
         double busbw = algbw * 2.0 * (ranks - 1) / ranks;
         std::printf(
-            "{\"bench\":\"ring_allreduce_shm\",\"path\":\"%s\",\"capacity_kb\":%zu,\"lanes\":%d,\"lane_kb\":%"
+            "{\"bench\":\"ring_allreduce_shm\",\"path\":\"%s\",\"capacity_kb\":%zu,\"chunk_kb\":%zu,"
+            "\"lanes\":%d,\"lane_kb\":%"
             "zu,\"ranks\":%d,"
             "\"bytes\":%.0f,\"iters\":%d,\"median_s\":%.6f,"
             "\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
-            exchanges || n * sizeof(float) < o.fused_min_bytes ? "exchanges" : "fused", capacity_kb, lanes,
-            lane_kb, ranks, bytes, iters, med, algbw, busbw);
+            exchanges || n * sizeof(float) < o.fused_min_bytes ? "exchanges" : "fused", capacity_kb, chunk_kb,
+            lanes, lane_kb, ranks, bytes, iters, med, algbw, busbw);
         std::fflush(stdout);
       }
       _exit(0);

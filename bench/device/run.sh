@@ -112,8 +112,8 @@ gpu_tests() {
 
 # NCCL communicator rebuilds (size 1: one GPU cannot hold two ranks of one communicator): NCCL's
 # own init timings, then 20-epoch churns (back-to-back changes) under bounds on the aborts that run
-# at once (1: one at a time, as before 2026-11-27), 100 epochs under 16 and 32 (the default, 8, left
-# a p90 of 281 ms over 100 epochs on the H200), then the 100-epoch churn test under the default.
+# at once (1: one at a time, as before 2026-11-27), 100 epochs under 16 and 32 (8 left
+# a p90 of 235-281 ms over 100 epochs on the H200), then the 100-epoch churn test under the default (32).
 # (NCCL settings -- NCCL_SET_STACK_SIZE, CUDA_MODULE_LOADING, NVLS, cuMem -- moved it by under 5% on
 # the H100 and the H200: docs/benchmarks.md.)
 nccl() {

@@ -75,18 +75,27 @@ std::optional<expected<void>> shm_ring_link::own_allreduce(int rank, int size, s
     while (ring_lanes_ < max_lanes && have[static_cast<std::size_t>(ring_lanes_)] == 0.f) ++ring_lanes_;
   }
   const int used = lanes_for(data.size(), ring_lanes_);
-  if (used == 1) return fused_lane(lanes_[0], data, epoch, op);
+  if (used == 1) return fused_lane(lanes_[0], data, 1, epoch, op);
   return on_lanes(used, [&](int l) {
     auto [b, e] = segment_bounds(data.size(), used, l);
-    return fused_lane(lanes_[static_cast<std::size_t>(l)], data.subspan(b, e - b), epoch, op);
+    return fused_lane(lanes_[static_cast<std::size_t>(l)], data.subspan(b, e - b), used, epoch, op);
   });
 }
 
-expected<void> shm_ring_link::fused_lane(lane& l, std::span<float> data, std::uint64_t epoch,
+std::size_t shm_ring_link::fused_chunk_bytes(int lanes) const noexcept {
+  // The option's capacity (equal on every rank), not the ring's (a spare one may be larger).
+  const std::size_t quarter = std::max<std::size_t>(opt_.capacity / 4, 4096);
+  if (opt_.fused_chunk_bytes) return std::min(quarter, std::max<std::size_t>(opt_.fused_chunk_bytes, 4096));
+  // On lanes (cores to spare) smaller chunks pass sooner: on the H200's 16 cores, 4 ranks x 4 lanes
+  // and 8 x 2 ran 1.11-1.25x faster with 256 KiB than 1 MiB; on one lane of the 2-core VM, where
+  // ranks share cores, 1 MiB was 1.06-1.38x faster (docs/benchmarks.md).
+  return std::min(quarter, std::size_t{lanes > 1 ? 256u : 1024u} << 10);
+}
+
+expected<void> shm_ring_link::fused_lane(lane& l, std::span<float> data, int lanes, std::uint64_t epoch,
                                          std::uint64_t op) {
   const int n = opt_.size, rank = opt_.rank;
-  // The chunk follows the option (equal on every rank), not the ring (a spare one may be larger).
-  const std::size_t chunk = std::clamp<std::size_t>(opt_.capacity / 4, 4096, 1 << 20) / sizeof(float);
+  const std::size_t chunk = fused_chunk_bytes(lanes) / sizeof(float);
   const std::size_t longest = segment_bounds(data.size(), n, 0).second;  // segment 0 is never shorter
   const std::size_t rounds = (longest + chunk - 1) / chunk;
   const std::uint32_t per_round = static_cast<std::uint32_t>(2 * n - 2);

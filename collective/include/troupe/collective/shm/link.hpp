@@ -67,6 +67,9 @@ struct shm_link_options {
   // 16 MB, and behind them at 4-8 MB, where the data stays in the caches.)
   bool all_on_host = false;
   std::size_t fused_min_bytes = 16 << 20;
+  // The pipeline's chunk; 0: 256 KiB on 2+ lanes, 1 MiB on one. Never more than a quarter of
+  // `capacity` (the rings must hold 4 chunks). Every rank of a ring the same.
+  std::size_t fused_chunk_bytes = 0;
 };
 
 class shm_ring_link final : public ring_link {
@@ -118,8 +121,11 @@ class shm_ring_link final : public ring_link {
   // Runs fn(lane) for lanes 0..used-1, lane 0 on this thread, the others on the crew; the first
   // failure (not a lane it stopped), once all have returned.
   expected<void> on_lanes(int used, const std::function<expected<void>(int)>& fn);
-  // own_allreduce's pipeline over one lane's rings, of that lane's slice of the data (pipeline.cpp).
-  expected<void> fused_lane(lane& l, std::span<float> data, std::uint64_t epoch, std::uint64_t op);
+  // own_allreduce's pipeline over one lane's rings, of that lane's slice of the data, one of `lanes`
+  // (pipeline.cpp).
+  expected<void> fused_lane(lane& l, std::span<float> data, int lanes, std::uint64_t epoch, std::uint64_t op);
+  // The pipeline's chunk when it runs on `lanes` lanes (equal on every rank: the lanes are agreed).
+  std::size_t fused_chunk_bytes(int lanes) const noexcept;
   int ring_lanes_ = 0;  // lanes every rank of the ring has (agreed at the first fused allreduce; 0: not yet)
   shm_link_options opt_;
   std::vector<lane> lanes_;  // max(lanes_in_, lanes_out_) of them
