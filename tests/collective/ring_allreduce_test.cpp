@@ -391,6 +391,19 @@ TEST(ring_allreduce, mismatched_op_is_a_protocol_error) {
   for (int c : codes) EXPECT_EQ(c, 0);
 }
 
+// The fused pipeline checks every message's header as the exchanges do: after one fused allreduce
+// together (the lanes agreed), ranks on different ops fail with `protocol`.
+TEST(ring_allreduce, mismatched_op_in_the_fused_pipeline_is_a_protocol_error) {
+  auto codes = run_ranks(2, 1000, job_name("fusedproto"), 2,
+                         [](int rank, shm_ring_link& link, std::vector<float>& d, int op) {
+                           if (op == 0) return ring_allreduce(link, rank, 2, d, 1, 1) ? 0 : 20;
+                           auto r = ring_allreduce(link, rank, 2, d, 1, rank == 0 ? 5 : 6);
+                           return (!r && r.err() == collective_errc::protocol) ? 0 : 30;
+                         },
+                         {{}, 4096, true, 64});
+  for (int c : codes) EXPECT_EQ(c, 0);
+}
+
 TEST(ring_allreduce, timeout_when_neighbour_is_silent) {
   auto job = job_name("silent");
   std::promise<void> returned;

@@ -51,7 +51,7 @@ expected<std::unique_ptr<shm_ring_link>> shm_ring_link::connect(const shm_link_o
   std::vector<lane> lanes(static_cast<std::size_t>(o.lanes));
   // Lanes 1.. before lane 0: the previous rank, once it opens lane 0, finds every other lane there.
   for (int l = o.lanes - 1; l >= 0; --l) {
-    auto in = l == 0 ? make_inbound_ring(o) : make_lane_ring(o, l);
+    auto in = make_inbound_ring(o, l);
     if (!in) return in.err();
     lanes[static_cast<std::size_t>(l)].in = std::move(*in);
   }
@@ -72,6 +72,10 @@ expected<std::unique_ptr<shm_ring_link>> shm_ring_link::connect(const shm_link_o
     if (l.out) l.out->unlink_when_attached();
   }
   return std::unique_ptr<shm_ring_link>(new shm_ring_link(o, std::move(lanes), o.lanes, lanes_out));
+}
+
+void shm_ring_link::unlink_attached() {
+  for (int l = 0; l < lanes_in_; ++l) lanes_[static_cast<std::size_t>(l)].in->unlink_when_attached();
 }
 
 bool shm_ring_link::prev_linked() const noexcept {
@@ -129,7 +133,7 @@ int shm_ring_link::lanes_for(std::size_t floats, int lanes) const noexcept {
 // into one slice per lane (segment_bounds, as the other end splits it), each lane on a thread.
 expected<void> shm_ring_link::transfer(const step_tag& tag, const std::span<const float>* send,
                                        std::span<float>* recv, bool accumulate) {
-  for (int l = 0; l < lanes_in_; ++l) lanes_[static_cast<std::size_t>(l)].in->unlink_when_attached();
+  unlink_attached();
   const int out = send ? lanes_for(send->size(), lanes_out_) : 0;
   const int in = recv ? lanes_for(recv->size(), lanes_in_) : 0;
   const int used = std::max({out, in, 1});

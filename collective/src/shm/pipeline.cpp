@@ -64,7 +64,7 @@ std::optional<expected<void>> shm_ring_link::own_allreduce(int rank, int size, s
   if (!opt_.all_on_host || rank != opt_.rank || size != opt_.size ||
       data.size() * sizeof(float) < opt_.fused_min_bytes)
     return std::nullopt;
-  for (int l = 0; l < lanes_in_; ++l) lanes_[static_cast<std::size_t>(l)].in->unlink_when_attached();
+  unlink_attached();
   if (ring_lanes_ == 0) {
     // Once per link: every rank counts the ranks by their inbound lanes (a small allreduce of
     // exchanges, under this op); the pipeline uses as many lanes as the fewest.
@@ -117,34 +117,23 @@ expected<void> shm_ring_link::fused_lane(lane& l, std::span<float> data, int lan
       const bool has_in = kind != op_kind::send, has_out = kind != op_kind::recv;
       const std::uint32_t step = fused_step_base + static_cast<std::uint32_t>(round) * per_round;
       const step_tag in_tag{epoch, op, step + static_cast<std::uint32_t>(p - 1)};
-      wire_header out_hdr{epoch, op, step + static_cast<std::uint32_t>(p),
-                          static_cast<std::uint32_t>(local.size())};
+      // The header out goes as a message of no payload (the payload is written in place below).
+      sender header{
+          {epoch, op, step + static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(local.size())}, {}};
+      if (!has_out) header.sent = header.total();
       wire_header in_hdr{};
-      std::size_t hdr_sent = has_out ? 0 : sizeof(wire_header), hdr_got = has_in ? 0 : sizeof(wire_header);
+      std::size_t hdr_got = has_in ? 0 : sizeof(wire_header);
       std::size_t done = 0;
       auto deadline = steady::now() + opt_.timeout;
       auto next_probe = steady::now() + std::chrono::milliseconds(5);
-      while (hdr_sent < sizeof(wire_header) || hdr_got < sizeof(wire_header) || done < local.size()) {
-        bool progressed = false;
-        if (hdr_sent < sizeof(wire_header)) {
-          std::size_t w = l.out->write_some(
-              {reinterpret_cast<const std::byte*>(&out_hdr) + hdr_sent, sizeof(wire_header) - hdr_sent});
-          hdr_sent += w;
-          progressed |= w > 0;
-        }
+      while (!header.done() || hdr_got < sizeof(wire_header) || done < local.size()) {
+        bool progressed = !header.done() && header.pump(*l.out);
         if (hdr_got < sizeof(wire_header)) {
-          std::size_t r = l.in->read_some(
-              {reinterpret_cast<std::byte*>(&in_hdr) + hdr_got, sizeof(wire_header) - hdr_got});
-          hdr_got += r;
+          int r = pump_header(*l.in, in_hdr, hdr_got, in_tag, local.size());
+          if (r < 0) return header_mismatch(in_hdr, in_tag);
           progressed |= r > 0;
-          if (hdr_got == sizeof(wire_header) &&
-              (in_hdr.epoch != in_tag.epoch || in_hdr.op != in_tag.op || in_hdr.step != in_tag.step ||
-               in_hdr.floats != local.size())) {
-            receiver rx{local, false, in_hdr};
-            return rx.mismatch(in_tag);
-          }
         }
-        if (hdr_sent == sizeof(wire_header) && hdr_got == sizeof(wire_header) && done < local.size()) {
+        if (header.done() && hdr_got == sizeof(wire_header) && done < local.size()) {
           std::size_t m = local.size() - done;
           const float* in = nullptr;
           float* out = nullptr;

@@ -29,11 +29,15 @@ bool pidfd_exited(int fd) {
 }
 }  // namespace
 
-error receiver::mismatch(const step_tag& tag) const {
+error header_mismatch(const wire_header& hdr, const step_tag& tag) {
   return error(collective_errc::protocol, "expected epoch " + std::to_string(tag.epoch) + " op " +
                                               std::to_string(tag.op) + " step " + std::to_string(tag.step) +
                                               ", got epoch " + std::to_string(hdr.epoch) + " op " +
                                               std::to_string(hdr.op) + " step " + std::to_string(hdr.step));
+}
+
+error receiver::mismatch(const step_tag& tag) const {
+  return header_mismatch(hdr, tag);
 }
 
 sender make_sender(const step_tag& tag, const std::span<const float>* send) {
@@ -72,25 +76,17 @@ bool peer_watch::dead() const {
   return pidfd_ >= 0 ? pidfd_exited(pidfd_) : process_dead(pid_);
 }
 
-expected<std::unique_ptr<transport::shm_ring>> make_inbound_ring(const shm_link_options& o) {
-  auto mine = shm_ring_link::ring_name(o.job, o.epoch, o.rank);
+expected<std::unique_ptr<transport::shm_ring>> make_inbound_ring(const shm_link_options& o, int lane) {
+  auto mine = shm_ring_link::ring_name(o.job, o.epoch, o.rank, lane);
   // Only this rank creates this name: anything there is a leftover of a killed incarnation.
   transport::shm_ring::remove(mine);
-  if (o.spare && *o.spare && (*o.spare)->capacity() >= o.capacity) {
+  if (lane == 0 && o.spare && *o.spare && (*o.spare)->capacity() >= o.capacity) {
     std::unique_ptr<transport::shm_ring> in;
     if (auto r = (*o.spare)->rename(mine); r) in = std::move(*o.spare);
     o.spare->reset();  // used, or unusable
     if (in) return in;
   }
   auto made = transport::shm_ring::create(mine, o.capacity);
-  if (!made) return make_unexpected(collective_errc::setup, made.err().to_string());
-  return std::move(*made);
-}
-
-expected<std::unique_ptr<transport::shm_ring>> make_lane_ring(const shm_link_options& o, int lane) {
-  auto name = shm_ring_link::ring_name(o.job, o.epoch, o.rank, lane);
-  transport::shm_ring::remove(name);
-  auto made = transport::shm_ring::create(name, o.capacity);
   if (!made) return make_unexpected(collective_errc::setup, made.err().to_string());
   return std::move(*made);
 }

@@ -53,6 +53,13 @@ struct receiver {
   error mismatch(const step_tag& tag) const;
 };
 
+// Reads what the ring has of a message's header into hdr (got: its bytes so far). Returns -1 once
+// it is whole and not `tag`'s of `floats` floats, else the bytes read now.
+int pump_header(transport::shm_ring& ring, wire_header& hdr, std::size_t& got, const step_tag& tag,
+                std::size_t floats);
+// The protocol error of a header that is not `tag`'s.
+error header_mismatch(const wire_header& hdr, const step_tag& tag);
+
 // Inline: the hot loops of every shared-memory transfer, compiled into each link's transfer loop.
 inline bool sender::pump(transport::shm_ring& ring) {
   std::size_t before = sent;
@@ -68,14 +75,22 @@ inline bool sender::pump(transport::shm_ring& ring) {
   return sent != before;
 }
 
+inline int pump_header(transport::shm_ring& ring, wire_header& hdr, std::size_t& got, const step_tag& tag,
+                       std::size_t floats) {
+  std::size_t n = ring.read_some({reinterpret_cast<std::byte*>(&hdr) + got, sizeof(hdr) - got});
+  got += n;
+  if (got == sizeof(hdr) &&
+      (hdr.epoch != tag.epoch || hdr.op != tag.op || hdr.step != tag.step || hdr.floats != floats))
+    return -1;
+  return static_cast<int>(n);
+}
+
 inline int receiver::pump(transport::shm_ring& ring, const step_tag& tag) {
   bool progressed = false;
   if (hdr_got < sizeof(hdr)) {
-    hdr_got += ring.read_some({reinterpret_cast<std::byte*>(&hdr) + hdr_got, sizeof(hdr) - hdr_got});
+    if (pump_header(ring, hdr, hdr_got, tag, out.size()) < 0) return -1;
     progressed = hdr_got > 0;
     if (hdr_got < sizeof(hdr)) return progressed;
-    if (hdr.epoch != tag.epoch || hdr.op != tag.op || hdr.step != tag.step || hdr.floats != out.size())
-      return -1;
   }
   while (floats_got < out.size()) {
     auto region = ring.peek();
@@ -122,10 +137,9 @@ class peer_watch {
   std::unique_ptr<liveness::watch> beacon_;
 };
 
-// This rank's inbound ring for `o` (the spare one when it fits), a leftover of the name replaced.
-expected<std::unique_ptr<transport::shm_ring>> make_inbound_ring(const shm_link_options& o);
-// Lane `lane` (>= 1) of this rank's inbound rings for `o`, a leftover of the name replaced.
-expected<std::unique_ptr<transport::shm_ring>> make_lane_ring(const shm_link_options& o, int lane);
+// Lane `lane` of this rank's inbound rings for `o` (lane 0: the spare one when it fits), a leftover
+// of the name replaced.
+expected<std::unique_ptr<transport::shm_ring>> make_inbound_ring(const shm_link_options& o, int lane = 0);
 // Lane `lane` (>= 1) of the next rank's inbound rings, without waiting: null when that rank made no
 // such lane (it made its lanes before its lane 0, which this rank has opened).
 expected<std::unique_ptr<transport::shm_ring>> open_next_lane(const shm_link_options& o, int lane);

@@ -112,6 +112,8 @@ class shm_ring_link final : public ring_link {
   // A neighbour that has exited (a zombie included); pidfds make this one cheap poll(2), so it runs
   // at every stall: a SIGKILLed neighbour ends a wait within one wait slice.
   static bool neighbour_dead(const lane& l, pid_t& which);
+  // Unlinks the names of this rank's inbound rings that the previous rank has opened.
+  void unlink_attached();
   expected<void> transfer(const step_tag& tag, const std::span<const float>* send, std::span<float>* recv,
                           bool accumulate);
   expected<void> transfer_lane(lane& l, const step_tag& tag, const std::span<const float>* send,
