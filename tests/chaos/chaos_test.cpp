@@ -196,7 +196,7 @@ TEST(chaos, kills_during_allreduce) {
 // A model of 5.8M parameters (23 MB of gradients): its workers, both on this host, allreduce through
 // the fused pipeline on 2 lanes each (shm/pipeline.cpp), and a kill lands in one of them.
 TEST(chaos, kills_during_a_fused_allreduce_on_lanes) {
-  auto toml = mlp_job({.workers = 2, .epochs = 2, .batch_size = 512, .max_train_rows = 12000});
+  auto toml = mlp_job({.workers = 2, .epochs = 2, .batch_size = 128, .max_train_rows = 12000});
   toml = "ring_lanes = 2\n" + toml;
   toml.replace(toml.find("hidden = [64]"), 13, "hidden = [2048, 2048]");
   auto clean = clean_result("fused", toml);
