@@ -175,6 +175,11 @@ error node_runtime::shutting_down() const {
   return error(std::error_code(core_errc::io_error), "node " + who_.id.name + " is shutting down");
 }
 
+std::vector<node_id> node_runtime::peers() const {
+  std::shared_lock lk(net_mu_);
+  return net_ ? net_->peers() : std::vector<node_id>{};
+}
+
 bool node_runtime::gone(const node_id& id) const {
   return live_->gone(id);
 }

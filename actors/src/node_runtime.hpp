@@ -93,6 +93,7 @@ class node_runtime final : public node_context {
   void wait_ring_change(std::uint64_t seen, troupe::clock::time_point deadline) override;
   // The node's shared-memory liveness beacon is released (its process exited).
   bool gone(const node_id& id) const override;
+  std::vector<node_id> peers() const override;
   void forget(const node_id& id) override;
   // troupe::clock::system().
   troupe::clock& clock() override;
@@ -143,7 +144,7 @@ class node_runtime final : public node_context {
   // Guards net_ for the calls actors make (send, ensure_connected, mark_ready): the destructor
   // takes net_ out under the unique lock before destroying it, so an actor that still handles a
   // message while the node shuts down gets an error, not a freed endpoint.
-  std::shared_mutex net_mu_;
+  mutable std::shared_mutex net_mu_;
   std::unique_ptr<collective::liveness> live_;
   std::string address_;
   node_view view_;

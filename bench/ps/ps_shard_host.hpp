@@ -64,6 +64,7 @@ class endpoint_node final : public node_context {
     if (deadline > now) clock().sleep_for(deadline - now);
   }
   bool gone(const node_id&) const override { return false; }
+  std::vector<node_id> peers() const override { return {}; }
   void forget(const node_id&) override {}
   bool ready() const override { return true; }
   void mark_ready() override {}

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 
@@ -97,6 +98,14 @@ std::string preload_host_backend(const job::job_spec& spec, const std::string& t
 }
 
 expected<bool> check_model(const job::job_spec& spec, const nn::dataset_info& info) {
+  if (spec.nn.model.type == "torchscript") {
+    auto o = torchscript_options_of(spec, info);
+    // A batch of the evaluation's size too: a module that fails only there fails now, not at the end.
+    o.probe_rows = std::max<std::size_t>(o.probe_rows, spec.nn.train.eval_batch_size);
+    auto t = load_torchscript(o);
+    if (!t) return t.err();
+    return !(*t)->embedding_tables().empty();
+  }
   auto b = make_host_backend(spec, info);
   if (!b) return b.err();
   return !(*b)->embedding_tables().empty();

@@ -143,6 +143,7 @@ void task_dispenser::ack_report(const message& m, const storage::report_request&
     spdlog::error("dispenser: task {} quarantined after repeated failures; last error: {}", r.id,
                   r.error_text);
     timeline_.quarantine(r.id, r.error_text);
+    last_failure_ = "task " + std::to_string(r.id) + ": " + r.error_text;
   }
   outbound o = reply_to(m, outbound::small_words);
   o.body().initTaskReportAck().setError(refused);
@@ -229,6 +230,11 @@ std::optional<wire::task_counts> task_dispenser::counts() const {
   out.data_epochs = journal_->options().epochs;
   out.records_done = c->records_done;
   out.fault = fault_;  // the journal's; the master adds the faults it told this dispenser of
+  if (c->failed > 0 && last_failure_.empty()) {  // quarantined before this dispenser started
+    if (auto failed = journal_->list(storage::task_state::failed); failed && !failed->empty())
+      last_failure_ = "task " + std::to_string(failed->back().id) + ": " + failed->back().last_error;
+  }
+  out.last_failure = last_failure_;
   return out;
 }
 

@@ -70,6 +70,8 @@ class task_dispenser {
   node_context& node_;
   std::optional<storage::task_journal> journal_;
   std::string fault_, external_fault_;
+  // "task <id>: <error>" of the last task quarantined (read from the journal once after a restart).
+  mutable std::string last_failure_;
   std::set<std::string> departed_;  // holders requeue_holder() was called for
   std::uint32_t data_epoch_ = 0;
   observe::job_timeline timeline_;  // re-queues and quarantines

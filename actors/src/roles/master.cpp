@@ -107,6 +107,13 @@ void broadcast(master_actor* self) {
   st.trim_at = {st.trim_at ? st.trim_at->first : now, now + std::chrono::seconds(1)};
 }
 
+// The dispenser puts the leases of `id` back in TODO (once per id).
+void requeue(master_actor* self, const node_id& id) {
+  auto& st = self->state;
+  if (!st.requeued_holders.insert(id.to_string()).second) return;
+  if (auto d = st.names->get("dispenser")) self->send(d, requeue_atom::value, id.to_string());
+}
+
 void member_gone(master_actor* self, const node_id& id, const std::string& reason) {
   auto& st = self->state;
   const auto* m = st.view.find(id.name);
@@ -118,8 +125,7 @@ void member_gone(master_actor* self, const node_id& id, const std::string& reaso
   st.done_workers.erase(id.name);
   if (std::erase_if(st.node_faults, [&](const auto& f) { return f.first.first == id.name; }) > 0)
     publish_fault(self);  // its next incarnation tells again
-  if (worker)
-    if (auto d = st.names->get("dispenser")) self->send(d, requeue_atom::value, id.to_string());
+  if (worker) requeue(self, id);
   if (st.eval_worker == id.name) st.eval_worker.clear();  // ask another one
   st.obs->gone(id, worker, reason, st.view.epoch());
   publish(self, id.to_string() + " down: " + reason);
@@ -262,8 +268,13 @@ void on_job_message(master_actor* self, const message& m) {
       // From the runner (the dead node's parent) it is a fact; from a worker (its ring neighbour
       // saw its liveness beacon released) the master checks liveness itself first.
       const auto* member = st.view.find(id.name);
-      if (!member || member->id != id) break;  // already gone (the first report removed it)
-      if (m.from_node() == id) {               // it leaves (SIGTERM): node_runtime::leave
+      if (!member || member->id != id) {  // gone already (the first report removed it), or never joined
+        // A worker that died while it warmed up held leases without being a member: the runner's
+        // word is a fact, so they go back now, not when they expire.
+        if (m.from_node().name == "runner" && id.name.rfind("worker-", 0) == 0 && !member) requeue(self, id);
+        break;
+      }
+      if (m.from_node() == id) {  // it leaves (SIGTERM): node_runtime::leave
         node_left(self, id, n.getStatus().cStr());
         break;
       }

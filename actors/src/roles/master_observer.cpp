@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "../node_runtime.hpp"
 #include "master_state.hpp"
@@ -165,7 +166,7 @@ void master_observer::tick(const master_state& st) {
   update_metrics(st, restarts);
   observe::metrics_sample m;
   m.samples = st.samples_total;
-  if (st.samples_total > 0) m.loss = st.loss;
+  if (st.samples_total > 0 && std::isfinite(st.loss)) m.loss = st.loss;
   m.samples_per_s = st.samples_per_sec;
   m.workers_alive = workers_alive_;
   m.epoch = st.view.epoch();
@@ -214,7 +215,7 @@ void master_observer::update_metrics(const master_state& st, std::uint64_t resta
       .set(static_cast<double>(st.view.epoch()));
   metrics_.get_gauge("troupe_samples_per_second", "Samples/s over the last window", labels_)
       .set(st.samples_per_sec);
-  if (st.samples_total > 0)
+  if (st.samples_total > 0 && std::isfinite(st.loss))
     metrics_.get_gauge("troupe_loss", "Mean minibatch loss, last window", labels_).set(st.loss);
 }
 

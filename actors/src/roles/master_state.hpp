@@ -5,6 +5,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include <chrono>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -60,7 +61,8 @@ struct master_state {
   std::string published_fault;  // the fault the dispenser was last told of
   std::uint64_t window_samples = 0, window_steps = 0;
   double window_loss = 0;
-  double samples_per_sec = 0, loss = 0;
+  double samples_per_sec = 0;
+  double loss = std::numeric_limits<double>::quiet_NaN();  // NaN until a window with a step
   // The dispenser's counts; nullopt until it answered.
   std::optional<wire::task_counts> counts;
   std::set<std::string> done_workers;
@@ -77,8 +79,15 @@ struct master_state {
   std::string eval_worker;
   std::uint64_t eval_request = 0;  // correlation id of the latest Evaluate
   troupe::clock::time_point eval_sent;
-  bool finished = false;
+  // Evaluations that failed (the model's error, not a lost worker): past max_task_failures the job
+  // ends failed with the last one's error, as a task is quarantined.
+  std::uint32_t eval_failures = 0;
+  std::string eval_error;
+  bool finished = false, result_ok = false;
   std::string result_json;
+  // Holders whose leases the dispenser was told to re-queue (a departed member, or a worker that
+  // exited before it joined): each id once.
+  std::set<std::string> requeued_holders;
   // NCCL unique ids and devices per ring epoch (GPU workers).
   gpu_rendezvous gpu;
   // The timeline and /metrics (master_observer.hpp).

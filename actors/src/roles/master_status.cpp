@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <set>
 
 #include "../caf_types.hpp"
 #include "master_observer.hpp"
@@ -80,28 +81,36 @@ void add_durable_counts(const master_state& st, nlohmann::json& j) {
   }
 }
 
+// result.json: the job's metrics (`j`, e.g. the test set's) with the durable counts; `error` names
+// why a job that trained nothing or could not be evaluated failed (empty: it did not).
+void finish(master_actor* self, nlohmann::json j, const std::string& error);
+
 void send_finished(master_state& st) {
   auto o = wire::job();
   auto f = o.body.initJobFinished();
   f.setResultJson(st.result_json);
-  f.setOk(st.counts && st.counts->failed == 0);
+  f.setOk(st.result_ok);
   if (auto s = st.ctx->send("runner", "runner", std::move(o.out), "master"); !s)
     spdlog::warn("job finished, but the runner is not reachable: {}", s.err().to_string());
 }
 
 }  // namespace
 
-// Tasks held by nodes that are not members (they died while this master was down, or their death
-// went unseen) go back to TODO without waiting for their leases to expire. A grace period after
-// start lets the survivors re-join first.
+// Tasks held by nodes that are neither members nor connected (they died while this master was
+// down, or their death went unseen) go back to TODO without waiting for their leases to expire. A
+// worker leases its first task before it joins (it warms up on it first): while it is connected it
+// is alive, and its task stays its own however long its start takes. A grace period after start
+// lets the survivors re-join first.
 void reconcile_holders(master_actor* self) {
   auto& st = self->state;
   auto now = st.ctx->clock().now();
   if (now - st.started < std::chrono::seconds(3) || now - st.last_reconcile < std::chrono::seconds(2)) return;
   st.last_reconcile = now;
-  std::vector<std::string> alive;
+  std::set<std::string> holders;
   for (const auto& m : st.view.members())
-    if (m.role == cluster::node_role::worker) alive.push_back(m.id.to_string());
+    if (m.role == cluster::node_role::worker) holders.insert(m.id.to_string());
+  for (const auto& p : st.ctx->peers()) holders.insert(p.to_string());
+  std::vector<std::string> alive(holders.begin(), holders.end());
   if (auto d = st.names->get("dispenser")) self->send(d, requeue_atom::value, alive);
 }
 
@@ -133,38 +142,68 @@ void on_tick(master_actor* self) {
     return;
   }
   if (!all_tasks_over(st)) return;
+  if (st.counts->done == 0) {  // every task quarantined: nothing was trained, nothing to evaluate
+    finish(self, nlohmann::json::object(), "");
+    return;
+  }
   bool waiting = !st.eval_worker.empty() && st.ctx->clock().now() - st.eval_sent < eval_timeout;
   if (!waiting) request_eval(self);
 }
 
-void on_eval_result(master_actor* self, schema::EvalResult::Reader r, std::uint64_t correlation_id) {
+namespace {
+
+void finish(master_actor* self, nlohmann::json j, const std::string& error) {
   auto& st = self->state;
-  if (st.finished || correlation_id != st.eval_request) return;
-  if (r.getError().size() > 0) {
-    spdlog::warn("evaluation on {} failed: {}", st.eval_worker, r.getError().cStr());
-    st.eval_worker.clear();
-    return;
-  }
   persist_counters(self, true);
   double secs = std::chrono::duration<double>(st.ctx->clock().now() - st.started).count();
-  nlohmann::json j;
   j["job"] = st.ctx->who().job_id;
   j["strategy"] = st.ctx->spec().job.strategy;
   j["model"] = st.ctx->spec().nn.model.type;
-  j["test_rows"] = r.getRows();
-  j["test_loss"] = r.getLoss();
-  j["test_accuracy"] = r.getAccuracy();
-  if (std::isfinite(r.getAuc())) j["test_auc"] = r.getAuc();  // NaN: not a binary model
+  // The mean minibatch loss of the last steps: the window under way, else the last full one.
+  const double last = st.window_steps > 0 ? st.window_loss / static_cast<double>(st.window_steps) : st.loss;
+  if (std::isfinite(last)) j["train_loss"] = last;
   add_durable_counts(st, j);
-  j["ok"] = st.counts && st.counts->failed == 0;
+  st.result_ok = error.empty() && st.counts && st.counts->failed == 0;
+  j["ok"] = st.result_ok;
+  if (!error.empty()) j["error"] = error;
   j["master_seconds"] = secs;
-  j["evaluated_by"] = st.eval_worker;
+  st.eval_worker.clear();
   st.result_json = j.dump();
   st.finished = true;
   st.obs->job_finished();
   (void)cluster::write_file_atomic(st.ctx->who().job_dir + "/result.json", st.result_json + "\n");
   spdlog::info("job finished: {}", st.result_json);
   send_finished(st);
+}
+
+// An evaluation that failed for the model's sake (its worker answered an error): asked again, of
+// any worker, until max_task_failures of them failed; then the job ends failed, naming the error.
+void eval_failed(master_actor* self, const std::string& error) {
+  auto& st = self->state;
+  st.eval_failures += 1;
+  st.eval_error = st.eval_worker + ": " + error;
+  spdlog::warn("evaluation on {} failed ({} of {}): {}", st.eval_worker, st.eval_failures,
+               st.ctx->spec().job.max_task_failures, error);
+  st.eval_worker.clear();
+  if (st.eval_failures < std::max<std::uint32_t>(1, st.ctx->spec().job.max_task_failures)) return;
+  finish(self, nlohmann::json::object(),
+         "the evaluation of the trained model failed " + std::to_string(st.eval_failures) +
+             " times; the last, on " + st.eval_error);
+}
+
+}  // namespace
+
+void on_eval_result(master_actor* self, schema::EvalResult::Reader r, std::uint64_t correlation_id) {
+  auto& st = self->state;
+  if (st.finished || correlation_id != st.eval_request) return;
+  if (r.getError().size() > 0) return eval_failed(self, r.getError().cStr());
+  nlohmann::json j;
+  j["test_rows"] = r.getRows();
+  j["test_loss"] = r.getLoss();
+  j["test_accuracy"] = r.getAccuracy();
+  if (std::isfinite(r.getAuc())) j["test_auc"] = r.getAuc();  // NaN: not a binary model
+  j["evaluated_by"] = st.eval_worker;
+  finish(self, std::move(j), "");
 }
 
 void send_status(master_actor* self, const message& request) {
@@ -184,6 +223,8 @@ void send_status(master_actor* self, const message& request) {
   // Every fault at once: the journal's (the dispenser's), the master's files', the nodes'.
   s.fault = st.counts ? st.counts->fault : std::string();
   if (auto more = job_fault(st); !more.empty()) s.fault.append(s.fault.empty() ? "" : "; ").append(more);
+  if (st.counts) s.task_error = st.counts->last_failure;
+  s.evaluating = st.eval_worker;
   s.finished = st.finished;
   s.result_json = st.result_json;
   s.members = st.view.members();

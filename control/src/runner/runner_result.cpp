@@ -68,6 +68,8 @@ std::string runner::final_json(int rc) {
       end_reason_ = "every task done";
     else if (!fatal_.empty())
       end_reason_ = fatal_;
+    else if (master_finished && j.contains("error") && j["error"].is_string())
+      end_reason_ = j["error"].get<std::string>();  // the master's own word (a failed evaluation)
     else if (master_finished)
       end_reason_ = quarantine_reason(*dir_);
     else
