@@ -1,4 +1,4 @@
-// The server side of ps_bench: the real PS shard actor (roles/ps_shard.cpp, spawn_ps_shard) in a
+// The server side of ps_bench: the real PS shard actor (ps/ps_shard.cpp, spawn_ps_shard) in a
 // CAF actor system, reached over a real transport endpoint ("ps" on the endpoint goes to the
 // actor's mailbox, as node_runtime delivers it; the shard's replies go back over the endpoint).
 // Only what a shard reads of its node is provided: identity, spec, send, the system clock; no
@@ -14,7 +14,7 @@
 
 #include "caf_types.hpp"
 #include "node_context.hpp"
-#include "roles/roles.hpp"
+#include "roles.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/transport/endpoint.hpp"
 

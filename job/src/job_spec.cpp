@@ -76,7 +76,7 @@ expected<job_spec> job_spec::read(const config_doc& doc) {
   // [train] device is `troupe train --local`'s switch (it reads job files too); a job's workers
   // follow [job] device.
   // Under async_ps the shards apply the embedding rows' gradients, which the GPU backend keeps on
-  // the device (actors/src/backends/cuda_backend.cpp says the same for a model built otherwise).
+  // the device (actors/src/worker/backends/cuda_backend.cpp says the same for a model built otherwise).
   const auto& type = spec.nn.model.type;
   if (spec.uses_gpu() && spec.job.strategy == "async_ps" && (type == "deepfm" || type == "wide_deep"))
     return make_unexpected(core_errc::invalid_argument,

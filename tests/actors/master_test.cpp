@@ -16,7 +16,7 @@
 
 #include "caf_types.hpp"
 #include "fake_node.hpp"
-#include "roles/roles.hpp"
+#include "roles.hpp"
 #include "troupe/supervision/name_registry.hpp"
 #include "troupe/wire/messages.hpp"
 #include "troupe/wire/status_codec.hpp"

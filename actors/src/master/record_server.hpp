@@ -13,7 +13,7 @@
 #include <optional>
 #include <string>
 
-#include "../node_context.hpp"
+#include "node_context.hpp"
 #include "roles.hpp"
 #include "troupe/storage/record_store.hpp"
 

@@ -3,7 +3,7 @@
 #include <optional>
 #include <thread>
 
-#include "node_runtime.hpp"
+#include "node/node_runtime.hpp"
 #include "troupe/collective/ring.hpp"
 #include "troupe/wire/messages.hpp"
 

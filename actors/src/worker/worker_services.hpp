@@ -7,7 +7,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include "node_runtime.hpp"
+#include "node/node_runtime.hpp"
 #include "ps_window.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/collective/mixed/session.hpp"

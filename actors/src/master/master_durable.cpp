@@ -2,7 +2,7 @@
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 
-#include "../caf_types.hpp"
+#include "caf_types.hpp"
 #include "master_state.hpp"
 
 namespace troupe::actors {

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <chrono>
 
-#include "roles/gpu_rendezvous.hpp"
+#include "master/gpu_rendezvous.hpp"
 #include "troupe/wire/rpc.hpp"
 
 namespace troupe::actors {

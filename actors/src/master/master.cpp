@@ -7,10 +7,10 @@
 
 #include <fstream>
 
-#include "../caf_types.hpp"
-#include "../pause_watch.hpp"
+#include "caf_types.hpp"
 #include "master_observer.hpp"
 #include "master_state.hpp"
+#include "pause_watch.hpp"
 #include "roles.hpp"
 #include "troupe/cluster/errc.hpp"
 #include "troupe/cluster/job_dir.hpp"

@@ -11,7 +11,7 @@
 #include <span>
 #include <string>
 
-#include "../roles/gpu_rendezvous.hpp"
+#include "master/gpu_rendezvous.hpp"
 #include "native_backend.hpp"
 #include "troupe/gpu/comm_manager.hpp"
 #include "troupe/gpu/cuda.hpp"

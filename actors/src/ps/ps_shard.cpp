@@ -6,7 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 
-#include "../caf_types.hpp"
+#include "caf_types.hpp"
 #include "ps_state.hpp"
 #include "roles.hpp"
 #include "troupe/job/data_model.hpp"

@@ -8,15 +8,15 @@
 #include <memory>
 #include <optional>
 
-#include "../data_feed.hpp"
-#include "../node_context.hpp"
-#include "../worker_services.hpp"
+#include "data_feed.hpp"
+#include "node_context.hpp"
 #include "roles.hpp"
 #include "task_lease_client.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/actors/trainer_backend.hpp"
 #include "troupe/storage/record_store.hpp"
 #include "troupe/wire/rpc.hpp"
+#include "worker_services.hpp"
 
 namespace troupe::actors {
 

@@ -5,11 +5,11 @@
 #include <caf/all.hpp>
 
 #include <caf/stateful_actor.hpp>
-#include "../backends/cuda_backend.hpp"
-#include "../caf_types.hpp"
+#include "caf_types.hpp"
 #include "troupe/actors/backends.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/job/data_model.hpp"
+#include "worker/backends/cuda_backend.hpp"
 
 #include "worker_state.hpp"
 

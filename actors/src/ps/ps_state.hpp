@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "../node_context.hpp"
+#include "node_context.hpp"
 #include "ps_checkpoint_log.hpp"
 #include "ps_snapshot.hpp"
 #include "roles.hpp"

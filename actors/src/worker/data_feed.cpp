@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "node_runtime.hpp"
+#include "node/node_runtime.hpp"
 #include "troupe/job/data.hpp"
 
 namespace troupe::actors {

@@ -1,5 +1,5 @@
 // A worker's served records (issue 19): on a host without the record store, a worker gets its
-// tasks' records from the master node's record server (roles/record_server.hpp). A thread of the
+// tasks' records from the master node's record server (master/record_server.hpp). A thread of the
 // fetcher's own fetches the ranges the worker asks for, in order, in requests of about
 // `request_bytes` with up to `window` of them in flight (across consecutive ranges, so the link
 // never waits on a round trip or on the decode), and decodes them (checksums verified) into rows,

@@ -3,8 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include "../gpu_comm_client.hpp"
-#include "../node_runtime.hpp"
+#include "node/node_runtime.hpp"
+#include "worker/gpu_comm_client.hpp"
 
 namespace troupe::actors {
 

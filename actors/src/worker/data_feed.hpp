@@ -19,7 +19,7 @@
 #include <string>
 
 #include "record_fetch.hpp"
-#include "roles/roles.hpp"
+#include "roles.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/core/error.hpp"
 #include "troupe/nn/data/dataset.hpp"

@@ -14,9 +14,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../node_context.hpp"
 #include "gpu_rendezvous.hpp"
 #include "job_counters.hpp"
+#include "node_context.hpp"
 #include "troupe/cluster/membership.hpp"
 #include "troupe/supervision/name_registry.hpp"
 #include "troupe/transport/schema/job.capnp.h"

@@ -12,9 +12,9 @@
 #include <algorithm>
 #include <array>
 
-#include "../backends/cuda_backend.hpp"
 #include "replicas.hpp"
 #include "troupe/gpu/comm_plan.hpp"
+#include "worker/backends/cuda_backend.hpp"
 
 namespace troupe::actors {
 

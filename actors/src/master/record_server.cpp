@@ -8,7 +8,7 @@
 
 #include <capnp/orphan.h>
 
-#include "../caf_types.hpp"
+#include "caf_types.hpp"
 
 namespace troupe::actors {
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <set>
 
-#include "../caf_types.hpp"
+#include "caf_types.hpp"
 #include "master_observer.hpp"
 #include "master_state.hpp"
 #include "troupe/cluster/job_dir.hpp"

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "../caf_types.hpp"
+#include "caf_types.hpp"
 #include "troupe/storage/disk_fault.hpp"
 #include "troupe/storage/record_store.hpp"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "../node_context.hpp"
+#include "node_context.hpp"
 #include "roles.hpp"
 #include "troupe/observe/timeline.hpp"
 #include "troupe/storage/task_journal.hpp"

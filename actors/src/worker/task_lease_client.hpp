@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "../node_context.hpp"
+#include "node_context.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/wire/rpc.hpp"
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "../node_runtime.hpp"
 #include "master_state.hpp"
+#include "node/node_runtime.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/wire/job_token.hpp"
 

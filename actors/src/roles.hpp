@@ -6,7 +6,7 @@
 
 #include <caf/fwd.hpp>
 
-#include "../node_runtime.hpp"
+#include "node/node_runtime.hpp"
 
 namespace troupe::actors {
 

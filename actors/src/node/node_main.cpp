@@ -19,7 +19,7 @@
 
 #include "caf_types.hpp"
 #include "node_runtime.hpp"
-#include "roles/roles.hpp"
+#include "roles.hpp"
 #include "troupe/cluster/addresses.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/collective/cleanup.hpp"
