@@ -25,6 +25,7 @@ job_options read_job(config_section s) {
   o.dataset_cache = s.get_string("dataset_cache", "");
   o.device = s.get_enum("device", o.device, {"cpu", "gpu"});
   o.disk_full_timeout = job_options::ms(s.get_int("disk_full_timeout_ms", 300'000, 1'000, 86'400'000));
+  o.checkpoint_every = job_options::ms(s.get_int("checkpoint_every_ms", 10'000, 0, 86'400'000));
   if (o.min_workers > o.max_workers)
     s.fail(
         "min_workers", core_errc::out_of_range,

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -49,6 +50,19 @@ bool has_store(const std::string& dir) {
 }
 
 }  // namespace
+
+void append_step(std::vector<float>& slots, std::uint64_t step) {
+  float f[2];
+  std::memcpy(f, &step, sizeof step);
+  slots.push_back(f[0]);
+  slots.push_back(f[1]);
+}
+
+std::uint64_t read_step(const float* two_floats) {
+  std::uint64_t s;
+  std::memcpy(&s, two_floats, sizeof s);
+  return s;
+}
 
 expected<std::uint64_t> write_state(const std::string& dir, const storage::flat_state& s, state_meta meta) {
   std::error_code ec;

@@ -84,6 +84,7 @@ class torchscript_backend final : public trainer_backend {
   const std::vector<param_slice>& layout() const override { return layout_; }
   const std::vector<nn::dense_param*>& dense_parameters() override { return param_ptrs_; }
   std::vector<std::span<float>> buffers() override { return buffers_; }
+  std::vector<std::string> buffer_names() override { return buffer_names_; }
   const nn::optimizer& optimizer() const override { return *opt_; }
   std::vector<nn::dense_slots>& optimizer_state() override { return state_; }
   std::vector<nn::embedding_table*> embedding_tables() override {
@@ -131,6 +132,7 @@ class torchscript_backend final : public trainer_backend {
   std::vector<nn::dense_param> params_;  // troupe views of the same memory (optimizer, PS)
   std::vector<nn::dense_param*> param_ptrs_;
   std::vector<std::span<float>> buffers_;
+  std::vector<std::string> buffer_names_;  // the module's names of buffers_, index for index
   std::unique_ptr<nn::optimizer> opt_;
   std::vector<nn::dense_slots> state_;
   std::optional<nn::embedding_table> table_;
@@ -290,6 +292,7 @@ expected<void> torchscript_backend::alias_parameters() {
 void torchscript_backend::alias_buffers() {
   for (const auto& b : mod_.named_buffers(true)) {
     if (b.value.scalar_type() != at::kFloat || !b.value.is_contiguous()) continue;
+    buffer_names_.push_back(b.name);
     if (!mirrored_) {
       buffers_.emplace_back(b.value.data_ptr<float>(), static_cast<std::size_t>(b.value.numel()));
       continue;

@@ -1,20 +1,17 @@
 #include "ps_snapshot.hpp"
 
+#include "troupe/model/state.hpp"
+
 #include <cstring>
 
 namespace troupe::actors {
 
 void put_step(std::vector<float>& v, std::uint64_t step) {
-  float f[2];
-  std::memcpy(f, &step, sizeof step);
-  v.push_back(f[0]);
-  v.push_back(f[1]);
+  model::append_step(v, step);
 }
 
 std::uint64_t get_step(const float* f) {
-  std::uint64_t s;
-  std::memcpy(&s, f, sizeof s);
-  return s;
+  return model::read_step(f);
 }
 
 namespace {

@@ -60,6 +60,11 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data) {
   if (!s) throw std::runtime_error(s.err().to_string());
   st.strat = std::move(*s);
   st.ctx.reset(new worker_context{rt->spec(), rt->self(), *st.backend, *st.ps, *st.ring});
+  if (!rt->spec().uses_ps()) {
+    st.checkpoints = std::make_unique<ring_checkpoints>(rt->who().job_dir + "/checkpoints/ring");
+    st.ctx->store = st.checkpoints.get();
+    st.next_checkpoint = rt->clock().now() + rt->spec().job.checkpoint_every;
+  }
   st.last_report = rt->clock().now();
   open_step_log(st);
   spdlog::info("{}: {} model on the {} backend ({}), strategy {}, {} training records{}",

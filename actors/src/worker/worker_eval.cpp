@@ -46,6 +46,7 @@ void evaluate(worker_state& st, const message& request) {
   res.setAuc(width == 1 ? m.auc : std::numeric_limits<double>::quiet_NaN());
   spdlog::info("evaluation on {} rows: loss {:.4f} accuracy {:.4f} auc {:.4f}", test.rows, res.getLoss(),
                res.getAccuracy(), res.getAuc());
+  write_final_state(st);  // what was just scored is the job's model
   (void)st.node->reply(request, std::move(o.out), "worker");
 }
 

@@ -244,6 +244,7 @@ bool train_some(worker_state& st, clock::time_point until) {
     case step_result::kind::trained:
       if (b) st.task->cursor += b->size();
       count_step(st, res);
+      maybe_checkpoint(st);
       pace(st, res.samples);
       break;
     case step_result::kind::idle:

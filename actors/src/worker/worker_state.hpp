@@ -10,6 +10,7 @@
 
 #include "data_feed.hpp"
 #include "node_context.hpp"
+#include "replica_checkpoint.hpp"
 #include "roles.hpp"
 #include "task_lease_client.hpp"
 #include "troupe/actors/strategy.hpp"
@@ -50,6 +51,10 @@ struct worker_state {
   std::unique_ptr<node_ring_context> ring_context;  // before the ring, which refers to it
   std::unique_ptr<collective::mixed_ring_session> ring;
   std::unique_ptr<strategy> strat;
+  // Ring strategies: the ring's checkpoints (replica_checkpoint.hpp), and when this worker next
+  // considers writing one.
+  std::unique_ptr<ring_checkpoints> checkpoints;
+  clock::time_point next_checkpoint{};
   std::unique_ptr<worker_context> ctx;
   std::optional<held_task> task;
   // The task leased ahead while `task` trains (from its second half on), so that a task boundary
@@ -94,6 +99,12 @@ std::optional<nn::batch> current_batch(worker_state& st);
 std::optional<nn::batch> batch_after(worker_state& st);
 // Evaluates the model on the test set and answers the master.
 void evaluate(worker_state& st, const message& request);
+// Ring strategies: every [job] checkpoint_every the alive worker of the lowest index hands a copy of
+// its replica to the ring's checkpoint writer (replica_checkpoint.hpp).
+void maybe_checkpoint(worker_state& st);
+// The state the evaluation scored, as the job's final state (<job dir>/checkpoints/final): what
+// `troupe export` writes the job's model from. Logged, not thrown, when it cannot be written.
+void write_final_state(worker_state& st);
 // Opens the TROUPE_STEP_LOG file when that variable is set.
 void open_step_log(worker_state& st);
 // Opens the data, builds the trainer backend the job names, the services and the strategy; throws

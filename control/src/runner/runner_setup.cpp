@@ -156,12 +156,21 @@ int runner::read_config(config_doc& doc) {
   if (!spec) return spdlog::error("{}", spec.err().to_string()), 2;
   spec_ = std::move(*spec);
   if (!opt_.resume.empty() && !spec_.uses_ps()) {
-    spdlog::error(
-        "--resume {}: strategy '{}' keeps its model only in the workers' memory (no checkpoint), so "
-        "a resumed job would train the remaining tasks on a fresh model; only async_ps jobs (PS "
-        "checkpoints) can be resumed",
-        opt_.resume, spec_.job.strategy);
-    return 2;
+    // Ring strategies resume from the ring's latest checkpoint (the first ring of the resumed job
+    // finds no trained replica and starts from it: replicas::restore_if_untrained).
+    if (spec_.job.checkpoint_every.count() == 0) {
+      spdlog::error(
+          "--resume {}: strategy '{}' with job.checkpoint_every_ms = 0 kept its model only in the workers' "
+          "memory, so a resumed job would train the remaining tasks on a fresh model",
+          opt_.resume, spec_.job.strategy);
+      return 2;
+    }
+    std::error_code ec;
+    if (!std::filesystem::exists(opt_.resume + "/checkpoints/ring/state.json", ec))
+      spdlog::warn(
+          "--resume {}: no ring checkpoint was written before the runner died: the tasks not done "
+          "yet train on a fresh model (the DONE ones are not trained again)",
+          opt_.resume);
   }
   // What `troupe config check` checks too (strategy, model, data paths): exit 2 before a job dir.
   if (auto c = job::check_job(spec_, actors::strategy_names(), actors::check_model); !c)

@@ -52,12 +52,24 @@ class ps_client {
 // the collective module (troupe/collective/ring_session.hpp).
 using ring_session = collective::ring_session;
 
+// Where a ring job keeps its replicas durable (the worker's ring checkpoints, docs/job.md): a
+// strategy that finds no trained replica in its ring (a resumed job's first ring) starts from the
+// latest checkpoint instead of initial weights.
+class replica_store {
+ public:
+  virtual ~replica_store() = default;
+  // The latest checkpoint into `b` (parameters, buffers, optimizer state and its step counts):
+  // false when there is none. Errors name the checkpoint and the tensor that does not fit.
+  virtual expected<bool> restore_latest(trainer_backend& b) = 0;
+};
+
 struct worker_context {
   const job::job_spec& spec;
   const node_id& self;
   trainer_backend& backend;  // the replica, its optimizer and their state (trainer_backend.hpp)
   ps_client& ps;
   ring_session& ring;
+  replica_store* store = nullptr;  // ring strategies' checkpoints; null when there are none
   // The batch the worker offers after the one of this step, when known (the rest of its task, or
   // the first of the task leased ahead); null otherwise. Set by the worker before each step, valid
   // during it: async_ps prefetches its rows.

@@ -79,6 +79,13 @@ class trainer_backend {
   // index with layout(): what a PS shard stores and applies its optimizer to.
   virtual const std::vector<nn::dense_param*>& dense_parameters() = 0;
   virtual std::vector<std::span<float>> buffers() { return {}; }
+  // The names of buffers(), index for index: what a checkpoint or an exported model keys them by
+  // (the model's own names: "batchnorm/running_mean", a TorchScript module's "norm.running_var").
+  virtual std::vector<std::string> buffer_names() {
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < buffers().size(); ++i) out.push_back("buffer/" + std::to_string(i));
+    return out;
+  }
   // The optimizer and its state: one dense_slots per layout() entry, index for index. Slots are
   // created on a tensor's first update; reserve_optimizer_state() sizes them now (replicas that
   // copy the state must agree on its size first).

@@ -21,6 +21,13 @@ std::vector<std::span<float>> native_backend::buffers() {
   return out;
 }
 
+std::vector<std::string> native_backend::buffer_names() {
+  std::vector<std::string> out;
+  for (auto* p : model_->parameters())
+    if (!p->trainable) out.push_back(p->name);
+  return out;
+}
+
 std::size_t native_backend::output_width() const {
   return model_->num_classes() == 2 ? 1 : model_->num_classes();
 }

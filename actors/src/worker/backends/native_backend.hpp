@@ -28,6 +28,7 @@ class native_backend : public trainer_backend {
     return trainer_->trainable_parameters();
   }
   std::vector<std::span<float>> buffers() override;
+  std::vector<std::string> buffer_names() override;
   const nn::optimizer& optimizer() const override { return trainer_->get_optimizer(); }
   std::vector<nn::dense_slots>& optimizer_state() override { return trainer_->dense_state(); }
   std::vector<nn::embedding_table*> embedding_tables() override { return model_->embedding_tables(); }

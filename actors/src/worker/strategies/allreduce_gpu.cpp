@@ -131,12 +131,18 @@ expected<void> gpu_allreduce::build_comm(const ring_session::info& ring, const g
 
 // The most trained replica's parameters and dense optimizer state to every rank, through the host
 // and broadcasts on the CPU ring (replicas::sync_from_most_trained with the optimizer on the device).
+// A resumed job's first ring starts from the latest ring checkpoint: its parameters and buffers (the
+// device's optimizer state starts afresh).
 expected<void> gpu_allreduce::resync(worker_context& ctx, const ring_session::info& ring) {
-  if (ring.size <= 1) return {};
+  if (ring.size <= 1) {
+    replicas::restore_if_untrained(ctx, steps_);
+    return {};
+  }
   auto src = replicas::vote_most_trained(ctx, ring, steps_);
   if (!src) return src.err();
   auto& dev = *g_.trainer;
   const bool source = ring.rank == src->rank;
+  if (source) replicas::restore_if_untrained(ctx, src->steps);
   if (source)
     if (auto d = ctx.backend.to_host(host_copy::parameters); !d) return d;
   std::size_t floats = 0;

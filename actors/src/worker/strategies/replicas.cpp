@@ -128,14 +128,29 @@ expected<void> broadcast_optimizer(worker_context& ctx, int src, bool source, st
 }
 }  // namespace
 
+void restore_if_untrained(worker_context& ctx, std::uint64_t steps) {
+  if (steps > 0 || !ctx.store) return;
+  auto r = ctx.store->restore_latest(ctx.backend);
+  if (!r)
+    spdlog::error("{}: the ring's latest checkpoint could not be restored, starting from initial weights: {}",
+                  ctx.self.to_string(), r.err().to_string());
+  else if (*r)
+    spdlog::info("{}: no replica had trained: the replica starts from the ring's latest checkpoint",
+                 ctx.self.to_string());
+}
+
 expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::info& ring,
                                       bool with_optimizer, std::vector<float>& buf) {
   auto started = std::chrono::steady_clock::now();
-  if (ring.size <= 1) return {};
   std::uint64_t mine = 0;
   for (const auto& s : ctx.backend.optimizer_state()) mine = std::max(mine, s.step);
+  if (ring.size <= 1) {
+    restore_if_untrained(ctx, mine);
+    return {};
+  }
   auto src = vote_most_trained(ctx, ring, mine);
   if (!src) return src.err();
+  if (ring.rank == src->rank) restore_if_untrained(ctx, src->steps);
   auto agreed = std::chrono::steady_clock::now();
   // Straight from the source's replica into the others' (no packing); a device backend's through
   // its host mirror.

@@ -61,6 +61,12 @@ expected<void> broadcast_parameters(worker_context& ctx, int src, std::size_t& f
 // `buf` is scratch, sized by reserve_state. On `ring`, as vote_most_trained.
 expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::info& ring,
                                       bool with_optimizer, std::vector<float>& buf);
+// When no replica of the ring has trained (`steps`, the vote's, is 0: a resumed job's first ring,
+// or a fresh job's), the job's latest ring checkpoint (ctx.store) into this replica, if there is
+// one; the sync that follows hands it to the others. A checkpoint that cannot be restored is
+// logged and training starts from the initial weights.
+void restore_if_untrained(worker_context& ctx, std::uint64_t steps);
+
 // Sizes the optimizer slots (with_optimizer) ahead, and `buf` for sync_from_most_trained.
 void reserve_state(worker_context& ctx, bool with_optimizer, std::vector<float>& buf);
 

@@ -5,11 +5,11 @@
 //   [job]  name, root = "jobs", strategy = "async_ps" | "allreduce" | "local_sgd",
 //          workers (initial target), min_workers, max_workers, records_per_task,
 //          max_task_failures, lease_timeout_ms, progress_every_ms, sync_every (local_sgd),
-//          ring_capacity_kb (allreduce rings), ring_lanes (threads per worker for a large
-//          allreduce on one host; 0: its CPUs over its host's workers, 1-4), rpc_timeout_ms, dataset_cache
-//          (dir of imported datasets, default "<root>/datasets"), device = "cpu" | "gpu" (workers train on a
-//          GPU, the CUDA trainer backend; docs/gpu_workers.md), disk_full_timeout_ms (a disk fault lasting
-//          this long fails the job; 300000)
+//          checkpoint_every_ms, ring_capacity_kb (allreduce rings), ring_lanes (threads per worker for a
+//          large allreduce on one host; 0: its CPUs over its host's workers, 1-4), rpc_timeout_ms,
+//          dataset_cache (dir of imported datasets, default "<root>/datasets"), device = "cpu" | "gpu"
+//          (workers train on a GPU, the CUDA trainer backend; docs/gpu_workers.md), disk_full_timeout_ms (a
+//          disk fault lasting this long fails the job; 300000)
 //   [ps]   shards, checkpoint_every_ms, full_checkpoint_every, checkpoint_dir, in_flight_pushes,
 //          prefetch
 //
@@ -47,6 +47,9 @@ struct job_options {
   // A disk fault (no space left, I/O error) on the job's files lasting this long fails the job;
   // shorter ones pause it (docs/job.md, "Failure table").
   ms disk_full_timeout{300'000};
+  // Ring strategies (allreduce, local_sgd): how often one worker writes the replica (parameters,
+  // buffers, optimizer state) to <job dir>/checkpoints/ring; 0: never (PS jobs: [ps] checkpoint_every_ms).
+  ms checkpoint_every{10'000};
 };
 
 struct ps_options {

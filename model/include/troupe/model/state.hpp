@@ -22,6 +22,11 @@
 
 namespace troupe::model {
 
+// An optimizer slot vector is stored with its step count appended as two floats (the u64's bytes),
+// as the PS shards store theirs.
+void append_step(std::vector<float>& slots, std::uint64_t step);
+std::uint64_t read_step(const float* two_floats);
+
 struct state_meta {
   std::uint64_t version = 0;     // the checkpoint store's version this meta describes
   std::uint64_t step = 0;        // optimizer steps the replica had taken

@@ -1,0 +1,82 @@
+#include "replica_checkpoint.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "replica_state.hpp"
+
+namespace troupe::actors {
+
+checkpoint_writer::checkpoint_writer(std::string dir) : dir_(std::move(dir)), thread_([this] { run(); }) {}
+
+checkpoint_writer::~checkpoint_writer() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_one();
+  thread_.join();
+}
+
+bool checkpoint_writer::busy() const {
+  std::lock_guard lk(mu_);
+  return writing_ || pending_.has_value();
+}
+
+bool checkpoint_writer::offer(storage::flat_state s, model::state_meta meta) {
+  {
+    std::lock_guard lk(mu_);
+    if (writing_ || pending_) return false;
+    pending_.emplace(std::move(s), std::move(meta));
+  }
+  cv_.notify_one();
+  return true;
+}
+
+std::uint64_t checkpoint_writer::written() const {
+  std::lock_guard lk(mu_);
+  return written_;
+}
+
+std::string checkpoint_writer::last_error() const {
+  std::lock_guard lk(mu_);
+  return error_;
+}
+
+expected<bool> ring_checkpoints::restore_latest(trainer_backend& b) {
+  auto s = model::read_state(dir_);
+  if (!s) return s.err();
+  if (!*s) return false;
+  auto r = restore(b, (*s)->state, true, true);
+  if (!r) {
+    error e = r.err();
+    return e.wrap(dir_ + " version " + std::to_string((*s)->meta.version));
+  }
+  spdlog::info("restored {} tensors, {} buffers and {} optimizer slot sets from {} (version {}, step {})",
+               r->tensors, r->buffers, r->slots, dir_, (*s)->meta.version, (*s)->meta.step);
+  return true;
+}
+
+void checkpoint_writer::run() {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [&] { return stop_ || pending_; });
+    if (!pending_) return;  // stopping, nothing left to write
+    auto [state, meta] = std::move(*pending_);
+    pending_.reset();
+    writing_ = true;
+    lk.unlock();
+    auto v = model::write_state(dir_, state, meta);
+    lk.lock();
+    writing_ = false;
+    if (v) {
+      ++written_;
+      error_.clear();
+      spdlog::debug("ring checkpoint {} written (step {})", *v, meta.step);
+    } else if (error_ != v.err().to_string()) {
+      error_ = v.err().to_string();
+      spdlog::warn("ring checkpoint: {}", error_);
+    }
+  }
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,85 @@
+#include "replica_state.hpp"
+
+#include <algorithm>
+
+#include "troupe/model/state.hpp"
+#include "troupe/nn/errc.hpp"
+#include "troupe/storage/errc.hpp"
+
+namespace troupe::actors {
+
+expected<storage::flat_state> snapshot(trainer_backend& b) {
+  if (auto h = b.to_host(host_copy::parameters); !h) return h.err();
+  storage::flat_state s;
+  const auto params = b.parameters();
+  const auto& layout = b.layout();
+  auto& state = b.optimizer_state();
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    const auto& l = layout[i];
+    s.dense.emplace_back(l.name,
+                         std::vector<float>(params.begin() + static_cast<std::ptrdiff_t>(l.offset),
+                                            params.begin() + static_cast<std::ptrdiff_t>(l.offset + l.size)));
+    if (i < state.size() && !state[i].values.empty()) {
+      std::vector<float> slots = state[i].values;
+      model::append_step(slots, state[i].step);
+      s.dense_slots.emplace_back(l.name, std::move(slots));
+    }
+  }
+  auto bufs = b.buffers();
+  auto names = b.buffer_names();
+  for (std::size_t i = 0; i < bufs.size() && i < names.size(); ++i)
+    s.dense.emplace_back(names[i], std::vector<float>(bufs[i].begin(), bufs[i].end()));
+  return s;
+}
+
+namespace {
+
+unexpected size_error(const std::string& name, std::size_t state, std::size_t model) {
+  return make_unexpected(nn::nn_errc::bad_shape, "tensor '" + name + "' has " + std::to_string(state) +
+                                                     " values in the state, " + std::to_string(model) +
+                                                     " in the model");
+}
+
+}  // namespace
+
+expected<restore_report> restore(trainer_backend& b, const storage::shard_state& s, bool optimizer,
+                                 bool complete) {
+  restore_report r;
+  auto params = b.parameters();
+  const auto& layout = b.layout();
+  auto& state = b.optimizer_state();
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    const auto& l = layout[i];
+    auto it = s.dense.find(l.name);
+    if (it == s.dense.end()) {
+      if (complete)
+        return make_unexpected(storage::storage_errc::not_found, "the state has no tensor '" + l.name + "'");
+      r.missing.push_back(l.name);
+      continue;
+    }
+    if (it->second.size() != l.size) return size_error(l.name, it->second.size(), l.size);
+    std::copy(it->second.begin(), it->second.end(), params.begin() + static_cast<std::ptrdiff_t>(l.offset));
+    ++r.tensors;
+    auto sl = s.dense_slots.find(l.name);
+    if (!optimizer || sl == s.dense_slots.end() || sl->second.size() < 2 || i >= state.size()) continue;
+    state[i].values.assign(sl->second.begin(), sl->second.end() - 2);
+    state[i].step = model::read_step(sl->second.data() + sl->second.size() - 2);
+    ++r.slots;
+  }
+  auto bufs = b.buffers();
+  auto names = b.buffer_names();
+  for (std::size_t i = 0; i < bufs.size() && i < names.size(); ++i) {
+    auto it = s.dense.find(names[i]);
+    if (it == s.dense.end()) {
+      r.missing.push_back(names[i]);
+      continue;
+    }
+    if (it->second.size() != bufs[i].size()) return size_error(names[i], it->second.size(), bufs[i].size());
+    std::copy(it->second.begin(), it->second.end(), bufs[i].begin());
+    ++r.buffers;
+  }
+  if (auto h = b.from_host(host_copy::parameters); !h) return h.err();
+  return r;
+}
+
+}  // namespace troupe::actors

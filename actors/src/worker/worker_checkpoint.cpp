@@ -1,0 +1,68 @@
+// The worker's side of durable replicas: the ring checkpoint it writes when it is the ring's
+// writer, and the final state after the job's evaluation (docs/job.md, "Ring checkpoints" and
+// "The job's model").
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+
+#include "replica_state.hpp"
+#include "worker_state.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+// The alive worker of the lowest index writes: exactly one whatever the membership.
+bool writes_checkpoints(const worker_state& st) {
+  const auto view = st.node->view();
+  std::size_t lowest = std::numeric_limits<std::size_t>::max();
+  for (const auto& m : view.members()) {
+    if (m.role != cluster::node_role::worker || m.state != cluster::member_state::alive) continue;
+    if (m.id.name.rfind("worker-", 0) != 0) continue;
+    lowest = std::min<std::size_t>(lowest, std::strtoull(m.id.name.c_str() + 7, nullptr, 10));
+  }
+  return lowest == st.node->who().index;
+}
+
+model::state_meta meta_of(worker_state& st, const char* from) {
+  model::state_meta m;
+  for (const auto& s : st.backend->optimizer_state()) m.step = std::max(m.step, s.step);
+  m.from = from;
+  m.writer = st.node->self().to_string();
+  m.written_unix_ms = st.node->clock().wall_ms();
+  return m;
+}
+
+}  // namespace
+
+void maybe_checkpoint(worker_state& st) {
+  if (!st.checkpoints || st.node->spec().job.checkpoint_every.count() == 0) return;
+  const auto now = st.node->clock().now();
+  if (now < st.next_checkpoint) return;
+  st.next_checkpoint = now + st.node->spec().job.checkpoint_every;
+  if (st.checkpoints->writer().busy() || !writes_checkpoints(st)) return;
+  auto s = snapshot(*st.backend);
+  if (!s) {
+    spdlog::warn("ring checkpoint: {}", s.err().to_string());
+    return;
+  }
+  st.checkpoints->writer().offer(std::move(*s), meta_of(st, "checkpoint"));
+}
+
+void write_final_state(worker_state& st) {
+  auto s = snapshot(*st.backend);
+  const std::string dir = st.node->who().job_dir + "/checkpoints/final";
+  if (!s) {
+    spdlog::error("the job's final state: {}", s.err().to_string());
+    return;
+  }
+  auto v = model::write_state(dir, *s, meta_of(st, "final"));
+  if (!v)
+    spdlog::error("the job's final state could not be written to {}: {}", dir, v.err().to_string());
+  else
+    spdlog::info("the job's final state: {} (version {})", dir, *v);
+}
+
+}  // namespace troupe::actors
