@@ -89,11 +89,11 @@ expected<job_spec> job_spec::read(const config_doc& doc) {
   // A job file's paths are absolute by now (read_job_file: relative to the file); one still
   // relative came from --set or a document in memory, and is the caller's, relative to its working
   // directory. Nodes run elsewhere: the runner stores it absolute in the job directory's job.toml.
-  auto& model_path = spec.nn.model.path;
-  if (!model_path.empty() && model_path.front() != '/') {
-    std::error_code ec;
-    model_path = std::filesystem::absolute(model_path, ec).lexically_normal().string();
-  }
+  for (auto* path : {&spec.nn.model.path, &spec.nn.model.init})
+    if (!path->empty() && path->front() != '/') {
+      std::error_code ec;
+      *path = std::filesystem::absolute(*path, ec).lexically_normal().string();
+    }
   return spec;
 }
 

@@ -188,6 +188,11 @@ expected<export_report> export_job(const export_options& o) {
     spdlog::warn("export: {} tensor(s) of {} kept their saved values (no state): {}", out->kept.size(),
                  spec->nn.model.path, out->kept.front());
   if (auto j = write_model_json(place.tmp(), {*spec, train->info(), o.job_dir, rep}); !j) return j.err();
+  // troupe's own copy of the tensors ([model] init reads it): no optimizer slots.
+  storage::shard_state tensors = std::move(st->state);
+  tensors.dense_slots.clear();
+  tensors.embedding_slots.clear();
+  if (auto w = write_state(place.tmp() + "/state", tensors, st->meta); !w) return w.err();
   if (auto c = place.commit(); !c) return c.err();
   rep.seconds = std::chrono::duration<double>(clk.now() - started).count();
   return rep;

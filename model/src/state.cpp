@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "troupe/cluster/job_dir.hpp"
+#include "troupe/job/job_file.hpp"
 #include "troupe/storage/errc.hpp"
 
 namespace troupe::model {
@@ -64,7 +65,9 @@ std::uint64_t read_step(const float* two_floats) {
   return s;
 }
 
-expected<std::uint64_t> write_state(const std::string& dir, const storage::flat_state& s, state_meta meta) {
+namespace {
+template <class State>
+expected<std::uint64_t> write_any(const std::string& dir, const State& s, state_meta meta) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return make_unexpected(core_errc::io_error, dir + ": " + ec.message());
@@ -76,6 +79,15 @@ expected<std::uint64_t> write_state(const std::string& dir, const storage::flat_
   if (auto w = cluster::write_file_atomic(dir + meta_file, meta_json(meta)); !w) return w.err();
   if (auto c = store->collect(2); !c) return c.err();
   return *v;
+}
+}  // namespace
+
+expected<std::uint64_t> write_state(const std::string& dir, const storage::flat_state& s, state_meta meta) {
+  return write_any(dir, s, std::move(meta));
+}
+
+expected<std::uint64_t> write_state(const std::string& dir, const storage::shard_state& s, state_meta meta) {
+  return write_any(dir, s, std::move(meta));
 }
 
 expected<std::optional<loaded_state>> read_state(const std::string& dir) {
@@ -141,6 +153,26 @@ expected<loaded_state> job_state(const state_places& places) {
   for (const auto& d : places.ps_dirs) where << ", " << d;
   return make_unexpected(storage::storage_errc::not_found,
                          "no model state in " + where.str() + " (the job wrote no checkpoint yet)");
+}
+
+expected<loaded_state> init_state(const std::string& source) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(source + "/model.json", ec)) {
+    auto s = read_state(source + "/state");
+    if (!s) return s.err();
+    if (!*s)
+      return make_unexpected(
+          storage::storage_errc::not_found,
+          source + "/state: no state beside model.pt (a model directory from an older troupe?)");
+    return std::move(**s);
+  }
+  if (!std::filesystem::is_regular_file(source + "/job.toml", ec))
+    return make_unexpected(
+        core_errc::invalid_argument,
+        source + ": neither a model directory (model.json) nor a job directory (job.toml)");
+  auto spec = job::load_job_spec(source);
+  if (!spec) return spec.err();
+  return job_state(places_of(source, spec->ps.checkpoint_dir, spec->uses_ps() ? spec->ps.shards : 0));
 }
 
 }  // namespace troupe::model

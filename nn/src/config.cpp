@@ -33,6 +33,7 @@ model_config read_model_config(config_section s, model_config c) {
   auto known = model_registry::instance().names();
   known.push_back("torchscript");
   if (c.type == "torchscript") c.path = s.require_string("path");
+  c.init = s.get_string("init", c.init);
   if (std::find(known.begin(), known.end(), c.type) == known.end()) {
     std::string list;
     for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;

@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "../job/job_harness.hpp"
 
@@ -160,6 +161,61 @@ TEST(model_export, an_allreduce_job_resumes_from_its_ring_checkpoint_after_a_run
   EXPECT_NEAR(res.value("test_accuracy", 0.0), reference, 0.01) << res.dump();
   std::printf("uninterrupted %.4f, resumed %.4f\n", reference, res.value("test_accuracy", 0.0));
   EXPECT_TRUE(no_processes_of(r));
+}
+
+// The first progress window's loss in a job's timeline (-1 when none was written).
+double first_loss(const job_run& r) {
+  std::ifstream in(r.job_dir + "/events.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    auto e = nlohmann::json::parse(line, nullptr, false);
+    if (e.is_object() && e.value("kind", "") == "metrics" && e.contains("loss") && e["loss"].is_number())
+      return e["loss"].get<double>();
+  }
+  return -1;
+}
+
+// Continue training (Weibo's daily incremental training): job B, [model] init = job A, starts at A's
+// final loss, not at a fresh model's, and ends at least as good; a copy of A's model directory
+// serves as well; a model of other shapes is refused before any node starts, naming the tensor.
+TEST(model_export, a_job_initialised_from_another_starts_where_it_ended) {
+  const std::string cache = test_root("init-cache");
+  const auto job = [](const std::string& init, const std::string& hidden) {
+    std::string t = ring_job("allreduce",
+                             "[model]\ntype = \"mlp\"\nhidden = " + hidden + "\n" +
+                                 (init.empty() ? "" : "init = \"" + init + "\"\n"),
+                             30000);
+    t.replace(t.find("max_test_rows = 1000"), 20, "max_test_rows = 5000");
+    // Paced (5,000 samples/s a worker: about 3 s) so that the timeline has progress windows.
+    t.replace(t.find("[train]\n"), 8, "[train]\nmax_samples_per_s = 5000\n");
+    return t;
+  };
+  auto a = start_job("init-a", job("", "[64]"), {.root = "", .dataset_cache = cache, .job_id = ""});
+  ASSERT_EQ(wait_job(a, std::chrono::seconds(400)), 0) << read_file(a.err_file);
+  const auto ra = result(a);
+  auto b = start_job("init-b", job(a.job_dir, "[64]"), {.root = "", .dataset_cache = cache, .job_id = ""});
+  ASSERT_EQ(wait_job(b, std::chrono::seconds(400)), 0) << read_file(b.err_file);
+  const auto rb = result(b);
+  const double fresh = 2.30, a_final = ra.value("train_loss", 9.0), b_first = first_loss(b);
+  std::printf("A: final loss %.4f accuracy %.4f; B: first loss %.4f, final accuracy %.4f\n", a_final,
+              ra.value("test_accuracy", 0.0), b_first, rb.value("test_accuracy", 0.0));
+  ASSERT_GT(b_first, 0);
+  EXPECT_LT(b_first, a_final * 1.25 + 0.05)
+      << "B starts far from where A ended (a fresh model's loss is ~" << fresh << ")";
+  EXPECT_GE(rb.value("test_accuracy", 0.0), ra.value("test_accuracy", 1.0) - 0.005) << rb.dump();
+  EXPECT_NE(read_file(b.job_dir + "/logs/worker-0.log").find("starts from " + a.job_dir), std::string::npos);
+
+  const std::string copy = test_root("init-copy") + "/model";
+  fs::copy(a.job_dir + "/model", copy, fs::copy_options::recursive);
+  auto c = start_job("init-c", job(copy, "[64]"), {.root = "", .dataset_cache = cache, .job_id = ""});
+  ASSERT_EQ(wait_job(c, std::chrono::seconds(400)), 0) << read_file(c.err_file);
+  EXPECT_LT(first_loss(c), a_final * 1.25 + 0.05);
+
+  auto d = start_job("init-d", job(copy, "[32]"), {.root = "", .dataset_cache = cache, .job_id = ""});
+  EXPECT_EQ(wait_job(d, std::chrono::seconds(120)), 2);
+  const auto why = result(d).value("reason", "");
+  EXPECT_NE(why.find("tensor 'dense_1/weight' has 50176 values in the state; the model's is [784, 32]"),
+            std::string::npos)
+      << why;
 }
 
 }  // namespace

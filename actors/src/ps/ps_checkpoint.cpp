@@ -6,6 +6,7 @@
 #include "ps_state.hpp"
 #include "troupe/actors/backends.hpp"
 #include "troupe/job/data.hpp"
+#include "troupe/model/state.hpp"
 #include "troupe/storage/disk_fault.hpp"
 #include "troupe/wire/messages.hpp"
 #include "troupe/wire/ps_layout.hpp"
@@ -36,6 +37,27 @@ void restore(ps_state& st, const storage::shard_state& s) {
         if (r.size() == t.slots.width() + 2)
           t.slots.write(id, r.data(), get_step(r.data() + t.slots.width()));
   }
+}
+
+// [model] init, for a shard without a checkpoint of its own: its dense tensors and its rows (by
+// id) of the state the runner wrote into the job directory.
+void start_from_init(ps_state& st, const std::string& dir) {
+  auto init = model::read_state(dir);
+  if (!init) throw std::runtime_error(init.err().to_string());
+  if (!*init) return;
+  storage::shard_state mine;
+  for (auto& [name, values] : (*init)->state.dense)
+    if (st.dense.count(name)) mine.dense.emplace(name, std::move(values));
+  std::size_t rows = 0;
+  for (auto& [table, all] : (*init)->state.embeddings)
+    for (auto& [id, row] : all)
+      if (wire::shard_of_id(id, st.shards) == st.index) {
+        mine.embeddings[table].emplace(id, std::move(row));
+        ++rows;
+      }
+  restore(st, mine);
+  spdlog::info("ps-{}: starts from {} ({} dense tensors, {} rows)", st.index, (*init)->meta.writer,
+               mine.dense.size(), rows);
 }
 
 }  // namespace
@@ -69,6 +91,8 @@ void init_shard(ps_state& st, node_context* rt, const data_paths& data) {
     restore(st, *s);
     st.has_checkpoint = true;
     spdlog::info("ps-{}: restored checkpoint {}", st.index, **latest);
+  } else {
+    start_from_init(st, rt->who().job_dir + "/checkpoints/init");
   }
   spdlog::info("ps-{}/{}: {} dense tensors, {} embedding tables", st.index, st.shards, st.dense.size(),
                st.tables.size());

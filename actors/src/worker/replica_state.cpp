@@ -34,10 +34,19 @@ expected<storage::flat_state> snapshot(trainer_backend& b) {
 
 namespace {
 
-unexpected size_error(const std::string& name, std::size_t state, std::size_t model) {
+unexpected size_error(const std::string& name, std::size_t state, std::size_t model,
+                      const std::string& shape) {
   return make_unexpected(nn::nn_errc::bad_shape, "tensor '" + name + "' has " + std::to_string(state) +
-                                                     " values in the state, " + std::to_string(model) +
-                                                     " in the model");
+                                                     " values in the state; the model's is " + shape + " (" +
+                                                     std::to_string(model) + " values)");
+}
+
+// The model's shape of trainable tensor i ("[784, 64]"), as far as the backend knows it.
+std::string shape_of(trainer_backend& b, std::size_t i) {
+  const auto& params = b.dense_parameters();
+  if (i < params.size() && params[i]->value.size() == b.layout()[i].size)
+    return params[i]->value.dims().to_string();
+  return "[" + std::to_string(b.layout()[i].size) + "]";
 }
 
 }  // namespace
@@ -57,7 +66,7 @@ expected<restore_report> restore(trainer_backend& b, const storage::shard_state&
       r.missing.push_back(l.name);
       continue;
     }
-    if (it->second.size() != l.size) return size_error(l.name, it->second.size(), l.size);
+    if (it->second.size() != l.size) return size_error(l.name, it->second.size(), l.size, shape_of(b, i));
     std::copy(it->second.begin(), it->second.end(), params.begin() + static_cast<std::ptrdiff_t>(l.offset));
     ++r.tensors;
     auto sl = s.dense_slots.find(l.name);
@@ -74,7 +83,9 @@ expected<restore_report> restore(trainer_backend& b, const storage::shard_state&
       r.missing.push_back(names[i]);
       continue;
     }
-    if (it->second.size() != bufs[i].size()) return size_error(names[i], it->second.size(), bufs[i].size());
+    if (it->second.size() != bufs[i].size())
+      return size_error(names[i], it->second.size(), bufs[i].size(),
+                        "[" + std::to_string(bufs[i].size()) + "]");
     std::copy(it->second.begin(), it->second.end(), bufs[i].begin());
     ++r.buffers;
   }

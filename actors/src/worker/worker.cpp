@@ -11,6 +11,8 @@
 #include "troupe/job/data_model.hpp"
 #include "worker/backends/cuda_backend.hpp"
 
+#include "replica_state.hpp"
+#include "troupe/model/state.hpp"
 #include "worker_state.hpp"
 
 namespace troupe::actors {
@@ -32,6 +34,19 @@ std::unique_ptr<trainer_backend> make_backend(worker_state& st, node_runtime* rt
   }
   if (!b) throw std::runtime_error(b.err().to_string());
   return std::move(*b);
+}
+
+// [model] init (the runner wrote its state into the job directory): the replica starts from it.
+// A ring job's first ring takes it from its source; a replacement is then synchronised from the
+// most trained replica as usual.
+void start_from_init(worker_state& st, const std::string& dir) {
+  auto s = model::read_state(dir);
+  if (!s) throw std::runtime_error(s.err().to_string());
+  if (!*s) return;
+  auto r = restore(*st.backend, (*s)->state, false, false);
+  if (!r) throw std::runtime_error(dir + ": " + r.err().to_string());
+  spdlog::info("{}: starts from {} ({} tensors, {} buffers)", st.node->self().to_string(), (*s)->meta.writer,
+               r->tensors, r->buffers);
 }
 
 }  // namespace
@@ -61,6 +76,7 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data) {
   st.strat = std::move(*s);
   st.ctx.reset(new worker_context{rt->spec(), rt->self(), *st.backend, *st.ps, *st.ring});
   if (!rt->spec().uses_ps()) {
+    start_from_init(st, rt->who().job_dir + "/checkpoints/init");
     st.checkpoints = std::make_unique<ring_checkpoints>(rt->who().job_dir + "/checkpoints/ring");
     st.ctx->store = st.checkpoints.get();
     st.next_checkpoint = rt->clock().now() + rt->spec().job.checkpoint_every;

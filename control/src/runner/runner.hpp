@@ -161,6 +161,7 @@ class runner {
   // A finished job's model directory: `troupe export` in a process of its own (it loads libtorch),
   // once the nodes are stopped. Fills model_json_ or model_error_.
   void export_model();
+  int start_from_init(const nn::dataset_info& info);
 
   run_options opt_;
   troupe::clock& clock_;

@@ -34,6 +34,7 @@
 #include "troupe/job/data_model.hpp"
 #include "troupe/job/job_check.hpp"
 #include "troupe/job/job_file.hpp"
+#include "troupe/model/state.hpp"
 #include "troupe/transport/endpoint.hpp"
 #include "troupe/wire/job_token.hpp"
 
@@ -128,9 +129,30 @@ runner::~runner() {
 int runner::check_model() {
   auto store = storage::record_store::open(data_.train_dir);
   if (!store) return setup_failed(store.err(), 1);
-  auto tables = actors::check_model(spec_, job::info_of(store->info(), store->dir()));
+  auto info = job::info_of(store->info(), store->dir());
+  auto tables = actors::check_model(spec_, info);
   if (!tables) return setup_failed(tables.err(), 2);
   if (auto f = job::check_model_fits_strategy(spec_, *tables); !f) return setup_failed(f.err(), 2);
+  if (spec_.nn.model.init.empty() || !opt_.resume.empty()) return 0;  // a resumed job has its init/
+  return start_from_init(info);
+}
+
+// [model] init: the state it names, checked against the model, into <job dir>/checkpoints/init,
+// where every node of the job reads it (workers' replicas, PS shards without a checkpoint).
+int runner::start_from_init(const nn::dataset_info& info) {
+  const auto& from = spec_.nn.model.init;
+  auto st = model::init_state(from);
+  if (!st) return setup_failed(std::move(st).err().wrap("model.init " + from), 2);
+  if (auto c = actors::check_init_state(spec_, info, st->state); !c)
+    return setup_failed(
+        std::move(c).err().wrap("model.init " + from + ": the state does not fit this job's model"), 2);
+  auto meta = st->meta;
+  meta.from = "init";
+  meta.writer = from;
+  auto w = model::write_state(dir_->path() + "/checkpoints/init", st->state, meta);
+  if (!w) return setup_failed(w.err(), 1);
+  spdlog::info("the job starts from {} ({}: {} dense tensors, step {})", from, st->dir,
+               st->state.dense.size(), st->meta.step);
   return 0;
 }
 
@@ -273,9 +295,11 @@ int runner::open_job_dir(const config_doc& doc) {
     // The nodes read the job directory's copy: a module path relative to the job file would be
     // relative to that copy, so the resolved (absolute) path goes in.
     config_doc stored = doc;
-    if (!spec_.nn.model.path.empty())
-      if (auto o = stored.apply_override("model.path=" + spec_.nn.model.path); !o)
-        return spdlog::error("{}", o.err().to_string()), 2;
+    for (const auto& [key, value] :
+         {std::pair{"model.path", &spec_.nn.model.path}, std::pair{"model.init", &spec_.nn.model.init}})
+      if (!value->empty())
+        if (auto o = stored.apply_override(std::string(key) + "=\"" + *value + "\""); !o)
+          return spdlog::error("{}", o.err().to_string()), 2;
     auto dir = cluster::job_dir::create(spec_.job.root, id, stored.to_toml());
     if (!dir) {
       // A bad or taken --job-id is bad usage (exit 2); a directory that cannot be made is not.

@@ -9,6 +9,7 @@
 
 #include "troupe/actors/trainer_backend.hpp"
 #include "troupe/job/job_spec.hpp"
+#include "troupe/storage/checkpoint_store.hpp"
 
 namespace troupe::actors {
 
@@ -25,5 +26,11 @@ std::string preload_host_backend(const job::job_spec& spec, const std::string& t
 
 // job::model_probe: builds the replica, says whether it has embedding tables.
 expected<bool> check_model(const job::job_spec& spec, const nn::dataset_info& info);
+
+// [model] init: whether the state fits the replica the job builds: every trainable tensor present,
+// every tensor and buffer the state names of the model's size, embedding rows of the tables' width.
+// Errors name the tensor (or table) and both shapes.
+expected<void> check_init_state(const job::job_spec& spec, const nn::dataset_info& info,
+                                const storage::shard_state& state);
 
 }  // namespace troupe::actors

@@ -8,7 +8,9 @@
 #include "troupe/actors/backends.hpp"
 #include "troupe/actors/torchscript.hpp"
 #include "troupe/job/data.hpp"
+#include "troupe/nn/errc.hpp"
 #include "troupe/storage/record_store.hpp"
+#include "worker/replica_state.hpp"
 
 namespace troupe::actors {
 
@@ -109,6 +111,23 @@ expected<bool> check_model(const job::job_spec& spec, const nn::dataset_info& in
   auto b = make_host_backend(spec, info);
   if (!b) return b.err();
   return !(*b)->embedding_tables().empty();
+}
+
+expected<void> check_init_state(const job::job_spec& spec, const nn::dataset_info& info,
+                                const storage::shard_state& state) {
+  auto b = make_host_backend(spec, info);
+  if (!b) return b.err();
+  if (auto r = restore(**b, state, false, true); !r) return r.err();
+  for (auto* t : (*b)->embedding_tables()) {
+    auto rows = state.embeddings.find(t->name());
+    if (rows == state.embeddings.end() || rows->second.empty()) continue;
+    const auto width = rows->second.begin()->second.size();
+    if (width != t->dim())
+      return make_unexpected(nn::nn_errc::bad_shape, "embedding table '" + t->name() + "' has rows of " +
+                                                         std::to_string(width) + " values in the state, " +
+                                                         std::to_string(t->dim()) + " in the model");
+  }
+  return {};
 }
 
 }  // namespace troupe::actors

@@ -47,6 +47,7 @@ struct loaded_state {
 // `meta` (its version filled in); keeps the newest two versions. Errors: the store's (disk faults
 // named), io_error for state.json.
 expected<std::uint64_t> write_state(const std::string& dir, const storage::flat_state& s, state_meta meta);
+expected<std::uint64_t> write_state(const std::string& dir, const storage::shard_state& s, state_meta meta);
 
 // The latest version in `dir` with its meta; nullopt when `dir` holds none. A state.json that does
 // not name the latest version gives a meta with only `version` (and `from` "checkpoint") set.
@@ -66,5 +67,10 @@ state_places places_of(const std::string& job_dir, const std::string& ps_checkpo
 // merged in (their dense tensors where the worker's state lacks them, and every embedding row).
 // not_found (naming the places looked at) when none holds a state.
 expected<loaded_state> job_state(const state_places& places);
+
+// The state `[model] init` names (docs/model_format.md, "Continue training"): a model directory's
+// state/ (written by `troupe export` beside model.pt), or a job directory's job_state. Errors name
+// the path: neither a model directory (model.json) nor a job directory (job.toml), or no state.
+expected<loaded_state> init_state(const std::string& source);
 
 }  // namespace troupe::model

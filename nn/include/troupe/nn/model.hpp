@@ -35,6 +35,9 @@ struct model_config {
   // type "torchscript": the saved module (a user's PyTorch model, trained through the TorchScript
   // backend, not this registry); job files give it relative to themselves (job_spec resolves it).
   std::string path;
+  // Continue training: the job directory or model directory whose parameters, buffers and embedding
+  // rows the job starts from (docs/model_format.md, "Continue training"); empty: initial values.
+  std::string init;
 };
 
 class model {
