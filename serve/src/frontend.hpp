@@ -119,6 +119,8 @@ class frontend final : public replica_link {
   void fence_replicas(const std::vector<replica_ref>& who);
   void watch_for_models();
   slot* find_slot(const std::string& node);
+  generation* gen_of(const slot& s);  // null once its generation was dropped (refused)
+  std::string in_their_words(std::string text, std::uint32_t gen);
   // routes.cpp
   void handle_http(observe::http_request&& r, observe::http_responder respond);
   void infer(const observe::http_request& r, const std::shared_ptr<const model_view>& view,

@@ -40,6 +40,22 @@ std::string last_line(const std::string& text) {
 
 }  // namespace
 
+frontend::generation* frontend::gen_of(const slot& s) {
+  auto it = gens_.find(s.generation);
+  return it == gens_.end() ? nullptr : &it->second;
+}
+
+std::string frontend::in_their_words(std::string text, std::uint32_t gen) {
+  // A replica loads its generation's snapshot; people know the directory they asked for.
+  auto it = gens_.find(gen);
+  if (it == gens_.end()) return text;
+  std::string snap = state_dir_ + "/models/" + std::to_string(gen);
+  for (auto at = text.find(snap); at != std::string::npos;
+       at = text.find(snap, at + it->second.info.dir.size()))
+    text.replace(at, snap.size(), it->second.info.dir);
+  return text;
+}
+
 frontend::slot* frontend::find_slot(const std::string& node) {
   auto it = slots_.find(node);
   return it == slots_.end() ? nullptr : &it->second;
@@ -120,14 +136,15 @@ void frontend::launch_due() {
     {
       std::lock_guard lk(mu_);
       slot* s = find_slot(node);
-      if (!s) continue;
+      generation* g = s ? gen_of(*s) : nullptr;
+      if (!g || s->retired) continue;
       s->relaunch_at.reset();
       if (s->launched != clock::time_point{}) ++s->incarnation;
       s->launched = clock_.now();
       s->ready = false;
       core_->add_replica(s->node, s->incarnation, s->generation, s->index);
       copy = *s;
-      version = gens_.at(s->generation).info.version();
+      version = g->info.version();
     }
     auto r = launch(copy, version);
     std::lock_guard lk(mu_);
@@ -141,9 +158,10 @@ void frontend::launch_due() {
     }
     spdlog::error("serve: cannot launch {}: {}", node, r.err().to_string());
     s->last_exit = r.err().to_string();
-    auto& g = gens_.at(s->generation);
-    if (g.state == gen_state::staging) {
-      if (g.failure.empty()) g.failure = node + " could not be launched: " + r.err().to_string();
+    generation* g = gen_of(*s);
+    if (!g) continue;
+    if (g->state == gen_state::staging) {
+      if (g->failure.empty()) g->failure = node + " could not be launched: " + r.err().to_string();
     } else {
       s->relaunch_at = clock_.now() + std::chrono::seconds(1);
     }
@@ -169,17 +187,18 @@ void frontend::handle_exits() {
     if (!s || !s->handle || s->handle->serial != h.serial) continue;
     s->handle.reset();
     s->last_exit = st.to_string();
-    auto& g = gens_.at(s->generation);
+    generation* g = gen_of(*s);
     std::string why = h.id.to_string() + " " + st.to_string();
-    if (auto line = last_line(st.trace.output); !line.empty() && !st.success()) why += ": " + line;
-    if (s->retired || g.state == gen_state::draining) {
+    if (auto line = last_line(st.trace.output); !line.empty() && !st.success() && !s->retired)
+      why += ": " + in_their_words(line, s->generation);
+    if (s->retired || !g || g->state == gen_state::draining) {
       spdlog::info("serve: {} (generation {}, stopped)", why, s->generation);
       slots_.erase(h.id.name);
       continue;
     }
-    if (g.state == gen_state::staging) {
+    if (g->state == gen_state::staging) {
       spdlog::warn("serve: {} before the new model was ready", why);
-      if (g.failure.empty()) g.failure = why;
+      if (g->failure.empty()) g->failure = why;
       s->retired = true;
       continue;
     }
@@ -232,10 +251,10 @@ void frontend::on_failed(const message& m) {
   std::lock_guard lk(mu_);
   slot* s = find_slot(who.name);
   if (!s || s->incarnation != who.incarnation) return;
-  std::string error = f.getError();
+  std::string error = in_their_words(f.getError(), s->generation);
   spdlog::error("serve: {} cannot load its model: {}", who.to_string(), error);
-  auto& g = gens_.at(s->generation);
-  if (g.state == gen_state::staging && g.failure.empty()) g.failure = error;
+  generation* g = gen_of(*s);
+  if (g && g->state == gen_state::staging && g->failure.empty()) g->failure = error;
   wake_.notify_all();
 }
 

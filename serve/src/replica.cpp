@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -28,6 +29,14 @@ namespace troupe::serve {
 namespace {
 
 using steady = std::chrono::steady_clock;
+
+// Set by SIGTERM/SIGINT. A handler rather than a blocked mask and sigwait: libtorch's and OpenMP's
+// threads start with masks of their own, and a signal delivered to one of them would end the
+// process without the clean stop.
+volatile std::sig_atomic_t stop_signal = 0;
+extern "C" void on_stop_signal(int sig) {
+  stop_signal = sig;
+}
 
 class replica {
  public:
@@ -180,11 +189,10 @@ void replica::say_ready() {
 }
 
 int replica::run() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM}) ::sigaction(sig, &sa, nullptr);
   auto started = steady::now();
   if (auto r = pin(); !r) spdlog::warn("{}: not pinned: {}", o_.name, r.err().to_string());
   if (auto r = connect(); !r) {
@@ -219,18 +227,19 @@ int replica::run() {
       std::chrono::duration<double, std::milli>(steady::now() - started).count());
   std::thread compute([this] { compute_loop(); });
   say_ready();
-  std::thread signals([this, set] {
-    timespec nap{0, 100'000'000};
+  std::thread signals([this] {
     for (;;) {
       {
         std::lock_guard lk(mu_);
         if (stop_) return;
       }
-      if (::sigtimedwait(&set, nullptr, &nap) > 0) {
-        spdlog::info("{}#{}: stopping on a signal", o_.name, o_.incarnation);
+      if (stop_signal) {
+        spdlog::info("{}#{}: stopping ({})", o_.name, o_.incarnation,
+                     stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
         stop();
         return;
       }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
   compute.join();
