@@ -369,7 +369,22 @@ void frontend::advance_swaps() {
   for (const auto& h : to_fence) (void)launcher_->fence(h);
   if (!commit) return;
   std::uint32_t gen = *commit;
-  std::string old_version;
+  // In this order: the routes' view of the new version, then the traffic, then the states that
+  // say it serves (run() starts the endpoint on them; a reload's answer goes with them).
+  {
+    std::lock_guard lk(mu_);
+    auto view = std::make_shared<model_view>();
+    view->info = gens_.at(gen).info;
+    view->shape = shape_of(view->info, cfg_.max_batch);
+    view->generation = gen;
+    view->serving_since_ms = clock_.wall_ms();
+    std::lock_guard vl(views_mu_);
+    views_[gen] = view;
+    active_ = gen;
+    while (views_.size() > 8) views_.erase(views_.begin());
+  }
+  core_->activate(gen);
+  std::string old_version, version;
   {
     std::lock_guard lk(mu_);
     auto& g = gens_.at(gen);
@@ -379,29 +394,18 @@ void frontend::advance_swaps() {
         old_version = other.info.version();
       }
     g.state = gen_state::active;
-    auto view = std::make_shared<model_view>();
-    view->info = g.info;
-    view->shape = shape_of(g.info, cfg_.max_batch);
-    view->generation = gen;
-    view->serving_since_ms = clock_.wall_ms();
-    {
-      std::lock_guard vl(views_mu_);
-      views_[gen] = view;
-      active_ = gen;
-      while (views_.size() > 8) views_.erase(views_.begin());
-    }
-    for (const auto& w : g.waiting) answer_reload(w, true, "", g.info.version(), gen);
+    version = g.info.version();
+    for (const auto& w : g.waiting) answer_reload(w, true, "", version, gen);
     g.waiting.clear();
     last_swap_error_.clear();
     wake_.notify_all();
   }
-  core_->activate(gen);
   if (old_version.empty()) {
-    spdlog::info("serve: generation {} serves version {}", gen, current_view()->info.version());
+    spdlog::info("serve: generation {} serves version {}", gen, version);
   } else {
     metrics_.swaps_done.inc();
-    spdlog::info("serve: swapped {} -> {} (generation {}); the old replicas drain", old_version,
-                 current_view()->info.version(), gen);
+    spdlog::info("serve: swapped {} -> {} (generation {}); the old replicas drain", old_version, version,
+                 gen);
   }
 }
 

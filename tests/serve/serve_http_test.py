@@ -29,7 +29,7 @@ import urllib.request
 import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_lib import Server, TestFailure, check_answer, fail, infer_body, log, make_models  # noqa: E402
+from serve_lib import Server, TestFailure, check_answer, fail, free_port, infer_body, log, make_models  # noqa: E402
 
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -114,6 +114,8 @@ def answers(troupe, work, models):
             state = srv.state()
             if state["state"] != "serving" or state["replicas_ready"] != 2 or len(state["replicas"]) != 2:
                 fail(f"server.json: {state}")
+            if name == "mlp":
+                dashboard_lists(troupe, srv)
             log(f"{name}: answers equal PyTorch's ({len(ref['dense'])} rows), metadata and health right")
         finally:
             srv.stop()
@@ -121,6 +123,35 @@ def answers(troupe, work, models):
             fail("server.json does not say stopped after SIGTERM")
         if "[" not in srv.output() or "req/s" not in srv.output():
             fail("no progress line:\n" + srv.output())
+
+
+def dashboard_lists(troupe, srv):
+    """`troupe dashboard` over the same root lists the running server (from its server.json)."""
+    port = free_port()
+    dash = subprocess.Popen([troupe, "dashboard", "--root", srv.root, "--listen", f"127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        end = time.time() + 20
+        while True:
+            try:
+                servers = requests.get(f"http://127.0.0.1:{port}/api/servers", timeout=2).json()["servers"]
+                row = [s for s in servers if s["name"] == srv.name]
+                if row and row[0]["state"] == "serving" and row[0]["replicas_ready"] == 2:
+                    break
+            except requests.RequestException:
+                pass
+            if time.time() > end:
+                fail(f"the dashboard does not list {srv.name} as serving")
+            time.sleep(0.1)
+        if row[0]["url"] != f"http://127.0.0.1:{srv.port}/v2/models/{srv.name}":
+            fail(f"dashboard row: {row[0]}")
+        jobs = requests.get(f"http://127.0.0.1:{port}/api/jobs", timeout=2).json()["jobs"]
+        if any(j["id"] == "serve" for j in jobs):
+            fail("the dashboard lists serve/ as a job")
+    finally:
+        dash.terminate()
+        dash.wait(timeout=10)
+    log("the dashboard lists the server")
 
 
 def expect(resp, status, *fragments):
