@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "troupe/cluster/membership.hpp"
 #include "troupe/core/clock.hpp"
@@ -72,6 +73,11 @@ class node_context {
   // Drops what liveness still records of `id` once it is gone (its released beacon); no-op for a
   // node that still runs.
   virtual void forget(const node_id& id) = 0;
+
+  // The nodes connected to this one now (their transport connections are up: they answer
+  // heartbeats). A worker holds leases before it joins (it warms up first): the master counts it
+  // among the live holders by its connection until then.
+  virtual std::vector<node_id> peers() const = 0;
 
   // This node leaves the job (SIGTERM, node_runtime::leave): a worker takes no further step.
   virtual bool leaving() const { return false; }

@@ -18,6 +18,7 @@
 #include "troupe/control/chaos.hpp"
 #include "troupe/control/client.hpp"
 #include "troupe/core/config.hpp"
+#include "troupe/job/job_file.hpp"
 
 namespace troupe::cli {
 namespace {
@@ -53,7 +54,7 @@ struct job_process {
 
 // Starts `troupe run` (this binary) for the job file; its job directory is <job.root>/<id>.
 expected<job_process> start_job(const flags& f, std::string& job_dir) {
-  auto doc = config_doc::from_file(f.job_file);
+  auto doc = job::read_job_file(f.job_file);  // root relative to the job file, as the runner reads it
   if (!doc) return doc.err();
   // The job's root as its runner will see it: --set job.root=... included.
   for (const auto& s : f.sets)

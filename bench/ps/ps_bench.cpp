@@ -37,8 +37,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "ps/ps_checkpoint_log.hpp"
 #include "ps_shard_host.hpp"
-#include "roles/ps_checkpoint_log.hpp"
 #include "troupe/core/config.hpp"
 #include "troupe/job/data_model.hpp"
 #include "troupe/nn/model.hpp"

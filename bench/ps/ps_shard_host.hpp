@@ -1,4 +1,4 @@
-// The server side of ps_bench: the real PS shard actor (roles/ps_shard.cpp, spawn_ps_shard) in a
+// The server side of ps_bench: the real PS shard actor (ps/ps_shard.cpp, spawn_ps_shard) in a
 // CAF actor system, reached over a real transport endpoint ("ps" on the endpoint goes to the
 // actor's mailbox, as node_runtime delivers it; the shard's replies go back over the endpoint).
 // Only what a shard reads of its node is provided: identity, spec, send, the system clock; no
@@ -14,7 +14,7 @@
 
 #include "caf_types.hpp"
 #include "node_context.hpp"
-#include "roles/roles.hpp"
+#include "roles.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/transport/endpoint.hpp"
 
@@ -64,6 +64,7 @@ class endpoint_node final : public node_context {
     if (deadline > now) clock().sleep_for(deadline - now);
   }
   bool gone(const node_id&) const override { return false; }
+  std::vector<node_id> peers() const override { return {}; }
   void forget(const node_id&) override {}
   bool ready() const override { return true; }
   void mark_ready() override {}

@@ -26,11 +26,11 @@
 #include <nlohmann/json.hpp>
 
 #include "fake_node.hpp"
-#include "record_fetch.hpp"
-#include "roles/record_server.hpp"
+#include "master/record_server.hpp"
 #include "troupe/core/memory.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/nn/data/readers.hpp"
+#include "worker/record_fetch.hpp"
 
 using namespace troupe;
 using namespace troupe::actors;

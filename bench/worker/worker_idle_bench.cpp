@@ -1,4 +1,4 @@
-// CPU of the worker's training loop (roles/worker_loop.cpp train_some, driven in 50 ms slices as
+// CPU of the worker's training loop (worker/worker_loop.cpp train_some, driven in 50 ms slices as
 // the worker actor's ticks drive it) while it has no task and its lease request is on its way: a
 // "master" endpoint on loopback whose dispenser never answers. Each run lasts less than the
 // request's 2 s timeout, so the loop only waits for the reply. Prints one JSON line per run: the
@@ -11,9 +11,9 @@
 #include <string>
 
 #include "ps_shard_host.hpp"
-#include "roles/worker_state.hpp"
 #include "troupe/transport/endpoint.hpp"
 #include "troupe/wire/rpc.hpp"
+#include "worker/worker_state.hpp"
 
 namespace {
 

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace troupe::cluster {
@@ -68,6 +69,23 @@ std::string describe(const start_failure_report& r) {
     text += "; check: is the job directory on a filesystem the nodes share? is the troupe binary at " +
             r.program + " on the node?";
   return text;
+}
+
+std::string last_logged_error(const exit_status& s) {
+  // "YYYY-MM-DD HH:MM:SS.mmm " is 24 characters; the level letter follows.
+  constexpr std::size_t level_at = 24;
+  const auto& out = s.trace.output;
+  std::size_t end = out.size();
+  while (end > 0) {
+    const auto nl = out.rfind('\n', end - 1);
+    const std::size_t begin = nl == std::string::npos ? 0 : nl + 1;
+    if (end - begin > level_at + 2 && (out[begin + level_at] == 'E' || out[begin + level_at] == 'C') &&
+        out[begin + level_at + 1] == ' ')
+      return out.substr(begin + level_at, std::min<std::size_t>(end - begin - level_at, 400));
+    if (nl == std::string::npos) break;
+    end = nl;
+  }
+  return {};
 }
 
 }  // namespace troupe::cluster

@@ -1,5 +1,6 @@
 #include "troupe/job/job_file.hpp"
 
+#include <array>
 #include <filesystem>
 
 #include "troupe/cluster/job_dir.hpp"
@@ -15,25 +16,40 @@ std::string toml_string(const std::string& s) {
   }
   return out + "\"";
 }
+
+// Every key of a job file whose value names a file or directory (docs/job.md, "Paths").
+constexpr std::array<std::pair<const char*, const char*>, 11> path_keys{{
+    {"model", "path"},
+    {"model", "init"},
+    {"data", "train"},
+    {"data", "test"},
+    {"data", "dir"},
+    {"data", "spill_dir"},
+    {"job", "root"},
+    {"job", "dataset_cache"},
+    {"ps", "checkpoint_dir"},
+    {"transport", "token_file"},
+    {"log", "file"},
+}};
 }  // namespace
 
 expected<config_doc> read_job_file(const std::string& path) {
   namespace fs = std::filesystem;
   auto doc = config_doc::from_file(path);
   if (!doc) return doc;
-  config_reader r(*doc);
-  auto data = r.section("data");
-  if (data.get_string("source", "") != "store") return doc;
   std::error_code ec;
+  // absolute() first: "job.toml" has an empty parent, which absolute() would not resolve.
   const fs::path base = fs::absolute(path, ec).parent_path();
-  for (const char* key : {"train", "test"}) {
+  config_reader r(*doc);
+  for (const auto& [table, key] : path_keys) {
+    auto s = r.section(table);
     // A value of the wrong type stays as it is: job_spec::read reports it, naming the key.
-    if (!data.has(key)) continue;
-    const std::string dir = data.get_string(key, "");
-    if (dir.empty() || fs::path(dir).is_absolute()) continue;
-    const std::string resolved = (base / dir).lexically_normal().string();
-    if (auto o = doc->apply_override(std::string("data.") + key + "=" + toml_string(resolved)); !o)
-      return o.err();
+    if (!s.has(key)) continue;
+    const std::string value = s.get_string(key, "");
+    if (value.empty() || fs::path(value).is_absolute()) continue;
+    const std::string resolved = (base / value).lexically_normal().string();
+    const std::string dotted = std::string(table) + "." + key;
+    if (auto o = doc->apply_override(dotted + "=" + toml_string(resolved)); !o) return o.err();
   }
   return doc;
 }

@@ -76,7 +76,7 @@ expected<job_spec> job_spec::read(const config_doc& doc) {
   // [train] device is `troupe train --local`'s switch (it reads job files too); a job's workers
   // follow [job] device.
   // Under async_ps the shards apply the embedding rows' gradients, which the GPU backend keeps on
-  // the device (actors/src/backends/cuda_backend.cpp says the same for a model built otherwise).
+  // the device (actors/src/worker/backends/cuda_backend.cpp says the same for a model built otherwise).
   const auto& type = spec.nn.model.type;
   if (spec.uses_gpu() && spec.job.strategy == "async_ps" && (type == "deepfm" || type == "wide_deep"))
     return make_unexpected(core_errc::invalid_argument,
@@ -85,13 +85,13 @@ expected<job_spec> job_spec::read(const config_doc& doc) {
                                "without embedding tables (model.type is \"" +
                                type + "\"); use allreduce or local_sgd, or device \"cpu\"");
   if (spec.job.dataset_cache.empty()) spec.job.dataset_cache = spec.job.root + "/datasets";
-  // A TorchScript module is named relative to the job file; nodes run elsewhere, so it is made
-  // absolute here (and the runner stores it so in the job directory's job.toml).
+  // A job file's paths are absolute by now (read_job_file: relative to the file); one still
+  // relative came from --set or a document in memory, and is the caller's, relative to its working
+  // directory. Nodes run elsewhere: the runner stores it absolute in the job directory's job.toml.
   auto& model_path = spec.nn.model.path;
   if (!model_path.empty() && model_path.front() != '/') {
     std::error_code ec;
-    auto base = std::filesystem::absolute(std::filesystem::path(doc.source()).parent_path(), ec);
-    model_path = (base / model_path).lexically_normal().string();
+    model_path = std::filesystem::absolute(model_path, ec).lexically_normal().string();
   }
   return spec;
 }

@@ -103,6 +103,12 @@ void job_timeline::scale(std::uint64_t workers, std::uint64_t requested) {
   append(std::move(e));
 }
 
+void job_timeline::model_exported(const std::string& dir, double seconds) {
+  auto e = make("model");
+  e.fields = {{"dir", dir}, {"seconds", seconds}};
+  append(std::move(e));
+}
+
 void job_timeline::metrics(const metrics_sample& m) {
   auto e = make("metrics");
   e.fields = {{"samples", as_int(m.samples)},

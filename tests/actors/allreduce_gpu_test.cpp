@@ -13,9 +13,9 @@
 #include <random>
 #include <thread>
 
-#include "backends/cuda_backend.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/collective/ring.hpp"
+#include "worker/backends/cuda_backend.hpp"
 
 namespace troupe::actors {
 namespace {

@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <memory>
 
-#include "data_feed.hpp"
 #include "fake_node.hpp"
-#include "roles/record_server.hpp"
+#include "master/record_server.hpp"
 #include "server_channel.hpp"
 #include "troupe/job/data.hpp"
+#include "worker/data_feed.hpp"
 
 namespace troupe::actors {
 namespace {

@@ -6,7 +6,7 @@
 #include <map>
 
 #include "fake_node.hpp"
-#include "roles/dispenser.hpp"
+#include "master/dispenser.hpp"
 #include "troupe/job/data.hpp"
 
 namespace troupe::actors {

@@ -59,6 +59,7 @@ class fake_node final : public node_context {
   }
   void set_ring_epoch(std::uint64_t e) { ring_epoch_.store(e); }
   bool gone(const node_id& id) const override { return gone_nodes.count(id.to_string()) > 0; }
+  std::vector<node_id> peers() const override { return connected_peers; }
   void forget(const node_id& id) override { forgotten.insert(id.to_string()); }
   const std::string& address() const override { return address_; }
   bool ready() const override { return ready_; }
@@ -89,11 +90,12 @@ class fake_node final : public node_context {
   // view replaces it, a delta applies to it. A delta that did not apply counts in views_missed.
   std::map<std::string, cluster::membership_view> held_views;
   std::size_t views_missed = 0;
-  std::set<std::string> gone_nodes;  // node#incarnation
-  std::set<std::string> forgotten;   // node#incarnation, as forget() was called
-  bool connected = true;             // false: every send fails (an unreachable peer)
-  std::size_t ring_waits = 0;        // wait_ring_change() calls that found the epoch unchanged
-  bool leaving_flag = false;         // what leaving() answers
+  std::set<std::string> gone_nodes;      // node#incarnation
+  std::vector<node_id> connected_peers;  // what peers() answers
+  std::set<std::string> forgotten;       // node#incarnation, as forget() was called
+  bool connected = true;                 // false: every send fails (an unreachable peer)
+  std::size_t ring_waits = 0;            // wait_ring_change() calls that found the epoch unchanged
+  bool leaving_flag = false;             // what leaving() answers
 
  private:
   node_identity who_;

@@ -11,10 +11,10 @@
 #include <mutex>
 #include <thread>
 
-#include "gpu_comm_client.hpp"
-#include "roles/gpu_rendezvous.hpp"
-#include "roles/roles.hpp"
+#include "master/gpu_rendezvous.hpp"
+#include "roles.hpp"
 #include "troupe/wire/messages.hpp"
+#include "worker/gpu_comm_client.hpp"
 
 namespace troupe::actors {
 namespace {

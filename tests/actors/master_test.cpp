@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -15,7 +16,7 @@
 
 #include "caf_types.hpp"
 #include "fake_node.hpp"
-#include "roles/roles.hpp"
+#include "roles.hpp"
 #include "troupe/supervision/name_registry.hpp"
 #include "troupe/wire/messages.hpp"
 #include "troupe/wire/status_codec.hpp"
@@ -349,6 +350,108 @@ TEST_F(master_test, holders_that_are_not_members_are_reconciled_after_the_grace_
   tick(std::chrono::seconds(4));
   ASSERT_EQ(log_->reconciled.size(), 1u);
   EXPECT_EQ(log_->reconciled[0], std::vector<std::string>{w0.to_string()});
+}
+
+// The start-up race of issue 44: a worker leases its first task before it joins (it warms up on
+// it). While it is connected to the master's node it is a live holder, however long its start takes;
+// once its connection is gone (it died before it joined) its task goes back.
+TEST_F(master_test, a_connected_worker_that_has_not_joined_yet_keeps_its_task) {
+  join(w0, w0);
+  node_->connected_peers = {w0, w1};  // worker-1 is still warming up: connected, not a member
+  tick(std::chrono::seconds(4));
+  ASSERT_EQ(log_->reconciled.size(), 1u);
+  EXPECT_NE(std::find(log_->reconciled[0].begin(), log_->reconciled[0].end(), w1.to_string()),
+            log_->reconciled[0].end());
+  node_->connected_peers = {w0};  // its connection closed before it joined
+  tick(std::chrono::seconds(3));
+  ASSERT_EQ(log_->reconciled.size(), 2u);
+  EXPECT_EQ(log_->reconciled[1], std::vector<std::string>{w0.to_string()});
+}
+
+// The runner's word that a worker exited before it joined: its leases go back at once.
+TEST_F(master_test, the_runners_exit_notice_of_a_worker_that_never_joined_requeues_its_tasks) {
+  exited(w1, node_id{"runner", 0});
+  EXPECT_EQ(log_->requeued, std::vector<std::string>{w1.to_string()});
+}
+
+// The evaluation request of the current tick, after the counts say every task is over.
+std::uint64_t evaluate_request(fake_node& node, std::string* to = nullptr) {
+  std::uint64_t id = 0;
+  for (auto& s : node.take())
+    if (s.m.kind() == schema::Envelope::Body::JOB && s.m.body().getJob().isEvaluate()) {
+      id = s.m.envelope().getCorrelationId();
+      if (to) *to = s.node;
+    }
+  return id;
+}
+
+// Issue 44: a model that fails in evaluation ended in an endless retry. An evaluation that fails is
+// asked again up to max_task_failures times, then the job ends failed, naming the model's error.
+TEST_F(master_test, an_evaluation_that_keeps_failing_ends_the_job_failed_with_its_error) {
+  node_->spec().job.max_task_failures = 3;
+  join(w0, w0);
+  deliver(incoming(w0, "worker", "master", [](auto body) { body.initJob().initWorkerDone().setSteps(9); }));
+  log_->counts.done = 4;
+  tick();
+  for (int i = 0; i < 3; ++i) {
+    tick();
+    auto id = evaluate_request(*node_);
+    ASSERT_NE(id, 0u) << "evaluation " << i << " was not asked for";
+    EXPECT_EQ(status().evaluating, "worker-0");  // the progress line shows it
+    EXPECT_FALSE(std::filesystem::exists(dir_ + "/result.json"));
+    deliver(incoming(
+        w0, "worker", "master",
+        [](auto body) { body.initJob().initEvalResult().setError("forward returns logits of dtype Long"); },
+        id));
+  }
+  ASSERT_TRUE(std::filesystem::exists(dir_ + "/result.json"));
+  auto j = nlohmann::json::parse(std::ifstream(dir_ + "/result.json"));
+  EXPECT_FALSE(j["ok"].get<bool>());
+  EXPECT_NE(j["error"].get<std::string>().find("worker-0: forward returns logits of dtype Long"),
+            std::string::npos)
+      << j.dump();
+  bool told = false, ok = true;
+  for (auto& s : node_->take())
+    if (s.node == "runner" && s.m.body().getJob().isJobFinished()) {
+      told = true;
+      ok = s.m.body().getJob().getJobFinished().getOk();
+    }
+  EXPECT_TRUE(told);
+  EXPECT_FALSE(ok);
+  tick();
+  EXPECT_EQ(evaluate_request(*node_), 0u);  // not asked again
+}
+
+// Every task quarantined: nothing was trained, so nothing is evaluated; the job ends failed at once
+// and the status names the tasks' error meanwhile.
+TEST_F(master_test, a_job_whose_every_task_was_quarantined_ends_without_an_evaluation) {
+  join(w0, w0);
+  log_->counts.failed = 8;
+  log_->counts.last_failure = "task 7: forward returns logits of dtype Long";
+  tick();
+  tick();
+  EXPECT_EQ(evaluate_request(*node_), 0u);
+  ASSERT_TRUE(std::filesystem::exists(dir_ + "/result.json"));
+  auto j = nlohmann::json::parse(std::ifstream(dir_ + "/result.json"));
+  EXPECT_FALSE(j["ok"].get<bool>());
+  EXPECT_EQ(j["tasks_failed"], 8);
+  EXPECT_EQ(status().task_error, "task 7: forward returns logits of dtype Long");
+}
+
+// Issue 44: "loss 0.0000" before the first step. The loss is NaN (shown as "-", JSON null) until a
+// progress window with a step has passed; result.json carries the last window's training loss.
+TEST_F(master_test, the_loss_is_unknown_until_a_window_with_a_step_passed) {
+  join(w0, w0);
+  auto before = status();
+  EXPECT_FALSE(before.has_loss());
+  progress(w0, 64, 0);  // samples, no step yet
+  tick(std::chrono::milliseconds(1100));
+  EXPECT_FALSE(status().has_loss());
+  progress(w0, 64, 2);
+  tick(std::chrono::milliseconds(1100));
+  auto after = status();
+  ASSERT_TRUE(after.has_loss());
+  EXPECT_DOUBLE_EQ(after.loss, 0.5);
 }
 
 TEST_F(master_test, once_every_task_is_over_a_finished_worker_evaluates_and_the_runner_is_told) {

@@ -6,7 +6,7 @@
 
 #include <random>
 
-#include "backends/native_backend.hpp"
+#include "worker/backends/native_backend.hpp"
 
 namespace troupe::actors {
 namespace {

@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include "fault_injector.hpp"
-#include "membership_client.hpp"
-#include "node_view.hpp"
+#include "node/fault_injector.hpp"
+#include "node/membership_client.hpp"
+#include "node/node_view.hpp"
 #include "troupe/core/clock.hpp"
 
 namespace troupe::actors {

@@ -1,5 +1,5 @@
 // pause_watch on real pauses: a child process that its parent SIGSTOPs and SIGCONTs.
-#include "pause_watch.hpp"
+#include "master/pause_watch.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -6,7 +6,7 @@
 #include <map>
 #include <random>
 
-#include "roles/ps_snapshot.hpp"
+#include "ps/ps_snapshot.hpp"
 
 namespace troupe::actors {
 namespace {

@@ -12,12 +12,12 @@
 
 #include "fake_rpc.hpp"
 #include "ps_shard_host.hpp"
-#include "ps_window.hpp"
 #include "troupe/core/config.hpp"
 #include "troupe/job/data_model.hpp"
 #include "troupe/nn/optimizer.hpp"
 #include "troupe/wire/messages.hpp"
 #include "troupe/wire/raw.hpp"
+#include "worker/ps_window.hpp"
 
 namespace troupe::actors {
 namespace {

@@ -10,10 +10,10 @@
 #include <mutex>
 
 #include "fake_node.hpp"
-#include "record_fetch.hpp"
-#include "roles/record_server.hpp"
+#include "master/record_server.hpp"
 #include "server_channel.hpp"
 #include "troupe/job/data.hpp"
+#include "worker/record_fetch.hpp"
 
 namespace troupe::actors {
 namespace {

@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "fake_node.hpp"
-#include "roles/record_server.hpp"
+#include "master/record_server.hpp"
 #include "troupe/job/data.hpp"
 
 namespace troupe::actors {

@@ -7,7 +7,7 @@
 #include <map>
 #include <mutex>
 
-#include "roles/record_server.hpp"
+#include "master/record_server.hpp"
 #include "troupe/wire/rpc.hpp"
 
 namespace troupe::actors::testing {

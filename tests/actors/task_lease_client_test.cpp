@@ -10,7 +10,7 @@
 
 #include "fake_node.hpp"
 #include "fake_rpc.hpp"
-#include "roles/task_lease_client.hpp"
+#include "worker/task_lease_client.hpp"
 
 namespace troupe::actors {
 namespace {

@@ -6,12 +6,12 @@
 #include <algorithm>
 #include <chrono>
 
-#include "backends/native_backend.hpp"
 #include "fake_node.hpp"
 #include "fake_rpc.hpp"
-#include "roles/worker_state.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/job/data_model.hpp"
+#include "worker/backends/native_backend.hpp"
+#include "worker/worker_state.hpp"
 
 namespace troupe::actors {
 namespace {

@@ -66,10 +66,11 @@ std::string read_file(const std::string& path) {
 
 namespace {
 // Forks `troupe <args>` with stdout and stderr into r's files (truncated).
-void spawn(job_run& r, const std::vector<std::string>& args) {
+void spawn(job_run& r, const std::vector<std::string>& args, const std::string& cwd = "") {
   r.exit_code.reset();
   r.pid = ::fork();
   if (r.pid == 0) {
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) _exit(126);
     int out = ::open(r.out_file.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
     int err = ::open(r.err_file.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
     ::dup2(out, 1);
@@ -96,7 +97,10 @@ job_run start_job(const std::string& test_name, const std::string& toml, const j
   r.job_dir = root + "/" + id;
   r.out_file = r.dir + "/stdout";
   r.err_file = r.dir + "/stderr";
-  spawn(r, {"run", file, "--job-id", id, "--quiet"});
+  if (place.from_file_folder)
+    spawn(r, {"run", "job.toml", "--job-id", id, "--quiet"}, r.dir);
+  else
+    spawn(r, {"run", file, "--job-id", id, "--quiet"});
   return r;
 }
 

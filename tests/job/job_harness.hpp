@@ -45,6 +45,8 @@ std::string ctr_job(int workers, int rows, int epochs, int checkpoint_every_ms =
 // its job id (empty: the test name).
 struct job_place {
   std::string root, dataset_cache, job_id;
+  // Run as a user in the job file's folder does: `troupe run job.toml` from there.
+  bool from_file_folder = false;
 };
 // Writes `toml` (with [job] root/dataset_cache filled in by the caller's text) and starts the runner.
 job_run start_job(const std::string& test_name, const std::string& toml, const job_place& place = {});

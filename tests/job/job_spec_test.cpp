@@ -1,6 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include "troupe/actors/strategy.hpp"
+#include "troupe/job/job_file.hpp"
 #include "troupe/job/job_spec.hpp"
 
 namespace troupe::actors {
@@ -35,6 +41,45 @@ TEST(job_spec, defaults_and_values) {
   auto t = parse("[job]\nstrategy = 'async_ps'\n[train]\ndevice = 'gpu'\n");
   ASSERT_TRUE(t) << t.err().to_string();
   EXPECT_FALSE(t->uses_gpu());
+}
+
+// Issue 44: `troupe run mlp.toml` from the model's own folder left [model] path relative, and the
+// nodes looked for the module inside the job directory. Every path a job file writes is relative to
+// the file's folder, however the file is named; one given by --set is relative to where it is given.
+TEST(job_file, every_path_is_relative_to_the_job_files_folder_however_it_is_named) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("troupe-job-file-" + std::to_string(::getpid()));
+  fs::create_directories(dir / "sub");
+  std::ofstream(dir / "sub" / "mlp.toml") << "[job]\nroot = 'runs'\ndataset_cache = '../cache'\n"
+                                          << "[model]\ntype = 'torchscript'\npath = 'mlp.pt'\n"
+                                          << "[data]\nsource = 'fashion-mnist'\n"
+                                          << "dir = 'fm'\nspill_dir = '/abs/spill'\n";
+  const auto cwd = fs::current_path();
+  const fs::path sub = fs::canonical(dir / "sub");
+  for (const auto& [from, name] :
+       {std::pair{sub, std::string("mlp.toml")}, std::pair{sub, std::string("./mlp.toml")},
+        std::pair{sub.parent_path(), std::string("sub/mlp.toml")}}) {
+    fs::current_path(from);
+    auto doc = job::read_job_file(name);
+    ASSERT_TRUE(doc) << doc.err().to_string();
+    config_reader r(*doc);
+    EXPECT_EQ(r.section("model").get_string("path", ""), (sub / "mlp.pt").string()) << name;
+    EXPECT_EQ(r.section("job").get_string("root", ""), (sub / "runs").string()) << name;
+    EXPECT_EQ(r.section("job").get_string("dataset_cache", ""), (sub.parent_path() / "cache").string())
+        << name;
+    EXPECT_EQ(r.section("data").get_string("dir", ""), (sub / "fm").string()) << name;
+    EXPECT_EQ(r.section("data").get_string("spill_dir", ""), "/abs/spill") << name;
+    auto spec = job::job_spec::read(*doc);
+    ASSERT_TRUE(spec) << spec.err().to_string();
+    EXPECT_EQ(spec->nn.model.path, (sub / "mlp.pt").string()) << name;
+    // A --set path is the caller's: relative to the working directory.
+    ASSERT_TRUE(doc->apply_override("model.path=\"other.pt\""));
+    auto over = job::job_spec::read(*doc);
+    ASSERT_TRUE(over) << over.err().to_string();
+    EXPECT_EQ(over->nn.model.path, (from / "other.pt").string()) << name;
+  }
+  fs::current_path(cwd);
+  fs::remove_all(dir);
 }
 
 TEST(job_spec, errors_name_the_key) {

@@ -17,9 +17,9 @@ CHECKED = ["wire", "control", "cluster", "actors"]
 ALLOWED = {
     # This process's own pauses (SIGSTOP, a stalled host) are gaps of real time: a manual clock
     # cannot pause.
-    "actors/src/pause_watch.hpp": "measures real pauses of its own process",
+    "actors/src/master/pause_watch.hpp": "measures real pauses of its own process",
     # How long dlopen of libtorch took, for the log line: a measurement, no deadline.
-    "actors/src/backends/torchscript_loader.cpp": "logs the plugin's real load time",
+    "actors/src/worker/backends/torchscript_loader.cpp": "logs the plugin's real load time",
     # The chaos harness times real faults on real processes (troupe chaos), not a role's deadline.
     "control/src/chaos/chaos_hosts.cpp": "chaos harness: real fault durations",
     "control/src/chaos/chaos_observe.hpp": "chaos harness: real fault durations",
@@ -27,16 +27,16 @@ ALLOWED = {
     "control/src/chaos/chaos_run.cpp": "chaos harness: real fault durations",
     # Not converted yet (issue #26 item 5 lists rpc, the fetcher, the master's counters, the runner
     # and the launchers): the node process's plumbing, the PS shard, the GPU rendezvous client.
-    "actors/src/node_main.cpp": "not converted yet: node process main loop",
-    "actors/src/node_runtime.cpp": "not converted yet: node runtime waits",
-    "actors/src/gpu_comm_client.cpp": "not converted yet: GPU rendezvous deadline",
-    "actors/src/roles/ps_checkpoint_log.cpp": "not converted yet: PS checkpoint log timing",
-    "actors/src/roles/ps_snapshot.cpp": "not converted yet: PS snapshot time budget",
-    "actors/src/strategies/replicas.cpp": "logs how long a resync took (a measurement, no deadline)",
+    "actors/src/node/node_main.cpp": "not converted yet: node process main loop",
+    "actors/src/node/node_runtime.cpp": "not converted yet: node runtime waits",
+    "actors/src/worker/gpu_comm_client.cpp": "not converted yet: GPU rendezvous deadline",
+    "actors/src/ps/ps_checkpoint_log.cpp": "not converted yet: PS checkpoint log timing",
+    "actors/src/ps/ps_snapshot.cpp": "not converted yet: PS snapshot time budget",
+    "actors/src/worker/strategies/replicas.cpp": "logs how long a resync took (a measurement, no deadline)",
     # How long a standby's preload took and how long it waited for an identity: log lines, no
     # deadline (the standby runs before the node and its clock exist).
-    "actors/src/standby.cpp": "logs a standby's real preload and wait times",
-    "actors/src/backends/host_backend.cpp": "logs the TorchScript module's real preload time",
+    "actors/src/node/standby.cpp": "logs a standby's real preload and wait times",
+    "actors/src/worker/backends/host_backend.cpp": "logs the TorchScript module's real preload time",
 }
 
 COMMENT = re.compile(r"//.*$")

@@ -79,6 +79,54 @@ class FailsInside(nn.Module):
         return self.l(dense.reshape(-1, 5))
 
 
+class IntLogits(nn.Module):  # Fashion-MNIST logits as int64: no loss can be taken of them
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(784, 10)
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        return self.l(dense).long()
+
+
+class FailsOnLargeBatches(nn.Module):  # trains on batches of 64, fails on the evaluation's 1,024 rows
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(784, 10)
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        if dense.size(0) > 512:
+            raise RuntimeError("this module takes at most 512 rows")
+        return self.l(dense)
+
+
+class FailsOnRealEvaluation(nn.Module):  # passes every check on zeros; fails evaluating real rows
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(784, 10)
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        if not self.training and bool(dense.abs().sum() > 0):
+            raise RuntimeError("no evaluation on real rows here")
+        return self.l(dense)
+
+
+class SlowFirstStep(nn.Module):  # a worker's first training forward takes seconds (its warm-up)
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(784, 10)
+        self.register_buffer("steps", torch.zeros(1))
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            if bool(self.steps[0] == 0):
+                x = torch.full([1000, 1000], 0.001)
+                for _ in range(100):
+                    x = torch.tanh(x @ x)
+                dense = dense + 0.0 * x.sum()
+            self.steps.add_(1.0)
+        return self.l(dense)
+
+
 save("dense", Dense())
 save("with_loss", WithLoss())
 save("sparse", Sparse())
@@ -87,6 +135,10 @@ save("wide", Dense(4, 7))
 save("counter", Counter())
 save("fails_inside", FailsInside())
 save("normed", Normed())
+save("int_logits", IntLogits())
+save("slow_first_step", SlowFirstStep())
+save("fails_on_large_batches", FailsOnLargeBatches())
+save("fails_on_real_evaluation", FailsOnRealEvaluation())
 save("mlp", nn.Sequential(nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10)))
 with open(os.path.join(OUT, "garbage.pt"), "wb") as f:
     f.write(b"not a zip archive, not TorchScript")

@@ -67,6 +67,102 @@ bool kill_after(job_run& r, const std::string& node, std::uint64_t tasks) {
   return pid > 0 && ::kill(pid, SIGKILL) == 0;
 }
 
+// A small Fashion-MNIST job of a module in modules() (or `path` as written); `extra` goes after it.
+std::string small_torch_job(const std::string& path, const std::string& extra = "",
+                            int records_per_task = 1000) {
+  return R"(name = "torch-small"
+strategy = "allreduce"
+workers = 2
+records_per_task = )" +
+         std::to_string(records_per_task) + R"(
+[model]
+type = "torchscript"
+path = ")" +
+         path + R"("
+[train]
+epochs = 2
+batch_size = 64
+optimizer = "adam"
+learning_rate = 0.002
+[data]
+source = "fashion-mnist"
+max_train_rows = 4000
+max_test_rows = 2000
+)" + extra;
+}
+
+// Issue 44: a module whose evaluation fails retried it for ever (2,831 lines in 5 minutes), the
+// progress line never naming why. Now it is retried max_task_failures times, then the job ends
+// with exit 1 and result.json names the model's error and where it failed.
+TEST(torch_job, a_module_whose_evaluation_fails_ends_the_job_naming_its_error) {
+  auto r = start_job("torch-eval-fails", small_torch_job(modules() + "/fails_on_real_evaluation.pt"));
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 1) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_FALSE(res.value("ok", true)) << res.dump();
+  EXPECT_EQ(res.value("status", ""), "failed") << res.dump();
+  const auto reason = res.value("reason", "");
+  EXPECT_NE(reason.find("evaluation of the trained model failed 3 times"), std::string::npos) << res.dump();
+  EXPECT_NE(reason.find("no evaluation on real rows here"), std::string::npos) << res.dump();
+  EXPECT_NE(reason.find("worker-"), std::string::npos) << res.dump();  // where it failed
+  // Every task was trained once before: the job did its work, only the model's evaluation failed.
+  expect_all_done(r);
+  const auto log = read_file(r.job_dir + "/logs/master.log");
+  std::size_t failures = 0;
+  for (auto at = log.find("evaluation on"); at != std::string::npos; at = log.find("evaluation on", at + 1))
+    failures += log.compare(log.find(' ', at + 14) + 1, 6, "failed") == 0;
+  EXPECT_EQ(failures, 3u) << log;
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+// Issue 44: a start-up race trained a task twice. A worker leases its first task before it joins
+// (it warms up on it); when its warm-up outlasted the master's 3 s grace, the master put the task of
+// a worker "not a member" back to TODO while that worker trained it, and both reports counted
+// (62,000 samples for 60,000 records). Here every worker's first step takes seconds: with no fault,
+// every task is leased once (its attempt is 1) and every record is trained once.
+TEST(torch_job, a_slow_first_step_trains_no_record_twice) {
+  auto r = start_job("torch-slow-start", small_torch_job(modules() + "/slow_first_step.pt", "", 500));
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(400)), 0) << read_file(r.err_file);
+  expect_all_done(r);
+  auto res = result(r);
+  EXPECT_EQ(res.value("samples_trained", 0), res.value("records_done", 1)) << res.dump();
+  EXPECT_EQ(res.value("records_done", 0), 8000) << res.dump();  // 2 epochs of 4,000
+  EXPECT_EQ(res.value("tasks_requeued", 1), 0) << res.dump();
+  for (const auto& [id, attempt] : done_attempts(r)) EXPECT_EQ(attempt, 1u) << "task " << id;
+  EXPECT_EQ(read_file(r.job_dir + "/logs/master.log").find("(not a member) back to TODO"), std::string::npos);
+}
+
+// Modules that fail only on what training does not show: integer logits, a batch of the
+// evaluation's size. `troupe run` refuses them before any node starts (exit 2), naming the problem,
+// as `troupe config check` does.
+TEST(torch_job, modules_with_integer_logits_or_failing_on_the_evaluation_batch_are_refused_first) {
+  for (const auto& [module, words] : {std::pair{"int_logits", "logits of dtype Long"},
+                                      std::pair{"fails_on_large_batches", "takes at most 512 rows"}}) {
+    const auto toml = small_torch_job(modules() + "/" + module + ".pt");
+    auto r = start_job(std::string("torch-refused-") + module, toml);
+    EXPECT_EQ(wait_job(r, std::chrono::seconds(120)), 2) << read_file(r.err_file);
+    EXPECT_NE(read_file(r.err_file).find(words), std::string::npos) << read_file(r.err_file);
+    std::string out;
+    EXPECT_EQ(troupe("config check " + r.dir + "/job.toml", &out), 2) << out;
+    EXPECT_NE(out.find(words), std::string::npos) << out;
+  }
+}
+
+// Issue 44: `troupe run mlp.toml` in the model's folder (no folder in the job file's path) left the
+// module's path relative to the job directory: the workers died until the job gave up. The module is
+// found beside the job file, and a worker that dies at start for its own reason is named with it.
+TEST(torch_job, troupe_run_of_a_bare_job_file_name_finds_the_module_beside_it) {
+  // Beside the job file's folder (start_job makes that folder anew): a path relative to the file.
+  const std::string models = test_root("torch-bare-name-models");
+  std::filesystem::copy_file(modules() + "/mlp.pt", models + "/mlp.pt");
+  auto r = start_job("torch-bare-name", small_torch_job("../torch-bare-name-models/mlp.pt"),
+                     {.from_file_folder = true});
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
+  expect_all_done(r);
+  auto res = result(r);
+  EXPECT_GT(res.value("test_accuracy", 0.0), 0.5) << res.dump();
+  EXPECT_TRUE(res.contains("train_loss")) << res.dump();  // the final training loss is reported
+}
+
 TEST(torch_job, scripted_mlp_under_allreduce_survives_a_worker_kill_and_matches_pytorch) {
   const std::string cache = test_root("torch-mlp-cache");
   const std::string toml = R"(name = "torch-mlp"

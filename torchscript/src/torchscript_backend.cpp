@@ -315,26 +315,29 @@ void torchscript_backend::download_after_step() {
   for (std::size_t i = 0; i < dbuffers_.size(); ++i) host_view(hbuffers_[i]).copy_(dbuffers_[i].view({-1}));
 }
 
-// One forward on two rows of zeros: logits of the data's width, before any training starts.
+// One forward on probe_rows rows of zeros: logits of the data's width, before any training starts.
 expected<void> torchscript_backend::probe() {
+  const std::size_t rows = std::max<std::size_t>(1, o_.probe_rows);
   nn::dataset d;
   d.info = o_.data;
-  d.rows = 2;
-  d.dense.assign(2 * o_.data.dense_dim, 0.0f);
-  d.sparse.assign(2 * o_.data.sparse_fields, 0);
-  d.labels.assign(2, 0.0f);
+  d.rows = rows;
+  d.dense.assign(rows * o_.data.dense_dim, 0.0f);
+  d.sparse.assign(rows * o_.data.sparse_fields, 0);
+  d.labels.assign(rows, 0.0f);
   torch::NoGradGuard no_grad;
   // In evaluation mode: a training forward would move running statistics (batch norm's).
   mod_.eval();
-  auto l = logits(nn::batch(d, 0, 2), false);
+  auto l = logits(nn::batch(d, 0, rows), false);
   mod_.train();
   if (!l) return l.err();
-  if (l->dim() != 2 || l->size(0) != 2 || static_cast<std::size_t>(l->size(1)) != width_)
+  const auto n = static_cast<std::int64_t>(rows);
+  if (l->dim() != 2 || l->size(0) != n || static_cast<std::size_t>(l->size(1)) != width_)
     return make_unexpected(nn::nn_errc::bad_shape,
                            o_.path + ": forward returns logits of shape " + shape_of(*l) +
-                               " for a batch of 2; the data has " + std::to_string(classes_) +
-                               " classes, so the logits need " + std::to_string(width_) + " column" +
-                               (width_ == 1 ? "" : "s") + " ([2, " + std::to_string(width_) + "])");
+                               " for a batch of " + std::to_string(rows) + "; the data has " +
+                               std::to_string(classes_) + " classes, so the logits need " +
+                               std::to_string(width_) + " column" + (width_ == 1 ? "" : "s") + " ([" +
+                               std::to_string(rows) + ", " + std::to_string(width_) + "])");
   return {};
 }
 
@@ -396,6 +399,12 @@ expected<at::Tensor> torchscript_backend::logits(const nn::batch& b, bool traini
     if (!out.isTensor())
       return make_unexpected(nn::nn_errc::bad_shape, o_.path + ": forward must return one tensor of logits");
     auto t = out.toTensor();
+    if (!t.is_floating_point())
+      return make_unexpected(nn::nn_errc::bad_shape, o_.path + ": forward returns logits of dtype " +
+                                                         std::string(c10::toString(t.scalar_type())) +
+                                                         " for a batch of " + std::to_string(b.size()) +
+                                                         "; logits must be floating point (float32)");
+    if (t.scalar_type() != at::kFloat) t = t.to(at::kFloat);
     if (t.dim() == 1 && width_ == 1) t = t.unsqueeze(1);
     return t;
   } catch (const std::exception& e) {

@@ -60,13 +60,15 @@ struct JobStatus {
   psAlive @5 :UInt32;
   tasks @6 :TaskCounts;
   samplesPerSec @7 :Float64;     # over the last progress window
-  loss @8 :Float64;              # mean minibatch loss over the last progress window
+  loss @8 :Float64;              # mean minibatch loss over the last progress window; NaN before the first
   samplesTotal @9 :UInt64;
   finished @10 :Bool;
   resultJson @11 :Text;          # final metrics once finished
   members @12 :List(Control.Member);
   restarts @13 :UInt64;          # node relaunches by the runner
   fault @14 :Text;               # a disk fault pausing the job ("no space left on device: <path> ..."); empty when none
+  evaluating @15 :Text;          # who evaluates the trained model now ("worker-0"); empty when nobody does
+  taskError @16 :Text;           # the last error of a quarantined task; empty when none was quarantined
 }
 
 # CLI -> runner: change the number of workers.

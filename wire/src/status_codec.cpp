@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+
 #include "troupe/wire/messages.hpp"
 
 namespace troupe::wire {
@@ -44,6 +46,8 @@ void write_job_status(schema::JobStatus::Builder b, const job_status& s) {
   wire::write_members(b.initMembers(static_cast<unsigned>(s.members.size())), s.members);
   b.setRestarts(s.restarts);
   b.setFault(s.fault);
+  b.setEvaluating(s.evaluating);
+  b.setTaskError(s.task_error);
 }
 
 job_status read_job_status(schema::JobStatus::Reader r) {
@@ -63,7 +67,13 @@ job_status read_job_status(schema::JobStatus::Reader r) {
   s.members = wire::read_members(r.getMembers());
   s.restarts = r.getRestarts();
   s.fault = r.getFault().cStr();
+  s.evaluating = r.getEvaluating().cStr();
+  s.task_error = r.getTaskError().cStr();
   return s;
+}
+
+bool job_status::has_loss() const {
+  return samples_total > 0 && std::isfinite(loss);
 }
 
 nlohmann::json to_json(const job_status& s) {
@@ -79,11 +89,13 @@ nlohmann::json to_json(const job_status& s) {
   j["data_epoch"] = t.data_epoch;
   j["data_epochs"] = t.data_epochs;
   j["samples_per_sec"] = s.samples_per_sec;
-  j["loss"] = s.samples_total > 0 ? nlohmann::json(s.loss) : nlohmann::json(nullptr);
+  j["loss"] = s.has_loss() ? nlohmann::json(s.loss) : nlohmann::json(nullptr);
   j["samples_total"] = s.samples_total;
   j["restarts"] = s.restarts;
   j["finished"] = s.finished;
   if (!s.fault.empty()) j["fault"] = s.fault;
+  if (!s.evaluating.empty()) j["evaluating"] = s.evaluating;
+  if (!s.task_error.empty()) j["task_error"] = s.task_error;
   if (!s.result_json.empty()) j["result"] = nlohmann::json::parse(s.result_json, nullptr, false);
   auto members = nlohmann::json::array();
   for (const auto& m : s.members)

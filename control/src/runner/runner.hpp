@@ -158,6 +158,9 @@ class runner {
   // for [cluster] controller_timeout_s; and, at the end, the wait to cancel what it could not.
   std::string check_outage();
   void cancel_left_jobs();
+  // A finished job's model directory: `troupe export` in a process of its own (it loads libtorch),
+  // once the nodes are stopped. Fills model_json_ or model_error_.
+  void export_model();
 
   run_options opt_;
   troupe::clock& clock_;
@@ -207,6 +210,8 @@ class runner {
   std::string metrics_addr_;               // the master's /metrics, pinned in job.toml (empty: off)
   std::optional<time_point> fault_since_;  // when the disk fault the master reports began
   std::string outage_note_;                // on the progress line while the cluster manager is away
+  // The model a finished job wrote (`troupe export`'s JSON line), or why it could not.
+  std::string model_json_, model_error_;
 };
 
 // [cluster] metrics_port 0 becomes a free port, written into `doc` (so job.toml pins it for every

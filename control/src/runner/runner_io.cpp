@@ -119,8 +119,15 @@ void runner::print_progress(bool final_line) {
   // "data epoch": the pass over the dataset (the membership epoch is in `troupe status`); no loss
   // is shown before the first step.
   char loss[32] = "-";
-  if (s.samples_total > 0) std::snprintf(loss, sizeof loss, "%.4f", s.loss);
+  if (s.has_loss()) std::snprintf(loss, sizeof loss, "%.4f", s.loss);
   std::string paused;
+  if (!s.evaluating.empty()) paused.append("  evaluating on ").append(s.evaluating);
+  if (s.tasks.failed > 0)
+    paused.append("  ")
+        .append(std::to_string(s.tasks.failed))
+        .append(" quarantined (")
+        .append(s.task_error)
+        .append(")");
   if (!s.fault.empty()) paused.append("  PAUSED: ").append(s.fault);
   paused.append(outage_note_);
   std::fprintf(stderr,

@@ -211,8 +211,10 @@ void runner::handle_exits() {
     if (status.state != "PREEMPTED") slot.deaths.push_back(now);
     while (!slot.deaths.empty() && now - slot.deaths.front() > death_window) slot.deaths.pop_front();
     if (slot.deaths.size() > max_deaths) {
+      const auto why = cluster::last_logged_error(status);
       fatal_ = h.id.name + " died " + std::to_string(slot.deaths.size()) +
-               " times in a minute (last: " + status.to_string() + "); see " + dir_->log_path(h.id.name);
+               " times in a minute (last: " + status.to_string() + ")" +
+               (why.empty() ? "" : "; its last error: " + why) + "; see " + dir_->log_path(h.id.name);
       write_nodes_file();
       return;
     }

@@ -2,11 +2,13 @@
 // final, and result.json written with the outcome and the reason (finished, failed, stopped,
 // interrupted), then printed as the runner's final line; and the deadline of a disk fault.
 #include <cstdio>
+#include <filesystem>
 
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "runner.hpp"
+#include "troupe/cluster/run_tool.hpp"
 #include "troupe/collective/cleanup.hpp"
 #include "troupe/storage/task_journal.hpp"
 
@@ -19,6 +21,7 @@ int runner::finish(int rc) {
     collective::remove_job_leftovers(collective::instance_key(dir_->job_id(), instance_));
   print_progress(true);
   if (!dir_) return rc;
+  if (rc == 0 && result_ok_) export_model();
   auto text = final_json(rc);
   timeline_.job_end(end_state_, end_reason_);
   if (auto w = cluster::write_file_atomic(dir_->result_path(), text + "\n"); !w)
@@ -68,6 +71,8 @@ std::string runner::final_json(int rc) {
       end_reason_ = "every task done";
     else if (!fatal_.empty())
       end_reason_ = fatal_;
+    else if (master_finished && j.contains("error") && j["error"].is_string())
+      end_reason_ = j["error"].get<std::string>();  // the master's own word (a failed evaluation)
     else if (master_finished)
       end_reason_ = quarantine_reason(*dir_);
     else
@@ -97,7 +102,28 @@ std::string runner::final_json(int rc) {
     j["first_step_seconds"] =
         static_cast<double>(j["first_step_wall_ms"].get<std::int64_t>() - started_wall_ms_) / 1000.0;
   if (data_.true_auc > 0) j["true_auc"] = data_.true_auc;
+  if (auto m = nlohmann::json::parse(model_json_, nullptr, false); m.is_object())
+    j["model_dir"] = m.value("model", "");
+  if (!model_error_.empty()) j["model_error"] = model_error_;
   return j.dump();
+}
+
+void runner::export_model() {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const auto started = clock_.now();
+  auto r = cluster::run_tool({ec ? std::string("troupe") : self.string(), "export", dir_->path()}, "",
+                             std::chrono::minutes(10), 1 << 20, clock_);
+  const double secs = std::chrono::duration<double>(clock_.now() - started).count();
+  if (r && r->code == 0) {
+    model_json_ = r->out.substr(0, r->out.find('\n'));
+    spdlog::info("model written in {:.2f} s: {}", secs, model_json_);
+    timeline_.model_exported(dir_->path() + "/model", secs);
+    return;
+  }
+  model_error_ = !r ? r.err().to_string() : r->err.substr(0, 2000);
+  while (!model_error_.empty() && model_error_.back() == '\n') model_error_.pop_back();
+  spdlog::error("job {} finished, but its model could not be written: {}", dir_->job_id(), model_error_);
 }
 
 std::string runner::disk_fault_expired() {

@@ -23,19 +23,23 @@ struct torchscript_options {
   std::uint64_t seed = 1;         // embedding rows
   int threads = 1;                // libtorch's intra-op threads (set once per process)
   std::string device = "cpu";
+  // Rows of zeros the module runs on once at load (eval mode), its logits' dtype and shape checked:
+  // `troupe config check` and the runner's check ask for a batch of the evaluation's size.
+  std::size_t probe_rows = 2;
 };
 
 // Loads the plugin (once per process) and the module. Errors name the file and the problem: the
 // plugin missing or not loadable, the module missing or not TorchScript, no forward or one with
-// the wrong arguments, logits of the wrong width (both numbers), integer or non-contiguous
-// parameters, a first batch that fails inside the module (libtorch's message and the shapes).
+// the wrong arguments, logits of the wrong width (both numbers) or of an integer dtype, integer or
+// non-contiguous parameters, a probe batch that fails inside the module (libtorch's message and the
+// shapes).
 expected<std::unique_ptr<trainer_backend>> load_torchscript(const torchscript_options& o);
 // Only the plugin (once per process; what load_torchscript does first). Errors: as load_torchscript's.
 expected<void> open_torchscript_plugin();
 
 // The plugin's entry point (C linkage, looked up with dlsym): a new backend, or null and `error`.
 // `abi` must be kTorchscriptAbi: a plugin from another build is refused.
-inline constexpr int kTorchscriptAbi = 1;
+inline constexpr int kTorchscriptAbi = 2;
 extern "C" trainer_backend* troupe_torchscript_create(int abi, const torchscript_options* o,
                                                       std::string* error);
 

@@ -43,4 +43,8 @@ struct start_failure_report {
 // filesystem the nodes share? is the troupe binary at <program> on the node?".
 std::string describe(const start_failure_report& r);
 
+// The last error (or critical) line a node logged in its output (`s.trace.output`, the node's log
+// pattern "<date> <time> E [<node>] <message>"), from its level letter on; empty when there is none.
+std::string last_logged_error(const exit_status& s);
+
 }  // namespace troupe::cluster

@@ -10,10 +10,13 @@
 
 namespace troupe::job {
 
-// The job file at `path` (`troupe run`, `troupe train --local`, `troupe config check`): with
-// [data] source = "store", relative `train` and `test` directories are taken relative to the job
-// file's directory and written back absolute, so the document means the same from any working
-// directory, in the job directory's copy and on every node. Errors: config_doc::from_file's.
+// The job file at `path` (`troupe run`, `troupe train --local`, `troupe config check`, `troupe
+// chaos`): every relative path the file writes (model.path and init, data.train/test/dir/spill_dir,
+// job.root and dataset_cache, ps.checkpoint_dir, transport.token_file, log.file) is taken relative
+// to the job file's directory, however the file is named ("job.toml", "./job.toml", "a/job.toml"),
+// and written back absolute, so the document means the same from any working directory, in the job
+// directory's copy and on every node. A path given by --set afterwards is the caller's (relative to
+// its working directory). Errors: config_doc::from_file's.
 expected<config_doc> read_job_file(const std::string& path);
 
 // Errors: the job directory's (not a job directory, job.toml unreadable) or job_spec::read's.

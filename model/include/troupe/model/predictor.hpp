@@ -68,10 +68,10 @@ class predictor {
 
 inline constexpr int kPredictorAbi = 1;
 
-// Opens the plugin (once per process: from TROUPE_TORCHSCRIPT_PLUGIN, else beside the running
-// binary, else where the build put it) and makes a predictor. Errors: core_errc::io_error when the
-// plugin cannot be found or opened (every path tried, with why), invalid_argument for the model
-// (the plugin's message: the file and the problem).
+// Opens the plugin (plugin.hpp: once per process) and makes a predictor. Errors: core_errc::io_error
+// when the plugin cannot be found or opened (every path tried, with why) or has no predictor (a
+// plugin of an older build), invalid_argument for the model (the plugin's message: the file and the
+// problem).
 expected<std::unique_ptr<predictor>> load_predictor(const predictor_options& options);
 
 }  // namespace troupe::model

@@ -89,6 +89,9 @@ class conv2d_layer final : public layer {
   void backward(const forward_context&, std::span<const tensor* const> in, const tensor& out,
                 const tensor& grad_out, std::span<tensor* const> grad_in) override;
   std::vector<dense_param*> params() override { return {&weight_, &bias_}; }
+  std::size_t filters() const { return filters_; }
+  std::size_t kernel() const { return k_; }
+  std::size_t padding() const { return pad_; }
 
  private:
   void im2col(const float* x, float* col, std::size_t ld) const;
@@ -104,6 +107,7 @@ class maxpool2d_layer final : public layer {
  public:
   explicit maxpool2d_layer(std::size_t pool) : pool_(pool) {}
   std::string kind() const override { return "maxpool2d"; }
+  std::size_t pool() const { return pool_; }
   expected<shape> infer(std::span<const shape> in, std::uint64_t) override;
   void forward(const forward_context&, std::span<const tensor* const> in, tensor& out) override;
   void backward(const forward_context&, std::span<const tensor* const>, const tensor&, const tensor& grad_out,
@@ -121,6 +125,7 @@ class batch_norm_layer final : public layer {
   explicit batch_norm_layer(float momentum = 0.99f, float epsilon = 1e-3f)
       : momentum_(momentum), eps_(epsilon) {}
   std::string kind() const override { return "batchnorm"; }
+  float epsilon() const { return eps_; }
   expected<shape> infer(std::span<const shape> in, std::uint64_t seed) override;
   void forward(const forward_context& ctx, std::span<const tensor* const> in, tensor& out) override;
   void backward(const forward_context& ctx, std::span<const tensor* const>, const tensor&,

@@ -63,6 +63,8 @@ class model {
   void backward();
   // Probabilities of the last forward: [n, classes], or [n, 1] (click probability) when binary.
   const tensor& probabilities() const { return probs_; }
+  // Logits of the last forward: [n, 1] (binary) or [n, classes] (the output node's values).
+  const tensor& logits() const { return nodes_[static_cast<std::size_t>(output_)].out; }
 
   std::vector<dense_param*> parameters();  // all, including state-only (trainable false)
   std::vector<embedding_table*> embedding_tables();

@@ -52,6 +52,8 @@ class job_timeline {
   void quarantine(std::uint64_t task, const std::string& error);
   void checkpoint(const std::string& node, std::uint64_t version, bool full);
   void scale(std::uint64_t workers, std::uint64_t requested);
+  // The job's model directory written (`troupe export`), in `seconds`.
+  void model_exported(const std::string& dir, double seconds);
   void metrics(const metrics_sample& m);
   void node_stats(const std::string& node, double cpu_percent, std::uint64_t rss_bytes);
   // "finished", "failed", "stopped" or "interrupted" (as result.json's status); durable (fdatasync'ed).

@@ -23,6 +23,7 @@ struct task_counts {
   // the journal, and a disk fault that pauses the dispenser (empty when none).
   std::uint64_t records_done = 0;
   std::string fault;
+  std::string last_failure;  // the last error of a quarantined task (JobStatus.taskError)
   std::uint64_t total() const { return todo + doing + done + failed; }
   // Every task is done or quarantined (and there are tasks).
   bool all_over() const { return total() > 0 && todo == 0 && doing == 0; }
@@ -38,7 +39,11 @@ struct job_status {
   bool finished = false;
   std::string result_json;  // final metrics once finished
   std::string fault;        // a disk fault pausing the job; empty when none
+  std::string evaluating;   // who evaluates the trained model now; empty when nobody does
+  std::string task_error;   // the last error of a quarantined task; empty when none was quarantined
   std::vector<cluster::member> members;
+  // loss: NaN until a progress window with a step has passed.
+  bool has_loss() const;
 };
 
 void write_task_counts(schema::TaskCounts::Builder b, const task_counts& c);
@@ -49,6 +54,7 @@ job_status read_job_status(schema::JobStatus::Reader r);
 // `troupe status --json`: job, membership_epoch, workers_alive, workers_target, ps_alive, tasks{todo, doing,
 // done, failed, requeued}, data_epoch, data_epochs, samples_per_sec, loss, samples_total, restarts,
 // finished, fault (only while a disk fault pauses the job), loss (null before the first step),
+// evaluating (who evaluates the model, while one does), task_error (once a task is quarantined),
 // result (the parsed result JSON, once finished), members[{node, role, address, pid, state}].
 nlohmann::json to_json(const job_status& s);
 

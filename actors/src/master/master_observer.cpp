@@ -1,0 +1,222 @@
+#include "master_observer.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "master_state.hpp"
+#include "node/node_runtime.hpp"
+#include "troupe/core/clock.hpp"
+#include "troupe/wire/job_token.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+constexpr auto cause_wait = std::chrono::seconds(2);
+constexpr const char* step_help = "Time per training step (per worker report)";
+constexpr const char* recovery_help = "From a worker's death until the workers are back to their number";
+constexpr const char* preemptions_help = "Workers preempted by the cluster";
+constexpr const char* failures_help = "Workers that died or were preempted";
+
+// The cause is the runner's exit report, or, when none came (the job ending stops the reports,
+// or the master with it), the master's own: a node that told it it leaves ("left on SIGTERM",
+// membership_client.cpp) left.
+std::string departure_kind(const std::string& status) {
+  if (status.find("PREEMPTED") != std::string::npos) return "preempted";
+  if (status.find("exited with code 0") != std::string::npos) return "leave";
+  if (status.rfind("left ", 0) == 0) return "leave";
+  return "died";
+}
+
+const std::vector<double>& step_buckets() {
+  static const auto b = observe::exponential_buckets(0.001, 2, 14);  // 1 ms .. 8 s
+  return b;
+}
+const std::vector<double>& recovery_buckets() {
+  static const auto b = observe::exponential_buckets(0.1, 2, 10);  // 0.1 s .. 51 s
+  return b;
+}
+
+}  // namespace
+
+master_observer::master_observer(const job::job_spec& spec, const std::string& job_dir,
+                                 const std::string& job_id, troupe::clock& clk)
+    : clock_(clk), timeline_(job_dir), labels_{{"job", job_id}, {"node", "master"}, {"role", "master"}} {
+  // Every family from the start, so a scrape sees them before the first step or death.
+  metrics_.get_histogram("troupe_step_seconds", step_help, step_buckets(), labels_);
+  metrics_.get_histogram("troupe_recovery_seconds", recovery_help, recovery_buckets(), labels_);
+  metrics_.get_counter("troupe_preemptions_total", preemptions_help, labels_);
+  metrics_.get_counter("troupe_worker_failures_total", failures_help, labels_);
+  start_metrics(spec, job_dir);
+}
+
+master_observer::~master_observer() {
+  for (const auto& d : pending_) write_departure(d, kind_of(d));
+}
+
+std::string master_observer::kind_of(const departure& d) const {
+  auto kind = departure_kind(d.reason);
+  return d.after_finish && kind == "died" ? "leave" : kind;
+}
+
+void master_observer::start_metrics(const job::job_spec& spec, const std::string& job_dir) {
+  const auto& c = spec.cluster;
+  if (c.metrics_port < 0) return;
+  observe::http_options o;
+  o.listen = c.metrics_host + ":" + std::to_string(c.metrics_port);
+  std::string token;
+  if (!observe::is_loopback(c.metrics_host)) {
+    auto t = wire::read_job_token(job_dir);
+    if (!t) return spdlog::warn("/metrics not served: {}", t.err().to_string());
+    token = *t;
+  }
+  auto handler = [this, token](const observe::http_request& r) {
+    if (!token.empty() && !observe::has_token(r, token))
+      return observe::http_response{401, "text/plain", "the cluster token is required\n", {}};
+    if (r.path != "/metrics") return observe::http_response{404, "text/plain", "only /metrics here\n", {}};
+    return observe::http_response{200, "text/plain; version=0.0.4; charset=utf-8", metrics_.render(), {}};
+  };
+  auto s = observe::http_server::start(o, handler);
+  if (!s) return spdlog::warn("/metrics not served: {}", s.err().to_string());
+  server_ = std::move(*s);
+  spdlog::info("Prometheus metrics at http://{}/metrics", server_->address());
+}
+
+std::string master_observer::metrics_address() const {
+  return server_ ? server_->address() : std::string();
+}
+
+void master_observer::joined(const cluster::member& m, const cluster::membership_view& view) {
+  timeline_.membership("join", m.id.to_string(), view.epoch());
+  if (m.role != cluster::node_role::worker) return;
+  workers_alive_ = view.count(cluster::node_role::worker, cluster::member_state::alive);
+  if (recovering_since_ && workers_alive_ >= recovery_target_) {
+    metrics_.get_histogram("troupe_recovery_seconds", recovery_help, recovery_buckets(), labels_)
+        .observe(std::chrono::duration<double>(clock_.now() - *recovering_since_).count());
+    recovering_since_.reset();
+  }
+}
+
+void master_observer::gone(const node_id& id, bool worker, const std::string& reason, std::uint64_t epoch) {
+  departure d;
+  d.node = id.to_string();
+  d.reason = reason;
+  d.worker = worker;
+  d.epoch = epoch;
+  d.t_ms = static_cast<std::uint64_t>(clock_.wall_ms());
+  d.seen = clock_.now();
+  d.after_finish = job_finished_;
+  last_progress_.erase(id.to_string());
+  // The runner's exit report came first: the cause is known.
+  if (reason.rfind("exited with", 0) == 0 || reason.rfind("killed by", 0) == 0)
+    write_departure(d, kind_of(d));
+  else
+    pending_.push_back(std::move(d));
+}
+
+void master_observer::exit_reported(const node_id& id, const std::string& status) {
+  auto it = std::find_if(pending_.begin(), pending_.end(),
+                         [&](const departure& d) { return d.node == id.to_string(); });
+  if (it == pending_.end()) return;
+  auto d = std::move(*it);
+  pending_.erase(it);
+  d.reason = status;
+  write_departure(d, kind_of(d));
+}
+
+void master_observer::write_departure(const departure& d, const std::string& kind) {
+  observe::job_event e;
+  e.t_ms = d.t_ms;
+  e.kind = kind;
+  e.fields = {{"node", d.node}, {"epoch", static_cast<std::int64_t>(d.epoch)}, {"cause", d.reason}};
+  timeline_.append(std::move(e));
+  if (!d.worker || kind == "leave") return;
+  if (kind == "preempted") metrics_.get_counter("troupe_preemptions_total", preemptions_help, labels_).inc();
+  metrics_.get_counter("troupe_worker_failures_total", failures_help, labels_).inc();
+  if (!recovering_since_) {
+    recovering_since_ = d.seen;
+    recovery_target_ = workers_alive_;
+  }
+}
+
+void master_observer::progress(const node_id& from, std::uint64_t samples, std::uint64_t steps) {
+  (void)samples;
+  auto now = clock_.now();
+  auto [it, first] = last_progress_.try_emplace(from.to_string(), now);
+  if (first || steps == 0) return;
+  double per_step = std::chrono::duration<double>(now - it->second).count() / static_cast<double>(steps);
+  it->second = now;
+  auto& h = metrics_.get_histogram("troupe_step_seconds", step_help, step_buckets(), labels_);
+  for (std::uint64_t i = 0; i < std::min<std::uint64_t>(steps, 1000); ++i) h.observe(per_step);
+}
+
+void master_observer::tick(const master_state& st) {
+  auto now = clock_.now();
+  while (!pending_.empty() && now - pending_.front().seen > cause_wait) {
+    write_departure(pending_.front(), kind_of(pending_.front()));
+    pending_.erase(pending_.begin());
+  }
+  workers_alive_ = st.view.count(cluster::node_role::worker, cluster::member_state::alive);
+  if (last_event_ && now - *last_event_ < std::chrono::seconds(1)) return;
+  last_event_ = now;
+  // Every node's highest incarnation, as the view records them (not the master's own).
+  const std::uint64_t restarts = st.view.restarts("master");
+  update_metrics(st, restarts);
+  observe::metrics_sample m;
+  m.samples = st.samples_total;
+  if (st.samples_total > 0 && std::isfinite(st.loss)) m.loss = st.loss;
+  m.samples_per_s = st.samples_per_sec;
+  m.workers_alive = workers_alive_;
+  m.epoch = st.view.epoch();
+  m.restarts = restarts;
+  if (st.counts) {
+    m.tasks_todo = st.counts->todo;
+    m.tasks_doing = st.counts->doing;
+    m.tasks_done = st.counts->done;
+    m.tasks_failed = st.counts->failed;
+    m.tasks_requeued = st.counts->requeued;
+  }
+  timeline_.metrics(m);
+}
+
+void master_observer::update_metrics(const master_state& st, std::uint64_t restarts) {
+  auto grow = [&](const char* name, const char* help, observe::labels l, std::uint64_t now,
+                  std::uint64_t& last) {
+    auto& c = metrics_.get_counter(name, help, l);  // registered at 0 too: the series exists from the start
+    if (now > last) c.inc(static_cast<double>(now - last));
+    last = std::max(last, now);
+  };
+  auto with = [&](const char* k, const char* v) {
+    auto l = labels_;
+    l.emplace_back(k, v);
+    return l;
+  };
+  grow("troupe_samples_total", "Samples trained", labels_, st.samples_total, last_samples_);
+  grow("troupe_restarts_total", "Node replacements (incarnations above 0)", labels_, restarts,
+       last_restarts_);
+  if (st.counts) {
+    grow("troupe_tasks_total", "Tasks by what happened to them", with("event", "done"), st.counts->done,
+         last_done_);
+    grow("troupe_tasks_total", "Tasks by what happened to them", with("event", "requeued"),
+         st.counts->requeued, last_requeued_);
+    grow("troupe_tasks_total", "Tasks by what happened to them", with("event", "quarantined"),
+         st.counts->failed, last_failed_);
+    const char* states[] = {"todo", "doing", "done", "failed"};
+    const std::uint64_t values[] = {st.counts->todo, st.counts->doing, st.counts->done, st.counts->failed};
+    for (int i = 0; i < 4; ++i)
+      metrics_.get_gauge("troupe_tasks", "Tasks in each state now", with("state", states[i]))
+          .set(static_cast<double>(values[i]));
+  }
+  metrics_.get_gauge("troupe_workers_alive", "Workers in the membership", labels_)
+      .set(static_cast<double>(workers_alive_));
+  metrics_.get_gauge("troupe_membership_epoch", "Membership epoch", labels_)
+      .set(static_cast<double>(st.view.epoch()));
+  metrics_.get_gauge("troupe_samples_per_second", "Samples/s over the last window", labels_)
+      .set(st.samples_per_sec);
+  if (st.samples_total > 0 && std::isfinite(st.loss))
+    metrics_.get_gauge("troupe_loss", "Mean minibatch loss, last window", labels_).set(st.loss);
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,141 @@
+// A parameter-server shard: owns the dense tensors and embedding rows that hash to it, applies
+// pushed gradients with the job's optimizer (nn's code, the same a local trainer runs), serves
+// pulls (rows created lazily and deterministically from the id), checkpoints on a timer
+// (incremental, every Nth full; a snapshot copied between requests a slice at a time, written on a
+// thread of its own) and restores the latest checkpoint when it starts again.
+#include <spdlog/spdlog.h>
+#include <caf/all.hpp>
+
+#include "caf_types.hpp"
+#include "ps_state.hpp"
+#include "roles.hpp"
+#include "troupe/job/data_model.hpp"
+#include "troupe/wire/messages.hpp"
+#include "troupe/wire/ps_layout.hpp"
+#include "troupe/wire/raw.hpp"
+#include "troupe/wire/rpc.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+void reply_pull(ps_state& st, const message& m) {
+  auto req = m.body().getPsPull();
+  outbound o = reply_to(m);
+  auto rep = o.body().initPsPullReply();
+  std::vector<const owned_dense*> dense;
+  for (auto n : req.getDense()) {
+    auto it = st.dense.find(n.cStr());
+    if (it == st.dense.end()) {
+      rep.setError(std::string("no dense tensor '") + n.cStr() + "' on this shard");
+      break;
+    }
+    dense.push_back(&it->second);
+  }
+  auto dl = rep.initDense(static_cast<unsigned>(dense.size()));
+  for (unsigned i = 0; i < dense.size(); ++i) {
+    const auto& t = dense[i]->param->value;
+    dl[i].setName(dense[i]->param->name);
+    auto vals = dl[i].initValues(static_cast<unsigned>(t.size()));
+    for (std::size_t k = 0; k < t.size(); ++k) vals.set(static_cast<unsigned>(k), t[k]);
+  }
+  auto refs = req.getSparse();
+  auto sl = rep.initSparse(refs.size());
+  for (unsigned i = 0; i < refs.size(); ++i) {
+    auto it = st.tables.find(refs[i].getTable().cStr());
+    if (it == st.tables.end()) {
+      rep.setError(std::string("no embedding table '") + refs[i].getTable().cStr() + "'");
+      continue;
+    }
+    auto* table = it->second.table;
+    auto ids = wire::raw<std::uint64_t>(refs[i].getIds());  // in the request: no copy
+    sl[i].setTable(table->name());
+    sl[i].setDim(static_cast<std::uint32_t>(table->dim()));
+    sl[i].setIds(refs[i].getIds());
+    // The rows go straight from the table into the reply.
+    table->read_rows(
+        ids, wire::raw<float>(sl[i].initValues(static_cast<unsigned>(ids.size() * table->dim()))).data());
+  }
+  (void)st.rt->reply(m, std::move(o), "ps");
+}
+
+void apply_push(ps_state& st, const message& m) {
+  auto req = m.body().getPsPush();
+  std::string problem;
+  std::vector<float> buf;
+  for (auto d : req.getDense()) {
+    auto it = st.dense.find(d.getName().cStr());
+    if (it == st.dense.end() || d.getValues().size() != it->second.param->value.size()) {
+      problem = std::string("dense gradient '") + d.getName().cStr() + "' unknown here or of the wrong size";
+      continue;
+    }
+    wire::to_vector(d.getValues(), buf);
+    auto& p = *it->second.param;
+    nn::apply_dense(*st.opt, p.value, nn::tensor::view(buf.data(), p.value.dims()), it->second.slots);
+  }
+  for (auto s : req.getSparse()) {
+    auto it = st.tables.find(s.getTable().cStr());
+    if (it == st.tables.end() || s.getDim() != it->second.table->dim() ||
+        s.getValues().size() != static_cast<std::size_t>(s.getIds().size()) * s.getDim()) {
+      problem = std::string("sparse gradient of '") + s.getTable().cStr() + "' unknown here or misshapen";
+      continue;
+    }
+    // Applied from the request's own lists: nothing is copied or allocated per row.
+    auto ids = wire::raw<std::uint64_t>(s.getIds());
+    if (st.snapshot) st.snapshot->before_update(it->second, ids);  // rows as they were at its start
+    nn::apply_sparse(*st.opt, *it->second.table, ids, wire::raw<float>(s.getValues()).data(),
+                     it->second.slots, &it->second.dirty);
+  }
+  st.version += 1;
+  outbound o = reply_to(m);
+  o.body().initPsPushReply().setError(problem);
+  (void)st.rt->reply(m, std::move(o), "ps");
+}
+
+using ps_actor = caf::stateful_actor<ps_state>;
+
+caf::behavior ps_shard(ps_actor* self, node_context* rt, data_paths data) {
+  init_shard(self->state, rt, data);  // throws on a broken store or checkpoint: the supervisor restarts us
+  self->delayed_send(self, rt->spec().ps.checkpoint_every, tick_atom::value);
+  // Asked to stop (the node's SIGTERM: a preemption, scancel, the job's end): the updates since the
+  // last periodic checkpoint are written first, so the next incarnation resumes from them.
+  self->set_exit_handler([=](caf::exit_msg& e) {
+    checkpoint_now(self->state);
+    spdlog::info("ps-{}: stopping at version {} (checkpointed)", self->state.index, self->state.version);
+    self->quit(e.reason);
+  });
+  return {
+      [=](const message& m) {
+        using B = schema::Envelope::Body;
+        wire::guarded("ps", [&] {
+          if (m.kind() == B::PS_PULL)
+            reply_pull(self->state, m);
+          else if (m.kind() == B::PS_PUSH)
+            apply_push(self->state, m);
+        });
+      },
+      [=](tick_atom) {
+        if (begin_checkpoint(self->state)) self->send(self, ckpt_copy_atom::value);
+        self->delayed_send(self, self->state.rt->spec().ps.checkpoint_every, tick_atom::value);
+      },
+      // One slice of the snapshot, then the requests that came meanwhile (this message goes behind
+      // them), then the next slice.
+      [=](ckpt_copy_atom) {
+        auto me = self->address();
+        auto written = [me] {
+          if (auto a = caf::actor_cast<caf::actor>(me)) caf::anon_send(a, ckpt_done_atom::value);
+        };
+        if (!copy_checkpoint_slice(self->state, checkpoint_slice, written))
+          self->send(self, ckpt_copy_atom::value);
+      },
+      [=](ckpt_done_atom) { finish_checkpoint(self->state); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_ps_shard(caf::actor_system& sys, node_context& node, data_paths data) {
+  return sys.spawn<caf::detached>(ps_shard, &node, std::move(data));
+}
+
+}  // namespace troupe::actors

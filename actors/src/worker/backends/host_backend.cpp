@@ -1,0 +1,114 @@
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+
+#include <spdlog/spdlog.h>
+
+#include "native_backend.hpp"
+#include "troupe/actors/backends.hpp"
+#include "troupe/actors/torchscript.hpp"
+#include "troupe/job/data.hpp"
+#include "troupe/storage/record_store.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+torchscript_options torchscript_options_of(const job::job_spec& spec, const nn::dataset_info& info) {
+  const auto& mc = spec.nn.model;
+  torchscript_options o;
+  o.path = mc.path;
+  o.data = info;
+  o.optimizer = spec.nn.train.optimizer;
+  o.embedding_dim = mc.embedding_dim;
+  o.embedding_scale = mc.embedding_scale;
+  o.seed = mc.seed;
+  o.threads = spec.nn.train.threads;
+  o.device = spec.uses_gpu() ? "gpu" : "cpu";
+  return o;
+}
+
+// Everything a TorchScript replica is built from: a preloaded one serves only the same options.
+std::string key_of(const torchscript_options& o) {
+  const auto& d = o.data;
+  const auto& p = o.optimizer;
+  return fmt::format("{}|{}|{}/{}/{}/{}x{}x{}/{}|{}/{}/{}/{}/{}/{}/{}/{}/{}|{}/{}/{}/{}/{}", o.path, d.name,
+                     d.dense_dim, d.sparse_fields, d.num_classes, d.image_shape[0], d.image_shape[1],
+                     d.image_shape[2], d.buckets_per_field, p.type, p.learning_rate, p.momentum, p.nesterov,
+                     p.initial_accumulator, p.beta1, p.beta2, p.epsilon, p.weight_decay, o.embedding_dim,
+                     o.embedding_scale, o.seed, o.threads, o.device);
+}
+
+// The replica a standby preloaded (preload_host_backend), until a worker of this process takes it.
+struct preloaded_replica {
+  std::mutex mu;
+  std::string key;
+  std::unique_ptr<trainer_backend> backend;
+};
+preloaded_replica& preloaded() {
+  static preloaded_replica p;
+  return p;
+}
+
+}  // namespace
+
+expected<std::unique_ptr<trainer_backend>> make_host_backend(const job::job_spec& spec,
+                                                             const nn::dataset_info& info) {
+  const auto& mc = spec.nn.model;
+  if (mc.type == "torchscript") {
+    auto o = torchscript_options_of(spec, info);
+    auto& p = preloaded();
+    std::lock_guard lock(p.mu);
+    if (p.backend && p.key == key_of(o)) return std::move(p.backend);
+    return load_torchscript(o);
+  }
+  auto m = nn::model_registry::instance().create(mc, info);
+  if (!m) return m.err();
+  auto b = native_backend::create(std::move(*m), spec.nn.train);
+  if (!b) return b.err();
+  return std::unique_ptr<trainer_backend>(std::move(*b));
+}
+
+std::string preload_host_backend(const job::job_spec& spec, const std::string& train_dir) {
+  if (spec.nn.model.type != "torchscript") return "";
+  auto t0 = std::chrono::steady_clock::now();
+  auto ms = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+        .count();
+  };
+  if (auto ok = open_torchscript_plugin(); !ok) {
+    spdlog::warn("standby: {}", ok.err().to_string());
+    return "";
+  }
+  // A GPU replica's device may depend on the worker's slot, which only its identity tells.
+  if (spec.uses_gpu()) return fmt::format("the TorchScript plugin loaded in {} ms", ms());
+  auto store = storage::record_store::open(train_dir);
+  if (!store) return fmt::format("the TorchScript plugin loaded in {} ms", ms());
+  auto o = torchscript_options_of(spec, job::info_of(store->info(), store->dir()));
+  auto b = load_torchscript(o);
+  if (!b) {
+    spdlog::warn("standby: {}", b.err().to_string());
+    return fmt::format("the TorchScript plugin loaded in {} ms", ms());
+  }
+  auto& p = preloaded();
+  std::lock_guard lock(p.mu);
+  p.key = key_of(o);
+  p.backend = std::move(*b);
+  return fmt::format("the TorchScript plugin and {} loaded in {} ms", o.path, ms());
+}
+
+expected<bool> check_model(const job::job_spec& spec, const nn::dataset_info& info) {
+  if (spec.nn.model.type == "torchscript") {
+    auto o = torchscript_options_of(spec, info);
+    // A batch of the evaluation's size too: a module that fails only there fails now, not at the end.
+    o.probe_rows = std::max<std::size_t>(o.probe_rows, spec.nn.train.eval_batch_size);
+    auto t = load_torchscript(o);
+    if (!t) return t.err();
+    return !(*t)->embedding_tables().empty();
+  }
+  auto b = make_host_backend(spec, info);
+  if (!b) return b.err();
+  return !(*b)->embedding_tables().empty();
+}
+
+}  // namespace troupe::actors

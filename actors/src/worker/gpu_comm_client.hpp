@@ -1,0 +1,29 @@
+// A GPU worker's side of the communicator rendezvous through the master (docs/gpu_workers.md):
+// post this rank's device (rank 0: the NCCL unique id too) for a ring epoch, then wait until every
+// rank of that ring has posted.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+
+#include "master/gpu_rendezvous.hpp"
+#include "troupe/wire/rpc.hpp"
+
+namespace troupe::actors {
+
+struct gpu_exchange_options {
+  std::chrono::milliseconds timeout{10'000};  // the whole exchange
+  std::chrono::milliseconds poll{20};         // between fetches
+  // When set: fail fast (collective_errc::cancelled) once it no longer equals the post's epoch.
+  const std::atomic<std::uint64_t>* current_epoch = nullptr;
+  // Also wait until rank 0's unique id is known (the ranks chose NCCL).
+  bool need_unique_id = false;
+};
+
+// Returns the complete snapshot of `mine.ring_epoch` (with the unique id if need_unique_id). Re-posts when
+// the master no longer has this rank's post (a restarted master). Errors: the master's refusal (stale epoch,
+// bad post), rpc failures, a timeout naming the ranks still missing, the ring epoch moving on.
+expected<gpu_rendezvous::snapshot> gpu_comm_exchange(wire::rpc_channel& rpc, const gpu_rendezvous::post& mine,
+                                                     const gpu_exchange_options& o);
+
+}  // namespace troupe::actors

@@ -1,0 +1,99 @@
+// The worker actor: a detached actor whose mailbox interleaves training (self-sent ticks, each a
+// bounded slice of the loop in worker_loop.cpp) with requests from the master (evaluate).
+#include <spdlog/spdlog.h>
+
+#include <caf/all.hpp>
+
+#include <caf/stateful_actor.hpp>
+#include "caf_types.hpp"
+#include "troupe/actors/backends.hpp"
+#include "troupe/job/data.hpp"
+#include "troupe/job/data_model.hpp"
+#include "worker/backends/cuda_backend.hpp"
+
+#include "worker_state.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+// The replica the job names: the CUDA backend ([job] device = "gpu" with a native model) or a
+// host one (backends.hpp: native or TorchScript).
+std::unique_ptr<trainer_backend> make_backend(worker_state& st, node_runtime* rt) {
+  const auto& spec = rt->spec();
+  auto info = job::info_of(st.feed->manifest(), st.feed->source());
+  expected<std::unique_ptr<trainer_backend>> b = make_unexpected(core_errc::invalid_argument, "no backend");
+  if (spec.uses_gpu() && spec.nn.model.type != "torchscript") {
+    auto m = nn::model_registry::instance().create(spec.nn.model, info);
+    if (!m) throw std::runtime_error(m.err().to_string());
+    b = make_cuda_backend(*rt, *st.rpc, std::move(*m));
+  } else {
+    b = make_host_backend(spec, info);
+  }
+  if (!b) throw std::runtime_error(b.err().to_string());
+  return std::move(*b);
+}
+
+}  // namespace
+
+void setup_worker(worker_state& st, node_runtime* rt, data_paths data) {
+  st.rt = rt;
+  st.node = rt;
+  auto feed = make_data_feed(*rt, data);
+  if (!feed) throw std::runtime_error(feed.err().to_string());
+  st.feed = std::move(*feed);
+  // Replies to this incarnation's requests; a restarted actor registers the name anew.
+  rt->net().unregister_name("rpc");
+  auto rpc = wire::rpc_client::create(rt->net(), "rpc", rt->clock(), rt->leave_token());
+  if (!rpc) throw std::runtime_error(rpc.err().to_string());
+  st.rpc = std::move(*rpc);
+  st.leases = std::make_unique<task_lease_client>(*rt, *st.rpc);
+  st.backend = make_backend(st, rt);
+  st.ps = std::make_unique<remote_ps>(*rt, *st.rpc);
+  st.ring_context = std::make_unique<node_ring_context>(*rt);
+  if (auto l = st.ring_context->listen(); !l)
+    spdlog::warn("{}: no ring listener, no TCP ring links to this worker: {}", rt->self().to_string(),
+                 l.err().to_string());
+  st.ring = make_ring_session(*st.ring_context, rt->spec());
+  st.ring->prepare();
+  auto s = make_strategy(rt->spec().job.strategy, rt->spec());
+  if (!s) throw std::runtime_error(s.err().to_string());
+  st.strat = std::move(*s);
+  st.ctx.reset(new worker_context{rt->spec(), rt->self(), *st.backend, *st.ps, *st.ring});
+  st.last_report = rt->clock().now();
+  open_step_log(st);
+  spdlog::info("{}: {} model on the {} backend ({}), strategy {}, {} training records{}",
+               rt->self().to_string(), rt->spec().nn.model.type, st.backend->name(), st.backend->placement(),
+               st.strat->name(), st.feed->manifest().record_count, st.feed->served() ? " (served)" : "");
+}
+
+using worker_actor = caf::stateful_actor<worker_state>;
+
+// Sets the worker up (throws on failure), then interleaves training ticks with the master's
+// requests (evaluate). Spawned detached: training blocks.
+static caf::behavior run_worker(worker_actor* self, node_runtime* rt, data_paths data) {
+  setup_worker(self->state, rt, std::move(data));
+  self->send(self, tick_atom::value);
+  return {
+      [=](tick_atom) {
+        auto& clk = self->state.node->clock();
+        auto until = clk.now() + tick_budget;
+        bool more = true;
+        while (more && clk.now() < until) more = train_some(self->state, until);
+        if (more) self->send(self, tick_atom::value);
+      },
+      [=](const message& m) {
+        wire::guarded("worker", [&] {
+          if (m.kind() == schema::Envelope::Body::JOB &&
+              m.body().getJob().which() == schema::JobMessage::EVALUATE)
+            evaluate(self->state, m);
+        });
+      },
+  };
+}
+
+caf::actor spawn_worker(caf::actor_system& sys, node_runtime* rt, data_paths data) {
+  return sys.spawn<caf::detached>(run_worker, rt, std::move(data));
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,103 @@
+// A worker's state: its model replica and trainer, strategy, services (PS client, ring), the task it
+// holds and the minibatches left in it, and its progress window.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "data_feed.hpp"
+#include "node_context.hpp"
+#include "roles.hpp"
+#include "task_lease_client.hpp"
+#include "troupe/actors/strategy.hpp"
+#include "troupe/actors/trainer_backend.hpp"
+#include "troupe/storage/record_store.hpp"
+#include "troupe/wire/rpc.hpp"
+#include "worker_services.hpp"
+
+namespace troupe::actors {
+
+// A leased task (its id, attempt and record range) with its records and the order they train in.
+struct held_task : task_lease_client::lease {
+  nn::dataset rows;
+  std::vector<std::uint32_t> order;
+  std::size_t cursor = 0;  // next row of `order`
+  // Served records (data_feed::fetch): the feed's ticket, until the rows are in.
+  std::optional<std::uint64_t> ticket;
+};
+
+struct worker_state {
+  using clock = troupe::clock;
+  // The node as the training loop sees it (spec, sends, ring epoch, readiness, clock): every wait
+  // and timeout of the loop reads node->clock().
+  node_context* node = nullptr;
+  // The concrete runtime, for set-up only (services, rpc, GPU); null in unit tests of the loop.
+  node_runtime* rt = nullptr;
+  // The records of its tasks and the test set: the local store or served records (data_feed.hpp).
+  std::unique_ptr<data_feed> feed;
+  std::optional<nn::dataset> test;
+  // The replica (native, CUDA or TorchScript; backends/make_backend.hpp). Declared before the
+  // strategy, which may refer to its device side, so that it is destroyed after.
+  std::unique_ptr<trainer_backend> backend;
+  std::unique_ptr<wire::rpc_client> rpc;
+  // Leases, renewals and task reports (task_lease_client.hpp), through `rpc` in a worker, a fake
+  // channel in unit tests of the loop.
+  std::unique_ptr<task_lease_client> leases;
+  std::unique_ptr<remote_ps> ps;
+  std::unique_ptr<node_ring_context> ring_context;  // before the ring, which refers to it
+  std::unique_ptr<collective::mixed_ring_session> ring;
+  std::unique_ptr<strategy> strat;
+  std::unique_ptr<worker_context> ctx;
+  std::optional<held_task> task;
+  // The task leased ahead while `task` trains (from its second half on), so that a task boundary
+  // costs no round trip to the dispenser.
+  std::optional<held_task> next;
+  bool done = false;  // the training loop is over
+  bool left = false;  // the node leaves (SIGTERM): no further step
+  // Progress since the last report.
+  std::uint64_t win_samples = 0, win_steps = 0, dropped = 0, steps_total = 0;
+  double win_loss = 0;
+  clock::time_point last_report;
+  // [train] max_samples_per_s: the earliest time the next step may start (the steps so far at
+  // that rate); the epoch of the clock until the first paced step.
+  clock::time_point pace_until;
+  // Unix ms of the first trained minibatch (benchmarks: time to first step); 0 until then.
+  std::uint64_t first_step_wall_ms = 0;
+  bool first_step_sent = false;
+  // TROUPE_STEP_LOG=<dir>: one wall-clock timestamp (us) per trained step into
+  // <dir>/<node>#<incarnation>.steps (recovery benchmark). Off: one null check per step.
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> step_log{nullptr, &std::fclose};
+  static inline const char* name = "worker";
+};
+
+// The worker actor's slice of training between two looks at its mailbox (evaluate requests).
+inline constexpr std::chrono::milliseconds tick_budget{50};
+
+// One pass of the training loop: lease a task when needed, train one minibatch through the
+// strategy, report finished tasks and progress. Returns false once the loop is over. A pass with
+// nothing to train waits for what it lacks (the lease reply, the task's records, a ring change, the
+// loop's next deadline) on the node's clock, woken by the event itself, but never past `until`.
+bool train_some(worker_state& st, worker_state::clock::time_point until);
+inline bool train_some(worker_state& st) {
+  return train_some(st, st.node->clock().now() + tick_budget);
+}
+// The task's rows in a shuffled order, the same for the same task id and attempt.
+void shuffle_rows(held_task& h);
+// The minibatch at the held task's cursor; nullopt without a task (worker_batches.cpp).
+std::optional<nn::batch> current_batch(worker_state& st);
+// The minibatch the worker offers after the current one, for the strategy to prepare (async_ps pulls
+// its rows meanwhile): the rest of the task, else the first one of the task leased ahead once its
+// records are in; nullopt otherwise.
+std::optional<nn::batch> batch_after(worker_state& st);
+// Evaluates the model on the test set and answers the master.
+void evaluate(worker_state& st, const message& request);
+// Opens the TROUPE_STEP_LOG file when that variable is set.
+void open_step_log(worker_state& st);
+// Opens the data, builds the trainer backend the job names, the services and the strategy; throws
+// on failure (the supervisor restarts the actor, and gives up past its intensity limit).
+void setup_worker(worker_state& st, node_runtime* rt, data_paths data);
+
+}  // namespace troupe::actors

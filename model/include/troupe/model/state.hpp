@@ -1,0 +1,65 @@
+// A trained replica's state on disk: what a ring job's checkpoints hold, what the evaluating worker
+// writes at a job's end (`checkpoints/final/`), and what `troupe export`, `troupe run --resume` and
+// `[model] init` read back (docs/model_format.md, "State").
+//
+// A state directory is a storage::checkpoint_store (named dense tensors: the trainable parameters
+// by their layout names and the buffers by theirs; optimizer slots keyed by the tensor they belong
+// to, each with its step count in two trailing floats, as the PS shards keep theirs; embedding
+// rows by table) plus `state.json`, the meta of its latest version, written (atomically) after the
+// version is committed. A reader takes the store's latest complete version and the meta: a
+// state.json older than the latest version (a crash between the two) still names its version, so
+// the meta of a version is never taken for another's.
+//
+// Thread-safety: one writer per directory; readers anywhere. Errors name the directory.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "troupe/core/error.hpp"
+#include "troupe/storage/checkpoint_store.hpp"
+
+namespace troupe::model {
+
+struct state_meta {
+  std::uint64_t version = 0;     // the checkpoint store's version this meta describes
+  std::uint64_t step = 0;        // optimizer steps the replica had taken
+  std::uint32_t data_epoch = 0;  // the pass over the data it was in (0-based)
+  std::uint64_t tasks_done = 0;  // tasks DONE in the journal when it was written (approximate)
+  std::string from;              // "final" (the job's end) or "checkpoint"
+  std::string writer;            // the node that wrote it ("worker-0#1"), or "train --local"
+  std::int64_t written_unix_ms = 0;
+};
+
+struct loaded_state {
+  storage::shard_state state;
+  state_meta meta;
+  std::string dir;  // where it was read (for messages)
+};
+
+// Writes `s` as a new full version of the store in `dir` (made if missing) and then state.json with
+// `meta` (its version filled in); keeps the newest two versions. Errors: the store's (disk faults
+// named), io_error for state.json.
+expected<std::uint64_t> write_state(const std::string& dir, const storage::flat_state& s, state_meta meta);
+
+// The latest version in `dir` with its meta; nullopt when `dir` holds none. A state.json that does
+// not name the latest version gives a meta with only `version` (and `from` "checkpoint") set.
+expected<std::optional<loaded_state>> read_state(const std::string& dir);
+
+// Where a job keeps its states: <job dir>/checkpoints/{final,ring}/ and the PS shards' stores,
+// <checkpoint_dir or job dir/checkpoints>/ps-<i>/.
+struct state_places {
+  std::string final_dir, ring_dir;
+  std::vector<std::string> ps_dirs;
+};
+state_places places_of(const std::string& job_dir, const std::string& ps_checkpoint_dir,
+                       std::uint32_t ps_shards);
+
+// The job's model state for export and warm start: final/ when the job wrote one (the state its
+// own evaluation scored), else the ring's latest checkpoint; the PS shards' latest checkpoints are
+// merged in (their dense tensors where the worker's state lacks them, and every embedding row).
+// not_found (naming the places looked at) when none holds a state.
+expected<loaded_state> job_state(const state_places& places);
+
+}  // namespace troupe::model

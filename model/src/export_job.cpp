@@ -1,0 +1,196 @@
+#include "troupe/model/export_job.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "export_place.hpp"
+#include "model_json.hpp"
+#include "troupe/core/clock.hpp"
+#include "troupe/job/data.hpp"
+#include "troupe/job/data_model.hpp"
+#include "troupe/job/job_file.hpp"
+#include "troupe/model/exporter.hpp"
+#include "troupe/nn/errc.hpp"
+#include "troupe/nn/script_export.hpp"
+#include "troupe/storage/errc.hpp"
+
+namespace troupe::model {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string shape_text(const std::vector<std::int64_t>& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Every dense tensor of the built-in model (parameters and batch norm's statistics) from the state.
+expected<void> load_dense(nn::model& m, const storage::shard_state& s, const std::string& where) {
+  for (auto* p : m.parameters()) {
+    auto it = s.dense.find(p->name);
+    if (it == s.dense.end() && !p->trainable) {  // a PS job's checkpoints hold no running statistics
+      spdlog::warn("export: {} has no '{}': the model's initial values are kept", where, p->name);
+      continue;
+    }
+    if (it == s.dense.end())
+      return make_unexpected(storage::storage_errc::not_found,
+                             where + ": the state has no tensor '" + p->name + "' (the job's model has)");
+    if (it->second.size() != p->value.size())
+      return make_unexpected(nn::nn_errc::bad_shape,
+                             where + ": tensor '" + p->name + "' has " + std::to_string(it->second.size()) +
+                                 " values in the state, " + std::to_string(p->value.size()) +
+                                 " in the model " + p->value.dims().to_string());
+    std::copy(it->second.begin(), it->second.end(), p->value.data());
+  }
+  return {};
+}
+
+// Every embedding row of the state into the built-in model's tables.
+void load_rows(nn::model& m, const storage::shard_state& s) {
+  for (auto* t : m.embedding_tables()) {
+    auto it = s.embeddings.find(t->name());
+    if (it == s.embeddings.end()) continue;
+    for (const auto& [id, row] : it->second)
+      if (row.size() == t->dim()) t->write_rows({&id, 1}, row.data());
+  }
+}
+
+// Table `name`'s rows from the state, ids ascending as signed 64-bit values (the module's searchsorted).
+export_table table_of(const storage::shard_state& s, const std::string& name, std::size_t dim,
+                      const std::string& ids_attr, const std::string& rows_attr) {
+  export_table t{ids_attr, rows_attr, dim, {}, {}};
+  auto it = s.embeddings.find(name);
+  if (it == s.embeddings.end()) return t;
+  for (const auto& [id, row] : it->second)
+    if (row.size() == dim) t.ids.push_back(static_cast<std::int64_t>(id));
+  std::sort(t.ids.begin(), t.ids.end());
+  t.rows.reserve(t.ids.size() * dim);
+  for (auto id : t.ids) {
+    const auto& row = it->second.at(static_cast<std::uint64_t>(id));
+    t.rows.insert(t.rows.end(), row.begin(), row.end());
+  }
+  return t;
+}
+
+// The built-in model with the state's tensors, as a request; `m` keeps the model (for verification).
+expected<export_request> built_in_request(const job::job_spec& spec, const storage::manifest& train,
+                                          const loaded_state& st, std::unique_ptr<nn::model>& m) {
+  // New rows at zero: an id the state lacks reads a zero row in the native model as in the export.
+  job::job_spec zero_rows = spec;
+  zero_rows.nn.model.embedding_scale = 0;
+  auto built = job::build_model(zero_rows, train, "train");
+  if (!built) return built.err();
+  m = std::move(*built);
+  if (auto l = load_dense(*m, st.state, st.dir); !l) return l.err();
+  load_rows(*m, st.state);
+  auto script = nn::to_torchscript(*m);
+  if (!script) return script.err();
+  export_request r;
+  r.source = script->source;
+  r.fields = train.schema.sparse_fields;
+  std::map<std::string, nn::dense_param*> params;
+  for (auto* p : m->parameters()) params[p->name] = p;
+  for (const auto& t : script->tensors)
+    r.tensors.push_back({t.attr, t.shape, params.at(t.name)->value.data()});
+  for (const auto& t : script->tables)
+    r.tables.push_back(table_of(st.state, t.name, t.dim, t.ids_attr, t.rows_attr));
+  return r;
+}
+
+// A user's module: its trained tensors by the module's own names, its embedding rows.
+export_request user_request(const job::job_spec& spec, const storage::manifest& train,
+                            const loaded_state& st) {
+  export_request r;
+  r.user_module = spec.nn.model.path;
+  r.fields = train.schema.sparse_fields;
+  for (const auto& [name, values] : st.state.dense)
+    r.tensors.push_back({name, {static_cast<std::int64_t>(values.size())}, values.data()});
+  if (r.fields > 0)
+    r.tables.push_back(table_of(st.state, "embedding", spec.nn.model.embedding_dim, "emb_ids", "emb_rows"));
+  return r;
+}
+
+// Up to `n` test rows as the check inputs; the native model's logits on them in `expected_logits`.
+expected<std::vector<float>> add_check(export_request& r, nn::model& m, const std::string& test_dir,
+                                       std::size_t n) {
+  auto store = storage::record_store::open_read_only(test_dir);
+  if (!store) return store.err();
+  nn::dataset d;
+  if (auto rd = job::read_records(*store, 0, std::min<std::uint64_t>(n, store->count()), d); !rd)
+    return rd.err();
+  if (d.rows == 0) return std::vector<float>{};
+  if (auto f = m.forward(nn::batch(d, 0, d.rows), false); !f) return f.err();
+  const auto& l = m.logits();
+  r.check_rows = d.rows;
+  r.dense_dim = d.info.dense_dim;
+  r.check_dense = d.dense;
+  r.check_ids.assign(d.sparse.begin(), d.sparse.end());
+  return std::vector<float>(l.data(), l.data() + l.size());
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(double(a[i]) - double(b[i])));
+  return worst;
+}
+
+}  // namespace
+
+expected<export_report> export_job(const export_options& o) {
+  auto& clk = clock::system();
+  const auto started = clk.now();
+  auto spec = job::load_job_spec(o.job_dir);
+  if (!spec) return spec.err();
+  auto data = job::prepare_datasets(spec->nn.data, spec->job.dataset_cache);
+  if (!data) return data.err();
+  auto train = storage::record_store::open_read_only(data->train_dir);
+  if (!train) return train.err();
+  auto st = job_state(places_of(o.job_dir, spec->ps.checkpoint_dir, spec->uses_ps() ? spec->ps.shards : 0));
+  if (!st) return st.err();
+  std::unique_ptr<nn::model> native;
+  const bool user = spec->nn.model.type == "torchscript";
+  expected<export_request> req = user ? expected<export_request>(user_request(*spec, train->info(), *st))
+                                      : built_in_request(*spec, train->info(), *st, native);
+  if (!req) return req.err();
+  std::vector<float> want;
+  if (native && o.verify_rows > 0) {
+    auto w = add_check(*req, *native, data->test_dir, o.verify_rows);
+    if (!w) return w.err();
+    want = std::move(*w);
+  }
+  export_place place(o.out.empty() ? o.job_dir + "/model" : o.out);
+  if (auto t = place.begin(); !t) return t.err();
+  req->out_path = place.tmp() + "/model.pt";
+  auto out = export_torchscript(*req);
+  if (!out) return out.err();
+  export_report rep;
+  rep.dir = place.final_dir();
+  rep.meta = st->meta;
+  rep.state_dir = st->dir;
+  rep.dense_tensors = st->state.dense.size();
+  for (const auto& t : req->tables) rep.embedding_rows += t.ids.size();
+  rep.verified_rows = req->check_rows;
+  rep.max_abs_diff = max_abs_diff(want, out->check_logits);
+  if (rep.verified_rows > 0 && !(rep.max_abs_diff <= 1e-4))
+    return make_unexpected(core_errc::invalid_argument,
+                           place.tmp() + "/model.pt: its logits differ from the native model's by " +
+                               std::to_string(rep.max_abs_diff) + " on " + std::to_string(rep.verified_rows) +
+                               " test rows (a bug in the export: please report it)");
+  if (!out->kept.empty())
+    spdlog::warn("export: {} tensor(s) of {} kept their saved values (no state): {}", out->kept.size(),
+                 spec->nn.model.path, out->kept.front());
+  if (auto j = write_model_json(place.tmp(), {*spec, train->info(), o.job_dir, rep}); !j) return j.err();
+  if (auto c = place.commit(); !c) return c.err();
+  rep.seconds = std::chrono::duration<double>(clk.now() - started).count();
+  return rep;
+}
+
+}  // namespace troupe::model

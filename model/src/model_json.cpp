@@ -1,0 +1,81 @@
+#include "model_json.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "troupe/cluster/job_dir.hpp"
+#include "troupe/core/clock.hpp"
+
+#ifndef TROUPE_VERSION
+#define TROUPE_VERSION "0.1.0"
+#endif
+
+namespace troupe::model {
+
+namespace {
+
+// The columns of a raw row: the store's own names when its import kept them, else d0.., c0...
+nlohmann::json columns(const storage::manifest& m) {
+  nlohmann::json dense = nlohmann::json::array(), sparse = nlohmann::json::array();
+  for (std::uint32_t i = 0; i < m.schema.dense_dim; ++i) dense.push_back("d" + std::to_string(i));
+  for (std::uint32_t i = 0; i < m.schema.sparse_fields; ++i) sparse.push_back("c" + std::to_string(i));
+  return {{"label", "label"},
+          {"dense", dense},
+          {"sparse", sparse},
+          {"delimiter", ","},
+          {"hash", "troupe-category-v1"},
+          {"missing", "error"}};
+}
+
+nlohmann::json metrics(const std::string& job_dir) {
+  std::ifstream in(job_dir + "/result.json");
+  auto r = nlohmann::json::parse(in, nullptr, false);
+  nlohmann::json m = nlohmann::json::object();
+  if (!r.is_object()) return m;
+  for (const char* k : {"test_loss", "test_accuracy", "test_auc", "test_rows", "train_loss"})
+    if (r.contains(k)) m[k] = r[k];
+  return m;
+}
+
+}  // namespace
+
+std::string model_json(const model_json_input& in) {
+  const auto& s = in.train.schema;
+  const bool binary = s.num_classes <= 2;
+  const std::size_t classes = binary ? 2 : s.num_classes;
+  nlohmann::json j;
+  j["format"] = "troupe-model";
+  j["format_version"] = 1;
+  j["troupe_version"] = TROUPE_VERSION;
+  j["model"] = in.spec.nn.model.type;
+  j["forward"] = s.sparse_fields > 0 ? nlohmann::json{"dense", "ids"} : nlohmann::json{"dense"};
+  j["dense_dim"] = s.dense_dim;
+  j["fields"] = s.sparse_fields;
+  j["buckets_per_field"] = s.buckets_per_field;
+  if (!s.image_shape.empty()) j["image_shape"] = s.image_shape;
+  j["output"] = {
+      {"kind", binary ? "binary" : "multiclass"}, {"classes", classes}, {"logits", binary ? 1 : classes}};
+  j["columns"] = columns(in.train);
+  const auto& m = in.report.meta;
+  j["job"] = {{"id", std::filesystem::path(in.job_dir).filename().string()},
+              {"strategy", in.spec.job.strategy},
+              {"epochs", in.spec.nn.train.epochs},
+              {"step", m.step},
+              {"data_epoch", m.data_epoch},
+              {"from", m.from},
+              {"state", in.report.state_dir}};
+  j["metrics"] = metrics(in.job_dir);
+  j["embedding"] = {{"rows", in.report.embedding_rows}, {"unseen_id", "zero row"}};
+  if (in.report.verified_rows > 0)
+    j["verified"] = {{"rows", in.report.verified_rows}, {"max_abs_logit_diff", in.report.max_abs_diff}};
+  j["created_unix_ms"] = clock::system().wall_ms();
+  return j.dump(2) + "\n";
+}
+
+expected<void> write_model_json(const std::string& dir, const model_json_input& in) {
+  return cluster::write_file_atomic(dir + "/model.json", model_json(in));
+}
+
+}  // namespace troupe::model

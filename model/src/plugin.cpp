@@ -1,0 +1,76 @@
+#include "troupe/model/plugin.hpp"
+
+#include <dlfcn.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace troupe::model {
+
+namespace {
+
+std::vector<std::string> candidates() {
+  if (const char* env = std::getenv("TROUPE_TORCHSCRIPT_PLUGIN"); env && *env) return {env};
+  std::vector<std::string> out;
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) out.push_back((exe.parent_path() / "libtroupe_torchscript.so").string());
+#ifdef TROUPE_TORCHSCRIPT_PLUGIN_BUILT
+  out.push_back(TROUPE_TORCHSCRIPT_PLUGIN_BUILT);
+#endif
+  return out;
+}
+
+struct plugin {
+  void* handle = nullptr;
+  std::string error;
+};
+
+const plugin& open_plugin() {
+  static plugin p;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const auto started = std::chrono::steady_clock::now();
+    std::string tried;
+    for (const auto& path : candidates()) {
+      std::error_code ec;
+      if (!std::filesystem::exists(path, ec)) {
+        tried += (tried.empty() ? "" : ", ") + path + " (missing)";
+        continue;
+      }
+      p.handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!p.handle) {
+        tried += (tried.empty() ? "" : ", ") + path + " (" + ::dlerror() + ")";
+        continue;
+      }
+      spdlog::info(
+          "TorchScript plugin: {} loaded in {:.0f} ms", path,
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
+      return;
+    }
+    p.error =
+        "TorchScript models need the plugin libtroupe_torchscript.so (built when libtorch-dev is installed: "
+        "scripts/install-deps.sh), tried: " +
+        tried;
+  });
+  return p;
+}
+
+}  // namespace
+
+expected<void*> torchscript_symbol(const char* name) {
+  const auto& p = open_plugin();
+  if (!p.handle) return make_unexpected(core_errc::io_error, p.error);
+  void* s = ::dlsym(p.handle, name);
+  if (!s)
+    return make_unexpected(core_errc::io_error, std::string("libtroupe_torchscript.so has no ") + name +
+                                                    " (a plugin of another troupe build?)");
+  return s;
+}
+
+}  // namespace troupe::model

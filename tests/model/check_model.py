@@ -1,0 +1,75 @@
+"""Checks an exported model directory the way a user would use it: plain PyTorch, no troupe.
+
+    check_model.py MODEL_DIR TEST_PREFIX RESULT_JSON [--tolerance T]
+
+Loads MODEL_DIR/model.pt with torch.jit.load, runs it on the test records (TEST_PREFIX: a store
+written out by bench/job/export_records), and compares its loss, accuracy and AUC on them with the
+test_loss, test_accuracy and test_auc troupe's own evaluation wrote in RESULT_JSON. Prints one JSON
+line with both; exits 1 when they differ by more than T (loss and AUC; accuracy by more than one
+row in T * rows, at least one row: a logit a rounding away from 0 may flip).
+"""
+import argparse
+import json
+import sys
+
+import numpy as np
+import torch
+
+
+def load(prefix):
+    meta = json.load(open(prefix + ".json"))
+    rows, fields, dd = meta["rows"], meta["fields"], meta["dense_dim"]
+    labels = np.fromfile(prefix + ".labels.f32", dtype=np.float32)
+    dense = (np.fromfile(prefix + ".dense.f32", dtype=np.float32).reshape(rows, dd) if dd
+             else np.zeros((rows, 0), np.float32))
+    ids = (np.fromfile(prefix + ".sparse.u64", dtype=np.uint64).reshape(rows, fields).astype(np.int64) if fields
+           else None)
+    return torch.from_numpy(dense), (torch.from_numpy(ids) if ids is not None else None), torch.from_numpy(labels)
+
+
+def auc(scores, labels):
+    order = np.argsort(scores, kind="stable")
+    ranks = np.empty(len(scores))
+    ranks[order] = np.arange(1, len(scores) + 1)
+    pos = labels > 0.5
+    n_pos, n_neg = pos.sum(), (~pos).sum()
+    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / max(1, n_pos * n_neg))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("model_dir")
+    p.add_argument("test")
+    p.add_argument("result")
+    p.add_argument("--tolerance", type=float, default=1e-5)
+    a = p.parse_args()
+    meta = json.load(open(a.model_dir + "/model.json"))
+    result = json.load(open(a.result))
+    m = torch.jit.load(a.model_dir + "/model.pt")
+    m.eval()
+    dense, ids, labels = load(a.test)
+    with torch.no_grad():
+        logits = m(dense, ids) if meta["forward"] == ["dense", "ids"] else m(dense)
+    logits = logits.float()
+    out = {"rows": len(labels)}
+    if meta["output"]["kind"] == "binary":
+        logits = logits.reshape(-1)
+        out["loss"] = float(torch.nn.functional.binary_cross_entropy_with_logits(logits, labels.float()))
+        probs = torch.sigmoid(logits).numpy()
+        out["accuracy"] = float(((probs >= 0.5) == (labels.numpy() > 0.5)).mean())
+        out["auc"] = auc(probs, labels.numpy())
+    else:
+        out["loss"] = float(torch.nn.functional.cross_entropy(logits, labels.long()))
+        out["accuracy"] = float((logits.argmax(1) == labels.long()).float().mean())
+    troupe = {"loss": result["test_loss"], "accuracy": result["test_accuracy"]}
+    if "test_auc" in result and "auc" in out:
+        troupe["auc"] = result["test_auc"]
+    flips = max(1.0, a.tolerance * len(labels)) / len(labels)
+    bad = [k for k in troupe
+           if abs(out[k] - troupe[k]) > (flips + 1e-12 if k == "accuracy" else a.tolerance * max(1.0, abs(troupe[k])))]
+    print(json.dumps({"pytorch": out, "troupe": troupe, "torch_version": torch.__version__, "differ": bad}))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
