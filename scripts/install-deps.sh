@@ -2,16 +2,18 @@
 # Installs troupe's build and test dependencies (Debian bookworm packages). Idempotent: installs
 # only what is missing, runs `apt-get update` only when something must be installed.
 #   scripts/install-deps.sh          build + tests
-#   scripts/install-deps.sh --bench  also the benchmark peers (PyTorch, iperf3, Redis)
+#   scripts/install-deps.sh --bench  also the benchmark peers (PyTorch, iperf3, Redis, FastAPI under
+#                                    gunicorn/uvicorn for bench/serve)
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config ccache git
   libcaf-dev libcapnp-dev capnproto liblmdb-dev lmdb-utils libboost-dev libspdlog-dev
   libgtest-dev libgmock-dev libopenblas-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libxxhash-dev libsodium-dev zlib1g-dev dataset-fashion-mnist procps prometheus clang-format
-  python3-matplotlib python3-numpy libtorch-dev python3-torch chromium python3-websocket)
+  python3-matplotlib python3-numpy libtorch-dev python3-torch chromium python3-websocket
+  wrk python3-requests)
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(iperf3 redis-server redis-tools etcd-server etcd-client)
+  packages+=(iperf3 redis-server redis-tools etcd-server etcd-client python3-fastapi python3-uvicorn gunicorn)
 fi
 
 missing=()

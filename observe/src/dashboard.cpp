@@ -11,6 +11,7 @@
 
 #include "dashboard_cluster.hpp"
 #include "dashboard_jobs.hpp"
+#include "dashboard_servers.hpp"
 #include "job_files.hpp"
 #include "troupe/observe/job_events.hpp"
 
@@ -58,7 +59,7 @@ json event_json(const job_event& e) {
 
 // What an API path names: /api/jobs, /api/cluster, /api/jobs/<id>/<what>[/<node>].
 struct api_route {
-  enum kind_t { none, jobs, cluster, events, nodes, result, log, scale, stop } kind = none;
+  enum kind_t { none, jobs, servers, cluster, events, nodes, result, log, scale, stop } kind = none;
   std::string id, node;
   bool post() const { return kind == scale || kind == stop; }
   const char* allow() const { return post() ? "POST" : "GET"; }
@@ -68,6 +69,7 @@ api_route route_of(const std::string& path) {
   api_route r;
   if (path == "/api/jobs") r.kind = api_route::jobs;
   if (path == "/api/cluster") r.kind = api_route::cluster;
+  if (path == "/api/servers") r.kind = api_route::servers;
   const std::string prefix = "/api/jobs/";
   if (r.kind != api_route::none || path.rfind(prefix, 0) != 0) return r;
   auto rest = path.substr(prefix.size());
@@ -113,6 +115,11 @@ class dashboard {
     if (r.method != route.allow()) return not_allowed(route.allow());
     if (route.kind == api_route::jobs) return jobs();
     if (route.kind == api_route::cluster) return cluster();
+    if (route.kind == api_route::servers) {
+      auto root = jobs_root::open(o_.root);
+      if (!root) return error_response(503, root.err().context());
+      return json_response(servers_json(*root, now_ms()));
+    }
     if (!valid_job_id(route.id)) return error_response(400, "bad job id");
     if (route.kind == api_route::log && !valid_node_name(route.node))
       return error_response(400, "bad node name");

@@ -65,9 +65,24 @@ std::string reason_text(int status) {
 
 }  // namespace
 
+struct http_responder::state {
+  std::function<void(http_response)> deliver;
+  std::atomic<bool> done{false};
+  ~state() {
+    if (!done.exchange(true) && deliver)
+      deliver(
+          http_response{500, "text/plain; charset=utf-8", "internal error: the request was dropped\n", {}});
+  }
+};
+
+void http_responder::operator()(http_response r) const {
+  if (!s_ || s_->done.exchange(true)) return;
+  s_->deliver(std::move(r));
+}
+
 struct http_server::impl {
   http_options opt;
-  http_handler handler;
+  http_async_handler handler;
   // Before io: the sessions io still holds when it is destroyed count themselves out of `open`.
   std::atomic<std::size_t> open{0};
   asio::io_context io;
@@ -121,14 +136,22 @@ class session : public std::enable_shared_from_this<session> {
     beast::error_code rec;
     auto ep = stream_.socket().remote_endpoint(rec);
     if (!rec) r.remote = ep.address().to_string() + ":" + std::to_string(ep.port());
-    http_response out;
+    // No timer while the handler holds the request: the owner bounds its own wait.
+    stream_.expires_never();
+    auto st = std::make_shared<http_responder::state>();
+    st->deliver = [self = shared_from_this(), close_after = !req.keep_alive()](http_response out) {
+      asio::post(self->stream_.get_executor(), [self, out = std::move(out), close_after]() mutable {
+        self->write(std::move(out), close_after);
+      });
+    };
+    http_responder respond(st);
+    std::string target = r.target;
     try {
-      out = srv_.handler(r);
+      srv_.handler(std::move(r), respond);
     } catch (const std::exception& e) {
-      spdlog::warn("http: handler failed on {}: {}", r.target, e.what());
-      out = http_response{500, "text/plain; charset=utf-8", "internal error\n", {}};
+      spdlog::warn("http: handler failed on {}: {}", target, e.what());
+      respond(http_response{500, "text/plain; charset=utf-8", "internal error\n", {}});
     }
-    write(std::move(out), !req.keep_alive());
   }
 
   void send_error(int status, const std::string& text) {
@@ -197,6 +220,11 @@ void http_server::impl::accept() {
 }
 
 expected<std::unique_ptr<http_server>> http_server::start(http_options options, http_handler handler) {
+  return start(std::move(options),
+               [h = std::move(handler)](http_request&& r, http_responder respond) { respond(h(r)); });
+}
+
+expected<std::unique_ptr<http_server>> http_server::start(http_options options, http_async_handler handler) {
   auto p = std::make_unique<impl>();
   p->opt = std::move(options);
   p->handler = std::move(handler);

@@ -145,26 +145,39 @@ expected<jobs_root> jobs_root::open(const std::string& path) {
   return jobs_root(unique_fd(fd), path);
 }
 
-expected<std::vector<std::string>> jobs_root::job_ids() const {
-  int fd = ::openat(fd_->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return make_unexpected(core_errc::io_error, path_ + ": " + std::strerror(errno));
+namespace {
+
+// The entries of the directory `dir_fd` that are directories (not links) with a valid job id.
+expected<std::vector<std::string>> subdirectories_of(int dir_fd, const std::string& name) {
+  int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return make_unexpected(core_errc::io_error, name + ": " + std::strerror(errno));
   DIR* d = ::fdopendir(fd);
   if (!d) {
     int e = errno;
     ::close(fd);
-    return make_unexpected(core_errc::io_error, path_ + ": " + std::strerror(e));
+    return make_unexpected(core_errc::io_error, name + ": " + std::strerror(e));
   }
   std::vector<std::string> ids;
   while (dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (!valid_job_id(name)) continue;
+    std::string entry = e->d_name;
+    if (!valid_job_id(entry)) continue;
     struct stat st {};
     // Not the type readdir gives: some filesystems leave it unknown.
-    if (::fstatat(fd_->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-      ids.push_back(std::move(name));
+    if (::fstatat(dir_fd, entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+      ids.push_back(std::move(entry));
   }
   ::closedir(d);
   return ids;
+}
+
+}  // namespace
+
+expected<std::vector<std::string>> jobs_root::job_ids() const {
+  return subdirectories_of(fd_->get(), path_);
+}
+
+expected<std::vector<std::string>> job_directory::subdirectories() const {
+  return subdirectories_of(fd_->get(), id_);
 }
 
 expected<job_directory> jobs_root::job(const std::string& id) const {

@@ -62,6 +62,8 @@ class job_directory {
   expected<job_file> open(std::string_view rel) const;
   // open() then the whole file, refused when it is larger than `max`.
   expected<std::string> read_all(std::string_view rel, std::size_t max) const;
+  // Its entries that are directories (not links) named like a job id ("serve/<name>" entries).
+  expected<std::vector<std::string>> subdirectories() const;
   const std::string& id() const { return id_; }
 
  private:

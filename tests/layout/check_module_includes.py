@@ -11,7 +11,7 @@ import re
 import sys
 
 MODULES = ["core", "nn", "gpu", "storage", "transport", "collective", "observe", "supervision",
-           "cluster", "wire", "job", "model", "actors", "control", "apps"]
+           "cluster", "wire", "job", "model", "actors", "control", "serve", "apps"]
 
 
 def main(root):

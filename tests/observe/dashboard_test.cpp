@@ -108,6 +108,47 @@ TEST_F(dashboard_api, lists_jobs_with_their_state) {
   EXPECT_EQ(j["jobs"][0]["id"], "live-job") << "most recent first";
 }
 
+TEST_F(dashboard_api, lists_model_servers_apart_from_jobs) {
+  auto serve = root_ / "serve";
+  auto write = [&](const std::string& name, const std::string& text) {
+    fs::create_directories(serve / name);
+    std::ofstream(serve / name / "server.json") << text;
+  };
+  auto now = std::to_string(now_ms());
+  write("mlp",
+        R"({"name": "mlp", "state": "serving", "listen": "127.0.0.1:8000", "started_ms": 5, "updated_ms": )" +
+            now +
+            R"(, "replicas_ready": 2, "replicas_wanted": 2, "requests_per_s": 120.5, "p99_ms": 1.5,
+                   "model": {"version": "job-1@7", "job_id": "job-1"}, "swap": {"state": "loading", "version": "job-2@9"},
+                   "secret": "not copied"})");
+  write("old", R"({"name": "old", "state": "serving", "updated_ms": 1000, "started_ms": 1})");
+  write("done", R"({"name": "done", "state": "stopped", "updated_ms": 1000, "started_ms": 2})");
+  write("torn", R"({"name": "to)");
+  write("odd", R"({"state": ["serving"], "updated_ms": "soon", "model": 3, "replicas_ready": {"x": 1}})");
+  fs::create_directories(serve / "empty");
+  fs::create_directory_symlink("/etc", serve / "linked");
+  auto r = get("/api/servers");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto j = json::parse(r.body);
+  std::map<std::string, json> by;
+  for (auto& row : j["servers"]) by[row["name"]] = row;
+  EXPECT_EQ(by.size(), 6u) << r.body << " (the link is not followed)";
+  EXPECT_EQ(by["mlp"]["state"], "serving");
+  EXPECT_EQ(by["mlp"]["version"], "job-1@7");
+  EXPECT_EQ(by["mlp"]["replicas_ready"], 2);
+  EXPECT_EQ(by["mlp"]["url"], "http://127.0.0.1:8000/v2/models/mlp");
+  EXPECT_EQ(by["mlp"]["swap"]["state"], "loading");
+  EXPECT_FALSE(by["mlp"].contains("secret"));
+  EXPECT_EQ(by["old"]["state"], "gone") << "serving, but silent for long";
+  EXPECT_EQ(by["done"]["state"], "stopped");
+  EXPECT_EQ(by["torn"]["error"], "serve/torn/server.json: not JSON (yet)");
+  EXPECT_EQ(by["odd"]["state"], "gone");
+  EXPECT_FALSE(by["odd"].contains("replicas_ready"));
+  EXPECT_NE(by["empty"]["error"].get<std::string>().find("server.json"), std::string::npos);
+  // serve/ is no job: the job list is as before.
+  EXPECT_EQ(json::parse(get("/api/jobs").body)["jobs"].size(), 3u);
+}
+
 TEST_F(dashboard_api, events_follow_from_an_offset) {
   auto j = json::parse(get("/api/jobs/live-job/events").body);
   ASSERT_EQ(j["events"].size(), 3u);

@@ -9,6 +9,7 @@ using Control = import "control.capnp";
 using Dat = import "data.capnp";
 using Ps = import "ps.capnp";
 using Job = import "job.capnp";
+using Serve = import "serve.capnp";
 
 # Handshake, first frame each side sends.
 struct Hello {
@@ -74,6 +75,7 @@ struct Envelope {
     opaque @22 :AnyPointer;  # application-defined payload for extensions
     recordRequest @24 :Dat.RecordRequest;
     recordReply @25 :Dat.RecordReply;
+    serve @26 :Serve.ServeMessage;
   }
   correlationId @23 :UInt64;  # pairs a reply with its request: a requester sets a fresh non-zero id,
                               # the answer carries it back (reply_to); 0 = not part of an exchange

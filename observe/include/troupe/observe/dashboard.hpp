@@ -15,6 +15,12 @@
 //   /api/jobs/<id>/nodes                nodes.json as written by the runner
 //   /api/jobs/<id>/log/<node>?bytes=N   {"text": the last N bytes (<= 1 MiB) of logs/<node>.log}
 //   /api/jobs/<id>/result               {"result": result.json or null}
+//   /api/servers                        the model servers under the root (`troupe serve`,
+//   <root>/serve/<name>/
+//                                        server.json): {"servers": [{name, state ("serving", "stopped",
+//                                        "gone": silent for 15 s without saying it stopped), version, job_id,
+//                                        replicas_ready, replicas_wanted, url, requests_per_s, rows_per_s,
+//                                        p50_ms, p99_ms, restarts, swap, started_ms, updated_ms, error}]}
 //   /api/cluster                        the Slurm allocations of the jobs under the root: {"slurm": true,
 //                                        "total_cpus", "now_ms", "jobs": {<id>: [{slurm_id, node, partition,
 //                                        cpus, start_ms, end_ms (-1: running), state}]}, "series": {"t_ms",

@@ -1,12 +1,17 @@
-// A small HTTP/1.1 server for troupe's own pages: the master's Prometheus /metrics and the
-// dashboard. Boost.Beast on an Asio thread of its own; this header keeps Beast and Asio out of
-// the includers.
+// A small HTTP/1.1 server for troupe's own pages and APIs: the master's Prometheus /metrics, the
+// dashboard and `troupe serve`'s inference endpoint. Boost.Beast on Asio threads of its own; this
+// header keeps Beast and Asio out of the includers.
 //
 // Contract:
 // - The handler runs on one of the server's `threads`: with one, one request at a time; with more,
 //   that many at once (the handler must then be thread-safe), so one slow request holds up only
 //   its own connection. It must not block for long (read a few files, render text). An exception
 //   from it becomes a 500 naming nothing internal.
+// - An asynchronous handler (http_async_handler) answers later, from any thread, through the
+//   http_responder it is given: the connection waits for that answer (no read timeout meanwhile;
+//   the owner bounds the wait), then reads its next request. A responder dropped without an
+//   answer answers 500 itself. Every responder must be answered or dropped before the server is
+//   destroyed (it holds the connection, which the server's io context runs).
 // - Bad requests never reach the handler and never stop the server: headers over
 //   max_header_bytes get 431, a body over max_body_bytes 413, a malformed request 400, a client
 //   silent past read_timeout is closed (slowloris), and connections beyond max_connections get a
@@ -46,6 +51,21 @@ struct http_response {
 
 using http_handler = std::function<http_response(const http_request&)>;
 
+// The answer to one request of an asynchronous handler: copyable, thread-safe; the first call
+// answers, later ones do nothing.
+class http_responder {
+ public:
+  struct state;
+  http_responder() = default;
+  explicit http_responder(std::shared_ptr<state> s) : s_(std::move(s)) {}
+  void operator()(http_response r) const;
+  explicit operator bool() const { return static_cast<bool>(s_); }
+
+ private:
+  std::shared_ptr<state> s_;
+};
+using http_async_handler = std::function<void(http_request&& request, http_responder respond)>;
+
 struct http_options {
   std::string listen = "127.0.0.1:0";  // "host:port" (an IP address or a host name); port 0 picks a free one
   std::size_t threads = 1;             // handler threads
@@ -60,6 +80,7 @@ class http_server {
   // Binds and starts serving. Errors name the address (transport_errc::bad_address,
   // listen_failed).
   static expected<std::unique_ptr<http_server>> start(http_options options, http_handler handler);
+  static expected<std::unique_ptr<http_server>> start(http_options options, http_async_handler handler);
   ~http_server();
   http_server(const http_server&) = delete;
   http_server& operator=(const http_server&) = delete;

@@ -1,0 +1,83 @@
+#include "dashboard_servers.hpp"
+
+#include <algorithm>
+
+#include "dashboard_jobs.hpp"
+
+namespace troupe::observe {
+
+using nlohmann::json;
+
+namespace {
+
+// Copies `key` from `from` when it has the type `ok` accepts (a server's file is untrusted).
+template <typename Check>
+void copy_if(json& to, const json& from, const char* key, Check ok) {
+  auto it = from.find(key);
+  if (it != from.end() && ok(*it)) to[key] = *it;
+}
+
+json server_row(const job_directory& serve_dir, const std::string& name, std::int64_t now_ms) {
+  json row = {{"name", name}};
+  auto text = serve_dir.read_all(name + "/server.json", max_json_bytes);
+  if (!text) {
+    row["error"] = text.err().context();
+    return row;
+  }
+  if (!json_depth_within(*text, max_json_depth)) {
+    row["error"] = "serve/" + name + "/server.json: nested more than 64 deep";
+    return row;
+  }
+  auto j = json::parse(*text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    row["error"] = "serve/" + name + "/server.json: not JSON (yet)";
+    return row;
+  }
+  auto is_num = [](const json& v) { return v.is_number(); };
+  auto is_text = [](const json& v) { return v.is_string(); };
+  for (const char* k :
+       {"replicas_ready", "replicas_wanted", "requests_per_s", "rows_per_s", "p50_ms", "p99_ms", "restarts",
+        "started_ms", "updated_ms", "requests_ok", "requests_failed", "queue_rows"})
+    copy_if(row, j, k, is_num);
+  copy_if(row, j, "listen", is_text);
+  if (auto m = j.find("model"); m != j.end() && m->is_object()) {
+    copy_if(row, *m, "version", is_text);
+    copy_if(row, *m, "job_id", is_text);
+    copy_if(row, *m, "model", is_text);
+    copy_if(row, *m, "model_dir", is_text);
+  }
+  if (auto s = j.find("swap"); s != j.end() && s->is_object()) {
+    json swap;
+    copy_if(swap, *s, "state", is_text);
+    copy_if(swap, *s, "version", is_text);
+    copy_if(swap, *s, "error", is_text);
+    row["swap"] = swap;
+  }
+  if (row.contains("listen"))
+    row["url"] = "http://" + row["listen"].get<std::string>() + "/v2/models/" + name;
+  auto st = j.find("state");
+  std::string said = st != j.end() && st->is_string() ? st->get<std::string>() : "";
+  double updated = row.value("updated_ms", 0.0);
+  row["state"] = said == "stopped"                                                     ? "stopped"
+                 : said == "serving" && static_cast<double>(now_ms) - updated < 15'000 ? "serving"
+                                                                                       : "gone";
+  return row;
+}
+
+}  // namespace
+
+json servers_json(const jobs_root& root, std::int64_t now_ms) {
+  json list = json::array();
+  auto dir = root.job("serve");
+  // A job that happens to be named "serve" is a job, not the servers' directory.
+  if (!dir || dir->open("job.toml")) return {{"servers", list}};
+  auto names = dir->subdirectories();
+  if (!names) return {{"servers", list}, {"error", names.err().context()}};
+  for (const auto& name : *names) list.push_back(server_row(*dir, name, now_ms));
+  std::sort(list.begin(), list.end(), [](const json& a, const json& b) {
+    return a.value("started_ms", 0.0) > b.value("started_ms", 0.0);
+  });
+  return {{"servers", list}};
+}
+
+}  // namespace troupe::observe

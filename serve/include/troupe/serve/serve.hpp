@@ -1,0 +1,62 @@
+// `troupe serve`: a model written by a job served over HTTP through the Open Inference Protocol
+// (KServe v2), by model replicas that are processes of their own (docs/serving.md).
+//
+//   front end (`troupe serve`)                      replicas (`troupe serve-replica`)
+//   HTTP (observe::http_server) -> parse -> queue   each: the TorchScript predictor (plugin),
+//   -> batches -> transport (Cap'n Proto frames) -> libtorch's threads, one batch at a time
+//   <- results <- answers to each request         <-
+//
+// The front end never loads libtorch. It launches the replicas through cluster::make_launcher
+// ([cluster]: this machine, other hosts, Slurm), relaunches those that die, sends the batches a
+// dead or hung replica held to another, and swaps models (reload, SIGHUP, --watch) by launching a
+// new generation of replicas, moving traffic once all are warm, and draining the old ones.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "troupe/core/error.hpp"
+#include "troupe/serve/config.hpp"
+
+namespace troupe::serve {
+
+// Runs the front end until SIGINT or SIGTERM (SIGHUP: reload). Returns the exit code: 0 after a
+// stop, 1 when the first model could not be served (the error printed), 2 for bad settings.
+int run_frontend(const serve_settings& settings);
+
+struct replica_options {
+  std::string connect;  // the front end's transport address
+  std::string name;     // node name, "replica-<generation>-<slot>"
+  std::uint64_t incarnation = 0;
+  std::uint32_t generation = 0;
+  std::string model_dir;
+  std::string version;  // what its answers say (the front end names versions: model_info::version of the
+                        // directory it was asked to serve, not of its snapshot)
+  int threads = 1;
+  std::string device = "cpu";
+  std::size_t max_batch = 64;
+  int warmup = 20;
+  std::vector<int> cpus;  // pin to these CPUs (empty: no pinning)
+  std::string token_file;
+};
+// Runs one replica until the front end goes away or SIGTERM/SIGINT. Returns the exit code.
+int run_replica(const replica_options& options);
+
+// Where a running server keeps its state: <root>/serve/<name>/ (server.json, token, logs/,
+// models/).
+std::string state_dir(const std::string& root, const std::string& name);
+
+struct reload_result {
+  std::string version;
+  std::uint32_t generation = 0;
+};
+// `troupe serve reload`: asks the server `name` under `root` to swap to `model_dir` ("" : the
+// directory it serves, read again) and waits for the answer (up to `timeout`). Errors: the server
+// is not running or does not answer (io_error), the model was refused (invalid_argument, why).
+expected<reload_result> request_reload(const std::string& root, const std::string& name,
+                                       const std::string& model_dir, std::chrono::milliseconds timeout);
+
+}  // namespace troupe::serve

@@ -1,0 +1,366 @@
+// The front end's set-up, its ticker and its signals (frontend.hpp).
+#include "frontend.hpp"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "troupe/cluster/config.hpp"
+#include "troupe/cluster/job_dir.hpp"
+#include "troupe/wire/rpc.hpp"
+
+namespace troupe::serve {
+
+namespace {
+
+std::string random_token() {
+  std::random_device rd;
+  static const char* hex = "0123456789abcdef";
+  std::string t;
+  for (int i = 0; i < 64; ++i) t.push_back(hex[rd() % 16]);
+  return t;
+}
+
+}  // namespace
+
+std::string state_dir(const std::string& root, const std::string& name) {
+  return root + "/serve/" + name;
+}
+
+void latency_window::add(double seconds) {
+  std::lock_guard lk(mu_);
+  ++seen_;
+  // A reservoir of at most 20k samples per interval: percentiles of a busy second stay cheap.
+  constexpr std::size_t cap = 20'000;
+  if (samples_.size() < cap) {
+    samples_.push_back(static_cast<float>(seconds));
+  } else {
+    static thread_local std::minstd_rand rng{std::random_device{}()};
+    std::size_t k = rng() % seen_;
+    if (k < cap) samples_[k] = static_cast<float>(seconds);
+  }
+}
+
+latency_window::summary latency_window::take() {
+  std::vector<float> s;
+  std::size_t n;
+  {
+    std::lock_guard lk(mu_);
+    s.swap(samples_);
+    n = seen_;
+    seen_ = 0;
+  }
+  summary out;
+  out.count = n;
+  if (s.empty()) return out;
+  auto at = [&](double q) {
+    auto k = static_cast<std::size_t>(q * static_cast<double>(s.size() - 1));
+    std::nth_element(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(k), s.end());
+    return static_cast<double>(s[k]);
+  };
+  out.p50 = at(0.50);
+  out.p99 = at(0.99);
+  return out;
+}
+
+frontend::frontend(serve_settings settings, model::model_info first, troupe::clock& clk)
+    : settings_(std::move(settings)),
+      cfg_(settings_.serve),
+      clock_(clk),
+      name_(cfg_.name.empty() ? first.model : cfg_.name),
+      metrics_(registry_, name_) {
+  generation g;
+  g.info = std::move(first);
+  g.state = gen_state::staging;
+  gens_[next_gen_++] = std::move(g);
+}
+
+frontend::~frontend() {
+  stop_everything();
+}
+
+int frontend::setup() {
+  state_dir_ = state_dir(cfg_.root, name_);
+  std::error_code ec;
+  if (std::filesystem::exists(cfg_.root + "/serve/job.toml", ec))
+    return spdlog::error(
+               "{}/serve is a job's directory: serve state would go into it (use another [serve] root)",
+               cfg_.root),
+           2;
+  std::filesystem::create_directories(state_dir_ + "/logs", ec);
+  std::filesystem::create_directories(state_dir_ + "/models", ec);
+  if (ec) return spdlog::error("{}: {}", state_dir_, ec.message()), 1;
+  // Only one server per name: the previous one's state file names its pid.
+  token_ = random_token();
+  {
+    std::ofstream t(state_dir_ + "/token", std::ios::trunc);
+    t << token_ << "\n";
+  }
+  ::chmod((state_dir_ + "/token").c_str(), 0600);
+
+  auto plan = cluster::plan_control(settings_.cluster);
+  if (!plan) return spdlog::error("{}", plan.err().to_string()), 1;
+  auto tcfg = settings_.transport;
+  tcfg.token = token_;
+  auto net = endpoint::create(node_id{"serve", 0}, tcfg);
+  if (!net) return spdlog::error("{}", net.err().to_string()), 1;
+  net_ = std::move(*net);
+  auto bound = net_->listen(plan->runner_host, 0);
+  if (!bound) return spdlog::error("{}", bound.err().to_string()), 1;
+  control_address_ = *bound;
+  if (auto r = net_->register_name("serve", [this](const message& m) { on_message(m); }); !r)
+    return spdlog::error("{}", r.err().to_string()), 1;
+  net_->on_peer_down([this](const peer_event& e) {
+    if (e.node.name.rfind("replica-", 0) == 0) {
+      spdlog::info("serve: {} down: {}", e.node.to_string(), e.reason);
+      core_->replica_gone(e.node.name, e.node.incarnation);
+    }
+  });
+
+  core_options co;
+  co.limits = {cfg_.max_batch, cfg_.max_delay, cfg_.max_queue_rows};
+  co.pipeline = cfg_.pipeline;
+  co.replica_timeout = cfg_.replica_timeout;
+  co.max_attempts = cfg_.max_attempts;
+  core_ = std::make_unique<serving_core>(co, *this, metrics_, clock_);
+
+  cluster::launch_site site;
+  site.job_id = "serve-" + name_;
+  site.jobs_file = state_dir_ + "/slurm_jobs";
+  auto l = cluster::make_launcher(
+      settings_.cluster,
+      [this](const cluster::node_handle& h, const cluster::exit_status& s) { on_exit(h, s); }, site, clock_);
+  if (!l) return spdlog::error("{}", l.err().to_string()), 1;
+  launcher_ = std::move(*l);
+  started_ = clock_.now();
+  started_ms_ = clock_.wall_ms();
+  return 0;
+}
+
+int frontend::run() {
+  // Signals go to sigwait on this thread only: block them before any thread starts.
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  if (int rc = setup(); rc != 0) return rc;
+  {
+    std::lock_guard lk(mu_);
+    auto& g = gens_.begin()->second;
+    auto snap = snapshot(g.info, gens_.begin()->first);
+    if (!snap) {
+      spdlog::error("{}", snap.err().to_string());
+      return 1;
+    }
+    g.info = *snap;
+    g.deadline = clock_.now() + cfg_.load_timeout;
+    for (std::size_t i = 0; i < cfg_.replicas; ++i) {
+      slot s;
+      s.generation = gens_.begin()->first;
+      s.index = i;
+      s.node = "replica-" + std::to_string(s.generation) + "-" + std::to_string(i);
+      s.relaunch_at = clock_.now();
+      slots_[s.node] = s;
+    }
+  }
+  ticker_ = std::thread([this] { ticker_loop(); });
+  // The first generation must come up before the endpoint opens: a model that cannot be served
+  // is the command's error.
+  {
+    std::unique_lock lk(mu_);
+    auto& first = gens_.begin()->second;
+    wake_.wait(lk, [&] { return stopping_ || first.state != gen_state::staging || !first.failure.empty(); });
+    if (first.state == gen_state::staging) {
+      std::string why = gens_.begin()->second.failure;
+      lk.unlock();
+      spdlog::error("serve: the model could not be served: {}", why);
+      stop_everything();
+      return 1;
+    }
+  }
+  observe::http_options ho;
+  ho.listen = cfg_.listen;
+  ho.threads = cfg_.http_threads;
+  ho.max_connections = cfg_.max_connections;
+  ho.max_body_bytes = cfg_.max_body_bytes;
+  ho.read_timeout = cfg_.read_timeout;
+  auto http =
+      observe::http_server::start(ho, [this](observe::http_request&& r, observe::http_responder respond) {
+        handle_http(std::move(r), respond);
+      });
+  if (!http) {
+    spdlog::error("serve: {}", http.err().to_string());
+    stop_everything();
+    return 1;
+  }
+  http_ = std::move(*http);
+  auto v = current_view();
+  spdlog::info("serve: {} (version {}, {} replicas) at http://{}/v2/models/{}", name_, v->info.version(),
+               cfg_.replicas, http_->address(), name_);
+  std::fprintf(stderr, "serving %s at http://%s/v2/models/%s/infer\n", name_.c_str(),
+               http_->address().c_str(), name_.c_str());
+  write_state(false);
+  wait_for_signals();
+  print_progress(true);
+  stop_everything();
+  return 0;
+}
+
+void frontend::wait_for_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+  for (;;) {
+    int sig = 0;
+    if (::sigwait(&set, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      std::lock_guard lk(mu_);
+      // With --watch, SIGHUP looks for a newer model now; else it reads the served directory again.
+      if (!cfg_.watch.empty())
+        next_watch_ = clock_.now();
+      else
+        reloads_.push_back({cfg_.model, std::nullopt, "SIGHUP"});
+      wake_.notify_all();
+      continue;
+    }
+    spdlog::info("serve: stopping ({})", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    return;
+  }
+}
+
+void frontend::stop_everything() {
+  if (stopped_.exchange(true)) return;
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+    wake_.notify_all();
+  }
+  if (ticker_.joinable()) ticker_.join();
+  // Queued requests are answered (503) while the HTTP threads still run; then no new ones.
+  if (core_) core_->shutdown();
+  if (http_) write_state(true);
+  http_.reset();
+  if (launcher_) launcher_->kill_all();
+  launcher_.reset();
+  net_.reset();
+}
+
+void frontend::ticker_loop() {
+  auto last_second = clock_.now();
+  std::unique_lock lk(mu_);
+  while (!stopping_) {
+    lk.unlock();
+    handle_exits();
+    start_reloads();
+    launch_due();
+    auto t = core_->tick();
+    fence_replicas(t.fence);
+    stop_replicas(t.stop);
+    advance_swaps();
+    auto now = clock_.now();
+    if (now - last_second >= std::chrono::seconds(1)) {
+      last_second = now;
+      write_state(false);
+      print_progress(false);
+    }
+    if (!cfg_.watch.empty()) watch_for_models();
+    lk.lock();
+    // Up to 50 ms between looks at deadlines and launches; a batch due sooner (max_delay) sets the
+    // wake-up, as does anything queued for the ticker (notify).
+    auto until = now + std::chrono::milliseconds(50);
+    if (t.next && *t.next < until) until = *t.next;
+    if (!exits_.empty() || !reloads_.empty()) continue;
+    wake_.wait_for(lk, until - clock_.now());
+  }
+}
+
+void frontend::on_message(const message& m) {
+  if (m.kind() != schema::Envelope::Body::SERVE) return;
+  auto body = m.body().getServe();
+  switch (body.which()) {
+    case schema::ServeMessage::INFER_RESULT: {
+      auto r = body.getInferResult();
+      auto logits = r.getLogits();
+      std::size_t rows = r.getRows(), width = r.getWidth();
+      std::string error = r.getError();
+      if (error.empty() && logits.size() != rows * width * sizeof(float))
+        error = "a result of " + std::to_string(logits.size()) + " bytes for " + std::to_string(rows) +
+                " x " + std::to_string(width) + " logits";
+      core_->result(r.getBatchId(), reinterpret_cast<const float*>(logits.begin()), rows, width, error,
+                    r.getVersion(), r.getForwardUs());
+      return;
+    }
+    case schema::ServeMessage::REPLICA_READY:
+      return on_ready(m);
+    case schema::ServeMessage::REPLICA_FAILED:
+      return on_failed(m);
+    case schema::ServeMessage::RELOAD: {
+      std::lock_guard lk(mu_);
+      std::string dir = body.getReload().getModelDir();
+      reloads_.push_back({dir.empty() ? cfg_.model : dir, m, "reload"});
+      wake_.notify_all();
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+bool frontend::send_batch(const std::string& node, std::uint64_t batch_id,
+                          const std::vector<request_ptr>& requests, std::size_t rows) {
+  std::size_t dense_bytes = 0, ids_bytes = 0;
+  for (const auto& r : requests) {
+    dense_bytes += r->dense.size() * sizeof(float);
+    ids_bytes += r->ids.size() * sizeof(std::int64_t);
+  }
+  outbound out(static_cast<unsigned>((dense_bytes + ids_bytes) / 8 + 32));
+  auto b = out.body().initServe().initInferBatch();
+  b.setBatchId(batch_id);
+  b.setRows(static_cast<std::uint32_t>(rows));
+  auto dense = b.initDense(dense_bytes);
+  auto* d = dense.begin();
+  for (const auto& r : requests) {
+    std::memcpy(d, r->dense.data(), r->dense.size() * sizeof(float));
+    d += r->dense.size() * sizeof(float);
+  }
+  if (ids_bytes) {
+    auto ids = b.initIds(ids_bytes);
+    auto* p = ids.begin();
+    for (const auto& r : requests) {
+      std::memcpy(p, r->ids.data(), r->ids.size() * sizeof(std::int64_t));
+      p += r->ids.size() * sizeof(std::int64_t);
+    }
+  }
+  auto s = net_->send(node, "replica", std::move(out), "serve");
+  if (!s) spdlog::warn("serve: batch {} not sent to {}: {}", batch_id, node, s.err().to_string());
+  return static_cast<bool>(s);
+}
+
+}  // namespace troupe::serve
+
+namespace troupe::serve {
+
+int run_frontend(const serve_settings& settings) {
+  auto m = model::read_model_dir(settings.serve.model);
+  if (!m) {
+    std::fprintf(stderr, "troupe: error: %s\n", m.err().context().c_str());
+    return 2;
+  }
+  if (settings.serve.name.empty() && !valid_model_name(m->model)) {
+    std::fprintf(stderr,
+                 "troupe: error: model '%s' (model.json) is not usable in URLs: name it with --name\n",
+                 m->model.c_str());
+    return 2;
+  }
+  frontend f(settings, *m, clock::system());
+  return f.run();
+}
+
+}  // namespace troupe::serve

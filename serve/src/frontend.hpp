@@ -1,0 +1,179 @@
+// The front end of `troupe serve` (serve.hpp): the HTTP endpoint, the scheduling core, the
+// replicas' supervisor and the model swaps. Split by concern over frontend.cpp (set-up, the
+// ticker, signals), frontend_replicas.cpp (launching, exits, relaunches, swaps), routes.cpp (the
+// HTTP API) and server_state.cpp (server.json, the progress line).
+//
+// Threads and locks: HTTP threads (routes), the transport's io thread (replica frames, peers
+// down, reload requests), the launcher's thread (exit reports, queued for the ticker), the ticker
+// (everything that launches, signals or waits on time) and the main thread (signals). The core has
+// its own lock; `mu_` guards the replica slots, generations and pending reloads; `views_mu_` the
+// model views the routes read. Launches and signals happen on the ticker without `mu_` held.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core.hpp"
+#include "infer_codec.hpp"
+#include "serve_metrics.hpp"
+#include "troupe/cluster/launcher.hpp"
+#include "troupe/model/model_dir.hpp"
+#include "troupe/observe/http_server.hpp"
+#include "troupe/observe/metrics.hpp"
+#include "troupe/serve/serve.hpp"
+#include "troupe/transport/endpoint.hpp"
+#include "troupe/transport/message.hpp"
+
+namespace troupe::serve {
+
+// One model version as the routes see it: what requests are checked against and answers say.
+struct model_view {
+  model::model_info info;
+  model_shape shape;
+  std::uint32_t generation = 0;
+  std::int64_t serving_since_ms = 0;
+};
+
+// A window of request latencies for the progress line and server.json (p50, p99 of the last
+// interval). Thread-safe.
+class latency_window {
+ public:
+  void add(double seconds);
+  struct summary {
+    std::size_t count = 0;
+    double p50 = 0, p99 = 0;
+  };
+  summary take();
+
+ private:
+  std::mutex mu_;
+  std::vector<float> samples_;
+  std::size_t seen_ = 0;
+};
+
+class frontend final : public replica_link {
+ public:
+  frontend(serve_settings settings, model::model_info first, troupe::clock& clk);
+  ~frontend() override;
+  int run();
+
+  bool send_batch(const std::string& node, std::uint64_t batch_id, const std::vector<request_ptr>& requests,
+                  std::size_t rows) override;
+
+ private:
+  // A replica process's place: generation and slot, and its current incarnation.
+  struct slot {
+    std::uint32_t generation = 0;
+    std::size_t index = 0;
+    std::string node;
+    std::uint64_t incarnation = 0;
+    std::optional<cluster::node_handle> handle;
+    bool ready = false, retired = false;
+    int failures = 0;  // exits in a row without having served a while
+    std::optional<clock::time_point> relaunch_at;
+    clock::time_point launched{}, ready_at{};
+    std::string last_exit;
+  };
+  enum class gen_state { staging, active, draining };
+  struct generation {
+    model::model_info info;  // its snapshot in <state>/models/<generation>/
+    gen_state state = gen_state::staging;
+    clock::time_point deadline{};
+    std::string failure;           // staging: why it cannot become active
+    std::vector<message> waiting;  // reload requests to answer once it is active or refused
+  };
+  struct reload_request {
+    std::string dir;
+    std::optional<message> reply;  // `troupe serve reload`'s request, to answer
+    std::string source;            // "reload", "SIGHUP", "watch"
+  };
+
+  // frontend.cpp
+  int setup();
+  void ticker_loop();
+  void on_message(const message& m);
+  void wait_for_signals();
+  void stop_everything();
+  // frontend_replicas.cpp
+  expected<model::model_info> snapshot(const model::model_info& m, std::uint32_t gen);
+  void launch_due();
+  expected<void> launch(slot& s, const std::string& version);
+  void on_exit(const cluster::node_handle& h, const cluster::exit_status& st);
+  void handle_exits();
+  void on_ready(const message& m);
+  void on_failed(const message& m);
+  void start_reloads();
+  void advance_swaps();
+  void answer_reload(const message& request, bool ok, const std::string& error, const std::string& version,
+                     std::uint32_t generation);
+  void stop_replicas(const std::vector<std::string>& nodes);
+  void fence_replicas(const std::vector<replica_ref>& who);
+  void watch_for_models();
+  slot* find_slot(const std::string& node);
+  generation* gen_of(const slot& s);  // null once its generation was dropped (refused)
+  std::string in_their_words(std::string text, std::uint32_t gen);
+  // routes.cpp
+  void handle_http(observe::http_request&& r, observe::http_responder respond);
+  void infer(const observe::http_request& r, const std::shared_ptr<const model_view>& view,
+             observe::http_responder respond);
+  observe::http_response metadata(const model_view& v);
+  observe::http_response ready_answer(bool model_route);
+  std::shared_ptr<const model_view> current_view() const;
+  std::shared_ptr<const model_view> view_of(std::uint32_t generation) const;
+  // server_state.cpp
+  void write_state(bool final);
+  void print_progress(bool final);
+
+  serve_settings settings_;
+  const serve_config& cfg_;
+  troupe::clock& clock_;
+  std::string name_, state_dir_, token_, control_address_;
+  std::int64_t started_ms_ = 0;
+  clock::time_point started_{};
+  observe::registry registry_;
+  serve_metrics metrics_;
+  std::unique_ptr<endpoint> net_;
+  std::unique_ptr<cluster::launcher> launcher_;
+  std::unique_ptr<serving_core> core_;
+  std::unique_ptr<observe::http_server> http_;
+  latency_window latencies_;
+  std::atomic<std::uint64_t> next_request_{1};
+  std::atomic<std::uint64_t> requests_ok_{0}, requests_failed_{0}, rows_answered_{0};
+
+  mutable std::mutex views_mu_;
+  std::map<std::uint32_t, std::shared_ptr<const model_view>> views_;
+  std::uint32_t active_ = 0;  // under views_mu_
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::map<std::string, slot> slots_;  // by node name
+  std::map<std::uint32_t, generation> gens_;
+  std::uint32_t next_gen_ = 1;
+  std::deque<reload_request> reloads_;
+  std::deque<std::pair<cluster::node_handle, cluster::exit_status>> exits_;
+  std::string last_swap_error_;
+  std::map<std::string, std::int64_t> refused_;  // model dir -> created_unix_ms refused (watch)
+  std::uint64_t restarts_ = 0;
+  bool stopping_ = false;
+  std::atomic<bool> stopped_{false};
+  std::thread ticker_;
+  // Progress and state: counters at the last report.
+  std::optional<clock::time_point> last_progress_;
+  std::uint64_t last_ok_ = 0, last_rows_ = 0;
+  clock::time_point last_rate_at_{};
+  double req_rate_ = 0, row_rate_ = 0;
+  std::unordered_map<std::string, double> last_version_rows_;
+  latency_window::summary last_latency_;
+  std::optional<clock::time_point> next_watch_;
+};
+
+}  // namespace troupe::serve

@@ -1,0 +1,62 @@
+// `troupe serve reload`: the client side (serve.hpp). It finds the server through its state
+// directory (server.json: the front end's transport address; token), asks for the swap and waits
+// for the answer, which comes once the new replicas serve or the model was refused.
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "troupe/cluster/process.hpp"
+#include "troupe/core/client_node.hpp"
+#include "troupe/serve/serve.hpp"
+#include "troupe/transport/endpoint.hpp"
+#include "troupe/transport/message.hpp"
+#include "troupe/wire/rpc.hpp"
+
+namespace troupe::serve {
+
+expected<reload_result> request_reload(const std::string& root, const std::string& name,
+                                       const std::string& model_dir, std::chrono::milliseconds timeout) {
+  std::string dir = state_dir(root, name);
+  std::ifstream in(dir + "/server.json");
+  if (!in)
+    return make_unexpected(core_errc::io_error,
+                           dir + "/server.json: no such file: no server named '" + name + "' under " + root);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto j = nlohmann::json::parse(text.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("control_address") ||
+      !j["control_address"].is_string())
+    return make_unexpected(core_errc::parse_error, dir + "/server.json: not a server's state file");
+  if (j.value("state", "") != "serving" || !cluster::process_alive(j.value("pid", 0)))
+    return make_unexpected(core_errc::io_error,
+                           "server '" + name + "' is not running (" + dir + "/server.json)");
+  auto token = load_token(dir + "/token", "", "");
+  if (!token) return token.err();
+  transport_config cfg;
+  cfg.token = *token;
+  cfg.reconnect_attempts = 0;
+  auto net = endpoint::create(client_node_id(static_cast<std::uint64_t>(::getpid())), cfg);
+  if (!net) return net.err();
+  std::string address = j["control_address"];
+  if (auto peer = (*net)->connect(address, false); !peer)
+    return std::move(peer).err().wrap("server '" + name + "' at " + address);
+  auto rpc = wire::rpc_client::create(**net, "cli");
+  if (!rpc) return rpc.err();
+  outbound out(64);
+  out.body().initServe().initReload().setModelDir(model_dir);
+  auto reply = (*rpc)->call({"serve", "serve", std::move(out)}, timeout);
+  if (!reply) return reply.err();
+  try {
+    auto r = reply->body().getServe().getReloadReply();
+    if (!r.getOk()) return make_unexpected(core_errc::invalid_argument, std::string(r.getError()));
+    return reload_result{r.getVersion(), r.getGeneration()};
+  } catch (const std::exception& e) {
+    return make_unexpected(core_errc::parse_error,
+                           std::string("a malformed answer from the server: ") + e.what());
+  }
+}
+
+}  // namespace troupe::serve

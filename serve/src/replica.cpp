@@ -1,0 +1,258 @@
+// `troupe serve-replica`: one model replica. It dials the front end, loads and warms up the model
+// through the TorchScript plugin (the only troupe process of a server that loads libtorch), says
+// ReplicaReady, then answers InferBatch frames one at a time on a compute thread of its own, so the
+// endpoint's io thread keeps the heartbeats going during a long forward. It exits when the front
+// end goes away (its connection closes: nothing is left to serve) or on SIGTERM/SIGINT.
+#include <sched.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "troupe/model/model_dir.hpp"
+#include "troupe/model/predictor.hpp"
+#include "troupe/serve/serve.hpp"
+#include "troupe/transport/endpoint.hpp"
+#include "troupe/transport/message.hpp"
+
+namespace troupe::serve {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+// Set by SIGTERM/SIGINT. A handler rather than a blocked mask and sigwait: libtorch's and OpenMP's
+// threads start with masks of their own, and a signal delivered to one of them would end the
+// process without the clean stop.
+volatile std::sig_atomic_t stop_signal = 0;
+extern "C" void on_stop_signal(int sig) {
+  stop_signal = sig;
+}
+
+class replica {
+ public:
+  explicit replica(const replica_options& o) : o_(o) {}
+  int run();
+
+ private:
+  expected<void> pin();
+  expected<void> connect();
+  void on_message(const message& m);
+  void compute_loop();
+  void answer(const message& m);
+  void say_failed(const std::string& error);
+  void say_ready();
+  void stop() {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+    cv_.notify_all();
+  }
+
+  replica_options o_;
+  std::unique_ptr<endpoint> net_;
+  std::unique_ptr<model::predictor> predictor_;
+  model::model_info model_;
+  std::string version_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<message> work_;
+  bool stop_ = false;
+};
+
+expected<void> replica::pin() {
+  if (o_.cpus.empty()) return {};
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int n = static_cast<int>(std::thread::hardware_concurrency());
+  for (int c : o_.cpus) CPU_SET(n > 0 ? c % n : c, &set);
+  // Before libtorch starts its pools: their threads inherit the mask.
+  if (::sched_setaffinity(0, sizeof set, &set) != 0)
+    return make_unexpected(core_errc::io_error, std::string("sched_setaffinity: ") + std::strerror(errno));
+  return {};
+}
+
+expected<void> replica::connect() {
+  auto token = load_token(o_.token_file, "", "");
+  if (!token) return token.err();
+  transport_config cfg;
+  cfg.token = *token;
+  cfg.reconnect_attempts = 0;
+  auto net = endpoint::create(node_id{o_.name, o_.incarnation}, cfg);
+  if (!net) return net.err();
+  net_ = std::move(*net);
+  if (auto r = net_->register_name("replica", [this](const message& m) { on_message(m); }); !r) return r;
+  net_->on_peer_down([this](const peer_event& e) {
+    if (e.node.name == "serve") {
+      spdlog::info("{}#{}: the front end is gone ({}): exiting", o_.name, o_.incarnation, e.reason);
+      stop();
+    }
+  });
+  auto peer = net_->connect(o_.connect, false);
+  if (!peer) return peer.err();
+  return {};
+}
+
+void replica::on_message(const message& m) {
+  if (m.kind() != schema::Envelope::Body::SERVE ||
+      m.body().getServe().which() != schema::ServeMessage::INFER_BATCH)
+    return;
+  std::lock_guard lk(mu_);
+  work_.push_back(m);
+  cv_.notify_one();
+}
+
+void replica::compute_loop() {
+  for (;;) {
+    message m;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || !work_.empty(); });
+      if (stop_) return;
+      m = std::move(work_.front());
+      work_.pop_front();
+    }
+    answer(m);
+  }
+}
+
+void replica::answer(const message& m) {
+  outbound out;
+  std::string error;
+  try {
+    auto b = m.body().getServe().getInferBatch();
+    std::size_t rows = b.getRows(), width = predictor_->width();
+    auto dense = b.getDense();
+    auto ids = b.getIds();
+    out = outbound(static_cast<unsigned>(rows * width / 2 + 64));
+    auto r = out.body().initServe().initInferResult();
+    r.setBatchId(b.getBatchId());
+    r.setRows(static_cast<std::uint32_t>(rows));
+    r.setWidth(static_cast<std::uint32_t>(width));
+    r.setVersion(version_);
+    if (dense.size() != rows * model_.dense_dim * sizeof(float) ||
+        ids.size() != rows * model_.fields * sizeof(std::int64_t)) {
+      error = "batch of " + std::to_string(rows) + " rows with " + std::to_string(dense.size()) +
+              " bytes of dense and " + std::to_string(ids.size()) + " of ids";
+    } else {
+      auto logits = r.initLogits(rows * width * sizeof(float));
+      auto t0 = steady::now();
+      error =
+          predictor_->predict(reinterpret_cast<const float*>(dense.begin()),
+                              model_.takes_ids ? reinterpret_cast<const std::int64_t*>(ids.begin()) : nullptr,
+                              rows, reinterpret_cast<float*>(logits.begin()));
+      r.setForwardUs(static_cast<std::uint32_t>(
+          std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - t0).count()));
+    }
+    if (!error.empty()) {
+      r.disownLogits();
+      r.setError(error);
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("{}: a malformed batch: {}", o_.name, e.what());
+    return;
+  }
+  if (auto s = net_->send("serve", "serve", std::move(out), "replica"); !s)
+    spdlog::warn("{}: result not sent: {}", o_.name, s.err().to_string());
+}
+
+void replica::say_failed(const std::string& error) {
+  outbound out;
+  auto f = out.body().initServe().initReplicaFailed();
+  f.setGeneration(o_.generation);
+  f.setError(error);
+  if (!net_->send("serve", "serve", std::move(out), "replica")) return;
+  // Let the frame leave before the process does.
+  for (int i = 0; i < 100 && net_->stats().queued_bytes > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
+void replica::say_ready() {
+  outbound out;
+  auto r = out.body().initServe().initReplicaReady();
+  r.setGeneration(o_.generation);
+  r.setVersion(version_);
+  r.setPid(static_cast<std::uint32_t>(::getpid()));
+  r.setPlacement(predictor_->placement());
+  r.setLoadMs(predictor_->load_ms());
+  r.setWarmupMs(predictor_->warmup_ms());
+  if (auto s = net_->send("serve", "serve", std::move(out), "replica"); !s)
+    spdlog::warn("{}: ReplicaReady not sent: {}", o_.name, s.err().to_string());
+}
+
+int replica::run() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM}) ::sigaction(sig, &sa, nullptr);
+  auto started = steady::now();
+  if (auto r = pin(); !r) spdlog::warn("{}: not pinned: {}", o_.name, r.err().to_string());
+  if (auto r = connect(); !r) {
+    spdlog::error("{}: cannot reach the front end at {}: {}", o_.name, o_.connect, r.err().to_string());
+    return 1;
+  }
+  auto m = model::read_model_dir(o_.model_dir);
+  if (!m) {
+    say_failed(m.err().context());
+    spdlog::error("{}", m.err().context());
+    return 1;
+  }
+  model_ = *m;
+  version_ = o_.version.empty() ? model_.version() : o_.version;
+  auto po = model::options_for(model_);
+  po.threads = o_.threads;
+  po.device = o_.device;
+  po.max_batch = o_.max_batch;
+  po.warmup = o_.warmup;
+  auto p = model::load_predictor(po);
+  if (!p) {
+    say_failed(p.err().context());
+    spdlog::error("{}", p.err().context());
+    return 1;
+  }
+  predictor_ = std::move(*p);
+  spdlog::info(
+      "{}#{}: {} version {} on {} ({} threads): loaded in {:.0f} ms, warmed up in {:.0f} ms, ready {:.0f} ms "
+      "after start",
+      o_.name, o_.incarnation, model_.pt_path, version_, predictor_->placement(), o_.threads,
+      predictor_->load_ms(), predictor_->warmup_ms(),
+      std::chrono::duration<double, std::milli>(steady::now() - started).count());
+  std::thread compute([this] { compute_loop(); });
+  say_ready();
+  std::thread signals([this] {
+    for (;;) {
+      {
+        std::lock_guard lk(mu_);
+        if (stop_) return;
+      }
+      if (stop_signal) {
+        spdlog::info("{}#{}: stopping ({})", o_.name, o_.incarnation,
+                     stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
+        stop();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  compute.join();
+  signals.join();
+  net_.reset();
+  return 0;
+}
+
+}  // namespace
+
+int run_replica(const replica_options& o) {
+  replica r(o);
+  return r.run();
+}
+
+}  // namespace troupe::serve

@@ -1,0 +1,236 @@
+// The HTTP API of `troupe serve` (docs/serving.md): the Open Inference Protocol's REST routes for
+// the one model served, /metrics, and the rows route. Runs on the HTTP server's threads; an infer
+// request is parsed here and answered later, from the thread that finishes it.
+#include <nlohmann/json.hpp>
+
+#include "frontend.hpp"
+
+namespace troupe::serve {
+
+namespace {
+
+using nlohmann::json;
+
+const char* json_type = "application/json";
+
+observe::http_response json_answer(int status, std::string body) {
+  return {status, json_type, std::move(body), {}};
+}
+
+observe::http_response error_answer(int status, const std::string& text) {
+  return json_answer(status, error_json(text));
+}
+
+observe::http_response wrong_method(const std::string& allow) {
+  auto r = error_answer(405, "method not allowed here; allowed: " + allow);
+  r.headers.emplace_back("Allow", allow);
+  return r;
+}
+
+int status_of(failure f) {
+  switch (f) {
+    case failure::none:
+      return 200;
+    case failure::timed_out:
+      return 504;
+    case failure::model_failed:
+      return 500;
+    default:
+      return 503;
+  }
+}
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> out;
+  std::size_t at = 1;
+  while (at <= path.size()) {
+    auto slash = path.find('/', at);
+    if (slash == std::string::npos) slash = path.size();
+    out.push_back(path.substr(at, slash - at));
+    at = slash + 1;
+  }
+  while (!out.empty() && out.back().empty()) out.pop_back();
+  return out;
+}
+
+json tensor_meta(const char* name, const char* type, std::vector<std::int64_t> shape) {
+  return {{"name", name}, {"datatype", type}, {"shape", std::move(shape)}};
+}
+
+}  // namespace
+
+std::shared_ptr<const model_view> frontend::current_view() const {
+  std::lock_guard lk(views_mu_);
+  auto it = views_.find(active_);
+  return it != views_.end() ? it->second : nullptr;
+}
+
+std::shared_ptr<const model_view> frontend::view_of(std::uint32_t generation) const {
+  std::lock_guard lk(views_mu_);
+  auto it = views_.find(generation);
+  if (it == views_.end()) it = views_.find(active_);
+  return it != views_.end() ? it->second : nullptr;
+}
+
+observe::http_response frontend::metadata(const model_view& v) {
+  const auto& m = v.info;
+  auto w = static_cast<std::int64_t>(v.shape.width);
+  json inputs = json::array({tensor_meta("dense", "FP32", {-1, static_cast<std::int64_t>(m.dense_dim)})});
+  if (m.takes_ids) inputs.push_back(tensor_meta("ids", "INT64", {-1, static_cast<std::int64_t>(m.fields)}));
+  json outputs =
+      json::array({tensor_meta("logits", "FP32", {-1, w}), tensor_meta("probabilities", "FP32", {-1, w})});
+  if (m.kind == model::output_kind::multiclass) {
+    outputs.push_back(tensor_meta("class_ids", "INT64", {-1}));
+    if (!m.class_names.empty()) outputs.push_back(tensor_meta("class_names", "BYTES", {-1}));
+  }
+  auto stats = core_->stats();
+  json swap = nullptr;
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& [gen, g] : gens_)
+      if (g.state == gen_state::staging)
+        swap = {{"state", "loading"},
+                {"generation", gen},
+                {"version", g.info.version()},
+                {"model_dir", g.info.dir}};
+    if (swap.is_null() && !last_swap_error_.empty())
+      swap = {{"state", "refused"}, {"error", last_swap_error_}};
+  }
+  json j = {{"name", name_},
+            {"versions", {m.version()}},
+            {"platform", "pytorch_torchscript"},
+            {"inputs", inputs},
+            {"outputs", outputs},
+            {"troupe",
+             {{"version", m.version()},
+              {"generation", v.generation},
+              {"job_id", m.job.id},
+              {"created_unix_ms", m.created_unix_ms},
+              {"model", m.model},
+              {"model_dir", m.dir},
+              {"output_kind", model::to_string(m.kind)},
+              {"serving_since_ms", v.serving_since_ms},
+              {"replicas", cfg_.replicas},
+              {"replicas_ready", stats.ready},
+              {"max_batch", cfg_.max_batch},
+              {"swap", swap}}}};
+  return json_answer(200, j.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+observe::http_response frontend::ready_answer(bool model_route) {
+  bool ready = core_->stats().ready > 0;
+  json j = model_route ? json{{"name", name_}, {"ready", ready}} : json{{"ready", ready}};
+  return json_answer(ready ? 200 : 503, j.dump());
+}
+
+void frontend::handle_http(observe::http_request&& r, observe::http_responder respond) {
+  auto parts = split_path(r.path);
+  const bool get = r.method == "GET" || r.method == "HEAD", post = r.method == "POST";
+  if (parts.size() == 1 && parts[0] == "metrics") {
+    if (!get) return respond(wrong_method("GET"));
+    return respond({200, "text/plain; version=0.0.4; charset=utf-8", registry_.render(), {}});
+  }
+  if (parts.empty() || parts[0] != "v2")
+    return respond(error_answer(404, "no such route: " + r.path +
+                                         " (this server speaks the Open Inference Protocol "
+                                         "under /v2, and /metrics)"));
+  if (parts.size() == 1) {
+    if (!get) return respond(wrong_method("GET"));
+    json j = {
+        {"name", "troupe"}, {"version", TROUPE_VERSION_TEXT}, {"extensions", json::array({"troupe_rows"})}};
+    return respond(json_answer(200, j.dump()));
+  }
+  if (parts[1] == "health" && parts.size() == 3 && (parts[2] == "live" || parts[2] == "ready")) {
+    if (!get) return respond(wrong_method("GET"));
+    if (parts[2] == "live") return respond(json_answer(200, R"({"live":true})"));
+    return respond(ready_answer(false));
+  }
+  if (parts[1] != "models" || parts.size() < 3) return respond(error_answer(404, "no such route: " + r.path));
+  if (parts[2] != name_)
+    return respond(
+        error_answer(404, "model '" + parts[2] + "' not found: this server serves '" + name_ + "'"));
+  auto view = current_view();
+  std::size_t at = 3;
+  if (parts.size() >= 5 && parts[3] == "versions") {
+    if (parts[4] != view->info.version())
+      return respond(error_answer(404, "model '" + name_ + "' version '" + parts[4] +
+                                           "' not found: version '" + view->info.version() + "' serves"));
+    at = 5;
+  }
+  std::string what = parts.size() > at ? parts[at] : "";
+  if (parts.size() > at + 1) return respond(error_answer(404, "no such route: " + r.path));
+  if (what.empty()) {
+    if (!get) return respond(wrong_method("GET"));
+    return respond(metadata(*view));
+  }
+  if (what == "ready") {
+    if (!get) return respond(wrong_method("GET"));
+    return respond(ready_answer(true));
+  }
+  if (what == "infer") {
+    if (!post) return respond(wrong_method("POST"));
+    return infer(r, view, respond);
+  }
+  respond(error_answer(404, "no such route: " + r.path));
+}
+
+void frontend::infer(const observe::http_request& r, const std::shared_ptr<const model_view>& view,
+                     observe::http_responder respond) {
+  auto t0 = clock_.now();
+  auto finish = [this, t0](int status) {
+    metrics_.count_request(status);
+    double s = std::chrono::duration<double>(clock_.now() - t0).count();
+    metrics_.request_seconds.observe(s);
+    if (status == 200) {
+      latencies_.add(s);
+      requests_ok_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      requests_failed_.fetch_add(1, std::memory_order_relaxed);
+    }
+  };
+  if (r.headers.count("inference-header-content-length")) {
+    finish(400);
+    return respond(error_answer(400, "the binary tensor data extension is not supported: send JSON tensors"));
+  }
+  auto in = parse_infer_request(r.body, view->shape);
+  if (!in) {
+    finish(400);
+    return respond(error_answer(400, in.err().context()));
+  }
+  auto q = std::make_shared<request>();
+  q->id = next_request_.fetch_add(1, std::memory_order_relaxed);
+  q->rows = in->rows;
+  q->dense = std::move(in->dense);
+  q->ids = std::move(in->ids);
+  q->arrived = t0;
+  q->deadline = t0 + cfg_.request_timeout;
+  std::string id = std::move(in->id);
+  unsigned outputs = in->outputs;
+  std::size_t rows = q->rows;
+  q->done = [this, respond, finish, id = std::move(id), outputs, rows](outcome&& o) {
+    if (o.why != failure::none) {
+      int status = status_of(o.why);
+      auto a = error_answer(status, o.message);
+      if (status == 503) a.headers.emplace_back("Retry-After", "1");
+      finish(status);
+      return respond(std::move(a));
+    }
+    auto v = view_of(o.generation);
+    rows_answered_.fetch_add(rows, std::memory_order_relaxed);
+    auto body = encode_infer_response(name_, o.version, id, o.logits.data(), rows, v->shape, outputs);
+    finish(200);
+    respond(json_answer(200, std::move(body)));
+  };
+  auto refused = core_->submit(q);
+  if (refused == failure::none) return;
+  int status = status_of(refused);
+  auto a = error_answer(status, refused == failure::queue_full
+                                    ? "the queue is full (max_queue_rows " +
+                                          std::to_string(cfg_.max_queue_rows) + " rows waiting): retry later"
+                                    : "the server is stopping");
+  a.headers.emplace_back("Retry-After", "1");
+  finish(status);
+  respond(std::move(a));
+}
+
+}  // namespace troupe::serve

@@ -1,0 +1,48 @@
+// `troupe serve`'s Prometheus metrics (docs/serving.md lists them), every series labelled with the
+// model's name. Thread-safe as observe::registry is: the families are made once here, updates are
+// lock-free; the per-status and per-version series are made on first use.
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "troupe/observe/metrics.hpp"
+
+namespace troupe::serve {
+
+class serve_metrics {
+ public:
+  serve_metrics(observe::registry& reg, const std::string& model);
+
+  observe::registry& registry() { return reg_; }
+  observe::histogram& request_seconds;  // HTTP request in, answer out (infer routes)
+  observe::histogram& batch_seconds;    // batch sent to a replica, result back
+  observe::histogram& forward_seconds;  // forward on the replica
+  observe::histogram& batch_rows;
+  observe::gauge& queue_rows;
+  observe::gauge& queue_requests;
+  observe::gauge& inflight_batches;
+  observe::gauge& replicas_ready;
+  observe::counter& replica_restarts;
+  observe::counter& retried_batches;
+  observe::counter& swaps_done;
+  observe::counter& swaps_refused;
+
+  // troupe_serve_requests_total{code}
+  void count_request(int status);
+  // troupe_serve_rows_total{version}; troupe_serve_rows_per_second{version} is set by set_rate.
+  void count_rows(const std::string& version, std::size_t rows);
+  void set_rate(const std::string& version, double rows_per_second);
+  // Rows answered so far, by version.
+  std::unordered_map<std::string, double> rows_by_version();
+
+ private:
+  observe::registry& reg_;
+  std::string model_;
+  std::mutex mu_;
+  std::unordered_map<int, observe::counter*> by_status_;
+  std::unordered_map<std::string, observe::counter*> rows_;
+};
+
+}  // namespace troupe::serve

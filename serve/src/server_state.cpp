@@ -1,0 +1,117 @@
+// What a running server tells people and other programs (frontend.hpp): <state>/server.json,
+// rewritten every second (the dashboard lists servers from it; `troupe serve reload` finds the
+// server through it), and the progress line on stderr, like `troupe run`'s.
+#include <unistd.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "frontend.hpp"
+#include "troupe/cluster/job_dir.hpp"
+
+namespace troupe::serve {
+
+using nlohmann::json;
+
+void frontend::write_state(bool final) {
+  auto view = current_view();
+  if (!view) return;  // nothing serves yet
+  auto now = clock_.now();
+  // Rates over the time since the last write (about a second).
+  double dt =
+      last_rate_at_ == clock::time_point{} ? 0 : std::chrono::duration<double>(now - last_rate_at_).count();
+  std::uint64_t ok = requests_ok_.load(), rows = rows_answered_.load();
+  if (dt > 0.2 || last_rate_at_ == clock::time_point{}) {
+    if (dt > 0) {
+      req_rate_ = static_cast<double>(ok - last_ok_) / dt;
+      row_rate_ = static_cast<double>(rows - last_rows_) / dt;
+      for (const auto& [version, total] : metrics_.rows_by_version()) {
+        metrics_.set_rate(version, (total - last_version_rows_[version]) / dt);
+        last_version_rows_[version] = total;
+      }
+      last_latency_ = latencies_.take();
+    }
+    last_ok_ = ok;
+    last_rows_ = rows;
+    last_rate_at_ = now;
+  }
+  auto stats = core_->stats();
+  json replicas = json::array();
+  for (const auto& r : stats.replicas)
+    replicas.push_back({{"node", r.node},
+                        {"incarnation", r.incarnation},
+                        {"generation", r.generation},
+                        {"state", to_string(r.phase)},
+                        {"pid", r.pid},
+                        {"version", r.version},
+                        {"placement", r.placement},
+                        {"inflight", r.inflight}});
+  json swap = nullptr;
+  std::uint64_t restarts;
+  {
+    std::lock_guard lk(mu_);
+    restarts = restarts_;
+    for (const auto& [gen, g] : gens_)
+      if (g.state == gen_state::staging) swap = {{"state", "loading"}, {"version", g.info.version()}};
+    if (swap.is_null() && !last_swap_error_.empty())
+      swap = {{"state", "refused"}, {"error", last_swap_error_}};
+  }
+  json j = {{"name", name_},
+            {"state", final ? "stopped" : "serving"},
+            {"pid", ::getpid()},
+            {"listen", http_ ? http_->address() : ""},
+            {"control_address", control_address_},
+            {"started_ms", started_ms_},
+            {"updated_ms", clock_.wall_ms()},
+            {"model",
+             {{"version", view->info.version()},
+              {"generation", view->generation},
+              {"job_id", view->info.job.id},
+              {"created_unix_ms", view->info.created_unix_ms},
+              {"model", view->info.model},
+              {"model_dir", view->info.dir},
+              {"serving_since_ms", view->serving_since_ms}}},
+            {"replicas_wanted", cfg_.replicas},
+            {"replicas_ready", stats.ready},
+            {"replicas", replicas},
+            {"requests_ok", ok},
+            {"requests_failed", requests_failed_.load()},
+            {"requests_per_s", req_rate_},
+            {"rows_per_s", row_rate_},
+            {"p50_ms", last_latency_.p50 * 1e3},
+            {"p99_ms", last_latency_.p99 * 1e3},
+            {"queue_rows", stats.queued_rows},
+            {"restarts", restarts},
+            {"swap", swap}};
+  (void)cluster::write_file_atomic(state_dir_ + "/server.json",
+                                   j.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+}
+
+void frontend::print_progress(bool final) {
+  auto view = current_view();
+  if (!cfg_.progress || !core_ || !view) return;
+  auto now = clock_.now();
+  bool tty = ::isatty(STDERR_FILENO);
+  if (!final && last_progress_ &&
+      now - *last_progress_ < (tty ? std::chrono::milliseconds(900) : std::chrono::seconds(2)))
+    return;
+  last_progress_ = now;
+  auto stats = core_->stats();
+  std::string swap;
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& [gen, g] : gens_)
+      if (g.state == gen_state::staging) swap = "  loading " + g.info.version();
+  }
+  double secs = std::chrono::duration<double>(now - started_).count();
+  std::fprintf(
+      stderr,
+      "%s[%6.1fs] %s %s  replicas %zu/%zu  %7.0f req/s  %8.0f rows/s  p50 %.2f ms  p99 %.2f ms  queue %zu  "
+      "errors %llu  restarts %llu%s%s",
+      tty ? "\r" : "", secs, name_.c_str(), view->info.version().c_str(), stats.ready, cfg_.replicas,
+      req_rate_, row_rate_, last_latency_.p50 * 1e3, last_latency_.p99 * 1e3, stats.queued_rows,
+      static_cast<unsigned long long>(requests_failed_.load()), static_cast<unsigned long long>(restarts_),
+      swap.c_str(), tty && !final ? "" : "\n");
+}
+
+}  // namespace troupe::serve

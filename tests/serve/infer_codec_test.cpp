@@ -1,0 +1,218 @@
+// The infer request's JSON (serve/src/infer_codec.hpp): what is accepted, and for each bad input
+// the message that names the field and what was expected; the answer's JSON.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "../../serve/src/infer_codec.hpp"
+
+namespace troupe::serve {
+namespace {
+
+using nlohmann::json;
+
+model_shape dense_model() {
+  model_shape s;
+  s.dense_dim = 3;
+  s.max_rows = 4;
+  s.kind = model::output_kind::multiclass;
+  s.width = 3;
+  s.class_names = {"a", "b", "c"};
+  return s;
+}
+
+model_shape sparse_model() {
+  model_shape s;
+  s.takes_ids = true;
+  s.dense_dim = 2;
+  s.fields = 2;
+  s.max_rows = 4;
+  s.kind = model::output_kind::binary;
+  s.width = 1;
+  return s;
+}
+
+std::string bad(const std::string& body, const model_shape& s = dense_model()) {
+  auto r = parse_infer_request(body, s);
+  EXPECT_FALSE(r) << body;
+  return r ? "" : r.err().context();
+}
+
+TEST(infer_codec, reads_flat_and_nested_data_in_any_key_order) {
+  auto r = parse_infer_request(
+      R"({"id": "q7", "parameters": {"x": [1, {"y": 2}]},
+          "inputs": [{"data": [[1, 2.5, -3], [4e-1, 0, 1]], "parameters": {"content_type": "x"},
+                      "shape": [2, 3], "datatype": "FP32", "name": "dense"}],
+          "outputs": [{"name": "class_ids"}, {"name": "logits"}]})",
+      dense_model());
+  ASSERT_TRUE(r) << r.err().context();
+  EXPECT_EQ(r->id, "q7");
+  EXPECT_EQ(r->rows, 2u);
+  EXPECT_EQ(r->dense, (std::vector<float>{1, 2.5f, -3, 0.4f, 0, 1}));
+  EXPECT_EQ(r->outputs, out_class_ids | out_logits);
+  auto s = parse_infer_request(
+      R"({"inputs": [{"name": "ids", "datatype": "INT64", "shape": [1, 2], "data": [5, 9007199254740993]},
+                     {"name": "dense", "datatype": "FP32", "shape": [1, 2], "data": [1, 2]}]})",
+      sparse_model());
+  ASSERT_TRUE(s) << s.err().context();
+  EXPECT_EQ(s->ids, (std::vector<std::int64_t>{5, 9007199254740993}));  // exact beyond 2^53
+  EXPECT_EQ(s->outputs, 0u);
+}
+
+TEST(infer_codec, every_bad_input_names_the_field_and_the_expected_shape) {
+  EXPECT_EQ(bad("{\"inputs\": [}"),
+            "malformed JSON (byte 13): parse error at line 1, column 13: syntax error while parsing value - "
+            "unexpected '}'; expected '[', '{', or a literal");
+  EXPECT_EQ(bad(""),
+            "malformed JSON (byte 1): parse error at line 1, column 1: syntax error while parsing value - "
+            "unexpected end of input; expected '[', '{', or a literal");
+  EXPECT_EQ(bad("[1, 2]"), "the request must be a JSON object with \"inputs\", got an array");
+  EXPECT_EQ(bad("3"), "the request must be a JSON object with \"inputs\", got a number");
+  EXPECT_EQ(bad("{}"), "'inputs' missing: this model takes 'dense' FP32 [rows, 3]");
+  EXPECT_EQ(bad(R"({"inputs": {"name": "dense"}})"), "'inputs' must be an array of tensors, got an object");
+  EXPECT_EQ(bad(R"({"inputs": [3]})"), "inputs[0]: expected a tensor object, got a number");
+  EXPECT_EQ(bad(R"({"inputs": [{"datatype": "FP32"}]})"),
+            "inputs[0]: no name; this model takes 'dense' FP32 [rows, 3]");
+  EXPECT_EQ(bad(R"({"inputs": [{"name": "pixels"}]})"),
+            "inputs[0].name 'pixels': this model takes 'dense' FP32 [rows, 3]");
+  EXPECT_EQ(bad(R"({"inputs": [{"name": "ids"}]})"),
+            "inputs[0].name 'ids': this model takes 'dense' FP32 [rows, 3] (no ids: its forward is "
+            "forward(dense))");
+  EXPECT_EQ(bad(R"({"inputs": [{"name": "dense", "datatype": "FP64", "shape": [1, 3], "data": [1, 2, 3]}]})"),
+            "inputs[0] 'dense': datatype \"FP64\", expected \"FP32\"");
+  EXPECT_EQ(bad(R"({"inputs": [{"name": "dense", "shape": [1, 3], "data": [1, 2, 3]}]})"),
+            "inputs[0] 'dense': no datatype; expected \"FP32\"");
+  EXPECT_EQ(bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [2, 5], "data": [1]}]})"),
+            "inputs[0] 'dense': shape [2, 5], expected [rows, 3] (rows 1 to 4)");
+  EXPECT_EQ(bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [3], "data": [1, 2, 3]}]})"),
+            "inputs[0] 'dense': shape [3], expected [rows, 3] (rows 1 to 4)");
+  EXPECT_EQ(bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [0, 3], "data": []}]})"),
+            "inputs[0] 'dense': shape [0, 3]: no rows (rows 1 to 4)");
+  EXPECT_EQ(
+      bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [5, 3], "data": []}]})"),
+      "inputs[0] 'dense': shape [5, 3]: 5 rows; this server takes at most 4 rows per request (max_batch)");
+  EXPECT_EQ(bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [2, 3], "data": [1, 2, 3]}]})"),
+            "inputs[0] 'dense': 3 values in data for shape [2, 3] (6 expected)");
+  EXPECT_EQ(
+      bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 3], "data": [1, "2", 3]}]})"),
+      "inputs[0] 'dense'.data[1]: a string; tensor data are numbers (the binary data extension is not "
+      "supported)");
+  EXPECT_EQ(
+      bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 3], "data": [1, null, 3]}]})"),
+      "inputs[0] 'dense'.data[1]: null; tensor data are numbers");
+  EXPECT_EQ(
+      bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 1e300]}]})"),
+      "inputs[0] 'dense': data[2] is 1e+300, outside FP32's range");
+  EXPECT_EQ(bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, -3], "data": []}]})"),
+            "inputs[0] 'dense'.shape: expected non-negative integers, got -3.0");
+  EXPECT_EQ(bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": "1,3", "data": []}]})"),
+            "inputs[0] 'dense'.shape: expected an array, got a string");
+  EXPECT_EQ(
+      bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 3], "data": [{"x": 1}]}]})"),
+      "inputs[0] 'dense'.data: expected numbers, got an object");
+  EXPECT_EQ(bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]},
+                               {"name": "dense", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}]})"),
+            "inputs[1] 'dense': given twice");
+  EXPECT_EQ(bad(R"({"id": 7, "inputs": []})"), "'id' must be a string, got a number");
+  EXPECT_EQ(
+      bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}],
+                    "outputs": [{"name": "embedding"}]})"),
+      "outputs[0].name 'embedding': this model's outputs are logits, probabilities, class_ids, class_names");
+  // Sparse model.
+  auto s = sparse_model();
+  EXPECT_EQ(bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 2], "data": [1, 2]}]})", s),
+            "input 'ids' missing: this model takes 'dense' FP32 [rows, 2] and 'ids' INT64 [rows, 2]");
+  EXPECT_EQ(bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 2], "data": [1, 2]},
+                               {"name": "ids", "datatype": "INT64", "shape": [1, 2], "data": [1, 2.5]}]})",
+                s),
+            "inputs[1] 'ids': data[1] is 2.5, not an INT64");
+  EXPECT_EQ(bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 2], "data": [1, 2]},
+                               {"name": "ids", "datatype": "INT32", "shape": [1, 2], "data": [1, 2]}]})",
+                s),
+            "inputs[1] 'ids': datatype \"INT32\", expected \"INT64\"");
+  EXPECT_EQ(bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 2], "data": [1, 2]},
+                               {"name": "ids", "datatype": "INT64", "shape": [2, 2], "data": [1, 2, 3, 4]}]})",
+                s),
+            "inputs[1] 'ids' has 2 rows, 'dense' 1: one row of each per example");
+  EXPECT_EQ(bad(R"({"inputs": [{"name": "ids", "datatype": "INT64", "shape": [1, 2], "data": [1, 2]}],
+                    "outputs": [{"name": "class_ids"}]})",
+                s),
+            "input 'dense' missing: this model takes 'dense' FP32 [rows, 2] and 'ids' INT64 [rows, 2]");
+}
+
+TEST(infer_codec, deep_nesting_is_refused_without_recursion) {
+  std::string deep = R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 3], "data": )" +
+                     std::string(100000, '[') + "1" + std::string(100000, ']') + "}]}";
+  EXPECT_EQ(bad(deep), "the request is nested deeper than 64");
+}
+
+TEST(infer_codec, random_bytes_never_crash_the_parser) {
+  std::mt19937 rng(11);
+  const std::string base =
+      R"({"id": "x", "inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}]})";
+  int accepted = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string s = base;
+    int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      std::size_t at = rng() % s.size();
+      switch (rng() % 3) {
+        case 0:
+          s[at] = static_cast<char>(rng() % 256);
+          break;
+        case 1:
+          s.erase(at, 1 + rng() % 8);
+          break;
+        default:
+          s.insert(at, 1, "[]{}\",:0-e."[rng() % 12]);
+          break;
+      }
+      if (s.empty()) s.push_back('{');
+    }
+    auto r = parse_infer_request(s, dense_model());
+    if (r) {
+      ++accepted;
+      EXPECT_EQ(r->dense.size(), r->rows * 3);
+    } else {
+      EXPECT_FALSE(r.err().context().empty());
+    }
+  }
+  EXPECT_GT(accepted, 0);
+}
+
+TEST(infer_codec, the_answer_has_logits_probabilities_and_class_ids) {
+  float logits[] = {1, 2, 3, 0, 0, 0};
+  auto text = encode_infer_response("m", "job@1", "q\"1", logits, 2, dense_model(), 0);
+  auto j = json::parse(text);
+  EXPECT_EQ(j["model_name"], "m");
+  EXPECT_EQ(j["model_version"], "job@1");
+  EXPECT_EQ(j["id"], "q\"1");
+  ASSERT_EQ(j["outputs"].size(), 4u);
+  EXPECT_EQ(j["outputs"][0]["name"], "logits");
+  EXPECT_EQ(j["outputs"][0]["shape"], json::array({2, 3}));
+  EXPECT_EQ(j["outputs"][0]["data"], json::array({1.0, 2.0, 3.0, 0.0, 0.0, 0.0}));
+  auto p = j["outputs"][1]["data"];
+  EXPECT_NEAR(p[0].get<double>(), 0.09003057, 1e-7);
+  EXPECT_NEAR(p[2].get<double>(), 0.66524096, 1e-7);
+  EXPECT_NEAR(p[3].get<double>(), 1.0 / 3, 1e-7);
+  EXPECT_EQ(j["outputs"][2]["name"], "class_ids");
+  EXPECT_EQ(j["outputs"][2]["datatype"], "INT64");
+  EXPECT_EQ(j["outputs"][2]["data"], json::array({2, 0}));
+  EXPECT_EQ(j["outputs"][3]["data"], json::array({"c", "a"}));
+  // Binary: one logit, its sigmoid, no class ids; outputs picked.
+  float one[] = {0.0f, -2.0f};
+  j = json::parse(encode_infer_response("m", "v", "", one, 2, sparse_model(), out_probabilities));
+  EXPECT_FALSE(j.contains("id"));
+  ASSERT_EQ(j["outputs"].size(), 1u);
+  EXPECT_EQ(j["outputs"][0]["shape"], json::array({2, 1}));
+  EXPECT_NEAR(j["outputs"][0]["data"][1].get<double>(), 0.11920292, 1e-7);
+  // Floats round-trip exactly.
+  float odd[] = {0.1f, 1e-30f, 3.4028235e38f};
+  auto s = sparse_model();
+  j = json::parse(encode_infer_response("m", "v", "", odd, 3, s, out_logits));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(j["outputs"][0]["data"][i].get<float>(), odd[i]);
+}
+
+}  // namespace
+}  // namespace troupe::serve

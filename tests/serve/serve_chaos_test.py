@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""`troupe serve` under a fixed-rate load while replicas are SIGKILLed and the model is swapped.
+
+  serve_chaos_test.py TROUPE WORK_DIR [kill_and_swap|hup_and_watch]
+
+kill_and_swap  2 replicas of the mlp at RATE requests/s (default 100) for ~14 s, from an open-loop
+               generator (requests go out on schedule, whether or not earlier ones were answered):
+               a replica SIGKILLed; `troupe serve reload` to a newer version (mlp_v2); reloads of
+               a model that cannot load and of one with other outputs, both refused while v2 keeps
+               serving; a replica of the new generation SIGKILLed. Zero failed requests; every answer
+               from exactly one version and equal to that version's PyTorch outputs; every request
+               sent after the reload returned answered by v2; p99 during each event against p99
+               outside them.
+hup_and_watch  SIGHUP re-reads the served directory after a job replaced it (rename into place);
+               `--watch DIR` moves to a newer job's model/ on its own, refuses an incompatible one.
+"""
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import requests
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_lib import Server, TestFailure, check_answer, fail, infer_body, log, make_models  # noqa: E402
+
+
+def load_ref(models, name):
+    with open(os.path.join(models, name, "reference.json")) as f:
+        return json.load(f)
+
+
+def version_of(models, name):
+    with open(os.path.join(models, name, "model.json")) as f:
+        m = json.load(f)
+    return f"{m['job']['id']}@{m['created_unix_ms']}"
+
+
+class OpenLoop:
+    """Requests at a fixed rate on a pool of keep-alive sessions; records each one's send time,
+    latency (from its scheduled time: no coordinated omission), status and answer."""
+
+    def __init__(self, url, refs, rate, workers=32):
+        self.url, self.refs, self.rate = url, refs, rate
+        self.results = []
+        self.lock = threading.Lock()
+        self.stop_at = None
+        self.pool = ThreadPoolExecutor(max_workers=workers)
+        self.local = threading.local()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def session(self):
+        if not hasattr(self.local, "s"):
+            self.local.s = requests.Session()
+        return self.local.s
+
+    def one(self, scheduled, row):
+        ref = next(iter(self.refs.values()))
+        status, answer, err = None, None, None
+        try:
+            r = self.session().post(self.url, json=infer_body(ref, [row]), timeout=30)
+            status = r.status_code
+            answer = r.json() if status == 200 else r.text[:300]
+        except Exception as e:  # noqa: BLE001
+            err = repr(e)
+            self.local.s = requests.Session()
+        done = time.time()
+        with self.lock:
+            self.results.append({"t": scheduled, "latency": done - scheduled, "status": status, "row": row,
+                                 "answer": answer, "error": err})
+
+    def run(self):
+        start = time.time()
+        n = 0
+        rng = random.Random(3)
+        rows = len(next(iter(self.refs.values()))["dense"])
+        while self.stop_at is None or time.time() < self.stop_at:
+            scheduled = start + n / self.rate
+            delay = scheduled - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            self.pool.submit(self.one, scheduled, rng.randrange(rows))
+            n += 1
+
+    def start(self):
+        self.thread.start()
+
+    def finish(self):
+        self.stop_at = time.time()
+        self.thread.join()
+        self.pool.shutdown(wait=True)
+        return self.results
+
+
+def p99(xs):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(0.99 * len(xs)))] * 1e3 if xs else float("nan")
+
+
+def reload(troupe, root, name, model_dir, expect_ok=True):
+    out = subprocess.run([troupe, "serve", "reload", "--root", root, "--name", name, model_dir],
+                         capture_output=True, text=True, timeout=120)
+    if (out.returncode == 0) != expect_ok:
+        fail(f"serve reload {model_dir}: exit {out.returncode}: {out.stdout} {out.stderr}")
+    return out.stdout + out.stderr
+
+
+def replica_pids(srv, generation=None):
+    return {r["node"]: r["pid"] for r in srv.state()["replicas"]
+            if r["state"] == "ready" and r["pid"] and (generation is None or r["generation"] == generation)}
+
+
+def wait_for(pred, what, timeout=120):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    fail(f"timed out waiting for {what}")
+
+
+def kill_and_swap(troupe, work, models):
+    rate = float(os.environ.get("RATE", "100"))
+    root = os.path.join(work, "jobs")
+    refs = {version_of(models, "mlp"): load_ref(models, "mlp"), version_of(models, "mlp_v2"): load_ref(models, "mlp_v2")}
+    v1, v2 = version_of(models, "mlp"), version_of(models, "mlp_v2")
+    srv = Server(troupe, os.path.join(models, "mlp"), root, "mlp", "--replicas", "2", "--max-batch", "16")
+    events = []
+    try:
+        srv.wait_ready()
+        gen = OpenLoop(srv.infer_url(), {v1: refs[v1]}, rate)
+        gen.start()
+        time.sleep(2)
+        victim, pid = sorted(replica_pids(srv, 1).items())[0]
+        t0 = time.time()
+        os.kill(pid, signal.SIGKILL)
+        log(f"SIGKILLed {victim} (pid {pid})")
+        wait_for(lambda: len(replica_pids(srv, 1)) == 2 and victim in replica_pids(srv, 1)
+                 and replica_pids(srv, 1)[victim] != pid, "the killed replica's replacement")
+        events.append(("kill", t0, time.time()))
+        time.sleep(1.5)
+        t0 = time.time()
+        said = reload(troupe, root, "mlp", os.path.join(models, "mlp_v2"))
+        swapped_at = time.time()
+        events.append(("swap", t0, swapped_at))
+        if f"now serves version {v2}" not in said:
+            fail(f"reload said: {said}")
+        log(f"reload to v2 took {swapped_at - t0:.2f} s: {said.strip()}")
+        time.sleep(1)
+        said = reload(troupe, root, "mlp", os.path.join(models, "broken"), expect_ok=False)
+        if "not a TorchScript archive" not in said:
+            fail(f"reload of a broken model: {said}")
+        said = reload(troupe, root, "mlp", os.path.join(models, "wide"), expect_ok=False)
+        if "output.logits 5 -> 7" not in said:
+            fail(f"reload of an incompatible model: {said}")
+        said = reload(troupe, root, "mlp", os.path.join(models, "nowhere"), expect_ok=False)
+        if "No such file or directory" not in said:
+            fail(f"reload of a missing directory: {said}")
+        meta = requests.get(f"{srv.url}/v2/models/mlp", timeout=5).json()
+        if meta["versions"] != [v2] or meta["troupe"]["swap"]["state"] != "refused":
+            fail(f"metadata after the refusals: {meta}")
+        log("refused: a model.pt that is not TorchScript, a model with 7 classes, a missing directory; v2 serves")
+        time.sleep(1)
+        victim, pid = sorted(replica_pids(srv, 2).items())[-1]
+        t0 = time.time()
+        os.kill(pid, signal.SIGKILL)
+        log(f"SIGKILLed {victim} (pid {pid}) of the new generation")
+        wait_for(lambda: len(replica_pids(srv, 2)) == 2 and replica_pids(srv, 2).get(victim) not in (None, pid),
+                 "the new generation's replacement")
+        events.append(("kill2", t0, time.time()))
+        time.sleep(1.5)
+        results = gen.finish()
+        metrics = requests.get(srv.url + "/metrics", timeout=5).text
+    finally:
+        srv.stop()
+    failed = [r for r in results if r["status"] != 200]
+    if failed:
+        fail(f"{len(failed)} of {len(results)} requests failed: {failed[:3]}")
+    versions = {}
+    for r in results:
+        v = r["answer"]["model_version"]
+        versions[v] = versions.get(v, 0) + 1
+        if v not in refs:
+            fail(f"an answer from version {v}")
+        if problems := check_answer(r["answer"], refs[v], [r["row"]]):
+            fail(f"an answer of {v} is not {v}'s: {problems}")
+        if r["t"] > swapped_at and v != v2:
+            fail(f"a request sent {r['t'] - swapped_at:.3f} s after the swap returned was answered by {v}")
+        if r["t"] < events[1][1] and v != v1:
+            fail(f"a request sent before the reload was answered by {v}")
+    lat = [r["latency"] for r in results]
+    inside = lambda r, e: e[1] <= r["t"] <= e[2] + 0.5  # noqa: E731
+    outside = [r["latency"] for r in results if not any(inside(r, e) for e in events)]
+    lines = [f"{len(results)} requests at {rate:.0f}/s, 0 failed, versions {versions}; p99 outside events "
+             f"{p99(outside):.1f} ms (all: {p99(lat):.1f} ms)"]
+    for name, a, b in events:
+        during = [r["latency"] for r in results if inside(r, (name, a, b))]
+        lines.append(f"  {name}: {b - a:.2f} s, {len(during)} requests, p99 {p99(during):.1f} ms")
+    log("\n".join(lines))
+    for series, least in (('troupe_serve_replica_restarts_total{model="mlp"}', 2),
+                          ('troupe_serve_swaps_total{model="mlp",result="done"}', 1),
+                          ('troupe_serve_swaps_total{model="mlp",result="refused"}', 3)):
+        line = [ln for ln in metrics.splitlines() if ln.startswith(series + " ")]
+        if not line or float(line[0].split()[-1]) < least:
+            fail(f"/metrics: {series} {line}, expected >= {least}")
+
+
+def hup_and_watch(troupe, work, models):
+    root = os.path.join(work, "jobs")
+    v1, v2 = version_of(models, "mlp"), version_of(models, "mlp_v2")
+    served = os.path.join(work, "served")
+    shutil.rmtree(served, ignore_errors=True)
+    shutil.copytree(os.path.join(models, "mlp"), served)
+    srv = Server(troupe, served, root, "hup")
+    try:
+        srv.wait_ready()
+        # A job writes its model next to its place and renames it there.
+        tmp = served + ".tmp-x"
+        shutil.copytree(os.path.join(models, "mlp_v2"), tmp)
+        shutil.rmtree(served)
+        os.rename(tmp, served)
+        srv.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: requests.get(f"{srv.url}/v2/models/hup", timeout=5).json()["versions"] == [v2],
+                 "SIGHUP to move to the directory's new model")
+        r = requests.post(srv.infer_url(), json=infer_body(load_ref(models, "mlp_v2"), [3]), timeout=5).json()
+        if r["model_version"] != v2 or check_answer(r, load_ref(models, "mlp_v2"), [3]):
+            fail(f"after SIGHUP: {r}")
+        log("SIGHUP: the replaced directory's model serves")
+    finally:
+        srv.stop()
+    watched = os.path.join(work, "watched")
+    shutil.rmtree(watched, ignore_errors=True)
+    os.makedirs(watched)
+    shutil.copytree(os.path.join(models, "mlp"), os.path.join(watched, "job-a", "model"))
+    srv = Server(troupe, os.path.join(watched, "job-a", "model"), root, "watch", "--set", "serve.watch_interval_ms=200",
+                 "--watch", watched)
+    try:
+        srv.wait_ready()
+        # An incompatible newer model is skipped; a compatible one is taken.
+        shutil.copytree(os.path.join(models, "wide"), os.path.join(watched, "job-w", "model"))
+        time.sleep(1)
+        if requests.get(f"{srv.url}/v2/models/watch", timeout=5).json()["versions"] != [v1]:
+            fail("--watch took a model with other outputs")
+        shutil.copytree(os.path.join(models, "mlp_v2"), os.path.join(watched, "job-b", "model"))
+        t0 = time.time()
+        wait_for(lambda: requests.get(f"{srv.url}/v2/models/watch", timeout=5).json()["versions"] == [v2],
+                 "--watch to move to the newer job's model")
+        log(f"--watch: job-b's model serves {time.time() - t0:.2f} s after it appeared; job-w's (7 classes) skipped")
+    finally:
+        srv.stop()
+
+
+def main():
+    troupe, work = sys.argv[1], sys.argv[2]
+    which = sys.argv[3:] or ["kill_and_swap", "hup_and_watch"]
+    os.makedirs(work, exist_ok=True)
+    models = make_models(os.path.join(work, "models"))
+    try:
+        for w in which:
+            globals()[w](troupe, work, models)
+    except TestFailure:
+        sys.exit(1)
+    log("ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,456 @@
+#!/usr/bin/env python3
+"""`troupe serve` through real clients (python3-requests, urllib, wrk) on loopback.
+
+  serve_http_test.py TROUPE WORK_DIR [answers|bad_input|fuzz|wrk]
+
+answers    a dense multiclass MLP, a binary LR and a sparse DeepFM (models made with PyTorch,
+           make_models.py) served and queried: every output equals PyTorch's to 1e-5, one row
+           and several, through requests and urllib; the metadata and health routes.
+bad_input  every bad input of docs/serving.md with its status and message: 413, 400 for wrong
+           shapes, types and names and malformed JSON, 404, 405, 431, slow clients closed after
+           read_timeout_ms, too many connections (503), each without harm to another client's
+           requests; then a slow model (~10 ms a forward) flooded: 503 with Retry-After past the
+           queue's bound, 504 past request_timeout_ms.
+fuzz       FUZZ_SECONDS (default 8) of random requests from 4 threads: never a 500, never a hang,
+           never a crash; valid requests answered right throughout.
+wrk        wrk with the benchmark's POST script: every answer 2xx.
+"""
+import http.client
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import requests
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_lib import Server, TestFailure, check_answer, fail, free_port, infer_body, log, make_models  # noqa: E402
+
+SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def load_ref(models, name):
+    with open(os.path.join(models, name, "reference.json")) as f:
+        return json.load(f)
+
+
+def answers(troupe, work, models):
+    for name in ("mlp", "lr", "deepfm"):
+        ref = load_ref(models, name)
+        srv = Server(troupe, os.path.join(models, name), os.path.join(work, "jobs"), name, "--replicas", "2")
+        try:
+            srv.wait_ready()
+            # Every row at once, then one row at a time (each through its own batch or another's).
+            r = requests.post(srv.infer_url(), json=infer_body(ref), timeout=10)
+            if r.status_code != 200:
+                fail(f"{name}: {r.status_code} {r.text}")
+            a = r.json()
+            if a["model_name"] != name or a["id"] != "t":
+                fail(f"{name}: {a['model_name']} {a.get('id')}")
+            if problems := check_answer(a, ref):
+                fail(f"{name}: {problems[:5]}")
+            for row in range(len(ref["dense"])):
+                req = urllib.request.Request(srv.infer_url(), data=json.dumps(infer_body(ref, [row])).encode(),
+                                             headers={"Content-Type": "application/json"}, method="POST")
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    one = json.loads(resp.read())
+                if problems := check_answer(one, ref, [row]):
+                    fail(f"{name} row {row}: {problems}")
+            # Concurrent single rows: batched together, each answered with its own row.
+            results = {}
+
+            def ask(row):
+                s = requests.Session()
+                for _ in range(5):
+                    results.setdefault(row, []).append(s.post(srv.infer_url(), json=infer_body(ref, [row]), timeout=10))
+
+            threads = [threading.Thread(daemon=True, target=ask, args=(row,)) for row in range(len(ref["dense"]))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            for row, rs in results.items():
+                for resp in rs:
+                    if resp.status_code != 200 or check_answer(resp.json(), ref, [row]):
+                        fail(f"{name}: concurrent row {row}: {resp.status_code} {resp.text[:300]}")
+            meta = requests.get(f"{srv.url}/v2/models/{name}", timeout=5).json()
+            version = f"job-{name}-1@"
+            if not meta["versions"][0].startswith(version) or meta["troupe"]["job_id"] != f"job-{name}-1":
+                fail(f"{name}: metadata {meta}")
+            want_inputs = [{"name": "dense", "datatype": "FP32", "shape": [-1, len(ref["dense"][0])]}]
+            if "ids" in ref:
+                want_inputs.append({"name": "ids", "datatype": "INT64", "shape": [-1, len(ref["ids"][0])]})
+            if meta["inputs"] != want_inputs or meta["platform"] != "pytorch_torchscript":
+                fail(f"{name}: inputs {meta['inputs']}")
+            outs = [o["name"] for o in meta["outputs"]]
+            if outs != (["logits", "probabilities", "class_ids", "class_names"] if name == "mlp"
+                        else ["logits", "probabilities"]):
+                fail(f"{name}: outputs {outs}")
+            if a["model_version"] != meta["versions"][0]:
+                fail(f"{name}: answer version {a['model_version']} vs {meta['versions']}")
+            for path, want in ((f"/v2/models/{name}/ready", {"name": name, "ready": True}),
+                               ("/v2/health/ready", {"ready": True}), ("/v2/health/live", {"live": True})):
+                got = requests.get(srv.url + path, timeout=5)
+                if got.status_code != 200 or got.json() != want:
+                    fail(f"{path}: {got.status_code} {got.text}")
+            v2 = requests.get(srv.url + "/v2", timeout=5).json()
+            if v2["name"] != "troupe":
+                fail(f"/v2: {v2}")
+            by_version = requests.post(f"{srv.url}/v2/models/{name}/versions/{meta['versions'][0]}/infer",
+                                       json=infer_body(ref, [0]), timeout=10)
+            if by_version.status_code != 200:
+                fail(f"versions/<v>/infer: {by_version.status_code} {by_version.text}")
+            metrics = requests.get(srv.url + "/metrics", timeout=5).text
+            for series in ("troupe_serve_request_seconds_bucket", "troupe_serve_batch_rows_bucket",
+                           "troupe_serve_queue_rows", f'troupe_serve_rows_total{{model="{name}",version="{version}',
+                           "troupe_serve_replica_restarts_total", "troupe_serve_rows_per_second"):
+                if series not in metrics:
+                    fail(f"/metrics lacks {series}")
+            state = srv.state()
+            if state["state"] != "serving" or state["replicas_ready"] != 2 or len(state["replicas"]) != 2:
+                fail(f"server.json: {state}")
+            if name == "mlp":
+                dashboard_lists(troupe, srv)
+            log(f"{name}: answers equal PyTorch's ({len(ref['dense'])} rows), metadata and health right")
+        finally:
+            srv.stop()
+        if srv.state()["state"] != "stopped":
+            fail("server.json does not say stopped after SIGTERM")
+        if "[" not in srv.output() or "req/s" not in srv.output():
+            fail("no progress line:\n" + srv.output())
+
+
+def dashboard_lists(troupe, srv):
+    """`troupe dashboard` over the same root lists the running server (from its server.json)."""
+    port = free_port()
+    dash = subprocess.Popen([troupe, "dashboard", "--root", srv.root, "--listen", f"127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        end = time.time() + 20
+        while True:
+            try:
+                servers = requests.get(f"http://127.0.0.1:{port}/api/servers", timeout=2).json()["servers"]
+                row = [s for s in servers if s["name"] == srv.name]
+                if row and row[0]["state"] == "serving" and row[0]["replicas_ready"] == 2:
+                    break
+            except requests.RequestException:
+                pass
+            if time.time() > end:
+                fail(f"the dashboard does not list {srv.name} as serving")
+            time.sleep(0.1)
+        if row[0]["url"] != f"http://127.0.0.1:{srv.port}/v2/models/{srv.name}":
+            fail(f"dashboard row: {row[0]}")
+        jobs = requests.get(f"http://127.0.0.1:{port}/api/jobs", timeout=2).json()["jobs"]
+        if any(j["id"] == "serve" for j in jobs):
+            fail("the dashboard lists serve/ as a job")
+    finally:
+        dash.terminate()
+        dash.wait(timeout=10)
+    log("the dashboard lists the server")
+
+
+def expect(resp, status, *fragments):
+    body = resp.text if hasattr(resp, "text") else resp
+    if resp.status_code != status or any(f not in body for f in fragments):
+        fail(f"expected {status} with {fragments}, got {resp.status_code}: {body[:500]}")
+
+
+def raw_request(port, data, read=True, timeout=5):
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        if not read:
+            return b""
+        out = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                break
+            if not chunk:
+                break
+            out += chunk
+        return out
+
+
+def bad_input(troupe, work, models):
+    ref = load_ref(models, "mlp")
+    root = os.path.join(work, "jobs")
+    stops = []
+    srv = Server(troupe, os.path.join(models, "mlp"), root, "mlp", "--max-batch", "8",
+                 "--set", "serve.max_body_bytes=65536", "--set", "serve.read_timeout_ms=700",
+                 "--set", "serve.max_connections=24")
+    try:
+        srv.wait_ready()
+        url = srv.infer_url()
+        good = infer_body(ref, [0])
+        # Another client's requests go on meanwhile, and must all succeed.
+        stop = threading.Event()
+        bystander = {"ok": 0, "bad": []}
+
+        def by():
+            s = requests.Session()
+            while not stop.is_set():
+                try:
+                    r = s.post(url, json=good, timeout=10)
+                    if r.status_code == 200 and not check_answer(r.json(), ref, [0]):
+                        bystander["ok"] += 1
+                    else:
+                        bystander["bad"].append(f"{r.status_code} {r.text[:200]}")
+                except requests.RequestException as e:
+                    bystander["bad"].append(repr(e))
+                time.sleep(0.01)
+
+        t = threading.Thread(daemon=True, target=by)
+        t.start()
+        stops.append(stop)
+        post = lambda body, **kw: requests.post(url, data=body, timeout=10, **kw)  # noqa: E731
+        expect(post("x" * 70000), 413, "request body too large")
+        expect(post("{\"inputs\": ["), 400, "malformed JSON", "\"error\"")
+        expect(post("not json"), 400, "malformed JSON (byte 2)")
+        expect(post(json.dumps({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 11],
+                                            "data": [0] * 11}]})),
+               400, "inputs[0] 'dense': shape [1, 11], expected [rows, 12] (rows 1 to 8)")
+        expect(post(json.dumps({"inputs": [{"name": "dense", "datatype": "INT64", "shape": [1, 12],
+                                            "data": [0] * 12}]})),
+               400, "inputs[0] 'dense': datatype \\\"INT64\\\", expected \\\"FP32\\\"")
+        expect(post(json.dumps({"inputs": [{"name": "image", "datatype": "FP32", "shape": [1, 12],
+                                            "data": [0] * 12}]})),
+               400, "inputs[0].name 'image': this model takes 'dense' FP32 [rows, 12]")
+        expect(post(json.dumps({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 12],
+                                            "data": [0] * 11 + ["x"]}]})),
+               400, "inputs[0] 'dense'.data[11]: a string")
+        expect(post(json.dumps({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [9, 12],
+                                            "data": [0] * 108}]})),
+               400, "9 rows; this server takes at most 8 rows per request (max_batch)")
+        expect(post(json.dumps({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [2, 12],
+                                            "data": [0] * 12}]})),
+               400, "12 values in data for shape [2, 12] (24 expected)")
+        expect(post(json.dumps({"outputs": []})), 400, "'inputs' missing")
+        expect(requests.post(f"{srv.url}/v2/models/other/infer", json=good, timeout=5), 404,
+               "model 'other' not found: this server serves 'mlp'")
+        expect(requests.post(f"{srv.url}/v2/models/mlp/versions/nope/infer", json=good, timeout=5), 404,
+               "version 'nope' not found")
+        r = requests.get(url, timeout=5)
+        expect(r, 405, "allowed: POST")
+        if r.headers.get("Allow") != "POST":
+            fail(f"405 without Allow: {r.headers}")
+        expect(requests.get(srv.url + "/nothing", timeout=5), 404, "no such route")
+        expect(requests.post(url, data=b"\x00\x01", headers={"Inference-Header-Content-Length": "2"}, timeout=5),
+               400, "binary tensor data extension is not supported")
+        # Headers over 8 KiB: 431; garbage: 400.
+        big = raw_request(srv.port, b"GET /v2 HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n")
+        if not big.startswith(b"HTTP/1.1 431"):
+            fail(f"huge headers: {big[:100]}")
+        garbage = raw_request(srv.port, b"\x16\x03\x01\x02\x00 garbage\r\n\r\n")
+        if not garbage.startswith(b"HTTP/1.1 400"):
+            fail(f"garbage: {garbage[:100]}")
+        # A slow client (half a request line, then silence) is closed after read_timeout_ms.
+        t0 = time.time()
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+            s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"inp")
+            if s.recv(100) not in (b"",) and time.time() - t0 > 5:
+                fail("slow client answered late")
+        took = time.time() - t0
+        if not 0.5 < took < 3:
+            fail(f"slow client closed after {took:.2f} s (read_timeout_ms 700)")
+        # Too many connections: past max_connections, 503 at once; the server serves again after.
+        idle = [socket.create_connection(("127.0.0.1", srv.port)) for _ in range(30)]
+        time.sleep(0.2)
+        over = raw_request(srv.port, b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        if not over.startswith(b"HTTP/1.1 503") or b"too many clients" not in over:
+            fail(f"connection {len(idle) + 1} over max_connections 24: {over[:200]}")
+        for s in idle:
+            s.close()
+        time.sleep(0.3)
+        expect(requests.post(url, json=good, timeout=5), 200, "logits")
+        stop.set()
+        t.join()
+        if bystander["bad"] or bystander["ok"] < 5:
+            fail(f"the bystander's requests: {bystander['ok']} right, failed: {bystander['bad'][:5]}")
+        log(f"400/404/405/413/431 each with its message; slow client closed after {took:.2f} s; "
+            f"503 past max_connections; the bystander's {bystander['ok']} requests all right")
+    finally:
+        for s in stops:
+            s.set()
+        srv.stop()
+    # Backpressure and timeouts on a slow model (~10 ms a forward): a tiny queue overflows.
+    slow = Server(troupe, os.path.join(models, "slow"), root, "slow", "--max-batch", "2", "--max-queue-rows", "6",
+                  "--set", "serve.warmup=1", "--set", "serve.pipeline=1", "--set", "serve.request_timeout_ms=20")
+    try:
+        slow.wait_ready()
+        codes = {}
+        lock = threading.Lock()
+        retry_after = []
+
+        def flood():
+            s = requests.Session()
+            for _ in range(6):
+                r = s.post(slow.infer_url(), json=infer_body(ref, [0]), timeout=10)
+                with lock:
+                    codes[r.status_code] = codes.get(r.status_code, 0) + 1
+                    if r.status_code == 503:
+                        retry_after.append(r.headers.get("Retry-After"))
+                        if "the queue is full (max_queue_rows 6" not in r.text:
+                            fail("503 without its reason: " + r.text)
+                    if r.status_code == 504 and "request_timeout_ms (20 ms)" not in r.text:
+                        fail("504 without its reason: " + r.text)
+                    if r.status_code not in (200, 503, 504):
+                        fail(f"{r.status_code}: {r.text}")
+
+        threads = [threading.Thread(daemon=True, target=flood) for _ in range(24)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if not codes.get(503) or not codes.get(504) or not codes.get(200) or set(retry_after) != {"1"}:
+            fail(f"flood of a slow model through a queue of 6 rows: {codes}, Retry-After {set(retry_after)}")
+        metrics = requests.get(slow.url + "/metrics", timeout=5).text
+        if 'troupe_serve_requests_total{model="slow",code="503"}' not in metrics:
+            fail("no 503 count in /metrics")
+        log(f"a slow model flooded by 24 clients: {codes} (503 with Retry-After: 1 past the queue's 6 rows, "
+            f"504 past request_timeout_ms 20)")
+    finally:
+        slow.stop()
+
+
+def fuzz(troupe, work, models):
+    ref = load_ref(models, "deepfm")
+    root = os.path.join(work, "jobs")
+    srv = Server(troupe, os.path.join(models, "deepfm"), root, "deepfm", "--max-batch", "16",
+                 "--set", "serve.read_timeout_ms=1000")
+    seconds = float(os.environ.get("FUZZ_SECONDS", "8"))
+    seed = int(os.environ.get("FUZZ_SEED", str(random.randrange(1 << 30))))
+    log(f"fuzzing for {seconds} s, FUZZ_SEED={seed}")
+    good = json.dumps(infer_body(ref, [0, 1]))
+    problems, counts = [], {}
+    lock = threading.Lock()
+    try:
+        srv.wait_ready()
+
+        def mutate(rng, s):
+            s = bytearray(s.encode())
+            for _ in range(rng.randint(1, 6)):
+                at = rng.randrange(max(1, len(s)))
+                op = rng.randrange(4)
+                if op == 0 and s:
+                    s[at] = rng.randrange(256)
+                elif op == 1:
+                    del s[at:at + rng.randint(1, 30)]
+                elif op == 2:
+                    s[at:at] = rng.choice([b"[", b"]", b"{", b"}", b"\"", b",", b"-1e999", b"null", b"9" * 30,
+                                           b"\"ids\"", b"\"dense\"", b"[[[[", b"\\u0000"])
+                else:
+                    s[at:at] = s[rng.randrange(len(s)):][:rng.randint(1, 200)] if s else b""
+            return bytes(s)
+
+        def worker(k):
+            rng = random.Random(seed + k)
+            sess = requests.Session()
+            end = time.time() + seconds
+            while time.time() < end:
+                kind = rng.randrange(6)
+                try:
+                    if kind == 0:  # raw garbage or broken HTTP
+                        data = bytes(rng.randrange(256) for _ in range(rng.randint(1, 300)))
+                        raw_request(srv.port, rng.choice([b"", b"POST /v2/models/deepfm/infer HTTP/1.1\r\n"]) + data,
+                                    timeout=3)
+                        code = "raw"
+                    elif kind == 1:  # random method and path
+                        method = rng.choice(["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"])
+                        path = rng.choice(["/v2", "/v2/models/deepfm", "/v2/models/deepfm/infer", "/v2/health/ready",
+                                           "/metrics", "/v2/models/%2e%2e/infer", "/v2/models/deepfm/versions/x/ready",
+                                           "/" + "a/" * rng.randint(0, 50)])
+                        code = sess.request(method, srv.url + path, data=mutate(rng, good) if rng.random() < .5 else None,
+                                            timeout=10).status_code
+                    elif kind == 2:  # a valid request: must be answered right
+                        r = sess.post(srv.infer_url(), data=good, timeout=10)
+                        code = r.status_code
+                        if code != 200 or check_answer(r.json(), ref, [0, 1]):
+                            with lock:
+                                problems.append(f"valid request: {code} {r.text[:200]}")
+                    else:  # a mutated body
+                        r = sess.post(srv.infer_url(), data=mutate(rng, good), timeout=10,
+                                      headers={"Content-Type": rng.choice(["application/json", "text/plain", "x"])})
+                        code = r.status_code
+                        if code == 400 and "error" not in r.json():
+                            with lock:
+                                problems.append(f"400 without an error: {r.text[:200]}")
+                    with lock:
+                        counts[code] = counts.get(code, 0) + 1
+                        if code not in ("raw", 200, 400, 404, 405, 413):
+                            problems.append(f"status {code}")
+                except (requests.RequestException, OSError) as e:
+                    with lock:
+                        problems.append(f"{type(e).__name__}: {e}")
+                    sess = requests.Session()
+
+        threads = [threading.Thread(daemon=True, target=worker, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if srv.proc.poll() is not None:
+            fail(f"troupe serve died during the fuzz (FUZZ_SEED={seed}):\n{srv.output()[-3000:]}")
+        if problems:
+            fail(f"FUZZ_SEED={seed}: {len(problems)} problems, first: {problems[:5]}")
+        r = requests.post(srv.infer_url(), data=good, timeout=5)
+        if r.status_code != 200 or check_answer(r.json(), ref, [0, 1]):
+            fail("not serving right after the fuzz")
+        log(f"fuzz: {sum(counts.values())} requests {counts}, no 500, no hang, still right")
+    finally:
+        srv.stop()
+
+
+def wrk(troupe, work, models):
+    if not shutil_which("wrk"):
+        fail("wrk is not installed (scripts/install-deps.sh installs it)")
+    ref = load_ref(models, "mlp")
+    srv = Server(troupe, os.path.join(models, "mlp"), os.path.join(work, "jobs"), "mlp", "--replicas", "2")
+    try:
+        srv.wait_ready()
+        body = os.path.join(work, "wrk_body.json")
+        with open(body, "w") as f:
+            json.dump(infer_body(ref, [0]), f)
+        out = subprocess.run(["wrk", "-t", "2", "-c", "16", "-d", "3s", "--latency", "-s",
+                              os.path.join(SOURCE, "bench", "serve", "post.lua"), srv.infer_url()],
+                             env=dict(os.environ, BODY_FILE=body), capture_output=True, text=True, timeout=60)
+        log(out.stdout)
+        if out.returncode != 0 or "Non-2xx" in out.stdout or "Socket errors" in out.stdout:
+            fail("wrk saw errors:\n" + out.stdout + out.stderr)
+        done = int(out.stdout.split(" requests in ")[0].split()[-1])
+        if done < 100:
+            fail(f"wrk: only {done} requests")
+        metrics = requests.get(srv.url + "/metrics", timeout=5).text
+        line = [ln for ln in metrics.splitlines() if ln.startswith('troupe_serve_requests_total{model="mlp",code="200"}')]
+        if not line or float(line[0].split()[-1]) < done:
+            fail(f"/metrics counts {line} for wrk's {done}")
+        log(f"wrk: {done} requests, all 2xx")
+    finally:
+        srv.stop()
+
+
+def shutil_which(cmd):
+    import shutil
+    return shutil.which(cmd)
+
+
+def main():
+    troupe, work = sys.argv[1], sys.argv[2]
+    which = sys.argv[3:] or ["answers", "bad_input", "fuzz", "wrk"]
+    os.makedirs(work, exist_ok=True)
+    models = make_models(os.path.join(work, "models"))
+    try:
+        for w in which:
+            globals()[w](troupe, work, models)
+    except TestFailure:
+        sys.exit(1)
+    log("ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""Helpers of the serving tests: start the real `troupe serve` on loopback, wait for it, query it,
+stop it. Standard library plus `requests` (a real client library, Debian's python3-requests)."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def make_models(out, bench=False):
+    """The test models (make_models.py), made once per work directory."""
+    if not os.path.exists(os.path.join(out, "deepfm", "reference.json")):
+        args = ["/usr/bin/python3", os.path.join(HERE, "make_models.py"), out] + (["--bench"] if bench else [])
+        subprocess.run(args, check=True)
+    return out
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`troupe serve MODEL_DIR` with its state under ROOT/serve/NAME."""
+
+    def __init__(self, troupe, model_dir, root, name, *flags, env=None):
+        self.troupe, self.root, self.name = troupe, root, name
+        self.port = free_port()
+        os.makedirs(root, exist_ok=True)
+        self.log_path = os.path.join(root, f"serve-{name}-{self.port}.log")
+        self.log = open(self.log_path, "w")
+        args = [troupe, "serve", model_dir, "--name", name, "--root", root, "--listen", f"127.0.0.1:{self.port}",
+                *flags]
+        log("starting " + " ".join(args))
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, **(env or {})))
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self, timeout=60):
+        import requests
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"troupe serve exited {self.proc.returncode}:\n{self.output()}")
+            try:
+                if requests.get(self.url + "/v2/health/ready", timeout=1).status_code == 200:
+                    return self
+            except requests.RequestException:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"troupe serve not ready in {timeout} s:\n{self.output()}")
+
+    def state(self):
+        with open(os.path.join(self.root, "serve", self.name, "server.json")) as f:
+            return json.load(f)
+
+    def output(self):
+        if not self.log.closed:
+            self.log.flush()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def infer_url(self):
+        return f"{self.url}/v2/models/{self.name}/infer"
+
+    def stop(self, expect_code=0):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                raise RuntimeError("troupe serve did not stop within 20 s of SIGTERM")
+        self.log.close()
+        if self.proc.returncode != expect_code:
+            raise RuntimeError(f"troupe serve exited {self.proc.returncode}, expected {expect_code}:\n{self.output()}")
+
+
+def infer_body(ref, rows=None, with_ids=None):
+    """An infer request for `rows` of a model's reference.json (all by default)."""
+    dense = ref["dense"] if rows is None else [ref["dense"][r] for r in rows]
+    body = {"id": "t", "inputs": [{"name": "dense", "datatype": "FP32", "shape": [len(dense), len(dense[0])],
+                                   "data": dense}]}
+    if "ids" in ref and with_ids is not False:
+        ids = ref["ids"] if rows is None else [ref["ids"][r] for r in rows]
+        body["inputs"].append({"name": "ids", "datatype": "INT64", "shape": [len(ids), len(ids[0])], "data": ids})
+    return body
+
+
+def close(a, b, tol=1e-5):
+    return abs(a - b) <= tol * max(1.0, abs(b))
+
+
+def check_answer(answer, ref, rows=None):
+    """The answer's outputs against PyTorch's for the same rows; returns a list of problems."""
+    rows = list(range(len(ref["dense"]))) if rows is None else rows
+    out = {o["name"]: o for o in answer["outputs"]}
+    problems = []
+    for name in ("logits", "probabilities"):
+        want = [v for r in rows for v in ref[name][r]]
+        got = out[name]["data"]
+        if out[name]["shape"] != [len(rows), len(ref[name][0])]:
+            problems.append(f"{name}: shape {out[name]['shape']}")
+        for k, (g, w) in enumerate(zip(got, want)):
+            if not close(g, w):
+                problems.append(f"{name}[{k}]: {g} != {w}")
+    if "class_ids" in ref:
+        want = [ref["class_ids"][r] for r in rows]
+        if out["class_ids"]["data"] != want:
+            problems.append(f"class_ids {out['class_ids']['data']} != {want}")
+    return problems
+
+
+class TestFailure(Exception):
+    pass
+
+
+def fail(msg):
+    """Fails the test: raised, so that the servers' `finally` blocks stop them."""
+    print("FAIL: " + msg, flush=True)
+    raise TestFailure(msg)
