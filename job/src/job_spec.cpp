@@ -9,7 +9,7 @@ job_options read_job(config_section s) {
   job_options o;
   o.name = s.get_string("name", o.name);
   o.root = s.get_string("root", o.root);
-  o.strategy = s.get_enum("strategy", o.strategy, {"async_ps", "allreduce", "local_sgd"});
+  o.strategy = s.get_enum("strategy", o.strategy, {"async_ps", "allreduce", "local_sgd", "predict"});
   o.workers = static_cast<std::uint32_t>(s.get_int("workers", o.workers, 1, 16384));
   o.min_workers = static_cast<std::uint32_t>(s.get_int("min_workers", o.min_workers, 0, 16384));
   o.max_workers =

@@ -32,7 +32,8 @@ model_config read_model_config(config_section s, model_config c) {
   c.type = s.get_string("type", c.type);
   auto known = model_registry::instance().names();
   known.push_back("torchscript");
-  if (c.type == "torchscript") c.path = s.require_string("path");
+  known.push_back("exported");  // a model directory's model.pt, for prediction jobs
+  if (c.type == "torchscript" || c.type == "exported") c.path = s.require_string("path");
   c.init = s.get_string("init", c.init);
   if (std::find(known.begin(), known.end(), c.type) == known.end()) {
     std::string list;

@@ -142,7 +142,9 @@ void on_tick(master_actor* self) {
     return;
   }
   if (!all_tasks_over(st)) return;
-  if (st.counts->done == 0) {  // every task quarantined: nothing was trained, nothing to evaluate
+  // Every task quarantined (nothing was trained), or a prediction job (its tasks' output is the
+  // result): nothing to evaluate.
+  if (st.counts->done == 0 || st.ctx->spec().job.strategy == "predict") {
     finish(self, nlohmann::json::object(), "");
     return;
   }

@@ -12,6 +12,7 @@
 #include "worker/backends/cuda_backend.hpp"
 
 #include "replica_state.hpp"
+#include "troupe/model/predictions.hpp"
 #include "troupe/model/state.hpp"
 #include "worker_state.hpp"
 
@@ -35,6 +36,22 @@ std::unique_ptr<trainer_backend> make_backend(worker_state& st, node_runtime* rt
   if (!b) throw std::runtime_error(b.err().to_string());
   return std::move(*b);
 }
+
+// A prediction job's task output: part files in <job dir>/predictions (model/predictions.hpp).
+class part_output final : public task_output {
+ public:
+  explicit part_output(std::string dir) : dir_(std::move(dir)) {}
+  expected<void> write(std::uint64_t task, std::uint64_t first, std::size_t rows, std::size_t width,
+                       std::span<const float> labels, std::span<const float> values, double loss_sum) override {
+    model::prediction_part p{task, first, rows, static_cast<std::uint32_t>(width), loss_sum,
+                             std::vector<float>(labels.begin(), labels.end()),
+                             std::vector<float>(values.begin(), values.end())};
+    return model::write_part(dir_, p);
+  }
+
+ private:
+  std::string dir_;
+};
 
 // [model] init (the runner wrote its state into the job directory): the replica starts from it.
 // A ring job's first ring takes it from its source; a replacement is then synchronised from the
@@ -75,7 +92,10 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data) {
   if (!s) throw std::runtime_error(s.err().to_string());
   st.strat = std::move(*s);
   st.ctx.reset(new worker_context{rt->spec(), rt->self(), *st.backend, *st.ps, *st.ring});
-  if (!rt->spec().uses_ps()) {
+  if (st.strat->keeps_row_order()) {
+    st.output = std::make_unique<part_output>(rt->who().job_dir + "/predictions");
+    st.ctx->output = st.output.get();
+  } else if (!rt->spec().uses_ps()) {
     start_from_init(st, rt->who().job_dir + "/checkpoints/init");
     st.checkpoints = std::make_unique<ring_checkpoints>(rt->who().job_dir + "/checkpoints/ring");
     st.ctx->store = st.checkpoints.get();

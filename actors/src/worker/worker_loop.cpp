@@ -1,6 +1,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
+#include <numeric>
 #include <thread>
 #include <utility>
 
@@ -28,6 +29,13 @@ std::uint64_t wall_ms(worker_state& st) {
   return static_cast<std::uint64_t>(st.node->clock().wall_ms());
 }
 
+// A task's rows in a shuffled order, or in record order for a strategy that writes per-task output.
+void order_rows(worker_state& st, held_task& h) {
+  if (!st.strat->keeps_row_order()) return shuffle_rows(h);
+  h.order.resize(h.rows.rows);
+  std::iota(h.order.begin(), h.order.end(), 0u);
+}
+
 // The leased task with its records read from the local store, or (served records) with the
 // feed's ticket: its records come in while the current task trains (records_in).
 std::optional<held_task> load_task(worker_state& st, const task_lease_client::lease& l) {
@@ -40,8 +48,8 @@ std::optional<held_task> load_task(worker_state& st, const task_lease_client::le
     return std::nullopt;
   }
   h.ticket = *ticket;
-  if (h.ticket) return h;  // shuffled once its records are in (records_in)
-  shuffle_rows(h);
+  if (h.ticket) return h;  // ordered once its records are in (records_in)
+  order_rows(st, h);
   return h;
 }
 
@@ -62,7 +70,7 @@ bool records_in(worker_state& st) {
     st.task = std::exchange(st.next, std::nullopt);
     return false;
   }
-  shuffle_rows(t);
+  order_rows(st, t);
   join_when_ready(st);
   return true;
 }
@@ -264,7 +272,10 @@ bool train_some(worker_state& st, clock::time_point until) {
   }
   if (st.task && st.task->cursor >= st.task->order.size()) {
     settle_pushes(st);
-    st.leases->report(*st.task, "");
+    auto& t = *st.task;
+    auto out = st.strat->task_done(*st.ctx, t.id, t.first, t.order.size());
+    if (!out) spdlog::error("task {}: {}", t.id, out.err().to_string());
+    st.leases->report(t, out ? "" : out.err().to_string());
     st.task = std::exchange(st.next, std::nullopt);
     st.leases->pump_reports();
   }

@@ -54,6 +54,7 @@ struct worker_state {
   // Ring strategies: the ring's checkpoints (replica_checkpoint.hpp), and when this worker next
   // considers writing one.
   std::unique_ptr<ring_checkpoints> checkpoints;
+  std::unique_ptr<task_output> output;  // prediction jobs: the tasks' part files
   clock::time_point next_checkpoint{};
   std::unique_ptr<worker_context> ctx;
   std::optional<held_task> task;

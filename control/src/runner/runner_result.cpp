@@ -21,7 +21,7 @@ int runner::finish(int rc) {
     collective::remove_job_leftovers(collective::instance_key(dir_->job_id(), instance_));
   print_progress(true);
   if (!dir_) return rc;
-  if (rc == 0 && result_ok_) export_model();
+  if (rc == 0 && result_ok_ && spec_.job.strategy != "predict") export_model();
   auto text = final_json(rc);
   timeline_.job_end(end_state_, end_reason_);
   if (auto w = cluster::write_file_atomic(dir_->result_path(), text + "\n"); !w)

@@ -63,6 +63,17 @@ class replica_store {
   virtual expected<bool> restore_latest(trainer_backend& b) = 0;
 };
 
+// Per-task output of a strategy that produces it (prediction): the worker keeps it durably before it
+// reports the task done, so a task redone after a kill replaces its output (every row once).
+class task_output {
+ public:
+  virtual ~task_output() = default;
+  // `rows` rows of `task` (records first..first+rows-1), in record order: `labels` [rows], `values`
+  // [rows * width], and the sum of the rows' losses. Errors name the file.
+  virtual expected<void> write(std::uint64_t task, std::uint64_t first, std::size_t rows, std::size_t width,
+                               std::span<const float> labels, std::span<const float> values, double loss_sum) = 0;
+};
+
 struct worker_context {
   const job::job_spec& spec;
   const node_id& self;
@@ -70,6 +81,7 @@ struct worker_context {
   ps_client& ps;
   ring_session& ring;
   replica_store* store = nullptr;  // ring strategies' checkpoints; null when there are none
+  task_output* output = nullptr;   // per-task output (prediction jobs); null when there is none
   // The batch the worker offers after the one of this step, when known (the rest of its task, or
   // the first of the task leased ahead); null otherwise. Set by the worker before each step, valid
   // during it: async_ps prefetches its rows.
@@ -101,6 +113,13 @@ class strategy {
   // Once, before the worker joins the membership: allocate (and touch) what the first steps will
   // need, so that ring partners do not wait for this worker's page faults.
   virtual void warm_up(worker_context& ctx) {}
+  // A strategy that writes per-task output (prediction) takes a task's rows in record order (not
+  // shuffled), and its output once the task's last batch is done, before the worker reports it
+  // (an error fails the task).
+  virtual bool keeps_row_order() const { return false; }
+  virtual expected<void> task_done(worker_context& ctx, std::uint64_t task, std::uint64_t first, std::size_t rows) {
+    return {};
+  }
 };
 
 using strategy_factory = std::function<std::unique_ptr<strategy>(const job::job_spec&)>;

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "exported_backend.hpp"
 #include "native_backend.hpp"
 #include "troupe/actors/backends.hpp"
 #include "troupe/actors/torchscript.hpp"
@@ -57,6 +58,8 @@ preloaded_replica& preloaded() {
 expected<std::unique_ptr<trainer_backend>> make_host_backend(const job::job_spec& spec,
                                                              const nn::dataset_info& info) {
   const auto& mc = spec.nn.model;
+  if (mc.type == "exported")
+    return make_exported_backend(mc.path, info, spec.nn.train.threads, std::max(spec.nn.train.batch_size, spec.nn.train.eval_batch_size));
   if (mc.type == "torchscript") {
     auto o = torchscript_options_of(spec, info);
     auto& p = preloaded();

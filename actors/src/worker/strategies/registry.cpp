@@ -10,6 +10,7 @@ namespace troupe::actors {
 void register_async_ps_strategy();
 void register_allreduce_strategy();
 void register_local_sgd_strategy();
+void register_predict_strategy();
 
 namespace {
 std::map<std::string, strategy_factory>& registry() {
@@ -22,6 +23,7 @@ void ensure_builtins() {
     register_async_ps_strategy();
     register_allreduce_strategy();
     register_local_sgd_strategy();
+    register_predict_strategy();
   });
 }
 }  // namespace

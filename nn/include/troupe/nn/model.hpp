@@ -33,7 +33,8 @@ struct model_config {
   std::vector<std::string> layers;               // sequential: layer specs, "dense:256", "relu"...
   std::uint64_t seed = 1;                        // initial weights and embedding rows
   // type "torchscript": the saved module (a user's PyTorch model, trained through the TorchScript
-  // backend, not this registry); job files give it relative to themselves (job_spec resolves it).
+  // backend, not this registry); type "exported": a model directory (docs/model_format.md) that a
+  // prediction job runs. Job files give it relative to themselves (read_job_file resolves it).
   std::string path;
   // Continue training: the job directory or model directory whose parameters, buffers and embedding
   // rows the job starts from (docs/model_format.md, "Continue training"); empty: initial values.

@@ -1,0 +1,203 @@
+// `troupe predict MODEL --data STORE --out FILE` and `troupe evaluate MODEL --data STORE`: batch
+// inference as an elastic job (ElasticDL's prediction mode; docs/model_format.md, "Predicting").
+// The rows are the job's tasks; workers run the model (its model.pt, through the TorchScript
+// plugin) on them and write each task's output before reporting it done, so a killed worker's task
+// is redone and every input row appears in the output once, in input order. predict writes one CSV
+// line per row (its record number, the probabilities, the class of a multi-class model); evaluate
+// prints the metrics troupe's own evaluation reports (loss, accuracy, AUC) as one JSON line.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "command.hpp"
+#include "troupe/cluster/job_dir.hpp"
+#include "troupe/control/runner.hpp"
+#include "troupe/core/clock.hpp"
+#include "troupe/model/model_dir.hpp"
+#include "troupe/model/predictions.hpp"
+#include "troupe/storage/record_store.hpp"
+
+namespace troupe::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct options {
+  std::string model, data, out, root = "jobs", job_id;
+  std::uint32_t workers = 2;
+  std::uint64_t records_per_task = 4096;
+  std::size_t batch = 1024;
+  int threads = 1;
+  bool quiet = false;
+};
+
+std::string quoted(const std::string& s) {
+  return nlohmann::json(s).dump();  // a JSON string is a TOML basic string
+}
+
+// The input checked against the model before anything runs: a record store of the model's shape.
+expected<std::string> input_store(const options& o, const model::model_info& m) {
+  std::error_code ec;
+  if (!fs::is_regular_file(o.data + "/data.mdb", ec))
+    return make_unexpected(core_errc::invalid_argument, "--data " + o.data + ": not a record store (no data.mdb)");
+  auto s = storage::record_store::open_read_only(o.data);
+  if (!s) return s.err();
+  const auto& sc = s->info().schema;
+  if (sc.dense_dim != m.dense_dim || sc.sparse_fields != m.fields)
+    return make_unexpected(core_errc::invalid_argument,
+                           "--data " + o.data + ": rows of " + std::to_string(sc.dense_dim) + " dense values and " +
+                               std::to_string(sc.sparse_fields) + " sparse fields; the model (" + m.dir +
+                               "/model.json) takes " + std::to_string(m.dense_dim) + " and " + std::to_string(m.fields));
+  return fs::absolute(o.data).lexically_normal().string();
+}
+
+// The prediction job's file: strategy "predict" over the store, the model directory as its model.
+std::string job_file(const options& o, const std::string& store) {
+  const auto root = fs::absolute(o.root).lexically_normal().string();
+  std::string t = "[job]\nname = \"predict\"\nstrategy = \"predict\"\nroot = " + quoted(root) +
+                  "\nworkers = " + std::to_string(o.workers) + "\nmin_workers = 1\nmax_workers = " +
+                  std::to_string(std::max<std::uint32_t>(o.workers, 8)) + "\nrecords_per_task = " +
+                  std::to_string(o.records_per_task) + "\n";
+  t += "[model]\ntype = \"exported\"\npath = " + quoted(fs::absolute(o.model).lexically_normal().string()) + "\n";
+  t += "[train]\nepochs = 1\nshuffle = false\nbatch_size = " + std::to_string(o.batch) +
+       "\nthreads = " + std::to_string(o.threads) + "\n";
+  t += "[data]\nsource = \"store\"\ntrain = " + quoted(store) + "\ntest = " + quoted(store) + "\n";
+  return t;
+}
+
+// Runs the prediction job; its directory, or the runner's exit code.
+expected<std::string> run_prediction(const options& o, const std::string& store, int& rc) {
+  char path[] = "/tmp/troupe-predict-XXXXXX.toml";
+  int fd = ::mkstemps(path, 5);
+  if (fd < 0) return make_unexpected(core_errc::io_error, "cannot make a temporary job file in /tmp");
+  ::close(fd);
+  std::ofstream(path) << job_file(o, store);
+  control::run_options ro;
+  ro.file = path;
+  ro.job_id = o.job_id.empty() ? "predict-" + std::to_string(clock::system().wall_ms()) : o.job_id;
+  ro.progress = !o.quiet;
+  rc = control::run_job(ro);
+  ::unlink(path);
+  return fs::absolute(o.root).lexically_normal().string() + "/" + ro.job_id;
+}
+
+std::string csv_header(const model::model_info& m, std::uint32_t width) {
+  std::string h = "row";
+  if (width == 1) return h + ",probability" + (m.class_names.size() == 2 ? ",class" : "");
+  h += ",class";
+  for (std::uint32_t c = 0; c < width; ++c)
+    h += ",p_" + (c < m.class_names.size() ? m.class_names[c] : std::to_string(c));
+  return h;
+}
+
+std::string class_name(const model::model_info& m, std::size_t c) {
+  return c < m.class_names.size() ? m.class_names[c] : std::to_string(c);
+}
+
+// The parts into `out` (a temporary file renamed into place): one line per row, in record order.
+expected<std::uint64_t> write_csv(const std::string& job_dir, const model::model_info& m, const std::string& out) {
+  const std::string tmp = out + ".tmp-" + std::to_string(::getpid());
+  std::ofstream f(tmp);
+  bool header = false;
+  auto n = model::visit_parts(job_dir + "/predictions", [&](const model::prediction_part& p) -> expected<void> {
+    if (!header) f << csv_header(m, p.width) << "\n";
+    header = true;
+    char num[32];
+    for (std::uint64_t r = 0; r < p.rows; ++r) {
+      const float* v = p.values.data() + r * p.width;
+      f << (p.first + r);
+      if (p.width == 1) {
+        std::snprintf(num, sizeof num, "%.7g", v[0]);
+        f << ',' << num;
+        if (m.class_names.size() == 2) f << ',' << class_name(m, v[0] >= 0.5f ? 1 : 0);
+      } else {
+        f << ',' << class_name(m, static_cast<std::size_t>(std::max_element(v, v + p.width) - v));
+        for (std::uint32_t c = 0; c < p.width; ++c) {
+          std::snprintf(num, sizeof num, "%.7g", v[c]);
+          f << ',' << num;
+        }
+      }
+      f << '\n';
+    }
+    return {};
+  });
+  f.close();
+  if (!n || !f) {
+    fs::remove(tmp);
+    return n ? make_unexpected(core_errc::io_error, out + ": cannot be written") : n;
+  }
+  if (std::error_code ec; fs::rename(tmp, out, ec), ec)
+    return make_unexpected(core_errc::io_error, out + ": " + ec.message());
+  return *n;
+}
+
+int predict_or_evaluate(const options& o, bool evaluate) {
+  auto m = model::read_model_dir(o.model);
+  if (!m) return usage_error(m.err());
+  auto store = input_store(o, *m);
+  if (!store) return usage_error(store.err());
+  auto& clk = clock::system();
+  const auto started = clk.now();
+  int rc = 0;
+  auto dir = run_prediction(o, *store, rc);
+  if (!dir) return run_error(dir.err());
+  if (rc != 0) return rc;
+  nlohmann::json j{{"job", *dir}};
+  if (evaluate) {
+    auto s = model::score_parts(*dir + "/predictions");
+    if (!s) return run_error(s.err());
+    j["rows"] = s->rows;
+    j["loss"] = s->loss;
+    j["accuracy"] = s->accuracy;
+    if (std::isfinite(s->auc)) j["auc"] = s->auc;
+  } else {
+    auto n = write_csv(*dir, *m, o.out);
+    if (!n) return run_error(n.err());
+    j["out"] = o.out;
+    j["rows"] = *n;
+  }
+  const double secs = std::chrono::duration<double>(clk.now() - started).count();
+  j["seconds"] = secs;
+  j["rows_per_s"] = secs > 0 ? j["rows"].get<double>() / secs : 0.0;
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+void common_flags(CLI::App& sub, options& o) {
+  sub.add_option("model", o.model, "a model directory (jobs/<id>/model, or a copy)")->required();
+  sub.add_option("--data", o.data, "the rows: a record store (troupe data import)")->required();
+  sub.add_option("--workers", o.workers, "workers (default 2)")->check(CLI::Range(1, 1024));
+  sub.add_option("--records-per-task", o.records_per_task, "rows a task (default 4096)")->check(CLI::Range(1, 1 << 30));
+  sub.add_option("--batch", o.batch, "rows a forward (default 1024)")->check(CLI::Range(1, 1 << 20));
+  sub.add_option("--threads", o.threads, "libtorch threads a worker (default 1)")->check(CLI::Range(1, 256));
+  sub.add_option("--root", o.root, "jobs root of the prediction job (default jobs)");
+  sub.add_option("--job-id", o.job_id, "the prediction job's id (default predict-<unix ms>)");
+  sub.add_flag("--quiet", o.quiet, "no progress line");
+}
+
+const command_registrar predict_reg{
+    "predict", "Run a trained model on rows as an elastic job; one CSV line per row, in input order",
+    [](CLI::App& sub) -> runner {
+      auto o = std::make_shared<options>();
+      common_flags(sub, *o);
+      sub.add_option("--out", o->out, "the CSV file to write")->required();
+      return [o]() -> int { return predict_or_evaluate(*o, false); };
+    }};
+
+const command_registrar evaluate_reg{
+    "evaluate", "Score a trained model on labelled rows (loss, accuracy, AUC) as an elastic job",
+    [](CLI::App& sub) -> runner {
+      auto o = std::make_shared<options>();
+      common_flags(sub, *o);
+      return [o]() -> int { return predict_or_evaluate(*o, true); };
+    }};
+
+}  // namespace
+}  // namespace troupe::cli
