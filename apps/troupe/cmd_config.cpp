@@ -22,15 +22,17 @@ const command_registrar reg{
       auto* check = sub.add_subcommand("check", "Validate FILE; exit 2 with one error line if it is invalid");
       check->add_option("file", o->file, "job file (TOML)")->required();
       check->add_option("--set", o->overrides, "override a key: --set job.workers=8 (repeatable)");
-      check->add_flag("--print", o->print, "print the effective configuration as TOML");
+      check->add_flag("--print", o->print,
+                      "print the effective configuration as TOML: every key, defaults included");
       sub.require_subcommand(1);
       return [o]() -> int {
         auto doc = load_job_doc(o->file, o->overrides);
         if (!doc) return usage_error(doc.err());
-        auto notes = validate_job_doc(*doc);
+        config_doc effective;
+        auto notes = validate_job_doc(*doc, &effective);
         if (!notes) return usage_error(notes.err());
         for (const auto& n : *notes) std::fprintf(stderr, "%s: note: %s\n", o->file.c_str(), n.c_str());
-        if (o->print) std::printf("%s\n", doc->to_toml().c_str());
+        if (o->print) std::printf("%s\n", effective.to_toml().c_str());
         std::printf("%s: ok\n", o->file.c_str());
         return 0;
       };

@@ -1,5 +1,6 @@
 #include "data_csv.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -11,9 +12,10 @@ namespace {
 
 struct csv_flags {
   job::csv_import_options o;
-  std::vector<std::string> dense;
+  std::vector<std::string> dense, standardize;
   std::string delimiter = ",", missing = "error";
   CLI::Option* dense_option = nullptr;
+  CLI::Option* standardize_option = nullptr;
 };
 
 std::string listed(const std::vector<std::string>& names) {
@@ -22,18 +24,47 @@ std::string listed(const std::vector<std::string>& names) {
   return out.empty() ? "none" : out;
 }
 
+void print_classes(const job::csv_import_result& r, const job::csv_import_options& o) {
+  std::printf("label %s: %u classes%s", o.label.c_str(), r.num_classes,
+              r.num_classes == 2 ? " (binary)" : "");
+  if (!r.class_names.empty()) {
+    std::printf(", named in sorted order:");
+    for (std::size_t i = 0; i < r.class_names.size() && i < 20; ++i)
+      std::printf("%s %zu=%s", i ? "," : "", i, r.class_names[i].c_str());
+    if (r.class_names.size() > 20) std::printf(", ...");
+  }
+  std::printf("\n");
+}
+
+void print_standardized(const job::csv_import_result& r) {
+  if (r.standardized.empty()) return;
+  const std::size_t n = r.standardized.size(), shown = std::min<std::size_t>(n, 8);
+  std::printf("standardized (%zu), mean and std of the training rows:", n);
+  for (std::size_t i = 0; i < shown; ++i)
+    std::printf("%s %s %.6g/%.6g", i ? "," : "", r.standardized[i].column.c_str(), r.standardized[i].mean,
+                r.standardized[i].std);
+  std::printf("%s\n", n > shown ? ", ... (the manifest keeps them all)" : "");
+  if (!r.constant_columns.empty())
+    std::printf("constant in the training rows (std 0), centred only: %s\n",
+                listed(r.constant_columns).c_str());
+}
+
 void print_summary(const job::csv_import_result& r, const job::csv_import_options& o, double secs) {
   std::printf("%s: %llu records", r.train_dir.c_str(), static_cast<unsigned long long>(r.train.record_count));
   if (!r.test_dir.empty())
-    std::printf(", %s: %llu records (test fraction %g)", r.test_dir.c_str(),
-                static_cast<unsigned long long>(r.test.record_count), o.test_fraction);
-  std::printf(" from %s in %.2f s\n", o.file.c_str(), secs);
-  std::printf("label %s: %u classes%s\n", o.label.c_str(), r.num_classes,
-              r.num_classes == 2 ? " (binary)" : "");
+    std::printf(", %s: %llu records (test fraction %g, seed %llu)", r.test_dir.c_str(),
+                static_cast<unsigned long long>(r.test.record_count), o.test_fraction,
+                static_cast<unsigned long long>(o.split_seed));
+  std::printf(" from %s in %.2f s (%u passes)\n", o.file.c_str(), secs, r.passes);
+  print_classes(r, o);
   std::printf("dense (%zu): %s\n", r.dense_columns.size(), listed(r.dense_columns).c_str());
   std::printf("sparse (%zu, %llu ids each): %s\n", r.sparse_columns.size(),
               static_cast<unsigned long long>(o.buckets_per_field), listed(r.sparse_columns).c_str());
   if (!r.ignored_columns.empty()) std::printf("ignored: %s\n", listed(r.ignored_columns).c_str());
+  print_standardized(r);
+  if (o.missing == job::missing_policy::zero)
+    std::printf("filled %llu missing values with 0 (--missing zero)\n",
+                static_cast<unsigned long long>(r.filled_missing));
   if (r.skipped_missing > 0)
     std::printf("skipped %llu rows with a missing value (--missing skip-row)\n",
                 static_cast<unsigned long long>(r.skipped_missing));
@@ -63,6 +94,11 @@ int import_csv(csv_flags& f) {
   if (!missing) return usage_error("--missing '" + f.missing + "': expected zero, skip-row or error");
   f.o.missing = *missing;
   if (f.dense_option->count() > 0) f.o.dense = f.dense;
+  if (f.standardize_option->count() > 0) {
+    f.o.standardize.emplace();
+    for (auto& c : f.standardize)
+      if (!c.empty()) f.o.standardize->push_back(c);
+  }
   auto start = std::chrono::steady_clock::now();
   auto r = job::import_csv(f.o);
   if (!r) return r.err() == core_errc::invalid_argument ? usage_error(r.err()) : run_error(r.err());
@@ -78,7 +114,8 @@ runner add_import_csv(CLI::App& import_cmd, std::shared_ptr<int> mode, int id) {
   c->add_option("file", f->o.file, "CSV file")->required();
   c->add_option("--out", f->o.out, "store directory (with --test-fraction: DIR/train and DIR/test)")
       ->required();
-  c->add_option("--label", f->o.label, "the label column (class ids 0..K-1; 0/1 binary)")->required();
+  c->add_option("--label", f->o.label, "the label column (class ids 0..K-1, 0/1 binary; or names)")
+      ->required();
   f->dense_option = c->add_option("--dense", f->dense, "dense columns, comma-separated (default: the rest)")
                         ->delimiter(',');
   c->add_option("--sparse", f->o.sparse, "categorical columns, comma-separated (hashed into ids)")
@@ -86,7 +123,13 @@ runner add_import_csv(CLI::App& import_cmd, std::shared_ptr<int> mode, int id) {
   c->add_option("--delimiter", f->delimiter, "field separator: one character, or tab");
   c->add_option("--test-fraction", f->o.test_fraction, "rows held out into DIR/test (0: one store in DIR)")
       ->check(CLI::Range(0.0, 0.99));
-  c->add_option("--missing", f->missing, "an empty label/dense field: error, zero or skip-row")
+  f->standardize_option =
+      c->add_option("--standardize", f->standardize,
+                    "dense columns made (x-mean)/std with the training rows' statistics (no list: every one)")
+          ->expected(0, 1)
+          ->delimiter(',');
+  c->add_option("--seed", f->o.split_seed, "the test split's seed (the same file and seed: the same split)");
+  c->add_option("--missing", f->missing, "an empty or NaN/NA label or dense field: error, zero or skip-row")
       ->check(CLI::IsMember({"error", "zero", "skip-row"}));
   c->add_flag("--skip-malformed", f->o.skip_malformed, "drop malformed lines (counted) instead of failing");
   c->add_option("--buckets", f->o.buckets_per_field, "ids per sparse column")

@@ -17,8 +17,8 @@ expected<config_doc> load_job_doc(const std::string& file, const std::vector<std
   return doc;
 }
 
-expected<std::vector<std::string>> validate_job_doc(const config_doc& doc) {
-  auto spec = job::job_spec::read(doc);
+expected<std::vector<std::string>> validate_job_doc(const config_doc& doc, config_doc* effective) {
+  auto spec = job::job_spec::read(doc, effective);
   if (!spec) return spec.err();
   // The rest of what `troupe run` refuses before it starts (strategy, model, data paths).
   if (auto c = job::check_job(*spec, actors::strategy_names(), actors::check_model); !c)

@@ -15,6 +15,7 @@ expected<config_doc> load_job_doc(const std::string& file, const std::vector<std
 // Reads every known section into its typed struct and checks what `troupe run` checks before it
 // starts (actors/job_check.hpp); the first problem (or unknown key) is returned. A valid job gives
 // what it probably does not mean as written (job::job_notes: `troupe config check` prints them).
-expected<std::vector<std::string>> validate_job_doc(const config_doc& doc);
+// `effective`, when given, receives every key with its effective value, defaults included.
+expected<std::vector<std::string>> validate_job_doc(const config_doc& doc, config_doc* effective = nullptr);
 
 }  // namespace troupe::cli

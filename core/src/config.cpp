@@ -1,70 +1,18 @@
 #include "troupe/core/config.hpp"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
+#include <type_traits>
 
-#define TOML_EXCEPTIONS 1
-#include <toml++/toml.h>
+#include "config_impl.hpp"
 
 namespace troupe {
 
-struct config_doc::impl {
-  toml::table table;
-  std::string source;
-};
+using config_detail::lookup;
+using config_detail::split_key;
+using config_detail::type_name;
 
 namespace {
-
-std::vector<std::string> split_key(std::string_view dotted) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (start <= dotted.size()) {
-    size_t dot = dotted.find('.', start);
-    if (dot == std::string_view::npos) dot = dotted.size();
-    parts.emplace_back(dotted.substr(start, dot - start));
-    start = dot + 1;
-  }
-  return parts;
-}
-
-const toml::node* lookup(const toml::table& t, std::string_view dotted) {
-  if (dotted.empty()) return &t;
-  const toml::node* n = &t;
-  for (const auto& part : split_key(dotted)) {
-    const auto* tbl = n->as_table();
-    if (!tbl) return nullptr;
-    n = tbl->get(part);
-    if (!n) return nullptr;
-  }
-  return n;
-}
-
-const char* type_name(const toml::node& n) {
-  switch (n.type()) {
-    case toml::node_type::table:
-      return "a table";
-    case toml::node_type::array:
-      return "an array";
-    case toml::node_type::string:
-      return "a string";
-    case toml::node_type::integer:
-      return "an integer";
-    case toml::node_type::floating_point:
-      return "a float";
-    case toml::node_type::boolean:
-      return "a boolean";
-    case toml::node_type::date:
-      return "a date";
-    case toml::node_type::time:
-      return "a time";
-    case toml::node_type::date_time:
-      return "a date-time";
-    default:
-      return "nothing";
-  }
-}
 
 void collect_leaves(const toml::table& t, const std::string& prefix, std::vector<std::string>& out) {
   for (auto&& [k, v] : t) {
@@ -86,92 +34,40 @@ bool under(const std::string& key, const std::string& prefix) {
 
 }  // namespace
 
-config_doc::config_doc() : impl_(std::make_shared<impl>()) {
-  impl_->source = "<empty>";
+config_reader::config_reader(const config_doc& doc) : doc_(doc) {
+  effective_.impl_ = std::make_shared<config_doc::impl>(*doc.impl_);
 }
 
-expected<config_doc> config_doc::from_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    return make_unexpected(core_errc::invalid_argument, path + ": is a directory, not a job file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_unexpected(core_errc::io_error, path + ": cannot open config file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return from_string(ss.str(), path);
-}
-
-expected<config_doc> config_doc::from_string(std::string_view text, std::string source) {
-  config_doc doc;
-  doc.impl_->source = std::move(source);
-  try {
-    doc.impl_->table = toml::parse(text, doc.impl_->source);
-  } catch (const toml::parse_error& e) {
-    std::ostringstream msg;
-    msg << doc.impl_->source << ":" << e.source().begin.line << ":" << e.source().begin.column << ": "
-        << e.description();
-    return make_unexpected(core_errc::parse_error, msg.str());
+namespace {
+template <class T>
+auto to_toml_value(const T& v) {
+  if constexpr (std::is_same_v<T, std::vector<std::int64_t>> || std::is_same_v<T, std::vector<double>> ||
+                std::is_same_v<T, std::vector<std::string>>) {
+    toml::array a;
+    for (const auto& e : v) a.push_back(e);
+    return a;
+  } else {
+    return v;
   }
-  return doc;
 }
+}  // namespace
 
-expected<void> config_doc::apply_override(std::string_view assignment) {
-  auto eq = assignment.find('=');
-  if (eq == std::string_view::npos || eq == 0)
-    return make_unexpected(core_errc::invalid_argument,
-                           "--set '" + std::string(assignment) + "': expected KEY=VALUE");
-  std::string key(assignment.substr(0, eq));
-  std::string value(assignment.substr(eq + 1));
-  auto parts = split_key(key);
-  for (const auto& p : parts)
-    if (p.empty())
-      return make_unexpected(core_errc::invalid_argument, "--set '" + key + "': empty key component");
-  // Parse the value as TOML; anything that is not a TOML value is taken as a bare string.
-  toml::table parsed;
-  try {
-    parsed = toml::parse("v = " + value);
-  } catch (const toml::parse_error&) {
-    parsed = toml::table{{"v", value}};
+template <class T>
+void config_reader::note_default(const std::string& full_key, const T& value) {
+  auto parts = split_key(full_key);
+  toml::table* t = &effective_.impl_->table;
+  for (std::size_t i = 0; t && i + 1 < parts.size(); ++i) {
+    if (!t->contains(parts[i])) t->insert(parts[i], toml::table{});
+    t = t->get(parts[i])->as_table();
   }
-  // Copy on write: documents share their table.
-  auto fresh = std::make_shared<impl>(*impl_);
-  toml::table* t = &fresh->table;
-  for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    auto* n = t->get(parts[i]);
-    if (!n) {
-      t->insert(parts[i], toml::table{});
-      n = t->get(parts[i]);
-    }
-    t = n->as_table();
-    if (!t)
-      return make_unexpected(core_errc::wrong_type, "--set '" + key + "': '" + parts[i] + "' is not a table");
-  }
-  t->insert_or_assign(parts.back(), *parsed.get("v"));
-  impl_ = std::move(fresh);
-  return {};
+  if (t) t->insert(parts.back(), to_toml_value(value));
 }
-
-const std::string& config_doc::source() const {
-  return impl_->source;
-}
-bool config_doc::has(std::string_view dotted_key) const {
-  return lookup(impl_->table, dotted_key) != nullptr;
-}
-std::string config_doc::to_toml() const {
-  std::ostringstream out;
-  out << impl_->table;
-  return out.str();
-}
-
-// ---- config_reader / config_section ----
-
-config_reader::config_reader(const config_doc& doc) : doc_(doc) {}
 
 void config_reader::record(const std::string& full_key, core_errc code, const std::string& reason) {
   if (first_) return;
   const auto* n = lookup(doc_.get_impl().table, full_key);
   std::string where = doc_.source();
-  if (n && n->source().begin.line > 0) where += ":" + std::to_string(n->source().begin.line);
+  if (n && n->source().begin.line > 0) where.append(":").append(std::to_string(n->source().begin.line));
   first_ = error(code, where + ": key '" + full_key + "': " + reason);
 }
 
@@ -222,7 +118,10 @@ const toml::node* fetch(config_reader* r, const std::string& full, const toml::t
 
 config_section::i64 config_section::get_int(std::string_view key, i64 def, i64 min, i64 max) {
   TROUPE_FETCH();
-  if (!n) return def;
+  if (!n) {
+    reader_->note_default(full, def);
+    return def;
+  }
   auto v = n->value_exact<int64_t>();
   if (!v) {
     reader_->record(full, core_errc::wrong_type, std::string("expected an integer, got ") + type_name(*n));
@@ -247,7 +146,10 @@ config_section::i64 config_section::require_int(std::string_view key, i64 min, i
 
 double config_section::get_double(std::string_view key, double def, double min, double max) {
   TROUPE_FETCH();
-  if (!n) return def;
+  if (!n) {
+    reader_->note_default(full, def);
+    return def;
+  }
   std::optional<double> v;
   if (n->is_floating_point())
     v = n->as_floating_point()->get();
@@ -268,7 +170,10 @@ double config_section::get_double(std::string_view key, double def, double min, 
 
 bool config_section::get_bool(std::string_view key, bool def) {
   TROUPE_FETCH();
-  if (!n) return def;
+  if (!n) {
+    reader_->note_default(full, def);
+    return def;
+  }
   if (!n->is_boolean()) {
     reader_->record(full, core_errc::wrong_type, std::string("expected true or false, got ") + type_name(*n));
     return def;
@@ -278,7 +183,10 @@ bool config_section::get_bool(std::string_view key, bool def) {
 
 std::string config_section::get_string(std::string_view key, const std::string& def) {
   TROUPE_FETCH();
-  if (!n) return def;
+  if (!n) {
+    reader_->note_default(full, def);
+    return def;
+  }
   if (!n->is_string()) {
     reader_->record(full, core_errc::wrong_type, std::string("expected a string, got ") + type_name(*n));
     return def;
@@ -306,7 +214,10 @@ std::string config_section::get_enum(std::string_view key, const std::string& de
 
 std::vector<config_section::i64> config_section::get_ints(std::string_view key, const std::vector<i64>& def) {
   TROUPE_FETCH();
-  if (!n) return def;
+  if (!n) {
+    reader_->note_default(full, def);
+    return def;
+  }
   const auto* arr = n->as_array();
   std::vector<i64> out;
   if (arr) {
@@ -329,7 +240,10 @@ std::vector<config_section::i64> config_section::get_ints(std::string_view key, 
 std::vector<std::string> config_section::get_strings(std::string_view key,
                                                      const std::vector<std::string>& def) {
   TROUPE_FETCH();
-  if (!n) return def;
+  if (!n) {
+    reader_->note_default(full, def);
+    return def;
+  }
   const auto* arr = n->as_array();
   std::vector<std::string> out;
   if (arr) {
@@ -343,6 +257,30 @@ std::vector<std::string> config_section::get_strings(std::string_view key,
   }
   if (!arr) {
     reader_->record(full, core_errc::wrong_type, "expected an array of strings");
+    return def;
+  }
+  return out;
+}
+
+std::vector<double> config_section::get_doubles(std::string_view key, const std::vector<double>& def) {
+  TROUPE_FETCH();
+  if (!n) {
+    reader_->note_default(full, def);
+    return def;
+  }
+  const auto* arr = n->as_array();
+  std::vector<double> out;
+  for (std::size_t i = 0; arr && i < arr->size(); ++i) {
+    const auto& e = *arr->get(i);
+    if (e.is_floating_point())
+      out.push_back(e.as_floating_point()->get());
+    else if (e.is_integer())
+      out.push_back(static_cast<double>(e.as_integer()->get()));
+    else
+      arr = nullptr;
+  }
+  if (!arr) {
+    reader_->record(full, core_errc::wrong_type, "expected an array of numbers");
     return def;
   }
   return out;

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <unordered_map>
 
+#include "csv_cells.hpp"
+
 namespace troupe::job {
 
 namespace {
@@ -18,16 +20,8 @@ bool is_number(const std::string& s) {
   return !s.empty() && ec == std::errc{} && p == s.data() + s.size();
 }
 
-std::string listed(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
 expected<std::unordered_map<std::string, std::size_t>> index_header(const std::vector<std::string>& header,
                                                                     const std::string& where) {
-  if (std::all_of(header.begin(), header.end(), is_number))
-    return bad(where, "line 1 holds only numbers: a header row naming the columns is required");
   std::unordered_map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < header.size(); ++i)
     if (!index.emplace(header[i], i).second)
@@ -46,7 +40,7 @@ expected<std::vector<std::size_t>> take(const std::vector<std::string>& names, c
     auto it = index.find(n);
     if (it == index.end())
       return bad(where, std::string(role) + " column '" + n +
-                            "': no such column (the header has: " + listed(c.names) + ")");
+                            "': no such column (the header has: " + joined(c.names, ", ") + ")");
     if (!taken[it->second].empty())
       return bad(where, "column '" + n + "' is given as " + taken[it->second] + " and as " + role);
     taken[it->second] = role;
@@ -55,11 +49,23 @@ expected<std::vector<std::size_t>> take(const std::vector<std::string>& names, c
   return out;
 }
 
+expected<void> check_header(const std::vector<std::string>& header, const std::string& where) {
+  if (std::all_of(header.begin(), header.end(), is_number))
+    return bad(where, "line 1 holds only numbers: a header row naming the columns is required");
+  for (std::size_t i = 0; i < header.size(); ++i)
+    if (!is_utf8(header[i]))
+      return bad(where, "header: the name of column " + std::to_string(i + 1) +
+                            " is not UTF-8 text (store names must be: convert the file, e.g. iconv -f latin1 "
+                            "-t utf-8)");
+  return {};
+}
+
 }  // namespace
 
 expected<csv_columns> plan_columns(const std::vector<std::string>& header, const std::string& label,
                                    const std::optional<std::vector<std::string>>& dense,
                                    const std::vector<std::string>& sparse, const std::string& where) {
+  if (auto h = check_header(header, where); !h) return h.err();
   auto index = index_header(header, where);
   if (!index) return index.err();
   csv_columns c;
@@ -78,6 +84,29 @@ expected<csv_columns> plan_columns(const std::vector<std::string>& header, const
   }
   for (std::size_t i = 0; i < header.size(); ++i)
     if (taken[i].empty()) (dense ? c.ignored : c.dense).push_back(i);
+  return c;
+}
+
+std::string joined(const std::vector<std::string>& names, const char* sep) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) out += (i ? sep : "") + names[i];
+  return out;
+}
+
+expected<csv_columns> bind_columns(const std::vector<std::string>& header, const storage::row_format& f,
+                                   const std::string& where) {
+  auto index = index_header(header, where);
+  if (!index) return index.err();
+  csv_columns c;
+  c.names = header;
+  if (auto it = index->find(f.label); it != index->end()) c.label = it->second;
+  std::vector<std::string> taken(header.size());
+  auto d = take(f.dense, "dense", *index, taken, c, where);
+  if (!d) return d.err();
+  auto s = take(f.sparse, "sparse", *index, taken, c, where);
+  if (!s) return s.err();
+  c.dense = std::move(*d);
+  c.sparse = std::move(*s);
   return c;
 }
 

@@ -1,12 +1,15 @@
 #include "troupe/job/csv_import.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
-#include "csv_columns.hpp"
+#include "csv_labels.hpp"
+#include "csv_output.hpp"
+#include "csv_pass.hpp"
 #include "csv_row.hpp"
+#include "csv_stats.hpp"
 #include "troupe/core/splitmix.hpp"
-#include "troupe/nn/data/csv_reader.hpp"
 
 namespace troupe::job {
 
@@ -18,54 +21,28 @@ unexpected bad(const std::string& why) {
   return make_unexpected(core_errc::invalid_argument, why);
 }
 
-// A store this import writes. Discarding it removes only what the import made: the LMDB files of
-// a writer it created, and the directory when it did not exist before (and is empty again).
-struct output {
-  explicit output(std::string d) : dir(std::move(d)) {}
-  std::string dir;
-  bool made_dir = false;
-  std::optional<storage::record_writer> writer;
-
-  expected<void> open(const storage::record_schema& s, const std::string& source) {
-    std::error_code ec;
-    made_dir = !fs::exists(dir, ec);
-    auto w = storage::record_writer::create(dir, s, source);
-    if (!w) return w.err();
-    writer.emplace(std::move(*w));
-    return {};
-  }
-  void discard() {
-    std::error_code ec;
-    if (writer) {
-      writer.reset();
-      fs::remove(fs::path(dir) / "data.mdb", ec);
-      fs::remove(fs::path(dir) / "lock.mdb", ec);
-    }
-    if (made_dir) fs::remove(dir, ec);  // fails, harmlessly, when something else is in it
-  }
-};
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
-  return out;
-}
-
 std::vector<std::string> names_of(const csv_columns& c, const std::vector<std::size_t>& cols) {
   std::vector<std::string> out;
   for (auto i : cols) out.push_back(c.names[i]);
   return out;
 }
 
+// What the first pass learns of the rows.
+struct survey {
+  std::uint64_t kept = 0, skipped_missing = 0, filled = 0;
+  malformed_lines malformed;
+  std::vector<std::uint64_t> hashes;  // one per kept row, with a split
+  column_stats stats;                 // every kept row, standardizing without a split
+};
+
 class importer {
  public:
-  explicit importer(const csv_import_options& o) : o_(o) {}
+  explicit importer(const csv_import_options& o) : o_(o), outputs_(o) {}
 
   expected<csv_import_result> run() {
     auto r = import();
     if (!r) {
-      for (auto it = outputs_.rbegin(); it != outputs_.rend(); ++it) it->discard();
-      if (made_out_) fs::remove(o_.out, ec_);
+      outputs_.discard();
       return r.err();
     }
     return std::move(result_);
@@ -73,120 +50,214 @@ class importer {
 
  private:
   expected<void> import();
-  expected<void> read_header(nn::csv_reader& in);
-  expected<void> open_outputs();
-  expected<void> add(const nn::csv_line& line);
-  expected<void> finish_outputs();
-  bool to_test(std::size_t line) const {
-    if (o_.test_fraction <= 0) return false;
-    const double u = static_cast<double>(splitmix64(line ^ o_.split_seed) >> 11) * 0x1.0p-53;
-    return u < o_.test_fraction;
-  }
+  expected<void> plan(const std::vector<std::string>& header);
+  expected<std::vector<std::size_t>> standardized_columns() const;
+  expected<void> first_pass();
+  expected<void> survey_row(const nn::csv_line& line);
+  expected<void> check_rows();
+  expected<void> choose_split();
+  expected<void> stats_pass();
+  expected<void> finish_format();
+  expected<void> write_pass();
+  expected<csv_pass> reopen();
+  bool split() const { return o_.test_fraction > 0; }
+  bool to_test(std::size_t line) const { return split() && splitmix64(line ^ o_.split_seed) <= threshold_; }
 
   const csv_import_options& o_;
   csv_columns cols_;
-  std::vector<output> outputs_;  // train, then test when split
-  bool made_out_ = false;
-  std::error_code ec_;
+  storage::row_format format_;
+  row_codec codec_;  // the first pass's (labels unknown, nothing standardized), then the last's
+  std::optional<label_survey> labels_;
+  std::vector<std::size_t> scaled_;  // dense indices of the standardized columns
+  survey survey_;
+  std::uint64_t threshold_ = 0;  // the test rows' largest hash
   storage::record record_;
-  std::uint32_t max_label_ = 1;
+  csv_outputs outputs_;
   csv_import_result result_;
 };
 
 expected<void> importer::import() {
-  auto in = nn::csv_reader::open(o_.file, o_.delimiter);
-  if (!in) return in.err();
-  if (auto h = read_header(*in); !h) return h;
-  if (auto w = open_outputs(); !w) return w;
-  nn::csv_line line;
-  while (in->next(line))
-    if (auto a = add(line); !a) return a;
-  // A cut-short gzip file is that, whatever its last (partial) line looked like.
-  if (auto f = in->finish(); !f) return f;
-  if (result_.malformed > 0 && !o_.skip_malformed) {
-    std::string quoted;
-    for (const auto& e : result_.examples) quoted += (quoted.empty() ? "" : "; ") + e;
-    return bad(o_.file + ": " + std::to_string(result_.malformed) + " malformed line" +
-               (result_.malformed == 1 ? "" : "s") + " (" + quoted +
-               (result_.malformed > result_.examples.size() ? "; ..." : "") +
-               "); nothing imported (--skip-malformed drops them)");
-  }
-  return finish_outputs();
+  if (auto r = first_pass(); !r) return r;
+  if (auto r = check_rows(); !r) return r;
+  if (auto r = choose_split(); !r) return r;
+  if (split() && o_.standardize)
+    if (auto r = stats_pass(); !r) return r;
+  if (auto r = finish_format(); !r) return r;
+  if (auto r = write_pass(); !r) return r;
+  auto m = outputs_.finish(result_.num_classes, format_);
+  if (!m) return m.err();
+  result_.train = m->first;
+  result_.test = m->second;
+  return {};
 }
 
-expected<void> importer::read_header(nn::csv_reader& in) {
-  nn::csv_line header;
-  if (!in.next(header)) {
-    if (auto f = in.finish(); !f) return f;
-    return bad(o_.file + ": empty: a header row naming the columns is required");
+expected<std::vector<std::size_t>> importer::standardized_columns() const {
+  std::vector<std::size_t> out;
+  const auto& dense = result_.dense_columns;
+  if (o_.standardize->empty())
+    for (std::size_t k = 0; k < dense.size(); ++k) out.push_back(k);
+  for (const auto& name : *o_.standardize) {
+    auto it = std::find(dense.begin(), dense.end(), name);
+    if (it == dense.end())
+      return bad(o_.file + ": --standardize: '" + name +
+                 "' is not a dense column (dense: " + joined(dense, ", ") + ")");
+    const auto k = static_cast<std::size_t>(it - dense.begin());
+    if (std::find(out.begin(), out.end(), k) != out.end())
+      return bad(o_.file + ": --standardize: '" + name + "' is given twice");
+    out.push_back(k);
   }
-  if (!header.malformed.empty())
-    return bad(o_.file + ":" + std::to_string(header.number) + ": header: " + header.malformed);
-  auto c = plan_columns(header.fields, o_.label, o_.dense, o_.sparse, o_.file);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+expected<void> importer::plan(const std::vector<std::string>& header) {
+  auto c = plan_columns(header, o_.label, o_.dense, o_.sparse, o_.file);
   if (!c) return c.err();
   cols_ = std::move(*c);
   result_.dense_columns = names_of(cols_, cols_.dense);
   result_.sparse_columns = names_of(cols_, cols_.sparse);
   result_.ignored_columns = names_of(cols_, cols_.ignored);
+  if (o_.standardize) {
+    auto s = standardized_columns();
+    if (!s) return s.err();
+    scaled_ = std::move(*s);
+  }
+  format_.header = header;
+  format_.label = o_.label;
+  format_.dense = result_.dense_columns;
+  format_.sparse = result_.sparse_columns;
+  format_.delimiter = o_.delimiter;
+  format_.missing = missing_name(o_.missing);
+  format_.buckets_per_field = cols_.sparse.empty() ? 0 : o_.buckets_per_field;
+  auto codec = make_codec(format_, header, true, o_.file);
+  if (!codec) return codec.err();
+  codec_ = std::move(*codec);
+  // The first pass checks every row for what it must count (missing values, labels); it parses
+  // numbers only for statistics it takes itself (the last pass parses and checks them all).
+  codec_.labels.reset();
+  codec_.parse_dense = o_.standardize && !split();
+  codec_.hash_sparse = false;
+  labels_.emplace(o_.file, "column '" + o_.label + "' (" + std::to_string(*cols_.label + 1) + ")");
   return {};
 }
 
-expected<void> importer::open_outputs() {
-  storage::record_schema s;
-  s.dense_dim = static_cast<std::uint32_t>(cols_.dense.size());
-  s.sparse_fields = static_cast<std::uint32_t>(cols_.sparse.size());
-  s.num_classes = 2;
-  s.buckets_per_field = cols_.sparse.empty() ? 0 : o_.buckets_per_field;
-  const std::string source = "csv:" + o_.file + " label=" + o_.label +
-                             " dense=" + joined(result_.dense_columns) +
-                             " sparse=" + joined(result_.sparse_columns);
-  const bool split = o_.test_fraction > 0;
-  made_out_ = split && !fs::exists(o_.out, ec_);
-  outputs_.emplace_back(split ? (fs::path(o_.out) / "train").string() : o_.out);
-  if (split) outputs_.emplace_back((fs::path(o_.out) / "test").string());
-  for (auto& out : outputs_)
-    if (auto r = out.open(s, source + (split ? (&out == &outputs_[0] ? " (train)" : " (test)") : "")); !r)
-      return r;
-  result_.train_dir = outputs_[0].dir;
-  if (split) result_.test_dir = outputs_[1].dir;
+expected<void> importer::first_pass() {
+  auto p = csv_pass::open(o_.file, o_.delimiter);
+  if (!p) return p.err();
+  if (auto r = plan(p->header()); !r) return r;
+  // Before reading the rows: a store already there is refused at once, not after the passes.
+  if (auto r = outputs_.open(format_, result_); !r) return r;
+  if (o_.standardize && !split()) survey_.stats = column_stats(scaled_);
+  survey_.malformed.max_reported = o_.max_reported;
+  ++result_.passes;
+  return p->each([this](const nn::csv_line& line) { return survey_row(line); }, &survey_.malformed);
+}
+
+expected<void> importer::survey_row(const nn::csv_line& line) {
+  auto out = to_record(line.fields, codec_, record_, o_.file, line.number);
+  if (!out) return out.err();
+  if (!out->kept) {
+    ++survey_.skipped_missing;
+    return {};
+  }
+  ++survey_.kept;
+  survey_.filled += out->filled;
+  if (auto a = labels_->add(out->label, line.number); !a) return a;
+  if (split())
+    survey_.hashes.push_back(splitmix64(line.number ^ o_.split_seed));
+  else if (o_.standardize)
+    survey_.stats.add(record_.dense);
   return {};
 }
 
-expected<void> importer::add(const nn::csv_line& line) {
-  std::string why = line.malformed;
-  if (why.empty() && line.fields.size() != cols_.names.size())
-    why =
-        std::to_string(line.fields.size()) + " fields, the header has " + std::to_string(cols_.names.size());
-  if (!why.empty()) {
-    if (result_.examples.size() < o_.max_reported)
-      result_.examples.push_back("line " + std::to_string(line.number) + ": " + why);
-    ++result_.malformed;
-    return {};
+expected<void> importer::check_rows() {
+  const auto& m = survey_.malformed;
+  result_.malformed = m.count;
+  result_.examples = m.examples;
+  result_.skipped_missing = survey_.skipped_missing;
+  result_.filled_missing = survey_.filled;
+  if (m.count > 0 && !o_.skip_malformed) {
+    std::string quoted = joined(m.examples, "; ");
+    return bad(o_.file + ": " + std::to_string(m.count) + " malformed line" + (m.count == 1 ? "" : "s") +
+               " (" + quoted + (m.count > m.examples.size() ? "; ..." : "") +
+               "); nothing imported (--skip-malformed drops them)");
   }
-  auto kept = to_record(line, cols_, {o_.file, o_.missing, o_.buckets_per_field}, record_);
-  if (!kept) return kept.err();
-  if (!*kept) {
-    ++result_.skipped_missing;
-    return {};
-  }
-  max_label_ = std::max(max_label_, static_cast<std::uint32_t>(record_.label));
-  auto& out = outputs_[to_test(line.number) ? 1 : 0];
-  return out.writer->append(record_);
+  if (survey_.kept == 0) return bad(o_.file + ": no rows to import");
+  return {};
 }
 
-expected<void> importer::finish_outputs() {
-  if (outputs_[0].writer->count() == 0)
-    return bad(o_.file + ": no rows to import" + (outputs_.size() > 1 ? " into the training store" : ""));
-  if (outputs_.size() > 1 && outputs_[1].writer->count() == 0)
-    return bad(o_.file + ": --test-fraction " + std::to_string(o_.test_fraction) +
-               " put none of the rows into the test store: give a larger fraction");
-  result_.num_classes = max_label_ + 1;
-  for (auto& out : outputs_) {
-    out.writer->set_num_classes(result_.num_classes);
-    auto m = out.writer->finish();
-    if (!m) return m.err();
-    (&out == &outputs_[0] ? result_.train : result_.test) = *m;
-  }
+expected<void> importer::choose_split() {
+  if (!split()) return {};
+  auto& h = survey_.hashes;
+  const auto k = static_cast<std::size_t>(std::llround(o_.test_fraction * static_cast<double>(h.size())));
+  if (k == 0 || k == h.size())
+    return bad(o_.file + ": --test-fraction " + std::to_string(o_.test_fraction) + " of " +
+               std::to_string(h.size()) + " rows leaves " + (k == 0 ? "the test" : "the training") +
+               " store empty: give a " + (k == 0 ? "larger" : "smaller") + " fraction");
+  std::nth_element(h.begin(), h.begin() + static_cast<std::ptrdiff_t>(k - 1), h.end());
+  threshold_ = h[k - 1];
+  h = {};
+  return {};
+}
+
+expected<csv_pass> importer::reopen() {
+  auto p = csv_pass::open(o_.file, o_.delimiter);
+  if (!p) return p.err();
+  if (p->header() != cols_.names)
+    return make_unexpected(core_errc::io_error, o_.file + ": changed while it was imported (its header)");
+  ++result_.passes;
+  return p;
+}
+
+expected<void> importer::stats_pass() {
+  auto p = reopen();
+  if (!p) return p.err();
+  survey_.stats = column_stats(scaled_);
+  codec_.parse_dense = true;
+  return p->each(
+      [this](const nn::csv_line& line) -> expected<void> {
+        auto out = to_record(line.fields, codec_, record_, o_.file, line.number);
+        if (!out) return out.err();
+        if (out->kept && !to_test(line.number)) survey_.stats.add(record_.dense);
+        return {};
+      },
+      nullptr);
+}
+
+expected<void> importer::finish_format() {
+  auto classes = labels_->decide();
+  if (!classes) return classes.err();
+  result_.num_classes = classes->num_classes;
+  result_.class_names = classes->names;
+  format_.class_names = std::move(classes->names);
+  if (o_.standardize) format_.standardize = survey_.stats.scales(result_.dense_columns);
+  for (const auto& s : format_.standardize)
+    if (s.std == 0) result_.constant_columns.push_back(s.column);
+  result_.standardized = format_.standardize;
+  auto codec = make_codec(format_, cols_.names, true, o_.file);
+  if (!codec) return codec.err();
+  codec_ = std::move(*codec);
+  return {};
+}
+
+expected<void> importer::write_pass() {
+  auto p = reopen();
+  if (!p) return p.err();
+  std::uint64_t written = 0;
+  auto r = p->each(
+      [&](const nn::csv_line& line) -> expected<void> {
+        auto out = to_record(line.fields, codec_, record_, o_.file, line.number);
+        if (!out) return out.err();
+        if (!out->kept) return {};
+        ++written;
+        return outputs_.append(to_test(line.number), record_);
+      },
+      nullptr);
+  if (!r) return r;
+  if (written != survey_.kept)
+    return make_unexpected(core_errc::io_error, o_.file + ": changed while it was imported (" +
+                                                    std::to_string(survey_.kept) + " rows, then " +
+                                                    std::to_string(written) + ")");
   return {};
 }
 
@@ -196,6 +267,9 @@ expected<csv_import_result> import_csv(const csv_import_options& o) {
   if (o.test_fraction < 0 || o.test_fraction >= 1)
     return bad("test fraction " + std::to_string(o.test_fraction) + ": expected 0 <= F < 1");
   if (o.buckets_per_field < 2) return bad("buckets per field must be >= 2");
+  std::error_code ec;
+  if (fs::exists(o.file, ec) && !fs::is_regular_file(o.file, ec))
+    return bad(o.file + ": not a regular file: the import reads it more than once (save it to a file first)");
   return importer(o).run();
 }
 

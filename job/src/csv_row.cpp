@@ -1,8 +1,8 @@
 #include "csv_row.hpp"
 
-#include <charconv>
+#include <algorithm>
 #include <cmath>
-#include <string_view>
+#include <set>
 
 #include "troupe/nn/data/readers.hpp"
 
@@ -10,72 +10,165 @@ namespace troupe::job {
 
 namespace {
 
-std::string_view trimmed(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 std::string quoted(std::string_view text) {
   std::string out(1, '\'');
   return out.append(text).append(1, '\'');
 }
 
-unexpected bad_value(const nn::csv_line& line, const csv_columns& c, std::size_t col, const row_rules& rules,
+unexpected bad_value(const row_codec& c, std::size_t col, const std::string& file, std::size_t line,
                      const std::string& why) {
-  return make_unexpected(core_errc::invalid_argument, rules.file + ":" + std::to_string(line.number) +
-                                                          ": column '" + c.names[col] + "' (" +
-                                                          std::to_string(col + 1) + "): " + why);
+  std::string text = file;
+  if (line > 0) text.append(":").append(std::to_string(line));
+  if (!text.empty()) text.append(": ");
+  text.append("column '")
+      .append(c.cols.names[col])
+      .append("' (")
+      .append(std::to_string(col + 1))
+      .append("): ");
+  return make_unexpected(core_errc::invalid_argument, text.append(why));
 }
 
-std::string missing_hint(const char* what, bool zero_allowed) {
-  return std::string("missing ") + what + " (--missing " + (zero_allowed ? "zero or " : "") +
-         "skip-row accepts it)";
+std::string missing_hint(const char* what, std::string_view text, bool zero_allowed) {
+  std::string out("missing ");
+  out.append(what);
+  if (!text.empty()) out.append(" ").append(quoted(text));
+  return out.append(" (--missing ").append(zero_allowed ? "zero or " : "").append("skip-row accepts it)");
 }
 
-bool parse_class(std::string_view text, float& out) {
-  std::uint32_t v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc{} || p != text.data() + text.size() || v > max_class_id) return false;
-  out = static_cast<float>(v);
-  return true;
+float scaled(float v, const dense_scale& s) {
+  if (!s.on) return v;
+  const double centred = static_cast<double>(v) - s.mean;
+  return static_cast<float>(s.std > 0 ? centred / s.std : centred);
 }
 
-bool parse_number(std::string_view text, float& out) {
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc{} && p == text.data() + text.size() && std::isfinite(out);
+expected<void> read_label(const std::vector<std::string>& fields, const row_codec& c, storage::record& r,
+                          row_outcome& out, const std::string& file, std::size_t line) {
+  const std::size_t col = *c.cols.label;
+  out.label = trimmed(fields[col]);
+  if (is_missing(out.label)) {
+    if (!c.label_required) return {};
+    if (c.missing != missing_policy::skip_row)
+      return bad_value(c, col, file, line, missing_hint("label", out.label, false));
+    out.kept = false;
+    out.missing_column = col;
+    return {};
+  }
+  if (!c.labels) return {};
+  if (!c.labels->id(out.label, r.label))
+    return bad_value(c, col, file, line,
+                     "label " + quoted(out.label) + " is not " + c.labels->expected_text());
+  out.labelled = true;
+  return {};
+}
+
+expected<void> read_dense(const std::vector<std::string>& fields, const row_codec& c, storage::record& r,
+                          row_outcome& out, const std::string& file, std::size_t line) {
+  r.dense.resize(c.cols.dense.size());
+  for (std::size_t k = 0; k < c.cols.dense.size(); ++k) {
+    const std::size_t col = c.cols.dense[k];
+    std::string_view text = trimmed(fields[col]);
+    float v = 0;
+    if (is_missing(text)) {
+      if (c.missing == missing_policy::skip_row) {
+        out.kept = false;
+        out.missing_column = col;
+        return {};
+      }
+      if (c.missing == missing_policy::error)
+        return bad_value(c, col, file, line, missing_hint("value", text, true));
+      ++out.filled;
+    } else if (!c.parse_dense) {
+      continue;
+    } else if (!parse_number(text, v)) {
+      return bad_value(c, col, file, line, quoted(text) + " is not a number");
+    }
+    r.dense[k] = c.scales.empty() ? v : scaled(v, c.scales[k]);
+  }
+  return {};
 }
 
 }  // namespace
 
-expected<bool> to_record(const nn::csv_line& line, const csv_columns& c, const row_rules& rules,
-                         storage::record& r) {
-  const bool skip = rules.missing == missing_policy::skip_row;
-  std::string_view label = trimmed(line.fields[c.label]);
-  if (label.empty()) {
-    if (skip) return false;
-    return bad_value(line, c, c.label, rules, missing_hint("label", false));
+expected<row_outcome> to_record(const std::vector<std::string>& fields, const row_codec& c,
+                                storage::record& r, const std::string& file, std::size_t line) {
+  row_outcome out;
+  r.label = 0;
+  if (c.cols.label) {
+    if (auto l = read_label(fields, c, r, out, file, line); !l) return l.err();
+    if (!out.kept) return out;
   }
-  if (!parse_class(label, r.label))
-    return bad_value(line, c, c.label, rules,
-                     "label " + quoted(label) + " is not a class id (an integer from 0 to " +
-                         std::to_string(max_class_id) + ")");
-  r.dense.resize(c.dense.size());
-  for (std::size_t k = 0; k < c.dense.size(); ++k) {
-    std::string_view text = trimmed(line.fields[c.dense[k]]);
-    if (text.empty()) {
-      if (skip) return false;
-      if (rules.missing == missing_policy::error)
-        return bad_value(line, c, c.dense[k], rules, missing_hint("value", true));
-      r.dense[k] = 0;
-    } else if (!parse_number(text, r.dense[k])) {
-      return bad_value(line, c, c.dense[k], rules, quoted(text) + " is not a number");
-    }
+  if (auto d = read_dense(fields, c, r, out, file, line); !d) return d.err();
+  if (!out.kept) return out;
+  r.sparse.resize(c.cols.sparse.size());
+  for (std::size_t f = 0; c.hash_sparse && f < c.cols.sparse.size(); ++f)
+    r.sparse[f] = nn::category_id(fields[c.cols.sparse[f]], f, c.buckets_per_field);
+  return out;
+}
+
+const char* missing_name(missing_policy p) {
+  switch (p) {
+    case missing_policy::zero:
+      return "zero";
+    case missing_policy::skip_row:
+      return "skip-row";
+    default:
+      return "error";
   }
-  r.sparse.resize(c.sparse.size());
-  for (std::size_t f = 0; f < c.sparse.size(); ++f)
-    r.sparse[f] = nn::category_id(line.fields[c.sparse[f]], f, rules.buckets_per_field);
-  return true;
+}
+
+namespace {
+
+unexpected bad(const std::string& where, const std::string& why) {
+  return make_unexpected(core_errc::invalid_argument, where + ": " + why);
+}
+
+expected<void> check_rules(const storage::row_format& f, const std::string& where) {
+  if (!parse_missing_policy(f.missing))
+    return bad(where, "missing policy '" + f.missing + "': expected error, zero or skip-row");
+  if (f.hash != storage::category_hash_v1)
+    return bad(where, "hash '" + f.hash + "': this build knows " + storage::category_hash_v1);
+  if (f.delimiter == '"' || f.delimiter == '\n' || f.delimiter == '\r')
+    return bad(where, "the delimiter cannot be a quote or a line break");
+  if (!f.sparse.empty() && f.buckets_per_field < 2)
+    return bad(where, "sparse columns need buckets_per_field >= 2");
+  if (std::set<std::string>(f.class_names.begin(), f.class_names.end()).size() != f.class_names.size())
+    return bad(where, "class_names holds a name twice");
+  return {};
+}
+
+expected<std::vector<dense_scale>> scales_of(const storage::row_format& f, const std::string& where) {
+  std::vector<dense_scale> scales;
+  if (f.standardize.empty()) return scales;
+  scales.resize(f.dense.size());
+  for (const auto& s : f.standardize) {
+    auto it = std::find(f.dense.begin(), f.dense.end(), s.column);
+    if (it == f.dense.end())
+      return bad(where, "standardized column '" + s.column + "' is not a dense column");
+    if (!std::isfinite(s.mean) || !std::isfinite(s.std) || s.std < 0)
+      return bad(where, "standardized column '" + s.column + "': mean and std must be finite, std >= 0");
+    scales[static_cast<std::size_t>(it - f.dense.begin())] = {true, s.mean, s.std};
+  }
+  return scales;
+}
+
+}  // namespace
+
+expected<row_codec> make_codec(const storage::row_format& f, const std::vector<std::string>& header,
+                               bool label_required, const std::string& where) {
+  if (auto r = check_rules(f, where); !r) return r.err();
+  auto scales = scales_of(f, where);
+  if (!scales) return scales.err();
+  auto cols = bind_columns(header, f, where);
+  if (!cols) return cols.err();
+  if (label_required && !cols->label) return bad(where, "label column '" + f.label + "': no such column");
+  row_codec c;
+  c.cols = std::move(*cols);
+  c.missing = *parse_missing_policy(f.missing);
+  c.buckets_per_field = f.buckets_per_field;
+  c.labels = label_codec(f.class_names);
+  c.scales = std::move(*scales);
+  c.label_required = label_required;
+  return c;
 }
 
 }  // namespace troupe::job

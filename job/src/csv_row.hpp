@@ -1,30 +1,66 @@
-// One CSV line (split, of the header's width) into one record: the label column's class id, the
-// dense columns' numbers, the sparse columns' ids.
+// One CSV row (split, of the header's width) into one record: the label column's class id, the
+// dense columns' numbers (standardized where asked), the sparse columns' ids. The import
+// (csv_import.cpp) and job::row_encoder both read rows only through to_record, with a codec that
+// make_codec built from a storage::row_format, so that a row reads the same in both.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "csv_cells.hpp"
 #include "csv_columns.hpp"
 #include "troupe/job/csv_import.hpp"
-#include "troupe/nn/data/csv_reader.hpp"
 #include "troupe/storage/record.hpp"
+#include "troupe/storage/row_format.hpp"
 
 namespace troupe::job {
 
-inline constexpr std::uint32_t max_class_id = 65535;
-
-struct row_rules {
-  std::string file;  // for messages
-  missing_policy missing = missing_policy::error;
-  std::uint64_t buckets_per_field = 0;
+struct dense_scale {
+  bool on = false;
+  double mean = 0, std = 1;  // std 0: centred only
 };
 
-// Fills `r` (sized for c) from `line`; false when the row is dropped for a missing value
-// (missing_policy::skip_row). Errors (invalid_argument) name file:line, the column and the text: a
-// label that is not an integer in [0, max_class_id], a dense value that is not a finite number, an
-// empty label or dense value under missing_policy::error (an empty label under zero too).
-expected<bool> to_record(const nn::csv_line& line, const csv_columns& c, const row_rules& rules,
-                         storage::record& r);
+struct row_codec {
+  csv_columns cols;
+  missing_policy missing = missing_policy::error;
+  std::uint64_t buckets_per_field = 0;
+  // Absent: the label is only checked for a value and handed back as text (an import's first pass,
+  // before the classes are known).
+  std::optional<label_codec> labels;
+  std::vector<dense_scale> scales;  // one per dense column; empty: none standardized
+  // An import's rows must have a label; rows to predict may lack one (no column, or no value).
+  bool label_required = true;
+  // What an import's first passes may skip: dense cells are then only checked for a missing
+  // value (r.dense left unset), sparse ones not hashed. The pass that writes reads everything.
+  bool parse_dense = true;
+  bool hash_sparse = true;
+};
+
+// Checks `f` and places its columns in `header`. Errors (invalid_argument, naming `where`): a
+// missing policy or hash this build does not know, a delimiter that is a quote or line break, no
+// buckets for sparse columns, repeated class names, a standardized column that is not dense or a
+// mean/std that is not finite (std < 0), a dense or sparse column the header lacks.
+expected<row_codec> make_codec(const storage::row_format& f, const std::vector<std::string>& header,
+                               bool label_required, const std::string& where);
+
+struct row_outcome {
+  bool kept = true;          // false: a missing value under skip-row, in column missing_column
+  bool labelled = false;     // r.label holds the row's class id
+  std::string_view label;    // the label cell, trimmed (a view into the fields)
+  std::uint32_t filled = 0;  // dense cells read as 0 (missing_policy::zero)
+  std::size_t missing_column = 0;
+};
+
+// Fills `r` (sized for the codec) from `fields` (the header's width). Errors (invalid_argument)
+// name `file`:`line` (what of them there is), the column and the text: a label that is no class, a
+// dense value that is not a finite number, a missing label (when required) or dense value under
+// missing_policy::error (a missing label under zero too).
+expected<row_outcome> to_record(const std::vector<std::string>& fields, const row_codec& c,
+                                storage::record& r, const std::string& file, std::size_t line);
+
+// "error" | "zero" | "skip-row".
+const char* missing_name(missing_policy p);
 
 }  // namespace troupe::job

@@ -56,7 +56,7 @@ ps_options read_ps(config_section s) {
 }
 }  // namespace
 
-expected<job_spec> job_spec::read(const config_doc& doc) {
+expected<job_spec> job_spec::read(const config_doc& doc, config_doc* effective) {
   config_reader r(doc);
   job_spec spec;
   spec.job = read_job(r.section("job"));
@@ -66,6 +66,7 @@ expected<job_spec> job_spec::read(const config_doc& doc) {
   spec.log = log_config::read(r.section("log"), log_config{});
   spec.cluster = cluster::cluster_config::read(r.section("cluster"));
   if (auto f = r.finish(); !f) return f.err();
+  if (effective) *effective = r.effective();
   if (auto v = spec.transport.validate(); !v) return v.err();
   // Every node of a job listens on a free port of listen_host (the master's is picked by the
   // runner and kept across its restarts): one fixed port cannot serve them all.

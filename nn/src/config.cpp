@@ -48,7 +48,7 @@ model_config read_model_config(config_section s, model_config c) {
   c.filters = sizes(s, "filters", c.filters);
   c.cnn_dropout = s.get_double("cnn_dropout", c.cnn_dropout, 0, 0.99);
   c.layers = s.get_strings("layers", c.layers);
-  if (s.has("seed")) c.seed = static_cast<std::uint64_t>(s.get_int("seed", 1, 0));
+  c.seed = static_cast<std::uint64_t>(s.get_int("seed", static_cast<std::int64_t>(c.seed), 0));
   return c;
 }
 

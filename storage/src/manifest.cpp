@@ -1,27 +1,19 @@
 #include <sstream>
 
+#include "manifest_toml.hpp"
 #include "troupe/core/config.hpp"
 #include "troupe/storage/record_store.hpp"
 
 namespace troupe::storage {
 
 namespace {
-std::string quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    out += c;
-  }
-  return out + "\"";
-}
 constexpr std::int64_t max_dim = std::int64_t{1} << 24;
 }  // namespace
 
 std::string manifest::to_toml() const {
   std::ostringstream o;
   o << "format_version = " << format_version << "\n"
-    << "source = " << quote(source) << "\n"
+    << "source = " << toml_string(source) << "\n"
     << "record_count = " << record_count << "\n"
     << "complete = " << (complete ? "true" : "false") << "\n\n"
     << "[schema]\n"
@@ -32,6 +24,7 @@ std::string manifest::to_toml() const {
     << "image_shape = [";
   for (std::size_t i = 0; i < schema.image_shape.size(); ++i) o << (i ? ", " : "") << schema.image_shape[i];
   o << "]\n";
+  if (columns) write_columns(o, *columns);
   return o.str();
 }
 
@@ -64,6 +57,7 @@ expected<manifest> manifest::parse(std::string_view text, const std::string& whe
   }
   if (!m.schema.image_shape.empty() && volume != m.schema.dense_dim)
     s.fail("image_shape", core_errc::out_of_range, "product of image_shape must equal dense_dim");
+  if (root.has("columns")) m.columns = read_columns(root.section("columns"), m.schema.buckets_per_field);
   if (auto r = rd.finish(); !r) return bad(r.err());
   return m;
 }

@@ -92,6 +92,28 @@ TEST(config_check, a_train_device_without_a_job_device_gets_a_note) {
   std::filesystem::remove(f);
 }
 
+// --print shows every key the job reads with its effective value, defaults included (it showed only
+// the keys the file set), and what it prints is itself a valid job file that prints the same.
+TEST(config_check, print_shows_the_defaults_too) {
+  auto f = write_temp("print.toml", std::string("[job]\nworkers = 3\n") + ctr_data);
+  auto r = run_troupe("config check --print " + f + " --set train.epochs=7");
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* line : {"workers = 3", "epochs = 7", "lease_timeout_ms = 30000", "records_per_task = 1024",
+                           "batch_size = ", "learning_rate = ", "optimizer = ", "shards = 1",
+                           "type = ", "rows = 1000", "heartbeat_timeout_ms = "})
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << " in:\n" << r.out;
+  for (const char* table :
+       {"[job]", "[train]", "[model]", "[data]", "[ps]", "[transport]", "[log]", "[cluster]"})
+    EXPECT_NE(r.out.find(table), std::string::npos) << table << " in:\n" << r.out;
+  const auto printed = r.out.substr(0, r.out.rfind(f + ": ok"));
+  auto again = write_temp("print-again.toml", printed);
+  auto r2 = run_troupe("config check --print " + again);
+  ASSERT_EQ(r2.code, 0) << r2.out << "\nfrom:\n" << printed;
+  EXPECT_EQ(r2.out.substr(0, r2.out.rfind(again + ": ok")), printed);
+  std::filesystem::remove(f);
+  std::filesystem::remove(again);
+}
+
 // `run` prints a config error as the very line `config check` prints (file, line, key, reason).
 TEST(config_check, run_prints_the_same_error_line_as_check) {
   auto root = temp_path("same-line-jobs");

@@ -57,7 +57,7 @@ TEST_F(DataCsvCli, ImportsSplitsAndInspects) {
                       " --label label --dense x1,x2 --sparse shade --buckets 16 --test-fraction 0.25");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find(path("store/train") + ": "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("(test fraction 0.25)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(": 75 records (test fraction 0.25, seed 24301)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("label label: 3 classes"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("sparse (1, 16 ids each): shade"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ignored: id"), std::string::npos) << r.out;

@@ -153,6 +153,40 @@ TEST(config, wrong_table_type) {
   EXPECT_NE(res.err().context().find("expected a table, got an integer"), std::string::npos);
 }
 
+// effective(): the document with every key a getter read, the defaults of absent keys included;
+// keys nobody read (an ignored section) stay as the file has them.
+TEST(config, effective_holds_every_key_read_with_its_value) {
+  auto doc = parse("[job]\nworkers = 4\n[other]\nx = 'kept'\n");
+  config_reader r(doc);
+  auto job = r.section("job");
+  EXPECT_EQ(job.get_int("workers", 1), 4);
+  EXPECT_EQ(job.get_int("lease_ms", 30000), 30000);
+  EXPECT_EQ(job.section("deep").get_string("name", "n"), "n");
+  EXPECT_EQ(job.get_doubles("weights", {0.5, 2}), (std::vector<double>{0.5, 2}));
+  EXPECT_EQ(job.get_strings("tags", {}), std::vector<std::string>{});
+  r.ignore("other");
+  ASSERT_TRUE(r.finish());
+  const auto text = r.effective().to_toml();
+  for (const char* line : {"workers = 4", "lease_ms = 30000", "name = 'n'", "weights = [ 0.5, 2.0 ]",
+                           "tags = []", "x = 'kept'", "[job.deep]"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << " in:\n" << text;
+  EXPECT_FALSE(doc.has("job.lease_ms")) << "the document read is unchanged";
+  auto again = parse(text);
+  config_reader r2(again);
+  EXPECT_EQ(r2.section("job").get_int("lease_ms", 1), 30000);
+}
+
+TEST(config, get_doubles_reads_numbers_and_names_a_wrong_one) {
+  auto doc = parse("a = [1, 2.5, -3e2]\nb = [1, 'x']\n");
+  config_reader r(doc);
+  EXPECT_EQ(r.root().get_doubles("a", {}), (std::vector<double>{1, 2.5, -300}));
+  EXPECT_EQ(r.root().get_doubles("b", {7}), std::vector<double>{7});
+  auto res = r.finish();
+  ASSERT_FALSE(res);
+  EXPECT_NE(res.err().context().find("key 'b': expected an array of numbers"), std::string::npos)
+      << res.err().context();
+}
+
 TEST(log_config, bad_level_names_the_value) {
   auto doc = parse("[log]\nlevel = 'loud'\n");
   config_reader r(doc);

@@ -111,7 +111,7 @@ TEST_F(CsvImport, TestFractionSplitsTheSameWayEveryTime) {
   EXPECT_EQ(r->train_dir, path("out/train"));
   EXPECT_EQ(r->test_dir, path("out/test"));
   EXPECT_EQ(r->train.record_count + r->test.record_count, 1000u);
-  EXPECT_NEAR(static_cast<double>(r->test.record_count), 200, 50);
+  EXPECT_EQ(r->test.record_count, 200u) << "round(0.2 x 1000), exactly";
   auto again = o;
   again.out = path("again");
   auto r2 = import_csv(again);
@@ -139,12 +139,8 @@ TEST_F(CsvImport, BadValuesNameLineAndColumn) {
   auto o = csv("x,y,z\n1,0,2\n1,1,abc\n");
   auto e = refused(o);
   EXPECT_NE(e.find(o.file + ":3: column 'z' (3): 'abc' is not a number"), std::string::npos) << e;
-  e = refused(csv("x,y\n1,0\n2,1.5\n"));
-  EXPECT_NE(e.find(":3: column 'y' (2): label '1.5' is not a class id"), std::string::npos) << e;
-  e = refused(csv("x,y\n1,-1\n"));
-  EXPECT_NE(e.find(":2: column 'y' (2): label '-1' is not a class id"), std::string::npos) << e;
   e = refused(csv("x,y\nnan,1\n"));
-  EXPECT_NE(e.find(":2: column 'x' (1): 'nan' is not a number"), std::string::npos) << e;
+  EXPECT_NE(e.find(":2: column 'x' (1): missing value 'nan'"), std::string::npos) << e;
 }
 
 TEST_F(CsvImport, MissingValuePolicies) {

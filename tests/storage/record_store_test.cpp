@@ -337,5 +337,69 @@ TEST(Manifest, ImageShapeMustMatchDenseDim) {
   EXPECT_NE(p.err().to_string().find("image_shape"), std::string::npos) << p.err().to_string();
 }
 
+// A CSV store's [columns] read back exactly: names that need escaping (a tab delimiter, quotes, a
+// control character, a dot), class names, and the doubles of the standardization bit for bit.
+TEST(Manifest, ColumnsRoundTripExactly) {
+  manifest m;
+  m.schema = {3, 1, 3, {}, 1000};
+  m.record_count = 5;
+  m.complete = true;
+  row_format f;
+  f.header = {"id", "sepal.length", "say \"hi\"", "y", "bell\x07", "city"};
+  f.label = "y";
+  f.dense = {"sepal.length", "say \"hi\"", "bell\x07"};
+  f.sparse = {"city"};
+  f.delimiter = '\t';
+  f.missing = "skip-row";
+  f.buckets_per_field = 1000;
+  f.class_names = {"bird", "cat", "dog"};
+  f.standardize = {{"sepal.length", 5.843333333333334, 0.8253012917851409},
+                   {"bell\x07", 123456789012345680000.0, 0}};
+  m.columns = f;
+  auto p = manifest::parse(m.to_toml(), "x");
+  ASSERT_TRUE(p) << p.err().to_string() << "\n" << m.to_toml();
+  ASSERT_TRUE(p->columns);
+  EXPECT_EQ(*p->columns, f) << m.to_toml();
+  EXPECT_EQ(p->schema, m.schema);
+}
+
+// A manifest written before [columns] existed opens as before, with no columns.
+TEST(Manifest, OldManifestsWithoutColumnsStillParse) {
+  auto p = manifest::parse(
+      "format_version = 1\nsource = \"csv:a.csv label=y dense=x sparse=\"\nrecord_count = 2\ncomplete = "
+      "true\n"
+      "[schema]\ndense_dim = 1\nsparse_fields = 0\nnum_classes = 2\nbuckets_per_field = 0\nimage_shape = "
+      "[]\n",
+      "old");
+  ASSERT_TRUE(p) << p.err().to_string();
+  EXPECT_FALSE(p->columns);
+  auto bad = manifest::parse(
+      "format_version = 1\nrecord_count = 2\n[schema]\ndense_dim = 1\nsparse_fields = 0\n[columns]\nlabel = "
+      "\"y\"\ndelimiter = \",\"\nhash = \"h\"\nstandardize = [\"x\"]\nmean = [1.0]\n",
+      "m");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.err().to_string().find("one mean and one std per column"), std::string::npos)
+      << bad.err().to_string();
+}
+
+// A writer given the columns commits them with the manifest; the store opens with them.
+TEST(RecordStore, ColumnsAreKeptInTheStore) {
+  temp_dir d;
+  auto w = record_writer::create(d.str(), small_schema(), "csv:test");
+  ASSERT_TRUE(w);
+  row_format f;
+  f.label = "y";
+  f.dense = {"a", "b", "c"};
+  f.sparse = {"s", "t"};
+  w->set_columns(f);
+  ASSERT_TRUE(w->append(make(1)));
+  ASSERT_TRUE(w->finish());
+  auto s = record_store::open(d.str());
+  ASSERT_TRUE(s) << s.err().to_string();
+  ASSERT_TRUE(s->info().columns);
+  EXPECT_EQ(s->info().columns->dense, f.dense);
+  EXPECT_EQ(s->info().columns->buckets_per_field, 0u) << "the schema's";
+}
+
 }  // namespace
 }  // namespace troupe::storage

@@ -40,6 +40,7 @@ class config_doc {
   const impl& get_impl() const { return *impl_; }
 
  private:
+  friend class config_reader;
   std::shared_ptr<impl> impl_;
 };
 
@@ -67,6 +68,8 @@ class config_section {
                        std::initializer_list<std::string_view> allowed);
   std::vector<i64> get_ints(std::string_view key, const std::vector<i64>& def);
   std::vector<std::string> get_strings(std::string_view key, const std::vector<std::string>& def);
+  // An array of numbers (integers read as doubles).
+  std::vector<double> get_doubles(std::string_view key, const std::vector<double>& def);
   // A nested table; an absent one reads as empty (every getter returns its default).
   config_section section(std::string_view key);
 
@@ -97,9 +100,16 @@ class config_reader {
   // getter asked for (a typo such as `wrokers`).
   expected<void> finish(bool reject_unknown = true);
 
+  // The document as the readers saw it: every key the document holds, plus every key a getter
+  // read and found absent, set to the default it returned (`troupe config check --print`).
+  const config_doc& effective() const { return effective_; }
+
  private:
   friend class config_section;
+  template <class T>
+  void note_default(const std::string& full_key, const T& value);
   config_doc doc_;
+  config_doc effective_;
   std::vector<std::string> read_;
   std::vector<std::string> ignored_;
   error first_;

@@ -2,14 +2,21 @@
 // jobs read like the built-in ones ([data] source = "store"; docs/data.md, "Your own CSV data").
 //
 // The first line is the header; columns are named there. The label column holds class ids
-// (0/1: binary, 0..K-1: K classes); dense columns numbers; sparse columns any text, hashed into
-// field-scoped ids as the Criteo reader does (nn::category_id; an empty field is the field's
-// "missing" id). Records are written as they are read; an import that fails leaves no store.
+// (0/1: binary, 0..K-1: K classes) or any text (each distinct text a class, numbered in sorted
+// order, the names kept); dense columns numbers; sparse columns any text, hashed into field-scoped
+// ids as the Criteo reader does (nn::category_id; an empty field is the field's "missing" id).
+//
+// The file is read two or three times: a first pass learns the classes, the rows kept (for an
+// exact split), the missing values and, without a split, the standardization; with a split and
+// standardization a second pass takes the mean and deviation of the training rows; the last pass
+// parses every value and writes. The manifests keep what reading a raw row takes (storage::row_format;
+// job::row_encoder applies it). An import that fails leaves no store. Memory: 8 bytes per row with a split.
 //
 // Errors: core_errc::invalid_argument for the input or the options (no header, unknown or duplicate
 // columns, a bad label or number naming file, line and column, a missing value under
-// missing_policy::error, malformed lines without skip_malformed, no rows); core_errc::io_error and
-// storage errors when a file cannot be read or a store written. Not thread-safe.
+// missing_policy::error, malformed lines without skip_malformed, no rows, more than 65536 classes);
+// core_errc::io_error and storage errors when a file cannot be read (or changed between passes) or
+// a store written. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +29,7 @@
 
 namespace troupe::job {
 
-// What an empty label or dense field means.
+// What a missing label or dense value means: an empty field, or NaN, NA, N/A, null in any case.
 enum class missing_policy {
   error,     // the import fails, naming line and column
   zero,      // a dense value reads as 0 (an empty label is still an error)
@@ -38,10 +45,13 @@ struct csv_import_options {
   std::optional<std::vector<std::string>> dense;
   std::vector<std::string> sparse;
   char delimiter = ',';
-  // Rows go to the test store when splitmix64(line number ^ split_seed) falls below this fraction
-  // of the 64-bit range: the same file splits the same way every time.
+  // round(test_fraction x rows) rows go to the test store: those whose splitmix64(line number ^
+  // split_seed) are the lowest. The same file and seed split the same way every time.
   double test_fraction = 0;
   std::uint64_t split_seed = 0x5eed;
+  // Dense columns made (x - mean) / std with the training rows' mean and std. nullopt: none; empty:
+  // every dense column.
+  std::optional<std::vector<std::string>> standardize;
   missing_policy missing = missing_policy::error;
   bool skip_malformed = false;
   std::uint64_t buckets_per_field = 1u << 20;
@@ -53,9 +63,14 @@ struct csv_import_result {
   storage::manifest train, test;
   std::vector<std::string> dense_columns, sparse_columns, ignored_columns;
   std::uint32_t num_classes = 2;
-  std::uint64_t malformed = 0;        // lines dropped (skip_malformed)
-  std::vector<std::string> examples;  // "line N: why" for the first max_reported of them
-  std::uint64_t skipped_missing = 0;  // rows dropped for a missing value (missing_policy::skip_row)
+  std::vector<std::string> class_names;  // labels that were text: class i's; empty: class ids
+  std::vector<storage::column_scale> standardized;
+  std::vector<std::string> constant_columns;  // standardized, std 0: centred only
+  std::uint64_t filled_missing = 0;           // dense values read as 0 (missing_policy::zero)
+  unsigned passes = 0;                        // times the file was read
+  std::uint64_t malformed = 0;                // lines dropped (skip_malformed)
+  std::vector<std::string> examples;          // "line N: why" for the first max_reported of them
+  std::uint64_t skipped_missing = 0;          // rows dropped for a missing value (missing_policy::skip_row)
 };
 
 expected<csv_import_result> import_csv(const csv_import_options& o);

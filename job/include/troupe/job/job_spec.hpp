@@ -73,7 +73,9 @@ struct job_spec {
   log_config log;
 
   // Reads every section; the first problem (or an unknown key) is the error, naming file and key.
-  static expected<job_spec> read(const config_doc& doc);
+  // `effective`, when given, receives the document with every key read set to its value, defaults
+  // included (config_reader::effective).
+  static expected<job_spec> read(const config_doc& doc, config_doc* effective = nullptr);
   // Whether the strategy keeps its parameters on PS shards (async_ps) or on the workers.
   bool uses_ps() const { return job.strategy == "async_ps"; }
   bool uses_gpu() const { return job.device == "gpu"; }

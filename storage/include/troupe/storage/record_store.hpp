@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "troupe/storage/lmdb.hpp"
 #include "troupe/storage/record.hpp"
+#include "troupe/storage/row_format.hpp"
 
 namespace troupe::storage {
 
@@ -26,6 +28,9 @@ struct manifest {
   std::uint64_t record_count = 0;
   std::string source;     // e.g. "fashion-mnist:train", "criteo:day_0.tsv", "synth-ctr:seed=7"
   bool complete = false;  // false while an import is running or after it died
+  // Stores imported from CSV: how their rows were read (`[columns]`; absent in other stores and in
+  // manifests written before it existed). Its buckets_per_field is the schema's.
+  std::optional<row_format> columns;
 
   std::string to_toml() const;
   // Errors (bad_manifest, version_mismatch) name `where` and the offending key.
@@ -107,6 +112,8 @@ class record_writer {
   // The class count of the labels appended (ids 0..k-1), for an importer that learns it only from
   // the data: the manifest finish() commits carries it (records do not depend on it, record.hpp).
   void set_num_classes(std::uint32_t k) { manifest_.schema.num_classes = k; }
+  // How the rows were read (an importer of CSV text); in every manifest committed from now on.
+  void set_columns(row_format f) { manifest_.columns = std::move(f); }
   // Commits what is buffered and the complete manifest; returns it. The writer is done after.
   expected<manifest> finish();
   std::uint64_t count() const { return committed_ + pending_count_; }

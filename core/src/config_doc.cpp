@@ -1,0 +1,145 @@
+#include "troupe/core/config.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "config_impl.hpp"
+
+namespace troupe {
+
+namespace config_detail {
+
+std::vector<std::string> split_key(std::string_view dotted) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= dotted.size()) {
+    size_t dot = dotted.find('.', start);
+    if (dot == std::string_view::npos) dot = dotted.size();
+    parts.emplace_back(dotted.substr(start, dot - start));
+    start = dot + 1;
+  }
+  return parts;
+}
+
+const toml::node* lookup(const toml::table& t, std::string_view dotted) {
+  if (dotted.empty()) return &t;
+  const toml::node* n = &t;
+  for (const auto& part : split_key(dotted)) {
+    const auto* tbl = n->as_table();
+    if (!tbl) return nullptr;
+    n = tbl->get(part);
+    if (!n) return nullptr;
+  }
+  return n;
+}
+
+const char* type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+    default:
+      return "nothing";
+  }
+}
+
+}  // namespace config_detail
+
+using config_detail::lookup;
+using config_detail::split_key;
+
+config_doc::config_doc() : impl_(std::make_shared<impl>()) {
+  impl_->source = "<empty>";
+}
+
+expected<config_doc> config_doc::from_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return make_unexpected(core_errc::invalid_argument, path + ": is a directory, not a job file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_unexpected(core_errc::io_error, path + ": cannot open config file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return from_string(ss.str(), path);
+}
+
+expected<config_doc> config_doc::from_string(std::string_view text, std::string source) {
+  config_doc doc;
+  doc.impl_->source = std::move(source);
+  try {
+    doc.impl_->table = toml::parse(text, doc.impl_->source);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << doc.impl_->source << ":" << e.source().begin.line << ":" << e.source().begin.column << ": "
+        << e.description();
+    return make_unexpected(core_errc::parse_error, msg.str());
+  }
+  return doc;
+}
+
+expected<void> config_doc::apply_override(std::string_view assignment) {
+  auto eq = assignment.find('=');
+  if (eq == std::string_view::npos || eq == 0)
+    return make_unexpected(core_errc::invalid_argument,
+                           "--set '" + std::string(assignment) + "': expected KEY=VALUE");
+  std::string key(assignment.substr(0, eq));
+  std::string value(assignment.substr(eq + 1));
+  auto parts = split_key(key);
+  for (const auto& p : parts)
+    if (p.empty())
+      return make_unexpected(core_errc::invalid_argument, "--set '" + key + "': empty key component");
+  // Parse the value as TOML; anything that is not a TOML value is taken as a bare string.
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + value);
+  } catch (const toml::parse_error&) {
+    parsed = toml::table{{"v", value}};
+  }
+  // Copy on write: documents share their table.
+  auto fresh = std::make_shared<impl>(*impl_);
+  toml::table* t = &fresh->table;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    auto* n = t->get(parts[i]);
+    if (!n) {
+      t->insert(parts[i], toml::table{});
+      n = t->get(parts[i]);
+    }
+    t = n->as_table();
+    if (!t)
+      return make_unexpected(core_errc::wrong_type, "--set '" + key + "': '" + parts[i] + "' is not a table");
+  }
+  t->insert_or_assign(parts.back(), *parsed.get("v"));
+  impl_ = std::move(fresh);
+  return {};
+}
+
+const std::string& config_doc::source() const {
+  return impl_->source;
+}
+bool config_doc::has(std::string_view dotted_key) const {
+  return lookup(impl_->table, dotted_key) != nullptr;
+}
+std::string config_doc::to_toml() const {
+  std::ostringstream out;
+  out << impl_->table;
+  return out.str();
+}
+
+// ---- config_reader / config_section ----
+}  // namespace troupe

@@ -1,0 +1,54 @@
+// One cell of a CSV row as `troupe data import csv` reads it (docs/data.md, "Your own CSV data"):
+// what counts as a missing value, a number, a class id; and the class ids of label text.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace troupe::job {
+
+inline constexpr std::uint32_t max_class_id = 65535;
+inline constexpr std::size_t max_classes = max_class_id + 1;
+
+// Without the spaces and tabs around it.
+std::string_view trimmed(std::string_view s);
+
+// A label or dense cell (trimmed) that holds no value: empty, or, in any case, nan, +nan, -nan, na,
+// n/a or null (what pandas, R, numpy and databases write for one).
+bool is_missing(std::string_view text);
+
+// An integer 0..max_class_id written in digits.
+bool parse_class_id(std::string_view text, std::uint32_t& out);
+
+// A finite number (`1e-3`, `-2.5`; not `inf`).
+bool parse_number(std::string_view text, float& out);
+
+// Which class a label's text is: numeric (the text is a class id) or one of the names of an
+// import's string labels (class i is names[i]).
+class label_codec {
+ public:
+  label_codec() = default;
+  explicit label_codec(std::vector<std::string> names);
+
+  bool named() const { return !names_.empty(); }
+  // False when `text` (trimmed) is no class.
+  bool id(std::string_view text, float& out) const;
+  // What a label must be, for messages: "a class id (...)" or "one of the 3 classes (a, b, c)".
+  std::string expected_text() const;
+
+ private:
+  struct hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, std::uint32_t, hash, std::equal_to<>> ids_;
+};
+
+// Whether `s` is well-formed UTF-8 (what a manifest's TOML can hold).
+bool is_utf8(std::string_view s);
+
+}  // namespace troupe::job

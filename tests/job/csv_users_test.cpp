@@ -1,0 +1,283 @@
+// `troupe data import csv` on data as users have it (issue #44, item 5): string labels, NaN and NA
+// cells, standardized columns, an exact test split, and what the manifest keeps for reading a raw
+// row later.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "run_command.hpp"
+#include "troupe/job/csv_import.hpp"
+#include "troupe/nn/data/readers.hpp"
+
+namespace troupe::job {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CsvUsers : public ::testing::Test {
+ protected:
+  void SetUp() override { fs::create_directories(dir_); }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  // Writes `text` to <dir>/<name>; options importing it into <dir>/<out> with label "y".
+  csv_import_options csv(const std::string& text, const std::string& out = "out") {
+    std::ofstream(path(out + ".csv")) << text;
+    csv_import_options o;
+    o.file = path(out + ".csv");
+    o.out = path(out);
+    o.label = "y";
+    o.buckets_per_field = 1000;
+    return o;
+  }
+  std::string refused(const csv_import_options& o) {
+    auto r = import_csv(o);
+    EXPECT_FALSE(r);
+    if (r) return "";
+    EXPECT_TRUE(r.err() == core_errc::invalid_argument) << r.err().to_string();
+    EXPECT_FALSE(fs::exists(o.out)) << "a failed import left " << o.out;
+    return r.err().to_string();
+  }
+  fs::path dir_ = test_util::temp_path("csv-users");
+};
+
+std::vector<storage::record> records(const std::string& dir) {
+  auto s = storage::record_store::open(dir);
+  EXPECT_TRUE(s) << s.err().to_string();
+  std::vector<storage::record> out;
+  if (s) {
+    EXPECT_TRUE(s->read_batch(0, s->count(), out));
+  }
+  return out;
+}
+
+std::vector<float> labels(const std::string& dir) {
+  std::vector<float> out;
+  for (const auto& r : records(dir)) out.push_back(r.label);
+  return out;
+}
+
+storage::manifest manifest_of(const std::string& dir) {
+  auto s = storage::record_store::open(dir);
+  EXPECT_TRUE(s) << s.err().to_string();
+  return s ? s->info() : storage::manifest{};
+}
+
+TEST_F(CsvUsers, StringLabelsAreClassesInSortedOrderAndKeepTheirNames) {
+  auto o = csv("x,y\n1,cat\n2,dog\n3,bird\n4, cat \n");
+  auto r = import_csv(o);
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->num_classes, 3u);
+  EXPECT_EQ(r->class_names, (std::vector<std::string>{"bird", "cat", "dog"}));
+  EXPECT_EQ(labels(o.out), (std::vector<float>{1, 2, 0, 1}));
+  auto m = manifest_of(o.out);
+  EXPECT_EQ(m.schema.num_classes, 3u);
+  ASSERT_TRUE(m.columns);
+  EXPECT_EQ(m.columns->class_names, r->class_names) << "the names are in the manifest for later readers";
+
+  o = csv("x,y\n1,yes\n2,no\n3,yes\n", "binary");
+  r = import_csv(o);
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->num_classes, 2u);
+  EXPECT_EQ(r->class_names, (std::vector<std::string>{"no", "yes"}));
+  EXPECT_EQ(labels(o.out), (std::vector<float>{1, 0, 1}));
+}
+
+TEST_F(CsvUsers, NumericLabelsKeepTheirMeaningOtherNumbersSortByValue) {
+  auto o = csv("x,y\n1,0\n2,2\n3,1\n");
+  auto r = import_csv(o);
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_TRUE(r->class_names.empty()) << "class ids are not names";
+  EXPECT_EQ(r->num_classes, 3u);
+  EXPECT_EQ(labels(o.out), (std::vector<float>{0, 2, 1}));
+  EXPECT_TRUE(manifest_of(o.out).columns->class_names.empty());
+  // -1/+1 (a binary convention) and numpy's floats: classes in the order of their values.
+  o = csv("x,y\n1,+1\n2,-1\n", "signs");
+  r = import_csv(o);
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->class_names, (std::vector<std::string>{"-1", "+1"}));
+  EXPECT_EQ(labels(o.out), (std::vector<float>{1, 0}));
+  o = csv("x,y\n1,10.0\n2,2.0\n3,1.0e+00\n", "floats");
+  r = import_csv(o);
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->class_names, (std::vector<std::string>{"1.0e+00", "2.0", "10.0"}));
+}
+
+TEST_F(CsvUsers, LabelProblemsNameLineAndColumn) {
+  std::string many = "x,y\n";
+  for (int i = 0; i <= 65536; ++i) many += "1,c" + std::to_string(i) + "\n";
+  auto e = refused(csv(many));
+  EXPECT_NE(e.find(":65538: column 'y' (2): label 'c65536' is one class more than 65536"), std::string::npos)
+      << e;
+  e = refused(csv("x,y\n1,caf\xe9\n", "latin1"));
+  EXPECT_NE(e.find("latin1.csv:2: column 'y' (2): label is not UTF-8 text"), std::string::npos) << e;
+  e = refused(csv("x,caf\xe9,y\n1,2,a\n", "latin1-header"));
+  EXPECT_NE(e.find("header: the name of column 2 is not UTF-8 text"), std::string::npos) << e;
+}
+
+TEST_F(CsvUsers, NanTokensAreMissingValues) {
+  const std::string rows = "x,y,z,c\n1,0,NaN,NA\nnan,1,2,b\nNA,0,N/A,b\n-nan,1,null,b\n7,1,8,b\n";
+  const std::string text = rows + "5,NaN,1,b\n";
+  auto o = csv(text);
+  o.sparse = {"c"};
+  auto e = refused(o);
+  EXPECT_NE(e.find(":2: column 'z' (3): missing value 'NaN' (--missing zero or skip-row accepts it)"),
+            std::string::npos)
+      << e;
+  o.missing = missing_policy::zero;
+  e = refused(o);
+  EXPECT_NE(e.find(":7: column 'y' (2): missing label 'NaN' (--missing skip-row accepts it)"),
+            std::string::npos)
+      << e;
+  o = csv(rows, "zero");
+  o.missing = missing_policy::zero;
+  o.sparse = {"c"};
+  auto r = import_csv(o);
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->filled_missing, 6u) << "NaN, nan, NA, N/A, -nan, null in the dense columns";
+  auto recs = records(o.out);
+  ASSERT_EQ(recs.size(), 5u);
+  EXPECT_EQ(recs[0].dense, (std::vector<float>{1, 0}));
+  EXPECT_EQ(recs[2].dense, (std::vector<float>{0, 0}));
+  EXPECT_EQ(recs[0].sparse[0], nn::category_id("NA", 0, 1000)) << "NA in a sparse column is text (Namibia)";
+  o = csv(text, "skip");
+  o.missing = missing_policy::skip_row;
+  o.sparse = {"c"};
+  r = import_csv(o);
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->skipped_missing, 5u);
+  EXPECT_EQ(r->filled_missing, 0u);
+  EXPECT_EQ(labels(o.out), std::vector<float>{1});
+}
+
+TEST_F(CsvUsers, InfinityIsStillRefused) {
+  auto e = refused(csv("x,y\ninf,1\n"));
+  EXPECT_NE(e.find(":2: column 'x' (1): 'inf' is not a number"), std::string::npos) << e;
+}
+
+std::string rows_text(int n) {
+  std::string text = "x,y\n";
+  for (int i = 0; i < n; ++i) text += std::to_string(i) + "," + std::to_string(i % 2) + "\n";
+  return text;
+}
+
+std::set<float> xs(const std::string& dir) {
+  std::set<float> out;
+  for (const auto& r : records(dir)) out.insert(r.dense[0]);
+  return out;
+}
+
+TEST_F(CsvUsers, TheSplitIsExactAndFollowsTheSeed) {
+  auto o = csv(rows_text(1000));
+  o.test_fraction = 0.2;
+  auto r = import_csv(o);
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->test.record_count, 200u);
+  EXPECT_EQ(r->train.record_count, 800u);
+  EXPECT_EQ(r->passes, 2u);
+  auto again = csv(rows_text(1000), "again");
+  again.test_fraction = 0.2;
+  ASSERT_TRUE(import_csv(again));
+  EXPECT_EQ(xs(again.out + "/test"), xs(o.out + "/test")) << "the same file and seed: the same split";
+  auto other = csv(rows_text(1000), "other");
+  other.test_fraction = 0.2;
+  other.split_seed = 7;
+  ASSERT_TRUE(import_csv(other));
+  EXPECT_EQ(xs(other.out + "/test").size(), 200u);
+  EXPECT_NE(xs(other.out + "/test"), xs(o.out + "/test")) << "another seed: another split";
+  auto small = csv(rows_text(7), "small");
+  small.test_fraction = 0.25;
+  r = import_csv(small);
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->test.record_count, 2u) << "round(0.25 x 7)";
+  auto none = csv(rows_text(3), "none");
+  none.test_fraction = 0.1;
+  EXPECT_NE(refused(none).find("--test-fraction 0.100000 of 3 rows leaves the test store empty"),
+            std::string::npos);
+}
+
+double mean_of(const std::vector<storage::record>& recs, std::size_t k) {
+  double s = 0;
+  for (const auto& r : recs) s += r.dense[k];
+  return s / static_cast<double>(recs.size());
+}
+
+double std_of(const std::vector<storage::record>& recs, std::size_t k) {
+  const double m = mean_of(recs, k);
+  double s = 0;
+  for (const auto& r : recs) s += (r.dense[k] - m) * (r.dense[k] - m);
+  return std::sqrt(s / static_cast<double>(recs.size()));
+}
+
+TEST_F(CsvUsers, StandardizeUsesTheTrainingRowsAndKeepsTheirStatistics) {
+  std::string text = "a,b,k,y\n";
+  for (int i = 0; i < 400; ++i)
+    text += std::to_string(1000 + i * 3) + "," + std::to_string((i * 37) % 11) + ",4," +
+            std::to_string(i % 2) + "\n";
+  auto o = csv(text);
+  o.test_fraction = 0.25;
+  o.standardize = std::vector<std::string>{};
+  auto r = import_csv(o);
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->passes, 3u) << "a split and standardization: a pass for the training rows' statistics";
+  ASSERT_EQ(r->standardized.size(), 3u);
+  EXPECT_EQ(r->constant_columns, std::vector<std::string>{"k"});
+  auto train = records(o.out + "/train");
+  for (std::size_t k = 0; k < 2; ++k) {
+    EXPECT_NEAR(mean_of(train, k), 0, 1e-5) << "column " << k;
+    EXPECT_NEAR(std_of(train, k), 1, 1e-5) << "column " << k;
+  }
+  EXPECT_EQ(train[0].dense[2], 0.f) << "a constant column is centred only";
+  EXPECT_NE(r->standardized[0].mean, 1598.5) << "the mean of every row's a: the test rows are not in it";
+  auto m = manifest_of(o.out + "/test");
+  ASSERT_TRUE(m.columns);
+  EXPECT_EQ(m.columns->standardize, r->standardized) << "kept for rows read later";
+  // Some columns only; without a split the first pass takes the statistics.
+  auto some = csv(text, "some");
+  some.standardize = std::vector<std::string>{"b"};
+  r = import_csv(some);
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->passes, 2u);
+  ASSERT_EQ(r->standardized.size(), 1u);
+  EXPECT_EQ(r->standardized[0].column, "b");
+  EXPECT_EQ(records(some.out)[0].dense[0], 1000.f) << "a column not named stays as it was";
+  auto bad = csv(text, "bad");
+  bad.standardize = std::vector<std::string>{"y"};
+  EXPECT_NE(refused(bad).find("--standardize: 'y' is not a dense column (dense: a, b, k)"),
+            std::string::npos);
+}
+
+TEST_F(CsvUsers, APipeIsRefusedForItIsReadMoreThanOnce) {
+  auto fifo = path("fifo.csv");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto o = csv("x,y\n");
+  o.file = fifo;
+  EXPECT_NE(refused(o).find("not a regular file: the import reads it more than once"), std::string::npos);
+}
+
+TEST_F(CsvUsers, TheManifestKeepsWhatReadingARawRowTakes) {
+  auto o = csv("id;x1;y;city;x2\n1;2;b;p;3\n");
+  o.delimiter = ';';
+  o.sparse = {"city"};
+  o.dense = std::vector<std::string>{"x2", "x1"};
+  o.missing = missing_policy::zero;
+  ASSERT_TRUE(import_csv(o));
+  auto m = manifest_of(o.out);
+  ASSERT_TRUE(m.columns);
+  const auto& f = *m.columns;
+  EXPECT_EQ(f.header, (std::vector<std::string>{"id", "x1", "y", "city", "x2"}));
+  EXPECT_EQ(f.label, "y");
+  EXPECT_EQ(f.dense, (std::vector<std::string>{"x2", "x1"}));
+  EXPECT_EQ(f.sparse, std::vector<std::string>{"city"});
+  EXPECT_EQ(f.delimiter, ';');
+  EXPECT_EQ(f.missing, "zero");
+  EXPECT_EQ(f.hash, "troupe-category-v1");
+  EXPECT_EQ(f.buckets_per_field, 1000u);
+  EXPECT_EQ(f.class_names, std::vector<std::string>{"b"});
+}
+
+}  // namespace
+}  // namespace troupe::job
