@@ -20,6 +20,7 @@
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/control/runner.hpp"
 #include "troupe/core/clock.hpp"
+#include "troupe/job/row_encoder.hpp"
 #include "troupe/model/model_dir.hpp"
 #include "troupe/model/predictions.hpp"
 #include "troupe/storage/record_store.hpp"
@@ -42,19 +43,69 @@ std::string quoted(const std::string& s) {
   return nlohmann::json(s).dump();  // a JSON string is a TOML basic string
 }
 
-// The input checked against the model before anything runs: a record store of the model's shape.
-expected<std::string> input_store(const options& o, const model::model_info& m) {
+std::vector<std::string> split_header(const std::string& line, char delimiter) {
+  std::vector<std::string> out;
+  std::string cell;
+  for (char c : line + delimiter) {
+    if (c != delimiter) {
+      if (c != '\r') cell += c;
+      continue;
+    }
+    if (cell.size() >= 2 && cell.front() == '"' && cell.back() == '"') cell = cell.substr(1, cell.size() - 2);
+    out.push_back(std::move(cell));
+    cell.clear();
+  }
+  return out;
+}
+
+// A CSV file's rows (a header line, then one row a line) encoded as the model's training data was
+// imported (model.json's columns: the same hash, standardization and missing-value rules), into a
+// record store in the prediction job's directory. Every line must encode: the first that does not
+// is an error naming its line and column, before any node starts. Record i is line i + 2.
+expected<std::string> csv_store(const options& o, const model::model_info& m, const std::string& dir) {
+  auto format = model::row_format_of(m);
+  if (!format) return format.err();
+  auto enc = job::row_encoder::create(*format, m.dir + "/model.json");
+  if (!enc) return enc.err();
+  std::ifstream in(o.data);
+  std::string line;
+  if (!in || !std::getline(in, line))
+    return make_unexpected(core_errc::io_error, o.data + ": cannot read its header line");
+  if (auto h = enc->use_header(split_header(line, format->delimiter)); !h)
+    return std::move(h).err().wrap(o.data + ":1");
+  storage::record_schema schema{static_cast<std::uint32_t>(m.dense_dim),
+                                static_cast<std::uint32_t>(m.fields),
+                                static_cast<std::uint32_t>(m.classes),
+                                {},
+                                m.buckets_per_field};
+  auto w = storage::record_writer::create(dir, schema, "predict:" + o.data);
+  if (!w) return w.err();
+  storage::record r;
+  for (std::uint64_t n = 2; std::getline(in, line); ++n) {
+    if (auto e = enc->encode_line(line, r, o.data + ":" + std::to_string(n)); !e) return e.err();
+    if (auto a = w->append(r); !a) return a.err();
+  }
+  if (auto f = w->finish(); !f) return f.err();
+  return dir;
+}
+
+// The input checked against the model before anything runs: a record store of the model's shape,
+// or a CSV file encoded into one (csv_store) in the job's directory `job_dir`.
+expected<std::string> input_store(const options& o, const model::model_info& m, const std::string& job_dir) {
   std::error_code ec;
+  if (fs::is_regular_file(o.data, ec)) return csv_store(o, m, job_dir + "/input");
   if (!fs::is_regular_file(o.data + "/data.mdb", ec))
-    return make_unexpected(core_errc::invalid_argument, "--data " + o.data + ": not a record store (no data.mdb)");
+    return make_unexpected(core_errc::invalid_argument,
+                           "--data " + o.data + ": neither a CSV file nor a record store (no data.mdb)");
   auto s = storage::record_store::open_read_only(o.data);
   if (!s) return s.err();
   const auto& sc = s->info().schema;
   if (sc.dense_dim != m.dense_dim || sc.sparse_fields != m.fields)
     return make_unexpected(core_errc::invalid_argument,
-                           "--data " + o.data + ": rows of " + std::to_string(sc.dense_dim) + " dense values and " +
-                               std::to_string(sc.sparse_fields) + " sparse fields; the model (" + m.dir +
-                               "/model.json) takes " + std::to_string(m.dense_dim) + " and " + std::to_string(m.fields));
+                           "--data " + o.data + ": rows of " + std::to_string(sc.dense_dim) +
+                               " dense values and " + std::to_string(sc.sparse_fields) +
+                               " sparse fields; the model (" + m.dir + "/model.json) takes " +
+                               std::to_string(m.dense_dim) + " and " + std::to_string(m.fields));
   return fs::absolute(o.data).lexically_normal().string();
 }
 
@@ -63,17 +114,19 @@ std::string job_file(const options& o, const std::string& store) {
   const auto root = fs::absolute(o.root).lexically_normal().string();
   std::string t = "[job]\nname = \"predict\"\nstrategy = \"predict\"\nroot = " + quoted(root) +
                   "\nworkers = " + std::to_string(o.workers) + "\nmin_workers = 1\nmax_workers = " +
-                  std::to_string(std::max<std::uint32_t>(o.workers, 8)) + "\nrecords_per_task = " +
-                  std::to_string(o.records_per_task) + "\n";
-  t += "[model]\ntype = \"exported\"\npath = " + quoted(fs::absolute(o.model).lexically_normal().string()) + "\n";
+                  std::to_string(std::max<std::uint32_t>(o.workers, 8)) +
+                  "\nrecords_per_task = " + std::to_string(o.records_per_task) + "\n";
+  t += "[model]\ntype = \"exported\"\npath = " + quoted(fs::absolute(o.model).lexically_normal().string()) +
+       "\n";
   t += "[train]\nepochs = 1\nshuffle = false\nbatch_size = " + std::to_string(o.batch) +
        "\nthreads = " + std::to_string(o.threads) + "\n";
   t += "[data]\nsource = \"store\"\ntrain = " + quoted(store) + "\ntest = " + quoted(store) + "\n";
   return t;
 }
 
-// Runs the prediction job; its directory, or the runner's exit code.
-expected<std::string> run_prediction(const options& o, const std::string& store, int& rc) {
+// Runs the prediction job (in `job_id`'s directory under the root); the runner's exit code in `rc`.
+expected<std::string> run_prediction(const options& o, const std::string& store, const std::string& job_id,
+                                     int& rc) {
   char path[] = "/tmp/troupe-predict-XXXXXX.toml";
   int fd = ::mkstemps(path, 5);
   if (fd < 0) return make_unexpected(core_errc::io_error, "cannot make a temporary job file in /tmp");
@@ -81,15 +134,15 @@ expected<std::string> run_prediction(const options& o, const std::string& store,
   std::ofstream(path) << job_file(o, store);
   control::run_options ro;
   ro.file = path;
-  ro.job_id = o.job_id.empty() ? "predict-" + std::to_string(clock::system().wall_ms()) : o.job_id;
+  ro.job_id = job_id;
   ro.progress = !o.quiet;
   rc = control::run_job(ro);
   ::unlink(path);
   return fs::absolute(o.root).lexically_normal().string() + "/" + ro.job_id;
 }
 
-std::string csv_header(const model::model_info& m, std::uint32_t width) {
-  std::string h = "row";
+std::string csv_header(const model::model_info& m, std::uint32_t width, bool lines) {
+  std::string h = lines ? "line" : "record";
   if (width == 1) return h + ",probability" + (m.class_names.size() == 2 ? ",class" : "");
   h += ",class";
   for (std::uint32_t c = 0; c < width; ++c)
@@ -101,33 +154,36 @@ std::string class_name(const model::model_info& m, std::size_t c) {
   return c < m.class_names.size() ? m.class_names[c] : std::to_string(c);
 }
 
-// The parts into `out` (a temporary file renamed into place): one line per row, in record order.
-expected<std::uint64_t> write_csv(const std::string& job_dir, const model::model_info& m, const std::string& out) {
+// The parts into `out` (a temporary file renamed into place): one line per row, in record order,
+// numbered from `first_line` (a CSV input's line numbers, or a store's record numbers from 0).
+expected<std::uint64_t> write_csv(const std::string& job_dir, const model::model_info& m,
+                                  const std::string& out, std::uint64_t first_line) {
   const std::string tmp = out + ".tmp-" + std::to_string(::getpid());
   std::ofstream f(tmp);
   bool header = false;
-  auto n = model::visit_parts(job_dir + "/predictions", [&](const model::prediction_part& p) -> expected<void> {
-    if (!header) f << csv_header(m, p.width) << "\n";
-    header = true;
-    char num[32];
-    for (std::uint64_t r = 0; r < p.rows; ++r) {
-      const float* v = p.values.data() + r * p.width;
-      f << (p.first + r);
-      if (p.width == 1) {
-        std::snprintf(num, sizeof num, "%.7g", v[0]);
-        f << ',' << num;
-        if (m.class_names.size() == 2) f << ',' << class_name(m, v[0] >= 0.5f ? 1 : 0);
-      } else {
-        f << ',' << class_name(m, static_cast<std::size_t>(std::max_element(v, v + p.width) - v));
-        for (std::uint32_t c = 0; c < p.width; ++c) {
-          std::snprintf(num, sizeof num, "%.7g", v[c]);
-          f << ',' << num;
+  auto n =
+      model::visit_parts(job_dir + "/predictions", [&](const model::prediction_part& p) -> expected<void> {
+        if (!header) f << csv_header(m, p.width, first_line > 0) << "\n";
+        header = true;
+        char num[32];
+        for (std::uint64_t r = 0; r < p.rows; ++r) {
+          const float* v = p.values.data() + r * p.width;
+          f << (p.first + r + first_line);
+          if (p.width == 1) {
+            std::snprintf(num, sizeof num, "%.7g", v[0]);
+            f << ',' << num;
+            if (m.class_names.size() == 2) f << ',' << class_name(m, v[0] >= 0.5f ? 1 : 0);
+          } else {
+            f << ',' << class_name(m, static_cast<std::size_t>(std::max_element(v, v + p.width) - v));
+            for (std::uint32_t c = 0; c < p.width; ++c) {
+              std::snprintf(num, sizeof num, "%.7g", v[c]);
+              f << ',' << num;
+            }
+          }
+          f << '\n';
         }
-      }
-      f << '\n';
-    }
-    return {};
-  });
+        return {};
+      });
   f.close();
   if (!n || !f) {
     fs::remove(tmp);
@@ -141,12 +197,20 @@ expected<std::uint64_t> write_csv(const std::string& job_dir, const model::model
 int predict_or_evaluate(const options& o, bool evaluate) {
   auto m = model::read_model_dir(o.model);
   if (!m) return usage_error(m.err());
-  auto store = input_store(o, *m);
-  if (!store) return usage_error(store.err());
   auto& clk = clock::system();
   const auto started = clk.now();
+  const std::string job_id = o.job_id.empty() ? "predict-" + std::to_string(clk.wall_ms()) : o.job_id;
+  const std::string job_dir = fs::absolute(o.root).lexically_normal().string() + "/" + job_id;
+  if (std::error_code ec; fs::exists(job_dir, ec))
+    return usage_error("--job-id " + job_id + ": " + job_dir + " exists");
+  auto store = input_store(o, *m, job_dir);
+  if (!store) {
+    std::error_code ec;
+    fs::remove_all(job_dir, ec);  // a CSV that did not encode leaves nothing behind
+    return usage_error(store.err());
+  }
   int rc = 0;
-  auto dir = run_prediction(o, *store, rc);
+  auto dir = run_prediction(o, *store, job_id, rc);
   if (!dir) return run_error(dir.err());
   if (rc != 0) return rc;
   nlohmann::json j{{"job", *dir}};
@@ -158,7 +222,8 @@ int predict_or_evaluate(const options& o, bool evaluate) {
     j["accuracy"] = s->accuracy;
     if (std::isfinite(s->auc)) j["auc"] = s->auc;
   } else {
-    auto n = write_csv(*dir, *m, o.out);
+    std::error_code ec;
+    auto n = write_csv(*dir, *m, o.out, fs::is_regular_file(o.data, ec) ? 2 : 0);
     if (!n) return run_error(n.err());
     j["out"] = o.out;
     j["rows"] = *n;
@@ -174,7 +239,8 @@ void common_flags(CLI::App& sub, options& o) {
   sub.add_option("model", o.model, "a model directory (jobs/<id>/model, or a copy)")->required();
   sub.add_option("--data", o.data, "the rows: a record store (troupe data import)")->required();
   sub.add_option("--workers", o.workers, "workers (default 2)")->check(CLI::Range(1, 1024));
-  sub.add_option("--records-per-task", o.records_per_task, "rows a task (default 4096)")->check(CLI::Range(1, 1 << 30));
+  sub.add_option("--records-per-task", o.records_per_task, "rows a task (default 4096)")
+      ->check(CLI::Range(1, 1 << 30));
   sub.add_option("--batch", o.batch, "rows a forward (default 1024)")->check(CLI::Range(1, 1 << 20));
   sub.add_option("--threads", o.threads, "libtorch threads a worker (default 1)")->check(CLI::Range(1, 256));
   sub.add_option("--root", o.root, "jobs root of the prediction job (default jobs)");

@@ -142,6 +142,7 @@ void read_columns(fields& f, const json& root, model_info& m) {
   if (!c) return;
   if (!c->is_object()) return f.fail("columns: expected an object");
   model_columns cols;
+  if (f.find(*c, "header")) cols.header = f.strings(*c, "header", "columns.header");
   cols.label = f.str(*c, "label", "columns.label", false);
   cols.dense = f.strings(*c, "dense", "columns.dense");
   cols.sparse = f.strings(*c, "sparse", "columns.sparse");

@@ -16,17 +16,18 @@ namespace troupe::model {
 
 namespace {
 
-// The columns of a raw row: the store's own names when its import kept them, else d0.., c0...
-nlohmann::json columns(const storage::manifest& m) {
-  nlohmann::json dense = nlohmann::json::array(), sparse = nlohmann::json::array();
-  for (std::uint32_t i = 0; i < m.schema.dense_dim; ++i) dense.push_back("d" + std::to_string(i));
-  for (std::uint32_t i = 0; i < m.schema.sparse_fields; ++i) sparse.push_back("c" + std::to_string(i));
-  return {{"label", "label"},
-          {"dense", dense},
-          {"sparse", sparse},
-          {"delimiter", ","},
-          {"hash", "troupe-category-v1"},
-          {"missing", "error"}};
+// The columns of a raw row, as the store's CSV import read them (absent for other stores).
+nlohmann::json columns(const storage::row_format& f) {
+  nlohmann::json scale = nlohmann::json::object();
+  for (const auto& s : f.standardize) scale[s.column] = {{"mean", s.mean}, {"std", s.std}};
+  return {{"header", f.header},
+          {"label", f.label},
+          {"dense", f.dense},
+          {"sparse", f.sparse},
+          {"delimiter", std::string(1, f.delimiter)},
+          {"hash", f.hash},
+          {"missing", f.missing},
+          {"standardize", scale}};
 }
 
 nlohmann::json metrics(const std::string& job_dir) {
@@ -57,7 +58,10 @@ std::string model_json(const model_json_input& in) {
   if (!s.image_shape.empty()) j["image_shape"] = s.image_shape;
   j["output"] = {
       {"kind", binary ? "binary" : "multiclass"}, {"classes", classes}, {"logits", binary ? 1 : classes}};
-  j["columns"] = columns(in.train);
+  if (in.train.columns) {
+    j["columns"] = columns(*in.train.columns);
+    if (!in.train.columns->class_names.empty()) j["class_names"] = in.train.columns->class_names;
+  }
   const auto& m = in.report.meta;
   j["job"] = {{"id", std::filesystem::path(in.job_dir).filename().string()},
               {"strategy", in.spec.job.strategy},

@@ -134,7 +134,8 @@ expected<std::uint64_t> visit_parts(const std::string& dir,
   std::uint64_t next = 0;
   for (const auto& [first, path] : by_first) {
     if (first != next)
-      return io(dir, "records " + std::to_string(std::min(first, next)) + ".." + std::to_string(std::max(first, next)) +
+      return io(dir, "records " + std::to_string(std::min(first, next)) + ".." +
+                         std::to_string(std::max(first, next)) +
                          (first > next ? " have no part" : " are in two parts"));
     auto p = read_part(path);
     if (!p) return p.err();

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "troupe/core/error.hpp"
+#include "troupe/storage/row_format.hpp"
 
 namespace troupe::model {
 
@@ -33,6 +34,9 @@ enum class output_kind { binary, multiclass };
 // The raw row (`columns` of model.json): present when the training store came from
 // `troupe data import csv`.
 struct model_columns {
+  // Every column of the imported CSV in file order (where raw lines have each column); empty:
+  // lines hold label, dense and sparse columns in that order.
+  std::vector<std::string> header;
   std::string label;  // may be empty: a row to predict need not have it
   std::vector<std::string> dense, sparse;
   std::string delimiter = ",";
@@ -84,5 +88,9 @@ expected<model_info> parse_model_json(const std::string& text, const std::string
 std::string incompatibility(const model_info& served, const model_info& next);
 
 std::string to_string(output_kind k);
+
+// What it takes to encode a raw row for this model (job::row_encoder), from model.json's `columns`
+// and class names; an error when model.json has no `columns` (its data did not come from a CSV).
+expected<storage::row_format> row_format_of(const model_info& m);
 
 }  // namespace troupe::model
