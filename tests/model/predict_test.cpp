@@ -1,0 +1,182 @@
+// Issue 46: `troupe predict` and `troupe evaluate` as elastic jobs, and every error a model
+// directory or its input can hold. A CSV of 100,000 rows (string labels, standardized columns) is
+// imported, a model trained and exported; `troupe predict` on the raw CSV with a worker SIGKILLed
+// mid-run gives every row once, in input order, with the probabilities plain PyTorch computes from
+// the exported model.pt on the same rows (predict_reference.py, 1e-5). `troupe evaluate` on the
+// job's test store reports what the job's own evaluation reported.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "../job/job_harness.hpp"
+
+namespace troupe::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string sh(const std::string& cmd, int* code = nullptr) {
+  std::string out;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  int rc = ::pclose(p);
+  if (code) *code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  return out;
+}
+
+// 8 numeric columns of very different scales, a yes/no label that depends on them.
+void write_csv(const std::string& path, std::size_t rows, bool label, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> g(0, 1);
+  std::ofstream f(path);
+  f << (label ? "answer," : "") << "a,b,c,d,e,f,g,h\n";
+  for (std::size_t i = 0; i < rows; ++i) {
+    double x[8];
+    for (auto& v : x) v = g(rng);
+    const double s = x[0] - 0.5 * x[1] + 0.8 * x[2] * x[3] + 0.3 * g(rng);
+    if (label) f << (s > 0 ? "yes," : "no,");
+    f << 1e5 * x[0] << ',' << x[1] << ',' << 1e-3 * x[2] << ',' << x[3] << ',' << 100 * x[4] << ',' << x[5] << ','
+      << x[6] << ',' << x[7] << '\n';
+  }
+}
+
+// Where the data of trained() is: its CSV and its store (store/train, store/test).
+const std::string& data_dir() {
+  static const std::string dir = test_root("predict-model");
+  return dir;
+}
+
+// A trained, exported model of that data (once per test process): its job directory.
+const std::string& trained() {
+  static const std::string job = [] {
+    const std::string& dir = data_dir();
+    write_csv(dir + "/train.csv", 20000, true, 1);
+    int code = 0;
+    auto out = sh(std::string(TROUPE_BIN) + " data import csv " + dir + "/train.csv --out " + dir +
+                      "/store --label answer --standardize --test-fraction 0.2",
+                  &code);
+    EXPECT_EQ(code, 0) << out;
+    auto r = start_job("predict-train",
+                       "strategy = \"allreduce\"\nworkers = 2\nrecords_per_task = 1000\n[model]\ntype = \"mlp\"\n"
+                       "hidden = [32]\n[train]\nepochs = 3\nbatch_size = 64\noptimizer = \"adam\"\n"
+                       "learning_rate = 0.005\n[data]\nsource = \"store\"\ntrain = \"" + dir + "/store/train\"\n"
+                       "test = \"" + dir + "/store/test\"\n");
+    EXPECT_EQ(wait_job(r, std::chrono::seconds(300)), 0) << read_file(r.err_file);
+    return r.job_dir;
+  }();
+  return job;
+}
+
+pid_t spawn(const std::vector<std::string>& args, const std::string& out) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    FILE* f = std::freopen(out.c_str(), "w", stdout);
+    (void)f;
+    ::dup2(1, 2);
+    std::vector<char*> argv{const_cast<char*>("troupe")};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(TROUPE_BIN, argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+TEST(predict, every_row_once_in_order_with_a_worker_killed_and_the_models_probabilities) {
+  const auto model = trained() + "/model";
+  const std::string dir = test_root("predict-kill");
+  write_csv(dir + "/new.csv", 100000, false, 2);
+  job_run r;
+  r.dir = dir;
+  r.job_dir = dir + "/jobs/p1";
+  r.pid = spawn({"predict", model, "--data", dir + "/new.csv", "--out", dir + "/out.csv", "--workers", "2",
+                 "--records-per-task", "2000", "--root", dir + "/jobs", "--job-id", "p1", "--quiet"},
+                dir + "/log");
+  // A worker dies once some tasks' output is written: its task is leased again and redone.
+  ASSERT_TRUE(poll_until(
+      [&] {
+        std::error_code ec;
+        std::size_t parts = 0;
+        for (const auto& e : fs::directory_iterator(r.job_dir + "/predictions", ec)) parts += e.path().extension() == ".bin";
+        return parts >= 5 || exited(r);
+      },
+      std::chrono::seconds(240)));
+  const pid_t victim = node_pid(r, "worker-1");
+  ASSERT_GT(victim, 0) << "no worker-1 to kill (the prediction was over?)\n" << read_file(dir + "/log");
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(400)), 0) << read_file(dir + "/log");
+  auto res = nlohmann::json::parse(read_file(r.job_dir + "/result.json"));
+  EXPECT_GE(res.value("node_restarts", 0), 1) << res.dump();
+  expect_all_done(r);
+  int code = 0;
+  auto out = sh("/usr/bin/python3 " TROUPE_TEST_SOURCE_DIR "/predict_reference.py " + model + " " + dir +
+                    "/new.csv " + dir + "/out.csv",
+                &code);
+  EXPECT_EQ(code, 0) << out;
+  std::printf("%s", out.c_str());
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+TEST(predict, evaluate_scores_as_the_jobs_own_evaluation_did) {
+  const auto job = trained();
+  const auto own = nlohmann::json::parse(read_file(job + "/result.json"));
+  const std::string dir = test_root("evaluate");
+  std::string out;
+  const std::string store = data_dir() + "/store/test";
+  ASSERT_EQ(troupe("evaluate " + job + "/model --data " + store + " --root " + dir + " --quiet 2>/dev/null", &out), 0)
+      << out;
+  auto j = nlohmann::json::parse(out.substr(out.rfind("\n{") == std::string::npos ? 0 : out.rfind("\n{") + 1));
+  EXPECT_EQ(j.value("rows", 0), own.value("test_rows", 1)) << j.dump();
+  EXPECT_NEAR(j.value("loss", 0.0), own.value("test_loss", 1.0), 1e-5) << j.dump() << own.dump();
+  EXPECT_NEAR(j.value("accuracy", 0.0), own.value("test_accuracy", 1.0), 1e-9) << j.dump();
+  EXPECT_NEAR(j.value("auc", 0.0), own.value("test_auc", 1.0), 1e-5) << j.dump();
+}
+
+// Item 6: a model directory that is missing, partial, from an incompatible troupe, or whose
+// model.json does not fit the data: exit 2, one line naming the file and the problem, and nothing
+// written outside --out and the job directory.
+TEST(predict, bad_model_directories_and_inputs_are_refused_naming_the_file_and_the_problem) {
+  const auto model = trained() + "/model";
+  const std::string dir = test_root("predict-errors");
+  write_csv(dir + "/ok.csv", 10, false, 3);
+  const auto copy = [&](const std::string& name) {
+    fs::copy(model, dir + "/" + name, fs::copy_options::recursive);
+    return dir + "/" + name;
+  };
+  const auto partial = copy("partial");
+  fs::remove(partial + "/model.pt");
+  const auto future = copy("future");
+  sh("sed -i 's/\"format_version\": 1/\"format_version\": 99/' " + future + "/model.json");
+  std::ofstream(dir + "/missing_column.csv") << "a,b,c\n1,2,3\n";
+  std::ofstream(dir + "/not_a_number.csv") << "a,b,c,d,e,f,g,h\n1,2,x,4,5,6,7,8\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {dir + "/nothing --data " + dir + "/ok.csv", "nothing"},
+      {partial + " --data " + dir + "/ok.csv", "model.pt"},
+      {future + " --data " + dir + "/ok.csv", "format_version"},
+      {model + " --data " + dir + "/missing_column.csv", "missing_column.csv:1"},
+      {model + " --data " + dir + "/not_a_number.csv", "not_a_number.csv:2"},
+      {model + " --data " + trained() + "/journal", "not a record store"},
+      {model + " --data " + trained() + "/logs", "neither a CSV file nor a record store"},
+  };
+  for (const auto& [args, words] : cases) {
+    std::string out;
+    EXPECT_EQ(troupe("predict " + args + " --out " + dir + "/out.csv --root " + dir + "/jobs --quiet", &out), 2)
+        << args << "\n" << out;
+    EXPECT_NE(out.find(words), std::string::npos) << args << "\n" << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << "one line\n" << out;
+    EXPECT_FALSE(fs::exists(dir + "/out.csv"));
+    std::error_code ec;
+    EXPECT_TRUE(!fs::exists(dir + "/jobs", ec) || fs::is_empty(dir + "/jobs", ec)) << "left something behind";
+  }
+}
+
+}  // namespace
+}  // namespace troupe::testing
