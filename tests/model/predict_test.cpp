@@ -43,8 +43,8 @@ void write_csv(const std::string& path, std::size_t rows, bool label, std::uint6
     for (auto& v : x) v = g(rng);
     const double s = x[0] - 0.5 * x[1] + 0.8 * x[2] * x[3] + 0.3 * g(rng);
     if (label) f << (s > 0 ? "yes," : "no,");
-    f << 1e5 * x[0] << ',' << x[1] << ',' << 1e-3 * x[2] << ',' << x[3] << ',' << 100 * x[4] << ',' << x[5] << ','
-      << x[6] << ',' << x[7] << '\n';
+    f << 1e5 * x[0] << ',' << x[1] << ',' << 1e-3 * x[2] << ',' << x[3] << ',' << 100 * x[4] << ',' << x[5]
+      << ',' << x[6] << ',' << x[7] << '\n';
   }
 }
 
@@ -64,11 +64,15 @@ const std::string& trained() {
                       "/store --label answer --standardize --test-fraction 0.2",
                   &code);
     EXPECT_EQ(code, 0) << out;
-    auto r = start_job("predict-train",
-                       "strategy = \"allreduce\"\nworkers = 2\nrecords_per_task = 1000\n[model]\ntype = \"mlp\"\n"
-                       "hidden = [32]\n[train]\nepochs = 3\nbatch_size = 64\noptimizer = \"adam\"\n"
-                       "learning_rate = 0.005\n[data]\nsource = \"store\"\ntrain = \"" + dir + "/store/train\"\n"
-                       "test = \"" + dir + "/store/test\"\n");
+    auto r =
+        start_job("predict-train",
+                  "strategy = \"allreduce\"\nworkers = 2\nrecords_per_task = 1000\n[model]\ntype = \"mlp\"\n"
+                  "hidden = [32]\n[train]\nepochs = 3\nbatch_size = 64\noptimizer = \"adam\"\n"
+                  "learning_rate = 0.005\n[data]\nsource = \"store\"\ntrain = \"" +
+                      dir +
+                      "/store/train\"\n"
+                      "test = \"" +
+                      dir + "/store/test\"\n");
     EXPECT_EQ(wait_job(r, std::chrono::seconds(300)), 0) << read_file(r.err_file);
     return r.job_dir;
   }();
@@ -105,7 +109,8 @@ TEST(predict, every_row_once_in_order_with_a_worker_killed_and_the_models_probab
       [&] {
         std::error_code ec;
         std::size_t parts = 0;
-        for (const auto& e : fs::directory_iterator(r.job_dir + "/predictions", ec)) parts += e.path().extension() == ".bin";
+        for (const auto& e : fs::directory_iterator(r.job_dir + "/predictions", ec))
+          parts += e.path().extension() == ".bin";
         return parts >= 5 || exited(r);
       },
       std::chrono::seconds(240)));
@@ -131,9 +136,12 @@ TEST(predict, evaluate_scores_as_the_jobs_own_evaluation_did) {
   const std::string dir = test_root("evaluate");
   std::string out;
   const std::string store = data_dir() + "/store/test";
-  ASSERT_EQ(troupe("evaluate " + job + "/model --data " + store + " --root " + dir + " --quiet 2>/dev/null", &out), 0)
+  ASSERT_EQ(
+      troupe("evaluate " + job + "/model --data " + store + " --root " + dir + " --quiet 2>/dev/null", &out),
+      0)
       << out;
-  auto j = nlohmann::json::parse(out.substr(out.rfind("\n{") == std::string::npos ? 0 : out.rfind("\n{") + 1));
+  auto j =
+      nlohmann::json::parse(out.substr(out.rfind("\n{") == std::string::npos ? 0 : out.rfind("\n{") + 1));
   EXPECT_EQ(j.value("rows", 0), own.value("test_rows", 1)) << j.dump();
   EXPECT_NEAR(j.value("loss", 0.0), own.value("test_loss", 1.0), 1e-5) << j.dump() << own.dump();
   EXPECT_NEAR(j.value("accuracy", 0.0), own.value("test_accuracy", 1.0), 1e-9) << j.dump();
@@ -168,8 +176,10 @@ TEST(predict, bad_model_directories_and_inputs_are_refused_naming_the_file_and_t
   };
   for (const auto& [args, words] : cases) {
     std::string out;
-    EXPECT_EQ(troupe("predict " + args + " --out " + dir + "/out.csv --root " + dir + "/jobs --quiet", &out), 2)
-        << args << "\n" << out;
+    EXPECT_EQ(troupe("predict " + args + " --out " + dir + "/out.csv --root " + dir + "/jobs --quiet", &out),
+              2)
+        << args << "\n"
+        << out;
     EXPECT_NE(out.find(words), std::string::npos) << args << "\n" << out;
     EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << "one line\n" << out;
     EXPECT_FALSE(fs::exists(dir + "/out.csv"));

@@ -25,6 +25,9 @@ struct WorkerDone {
 # Master -> worker: evaluate the model on the test set; the answer is EvalResult (paired with the
 # request by the envelope's correlationId, like every reply).
 struct Evaluate {
+  part @0 :UInt32;         # evaluate part `part` of `parts` of the test set (rows*part/parts ..)
+  parts @1 :UInt32;        # 0: the whole test set, and write the final state (an older master)
+  writeState @2 :Bool;     # also write the job's final state (checkpoints/final)
 }
 
 struct EvalResult {
@@ -33,6 +36,8 @@ struct EvalResult {
   accuracy @2 :Float64;
   auc @3 :Float64;         # NaN when the model is not binary (the final JSON then has no test_auc)
   error @4 :Text;          # empty on success
+  scores @5 :List(Float32); # binary models: each row's probability (the master's AUC of all parts)
+  labels @6 :List(Float32); # and its label
 }
 
 # Anyone -> master (status) or runner (status of the whole job); the answer is JobStatus.

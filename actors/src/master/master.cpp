@@ -126,7 +126,7 @@ void member_gone(master_actor* self, const node_id& id, const std::string& reaso
   if (std::erase_if(st.node_faults, [&](const auto& f) { return f.first.first == id.name; }) > 0)
     publish_fault(self);  // its next incarnation tells again
   if (worker) requeue(self, id);
-  if (st.eval_worker == id.name) st.eval_worker.clear();  // ask another one
+  if (st.eval) st.eval->gone(id.name);  // its part of the evaluation goes to another worker
   st.obs->gone(id, worker, reason, st.view.epoch());
   publish(self, id.to_string() + " down: " + reason);
 }
@@ -252,7 +252,7 @@ void on_job_message(master_actor* self, const message& m) {
                    j.getWorkerDone().getSteps());
       break;
     case schema::JobMessage::EVAL_RESULT:
-      on_eval_result(self, j.getEvalResult(), m.correlation_id());
+      on_eval_result(self, j.getEvalResult(), m.from_node(), m.correlation_id());
       break;
     case schema::JobMessage::STATUS_REQUEST:
       send_status(self, m);

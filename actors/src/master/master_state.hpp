@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "eval_round.hpp"
 #include "gpu_rendezvous.hpp"
 #include "job_counters.hpp"
 #include "node_context.hpp"
@@ -75,14 +76,9 @@ struct master_state {
   };
   std::map<std::string, suspect> suspects;  // by node name
   std::shared_ptr<pause_watch> pause;       // this process's own pauses (pause_watch.hpp)
-  // Evaluation and completion.
-  std::string eval_worker;
-  std::uint64_t eval_request = 0;  // correlation id of the latest Evaluate
-  troupe::clock::time_point eval_sent;
-  // Evaluations that failed (the model's error, not a lost worker): past max_task_failures the job
-  // ends failed with the last one's error, as a task is quarantined.
-  std::uint32_t eval_failures = 0;
-  std::string eval_error;
+  // The end-of-job evaluation (eval_round.hpp: parts of the test set over the workers), once every
+  // task is over; then completion.
+  std::optional<eval_round> eval;
   bool finished = false, result_ok = false;
   std::string result_json;
   // Holders whose leases the dispenser was told to re-queue (a departed member, or a worker that
@@ -112,8 +108,9 @@ void publish_fault(master_actor* self);
 void on_disk_fault(master_actor* self, const message& m);
 // Answers a StatusRequest with the job's status (reply_to: it carries the request's correlation id).
 void send_status(master_actor* self, const message& request);
-// An EvalResult; `correlation_id` (its envelope's) tells the answer to the latest Evaluate apart.
-void on_eval_result(master_actor* self, schema::EvalResult::Reader r, std::uint64_t correlation_id);
+// An EvalResult from `from`; `correlation_id` (its envelope's) pairs it with its part of the round.
+void on_eval_result(master_actor* self, schema::EvalResult::Reader r, const node_id& from,
+                    std::uint64_t correlation_id);
 // JobMessage gpuCommPost / gpuCommFetch: answers with a GpuCommInfo.
 void on_gpu_comm(master_state& st, const message& m);
 

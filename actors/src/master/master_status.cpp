@@ -26,33 +26,43 @@ bool all_tasks_over(const master_state& st) {
   return st.counts && st.counts->all_over();
 }
 
-// A worker to evaluate: one that finished its training loop (ring strategies: it holds the final
-// model), else for async PS any alive worker (the model lives on the shards).
-std::string pick_eval_worker(const master_state& st) {
-  for (const auto& m : st.view.members())
-    if (m.role == cluster::node_role::worker && m.state == cluster::member_state::alive &&
-        st.done_workers.count(m.id.name))
-      return m.id.name;
-  if (st.ctx->spec().uses_ps())
-    for (const auto& m : st.view.members())
-      if (m.role == cluster::node_role::worker && m.state == cluster::member_state::alive) return m.id.name;
-  return {};
+// The workers that may evaluate: those that finished their training loop (ring strategies: they
+// hold the final model), else for async PS any alive worker (the model lives on the shards).
+std::vector<std::string> eval_candidates(const master_state& st) {
+  std::vector<std::string> done, alive;
+  for (const auto& m : st.view.members()) {
+    if (m.role != cluster::node_role::worker || m.state != cluster::member_state::alive) continue;
+    alive.push_back(m.id.name);
+    if (st.done_workers.count(m.id.name)) done.push_back(m.id.name);
+  }
+  return !done.empty() || !st.ctx->spec().uses_ps() ? done : alive;
 }
 
-void request_eval(master_actor* self) {
+// Starts the evaluation round when every task is over, then sends what it says is due: its parts
+// to the candidates (a part whose worker left or timed out to another).
+void pump_eval(master_actor* self) {
   auto& st = self->state;
-  std::string w = pick_eval_worker(st);
-  if (w.empty()) return;
-  st.eval_worker = w;
-  st.eval_request += 1;
-  st.eval_sent = st.ctx->clock().now();
-  auto o = wire::job();
-  o.body.initEvaluate();
-  o.out.set_correlation_id(st.eval_request);
-  if (auto s = st.ctx->send(w, "worker", std::move(o.out), "master"); !s)
-    st.eval_worker.clear();
-  else
-    spdlog::info("all tasks over: {} evaluates the model", w);
+  const auto who = eval_candidates(st);
+  if (who.empty()) return;
+  if (!st.eval) {
+    const auto& spec = st.ctx->spec();
+    st.eval.emplace(8, std::max<std::uint32_t>(1, spec.job.max_task_failures), eval_timeout);
+    // local SGD's replicas may differ: one of them evaluates (and is the job's model).
+    st.eval->start(who, spec.job.strategy != "local_sgd");
+  }
+  for (const auto& r : st.eval->due(who, st.ctx->clock().now())) {
+    auto o = wire::job();
+    auto e = o.body.initEvaluate();
+    e.setPart(r.part);
+    e.setParts(r.parts);
+    e.setWriteState(r.write_state);
+    o.out.set_correlation_id(r.id);
+    if (auto s = st.ctx->send(r.worker, "worker", std::move(o.out), "master"); !s)
+      st.eval->gone(r.worker);
+    else
+      spdlog::info("all tasks over: {} evaluates part {} of {} of the test set", r.worker, r.part + 1,
+                   r.parts);
+  }
 }
 
 void roll_window(master_state& st) {
@@ -148,8 +158,7 @@ void on_tick(master_actor* self) {
     finish(self, nlohmann::json::object(), "");
     return;
   }
-  bool waiting = !st.eval_worker.empty() && st.ctx->clock().now() - st.eval_sent < eval_timeout;
-  if (!waiting) request_eval(self);
+  pump_eval(self);
 }
 
 namespace {
@@ -169,7 +178,6 @@ void finish(master_actor* self, nlohmann::json j, const std::string& error) {
   j["ok"] = st.result_ok;
   if (!error.empty()) j["error"] = error;
   j["master_seconds"] = secs;
-  st.eval_worker.clear();
   st.result_json = j.dump();
   st.finished = true;
   st.obs->job_finished();
@@ -178,33 +186,33 @@ void finish(master_actor* self, nlohmann::json j, const std::string& error) {
   send_finished(st);
 }
 
-// An evaluation that failed for the model's sake (its worker answered an error): asked again, of
-// any worker, until max_task_failures of them failed; then the job ends failed, naming the error.
-void eval_failed(master_actor* self, const std::string& error) {
-  auto& st = self->state;
-  st.eval_failures += 1;
-  st.eval_error = st.eval_worker + ": " + error;
-  spdlog::warn("evaluation on {} failed ({} of {}): {}", st.eval_worker, st.eval_failures,
-               st.ctx->spec().job.max_task_failures, error);
-  st.eval_worker.clear();
-  if (st.eval_failures < std::max<std::uint32_t>(1, st.ctx->spec().job.max_task_failures)) return;
-  finish(self, nlohmann::json::object(),
-         "the evaluation of the trained model failed " + std::to_string(st.eval_failures) +
-             " times; the last, on " + st.eval_error);
-}
-
 }  // namespace
 
-void on_eval_result(master_actor* self, schema::EvalResult::Reader r, std::uint64_t correlation_id) {
+void on_eval_result(master_actor* self, schema::EvalResult::Reader r, const node_id& from,
+                    std::uint64_t correlation_id) {
   auto& st = self->state;
-  if (st.finished || correlation_id != st.eval_request) return;
-  if (r.getError().size() > 0) return eval_failed(self, r.getError().cStr());
+  if (st.finished || !st.eval) return;
+  eval_answer a{r.getRows(), r.getLoss(), r.getAccuracy(), {}, {}, r.getError().cStr()};
+  for (float v : r.getScores()) a.scores.push_back(v);
+  for (float v : r.getLabels()) a.labels.push_back(v);
+  if (auto e = st.eval->answer(correlation_id, from.name, std::move(a))) {
+    // The model's own error (not a lost worker): asked again, of any worker, up to max_task_failures.
+    spdlog::warn("evaluation on {} failed ({} of {}): {}", from.name, st.eval->failures(),
+                 st.ctx->spec().job.max_task_failures, *e);
+    if (st.eval->failed())
+      finish(self, nlohmann::json::object(),
+             "the evaluation of the trained model failed " + std::to_string(st.eval->failures()) +
+                 " times; the last, on " + st.eval->last_error());
+    return;
+  }
+  auto m = st.eval->result();
+  if (!m) return;
   nlohmann::json j;
-  j["test_rows"] = r.getRows();
-  j["test_loss"] = r.getLoss();
-  j["test_accuracy"] = r.getAccuracy();
-  if (std::isfinite(r.getAuc())) j["test_auc"] = r.getAuc();  // NaN: not a binary model
-  j["evaluated_by"] = st.eval_worker;
+  j["test_rows"] = m->rows;
+  j["test_loss"] = m->loss;
+  j["test_accuracy"] = m->accuracy;
+  if (m->auc) j["test_auc"] = *m->auc;  // binary models only
+  j["evaluated_by"] = m->by.size() == 1 ? nlohmann::json(m->by.front()) : nlohmann::json(m->by);
   finish(self, std::move(j), "");
 }
 
@@ -226,7 +234,7 @@ void send_status(master_actor* self, const message& request) {
   s.fault = st.counts ? st.counts->fault : std::string();
   if (auto more = job_fault(st); !more.empty()) s.fault.append(s.fault.empty() ? "" : "; ").append(more);
   if (st.counts) s.task_error = st.counts->last_failure;
-  s.evaluating = st.eval_worker;
+  if (st.eval && !st.finished) s.evaluating = st.eval->evaluating();
   s.finished = st.finished;
   s.result_json = st.result_json;
   s.members = st.view.members();

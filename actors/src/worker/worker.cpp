@@ -42,8 +42,13 @@ class part_output final : public task_output {
  public:
   explicit part_output(std::string dir) : dir_(std::move(dir)) {}
   expected<void> write(std::uint64_t task, std::uint64_t first, std::size_t rows, std::size_t width,
-                       std::span<const float> labels, std::span<const float> values, double loss_sum) override {
-    model::prediction_part p{task, first, rows, static_cast<std::uint32_t>(width), loss_sum,
+                       std::span<const float> labels, std::span<const float> values,
+                       double loss_sum) override {
+    model::prediction_part p{task,
+                             first,
+                             rows,
+                             static_cast<std::uint32_t>(width),
+                             loss_sum,
                              std::vector<float>(labels.begin(), labels.end()),
                              std::vector<float>(values.begin(), values.end())};
     return model::write_part(dir_, p);

@@ -2,7 +2,9 @@
 // local store or (served records) from the master's record server.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <limits>
+#include <span>
 
 #include "troupe/nn/metrics.hpp"
 #include "troupe/wire/messages.hpp"
@@ -22,13 +24,19 @@ void evaluate(worker_state& st, const message& request) {
     if (!d) return fail(d.err().to_string());
     st.test = std::move(*d);
   }
+  const auto ask = request.body().getJob().getEvaluate();
+  const std::uint64_t parts = ask.getParts(),
+                      part = std::min<std::uint64_t>(ask.getPart(), parts ? parts - 1 : 0);
   const auto& test = *st.test;
+  // Part `part` of `parts`: rows [rows*part/parts, rows*(part+1)/parts); parts 0: all of them.
+  const std::size_t first = parts ? test.rows * part / parts : 0,
+                    last = parts ? test.rows * (part + 1) / parts : test.rows;
   std::size_t bs = std::max<std::size_t>(1, st.node->spec().nn.train.eval_batch_size);
   std::vector<float> scores;
   std::size_t width = 0;
   double loss_sum = 0;
-  for (std::size_t first = 0; first < test.rows; first += bs) {
-    nn::batch b(test, first, std::min(bs, test.rows - first));
+  for (std::size_t at = first; at < last; at += bs) {
+    nn::batch b(test, at, std::min(bs, last - at));
     if (auto p = st.strat->prepare_eval(*st.ctx, b); !p) return fail(p.err().to_string());
     auto loss = st.backend->predict(b);
     if (!loss) return fail(loss.err().to_string());
@@ -37,16 +45,25 @@ void evaluate(worker_state& st, const message& request) {
     width = st.backend->output_width();
     scores.insert(scores.end(), probs.begin(), probs.begin() + static_cast<std::ptrdiff_t>(b.size() * width));
   }
-  auto m =
-      nn::score_predictions(scores, width, std::span<const float>(test.labels.data(), test.rows), loss_sum);
-  res.setRows(test.rows);
+  const std::span<const float> labels(test.labels.data() + first, last - first);
+  auto m = nn::score_predictions(scores, width, labels, loss_sum);
+  res.setRows(m.rows);
   res.setLoss(m.loss);
   res.setAccuracy(m.accuracy);
-  // AUC is for binary models (EvalResult): NaN for a multi-class one.
+  // AUC is for binary models (EvalResult): NaN for a multi-class one. The scores go with it, for the
+  // master's AUC of every part.
   res.setAuc(width == 1 ? m.auc : std::numeric_limits<double>::quiet_NaN());
-  spdlog::info("evaluation on {} rows: loss {:.4f} accuracy {:.4f} auc {:.4f}", test.rows, res.getLoss(),
-               res.getAccuracy(), res.getAuc());
-  write_final_state(st);  // what was just scored is the job's model
+  if (width == 1) {
+    auto s = res.initScores(static_cast<unsigned>(scores.size()));
+    auto l = res.initLabels(static_cast<unsigned>(labels.size()));
+    for (std::size_t i = 0; i < scores.size() && i < labels.size(); ++i) {
+      s.set(static_cast<unsigned>(i), scores[i]);
+      l.set(static_cast<unsigned>(i), labels[i]);
+    }
+  }
+  spdlog::info("evaluation of rows {}..{} of {}: loss {:.4f} accuracy {:.4f} auc {:.4f}", first, last,
+               test.rows, res.getLoss(), res.getAccuracy(), res.getAuc());
+  if (parts == 0 || ask.getWriteState()) write_final_state(st);  // what was scored is the job's model
   (void)st.node->reply(request, std::move(o.out), "worker");
 }
 

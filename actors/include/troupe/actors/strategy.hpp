@@ -71,7 +71,8 @@ class task_output {
   // `rows` rows of `task` (records first..first+rows-1), in record order: `labels` [rows], `values`
   // [rows * width], and the sum of the rows' losses. Errors name the file.
   virtual expected<void> write(std::uint64_t task, std::uint64_t first, std::size_t rows, std::size_t width,
-                               std::span<const float> labels, std::span<const float> values, double loss_sum) = 0;
+                               std::span<const float> labels, std::span<const float> values,
+                               double loss_sum) = 0;
 };
 
 struct worker_context {
@@ -117,7 +118,8 @@ class strategy {
   // shuffled), and its output once the task's last batch is done, before the worker reports it
   // (an error fails the task).
   virtual bool keeps_row_order() const { return false; }
-  virtual expected<void> task_done(worker_context& ctx, std::uint64_t task, std::uint64_t first, std::size_t rows) {
+  virtual expected<void> task_done(worker_context& ctx, std::uint64_t task, std::uint64_t first,
+                                   std::size_t rows) {
     return {};
   }
 };

@@ -13,7 +13,8 @@ namespace {
 
 class exported_backend final : public trainer_backend {
  public:
-  exported_backend(std::unique_ptr<model::predictor> p, std::unique_ptr<nn::optimizer> none, std::size_t fields)
+  exported_backend(std::unique_ptr<model::predictor> p, std::unique_ptr<nn::optimizer> none,
+                   std::size_t fields)
       : predictor_(std::move(p)), none_(std::move(none)), fields_(fields) {}
 
   std::string_view name() const override { return "exported"; }
@@ -75,11 +76,13 @@ expected<float> exported_backend::predict(const nn::batch& b) {
   ids_.resize(n * fields_);
   for (std::size_t i = 0; i < n; ++i) {
     std::copy(b.dense_row(i), b.dense_row(i) + dd, dense_.data() + i * dd);
-    for (std::size_t f = 0; f < fields_; ++f) ids_[i * fields_ + f] = static_cast<std::int64_t>(b.sparse_row(i)[f]);
+    for (std::size_t f = 0; f < fields_; ++f)
+      ids_[i * fields_ + f] = static_cast<std::int64_t>(b.sparse_row(i)[f]);
   }
   logits_.resize(n * k);
   probs_.resize(n * k);
-  if (auto e = predictor_->predict(dense_.data(), fields_ ? ids_.data() : nullptr, n, logits_.data()); !e.empty())
+  if (auto e = predictor_->predict(dense_.data(), fields_ ? ids_.data() : nullptr, n, logits_.data());
+      !e.empty())
     return make_unexpected(nn::nn_errc::bad_shape, e);
   return static_cast<float>(k == 1 ? binary(logits_.data(), b, probs_.data())
                                    : softmax(logits_.data(), b, k, probs_.data()));
@@ -95,9 +98,9 @@ expected<std::unique_ptr<trainer_backend>> make_exported_backend(const std::stri
   if (info->dense_dim != data.dense_dim || info->fields != data.sparse_fields)
     return make_unexpected(core_errc::invalid_argument,
                            model_dir + "/model.json: the model takes " + std::to_string(info->dense_dim) +
-                               " dense values and " + std::to_string(info->fields) + " sparse fields a row; the data (" +
-                               data.name + ") has " + std::to_string(data.dense_dim) + " and " +
-                               std::to_string(data.sparse_fields));
+                               " dense values and " + std::to_string(info->fields) +
+                               " sparse fields a row; the data (" + data.name + ") has " +
+                               std::to_string(data.dense_dim) + " and " + std::to_string(data.sparse_fields));
   auto o = model::options_for(*info);
   o.threads = threads;
   o.max_batch = std::max<std::size_t>(1, max_batch);
@@ -105,7 +108,8 @@ expected<std::unique_ptr<trainer_backend>> make_exported_backend(const std::stri
   if (!p) return p.err();
   auto none = nn::make_optimizer(nn::optimizer_config{});
   if (!none) return none.err();
-  return std::unique_ptr<trainer_backend>(new exported_backend(std::move(*p), std::move(*none), info->fields));
+  return std::unique_ptr<trainer_backend>(
+      new exported_backend(std::move(*p), std::move(*none), info->fields));
 }
 
 }  // namespace troupe::actors

@@ -59,7 +59,8 @@ expected<std::unique_ptr<trainer_backend>> make_host_backend(const job::job_spec
                                                              const nn::dataset_info& info) {
   const auto& mc = spec.nn.model;
   if (mc.type == "exported")
-    return make_exported_backend(mc.path, info, spec.nn.train.threads, std::max(spec.nn.train.batch_size, spec.nn.train.eval_batch_size));
+    return make_exported_backend(mc.path, info, spec.nn.train.threads,
+                                 std::max(spec.nn.train.batch_size, spec.nn.train.eval_batch_size));
   if (mc.type == "torchscript") {
     auto o = torchscript_options_of(spec, info);
     auto& p = preloaded();

@@ -21,13 +21,15 @@ class predict final : public strategy {
     if (!loss) throw std::runtime_error(loss.err().to_string());
     const auto probs = ctx.backend.probabilities();
     width_ = ctx.backend.output_width();
-    values_.insert(values_.end(), probs.begin(), probs.begin() + static_cast<std::ptrdiff_t>(b->size() * width_));
+    values_.insert(values_.end(), probs.begin(),
+                   probs.begin() + static_cast<std::ptrdiff_t>(b->size() * width_));
     for (std::size_t i = 0; i < b->size(); ++i) labels_.push_back(b->label(i));
     loss_sum_ += *loss * static_cast<double>(b->size());
     return {step_result::kind::trained, b->size(), *loss};
   }
 
-  expected<void> task_done(worker_context& ctx, std::uint64_t task, std::uint64_t first, std::size_t rows) override {
+  expected<void> task_done(worker_context& ctx, std::uint64_t task, std::uint64_t first,
+                           std::size_t rows) override {
     auto reset = [this] {
       values_.clear();
       labels_.clear();
@@ -36,11 +38,12 @@ class predict final : public strategy {
     if (labels_.size() != rows) {
       reset();
       return make_unexpected(core_errc::invalid_argument, "task " + std::to_string(task) + ": " +
-                                                              std::to_string(labels_.size()) + " rows predicted for " +
-                                                              std::to_string(rows));
+                                                              std::to_string(labels_.size()) +
+                                                              " rows predicted for " + std::to_string(rows));
     }
-    auto w = ctx.output ? ctx.output->write(task, first, rows, width_, labels_, values_, loss_sum_)
-                        : expected<void>(make_unexpected(core_errc::invalid_argument, "no output for predictions"));
+    auto w = ctx.output
+                 ? ctx.output->write(task, first, rows, width_, labels_, values_, loss_sum_)
+                 : expected<void>(make_unexpected(core_errc::invalid_argument, "no output for predictions"));
     reset();
     return w;
   }

@@ -1,0 +1,86 @@
+// The end-of-job evaluation's parts (master/eval_round.hpp): spread over the workers, moved when a
+// worker leaves or does not answer, failed past max_failures, and combined into the whole test set's
+// metrics (rows-weighted loss and accuracy, the AUC of every part's scores).
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "master/eval_round.hpp"
+#include "troupe/nn/metrics.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using namespace std::chrono_literals;
+
+eval_answer part(std::uint64_t rows, double loss, double accuracy, std::vector<float> scores = {},
+                 std::vector<float> labels = {}) {
+  return {rows, loss, accuracy, std::move(scores), std::move(labels), ""};
+}
+
+TEST(eval_round, parts_go_to_every_worker_and_combine_into_the_whole_test_sets_metrics) {
+  manual_clock clk;
+  eval_round r(8, 3, 120s);
+  r.start({"worker-0", "worker-1", "worker-2"}, true);
+  auto asks = r.due({"worker-0", "worker-1", "worker-2"}, clk.now());
+  ASSERT_EQ(asks.size(), 3u);
+  std::set<std::string> who;
+  for (const auto& a : asks) {
+    who.insert(a.worker);
+    EXPECT_EQ(a.parts, 3u);
+    EXPECT_EQ(a.write_state, a.part == 0);  // one worker writes the job's final state
+  }
+  EXPECT_EQ(who.size(), 3u);
+  EXPECT_TRUE(r.due({"worker-0", "worker-1", "worker-2"}, clk.now()).empty());  // nothing more is due
+  EXPECT_FALSE(r.answer(asks[0].id, asks[0].worker, part(2, 1.0, 0.5, {0.9f, 0.2f}, {1, 0})));
+  EXPECT_FALSE(r.result());
+  EXPECT_FALSE(r.answer(asks[1].id, asks[1].worker, part(1, 4.0, 0.0, {0.6f}, {0})));
+  EXPECT_FALSE(r.answer(asks[2].id, asks[2].worker, part(1, 1.0, 1.0, {0.1f}, {0})));
+  auto m = r.result();
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->rows, 4u);
+  EXPECT_DOUBLE_EQ(m->loss, (2 * 1.0 + 4.0 + 1.0) / 4);
+  EXPECT_DOUBLE_EQ(m->accuracy, (2 * 0.5 + 0 + 1) / 4);
+  ASSERT_TRUE(m->auc);
+  EXPECT_DOUBLE_EQ(*m->auc, nn::auc(std::vector<float>{0.9f, 0.2f, 0.6f, 0.1f}, std::vector<float>{1, 0, 0, 0}));
+}
+
+TEST(eval_round, a_part_whose_worker_left_or_is_silent_goes_to_another) {
+  manual_clock clk;
+  eval_round r(8, 3, 120s);
+  r.start({"worker-0", "worker-1"}, true);
+  auto asks = r.due({"worker-0", "worker-1"}, clk.now());
+  ASSERT_EQ(asks.size(), 2u);
+  const auto lost = asks[1];
+  r.gone(lost.worker);
+  const std::string other = lost.worker == "worker-0" ? "worker-1" : "worker-0";
+  auto again = r.due({other}, clk.now());
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].worker, other);
+  EXPECT_EQ(again[0].part, lost.part);
+  EXPECT_FALSE(r.answer(lost.id, lost.worker, part(1, 1, 1)));  // the old request's answer: ignored
+  EXPECT_FALSE(r.result());
+  clk.advance(121s);  // nobody answered part 0 either: asked again
+  EXPECT_EQ(r.due({other}, clk.now()).size(), 2u);
+}
+
+TEST(eval_round, local_sgd_has_one_part_and_errors_fail_the_round_past_the_limit) {
+  manual_clock clk;
+  eval_round r(8, 2, 120s);
+  r.start({"worker-0", "worker-1"}, false);
+  auto asks = r.due({"worker-0", "worker-1"}, clk.now());
+  ASSERT_EQ(asks.size(), 1u);
+  EXPECT_EQ(asks[0].parts, 1u);
+  eval_answer bad = part(0, 0, 0);
+  bad.error = "forward failed";
+  EXPECT_EQ(r.answer(asks[0].id, asks[0].worker, bad), "forward failed");
+  EXPECT_FALSE(r.failed());
+  auto again = r.due({"worker-0", "worker-1"}, clk.now());
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_TRUE(r.answer(again[0].id, again[0].worker, bad));
+  EXPECT_TRUE(r.failed());
+  EXPECT_NE(r.last_error().find("forward failed"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace troupe::actors
