@@ -46,6 +46,19 @@ void print_table(const nlohmann::json& j) {
               j["samples_per_sec"].get<double>(), loss.c_str(), j["samples_total"].get<unsigned long long>(),
               j["workers_alive"].get<unsigned>(), j["workers_target"].get<unsigned>(),
               j["restarts"].get<unsigned long long>());
+  if (j.contains("goodput")) {  // docs/goodput.md
+    const auto& g = j["goodput"];
+    std::printf(
+        "gradient noise scale %.0f samples (%llu estimates); batch %u = %u x %u x %u, lr x%.3g (%s, gain "
+        "%.3g); "
+        "goodput %.0f samples/s",
+        g.value("noise_scale", 0.0), g.value("rounds", 0ull), g.value("batch", 0u), g.value("replicas", 0u),
+        g.value("local_batch", 0u), g.value("accum_steps", 0u) + 1, g.value("lr_factor", 1.0),
+        g.value("lr_scaling", std::string("none")).c_str(), g.value("gain", 1.0), g.value("goodput", 0.0));
+    if (g.value("predicted_goodput", 0.0) > 0)
+      std::printf(" (model: %.0f)", g.value("predicted_goodput", 0.0));
+    std::printf("\n");
+  }
   std::printf("%-14s %-8s %-10s %-22s %s\n", "NODE", "ROLE", "STATE", "ADDRESS", "PID");
   for (const auto& m : j["members"])
     std::printf("%-14s %-8s %-10s %-22s %d\n", m["node"].get<std::string>().c_str(),

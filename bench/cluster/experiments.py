@@ -15,11 +15,17 @@ then the plots (bench/cluster/plots.py).
                    Slurm job per replica) beside one elastic troupe job filling the rest; the
                    service's start latency is compared with the same scale-up preempting plain
                    `sleep` jobs (Slurm's own latency).
-  trace            Poisson arrivals of jobs of mixed sizes and priorities, gang vs elastic.
+  trace            Poisson arrivals of jobs of mixed sizes and priorities, gang vs elastic (vs goodput).
+
+Modes: gang, elastic (today's policy: each job's own workers in its partition, up to twice as many in
+`spare`, Slurm's preemption between partitions), goodput (issue #48: every job starts with 1 worker
+in `low`, and a Pollux policy -- bench/cluster/goodput_policy.py -- reallocates the worker CPUs among
+the running jobs every --period seconds and at each arrival and completion, through `troupe scale`).
 
 Every worker is paced ([train] max_samples_per_s) so that one Slurm CPU stands for a bounded share
 of this machine's real cores: see docs/cluster_experiments.md for what that means for the figures.
-Usage: experiments.py TROUPE_BIN [--only NAMES] [--out DIR] [--scale F]   (root; the cluster's lock)
+Usage: experiments.py TROUPE_BIN [--only NAMES] [--out DIR] [--scale F] [--modes gang,elastic,goodput]
+                      [--period S] [--restart-delay S] [--pollux-policy FILE]   (root; the cluster's lock)
 """
 import argparse
 import json
@@ -274,6 +280,95 @@ def control_cpus(shards):
     return 1 + shards  # the master and the PS shards, one Slurm CPU each
 
 
+class PolicyLoop(threading.Thread):
+    """Runs the goodput policy (goodput_policy.py) over the run's running elastic jobs: every
+    `period` s and whenever a job arrives or finishes, `troupe status --json` of each, the new
+    allocation, `troupe scale` where it changed. Records every round and each resize's latency
+    (the scale command to the job's alive workers reaching the target)."""
+
+    def __init__(self, args, t0, work):
+        super().__init__(daemon=True)
+        import goodput_policy  # noqa: E402  (bench/cluster/goodput_policy.py)
+        self.gp = goodput_policy
+        self.pp = goodput_policy.load_pollux_policy(args.pollux_policy)
+        self.policy = goodput_policy.GoodputPolicy(self.pp, CPUS_PER_HOST * HOSTS, HOSTS, args.restart_delay)
+        self.args, self.t0, self.work = args, t0, work
+        self.period = max(2.0, args.period * args.scale) if args.period_scales else args.period
+        self.jobs, self.done, self.lock = {}, set(), threading.Lock()
+        self.wake, self.stop = threading.Event(), threading.Event()
+        self.rounds, self.resizes, self.pending = [], [], {}
+
+    def add(self, j, submitted):
+        with self.lock:
+            self.jobs[j["name"]] = self.gp.JobState(j["name"], "async_ps", 128, j["max_workers"], submitted)
+            self.jobs[j["name"]].target = 1  # its job file's workers
+        self.wake.set()
+
+    def status(self, name):
+        r = subprocess.run([self.args.bin, "status", "--json", "--job-dir", os.path.join(self.work, "jobs", name)],
+                           capture_output=True, text=True, timeout=20)
+        try:
+            return json.loads(r.stdout) if r.returncode == 0 else None
+        except ValueError:
+            return None
+
+    def run(self):
+        while not self.stop.is_set():
+            self.wake.wait(self.period)
+            self.wake.clear()
+            if self.stop.is_set():
+                break
+            try:
+                self.round()
+            except Exception as e:  # noqa: BLE001  (a round that fails is logged; the next one tries again)
+                log(f"goodput policy: round failed: {e}")
+
+    def round(self):
+        now = time.time()
+        with self.lock:
+            names = [n for n in self.jobs if n not in self.done]
+        running, control = [], 0
+        for n in names:
+            st = self.status(n)
+            if st is not None and (st.get("finished") or st.get("state") in ("finished", "failed", "stopped")):
+                with self.lock:
+                    self.done.add(n)
+                continue
+            control += control_cpus(1)  # its master and shard hold their CPUs from submission on
+            if st is None:
+                continue  # not answering yet: its first worker comes with its job file
+            job = self.jobs[n]
+            job.update(st)
+            running.append(job)
+            want = self.pending.get(n)
+            if want and job.workers >= want[1]:
+                self.resizes.append({"job": n, "t": round(want[0] - self.t0, 3), "to": want[1],
+                                     "seconds": round(now - want[0], 3)})
+                del self.pending[n]
+        cpus = CPUS_PER_HOST * HOSTS - control
+        alloc = self.policy.allocate(running, max(0, cpus), now)
+        rec = {"t": round(now - self.t0, 3), "worker_cpus": cpus, "jobs": {}}
+        for job, a in zip(running, alloc):
+            rec["jobs"][job.name] = {"alive": job.workers, "target": a,
+                                     "noise_scale": (job.grad[1] / job.grad[0] * job.grad[2]) if job.grad and job.grad[0] > 0 else None,
+                                     "per_worker": job.per_worker}
+            if a != job.target and a > 0:
+                r = subprocess.run([self.args.bin, "scale", "--workers", str(a), "--job-dir",
+                                    os.path.join(self.work, "jobs", job.name)], capture_output=True, text=True, timeout=20)
+                if r.returncode == 0:
+                    if a > job.target:
+                        self.pending[job.name] = (time.time(), a)
+                    self.policy.charge(job, a)
+                else:
+                    log(f"goodput policy: scale {job.name} to {a}: {r.stderr.strip()[:200]}")
+        self.rounds.append(rec)
+
+    def job_ended(self, name):
+        with self.lock:
+            self.done.add(name)
+        self.wake.set()
+
+
 def run_schedule(args, exp, mode, schedule, data_for):
     """Submits each job of `schedule` ({at, name, workers, max_workers, shards, epochs, priority,
     rows}) at its time; returns the run's record once every job has ended."""
@@ -282,14 +377,22 @@ def run_schedule(args, exp, mode, schedule, data_for):
     sampler = Sampler(t0)
     sampler.start()
     runners, gangs, jobs = {}, [], []
+    policy = PolicyLoop(args, t0, work) if mode == "goodput" else None
+    if policy:
+        policy.start()
+        watcher = threading.Thread(target=watch_runners, args=(runners, policy), daemon=True)
+        watcher.start()
     for k, j in enumerate(sorted(schedule, key=lambda j: j["at"])):
         time.sleep(max(0.0, t0 + j["at"] - time.time()))
         data = data_for(j["rows"])
         gang = mode == "gang"
-        text = job_toml(os.path.join(work, "jobs"), j["name"], data, j["epochs"], j["workers"],
-                        j["workers"] if gang else 1, j["workers"] if gang else j["max_workers"],
-                        shards=j["shards"])
-        if not gang:
+        # goodput: 1 worker to start with, the policy gives it more.
+        text = job_toml(os.path.join(work, "jobs"), j["name"], data, j["epochs"],
+                        1 if policy else j["workers"], j["workers"] if gang else 1,
+                        j["workers"] if gang else j["max_workers"], shards=j["shards"])
+        if policy:
+            text += elastic_cluster(f"h{k % HOSTS + 1}", spare=False, own_partition="low")
+        elif not gang:
             # Control planes spread over the hosts, as a cluster's login/service nodes would be.
             text += elastic_cluster(f"h{k % HOSTS + 1}", own_partition="high" if j["priority"] == "high" else "low")
         file = os.path.join(work, f"{j['name']}.toml")
@@ -302,6 +405,8 @@ def run_schedule(args, exp, mode, schedule, data_for):
             gangs.append(f"gang:{j['name']}")
         else:
             runners[j["name"]] = start_elastic(args.bin, work, file, j["name"])
+            if policy:
+                policy.add(j, submitted)
         log(f"{exp}/{mode}: submitted {j['name']} ({j['workers']} workers, {j['priority']})")
         jobs.append((j, submitted))
     if gangs and not wait_gone(gangs, args.timeout):
@@ -316,15 +421,33 @@ def run_schedule(args, exp, mode, schedule, data_for):
             p.wait()
     t_end = time.time()
     sampler.stop.set()
+    if policy:
+        policy.stop.set()
+        policy.wake.set()
+        policy.join(timeout=30)
     time.sleep(5)  # slurmdbd records the last job ends
     run = {"experiment": exp, "mode": mode, "cluster_cpus": CPUS_PER_HOST * HOSTS, "t0": t0,
            "t_end": round(t_end - t0, 3), "pace_samples_per_s": PACE,
            "allocations": allocations(t0, t_end), "sinfo": sampler.samples, "jobs": []}
+    if policy:
+        run["policy"] = {"period": policy.period, "restart_delay": args.restart_delay, "rounds": policy.rounds,
+                         "resizes": policy.resizes}
     for j, submitted in jobs:
         extra = {k: j[k] for k in ("priority", "workers", "max_workers", "epochs")}
         extra["min_workers"] = j["workers"] if mode == "gang" else 1
         run["jobs"].append(job_record(os.path.join(work, "jobs", j["name"]), j["name"], t0, submitted, extra))
     return run
+
+
+def watch_runners(runners, policy):
+    """Tells the policy at once when a job's runner exits (a completion frees its CPUs)."""
+    seen = set()
+    while not policy.stop.is_set():
+        for name, p in list(runners.items()):
+            if name not in seen and p.poll() is not None:
+                seen.add(name)
+                policy.job_ended(name)
+        time.sleep(0.5)
 
 
 def gang_vs_elastic(args):
@@ -488,12 +611,19 @@ def main():
     ap.add_argument("--out", default="/var/tmp/troupe-experiments")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies job sizes and times")
     ap.add_argument("--timeout", type=float, default=1800, help="per run, seconds")
-    ap.add_argument("--modes", default="gang,elastic", help="gang_vs_elastic and trace: which modes")
+    ap.add_argument("--modes", default="gang,elastic", help="gang_vs_elastic and trace: which modes "
+                    "(gang, elastic, goodput)")
+    ap.add_argument("--period", type=float, default=60.0, help="goodput: seconds between reallocations "
+                    "(times --scale, at least 2, unless --period-fixed)")
+    ap.add_argument("--period-fixed", dest="period_scales", action="store_false")
+    ap.add_argument("--restart-delay", type=float, default=0.05, help="goodput: the cost of a reallocation the "
+                    "policy charges, seconds (troupe's measured membership change; Pollux's is 30)")
+    ap.add_argument("--pollux-policy", default=None, help="goodput: pollux_policy.py (default: bench/goodput/)")
     ap.add_argument("--no-cluster", action="store_true", help="the cluster is up already (24 CPUs)")
     args = ap.parse_args()
     args.modes = [m for m in args.modes.split(",") if m]
-    if not args.modes or any(m not in ("gang", "elastic") for m in args.modes):
-        sys.exit(f"experiments.py: --modes takes gang and/or elastic, not '{','.join(args.modes)}'")
+    if not args.modes or any(m not in ("gang", "elastic", "goodput") for m in args.modes):
+        sys.exit(f"experiments.py: --modes takes gang, elastic and/or goodput, not '{','.join(args.modes)}'")
     args.bin = os.path.abspath(args.bin)
     names = [n for n in args.only.split(",") if n]
     for n in names:
@@ -502,9 +632,12 @@ def main():
     if os.geteuid() != 0:
         sys.exit("experiments.py: needs root (namespaced hosts, Slurm daemons)")
     os.makedirs(args.out, exist_ok=True)
+    sys.path.insert(0, HERE)
+    if "goodput" in args.modes:
+        import goodput_policy  # noqa: E402
+        goodput_policy.load_pollux_policy(args.pollux_policy)  # fails now, not after the other modes ran
     if not args.no_cluster:
         cluster_up()
-    sys.path.insert(0, HERE)
     try:
         import plots  # noqa: E402  (bench/cluster/plots.py; matplotlib)
     except ImportError as e:

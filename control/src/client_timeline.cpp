@@ -113,6 +113,12 @@ expected<std::string> status_from_timeline(const std::string& job_dir, const err
   j["samples_total"] = static_cast<std::uint64_t>(n("samples"));
   j["restarts"] = static_cast<std::uint64_t>(n("restarts"));
   j["finished"] = end != nullptr;
+  if (metrics && metrics->find("noise_scale"))  // the last goodput figures the master wrote (docs/goodput.md)
+    j["goodput"] = {{"noise_scale", n("noise_scale")},
+                    {"batch", static_cast<std::uint32_t>(n("batch"))},
+                    {"goodput", n("goodput")},
+                    {"lr_factor", n("lr_factor")},
+                    {"progress", n("progress")}};
   std::ifstream in(job_dir + "/result.json");
   std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   auto result = json::parse(text, nullptr, false);

@@ -72,6 +72,18 @@ train_config read_train_config(config_section s, train_config c) {
   c.threads = static_cast<int>(s.get_int("threads", c.threads, 0, 1024));
   c.device = s.get_enum("device", c.device, {"cpu", "gpu"});
   c.max_samples_per_s = s.get_double("max_samples_per_s", c.max_samples_per_s, 0, 1e12);
+  c.noise_scale = s.get_bool("noise_scale", c.noise_scale);
+  c.lr_scaling = s.get_enum("lr_scaling", c.lr_scaling, {"none", "linear", "sqrt", "adascale"});
+  c.batch = s.get_enum("batch", c.batch, {"fixed", "auto"});
+  c.max_batch = count(s, "max_batch", c.max_batch, 0, 1 << 24);
+  c.max_local_batch = count(s, "max_local_batch", c.max_local_batch, 1, 1 << 20);
+  if (!c.noise_scale && (c.lr_scaling == "adascale" || c.batch == "auto"))
+    s.fail("noise_scale", core_errc::invalid_argument,
+           "lr_scaling = \"adascale\" and batch = \"auto\" need the noise scale (noise_scale = true)");
+  if (c.batch == "auto" && c.lr_scaling != "adascale")
+    s.fail("batch", core_errc::invalid_argument,
+           "batch = \"auto\" needs lr_scaling = \"adascale\" (the goodput model assumes AdaScale's learning "
+           "rate)");
   return c;
 }
 

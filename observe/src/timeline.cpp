@@ -122,6 +122,37 @@ void job_timeline::metrics(const metrics_sample& m) {
               {"tasks_failed", as_int(m.tasks_failed)},
               {"tasks_requeued", as_int(m.tasks_requeued)}};
   if (m.loss) e.fields.emplace_back("loss", *m.loss);
+  if (m.goodput) {
+    e.fields.emplace_back("noise_scale", m.goodput->noise_scale);
+    e.fields.emplace_back("batch", m.goodput->batch);
+    e.fields.emplace_back("goodput", m.goodput->goodput);
+    e.fields.emplace_back("lr_factor", m.goodput->lr_factor);
+    e.fields.emplace_back("progress", m.goodput->progress);
+  }
+  append(std::move(e));
+}
+
+void job_timeline::batch_chosen(const batch_choice& c) {
+  auto e = make("batch");
+  e.fields = {{"choice", as_int(c.choice)},
+              {"batch", as_int(c.batch)},
+              {"from", as_int(c.from)},
+              {"local_batch", as_int(c.local_batch)},
+              {"accum_steps", as_int(c.accum_steps)},
+              {"replicas", as_int(c.replicas)},
+              {"predicted_goodput", c.predicted_goodput},
+              {"previous_goodput", c.previous_goodput},
+              {"noise_scale", c.noise_scale}};
+  append(std::move(e));
+}
+
+void job_timeline::batch_measured(std::uint64_t choice, std::uint64_t batch, double measured_goodput,
+                                  double predicted_goodput) {
+  auto e = make("batch_measured");
+  e.fields = {{"choice", as_int(choice)},
+              {"batch", as_int(batch)},
+              {"measured_goodput", measured_goodput},
+              {"predicted_goodput", predicted_goodput}};
   append(std::move(e));
 }
 

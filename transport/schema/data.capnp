@@ -10,6 +10,7 @@ struct Task {
   firstRecord @1 :UInt64;
   recordCount @2 :UInt64;
   attempt @3 :UInt32;      # lease token: reports and renewals must quote it (stale leases are refused)
+  epoch @4 :UInt32;        # the data epoch the task belongs to (0-based)
 }
 
 # Worker -> dispenser: lease me a task. The answer is a TaskLease.

@@ -15,6 +15,51 @@ struct WorkerProgress {
   droppedSteps @3 :UInt64; # steps lost to a collective interrupted by a membership change
   firstStepWallMs @4 :UInt64; # Unix ms of this worker's first trained minibatch, sent until acknowledged
                               # by a successful send; 0: none (yet, or already reported)
+  goodput @5 :GoodputReport;  # what its strategy measured (docs/goodput.md); null: nothing
+}
+
+# Pollux's throughput model of a synchronous job (docs/goodput.md): seconds of one replica's compute
+# (alpha + beta x micro-batch) and of the allreduce (alpha + beta x (replicas - 2), across hosts or
+# on one), combined with the overlap exponent gamma.
+struct ThroughputModel {
+  alphaC @0 :Float64;
+  betaC @1 :Float64;
+  alphaN @2 :Float64;
+  betaN @3 :Float64;
+  alphaR @4 :Float64;
+  betaR @5 :Float64;
+  gamma @6 :Float64;
+}
+
+# A worker's gradient noise scale, learning-rate scaling, batch and goodput (docs/goodput.md). The
+# master keeps the latest of the ring's rank 0 (JobStatus.goodput).
+struct GoodputReport {
+  ringRank @0 :UInt32;          # the reporter's rank in its ring (async_ps: 0)
+  replicas @1 :UInt32;          # ring size
+  hosts @2 :UInt32;             # hosts the ring spans
+  baseBatch @3 :UInt32;         # M0: the job file's workers x batch_size
+  gradSqr @4 :Float64;          # moving average of |G|^2 (Adam: of the preconditioned gradient)
+  gradVar @5 :Float64;          # moving average of tr(Sigma) / M0: the variance of an M0 batch's gradient
+  noiseScale @6 :Float64;       # tr(Sigma) / |G|^2 in samples; 0 before the first estimate
+  rounds @7 :UInt64;            # estimates in the averages
+  lrScaling @8 :Text;           # [train] lr_scaling
+  lrFactor @9 :Float64;         # the learning rate's multiple at the last step
+  gain @10 :Float64;            # AdaScale's gain r at the current scale
+  progress @11 :Float64;        # scale-invariant steps so far
+  batch @12 :UInt32;            # global batch: replicas x localBatch x (accumSteps + 1)
+  localBatch @13 :UInt32;       # one replica's micro-batch
+  accumSteps @14 :UInt32;       # micro-batches accumulated before the synchronising one
+  computeSeconds @15 :Float64;  # mean seconds of one micro-batch's forward and backward
+  stepSeconds @16 :Float64;     # mean seconds of a step
+  throughput @17 :Float64;      # samples/s measured since the latest batch choice
+  goodput @18 :Float64;         # throughput x statistical efficiency of the batch
+  predictedGoodput @19 :Float64; # the fitted model's goodput of the current batch; 0: not fitted
+  model @20 :ThroughputModel;   # the fitted model
+  choice @21 :UInt32;           # batch choices so far ([train] batch = "auto")
+  choiceFrom @22 :UInt32;       # the global batch before the latest choice
+  choicePredicted @23 :Float64; # predicted goodput of the latest choice
+  choiceBefore @24 :Float64;    # predicted goodput of the batch it replaced
+  choiceMeasured @25 :Float64;  # measured goodput at the chosen batch; 0 until measured
 }
 
 # Worker -> master: its training loop is over (dataset exhausted); it still answers Evaluate.
@@ -74,6 +119,7 @@ struct JobStatus {
   fault @14 :Text;               # a disk fault pausing the job ("no space left on device: <path> ..."); empty when none
   evaluating @15 :Text;          # who evaluates the trained model now ("worker-0"); empty when nobody does
   taskError @16 :Text;           # the last error of a quarantined task; empty when none was quarantined
+  goodput @17 :GoodputReport;    # the latest report of the ring's rank 0 (docs/goodput.md); null: none
 }
 
 # CLI -> runner: change the number of workers.

@@ -8,6 +8,113 @@
 
 namespace troupe::wire {
 
+void write_goodput(schema::GoodputReport::Builder b, const goodput_report& g) {
+  b.setRingRank(g.ring_rank);
+  b.setReplicas(g.replicas);
+  b.setHosts(g.hosts);
+  b.setBaseBatch(g.base_batch);
+  b.setGradSqr(g.grad_sqr);
+  b.setGradVar(g.grad_var);
+  b.setNoiseScale(g.noise_scale);
+  b.setRounds(g.rounds);
+  b.setLrScaling(g.lr_scaling);
+  b.setLrFactor(g.lr_factor);
+  b.setGain(g.gain);
+  b.setProgress(g.progress);
+  b.setBatch(g.batch);
+  b.setLocalBatch(g.local_batch);
+  b.setAccumSteps(g.accum_steps);
+  b.setComputeSeconds(g.compute_seconds);
+  b.setStepSeconds(g.step_seconds);
+  b.setThroughput(g.throughput);
+  b.setGoodput(g.goodput);
+  b.setPredictedGoodput(g.predicted_goodput);
+  auto m = b.initModel();
+  m.setAlphaC(g.model.alpha_c);
+  m.setBetaC(g.model.beta_c);
+  m.setAlphaN(g.model.alpha_n);
+  m.setBetaN(g.model.beta_n);
+  m.setAlphaR(g.model.alpha_r);
+  m.setBetaR(g.model.beta_r);
+  m.setGamma(g.model.gamma);
+  b.setChoice(g.choice);
+  b.setChoiceFrom(g.choice_from);
+  b.setChoicePredicted(g.choice_predicted);
+  b.setChoiceBefore(g.choice_before);
+  b.setChoiceMeasured(g.choice_measured);
+}
+
+goodput_report read_goodput(schema::GoodputReport::Reader r) {
+  goodput_report g;
+  g.valid = true;
+  g.ring_rank = r.getRingRank();
+  g.replicas = r.getReplicas();
+  g.hosts = r.getHosts();
+  g.base_batch = r.getBaseBatch();
+  g.grad_sqr = r.getGradSqr();
+  g.grad_var = r.getGradVar();
+  g.noise_scale = r.getNoiseScale();
+  g.rounds = r.getRounds();
+  g.lr_scaling = r.getLrScaling().cStr();
+  g.lr_factor = r.getLrFactor();
+  g.gain = r.getGain();
+  g.progress = r.getProgress();
+  g.batch = r.getBatch();
+  g.local_batch = r.getLocalBatch();
+  g.accum_steps = r.getAccumSteps();
+  g.compute_seconds = r.getComputeSeconds();
+  g.step_seconds = r.getStepSeconds();
+  g.throughput = r.getThroughput();
+  g.goodput = r.getGoodput();
+  g.predicted_goodput = r.getPredictedGoodput();
+  auto m = r.getModel();
+  g.model = {m.getAlphaC(), m.getBetaC(), m.getAlphaN(), m.getBetaN(),
+             m.getAlphaR(), m.getBetaR(), m.getGamma()};
+  g.choice = r.getChoice();
+  g.choice_from = r.getChoiceFrom();
+  g.choice_predicted = r.getChoicePredicted();
+  g.choice_before = r.getChoiceBefore();
+  g.choice_measured = r.getChoiceMeasured();
+  return g;
+}
+
+nlohmann::json to_json(const goodput_report& g) {
+  const auto& m = g.model;
+  return {{"ring_rank", g.ring_rank},
+          {"replicas", g.replicas},
+          {"hosts", g.hosts},
+          {"base_batch", g.base_batch},
+          {"grad_sqr", g.grad_sqr},
+          {"grad_var", g.grad_var},
+          {"noise_scale", g.noise_scale},
+          {"rounds", g.rounds},
+          {"lr_scaling", g.lr_scaling},
+          {"lr_factor", g.lr_factor},
+          {"gain", g.gain},
+          {"progress", g.progress},
+          {"batch", g.batch},
+          {"local_batch", g.local_batch},
+          {"accum_steps", g.accum_steps},
+          {"compute_seconds", g.compute_seconds},
+          {"step_seconds", g.step_seconds},
+          {"throughput", g.throughput},
+          {"goodput", g.goodput},
+          {"predicted_goodput", g.predicted_goodput},
+          {"model",
+           {{"alpha_c", m.alpha_c},
+            {"beta_c", m.beta_c},
+            {"alpha_n", m.alpha_n},
+            {"beta_n", m.beta_n},
+            {"alpha_r", m.alpha_r},
+            {"beta_r", m.beta_r},
+            {"gamma", m.gamma}}},
+          {"choice", g.choice},
+          {"choice_from", g.choice_from},
+          {"choice_predicted", g.choice_predicted},
+          {"choice_before", g.choice_before},
+          {"choice_measured", g.choice_measured}};
+}
+
 void write_task_counts(schema::TaskCounts::Builder b, const task_counts& c) {
   b.setTodo(c.todo);
   b.setDoing(c.doing);
@@ -48,6 +155,7 @@ void write_job_status(schema::JobStatus::Builder b, const job_status& s) {
   b.setFault(s.fault);
   b.setEvaluating(s.evaluating);
   b.setTaskError(s.task_error);
+  if (s.goodput.valid) write_goodput(b.initGoodput(), s.goodput);
 }
 
 job_status read_job_status(schema::JobStatus::Reader r) {
@@ -69,6 +177,7 @@ job_status read_job_status(schema::JobStatus::Reader r) {
   s.fault = r.getFault().cStr();
   s.evaluating = r.getEvaluating().cStr();
   s.task_error = r.getTaskError().cStr();
+  if (r.hasGoodput()) s.goodput = read_goodput(r.getGoodput());
   return s;
 }
 
@@ -105,6 +214,7 @@ nlohmann::json to_json(const job_status& s) {
                        {"pid", m.pid},
                        {"state", std::string(cluster::to_string(m.state))}});
   j["members"] = members;
+  if (s.goodput.valid) j["goodput"] = to_json(s.goodput);
   return j;
 }
 

@@ -163,6 +163,7 @@ void task_dispenser::reply_lease(const message& req, const std::optional<storage
     b.setFirstRecord(t->first);
     b.setRecordCount(t->count);
     b.setAttempt(t->attempt);
+    b.setEpoch(t->epoch);
     data_epoch_ = t->epoch;
   } else {
     auto c = journal_->counts();

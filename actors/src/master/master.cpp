@@ -241,6 +241,13 @@ void on_job_message(master_actor* self, const message& m) {
       st.samples_total += p.getSamples();
       st.dropped_steps += p.getDroppedSteps();
       st.obs->progress(m.from_node(), p.getSamples(), p.getSteps());
+      if (p.hasGoodput()) {
+        auto g = wire::read_goodput(p.getGoodput());
+        if (g.ring_rank == 0) {
+          st.goodput = std::move(g);
+          st.obs->goodput(st.goodput);
+        }
+      }
       if (auto f = p.getFirstStepWallMs();
           f != 0 && (st.first_step_wall_ms == 0 || f < st.first_step_wall_ms))
         st.first_step_wall_ms = f;

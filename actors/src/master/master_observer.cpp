@@ -152,6 +152,41 @@ void master_observer::progress(const node_id& from, std::uint64_t samples, std::
   for (std::uint64_t i = 0; i < std::min<std::uint64_t>(steps, 1000); ++i) h.observe(per_step);
 }
 
+void master_observer::goodput(const wire::goodput_report& g) {
+  auto gauge = [&](const char* name, const char* help, double v) {
+    metrics_.get_gauge(name, help, labels_).set(v);
+  };
+  gauge("troupe_gradient_noise_scale", "Gradient noise scale tr(Sigma)/|G|^2, samples", g.noise_scale);
+  gauge("troupe_gradient_sqr_norm", "Moving average of |G|^2 (Adam: preconditioned)", g.grad_sqr);
+  gauge("troupe_gradient_variance", "Moving average of tr(Sigma) over the base batch", g.grad_var);
+  gauge("troupe_lr_factor", "Learning rate multiple of the last step (lr_scaling)", g.lr_factor);
+  gauge("troupe_lr_gain", "AdaScale gain at the current scale", g.gain);
+  gauge("troupe_scale_invariant_steps", "Steps counted at the base batch (sum of the gain)", g.progress);
+  gauge("troupe_global_batch", "Global batch per optimizer step", static_cast<double>(g.batch));
+  gauge("troupe_goodput", "Measured throughput x statistical efficiency, base-batch samples/s", g.goodput);
+  gauge("troupe_goodput_predicted", "The throughput model's goodput of the current batch",
+        g.predicted_goodput);
+  // The latest choice since this master started (a restarted master may repeat the one it missed).
+  if (g.choice > choice_written_) {
+    observe::batch_choice c;
+    c.choice = g.choice;
+    c.batch = g.batch;
+    c.from = g.choice_from;
+    c.local_batch = g.local_batch;
+    c.accum_steps = g.accum_steps;
+    c.replicas = g.replicas;
+    c.predicted_goodput = g.choice_predicted;
+    c.previous_goodput = g.choice_before;
+    c.noise_scale = g.noise_scale;
+    timeline_.batch_chosen(c);
+    choice_written_ = g.choice;
+  }
+  if (g.choice > measured_written_ && g.choice == choice_written_ && g.choice_measured > 0) {
+    timeline_.batch_measured(g.choice, g.batch, g.choice_measured, g.choice_predicted);
+    measured_written_ = g.choice;
+  }
+}
+
 void master_observer::tick(const master_state& st) {
   auto now = clock_.now();
   while (!pending_.empty() && now - pending_.front().seen > cause_wait) {
@@ -171,6 +206,10 @@ void master_observer::tick(const master_state& st) {
   m.workers_alive = workers_alive_;
   m.epoch = st.view.epoch();
   m.restarts = restarts;
+  if (st.goodput.valid)
+    m.goodput = observe::metrics_sample::goodput_sample{
+        st.goodput.noise_scale, static_cast<double>(st.goodput.batch), st.goodput.goodput,
+        st.goodput.lr_factor, st.goodput.progress};
   if (st.counts) {
     m.tasks_todo = st.counts->todo;
     m.tasks_doing = st.counts->doing;

@@ -32,6 +32,7 @@
 #include "troupe/observe/metrics.hpp"
 #include "troupe/observe/timeline.hpp"
 #include "troupe/transport/message.hpp"
+#include "troupe/wire/goodput_report.hpp"
 
 namespace troupe::actors {
 
@@ -48,6 +49,9 @@ class master_observer {
   // The runner's word on how a node's process ended (cluster::exit_status::to_string()).
   void exit_reported(const node_id& id, const std::string& status);
   void progress(const node_id& from, std::uint64_t samples, std::uint64_t steps);
+  // The ring's rank 0 reported its goodput (docs/goodput.md): gauges, and a "batch" event for a new
+  // batch choice, a "batch_measured" event once its goodput was measured.
+  void goodput(const wire::goodput_report& g);
   // The job finished: the runner now stops every node at once and sends no exit reports, so a
   // departure from here on is a node leaving a finished job ("leave"), whatever its connection said.
   void job_finished() { job_finished_ = true; }
@@ -81,7 +85,8 @@ class master_observer {
   std::size_t recovery_target_ = 0;
   std::size_t workers_alive_ = 0;
   bool job_finished_ = false;
-  std::optional<troupe::clock::time_point> last_event_;  // none yet: the first tick writes one
+  std::optional<troupe::clock::time_point> last_event_;      // none yet: the first tick writes one
+  std::uint32_t choice_written_ = 0, measured_written_ = 0;  // the latest batch choice in the timeline
   std::uint64_t last_samples_ = 0, last_done_ = 0, last_requeued_ = 0, last_failed_ = 0, last_restarts_ = 0;
 };
 

@@ -64,6 +64,8 @@ struct master_state {
   double window_loss = 0;
   double samples_per_sec = 0;
   double loss = std::numeric_limits<double>::quiet_NaN();  // NaN until a window with a step
+  // The latest goodput report (docs/goodput.md) of the ring's rank 0 (async_ps: of any worker).
+  wire::goodput_report goodput;
   // The dispenser's counts; nullopt until it answered.
   std::optional<wire::task_counts> counts;
   std::set<std::string> done_workers;

@@ -238,6 +238,7 @@ void send_status(master_actor* self, const message& request) {
   s.finished = st.finished;
   s.result_json = st.result_json;
   s.members = st.view.members();
+  s.goodput = st.goodput;
   auto o = wire::job_reply(request);
   wire::write_job_status(o.body.initJobStatus(), s);
   if (auto r = st.ctx->reply(request, std::move(o.out), "master"); !r)

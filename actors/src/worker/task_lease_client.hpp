@@ -38,6 +38,7 @@ class task_lease_client {
     std::uint64_t id = 0;
     std::uint32_t attempt = 0;
     std::uint64_t first = 0, count = 0;
+    std::uint32_t epoch = 0;  // the data epoch of the task
   };
   // The dispenser's answer to a lease request.
   struct answer {

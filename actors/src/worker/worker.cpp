@@ -97,6 +97,7 @@ void setup_worker(worker_state& st, node_runtime* rt, data_paths data) {
   if (!s) throw std::runtime_error(s.err().to_string());
   st.strat = std::move(*s);
   st.ctx.reset(new worker_context{rt->spec(), rt->self(), *st.backend, *st.ps, *st.ring});
+  st.ctx->clock = &rt->clock();
   if (st.strat->keeps_row_order()) {
     st.output = std::make_unique<part_output>(rt->who().job_dir + "/predictions");
     st.ctx->output = st.output.get();

@@ -24,14 +24,20 @@ void shuffle_rows(held_task& h) {
   std::shuffle(h.order.begin(), h.order.end(), rng);
 }
 
+std::size_t batch_size(const worker_state& st) {
+  if (st.ctx && st.ctx->local_batch > 0) return st.ctx->local_batch;
+  return st.node->spec().nn.train.batch_size;
+}
+
 std::optional<nn::batch> current_batch(worker_state& st) {
   if (!st.task) return std::nullopt;
-  return batch_at(*st.task, st.task->cursor, st.node->spec().nn.train.batch_size);
+  if (st.ctx) st.ctx->data_epoch = st.task->epoch;
+  return batch_at(*st.task, st.task->cursor, batch_size(st));
 }
 
 std::optional<nn::batch> batch_after(worker_state& st) {
   if (!st.task) return std::nullopt;
-  const std::size_t bs = st.node->spec().nn.train.batch_size;
+  const std::size_t bs = batch_size(st);
   const held_task& t = *st.task;
   const std::size_t from = t.cursor + std::min(bs, t.order.size() - t.cursor);
   if (from < t.order.size()) return batch_at(t, from, bs);

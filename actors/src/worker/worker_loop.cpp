@@ -7,6 +7,7 @@
 
 #include "troupe/job/data.hpp"
 #include "troupe/wire/messages.hpp"
+#include "troupe/wire/status_codec.hpp"
 #include "worker_state.hpp"
 
 namespace troupe::actors {
@@ -122,6 +123,7 @@ void report_progress(worker_state& st, bool force) {
   p.setLossSum(st.win_loss);
   p.setDroppedSteps(st.dropped);
   if (!st.first_step_sent) p.setFirstStepWallMs(st.first_step_wall_ms);
+  if (auto g = st.strat->goodput(); g.valid) wire::write_goodput(p.initGoodput(), g);
   if (st.node->send("master", "master", std::move(o.out), "worker")) {
     if (st.first_step_wall_ms != 0) st.first_step_sent = true;
     st.win_samples = st.win_steps = st.dropped = 0;

@@ -92,7 +92,10 @@ inline bool train_some(worker_state& st) {
 }
 // The task's rows in a shuffled order, the same for the same task id and attempt.
 void shuffle_rows(held_task& h);
-// The minibatch at the held task's cursor; nullopt without a task (worker_batches.cpp).
+// The samples per step: the strategy's choice (worker_context::local_batch) or [train] batch_size.
+std::size_t batch_size(const worker_state& st);
+// The minibatch at the held task's cursor (and the task's data epoch into the context); nullopt
+// without a task (worker_batches.cpp).
 std::optional<nn::batch> current_batch(worker_state& st);
 // The minibatch the worker offers after the current one, for the strategy to prepare (async_ps pulls
 // its rows meanwhile): the rest of the task, else the first one of the task leased ahead once its

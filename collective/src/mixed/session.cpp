@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
@@ -194,7 +196,12 @@ expected<ring_session::info> mixed_ring_session::connect_ring(const ring_members
   const auto& prev_prev =
       ring.ranks[static_cast<std::size_t>((info_.rank + 2 * info_.size - 2) % info_.size)];
   int local = 0;
-  for (const auto& m : ring.ranks) local += m.host == self.host;
+  std::set<std::string> hosts;
+  for (const auto& m : ring.ranks) {
+    local += m.host == self.host;
+    hosts.insert(m.host);
+  }
+  info_.hosts = static_cast<int>(hosts.size());
   lanes_ = prev.host == self.host && prev_prev.host == self.host ? session_lanes(opt_, local) : 1;
   all_on_host_ = local == info_.size;
   auto connect_start = std::chrono::steady_clock::now();

@@ -18,9 +18,11 @@
 
 #include "troupe/actors/trainer_backend.hpp"
 #include "troupe/collective/ring_session.hpp"
+#include "troupe/core/clock.hpp"
 #include "troupe/core/ids.hpp"
 #include "troupe/job/job_spec.hpp"
 #include "troupe/nn/data/dataset.hpp"
+#include "troupe/wire/goodput_report.hpp"
 
 namespace troupe::actors {
 
@@ -87,6 +89,13 @@ struct worker_context {
   // the first of the task leased ahead); null otherwise. Set by the worker before each step, valid
   // during it: async_ps prefetches its rows.
   const nn::batch* next = nullptr;
+  // The node's clock (step and sync times of the goodput estimate); null: the system clock.
+  troupe::clock* clock = nullptr;
+  // The batch the worker cuts from its task per step: set by a strategy that chooses its own
+  // ([train] batch = "auto", docs/goodput.md); 0: [train] batch_size.
+  std::size_t local_batch = 0;
+  // The data epoch (0-based) of the task the worker trains now, set by the worker before each step.
+  std::uint32_t data_epoch = 0;
 };
 
 struct step_result {
@@ -122,6 +131,9 @@ class strategy {
                                    std::size_t rows) {
     return {};
   }
+  // What the strategy measured about its gradients and speed (docs/goodput.md), sent with the
+  // worker's progress; `valid` false when it measures nothing.
+  virtual wire::goodput_report goodput() const { return {}; }
 };
 
 using strategy_factory = std::function<std::unique_ptr<strategy>(const job::job_spec&)>;

@@ -1,9 +1,18 @@
 // Asynchronous SGD on parameter servers (ElasticDL's default): pull the parameters a minibatch
 // needs, compute gradients, push them; the shards apply the optimizer. Workers never wait for each
 // other, so one dying costs nothing but its task.
+// With [train] noise_scale (docs/goodput.md), each worker estimates the gradient noise scale from its
+// own consecutive full batches: the dense gradient of this batch and of its previous one (the
+// parameters moved in between, by this worker's push and the others': a biased estimate, as a lone
+// replica's). Not from the pushes the shards receive: a shard sees its own slice of each push, so
+// the norms would need a reduction across shards per push.
 #include <spdlog/spdlog.h>
 
+#include <cmath>
+
 #include "troupe/actors/strategy.hpp"
+#include "worker/goodput/grad_norms.hpp"
+#include "worker/goodput/noise_scale.hpp"
 
 namespace troupe::actors {
 
@@ -11,7 +20,24 @@ namespace {
 
 class async_ps final : public strategy {
  public:
+  explicit async_ps(const job::job_spec& spec)
+      : estimate_(spec.nn.train.noise_scale),
+        batch_size_(spec.nn.train.batch_size),
+        ns_(static_cast<double>(std::max<std::uint32_t>(1, spec.job.workers)) * spec.nn.train.batch_size) {}
   std::string_view name() const override { return "async_ps"; }
+  wire::goodput_report goodput() const override {
+    wire::goodput_report g;
+    if (!estimate_ || !ns_.ready()) return g;
+    g.valid = true;
+    g.base_batch = static_cast<std::uint32_t>(ns_.base_batch());
+    g.grad_sqr = ns_.sqr();
+    g.grad_var = ns_.var();
+    g.noise_scale = std::isfinite(ns_.noise_scale_samples()) ? ns_.noise_scale_samples() : 0;
+    g.rounds = ns_.rounds();
+    g.lr_scaling = "none";
+    g.batch = g.local_batch = static_cast<std::uint32_t>(batch_size_);
+    return g;
+  }
 
   step_result step(worker_context& ctx, const nn::batch* b, bool exhausted) override {
     if (!b) return {exhausted ? step_result::kind::finished : step_result::kind::idle};
@@ -23,6 +49,7 @@ class async_ps final : public strategy {
     auto loss = be.compute_gradients(*b);
     if (!loss) throw std::runtime_error(loss.err().to_string());
     if (auto d = be.to_host(host_copy::gradients); !d) throw std::runtime_error(d.err().to_string());
+    if (estimate_) observe(be, b->size());
     if (auto q = ctx.ps.push(be); !q) return retry("push", q.err());
     return {step_result::kind::trained, b->size(), *loss};
   }
@@ -32,17 +59,42 @@ class async_ps final : public strategy {
   }
 
  private:
+  // This batch and the previous one, both full: a biased pair (noise_scale.hpp).
+  void observe(trainer_backend& be, std::size_t n) {
+    auto g = be.gradients();
+    if (n != batch_size_ || g.empty()) {
+      prev_n_ = 0;
+      return;
+    }
+    const double sqr = goodput::sqr_norm(g, {});
+    prev_.resize(g.size());
+    if (prev_n_ == n) {
+      const double big = goodput::pair_sqr_and_keep(g, prev_, {});
+      ns_.add({0.5 * (sqr + prev_sqr_), big, static_cast<double>(n), 2.0 * static_cast<double>(n)}, true);
+    } else {
+      std::copy(g.begin(), g.end(), prev_.begin());
+    }
+    prev_sqr_ = sqr;
+    prev_n_ = n;
+  }
   static step_result retry(const char* what, const error& e) {
     spdlog::warn("async_ps: {} failed, retrying the batch: {}", what, e.to_string());
     return {step_result::kind::retry};
   }
+
+  bool estimate_;
+  std::size_t batch_size_;
+  goodput::noise_scale ns_;
+  std::vector<float> prev_;
+  std::size_t prev_n_ = 0;
+  double prev_sqr_ = 0;
 };
 
 }  // namespace
 
 void register_async_ps_strategy() {
   static strategy_registrar reg("async_ps",
-                                [](const job::job_spec&) { return std::make_unique<async_ps>(); });
+                                [](const job::job_spec& spec) { return std::make_unique<async_ps>(spec); });
 }
 
 }  // namespace troupe::actors

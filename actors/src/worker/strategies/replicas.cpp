@@ -140,7 +140,7 @@ void restore_if_untrained(worker_context& ctx, std::uint64_t steps) {
 }
 
 expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::info& ring,
-                                      bool with_optimizer, std::vector<float>& buf) {
+                                      bool with_optimizer, std::vector<float>& buf, std::span<float> extra) {
   auto started = std::chrono::steady_clock::now();
   std::uint64_t mine = 0;
   for (const auto& s : ctx.backend.optimizer_state()) mine = std::max(mine, s.step);
@@ -161,6 +161,10 @@ expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::i
   if (auto r = broadcast_parameters(ctx, src->rank, floats); !r) return r;
   if (with_optimizer)
     if (auto r = broadcast_optimizer(ctx, src->rank, source, buf, floats); !r) return r;
+  if (!extra.empty()) {
+    if (auto r = ctx.ring.broadcast(extra, src->rank); !r) return r;
+    floats += extra.size();
+  }
   if (!source)
     if (auto h = ctx.backend.from_host(host_copy::parameters); !h) return h;
   auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };

@@ -58,9 +58,12 @@ expected<void> broadcast_parameters(worker_context& ctx, int src, std::size_t& f
 
 // After a ring is (re)built: the most trained replica's parameters (and, with_optimizer, the host
 // trainer's optimizer slots and step counters, last) to every replica. A ring of one skips it.
-// `buf` is scratch, sized by reserve_state. On `ring`, as vote_most_trained.
+// `buf` is scratch, sized by reserve_state. On `ring`, as vote_most_trained. `extra`: the strategy's
+// own state (allreduce's goodput controller), which every rank packed into it: the source's goes to
+// every rank, last; each rank then reads it back from `extra` (the source too, so all hold the same).
 expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::info& ring,
-                                      bool with_optimizer, std::vector<float>& buf);
+                                      bool with_optimizer, std::vector<float>& buf,
+                                      std::span<float> extra = {});
 // When no replica of the ring has trained (`steps`, the vote's, is 0: a resumed job's first ring,
 // or a fresh job's), the job's latest ring checkpoint (ctx.store) into this replica, if there is
 // one; the sync that follows hands it to the others. A checkpoint that cannot be restored is

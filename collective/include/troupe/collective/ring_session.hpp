@@ -20,6 +20,7 @@ class ring_session {
     int rank = 0, size = 1;
     std::uint64_t epoch = 0;
     bool fresh = false;  // built by this call: replicas may differ, resynchronise them
+    int hosts = 1;       // distinct hosts the ring's members run on (the goodput model's span)
   };
   virtual ~ring_session() = default;
   // Fails while this worker is not (yet) in the ring, or the ring could not be built in time.

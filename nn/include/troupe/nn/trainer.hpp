@@ -30,6 +30,17 @@ struct train_config {
   // a job that must leave CPU to others, and the cluster experiments' stand-in for a Slurm CPU on
   // a machine with fewer real cores (docs/cluster_experiments.md).
   double max_samples_per_s = 0;
+  // Goodput (docs/goodput.md; the allreduce strategy): whether the ring estimates the gradient noise
+  // scale in its allreduce; the learning rate's rule when the global batch is not the job file's
+  // (workers x batch_size): "none", "linear", "sqrt" or "adascale" (AdaScale's gain; with Adam and
+  // Adagrad its square root); and the batch: "fixed" (batch_size per worker) or "auto" (the
+  // goodput-optimal global batch up to max_batch, in micro-batches of at most max_local_batch with
+  // gradient accumulation beyond that). 0: max_batch 16 x the job file's global batch.
+  bool noise_scale = true;
+  std::string lr_scaling = "none";
+  std::string batch = "fixed";
+  std::size_t max_batch = 0;
+  std::size_t max_local_batch = 1024;
 };
 
 struct progress {

@@ -29,6 +29,21 @@ struct metrics_sample {
   double samples_per_s = 0;
   std::uint64_t workers_alive = 0, epoch = 0, restarts = 0;
   std::uint64_t tasks_todo = 0, tasks_doing = 0, tasks_done = 0, tasks_failed = 0, tasks_requeued = 0;
+  // The goodput report of the ring's rank 0 (docs/goodput.md), when a worker sent one: the gradient
+  // noise scale (samples), the global batch, the measured goodput, the learning rate's factor and
+  // the scale-invariant steps.
+  struct goodput_sample {
+    double noise_scale = 0, batch = 0, goodput = 0, lr_factor = 1, progress = 0;
+  };
+  std::optional<goodput_sample> goodput;
+};
+
+// A batch choice of a job with [train] batch = "auto" (docs/goodput.md): `batch` replaces `from`,
+// each replica computing accum_steps + 1 micro-batches of local_batch samples; the goodput the model
+// predicted for it and for the batch it replaced.
+struct batch_choice {
+  std::uint64_t choice = 0, batch = 0, from = 0, local_batch = 0, accum_steps = 0, replicas = 0;
+  double predicted_goodput = 0, previous_goodput = 0, noise_scale = 0;
 };
 
 class job_timeline {
@@ -55,6 +70,10 @@ class job_timeline {
   // The job's model directory written (`troupe export`), in `seconds`.
   void model_exported(const std::string& dir, double seconds);
   void metrics(const metrics_sample& m);
+  // "batch": a batch choice; "batch_measured": the goodput measured at it afterwards.
+  void batch_chosen(const batch_choice& c);
+  void batch_measured(std::uint64_t choice, std::uint64_t batch, double measured_goodput,
+                      double predicted_goodput);
   void node_stats(const std::string& node, double cpu_percent, std::uint64_t rss_bytes);
   // "finished", "failed", "stopped" or "interrupted" (as result.json's status); durable (fdatasync'ed).
   void job_end(const std::string& state, const std::string& why = {});

@@ -11,6 +11,7 @@
 
 #include "troupe/cluster/membership.hpp"
 #include "troupe/transport/schema/job.capnp.h"
+#include "troupe/wire/goodput_report.hpp"
 
 namespace troupe::wire {
 
@@ -42,9 +43,14 @@ struct job_status {
   std::string evaluating;   // who evaluates the trained model now; empty when nobody does
   std::string task_error;   // the last error of a quarantined task; empty when none was quarantined
   std::vector<cluster::member> members;
+  goodput_report goodput;  // the latest of the ring's rank 0; valid false: none
   // loss: NaN until a progress window with a step has passed.
   bool has_loss() const;
 };
+
+// GoodputReport (WorkerProgress.goodput, JobStatus.goodput); read throws kj::Exception as below.
+void write_goodput(schema::GoodputReport::Builder b, const goodput_report& g);
+goodput_report read_goodput(schema::GoodputReport::Reader r);
 
 void write_task_counts(schema::TaskCounts::Builder b, const task_counts& c);
 task_counts read_task_counts(schema::TaskCounts::Reader r);
@@ -55,7 +61,8 @@ job_status read_job_status(schema::JobStatus::Reader r);
 // done, failed, requeued}, data_epoch, data_epochs, samples_per_sec, loss, samples_total, restarts,
 // finished, fault (only while a disk fault pauses the job), loss (null before the first step),
 // evaluating (who evaluates the model, while one does), task_error (once a task is quarantined),
-// result (the parsed result JSON, once finished), members[{node, role, address, pid, state}].
+// result (the parsed result JSON, once finished), members[{node, role, address, pid, state}], goodput
+// (goodput_report.hpp; only when a worker reported one).
 nlohmann::json to_json(const job_status& s);
 
 }  // namespace troupe::wire

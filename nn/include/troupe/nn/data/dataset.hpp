@@ -63,6 +63,11 @@ class batch {
   // The dataset row of batch example i.
   std::size_t row(std::size_t i) const { return indices_.empty() ? first_ + i : indices_[i]; }
   bool contiguous() const { return indices_.empty(); }
+  // Examples [first, first + count) of this batch, as a batch (a micro-batch of gradient accumulation).
+  batch sub(std::size_t first, std::size_t count) const {
+    if (contiguous()) return batch(*data_, first_ + first, count);
+    return batch(*data_, indices_.subspan(first, count));
+  }
   const float* dense_row(std::size_t i) const { return data_->dense_row(row(i)); }
   const std::uint64_t* sparse_row(std::size_t i) const { return data_->sparse_row(row(i)); }
   float label(std::size_t i) const { return data_->labels[row(i)]; }

@@ -1,0 +1,313 @@
+#include "controller.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace troupe::actors::goodput {
+
+namespace {
+// The vote's slots (controller::vote_floats), after the round vote.
+enum slot : std::size_t {
+  small_sqr_sum,  // sum over full ranks of their micro-batches' mean squared gradient norm
+  full_ranks,     // ranks whose every micro-batch was full
+  compute_sum,    // sum of full ranks' seconds per micro-batch
+  computed,       // ranks that timed a micro-batch
+  step_sum,       // sum of the previous step's seconds (ranks whose previous step was full)
+  timed,          // ranks that timed their previous step
+  new_epoch,      // ranks whose task is of a data epoch past the controller's
+  gain,           // rank 0's r(S) for this step
+  atomic,         // rank 0's batch in force from the next step
+  accum,
+  seq,
+};
+static_assert(slot::seq + 1 == controller::vote_floats);
+
+constexpr std::uint32_t measure_after_steps =
+    20;  // a choice's goodput is measured over this many steps first
+}  // namespace
+
+lr_rule parse_lr_rule(const std::string& s) {
+  if (s == "linear") return lr_rule::linear;
+  if (s == "sqrt") return lr_rule::sqrt;
+  if (s == "adascale") return lr_rule::adascale;
+  return lr_rule::none;
+}
+
+const char* to_string(lr_rule r) {
+  switch (r) {
+    case lr_rule::linear:
+      return "linear";
+    case lr_rule::sqrt:
+      return "sqrt";
+    case lr_rule::adascale:
+      return "adascale";
+    case lr_rule::none:
+      break;
+  }
+  return "none";
+}
+
+controller::controller(controller_options o) : opt_(o), ns_(o.base_batch) {
+  cur_ = {static_cast<int>(std::max<std::size_t>(1, o.batch_size)), 0};
+  proposed_ = cur_;
+}
+
+double controller::scale_of(const batch_config& c, int ranks) const {
+  return static_cast<double>(ranks) * c.local() / ns_.base_batch();
+}
+
+double controller::rule_factor(double g, double scale) const {
+  switch (opt_.rule) {
+    case lr_rule::linear:
+      return scale;
+    case lr_rule::sqrt:
+      return std::sqrt(scale);
+    case lr_rule::adascale:
+      return opt_.adaptive ? std::sqrt(g) : g;
+    case lr_rule::none:
+      break;
+  }
+  return 1.0;
+}
+
+void controller::cast(std::span<float> at, int rank, int ranks, bool full, double small_sqr, double compute_s,
+                      std::uint32_t epoch) {
+  std::fill(at.begin(), at.begin() + vote_floats, 0.0f);
+  if (full) {
+    at[small_sqr_sum] = static_cast<float>(small_sqr);
+    at[full_ranks] = 1.0f;
+    if (compute_s > 0) {
+      at[compute_sum] = static_cast<float>(compute_s);
+      at[computed] = 1.0f;
+    }
+  }
+  if (pending_full_ && pending_step_s_ > 0) {
+    at[step_sum] = static_cast<float>(pending_step_s_);
+    at[timed] = 1.0f;
+  }
+  pending_full_ = false;
+  at[new_epoch] = epoch > epoch_ ? 1.0f : 0.0f;
+  if (rank != 0) return;
+  at[gain] = static_cast<float>(ns_.gain(scale_of(cur_, ranks)));
+  at[atomic] = static_cast<float>(proposed_.atomic);
+  at[slot::accum] = static_cast<float>(proposed_.accum);
+  at[seq] = static_cast<float>(proposed_seq_);
+}
+
+void controller::observe(int hosts, int ranks, const batch_config& c, double compute, double sync) {
+  if (!(compute > 0) || !(sync > 0) || !std::isfinite(compute) || !std::isfinite(sync)) return;
+  for (auto& e : obs_) {
+    if (e.o.hosts == hosts && e.o.replicas == ranks && e.o.atomic == c.atomic) {
+      // A running mean that forgets slowly (the machine's load moves): at most 200 steps' memory.
+      e.count = std::min(e.count + 1, 200.0);
+      e.o.compute += (compute - e.o.compute) / e.count;
+      e.o.sync += (sync - e.o.sync) / e.count;
+      return;
+    }
+  }
+  if (obs_.size() == max_observations) obs_.erase(obs_.begin());
+  obs_.push_back({{hosts, ranks, static_cast<double>(c.atomic), compute, sync}, 1});
+}
+
+void controller::adopt(const batch_config& c, std::uint32_t seq) {
+  if (c.atomic <= 0) return;
+  const bool changed = !(c == cur_);
+  cur_ = proposed_ = c;
+  seq_ = proposed_seq_ = seq;
+  if (changed) {
+    since_s_ = -1;
+    since_samples_ = since_steps_ = 0;
+    choice_measured_ = 0;
+  }
+}
+
+void controller::count_round(double samples, double g, double share, double now_s) {
+  progress_ += g * share;
+  last_gain_ = g;
+  if (since_s_ < 0) {
+    since_s_ = now_s;  // the measurement starts at the end of this step
+    return;
+  }
+  since_samples_ += samples;
+  since_steps_ += 1;
+  if (now_s > since_s_) measured_throughput_ = since_samples_ / (now_s - since_s_);
+  if (seq_ > 0 && since_steps_ >= measure_after_steps)
+    choice_measured_ = measured_throughput_ * ns_.efficiency(static_cast<double>(ranks_) * cur_.local());
+}
+
+void controller::maybe_choose(int hosts, int ranks, bool fresh, bool entered_epoch) {
+  if (!opt_.auto_batch || !ns_.ready() || obs_.empty()) return;
+  const bool first = !chosen_once_ && ns_.rounds() >= opt_.warm_rounds;
+  if (!first && !(chosen_once_ && (fresh || entered_epoch))) return;
+  chosen_once_ = true;
+  std::vector<observation> o;
+  for (const auto& e : obs_) o.push_back(e.o);
+  perf_ = fit(o);
+  const auto best = best_batch(perf_, ns_, hosts, ranks, opt_.limits);
+  const double now = goodput(perf_, ns_, hosts, ranks, cur_.atomic, cur_.accum);
+  const batch_config b{best.atomic, best.accum};
+  if (best.atomic <= 0 || b == cur_ || !(best.goodput >= opt_.min_gain * now)) return;
+  proposed_ = b;
+  proposed_seq_ = seq_ + 1;
+  choice_from_ = static_cast<std::uint32_t>(ranks * cur_.local());
+  choice_predicted_ = best.goodput;
+  choice_before_ = now;
+}
+
+controller::round controller::read(std::span<const float> at, int rank, int ranks, int hosts, double big_sqr,
+                                   double share, double samples, bool fresh, double now_s) {
+  (void)rank;
+  round r;
+  const int full = static_cast<int>(at[full_ranks]);
+  if (ranks > 1 && full == ranks) {
+    const double count = static_cast<double>(ranks) * (cur_.accum + 1);
+    ns_.add({at[small_sqr_sum] / ranks, big_sqr, static_cast<double>(cur_.atomic), count * cur_.atomic},
+            false);
+  }
+  if (fresh || ranks != ranks_ || hosts != hosts_) {
+    since_s_ = -1;  // another ring: another throughput
+    since_samples_ = since_steps_ = 0;
+  } else if (at[computed] > 0 && at[timed] > 0) {
+    const double compute = at[compute_sum] / at[computed];
+    observe(hosts, ranks, cur_, compute, at[step_sum] / at[timed] - cur_.accum * compute);
+  }
+  ranks_ = ranks;
+  hosts_ = hosts;
+  r.gain = at[gain] > 0 ? at[gain] : 1.0;
+  r.lr_factor = rule_factor(r.gain, scale_of(cur_, ranks));
+  if (samples > 0) last_factor_ = r.lr_factor * share;
+  const bool entered = at[new_epoch] > 0;
+  if (entered) ++epoch_;
+  const batch_config word{static_cast<int>(at[atomic]), static_cast<int>(at[slot::accum])};
+  const auto word_seq = static_cast<std::uint32_t>(at[seq]);
+  if (word.atomic > 0 && (word_seq != seq_ || !(word == cur_))) {
+    adopt(word, word_seq);
+    r.config_changed = true;
+  }
+  count_round(samples, r.gain, share, now_s);
+  maybe_choose(hosts, ranks, fresh, entered);
+  return r;
+}
+
+void controller::step_done(double seconds, bool full) {
+  pending_step_s_ = seconds;
+  pending_full_ = full && seconds > 0;
+}
+
+controller::round controller::alone(bool full, double small_sqr, double big_sqr, bool pair, double compute_s,
+                                    double share, double samples, std::uint32_t epoch, bool fresh,
+                                    double now_s) {
+  round r;
+  if (full && cur_.accum > 0)
+    ns_.add({small_sqr, big_sqr, static_cast<double>(cur_.atomic), static_cast<double>(cur_.local())}, false);
+  else if (full && pair)
+    ns_.add({small_sqr, big_sqr, static_cast<double>(cur_.local()), 2.0 * cur_.local()}, true);
+  if (fresh || ranks_ != 1 || hosts_ != 1) {
+    since_s_ = -1;
+    since_samples_ = since_steps_ = 0;
+  } else if (full && compute_s > 0 && pending_full_) {
+    observe(1, 1, cur_, compute_s, pending_step_s_ - cur_.accum * compute_s);
+  }
+  pending_full_ = false;
+  ranks_ = hosts_ = 1;
+  r.gain = ns_.gain(scale_of(cur_, 1));
+  r.lr_factor = rule_factor(r.gain, scale_of(cur_, 1));
+  if (samples > 0) last_factor_ = r.lr_factor * share;
+  const bool entered = epoch > epoch_;
+  if (entered) epoch_ = epoch;
+  count_round(samples, r.gain, share, now_s);
+  maybe_choose(1, 1, fresh, entered);
+  if (!(proposed_ == cur_) || proposed_seq_ != seq_) {
+    adopt(proposed_, proposed_seq_);
+    r.config_changed = true;
+  }
+  return r;
+}
+
+void controller::pack(std::span<float> out) const {
+  std::fill(out.begin(), out.begin() + sync_floats, 0.0f);
+  ns_.pack(out.subspan(0, noise_scale::state_floats));
+  auto s = out.subspan(noise_scale::state_floats);
+  s[0] = static_cast<float>(progress_);
+  s[1] = static_cast<float>(cur_.atomic);
+  s[2] = static_cast<float>(cur_.accum);
+  s[3] = static_cast<float>(seq_);
+  s[4] = static_cast<float>(epoch_);
+  s[5] = chosen_once_ ? 1.0f : 0.0f;
+  s[6] = static_cast<float>(choice_from_);
+  s[7] = static_cast<float>(choice_predicted_);
+  s[8] = static_cast<float>(choice_before_);
+  s[9] = static_cast<float>(obs_.size());
+  for (std::size_t i = 0; i < obs_.size(); ++i) {
+    auto o = s.subspan(10 + 6 * i, 6);
+    o[0] = static_cast<float>(obs_[i].o.hosts);
+    o[1] = static_cast<float>(obs_[i].o.replicas);
+    o[2] = static_cast<float>(obs_[i].o.atomic);
+    o[3] = static_cast<float>(obs_[i].o.compute);
+    o[4] = static_cast<float>(obs_[i].o.sync);
+    o[5] = static_cast<float>(obs_[i].count);
+  }
+}
+
+void controller::unpack(std::span<const float> in) {
+  ns_.unpack(in.subspan(0, noise_scale::state_floats));
+  auto s = in.subspan(noise_scale::state_floats);
+  progress_ = s[0];
+  if (s[1] > 0) cur_ = {static_cast<int>(s[1]), static_cast<int>(s[2])};
+  seq_ = static_cast<std::uint32_t>(s[3]);
+  proposed_ = cur_;
+  proposed_seq_ = seq_;
+  epoch_ = static_cast<std::uint32_t>(s[4]);
+  chosen_once_ = s[5] != 0.0f;
+  choice_from_ = static_cast<std::uint32_t>(s[6]);
+  choice_predicted_ = s[7];
+  choice_before_ = s[8];
+  obs_.clear();
+  const auto n = std::min<std::size_t>(static_cast<std::size_t>(s[9]), max_observations);
+  for (std::size_t i = 0; i < n; ++i) {
+    auto o = s.subspan(10 + 6 * i, 6);
+    obs_.push_back({{static_cast<int>(o[0]), static_cast<int>(o[1]), o[2], o[3], o[4]}, o[5]});
+  }
+  pending_full_ = false;
+  since_s_ = -1;
+  since_samples_ = since_steps_ = 0;
+}
+
+wire::goodput_report controller::report() const {
+  wire::goodput_report g;
+  g.valid = true;
+  g.replicas = static_cast<std::uint32_t>(ranks_);
+  g.hosts = static_cast<std::uint32_t>(hosts_);
+  g.base_batch = static_cast<std::uint32_t>(ns_.base_batch());
+  g.grad_sqr = ns_.ready() ? ns_.sqr() : 0;
+  g.grad_var = ns_.ready() ? ns_.var() : 0;
+  g.noise_scale = ns_.noise_scale_samples();
+  if (!std::isfinite(g.noise_scale)) g.noise_scale = 0;
+  g.rounds = ns_.rounds();
+  g.lr_scaling = to_string(opt_.rule);
+  g.lr_factor = last_factor_;
+  g.gain = last_gain_;
+  g.progress = progress_;
+  g.batch = static_cast<std::uint32_t>(ranks_ * cur_.local());
+  g.local_batch = static_cast<std::uint32_t>(cur_.atomic);
+  g.accum_steps = static_cast<std::uint32_t>(cur_.accum);
+  for (const auto& e : obs_)
+    if (e.o.hosts == hosts_ && e.o.replicas == ranks_ && e.o.atomic == cur_.atomic) {
+      g.compute_seconds = e.o.compute;
+      g.step_seconds = e.o.sync + cur_.accum * e.o.compute;
+    }
+  g.throughput = measured_throughput_;
+  g.goodput = measured_throughput_ * ns_.efficiency(static_cast<double>(g.batch));
+  if (perf_.alpha_c > 0 || perf_.beta_c > 0)
+    g.predicted_goodput = goodput(perf_, ns_, hosts_, ranks_, cur_.atomic, cur_.accum);
+  g.model = {perf_.alpha_c, perf_.beta_c, perf_.alpha_n, perf_.beta_n,
+             perf_.alpha_r, perf_.beta_r, perf_.gamma};
+  g.choice = seq_;
+  g.choice_from = choice_from_;
+  g.choice_predicted = choice_predicted_;
+  g.choice_before = choice_before_;
+  g.choice_measured = choice_measured_;
+  return g;
+}
+
+}  // namespace troupe::actors::goodput

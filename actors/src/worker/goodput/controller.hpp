@@ -1,0 +1,144 @@
+// A synchronous job's goodput controller (docs/goodput.md): what a ring strategy (allreduce) does with
+// the gradient noise scale it measures in its own allreduce. Per step:
+//   - each rank adds its part of the estimate (its micro-batches' squared gradient norms, its compute
+//     and step times, whether it entered a new data epoch) to the round's buffer: `vote_floats` more
+//     floats after the round vote, summed by the same allreduce that sums the gradients;
+//   - rank 0 also writes the learning-rate gain of this step and the batch in force from the next
+//     step on (rank 0's word: every other rank writes 0 there, so the sum is rank 0's value and the
+//     replicas cannot disagree even if their controllers did);
+//   - after the allreduce every rank adds the round to its noise_scale (the same sums in the same
+//     order: the same state on every rank) and its throughput observations.
+// The learning rate of a step is multiplied by the rule's factor at the scale S = the step's global
+// batch / M0 (M0 = the job file's workers x batch_size): "none" 1, "linear" S, "sqrt" sqrt(S),
+// "adascale" AdaScale's gain r(S) (for Adam and Adagrad r(S)^0.5, AdaptDL's AdamScale). The
+// scale-invariant step count advances by r(S) times the round's share of a full step.
+// With `auto_batch`, rank 0 picks the goodput-optimal batch (throughput_model.hpp) at every resize
+// (a fresh ring), when a rank enters a new data epoch, and once when the estimates are first usable;
+// the change is made only when it gains at least 5% predicted goodput.
+//
+// The whole state travels with a replica resync (sync_floats): a new rank continues the most trained
+// replica's estimates, observations and batch.
+//
+// Threads: the worker's thread only. No I/O.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "noise_scale.hpp"
+#include "throughput_model.hpp"
+#include "troupe/wire/goodput_report.hpp"
+
+namespace troupe::actors::goodput {
+
+enum class lr_rule { none, linear, sqrt, adascale };
+// "none", "linear", "sqrt", "adascale" (nullopt-like: none for anything else).
+lr_rule parse_lr_rule(const std::string& s);
+const char* to_string(lr_rule r);
+
+struct controller_options {
+  lr_rule rule = lr_rule::none;
+  bool adaptive = false;           // Adam or Adagrad: AdaScale's gain to the power 0.5
+  bool auto_batch = false;         // [train] batch = "auto"
+  double base_batch = 64;          // M0: the job file's workers x batch_size
+  std::size_t batch_size = 64;     // [train] batch_size: one replica's batch while the batch is fixed
+  batch_limits limits;             // auto batch: max_batch, max_local_batch, records_per_task
+  std::uint64_t warm_rounds = 30;  // estimates before the first choice
+  double min_gain = 1.05;          // a new batch must promise this much more goodput
+};
+
+// One step's configuration: each replica computes accum + 1 micro-batches of `atomic` samples.
+struct batch_config {
+  int atomic = 0, accum = 0;
+  int local() const { return atomic * (accum + 1); }
+  bool operator==(const batch_config&) const = default;
+};
+
+class controller {
+ public:
+  static constexpr std::size_t vote_floats = 11;
+  static constexpr std::size_t max_observations = 16;
+  static constexpr std::size_t sync_floats = noise_scale::state_floats + 10 + max_observations * 6;
+
+  explicit controller(controller_options o);
+
+  const controller_options& options() const { return opt_; }
+  // The batch in force: what the worker cuts per step (local()) and how the strategy splits it.
+  const batch_config& batch() const { return cur_; }
+  const noise_scale& noise() const { return ns_; }
+
+  // This rank's contribution to the step's round. `small_sqr`: the mean over its micro-batches of
+  // their squared gradient norms, counted only when `full` (every micro-batch had `atomic` samples);
+  // `compute_s`: seconds of one micro-batch (full only); `epoch`: the data epoch of its task.
+  // `ranks`: the ring's size; `rank`: this rank's place in it.
+  void cast(std::span<float> at, int rank, int ranks, bool full, double small_sqr, double compute_s,
+            std::uint32_t epoch);
+
+  // What the round says, read by every rank after the allreduce.
+  struct round {
+    double gain = 1;       // rank 0's r(S) for this step
+    double lr_factor = 1;  // the rule's factor (times the caller's share of a full step)
+    bool config_changed = false;
+  };
+  // `big_sqr`: |mean gradient|^2 (the same preconditioner as the ranks' small ones); `share`: the
+  // round's samples over a full round (replicas::step_share); `samples`: the round's samples.
+  // `fresh`: the ring was (re)built for this step; `hosts`: hosts the ring spans.
+  // `now_s`: seconds on the worker's clock (measured throughput).
+  round read(std::span<const float> at, int rank, int ranks, int hosts, double big_sqr, double share,
+             double samples, bool fresh, double now_s);
+  // After the optimizer step: this rank's seconds for the whole step (micro-batches, allreduce,
+  // optimizer); it goes into the next round's vote.
+  void step_done(double seconds, bool full);
+
+  // A ring of one: the estimate from this step's micro-batches (accum > 0) or from this step and the
+  // previous one (`pair`: b_small = the step's samples, biased), then the same bookkeeping as read().
+  round alone(bool full, double small_sqr, double big_sqr, bool pair, double compute_s, double share,
+              double samples, std::uint32_t epoch, bool fresh, double now_s);
+
+  // The preconditioner changed kind (Adam's second moments now used): the estimates start over.
+  void reset_estimates() { ns_.reset(); }
+
+  // The whole state, for a resync (sync_floats).
+  void pack(std::span<float> out) const;
+  void unpack(std::span<const float> in);
+
+  // What the worker reports (wire::goodput_report); `rank`, `ranks`, `hosts` of the current ring.
+  wire::goodput_report report() const;
+
+ private:
+  struct obs_entry {
+    observation o;
+    double count = 0;
+  };
+  double rule_factor(double gain, double scale) const;
+  double scale_of(const batch_config& c, int ranks) const;
+  void observe(int hosts, int ranks, const batch_config& c, double compute, double sync);
+  void maybe_choose(int hosts, int ranks, bool fresh, bool new_epoch);
+  void count_round(double samples, double gain, double share, double now_s);
+  void adopt(const batch_config& c, std::uint32_t seq);
+
+  controller_options opt_;
+  noise_scale ns_;
+  batch_config cur_, proposed_;
+  std::uint32_t seq_ = 0, proposed_seq_ = 0;
+  std::uint32_t epoch_ = 0;  // the highest data epoch a round has reported
+  double progress_ = 0;      // scale-invariant steps
+  double last_gain_ = 1, last_factor_ = 1;
+  int ranks_ = 1, hosts_ = 1;
+  bool chosen_once_ = false;
+  std::vector<obs_entry> obs_;
+  // This rank's step time, for the next round (keyed by the configuration it ran).
+  double pending_step_s_ = 0;
+  bool pending_full_ = false;
+  // Since the latest choice: its predictions and what was measured.
+  std::uint32_t choice_from_ = 0;
+  double choice_predicted_ = 0, choice_before_ = 0, choice_measured_ = 0;
+  double since_samples_ = 0, since_steps_ = 0;
+  double since_s_ = -1;  // when the measurement began (the caller's clock); < 0: at the next round
+  double measured_throughput_ = 0;
+  perf_params perf_;
+};
+
+}  // namespace troupe::actors::goodput

@@ -1,0 +1,51 @@
+// Squared gradient norms for the noise-scale estimate (noise_scale.hpp), fused into the loops a ring
+// strategy runs over its gradients anyway (weighting them into the allreduce buffer, averaging them
+// out of it), so that the estimate costs a multiply-add per element and no extra pass.
+//
+// With Adam the norms are of the preconditioned gradient, as Pollux measures them: g_i / p_i with
+// p_i = sqrt(v_i / (1 - beta2^t)) + epsilon (v: Adam's second moment, t: the parameter's steps), i.e.
+// |g|_P^2 = sum g_i^2 w_i with w_i = 1 / p_i^2; the preconditioner is used once every parameter has
+// taken 5 steps (before, v is mostly its bias correction) and is refreshed every 16 steps (it moves
+// slowly: beta2 = 0.999). Other optimizers: the plain gradient (w = 1).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "troupe/actors/trainer_backend.hpp"
+#include "troupe/nn/optimizer.hpp"
+
+namespace troupe::actors::goodput {
+
+class preconditioner {
+ public:
+  explicit preconditioner(const nn::optimizer_config& c) : cfg_(c) {}
+  // Recomputes w from the backend's optimizer state when due (`force`: a resync changed it, or every
+  // 16 steps). Returns true when the kind changed (plain -> preconditioned): the estimates of the
+  // two kinds do not mix.
+  bool refresh(trainer_backend& be, bool force);
+  // Empty: the plain gradient.
+  std::span<const float> weights() const {
+    return active_ ? std::span<const float>(w_) : std::span<const float>();
+  }
+
+ private:
+  nn::optimizer_config cfg_;
+  std::vector<float> w_;
+  bool active_ = false;
+  std::uint64_t at_step_ = 0;
+};
+
+// buf = n g (first) or buf += n g; returns |g|_w^2 (w empty: 1), or 0 without `norm` (the plain loop).
+double weigh_into(std::span<float> buf, std::span<const float> g, float n, bool first,
+                  std::span<const float> w, bool norm = true);
+// g = buf / n; returns |g|_w^2, or 0 without `norm`.
+double average_out(std::span<float> g, std::span<const float> buf, float n, std::span<const float> w,
+                   bool norm = true);
+// |g|_w^2.
+double sqr_norm(std::span<const float> g, std::span<const float> w);
+// |(g + prev) / 2|_w^2, then prev = g.
+double pair_sqr_and_keep(std::span<const float> g, std::span<float> prev, std::span<const float> w);
+
+}  // namespace troupe::actors::goodput

@@ -1,0 +1,86 @@
+// The gradient noise scale of a job (McCandlish et al., "An empirical model of large-batch training",
+// 2018), as Pollux (OSDI '21) and AdaptDL measure it, and what AdaScale (Johnson et al., ICML '20)
+// and Pollux's goodput derive from it. docs/goodput.md has the derivation and what troupe measures.
+//
+// For a minibatch gradient g_B of B independent samples, E|g_B|^2 = |G|^2 + tr(Sigma)/B, with G the
+// true gradient and Sigma the covariance of one sample's gradient. Two batch sizes give two equations:
+// the squared norms of `count` small batches' gradients g_i (B_small samples each) and of their mean
+// g (B_big = count * B_small samples) estimate, without bias,
+//   |G|^2     = (B_big |g|^2 - B_small mean|g_i|^2) / (B_big - B_small)
+//   tr(Sigma) = (mean|g_i|^2 - |g|^2) / (1/B_small - 1/B_big)
+// Single estimates are very noisy; `noise_scale` keeps their bias-corrected exponential moving
+// averages, each weighted by the samples it saw (Pollux's smoothing 0.999 per base batch).
+//
+// Units: `var()` is the variance of a gradient over the job's base batch M0 (the job file's workers x
+// batch_size), tr(Sigma)/M0, which is what Pollux's formulas take (its `grad_var`); `trace()` is per
+// sample; noise_scale() = tr(Sigma)/|G|^2 in samples (B_noise; Pollux's PGNS is var/sqr * M0, the same).
+//
+// Values only, no I/O, no threads; every replica of a ring that adds the same samples in the same
+// order holds the same state to the bit (the ring's sums are bitwise equal on every rank).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace troupe::actors::goodput {
+
+// One round's squared norms: `small_sqr` the mean over the small batches of |g_i|^2, `big_sqr`
+// |g|^2 of their mean; b_small samples per small batch, b_big in all (b_big > b_small > 0).
+struct gns_sample {
+  double small_sqr = 0, big_sqr = 0;
+  double b_small = 0, b_big = 0;
+};
+
+// One round's unbiased estimates (each may be negative: noise).
+struct gns_estimate {
+  double sqr = 0;    // |G|^2
+  double trace = 0;  // tr(Sigma), of one sample's gradient
+};
+
+gns_estimate estimate(const gns_sample& s);
+
+class noise_scale {
+ public:
+  // `base_batch`: M0, the job's initial global batch; `smoothing`: the moving averages keep
+  // smoothing^(samples / M0) of their value per round.
+  explicit noise_scale(double base_batch, double smoothing = 0.999);
+
+  // Adds one round. `biased`: from two consecutive steps of one replica (the parameters moved
+  // between them) rather than from one step's replicas or accumulated micro-batches; a switch from
+  // one kind to the other starts the averages over (Pollux does the same). A sample with a
+  // non-finite norm is ignored (false).
+  bool add(const gns_sample& s, bool biased);
+  // Starts over (the preconditioner changed: Adam's second moments became usable).
+  void reset();
+
+  bool ready() const { return rounds_ > 0; }
+  std::uint64_t rounds() const { return rounds_; }
+  double base_batch() const { return base_; }
+  // The averages, floored as Pollux floors them: |G|^2 >= 0, var >= 1e-6 (tr(Sigma) >= 1e-6 M0).
+  double sqr() const;
+  double var() const;    // tr(Sigma) / M0
+  double trace() const;  // tr(Sigma)
+  // tr(Sigma) / |G|^2 in samples; 0 before the first round, +inf when |G|^2 is 0.
+  double noise_scale_samples() const;
+  // AdaScale's gain ratio at `scale` = global batch / M0: (var + sqr) / (var / scale + sqr), in
+  // [min(1, scale), max(1, scale)]; 1 before the first round.
+  double gain(double scale) const;
+  // Pollux's statistical efficiency of a global batch: gain(batch / M0) / (batch / M0), i.e.
+  // (B_noise + M0) / (B_noise + batch); 1 at M0.
+  double efficiency(double batch) const;
+
+  // The state as floats, for a resynchronised ring: the most trained replica's goes to every rank.
+  static constexpr std::size_t state_floats = 6;
+  void pack(std::span<float> out) const;
+  void unpack(std::span<const float> in);
+
+ private:
+  void update(double& biased, double& unbias, double value, double theta);
+  double base_, smoothing_;
+  double sqr_biased_ = 0, sqr_unbias_ = 0, var_biased_ = 0, var_unbias_ = 0;
+  bool from_pairs_ = false;  // the averages hold biased (consecutive-step) estimates
+  std::uint64_t rounds_ = 0;
+};
+
+}  // namespace troupe::actors::goodput

@@ -1,0 +1,140 @@
+"""A cluster policy by goodput for bench/cluster/experiments.py (issue #48 item 4): Pollux's
+(OSDI '21) objective over troupe's running jobs, with troupe's measured resize cost.
+
+Every period (and when a job arrives or finishes) the policy reallocates the cluster's worker CPUs
+among the running jobs to maximise the power mean (p = -1) of each job's speedup over its fair share,
+a reallocated job's speedup multiplied by Pollux's restart factor (age - seconds lost so far) /
+(age + this change's cost). The formulas are bench/goodput/pollux_policy.py's (efficiency, speedup,
+fair_share, restart_factor, allocation_objective); only the search differs: PolluxSched runs a
+genetic algorithm over job x node matrices, this cluster has 4 hosts of 6 CPUs and at most a few
+jobs, so one CPU at a time goes to the job whose increment raises the objective most (the harmonic
+mean is concave in each job's share: greedy finds its optimum for separable concave speedups).
+
+What each job tells the policy (`troupe status --json`, docs/goodput.md):
+  - goodput.grad_sqr, goodput.grad_var, goodput.base_batch: the gradient noise scale's statistics;
+  - allreduce jobs: goodput.model (Pollux's fitted throughput model) -> pollux_policy.speedup;
+  - async_ps jobs: the measured samples/s per worker (the trace's workers are paced: linear), and
+    statistical efficiency at an effective batch of workers x batch_size (asynchronous SGD with n
+    workers applies n pushes per worker step: the gradient noise of n batches, modelled as one batch
+    n times as large -- Pollux's model is for synchronous SGD; this is the usual approximation).
+A job that has not reported yet is taken as noise-free (efficiency 1: speedup linear in workers).
+"""
+import importlib.util
+import math
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+
+def load_pollux_policy(path=None):
+    """bench/goodput/pollux_policy.py (branch `pollux`, merging into main), or the file at `path`."""
+    path = path or os.path.join(REPO, "bench", "goodput", "pollux_policy.py")
+    if not os.path.exists(path):
+        raise ImportError(f"{path} not found: the goodput policy uses pollux_policy.py (bench/goodput, "
+                          "branch pollux); pass --pollux-policy FILE")
+    spec = importlib.util.spec_from_file_location("pollux_policy", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class JobState:
+    """What the policy knows of one running job."""
+
+    def __init__(self, name, strategy, batch_size, max_workers, submit, min_workers=1):
+        self.name, self.strategy, self.batch_size = name, strategy, batch_size
+        self.max_workers, self.min_workers, self.submit = max_workers, min_workers, submit
+        self.workers = 0           # alive, from the status
+        self.target = 0            # what the policy last asked for
+        self.per_worker = None     # measured samples/s per worker
+        self.grad = None           # (sqr, var, base_batch)
+        self.perf = None           # Pollux's PerfParams (allreduce jobs)
+        self.restart_time = 0.0    # seconds lost to reallocations so far (Pollux's restart_time)
+
+    def update(self, status):
+        self.workers = int(status.get("workers_alive", 0))
+        sps = float(status.get("samples_per_sec", 0) or 0)
+        if self.workers > 0 and sps > 0:
+            self.per_worker = sps / self.workers
+        g = status.get("goodput")
+        if g and g.get("grad_var", 0) > 0 and g.get("base_batch", 0) > 0:
+            self.grad = (max(float(g["grad_sqr"]), 0.0), float(g["grad_var"]), int(g["base_batch"]))
+            m = g.get("model") or {}
+            if self.strategy == "allreduce" and m.get("alpha_c", 0) > 0:
+                self.perf = tuple(float(m[k]) for k in ("alpha_c", "beta_c", "alpha_n", "beta_n", "alpha_r",
+                                                        "beta_r", "gamma"))
+
+
+class GoodputPolicy:
+    def __init__(self, pp, cpus, hosts, restart_delay, p=-1.0):
+        self.pp, self.cpus, self.hosts, self.restart_delay, self.p = pp, cpus, hosts, restart_delay, p
+
+    def goodput(self, job, n):
+        """Base-batch samples/s of `job` at n workers (0 at 0)."""
+        if n <= 0:
+            return 0.0
+        pp = self.pp
+        if job.strategy == "allreduce" and job.perf is not None and job.grad is not None:
+            perf = pp.PerfParams(*job.perf)
+            grad = pp.GradParams(*job.grad[:2])
+            nodes = min(self.hosts, n)
+            return float(pp.best_batch(perf, grad, job.grad[2], nodes, n, max_batch_size=16 * job.grad[2],
+                                       accumulation=True)[0])
+        thr = n * (job.per_worker or 1.0)
+        if job.grad is None:
+            return thr
+        sqr, var, m0 = job.grad
+        eff = float(pp.efficiency(pp.GradParams(sqr, var), m0, n * job.batch_size))
+        return thr * eff
+
+    def speedups(self, jobs, alloc, fair):
+        return [self.goodput(j, a) / max(self.goodput(j, fair), 1e-12) for j, a in zip(jobs, alloc)]
+
+    def objective(self, jobs, alloc, now, fair):
+        pp = self.pp
+        import numpy as np
+        sp = np.array([self.speedups(jobs, alloc, fair)])
+        changed = np.array([[a != j.target for j, a in zip(jobs, alloc)]])
+        age = np.array([max(now - j.submit, 1e-3) for j in jobs])
+        restart = np.array([j.restart_time for j in jobs])
+        delay = np.full(len(jobs), self.restart_delay)
+        node_share = self.hosts / self.cpus  # one node's worth of the cluster is 1
+        return float(pp.allocation_objective(sp, changed, age, restart, delay, node_share, p=self.p)[0])
+
+    def allocate(self, jobs, worker_cpus, now):
+        """Workers per job (same order), summing to at most worker_cpus: every job its minimum first
+        (in submission order, while CPUs last), then one CPU at a time to the best increment."""
+        if not jobs:
+            return []
+        fair = max(1, math.ceil(worker_cpus / len(jobs)))
+        order = sorted(range(len(jobs)), key=lambda i: jobs[i].submit)
+        alloc = [0] * len(jobs)
+        left = worker_cpus
+        for i in order:
+            take = min(jobs[i].min_workers, left)
+            alloc[i] = take
+            left -= take
+        best = self.objective(jobs, alloc, now, fair)
+        while left > 0:
+            choice, choice_value = None, best
+            for i in range(len(jobs)):
+                if alloc[i] == 0 or alloc[i] >= jobs[i].max_workers:
+                    continue
+                alloc[i] += 1
+                v = self.objective(jobs, alloc, now, fair)
+                alloc[i] -= 1
+                if v > choice_value + 1e-12:
+                    choice, choice_value = i, v
+            if choice is None:
+                break
+            alloc[choice] += 1
+            best = choice_value
+            left -= 1
+        return alloc
+
+    def charge(self, job, new_target):
+        """A reallocation of `job`: Pollux's restart_time grows by what it costs."""
+        if new_target != job.target and job.target > 0:
+            job.restart_time += self.restart_delay
+        job.target = new_target

@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""bench/cluster/goodput_policy.py: the allocation it makes from the jobs' reports (issue #48 item 4).
+
+Needs pollux_policy.py (bench/goodput, branch pollux): skipped while it is not there, unless
+TROUPE_POLLUX_POLICY names the file.
+"""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import goodput_policy  # noqa: E402
+
+try:
+    PP = goodput_policy.load_pollux_policy(os.environ.get("TROUPE_POLLUX_POLICY"))
+except ImportError as e:
+    PP = None
+    WHY = str(e)
+
+
+def job(name, submit, noise_scale=None, per_worker=1500.0, max_workers=16, batch=128, m0=128):
+    j = goodput_policy.JobState(name, "async_ps", batch, max_workers, submit)
+    j.per_worker = per_worker
+    if noise_scale is not None:
+        sqr = 1.0
+        j.grad = (sqr, noise_scale * sqr / m0, m0)  # var = tr / M0, noise scale = var / sqr * M0
+    j.target = 1
+    return j
+
+
+@unittest.skipIf(PP is None, "pollux_policy.py not found")
+class GoodputPolicyTest(unittest.TestCase):
+    def policy(self, delay=0.05):
+        return goodput_policy.GoodputPolicy(PP, cpus=24, hosts=4, restart_delay=delay)
+
+    def test_uses_every_cpu_and_respects_bounds(self):
+        jobs = [job("a", 0, 1e5, max_workers=8), job("b", 10, 1e5, max_workers=8), job("c", 20, 1e5, max_workers=4)]
+        alloc = self.policy().allocate(jobs, 18, now=100)
+        self.assertEqual(sum(alloc), 18)
+        self.assertLessEqual(alloc[2], 4)
+        self.assertTrue(all(a >= 1 for a in alloc))
+
+    def test_linear_jobs_share_equally(self):
+        jobs = [job("a", 0), job("b", 5), job("c", 9)]  # no noise report: linear speedups
+        alloc = self.policy().allocate(jobs, 12, now=60)
+        self.assertEqual(alloc, [4, 4, 4])
+
+    def test_a_small_noise_scale_gets_fewer_cpus(self):
+        # b's gradient noise is small: a bigger effective batch helps it little.
+        jobs = [job("a", 0, noise_scale=1e5), job("b", 0, noise_scale=64)]
+        alloc = self.policy().allocate(jobs, 16, now=60)
+        self.assertEqual(sum(alloc), 16)
+        self.assertGreater(alloc[0], alloc[1])
+
+    def test_restart_cost_holds_young_jobs_still(self):
+        # Pollux's 30 s restart on jobs 20 s old: a change costs more than it gains.
+        jobs = [job("a", 0), job("b", 0)]
+        jobs[0].target, jobs[1].target = 6, 2
+        slow = self.policy(delay=30.0).allocate(jobs, 8, now=20)
+        fast = self.policy(delay=0.05).allocate(jobs, 8, now=20)
+        self.assertEqual(fast, [4, 4])
+        self.assertNotEqual(slow, fast)
+
+    def test_charge_counts_lost_seconds(self):
+        p = self.policy(delay=2.0)
+        j = job("a", 0)
+        p.charge(j, 3)
+        p.charge(j, 3)
+        self.assertEqual(j.restart_time, 2.0)
+        self.assertEqual(j.target, 3)
+
+    def test_reads_a_status(self):
+        j = goodput_policy.JobState("x", "async_ps", 128, 8, 0)
+        j.update({"workers_alive": 4, "samples_per_sec": 6000.0,
+                  "goodput": {"grad_sqr": 0.5, "grad_var": 2.0, "base_batch": 256, "model": {}}})
+        self.assertEqual(j.per_worker, 1500.0)
+        self.assertEqual(j.grad, (0.5, 2.0, 256))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,198 @@
+// What the gradient noise scale costs the allreduce strategy (issue #48, docs/goodput.md): the same
+// job's steps with [train] noise_scale = true and false, interleaved in blocks in one run (so both
+// see the same load), on the examples' models over Fashion-MNIST, on an in-process ring of R ranks
+// (threads; the sums are the strategy's own code, the ring a shared buffer). Prints one JSON line
+// per (model, ranks): the median step time of each and the overhead.
+//
+//   noise_scale_bench [--ranks 1,2,4] [--blocks 40] [--steps 25] [--models mlp64,mlp256,cnn]
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "troupe/actors/backends.hpp"
+#include "troupe/actors/strategy.hpp"
+#include "troupe/nn/data/readers.hpp"
+
+using namespace troupe;
+using namespace troupe::actors;
+
+namespace {
+
+struct shared_ring {
+  explicit shared_ring(int n) : size(n) {}
+  int size;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<float> acc, result;
+  int arrived = 0;
+  std::uint64_t generation = 0;
+  expected<void> allreduce(std::span<float> d) {
+    std::unique_lock lk(mu);
+    if (arrived == 0) acc.assign(d.size(), 0.0f);
+    for (std::size_t i = 0; i < d.size(); ++i) acc[i] += d[i];
+    std::uint64_t mine = generation;
+    if (++arrived == size) {
+      result = acc;
+      arrived = 0;
+      ++generation;
+      cv.notify_all();
+    } else {
+      cv.wait(lk, [&] { return generation != mine; });
+    }
+    std::copy(result.begin(), result.end(), d.begin());
+    return {};
+  }
+};
+
+class rank_ring final : public ring_session {
+ public:
+  rank_ring(shared_ring& r, int rank) : r_(r), rank_(rank) {}
+  expected<info> ensure() override {
+    info i{rank_, r_.size, 1, fresh_};
+    fresh_ = false;
+    return i;
+  }
+  expected<void> allreduce(std::span<float> d) override {
+    return r_.size > 1 ? r_.allreduce(d) : expected<void>{};
+  }
+  expected<void> broadcast(std::span<float> d, int root) override {
+    if (r_.size == 1) return {};
+    if (rank_ != root) std::fill(d.begin(), d.end(), 0.0f);
+    return r_.allreduce(d);
+  }
+  void reset() override { fresh_ = true; }
+
+ private:
+  shared_ring& r_;
+  int rank_;
+  bool fresh_ = true;
+};
+
+struct no_ps final : ps_client {
+  expected<void> pull(trainer_backend&, const nn::batch&) override { return {}; }
+  expected<void> push(trainer_backend&) override { return {}; }
+};
+
+job::job_spec spec_for(const std::string& model, bool noise, int ranks) {
+  job::job_spec s;
+  s.job.strategy = "allreduce";
+  s.job.workers = static_cast<std::uint32_t>(ranks);
+  s.nn.train.batch_size = 64;
+  s.nn.train.optimizer.type = "adam";
+  s.nn.train.optimizer.learning_rate = 0.001;
+  s.nn.train.noise_scale = noise;
+  auto& m = s.nn.model;
+  if (model == "mlp64") {
+    m.type = "mlp";
+    m.hidden = {64};
+  } else if (model == "mlp256") {
+    m.type = "mlp";
+    m.hidden = {256, 128};
+  } else {
+    m.type = "cnn";
+    m.filters = {32, 64};
+  }
+  return s;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Per block, the mean seconds per step of rank 0 with the estimate on and off.
+void run(const std::string& model, int ranks, int blocks, int steps, const nn::dataset& data) {
+  shared_ring ring(ranks);
+  std::vector<double> on, off;
+  std::vector<std::thread> threads;
+  std::mutex mu;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      // Two replicas per rank: one estimating, one not, stepped in alternate blocks.
+      struct replica {
+        job::job_spec spec;
+        std::unique_ptr<trainer_backend> be;
+        std::unique_ptr<strategy> strat;
+        std::unique_ptr<worker_context> ctx;
+      };
+      no_ps ps;
+      rank_ring rr(ring, r);
+      node_id self{"worker-" + std::to_string(r), 0};
+      replica reps[2];
+      for (int k = 0; k < 2; ++k) {
+        reps[k].spec = spec_for(model, k == 0, ranks);
+        auto be = make_host_backend(reps[k].spec, data.info);
+        if (!be) {
+          std::fprintf(stderr, "%s\n", be.err().to_string().c_str());
+          std::exit(1);
+        }
+        reps[k].be = std::move(*be);
+        auto strat = make_strategy("allreduce", reps[k].spec);
+        reps[k].strat = std::move(*strat);
+        reps[k].ctx.reset(new worker_context{reps[k].spec, self, *reps[k].be, ps, rr});
+      }
+      std::size_t at = static_cast<std::size_t>(r) * 64 * 97;
+      for (int blk = 0; blk < 2 * blocks; ++blk) {
+        auto& rep = reps[blk % 2];
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < steps; ++i) {
+          at = (at + 64) % (data.rows - 64);
+          nn::batch b(data, at, 64);
+          rep.strat->step(*rep.ctx, &b, false);
+        }
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
+        if (r == 0 && blk >= 2) {  // the first block of each warms up
+          std::lock_guard lk(mu);
+          (blk % 2 == 0 ? on : off).push_back(s);
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  const double a = median(on), b = median(off);
+  std::printf(
+      "{\"bench\": \"noise_scale_overhead\", \"model\": \"%s\", \"ranks\": %d, \"batch\": 64, \"optimizer\": "
+      "\"adam\", \"blocks\": %zu, \"steps_per_block\": %d, \"step_ms_on\": %.4f, \"step_ms_off\": %.4f, "
+      "\"overhead_pct\": %.2f}\n",
+      model.c_str(), ranks, on.size(), steps, a * 1e3, b * 1e3, 100.0 * (a - b) / b);
+  std::fflush(stdout);
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t from = 0;
+  while (from <= s.size()) {
+    auto to = s.find(',', from);
+    if (to == std::string::npos) to = s.size();
+    if (to > from) out.push_back(s.substr(from, to - from));
+    from = to + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string ranks = "1,2,4", models = "mlp64,mlp256,cnn";
+  int blocks = 40, steps = 25;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i];
+    if (k == "--ranks") ranks = argv[i + 1];
+    if (k == "--models") models = argv[i + 1];
+    if (k == "--blocks") blocks = std::stoi(argv[i + 1]);
+    if (k == "--steps") steps = std::stoi(argv[i + 1]);
+  }
+  auto data = nn::read_fashion_mnist(nn::fashion_mnist_default_dir, "train", 20000);
+  if (!data) {
+    std::fprintf(stderr, "%s\n", data.err().to_string().c_str());
+    return 1;
+  }
+  for (const auto& m : split(models))
+    for (const auto& r : split(ranks)) run(m, std::stoi(r), blocks, steps, *data);
+  return 0;
+}

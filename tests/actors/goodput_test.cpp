@@ -1,0 +1,497 @@
+// Goodput (docs/goodput.md): the gradient noise scale estimator against closed forms, AdaScale's
+// gain and the learning-rate rules, Pollux's throughput model and goodput-optimal batch against
+// bench/goodput/pollux_policy.py's values, the controller's batch choice, and the allreduce strategy's
+// estimate on an in-process ring of 4 ranks (and a ring of one, from consecutive steps) whose fake
+// backend computes gradients of known mean and covariance.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "troupe/actors/strategy.hpp"
+#include "worker/goodput/controller.hpp"
+#include "worker/goodput/grad_norms.hpp"
+#include "worker/goodput/noise_scale.hpp"
+#include "worker/goodput/throughput_model.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using namespace goodput;
+
+// ---- the estimator on synthetic norms ----
+
+// Gradients of known mean G and per-sample covariance diag(sigma^2), as `ranks` batch means of
+// `b` samples each: the squared norms the ring would sum.
+struct synthetic {
+  std::vector<double> g, sigma;
+  std::mt19937_64 rng{7};
+  double sqr() const {
+    double s = 0;
+    for (double x : g) s += x * x;
+    return s;
+  }
+  double trace() const {
+    double s = 0;
+    for (double x : sigma) s += x * x;
+    return s;
+  }
+  // One round: mean over ranks of |g_i|^2 and |mean g_i|^2.
+  gns_sample round(int ranks, int b) {
+    std::normal_distribution<double> z;
+    std::vector<double> mean(g.size(), 0.0);
+    double small = 0;
+    for (int r = 0; r < ranks; ++r) {
+      double sq = 0;
+      for (std::size_t j = 0; j < g.size(); ++j) {
+        const double v = g[j] + sigma[j] / std::sqrt(b) * z(rng);
+        sq += v * v;
+        mean[j] += v / ranks;
+      }
+      small += sq / ranks;
+    }
+    double big = 0;
+    for (double v : mean) big += v * v;
+    return {small, big, static_cast<double>(b), static_cast<double>(ranks) * b};
+  }
+};
+
+synthetic make_synthetic(std::size_t d, double g_sqr, double trace) {
+  synthetic s;
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> u(0.5, 1.5);
+  s.g.resize(d);
+  s.sigma.resize(d);
+  double gs = 0, ts = 0;
+  for (std::size_t j = 0; j < d; ++j) {
+    s.g[j] = u(rng) * (j % 2 ? 1 : -1);
+    s.sigma[j] = u(rng);
+    gs += s.g[j] * s.g[j];
+    ts += s.sigma[j] * s.sigma[j];
+  }
+  for (auto& x : s.g) x *= std::sqrt(g_sqr / gs);
+  for (auto& x : s.sigma) x *= std::sqrt(trace / ts);
+  return s;
+}
+
+TEST(NoiseScale, OneRoundsEstimateIsTheClosedForm) {
+  // E|g_B|^2 = |G|^2 + tr/B: small and big norms of exactly their expectations give G and tr back.
+  const double sqr = 0.8, tr = 300, bs = 32, bb = 128;
+  auto e = estimate({sqr + tr / bs, sqr + tr / bb, bs, bb});
+  EXPECT_NEAR(e.sqr, sqr, 1e-9);
+  EXPECT_NEAR(e.trace, tr, 1e-9);
+}
+
+TEST(NoiseScale, SyntheticGradientsGiveTheKnownStatisticsWithinFivePercent) {
+  auto s = make_synthetic(256, 1.0, 256.0);  // B_noise = 256 samples
+  noise_scale ns(128);
+  double mean_sqr = 0, mean_tr = 0;
+  const int rounds = 4000;
+  for (int i = 0; i < rounds; ++i) {
+    auto r = s.round(4, 32);
+    auto e = estimate(r);
+    mean_sqr += e.sqr / rounds;
+    mean_tr += e.trace / rounds;
+    ASSERT_TRUE(ns.add(r, false));
+  }
+  EXPECT_NEAR(mean_sqr, s.sqr(), 0.05 * s.sqr());
+  EXPECT_NEAR(mean_tr, s.trace(), 0.05 * s.trace());
+  EXPECT_NEAR(ns.sqr(), s.sqr(), 0.05 * s.sqr());
+  EXPECT_NEAR(ns.trace(), s.trace(), 0.05 * s.trace());
+  EXPECT_NEAR(ns.var(), s.trace() / 128, 0.05 * s.trace() / 128);
+  EXPECT_NEAR(ns.noise_scale_samples(), 256, 0.08 * 256);
+}
+
+TEST(NoiseScale, GainAndEfficiencyAreAdaScalesAndPollux) {
+  noise_scale ns(256);
+  // One exact round: |G|^2 = 0.5, tr = 512 (var at M0 = 2): pollux_policy GradParams(0.5, 2.0).
+  ASSERT_TRUE(ns.add({512.5, 256.5, 1, 2}, false));
+  EXPECT_NEAR(ns.sqr(), 0.5, 1e-12);
+  EXPECT_NEAR(ns.var(), 2.0, 1e-12);
+  EXPECT_NEAR(ns.noise_scale_samples(), 1024, 1e-9);  // pollux_policy.noise_scale(grad, 256)
+  EXPECT_NEAR(ns.efficiency(1024), 0.625, 1e-12);     // pollux_policy.efficiency(grad, 256, 1024)
+  EXPECT_NEAR(ns.gain(4), (2.0 + 0.5) / (2.0 / 4 + 0.5), 1e-12);
+  EXPECT_DOUBLE_EQ(ns.gain(1), 1.0);
+  EXPECT_GE(ns.gain(8), 1.0);
+  EXPECT_LE(ns.gain(8), 8.0);
+  EXPECT_LE(ns.gain(0.5), 1.0);  // a smaller batch than the base: a smaller step
+}
+
+TEST(NoiseScale, PairsAndRingRoundsDoNotMixAndStateTravels) {
+  noise_scale a(64);
+  ASSERT_TRUE(a.add({10, 6, 32, 128}, false));
+  ASSERT_TRUE(a.add({11, 6, 32, 128}, false));
+  EXPECT_EQ(a.rounds(), 2u);
+  ASSERT_TRUE(a.add({10, 7, 64, 128}, true));  // a lone replica's pair: starts over
+  EXPECT_EQ(a.rounds(), 1u);
+  EXPECT_FALSE(a.add({NAN, 1, 32, 64}, false));
+  std::vector<float> st(noise_scale::state_floats);
+  a.pack(st);
+  noise_scale b(64);
+  b.unpack(st);
+  EXPECT_EQ(b.rounds(), a.rounds());
+  EXPECT_NEAR(b.sqr(), a.sqr(), 1e-5 * std::abs(a.sqr()) + 1e-9);
+  EXPECT_NEAR(b.var(), a.var(), 1e-5 * a.var());
+}
+
+// ---- Pollux's throughput model: values of bench/goodput/pollux_policy.py ----
+
+const perf_params truth{0.002, 0.0001, 0.004, 0.0005, 0.001, 0.0002, 1.3};
+
+noise_scale pollux_grad() {  // GradParams(sqr=0.5, var=2.0) at M0 = 256
+  noise_scale ns(256);
+  ns.add({512.5, 256.5, 1, 2}, false);
+  return ns;
+}
+
+TEST(ThroughputModel, GoodputAndBestBatchAreThoseOfPolluxPolicy) {
+  auto g = pollux_grad();
+  // pollux_policy.goodput(true, grad, 256, 1, 4, 128, 1) = 21242.68780413946
+  EXPECT_NEAR(goodput::goodput(truth, g, 1, 4, 128, 1), 21242.68780413946, 1e-6);
+  batch_limits lim;
+  lim.max_batch = 4096;
+  lim.max_atomic = 512;
+  // best_batch(true, grad, 256, 1, 4, max_batch_size=4096, atomic_bsz_range=(None, 512), accumulation=True)
+  auto b = best_batch(truth, g, 1, 4, lim);
+  EXPECT_EQ(b.atomic, 85);
+  EXPECT_EQ(b.accum, 0);
+  EXPECT_NEAR(b.goodput, 28786.85067748296, 1e-6);
+  auto one = best_batch(truth, g, 1, 1, lim);  // a lone replica: accumulates above M0
+  EXPECT_EQ(one.atomic, 256);
+  EXPECT_EQ(one.accum, 0);
+  EXPECT_NEAR(one.goodput, 9275.36228862675, 1e-6);
+  lim.max_local = 64;  // records_per_task caps a replica's batch
+  auto capped = best_batch(truth, g, 1, 4, lim);
+  EXPECT_LE(capped.atomic * (capped.accum + 1), 64);
+}
+
+TEST(ThroughputModel, FitPredictsTheMeasuredTimesAsPolluxsFitDoes) {
+  std::vector<observation> obs;
+  const std::pair<int, int> places[] = {{1, 1}, {1, 2}, {1, 4}, {2, 4}, {2, 8}, {1, 3}};
+  for (auto [h, r] : places)
+    for (double b : {32.0, 64.0, 128.0}) {
+      const double c = compute_time(truth, b);
+      obs.push_back({h, r, b, c, step_time(truth, h, r, b)});
+    }
+  auto p = fit(obs);
+  // pollux_policy.fit_perf_params on the same data predicts every step within 3.5% (its priors);
+  // troupe's fit must do as well.
+  for (const auto& o : obs) {
+    EXPECT_NEAR(step_time(p, o.hosts, o.replicas, o.atomic), o.sync, 0.035 * o.sync)
+        << o.hosts << " hosts, " << o.replicas << " replicas, batch " << o.atomic;
+    EXPECT_NEAR(compute_time(p, o.atomic), o.compute, 0.01 * o.compute);
+  }
+  EXPECT_GE(p.gamma, 1.0);
+  EXPECT_LE(p.gamma, 10.0);
+  // One configuration: alpha_c pinned to half the compute time, as Pollux pins it.
+  auto one = fit({{1, 4, 64, 0.01, 0.013}});
+  EXPECT_DOUBLE_EQ(one.alpha_c, 0.005);
+  EXPECT_NEAR(step_time(one, 1, 4, 64), 0.013, 0.01 * 0.013);
+  EXPECT_NEAR(one.beta_c, 7.8125e-05, 1e-6);  // Pollux: 7.8125e-05
+}
+
+// ---- the controller ----
+
+controller_options opts(lr_rule rule, bool auto_batch, double m0 = 128) {
+  controller_options o;
+  o.rule = rule;
+  o.auto_batch = auto_batch;
+  o.base_batch = m0;
+  o.batch_size = static_cast<std::size_t>(m0 / 4);
+  o.limits.max_batch = 16 * m0;
+  o.limits.max_atomic = 1024;
+  o.warm_rounds = 10;
+  return o;
+}
+
+TEST(Controller, RulesScaleTheLearningRate) {
+  // A ring of 8 with the job file's 4 workers of 32: S = 2.
+  for (auto rule : {lr_rule::none, lr_rule::linear, lr_rule::sqrt, lr_rule::adascale}) {
+    controller c(opts(rule, false));
+    std::vector<float> v(controller::vote_floats, 0.0f), sum(controller::vote_floats, 0.0f);
+    for (int rank = 0; rank < 8; ++rank) {
+      c.cast(v, rank, 8, true, 40.0, 0.01, 0);
+      for (std::size_t i = 0; i < v.size(); ++i) sum[i] += v[i];
+    }
+    auto r = c.read(sum, 0, 8, 1, 30.0, 1.0, 256, false, 1.0);
+    const double want = rule == lr_rule::none     ? 1.0
+                        : rule == lr_rule::linear ? 2.0
+                        : rule == lr_rule::sqrt   ? std::sqrt(2.0)
+                                                  : 1.0;  // no estimate before this round: gain 1
+    EXPECT_DOUBLE_EQ(r.lr_factor, want) << to_string(rule);
+  }
+  controller a(opts(lr_rule::adascale, false));
+  std::vector<float> v(controller::vote_floats);
+  a.cast(v, 0, 8, true, 40.0, 0.01, 0);
+  const double s = a.noise().gain(2.0);
+  EXPECT_DOUBLE_EQ(s, 1.0);
+  auto o = opts(lr_rule::adascale, false);
+  o.adaptive = true;
+  controller adam(o);
+  EXPECT_EQ(to_string(parse_lr_rule("adascale")), std::string("adascale"));
+}
+
+// Every rank's vote, summed as the ring would: small norms of `small`, the ranks' compute times.
+std::vector<float> ring_round(std::vector<controller>& cs, double small, double compute,
+                              std::uint32_t epoch) {
+  std::vector<float> sum(controller::vote_floats, 0.0f), v(controller::vote_floats);
+  for (std::size_t r = 0; r < cs.size(); ++r) {
+    cs[r].cast(v, static_cast<int>(r), static_cast<int>(cs.size()), true, small, compute, epoch);
+    for (std::size_t i = 0; i < v.size(); ++i) sum[i] += v[i];
+  }
+  return sum;
+}
+
+TEST(Controller, AutoBatchRisesWithTheNoiseScaleAndEveryRankAgrees) {
+  // 4 replicas of 32 (M0 = 128); compute 1 ms + 0.05 ms/sample, allreduce 4 ms: a bigger batch
+  // amortises the allreduce, so it pays once the noise scale is large.
+  std::vector<controller> cs(4, controller(opts(lr_rule::adascale, true)));
+  auto compute = [](int b) { return 0.001 + 0.00005 * b; };
+  std::vector<int> batches;
+  double t = 0;
+  std::uint32_t epoch = 0;
+  for (int step = 0; step < 3000; ++step) {
+    // The noise scale grows: |G|^2 falls from 4 to 0.01 while tr(Sigma) stays 256.
+    const double g2 = 4.0 * std::pow(0.0025, step / 3000.0), tr = 256;
+    const int b = cs[0].batch().atomic, accum = cs[0].batch().accum;
+    const double small = g2 + tr / b, big = g2 + tr / (4.0 * b * (accum + 1));
+    if (step % 300 == 299) ++epoch;
+    auto sum = ring_round(cs, small, compute(b), epoch);
+    const double step_s = (accum + 1) * compute(b) + 0.004;
+    t += step_s;
+    for (std::size_t r = 0; r < cs.size(); ++r) {
+      cs[r].read(sum, static_cast<int>(r), 4, 1, big, 1.0, 4.0 * b * (accum + 1), false, t);
+      cs[r].step_done(step_s, true);
+    }
+    for (std::size_t r = 1; r < cs.size(); ++r) ASSERT_EQ(cs[r].batch(), cs[0].batch()) << "step " << step;
+    if (batches.empty() || batches.back() != cs[0].batch().local()) batches.push_back(cs[0].batch().local());
+  }
+  ASSERT_GE(batches.size(), 2u) << "the batch never changed";
+  for (std::size_t i = 1; i < batches.size(); ++i) EXPECT_GT(batches[i], batches[i - 1]);
+  auto rep = cs[0].report();
+  EXPECT_GE(rep.choice, 1u);
+  EXPECT_GT(rep.choice_predicted, rep.choice_before * 1.05 - 1e-9);
+  EXPECT_GT(rep.choice_measured, 0.0);
+  EXPECT_GT(rep.batch, 128u);
+  EXPECT_LE(rep.batch, 16u * 128u);
+}
+
+TEST(Controller, StateTravelsWithAResync) {
+  std::vector<controller> cs(2, controller(opts(lr_rule::adascale, true)));
+  for (int i = 0; i < 50; ++i) {
+    auto sum = ring_round(cs, 10.0 + i % 3, 0.002, 0);
+    for (std::size_t r = 0; r < cs.size(); ++r) {
+      cs[r].read(sum, static_cast<int>(r), 2, 1, 5.0, 1.0, 64, false, i * 0.01);
+      cs[r].step_done(0.005, true);
+    }
+  }
+  std::vector<float> st(controller::sync_floats);
+  cs[0].pack(st);
+  controller fresh(opts(lr_rule::adascale, true));
+  fresh.unpack(st);
+  EXPECT_EQ(fresh.noise().rounds(), cs[0].noise().rounds());
+  EXPECT_EQ(fresh.batch(), cs[0].batch());
+  EXPECT_NEAR(fresh.report().progress, cs[0].report().progress, 1e-3);
+}
+
+TEST(GradNorms, FusedLoopsAndThePreconditioner) {
+  std::vector<float> g{1, -2, 3, 0.5f, 0, 4, -1, 2, 9}, buf(9), out(9), w(9, 0.25f);
+  double n1 = weigh_into(buf, g, 2.0f, true, {});
+  EXPECT_NEAR(n1, 1 + 4 + 9 + 0.25 + 16 + 1 + 4 + 81, 1e-5);
+  EXPECT_FLOAT_EQ(buf[2], 6.0f);
+  weigh_into(buf, g, 2.0f, false, {});
+  double n2 = average_out(out, buf, 4.0f, w);
+  EXPECT_FLOAT_EQ(out[2], 3.0f);
+  EXPECT_NEAR(n2, 0.25 * n1, 1e-5);
+  std::vector<float> prev(9, 1.0f);
+  double p = pair_sqr_and_keep(g, prev, {});
+  double want = 0;
+  for (float x : g) want += 0.25 * (x + 1) * (x + 1);
+  EXPECT_NEAR(p, want, 1e-5);
+  EXPECT_EQ(prev, g);
+}
+
+// ---- the allreduce strategy on an in-process ring, with a backend of known gradient statistics ----
+
+struct shared_ring {
+  explicit shared_ring(int n) : size(n) {}
+  int size;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<float> acc, result;
+  int arrived = 0;
+  std::uint64_t generation = 0;
+  expected<void> allreduce(std::span<float> d) {
+    std::unique_lock lk(mu);
+    if (arrived == 0) acc.assign(d.size(), 0.0f);
+    for (std::size_t i = 0; i < d.size(); ++i) acc[i] += d[i];
+    std::uint64_t mine = generation;
+    if (++arrived == size) {
+      result = acc;
+      arrived = 0;
+      ++generation;
+      cv.notify_all();
+    } else if (!cv.wait_for(lk, std::chrono::seconds(20), [&] { return generation != mine; })) {
+      return make_unexpected(core_errc::io_error, "fake ring: a rank never came");
+    }
+    std::copy(result.begin(), result.end(), d.begin());
+    return {};
+  }
+};
+
+class rank_ring final : public ring_session {
+ public:
+  rank_ring(shared_ring& r, int rank) : r_(r), rank_(rank) {}
+  expected<info> ensure() override {
+    info i{rank_, r_.size, 5, fresh_};
+    fresh_ = false;
+    return i;
+  }
+  expected<void> allreduce(std::span<float> d) override {
+    if (r_.size == 1) return {};
+    return r_.allreduce(d);
+  }
+  expected<void> broadcast(std::span<float> d, int root) override {
+    if (r_.size == 1) return {};
+    if (rank_ != root) std::fill(d.begin(), d.end(), 0.0f);
+    return r_.allreduce(d);
+  }
+  void reset() override { fresh_ = true; }
+
+ private:
+  shared_ring& r_;
+  int rank_;
+  bool fresh_ = true;
+};
+
+struct no_ps final : ps_client {
+  expected<void> pull(trainer_backend&, const nn::batch&) override { return {}; }
+  expected<void> push(trainer_backend&) override { return {}; }
+};
+
+// Each sample's gradient is G + z, z ~ N(0, diag(sigma^2)), whatever the parameters: a batch's is
+// their mean. The optimizer is plain SGD; apply_gradients records the learning-rate scale.
+class synthetic_backend final : public trainer_backend {
+ public:
+  synthetic_backend(const synthetic& s, std::uint64_t seed) : s_(s), rng_(seed) {
+    const std::size_t d = s.g.size();
+    params_.assign(d, 0.0f);
+    grads_.assign(d, 0.0f);
+    layout_ = {{"w", 0, d}};
+    state_.resize(1);
+    auto o = nn::make_optimizer({});
+    opt_ = std::move(*o);
+  }
+  std::string_view name() const override { return "synthetic"; }
+  expected<float> compute_gradients(const nn::batch& b) override {
+    std::normal_distribution<double> z;
+    std::vector<double> mean(s_.g.size(), 0.0);
+    for (std::size_t k = 0; k < b.size(); ++k)
+      for (std::size_t j = 0; j < mean.size(); ++j) mean[j] += (s_.g[j] + s_.sigma[j] * z(rng_)) / b.size();
+    for (std::size_t j = 0; j < mean.size(); ++j) grads_[j] = static_cast<float>(mean[j]);
+    return 1.0f;
+  }
+  void apply_gradients(double lr_scale) override { scales.push_back(lr_scale); }
+  std::span<float> parameters() override { return params_; }
+  std::span<float> gradients() override { return grads_; }
+  const std::vector<param_slice>& layout() const override { return layout_; }
+  const std::vector<nn::dense_param*>& dense_parameters() override { return dense_; }
+  const nn::optimizer& optimizer() const override { return *opt_; }
+  std::vector<nn::dense_slots>& optimizer_state() override { return state_; }
+  std::vector<std::uint64_t> batch_ids(const nn::batch&, std::size_t) override { return {}; }
+  expected<float> predict(const nn::batch&) override { return 0.0f; }
+  std::span<const float> probabilities() const override { return {}; }
+  std::size_t output_width() const override { return 1; }
+
+  std::vector<double> scales;
+
+ private:
+  const synthetic& s_;
+  std::mt19937_64 rng_;
+  std::vector<float> params_, grads_;
+  std::vector<param_slice> layout_;
+  std::vector<nn::dense_param*> dense_;
+  std::vector<nn::dense_slots> state_;
+  std::unique_ptr<nn::optimizer> opt_;
+};
+
+job::job_spec spec_of(std::uint32_t workers, std::size_t batch, const std::string& rule) {
+  job::job_spec spec;
+  spec.job.strategy = "allreduce";
+  spec.job.workers = workers;
+  spec.job.records_per_task = 100000;
+  spec.nn.train.batch_size = batch;
+  spec.nn.train.lr_scaling = rule;
+  return spec;
+}
+
+// `ranks` threads train `steps` steps each; returns every rank's report and recorded lr scales.
+struct ring_run {
+  std::vector<wire::goodput_report> reports;
+  std::vector<std::vector<double>> scales;
+};
+ring_run run_ring(const synthetic& s, int ranks, const job::job_spec& spec, int steps) {
+  shared_ring ring(ranks);
+  nn::dataset data;
+  data.rows = spec.nn.train.batch_size;
+  ring_run out;
+  out.reports.resize(static_cast<std::size_t>(ranks));
+  out.scales.resize(static_cast<std::size_t>(ranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      synthetic_backend be(s, 100 + static_cast<std::uint64_t>(r));
+      no_ps ps;
+      rank_ring rr(ring, r);
+      node_id self{"worker-" + std::to_string(r), 0};
+      worker_context ctx{spec, self, be, ps, rr};
+      auto strat = make_strategy("allreduce", spec);
+      ASSERT_TRUE(strat) << strat.err().to_string();
+      nn::batch b(data, 0, spec.nn.train.batch_size);
+      for (int i = 0; i < steps; ++i) {
+        auto res = (*strat)->step(ctx, &b, false);
+        ASSERT_EQ(res.what, step_result::kind::trained) << "rank " << r << " step " << i;
+      }
+      out.reports[static_cast<std::size_t>(r)] = (*strat)->goodput();
+      out.scales[static_cast<std::size_t>(r)] = be.scales;
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+TEST(AllreduceNoiseScale, FourRanksEstimateTheKnownStatisticsInTheirAllreduce) {
+  auto s = make_synthetic(256, 1.0, 256.0);
+  // The job file: 2 workers of 32 (M0 = 64); the ring has 4: S = 2.
+  auto run = run_ring(s, 4, spec_of(2, 32, "adascale"), 3000);
+  for (int r = 0; r < 4; ++r) {
+    const auto& g = run.reports[static_cast<std::size_t>(r)];
+    ASSERT_TRUE(g.valid);
+    EXPECT_EQ(g.ring_rank, static_cast<std::uint32_t>(r));
+    EXPECT_NEAR(g.grad_sqr, s.sqr(), 0.05 * s.sqr()) << "rank " << r;
+    EXPECT_NEAR(g.grad_var * g.base_batch, s.trace(), 0.05 * s.trace()) << "rank " << r;
+    EXPECT_EQ(g.batch, 128u);
+    // Every rank stepped at rank 0's gain, to the bit.
+    EXPECT_EQ(run.scales[static_cast<std::size_t>(r)], run.scales[0]);
+  }
+  // AdaScale at S = 2: r = (var + sqr) / (var / 2 + sqr), var = tr / M0 = 4.
+  const double var = s.trace() / 64, sqr = s.sqr();
+  EXPECT_NEAR(run.scales[0].back(), (var + sqr) / (var / 2 + sqr), 0.03);
+  EXPECT_NEAR(run.reports[0].progress, 0.0, 3000 * 2.0);
+  EXPECT_GT(run.reports[0].progress, 3000 * 1.0);
+}
+
+TEST(AllreduceNoiseScale, ARingOfOneEstimatesFromConsecutiveSteps) {
+  auto s = make_synthetic(256, 1.0, 256.0);
+  auto run = run_ring(s, 1, spec_of(1, 32, "none"), 6000);
+  const auto& g = run.reports[0];
+  ASSERT_TRUE(g.valid);
+  EXPECT_NEAR(g.grad_sqr, s.sqr(), 0.05 * s.sqr());
+  EXPECT_NEAR(g.grad_var * g.base_batch, s.trace(), 0.05 * s.trace());
+  for (double x : run.scales[0]) ASSERT_DOUBLE_EQ(x, 1.0);  // lr_scaling "none", full batches
+}
+
+}  // namespace
+}  // namespace troupe::actors

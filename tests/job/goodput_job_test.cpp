@@ -1,0 +1,94 @@
+// Goodput in real jobs (issue #48, docs/goodput.md; label `slow`: minutes on 2 cores):
+// - the Fashion-MNIST MLP resized 1 -> 4 -> 2 -> 8 workers while it trains with lr_scaling =
+//   "adascale" ends within 0.005 test accuracy of the same job at a fixed 1 worker over the same
+//   epochs; the same resizes with "none" are reported beside it;
+// - with batch = "auto" the job raises its batch as it trains (the timeline's `batch` events), and
+//   its status reports the noise scale and the fitted model.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "job_harness.hpp"
+
+namespace troupe::testing {
+namespace {
+
+std::string mlp(int workers, int max_workers, const std::string& train_extra, int records_per_task = 500) {
+  return "strategy = \"allreduce\"\nname = \"gp\"\nworkers = " + std::to_string(workers) +
+         "\nmin_workers = 1\nmax_workers = " + std::to_string(max_workers) +
+         "\nrecords_per_task = " + std::to_string(records_per_task) +
+         "\n[model]\ntype = \"mlp\"\nhidden = [64]\n[train]\nepochs = 4\nbatch_size = 64\n"
+         "optimizer = \"adam\"\nlearning_rate = 0.001\n" +
+         train_extra + "[data]\nsource = \"fashion-mnist\"\nmax_test_rows = 10000\n";
+}
+
+// Runs the job, resizing it through `schedule` at equal shares of its samples (4 epochs of 60000).
+nlohmann::json run_resized(const std::string& name, const std::string& toml, const std::vector<int>& schedule) {
+  auto r = start_job(name, toml);
+  const double total = 4.0 * 60000;
+  for (std::size_t k = 1; k < schedule.size(); ++k) {
+    auto s = wait_status(
+        r,
+        [&](const nlohmann::json& j) {
+          return j.value("samples_total", 0.0) >= total * static_cast<double>(k) / schedule.size();
+        },
+        std::chrono::seconds(600));
+    if (!s) break;  // it ended first: the assertions below say so
+    std::string out;
+    EXPECT_EQ(troupe("scale --workers " + std::to_string(schedule[k]) + " --job-dir " + r.job_dir, &out), 0) << out;
+  }
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(900)), 0) << read_file(r.err_file);
+  return result(r);
+}
+
+TEST(goodput_job, adascale_resized_ends_within_half_a_point_of_the_fixed_size_job) {
+  auto fixed = run_resized("fixed", mlp(1, 8, ""), {1});
+  auto ada = run_resized("adascale", mlp(1, 8, "lr_scaling = \"adascale\"\n"), {1, 4, 2, 8});
+  auto none = run_resized("none", mlp(1, 8, "lr_scaling = \"none\"\n"), {1, 4, 2, 8});
+  const double f = fixed.value("test_accuracy", 0.0), a = ada.value("test_accuracy", 0.0),
+               n = none.value("test_accuracy", 0.0);
+  std::printf("test accuracy: fixed 1 worker %.4f, resized 1-4-2-8 adascale %.4f (%+.4f), none %.4f (%+.4f)\n", f,
+              a, a - f, n, n - f);
+  RecordProperty("fixed", std::to_string(f));
+  RecordProperty("adascale", std::to_string(a));
+  RecordProperty("none", std::to_string(n));
+  EXPECT_NEAR(a, f, 0.005) << fixed.dump() << "\n" << ada.dump();
+}
+
+TEST(goodput_job, auto_batch_rises_as_the_noise_scale_grows) {
+  auto r = start_job("auto", mlp(4, 4, "batch = \"auto\"\nlr_scaling = \"adascale\"\nmax_batch = 4096\n", 2000));
+  // While it runs: its status carries the noise scale and, once fitted, the throughput model.
+  auto s = wait_status(
+      r, [](const nlohmann::json& j) { return j.contains("goodput") && j["goodput"].value("rounds", 0) > 30; },
+      std::chrono::seconds(300));
+  ASSERT_TRUE(s) << read_file(r.err_file);
+  EXPECT_GT((*s)["goodput"].value("noise_scale", 0.0), 0.0) << s->dump();
+  EXPECT_EQ((*s)["goodput"].value("lr_scaling", ""), "adascale");
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(900)), 0) << read_file(r.err_file);
+  std::vector<std::uint64_t> batches;
+  std::ifstream in(r.job_dir + "/events.jsonl");
+  std::string line;
+  int measured = 0;
+  while (std::getline(in, line)) {
+    auto e = nlohmann::json::parse(line, nullptr, false);
+    if (!e.is_object()) continue;
+    if (e.value("kind", "") == "batch") {
+      EXPECT_GT(e.value("predicted_goodput", 0.0), 1.05 * e.value("previous_goodput", 0.0) - 1e-9) << e.dump();
+      EXPECT_EQ(e.value("from", 0), batches.empty() ? 256 : batches.back()) << e.dump();
+      batches.push_back(e.value("batch", 0ull));
+    }
+    if (e.value("kind", "") == "batch_measured") ++measured;
+  }
+  ASSERT_FALSE(batches.empty()) << "no batch choice in the timeline";
+  std::ostringstream seq;
+  for (auto b : batches) seq << b << " ";
+  std::printf("batch choices: 256 -> %s\n", seq.str().c_str());
+  EXPECT_GT(batches.back(), 256u) << seq.str();
+  for (std::size_t i = 1; i < batches.size(); ++i) EXPECT_GE(batches[i], batches[i - 1]) << seq.str();
+  EXPECT_GE(measured, 1);
+  EXPECT_GT(result(r).value("test_accuracy", 0.0), 0.80);
+}
+
+}  // namespace
+}  // namespace troupe::testing
