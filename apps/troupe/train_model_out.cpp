@@ -9,7 +9,8 @@ namespace troupe::cli {
 
 storage::flat_state state_of(nn::model& m) {
   storage::flat_state s;
-  for (auto* p : m.parameters()) s.dense.emplace_back(p->name, std::vector<float>(p->value.begin(), p->value.end()));
+  for (auto* p : m.parameters())
+    s.dense.emplace_back(p->name, std::vector<float>(p->value.begin(), p->value.end()));
   for (auto* t : m.embedding_tables()) {
     storage::flat_rows rows{t->name(), t->dim(), {}, {}};
     t->for_each([&](std::uint64_t id, const float* row) {
