@@ -30,9 +30,11 @@ nlohmann::json columns(const storage::row_format& f) {
           {"standardize", scale}};
 }
 
+// result.json of the job, or an empty object (a running job has none yet).
 nlohmann::json result_of(const std::string& job_dir) {
   std::ifstream in(job_dir + "/result.json");
-  return nlohmann::json::parse(in, nullptr, false);
+  auto r = nlohmann::json::parse(in, nullptr, false);
+  return r.is_object() ? r : nlohmann::json::object();
 }
 
 nlohmann::json metrics(const std::string& job_dir) {
