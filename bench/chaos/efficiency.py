@@ -91,6 +91,8 @@ def run_troupe(a, mean_s, tag):
         s = troupe_status(a.troupe, job_dir) if os.path.exists(job_dir) else None
         if s and s.get("samples_total", 0) > 0:
             break
+        if runner.poll() is not None:
+            sys.exit("troupe run exited (%d) before its first step; see %s" % (runner.returncode, job_dir))
         time.sleep(0.2)
     t0 = time.time()
     kills = chaos(lambda: worker_pids(job_dir), kill_times(mean_s, a.seconds, a.seed), t0, a.seconds,
@@ -137,9 +139,12 @@ def run_torchrun(a, mean_s, tag):
     env = dict(os.environ, OUT=out, DATA=records(a), CKPT_STEPS="500")
     cmd = ["/usr/bin/python3", "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=%d" % a.workers,
            "--max_restarts=100000", "--rdzv_backend=c10d", "--rdzv_endpoint=127.0.0.1:29561",
-           os.path.join(HERE, "ddp_fmnist.py")]
+           # torch 1.13 on Python 3.11: the default "0" (Std.NONE) parses to None and crashes the agent.
+           "--redirects", "1", "--tee", "1", "--log_dir=%s/logs" % out, os.path.join(HERE, "ddp_fmnist.py")]
     agent = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while not os.path.exists(out + "/progress"):
+        if agent.poll() is not None:
+            sys.exit("torchrun exited (%d) before its first step; see %s/logs" % (agent.returncode, out))
         time.sleep(0.2)
     t0 = time.time()
 
