@@ -2,7 +2,8 @@
 # Installs troupe's build and test dependencies (Debian bookworm packages). Idempotent: installs
 # only what is missing, runs `apt-get update` only when something must be installed.
 #   scripts/install-deps.sh          build + tests
-#   scripts/install-deps.sh --bench  also the benchmark peers (PyTorch, iperf3, Redis)
+#   scripts/install-deps.sh --bench  also the benchmark peers (PyTorch, iperf3, Redis) and
+#                                    pandas/scipy for Pollux's simulator (bench/goodput)
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config ccache git
@@ -11,7 +12,7 @@ packages=(build-essential cmake ninja-build pkg-config ccache git
   libxxhash-dev libsodium-dev zlib1g-dev dataset-fashion-mnist procps prometheus clang-format
   python3-matplotlib python3-numpy libtorch-dev python3-torch chromium python3-websocket)
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(iperf3 redis-server redis-tools etcd-server etcd-client)
+  packages+=(iperf3 redis-server redis-tools etcd-server etcd-client python3-pandas python3-scipy)
 fi
 
 missing=()

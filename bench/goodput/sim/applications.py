@@ -1,3 +1,5 @@
+# From petuum/adaptdl osdi21-artifact simulator/ (Apache-2.0, see LICENSE);
+# modified for troupe: DataFrame.append (removed in pandas 2) replaced by concat.
 import collections
 import glob
 import math
@@ -218,7 +220,8 @@ class Application(object):
         else:
             # Interpolate between num_nodes, num_replicas, and local_bsz.
             df = self.placements.groupby(xs)[xs + ys].mean()
-            df = df.append(self.scalability, ignore_index=True)
+            # troupe: DataFrame.append is gone from pandas 2; concat is the same.
+            df = pandas.concat([df, self.scalability], ignore_index=True)
             num_nodes, num_replicas = len(placement), sum(placement)
             num_nodes = min(num_nodes, 16)
             interpolator = LinearNDInterpolator(df[xs].values, df[ys].values)

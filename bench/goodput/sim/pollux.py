@@ -13,19 +13,17 @@
 # limitations under the License.
 
 
+# troupe: pymoo (not in Debian) replaced by nsga2.py, the same NSGA-II in numpy;
+# np.int/np.float (gone from numpy 1.24) by int/float; the restart penalty
+# (30 s here) per job from JobInfo.restart_delay and JobInfo.restart_time when
+# the caller sets them; speedups looked up in a table built once per Problem.
 import copy
 import logging
 import numpy as np
-import pymoo.model.crossover
-import pymoo.model.mutation
-import pymoo.model.problem
-import pymoo.model.repair
-import pymoo.optimize
 
 from collections import OrderedDict
-from pymoo.algorithms.nsga2 import NSGA2
-from pymoo.operators.crossover.util import crossover_mask
-from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
+
+import nsga2
 
 LOG = logging.getLogger(__name__)
 LOG.setLevel(logging.INFO)
@@ -43,7 +41,7 @@ class PolluxPolicy(object):
     def _allocations_to_state(self, allocations, jobs, nodes):
         jobs_index = {key: idx for idx, key in enumerate(jobs)}
         nodes_index = {key: idx for idx, key in enumerate(nodes)}
-        state = np.zeros((len(jobs), len(nodes)), dtype=np.int)
+        state = np.zeros((len(jobs), len(nodes)), dtype=int)
         for job_key, alloc in allocations.items():
             for node_key in (key for key in alloc if key in nodes_index):
                 state[jobs_index[job_key], nodes_index[node_key]] += 1
@@ -62,7 +60,7 @@ class PolluxPolicy(object):
         # current genetic algorithm states.
         #shape = (len(self._prev_states), len(jobs), 2 * len(nodes))
         shape = (len(self._prev_states), len(jobs), len(nodes))
-        states = np.zeros(shape, dtype=np.int)
+        states = np.zeros(shape, dtype=int)
         jobs_src = [i for i, key in enumerate(self._prev_jobs) if key in jobs]
         jobs_dst = [i for i, key in enumerate(jobs) if key in self._prev_jobs]
         placeholder = len(self._prev_nodes)  # Next placeholder node to copy.
@@ -152,7 +150,7 @@ class PolluxPolicy(object):
             sorted(nodes.items(), key=lambda kv: (kv[1].preemptible, kv[0])))
         #base_state = np.concatenate(
         #    (self._allocations_to_state(base_allocations, jobs, nodes),
-        #     np.zeros((len(jobs), len(nodes)), dtype=np.int)), axis=1)
+        #     np.zeros((len(jobs), len(nodes)), dtype=int)), axis=1)
         base_state = \
             self._allocations_to_state(base_allocations, jobs, nodes)
 
@@ -162,24 +160,15 @@ class PolluxPolicy(object):
             states = self._adapt_prev_states(jobs, nodes)
         problem = Problem(list(jobs.values()), list(nodes.values()), base_state)
                           #len(nodes) * [node_template], base_state)
-        algorithm = NSGA2(
-            pop_size=100,
-            # pymoo expects a flattened 2-D array.
-            sampling=states.reshape(states.shape[0], -1),
-            crossover=Crossover(),
-            mutation=Mutation(),
-            repair=Repair(),
-        )
-        result = pymoo.optimize.minimize(problem, algorithm, ("n_gen", 100))
+        result_x, result_f = nsga2.minimize(
+            problem, states.reshape(states.shape[0], -1), pop_size=100, n_gen=100)
         #states = result.X.reshape(result.X.shape[0], len(jobs), 2 * len(nodes))
-        states = result.X.reshape(result.X.shape[0], len(jobs), len(nodes))
+        states = result_x.reshape(result_x.shape[0], len(jobs), len(nodes))
         self._prev_states = copy.deepcopy(states)
-        self._prev_jobs = copy.deepcopy(jobs)
-        self._prev_nodes = copy.deepcopy(nodes)
-        # Get the pareto front.
-        nds = NonDominatedSorting().do(result.F, only_non_dominated_front=True)
-        states = states[nds]
-        values = result.F[nds]
+        self._prev_jobs = list(jobs)
+        self._prev_nodes = list(nodes)
+        # Get the pareto front (nsga2.minimize returns only that front).
+        values = result_f
         # Construct return values.
         utilities = problem.get_cluster_utilities(states)
         #desired_nodes = self._desired_nodes(utilities, values, nodes)
@@ -200,7 +189,7 @@ class PolluxPolicy(object):
                 if idx is not None else {}), desired_nodes
 
 
-class Problem(pymoo.model.problem.Problem):
+class Problem(object):
     def __init__(self, jobs, nodes, base_state):
         """
         Multi-objective optimization problem used by PolluxPolicy to determine
@@ -255,13 +244,43 @@ class Problem(pymoo.model.problem.Problem):
                 atomic_bsz_range=job.speedup_fn._atomic_bsz_range,
                 accumulation=job.speedup_fn._accumulation)[0]
         # Upper bound each job: <replicas on node 0> <replicas on node 1> ...
-        self._max_replicas = np.zeros(base_state.shape, dtype=np.int)
+        self._max_replicas = np.zeros(base_state.shape, dtype=int)
         for j, job in enumerate(jobs):
             for n, node in enumerate(nodes):
                 self._max_replicas[j, n] = min(
                     node.resources[rtype] // job.resources[rtype]
                     for rtype in rtypes if job.resources.get(rtype, 0) > 0)
-        super().__init__(n_var=self._base_state.size, n_obj=2, type_var=np.int)
+        self._build_speedup_tables()
+
+    def _build_speedup_tables(self):
+        # troupe: each job's speedup for every (nodes, replicas) the repair
+        # allows (nodes <= 16, replicas <= 4 per node), from the job's own
+        # speedup_fn, so that an evaluation is one gather instead of a Python
+        # call per job (the artifact memoises the same values per call).
+        max_nodes = min(16, len(self._nodes))
+        max_replicas = int(self._max_replicas.sum(axis=1).max()) if len(self._jobs) else 0
+        n_grid, r_grid = np.meshgrid(np.arange(max_nodes + 1),
+                                     np.arange(max_replicas + 1), indexing="ij")
+        valid = (n_grid <= r_grid) & ((n_grid > 0) == (r_grid > 0)) & \
+            (r_grid <= 4 * n_grid)
+        self._speedup_tables = np.zeros((len(self._jobs), max_nodes + 1, max_replicas + 1))
+        for j, job in enumerate(self._jobs):
+            values = job.speedup_fn(n_grid[valid], r_grid[valid])
+            self._speedup_tables[j][valid] = values
+
+    def evaluate(self, X):
+        out = {}
+        self._evaluate(X, out)
+        return out["F"]
+
+    def crossover(self, X):
+        return self._crossover(X)
+
+    def mutation(self, X):
+        return self._mutation(X)
+
+    def repair(self, X):
+        return self._repair(X)
 
     def get_cluster_utilities(self, states):
         """
@@ -299,13 +318,10 @@ class Problem(pymoo.model.problem.Problem):
         return np.amax(utilities, axis=1)  # Shape: (pop_size).
 
     def _get_job_speedups(self, states):
-        speedup = []
         num_nodes = np.count_nonzero(states, axis=2)
         num_replicas = np.sum(states, axis=2)
-        for idx, job in enumerate(self._jobs):
-            speedup.append(job.speedup_fn(
-                num_nodes[:, idx], num_replicas[:, idx]))
-        return np.stack(speedup, axis=1).astype(np.float)
+        jobs = np.arange(len(self._jobs))
+        return self._speedup_tables[jobs, num_nodes, num_replicas].astype(float)
 
     def _get_cluster_sizes(self, states):
         return np.full(len(states), len(self._nodes))
@@ -321,8 +337,10 @@ class Problem(pymoo.model.problem.Problem):
         # Penalize job restarts.
         num_restarts = np.array([job.num_restarts for job in self._jobs])
         age = np.array([job.age for job in self._jobs])
-        delay = 30
-        factor = np.maximum(age - num_restarts * delay, 0.0) / (age + delay)
+        delay = np.array([getattr(job, "restart_delay", 30) for job in self._jobs])
+        restart_time = np.array([getattr(job, "restart_time", n * 30)
+                                 for job, n in zip(self._jobs, num_restarts)])
+        factor = np.maximum(age - restart_time, 0.0) / (age + delay)
         restart = np.any(states != self._base_state, axis=2)
         scaled_speedups *= np.where(restart, factor, 1)
         p = -1  # Exponent used in power mean. More negative = more fair.
@@ -341,7 +359,7 @@ class Problem(pymoo.model.problem.Problem):
         n_parents, n_matings, n_jobs, n_nodes = states.shape
         # Single-point crossover over jobs for all parent states.
         points = np.random.randint(n_jobs, size=(n_matings, 1))
-        result = crossover_mask(states, np.arange(n_jobs) < points)
+        result = _crossover_mask(states, np.arange(n_jobs) < points)
         # Set cluster sizes uniformly at random between each pair of parents.
         min_nodes, max_nodes = np.sort(self._get_cluster_sizes(states), axis=0)
         num_nodes = np.random.randint(np.iinfo(np.int16).max,
@@ -373,8 +391,7 @@ class Problem(pymoo.model.problem.Problem):
         states[m] = r[m]
         return states.reshape(states.shape[0], -1)
 
-    def _repair(self, pop, **kwargs):
-        states = pop.get("X")
+    def _repair(self, states, **kwargs):
         states = states.reshape(states.shape[0], *self._base_state.shape)
         # Copy previous allocations for pinned jobs
         #states[:, self._pinned_indices] = \
@@ -417,22 +434,13 @@ class Problem(pymoo.model.problem.Problem):
         min_replicas = np.array([j.min_replicas for j in self._jobs])
         mask = np.sum(states, axis=-1) < min_replicas
         states[mask] = 0
-        return pop.new("X", states.reshape(states.shape[0], -1))
+        return states.reshape(states.shape[0], -1)
 
 
-class Crossover(pymoo.model.crossover.Crossover):
-    def __init__(self):
-        super().__init__(n_parents=2, n_offsprings=2)
 
-    def _do(self, problem, states, **kwargs):
-        return problem._crossover(states, **kwargs)
-
-
-class Mutation(pymoo.model.mutation.Mutation):
-    def _do(self, problem, states, **kwargs):
-        return problem._mutation(states, **kwargs)
-
-
-class Repair(pymoo.model.repair.Repair):
-    def _do(self, problem, pop, **kwargs):
-        return problem._repair(pop, **kwargs)
+def _crossover_mask(X, M):
+    # pymoo.operators.crossover.util.crossover_mask
+    _X = np.copy(X)
+    _X[0][M] = X[1][M]
+    _X[1][M] = X[0][M]
+    return _X

@@ -1,3 +1,9 @@
+# troupe: changes to the artifact's simulator.py (marked "troupe:" below):
+# the 30 s that every reallocation costs a job is split into a start penalty
+# (first start, or a restart from zero replicas: a checkpoint restore) and a
+# resize penalty (a running job's allocation changes), both set from the
+# command line and both told to the Pollux policy; a --seed; the run's JCTs,
+# makespan and restart counts returned for bench/goodput/simulate.py.
 import argparse
 import collections
 import copy
@@ -22,6 +28,8 @@ from tiresias import TiresiasPolicy
 class Job(object):
 
     pretrain = {}
+    start_penalty = 30.0   # troupe: seconds lost when a job (re)starts from zero replicas
+    resize_penalty = 30.0  # troupe: seconds lost when a running job's allocation changes
 
     def __init__(self, name, application, submission_time,
                  target_num_replicas=None, target_batch_size=None):
@@ -44,6 +52,8 @@ class Job(object):
         self.epoch = 0
         self.attained_service = 0
         self.num_restarts = None
+        self.restart_time = 0.0  # troupe: seconds lost to reallocations after the first start
+        self.num_resizes = 0
 
     @property
     def max_profiled_replicas(self):
@@ -98,6 +108,9 @@ class Job(object):
             num_nodes, num_replicas, local_bsz, compute_time, step_time)
 
     def step(self, seconds, interference=0.0):
+        # troupe: the end of the step, so that fractional penalties (0.05 s)
+        # leave every job's clock equal to the cluster's (asserted there).
+        end_time = self.current_time + seconds
         if not self.placement:
             # No resources are allocated to this job.
             self.current_time += seconds
@@ -141,6 +154,9 @@ class Job(object):
                 # Crossed an epoch boundary before finishing the time interval.
                 self.epoch += 1
                 delta = round(float((next_progress - self.progress) / goodput))
+                # troupe: with a fractional penalty the time left is fractional
+                # too, and rounding may overshoot it by under a second.
+                delta = min(delta, seconds)
                 assert delta <= seconds
                 completion_epoch = \
                     self.application.get_completion_epoch(batch_size)
@@ -154,17 +170,23 @@ class Job(object):
                 seconds -= delta
                 # Re-scale batch size between epochs.
             self.update_local_bsz(self.placement)
-        self.current_time += seconds  # Add any remaining time.
+        self.current_time = end_time  # Add any remaining time.
 
     def reallocate(self, placement):
         if placement:
+            # troupe: a resize of a running job costs resize_penalty, a start
+            # from zero replicas start_penalty (the artifact: 30 s for both).
+            resize = bool(self.placement)
+            penalty = self.resize_penalty if resize else self.start_penalty
             self.placement = tuple(placement)
             self.update_local_bsz(self.placement)
-            self.rescale_time = 30  # Start re-scale countdown.
+            self.rescale_time = penalty  # Start re-scale countdown.
             if self.num_restarts is None:
                 self.num_restarts = 0
             else:
                 self.num_restarts += 1
+                self.restart_time += penalty
+                self.num_resizes += resize
         else:  # De-allocate all resources.
             self.placement = ()
             self.atomic_bsz = 0
@@ -333,6 +355,10 @@ class Cluster(object):
             job_info.max_replicas = 1
         job_info.num_restarts = job.num_restarts or 0
         job_info.age = self.current_time - job.submission_time
+        # troupe: what a reallocation would cost this job now, and what its
+        # reallocations have cost it so far (the artifact: 30 and 30 x restarts).
+        job_info.restart_delay = job.resize_penalty if job.placement else job.start_penalty
+        job_info.restart_time = job.restart_time
         return job_info
 
     def get_optimus_job_info(self, job):
@@ -380,6 +406,18 @@ class Cluster(object):
                 json.dump(record, f)
                 f.write("\n")
 
+    def summary(self):
+        # troupe: per-run results for bench/goodput/simulate.py.
+        jcts = self.get_jcts()
+        return {
+            "jcts": jcts,
+            "makespan": max(job.completion_time for job in self.jobs) -
+                        min(job.submission_time for job in self.jobs),
+            "restarts": sum(job.num_restarts or 0 for job in self.jobs),
+            "resizes": sum(job.num_resizes for job in self.jobs),
+            "restart_seconds": sum(job.restart_time for job in self.jobs),
+        }
+
     def get_jcts(self):
         return {
             val["name"]: val["completion_time"] - val["submission_time"]
@@ -389,6 +427,11 @@ class Cluster(object):
 
 
 def simulate(args):
+    # troupe: seeded, penalties set, quiet unless --verbose.
+    np.random.seed(getattr(args, "seed", 0))
+    Job.start_penalty = getattr(args, "start_penalty", 30.0)
+    Job.resize_penalty = getattr(args, "resize_penalty", 30.0)
+    verbose = getattr(args, "verbose", True)
     workload = pandas.read_csv(args.workload)
     if args.policy == "tiresias":
         policy = TiresiasPolicy(lambda: simulator.current_time)
@@ -401,6 +444,8 @@ def simulate(args):
                         low_util=args.low_util, high_util=args.high_util)
     while not simulator.all_complete():
         simulator.step(args.interval)
+        if not verbose:
+            continue
         print("---------------- SIMULATOR TIME: {} ----------------"
               .format(simulator.current_time))
         print("Active jobs:")
@@ -416,6 +461,8 @@ def simulate(args):
         print("Average JCT:", sum(jct_dict.values()) / len(jct_dict) if jct_dict else 0)
     if args.output:
         simulator.output_logs(args.output)
+    if getattr(args, "summary_only", False):
+        return simulator.summary()
     return simulator.logs, simulator.get_jcts()
 
 
@@ -440,6 +487,11 @@ if __name__ == "__main__":
                         help="high utility threshold")
     parser.add_argument("--output", type=str,
                         help="path to output logs")
+    parser.add_argument("--start-penalty", type=float, default=30.0,
+                        help="seconds a job loses to a start from zero replicas")
+    parser.add_argument("--resize-penalty", type=float, default=30.0,
+                        help="seconds a running job loses when its allocation changes")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if os.path.isdir(args.workload):
         assert args.output is not None and os.path.isdir(args.output)

@@ -1,0 +1,126 @@
+#!/usr/bin/python3
+"""Pollux's workloads in Pollux's own simulator, with Pollux's resize cost and with troupe's (#48).
+
+Runs the artifact's simulator (bench/goodput/sim, from petuum/adaptdl's osdi21-artifact branch:
+16 nodes x 4 GPUs, the 8 workloads of 160 jobs at 1.0x load) under these configurations:
+
+  pollux          PolluxSched as published: 60 s scheduling period, 30 s lost per (re)start
+  pollux-r1       the same policy, a resize of a running job costs 1 s (a start still 30 s)
+  pollux-r0.05    the same policy, a resize costs 0.05 s: troupe's measured membership change
+  troupe-30s      resize 0.05 s and a 30 s period (cheap resizes make frequent rescheduling free)
+  troupe-10s      resize 0.05 s and a 10 s period
+  tiresias        the artifact's Tiresias+TunedJobs (fixed GPUs and batch size), 60 s, 30 s
+  optimus         the artifact's Optimus+Oracle+TunedJobs, 60 s, 30 s
+
+In every configuration the policy is told the costs it runs under (the restart penalty in
+PolluxSched's objective). A start from zero replicas (a job's first, or after a preemption to
+zero) costs 30 s everywhere: a checkpoint restore, which troupe does not make faster.
+
+Prints one JSON line per (configuration, workload) as it finishes, then one per configuration
+with the mean over the workloads it ran; appends the per-run lines to --out (JSON lines) and skips
+runs already there, so a long sweep can be resumed.
+
+  nice -n 10 /usr/bin/python3 bench/goodput/simulate.py [--configs pollux,troupe-30s]
+      [--workloads 1-8] [--jobs 2] [--out /var/tmp/troupe-goodput/runs.jsonl] [--seed 0]
+"""
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SIM = os.path.join(HERE, "sim")
+
+CONFIGS = {
+    "pollux": dict(policy="pollux", interval=60, start_penalty=30.0, resize_penalty=30.0),
+    "pollux-r1": dict(policy="pollux", interval=60, start_penalty=30.0, resize_penalty=1.0),
+    "pollux-r0.05": dict(policy="pollux", interval=60, start_penalty=30.0, resize_penalty=0.05),
+    "troupe-30s": dict(policy="pollux", interval=30, start_penalty=30.0, resize_penalty=0.05),
+    "troupe-10s": dict(policy="pollux", interval=10, start_penalty=30.0, resize_penalty=0.05),
+    "tiresias": dict(policy="tiresias", interval=60, start_penalty=30.0, resize_penalty=30.0),
+    "optimus": dict(policy="optimus", interval=60, start_penalty=30.0, resize_penalty=30.0),
+}
+
+
+def percentile(values, q):
+    """Linear interpolation between closest ranks (numpy's default)."""
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def run_one(task):
+    name, workload, seed = task
+    sys.path.insert(0, SIM)
+    import simulator  # the artifact's, loaded in the worker process
+
+    cfg = CONFIGS[name]
+    args = argparse.Namespace(
+        workload=os.path.join(SIM, "workloads", f"workload-{workload}.csv"), policy=cfg["policy"],
+        min_nodes=16, max_nodes=None, interval=cfg["interval"], interference=0.0, num_gpus=4,
+        low_util=None, high_util=None, output=None, start_penalty=cfg["start_penalty"],
+        resize_penalty=cfg["resize_penalty"], seed=seed, verbose=False, summary_only=True)
+    t0 = time.time()
+    s = simulator.simulate(args)
+    jcts = list(s["jcts"].values())
+    return {"config": name, "workload": workload, **cfg, "seed": seed, "jobs": len(jcts),
+            "avg_jct": sum(jcts) / len(jcts), "p99_jct": percentile(jcts, 99),
+            "makespan": s["makespan"], "restarts": s["restarts"], "resizes": s["resizes"],
+            "restart_seconds": s["restart_seconds"], "wall_s": round(time.time() - t0, 1)}
+
+
+def parse_range(text):
+    out = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--workloads", default="1-8")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="/var/tmp/troupe-goodput/runs.jsonl")
+    args = ap.parse_args()
+    names = args.configs.split(",")
+    for n in names:
+        if n not in CONFIGS:
+            ap.error(f"--configs: unknown {n!r}; known: {', '.join(CONFIGS)}")
+    workloads = parse_range(args.workloads)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    done = {}
+    if os.path.exists(args.out):
+        with open(args.out) as f:
+            for line in f:
+                r = json.loads(line)
+                done[r["config"], r["workload"], r["seed"]] = r
+    tasks = [(n, w, args.seed) for n in names for w in workloads if (n, w, args.seed) not in done]
+    results = [done[n, w, args.seed] for n in names for w in workloads if (n, w, args.seed) in done]
+    for r in results:
+        print(json.dumps(r), flush=True)
+    # The slowest first (the 10 s period; then the GA policies) so the pool ends together.
+    tasks.sort(key=lambda t: -60 / CONFIGS[t[0]]["interval"] - (CONFIGS[t[0]]["policy"] == "pollux"))
+    with multiprocessing.Pool(args.jobs, maxtasksperchild=1) as pool:
+        for r in pool.imap_unordered(run_one, tasks):
+            print(json.dumps(r), flush=True)
+            with open(args.out, "a") as f:
+                f.write(json.dumps(r) + "\n")
+            results.append(r)
+    for n in names:
+        rs = [r for r in results if r["config"] == n]
+        if not rs:
+            continue
+        mean = {k: sum(r[k] for r in rs) / len(rs) for k in ("avg_jct", "p99_jct", "makespan")}
+        print(json.dumps({"config": n, "mean_over_workloads": sorted(r["workload"] for r in rs),
+                          **{k: round(v, 1) for k, v in mean.items()}}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
