@@ -44,6 +44,9 @@ CONFIGS = {
 }
 
 
+PROGRESS_EVERY_S = 3600  # simulated seconds between progress lines on stderr
+
+
 def percentile(values, q):
     """Linear interpolation between closest ranks (numpy's default)."""
     xs = sorted(values)
@@ -63,7 +66,8 @@ def run_one(task):
         workload=os.path.join(SIM, "workloads", f"workload-{workload}.csv"), policy=cfg["policy"],
         min_nodes=16, max_nodes=None, interval=cfg["interval"], interference=0.0, num_gpus=4,
         low_util=None, high_util=None, output=None, start_penalty=cfg["start_penalty"],
-        resize_penalty=cfg["resize_penalty"], seed=seed, verbose=False, summary_only=True)
+        resize_penalty=cfg["resize_penalty"], seed=seed, verbose=False, summary_only=True,
+        progress=PROGRESS_EVERY_S)
     t0 = time.time()
     s = simulator.simulate(args)
     jcts = list(s["jcts"].values())

@@ -25,7 +25,7 @@ No constraints (every solution feasible), as in the artifact's Problem. The prob
 import numpy as np
 
 CROSSOVER_PROB = 0.9
-MAX_MATING_ROUNDS = 100
+MAX_MATING_ROUNDS = 100  # pymoo's n_max_iterations: 101 rounds at most
 
 
 def minimize(problem, sampling, pop_size=100, n_gen=100):
@@ -47,21 +47,15 @@ def minimize(problem, sampling, pop_size=100, n_gen=100):
 
 
 def _mate(problem, X, F, rank, crowd, n_offsprings):
-    """Offspring until n_offsprings unique ones (not in X, not repeated) or the attempts run out.
-
-    pymoo makes n_remaining children per round, drops duplicates and goes again, for at most 101
-    rounds. Children of one round are drawn independently given the population, so this draws
-    them in growing batches (n_remaining, then 4x, 16x... up to the same total attempts) and keeps
-    the first unique ones in order: the same distribution, with far fewer numpy calls when the
-    population has converged and most children are duplicates.
-    """
+    """pymoo's Mating.do: rounds of n_remaining children, duplicates (of X, of earlier children,
+    of each other) dropped, until n_offsprings unique ones or 101 rounds."""
     off = []
     seen = {row.tobytes() for row in X}
-    budget = (MAX_MATING_ROUNDS + 1) * n_offsprings
-    batch = n_offsprings
-    while len(off) < n_offsprings and budget > 0:
-        n_select = -(-min(batch, budget) // 2)
-        budget -= 2 * n_select
+    for _ in range(MAX_MATING_ROUNDS + 1):
+        n_remaining = n_offsprings - len(off)
+        if n_remaining <= 0:
+            break
+        n_select = -(-n_remaining // 2)
         parents = _tournament(F, crowd, n_select)  # (n_select, 2)
         parent_x = X[parents.T].copy()  # (2, n_select, n_var)
         do_crossover = np.random.random(n_select) < CROSSOVER_PROB
@@ -76,7 +70,6 @@ def _mate(problem, X, F, rank, crowd, n_offsprings):
                 off.append(row)
                 if len(off) == n_offsprings:
                     break
-        batch *= 4
     return np.array(off, dtype=X.dtype).reshape(-1, X.shape[1])
 
 

@@ -387,7 +387,10 @@ class Problem(object):
         mask2 = np.logical_and(states, mask1)
         prob2 = 1.0 * mask2 / np.maximum(mask2.sum(axis=1, keepdims=True), 1.0)
         m = np.random.random(states.shape) < prob1 + prob2 - prob1 * prob2
-        r = np.random.randint(states, self._max_replicas + 1)
+        # troupe: uniform in [states, max_replicas] as randint(states, max + 1),
+        # without randint's slow path for array bounds.
+        high = np.broadcast_to(self._max_replicas + 1, states.shape)
+        r = states + (np.random.random(states.shape) * (high - states)).astype(int)
         states[m] = r[m]
         return states.reshape(states.shape[0], -1)
 

@@ -12,6 +12,7 @@ import json
 import math
 import multiprocessing
 import os
+import sys
 
 import numpy as np
 import pandas
@@ -445,6 +446,12 @@ def simulate(args):
     while not simulator.all_complete():
         simulator.step(args.interval)
         if not verbose:
+            if getattr(args, "progress", 0) and \
+                    simulator.current_time % args.progress < args.interval:
+                active = sum(job.submission_time <= simulator.current_time and
+                             job.completion_time is None for job in simulator.jobs)
+                print("{} {} t={} active={}".format(args.policy, args.workload, simulator.current_time,
+                                                    active), file=sys.stderr, flush=True)
             continue
         print("---------------- SIMULATOR TIME: {} ----------------"
               .format(simulator.current_time))
