@@ -22,6 +22,7 @@ runs already there, so a long sweep can be resumed.
 
   nice -n 10 /usr/bin/python3 bench/goodput/simulate.py [--configs pollux,troupe-30s]
       [--workloads 1-8] [--jobs 2] [--out /var/tmp/troupe-goodput/runs.jsonl] [--seed 0]
+  /usr/bin/python3 bench/goodput/simulate.py --report [--out ...]   # the markdown table
 """
 import argparse
 import json
@@ -77,6 +78,66 @@ def run_one(task):
             "restart_seconds": s["restart_seconds"], "wall_s": round(time.time() - t0, 1)}
 
 
+PUBLISHED = {  # the artifact's own results (sim/published/), for the same table
+    "published pollux (60 s)": "results-jobload-pollux-1.0.json",
+    "published pollux (30 s period)": "results-period-pollux-30s.json",
+    "published pollux (2 min period)": "results-period-pollux-2m.json",
+    "published tiresias": "results-jobload-tiresias-1.0.json",
+    "published optimus": "results-jobload-optimus-1.0.json",
+}
+
+
+def published_runs():
+    """The artifact's summary.json files as run records (makespan from the workloads' arrivals)."""
+    import csv
+    runs = []
+    for name, fname in PUBLISHED.items():
+        with open(os.path.join(SIM, "published", fname)) as f:
+            summary = json.load(f)
+        for wname, jcts in summary["jcts"].items():
+            w = int(wname.split("-")[1])
+            with open(os.path.join(SIM, "workloads", f"{wname}.csv")) as f:
+                submit = {r["name"]: float(r["time"]) for r in csv.DictReader(f)}
+            values = list(jcts.values())
+            runs.append({"config": name, "workload": w, "avg_jct": sum(values) / len(values),
+                         "p99_jct": percentile(values, 99), "jobs": len(values),
+                         "makespan": max(submit[k] + v for k, v in jcts.items()) - min(submit.values())})
+    return runs
+
+
+def report(path):
+    """Markdown table of the runs in path and the artifact's published runs."""
+    with open(path) as f:
+        runs = [json.loads(line) for line in f]
+    runs += published_runs()
+    names = list(dict.fromkeys([r["config"] for r in runs if r["config"] in CONFIGS] +
+                               [n for n in CONFIGS if any(r["config"] == n for r in runs)]))
+    names = [n for n in CONFIGS if n in names] + list(PUBLISHED)
+    workloads = sorted({r["workload"] for r in runs if r["config"] in CONFIGS})
+    by = {(r["config"], r["workload"]): r for r in runs}
+    print("| policy | period | resize (start) penalty | " +
+          " | ".join(f"w{w} avg / p99 / makespan" for w in workloads) +
+          " | mean avg / p99 / makespan (workloads run) |")
+    print("|---" * (4 + len(workloads)) + "|")
+    for n in names:
+        cells, got = [], []
+        for w in workloads:
+            r = by.get((n, w))
+            cells.append(f"{r['avg_jct']:.0f} / {r['p99_jct']:.0f} / {r['makespan']:.0f}" if r else "—")
+            if r:
+                got.append(r)
+        if not got:
+            continue
+        mean = [sum(r[k] for r in got) / len(got) for k in ("avg_jct", "p99_jct", "makespan")]
+        if n in CONFIGS:
+            c = CONFIGS[n]
+            head = f"{n} | {c['interval']} s | {c['resize_penalty']:g} s ({c['start_penalty']:g} s)"
+        else:
+            head = f"{n} | — | 30 s (30 s)"
+        print(f"| {head} | " + " | ".join(cells) +
+              f" | {mean[0]:.0f} / {mean[1]:.0f} / {mean[2]:.0f} ({','.join(str(r['workload']) for r in got)}) |")
+
+
 def parse_range(text):
     out = []
     for part in text.split(","):
@@ -92,7 +153,12 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="/var/tmp/troupe-goodput/runs.jsonl")
+    ap.add_argument("--report", action="store_true",
+                    help="print a markdown table of the runs in --out and the published ones")
     args = ap.parse_args()
+    if args.report:
+        report(args.out)
+        return
     names = args.configs.split(",")
     for n in names:
         if n not in CONFIGS:
