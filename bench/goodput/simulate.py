@@ -40,8 +40,20 @@ CONFIGS = {
     "pollux-r0.05": dict(policy="pollux", interval=60, start_penalty=30.0, resize_penalty=0.05),
     "troupe-30s": dict(policy="pollux", interval=30, start_penalty=30.0, resize_penalty=0.05),
     "troupe-10s": dict(policy="pollux", interval=10, start_penalty=30.0, resize_penalty=0.05),
+    # PolluxSched with a quarter of the GA's generations and half its population (1/8 of the
+    # evaluations per scheduling round), for machines where the full GA takes too long.
+    "lite-pollux": dict(policy="pollux", interval=60, start_penalty=30.0, resize_penalty=30.0,
+                        pop_size=50, n_gen=25),
+    "lite-pollux-r1": dict(policy="pollux", interval=60, start_penalty=30.0, resize_penalty=1.0,
+                           pop_size=50, n_gen=25),
+    "lite-pollux-r0.05": dict(policy="pollux", interval=60, start_penalty=30.0, resize_penalty=0.05,
+                              pop_size=50, n_gen=25),
+    "lite-troupe-30s": dict(policy="pollux", interval=30, start_penalty=30.0, resize_penalty=0.05,
+                            pop_size=50, n_gen=25),
     "tiresias": dict(policy="tiresias", interval=60, start_penalty=30.0, resize_penalty=30.0),
     "optimus": dict(policy="optimus", interval=60, start_penalty=30.0, resize_penalty=30.0),
+    # Optimus resizes running jobs often (no GA, cheap to simulate): the cost of a resize alone.
+    "optimus-r0.05": dict(policy="optimus", interval=60, start_penalty=30.0, resize_penalty=0.05),
 }
 
 
@@ -68,7 +80,7 @@ def run_one(task):
         min_nodes=16, max_nodes=None, interval=cfg["interval"], interference=0.0, num_gpus=4,
         low_util=None, high_util=None, output=None, start_penalty=cfg["start_penalty"],
         resize_penalty=cfg["resize_penalty"], seed=seed, verbose=False, summary_only=True,
-        progress=PROGRESS_EVERY_S)
+        progress=PROGRESS_EVERY_S, pop_size=cfg.get("pop_size", 100), n_gen=cfg.get("n_gen", 100))
     t0 = time.time()
     s = simulator.simulate(args)
     jcts = list(s["jcts"].values())

@@ -30,7 +30,11 @@ LOG.setLevel(logging.INFO)
 
 
 class PolluxPolicy(object):
-    def __init__(self):
+    def __init__(self, pop_size=100, n_gen=100):
+        # troupe: the GA's population and generations as parameters (the
+        # artifact: 100 and 100) for the reduced-effort runs of simulate.py.
+        self._pop_size = pop_size
+        self._n_gen = n_gen
         self._prev_states = None
         self._prev_jobs = None
         self._prev_nodes = None
@@ -161,7 +165,8 @@ class PolluxPolicy(object):
         problem = Problem(list(jobs.values()), list(nodes.values()), base_state)
                           #len(nodes) * [node_template], base_state)
         result_x, result_f = nsga2.minimize(
-            problem, states.reshape(states.shape[0], -1), pop_size=100, n_gen=100)
+            problem, states.reshape(states.shape[0], -1), pop_size=self._pop_size,
+            n_gen=self._n_gen)
         #states = result.X.reshape(result.X.shape[0], len(jobs), 2 * len(nodes))
         states = result_x.reshape(result_x.shape[0], len(jobs), len(nodes))
         self._prev_states = copy.deepcopy(states)

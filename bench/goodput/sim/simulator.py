@@ -439,7 +439,7 @@ def simulate(args):
     elif args.policy == "optimus":
         policy = OptimusPolicy()
     else:
-        policy = PolluxPolicy()
+        policy = PolluxPolicy(getattr(args, "pop_size", 100), getattr(args, "n_gen", 100))
     simulator = Cluster(workload, policy, args.min_nodes, num_gpus=args.num_gpus,
                         max_nodes=args.max_nodes, interference=args.interference,
                         low_util=args.low_util, high_util=args.high_util)
