@@ -11,6 +11,13 @@ Runs the artifact's simulator (bench/goodput/sim, from petuum/adaptdl's osdi21-a
   troupe-10s      resize 0.05 s and a 10 s period
   tiresias        the artifact's Tiresias+TunedJobs (fixed GPUs and batch size), 60 s, 30 s
   optimus         the artifact's Optimus+Oracle+TunedJobs, 60 s, 30 s
+  optimus-r0.05   the same with troupe's resize cost (Optimus resizes ~900 times a workload)
+  lite-*          the pollux/troupe configurations with 1/8 of the GA's evaluations per round
+                  (population 50, 25 generations), for machines where the full GA is too slow
+
+Cost: a PolluxSched run is ~1,000 scheduling rounds (60 s period) of a 100 x 100 genetic
+algorithm, ~0.4-1 CPU-s a round on this repo's dev VM: 10-20 CPU-minutes per workload at 60 s,
+twice that at 30 s, six times at 10 s. Tiresias: seconds; Optimus: about a minute.
 
 In every configuration the policy is told the costs it runs under (the restart penalty in
 PolluxSched's objective). A start from zero replicas (a job's first, or after a preemption to
@@ -23,6 +30,7 @@ runs already there, so a long sweep can be resumed.
   nice -n 10 /usr/bin/python3 bench/goodput/simulate.py [--configs pollux,troupe-30s]
       [--workloads 1-8] [--jobs 2] [--out /var/tmp/troupe-goodput/runs.jsonl] [--seed 0]
   /usr/bin/python3 bench/goodput/simulate.py --report [--out ...]   # the markdown table
+  /usr/bin/python3 bench/goodput/simulate.py --horizon LOG...        # unfinished runs' stderr
 """
 import argparse
 import json
@@ -57,7 +65,7 @@ CONFIGS = {
 }
 
 
-PROGRESS_EVERY_S = 3600  # simulated seconds between progress lines on stderr
+PROGRESS_EVERY_S = 3600  # default simulated seconds between progress lines on stderr
 
 
 def percentile(values, q):
@@ -70,7 +78,7 @@ def percentile(values, q):
 
 
 def run_one(task):
-    name, workload, seed = task
+    name, workload, seed, progress = task
     sys.path.insert(0, SIM)
     import simulator  # the artifact's, loaded in the worker process
 
@@ -80,7 +88,7 @@ def run_one(task):
         min_nodes=16, max_nodes=None, interval=cfg["interval"], interference=0.0, num_gpus=4,
         low_util=None, high_util=None, output=None, start_penalty=cfg["start_penalty"],
         resize_penalty=cfg["resize_penalty"], seed=seed, verbose=False, summary_only=True,
-        progress=PROGRESS_EVERY_S, pop_size=cfg.get("pop_size", 100), n_gen=cfg.get("n_gen", 100))
+        progress=progress, pop_size=cfg.get("pop_size", 100), n_gen=cfg.get("n_gen", 100))
     t0 = time.time()
     s = simulator.simulate(args)
     jcts = list(s["jcts"].values())
@@ -150,6 +158,31 @@ def report(path):
               f" | {mean[0]:.0f} / {mean[1]:.0f} / {mean[2]:.0f} ({','.join(str(r['workload']) for r in got)}) |")
 
 
+def horizon_report(logs):
+    """Compares runs that did not finish, from their progress lines, up to the simulated time all
+    of them reached: jobs completed by then and the mean number of jobs in the system over
+    [0, horizon]. The latter is the sum of all jobs' time in the system up to the horizon over its
+    length, so over a whole run it is N x average JCT / makespan (Little's law): fewer is better."""
+    series = {}
+    for path in logs:
+        points = []
+        with open(path) as f:
+            for line in f:
+                parts = dict(kv.split("=") for kv in line.split()[2:] if "=" in kv)
+                if "completed" in parts:
+                    points.append((float(parts["t"]), int(parts["active"]), int(parts["completed"])))
+        series[os.path.basename(path)] = points
+    horizon = min(p[-1][0] for p in series.values() if p)
+    for name, points in series.items():
+        upto = [p for p in points if p[0] <= horizon]
+        step = upto[1][0] - upto[0][0] if len(upto) > 1 else upto[0][0]
+        # Samples every `step` simulated seconds; a job in the system at a sample counts for the
+        # `step` before it.
+        mean_active = sum(p[1] for p in upto) * step / horizon
+        print(json.dumps({"log": name, "horizon_s": horizon, "completed": upto[-1][2],
+                          "active_at_horizon": upto[-1][1], "mean_jobs_in_system": round(mean_active, 3)}))
+
+
 def parse_range(text):
     out = []
     for part in text.split(","):
@@ -165,9 +198,18 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="/var/tmp/troupe-goodput/runs.jsonl")
+    ap.add_argument("--progress", type=int, default=PROGRESS_EVERY_S,
+                    help="simulated seconds between progress lines (time, active and completed "
+                         "jobs) on stderr")
     ap.add_argument("--report", action="store_true",
                     help="print a markdown table of the runs in --out and the published ones")
+    ap.add_argument("--horizon", nargs="+", metavar="LOG",
+                    help="compare unfinished runs from their progress logs (stderr) up to the "
+                         "simulated time all reached")
     args = ap.parse_args()
+    if args.horizon:
+        horizon_report(args.horizon)
+        return
     if args.report:
         report(args.out)
         return
@@ -183,7 +225,8 @@ def main():
             for line in f:
                 r = json.loads(line)
                 done[r["config"], r["workload"], r["seed"]] = r
-    tasks = [(n, w, args.seed) for n in names for w in workloads if (n, w, args.seed) not in done]
+    tasks = [(n, w, args.seed, args.progress) for n in names for w in workloads
+             if (n, w, args.seed) not in done]
     results = [done[n, w, args.seed] for n in names for w in workloads if (n, w, args.seed) in done]
     for r in results:
         print(json.dumps(r), flush=True)

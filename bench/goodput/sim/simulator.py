@@ -450,8 +450,10 @@ def simulate(args):
                     simulator.current_time % args.progress < args.interval:
                 active = sum(job.submission_time <= simulator.current_time and
                              job.completion_time is None for job in simulator.jobs)
-                print("{} {} t={} active={}".format(args.policy, args.workload, simulator.current_time,
-                                                    active), file=sys.stderr, flush=True)
+                done = sum(job.completion_time is not None for job in simulator.jobs)
+                print("{} {} t={} active={} completed={}".format(
+                    args.policy, args.workload, simulator.current_time, active, done),
+                    file=sys.stderr, flush=True)
             continue
         print("---------------- SIMULATOR TIME: {} ----------------"
               .format(simulator.current_time))
