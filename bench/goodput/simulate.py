@@ -98,12 +98,12 @@ def run_one(task):
             "restart_seconds": s["restart_seconds"], "wall_s": round(time.time() - t0, 1)}
 
 
-PUBLISHED = {  # the artifact's own results (sim/published/), for the same table
-    "published pollux (60 s)": "results-jobload-pollux-1.0.json",
-    "published pollux (30 s period)": "results-period-pollux-30s.json",
-    "published pollux (2 min period)": "results-period-pollux-2m.json",
-    "published tiresias": "results-jobload-tiresias-1.0.json",
-    "published optimus": "results-jobload-optimus-1.0.json",
+PUBLISHED = {  # the artifact's own results (sim/published/) and their period, for the same table
+    "published pollux": ("results-jobload-pollux-1.0.json", 60),
+    "published pollux 30 s": ("results-period-pollux-30s.json", 30),
+    "published pollux 2 min": ("results-period-pollux-2m.json", 120),
+    "published tiresias": ("results-jobload-tiresias-1.0.json", 60),
+    "published optimus": ("results-jobload-optimus-1.0.json", 60),
 }
 
 
@@ -111,7 +111,7 @@ def published_runs():
     """The artifact's summary.json files as run records (makespan from the workloads' arrivals)."""
     import csv
     runs = []
-    for name, fname in PUBLISHED.items():
+    for name, (fname, _) in PUBLISHED.items():
         with open(os.path.join(SIM, "published", fname)) as f:
             summary = json.load(f)
         for wname, jcts in summary["jcts"].items():
@@ -153,7 +153,7 @@ def report(path):
             c = CONFIGS[n]
             head = f"{n} | {c['interval']} s | {c['resize_penalty']:g} s ({c['start_penalty']:g} s)"
         else:
-            head = f"{n} | — | 30 s (30 s)"
+            head = f"{n} | {PUBLISHED[n][1]} s | 30 s (30 s)"
         print(f"| {head} | " + " | ".join(cells) +
               f" | {mean[0]:.0f} / {mean[1]:.0f} / {mean[2]:.0f} ({','.join(str(r['workload']) for r in got)}) |")
 
