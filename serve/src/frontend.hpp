@@ -138,6 +138,7 @@ class frontend final : public replica_link {
   troupe::clock& clock_;
   std::string name_, state_dir_, token_, control_address_;
   std::int64_t started_ms_ = 0;
+  int lock_fd_ = -1;  // <state>/server.lock, flock'ed while this server runs
   clock::time_point started_{};
   observe::registry registry_;
   serve_metrics metrics_;
