@@ -65,10 +65,12 @@ def to_ms(text):
 
 
 def wrk(url, body, connections, seconds):
-    out = subprocess.run(["wrk", "-t", "1", "-c", str(connections), "-d", f"{seconds}s", "--latency", "-s",
+    out = subprocess.run(["wrk", "-t", "1", "-c", str(connections), "-d", f"{int(seconds)}s", "--latency", "-s",
                           os.path.join(HERE, "post.lua"), url],
                          env=dict(os.environ, BODY_FILE=body), capture_output=True, text=True, timeout=seconds + 60)
     text = out.stdout
+    if "Requests/sec" not in text:
+        raise SystemExit(f"wrk failed: {out.stdout} {out.stderr}")
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
     p99 = to_ms(re.search(r"\s99%\s+(\S+)", text).group(1))
     p50 = to_ms(re.search(r"\s50%\s+(\S+)", text).group(1))

@@ -1,5 +1,7 @@
 #include "infer_codec.hpp"
 
+#include "json_scan.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -381,9 +383,12 @@ std::string describe_input(const model_shape& shape, bool ids) {
 
 expected<infer_input> parse_infer_request(std::string_view body, const model_shape& shape) {
   request_reader r;
-  bool ok = json::sax_parse(body.begin(), body.end(), &r, json::input_format_t::json, true);
-  if (!ok || !r.problem.empty())
-    return make_unexpected(core_errc::invalid_argument, r.problem.empty() ? "malformed JSON" : r.problem);
+  json_scanner<request_reader> scan(body, r);
+  if (!scan.run() || !r.problem.empty()) {
+    if (!r.problem.empty()) return make_unexpected(core_errc::invalid_argument, r.problem);
+    return make_unexpected(core_errc::invalid_argument,
+                           "malformed JSON (byte " + std::to_string(scan.error_at) + "): " + scan.error);
+  }
   std::string takes =
       describe_input(shape, false) + (shape.takes_ids ? " and " + describe_input(shape, true) : "");
   if (!r.has_inputs)

@@ -216,7 +216,7 @@ def bad_input(troupe, work, models):
         post = lambda body, **kw: requests.post(url, data=body, timeout=10, **kw)  # noqa: E731
         expect(post("x" * 70000), 413, "request body too large")
         expect(post("{\"inputs\": ["), 400, "malformed JSON", "\"error\"")
-        expect(post("not json"), 400, "malformed JSON (byte 2)")
+        expect(post("not json"), 400, "malformed JSON (byte 1): invalid literal")
         expect(post(json.dumps({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 11],
                                             "data": [0] * 11}]})),
                400, "inputs[0] 'dense': shape [1, 11], expected [rows, 12] (rows 1 to 8)")
