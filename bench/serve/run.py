@@ -64,7 +64,25 @@ def to_ms(text):
     return v / 1000 if unit == "us" else v * 1000 if unit == "s" else v
 
 
-def wrk(url, body, connections, seconds):
+def tree_cpu(pid):
+    """CPU seconds (user + system) of `pid` and every process below it."""
+    total, todo = 0.0, [pid]
+    tick = os.sysconf("SC_CLK_TCK")
+    while todo:
+        p = todo.pop()
+        try:
+            fields = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            # Any thread may have forked (the launcher forks on a thread of its own).
+            for t in os.listdir(f"/proc/{p}/task"):
+                todo += [int(c) for c in open(f"/proc/{p}/task/{t}/children").read().split()]
+        except OSError:
+            pass
+    return total
+
+
+def wrk(url, body, connections, seconds, pid=None):
+    cpu0 = tree_cpu(pid) if pid else 0
     out = subprocess.run(["wrk", "-t", "1", "-c", str(connections), "-d", f"{int(seconds)}s", "--latency", "-s",
                           os.path.join(HERE, "post.lua"), url],
                          env=dict(os.environ, BODY_FILE=body), capture_output=True, text=True, timeout=seconds + 60)
@@ -79,20 +97,26 @@ def wrk(url, body, connections, seconds):
         errors += int(m.group(1))
     if m := re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text):
         errors += sum(int(x) for x in m.groups())
-    return {"connections": connections, "rps": rps, "p50_ms": p50, "p99_ms": p99, "errors": errors}
+    requests_done = int(re.search(r"(\d+) requests in", text).group(1))
+    cpu_us = (tree_cpu(pid) - cpu0) * 1e6 / max(1, requests_done) if pid else None
+    return {"connections": connections, "rps": rps, "p50_ms": p50, "p99_ms": p99, "errors": errors,
+            "server_cpu_us_per_request": round(cpu_us, 1) if cpu_us is not None else None}
 
 
-def peak(url, body, seconds, bound_ms=20.0):
+def peak(url, body, seconds, pid, bound_ms=20.0):
     """The most requests/s with p99 <= bound over connection counts (closed loop)."""
     best, runs = None, []
     for c in (1, 2, 4, 8, 16, 32, 64, 128, 256):
-        r = wrk(url, body, c, seconds)
+        r = wrk(url, body, c, seconds, pid)
         runs.append(r)
-        log(f"  wrk -c {c}: {r['rps']:.0f} req/s, p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, errors {r['errors']}")
+        log(f"  wrk -c {c}: {r['rps']:.0f} req/s, p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, errors {r['errors']}, "
+            f"server CPU {r['server_cpu_us_per_request']} us/request")
         if r["p99_ms"] <= bound_ms and r["errors"] == 0 and (best is None or r["rps"] > best["rps"]):
             best = r
-        if r["p99_ms"] > 4 * bound_ms:
+        if r["p99_ms"] > 4 * bound_ms and c >= 8:
             break
+    if best is None:  # nothing met the bound (a loaded machine): the fastest run, marked
+        best = dict(max(runs, key=lambda r: r["rps"]), met_bound=False)
     return best, runs
 
 
@@ -215,7 +239,8 @@ def main():
     if "ids" in ref:
         inputs.append({"name": "ids", "datatype": "INT64", "shape": [1, len(ref["ids"][0])], "data": ref["ids"][0]})
     json.dump({"inputs": inputs}, open(body, "w"))
-    results = {"machine": f"{os.cpu_count()} CPUs", "model": a.model, "replicas": a.replicas, "threads": a.threads}
+    results = {"machine": f"{os.cpu_count()} CPUs", "load_average_at_start": os.getloadavg()[0], "model": a.model,
+               "replicas": a.replicas, "threads": a.threads}
 
     fwd = subprocess.run([os.path.join(a.build, "bench", "serve", "serve_forward_bench"), os.path.join(models, a.model),
                           "--threads", str(a.threads), "--rows", "1"], capture_output=True, text=True, check=True)
@@ -232,9 +257,9 @@ def main():
         wait_ready(turl, troupe)
         wait_ready(purl, peer)
         infer = f"/v2/models/{a.model}/infer"
-        for who, url in (("troupe", turl), ("peer", purl)):
+        for who, url, pid in (("troupe", turl, troupe.pid), ("peer", purl, peer.pid)):
             log(f"peak {who}:")
-            best, runs = peak(url + infer, body, a.seconds)
+            best, runs = peak(url + infer, body, a.seconds, pid)
             results[f"{who}_peak"] = best
             results[f"{who}_wrk"] = runs
         peer_peak = results["peer_peak"]["rps"]
@@ -261,6 +286,7 @@ def main():
         results["events"] = events(a.build, models, root, a.model, a.threads, rate, body)
         log(f"events: {results['events']}")
     results["speedup_at_p99_20ms"] = round(results["troupe_peak"]["rps"] / results["peer_peak"]["rps"], 2)
+    results["load_average_at_end"] = os.getloadavg()[0]
     print(json.dumps(results))
 
 
