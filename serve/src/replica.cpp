@@ -89,6 +89,8 @@ expected<void> replica::connect() {
   transport_config cfg;
   cfg.token = *token;
   cfg.reconnect_attempts = 0;
+  cfg.heartbeat_interval = o_.heartbeat_interval;
+  cfg.heartbeat_timeout = o_.heartbeat_timeout;
   auto net = endpoint::create(node_id{o_.name, o_.incarnation}, cfg);
   if (!net) return net.err();
   net_ = std::move(*net);
