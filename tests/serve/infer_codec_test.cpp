@@ -80,7 +80,8 @@ TEST(infer_codec, strings_and_numbers_read_as_nlohmann_reads_them) {
     double v = mant(rng) * std::pow(10.0, exp(rng));
     const char* fmt = i % 3 == 0 ? "%.17g" : i % 3 == 1 ? "%.9g" : "%.6e";
     std::snprintf(buf, sizeof buf, fmt, v);
-    data += (i ? "," : "") + std::string(buf);
+    if (i) data += ',';
+    data += buf;
   }
   std::string body =
       R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1000, 3], "data": [)" + data + "]}]}";
