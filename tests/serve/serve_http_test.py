@@ -42,7 +42,8 @@ def load_ref(models, name):
 def answers(troupe, work, models):
     for name in ("mlp", "lr", "deepfm"):
         ref = load_ref(models, name)
-        srv = Server(troupe, os.path.join(models, name), os.path.join(work, "jobs"), name, "--replicas", "2")
+        pin = ["--set", "serve.pin_cpus=true"] if name == "lr" else []
+        srv = Server(troupe, os.path.join(models, name), os.path.join(work, "jobs"), name, "--replicas", "2", *pin)
         try:
             srv.wait_ready()
             # Every row at once, then one row at a time (each through its own batch or another's).
@@ -116,6 +117,14 @@ def answers(troupe, work, models):
                 fail(f"server.json: {state}")
             if name == "mlp":
                 dashboard_lists(troupe, srv)
+            if pin:
+                # Slot s on CPU s (threads 1), modulo the CPUs: libtorch's threads inherit the mask.
+                for r in state["replicas"]:
+                    slot = int(r["node"].rsplit("-", 1)[1])
+                    with open(f"/proc/{r['pid']}/status") as f:
+                        allowed = [ln.split()[1] for ln in f if ln.startswith("Cpus_allowed_list")][0]
+                    if allowed != str(slot % os.cpu_count()):
+                        fail(f"{r['node']} runs on CPUs {allowed}, expected {slot % os.cpu_count()} (pin_cpus)")
             log(f"{name}: answers equal PyTorch's ({len(ref['dense'])} rows), metadata and health right")
         finally:
             srv.stop()
