@@ -9,8 +9,8 @@ answers    a dense multiclass MLP, a binary LR and a sparse DeepFM (models made 
 bad_input  every bad input of docs/serving.md with its status and message: 413, 400 for wrong
            shapes, types and names and malformed JSON, 404, 405, 431, slow clients closed after
            read_timeout_ms, too many connections (503), each without harm to another client's
-           requests; then a slow model (~10 ms a forward) flooded: 503 with Retry-After past the
-           queue's bound, 504 past request_timeout_ms.
+           requests; then a slow model (~120 ms a forward: longer than request_timeout_ms on any
+           CPU) flooded: 503 with Retry-After past the queue's bound, 504 past request_timeout_ms.
 fuzz       FUZZ_SECONDS (default 8) of random requests from 4 threads: never a 500, never a hang,
            never a crash; valid requests answered right throughout.
 wrk        wrk with the benchmark's POST script: every answer 2xx.
@@ -292,7 +292,8 @@ def bad_input(troupe, work, models):
         for s in stops:
             s.set()
         srv.stop()
-    # Backpressure and timeouts on a slow model (~10 ms a forward): a tiny queue overflows.
+    # Backpressure and timeouts on a slow model (~120 ms a forward, longer than request_timeout_ms on any
+    # CPU, so a request queued behind a forward times out): a tiny queue overflows.
     slow = Server(troupe, os.path.join(models, "slow"), root, "slow", "--max-batch", "2", "--max-queue-rows", "6",
                   "--set", "serve.warmup=1", "--set", "serve.pipeline=1", "--set", "serve.request_timeout_ms=20")
     try:
