@@ -5,6 +5,7 @@
 
 #include "command.hpp"
 #include "job_config_check.hpp"
+#include "troupe/job/job_file.hpp"
 
 namespace troupe::cli {
 namespace {
@@ -32,7 +33,10 @@ const command_registrar reg{
         auto notes = validate_job_doc(*doc, &effective);
         if (!notes) return usage_error(notes.err());
         for (const auto& n : *notes) std::fprintf(stderr, "%s: note: %s\n", o->file.c_str(), n.c_str());
-        if (o->print) std::printf("%s\n", effective.to_toml().c_str());
+        if (o->print) {
+          if (auto a = job::absolute_paths(effective); !a) return usage_error(a.err());
+          std::printf("%s\n", effective.to_toml().c_str());
+        }
         std::printf("%s: ok\n", o->file.c_str());
         return 0;
       };

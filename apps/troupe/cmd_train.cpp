@@ -10,6 +10,7 @@
 
 #include "command.hpp"
 #include "job_config_check.hpp"
+#include "train_model_out.hpp"
 #include "troupe/actors/backends.hpp"
 #include "troupe/gpu/trainer.hpp"
 #include "troupe/job/data.hpp"
@@ -128,8 +129,8 @@ struct local_result {
   double train_loss = 0, secs = 0;
   bool binary = false;
 };
-void print_result(const nn::job_config& job, const nn::train_test& data, const local_result& r,
-                  const nn::eval_result& last, const nlohmann::json& history) {
+nlohmann::json result_json(const nn::job_config& job, const nn::train_test& data, const local_result& r,
+                           const nn::eval_result& last, const nlohmann::json& history) {
   const std::size_t samples = data.train.rows * job.train.epochs;
   nlohmann::json out{{"strategy", "local"},
                      {"model", job.model.type},
@@ -150,12 +151,26 @@ void print_result(const nn::job_config& job, const nn::train_test& data, const l
   if (!r.placement.empty()) out["placement"] = r.placement;
   if (r.binary) out["test_auc"] = last.auc;
   if (data.true_auc > 0) out["true_auc"] = data.true_auc;
+  return out;
+}
+
+// The model it trained (train_model_out.hpp), named in the final line; a model that cannot be
+// written is the command's failure (exit 1) after the line (with model_error) is printed.
+int finish(const config_doc& doc, const job::job_spec& spec, expected<storage::flat_state> state,
+           nlohmann::json out, std::uint64_t steps) {
+  expected<std::string> dir =
+      state ? write_local_model(doc, spec, *state, out, steps) : expected<std::string>(state.err());
+  if (dir)
+    out["model_dir"] = *dir;
+  else
+    out["model_error"] = dir.err().to_string();
   std::printf("%s\n", out.dump().c_str());
+  return dir ? 0 : 1;
 }
 
 // [model] type = "torchscript": the job's epochs through the TorchScript backend (the same
 // batches, in the same order, as the native trainer's train_epoch).
-int run_local_backend(const job::job_spec& spec, const nn::train_test& data) {
+int run_local_backend(const config_doc& doc, const job::job_spec& spec, const nn::train_test& data) {
   const auto& job = spec.nn;
   auto b = actors::make_host_backend(spec, data.train.info);
   if (!b) return usage_error(b.err());
@@ -186,11 +201,11 @@ int run_local_backend(const job::job_spec& spec, const nn::train_test& data) {
       job, binary, one_epoch, [&] { return evaluate(be, data.test, job.train.eval_batch_size); }, history,
       last);
   if (!train_loss) return run_error(train_loss.err());
-  print_result(job, data,
-               {std::string(be.name()), spec.job.device, be.placement(), steps, *train_loss,
-                seconds_since(start), binary},
-               last, history);
-  return 0;
+  auto out = result_json(job, data,
+                         {std::string(be.name()), spec.job.device, be.placement(), steps, *train_loss,
+                          seconds_since(start), binary},
+                         last, history);
+  return finish(doc, spec, actors::snapshot_state(be), std::move(out), steps);
 }
 
 int run_local(const options& o) {
@@ -204,7 +219,7 @@ int run_local(const options& o) {
   if (!data) return run_error(data.err());
   if (job->model.type == "torchscript") {
     if (job->train.device != "cpu") spec->job.device = job->train.device;  // the backend's device switch
-    return run_local_backend(*spec, *data);
+    return run_local_backend(*doc, *spec, *data);
   }
   auto m = nn::model_registry::instance().create(job->model, data->train.info);
   if (!m) return usage_error(m.err());
@@ -231,11 +246,11 @@ int run_local(const options& o) {
   const std::uint64_t steps =
       dev ? job->train.epochs * ((data->train.rows + job->train.batch_size - 1) / job->train.batch_size)
           : (*t)->steps();
-  print_result(
+  auto out = result_json(
       *job, *data,
       {"", job->train.device, "", steps, *train_loss, seconds_since(start), (*m)->num_classes() == 2}, last,
       history);
-  return 0;
+  return finish(*doc, *spec, state_of(**m), std::move(out), steps);
 }
 
 const command_registrar reg{

@@ -12,7 +12,7 @@
 # Fashion-MNIST; the stripped binaries as build/release), find the device's cuBLAS and NCCL, and
 # give the test binaries the absolute paths they were built with (/work/main).
 # --only a,b: run only those steps (info gpu_tests nccl gpu_bench allreduce recovery deepfm
-# torch_gpu control checkpoint).
+# torch_gpu control checkpoint model_gpu).
 # Exits 1 when a step failed (its rc in OUT/steps.jsonl). TROUPE_BUILD_DIR: another build than
 # build/release (not with --unpack).
 # Usage: bench/device/run.sh [--unpack] [--only STEPS] OUT
@@ -232,8 +232,28 @@ print(json.dumps(row))' "$out/checkpoint_$r.json" | tee -a "$out/results.jsonl"
   done
 }
 
+# Issue 49 item 2: a built-in model trained with [job] device = "gpu" (the CUDA backend) ends with a
+# model.pt that the device's Python scores as the job's own evaluation did, on the CPU (1e-5) and on
+# cuda:0 (1e-4). (The TorchScript module's GPU job is checked in torch_gpu.)
+model_gpu() {
+  local d=/tmp/troupe_device_model dev tol cache line
+  if ! nvidia-smi -L >/dev/null 2>&1; then echo "model_gpu: no GPU here, nothing to train on it"; return 0; fi
+  rm -rf "$d" && mkdir -p "$d"
+  "$build/troupe" run examples/fashion_mnist_gpu.toml --workers 2 --set train.epochs=1 --set job.root="\"$d/jobs\"" \
+    --job-id mlp-gpu --quiet >"$d/run.out" 2>"$d/run.err" || { tail -5 "$d/run.err"; return 1; }
+  echo "{\"bench\": \"gpu_job\", \"result\": $(tail -1 "$d/run.out")}"
+  cache=$(ls -d "$d"/jobs/datasets/*/ | head -1)
+  "$build/bench/job/export_records" "${cache}test" "$d/test" >/dev/null || return 1
+  for dev in cpu cuda; do
+    tol=$([[ $dev == cpu ]] && echo 1e-5 || echo 1e-4)
+    line=$("$py" tests/model/check_model.py "$d/jobs/mlp-gpu/model" "$d/test" "$d/jobs/mlp-gpu/result.json" \
+             --device $dev --tolerance $tol) || { echo "model_gpu on $dev: $line"; return 1; }
+    echo "{\"bench\": \"model_export_gpu\", \"model\": \"mlp\", \"on\": \"$dev\", \"check\": $line}"
+  done
+}
+
 export out build py
-export -f info gpu_tests nccl gpu_bench allreduce recovery deepfm torch_gpu control checkpoint
+export -f info gpu_tests nccl gpu_bench allreduce recovery deepfm torch_gpu control checkpoint model_gpu
 step info 30 info
 step gpu_tests 180 gpu_tests
 step nccl 180 nccl
@@ -244,6 +264,7 @@ step deepfm 100 deepfm
 step torch_gpu 240 torch_gpu
 step control 120 control
 step checkpoint 90 checkpoint
+step model_gpu 120 model_gpu
 
 {
   echo "device run: $(($(date +%s) - t_start)) s"

@@ -35,8 +35,8 @@ IFS=: read -ra dirs <<< "$incs"
 for d in "${dirs[@]}"; do isys+=(-isystem "$d"); done
 plugin=$out/libtroupe_torchscript.so
 t0=$(date +%s)
-c++ -std=c++20 -O2 -DNDEBUG -fPIC -shared -w -Iactors/include -Inn/include -Icore/include "${isys[@]}" \
-  torchscript/src/torchscript_backend.cpp "$build/nn/libtroupe_nn.a" "$build/core/libtroupe_core.a" \
+c++ -std=c++20 -O2 -DNDEBUG -fPIC -shared -w -Iactors/include -Inn/include -Icore/include -Imodel/include \
+  -Istorage/include "${isys[@]}" torchscript/src/*.cpp "$build/nn/libtroupe_nn.a" "$build/core/libtroupe_core.a" \
   -L"$libdir" -Wl,-rpath,"$libdir" "${libs[@]}" -Wl,-Bsymbolic -o "$plugin" || fail "building the plugin"
 echo "plugin built in $(($(date +%s) - t0)) s: $plugin"
 export TROUPE_TORCHSCRIPT_PLUGIN=$plugin
@@ -77,6 +77,16 @@ for w in 0 1; do
     fail "worker-$w of the GPU job did not train on cuda:0"
 done
 echo "accuracy: train --local cpu $acc_cpu, gpu $acc_gpu; troupe run, 2 workers on the GPU: $acc_job"
+# Issue 49 item 2: the GPU job's model (exported by its runner through this plugin) in the device's
+# Python, on the CPU (1e-5) and on cuda:0 (1e-4), against the job's own evaluation.
+cache=$(ls -d "$out"/jobs/datasets/*/ | head -1)
+"$build/bench/job/export_records" "${cache}test" "$out/test" > /dev/null || fail "export_records of $cache"
+for dev in cpu cuda; do
+  tol=$([[ $dev == cpu ]] && echo 1e-5 || echo 1e-4)
+  line=$("$py" tests/model/check_model.py "$out/jobs/torch-gpu/model" "$out/test" "$out/jobs/torch-gpu/result.json" \
+           --device $dev --tolerance $tol) || fail "the GPU job's model on $dev: $line"
+  echo "{\"bench\": \"model_export_gpu\", \"model\": \"torchscript\", \"on\": \"$dev\", \"check\": $line}"
+done
 for a in "$acc_gpu" "$acc_job"; do
   awk -v a="$a" -v b="$acc_cpu" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.02) }' ||
     fail "a GPU accuracy ($a) is more than 0.02 from the CPU's ($acc_cpu)"

@@ -31,16 +31,11 @@ constexpr std::array<std::pair<const char*, const char*>, 11> path_keys{{
     {"transport", "token_file"},
     {"log", "file"},
 }};
-}  // namespace
 
-expected<config_doc> read_job_file(const std::string& path) {
+// Every relative path `doc` writes, made absolute against `base`.
+expected<void> resolve_paths(config_doc& doc, const std::filesystem::path& base) {
   namespace fs = std::filesystem;
-  auto doc = config_doc::from_file(path);
-  if (!doc) return doc;
-  std::error_code ec;
-  // absolute() first: "job.toml" has an empty parent, which absolute() would not resolve.
-  const fs::path base = fs::absolute(path, ec).parent_path();
-  config_reader r(*doc);
+  config_reader r(doc);
   for (const auto& [table, key] : path_keys) {
     auto s = r.section(table);
     // A value of the wrong type stays as it is: job_spec::read reports it, naming the key.
@@ -49,9 +44,25 @@ expected<config_doc> read_job_file(const std::string& path) {
     if (value.empty() || fs::path(value).is_absolute()) continue;
     const std::string resolved = (base / value).lexically_normal().string();
     const std::string dotted = std::string(table) + "." + key;
-    if (auto o = doc->apply_override(dotted + "=" + toml_string(resolved)); !o) return o.err();
+    if (auto o = doc.apply_override(dotted + "=" + toml_string(resolved)); !o) return o.err();
   }
+  return {};
+}
+}  // namespace
+
+expected<config_doc> read_job_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  auto doc = config_doc::from_file(path);
+  if (!doc) return doc;
+  std::error_code ec;
+  // absolute() first: "job.toml" has an empty parent, which absolute() would not resolve.
+  if (auto r = resolve_paths(*doc, fs::absolute(path, ec).parent_path()); !r) return r.err();
   return doc;
+}
+
+expected<void> absolute_paths(config_doc& doc) {
+  std::error_code ec;
+  return resolve_paths(doc, std::filesystem::current_path(ec));
 }
 
 expected<job_spec> load_job_spec(const std::string& job_dir) {

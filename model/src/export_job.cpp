@@ -25,12 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string shape_text(const std::vector<std::int64_t>& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // Every dense tensor of the built-in model (parameters and batch norm's statistics) from the state.
 expected<void> load_dense(nn::model& m, const storage::shard_state& s, const std::string& where) {
   for (auto* p : m.parameters()) {

@@ -30,9 +30,15 @@ nlohmann::json columns(const storage::row_format& f) {
           {"standardize", scale}};
 }
 
-nlohmann::json metrics(const std::string& job_dir) {
+// result.json of the job, or an empty object (a running job has none yet).
+nlohmann::json result_of(const std::string& job_dir) {
   std::ifstream in(job_dir + "/result.json");
   auto r = nlohmann::json::parse(in, nullptr, false);
+  return r.is_object() ? r : nlohmann::json::object();
+}
+
+nlohmann::json metrics(const std::string& job_dir) {
+  auto r = result_of(job_dir);
   nlohmann::json m = nlohmann::json::object();
   if (!r.is_object()) return m;
   for (const char* k : {"test_loss", "test_accuracy", "test_auc", "test_rows", "train_loss"})
@@ -64,7 +70,7 @@ std::string model_json(const model_json_input& in) {
   }
   const auto& m = in.report.meta;
   j["job"] = {{"id", std::filesystem::path(in.job_dir).filename().string()},
-              {"strategy", in.spec.job.strategy},
+              {"strategy", result_of(in.job_dir).value("strategy", in.spec.job.strategy)},
               {"epochs", in.spec.nn.train.epochs},
               {"step", m.step},
               {"data_epoch", m.data_epoch},

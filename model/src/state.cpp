@@ -65,29 +65,49 @@ std::uint64_t read_step(const float* two_floats) {
   return s;
 }
 
-namespace {
-template <class State>
-expected<std::uint64_t> write_any(const std::string& dir, const State& s, state_meta meta) {
+expected<state_writer> state_writer::open(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return make_unexpected(core_errc::io_error, dir + ": " + ec.message());
   auto store = storage::checkpoint_store::open(dir);
   if (!store) return store.err();
-  auto v = store->write(s, storage::checkpoint_kind::full);
+  return state_writer(dir, std::move(*store));
+}
+
+expected<std::uint64_t> state_writer::write(const storage::flat_state& s, state_meta meta) {
+  return finish(store_.write(s, storage::checkpoint_kind::full), std::move(meta));
+}
+
+expected<std::uint64_t> state_writer::write(const storage::shard_state& s, state_meta meta) {
+  return finish(store_.write(s, storage::checkpoint_kind::full), std::move(meta));
+}
+
+expected<std::uint64_t> state_writer::finish(expected<std::uint64_t> v, state_meta meta) {
   if (!v) return v.err();
   meta.version = *v;
-  if (auto w = cluster::write_file_atomic(dir + meta_file, meta_json(meta)); !w) return w.err();
-  if (auto c = store->collect(2); !c) return c.err();
+  const std::string path = dir_ + meta_file, tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << meta_json(meta);
+    if (!out) return make_unexpected(core_errc::io_error, tmp + ": cannot be written");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return make_unexpected(core_errc::io_error, path + ": " + ec.message());
+  if (auto c = store_.collect(2); !c) return c.err();
   return *v;
 }
-}  // namespace
 
 expected<std::uint64_t> write_state(const std::string& dir, const storage::flat_state& s, state_meta meta) {
-  return write_any(dir, s, std::move(meta));
+  auto w = state_writer::open(dir);
+  if (!w) return w.err();
+  return w->write(s, std::move(meta));
 }
 
 expected<std::uint64_t> write_state(const std::string& dir, const storage::shard_state& s, state_meta meta) {
-  return write_any(dir, s, std::move(meta));
+  auto w = state_writer::open(dir);
+  if (!w) return w.err();
+  return w->write(s, std::move(meta));
 }
 
 expected<std::optional<loaded_state>> read_state(const std::string& dir) {

@@ -57,7 +57,8 @@ class writer {
   }
 
  private:
-  std::string var(int node) const { return "x" + std::to_string(node); }
+  // (Built by append: GCC 12 warns -Wrestrict on "x" + std::to_string(...).)
+  std::string var(int node) const { return std::string(1, 'x').append(std::to_string(node)); }
   std::string in(std::size_t i, std::size_t k = 0) const { return var((*m_.node_at(i).inputs)[k]); }
   const shape& in_shape(std::size_t i) const {
     return shapes_.at(static_cast<std::size_t>((*m_.node_at(i).inputs)[0]));
@@ -122,9 +123,8 @@ class writer {
   expected<void> input(std::size_t i) {
     const auto& img = m_.data_info().image_shape;
     if (img[0] == 0) return line(i, "dense");
-    line(i, "dense.reshape(n, " + std::to_string(img[0]) + ", " + std::to_string(img[1]) + ", " +
-                std::to_string(img[2]) + ")");
-    return {};
+    return line(i, "dense.reshape(n, " + std::to_string(img[0]) + ", " + std::to_string(img[1]) + ", " +
+                       std::to_string(img[2]) + ")");
   }
 
   expected<void> conv(std::size_t i, conv2d_layer& c) {
@@ -147,8 +147,10 @@ class writer {
     eps.precision(9);
     eps << b.epsilon();
     const auto gamma = param(i, 0), beta = param(i, 1), mean = param(i, 2), var = param(i, 3);
-    return line(i, "(" + in(i) + " - " + mean + view + ") * (1.0 / torch.sqrt(" + var + view + " + " +
-                       eps.str() + ")) * " + gamma + view + " + " + beta + view);
+    std::string expr(1, '(');  // by append: GCC 12 warns -Wrestrict on "(" + std::string
+    expr.append(in(i)).append(" - ").append(mean).append(view).append(") * (1.0 / torch.sqrt(").append(var);
+    expr.append(view).append(" + ").append(eps.str()).append(")) * ").append(gamma).append(view);
+    return line(i, expr.append(" + ").append(beta).append(view));
   }
 
   expected<void> many(std::size_t i, bool cat) {

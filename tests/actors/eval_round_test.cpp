@@ -42,7 +42,8 @@ TEST(eval_round, parts_go_to_every_worker_and_combine_into_the_whole_test_sets_m
   EXPECT_DOUBLE_EQ(m->loss, (2 * 1.0 + 4.0 + 1.0) / 4);
   EXPECT_DOUBLE_EQ(m->accuracy, (2 * 0.5 + 0 + 1) / 4);
   ASSERT_TRUE(m->auc);
-  EXPECT_DOUBLE_EQ(*m->auc, nn::auc(std::vector<float>{0.9f, 0.2f, 0.6f, 0.1f}, std::vector<float>{1, 0, 0, 0}));
+  EXPECT_DOUBLE_EQ(*m->auc,
+                   nn::auc(std::vector<float>{0.9f, 0.2f, 0.6f, 0.1f}, std::vector<float>{1, 0, 0, 0}));
 }
 
 TEST(eval_round, a_part_whose_worker_left_or_is_silent_goes_to_another) {

@@ -42,15 +42,18 @@ def main():
     p.add_argument("test")
     p.add_argument("result")
     p.add_argument("--tolerance", type=float, default=1e-5)
+    p.add_argument("--device", default="cpu", help="cpu or cuda: where model.pt runs")
     a = p.parse_args()
     meta = json.load(open(a.model_dir + "/model.json"))
     result = json.load(open(a.result))
-    m = torch.jit.load(a.model_dir + "/model.pt")
+    m = torch.jit.load(a.model_dir + "/model.pt", map_location=a.device)
     m.eval()
     dense, ids, labels = load(a.test)
+    dense = dense.to(a.device)
+    ids = ids.to(a.device) if ids is not None else None
     with torch.no_grad():
         logits = m(dense, ids) if meta["forward"] == ["dense", "ids"] else m(dense)
-    logits = logits.float()
+    logits = logits.float().cpu()
     out = {"rows": len(labels)}
     if meta["output"]["kind"] == "binary":
         logits = logits.reshape(-1)

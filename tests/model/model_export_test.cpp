@@ -13,21 +13,18 @@
 #include <fstream>
 
 #include "../job/job_harness.hpp"
+#include "run_command.hpp"
 
 namespace troupe::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
+// A shell command's output (stderr joined); its exit code in `code`.
 std::string run(const std::string& cmd, int* code = nullptr) {
-  std::string out;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p)) out += buf;
-  int rc = ::pclose(p);
-  if (code) *code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  return out;
+  auto r = test_util::run_command(cmd);
+  if (code) *code = r.code;
+  return r.out;
 }
 
 // The example modules, scripted once per test process.
@@ -90,6 +87,32 @@ TEST(model_export, built_in_models_of_every_strategy_match_pytorch) {
   expect_exported_model("cnn-local-sgd",
                         ring_job("local_sgd", "[model]\ntype = \"cnn\"\nfilters = [4, 8]\n", 1000));
   expect_exported_model("deepfm-async-ps", ctr_job(2, 20000, 1));
+}
+
+// troupe train --local ends with a model too (a job directory of its own under [job] root).
+TEST(model_export, train_local_writes_a_model_that_matches_pytorch) {
+  for (const std::string& model : {std::string("[model]\ntype = \"mlp\"\nhidden = [64]\n"),
+                                   "[model]\ntype = \"torchscript\"\npath = \"" + module("mlp") + "\"\n"}) {
+    const std::string dir = test_root("local"), cache = test_root("local-cache");
+    std::ofstream(dir + "/job.toml") << "[job]\nroot = \"" << dir << "/jobs\"\ndataset_cache = \"" << cache
+                                     << "\"\n"
+                                     << ring_job("allreduce", model);
+    std::string out;
+    ASSERT_EQ(troupe("train --local " + dir + "/job.toml 2>/dev/null", &out), 0) << out;
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    const auto res = nlohmann::json::parse(out.substr(out.rfind('\n') + 1));
+    const std::string model_dir = res.value("model_dir", "");
+    ASSERT_FALSE(model_dir.empty()) << res.dump();
+    const auto job_dir = fs::path(model_dir).parent_path().string();
+    EXPECT_EQ(nlohmann::json::parse(read_file(model_dir + "/model.json"))["job"].value("strategy", ""),
+              "local");
+    int code = 0;
+    auto check = run("/usr/bin/python3 " TROUPE_TEST_SOURCE_DIR "/check_model.py " + model_dir + " " +
+                         test_records(cache, dir + "/test") + " " + job_dir + "/result.json",
+                     &code);
+    EXPECT_EQ(code, 0) << check;
+    std::printf("train --local: %s", check.c_str());
+  }
 }
 
 TEST(model_export, users_torchscript_modules_of_every_strategy_match_pytorch) {

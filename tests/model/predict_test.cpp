@@ -15,21 +15,18 @@
 #include <random>
 
 #include "../job/job_harness.hpp"
+#include "run_command.hpp"
 
 namespace troupe::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
+// A shell command's output (stderr joined); its exit code in `code`.
 std::string sh(const std::string& cmd, int* code = nullptr) {
-  std::string out;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p)) out += buf;
-  int rc = ::pclose(p);
-  if (code) *code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  return out;
+  auto r = test_util::run_command(cmd);
+  if (code) *code = r.code;
+  return r.out;
 }
 
 // 8 numeric columns of very different scales, a yes/no label that depends on them.

@@ -51,6 +51,9 @@ finished() {  # finished NAME RECORDS: the job ended well, every record of every
   ((rc == 0)) || { keep_logs "$1"; fail "$1: the job failed (exit $rc)"; }
   [[ $(field "$1" tasks_failed) == 0 ]] || fail "$1: failed tasks"
   [[ $(field "$1" records_done) == "$2" ]] || fail "$1: records_done $(field "$1" records_done), expected $2"
+  # Every launcher ends a job with its model (issue 46): the runner exports it from the final state.
+  [[ -f $work/jobs/$1/model/model.pt && -f $work/jobs/$1/model/model.json ]] || fail "$1: no model written"
+  grep -q '"from": "final"' "$work/jobs/$1/model/model.json" || fail "$1: the model is not the final state"
 }
 
 # 1. The same DeepFM job alone and across hosts.

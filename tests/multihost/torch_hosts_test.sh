@@ -36,7 +36,7 @@ wait "$runner" || fail "spread: the job failed after the kill"
 for h in h1 h2; do
   [[ $(grep -l "up at $("$S" addr $h):" "$logs"/worker-*.log | wc -l) -ge 2 ]] || fail "spread: not 2 workers on $h"
 done
-grep -q "TorchScript backend: .* loaded" "$logs/worker-0.log" || fail "spread: worker-0 did not load the plugin"
+grep -q "TorchScript plugin: .* loaded" "$logs/worker-0.log" || fail "spread: worker-0 did not load the plugin"
 a=$(field alone test_accuracy) b=$(field spread test_accuracy)
 within "$a" "$b" 0.01 ||
   fail "accuracy across hosts $b, alone $a: more than 0.01 apart"

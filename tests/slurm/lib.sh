@@ -92,6 +92,9 @@ alone_and_spread() {
   done
   for j in alone spread; do
     [[ $(field $j records_done) == 240000 && $(field $j tasks_failed) == 0 ]] || fail "$j: $(result $j)"
+    # Every launcher ends a job with its model (issue 46), the Slurm one included.
+    [[ -f $work/jobs/$j/model/model.pt ]] && grep -q '"from": "final"' "$work/jobs/$j/model/model.json" ||
+      fail "$j: no model written from the final state"
   done
   logs=$work/jobs/spread/logs
   hosts=$(grep -ho 'up at [0-9.]*' "$logs"/worker-*.log | sort -u | wc -l)

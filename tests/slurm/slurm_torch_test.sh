@@ -12,7 +12,7 @@ source "$(dirname "$0")/lib.sh"
 torch_mlp_module "$work/mlp.pt" || fail "scripting the module"
 torch_job() { torch_mlp_toml "$work" "$cache" "$1" "$work/mlp.pt"; }
 alone_and_spread torch_job
-grep -q "TorchScript backend: .* loaded" "$logs/worker-0.log" || fail "spread: worker-0 did not load the plugin"
+grep -q "TorchScript plugin: .* loaded" "$logs/worker-0.log" || fail "spread: worker-0 did not load the plugin"
 wait_for 20 no_jobs_left spread || fail "Slurm jobs left behind: $(squeue -h -o '%i %j %T')"
 echo "alone: accuracy $a; on Slurm ($hosts hosts): $b"
 echo "PASS"

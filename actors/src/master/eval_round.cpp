@@ -11,7 +11,8 @@ void eval_round::start(const std::vector<std::string>& workers, bool spread) {
   parts_.assign(n, part{});
 }
 
-std::vector<eval_request> eval_round::due(const std::vector<std::string>& workers, troupe::clock::time_point now) {
+std::vector<eval_request> eval_round::due(const std::vector<std::string>& workers,
+                                          troupe::clock::time_point now) {
   std::vector<eval_request> out;
   if (workers.empty()) return out;
   std::map<std::string, std::size_t> load;
@@ -21,7 +22,8 @@ std::vector<eval_request> eval_round::due(const std::vector<std::string>& worker
   for (std::uint32_t i = 0; i < parts_.size(); ++i) {
     auto& p = parts_[i];
     if (p.answer || (!p.worker.empty() && now - p.sent < timeout_)) continue;
-    auto least = std::min_element(load.begin(), load.end(), [](auto& a, auto& b) { return a.second < b.second; });
+    auto least =
+        std::min_element(load.begin(), load.end(), [](auto& a, auto& b) { return a.second < b.second; });
     p.worker = least->first;
     ++least->second;
     p.id = ++next_id_;
@@ -37,7 +39,8 @@ void eval_round::gone(const std::string& worker) {
 }
 
 std::optional<std::string> eval_round::answer(std::uint64_t id, const std::string& worker, eval_answer a) {
-  auto it = std::find_if(parts_.begin(), parts_.end(), [&](const part& p) { return p.id == id && !p.answer; });
+  auto it =
+      std::find_if(parts_.begin(), parts_.end(), [&](const part& p) { return p.id == id && !p.answer; });
   if (it == parts_.end()) return std::nullopt;
   if (!a.error.empty()) {
     ++failures_;

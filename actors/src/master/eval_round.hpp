@@ -41,7 +41,7 @@ struct eval_answer {
 struct eval_metrics {
   std::uint64_t rows = 0;
   double loss = 0, accuracy = 0;
-  std::optional<double> auc;  // binary models
+  std::optional<double> auc;    // binary models
   std::vector<std::string> by;  // the workers that answered, by part
 };
 

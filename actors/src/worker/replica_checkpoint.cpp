@@ -65,7 +65,11 @@ void checkpoint_writer::run() {
     pending_.reset();
     writing_ = true;
     lk.unlock();
-    auto v = model::write_state(dir_, state, meta);
+    if (!store_) {
+      auto w = model::state_writer::open(dir_);
+      if (w) store_.emplace(std::move(*w));
+    }
+    auto v = store_ ? store_->write(state, meta) : model::write_state(dir_, state, meta);
     lk.lock();
     writing_ = false;
     if (v) {

@@ -46,7 +46,8 @@ class checkpoint_writer {
   bool writing_ = false, stop_ = false;
   std::uint64_t written_ = 0;
   std::string error_;
-  std::thread thread_;  // last: started once the rest is built
+  std::optional<model::state_writer> store_;  // the writer thread's, kept open between versions
+  std::thread thread_;                        // last: started once the rest is built
 };
 
 // The ring's checkpoints as the strategies see them (replica_store): the latest one restored into a

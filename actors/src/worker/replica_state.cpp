@@ -41,12 +41,17 @@ unexpected size_error(const std::string& name, std::size_t state, std::size_t mo
                                                      std::to_string(model) + " values)");
 }
 
+// "[n]" (built by append: GCC 12 warns -Wstringop-overflow on "[" + std::to_string(n)).
+std::string flat_shape(std::size_t n) {
+  return std::string(1, '[').append(std::to_string(n)).append(1, ']');
+}
+
 // The model's shape of trainable tensor i ("[784, 64]"), as far as the backend knows it.
 std::string shape_of(trainer_backend& b, std::size_t i) {
   const auto& params = b.dense_parameters();
   if (i < params.size() && params[i]->value.size() == b.layout()[i].size)
     return params[i]->value.dims().to_string();
-  return "[" + std::to_string(b.layout()[i].size) + "]";
+  return flat_shape(b.layout()[i].size);
 }
 
 }  // namespace
@@ -84,8 +89,7 @@ expected<restore_report> restore(trainer_backend& b, const storage::shard_state&
       continue;
     }
     if (it->second.size() != bufs[i].size())
-      return size_error(names[i], it->second.size(), bufs[i].size(),
-                        "[" + std::to_string(bufs[i].size()) + "]");
+      return size_error(names[i], it->second.size(), bufs[i].size(), flat_shape(bufs[i].size()));
     std::copy(it->second.begin(), it->second.end(), bufs[i].begin());
     ++r.buffers;
   }

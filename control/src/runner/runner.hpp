@@ -213,6 +213,8 @@ class runner {
   std::string outage_note_;                // on the progress line while the cluster manager is away
   // The model a finished job wrote (`troupe export`'s JSON line), or why it could not.
   std::string model_json_, model_error_;
+  double model_seconds_ = 0;
+  std::optional<time_point> ended_;  // when the nodes were stopped (wall_seconds ends there)
 };
 
 // [cluster] metrics_port 0 becomes a free port, written into `doc` (so job.toml pins it for every

@@ -21,6 +21,7 @@ int runner::finish(int rc) {
     collective::remove_job_leftovers(collective::instance_key(dir_->job_id(), instance_));
   print_progress(true);
   if (!dir_) return rc;
+  ended_ = clock_.now();  // the job's time; writing its model is reported apart (model_seconds)
   if (rc == 0 && result_ok_ && spec_.job.strategy != "predict") export_model();
   auto text = final_json(rc);
   timeline_.job_end(end_state_, end_reason_);
@@ -93,7 +94,7 @@ std::string runner::final_json(int rc) {
   j["status"] = end_state_;
   j["reason"] = end_reason_;
   j["exit_code"] = rc;
-  j["wall_seconds"] = std::chrono::duration<double>(clock_.now() - started_).count();
+  j["wall_seconds"] = std::chrono::duration<double>((ended_ ? *ended_ : clock_.now()) - started_).count();
   j["node_restarts"] = restarts_;
   j["runner_start_wall_ms"] = started_wall_ms_;
   if (!opt_.resume.empty()) j["resumed"] = true;
@@ -102,8 +103,10 @@ std::string runner::final_json(int rc) {
     j["first_step_seconds"] =
         static_cast<double>(j["first_step_wall_ms"].get<std::int64_t>() - started_wall_ms_) / 1000.0;
   if (data_.true_auc > 0) j["true_auc"] = data_.true_auc;
-  if (auto m = nlohmann::json::parse(model_json_, nullptr, false); m.is_object())
+  if (auto m = nlohmann::json::parse(model_json_, nullptr, false); m.is_object()) {
     j["model_dir"] = m.value("model", "");
+    j["model_seconds"] = model_seconds_;
+  }
   if (!model_error_.empty()) j["model_error"] = model_error_;
   return j.dump();
 }
@@ -115,6 +118,7 @@ void runner::export_model() {
   auto r = cluster::run_tool({ec ? std::string("troupe") : self.string(), "export", dir_->path()}, "",
                              std::chrono::minutes(10), 1 << 20, clock_);
   const double secs = std::chrono::duration<double>(clock_.now() - started).count();
+  model_seconds_ = secs;
   if (r && r->code == 0) {
     model_json_ = r->out.substr(0, r->out.find('\n'));
     spdlog::info("model written in {:.2f} s: {}", secs, model_json_);

@@ -27,6 +27,10 @@ std::string preload_host_backend(const job::job_spec& spec, const std::string& t
 // job::model_probe: builds the replica, says whether it has embedding tables.
 expected<bool> check_model(const job::job_spec& spec, const nn::dataset_info& info);
 
+// A replica's whole state (model/state.hpp's format: parameters and buffers by name, optimizer slots,
+// the rows of its own embedding tables), as `troupe train --local` keeps the model it trained.
+expected<storage::flat_state> snapshot_state(trainer_backend& b);
+
 // [model] init: whether the state fits the replica the job builds: every trainable tensor present,
 // every tensor and buffer the state names of the model's size, embedding rows of the tables' width.
 // Errors name the tensor (or table) and both shapes.

@@ -134,4 +134,18 @@ expected<void> check_init_state(const job::job_spec& spec, const nn::dataset_inf
   return {};
 }
 
+expected<storage::flat_state> snapshot_state(trainer_backend& b) {
+  auto s = snapshot(b);
+  if (!s) return s.err();
+  for (auto* t : b.embedding_tables()) {
+    storage::flat_rows rows{t->name(), t->dim(), {}, {}};
+    t->for_each([&](std::uint64_t id, const float* row) {
+      rows.ids.push_back(id);
+      rows.values.insert(rows.values.end(), row, row + t->dim());
+    });
+    s->embeddings.push_back(std::move(rows));
+  }
+  return s;
+}
+
 }  // namespace troupe::actors

@@ -19,6 +19,11 @@ namespace troupe::job {
 // its working directory). Errors: config_doc::from_file's.
 expected<config_doc> read_job_file(const std::string& path);
 
+// Every relative path of `doc` (the keys read_job_file resolves) made absolute against the working
+// directory: what `troupe config check --print` shows, so that the file it prints means the same
+// from anywhere (defaults such as job.root = "jobs" are relative to where the command ran).
+expected<void> absolute_paths(config_doc& doc);
+
 // Errors: the job directory's (not a job directory, job.toml unreadable) or job_spec::read's.
 expected<job_spec> load_job_spec(const std::string& job_dir);
 

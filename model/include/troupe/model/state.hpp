@@ -43,9 +43,28 @@ struct loaded_state {
   std::string dir;  // where it was read (for messages)
 };
 
-// Writes `s` as a new full version of the store in `dir` (made if missing) and then state.json with
-// `meta` (its version filled in); keeps the newest two versions. Errors: the store's (disk faults
-// named), io_error for state.json.
+// A state directory kept open for writing (a ring job's checkpoint writer writes many versions).
+// write() adds `s` as a new full version of the store (its data file fdatasynced, the version
+// committed), then state.json with `meta` (its version filled in) and keeps the newest two versions.
+// state.json is advisory: renamed into place but not fsynced (a crash may leave the previous one,
+// which names its own version: read_state then gives the newer version with only its number).
+// Errors: the store's (disk faults named), io_error for state.json. One writer per directory.
+class state_writer {
+ public:
+  static expected<state_writer> open(const std::string& dir);
+  expected<std::uint64_t> write(const storage::flat_state& s, state_meta meta);
+  expected<std::uint64_t> write(const storage::shard_state& s, state_meta meta);
+  const std::string& dir() const { return dir_; }
+
+ private:
+  state_writer(std::string dir, storage::checkpoint_store store)
+      : dir_(std::move(dir)), store_(std::move(store)) {}
+  expected<std::uint64_t> finish(expected<std::uint64_t> v, state_meta meta);
+  std::string dir_;
+  storage::checkpoint_store store_;
+};
+
+// One version written by a writer of its own (state_writer::open then write).
 expected<std::uint64_t> write_state(const std::string& dir, const storage::flat_state& s, state_meta meta);
 expected<std::uint64_t> write_state(const std::string& dir, const storage::shard_state& s, state_meta meta);
 

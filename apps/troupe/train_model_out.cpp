@@ -1,0 +1,44 @@
+#include "train_model_out.hpp"
+
+#include "troupe/cluster/job_dir.hpp"
+#include "troupe/core/clock.hpp"
+#include "troupe/model/export_job.hpp"
+#include "troupe/model/state.hpp"
+
+namespace troupe::cli {
+
+storage::flat_state state_of(nn::model& m) {
+  storage::flat_state s;
+  for (auto* p : m.parameters())
+    s.dense.emplace_back(p->name, std::vector<float>(p->value.begin(), p->value.end()));
+  for (auto* t : m.embedding_tables()) {
+    storage::flat_rows rows{t->name(), t->dim(), {}, {}};
+    t->for_each([&](std::uint64_t id, const float* row) {
+      rows.ids.push_back(id);
+      rows.values.insert(rows.values.end(), row, row + t->dim());
+    });
+    s.embeddings.push_back(std::move(rows));
+  }
+  return s;
+}
+
+expected<std::string> write_local_model(const config_doc& doc, const job::job_spec& spec,
+                                        const storage::flat_state& state, const nlohmann::json& result,
+                                        std::uint64_t steps) {
+  auto& clk = clock::system();
+  const std::string id = spec.job.name + "-local-" + std::to_string(clk.wall_ms());
+  auto dir = cluster::job_dir::create(spec.job.root, id, doc.to_toml());
+  if (!dir) return dir.err();
+  if (auto w = cluster::write_file_atomic(dir->result_path(), result.dump() + "\n"); !w) return w.err();
+  model::state_meta meta;
+  meta.step = steps;
+  meta.from = "final";
+  meta.writer = "train --local";
+  meta.written_unix_ms = clk.wall_ms();
+  if (auto w = model::write_state(dir->path() + "/checkpoints/final", state, meta); !w) return w.err();
+  auto e = model::export_job({dir->path(), "", 2048});
+  if (!e) return e.err();
+  return e->dir;
+}
+
+}  // namespace troupe::cli
