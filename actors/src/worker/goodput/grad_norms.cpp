@@ -11,7 +11,9 @@ namespace {
 // needs anyway: they must vectorise. Sums go into `lanes` independent float accumulators (without
 // -ffast-math a single accumulator is a chain of dependent scalar adds), the pointers are
 // __restrict (the stores into the buffer must not be assumed to alias the gradient) and each kernel
-// is compiled for AVX-512, AVX2 and the baseline, picked at load time (as nn's optimizer kernels).
+// is compiled for AVX-512, AVX2 and the baseline, picked at load time (as nn's optimizer kernels;
+// actors/CMakeLists.txt compiles this file without errno and fused multiply-adds, so that the sqrt
+// vectorises and every clone gives the same bits).
 #define TROUPE_GOODPUT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 constexpr std::size_t lanes = 16;
 constexpr std::size_t block = 4096;  // float sums over at most this many elements, blocks in double
@@ -137,6 +139,14 @@ TROUPE_GOODPUT_SIMD_CLONES float sqr_block(const float* __restrict p, const floa
   return lane_total(acc);
 }
 
+// w = 1 / (sqrt(v c) + eps)^2: Adam's preconditioner, squared and inverted.
+TROUPE_GOODPUT_SIMD_CLONES void preconditioner_weights(float* __restrict w, const float* __restrict v,
+                                                       std::size_t n, float c, float eps) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const float p = std::sqrt(v[i] * c) + eps;
+    w[i] = 1.0f / (p * p);
+  }
+}
 }  // namespace
 bool preconditioner::refresh(trainer_backend& be, bool force) {
   if (cfg_.type != "adam") return false;
@@ -155,11 +165,7 @@ bool preconditioner::refresh(trainer_backend& be, bool force) {
     const double corr = 1.0 - std::pow(cfg_.beta2, static_cast<double>(state[k].step));
     const float inv_corr = static_cast<float>(1.0 / corr);
     const float eps = static_cast<float>(cfg_.epsilon);
-    float* w = w_.data() + layout[k].offset;
-    for (std::size_t i = 0; i < n; ++i) {
-      const float p = std::sqrt(v[i] * inv_corr) + eps;
-      w[i] = 1.0f / (p * p);
-    }
+    preconditioner_weights(w_.data() + layout[k].offset, v, n, inv_corr, eps);
   }
   active_ = true;
   at_step_ = min_step;
