@@ -24,7 +24,8 @@ std::string mlp(int workers, int max_workers, const std::string& train_extra, in
 }
 
 // Runs the job, resizing it through `schedule` at equal shares of its samples (4 epochs of 60000).
-nlohmann::json run_resized(const std::string& name, const std::string& toml, const std::vector<int>& schedule) {
+nlohmann::json run_resized(const std::string& name, const std::string& toml,
+                           const std::vector<int>& schedule) {
   auto r = start_job(name, toml);
   const double total = 4.0 * 60000;
   for (std::size_t k = 1; k < schedule.size(); ++k) {
@@ -36,7 +37,8 @@ nlohmann::json run_resized(const std::string& name, const std::string& toml, con
         std::chrono::seconds(600));
     if (!s) break;  // it ended first: the assertions below say so
     std::string out;
-    EXPECT_EQ(troupe("scale --workers " + std::to_string(schedule[k]) + " --job-dir " + r.job_dir, &out), 0) << out;
+    EXPECT_EQ(troupe("scale --workers " + std::to_string(schedule[k]) + " --job-dir " + r.job_dir, &out), 0)
+        << out;
   }
   EXPECT_EQ(wait_job(r, std::chrono::seconds(900)), 0) << read_file(r.err_file);
   return result(r);
@@ -48,8 +50,9 @@ TEST(goodput_job, adascale_resized_ends_within_half_a_point_of_the_fixed_size_jo
   auto none = run_resized("none", mlp(1, 8, "lr_scaling = \"none\"\n"), {1, 4, 2, 8});
   const double f = fixed.value("test_accuracy", 0.0), a = ada.value("test_accuracy", 0.0),
                n = none.value("test_accuracy", 0.0);
-  std::printf("test accuracy: fixed 1 worker %.4f, resized 1-4-2-8 adascale %.4f (%+.4f), none %.4f (%+.4f)\n", f,
-              a, a - f, n, n - f);
+  std::printf(
+      "test accuracy: fixed 1 worker %.4f, resized 1-4-2-8 adascale %.4f (%+.4f), none %.4f (%+.4f)\n", f, a,
+      a - f, n, n - f);
   RecordProperty("fixed", std::to_string(f));
   RecordProperty("adascale", std::to_string(a));
   RecordProperty("none", std::to_string(n));
@@ -57,10 +60,12 @@ TEST(goodput_job, adascale_resized_ends_within_half_a_point_of_the_fixed_size_jo
 }
 
 TEST(goodput_job, auto_batch_rises_as_the_noise_scale_grows) {
-  auto r = start_job("auto", mlp(4, 4, "batch = \"auto\"\nlr_scaling = \"adascale\"\nmax_batch = 4096\n", 2000));
+  auto r =
+      start_job("auto", mlp(4, 4, "batch = \"auto\"\nlr_scaling = \"adascale\"\nmax_batch = 4096\n", 2000));
   // While it runs: its status carries the noise scale and, once fitted, the throughput model.
   auto s = wait_status(
-      r, [](const nlohmann::json& j) { return j.contains("goodput") && j["goodput"].value("rounds", 0) > 30; },
+      r,
+      [](const nlohmann::json& j) { return j.contains("goodput") && j["goodput"].value("rounds", 0) > 30; },
       std::chrono::seconds(300));
   ASSERT_TRUE(s) << read_file(r.err_file);
   EXPECT_GT((*s)["goodput"].value("noise_scale", 0.0), 0.0) << s->dump();
@@ -74,7 +79,8 @@ TEST(goodput_job, auto_batch_rises_as_the_noise_scale_grows) {
     auto e = nlohmann::json::parse(line, nullptr, false);
     if (!e.is_object()) continue;
     if (e.value("kind", "") == "batch") {
-      EXPECT_GT(e.value("predicted_goodput", 0.0), 1.05 * e.value("previous_goodput", 0.0) - 1e-9) << e.dump();
+      EXPECT_GT(e.value("predicted_goodput", 0.0), 1.05 * e.value("previous_goodput", 0.0) - 1e-9)
+          << e.dump();
       EXPECT_EQ(e.value("from", 0), batches.empty() ? 256 : batches.back()) << e.dump();
       batches.push_back(e.value("batch", 0ull));
     }

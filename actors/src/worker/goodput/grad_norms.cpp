@@ -67,7 +67,8 @@ TROUPE_GOODPUT_SIMD_CLONES float weigh_block(float* __restrict o, const float* _
   return lane_total(acc);
 }
 
-// g = b / k (a division, as the plain loop: the averages are the same with the estimate on or off); returns sum g^2 w (w null: 1). n <= block.
+// g = b / k (a division, as the plain loop: the averages are the same with the estimate on or off); returns
+// sum g^2 w (w null: 1). n <= block.
 TROUPE_GOODPUT_SIMD_CLONES float average_block(float* __restrict g, const float* __restrict b,
                                                const float* __restrict w, std::size_t n, float k) {
   float acc[lanes] = {};
@@ -124,7 +125,8 @@ TROUPE_GOODPUT_SIMD_CLONES float pair_block(const float* __restrict p, float* __
   return lane_total(acc);
 }
 
-TROUPE_GOODPUT_SIMD_CLONES float sqr_block(const float* __restrict p, const float* __restrict w, std::size_t n) {
+TROUPE_GOODPUT_SIMD_CLONES float sqr_block(const float* __restrict p, const float* __restrict w,
+                                           std::size_t n) {
   float acc[lanes] = {};
   std::size_t i = 0;
   const std::size_t whole = n - n % lanes;
@@ -186,7 +188,8 @@ double weigh_into(std::span<float> buf, std::span<const float> g, float n, bool 
   }
   double total = 0;
   for (std::size_t b = 0; b < size; b += block)
-    total += weigh_block(o + b, p + b, w.empty() ? nullptr : w.data() + b, std::min(block, size - b), n, !first);
+    total +=
+        weigh_block(o + b, p + b, w.empty() ? nullptr : w.data() + b, std::min(block, size - b), n, !first);
   return total;
 }
 
