@@ -177,7 +177,7 @@ std::vector<supervision::child_spec> children_of(node_runtime* rt, const node_op
       break;
     default:
       kids.push_back(child(
-          "worker", [rt, data](caf::actor_system& s, std::uint32_t) { return spawn_worker(s, rt, data); }));
+          "worker", [rt, data](caf::actor_system& s, std::uint32_t) { return spawn_worker(s, *rt, data); }));
       break;
   }
   return kids;

@@ -20,7 +20,7 @@ expected<std::string> remote_ps::shard_node(std::uint32_t i) {
   const auto* m = view.find(name);
   if (!m || m->state != cluster::member_state::alive)
     return make_unexpected(core_errc::io_error, name + " is not in the membership (restarting?)");
-  if (auto c = rt_.ensure_connected(name, m->address); !c) return c.err();
+  if (auto c = rt_.connect(name, m->address); !c) return c.err();
   return name;
 }
 
@@ -38,7 +38,7 @@ std::vector<std::vector<const param_slice*>> by_shard(const std::vector<param_sl
 }
 }  // namespace
 
-remote_ps::remote_ps(node_runtime& rt, wire::rpc_channel& rpc)
+remote_ps::remote_ps(worker_host& rt, wire::rpc_channel& rpc)
     : rt_(rt), window_(rpc, rt.spec().ps.in_flight_pushes, [&rt] { return rt.leaving(); }) {}
 
 void remote_ps::unique_ids(const nn::batch& b, std::vector<std::uint64_t>& out) {
@@ -223,7 +223,7 @@ collective::ring_members node_ring_context::members() const {
   auto [view, epoch] = rt_.view_and_ring_epoch();
   collective::ring_members out;
   out.epoch = epoch;
-  if (epoch == node_view::leaving_epoch) return out;  // leaving: in no ring any more
+  if (epoch == leaving_ring_epoch) return out;  // leaving: in no ring any more
   auto ring = view.worker_ring();
   out.ranks.reserve(ring.size());
   for (const auto& id : ring.ranks) {
@@ -247,7 +247,7 @@ expected<void> node_ring_context::listen() {
 }
 
 void node_ring_context::report_gone(const node_id& node, const std::string& why) {
-  (void)rt_.net().send("master", "master", wire::node_exited(node, why), "worker");
+  (void)rt_.send("master", "master", wire::node_exited(node, why), "worker");
 }
 
 std::unique_ptr<collective::mixed_ring_session> make_ring_session(node_ring_context& ctx,
