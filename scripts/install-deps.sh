@@ -4,6 +4,7 @@
 #   scripts/install-deps.sh          build + tests
 #   scripts/install-deps.sh --bench  also the benchmark peers (PyTorch, iperf3, Redis, FastAPI under
 #                                    gunicorn/uvicorn for bench/serve)
+# (pandas and scipy: Pollux's simulator, whose policy code the goodput tests check against.)
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config ccache git
@@ -11,7 +12,7 @@ packages=(build-essential cmake ninja-build pkg-config ccache git
   libgtest-dev libgmock-dev libopenblas-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libxxhash-dev libsodium-dev zlib1g-dev dataset-fashion-mnist procps prometheus clang-format
   python3-matplotlib python3-numpy libtorch-dev python3-torch chromium python3-websocket
-  wrk python3-requests)
+  wrk python3-requests python3-pandas python3-scipy)
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(iperf3 redis-server redis-tools etcd-server etcd-client python3-fastapi python3-uvicorn gunicorn)
 fi

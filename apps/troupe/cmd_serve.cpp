@@ -165,8 +165,13 @@ const command_registrar reg_replica{
       sub.add_option("--warmup", o->warmup, "warm-up forwards per size")->check(CLI::Range(0, 100000));
       sub.add_option("--cpus", *cpus_text, "pin to these CPUs: 0,1");
       sub.add_option("--token-file", o->token_file, "the front end's token")->required();
+      auto hb = std::make_shared<std::pair<std::int64_t, std::int64_t>>(500, 5000);
+      sub.add_option("--heartbeat-ms", hb->first, "heartbeat interval")->check(CLI::Range(1, 60000));
+      sub.add_option("--heartbeat-timeout-ms", hb->second, "heartbeat timeout")->check(CLI::Range(2, 600000));
       sub.group("");  // not for people: the front end starts it
-      return [o, cpus_text]() -> int {
+      return [o, cpus_text, hb]() -> int {
+        o->heartbeat_interval = std::chrono::milliseconds(hb->first);
+        o->heartbeat_timeout = std::chrono::milliseconds(std::max(hb->second, hb->first + 1));
         std::stringstream in(*cpus_text);
         std::string c;
         while (std::getline(in, c, ','))

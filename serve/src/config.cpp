@@ -59,6 +59,12 @@ expected<serve_settings> read_settings(const config_doc& doc) {
   s.cluster = cluster::cluster_config::read(r.section("cluster"));
   s.transport = transport_config::read(r.section("transport"));
   if (auto ok = r.finish(); !ok) return ok.err();
+  // A replica is found dead by its connection closing at once; a hung one by missed heartbeats. A
+  // job's 1 s detects hangs fast, but a server on a loaded machine (a replica loading libtorch beside
+  // it) then drops live replicas and relaunches them: serving waits longer unless told otherwise.
+  if (!doc.has("transport.heartbeat_ms")) s.transport.heartbeat_interval = std::chrono::milliseconds(500);
+  if (!doc.has("transport.heartbeat_timeout_ms"))
+    s.transport.heartbeat_timeout = std::chrono::milliseconds(5000);
   if (auto ok = s.transport.validate(); !ok) return ok.err();
   return s;
 }

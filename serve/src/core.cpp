@@ -158,17 +158,30 @@ serving_core::tick_result serving_core::tick() {
   return t;
 }
 
+void serving_core::stop_accepting() {
+  std::lock_guard lk(mu_);
+  stopped_ = true;
+}
+
+bool serving_core::idle() const {
+  std::lock_guard lk(mu_);
+  return queue_.size() == 0 && replicas_.inflight_batches() == 0;
+}
+
 void serving_core::shutdown() {
   effects fx;
   {
     std::lock_guard lk(mu_);
     stopped_ = true;
-    for (auto& r : queue_.drain()) {
+    auto fail = [&](request_ptr r) {
       outcome o;
       o.why = failure::shutting_down;
       o.message = "the server is stopping";
       fx.answers.emplace_back(std::move(r), std::move(o));
-    }
+    };
+    for (auto& r : queue_.drain()) fail(std::move(r));
+    for (auto& b : replicas_.abandon())
+      for (auto& r : b.requests) fail(std::move(r));
     update_gauges();
   }
   apply(std::move(fx));

@@ -84,7 +84,12 @@ class serving_core {
   };
   tick_result tick();
 
-  // Refuses new requests and answers every queued one with shutting_down.
+  // Refuses new requests from now on (shutting_down); queued and in-flight ones go on.
+  void stop_accepting();
+  // Nothing queued, nothing in flight.
+  bool idle() const;
+  // Refuses new requests and answers every queued and in-flight one with shutting_down: afterwards
+  // the core holds no request (nor its `done`).
   void shutdown();
 
   core_stats stats() const;

@@ -124,6 +124,14 @@ std::optional<clock::time_point> dispatcher::next_overdue() const {
   return t;
 }
 
+std::vector<batch> dispatcher::abandon() {
+  std::vector<batch> out;
+  for (auto& [id, b] : flight_) out.push_back(std::move(b));
+  flight_.clear();
+  for (auto& [name, r] : replicas_) r.inflight = 0;
+  return out;
+}
+
 void dispatcher::drain(std::uint32_t generation) {
   for (auto& [name, r] : replicas_)
     if (r.generation == generation && (r.phase == replica_phase::ready || r.phase == replica_phase::loading))

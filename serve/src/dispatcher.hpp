@@ -73,6 +73,8 @@ class dispatcher {
   // The earliest time a batch in flight becomes overdue.
   std::optional<clock::time_point> next_overdue() const;
   void drain(std::uint32_t generation);
+  // Every batch in flight, removed (the server stops).
+  std::vector<batch> abandon();
   std::vector<std::string> drained();
 
   std::size_t count(std::uint32_t generation, replica_phase phase) const;

@@ -1,8 +1,10 @@
 // The front end's set-up, its ticker and its signals (frontend.hpp).
 #include "frontend.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -84,6 +86,7 @@ frontend::frontend(serve_settings settings, model::model_info first, troupe::clo
 
 frontend::~frontend() {
   stop_everything();
+  if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 int frontend::setup() {
@@ -97,7 +100,15 @@ int frontend::setup() {
   std::filesystem::create_directories(state_dir_ + "/logs", ec);
   std::filesystem::create_directories(state_dir_ + "/models", ec);
   if (ec) return spdlog::error("{}: {}", state_dir_, ec.message()), 1;
-  // Only one server per name: the previous one's state file names its pid.
+  // One server per name and root: the lock is held for the process's life (released by the kernel
+  // whatever way it ends).
+  lock_fd_ = ::open((state_dir_ + "/server.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) return spdlog::error("{}/server.lock: {}", state_dir_, std::strerror(errno)), 1;
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
+    return spdlog::error(
+               "a server named '{}' already runs under {} ({}/server.json): stop it, or --name another",
+               name_, cfg_.root, state_dir_),
+           2;
   token_ = random_token();
   {
     std::ofstream t(state_dir_ + "/token", std::ios::trunc);
@@ -237,13 +248,20 @@ void frontend::wait_for_signals() {
 
 void frontend::stop_everything() {
   if (stopped_.exchange(true)) return;
+  // New requests are refused (503); those queued and in flight are answered for up to 5 s while
+  // the replicas, the ticker and the HTTP threads still run; what is left then gets 503.
+  if (core_ && http_) {
+    core_->stop_accepting();
+    auto until = clock_.now() + std::chrono::seconds(5);
+    while (!core_->idle() && clock_.now() < until) clock_.sleep_for(std::chrono::milliseconds(10));
+  }
   {
     std::lock_guard lk(mu_);
     stopping_ = true;
     wake_.notify_all();
   }
   if (ticker_.joinable()) ticker_.join();
-  // Queued requests are answered (503) while the HTTP threads still run; then no new ones.
+  // Every request's answer is written before the HTTP server goes (a responder must not outlive it).
   if (core_) core_->shutdown();
   if (http_) write_state(true);
   http_.reset();

@@ -1,7 +1,8 @@
 // The front end of `troupe serve` (serve.hpp): the HTTP endpoint, the scheduling core, the
 // replicas' supervisor and the model swaps. Split by concern over frontend.cpp (set-up, the
-// ticker, signals), frontend_replicas.cpp (launching, exits, relaunches, swaps), routes.cpp (the
-// HTTP API) and server_state.cpp (server.json, the progress line).
+// ticker, signals), frontend_replicas.cpp (launching, exits, relaunches), frontend_swaps.cpp
+// (generations: reloads, commits, refusals, --watch), routes.cpp (the HTTP API) and
+// server_state.cpp (server.json, the progress line).
 //
 // Threads and locks: HTTP threads (routes), the transport's io thread (replica frames, peers
 // down, reload requests), the launcher's thread (exit reports, queued for the ticker), the ticker
@@ -60,6 +61,9 @@ class latency_window {
   std::size_t seen_ = 0;
 };
 
+// "1234 ms"
+std::string ms_text(clock::duration d);
+
 class frontend final : public replica_link {
  public:
   frontend(serve_settings settings, model::model_info first, troupe::clock& clk);
@@ -104,15 +108,22 @@ class frontend final : public replica_link {
   void wait_for_signals();
   void stop_everything();
   // frontend_replicas.cpp
-  expected<model::model_info> snapshot(const model::model_info& m, std::uint32_t gen);
+  expected<model::model_info> snapshot(const model::model_info& m, std::uint32_t gen);  // (swaps)
   void launch_due();
   expected<void> launch(slot& s, const std::string& version);
   void on_exit(const cluster::node_handle& h, const cluster::exit_status& st);
   void handle_exits();
   void on_ready(const message& m);
   void on_failed(const message& m);
+  // frontend_swaps.cpp (advance_swaps' steps run with mu_ held)
   void start_reloads();
   void advance_swaps();
+  void drop_drained_generations();
+  void fence_slow_loaders(clock::time_point now, std::vector<cluster::node_handle>& to_fence);
+  std::optional<std::uint32_t> check_staged(clock::time_point now,
+                                            std::vector<cluster::node_handle>& to_fence);
+  void refuse(std::uint32_t gen, std::vector<cluster::node_handle>& to_fence);
+  void commit(std::uint32_t gen);
   void answer_reload(const message& request, bool ok, const std::string& error, const std::string& version,
                      std::uint32_t generation);
   void stop_replicas(const std::vector<std::string>& nodes);
@@ -138,6 +149,7 @@ class frontend final : public replica_link {
   troupe::clock& clock_;
   std::string name_, state_dir_, token_, control_address_;
   std::int64_t started_ms_ = 0;
+  int lock_fd_ = -1;  // <state>/server.lock, flock'ed while this server runs
   clock::time_point started_{};
   observe::registry registry_;
   serve_metrics metrics_;

@@ -38,6 +38,10 @@ expected<reload_result> request_reload(const std::string& root, const std::strin
   transport_config cfg;
   cfg.token = *token;
   cfg.reconnect_attempts = 0;
+  // The front end heartbeats every 500 ms (docs/serving.md); a swap takes seconds on a loaded
+  // machine, and the answer is what this waits for (bounded by `timeout`).
+  cfg.heartbeat_interval = std::chrono::milliseconds(500);
+  cfg.heartbeat_timeout = std::chrono::milliseconds(10'000);
   auto net = endpoint::create(client_node_id(static_cast<std::uint64_t>(::getpid())), cfg);
   if (!net) return net.err();
   std::string address = j["control_address"];

@@ -65,6 +65,9 @@ class replica {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<message> work_;
+  bool busy_ = false;  // a batch is being computed (on the io thread or the compute thread)
+  std::chrono::microseconds last_forward_{0};
+  static constexpr std::chrono::microseconds inline_forward{2000};
   bool stop_ = false;
 };
 
@@ -86,6 +89,8 @@ expected<void> replica::connect() {
   transport_config cfg;
   cfg.token = *token;
   cfg.reconnect_attempts = 0;
+  cfg.heartbeat_interval = o_.heartbeat_interval;
+  cfg.heartbeat_timeout = o_.heartbeat_timeout;
   auto net = endpoint::create(node_id{o_.name, o_.incarnation}, cfg);
   if (!net) return net.err();
   net_ = std::move(*net);
@@ -105,9 +110,23 @@ void replica::on_message(const message& m) {
   if (m.kind() != schema::Envelope::Body::SERVE ||
       m.body().getServe().which() != schema::ServeMessage::INFER_BATCH)
     return;
+  {
+    std::lock_guard lk(mu_);
+    // A short forward runs here, on the io thread, when nothing else is computing: two thread
+    // hand-offs (to the compute thread, and its send back to this thread) are most of a small
+    // model's time. A long one (the last forward took more than inline_forward) goes to the compute
+    // thread, so that the heartbeats keep going.
+    if (busy_ || !work_.empty() || predictor_ == nullptr || last_forward_ > inline_forward) {
+      work_.push_back(m);
+      cv_.notify_one();
+      return;
+    }
+    busy_ = true;
+  }
+  answer(m);
   std::lock_guard lk(mu_);
-  work_.push_back(m);
-  cv_.notify_one();
+  busy_ = false;
+  if (!work_.empty()) cv_.notify_one();
 }
 
 void replica::compute_loop() {
@@ -115,12 +134,16 @@ void replica::compute_loop() {
     message m;
     {
       std::unique_lock lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !work_.empty(); });
+      cv_.wait(lk, [&] { return stop_ || (!work_.empty() && !busy_); });
       if (stop_) return;
       m = std::move(work_.front());
       work_.pop_front();
+      busy_ = true;
     }
     answer(m);
+    std::lock_guard lk(mu_);
+    busy_ = false;
+    if (!work_.empty()) cv_.notify_one();
   }
 }
 
@@ -149,8 +172,10 @@ void replica::answer(const message& m) {
           predictor_->predict(reinterpret_cast<const float*>(dense.begin()),
                               model_.takes_ids ? reinterpret_cast<const std::int64_t*>(ids.begin()) : nullptr,
                               rows, reinterpret_cast<float*>(logits.begin()));
-      r.setForwardUs(static_cast<std::uint32_t>(
-          std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - t0).count()));
+      auto took = std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - t0);
+      r.setForwardUs(static_cast<std::uint32_t>(took.count()));
+      std::lock_guard lk(mu_);
+      last_forward_ = took;
     }
     if (!error.empty()) {
       r.disownLogits();
@@ -218,7 +243,10 @@ int replica::run() {
     spdlog::error("{}", p.err().context());
     return 1;
   }
-  predictor_ = std::move(*p);
+  {
+    std::lock_guard lk(mu_);  // on_message reads it on the io thread
+    predictor_ = std::move(*p);
+  }
   spdlog::info(
       "{}#{}: {} version {} on {} ({} threads): loaded in {:.0f} ms, warmed up in {:.0f} ms, ready {:.0f} ms "
       "after start",

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "frontend.hpp"
@@ -36,6 +37,12 @@ void frontend::write_state(bool final) {
     last_rate_at_ = now;
   }
   auto stats = core_->stats();
+  std::map<std::string, std::string> hosts;  // where the launcher runs each replica ("": this machine)
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& [name, s] : slots_)
+      if (s.handle) hosts[name] = s.handle->host;
+  }
   json replicas = json::array();
   for (const auto& r : stats.replicas)
     replicas.push_back({{"node", r.node},
@@ -43,6 +50,7 @@ void frontend::write_state(bool final) {
                         {"generation", r.generation},
                         {"state", to_string(r.phase)},
                         {"pid", r.pid},
+                        {"host", hosts[r.node]},
                         {"version", r.version},
                         {"placement", r.placement},
                         {"inflight", r.inflight}});

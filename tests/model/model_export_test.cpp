@@ -91,8 +91,8 @@ TEST(model_export, built_in_models_of_every_strategy_match_pytorch) {
 
 // troupe train --local ends with a model too (a job directory of its own under [job] root).
 TEST(model_export, train_local_writes_a_model_that_matches_pytorch) {
-  for (const std::string model : {std::string("[model]\ntype = \"mlp\"\nhidden = [64]\n"),
-                                  "[model]\ntype = \"torchscript\"\npath = \"" + module("mlp") + "\"\n"}) {
+  for (const std::string& model : {std::string("[model]\ntype = \"mlp\"\nhidden = [64]\n"),
+                                   "[model]\ntype = \"torchscript\"\npath = \"" + module("mlp") + "\"\n"}) {
     const std::string dir = test_root("local"), cache = test_root("local-cache");
     std::ofstream(dir + "/job.toml") << "[job]\nroot = \"" << dir << "/jobs\"\ndataset_cache = \"" << cache
                                      << "\"\n"

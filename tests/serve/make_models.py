@@ -11,7 +11,7 @@ writes OUT_DIR/<name>/ for
   deepfm    binary, sparse: forward(dense, ids) with the embedding rows inside (emb_ids, emb_rows)
   wide      multiclass with 7 classes: incompatible with mlp (a swap to it must be refused)
   broken    model.json fine, model.pt not TorchScript (a swap to it must be refused)
-  slow      the mlp's shapes, ~10 ms a forward (backpressure, timeouts)
+  slow      the mlp's shapes, ~120 ms a forward (backpressure, timeouts)
 and with --bench also
   fmnist    the Fashion-MNIST MLP 784-256-128-10 of the project's examples
 Each directory also gets reference.json: inputs and the module's outputs computed here, so a test
@@ -47,17 +47,19 @@ class Fmnist(nn.Module):
 
 
 class Slow(nn.Module):
-    """The mlp's shapes, ~10 ms a forward: fills the queue in the tests of backpressure and timeouts."""
+    """The mlp's shapes, ~120 ms a forward: fills the queue in the tests of backpressure and timeouts."""
 
     def __init__(self, dense_dim: int, classes: int):
         super().__init__()
         self.linear = nn.Linear(dense_dim, classes)
 
     def forward(self, dense: torch.Tensor) -> torch.Tensor:
-        x = dense
-        for _ in range(3000):
+        # Work that grows with the rows' width as well as the interpreter's per-op cost: ~120 ms
+        # on one core here, well past the tests' request_timeout_ms of 20 on a faster CPU too.
+        x = dense.repeat(1, 100)
+        for _ in range(20000):
             x = torch.tanh(x)
-        return self.linear(x)
+        return self.linear(x[:, : dense.shape[1]])
 
 
 class Lr(nn.Module):

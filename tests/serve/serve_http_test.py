@@ -9,8 +9,8 @@ answers    a dense multiclass MLP, a binary LR and a sparse DeepFM (models made 
 bad_input  every bad input of docs/serving.md with its status and message: 413, 400 for wrong
            shapes, types and names and malformed JSON, 404, 405, 431, slow clients closed after
            read_timeout_ms, too many connections (503), each without harm to another client's
-           requests; then a slow model (~10 ms a forward) flooded: 503 with Retry-After past the
-           queue's bound, 504 past request_timeout_ms.
+           requests; then a slow model (~120 ms a forward: longer than request_timeout_ms on any
+           CPU) flooded: 503 with Retry-After past the queue's bound, 504 past request_timeout_ms.
 fuzz       FUZZ_SECONDS (default 8) of random requests from 4 threads: never a 500, never a hang,
            never a crash; valid requests answered right throughout.
 wrk        wrk with the benchmark's POST script: every answer 2xx.
@@ -42,7 +42,8 @@ def load_ref(models, name):
 def answers(troupe, work, models):
     for name in ("mlp", "lr", "deepfm"):
         ref = load_ref(models, name)
-        srv = Server(troupe, os.path.join(models, name), os.path.join(work, "jobs"), name, "--replicas", "2")
+        pin = ["--set", "serve.pin_cpus=true"] if name == "lr" else []
+        srv = Server(troupe, os.path.join(models, name), os.path.join(work, "jobs"), name, "--replicas", "2", *pin)
         try:
             srv.wait_ready()
             # Every row at once, then one row at a time (each through its own batch or another's).
@@ -116,6 +117,14 @@ def answers(troupe, work, models):
                 fail(f"server.json: {state}")
             if name == "mlp":
                 dashboard_lists(troupe, srv)
+            if pin:
+                # Slot s on CPU s (threads 1), modulo the CPUs: libtorch's threads inherit the mask.
+                for r in state["replicas"]:
+                    slot = int(r["node"].rsplit("-", 1)[1])
+                    with open(f"/proc/{r['pid']}/status") as f:
+                        allowed = [ln.split()[1] for ln in f if ln.startswith("Cpus_allowed_list")][0]
+                    if allowed != str(slot % os.cpu_count()):
+                        fail(f"{r['node']} runs on CPUs {allowed}, expected {slot % os.cpu_count()} (pin_cpus)")
             log(f"{name}: answers equal PyTorch's ({len(ref['dense'])} rows), metadata and health right")
         finally:
             srv.stop()
@@ -208,10 +217,15 @@ def bad_input(troupe, work, models):
         t = threading.Thread(daemon=True, target=by)
         t.start()
         stops.append(stop)
+        # A second server of the same name under the same root is refused.
+        twin = subprocess.run([troupe, "serve", os.path.join(models, "mlp"), "--name", "mlp", "--root", root,
+                               "--listen", "127.0.0.1:0"], capture_output=True, text=True, timeout=60)
+        if twin.returncode != 2 or "a server named 'mlp' already runs" not in twin.stderr:
+            fail(f"a second server named mlp: exit {twin.returncode}: {twin.stderr[-500:]}")
         post = lambda body, **kw: requests.post(url, data=body, timeout=10, **kw)  # noqa: E731
         expect(post("x" * 70000), 413, "request body too large")
         expect(post("{\"inputs\": ["), 400, "malformed JSON", "\"error\"")
-        expect(post("not json"), 400, "malformed JSON (byte 2)")
+        expect(post("not json"), 400, "malformed JSON (byte 1): invalid literal")
         expect(post(json.dumps({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 11],
                                             "data": [0] * 11}]})),
                400, "inputs[0] 'dense': shape [1, 11], expected [rows, 12] (rows 1 to 8)")
@@ -278,7 +292,8 @@ def bad_input(troupe, work, models):
         for s in stops:
             s.set()
         srv.stop()
-    # Backpressure and timeouts on a slow model (~10 ms a forward): a tiny queue overflows.
+    # Backpressure and timeouts on a slow model (~120 ms a forward, longer than request_timeout_ms on any
+    # CPU, so a request queued behind a forward times out): a tiny queue overflows.
     slow = Server(troupe, os.path.join(models, "slow"), root, "slow", "--max-batch", "2", "--max-queue-rows", "6",
                   "--set", "serve.warmup=1", "--set", "serve.pipeline=1", "--set", "serve.request_timeout_ms=20")
     try:

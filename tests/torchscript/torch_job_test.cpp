@@ -155,7 +155,7 @@ TEST(torch_job, troupe_run_of_a_bare_job_file_name_finds_the_module_beside_it) {
   const std::string models = test_root("torch-bare-name-models");
   std::filesystem::copy_file(modules() + "/mlp.pt", models + "/mlp.pt");
   auto r = start_job("torch-bare-name", small_torch_job("../torch-bare-name-models/mlp.pt"),
-                     {.from_file_folder = true});
+                     {.root = "", .dataset_cache = "", .job_id = "", .from_file_folder = true});
   ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
   expect_all_done(r);
   auto res = result(r);

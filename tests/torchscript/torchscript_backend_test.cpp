@@ -112,6 +112,10 @@ TEST(torchscript_backend, a_module_loss_method_replaces_cross_entropy) {
   auto b = (*own)->compute_gradients(nn::batch(d, 0, 12));
   ASSERT_TRUE(a && b);
   EXPECT_NEAR(*b, 2.0f * *a, 1e-5f);
+  // The built-in loss' gradient (computed on the host, builtin_loss.hpp) is libtorch's autograd of
+  // cross_entropy (the module's loss method), halved.
+  auto ga = (*plain)->gradients(), gb = (*own)->gradients();
+  for (std::size_t i = 0; i < ga.size(); ++i) EXPECT_NEAR(gb[i], 2.0f * ga[i], 1e-6f) << i;
 }
 
 TEST(torchscript_backend, emb_gradient_becomes_the_tables_sparse_gradient) {

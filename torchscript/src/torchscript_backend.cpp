@@ -1,5 +1,6 @@
 // The TorchScript trainer backend (troupe/actors/torchscript.hpp), built into the plugin
-// libtroupe_torchscript.so: the only translation unit of troupe that includes libtorch.
+// libtroupe_torchscript.so with its helpers (torch_module, torch_settings; builtin_loss and
+// sparse_batch, which need no libtorch): the only code of troupe that includes libtorch.
 //
 // The module's parameters alias troupe's flat buffers: each parameter's data is set to a view of
 // `values_` and its .grad to a view of `grads_`, so backward accumulates straight into the flat
@@ -7,7 +8,9 @@
 // parameters() is what the next forward reads. troupe's optimizers update them (nn::apply_dense on
 // troupe tensors viewing the same memory). For data with sparse fields, `emb` is gathered from
 // troupe's own embedding table ([batch, fields, embedding_dim]) and its gradient is combined into
-// the table's sparse gradient, which async_ps pushes to the shards.
+// the table's sparse gradient, which async_ps pushes to the shards (sparse_batch.hpp). Built-in
+// losses and their gradient are computed on the host (builtin_loss.hpp): backward starts from the
+// logits. Where a step's time goes: docs/benchmarks.md.
 //
 // On a GPU ([train] device = "gpu") the module's tensors cannot alias host memory: they alias two
 // flat tensors on the device instead, and the host buffers stay what the strategies, the ring, the
@@ -17,57 +20,21 @@
 // (one parameter copy each way per step: ~1 MB for the MLP of the examples). The device is the
 // first visible GPU (CUDA_VISIBLE_DEVICES chooses it). device = "cpu-mirror" takes the same path on
 // the CPU, for the tests of a machine without a GPU.
-#include <ATen/Parallel.h>
-#include <malloc.h>
-#include <torch/csrc/jit/runtime/graph_executor.h>
-#include <torch/cuda.h>
 #include <torch/script.h>
 
-#include <filesystem>
-#include <mutex>
+#include <algorithm>
 #include <optional>
-#include <sstream>
-#include <unordered_map>
 
+#include "builtin_loss.hpp"
+#include "sparse_batch.hpp"
+#include "torch_module.hpp"
+#include "torch_settings.hpp"
 #include "troupe/actors/torchscript.hpp"
 #include "troupe/nn/errc.hpp"
-#include "troupe/nn/trainer.hpp"
 
 namespace troupe::actors {
 
 namespace {
-
-// A CPU tensor over `s` (no copy).
-at::Tensor host_view(std::span<float> s) {
-  return torch::from_blob(s.data(), {static_cast<std::int64_t>(s.size())},
-                          at::TensorOptions().dtype(at::kFloat));
-}
-
-std::string shape_of(const at::Tensor& t) {
-  std::ostringstream s;
-  s << t.sizes();
-  return s.str();
-}
-
-// Process-wide libtorch settings, once: the profiling executor's first runs are slow; the thread
-// count must be set before any work.
-void configure_once(int threads) {
-  static std::once_flag once;
-  std::call_once(once, [threads] {
-    torch::jit::getProfilingMode() = false;
-    if (std::getenv("TROUPE_TORCH_SIMPLE_EXECUTOR")) torch::jit::getExecutorMode() = false;
-    if (threads > 0) at::set_num_threads(threads);
-    // libtorch's matrix products run on OpenBLAS, whose own thread pool at::set_num_threads does
-    // not size: left at its default it spins a thread per core against the workers beside it.
-    nn::set_blas_threads(threads);
-    // libtorch allocates each step's activations and gradients anew (hundreds of KiB each): above
-    // glibc's mmap threshold, or trimmed off the heap's top when freed, every step page-faults
-    // them in again (14% of a step's time in a profile of the MLP). Keep them in the heap.
-    ::mallopt(M_MMAP_THRESHOLD, 64 << 20);
-    ::mallopt(M_TRIM_THRESHOLD, 256 << 20);
-    ::mallopt(M_TOP_PAD, 64 << 20);
-  });
-}
 
 class torchscript_backend final : public trainer_backend {
  public:
@@ -98,10 +65,8 @@ class torchscript_backend final : public trainer_backend {
 
  private:
   explicit torchscript_backend(const torchscript_options& o) : o_(o) {}
-  expected<void> choose_device();
+  // The module on its device, checked (torch_module.hpp).
   expected<void> load();
-  expected<void> check_signature();
-  expected<std::vector<std::pair<std::string, at::Tensor>>> trainable();
   expected<void> alias_parameters();
   void alias_buffers();
   expected<void> probe();
@@ -114,7 +79,13 @@ class torchscript_backend final : public trainer_backend {
   at::Tensor labels(const nn::batch& b);
   expected<at::Tensor> logits(const nn::batch& b, bool training);
   at::Tensor loss(const at::Tensor& logits, const at::Tensor& labels);
-  unexpected fail(const std::string& what, const nn::batch& b, const std::exception& e) const;
+  // The loss of `logits` and backward from it: the built-in loss and its gradient on the host
+  // (builtin_loss.hpp) for float32 logits of the data's shape on the CPU, else libtorch's (a
+  // module's own loss method, a GPU).
+  expected<float> backward(const nn::batch& b, const at::Tensor& logits);
+  unexpected fail(const std::string& what, const nn::batch& b, const std::exception& e) const {
+    return step_error(o_.path, what, b, o_.embedding_dim, e);
+  }
 
   torchscript_options o_;
   torch::Device dev_{torch::kCPU};
@@ -137,22 +108,20 @@ class torchscript_backend final : public trainer_backend {
   std::vector<nn::dense_slots> state_;
   std::optional<nn::embedding_table> table_;
   std::optional<nn::row_slots> table_state_;
-  // Staging: the batch's dense rows, its embedding rows and ids, its labels.
-  std::vector<float> dense_, emb_rows_, label_f_, probs_;
+  // Staging: the batch's dense rows, its embedding rows and ids, its labels, the loss' gradient.
+  std::vector<float> dense_, emb_rows_, label_f_, probs_, loss_grad_;
   std::vector<std::int64_t> label_i_;
   std::vector<std::uint64_t> ids_;
+  sparse_batch rows_;  // emb's rows gathered, their gradient combined per id
   at::Tensor emb_;
-  std::unordered_map<std::uint64_t, std::uint32_t> slot_;
 };
 
 expected<std::unique_ptr<torchscript_backend>> torchscript_backend::create(const torchscript_options& o) {
-  configure_once(o.threads);
+  configure_libtorch_once(o.threads);
   std::unique_ptr<torchscript_backend> b(new torchscript_backend(o));
   b->classes_ = o.data.num_classes;
   b->width_ = o.data.num_classes == 2 ? 1 : o.data.num_classes;
-  if (auto d = b->choose_device(); !d) return d.err();
   if (auto l = b->load(); !l) return l.err();
-  if (auto s = b->check_signature(); !s) return s.err();
   if (auto a = b->alias_parameters(); !a) return a.err();
   auto opt = nn::make_optimizer(o.optimizer);
   if (!opt) return opt.err();
@@ -168,91 +137,23 @@ expected<std::unique_ptr<torchscript_backend>> torchscript_backend::create(const
   return b;
 }
 
-// "cpu": the module aliases the host buffers; "gpu": the first visible CUDA device, mirrored;
-// "cpu-mirror": the GPU's path on the CPU (tests).
-expected<void> torchscript_backend::choose_device() {
-  if (o_.device == "cpu") return {};
-  if (o_.device == "cpu-mirror") {
-    mirrored_ = true;
-    return {};
-  }
-  if (o_.device != "gpu")
-    return make_unexpected(core_errc::invalid_argument, "[job] device = \"" + o_.device +
-                                                            "\": the TorchScript backend runs on cpu or gpu");
-  if (!at::hasCUDA())
-    return make_unexpected(
-        core_errc::invalid_argument,
-        "[job] device = \"gpu\" with model type \"torchscript\": this build's libtorch has no CUDA");
-  if (!torch::cuda::is_available())
-    return make_unexpected(
-        core_errc::invalid_argument,
-        "[job] device = \"gpu\" with model type \"torchscript\": libtorch sees no CUDA device");
-  dev_ = torch::Device(torch::kCUDA, 0);
-  mirrored_ = true;
-  return {};
-}
-
 expected<void> torchscript_backend::load() {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(o_.path, ec))
-    return make_unexpected(core_errc::io_error, o_.path + ": no such file (model.path)");
-  try {
-    mod_ = torch::jit::load(o_.path, torch::Device(torch::kCPU));
-    if (dev_ != torch::Device(torch::kCPU)) mod_.to(dev_);
-  } catch (const std::exception& e) {
-    std::string msg = e.what();
-    msg = msg.substr(0, msg.find('\n'));
-    return make_unexpected(
-        core_errc::invalid_argument,
-        o_.path + ": not a TorchScript archive (save it with torch.jit.script(module).save(path)): " + msg);
-  }
-  mod_.train();
+  auto where = choose_placement(o_.device);
+  if (!where) return where.err();
+  dev_ = where->device;
+  mirrored_ = where->mirrored;
+  auto m = load_module(o_.path, dev_);
+  if (!m) return m.err();
+  mod_ = std::move(*m);
+  auto own_loss = check_signature(mod_, o_.path, o_.data.sparse_fields > 0);
+  if (!own_loss) return own_loss.err();
+  custom_loss_ = *own_loss;
   return {};
-}
-
-// forward(self, dense) for dense data, forward(self, dense, emb) with sparse fields; an optional
-// loss(self, logits, labels).
-expected<void> torchscript_backend::check_signature() {
-  auto fwd = mod_.find_method("forward");
-  if (!fwd)
-    return make_unexpected(core_errc::invalid_argument, o_.path + ": the module has no forward method");
-  const std::size_t want = o_.data.sparse_fields > 0 ? 3 : 2;
-  const auto& args = fwd->function().getSchema().arguments();
-  if (args.size() != want) {
-    std::string got;
-    for (std::size_t i = 1; i < args.size(); ++i) got += (got.empty() ? "" : ", ") + args[i].name();
-    return make_unexpected(
-        core_errc::invalid_argument,
-        o_.path + ": forward(" + got + ") takes " + std::to_string(args.size() - 1) +
-            " inputs; the data has " +
-            (want == 3 ? "sparse fields: forward(dense, emb)" : "dense features only: forward(dense)"));
-  }
-  if (auto l = mod_.find_method("loss")) {
-    if (l->function().getSchema().arguments().size() != 3)
-      return make_unexpected(core_errc::invalid_argument, o_.path + ": loss must take (logits, labels)");
-    custom_loss_ = true;
-  }
-  return {};
-}
-
-// The module's trainable parameters, by name; an error for one troupe cannot train.
-expected<std::vector<std::pair<std::string, at::Tensor>>> torchscript_backend::trainable() {
-  std::vector<std::pair<std::string, at::Tensor>> train;
-  for (const auto& p : mod_.named_parameters(true)) {
-    if (p.value.scalar_type() != at::kFloat || !p.value.is_contiguous())
-      return make_unexpected(core_errc::invalid_argument,
-                             o_.path + ": parameter '" + p.name + "' is " +
-                                 std::string(c10::toString(p.value.scalar_type())) +
-                                 (p.value.is_contiguous() ? "" : ", not contiguous") +
-                                 ": troupe trains contiguous float32 parameters only");
-    if (p.value.requires_grad()) train.emplace_back(p.name, p.value);
-  }
-  return train;
 }
 
 // Every trainable parameter into the flat buffers; buffers (running statistics) as spans.
 expected<void> torchscript_backend::alias_parameters() {
-  auto trained = trainable();
+  auto trained = trainable_parameters(mod_, o_.path);
   if (!trained) return trained.err();
   auto& train = *trained;
   std::size_t total = 0;
@@ -356,13 +257,9 @@ std::vector<c10::IValue> torchscript_backend::inputs(const nn::batch& b, bool tr
   if (fields == 0) return in;
   const std::size_t dim = o_.embedding_dim;
   ids_.resize(b.size() * fields);
+  for (std::size_t i = 0; i < b.size(); ++i) std::copy_n(b.sparse_row(i), fields, ids_.data() + i * fields);
   emb_rows_.resize(ids_.size() * dim);
-  for (std::size_t i = 0; i < b.size(); ++i)
-    for (std::size_t f = 0; f < fields; ++f) {
-      ids_[i * fields + f] = b.sparse_row(i)[f];
-      std::memcpy(emb_rows_.data() + (i * fields + f) * dim, table_->row(b.sparse_row(i)[f]),
-                  dim * sizeof(float));
-    }
+  rows_.gather(ids_, *table_, emb_rows_.data());
   emb_ = torch::from_blob(emb_rows_.data(),
                           {n, static_cast<std::int64_t>(fields), static_cast<std::int64_t>(dim)}, opts)
              .to(dev_);
@@ -381,19 +278,6 @@ at::Tensor torchscript_backend::labels(const nn::batch& b) {
   label_i_.resize(b.size());
   for (std::size_t i = 0; i < b.size(); ++i) label_i_[i] = static_cast<std::int64_t>(b.label(i));
   return torch::from_blob(label_i_.data(), {n}, at::TensorOptions().dtype(at::kLong)).to(dev_);
-}
-
-unexpected torchscript_backend::fail(const std::string& what, const nn::batch& b,
-                                     const std::exception& e) const {
-  std::string msg = e.what();
-  // libtorch's messages carry the TorchScript call stack after the first lines: keep the cause.
-  if (auto cut = msg.find("\nException raised from"); cut != std::string::npos) msg.resize(cut);
-  std::string shapes = "dense [" + std::to_string(b.size()) + ", " + std::to_string(o_.data.dense_dim) + "]";
-  if (o_.data.sparse_fields > 0)
-    shapes += ", emb [" + std::to_string(b.size()) + ", " + std::to_string(o_.data.sparse_fields) + ", " +
-              std::to_string(o_.embedding_dim) + "]";
-  return make_unexpected(nn::nn_errc::bad_shape,
-                         o_.path + ": " + what + " failed on inputs " + shapes + ": " + msg);
 }
 
 expected<at::Tensor> torchscript_backend::logits(const nn::batch& b, bool training) {
@@ -421,6 +305,28 @@ at::Tensor torchscript_backend::loss(const at::Tensor& logits, const at::Tensor&
   return at::nll_loss(at::log_softmax(logits, 1), y);
 }
 
+expected<float> torchscript_backend::backward(const nn::batch& b, const at::Tensor& logits) {
+  const std::size_t n = b.size();
+  const bool host = !custom_loss_ && logits.device().is_cpu() && logits.scalar_type() == at::kFloat &&
+                    logits.dim() == 2 && static_cast<std::size_t>(logits.size(0)) == n &&
+                    static_cast<std::size_t>(logits.size(1)) == width_;
+  if (!host) {
+    auto lo = loss(logits, labels(b));
+    lo.backward();
+    return lo.item<float>();
+  }
+  auto l = logits.contiguous();
+  label_f_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) label_f_[i] = b.label(i);
+  loss_grad_.resize(n * width_);
+  auto value =
+      width_ == 1 ? expected<float>(logistic_loss(l.data_ptr<float>(), label_f_.data(), n, loss_grad_.data()))
+                  : softmax_cross_entropy(l.data_ptr<float>(), label_f_.data(), n, width_, loss_grad_.data());
+  if (!value) return fail("loss", b, std::invalid_argument(value.err().to_string()));
+  l.backward(torch::from_blob(loss_grad_.data(), l.sizes(), at::TensorOptions().dtype(at::kFloat)));
+  return value;
+}
+
 expected<float> torchscript_backend::compute_gradients(const nn::batch& b) {
   try {
     upload();
@@ -431,14 +337,14 @@ expected<float> torchscript_backend::compute_gradients(const nn::batch& b) {
   auto l = logits(b, true);
   if (!l) return l.err();
   try {
-    auto lo = loss(*l, labels(b));
-    lo.backward();
+    auto loss = backward(b, *l);
+    if (!loss) return loss;
     download_after_step();
     if (table_) {
       auto g = emb_.grad().to(torch::kCPU).contiguous();
-      nn::combine_sparse_rows(ids_, g.data_ptr<float>(), o_.embedding_dim, table_->grad(), slot_);
+      rows_.combine(g.data_ptr<float>(), o_.embedding_dim, table_->grad());
     }
-    return lo.item<float>();
+    return loss;
   } catch (const std::exception& e) {
     return fail("loss or backward", b, e);
   }
@@ -454,17 +360,13 @@ void torchscript_backend::apply_gradients(double lr_scale) {
 }
 
 std::vector<std::uint64_t> torchscript_backend::batch_ids(const nn::batch& b, std::size_t t) {
-  std::vector<std::uint64_t> ids;
-  if (!table_ || t != 0) return ids;
-  for (std::size_t i = 0; i < b.size(); ++i)
-    ids.insert(ids.end(), b.sparse_row(i), b.sparse_row(i) + o_.data.sparse_fields);
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  return ids;
+  if (!table_ || t != 0) return {};
+  return sorted_distinct_ids(b);
 }
 
 expected<float> torchscript_backend::predict(const nn::batch& b) {
-  torch::NoGradGuard no_grad;
+  // No autograd state at all (no version counters, no views tracked): nothing here trains.
+  c10::InferenceMode inference;
   try {
     upload();
   } catch (const std::exception& e) {

@@ -41,6 +41,8 @@ struct replica_options {
   int warmup = 20;
   std::vector<int> cpus;  // pin to these CPUs (empty: no pinning)
   std::string token_file;
+  // The front end's [transport] heartbeats, so that both ends judge silence alike.
+  std::chrono::milliseconds heartbeat_interval{500}, heartbeat_timeout{5000};
 };
 // Runs one replica until the front end goes away or SIGTERM/SIGINT. Returns the exit code.
 int run_replica(const replica_options& options);

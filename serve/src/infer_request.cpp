@@ -1,9 +1,11 @@
-#include "infer_codec.hpp"
-
+// The infer request's JSON read into rows (infer_codec.hpp): the structure through json_scan.hpp's
+// SAX events, then every input checked against the model.
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
+
+#include "infer_codec.hpp"
+#include "json_scan.hpp"
 
 namespace troupe::serve {
 
@@ -27,8 +29,8 @@ struct parsed_output {
   bool has_name = false;
 };
 
-// The request's structure, read by nlohmann's SAX parser without building a document: numbers of
-// `data` go straight into their tensor. Returns false (the parse stops) at the first problem.
+// The request's structure from json_scan.hpp's SAX events, without building a document: numbers of
+// `data` go straight into their tensor. Returns false (the scan stops) at the first problem.
 class request_reader {
  public:
   std::string problem;
@@ -46,7 +48,6 @@ class request_reader {
   }
   bool number_float(double v, const std::string&) { return number(v, 0, false); }
   bool string(std::string& s);
-  bool binary(json::binary_t&) { return fail("binary values are not JSON"); }
   bool start_object(std::size_t);
   bool end_object() { return pop(); }
   bool start_array(std::size_t);
@@ -54,14 +55,6 @@ class request_reader {
   bool key(std::string& k) {
     key_ = k;
     return true;
-  }
-  bool parse_error(std::size_t position, const std::string&, const json::exception& e) {
-    std::string what = e.what();
-    // "[json.exception.parse_error.101] parse error at line 1, column 5: syntax error ...": the
-    // part after the bracket is what a client can use.
-    if (auto b = what.find("] "); b != std::string::npos) what = what.substr(b + 2);
-    if (problem.empty()) problem = "malformed JSON (byte " + std::to_string(position) + "): " + what;
-    return false;
   }
 
  private:
@@ -328,38 +321,6 @@ expected<unsigned> check_outputs(const request_reader& r, const model_shape& sha
   return bits;
 }
 
-void append_float(std::string& out, float v) {
-  if (!std::isfinite(v)) {
-    out += "null";  // JSON has no NaN or infinity
-    return;
-  }
-  char buf[32];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
-}
-
-void append_int(std::string& out, std::int64_t v) {
-  char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
-}
-
-void open_tensor(std::string& out, bool& first, const char* name, const char* type, std::size_t rows,
-                 std::size_t width, bool two_d) {
-  out += first ? "{\"name\":\"" : ",{\"name\":\"";
-  first = false;
-  out += name;
-  out += "\",\"datatype\":\"";
-  out += type;
-  out += "\",\"shape\":[";
-  append_int(out, static_cast<std::int64_t>(rows));
-  if (two_d) {
-    out += ",";
-    append_int(out, static_cast<std::int64_t>(width));
-  }
-  out += "],\"data\":[";
-}
-
 }  // namespace
 
 model_shape shape_of(const model::model_info& m, std::size_t max_batch) {
@@ -381,9 +342,12 @@ std::string describe_input(const model_shape& shape, bool ids) {
 
 expected<infer_input> parse_infer_request(std::string_view body, const model_shape& shape) {
   request_reader r;
-  bool ok = json::sax_parse(body.begin(), body.end(), &r, json::input_format_t::json, true);
-  if (!ok || !r.problem.empty())
-    return make_unexpected(core_errc::invalid_argument, r.problem.empty() ? "malformed JSON" : r.problem);
+  json_scanner<request_reader> scan(body, r);
+  if (!scan.run() || !r.problem.empty()) {
+    if (!r.problem.empty()) return make_unexpected(core_errc::invalid_argument, r.problem);
+    return make_unexpected(core_errc::invalid_argument,
+                           "malformed JSON (byte " + std::to_string(scan.error_at) + "): " + scan.error);
+  }
   std::string takes =
       describe_input(shape, false) + (shape.takes_ids ? " and " + describe_input(shape, true) : "");
   if (!r.has_inputs)
@@ -437,82 +401,6 @@ expected<infer_input> parse_infer_request(std::string_view body, const model_sha
   if (!outputs) return outputs.err();
   in.outputs = *outputs;
   return in;
-}
-
-std::string encode_infer_response(const std::string& model_name, const std::string& version,
-                                  const std::string& id, const float* logits, std::size_t rows,
-                                  const model_shape& shape, unsigned outputs) {
-  bool multi = shape.kind == model::output_kind::multiclass;
-  unsigned all = out_logits | out_probabilities | (multi ? out_class_ids : 0u) |
-                 (multi && !shape.class_names.empty() ? out_class_names : 0u);
-  unsigned want = outputs ? outputs : all;
-  std::size_t w = shape.width, n = rows * w;
-  std::string out;
-  out.reserve(128 + n * 28);
-  out += "{\"model_name\":";
-  out += json(model_name).dump();
-  out += ",\"model_version\":";
-  out += json(version).dump();
-  if (!id.empty()) {
-    out += ",\"id\":";
-    out += json(id).dump(-1, ' ', false, json::error_handler_t::replace);
-  }
-  out += ",\"outputs\":[";
-  bool first = true;
-  if (want & out_logits) {
-    open_tensor(out, first, "logits", "FP32", rows, w, true);
-    for (std::size_t k = 0; k < n; ++k) {
-      if (k) out += ',';
-      append_float(out, logits[k]);
-    }
-    out += "]}";
-  }
-  if (want & out_probabilities) {
-    open_tensor(out, first, "probabilities", "FP32", rows, w, true);
-    for (std::size_t r = 0; r < rows; ++r) {
-      const float* l = logits + r * w;
-      if (!multi) {
-        if (r) out += ',';
-        append_float(out, static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(l[0])))));
-        continue;
-      }
-      double m = *std::max_element(l, l + w), sum = 0;
-      for (std::size_t c = 0; c < w; ++c) sum += std::exp(static_cast<double>(l[c]) - m);
-      for (std::size_t c = 0; c < w; ++c) {
-        if (r || c) out += ',';
-        append_float(out, static_cast<float>(std::exp(static_cast<double>(l[c]) - m) / sum));
-      }
-    }
-    out += "]}";
-  }
-  if (multi && (want & (out_class_ids | out_class_names))) {
-    std::vector<std::size_t> best(rows);
-    for (std::size_t r = 0; r < rows; ++r)
-      best[r] =
-          static_cast<std::size_t>(std::max_element(logits + r * w, logits + (r + 1) * w) - (logits + r * w));
-    if (want & out_class_ids) {
-      open_tensor(out, first, "class_ids", "INT64", rows, 0, false);
-      for (std::size_t r = 0; r < rows; ++r) {
-        if (r) out += ',';
-        append_int(out, static_cast<std::int64_t>(best[r]));
-      }
-      out += "]}";
-    }
-    if ((want & out_class_names) && !shape.class_names.empty()) {
-      open_tensor(out, first, "class_names", "BYTES", rows, 0, false);
-      for (std::size_t r = 0; r < rows; ++r) {
-        if (r) out += ',';
-        out += json(shape.class_names[best[r]]).dump(-1, ' ', false, json::error_handler_t::replace);
-      }
-      out += "]}";
-    }
-  }
-  out += "]}";
-  return out;
-}
-
-std::string error_json(std::string_view text) {
-  return "{\"error\":" + json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace) + "}";
 }
 
 }  // namespace troupe::serve

@@ -1,0 +1,273 @@
+// Model swaps (frontend.hpp): a reload, SIGHUP or --watch stages a new generation of replicas beside
+// the serving one; once every one of them is ready, traffic moves and the old generation drains. A
+// staged generation that fails (a replica says ReplicaFailed, exits before it is ready, or is not
+// ready within load_timeout_ms) is dropped and the serving one goes on: the reload is refused with
+// the reason.
+//
+// Each generation serves a snapshot of its model (hard links, else copies, in
+// <state>/models/<generation>/), so a replica relaunched later loads the same version even when the
+// job has since replaced or removed its model directory.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "frontend.hpp"
+#include "troupe/wire/rpc.hpp"
+
+namespace troupe::serve {
+
+namespace fs = std::filesystem;
+
+expected<model::model_info> frontend::snapshot(const model::model_info& m, std::uint32_t gen) {
+  std::string dir = state_dir_ + "/models/" + std::to_string(gen);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::create_directories(dir, ec);
+  if (ec) return make_unexpected(core_errc::io_error, dir + ": " + ec.message());
+  for (const char* f : {"model.pt", "model.json"}) {
+    std::string from = m.dir + "/" + f, to = dir + "/" + f;
+    fs::create_hard_link(from, to, ec);
+    if (ec) {
+      ec.clear();
+      fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+    }
+    if (ec)
+      return make_unexpected(core_errc::io_error, "copying " + from + " to " + to + ": " + ec.message());
+  }
+  auto snap = model::read_model_dir(dir);
+  if (!snap) return snap.err();
+  // Its name and version stay those of the directory it was asked to serve.
+  model::model_info out = m;
+  out.pt_path = snap->pt_path;
+  return out;
+}
+
+void frontend::start_reloads() {
+  std::unique_lock lk(mu_);
+  if (stopping_ || reloads_.empty()) return;
+  for (const auto& [n, g] : gens_)
+    if (g.state == gen_state::staging) return;  // one swap at a time: the next waits
+  auto serving = current_view();
+  if (!serving) return;  // the first model is not up yet: reloads wait for it
+  reload_request req = std::move(reloads_.front());
+  reloads_.pop_front();
+  const model_view current = *serving;
+  lk.unlock();
+  auto refuse = [&](const std::string& why) {
+    spdlog::error("serve: {} of {} refused: {} (version {} keeps serving)", req.source, req.dir, why,
+                  current.info.version());
+    metrics_.swaps_refused.inc();
+    std::lock_guard l(mu_);
+    last_swap_error_ = why;
+    if (req.reply) answer_reload(*req.reply, false, why, current.info.version(), current.generation);
+  };
+  auto m = model::read_model_dir(req.dir);
+  if (!m) return refuse(m.err().context());
+  if (auto why = model::incompatibility(current.info, *m); !why.empty())
+    return refuse("its inputs or outputs differ from the served model's (" + why +
+                  "): clients of this endpoint could not use it; serve it under another name");
+  lk.lock();
+  std::uint32_t gen = next_gen_++;
+  lk.unlock();
+  auto snap = snapshot(*m, gen);
+  if (!snap) return refuse(snap.err().to_string());
+  lk.lock();
+  generation g;
+  g.info = *snap;
+  g.deadline = clock_.now() + cfg_.load_timeout;
+  if (req.reply) g.waiting.push_back(*req.reply);
+  gens_[gen] = std::move(g);
+  for (std::size_t i = 0; i < cfg_.replicas; ++i) {
+    slot s;
+    s.generation = gen;
+    s.index = i;
+    s.node = "replica-" + std::to_string(gen) + "-" + std::to_string(i);
+    s.relaunch_at = clock_.now();
+    slots_[s.node] = s;
+  }
+  spdlog::info("serve: {}: loading {} (version {}) as generation {} beside version {}", req.source, req.dir,
+               gens_[gen].info.version(), gen, current.info.version());
+}
+
+void frontend::advance_swaps() {
+  std::vector<cluster::node_handle> to_fence;
+  std::optional<std::uint32_t> ready;
+  {
+    std::lock_guard lk(mu_);
+    auto now = clock_.now();
+    drop_drained_generations();
+    fence_slow_loaders(now, to_fence);
+    ready = check_staged(now, to_fence);
+  }
+  for (const auto& h : to_fence) (void)launcher_->fence(h);
+  if (ready) commit(*ready);
+}
+
+void frontend::drop_drained_generations() {
+  for (auto it = gens_.begin(); it != gens_.end();) {
+    std::uint32_t gen = it->first;
+    bool left =
+        std::any_of(slots_.begin(), slots_.end(), [&](const auto& s) { return s.second.generation == gen; });
+    it = it->second.state == gen_state::draining && !left ? gens_.erase(it) : std::next(it);
+  }
+}
+
+void frontend::fence_slow_loaders(clock::time_point now, std::vector<cluster::node_handle>& to_fence) {
+  // A relaunched replica of the serving generation that never becomes ready is fenced (and
+  // relaunched again).
+  for (auto& [name, s] : slots_) {
+    generation* g = gen_of(s);
+    if (!g || g->state != gen_state::active || !s.handle || s.ready || now - s.launched <= cfg_.load_timeout)
+      continue;
+    spdlog::warn("serve: {} not ready {} after its launch: fenced",
+                 node_id{s.node, s.incarnation}.to_string(), ms_text(now - s.launched));
+    to_fence.push_back(*s.handle);
+    s.launched = now;  // once per timeout
+  }
+}
+
+std::optional<std::uint32_t> frontend::check_staged(clock::time_point now,
+                                                    std::vector<cluster::node_handle>& to_fence) {
+  bool serving = std::any_of(gens_.begin(), gens_.end(),
+                             [](const auto& x) { return x.second.state == gen_state::active; });
+  for (auto it = gens_.begin(); it != gens_.end(); ++it) {
+    auto& [gen, g] = *it;
+    if (g.state != gen_state::staging) continue;
+    std::size_t ready = 0;
+    for (const auto& [name, s] : slots_) ready += s.generation == gen && s.ready;
+    if (g.failure.empty() && now > g.deadline)
+      g.failure = "not every replica was ready within load_timeout_ms (" + ms_text(cfg_.load_timeout) +
+                  "): " + std::to_string(ready) + " of " + std::to_string(cfg_.replicas);
+    if (g.failure.empty()) {
+      if (ready == cfg_.replicas) return gen;
+      continue;
+    }
+    if (!serving) {
+      wake_.notify_all();  // the first model: run() reports it and stops
+      continue;
+    }
+    refuse(gen, to_fence);
+    return std::nullopt;  // gens_ changed; the next tick looks again
+  }
+  return std::nullopt;
+}
+
+void frontend::refuse(std::uint32_t gen, std::vector<cluster::node_handle>& to_fence) {
+  auto& g = gens_.at(gen);
+  spdlog::error("serve: generation {} ({}) refused: {}", gen, g.info.version(), g.failure);
+  metrics_.swaps_refused.inc();
+  last_swap_error_ = g.failure;
+  refused_[g.info.dir] = g.info.created_unix_ms;
+  auto cur = current_view();
+  for (const auto& w : g.waiting) answer_reload(w, false, g.failure, cur->info.version(), cur->generation);
+  // Its replicas go; the ones still running are erased with their exit report.
+  for (auto s = slots_.begin(); s != slots_.end();) {
+    if (s->second.generation != gen) {
+      ++s;
+      continue;
+    }
+    s->second.retired = true;
+    if (s->second.handle) {
+      to_fence.push_back(*s->second.handle);
+      ++s;
+    } else {
+      s = slots_.erase(s);
+    }
+  }
+  gens_.erase(gen);
+}
+
+void frontend::commit(std::uint32_t gen) {
+  // In this order: the routes' view of the new version, then the traffic, then the states that
+  // say it serves (run() starts the endpoint on them; a reload's answer goes with them).
+  {
+    std::lock_guard lk(mu_);
+    auto view = std::make_shared<model_view>();
+    view->info = gens_.at(gen).info;
+    view->shape = shape_of(view->info, cfg_.max_batch);
+    view->generation = gen;
+    view->serving_since_ms = clock_.wall_ms();
+    std::lock_guard vl(views_mu_);
+    views_[gen] = view;
+    active_ = gen;
+    while (views_.size() > 8) views_.erase(views_.begin());
+  }
+  core_->activate(gen);
+  std::string old_version, version;
+  {
+    std::lock_guard lk(mu_);
+    auto& g = gens_.at(gen);
+    for (auto& [n, other] : gens_)
+      if (other.state == gen_state::active) {
+        other.state = gen_state::draining;
+        old_version = other.info.version();
+      }
+    g.state = gen_state::active;
+    version = g.info.version();
+    for (const auto& w : g.waiting) answer_reload(w, true, "", version, gen);
+    g.waiting.clear();
+    last_swap_error_.clear();
+    wake_.notify_all();
+  }
+  if (old_version.empty()) {
+    spdlog::info("serve: generation {} serves version {}", gen, version);
+  } else {
+    metrics_.swaps_done.inc();
+    spdlog::info("serve: swapped {} -> {} (generation {}); the old replicas drain", old_version, version,
+                 gen);
+  }
+}
+
+void frontend::answer_reload(const message& request, bool ok, const std::string& error,
+                             const std::string& version, std::uint32_t generation) {
+  auto out = reply_to(request, 64);
+  auto r = out.body().initServe().initReloadReply();
+  r.setOk(ok);
+  r.setError(error);
+  r.setVersion(version);
+  r.setGeneration(generation);
+  if (auto s = wire::send_reply(*net_, request, std::move(out), "serve"); !s)
+    spdlog::warn("serve: reload answer not sent: {}", s.err().to_string());
+}
+
+void frontend::watch_for_models() {
+  auto now = clock_.now();
+  model::model_info current;
+  {
+    std::lock_guard lk(mu_);
+    if (next_watch_ && now < *next_watch_) return;
+    next_watch_ = now + cfg_.watch_interval;
+    if (!reloads_.empty()) return;
+    for (const auto& [n, g] : gens_)
+      if (g.state == gen_state::staging) return;
+  }
+  auto serving = current_view();
+  if (!serving) return;
+  current = serving->info;
+  std::optional<model::model_info> best;
+  std::error_code ec;
+  std::vector<std::string> dirs{cfg_.watch};
+  for (const auto& e : fs::directory_iterator(cfg_.watch, ec)) {
+    if (e.path().filename() == "serve") continue;
+    dirs.push_back(e.path().string());
+    dirs.push_back(e.path().string() + "/model");
+  }
+  for (const auto& d : dirs) {
+    if (!fs::exists(d + "/model.json", ec)) continue;
+    auto m = model::read_model_dir(d);
+    if (!m || m->created_unix_ms <= current.created_unix_ms) continue;
+    if (!model::incompatibility(current, *m).empty()) continue;
+    std::lock_guard lk(mu_);
+    if (auto r = refused_.find(d); r != refused_.end() && r->second == m->created_unix_ms) continue;
+    if (!best || m->created_unix_ms > best->created_unix_ms) best = *m;
+  }
+  if (!best) return;
+  std::lock_guard lk(mu_);
+  // Tried once: not again until that directory holds another model.
+  refused_[best->dir] = best->created_unix_ms;
+  reloads_.push_back({best->dir, std::nullopt, "watch"});
+  wake_.notify_all();
+}
+
+}  // namespace troupe::serve

@@ -1,0 +1,50 @@
+// The TorchScript backend's dealings with a user's scripted module that need none of its state:
+// loading and checking the module before training (where it runs, the archive, forward's and
+// loss's arguments, the parameters troupe can train; each error names the file or the job key and
+// the problem, docs/models.md "Errors"), and the small conversions between troupe's host memory,
+// batches and libtorch's tensors.
+#pragma once
+
+#include <torch/script.h>
+
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "troupe/core/error.hpp"
+#include "troupe/nn/data/dataset.hpp"
+
+namespace troupe::actors {
+
+struct module_placement {
+  torch::Device device{torch::kCPU};
+  bool mirrored = false;  // the module's tensors live apart from the host buffers (a GPU, cpu-mirror)
+};
+
+// "cpu": the module aliases the host buffers; "gpu": the first visible CUDA device, mirrored;
+// "cpu-mirror": the GPU's path on the CPU (tests).
+expected<module_placement> choose_placement(const std::string& device);
+
+// The archive at `path`, on `device`, in training mode.
+expected<torch::jit::Module> load_module(const std::string& path, torch::Device device);
+
+// forward(self, dense) for dense data, forward(self, dense, emb) with sparse fields; an optional
+// loss(self, logits, labels). Returns whether the module has that loss.
+expected<bool> check_signature(const torch::jit::Module& m, const std::string& path, bool sparse);
+
+// The module's trainable parameters, by name; an error for one troupe cannot train.
+expected<std::vector<std::pair<std::string, at::Tensor>>> trainable_parameters(const torch::jit::Module& m,
+                                                                               const std::string& path);
+
+// A CPU tensor over `s` (no copy).
+at::Tensor host_view(std::span<float> s);
+// "[2, 7]".
+std::string shape_of(const at::Tensor& t);
+
+// The error of a step that failed inside libtorch: "<path>: <what> failed on inputs dense [n, d],
+// emb [n, fields, dim]: <libtorch's message without its TorchScript call stack>".
+unexpected step_error(const std::string& path, const std::string& what, const nn::batch& b,
+                      std::size_t embedding_dim, const std::exception& e);
+
+}  // namespace troupe::actors
