@@ -13,8 +13,8 @@
 #include <random>
 #include <thread>
 
-#include "troupe/actors/strategy.hpp"
 #include "master/gpu_rendezvous.hpp"
+#include "troupe/actors/strategy.hpp"
 #include "troupe/collective/ring.hpp"
 #include "worker/backends/cuda_backend.hpp"
 
