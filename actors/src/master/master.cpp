@@ -6,6 +6,7 @@
 #include <caf/all.hpp>
 
 #include <fstream>
+#include <optional>
 
 #include "caf_types.hpp"
 #include "master_observer.hpp"
@@ -184,13 +185,13 @@ void node_left(master_actor* self, const node_id& id, const std::string& reason)
     spdlog::debug("membership to {} (leaving): {}", id.name, s.err().to_string());
 }
 
-void on_join(master_actor* self, const message& m) {
-  auto& st = self->state;
+// The member a Join asks for; none (logged) when its role is unknown or it speaks for another node.
+std::optional<cluster::member> read_join(const message& m) {
   auto j = m.body().getJoin();
   auto role = cluster::parse_role(j.getRole().cStr());
   if (!role) {
     spdlog::warn("join from {} refused: {}", m.from_node().to_string(), role.err().to_string());
-    return;
+    return std::nullopt;
   }
   cluster::member mem;
   mem.id = wire::read_node(j.getNode());
@@ -200,8 +201,16 @@ void on_join(master_actor* self, const message& m) {
   mem.ring_address = j.getRingAddress().cStr();
   if (mem.id != m.from_node()) {
     spdlog::warn("join for {} sent by {} refused", mem.id.to_string(), m.from_node().to_string());
-    return;
+    return std::nullopt;
   }
+  return mem;
+}
+
+void on_join(master_actor* self, const message& m) {
+  auto& st = self->state;
+  auto joining = read_join(m);
+  if (!joining) return;
+  const auto& mem = *joining;
   auto r = st.members.view.join(mem);
   if (!r && !(r.err() == cluster::cluster_errc::already_exists)) {
     spdlog::warn("join of {} refused: {}", mem.id.to_string(), r.err().to_string());
@@ -231,6 +240,36 @@ void on_join(master_actor* self, const message& m) {
   publish(self, mem.id.to_string() + " joined as " + std::string(cluster::to_string(mem.role)));
 }
 
+// NodeExited: from the runner (the dead node's parent) a fact; from the node itself, its leave
+// (SIGTERM: node_runtime::leave); from a worker (its ring neighbour saw the node's liveness beacon
+// released) a claim the master checks against liveness first.
+void on_node_exited(master_actor* self, const message& m, schema::NodeExited::Reader n) {
+  auto& st = self->state;
+  auto id = wire::read_node(n.getNode());
+  const bool from_runner = m.from_node().name == "runner";
+  // The runner's report, or the node's own word that it leaves, is the cause of a departure seen
+  // first as a closed connection (under load a leaving node's close can be handled before its
+  // notice; without this the timeline called that a death).
+  if (from_runner || m.from_node() == id) st.obs->exit_reported(id, n.getStatus().cStr());
+  const auto* member = st.members.view.find(id.name);
+  if (!member || member->id != id) {  // gone already (the first report removed it), or never joined
+    // A worker that died while it warmed up held leases without being a member: the runner's word
+    // is a fact, so they go back now, not when they expire.
+    if (from_runner && id.name.rfind("worker-", 0) == 0 && !member) requeue(self, id);
+    return;
+  }
+  if (m.from_node() == id) {
+    node_left(self, id, n.getStatus().cStr());
+    return;
+  }
+  if (!from_runner && !st.ctx->gone(id)) {
+    spdlog::info("{} reports {} gone; its liveness says otherwise", m.from_node().to_string(),
+                 id.to_string());
+    return;
+  }
+  member_gone(self, id, n.getStatus().cStr());
+}
+
 void on_job_message(master_actor* self, const message& m) {
   auto j = m.body().getJob();
   auto& st = self->state;
@@ -253,35 +292,9 @@ void on_job_message(master_actor* self, const message& m) {
     case schema::JobMessage::STATUS_REQUEST:
       send_status(self, m);
       break;
-    case schema::JobMessage::NODE_EXITED: {
-      auto n = j.getNodeExited();
-      auto id = wire::read_node(n.getNode());
-      // The runner's report, or the node's own word that it leaves, is the cause of a departure
-      // seen first as a closed connection (under load a leaving node's close can be handled
-      // before its notice; without this the timeline called that a death).
-      if (m.from_node().name == "runner" || m.from_node() == id)
-        st.obs->exit_reported(id, n.getStatus().cStr());
-      // From the runner (the dead node's parent) it is a fact; from a worker (its ring neighbour
-      // saw its liveness beacon released) the master checks liveness itself first.
-      const auto* member = st.members.view.find(id.name);
-      if (!member || member->id != id) {  // gone already (the first report removed it), or never joined
-        // A worker that died while it warmed up held leases without being a member: the runner's
-        // word is a fact, so they go back now, not when they expire.
-        if (m.from_node().name == "runner" && id.name.rfind("worker-", 0) == 0 && !member) requeue(self, id);
-        break;
-      }
-      if (m.from_node() == id) {  // it leaves (SIGTERM): node_runtime::leave
-        node_left(self, id, n.getStatus().cStr());
-        break;
-      }
-      if (m.from_node().name != "runner" && !st.ctx->gone(id)) {
-        spdlog::info("{} reports {} gone; its liveness says otherwise", m.from_node().to_string(),
-                     id.to_string());
-        break;
-      }
-      member_gone(self, id, n.getStatus().cStr());
+    case schema::JobMessage::NODE_EXITED:
+      on_node_exited(self, m, j.getNodeExited());
       break;
-    }
     case schema::JobMessage::DISK_FAULT:
       on_disk_fault(self, m);
       break;
@@ -294,9 +307,9 @@ void on_job_message(master_actor* self, const message& m) {
   }
 }
 
-caf::behavior master(master_actor* self, node_context* ctx, supervision::name_registry* names,
-                     std::uint32_t restarts) {
-  auto& st = self->state;
+// The master's state at its start: its counters and epochs continued from a previous master's
+// (process or actor), its observer and pause watch, a view with itself as the only member.
+void init_master(master_state& st, node_context* ctx, supervision::name_registry* names) {
   st.ctx = ctx;
   st.names = names;
   st.members.epoch_file = ctx->who().job_dir + "/master_epoch";
@@ -321,6 +334,11 @@ caf::behavior master(master_actor* self, node_context* ctx, supervision::name_re
   me.state = cluster::member_state::alive;
   me.pid = static_cast<int>(::getpid());
   (void)st.members.view.join(me);
+}
+
+caf::behavior master(master_actor* self, node_context* ctx, supervision::name_registry* names,
+                     std::uint32_t restarts) {
+  init_master(self->state, ctx, names);
   spdlog::info("master {} up at {} (actor restarts: {})", ctx->self().to_string(), ctx->address(), restarts);
   self->send(self, tick_atom::value);
   return {

@@ -159,6 +159,32 @@ bool copy_checkpoint_slice(ps_state& st, std::chrono::nanoseconds budget, std::f
   return done;
 }
 
+namespace {
+
+// A checkpoint not written: the next one is full (the rows this one took out of the dirty set are
+// in no checkpoint); a disk fault is reported to the master, which pauses the job.
+void checkpoint_failed(ps_state& st, const error& e) {
+  st.next_full = true;
+  if (!storage::is_disk_fault(e)) {
+    spdlog::error("ps-{}: checkpoint failed: {}", st.index, e.to_string());
+    return;
+  }
+  if (auto text = e.to_string(); text != st.fault) {
+    spdlog::error("ps-{}: checkpoint: {}: the job pauses until it can be written", st.index, text);
+    st.fault = text;
+  }
+  report_fault(st);  // with every failed try: a master started since hears it too
+}
+
+std::string checkpoint_cost(const ps_checkpoint_record& r) {
+  return fmt::format(
+      "{} rows, {:.1f} MB; copied in {:.1f} ms ({} slices, longest {:.3f} ms), written in {:.1f} ms", r.rows,
+      static_cast<double>(r.bytes) / 1e6, (r.snapshot_end_s - r.begin_s) * 1e3, r.slices,
+      r.longest_slice_s * 1e3, (r.end_s - r.snapshot_end_s) * 1e3);
+}
+
+}  // namespace
+
 void finish_checkpoint(ps_state& st) {
   if (!st.writing.valid()) return;
   // A slice too: taking the result back (the snapshot's memory used to be freed here).
@@ -172,16 +198,7 @@ void finish_checkpoint(ps_state& st) {
   log_ps_checkpoint(st.record);
   const bool full = st.record.full;
   if (!v) {
-    st.next_full = true;  // the rows this one took out of the dirty set are in no checkpoint
-    if (!storage::is_disk_fault(v.err())) {
-      spdlog::error("ps-{}: checkpoint failed: {}", st.index, v.err().to_string());
-      return;
-    }
-    if (auto text = v.err().to_string(); text != st.fault) {
-      spdlog::error("ps-{}: checkpoint: {}: the job pauses until it can be written", st.index, text);
-      st.fault = text;
-    }
-    report_fault(st);  // with every failed try: a master started since hears it too
+    checkpoint_failed(st, v.err());
     return;
   }
   if (!st.fault.empty()) {
@@ -194,11 +211,7 @@ void finish_checkpoint(ps_state& st) {
   st.since_full = full ? 0 : st.since_full + 1;
   st.applied_at_checkpoint = st.version_at_snapshot;
   if (full && st.timeline) st.timeline->checkpoint(st.node->who().id.to_string(), *v, full);
-  const auto& r = st.record;
-  auto cost = fmt::format(
-      "{} rows, {:.1f} MB; copied in {:.1f} ms ({} slices, longest {:.3f} ms), written in {:.1f} ms", r.rows,
-      static_cast<double>(r.bytes) / 1e6, (r.snapshot_end_s - r.begin_s) * 1e3, r.slices,
-      r.longest_slice_s * 1e3, (r.end_s - r.snapshot_end_s) * 1e3);
+  auto cost = checkpoint_cost(st.record);
   // Tests and scripts wait for "first checkpoint" in the shard's log.
   if (st.checkpoints_written++ == 0)
     spdlog::info("ps-{}: first checkpoint of this incarnation: version {} ({}): {}", st.index, *v,
