@@ -47,9 +47,7 @@ class allreduce final : public strategy {
     }
     auto grads = ctx.backend.gradients();
     const std::size_t total = grads.size();
-    buf_.resize(total + replicas::round_vote::floats);
-    for (std::size_t i = 0; i < total; ++i) buf_[i] = b ? grads[i] * static_cast<float>(n) : 0.0f;
-    replicas::round_vote::cast(std::span(buf_).subspan(total), static_cast<float>(n), exhausted);
+    fill_buffer(grads, b != nullptr, n, exhausted);
     if (auto r = ctx.ring.allreduce(buf_); !r) {
       if (b && ctx.ring.alone()) {
         // buf_ was a copy: the backend still holds this batch's gradients, untouched by the ring,
@@ -70,6 +68,15 @@ class allreduce final : public strategy {
   }
 
  private:
+  // buf_: the gradients weighted by the batch's `n` rows (zeros without a batch: the backend's
+  // gradients are not this round's then), then this worker's vote for the round.
+  void fill_buffer(std::span<const float> grads, bool has_batch, std::size_t n, bool exhausted) {
+    const std::size_t total = grads.size();
+    buf_.resize(total + replicas::round_vote::floats);
+    for (std::size_t i = 0; i < total; ++i) buf_[i] = has_batch ? grads[i] * static_cast<float>(n) : 0.0f;
+    replicas::round_vote::cast(std::span(buf_).subspan(total), static_cast<float>(n), exhausted);
+  }
+
   std::vector<float> buf_, sync_buf_;
   std::unique_ptr<strategy> device_;  // the device path (a backend with a GPU)
 };
