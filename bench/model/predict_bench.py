@@ -18,6 +18,7 @@ per run and a summary line: rows/s of each, and troupe's over the peer's (proces
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -78,6 +79,7 @@ def setup(troupe, d, rows):
 
 def troupe_run(troupe, d, workers, n):
     out = "%s/out-%d.csv" % (d, workers)
+    shutil.rmtree("%s/jobs/p%d-%d" % (d, workers, n), ignore_errors=True)  # a job id is refused if it exists
     t0 = time.time()
     r = sh([troupe, "predict", d + "/model", "--data", d + "/rows", "--out", out, "--workers", str(workers),
             "--threads", "1", "--root", d + "/jobs", "--job-id", "p%d-%d" % (workers, n), "--quiet"])
