@@ -88,11 +88,14 @@ def troupe_run(troupe, d, workers, n):
     return {"system": "troupe", "workers": workers, "rows": j["rows"], "seconds": secs, "rows_per_s": j["rows"] / secs}
 
 
+PYTHON = "/usr/bin/python3"  # the peer's Python (--python: one with numpy and torch)
+
+
 def peer_run(d):
     # End to end as troupe's runs are (the process's start, Python's and torch's imports included);
     # loop_seconds: from torch.jit.load to the last line written, as the loop alone would time itself.
     t0 = time.time()
-    r = sh(["/usr/bin/python3", "-c", PEER, d + "/model/model.pt", d + "/rows", d + "/out-peer.csv"])
+    r = sh([PYTHON, "-c", PEER, d + "/model/model.pt", d + "/rows", d + "/out-peer.csv"])
     secs = time.time() - t0
     j = json.loads(r.stdout.strip().splitlines()[-1])
     return {"system": "pytorch", "workers": 1, "rows": j["rows"], "seconds": secs, "rows_per_s": j["rows"] / secs,
@@ -105,15 +108,19 @@ def main():
     p.add_argument("--rows", type=int, default=1000000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--dir", default="/var/tmp/troupe-predict-bench")
+    p.add_argument("--workers", type=int, nargs="*", default=[1, 2], help="troupe's runs (the first is the 1x)")
+    p.add_argument("--python", default=PYTHON, help="the peer's Python")
     a = p.parse_args()
+    globals()["PYTHON"] = a.python
     troupe = os.path.abspath(a.troupe)
     os.makedirs(a.dir, exist_ok=True)
     setup(troupe, a.dir, a.rows)
-    runs = {"pytorch": [], "pytorch_loop": [], 1: [], 2: []}
+    runs = {"pytorch": [], "pytorch_loop": []}
+    runs.update({w: [] for w in a.workers})
     for n in range(a.rounds):
-        for key, run in (("pytorch", lambda: peer_run(a.dir)), (1, lambda: troupe_run(troupe, a.dir, 1, n)),
-                         (2, lambda: troupe_run(troupe, a.dir, 2, n))):
-            r = run()
+        order = [("pytorch", None)] + [(w, w) for w in a.workers]
+        for key, w in order:
+            r = peer_run(a.dir) if w is None else troupe_run(troupe, a.dir, w, n)
             r["round"] = n
             r["load"] = os.getloadavg()[0]
             runs[key].append(r["rows_per_s"])
@@ -121,12 +128,13 @@ def main():
                 runs["pytorch_loop"].append(r["loop_rows_per_s"])
             print(json.dumps(r), flush=True)
     peer, loop = statistics.median(runs["pytorch"]), statistics.median(runs["pytorch_loop"])
-    print(json.dumps({"summary": True, "pytorch_rows_per_s": runs["pytorch"], "pytorch_loop_rows_per_s":
-                      runs["pytorch_loop"], "troupe_1_worker": runs[1], "troupe_2_workers": runs[2],
-                      "ratio_1_worker": statistics.median(runs[1]) / peer,
-                      "ratio_2_workers": statistics.median(runs[2]) / peer,
-                      "ratio_1_worker_vs_loop": statistics.median(runs[1]) / loop,
-                      "ratio_2_workers_vs_loop": statistics.median(runs[2]) / loop}))
+    summary = {"summary": True, "pytorch_rows_per_s": runs["pytorch"], "pytorch_loop_rows_per_s": runs["pytorch_loop"]}
+    for w in a.workers:
+        name = "%d_worker%s" % (w, "" if w == 1 else "s")
+        summary["troupe_" + name] = runs[w]
+        summary["ratio_" + name] = statistics.median(runs[w]) / peer
+        summary["ratio_" + name + "_vs_loop"] = statistics.median(runs[w]) / loop
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":
