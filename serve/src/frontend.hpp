@@ -86,6 +86,7 @@ class frontend final : public replica_link {
     std::optional<clock::time_point> relaunch_at;
     clock::time_point launched{}, ready_at{};
     std::string last_exit;
+    std::string peer_host;  // the address its connection comes from (where Slurm placed it)
   };
   enum class gen_state { staging, active, draining };
   struct generation {
