@@ -225,6 +225,7 @@ int frontend::run() {
   std::fprintf(stderr, "serving %s at http://%s/v2/models/%s/infer\n", name_.c_str(),
                http_->address().c_str(), name_.c_str());
   write_state(false);
+  announced_ = true;
   wait_for_signals();
   print_progress(true);
   stop_everything();
