@@ -22,6 +22,10 @@
 
 namespace troupe::actors {
 
+// The ring epoch of a node that leaves (SIGTERM): it stays there whatever views come after, so a
+// collective in flight fails at once and the node is in no ring any more.
+inline constexpr std::uint64_t leaving_ring_epoch = ~std::uint64_t{0};
+
 // Who a node is: its id, role and index (ps-<index>, worker-<index>), its job and job dir.
 struct node_identity {
   node_id id;

@@ -1,12 +1,19 @@
-// The role actors of a job. Each is spawned by its node's root supervisor (so a crash restarts it
-// under the same name) and receives its remote traffic through node_runtime::bridge. The master,
-// the dispenser and the PS shards see their node only through node_context (node_context.hpp); the
-// workers' set-up still takes the node_runtime (its endpoint and the worker services over it).
+// The role actors of a job, as their node spawns them: the one door from node/ (the process) into
+// the role folders master/, ps/ and worker/. Each is spawned by its node's root supervisor (so a
+// crash restarts it under the same name) and receives its remote traffic through the node's bridge
+// (node_runtime::bridge). The master, the dispenser, the record server and the PS shards see their
+// node only through node_context (node_context.hpp); a worker through worker_host (worker_host.hpp),
+// a node_context with rpc channels, connections, the ring listener and liveness.
 #pragma once
 
 #include <caf/fwd.hpp>
 
-#include "node/node_runtime.hpp"
+#include <cstdint>
+#include <string>
+
+#include "node_context.hpp"
+#include "troupe/supervision/name_registry.hpp"
+#include "worker_host.hpp"
 
 namespace troupe::actors {
 
@@ -27,6 +34,6 @@ caf::actor spawn_master(caf::actor_system& sys, node_context& node, supervision:
 caf::actor spawn_ps_shard(caf::actor_system& sys, node_context& node, data_paths data);
 // A worker (detached: training blocks), its replica on the backend the job names (native CPU,
 // CUDA with [job] device = "gpu"). Name "worker", on worker-<i>.
-caf::actor spawn_worker(caf::actor_system& sys, node_runtime* rt, data_paths data);
+caf::actor spawn_worker(caf::actor_system& sys, worker_host& node, data_paths data);
 
 }  // namespace troupe::actors

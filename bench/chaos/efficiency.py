@@ -17,7 +17,11 @@ schedule, in the same run.
   one dies; --max-restarts 100000). Samples trained: the global step of rank 0's model at the end
   x 64 x N; accuracy: its latest checkpoint on the test set.
 Each (system, rate) runs M minutes (10 by default) after its first step; the fault-free run of each
-system is the reference. One JSON line per run, then a summary. Kill times are the same for both
+system is the reference (efficiency). On a shared machine the load drifts between runs by more than
+a few kills cost, so each run also measures itself (efficiency_in_run): the samples trained are
+read every 0.25 s, and each kill's cost is the samples the run would have trained at its rate of
+the 20 s before the kill minus those it trained from 1 s before to 15 s after it (a restart from a
+checkpoint shows as samples going back). One JSON line per run, then a summary. Kill times are the same for both
 systems (seeded). Needs the release build and bench/job/export_records.
 """
 import argparse
@@ -26,8 +30,10 @@ import json
 import os
 import random
 import signal
+import statistics
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -52,17 +58,51 @@ def alive(pid):
         return False
 
 
-def chaos(victims, times, t0, seconds, rng):
-    """SIGKILLs a random victim (victims() -> pids) at each of `times` after t0; returns the kills."""
-    kills = 0
+def chaos(victims, times, t0, seconds, rng, progress=None):
+    """SIGKILLs a random victim (victims() -> pids) at each of `times` after t0; returns the wall
+    times of the kills, and (progress() -> samples trained so far, or None) the samples' series,
+    read every 0.25 s."""
+    kills, series, stop = [], [], threading.Event()
+
+    def poll():
+        while not stop.is_set():
+            v = progress()
+            if v is not None:
+                series.append((time.time(), v))
+            stop.wait(0.25)
+
+    poller = threading.Thread(target=poll, daemon=True) if progress else None
+    if poller:
+        poller.start()
     for t in times:
         time.sleep(max(0.0, t0 + t - time.time()))
         pids = [p for p in victims() if alive(p)]
         if pids:
             os.kill(rng.choice(pids), signal.SIGKILL)
-            kills += 1
+            kills.append(time.time())
     time.sleep(max(0.0, t0 + seconds - time.time()))
-    return kills
+    if poller:
+        stop.set()
+        poller.join()
+    return kills, series
+
+
+def lost_to_kills(series, kills, after_s=15.0):
+    """Samples each kill cost the run, measured inside it (the machine's load drift between two runs
+    does not move it): for every kill, the samples the run would have trained at its median rate of
+    the 20 s before the kill, minus those it did train, from 1 s before the kill to after_s after it
+    (cut at the next kill). A restart from a checkpoint shows as samples trained going back."""
+    lost = []
+    for i, k in enumerate(kills):
+        before = [(t, v) for t, v in series if k - 20 <= t <= k - 1]
+        rates = [(v1 - v0) / (t1 - t0) for (t0, v0), (t1, v1) in zip(before, before[1:]) if t1 > t0]
+        end = min(k + after_s, kills[i + 1] - 1 if i + 1 < len(kills) else k + after_s)
+        win = [(t, v) for t, v in series if k - 1 <= t <= end]
+        if not rates or len(win) < 2:
+            continue
+        (t0, v0), (t1, v1) = win[0], win[-1]
+        lost.append(max(0.0, statistics.median(rates) * (t1 - t0) - (v1 - v0)))
+    return lost
 
 
 def troupe_status(troupe, job_dir):
@@ -95,9 +135,19 @@ def run_troupe(a, mean_s, tag):
             sys.exit("troupe run exited (%d) before its first step; see %s" % (runner.returncode, job_dir))
         time.sleep(0.2)
     t0 = time.time()
-    kills = chaos(lambda: worker_pids(job_dir), kill_times(mean_s, a.seconds, a.seed), t0, a.seconds,
-                  random.Random(a.seed))
+
+    kills, _ = chaos(lambda: worker_pids(job_dir), kill_times(mean_s, a.seconds, a.seed), t0, a.seconds,
+                     random.Random(a.seed))
     samples = troupe_status(a.troupe, job_dir)["samples_total"]
+    # The samples' series from the job's own timeline (a metrics event a second), not from polling.
+    series = []
+    for line in open(job_dir + "/events.jsonl"):
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if e.get("kind") == "metrics" and "samples" in e:
+            series.append((e["t_ms"] / 1000.0, e["samples"]))
     subprocess.run([a.troupe, "stop", "--job-dir", job_dir], capture_output=True)
     runner.wait()
     model = job_dir + "/exported"
@@ -106,7 +156,9 @@ def run_troupe(a, mean_s, tag):
     ev = subprocess.run([a.troupe, "evaluate", model, "--data", test, "--root", a.dir + "/jobs", "--quiet"],
                         check=True, capture_output=True, text=True)
     acc = json.loads(ev.stdout.strip().splitlines()[-1])["accuracy"]
-    return {"system": "troupe", "mean_s": mean_s, "kills": kills, "samples": samples, "accuracy": acc}
+    lost = lost_to_kills(series, kills)
+    return {"system": "troupe", "mean_s": mean_s, "kills": len(kills), "samples": samples, "accuracy": acc,
+            "lost_per_kill": [round(x) for x in lost], "efficiency_in_run": 1 - sum(lost) / samples}
 
 
 def records(a):
@@ -157,7 +209,14 @@ def run_torchrun(a, mean_s, tag):
                 pass
         return pids
 
-    kills = chaos(ranks, kill_times(mean_s, a.seconds, a.seed), t0, a.seconds, random.Random(a.seed))
+    def trained():
+        try:
+            return int(open(out + "/progress").read()) * 64 * a.workers
+        except (OSError, ValueError):
+            return None
+
+    kills, series = chaos(ranks, kill_times(mean_s, a.seconds, a.seed), t0, a.seconds, random.Random(a.seed),
+                          trained)
     steps = int(open(out + "/progress").read())
     agent.send_signal(signal.SIGTERM)
     try:
@@ -165,8 +224,10 @@ def run_torchrun(a, mean_s, tag):
     except subprocess.TimeoutExpired:
         agent.kill()
     acc = accuracy_of(out + "/checkpoint.pt", env["DATA"]) if os.path.exists(out + "/checkpoint.pt") else None
-    return {"system": "torchrun", "mean_s": mean_s, "kills": kills, "samples": steps * 64 * a.workers,
-            "accuracy": acc}
+    lost = lost_to_kills(series, kills)
+    return {"system": "torchrun", "mean_s": mean_s, "kills": len(kills), "samples": steps * 64 * a.workers,
+            "accuracy": acc, "lost_per_kill": [round(x) for x in lost],
+            "efficiency_in_run": 1 - sum(lost) / (steps * 64 * a.workers)}
 
 
 def main():
@@ -193,6 +254,7 @@ def main():
             results[(name, mean_s)] = r
             print(json.dumps(r), flush=True)
     print(json.dumps({"summary": True, "efficiency": {"%s@%gs" % k: v["efficiency"] for k, v in results.items()},
+                      "efficiency_in_run": {"%s@%gs" % k: v["efficiency_in_run"] for k, v in results.items()},
                       "accuracy": {"%s@%gs" % k: v["accuracy"] for k, v in results.items()}}))
 
 

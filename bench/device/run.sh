@@ -12,7 +12,7 @@
 # Fashion-MNIST; the stripped binaries as build/release), find the device's cuBLAS and NCCL, and
 # give the test binaries the absolute paths they were built with (/work/main).
 # --only a,b: run only those steps (info gpu_tests nccl gpu_bench allreduce recovery deepfm
-# torch_gpu control checkpoint model_gpu).
+# torch_gpu control checkpoint model_gpu predict).
 # Exits 1 when a step failed (its rc in OUT/steps.jsonl). TROUPE_BUILD_DIR: another build than
 # build/release (not with --unpack).
 # Usage: bench/device/run.sh [--unpack] [--only STEPS] OUT
@@ -252,8 +252,17 @@ model_gpu() {
   done
 }
 
+# Issue 46's prediction benchmark where cores are not shared: troupe predict with 1, 2 and 4 workers
+# (1 libtorch thread each) against one PyTorch process over the same model.pt and records.
+predict() {
+  [[ -n "$py" ]] || { echo "predict: no Python with torch here"; return 1; }
+  "$py" -c 'import numpy' || { echo "predict: $py has no numpy"; return 1; }
+  "$py" bench/model/predict_bench.py "$build/troupe" --rounds 2 --workers 1 2 4 --python "$py" \
+    --dir /tmp/troupe_device_predict | tee -a "$out/results.jsonl"
+}
+
 export out build py
-export -f info gpu_tests nccl gpu_bench allreduce recovery deepfm torch_gpu control checkpoint model_gpu
+export -f info gpu_tests nccl gpu_bench allreduce recovery deepfm torch_gpu control checkpoint model_gpu predict
 step info 30 info
 step gpu_tests 180 gpu_tests
 step nccl 180 nccl
@@ -265,6 +274,7 @@ step torch_gpu 240 torch_gpu
 step control 120 control
 step checkpoint 90 checkpoint
 step model_gpu 120 model_gpu
+step predict 240 predict
 
 {
   echo "device run: $(($(date +%s) - t_start)) s"

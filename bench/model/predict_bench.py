@@ -11,11 +11,14 @@ to predict as a record store. Then, alternately, R rounds of:
   - the peer: one Python process, torch.set_num_threads(1), torch.jit.load(model.pt), batches of
     1,024 rows of the same records (bench/job/export_records' arrays) through forward under
     torch.no_grad(), sigmoid, and the same CSV written (record number, probability, %.7g).
-Prints one JSON line per run and a summary line: rows/s of each, and troupe's over the peer's.
+Both are timed end to end, from the process's start (troupe's job start, Python's and torch's imports);
+the peer's loop alone (torch.jit.load to the last line) is reported beside it. Prints one JSON line
+per run and a summary line: rows/s of each, and troupe's over the peer's (process and loop).
 """
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -76,6 +79,7 @@ def setup(troupe, d, rows):
 
 def troupe_run(troupe, d, workers, n):
     out = "%s/out-%d.csv" % (d, workers)
+    shutil.rmtree("%s/jobs/p%d-%d" % (d, workers, n), ignore_errors=True)  # a job id is refused if it exists
     t0 = time.time()
     r = sh([troupe, "predict", d + "/model", "--data", d + "/rows", "--out", out, "--workers", str(workers),
             "--threads", "1", "--root", d + "/jobs", "--job-id", "p%d-%d" % (workers, n), "--quiet"])
@@ -84,11 +88,18 @@ def troupe_run(troupe, d, workers, n):
     return {"system": "troupe", "workers": workers, "rows": j["rows"], "seconds": secs, "rows_per_s": j["rows"] / secs}
 
 
+PYTHON = "/usr/bin/python3"  # the peer's Python (--python: one with numpy and torch)
+
+
 def peer_run(d):
-    r = sh(["/usr/bin/python3", "-c", PEER, d + "/model/model.pt", d + "/rows", d + "/out-peer.csv"])
+    # End to end as troupe's runs are (the process's start, Python's and torch's imports included);
+    # loop_seconds: from torch.jit.load to the last line written, as the loop alone would time itself.
+    t0 = time.time()
+    r = sh([PYTHON, "-c", PEER, d + "/model/model.pt", d + "/rows", d + "/out-peer.csv"])
+    secs = time.time() - t0
     j = json.loads(r.stdout.strip().splitlines()[-1])
-    return {"system": "pytorch", "workers": 1, "rows": j["rows"], "seconds": j["seconds"],
-            "rows_per_s": j["rows"] / j["seconds"]}
+    return {"system": "pytorch", "workers": 1, "rows": j["rows"], "seconds": secs, "rows_per_s": j["rows"] / secs,
+            "loop_seconds": j["seconds"], "loop_rows_per_s": j["rows"] / j["seconds"]}
 
 
 def main():
@@ -97,23 +108,33 @@ def main():
     p.add_argument("--rows", type=int, default=1000000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--dir", default="/var/tmp/troupe-predict-bench")
+    p.add_argument("--workers", type=int, nargs="*", default=[1, 2], help="troupe's runs (the first is the 1x)")
+    p.add_argument("--python", default=PYTHON, help="the peer's Python")
     a = p.parse_args()
+    globals()["PYTHON"] = a.python
     troupe = os.path.abspath(a.troupe)
     os.makedirs(a.dir, exist_ok=True)
     setup(troupe, a.dir, a.rows)
-    runs = {"pytorch": [], 1: [], 2: []}
+    runs = {"pytorch": [], "pytorch_loop": []}
+    runs.update({w: [] for w in a.workers})
     for n in range(a.rounds):
-        for key, run in (("pytorch", lambda: peer_run(a.dir)), (1, lambda: troupe_run(troupe, a.dir, 1, n)),
-                         (2, lambda: troupe_run(troupe, a.dir, 2, n))):
-            r = run()
+        order = [("pytorch", None)] + [(w, w) for w in a.workers]
+        for key, w in order:
+            r = peer_run(a.dir) if w is None else troupe_run(troupe, a.dir, w, n)
             r["round"] = n
             r["load"] = os.getloadavg()[0]
             runs[key].append(r["rows_per_s"])
+            if key == "pytorch":
+                runs["pytorch_loop"].append(r["loop_rows_per_s"])
             print(json.dumps(r), flush=True)
-    peer = statistics.median(runs["pytorch"])
-    print(json.dumps({"summary": True, "pytorch_rows_per_s": runs["pytorch"], "troupe_1_worker": runs[1],
-                      "troupe_2_workers": runs[2], "ratio_1_worker": statistics.median(runs[1]) / peer,
-                      "ratio_2_workers": statistics.median(runs[2]) / peer}))
+    peer, loop = statistics.median(runs["pytorch"]), statistics.median(runs["pytorch_loop"])
+    summary = {"summary": True, "pytorch_rows_per_s": runs["pytorch"], "pytorch_loop_rows_per_s": runs["pytorch_loop"]}
+    for w in a.workers:
+        name = "%d_worker%s" % (w, "" if w == 1 else "s")
+        summary["troupe_" + name] = runs[w]
+        summary["ratio_" + name] = statistics.median(runs[w]) / peer
+        summary["ratio_" + name + "_vs_loop"] = statistics.median(runs[w]) / loop
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

@@ -72,7 +72,7 @@ nodes_file make_nodes_file(const std::string& job_id, std::uint64_t epoch, const
   f.job_id = job_id;
   f.epoch = epoch;
   f.updated_ms = now_ms;
-  f.master_address = control_address;
+  f.runner_address = control_address;
   for (const auto& n : nodes) {
     node_record r;
     r.id = n.id;

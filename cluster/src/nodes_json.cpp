@@ -82,7 +82,7 @@ std::string to_json(const nodes_file& f) {
             {"job_id", f.job_id},
             {"epoch", f.epoch},
             {"updated_ms", f.updated_ms},
-            {"master_address", f.master_address},
+            {"runner_address", f.runner_address},
             {"metrics_address", f.metrics_address},
             {"nodes", std::move(nodes)}};
   return j.dump(2) + "\n";
@@ -107,9 +107,11 @@ expected<nodes_file> parse_nodes_json(std::string_view text, std::string_view so
   auto updated = field<std::int64_t>(j, "updated_ms", source, "");
   if (!updated) return updated.err();
   f.updated_ms = *updated;
-  auto master = field<std::string>(j, "master_address", source, "");
-  if (!master) return master.err();
-  f.master_address = *master;
+  // Files written before the rename call the runner's address master_address.
+  auto runner =
+      field<std::string>(j, j.contains("master_address") ? "master_address" : "runner_address", source, "");
+  if (!runner) return runner.err();
+  f.runner_address = *runner;
   if (auto m = j.find("metrics_address"); m != j.end() && m->is_string()) f.metrics_address = *m;
   auto nodes = j.find("nodes");
   if (nodes == j.end() || !nodes->is_array()) return corrupt(source, "missing array 'nodes'");

@@ -82,9 +82,9 @@ expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir) {
   auto net = endpoint::create(client_node_id(static_cast<std::uint64_t>(::getpid())), cfg);
   if (!net) return net.err();
   s->net = std::move(*net);
-  auto peer = s->net->connect(nodes->master_address, false);
+  auto peer = s->net->connect(nodes->runner_address, false);
   if (!peer)
-    return std::move(peer).err().wrap("job " + dir->job_id() + " (runner at " + nodes->master_address +
+    return std::move(peer).err().wrap("job " + dir->job_id() + " (runner at " + nodes->runner_address +
                                       "; is it still running?)");
   auto rpc = wire::rpc_client::create(*s->net, "cli");
   if (!rpc) return rpc.err();

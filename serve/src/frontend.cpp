@@ -128,6 +128,13 @@ int frontend::setup() {
   control_address_ = *bound;
   if (auto r = net_->register_name("serve", [this](const message& m) { on_message(m); }); !r)
     return spdlog::error("{}", r.err().to_string()), 1;
+  // Slurm places each replica itself: where one runs is where its connection comes from.
+  net_->on_peer_up([this](const peer_event& e) {
+    if (e.node.name.rfind("replica-", 0) != 0) return;
+    std::lock_guard lk(mu_);
+    slot* s = find_slot(e.node.name);
+    if (s && s->incarnation == e.node.incarnation) s->peer_host = e.address.substr(0, e.address.rfind(':'));
+  });
   net_->on_peer_down([this](const peer_event& e) {
     if (e.node.name.rfind("replica-", 0) == 0) {
       spdlog::info("serve: {} down: {}", e.node.to_string(), e.reason);
@@ -218,6 +225,7 @@ int frontend::run() {
   std::fprintf(stderr, "serving %s at http://%s/v2/models/%s/infer\n", name_.c_str(),
                http_->address().c_str(), name_.c_str());
   write_state(false);
+  announced_ = true;
   wait_for_signals();
   print_progress(true);
   stop_everything();

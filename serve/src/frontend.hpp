@@ -86,6 +86,7 @@ class frontend final : public replica_link {
     std::optional<clock::time_point> relaunch_at;
     clock::time_point launched{}, ready_at{};
     std::string last_exit;
+    std::string peer_host;  // the address its connection comes from (where Slurm placed it)
   };
   enum class gen_state { staging, active, draining };
   struct generation {
@@ -177,6 +178,7 @@ class frontend final : public replica_link {
   std::uint64_t restarts_ = 0;
   bool stopping_ = false;
   std::atomic<bool> stopped_{false};
+  std::atomic<bool> announced_{false};  // server.json written for this server (ready_answer)
   std::thread ticker_;
   // Progress and state: counters at the last report.
   std::optional<clock::time_point> last_progress_;

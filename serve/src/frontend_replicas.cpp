@@ -123,6 +123,7 @@ void frontend::launch_due() {
       if (s->launched != clock::time_point{}) ++s->incarnation;
       s->launched = clock_.now();
       s->ready = false;
+      s->peer_host.clear();
       core_->add_replica(s->node, s->incarnation, s->generation, s->index);
       copy = *s;
       version = g->info.version();
@@ -133,8 +134,8 @@ void frontend::launch_due() {
     if (!s) continue;
     if (r) {
       s->handle = copy.handle;
-      spdlog::info("serve: {} launched (pid {})", node_id{s->node, s->incarnation}.to_string(),
-                   copy.handle->pid);
+      spdlog::info("serve: {} launched ({} {})", node_id{s->node, s->incarnation}.to_string(),
+                   settings_.cluster.launcher == "slurm" ? "Slurm job" : "pid", copy.handle->pid);
       continue;
     }
     spdlog::error("serve: cannot launch {}: {}", node, r.err().to_string());

@@ -37,11 +37,15 @@ void frontend::write_state(bool final) {
     last_rate_at_ = now;
   }
   auto stats = core_->stats();
-  std::map<std::string, std::string> hosts;  // where the launcher runs each replica ("": this machine)
+  // Where each replica runs ("": this machine): the host the launcher chose, or for Slurm, which
+  // chooses it, the address the replica's connection comes from.
+  std::map<std::string, std::string> hosts;
   {
     std::lock_guard lk(mu_);
     for (const auto& [name, s] : slots_)
-      if (s.handle) hosts[name] = s.handle->host;
+      if (s.handle)
+        hosts[name] =
+            s.handle->host.empty() && settings_.cluster.launcher == "slurm" ? s.peer_host : s.handle->host;
   }
   json replicas = json::array();
   for (const auto& r : stats.replicas)

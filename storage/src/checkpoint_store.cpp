@@ -198,15 +198,33 @@ expected<void> checkpoint_store::remove_stray_files() {
 
 expected<void> checkpoint_store::remove_version(std::uint64_t version) {
   const std::string vkey = be64_key(version);
-  // First unmark it, so a crash halfway through leaves an incomplete version, never a partial one.
+  // A version whose data is a file (format 2): its record goes in one commit, then the file; a
+  // crash in between leaves a file that no record owns, which the next collect() or open()
+  // removes (as after a crash inside write()). One commit instead of two: a ring checkpoint's
+  // write removes the version it supersedes, and each commit is two syncs.
+  bool file_only = false;
   auto r = env_->write([&](write_txn& w) -> expected<void> {
     auto v = w.get(versions_, vkey);
     if (!v) return v.err();
     checkpoint_info i;
-    if (!*v || !ckpt::decode_info(**v, i) || !i.complete) return {};
+    if (!*v || !ckpt::decode_info(**v, i)) return {};
+    if (i.format == 2) {
+      file_only = true;
+      auto d = w.del(versions_, vkey);
+      return d ? expected<void>() : expected<void>(d.err());
+    }
+    // Data in the database (format 1): unmarked first, so a crash halfway through leaves an
+    // incomplete version, never a partial one.
+    if (!i.complete) return {};
     i.complete = false;
     return w.put(versions_, vkey, ckpt::encode_info(i));
   });
+  if (r && file_only) {
+    if (::unlink(ckpt_file::path_of(env_->dir(), version).c_str()) != 0 && errno != ENOENT)
+      r = make_unexpected(storage_errc::io_error,
+                          ckpt_file::path_of(env_->dir(), version) + " (unlink): " + std::strerror(errno));
+    return r;
+  }
   if (r && ::unlink(ckpt_file::path_of(env_->dir(), version).c_str()) != 0 && errno != ENOENT)
     r = make_unexpected(storage_errc::io_error,
                         ckpt_file::path_of(env_->dir(), version) + " (unlink): " + std::strerror(errno));

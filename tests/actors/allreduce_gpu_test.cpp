@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "master/gpu_rendezvous.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/collective/ring.hpp"
 #include "worker/backends/cuda_backend.hpp"
@@ -106,12 +107,11 @@ struct shared_rendezvous {
 class memory_port final : public gpu_rendezvous_port {
  public:
   explicit memory_port(shared_rendezvous& s) : s_(s) {}
-  expected<gpu_rendezvous::snapshot> exchange(const gpu_rendezvous::post& mine,
-                                              bool need_unique_id) override {
+  expected<wire::gpu_comm_info> exchange(const wire::gpu_comm_post& mine, bool need_unique_id) override {
     std::unique_lock lk(s_.mu);
     if (auto a = s_.store.add(mine); !a) return a.err();
     s_.cv.notify_all();
-    expected<gpu_rendezvous::snapshot> snap = make_unexpected(core_errc::io_error, "unset");
+    expected<wire::gpu_comm_info> snap = make_unexpected(core_errc::io_error, "unset");
     bool ok = s_.cv.wait_for(lk, std::chrono::seconds(2), [&] {
       snap = s_.store.get(mine.ring_epoch);
       return snap && snap->complete() && (!need_unique_id || !snap->unique_id.empty());

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "master/gpu_rendezvous.hpp"
+#include "node/node_runtime.hpp"
 #include "roles.hpp"
 #include "troupe/wire/messages.hpp"
 #include "worker/gpu_comm_client.hpp"
@@ -20,13 +21,13 @@ namespace troupe::actors {
 namespace {
 
 std::string opaque_id(char seed) {
-  std::string id(gpu_rendezvous::unique_id_bytes, '\0');
+  std::string id(wire::gpu_unique_id_bytes, '\0');
   for (std::size_t i = 0; i < id.size(); ++i) id[i] = static_cast<char>(seed + i * 13);
   return id;
 }
 
-gpu_rendezvous::post make_post(std::uint64_t epoch, std::uint32_t rank, std::uint32_t ranks,
-                               std::string id = "") {
+wire::gpu_comm_post make_post(std::uint64_t epoch, std::uint32_t rank, std::uint32_t ranks,
+                              std::string id = "") {
   return {epoch,
           ranks,
           {rank, "worker-" + std::to_string(rank), "host", "GPU-" + std::to_string(rank)},
@@ -53,7 +54,7 @@ TEST(gpu_rendezvous, collects_every_rank_and_keeps_the_first_unique_id) {
 
 TEST(gpu_rendezvous, refuses_bad_posts_naming_the_problem) {
   gpu_rendezvous r;
-  auto err = [&](const gpu_rendezvous::post& p) {
+  auto err = [&](const wire::gpu_comm_post& p) {
     auto s = r.add(p);
     return s ? std::string("accepted") : s.err().to_string();
   };
@@ -90,8 +91,8 @@ TEST(gpu_rendezvous, wire_round_trip) {
   outbound o;
   auto p = make_post(7, 0, 3, opaque_id('z'));
   auto job = o.body().initJob();
-  write_gpu_post(job.initGpuCommPost(), p);
-  auto back = read_gpu_post(job.getGpuCommPost().asReader());
+  wire::write_gpu_post(job.initGpuCommPost(), p);
+  auto back = wire::read_gpu_post(job.getGpuCommPost().asReader());
   EXPECT_EQ(back.ring_epoch, 7u);
   EXPECT_EQ(back.ranks, 3u);
   EXPECT_EQ(back.who, p.who);
@@ -99,16 +100,16 @@ TEST(gpu_rendezvous, wire_round_trip) {
   gpu_rendezvous r;
   outbound o2;
   auto info = o2.body().initJob().initGpuCommInfo();
-  write_gpu_info(info, r.add(p));
-  auto s = read_gpu_info(info.asReader());
+  wire::write_gpu_info(info, r.add(p));
+  auto s = wire::read_gpu_info(info.asReader());
   ASSERT_TRUE(s) << s.err().to_string();
   EXPECT_EQ(s->unique_id, p.unique_id);
   ASSERT_EQ(s->posted.size(), 1u);
   EXPECT_EQ(s->posted[0], p.who);
   outbound o3;
   auto bad = o3.body().initJob().initGpuCommInfo();
-  write_gpu_info(bad, r.add(make_post(7, 5, 3)));
-  EXPECT_FALSE(read_gpu_info(bad.asReader()));
+  wire::write_gpu_info(bad, r.add(make_post(7, 5, 3)));
+  EXPECT_FALSE(wire::read_gpu_info(bad.asReader()));
 }
 
 // A worker-like client: its own endpoint connected to the master, the membership it receives.
@@ -213,7 +214,7 @@ class master_relay : public ::testing::Test {
       wire::guarded("gpu comm info", [&] {
         auto j = reply->body().getJob();
         if (j.which() != schema::JobMessage::GPU_COMM_INFO) return;
-        auto snap = read_gpu_info(j.getGpuCommInfo());
+        auto snap = wire::read_gpu_info(j.getGpuCommInfo());
         if (snap)
           for (const auto& p : snap->posted) has = has || p.rank == rank;
       });

@@ -90,11 +90,11 @@ TEST(node_view, leaving_moves_the_ring_epoch_away_for_good_and_wakes_a_waiter) {
   v.leave();
   waiter.join();  // woken by leave(), not by the hour on the clock
   EXPECT_TRUE(v.leaving());
-  EXPECT_EQ(v.ring_epoch().load(), node_view::leaving_epoch);
+  EXPECT_EQ(v.ring_epoch().load(), leaving_ring_epoch);
   EXPECT_TRUE(v.take(view_msg(5, 1, 5), false));
   EXPECT_EQ(v.view().epoch(), 5u);
-  EXPECT_EQ(v.ring_epoch().load(), node_view::leaving_epoch);
-  EXPECT_EQ(v.view_and_ring_epoch().second, node_view::leaving_epoch);
+  EXPECT_EQ(v.ring_epoch().load(), leaving_ring_epoch);
+  EXPECT_EQ(v.view_and_ring_epoch().second, leaving_ring_epoch);
 }
 
 // A delta applies only to the view it was made from, of the same master: anything else (a view

@@ -123,7 +123,7 @@ TEST(node_bootstrap, nodes_file_from_the_launched_nodes) {
   auto f = make_nodes_file("job-1", 7, "127.0.0.1:7100", nodes, 123);
   EXPECT_EQ(f.epoch, 7u);
   EXPECT_EQ(f.updated_ms, 123);
-  EXPECT_EQ(f.master_address, "127.0.0.1:7100");  // where status/scale/stop reach the job
+  EXPECT_EQ(f.runner_address, "127.0.0.1:7100");  // where status/scale/stop reach the job
   ASSERT_EQ(f.nodes.size(), 3u);
   EXPECT_EQ(f.nodes[0].pid, 0);
   EXPECT_EQ(f.nodes[0].state, "exited");

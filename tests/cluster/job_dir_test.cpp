@@ -35,7 +35,7 @@ nodes_file sample() {
   f.job_id = "0123456789abcdef";
   f.epoch = 7;
   f.updated_ms = 1'700'000'000'123;
-  f.master_address = "127.0.0.1:7000";
+  f.runner_address = "127.0.0.1:7000";
   f.nodes.push_back(record("master", 0, node_role::master, 100, 555, "127.0.0.1:7000", "alive"));
   f.nodes.push_back(record("worker-3", 2, node_role::worker, 103, 777, "", "launching"));
   f.nodes.push_back(record("worker-1", 0, node_role::worker, 0, 0, "", "exited"));
@@ -87,6 +87,21 @@ TEST(job_dir, nodes_round_trip) {
   std::size_t files = 0;
   for (auto& e : fs::directory_iterator(d->path())) files += e.is_regular_file() ? 1 : 0;
   EXPECT_EQ(files, 2u);  // job.toml, nodes.json
+}
+
+// nodes.json written before runner_address had its name: the runner's address under master_address.
+TEST(job_dir, an_older_file_s_master_address_is_the_runner_s) {
+  temp_dir root;
+  auto d = job_dir::create(root.str(), "job-1", "");
+  ASSERT_TRUE(d);
+  auto text = to_json(sample());
+  const std::string key = "\"runner_address\"";
+  text.replace(text.find(key), key.size(), "\"master_address\"");
+  write(d->nodes_path(), text);
+  auto back = d->read_nodes();
+  ASSERT_TRUE(back) << back.err().to_string();
+  EXPECT_EQ(back->runner_address, "127.0.0.1:7000");
+  EXPECT_EQ(*back, sample());
 }
 
 TEST(job_dir, the_instance_is_kept) {
@@ -177,7 +192,7 @@ TEST(job_dir, corrupt_nodes_files_get_clear_errors) {
       {"[1, 2]", "not an object"},
       {replace("\"format\": 1", "\"format\": 9"), "format 9 is not supported"},
       {replace("\"epoch\": 7", "\"epoch\": \"seven\""), "field 'epoch' has the wrong type"},
-      {replace("\"master_address\"", "\"master\""), "missing field 'master_address'"},
+      {replace("\"runner_address\"", "\"runner\""), "missing field 'runner_address'"},
       {replace("\"role\": \"worker\"", "\"role\": \"chief\""), "nodes[1]: role 'chief'"},
       {replace("\"name\": \"master\"", "\"name\": \"Master!\""), "nodes[0]: bad node name"},
       {replace("\"pid\": 103", "\"pid\": -5"), "nodes[1]: pid out of range"},

@@ -18,8 +18,6 @@ ALLOWED = {
     # This process's own pauses (SIGSTOP, a stalled host) are gaps of real time: a manual clock
     # cannot pause.
     "actors/src/master/pause_watch.hpp": "measures real pauses of its own process",
-    # How long dlopen of libtorch took, for the log line: a measurement, no deadline.
-    "actors/src/worker/backends/torchscript_loader.cpp": "logs the plugin's real load time",
     # The chaos harness times real faults on real processes (troupe chaos), not a role's deadline.
     "control/src/chaos/chaos_hosts.cpp": "chaos harness: real fault durations",
     "control/src/chaos/chaos_observe.hpp": "chaos harness: real fault durations",

@@ -10,6 +10,7 @@
 #include "caf_types.hpp"
 #include "troupe/storage/disk_fault.hpp"
 #include "troupe/storage/record_store.hpp"
+#include "troupe/wire/messages.hpp"
 
 namespace troupe::actors {
 

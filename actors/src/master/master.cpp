@@ -6,6 +6,7 @@
 #include <caf/all.hpp>
 
 #include <fstream>
+#include <optional>
 
 #include "caf_types.hpp"
 #include "master_observer.hpp"
@@ -30,9 +31,9 @@ std::uint64_t load_epoch(const std::string& path) {
 // is one broadcast, not one per change (each broadcast is N messages of N members).
 void publish(master_actor* self, const std::string& reason) {
   auto& st = self->state;
-  st.publish_reasons.push_back(reason);
-  if (!st.publish_queued) self->send(self, publish_atom::value);
-  st.publish_queued = true;
+  st.members.publish_reasons.push_back(reason);
+  if (!st.members.publish_queued) self->send(self, publish_atom::value);
+  st.members.publish_queued = true;
 }
 
 // Sends member `id` a view message of the current epoch (whole, or a delta from the view it
@@ -41,10 +42,10 @@ bool send_view(master_actor* self, const node_id& id, outbound&& o) {
   auto& st = self->state;
   if (auto s = st.ctx->send(id.name, "node", std::move(o), "master"); !s) {
     spdlog::debug("membership to {}: {}", id.name, s.err().to_string());
-    st.unsent.insert(id.name);
+    st.members.unsent.insert(id.name);
     return false;
   }
-  st.unsent.erase(id.name);
+  st.members.unsent.erase(id.name);
   return true;
 }
 
@@ -55,79 +56,80 @@ bool send_view(master_actor* self, const node_id& id, outbound&& o) {
 void send_views(master_actor* self, const std::string& reason) {
   auto& st = self->state;
   const auto incarnation = st.ctx->self().incarnation;
-  const auto base = st.view.mark_epoch();
-  const bool deltas = base > 0 && base < st.view.epoch();
+  const auto base = st.members.view.mark_epoch();
+  const bool deltas = base > 0 && base < st.members.view.epoch();
   std::optional<outbound> whole, delta;
   std::size_t whole_sent = 0, delta_sent = 0;
-  for (const auto& m : st.view.members()) {
+  for (const auto& m : st.members.view.members()) {
     if (m.address.empty() || m.id.name == "master") continue;
     // Sent the last broadcast: this incarnation was a member with an address then, and reached.
-    const auto* was = deltas ? st.view.at_mark(m) : nullptr;
-    const bool as_delta = was && was->id == m.id && !was->address.empty() && !st.unsent.contains(m.id.name);
+    const auto* was = deltas ? st.members.view.at_mark(m) : nullptr;
+    const bool as_delta =
+        was && was->id == m.id && !was->address.empty() && !st.members.unsent.contains(m.id.name);
     auto& proto = as_delta ? delta : whole;
     if (!proto)
-      proto = as_delta ? wire::membership_delta(st.view.diff_since_mark(), base, st.view, reason,
-                                                st.ring_epoch, incarnation)
-                       : wire::membership(st.view, reason, st.ring_epoch, incarnation);
+      proto = as_delta ? wire::membership_delta(st.members.view.diff_since_mark(), base, st.members.view,
+                                                reason, st.members.ring_epoch, incarnation)
+                       : wire::membership(st.members.view, reason, st.members.ring_epoch, incarnation);
     outbound o(static_cast<unsigned>(proto->size_bytes() / 8 + 64));
     o.body().setMembership(proto->body().getMembership().asReader());
     if (send_view(self, m.id, std::move(o))) ++(as_delta ? delta_sent : whole_sent);
   }
-  std::erase_if(st.unsent, [&](const std::string& name) { return !st.view.find(name); });
-  st.view.mark();
-  spdlog::debug("epoch {}: view sent whole to {} member(s), as a delta to {}", st.view.epoch(), whole_sent,
-                delta_sent);
+  std::erase_if(st.members.unsent, [&](const std::string& name) { return !st.members.view.find(name); });
+  st.members.view.mark();
+  spdlog::debug("epoch {}: view sent whole to {} member(s), as a delta to {}", st.members.view.epoch(),
+                whole_sent, delta_sent);
 }
 
 void broadcast(master_actor* self) {
   auto& st = self->state;
-  st.publish_queued = false;
-  if (st.publish_reasons.empty()) return;
+  st.members.publish_queued = false;
+  if (st.members.publish_reasons.empty()) return;
   // Every change keeps its own log line (tests and operators grep them); the view once.
-  for (const auto& r : st.publish_reasons) spdlog::info("epoch {}: {}", st.view.epoch(), r);
-  std::string reason = st.publish_reasons.front();
-  if (st.publish_reasons.size() > 1)
-    reason += " and " + std::to_string(st.publish_reasons.size() - 1) + " more change(s)";
-  st.publish_reasons.clear();
+  for (const auto& r : st.members.publish_reasons) spdlog::info("epoch {}: {}", st.members.view.epoch(), r);
+  std::string reason = st.members.publish_reasons.front();
+  if (st.members.publish_reasons.size() > 1)
+    reason += " and " + std::to_string(st.members.publish_reasons.size() - 1) + " more change(s)";
+  st.members.publish_reasons.clear();
   // The ring of the last broadcast is the view's at its mark: the changes since tell whether it
   // moved, with no copy of it kept (the first broadcast has no mark).
-  const bool ring_moved =
-      st.view.mark_epoch() == 0 ? !st.view.worker_ring().ranks.empty() : st.view.ring_changed_since_mark();
+  const bool ring_moved = st.members.view.mark_epoch() == 0 ? !st.members.view.worker_ring().ranks.empty()
+                                                            : st.members.view.ring_changed_since_mark();
   if (ring_moved) {
-    st.ring_epoch = st.view.epoch();
-    st.gpu.forget_before(st.ring_epoch);
+    st.members.ring_epoch = st.members.view.epoch();
+    st.gpu.forget_before(st.members.ring_epoch);
   }
-  (void)cluster::write_file_atomic(st.epoch_file, std::to_string(st.view.epoch()) + "\n");
-  if (st.view.members().size() <= 64)
-    spdlog::info("epoch {}: {}", st.view.epoch(), st.view.to_string());
+  (void)cluster::write_file_atomic(st.members.epoch_file, std::to_string(st.members.view.epoch()) + "\n");
+  if (st.members.view.members().size() <= 64)
+    spdlog::info("epoch {}: {}", st.members.view.epoch(), st.members.view.to_string());
   else
-    spdlog::info("epoch {}: {} members", st.view.epoch(), st.view.members().size());
+    spdlog::info("epoch {}: {} members", st.members.view.epoch(), st.members.view.members().size());
   send_views(self, reason);
   const auto now = st.ctx->clock().now();
-  st.trim_at = {st.trim_at ? st.trim_at->first : now, now + std::chrono::seconds(1)};
+  st.members.trim_at = {st.members.trim_at ? st.members.trim_at->first : now, now + std::chrono::seconds(1)};
 }
 
 // The dispenser puts the leases of `id` back in TODO (once per id).
 void requeue(master_actor* self, const node_id& id) {
   auto& st = self->state;
-  if (!st.requeued_holders.insert(id.to_string()).second) return;
+  if (!st.members.requeued_holders.insert(id.to_string()).second) return;
   if (auto d = st.names->get("dispenser")) self->send(d, requeue_atom::value, id.to_string());
 }
 
 void member_gone(master_actor* self, const node_id& id, const std::string& reason) {
   auto& st = self->state;
-  const auto* m = st.view.find(id.name);
+  const auto* m = st.members.view.find(id.name);
   if (!m || m->id.incarnation != id.incarnation) return;
-  st.suspects.erase(id.name);
+  st.members.suspects.erase(id.name);
   bool worker = m->role == cluster::node_role::worker;
-  if (auto r = st.view.remove(id); !r) return;
+  if (auto r = st.members.view.remove(id); !r) return;
   st.ctx->forget(id);
-  st.done_workers.erase(id.name);
-  if (std::erase_if(st.node_faults, [&](const auto& f) { return f.first.first == id.name; }) > 0)
+  st.outcome.done_workers.erase(id.name);
+  if (std::erase_if(st.durable.node_faults, [&](const auto& f) { return f.first.first == id.name; }) > 0)
     publish_fault(self);  // its next incarnation tells again
   if (worker) requeue(self, id);
-  if (st.eval) st.eval->gone(id.name);  // its part of the evaluation goes to another worker
-  st.obs->gone(id, worker, reason, st.view.epoch());
+  if (st.outcome.eval) st.outcome.eval->gone(id.name);  // its part of the evaluation goes to another worker
+  st.obs->gone(id, worker, reason, st.members.view.epoch());
   publish(self, id.to_string() + " down: " + reason);
 }
 
@@ -145,15 +147,15 @@ std::chrono::milliseconds pause_grace(const job::job_spec& spec) {
 // process exited still removes it at once.
 void peer_down(master_actor* self, const node_id& id, const std::string& reason) {
   auto& st = self->state;
-  const auto* m = st.view.find(id.name);
+  const auto* m = st.members.view.find(id.name);
   auto grace = pause_grace(st.ctx->spec());
-  if (m && m->id == id && st.pause->paused_within(grace)) {
-    if (st.suspects.count(id.name) == 0)
+  if (m && m->id == id && st.members.pause->paused_within(grace)) {
+    if (st.members.suspects.count(id.name) == 0)
       spdlog::warn(
           "{} dropped its connection while this master was paused ({}): it stays a member if it "
           "re-joins within {} ms",
           id.to_string(), reason, grace.count());
-    st.suspects[id.name] = {id, reason, st.ctx->clock().now() + grace};
+    st.members.suspects[id.name] = {id, reason, st.ctx->clock().now() + grace};
     return;
   }
   member_gone(self, id, reason);
@@ -163,11 +165,11 @@ void peer_down(master_actor* self, const node_id& id, const std::string& reason)
 void expire_suspects(master_actor* self) {
   auto& st = self->state;
   auto now = st.ctx->clock().now();
-  std::vector<master_state::suspect> due;
-  for (const auto& [name, s] : st.suspects)
+  std::vector<master_members::suspect> due;
+  for (const auto& [name, s] : st.members.suspects)
     if (s.until <= now) due.push_back(s);
   for (const auto& s : due) {
-    st.suspects.erase(s.id.name);
+    st.members.suspects.erase(s.id.name);
     member_gone(self, s.id, s.reason + " (not back after the master's pause)");
   }
 }
@@ -177,18 +179,19 @@ void expire_suspects(master_actor* self) {
 void node_left(master_actor* self, const node_id& id, const std::string& reason) {
   auto& st = self->state;
   member_gone(self, id, reason);
-  auto o = wire::membership(st.view, id.to_string() + " left", st.ring_epoch, st.ctx->self().incarnation);
+  auto o = wire::membership(st.members.view, id.to_string() + " left", st.members.ring_epoch,
+                            st.ctx->self().incarnation);
   if (auto s = st.ctx->send(id.name, "node", std::move(o), "master"); !s)
     spdlog::debug("membership to {} (leaving): {}", id.name, s.err().to_string());
 }
 
-void on_join(master_actor* self, const message& m) {
-  auto& st = self->state;
+// The member a Join asks for; none (logged) when its role is unknown or it speaks for another node.
+std::optional<cluster::member> read_join(const message& m) {
   auto j = m.body().getJoin();
   auto role = cluster::parse_role(j.getRole().cStr());
   if (!role) {
     spdlog::warn("join from {} refused: {}", m.from_node().to_string(), role.err().to_string());
-    return;
+    return std::nullopt;
   }
   cluster::member mem;
   mem.id = wire::read_node(j.getNode());
@@ -198,21 +201,29 @@ void on_join(master_actor* self, const message& m) {
   mem.ring_address = j.getRingAddress().cStr();
   if (mem.id != m.from_node()) {
     spdlog::warn("join for {} sent by {} refused", mem.id.to_string(), m.from_node().to_string());
-    return;
+    return std::nullopt;
   }
-  auto r = st.view.join(mem);
+  return mem;
+}
+
+void on_join(master_actor* self, const message& m) {
+  auto& st = self->state;
+  auto joining = read_join(m);
+  if (!joining) return;
+  const auto& mem = *joining;
+  auto r = st.members.view.join(mem);
   if (!r && !(r.err() == cluster::cluster_errc::already_exists)) {
     spdlog::warn("join of {} refused: {}", mem.id.to_string(), r.err().to_string());
     // Tell it: a node declared dead (a hung process that woke up) sees itself absent and exits,
     // so the runner replaces it with a new incarnation instead of it training unfenced.
-    auto o = wire::membership(st.view, "join refused: " + r.err().to_string(), st.ring_epoch,
+    auto o = wire::membership(st.members.view, "join refused: " + r.err().to_string(), st.members.ring_epoch,
                               st.ctx->self().incarnation);
     (void)st.ctx->send(m.from_node().name, "node", std::move(o), "master");
     return;
   }
-  if (auto s = st.suspects.find(mem.id.name); s != st.suspects.end()) {
+  if (auto s = st.members.suspects.find(mem.id.name); s != st.members.suspects.end()) {
     spdlog::info("{} is back after the master's pause", mem.id.to_string());
-    st.suspects.erase(s);
+    st.members.suspects.erase(s);
   }
   if (!r) {
     // Already a member: it joined again (back after the master's pause, its join raced the
@@ -221,12 +232,42 @@ void on_join(master_actor* self, const message& m) {
     // (Past a broadcast still queued, the epoch it holds is not the next delta's base: it gets
     // the whole view then.)
     (void)send_view(self, mem.id,
-                    wire::membership(st.view, mem.id.to_string() + " joined again", st.ring_epoch,
-                                     st.ctx->self().incarnation));
+                    wire::membership(st.members.view, mem.id.to_string() + " joined again",
+                                     st.members.ring_epoch, st.ctx->self().incarnation));
     return;
   }
-  st.obs->joined(mem, st.view);
+  st.obs->joined(mem, st.members.view);
   publish(self, mem.id.to_string() + " joined as " + std::string(cluster::to_string(mem.role)));
+}
+
+// NodeExited: from the runner (the dead node's parent) a fact; from the node itself, its leave
+// (SIGTERM: node_runtime::leave); from a worker (its ring neighbour saw the node's liveness beacon
+// released) a claim the master checks against liveness first.
+void on_node_exited(master_actor* self, const message& m, schema::NodeExited::Reader n) {
+  auto& st = self->state;
+  auto id = wire::read_node(n.getNode());
+  const bool from_runner = m.from_node().name == "runner";
+  // The runner's report, or the node's own word that it leaves, is the cause of a departure seen
+  // first as a closed connection (under load a leaving node's close can be handled before its
+  // notice; without this the timeline called that a death).
+  if (from_runner || m.from_node() == id) st.obs->exit_reported(id, n.getStatus().cStr());
+  const auto* member = st.members.view.find(id.name);
+  if (!member || member->id != id) {  // gone already (the first report removed it), or never joined
+    // A worker that died while it warmed up held leases without being a member: the runner's word
+    // is a fact, so they go back now, not when they expire.
+    if (from_runner && id.name.rfind("worker-", 0) == 0 && !member) requeue(self, id);
+    return;
+  }
+  if (m.from_node() == id) {
+    node_left(self, id, n.getStatus().cStr());
+    return;
+  }
+  if (!from_runner && !st.ctx->gone(id)) {
+    spdlog::info("{} reports {} gone; its liveness says otherwise", m.from_node().to_string(),
+                 id.to_string());
+    return;
+  }
+  member_gone(self, id, n.getStatus().cStr());
 }
 
 void on_job_message(master_actor* self, const message& m) {
@@ -235,11 +276,8 @@ void on_job_message(master_actor* self, const message& m) {
   switch (j.which()) {
     case schema::JobMessage::WORKER_PROGRESS: {
       auto p = j.getWorkerProgress();
-      st.window_samples += p.getSamples();
-      st.window_steps += p.getSteps();
-      st.window_loss += p.getLossSum();
-      st.samples_total += p.getSamples();
-      st.dropped_steps += p.getDroppedSteps();
+      st.progress.add(p.getSamples(), p.getSteps(), p.getLossSum(), p.getDroppedSteps(),
+                      p.getFirstStepWallMs());
       st.obs->progress(m.from_node(), p.getSamples(), p.getSteps());
       if (p.hasGoodput()) {
         auto g = wire::read_goodput(p.getGoodput());
@@ -248,13 +286,10 @@ void on_job_message(master_actor* self, const message& m) {
           st.obs->goodput(st.goodput);
         }
       }
-      if (auto f = p.getFirstStepWallMs();
-          f != 0 && (st.first_step_wall_ms == 0 || f < st.first_step_wall_ms))
-        st.first_step_wall_ms = f;
       break;
     }
     case schema::JobMessage::WORKER_DONE:
-      st.done_workers.insert(m.from_node().name);
+      st.outcome.done_workers.insert(m.from_node().name);
       spdlog::info("{} finished its training loop after {} steps", m.from_node().to_string(),
                    j.getWorkerDone().getSteps());
       break;
@@ -264,35 +299,9 @@ void on_job_message(master_actor* self, const message& m) {
     case schema::JobMessage::STATUS_REQUEST:
       send_status(self, m);
       break;
-    case schema::JobMessage::NODE_EXITED: {
-      auto n = j.getNodeExited();
-      auto id = wire::read_node(n.getNode());
-      // The runner's report, or the node's own word that it leaves, is the cause of a departure
-      // seen first as a closed connection (under load a leaving node's close can be handled
-      // before its notice; without this the timeline called that a death).
-      if (m.from_node().name == "runner" || m.from_node() == id)
-        st.obs->exit_reported(id, n.getStatus().cStr());
-      // From the runner (the dead node's parent) it is a fact; from a worker (its ring neighbour
-      // saw its liveness beacon released) the master checks liveness itself first.
-      const auto* member = st.view.find(id.name);
-      if (!member || member->id != id) {  // gone already (the first report removed it), or never joined
-        // A worker that died while it warmed up held leases without being a member: the runner's
-        // word is a fact, so they go back now, not when they expire.
-        if (m.from_node().name == "runner" && id.name.rfind("worker-", 0) == 0 && !member) requeue(self, id);
-        break;
-      }
-      if (m.from_node() == id) {  // it leaves (SIGTERM): node_runtime::leave
-        node_left(self, id, n.getStatus().cStr());
-        break;
-      }
-      if (m.from_node().name != "runner" && !st.ctx->gone(id)) {
-        spdlog::info("{} reports {} gone; its liveness says otherwise", m.from_node().to_string(),
-                     id.to_string());
-        break;
-      }
-      member_gone(self, id, n.getStatus().cStr());
+    case schema::JobMessage::NODE_EXITED:
+      on_node_exited(self, m, j.getNodeExited());
       break;
-    }
     case schema::JobMessage::DISK_FAULT:
       on_disk_fault(self, m);
       break;
@@ -305,33 +314,38 @@ void on_job_message(master_actor* self, const message& m) {
   }
 }
 
-caf::behavior master(master_actor* self, node_context* ctx, supervision::name_registry* names,
-                     std::uint32_t restarts) {
-  auto& st = self->state;
+// The master's state at its start: its counters and epochs continued from a previous master's
+// (process or actor), its observer and pause watch, a view with itself as the only member.
+void init_master(master_state& st, node_context* ctx, supervision::name_registry* names) {
   st.ctx = ctx;
   st.names = names;
-  st.epoch_file = ctx->who().job_dir + "/master_epoch";
-  restore_counters(st, ctx->who().job_dir);
+  st.members.epoch_file = ctx->who().job_dir + "/master_epoch";
   st.started = ctx->clock().now();
-  st.window_start = st.started;
+  st.progress = job_progress(st.started);
+  restore_counters(st, ctx->who().job_dir);
   st.obs =
       std::make_shared<master_observer>(ctx->spec(), ctx->who().job_dir, ctx->who().job_id, ctx->clock());
   // Peers drop a node silent for heartbeat_timeout, counted from its last heartbeat: half of it is
   // the pause of this process that may cost it its connections.
-  st.pause = std::make_shared<pause_watch>(ctx->spec().transport.heartbeat_timeout / 2);
+  st.members.pause = std::make_shared<pause_watch>(ctx->spec().transport.heartbeat_timeout / 2);
   const auto& job = ctx->spec().job;
   // A restarted master (process or actor) continues the epoch sequence where it stopped.
-  auto v = cluster::membership_view::restore(load_epoch(st.epoch_file) + 1,
+  auto v = cluster::membership_view::restore(load_epoch(st.members.epoch_file) + 1,
                                              {job.min_workers, job.max_workers}, {});
   if (!v) throw std::runtime_error(v.err().to_string());
-  st.view = std::move(*v);
+  st.members.view = std::move(*v);
   cluster::member me;
   me.id = ctx->self();
   me.role = cluster::node_role::master;
   me.address = ctx->address();
   me.state = cluster::member_state::alive;
   me.pid = static_cast<int>(::getpid());
-  (void)st.view.join(me);
+  (void)st.members.view.join(me);
+}
+
+caf::behavior master(master_actor* self, node_context* ctx, supervision::name_registry* names,
+                     std::uint32_t restarts) {
+  init_master(self->state, ctx, names);
   spdlog::info("master {} up at {} (actor restarts: {})", ctx->self().to_string(), ctx->address(), restarts);
   self->send(self, tick_atom::value);
   return {

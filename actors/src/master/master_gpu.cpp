@@ -13,12 +13,12 @@ void on_gpu_comm(master_state& st, const message& m) {
   auto info = o.body.initGpuCommInfo();
   if (j.which() == schema::JobMessage::GPU_COMM_POST) {
     auto p = j.getGpuCommPost();
-    auto s = st.gpu.add(read_gpu_post(p));
+    auto s = st.gpu.add(wire::read_gpu_post(p));
     if (!s) spdlog::warn("gpu comm post from {} refused: {}", m.from_node().to_string(), s.err().to_string());
-    write_gpu_info(info, s);
+    wire::write_gpu_info(info, s);
   } else {
     auto f = j.getGpuCommFetch();
-    write_gpu_info(info, st.gpu.get(f.getRingEpoch()));
+    wire::write_gpu_info(info, st.gpu.get(f.getRingEpoch()));
   }
   if (auto r = st.ctx->reply(m, std::move(o.out), "master"); !r)
     spdlog::debug("gpu comm info to {}: {}", m.from_node().name, r.err().to_string());

@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "master_state.hpp"
-#include "node/node_runtime.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/wire/job_token.hpp"
 
@@ -187,40 +185,43 @@ void master_observer::goodput(const wire::goodput_report& g) {
   }
 }
 
-void master_observer::tick(const master_state& st) {
+void master_observer::tick(const cluster::membership_view& view, const job_progress& progress,
+                           const std::optional<wire::task_counts>& counts,
+                           const wire::goodput_report& goodput) {
   auto now = clock_.now();
   while (!pending_.empty() && now - pending_.front().seen > cause_wait) {
     write_departure(pending_.front(), kind_of(pending_.front()));
     pending_.erase(pending_.begin());
   }
-  workers_alive_ = st.view.count(cluster::node_role::worker, cluster::member_state::alive);
+  workers_alive_ = view.count(cluster::node_role::worker, cluster::member_state::alive);
   if (last_event_ && now - *last_event_ < std::chrono::seconds(1)) return;
   last_event_ = now;
   // Every node's highest incarnation, as the view records them (not the master's own).
-  const std::uint64_t restarts = st.view.restarts("master");
-  update_metrics(st, restarts);
+  const std::uint64_t restarts = view.restarts("master");
+  update_metrics(view, progress, counts, restarts);
   observe::metrics_sample m;
-  m.samples = st.samples_total;
-  if (st.samples_total > 0 && std::isfinite(st.loss)) m.loss = st.loss;
-  m.samples_per_s = st.samples_per_sec;
+  m.samples = progress.samples_total();
+  if (progress.samples_total() > 0 && std::isfinite(progress.loss())) m.loss = progress.loss();
+  m.samples_per_s = progress.samples_per_sec();
   m.workers_alive = workers_alive_;
-  m.epoch = st.view.epoch();
+  m.epoch = view.epoch();
   m.restarts = restarts;
-  if (st.goodput.valid)
-    m.goodput = observe::metrics_sample::goodput_sample{
-        st.goodput.noise_scale, static_cast<double>(st.goodput.batch), st.goodput.goodput,
-        st.goodput.lr_factor, st.goodput.progress};
-  if (st.counts) {
-    m.tasks_todo = st.counts->todo;
-    m.tasks_doing = st.counts->doing;
-    m.tasks_done = st.counts->done;
-    m.tasks_failed = st.counts->failed;
-    m.tasks_requeued = st.counts->requeued;
+  if (goodput.valid)
+    m.goodput =
+        observe::metrics_sample::goodput_sample{goodput.noise_scale, static_cast<double>(goodput.batch),
+                                                goodput.goodput, goodput.lr_factor, goodput.progress};
+  if (counts) {
+    m.tasks_todo = counts->todo;
+    m.tasks_doing = counts->doing;
+    m.tasks_done = counts->done;
+    m.tasks_failed = counts->failed;
+    m.tasks_requeued = counts->requeued;
   }
   timeline_.metrics(m);
 }
 
-void master_observer::update_metrics(const master_state& st, std::uint64_t restarts) {
+void master_observer::update_metrics(const cluster::membership_view& view, const job_progress& progress,
+                                     const std::optional<wire::task_counts>& counts, std::uint64_t restarts) {
   auto grow = [&](const char* name, const char* help, observe::labels l, std::uint64_t now,
                   std::uint64_t& last) {
     auto& c = metrics_.get_counter(name, help, l);  // registered at 0 too: the series exists from the start
@@ -232,18 +233,18 @@ void master_observer::update_metrics(const master_state& st, std::uint64_t resta
     l.emplace_back(k, v);
     return l;
   };
-  grow("troupe_samples_total", "Samples trained", labels_, st.samples_total, last_samples_);
+  grow("troupe_samples_total", "Samples trained", labels_, progress.samples_total(), last_samples_);
   grow("troupe_restarts_total", "Node replacements (incarnations above 0)", labels_, restarts,
        last_restarts_);
-  if (st.counts) {
-    grow("troupe_tasks_total", "Tasks by what happened to them", with("event", "done"), st.counts->done,
+  if (counts) {
+    grow("troupe_tasks_total", "Tasks by what happened to them", with("event", "done"), counts->done,
          last_done_);
-    grow("troupe_tasks_total", "Tasks by what happened to them", with("event", "requeued"),
-         st.counts->requeued, last_requeued_);
-    grow("troupe_tasks_total", "Tasks by what happened to them", with("event", "quarantined"),
-         st.counts->failed, last_failed_);
+    grow("troupe_tasks_total", "Tasks by what happened to them", with("event", "requeued"), counts->requeued,
+         last_requeued_);
+    grow("troupe_tasks_total", "Tasks by what happened to them", with("event", "quarantined"), counts->failed,
+         last_failed_);
     const char* states[] = {"todo", "doing", "done", "failed"};
-    const std::uint64_t values[] = {st.counts->todo, st.counts->doing, st.counts->done, st.counts->failed};
+    const std::uint64_t values[] = {counts->todo, counts->doing, counts->done, counts->failed};
     for (int i = 0; i < 4; ++i)
       metrics_.get_gauge("troupe_tasks", "Tasks in each state now", with("state", states[i]))
           .set(static_cast<double>(values[i]));
@@ -251,11 +252,11 @@ void master_observer::update_metrics(const master_state& st, std::uint64_t resta
   metrics_.get_gauge("troupe_workers_alive", "Workers in the membership", labels_)
       .set(static_cast<double>(workers_alive_));
   metrics_.get_gauge("troupe_membership_epoch", "Membership epoch", labels_)
-      .set(static_cast<double>(st.view.epoch()));
+      .set(static_cast<double>(view.epoch()));
   metrics_.get_gauge("troupe_samples_per_second", "Samples/s over the last window", labels_)
-      .set(st.samples_per_sec);
-  if (st.samples_total > 0 && std::isfinite(st.loss))
-    metrics_.get_gauge("troupe_loss", "Mean minibatch loss, last window", labels_).set(st.loss);
+      .set(progress.samples_per_sec());
+  if (progress.samples_total() > 0 && std::isfinite(progress.loss()))
+    metrics_.get_gauge("troupe_loss", "Mean minibatch loss, last window", labels_).set(progress.loss());
 }
 
 }  // namespace troupe::actors

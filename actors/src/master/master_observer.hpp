@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "job_progress.hpp"
 #include "troupe/cluster/membership.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/job/job_spec.hpp"
@@ -33,10 +34,9 @@
 #include "troupe/observe/timeline.hpp"
 #include "troupe/transport/message.hpp"
 #include "troupe/wire/goodput_report.hpp"
+#include "troupe/wire/status_codec.hpp"
 
 namespace troupe::actors {
-
-struct master_state;
 
 class master_observer {
  public:
@@ -56,7 +56,9 @@ class master_observer {
   // departure from here on is a node leaving a finished job ("leave"), whatever its connection said.
   void job_finished() { job_finished_ = true; }
   // Every master tick: departures whose cause did not come, gauges, a metrics event each second.
-  void tick(const master_state& st);
+  // `goodput`: rank 0's latest report (docs/goodput.md), in the metrics event when valid.
+  void tick(const cluster::membership_view& view, const job_progress& progress,
+            const std::optional<wire::task_counts>& counts, const wire::goodput_report& goodput);
 
   // "host:port" of /metrics, empty when not served.
   std::string metrics_address() const;
@@ -72,7 +74,8 @@ class master_observer {
   void write_departure(const departure& d, const std::string& kind);
   std::string kind_of(const departure& d) const;  // "leave", "preempted" or "died"
   void start_metrics(const job::job_spec& spec, const std::string& job_dir);
-  void update_metrics(const master_state& st, std::uint64_t restarts);
+  void update_metrics(const cluster::membership_view& view, const job_progress& progress,
+                      const std::optional<wire::task_counts>& counts, std::uint64_t restarts);
 
   troupe::clock& clock_;
   observe::job_timeline timeline_;

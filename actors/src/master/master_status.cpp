@@ -22,18 +22,14 @@ namespace {
 
 constexpr auto eval_timeout = std::chrono::seconds(120);
 
-bool all_tasks_over(const master_state& st) {
-  return st.counts && st.counts->all_over();
-}
-
 // The workers that may evaluate: those that finished their training loop (ring strategies: they
 // hold the final model), else for async PS any alive worker (the model lives on the shards).
 std::vector<std::string> eval_candidates(const master_state& st) {
   std::vector<std::string> done, alive;
-  for (const auto& m : st.view.members()) {
+  for (const auto& m : st.members.view.members()) {
     if (m.role != cluster::node_role::worker || m.state != cluster::member_state::alive) continue;
     alive.push_back(m.id.name);
-    if (st.done_workers.count(m.id.name)) done.push_back(m.id.name);
+    if (st.outcome.done_workers.count(m.id.name)) done.push_back(m.id.name);
   }
   return !done.empty() || !st.ctx->spec().uses_ps() ? done : alive;
 }
@@ -44,13 +40,13 @@ void pump_eval(master_actor* self) {
   auto& st = self->state;
   const auto who = eval_candidates(st);
   if (who.empty()) return;
-  if (!st.eval) {
+  if (!st.outcome.eval) {
     const auto& spec = st.ctx->spec();
-    st.eval.emplace(8, std::max<std::uint32_t>(1, spec.job.max_task_failures), eval_timeout);
+    st.outcome.eval.emplace(8, std::max<std::uint32_t>(1, spec.job.max_task_failures), eval_timeout);
     // local SGD's replicas may differ: one of them evaluates (and is the job's model).
-    st.eval->start(who, spec.job.strategy != "local_sgd");
+    st.outcome.eval->start(who, spec.job.strategy != "local_sgd");
   }
-  for (const auto& r : st.eval->due(who, st.ctx->clock().now())) {
+  for (const auto& r : st.outcome.eval->due(who, st.ctx->clock().now())) {
     auto o = wire::job();
     auto e = o.body.initEvaluate();
     e.setPart(r.part);
@@ -58,36 +54,25 @@ void pump_eval(master_actor* self) {
     e.setWriteState(r.write_state);
     o.out.set_correlation_id(r.id);
     if (auto s = st.ctx->send(r.worker, "worker", std::move(o.out), "master"); !s)
-      st.eval->gone(r.worker);
+      st.outcome.eval->gone(r.worker);
     else
       spdlog::info("all tasks over: {} evaluates part {} of {} of the test set", r.worker, r.part + 1,
                    r.parts);
   }
 }
 
-void roll_window(master_state& st) {
-  auto now = st.ctx->clock().now();
-  double secs = std::chrono::duration<double>(now - st.window_start).count();
-  if (secs < 1.0) return;
-  st.samples_per_sec = static_cast<double>(st.window_samples) / secs;
-  if (st.window_steps > 0) st.loss = st.window_loss / static_cast<double>(st.window_steps);
-  st.window_samples = st.window_steps = 0;
-  st.window_loss = 0;
-  st.window_start = now;
-}
-
 // Counts from durable state: the journal's (requeues, records of DONE tasks) and counters.json's.
 void add_durable_counts(const master_state& st, nlohmann::json& j) {
-  std::uint64_t records_done = st.counts ? st.counts->records_done : 0;
-  j["samples_trained"] = std::max(st.samples_total, records_done);
+  std::uint64_t records_done = st.outcome.counts ? st.outcome.counts->records_done : 0;
+  j["samples_trained"] = std::max(st.progress.samples_total(), records_done);
   j["records_done"] = records_done;
-  j["dropped_steps"] = st.dropped_steps;
-  j["master_starts"] = st.master_starts;
-  if (st.first_step_wall_ms != 0) j["first_step_wall_ms"] = st.first_step_wall_ms;
-  if (st.counts) {
-    j["tasks_done"] = st.counts->done;
-    j["tasks_failed"] = st.counts->failed;
-    j["tasks_requeued"] = st.counts->requeued;
+  j["dropped_steps"] = st.progress.dropped_steps();
+  j["master_starts"] = st.durable.master_starts;
+  if (st.progress.first_step_wall_ms() != 0) j["first_step_wall_ms"] = st.progress.first_step_wall_ms();
+  if (st.outcome.counts) {
+    j["tasks_done"] = st.outcome.counts->done;
+    j["tasks_failed"] = st.outcome.counts->failed;
+    j["tasks_requeued"] = st.outcome.counts->requeued;
   }
 }
 
@@ -98,8 +83,8 @@ void finish(master_actor* self, nlohmann::json j, const std::string& error);
 void send_finished(master_state& st) {
   auto o = wire::job();
   auto f = o.body.initJobFinished();
-  f.setResultJson(st.result_json);
-  f.setOk(st.result_ok);
+  f.setResultJson(st.outcome.result_json);
+  f.setOk(st.outcome.ok);
   if (auto s = st.ctx->send("runner", "runner", std::move(o.out), "master"); !s)
     spdlog::warn("job finished, but the runner is not reachable: {}", s.err().to_string());
 }
@@ -114,10 +99,11 @@ void send_finished(master_state& st) {
 void reconcile_holders(master_actor* self) {
   auto& st = self->state;
   auto now = st.ctx->clock().now();
-  if (now - st.started < std::chrono::seconds(3) || now - st.last_reconcile < std::chrono::seconds(2)) return;
-  st.last_reconcile = now;
+  if (now - st.started < std::chrono::seconds(3) || now - st.members.last_reconcile < std::chrono::seconds(2))
+    return;
+  st.members.last_reconcile = now;
   std::set<std::string> holders;
-  for (const auto& m : st.view.members())
+  for (const auto& m : st.members.view.members())
     if (m.role == cluster::node_role::worker) holders.insert(m.id.to_string());
   for (const auto& p : st.ctx->peers()) holders.insert(p.to_string());
   std::vector<std::string> alive(holders.begin(), holders.end());
@@ -129,8 +115,10 @@ void reconcile_holders(master_actor* self) {
 // and mailbox entries are otherwise kept resident by malloc. A few ms per trim at 1,000 workers.
 void trim_heap(master_state& st) {
   const auto now = st.ctx->clock().now();
-  if (!st.trim_at || (now < st.trim_at->second && now - st.trim_at->first < std::chrono::seconds(10))) return;
-  st.trim_at.reset();
+  if (!st.members.trim_at ||
+      (now < st.members.trim_at->second && now - st.members.trim_at->first < std::chrono::seconds(10)))
+    return;
+  st.members.trim_at.reset();
   ::malloc_trim(0);
   spdlog::debug("heap trimmed in {:.1f} ms",
                 std::chrono::duration<double, std::milli>(st.ctx->clock().now() - now).count());
@@ -139,22 +127,22 @@ void trim_heap(master_state& st) {
 void on_tick(master_actor* self) {
   auto& st = self->state;
   trim_heap(st);
-  roll_window(st);
-  st.obs->tick(st);
+  st.progress.roll(st.ctx->clock().now());
+  st.obs->tick(st.members.view, st.progress, st.outcome.counts, st.goodput);
   persist_counters(self, false);
   reconcile_holders(self);
   if (auto d = st.names->get("dispenser")) {
     self->request(d, std::chrono::seconds(2), counts_atom::value)
-        .then([=](const wire::task_counts& c) { self->state.counts = c; }, [](caf::error&) {});
+        .then([=](const wire::task_counts& c) { self->state.outcome.counts = c; }, [](caf::error&) {});
   }
-  if (st.finished) {
+  if (st.outcome.finished) {
     send_finished(st);  // repeated until the runner stops the job: a restarted runner link still learns it
     return;
   }
-  if (!all_tasks_over(st)) return;
+  if (!st.outcome.all_tasks_over()) return;
   // Every task quarantined (nothing was trained), or a prediction job (its tasks' output is the
   // result): nothing to evaluate.
-  if (st.counts->done == 0 || st.ctx->spec().job.strategy == "predict") {
+  if (st.outcome.counts->done == 0 || st.ctx->spec().job.strategy == "predict") {
     finish(self, nlohmann::json::object(), "");
     return;
   }
@@ -171,18 +159,18 @@ void finish(master_actor* self, nlohmann::json j, const std::string& error) {
   j["strategy"] = st.ctx->spec().job.strategy;
   j["model"] = st.ctx->spec().nn.model.type;
   // The mean minibatch loss of the last steps: the window under way, else the last full one.
-  const double last = st.window_steps > 0 ? st.window_loss / static_cast<double>(st.window_steps) : st.loss;
+  const double last = st.progress.last_loss();
   if (std::isfinite(last)) j["train_loss"] = last;
   add_durable_counts(st, j);
-  st.result_ok = error.empty() && st.counts && st.counts->failed == 0;
-  j["ok"] = st.result_ok;
+  st.outcome.ok = error.empty() && st.outcome.counts && st.outcome.counts->failed == 0;
+  j["ok"] = st.outcome.ok;
   if (!error.empty()) j["error"] = error;
   j["master_seconds"] = secs;
-  st.result_json = j.dump();
-  st.finished = true;
+  st.outcome.result_json = j.dump();
+  st.outcome.finished = true;
   st.obs->job_finished();
-  (void)cluster::write_file_atomic(st.ctx->who().job_dir + "/result.json", st.result_json + "\n");
-  spdlog::info("job finished: {}", st.result_json);
+  (void)cluster::write_file_atomic(st.ctx->who().job_dir + "/result.json", st.outcome.result_json + "\n");
+  spdlog::info("job finished: {}", st.outcome.result_json);
   send_finished(st);
 }
 
@@ -191,21 +179,21 @@ void finish(master_actor* self, nlohmann::json j, const std::string& error) {
 void on_eval_result(master_actor* self, schema::EvalResult::Reader r, const node_id& from,
                     std::uint64_t correlation_id) {
   auto& st = self->state;
-  if (st.finished || !st.eval) return;
+  if (st.outcome.finished || !st.outcome.eval) return;
   eval_answer a{r.getRows(), r.getLoss(), r.getAccuracy(), {}, {}, r.getError().cStr()};
   for (float v : r.getScores()) a.scores.push_back(v);
   for (float v : r.getLabels()) a.labels.push_back(v);
-  if (auto e = st.eval->answer(correlation_id, from.name, std::move(a))) {
+  if (auto e = st.outcome.eval->answer(correlation_id, from.name, std::move(a))) {
     // The model's own error (not a lost worker): asked again, of any worker, up to max_task_failures.
-    spdlog::warn("evaluation on {} failed ({} of {}): {}", from.name, st.eval->failures(),
+    spdlog::warn("evaluation on {} failed ({} of {}): {}", from.name, st.outcome.eval->failures(),
                  st.ctx->spec().job.max_task_failures, *e);
-    if (st.eval->failed())
+    if (st.outcome.eval->failed())
       finish(self, nlohmann::json::object(),
-             "the evaluation of the trained model failed " + std::to_string(st.eval->failures()) +
-                 " times; the last, on " + st.eval->last_error());
+             "the evaluation of the trained model failed " + std::to_string(st.outcome.eval->failures()) +
+                 " times; the last, on " + st.outcome.eval->last_error());
     return;
   }
-  auto m = st.eval->result();
+  auto m = st.outcome.eval->result();
   if (!m) return;
   nlohmann::json j;
   j["test_rows"] = m->rows;
@@ -220,24 +208,25 @@ void send_status(master_actor* self, const message& request) {
   auto& st = self->state;
   wire::job_status s;
   s.job_id = st.ctx->who().job_id;
-  s.epoch = st.view.epoch();
+  s.epoch = st.members.view.epoch();
   s.master_incarnation = st.ctx->self().incarnation;
-  s.workers_alive =
-      static_cast<std::uint32_t>(st.view.count(cluster::node_role::worker, cluster::member_state::alive));
+  s.workers_alive = static_cast<std::uint32_t>(
+      st.members.view.count(cluster::node_role::worker, cluster::member_state::alive));
   s.ps_alive =
-      static_cast<std::uint32_t>(st.view.count(cluster::node_role::ps, cluster::member_state::alive));
-  if (st.counts) s.tasks = *st.counts;
-  s.samples_per_sec = st.samples_per_sec;
-  s.loss = st.loss;
-  s.samples_total = st.samples_total;
+      static_cast<std::uint32_t>(st.members.view.count(cluster::node_role::ps, cluster::member_state::alive));
+  if (st.outcome.counts) s.tasks = *st.outcome.counts;
+  s.samples_per_sec = st.progress.samples_per_sec();
+  s.loss = st.progress.loss();
+  s.samples_total = st.progress.samples_total();
   // Every fault at once: the journal's (the dispenser's), the master's files', the nodes'.
-  s.fault = st.counts ? st.counts->fault : std::string();
-  if (auto more = job_fault(st); !more.empty()) s.fault.append(s.fault.empty() ? "" : "; ").append(more);
-  if (st.counts) s.task_error = st.counts->last_failure;
-  if (st.eval && !st.finished) s.evaluating = st.eval->evaluating();
-  s.finished = st.finished;
-  s.result_json = st.result_json;
-  s.members = st.view.members();
+  s.fault = st.outcome.counts ? st.outcome.counts->fault : std::string();
+  if (auto more = st.durable.job_fault(); !more.empty())
+    s.fault.append(s.fault.empty() ? "" : "; ").append(more);
+  if (st.outcome.counts) s.task_error = st.outcome.counts->last_failure;
+  if (st.outcome.eval && !st.outcome.finished) s.evaluating = st.outcome.eval->evaluating();
+  s.finished = st.outcome.finished;
+  s.result_json = st.outcome.result_json;
+  s.members = st.members.view.members();
   s.goodput = st.goodput;
   auto o = wire::job_reply(request);
   wire::write_job_status(o.body.initJobStatus(), s);

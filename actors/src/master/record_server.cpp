@@ -9,6 +9,7 @@
 #include <capnp/orphan.h>
 
 #include "caf_types.hpp"
+#include "troupe/wire/messages.hpp"
 
 namespace troupe::actors {
 

@@ -177,7 +177,7 @@ std::vector<supervision::child_spec> children_of(node_runtime* rt, const node_op
       break;
     default:
       kids.push_back(child(
-          "worker", [rt, data](caf::actor_system& s, std::uint32_t) { return spawn_worker(s, rt, data); }));
+          "worker", [rt, data](caf::actor_system& s, std::uint32_t) { return spawn_worker(s, *rt, data); }));
       break;
   }
   return kids;
@@ -244,6 +244,38 @@ void join_or_exit(node_runtime* r, const node_options& o, const node_id& id, clu
   std::_Exit(1);
 }
 
+// A started node's life: its role actors under the root supervisor, its join (not the master's),
+// its log and job-end watches, until a stop signal or the supervisor's end; then the runtime goes
+// (before the supervisor handle and the liveness beacon). The exit code.
+int run_roles(std::unique_ptr<node_runtime>& rt, const node_options& o, cluster::node_role role) {
+  node_runtime* r = rt.get();
+  const auto who = r->who();
+  observe::node_stats_reporter stats(o.job_dir, who.id.to_string());  // CPU and RSS on the timeline
+  if (!wire_up(r, o, role)) return 1;
+  supervision::supervisor_config sc;
+  std::unique_ptr<collective::liveness::beacon> beacon;
+  auto root = supervision::run_node_root(r->system(), r->names(), sc, children_of(r, o, role));
+  if (role != cluster::node_role::master) join_or_exit(r, o, who.id, role, root, beacon);
+  spdlog::info("{} ({}) up at {}", who.id.to_string(), o.role, r->address());
+  log_watch logs;
+  logs.path = o.job_dir + "/logs/" + who.id.name + ".log";
+  job_end_watch end;
+  if (o.by_hand) end.result = o.job_dir + "/result.json";
+  auto tick = [&] {
+    if (role != cluster::node_role::master) logs.check(r);  // the master's own: its journal pauses
+    end.check();
+  };
+  if (!wait_for_stop(root, tick)) {
+    spdlog::critical("{}: root supervisor exited: {}", who.id.to_string(), root.exit_reason().value_or(""));
+    return 1;
+  }
+  spdlog::info("{}: stopping", who.id.to_string());
+  if (role == cluster::node_role::worker) leave_job(r);
+  root.shutdown(std::chrono::seconds(5));
+  rt.reset();
+  return 0;
+}
+
 }  // namespace
 
 int run_node(const node_options& o) {
@@ -276,31 +308,7 @@ int run_node(const node_options& o) {
                   o.advertise.empty() ? "" : "--advertise " + o.advertise + ": ", rt.err().to_string());
     return o.advertise.empty() ? 1 : 2;
   }
-  node_runtime* r = rt->get();
-  observe::node_stats_reporter stats(o.job_dir, who.id.to_string());  // CPU and RSS on the timeline
-  if (!wire_up(r, o, *role)) return 1;
-  supervision::supervisor_config sc;
-  std::unique_ptr<collective::liveness::beacon> beacon;
-  auto root = supervision::run_node_root(r->system(), r->names(), sc, children_of(r, o, *role));
-  if (*role != cluster::node_role::master) join_or_exit(r, o, who.id, *role, root, beacon);
-  spdlog::info("{} ({}) up at {}", who.id.to_string(), o.role, r->address());
-  log_watch logs;
-  logs.path = o.job_dir + "/logs/" + who.id.name + ".log";
-  job_end_watch end;
-  if (o.by_hand) end.result = o.job_dir + "/result.json";
-  auto tick = [&] {
-    if (*role != cluster::node_role::master) logs.check(r);  // the master's own: its journal pauses
-    end.check();
-  };
-  if (!wait_for_stop(root, tick)) {
-    spdlog::critical("{}: root supervisor exited: {}", who.id.to_string(), root.exit_reason().value_or(""));
-    return 1;
-  }
-  spdlog::info("{}: stopping", who.id.to_string());
-  if (*role == cluster::node_role::worker) leave_job(r);
-  root.shutdown(std::chrono::seconds(5));
-  rt->reset();
-  return 0;
+  return run_roles(*rt, o, *role);
 }
 
 }  // namespace troupe::actors

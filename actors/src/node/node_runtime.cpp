@@ -209,7 +209,7 @@ void node_runtime::on_peer_down(std::function<void(const peer_event&)> fn) {
   down_fns_.push_back(std::move(fn));
 }
 
-expected<void> node_runtime::ensure_connected(const std::string& node, const std::string& address) {
+expected<void> node_runtime::connect(const std::string& node, const std::string& address) {
   std::shared_lock lk(net_mu_);
   if (!net_) return shutting_down();
   if (net_->connected(node)) return {};
@@ -219,6 +219,15 @@ expected<void> node_runtime::ensure_connected(const std::string& node, const std
     return make_unexpected(core_errc::invalid_argument,
                            address + " is " + r->to_string() + ", expected " + node);
   return {};
+}
+
+expected<std::unique_ptr<wire::rpc_channel>> node_runtime::open_rpc(const std::string& name) {
+  std::shared_lock lk(net_mu_);
+  if (!net_) return shutting_down();
+  net_->unregister_name(name);
+  auto rpc = wire::rpc_client::create(*net_, name, clock(), leave_token());
+  if (!rpc) return rpc.err();
+  return std::unique_ptr<wire::rpc_channel>(std::move(*rpc));
 }
 
 bool node_runtime::master_up() {

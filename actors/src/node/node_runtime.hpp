@@ -1,7 +1,8 @@
 // What every node process has: a CAF actor system, the node's name registry, a transport
 // endpoint (listening on loopback unless configured otherwise) bridged to actors by name, and the
-// root supervisor of its role actors. It is the role actors' node_context (node_context.hpp) over
-// the real transport and the system clock, and composes the node's concerns, each in its own file:
+// root supervisor of its role actors. It is the role actors' node_context (node_context.hpp), and
+// a worker's worker_host (worker_host.hpp), over the real transport and the system clock, and composes the
+// node's concerns, each in its own file:
 // - the membership view it follows (node_view.hpp),
 // - joining and leaving the master's membership (membership_client.hpp),
 // - a worker's ring listener (node_ring_listener.hpp),
@@ -9,7 +10,7 @@
 //
 // Threads: every method may be called from any thread once start() returned, except
 // join_master() (start-up, not from the io thread). Actors may still call send(), mark_ready() and
-// ensure_connected() while the node shuts down: they get an error then, never a freed endpoint.
+// connect() while the node shuts down: they get an error then, never a freed endpoint.
 #pragma once
 
 #include <atomic>
@@ -28,7 +29,6 @@
 
 #include "fault_injector.hpp"
 #include "membership_client.hpp"
-#include "node_context.hpp"
 #include "node_ring_listener.hpp"
 #include "node_view.hpp"
 #include "troupe/cluster/membership.hpp"
@@ -39,10 +39,11 @@
 #include "troupe/transport/endpoint.hpp"
 #include "troupe/transport/message.hpp"
 #include "troupe/wire/messages.hpp"
+#include "worker_host.hpp"
 
 namespace troupe::actors {
 
-class node_runtime final : public node_context {
+class node_runtime final : public worker_host {
  public:
   using identity = node_identity;
 
@@ -57,13 +58,15 @@ class node_runtime final : public node_context {
   supervision::name_registry& names() { return names_; }
   endpoint& net() { return *net_; }
   const std::string& address() const override { return address_; }
-  // A worker's ring listener, on the host of its advertised address (any port), opened once for the
-  // life of the process (a restarted worker actor keeps the address its joins advertised) and
-  // advertised in its joins from then on: call before mark_ready(). Neighbours on other hosts dial it.
-  expected<collective::tcp_listener*> ring_listener();
+  // worker_host: a worker's ring listener, on the host of its advertised address (any port), opened
+  // once for the life of the process (a restarted worker actor keeps the address its joins
+  // advertised). Neighbours on other hosts dial it.
+  expected<collective::tcp_listener*> ring_listener() override;
   // The job's liveness on this host: the master checks a worker's word that a neighbour died
   // against it, a worker starts its beacon with it, ring sessions watch their neighbours with it.
-  collective::liveness& liveness() { return *live_; }
+  collective::liveness& liveness() override { return *live_; }
+  // An rpc client on the endpoint under `name` (re-registered), on clock(), stopped by leave().
+  expected<std::unique_ptr<wire::rpc_channel>> open_rpc(const std::string& name) override;
 
   // Frames addressed to `name` are delivered, as a troupe::message, to the actor registered under
   // `name` (dropped, and counted, while it is restarting).
@@ -101,7 +104,7 @@ class node_runtime final : public node_context {
   void on_peer_down(std::function<void(const peer_event&)> fn);
 
   // Connects to `node` at `address` unless already connected (blocking; not from the io thread).
-  expected<void> ensure_connected(const std::string& node, const std::string& address);
+  expected<void> connect(const std::string& node, const std::string& address) override;
 
   // Leaving on SIGTERM (membership_client.hpp): a worker tells the master that this incarnation
   // leaves (a NodeExited about itself); the master removes it at once, re-queues its leases and
@@ -141,7 +144,7 @@ class node_runtime final : public node_context {
   std::unique_ptr<caf_parts> caf_;
   supervision::name_registry names_;
   std::unique_ptr<endpoint> net_;
-  // Guards net_ for the calls actors make (send, ensure_connected, mark_ready): the destructor
+  // Guards net_ for the calls actors make (send, connect, open_rpc, mark_ready): the destructor
   // takes net_ out under the unique lock before destroying it, so an actor that still handles a
   // message while the node shuts down gets an error, not a freed endpoint.
   mutable std::shared_mutex net_mu_;

@@ -33,7 +33,7 @@ void node_view::leave() {
   {
     std::lock_guard lk(mu_);
     leaving_ = true;
-    ring_epoch_.store(leaving_epoch, std::memory_order_release);
+    ring_epoch_.store(leaving_ring_epoch, std::memory_order_release);
   }
   changed_.notify_all();
 }

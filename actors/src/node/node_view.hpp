@@ -17,6 +17,7 @@
 #include <optional>
 #include <utility>
 
+#include "node_context.hpp"
 #include "troupe/cluster/membership.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/wire/messages.hpp"
@@ -49,12 +50,11 @@ class node_view {
   const std::atomic<std::uint64_t>& ring_epoch() const { return ring_epoch_; }
   // Blocks until the ring epoch is no longer `seen` or `deadline` has come on `clk`.
   void wait_ring_change(std::uint64_t seen, troupe::clock::time_point deadline, troupe::clock& clk);
-  // This node leaves (SIGTERM): the ring epoch moves to leaving_epoch and stays there, whatever
+  // This node leaves (SIGTERM): the ring epoch moves to leaving_ring_epoch and stays there, whatever
   // views come after, so that a collective in flight fails at once (collectives compare the epoch
   // they run at with ring_epoch()) and no ring is built again. Waiters are woken.
   void leave();
   bool leaving() const;
-  static constexpr std::uint64_t leaving_epoch = ~std::uint64_t{0};
 
  private:
   mutable std::mutex mu_;

@@ -62,24 +62,24 @@ void start_from_init(ps_state& st, const std::string& dir) {
 
 }  // namespace
 
-void init_shard(ps_state& st, node_context* rt, const data_paths& data) {
-  st.rt = rt;
-  st.index = static_cast<std::uint32_t>(rt->who().index);
-  st.shards = rt->spec().ps.shards;
-  st.timeline = std::make_shared<observe::job_timeline>(rt->who().job_dir);
+void init_shard(ps_state& st, node_context* node, const data_paths& data) {
+  st.node = node;
+  st.index = static_cast<std::uint32_t>(node->who().index);
+  st.shards = node->spec().ps.shards;
+  st.timeline = std::make_shared<observe::job_timeline>(node->who().job_dir);
   auto train = storage::record_store::open(data.train_dir);
   if (!train) throw std::runtime_error(train.err().to_string());
-  auto m = make_host_backend(rt->spec(), job::info_of(train->info(), train->dir()));
+  auto m = make_host_backend(node->spec(), job::info_of(train->info(), train->dir()));
   if (!m) throw std::runtime_error(m.err().to_string());
   st.model = std::move(*m);
-  auto opt = nn::make_optimizer(rt->spec().nn.train.optimizer);
+  auto opt = nn::make_optimizer(node->spec().nn.train.optimizer);
   if (!opt) throw std::runtime_error(opt.err().to_string());
   st.opt = std::move(*opt);
   for (auto* p : st.model->dense_parameters())
     if (wire::shard_of_name(p->name, st.shards) == st.index) st.dense[p->name].param = p;
   for (auto* t : st.model->embedding_tables()) st.tables.emplace(t->name(), owned_table(t, *st.opt));
-  const auto& dir = rt->spec().ps.checkpoint_dir;
-  auto store = storage::checkpoint_store::open((dir.empty() ? rt->who().job_dir + "/checkpoints" : dir) +
+  const auto& dir = node->spec().ps.checkpoint_dir;
+  auto store = storage::checkpoint_store::open((dir.empty() ? node->who().job_dir + "/checkpoints" : dir) +
                                                "/ps-" + std::to_string(st.index));
   if (!store) throw std::runtime_error(store.err().to_string());
   st.store = std::make_shared<storage::checkpoint_store>(std::move(*store));
@@ -92,7 +92,7 @@ void init_shard(ps_state& st, node_context* rt, const data_paths& data) {
     st.has_checkpoint = true;
     spdlog::info("ps-{}: restored checkpoint {}", st.index, **latest);
   } else {
-    start_from_init(st, rt->who().job_dir + "/checkpoints/init");
+    start_from_init(st, node->who().job_dir + "/checkpoints/init");
   }
   spdlog::info("ps-{}/{}: {} dense tensors, {} embedding tables", st.index, st.shards, st.dense.size(),
                st.tables.size());
@@ -111,7 +111,7 @@ void add_slice(ps_checkpoint_record& r, double wall0, double cpu0) {
 }
 
 void report_fault(ps_state& st) {
-  if (auto r = st.rt->send("master", "master", wire::disk_fault("checkpoint", st.fault), "ps"); !r)
+  if (auto r = st.node->send("master", "master", wire::disk_fault("checkpoint", st.fault), "ps"); !r)
     spdlog::debug("ps-{}: disk fault report: {}", st.index, r.err().to_string());
 }
 
@@ -139,7 +139,7 @@ bool begin_checkpoint(ps_state& st) {
   if (st.snapshot || st.writing.valid()) return false;  // the last one is still being taken or written
   if (st.version == st.applied_at_checkpoint && st.has_checkpoint) return false;
   const bool full =
-      !st.has_checkpoint || st.next_full || st.since_full + 1 >= st.rt->spec().ps.full_checkpoint_every;
+      !st.has_checkpoint || st.next_full || st.since_full + 1 >= st.node->spec().ps.full_checkpoint_every;
   st.record = {};
   st.record.full = full;
   st.record.begin_s = ps_checkpoint_clock();
@@ -159,6 +159,32 @@ bool copy_checkpoint_slice(ps_state& st, std::chrono::nanoseconds budget, std::f
   return done;
 }
 
+namespace {
+
+// A checkpoint not written: the next one is full (the rows this one took out of the dirty set are
+// in no checkpoint); a disk fault is reported to the master, which pauses the job.
+void checkpoint_failed(ps_state& st, const error& e) {
+  st.next_full = true;
+  if (!storage::is_disk_fault(e)) {
+    spdlog::error("ps-{}: checkpoint failed: {}", st.index, e.to_string());
+    return;
+  }
+  if (auto text = e.to_string(); text != st.fault) {
+    spdlog::error("ps-{}: checkpoint: {}: the job pauses until it can be written", st.index, text);
+    st.fault = text;
+  }
+  report_fault(st);  // with every failed try: a master started since hears it too
+}
+
+std::string checkpoint_cost(const ps_checkpoint_record& r) {
+  return fmt::format(
+      "{} rows, {:.1f} MB; copied in {:.1f} ms ({} slices, longest {:.3f} ms), written in {:.1f} ms", r.rows,
+      static_cast<double>(r.bytes) / 1e6, (r.snapshot_end_s - r.begin_s) * 1e3, r.slices,
+      r.longest_slice_s * 1e3, (r.end_s - r.snapshot_end_s) * 1e3);
+}
+
+}  // namespace
+
 void finish_checkpoint(ps_state& st) {
   if (!st.writing.valid()) return;
   // A slice too: taking the result back (the snapshot's memory used to be freed here).
@@ -172,16 +198,7 @@ void finish_checkpoint(ps_state& st) {
   log_ps_checkpoint(st.record);
   const bool full = st.record.full;
   if (!v) {
-    st.next_full = true;  // the rows this one took out of the dirty set are in no checkpoint
-    if (!storage::is_disk_fault(v.err())) {
-      spdlog::error("ps-{}: checkpoint failed: {}", st.index, v.err().to_string());
-      return;
-    }
-    if (auto text = v.err().to_string(); text != st.fault) {
-      spdlog::error("ps-{}: checkpoint: {}: the job pauses until it can be written", st.index, text);
-      st.fault = text;
-    }
-    report_fault(st);  // with every failed try: a master started since hears it too
+    checkpoint_failed(st, v.err());
     return;
   }
   if (!st.fault.empty()) {
@@ -193,12 +210,8 @@ void finish_checkpoint(ps_state& st) {
   st.next_full = false;
   st.since_full = full ? 0 : st.since_full + 1;
   st.applied_at_checkpoint = st.version_at_snapshot;
-  if (full && st.timeline) st.timeline->checkpoint(st.rt->who().id.to_string(), *v, full);
-  const auto& r = st.record;
-  auto cost = fmt::format(
-      "{} rows, {:.1f} MB; copied in {:.1f} ms ({} slices, longest {:.3f} ms), written in {:.1f} ms", r.rows,
-      static_cast<double>(r.bytes) / 1e6, (r.snapshot_end_s - r.begin_s) * 1e3, r.slices,
-      r.longest_slice_s * 1e3, (r.end_s - r.snapshot_end_s) * 1e3);
+  if (full && st.timeline) st.timeline->checkpoint(st.node->who().id.to_string(), *v, full);
+  auto cost = checkpoint_cost(st.record);
   // Tests and scripts wait for "first checkpoint" in the shard's log.
   if (st.checkpoints_written++ == 0)
     spdlog::info("ps-{}: first checkpoint of this incarnation: version {} ({}): {}", st.index, *v,

@@ -56,7 +56,7 @@ void reply_pull(ps_state& st, const message& m) {
     table->read_rows(
         ids, wire::raw<float>(sl[i].initValues(static_cast<unsigned>(ids.size() * table->dim()))).data());
   }
-  (void)st.rt->reply(m, std::move(o), "ps");
+  (void)st.node->reply(m, std::move(o), "ps");
 }
 
 void apply_push(ps_state& st, const message& m) {
@@ -89,14 +89,14 @@ void apply_push(ps_state& st, const message& m) {
   st.version += 1;
   outbound o = reply_to(m);
   o.body().initPsPushReply().setError(problem);
-  (void)st.rt->reply(m, std::move(o), "ps");
+  (void)st.node->reply(m, std::move(o), "ps");
 }
 
 using ps_actor = caf::stateful_actor<ps_state>;
 
-caf::behavior ps_shard(ps_actor* self, node_context* rt, data_paths data) {
-  init_shard(self->state, rt, data);  // throws on a broken store or checkpoint: the supervisor restarts us
-  self->delayed_send(self, rt->spec().ps.checkpoint_every, tick_atom::value);
+caf::behavior ps_shard(ps_actor* self, node_context* node, data_paths data) {
+  init_shard(self->state, node, data);  // throws on a broken store or checkpoint: the supervisor restarts us
+  self->delayed_send(self, node->spec().ps.checkpoint_every, tick_atom::value);
   // Asked to stop (the node's SIGTERM: a preemption, scancel, the job's end): the updates since the
   // last periodic checkpoint are written first, so the next incarnation resumes from them.
   self->set_exit_handler([=](caf::exit_msg& e) {
@@ -116,7 +116,7 @@ caf::behavior ps_shard(ps_actor* self, node_context* rt, data_paths data) {
       },
       [=](tick_atom) {
         if (begin_checkpoint(self->state)) self->send(self, ckpt_copy_atom::value);
-        self->delayed_send(self, self->state.rt->spec().ps.checkpoint_every, tick_atom::value);
+        self->delayed_send(self, self->state.node->spec().ps.checkpoint_every, tick_atom::value);
       },
       // One slice of the snapshot, then the requests that came meanwhile (this message goes behind
       // them), then the next slice.

@@ -33,7 +33,7 @@ using ckpt_done_atom = caf::atom_constant<caf::atom("ckpt_done")>;
 inline constexpr std::chrono::microseconds checkpoint_slice{200};
 
 struct ps_state {
-  node_context* rt = nullptr;  // the node this shard runs on
+  node_context* node = nullptr;  // the node this shard runs on
   std::uint32_t index = 0, shards = 1;
   std::unique_ptr<trainer_backend> model;  // the workers' replica: names, shapes, initial values
   std::unique_ptr<nn::optimizer> opt;
@@ -63,7 +63,7 @@ struct ps_state {
 };
 
 // Builds the model, takes the shard's share, restores the latest checkpoint. Throws on failure.
-void init_shard(ps_state& st, node_context* rt, const data_paths& data);
+void init_shard(ps_state& st, node_context* node, const data_paths& data);
 
 // A checkpoint in three steps, none of which holds the actor for longer than a slice:
 // begin_checkpoint starts a snapshot if anything changed since the last checkpoint and none is in

@@ -4,7 +4,6 @@
 
 #include <filesystem>
 
-#include "node/node_runtime.hpp"
 #include "troupe/job/data.hpp"
 
 namespace troupe::actors {
@@ -57,9 +56,8 @@ namespace {
 
 // Records from the master node's record server: its own rpc client (a restarted actor registers
 // the name anew) and a fetcher sized by [data].
-expected<std::unique_ptr<data_feed>> serve_records(node_runtime& rt) {
-  rt.net().unregister_name("records-rpc");
-  auto rpc = wire::rpc_client::create(rt.net(), "records-rpc", rt.clock(), rt.leave_token());
+expected<std::unique_ptr<data_feed>> serve_records(worker_host& rt) {
+  auto rpc = rt.open_rpc("records-rpc");
   if (!rpc) return rpc.err();
   const auto& data = rt.spec().nn.data;
   record_fetcher::options o;
@@ -76,7 +74,7 @@ expected<std::unique_ptr<data_feed>> serve_records(node_runtime& rt) {
 
 }  // namespace
 
-expected<std::unique_ptr<data_feed>> make_data_feed(node_runtime& rt, const data_paths& data) {
+expected<std::unique_ptr<data_feed>> make_data_feed(worker_host& rt, const data_paths& data) {
   const auto& serve = rt.spec().nn.data.serve;
   if (serve != "always") {
     auto train = storage::record_store::open(data.train_dir);

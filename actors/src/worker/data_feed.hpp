@@ -25,10 +25,9 @@
 #include "troupe/nn/data/dataset.hpp"
 #include "troupe/storage/record_store.hpp"
 #include "troupe/wire/rpc.hpp"
+#include "worker_host.hpp"
 
 namespace troupe::actors {
-
-class node_runtime;
 
 class data_feed {
  public:
@@ -104,6 +103,6 @@ class served_feed final : public data_feed {
 
 // The feed of a worker on `rt`: the local store at data.train_dir, or served records ([data] serve
 // = "always", or "auto" on a host without the store). Fails with the store's or the server's error.
-expected<std::unique_ptr<data_feed>> make_data_feed(node_runtime& rt, const data_paths& data);
+expected<std::unique_ptr<data_feed>> make_data_feed(worker_host& rt, const data_paths& data);
 
 }  // namespace troupe::actors

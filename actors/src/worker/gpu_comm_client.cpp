@@ -3,7 +3,6 @@
 #include <optional>
 #include <thread>
 
-#include "node/node_runtime.hpp"
 #include "troupe/collective/ring.hpp"
 #include "troupe/wire/messages.hpp"
 
@@ -13,40 +12,38 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-expected<gpu_rendezvous::snapshot> call(wire::rpc_channel& rpc, outbound out,
-                                        std::chrono::milliseconds timeout) {
+expected<wire::gpu_comm_info> call(wire::rpc_channel& rpc, outbound out, std::chrono::milliseconds timeout) {
   auto reply = rpc.call({"master", "master", std::move(out)}, timeout);
   if (!reply) return reply.err();
-  expected<gpu_rendezvous::snapshot> s =
-      make_unexpected(core_errc::io_error, "master: malformed GpuCommInfo");
+  expected<wire::gpu_comm_info> s = make_unexpected(core_errc::io_error, "master: malformed GpuCommInfo");
   wire::guarded("gpu comm info", [&] {
     auto j = reply->body().getJob();
-    if (j.which() == schema::JobMessage::GPU_COMM_INFO) s = read_gpu_info(j.getGpuCommInfo());
+    if (j.which() == schema::JobMessage::GPU_COMM_INFO) s = wire::read_gpu_info(j.getGpuCommInfo());
   });
   return s;
 }
 
-expected<gpu_rendezvous::snapshot> post(wire::rpc_channel& rpc, const gpu_rendezvous::post& mine,
-                                        std::chrono::milliseconds timeout) {
+expected<wire::gpu_comm_info> post(wire::rpc_channel& rpc, const wire::gpu_comm_post& mine,
+                                   std::chrono::milliseconds timeout) {
   auto o = wire::job();
-  write_gpu_post(o.body.initGpuCommPost(), mine);
+  wire::write_gpu_post(o.body.initGpuCommPost(), mine);
   return call(rpc, std::move(o.out), timeout);
 }
 
-expected<gpu_rendezvous::snapshot> fetch(wire::rpc_channel& rpc, std::uint64_t epoch,
-                                         std::chrono::milliseconds timeout) {
+expected<wire::gpu_comm_info> fetch(wire::rpc_channel& rpc, std::uint64_t epoch,
+                                    std::chrono::milliseconds timeout) {
   auto o = wire::job();
   o.body.initGpuCommFetch().setRingEpoch(epoch);
   return call(rpc, std::move(o.out), timeout);
 }
 
-bool has_rank(const gpu_rendezvous::snapshot& s, std::uint32_t rank) {
+bool has_rank(const wire::gpu_comm_info& s, std::uint32_t rank) {
   for (const auto& p : s.posted)
     if (p.rank == rank) return true;
   return false;
 }
 
-std::string missing(const gpu_rendezvous::snapshot& s, std::uint32_t ranks) {
+std::string missing(const wire::gpu_comm_info& s, std::uint32_t ranks) {
   std::string out;
   for (std::uint32_t r = 0; r < ranks; ++r)
     if (!has_rank(s, r)) out += (out.empty() ? "" : ", ") + std::to_string(r);
@@ -55,15 +52,15 @@ std::string missing(const gpu_rendezvous::snapshot& s, std::uint32_t ranks) {
 
 }  // namespace
 
-expected<gpu_rendezvous::snapshot> gpu_comm_exchange(wire::rpc_channel& rpc, const gpu_rendezvous::post& mine,
-                                                     const gpu_exchange_options& o) {
+expected<wire::gpu_comm_info> gpu_comm_exchange(wire::rpc_channel& rpc, const wire::gpu_comm_post& mine,
+                                                const gpu_exchange_options& o) {
   auto deadline = clock::now() + o.timeout;
   auto left = [&] {
     return std::max(std::chrono::milliseconds(1),
                     std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()));
   };
   auto s = post(rpc, mine, left());
-  std::optional<gpu_rendezvous::snapshot> last;  // the latest answer, for the timeout's message
+  std::optional<wire::gpu_comm_info> last;  // the latest answer, for the timeout's message
   while (true) {
     if (!s && last && clock::now() >= deadline) s = *last;  // a call cut short by the deadline
     if (!s)

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <chrono>
 
-#include "master/gpu_rendezvous.hpp"
+#include "troupe/wire/gpu_comm.hpp"
 #include "troupe/wire/rpc.hpp"
 
 namespace troupe::actors {
@@ -23,7 +23,7 @@ struct gpu_exchange_options {
 // Returns the complete snapshot of `mine.ring_epoch` (with the unique id if need_unique_id). Re-posts when
 // the master no longer has this rank's post (a restarted master). Errors: the master's refusal (stale epoch,
 // bad post), rpc failures, a timeout naming the ranks still missing, the ring epoch moving on.
-expected<gpu_rendezvous::snapshot> gpu_comm_exchange(wire::rpc_channel& rpc, const gpu_rendezvous::post& mine,
-                                                     const gpu_exchange_options& o);
+expected<wire::gpu_comm_info> gpu_comm_exchange(wire::rpc_channel& rpc, const wire::gpu_comm_post& mine,
+                                                const gpu_exchange_options& o);
 
 }  // namespace troupe::actors

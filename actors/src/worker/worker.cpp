@@ -14,6 +14,7 @@
 #include "replica_state.hpp"
 #include "troupe/model/predictions.hpp"
 #include "troupe/model/state.hpp"
+#include "troupe/wire/messages.hpp"
 #include "worker_state.hpp"
 
 namespace troupe::actors {
@@ -22,7 +23,7 @@ namespace {
 
 // The replica the job names: the CUDA backend ([job] device = "gpu" with a native model) or a
 // host one (backends.hpp: native or TorchScript).
-std::unique_ptr<trainer_backend> make_backend(worker_state& st, node_runtime* rt) {
+std::unique_ptr<trainer_backend> make_backend(worker_state& st, worker_host* rt) {
   const auto& spec = rt->spec();
   auto info = job::info_of(st.feed->manifest(), st.feed->source());
   expected<std::unique_ptr<trainer_backend>> b = make_unexpected(core_errc::invalid_argument, "no backend");
@@ -73,15 +74,14 @@ void start_from_init(worker_state& st, const std::string& dir) {
 
 }  // namespace
 
-void setup_worker(worker_state& st, node_runtime* rt, data_paths data) {
-  st.rt = rt;
+void setup_worker(worker_state& st, worker_host* rt, data_paths data) {
+  st.host = rt;
   st.node = rt;
   auto feed = make_data_feed(*rt, data);
   if (!feed) throw std::runtime_error(feed.err().to_string());
   st.feed = std::move(*feed);
   // Replies to this incarnation's requests; a restarted actor registers the name anew.
-  rt->net().unregister_name("rpc");
-  auto rpc = wire::rpc_client::create(rt->net(), "rpc", rt->clock(), rt->leave_token());
+  auto rpc = rt->open_rpc("rpc");
   if (!rpc) throw std::runtime_error(rpc.err().to_string());
   st.rpc = std::move(*rpc);
   st.leases = std::make_unique<task_lease_client>(*rt, *st.rpc);
@@ -118,7 +118,7 @@ using worker_actor = caf::stateful_actor<worker_state>;
 
 // Sets the worker up (throws on failure), then interleaves training ticks with the master's
 // requests (evaluate). Spawned detached: training blocks.
-static caf::behavior run_worker(worker_actor* self, node_runtime* rt, data_paths data) {
+static caf::behavior run_worker(worker_actor* self, worker_host* rt, data_paths data) {
   setup_worker(self->state, rt, std::move(data));
   self->send(self, tick_atom::value);
   return {
@@ -139,8 +139,8 @@ static caf::behavior run_worker(worker_actor* self, node_runtime* rt, data_paths
   };
 }
 
-caf::actor spawn_worker(caf::actor_system& sys, node_runtime* rt, data_paths data) {
-  return sys.spawn<caf::detached>(run_worker, rt, std::move(data));
+caf::actor spawn_worker(caf::actor_system& sys, worker_host& rt, data_paths data) {
+  return sys.spawn<caf::detached>(run_worker, &rt, std::move(data));
 }
 
 }  // namespace troupe::actors

@@ -12,6 +12,53 @@
 
 namespace troupe::actors {
 
+namespace {
+
+// The model's outputs on rows [first, last) of `test`, in eval_batch_size batches.
+struct scored_rows {
+  std::vector<float> scores;  // width per row
+  std::size_t width = 0;
+  double loss_sum = 0;  // the batches' mean losses weighted by their rows
+};
+
+expected<scored_rows> score_rows(worker_state& st, const nn::dataset& test, std::size_t first,
+                                 std::size_t last) {
+  const std::size_t bs = std::max<std::size_t>(1, st.node->spec().nn.train.eval_batch_size);
+  scored_rows out;
+  for (std::size_t at = first; at < last; at += bs) {
+    nn::batch b(test, at, std::min(bs, last - at));
+    if (auto p = st.strat->prepare_eval(*st.ctx, b); !p) return p.err();
+    auto loss = st.backend->predict(b);
+    if (!loss) return loss.err();
+    out.loss_sum += *loss * static_cast<double>(b.size());
+    auto probs = st.backend->probabilities();
+    out.width = st.backend->output_width();
+    out.scores.insert(out.scores.end(), probs.begin(),
+                      probs.begin() + static_cast<std::ptrdiff_t>(b.size() * out.width));
+  }
+  return out;
+}
+
+// The part's metrics; for a binary model (width 1) its scores and labels too, for the master's AUC
+// of every part (AUC is NaN for a multi-class one).
+void write_result(schema::EvalResult::Builder res, const scored_rows& scored, std::span<const float> labels) {
+  const auto& scores = scored.scores;
+  auto m = nn::score_predictions(scores, scored.width, labels, scored.loss_sum);
+  res.setRows(m.rows);
+  res.setLoss(m.loss);
+  res.setAccuracy(m.accuracy);
+  res.setAuc(scored.width == 1 ? m.auc : std::numeric_limits<double>::quiet_NaN());
+  if (scored.width != 1) return;
+  auto s = res.initScores(static_cast<unsigned>(scores.size()));
+  auto l = res.initLabels(static_cast<unsigned>(labels.size()));
+  for (std::size_t i = 0; i < scores.size() && i < labels.size(); ++i) {
+    s.set(static_cast<unsigned>(i), scores[i]);
+    l.set(static_cast<unsigned>(i), labels[i]);
+  }
+}
+
+}  // namespace
+
 void evaluate(worker_state& st, const message& request) {
   auto o = wire::job_reply(request);
   auto res = o.body.initEvalResult();
@@ -31,36 +78,9 @@ void evaluate(worker_state& st, const message& request) {
   // Part `part` of `parts`: rows [rows*part/parts, rows*(part+1)/parts); parts 0: all of them.
   const std::size_t first = parts ? test.rows * part / parts : 0,
                     last = parts ? test.rows * (part + 1) / parts : test.rows;
-  std::size_t bs = std::max<std::size_t>(1, st.node->spec().nn.train.eval_batch_size);
-  std::vector<float> scores;
-  std::size_t width = 0;
-  double loss_sum = 0;
-  for (std::size_t at = first; at < last; at += bs) {
-    nn::batch b(test, at, std::min(bs, last - at));
-    if (auto p = st.strat->prepare_eval(*st.ctx, b); !p) return fail(p.err().to_string());
-    auto loss = st.backend->predict(b);
-    if (!loss) return fail(loss.err().to_string());
-    loss_sum += *loss * static_cast<double>(b.size());
-    auto probs = st.backend->probabilities();
-    width = st.backend->output_width();
-    scores.insert(scores.end(), probs.begin(), probs.begin() + static_cast<std::ptrdiff_t>(b.size() * width));
-  }
-  const std::span<const float> labels(test.labels.data() + first, last - first);
-  auto m = nn::score_predictions(scores, width, labels, loss_sum);
-  res.setRows(m.rows);
-  res.setLoss(m.loss);
-  res.setAccuracy(m.accuracy);
-  // AUC is for binary models (EvalResult): NaN for a multi-class one. The scores go with it, for the
-  // master's AUC of every part.
-  res.setAuc(width == 1 ? m.auc : std::numeric_limits<double>::quiet_NaN());
-  if (width == 1) {
-    auto s = res.initScores(static_cast<unsigned>(scores.size()));
-    auto l = res.initLabels(static_cast<unsigned>(labels.size()));
-    for (std::size_t i = 0; i < scores.size() && i < labels.size(); ++i) {
-      s.set(static_cast<unsigned>(i), scores[i]);
-      l.set(static_cast<unsigned>(i), labels[i]);
-    }
-  }
+  auto scored = score_rows(st, test, first, last);
+  if (!scored) return fail(scored.err().to_string());
+  write_result(res, *scored, std::span<const float>(test.labels.data() + first, last - first));
   spdlog::info("evaluation of rows {}..{} of {}: loss {:.4f} accuracy {:.4f} auc {:.4f}", first, last,
                test.rows, res.getLoss(), res.getAccuracy(), res.getAuc());
   if (parts == 0 || ask.getWriteState()) write_final_state(st);  // what was scored is the job's model

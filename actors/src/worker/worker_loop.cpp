@@ -219,6 +219,49 @@ static std::optional<step_result> run_step(worker_state& st, const nn::batch* b)
   }
 }
 
+// What follows a step: a trained batch counted (checkpoint turn, pacing), or the wait an idle or
+// retried step asks for. False once the strategy finished the loop.
+static bool after_step(worker_state& st, const step_result& res, const std::optional<nn::batch>& b,
+                       std::uint64_t epoch, clock::time_point until) {
+  if (res.dropped) st.dropped += 1;
+  switch (res.what) {
+    case step_result::kind::trained:
+      if (b) st.task->cursor += b->size();
+      count_step(st, res);
+      maybe_checkpoint(st);
+      pace(st, res.samples);
+      break;
+    case step_result::kind::idle:
+      // No batch and none on its way: wait for the loop's next deadline (asking for a lease again
+      // after the dispenser had none) or a ring change. An exhausted worker waits for nothing of its
+      // own: its rounds with the partners that still train are paced by them.
+      if (!st.task && !st.leases->exhausted()) st.node->wait_ring_change(epoch, st.leases->next_due(until));
+      break;
+    case step_result::kind::retry:
+      // A dropped collective is retried at once (the ring may already be rebuilt, or this worker
+      // may go on alone); otherwise wait for the next ring epoch (or the loop's next deadline).
+      if (!res.dropped) st.node->wait_ring_change(epoch, st.leases->next_due(until));
+      break;
+    case step_result::kind::finished:
+      finish_loop(st);
+      return false;
+  }
+  return true;
+}
+
+// The task's last batch trained: pushes settled, the strategy's end of the task, the report; the
+// task leased ahead takes its place.
+static void end_task_if_done(worker_state& st) {
+  if (!st.task || st.task->cursor < st.task->order.size()) return;
+  settle_pushes(st);
+  auto& t = *st.task;
+  auto out = st.strat->task_done(*st.ctx, t.id, t.first, t.order.size());
+  if (!out) spdlog::error("task {}: {}", t.id, out.err().to_string());
+  st.leases->report(t, out ? "" : out.err().to_string());
+  st.task = std::exchange(st.next, std::nullopt);
+  st.leases->pump_reports();
+}
+
 bool train_some(worker_state& st, clock::time_point until) {
   if (st.done) return false;
   // Leaving (SIGTERM): no further step; the master re-queued this worker's tasks, and its ring
@@ -248,39 +291,8 @@ bool train_some(worker_state& st, clock::time_point until) {
   auto b = current_batch(st);
   auto stepped = run_step(st, b ? &*b : nullptr);
   if (!stepped) return true;
-  const step_result& res = *stepped;
-  if (res.dropped) st.dropped += 1;
-  switch (res.what) {
-    case step_result::kind::trained:
-      if (b) st.task->cursor += b->size();
-      count_step(st, res);
-      maybe_checkpoint(st);
-      pace(st, res.samples);
-      break;
-    case step_result::kind::idle:
-      // No batch and none on its way: wait for the loop's next deadline (asking for a lease again
-      // after the dispenser had none) or a ring change. An exhausted worker waits for nothing of its
-      // own: its rounds with the partners that still train are paced by them.
-      if (!st.task && !st.leases->exhausted()) st.node->wait_ring_change(epoch, st.leases->next_due(until));
-      break;
-    case step_result::kind::retry:
-      // A dropped collective is retried at once (the ring may already be rebuilt, or this worker
-      // may go on alone); otherwise wait for the next ring epoch (or the loop's next deadline).
-      if (!res.dropped) st.node->wait_ring_change(epoch, st.leases->next_due(until));
-      break;
-    case step_result::kind::finished:
-      finish_loop(st);
-      return false;
-  }
-  if (st.task && st.task->cursor >= st.task->order.size()) {
-    settle_pushes(st);
-    auto& t = *st.task;
-    auto out = st.strat->task_done(*st.ctx, t.id, t.first, t.order.size());
-    if (!out) spdlog::error("task {}: {}", t.id, out.err().to_string());
-    st.leases->report(t, out ? "" : out.err().to_string());
-    st.task = std::exchange(st.next, std::nullopt);
-    st.leases->pump_reports();
-  }
+  if (!after_step(st, *stepped, b, epoch, until)) return false;
+  end_task_if_done(st);
   report_progress(st, false);
   return true;
 }

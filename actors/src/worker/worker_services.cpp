@@ -20,7 +20,7 @@ expected<std::string> remote_ps::shard_node(std::uint32_t i) {
   const auto* m = view.find(name);
   if (!m || m->state != cluster::member_state::alive)
     return make_unexpected(core_errc::io_error, name + " is not in the membership (restarting?)");
-  if (auto c = rt_.ensure_connected(name, m->address); !c) return c.err();
+  if (auto c = rt_.connect(name, m->address); !c) return c.err();
   return name;
 }
 
@@ -38,7 +38,7 @@ std::vector<std::vector<const param_slice*>> by_shard(const std::vector<param_sl
 }
 }  // namespace
 
-remote_ps::remote_ps(node_runtime& rt, wire::rpc_channel& rpc)
+remote_ps::remote_ps(worker_host& rt, wire::rpc_channel& rpc)
     : rt_(rt), window_(rpc, rt.spec().ps.in_flight_pushes, [&rt] { return rt.leaving(); }) {}
 
 void remote_ps::unique_ids(const nn::batch& b, std::vector<std::uint64_t>& out) {
@@ -153,51 +153,64 @@ expected<void> remote_ps::read_pull_replies(trainer_backend& m, const std::vecto
   return {};
 }
 
+namespace {
+// Per table, positions into its (unique, combined) sparse gradient; per shard, those it holds.
+using table_rows = std::vector<std::vector<std::size_t>>;
+
+std::vector<table_rows> rows_by_shard(const std::vector<nn::embedding_table*>& tables, std::uint32_t shards) {
+  std::vector<table_rows> out(shards, table_rows(tables.size()));
+  for (std::size_t t = 0; t < tables.size(); ++t) {
+    const auto& g = tables[t]->grad();
+    for (std::size_t i = 0; i < g.size(); ++i) out[wire::shard_of_id(g.ids[i], shards)][t].push_back(i);
+  }
+  return out;
+}
+
+bool any_rows(const table_rows& rows) {
+  return std::any_of(rows.begin(), rows.end(), [](const auto& v) { return !v.empty(); });
+}
+
+// One shard's push: its dense tensors' gradients out of `grads`, and its rows of each table.
+void write_push(schema::PsPush::Builder push, const std::vector<const param_slice*>& dense,
+                const float* grads, const std::vector<nn::embedding_table*>& tables, const table_rows& rows) {
+  auto dl = push.initDense(static_cast<unsigned>(dense.size()));
+  for (unsigned i = 0; i < dense.size(); ++i) {
+    dl[i].setName(dense[i]->name);
+    set_floats(dl[i].initValues(static_cast<unsigned>(dense[i]->size)), grads + dense[i]->offset,
+               dense[i]->size);
+  }
+  auto sl = push.initSparse(any_rows(rows) ? static_cast<unsigned>(tables.size()) : 0);
+  for (unsigned t = 0; t < sl.size(); ++t) {
+    const auto& g = tables[t]->grad();
+    const auto& pos = rows[t];
+    sl[t].setTable(tables[t]->name());
+    sl[t].setDim(static_cast<std::uint32_t>(g.dim));
+    auto ids = sl[t].initIds(static_cast<unsigned>(pos.size()));
+    auto vals = sl[t].initValues(static_cast<unsigned>(pos.size() * g.dim));
+    for (unsigned k = 0; k < pos.size(); ++k) {
+      ids.set(k, g.ids[pos[k]]);
+      const float* row = g.row(pos[k]);
+      for (std::size_t d = 0; d < g.dim; ++d) vals.set(static_cast<unsigned>(k * g.dim + d), row[d]);
+    }
+  }
+}
+}  // namespace
+
 // Sends the gradients without waiting for their acknowledgement (ps_window: at most
 // in_flight_pushes unacknowledged). A push that failed before fails this one: nothing is sent.
 expected<void> remote_ps::push(trainer_backend& m) {
   if (auto c = window_.collect(); !c) return c;
   const std::uint32_t shards = rt_.spec().ps.shards;
-  auto dense_by_shard = by_shard(m.layout(), shards);
-  const float* grads = m.gradients().data();
+  auto dense = by_shard(m.layout(), shards);
   auto tables = m.embedding_tables();
-  // Per shard, per table: positions into the table's (unique, combined) sparse gradient.
-  std::vector<std::vector<std::vector<std::size_t>>> rows_by_shard(
-      shards, std::vector<std::vector<std::size_t>>(tables.size()));
-  for (std::size_t t = 0; t < tables.size(); ++t) {
-    const auto& g = tables[t]->grad();
-    for (std::size_t i = 0; i < g.size(); ++i)
-      rows_by_shard[wire::shard_of_id(g.ids[i], shards)][t].push_back(i);
-  }
+  auto rows = rows_by_shard(tables, shards);
   std::vector<wire::rpc_channel::request> reqs;
   for (std::uint32_t s = 0; s < shards; ++s) {
-    bool any_rows = false;
-    for (auto& v : rows_by_shard[s]) any_rows |= !v.empty();
-    if (dense_by_shard[s].empty() && !any_rows) continue;
+    if (dense[s].empty() && !any_rows(rows[s])) continue;
     auto node = shard_node(s);
     if (!node) return node.err();
     wire::rpc_channel::request r{*node, "ps", outbound()};
-    auto push = r.out.body().initPsPush();
-    auto dl = push.initDense(static_cast<unsigned>(dense_by_shard[s].size()));
-    for (unsigned i = 0; i < dense_by_shard[s].size(); ++i) {
-      auto* p = dense_by_shard[s][i];
-      dl[i].setName(p->name);
-      set_floats(dl[i].initValues(static_cast<unsigned>(p->size)), grads + p->offset, p->size);
-    }
-    auto sl = push.initSparse(any_rows ? static_cast<unsigned>(tables.size()) : 0);
-    for (unsigned t = 0; t < sl.size(); ++t) {
-      const auto& g = tables[t]->grad();
-      const auto& pos = rows_by_shard[s][t];
-      sl[t].setTable(tables[t]->name());
-      sl[t].setDim(static_cast<std::uint32_t>(g.dim));
-      auto ids = sl[t].initIds(static_cast<unsigned>(pos.size()));
-      auto vals = sl[t].initValues(static_cast<unsigned>(pos.size() * g.dim));
-      for (unsigned k = 0; k < pos.size(); ++k) {
-        ids.set(k, g.ids[pos[k]]);
-        const float* row = g.row(pos[k]);
-        for (std::size_t d = 0; d < g.dim; ++d) vals.set(static_cast<unsigned>(k * g.dim + d), row[d]);
-      }
-    }
+    write_push(r.out.body().initPsPush(), dense[s], m.gradients().data(), tables, rows[s]);
     reqs.push_back(std::move(r));
   }
   auto g = window_.send(reqs, rt_.spec().job.rpc_timeout);
@@ -223,7 +236,7 @@ collective::ring_members node_ring_context::members() const {
   auto [view, epoch] = rt_.view_and_ring_epoch();
   collective::ring_members out;
   out.epoch = epoch;
-  if (epoch == node_view::leaving_epoch) return out;  // leaving: in no ring any more
+  if (epoch == leaving_ring_epoch) return out;  // leaving: in no ring any more
   auto ring = view.worker_ring();
   out.ranks.reserve(ring.size());
   for (const auto& id : ring.ranks) {
@@ -247,7 +260,7 @@ expected<void> node_ring_context::listen() {
 }
 
 void node_ring_context::report_gone(const node_id& node, const std::string& why) {
-  (void)rt_.net().send("master", "master", wire::node_exited(node, why), "worker");
+  (void)rt_.send("master", "master", wire::node_exited(node, why), "worker");
 }
 
 std::unique_ptr<collective::mixed_ring_session> make_ring_session(node_ring_context& ctx,

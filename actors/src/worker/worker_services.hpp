@@ -7,13 +7,13 @@
 #include <optional>
 #include <unordered_map>
 
-#include "node/node_runtime.hpp"
 #include "ps_window.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/collective/mixed/session.hpp"
 #include "troupe/collective/ring_context.hpp"
 #include "troupe/collective/tcp/link.hpp"
 #include "troupe/wire/rpc.hpp"
+#include "worker_host.hpp"
 
 namespace troupe::actors {
 
@@ -21,7 +21,7 @@ namespace troupe::actors {
 // the next batch's pull in flight (ps_window.hpp: order, staleness, failures).
 class remote_ps final : public ps_client {
  public:
-  remote_ps(node_runtime& rt, wire::rpc_channel& rpc);
+  remote_ps(worker_host& rt, wire::rpc_channel& rpc);
   expected<void> pull(trainer_backend& m, const nn::batch& b) override;
   expected<void> push(trainer_backend& m) override;
   void prefetch(trainer_backend& m, const nn::batch& next) override;
@@ -44,7 +44,7 @@ class remote_ps final : public ps_client {
   expected<ps_window::group> send_pulls(trainer_backend& m, const std::vector<std::uint64_t>& ids);
   expected<void> read_pull_replies(trainer_backend& m, const std::vector<message>& replies);
   void drop_prefetch();
-  node_runtime& rt_;
+  worker_host& rt_;
   ps_window window_;
   std::optional<sent_pull> ahead_;  // the prefetched pull, until the pull of its batch takes it
   std::uint64_t pulls_ = 0, prefetched_ = 0;
@@ -59,8 +59,8 @@ class remote_ps final : public ps_client {
 // address), its ring listener, and the master to tell of a dead neighbour.
 class node_ring_context final : public collective::ring_context {
  public:
-  explicit node_ring_context(node_runtime& rt) : rt_(rt) {}
-  // Opens the node's ring listener (node_runtime::ring_listener). Call before the node joins. Without
+  explicit node_ring_context(worker_host& rt) : rt_(rt) {}
+  // Opens the node's ring listener (worker_host::ring_listener). Call before the node joins. Without
   // it (an error), neighbours on other hosts cannot link to this worker; those on its host still can.
   const std::string& job() const override {
     return rt_.who().host_key.empty() ? rt_.who().job_id : rt_.who().host_key;
@@ -74,7 +74,7 @@ class node_ring_context final : public collective::ring_context {
   collective::tcp_listener* ring_listener() override { return listener_; }
 
  private:
-  node_runtime& rt_;
+  worker_host& rt_;
   collective::tcp_listener* listener_ = nullptr;
 };
 

@@ -1,5 +1,12 @@
-// A worker's state: its model replica and trainer, strategy, services (PS client, ring), the task it
-// holds and the minibatches left in it, and its progress window.
+// A worker trains the job's model on the tasks it leases until none is left: lease a task
+// (task_lease_client.hpp), get its records (data_feed.hpp), train its minibatches through the job's
+// strategy on a trainer backend, synchronised through the PS client or the ring (worker_services.hpp),
+// report the task and the progress, and evaluate a part of the test set at the end (README.md in
+// this folder: the parts, their contracts, their tests).
+//
+// This is its state: the parts above, the task it holds and the one leased ahead with the
+// minibatches left, and its progress window. Set up from the node's worker_host (worker.cpp); the
+// loop (worker_loop.cpp) reads only `node`, so unit tests run it on a fake node_context.
 #pragma once
 
 #include <chrono>
@@ -35,15 +42,16 @@ struct worker_state {
   // The node as the training loop sees it (spec, sends, ring epoch, readiness, clock): every wait
   // and timeout of the loop reads node->clock().
   node_context* node = nullptr;
-  // The concrete runtime, for set-up only (services, rpc, GPU); null in unit tests of the loop.
-  node_runtime* rt = nullptr;
+  // What the set-up builds the parts from (rpc channels, PS connections, ring listener, liveness);
+  // null in unit tests of the loop.
+  worker_host* host = nullptr;
   // The records of its tasks and the test set: the local store or served records (data_feed.hpp).
   std::unique_ptr<data_feed> feed;
   std::optional<nn::dataset> test;
   // The replica (native, CUDA or TorchScript; backends/make_backend.hpp). Declared before the
   // strategy, which may refer to its device side, so that it is destroyed after.
   std::unique_ptr<trainer_backend> backend;
-  std::unique_ptr<wire::rpc_client> rpc;
+  std::unique_ptr<wire::rpc_channel> rpc;
   // Leases, renewals and task reports (task_lease_client.hpp), through `rpc` in a worker, a fake
   // channel in unit tests of the loop.
   std::unique_ptr<task_lease_client> leases;
@@ -113,6 +121,6 @@ void write_final_state(worker_state& st);
 void open_step_log(worker_state& st);
 // Opens the data, builds the trainer backend the job names, the services and the strategy; throws
 // on failure (the supervisor restarts the actor, and gives up past its intensity limit).
-void setup_worker(worker_state& st, node_runtime* rt, data_paths data);
+void setup_worker(worker_state& st, worker_host* rt, data_paths data);
 
 }  // namespace troupe::actors

@@ -323,7 +323,7 @@ void runner::write_nodes_file() {
     e.ended = s.ended;
     entries.push_back(std::move(e));
   }
-  // `troupe status/scale/stop` talk to the runner: its address is the file's master_address.
+  // `troupe status/scale/stop` talk to the runner: its address is the file's runner_address.
   auto f =
       cluster::make_nodes_file(dir_->job_id(), epoch, self_addr_, entries, troupe::clock::system().wall_ms());
   f.metrics_address = metrics_addr_;

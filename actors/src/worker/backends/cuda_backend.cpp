@@ -3,7 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include "node/node_runtime.hpp"
+#include "node_context.hpp"
 #include "worker/gpu_comm_client.hpp"
 
 namespace troupe::actors {
@@ -81,9 +81,8 @@ namespace {
 // ring epoch.
 class master_rendezvous final : public gpu_rendezvous_port {
  public:
-  master_rendezvous(node_runtime& rt, wire::rpc_client& rpc) : rt_(rt), rpc_(rpc) {}
-  expected<gpu_rendezvous::snapshot> exchange(const gpu_rendezvous::post& mine,
-                                              bool need_unique_id) override {
+  master_rendezvous(node_context& rt, wire::rpc_channel& rpc) : rt_(rt), rpc_(rpc) {}
+  expected<wire::gpu_comm_info> exchange(const wire::gpu_comm_post& mine, bool need_unique_id) override {
     gpu_exchange_options o;
     o.timeout = rt_.spec().job.rpc_timeout;
     o.current_epoch = &rt_.ring_epoch();
@@ -92,8 +91,8 @@ class master_rendezvous final : public gpu_rendezvous_port {
   }
 
  private:
-  node_runtime& rt_;
-  wire::rpc_client& rpc_;
+  node_context& rt_;
+  wire::rpc_channel& rpc_;
 };
 
 std::string host_name() {
@@ -115,7 +114,7 @@ expected<void> check_supported(const job::job_spec& spec, nn::model& host) {
 
 }  // namespace
 
-expected<std::unique_ptr<trainer_backend>> make_cuda_backend(node_runtime& rt, wire::rpc_client& rpc,
+expected<std::unique_ptr<trainer_backend>> make_cuda_backend(node_context& rt, wire::rpc_channel& rpc,
                                                              std::unique_ptr<nn::model> host) {
   const auto& spec = rt.spec();
   if (auto c = check_supported(spec, *host); !c) return c.err();

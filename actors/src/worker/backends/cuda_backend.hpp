@@ -11,20 +11,20 @@
 #include <span>
 #include <string>
 
-#include "master/gpu_rendezvous.hpp"
 #include "native_backend.hpp"
 #include "troupe/gpu/comm_manager.hpp"
 #include "troupe/gpu/cuda.hpp"
 #include "troupe/gpu/trainer.hpp"
 #include "troupe/job/job_spec.hpp"
+#include "troupe/wire/gpu_comm.hpp"
 
 namespace troupe::wire {
-class rpc_client;
+class rpc_channel;
 }
 
 namespace troupe::actors {
 
-class node_runtime;
+class node_context;
 
 // Moves of the gradient buffer between device and host, queued on the trainer's stream
 // (gpu::detail's copies by default; the tests run the strategy on a host fake).
@@ -41,8 +41,7 @@ class gpu_rendezvous_port {
  public:
   virtual ~gpu_rendezvous_port() = default;
   // The complete snapshot of mine.ring_epoch (with the unique id when need_unique_id), bounded.
-  virtual expected<gpu_rendezvous::snapshot> exchange(const gpu_rendezvous::post& mine,
-                                                      bool need_unique_id) = 0;
+  virtual expected<wire::gpu_comm_info> exchange(const wire::gpu_comm_post& mine, bool need_unique_id) = 0;
 };
 
 struct gpu_replica {
@@ -91,7 +90,7 @@ class cuda_backend final : public native_backend {
 // A worker's CUDA backend ([train] device = "gpu"): its device, the trainer mirroring `host`, the
 // comm manager and the rendezvous through the master over `rpc`. Errors name the reason: no
 // device/driver, not built with CUDA, a model or strategy the GPU path does not support.
-expected<std::unique_ptr<trainer_backend>> make_cuda_backend(node_runtime& rt, wire::rpc_client& rpc,
+expected<std::unique_ptr<trainer_backend>> make_cuda_backend(node_context& rt, wire::rpc_channel& rpc,
                                                              std::unique_ptr<nn::model> host);
 
 }  // namespace troupe::actors

@@ -104,6 +104,11 @@ expected<std::unique_ptr<trainer_backend>> make_exported_backend(const std::stri
   auto o = model::options_for(*info);
   o.threads = threads;
   o.max_batch = std::max<std::size_t>(1, max_batch);
+  // No warm-up forwards: a prediction job's first batch warms the model as well (serving warms up,
+  // its first request must not); the load's probe on two rows still checks the logits. The runner
+  // builds this backend twice to check the job, and 20 forwards of a max_batch of 1,024 rows cost a
+  // large MLP ~0.3 s each time.
+  o.warmup = 0;
   auto p = model::load_predictor(o);
   if (!p) return p.err();
   auto none = nn::make_optimizer(nn::optimizer_config{});

@@ -78,74 +78,97 @@ class allreduce final : public strategy {
     const double t0 = now(ctx);
     if (estimate_ && pre_.refresh(ctx.backend, ring->fresh)) ctl_.reset_estimates();
     const auto weights = pre_.weights();
-    double loss = 0;
-    std::size_t n = b ? b->size() : 0;
     auto grads = ctx.backend.gradients();
     const std::size_t total = grads.size();
-    buf_.resize(total + tail());
-    // The batch in micro-batches of the controller's size (one, unless the batch is accumulated).
-    const auto cfg = ctl_.batch();
-    const std::size_t atomic = static_cast<std::size_t>(std::max(1, cfg.atomic));
-    std::size_t parts = 0;
-    double small_sqr = 0;
-    bool full = b && n == static_cast<std::size_t>(cfg.local());
-    for (std::size_t at = 0; b && at < n; at += atomic, ++parts) {
-      const std::size_t m = std::min(atomic, n - at);
-      full = full && m == atomic;
-      auto l = ctx.backend.compute_gradients(micro(*b, at, m));
-      if (!l) throw std::runtime_error(l.err().to_string());
-      loss += *l * static_cast<double>(m);
-      small_sqr += goodput::weigh_into(buf_, grads, static_cast<float>(m), at == 0, weights, estimate_);
-    }
-    if (n > 0) loss /= static_cast<double>(n);
-    last_loss_ = loss;
-    if (!b) std::fill(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(total), 0.0f);
-    const double compute_s = parts > 0 ? (now(ctx) - t0) / static_cast<double>(parts) : 0.0;
-    if (parts > 0) small_sqr /= static_cast<double>(parts);
-    auto tail_span = std::span(buf_).subspan(total);
-    replicas::round_vote::cast(tail_span, static_cast<float>(n), exhausted);
-    if (ring->size > 1)
-      ctl_.cast(tail_span.subspan(replicas::round_vote::floats), ring->rank, ring->size, full && estimate_,
-                small_sqr, compute_s, ctx.data_epoch);
+    const filled f = fill_buffer(ctx, b, grads, weights, exhausted, *ring, t0);
     if (auto r = ctx.ring.allreduce(buf_); !r) {
-      if (b && ctx.ring.alone()) return finish_alone(ctx, *b, r.err(), parts);
+      if (b && ctx.ring.alone()) return finish_alone(ctx, *b, r.err(), f.parts);
       return replicas::drop_round(ctx, r.err(), "allreduce: step");
     }
-    const replicas::round_vote vote{tail_span};
+    const replicas::round_vote vote{std::span(buf_).subspan(total)};
     const float samples = vote.samples;
     const double big_sqr =
         samples > 0.0f ? goodput::average_out(grads, buf_, samples, weights, estimate_) : 0.0;
-    const double share = replicas::step_share(samples, vote.ranks, static_cast<std::size_t>(cfg.local()));
-    controller::round round;
-    if (ring->size > 1) {
-      round = ctl_.read(tail_span.subspan(replicas::round_vote::floats), ring->rank, ring->size, ring->hosts,
-                        big_sqr, share, samples, ring->fresh, now(ctx));
-    } else {
-      // A ring of one: micro-batches of this step, or this step and the previous one.
-      const bool pair = full && cfg.accum == 0 && prev_n_ == n && !ring->fresh;
-      double pair_small = 0, pair_big = 0;
-      if (estimate_ && full && cfg.accum == 0) {
-        prev_.resize(total);
-        pair_small = 0.5 * (small_sqr + prev_sqr_);
-        pair_big = goodput::pair_sqr_and_keep(grads, prev_, weights);
-        prev_sqr_ = small_sqr;
-        prev_n_ = n;
-      } else {
-        prev_n_ = 0;
-      }
-      round = cfg.accum > 0 ? ctl_.alone(full, small_sqr, big_sqr, false, compute_s, share, samples,
-                                         ctx.data_epoch, ring->fresh, now(ctx))
-                            : ctl_.alone(full, pair_small, pair_big, pair, compute_s, share, samples,
-                                         ctx.data_epoch, ring->fresh, now(ctx));
-    }
+    const double share = replicas::step_share(samples, vote.ranks, static_cast<std::size_t>(f.cfg.local()));
+    const auto round = read_round(ctx, *ring, grads, weights, f, big_sqr, share, samples);
     if (samples == 0.0f) return {vote.empty_round()};
     ctx.backend.apply_gradients(share * round.lr_factor);
-    ctl_.step_done(now(ctx) - t0, full);
+    ctl_.step_done(now(ctx) - t0, f.full);
     ctx.local_batch = ctl_.options().auto_batch ? static_cast<std::size_t>(ctl_.batch().local()) : 0;
-    return {step_result::kind::trained, n, loss};
+    return {step_result::kind::trained, f.n, f.loss};
   }
 
  private:
+  // What fill_buffer computed: the controller's batch then, the batch's rows, its micro-batches,
+  // their mean |g|^2, the compute time per micro-batch, whether the batch was the controller's full
+  // size, and the mean loss.
+  struct filled {
+    goodput::batch_config cfg;
+    std::size_t n = 0, parts = 0;
+    double small_sqr = 0, compute_s = 0;
+    bool full = false;
+    double loss = 0;
+  };
+  // buf_: the gradients of the batch in micro-batches of the controller's size (one, unless the
+  // batch is accumulated), weighted by their rows (zeros without a batch: the backend's gradients
+  // are not this round's then), then this worker's vote for the round and the controller's word.
+  filled fill_buffer(worker_context& ctx, const nn::batch* b, std::span<float> grads,
+                     std::span<const float> weights, bool exhausted, const ring_session::info& ring,
+                     double t0) {
+    const std::size_t total = grads.size();
+    buf_.resize(total + tail());
+    filled f;
+    f.cfg = ctl_.batch();
+    const auto& cfg = f.cfg;
+    const std::size_t atomic = static_cast<std::size_t>(std::max(1, cfg.atomic));
+    f.n = b ? b->size() : 0;
+    f.full = b && f.n == static_cast<std::size_t>(cfg.local());
+    for (std::size_t at = 0; b && at < f.n; at += atomic, ++f.parts) {
+      const std::size_t m = std::min(atomic, f.n - at);
+      f.full = f.full && m == atomic;
+      auto l = ctx.backend.compute_gradients(micro(*b, at, m));
+      if (!l) throw std::runtime_error(l.err().to_string());
+      f.loss += *l * static_cast<double>(m);
+      f.small_sqr += goodput::weigh_into(buf_, grads, static_cast<float>(m), at == 0, weights, estimate_);
+    }
+    if (f.n > 0) f.loss /= static_cast<double>(f.n);
+    last_loss_ = f.loss;
+    if (!b) std::fill(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(total), 0.0f);
+    f.compute_s = f.parts > 0 ? (now(ctx) - t0) / static_cast<double>(f.parts) : 0.0;
+    if (f.parts > 0) f.small_sqr /= static_cast<double>(f.parts);
+    auto tail_span = std::span(buf_).subspan(total);
+    replicas::round_vote::cast(tail_span, static_cast<float>(f.n), exhausted);
+    if (ring.size > 1)
+      ctl_.cast(tail_span.subspan(replicas::round_vote::floats), ring.rank, ring.size, f.full && estimate_,
+                f.small_sqr, f.compute_s, ctx.data_epoch);
+    return f;
+  }
+  // The controller's round: the ring's votes, or, in a ring of one, the micro-batches of this step
+  // (accumulated) or this step and the previous one.
+  controller::round read_round(worker_context& ctx, const ring_session::info& ring,
+                               std::span<const float> grads, std::span<const float> weights, const filled& f,
+                               double big_sqr, double share, float samples) {
+    const std::size_t total = grads.size();
+    if (ring.size > 1)
+      return ctl_.read(std::span(buf_).subspan(total + replicas::round_vote::floats), ring.rank, ring.size,
+                       ring.hosts, big_sqr, share, samples, ring.fresh, now(ctx));
+    const auto& cfg = f.cfg;
+    const bool pair = f.full && cfg.accum == 0 && prev_n_ == f.n && !ring.fresh;
+    double pair_small = 0, pair_big = 0;
+    if (estimate_ && f.full && cfg.accum == 0) {
+      prev_.resize(total);
+      pair_small = 0.5 * (f.small_sqr + prev_sqr_);
+      pair_big = goodput::pair_sqr_and_keep(grads, prev_, weights);
+      prev_sqr_ = f.small_sqr;
+      prev_n_ = f.n;
+    } else {
+      prev_n_ = 0;
+    }
+    return cfg.accum > 0 ? ctl_.alone(f.full, f.small_sqr, big_sqr, false, f.compute_s, share, samples,
+                                      ctx.data_epoch, ring.fresh, now(ctx))
+                         : ctl_.alone(f.full, pair_small, pair_big, pair, f.compute_s, share, samples,
+                                      ctx.data_epoch, ring.fresh, now(ctx));
+  }
   std::size_t tail() const { return replicas::round_vote::floats + controller::vote_floats; }
   static nn::batch micro(const nn::batch& b, std::size_t at, std::size_t m) {
     return at == 0 && m == b.size() ? b : b.sub(at, m);

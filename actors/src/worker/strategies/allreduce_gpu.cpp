@@ -60,7 +60,7 @@ class gpu_allreduce final : public strategy {
  private:
   expected<void> on_new_ring(worker_context& ctx, const ring_session::info& ring);
   expected<void> choose_path(const ring_session::info& ring);
-  expected<void> build_comm(const ring_session::info& ring, const gpu_rendezvous::post& mine);
+  expected<void> build_comm(const ring_session::info& ring, const wire::gpu_comm_post& mine);
   expected<void> resync(worker_context& ctx, const ring_session::info& ring);
   expected<void> sync_nccl(std::uint64_t epoch, bool no_batch, float scale);
   expected<void> sync_host(worker_context& ctx, bool no_batch, float scale);
@@ -89,10 +89,10 @@ expected<void> gpu_allreduce::on_new_ring(worker_context& ctx, const ring_sessio
 // Every rank posts its device; all decide alike from the same posts. NCCL only when each rank has
 // a GPU of its own; then rank 0 makes the unique id and every rank joins the communicator.
 expected<void> gpu_allreduce::choose_path(const ring_session::info& ring) {
-  gpu_rendezvous::post mine{ring.epoch,
-                            static_cast<std::uint32_t>(ring.size),
-                            {static_cast<std::uint32_t>(ring.rank), self_, g_.host, g_.device.uuid},
-                            ""};
+  wire::gpu_comm_post mine{ring.epoch,
+                           static_cast<std::uint32_t>(ring.size),
+                           {static_cast<std::uint32_t>(ring.rank), self_, g_.host, g_.device.uuid},
+                           ""};
   auto s = port_.exchange(mine, false);
   if (!s) return s.err();
   std::vector<gpu::rank_device> ranks;
@@ -112,7 +112,7 @@ expected<void> gpu_allreduce::choose_path(const ring_session::info& ring) {
   return {};
 }
 
-expected<void> gpu_allreduce::build_comm(const ring_session::info& ring, const gpu_rendezvous::post& mine) {
+expected<void> gpu_allreduce::build_comm(const ring_session::info& ring, const wire::gpu_comm_post& mine) {
   auto post = mine;
   if (ring.rank == 0) {
     auto id = gpu::nccl_unique_id::create();

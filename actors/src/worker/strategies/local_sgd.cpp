@@ -34,7 +34,13 @@ class local_sgd final : public strategy {
       out = {step_result::kind::trained, b->size(), *l};
     }
     if (++since_sync_ < sync_every_) return out;
-    // Average: sum of (weight * parameters) and of weights over the ring.
+    return average(ctx, out, b, exhausted);
+  }
+
+ private:
+  // The averaging round: sum of (weight * parameters) and of weights over the ring, every
+  // sync_every steps. `out` is the local step's result (it stands when the round is lost).
+  step_result average(worker_context& ctx, step_result out, const nn::batch* b, bool exhausted) {
     std::size_t n = replicas::state_size(ctx, false);
     buf_.resize(n + replicas::round_vote::floats);
     if (auto h = ctx.backend.to_host(host_copy::parameters); !h)
@@ -61,7 +67,6 @@ class local_sgd final : public strategy {
     return out;
   }
 
- private:
   std::uint32_t sync_every_;
   std::uint32_t since_sync_ = 0;
   std::size_t round_samples_ = 0;

@@ -69,7 +69,7 @@ struct node_entry {
 // The nodes.json content: one record per entry, with the pid of its running handle and that
 // process's start time (so `troupe stop` can check the pid still names it), state "running",
 // "leaving" or "exited" (no handle: pid 0, and `exit` says how it ended). `control_address` is where `troupe
-// status/scale/stop` reach the job (the runner), recorded as master_address.
+// status/scale/stop` reach the job (the runner), recorded as runner_address.
 nodes_file make_nodes_file(const std::string& job_id, std::uint64_t epoch, const std::string& control_address,
                            const std::vector<node_entry>& nodes, std::int64_t now_ms);
 

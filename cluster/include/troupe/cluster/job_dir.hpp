@@ -46,7 +46,7 @@ struct nodes_file {
   std::string job_id;
   std::uint64_t epoch = 0;      // membership epoch these records describe
   std::int64_t updated_ms = 0;  // wall-clock time of the write
-  std::string master_address;   // where `troupe status/scale/stop` connect
+  std::string runner_address;   // the runner's: where `troupe status/scale/stop` connect
   std::string metrics_address;  // the master's Prometheus /metrics ("host:port"; empty: none)
   std::vector<node_record> nodes;
   bool operator==(const nodes_file&) const = default;

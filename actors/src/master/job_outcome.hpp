@@ -1,0 +1,26 @@
+// How the job ends, as the master sees it (master_status.cpp): the dispenser's task counts (every
+// task over?), the workers that finished their training loop, the end-of-job evaluation in parts
+// (eval_round.hpp) and the result, sent to the runner (JobFinished) and written to result.json.
+// Only the master actor touches it (no locks).
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+
+#include "eval_round.hpp"
+#include "troupe/wire/status_codec.hpp"
+
+namespace troupe::actors {
+
+struct job_outcome {
+  std::optional<wire::task_counts> counts;  // nullopt until the dispenser answered
+  std::set<std::string> done_workers;       // by node name
+  std::optional<eval_round> eval;           // once every task is over
+  bool finished = false, ok = false;
+  std::string result_json;
+
+  bool all_tasks_over() const { return counts && counts->all_over(); }
+};
+
+}  // namespace troupe::actors
