@@ -129,7 +129,8 @@ TEST(gpu_trainer, upload_replaces_device_parameters) {
   nn::model_config mc;
   mc.type = "mlp", mc.hidden = {8};
   auto m = build(mc, data.info), other = build(mc, data.info);
-  auto t = device_trainer::create(0, *m, {});
+  const nn::train_config defaults;  // named: a braced temporary trips GCC 12's -Wmaybe-uninitialized
+  auto t = device_trainer::create(0, *m, defaults);
   ASSERT_TRUE(t.has_value()) << t.err().to_string();
   for (auto* p : other->parameters()) p->value.fill(0.25f);
   ASSERT_TRUE((*t)->upload(*other).has_value());
@@ -148,7 +149,8 @@ TEST(gpu_trainer, unsupported_model_names_the_layer) {
   mc.type = "cnn", mc.filters = {2, 2};
   auto m = build(mc, d.info);
   ASSERT_TRUE(m);
-  auto t = device_trainer::create(0, *m, {});
+  const nn::train_config defaults;  // named: a braced temporary trips GCC 12's -Wmaybe-uninitialized
+  auto t = device_trainer::create(0, *m, defaults);
   ASSERT_FALSE(t.has_value());
   EXPECT_TRUE(t.err() == gpu_errc::unsupported) << t.err().to_string();
   EXPECT_NE(t.err().to_string().find("(conv2d) has no GPU implementation"), std::string::npos)
@@ -161,7 +163,8 @@ TEST(gpu_trainer, bad_batches_are_nn_errors) {
   nn::model_config mc;
   mc.type = "mlp", mc.hidden = {8};
   auto m = build(mc, data.info);
-  auto t = device_trainer::create(0, *m, {});
+  const nn::train_config defaults;  // named: a braced temporary trips GCC 12's -Wmaybe-uninitialized
+  auto t = device_trainer::create(0, *m, defaults);
   ASSERT_TRUE(t.has_value()) << t.err().to_string();
   auto other = dense_data(64, 9, 3);
   auto r = (*t)->compute_gradients(nn::batch(other, 0, 8));
@@ -180,7 +183,8 @@ TEST(gpu_trainer, create_without_a_device_reports_the_reason) {
   nn::model_config mc;
   mc.type = "mlp", mc.hidden = {4};
   auto m = build(mc, data.info);
-  auto t = device_trainer::create(0, *m, {});
+  const nn::train_config defaults;  // named: a braced temporary trips GCC 12's -Wmaybe-uninitialized
+  auto t = device_trainer::create(0, *m, defaults);
   ASSERT_FALSE(t.has_value());
   EXPECT_TRUE(t.err() == gpu_errc::no_device || t.err() == gpu_errc::not_built) << t.err().to_string();
   const std::string text = t.err().to_string();
