@@ -17,6 +17,7 @@
 
 #include <time.h>
 
+#include "in_process_ring.hpp"
 #include "troupe/actors/backends.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/nn/data/readers.hpp"
@@ -26,55 +27,8 @@ using namespace troupe::actors;
 
 namespace {
 
-struct shared_ring {
-  explicit shared_ring(int n) : size(n) {}
-  int size;
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<float> acc, result;
-  int arrived = 0;
-  std::uint64_t generation = 0;
-  expected<void> allreduce(std::span<float> d) {
-    std::unique_lock lk(mu);
-    if (arrived == 0) acc.assign(d.size(), 0.0f);
-    for (std::size_t i = 0; i < d.size(); ++i) acc[i] += d[i];
-    std::uint64_t mine = generation;
-    if (++arrived == size) {
-      result = acc;
-      arrived = 0;
-      ++generation;
-      cv.notify_all();
-    } else {
-      cv.wait(lk, [&] { return generation != mine; });
-    }
-    std::copy(result.begin(), result.end(), d.begin());
-    return {};
-  }
-};
-
-class rank_ring final : public ring_session {
- public:
-  rank_ring(shared_ring& r, int rank) : r_(r), rank_(rank) {}
-  expected<info> ensure() override {
-    info i{rank_, r_.size, 1, fresh_};
-    fresh_ = false;
-    return i;
-  }
-  expected<void> allreduce(std::span<float> d) override {
-    return r_.size > 1 ? r_.allreduce(d) : expected<void>{};
-  }
-  expected<void> broadcast(std::span<float> d, int root) override {
-    if (r_.size == 1) return {};
-    if (rank_ != root) std::fill(d.begin(), d.end(), 0.0f);
-    return r_.allreduce(d);
-  }
-  void reset() override { fresh_ = true; }
-
- private:
-  shared_ring& r_;
-  int rank_;
-  bool fresh_ = true;
-};
+using troupe::testing::rank_ring;
+using troupe::testing::shared_ring;
 
 struct no_ps final : ps_client {
   expected<void> pull(trainer_backend&, const nn::batch&) override { return {}; }
@@ -132,7 +86,7 @@ void run(const std::string& model, int ranks, int blocks, int steps, const nn::d
         std::unique_ptr<worker_context> ctx;
       };
       no_ps ps;
-      rank_ring rr(ring, r);
+      rank_ring rr(ring, r, 1);
       node_id self{"worker-" + std::to_string(r), 0};
       replica reps[2];
       for (int k = 0; k < 2; ++k) {

@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "in_process_ring.hpp"
 #include "master/gpu_rendezvous.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/collective/ring.hpp"
@@ -21,56 +22,9 @@
 namespace troupe::actors {
 namespace {
 
-// ---- an in-process ring of N ranks ----
-struct shared_ring {
-  explicit shared_ring(int n) : size(n) {}
-  int size;
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<float> acc, result;
-  int arrived = 0;
-  std::uint64_t generation = 0;
-
-  expected<void> allreduce(std::span<float> d) {
-    std::unique_lock lk(mu);
-    if (arrived == 0) acc.assign(d.size(), 0.0f);
-    if (acc.size() != d.size())
-      return make_unexpected(core_errc::invalid_argument, "allreduce of different sizes");
-    for (std::size_t i = 0; i < d.size(); ++i) acc[i] += d[i];
-    std::uint64_t mine = generation;
-    if (++arrived == size) {
-      result = acc;
-      arrived = 0;
-      ++generation;
-      cv.notify_all();
-    } else if (!cv.wait_for(lk, std::chrono::seconds(20), [&] { return generation != mine; })) {
-      return make_unexpected(core_errc::io_error, "fake ring: a rank never came");
-    }
-    std::copy(result.begin(), result.end(), d.begin());
-    return {};
-  }
-};
-
-class rank_ring final : public ring_session {
- public:
-  rank_ring(shared_ring& r, int rank) : r_(r), rank_(rank) {}
-  expected<info> ensure() override {
-    info i{rank_, r_.size, 5, fresh_};
-    fresh_ = false;
-    return i;
-  }
-  expected<void> allreduce(std::span<float> d) override { return r_.allreduce(d); }
-  expected<void> broadcast(std::span<float> d, int root) override {
-    if (rank_ != root) std::fill(d.begin(), d.end(), 0.0f);
-    return r_.allreduce(d);
-  }
-  void reset() override { fresh_ = true; }
-
- private:
-  shared_ring& r_;
-  int rank_;
-  bool fresh_ = true;
-};
+// ---- an in-process ring of N ranks (tests/common/in_process_ring.hpp) ----
+using testing::rank_ring;
+using testing::shared_ring;
 
 // A ring whose allreduce fails as if the next rank's process died mid-collective. With
 // `only_other` (a ring of two), this worker is the whole ring afterwards.

@@ -6,11 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <condition_variable>
-#include <mutex>
 #include <random>
 #include <thread>
 
+#include "in_process_ring.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "worker/goodput/controller.hpp"
 #include "worker/goodput/grad_norms.hpp"
@@ -316,56 +315,8 @@ TEST(GradNorms, FusedLoopsAndThePreconditioner) {
 
 // ---- the allreduce strategy on an in-process ring, with a backend of known gradient statistics ----
 
-struct shared_ring {
-  explicit shared_ring(int n) : size(n) {}
-  int size;
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<float> acc, result;
-  int arrived = 0;
-  std::uint64_t generation = 0;
-  expected<void> allreduce(std::span<float> d) {
-    std::unique_lock lk(mu);
-    if (arrived == 0) acc.assign(d.size(), 0.0f);
-    for (std::size_t i = 0; i < d.size(); ++i) acc[i] += d[i];
-    std::uint64_t mine = generation;
-    if (++arrived == size) {
-      result = acc;
-      arrived = 0;
-      ++generation;
-      cv.notify_all();
-    } else if (!cv.wait_for(lk, std::chrono::seconds(20), [&] { return generation != mine; })) {
-      return make_unexpected(core_errc::io_error, "fake ring: a rank never came");
-    }
-    std::copy(result.begin(), result.end(), d.begin());
-    return {};
-  }
-};
-
-class rank_ring final : public ring_session {
- public:
-  rank_ring(shared_ring& r, int rank) : r_(r), rank_(rank) {}
-  expected<info> ensure() override {
-    info i{rank_, r_.size, 5, fresh_};
-    fresh_ = false;
-    return i;
-  }
-  expected<void> allreduce(std::span<float> d) override {
-    if (r_.size == 1) return {};
-    return r_.allreduce(d);
-  }
-  expected<void> broadcast(std::span<float> d, int root) override {
-    if (r_.size == 1) return {};
-    if (rank_ != root) std::fill(d.begin(), d.end(), 0.0f);
-    return r_.allreduce(d);
-  }
-  void reset() override { fresh_ = true; }
-
- private:
-  shared_ring& r_;
-  int rank_;
-  bool fresh_ = true;
-};
+using testing::rank_ring;
+using testing::shared_ring;
 
 struct no_ps final : ps_client {
   expected<void> pull(trainer_backend&, const nn::batch&) override { return {}; }
