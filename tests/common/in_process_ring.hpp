@@ -28,7 +28,8 @@ struct shared_ring {
   expected<void> allreduce(std::span<float> d) {
     std::unique_lock lk(mu);
     if (arrived == 0) acc.assign(d.size(), 0.0f);
-    if (acc.size() != d.size()) return make_unexpected(core_errc::invalid_argument, "allreduce of different sizes");
+    if (acc.size() != d.size())
+      return make_unexpected(core_errc::invalid_argument, "allreduce of different sizes");
     for (std::size_t i = 0; i < d.size(); ++i) acc[i] += d[i];
     std::uint64_t mine = generation;
     if (++arrived == size) {
