@@ -10,6 +10,10 @@ if [[ -n "${TROUPE_WERROR:-}" ]]; then
   cmake --preset "$preset" -DTROUPE_WERROR="$TROUPE_WERROR" >/dev/null
 elif [[ ! -f "build/$preset/build.ninja" ]]; then
   cmake --preset "$preset" -DTROUPE_WERROR=OFF >/dev/null
+else
+  # Configured already (the cache keeps its settings): configured again, a few seconds, so that what
+  # was installed since is found (libtorch after `install-deps.sh --demo`: the TorchScript plugin).
+  cmake --preset "$preset" >/dev/null
 fi
 # Two parallel jobs: these machines have 2 cores and CAF translation units are large.
 jobs="${TROUPE_BUILD_JOBS:-$(nproc)}"
