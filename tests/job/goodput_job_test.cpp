@@ -39,8 +39,16 @@ nlohmann::json run_resized(const std::string& name, const std::string& toml,
         std::chrono::seconds(600));
     if (!s) break;  // it ended first: the assertions below say so
     std::string out;
-    EXPECT_EQ(troupe("scale --workers " + std::to_string(schedule[k]) + " --job-dir " + r.job_dir, &out), 0)
-        << out;
+    const int rc = troupe("scale --workers " + std::to_string(schedule[k]) + " --job-dir " + r.job_dir, &out);
+    // The last share is the shortest at the most workers: on a fast machine the job may end between
+    // the status read and the resize ("job X is not running: it ended"). That is no failure of the
+    // resize; the job's result is still compared, and the output says which resizes it had.
+    if (rc != 0 && out.find("is not running") != std::string::npos &&
+        poll_until([&] { return exited(r); }, std::chrono::seconds(30))) {
+      std::printf("%s: the job ended before the resize to %d workers\n", name.c_str(), schedule[k]);
+      break;
+    }
+    EXPECT_EQ(rc, 0) << out;
   }
   EXPECT_EQ(wait_job(r, std::chrono::seconds(900)), 0) << read_file(r.err_file);
   return result(r);
