@@ -20,36 +20,19 @@ for _ in $(seq 1 600); do
   sleep 0.1
 done
 curl -sf "localhost:$port/v2/health/ready" > /dev/null || fail "not ready in 60 s"
-/usr/bin/python3 - "$work" "$port" <<'PY' || fail "answers or the kill on h2"
-import json, os, signal, sys, threading, time
-import requests
-work, port = sys.argv[1], sys.argv[2]
+/usr/bin/python3 - "$work" "$port" "$here" <<'PY' || fail "answers or the kill on h2"
+import json, os, signal, sys, time
+work, port, here = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, f"{here}/tests/serve")
+from serve_lib import RowLoad, ask_row  # noqa: E402
 url = f"http://127.0.0.1:{port}/v2/models/mlp/infer"
 ref = json.load(open(f"{work}/models/mlp/reference.json"))
 state = lambda: json.load(open(f"{work}/jobs/serve/mlp/server.json"))  # noqa: E731
 hosts = sorted(r["host"] for r in state()["replicas"])
 assert hosts == ["h1", "h2"], f"replicas on {hosts}, expected h1 and h2"
-def ask(row):
-    r = requests.post(url, json={"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 12],
-                                            "data": ref["dense"][row]}]}, timeout=30)
-    assert r.status_code == 200, r.text
-    got = r.json()["outputs"][0]["data"]
-    assert all(abs(g - w) <= 1e-5 * max(1, abs(w)) for g, w in zip(got, ref["logits"][row])), (got, ref["logits"][row])
 for row in range(len(ref["dense"])):
-    ask(row)
-errors, done, stop = [], [0], threading.Event()
-def load():
-    s = 0
-    while not stop.is_set():
-        try:
-            ask(s % len(ref["dense"]))
-            done[0] += 1
-        except Exception as e:  # noqa: BLE001
-            errors.append(repr(e))
-        s += 1
-threads = [threading.Thread(target=load) for _ in range(4)]
-for t in threads:
-    t.start()
+    ask_row(url, ref, row)
+load = RowLoad(url, ref, clients=4)
 time.sleep(1)
 victim = [r for r in state()["replicas"] if r["host"] == "h2"][0]
 os.kill(victim["pid"], signal.SIGKILL)
@@ -62,11 +45,9 @@ while time.time() < end:
 else:
     raise SystemExit("the killed replica was not relaunched in 60 s")
 time.sleep(1)
-stop.set()
-for t in threads:
-    t.join()
-assert not errors, errors[:3]
-print(f"replicas on h1 and h2; {done[0]} requests while the replica on h2 was SIGKILLed and relaunched, 0 failed")
+load.stop()
+assert not load.errors, load.errors[:3]
+print(f"replicas on h1 and h2; {load.done} requests while the replica on h2 was SIGKILLed and relaunched, 0 failed")
 PY
 kill -TERM $server; wait $server || fail "troupe serve did not stop cleanly"
 grep -q "replica-1-1#1 launched\|replica-1-0#1 launched" "$work/serve.log" || fail "no relaunch in the log"

@@ -120,6 +120,52 @@ def check_answer(answer, ref, rows=None):
     return problems
 
 
+def ask_row(url, ref, row, timeout=30):
+    """One row of a model's reference.json to `url` (an infer endpoint); raises unless the answer is
+    200 with PyTorch's outputs for that row."""
+    import requests  # here: the helpers above need only the standard library
+
+    r = requests.post(url, json=infer_body(ref, [row]), timeout=timeout)
+    assert r.status_code == 200, r.text
+    problems = check_answer(r.json(), ref, [row])
+    assert not problems, f"row {row}: {problems[:3]}"
+
+
+class RowLoad:
+    """`clients` threads asking ref's rows in turn (ask_row) until stop(): `done` answers counted,
+    `errors` kept (repr); `pause` seconds between one client's requests."""
+
+    def __init__(self, url, ref, clients=4, pause=0.0):
+        import threading
+
+        self.url, self.ref, self.pause = url, ref, pause
+        self.done, self.errors = 0, []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(clients)]
+        for t in self._threads:
+            t.start()
+
+    def _run(self):
+        k = 0
+        while not self._stop.is_set():
+            try:
+                ask_row(self.url, self.ref, k % len(self.ref["dense"]))
+                with self._lock:
+                    self.done += 1
+            except Exception as e:  # noqa: BLE001 -- every failure is the test's to report
+                with self._lock:
+                    self.errors.append(repr(e))
+            k += 1
+            if self.pause:
+                time.sleep(self.pause)
+
+    def stop(self):
+        self._stop.set()
+        for t in self._threads:
+            t.join()
+
+
 class TestFailure(Exception):
     pass
 

@@ -32,10 +32,11 @@ for _ in $(seq 1 1200); do
   sleep 0.1
 done
 curl -sf "localhost:$port/v2/health/ready" > /dev/null || fail "not ready in 120 s"
-/usr/bin/python3 - "$work" "$port" <<'PY' || fail "answers, or a replica's Slurm job cancelled or killed under load"
-import json, os, signal, subprocess, sys, threading, time
-import requests
-work, port = sys.argv[1], sys.argv[2]
+/usr/bin/python3 - "$work" "$port" "$here" <<'PY' || fail "answers, or a replica's Slurm job cancelled or killed under load"
+import json, os, signal, subprocess, sys, time
+work, port, here = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, f"{here}/tests/serve")
+from serve_lib import RowLoad, ask_row  # noqa: E402
 url = f"http://127.0.0.1:{port}/v2/models/mlp/infer"
 ref = json.load(open(f"{work}/models/mlp/reference.json"))
 state = lambda: json.load(open(f"{work}/jobs/serve/mlp/server.json"))  # noqa: E731
@@ -66,33 +67,14 @@ for r in state()["replicas"]:
     assert r["host"] == node_addr(host), f"server.json: {r['node']} on '{r['host']}', Slurm job {i} on {host} ({node_addr(host)})"
     assert r["pid"] > 0 and r["state"] == "ready", r
 print("replicas as Slurm jobs: " + ", ".join(f"{n} job {v[0][0]} on {v[0][2]}" for n, v in sorted(jobs.items())))
-def ask(row):
-    r = requests.post(url, json={"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 12],
-                                            "data": ref["dense"][row]}]}, timeout=30)
-    assert r.status_code == 200, r.text
-    got = r.json()["outputs"][0]["data"]
-    assert all(abs(g - w) <= 1e-5 * max(1, abs(w)) for g, w in zip(got, ref["logits"][row])), (got, ref["logits"][row])
 for row in range(len(ref["dense"])):
-    ask(row)
-errors, done, stop = [], [0], threading.Event()
-def load():
-    s = 0
-    while not stop.is_set():
-        try:
-            ask(s % len(ref["dense"]))
-            done[0] += 1
-        except Exception as e:  # noqa: BLE001
-            errors.append(repr(e))
-        s += 1
-        time.sleep(0.002)
-threads = [threading.Thread(target=load) for _ in range(4)]
-for t in threads:
-    t.start()
+    ask_row(url, ref, row)
+load = RowLoad(url, ref, clients=4, pause=0.002)
 time.sleep(1)
 def relaunched(node, how, kill):
     """kill() ends the replica `node` under load; it comes back as a new Slurm job and is ready."""
     [(old, _, host, _)] = slurm_jobs()[node]
-    restarts, before = state()["restarts"], done[0]
+    restarts, before = state()["restarts"], load.done
     t0 = time.time()
     kill(old)
     end = t0 + 90
@@ -107,18 +89,16 @@ def relaunched(node, how, kill):
     [r] = [r for r in state()["replicas"] if r["node"] == node]
     assert r["incarnation"] >= 1 and r["host"] == node_addr(new[0][2]), f"server.json after the relaunch: {r}"
     print(f"{node} ({how}; Slurm job {old} on {host}): relaunched as Slurm job {new[0][0]} on {new[0][2]}, "
-          f"ready {time.time() - t0:.1f} s later; {done[0] - before} requests meanwhile, {len(errors)} failed")
+          f"ready {time.time() - t0:.1f} s later; {load.done - before} requests meanwhile, {len(load.errors)} failed")
 relaunched("replica-1-1", "scancel of its Slurm job", lambda job: subprocess.run(["scancel", str(job)], check=True))
 time.sleep(1)
 victim = [r for r in state()["replicas"] if r["node"] == "replica-1-0"][0]
 relaunched("replica-1-0", f"SIGKILL of its process {victim['pid']}", lambda job: os.kill(victim["pid"], signal.SIGKILL))
 time.sleep(1)
-stop.set()
-for t in threads:
-    t.join()
-assert not errors, errors[:3]
+load.stop()
+assert not load.errors, load.errors[:3]
 assert state()["requests_failed"] == 0, state()["requests_failed"]
-print(f"{done[0]} requests under load, 0 failed")
+print(f"{load.done} requests under load, 0 failed")
 PY
 kill -TERM $server
 wait $server || fail "troupe serve did not stop cleanly"
