@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "csv_fixture.hpp"
 #include "run_command.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/job/job_file.hpp"
@@ -18,42 +19,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class CsvImport : public ::testing::Test {
+class CsvImport : public testing::csv_fixture {
  protected:
-  void SetUp() override { fs::create_directories(dir_); }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  // Writes `text` to <dir>/<name>; options importing it into <dir>/out with label "y".
-  csv_import_options csv(const std::string& text, const std::string& name = "in.csv") {
-    std::ofstream(path(name)) << text;
-    csv_import_options o;
-    o.file = path(name);
-    o.out = path("out");
-    o.label = "y";
-    o.buckets_per_field = 1000;
-    return o;
-  }
-  // The import's error text (it must fail, with invalid_argument, leaving no store).
-  std::string refused(const csv_import_options& o) {
-    auto r = import_csv(o);
-    EXPECT_FALSE(r);
-    if (r) return "";
-    EXPECT_TRUE(r.err() == core_errc::invalid_argument) << r.err().to_string();
-    EXPECT_FALSE(fs::exists(o.out)) << "a failed import left " << o.out;
-    return r.err().to_string();
-  }
-  fs::path dir_ = test_util::temp_path("csv");
+  CsvImport() : csv_fixture("csv") {}
 };
 
-std::vector<storage::record> records(const std::string& dir) {
-  auto s = storage::record_store::open(dir);
-  EXPECT_TRUE(s) << s.err().to_string();
-  std::vector<storage::record> out;
-  if (s) {
-    EXPECT_TRUE(s->read_batch(0, s->count(), out));
-  }
-  return out;
-}
+using testing::records;
 
 TEST_F(CsvImport, ValuesLabelsAndIdsReadBack) {
   auto o = csv("id,x1,y,city,x2\n7,1.5,1,paris,-2\n8,\"2e3\",0,,0.25\n9, 3 ,1,\"new york, ny\",4\n");

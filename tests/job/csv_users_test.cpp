@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 
+#include "csv_fixture.hpp"
 #include "run_command.hpp"
 #include "troupe/job/csv_import.hpp"
 #include "troupe/nn/data/readers.hpp"
@@ -18,41 +19,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class CsvUsers : public ::testing::Test {
+class CsvUsers : public testing::csv_fixture {
  protected:
-  void SetUp() override { fs::create_directories(dir_); }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  // Writes `text` to <dir>/<name>; options importing it into <dir>/<out> with label "y".
-  csv_import_options csv(const std::string& text, const std::string& out = "out") {
-    std::ofstream(path(out + ".csv")) << text;
-    csv_import_options o;
-    o.file = path(out + ".csv");
-    o.out = path(out);
-    o.label = "y";
-    o.buckets_per_field = 1000;
-    return o;
-  }
-  std::string refused(const csv_import_options& o) {
-    auto r = import_csv(o);
-    EXPECT_FALSE(r);
-    if (r) return "";
-    EXPECT_TRUE(r.err() == core_errc::invalid_argument) << r.err().to_string();
-    EXPECT_FALSE(fs::exists(o.out)) << "a failed import left " << o.out;
-    return r.err().to_string();
-  }
-  fs::path dir_ = test_util::temp_path("csv-users");
+  CsvUsers() : csv_fixture("csv-users") {}
 };
 
-std::vector<storage::record> records(const std::string& dir) {
-  auto s = storage::record_store::open(dir);
-  EXPECT_TRUE(s) << s.err().to_string();
-  std::vector<storage::record> out;
-  if (s) {
-    EXPECT_TRUE(s->read_batch(0, s->count(), out));
-  }
-  return out;
-}
+using testing::records;
 
 std::vector<float> labels(const std::string& dir) {
   std::vector<float> out;
