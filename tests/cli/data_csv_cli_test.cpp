@@ -9,6 +9,7 @@
 #include <string>
 
 #include "run_command.hpp"
+#include "scratch_test.hpp"
 
 namespace {
 
@@ -17,16 +18,9 @@ using troupe::test_util::command_result;
 using troupe::test_util::run_troupe;
 using troupe::test_util::stderr_mode;
 
-class DataCsvCli : public ::testing::Test {
+class DataCsvCli : public troupe::test_util::scratch_test {
  protected:
-  void SetUp() override { fs::create_directories(dir_); }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(path(name)) << text;
-    return path(name);
-  }
-  fs::path dir_ = troupe::test_util::temp_path("csv-cli");
+  DataCsvCli() : scratch_test("csv-cli") {}
 };
 
 // A learnable problem: class (x1 > 0) + (x2 > 0) of 3, a categorical column that shifts x1's

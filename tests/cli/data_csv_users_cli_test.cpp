@@ -10,6 +10,7 @@
 #include <string>
 
 #include "run_command.hpp"
+#include "scratch_test.hpp"
 
 namespace {
 
@@ -17,16 +18,9 @@ namespace fs = std::filesystem;
 using troupe::test_util::run_troupe;
 using troupe::test_util::stderr_mode;
 
-class DataCsvUsersCli : public ::testing::Test {
+class DataCsvUsersCli : public troupe::test_util::scratch_test {
  protected:
-  void SetUp() override { fs::create_directories(dir_); }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(path(name)) << text;
-    return path(name);
-  }
-  fs::path dir_ = troupe::test_util::temp_path("csv-users-cli");
+  DataCsvUsersCli() : scratch_test("csv-users-cli") {}
 };
 
 // Three species told apart by two measurements on scales a thousand times apart (what

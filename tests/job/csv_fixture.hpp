@@ -6,27 +6,22 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
-#include "run_command.hpp"
+#include "scratch_test.hpp"
 #include "troupe/job/csv_import.hpp"
 #include "troupe/storage/record_store.hpp"
 
 namespace troupe::job::testing {
 
-class csv_fixture : public ::testing::Test {
+class csv_fixture : public test_util::scratch_test {
  protected:
-  explicit csv_fixture(const std::string& scratch) : dir_(test_util::temp_path(scratch)) {}
-  void SetUp() override { std::filesystem::create_directories(dir_); }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  explicit csv_fixture(const std::string& scratch) : scratch_test(scratch) {}
   // Writes `text` to <dir>/<out>.csv; options importing it into <dir>/<out> with label "y".
   csv_import_options csv(const std::string& text, const std::string& out = "out") {
-    std::ofstream(path(out + ".csv")) << text;
     csv_import_options o;
-    o.file = path(out + ".csv");
+    o.file = write(out + ".csv", text);
     o.out = path(out);
     o.label = "y";
     o.buckets_per_field = 1000;
@@ -41,7 +36,6 @@ class csv_fixture : public ::testing::Test {
     EXPECT_FALSE(std::filesystem::exists(o.out)) << "a failed import left " << o.out;
     return r.err().to_string();
   }
-  std::filesystem::path dir_;
 };
 
 // Every record of the store in `dir`, in order.
