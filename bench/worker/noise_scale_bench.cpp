@@ -4,7 +4,10 @@
 // (threads; the sums are the strategy's own code, the ring a shared buffer). Prints one JSON line
 // per (model, ranks): the median step time (wall and rank 0's CPU) of each and the overhead.
 //
-//   noise_scale_bench [--ranks 1,2,4] [--blocks 40] [--steps 25] [--models mlp64,mlp256,cnn]
+// --every N: [train] noise_scale_every (the norms on 1 step in N; default the job file's default, 8):
+// blocks of a multiple of N steps measure it evenly.
+//
+//   noise_scale_bench [--ranks 1,2,4] [--blocks 40] [--steps 24] [--models mlp64,mlp256,cnn] [--every N]
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -35,6 +38,8 @@ struct no_ps final : ps_client {
   expected<void> push(trainer_backend&) override { return {}; }
 };
 
+std::size_t every = nn::train_config{}.noise_scale_every;
+
 job::job_spec spec_for(const std::string& model, bool noise, int ranks) {
   job::job_spec s;
   s.job.strategy = "allreduce";
@@ -43,6 +48,7 @@ job::job_spec spec_for(const std::string& model, bool noise, int ranks) {
   s.nn.train.optimizer.type = "adam";
   s.nn.train.optimizer.learning_rate = 0.001;
   s.nn.train.noise_scale = noise;
+  s.nn.train.noise_scale_every = every;
   auto& m = s.nn.model;
   if (model == "mlp64") {
     m.type = "mlp";
@@ -124,10 +130,11 @@ void run(const std::string& model, int ranks, int blocks, int steps, const nn::d
   const double a = median(on), b = median(off), ca = median(cpu_on), cb = median(cpu_off);
   std::printf(
       "{\"bench\": \"noise_scale_overhead\", \"model\": \"%s\", \"ranks\": %d, \"batch\": 64, \"optimizer\": "
-      "\"adam\", \"blocks\": %zu, \"steps_per_block\": %d, \"step_ms_on\": %.4f, \"step_ms_off\": %.4f, "
+      "\"adam\", \"noise_scale_every\": %zu, \"blocks\": %zu, \"steps_per_block\": %d, \"step_ms_on\": %.4f, "
+      "\"step_ms_off\": %.4f, "
       "\"overhead_pct\": %.2f, \"cpu_ms_on\": %.4f, \"cpu_ms_off\": %.4f, \"cpu_overhead_pct\": %.2f}\n",
-      model.c_str(), ranks, on.size(), steps, a * 1e3, b * 1e3, 100.0 * (a - b) / b, ca * 1e3, cb * 1e3,
-      100.0 * (ca - cb) / cb);
+      model.c_str(), ranks, every, on.size(), steps, a * 1e3, b * 1e3, 100.0 * (a - b) / b, ca * 1e3,
+      cb * 1e3, 100.0 * (ca - cb) / cb);
   std::fflush(stdout);
 }
 
@@ -147,13 +154,14 @@ std::vector<std::string> split(const std::string& s) {
 
 int main(int argc, char** argv) {
   std::string ranks = "1,2,4", models = "mlp64,mlp256,cnn";
-  int blocks = 40, steps = 25;
+  int blocks = 40, steps = 24;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (k == "--ranks") ranks = argv[i + 1];
     if (k == "--models") models = argv[i + 1];
     if (k == "--blocks") blocks = std::stoi(argv[i + 1]);
     if (k == "--steps") steps = std::stoi(argv[i + 1]);
+    if (k == "--every") every = static_cast<std::size_t>(std::stoul(argv[i + 1]));
   }
   auto data = nn::read_fashion_mnist(nn::fashion_mnist_default_dir, "train", 20000);
   if (!data) {

@@ -73,6 +73,7 @@ train_config read_train_config(config_section s, train_config c) {
   c.device = s.get_enum("device", c.device, {"cpu", "gpu"});
   c.max_samples_per_s = s.get_double("max_samples_per_s", c.max_samples_per_s, 0, 1e12);
   c.noise_scale = s.get_bool("noise_scale", c.noise_scale);
+  c.noise_scale_every = count(s, "noise_scale_every", c.noise_scale_every, 1, 1 << 20);
   c.lr_scaling = s.get_enum("lr_scaling", c.lr_scaling, {"none", "linear", "sqrt", "adascale"});
   c.batch = s.get_enum("batch", c.batch, {"fixed", "auto"});
   c.max_batch = count(s, "max_batch", c.max_batch, 0, 1 << 24);

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -136,6 +138,21 @@ TEST(NoiseScale, PairsAndRingRoundsDoNotMixAndStateTravels) {
   EXPECT_NEAR(b.var(), a.var(), 1e-5 * a.var());
 }
 
+// An estimate that stands for k rounds moves the averages as k rounds of the same value would: the
+// averages keep their time constant when the norms are computed on 1 round in k.
+TEST(NoiseScale, AnEstimateStandingForKRoundsIsKRoundsOfIt) {
+  noise_scale every(64), strided(64);
+  for (int i = 0; i < 40; ++i) {
+    const gns_sample x{10.0 + i % 5, 6.0 + i % 3, 32, 128};
+    for (int k = 0; k < 8; ++k) ASSERT_TRUE(every.add(x, false));
+    gns_sample y = x;
+    y.rounds = 8;
+    ASSERT_TRUE(strided.add(y, false));
+  }
+  EXPECT_NEAR(strided.sqr(), every.sqr(), 1e-9 * std::abs(every.sqr()) + 1e-12);
+  EXPECT_NEAR(strided.var(), every.var(), 1e-9 * every.var());
+}
+
 // ---- Pollux's throughput model: values of bench/goodput/pollux_policy.py ----
 
 const perf_params truth{0.002, 0.0001, 0.004, 0.0005, 0.001, 0.0002, 1.3};
@@ -203,6 +220,7 @@ controller_options opts(lr_rule rule, bool auto_batch, double m0 = 128) {
   o.limits.max_batch = 16 * m0;
   o.limits.max_atomic = 1024;
   o.warm_rounds = 10;
+  o.estimate_every = 1;  // Pollux's: the norms every round (NormsOnOneRoundInEvery: every 4th)
   return o;
 }
 
@@ -278,6 +296,54 @@ TEST(Controller, AutoBatchRisesWithTheNoiseScaleAndEveryRankAgrees) {
   EXPECT_LE(rep.batch, 16u * 128u);
 }
 
+// With estimate_every = 4 every rank computes the norms on the same rounds (rank 0's word): 0, 4, 8...
+// A rank that joins with its own count (a fresh controller says "due" at once) makes that round count
+// for nothing and agrees from the next one.
+TEST(Controller, NormsOnOneRoundInEveryAndEveryRankAgrees) {
+  auto o = opts(lr_rule::adascale, false);
+  o.estimate_every = 4;
+  std::vector<controller> cs(3, controller(o));
+  std::vector<int> due_rounds;
+  for (int round = 0; round < 24; ++round) {
+    if (round == 10) {  // joins with the most trained replica's state, due by its own (fresh) count
+      std::vector<float> st(controller::sync_floats);
+      cs[0].pack(st);
+      cs.emplace_back(o);
+      cs.back().unpack(st);
+    }
+    const std::uint64_t before = cs[0].noise().rounds();
+    std::vector<float> sum(controller::vote_floats, 0.0f), v(controller::vote_floats);
+    const int n = static_cast<int>(cs.size());
+    for (int r = 0; r < n; ++r) {
+      auto& c = cs[static_cast<std::size_t>(r)];
+      c.cast(v, r, n, true, c.norms_due() ? std::optional<double>(20.0) : std::nullopt, 0.01, 0);
+      for (std::size_t i = 0; i < v.size(); ++i) sum[i] += v[i];
+    }
+    if (cs[0].norms_due()) due_rounds.push_back(round);
+    for (int r = 0; r < n; ++r)
+      cs[static_cast<std::size_t>(r)].read(sum, r, n, 1, 12.0, 1.0, 32.0 * n, false, round);
+    if (round == 10) {
+      EXPECT_EQ(cs[0].noise().rounds(), before) << "the joining rank's lone norms counted";
+    }
+    for (const auto& c : cs) EXPECT_EQ(c.noise().rounds(), cs[0].noise().rounds()) << "round " << round;
+    for (const auto& c : cs) EXPECT_EQ(c.norms_due(), cs[0].norms_due()) << "after round " << round;
+  }
+  EXPECT_EQ(due_rounds, (std::vector<int>{0, 4, 8, 12, 16, 20}));
+  EXPECT_EQ(cs[0].noise().rounds(), 6u);
+
+  // Alone: the norms on steps 0, 4, 8 (a pair with the step before: step 0 has none).
+  controller alone(o);
+  std::vector<int> due;
+  for (int step = 0; step < 12; ++step) {
+    const bool pair = alone.norms_due() && step > 0;
+    if (alone.norms_due()) due.push_back(step);
+    alone.alone(true, pair ? std::optional<double>(20.0) : std::nullopt, 12.0, pair, 0.01, 1.0, 32, 0, false,
+                step);
+  }
+  EXPECT_EQ(due, (std::vector<int>{0, 4, 8}));
+  EXPECT_EQ(alone.noise().rounds(), 2u);
+}
+
 TEST(Controller, StateTravelsWithAResync) {
   std::vector<controller> cs(2, controller(opts(lr_rule::adascale, true)));
   for (int i = 0; i < 50; ++i) {
@@ -311,6 +377,32 @@ TEST(GradNorms, FusedLoopsAndThePreconditioner) {
   for (float x : g) want += 0.25 * (x + 1) * (x + 1);
   EXPECT_NEAR(p, want, 1e-5);
   EXPECT_EQ(prev, g);
+
+  // A ring of one's pair in one pass, over more than one block and a tail, weighted: buf holds
+  // 3 g' (the previous step's sum of 3 rows) and becomes 2 g.
+  const std::size_t n = 4096 + 37;
+  std::vector<float> a(n), b(n), sum(n), wn(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    a[i] = std::sin(0.1f * static_cast<float>(i));
+    b[i] = std::cos(0.07f * static_cast<float>(i));
+    wn[i] = 0.5f + static_cast<float>(i % 7);
+    sum[i] = 3.0f * b[i];
+  }
+  auto pn = weigh_pair_into(sum, a, 2.0f, 3.0f, wn);
+  double sa = 0, sb = 0, ab = 0, half = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    sa += double(a[i]) * a[i] * wn[i];
+    sb += double(b[i]) * b[i] * wn[i];
+    ab += double(a[i]) * b[i] * wn[i];
+    half += 0.25 * (double(a[i]) + b[i]) * (double(a[i]) + b[i]) * wn[i];
+  }
+  EXPECT_NEAR(pn.sqr, sa, 1e-4 * sa);
+  EXPECT_NEAR(pn.prev_sqr, sb, 1e-4 * sb);
+  EXPECT_NEAR(pn.cross, ab, 1e-4 * std::abs(ab) + 1e-3);
+  EXPECT_NEAR(pn.big(), half, 1e-4 * half);
+  EXPECT_NEAR(pn.small(), 0.5 * (sa + sb), 1e-4 * (sa + sb));
+  EXPECT_FLOAT_EQ(sum[100], 2.0f * a[100]);
+  EXPECT_FLOAT_EQ(sum[n - 1], 2.0f * a[n - 1]);
 }
 
 // ---- the allreduce strategy on an in-process ring, with a backend of known gradient statistics ----
@@ -369,8 +461,10 @@ class synthetic_backend final : public trainer_backend {
   std::unique_ptr<nn::optimizer> opt_;
 };
 
-job::job_spec spec_of(std::uint32_t workers, std::size_t batch, const std::string& rule) {
+job::job_spec spec_of(std::uint32_t workers, std::size_t batch, const std::string& rule,
+                      std::size_t every = 1) {
   job::job_spec spec;
+  spec.nn.train.noise_scale_every = every;
   spec.job.strategy = "allreduce";
   spec.job.workers = workers;
   spec.job.records_per_task = 100000;
@@ -417,6 +511,9 @@ TEST(AllreduceNoiseScale, FourRanksEstimateTheKnownStatisticsInTheirAllreduce) {
   auto s = make_synthetic(256, 1.0, 256.0);
   // The job file: 2 workers of 32 (M0 = 64); the ring has 4: S = 2.
   auto run = run_ring(s, 4, spec_of(2, 32, "adascale"), 3000);
+  std::printf("norms every step, 4 ranks: |G|^2 %.4f (known %.4f), tr %.1f (known %.1f)\n",
+              run.reports[0].grad_sqr, s.sqr(), run.reports[0].grad_var * run.reports[0].base_batch,
+              s.trace());
   for (int r = 0; r < 4; ++r) {
     const auto& g = run.reports[static_cast<std::size_t>(r)];
     ASSERT_TRUE(g.valid);
@@ -432,6 +529,28 @@ TEST(AllreduceNoiseScale, FourRanksEstimateTheKnownStatisticsInTheirAllreduce) {
   EXPECT_NEAR(run.scales[0].back(), (var + sqr) / (var / 2 + sqr), 0.03);
   EXPECT_NEAR(run.reports[0].progress, 0.0, 3000 * 2.0);
   EXPECT_GT(run.reports[0].progress, 3000 * 1.0);
+}
+
+// The default: the norms on 1 step in 8, each estimate standing for 8 rounds in the averages.
+TEST(AllreduceNoiseScale, NormsOnEveryEighthStepEstimateTheKnownStatistics) {
+  auto s = make_synthetic(256, 1.0, 256.0);
+  auto run = run_ring(s, 4, spec_of(2, 32, "adascale", 8), 6000);
+  for (int r = 0; r < 4; ++r) {
+    const auto& g = run.reports[static_cast<std::size_t>(r)];
+    ASSERT_TRUE(g.valid);
+    EXPECT_NEAR(g.grad_sqr, s.sqr(), 0.05 * s.sqr()) << "rank " << r;
+    EXPECT_NEAR(g.grad_var * g.base_batch, s.trace(), 0.05 * s.trace()) << "rank " << r;
+    EXPECT_EQ(run.scales[static_cast<std::size_t>(r)], run.scales[0]);
+  }
+  std::printf("norms every 8th step, 4 ranks: |G|^2 %.4f (known %.4f), tr %.1f (known %.1f)\n",
+              run.reports[0].grad_sqr, s.sqr(), run.reports[0].grad_var * run.reports[0].base_batch,
+              s.trace());
+  auto one = run_ring(s, 1, spec_of(1, 32, "none", 8), 12000);
+  std::printf("norms every 8th step, alone: |G|^2 %.4f (known %.4f), tr %.1f (known %.1f)\n",
+              one.reports[0].grad_sqr, s.sqr(), one.reports[0].grad_var * one.reports[0].base_batch,
+              s.trace());
+  EXPECT_NEAR(one.reports[0].grad_sqr, s.sqr(), 0.05 * s.sqr());
+  EXPECT_NEAR(one.reports[0].grad_var * one.reports[0].base_batch, s.trace(), 0.05 * s.trace());
 }
 
 TEST(AllreduceNoiseScale, ARingOfOneEstimatesFromConsecutiveSteps) {

@@ -19,8 +19,9 @@ enum slot : std::size_t {
   atomic,         // rank 0's batch in force from the next step
   accum,
   seq,
+  norms_next,  // rank 0's word: the next round computes the squared norms
 };
-static_assert(slot::seq + 1 == controller::vote_floats);
+static_assert(slot::norms_next + 1 == controller::vote_floats);
 
 constexpr std::uint32_t measure_after_steps =
     20;  // a choice's goodput is measured over this many steps first
@@ -70,12 +71,14 @@ double controller::rule_factor(double g, double scale) const {
   return 1.0;
 }
 
-void controller::cast(std::span<float> at, int rank, int ranks, bool full, double small_sqr, double compute_s,
-                      std::uint32_t epoch) {
+void controller::cast(std::span<float> at, int rank, int ranks, bool full, std::optional<double> small_sqr,
+                      double compute_s, std::uint32_t epoch) {
   std::fill(at.begin(), at.begin() + vote_floats, 0.0f);
   if (full) {
-    at[small_sqr_sum] = static_cast<float>(small_sqr);
-    at[full_ranks] = 1.0f;
+    if (small_sqr) {
+      at[small_sqr_sum] = static_cast<float>(*small_sqr);
+      at[full_ranks] = 1.0f;
+    }
     if (compute_s > 0) {
       at[compute_sum] = static_cast<float>(compute_s);
       at[computed] = 1.0f;
@@ -92,6 +95,13 @@ void controller::cast(std::span<float> at, int rank, int ranks, bool full, doubl
   at[atomic] = static_cast<float>(proposed_.atomic);
   at[slot::accum] = static_cast<float>(proposed_.accum);
   at[seq] = static_cast<float>(proposed_seq_);
+  at[norms_next] = (rounds_ + 1) % std::max<std::uint32_t>(1, opt_.estimate_every) == 0 ? 1.0f : 0.0f;
+}
+
+void controller::count_norms_round(bool alone) {
+  ++rounds_;
+  const std::uint64_t every = std::max<std::uint32_t>(1, opt_.estimate_every);
+  if (alone) norms_due_ = rounds_ % every == 0;
 }
 
 void controller::observe(int hosts, int ranks, const batch_config& c, double compute, double sync) {
@@ -159,11 +169,15 @@ controller::round controller::read(std::span<const float> at, int rank, int rank
   (void)rank;
   round r;
   const int full = static_cast<int>(at[full_ranks]);
+  const double every = std::max<std::uint32_t>(1, opt_.estimate_every);
   if (ranks > 1 && full == ranks) {
     const double count = static_cast<double>(ranks) * (cur_.accum + 1);
-    ns_.add({at[small_sqr_sum] / ranks, big_sqr, static_cast<double>(cur_.atomic), count * cur_.atomic},
-            false);
+    ns_.add(
+        {at[small_sqr_sum] / ranks, big_sqr, static_cast<double>(cur_.atomic), count * cur_.atomic, every},
+        false);
   }
+  norms_due_ = at[norms_next] > 0.5f;
+  count_norms_round(false);
   if (fresh || ranks != ranks_ || hosts != hosts_) {
     since_s_ = -1;  // another ring: another throughput
     since_samples_ = since_steps_ = 0;
@@ -194,14 +208,17 @@ void controller::step_done(double seconds, bool full) {
   pending_full_ = full && seconds > 0;
 }
 
-controller::round controller::alone(bool full, double small_sqr, double big_sqr, bool pair, double compute_s,
-                                    double share, double samples, std::uint32_t epoch, bool fresh,
-                                    double now_s) {
+controller::round controller::alone(bool full, std::optional<double> small_sqr, double big_sqr, bool pair,
+                                    double compute_s, double share, double samples, std::uint32_t epoch,
+                                    bool fresh, double now_s) {
   round r;
-  if (full && cur_.accum > 0)
-    ns_.add({small_sqr, big_sqr, static_cast<double>(cur_.atomic), static_cast<double>(cur_.local())}, false);
-  else if (full && pair)
-    ns_.add({small_sqr, big_sqr, static_cast<double>(cur_.local()), 2.0 * cur_.local()}, true);
+  const double every = std::max<std::uint32_t>(1, opt_.estimate_every);
+  if (full && small_sqr && cur_.accum > 0)
+    ns_.add({*small_sqr, big_sqr, static_cast<double>(cur_.atomic), static_cast<double>(cur_.local()), every},
+            false);
+  else if (full && small_sqr && pair)
+    ns_.add({*small_sqr, big_sqr, static_cast<double>(cur_.local()), 2.0 * cur_.local(), every}, true);
+  count_norms_round(true);
   if (fresh || ranks_ != 1 || hosts_ != 1) {
     since_s_ = -1;
     since_samples_ = since_steps_ = 0;

@@ -8,6 +8,11 @@
 //     replicas cannot disagree even if their controllers did);
 //   - after the allreduce every rank adds the round to its noise_scale (the same sums in the same
 //     order: the same state on every rank) and its throughput observations.
+// The squared norms are computed on 1 round in `estimate_every` ([train] noise_scale_every): rank 0
+// says in each round's vote whether the next round computes them, so every rank computes them on the
+// same rounds (a rank that disagrees, just joined, makes the round count for nothing: the estimate
+// needs every rank's norms). Each estimate then stands for estimate_every rounds in the moving
+// averages (noise_scale::add's `rounds`), which keep their time constant in steps.
 // The learning rate of a step is multiplied by the rule's factor at the scale S = the step's global
 // batch / M0 (M0 = the job file's workers x batch_size): "none" 1, "linear" S, "sqrt" sqrt(S),
 // "adascale" AdaScale's gain r(S) (for Adam and Adagrad r(S)^0.5, AdaptDL's AdamScale). The
@@ -23,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -40,13 +46,14 @@ const char* to_string(lr_rule r);
 
 struct controller_options {
   lr_rule rule = lr_rule::none;
-  bool adaptive = false;           // Adam or Adagrad: AdaScale's gain to the power 0.5
-  bool auto_batch = false;         // [train] batch = "auto"
-  double base_batch = 64;          // M0: the job file's workers x batch_size
-  std::size_t batch_size = 64;     // [train] batch_size: one replica's batch while the batch is fixed
-  batch_limits limits;             // auto batch: max_batch, max_local_batch, records_per_task
-  std::uint64_t warm_rounds = 30;  // estimates before the first choice
-  double min_gain = 1.05;          // a new batch must promise this much more goodput
+  bool adaptive = false;             // Adam or Adagrad: AdaScale's gain to the power 0.5
+  bool auto_batch = false;           // [train] batch = "auto"
+  double base_batch = 64;            // M0: the job file's workers x batch_size
+  std::size_t batch_size = 64;       // [train] batch_size: one replica's batch while the batch is fixed
+  batch_limits limits;               // auto batch: max_batch, max_local_batch, records_per_task
+  std::uint64_t warm_rounds = 30;    // estimates before the first choice
+  double min_gain = 1.05;            // a new batch must promise this much more goodput
+  std::uint32_t estimate_every = 8;  // the squared norms on 1 round in this many (1: every round)
 };
 
 // One step's configuration: each replica computes accum + 1 micro-batches of `atomic` samples.
@@ -58,7 +65,7 @@ struct batch_config {
 
 class controller {
  public:
-  static constexpr std::size_t vote_floats = 11;
+  static constexpr std::size_t vote_floats = 12;
   static constexpr std::size_t max_observations = 16;
   static constexpr std::size_t sync_floats = noise_scale::state_floats + 10 + max_observations * 6;
 
@@ -68,13 +75,16 @@ class controller {
   // The batch in force: what the worker cuts per step (local()) and how the strategy splits it.
   const batch_config& batch() const { return cur_; }
   const noise_scale& noise() const { return ns_; }
+  // Whether this step computes the squared gradient norms (the first step does; then 1 round in
+  // estimate_every).
+  bool norms_due() const { return norms_due_; }
 
   // This rank's contribution to the step's round. `small_sqr`: the mean over its micro-batches of
-  // their squared gradient norms, counted only when `full` (every micro-batch had `atomic` samples);
-  // `compute_s`: seconds of one micro-batch (full only); `epoch`: the data epoch of its task.
-  // `ranks`: the ring's size; `rank`: this rank's place in it.
-  void cast(std::span<float> at, int rank, int ranks, bool full, double small_sqr, double compute_s,
-            std::uint32_t epoch);
+  // their squared gradient norms (none on a round that computes no norms), counted only when `full`
+  // (every micro-batch had `atomic` samples); `compute_s`: seconds of one micro-batch (full only);
+  // `epoch`: the data epoch of its task. `ranks`: the ring's size; `rank`: this rank's place in it.
+  void cast(std::span<float> at, int rank, int ranks, bool full, std::optional<double> small_sqr,
+            double compute_s, std::uint32_t epoch);
 
   // What the round says, read by every rank after the allreduce.
   struct round {
@@ -94,8 +104,9 @@ class controller {
 
   // A ring of one: the estimate from this step's micro-batches (accum > 0) or from this step and the
   // previous one (`pair`: b_small = the step's samples, biased), then the same bookkeeping as read().
-  round alone(bool full, double small_sqr, double big_sqr, bool pair, double compute_s, double share,
-              double samples, std::uint32_t epoch, bool fresh, double now_s);
+  // `small_sqr` none: the step computed no norms.
+  round alone(bool full, std::optional<double> small_sqr, double big_sqr, bool pair, double compute_s,
+              double share, double samples, std::uint32_t epoch, bool fresh, double now_s);
 
   // The preconditioner changed kind (Adam's second moments now used): the estimates start over.
   void reset_estimates() { ns_.reset(); }
@@ -118,6 +129,7 @@ class controller {
   void maybe_choose(int hosts, int ranks, bool fresh, bool new_epoch);
   void count_round(double samples, double gain, double share, double now_s);
   void adopt(const batch_config& c, std::uint32_t seq);
+  void count_norms_round(bool alone);
 
   controller_options opt_;
   noise_scale ns_;
@@ -128,6 +140,8 @@ class controller {
   double last_gain_ = 1, last_factor_ = 1;
   int ranks_ = 1, hosts_ = 1;
   bool chosen_once_ = false;
+  std::uint64_t rounds_ = 0;  // rounds read (or alone) so far: which ones compute the norms
+  bool norms_due_ = true;
   std::vector<obs_entry> obs_;
   // This rank's step time, for the next round (keyed by the configuration it ran).
   double pending_step_s_ = 0;

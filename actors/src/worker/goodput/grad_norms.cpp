@@ -125,6 +125,44 @@ TROUPE_GOODPUT_SIMD_CLONES float pair_block(const float* __restrict p, float* __
   return lane_total(acc);
 }
 
+// o' = o / n_prev, then o = p k; out = {sum p^2 w, sum o'^2 w, sum p o' w} (w null: 1). n <= block.
+TROUPE_GOODPUT_SIMD_CLONES void weigh_pair_block(float* __restrict o, const float* __restrict p,
+                                                 const float* __restrict w, std::size_t n, float k,
+                                                 float inv_prev, float* __restrict out) {
+  float a[lanes] = {}, b[lanes] = {}, c[lanes] = {};
+  std::size_t i = 0;
+  const std::size_t whole = n - n % lanes;
+  if (!w) {
+    for (; i < whole; i += lanes)
+      for (std::size_t j = 0; j < lanes; ++j) {
+        const float x = p[i + j], y = o[i + j] * inv_prev;
+        o[i + j] = x * k;
+        a[j] += x * x;
+        b[j] += y * y;
+        c[j] += x * y;
+      }
+  } else {
+    for (; i < whole; i += lanes)
+      for (std::size_t j = 0; j < lanes; ++j) {
+        const float x = p[i + j], y = o[i + j] * inv_prev, v = w[i + j];
+        o[i + j] = x * k;
+        a[j] += x * x * v;
+        b[j] += y * y * v;
+        c[j] += x * y * v;
+      }
+  }
+  for (; i < n; ++i) {
+    const float x = p[i], y = o[i] * inv_prev, v = w ? w[i] : 1.0f;
+    o[i] = x * k;
+    a[0] += x * x * v;
+    b[0] += y * y * v;
+    c[0] += x * y * v;
+  }
+  out[0] = lane_total(a);
+  out[1] = lane_total(b);
+  out[2] = lane_total(c);
+}
+
 TROUPE_GOODPUT_SIMD_CLONES float sqr_block(const float* __restrict p, const float* __restrict w,
                                            std::size_t n) {
   float acc[lanes] = {};
@@ -213,6 +251,21 @@ double sqr_norm(std::span<const float> g, std::span<const float> w) {
   for (std::size_t b = 0; b < g.size(); b += block)
     total += sqr_block(g.data() + b, w.empty() ? nullptr : w.data() + b, std::min(block, g.size() - b));
   return total;
+}
+
+pair_norms weigh_pair_into(std::span<float> buf, std::span<const float> g, float n, float n_prev,
+                           std::span<const float> w) {
+  pair_norms out;
+  const float inv_prev = 1.0f / n_prev;
+  for (std::size_t b = 0; b < g.size(); b += block) {
+    float part[3];
+    weigh_pair_block(buf.data() + b, g.data() + b, w.empty() ? nullptr : w.data() + b,
+                     std::min(block, g.size() - b), n, inv_prev, part);
+    out.sqr += part[0];
+    out.prev_sqr += part[1];
+    out.cross += part[2];
+  }
+  return out;
 }
 
 double pair_sqr_and_keep(std::span<const float> g, std::span<float> prev, std::span<const float> w) {

@@ -48,4 +48,14 @@ double sqr_norm(std::span<const float> g, std::span<const float> w);
 // |(g + prev) / 2|_w^2, then prev = g.
 double pair_sqr_and_keep(std::span<const float> g, std::span<float> prev, std::span<const float> w);
 
+// A ring of one's pair in one pass: `buf` still holds n_prev g' (the previous step's sum), and
+// becomes n g. Returns |g|_w^2, |g'|_w^2 and g.g'_w: no copy of g' is kept between the steps.
+struct pair_norms {
+  double sqr = 0, prev_sqr = 0, cross = 0;
+  double small() const { return 0.5 * (sqr + prev_sqr); }               // mean |g_i|^2 of the two
+  double big() const { return 0.25 * (sqr + prev_sqr + 2.0 * cross); }  // |(g + g') / 2|^2
+};
+pair_norms weigh_pair_into(std::span<float> buf, std::span<const float> g, float n, float n_prev,
+                           std::span<const float> w);
+
 }  // namespace troupe::actors::goodput

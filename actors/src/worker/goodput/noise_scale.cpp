@@ -27,7 +27,7 @@ bool noise_scale::add(const gns_sample& s, bool biased) {
   if (!std::isfinite(e.sqr) || !std::isfinite(e.trace) || !(s.b_big > s.b_small)) return false;
   if (rounds_ > 0 && biased != from_pairs_) reset();
   from_pairs_ = biased;
-  const double theta = std::pow(smoothing_, s.b_big / base_);
+  const double theta = std::pow(smoothing_, s.b_big * std::max(1.0, s.rounds) / base_);
   update(sqr_biased_, sqr_unbias_, e.sqr, theta);
   update(var_biased_, var_unbias_, e.trace / base_, theta);
   ++rounds_;

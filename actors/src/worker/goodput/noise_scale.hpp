@@ -27,9 +27,12 @@ namespace troupe::actors::goodput {
 
 // One round's squared norms: `small_sqr` the mean over the small batches of |g_i|^2, `big_sqr`
 // |g|^2 of their mean; b_small samples per small batch, b_big in all (b_big > b_small > 0).
+// `rounds`: how many rounds of b_big samples the sample stands for in the moving averages (the
+// norms computed on 1 round in `rounds`: the averages keep their time constant in samples).
 struct gns_sample {
   double small_sqr = 0, big_sqr = 0;
   double b_small = 0, b_big = 0;
+  double rounds = 1;
 };
 
 // One round's unbiased estimates (each may be negative: noise).

@@ -41,6 +41,7 @@ goodput::controller_options controller_options_of(const job::job_spec& spec) {
   o.limits.max_batch = t.max_batch > 0 ? static_cast<double>(t.max_batch) : 16 * o.base_batch;
   o.limits.max_atomic = static_cast<double>(t.max_local_batch);
   o.limits.max_local = static_cast<double>(spec.job.records_per_task);
+  o.estimate_every = static_cast<std::uint32_t>(t.noise_scale_every);
   return o;
 }
 
@@ -76,48 +77,71 @@ class allreduce final : public strategy {
     rank_ = ring->rank;
     stepped_ = true;
     const double t0 = now(ctx);
-    if (estimate_ && pre_.refresh(ctx.backend, ring->fresh)) ctl_.reset_estimates();
+    const auto [norms, pair] = plan_norms(ctx, *ring, b);
     const auto weights = pre_.weights();
     auto grads = ctx.backend.gradients();
     const std::size_t total = grads.size();
-    const filled f = fill_buffer(ctx, b, grads, weights, exhausted, *ring, t0);
+    const filled f = fill_buffer(ctx, b, grads, weights, exhausted, *ring, t0, norms, pair);
     if (auto r = ctx.ring.allreduce(buf_); !r) {
       if (b && ctx.ring.alone()) return finish_alone(ctx, *b, r.err(), f.parts);
       return replicas::drop_round(ctx, r.err(), "allreduce: step");
     }
     const replicas::round_vote vote{std::span(buf_).subspan(total)};
     const float samples = vote.samples;
+    // |mean g|^2: in a ring, and alone from accumulated micro-batches (a pair uses its own).
     const double big_sqr =
-        samples > 0.0f ? goodput::average_out(grads, buf_, samples, weights, estimate_) : 0.0;
+        samples > 0.0f ? goodput::average_out(grads, buf_, samples, weights, norms && !pair) : 0.0;
     const double share = replicas::step_share(samples, vote.ranks, static_cast<std::size_t>(f.cfg.local()));
-    const auto round = read_round(ctx, *ring, grads, weights, f, big_sqr, share, samples);
+    const auto round = read_round(ctx, *ring, grads, f, big_sqr, share, samples);
     if (samples == 0.0f) return {vote.empty_round()};
     ctx.backend.apply_gradients(share * round.lr_factor);
+    // buf_ keeps this step's sum until the next step's fill: a lone replica's next pair reads it.
+    prev_ok_ = ring->size == 1 && f.full && f.cfg.accum == 0;
     ctl_.step_done(now(ctx) - t0, f.full);
     ctx.local_batch = ctl_.options().auto_batch ? static_cast<std::size_t>(ctl_.batch().local()) : 0;
     return {step_result::kind::trained, f.n, f.loss};
   }
 
  private:
+  // Whether this step computes the squared norms: on the controller's rounds only (1 in
+  // noise_scale_every); alone without micro-batches, as a pair with the previous step, whose sum is
+  // still in buf_ (prev_ok_). The preconditioner refreshed for them.
+  struct norms_plan {
+    bool norms = false, pair = false;
+  };
+  norms_plan plan_norms(worker_context& ctx, const ring_session::info& ring, const nn::batch* b) {
+    const bool due = estimate_ && ctl_.norms_due();
+    const bool accumulated = ctl_.batch().accum > 0;
+    norms_plan p;
+    p.pair = due && ring.size == 1 && !accumulated && prev_ok_ && !ring.fresh && b && b->size() == prev_n_;
+    p.norms = due && (ring.size > 1 || accumulated || p.pair);
+    prev_ok_ = false;
+    prev_n_ = b ? b->size() : 0;  // for the next step (a pair needs this one's rows equal: they are)
+    if (p.norms && pre_.refresh(ctx.backend, ring.fresh)) ctl_.reset_estimates();
+    return p;
+  }
   // What fill_buffer computed: the controller's batch then, the batch's rows, its micro-batches,
-  // their mean |g|^2, the compute time per micro-batch, whether the batch was the controller's full
-  // size, and the mean loss.
+  // their mean |g|^2 (when `norms`), the compute time per micro-batch, whether the batch was the
+  // controller's full size, and the mean loss.
   struct filled {
     goodput::batch_config cfg;
     std::size_t n = 0, parts = 0;
     double small_sqr = 0, compute_s = 0;
-    bool full = false;
+    bool full = false, norms = false;
     double loss = 0;
+    std::optional<goodput::pair_norms> pair;  // alone: this step's and the previous one's norms
+    std::optional<double> small() const { return norms ? std::optional<double>(small_sqr) : std::nullopt; }
   };
   // buf_: the gradients of the batch in micro-batches of the controller's size (one, unless the
   // batch is accumulated), weighted by their rows (zeros without a batch: the backend's gradients
   // are not this round's then), then this worker's vote for the round and the controller's word.
   filled fill_buffer(worker_context& ctx, const nn::batch* b, std::span<float> grads,
                      std::span<const float> weights, bool exhausted, const ring_session::info& ring,
-                     double t0) {
+                     double t0, bool norms, bool pair) {
     const std::size_t total = grads.size();
     buf_.resize(total + tail());
     filled f;
+    f.norms = norms;
     f.cfg = ctl_.batch();
     const auto& cfg = f.cfg;
     const std::size_t atomic = static_cast<std::size_t>(std::max(1, cfg.atomic));
@@ -129,7 +153,11 @@ class allreduce final : public strategy {
       auto l = ctx.backend.compute_gradients(micro(*b, at, m));
       if (!l) throw std::runtime_error(l.err().to_string());
       f.loss += *l * static_cast<double>(m);
-      f.small_sqr += goodput::weigh_into(buf_, grads, static_cast<float>(m), at == 0, weights, estimate_);
+      if (pair && at == 0 && m == f.n)
+        f.pair = goodput::weigh_pair_into(buf_, grads, static_cast<float>(m), static_cast<float>(prev_n_),
+                                          weights);
+      else
+        f.small_sqr += goodput::weigh_into(buf_, grads, static_cast<float>(m), at == 0, weights, norms);
     }
     if (f.n > 0) f.loss /= static_cast<double>(f.n);
     last_loss_ = f.loss;
@@ -140,34 +168,24 @@ class allreduce final : public strategy {
     replicas::round_vote::cast(tail_span, static_cast<float>(f.n), exhausted);
     if (ring.size > 1)
       ctl_.cast(tail_span.subspan(replicas::round_vote::floats), ring.rank, ring.size, f.full && estimate_,
-                f.small_sqr, f.compute_s, ctx.data_epoch);
+                f.small(), f.compute_s, ctx.data_epoch);
     return f;
   }
   // The controller's round: the ring's votes, or, in a ring of one, the micro-batches of this step
   // (accumulated) or this step and the previous one.
   controller::round read_round(worker_context& ctx, const ring_session::info& ring,
-                               std::span<const float> grads, std::span<const float> weights, const filled& f,
-                               double big_sqr, double share, float samples) {
+                               std::span<const float> grads, const filled& f, double big_sqr, double share,
+                               float samples) {
     const std::size_t total = grads.size();
     if (ring.size > 1)
       return ctl_.read(std::span(buf_).subspan(total + replicas::round_vote::floats), ring.rank, ring.size,
                        ring.hosts, big_sqr, share, samples, ring.fresh, now(ctx));
-    const auto& cfg = f.cfg;
-    const bool pair = f.full && cfg.accum == 0 && prev_n_ == f.n && !ring.fresh;
-    double pair_small = 0, pair_big = 0;
-    if (estimate_ && f.full && cfg.accum == 0) {
-      prev_.resize(total);
-      pair_small = 0.5 * (f.small_sqr + prev_sqr_);
-      pair_big = goodput::pair_sqr_and_keep(grads, prev_, weights);
-      prev_sqr_ = f.small_sqr;
-      prev_n_ = f.n;
-    } else {
-      prev_n_ = 0;
-    }
-    return cfg.accum > 0 ? ctl_.alone(f.full, f.small_sqr, big_sqr, false, f.compute_s, share, samples,
-                                      ctx.data_epoch, ring.fresh, now(ctx))
-                         : ctl_.alone(f.full, pair_small, pair_big, pair, f.compute_s, share, samples,
-                                      ctx.data_epoch, ring.fresh, now(ctx));
+    if (f.cfg.accum > 0)
+      return ctl_.alone(f.full, f.small(), big_sqr, false, f.compute_s, share, samples, ctx.data_epoch,
+                        ring.fresh, now(ctx));
+    return ctl_.alone(f.full, f.pair ? std::optional<double>(f.pair->small()) : std::nullopt,
+                      f.pair ? f.pair->big() : 0.0, f.pair.has_value(), f.compute_s, share, samples,
+                      ctx.data_epoch, ring.fresh, now(ctx));
   }
   std::size_t tail() const { return replicas::round_vote::floats + controller::vote_floats; }
   static nn::batch micro(const nn::batch& b, std::size_t at, std::size_t m) {
@@ -183,7 +201,7 @@ class allreduce final : public strategy {
     auto s = replicas::sync_from_most_trained(ctx, ring, true, sync_buf_, state);
     if (!s) return s;
     ctl_.unpack(state);
-    prev_n_ = 0;
+    prev_ok_ = false;
     ctx.local_batch = ctl_.options().auto_batch ? static_cast<std::size_t>(ctl_.batch().local()) : 0;
     return {};
   }
@@ -194,9 +212,10 @@ class allreduce final : public strategy {
   bool estimate_;
   controller ctl_;
   goodput::preconditioner pre_;
-  std::vector<float> buf_, sync_buf_, prev_;
-  std::size_t prev_n_ = 0;
-  double prev_sqr_ = 0, last_loss_ = 0;
+  std::vector<float> buf_, sync_buf_;
+  std::size_t prev_n_ = 0;  // the previous step's rows; when prev_ok_, its sum is still in buf_
+  bool prev_ok_ = false;
+  double last_loss_ = 0;
   int rank_ = 0;
   bool stepped_ = false;
   std::unique_ptr<strategy> device_;  // the device path (a backend with a GPU)
@@ -221,8 +240,8 @@ step_result allreduce::finish_alone(worker_context& ctx, const nn::batch& b, con
                          false);
   }
   const double share = replicas::step_share(static_cast<double>(n), 1, static_cast<std::size_t>(cfg.local()));
-  const auto round =
-      ctl_.alone(false, 0, 0, false, 0, share, static_cast<double>(n), ctx.data_epoch, true, now(ctx));
+  const auto round = ctl_.alone(false, std::nullopt, 0, false, 0, share, static_cast<double>(n),
+                                ctx.data_epoch, true, now(ctx));
   ctx.backend.apply_gradients(share * round.lr_factor);
   spdlog::info("allreduce: step finished alone ({})", why.to_string());
   return {step_result::kind::trained, n, last_loss_};

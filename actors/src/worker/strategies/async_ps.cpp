@@ -5,9 +5,12 @@
 // own consecutive full batches: the dense gradient of this batch and of its previous one (the
 // parameters moved in between, by this worker's push and the others': a biased estimate, as a lone
 // replica's). Not from the pushes the shards receive: a shard sees its own slice of each push, so
-// the norms would need a reduction across shards per push.
+// the norms would need a reduction across shards per push. As the ring's, on 1 pair of batches in
+// [train] noise_scale_every (the batch before a due one keeps its gradient), each pair standing for
+// that many in the moving averages.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "troupe/actors/strategy.hpp"
@@ -23,6 +26,7 @@ class async_ps final : public strategy {
   explicit async_ps(const job::job_spec& spec)
       : estimate_(spec.nn.train.noise_scale),
         batch_size_(spec.nn.train.batch_size),
+        every_(std::max<std::size_t>(1, spec.nn.train.noise_scale_every)),
         ns_(static_cast<double>(std::max<std::uint32_t>(1, spec.job.workers)) * spec.nn.train.batch_size) {}
   std::string_view name() const override { return "async_ps"; }
   wire::goodput_report goodput() const override {
@@ -59,18 +63,23 @@ class async_ps final : public strategy {
   }
 
  private:
-  // This batch and the previous one, both full: a biased pair (noise_scale.hpp).
+  // This batch and the previous one, both full: a biased pair (noise_scale.hpp), on batches k and
+  // k + 1 of every `every_` (batch 0 keeps, batch 1 pairs; every_ = 1: every batch does both).
   void observe(trainer_backend& be, std::size_t n) {
     auto g = be.gradients();
-    if (n != batch_size_ || g.empty()) {
+    const std::size_t phase = batches_++ % every_;
+    const bool pair_due = every_ == 1 || phase == 1, keep_due = every_ == 1 || phase == 0;
+    if (n != batch_size_ || g.empty() || !(pair_due || keep_due)) {
       prev_n_ = 0;
       return;
     }
     const double sqr = goodput::sqr_norm(g, {});
     prev_.resize(g.size());
-    if (prev_n_ == n) {
+    if (pair_due && prev_n_ == n) {
       const double big = goodput::pair_sqr_and_keep(g, prev_, {});
-      ns_.add({0.5 * (sqr + prev_sqr_), big, static_cast<double>(n), 2.0 * static_cast<double>(n)}, true);
+      ns_.add({0.5 * (sqr + prev_sqr_), big, static_cast<double>(n), 2.0 * static_cast<double>(n),
+               static_cast<double>(every_)},
+              true);
     } else {
       std::copy(g.begin(), g.end(), prev_.begin());
     }
@@ -83,7 +92,8 @@ class async_ps final : public strategy {
   }
 
   bool estimate_;
-  std::size_t batch_size_;
+  std::size_t batch_size_, every_;
+  std::uint64_t batches_ = 0;
   goodput::noise_scale ns_;
   std::vector<float> prev_;
   std::size_t prev_n_ = 0;

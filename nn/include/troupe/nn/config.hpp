@@ -6,9 +6,9 @@
 //   [train]  epochs, batch_size, optimizer = "sgd" | "adagrad" | "adam", learning_rate,
 //            momentum, nesterov, initial_accumulator, beta1, beta2, epsilon, weight_decay,
 //            seed, log_every, shuffle, eval_batch_size, threads, device = "cpu" | "gpu",
-//            max_samples_per_s (per worker of a job; 0: unlimited), noise_scale, lr_scaling = "none" |
-//            "linear" | "sqrt" | "adascale", batch = "fixed" | "auto", max_batch, max_local_batch
-//            (docs/goodput.md)
+//            max_samples_per_s (per worker of a job; 0: unlimited), noise_scale, noise_scale_every,
+//            lr_scaling = "none" | "linear" | "sqrt" | "adascale", batch = "fixed" | "auto",
+//            max_batch, max_local_batch (docs/goodput.md)
 //   [data]   source = "fashion-mnist" | "criteo" | "synthetic-ctr" | "store" and that source's keys:
 //            fashion-mnist: dir, max_train_rows, max_test_rows
 //            criteo:        train, test (optional), test_fraction, buckets_per_field,

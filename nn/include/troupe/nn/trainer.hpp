@@ -37,6 +37,10 @@ struct train_config {
   // goodput-optimal global batch up to max_batch, in micro-batches of at most max_local_batch with
   // gradient accumulation beyond that). 0: max_batch 16 x the job file's global batch.
   bool noise_scale = true;
+  // The squared gradient norms on 1 step in this many (1: every step, as Pollux): their cost is
+  // that of an extra pass over the gradient (and Adam's preconditioner) on the steps that compute
+  // them; the estimate's moving averages keep their time constant (docs/goodput.md, "Cost").
+  std::size_t noise_scale_every = 8;
   std::string lr_scaling = "none";
   std::string batch = "fixed";
   std::size_t max_batch = 0;
