@@ -1,9 +1,11 @@
-#include "ps_checkpoint_log.hpp"
+#include "troupe/actors/ps_checkpoint_log.hpp"
 
 #include <time.h>
 
 #include <chrono>
 #include <mutex>
+
+#include "troupe/core/clock.hpp"
 
 namespace troupe::actors {
 
