@@ -27,7 +27,7 @@ std::vector<ps_checkpoint_record> take_ps_checkpoint_log() {
 }
 
 double ps_checkpoint_clock() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration<double>(troupe::clock::system().now().time_since_epoch()).count();
 }
 
 }  // namespace troupe::actors
