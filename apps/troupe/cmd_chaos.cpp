@@ -9,14 +9,15 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
-#include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "command.hpp"
 #include "troupe/cluster/config.hpp"
+#include "troupe/cluster/errc.hpp"
 #include "troupe/control/chaos.hpp"
 #include "troupe/control/client.hpp"
+#include "troupe/core/clock.hpp"
 #include "troupe/core/config.hpp"
 #include "troupe/job/job_file.hpp"
 
@@ -44,12 +45,28 @@ struct job_process {
 
   // The runner's exit code once it has exited (128 + signal when killed), nullopt while it runs.
   std::optional<int> exit_code() {
-    if (interrupted && !forwarded) forwarded = static_cast<bool>(launcher->signal(handle, SIGTERM));
+    forward_interrupt();
     auto st = launcher->poll(handle);
     if (!st) return 1;
     if (!*st) return std::nullopt;
-    return (*st)->signaled() ? 128 + (*st)->signal : (*st)->code;
+    return code_of(**st);
   }
+
+  // The same, waiting up to `bound` for the runner's exit (which ends the wait at once). The bound
+  // is how soon a ^C received meanwhile is passed on: a signal handler cannot end the wait.
+  std::optional<int> wait_exit(std::chrono::milliseconds bound) {
+    forward_interrupt();
+    auto st = launcher->wait(handle, bound);
+    if (st) return code_of(*st);
+    if (st.err() == cluster::cluster_errc::timed_out) return std::nullopt;
+    return 1;
+  }
+
+ private:
+  void forward_interrupt() {
+    if (interrupted && !forwarded) forwarded = static_cast<bool>(launcher->signal(handle, SIGTERM));
+  }
+  static int code_of(const cluster::exit_status& st) { return st.signaled() ? 128 + st.signal : st.code; }
 };
 
 // Starts `troupe run` (this binary) for the job file; its job directory is <job.root>/<id>.
@@ -78,14 +95,15 @@ expected<job_process> start_job(const flags& f, std::string& job_dir) {
   return job_process{std::move(*l), *h};
 }
 
-// Waits until the job has a nodes.json (its runner is up), or the runner exits.
-bool wait_nodes(const std::string& job_dir, job_process* job) {
-  for (int i = 0; i < 1200; ++i) {
-    if (std::filesystem::exists(job_dir + "/nodes.json")) return true;
-    if (job && job->exit_code()) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
+// Waits (up to a minute) until the job has a nodes.json (its runner is up), or the runner exits.
+// Nothing tells this process when the file appears: it is looked for between waits of 50 ms on the
+// runner's exit.
+bool wait_nodes(const std::string& job_dir, job_process& job) {
+  auto& clk = clock::system();
+  const auto deadline = clk.now() + std::chrono::minutes(1);
+  while (!std::filesystem::exists(job_dir + "/nodes.json"))
+    if (clk.now() >= deadline || job.wait_exit(std::chrono::milliseconds(50))) return false;
+  return true;
 }
 
 expected<std::vector<control::fault_spec>> faults_of(flags& f) {
@@ -134,50 +152,58 @@ expected<void> check_hosts(const flags& f, const std::vector<control::fault_spec
   return control::check_host_faults(faults, cluster::cluster_config::read(reader.section("cluster")));
 }
 
-int run(flags& f) {
-  // Its own connection chatter is for --log-level debug; fault lines are warnings.
-  if (spdlog::get_level() == spdlog::level::info) spdlog::set_level(spdlog::level::warn);
+// The faults to inject and, without --job-file, the running job's directory (with --job-file,
+// start_job fills it in). Errors are the user's.
+expected<control::chaos_options> chaos_options_of(flags& f) {
   auto faults = faults_of(f);
-  if (!faults) return usage_error(faults.err());
-  std::string running_dir;
+  if (!faults) return faults.err();
+  control::chaos_options o;
   if (f.job_file.empty()) {
     auto dir = control::find_job_dir(f.job_dir, f.root);
-    if (!dir) return usage_error(dir.err());
-    running_dir = *dir;
+    if (!dir) return dir.err();
+    o.job_dir = *dir;
   }
-  if (auto c = check_hosts(f, *faults, running_dir); !c) return usage_error(c.err());
-  control::chaos_options o;
+  if (auto c = check_hosts(f, *faults, o.job_dir); !c) return c.err();
   o.faults = *faults;
   o.settle_s = f.settle;
   o.verbose = true;
+  return o;
+}
+
+// The job's result.json (when it wrote one) into the report, whose summary is printed and whose
+// JSON goes to --report.
+void print_report(control::chaos_report& rep, const std::string& job_dir, const std::string& report_path) {
+  std::ifstream in(job_dir + "/result.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  rep.job_result = ss.str();
+  std::printf("%s", rep.summary_table().c_str());
+  if (!report_path.empty()) std::ofstream(report_path) << rep.to_json() << "\n";
+}
+
+int run(flags& f) {
+  // Its own connection chatter is for --log-level debug; fault lines are warnings.
+  if (spdlog::get_level() == spdlog::level::info) spdlog::set_level(spdlog::level::warn);
+  auto o = chaos_options_of(f);
+  if (!o) return usage_error(o.err());
   std::optional<job_process> job;
   std::optional<int> code;
   if (!f.job_file.empty()) {
-    auto started = start_job(f, o.job_dir);
+    auto started = start_job(f, o->job_dir);
     if (!started) return usage_error(started.err());
     job = std::move(*started);
-    if (!wait_nodes(o.job_dir, &*job))
-      return run_error(error(make_error_code(core_errc::io_error), "the job did not start: " + o.job_dir));
-    o.job_running = [&] {
+    if (!wait_nodes(o->job_dir, *job))
+      return run_error(error(make_error_code(core_errc::io_error), "the job did not start: " + o->job_dir));
+    o->job_running = [&] {
       if (!code) code = job->exit_code();
       return !code;
     };
-  } else {
-    o.job_dir = running_dir;
   }
-  auto rep = control::run_chaos(o);
+  auto rep = control::run_chaos(*o);
   if (!rep) return run_error(rep.err());
-  while (job && !code) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    code = job->exit_code();
-  }
+  while (job && !code) code = job->wait_exit(std::chrono::milliseconds(50));
   rep->job_exit_code = code;
-  std::ifstream in(o.job_dir + "/result.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  rep->job_result = ss.str();
-  std::printf("%s", rep->summary_table().c_str());
-  if (!f.report.empty()) std::ofstream(f.report) << rep->to_json() << "\n";
+  print_report(*rep, o->job_dir, f.report);
   return code.value_or(0) == 0 ? 0 : 1;
 }
 

@@ -47,12 +47,27 @@ expected<std::string> slurm_command(const std::vector<std::string>& argv) {
   return std::move(r->out);
 }
 
-int serve(const options& o) {
+// --root names a directory; the error says what the flag is for.
+expected<void> check_root(const std::string& root) {
   std::error_code ec;
-  if (!std::filesystem::is_directory(o.root, ec))
-    return usage_error("--root " + o.root + ": " +
-                       (std::filesystem::exists(o.root, ec) ? "not a directory" : "no such directory") +
-                       " (the jobs root: the directory `troupe run` puts job directories in)");
+  if (std::filesystem::is_directory(root, ec)) return {};
+  return make_unexpected(core_errc::invalid_argument,
+                         "--root " + root + ": " +
+                             (std::filesystem::exists(root, ec) ? "not a directory" : "no such directory") +
+                             " (the jobs root: the directory `troupe run` puts job directories in)");
+}
+
+// Scale and stop through the control client, as `troupe scale` / `troupe stop` do; a stop answers
+// once the runner has it, not when the job has ended (the page polls the job's state).
+expected<void> change_job(const std::string& job_dir, int workers) {
+  if (workers < 0) return control::request_stop(job_dir);
+  auto n = control::scale_job(job_dir, static_cast<std::uint32_t>(workers));
+  if (!n) return n.err();
+  return {};
+}
+
+int serve(const options& o) {
+  if (auto r = check_root(o.root); !r) return usage_error(r.err().context());
   auto token = read_token(o);
   if (!token) return usage_error(token.err());
   // Resolved once: what is checked for loopback is what is bound.
@@ -73,15 +88,7 @@ int serve(const options& o) {
   observe::http_options ho;
   ho.listen = *listen;
   ho.threads = observe::dashboard_threads;
-  // scale and stop go through the control client, as `troupe scale` / `troupe stop` do; a stop
-  // answers once the runner has it, not when the job has ended (the page polls the job's state).
-  auto change = [](const std::string& job_dir, int workers) -> expected<void> {
-    if (workers < 0) return control::request_stop(job_dir);
-    auto n = control::scale_job(job_dir, static_cast<std::uint32_t>(workers));
-    if (!n) return n.err();
-    return {};
-  };
-  observe::dashboard_options d{o.root, *token, open_to_network, change, slurm_command};
+  observe::dashboard_options d{o.root, *token, open_to_network, change_job, slurm_command};
   auto server = observe::http_server::start(ho, observe::make_dashboard(std::move(d)));
   if (!server) return usage_error("--listen: " + server.err().to_string());
   std::printf("troupe dashboard: http://%s/ (jobs under %s)\n", (*server)->address().c_str(), o.root.c_str());

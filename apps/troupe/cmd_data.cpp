@@ -14,6 +14,7 @@
 
 #include "command.hpp"
 #include "data_csv.hpp"
+#include "troupe/core/clock.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/nn/data/readers.hpp"
 #include "troupe/storage/record_store.hpp"
@@ -41,10 +42,10 @@ struct inspect_flags {
 
 // Writes every row of `d` to a new store in `out`; prints a one-line summary.
 int write_store(const nn::dataset& d, const std::string& out, const std::string& source) {
-  auto start = std::chrono::steady_clock::now();
+  auto start = clock::system().now();  // real time, for the summary
   auto m = job::write_dataset(d, out, source);
   if (!m) return run_error(m.err());
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double secs = std::chrono::duration<double>(clock::system().now() - start).count();
   double mb = static_cast<double>(m->record_count * storage::encoded_size(m->schema)) / 1e6;
   std::printf("%s: %llu records (%.1f MB) from %s in %.2f s\n", out.c_str(),
               static_cast<unsigned long long>(m->record_count), mb, source.c_str(), secs);

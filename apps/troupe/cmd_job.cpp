@@ -27,7 +27,8 @@ void add_target(CLI::App& sub, const std::shared_ptr<target>& t) {
   sub.add_option("--root", t->root, "where job directories are (default: jobs)");
 }
 
-void print_table(const nlohmann::json& j) {
+// The job's headline, its task counts (and data epoch) and its throughput line.
+void print_summary(const nlohmann::json& j) {
   const auto& t = j["tasks"];
   std::string state = j.value("state", j["finished"].get<bool>() ? "finished" : "running");
   std::printf("job %s  membership epoch %llu  %s\n", j["job"].get<std::string>().c_str(),
@@ -46,19 +47,24 @@ void print_table(const nlohmann::json& j) {
               j["samples_per_sec"].get<double>(), loss.c_str(), j["samples_total"].get<unsigned long long>(),
               j["workers_alive"].get<unsigned>(), j["workers_target"].get<unsigned>(),
               j["restarts"].get<unsigned long long>());
-  if (j.contains("goodput")) {  // docs/goodput.md
-    const auto& g = j["goodput"];
-    std::printf(
-        "gradient noise scale %.0f samples (%llu estimates); batch %u = %u x %u x %u, lr x%.3g (%s, gain "
-        "%.3g); "
-        "goodput %.0f samples/s",
-        g.value("noise_scale", 0.0), g.value("rounds", 0ull), g.value("batch", 0u), g.value("replicas", 0u),
-        g.value("local_batch", 0u), g.value("accum_steps", 0u) + 1, g.value("lr_factor", 1.0),
-        g.value("lr_scaling", std::string("none")).c_str(), g.value("gain", 1.0), g.value("goodput", 0.0));
-    if (g.value("predicted_goodput", 0.0) > 0)
-      std::printf(" (model: %.0f)", g.value("predicted_goodput", 0.0));
-    std::printf("\n");
-  }
+}
+
+// The job's goodput line (docs/goodput.md), for a job that picks its own batch.
+void print_goodput(const nlohmann::json& g) {
+  std::printf(
+      "gradient noise scale %.0f samples (%llu estimates); batch %u = %u x %u x %u, lr x%.3g (%s, gain "
+      "%.3g); "
+      "goodput %.0f samples/s",
+      g.value("noise_scale", 0.0), g.value("rounds", 0ull), g.value("batch", 0u), g.value("replicas", 0u),
+      g.value("local_batch", 0u), g.value("accum_steps", 0u) + 1, g.value("lr_factor", 1.0),
+      g.value("lr_scaling", std::string("none")).c_str(), g.value("gain", 1.0), g.value("goodput", 0.0));
+  if (g.value("predicted_goodput", 0.0) > 0) std::printf(" (model: %.0f)", g.value("predicted_goodput", 0.0));
+  std::printf("\n");
+}
+
+void print_table(const nlohmann::json& j) {
+  print_summary(j);
+  if (j.contains("goodput")) print_goodput(j["goodput"]);
   std::printf("%-14s %-8s %-10s %-22s %s\n", "NODE", "ROLE", "STATE", "ADDRESS", "PID");
   for (const auto& m : j["members"])
     std::printf("%-14s %-8s %-10s %-22s %d\n", m["node"].get<std::string>().c_str(),

@@ -80,6 +80,32 @@ nlohmann::json peer_json(const char* ev, const peer_event& p) {
   return {{"event", ev}, {"node", p.node.to_string()}, {"address", p.address}, {"reason", p.reason}};
 }
 
+// --watch NAME@NODE: each actor watched, its death emitted as a watch_down event. The error names a
+// malformed flag.
+expected<void> watch_all(endpoint& e, const std::vector<std::string>& watches) {
+  for (const auto& w : watches) {
+    auto at = w.find('@');
+    if (at == std::string::npos)
+      return make_unexpected(core_errc::invalid_argument, "--watch: expected NAME@NODE, got '" + w + "'");
+    std::string name = w.substr(0, at), node = w.substr(at + 1);
+    e.watch(node, name, [](const actor_address& a, const std::string& reason) {
+      emit({{"event", "watch_down"}, {"name", a.name}, {"node", a.node.name}, {"reason", reason}});
+    });
+    emit({{"event", "watching"}, {"name", name}, {"node", node}});
+  }
+  return {};
+}
+
+// What the endpoint received over its life, as the last event.
+void emit_stats(endpoint& e) {
+  auto s = e.stats();
+  emit({{"event", "stats"},
+        {"frames_received", s.frames_received},
+        {"bytes_received", s.bytes_received},
+        {"malformed_frames", s.malformed_frames},
+        {"auth_refused", s.auth_refused}});
+}
+
 int run_serve(const net_options& o) {
   auto cfg = make_config(o);
   if (!cfg) return usage_error(cfg.err());
@@ -108,23 +134,10 @@ int run_serve(const net_options& o) {
     auto peer = e.connect(addr);
     if (!peer) return run_error(peer.err());
   }
-  for (auto& w : o.watches) {
-    auto at = w.find('@');
-    if (at == std::string::npos) return usage_error("--watch: expected NAME@NODE, got '" + w + "'");
-    std::string name = w.substr(0, at), node = w.substr(at + 1);
-    e.watch(node, name, [](const actor_address& a, const std::string& reason) {
-      emit({{"event", "watch_down"}, {"name", a.name}, {"node", a.node.name}, {"reason", reason}});
-    });
-    emit({{"event", "watching"}, {"name", name}, {"node", node}});
-  }
+  if (auto w = watch_all(e, o.watches); !w) return usage_error(w.err().context());
   int sig = 0;
   sigwait(&sigs, &sig);
-  auto s = e.stats();
-  emit({{"event", "stats"},
-        {"frames_received", s.frames_received},
-        {"bytes_received", s.bytes_received},
-        {"malformed_frames", s.malformed_frames},
-        {"auth_refused", s.auth_refused}});
+  emit_stats(e);
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "job_config_check.hpp"
 #include "train_model_out.hpp"
 #include "troupe/actors/backends.hpp"
+#include "troupe/core/clock.hpp"
 #include "troupe/gpu/trainer.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/job/job_spec.hpp"
@@ -44,8 +45,9 @@ void print_eval(std::size_t epoch, const nn::eval_result& r, bool binary, double
                  secs);
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+// Real seconds since `start` (troupe::clock::system()): what the run took, for its report.
+double seconds_since(clock::time_point start) {
+  return std::chrono::duration<double>(clock::system().now() - start).count();
 }
 
 void print_progress(const nn::progress& p) {
@@ -70,7 +72,7 @@ expected<double> train_epochs(const nn::job_config& job, bool binary,
                               const std::function<expected<double>(std::size_t)>& one_epoch,
                               const std::function<expected<nn::eval_result>()>& evaluate,
                               nlohmann::json& history, nn::eval_result& last) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = clock::system().now();
   double train_loss = 0;
   for (std::size_t e = 1; e <= job.train.epochs; ++e) {
     auto loss = one_epoch(e - 1);
@@ -181,7 +183,7 @@ int run_local_backend(const config_doc& doc, const job::job_spec& spec, const nn
                job.model.type.c_str(), std::string(be.name()).c_str(), be.placement().c_str(),
                be.parameters().size(), be.embedding_tables().size(), data.train.rows, data.test.rows);
   const bool binary = be.output_width() == 1;
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = clock::system().now();
   nlohmann::json history = nlohmann::json::array();
   nn::eval_result last;
   std::vector<std::uint32_t> order;
@@ -208,6 +210,12 @@ int run_local_backend(const config_doc& doc, const job::job_spec& spec, const nn
   return finish(doc, spec, actors::snapshot_state(be), std::move(out), steps);
 }
 
+// The device replica of `m` when [train] device = "gpu"; null on the host.
+expected<std::unique_ptr<gpu::device_trainer>> device_replica(const nn::job_config& job, nn::model& m) {
+  if (job.train.device != "gpu") return std::unique_ptr<gpu::device_trainer>();
+  return gpu::device_trainer::create(0, m, job.train);
+}
+
 int run_local(const options& o) {
   auto doc = load_job_doc(o.file, o.overrides);
   if (!doc) return usage_error(doc.err());
@@ -225,27 +233,23 @@ int run_local(const options& o) {
   if (!m) return usage_error(m.err());
   auto t = nn::trainer::create(**m, job->train);
   if (!t) return usage_error(t.err());
-  std::unique_ptr<gpu::device_trainer> dev;
-  if (job->train.device == "gpu") {
-    auto d = gpu::device_trainer::create(0, **m, job->train);
-    if (!d) return run_error(d.err());
-    dev = std::move(*d);
-  }
+  auto dev = device_replica(*job, **m);
+  if (!dev) return run_error(dev.err());
   std::fprintf(stderr,
                "model %s: %zu dense parameters, %zu embedding tables; train %zu rows, test %zu rows\n",
                job->model.type.c_str(), (*m)->parameter_count(), (*m)->embedding_tables().size(),
                data->train.rows, data->test.rows);
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = clock::system().now();
   nlohmann::json history = nlohmann::json::array();
   nn::eval_result last;
   auto train_loss = train_epochs(
       *job, (*m)->num_classes() == 2,
-      [&](std::size_t epoch) { return train_one_epoch(*job, *data, **t, dev.get(), epoch); },
+      [&](std::size_t epoch) { return train_one_epoch(*job, *data, **t, dev->get(), epoch); },
       [&] { return (*t)->evaluate(data->test); }, history, last);
   if (!train_loss) return run_error(train_loss.err());
   const std::uint64_t steps =
-      dev ? job->train.epochs * ((data->train.rows + job->train.batch_size - 1) / job->train.batch_size)
-          : (*t)->steps();
+      *dev ? job->train.epochs * ((data->train.rows + job->train.batch_size - 1) / job->train.batch_size)
+           : (*t)->steps();
   auto out = result_json(
       *job, *data,
       {"", job->train.device, "", steps, *train_loss, seconds_since(start), (*m)->num_classes() == 2}, last,

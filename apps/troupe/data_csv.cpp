@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "troupe/core/clock.hpp"
 #include "troupe/job/csv_import.hpp"
 
 namespace troupe::cli {
@@ -99,10 +100,10 @@ int import_csv(csv_flags& f) {
     for (auto& c : f.standardize)
       if (!c.empty()) f.o.standardize->push_back(c);
   }
-  auto start = std::chrono::steady_clock::now();
+  auto start = clock::system().now();  // real time, for the summary
   auto r = job::import_csv(f.o);
   if (!r) return r.err() == core_errc::invalid_argument ? usage_error(r.err()) : run_error(r.err());
-  print_summary(*r, f.o, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  print_summary(*r, f.o, std::chrono::duration<double>(clock::system().now() - start).count());
   return 0;
 }
 

@@ -1,7 +1,9 @@
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "command.hpp"
@@ -38,6 +40,57 @@ int run_error(const error& e) {
   return 1;
 }
 
+namespace {
+
+using runners = std::vector<std::pair<CLI::App*, runner>>;
+
+// Every registered command as a subcommand of `app`, in name order; each with the runner its
+// setup returned.
+runners add_commands(CLI::App& app) {
+  auto& reg = registry();
+  std::sort(reg.begin(), reg.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  runners out;
+  for (auto& e : reg) {
+    auto* sub = app.add_subcommand(e.name, e.description);
+    out.emplace_back(sub, e.setup(*sub));
+  }
+  return out;
+}
+
+// Parses the command line; the exit code when this is all (help, version, a usage error: a typo
+// gets the nearest subcommand or flag), nullopt when a command is to run.
+std::optional<int> parse(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    auto hint = suggestion(app, argc, argv);
+    return usage_error((hint.empty() ? std::string(e.what()) : hint) + " (run 'troupe --help' for usage)");
+  }
+  return std::nullopt;
+}
+
+// Runs the parsed subcommand; an exception escaping it is an error naming the command.
+int run_parsed(const runners& rs) {
+  for (const auto& [sub, run] : rs) {
+    if (!sub->parsed()) continue;
+    try {
+      return run();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "troupe: error: %s: %s\n", sub->get_name().c_str(), e.what());
+      return 1;
+    }
+  }
+  return usage_error("no subcommand given (run 'troupe --help' for usage)");
+}
+
+}  // namespace
+
 }  // namespace troupe::cli
 
 int main(int argc, char** argv) {
@@ -54,42 +107,10 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
-
-  auto& reg = cli::registry();
-  std::sort(reg.begin(), reg.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-  std::vector<std::pair<CLI::App*, cli::runner>> runners;
-  for (auto& e : reg) {
-    auto* sub = app.add_subcommand(e.name, e.description);
-    runners.emplace_back(sub, e.setup(*sub));
-  }
-
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    auto hint = cli::suggestion(app, argc, argv);  // a typo: the nearest subcommand or flag
-    return cli::usage_error((hint.empty() ? std::string(e.what()) : hint) +
-                            " (run 'troupe --help' for usage)");
-  }
-
+  const auto runners = cli::add_commands(app);
+  if (auto code = cli::parse(app, argc, argv)) return *code;
   log_config lc;
   lc.level = log_level;
   if (auto r = init_logging(lc); !r) return cli::usage_error(r.err());
-
-  for (auto& [sub, run] : runners) {
-    if (sub->parsed()) {
-      try {
-        return run();
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "troupe: error: %s: %s\n", sub->get_name().c_str(), e.what());
-        return 1;
-      }
-    }
-  }
-  return cli::usage_error("no subcommand given (run 'troupe --help' for usage)");
+  return cli::run_parsed(runners);
 }

@@ -1,10 +1,10 @@
 // PS sparse pull+push (issue 19): rows/s workers get from one PS shard over the transport.
-// The shard is the real PS shard actor (ps_shard_host.hpp) in a server process; each client does
-// what a worker's step does to it: pull the rows of N unique ids (1000, fresh each round, from a
-// key space of 1M), copy them out, then push one gradient row per id (applied with Adam), one
-// request in flight. With --clients C, C such clients run at once, each with its own transport
-// endpoint (connection) and thread, as C workers would. Rows are 16 floats (64 bytes). rows/s
-// counts pulled + pushed rows of all clients over the measured wall-clock window.
+// The shard is the real PS shard actor (troupe/actors/testing/ps_shard_host.hpp) in a server
+// process; each client does what a worker's step does to it: pull the rows of N unique ids (1000,
+// fresh each round, from a key space of 1M), copy them out, then push one gradient row per id
+// (applied with Adam), one request in flight. With --clients C, C such clients run at once, each
+// with its own transport endpoint (connection) and thread, as C workers would. Rows are 16 floats (64 bytes).
+// rows/s counts pulled + pushed rows of all clients over the measured wall-clock window.
 //   ps_bench --serve HOST:PORT [--work DIR]   the shard; runs until SIGINT/SIGTERM
 //   ps_bench --fetch HOST:PORT [--seconds S] [--ids N] [--clients C] [--work DIR]
 //                                              the clients; one JSON line
@@ -37,8 +37,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "ps/ps_checkpoint_log.hpp"
-#include "ps_shard_host.hpp"
+#include "ps_bench_job.hpp"
+#include "troupe/actors/ps_checkpoint_log.hpp"
+#include "troupe/actors/testing/ps_shard_host.hpp"
 #include "troupe/core/config.hpp"
 #include "troupe/job/data_model.hpp"
 #include "troupe/nn/model.hpp"
@@ -513,7 +514,7 @@ int check(const bench_data& b, nn::embedding_table& table, const std::string& sh
   auto opt = must(nn::make_optimizer(b.spec.nn.train.optimizer), "optimizer");
   nn::row_slots slots(16, *opt);
   auto shard = [&] {
-    return must(bench::shard_host::start(b.spec, b.data, shard_work, "127.0.0.1", 0), "shard");
+    return must(actors::testing::ps_shard_host::start(b.spec, b.data, shard_work, "127.0.0.1", 0), "shard");
   };
   {
     auto s = shard();
@@ -552,7 +553,7 @@ int serve(const bench_data& b, const std::string& work, const std::string& addr)
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts
   auto [host, port] = split_addr(addr);
-  auto h = must(bench::shard_host::start(b.spec, b.data, work, host, port), "shard");
+  auto h = must(actors::testing::ps_shard_host::start(b.spec, b.data, work, host, port), "shard");
   std::printf("{\"bench\":\"ps_shard\",\"listening\":\"%s\"}\n", h->bound().c_str());
   std::fflush(stdout);
   int sig = 0;
@@ -613,7 +614,7 @@ int main(int argc, char** argv) {
   if (mode == "check") {
     rc = check(b, *model.table, shard_work);
   } else {
-    auto h = must(bench::shard_host::start(b.spec, b.data, shard_work, "127.0.0.1", 0), "shard");
+    auto h = must(actors::testing::ps_shard_host::start(b.spec, b.data, shard_work, "127.0.0.1", 0), "shard");
     auto j = run_rounds(b, *model.table, h->bound(), clients, seconds, ids, "loopback", in_flight,
                         checkpoint_ms > 0 ? shard_work : std::string());
     h.reset();  // the shard stopped (its last checkpoints taken): the machine alone is probed

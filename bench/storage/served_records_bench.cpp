@@ -25,15 +25,15 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
-#include "fake_node.hpp"
-#include "master/record_server.hpp"
+#include "troupe/actors/testing/served_records.hpp"
 #include "troupe/core/memory.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/nn/data/readers.hpp"
-#include "worker/record_fetch.hpp"
+#include "troupe/transport/endpoint.hpp"
 
 using namespace troupe;
-using namespace troupe::actors;
+using troupe::actors::testing::record_client;
+using troupe::actors::testing::record_server_host;
 namespace fs = std::filesystem;
 
 namespace {
@@ -60,7 +60,7 @@ double local_pass(const storage::record_store& store) {
 
 // Seconds to get every task through the fetcher (all asked for at once: the fetcher works through
 // them in order, as it does a worker's leased-ahead tasks).
-double served_pass(record_fetcher& fetch, std::uint64_t count) {
+double served_pass(record_client& fetch, std::uint64_t count) {
   nn::dataset d;
   double t0 = now_s();
   std::vector<std::uint64_t> tickets;
@@ -94,32 +94,16 @@ storage::record_store open_store(const std::string& work) {
 }
 
 // The master's record server on an endpoint of its own, listening on host:port.
-struct served {
-  served(const std::string& dir, const std::string& work, bool copy)
-      : node(node_identity{node_id{"master", 0}, cluster::node_role::master, 0, work, "b", "b", 0}),
-        server(node, data_paths{dir, ""}, record_server::default_max_reply_bytes,
-               copy ? SIZE_MAX : record_server::min_uncopied_record_bytes) {}
-  std::string start(const std::string& host, std::uint16_t port) {
-    transport_config cfg;
-    cfg.token = "bench";
-    auto e = endpoint::create(node_id{"master", 0}, cfg);
-    if (!e) die(e.err().to_string());
-    net = std::move(*e);
-    (void)net->register_name("records", [this](const message& m) {
-      (void)wire::send_reply(*net, m, server.answer(m), "records");
-    });
-    auto addr = net->listen(host, port);
-    if (!addr) die(addr.err().to_string());
-    return *addr;
-  }
-  testing::fake_node node;
-  record_server server;
-  std::unique_ptr<endpoint> net;
-};
+std::unique_ptr<record_server_host> serve_records(const std::string& dir, const std::string& work, bool copy,
+                                                  const std::string& host, std::uint16_t port) {
+  auto h = record_server_host::start(dir, work, copy, host, port);
+  if (!h) die(h.err().to_string());
+  return std::move(*h);
+}
 
 struct fetch_options {
-  std::size_t window = record_fetcher::options{}.window;
-  std::size_t request_kb = record_fetcher::options{}.request_bytes >> 10;
+  std::size_t window = record_client::defaults().window;
+  std::size_t request_kb = record_client::defaults().request_bytes >> 10;
   bool tuned = true;  // keep_large_buffers()
 };
 
@@ -129,16 +113,16 @@ struct fetch_options {
 void fetch_rounds(wire::rpc_client& rpc, const storage::record_store* local, int repeat,
                   const std::string& where, const fetch_options& fo) {
   for (int r = 0; r < repeat; ++r) {
-    record_fetcher::options o;
+    record_client::options o = record_client::defaults();
     o.cache_bytes = 0;
     o.window = 1;
-    o.request_bytes = record_server::default_max_reply_bytes;
+    o.request_bytes = record_server_host::max_reply_bytes;
     double one = 0;
     std::uint64_t count = 0;
     double mb = 0;
     {
-      record_fetcher serial(rpc, o);
-      auto m = serial.manifest(false, std::chrono::seconds(10));
+      record_client serial(rpc, o);
+      auto m = serial.manifest(std::chrono::seconds(10));
       if (!m) die(m.err().to_string());
       count = m->record_count;
       mb = static_cast<double>(count * storage::encoded_size(m->schema)) / 1e6;
@@ -146,13 +130,13 @@ void fetch_rounds(wire::rpc_client& rpc, const storage::record_store* local, int
     }
     o.window = fo.window;
     o.request_bytes = fo.request_kb << 10;
-    record_fetcher cold(rpc, o);
-    (void)cold.manifest(false, std::chrono::seconds(10));
+    record_client cold(rpc, o);
+    (void)cold.manifest(std::chrono::seconds(10));
     double scan = local ? local_pass(*local) : 0;
     double served = served_pass(cold, count);
     o.cache_bytes = std::size_t{1} << 30;
-    record_fetcher warm(rpc, o);
-    (void)warm.manifest(false, std::chrono::seconds(10));
+    record_client warm(rpc, o);
+    (void)warm.manifest(std::chrono::seconds(10));
     (void)served_pass(warm, count);
     double cached = served_pass(warm, count);
     auto rate = [&](double sec) { return static_cast<double>(count) / sec; };
@@ -194,9 +178,9 @@ int serve(const std::string& work, const std::string& addr, bool copy) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts
   auto store = open_store(work);
   auto [host, port] = split_addr(addr);
-  served srv(work + "/train", work, copy);
-  std::printf("{\"bench\":\"record_server\",\"listening\":\"%s\",\"records\":%llu}\n",
-              srv.start(host, port).c_str(), static_cast<unsigned long long>(store.count()));
+  auto srv = serve_records(work + "/train", work, copy, host, port);
+  std::printf("{\"bench\":\"record_server\",\"listening\":\"%s\",\"records\":%llu}\n", srv->address().c_str(),
+              static_cast<unsigned long long>(store.count()));
   std::fflush(stdout);
   int sig = 0;
   sigwait(&set, &sig);
@@ -258,8 +242,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   auto store = open_store(work);
-  served srv(work + "/train", work, copy);
-  auto rpc = connect_rpc(**cli, srv.start("127.0.0.1", 0));
+  auto srv = serve_records(work + "/train", work, copy, "127.0.0.1", 0);
+  auto rpc = connect_rpc(**cli, srv->address());
   fetch_rounds(*rpc, &store, repeat, "loopback", fo);
   return 0;
 }

@@ -1,8 +1,8 @@
-// CPU of the worker's training loop (worker/worker_loop.cpp train_some, driven in 50 ms slices as
-// the worker actor's ticks drive it) while it has no task and its lease request is on its way: a
-// "master" endpoint on loopback whose dispenser never answers. Each run lasts less than the
-// request's 2 s timeout, so the loop only waits for the reply. Prints one JSON line per run: the
-// loop thread's CPU time per second of waiting and its passes per second.
+// CPU of the worker's training loop (train_some, driven in 50 ms slices as the worker actor's ticks
+// drive it: troupe/actors/testing/idle_worker.hpp) while it has no task and its lease request is on its way:
+// a "master" endpoint on loopback whose dispenser never answers. Each run lasts less than the request's 2 s
+// timeout, so the loop only waits for the reply. Prints one JSON line per run: the loop thread's CPU time per
+// second of waiting and its passes per second.
 #include <time.h>
 
 #include <chrono>
@@ -10,15 +10,12 @@
 #include <cstdlib>
 #include <string>
 
-#include "ps_shard_host.hpp"
+#include "troupe/actors/testing/idle_worker.hpp"
 #include "troupe/transport/endpoint.hpp"
-#include "troupe/wire/rpc.hpp"
-#include "worker/worker_state.hpp"
 
 namespace {
 
 using namespace troupe;
-using namespace troupe::actors;
 
 double thread_cpu_s() {
   timespec ts{};
@@ -47,24 +44,12 @@ int main(int argc, char** argv) {
   auto addr = must(master->listen("127.0.0.1", 0), "listen");
   auto net = must(endpoint::create(node_id{"worker-0", 1}, cfg), "worker endpoint");
   must(net->connect(addr, false), "connect");
-  job::job_spec spec;
-  node_identity who{node_id{"worker-0", 1}, cluster::node_role::worker, 0, "", "bench", "bench", 0};
-  bench::endpoint_node node(who, spec, *net);
-  auto rpc = must(wire::rpc_client::create(*net, "rpc", node.clock()), "rpc");
-  auto& clk = node.clock();
+  auto worker = must(actors::testing::idle_worker::create(*net, node_id{"worker-0", 1}), "worker");
+  auto& clk = worker->clock();
   for (int r = 0; r < runs; ++r) {
-    worker_state st;
-    st.node = &node;
-    st.leases = std::make_unique<task_lease_client>(node, *rpc);
-    st.last_report = clk.now();
     const auto start = clk.now();
     const double cpu0 = thread_cpu_s();
-    std::uint64_t passes = 0;
-    while (clk.now() - start < window) {
-      // One tick of the worker actor.
-      const auto until = clk.now() + tick_budget;
-      while (clk.now() < until && train_some(st, until)) ++passes;
-    }
+    const std::uint64_t passes = worker->run(window);
     const double wall = std::chrono::duration<double>(clk.now() - start).count();
     const double cpu = thread_cpu_s() - cpu0;
     std::printf(

@@ -18,6 +18,12 @@ namespace {
 constexpr char latest_key[] = "latest";
 constexpr std::size_t delete_batch = std::size_t{1} << 16;  // keys deleted per transaction
 
+// Removes `path`; a file already gone is no error.
+expected<void> unlink_file(const std::string& path) {
+  if (::unlink(path.c_str()) == 0 || errno == ENOENT) return {};
+  return make_unexpected(storage_errc::io_error, path + " (unlink): " + std::strerror(errno));
+}
+
 expected<std::optional<std::uint64_t>> read_latest(const auto& txn, dbi meta) {
   auto v = txn.get(meta, latest_key);
   if (!v) return v.err();
@@ -189,50 +195,41 @@ expected<void> checkpoint_store::remove_stray_files() {
   for (auto& i : *all)
     if (i.complete && i.format == 2) owned.insert(i.version);
   for (auto& f : ckpt_file::list(env_->dir()))
-    if (f.temporary || !owned.contains(f.version)) {
-      if (::unlink(f.path.c_str()) != 0 && errno != ENOENT)
-        return make_unexpected(storage_errc::io_error, f.path + " (unlink): " + std::strerror(errno));
-    }
+    if (f.temporary || !owned.contains(f.version))
+      if (auto u = unlink_file(f.path); !u) return u;
   return {};
 }
 
-expected<void> checkpoint_store::remove_version(std::uint64_t version) {
-  const std::string vkey = be64_key(version);
-  // A version whose data is a file (format 2): its record goes in one commit, then the file; a
-  // crash in between leaves a file that no record owns, which the next collect() or open()
-  // removes (as after a crash inside write()). One commit instead of two: a ring checkpoint's
-  // write removes the version it supersedes, and each commit is two syncs.
-  bool file_only = false;
-  auto r = env_->write([&](write_txn& w) -> expected<void> {
-    auto v = w.get(versions_, vkey);
-    if (!v) return v.err();
-    checkpoint_info i;
-    if (!*v || !ckpt::decode_info(**v, i)) return {};
-    if (i.format == 2) {
-      file_only = true;
-      auto d = w.del(versions_, vkey);
-      return d ? expected<void>() : expected<void>(d.err());
-    }
-    // Data in the database (format 1): unmarked first, so a crash halfway through leaves an
-    // incomplete version, never a partial one.
-    if (!i.complete) return {};
-    i.complete = false;
-    return w.put(versions_, vkey, ckpt::encode_info(i));
-  });
-  if (r && file_only) {
-    if (::unlink(ckpt_file::path_of(env_->dir(), version).c_str()) != 0 && errno != ENOENT)
-      r = make_unexpected(storage_errc::io_error,
-                          ckpt_file::path_of(env_->dir(), version) + " (unlink): " + std::strerror(errno));
-    return r;
+namespace {
+
+// The first step of removing a version, in `w`. A version whose data is a file (format 2): its
+// record goes (`file_only` set; the caller removes the file). Data in the database (format 1): the
+// version is unmarked, so a crash halfway through its removal leaves an incomplete version, never a
+// partial one. Nothing when the version is unknown or already unmarked.
+expected<void> unmark_version(write_txn& w, dbi versions, const std::string& vkey, bool& file_only) {
+  auto v = w.get(versions, vkey);
+  if (!v) return v.err();
+  checkpoint_info i;
+  if (!*v || !ckpt::decode_info(**v, i)) return {};
+  if (i.format == 2) {
+    file_only = true;
+    auto d = w.del(versions, vkey);
+    return d ? expected<void>() : expected<void>(d.err());
   }
-  if (r && ::unlink(ckpt_file::path_of(env_->dir(), version).c_str()) != 0 && errno != ENOENT)
-    r = make_unexpected(storage_errc::io_error,
-                        ckpt_file::path_of(env_->dir(), version) + " (unlink): " + std::strerror(errno));
+  if (!i.complete) return {};
+  i.complete = false;
+  return w.put(versions, vkey, ckpt::encode_info(i));
+}
+
+// A format-1 version's rows (keys prefixed by `vkey`) deleted from `data`, delete_batch keys a
+// commit, then its record from `versions`.
+expected<void> delete_rows(lmdb_env& env, dbi data, dbi versions, const std::string& vkey) {
+  expected<void> r;
   for (bool more = true; r && more;) {
-    r = env_->write([&](write_txn& w) -> expected<void> {
+    r = env.write([&](write_txn& w) -> expected<void> {
       std::size_t n = 0;
       {
-        auto cur = cursor::open(w.raw(), data_, env_->dir());
+        auto cur = cursor::open(w.raw(), data, env.dir());
         if (!cur) return cur.err();
         for (auto ok = cur->seek(vkey); n < delete_batch; ok = cur->next(), ++n) {
           if (!ok) return ok.err();
@@ -242,11 +239,27 @@ expected<void> checkpoint_store::remove_version(std::uint64_t version) {
       }
       more = n == delete_batch;
       if (more) return {};
-      auto d = w.del(versions_, vkey);
+      auto d = w.del(versions, vkey);
       return d ? expected<void>() : expected<void>(d.err());
     });
   }
   return r;
+}
+
+}  // namespace
+
+// A version whose data is a file (format 2): its record goes in one commit, then the file; a crash
+// in between leaves a file that no record owns, which the next collect() or open() removes (as
+// after a crash inside write()). One commit instead of two: a ring checkpoint's write removes the
+// version it supersedes, and each commit is two syncs. A format-1 version: unmarked, a file of its
+// number removed (if any), then its rows and record.
+expected<void> checkpoint_store::remove_version(std::uint64_t version) {
+  const std::string vkey = be64_key(version);
+  bool file_only = false;
+  auto r = env_->write([&](write_txn& w) { return unmark_version(w, versions_, vkey, file_only); });
+  if (!r) return r;
+  if (auto u = unlink_file(ckpt_file::path_of(env_->dir(), version)); !u || file_only) return u;
+  return delete_rows(*env_, data_, versions_, vkey);
 }
 
 }  // namespace troupe::storage

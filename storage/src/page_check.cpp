@@ -158,6 +158,30 @@ struct page_checker::walk {
     std::uint64_t first = 0, last = 0;
   };
 
+  // Node `i`'s key on page `pgno`, at `p`, as an integer key (8 bytes).
+  expected<std::uint64_t> int_key(std::uint64_t pgno, const unsigned char* p, unsigned i) const {
+    const unsigned char* nd = node(p, i);
+    if (key_size(nd) != 8)
+      return bad(pgno,
+                 "node " + std::to_string(i) + ": key of " + std::to_string(key_size(nd)) + " bytes, not 8");
+    return load<std::uint64_t>(nd + node_header);
+  }
+
+  // A leaf node's value checked; with `find`, the record of the subdatabase `name` when this node
+  // is it.
+  expected<void> check_leaf_node(std::uint64_t pgno, unsigned i, const unsigned char* nd,
+                                 std::optional<db_record>* find, std::string_view name) const {
+    if (auto v = check_value(pgno, i, nd); !v) return v;
+    if (!find || !(node_flags(nd) & f_subdata) ||
+        std::string_view(reinterpret_cast<const char*>(nd + node_header), key_size(nd)) != name)
+      return {};
+    if (data_size(nd) != db_record_size)
+      return bad(pgno, "database '" + std::string(name) + "': a record of " + std::to_string(data_size(nd)) +
+                           " bytes");
+    *find = read_db(nd + node_header + key_size(nd));
+    return {};
+  }
+
   expected<void> descend(std::uint64_t pgno, unsigned level, const db_record& db, const range& r,
                          std::uint64_t lo, std::optional<std::uint64_t> hi,
                          std::optional<db_record>* find = nullptr, std::string_view name = {}) const {
@@ -170,33 +194,23 @@ struct page_checker::walk {
       const unsigned char* nd = node(p, i);
       std::uint64_t key = lo;
       if (!r.all && (leaf || i > 0)) {
-        if (key_size(nd) != 8)
-          return bad(pgno, "node " + std::to_string(i) + ": key of " + std::to_string(key_size(nd)) +
-                               " bytes, not 8");
-        key = load<std::uint64_t>(nd + node_header);
+        auto k = int_key(pgno, p, i);
+        if (!k) return k.err();
+        key = *k;
         if ((prev && key <= *prev) || key < lo || (hi && key >= *hi))
           return bad(pgno, "node " + std::to_string(i) + ": key " + std::to_string(key) + " out of order");
         prev = key;
       }
       if (leaf) {
         if (!r.all && (key < r.first || key > r.last)) continue;
-        if (auto v = check_value(pgno, i, nd); !v) return v;
-        if (find && (node_flags(nd) & f_subdata) &&
-            std::string_view(reinterpret_cast<const char*>(nd + node_header), key_size(nd)) == name) {
-          if (data_size(nd) != db_record_size)
-            return bad(pgno, "database '" + std::string(name) + "': a record of " +
-                                 std::to_string(data_size(nd)) + " bytes");
-          *find = read_db(nd + node_header + key_size(nd));
-        }
+        if (auto v = check_leaf_node(pgno, i, nd, find, name); !v) return v;
         continue;
       }
       std::optional<std::uint64_t> child_hi = hi;
       if (!r.all && i + 1 < *n) {
-        const unsigned char* next = node(p, i + 1);
-        if (key_size(next) != 8)
-          return bad(pgno, "node " + std::to_string(i + 1) + ": key of " + std::to_string(key_size(next)) +
-                               " bytes, not 8");
-        child_hi = load<std::uint64_t>(next + node_header);
+        auto k = int_key(pgno, p, i + 1);
+        if (!k) return k.err();
+        child_hi = *k;
       }
       if (!r.all && (key > r.last || (child_hi && *child_hi <= r.first))) continue;
       if (auto c = descend(child(nd), level + 1, db, r, key, child_hi, find, name); !c) return c;

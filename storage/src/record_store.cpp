@@ -18,15 +18,52 @@ std::string_view as_view(const std::uint64_t& i) {
 }
 }  // namespace
 
-expected<record_store> record_store::open(const std::string& dir, env_options opts) {
+namespace {
+
+// <dir>/data.mdb is there and not empty (LMDB would make a new environment of an empty file: the
+// user's file, grown to two meta pages).
+expected<void> check_data_file(const std::string& dir) {
   const auto data = fs::path(dir) / "data.mdb";
   if (!fs::exists(data))
     return make_unexpected(storage_errc::not_found, dir + ": not a record store (no data.mdb)");
-  // LMDB makes a new environment of an empty file (the user's file, grown to two meta pages).
   std::error_code ec;
   if (fs::file_size(data, ec) == 0 && !ec)
     return make_unexpected(storage_errc::bad_manifest,
                            data.string() + ": empty (0 bytes): not a record store");
+  return {};
+}
+
+// The main database (read by open_db) and the meta database's pages, checked before LMDB reads them.
+expected<void> check_meta_pages(lmdb_env& env, const page_checker& pages, const std::string& dir) {
+  auto txn = env.begin_read();
+  if (!txn) return txn.err();
+  auto c = pages.check_all(txn->raw(), "meta");
+  if (c) return {};
+  if (!(c.err() == storage_errc::not_found)) return c.err();
+  return make_unexpected(storage_errc::bad_manifest, dir + ": not a record store (no meta database)");
+}
+
+// A complete import's manifest, which counts the records the store holds (`records` as of `txn`).
+expected<manifest> complete_manifest(std::string_view text, const std::string& dir, const read_txn& txn,
+                                     dbi records) {
+  auto m = manifest::parse(text, dir + "/manifest");
+  if (!m) return m.err();
+  if (!m->complete)
+    return make_unexpected(storage_errc::bad_manifest,
+                           dir + ": import did not finish (manifest complete = false); import again");
+  auto n = txn.entries(records);
+  if (!n) return n.err();
+  if (*n != m->record_count)
+    return make_unexpected(storage_errc::bad_manifest, dir + ": manifest says " +
+                                                           std::to_string(m->record_count) +
+                                                           " records, the store holds " + std::to_string(*n));
+  return m;
+}
+
+}  // namespace
+
+expected<record_store> record_store::open(const std::string& dir, env_options opts) {
+  if (auto d = check_data_file(dir); !d) return d.err();
   auto env = lmdb_env::open(dir, opts);
   if (!env) return env.err();
   record_store s;
@@ -34,14 +71,7 @@ expected<record_store> record_store::open(const std::string& dir, env_options op
   auto pages = page_checker::open(dir);
   if (!pages) return pages.err();
   s.pages_ = *pages;
-  {  // the main database (read by open_db) and the manifest's pages
-    auto txn = s.env_->begin_read();
-    if (!txn) return txn.err();
-    if (auto c = s.pages_->check_all(txn->raw(), "meta"); !c) {
-      if (!(c.err() == storage_errc::not_found)) return c.err();
-      return make_unexpected(storage_errc::bad_manifest, dir + ": not a record store (no meta database)");
-    }
-  }
+  if (auto c = check_meta_pages(*s.env_, **pages, dir); !c) return c.err();
   auto meta = s.env_->open_db("meta");
   auto records = s.env_->open_db("records", MDB_INTEGERKEY);
   if (!meta || !records)
@@ -55,17 +85,8 @@ expected<record_store> record_store::open(const std::string& dir, env_options op
   if (!*text) return make_unexpected(storage_errc::bad_manifest, dir + ": no manifest");
   // The manifest's bytes lie in LMDB's map: the checker reads that mapping from now on.
   (*pages)->share_map((*text)->data(), s.env_);
-  auto m = manifest::parse(**text, dir + "/manifest");
+  auto m = complete_manifest(**text, dir, *txn, s.records_);
   if (!m) return m.err();
-  if (!m->complete)
-    return make_unexpected(storage_errc::bad_manifest,
-                           dir + ": import did not finish (manifest complete = false); import again");
-  auto n = txn->entries(s.records_);
-  if (!n) return n.err();
-  if (*n != m->record_count)
-    return make_unexpected(storage_errc::bad_manifest, dir + ": manifest says " +
-                                                           std::to_string(m->record_count) +
-                                                           " records, the store holds " + std::to_string(*n));
   s.manifest_ = std::move(*m);
   return s;
 }

@@ -244,12 +244,6 @@ expected<std::uint64_t> task_journal::requeue_expired(std::int64_t now_ms) {
   return requeue_if([&](const task& t) { return t.deadline_ms <= now_ms; });
 }
 
-expected<task> task_journal::get(std::uint64_t id) const {
-  auto txn = env_->begin_read();
-  if (!txn) return txn.err();
-  return get_in(*txn, tasks_, id, env_->dir());
-}
-
 expected<task_counts> task_journal::counts() const {
   auto txn = env_->begin_read();
   if (!txn) return txn.err();

@@ -1,5 +1,5 @@
-// The task journal's leases and reports (task_journal.hpp): each a transition in one write
-// transaction, or many in one (apply: group commit), and the holder index they keep.
+// The task journal's leases and reports (task_journal.hpp), all of a batch in one write transaction
+// (apply: group commit), and the holder index they keep.
 #include <algorithm>
 
 #include "task_journal_codec.hpp"
@@ -9,13 +9,16 @@ namespace troupe::storage {
 
 using namespace journal_detail;
 
+expected<void> task_journal::check_holder(const std::string& holder) const {
+  if (holder.size() <= max_holder && holder.find('\0') == std::string::npos) return {};
+  return make_unexpected(storage_errc::invalid_argument, env_->dir() + ": lease holder name longer than " +
+                                                             std::to_string(max_holder) +
+                                                             " bytes or holding a NUL");
+}
+
 expected<std::optional<task>> task_journal::lease_in(write_txn& w, const std::string& holder,
                                                      std::int64_t deadline_ms) const {
   if (!indexed_) return unindexed();
-  if (holder.size() > max_holder || holder.find('\0') != std::string::npos)
-    return make_unexpected(storage_errc::invalid_argument, env_->dir() + ": lease holder name longer than " +
-                                                               std::to_string(max_holder) +
-                                                               " bytes or holding a NUL");
   auto cur = cursor::open(w.raw(), by_state_[0], env_->dir());
   if (!cur) return cur.err();
   auto ok = cur->first();
@@ -50,30 +53,6 @@ expected<std::uint64_t> task_journal::requeue_held(write_txn& w, const std::stri
   return moved;
 }
 
-expected<std::optional<task>> task_journal::lease(const std::string& holder, std::int64_t deadline_ms) {
-  std::optional<task> out;
-  auto r = write([&](write_txn& w) -> expected<void> {
-    auto t = lease_in(w, holder, deadline_ms);
-    if (!t) return t.err();
-    out = std::move(*t);
-    return {};
-  });
-  if (!r) return r.err();
-  return out;
-}
-
-expected<lease_outcome> task_journal::lease(const lease_request& r) {
-  auto b = lease_batch({r});
-  if (!b) return b.err();
-  return std::move(b->front());
-}
-
-expected<std::vector<lease_outcome>> task_journal::lease_batch(const std::vector<lease_request>& rs) {
-  auto out = apply(journal_batch{{}, rs});
-  if (!out) return out.err();
-  return std::move(out->leases);
-}
-
 expected<task_state> task_journal::report_in(write_txn& w, const report_request& r) const {
   auto t = get_in(w, tasks_, r.id, env_->dir());
   if (!t) return t.err();
@@ -91,27 +70,6 @@ expected<task_state> task_journal::report_in(write_txn& w, const report_request&
   return t->state;
 }
 
-expected<void> task_journal::complete(std::uint64_t id, const std::string& holder, std::uint32_t attempt) {
-  return write([&](write_txn& w) -> expected<void> {
-    auto s = report_in(w, report_request{id, holder, attempt, false, {}});
-    if (!s) return s.err();
-    return {};
-  });
-}
-
-expected<task_state> task_journal::fail(std::uint64_t id, const std::string& holder, std::uint32_t attempt,
-                                        const std::string& error_text) {
-  task_state next = task_state::todo;
-  auto r = write([&](write_txn& w) -> expected<void> {
-    auto s = report_in(w, report_request{id, holder, attempt, true, error_text});
-    if (!s) return s.err();
-    next = *s;
-    return {};
-  });
-  if (!r) return r.err();
-  return next;
-}
-
 expected<batch_outcome> task_journal::apply(const journal_batch& b) {
   batch_outcome out;
   auto r = write([&](write_txn& w) -> expected<void> {
@@ -124,6 +82,7 @@ expected<batch_outcome> task_journal::apply(const journal_batch& b) {
       out.reports.push_back(std::move(s));
     }
     for (const auto& l : b.leases) {
+      if (auto c = check_holder(l.holder); !c) return c;
       lease_outcome o;
       auto n = requeue_held(w, l.holder, l.keep);
       if (!n) return n.err();
@@ -140,27 +99,15 @@ expected<batch_outcome> task_journal::apply(const journal_batch& b) {
 }
 
 expected<std::uint64_t> task_journal::requeue_holder(const std::string& holder) {
-  return requeue_holder_except(holder, {});
-}
-
-expected<std::uint64_t> task_journal::requeue_holder_except(const std::string& holder,
-                                                            const std::vector<std::uint64_t>& keep) {
   std::uint64_t moved = 0;
   auto r = write([&](write_txn& w) -> expected<void> {
-    auto n = requeue_held(w, holder, keep);
+    auto n = requeue_held(w, holder, {});
     if (!n) return n.err();
     moved = *n;
     return {};
   });
   if (!r) return r.err();
   return moved;
-}
-
-expected<std::vector<std::uint64_t>> task_journal::held_by(const std::string& holder) const {
-  if (!indexed_) return unindexed();
-  auto txn = env_->begin_read();
-  if (!txn) return txn.err();
-  return ids_held(txn->raw(), by_holder_, holder, env_->dir());
 }
 
 }  // namespace troupe::storage

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "fake_node.hpp"
+#include "journal_ops.hpp"
 #include "master/dispenser.hpp"
 #include "troupe/job/data.hpp"
 
@@ -127,7 +128,7 @@ TEST_F(dispenser_test, hands_out_distinct_leases_stamped_from_the_clock) {
   ASSERT_TRUE(a.task);
   EXPECT_EQ(a.attempt, 1u);
   EXPECT_EQ(a.lease_ms, 1000u);
-  EXPECT_EQ(disp_->journal().get(a.id)->deadline_ms, node_->clock().wall_ms() + 1000);
+  EXPECT_EQ(storage::testing::get(disp_->journal(), a.id)->deadline_ms, node_->clock().wall_ms() + 1000);
   auto b = request(w0, {a.id});  // leased ahead: it keeps the first
   ASSERT_TRUE(b.task);
   EXPECT_NE(a.id, b.id);
@@ -312,16 +313,16 @@ TEST_F(dispenser_test, a_task_that_keeps_failing_is_quarantined) {
     id = a.id;
     EXPECT_EQ(report(w0, a.id, a.attempt, "bad record"), "");
   }
-  EXPECT_EQ(disp_->journal().get(id)->state, storage::task_state::todo);
+  EXPECT_EQ(storage::testing::get(disp_->journal(), id)->state, storage::task_state::todo);
   std::vector<std::uint64_t> held;
   attempt = lease_until(w1, id, held);
   ASSERT_EQ(attempt, 2u);
   EXPECT_EQ(report(w1, id, attempt, "bad record"), "");
-  EXPECT_EQ(disp_->journal().get(id)->state, storage::task_state::failed);
+  EXPECT_EQ(storage::testing::get(disp_->journal(), id)->state, storage::task_state::failed);
   EXPECT_EQ(counts().failed, 1u);
   // It is never handed out again: the other three finish the dataset.
   held.erase(std::find(held.begin(), held.end(), id));
-  for (auto t : held) EXPECT_EQ(report(w1, t, disp_->journal().get(t)->attempt), "");
+  for (auto t : held) EXPECT_EQ(report(w1, t, storage::testing::get(disp_->journal(), t)->attempt), "");
   for (int i = 0; i < 4; ++i) {
     auto r = request(w1);
     if (!r.task) break;
@@ -361,7 +362,7 @@ TEST_F(dispenser_test, requeues_and_done_records_are_counted_in_the_journal) {
   EXPECT_EQ(report(w1, b.id, b.attempt), "");
   auto c = disp_->counts();
   EXPECT_EQ(c->requeued, 1u);
-  EXPECT_EQ(c->records_done, disp_->journal().get(b.id)->count);
+  EXPECT_EQ(c->records_done, storage::testing::get(disp_->journal(), b.id)->count);
   EXPECT_EQ(counts().requeued, 1u) << "durable: the journal's own counter";
 }
 

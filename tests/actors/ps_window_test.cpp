@@ -1,5 +1,5 @@
 // ps_window, a worker's requests in flight to its PS shards. On a real shard actor over loopback
-// (bench/ps's shard host, as ps_bench runs it): pushes not waited for are applied in the order
+// (testing::ps_shard_host, as ps_bench runs it): pushes not waited for are applied in the order
 // sent and acknowledged within the window, a request sees every push sent before it (acknowledged
 // or not), a pull sent ahead misses exactly the pushes sent after it, a refused push fails a later
 // call. On a fake channel and a manual clock: a push that times out, or whose shard went down,
@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 #include "fake_rpc.hpp"
-#include "ps_shard_host.hpp"
+#include "ps_bench_job.hpp"
+#include "troupe/actors/testing/ps_shard_host.hpp"
 #include "troupe/core/config.hpp"
 #include "troupe/job/data_model.hpp"
 #include "troupe/nn/optimizer.hpp"
@@ -85,7 +86,7 @@ class ps_window_shard : public ::testing::Test {
     ASSERT_TRUE(opt);
     opt_ = std::move(*opt);
     slots_ = std::make_unique<nn::row_slots>(16, *opt_);
-    auto h = bench::shard_host::start(spec_, data_, (work_ / "shard").string(), "127.0.0.1", 0);
+    auto h = testing::ps_shard_host::start(spec_, data_, (work_ / "shard").string(), "127.0.0.1", 0);
     ASSERT_TRUE(h) << h.err().to_string();
     shard_ = std::move(*h);
     transport_config cfg = spec_.transport;
@@ -142,7 +143,7 @@ class ps_window_shard : public ::testing::Test {
   nn::embedding_table* table_ = nullptr;
   std::unique_ptr<nn::optimizer> opt_;
   std::unique_ptr<nn::row_slots> slots_;
-  std::unique_ptr<bench::shard_host> shard_;
+  std::unique_ptr<testing::ps_shard_host> shard_;
   std::unique_ptr<endpoint> net_;
   std::string node_;
   std::unique_ptr<wire::rpc_client> rpc_;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fails when production code of wire/, control/, cluster/ or actors/ names std::chrono::steady_clock.
+"""Fails when production code of wire/, control/, cluster/, actors/ or apps/ names std::chrono::steady_clock.
 
 Every deadline and timeout of those modules reads the injected troupe::clock (core/clock.hpp), so
 that their unit tests can run on a manual clock (docs/architecture.md, "One clock"). Naming
@@ -12,29 +12,14 @@ import os
 import re
 import sys
 
-CHECKED = ["wire", "control", "cluster", "actors"]
+CHECKED = ["wire", "control", "cluster", "actors", "apps"]
 
 ALLOWED = {
-    # This process's own pauses (SIGSTOP, a stalled host) are gaps of real time: a manual clock
-    # cannot pause.
-    "actors/src/master/pause_watch.hpp": "measures real pauses of its own process",
     # The chaos harness times real faults on real processes (troupe chaos), not a role's deadline.
     "control/src/chaos/chaos_hosts.cpp": "chaos harness: real fault durations",
     "control/src/chaos/chaos_observe.hpp": "chaos harness: real fault durations",
     "control/src/chaos/chaos_observe.cpp": "chaos harness: real fault durations",
     "control/src/chaos/chaos_run.cpp": "chaos harness: real fault durations",
-    # Not converted yet (issue #26 item 5 lists rpc, the fetcher, the master's counters, the runner
-    # and the launchers): the node process's plumbing, the PS shard, the GPU rendezvous client.
-    "actors/src/node/node_main.cpp": "not converted yet: node process main loop",
-    "actors/src/node/node_runtime.cpp": "not converted yet: node runtime waits",
-    "actors/src/worker/gpu_comm_client.cpp": "not converted yet: GPU rendezvous deadline",
-    "actors/src/ps/ps_checkpoint_log.cpp": "not converted yet: PS checkpoint log timing",
-    "actors/src/ps/ps_snapshot.cpp": "not converted yet: PS snapshot time budget",
-    "actors/src/worker/strategies/replicas.cpp": "logs how long a resync took (a measurement, no deadline)",
-    # How long a standby's preload took and how long it waited for an identity: log lines, no
-    # deadline (the standby runs before the node and its clock exist).
-    "actors/src/node/standby.cpp": "logs a standby's real preload and wait times",
-    "actors/src/worker/backends/host_backend.cpp": "logs the TorchScript module's real preload time",
 }
 
 COMMENT = re.compile(r"//.*$")

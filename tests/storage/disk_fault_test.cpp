@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "disk_faults.hpp"
+#include "journal_ops.hpp"
 #include "test_dir.hpp"
 #include "troupe/storage/disk_fault.hpp"
 #include "troupe/storage/errc.hpp"
@@ -16,6 +17,8 @@
 namespace troupe::storage {
 namespace {
 
+using testing::complete;
+using testing::lease;
 using testing::temp_dir;
 
 TEST(disk_fault, enospc_names_the_path) {
@@ -68,12 +71,12 @@ TEST(journal_counters, requeues_and_records_done_survive_a_reopen) {
   {
     auto j = task_journal::open_or_create(d.str(), opts());
     ASSERT_TRUE(j);
-    for (int i = 0; i < 3; ++i) ASSERT_TRUE(j->lease("w0", 1000));
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(lease(*j, "w0", 1000));
     ASSERT_EQ(j->requeue_holder("w0").value(), 3u);
     for (int i = 0; i < 2; ++i) {
-      auto t = j->lease("w1", 1000);
+      auto t = lease(*j, "w1", 1000);
       ASSERT_TRUE(t && *t);
-      ASSERT_TRUE(j->complete((*t)->id, "w1", (*t)->attempt));
+      ASSERT_TRUE(complete(*j, (*t)->id, "w1", (*t)->attempt));
     }
     ASSERT_EQ(j->requeue_expired(2000).value(), 0u);
   }

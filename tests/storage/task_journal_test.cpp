@@ -5,6 +5,7 @@
 #include <set>
 #include <thread>
 
+#include "journal_ops.hpp"
 #include "test_dir.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/storage/task_journal.hpp"
@@ -12,7 +13,7 @@
 namespace troupe::storage {
 namespace {
 
-using testing::temp_dir;
+using namespace testing;
 
 journal_options opts(std::uint32_t epochs = 2) {
   journal_options o;
@@ -70,17 +71,17 @@ TEST(TaskJournal, LeaseCompleteAndEpochOrder) {
   ASSERT_TRUE(j);
   std::vector<task> leased;
   for (int i = 0; i < 11; ++i) {
-    auto t = j->lease("w1", 1000);
+    auto t = lease(*j, "w1", 1000);
     ASSERT_TRUE(t && *t);
     EXPECT_EQ((*t)->epoch, 0u);
     EXPECT_EQ((*t)->attempt, 1u);
     leased.push_back(**t);
   }
   // Epoch 0 has no todo left: epoch 1 starts while epoch 0 tasks are still doing.
-  auto next = j->lease("w2", 1000);
+  auto next = lease(*j, "w2", 1000);
   ASSERT_TRUE(next && *next);
   EXPECT_EQ((*next)->epoch, 1u);
-  for (auto& t : leased) ASSERT_TRUE(j->complete(t.id, "w1", t.attempt));
+  for (auto& t : leased) ASSERT_TRUE(complete(*j, t.id, "w1", t.attempt));
   auto c = j->counts();
   ASSERT_TRUE(c);
   EXPECT_EQ(c->done, 11u);
@@ -94,41 +95,39 @@ TEST(TaskJournal, RequeuedTaskGoesOutBeforeTheNextEpoch) {
   ASSERT_TRUE(j);
   std::optional<task> first;
   for (int i = 0; i < 11; ++i) {
-    auto t = j->lease(i == 0 ? "dies" : "w", 1000);
+    auto t = lease(*j, i == 0 ? "dies" : "w", 1000);
     ASSERT_TRUE(t && *t);
     if (i == 0) first = **t;
   }
   auto n = j->requeue_holder("dies");
   ASSERT_TRUE(n);
   EXPECT_EQ(*n, 1u);
-  auto again = j->lease("w", 1000);
+  auto again = lease(*j, "w", 1000);
   ASSERT_TRUE(again && *again);
   EXPECT_EQ((*again)->id, first->id);
   EXPECT_EQ((*again)->attempt, 2u);
 }
 
-TEST(TaskJournal, RequeueHolderExceptKeepsTheTasksItStillHolds) {
+// A lease request that keeps nothing: every task its holder still holds goes back to todo (and, the
+// lowest todo id, out again to it), another holder's lease is untouched.
+TEST(TaskJournal, LeaseKeepingNothingRequeuesEverythingItsHolderHolds) {
   temp_dir d;
   auto j = task_journal::open_or_create(d.str(), opts(1));
   ASSERT_TRUE(j);
-  // A worker trains one task and has leased the next ahead; a third lease's reply was lost.
-  auto a = j->lease("w", 1000), b = j->lease("w", 1000), lost = j->lease("w", 1000);
-  auto other = j->lease("v", 1000);
-  ASSERT_TRUE(a && *a && b && *b && lost && *lost && other && *other);
-  auto n = j->requeue_holder_except("w", {(*a)->id, (*b)->id});
-  ASSERT_TRUE(n);
-  EXPECT_EQ(*n, 1u);
-  EXPECT_EQ(j->get((*lost)->id)->state, task_state::todo);
-  EXPECT_EQ(j->get((*a)->id)->state, task_state::doing);
-  EXPECT_EQ(j->get((*b)->id)->state, task_state::doing);
-  EXPECT_EQ(j->get((*other)->id)->state, task_state::doing);  // another holder's lease is untouched
-  EXPECT_TRUE(j->complete((*a)->id, "w", (*a)->attempt));
-  EXPECT_TRUE(j->complete((*b)->id, "w", (*b)->attempt));
-  // Keeping nothing re-queues everything it holds, like requeue_holder.
-  auto c = j->lease("w", 1000);
-  ASSERT_TRUE(c && *c);
-  EXPECT_EQ((*c)->id, (*lost)->id);
-  EXPECT_EQ(*j->requeue_holder_except("w", {}), 1u);
+  auto a = lease(*j, "w", 1000), b = lease(*j, "w", 1000);
+  auto other = lease(*j, "v", 1000);
+  ASSERT_TRUE(a && *a && b && *b && other && *other);
+  EXPECT_TRUE(complete(*j, (*a)->id, "w", (*a)->attempt));
+  auto r = lease(*j, lease_request{"w", 2000, {}});
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->requeued, 1u);
+  ASSERT_TRUE(r->leased);
+  EXPECT_EQ(r->leased->id, (*b)->id) << "the requeued task is the lowest todo id";
+  EXPECT_EQ(r->leased->attempt, 2u);
+  EXPECT_EQ(get(*j, (*a)->id)->state, task_state::done);
+  EXPECT_EQ(get(*j, (*other)->id)->state, task_state::doing);  // another holder's lease is untouched
+  EXPECT_EQ(*held_by(*j, "w"), std::vector<std::uint64_t>{(*b)->id});
+  EXPECT_EQ(j->counts()->requeued, 1u);
 }
 
 // A lease request that names the tasks its holder keeps: the others go back to todo and the next
@@ -137,11 +136,11 @@ TEST(TaskJournal, LeaseWithKeepIsOneWriteTransaction) {
   temp_dir d;
   auto j = task_journal::open_or_create(d.str(), opts(1));
   ASSERT_TRUE(j);
-  auto a = j->lease("w", 1000), b = j->lease("w", 1000), lost = j->lease("w", 1000);
-  auto other = j->lease("v", 1000);
+  auto a = lease(*j, "w", 1000), b = lease(*j, "w", 1000), lost = lease(*j, "w", 1000);
+  auto other = lease(*j, "v", 1000);
   ASSERT_TRUE(a && *a && b && *b && lost && *lost && other && *other);
   auto before = j->write_transactions();
-  auto r = j->lease(lease_request{"w", 2000, {(*a)->id, (*b)->id}});
+  auto r = lease(*j, lease_request{"w", 2000, {(*a)->id, (*b)->id}});
   ASSERT_TRUE(r) << r.err().to_string();
   EXPECT_EQ(j->write_transactions() - before, 1u);
   EXPECT_EQ(r->requeued, 1u);
@@ -149,9 +148,9 @@ TEST(TaskJournal, LeaseWithKeepIsOneWriteTransaction) {
   EXPECT_EQ(r->leased->id, (*lost)->id) << "the requeued task is the lowest todo id";
   EXPECT_EQ(r->leased->attempt, 2u);
   EXPECT_EQ(r->leased->deadline_ms, 2000);
-  EXPECT_EQ(j->get((*other)->id)->state, task_state::doing);
+  EXPECT_EQ(get(*j, (*other)->id)->state, task_state::doing);
   EXPECT_EQ(j->counts()->requeued, 1u);
-  auto held = j->held_by("w");
+  auto held = held_by(*j, "w");
   ASSERT_TRUE(held);
   EXPECT_EQ(held->size(), 3u);
 }
@@ -167,7 +166,7 @@ TEST(TaskJournal, LeaseBatchGrantsInOrderInOneTransaction) {
     rs.push_back({holder, 1000 + i, {}});
   }
   auto before = j->write_transactions();
-  auto out = j->lease_batch(rs);
+  auto out = lease_batch(*j, rs);
   ASSERT_TRUE(out) << out.err().to_string();
   EXPECT_EQ(j->write_transactions() - before, 1u);
   ASSERT_EQ(out->size(), 13u);
@@ -179,7 +178,7 @@ TEST(TaskJournal, LeaseBatchGrantsInOrderInOneTransaction) {
     EXPECT_EQ((*out)[i].requeued, i < 5 ? 0u : 1u) << i;
   }
   EXPECT_EQ(j->counts()->doing, 5u) << "one task per holder: each request re-queued the holder's last";
-  for (auto h : {"w0", "w1", "w2", "w3", "w4"}) EXPECT_EQ(j->held_by(h)->size(), 1u);
+  for (auto h : {"w0", "w1", "w2", "w3", "w4"}) EXPECT_EQ(held_by(*j, h)->size(), 1u);
 }
 
 // Reports and leases of one batch in one write transaction; a refused report (stale, unknown task)
@@ -188,7 +187,7 @@ TEST(TaskJournal, ApplyCommitsReportsThenLeasesAndRefusesBadReportsAlone) {
   temp_dir d;
   auto j = task_journal::open_or_create(d.str(), opts(1));
   ASSERT_TRUE(j);
-  auto a = **j->lease("w", 1000), b = **j->lease("v", 1000);
+  auto a = **lease(*j, "w", 1000), b = **lease(*j, "v", 1000);
   journal_batch jb;
   jb.reports.push_back({a.id, "w", a.attempt, false, {}});
   jb.reports.push_back({b.id, "w", b.attempt, false, {}});  // not w's lease
@@ -211,7 +210,7 @@ TEST(TaskJournal, ApplyCommitsReportsThenLeasesAndRefusesBadReportsAlone) {
   ASSERT_EQ(out->leases.size(), 1u);
   ASSERT_TRUE(out->leases[0].leased);
   EXPECT_EQ(out->leases[0].leased->id, b.id) << "the failed task went back first: lowest todo id";
-  EXPECT_EQ(j->get(b.id)->last_error, "disk read");
+  EXPECT_EQ(get(*j, b.id)->last_error, "disk read");
   auto c = j->counts();
   EXPECT_EQ(c->done, 1u);
   EXPECT_EQ(c->doing, 1u);
@@ -224,23 +223,28 @@ TEST(TaskJournal, HolderIndexFollowsEveryTransitionAndReopen) {
     auto j = task_journal::open_or_create(d.str(), opts(1));
     ASSERT_TRUE(j);
     std::vector<task> t;
-    for (int i = 0; i < 5; ++i) t.push_back(**j->lease(i < 4 ? "w" : "v", 1000));
+    for (int i = 0; i < 5; ++i) t.push_back(**lease(*j, i < 4 ? "w" : "v", 1000));
     ASSERT_TRUE(j->renew(t[0].id, "w", t[0].attempt, 5000));
-    ASSERT_TRUE(j->complete(t[1].id, "w", t[1].attempt));
-    ASSERT_TRUE(j->fail(t[2].id, "w", t[2].attempt, "boom"));
+    ASSERT_TRUE(complete(*j, t[1].id, "w", t[1].attempt));
+    ASSERT_TRUE(fail(*j, t[2].id, "w", t[2].attempt, "boom"));
     EXPECT_EQ(*j->requeue_expired(1000), 2u);  // t[3] (w) and t[4] (v); t[0] was renewed
-    EXPECT_EQ(*j->held_by("w"), std::vector<std::uint64_t>{t[0].id});
-    EXPECT_TRUE(j->held_by("v")->empty());
-    auto again = j->lease("v", 1000);
-    ASSERT_TRUE(again && *again);
+    EXPECT_EQ(*held_by(*j, "w"), std::vector<std::uint64_t>{t[0].id});
+    EXPECT_TRUE(held_by(*j, "v")->empty());
+    // A lease that keeps nothing requeues what the index lists for its holder: nothing of v's.
+    auto again = lease(*j, lease_request{"v", 1000, {}});
+    ASSERT_TRUE(again && again->leased);
+    EXPECT_EQ(again->requeued, 0u);
   }
   auto j = task_journal::open_or_create(d.str(), opts(1));
   ASSERT_TRUE(j);
-  EXPECT_EQ(j->held_by("w")->size(), 1u);
-  EXPECT_EQ(j->held_by("v")->size(), 1u);
+  EXPECT_EQ(held_by(*j, "w")->size(), 1u);
+  EXPECT_EQ(held_by(*j, "v")->size(), 1u);
+  // requeue_holder reads the index: one lease each, as the tasks say.
   EXPECT_EQ(*j->requeue_holder("w"), 1u);
-  EXPECT_TRUE(j->held_by("w")->empty());
+  EXPECT_TRUE(held_by(*j, "w")->empty());
   EXPECT_EQ(j->counts()->doing, 1u);
+  EXPECT_EQ(*j->requeue_holder("v"), 1u);
+  EXPECT_EQ(j->counts()->doing, 0u);
 }
 
 // A journal written before the holder index: open() reads it and refuses leases with a clear
@@ -251,10 +255,10 @@ TEST(TaskJournal, JournalWithoutHolderIndexIsIndexedByOpenOrCreate) {
   {
     auto j = task_journal::open_or_create(d.str(), opts(1));
     ASSERT_TRUE(j);
-    held = (**j->lease("w", 1000)).id;
-    ASSERT_TRUE(j->lease("w", 1000) && j->lease("v", 1000));
-    ASSERT_TRUE(j->complete(held, "w", 1));
-    held = (*j->held_by("w"))[0];
+    held = (**lease(*j, "w", 1000)).id;
+    ASSERT_TRUE(lease(*j, "w", 1000) && lease(*j, "v", 1000));
+    ASSERT_TRUE(complete(*j, held, "w", 1));
+    held = (*held_by(*j, "w"))[0];
     auto env = lmdb_env::open(d.str());
     ASSERT_TRUE(env);
     auto idx = (*env)->open_db("by_holder"), meta = (*env)->open_db("journal_meta");
@@ -270,23 +274,26 @@ TEST(TaskJournal, JournalWithoutHolderIndexIsIndexedByOpenOrCreate) {
     auto j = task_journal::open(d.str());
     ASSERT_TRUE(j) << j.err().to_string();
     EXPECT_EQ(j->counts()->doing, 2u);
-    auto l = j->lease("x", 1000);
+    auto l = lease(*j, "x", 1000);
     ASSERT_FALSE(l);
     EXPECT_NE(l.err().to_string().find("holder index"), std::string::npos) << l.err().to_string();
   }
   auto j = task_journal::open_or_create(d.str(), opts(1));
   ASSERT_TRUE(j) << j.err().to_string();
-  EXPECT_EQ(*j->held_by("w"), std::vector<std::uint64_t>{held});
-  EXPECT_EQ(j->held_by("v")->size(), 1u);
+  EXPECT_EQ(*held_by(*j, "w"), std::vector<std::uint64_t>{held});
+  EXPECT_EQ(held_by(*j, "v")->size(), 1u);
+  // The built index (what requeue_holder reads) has both holders' leases.
   EXPECT_EQ(*j->requeue_holder("v"), 1u);
   EXPECT_EQ(j->counts()->doing, 1u);
+  EXPECT_EQ(*j->requeue_holder("w"), 1u);
+  EXPECT_EQ(j->counts()->doing, 0u);
 }
 
 TEST(TaskJournal, AHolderNameTheIndexCannotKeyIsRefused) {
   temp_dir d;
   auto j = task_journal::open_or_create(d.str(), opts(1));
   ASSERT_TRUE(j);
-  auto l = j->lease(std::string(600, 'w'), 1000);
+  auto l = lease(*j, std::string(600, 'w'), 1000);
   ASSERT_FALSE(l);
   EXPECT_NE(l.err().to_string().find("holder name"), std::string::npos) << l.err().to_string();
   EXPECT_EQ(j->counts()->todo, 11u);
@@ -296,25 +303,25 @@ TEST(TaskJournal, StaleCompletionIsRejected) {
   temp_dir d;
   auto j = task_journal::open_or_create(d.str(), opts(1));
   ASSERT_TRUE(j);
-  auto t = j->lease("slow", 100);
+  auto t = lease(*j, "slow", 100);
   ASSERT_TRUE(t && *t);
   ASSERT_TRUE(j->requeue_expired(100));
-  auto t2 = j->lease("fast", 500);
+  auto t2 = lease(*j, "fast", 500);
   ASSERT_TRUE(t2 && *t2);
   ASSERT_EQ((*t2)->id, (*t)->id);
-  auto stale = j->complete((*t)->id, "slow", (*t)->attempt);
+  auto stale = complete(*j, (*t)->id, "slow", (*t)->attempt);
   ASSERT_FALSE(stale);
   EXPECT_EQ(stale.err(), storage_errc::stale_lease);
   EXPECT_NE(stale.err().to_string().find("'fast'"), std::string::npos) << stale.err().to_string();
   // Same holder, old attempt: also stale.
-  auto t3 = j->lease("x", 500);
+  auto t3 = lease(*j, "x", 500);
   ASSERT_TRUE(j->requeue_holder("x"));
-  auto t4 = j->lease("x", 500);
+  auto t4 = lease(*j, "x", 500);
   ASSERT_TRUE(t3 && *t3 && t4 && *t4);
-  EXPECT_FALSE(j->complete((*t3)->id, "x", (*t3)->attempt));
-  EXPECT_TRUE(j->complete((*t4)->id, "x", (*t4)->attempt));
-  EXPECT_TRUE(j->complete((*t2)->id, "fast", (*t2)->attempt));
-  EXPECT_FALSE(j->complete((*t2)->id, "fast", (*t2)->attempt)) << "completing twice";
+  EXPECT_FALSE(complete(*j, (*t3)->id, "x", (*t3)->attempt));
+  EXPECT_TRUE(complete(*j, (*t4)->id, "x", (*t4)->attempt));
+  EXPECT_TRUE(complete(*j, (*t2)->id, "fast", (*t2)->attempt));
+  EXPECT_FALSE(complete(*j, (*t2)->id, "fast", (*t2)->attempt)) << "completing twice";
 }
 
 TEST(TaskJournal, RepeatedFailureQuarantinesWithTheLastError) {
@@ -323,11 +330,11 @@ TEST(TaskJournal, RepeatedFailureQuarantinesWithTheLastError) {
   ASSERT_TRUE(j);
   std::uint64_t id = 0;
   for (int i = 1; i <= 3; ++i) {
-    auto t = j->lease("w", 1000);
+    auto t = lease(*j, "w", 1000);
     ASSERT_TRUE(t && *t);
     if (i == 1) id = (*t)->id;
     ASSERT_EQ((*t)->id, id) << "a failed task goes back to the front";
-    auto s = j->fail(id, "w", (*t)->attempt, "bad record " + std::to_string(i));
+    auto s = fail(*j, id, "w", (*t)->attempt, "bad record " + std::to_string(i));
     ASSERT_TRUE(s);
     EXPECT_EQ(*s, i < 3 ? task_state::todo : task_state::failed);
   }
@@ -336,7 +343,7 @@ TEST(TaskJournal, RepeatedFailureQuarantinesWithTheLastError) {
   ASSERT_EQ(failed->size(), 1u);
   EXPECT_EQ((*failed)[0].last_error, "bad record 3");
   EXPECT_EQ((*failed)[0].failures, 3u);
-  auto t = j->lease("w", 1000);
+  auto t = lease(*j, "w", 1000);
   ASSERT_TRUE(t && *t);
   EXPECT_NE((*t)->id, id);
 }
@@ -346,8 +353,8 @@ TEST(TaskJournal, ExpiredLeasesGoBackToTodo) {
   manual_clock clk;
   auto j = task_journal::open_or_create(d.str(), opts(1));
   ASSERT_TRUE(j);
-  auto a = j->lease("a", clk.wall_ms() + 1000);
-  auto b = j->lease("b", clk.wall_ms() + 5000);
+  auto a = lease(*j, "a", clk.wall_ms() + 1000);
+  auto b = lease(*j, "b", clk.wall_ms() + 5000);
   ASSERT_TRUE(a && *a && b && *b);
   clk.advance(std::chrono::seconds(2));
   auto n = j->requeue_expired(clk.wall_ms());
@@ -369,12 +376,12 @@ TEST(TaskJournal, RenewalOfALeaseNoLongerHeldIsRefusedAndChangesNothing) {
   manual_clock clk;
   auto j = task_journal::open_or_create(d.str(), opts(1));
   ASSERT_TRUE(j);
-  auto a = j->lease("a", clk.wall_ms() + 1000);
+  auto a = lease(*j, "a", clk.wall_ms() + 1000);
   ASSERT_TRUE(a && *a);
   const auto id = (*a)->id;
   EXPECT_FALSE(j->renew(id, "b", (*a)->attempt, clk.wall_ms() + 60000)) << "another holder";
   EXPECT_FALSE(j->renew(id, "a", (*a)->attempt + 1, clk.wall_ms() + 60000)) << "another attempt";
-  auto t = j->get(id);
+  auto t = get(*j, id);
   ASSERT_TRUE(t);
   EXPECT_EQ(t->deadline_ms, clk.wall_ms() + 1000);
   // Renewed by its holder, the lease outlives its first deadline; once it expires and is handed
@@ -388,11 +395,11 @@ TEST(TaskJournal, RenewalOfALeaseNoLongerHeldIsRefusedAndChangesNothing) {
   n = j->requeue_expired(clk.wall_ms());
   ASSERT_TRUE(n);
   EXPECT_EQ(*n, 1u);
-  auto again = j->lease("c", clk.wall_ms() + 1000);
+  auto again = lease(*j, "c", clk.wall_ms() + 1000);
   ASSERT_TRUE(again && *again);
   EXPECT_EQ((*again)->id, id);
   EXPECT_FALSE(j->renew(id, "a", (*a)->attempt, clk.wall_ms() + 60000));
-  t = j->get(id);
+  t = get(*j, id);
   ASSERT_TRUE(t);
   EXPECT_EQ(t->holder, "c");
   EXPECT_EQ(t->deadline_ms, clk.wall_ms() + 1000);
@@ -405,11 +412,11 @@ TEST(TaskJournal, ReopenListsDoingWithLeases) {
     auto j = task_journal::open_or_create(d.str(), opts());
     ASSERT_TRUE(j);
     for (int i = 0; i < 3; ++i) {
-      auto t = j->lease("w" + std::to_string(i), 1000 + i);
+      auto t = lease(*j, "w" + std::to_string(i), 1000 + i);
       ASSERT_TRUE(t && *t);
       held.push_back(**t);
     }
-    ASSERT_TRUE(j->complete(held[1].id, "w1", 1));
+    ASSERT_TRUE(complete(*j, held[1].id, "w1", 1));
   }
   auto j = task_journal::open(d.str());
   ASSERT_TRUE(j) << j.err().to_string();
@@ -425,7 +432,7 @@ TEST(TaskJournal, ReopenListsDoingWithLeases) {
   ASSERT_TRUE(c);
   EXPECT_EQ(c->done, 1u);
   EXPECT_EQ(c->total(), 22u);
-  EXPECT_TRUE(j->complete(held[2].id, "w2", 1)) << "a lease survives the restart";
+  EXPECT_TRUE(complete(*j, held[2].id, "w2", 1)) << "a lease survives the restart";
 }
 
 TEST(TaskJournal, ReopenWithOtherOptionsFails) {
@@ -470,7 +477,7 @@ TEST(TaskJournal, ConcurrentLeasesNeverHandOutATaskTwice) {
       for (;;) {
         std::string worker = "w";  // appended: "w" + to_string(w) trips GCC 12's -Wrestrict
         worker += std::to_string(w);
-        auto t = j->lease(worker, 1000);
+        auto t = lease(*j, worker, 1000);
         if (!t || !*t) return;
         std::lock_guard l(mu);
         if (!seen.insert((*t)->id).second) ++dup;

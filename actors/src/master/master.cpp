@@ -270,24 +270,25 @@ void on_node_exited(master_actor* self, const message& m, schema::NodeExited::Re
   member_gone(self, id, n.getStatus().cStr());
 }
 
+// A worker's progress report into the job's counters and the observer; ring rank 0's goodput
+// estimate (the ring's) replaces the last one.
+void on_worker_progress(master_state& st, const message& m, schema::WorkerProgress::Reader p) {
+  st.progress.add(p.getSamples(), p.getSteps(), p.getLossSum(), p.getDroppedSteps(), p.getFirstStepWallMs());
+  st.obs->progress(m.from_node(), p.getSamples(), p.getSteps());
+  if (!p.hasGoodput()) return;
+  auto g = wire::read_goodput(p.getGoodput());
+  if (g.ring_rank != 0) return;
+  st.goodput = std::move(g);
+  st.obs->goodput(st.goodput);
+}
+
 void on_job_message(master_actor* self, const message& m) {
   auto j = m.body().getJob();
   auto& st = self->state;
   switch (j.which()) {
-    case schema::JobMessage::WORKER_PROGRESS: {
-      auto p = j.getWorkerProgress();
-      st.progress.add(p.getSamples(), p.getSteps(), p.getLossSum(), p.getDroppedSteps(),
-                      p.getFirstStepWallMs());
-      st.obs->progress(m.from_node(), p.getSamples(), p.getSteps());
-      if (p.hasGoodput()) {
-        auto g = wire::read_goodput(p.getGoodput());
-        if (g.ring_rank == 0) {
-          st.goodput = std::move(g);
-          st.obs->goodput(st.goodput);
-        }
-      }
+    case schema::JobMessage::WORKER_PROGRESS:
+      on_worker_progress(st, m, j.getWorkerProgress());
       break;
-    }
     case schema::JobMessage::WORKER_DONE:
       st.outcome.done_workers.insert(m.from_node().name);
       spdlog::info("{} finished its training loop after {} steps", m.from_node().to_string(),

@@ -1,9 +1,8 @@
 #include "pause_watch.hpp"
 
-#include <condition_variable>
-#include <mutex>
-
 #include <spdlog/spdlog.h>
+
+#include "troupe/core/clock.hpp"
 
 namespace troupe::actors {
 
@@ -17,7 +16,7 @@ pause_watch::~pause_watch() {
 }
 
 std::int64_t pause_watch::now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch()).count();
+  return troupe::clock::system().now().time_since_epoch().count();
 }
 
 bool pause_watch::paused_within(std::chrono::milliseconds window) const {
@@ -28,11 +27,7 @@ bool pause_watch::paused_within(std::chrono::milliseconds window) const {
 }
 
 void pause_watch::run(std::stop_token stop) {
-  std::mutex mu;
-  std::unique_lock lk(mu);
-  std::condition_variable_any cv;
-  while (!stop.stop_requested()) {
-    cv.wait_for(lk, stop, std::chrono::milliseconds(20), [] { return false; });
+  while (troupe::clock::system().sleep_for(std::chrono::milliseconds(20), stop)) {
     auto now = now_ns();
     auto gap = now - last_tick_ns_.load();
     if (gap > threshold_ns_) {

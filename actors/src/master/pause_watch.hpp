@@ -6,7 +6,9 @@
 //
 // A thread ticks every 20 ms and records a pause when the gap between two ticks exceeds the
 // threshold. paused_within() is right whichever thread runs first after the pause: before the
-// watch has ticked again, its last tick is itself older than the threshold.
+// watch has ticked again, its last tick is itself older than the threshold. It reads
+// troupe::clock::system() and no injected clock: a pause is a gap of real time, which a manual
+// clock cannot have.
 #pragma once
 
 #include <atomic>
@@ -28,7 +30,6 @@ class pause_watch {
   bool paused_within(std::chrono::milliseconds window) const;
 
  private:
-  using steady = std::chrono::steady_clock;
   static std::int64_t now_ns();
   void run(std::stop_token stop);
   const std::int64_t threshold_ns_;

@@ -23,6 +23,7 @@
 #include "troupe/cluster/addresses.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/collective/cleanup.hpp"
+#include "troupe/core/clock.hpp"
 #include "troupe/job/job_file.hpp"
 #include "troupe/observe/timeline.hpp"
 #include "troupe/supervision/node_root.hpp"
@@ -46,10 +47,9 @@ void on_signal(int) {
 struct log_watch {
   std::string path;
   std::string fault;
-  std::chrono::steady_clock::time_point next{};
+  troupe::clock::time_point next{};
 
-  void check(node_runtime* r) {
-    auto now = std::chrono::steady_clock::now();
+  void check(node_runtime* r, troupe::clock::time_point now) {
     if (now < next) return;
     next = now + std::chrono::seconds(1);
     std::fflush(stderr);
@@ -75,10 +75,9 @@ struct log_watch {
 struct job_end_watch {
   std::string result;
   std::filesystem::file_time_type started = std::filesystem::file_time_type::clock::now();
-  std::chrono::steady_clock::time_point next{};
+  troupe::clock::time_point next{};
 
-  void check() {
-    auto now = std::chrono::steady_clock::now();
+  void check(troupe::clock::time_point now) {
     if (result.empty() || now < next) return;
     next = now + std::chrono::seconds(1);
     std::error_code ec;
@@ -134,10 +133,10 @@ void install_stop_signals() {
 // its leases are back in TODO and its ring rebuilt before the process even starts to shut down.
 void leave_job(node_runtime* r) {
   if (!r->ready()) return;  // never joined: nothing to hand back, nobody's ring to rebuild
-  auto t0 = std::chrono::steady_clock::now();
+  auto t0 = r->clock().now();
   if (!r->leave("left on SIGTERM")) return;
   bool answered = r->await_left(std::chrono::milliseconds(1000));
-  auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(r->clock().now() - t0);
   if (answered)
     spdlog::info("{}: left the job ({} us to the master's answer)", r->self().to_string(), us.count());
   else
@@ -262,8 +261,9 @@ int run_roles(std::unique_ptr<node_runtime>& rt, const node_options& o, cluster:
   job_end_watch end;
   if (o.by_hand) end.result = o.job_dir + "/result.json";
   auto tick = [&] {
-    if (role != cluster::node_role::master) logs.check(r);  // the master's own: its journal pauses
-    end.check();
+    auto now = r->clock().now();
+    if (role != cluster::node_role::master) logs.check(r, now);  // the master's own: its journal pauses
+    end.check(now);
   };
   if (!wait_for_stop(root, tick)) {
     spdlog::critical("{}: root supervisor exited: {}", who.id.to_string(), root.exit_reason().value_or(""));

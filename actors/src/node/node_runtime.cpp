@@ -3,17 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <cstdlib>
-#include <fstream>
+#include <chrono>
 
 #include <spdlog/spdlog.h>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/send.hpp>
-
-#include <chrono>
-#include <thread>
 
 #include "caf_types.hpp"
 #include "troupe/collective/liveness.hpp"
@@ -250,14 +245,17 @@ expected<void> node_runtime::join_master(const std::string& address, std::chrono
   join->start_rejoining();
   // The master may be restarting (killed, relaunched by the runner): keep dialling for a while
   // rather than exiting at once, which would only count as another death of this node.
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Nothing tells this process when the master starts to listen, so a refused dial is retried after
+  // a pause of at most 50 ms (on the node's clock) until the deadline.
+  auto deadline = clock().now() + timeout;
   for (bool logged = false;;) {
     auto r = net_->connect(address, true);
     if (r) return {};
-    if (std::chrono::steady_clock::now() >= deadline) return r.err();
+    auto now = clock().now();
+    if (now >= deadline) return r.err();
     if (!logged) spdlog::info("master at {} not reachable yet ({}); retrying", address, r.err().to_string());
     logged = true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    clock().sleep_for(std::min<troupe::clock::duration>(deadline - now, std::chrono::milliseconds(50)));
   }
 }
 

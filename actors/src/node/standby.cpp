@@ -9,6 +9,7 @@
 #include "troupe/actors/backends.hpp"
 #include "troupe/actors/node.hpp"
 #include "troupe/cluster/standby.hpp"
+#include "troupe/core/clock.hpp"
 #include "troupe/core/log.hpp"
 #include "troupe/job/job_file.hpp"
 
@@ -41,7 +42,9 @@ void redirect(const std::string& path) {
 }  // namespace
 
 expected<std::vector<std::string>> become_node(const node_options& o, std::string& note) {
-  auto t0 = std::chrono::steady_clock::now();
+  // Real times for the log (the node and its clock do not exist yet).
+  troupe::clock& clk = troupe::clock::system();
+  auto t0 = clk.now();
   std::string loaded;
   if (auto spec = job::load_job_spec(o.job_dir)) {
     log_config lc = spec->log;
@@ -52,12 +55,11 @@ expected<std::vector<std::string>> become_node(const node_options& o, std::strin
     spdlog::warn("standby: {}", spec.err().to_string());
   }
   if (loaded.empty()) loaded = "nothing preloaded";
-  auto ready = std::chrono::steady_clock::now();
+  auto ready = clk.now();
   spdlog::info("standby pid {}: {}; waiting for an identity", ::getpid(), loaded);
   auto id = cluster::read_standby_identity(0);
   if (!id) return id.err();
-  auto waited =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - ready);
+  auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(clk.now() - ready);
   redirect(id->log_file);
   for (const auto& [k, v] : id->env) ::setenv(k.c_str(), v.c_str(), 1);
   note = "started from a standby (pid " + std::to_string(::getpid()) + ": " + loaded + ", " +

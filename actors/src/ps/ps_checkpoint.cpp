@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "ps_checkpoint_log.hpp"
 #include "ps_state.hpp"
 #include "troupe/actors/backends.hpp"
+#include "troupe/actors/ps_checkpoint_log.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/model/state.hpp"
 #include "troupe/storage/disk_fault.hpp"

@@ -1,9 +1,11 @@
-#include "ps_checkpoint_log.hpp"
+#include "troupe/actors/ps_checkpoint_log.hpp"
 
 #include <time.h>
 
 #include <chrono>
 #include <mutex>
+
+#include "troupe/core/clock.hpp"
 
 namespace troupe::actors {
 
@@ -25,7 +27,7 @@ std::vector<ps_checkpoint_record> take_ps_checkpoint_log() {
 }
 
 double ps_checkpoint_clock() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration<double>(troupe::clock::system().now().time_since_epoch()).count();
 }
 
 }  // namespace troupe::actors

@@ -1,8 +1,9 @@
 #include "ps_snapshot.hpp"
 
-#include "troupe/model/state.hpp"
-
 #include <cstring>
+
+#include "troupe/core/clock.hpp"
+#include "troupe/model/state.hpp"
 
 namespace troupe::actors {
 
@@ -112,7 +113,10 @@ void ps_snapshot::table_copy::copy(std::uint32_t s) {
 }
 
 bool ps_snapshot::copy_some(std::chrono::nanoseconds budget) {
-  const auto until = std::chrono::steady_clock::now() + budget;
+  // The budget bounds the real time the shard's actor spends away from its requests (what
+  // ps_checkpoint_clock's records measure), so it runs on the real clock, not a test's.
+  troupe::clock& real = troupe::clock::system();
+  const auto until = real.now() + budget;
   constexpr std::size_t kBetweenChecks = 8;  // rows: a slow spell ends the slice soon
   while (next_table_ < tables_.size()) {
     table_copy& c = tables_[next_table_];
@@ -123,7 +127,7 @@ bool ps_snapshot::copy_some(std::chrono::nanoseconds budget) {
         const std::uint32_t s = full_ ? static_cast<std::uint32_t>(c.cursor) : c.taken.slots()[c.cursor];
         if (c.is_pending(s, full_)) c.copy(s);
       }
-      if (c.cursor < walk && std::chrono::steady_clock::now() >= until) return false;
+      if (c.cursor < walk && real.now() >= until) return false;
     }
     ++next_table_;
   }

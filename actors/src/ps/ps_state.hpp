@@ -13,9 +13,9 @@
 #include <string>
 
 #include "node_context.hpp"
-#include "ps_checkpoint_log.hpp"
 #include "ps_snapshot.hpp"
 #include "roles.hpp"
+#include "troupe/actors/ps_checkpoint_log.hpp"
 #include "troupe/actors/trainer_backend.hpp"
 #include "troupe/nn/optimizer.hpp"
 #include "troupe/nn/row_store.hpp"

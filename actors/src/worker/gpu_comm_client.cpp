@@ -1,7 +1,7 @@
 #include "gpu_comm_client.hpp"
 
+#include <algorithm>
 #include <optional>
-#include <thread>
 
 #include "troupe/collective/ring.hpp"
 #include "troupe/wire/messages.hpp"
@@ -9,8 +9,6 @@
 namespace troupe::actors {
 
 namespace {
-
-using clock = std::chrono::steady_clock;
 
 expected<wire::gpu_comm_info> call(wire::rpc_channel& rpc, outbound out, std::chrono::milliseconds timeout) {
   auto reply = rpc.call({"master", "master", std::move(out)}, timeout);
@@ -54,15 +52,16 @@ std::string missing(const wire::gpu_comm_info& s, std::uint32_t ranks) {
 
 expected<wire::gpu_comm_info> gpu_comm_exchange(wire::rpc_channel& rpc, const wire::gpu_comm_post& mine,
                                                 const gpu_exchange_options& o) {
-  auto deadline = clock::now() + o.timeout;
+  troupe::clock& clk = *o.clock;
+  auto deadline = clk.now() + o.timeout;
   auto left = [&] {
     return std::max(std::chrono::milliseconds(1),
-                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()));
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clk.now()));
   };
   auto s = post(rpc, mine, left());
   std::optional<wire::gpu_comm_info> last;  // the latest answer, for the timeout's message
   while (true) {
-    if (!s && last && clock::now() >= deadline) s = *last;  // a call cut short by the deadline
+    if (!s && last && clk.now() >= deadline) s = *last;  // a call cut short by the deadline
     if (!s)
       return std::move(s).err().wrap("gpu comm rendezvous of ring epoch " + std::to_string(mine.ring_epoch));
     last = *s;
@@ -71,14 +70,16 @@ expected<wire::gpu_comm_info> gpu_comm_exchange(wire::rpc_channel& rpc, const wi
       return make_unexpected(collective::collective_errc::cancelled,
                              "gpu comm rendezvous: ring epoch " + std::to_string(mine.ring_epoch) +
                                  " replaced by " + std::to_string(o.current_epoch->load()));
-    if (clock::now() >= deadline)
+    if (clk.now() >= deadline)
       return make_unexpected(
           collective::collective_errc::timeout,
           "gpu comm rendezvous of ring epoch " + std::to_string(mine.ring_epoch) +
               (s->complete() ? ": no unique id from rank 0 after " + std::to_string(o.timeout.count()) + " ms"
                              : ": ranks still missing after " + std::to_string(o.timeout.count()) +
                                    " ms: " + missing(*s, mine.ranks)));
-    std::this_thread::sleep_for(o.poll);
+    // No event tells this rank of the others' posts (the master holds no request until they
+    // come): a pause, then the next fetch.
+    clk.sleep_for(o.poll);
     s = fetch(rpc, mine.ring_epoch, left());
     // A restarted master forgot every post: post again.
     if (s && !has_rank(*s, mine.who.rank)) s = post(rpc, mine, left());

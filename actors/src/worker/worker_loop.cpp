@@ -144,12 +144,13 @@ void finish_loop(worker_state& st) {
                  st.ps->prefetched());
 }
 
+// A trace for the recovery benchmark, compared across processes in wall-clock microseconds (finer
+// than troupe::clock's wall_ms): the wall time when the log opened plus the monotonic time since.
+// Gaps within one process are exact; between processes the bases differ by up to 1 ms (wall_ms
+// truncates), well under the recovery times compared.
 void log_step(worker_state& st) {
-  // A trace for the recovery benchmark, compared across processes in wall-clock microseconds (finer
-  // than troupe::clock's wall_ms): the one direct system clock read of the loop, off by default.
-  auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-      std::chrono::system_clock::now().time_since_epoch());
-  std::fprintf(st.step_log.get(), "%lld\n", static_cast<long long>(us.count()));
+  auto since = std::chrono::duration_cast<std::chrono::microseconds>(now(st) - st.step_log_opened);
+  std::fprintf(st.step_log.get(), "%lld\n", static_cast<long long>(st.step_log_wall_us + since.count()));
 }
 
 }  // namespace
@@ -159,10 +160,13 @@ void open_step_log(worker_state& st) {
   if (!dir || !*dir) return;
   std::string path = std::string(dir) + "/" + st.node->self().to_string() + ".steps";
   st.step_log.reset(std::fopen(path.c_str(), "w"));
-  if (st.step_log)
-    std::setvbuf(st.step_log.get(), nullptr, _IOLBF, 0);
-  else
+  if (!st.step_log) {
     spdlog::warn("TROUPE_STEP_LOG: cannot write {}", path);
+    return;
+  }
+  std::setvbuf(st.step_log.get(), nullptr, _IOLBF, 0);
+  st.step_log_opened = now(st);
+  st.step_log_wall_us = st.node->clock().wall_ms() * 1000;
 }
 
 // A trained step's samples and loss into the progress window (and the step log).

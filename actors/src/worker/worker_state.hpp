@@ -84,6 +84,10 @@ struct worker_state {
   // TROUPE_STEP_LOG=<dir>: one wall-clock timestamp (us) per trained step into
   // <dir>/<node>#<incarnation>.steps (recovery benchmark). Off: one null check per step.
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> step_log{nullptr, &std::fclose};
+  // The timestamps' base: the clock's wall time (Unix us, from wall_ms) and its monotonic time when
+  // the log was opened; a step's stamp adds the monotonic time since then.
+  std::int64_t step_log_wall_us = 0;
+  clock::time_point step_log_opened{};
   static inline const char* name = "worker";
 };
 

@@ -85,6 +85,7 @@ class master_rendezvous final : public gpu_rendezvous_port {
   expected<wire::gpu_comm_info> exchange(const wire::gpu_comm_post& mine, bool need_unique_id) override {
     gpu_exchange_options o;
     o.timeout = rt_.spec().job.rpc_timeout;
+    o.clock = &rt_.clock();
     o.current_epoch = &rt_.ring_epoch();
     o.need_unique_id = need_unique_id;
     return gpu_comm_exchange(rpc_, mine, o);

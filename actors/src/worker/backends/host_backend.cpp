@@ -8,6 +8,7 @@
 #include "native_backend.hpp"
 #include "troupe/actors/backends.hpp"
 #include "troupe/actors/torchscript.hpp"
+#include "troupe/core/clock.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/nn/errc.hpp"
 #include "troupe/storage/record_store.hpp"
@@ -77,11 +78,10 @@ expected<std::unique_ptr<trainer_backend>> make_host_backend(const job::job_spec
 
 std::string preload_host_backend(const job::job_spec& spec, const std::string& train_dir) {
   if (spec.nn.model.type != "torchscript") return "";
-  auto t0 = std::chrono::steady_clock::now();
-  auto ms = [&] {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
-        .count();
-  };
+  // The real time the preload took, for the standby's log (no node, and so no node clock, yet).
+  troupe::clock& clk = troupe::clock::system();
+  auto t0 = clk.now();
+  auto ms = [&] { return std::chrono::duration_cast<std::chrono::milliseconds>(clk.now() - t0).count(); };
   if (auto ok = open_torchscript_plugin(); !ok) {
     spdlog::warn("standby: {}", ok.err().to_string());
     return "";

@@ -141,7 +141,8 @@ void restore_if_untrained(worker_context& ctx, std::uint64_t steps) {
 
 expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::info& ring,
                                       bool with_optimizer, std::vector<float>& buf, std::span<float> extra) {
-  auto started = std::chrono::steady_clock::now();
+  troupe::clock& clk = ctx.clock ? *ctx.clock : troupe::clock::system();
+  auto started = clk.now();
   std::uint64_t mine = 0;
   for (const auto& s : ctx.backend.optimizer_state()) mine = std::max(mine, s.step);
   if (ring.size <= 1) {
@@ -151,7 +152,7 @@ expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::i
   auto src = vote_most_trained(ctx, ring, mine);
   if (!src) return src.err();
   if (ring.rank == src->rank) restore_if_untrained(ctx, src->steps);
-  auto agreed = std::chrono::steady_clock::now();
+  auto agreed = clk.now();
   // Straight from the source's replica into the others' (no packing); a device backend's through
   // its host mirror.
   const bool source = ring.rank == src->rank;
@@ -168,11 +169,12 @@ expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::i
   if (!source)
     if (auto h = ctx.backend.from_host(host_copy::parameters); !h) return h;
   auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  const auto copied = clk.now();
   spdlog::info(
       "ring epoch {} (rank {} of {}): replicas synchronised from rank {} ({} floats) in {:.2f} ms "
       "({:.2f} ms agreeing on the source, {:.2f} ms copying)",
-      ring.epoch, ring.rank, ring.size, src->rank, floats, ms(started, std::chrono::steady_clock::now()),
-      ms(started, agreed), ms(agreed, std::chrono::steady_clock::now()));
+      ring.epoch, ring.rank, ring.size, src->rank, floats, ms(started, copied), ms(started, agreed),
+      ms(agreed, copied));
   return {};
 }
 

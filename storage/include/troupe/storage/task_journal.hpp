@@ -1,16 +1,16 @@
 // The task journal: a dataset cut into tasks (first record, count, epoch) and each task's state,
 // persisted in LMDB so a restarted master resumes exactly (docs/storage_format.md, "journal").
 //
-// States: todo -> doing (lease) -> done (complete) | todo (fail, requeue) | failed (quarantined
-// after max_failures fail() calls, keeping the last error). Every transition is one LMDB write
-// transaction; a lease, with the requeue of the holder's forgotten leases, is one too, and
-// lease_batch() grants many leases in one (one commit, one fsync: group commit). The DOING tasks
-// are indexed by holder (journal db "by_holder", built at open for a journal that predates it), so
-// requeueing a holder's leases reads that holder's tasks only. A lease is identified by (task id, holder,
-// attempt); attempt counts leases of the task, so a completion or failure from a holder whose lease was
-// requeued and handed to someone else is rejected with stale_lease.
+// States: todo -> doing (a lease) -> done (a report) | todo (a failure report, a requeue) | failed
+// (quarantined after max_failures failure reports, keeping the last error). apply() runs a batch of
+// reports and leases (each lease with the requeue of its holder's forgotten leases) in one LMDB
+// write transaction (one commit, one fsync: group commit); renew() and the requeue_* calls are one
+// each. The DOING tasks are indexed by holder (journal db "by_holder", built at open for a journal
+// that predates it), so requeueing a holder's leases reads that holder's tasks only. A lease is
+// identified by (task id, holder, attempt); attempt counts leases of the task, so a report from a
+// holder whose lease was requeued and handed to someone else is rejected with stale_lease.
 //
-// Epoch order: lease() always hands out the lowest task id in todo. Ids run epoch by epoch in
+// Epoch order: a lease always hands out the lowest task id in todo. Ids run epoch by epoch in
 // each epoch's shuffled order, so epoch e+1 starts as soon as epoch e has nothing left in todo
 // (its last tasks may still be in doing), as ElasticDL does; a task of epoch e that is requeued
 // goes out again before any task of epoch e+1.
@@ -77,7 +77,8 @@ struct lease_outcome {
   std::uint64_t requeued = 0;  // the holder's leases moved back to todo (not in keep)
 };
 
-// One task report: done, or failed with `error_text` (re-queued, or quarantined at max_failures).
+// One task report: done, or failed with `error_text` (re-queued, or quarantined at max_failures
+// reports of failure).
 struct report_request {
   std::uint64_t id = 0;
   std::string holder;
@@ -105,43 +106,30 @@ class task_journal {
   // with different options fails (invalid_argument) naming the option that differs.
   static expected<task_journal> open_or_create(const std::string& dir, const journal_options& opts);
   // Reopens an existing journal (not_found when there is none) without writing to it: a journal
-  // that predates the holder index refuses lease and requeue_holder* until open_or_create builds it.
+  // that predates the holder index refuses leases and requeue_holder until open_or_create builds it.
   static expected<task_journal> open(const std::string& dir);
 
   const journal_options& options() const { return opts_; }
   std::uint64_t tasks_per_epoch() const { return per_epoch_; }
 
-  // Leases the next todo task to `holder` until `deadline_ms`; nullopt when todo is empty.
-  expected<std::optional<task>> lease(const std::string& holder, std::int64_t deadline_ms);
-  // One write transaction: requeue_holder_except(r.holder, r.keep), then lease(r.holder, ...).
-  expected<lease_outcome> lease(const lease_request& r);
-  // The requests in order, all in one write transaction (one commit): a disk fault fails them all.
-  expected<std::vector<lease_outcome>> lease_batch(const std::vector<lease_request>& rs);
-  // The reports, then the leases, in one write transaction (group commit). Fails as a whole only
-  // for a journal or disk error; a refused report is an error in its own slot.
+  // The reports, then the leases, in order, in one write transaction (group commit). A report
+  // (check of its lease first): doing -> done, or (failed) -> todo, or -> failed once the task's
+  // failures reach max_failures. A lease: the holder's DOING tasks not in `keep` back to todo, then
+  // the lowest todo task leased to it until its deadline (nullopt when todo is empty). Fails as a
+  // whole for a journal or disk error, and for a holder name the index cannot key
+  // (invalid_argument); a refused report (stale_lease, not_found) is an error in its own slot.
   expected<batch_outcome> apply(const journal_batch& b);
   // Moves the deadline of a lease that is still held.
   expected<void> renew(std::uint64_t id, const std::string& holder, std::uint32_t attempt,
                        std::int64_t deadline_ms);
-  // doing -> done. stale_lease when (holder, attempt) no longer holds the task.
-  expected<void> complete(std::uint64_t id, const std::string& holder, std::uint32_t attempt);
-  // doing -> todo, or -> failed once failures reach max_failures; returns the new state.
-  expected<task_state> fail(std::uint64_t id, const std::string& holder, std::uint32_t attempt,
-                            const std::string& error_text);
   // doing -> todo for every lease of `holder` (it died or left); returns how many.
   expected<std::uint64_t> requeue_holder(const std::string& holder);
-  // doing -> todo for every lease of `holder` except the tasks in `keep` (those it still holds).
-  expected<std::uint64_t> requeue_holder_except(const std::string& holder,
-                                                const std::vector<std::uint64_t>& keep);
   // doing -> todo for every lease with deadline_ms <= now_ms; returns how many.
   expected<std::uint64_t> requeue_expired(std::int64_t now_ms);
 
-  expected<task> get(std::uint64_t id) const;
   expected<task_counts> counts() const;
   // Tasks in `state`, by id (e.g. doing with their leases, after a restart).
   expected<std::vector<task>> list(task_state state) const;
-  // Ids of the tasks `holder` holds (DOING), by id, from the holder index.
-  expected<std::vector<std::uint64_t>> held_by(const std::string& holder) const;
   // Write transactions this journal object has run (each is one commit of its own unless the
   // environment's writer folds concurrent ones together): what the lease-path tests count.
   std::uint64_t write_transactions() const { return writes_ ? writes_->load() : 0; }
@@ -151,6 +139,8 @@ class task_journal {
   expected<void> load_dbs(bool create);
   expected<void> create_tasks(write_txn& w) const;
   expected<void> check_lease(const task& t, const std::string& holder, std::uint32_t attempt) const;
+  // A holder name the index can key (at most max_holder bytes, no NUL): invalid_argument if not.
+  expected<void> check_holder(const std::string& holder) const;
   expected<std::uint64_t> requeue_if(const std::function<bool(const task&)>& pred);
   // In `w`: the holder's DOING tasks not in `keep` back to todo (counted); returns how many.
   expected<std::uint64_t> requeue_held(write_txn& w, const std::string& holder,
