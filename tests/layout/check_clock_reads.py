@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-CHECKED = ["wire", "control", "cluster", "actors"]
+CHECKED = ["wire", "control", "cluster", "actors", "serve", "nn", "model", "job", "observe", "torchscript"]
 
 ALLOWED = {
     # This process's own pauses (SIGSTOP, a stalled host) are gaps of real time: a manual clock
