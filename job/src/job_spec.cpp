@@ -54,6 +54,16 @@ ps_options read_ps(config_section s) {
            "'" + o.checkpoint_dir + "' is not an absolute path (the PS shards of every host must find it)");
   return o;
 }
+// A job file's paths are absolute by now (read_job_file: relative to the file); one still relative
+// came from --set or a document in memory, and is the caller's, relative to its working directory.
+// Nodes run elsewhere: the runner stores it absolute in the job directory's job.toml.
+void make_model_paths_absolute(job_spec& spec) {
+  for (auto* path : {&spec.nn.model.path, &spec.nn.model.init})
+    if (!path->empty() && path->front() != '/') {
+      std::error_code ec;
+      *path = std::filesystem::absolute(*path, ec).lexically_normal().string();
+    }
+}
 }  // namespace
 
 expected<job_spec> job_spec::read(const config_doc& doc, config_doc* effective) {
@@ -87,14 +97,7 @@ expected<job_spec> job_spec::read(const config_doc& doc, config_doc* effective) 
                                "without embedding tables (model.type is \"" +
                                type + "\"); use allreduce or local_sgd, or device \"cpu\"");
   if (spec.job.dataset_cache.empty()) spec.job.dataset_cache = spec.job.root + "/datasets";
-  // A job file's paths are absolute by now (read_job_file: relative to the file); one still
-  // relative came from --set or a document in memory, and is the caller's, relative to its working
-  // directory. Nodes run elsewhere: the runner stores it absolute in the job directory's job.toml.
-  for (auto* path : {&spec.nn.model.path, &spec.nn.model.init})
-    if (!path->empty() && path->front() != '/') {
-      std::error_code ec;
-      *path = std::filesystem::absolute(*path, ec).lexically_normal().string();
-    }
+  make_model_paths_absolute(spec);
   return spec;
 }
 

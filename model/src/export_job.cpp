@@ -136,6 +136,53 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return worst;
 }
 
+// The export's request, and when it can be verified (a built-in model, verify_rows > 0) the
+// native model's logits on its check rows. A built-in model's request points into `native`'s
+// tensors: it lives as long.
+struct prepared_export {
+  std::unique_ptr<nn::model> native;
+  export_request request;
+  std::vector<float> want;
+};
+
+expected<prepared_export> prepare(const job::job_spec& spec, const storage::manifest& train,
+                                  const loaded_state& st, const std::string& test_dir,
+                                  std::size_t verify_rows) {
+  prepared_export p;
+  const bool user = spec.nn.model.type == "torchscript";
+  expected<export_request> req = user ? expected<export_request>(user_request(spec, train, st))
+                                      : built_in_request(spec, train, st, p.native);
+  if (!req) return req.err();
+  p.request = std::move(*req);
+  if (p.native && verify_rows > 0) {
+    auto w = add_check(p.request, *p.native, test_dir, verify_rows);
+    if (!w) return w.err();
+    p.want = std::move(*w);
+  }
+  return p;
+}
+
+// The exported module's logits against the native model's, on the rows verified.
+expected<void> verify(export_report& rep, const std::vector<float>& want, const export_result& out,
+                      const std::string& pt_path) {
+  rep.max_abs_diff = max_abs_diff(want, out.check_logits);
+  if (rep.verified_rows > 0 && !(rep.max_abs_diff <= 1e-4))
+    return make_unexpected(core_errc::invalid_argument,
+                           pt_path + ": its logits differ from the native model's by " +
+                               std::to_string(rep.max_abs_diff) + " on " + std::to_string(rep.verified_rows) +
+                               " test rows (a bug in the export: please report it)");
+  return {};
+}
+
+// troupe's own copy of the tensors ([model] init reads it): no optimizer slots.
+expected<void> write_tensors(const std::string& dir, loaded_state& st) {
+  storage::shard_state tensors = std::move(st.state);
+  tensors.dense_slots.clear();
+  tensors.embedding_slots.clear();
+  if (auto w = write_state(dir, tensors, st.meta); !w) return w.err();
+  return {};
+}
+
 }  // namespace
 
 expected<export_report> export_job(const export_options& o) {
@@ -149,44 +196,27 @@ expected<export_report> export_job(const export_options& o) {
   if (!train) return train.err();
   auto st = job_state(places_of(o.job_dir, spec->ps.checkpoint_dir, spec->uses_ps() ? spec->ps.shards : 0));
   if (!st) return st.err();
-  std::unique_ptr<nn::model> native;
-  const bool user = spec->nn.model.type == "torchscript";
-  expected<export_request> req = user ? expected<export_request>(user_request(*spec, train->info(), *st))
-                                      : built_in_request(*spec, train->info(), *st, native);
-  if (!req) return req.err();
-  std::vector<float> want;
-  if (native && o.verify_rows > 0) {
-    auto w = add_check(*req, *native, data->test_dir, o.verify_rows);
-    if (!w) return w.err();
-    want = std::move(*w);
-  }
+  auto prep = prepare(*spec, train->info(), *st, data->test_dir, o.verify_rows);
+  if (!prep) return prep.err();
+  export_request& req = prep->request;
   export_place place(o.out.empty() ? o.job_dir + "/model" : o.out);
   if (auto t = place.begin(); !t) return t.err();
-  req->out_path = place.tmp() + "/model.pt";
-  auto out = export_torchscript(*req);
+  req.out_path = place.tmp() + "/model.pt";
+  auto out = export_torchscript(req);
   if (!out) return out.err();
   export_report rep;
   rep.dir = place.final_dir();
   rep.meta = st->meta;
   rep.state_dir = st->dir;
   rep.dense_tensors = st->state.dense.size();
-  for (const auto& t : req->tables) rep.embedding_rows += t.ids.size();
-  rep.verified_rows = req->check_rows;
-  rep.max_abs_diff = max_abs_diff(want, out->check_logits);
-  if (rep.verified_rows > 0 && !(rep.max_abs_diff <= 1e-4))
-    return make_unexpected(core_errc::invalid_argument,
-                           place.tmp() + "/model.pt: its logits differ from the native model's by " +
-                               std::to_string(rep.max_abs_diff) + " on " + std::to_string(rep.verified_rows) +
-                               " test rows (a bug in the export: please report it)");
+  for (const auto& t : req.tables) rep.embedding_rows += t.ids.size();
+  rep.verified_rows = req.check_rows;
+  if (auto v = verify(rep, prep->want, *out, req.out_path); !v) return v.err();
   if (!out->kept.empty())
     spdlog::warn("export: {} tensor(s) of {} kept their saved values (no state): {}", out->kept.size(),
                  spec->nn.model.path, out->kept.front());
   if (auto j = write_model_json(place.tmp(), {*spec, train->info(), o.job_dir, rep}); !j) return j.err();
-  // troupe's own copy of the tensors ([model] init reads it): no optimizer slots.
-  storage::shard_state tensors = std::move(st->state);
-  tensors.dense_slots.clear();
-  tensors.embedding_slots.clear();
-  if (auto w = write_state(place.tmp() + "/state", tensors, st->meta); !w) return w.err();
+  if (auto w = write_tensors(place.tmp() + "/state", *st); !w) return w.err();
   if (auto c = place.commit(); !c) return c.err();
   rep.seconds = std::chrono::duration<double>(clk.now() - started).count();
   return rep;

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "troupe/core/clock.hpp"
+
 namespace troupe::model {
 
 namespace {
@@ -35,7 +37,7 @@ const plugin& open_plugin() {
   static plugin p;
   static std::once_flag once;
   std::call_once(once, [] {
-    const auto started = std::chrono::steady_clock::now();
+    const auto started = clock::system().now();
     std::string tried;
     for (const auto& path : candidates()) {
       std::error_code ec;
@@ -48,9 +50,8 @@ const plugin& open_plugin() {
         tried += (tried.empty() ? "" : ", ") + path + " (" + ::dlerror() + ")";
         continue;
       }
-      spdlog::info(
-          "TorchScript plugin: {} loaded in {:.0f} ms", path,
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
+      spdlog::info("TorchScript plugin: {} loaded in {:.0f} ms", path,
+                   std::chrono::duration<double, std::milli>(clock::system().now() - started).count());
       return;
     }
     p.error =

@@ -146,53 +146,76 @@ expected<job_config> load_job_config(const config_doc& doc) {
   return j;
 }
 
-expected<train_test> load_data(const data_config& c) {
+namespace {
+
+expected<train_test> load_fashion_mnist(const data_config& c) {
+  auto tr = read_fashion_mnist(c.dir, "train", c.max_train_rows);
+  if (!tr) return tr.err();
+  auto te = read_fashion_mnist(c.dir, "t10k", c.max_test_rows);
+  if (!te) return te.err();
   train_test out;
-  if (c.source == "fashion-mnist") {
-    auto tr = read_fashion_mnist(c.dir, "train", c.max_train_rows);
-    if (!tr) return tr.err();
-    auto te = read_fashion_mnist(c.dir, "t10k", c.max_test_rows);
+  out.train = std::move(*tr);
+  out.test = std::move(*te);
+  return out;
+}
+
+// The test file's rows, or without one the last test_fraction of the training file's.
+expected<train_test> load_criteo(const data_config& c) {
+  criteo_options o = c.criteo;
+  o.max_rows = c.max_train_rows;
+  auto tr = read_criteo_tsv(c.train_path, o);
+  if (!tr) return tr.err();
+  train_test out;
+  if (!c.test_path.empty()) {
+    o.max_rows = c.max_test_rows;
+    auto te = read_criteo_tsv(c.test_path, o);
     if (!te) return te.err();
     out.train = std::move(*tr);
     out.test = std::move(*te);
-  } else if (c.source == "criteo") {
-    criteo_options o = c.criteo;
-    o.max_rows = c.max_train_rows;
-    auto tr = read_criteo_tsv(c.train_path, o);
-    if (!tr) return tr.err();
-    if (!c.test_path.empty()) {
-      o.max_rows = c.max_test_rows;
-      auto te = read_criteo_tsv(c.test_path, o);
-      if (!te) return te.err();
-      out.train = std::move(*tr);
-      out.test = std::move(*te);
-    } else {
-      const auto test_rows = static_cast<std::size_t>(static_cast<double>(tr->rows) * c.test_fraction);
-      out.test = tr->slice(tr->rows - test_rows, test_rows);
-      out.train = tr->slice(0, tr->rows - test_rows);
-    }
-  } else if (c.source == "synthetic-ctr") {
-    synthetic_ctr_options o = c.synthetic;
-    auto tr = generate_synthetic_ctr(o);
-    if (!tr) return tr.err();
-    o.rows = c.test_rows;
-    o.sample_seed = c.synthetic.sample_seed + 1;
-    auto te = generate_synthetic_ctr(o);
-    if (!te) return te.err();
-    out.train = std::move(tr->data);
-    out.test = std::move(te->data);
-    out.true_auc = te->true_auc;
-    out.true_logloss = te->true_logloss;
-  } else if (c.source == "store") {
+  } else {
+    const auto test_rows = static_cast<std::size_t>(static_cast<double>(tr->rows) * c.test_fraction);
+    out.test = tr->slice(tr->rows - test_rows, test_rows);
+    out.train = tr->slice(0, tr->rows - test_rows);
+  }
+  return out;
+}
+
+// The test rows drawn with the next sample seed; the generator's true AUC and log loss on them.
+expected<train_test> load_synthetic_ctr(const data_config& c) {
+  synthetic_ctr_options o = c.synthetic;
+  auto tr = generate_synthetic_ctr(o);
+  if (!tr) return tr.err();
+  o.rows = c.test_rows;
+  o.sample_seed = c.synthetic.sample_seed + 1;
+  auto te = generate_synthetic_ctr(o);
+  if (!te) return te.err();
+  train_test out;
+  out.train = std::move(tr->data);
+  out.test = std::move(te->data);
+  out.true_auc = te->true_auc;
+  out.true_logloss = te->true_logloss;
+  return out;
+}
+
+expected<train_test> load_source(const data_config& c) {
+  if (c.source == "fashion-mnist") return load_fashion_mnist(c);
+  if (c.source == "criteo") return load_criteo(c);
+  if (c.source == "synthetic-ctr") return load_synthetic_ctr(c);
+  if (c.source == "store")
     return make_unexpected(nn_errc::bad_config,
                            "data source 'store' (record stores made by `troupe data import`) is read by the "
                            "job runtime, not by nn::load_data");
-  } else {
-    return make_unexpected(nn_errc::bad_config,
-                           "data source '" + c.source + "': expected fashion-mnist, criteo or synthetic-ctr");
-  }
-  if (out.train.rows == 0)
-    return make_unexpected(nn_errc::bad_data, out.train.info.name + ": no training rows");
+  return make_unexpected(nn_errc::bad_config,
+                         "data source '" + c.source + "': expected fashion-mnist, criteo or synthetic-ctr");
+}
+
+}  // namespace
+
+expected<train_test> load_data(const data_config& c) {
+  auto out = load_source(c);
+  if (!out) return out;
+  if (out->train.rows == 0)
+    return make_unexpected(nn_errc::bad_data, out->train.info.name + ": no training rows");
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <span>
 
+#include "troupe/core/clock.hpp"
 #include "troupe/nn/random.hpp"
 
 namespace troupe::nn {
@@ -19,7 +20,7 @@ class progress_window {
     rows_ += rows;
   }
   progress take(std::size_t epoch, std::size_t step, std::size_t steps_per_epoch) {
-    auto now = std::chrono::steady_clock::now();
+    auto now = clock::system().now();
     const double secs = std::chrono::duration<double>(now - since_).count();
     progress p{epoch, step, steps_per_epoch, loss_ / static_cast<double>(steps_),
                secs > 0 ? static_cast<double>(rows_) / secs : 0};
@@ -31,7 +32,8 @@ class progress_window {
  private:
   double loss_ = 0;
   std::size_t steps_ = 0, rows_ = 0;
-  std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
+  // Real time: the throughput reported is rows per second of the machine's.
+  clock::time_point since_ = clock::system().now();
 };
 }  // namespace
 

@@ -41,6 +41,34 @@ int model::embedding(const dataset_info& info, std::size_t dim, float scale, std
   return add(std::move(l), {}, std::move(name));
 }
 
+expected<void> model::finish_node(std::size_t i, std::vector<shape>& in_shapes) {
+  auto fail = [&](const std::string& why) {
+    return make_unexpected(nn_errc::bad_config, "model '" + type_ + "': " + why);
+  };
+  node& n = nodes_[i];
+  if (!n.spec_error.empty()) return fail(n.spec_error);
+  const int arity = n.op->arity();
+  if ((arity >= 0 && static_cast<int>(n.inputs.size()) != arity) || (arity < 0 && n.inputs.empty()))
+    return fail("layer '" + n.op->name() + "' takes " +
+                (arity < 0 ? std::string("at least 1") : std::to_string(arity)) + " inputs, got " +
+                std::to_string(n.inputs.size()));
+  in_shapes.clear();
+  for (int j : n.inputs) {
+    if (j < 0 || j >= static_cast<int>(i))
+      return fail("layer '" + n.op->name() + "' has an input that is not an earlier node");
+    in_shapes.push_back(nodes_[static_cast<std::size_t>(j)].out_shape);
+    n.needs_grad = n.needs_grad || nodes_[static_cast<std::size_t>(j)].needs_grad;
+  }
+  const std::uint64_t seed = mix3(seed_, std::hash<std::string>{}(n.op->name()), 0x1a7e5);
+  auto s = n.op->infer(in_shapes, seed);
+  if (!s) return std::move(s).err().wrap("model '" + type_ + "'");
+  n.out_shape = *s;
+  n.needs_grad = n.needs_grad || !n.op->params().empty() || n.op->table() != nullptr;
+  n.in_ptrs.resize(n.inputs.size());
+  n.grad_ptrs.resize(n.inputs.size());
+  return {};
+}
+
 expected<void> model::finish(int output, const dataset_info& info) {
   auto fail = [&](nn_errc c, const std::string& why) {
     return make_unexpected(c, "model '" + type_ + "': " + why);
@@ -48,30 +76,8 @@ expected<void> model::finish(int output, const dataset_info& info) {
   if (output < 0 || output >= static_cast<int>(nodes_.size()))
     return fail(nn_errc::bad_config, "no output node");
   std::vector<shape> in_shapes;
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    node& n = nodes_[i];
-    if (!n.spec_error.empty()) return fail(nn_errc::bad_config, n.spec_error);
-    const int arity = n.op->arity();
-    if ((arity >= 0 && static_cast<int>(n.inputs.size()) != arity) || (arity < 0 && n.inputs.empty()))
-      return fail(nn_errc::bad_config, "layer '" + n.op->name() + "' takes " +
-                                           (arity < 0 ? std::string("at least 1") : std::to_string(arity)) +
-                                           " inputs, got " + std::to_string(n.inputs.size()));
-    in_shapes.clear();
-    for (int j : n.inputs) {
-      if (j < 0 || j >= static_cast<int>(i))
-        return fail(nn_errc::bad_config,
-                    "layer '" + n.op->name() + "' has an input that is not an earlier node");
-      in_shapes.push_back(nodes_[static_cast<std::size_t>(j)].out_shape);
-      n.needs_grad = n.needs_grad || nodes_[static_cast<std::size_t>(j)].needs_grad;
-    }
-    const std::uint64_t seed = mix3(seed_, std::hash<std::string>{}(n.op->name()), 0x1a7e5);
-    auto s = n.op->infer(in_shapes, seed);
-    if (!s) return std::move(s).err().wrap("model '" + type_ + "'");
-    n.out_shape = *s;
-    n.needs_grad = n.needs_grad || !n.op->params().empty() || n.op->table() != nullptr;
-    n.in_ptrs.resize(n.inputs.size());
-    n.grad_ptrs.resize(n.inputs.size());
-  }
+  for (std::size_t i = 0; i < nodes_.size(); ++i)
+    if (auto f = finish_node(i, in_shapes); !f) return f;
   classes_ = info.num_classes < 2 ? 2 : info.num_classes;
   loss_ = classes_ == 2 ? loss_kind::sigmoid_bce : loss_kind::softmax_cross_entropy;
   const std::size_t want = classes_ == 2 ? 1 : classes_;

@@ -13,6 +13,7 @@
 #include "dashboard_jobs.hpp"
 #include "dashboard_servers.hpp"
 #include "job_files.hpp"
+#include "troupe/core/clock.hpp"
 #include "troupe/observe/job_events.hpp"
 
 namespace troupe::observe {
@@ -47,10 +48,9 @@ bool valid_node_name(const std::string& n) {
   return true;
 }
 
+// The pages show wall-clock times (server.json's updated_ms, squeue's), hence the real clock's.
 std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return clock::system().wall_ms();
 }
 
 json event_json(const job_event& e) {

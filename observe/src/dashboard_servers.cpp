@@ -1,6 +1,7 @@
 #include "dashboard_servers.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "dashboard_jobs.hpp"
 
@@ -17,22 +18,27 @@ void copy_if(json& to, const json& from, const char* key, Check ok) {
   if (it != from.end() && ok(*it)) to[key] = *it;
 }
 
-json server_row(const job_directory& serve_dir, const std::string& name, std::int64_t now_ms) {
-  json row = {{"name", name}};
+// serve/<name>/server.json parsed; nullopt with row["error"] saying why not.
+std::optional<json> read_server_json(const job_directory& serve_dir, const std::string& name, json& row) {
   auto text = serve_dir.read_all(name + "/server.json", max_json_bytes);
   if (!text) {
     row["error"] = text.err().context();
-    return row;
+    return std::nullopt;
   }
   if (!json_depth_within(*text, max_json_depth)) {
     row["error"] = "serve/" + name + "/server.json: nested more than 64 deep";
-    return row;
+    return std::nullopt;
   }
   auto j = json::parse(*text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
     row["error"] = "serve/" + name + "/server.json: not JSON (yet)";
-    return row;
+    return std::nullopt;
   }
+  return j;
+}
+
+// The fields the page shows, each copied only when of its type.
+void copy_server_fields(json& row, const json& j) {
   auto is_num = [](const json& v) { return v.is_number(); };
   auto is_text = [](const json& v) { return v.is_string(); };
   for (const char* k :
@@ -41,22 +47,25 @@ json server_row(const job_directory& serve_dir, const std::string& name, std::in
     copy_if(row, j, k, is_num);
   copy_if(row, j, "listen", is_text);
   if (auto m = j.find("model"); m != j.end() && m->is_object()) {
-    copy_if(row, *m, "version", is_text);
-    copy_if(row, *m, "job_id", is_text);
-    copy_if(row, *m, "model", is_text);
-    copy_if(row, *m, "model_dir", is_text);
+    for (const char* k : {"version", "job_id", "model", "model_dir"}) copy_if(row, *m, k, is_text);
   }
   if (auto s = j.find("swap"); s != j.end() && s->is_object()) {
     json swap;
-    copy_if(swap, *s, "state", is_text);
-    copy_if(swap, *s, "version", is_text);
-    copy_if(swap, *s, "error", is_text);
+    for (const char* k : {"state", "version", "error"}) copy_if(swap, *s, k, is_text);
     row["swap"] = swap;
   }
+}
+
+json server_row(const job_directory& serve_dir, const std::string& name, std::int64_t now_ms) {
+  json row = {{"name", name}};
+  auto j = read_server_json(serve_dir, name, row);
+  if (!j) return row;
+  copy_server_fields(row, *j);
   if (row.contains("listen"))
     row["url"] = "http://" + row["listen"].get<std::string>() + "/v2/models/" + name;
-  auto st = j.find("state");
-  std::string said = st != j.end() && st->is_string() ? st->get<std::string>() : "";
+  // A server that says it serves but has not rewritten its file for 15 s is gone (killed).
+  auto st = j->find("state");
+  std::string said = st != j->end() && st->is_string() ? st->get<std::string>() : "";
   double updated = row.value("updated_ms", 0.0);
   row["state"] = said == "stopped"                                                     ? "stopped"
                  : said == "serving" && static_cast<double>(now_ms) - updated < 15'000 ? "serving"

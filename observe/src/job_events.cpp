@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "job_files.hpp"
+#include "troupe/core/clock.hpp"
 
 namespace troupe::observe {
 
@@ -88,10 +89,7 @@ event_log::~event_log() {
 }
 
 expected<void> event_log::append(job_event e, bool durable) {
-  if (e.t_ms == 0)
-    e.t_ms = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                            std::chrono::system_clock::now().time_since_epoch())
-                                            .count());
+  if (e.t_ms == 0) e.t_ms = static_cast<std::uint64_t>(clock::system().wall_ms());
   std::string line = to_json_line(e) + "\n";
   std::size_t done = 0;
   while (done < line.size()) {

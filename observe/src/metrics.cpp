@@ -130,13 +130,44 @@ histogram& registry::get_histogram(const std::string& name, const std::string& h
   return *std::get<2>(m);
 }
 
+namespace {
+
+void append_help(std::string& out, const std::string& name, const std::string& help) {
+  out.append("# HELP ").append(name).append(" ");
+  for (char c : help)
+    out += c == '\n' ? std::string("\\n") : c == '\\' ? std::string("\\\\") : std::string(1, c);
+}
+
+// A histogram's series: cumulative buckets (the last "+Inf"), _sum and _count.
+void append_histogram(std::string& out, const std::string& name, const labels& l, const histogram& h) {
+  auto counts = h.counts();
+  std::uint64_t cum = 0;
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    cum += counts[i];
+    std::string le = i < h.bounds().size() ? number(h.bounds()[i]) : "+Inf";
+    out.append(name)
+        .append("_bucket")
+        .append(label_text(l, "le", le))
+        .append(" ")
+        .append(std::to_string(cum))
+        .append("\n");
+  }
+  out.append(name).append("_sum").append(label_text(l)).append(" ").append(number(h.sum())).append("\n");
+  out.append(name)
+      .append("_count")
+      .append(label_text(l))
+      .append(" ")
+      .append(std::to_string(cum))
+      .append("\n");
+}
+
+}  // namespace
+
 std::string registry::render() const {
   std::lock_guard lock(mu_);
   std::string out;
   for (const auto& [name, f] : families_) {
-    out.append("# HELP ").append(name).append(" ");
-    for (char c : f->help)
-      out += c == '\n' ? std::string("\\n") : c == '\\' ? std::string("\\\\") : std::string(1, c);
+    append_help(out, name, f->help);
     out.append("\n# TYPE ").append(name).append(" ").append(f->type).append("\n");
     for (const auto& [l, m] : f->series) {
       if (auto* c = std::get_if<0>(&m)) {
@@ -144,31 +175,7 @@ std::string registry::render() const {
       } else if (auto* g = std::get_if<1>(&m)) {
         out.append(name).append(label_text(l)).append(" ").append(number((*g)->value())).append("\n");
       } else {
-        const auto& h = *std::get<2>(m);
-        auto counts = h.counts();
-        std::uint64_t cum = 0;
-        for (std::size_t i = 0; i < counts.size(); ++i) {
-          cum += counts[i];
-          std::string le = i < h.bounds().size() ? number(h.bounds()[i]) : "+Inf";
-          out.append(name)
-              .append("_bucket")
-              .append(label_text(l, "le", le))
-              .append(" ")
-              .append(std::to_string(cum))
-              .append("\n");
-        }
-        out.append(name)
-            .append("_sum")
-            .append(label_text(l))
-            .append(" ")
-            .append(number(h.sum()))
-            .append("\n");
-        out.append(name)
-            .append("_count")
-            .append(label_text(l))
-            .append(" ")
-            .append(std::to_string(cum))
-            .append("\n");
+        append_histogram(out, name, l, *std::get<2>(m));
       }
     }
   }

@@ -169,7 +169,7 @@ void job_timeline::job_end(const std::string& state, const std::string& why) {
   append(std::move(e), true);
 }
 
-process_sampler::process_sampler(int pid) : pid_(pid) {}
+process_sampler::process_sampler(int pid, troupe::clock& clk) : pid_(pid), clock_(clk) {}
 
 std::optional<process_sample> process_sampler::sample() {
   std::string base = "/proc/" + (pid_ == 0 ? std::string("self") : std::to_string(pid_));
@@ -190,7 +190,7 @@ std::optional<process_sample> process_sampler::sample() {
   statm >> size >> resident;
   const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
   const double cpu_s = static_cast<double>(utime + stime) / tick;
-  auto now = std::chrono::steady_clock::now();
+  auto now = clock_.now();
   process_sample s;
   s.rss_bytes = resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   if (last_cpu_s_ >= 0) {

@@ -163,9 +163,9 @@ void serving_core::stop_accepting() {
   stopped_ = true;
 }
 
-bool serving_core::idle() const {
-  std::lock_guard lk(mu_);
-  return queue_.size() == 0 && replicas_.inflight_batches() == 0;
+bool serving_core::wait_idle(clock::time_point deadline) {
+  std::unique_lock lk(mu_);
+  return troupe::wait_until(clock_, idle_cv_, lk, deadline, [this] { return idle_locked(); });
 }
 
 void serving_core::shutdown() {
@@ -217,6 +217,7 @@ void serving_core::update_gauges() {
   metrics_.queue_requests.set(static_cast<double>(queue_.size()));
   metrics_.inflight_batches.set(static_cast<double>(replicas_.inflight_batches()));
   metrics_.replicas_ready.set(static_cast<double>(replicas_.count(active_, replica_phase::ready)));
+  if (idle_locked()) idle_cv_.notify_all();
 }
 
 void serving_core::apply(effects&& fx) {
@@ -232,6 +233,7 @@ void serving_core::apply(effects&& fx) {
       if (!lost.empty()) unreachable_.push_back({s.node, s.incarnation});
       for (auto& b : lost) requeue(std::move(b), "cannot send to " + s.node, more);
       pump(more);
+      if (idle_locked()) idle_cv_.notify_all();  // its requests may all have failed
     }
     for (auto& [r, o] : fx.answers) {
       if (r->done) r->done(std::move(o));

@@ -16,6 +16,7 @@
 //   replicas once, to be stopped, and the hung ones, to be fenced.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -86,8 +87,9 @@ class serving_core {
 
   // Refuses new requests from now on (shutting_down); queued and in-flight ones go on.
   void stop_accepting();
-  // Nothing queued, nothing in flight.
-  bool idle() const;
+  // Waits until nothing is queued and nothing in flight, or until `deadline` on the core's clock;
+  // true when idle.
+  bool wait_idle(clock::time_point deadline);
   // Refuses new requests and answers every queued and in-flight one with shutting_down: afterwards
   // the core holds no request (nor its `done`).
   void shutdown();
@@ -110,7 +112,10 @@ class serving_core {
   void pump(effects& fx);
   // A batch back from a lost replica: its requests to the front, or failed past max_attempts.
   void requeue(batch&& b, const std::string& why, effects& fx);
+  // The gauges set, and wait_idle's waiters woken once the core is idle (lock held: after every
+  // change to the queue or the batches in flight).
   void update_gauges();
+  bool idle_locked() const { return queue_.size() == 0 && replicas_.inflight_batches() == 0; }
   // Sends and answers with the lock released; a send that fails puts its batch back.
   void apply(effects&& fx);
 
@@ -119,6 +124,7 @@ class serving_core {
   serve_metrics& metrics_;
   troupe::clock& clock_;
   mutable std::mutex mu_;
+  std::condition_variable idle_cv_;
   batcher queue_;
   dispatcher replicas_;
   std::uint32_t active_ = 0;

@@ -260,8 +260,7 @@ void frontend::stop_everything() {
   // the replicas, the ticker and the HTTP threads still run; what is left then gets 503.
   if (core_ && http_) {
     core_->stop_accepting();
-    auto until = clock_.now() + std::chrono::seconds(5);
-    while (!core_->idle() && clock_.now() < until) clock_.sleep_for(std::chrono::milliseconds(10));
+    (void)core_->wait_idle(clock_.now() + std::chrono::seconds(5));
   }
   {
     std::lock_guard lk(mu_);

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -111,13 +112,28 @@ class frontend final : public replica_link {
   // frontend_replicas.cpp
   expected<model::model_info> snapshot(const model::model_info& m, std::uint32_t gen);  // (swaps)
   void launch_due();
+  // Under mu_: the slot's next incarnation, made known to the core; its generation's version, or
+  // nullopt when the slot is no longer to be launched. `copy` is what launch() then takes.
+  std::optional<std::string> begin_launch(const std::string& node, slot& copy);
+  // Under mu_: the launch's handle kept, or its failure recorded (a staging generation fails; a
+  // serving slot is tried again in 1 s).
+  void end_launch(const std::string& node, const slot& copy, const expected<void>& launched);
   expected<void> launch(slot& s, const std::string& version);
+  std::vector<std::string> replica_argv(const slot& s, const std::string& version) const;
   void on_exit(const cluster::node_handle& h, const cluster::exit_status& st);
   void handle_exits();
+  void handle_exit(const cluster::node_handle& h, const cluster::exit_status& st);  // mu_ held
+  void schedule_relaunch(slot& s, const std::string& why);                          // mu_ held
   void on_ready(const message& m);
   void on_failed(const message& m);
   // frontend_swaps.cpp (advance_swaps' steps run with mu_ held)
   void start_reloads();
+  // The next reload to start, popped, with the serving model's view; nullopt while none can start
+  // (stopping, a swap under way, the first model not up yet).
+  std::optional<reload_request> next_reload(model_view& serving);
+  void refuse_reload(const reload_request& req, const model_view& serving, const std::string& why);
+  // mu_ held: generation `gen` of `snap` staged, its slots due for launch now.
+  void stage(const reload_request& req, std::uint32_t gen, model::model_info snap);
   void advance_swaps();
   void drop_drained_generations();
   void fence_slow_loaders(clock::time_point now, std::vector<cluster::node_handle>& to_fence);
@@ -135,14 +151,26 @@ class frontend final : public replica_link {
   std::string in_their_words(std::string text, std::uint32_t gen);
   // routes.cpp
   void handle_http(observe::http_request&& r, observe::http_responder respond);
+  // /v2/models/<name>[/versions/<version>][/ready|/infer]
+  void model_route(const observe::http_request& r, const std::vector<std::string>& parts,
+                   observe::http_responder respond);
   void infer(const observe::http_request& r, const std::shared_ptr<const model_view>& view,
              observe::http_responder respond);
+  // A request's answer from its outcome (the logits' JSON, or the failure's status).
+  void answer_infer(const observe::http_responder& respond, clock::time_point arrived, const std::string& id,
+                    unsigned outputs, std::size_t rows, outcome&& o);
+  // A request answered with `status`: counted, and its latency observed.
+  void count_request(int status, clock::time_point arrived);
   observe::http_response metadata(const model_view& v);
   observe::http_response ready_answer(bool model_route);
   std::shared_ptr<const model_view> current_view() const;
   std::shared_ptr<const model_view> view_of(std::uint32_t generation) const;
   // server_state.cpp
   void write_state(bool final);
+  // The request and row rates since the last call, when at least 0.2 s ago (the first: none).
+  void update_rates(clock::time_point now, std::uint64_t ok, std::uint64_t rows);
+  nlohmann::json replicas_state(const core_stats& stats);
+  nlohmann::json swap_state();  // mu_ held: the swap under way or the last refused, else null
   void print_progress(bool final);
 
   serve_settings settings_;

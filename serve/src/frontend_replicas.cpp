@@ -50,46 +50,51 @@ frontend::slot* frontend::find_slot(const std::string& node) {
   return it == slots_.end() ? nullptr : &it->second;
 }
 
-expected<void> frontend::launch(slot& s, const std::string& version) {
-  std::string snap = state_dir_ + "/models/" + std::to_string(s.generation);
-  cluster::node_spec spec;
-  spec.id = node_id{s.node, s.incarnation};
-  spec.argv = {"troupe",
-               "serve-replica",
-               "--connect",
-               control_address_,
-               "--name",
-               s.node,
-               "--incarnation",
-               std::to_string(s.incarnation),
-               "--generation",
-               std::to_string(s.generation),
-               "--model",
-               snap,
-               "--version",
-               version,
-               "--threads",
-               std::to_string(cfg_.threads),
-               "--device",
-               cfg_.device,
-               "--max-batch",
-               std::to_string(cfg_.max_batch),
-               "--warmup",
-               std::to_string(cfg_.warmup),
-               "--token-file",
-               state_dir_ + "/token",
-               "--heartbeat-ms",
-               std::to_string(settings_.transport.heartbeat_interval.count()),
-               "--heartbeat-timeout-ms",
-               std::to_string(settings_.transport.heartbeat_timeout.count())};
+std::vector<std::string> frontend::replica_argv(const slot& s, const std::string& version) const {
+  std::vector<std::string> argv = {"troupe",
+                                   "serve-replica",
+                                   "--connect",
+                                   control_address_,
+                                   "--name",
+                                   s.node,
+                                   "--incarnation",
+                                   std::to_string(s.incarnation),
+                                   "--generation",
+                                   std::to_string(s.generation),
+                                   "--model",
+                                   state_dir_ + "/models/" + std::to_string(s.generation),
+                                   "--version",
+                                   version,
+                                   "--threads",
+                                   std::to_string(cfg_.threads),
+                                   "--device",
+                                   cfg_.device,
+                                   "--max-batch",
+                                   std::to_string(cfg_.max_batch),
+                                   "--warmup",
+                                   std::to_string(cfg_.warmup),
+                                   "--token-file",
+                                   state_dir_ + "/token",
+                                   "--heartbeat-ms",
+                                   std::to_string(settings_.transport.heartbeat_interval.count()),
+                                   "--heartbeat-timeout-ms",
+                                   std::to_string(settings_.transport.heartbeat_timeout.count())};
   if (cfg_.pin_cpus) {
+    // Slot i takes cores [i * threads, (i + 1) * threads).
     std::string cpus;
     for (int t = 0; t < cfg_.threads; ++t) {
       if (t) cpus += ',';
       cpus += std::to_string(static_cast<int>(s.index) * cfg_.threads + t);
     }
-    spec.argv.insert(spec.argv.end(), {"--cpus", cpus});
+    argv.insert(argv.end(), {"--cpus", cpus});
   }
+  return argv;
+}
+
+expected<void> frontend::launch(slot& s, const std::string& version) {
+  cluster::node_spec spec;
+  spec.id = node_id{s.node, s.incarnation};
+  spec.argv = replica_argv(s, version);
   spec.log_file = state_dir_ + "/logs/" + s.node + ".log";
   spec.env = {{"TROUPE_NODE", spec.id.to_string()}};
   // Slurm sizes each replica's job by it; the local launcher needs no reservation (a swap runs two
@@ -99,6 +104,42 @@ expected<void> frontend::launch(slot& s, const std::string& version) {
   if (!h) return h.err();
   s.handle = *h;
   return {};
+}
+
+std::optional<std::string> frontend::begin_launch(const std::string& node, slot& copy) {
+  std::lock_guard lk(mu_);
+  slot* s = find_slot(node);
+  generation* g = s ? gen_of(*s) : nullptr;
+  if (!g || s->retired) return std::nullopt;
+  s->relaunch_at.reset();
+  if (s->launched != clock::time_point{}) ++s->incarnation;
+  s->launched = clock_.now();
+  s->ready = false;
+  s->peer_host.clear();
+  core_->add_replica(s->node, s->incarnation, s->generation, s->index);
+  copy = *s;
+  return g->info.version();
+}
+
+void frontend::end_launch(const std::string& node, const slot& copy, const expected<void>& launched) {
+  std::lock_guard lk(mu_);
+  slot* s = find_slot(node);
+  if (!s) return;
+  if (launched) {
+    s->handle = copy.handle;
+    spdlog::info("serve: {} launched ({} {})", node_id{s->node, s->incarnation}.to_string(),
+                 settings_.cluster.launcher == "slurm" ? "Slurm job" : "pid", copy.handle->pid);
+    return;
+  }
+  spdlog::error("serve: cannot launch {}: {}", node, launched.err().to_string());
+  s->last_exit = launched.err().to_string();
+  generation* g = gen_of(*s);
+  if (!g) return;
+  if (g->state == gen_state::staging) {
+    if (g->failure.empty()) g->failure = node + " could not be launched: " + launched.err().to_string();
+  } else {
+    s->relaunch_at = clock_.now() + std::chrono::seconds(1);
+  }
 }
 
 void frontend::launch_due() {
@@ -112,41 +153,11 @@ void frontend::launch_due() {
   }
   for (const auto& node : nodes) {
     // Only this thread adds or removes slots: the slot stays; its fields are written under mu_.
+    // The launch itself runs without the lock, on a copy.
     slot copy;
-    std::string version;
-    {
-      std::lock_guard lk(mu_);
-      slot* s = find_slot(node);
-      generation* g = s ? gen_of(*s) : nullptr;
-      if (!g || s->retired) continue;
-      s->relaunch_at.reset();
-      if (s->launched != clock::time_point{}) ++s->incarnation;
-      s->launched = clock_.now();
-      s->ready = false;
-      s->peer_host.clear();
-      core_->add_replica(s->node, s->incarnation, s->generation, s->index);
-      copy = *s;
-      version = g->info.version();
-    }
-    auto r = launch(copy, version);
-    std::lock_guard lk(mu_);
-    slot* s = find_slot(node);
-    if (!s) continue;
-    if (r) {
-      s->handle = copy.handle;
-      spdlog::info("serve: {} launched ({} {})", node_id{s->node, s->incarnation}.to_string(),
-                   settings_.cluster.launcher == "slurm" ? "Slurm job" : "pid", copy.handle->pid);
-      continue;
-    }
-    spdlog::error("serve: cannot launch {}: {}", node, r.err().to_string());
-    s->last_exit = r.err().to_string();
-    generation* g = gen_of(*s);
-    if (!g) continue;
-    if (g->state == gen_state::staging) {
-      if (g->failure.empty()) g->failure = node + " could not be launched: " + r.err().to_string();
-    } else {
-      s->relaunch_at = clock_.now() + std::chrono::seconds(1);
-    }
+    auto version = begin_launch(node, copy);
+    if (!version) continue;
+    end_launch(node, copy, launch(copy, *version));
   }
 }
 
@@ -165,39 +176,46 @@ void frontend::handle_exits() {
   for (auto& [h, st] : exits) {
     core_->replica_gone(h.id.name, h.id.incarnation);
     std::lock_guard lk(mu_);
-    slot* s = find_slot(h.id.name);
-    if (!s || !s->handle || s->handle->serial != h.serial) continue;
-    s->handle.reset();
-    s->last_exit = st.to_string();
-    generation* g = gen_of(*s);
-    std::string why = h.id.to_string() + " " + st.to_string();
-    if (auto line = last_line(st.trace.output); !line.empty() && !st.success() && !s->retired)
-      why += ": " + in_their_words(line, s->generation);
-    if (s->retired || !g || g->state == gen_state::draining) {
-      spdlog::info("serve: {} (generation {}, stopped)", why, s->generation);
-      slots_.erase(h.id.name);
-      continue;
-    }
-    if (g->state == gen_state::staging) {
-      spdlog::warn("serve: {} before the new model was ready", why);
-      if (g->failure.empty()) g->failure = why;
-      s->retired = true;
-      continue;
-    }
-    if (stopping_) continue;
-    // Served a while: a fresh death, relaunched at once; dying again and again backs off to 5 s.
-    if (s->ready && clock_.now() - s->ready_at > std::chrono::seconds(10)) s->failures = 0;
-    ++s->failures;
-    auto backoff = s->failures <= 1
-                       ? clock::duration::zero()
-                       : std::min<clock::duration>(std::chrono::milliseconds(100 << std::min(s->failures, 6)),
-                                                   std::chrono::seconds(5));
-    s->relaunch_at = clock_.now() + backoff;
-    s->ready = false;
-    ++restarts_;
-    metrics_.replica_restarts.inc();
-    spdlog::warn("serve: {}; relaunching it as #{} in {}", why, s->incarnation + 1, ms_text(backoff));
+    handle_exit(h, st);
   }
+}
+
+void frontend::handle_exit(const cluster::node_handle& h, const cluster::exit_status& st) {
+  slot* s = find_slot(h.id.name);
+  if (!s || !s->handle || s->handle->serial != h.serial) return;
+  s->handle.reset();
+  s->last_exit = st.to_string();
+  generation* g = gen_of(*s);
+  std::string why = h.id.to_string() + " " + st.to_string();
+  if (auto line = last_line(st.trace.output); !line.empty() && !st.success() && !s->retired)
+    why += ": " + in_their_words(line, s->generation);
+  if (s->retired || !g || g->state == gen_state::draining) {
+    spdlog::info("serve: {} (generation {}, stopped)", why, s->generation);
+    slots_.erase(h.id.name);
+    return;
+  }
+  if (g->state == gen_state::staging) {
+    spdlog::warn("serve: {} before the new model was ready", why);
+    if (g->failure.empty()) g->failure = why;
+    s->retired = true;
+    return;
+  }
+  if (!stopping_) schedule_relaunch(*s, why);
+}
+
+void frontend::schedule_relaunch(slot& s, const std::string& why) {
+  // Served a while: a fresh death, relaunched at once; dying again and again backs off to 5 s.
+  if (s.ready && clock_.now() - s.ready_at > std::chrono::seconds(10)) s.failures = 0;
+  ++s.failures;
+  auto backoff = s.failures <= 1
+                     ? clock::duration::zero()
+                     : std::min<clock::duration>(std::chrono::milliseconds(100 << std::min(s.failures, 6)),
+                                                 std::chrono::seconds(5));
+  s.relaunch_at = clock_.now() + backoff;
+  s.ready = false;
+  ++restarts_;
+  metrics_.replica_restarts.inc();
+  spdlog::warn("serve: {}; relaunching it as #{} in {}", why, s.incarnation + 1, ms_text(backoff));
 }
 
 void frontend::on_ready(const message& m) {

@@ -43,38 +43,31 @@ expected<model::model_info> frontend::snapshot(const model::model_info& m, std::
   return out;
 }
 
-void frontend::start_reloads() {
-  std::unique_lock lk(mu_);
-  if (stopping_ || reloads_.empty()) return;
+std::optional<frontend::reload_request> frontend::next_reload(model_view& serving) {
+  std::lock_guard lk(mu_);
+  if (stopping_ || reloads_.empty()) return std::nullopt;
   for (const auto& [n, g] : gens_)
-    if (g.state == gen_state::staging) return;  // one swap at a time: the next waits
-  auto serving = current_view();
-  if (!serving) return;  // the first model is not up yet: reloads wait for it
+    if (g.state == gen_state::staging) return std::nullopt;  // one swap at a time: the next waits
+  auto view = current_view();
+  if (!view) return std::nullopt;  // the first model is not up yet: reloads wait for it
+  serving = *view;
   reload_request req = std::move(reloads_.front());
   reloads_.pop_front();
-  const model_view current = *serving;
-  lk.unlock();
-  auto refuse = [&](const std::string& why) {
-    spdlog::error("serve: {} of {} refused: {} (version {} keeps serving)", req.source, req.dir, why,
-                  current.info.version());
-    metrics_.swaps_refused.inc();
-    std::lock_guard l(mu_);
-    last_swap_error_ = why;
-    if (req.reply) answer_reload(*req.reply, false, why, current.info.version(), current.generation);
-  };
-  auto m = model::read_model_dir(req.dir);
-  if (!m) return refuse(m.err().context());
-  if (auto why = model::incompatibility(current.info, *m); !why.empty())
-    return refuse("its inputs or outputs differ from the served model's (" + why +
-                  "): clients of this endpoint could not use it; serve it under another name");
-  lk.lock();
-  std::uint32_t gen = next_gen_++;
-  lk.unlock();
-  auto snap = snapshot(*m, gen);
-  if (!snap) return refuse(snap.err().to_string());
-  lk.lock();
+  return req;
+}
+
+void frontend::refuse_reload(const reload_request& req, const model_view& serving, const std::string& why) {
+  spdlog::error("serve: {} of {} refused: {} (version {} keeps serving)", req.source, req.dir, why,
+                serving.info.version());
+  metrics_.swaps_refused.inc();
+  std::lock_guard lk(mu_);
+  last_swap_error_ = why;
+  if (req.reply) answer_reload(*req.reply, false, why, serving.info.version(), serving.generation);
+}
+
+void frontend::stage(const reload_request& req, std::uint32_t gen, model::model_info snap) {
   generation g;
-  g.info = *snap;
+  g.info = std::move(snap);
   g.deadline = clock_.now() + cfg_.load_timeout;
   if (req.reply) g.waiting.push_back(*req.reply);
   gens_[gen] = std::move(g);
@@ -86,8 +79,29 @@ void frontend::start_reloads() {
     s.relaunch_at = clock_.now();
     slots_[s.node] = s;
   }
-  spdlog::info("serve: {}: loading {} (version {}) as generation {} beside version {}", req.source, req.dir,
-               gens_[gen].info.version(), gen, current.info.version());
+}
+
+void frontend::start_reloads() {
+  model_view serving;
+  auto req = next_reload(serving);
+  if (!req) return;
+  auto m = model::read_model_dir(req->dir);
+  if (!m) return refuse_reload(*req, serving, m.err().context());
+  if (auto why = model::incompatibility(serving.info, *m); !why.empty())
+    return refuse_reload(*req, serving,
+                         "its inputs or outputs differ from the served model's (" + why +
+                             "): clients of this endpoint could not use it; serve it under another name");
+  std::uint32_t gen;
+  {
+    std::lock_guard lk(mu_);
+    gen = next_gen_++;
+  }
+  auto snap = snapshot(*m, gen);
+  if (!snap) return refuse_reload(*req, serving, snap.err().to_string());
+  std::lock_guard lk(mu_);
+  stage(*req, gen, std::move(*snap));
+  spdlog::info("serve: {}: loading {} (version {}) as generation {} beside version {}", req->source, req->dir,
+               gens_[gen].info.version(), gen, serving.info.version());
 }
 
 void frontend::advance_swaps() {

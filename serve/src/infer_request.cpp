@@ -6,246 +6,13 @@
 
 #include "infer_codec.hpp"
 #include "json_scan.hpp"
+#include "request_reader.hpp"
 
 namespace troupe::serve {
 
 namespace {
 
 using nlohmann::json;
-
-constexpr std::size_t max_depth = 64;
-
-struct parsed_tensor {
-  std::string name, datatype;
-  bool has_name = false, has_datatype = false, has_shape = false, has_data = false;
-  std::vector<std::int64_t> shape;
-  std::vector<double> reals;              // every number of data, as a double
-  std::vector<std::int64_t> ints;         // the same where each is an integer token
-  std::size_t first_fraction = SIZE_MAX;  // index of the first number that is not an integer
-};
-
-struct parsed_output {
-  std::string name;
-  bool has_name = false;
-};
-
-// The request's structure from json_scan.hpp's SAX events, without building a document: numbers of
-// `data` go straight into their tensor. Returns false (the scan stops) at the first problem.
-class request_reader {
- public:
-  std::string problem;
-  std::string id;
-  bool has_inputs = false, has_outputs = false;
-  std::vector<parsed_tensor> inputs;
-  std::vector<parsed_output> outputs;
-
-  bool null() { return scalar("null"); }
-  bool boolean(bool) { return scalar("a boolean"); }
-  bool number_integer(std::int64_t v) { return number(static_cast<double>(v), v, true); }
-  bool number_unsigned(std::uint64_t v) {
-    if (v > static_cast<std::uint64_t>(INT64_MAX)) return number(static_cast<double>(v), 0, false);
-    return number(static_cast<double>(v), static_cast<std::int64_t>(v), true);
-  }
-  bool number_float(double v, const std::string&) { return number(v, 0, false); }
-  bool string(std::string& s);
-  bool start_object(std::size_t);
-  bool end_object() { return pop(); }
-  bool start_array(std::size_t);
-  bool end_array() { return pop(); }
-  bool key(std::string& k) {
-    key_ = k;
-    return true;
-  }
-
- private:
-  enum class ctx { root, inputs, input, shape, data, outputs, output, skip };
-  bool fail(std::string text) {
-    if (problem.empty()) problem = std::move(text);
-    return false;
-  }
-  bool pop() {
-    if (!stack_.empty()) stack_.pop_back();
-    return true;
-  }
-  bool push(ctx c) {
-    if (stack_.size() >= max_depth) return fail("the request is nested deeper than 64");
-    stack_.push_back(c);
-    return true;
-  }
-  std::string where() const {
-    const auto& t = inputs.back();
-    return "inputs[" + std::to_string(inputs.size() - 1) + "]" +
-           (t.has_name ? " '" + t.name + "'" : std::string());
-  }
-  bool scalar(const char* what);
-  bool number(double d, std::int64_t i, bool integer);
-
-  std::vector<ctx> stack_;
-  std::string key_;
-};
-
-bool request_reader::start_object(std::size_t) {
-  if (stack_.empty()) return push(ctx::root);
-  switch (stack_.back()) {
-    case ctx::inputs:
-      inputs.emplace_back();
-      return push(ctx::input);
-    case ctx::outputs:
-      outputs.emplace_back();
-      return push(ctx::output);
-    case ctx::root:
-      if (key_ == "inputs") return fail("'inputs' must be an array of tensors, got an object");
-      if (key_ == "outputs") return fail("'outputs' must be an array, got an object");
-      if (key_ == "id") return fail("'id' must be a string, got an object");
-      return push(ctx::skip);
-    case ctx::input:
-      if (key_ == "name" || key_ == "datatype" || key_ == "shape" || key_ == "data")
-        return fail(where() + "." + key_ + ": got an object");
-      return push(ctx::skip);
-    case ctx::output:
-      if (key_ == "name")
-        return fail("outputs[" + std::to_string(outputs.size() - 1) + "].name: got an object");
-      return push(ctx::skip);
-    case ctx::shape:
-      return fail(where() + ".shape: expected integers, got an object");
-    case ctx::data:
-      return fail(where() + ".data: expected numbers, got an object");
-    case ctx::skip:
-      return push(ctx::skip);
-  }
-  return false;
-}
-
-bool request_reader::start_array(std::size_t) {
-  if (stack_.empty()) return fail("the request must be a JSON object with \"inputs\", got an array");
-  switch (stack_.back()) {
-    case ctx::root:
-      if (key_ == "inputs") {
-        has_inputs = true;
-        return push(ctx::inputs);
-      }
-      if (key_ == "outputs") {
-        has_outputs = true;
-        return push(ctx::outputs);
-      }
-      if (key_ == "id") return fail("'id' must be a string, got an array");
-      return push(ctx::skip);
-    case ctx::input:
-      if (key_ == "shape") {
-        inputs.back().has_shape = true;
-        inputs.back().shape.clear();
-        return push(ctx::shape);
-      }
-      if (key_ == "data") {
-        inputs.back().has_data = true;
-        return push(ctx::data);
-      }
-      if (key_ == "name" || key_ == "datatype")
-        return fail(where() + "." + key_ + ": expected a string, got an array");
-      return push(ctx::skip);
-    case ctx::output:
-      if (key_ == "name")
-        return fail("outputs[" + std::to_string(outputs.size() - 1) + "].name: got an array");
-      return push(ctx::skip);
-    case ctx::inputs:
-      return fail("inputs[" + std::to_string(inputs.size()) + "]: expected a tensor object, got an array");
-    case ctx::outputs:
-      return fail("outputs[" + std::to_string(outputs.size()) + "]: expected an object, got an array");
-    case ctx::shape:
-      return fail(where() + ".shape: expected integers, got an array");
-    case ctx::data:
-      return push(ctx::data);  // nested rows
-    case ctx::skip:
-      return push(ctx::skip);
-  }
-  return false;
-}
-
-bool request_reader::string(std::string& s) {
-  if (stack_.empty()) return fail("the request must be a JSON object with \"inputs\", got a string");
-  switch (stack_.back()) {
-    case ctx::root:
-      if (key_ == "id") id = std::move(s);
-      if (key_ == "inputs") return fail("'inputs' must be an array of tensors, got a string");
-      return true;
-    case ctx::input:
-      if (key_ == "name") {
-        inputs.back().name = std::move(s);
-        inputs.back().has_name = true;
-      } else if (key_ == "datatype") {
-        inputs.back().datatype = std::move(s);
-        inputs.back().has_datatype = true;
-      } else if (key_ == "shape" || key_ == "data") {
-        return fail(where() + "." + key_ + ": expected an array, got a string");
-      }
-      return true;
-    case ctx::output:
-      if (key_ == "name") {
-        outputs.back().name = std::move(s);
-        outputs.back().has_name = true;
-      }
-      return true;
-    case ctx::data:
-      return fail(where() + ".data[" + std::to_string(inputs.back().reals.size()) +
-                  "]: a string; tensor data are numbers (the binary data extension is not supported)");
-    default:
-      return scalar("a string");
-  }
-}
-
-bool request_reader::scalar(const char* what) {
-  if (stack_.empty())
-    return fail(std::string("the request must be a JSON object with \"inputs\", got ") + what);
-  switch (stack_.back()) {
-    case ctx::root:
-      if (key_ == "id") return fail(std::string("'id' must be a string, got ") + what);
-      if (key_ == "inputs" || key_ == "outputs") return fail("'" + key_ + "' must be an array, got " + what);
-      return true;
-    case ctx::input:
-      if (key_ == "name" || key_ == "datatype")
-        return fail(where() + "." + key_ + ": expected a string, got " + what);
-      if (key_ == "shape" || key_ == "data")
-        return fail(where() + "." + key_ + ": expected an array, got " + what);
-      return true;
-    case ctx::output:
-      if (key_ == "name")
-        return fail("outputs[" + std::to_string(outputs.size() - 1) + "].name: expected a string, got " +
-                    what);
-      return true;
-    case ctx::shape:
-      return fail(where() + ".shape: expected non-negative integers, got " + what);
-    case ctx::data:
-      return fail(where() + ".data[" + std::to_string(inputs.back().reals.size()) + "]: " + what +
-                  "; tensor data are numbers");
-    case ctx::inputs:
-      return fail("inputs[" + std::to_string(inputs.size()) + "]: expected a tensor object, got " + what);
-    case ctx::outputs:
-      return fail("outputs[" + std::to_string(outputs.size()) + "]: expected an object, got " + what);
-    case ctx::skip:
-      return true;
-  }
-  return true;
-}
-
-bool request_reader::number(double d, std::int64_t i, bool integer) {
-  if (stack_.empty()) return fail("the request must be a JSON object with \"inputs\", got a number");
-  switch (stack_.back()) {
-    case ctx::data: {
-      auto& t = inputs.back();
-      if (!integer && t.first_fraction == SIZE_MAX) t.first_fraction = t.reals.size();
-      t.reals.push_back(d);
-      t.ints.push_back(i);
-      return true;
-    }
-    case ctx::shape:
-      if (!integer || i < 0)
-        return fail(where() + ".shape: expected non-negative integers, got " + json(d).dump());
-      inputs.back().shape.push_back(i);
-      return true;
-    default:
-      return scalar("a number");
-  }
-}
 
 std::string shape_text(const std::vector<std::int64_t>& s) {
   std::string out = "[";
@@ -340,6 +107,72 @@ std::string describe_input(const model_shape& shape, bool ids) {
              : "'dense' FP32 [rows, " + std::to_string(shape.dense_dim) + "]";
 }
 
+namespace {
+
+// The request's inputs by name: none the model does not take, none twice, each it needs.
+struct named_inputs {
+  const parsed_tensor* dense = nullptr;
+  const parsed_tensor* ids = nullptr;
+  std::size_t dense_at = 0, ids_at = 0;  // their indexes in "inputs"
+};
+
+expected<named_inputs> name_inputs(const request_reader& r, const model_shape& shape) {
+  std::string takes =
+      describe_input(shape, false) + (shape.takes_ids ? " and " + describe_input(shape, true) : "");
+  if (!r.has_inputs)
+    return make_unexpected(core_errc::invalid_argument, "'inputs' missing: this model takes " + takes);
+  named_inputs n;
+  for (std::size_t i = 0; i < r.inputs.size(); ++i) {
+    const auto& t = r.inputs[i];
+    std::string where = "inputs[" + std::to_string(i) + "]";
+    if (!t.has_name)
+      return make_unexpected(core_errc::invalid_argument, where + ": no name; this model takes " + takes);
+    const parsed_tensor** slot = t.name == "dense"                    ? &n.dense
+                                 : t.name == "ids" && shape.takes_ids ? &n.ids
+                                                                      : nullptr;
+    if (!slot)
+      return make_unexpected(core_errc::invalid_argument,
+                             where + ".name '" + t.name + "': this model takes " + takes +
+                                 (t.name == "ids" ? " (no ids: its forward is forward(dense))" : ""));
+    if (*slot) return make_unexpected(core_errc::invalid_argument, where + " '" + t.name + "': given twice");
+    *slot = &t;
+    (t.name == "dense" ? n.dense_at : n.ids_at) = i;
+  }
+  if (!n.dense && shape.dense_dim > 0)
+    return make_unexpected(core_errc::invalid_argument, "input 'dense' missing: this model takes " + takes);
+  if (!n.ids && shape.takes_ids)
+    return make_unexpected(core_errc::invalid_argument, "input 'ids' missing: this model takes " + takes);
+  return n;
+}
+
+// The named tensors checked against the model and their values put into `in`: dense as FP32
+// (zeros when the model reads ids alone), ids as they are.
+expected<void> take_values(const named_inputs& n, const model_shape& shape, infer_input& in) {
+  if (n.dense) {
+    auto rows = check_tensor(*n.dense, n.dense_at, {"dense", "FP32", shape.dense_dim}, shape);
+    if (!rows) return rows.err();
+    in.rows = *rows;
+    in.dense.resize(n.dense->reals.size());
+    std::transform(n.dense->reals.begin(), n.dense->reals.end(), in.dense.begin(),
+                   [](double v) { return static_cast<float>(v); });
+  }
+  if (n.ids) {
+    auto rows = check_tensor(*n.ids, n.ids_at, {"ids", "INT64", shape.fields}, shape);
+    if (!rows) return rows.err();
+    if (n.dense && *rows != in.rows)
+      return make_unexpected(core_errc::invalid_argument, "inputs[" + std::to_string(n.ids_at) +
+                                                              "] 'ids' has " + std::to_string(*rows) +
+                                                              " rows, 'dense' " + std::to_string(in.rows) +
+                                                              ": one row of each per example");
+    in.rows = *rows;
+    in.ids = n.ids->ints;
+    if (!n.dense) in.dense.assign(in.rows * shape.dense_dim, 0.0f);
+  }
+  return {};
+}
+
+}  // namespace
+
 expected<infer_input> parse_infer_request(std::string_view body, const model_shape& shape) {
   request_reader r;
   json_scanner<request_reader> scan(body, r);
@@ -348,55 +181,11 @@ expected<infer_input> parse_infer_request(std::string_view body, const model_sha
     return make_unexpected(core_errc::invalid_argument,
                            "malformed JSON (byte " + std::to_string(scan.error_at) + "): " + scan.error);
   }
-  std::string takes =
-      describe_input(shape, false) + (shape.takes_ids ? " and " + describe_input(shape, true) : "");
-  if (!r.has_inputs)
-    return make_unexpected(core_errc::invalid_argument, "'inputs' missing: this model takes " + takes);
-  const parsed_tensor* dense = nullptr;
-  const parsed_tensor* ids = nullptr;
-  std::size_t dense_at = 0, ids_at = 0;
-  for (std::size_t i = 0; i < r.inputs.size(); ++i) {
-    const auto& t = r.inputs[i];
-    std::string where = "inputs[" + std::to_string(i) + "]";
-    if (!t.has_name)
-      return make_unexpected(core_errc::invalid_argument, where + ": no name; this model takes " + takes);
-    const parsed_tensor** slot = t.name == "dense"                    ? &dense
-                                 : t.name == "ids" && shape.takes_ids ? &ids
-                                                                      : nullptr;
-    if (!slot)
-      return make_unexpected(core_errc::invalid_argument,
-                             where + ".name '" + t.name + "': this model takes " + takes +
-                                 (t.name == "ids" ? " (no ids: its forward is forward(dense))" : ""));
-    if (*slot) return make_unexpected(core_errc::invalid_argument, where + " '" + t.name + "': given twice");
-    *slot = &t;
-    (t.name == "dense" ? dense_at : ids_at) = i;
-  }
-  if (!dense && shape.dense_dim > 0)
-    return make_unexpected(core_errc::invalid_argument, "input 'dense' missing: this model takes " + takes);
-  if (!ids && shape.takes_ids)
-    return make_unexpected(core_errc::invalid_argument, "input 'ids' missing: this model takes " + takes);
+  auto named = name_inputs(r, shape);
+  if (!named) return named.err();
   infer_input in;
   in.id = std::move(r.id);
-  if (dense) {
-    auto rows = check_tensor(*dense, dense_at, {"dense", "FP32", shape.dense_dim}, shape);
-    if (!rows) return rows.err();
-    in.rows = *rows;
-    in.dense.resize(dense->reals.size());
-    std::transform(dense->reals.begin(), dense->reals.end(), in.dense.begin(),
-                   [](double v) { return static_cast<float>(v); });
-  }
-  if (ids) {
-    auto rows = check_tensor(*ids, ids_at, {"ids", "INT64", shape.fields}, shape);
-    if (!rows) return rows.err();
-    if (dense && *rows != in.rows)
-      return make_unexpected(core_errc::invalid_argument, "inputs[" + std::to_string(ids_at) +
-                                                              "] 'ids' has " + std::to_string(*rows) +
-                                                              " rows, 'dense' " + std::to_string(in.rows) +
-                                                              ": one row of each per example");
-    in.rows = *rows;
-    in.ids = ids->ints;
-    if (!dense) in.dense.assign(in.rows * shape.dense_dim, 0.0f);
-  }
+  if (auto taken = take_values(*named, shape, in); !taken) return taken.err();
   auto outputs = check_outputs(r, shape);
   if (!outputs) return outputs.err();
   in.outputs = *outputs;

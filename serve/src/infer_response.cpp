@@ -45,6 +45,62 @@ void open_tensor(std::string& out, bool& first, const char* name, const char* ty
   out += "],\"data\":[";
 }
 
+void append_logits(std::string& out, bool& first, const float* logits, std::size_t rows, std::size_t w) {
+  open_tensor(out, first, "logits", "FP32", rows, w, true);
+  for (std::size_t k = 0, n = rows * w; k < n; ++k) {
+    if (k) out += ',';
+    append_float(out, logits[k]);
+  }
+  out += "]}";
+}
+
+// A binary model's sigmoid of its one logit; a multiclass model's softmax of each row.
+void append_probabilities(std::string& out, bool& first, const float* logits, std::size_t rows, std::size_t w,
+                          bool multi) {
+  open_tensor(out, first, "probabilities", "FP32", rows, w, true);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* l = logits + r * w;
+    if (!multi) {
+      if (r) out += ',';
+      append_float(out, static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(l[0])))));
+      continue;
+    }
+    double m = *std::max_element(l, l + w), sum = 0;
+    for (std::size_t c = 0; c < w; ++c) sum += std::exp(static_cast<double>(l[c]) - m);
+    for (std::size_t c = 0; c < w; ++c) {
+      if (r || c) out += ',';
+      append_float(out, static_cast<float>(std::exp(static_cast<double>(l[c]) - m) / sum));
+    }
+  }
+  out += "]}";
+}
+
+// A multiclass model's argmax of each row: class_ids and, when the model names them, class_names.
+void append_classes(std::string& out, bool& first, const float* logits, std::size_t rows,
+                    const model_shape& shape, unsigned want) {
+  std::size_t w = shape.width;
+  std::vector<std::size_t> best(rows);
+  for (std::size_t r = 0; r < rows; ++r)
+    best[r] =
+        static_cast<std::size_t>(std::max_element(logits + r * w, logits + (r + 1) * w) - (logits + r * w));
+  if (want & out_class_ids) {
+    open_tensor(out, first, "class_ids", "INT64", rows, 0, false);
+    for (std::size_t r = 0; r < rows; ++r) {
+      if (r) out += ',';
+      append_int(out, static_cast<std::int64_t>(best[r]));
+    }
+    out += "]}";
+  }
+  if ((want & out_class_names) && !shape.class_names.empty()) {
+    open_tensor(out, first, "class_names", "BYTES", rows, 0, false);
+    for (std::size_t r = 0; r < rows; ++r) {
+      if (r) out += ',';
+      out += json(shape.class_names[best[r]]).dump(-1, ' ', false, json::error_handler_t::replace);
+    }
+    out += "]}";
+  }
+}
+
 }  // namespace
 
 std::string encode_infer_response(const std::string& model_name, const std::string& version,
@@ -54,9 +110,9 @@ std::string encode_infer_response(const std::string& model_name, const std::stri
   unsigned all = out_logits | out_probabilities | (multi ? out_class_ids : 0u) |
                  (multi && !shape.class_names.empty() ? out_class_names : 0u);
   unsigned want = outputs ? outputs : all;
-  std::size_t w = shape.width, n = rows * w;
+  std::size_t w = shape.width;
   std::string out;
-  out.reserve(128 + n * 28);
+  out.reserve(128 + rows * w * 28);
   out += "{\"model_name\":";
   out += json(model_name).dump();
   out += ",\"model_version\":";
@@ -67,54 +123,10 @@ std::string encode_infer_response(const std::string& model_name, const std::stri
   }
   out += ",\"outputs\":[";
   bool first = true;
-  if (want & out_logits) {
-    open_tensor(out, first, "logits", "FP32", rows, w, true);
-    for (std::size_t k = 0; k < n; ++k) {
-      if (k) out += ',';
-      append_float(out, logits[k]);
-    }
-    out += "]}";
-  }
-  if (want & out_probabilities) {
-    open_tensor(out, first, "probabilities", "FP32", rows, w, true);
-    for (std::size_t r = 0; r < rows; ++r) {
-      const float* l = logits + r * w;
-      if (!multi) {
-        if (r) out += ',';
-        append_float(out, static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(l[0])))));
-        continue;
-      }
-      double m = *std::max_element(l, l + w), sum = 0;
-      for (std::size_t c = 0; c < w; ++c) sum += std::exp(static_cast<double>(l[c]) - m);
-      for (std::size_t c = 0; c < w; ++c) {
-        if (r || c) out += ',';
-        append_float(out, static_cast<float>(std::exp(static_cast<double>(l[c]) - m) / sum));
-      }
-    }
-    out += "]}";
-  }
-  if (multi && (want & (out_class_ids | out_class_names))) {
-    std::vector<std::size_t> best(rows);
-    for (std::size_t r = 0; r < rows; ++r)
-      best[r] =
-          static_cast<std::size_t>(std::max_element(logits + r * w, logits + (r + 1) * w) - (logits + r * w));
-    if (want & out_class_ids) {
-      open_tensor(out, first, "class_ids", "INT64", rows, 0, false);
-      for (std::size_t r = 0; r < rows; ++r) {
-        if (r) out += ',';
-        append_int(out, static_cast<std::int64_t>(best[r]));
-      }
-      out += "]}";
-    }
-    if ((want & out_class_names) && !shape.class_names.empty()) {
-      open_tensor(out, first, "class_names", "BYTES", rows, 0, false);
-      for (std::size_t r = 0; r < rows; ++r) {
-        if (r) out += ',';
-        out += json(shape.class_names[best[r]]).dump(-1, ' ', false, json::error_handler_t::replace);
-      }
-      out += "]}";
-    }
-  }
+  if (want & out_logits) append_logits(out, first, logits, rows, w);
+  if (want & out_probabilities) append_probabilities(out, first, logits, rows, w, multi);
+  if (multi && (want & (out_class_ids | out_class_names)))
+    append_classes(out, first, logits, rows, shape, want);
   out += "]}";
   return out;
 }

@@ -155,29 +155,41 @@ class json_scanner {
     }
   }
 
-  bool number() {
-    const char* start = p_;
-    bool integer = true;
+  static bool digit(char c) { return c >= '0' && c <= '9'; }
+  void skip_digits() {
+    while (p_ != end_ && digit(*p_)) ++p_;
+  }
+
+  // The number token at p_ (RFC 8259's grammar: no leading zeros, no '+', digits on both sides of
+  // '.'), p_ moved past it; `integer` false when it has a fraction or an exponent.
+  bool number_token(bool& integer) {
+    integer = true;
     if (*p_ == '-') ++p_;
-    if (p_ == end_ || *p_ < '0' || *p_ > '9') return fail("invalid number");
-    if (*p_ == '0') {
+    if (p_ == end_ || !digit(*p_)) return fail("invalid number");
+    if (*p_ == '0')
       ++p_;
-    } else {
-      while (p_ != end_ && *p_ >= '0' && *p_ <= '9') ++p_;
-    }
+    else
+      skip_digits();
     if (p_ != end_ && *p_ == '.') {
       integer = false;
       ++p_;
-      if (p_ == end_ || *p_ < '0' || *p_ > '9') return fail("invalid number: no digit after '.'");
-      while (p_ != end_ && *p_ >= '0' && *p_ <= '9') ++p_;
+      if (p_ == end_ || !digit(*p_)) return fail("invalid number: no digit after '.'");
+      skip_digits();
     }
     if (p_ != end_ && (*p_ == 'e' || *p_ == 'E')) {
       integer = false;
       ++p_;
       if (p_ != end_ && (*p_ == '+' || *p_ == '-')) ++p_;
-      if (p_ == end_ || *p_ < '0' || *p_ > '9') return fail("invalid number: no digit in the exponent");
-      while (p_ != end_ && *p_ >= '0' && *p_ <= '9') ++p_;
+      if (p_ == end_ || !digit(*p_)) return fail("invalid number: no digit in the exponent");
+      skip_digits();
     }
+    return true;
+  }
+
+  bool number() {
+    const char* start = p_;
+    bool integer = true;
+    if (!number_token(integer)) return false;
     if (integer) {
       std::int64_t i = 0;
       if (auto r = std::from_chars(start, p_, i); r.ec == std::errc{} && r.ptr == p_)
@@ -187,6 +199,11 @@ class json_scanner {
         if (auto r = std::from_chars(start, p_, u); r.ec == std::errc{} && r.ptr == p_)
           return h_.number_unsigned(u);
     }
+    return real_number(start);
+  }
+
+  // The token [start, p_) as a double, correctly rounded; one beyond a double's range is refused.
+  bool real_number(const char* start) {
     double d = 0;
     auto r = std::from_chars(start, p_, d);
     if (r.ec == std::errc::result_out_of_range) {
@@ -271,55 +288,66 @@ class json_scanner {
         if (!utf8_sequence()) return false;
         continue;
       }
-      ++p_;  // backslash
-      if (p_ == end_) return fail("unexpected end of input in a string");
-      switch (*p_++) {
-        case '"':
-          buf_.push_back('"');
-          break;
-        case '\\':
-          buf_.push_back('\\');
-          break;
-        case '/':
-          buf_.push_back('/');
-          break;
-        case 'b':
-          buf_.push_back('\b');
-          break;
-        case 'f':
-          buf_.push_back('\f');
-          break;
-        case 'n':
-          buf_.push_back('\n');
-          break;
-        case 'r':
-          buf_.push_back('\r');
-          break;
-        case 't':
-          buf_.push_back('\t');
-          break;
-        case 'u': {
-          unsigned cp = 0;
-          if (!hex4(cp)) return false;
-          if (cp >= 0xd800 && cp <= 0xdbff) {
-            unsigned lo = 0;
-            if (end_ - p_ < 2 || p_[0] != '\\' || p_[1] != 'u')
-              return fail("a lone surrogate in a \\u escape");
-            p_ += 2;
-            if (!hex4(lo)) return false;
-            if (lo < 0xdc00 || lo > 0xdfff) return fail("a lone surrogate in a \\u escape");
-            cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-          } else if (cp >= 0xdc00 && cp <= 0xdfff) {
-            return fail("a lone surrogate in a \\u escape");
-          }
-          put_utf8(cp);
-          break;
-        }
-        default:
-          --p_;
-          return fail("invalid escape '\\" + printable(*p_) + "'");
-      }
+      if (!escape()) return false;
     }
+  }
+
+  // The escape at p_ (its backslash), unescaped into buf_.
+  bool escape() {
+    ++p_;
+    if (p_ == end_) return fail("unexpected end of input in a string");
+    char c = *p_++;
+    if (c == 'u') return unicode_escape();
+    char out = simple_escape(c);
+    if (out == 0) {
+      --p_;
+      return fail("invalid escape '\\" + printable(*p_) + "'");
+    }
+    buf_.push_back(out);
+    return true;
+  }
+
+  // What \<c> stands for; 0 when it is not one of JSON's escapes.
+  static char simple_escape(char c) {
+    switch (c) {
+      case '"':
+        return '"';
+      case '\\':
+        return '\\';
+      case '/':
+        return '/';
+      case 'b':
+        return '\b';
+      case 'f':
+        return '\f';
+      case 'n':
+        return '\n';
+      case 'r':
+        return '\r';
+      case 't':
+        return '\t';
+      default:
+        return 0;
+    }
+  }
+
+  // The XXXX of a \uXXXX at p_ (a high surrogate must be followed by a \u of its low one), put
+  // into buf_ as UTF-8; a lone surrogate is refused.
+  bool unicode_escape() {
+    unsigned cp = 0;
+    if (!hex4(cp)) return false;
+    if (cp >= 0xd800 && cp <= 0xdbff) {
+      unsigned lo = 0;
+      if (end_ - p_ < 2 || p_[0] != '\\' || p_[1] != 'u') return fail("a lone surrogate in a \\u escape");
+      p_ += 2;
+      if (!hex4(lo)) return false;
+      if (lo < 0xdc00 || lo > 0xdfff) return fail("a lone surrogate in a \\u escape");
+      cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+    } else if (cp >= 0xdc00 && cp <= 0xdfff) {
+      return fail("a lone surrogate in a \\u escape");
+    }
+    put_utf8(cp);
+    return true;
   }
 
   const char* p_;

@@ -4,6 +4,7 @@
 // endpoint's io thread keeps the heartbeats going during a long forward. It exits when the front
 // end goes away (its connection closes: nothing is left to serve) or on SIGTERM/SIGINT.
 #include <sched.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <mutex>
 #include <thread>
 
+#include "troupe/core/clock.hpp"
 #include "troupe/model/model_dir.hpp"
 #include "troupe/model/predictor.hpp"
 #include "troupe/serve/serve.hpp"
@@ -28,36 +30,50 @@ namespace troupe::serve {
 
 namespace {
 
-using steady = std::chrono::steady_clock;
-
 // Set by SIGTERM/SIGINT. A handler rather than a blocked mask and sigwait: libtorch's and OpenMP's
 // threads start with masks of their own, and a signal delivered to one of them would end the
 // process without the clean stop.
 volatile std::sig_atomic_t stop_signal = 0;
+// Posted by the handler (sem_post is async-signal-safe) and by replica::stop(): what the signal
+// watcher waits on. Never destroyed: a signal may come while the process ends.
+sem_t stop_wake;
 extern "C" void on_stop_signal(int sig) {
   stop_signal = sig;
+  ::sem_post(&stop_wake);
 }
 
 class replica {
  public:
-  explicit replica(const replica_options& o) : o_(o) {}
+  replica(const replica_options& o, troupe::clock& clk) : o_(o), clock_(clk) {}
   int run();
 
  private:
+  static void install_stop_handler();
   expected<void> pin();
   expected<void> connect();
+  // The model directory read and its predictor loaded and warmed up.
+  expected<void> load();
   void on_message(const message& m);
   void compute_loop();
   void answer(const message& m);
+  // The batch's logits computed into `r` (or its error: rows that do not match their bytes, or
+  // forward's failure), with the time forward took.
+  void compute_result(schema::InferBatch::Reader b, schema::InferResult::Builder r);
   void say_failed(const std::string& error);
   void say_ready();
+  // Until SIGTERM/SIGINT (then stop()) or stop().
+  void watch_signals();
   void stop() {
-    std::lock_guard lk(mu_);
-    stop_ = true;
-    cv_.notify_all();
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+      cv_.notify_all();
+    }
+    ::sem_post(&stop_wake);
   }
 
   replica_options o_;
+  troupe::clock& clock_;
   std::unique_ptr<endpoint> net_;
   std::unique_ptr<model::predictor> predictor_;
   model::model_info model_;
@@ -149,38 +165,10 @@ void replica::compute_loop() {
 
 void replica::answer(const message& m) {
   outbound out;
-  std::string error;
   try {
     auto b = m.body().getServe().getInferBatch();
-    std::size_t rows = b.getRows(), width = predictor_->width();
-    auto dense = b.getDense();
-    auto ids = b.getIds();
-    out = outbound(static_cast<unsigned>(rows * width / 2 + 64));
-    auto r = out.body().initServe().initInferResult();
-    r.setBatchId(b.getBatchId());
-    r.setRows(static_cast<std::uint32_t>(rows));
-    r.setWidth(static_cast<std::uint32_t>(width));
-    r.setVersion(version_);
-    if (dense.size() != rows * model_.dense_dim * sizeof(float) ||
-        ids.size() != rows * model_.fields * sizeof(std::int64_t)) {
-      error = "batch of " + std::to_string(rows) + " rows with " + std::to_string(dense.size()) +
-              " bytes of dense and " + std::to_string(ids.size()) + " of ids";
-    } else {
-      auto logits = r.initLogits(rows * width * sizeof(float));
-      auto t0 = steady::now();
-      error =
-          predictor_->predict(reinterpret_cast<const float*>(dense.begin()),
-                              model_.takes_ids ? reinterpret_cast<const std::int64_t*>(ids.begin()) : nullptr,
-                              rows, reinterpret_cast<float*>(logits.begin()));
-      auto took = std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - t0);
-      r.setForwardUs(static_cast<std::uint32_t>(took.count()));
-      std::lock_guard lk(mu_);
-      last_forward_ = took;
-    }
-    if (!error.empty()) {
-      r.disownLogits();
-      r.setError(error);
-    }
+    out = outbound(static_cast<unsigned>(b.getRows() * predictor_->width() / 2 + 64));
+    compute_result(b, out.body().initServe().initInferResult());
   } catch (const std::exception& e) {
     spdlog::warn("{}: a malformed batch: {}", o_.name, e.what());
     return;
@@ -189,15 +177,48 @@ void replica::answer(const message& m) {
     spdlog::warn("{}: result not sent: {}", o_.name, s.err().to_string());
 }
 
+void replica::compute_result(schema::InferBatch::Reader b, schema::InferResult::Builder r) {
+  std::size_t rows = b.getRows(), width = predictor_->width();
+  auto dense = b.getDense();
+  auto ids = b.getIds();
+  r.setBatchId(b.getBatchId());
+  r.setRows(static_cast<std::uint32_t>(rows));
+  r.setWidth(static_cast<std::uint32_t>(width));
+  r.setVersion(version_);
+  std::string error;
+  if (dense.size() != rows * model_.dense_dim * sizeof(float) ||
+      ids.size() != rows * model_.fields * sizeof(std::int64_t)) {
+    error = "batch of " + std::to_string(rows) + " rows with " + std::to_string(dense.size()) +
+            " bytes of dense and " + std::to_string(ids.size()) + " of ids";
+  } else {
+    auto logits = r.initLogits(rows * width * sizeof(float));
+    auto t0 = clock_.now();
+    error =
+        predictor_->predict(reinterpret_cast<const float*>(dense.begin()),
+                            model_.takes_ids ? reinterpret_cast<const std::int64_t*>(ids.begin()) : nullptr,
+                            rows, reinterpret_cast<float*>(logits.begin()));
+    auto took = std::chrono::duration_cast<std::chrono::microseconds>(clock_.now() - t0);
+    r.setForwardUs(static_cast<std::uint32_t>(took.count()));
+    std::lock_guard lk(mu_);
+    last_forward_ = took;
+  }
+  if (!error.empty()) {
+    r.disownLogits();
+    r.setError(error);
+  }
+}
+
 void replica::say_failed(const std::string& error) {
   outbound out;
   auto f = out.body().initServe().initReplicaFailed();
   f.setGeneration(o_.generation);
   f.setError(error);
   if (!net_->send("serve", "serve", std::move(out), "replica")) return;
-  // Let the frame leave before the process does.
-  for (int i = 0; i < 100 && net_->stats().queued_bytes > 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // Let the frame leave before the process does. The endpoint tells no one when its send queues
+  // empty, so this polls them, for up to 1 s.
+  auto until = clock_.now() + std::chrono::seconds(1);
+  while (net_->stats().queued_bytes > 0 && clock_.now() < until)
+    clock_.sleep_for(std::chrono::milliseconds(10));
 }
 
 void replica::say_ready() {
@@ -213,23 +234,17 @@ void replica::say_ready() {
     spdlog::warn("{}: ReplicaReady not sent: {}", o_.name, s.err().to_string());
 }
 
-int replica::run() {
+void replica::install_stop_handler() {
+  ::sem_init(&stop_wake, 0, 0);
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGINT, SIGTERM}) ::sigaction(sig, &sa, nullptr);
-  auto started = steady::now();
-  if (auto r = pin(); !r) spdlog::warn("{}: not pinned: {}", o_.name, r.err().to_string());
-  if (auto r = connect(); !r) {
-    spdlog::error("{}: cannot reach the front end at {}: {}", o_.name, o_.connect, r.err().to_string());
-    return 1;
-  }
+}
+
+expected<void> replica::load() {
   auto m = model::read_model_dir(o_.model_dir);
-  if (!m) {
-    say_failed(m.err().context());
-    spdlog::error("{}", m.err().context());
-    return 1;
-  }
+  if (!m) return m.err();
   model_ = *m;
   version_ = o_.version.empty() ? model_.version() : o_.version;
   auto po = model::options_for(model_);
@@ -238,38 +253,51 @@ int replica::run() {
   po.max_batch = o_.max_batch;
   po.warmup = o_.warmup;
   auto p = model::load_predictor(po);
-  if (!p) {
-    say_failed(p.err().context());
-    spdlog::error("{}", p.err().context());
+  if (!p) return p.err();
+  std::lock_guard lk(mu_);  // on_message reads it on the io thread
+  predictor_ = std::move(*p);
+  return {};
+}
+
+void replica::watch_signals() {
+  for (;;) {
+    while (::sem_wait(&stop_wake) != 0 && errno == EINTR) {
+    }
+    {
+      std::lock_guard lk(mu_);
+      if (stop_) return;
+    }
+    if (stop_signal) {
+      spdlog::info("{}#{}: stopping ({})", o_.name, o_.incarnation,
+                   stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
+      stop();
+      return;
+    }
+  }
+}
+
+int replica::run() {
+  install_stop_handler();
+  auto started = clock_.now();
+  if (auto r = pin(); !r) spdlog::warn("{}: not pinned: {}", o_.name, r.err().to_string());
+  if (auto r = connect(); !r) {
+    spdlog::error("{}: cannot reach the front end at {}: {}", o_.name, o_.connect, r.err().to_string());
     return 1;
   }
-  {
-    std::lock_guard lk(mu_);  // on_message reads it on the io thread
-    predictor_ = std::move(*p);
+  if (auto r = load(); !r) {
+    say_failed(r.err().context());
+    spdlog::error("{}", r.err().context());
+    return 1;
   }
   spdlog::info(
       "{}#{}: {} version {} on {} ({} threads): loaded in {:.0f} ms, warmed up in {:.0f} ms, ready {:.0f} ms "
       "after start",
       o_.name, o_.incarnation, model_.pt_path, version_, predictor_->placement(), o_.threads,
       predictor_->load_ms(), predictor_->warmup_ms(),
-      std::chrono::duration<double, std::milli>(steady::now() - started).count());
+      std::chrono::duration<double, std::milli>(clock_.now() - started).count());
   std::thread compute([this] { compute_loop(); });
   say_ready();
-  std::thread signals([this] {
-    for (;;) {
-      {
-        std::lock_guard lk(mu_);
-        if (stop_) return;
-      }
-      if (stop_signal) {
-        spdlog::info("{}#{}: stopping ({})", o_.name, o_.incarnation,
-                     stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
-        stop();
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  });
+  std::thread signals([this] { watch_signals(); });
   compute.join();
   signals.join();
   net_.reset();
@@ -279,7 +307,7 @@ int replica::run() {
 }  // namespace
 
 int run_replica(const replica_options& o) {
-  replica r(o);
+  replica r(o, clock::system());
   return r.run();
 }
 

@@ -57,6 +57,22 @@ json tensor_meta(const char* name, const char* type, std::vector<std::int64_t> s
   return {{"name", name}, {"datatype", type}, {"shape", std::move(shape)}};
 }
 
+json inputs_meta(const model::model_info& m) {
+  json inputs = json::array({tensor_meta("dense", "FP32", {-1, static_cast<std::int64_t>(m.dense_dim)})});
+  if (m.takes_ids) inputs.push_back(tensor_meta("ids", "INT64", {-1, static_cast<std::int64_t>(m.fields)}));
+  return inputs;
+}
+
+json outputs_meta(const model::model_info& m, std::int64_t width) {
+  json outputs = json::array(
+      {tensor_meta("logits", "FP32", {-1, width}), tensor_meta("probabilities", "FP32", {-1, width})});
+  if (m.kind == model::output_kind::multiclass) {
+    outputs.push_back(tensor_meta("class_ids", "INT64", {-1}));
+    if (!m.class_names.empty()) outputs.push_back(tensor_meta("class_names", "BYTES", {-1}));
+  }
+  return outputs;
+}
+
 }  // namespace
 
 std::shared_ptr<const model_view> frontend::current_view() const {
@@ -74,15 +90,6 @@ std::shared_ptr<const model_view> frontend::view_of(std::uint32_t generation) co
 
 observe::http_response frontend::metadata(const model_view& v) {
   const auto& m = v.info;
-  auto w = static_cast<std::int64_t>(v.shape.width);
-  json inputs = json::array({tensor_meta("dense", "FP32", {-1, static_cast<std::int64_t>(m.dense_dim)})});
-  if (m.takes_ids) inputs.push_back(tensor_meta("ids", "INT64", {-1, static_cast<std::int64_t>(m.fields)}));
-  json outputs =
-      json::array({tensor_meta("logits", "FP32", {-1, w}), tensor_meta("probabilities", "FP32", {-1, w})});
-  if (m.kind == model::output_kind::multiclass) {
-    outputs.push_back(tensor_meta("class_ids", "INT64", {-1}));
-    if (!m.class_names.empty()) outputs.push_back(tensor_meta("class_names", "BYTES", {-1}));
-  }
   auto stats = core_->stats();
   json swap = nullptr;
   {
@@ -99,8 +106,8 @@ observe::http_response frontend::metadata(const model_view& v) {
   json j = {{"name", name_},
             {"versions", {m.version()}},
             {"platform", "pytorch_torchscript"},
-            {"inputs", inputs},
-            {"outputs", outputs},
+            {"inputs", inputs_meta(m)},
+            {"outputs", outputs_meta(m, static_cast<std::int64_t>(v.shape.width))},
             {"troupe",
              {{"version", m.version()},
               {"generation", v.generation},
@@ -127,7 +134,7 @@ observe::http_response frontend::ready_answer(bool model_route) {
 
 void frontend::handle_http(observe::http_request&& r, observe::http_responder respond) {
   auto parts = split_path(r.path);
-  const bool get = r.method == "GET" || r.method == "HEAD", post = r.method == "POST";
+  const bool get = r.method == "GET" || r.method == "HEAD";
   if (parts.size() == 1 && parts[0] == "metrics") {
     if (!get) return respond(wrong_method("GET"));
     return respond({200, "text/plain; version=0.0.4; charset=utf-8", registry_.render(), {}});
@@ -147,6 +154,12 @@ void frontend::handle_http(observe::http_request&& r, observe::http_responder re
     if (parts[2] == "live") return respond(json_answer(200, R"({"live":true})"));
     return respond(ready_answer(false));
   }
+  model_route(r, parts, std::move(respond));
+}
+
+void frontend::model_route(const observe::http_request& r, const std::vector<std::string>& parts,
+                           observe::http_responder respond) {
+  const bool get = r.method == "GET" || r.method == "HEAD", post = r.method == "POST";
   if (parts[1] != "models" || parts.size() < 3) return respond(error_answer(404, "no such route: " + r.path));
   if (parts[2] != name_)
     return respond(
@@ -171,32 +184,33 @@ void frontend::handle_http(observe::http_request&& r, observe::http_responder re
   }
   if (what == "infer") {
     if (!post) return respond(wrong_method("POST"));
-    return infer(r, view, respond);
+    return infer(r, view, std::move(respond));
   }
   respond(error_answer(404, "no such route: " + r.path));
+}
+
+void frontend::count_request(int status, clock::time_point arrived) {
+  metrics_.count_request(status);
+  double s = std::chrono::duration<double>(clock_.now() - arrived).count();
+  metrics_.request_seconds.observe(s);
+  if (status == 200) {
+    latencies_.add(s);
+    requests_ok_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    requests_failed_.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 void frontend::infer(const observe::http_request& r, const std::shared_ptr<const model_view>& view,
                      observe::http_responder respond) {
   auto t0 = clock_.now();
-  auto finish = [this, t0](int status) {
-    metrics_.count_request(status);
-    double s = std::chrono::duration<double>(clock_.now() - t0).count();
-    metrics_.request_seconds.observe(s);
-    if (status == 200) {
-      latencies_.add(s);
-      requests_ok_.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      requests_failed_.fetch_add(1, std::memory_order_relaxed);
-    }
-  };
   if (r.headers.count("inference-header-content-length")) {
-    finish(400);
+    count_request(400, t0);
     return respond(error_answer(400, "the binary tensor data extension is not supported: send JSON tensors"));
   }
   auto in = parse_infer_request(r.body, view->shape);
   if (!in) {
-    finish(400);
+    count_request(400, t0);
     return respond(error_answer(400, in.err().context()));
   }
   auto q = std::make_shared<request>();
@@ -209,19 +223,8 @@ void frontend::infer(const observe::http_request& r, const std::shared_ptr<const
   std::string id = std::move(in->id);
   unsigned outputs = in->outputs;
   std::size_t rows = q->rows;
-  q->done = [this, respond, finish, id = std::move(id), outputs, rows](outcome&& o) {
-    if (o.why != failure::none) {
-      int status = status_of(o.why);
-      auto a = error_answer(status, o.message);
-      if (status == 503) a.headers.emplace_back("Retry-After", "1");
-      finish(status);
-      return respond(std::move(a));
-    }
-    auto v = view_of(o.generation);
-    rows_answered_.fetch_add(rows, std::memory_order_relaxed);
-    auto body = encode_infer_response(name_, o.version, id, o.logits.data(), rows, v->shape, outputs);
-    finish(200);
-    respond(json_answer(200, std::move(body)));
+  q->done = [this, respond, t0, id = std::move(id), outputs, rows](outcome&& o) {
+    answer_infer(respond, t0, id, outputs, rows, std::move(o));
   };
   auto refused = core_->submit(q);
   if (refused == failure::none) return;
@@ -231,8 +234,24 @@ void frontend::infer(const observe::http_request& r, const std::shared_ptr<const
                                           std::to_string(cfg_.max_queue_rows) + " rows waiting): retry later"
                                     : "the server is stopping");
   a.headers.emplace_back("Retry-After", "1");
-  finish(status);
+  count_request(status, t0);
   respond(std::move(a));
+}
+
+void frontend::answer_infer(const observe::http_responder& respond, clock::time_point arrived,
+                            const std::string& id, unsigned outputs, std::size_t rows, outcome&& o) {
+  if (o.why != failure::none) {
+    int status = status_of(o.why);
+    auto a = error_answer(status, o.message);
+    if (status == 503) a.headers.emplace_back("Retry-After", "1");
+    count_request(status, arrived);
+    return respond(std::move(a));
+  }
+  auto v = view_of(o.generation);
+  rows_answered_.fetch_add(rows, std::memory_order_relaxed);
+  auto body = encode_infer_response(name_, o.version, id, o.logits.data(), rows, v->shape, outputs);
+  count_request(200, arrived);
+  respond(json_answer(200, std::move(body)));
 }
 
 }  // namespace troupe::serve

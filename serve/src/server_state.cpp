@@ -14,29 +14,40 @@ namespace troupe::serve {
 
 using nlohmann::json;
 
-void frontend::write_state(bool final) {
-  auto view = current_view();
-  if (!view) return;  // nothing serves yet
-  auto now = clock_.now();
+namespace {
+
+json model_state(const model_view& v) {
+  return {{"version", v.info.version()},
+          {"generation", v.generation},
+          {"job_id", v.info.job.id},
+          {"created_unix_ms", v.info.created_unix_ms},
+          {"model", v.info.model},
+          {"model_dir", v.info.dir},
+          {"serving_since_ms", v.serving_since_ms}};
+}
+
+}  // namespace
+
+void frontend::update_rates(clock::time_point now, std::uint64_t ok, std::uint64_t rows) {
   // Rates over the time since the last write (about a second).
   double dt =
       last_rate_at_ == clock::time_point{} ? 0 : std::chrono::duration<double>(now - last_rate_at_).count();
-  std::uint64_t ok = requests_ok_.load(), rows = rows_answered_.load();
-  if (dt > 0.2 || last_rate_at_ == clock::time_point{}) {
-    if (dt > 0) {
-      req_rate_ = static_cast<double>(ok - last_ok_) / dt;
-      row_rate_ = static_cast<double>(rows - last_rows_) / dt;
-      for (const auto& [version, total] : metrics_.rows_by_version()) {
-        metrics_.set_rate(version, (total - last_version_rows_[version]) / dt);
-        last_version_rows_[version] = total;
-      }
-      last_latency_ = latencies_.take();
+  if (dt <= 0.2 && last_rate_at_ != clock::time_point{}) return;
+  if (dt > 0) {
+    req_rate_ = static_cast<double>(ok - last_ok_) / dt;
+    row_rate_ = static_cast<double>(rows - last_rows_) / dt;
+    for (const auto& [version, total] : metrics_.rows_by_version()) {
+      metrics_.set_rate(version, (total - last_version_rows_[version]) / dt);
+      last_version_rows_[version] = total;
     }
-    last_ok_ = ok;
-    last_rows_ = rows;
-    last_rate_at_ = now;
+    last_latency_ = latencies_.take();
   }
-  auto stats = core_->stats();
+  last_ok_ = ok;
+  last_rows_ = rows;
+  last_rate_at_ = now;
+}
+
+json frontend::replicas_state(const core_stats& stats) {
   // Where each replica runs ("": this machine): the host the launcher chose, or for Slurm, which
   // chooses it, the address the replica's connection comes from.
   std::map<std::string, std::string> hosts;
@@ -58,15 +69,29 @@ void frontend::write_state(bool final) {
                         {"version", r.version},
                         {"placement", r.placement},
                         {"inflight", r.inflight}});
+  return replicas;
+}
+
+json frontend::swap_state() {
   json swap = nullptr;
+  for (const auto& [gen, g] : gens_)
+    if (g.state == gen_state::staging) swap = {{"state", "loading"}, {"version", g.info.version()}};
+  if (swap.is_null() && !last_swap_error_.empty()) swap = {{"state", "refused"}, {"error", last_swap_error_}};
+  return swap;
+}
+
+void frontend::write_state(bool final) {
+  auto view = current_view();
+  if (!view) return;  // nothing serves yet
+  std::uint64_t ok = requests_ok_.load(), rows = rows_answered_.load();
+  update_rates(clock_.now(), ok, rows);
+  auto stats = core_->stats();
+  json replicas = replicas_state(stats), swap;
   std::uint64_t restarts;
   {
     std::lock_guard lk(mu_);
     restarts = restarts_;
-    for (const auto& [gen, g] : gens_)
-      if (g.state == gen_state::staging) swap = {{"state", "loading"}, {"version", g.info.version()}};
-    if (swap.is_null() && !last_swap_error_.empty())
-      swap = {{"state", "refused"}, {"error", last_swap_error_}};
+    swap = swap_state();
   }
   json j = {{"name", name_},
             {"state", final ? "stopped" : "serving"},
@@ -75,17 +100,10 @@ void frontend::write_state(bool final) {
             {"control_address", control_address_},
             {"started_ms", started_ms_},
             {"updated_ms", clock_.wall_ms()},
-            {"model",
-             {{"version", view->info.version()},
-              {"generation", view->generation},
-              {"job_id", view->info.job.id},
-              {"created_unix_ms", view->info.created_unix_ms},
-              {"model", view->info.model},
-              {"model_dir", view->info.dir},
-              {"serving_since_ms", view->serving_since_ms}}},
+            {"model", model_state(*view)},
             {"replicas_wanted", cfg_.replicas},
             {"replicas_ready", stats.ready},
-            {"replicas", replicas},
+            {"replicas", std::move(replicas)},
             {"requests_ok", ok},
             {"requests_failed", requests_failed_.load()},
             {"requests_per_s", req_rate_},
@@ -94,7 +112,7 @@ void frontend::write_state(bool final) {
             {"p99_ms", last_latency_.p99 * 1e3},
             {"queue_rows", stats.queued_rows},
             {"restarts", restarts},
-            {"swap", swap}};
+            {"swap", std::move(swap)}};
   (void)cluster::write_file_atomic(state_dir_ + "/server.json",
                                    j.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
 }

@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-CHECKED = ["wire", "control", "cluster", "actors", "apps"]
+CHECKED = ["wire", "control", "cluster", "actors", "apps", "serve", "nn", "model", "job", "observe", "torchscript"]
 
 ALLOWED = {
     # The chaos harness times real faults on real processes (troupe chaos), not a role's deadline.

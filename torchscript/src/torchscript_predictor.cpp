@@ -17,6 +17,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "troupe/core/clock.hpp"
 #include "troupe/model/predictor.hpp"
 #include "troupe/nn/trainer.hpp"
 
@@ -24,10 +25,9 @@ namespace troupe::model {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-double ms_since(clock_type::time_point t) {
-  return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
+// Load and warm-up times, reported in ReplicaReady: real time.
+double ms_since(clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(clock::system().now() - t).count();
 }
 
 std::string shape_of(const at::Tensor& t) {
@@ -104,7 +104,7 @@ at::Tensor torchscript_predictor::forward(const float* dense, const std::int64_t
 }
 
 std::string torchscript_predictor::load() {
-  auto t0 = clock_type::now();
+  auto t0 = clock::system().now();
   try {
     dev_ = torch::Device(o_.device);
   } catch (const std::exception& e) {
@@ -130,7 +130,7 @@ std::string torchscript_predictor::load() {
 }
 
 std::string torchscript_predictor::warm_up() {
-  auto t0 = clock_type::now();
+  auto t0 = clock::system().now();
   std::size_t big = std::max<std::size_t>(1, o_.max_batch);
   std::vector<float> dense(big * o_.dense_dim, 0.0f);
   // Id 0 is field 0's first bucket: a valid id of any field-0 range, and unseen ones are zero rows.

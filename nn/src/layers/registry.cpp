@@ -19,62 +19,84 @@ layer_ptr make(A&&... a) {
   return std::unique_ptr<layer>(std::make_unique<T>(std::forward<A>(a)...));
 }
 
+template <class T>
+layer_ptr make_plain(const layer_options&) {
+  return make<T>();
+}
+
+layer_ptr make_dense(const layer_options& o) {
+  auto units = option_size(o, "dense", "units", 0, 1, 1u << 24);
+  if (!units) return units.err();
+  return make<dense_layer>(*units);
+}
+
+layer_ptr make_dropout(const layer_options& o) {
+  double rate = get(o, "rate", 0.5);
+  if (!(rate >= 0 && rate < 1))
+    return make_unexpected(nn_errc::bad_config, "layer 'dropout': rate must be in [0, 1)");
+  return make<dropout_layer>(static_cast<float>(rate));
+}
+
+layer_ptr make_conv2d(const layer_options& o) {
+  auto f = option_size(o, "conv2d", "filters", 0, 1, 1u << 16);
+  auto k = option_size(o, "conv2d", "kernel", 3, 1, 64);
+  auto p = option_size(o, "conv2d", "padding", 0, 0, 64);
+  if (!f) return f.err();
+  if (!k) return k.err();
+  if (!p) return p.err();
+  return make<conv2d_layer>(*f, *k, *p);
+}
+
+layer_ptr make_maxpool2d(const layer_options& o) {
+  auto p = option_size(o, "maxpool2d", "pool", 2, 1, 64);
+  if (!p) return p.err();
+  return make<maxpool2d_layer>(*p);
+}
+
+layer_ptr make_batchnorm(const layer_options& o) {
+  return make<batch_norm_layer>(static_cast<float>(get(o, "momentum", 0.99)),
+                                static_cast<float>(get(o, "epsilon", 1e-3)));
+}
+
+layer_ptr make_embedding(const layer_options& o) {
+  auto d = option_size(o, "embedding", "dim", 8, 1, 4096);
+  auto first = option_size(o, "embedding", "first_field", 0, 0, 1u << 20);
+  auto n = option_size(o, "embedding", "fields", 0, 0, 1u << 20);
+  if (!d) return d.err();
+  if (!first) return first.err();
+  if (!n) return n.err();
+  return make<embedding_layer>(*d, static_cast<float>(get(o, "scale", 0.01)), *first, *n);
+}
+
+struct builtin {
+  const char* name;
+  layer_ptr (*factory)(const layer_options&);
+  bool checked;  // options outside `keys` refused (batchnorm takes any)
+  std::vector<std::string> keys;
+};
+
 void register_builtins(layer_registry& r) {
-  r.add("dense",
-        [](const layer_options& o) -> layer_ptr {
-          auto units = option_size(o, "dense", "units", 0, 1, 1u << 24);
-          if (!units) return units.err();
-          return make<dense_layer>(*units);
-        },
-        {"units"});
-  r.add("relu", [](const layer_options&) { return make<relu_layer>(); }, {});
-  r.add("sigmoid", [](const layer_options&) { return make<sigmoid_layer>(); }, {});
-  r.add("flatten", [](const layer_options&) { return make<flatten_layer>(); }, {});
-  r.add("fm", [](const layer_options&) { return make<fm_layer>(); }, {});
-  r.add("concat", [](const layer_options&) { return make<concat_layer>(); }, {});
-  r.add("add", [](const layer_options&) { return make<add_layer>(); }, {});
-  r.add("sum", [](const layer_options&) { return make<sum_layer>(); }, {});
-  r.add("dropout",
-        [](const layer_options& o) -> layer_ptr {
-          double rate = get(o, "rate", 0.5);
-          if (!(rate >= 0 && rate < 1))
-            return make_unexpected(nn_errc::bad_config, "layer 'dropout': rate must be in [0, 1)");
-          return make<dropout_layer>(static_cast<float>(rate));
-        },
-        {"rate"});
-  r.add("conv2d",
-        [](const layer_options& o) -> layer_ptr {
-          auto f = option_size(o, "conv2d", "filters", 0, 1, 1u << 16);
-          auto k = option_size(o, "conv2d", "kernel", 3, 1, 64);
-          auto p = option_size(o, "conv2d", "padding", 0, 0, 64);
-          if (!f) return f.err();
-          if (!k) return k.err();
-          if (!p) return p.err();
-          return make<conv2d_layer>(*f, *k, *p);
-        },
-        {"filters", "kernel", "padding"});
-  r.add("maxpool2d",
-        [](const layer_options& o) -> layer_ptr {
-          auto p = option_size(o, "maxpool2d", "pool", 2, 1, 64);
-          if (!p) return p.err();
-          return make<maxpool2d_layer>(*p);
-        },
-        {"pool"});
-  r.add("batchnorm", [](const layer_options& o) -> layer_ptr {
-    return make<batch_norm_layer>(static_cast<float>(get(o, "momentum", 0.99)),
-                                  static_cast<float>(get(o, "epsilon", 1e-3)));
-  });
-  r.add("embedding",
-        [](const layer_options& o) -> layer_ptr {
-          auto d = option_size(o, "embedding", "dim", 8, 1, 4096);
-          auto first = option_size(o, "embedding", "first_field", 0, 0, 1u << 20);
-          auto n = option_size(o, "embedding", "fields", 0, 0, 1u << 20);
-          if (!d) return d.err();
-          if (!first) return first.err();
-          if (!n) return n.err();
-          return make<embedding_layer>(*d, static_cast<float>(get(o, "scale", 0.01)), *first, *n);
-        },
-        {"dim", "scale", "first_field", "fields"});
+  const builtin table[] = {
+      {"dense", make_dense, true, {"units"}},
+      {"relu", make_plain<relu_layer>, true, {}},
+      {"sigmoid", make_plain<sigmoid_layer>, true, {}},
+      {"flatten", make_plain<flatten_layer>, true, {}},
+      {"fm", make_plain<fm_layer>, true, {}},
+      {"concat", make_plain<concat_layer>, true, {}},
+      {"add", make_plain<add_layer>, true, {}},
+      {"sum", make_plain<sum_layer>, true, {}},
+      {"dropout", make_dropout, true, {"rate"}},
+      {"conv2d", make_conv2d, true, {"filters", "kernel", "padding"}},
+      {"maxpool2d", make_maxpool2d, true, {"pool"}},
+      {"batchnorm", make_batchnorm, false, {}},
+      {"embedding", make_embedding, true, {"dim", "scale", "first_field", "fields"}},
+  };
+  for (const auto& b : table) {
+    if (b.checked)
+      r.add(b.name, b.factory, b.keys);
+    else
+      r.add(b.name, b.factory);
+  }
 }
 
 // The key a bare number after ':' stands for.

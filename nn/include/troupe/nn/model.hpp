@@ -107,6 +107,9 @@ class model {
     std::vector<tensor*> grad_ptrs;
   };
   expected<void> check_batch(const batch& b) const;
+  // finish() for node i: its arity and inputs checked, its output shape inferred (its parameters
+  // made), its buffers sized. `in_shapes` is scratch.
+  expected<void> finish_node(std::size_t i, std::vector<shape>& in_shapes);
   void run_forward(const batch& b, bool training);
   void backward_node(std::size_t i, std::vector<char>& written);
 

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "troupe/core/clock.hpp"
 #include "troupe/observe/job_events.hpp"
 
 namespace troupe::observe {
@@ -96,14 +97,16 @@ struct process_sample {
 };
 class process_sampler {
  public:
-  explicit process_sampler(int pid = 0);  // 0: this process
+  // pid 0: this process. CPU percent is over `clk`'s time between samples.
+  explicit process_sampler(int pid = 0, troupe::clock& clk = clock::system());
   // The first call's CPU figure is since the process started. nullopt: the process is gone.
   std::optional<process_sample> sample();
 
  private:
   int pid_;
+  troupe::clock& clock_;
   double last_cpu_s_ = -1;
-  std::chrono::steady_clock::time_point last_;
+  clock::time_point last_{};
 };
 
 // Every node reports itself: a thread that appends node_stats{node, cpu_percent, rss_bytes} for
