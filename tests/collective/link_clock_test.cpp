@@ -38,7 +38,8 @@ class counting_clock final : public troupe::clock {
   void see_reads() const {
     const int before = reads_.load();
     const auto give_up = std::chrono::steady_clock::now() + 5s;
-    while (reads_.load() < before + 2 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    while (reads_.load() < before + 2 && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::yield();
   }
   // Moves the clock by `d` and waits until the waiter has looked at the new time.
   void advance_and_see_read(duration d) {
