@@ -46,12 +46,10 @@ bool drain(int out_fd, int err_fd, tool_result& r, troupe::clock& clk, troupe::c
   return true;
 }
 
-}  // namespace
-
-expected<tool_result> run_tool(const std::vector<std::string>& argv, const std::string& bin_dir,
-                               std::chrono::milliseconds timeout, std::size_t max_output,
-                               troupe::clock& clk) {
-  std::string prog = bin_dir.empty() ? argv.at(0) : bin_dir + "/" + argv.at(0);
+// Starts `prog` (looked up on PATH when `search_path`) with stdin from /dev/null and its stdout and
+// stderr into two new pipes, whose read ends it puts in `out_fd` and `err_fd`.
+expected<pid_t> spawn_tool(const std::string& prog, bool search_path, const std::vector<std::string>& argv,
+                           int& out_fd, int& err_fd) {
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0)
     return make_unexpected(cluster_errc::launch_failed, "pipe: " + std::string(std::strerror(errno)));
@@ -68,17 +66,32 @@ expected<tool_result> run_tool(const std::vector<std::string>& argv, const std::
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;
-  int rc = bin_dir.empty() ? ::posix_spawnp(&pid, prog.c_str(), &fa, nullptr, args.data(), environ)
-                           : ::posix_spawn(&pid, prog.c_str(), &fa, nullptr, args.data(), environ);
+  int rc = search_path ? ::posix_spawnp(&pid, prog.c_str(), &fa, nullptr, args.data(), environ)
+                       : ::posix_spawn(&pid, prog.c_str(), &fa, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   ::close(out[1]), ::close(err[1]);
   if (rc != 0) {
     ::close(out[0]), ::close(err[0]);
     return make_unexpected(cluster_errc::launch_failed, prog + ": " + std::strerror(rc));
   }
+  out_fd = out[0];
+  err_fd = err[0];
+  return pid;
+}
+
+}  // namespace
+
+expected<tool_result> run_tool(const std::vector<std::string>& argv, const std::string& bin_dir,
+                               std::chrono::milliseconds timeout, std::size_t max_output,
+                               troupe::clock& clk) {
+  std::string prog = bin_dir.empty() ? argv.at(0) : bin_dir + "/" + argv.at(0);
+  int out = -1, err = -1;
+  auto spawned = spawn_tool(prog, bin_dir.empty(), argv, out, err);
+  if (!spawned) return spawned.err();
+  const pid_t pid = *spawned;
   tool_result r;
-  bool finished = drain(out[0], err[0], r, clk, clk.now() + timeout, max_output);
-  ::close(out[0]), ::close(err[0]);
+  bool finished = drain(out, err, r, clk, clk.now() + timeout, max_output);
+  ::close(out), ::close(err);
   if (!finished) ::kill(pid, SIGKILL);
   int st = 0;
   while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {

@@ -38,14 +38,15 @@ std::optional<std::string> node_root::exit_reason() const {
   return state_->reason;
 }
 
-bool node_root::shutdown(std::chrono::milliseconds timeout) {
+bool node_root::shutdown(std::chrono::milliseconds timeout, troupe::clock& clk) {
   if (state_->root) caf::anon_send_exit(state_->root, caf::exit_reason::user_shutdown);
-  return timeout.count() > 0 ? wait_for(timeout) : terminated();
+  return timeout.count() > 0 ? wait_for(timeout, clk) : terminated();
 }
 
-bool node_root::wait_for(std::chrono::milliseconds timeout) const {
+bool node_root::wait_for(std::chrono::milliseconds timeout, troupe::clock& clk) const {
   std::unique_lock<std::mutex> g(state_->mu);
-  return state_->cv.wait_for(g, timeout, [this] { return state_->reason.has_value(); });
+  return troupe::wait_until(clk, state_->cv, g, clk.now() + timeout,
+                            [this] { return state_->reason.has_value(); });
 }
 
 node_root run_node_root(caf::actor_system& system, name_registry& names, supervisor_config cfg,

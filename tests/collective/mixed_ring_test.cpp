@@ -24,8 +24,8 @@ using testing::fake_ring_context;
 
 // 64 KiB shared-memory rings: the larger payloads wrap them many times. The timeout is long enough
 // that it is never the error a test expects.
-constexpr mixed_session_options options{1 << 16, std::chrono::milliseconds(30'000),
-                                        std::chrono::milliseconds(3'000)};
+const mixed_session_options options{1 << 16, std::chrono::milliseconds(30'000),
+                                    std::chrono::milliseconds(3'000)};
 
 std::vector<float> rank_data(std::size_t rank, std::size_t n) {
   std::vector<float> v(n);

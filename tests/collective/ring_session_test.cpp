@@ -21,7 +21,7 @@ using testing::fake_cluster;
 using testing::fake_ring_context;
 
 // Long enough that an error caused by it (timeout) is never the one a test expects.
-constexpr mixed_session_options options{1 << 16, std::chrono::milliseconds(30'000)};
+const mixed_session_options options{1 << 16, std::chrono::milliseconds(30'000)};
 
 struct two_workers {
   fake_cluster cluster;

@@ -8,12 +8,7 @@
 
 namespace troupe::detail {
 namespace {
-constexpr std::uint32_t protocol_version = 2;  // 2: correlation ids, dead fields gone
 constexpr std::size_t max_batch_frames = 256;
-
-std::span<const unsigned char> as_uchars(capnp::Data::Reader d) {
-  return {d.begin(), d.size()};
-}
 }  // namespace
 
 // Asio takes an operation's memory from a one-block cache per io thread, or the heap: a wait that
@@ -85,20 +80,10 @@ void connection::start() {
   boost::system::error_code ec;
   socket_.set_option(tcp::no_delay(true), ec);
   socket_.non_blocking(true, ec);  // on_readable's read_some returns would_block, never waits
-  last_rx_ = last_hb_ = steady::now();
+  last_rx_ = last_hb_ = params_->clock->now();
   hs_->deadline = last_rx_ + params_->handshake_timeout;
   send_hello();
   do_read();
-}
-
-void connection::send_hello() {
-  outbound o(64);
-  auto h = o.body().initHello();
-  h.setProtocol(protocol_version);
-  h.getNode().setName(params_->self.name);
-  h.getNode().setIncarnation(params_->self.incarnation);
-  h.setNonce(kj::arrayPtr(hs_->mine.data(), hs_->mine.size()));
-  (void)push(make_frame(std::move(o)), {});
 }
 
 connection::out_frame connection::make_frame(outbound&& m) {
@@ -136,7 +121,8 @@ expected<void> connection::push(out_frame&& f, std::chrono::milliseconds wait) {
     bool room = false;
     if (wait.count() > 0 && !on_io_thread()) {
       ++params_->room_waiters;
-      room = params_->room.wait_for(lk, wait, has_room);
+      auto& clk = *params_->clock;
+      room = troupe::wait_until(clk, params_->room, lk, clk.now() + wait, has_room);
       --params_->room_waiters;
     }
     if (!room)
@@ -218,7 +204,7 @@ void connection::on_written(const boost::system::error_code& ec, std::size_t n,
   }
   // The peer takes any frame as a sign of life (took()), so a connection that sent something
   // within the heartbeat interval sends no heartbeat: under traffic they all but vanish.
-  last_hb_ = steady::now();
+  last_hb_ = params_->clock->now();
   do_write();
 }
 
@@ -249,7 +235,7 @@ bool connection::read_failed(const boost::system::error_code& ec) {
 }
 
 bool connection::took(std::size_t n, const expected<void>& parsed) {
-  last_rx_ = steady::now();
+  last_rx_ = params_->clock->now();
   params_->stats->bytes_received += n;
   if (phase_.load() == phase::closed) return false;
   if (!parsed) {
@@ -299,50 +285,7 @@ void connection::on_frame(frame&& f) {
   params_->owner->on_message(shared_from_this(), std::move(*m));
 }
 
-void connection::on_handshake(const message& m) {
-  auto fail = [&](const std::string& why, transport_errc code) {
-    if (code == transport_errc::auth_failed) ++params_->stats->auth_refused;
-    close("refused: " + why, code);
-  };
-  if (!hs_) return fail("handshake message after the handshake", transport_errc::handshake_failed);
-  auto& hs = *hs_;
-  try {
-    auto body = m.body();
-    if (body.isHello() && !hs.got_hello) {
-      auto h = body.getHello();
-      auto n = h.getNode();
-      std::string name = n.getName();
-      if (h.getProtocol() != protocol_version)
-        return fail("protocol version " + std::to_string(h.getProtocol()), transport_errc::handshake_failed);
-      if (!valid_node_name(name)) return fail("invalid node name in hello", transport_errc::handshake_failed);
-      if (h.getNonce().size() != hs.peers.size()) return fail("bad nonce", transport_errc::handshake_failed);
-      peer_ = node_id{name, n.getIncarnation()};
-      std::copy(h.getNonce().begin(), h.getNonce().end(), hs.peers.begin());
-      hs.got_hello = true;
-      outbound o(64);
-      auto mac = compute_mac(params_->key, dialled_, params_->self, peer_, hs.mine, hs.peers);
-      o.body().initAuth().setMac(kj::arrayPtr(mac.data(), mac.size()));
-      (void)push(make_frame(std::move(o)), {});
-      return;
-    }
-    if (body.isAuth() && hs.got_hello) {
-      if (!verify_mac(params_->key, !dialled_, peer_, params_->self, hs.peers, hs.mine,
-                      as_uchars(body.getAuth().getMac())))
-        return fail("wrong cluster token (peer claims to be " + peer_.to_string() + ")",
-                    transport_errc::auth_failed);
-      phase_ = phase::open;
-      hs_.reset();
-      reader_.set_limits(params_->limits);
-      params_->owner->on_open(shared_from_this());
-      return;
-    }
-    fail("unexpected message before authentication", transport_errc::handshake_failed);
-  } catch (const std::exception& e) {
-    fail(std::string("malformed handshake: ") + e.what(), transport_errc::handshake_failed);
-  }
-}
-
-void connection::tick(steady::time_point now) {
+void connection::tick(time_point now) {
   const auto ph = phase_.load();
   if (ph == phase::closed) return;
   if (ph == phase::handshake && hs_ && now > hs_->deadline)
@@ -397,9 +340,16 @@ bool connection::write_now(out_frame& f) {
     ++params_->stats->frames_sent;
     return true;
   }
-  // The socket took part of it, or nothing: the rest goes first, through the queue.
+  queue_rest(lk, used, n);
+  return true;
+}
+
+void connection::queue_rest(std::unique_lock<small_mutex>& lk, std::span<const asio::const_buffer> used,
+                            std::size_t n) {
   out_frame rest;
-  rest.raw.reserve(f.bytes - n);
+  std::size_t total = 0;
+  for (const auto& b : used) total += b.size();
+  rest.raw.reserve(total - n);
   std::size_t skip = n;
   for (const auto& b : used) {
     const auto* p = static_cast<const std::byte*>(b.data());
@@ -411,7 +361,6 @@ bool connection::write_now(out_frame& f) {
   (void)queue_locked(std::move(rest));  // starts the write: none was active
   lk.unlock();
   do_write();
-  return true;
 }
 
 void connection::close(const std::string& reason, transport_errc code) {

@@ -17,6 +17,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "handshake.hpp"
+#include "troupe/core/clock.hpp"
 #include "troupe/core/small_mutex.hpp"
 #include "troupe/transport/errc.hpp"
 #include "troupe/transport/frame.hpp"
@@ -26,7 +27,7 @@ namespace troupe::detail {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
-using steady = std::chrono::steady_clock;
+using time_point = troupe::clock::time_point;
 // A socket bound to the io_context's own executor, not the type-erased any_io_executor: 32 bytes
 // less in each connection, and as much less in each operation pending on it (a master holds one
 // connection and one pending wait per member).
@@ -48,6 +49,8 @@ struct conn_params {
   std::chrono::milliseconds heartbeat_interval{250}, heartbeat_timeout{1000}, handshake_timeout{2000};
   std::size_t queue_bytes = 64u << 20;
   shared_stats* stats = nullptr;
+  // The endpoint's clock: handshake deadlines, heartbeat silence and heartbeat stamps.
+  troupe::clock* clock = &troupe::clock::system();
   // The endpoint's one read buffer (io thread only): every connection reads into it once its
   // socket is readable, so no connection keeps a buffer between frames.
   std::span<std::byte> read_buffer;
@@ -91,7 +94,7 @@ class connection : public std::enable_shared_from_this<connection> {
   // connection past its handshake deadline or silent past the heartbeat timeout, and sends a
   // heartbeat when nothing was sent for an interval. One timer per endpoint, not one per
   // connection: an idle connection has no pending timer wait.
-  void tick(steady::time_point now);
+  void tick(time_point now);
 
   phase state() const { return phase_.load(); }
   const node_id& peer() const { return peer_; }  // valid once open
@@ -143,12 +146,19 @@ class connection : public std::enable_shared_from_this<connection> {
   bool took(std::size_t n, const expected<void>& parsed);
   void on_frame(frame&& f);
   void notify_room();
+  // connection_handshake.cpp: the peer's Hello (answered with this side's Auth), then its Auth.
   void on_handshake(const message& m);
+  void on_hello(const message& m);
+  void on_auth(const message& m);
+  void refuse(const std::string& why, transport_errc code);
   void send_hello();
   // Writes a frame straight to the socket when nothing else is queued or being written (a
   // heartbeat of an idle connection, as a rule): no queue entry, no write operation pending. The
   // part the socket did not take is queued. False (f untouched) when it must be queued whole.
   bool write_now(out_frame& f);
+  // write_now's socket took the first `n` bytes of `used`: the rest goes first, through the queue
+  // (mu_ held in `lk`, released before the write starts).
+  void queue_rest(std::unique_lock<small_mutex>& lk, std::span<const asio::const_buffer> used, std::size_t n);
   bool on_io_thread() { return socket_.get_executor().running_in_this_thread(); }
   template <class T>
   struct slot_allocator;  // read_slot_ for the pending wait, else the heap (connection.cpp)
@@ -164,10 +174,10 @@ class connection : public std::enable_shared_from_this<connection> {
   struct handshake_state {
     nonce mine = make_nonce(), peers{};
     bool got_hello = false;
-    steady::time_point deadline;
+    time_point deadline;
   };
   std::unique_ptr<handshake_state> hs_;
-  steady::time_point last_rx_, last_hb_;
+  time_point last_rx_, last_hb_;
 
   // A vector, not a deque: an idle connection holds no block (a deque keeps 576 bytes even empty).
   // do_write hands it whole to the write when it fits one batch.

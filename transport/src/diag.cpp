@@ -10,10 +10,8 @@
 
 namespace troupe {
 namespace {
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+std::int64_t now_ns(const clock& clk) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(clk.now().time_since_epoch()).count();
 }
 
 std::atomic<std::uint64_t> probe_counter{0};
@@ -25,6 +23,44 @@ double percentile(const std::vector<double>& sorted, double q) {
   if (sorted.empty()) return 0;
   auto i = static_cast<std::size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5);
   return sorted[std::min(i, sorted.size() - 1)];
+}
+
+// Waits for `f` until `deadline` on `clk`, in slices, so that a manual clock moved past the deadline
+// ends the wait; true when the value came.
+template <class T>
+bool wait_until(clock& clk, std::future<T>& f, clock::time_point deadline) {
+  while (f.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready)
+    if (clk.now() >= deadline) return false;
+  return true;
+}
+
+// One prober's round trips: the handler (io thread) appends, run_ping reads once `finished` is set.
+struct ping_state {
+  std::vector<double> rtts;
+  std::uint64_t seq = 0;
+  std::promise<expected<void>> done;
+  bool finished = false;
+
+  void finish(expected<void> r) {
+    if (finished) return;
+    finished = true;
+    done.set_value(std::move(r));
+  }
+};
+
+ping_result summarize(std::vector<double> v, std::size_t payload_bytes) {
+  std::sort(v.begin(), v.end());
+  ping_result res;
+  res.count = v.size();
+  res.payload_bytes = payload_bytes;
+  if (v.empty()) return res;
+  res.min_us = v.front();
+  res.max_us = v.back();
+  res.p50_us = percentile(v, 0.50);
+  res.p90_us = percentile(v, 0.90);
+  res.p99_us = percentile(v, 0.99);
+  res.mean_us = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  return res;
 }
 }  // namespace
 
@@ -44,81 +80,46 @@ expected<void> install_echo(endpoint& ep, const std::string& name) {
 
 expected<ping_result> run_ping(endpoint& ep, const ping_options& o) {
   if (ep.in_io_thread()) return make_unexpected(transport_errc::wrong_thread, "run_ping");
-  struct state {
-    std::vector<double> rtts;
-    std::uint64_t seq = 0;
-    std::promise<expected<void>> done;
-    bool finished = false;
-  };
-  auto st = std::make_shared<state>();
+  auto st = std::make_shared<ping_state>();
   st->rtts.reserve(o.count);
   const std::string me = probe_name("ping");
   const std::uint64_t total = o.count + o.warmup;
-  auto send_next = [&ep, st, o, me] {
+  clock& clk = o.clock;
+  auto send_next = [&ep, &clk, st, o, me] {
     outbound m(static_cast<unsigned>(64 + o.payload_bytes / 8));
     auto p = m.body().initPing();
     p.setSeq(++st->seq);
     p.initPayload(o.payload_bytes);
-    p.setSentNs(now_ns());
-    if (auto r = ep.send(o.node, o.name, std::move(m), me); !r && !st->finished) {
-      st->finished = true;
-      st->done.set_value(r);
-    }
+    p.setSentNs(now_ns(clk));
+    if (auto r = ep.send(o.node, o.name, std::move(m), me); !r) st->finish(r);
   };
-  auto reg = ep.register_name(me, [st, send_next, total, warmup = o.warmup](const message& m) {
+  auto reg = ep.register_name(me, [&clk, st, send_next, total, warmup = o.warmup](const message& m) {
     if (!m.body().isPong() || st->finished) return;
     auto pong = m.body().getPong();
     if (pong.getSeq() != st->seq) return;
-    if (st->seq > warmup) st->rtts.push_back(static_cast<double>(now_ns() - pong.getSentNs()) / 1000.0);
-    if (st->seq >= total) {
-      st->finished = true;
-      st->done.set_value({});
-      return;
-    }
+    if (st->seq > warmup) st->rtts.push_back(static_cast<double>(now_ns(clk) - pong.getSentNs()) / 1000.0);
+    if (st->seq >= total) return st->finish({});
     send_next();
   });
   if (!reg) return std::move(reg).err();
   auto fut = st->done.get_future();
   ep.post(send_next);
-  const bool ready = fut.wait_for(o.timeout) == std::future_status::ready;
+  const bool ready = wait_until(clk, fut, clk.now() + o.timeout);
   ep.unregister_name(me);
   if (!ready)
     return make_unexpected(transport_errc::timeout, "ping " + o.node + ": no pong within the timeout");
   if (auto r = fut.get(); !r) return std::move(r).err();
   // The handler no longer touches rtts once finished is set (before the promise).
-  std::vector<double> v = st->rtts;
-  std::sort(v.begin(), v.end());
-  ping_result res;
-  res.count = v.size();
-  res.payload_bytes = o.payload_bytes;
-  if (!v.empty()) {
-    res.min_us = v.front();
-    res.max_us = v.back();
-    res.p50_us = percentile(v, 0.50);
-    res.p90_us = percentile(v, 0.90);
-    res.p99_us = percentile(v, 0.99);
-    res.mean_us = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-  }
-  return res;
+  return summarize(st->rtts, o.payload_bytes);
 }
 
-expected<bulk_result> run_bulk(endpoint& ep, const bulk_options& o) {
-  if (ep.in_io_thread()) return make_unexpected(transport_errc::wrong_thread, "run_bulk");
+namespace {
+// Sends the bulk frames (no reply) and the final ping (replied) until `deadline`.
+expected<void> send_bulk(endpoint& ep, const bulk_options& o, const std::string& me,
+                         clock::time_point deadline) {
   static std::vector<std::byte> payload;  // referenced, never copied, by every bulk frame
   if (payload.size() < o.frame_bytes) payload.assign(o.frame_bytes, std::byte{0x5a});
-  auto done = std::make_shared<std::promise<void>>();
-  auto fut = done->get_future();
-  const std::string me = probe_name("bulk");
-  auto reg = ep.register_name(me, [done](const message& m) {
-    if (m.body().isPong()) done->set_value();
-  });
-  if (!reg) return std::move(reg).err();
-  const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + o.timeout;
-  auto fail = [&](error e) {
-    ep.unregister_name(me);
-    return e;
-  };
+  clock& clk = o.clock;
   for (std::size_t i = 0; i < o.frames + 1; ++i) {
     outbound m(64);
     auto p = m.body().initPing();
@@ -128,18 +129,37 @@ expected<bulk_result> run_bulk(endpoint& ep, const bulk_options& o) {
       capnp::Data::Reader ext(reinterpret_cast<const capnp::byte*>(payload.data()), o.frame_bytes);
       p.adoptPayload(m.builder().getOrphanage().referenceExternalData(ext));
     }
-    auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return fail(error(transport_errc::timeout, "bulk to " + o.node));
-    if (auto r = ep.send(o.node, o.name, std::move(m), me, left); !r) return fail(std::move(r).err());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clk.now());
+    if (left.count() <= 0) return make_unexpected(transport_errc::timeout, "bulk to " + o.node);
+    if (auto r = ep.send(o.node, o.name, std::move(m), me, left); !r) return r;
   }
-  const bool ready = fut.wait_until(deadline) == std::future_status::ready;
+  return {};
+}
+}  // namespace
+
+expected<bulk_result> run_bulk(endpoint& ep, const bulk_options& o) {
+  if (ep.in_io_thread()) return make_unexpected(transport_errc::wrong_thread, "run_bulk");
+  auto done = std::make_shared<std::promise<void>>();
+  auto fut = done->get_future();
+  const std::string me = probe_name("bulk");
+  auto reg = ep.register_name(me, [done](const message& m) {
+    if (m.body().isPong()) done->set_value();
+  });
+  if (!reg) return std::move(reg).err();
+  clock& clk = o.clock;
+  const auto start = clk.now();
+  const auto deadline = start + o.timeout;
+  if (auto sent = send_bulk(ep, o, me, deadline); !sent) {
+    ep.unregister_name(me);
+    return std::move(sent).err();
+  }
+  const bool ready = wait_until(clk, fut, deadline);
   ep.unregister_name(me);
   if (!ready) return make_unexpected(transport_errc::timeout, "bulk to " + o.node + ": no final pong");
   bulk_result res;
   res.frames = o.frames;
   res.frame_bytes = o.frame_bytes;
-  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  res.seconds = std::chrono::duration<double>(clk.now() - start).count();
   res.gbit_per_s = static_cast<double>(o.frames * o.frame_bytes) * 8 / 1e9 / res.seconds;
   return res;
 }

@@ -59,7 +59,7 @@ struct endpoint::impl final : detail::connection_owner {
     std::uint64_t id;
   };
 
-  impl(node_id s, transport_config c, std::shared_ptr<detail::io_runner> r);
+  impl(node_id s, transport_config c, std::shared_ptr<detail::io_runner> r, troupe::clock& clk);
   ~impl() override = default;
 
   // connection_owner
@@ -95,6 +95,9 @@ struct endpoint::impl final : detail::connection_owner {
   // First, so destroyed last: the io thread outlives every asio object below (and may be shared).
   std::shared_ptr<detail::io_runner> runner;
   detail::asio::io_context& io;
+  // Heartbeat and handshake deadlines, connect()'s wait and the warnings' windows are on it; the
+  // asio timers (the sweep's period, connect_timeout's, re-dial backoff) wait in real time.
+  troupe::clock& clk;
   node_id self;
   transport_config cfg;
   detail::shared_stats stats;
@@ -126,9 +129,9 @@ struct endpoint::impl final : detail::connection_owner {
   std::unordered_map<std::string, std::vector<remote_watch>> watchers;  // (io) local name -> remote
   std::vector<peer_callback> up_cbs, down_cbs;                          // (io)
   // (io) What strangers can make repeat: rate-limited (one line per connection filled the disk).
-  detail::limited_warning refused_warning{io, "refused connections"};
-  detail::limited_warning frame_warning{io, "connections closed for malformed frames"};
-  detail::limited_warning accept_warning{io, "failed accepts"};
+  detail::limited_warning refused_warning{io, clk, "refused connections"};
+  detail::limited_warning frame_warning{io, clk, "connections closed for malformed frames"};
+  detail::limited_warning accept_warning{io, clk, "failed accepts"};
 };
 
 }  // namespace troupe

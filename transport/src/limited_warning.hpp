@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "troupe/core/clock.hpp"
 #include "troupe/core/log_limit.hpp"
 
 namespace troupe::detail {
@@ -21,11 +22,14 @@ class limited_warning {
   static constexpr std::chrono::seconds window{10};
 
   // `what` names the kind in the summary: "transport: refused connection: ... and K more like this".
-  limited_warning(boost::asio::io_context& io, std::string what) : io_(io), what_(std::move(what)) {}
+  // Windows are measured on `clk`; the timer that tells a window's summary waits in real time
+  // until the window's end as `clk` sees it at arming.
+  limited_warning(boost::asio::io_context& io, troupe::clock& clk, std::string what)
+      : io_(io), clock_(clk), what_(std::move(what)) {}
 
   // (io) Logs `line` at warn level, or counts it.
   void warn(const std::string& line) {
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = clock_.now();
     auto v = limit_.note(now);
     if (!v.summary.empty()) spdlog::warn("transport: {}: {}", what_, v.summary);
     if (v.log) {
@@ -35,24 +39,23 @@ class limited_warning {
     if (armed_) return;
     armed_ = true;
     if (!timer_) timer_ = std::make_unique<boost::asio::steady_timer>(io_);
-    timer_->expires_at(limit_.window_end());
+    timer_->expires_after(limit_.window_end() - now);
     timer_->async_wait([this](const boost::system::error_code& ec) {
       armed_ = false;
       if (ec) return;
-      if (auto s = limit_.flush(std::chrono::steady_clock::now()); !s.empty())
-        spdlog::warn("transport: {}: {}", what_, s);
+      if (auto s = limit_.flush(clock_.now()); !s.empty()) spdlog::warn("transport: {}: {}", what_, s);
     });
   }
 
   // (io) At shutdown: what the current window held back, told now.
   void flush() {
     if (timer_) timer_->cancel();
-    if (auto s = limit_.flush(std::chrono::steady_clock::now(), true); !s.empty())
-      spdlog::warn("transport: {}: {}", what_, s);
+    if (auto s = limit_.flush(clock_.now(), true); !s.empty()) spdlog::warn("transport: {}: {}", what_, s);
   }
 
  private:
   boost::asio::io_context& io_;
+  troupe::clock& clock_;
   std::string what_;
   log_limit limit_{burst, window};
   std::unique_ptr<boost::asio::steady_timer> timer_;

@@ -2,8 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <thread>
-
 namespace troupe::wire {
 
 expected<void> send_reply(endpoint& net, const message& request, outbound&& answer, const std::string& from) {
@@ -42,10 +40,6 @@ void rpc_client::on_reply(const message& m) {
   if (it == pending_.end()) return;  // late reply of a request that timed out, or not a reply
   it->second = m;
   cv_.notify_all();
-}
-
-void rpc_channel::wait(std::uint64_t, std::chrono::milliseconds most) {
-  std::this_thread::sleep_for(std::min(most, std::chrono::milliseconds(1)));
 }
 
 void rpc_client::wait(std::uint64_t id, std::chrono::milliseconds most) {

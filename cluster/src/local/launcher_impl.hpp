@@ -73,6 +73,15 @@ struct launcher::impl {
   std::vector<struct pollfd> poll_set();
   void serve_requests();
   expected<node_handle> do_launch(const node_spec& spec);
+  // A launch's place: its serial, its host ("" or "localhost": this machine) and what it reserved
+  // there (nothing on another host).
+  struct slot {
+    std::uint64_t serial = 0;
+    std::string host;
+    resources need;
+  };
+  // Admits `spec` and reserves its slot (under mu); do_launch gives the reservation back on failure.
+  expected<slot> reserve(const node_spec& spec);
   // Under mu: checks the spec, picks its host (hosts.hpp) and, for this machine, its capacity.
   expected<std::string> admit(const node_spec& spec);
   void reap() noexcept;

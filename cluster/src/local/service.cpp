@@ -110,56 +110,53 @@ expected<std::string> launcher::impl::admit(const node_spec& spec) {
   return host;
 }
 
+expected<launcher::impl::slot> launcher::impl::reserve(const node_spec& spec) {
+  std::lock_guard lock(mu);
+  auto placed = admit(spec);
+  if (!placed) return placed.err();
+  slot s;
+  s.host = *placed;
+  if (s.host.empty() || s.host == "localhost") s.need = spec.need;
+  reserved += s.need;
+  // Launches run one at a time on the service thread: nobody takes the slot before the child is
+  // recorded.
+  s.serial = next_serial++;
+  return s;
+}
+
 expected<node_handle> launcher::impl::do_launch(const node_spec& spec) {
-  std::uint64_t serial;
-  std::string host;
-  resources need;  // reserved here: nothing for a node on another host
-  {
+  auto reserved_slot = reserve(spec);
+  if (!reserved_slot) return reserved_slot.err();
+  const slot& s = *reserved_slot;
+  auto fail = [&](error e) {
     std::lock_guard lock(mu);
-    auto placed = admit(spec);
-    if (!placed) return placed.err();
-    host = *placed;
-    if (host.empty() || host == "localhost") need = spec.need;
-    reserved += need;
-    // Launches run one at a time on the service thread: nobody takes the slot before the child
-    // below is recorded.
-    serial = next_serial++;
-  }
-  auto release = [&] {
-    std::lock_guard lock(mu);
-    reserved -= need;
+    reserved -= s.need;
+    return e;
   };
   node_spec remote;
-  if (!host.empty() && host != "localhost") {
+  if (!s.host.empty() && s.host != "localhost") {
     auto self = self_exe();
-    if (!self) {
-      release();
-      return self.err();
-    }
-    remote = on_host(spec, host, hosts.command, *self);
+    if (!self) return fail(self.err());
+    remote = on_host(spec, s.host, hosts.command, *self);
   }
   if (remote.argv.empty())
-    if (auto adopted = adopt_standby(spec, serial, need, host)) return *adopted;
+    if (auto adopted = adopt_standby(spec, s.serial, s.need, s.host)) return *adopted;
   const node_spec& run = remote.argv.empty() ? spec : remote;
   auto prepared = prepare_spawn(run);
-  if (!prepared) {
-    release();
-    return prepared.err();
-  }
+  if (!prepared) return fail(prepared.err());
   const std::uint64_t log_start = file_size(spec.log_file).value_or(0);  // past the header
   auto proc = spawn_process(*prepared, run);
   if (!proc) {
-    release();
     append_log_line(spec.log_file, launcher_line + utc_now() + ": " + proc.err().to_string());
-    return proc.err();
+    return fail(proc.err());
   }
-  node_handle h{serial, spec.id, proc->pid, host == "localhost" ? std::string() : host};
+  node_handle h{s.serial, spec.id, proc->pid, s.host == "localhost" ? std::string() : s.host};
   std::lock_guard lock(mu);
-  child& c = children[serial];
+  child& c = children[s.serial];
   c.handle = h;
-  c.host = host;
+  c.host = s.host;
   c.pidfd = std::move(proc->pidfd);
-  c.need = need;
+  c.need = s.need;
   c.log_file = spec.log_file;
   c.log_start = log_start;
   return h;

@@ -94,6 +94,12 @@ struct launcher::impl {
     return {};
   }
   void poll_once();
+  // squeue's state of each of `ids` it lists (none: it knows none of them any more); nullopt, the
+  // error noted, when squeue failed.
+  std::optional<std::map<long, std::string>> squeue_states(const std::vector<long>& ids);
+  // Job `id` is in `state`, or over with `fin` (then added to `done`); squeue answered.
+  void note_state(long id, const std::optional<exit_status>& fin, const std::string& state,
+                  std::vector<std::pair<node_handle, exit_status>>& done);
   void deliver(const std::vector<std::pair<node_handle, exit_status>>& done);
   void run() {
     std::unique_lock lock(mu);
@@ -101,52 +107,60 @@ struct launcher::impl {
       lock.unlock();
       poll_once();
       lock.lock();
-      cv.wait_for(lock, so.poll_interval, [&] { return stopping; });
+      // Must poll: Slurm tells no one when a job's state changes. One poll_interval on the
+      // launcher's clock between looks; stopping ends the wait at once.
+      auto& clk = lo.clock.get();
+      troupe::wait_until(clk, cv, lock, clk.now() + so.poll_interval, [&] { return stopping; });
     }
   }
 };
 
-void launcher::impl::poll_once() {
-  auto ids = active_jobs();
-  if (ids.empty()) return;
+std::optional<std::map<long, std::string>> launcher::impl::squeue_states(const std::vector<long>& ids) {
   std::string list;
   for (long id : ids) {
     if (!list.empty()) list.append(1, ',');
     list.append(std::to_string(id));
   }
   auto r = tool({"squeue", "-h", "-t", "all", "-j", list, "-o", "%i|%T"});
-  if (!r || r->code != 0) {
-    // squeue -j fails outright when none of the ids is known any more; scontrol tells each.
-    if (r && r->err.find("Invalid job id") == std::string::npos) {
-      note_error("squeue: " + (r ? r->err : r.err().to_string()));
-      return;
+  if (r && r->code == 0) return parse_squeue(r->out);
+  // squeue -j fails outright when none of the ids is known any more; scontrol tells each.
+  if (r && r->err.find("Invalid job id") != std::string::npos) return std::map<long, std::string>{};
+  note_error("squeue: " + (r ? r->err : r.err().to_string()));
+  return std::nullopt;
+}
+
+void launcher::impl::note_state(long id, const std::optional<exit_status>& fin, const std::string& state,
+                                std::vector<std::pair<node_handle, exit_status>>& done) {
+  std::lock_guard lock(mu);
+  last_error.clear();
+  down_since.reset();
+  for (auto& [s, n] : nodes) {
+    if (n.h.pid != id || n.final) continue;
+    if (fin) {
+      n.final = fin;
+      n.state = fin->state;
+      done.emplace_back(n.h, *fin);
+    } else {
+      n.state = state;
     }
-    if (!r) return note_error("squeue: " + r.err().to_string());
   }
-  auto live = r && r->code == 0 ? parse_squeue(r->out) : std::map<long, std::string>{};
+}
+
+void launcher::impl::poll_once() {
+  auto ids = active_jobs();
+  if (ids.empty()) return;
+  auto live = squeue_states(ids);
+  if (!live) return;
   std::vector<std::pair<node_handle, exit_status>> done;
   for (long id : ids) {
-    auto it = live.find(id);
-    bool over = it == live.end() || terminal_state(it->second);
+    auto it = live->find(id);
     std::optional<exit_status> fin;
-    if (over) {
+    if (it == live->end() || terminal_state(it->second)) {
       fin = final_status(id);
       auto [log, start] = log_of(id);
       read_node_output(log, start, fin->trace);
     }
-    std::lock_guard lock(mu);
-    last_error.clear();
-    down_since.reset();
-    for (auto& [s, n] : nodes) {
-      if (n.h.pid != id || n.final) continue;
-      if (fin) {
-        n.final = fin;
-        n.state = fin->state;
-        done.emplace_back(n.h, *fin);
-      } else {
-        n.state = it->second;
-      }
-    }
+    note_state(id, fin, it == live->end() ? std::string() : it->second, done);
   }
   deliver(done);
 }
@@ -269,6 +283,8 @@ void launcher::kill_all() noexcept {
         if (!cancelled) impl_->note_error("scancel: " + (r ? r->err : r.err().to_string()));
       }
       impl_->poll_once();
+      // Must poll: Slurm tells no one when a job leaves squeue. A pause on the launcher's clock (a
+      // manual clock moves by it), one poll_interval between looks.
       clk.sleep_for(impl_->so.poll_interval);
     }
   } catch (...) {

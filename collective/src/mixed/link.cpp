@@ -13,8 +13,6 @@ namespace troupe::collective {
 
 namespace {
 
-using steady = std::chrono::steady_clock;
-
 // The TCP half's view of the ring.
 tcp_link_options tcp_options(const mixed_link_options& o) {
   tcp_link_options t;
@@ -26,6 +24,7 @@ tcp_link_options tcp_options(const mixed_link_options& o) {
   t.heartbeat_timeout = o.heartbeat_timeout;
   t.chunk_bytes = o.chunk_bytes;
   t.current_epoch = o.shm.current_epoch;
+  t.clock = o.shm.clock;
   return t;
 }
 
@@ -47,7 +46,7 @@ expected<std::unique_ptr<mixed_ring_link>> mixed_ring_link::connect(const mixed_
   if (s.size < 3 || s.rank < 0 || s.rank >= s.size)
     return make_unexpected(collective_errc::setup, "mixed link for rank " + std::to_string(s.rank) + " of " +
                                                        std::to_string(s.size) + ": needs 3+ ranks");
-  auto deadline = steady::now() + s.timeout;
+  auto deadline = s.clock.get().now() + s.timeout;
   auto t = tcp_options(o);
   if (o.tcp_next) {
     auto in = shm_detail::make_inbound_ring(s);
@@ -103,7 +102,7 @@ expected<void> mixed_ring_link::transfer(const step_tag& tag, const std::span<co
                     shm_detail::make_receiver(t ? recv : nullptr, accumulate),
                     tcp_detail::outgoing(tag, t ? send : nullptr), tcp_detail::incoming(t ? nullptr : recv),
                     accumulate};
-  auto deadline = steady::now() + opt_.shm.timeout;
+  auto deadline = opt_.shm.clock.get().now() + opt_.shm.timeout;
   while (st.shm_busy() || st.tcp_busy()) {
     auto moved = pump(st, tag);
     if (!moved) return tcp_detail::unless_cancelled(moved.err(), opt_.shm.current_epoch, tag.epoch);
@@ -136,7 +135,7 @@ expected<bool> mixed_ring_link::pump(transfer_state& t, const step_tag& tag) {
   return moved;
 }
 
-expected<void> mixed_ring_link::check_stall(const step_tag& tag, steady::time_point deadline) const {
+expected<void> mixed_ring_link::check_stall(const step_tag& tag, troupe::clock::time_point deadline) const {
   if (opt_.shm.current_epoch && opt_.shm.current_epoch->load(std::memory_order_acquire) != tag.epoch)
     return make_unexpected(collective_errc::cancelled, "epoch " + std::to_string(tag.epoch) + " is over");
   if (watch_->dead())
@@ -145,7 +144,7 @@ expected<void> mixed_ring_link::check_stall(const step_tag& tag, steady::time_po
   // A wait on the ring alone would not see the next rank go: its closed connection says so.
   if (opt_.tcp_next && tcp_detail::outbound_closed(fd_))
     return make_unexpected(collective_errc::peer_dead, "next rank closed the connection");
-  if (steady::now() >= deadline)
+  if (opt_.shm.clock.get().now() >= deadline)
     return make_unexpected(collective_errc::timeout,
                            "op " + std::to_string(tag.op) + " step " + std::to_string(tag.step));
   return {};

@@ -141,6 +141,7 @@ shm_link_options mixed_ring_session::shm_options(const ring_member& prev, const 
   o.lane_min_bytes = opt_.lane_min_bytes;
   o.all_on_host = all_on_host_;
   o.fused_min_bytes = opt_.fused_min_bytes;
+  o.clock = opt_.clock;
   return o;
 }
 
@@ -170,6 +171,7 @@ expected<std::unique_ptr<ring_link>> mixed_ring_session::make_link(const ring_me
     t.timeout = opt_.timeout;
     t.heartbeat_timeout = opt_.heartbeat_timeout;
     t.current_epoch = s.current_epoch;
+    t.clock = s.clock;
     auto l = tcp_ring_link::connect(t, *ctx_.ring_listener());
     if (!l) return l.err();
     return std::unique_ptr<ring_link>(std::move(*l));
@@ -204,7 +206,7 @@ expected<ring_session::info> mixed_ring_session::connect_ring(const ring_members
   info_.hosts = static_cast<int>(hosts.size());
   lanes_ = prev.host == self.host && prev_prev.host == self.host ? session_lanes(opt_, local) : 1;
   all_on_host_ = local == info_.size;
-  auto connect_start = std::chrono::steady_clock::now();
+  auto connect_start = opt_.clock.get().now();
   auto made = make_link(self, prev, next);
   if (!made) {
     after_failure(made.err());
@@ -212,12 +214,11 @@ expected<ring_session::info> mixed_ring_session::connect_ring(const ring_members
     return made.err();
   }
   link_ = std::move(*made);
-  spdlog::info(
-      "ring epoch {}: rank {} of {} ({}), linked in {:.2f} ms", info_.epoch, info_.rank, info_.size,
-      shm_ ? fmt::format("shared memory, lanes {} in / {} out", shm_->lanes_in(), shm_->lanes_out())
-      : prev.host == self.host || next.host == self.host ? std::string("shm and TCP")
-                                                         : std::string("TCP"),
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - connect_start).count());
+  spdlog::info("ring epoch {}: rank {} of {} ({}), linked in {:.2f} ms", info_.epoch, info_.rank, info_.size,
+               shm_ ? fmt::format("shared memory, lanes {} in / {} out", shm_->lanes_in(), shm_->lanes_out())
+               : prev.host == self.host || next.host == self.host ? std::string("shm and TCP")
+                                                                  : std::string("TCP"),
+               std::chrono::duration<double, std::milli>(opt_.clock.get().now() - connect_start).count());
   if (was_alone && shm_ && !shm_->prev_linked()) {
     // The newcomer has yet to open this worker's ring: one more step alone rather than wait for it.
     pending_ = info_;

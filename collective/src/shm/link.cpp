@@ -11,7 +11,6 @@
 namespace troupe::collective {
 
 using namespace shm_detail;
-using steady = std::chrono::steady_clock;
 
 std::string shm_ring_link::ring_name(const std::string& job, std::uint64_t epoch, int rank, int lane) {
   auto name = "troupe-" + job + "-e" + std::to_string(epoch) + "-r" + std::to_string(rank);
@@ -47,7 +46,7 @@ expected<std::unique_ptr<shm_ring_link>> shm_ring_link::connect(const shm_link_o
     return make_unexpected(collective_errc::setup, std::to_string(o.lanes) + " lanes of " +
                                                        std::to_string(o.lane_min_bytes) + " bytes: needs 1-" +
                                                        std::to_string(max_lanes) + " lanes of 1+ bytes");
-  auto deadline = steady::now() + o.timeout;
+  auto deadline = o.clock.get().now() + o.timeout;
   std::vector<lane> lanes(static_cast<std::size_t>(o.lanes));
   // Lanes 1.. before lane 0: the previous rank, once it opens lane 0, finds every other lane there.
   for (int l = o.lanes - 1; l >= 0; --l) {
@@ -88,14 +87,15 @@ bool shm_ring_link::ring_exists(const std::string& job, std::uint64_t epoch, int
   return ::access(("/dev/shm/" + ring_name(job, epoch, rank)).c_str(), F_OK) == 0;
 }
 
-expected<void> shm_ring_link::check_stall(const lane& l, const step_tag& tag, steady::time_point deadline,
-                                          steady::time_point& next_probe) const {
+expected<void> shm_ring_link::check_stall(const lane& l, const step_tag& tag,
+                                          troupe::clock::time_point deadline,
+                                          troupe::clock::time_point& next_probe) const {
   if (opt_.current_epoch && opt_.current_epoch->load(std::memory_order_acquire) != tag.epoch)
     return make_unexpected(collective_errc::cancelled, "epoch " + std::to_string(tag.epoch) + " is over");
   if (abort_.load(std::memory_order_acquire))
     return make_unexpected(collective_errc::cancelled,
                            "another lane of op " + std::to_string(tag.op) + " failed");
-  auto now = steady::now();
+  auto now = opt_.clock.get().now();
   // Without pidfds the /proc probe is dearer: every 5 ms.
   bool cheap = l.watch[0]->cheap() && (!l.watch[1] || l.watch[1]->cheap());
   if (cheap || now >= next_probe) {
@@ -173,8 +173,9 @@ expected<void> shm_ring_link::transfer_lane(lane& l, const step_tag& tag, const 
                                             std::span<float>* recv, bool accumulate) {
   sender tx = make_sender(tag, send);
   receiver rx = make_receiver(recv, accumulate);
-  auto deadline = steady::now() + opt_.timeout;
-  auto next_probe = steady::now() + std::chrono::milliseconds(5);
+  const auto start = opt_.clock.get().now();
+  auto deadline = start + opt_.timeout;
+  auto next_probe = start + std::chrono::milliseconds(5);
   while (!tx.done() || !rx.done()) {
     bool progressed = !tx.done() && tx.pump(*l.out);
     if (!rx.done()) {

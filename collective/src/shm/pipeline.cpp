@@ -21,7 +21,6 @@
 namespace troupe::collective {
 
 using namespace shm_detail;
-using steady = std::chrono::steady_clock;
 
 namespace {
 
@@ -57,6 +56,53 @@ inline void run_piece(op_kind k, const float* in, float* local, float* out, std:
   }
 }
 
+op_kind kind_of(int p, int n) {
+  return p == 0          ? op_kind::send
+         : p < n - 1     ? op_kind::reduce_send
+         : p == n - 1    ? op_kind::reduce_copy_send
+         : p < 2 * n - 2 ? op_kind::copy_send
+                         : op_kind::recv;
+}
+
+}  // namespace
+
+namespace shm_detail {
+// One op of a round: its kind, this rank's chunk, the tag of the message it reads and the header of
+// the one it writes (a message of no payload: the payload is written in place by move_payload).
+struct fused_op {
+  op_kind kind;
+  std::span<float> local;
+  step_tag in_tag;
+  sender header;
+  bool has_in() const { return kind != op_kind::send; }
+  bool has_out() const { return kind != op_kind::recv; }
+};
+}  // namespace shm_detail
+
+namespace {
+// Moves what both rings allow of `f`'s payload from `done` on; true when anything moved.
+inline bool move_payload(const fused_op& f, transport::shm_ring& in, transport::shm_ring& out,
+                         std::size_t& done) {
+  std::size_t m = f.local.size() - done;
+  const float* src = nullptr;
+  float* dst = nullptr;
+  if (f.has_in()) {
+    auto region = in.peek();
+    m = std::min(m, region.size() / sizeof(float));
+    src = reinterpret_cast<const float*>(region.data());
+  }
+  if (f.has_out()) {
+    auto region = out.reserve();
+    m = std::min(m, region.size() / sizeof(float));
+    dst = reinterpret_cast<float*>(region.data());
+  }
+  if (m == 0) return false;
+  run_piece(f.kind, src, f.local.data() + done, dst, m);
+  if (f.has_in()) in.consume(m * sizeof(float));
+  if (f.has_out()) out.commit(m * sizeof(float));
+  done += m;
+  return true;
+}
 }  // namespace
 
 std::optional<expected<void>> shm_ring_link::own_allreduce(int rank, int size, std::span<float> data,
@@ -105,65 +151,46 @@ expected<void> shm_ring_link::fused_lane(lane& l, std::span<float> data, int lan
     return data.subspan(from, to - from);
   };
   for (std::size_t round = 0; round < rounds; ++round) {
+    const std::uint32_t step = fused_step_base + static_cast<std::uint32_t>(round) * per_round;
     for (int p = 0; p <= 2 * n - 2; ++p) {
-      op_kind kind = p == 0          ? op_kind::send
-                     : p < n - 1     ? op_kind::reduce_send
-                     : p == n - 1    ? op_kind::reduce_copy_send
-                     : p < 2 * n - 2 ? op_kind::copy_send
-                                     : op_kind::recv;
       // Op p receives what the previous rank sent as its op p-1, of segment rank-p in the
       // reduce-scatter and rank-(p-n) in the allgather; op 0 sends this rank's own segment.
       std::span<float> local = seg_chunk(p < n ? rank - p : rank - (p - n), round);
-      const bool has_in = kind != op_kind::send, has_out = kind != op_kind::recv;
-      const std::uint32_t step = fused_step_base + static_cast<std::uint32_t>(round) * per_round;
-      const step_tag in_tag{epoch, op, step + static_cast<std::uint32_t>(p - 1)};
-      // The header out goes as a message of no payload (the payload is written in place below).
-      sender header{
-          {epoch, op, step + static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(local.size())}, {}};
-      if (!has_out) header.sent = header.total();
-      wire_header in_hdr{};
-      std::size_t hdr_got = has_in ? 0 : sizeof(wire_header);
-      std::size_t done = 0;
-      auto deadline = steady::now() + opt_.timeout;
-      auto next_probe = steady::now() + std::chrono::milliseconds(5);
-      while (!header.done() || hdr_got < sizeof(wire_header) || done < local.size()) {
-        bool progressed = !header.done() && header.pump(*l.out);
-        if (hdr_got < sizeof(wire_header)) {
-          int r = pump_header(*l.in, in_hdr, hdr_got, in_tag, local.size());
-          if (r < 0) return header_mismatch(in_hdr, in_tag);
-          progressed |= r > 0;
-        }
-        if (header.done() && hdr_got == sizeof(wire_header) && done < local.size()) {
-          std::size_t m = local.size() - done;
-          const float* in = nullptr;
-          float* out = nullptr;
-          if (has_in) {
-            auto region = l.in->peek();
-            m = std::min(m, region.size() / sizeof(float));
-            in = reinterpret_cast<const float*>(region.data());
-          }
-          if (has_out) {
-            auto region = l.out->reserve();
-            m = std::min(m, region.size() / sizeof(float));
-            out = reinterpret_cast<float*>(region.data());
-          }
-          if (m > 0) {
-            run_piece(kind, in, local.data() + done, out, m);
-            if (has_in) l.in->consume(m * sizeof(float));
-            if (has_out) l.out->commit(m * sizeof(float));
-            done += m;
-            progressed = true;
-          }
-        }
-        if (progressed) continue;
-        if (auto s = check_stall(l, in_tag, deadline, next_probe); !s) return s;
-        // Waiting for the previous rank's data, else for room in the next rank's ring.
-        if (has_in && (hdr_got < sizeof(wire_header) || l.in->readable() == 0))
-          l.in->wait_for_data(std::chrono::microseconds(100));
-        else
-          l.out->wait_for_space(std::chrono::microseconds(100));
-      }
+      fused_op f{
+          kind_of(p, n),
+          local,
+          {epoch, op, step + static_cast<std::uint32_t>(p - 1)},
+          {{epoch, op, step + static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(local.size())}, {}}};
+      if (!f.has_out()) f.header.sent = f.header.total();
+      if (auto r = run_fused_op(l, f); !r) return r;
     }
+  }
+  return {};
+}
+
+expected<void> shm_ring_link::run_fused_op(lane& l, fused_op& f) const {
+  wire_header in_hdr{};
+  std::size_t hdr_got = f.has_in() ? 0 : sizeof(wire_header);
+  std::size_t done = 0;
+  const auto start = opt_.clock.get().now();  // one look at the clock per op, as many as before
+  const auto deadline = start + opt_.timeout;
+  auto next_probe = start + std::chrono::milliseconds(5);
+  while (!f.header.done() || hdr_got < sizeof(wire_header) || done < f.local.size()) {
+    bool progressed = !f.header.done() && f.header.pump(*l.out);
+    if (hdr_got < sizeof(wire_header)) {
+      int r = pump_header(*l.in, in_hdr, hdr_got, f.in_tag, f.local.size());
+      if (r < 0) return header_mismatch(in_hdr, f.in_tag);
+      progressed |= r > 0;
+    }
+    if (f.header.done() && hdr_got == sizeof(wire_header) && done < f.local.size())
+      progressed |= move_payload(f, *l.in, *l.out, done);
+    if (progressed) continue;
+    if (auto s = check_stall(l, f.in_tag, deadline, next_probe); !s) return s;
+    // Waiting for the previous rank's data, else for room in the next rank's ring.
+    if (f.has_in() && (hdr_got < sizeof(wire_header) || l.in->readable() == 0))
+      l.in->wait_for_data(std::chrono::microseconds(100));
+    else
+      l.out->wait_for_space(std::chrono::microseconds(100));
   }
   return {};
 }

@@ -12,7 +12,6 @@
 namespace troupe::collective::shm_detail {
 
 namespace {
-using steady = std::chrono::steady_clock;
 
 int open_pidfd(pid_t pid) {
   if (pid <= 0) return -1;
@@ -93,19 +92,20 @@ expected<std::unique_ptr<transport::shm_ring>> make_inbound_ring(const shm_link_
 
 expected<std::unique_ptr<transport::shm_ring>> open_next_lane(const shm_link_options& o, int lane) {
   auto name = shm_ring_link::ring_name(o.job, o.epoch, (o.rank + 1) % o.size, lane);
-  auto r = transport::shm_ring::open(name, steady::now());
+  auto r = transport::shm_ring::open(name, o.clock.get().now(), o.clock);
   if (r) return std::move(*r);
   if (r.err() == transport::shm_errc::timeout) return std::unique_ptr<transport::shm_ring>();
   return make_unexpected(collective_errc::setup, r.err().to_string());
 }
 
 expected<std::unique_ptr<transport::shm_ring>> open_next_ring(const shm_link_options& o,
-                                                              steady::time_point deadline) {
+                                                              troupe::clock::time_point deadline) {
   auto next = shm_ring_link::ring_name(o.job, o.epoch, (o.rank + 1) % o.size);
   auto next_beacon = o.live ? o.live->watch_node(o.next_node) : nullptr;
   for (;;) {
-    auto slice = std::min(deadline, steady::now() + std::chrono::milliseconds(2));
-    auto out = transport::shm_ring::open(next, slice);
+    // In slices: a membership change or the next rank's death is no event of /dev/shm.
+    auto slice = std::min(deadline, o.clock.get().now() + std::chrono::milliseconds(2));
+    auto out = transport::shm_ring::open(next, slice, o.clock);
     if (out) return out;
     if (!(out.err() == transport::shm_errc::timeout))
       return make_unexpected(collective_errc::setup, out.err().to_string());
@@ -115,7 +115,8 @@ expected<std::unique_ptr<transport::shm_ring>> open_next_ring(const shm_link_opt
     if ((next_beacon && next_beacon->gone()) || process_dead(o.next_pid))
       return make_unexpected(collective_errc::peer_dead,
                              "pid " + std::to_string(o.next_pid) + " before /" + next + " appeared");
-    if (steady::now() >= deadline) return make_unexpected(collective_errc::setup, out.err().to_string());
+    if (o.clock.get().now() >= deadline)
+      return make_unexpected(collective_errc::setup, out.err().to_string());
   }
 }
 

@@ -146,6 +146,6 @@ expected<std::unique_ptr<transport::shm_ring>> open_next_lane(const shm_link_opt
 // Opens the next rank's inbound ring, waiting until `deadline` in short slices: a membership change
 // (cancelled) or the next rank's death (peer_dead) ends the wait at once.
 expected<std::unique_ptr<transport::shm_ring>> open_next_ring(const shm_link_options& o,
-                                                              std::chrono::steady_clock::time_point deadline);
+                                                              troupe::clock::time_point deadline);
 
 }  // namespace troupe::collective::shm_detail

@@ -17,7 +17,7 @@ expected<std::unique_ptr<tcp_ring_link>> tcp_ring_link::connect(const tcp_link_o
   if (o.size < 2 || o.rank < 0 || o.rank >= o.size)
     return make_unexpected(collective_errc::setup,
                            "rank " + std::to_string(o.rank) + " of " + std::to_string(o.size));
-  auto deadline = steady::now() + o.timeout;
+  auto deadline = o.clock.get().now() + o.timeout;
   auto out = dial_next(o, deadline);
   if (!out) return out.err();
   auto in = accept_prev(l, o, deadline);
@@ -63,14 +63,14 @@ expected<void> tcp_ring_link::recv(const step_tag& tag, std::span<float> data) {
 
 // Nothing moved: fails on a replaced epoch, the operation's deadline or a failed other half, else
 // waits for either socket.
-expected<void> tcp_ring_link::wait_ready(const cursor& out, const cursor& in, steady::time_point deadline,
+expected<void> tcp_ring_link::wait_ready(const cursor& out, const cursor& in, time_point deadline,
                                          const std::atomic<int>* abandon) const {
   if (abandon && abandon->load(std::memory_order_acquire) != 0)
     return make_unexpected(collective_errc::cancelled, "the other half of the exchange failed");
   if (opt_.current_epoch && opt_.current_epoch->load(std::memory_order_relaxed) != opt_.epoch)
     return make_unexpected(collective_errc::cancelled,
                            "ring epoch " + std::to_string(opt_.epoch) + " replaced");
-  if (steady::now() >= deadline)
+  if (opt_.clock.get().now() >= deadline)
     return make_unexpected(collective_errc::timeout, std::string("no progress with the ") +
                                                          (in.done() ? "next" : "previous") +
                                                          " rank within the operation timeout");
@@ -78,7 +78,7 @@ expected<void> tcp_ring_link::wait_ready(const cursor& out, const cursor& in, st
   nfds_t np = 0;
   if (!out.done()) p[np++] = {out_, POLLOUT, 0};
   if (!in.done()) p[np++] = {in_, POLLIN, 0};
-  ::poll(p, np, std::max(remaining_ms(deadline, opt_.poll_slice), 1));
+  ::poll(p, np, std::max(remaining_ms(opt_.clock, deadline, opt_.poll_slice), 1));
   return {};
 }
 
@@ -96,7 +96,7 @@ void tcp_ring_link::want_readable(const cursor& in, bool accumulate) {
 expected<void> tcp_ring_link::transfer(const step_tag& tag, const std::span<const float>* send,
                                        std::span<float>* recv, bool accumulate) {
   cursor out = outgoing(tag, send), in = incoming(recv);
-  auto deadline = steady::now() + opt_.timeout;
+  auto deadline = opt_.clock.get().now() + opt_.timeout;
   bool split = send && recv && opt_.send_thread_bytes > 0 && send->size_bytes() >= opt_.send_thread_bytes;
   if (!split) return pump(tag, out, in, accumulate, deadline, nullptr);
   if (!sender_) sender_ = std::make_unique<send_thread>();
@@ -124,7 +124,7 @@ expected<void> tcp_ring_link::transfer(const step_tag& tag, const std::span<cons
 }
 
 expected<void> tcp_ring_link::pump(const step_tag& tag, cursor& out, cursor& in, bool accumulate,
-                                   steady::time_point deadline, const std::atomic<int>* abandon) {
+                                   time_point deadline, const std::atomic<int>* abandon) {
   // Each half is tried until the socket takes or gives less than asked; then both wait in poll(2),
   // which wakes for a chunk's worth (want_readable) or for room in the send buffer.
   while (!out.done() || !in.done()) {

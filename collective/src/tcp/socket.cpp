@@ -124,8 +124,8 @@ unexpected cancel_error(const tcp_link_options& o, const std::string& before) {
 
 }  // namespace
 
-int remaining_ms(steady::time_point deadline, std::chrono::milliseconds cap) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
+int remaining_ms(const troupe::clock& clk, time_point deadline, std::chrono::milliseconds cap) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clk.now());
   return static_cast<int>(std::clamp(left, std::chrono::milliseconds(0), cap).count());
 }
 
@@ -134,17 +134,17 @@ void make_streaming(int fd) {
   set_nonblocking(fd);
 }
 
-expected<int> dial_next(const tcp_link_options& o, steady::time_point deadline) {
+expected<int> dial_next(const tcp_link_options& o, time_point deadline) {
   auto parsed = parse_address(o.next_address);
   if (!parsed) return parsed.err();
   const sockaddr_in& to = *parsed;
   const std::string& address = o.next_address;
   int last = 0;
-  while (steady::now() < deadline) {
+  while (o.clock.get().now() < deadline) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return fail(collective_errc::setup, "socket: " + errno_text(errno));
     tune(fd, o.heartbeat_timeout);
-    set_io_timeout(fd, std::chrono::milliseconds(std::max(1, remaining_ms(deadline, o.timeout))));
+    set_io_timeout(fd, std::chrono::milliseconds(std::max(1, remaining_ms(o.clock, deadline, o.timeout))));
     if (::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0) {
       hello h{hello_magic, o.rank, o.epoch};
       if (write_all(fd, &h, sizeof h)) return fd;
@@ -155,16 +155,18 @@ expected<int> dial_next(const tcp_link_options& o, steady::time_point deadline) 
     ::close(fd);
     if (last != ECONNREFUSED && last != EINTR && last != EAGAIN && last != ETIMEDOUT) break;
     if (cancelled(o)) return cancel_error(o, address + " answered");
-    ::usleep(2000);
+    // Must poll: nothing here is told when another host starts listening. A short pause on the
+    // link's clock between dials (on a manual clock, the pause advances it).
+    o.clock.get().sleep_for(std::chrono::milliseconds(2));
   }
   return fail(last == ECONNREFUSED || last == 0 ? collective_errc::timeout : collective_errc::setup,
               "dialling the next rank at " + address + ": " + (last ? errno_text(last) : "timed out"));
 }
 
-expected<int> accept_prev(tcp_listener& l, const tcp_link_options& o, steady::time_point deadline) {
+expected<int> accept_prev(tcp_listener& l, const tcp_link_options& o, time_point deadline) {
   int prev = (o.rank + o.size - 1) % o.size;
   while (true) {
-    int left = remaining_ms(deadline, o.timeout);
+    int left = remaining_ms(o.clock, deadline, o.timeout);
     if (left <= 0)
       return fail(collective_errc::timeout, "rank " + std::to_string(prev) + " did not connect to rank " +
                                                 std::to_string(o.rank) + " within the rendezvous timeout");
@@ -174,7 +176,7 @@ expected<int> accept_prev(tcp_listener& l, const tcp_link_options& o, steady::ti
     int fd = ::accept4(l.fd(), nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     tune(fd, o.heartbeat_timeout);
-    set_io_timeout(fd, std::chrono::milliseconds(std::max(1, remaining_ms(deadline, o.timeout))));
+    set_io_timeout(fd, std::chrono::milliseconds(std::max(1, remaining_ms(o.clock, deadline, o.timeout))));
     hello h;
     if (read_all(fd, &h, sizeof h) && h.magic == hello_magic && h.rank == prev && h.epoch == o.epoch &&
         write_all(fd, &welcome_magic, sizeof welcome_magic))
@@ -184,25 +186,26 @@ expected<int> accept_prev(tcp_listener& l, const tcp_link_options& o, steady::ti
   }
 }
 
-expected<int> confirm_next(int fd, const tcp_link_options& o, steady::time_point deadline) {
+expected<int> confirm_next(int fd, const tcp_link_options& o, time_point deadline) {
   while (true) {
     // In slices: the epoch may be over while the hello waits in the next rank's backlog.
     pollfd p{fd, POLLIN, 0};
     int ready = 0;
-    while (!cancelled(o) && steady::now() < deadline && ready <= 0) {
-      ready = ::poll(&p, 1, std::max(1, remaining_ms(deadline, std::chrono::milliseconds(20))));
+    while (!cancelled(o) && o.clock.get().now() < deadline && ready <= 0) {
+      ready = ::poll(&p, 1, std::max(1, remaining_ms(o.clock, deadline, std::chrono::milliseconds(20))));
       if (ready < 0 && errno != EINTR) break;
     }
     std::uint32_t w = 0;
     if (ready > 0 && read_all(fd, &w, sizeof w) && w == welcome_magic) return fd;
     ::close(fd);
     if (cancelled(o)) return cancel_error(o, "the next rank took this ring's hello");
-    if (steady::now() >= deadline)
+    if (o.clock.get().now() >= deadline)
       return fail(collective_errc::timeout,
                   "the next rank at " + o.next_address +
                       " did not take this ring's hello within the rendezvous timeout");
-    // Closed unanswered: the next rank was still linking another epoch's ring. Dial again.
-    ::usleep(2000);
+    // Closed unanswered: the next rank was still linking another epoch's ring. Dial again after a
+    // pause on the link's clock (as dial_next's: nothing says when that rank is done linking).
+    o.clock.get().sleep_for(std::chrono::milliseconds(2));
     auto again = dial_next(o, deadline);
     if (!again) return again;
     fd = *again;

@@ -14,23 +14,23 @@
 
 namespace troupe::collective::tcp_detail {
 
-using steady = std::chrono::steady_clock;
+using time_point = troupe::clock::time_point;
 
 // Dials o.next_address until it answers or `deadline` (the next rank may not listen yet), then
 // names this ring and rank. The socket is blocking, tuned for heartbeats.
-expected<int> dial_next(const tcp_link_options& o, steady::time_point deadline);
+expected<int> dial_next(const tcp_link_options& o, time_point deadline);
 // Accepts on `l` until the previous rank of this epoch says hello, and welcomes it; strays (other
 // epochs' hellos included) are closed.
-expected<int> accept_prev(tcp_listener& l, const tcp_link_options& o, steady::time_point deadline);
+expected<int> accept_prev(tcp_listener& l, const tcp_link_options& o, time_point deadline);
 // Waits on dial_next's socket `fd` for the next rank's welcome. A hello the next rank closed
 // unanswered (it was still linking an older epoch's ring) is dialled again until it is welcomed,
 // the epoch is over or `deadline`. Without it, a link to a rank that closed the hello would look
 // made and fail at its first transfer, as if that rank had died. Takes `fd`; returns the welcomed one.
-expected<int> confirm_next(int fd, const tcp_link_options& o, steady::time_point deadline);
+expected<int> confirm_next(int fd, const tcp_link_options& o, time_point deadline);
 // The rendezvous is over: non-blocking, no per-call timeouts.
 void make_streaming(int fd);
-// Milliseconds until `deadline`, clamped to [0, cap].
-int remaining_ms(steady::time_point deadline, std::chrono::milliseconds cap);
+// Milliseconds until `deadline` on `clk`, clamped to [0, cap].
+int remaining_ms(const troupe::clock& clk, time_point deadline, std::chrono::milliseconds cap);
 
 // The header in front of every payload. Both ends run the same build: native layout.
 struct header {

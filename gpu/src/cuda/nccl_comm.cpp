@@ -5,15 +5,12 @@
 #include <nccl.h>
 
 #include <cstring>
-#include <thread>
 
 #include "check.hpp"
 
 namespace troupe::gpu {
 
 namespace {
-
-using clock = std::chrono::steady_clock;
 
 error nccl_error(ncclResult_t rc, ncclComm_t comm, const std::string& call) {
   std::string detail = ncclGetErrorString(rc);
@@ -26,27 +23,33 @@ error nccl_error(ncclResult_t rc, ncclComm_t comm, const std::string& call) {
   return error(code, call + ": " + detail);
 }
 
-// Polls the communicator's async state until it leaves ncclInProgress, or the deadline passes.
+// Polls the communicator's async state until it leaves ncclInProgress, or the deadline passes. Must
+// poll: NCCL's nonblocking mode signals nothing (ncclCommGetAsyncError is its only way to tell),
+// so each look is followed by a pause of o.poll on the options' clock.
 expected<void> wait_ready(ncclComm_t comm, std::chrono::milliseconds limit, const nccl_options& o,
                           const char* what) {
-  auto deadline = clock::now() + limit;
+  troupe::clock& clk = o.clock;
+  auto deadline = clk.now() + limit;
   while (true) {
     ncclResult_t state = ncclSuccess;
     ncclResult_t rc = ncclCommGetAsyncError(comm, &state);
     if (rc != ncclSuccess) return nccl_error(rc, comm, std::string("ncclCommGetAsyncError during ") + what);
     if (state == ncclSuccess) return {};
     if (state != ncclInProgress) return nccl_error(state, comm, what);
-    if (clock::now() >= deadline)
+    if (clk.now() >= deadline)
       return error(gpu_errc::timeout, std::string(what) + ": not done after the watchdog's " +
                                           std::to_string(limit.count()) + " ms");
-    std::this_thread::sleep_for(o.poll);
+    clk.sleep_for(o.poll);
   }
 }
 
 // Waits for `s` to drain while watching the communicator: a collective stuck on a dead peer never
-// completes, but the async error (or the deadline) says so.
+// completes, but the async error (or the deadline) says so. Must poll: a blocking wait on the
+// stream (cudaStreamSynchronize, an event's) cannot be bounded and would hang on a dead peer, and
+// NCCL's async error is only a query; so a look, then a pause of o.poll on the options' clock.
 expected<void> wait_stream(ncclComm_t comm, cuda_stream s, const nccl_options& o, const char* what) {
-  auto deadline = clock::now() + o.op_timeout;
+  troupe::clock& clk = o.clock;
+  auto deadline = clk.now() + o.op_timeout;
   while (true) {
     cudaError_t q = cudaStreamQuery(s);
     if (q == cudaSuccess) return {};
@@ -55,11 +58,11 @@ expected<void> wait_stream(ncclComm_t comm, cuda_stream s, const nccl_options& o
     ncclResult_t rc = ncclCommGetAsyncError(comm, &state);
     if (rc != ncclSuccess) return nccl_error(rc, comm, std::string("ncclCommGetAsyncError during ") + what);
     if (state != ncclSuccess && state != ncclInProgress) return nccl_error(state, comm, what);
-    if (clock::now() >= deadline)
+    if (clk.now() >= deadline)
       return error(gpu_errc::timeout, std::string(what) + ": not complete after " +
                                           std::to_string(o.op_timeout.count()) +
                                           " ms (a peer is gone or stalled)");
-    std::this_thread::sleep_for(o.poll);
+    clk.sleep_for(o.poll);
   }
 }
 

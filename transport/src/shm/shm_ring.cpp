@@ -2,11 +2,14 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -106,37 +109,90 @@ expected<std::unique_ptr<shm_ring>> shm_ring::create(const std::string& name, st
   return std::unique_ptr<shm_ring>(new shm_ring(name, base, total, true));
 }
 
-expected<std::unique_ptr<shm_ring>> shm_ring::open(const std::string& name,
-                                                   std::chrono::steady_clock::time_point deadline) {
-  for (;;) {
-    int fd = ::shm_open(("/" + name).c_str(), O_RDWR, 0600);
-    if (fd >= 0) {
-      struct stat st {};
-      if (::fstat(fd, &st) == 0 && static_cast<std::size_t>(st.st_size) > header_bytes) {
-        std::size_t total = static_cast<std::size_t>(st.st_size);
-        void* base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        ::close(fd);
-        if (base == MAP_FAILED) return sys_error("mmap", name);
-        auto* h = static_cast<header*>(base);
-        if (std::atomic_ref<std::uint64_t>(h->magic).load(std::memory_order_acquire) == magic &&
-            h->capacity + header_bytes == total) {
-          // Pages the creator allocated are mapped now, not faulted in one by one by the first writes
-          // (nothing is allocated here; an unpopulated ring is left to fault, as populating it here
-          // would allocate all of it on this side).
-          if (h->populated) ::madvise(base, total, MADV_POPULATE_WRITE);
-          h->attached.store(1, std::memory_order_release);
-          return std::unique_ptr<shm_ring>(new shm_ring(name, base, total, false));
-        }
-        ::munmap(base, total);
-      } else {
-        ::close(fd);
-      }
-    } else if (errno != ENOENT) {
-      return sys_error("shm_open", name);
+namespace {
+// Maps the ring `name` into `base` if its creator has made it whole: false when it does not exist
+// yet or its creator has not written its magic yet.
+expected<bool> try_open(const std::string& name, void*& base, std::size_t& total) {
+  int fd = ::shm_open(("/" + name).c_str(), O_RDWR, 0600);
+  if (fd < 0) {
+    if (errno == ENOENT) return false;
+    return sys_error("shm_open", name);
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) <= header_bytes) {
+    ::close(fd);
+    return false;
+  }
+  total = static_cast<std::size_t>(st.st_size);
+  base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (base == MAP_FAILED) return sys_error("mmap", name);
+  auto* h = static_cast<shm_ring::header*>(base);
+  if (std::atomic_ref<std::uint64_t>(h->magic).load(std::memory_order_acquire) == magic &&
+      h->capacity + header_bytes == total)
+    return true;
+  ::munmap(base, total);
+  return false;
+}
+
+// Events of /dev/shm (a name created, renamed in or resized), so that open() sleeps until the ring
+// it waits for may be there; -1 when inotify is unavailable (then open() naps between looks).
+class shm_dir_watch {
+ public:
+  shm_dir_watch() : fd_(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {
+    if (fd_ >= 0 && ::inotify_add_watch(fd_, "/dev/shm", IN_CREATE | IN_MOVED_TO | IN_MODIFY) < 0) {
+      ::close(fd_);
+      fd_ = -1;
     }
-    if (std::chrono::steady_clock::now() >= deadline)
+  }
+  ~shm_dir_watch() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  shm_dir_watch(const shm_dir_watch&) = delete;
+  shm_dir_watch& operator=(const shm_dir_watch&) = delete;
+  // Waits up to `most` for an event, and drains what came.
+  void wait(std::chrono::microseconds most) const {
+    if (fd_ < 0) return std::this_thread::sleep_for(most);
+    pollfd p{fd_, POLLIN, 0};
+    const timespec ts{static_cast<time_t>(most.count() / 1'000'000),
+                      static_cast<long>(most.count() % 1'000'000) * 1000};
+    if (::ppoll(&p, 1, &ts, nullptr) <= 0) return;
+    alignas(inotify_event) char buf[4096];
+    while (::read(fd_, buf, sizeof buf) > 0) {
+    }
+  }
+
+ private:
+  int fd_;
+};
+}  // namespace
+
+expected<std::unique_ptr<shm_ring>> shm_ring::open(const std::string& name, clock::time_point deadline,
+                                                   clock& clk) {
+  const shm_dir_watch dir;  // before the first look: a name made after it is an event
+  for (;;) {
+    void* base = nullptr;
+    std::size_t total = 0;
+    auto r = try_open(name, base, total);
+    if (!r) return std::move(r).err();
+    if (*r) {
+      auto* h = static_cast<header*>(base);
+      // Pages the creator allocated are mapped now, not faulted in one by one by the first writes
+      // (nothing is allocated here; an unpopulated ring is left to fault, as populating it here
+      // would allocate all of it on this side).
+      if (h->populated) ::madvise(base, total, MADV_POPULATE_WRITE);
+      h->attached.store(1, std::memory_order_release);
+      return std::unique_ptr<shm_ring>(new shm_ring(name, base, total, false));
+    }
+    const auto now = clk.now();
+    if (now >= deadline)
       return make_unexpected(shm_errc::timeout, "shared-memory ring /" + name + " did not appear");
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    // The name's creation and resizing are events; the creator's magic (a store into the shared
+    // mapping, microseconds after the resize) is not: a name that is there but not whole is looked
+    // at again after 200 us. At most 20 ms between looks at `clk`, so a manual clock is seen.
+    const bool exists = ::access(("/dev/shm/" + name).c_str(), F_OK) == 0;
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - now);
+    dir.wait(std::min(left, std::chrono::microseconds(exists ? 200 : 20'000)));
   }
 }
 

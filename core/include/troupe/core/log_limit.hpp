@@ -11,11 +11,13 @@
 #include <cstdint>
 #include <string>
 
+#include "troupe/core/clock.hpp"
+
 namespace troupe {
 
 class log_limit {
  public:
-  using time_point = std::chrono::steady_clock::time_point;
+  using time_point = clock::time_point;  // on the caller's troupe::clock
 
   log_limit(std::size_t burst, std::chrono::milliseconds window) : burst_(burst), window_(window) {}
 

@@ -14,11 +14,13 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 
+#include "troupe/core/clock.hpp"
 #include "troupe/gpu/cuda.hpp"
 
 struct ncclComm;
@@ -46,6 +48,9 @@ struct nccl_options {
   // (an abort took ~0.5 s on an H100 and H200). A rebuild past this many waits for the oldest.
   // 32: 100 back-to-back changes on an H200 took a p90 of 63.5 ms each (16: 96.1 ms; 8: 235 ms).
   int aborts_in_flight = 32;
+  // The watchdog's deadlines and the pauses between polls are on it (a manual clock in tests: each
+  // pause advances it).
+  std::reference_wrapper<troupe::clock> clock{troupe::clock::system()};
 };
 
 class nccl_comm {

@@ -6,6 +6,8 @@
 #include <deque>
 #include <random>
 
+#include "troupe/core/clock.hpp"
+
 namespace troupe::supervision {
 
 using duration = std::chrono::nanoseconds;
@@ -31,7 +33,8 @@ struct backoff_policy {
 // (the actor clock), so a test coordinator's virtual time drives it.
 class intensity_window {
  public:
-  using time_point = std::chrono::steady_clock::time_point;
+  // troupe::clock's time point: the same type as the actor clock's (steady_clock in nanoseconds).
+  using time_point = troupe::clock::time_point;
 
   intensity_window(std::uint32_t max_restarts, duration window)
       : max_restarts_(max_restarts), window_(window) {}

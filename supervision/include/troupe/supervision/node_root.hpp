@@ -14,6 +14,7 @@
 
 #include <caf/fwd.hpp>
 
+#include "troupe/core/clock.hpp"
 #include "troupe/supervision/supervisor.hpp"
 
 namespace troupe::supervision {
@@ -39,10 +40,10 @@ class node_root {
 
   // Starts the ordered shutdown (exit_reason::user_shutdown) and, with a real scheduler, waits up
   // to `timeout` for the root to finish. Returns whether it did. Do not wait on a test coordinator
-  // (timeout zero just sends the request).
-  bool shutdown(std::chrono::milliseconds timeout);
-  // Waits until the root has exited or `timeout` passed; returns whether it exited.
-  bool wait_for(std::chrono::milliseconds timeout) const;
+  // (timeout zero just sends the request). The timeout is measured on `clk`.
+  bool shutdown(std::chrono::milliseconds timeout, troupe::clock& clk = troupe::clock::system());
+  // Waits until the root has exited or `timeout` passed on `clk`; returns whether it exited.
+  bool wait_for(std::chrono::milliseconds timeout, troupe::clock& clk = troupe::clock::system()) const;
 
  private:
   std::shared_ptr<state> state_;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "troupe/core/error.hpp"
@@ -22,6 +23,8 @@ struct ping_options {
   std::size_t warmup = 100;  // round trips before measuring
   std::size_t payload_bytes = 32;
   std::chrono::milliseconds timeout{30'000};
+  // Round trips and the timeout are measured on it.
+  std::reference_wrapper<troupe::clock> clock{troupe::clock::system()};
 };
 
 struct ping_result {
@@ -39,6 +42,8 @@ struct bulk_options {
   std::size_t frame_bytes = 1u << 20;  // payload per frame
   std::size_t frames = 1000;
   std::chrono::milliseconds timeout{60'000};
+  // The transfer time and the timeout are measured on it.
+  std::reference_wrapper<troupe::clock> clock{troupe::clock::system()};
 };
 
 struct bulk_result {

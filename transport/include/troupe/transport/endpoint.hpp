@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "troupe/core/clock.hpp"
 #include "troupe/core/error.hpp"
 #include "troupe/core/ids.hpp"
 #include "troupe/transport/config.hpp"
@@ -79,9 +80,10 @@ using peer_callback = std::function<void(const peer_event&)>;
 class endpoint {
  public:
   // Starts the io thread, or takes one of `group`'s. The config is validated here (error names the
-  // key).
+  // key). Heartbeat and handshake deadlines and connect()'s limit are measured on `clk`.
   static expected<std::unique_ptr<endpoint>> create(node_id self, transport_config cfg,
-                                                    io_group* group = nullptr);
+                                                    io_group* group = nullptr,
+                                                    troupe::clock& clk = troupe::clock::system());
   // Closes every connection (peers see them drop), waits until its io thread has run what closing
   // them queued, and joins that thread unless an io_group shares it. No callback runs after.
   ~endpoint();

@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 
+#include "troupe/core/clock.hpp"
 #include "troupe/core/error.hpp"
 
 namespace troupe::transport {
@@ -42,9 +43,10 @@ class shm_ring {
   // not faulted in one by one by the first large writes.
   static expected<std::unique_ptr<shm_ring>> create(const std::string& name, std::size_t capacity,
                                                     bool populate = false);
-  // Opens a ring created by a peer, retrying until `deadline` while it does not exist yet.
-  static expected<std::unique_ptr<shm_ring>> open(const std::string& name,
-                                                  std::chrono::steady_clock::time_point deadline);
+  // Opens a ring created by a peer, waiting until `deadline` on `clk` while it does not exist yet
+  // (woken by its name appearing in /dev/shm).
+  static expected<std::unique_ptr<shm_ring>> open(const std::string& name, clock::time_point deadline,
+                                                  clock& clk = clock::system());
 
   // Unlinks `name` if it exists (a ring left by a killed creator).
   static void remove(const std::string& name) noexcept;

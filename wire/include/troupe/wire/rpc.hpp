@@ -41,9 +41,9 @@ class rpc_channel {
   // passed or the node it went to went down (either forgets the request), or for an id that is
   // not pending (never sent, or already answered).
   virtual std::optional<expected<message>> poll(std::uint64_t id) = 0;
-  // Blocks until the reply to a send() is there or `most` has passed (then poll() it). The default
-  // naps briefly; rpc_client wakes on the reply.
-  virtual void wait(std::uint64_t id, std::chrono::milliseconds most);
+  // Blocks until the reply to a send() is there or `most` has passed (then poll() it), woken by the
+  // reply's arrival (rpc_client: its condition variable), not a nap.
+  virtual void wait(std::uint64_t id, std::chrono::milliseconds most) = 0;
   // Sends the request and waits for its reply, or fails with the send error or a timeout
   // (core_errc::io_error naming the silent node).
   virtual expected<message> call(request req, std::chrono::milliseconds timeout) = 0;

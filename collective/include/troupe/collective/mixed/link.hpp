@@ -55,7 +55,7 @@ class mixed_ring_link final : public ring_link {
   expected<void> transfer(const step_tag& tag, const std::span<const float>* send, std::span<float>* recv,
                           bool accumulate);
   expected<bool> pump(transfer_state& t, const step_tag& tag);
-  expected<void> check_stall(const step_tag& tag, std::chrono::steady_clock::time_point deadline) const;
+  expected<void> check_stall(const step_tag& tag, troupe::clock::time_point deadline) const;
   void wait(const transfer_state& t) const;
   mixed_link_options opt_;
   std::unique_ptr<transport::shm_ring> ring_;      // tcp_next: this rank's inbound ring; else the next rank's

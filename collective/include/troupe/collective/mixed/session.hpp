@@ -37,6 +37,8 @@ struct mixed_session_options {
   std::size_t lane_min_bytes = 1 << 20;  // shm_link_options::lane_min_bytes: every worker of a job the same
   // shm_link_options::fused_min_bytes, for a ring all on this host: every worker of a job the same.
   std::size_t fused_min_bytes = 16 << 20;
+  // The links' clock (shm_link_options::clock, tcp_link_options::clock); link times are logged on it.
+  std::reference_wrapper<troupe::clock> clock{troupe::clock::system()};
 };
 
 // The lanes `options.lanes` asks for with `local_ranks` ring ranks on this host (its 0 resolved).

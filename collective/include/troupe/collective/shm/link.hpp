@@ -23,6 +23,7 @@
 
 #include "troupe/collective/liveness.hpp"
 #include "troupe/collective/ring.hpp"
+#include "troupe/core/clock.hpp"
 #include "troupe/core/ids.hpp"
 
 namespace troupe::transport {
@@ -34,6 +35,7 @@ namespace troupe::collective {
 namespace shm_detail {
 class peer_watch;
 class lane_crew;
+struct fused_op;
 }  // namespace shm_detail
 
 struct shm_link_options {
@@ -70,6 +72,9 @@ struct shm_link_options {
   // The pipeline's chunk; 0: 256 KiB on 2+ lanes, 1 MiB on one. Never more than a quarter of
   // `capacity` (the rings must hold 4 chunks). Every rank of a ring the same.
   std::size_t fused_chunk_bytes = 0;
+  // Timeouts and deadlines are measured on it (a manual clock in tests: a wait fails with `timeout`
+  // once that clock passes its deadline, looking at it at least every few milliseconds).
+  std::reference_wrapper<troupe::clock> clock{troupe::clock::system()};
 };
 
 class shm_ring_link final : public ring_link {
@@ -106,9 +111,8 @@ class shm_ring_link final : public ring_link {
     std::unique_ptr<shm_detail::peer_watch> watch[2];  // prev, next (next null when it is prev)
   };
   shm_ring_link(shm_link_options o, std::vector<lane> lanes, int lanes_in, int lanes_out);
-  expected<void> check_stall(const lane& l, const step_tag& tag,
-                             std::chrono::steady_clock::time_point deadline,
-                             std::chrono::steady_clock::time_point& next_probe) const;
+  expected<void> check_stall(const lane& l, const step_tag& tag, troupe::clock::time_point deadline,
+                             troupe::clock::time_point& next_probe) const;
   // A neighbour that has exited (a zombie included); pidfds make this one cheap poll(2), so it runs
   // at every stall: a SIGKILLed neighbour ends a wait within one wait slice.
   static bool neighbour_dead(const lane& l, pid_t& which);
@@ -126,6 +130,8 @@ class shm_ring_link final : public ring_link {
   // own_allreduce's pipeline over one lane's rings, of that lane's slice of the data, one of `lanes`
   // (pipeline.cpp).
   expected<void> fused_lane(lane& l, std::span<float> data, int lanes, std::uint64_t epoch, std::uint64_t op);
+  // One op of the pipeline on lane `l`: until its header and payload are through, or it fails.
+  expected<void> run_fused_op(lane& l, shm_detail::fused_op& f) const;
   // The pipeline's chunk when it runs on `lanes` lanes (equal on every rank: the lanes are agreed).
   std::size_t fused_chunk_bytes(int lanes) const noexcept;
   int ring_lanes_ = 0;  // lanes every rank of the ring has (agreed at the first fused allreduce; 0: not yet)

@@ -19,11 +19,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "troupe/collective/ring.hpp"
+#include "troupe/core/clock.hpp"
 
 namespace troupe::collective {
 
@@ -62,6 +64,9 @@ struct tcp_link_options {
   std::size_t send_thread_bytes = 1 << 20;
   // When set and different from `epoch`, operations fail with `cancelled` (membership changed).
   const std::atomic<std::uint64_t>* current_epoch = nullptr;
+  // Timeouts and deadlines are measured on it (a manual clock in tests: a wait fails with `timeout`
+  // once that clock passes its deadline, looking at it at least every few milliseconds).
+  std::reference_wrapper<troupe::clock> clock{troupe::clock::system()};
 };
 
 class tcp_ring_link final : public ring_link {
@@ -84,10 +89,9 @@ class tcp_ring_link final : public ring_link {
   // Moves `out` and `in` until both are done, the deadline passes, or `abandon` (the other thread's
   // half failed) is non-zero.
   expected<void> pump(const step_tag& tag, tcp_detail::cursor& out, tcp_detail::cursor& in, bool accumulate,
-                      std::chrono::steady_clock::time_point deadline, const std::atomic<int>* abandon);
+                      troupe::clock::time_point deadline, const std::atomic<int>* abandon);
   expected<void> wait_ready(const tcp_detail::cursor& out, const tcp_detail::cursor& in,
-                            std::chrono::steady_clock::time_point deadline,
-                            const std::atomic<int>* abandon) const;
+                            troupe::clock::time_point deadline, const std::atomic<int>* abandon) const;
   void want_readable(const tcp_detail::cursor& in, bool accumulate);
   // The kernel raises the receive buffer to twice the mark; past this a mark is more buffer than batch.
   static constexpr std::size_t max_rcvlowat = 1 << 20;
