@@ -18,11 +18,6 @@ ALLOWED = {
     # This process's own pauses (SIGSTOP, a stalled host) are gaps of real time: a manual clock
     # cannot pause.
     "actors/src/master/pause_watch.hpp": "measures real pauses of its own process",
-    # The chaos harness times real faults on real processes (troupe chaos), not a role's deadline.
-    "control/src/chaos/chaos_hosts.cpp": "chaos harness: real fault durations",
-    "control/src/chaos/chaos_observe.hpp": "chaos harness: real fault durations",
-    "control/src/chaos/chaos_observe.cpp": "chaos harness: real fault durations",
-    "control/src/chaos/chaos_run.cpp": "chaos harness: real fault durations",
     # Not converted yet (issue #26 item 5 lists rpc, the fetcher, the master's counters, the runner
     # and the launchers): the node process's plumbing, the PS shard, the GPU rendezvous client.
     "actors/src/node/node_main.cpp": "not converted yet: node process main loop",
