@@ -161,6 +161,12 @@ class runner {
   std::optional<cluster::job_dir> dir_;
   std::string instance_;  // this run's instance id (collective::instance_key)
   int lock_fd_ = -1;      // flock on runner.lock for the runner's life
+  // its parts, declared before the transport and the launcher whose threads push into events_
+  // and read watch_: those go first when the runner is destroyed
+  event_queue events_;
+  slot_table slots_;
+  master_watch watch_;
+  job_outcome outcome_;
   // its transport and launcher
   std::string master_addr_, self_addr_;
   cluster::control_plan plan_;  // where the runner, the master and the other nodes listen
@@ -168,11 +174,6 @@ class runner {
   std::unique_ptr<wire::rpc_client> rpc_;
   std::unique_ptr<cluster::launcher> launcher_;
   std::string metrics_addr_;  // the master's /metrics, pinned in job.toml (empty: off)
-  // its parts
-  event_queue events_;
-  slot_table slots_;
-  master_watch watch_;
-  job_outcome outcome_;
   // job_start/job_end, scale, fenced, replaced (the master writes membership and metrics).
   observe::job_timeline timeline_;
   // the loop's own
