@@ -4,9 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
-#include <thread>
+#include <mutex>
 
 #include <nlohmann/json.hpp>
 
@@ -198,13 +199,24 @@ expected<void> stop_job(const std::string& job_dir, troupe::clock& clk) {
   if (!s) return s.err();
   if (auto r = ask_stop(**s); !r) return r;
   auto& net = *(*s)->net;
-  // Returns once the runner has stopped the job and exited (its connection drops).
-  auto deadline = clk.now() + std::chrono::seconds(15);
-  while (net.connected("runner")) {
-    if (clk.now() > deadline)
-      return make_unexpected(core_errc::io_error, "the runner did not stop within 15 s");
-    clk.sleep_for(std::chrono::milliseconds(50));
-  }
+  // Returns once the runner has stopped the job and exited: its connection drops (the endpoint's
+  // peer-down callback; the state is shared with it, which may outlive this call).
+  struct dropped {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool down = false;
+  };
+  auto d = std::make_shared<dropped>();
+  net.on_peer_down([d](const peer_event& e) {
+    if (e.node.name != "runner") return;
+    std::lock_guard lk(d->mu);
+    d->down = true;
+    d->cv.notify_all();
+  });
+  std::unique_lock lk(d->mu);
+  auto gone = [&] { return d->down || !net.connected("runner"); };  // it may have dropped already
+  if (!troupe::wait_until(clk, d->cv, lk, clk.now() + std::chrono::seconds(15), gone))
+    return make_unexpected(core_errc::io_error, "the runner did not stop within 15 s");
   return {};
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "troupe/cluster/job_dir.hpp"
+#include "troupe/core/clock.hpp"
 #include "troupe/core/config.hpp"
 #include "troupe/observe/job_events.hpp"
 
@@ -97,9 +98,7 @@ expected<std::string> status_from_timeline(const std::string& job_dir, const err
   j["job"] = std::string(std::filesystem::path(job_dir).filename());
   // No job_end: crashed once nothing has been written for 15 s (the dashboard's rule), else the
   // runner is alive but did not answer.
-  auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count();
+  const auto now_ms = troupe::clock::system().wall_ms();
   bool quiet = now_ms - static_cast<std::int64_t>(read->events.back().t_ms) > 15'000;
   j["state"] = end ? end->text("state") : quiet ? "crashed" : "unreachable";
   j["source"] = observe::events_file_name;

@@ -32,13 +32,6 @@ CLOCKS = re.compile(r"\b(steady_clock|system_clock|high_resolution_clock)\b")
 SEAM = {"core/src/clock.cpp", "core/include/troupe/core/clock.hpp"}
 
 ALLOWED = {
-    # The chaos harness times real faults on real processes (troupe chaos), not a role's deadline.
-    "control/src/chaos/chaos_hosts.cpp": "chaos harness: real fault durations",
-    "control/src/chaos/chaos_observe.hpp": "chaos harness: real fault durations",
-    "control/src/chaos/chaos_observe.cpp": "chaos harness: real fault durations",
-    "control/src/chaos/chaos_run.cpp": "chaos harness: real fault durations",
-    # Wall-clock stamps (system_clock), caught since the check names every std::chrono clock.
-    "control/src/client_timeline.cpp": "not converted yet: wall-clock stamps of the client's timeline",
 }
 
 COMMENT = re.compile(r"//.*$")

@@ -12,8 +12,6 @@ namespace troupe::control {
 
 namespace {
 
-using steady = std::chrono::steady_clock;
-
 std::vector<cluster::node_record> live_nodes(const std::string& job_dir) {
   std::vector<cluster::node_record> out;
   auto dir = cluster::job_dir::open(job_dir);
@@ -90,13 +88,13 @@ void host_faults::inject(fault_record& rec, std::size_t index) {
   std::string arg = f.kind == fault_kind::kill ? "KILL" : f.kind == fault_kind::throttle ? f.rate : "";
   if (auto r = cluster::run_host_fault(*cfg, action, rec.host, arg, job_dir_); !r)
     return fail(action, r.err());
-  auto at = steady::now() + std::chrono::milliseconds(static_cast<std::int64_t>(f.hold_s * 1000));
+  auto at = clock_.now() + std::chrono::milliseconds(static_cast<std::int64_t>(f.hold_s * 1000));
   if (f.kind == fault_kind::partition) held_.push_back({rec.host, "heal", "", at, index});
   if (f.kind == fault_kind::throttle) held_.push_back({rec.host, "limit", "off", at, index});
 }
 
 void host_faults::undo_due(bool all, std::vector<fault_record>& recs) {
-  auto now = steady::now();
+  auto now = clock_.now();
   std::erase_if(held_, [&](const hold& h) {
     if (!all && h.at > now) return false;
     auto cfg = job_cluster(job_dir_);

@@ -1,13 +1,12 @@
 // Sends JobMessage.inject to one node of a job: the node turns on its transport fault knob.
 #include <unistd.h>
 
-#include <thread>
-
 #include <nlohmann/json.hpp>
 
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/control/chaos.hpp"
 #include "troupe/control/client.hpp"
+#include "troupe/core/clock.hpp"
 #include "troupe/transport/endpoint.hpp"
 #include "troupe/wire/job_token.hpp"
 #include "troupe/wire/messages.hpp"
@@ -60,10 +59,14 @@ expected<void> inject_messages(const std::string& job_dir, const std::string& no
   in.setDurationMs(duration_ms);
   if (auto r = (*net)->send(peer->name, "node", std::move(o.out), "chaos", std::chrono::seconds(1)); !r)
     return r;
-  // Wait for the frame to leave before the endpoint closes the connection.
-  for (int i = 0; i < 100 && (*net)->stats().queued_bytes > 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Wait for the frame to leave before the endpoint closes the connection. The transport has no
+  // event for a drained send queue, so its size is polled, for 500 ms at most; then 20 ms more for
+  // the frame on the wire (the node acknowledges nothing).
+  auto& clk = troupe::clock::system();
+  const auto deadline = clk.now() + std::chrono::milliseconds(500);
+  while ((*net)->stats().queued_bytes > 0 && clk.now() < deadline)
+    clk.sleep_for(std::chrono::milliseconds(5));
+  clk.sleep_for(std::chrono::milliseconds(20));
   return {};
 }
 

@@ -7,8 +7,6 @@ namespace troupe::control {
 
 namespace {
 
-using steady = std::chrono::steady_clock;
-
 std::uint64_t u64(const nlohmann::json& j, const char* a, const char* b = nullptr) {
   const auto* v = &j;
   if (!v->contains(a)) return 0;
@@ -67,7 +65,7 @@ void observer::before_fault(std::size_t index, const fault_record& rec, const cl
   b.samples = u64(last_, "samples_total");
   b.requeued = u64(last_, "tasks", "requeued");
   b.restarts = u64(last_, "restarts");
-  b.at = steady::now();
+  b.at = clock_.now();
   // Slowed, not lost: nothing to detect or recover from.
   b.done = rec.spec.kind == fault_kind::drop || rec.spec.kind == fault_kind::delay ||
            rec.spec.kind == fault_kind::throttle;
@@ -76,7 +74,7 @@ void observer::before_fault(std::size_t index, const fault_record& rec, const cl
 
 void observer::update(fault_record& rec, baseline& b, const nlohmann::json& st,
                       const cluster::nodes_file* nodes) {
-  double t = std::chrono::duration<double>(steady::now() - b.at).count();
+  double t = std::chrono::duration<double>(clock_.now() - b.at).count();
   std::string name = name_of(rec.node);
   auto m = find_member(st, name, b.incarnation);
   bool status_ok = st.contains("members");
@@ -120,7 +118,7 @@ void observer::close(std::vector<fault_record>& recs) {
   }
 }
 
-void observer::poll(std::vector<fault_record>& recs, steady::time_point) {
+void observer::poll(std::vector<fault_record>& recs) {
   auto s = job_status_json(job_dir_);
   nlohmann::json st = nlohmann::json::object();
   if (s) {

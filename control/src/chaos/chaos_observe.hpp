@@ -2,7 +2,6 @@
 // stopped showing the node alive, and when a new incarnation was alive and training moved again.
 #pragma once
 
-#include <chrono>
 #include <map>
 #include <optional>
 #include <random>
@@ -13,6 +12,7 @@
 
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/control/chaos.hpp"
+#include "troupe/core/clock.hpp"
 
 namespace troupe::control {
 
@@ -26,7 +26,7 @@ expected<cluster::cluster_config> job_cluster(const std::string& job_dir);
 // Host faults (chaos_hosts.cpp), done through the job's cluster.host_fault_command.
 class host_faults {
  public:
-  explicit host_faults(std::string job_dir) : job_dir_(std::move(job_dir)) {}
+  host_faults(std::string job_dir, troupe::clock& clk) : job_dir_(std::move(job_dir)), clock_(clk) {}
   // The host rec.spec hits (a random one of those running nodes of the job, for "host"): fills
   // rec.host, rec.nodes and rec.node (the node whose recovery is timed: a worker when the host
   // has one) and returns that node; nullopt with rec.note when the host runs none of the job's nodes.
@@ -40,21 +40,22 @@ class host_faults {
  private:
   struct hold {
     std::string host, action, arg;
-    std::chrono::steady_clock::time_point at;
+    troupe::clock::time_point at;
     std::size_t fault;
   };
   std::string job_dir_;
+  troupe::clock& clock_;
   std::vector<hold> held_;
 };
 
 class observer {
  public:
-  explicit observer(std::string job_dir) : job_dir_(std::move(job_dir)) {}
+  observer(std::string job_dir, troupe::clock& clk) : job_dir_(std::move(job_dir)), clock_(clk) {}
   // Takes the baselines (incarnation, samples, requeued, restarts) just before the fault.
   // `index`: where the fault's record will be in the records vector.
   void before_fault(std::size_t index, const fault_record& rec, const cluster::node_record& n);
   // One status poll; updates detection and recovery of every open record.
-  void poll(std::vector<fault_record>& recs, std::chrono::steady_clock::time_point start);
+  void poll(std::vector<fault_record>& recs);
   bool all_resolved(const std::vector<fault_record>& recs) const;
   // At the end: the records still open get the restarts and re-queues seen since their fault (and
   // a stopped node resumed before it was declared dead says so).
@@ -63,12 +64,13 @@ class observer {
  private:
   struct baseline {
     std::uint64_t incarnation = 0, samples = 0, requeued = 0, restarts = 0, samples_at_detect = 0;
-    std::chrono::steady_clock::time_point at;
+    troupe::clock::time_point at;
     bool done = false;
   };
   void update(fault_record& rec, baseline& b, const nlohmann::json& st, const cluster::nodes_file* nodes);
   static void count_since(fault_record& rec, const baseline& b, const nlohmann::json& st);
   std::string job_dir_;
+  troupe::clock& clock_;
   nlohmann::json last_;                   // the latest status answer
   std::map<std::size_t, baseline> open_;  // by index in the records vector
 };

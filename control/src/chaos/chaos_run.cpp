@@ -6,10 +6,8 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <random>
-#include <thread>
 
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
@@ -24,13 +22,11 @@ namespace troupe::control {
 
 namespace {
 
-using steady = std::chrono::steady_clock;
-
 struct held_node {
   pid_t pid;
   long slurm_job;            // the node's Slurm job (pid 0), resumed through slurmctld
   std::uint64_t start_time;  // of the process (nodes.json): a reused pid is never resumed
-  steady::time_point resume_at;
+  troupe::clock::time_point resume_at;
   std::size_t fault;  // its record in the report
 };
 
@@ -69,9 +65,9 @@ bool default_running(const std::string& job_dir) {
 }
 
 void inject(fault_record& rec, std::size_t index, const cluster::node_record& n, const std::string& job_dir,
-            std::vector<held_node>& held) {
+            std::vector<held_node>& held, troupe::clock& clk) {
   const auto& f = rec.spec;
-  auto resume_at = steady::now() + std::chrono::milliseconds(static_cast<int>(f.hold_s * 1000));
+  auto resume_at = clk.now() + std::chrono::milliseconds(static_cast<int>(f.hold_s * 1000));
   if (n.pid == 0 && f.kind != fault_kind::drop && f.kind != fault_kind::delay) {
     rec.note = slurm_fault(f, n, job_dir);
     if (f.kind == fault_kind::stop && rec.note.empty()) held.push_back({0, n.slurm_job, 0, resume_at, index});
@@ -107,8 +103,7 @@ void inject(fault_record& rec, std::size_t index, const cluster::node_record& n,
 // SIGCONT to the held processes that are due, and records when. A process already gone (the
 // runner fenced it once the master declared it dead) is not resumed.
 void resume_due(std::vector<held_node>& held, bool all, std::vector<fault_record>& recs, double now_s,
-                const std::string& job_dir) {
-  auto now = steady::now();
+                const std::string& job_dir, troupe::clock::time_point now) {
   std::erase_if(held, [&](const held_node& h) {
     if (!all && h.resume_at > now) return false;
     if (h.slurm_job > 0) {  // a job already over (fenced) fails to be signalled: not resumed
@@ -145,12 +140,22 @@ fault_record start_fault(const fault_spec& spec, double now, std::size_t index, 
     rec.pid = n->pid;
     rec.slurm_job = n->slurm_job;
     obs.before_fault(index, rec, *n);
-    inject(rec, index, *n, opt.job_dir, held);
+    inject(rec, index, *n, opt.job_dir, held, opt.clock);
     if (opt.verbose)
       spdlog::warn("chaos: {:.2f}s {} {} ({} {})", now, to_string(rec.spec.kind), rec.node,
                    rec.pid ? "pid" : "Slurm job", rec.pid ? rec.pid : rec.slurm_job);
   }
   return rec;
+}
+
+// The faults the schedule did not reach: the job ended first.
+void record_unreached(const std::vector<fault_spec>& faults, std::size_t next, chaos_report& rep) {
+  for (std::size_t i = next; i < faults.size(); ++i) {
+    fault_record rec;
+    rec.spec = faults[i];
+    rec.note = "job over before the fault was due";
+    rep.faults.push_back(rec);
+  }
 }
 
 }  // namespace
@@ -166,10 +171,11 @@ expected<chaos_report> run_chaos(const chaos_options& opt) {
   rep.job_dir = opt.job_dir;
   std::mt19937_64 rng(faults.size() * 7919 + 17);
   std::vector<held_node> held;
-  host_faults hosts(opt.job_dir);
-  observer obs(opt.job_dir);
-  auto start = steady::now();
-  auto since = [&] { return std::chrono::duration<double>(steady::now() - start).count(); };
+  troupe::clock& clk = opt.clock;
+  host_faults hosts(opt.job_dir, clk);
+  observer obs(opt.job_dir, clk);
+  const auto start = clk.now();
+  auto since = [&] { return std::chrono::duration<double>(clk.now() - start).count(); };
   std::size_t next = 0;
   double last_fault_t = 0;
   while (running()) {
@@ -178,24 +184,20 @@ expected<chaos_report> run_chaos(const chaos_options& opt) {
       rep.faults.push_back(start_fault(faults[next], now, rep.faults.size(), opt, held, hosts, obs, rng));
       last_fault_t = now;
     }
-    resume_due(held, false, rep.faults, since(), opt.job_dir);
+    resume_due(held, false, rep.faults, since(), opt.job_dir, clk.now());
     hosts.undo_due(false, rep.faults);
-    obs.poll(rep.faults, start);
-    bool schedule_done = next == faults.size();
-    if (schedule_done && held.empty() && !hosts.holding() &&
+    obs.poll(rep.faults);
+    if (next == faults.size() && held.empty() && !hosts.holding() &&
         (obs.all_resolved(rep.faults) || now - last_fault_t > opt.settle_s))
       break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // The job is other processes (the runner, its nodes): their state is polled through files and
+    // status requests, with no event of theirs to wait on here; 50 ms bounds the lag of a fault.
+    clk.sleep_for(std::chrono::milliseconds(50));
   }
-  resume_due(held, true, rep.faults, since(), opt.job_dir);
+  resume_due(held, true, rep.faults, since(), opt.job_dir, clk.now());
   hosts.undo_due(true, rep.faults);
   obs.close(rep.faults);
-  for (std::size_t i = next; i < faults.size(); ++i) {
-    fault_record rec;
-    rec.spec = faults[i];
-    rec.note = "job over before the fault was due";
-    rep.faults.push_back(rec);
-  }
+  record_unreached(faults, next, rep);
   return rep;
 }
 

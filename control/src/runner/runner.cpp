@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <future>
 #include <memory>
-#include <thread>
+#include <variant>
 
 #include <spdlog/spdlog.h>
 
@@ -29,30 +29,47 @@ int runner::interrupted_by() {
   return interrupted;
 }
 
+// The master's hang limit: the transport closes a connection silent for heartbeat_timeout; three of
+// them without a status answer is a hang, not a slow tick.
+watch_limits runner_watch_limits(const job::job_spec& spec) {
+  watch_limits l;
+  l.hang_limit =
+      std::max<troupe::clock::duration>(std::chrono::seconds(3), 3 * spec.transport.heartbeat_timeout);
+  return l;
+}
+
+slot_policy runner_slot_policy(const job::job_spec& spec) {
+  slot_policy p;
+  p.min_workers = spec.job.min_workers;
+  p.max_workers = spec.job.max_workers;
+  p.spare_mode = spec.cluster.launcher == "slurm" && !spec.cluster.spare_partition.empty();
+  return p;
+}
+
+runner::runner(run_options o, troupe::clock& clk)
+    : opt_(std::move(o)), clock_(clk), events_(clk), slots_(clk, {}), watch_(clk, {}), outcome_(clk) {}
+
 int runner::run() {
-  started_ = clock_.now();
-  started_wall_ms_ = clock_.wall_ms();
+  outcome_.start();
   // Before setup: a signal while the data is prepared ends the job like one later does (the final
   // line, result.json, the timeline), not by killing the runner.
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   if (int rc = setup(); rc != 0) return setup_ended(rc);
   spdlog::info("job {} in {} ({} workers, strategy {}{}), instance {}", dir_->job_id(), dir_->path(),
-               target_workers_, spec_.job.strategy,
+               slots_.target(), spec_.job.strategy,
                spec_.uses_ps() ? ", " + std::to_string(spec_.ps.shards) + " PS shards" : "", instance_);
-  timeline_.job_start(spec_.job.strategy, target_workers_, spec_.job.min_workers, spec_.job.max_workers,
+  timeline_.job_start(spec_.job.strategy, slots_.target(), spec_.job.min_workers, spec_.job.max_workers,
                       spec_.nn.model.type);
   if (!start_master()) return finish(1);
   if (spec_.uses_ps())
-    for (std::uint32_t i = 0; i < spec_.ps.shards; ++i) {
-      auto name = cluster::node_name(cluster::node_role::ps, i);
-      nodes_[name] = new_slot({name, first_incarnation(name)}, cluster::node_role::ps, i);
-      if (auto r = launch(nodes_[name]); !r) {
-        fatal_ = r.err().to_string();
+    for (std::uint32_t i = 0; i < spec_.ps.shards; ++i)
+      if (auto r = slots_.start(cluster::node_role::ps, i); !r) {
+        outcome_.fail(r.err().to_string());
         return finish(1);
       }
-    }
-  scale_to(target_workers_);
+  nodes_started_ = true;
+  scale_to(slots_.target());
   write_nodes_file();
   return finish(loop());
 }
@@ -60,12 +77,11 @@ int runner::run() {
 int runner::setup_ended(int rc) {
   if (dir_ && lock_fd_ >= 0) {
     if (interrupted) {
-      end_state_ = "interrupted";
-      end_reason_ =
-          std::string("interrupted by ") + signal_name(interrupted) + " during setup (" + setup_step_ + ")";
-      spdlog::warn("{}", end_reason_);
-    } else if (fatal_.empty()) {
-      fatal_ = "setup failed (see logs/runner.log)";
+      outcome_.end("interrupted", std::string("interrupted by ") + signal_name(interrupted) +
+                                      " during setup (" + setup_step_ + ")");
+      spdlog::warn("{}", outcome_.reason());
+    } else {
+      outcome_.fail("setup failed (see logs/runner.log)");
     }
     rc = finish(rc);
   }
@@ -81,9 +97,8 @@ int runner::setup_ended(int rc) {
 }
 
 bool runner::start_master() {
-  nodes_["master"] = new_slot({"master", first_incarnation("master")}, cluster::node_role::master, 0);
-  if (auto r = launch(nodes_["master"]); !r) {
-    fatal_ = r.err().to_string();
+  if (auto r = slots_.start(cluster::node_role::master, 0); !r) {
+    outcome_.fail(r.err().to_string());
     return false;
   }
   keep_standby();  // loads while the master comes up
@@ -95,73 +110,95 @@ bool runner::start_master() {
                           : std::chrono::seconds(static_cast<long>(spec_.cluster.controller_timeout_s)));
   while (!net_->connected("master")) {
     if (clock_.now() > deadline) {
-      fatal_ = "the master did not come up at " + master_addr_;
+      outcome_.fail("the master did not come up at " + master_addr_);
       return false;
     }
-    handle_exits();
-    if (!fatal_.empty()) return false;
-    if (!net_->connect(master_addr_, true)) clock_.sleep_for(std::chrono::milliseconds(20));
+    drain_events();
+    if (!outcome_.fatal().empty()) return false;
+    relaunch_due();
+    // The master's listening socket is another process's state, with no event to wait on: a failed
+    // dial is retried after 20 ms, or at once when an event (the master's exit) comes.
+    if (!net_->connect(master_addr_, true))
+      (void)events_.wait_until(clock_.now() + std::chrono::milliseconds(20), std::chrono::milliseconds(20));
   }
   return true;
 }
 
 int runner::loop() {
   while (true) {
-    handle_exits();
-    {
-      std::unique_lock lk(mu_);
-      while (!scale_requests_.empty()) {
-        auto n = scale_requests_.front();
-        scale_requests_.pop_front();
-        lk.unlock();
-        scale_to(n);
-        lk.lock();
-      }
-    }
-    if (!fatal_.empty()) return 1;
-    if (finished_) return result_ok_ ? 0 : 1;
-    if (stop_) {
-      end_state_ = "stopped";
-      end_reason_ = "stopped on request (" + stop_reason_ + ")";
-      return spdlog::warn("{}", end_reason_), 3;
-    }
-    if (interrupted) {  // 128 + the signal: 130 for SIGINT, 143 for SIGTERM
-      end_state_ = "interrupted";
-      end_reason_ = std::string("interrupted by ") + signal_name(interrupted);
-      return spdlog::warn("{}", end_reason_), 128 + interrupted;
-    }
-    if (fatal_ = disk_fault_expired(); !fatal_.empty()) return spdlog::error("{}", fatal_), 1;
-    if (fatal_ = check_outage(); !fatal_.empty()) return spdlog::error("{}", fatal_), 1;
+    drain_events();
+    relaunch_due();
+    if (int rc = end_code(); rc >= 0) return rc;
     poll_status();
     watch_master();
     fence_dead_nodes();
+    publish_status();
     print_progress(false);
     wait_for_events();
   }
 }
 
+int runner::end_code() {
+  if (!outcome_.fatal().empty()) return 1;
+  if (outcome_.finished()) return outcome_.master_ok() ? 0 : 1;
+  if (outcome_.stop_pending()) {
+    outcome_.end("stopped", "stopped on request (" + outcome_.stop_reason() + ")");
+    return spdlog::warn("{}", outcome_.reason()), 3;
+  }
+  if (interrupted) {  // 128 + the signal: 130 for SIGINT, 143 for SIGTERM
+    outcome_.end("interrupted", std::string("interrupted by ") + signal_name(interrupted));
+    return spdlog::warn("{}", outcome_.reason()), 128 + interrupted;
+  }
+  auto why = disk_fault_expired();
+  if (why.empty()) why = check_outage();
+  if (why.empty()) return -1;
+  spdlog::error("{}", why);
+  outcome_.fail(std::move(why));
+  return 1;
+}
+
 void runner::wait_for_events() {
-  auto now = clock_.now();
+  const auto now = clock_.now();
   auto deadline = now + std::chrono::milliseconds(100);
-  if (last_poll_) deadline = std::min(deadline, *last_poll_ + status_poll_interval);
-  std::unique_lock lk(mu_);
-  auto ready = [&] {
-    return !exits_.empty() || !scale_requests_.empty() || finished_ || stop_ || interrupted;
-  };
+  // A poll overdue is one the master could not take (not connected): the 100 ms bound, no spin.
+  if (auto p = watch_.next_poll(); p && *p > now) deadline = std::min(deadline, *p);
+  if (auto r = slots_.next_relaunch()) deadline = std::min(deadline, std::max(*r, now));
   // One real wait to the deadline (the runner runs on the system clock).
-  (void)wait_until(clock_, wake_, lk, deadline, ready, std::max<troupe::clock::duration>(deadline - now, {}));
+  (void)events_.wait_until(deadline, deadline - now);
+}
+
+void runner::drain_events() {
+  bool exits = false;
+  for (auto& e : events_.drain()) {
+    if (auto* x = std::get_if<node_exit_event>(&e)) {
+      on_exit(*x);
+      exits = true;
+    } else if (auto* s = std::get_if<scale_event>(&e)) {
+      timeline_.scale(s->workers, s->requested);
+      if (!shutting_down_) on_scale(s->workers);
+    } else if (auto* f = std::get_if<finished_event>(&e)) {
+      outcome_.master_finished(std::move(f->result_json), f->ok);
+    } else if (auto* st = std::get_if<stop_event>(&e)) {
+      outcome_.stop_requested(std::move(st->reason));
+    }
+  }
+  if (exits) write_nodes_file();
+}
+
+void runner::on_scale(std::uint32_t workers) {
+  if (nodes_started_)
+    scale_to(workers);
+  else
+    slots_.set_target(workers);  // run() launches the target once the master is up
 }
 
 void runner::shutdown_nodes() {
   // With the cluster manager away, signals cannot reach the nodes: kill_all and
   // cancel_left_jobs wait for it instead.
   bool reachable = !launcher_->outage();
-  for (auto& [name, slot] : nodes_) {
-    slot.wanted = false;
-    if (slot.handle && reachable) (void)launcher_->signal(*slot.handle, SIGTERM);
-  }
+  slots_.stop_all(reachable ? SIGTERM : 0);
   auto deadline = clock_.now() + std::chrono::seconds(5);
-  for (auto& [name, slot] : nodes_)
+  for (const auto& [name, slot] : slots_.slots())
     if (slot.handle && reachable) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_.now());
       (void)launcher_->wait(*slot.handle, std::max(left, std::chrono::milliseconds(1)));
@@ -170,7 +207,7 @@ void runner::shutdown_nodes() {
   cancel_left_jobs();  // the controller away: waits for it (kill_all included)
   // Every exit report has come (kill_all waits for them): record how each node ended.
   shutting_down_ = true;
-  handle_exits();
+  drain_events();
   close_endpoint();
   write_nodes_file();
 }

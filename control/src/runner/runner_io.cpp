@@ -1,3 +1,6 @@
+// The runner's messages and its progress line. on_message runs on the transport's io thread: it
+// pushes events for the loop and answers from what the loop published (master_watch), touching
+// no other state of the runner.
 #include <unistd.h>
 
 #include <cstdio>
@@ -15,49 +18,18 @@ void runner::on_message(const message& m) {
     if (m.kind() != schema::Envelope::Body::JOB) return;
     auto j = m.body().getJob();
     switch (j.which()) {
-      case schema::JobMessage::JOB_FINISHED: {
-        std::lock_guard lk(mu_);
-        if (finished_) return;
-        result_json_ = j.getJobFinished().getResultJson().cStr();
-        result_ok_ = j.getJobFinished().getOk();
-        finished_ = true;
-        wake_.notify_one();
+      case schema::JobMessage::JOB_FINISHED:
+        events_.push(finished_event{j.getJobFinished().getResultJson().cStr(), j.getJobFinished().getOk()});
         break;
-      }
       case schema::JobMessage::STATUS_REQUEST:
         answer_status(m.from_node().name, std::string(m.from()), m.correlation_id());
         break;
-      case schema::JobMessage::SCALE: {
-        auto s = j.getScale();
-        std::uint32_t n = std::clamp(s.getWorkers(), spec_.job.min_workers, spec_.job.max_workers);
-        {
-          std::lock_guard lk(mu_);
-          scale_requests_.push_back(n);
-          wake_.notify_one();
-        }
-        timeline_.scale(n, s.getWorkers());
-        auto o = wire::job_reply(m);
-        auto r = o.body.initScaleReply();
-        r.setWorkers(n);
-        if (n != s.getWorkers())
-          r.setError("clamped to [" + std::to_string(spec_.job.min_workers) + ", " +
-                     std::to_string(spec_.job.max_workers) + "]");
-        (void)net_->send(m.from_node().name, std::string(m.from()), std::move(o.out), "runner");
+      case schema::JobMessage::SCALE:
+        reply_scale(m, j.getScale().getWorkers());
         break;
-      }
       case schema::JobMessage::STOP: {
-        {
-          std::lock_guard lk(mu_);
-          if (!stop_) {  // the first stop's reason is the job's
-            stop_reason_ = j.getStop().getReason().cStr();
-            if (stop_reason_.empty()) stop_reason_ = "a stop message from " + m.from_node().to_string();
-            stop_ = true;
-          }
-          wake_.notify_one();
-        }
-        auto o = wire::job_reply(m);
-        o.body.initStopReply();
-        (void)net_->send(m.from_node().name, std::string(m.from()), std::move(o.out), "runner");
+        std::string reason = j.getStop().getReason().cStr();
+        reply_stop(m, reason.empty() ? "a stop message from " + m.from_node().to_string() : reason);
         break;
       }
       default:
@@ -66,60 +38,53 @@ void runner::on_message(const message& m) {
   });
 }
 
+void runner::reply_scale(const message& m, std::uint32_t asked) {
+  std::uint32_t n = std::clamp(asked, spec_.job.min_workers, spec_.job.max_workers);
+  events_.push(scale_event{n, asked});
+  auto o = wire::job_reply(m);
+  auto r = o.body.initScaleReply();
+  r.setWorkers(n);
+  if (n != asked)
+    r.setError("clamped to [" + std::to_string(spec_.job.min_workers) + ", " +
+               std::to_string(spec_.job.max_workers) + "]");
+  (void)net_->send(m.from_node().name, std::string(m.from()), std::move(o.out), "runner");
+}
+
+// The stop is recorded (queued: the loop ends the job on it) before the reply says so.
+void runner::reply_stop(const message& m, std::string reason) {
+  events_.push(stop_event{std::move(reason)});
+  auto o = wire::job_reply(m);
+  o.body.initStopReply();
+  (void)net_->send(m.from_node().name, std::string(m.from()), std::move(o.out), "runner");
+}
+
 void runner::poll_status(bool force) {
-  auto now = clock_.now();
-  if ((!force && last_poll_ && now - *last_poll_ < status_poll_interval) || !net_->connected("master"))
-    return;
-  last_poll_ = now;
+  if (!net_->connected("master") || !watch_.poll_due(force)) return;
   auto o = wire::job();
   o.body.initStatusRequest();
   auto reply = rpc_->call({"master", "master", std::move(o.out)}, std::chrono::milliseconds(1000));
   if (!reply) return;
-  bool ok = wire::guarded("status", [&] {
-    status_snapshot st;
-    static_cast<wire::job_status&>(st) = wire::read_job_status(reply->body().getJob().getJobStatus());
-    st.valid = true;
-    std::lock_guard lk(mu_);
-    status_ = std::move(st);
-  });
-  if (ok) {
-    master_heard_ = clock_.now();
-    master_answered_ = true;
-    if (auto it = nodes_.find("master"); it != nodes_.end()) it->second.joined = true;
-  }
+  bool ok = wire::guarded(
+      "status", [&] { watch_.answered(wire::read_job_status(reply->body().getJob().getJobStatus())); });
+  if (!ok) return;
+  if (auto* m = slots_.find("master")) m->joined = true;
 }
 
-void runner::print_progress(bool final_line) {
-  std::unique_lock lk(mu_);
-  const status_snapshot s = status_;
-  lk.unlock();
-  if (!opt_.progress || !s.valid) return;
-  auto now = clock_.now();
-  bool tty = ::isatty(STDERR_FILENO);
-  // On a terminal the line is redrawn in place; in a log, one line every 2 s.
-  if (!final_line && last_progress_ &&
-      now - *last_progress_ < (tty ? std::chrono::milliseconds(250) : std::chrono::seconds(2)))
-    return;
-  last_progress_ = now;
-  std::uint64_t total = s.tasks.total();
+// What the progress line adds after the worker counts: workers launched and not in yet, a wait for
+// min_workers.
+std::string runner::progress_notes(const status_snapshot& s) const {
+  std::string notes;
   // Workers launched but not in the job yet: starting, or (Slurm) waiting in the queue for room.
-  std::string waiting;
-  if (auto launched = launched_workers(); launched > s.workers_alive)
-    waiting.append("  (").append(std::to_string(launched - s.workers_alive)).append(" starting or queued)");
+  if (auto launched = slots_.launched_workers(); launched > s.workers_alive)
+    notes.append("  (").append(std::to_string(launched - s.workers_alive)).append(" starting or queued)");
   if (s.workers_alive < spec_.job.min_workers)
-    waiting.append("  waiting for min_workers ").append(std::to_string(spec_.job.min_workers));
-  double secs = std::chrono::duration<double>(now - started_).count();
-  if (master_quiet_ && !final_line) {
-    // Its last numbers are stale: say so rather than show them as the job's pace.
-    std::fprintf(stderr, "%s[%6.1fs] tasks %llu/%llu  master not answering for %.1f s%s", tty ? "\r" : "",
-                 secs, static_cast<unsigned long long>(s.tasks.done), static_cast<unsigned long long>(total),
-                 std::chrono::duration<double>(now - master_heard_).count(), tty ? "" : "\n");
-    return;
-  }
-  // "data epoch": the pass over the dataset (the membership epoch is in `troupe status`); no loss
-  // is shown before the first step.
-  char loss[32] = "-";
-  if (s.has_loss()) std::snprintf(loss, sizeof loss, "%.4f", s.loss);
+    notes.append("  waiting for min_workers ").append(std::to_string(spec_.job.min_workers));
+  return notes;
+}
+
+// What it adds at its end: an evaluation, quarantined tasks, a pause for a disk fault, the cluster
+// manager away.
+std::string runner::pause_notes(const status_snapshot& s) const {
   std::string paused;
   if (!s.evaluating.empty()) paused.append("  evaluating on ").append(s.evaluating);
   if (s.tasks.failed > 0)
@@ -129,28 +94,46 @@ void runner::print_progress(bool final_line) {
         .append(s.task_error)
         .append(")");
   if (!s.fault.empty()) paused.append("  PAUSED: ").append(s.fault);
-  paused.append(outage_note_);
+  return paused.append(outage_note_);
+}
+
+void runner::print_progress(bool final_line) {
+  const status_snapshot s = watch_.status();
+  if (!opt_.progress || !s.valid) return;
+  auto now = clock_.now();
+  bool tty = ::isatty(STDERR_FILENO);
+  // On a terminal the line is redrawn in place; in a log, one line every 2 s.
+  if (!final_line && last_progress_ &&
+      now - *last_progress_ < (tty ? std::chrono::milliseconds(250) : std::chrono::seconds(2)))
+    return;
+  last_progress_ = now;
+  std::uint64_t total = s.tasks.total();
+  double secs = outcome_.seconds();
+  if (watch_.quiet() && !final_line) {
+    // Its last numbers are stale: say so rather than show them as the job's pace.
+    std::fprintf(stderr, "%s[%6.1fs] tasks %llu/%llu  master not answering for %.1f s%s", tty ? "\r" : "",
+                 secs, static_cast<unsigned long long>(s.tasks.done), static_cast<unsigned long long>(total),
+                 std::chrono::duration<double>(watch_.silent_for()).count(), tty ? "" : "\n");
+    return;
+  }
+  // "data epoch": the pass over the dataset (the membership epoch is in `troupe status`); no loss
+  // is shown before the first step.
+  char loss[32] = "-";
+  if (s.has_loss()) std::snprintf(loss, sizeof loss, "%.4f", s.loss);
   std::fprintf(stderr,
                "%s[%6.1fs] data epoch %u/%u  tasks %llu/%llu  %8.0f samples/s  loss %s  workers %u/%u%s%s  "
                "restarts %llu%s%s",
                tty ? "\r" : "", secs, std::min(s.tasks.data_epoch + 1, std::max(s.tasks.data_epochs, 1u)),
                s.tasks.data_epochs, static_cast<unsigned long long>(s.tasks.done),
                static_cast<unsigned long long>(total), s.samples_per_sec, loss, s.workers_alive,
-               target_workers_, waiting.c_str(),
+               slots_.target(), progress_notes(s).c_str(),
                spec_.uses_ps() ? ("  ps " + std::to_string(s.ps_alive)).c_str() : "",
-               static_cast<unsigned long long>(restarts_), paused.c_str(), tty && !final_line ? "" : "\n");
+               static_cast<unsigned long long>(slots_.restarts()), pause_notes(s).c_str(),
+               tty && !final_line ? "" : "\n");
 }
 
 void runner::answer_status(const std::string& node, const std::string& to, std::uint64_t id) {
-  std::unique_lock lk(mu_);
-  wire::job_status s = status_;  // the master's, with the runner's own fields
-  s.job_id = dir_->job_id();
-  s.workers_target = target_workers_;
-  s.finished = finished_;
-  s.restarts = restarts_;
-  s.result_json = result_json_;
-  lk.unlock();
-  if (master_quiet_) s.samples_per_sec = 0;  // the master's last figure is stale, not the pace
+  auto s = watch_.answer();  // the master's, with the runner's own fields
   auto o = wire::job();
   o.out.set_correlation_id(id);  // the request's: the asker pairs the answer with it
   wire::write_job_status(o.body.initJobStatus(), s);

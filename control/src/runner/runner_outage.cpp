@@ -16,7 +16,7 @@ std::string runner::check_outage() {
     if (!outage_note_.empty()) {
       spdlog::info("the cluster manager answers again");
       outage_note_.clear();
-      scale_to(target_workers_);  // workers it could not take meanwhile (troupe scale)
+      scale_to(slots_.target());  // workers it could not take meanwhile (troupe scale)
     }
     return {};
   }

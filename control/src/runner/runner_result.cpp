@@ -21,16 +21,16 @@ int runner::finish(int rc) {
     collective::remove_job_leftovers(collective::instance_key(dir_->job_id(), instance_));
   print_progress(true);
   if (!dir_) return rc;
-  ended_ = clock_.now();  // the job's time; writing its model is reported apart (model_seconds)
-  if (rc == 0 && result_ok_ && spec_.job.strategy != "predict") export_model();
+  outcome_.nodes_stopped();  // the job's time; writing its model is reported apart (model_seconds)
+  if (rc == 0 && outcome_.master_ok() && spec_.job.strategy != "predict") export_model();
   auto text = final_json(rc);
-  timeline_.job_end(end_state_, end_reason_);
+  timeline_.job_end(outcome_.state(), outcome_.reason());
   if (auto w = cluster::write_file_atomic(dir_->result_path(), text + "\n"); !w)
     spdlog::warn("{}", w.err().to_string());
   if (rc == 0)
-    spdlog::info("job {} {}: {}", dir_->job_id(), end_state_, end_reason_);
+    spdlog::info("job {} {}: {}", dir_->job_id(), outcome_.state(), outcome_.reason());
   else
-    spdlog::error("job {} {}: {}", dir_->job_id(), end_state_, end_reason_);
+    spdlog::error("job {} {}: {}", dir_->job_id(), outcome_.state(), outcome_.reason());
   std::printf("%s\n", text.c_str());
   std::fflush(stdout);
   return rc;
@@ -51,64 +51,18 @@ std::string quarantine_reason(const cluster::job_dir& dir) {
 }
 }  // namespace
 
-// The master's final metrics when it sent them, else the last counts it reported; with what only
-// the runner knows: the outcome and its reason, wall time, node relaunches, the planted model's AUC.
+// result.json: the outcome (job_outcome.hpp) with what the rest of the runner knows.
 std::string runner::final_json(int rc) {
-  nlohmann::json j = nlohmann::json::object();
-  std::unique_lock lk(mu_);
-  if (!result_json_.empty()) {
-    auto m = nlohmann::json::parse(result_json_, nullptr, false);
-    if (m.is_object()) j = std::move(m);
-  } else if (status_.valid) {
-    auto s = wire::to_json(status_);
-    j["tasks"] = s["tasks"];
-    j["samples_total"] = s["samples_total"];
-  }
-  const bool master_finished = finished_, has_result = !result_json_.empty();
-  lk.unlock();
-  if (end_state_.empty()) {
-    end_state_ = rc == 0 ? "finished" : "failed";
-    if (rc == 0)
-      end_reason_ = "every task done";
-    else if (!fatal_.empty())
-      end_reason_ = fatal_;
-    else if (master_finished && j.contains("error") && j["error"].is_string())
-      end_reason_ = j["error"].get<std::string>();  // the master's own word (a failed evaluation)
-    else if (master_finished)
-      end_reason_ = quarantine_reason(*dir_);
-    else
-      end_reason_ = "failed";
-  }
-  if (!has_result) {  // no result: what the runner knows of the work done
-    j["strategy"] = spec_.job.strategy;
-    j["model"] = spec_.nn.model.type;
-    if (j.contains("tasks")) {
-      j["tasks_done"] = j["tasks"]["done"];
-      j["tasks_failed"] = j["tasks"]["failed"];
-      j["tasks_requeued"] = j["tasks"]["requeued"];
-      j["samples_trained"] = j["samples_total"];
-    }
-  }
-  j["job"] = dir_->job_id();
-  j["ok"] = rc == 0;
-  j["status"] = end_state_;
-  j["reason"] = end_reason_;
-  j["exit_code"] = rc;
-  j["wall_seconds"] = std::chrono::duration<double>((ended_ ? *ended_ : clock_.now()) - started_).count();
-  j["node_restarts"] = restarts_;
-  j["runner_start_wall_ms"] = started_wall_ms_;
-  if (!opt_.resume.empty()) j["resumed"] = true;
-  // Worker clocks are this machine's clock (local launcher), so wall times compare.
-  if (j.contains("first_step_wall_ms") && j["first_step_wall_ms"].is_number())
-    j["first_step_seconds"] =
-        static_cast<double>(j["first_step_wall_ms"].get<std::int64_t>() - started_wall_ms_) / 1000.0;
-  if (data_.true_auc > 0) j["true_auc"] = data_.true_auc;
-  if (auto m = nlohmann::json::parse(model_json_, nullptr, false); m.is_object()) {
-    j["model_dir"] = m.value("model", "");
-    j["model_seconds"] = model_seconds_;
-  }
-  if (!model_error_.empty()) j["model_error"] = model_error_;
-  return j.dump();
+  outcome_facts f;
+  f.job_id = dir_->job_id();
+  f.strategy = spec_.job.strategy;
+  f.model_type = spec_.nn.model.type;
+  if (auto st = watch_.status(); st.valid) f.status = static_cast<const wire::job_status&>(st);
+  f.restarts = slots_.restarts();
+  f.resumed = !opt_.resume.empty();
+  f.true_auc = data_.true_auc;
+  f.quarantine_reason = [this] { return quarantine_reason(*dir_); };
+  return outcome_.final_json(rc, f);
 }
 
 void runner::export_model() {
@@ -118,22 +72,21 @@ void runner::export_model() {
   auto r = cluster::run_tool({ec ? std::string("troupe") : self.string(), "export", dir_->path()}, "",
                              std::chrono::minutes(10), 1 << 20, clock_);
   const double secs = std::chrono::duration<double>(clock_.now() - started).count();
-  model_seconds_ = secs;
   if (r && r->code == 0) {
-    model_json_ = r->out.substr(0, r->out.find('\n'));
-    spdlog::info("model written in {:.2f} s: {}", secs, model_json_);
+    auto line = r->out.substr(0, r->out.find('\n'));
+    spdlog::info("model written in {:.2f} s: {}", secs, line);
     timeline_.model_exported(dir_->path() + "/model", secs);
+    outcome_.model_written(std::move(line), secs);
     return;
   }
-  model_error_ = !r ? r.err().to_string() : r->err.substr(0, 2000);
-  while (!model_error_.empty() && model_error_.back() == '\n') model_error_.pop_back();
-  spdlog::error("job {} finished, but its model could not be written: {}", dir_->job_id(), model_error_);
+  std::string why = !r ? r.err().to_string() : r->err.substr(0, 2000);
+  while (!why.empty() && why.back() == '\n') why.pop_back();
+  spdlog::error("job {} finished, but its model could not be written: {}", dir_->job_id(), why);
+  outcome_.model_failed(std::move(why));
 }
 
 std::string runner::disk_fault_expired() {
-  std::unique_lock lk(mu_);
-  std::string fault = status_.fault;
-  lk.unlock();
+  const std::string fault = watch_.status().fault;
   auto now = clock_.now();
   if (fault.empty()) {
     if (fault_since_) spdlog::info("the disk fault is over: the job resumes");

@@ -40,8 +40,6 @@
 
 namespace troupe::control {
 
-namespace {
-
 std::string random_hex(std::size_t bytes) {
   std::random_device rd;
   static const char* hex = "0123456789abcdef";
@@ -53,8 +51,6 @@ std::string random_hex(std::size_t bytes) {
   }
   return s;
 }
-
-}  // namespace
 
 std::string default_job_id(const std::string& name) {
   std::time_t t = std::time(nullptr);
@@ -92,32 +88,13 @@ expected<void> check_gpu(const job::job_spec& spec) {
   return {};
 }
 
-// What the launcher knows of the job: a batch backend records the jobs it submits in the job dir.
-cluster::launch_site launch_site_of(const cluster::job_dir& dir) {
-  return {dir.job_id(), dir.path() + "/slurm_jobs"};
-}
-
-// SIGKILLs the process group of a node a dead runner left running (PR_SET_PDEATHSIG normally
-// takes them down with it; a node between fork and prctl, or one whose parent was not the runner,
-// can survive) and waits (up to 5 s on `clk`) until it is gone. The pid counts only with its recorded
-// start time.
-void kill_orphan(const cluster::node_record& n, troupe::clock& clk) {
-  if (n.pid <= 0 || n.start_time == 0 || !cluster::process_alive(n.pid, n.start_time)) return;
-  auto st = cluster::read_process_stat(n.pid);
-  spdlog::warn("{} (pid {}) outlived its runner: killing it", n.id.to_string(), n.pid);
-  ::kill(st && st->pgid == n.pid ? -n.pid : n.pid, SIGKILL);
-  auto deadline = clk.now() + std::chrono::seconds(5);
-  while (cluster::process_alive(n.pid, n.start_time) && clk.now() < deadline)
-    clk.sleep_for(std::chrono::milliseconds(10));
-}
-
 }  // namespace
 
 // Past the job directory's creation, a setup failure ends the job with its error as the reason (in
 // the final JSON and result.json), not only in logs/runner.log.
 int runner::setup_failed(const error& e, int rc) {
   spdlog::error("{}", e.to_string());
-  fatal_ = e.to_string();
+  outcome_.fail(e.to_string());
   return rc;
 }
 
@@ -177,161 +154,46 @@ int runner::read_config(config_doc& doc) {
   auto spec = job::job_spec::read(doc);
   if (!spec) return spdlog::error("{}", spec.err().to_string()), 2;
   spec_ = std::move(*spec);
-  if (!opt_.resume.empty() && !spec_.uses_ps()) {
-    // Ring strategies resume from the ring's latest checkpoint (the first ring of the resumed job
-    // finds no trained replica and starts from it: replicas::restore_if_untrained).
-    if (spec_.job.checkpoint_every.count() == 0) {
-      spdlog::error(
-          "--resume {}: strategy '{}' with job.checkpoint_every_ms = 0 kept its model only in the workers' "
-          "memory, so a resumed job would train the remaining tasks on a fresh model",
-          opt_.resume, spec_.job.strategy);
-      return 2;
-    }
-    std::error_code ec;
-    if (!std::filesystem::exists(opt_.resume + "/checkpoints/ring/state.json", ec))
-      spdlog::warn(
-          "--resume {}: no ring checkpoint was written before the runner died: the tasks not done "
-          "yet train on a fresh model (the DONE ones are not trained again)",
-          opt_.resume);
+  return apply_spec(doc);
+}
+
+// A resumed ring job needs the ring's checkpoints: refused without them (2), warned when none was
+// written yet.
+int runner::check_resume() const {
+  if (opt_.resume.empty() || spec_.uses_ps()) return 0;
+  // Ring strategies resume from the ring's latest checkpoint (the first ring of the resumed job
+  // finds no trained replica and starts from it: replicas::restore_if_untrained).
+  if (spec_.job.checkpoint_every.count() == 0) {
+    spdlog::error(
+        "--resume {}: strategy '{}' with job.checkpoint_every_ms = 0 kept its model only in the workers' "
+        "memory, so a resumed job would train the remaining tasks on a fresh model",
+        opt_.resume, spec_.job.strategy);
+    return 2;
   }
+  std::error_code ec;
+  if (!std::filesystem::exists(opt_.resume + "/checkpoints/ring/state.json", ec))
+    spdlog::warn(
+        "--resume {}: no ring checkpoint was written before the runner died: the tasks not done "
+        "yet train on a fresh model (the DONE ones are not trained again)",
+        opt_.resume);
+  return 0;
+}
+
+// The job's spec, read: checked, and the parts of the runner set from it.
+int runner::apply_spec(config_doc& doc) {
+  if (int rc = check_resume(); rc != 0) return rc;
   // What `troupe config check` checks too (strategy, model, data paths): exit 2 before a job dir.
   if (auto c = job::check_job(spec_, actors::strategy_names(), actors::check_model); !c)
     return spdlog::error("{}: {}", opt_.resume.empty() ? opt_.file : opt_.resume, c.err().to_string()), 2;
   if (auto g = check_gpu(spec_); !g) return spdlog::error("{}", g.err().to_string()), 2;
   for (const auto& n : job::job_notes(spec_)) spdlog::warn("{}", n);
-  target_workers_ = spec_.job.workers;
+  slots_.set_policy(runner_slot_policy(spec_));
+  slots_.set_target(spec_.job.workers);
+  watch_.set_limits(runner_watch_limits(spec_));
   auto metrics = pin_metrics_address(doc, spec_);
   if (!metrics) return spdlog::error("{}", metrics.err().to_string()), 2;
   metrics_addr_ = *metrics;
   return 0;
-}
-
-// Holds runner.lock for the runner's life: a held lock means a live runner, a free one a job that
-// may be resumed.
-int runner::lock_job_dir() {
-  auto fd = dir_->lock_runner();
-  if (!fd) {
-    spdlog::error("{} (stop it first: troupe stop --job-dir {})", fd.err().to_string(), dir_->path());
-    return 1;
-  }
-  lock_fd_ = *fd;
-  return 0;
-}
-
-// What a runner that died (SIGKILL, OOM, power) left of this job: nodes that outlived it and its
-// instance's shared memory (rings, liveness beacons).
-void runner::clean_dead_runner(const cluster::job_dir& dir) {
-  if (auto old = dir.read_nodes()) {
-    for (const auto& n : old->nodes)
-      if (n.state != "exited") kill_orphan(n, clock_);
-    resume_ids(*old);
-  }
-  if (auto old = dir.read_instance(); !old.empty()) {
-    collective::remove_job_leftovers(collective::instance_key(dir.job_id(), old));
-    spdlog::info("removed what instance {} of job {} left in shared memory", old, dir.job_id());
-  }
-  // Nodes on a batch cluster outlive their runner (no death signal reaches them): cancel them.
-  auto n = cluster::cancel_leftovers(spec_.cluster, launch_site_of(dir));
-  if (!n)
-    spdlog::warn("could not cancel the Slurm jobs the dead runner left: {}", n.err().to_string());
-  else if (*n > 0)
-    spdlog::info("cancelled {} Slurm job(s) the dead runner left", *n);
-}
-
-// A resumed job uses new ids: every node's incarnation continues after the dead runner's, and
-// workers take indices after the highest it used.
-void runner::resume_ids(const cluster::nodes_file& old) {
-  for (const auto& n : old.nodes) {
-    auto& inc = resumed_incarnations_[n.id.name];
-    inc = std::max(inc, n.id.incarnation + 1);
-    if (n.role == cluster::node_role::worker) {
-      auto dash = n.id.name.rfind('-');
-      auto index = dash == std::string::npos ? 0 : std::strtoull(n.id.name.c_str() + dash + 1, nullptr, 10);
-      next_worker_index_ = std::max<std::size_t>(next_worker_index_, index + 1);
-    }
-  }
-}
-
-std::uint64_t runner::first_incarnation(const std::string& name) const {
-  auto it = resumed_incarnations_.find(name);
-  return it == resumed_incarnations_.end() ? 0 : it->second;
-}
-
-namespace {
-// A job id whose directory would be (or hold) the dataset cache, or the cache's default name: the
-// job's files would land among the cached datasets (and a cache cleanup would take the job).
-expected<void> check_job_id(const std::string& id, const job::job_spec& spec) {
-  namespace fs = std::filesystem;
-  auto norm = [](const fs::path& p) {
-    std::error_code ec;
-    auto n = fs::weakly_canonical(fs::absolute(p, ec), ec).lexically_normal();
-    return n.has_filename() ? n : n.parent_path();
-  };
-  const auto job = norm(fs::path(spec.job.root) / id), cache = norm(spec.job.dataset_cache);
-  const auto [c, j] = std::mismatch(cache.begin(), cache.end(), job.begin(), job.end());
-  if (id == "datasets" || c == cache.end() || j == job.end())
-    return make_unexpected(core_errc::invalid_argument,
-                           "job id '" + id + "': reserved (" + (fs::path(spec.job.root) / id).string() +
-                               " is, holds or lies in the dataset cache " + spec.job.dataset_cache + ")");
-  return {};
-}
-}  // namespace
-
-int runner::open_job_dir(const config_doc& doc) {
-  if (!opt_.resume.empty()) {
-    auto dir = cluster::job_dir::open(opt_.resume);
-    if (!dir) return spdlog::error("--resume: {}", dir.err().to_string()), 2;
-    std::ifstream in(dir->result_path());
-    auto result = nlohmann::json::parse(in, nullptr, false);
-    if (result.is_object() && result.value("status", "") == "finished") {
-      spdlog::error("--resume {}: the job finished (see {}): nothing to resume", dir->path(),
-                    dir->result_path());
-      return 2;
-    }
-    dir_.emplace(std::move(*dir));
-  } else {
-    std::string id = opt_.job_id.empty() ? default_job_id(spec_.job.name) : opt_.job_id;
-    if (auto c = check_job_id(id, spec_); !c) return spdlog::error("{}", c.err().to_string()), 2;
-    // The nodes read the job directory's copy: a module path relative to the job file would be
-    // relative to that copy, so the resolved (absolute) path goes in.
-    config_doc stored = doc;
-    for (const auto& [key, value] :
-         {std::pair{"model.path", &spec_.nn.model.path}, std::pair{"model.init", &spec_.nn.model.init}})
-      if (!value->empty())
-        if (auto o = stored.apply_override(std::string(key) + "=\"" + *value + "\""); !o)
-          return spdlog::error("{}", o.err().to_string()), 2;
-    auto dir = cluster::job_dir::create(spec_.job.root, id, stored.to_toml());
-    if (!dir) {
-      // A bad or taken --job-id is bad usage (exit 2); a directory that cannot be made is not.
-      const bool taken = dir.err() == cluster::cluster_errc::already_exists;
-      spdlog::error("{}{}", dir.err().to_string(),
-                    taken ? " (continue it with: troupe run --resume " + spec_.job.root + "/" + id + ")"
-                          : std::string());
-      return taken || dir.err() == cluster::cluster_errc::invalid_spec ? 2 : 1;
-    }
-    dir_.emplace(std::move(*dir));
-  }
-  if (int rc = lock_job_dir(); rc != 0) return rc;
-  start_log();
-  timeline_.open(dir_->path());
-  if (!opt_.resume.empty()) {
-    spdlog::info("resuming job {} in {}", dir_->job_id(), dir_->path());
-    clean_dead_runner(*dir_);
-    std::error_code ec;
-    std::filesystem::remove(dir_->result_path(), ec);  // the resumed run writes its own
-  }
-  instance_ = random_hex(4);
-  if (auto w = dir_->write_instance(instance_); !w) return spdlog::error("{}", w.err().to_string()), 1;
-  return 0;
-}
-
-// The runner's log goes to logs/runner.log as well as stderr, at the level the CLI set.
-void runner::start_log() {
-  log_config lc;
-  lc.level = std::string(spdlog::level::to_string_view(spdlog::get_level()).data());
-  lc.file = dir_->logs_dir() + "/runner.log";
-  lc.name = "runner";
-  if (auto r = init_logging(lc); !r) spdlog::warn("{}", r.err().to_string());
 }
 
 int runner::prepare_data() {
@@ -344,6 +206,8 @@ int runner::prepare_data() {
     (*task)();
     *running = false;
   }).detach();
+  // The import's end is the event waited for; each wait lasts 20 ms at most, the bound on noticing a
+  // signal (its handler cannot notify).
   while (done.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready)
     if (int sig = interrupted_by(); sig != 0) {
       prepare_running_ = running;
@@ -362,21 +226,32 @@ int runner::setup() {
   setup_step_ = "creating the job directory";
   if (int rc = open_job_dir(doc); rc != 0) return rc;
   std::string token;
+  if (int rc = write_token(token); rc != 0) return rc;
+  if (int rc = prepare_data(); rc != 0) return rc;
+  setup_step_ = "checking the model";
+  if (int rc = check_model(); rc != 0) return rc;
+  if (int rc = start_transport(token); rc != 0) return rc;
+  return start_launcher();
+}
+
+// The job's token: a new job's, written owner-only, or a resumed job's, read.
+int runner::write_token(std::string& token) {
   if (!opt_.resume.empty()) {
     auto t = wire::read_job_token(dir_->path());
     if (!t) return setup_failed(t.err(), 1);
     token = *t;
-  } else {
-    token = random_hex(32);
-    std::ofstream(dir_->path() + "/token") << token << "\n";
-    ::chmod((dir_->path() + "/token").c_str(), 0600);
+    return 0;
   }
-  if (int rc = prepare_data(); rc != 0) return rc;
-  setup_step_ = "checking the model";
-  if (int rc = check_model(); rc != 0) return rc;
+  token = random_hex(32);
+  std::ofstream(dir_->path() + "/token") << token << "\n";
+  ::chmod((dir_->path() + "/token").c_str(), 0600);
+  return 0;
+}
 
-  // Where the runner and the master listen: loopback for local nodes, addresses the cluster's
-  // hosts reach for Slurm's (a broken Slurm set-up is found here first).
+// Where the runner and the master listen: loopback for local nodes, addresses the cluster's hosts
+// reach for Slurm's (a broken Slurm set-up is found here first). The runner's name answers status,
+// scale and stop.
+int runner::start_transport(const std::string& token) {
   auto plan = cluster::plan_control(spec_.cluster);
   if (!plan) return setup_failed(plan.err(), launcher_exit_code(plan.err()));
   plan_ = *plan;
@@ -395,17 +270,24 @@ int runner::setup() {
   auto port = free_port();
   if (!port) return setup_failed(port.err(), 1);
   master_addr_ = plan_.master_host + ":" + std::to_string(*port);
+  return 0;
+}
 
+// The launcher; its exit reports go to the loop's event queue, the slot table launches through it.
+int runner::start_launcher() {
   auto l = cluster::make_launcher(
       spec_.cluster,
       [this](const cluster::node_handle& h, const cluster::exit_status& s) {
-        std::lock_guard lk(mu_);
-        exits_.emplace_back(h, s);
-        wake_.notify_one();
+        events_.push(node_exit_event{h, s});
       },
       launch_site_of(*dir_), clock_);
   if (!l) return setup_failed(l.err(), launcher_exit_code(l.err()));
   launcher_ = std::move(*l);
+  slot_hooks hooks;
+  hooks.spec_of = [this](const node_slot& slot, bool spare) { return spec_of(slot, spare); };
+  hooks.launched = [this](node_slot& slot) { launched(slot); };
+  slots_.bind(*launcher_, std::move(hooks));
+  publish_status();
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "troupe/core/clock.hpp"
 #include "troupe/core/error.hpp"
 
 namespace troupe::cluster {
@@ -87,6 +88,8 @@ struct chaos_options {
   // runner answers status or result.json is missing.
   std::function<bool()> job_running;
   bool verbose = false;  // one stderr line per fault as it is injected
+  // What the harness times faults and holds on (troupe chaos: the real one).
+  std::reference_wrapper<troupe::clock> clock{troupe::clock::system()};
 };
 
 struct chaos_report {

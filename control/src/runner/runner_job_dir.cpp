@@ -1,0 +1,161 @@
+// The job directory: a new one, or a resumed one after its runner died, with what that runner
+// left cleaned up (orphan nodes, shared memory, Slurm jobs); the lock that keeps a second runner
+// out; the runner's own log.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "runner.hpp"
+#include "troupe/cluster/errc.hpp"
+#include "troupe/cluster/process.hpp"
+#include "troupe/collective/cleanup.hpp"
+#include "troupe/core/log.hpp"
+
+namespace troupe::control {
+
+// What the launcher knows of the job: a batch backend records the jobs it submits in the job dir.
+cluster::launch_site launch_site_of(const cluster::job_dir& dir) {
+  return {dir.job_id(), dir.path() + "/slurm_jobs"};
+}
+
+namespace {
+
+// SIGKILLs the process group of a node a dead runner left running (PR_SET_PDEATHSIG normally
+// takes them down with it; a node between fork and prctl, or one whose parent was not the runner,
+// can survive) and waits (up to 5 s on `clk`) until it is gone. The pid counts only with its recorded
+// start time.
+void kill_orphan(const cluster::node_record& n, troupe::clock& clk) {
+  if (n.pid <= 0 || n.start_time == 0 || !cluster::process_alive(n.pid, n.start_time)) return;
+  auto st = cluster::read_process_stat(n.pid);
+  spdlog::warn("{} (pid {}) outlived its runner: killing it", n.id.to_string(), n.pid);
+  ::kill(st && st->pgid == n.pid ? -n.pid : n.pid, SIGKILL);
+  // Not a child of this process (its parent, the dead runner, is gone): no exit report comes, so
+  // its /proc entry is polled, every 10 ms through the clock, for 5 s at most.
+  auto deadline = clk.now() + std::chrono::seconds(5);
+  while (cluster::process_alive(n.pid, n.start_time) && clk.now() < deadline)
+    clk.sleep_for(std::chrono::milliseconds(10));
+}
+
+// A job id whose directory would be (or hold) the dataset cache, or the cache's default name: the
+// job's files would land among the cached datasets (and a cache cleanup would take the job).
+expected<void> check_job_id(const std::string& id, const job::job_spec& spec) {
+  namespace fs = std::filesystem;
+  auto norm = [](const fs::path& p) {
+    std::error_code ec;
+    auto n = fs::weakly_canonical(fs::absolute(p, ec), ec).lexically_normal();
+    return n.has_filename() ? n : n.parent_path();
+  };
+  const auto job = norm(fs::path(spec.job.root) / id), cache = norm(spec.job.dataset_cache);
+  const auto [c, j] = std::mismatch(cache.begin(), cache.end(), job.begin(), job.end());
+  if (id == "datasets" || c == cache.end() || j == job.end())
+    return make_unexpected(core_errc::invalid_argument,
+                           "job id '" + id + "': reserved (" + (fs::path(spec.job.root) / id).string() +
+                               " is, holds or lies in the dataset cache " + spec.job.dataset_cache + ")");
+  return {};
+}
+}  // namespace
+
+// Holds runner.lock for the runner's life: a held lock means a live runner, a free one a job that
+// may be resumed.
+int runner::lock_job_dir() {
+  auto fd = dir_->lock_runner();
+  if (!fd) {
+    spdlog::error("{} (stop it first: troupe stop --job-dir {})", fd.err().to_string(), dir_->path());
+    return 1;
+  }
+  lock_fd_ = *fd;
+  return 0;
+}
+
+// What a runner that died (SIGKILL, OOM, power) left of this job: nodes that outlived it and its
+// instance's shared memory (rings, liveness beacons).
+void runner::clean_dead_runner(const cluster::job_dir& dir) {
+  if (auto old = dir.read_nodes()) {
+    for (const auto& n : old->nodes)
+      if (n.state != "exited") kill_orphan(n, clock_);
+    slots_.resume_after(*old);  // new ids: incarnations and worker indices after the dead runner's
+  }
+  if (auto old = dir.read_instance(); !old.empty()) {
+    collective::remove_job_leftovers(collective::instance_key(dir.job_id(), old));
+    spdlog::info("removed what instance {} of job {} left in shared memory", old, dir.job_id());
+  }
+  // Nodes on a batch cluster outlive their runner (no death signal reaches them): cancel them.
+  auto n = cluster::cancel_leftovers(spec_.cluster, launch_site_of(dir));
+  if (!n)
+    spdlog::warn("could not cancel the Slurm jobs the dead runner left: {}", n.err().to_string());
+  else if (*n > 0)
+    spdlog::info("cancelled {} Slurm job(s) the dead runner left", *n);
+}
+
+// A resumed job's directory, unless the job finished.
+int runner::open_resumed_dir() {
+  auto dir = cluster::job_dir::open(opt_.resume);
+  if (!dir) return spdlog::error("--resume: {}", dir.err().to_string()), 2;
+  std::ifstream in(dir->result_path());
+  auto result = nlohmann::json::parse(in, nullptr, false);
+  if (result.is_object() && result.value("status", "") == "finished") {
+    spdlog::error("--resume {}: the job finished (see {}): nothing to resume", dir->path(),
+                  dir->result_path());
+    return 2;
+  }
+  dir_.emplace(std::move(*dir));
+  return 0;
+}
+
+// A new job's directory, with the job file as it was resolved.
+int runner::create_job_dir(const config_doc& doc) {
+  {
+    std::string id = opt_.job_id.empty() ? default_job_id(spec_.job.name) : opt_.job_id;
+    if (auto c = check_job_id(id, spec_); !c) return spdlog::error("{}", c.err().to_string()), 2;
+    // The nodes read the job directory's copy: a module path relative to the job file would be
+    // relative to that copy, so the resolved (absolute) path goes in.
+    config_doc stored = doc;
+    for (const auto& [key, value] :
+         {std::pair{"model.path", &spec_.nn.model.path}, std::pair{"model.init", &spec_.nn.model.init}})
+      if (!value->empty())
+        if (auto o = stored.apply_override(std::string(key) + "=\"" + *value + "\""); !o)
+          return spdlog::error("{}", o.err().to_string()), 2;
+    auto dir = cluster::job_dir::create(spec_.job.root, id, stored.to_toml());
+    if (!dir) {
+      // A bad or taken --job-id is bad usage (exit 2); a directory that cannot be made is not.
+      const bool taken = dir.err() == cluster::cluster_errc::already_exists;
+      spdlog::error("{}{}", dir.err().to_string(),
+                    taken ? " (continue it with: troupe run --resume " + spec_.job.root + "/" + id + ")"
+                          : std::string());
+      return taken || dir.err() == cluster::cluster_errc::invalid_spec ? 2 : 1;
+    }
+    dir_.emplace(std::move(*dir));
+  }
+  return 0;
+}
+
+int runner::open_job_dir(const config_doc& doc) {
+  if (int rc = opt_.resume.empty() ? create_job_dir(doc) : open_resumed_dir(); rc != 0) return rc;
+  if (int rc = lock_job_dir(); rc != 0) return rc;
+  start_log();
+  timeline_.open(dir_->path());
+  if (!opt_.resume.empty()) {
+    spdlog::info("resuming job {} in {}", dir_->job_id(), dir_->path());
+    clean_dead_runner(*dir_);
+    std::error_code ec;
+    std::filesystem::remove(dir_->result_path(), ec);  // the resumed run writes its own
+  }
+  instance_ = random_hex(4);
+  if (auto w = dir_->write_instance(instance_); !w) return spdlog::error("{}", w.err().to_string()), 1;
+  return 0;
+}
+
+// The runner's log goes to logs/runner.log as well as stderr, at the level the CLI set.
+void runner::start_log() {
+  log_config lc;
+  lc.level = std::string(spdlog::level::to_string_view(spdlog::get_level()).data());
+  lc.file = dir_->logs_dir() + "/runner.log";
+  lc.name = "runner";
+  if (auto r = init_logging(lc); !r) spdlog::warn("{}", r.err().to_string());
+}
+
+}  // namespace troupe::control

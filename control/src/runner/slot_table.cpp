@@ -1,0 +1,246 @@
+#include "slot_table.hpp"
+
+#include <algorithm>
+#include <csignal>
+#include <set>
+
+#include <spdlog/spdlog.h>
+
+namespace troupe::control {
+
+void slot_table::bind(cluster::launcher& l, slot_hooks h) {
+  launcher_ = &l;
+  hooks_ = std::move(h);
+}
+
+void slot_table::resume_after(const cluster::nodes_file& old) {
+  for (const auto& n : old.nodes) {
+    auto& inc = resumed_incarnations_[n.id.name];
+    inc = std::max(inc, n.id.incarnation + 1);
+    if (n.role == cluster::node_role::worker) {
+      auto dash = n.id.name.rfind('-');
+      auto index = dash == std::string::npos ? 0 : std::strtoull(n.id.name.c_str() + dash + 1, nullptr, 10);
+      next_worker_index_ = std::max<std::size_t>(next_worker_index_, index + 1);
+    }
+  }
+}
+
+std::uint64_t slot_table::first_incarnation(const std::string& name) const {
+  auto it = resumed_incarnations_.find(name);
+  return it == resumed_incarnations_.end() ? 0 : it->second;
+}
+
+expected<void> slot_table::start(cluster::node_role role, std::size_t index) {
+  auto name = cluster::node_name(role, index);
+  auto& slot = fresh(name);
+  slot.id = {name, first_incarnation(name)};
+  slot.role = role;
+  slot.index = index;
+  return launch(slot);
+}
+
+expected<void> slot_table::launch(node_slot& slot) {
+  auto ns = hooks_.spec_of(slot, slot.role == cluster::node_role::worker && spare_slot(slot));
+  if (!ns) return ns.err();
+  auto h = launcher_->launch(*ns);
+  if (!h) return h.err();
+  slot.handle = *h;
+  slot.seen_by_master.reset();
+  slot.joined = false;
+  slot.fenced = false;
+  slot.ended.clear();
+  slot.relaunch_at.reset();
+  if (hooks_.launched) hooks_.launched(slot);
+  return {};
+}
+
+exit_verdict slot_table::on_exit(const cluster::node_handle& h, const cluster::exit_status& s, bool ending) {
+  auto it = slots_.find(h.id.name);
+  if (it == slots_.end() || !it->second.handle || it->second.handle->serial != h.serial) return {};
+  auto& slot = it->second;
+  slot.handle.reset();
+  slot.ended = slot.fenced ? "fenced: " + s.to_string() : s.to_string();
+  if (ending) return {exit_verdict::kind::recorded, &slot};
+  return {slot.wanted ? exit_verdict::kind::died : exit_verdict::kind::left, &slot};
+}
+
+troupe::clock::duration slot_table::backoff(std::size_t deaths) const {
+  if (deaths <= 1) return troupe::clock::duration::zero();
+  auto d = policy_.backoff_base;
+  for (std::size_t i = 2; i < deaths && d < policy_.backoff_cap; ++i) d *= 2;
+  return std::min(d, policy_.backoff_cap);
+}
+
+death_verdict slot_table::died(node_slot& slot, const cluster::exit_status& s) {
+  auto now = clock_.now();
+  // A preempted node did nothing wrong: it comes back when the cluster has room again.
+  if (s.state != "PREEMPTED") slot.deaths.push_back(now);
+  while (!slot.deaths.empty() && now - slot.deaths.front() > policy_.death_window) slot.deaths.pop_front();
+  death_verdict v;
+  v.deaths = slot.deaths.size();
+  if (v.deaths > policy_.max_deaths) {
+    v.give_up = true;
+    return v;
+  }
+  v.relaunch_at = now + backoff(v.deaths);
+  slot.relaunch_at = v.relaunch_at;
+  slot.id.incarnation += 1;
+  restarts_ += 1;
+  return v;
+}
+
+std::vector<relaunch_failure> slot_table::relaunch_due() {
+  std::vector<relaunch_failure> failed;
+  const auto now = clock_.now();
+  for (auto& [name, slot] : slots_) {
+    if (!slot.relaunch_at || *slot.relaunch_at > now) continue;
+    slot.relaunch_at.reset();
+    if (!slot.wanted || slot.handle) continue;
+    if (auto r = launch(slot); !r) failed.push_back({name, r.err()});
+  }
+  return failed;
+}
+
+std::optional<troupe::clock::time_point> slot_table::next_relaunch() const {
+  std::optional<troupe::clock::time_point> next;
+  for (const auto& [name, slot] : slots_)
+    if (slot.relaunch_at && slot.wanted && (!next || *slot.relaunch_at < *next)) next = slot.relaunch_at;
+  return next;
+}
+
+std::vector<node_slot*> slot_table::declared_dead(const std::vector<cluster::member>& members,
+                                                  std::uint64_t master_incarnation) {
+  std::vector<node_slot*> dead;
+  for (auto& [name, slot] : slots_) {
+    if (slot.role == cluster::node_role::master || !slot.handle || !slot.wanted || slot.fenced) continue;
+    auto m = std::find_if(members.begin(), members.end(),
+                          [&](const cluster::member& x) { return x.id.name == name; });
+    if (m != members.end() && m->id == slot.id) {
+      slot.joined = true;
+      if (m->state == cluster::member_state::alive) slot.seen_by_master = master_incarnation;
+      continue;
+    }
+    if (slot.seen_by_master == master_incarnation) dead.push_back(&slot);
+  }
+  return dead;
+}
+
+expected<void> slot_table::fence(node_slot& slot) {
+  if (!slot.handle)
+    return make_unexpected(core_errc::invalid_argument, slot.id.to_string() + " is not running");
+  if (auto r = launcher_->fence(*slot.handle); !r) return r;
+  slot.fenced = true;
+  return {};
+}
+
+void slot_table::set_target(std::uint32_t workers) {
+  target_ = std::clamp(workers, policy_.min_workers, policy_.max_workers);
+}
+
+scale_result slot_table::scale_to(std::uint32_t workers) {
+  scale_result r;
+  r.from = target_;
+  set_target(workers);
+  r.to = target_;
+  if (r.to != r.from) spdlog::info("scale: {} -> {} workers", r.from, r.to);
+  grow(r);
+  if (r.error.empty()) shrink(r);
+  return r;
+}
+
+// New workers get new indices, never a departed worker's name (the master would refuse its
+// incarnation 0 as stale, and a relaunch would count as a restart).
+void slot_table::grow(scale_result& r) {
+  while (running_workers() < workers_kept()) {
+    std::size_t i = next_worker_index_++;
+    auto name = cluster::node_name(cluster::node_role::worker, i);
+    auto place = free_place();
+    auto& slot = fresh(name);
+    slot.id = {name, first_incarnation(name)};
+    slot.index = i;
+    slot.place = place;
+    if (auto l = launch(slot); !l) {
+      slots_.erase(name);
+      if (launcher_->outage()) {  // submitted again when the controller answers
+        spdlog::warn("cannot launch {} while the cluster manager does not answer: {}", name,
+                     l.err().to_string());
+        r.deferred = l.err().to_string();
+        return;
+      }
+      r.error = "cannot launch " + name + ": " + l.err().to_string();
+      return;
+    }
+    r.launched.push_back(name);
+  }
+}
+
+// The highest indices leave (SIGTERM: the node stops, its task goes back to TODO).
+void slot_table::shrink(scale_result& r) {
+  for (auto it = slots_.rbegin(); it != slots_.rend() && running_workers() > workers_kept(); ++it) {
+    auto& slot = it->second;
+    if (slot.role != cluster::node_role::worker || !slot.wanted) continue;
+    slot.wanted = false;
+    slot.relaunch_at.reset();
+    if (slot.handle) (void)launcher_->signal(*slot.handle, SIGTERM);
+    spdlog::info("scale: {} leaves", slot.id.to_string());
+    r.leaving.push_back(it->first);
+  }
+}
+
+void slot_table::stop_all(int sig) {
+  for (auto& [name, slot] : slots_) {
+    slot.wanted = false;
+    slot.relaunch_at.reset();
+    if (slot.handle && sig != 0) (void)launcher_->signal(*slot.handle, sig);
+  }
+}
+
+std::uint32_t slot_table::running_workers() const {
+  std::uint32_t n = 0;
+  for (const auto& [name, s] : slots_)
+    if (s.role == cluster::node_role::worker && s.wanted) ++n;
+  return n;
+}
+
+std::uint32_t slot_table::launched_workers() const {
+  std::uint32_t n = 0;
+  for (const auto& [name, s] : slots_)
+    if (s.role == cluster::node_role::worker && s.wanted && s.handle) ++n;
+  return n;
+}
+
+std::uint32_t slot_table::workers_kept() const {
+  return policy_.spare_mode ? policy_.max_workers : target_;
+}
+
+// A worker's class is decided when it is (re)launched: spare beyond the target's lowest indices.
+bool slot_table::spare_slot(const node_slot& slot) const {
+  if (!policy_.spare_mode) return false;
+  std::uint32_t below = 0;
+  for (const auto& [name, s] : slots_)
+    if (s.role == cluster::node_role::worker && s.wanted && s.index < slot.index) ++below;
+  return below >= target_;
+}
+
+// The lowest slot no worker process holds (a leaving one keeps its slot until it has exited).
+std::size_t slot_table::free_place() const {
+  std::set<std::size_t> used;
+  for (const auto& [name, s] : slots_)
+    if (s.role == cluster::node_role::worker && (s.wanted || s.handle)) used.insert(s.place);
+  std::size_t p = 0;
+  while (used.count(p)) ++p;
+  return p;
+}
+
+// Default-initialised in place (a copy of a braced node_slot draws GCC 12's -Wmaybe-uninitialized).
+node_slot& slot_table::fresh(const std::string& name) {
+  slots_.erase(name);
+  return slots_[name];
+}
+
+node_slot* slot_table::find(const std::string& name) {
+  auto it = slots_.find(name);
+  return it == slots_.end() ? nullptr : &it->second;
+}
+
+}  // namespace troupe::control

@@ -1,0 +1,537 @@
+// The runner's parts on a manual clock: the slot table (launch, relaunch after a backoff, fence,
+// scale) over a fake launcher, the master watch, the job outcome (result.json) and the event queue
+// its threads push into.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "job_outcome.hpp"
+#include "master_watch.hpp"
+#include "runner_events.hpp"
+#include "slot_table.hpp"
+#include "troupe/cluster/errc.hpp"
+
+namespace troupe::control {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Launches nothing: records what it was asked, hands out handles; a node "exits" when the test
+// says so (through the table's on_exit, as the runner's loop would pass the report on).
+class fake_launcher final : public cluster::launcher {
+ public:
+  expected<cluster::node_handle> launch(const cluster::node_spec& spec) override {
+    if (refuse) return make_unexpected(cluster::cluster_errc::launch_failed, "refused");
+    launched.push_back(spec);
+    cluster::node_handle h{++serial_, spec.id, 1000 + static_cast<int>(serial_), ""};
+    running_[h.serial] = h;
+    return h;
+  }
+  expected<void> signal(const cluster::node_handle& h, int sig) override {
+    signals.emplace_back(h.id.name, sig);
+    return {};
+  }
+  expected<void> fence(const cluster::node_handle& h) override {
+    fenced.push_back(h.id.name);
+    return {};
+  }
+  expected<std::optional<cluster::exit_status>> poll(const cluster::node_handle&) const override {
+    return std::optional<cluster::exit_status>();
+  }
+  expected<cluster::exit_status> wait(const cluster::node_handle&, std::chrono::milliseconds) override {
+    return cluster::exit_status{};
+  }
+  void kill_all() noexcept override { running_.clear(); }
+  std::vector<cluster::node_handle> running() const override {
+    std::vector<cluster::node_handle> out;
+    for (const auto& [s, h] : running_) out.push_back(h);
+    return out;
+  }
+  cluster::resources capacity() const override { return {}; }
+  cluster::resources reserved() const override { return {}; }
+
+  // The running handle of `name` (the latest launched).
+  cluster::node_handle handle_of(const std::string& name) const {
+    cluster::node_handle last;
+    for (const auto& [s, h] : running_)
+      if (h.id.name == name) last = h;
+    return last;
+  }
+  std::size_t launches_of(const std::string& name) const {
+    std::size_t n = 0;
+    for (const auto& s : launched)
+      if (s.id.name == name) ++n;
+    return n;
+  }
+
+  std::vector<cluster::node_spec> launched;
+  std::vector<std::pair<std::string, int>> signals;
+  std::vector<std::string> fenced;
+  bool refuse = false;
+
+ private:
+  std::uint64_t serial_ = 0;
+  std::map<std::uint64_t, cluster::node_handle> running_;
+};
+
+cluster::exit_status crashed() {
+  cluster::exit_status s;
+  s.code = 1;
+  return s;
+}
+
+struct slots_fixture : ::testing::Test {
+  slot_policy policy() {
+    slot_policy p;
+    p.min_workers = 1;
+    p.max_workers = 6;
+    return p;
+  }
+  void SetUp() override {
+    slot_hooks hooks;
+    hooks.spec_of = [](const node_slot& slot, bool spare) -> expected<cluster::node_spec> {
+      cluster::node_spec ns;
+      ns.id = slot.id;
+      ns.argv = {"troupe", "node", "--slot", std::to_string(slot.place)};
+      ns.spare = spare;
+      return ns;
+    };
+    hooks.launched = [this](node_slot& slot) { launched_hook.push_back(slot.id.to_string()); };
+    table.bind(launcher, std::move(hooks));
+  }
+  // The exit report of `name`'s running process, as the loop hands it on.
+  exit_verdict exit(const std::string& name, cluster::exit_status s = crashed()) {
+    auto h = launcher.handle_of(name);
+    return table.on_exit(h, s, false);
+  }
+
+  manual_clock clock;
+  fake_launcher launcher;
+  slot_table table{clock, policy()};
+  std::vector<std::string> launched_hook;
+};
+
+TEST_F(slots_fixture, a_dead_node_is_relaunched_at_once_then_after_a_growing_backoff) {
+  ASSERT_TRUE(table.start(cluster::node_role::ps, 0));
+  EXPECT_EQ(launcher.launches_of("ps-0"), 1u);
+
+  // The first death in the window: relaunched at once, with the next incarnation.
+  auto v = exit("ps-0");
+  ASSERT_EQ(v.what, exit_verdict::kind::died);
+  auto d = table.died(*v.slot, crashed());
+  EXPECT_FALSE(d.give_up);
+  EXPECT_EQ(d.relaunch_at, clock.now());
+  EXPECT_TRUE(table.relaunch_due().empty());
+  EXPECT_EQ(launcher.launches_of("ps-0"), 2u);
+  EXPECT_EQ(table.find("ps-0")->id.incarnation, 1u);
+  EXPECT_EQ(table.restarts(), 1u);
+
+  // The second: 100 ms later, not before.
+  v = exit("ps-0");
+  d = table.died(*v.slot, crashed());
+  EXPECT_EQ(d.relaunch_at, clock.now() + 100ms);
+  EXPECT_EQ(table.next_relaunch(), clock.now() + 100ms);
+  clock.advance(99ms);
+  table.relaunch_due();
+  EXPECT_EQ(launcher.launches_of("ps-0"), 2u);
+  EXPECT_FALSE(table.find("ps-0")->handle);
+  clock.advance(1ms);
+  table.relaunch_due();
+  EXPECT_EQ(launcher.launches_of("ps-0"), 3u);
+  EXPECT_TRUE(table.find("ps-0")->handle);
+  EXPECT_FALSE(table.next_relaunch());
+
+  // The third: 200 ms.
+  v = exit("ps-0");
+  d = table.died(*v.slot, crashed());
+  EXPECT_EQ(d.relaunch_at, clock.now() + 200ms);
+  EXPECT_EQ(launched_hook.size(), 3u);  // the hook sees every launch
+}
+
+TEST_F(slots_fixture, the_backoff_stops_at_its_cap_and_a_crash_loop_gives_up) {
+  ASSERT_TRUE(table.start(cluster::node_role::master, 0));
+  death_verdict d;
+  for (int i = 0; i < 11; ++i) {
+    auto v = exit("master");
+    ASSERT_EQ(v.what, exit_verdict::kind::died);
+    d = table.died(*v.slot, crashed());
+    if (d.give_up) break;
+    EXPECT_LE(d.relaunch_at - clock.now(), troupe::clock::duration(1s));
+    clock.advance(d.relaunch_at - clock.now());
+    EXPECT_TRUE(table.relaunch_due().empty());
+  }
+  // 11 deaths within the minute: the give-up rule, not another relaunch.
+  EXPECT_TRUE(d.give_up);
+  EXPECT_EQ(d.deaths, 11u);
+  EXPECT_EQ(launcher.launches_of("master"), 11u);
+  EXPECT_FALSE(table.next_relaunch());
+}
+
+TEST_F(slots_fixture, deaths_older_than_the_window_do_not_count_and_preemption_is_no_death) {
+  ASSERT_TRUE(table.start(cluster::node_role::ps, 0));
+  auto v = exit("ps-0");
+  table.died(*v.slot, crashed());
+  table.relaunch_due();
+  clock.advance(61s);
+  v = exit("ps-0");
+  auto d = table.died(*v.slot, crashed());
+  EXPECT_EQ(d.deaths, 1u);
+  EXPECT_EQ(d.relaunch_at, clock.now());  // first in the window again: at once
+  table.relaunch_due();
+  cluster::exit_status preempted;
+  preempted.signal = SIGTERM;
+  preempted.state = "PREEMPTED";
+  v = exit("ps-0", preempted);
+  d = table.died(*v.slot, preempted);
+  EXPECT_EQ(d.deaths, 1u);
+}
+
+TEST_F(slots_fixture, a_fenced_slot_is_not_relaunched_before_its_exit_report) {
+  table.scale_to(2);
+  std::vector<cluster::member> members;
+  for (const char* n : {"master", "worker-0", "worker-1"}) {
+    cluster::member m;
+    m.id = {n, 0};
+    m.state = cluster::member_state::alive;
+    members.push_back(m);
+  }
+  // Listed alive by master incarnation 0: joined and seen; nobody is dead.
+  EXPECT_TRUE(table.declared_dead(members, 0).empty());
+  EXPECT_TRUE(table.find("worker-1")->joined);
+  // worker-1 gone from that master's view: declared dead, fenced.
+  members.pop_back();
+  auto dead = table.declared_dead(members, 0);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0]->id.name, "worker-1");
+  ASSERT_TRUE(table.fence(*dead[0]));
+  EXPECT_EQ(launcher.fenced, std::vector<std::string>{"worker-1"});
+  // Fenced, it keeps its handle: not declared again, not relaunched, not replaced by a scale.
+  EXPECT_TRUE(table.declared_dead(members, 0).empty());
+  clock.advance(10s);
+  table.relaunch_due();
+  table.scale_to(2);
+  EXPECT_EQ(launcher.launched.size(), 2u);
+  // Its exit report comes: then it is relaunched, and says how it ended.
+  auto v = exit("worker-1");
+  ASSERT_EQ(v.what, exit_verdict::kind::died);
+  EXPECT_EQ(v.slot->ended, "fenced: " + crashed().to_string());
+  table.died(*v.slot, crashed());
+  table.relaunch_due();
+  EXPECT_EQ(launcher.launches_of("worker-1"), 2u);
+  EXPECT_FALSE(table.find("worker-1")->fenced);
+}
+
+TEST_F(slots_fixture, scaling_launches_new_indices_and_stops_the_highest) {
+  auto up = table.scale_to(3);
+  EXPECT_EQ(up.from, 0u);
+  EXPECT_EQ(up.to, 3u);
+  EXPECT_EQ(up.launched, (std::vector<std::string>{"worker-0", "worker-1", "worker-2"}));
+  EXPECT_EQ(table.running_workers(), 3u);
+
+  auto down = table.scale_to(1);
+  EXPECT_EQ(down.leaving, (std::vector<std::string>{"worker-2", "worker-1"}));
+  EXPECT_EQ(launcher.signals,
+            (std::vector<std::pair<std::string, int>>{{"worker-2", SIGTERM}, {"worker-1", SIGTERM}}));
+  EXPECT_EQ(table.running_workers(), 1u);
+  EXPECT_EQ(table.launched_workers(), 1u);
+
+  // A leaving worker's exit is no death: not relaunched.
+  auto v = exit("worker-2");
+  EXPECT_EQ(v.what, exit_verdict::kind::left);
+  table.relaunch_due();
+  EXPECT_EQ(launcher.launches_of("worker-2"), 1u);
+
+  // Up again: a new index (never a departed worker's name), in the lowest free place (worker-1
+  // still holds place 1 until it exits).
+  auto again = table.scale_to(2);
+  EXPECT_EQ(again.launched, std::vector<std::string>{"worker-3"});
+  EXPECT_EQ(table.find("worker-3")->place, 2u);
+  EXPECT_EQ(launcher.launched.back().argv.back(), "2");
+}
+
+TEST_F(slots_fixture, scale_clamps_to_the_job_bounds_and_a_refused_launch_is_an_error) {
+  EXPECT_EQ(table.scale_to(0).to, 1u);
+  EXPECT_EQ(table.scale_to(50).to, 6u);
+  EXPECT_EQ(table.running_workers(), 6u);
+  launcher.refuse = true;
+  table.scale_to(1);
+  auto r = table.scale_to(3);
+  EXPECT_NE(r.error.find("cannot launch worker-6"), std::string::npos) << r.error;
+  EXPECT_FALSE(table.find("worker-6"));
+}
+
+TEST_F(slots_fixture, a_stale_exit_report_is_ignored_and_stop_all_relaunches_nothing) {
+  table.scale_to(1);
+  auto old = launcher.handle_of("worker-0");
+  auto v = exit("worker-0");
+  table.died(*v.slot, crashed());
+  table.relaunch_due();
+  // The report of the process before the relaunch: not the slot's.
+  EXPECT_EQ(table.on_exit(old, crashed(), false).what, exit_verdict::kind::stale);
+  EXPECT_TRUE(table.find("worker-0")->handle);
+
+  v = exit("worker-0");
+  table.died(*v.slot, crashed());  // second death: due in 100 ms
+  table.stop_all(SIGTERM);
+  clock.advance(1s);
+  table.relaunch_due();
+  EXPECT_EQ(launcher.launches_of("worker-0"), 2u);
+  EXPECT_FALSE(table.next_relaunch());
+}
+
+TEST_F(slots_fixture, spare_mode_keeps_max_workers_and_launches_beyond_the_target_as_spare) {
+  auto p = policy();
+  p.max_workers = 3;
+  p.spare_mode = true;
+  table.set_policy(p);
+  table.scale_to(1);
+  ASSERT_EQ(launcher.launched.size(), 3u);
+  EXPECT_FALSE(launcher.launched[0].spare);
+  EXPECT_TRUE(launcher.launched[1].spare);
+  EXPECT_TRUE(launcher.launched[2].spare);
+}
+
+TEST_F(slots_fixture, a_resumed_job_continues_incarnations_and_worker_indices) {
+  cluster::nodes_file old;
+  cluster::node_record m, w;
+  m.id = {"master", 2};
+  m.role = cluster::node_role::master;
+  w.id = {"worker-4", 0};
+  w.role = cluster::node_role::worker;
+  old.nodes = {m, w};
+  table.resume_after(old);
+  ASSERT_TRUE(table.start(cluster::node_role::master, 0));
+  EXPECT_EQ(table.find("master")->id.incarnation, 3u);
+  table.scale_to(1);
+  EXPECT_EQ(launcher.launched.back().id.name, "worker-5");
+}
+
+TEST(master_watch, polls_once_per_interval) {
+  manual_clock clock;
+  master_watch w(clock, {});
+  EXPECT_FALSE(w.next_poll());
+  EXPECT_TRUE(w.poll_due());
+  EXPECT_FALSE(w.poll_due());
+  EXPECT_EQ(w.next_poll(), clock.now() + 250ms);
+  clock.advance(249ms);
+  EXPECT_FALSE(w.poll_due());
+  EXPECT_TRUE(w.poll_due(true));  // forced
+  clock.advance(250ms);
+  EXPECT_TRUE(w.poll_due());
+}
+
+TEST(master_watch, a_master_is_hung_after_its_limit_and_not_before) {
+  manual_clock clock;
+  watch_limits l;
+  l.hang_limit = 3s;
+  master_watch w(clock, l);
+  w.launched();
+  clock.advance(29s);
+  EXPECT_FALSE(w.hung());  // never answered: 30 s to come up
+  clock.advance(1s);
+  ASSERT_TRUE(w.hung());
+  EXPECT_EQ(*w.hung(), troupe::clock::duration(30s));
+
+  w.launched();
+  wire::job_status s;
+  s.samples_per_sec = 42;
+  w.answered(s);
+  clock.advance(1499ms);
+  w.refresh();
+  EXPECT_FALSE(w.quiet());
+  EXPECT_FALSE(w.hung());
+  clock.advance(2ms);
+  w.refresh();
+  EXPECT_TRUE(w.quiet());  // stale numbers
+  EXPECT_FALSE(w.hung());
+  clock.advance(1499ms);
+  EXPECT_TRUE(w.hung());
+  w.answered(s);  // it answers again
+  w.refresh();
+  EXPECT_FALSE(w.quiet());
+  EXPECT_FALSE(w.hung());
+}
+
+TEST(master_watch, answers_with_the_masters_status_and_the_runners_fields) {
+  manual_clock clock;
+  master_watch w(clock, {});
+  w.launched();
+  EXPECT_FALSE(w.status().valid);
+  wire::job_status s;
+  s.epoch = 7;
+  s.samples_per_sec = 42;
+  s.tasks.done = 5;
+  w.answered(s);
+  runner_fields f;
+  f.job_id = "j-1";
+  f.workers_target = 3;
+  f.restarts = 2;
+  f.finished = true;
+  f.result_json = "{}";
+  w.publish(f);
+  auto a = w.answer();
+  EXPECT_EQ(a.epoch, 7u);
+  EXPECT_EQ(a.tasks.done, 5u);
+  EXPECT_EQ(a.job_id, "j-1");
+  EXPECT_EQ(a.workers_target, 3u);
+  EXPECT_EQ(a.restarts, 2u);
+  EXPECT_TRUE(a.finished);
+  EXPECT_EQ(a.samples_per_sec, 42);
+  clock.advance(2s);
+  w.refresh();
+  EXPECT_EQ(w.answer().samples_per_sec, 0);  // quiet: the last pace is stale
+  w.forget_status();
+  EXPECT_FALSE(w.status().valid);
+}
+
+outcome_facts facts() {
+  outcome_facts f;
+  f.job_id = "job-1";
+  f.strategy = "allreduce";
+  f.model_type = "mlp";
+  f.restarts = 3;
+  return f;
+}
+
+TEST(job_outcome, a_finished_job_keeps_the_masters_metrics_and_adds_the_runners) {
+  manual_clock clock(1'000'000);
+  job_outcome o(clock);
+  o.start();
+  clock.advance(4s);
+  EXPECT_TRUE(o.master_finished(R"({"samples_trained": 900, "first_step_wall_ms": 1000500})", true));
+  EXPECT_FALSE(o.master_finished(R"({"samples_trained": 1})", false));  // the first word wins
+  clock.advance(1s);
+  o.nodes_stopped();
+  clock.advance(7s);  // writing the model is timed apart
+  o.model_written(R"({"model": "/jobs/job-1/model"})", 7.0);
+  auto f = facts();
+  f.resumed = true;
+  f.true_auc = 0.9;
+  auto j = nlohmann::json::parse(o.final_json(0, f));
+  EXPECT_EQ(j["samples_trained"], 900);
+  EXPECT_EQ(j["job"], "job-1");
+  EXPECT_EQ(j["ok"], true);
+  EXPECT_EQ(j["status"], "finished");
+  EXPECT_EQ(j["reason"], "every task done");
+  EXPECT_EQ(j["exit_code"], 0);
+  EXPECT_DOUBLE_EQ(j["wall_seconds"].get<double>(), 5.0);
+  EXPECT_EQ(j["node_restarts"], 3);
+  EXPECT_EQ(j["runner_start_wall_ms"], 1'000'000);
+  EXPECT_DOUBLE_EQ(j["first_step_seconds"].get<double>(), 0.5);
+  EXPECT_EQ(j["resumed"], true);
+  EXPECT_DOUBLE_EQ(j["true_auc"].get<double>(), 0.9);
+  EXPECT_EQ(j["model_dir"], "/jobs/job-1/model");
+  EXPECT_DOUBLE_EQ(j["model_seconds"].get<double>(), 7.0);
+  EXPECT_FALSE(j.contains("strategy"));  // the master's result says what it trained
+}
+
+TEST(job_outcome, without_a_result_it_reports_the_last_counts_and_the_failure) {
+  manual_clock clock;
+  job_outcome o(clock);
+  o.start();
+  wire::job_status s;
+  s.tasks.done = 4;
+  s.tasks.failed = 1;
+  s.tasks.requeued = 2;
+  s.samples_total = 400;
+  auto f = facts();
+  f.status = s;
+  o.fail("worker-0 died 11 times in a minute");
+  o.fail("a later failure");  // the first one is the reason
+  o.model_failed("no model");
+  auto j = nlohmann::json::parse(o.final_json(1, f));
+  EXPECT_EQ(j["status"], "failed");
+  EXPECT_EQ(j["reason"], "worker-0 died 11 times in a minute");
+  EXPECT_EQ(j["ok"], false);
+  EXPECT_EQ(j["strategy"], "allreduce");
+  EXPECT_EQ(j["model"], "mlp");
+  EXPECT_EQ(j["tasks_done"], 4);
+  EXPECT_EQ(j["tasks_failed"], 1);
+  EXPECT_EQ(j["tasks_requeued"], 2);
+  EXPECT_EQ(j["samples_trained"], 400);
+  EXPECT_EQ(j["model_error"], "no model");
+  EXPECT_FALSE(j.contains("resumed"));
+}
+
+TEST(job_outcome, a_failed_master_result_gives_its_error_or_the_quarantine) {
+  manual_clock clock;
+  int asked = 0;
+  auto f = facts();
+  f.quarantine_reason = [&] { return ++asked, std::string("2 task(s) quarantined"); };
+  job_outcome with_error(clock);
+  with_error.master_finished(R"({"error": "evaluation failed"})", false);
+  EXPECT_EQ(nlohmann::json::parse(with_error.final_json(1, f))["reason"], "evaluation failed");
+  EXPECT_EQ(asked, 0);  // read only when needed
+  job_outcome quarantined(clock);
+  quarantined.master_finished(R"({"tasks_failed": 2})", false);
+  EXPECT_EQ(nlohmann::json::parse(quarantined.final_json(1, f))["reason"], "2 task(s) quarantined");
+  EXPECT_EQ(asked, 1);
+}
+
+TEST(job_outcome, a_stop_and_an_interruption_keep_their_first_reason) {
+  manual_clock clock;
+  job_outcome o(clock);
+  o.stop_requested("troupe stop");
+  o.stop_requested("another");
+  EXPECT_EQ(o.stop_reason(), "troupe stop");
+  o.end("stopped", "stopped on request (troupe stop)");
+  o.end("interrupted", "interrupted by SIGINT");
+  auto j = nlohmann::json::parse(o.final_json(3, facts()));
+  EXPECT_EQ(j["status"], "stopped");
+  EXPECT_EQ(j["reason"], "stopped on request (troupe stop)");
+  EXPECT_EQ(j["exit_code"], 3);
+}
+
+TEST(event_queue, events_from_several_threads_are_all_drained_in_push_order) {
+  manual_clock clock;
+  event_queue q(clock);
+  constexpr std::uint32_t threads = 4, each = 500;
+  std::vector<std::thread> producers;
+  for (std::uint32_t t = 0; t < threads; ++t)
+    producers.emplace_back([&, t] {
+      for (std::uint32_t i = 0; i < each; ++i) q.push(scale_event{t, i});
+    });
+  std::vector<runner_event> got;
+  while (got.size() < threads * each) {
+    (void)q.wait_until(clock.now() + 1h, 20ms);  // returns on a push
+    for (auto& e : q.drain()) got.push_back(std::move(e));
+  }
+  for (auto& p : producers) p.join();
+  EXPECT_TRUE(q.empty());
+  ASSERT_EQ(got.size(), threads * each);
+  // Each producer's events come out in the order it pushed them.
+  std::vector<std::uint32_t> next(threads, 0);
+  for (const auto& e : got) {
+    const auto& s = std::get<scale_event>(e);
+    EXPECT_EQ(s.requested, next[s.workers]);
+    next[s.workers] = s.requested + 1;
+  }
+  EXPECT_EQ(next, std::vector<std::uint32_t>(threads, each));
+}
+
+TEST(event_queue, a_wait_ends_on_a_push_or_at_the_deadline_on_the_clock) {
+  manual_clock clock;
+  event_queue q(clock);
+  EXPECT_FALSE(q.wait_until(clock.now(), 1ms));  // the deadline has come: no wait
+  std::thread pusher([&] { q.push(stop_event{"troupe stop"}); });
+  EXPECT_TRUE(q.wait_until(clock.now() + 1h, 20ms));
+  pusher.join();
+  auto events = q.drain();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(std::get<stop_event>(events[0]).reason, "troupe stop");
+  // A manual clock moved past the deadline ends the wait (seen within a nap).
+  const auto deadline = clock.now() + 1h;
+  std::thread mover([&] { clock.advance(2h); });
+  EXPECT_FALSE(q.wait_until(deadline, 1ms));
+  mover.join();
+}
+
+}  // namespace
+}  // namespace troupe::control
