@@ -16,6 +16,7 @@ then the plots (bench/cluster/plots.py).
                    service's start latency is compared with the same scale-up preempting plain
                    `sleep` jobs (Slurm's own latency).
   trace            Poisson arrivals of jobs of mixed sizes and priorities, gang vs elastic (vs goodput).
+  trace_heavy      the same at about twice the load: 24 jobs, a mean gap of 6 s instead of 12.
 
 Modes: gang, elastic (today's policy: each job's own workers in its partition, up to twice as many in
 `spare`, Slurm's preemption between partitions), goodput (issue #48: every job starts with 1 worker
@@ -480,6 +481,13 @@ def trace(args):
             for mode in args.modes]
 
 
+def trace_heavy(args):
+    """The trace at about twice the load: 24 jobs arriving every 6 s on average (issue #48)."""
+    jobs = trace_schedule(args, n=24, mean_gap=6.0, seed=11)
+    return [run_schedule(args, "trace_heavy", mode, jobs, lambda r: make_data(args.out, args.bin, r))
+            for mode in args.modes]
+
+
 class Service:
     """An online service in the high partition: one Slurm job of 1 CPU per replica (a `sleep`:
     its allocation is the point, not its CPU use), scaled by submitting and cancelling replicas."""
@@ -601,13 +609,14 @@ def colocation(args):
     return [run]
 
 
-EXPERIMENTS = {"gang_vs_elastic": gang_vs_elastic, "colocation": colocation, "trace": trace}
+EXPERIMENTS = {"gang_vs_elastic": gang_vs_elastic, "colocation": colocation, "trace": trace,
+               "trace_heavy": trace_heavy}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("bin", help="the troupe binary (release build)")
-    ap.add_argument("--only", default=",".join(EXPERIMENTS), help="comma-separated experiments")
+    ap.add_argument("--only", default="gang_vs_elastic,colocation,trace", help="comma-separated experiments")
     ap.add_argument("--out", default="/var/tmp/troupe-experiments")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies job sizes and times")
     ap.add_argument("--timeout", type=float, default=1800, help="per run, seconds")
