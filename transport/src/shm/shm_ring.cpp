@@ -2,8 +2,6 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
-#include <poll.h>
-#include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -13,7 +11,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <thread>
 
 namespace troupe::transport {
 
@@ -135,41 +132,10 @@ expected<bool> try_open(const std::string& name, void*& base, std::size_t& total
   return false;
 }
 
-// Events of /dev/shm (a name created, renamed in or resized), so that open() sleeps until the ring
-// it waits for may be there; -1 when inotify is unavailable (then open() naps between looks).
-class shm_dir_watch {
- public:
-  shm_dir_watch() : fd_(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {
-    if (fd_ >= 0 && ::inotify_add_watch(fd_, "/dev/shm", IN_CREATE | IN_MOVED_TO | IN_MODIFY) < 0) {
-      ::close(fd_);
-      fd_ = -1;
-    }
-  }
-  ~shm_dir_watch() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  shm_dir_watch(const shm_dir_watch&) = delete;
-  shm_dir_watch& operator=(const shm_dir_watch&) = delete;
-  // Waits up to `most` for an event, and drains what came.
-  void wait(std::chrono::microseconds most) const {
-    if (fd_ < 0) return std::this_thread::sleep_for(most);
-    pollfd p{fd_, POLLIN, 0};
-    const timespec ts{static_cast<time_t>(most.count() / 1'000'000),
-                      static_cast<long>(most.count() % 1'000'000) * 1000};
-    if (::ppoll(&p, 1, &ts, nullptr) <= 0) return;
-    alignas(inotify_event) char buf[4096];
-    while (::read(fd_, buf, sizeof buf) > 0) {
-    }
-  }
-
- private:
-  int fd_;
-};
 }  // namespace
 
 expected<std::unique_ptr<shm_ring>> shm_ring::open(const std::string& name, clock::time_point deadline,
                                                    clock& clk) {
-  const shm_dir_watch dir;  // before the first look: a name made after it is an event
   for (;;) {
     void* base = nullptr;
     std::size_t total = 0;
@@ -187,12 +153,11 @@ expected<std::unique_ptr<shm_ring>> shm_ring::open(const std::string& name, cloc
     const auto now = clk.now();
     if (now >= deadline)
       return make_unexpected(shm_errc::timeout, "shared-memory ring /" + name + " did not appear");
-    // The name's creation and resizing are events; the creator's magic (a store into the shared
-    // mapping, microseconds after the resize) is not: a name that is there but not whole is looked
-    // at again after 200 us. At most 20 ms between looks at `clk`, so a manual clock is seen.
-    const bool exists = ::access(("/dev/shm/" + name).c_str(), F_OK) == 0;
-    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - now);
-    dir.wait(std::min(left, std::chrono::microseconds(exists ? 200 : 20'000)));
+    // Must poll: the ring is another process's, and becomes whole by a store into the shared
+    // mapping (its magic), which nothing signals. inotify on /dev/shm would tell the name's creation,
+    // but an inotify instance costs its closer an RCU grace period (~20 ms): a ring link took 20-29 ms
+    // instead of 1-2 ms with one per open (bench/recovery, issue #45). A 200 us pause on the clock.
+    clk.sleep_for(std::min<clock::duration>(deadline - now, std::chrono::microseconds(200)));
   }
 }
 
