@@ -49,6 +49,7 @@ const char* to_string(lr_rule r) {
 }
 
 controller::controller(controller_options o) : opt_(o), ns_(o.base_batch) {
+  opt_.estimate_every = std::max<std::uint32_t>(1, opt_.estimate_every);
   cur_ = {static_cast<int>(std::max<std::size_t>(1, o.batch_size)), 0};
   proposed_ = cur_;
 }
@@ -95,13 +96,12 @@ void controller::cast(std::span<float> at, int rank, int ranks, bool full, std::
   at[atomic] = static_cast<float>(proposed_.atomic);
   at[slot::accum] = static_cast<float>(proposed_.accum);
   at[seq] = static_cast<float>(proposed_seq_);
-  at[norms_next] = (rounds_ + 1) % std::max<std::uint32_t>(1, opt_.estimate_every) == 0 ? 1.0f : 0.0f;
+  at[norms_next] = (rounds_ + 1) % opt_.estimate_every == 0 ? 1.0f : 0.0f;
 }
 
 void controller::count_norms_round(bool alone) {
   ++rounds_;
-  const std::uint64_t every = std::max<std::uint32_t>(1, opt_.estimate_every);
-  if (alone) norms_due_ = rounds_ % every == 0;
+  if (alone) norms_due_ = rounds_ % opt_.estimate_every == 0;
 }
 
 void controller::observe(int hosts, int ranks, const batch_config& c, double compute, double sync) {
@@ -169,7 +169,7 @@ controller::round controller::read(std::span<const float> at, int rank, int rank
   (void)rank;
   round r;
   const int full = static_cast<int>(at[full_ranks]);
-  const double every = std::max<std::uint32_t>(1, opt_.estimate_every);
+  const double every = opt_.estimate_every;
   if (ranks > 1 && full == ranks) {
     const double count = static_cast<double>(ranks) * (cur_.accum + 1);
     ns_.add(
@@ -212,7 +212,7 @@ controller::round controller::alone(bool full, std::optional<double> small_sqr, 
                                     double compute_s, double share, double samples, std::uint32_t epoch,
                                     bool fresh, double now_s) {
   round r;
-  const double every = std::max<std::uint32_t>(1, opt_.estimate_every);
+  const double every = opt_.estimate_every;
   if (full && small_sqr && cur_.accum > 0)
     ns_.add({*small_sqr, big_sqr, static_cast<double>(cur_.atomic), static_cast<double>(cur_.local()), every},
             false);
