@@ -11,8 +11,9 @@
 # --unpack: unpack device-pack/ (Debian libraries with dpkg -x under /opt/troupe-deps, never into /;
 # Fashion-MNIST; the stripped binaries as build/release), find the device's cuBLAS and NCCL, and
 # give the test binaries the absolute paths they were built with (/work/main).
-# --only a,b: run only those steps (info gpu_tests nccl gpu_bench allreduce recovery deepfm
-# torch_gpu control checkpoint model_gpu predict).
+# --only a,b: run only those steps, in the script's order (info torch_gpu model_gpu serve_gpu
+# noise_scale gpu_tests gpu_bench deepfm recovery allreduce nccl control checkpoint predict); the steps
+# of this stage's issue (49) come first, so that a call that runs out of time loses the older ones.
 # Exits 1 when a step failed (its rc in OUT/steps.jsonl). TROUPE_BUILD_DIR: another build than
 # build/release (not with --unpack).
 # Usage: bench/device/run.sh [--unpack] [--only STEPS] OUT
@@ -103,7 +104,7 @@ gpu_tests() {
   local rc=0 t
   for t in tests/gpu/gpu_cuda_test tests/gpu/gpu_layers_test tests/gpu/gpu_optimizer_test \
            tests/gpu/gpu_trainer_test tests/gpu/gpu_comm_plan_test tests/gpu/gpu_train_cli_test \
-           tests/actors/actors_allreduce_gpu_test tests/job/gpu_job_test; do
+           tests/actors/actors_allreduce_gpu_test tests/job/gpu_job_test tests/gpu/gpu_nccl_comm_test; do
     echo "-- $t"
     "$build/$t" --gtest_output="json:$out/gtest_$(basename "$t").json" || rc=1
   done
@@ -170,10 +171,11 @@ allreduce() {
   done
 }
 
-# Once against torchrun, then twice troupe alone; the job logs (the replacement's timeline) kept.
+# Once against torchrun, then four times troupe alone (issue 49: 5 runs); the job logs (the
+# replacement's timeline) kept.
 recovery() {
   local r
-  for r in 1 2 3; do
+  for r in 1 2 3 4 5; do
     "$py" bench/recovery/recovery_bench.py "$build/troupe" --pin $( ((r > 1)) && echo --troupe-only) \
       --keep "$out/recovery_$r" | tee -a "$out/results.jsonl"
     ((PIPESTATUS[0] == 0)) || return 1
@@ -183,8 +185,9 @@ recovery() {
 deepfm() {
   local threads
   "$py" bench/job/job_bench.py --only e2e,torch --work /tmp/troupe_device_job_bench | tee -a "$out/results.jsonl"
-  # One PyTorch process given as many threads as troupe's job has processes (2 PS + 4 workers).
-  for threads in 6; do
+  # DEEPFM_THREADS=6: one PyTorch process given as many threads as troupe's job has processes (2 PS
+  # + 4 workers) too (on the H200 in 2026-11: 3.62x against 6 threads, 4.23x against 1).
+  for threads in ${DEEPFM_THREADS:-}; do
     "$py" bench/job/job_bench.py --only torch --threads $threads --work /tmp/troupe_device_job_bench |
       tee -a "$out/results.jsonl"
   done
@@ -261,19 +264,71 @@ predict() {
     --dir /tmp/troupe_device_predict | tee -a "$out/results.jsonl"
 }
 
+# Issue 49 item 3: the two GPU jobs' models (model_gpu's built-in MLP, torch_gpu's TorchScript MLP)
+# served by `troupe serve --device cuda` with 2 replicas, the open-loop generator at doubling rates
+# (rows/s at p99 <= 20 ms, 1-row and 64-row requests) against the same model.pt's plain batched
+# forward in the device's PyTorch CUDA; for the built-in model also a replica SIGKILLed and a hot swap
+# under load (no request may fail).
+serve_gpu() {
+  local rc=0
+  if ! nvidia-smi -L >/dev/null 2>&1; then echo "serve_gpu: no GPU here, nothing to serve on it"; return 0; fi
+  [[ -d /tmp/troupe_device_model/jobs/mlp-gpu/model ]] || { echo "serve_gpu: model_gpu's model is missing"; return 1; }
+  "$py" bench/serve/gpu.py "$build" /tmp/troupe_device_model/jobs/mlp-gpu/model /tmp/troupe_device_model/test \
+    --root /tmp/troupe_device_serve/mlp --label mlp --seconds 2 --events | tee -a "$out/results.jsonl"
+  ((PIPESTATUS[0] == 0)) || rc=1
+  if [[ -d "$out/torch_gpu/jobs/torch-gpu/model" ]]; then
+    "$py" bench/serve/gpu.py "$build" "$out/torch_gpu/jobs/torch-gpu/model" "$out/torch_gpu/test" \
+      --root /tmp/troupe_device_serve/torchscript --label torchscript --seconds 2 --rows 64 | tee -a "$out/results.jsonl"
+    ((PIPESTATUS[0] == 0)) || rc=1
+  else
+    echo "serve_gpu: torch_gpu's model is missing"; rc=1
+  fi
+  return $rc
+}
+
+# Issue 49 item 4: the gradient noise scale's cost in an allreduce step at 4 and 8 ranks with the
+# cores to spare (noise_scale_bench: estimate on vs off in alternating blocks; the default every 8,
+# and every step), and on the GPU when the bench has its device mode (GPU_NOISE_ARGS).
+noise_scale() {
+  local every
+  for every in 8 1; do
+    OPENBLAS_NUM_THREADS=1 "$build/bench/worker/noise_scale_bench" --ranks 4,8 --blocks 30 --steps 24 \
+      --models mlp64,mlp256 --every $every 2>/dev/null | grep '"bench"' | tee -a "$out/results.jsonl"
+    ((PIPESTATUS[0] == 0)) || return 1
+  done
+  if [[ -n "${GPU_NOISE_ARGS:-}" ]]; then
+    # shellcheck disable=SC2086 # the bench's words
+    "$build/bench/worker/noise_scale_bench" $GPU_NOISE_ARGS 2>/dev/null | grep '"bench"' | tee -a "$out/results.jsonl"
+    return "${PIPESTATUS[0]}"
+  fi
+}
+
+# The TorchScript plugin torch_gpu builds against the device's libtorch (with CUDA) is what every
+# later step that loads a model.pt needs there (the job's export, serve, predict): none is packed.
+plugin_from_torch_gpu() {
+  if [[ -z "${TROUPE_TORCHSCRIPT_PLUGIN:-}" && -e "$out/torch_gpu/libtroupe_torchscript.so" ]] && ((unpack)); then
+    export TROUPE_TORCHSCRIPT_PLUGIN="$out/torch_gpu/libtroupe_torchscript.so"
+    echo "TROUPE_TORCHSCRIPT_PLUGIN=$TROUPE_TORCHSCRIPT_PLUGIN"
+  fi
+}
+
 export out build py
-export -f info gpu_tests nccl gpu_bench allreduce recovery deepfm torch_gpu control checkpoint model_gpu predict
+export -f info gpu_tests nccl gpu_bench allreduce recovery deepfm torch_gpu control checkpoint model_gpu predict \
+  serve_gpu noise_scale
 step info 30 info
-step gpu_tests 180 gpu_tests
-step nccl 180 nccl
-step gpu_bench 60 gpu_bench
-step allreduce 150 allreduce
-step recovery 120 recovery
-step deepfm 100 deepfm
 step torch_gpu 240 torch_gpu
+plugin_from_torch_gpu
+step model_gpu 120 model_gpu
+step serve_gpu 240 serve_gpu
+step noise_scale 90 noise_scale
+step gpu_tests 240 gpu_tests
+step gpu_bench 60 gpu_bench
+step deepfm 100 deepfm
+step recovery 150 recovery
+step allreduce 150 allreduce
+step nccl 180 nccl
 step control 120 control
 step checkpoint 90 checkpoint
-step model_gpu 120 model_gpu
 step predict 240 predict
 
 {

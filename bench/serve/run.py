@@ -161,10 +161,11 @@ def window_p99(trace, a, b):
     return (lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else float("nan")), len(lat)
 
 
-def events(build, models, root, model, threads, rate, body):
-    """2 replicas at `rate`: a SIGKILL at 4 s, a hot swap at 10 s; p99 in each event's window."""
+def events(build, models, root, model, threads, rate, body, extra=()):
+    """2 replicas at `rate`: a SIGKILL at 4 s, a hot swap at 10 s; p99 in each event's window.
+    `extra`: more `troupe serve` flags (--device cuda)."""
     port = free_port()
-    srv = start_troupe(build, os.path.join(models, model), root, "events", 2, threads, port)
+    srv = start_troupe(build, os.path.join(models, model), root, "events", 2, threads, port, extra)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, srv)
