@@ -85,8 +85,8 @@ def forward_peer(torch, device, model_dir, meta, dense, ids, seconds=1.0):
 
 
 def sweep(build, url, body, rows, seconds, start_rate):
-    """Open loop at doubling rates until p99 passes the bound, a request fails or the rate is not
-    reached: the most rows/s with p99 <= 20 ms."""
+    """Open loop at rates rising by sqrt(2) until p99 passes the bound, a request fails or the rate is
+    not reached: the most rows/s with p99 <= 20 ms."""
     runs, best, rate = [], None, start_rate
     while rate <= 256000:
         r = serve_run.openloop(build, url, body, rate, seconds, connections=1024)
@@ -100,7 +100,7 @@ def sweep(build, url, body, rows, seconds, start_rate):
             best = r
         if not ok:
             break
-        rate *= 2
+        rate = round(rate * 1.4142)
     return best, runs
 
 
@@ -114,6 +114,7 @@ def main():
     ap.add_argument("--replicas", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=3)
     ap.add_argument("--max-batch", type=int, default=256)
+    ap.add_argument("--http-threads", type=int, default=2, help="[serve] http_threads: the threads that parse JSON")
     ap.add_argument("--events", action="store_true", help="also a replica SIGKILLed and a hot swap under load")
     ap.add_argument("--label", default="model")
     ap.add_argument("--device", default="cuda", help="cuda (the benchmark) or cpu (a check of this script)")
@@ -132,7 +133,7 @@ def main():
 
     port = serve_run.free_port()
     url = f"http://127.0.0.1:{port}"
-    extra = ("--device", a.device, "--max-batch", str(a.max_batch))
+    extra = ("--device", a.device, "--max-batch", str(a.max_batch), "--set", f"serve.http_threads={a.http_threads}")
     srv = serve_run.start_troupe(build, a.model_dir, root, a.label, a.replicas, 1, port, extra)
     failed = 0
     try:
@@ -143,6 +144,7 @@ def main():
             write_body(body, meta, dense.numpy(), ids.numpy() if ids is not None else None, rows)
             best, runs = sweep(build, infer, body, rows, a.seconds, 500 if rows == 1 else 100)
             row = {"bench": "serve_gpu", "model": a.label, "replicas": a.replicas, "max_batch": a.max_batch,
+                   "http_threads": a.http_threads,
                    "rows_per_request": rows, "bound_ms": BOUND_MS,
                    "rows_per_s_at_bound": best["rows_per_s"] if best else None,
                    "p99_ms_at_bound": best["p99_ms"] if best else None,
