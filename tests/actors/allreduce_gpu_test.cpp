@@ -305,7 +305,9 @@ TEST_F(gpu_sync, a_replica_that_starts_different_is_resynchronised_from_the_most
   expect_close(params_of(b), want);
 }
 
-TEST_F(gpu_sync, a_replacement_replica_takes_the_survivors_optimizer_state) {
+TEST_F(gpu_sync, a_replacement_replica_takes_the_survivors_optimizer_state_and_noise_scale) {
+  spec_.nn.train.batch_size = 8;  // full batches: every round an estimate
+  spec_.nn.train.noise_scale_every = 1;
   shared_ring ring(2);
   shared_rendezvous rv;
   replica a, b, b2;
@@ -323,6 +325,15 @@ TEST_F(gpu_sync, a_replacement_replica_takes_the_survivors_optimizer_state) {
   EXPECT_EQ(step_a, step_b);
   EXPECT_EQ(sa, sb) << "optimizer state diverged";
   EXPECT_EQ(params_of(a), params_of(b2)) << "replicas diverged after the replacement";
+  // The goodput controller travelled with the resync: the replacement continues the survivor's
+  // estimates (8 rounds, not its own 4).
+  const auto ga = a.strat->goodput(), gb = b2.strat->goodput();
+  ASSERT_TRUE(ga.valid && gb.valid);
+  EXPECT_EQ(ga.rounds, 8u);
+  EXPECT_EQ(gb.rounds, ga.rounds);
+  EXPECT_EQ(gb.grad_sqr, ga.grad_sqr);
+  EXPECT_EQ(gb.grad_var, ga.grad_var);
+  EXPECT_EQ(gb.ring_rank, 1u);
 }
 
 TEST_F(gpu_sync, distinct_gpus_whose_nccl_setup_fails_fall_back_to_host_staged) {

@@ -70,19 +70,11 @@ class gpu_allreduce final : public strategy {
     cast(ctx, *ring, m, exhausted);
     if (auto r = ctx.ring.allreduce(ctl_buf_); !r) return dropped(ctx, r.err());
     const replicas::round_vote vote(ctl_buf_);
-    double big_sqr = 0;
-    if (vote.samples > 0.0f && ring->size > 1) {
-      // Each rank's share of the average: its gradients are a mean over its n samples.
-      const float scale = static_cast<float>(m.n) / vote.samples;
-      auto synced = ctl_buf_[replicas::round_vote::floats] == vote.ranks
-                        ? sync_nccl(ring->epoch, m.n == 0, scale)
-                        : sync_host(ctx, m.n == 0, scale);
-      if (!synced) return dropped(ctx, synced.err());
-      if (m.due) big_sqr = device_sqr();
-    }
+    auto big_sqr = sum_gradients(ctx, *ring, m, vote);
+    if (!big_sqr) return dropped(ctx, big_sqr.err());
     const double share =
         replicas::step_share(vote.samples, vote.ranks, static_cast<std::size_t>(ctl_.batch().local()));
-    const auto round = read_round(ctx, *ring, m, big_sqr, share, vote.samples);
+    const auto round = read_round(ctx, *ring, m, *big_sqr, share, vote.samples);
     if (vote.samples == 0.0f) return {vote.empty_round()};
     ctx.backend.apply_gradients(share * round.lr_factor);
     keep_for_pair(*ring, m);
@@ -104,6 +96,8 @@ class gpu_allreduce final : public strategy {
   static constexpr std::size_t ctl_floats = ready_slot + 1 + controller::vote_floats;
 
   void own_norms(const ring_session::info& ring, mine& m);
+  expected<double> sum_gradients(worker_context& ctx, const ring_session::info& ring, const mine& m,
+                                 const replicas::round_vote& vote);
   double device_sqr();
   void cast(worker_context& ctx, const ring_session::info& ring, const mine& m, bool exhausted);
   controller::round read_round(worker_context& ctx, const ring_session::info& ring, const mine& m,
@@ -156,6 +150,19 @@ void gpu_allreduce::own_norms(const ring_session::info& ring, mine& m) {
   if (!p) return norms_failed(p.err());
   m.small = 0.5 * (p->sqr + p->kept_sqr);
   m.pair_big = 0.25 * (p->sqr + p->kept_sqr + 2.0 * p->cross);
+}
+
+// A ring's gradients averaged over NCCL (every rank's communicator ready) or host-staged; then, on a
+// round that computes norms, |mean g|^2 (returned; 0 otherwise).
+expected<double> gpu_allreduce::sum_gradients(worker_context& ctx, const ring_session::info& ring,
+                                              const mine& m, const replicas::round_vote& vote) {
+  if (vote.samples == 0.0f || ring.size <= 1) return 0.0;
+  // Each rank's share of the average: its gradients are a mean over its n samples.
+  const float scale = static_cast<float>(m.n) / vote.samples;
+  auto synced = ctl_buf_[ready_slot] == vote.ranks ? sync_nccl(ring.epoch, m.n == 0, scale)
+                                                   : sync_host(ctx, m.n == 0, scale);
+  if (!synced) return synced.err();
+  return m.due && estimate_ ? device_sqr() : 0.0;
 }
 
 // |grads|^2 on the device (0 and the estimator off on a failure).
