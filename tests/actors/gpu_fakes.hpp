@@ -4,8 +4,6 @@
 // double sums, the kept gradient a host copy).
 #pragma once
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
