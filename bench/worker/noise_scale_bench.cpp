@@ -7,7 +7,15 @@
 // --every N: [train] noise_scale_every (the norms on 1 step in N; default the job file's default, 8):
 // blocks of a multiple of N steps measure it evenly.
 //
+// --device gpu: the strategy's device path (allreduce_gpu.cpp) on GPU 0, each rank a CUDA backend of
+// its own (gpu::device_trainer, its own stream); more than one rank shares the GPU, so the gradients
+// are host-staged over the in-process ring (one GPU cannot hold two NCCL ranks). The mlp256 model
+// (examples/fashion_mnist_gpu.toml's: 784-256-128-10, Adam) at each of --batches (default 512,64); a
+// block ends with the device synced, so queued optimizer steps are counted. Without a GPU it prints
+// one JSON line with the reason and exits 0.
+//
 //   noise_scale_bench [--ranks 1,2,4] [--blocks 40] [--steps 24] [--models mlp64,mlp256,cnn] [--every N]
+//   noise_scale_bench --device gpu [--ranks 1,2] [--batches 512,64] [--blocks 30] [--steps 24] [--every N]
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -20,10 +28,14 @@
 
 #include <time.h>
 
+#include "gpu_fakes.hpp"
 #include "in_process_ring.hpp"
 #include "troupe/actors/backends.hpp"
 #include "troupe/actors/strategy.hpp"
+#include "troupe/gpu/trainer.hpp"
 #include "troupe/nn/data/readers.hpp"
+#include "troupe/nn/model.hpp"
+#include "worker/backends/cuda_backend.hpp"
 
 using namespace troupe;
 using namespace troupe::actors;
@@ -40,11 +52,11 @@ struct no_ps final : ps_client {
 
 std::size_t every = nn::train_config{}.noise_scale_every;
 
-job::job_spec spec_for(const std::string& model, bool noise, int ranks) {
+job::job_spec spec_for(const std::string& model, bool noise, int ranks, std::size_t batch = 64) {
   job::job_spec s;
   s.job.strategy = "allreduce";
   s.job.workers = static_cast<std::uint32_t>(ranks);
-  s.nn.train.batch_size = 64;
+  s.nn.train.batch_size = batch;
   s.nn.train.optimizer.type = "adam";
   s.nn.train.optimizer.learning_rate = 0.001;
   s.nn.train.noise_scale = noise;
@@ -138,6 +150,92 @@ void run(const std::string& model, int ranks, int blocks, int steps, const nn::d
   std::fflush(stdout);
 }
 
+// ---- --device gpu ----
+
+// Rank `rank`'s CUDA backend on GPU 0: what make_cuda_backend builds in a worker, with the in-memory
+// rendezvous of the tests (every rank posts the same GPU: host-staged sums).
+std::unique_ptr<trainer_backend> gpu_backend(const job::job_spec& spec, const nn::dataset_info& info,
+                                             int rank, fakes::shared_rendezvous& rv) {
+  auto fail = [](const error& e) {
+    std::fprintf(stderr, "noise_scale_bench: %s\n", e.to_string().c_str());
+    std::exit(1);
+  };
+  auto host = nn::model_registry::instance().create(spec.nn.model, info);
+  if (!host) fail(host.err());
+  auto g = std::make_unique<gpu_replica>();
+  if (auto s = gpu::set_device(0); !s) fail(s.err());
+  auto d = gpu::describe(0);
+  if (!d) fail(d.err());
+  g->device = std::move(*d);
+  g->host = "localhost";
+  g->self = "worker-" + std::to_string(rank);
+  auto t = gpu::device_trainer::create(0, **host, spec.nn.train);
+  if (!t) fail(t.err());
+  g->trainer = std::move(*t);
+  auto pinned = gpu::pinned_buffer<float>::alloc(g->trainer->dense_count());
+  if (!pinned) fail(pinned.err());
+  g->pinned = std::move(*pinned);
+  g->staging = g->pinned.span();
+  g->port = std::make_unique<fakes::memory_port>(rv);
+  auto b = cuda_backend::wrap(std::move(*host), spec.nn.train, std::move(g));
+  if (!b) fail(b.err());
+  return std::move(*b);
+}
+
+// As run(), on the device: rank 0's median wall time per step with the estimate on and off.
+void run_gpu(int ranks, std::size_t batch, int blocks, int steps, const nn::dataset& data) {
+  shared_ring ring(ranks);
+  fakes::shared_rendezvous rv[2];  // one per replica set: their ring epochs would collide
+  std::vector<double> on, off;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      struct replica {
+        job::job_spec spec;
+        std::unique_ptr<trainer_backend> be;
+        std::unique_ptr<strategy> strat;
+        std::unique_ptr<worker_context> ctx;
+      };
+      no_ps ps;
+      rank_ring rr[2] = {rank_ring(ring, r, 1), rank_ring(ring, r, 1)};
+      node_id self{"worker-" + std::to_string(r), 0};
+      replica reps[2];
+      for (int k = 0; k < 2; ++k) {
+        reps[k].spec = spec_for("mlp256", k == 0, ranks, batch);
+        reps[k].be = gpu_backend(reps[k].spec, data.info, r, rv[k]);
+        auto strat = make_strategy("allreduce", reps[k].spec);
+        reps[k].strat = std::move(*strat);
+        reps[k].ctx.reset(new worker_context{reps[k].spec, self, *reps[k].be, ps, rr[k]});
+      }
+      std::size_t at = static_cast<std::size_t>(r) * batch * 97 % (data.rows - batch);
+      for (int blk = 0; blk < 2 * blocks; ++blk) {
+        auto& rep = reps[blk % 2];
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < steps; ++i) {
+          at = (at + batch) % (data.rows - batch);
+          nn::batch b(data, at, batch);
+          rep.strat->step(*rep.ctx, &b, false);
+        }
+        (void)rep.be->device()->trainer->sync();
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
+        if (r == 0 && blk >= 2) {
+          std::lock_guard lk(mu);
+          (blk % 2 == 0 ? on : off).push_back(s);
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  const double a = median(on), b = median(off);
+  std::printf(
+      "{\"bench\": \"noise_scale_overhead_gpu\", \"model\": \"mlp256\", \"ranks\": %d, \"sync\": \"%s\", "
+      "\"batch\": %zu, \"optimizer\": \"adam\", \"noise_scale_every\": %zu, \"blocks\": %zu, "
+      "\"steps_per_block\": %d, \"step_ms_on\": %.4f, \"step_ms_off\": %.4f, \"overhead_pct\": %.2f}\n",
+      ranks, ranks == 1 ? "none" : "host-staged", batch, every, on.size(), steps, a * 1e3, b * 1e3,
+      100.0 * (a - b) / b);
+  std::fflush(stdout);
+}
+
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::size_t from = 0;
@@ -153,20 +251,34 @@ std::vector<std::string> split(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string ranks = "1,2,4", models = "mlp64,mlp256,cnn";
+  std::string ranks = "1,2,4", models = "mlp64,mlp256,cnn", device = "cpu", batches = "512,64";
   int blocks = 40, steps = 24;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
+    if (k == "--device") device = argv[i + 1];
+    if (k == "--batches") batches = argv[i + 1];
     if (k == "--ranks") ranks = argv[i + 1];
     if (k == "--models") models = argv[i + 1];
     if (k == "--blocks") blocks = std::stoi(argv[i + 1]);
     if (k == "--steps") steps = std::stoi(argv[i + 1]);
     if (k == "--every") every = static_cast<std::size_t>(std::stoul(argv[i + 1]));
   }
+  if (device == "gpu") {
+    if (auto n = gpu::device_count(); !n) {
+      std::printf("{\"bench\": \"noise_scale_overhead_gpu\", \"skipped\": \"%s\"}\n",
+                  n.err().to_string().c_str());
+      return 0;
+    }
+  }
   auto data = nn::read_fashion_mnist(nn::fashion_mnist_default_dir, "train", 20000);
   if (!data) {
     std::fprintf(stderr, "%s\n", data.err().to_string().c_str());
     return 1;
+  }
+  if (device == "gpu") {
+    for (const auto& b : split(batches))
+      for (const auto& r : split(ranks)) run_gpu(std::stoi(r), std::stoul(b), blocks, steps, *data);
+    return 0;
   }
   for (const auto& m : split(models))
     for (const auto& r : split(ranks)) run(m, std::stoi(r), blocks, steps, *data);

@@ -96,6 +96,14 @@ expected<job_spec> job_spec::read(const config_doc& doc, config_doc* effective) 
                                ": job.device: \"gpu\" with strategy \"async_ps\" needs a model "
                                "without embedding tables (model.type is \"" +
                                type + "\"); use allreduce or local_sgd, or device \"cpu\"");
+  // The device path of allreduce (actors/src/worker/strategies/allreduce_gpu.cpp) has no gradient
+  // accumulation, which the goodput-optimal batch relies on beyond max_local_batch.
+  if (spec.uses_gpu() && spec.job.strategy == "allreduce" && spec.nn.train.batch == "auto")
+    return make_unexpected(core_errc::invalid_argument,
+                           doc.source() +
+                               ": key 'train.batch': \"auto\" is not supported with job.device = \"gpu\" "
+                               "(the GPU allreduce path keeps the job file's batch_size); use batch = "
+                               "\"fixed\", or device \"cpu\"");
   if (spec.job.dataset_cache.empty()) spec.job.dataset_cache = spec.job.root + "/datasets";
   make_model_paths_absolute(spec);
   return spec;

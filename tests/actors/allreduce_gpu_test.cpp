@@ -7,14 +7,12 @@
 // (a step interrupted by a dead peer) are tested here too, on the same fixture.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <random>
 #include <thread>
 
+#include "gpu_fakes.hpp"
 #include "in_process_ring.hpp"
-#include "master/gpu_rendezvous.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/collective/ring.hpp"
 #include "worker/backends/cuda_backend.hpp"
@@ -51,32 +49,9 @@ struct no_ps final : ps_client {
   expected<void> push(trainer_backend&) override { return {}; }
 };
 
-// ---- the in-memory rendezvous ----
-struct shared_rendezvous {
-  gpu_rendezvous store;
-  std::mutex mu;
-  std::condition_variable cv;
-};
-
-class memory_port final : public gpu_rendezvous_port {
- public:
-  explicit memory_port(shared_rendezvous& s) : s_(s) {}
-  expected<wire::gpu_comm_info> exchange(const wire::gpu_comm_post& mine, bool need_unique_id) override {
-    std::unique_lock lk(s_.mu);
-    if (auto a = s_.store.add(mine); !a) return a.err();
-    s_.cv.notify_all();
-    expected<wire::gpu_comm_info> snap = make_unexpected(core_errc::io_error, "unset");
-    bool ok = s_.cv.wait_for(lk, std::chrono::seconds(2), [&] {
-      snap = s_.store.get(mine.ring_epoch);
-      return snap && snap->complete() && (!need_unique_id || !snap->unique_id.empty());
-    });
-    if (!ok) return make_unexpected(core_errc::io_error, "rendezvous timed out (no unique id?)");
-    return snap;
-  }
-
- private:
-  shared_rendezvous& s_;
-};
+using fakes::host_grad_ops;
+using fakes::memory_port;
+using fakes::shared_rendezvous;
 
 // ---- device_trainer on the host: its own model copy, contiguous params/grads ----
 class fake_device_trainer final : public gpu::device_trainer {
@@ -171,23 +146,6 @@ class fake_device_trainer final : public gpu::device_trainer {
   std::vector<float> grads_, params_;
 };
 
-grad_ops host_ops() {
-  grad_ops o;
-  o.to_host = [](float* h, const float* d, std::size_t n, gpu::cuda_stream) -> expected<void> {
-    std::memcpy(h, d, n * sizeof(float));
-    return {};
-  };
-  o.to_device = [](float* d, const float* h, std::size_t n, gpu::cuda_stream) -> expected<void> {
-    std::memcpy(d, h, n * sizeof(float));
-    return {};
-  };
-  o.zero = [](float* d, std::size_t n, gpu::cuda_stream) -> expected<void> {
-    std::fill(d, d + n, 0.0f);
-    return {};
-  };
-  return o;
-}
-
 // ---- the fixture: data, a template model, replicas ----
 nn::dataset tiny_data() {
   nn::dataset d;
@@ -250,7 +208,7 @@ class gpu_sync : public ::testing::Test {
     g->port = std::make_unique<memory_port>(rv);
     r.staging.assign(g->trainer->dense_count(), 0.0f);
     g->staging = r.staging;
-    g->ops = host_ops();
+    g->ops = host_grad_ops();
     g->comms = gpu::comm_manager(
         gpu::nccl_options{std::chrono::milliseconds(2000), std::chrono::milliseconds(2000)});
     r.gpu = g.get();
@@ -347,7 +305,9 @@ TEST_F(gpu_sync, a_replica_that_starts_different_is_resynchronised_from_the_most
   expect_close(params_of(b), want);
 }
 
-TEST_F(gpu_sync, a_replacement_replica_takes_the_survivors_optimizer_state) {
+TEST_F(gpu_sync, a_replacement_replica_takes_the_survivors_optimizer_state_and_noise_scale) {
+  spec_.nn.train.batch_size = 8;  // full batches: every round an estimate
+  spec_.nn.train.noise_scale_every = 1;
   shared_ring ring(2);
   shared_rendezvous rv;
   replica a, b, b2;
@@ -365,6 +325,15 @@ TEST_F(gpu_sync, a_replacement_replica_takes_the_survivors_optimizer_state) {
   EXPECT_EQ(step_a, step_b);
   EXPECT_EQ(sa, sb) << "optimizer state diverged";
   EXPECT_EQ(params_of(a), params_of(b2)) << "replicas diverged after the replacement";
+  // The goodput controller travelled with the resync: the replacement continues the survivor's
+  // estimates (8 rounds, not its own 4).
+  const auto ga = a.strat->goodput(), gb = b2.strat->goodput();
+  ASSERT_TRUE(ga.valid && gb.valid);
+  EXPECT_EQ(ga.rounds, 8u);
+  EXPECT_EQ(gb.rounds, ga.rounds);
+  EXPECT_EQ(gb.grad_sqr, ga.grad_sqr);
+  EXPECT_EQ(gb.grad_var, ga.grad_var);
+  EXPECT_EQ(gb.ring_rank, 1u);
 }
 
 TEST_F(gpu_sync, distinct_gpus_whose_nccl_setup_fails_fall_back_to_host_staged) {

@@ -11,8 +11,10 @@
 #include <random>
 #include <thread>
 
+#include "gpu_fakes.hpp"
 #include "in_process_ring.hpp"
 #include "troupe/actors/strategy.hpp"
+#include "troupe/nn/model.hpp"
 #include "worker/goodput/controller.hpp"
 #include "worker/goodput/grad_norms.hpp"
 #include "worker/goodput/noise_scale.hpp"
@@ -415,6 +417,15 @@ struct no_ps final : ps_client {
   expected<void> push(trainer_backend&) override { return {}; }
 };
 
+// A batch of n samples' mean gradient, each sample's G + z, z ~ N(0, diag(sigma^2)).
+void draw_gradient(const synthetic& s, std::mt19937_64& rng, std::size_t n, std::span<float> out) {
+  std::normal_distribution<double> z;
+  std::vector<double> mean(s.g.size(), 0.0);
+  for (std::size_t k = 0; k < n; ++k)
+    for (std::size_t j = 0; j < mean.size(); ++j) mean[j] += (s.g[j] + s.sigma[j] * z(rng)) / n;
+  for (std::size_t j = 0; j < mean.size(); ++j) out[j] = static_cast<float>(mean[j]);
+}
+
 // Each sample's gradient is G + z, z ~ N(0, diag(sigma^2)), whatever the parameters: a batch's is
 // their mean. The optimizer is plain SGD; apply_gradients records the learning-rate scale.
 class synthetic_backend final : public trainer_backend {
@@ -430,11 +441,7 @@ class synthetic_backend final : public trainer_backend {
   }
   std::string_view name() const override { return "synthetic"; }
   expected<float> compute_gradients(const nn::batch& b) override {
-    std::normal_distribution<double> z;
-    std::vector<double> mean(s_.g.size(), 0.0);
-    for (std::size_t k = 0; k < b.size(); ++k)
-      for (std::size_t j = 0; j < mean.size(); ++j) mean[j] += (s_.g[j] + s_.sigma[j] * z(rng_)) / b.size();
-    for (std::size_t j = 0; j < mean.size(); ++j) grads_[j] = static_cast<float>(mean[j]);
+    draw_gradient(s_, rng_, b.size(), grads_);
     return 1.0f;
   }
   void apply_gradients(double lr_scale) override { scales.push_back(lr_scale); }
@@ -461,6 +468,69 @@ class synthetic_backend final : public trainer_backend {
   std::unique_ptr<nn::optimizer> opt_;
 };
 
+// The same gradients on the allreduce strategy's device path: a gpu::device_trainer whose "device"
+// buffers are host memory (the ops are fakes::host_grad_ops), inside the CUDA backend.
+class synthetic_device_trainer final : public gpu::device_trainer {
+ public:
+  synthetic_device_trainer(const synthetic& s, std::uint64_t seed, std::vector<double>& scales)
+      : s_(s), rng_(seed), scales_(scales), params_(s.g.size(), 0.0f), grads_(s.g.size(), 0.0f) {}
+  expected<float> compute_gradients(const nn::batch& b) override {
+    draw_gradient(s_, rng_, b.size(), grads_);
+    return 1.0f;
+  }
+  float* params() override { return params_.data(); }
+  float* grads() override { return grads_.data(); }
+  std::size_t dense_count() const override { return grads_.size(); }
+  void apply_gradients(double lr_scale) override { scales_.push_back(lr_scale); }
+  expected<void> download(nn::model&) override { return {}; }
+  expected<void> upload(const nn::model&) override { return {}; }
+  std::size_t slot_count() const override { return 0; }
+  expected<void> download_optimizer(std::span<float>, std::uint64_t& step) override {
+    step = 0;
+    return {};
+  }
+  expected<void> upload_optimizer(std::span<const float>, std::uint64_t) override { return {}; }
+  gpu::cuda_stream stream() const override { return nullptr; }
+  expected<void> sync() override { return {}; }
+  int device() const override { return 0; }
+
+ private:
+  const synthetic& s_;
+  std::mt19937_64 rng_;
+  std::vector<double>& scales_;
+  std::vector<float> params_, grads_;
+};
+
+// A CUDA backend around synthetic_device_trainer; its host mirror is a small MLP the fake never
+// reads (resyncs broadcast it; the synthetic gradients do not depend on parameters).
+struct synthetic_gpu {
+  std::vector<double> scales;
+  std::vector<float> staging;
+  std::unique_ptr<trainer_backend> backend;
+  synthetic_gpu(const synthetic& s, std::uint64_t seed, int rank, fakes::shared_rendezvous& rv,
+                std::shared_ptr<fakes::host_op_counts> counts) {
+    auto g = std::make_unique<gpu_replica>();
+    g->device.uuid = "GPU-shared";  // one GPU for every rank: host-staged sums
+    g->host = "host";
+    g->self = "worker-" + std::to_string(rank);
+    g->trainer = std::make_unique<synthetic_device_trainer>(s, seed, scales);
+    g->port = std::make_unique<fakes::memory_port>(rv);
+    staging.assign(s.g.size(), 0.0f);
+    g->staging = staging;
+    g->ops = fakes::host_grad_ops(std::move(counts));
+    nn::dataset_info info{"tiny", 4, 0, 2, {}, 0};
+    nn::model_config mc;
+    mc.type = "mlp";
+    mc.hidden = {2};
+    auto m = nn::model_registry::instance().create(mc, info);
+    EXPECT_TRUE(m) << m.err().to_string();
+    const nn::train_config tc;
+    auto b = cuda_backend::wrap(std::move(*m), tc, std::move(g));
+    EXPECT_TRUE(b) << b.err().to_string();
+    backend = std::move(*b);
+  }
+};
+
 job::job_spec spec_of(std::uint32_t workers, std::size_t batch, const std::string& rule,
                       std::size_t every = 1) {
   job::job_spec spec;
@@ -478,8 +548,11 @@ struct ring_run {
   std::vector<wire::goodput_report> reports;
   std::vector<std::vector<double>> scales;
 };
-ring_run run_ring(const synthetic& s, int ranks, const job::job_spec& spec, int steps) {
+// `device`: on the allreduce strategy's device path (synthetic_gpu), counting its ops in `counts`.
+ring_run run_ring(const synthetic& s, int ranks, const job::job_spec& spec, int steps, bool device = false,
+                  std::shared_ptr<fakes::host_op_counts> counts = {}) {
   shared_ring ring(ranks);
+  fakes::shared_rendezvous rv;
   nn::dataset data;
   data.rows = spec.nn.train.batch_size;
   ring_run out;
@@ -488,7 +561,11 @@ ring_run run_ring(const synthetic& s, int ranks, const job::job_spec& spec, int 
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r)
     threads.emplace_back([&, r] {
-      synthetic_backend be(s, 100 + static_cast<std::uint64_t>(r));
+      const auto seed = 100 + static_cast<std::uint64_t>(r);
+      synthetic_backend host(s, seed);
+      std::optional<synthetic_gpu> dev;
+      if (device) dev.emplace(s, seed, r, rv, r == 0 ? counts : nullptr);
+      trainer_backend& be = device ? *dev->backend : static_cast<trainer_backend&>(host);
       no_ps ps;
       rank_ring rr(ring, r);
       node_id self{"worker-" + std::to_string(r), 0};
@@ -501,7 +578,7 @@ ring_run run_ring(const synthetic& s, int ranks, const job::job_spec& spec, int 
         ASSERT_EQ(res.what, step_result::kind::trained) << "rank " << r << " step " << i;
       }
       out.reports[static_cast<std::size_t>(r)] = (*strat)->goodput();
-      out.scales[static_cast<std::size_t>(r)] = be.scales;
+      out.scales[static_cast<std::size_t>(r)] = device ? dev->scales : host.scales;
     });
   for (auto& t : threads) t.join();
   return out;
@@ -561,6 +638,91 @@ TEST(AllreduceNoiseScale, ARingOfOneEstimatesFromConsecutiveSteps) {
   EXPECT_NEAR(g.grad_sqr, s.sqr(), 0.05 * s.sqr());
   EXPECT_NEAR(g.grad_var * g.base_batch, s.trace(), 0.05 * s.trace());
   for (double x : run.scales[0]) ASSERT_DOUBLE_EQ(x, 1.0);  // lr_scaling "none", full batches
+}
+
+// ---- the device path (allreduce_gpu.cpp): the same job, the same gradients, the same figures ----
+
+// The device path's report and learning-rate scales against the CPU path's on the same gradients:
+// the norms are summed in another order (host-staged sums of n/N g instead of n g; double sums
+// instead of the fused float loops), so equal to a relative 1e-4, not to the bit.
+void expect_same_figures(const ring_run& gpu, const ring_run& cpu) {
+  ASSERT_EQ(gpu.reports.size(), cpu.reports.size());
+  for (std::size_t r = 0; r < gpu.reports.size(); ++r) {
+    const auto &g = gpu.reports[r], &c = cpu.reports[r];
+    ASSERT_TRUE(g.valid) << "rank " << r << ": the device path reports no estimate";
+    EXPECT_EQ(g.ring_rank, c.ring_rank);
+    EXPECT_EQ(g.rounds, c.rounds) << "rank " << r;
+    EXPECT_EQ(g.batch, c.batch);
+    EXPECT_NEAR(g.grad_sqr, c.grad_sqr, 1e-4 * c.grad_sqr) << "rank " << r;
+    EXPECT_NEAR(g.grad_var, c.grad_var, 1e-4 * c.grad_var) << "rank " << r;
+    EXPECT_NEAR(g.noise_scale, c.noise_scale, 1e-4 * c.noise_scale) << "rank " << r;
+    EXPECT_NEAR(g.progress, c.progress, 1e-4 * c.progress) << "rank " << r;
+    ASSERT_EQ(gpu.scales[r].size(), cpu.scales[r].size()) << "rank " << r;
+    for (std::size_t i = 0; i < gpu.scales[r].size(); ++i)
+      ASSERT_NEAR(gpu.scales[r][i], cpu.scales[r][i], 1e-4 * cpu.scales[r][i])
+          << "rank " << r << " step " << i;
+    EXPECT_EQ(gpu.scales[r], gpu.scales[0]) << "rank " << r << " stepped at another rate than rank 0";
+  }
+}
+
+TEST(GpuAllreduceNoiseScale, FourRanksEstimateWhatTheCpuPathDoesAndScaleTheirLearningRate) {
+  auto s = make_synthetic(256, 1.0, 256.0);
+  const auto spec = spec_of(2, 32, "adascale");  // M0 = 64, 4 ranks of 32: S = 2
+  auto cpu = run_ring(s, 4, spec, 3000);
+  auto gpu = run_ring(s, 4, spec, 3000, true);
+  std::printf(
+      "device path, norms every step, 4 ranks: |G|^2 %.4f (cpu %.4f, known %.4f), tr %.1f (cpu %.1f, "
+      "known %.1f), last lr scale %.4f (cpu %.4f)\n",
+      gpu.reports[0].grad_sqr, cpu.reports[0].grad_sqr, s.sqr(),
+      gpu.reports[0].grad_var * gpu.reports[0].base_batch,
+      cpu.reports[0].grad_var * cpu.reports[0].base_batch, s.trace(), gpu.scales[0].back(),
+      cpu.scales[0].back());
+  expect_same_figures(gpu, cpu);
+  EXPECT_NEAR(gpu.reports[0].grad_sqr, s.sqr(), 0.05 * s.sqr());
+  EXPECT_NEAR(gpu.reports[0].grad_var * gpu.reports[0].base_batch, s.trace(), 0.05 * s.trace());
+  // AdaScale's gain at S = 2 applied through apply_gradients (lr_scaling on the device path).
+  const double var = s.trace() / 64, sqr = s.sqr();
+  EXPECT_NEAR(gpu.scales[0].back(), (var + sqr) / (var / 2 + sqr), 0.03);
+}
+
+TEST(GpuAllreduceNoiseScale, NormsOnlyOnDueRoundsAndLinearScaling) {
+  auto s = make_synthetic(256, 1.0, 256.0);
+  const auto spec = spec_of(2, 32, "linear", 8);
+  auto counts = std::make_shared<fakes::host_op_counts>();
+  auto cpu = run_ring(s, 4, spec, 4000);
+  auto gpu = run_ring(s, 4, spec, 4000, true, counts);
+  expect_same_figures(gpu, cpu);
+  // 1 round in 8 (the first included): |g|^2 before the sum and |mean g|^2 after it.
+  EXPECT_EQ(counts->norms, 2 * (1 + 3999 / 8));
+  EXPECT_EQ(counts->keeps, 0) << "a ring keeps no gradient";
+  for (double x : gpu.scales[0]) ASSERT_DOUBLE_EQ(x, 2.0);  // linear at S = 2, full rounds
+  EXPECT_NEAR(gpu.reports[0].grad_sqr, s.sqr(), 0.05 * s.sqr());
+  EXPECT_NEAR(gpu.reports[0].grad_var * gpu.reports[0].base_batch, s.trace(), 0.05 * s.trace());
+}
+
+TEST(GpuAllreduceNoiseScale, ALoneReplicaPairsConsecutiveStepsOnTheDevice) {
+  auto s = make_synthetic(256, 1.0, 256.0);
+  for (std::size_t every : {1, 8}) {
+    const auto spec = spec_of(1, 32, "sqrt", every);
+    const int steps = every == 1 ? 6000 : 12000;
+    auto counts = std::make_shared<fakes::host_op_counts>();
+    auto cpu = run_ring(s, 1, spec, steps);
+    auto gpu = run_ring(s, 1, spec, steps, true, counts);
+    std::printf(
+        "device path, alone, norms every %zu: |G|^2 %.4f (cpu %.4f, known %.4f), tr %.1f (cpu %.1f)\n", every,
+        gpu.reports[0].grad_sqr, cpu.reports[0].grad_sqr, s.sqr(),
+        gpu.reports[0].grad_var * gpu.reports[0].base_batch,
+        cpu.reports[0].grad_var * cpu.reports[0].base_batch);
+    expect_same_figures(gpu, cpu);
+    EXPECT_NEAR(gpu.reports[0].grad_sqr, s.sqr(), 0.05 * s.sqr());
+    EXPECT_NEAR(gpu.reports[0].grad_var * gpu.reports[0].base_batch, s.trace(), 0.05 * s.trace());
+    // A copy only before a due round (after steps every, 2 every, ...), a reduction only on it (the
+    // last copy has no next step).
+    const int due = steps / static_cast<int>(every);
+    EXPECT_EQ(counts->keeps, due) << "every " << every;
+    EXPECT_EQ(counts->norms, due - 1) << "every " << every;
+    for (double x : gpu.scales[0]) ASSERT_DOUBLE_EQ(x, 1.0);  // sqrt at S = 1
+  }
 }
 
 }  // namespace

@@ -102,6 +102,8 @@ TEST(job_spec, errors_name_the_key) {
       {"[job]\ndevice = 'tpu'\n", "job.device"},
       {"[job]\nring_lanes = 17\n", "job.ring_lanes"},
       {"[job]\ndevice = 'gpu'\nstrategy = 'async_ps'\n[model]\ntype = 'deepfm'\n", "embedding tables"},
+      {"[job]\ndevice = 'gpu'\nstrategy = 'allreduce'\n[train]\nbatch = 'auto'\nlr_scaling = 'adascale'\n",
+       "train.batch"},
   };
   for (const auto& c : cases) {
     auto s = parse(c.text);

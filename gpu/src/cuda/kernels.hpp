@@ -57,6 +57,19 @@ cudaError_t bce_backward(const float* probs, const float* labels, float* grad, s
 // *out = mean of x[0..n) (one block, summed in double).
 cudaError_t mean(const float* x, float* out, std::size_t n, cudaStream_t s);
 
+// --- squared norms (norms.cu), for the gradient noise scale ---
+// Two passes, both deterministic (no atomics: the same vector gives the same bits, so every replica
+// reads the same |mean g|^2 from the same summed gradient): at most norm_blocks blocks each sum
+// their grid-stride share in double into `scratch`, then one block adds those in a fixed order and
+// writes the float result(s) to `out` (device memory). `scratch`: norm_scratch doubles.
+constexpr unsigned norm_blocks = 256;
+constexpr std::size_t norm_scratch = 3 * norm_blocks;
+// out[0] = sum_i x[i]^2.
+cudaError_t sqr_norm(const float* x, std::size_t n, double* scratch, float* out, cudaStream_t s);
+// out[0] = |a|^2, out[1] = |b|^2, out[2] = a.b.
+cudaError_t pair_norms(const float* a, const float* b, std::size_t n, double* scratch, float* out,
+                       cudaStream_t s);
+
 // --- embeddings (embedding.cu) ---
 // out[o, :] = table[rows[o], :] for `count` occurrences of rows of `dim` floats.
 cudaError_t gather_rows(const float* table, const std::int32_t* rows, float* out, std::size_t count,

@@ -77,4 +77,24 @@ cudaError_t launch_one_block(Kernel kernel, cudaStream_t s, Args... args) {
 #endif
 }
 
+// Launches kernel<<<blocks, threads_per_block, 0, s>>>(args...) and sets `used` to the grid's
+// blocks: 1 in the emulation, whose one "thread" runs the whole grid-stride loop (a two-pass
+// reduction reads `used` partial results).
+template <class Kernel, class... Args>
+cudaError_t launch_grid(Kernel kernel, unsigned blocks, unsigned& used, cudaStream_t s, Args... args) {
+#ifdef TROUPE_GPU_EMULATION
+  (void)s;
+  (void)blocks;
+  used = 1;
+  kernel(args...);
+  return cudaSuccess;
+#else
+  used = blocks;
+  // clang-format off
+  kernel<<<blocks, threads_per_block, 0, s>>>(args...);
+  // clang-format on
+  return cudaGetLastError();
+#endif
+}
+
 }  // namespace troupe::gpu::kernels

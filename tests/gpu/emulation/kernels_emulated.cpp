@@ -2,4 +2,5 @@
 #include "../../../gpu/src/cuda/elementwise.cu"
 #include "../../../gpu/src/cuda/embedding.cu"
 #include "../../../gpu/src/cuda/loss.cu"
+#include "../../../gpu/src/cuda/norms.cu"
 #include "../../../gpu/src/cuda/optim.cu"

@@ -3,6 +3,9 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <memory>
+#include <optional>
+
 #include "node_context.hpp"
 #include "worker/gpu_comm_client.hpp"
 
@@ -18,6 +21,33 @@ grad_ops device_grad_ops() {
   };
   o.zero = [](float* dev, std::size_t n, gpu::cuda_stream s) {
     return gpu::detail::memset_device(dev, 0, n * sizeof(float), s);
+  };
+  // One reducer for the three, made on the device current at its first use (the trainer's: its
+  // compute_gradients selected it on this thread), so a worker that never estimates allocates none.
+  auto r = std::make_shared<std::optional<gpu::norm_reducer>>();
+  auto reducer = [r]() -> expected<gpu::norm_reducer*> {
+    if (!*r) {
+      auto made = gpu::norm_reducer::create();
+      if (!made) return made.err();
+      r->emplace(std::move(*made));
+    }
+    return &**r;
+  };
+  o.sqr_norm = [reducer](const float* dev, std::size_t n, gpu::cuda_stream s) -> expected<double> {
+    auto red = reducer();
+    if (!red) return red.err();
+    return (*red)->sqr(dev, n, s);
+  };
+  o.keep = [reducer](const float* dev, std::size_t n, gpu::cuda_stream s) -> expected<void> {
+    auto red = reducer();
+    if (!red) return red.err();
+    return (*red)->keep(dev, n, s);
+  };
+  o.with_kept = [reducer](const float* dev, std::size_t n,
+                          gpu::cuda_stream s) -> expected<gpu::norm_reducer::pair> {
+    auto red = reducer();
+    if (!red) return red.err();
+    return (*red)->with_kept(dev, n, s);
   };
   return o;
 }

@@ -14,6 +14,7 @@
 #include "native_backend.hpp"
 #include "troupe/gpu/comm_manager.hpp"
 #include "troupe/gpu/cuda.hpp"
+#include "troupe/gpu/norms.hpp"
 #include "troupe/gpu/trainer.hpp"
 #include "troupe/job/job_spec.hpp"
 #include "troupe/wire/gpu_comm.hpp"
@@ -32,6 +33,12 @@ struct grad_ops {
   std::function<expected<void>(float* host, const float* dev, std::size_t n, gpu::cuda_stream)> to_host;
   std::function<expected<void>(float* dev, const float* host, std::size_t n, gpu::cuda_stream)> to_device;
   std::function<expected<void>(float* dev, std::size_t n, gpu::cuda_stream)> zero;
+  // The gradient noise scale's squared norms (gpu::norm_reducer, made on first use; each call waits
+  // for the stream): |x|^2; x kept as the previous step's gradient (queued); |x|^2, |kept|^2, x.kept.
+  std::function<expected<double>(const float* dev, std::size_t n, gpu::cuda_stream)> sqr_norm;
+  std::function<expected<void>(const float* dev, std::size_t n, gpu::cuda_stream)> keep;
+  std::function<expected<gpu::norm_reducer::pair>(const float* dev, std::size_t n, gpu::cuda_stream)>
+      with_kept;
 };
 grad_ops device_grad_ops();
 

@@ -12,8 +12,8 @@
 // goes on. One exception: when the other worker of a ring of two dies mid-step, the survivor is the
 // whole ring, its own gradients are the average, and it finishes the step alone instead of
 // dropping it.
-// On a backend with a device (CUDA) the same algorithm runs on the device: allreduce_gpu.cpp (its
-// learning rate is not scaled and it estimates no noise scale yet).
+// On a backend with a device (CUDA) the same algorithm runs on the device: allreduce_gpu.cpp, with
+// its own controller (the norms reduced on the device; no gradient accumulation, no batch = "auto").
 #include <spdlog/spdlog.h>
 
 #include <optional>
@@ -58,6 +58,7 @@ class allreduce final : public strategy {
     buf_.assign(ctx.backend.gradients().size() + tail(), 0.0f);
   }
   wire::goodput_report goodput() const override {
+    if (device_) return device_->goodput();
     if (!estimate_ || !stepped_) return {};
     auto g = ctl_.report();
     g.ring_rank = static_cast<std::uint32_t>(rank_);
@@ -66,7 +67,7 @@ class allreduce final : public strategy {
 
   step_result step(worker_context& ctx, const nn::batch* b, bool exhausted) override {
     if (auto* g = ctx.backend.device()) {
-      if (!device_) device_ = make_device_allreduce(*g);
+      if (!device_) device_ = make_device_allreduce(*g, ctl_.options(), estimate_);
       return device_->step(ctx, b, exhausted);
     }
     auto ring = ctx.ring.ensure();

@@ -1,16 +1,25 @@
 // allreduce.cpp's algorithm on a device backend (backends/cuda_backend.hpp). Per step: gradients on
-// the device; a 4-float control allreduce over the CPU ring (samples, exhausted, ranks, ranks whose
-// NCCL communicator is ready); then the gradients summed, weighted by batch size, over NCCL (every
-// rank ready) or host-staged (download to pinned memory, CPU ring allreduce, upload); then the
-// optimizer on the device. Per ring epoch: the rendezvous through the master decides the path from
-// the ranks' device uuids and hands out rank 0's NCCL unique id; the replicas are resynchronised
-// from the most trained one via the host.
+// the device; a small control allreduce over the CPU ring (samples, exhausted, ranks, ranks whose
+// NCCL communicator is ready, then the goodput controller's vote: controller::vote_floats); then the
+// gradients summed, weighted by batch size, over NCCL (every rank ready) or host-staged (download to
+// pinned memory, CPU ring allreduce, upload); then the controller's round and the optimizer on the
+// device at the learning rate's factor. Per ring epoch: the rendezvous through the master decides
+// the path from the ranks' device uuids and hands out rank 0's NCCL unique id; the replicas and
+// their controllers are resynchronised from the most trained one via the host.
+// The gradient noise scale (docs/goodput.md, "The GPU path"): on the controller's rounds only (1 in
+// noise_scale_every) each rank reduces |g|^2 on the device and reads the one float back, which goes
+// into the control allreduce; after the sum every rank reduces |mean g|^2 the same way. A ring of
+// one pairs consecutive steps as the CPU path does: the step before a due round keeps its gradient
+// in a device buffer (a device-to-device copy), and the due round reads |g|^2, |g'|^2 and g.g'.
+// The norms are of the raw gradient, also with Adam (the CPU path weights them by Adam's
+// preconditioner).
 #include "allreduce_gpu.hpp"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 #include "replicas.hpp"
 #include "troupe/gpu/comm_plan.hpp"
@@ -20,44 +29,86 @@ namespace troupe::actors {
 
 namespace {
 
+using goodput::controller;
+
+// No batch = "auto" on the device path (no gradient accumulation): the job file's batch_size.
+goodput::controller_options fixed_batch(goodput::controller_options o) {
+  o.auto_batch = false;
+  return o;
+}
+
 class gpu_allreduce final : public strategy {
  public:
-  explicit gpu_allreduce(gpu_replica& g) : g_(g), self_(g.self), port_(*g.port) {}
+  gpu_allreduce(gpu_replica& g, const goodput::controller_options& o, bool estimate)
+      : g_(g), self_(g.self), port_(*g.port), estimate_(estimate), ctl_(fixed_batch(o)) {}
   std::string_view name() const override { return "allreduce (gpu)"; }
+  wire::goodput_report goodput() const override {
+    if (!estimate_ || !stepped_) return {};
+    auto r = ctl_.report();
+    r.ring_rank = static_cast<std::uint32_t>(rank_);
+    return r;
+  }
 
   step_result step(worker_context& ctx, const nn::batch* b, bool exhausted) override {
     auto ring = ctx.ring.ensure();
     if (!ring) return {step_result::kind::retry};
     if (ring->fresh)
       if (auto s = on_new_ring(ctx, *ring); !s) return dropped(ctx, s.err());
-    std::size_t n = b ? b->size() : 0;
-    double loss = 0;
+    rank_ = ring->rank;
+    stepped_ = true;
+    const double t0 = now(ctx);
+    mine m;
+    m.n = b ? b->size() : 0;
     if (b) {
       auto l = ctx.backend.compute_gradients(*b);
       if (!l) throw std::runtime_error(l.err().to_string());
-      loss = *l;
+      m.loss = *l;
+      m.compute_s = now(ctx) - t0;
     }
-    bool ready = g_.comms.current(ring->epoch) != nullptr;
-    // The round's vote, then how many ranks have this epoch's NCCL communicator ready.
-    std::array<float, replicas::round_vote::floats + 1> ctl{};
-    replicas::round_vote::cast(ctl, static_cast<float>(n), exhausted);
-    ctl.back() = ready ? 1.0f : 0.0f;
-    if (auto r = ctx.ring.allreduce(ctl); !r) return dropped(ctx, r.err());
-    const replicas::round_vote vote(ctl);
+    m.full = b && m.n == static_cast<std::size_t>(ctl_.batch().local());
+    own_norms(*ring, m);
+    cast(ctx, *ring, m, exhausted);
+    if (auto r = ctx.ring.allreduce(ctl_buf_); !r) return dropped(ctx, r.err());
+    const replicas::round_vote vote(ctl_buf_);
+    auto big_sqr = sum_gradients(ctx, *ring, m, vote);
+    if (!big_sqr) return dropped(ctx, big_sqr.err());
+    const double share =
+        replicas::step_share(vote.samples, vote.ranks, static_cast<std::size_t>(ctl_.batch().local()));
+    const auto round = read_round(ctx, *ring, m, *big_sqr, share, vote.samples);
     if (vote.samples == 0.0f) return {vote.empty_round()};
-    // Each rank's share of the average: its gradients are a mean over its n samples.
-    float scale = static_cast<float>(n) / vote.samples;
-    if (ring->size > 1) {
-      auto synced =
-          ctl.back() == vote.ranks ? sync_nccl(ring->epoch, n == 0, scale) : sync_host(ctx, n == 0, scale);
-      if (!synced) return dropped(ctx, synced.err());
-    }
-    ctx.backend.apply_gradients(vote.lr_scale(ctx.spec.nn.train.batch_size));
+    ctx.backend.apply_gradients(share * round.lr_factor);
+    keep_for_pair(*ring, m);
+    ctl_.step_done(now(ctx) - t0, m.full);
     ++steps_;
-    return {step_result::kind::trained, n, loss};
+    return {step_result::kind::trained, m.n, m.loss};
   }
 
  private:
+  // This rank's step: its rows, loss and compute time, whether its batch was full, and its norms.
+  struct mine {
+    std::size_t n = 0;
+    double loss = 0, compute_s = 0;
+    bool full = false, due = false;
+    std::optional<double> small;  // a ring: |g|^2; alone: the pair's mean |g_i|^2
+    double pair_big = 0;          // alone: |(g + g') / 2|^2
+  };
+  static constexpr std::size_t ready_slot = replicas::round_vote::floats;  // ranks with NCCL ready
+  static constexpr std::size_t ctl_floats = ready_slot + 1 + controller::vote_floats;
+
+  void own_norms(const ring_session::info& ring, mine& m);
+  expected<double> sum_gradients(worker_context& ctx, const ring_session::info& ring, const mine& m,
+                                 const replicas::round_vote& vote);
+  double device_sqr();
+  void cast(worker_context& ctx, const ring_session::info& ring, const mine& m, bool exhausted);
+  controller::round read_round(worker_context& ctx, const ring_session::info& ring, const mine& m,
+                               double big_sqr, double share, float samples);
+  void keep_for_pair(const ring_session::info& ring, const mine& m);
+  void norms_failed(const error& e);
+  static double now(worker_context& ctx) {
+    auto& c = ctx.clock ? *ctx.clock : troupe::clock::system();
+    return std::chrono::duration<double>(c.now().time_since_epoch()).count();
+  }
+
   expected<void> on_new_ring(worker_context& ctx, const ring_session::info& ring);
   expected<void> choose_path(const ring_session::info& ring);
   expected<void> build_comm(const ring_session::info& ring, const wire::gpu_comm_post& mine);
@@ -69,11 +120,97 @@ class gpu_allreduce final : public strategy {
   gpu_replica& g_;
   std::string self_;
   gpu_rendezvous_port& port_;
+  bool estimate_;
+  controller ctl_;
   std::uint64_t steps_ = 0;
   std::uint64_t planned_epoch_ = 0;  // the ring epoch path_ was chosen for
   gpu::sync_path path_ = gpu::sync_path::single;
   std::vector<float> buf_;
+  std::array<float, ctl_floats> ctl_buf_{};
+  std::size_t prev_n_ = 0;  // the previous step's rows; when prev_ok_, its gradient is kept on the device
+  bool prev_ok_ = false;
+  int rank_ = 0;
+  bool stepped_ = false;
 };
+
+// On the controller's rounds: a ring rank's |g|^2 (full batches only: a short one would make B_small
+// wrong); a lone replica's pair with the previous step's kept gradient (both full, of equal rows).
+void gpu_allreduce::own_norms(const ring_session::info& ring, mine& m) {
+  m.due = estimate_ && ctl_.norms_due();
+  const bool pair = m.due && ring.size == 1 && prev_ok_ && !ring.fresh && m.full && m.n == prev_n_;
+  prev_ok_ = false;
+  if (!m.due || !m.full || (ring.size == 1 && !pair)) return;
+  auto& dev = *g_.trainer;
+  if (ring.size > 1) {
+    m.small = device_sqr();
+    if (!estimate_) m.small.reset();
+    return;
+  }
+  auto p = g_.ops.with_kept(dev.grads(), dev.dense_count(), dev.stream());
+  if (!p) return norms_failed(p.err());
+  m.small = 0.5 * (p->sqr + p->kept_sqr);
+  m.pair_big = 0.25 * (p->sqr + p->kept_sqr + 2.0 * p->cross);
+}
+
+// A ring's gradients averaged over NCCL (every rank's communicator ready) or host-staged; then, on a
+// round that computes norms, |mean g|^2 (returned; 0 otherwise).
+expected<double> gpu_allreduce::sum_gradients(worker_context& ctx, const ring_session::info& ring,
+                                              const mine& m, const replicas::round_vote& vote) {
+  if (vote.samples == 0.0f || ring.size <= 1) return 0.0;
+  // Each rank's share of the average: its gradients are a mean over its n samples.
+  const float scale = static_cast<float>(m.n) / vote.samples;
+  auto synced = ctl_buf_[ready_slot] == vote.ranks ? sync_nccl(ring.epoch, m.n == 0, scale)
+                                                   : sync_host(ctx, m.n == 0, scale);
+  if (!synced) return synced.err();
+  return m.due && estimate_ ? device_sqr() : 0.0;
+}
+
+// |grads|^2 on the device (0 and the estimator off on a failure).
+double gpu_allreduce::device_sqr() {
+  auto& dev = *g_.trainer;
+  auto r = g_.ops.sqr_norm(dev.grads(), dev.dense_count(), dev.stream());
+  if (r) return *r;
+  norms_failed(r.err());
+  return 0;
+}
+
+// A rank that cannot reduce on its device stops estimating: its votes carry no norms, so the ring's
+// rounds give no estimate (every rank's are needed) and the learning rate keeps rank 0's word.
+void gpu_allreduce::norms_failed(const error& e) {
+  spdlog::warn("{}: gradient noise scale off on this rank: {}", self_, e.to_string());
+  estimate_ = false;
+}
+
+// The round's vote, the ranks whose NCCL communicator is ready, then (in a ring) the controller's.
+void gpu_allreduce::cast(worker_context& ctx, const ring_session::info& ring, const mine& m, bool exhausted) {
+  ctl_buf_.fill(0.0f);
+  replicas::round_vote::cast(ctl_buf_, static_cast<float>(m.n), exhausted);
+  ctl_buf_[ready_slot] = g_.comms.current(ring.epoch) != nullptr ? 1.0f : 0.0f;
+  if (ring.size > 1)
+    ctl_.cast(std::span(ctl_buf_).subspan(ready_slot + 1), ring.rank, ring.size, m.full && estimate_, m.small,
+              m.compute_s, ctx.data_epoch);
+}
+
+// The controller's round: the ring's votes, or alone this step and the previous one (read_round in
+// allreduce.cpp, without micro-batches).
+controller::round gpu_allreduce::read_round(worker_context& ctx, const ring_session::info& ring,
+                                            const mine& m, double big_sqr, double share, float samples) {
+  if (ring.size > 1)
+    return ctl_.read(std::span<const float>(ctl_buf_).subspan(ready_slot + 1), ring.rank, ring.size,
+                     ring.hosts, big_sqr, share, samples, ring.fresh, now(ctx));
+  return ctl_.alone(m.full, m.small, m.pair_big, m.small.has_value(), m.compute_s, share, samples,
+                    ctx.data_epoch, ring.fresh, now(ctx));
+}
+
+// Alone, when the next round computes norms: this step's gradient kept on the device for the pair
+// (queued after the optimizer, which only reads it; the next backward comes after the copy).
+void gpu_allreduce::keep_for_pair(const ring_session::info& ring, const mine& m) {
+  if (!estimate_ || ring.size != 1 || !m.full || !ctl_.norms_due()) return;
+  auto& dev = *g_.trainer;
+  if (auto k = g_.ops.keep(dev.grads(), dev.dense_count(), dev.stream()); !k) return norms_failed(k.err());
+  prev_ok_ = true;
+  prev_n_ = m.n;
+}
 
 expected<void> gpu_allreduce::on_new_ring(worker_context& ctx, const ring_session::info& ring) {
   if (ring.size <= 1) {
@@ -133,9 +270,15 @@ expected<void> gpu_allreduce::build_comm(const ring_session::info& ring, const w
 // and broadcasts on the CPU ring (replicas::sync_from_most_trained with the optimizer on the device).
 // A resumed job's first ring starts from the latest ring checkpoint: its parameters and buffers (the
 // device's optimizer state starts afresh).
+// The goodput controller goes last, as on the CPU path: every rank (the source too) reads back the
+// source's.
 expected<void> gpu_allreduce::resync(worker_context& ctx, const ring_session::info& ring) {
+  prev_ok_ = false;
   if (ring.size <= 1) {
     replicas::restore_if_untrained(ctx, steps_);
+    std::vector<float> state(controller::sync_floats);
+    ctl_.pack(state);
+    ctl_.unpack(state);  // as sync_from_most_trained's `extra` alone: the throughput measurement restarts
     return {};
   }
   auto src = replicas::vote_most_trained(ctx, ring, steps_);
@@ -148,13 +291,16 @@ expected<void> gpu_allreduce::resync(worker_context& ctx, const ring_session::in
   std::size_t floats = 0;
   if (auto r = replicas::broadcast_parameters(ctx, src->rank, floats); !r) return r;
   const std::size_t ns = dev.slot_count();
-  buf_.resize(ns + 1);  // optimizer slots, the optimizer's step (exact to 2^24)
+  buf_.resize(ns + 1 + controller::sync_floats);  // optimizer slots, its step (exact to 2^24), controller
+  const auto state = std::span(buf_).subspan(ns + 1);
   if (source) {
     std::uint64_t step = 0;
     if (auto d = dev.download_optimizer(std::span<float>(buf_.data(), ns), step); !d) return d;
     buf_[ns] = static_cast<float>(step);
+    ctl_.pack(state);
   }
   if (auto r = ctx.ring.broadcast(buf_, src->rank); !r) return r;
+  ctl_.unpack(state);
   if (!source) {
     if (auto u = ctx.backend.from_host(host_copy::parameters); !u) return u;
     auto step = static_cast<std::uint64_t>(buf_[ns]);
@@ -203,8 +349,9 @@ step_result gpu_allreduce::dropped(worker_context& ctx, const error& e) {
 
 }  // namespace
 
-std::unique_ptr<strategy> make_device_allreduce(gpu_replica& g) {
-  return std::make_unique<gpu_allreduce>(g);
+std::unique_ptr<strategy> make_device_allreduce(gpu_replica& g, const goodput::controller_options& o,
+                                                bool estimate) {
+  return std::make_unique<gpu_allreduce>(g, o, estimate);
 }
 
 }  // namespace troupe::actors

@@ -5,10 +5,14 @@
 #include <memory>
 
 #include "troupe/actors/strategy.hpp"
+#include "worker/goodput/controller.hpp"
 
 namespace troupe::actors {
 
-// `g` (its port and trainer) must outlive the strategy.
-std::unique_ptr<strategy> make_device_allreduce(gpu_replica& g);
+// `g` (its port and trainer) must outlive the strategy. `o`: the goodput controller's options (the
+// CPU path's, built from [train]); `estimate`: [train] noise_scale. o.auto_batch is not supported
+// (the job check refuses batch = "auto" with device "gpu") and is ignored.
+std::unique_ptr<strategy> make_device_allreduce(gpu_replica& g, const goodput::controller_options& o,
+                                                bool estimate);
 
 }  // namespace troupe::actors

@@ -1,0 +1,50 @@
+// Squared norms of device vectors for the gradient noise scale (docs/goodput.md, "The GPU path"):
+// the allreduce strategy's device path reads |g|^2 of its own gradient and |mean g|^2 of the summed
+// one, and a lone replica |g|^2, |g'|^2 and g.g' of this step's gradient and the previous one's,
+// without copying the gradients to the host: a reduction on the device and 1 (or 3) floats read back.
+//
+// The reductions are deterministic (no atomics): the same vector gives the same bits on every
+// replica, so replicas that read |mean g|^2 from the same sum add the same value to their estimates.
+//
+// Contract: every call queues its work on `s` after what is already queued there (the gradient's
+// producer), then waits for `s` (the readback); so it costs a stream sync and is meant for the rounds
+// that compute norms only. Device pointers are of the device current on the calling thread, which
+// must be the one the reducer was created on. Not thread-safe. Errors: gpu_errc (cuda_failed names the
+// call; not_built without CUDA).
+#pragma once
+
+#include <cstddef>
+
+#include "troupe/gpu/cuda.hpp"
+
+namespace troupe::gpu {
+
+class norm_reducer {
+ public:
+  // Scratch on the current device and a pinned readback slot.
+  static expected<norm_reducer> create();
+
+  // sum x[i]^2 over n floats.
+  expected<double> sqr(const float* x, std::size_t n, cuda_stream s);
+
+  // Copies x (n floats) into the reducer's own buffer (allocated on the first call, reallocated when
+  // n changes): the previous step's gradient, for with_kept(). Queued; no sync.
+  expected<void> keep(const float* x, std::size_t n, cuda_stream s);
+  bool has_kept(std::size_t n) const { return kept_n_ == n && n > 0; }
+
+  // |x|^2, |kept|^2 and x.kept; requires has_kept(n).
+  struct pair {
+    double sqr = 0, kept_sqr = 0, cross = 0;
+  };
+  expected<pair> with_kept(const float* x, std::size_t n, cuda_stream s);
+
+ private:
+  norm_reducer() = default;
+  device_buffer<double> scratch_;
+  device_buffer<float> out_;
+  pinned_buffer<float> host_;
+  device_buffer<float> kept_;
+  std::size_t kept_n_ = 0;
+};
+
+}  // namespace troupe::gpu

@@ -1,0 +1,54 @@
+#include "troupe/gpu/norms.hpp"
+
+#include "check.hpp"
+#include "kernels.hpp"
+
+namespace troupe::gpu {
+
+expected<norm_reducer> norm_reducer::create() {
+  norm_reducer r;
+  auto scratch = device_buffer<double>::alloc(kernels::norm_scratch);
+  if (!scratch) return scratch.err();
+  auto out = device_buffer<float>::alloc(3);
+  if (!out) return out.err();
+  auto host = pinned_buffer<float>::alloc(3);
+  if (!host) return host.err();
+  r.scratch_ = std::move(*scratch);
+  r.out_ = std::move(*out);
+  r.host_ = std::move(*host);
+  return r;
+}
+
+expected<double> norm_reducer::sqr(const float* x, std::size_t n, cuda_stream s) {
+  if (auto k = launched(kernels::sqr_norm(x, n, scratch_.data(), out_.data(), s), "sqr_norm"); !k)
+    return k.err();
+  if (auto c = detail::copy_to_host(host_.data(), out_.data(), sizeof(float), s); !c) return c.err();
+  if (auto w = sync_stream(s); !w) return w.err();
+  return static_cast<double>(host_.data()[0]);
+}
+
+expected<void> norm_reducer::keep(const float* x, std::size_t n, cuda_stream s) {
+  if (kept_.size() != n) {
+    kept_n_ = 0;
+    auto b = device_buffer<float>::alloc(n);
+    if (!b) return b.err();
+    kept_ = std::move(*b);
+  }
+  if (auto c = detail::copy_on_device(kept_.data(), x, n * sizeof(float), s); !c) return c;
+  kept_n_ = n;
+  return {};
+}
+
+expected<norm_reducer::pair> norm_reducer::with_kept(const float* x, std::size_t n, cuda_stream s) {
+  if (!has_kept(n))
+    return make_unexpected(gpu_errc::unsupported,
+                           "norm_reducer::with_kept: no kept vector of " + std::to_string(n) + " floats");
+  auto rc = kernels::pair_norms(x, kept_.data(), n, scratch_.data(), out_.data(), s);
+  if (auto k = launched(rc, "pair_norms"); !k) return k.err();
+  if (auto c = detail::copy_to_host(host_.data(), out_.data(), 3 * sizeof(float), s); !c) return c.err();
+  if (auto w = sync_stream(s); !w) return w.err();
+  const float* h = host_.data();
+  return pair{h[0], h[1], h[2]};
+}
+
+}  // namespace troupe::gpu

@@ -1,0 +1,19 @@
+// The build without CUDA: norm_reducer reports not_built.
+#include "troupe/gpu/norms.hpp"
+
+namespace troupe::gpu {
+
+expected<norm_reducer> norm_reducer::create() {
+  return error(gpu_errc::not_built, "norm_reducer::create");
+}
+expected<double> norm_reducer::sqr(const float*, std::size_t, cuda_stream) {
+  return error(gpu_errc::not_built, "norm_reducer::sqr");
+}
+expected<void> norm_reducer::keep(const float*, std::size_t, cuda_stream) {
+  return error(gpu_errc::not_built, "norm_reducer::keep");
+}
+expected<norm_reducer::pair> norm_reducer::with_kept(const float*, std::size_t, cuda_stream) {
+  return error(gpu_errc::not_built, "norm_reducer::with_kept");
+}
+
+}  // namespace troupe::gpu

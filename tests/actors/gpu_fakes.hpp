@@ -1,0 +1,92 @@
+// Fakes for the allreduce strategy's device path on a machine without a GPU: the rendezvous in
+// memory (every rank of an in-process ring posts to one store) and grad_ops on host memory (the
+// "device" buffers of a host fake of gpu::device_trainer are host vectors; the squared norms are
+// double sums, the kept gradient a host copy).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "master/gpu_rendezvous.hpp"
+#include "worker/backends/cuda_backend.hpp"
+
+namespace troupe::actors::fakes {
+
+struct shared_rendezvous {
+  gpu_rendezvous store;
+  std::mutex mu;
+  std::condition_variable cv;
+};
+
+class memory_port final : public gpu_rendezvous_port {
+ public:
+  explicit memory_port(shared_rendezvous& s) : s_(s) {}
+  expected<wire::gpu_comm_info> exchange(const wire::gpu_comm_post& mine, bool need_unique_id) override {
+    std::unique_lock lk(s_.mu);
+    if (auto a = s_.store.add(mine); !a) return a.err();
+    s_.cv.notify_all();
+    expected<wire::gpu_comm_info> snap = make_unexpected(core_errc::io_error, "unset");
+    bool ok = s_.cv.wait_for(lk, std::chrono::seconds(2), [&] {
+      snap = s_.store.get(mine.ring_epoch);
+      return snap && snap->complete() && (!need_unique_id || !snap->unique_id.empty());
+    });
+    if (!ok) return make_unexpected(core_errc::io_error, "rendezvous timed out (no unique id?)");
+    return snap;
+  }
+
+ private:
+  shared_rendezvous& s_;
+};
+
+// What the device path asked of the ops: norm reductions (sqr_norm and with_kept) and copies kept.
+struct host_op_counts {
+  int norms = 0, keeps = 0;
+};
+inline grad_ops host_grad_ops(std::shared_ptr<host_op_counts> counts = {}) {
+  grad_ops o;
+  o.to_host = [](float* h, const float* d, std::size_t n, gpu::cuda_stream) -> expected<void> {
+    std::memcpy(h, d, n * sizeof(float));
+    return {};
+  };
+  o.to_device = [](float* d, const float* h, std::size_t n, gpu::cuda_stream) -> expected<void> {
+    std::memcpy(d, h, n * sizeof(float));
+    return {};
+  };
+  o.zero = [](float* d, std::size_t n, gpu::cuda_stream) -> expected<void> {
+    std::fill(d, d + n, 0.0f);
+    return {};
+  };
+  o.sqr_norm = [counts](const float* d, std::size_t n, gpu::cuda_stream) -> expected<double> {
+    if (counts) ++counts->norms;
+    double s = 0;
+    for (std::size_t i = 0; i < n; ++i) s += static_cast<double>(d[i]) * d[i];
+    return s;
+  };
+  auto kept = std::make_shared<std::vector<float>>();
+  o.keep = [kept, counts](const float* d, std::size_t n, gpu::cuda_stream) -> expected<void> {
+    if (counts) ++counts->keeps;
+    kept->assign(d, d + n);
+    return {};
+  };
+  o.with_kept = [kept, counts](const float* d, std::size_t n,
+                               gpu::cuda_stream) -> expected<gpu::norm_reducer::pair> {
+    if (counts) ++counts->norms;
+    if (kept->size() != n) return make_unexpected(gpu::gpu_errc::unsupported, "nothing kept");
+    gpu::norm_reducer::pair p;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double a = d[i], b = (*kept)[i];
+      p.sqr += a * a;
+      p.kept_sqr += b * b;
+      p.cross += a * b;
+    }
+    return p;
+  };
+  return o;
+}
+
+}  // namespace troupe::actors::fakes
