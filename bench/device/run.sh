@@ -11,7 +11,7 @@
 # --unpack: unpack device-pack/ (Debian libraries with dpkg -x under /opt/troupe-deps, never into /;
 # Fashion-MNIST; the stripped binaries as build/release), find the device's cuBLAS and NCCL, and
 # give the test binaries the absolute paths they were built with (/work/main).
-# --only a,b: run only those steps, in the script's order (info torch_gpu model_gpu serve_gpu
+# --only a,b: run only those steps, in the script's order (info torch_gpu plugin model_gpu serve_gpu
 # noise_scale gpu_tests gpu_bench deepfm recovery allreduce nccl control checkpoint predict); the steps
 # of this stage's issue (49) come first, so that a call that runs out of time loses the older ones.
 # Exits 1 when a step failed (its rc in OUT/steps.jsonl). TROUPE_BUILD_DIR: another build than
@@ -87,6 +87,7 @@ step() {
 info() {
   nvidia-smi -L 2>&1 || echo "nvidia-smi: none"
   lscpu | grep -m1 "Model name" || true
+  echo "kernel: $(uname -r) (gVisor reports 4.4.0)"
   echo "cores: $(nproc)  memory: $(free -g | awk '/Mem/ {print $2}') GiB  python: ${py:-none}"
   [[ -n "$py" ]] && "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
   local missing=0
@@ -102,9 +103,11 @@ info() {
 
 gpu_tests() {
   local rc=0 t
-  for t in tests/gpu/gpu_cuda_test tests/gpu/gpu_layers_test tests/gpu/gpu_optimizer_test \
+  # GPU_TESTS: these only (a later call's short list).
+  for t in ${GPU_TESTS:-tests/gpu/gpu_cuda_test tests/gpu/gpu_layers_test tests/gpu/gpu_optimizer_test \
            tests/gpu/gpu_trainer_test tests/gpu/gpu_comm_plan_test tests/gpu/gpu_train_cli_test \
-           tests/actors/actors_allreduce_gpu_test tests/job/gpu_job_test tests/gpu/gpu_nccl_comm_test; do
+           tests/actors/actors_allreduce_gpu_test tests/job/gpu_job_test tests/gpu/gpu_nccl_comm_test \
+           tests/gpu/gpu_norms_test}; do
     echo "-- $t"
     "$build/$t" --gtest_output="json:$out/gtest_$(basename "$t").json" || rc=1
   done
@@ -273,12 +276,18 @@ serve_gpu() {
   local rc=0
   if ! nvidia-smi -L >/dev/null 2>&1; then echo "serve_gpu: no GPU here, nothing to serve on it"; return 0; fi
   [[ -d /tmp/troupe_device_model/jobs/mlp-gpu/model ]] || { echo "serve_gpu: model_gpu's model is missing"; return 1; }
+  # 8 HTTP threads (they parse the JSON) of the 16 cores; SERVE_MODELS=mlp: the built-in model only.
+  local threads=${SERVE_HTTP_THREADS:-8}
   "$py" bench/serve/gpu.py "$build" /tmp/troupe_device_model/jobs/mlp-gpu/model /tmp/troupe_device_model/test \
-    --root /tmp/troupe_device_serve/mlp --label mlp --seconds 2 --events | tee -a "$out/results.jsonl"
+    --root /tmp/troupe_device_serve/mlp --label mlp --seconds 2 --http-threads "$threads" \
+    $( [[ "${SERVE_EVENTS:-1}" == 1 ]] && echo --events) |
+    tee -a "$out/results.jsonl"
   ((PIPESTATUS[0] == 0)) || rc=1
+  [[ "${SERVE_MODELS:-mlp,torchscript}" == *torchscript* ]] || return $rc
   if [[ -d "$out/torch_gpu/jobs/torch-gpu/model" ]]; then
     "$py" bench/serve/gpu.py "$build" "$out/torch_gpu/jobs/torch-gpu/model" "$out/torch_gpu/test" \
-      --root /tmp/troupe_device_serve/torchscript --label torchscript --seconds 2 --rows 64 | tee -a "$out/results.jsonl"
+      --root /tmp/troupe_device_serve/torchscript --label torchscript --seconds 2 --rows 64 \
+      --http-threads "$threads" | tee -a "$out/results.jsonl"
     ((PIPESTATUS[0] == 0)) || rc=1
   else
     echo "serve_gpu: torch_gpu's model is missing"; rc=1
@@ -288,19 +297,21 @@ serve_gpu() {
 
 # Issue 49 item 4: the gradient noise scale's cost in an allreduce step at 4 and 8 ranks with the
 # cores to spare (noise_scale_bench: estimate on vs off in alternating blocks; the default every 8,
-# and every step), and on the GPU when the bench has its device mode (GPU_NOISE_ARGS).
+# and every step), then on the GPU (the strategy's device path: one replica, and two host-staged on
+# the one GPU; at every 8 and every 1). NOISE_CPU=0: the GPU part only.
 noise_scale() {
   local every
   for every in 8 1; do
+    [[ "${NOISE_CPU:-1}" == 1 ]] || break
     OPENBLAS_NUM_THREADS=1 "$build/bench/worker/noise_scale_bench" --ranks 4,8 --blocks 30 --steps 24 \
       --models mlp64,mlp256 --every $every 2>/dev/null | grep '"bench"' | tee -a "$out/results.jsonl"
     ((PIPESTATUS[0] == 0)) || return 1
   done
-  if [[ -n "${GPU_NOISE_ARGS:-}" ]]; then
-    # shellcheck disable=SC2086 # the bench's words
-    "$build/bench/worker/noise_scale_bench" $GPU_NOISE_ARGS 2>/dev/null | grep '"bench"' | tee -a "$out/results.jsonl"
-    return "${PIPESTATUS[0]}"
-  fi
+  for every in 8 1; do
+    "$build/bench/worker/noise_scale_bench" --device gpu --ranks 1,2 --batches 512,64 --blocks 30 --steps 24 \
+      --every $every 2>/dev/null | grep '"bench"' | tee -a "$out/results.jsonl"
+    ((PIPESTATUS[0] == 0)) || return 1
+  done
 }
 
 # The TorchScript plugin torch_gpu builds against the device's libtorch (with CUDA) is what every
@@ -317,6 +328,9 @@ export -f info gpu_tests nccl gpu_bench allreduce recovery deepfm torch_gpu cont
   serve_gpu noise_scale
 step info 30 info
 step torch_gpu 240 torch_gpu
+# plugin: torch_gpu's first part alone (the plugin the later steps load model.pt with), for a call
+# that runs model_gpu or serve_gpu without torch_gpu.
+step plugin 60 "TORCH_GPU_PLUGIN_ONLY=1 torch_gpu"
 plugin_from_torch_gpu
 step model_gpu 120 model_gpu
 step serve_gpu 240 serve_gpu

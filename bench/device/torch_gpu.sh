@@ -40,6 +40,7 @@ c++ -std=c++20 -O2 -DNDEBUG -fPIC -shared -w -Iactors/include -Inn/include -Icor
   -L"$libdir" -Wl,-rpath,"$libdir" "${libs[@]}" -Wl,-Bsymbolic -o "$plugin" || fail "building the plugin"
 echo "plugin built in $(($(date +%s) - t0)) s: $plugin"
 export TROUPE_TORCHSCRIPT_PLUGIN=$plugin
+[[ -z "${TORCH_GPU_PLUGIN_ONLY:-}" ]] || exit 0  # run.sh's plugin step: the build alone
 
 # 2. The module, scripted by this torch, and the runs.
 "$py" examples/torch/mlp.py "$out/mlp.pt" > /dev/null || fail "scripting examples/torch/mlp.py"
