@@ -157,7 +157,8 @@ nlohmann::json result_json(const nn::job_config& job, const nn::train_test& data
 }
 
 // The model it trained (train_model_out.hpp), named in the final line; a model that cannot be
-// written is the command's failure (exit 1) after the line (with model_error) is printed.
+// written is the command's failure (exit 1) after the line (with model_error) is printed, and
+// stderr says why in one line (the training itself went well: its figures are in the line).
 int finish(const config_doc& doc, const job::job_spec& spec, expected<storage::flat_state> state,
            nlohmann::json out, std::uint64_t steps) {
   expected<std::string> dir =
@@ -167,6 +168,9 @@ int finish(const config_doc& doc, const job::job_spec& spec, expected<storage::f
   else
     out["model_error"] = dir.err().to_string();
   std::printf("%s\n", out.dump().c_str());
+  if (!dir)
+    std::fprintf(stderr, "troupe: error: the trained model was not written: %s\n",
+                 dir.err().to_string().c_str());
   return dir ? 0 : 1;
 }
 

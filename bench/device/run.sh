@@ -268,10 +268,10 @@ predict() {
 }
 
 # Issue 49 item 3: the two GPU jobs' models (model_gpu's built-in MLP, torch_gpu's TorchScript MLP)
-# served by `troupe serve --device cuda` with 2 replicas, the open-loop generator at doubling rates
-# (rows/s at p99 <= 20 ms, 1-row and 64-row requests) against the same model.pt's plain batched
-# forward in the device's PyTorch CUDA; for the built-in model also a replica SIGKILLed and a hot swap
-# under load (no request may fail).
+# served by `troupe serve --device cuda` with 2 replicas, the open-loop generator at rates rising by
+# sqrt 2 (rows/s at p99 <= 20 ms; 1-row and 64-row requests, for the built-in model in JSON and with
+# binary tensor data) against the same model.pt's plain batched forward in the device's PyTorch
+# CUDA; for the built-in model also a replica SIGKILLed and a hot swap under load (none may fail).
 serve_gpu() {
   local rc=0
   if ! nvidia-smi -L >/dev/null 2>&1; then echo "serve_gpu: no GPU here, nothing to serve on it"; return 0; fi
@@ -279,7 +279,7 @@ serve_gpu() {
   # 8 HTTP threads (they parse the JSON) of the 16 cores; SERVE_MODELS=mlp: the built-in model only.
   local threads=${SERVE_HTTP_THREADS:-8}
   "$py" bench/serve/gpu.py "$build" /tmp/troupe_device_model/jobs/mlp-gpu/model /tmp/troupe_device_model/test \
-    --root /tmp/troupe_device_serve/mlp --label mlp --seconds 2 --http-threads "$threads" \
+    --root /tmp/troupe_device_serve/mlp --label mlp --seconds 2 --http-threads "$threads" --binary \
     $( [[ "${SERVE_EVENTS:-1}" == 1 ]] && echo --events) |
     tee -a "$out/results.jsonl"
   ((PIPESTATUS[0] == 0)) || rc=1
@@ -330,7 +330,7 @@ step info 30 info
 step torch_gpu 240 torch_gpu
 # plugin: torch_gpu's first part alone (the plugin the later steps load model.pt with), for a call
 # that runs model_gpu or serve_gpu without torch_gpu.
-step plugin 60 "TORCH_GPU_PLUGIN_ONLY=1 torch_gpu"
+step plugin 150 "TORCH_GPU_PLUGIN_ONLY=1 torch_gpu"
 plugin_from_torch_gpu
 step model_gpu 120 model_gpu
 step serve_gpu 240 serve_gpu

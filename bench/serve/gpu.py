@@ -34,14 +34,28 @@ def emit(row):
     print(json.dumps(row), flush=True)
 
 
-def write_body(path, meta, dense, ids, rows):
+def write_body(path, meta, dense, ids, rows, binary=False):
+    """A request of `rows` rows; binary: the binary tensor data extension (returns the JSON's length
+    in bytes, which goes in Inference-Header-Content-Length), else JSON (returns None)."""
     inputs = [{"name": "dense", "datatype": "FP32", "shape": [rows, dense.shape[1]],
                "data": [round(float(v), 6) for v in dense[:rows].reshape(-1)]}]
     if meta["forward"] == ["dense", "ids"]:
         inputs.append({"name": "ids", "datatype": "INT64", "shape": [rows, ids.shape[1]],
                        "data": [int(v) for v in ids[:rows].reshape(-1)]})
-    with open(path, "w") as f:
-        json.dump({"inputs": inputs}, f)
+    if not binary:
+        with open(path, "w") as f:
+            json.dump({"inputs": inputs}, f)
+        return None
+    blobs = [dense[:rows].astype("<f4").tobytes()]
+    if len(inputs) > 1:
+        blobs.append(ids[:rows].astype("<i8").tobytes())
+    for t, b in zip(inputs, blobs):
+        del t["data"]
+        t["parameters"] = {"binary_data_size": len(b)}
+    head = json.dumps({"inputs": inputs}).encode()
+    with open(path, "wb") as f:
+        f.write(head + b"".join(blobs))
+    return len(head)
 
 
 def forward_peer(torch, device, model_dir, meta, dense, ids, seconds=1.0):
@@ -84,12 +98,13 @@ def forward_peer(torch, device, model_dir, meta, dense, ids, seconds=1.0):
             "best_resident_rows_per_s": round(best["resident"][0]), "best_resident_batch": best["resident"][1]}
 
 
-def sweep(build, url, body, rows, seconds, start_rate):
+def sweep(build, url, body, rows, seconds, start_rate, json_bytes=None):
     """Open loop at rates rising by sqrt(2) until p99 passes the bound, a request fails or the rate is
     not reached: the most rows/s with p99 <= 20 ms."""
     runs, best, rate = [], None, start_rate
     while rate <= 256000:
-        r = serve_run.openloop(build, url, body, rate, seconds, connections=1024)
+        extra = ("--json-bytes", str(json_bytes)) if json_bytes else ()
+        r = serve_run.openloop(build, url, body, rate, seconds, connections=1024, extra=extra)
         r["rows_per_request"] = rows
         r["rows_per_s"] = round(r["achieved"] * rows)
         runs.append(r)
@@ -117,6 +132,7 @@ def main():
     ap.add_argument("--http-threads", type=int, default=2, help="[serve] http_threads: the threads that parse JSON")
     ap.add_argument("--events", action="store_true", help="also a replica SIGKILLed and a hot swap under load")
     ap.add_argument("--label", default="model")
+    ap.add_argument("--binary", action="store_true", help="also each row count with binary tensor data")
     ap.add_argument("--device", default="cuda", help="cuda (the benchmark) or cpu (a check of this script)")
     a = ap.parse_args()
     import torch
@@ -139,12 +155,12 @@ def main():
     try:
         serve_run.wait_ready(url, srv)
         infer = f"{url}/v2/models/{a.label}/infer"
-        for rows in (int(x) for x in a.rows.split(",")):
-            body = os.path.join(root, f"body-{rows}.json")
-            write_body(body, meta, dense.numpy(), ids.numpy() if ids is not None else None, rows)
-            best, runs = sweep(build, infer, body, rows, a.seconds, 500 if rows == 1 else 100)
+        for rows, binary in ((int(x), b) for x in a.rows.split(",") for b in ((False, True) if a.binary else (False,))):
+            body = os.path.join(root, f"body-{rows}{'.bin' if binary else '.json'}")
+            json_bytes = write_body(body, meta, dense.numpy(), ids.numpy() if ids is not None else None, rows, binary)
+            best, runs = sweep(build, infer, body, rows, a.seconds, 500 if rows == 1 else 100, json_bytes)
             row = {"bench": "serve_gpu", "model": a.label, "replicas": a.replicas, "max_batch": a.max_batch,
-                   "http_threads": a.http_threads,
+                   "http_threads": a.http_threads, "body": "binary" if binary else "json",
                    "rows_per_request": rows, "bound_ms": BOUND_MS,
                    "rows_per_s_at_bound": best["rows_per_s"] if best else None,
                    "p99_ms_at_bound": best["p99_ms"] if best else None,

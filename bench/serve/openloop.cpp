@@ -5,7 +5,9 @@
 // busy a new one opens, up to --connections, and past that requests wait (still on the clock).
 //
 //   serve_openloop --url http://127.0.0.1:8000/v2/models/mlp/infer --body body.json --rate 500
-//                  --seconds 10 [--connections 256] [--trace trace.tsv] [--warmup 1]
+//                  --seconds 10 [--connections 256] [--trace trace.tsv] [--warmup 1] [--json-bytes N]
+// --json-bytes N: the body is a binary tensor data request whose JSON is its first N bytes (sent as
+// Inference-Header-Content-Length, with Content-Type application/octet-stream).
 //
 // Prints one JSON line: rate asked and achieved, requests sent, answered 2xx, errors (non-2xx,
 // failed connections), latency p50/p90/p99/p99.9/max in ms, requests sent again on a new connection
@@ -41,6 +43,7 @@ struct options {
   std::string body_file, trace;
   double rate = 100, seconds = 10, warmup = 1;
   std::size_t connections = 256;
+  std::string json_bytes;  // the binary tensor data extension's header, when set
 };
 
 struct record {
@@ -119,7 +122,9 @@ class generator {
   void send(const std::shared_ptr<conn>& c, steady::time_point due, bool retried = false) {
     c->req = {http::verb::post, o_.target, 11};
     c->req.set(http::field::host, o_.host);
-    c->req.set(http::field::content_type, "application/json");
+    c->req.set(http::field::content_type,
+               o_.json_bytes.empty() ? "application/json" : "application/octet-stream");
+    if (!o_.json_bytes.empty()) c->req.set("Inference-Header-Content-Length", o_.json_bytes);
     c->req.keep_alive(true);
     c->req.body() = body_;
     c->req.prepare_payload();
@@ -226,6 +231,7 @@ int main(int argc, char** argv) {
     if (k == "--warmup") o.warmup = std::atof(v.c_str());
     if (k == "--connections") o.connections = static_cast<std::size_t>(std::atol(v.c_str()));
     if (k == "--trace") o.trace = v;
+    if (k == "--json-bytes") o.json_bytes = v;
   }
   std::ifstream in(o.body_file, std::ios::binary);
   if (!in) return std::fprintf(stderr, "--body %s: cannot read it\n", o.body_file.c_str()), 2;

@@ -120,9 +120,9 @@ def peak(url, body, seconds, pid, bound_ms=20.0):
     return best, runs
 
 
-def openloop(build, url, body, rate, seconds, trace=None, connections=512):
+def openloop(build, url, body, rate, seconds, trace=None, connections=512, extra=()):
     args = [os.path.join(build, "bench", "serve", "serve_openloop"), "--url", url, "--body", body, "--rate",
-            str(rate), "--seconds", str(seconds), "--connections", str(connections)]
+            str(rate), "--seconds", str(seconds), "--connections", str(connections), *extra]
     if trace:
         args += ["--trace", trace]
     out = subprocess.run(args, capture_output=True, text=True, timeout=seconds + 120)

@@ -23,7 +23,9 @@ std::vector<std::string> candidates() {
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) out.push_back((exe.parent_path() / "libtroupe_torchscript.so").string());
 #ifdef TROUPE_TORCHSCRIPT_PLUGIN_BUILT
-  out.push_back(TROUPE_TORCHSCRIPT_PLUGIN_BUILT);
+  // Where the build put it: often beside the binary already (then named once).
+  if (out.empty() || out.front() != TROUPE_TORCHSCRIPT_PLUGIN_BUILT)
+    out.push_back(TROUPE_TORCHSCRIPT_PLUGIN_BUILT);
 #endif
   return out;
 }

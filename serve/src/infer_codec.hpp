@@ -52,8 +52,11 @@ struct infer_input {
   unsigned outputs = 0;  // output_set bits; 0: every output the model has
 };
 
-// Parses and checks `body`. The error's context is the message for the client (400).
-expected<infer_input> parse_infer_request(std::string_view body, const model_shape& shape);
+// Parses and checks `body`. The error's context is the message for the client (400). `json_bytes`:
+// the binary tensor data extension's Inference-Header-Content-Length (the JSON is the body's first
+// json_bytes, the inputs' binary data follow); SIZE_MAX: the whole body is JSON.
+expected<infer_input> parse_infer_request(std::string_view body, const model_shape& shape,
+                                          std::size_t json_bytes = SIZE_MAX);
 
 // The answer's JSON. `logits` is [rows, width].
 std::string encode_infer_response(const std::string& model_name, const std::string& version,

@@ -1,7 +1,10 @@
 // The infer request's JSON read into rows (infer_codec.hpp): the structure through json_scan.hpp's
-// SAX events, then every input checked against the model.
+// SAX events, then every input checked against the model. With the binary tensor data extension the
+// JSON is the body's first `json_bytes` and each input with parameters.binary_data_size takes its
+// bytes, in the order of "inputs", from the rest (little-endian, row-major).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "infer_codec.hpp"
@@ -27,6 +30,26 @@ struct tensor_spec {
   std::size_t width;
 };
 
+// A binary tensor's bytes: as many as its shape needs, and FP32 values finite (JSON cannot carry
+// the others, and a model would answer NaN).
+template <typename Bad>
+expected<std::size_t> check_binary(const parsed_tensor& t, std::size_t expect, const tensor_spec& spec,
+                                   const Bad& bad) {
+  const std::size_t elem = std::string_view(spec.datatype) == "FP32" ? sizeof(float) : sizeof(std::int64_t);
+  if (t.raw.size() != expect * elem)
+    return bad("parameters.binary_data_size " + std::to_string(t.raw.size()) + " for shape " +
+               shape_text(t.shape) + " (" + std::to_string(expect * elem) + " bytes of " + spec.datatype +
+               " expected)");
+  if (elem == sizeof(float)) {
+    for (std::size_t k = 0; k < expect; ++k) {
+      float v;
+      std::memcpy(&v, t.raw.data() + k * sizeof v, sizeof v);
+      if (!std::isfinite(v)) return bad("binary value " + std::to_string(k) + " is not finite");
+    }
+  }
+  return static_cast<std::size_t>(t.shape[0]);
+}
+
 expected<std::size_t> check_tensor(const parsed_tensor& t, std::size_t index, const tensor_spec& spec,
                                    const model_shape& shape) {
   std::string where = "inputs[" + std::to_string(index) + "] '" + t.name + "'";
@@ -46,8 +69,9 @@ expected<std::size_t> check_tensor(const parsed_tensor& t, std::size_t index, co
     return bad("shape " + shape_text(t.shape) + ": " + std::to_string(t.shape[0]) +
                " rows; this server takes at most " + std::to_string(shape.max_rows) +
                " rows per request (max_batch)");
-  if (!t.has_data) return bad("no data");
   std::size_t expect = static_cast<std::size_t>(t.shape[0]) * spec.width;
+  if (t.binary()) return check_binary(t, expect, spec, bad);
+  if (!t.has_data) return bad("no data");
   if (t.reals.size() != expect)
     return bad(std::to_string(t.reals.size()) + " values in data for shape " + shape_text(t.shape) + " (" +
                std::to_string(expect) + " expected)");
@@ -152,9 +176,14 @@ expected<void> take_values(const named_inputs& n, const model_shape& shape, infe
     auto rows = check_tensor(*n.dense, n.dense_at, {"dense", "FP32", shape.dense_dim}, shape);
     if (!rows) return rows.err();
     in.rows = *rows;
-    in.dense.resize(n.dense->reals.size());
-    std::transform(n.dense->reals.begin(), n.dense->reals.end(), in.dense.begin(),
-                   [](double v) { return static_cast<float>(v); });
+    if (n.dense->binary()) {
+      in.dense.resize(n.dense->raw.size() / sizeof(float));
+      std::memcpy(in.dense.data(), n.dense->raw.data(), n.dense->raw.size());
+    } else {
+      in.dense.resize(n.dense->reals.size());
+      std::transform(n.dense->reals.begin(), n.dense->reals.end(), in.dense.begin(),
+                     [](double v) { return static_cast<float>(v); });
+    }
   }
   if (n.ids) {
     auto rows = check_tensor(*n.ids, n.ids_at, {"ids", "INT64", shape.fields}, shape);
@@ -165,15 +194,59 @@ expected<void> take_values(const named_inputs& n, const model_shape& shape, infe
                                                               " rows, 'dense' " + std::to_string(in.rows) +
                                                               ": one row of each per example");
     in.rows = *rows;
-    in.ids = n.ids->ints;
+    if (n.ids->binary()) {
+      in.ids.resize(n.ids->raw.size() / sizeof(std::int64_t));
+      std::memcpy(in.ids.data(), n.ids->raw.data(), n.ids->raw.size());
+    } else {
+      in.ids = n.ids->ints;
+    }
     if (!n.dense) in.dense.assign(in.rows * shape.dense_dim, 0.0f);
   }
   return {};
 }
 
+// Each binary input's bytes from `blob`, in the order of "inputs"; every byte taken.
+expected<void> split_binary(request_reader& r, std::string_view blob, bool extension) {
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < r.inputs.size(); ++i) {
+    auto& t = r.inputs[i];
+    if (!t.binary()) continue;
+    std::string where = "inputs[" + std::to_string(i) + "]" + (t.has_name ? " '" + t.name + "'" : "");
+    if (!extension)
+      return make_unexpected(core_errc::invalid_argument,
+                             where +
+                                 ": parameters.binary_data_size without the Inference-Header-Content-Length "
+                                 "header (the JSON's length in bytes, the binary data after it)");
+    if (t.has_data)
+      return make_unexpected(core_errc::invalid_argument,
+                             where + ": both data and parameters.binary_data_size");
+    const auto size = static_cast<std::size_t>(t.binary_size);
+    if (size > blob.size() - at)
+      return make_unexpected(core_errc::invalid_argument,
+                             where + ": binary_data_size " + std::to_string(size) + " at byte " +
+                                 std::to_string(at) + " of the binary data, which has " +
+                                 std::to_string(blob.size()) + " bytes");
+    t.raw = blob.substr(at, size);
+    at += size;
+  }
+  if (at != blob.size())
+    return make_unexpected(core_errc::invalid_argument,
+                           "the binary data after the JSON has " + std::to_string(blob.size()) +
+                               " bytes; the inputs' binary_data_size add up to " + std::to_string(at));
+  return {};
+}
+
 }  // namespace
 
-expected<infer_input> parse_infer_request(std::string_view body, const model_shape& shape) {
+expected<infer_input> parse_infer_request(std::string_view body, const model_shape& shape,
+                                          std::size_t json_bytes) {
+  const bool extension = json_bytes != SIZE_MAX;
+  if (extension && json_bytes > body.size())
+    return make_unexpected(core_errc::invalid_argument,
+                           "Inference-Header-Content-Length " + std::to_string(json_bytes) +
+                               ": the body has only " + std::to_string(body.size()) + " bytes");
+  const auto blob = extension ? body.substr(json_bytes) : std::string_view();
+  if (extension) body = body.substr(0, json_bytes);
   request_reader r;
   json_scanner<request_reader> scan(body, r);
   if (!scan.run() || !r.problem.empty()) {
@@ -181,6 +254,7 @@ expected<infer_input> parse_infer_request(std::string_view body, const model_sha
     return make_unexpected(core_errc::invalid_argument,
                            "malformed JSON (byte " + std::to_string(scan.error_at) + "): " + scan.error);
   }
+  if (auto b = split_binary(r, blob, extension); !b) return b.err();
   auto named = name_inputs(r, shape);
   if (!named) return named.err();
   infer_input in;

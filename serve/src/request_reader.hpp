@@ -1,11 +1,13 @@
 // The infer request's structure read from json_scan.hpp's SAX events (infer_request.cpp checks it
-// against the model): the inputs' names, datatypes, shapes and data, the outputs asked for, the id.
+// against the model): the inputs' names, datatypes, shapes and data (or, with the binary tensor data
+// extension, each input's parameters.binary_data_size), the outputs asked for, the id.
 // Private to infer_request.cpp; inline so that the scanner's calls per number are inlined.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace troupe::serve {
@@ -19,6 +21,9 @@ struct parsed_tensor {
   std::vector<double> reals;              // every number of data, as a double
   std::vector<std::int64_t> ints;         // the same where each is an integer token
   std::size_t first_fraction = SIZE_MAX;  // index of the first number that is not an integer
+  std::int64_t binary_size = -1;          // parameters.binary_data_size (-1: none): data after the JSON
+  std::string_view raw;                   // those bytes, once the binary part is split (infer_request.cpp)
+  bool binary() const { return binary_size >= 0; }
 };
 
 struct parsed_output {
@@ -55,7 +60,7 @@ class request_reader {
   }
 
  private:
-  enum class ctx { root, inputs, input, shape, data, outputs, output, skip };
+  enum class ctx { root, inputs, input, shape, data, params, outputs, output, skip };
   bool fail(std::string text) {
     if (problem.empty()) problem = std::move(text);
     return false;
@@ -100,6 +105,9 @@ inline bool request_reader::start_object(std::size_t) {
     case ctx::input:
       if (key_ == "name" || key_ == "datatype" || key_ == "shape" || key_ == "data")
         return fail(where() + "." + key_ + ": got an object");
+      return push(key_ == "parameters" ? ctx::params : ctx::skip);
+    case ctx::params:
+      if (key_ == "binary_data_size") return fail(where() + ".parameters.binary_data_size: got an object");
       return push(ctx::skip);
     case ctx::output:
       if (key_ == "name")
@@ -134,6 +142,9 @@ inline bool request_reader::start_array(std::size_t) {
       return fail(where() + ".shape: expected integers, got an array");
     case ctx::data:
       return push(ctx::data);  // nested rows
+    case ctx::params:
+      if (key_ == "binary_data_size") return fail(where() + ".parameters.binary_data_size: got an array");
+      return push(ctx::skip);
     case ctx::skip:
       return push(ctx::skip);
   }
@@ -193,8 +204,10 @@ inline bool request_reader::string(std::string& s) {
       }
       return true;
     case ctx::data:
-      return fail(where() + ".data[" + std::to_string(inputs.back().reals.size()) +
-                  "]: a string; tensor data are numbers (the binary data extension is not supported)");
+      return fail(
+          where() + ".data[" + std::to_string(inputs.back().reals.size()) +
+          "]: a string; tensor data are numbers (or binary, after the JSON: parameters.binary_data_size "
+          "and the Inference-Header-Content-Length header)");
     default:
       return scalar("a string");
   }
@@ -224,6 +237,10 @@ inline bool request_reader::scalar(const char* what) {
     case ctx::data:
       return fail(where() + ".data[" + std::to_string(inputs.back().reals.size()) + "]: " + what +
                   "; tensor data are numbers");
+    case ctx::params:
+      if (key_ == "binary_data_size")
+        return fail(where() + ".parameters.binary_data_size: expected a non-negative integer, got " + what);
+      return true;
     case ctx::inputs:
       return fail("inputs[" + std::to_string(inputs.size()) + "]: expected a tensor object, got " + what);
     case ctx::outputs:
@@ -248,6 +265,13 @@ inline bool request_reader::number(double d, std::int64_t i, bool integer) {
       if (!integer || i < 0)
         return fail(where() + ".shape: expected non-negative integers, got " + nlohmann::json(d).dump());
       inputs.back().shape.push_back(i);
+      return true;
+    case ctx::params:
+      if (key_ != "binary_data_size") return true;
+      if (!integer || i < 0)
+        return fail(where() + ".parameters.binary_data_size: expected a non-negative integer, got " +
+                    (integer ? std::to_string(i) : nlohmann::json(d).dump()));
+      inputs.back().binary_size = i;
       return true;
     default:
       return scalar("a number");

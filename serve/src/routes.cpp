@@ -1,6 +1,7 @@
 // The HTTP API of `troupe serve` (docs/serving.md): the Open Inference Protocol's REST routes for
 // the one model served, /metrics, and the rows route. Runs on the HTTP server's threads; an infer
 // request is parsed here and answered later, from the thread that finishes it.
+#include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "frontend.hpp"
@@ -204,11 +205,18 @@ void frontend::count_request(int status, clock::time_point arrived) {
 void frontend::infer(const observe::http_request& r, const std::shared_ptr<const model_view>& view,
                      observe::http_responder respond) {
   auto t0 = clock_.now();
-  if (r.headers.count("inference-header-content-length")) {
-    count_request(400, t0);
-    return respond(error_answer(400, "the binary tensor data extension is not supported: send JSON tensors"));
+  // The binary tensor data extension: the JSON's length in bytes; the inputs' data after it.
+  std::size_t json_bytes = SIZE_MAX;
+  if (auto h = r.headers.find("inference-header-content-length"); h != r.headers.end()) {
+    const auto& v = h->second;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), json_bytes);
+    if (ec != std::errc() || end != v.data() + v.size() || json_bytes == SIZE_MAX) {
+      count_request(400, t0);
+      return respond(error_answer(
+          400, "Inference-Header-Content-Length '" + v + "': expected the JSON header's length in bytes"));
+    }
   }
-  auto in = parse_infer_request(r.body, view->shape);
+  auto in = parse_infer_request(r.body, view->shape, json_bytes);
   if (!in) {
     count_request(400, t0);
     return respond(error_answer(400, in.err().context()));

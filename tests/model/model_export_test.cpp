@@ -115,6 +115,28 @@ TEST(model_export, train_local_writes_a_model_that_matches_pytorch) {
   }
 }
 
+// A model that cannot be written (here: no TorchScript plugin to write model.pt with) fails the
+// command after training: exit 1, the final line with its figures and model_error, and one line on
+// stderr saying why (on the device machine the line was missing: exit 1 and nothing said).
+TEST(model_export, train_local_that_cannot_write_its_model_says_why) {
+  const std::string dir = test_root("local-noplugin"), cache = test_root("local-noplugin-cache");
+  std::ofstream(dir + "/job.toml") << "[job]\nroot = \"" << dir << "/jobs\"\ndataset_cache = \"" << cache
+                                   << "\"\n"
+                                   << ring_job("allreduce", "[model]\ntype = \"mlp\"\nhidden = [16]\n");
+  ::setenv("TROUPE_TORCHSCRIPT_PLUGIN", (dir + "/no-such-plugin.so").c_str(), 1);
+  std::string out;
+  const int code = troupe("train --local " + dir + "/job.toml 2>" + dir + "/err", &out);
+  ::unsetenv("TROUPE_TORCHSCRIPT_PLUGIN");
+  EXPECT_EQ(code, 1) << out;
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  const auto res = nlohmann::json::parse(out.substr(out.rfind('\n') + 1));
+  EXPECT_NE(res.value("model_error", "").find("no-such-plugin.so"), std::string::npos) << res.dump();
+  EXPECT_GT(res.value("test_accuracy", 0.0), 0.5) << res.dump();
+  const std::string err = read_file(dir + "/err");
+  EXPECT_NE(err.find("troupe: error: the trained model was not written: "), std::string::npos) << err;
+  EXPECT_NE(err.find("no-such-plugin.so"), std::string::npos) << err;
+}
+
 TEST(model_export, users_torchscript_modules_of_every_strategy_match_pytorch) {
   const auto torch = [](const std::string& m) {
     return "[model]\ntype = \"torchscript\"\npath = \"" + module(m) + "\"\n";

@@ -137,8 +137,8 @@ TEST(infer_codec, every_bad_input_names_the_field_and_the_expected_shape) {
             "inputs[0] 'dense': 3 values in data for shape [2, 3] (6 expected)");
   EXPECT_EQ(
       bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 3], "data": [1, "2", 3]}]})"),
-      "inputs[0] 'dense'.data[1]: a string; tensor data are numbers (the binary data extension is not "
-      "supported)");
+      "inputs[0] 'dense'.data[1]: a string; tensor data are numbers (or binary, after the JSON: "
+      "parameters.binary_data_size and the Inference-Header-Content-Length header)");
   EXPECT_EQ(
       bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 3], "data": [1, null, 3]}]})"),
       "inputs[0] 'dense'.data[1]: null; tensor data are numbers");
@@ -253,6 +253,70 @@ TEST(infer_codec, the_answer_has_logits_probabilities_and_class_ids) {
   auto s = sparse_model();
   j = json::parse(encode_infer_response("m", "v", "", odd, 3, s, out_logits));
   for (int i = 0; i < 3; ++i) EXPECT_EQ(j["outputs"][0]["data"][i].get<float>(), odd[i]);
+}
+
+// The binary tensor data extension: the JSON header, then each binary input's bytes in the order of
+// "inputs" (little-endian, row-major); a JSON input may sit beside a binary one.
+std::string with_bytes(std::string head, const void* data, std::size_t n) {
+  return head + std::string(static_cast<const char*>(data), n);
+}
+
+TEST(infer_codec, binary_tensors_read_as_their_json_twins) {
+  const float dense[] = {1, 2.5f, -3, 0.4f, 0, 1};
+  const std::string head =
+      R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [2, 3], "parameters": {"binary_data_size": 24}}]})";
+  auto r = parse_infer_request(with_bytes(head, dense, sizeof dense), dense_model(), head.size());
+  ASSERT_TRUE(r) << r.err().context();
+  EXPECT_EQ(r->rows, 2u);
+  EXPECT_EQ(r->dense, (std::vector<float>{1, 2.5f, -3, 0.4f, 0, 1}));
+  // ids in binary after dense in JSON; the ids beyond 2^53 exact.
+  const std::int64_t ids[] = {5, 9007199254740993};
+  const std::string head2 =
+      R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 2], "data": [1, 2]},
+                     {"name": "ids", "datatype": "INT64", "shape": [1, 2], "parameters": {"binary_data_size": 16}}]})";
+  auto s = parse_infer_request(with_bytes(head2, ids, sizeof ids), sparse_model(), head2.size());
+  ASSERT_TRUE(s) << s.err().context();
+  EXPECT_EQ(s->ids, (std::vector<std::int64_t>{5, 9007199254740993}));
+  EXPECT_EQ(s->dense, (std::vector<float>{1, 2}));
+}
+
+TEST(infer_codec, bad_binary_tensors_are_named) {
+  const float three[] = {1, 2, 3};
+  auto binary_bad = [](const std::string& head, const std::string& blob, std::size_t json_bytes = SIZE_MAX) {
+    auto r =
+        parse_infer_request(head + blob, dense_model(), json_bytes == SIZE_MAX ? head.size() : json_bytes);
+    EXPECT_FALSE(r) << head;
+    return r ? std::string() : r.err().context();
+  };
+  auto head = [](const std::string& size) {
+    return R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 3], "parameters": {"binary_data_size": )" +
+           size + "}}]}";
+  };
+  const std::string twelve = with_bytes("", three, sizeof three);
+  EXPECT_EQ(binary_bad(head("16"), twelve),
+            "inputs[0] 'dense': binary_data_size 16 at byte 0 of the binary data, which has 12 bytes");
+  EXPECT_EQ(binary_bad(head("8"), twelve),
+            "the binary data after the JSON has 12 bytes; the inputs' binary_data_size add up to 8");
+  EXPECT_EQ(binary_bad(head("8"), twelve.substr(0, 8)),
+            "inputs[0] 'dense': parameters.binary_data_size 8 for shape [1, 3] (12 bytes of FP32 expected)");
+  EXPECT_EQ(binary_bad(head("-4"), twelve),
+            "inputs[0] 'dense'.parameters.binary_data_size: expected a non-negative integer, got -4");
+  EXPECT_EQ(binary_bad(head("\"12\""), twelve),
+            "inputs[0] 'dense'.parameters.binary_data_size: expected a non-negative integer, got a string");
+  EXPECT_EQ(binary_bad(head("12"), twelve, 10000),
+            "Inference-Header-Content-Length 10000: the body has only " +
+                std::to_string(head("12").size() + 12) + " bytes");
+  // Without the header the sizes mean nothing: refused, not read as JSON with no data.
+  EXPECT_EQ(
+      bad(head("12")),
+      "inputs[0] 'dense': parameters.binary_data_size without the Inference-Header-Content-Length header "
+      "(the JSON's length in bytes, the binary data after it)");
+  const std::string both =
+      R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3], "parameters": {"binary_data_size": 12}}]})";
+  EXPECT_EQ(binary_bad(both, twelve), "inputs[0] 'dense': both data and parameters.binary_data_size");
+  const float nan[] = {1, std::nanf(""), 3};
+  EXPECT_EQ(binary_bad(head("12"), with_bytes("", nan, sizeof nan)),
+            "inputs[0] 'dense': binary value 1 is not finite");
 }
 
 }  // namespace

@@ -29,7 +29,8 @@ import urllib.request
 import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_lib import Server, TestFailure, check_answer, fail, free_port, infer_body, log, make_models  # noqa: E402
+from serve_lib import (Server, TestFailure, binary_infer, check_answer, fail, free_port, infer_body, log,  # noqa: E402
+                       make_models)
 
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -55,6 +56,11 @@ def answers(troupe, work, models):
                 fail(f"{name}: {a['model_name']} {a.get('id')}")
             if problems := check_answer(a, ref):
                 fail(f"{name}: {problems[:5]}")
+            # The binary tensor data extension: the same rows as bytes after the JSON, the same answer.
+            data, headers = binary_infer(ref)
+            r = requests.post(srv.infer_url(), data=data, headers=headers, timeout=10)
+            if r.status_code != 200 or (problems := check_answer(r.json(), ref)):
+                fail(f"{name}: binary request: {r.status_code} {r.text[:300]}")
             for row in range(len(ref["dense"])):
                 req = urllib.request.Request(srv.infer_url(), data=json.dumps(infer_body(ref, [row])).encode(),
                                              headers={"Content-Type": "application/json"}, method="POST")
@@ -255,7 +261,12 @@ def bad_input(troupe, work, models):
             fail(f"405 without Allow: {r.headers}")
         expect(requests.get(srv.url + "/nothing", timeout=5), 404, "no such route")
         expect(requests.post(url, data=b"\x00\x01", headers={"Inference-Header-Content-Length": "2"}, timeout=5),
-               400, "binary tensor data extension is not supported")
+               400, "malformed JSON")
+        expect(requests.post(url, data=b"{}", headers={"Inference-Header-Content-Length": "two"}, timeout=5),
+               400, "Inference-Header-Content-Length 'two': expected the JSON header's length in bytes")
+        data, headers = binary_infer(ref, [0])
+        expect(requests.post(url, data=data[:-4], headers=headers, timeout=5), 400,
+               "binary_data_size 48 at byte 0 of the binary data, which has 44 bytes")
         # Headers over 8 KiB: 431; garbage: 400.
         big = raw_request(srv.port, b"GET /v2 HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n")
         if not big.startswith(b"HTTP/1.1 431"):

@@ -1,6 +1,7 @@
 """Helpers of the serving tests: start the real `troupe serve` on loopback, wait for it, query it,
 stop it. Standard library plus `requests` (a real client library, Debian's python3-requests)."""
 import json
+import struct
 import os
 import signal
 import socket
@@ -94,6 +95,20 @@ def infer_body(ref, rows=None, with_ids=None):
         ids = ref["ids"] if rows is None else [ref["ids"][r] for r in rows]
         body["inputs"].append({"name": "ids", "datatype": "INT64", "shape": [len(ids), len(ids[0])], "data": ids})
     return body
+
+
+def binary_infer(ref, rows=None):
+    """The same request with the binary tensor data extension: (body bytes, headers). Every input's
+    data after the JSON header, little-endian, row-major, in the order of "inputs"."""
+    body = infer_body(ref, rows)
+    blobs = []
+    for t in body["inputs"]:
+        flat = [v for row in t.pop("data") for v in row]
+        blobs.append(struct.pack(f"<{len(flat)}{'f' if t['datatype'] == 'FP32' else 'q'}", *flat))
+        t["parameters"] = {"binary_data_size": len(blobs[-1])}
+    head = json.dumps(body).encode()
+    return head + b"".join(blobs), {"Content-Type": "application/octet-stream",
+                                    "Inference-Header-Content-Length": str(len(head))}
 
 
 def close(a, b, tol=1e-5):

@@ -81,7 +81,16 @@ void runner::export_model() {
   }
   std::string why = !r ? r.err().to_string() : r->err.substr(0, 2000);
   while (!why.empty() && why.back() == '\n') why.pop_back();
-  spdlog::error("job {} finished, but its model could not be written: {}", dir_->job_id(), why);
+  // A troupe built without libtorch (scripts/install-deps.sh --demo): the job is fine, its model.pt
+  // can be written later from its checkpoints; said as what to do, not as a failure.
+  if (why.find("libtroupe_torchscript.so") != std::string::npos && why.find("(missing)") != std::string::npos)
+    spdlog::warn(
+        "job {} finished; model.pt not written: this troupe was built without libtorch (the TorchScript "
+        "plugin). After scripts/install-deps.sh and scripts/build.sh, `troupe export {}` writes it from "
+        "the job's checkpoints",
+        dir_->job_id(), dir_->path());
+  else
+    spdlog::error("job {} finished, but its model could not be written: {}", dir_->job_id(), why);
   outcome_.model_failed(std::move(why));
 }
 
