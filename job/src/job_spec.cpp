@@ -64,6 +64,29 @@ void make_model_paths_absolute(job_spec& spec) {
       *path = std::filesystem::absolute(*path, ec).lexically_normal().string();
     }
 }
+// What a job on the GPU cannot combine with.
+expected<void> check_gpu_combinations(const job_spec& spec, const std::string& source) {
+  // [train] device is `troupe train --local`'s switch (it reads job files too); a job's workers
+  // follow [job] device.
+  // Under async_ps the shards apply the embedding rows' gradients, which the GPU backend keeps on
+  // the device (actors/src/worker/backends/cuda_backend.cpp says the same for a model built otherwise).
+  const auto& type = spec.nn.model.type;
+  if (spec.uses_gpu() && spec.job.strategy == "async_ps" && (type == "deepfm" || type == "wide_deep"))
+    return make_unexpected(core_errc::invalid_argument,
+                           source +
+                               ": job.device: \"gpu\" with strategy \"async_ps\" needs a model "
+                               "without embedding tables (model.type is \"" +
+                               type + "\"); use allreduce or local_sgd, or device \"cpu\"");
+  // The device path of allreduce (actors/src/worker/strategies/allreduce_gpu.cpp) has no gradient
+  // accumulation, which the goodput-optimal batch relies on beyond max_local_batch.
+  if (spec.uses_gpu() && spec.job.strategy == "allreduce" && spec.nn.train.batch == "auto")
+    return make_unexpected(core_errc::invalid_argument,
+                           source +
+                               ": key 'train.batch': \"auto\" is not supported with job.device = \"gpu\" "
+                               "(the GPU allreduce path keeps the job file's batch_size); use batch = "
+                               "\"fixed\", or device \"cpu\"");
+  return {};
+}
 }  // namespace
 
 expected<job_spec> job_spec::read(const config_doc& doc, config_doc* effective) {
@@ -85,25 +108,7 @@ expected<job_spec> job_spec::read(const config_doc& doc, config_doc* effective) 
                            doc.source() +
                                ": key 'transport.listen_port': a job's nodes each pick a free port "
                                "of transport.listen_host; remove the key");
-  // [train] device is `troupe train --local`'s switch (it reads job files too); a job's workers
-  // follow [job] device.
-  // Under async_ps the shards apply the embedding rows' gradients, which the GPU backend keeps on
-  // the device (actors/src/worker/backends/cuda_backend.cpp says the same for a model built otherwise).
-  const auto& type = spec.nn.model.type;
-  if (spec.uses_gpu() && spec.job.strategy == "async_ps" && (type == "deepfm" || type == "wide_deep"))
-    return make_unexpected(core_errc::invalid_argument,
-                           doc.source() +
-                               ": job.device: \"gpu\" with strategy \"async_ps\" needs a model "
-                               "without embedding tables (model.type is \"" +
-                               type + "\"); use allreduce or local_sgd, or device \"cpu\"");
-  // The device path of allreduce (actors/src/worker/strategies/allreduce_gpu.cpp) has no gradient
-  // accumulation, which the goodput-optimal batch relies on beyond max_local_batch.
-  if (spec.uses_gpu() && spec.job.strategy == "allreduce" && spec.nn.train.batch == "auto")
-    return make_unexpected(core_errc::invalid_argument,
-                           doc.source() +
-                               ": key 'train.batch': \"auto\" is not supported with job.device = \"gpu\" "
-                               "(the GPU allreduce path keeps the job file's batch_size); use batch = "
-                               "\"fixed\", or device \"cpu\"");
+  if (auto g = check_gpu_combinations(spec, doc.source()); !g) return g.err();
   if (spec.job.dataset_cache.empty()) spec.job.dataset_cache = spec.job.root + "/datasets";
   make_model_paths_absolute(spec);
   return spec;

@@ -74,6 +74,20 @@ json outputs_meta(const model::model_info& m, std::int64_t width) {
   return outputs;
 }
 
+// The binary tensor data extension's Inference-Header-Content-Length: the JSON's length in bytes, the
+// inputs' data after it (SIZE_MAX: no such header, the body is JSON).
+expected<std::size_t> json_length(const observe::http_request& r) {
+  std::size_t n = SIZE_MAX;
+  auto h = r.headers.find("inference-header-content-length");
+  if (h == r.headers.end()) return n;
+  const auto& v = h->second;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size() || n == SIZE_MAX)
+    return make_unexpected(core_errc::invalid_argument, "Inference-Header-Content-Length '" + v +
+                                                            "': expected the JSON header's length in bytes");
+  return n;
+}
+
 }  // namespace
 
 std::shared_ptr<const model_view> frontend::current_view() const {
@@ -205,18 +219,12 @@ void frontend::count_request(int status, clock::time_point arrived) {
 void frontend::infer(const observe::http_request& r, const std::shared_ptr<const model_view>& view,
                      observe::http_responder respond) {
   auto t0 = clock_.now();
-  // The binary tensor data extension: the JSON's length in bytes; the inputs' data after it.
-  std::size_t json_bytes = SIZE_MAX;
-  if (auto h = r.headers.find("inference-header-content-length"); h != r.headers.end()) {
-    const auto& v = h->second;
-    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), json_bytes);
-    if (ec != std::errc() || end != v.data() + v.size() || json_bytes == SIZE_MAX) {
-      count_request(400, t0);
-      return respond(error_answer(
-          400, "Inference-Header-Content-Length '" + v + "': expected the JSON header's length in bytes"));
-    }
+  auto json_bytes = json_length(r);
+  if (!json_bytes) {
+    count_request(400, t0);
+    return respond(error_answer(400, json_bytes.err().context()));
   }
-  auto in = parse_infer_request(r.body, view->shape, json_bytes);
+  auto in = parse_infer_request(r.body, view->shape, *json_bytes);
   if (!in) {
     count_request(400, t0);
     return respond(error_answer(400, in.err().context()));
