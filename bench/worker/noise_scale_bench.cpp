@@ -88,6 +88,14 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// One replica of a rank: its job, backend, strategy and context (two per rank: one estimating).
+struct replica {
+  job::job_spec spec;
+  std::unique_ptr<trainer_backend> be;
+  std::unique_ptr<strategy> strat;
+  std::unique_ptr<worker_context> ctx;
+};
+
 // Per block, the mean wall and CPU seconds per step of rank 0 with the estimate on and off.
 void run(const std::string& model, int ranks, int blocks, int steps, const nn::dataset& data) {
   shared_ring ring(ranks);
@@ -97,12 +105,6 @@ void run(const std::string& model, int ranks, int blocks, int steps, const nn::d
   for (int r = 0; r < ranks; ++r)
     threads.emplace_back([&, r] {
       // Two replicas per rank: one estimating, one not, stepped in alternate blocks.
-      struct replica {
-        job::job_spec spec;
-        std::unique_ptr<trainer_backend> be;
-        std::unique_ptr<strategy> strat;
-        std::unique_ptr<worker_context> ctx;
-      };
       no_ps ps;
       rank_ring rr(ring, r, 1);
       node_id self{"worker-" + std::to_string(r), 0};
@@ -191,12 +193,6 @@ void run_gpu(int ranks, std::size_t batch, int blocks, int steps, const nn::data
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r)
     threads.emplace_back([&, r] {
-      struct replica {
-        job::job_spec spec;
-        std::unique_ptr<trainer_backend> be;
-        std::unique_ptr<strategy> strat;
-        std::unique_ptr<worker_context> ctx;
-      };
       no_ps ps;
       rank_ring rr[2] = {rank_ring(ring, r, 1), rank_ring(ring, r, 1)};
       node_id self{"worker-" + std::to_string(r), 0};
