@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <mutex>
+#include <utility>
 
 #include "troupe/core/clock.hpp"
 
