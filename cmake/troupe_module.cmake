@@ -28,3 +28,16 @@ function(troupe_use_caf_pch target)
   target_link_libraries(${target} PRIVATE troupe_caf)
   target_precompile_headers(${target} REUSE_FROM troupe_caf_pch)
 endfunction()
+
+# A unity build for the modules whose sources repeat the same heavy headers (CAF, Asio, Cap'n Proto,
+# nlohmann): their .cpp files compiled 8 to a translation unit. Measured on 2 cores from scratch
+# (docs/benchmarks.md, "A newcomer's first command"): troupe_actors' objects 223 s -> 74 s. Files
+# of such a module share one translation unit, so two of them may not define the same name in an
+# anonymous namespace (a helper of one file's own goes in a namespace named after the file, or in
+# a header both include). TROUPE_UNITY=OFF builds file by file (to check each file's includes).
+option(TROUPE_UNITY "unity builds for the CAF-heavy modules" ON)
+function(troupe_unity_build target)
+  if(TROUPE_UNITY)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
+  endif()
+endfunction()
