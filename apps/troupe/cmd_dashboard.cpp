@@ -12,6 +12,7 @@
 #include "command.hpp"
 #include "troupe/cluster/run_tool.hpp"
 #include "troupe/control/client.hpp"
+#include "troupe/core/signal_wait.hpp"
 #include "troupe/observe/dashboard.hpp"
 
 namespace troupe::cli {
@@ -78,12 +79,7 @@ int serve(const options& o) {
     return usage_error("--listen " + o.listen +
                        " is beyond loopback: the dashboard then needs the cluster token "
                        "(TROUPE_TOKEN or --token-file)");
-  // Block the signals before any thread starts, so only sigwait below sees them.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal_waiter stop{SIGINT, SIGTERM};
   ::setenv("SLURM_TIME_FORMAT", "%s", 1);  // sacct's times as Unix seconds, whatever the local zone
   observe::http_options ho;
   ho.listen = *listen;
@@ -93,8 +89,7 @@ int serve(const options& o) {
   if (!server) return usage_error("--listen: " + server.err().to_string());
   std::printf("troupe dashboard: http://%s/ (jobs under %s)\n", (*server)->address().c_str(), o.root.c_str());
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&set, &sig);
+  stop.wait();
   return 0;
 }
 

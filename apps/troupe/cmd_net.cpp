@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
+#include "troupe/core/signal_wait.hpp"
 #include "troupe/transport/config.hpp"
 #include "troupe/transport/diag.hpp"
 #include "troupe/transport/endpoint.hpp"
@@ -112,11 +113,7 @@ int run_serve(const net_options& o) {
   auto hp = parse_host_port(o.listen);
   if (!hp) return usage_error(hp.err());
   if (!valid_node_name(o.name)) return usage_error("--name: invalid node name '" + o.name + "'");
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);  // before the io thread starts: it inherits the mask
+  signal_waiter stop{SIGINT, SIGTERM};
   auto ep = endpoint::create(node_id{o.name, o.incarnation}, *cfg);
   if (!ep) return usage_error(ep.err());
   auto& e = **ep;
@@ -135,8 +132,7 @@ int run_serve(const net_options& o) {
     if (!peer) return run_error(peer.err());
   }
   if (auto w = watch_all(e, o.watches); !w) return usage_error(w.err().context());
-  int sig = 0;
-  sigwait(&sigs, &sig);
+  stop.wait();
   emit_stats(e);
   return 0;
 }

@@ -19,18 +19,21 @@ then the plots (bench/cluster/plots.py).
   trace_heavy      the same at about twice the load: 24 jobs, a mean gap of 6 s instead of 12.
 
 Modes: gang, elastic (today's policy: each job's own workers in its partition, up to twice as many in
-`spare`, Slurm's preemption between partitions), goodput (issue #48: every job starts with 1 worker
-in `low`, and a Pollux policy -- bench/cluster/goodput_policy.py -- reallocates the worker CPUs among
-the running jobs every --period seconds and at each arrival and completion, through `troupe scale`).
+`spare`, Slurm's preemption between partitions), goodput (issue #48: every job in `low`, no spare; a
+Pollux policy -- bench/cluster/goodput_policy.py -- reallocates the worker CPUs among the running
+jobs every --period seconds and at each arrival and completion, through `troupe scale`; an arriving
+job starts with its share of that round). Elastic and goodput admit a job (start its `troupe run`)
+once its control plane and one worker fit beside those of the jobs in the system (--no-admission:
+at its arrival, however full; its completion time counts from its arrival either way).
 
 Every worker is paced ([train] max_samples_per_s) so that one Slurm CPU stands for a bounded share
 of this machine's real cores: see docs/cluster_experiments.md for what that means for the figures.
 Usage: experiments.py TROUPE_BIN [--only NAMES] [--out DIR] [--scale F] [--modes gang,elastic,goodput]
-                      [--period S] [--restart-delay S] [--pollux-policy FILE]   (root; the cluster's lock)
+                      [--period S] [--restart-delay S] [--async-efficiency none|batch] [--no-admission]
+                      [--pollux-policy FILE]   (root; the cluster's lock)
 """
 import argparse
 import json
-import math
 import os
 import random
 import shutil
@@ -284,26 +287,32 @@ def control_cpus(shards):
 class PolicyLoop(threading.Thread):
     """Runs the goodput policy (goodput_policy.py) over the run's running elastic jobs: every
     `period` s and whenever a job arrives or finishes, `troupe status --json` of each, the new
-    allocation, `troupe scale` where it changed. Records every round and each resize's latency
-    (the scale command to the job's alive workers reaching the target)."""
+    allocation, `troupe scale` where it changed (the shrinks first, so that the CPUs the grows wait
+    for are on their way back). An arriving job is part of the round that admits it and starts
+    with its share. Records every round and each resize's latency (the scale command to the job's
+    alive workers reaching the target)."""
 
     def __init__(self, args, t0, work):
         super().__init__(daemon=True)
         import goodput_policy  # noqa: E402  (bench/cluster/goodput_policy.py)
         self.gp = goodput_policy
         self.pp = goodput_policy.load_pollux_policy(args.pollux_policy)
-        self.policy = goodput_policy.GoodputPolicy(self.pp, CPUS_PER_HOST * HOSTS, HOSTS, args.restart_delay)
+        self.policy = goodput_policy.GoodputPolicy(self.pp, CPUS_PER_HOST * HOSTS, HOSTS, args.restart_delay,
+                                                   async_efficiency=args.async_efficiency)
         self.args, self.t0, self.work = args, t0, work
         self.period = max(2.0, args.period * args.scale) if args.period_scales else args.period
-        self.jobs, self.done, self.lock = {}, set(), threading.Lock()
+        self.jobs, self.done, self.lock, self.round_lock = {}, set(), threading.Lock(), threading.Lock()
         self.wake, self.stop = threading.Event(), threading.Event()
         self.rounds, self.resizes, self.pending = [], [], {}
 
-    def add(self, j, submitted):
+    def admit(self, j, submitted):
+        """The workers job `j` starts with: its share in a round that counts it (others shrunk)."""
+        new = self.gp.JobState(j["name"], "async_ps", 128, j["max_workers"], submitted)
+        start = max(1, self.round(new) or 1)
+        new.target = start
         with self.lock:
-            self.jobs[j["name"]] = self.gp.JobState(j["name"], "async_ps", 128, j["max_workers"], submitted)
-            self.jobs[j["name"]].target = 1  # its job file's workers
-        self.wake.set()
+            self.jobs[j["name"]] = new
+        return start
 
     def status(self, name):
         r = subprocess.run([self.args.bin, "status", "--json", "--job-dir", os.path.join(self.work, "jobs", name)],
@@ -324,21 +333,22 @@ class PolicyLoop(threading.Thread):
             except Exception as e:  # noqa: BLE001  (a round that fails is logged; the next one tries again)
                 log(f"goodput policy: round failed: {e}")
 
-    def round(self):
-        now = time.time()
+    def survey(self, now):
+        """(jobs reporting, CPUs held by the others: control planes and the workers not yet seen)."""
         with self.lock:
             names = [n for n in self.jobs if n not in self.done]
-        running, control = [], 0
+        running, held = [], 0
         for n in names:
             st = self.status(n)
             if st is not None and (st.get("finished") or st.get("state") in ("finished", "failed", "stopped")):
                 with self.lock:
                     self.done.add(n)
                 continue
-            control += control_cpus(1)  # its master and shard hold their CPUs from submission on
-            if st is None:
-                continue  # not answering yet: its first worker comes with its job file
+            held += control_cpus(1)  # its master and shard hold their CPUs from submission on
             job = self.jobs[n]
+            if st is None or (not st.get("workers_alive") and not st.get("samples_total")):
+                held += job.target  # not answering, or no worker joined yet: its workers are on their way
+                continue
             job.update(st)
             running.append(job)
             want = self.pending.get(n)
@@ -346,23 +356,38 @@ class PolicyLoop(threading.Thread):
                 self.resizes.append({"job": n, "t": round(want[0] - self.t0, 3), "to": want[1],
                                      "seconds": round(now - want[0], 3)})
                 del self.pending[n]
-        cpus = CPUS_PER_HOST * HOSTS - control
-        alloc = self.policy.allocate(running, max(0, cpus), now)
-        rec = {"t": round(now - self.t0, 3), "worker_cpus": cpus, "jobs": {}}
-        for job, a in zip(running, alloc):
-            rec["jobs"][job.name] = {"alive": job.workers, "target": a,
-                                     "noise_scale": (job.grad[1] / job.grad[0] * job.grad[2]) if job.grad and job.grad[0] > 0 else None,
-                                     "per_worker": job.per_worker}
-            if a != job.target and a > 0:
-                r = subprocess.run([self.args.bin, "scale", "--workers", str(a), "--job-dir",
-                                    os.path.join(self.work, "jobs", job.name)], capture_output=True, text=True, timeout=20)
-                if r.returncode == 0:
-                    if a > job.target:
-                        self.pending[job.name] = (time.time(), a)
-                    self.policy.charge(job, a)
-                else:
-                    log(f"goodput policy: scale {job.name} to {a}: {r.stderr.strip()[:200]}")
-        self.rounds.append(rec)
+        return running, held
+
+    def round(self, new=None):
+        """One reallocation; with `new` (an arriving job, not running yet) its share is returned."""
+        with self.round_lock:
+            now = time.time()
+            running, held = self.survey(now)
+            if new is not None:
+                held += control_cpus(1)
+                running.append(new)
+            cpus = CPUS_PER_HOST * HOSTS - held
+            alloc = self.policy.allocate(running, max(0, cpus), now)
+            rec = {"t": round(now - self.t0, 3), "worker_cpus": cpus, "jobs": {}}
+            for job, a in zip(running, alloc):
+                rec["jobs"][job.name] = {"alive": job.workers, "target": a, "noise_scale": (
+                    job.grad[1] / job.grad[0] * job.grad[2]) if job.grad and job.grad[0] > 0 else None,
+                    "per_worker": job.per_worker}
+            self.rounds.append(rec)
+            changes = [(j, a) for j, a in zip(running, alloc) if j is not new and a != j.target and a > 0]
+            for job, a in sorted(changes, key=lambda c: c[1] - c[0].target):  # shrinks first
+                self.scale(job, a)
+            return alloc[-1] if new is not None and alloc else None
+
+    def scale(self, job, a):
+        r = subprocess.run([self.args.bin, "scale", "--workers", str(a), "--job-dir",
+                            os.path.join(self.work, "jobs", job.name)], capture_output=True, text=True, timeout=20)
+        if r.returncode != 0:
+            log(f"goodput policy: scale {job.name} to {a}: {r.stderr.strip()[:200]}")
+            return
+        if a > job.target:
+            self.pending[job.name] = (time.time(), a)
+        self.policy.charge(job, a)
 
     def job_ended(self, name):
         with self.lock:
@@ -370,14 +395,28 @@ class PolicyLoop(threading.Thread):
         self.wake.set()
 
 
+def admission_wait(args, j, t0, admitted, runners):
+    """--admission: a job's `troupe run` starts once its control plane and one worker fit beside
+    those of the jobs in the system (first come, first served; the jobs' own further workers do not
+    count: they wait in Slurm's queue). Without it, at twice the load the control planes (which
+    preempt workers from `high`) filled the cluster and no job had a worker left to finish."""
+    need = control_cpus(j["shards"]) + 1
+    while time.time() - t0 < args.timeout:
+        held = sum(control_cpus(a["shards"]) + 1 for n, a in admitted.items() if runners[n].poll() is None)
+        if held + need <= CPUS_PER_HOST * HOSTS:
+            return
+        time.sleep(0.5)
+
+
 def run_schedule(args, exp, mode, schedule, data_for):
     """Submits each job of `schedule` ({at, name, workers, max_workers, shards, epochs, priority,
-    rows}) at its time; returns the run's record once every job has ended."""
+    rows}) at its time (elastic and goodput with --admission: once it is admitted; its completion
+    time still counts from its arrival); returns the run's record once every job has ended."""
     work = fresh_dir(os.path.join(args.out, exp, mode))
     t0 = time.time()
     sampler = Sampler(t0)
     sampler.start()
-    runners, gangs, jobs = {}, [], []
+    runners, gangs, jobs, admitted = {}, [], [], {}
     policy = PolicyLoop(args, t0, work) if mode == "goodput" else None
     if policy:
         policy.start()
@@ -385,12 +424,15 @@ def run_schedule(args, exp, mode, schedule, data_for):
         watcher.start()
     for k, j in enumerate(sorted(schedule, key=lambda j: j["at"])):
         time.sleep(max(0.0, t0 + j["at"] - time.time()))
+        arrived = time.time()
         data = data_for(j["rows"])
         gang = mode == "gang"
-        # goodput: 1 worker to start with, the policy gives it more.
-        text = job_toml(os.path.join(work, "jobs"), j["name"], data, j["epochs"],
-                        1 if policy else j["workers"], j["workers"] if gang else 1,
-                        j["workers"] if gang else j["max_workers"], shards=j["shards"])
+        if not gang and args.admission:
+            admission_wait(args, j, t0, admitted, runners)
+        # goodput: its share of a round that counts it.
+        start = policy.admit(j, arrived) if policy else j["workers"]
+        text = job_toml(os.path.join(work, "jobs"), j["name"], data, j["epochs"], start,
+                        j["workers"] if gang else 1, j["workers"] if gang else j["max_workers"], shards=j["shards"])
         if policy:
             text += elastic_cluster(f"h{k % HOSTS + 1}", spare=False, own_partition="low")
         elif not gang:
@@ -399,17 +441,18 @@ def run_schedule(args, exp, mode, schedule, data_for):
         file = os.path.join(work, f"{j['name']}.toml")
         with open(file, "w") as f:
             f.write(text)
-        submitted = time.time()
         if gang:
             submit_gang(args.bin, work, file, j["name"], control_cpus(j["shards"]) + j["workers"],
                         partition="high" if j["priority"] == "high" else "low")
             gangs.append(f"gang:{j['name']}")
         else:
             runners[j["name"]] = start_elastic(args.bin, work, file, j["name"])
+            admitted[j["name"]] = j
             if policy:
-                policy.add(j, submitted)
-        log(f"{exp}/{mode}: submitted {j['name']} ({j['workers']} workers, {j['priority']})")
-        jobs.append((j, submitted))
+                policy.wake.set()
+        log(f"{exp}/{mode}: submitted {j['name']} ({start} workers, {j['priority']}, "
+            f"admitted {time.time() - arrived:.1f} s after its arrival)")
+        jobs.append((j, arrived, time.time()))
     if gangs and not wait_gone(gangs, args.timeout):
         log(f"{exp}/{mode}: gang jobs still queued after {args.timeout} s; cancelling")
         sh("scancel", "-n", ",".join(gangs), check=False)
@@ -428,15 +471,16 @@ def run_schedule(args, exp, mode, schedule, data_for):
         policy.join(timeout=30)
     time.sleep(5)  # slurmdbd records the last job ends
     run = {"experiment": exp, "mode": mode, "cluster_cpus": CPUS_PER_HOST * HOSTS, "t0": t0,
-           "t_end": round(t_end - t0, 3), "pace_samples_per_s": PACE,
+           "t_end": round(t_end - t0, 3), "pace_samples_per_s": PACE, "admission": bool(args.admission),
            "allocations": allocations(t0, t_end), "sinfo": sampler.samples, "jobs": []}
     if policy:
         run["policy"] = {"period": policy.period, "restart_delay": args.restart_delay, "rounds": policy.rounds,
-                         "resizes": policy.resizes}
-    for j, submitted in jobs:
+                         "resizes": policy.resizes, "async_efficiency": args.async_efficiency}
+    for j, arrived, started in jobs:
         extra = {k: j[k] for k in ("priority", "workers", "max_workers", "epochs")}
         extra["min_workers"] = j["workers"] if mode == "gang" else 1
-        run["jobs"].append(job_record(os.path.join(work, "jobs", j["name"]), j["name"], t0, submitted, extra))
+        extra["admitted"] = round(started - t0, 3)
+        run["jobs"].append(job_record(os.path.join(work, "jobs", j["name"]), j["name"], t0, arrived, extra))
     return run
 
 
@@ -627,6 +671,11 @@ def main():
     ap.add_argument("--period-fixed", dest="period_scales", action="store_false")
     ap.add_argument("--restart-delay", type=float, default=0.05, help="goodput: the cost of a reallocation the "
                     "policy charges, seconds (troupe's measured membership change; Pollux's is 30)")
+    ap.add_argument("--async-efficiency", default="none", choices=("none", "batch"),
+                    help="goodput: an async_ps job's statistical efficiency (none: its goodput is its "
+                    "throughput; batch: as one batch of workers x batch_size; goodput_policy.py)")
+    ap.add_argument("--no-admission", dest="admission", action="store_false", help="elastic, goodput: start "
+                    "every job at its arrival, however full the cluster (the runs before 2026-11-28's second)")
     ap.add_argument("--pollux-policy", default=None, help="goodput: pollux_policy.py (default: bench/goodput/)")
     ap.add_argument("--no-cluster", action="store_true", help="the cluster is up already (24 CPUs)")
     args = ap.parse_args()

@@ -13,10 +13,14 @@ mean is concave in each job's share: greedy finds its optimum for separable conc
 What each job tells the policy (`troupe status --json`, docs/goodput.md):
   - goodput.grad_sqr, goodput.grad_var, goodput.base_batch: the gradient noise scale's statistics;
   - allreduce jobs: goodput.model (Pollux's fitted throughput model) -> pollux_policy.speedup;
-  - async_ps jobs: the measured samples/s per worker (the trace's workers are paced: linear), and
-    statistical efficiency at an effective batch of workers x batch_size (asynchronous SGD with n
-    workers applies n pushes per worker step: the gradient noise of n batches, modelled as one batch
-    n times as large -- Pollux's model is for synchronous SGD; this is the usual approximation).
+  - async_ps jobs: the measured samples/s per worker (the trace's workers are paced: linear), and,
+    with async_efficiency = "batch", statistical efficiency at an effective batch of workers x
+    batch_size (asynchronous SGD with n workers applies n pushes per worker step: the gradient noise
+    of n batches, modelled as one batch n times as large -- Pollux's model is for synchronous SGD;
+    this is the usual approximation). With async_efficiency = "none" an async job's goodput is its
+    throughput: each push stays a batch of batch_size whatever the number of workers, and a job
+    whose end is counted in epochs (troupe's) finishes when its samples are trained, so the samples
+    per second are what its completion time depends on.
 A job that has not reported yet is taken as noise-free (efficiency 1: speedup linear in workers).
 """
 import importlib.util
@@ -67,8 +71,11 @@ class JobState:
 
 
 class GoodputPolicy:
-    def __init__(self, pp, cpus, hosts, restart_delay, p=-1.0):
+    def __init__(self, pp, cpus, hosts, restart_delay, p=-1.0, async_efficiency="batch"):
+        if async_efficiency not in ("batch", "none"):
+            raise ValueError(f"async_efficiency: 'batch' or 'none', not {async_efficiency!r}")
         self.pp, self.cpus, self.hosts, self.restart_delay, self.p = pp, cpus, hosts, restart_delay, p
+        self.async_efficiency = async_efficiency
 
     def goodput(self, job, n):
         """Base-batch samples/s of `job` at n workers (0 at 0)."""
@@ -82,7 +89,7 @@ class GoodputPolicy:
             return float(pp.best_batch(perf, grad, job.grad[2], nodes, n, max_batch_size=16 * job.grad[2],
                                        accumulation=True)[0])
         thr = n * (job.per_worker or 1.0)
-        if job.grad is None:
+        if job.grad is None or (job.strategy == "async_ps" and self.async_efficiency == "none"):
             return thr
         sqr, var, m0 = job.grad
         eff = float(pp.efficiency(pp.GradParams(sqr, var), m0, n * job.batch_size))
@@ -95,7 +102,8 @@ class GoodputPolicy:
         pp = self.pp
         import numpy as np
         sp = np.array([self.speedups(jobs, alloc, fair)])
-        changed = np.array([[a != j.target for j, a in zip(jobs, alloc)]])
+        # A job's first allocation (target 0: it is starting) is its start, not a reallocation.
+        changed = np.array([[a != j.target and j.target > 0 for j, a in zip(jobs, alloc)]])
         age = np.array([max(now - j.submit, 1e-3) for j in jobs])
         restart = np.array([j.restart_time for j in jobs])
         delay = np.full(len(jobs), self.restart_delay)

@@ -52,6 +52,14 @@ class GoodputPolicyTest(unittest.TestCase):
         self.assertEqual(sum(alloc), 16)
         self.assertGreater(alloc[0], alloc[1])
 
+    def test_async_efficiency_none_counts_throughput_only(self):
+        # The same two jobs as above: without the batch model an async job's noise does not matter.
+        jobs = [job("a", 0, noise_scale=1e5), job("b", 0, noise_scale=64)]
+        p = goodput_policy.GoodputPolicy(PP, cpus=24, hosts=4, restart_delay=0.05, async_efficiency="none")
+        self.assertEqual(p.allocate(jobs, 16, now=60), [8, 8])
+        with self.assertRaises(ValueError):
+            goodput_policy.GoodputPolicy(PP, cpus=24, hosts=4, restart_delay=0.05, async_efficiency="x")
+
     def test_restart_cost_holds_young_jobs_still(self):
         # Pollux's 30 s restart on jobs 20 s old: a change costs more than it gains.
         jobs = [job("a", 0), job("b", 0)]
@@ -60,6 +68,13 @@ class GoodputPolicyTest(unittest.TestCase):
         fast = self.policy(delay=0.05).allocate(jobs, 8, now=20)
         self.assertEqual(fast, [4, 4])
         self.assertNotEqual(slow, fast)
+
+    def test_a_starting_job_gets_its_share_not_a_restart_penalty(self):
+        # c arrives (target 0): its first allocation is a start, so it is not weighed down by the
+        # restart factor (which would make the harmonic mean hand it most of the CPUs).
+        jobs = [job("a", 0), job("b", 0), job("c", 60)]
+        jobs[0].target, jobs[1].target, jobs[2].target = 6, 6, 0
+        self.assertEqual(self.policy(delay=0.05).allocate(jobs, 12, now=60.01), [4, 4, 4])
 
     def test_charge_counts_lost_seconds(self):
         p = self.policy(delay=2.0)

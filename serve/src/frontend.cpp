@@ -163,11 +163,8 @@ int frontend::setup() {
 }
 
 int frontend::run() {
-  // Signals go to sigwait on this thread only: block them before any thread starts.
-  sigset_t set;
-  sigemptyset(&set);
-  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // Handlers before any thread starts (troupe/core/signal_wait.hpp: why not a mask and sigwait).
+  signals_.emplace(std::initializer_list<int>{SIGINT, SIGTERM, SIGHUP});
   if (int rc = setup(); rc != 0) return rc;
   {
     std::lock_guard lk(mu_);
@@ -233,12 +230,8 @@ int frontend::run() {
 }
 
 void frontend::wait_for_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
   for (;;) {
-    int sig = 0;
-    if (::sigwait(&set, &sig) != 0) continue;
+    const int sig = signals_->wait();
     if (sig == SIGHUP) {
       std::lock_guard lk(mu_);
       // With --watch, SIGHUP looks for a newer model now; else it reads the served directory again.

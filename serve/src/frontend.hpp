@@ -28,6 +28,7 @@
 #include "infer_codec.hpp"
 #include "serve_metrics.hpp"
 #include "troupe/cluster/launcher.hpp"
+#include "troupe/core/signal_wait.hpp"
 #include "troupe/model/model_dir.hpp"
 #include "troupe/observe/http_server.hpp"
 #include "troupe/observe/metrics.hpp"
@@ -208,6 +209,7 @@ class frontend final : public replica_link {
   std::atomic<bool> stopped_{false};
   std::atomic<bool> announced_{false};  // server.json written for this server (ready_answer)
   std::thread ticker_;
+  std::optional<signal_waiter> signals_;  // SIGINT, SIGTERM: stop; SIGHUP: reload
   // Progress and state: counters at the last report.
   std::optional<clock::time_point> last_progress_;
   std::uint64_t last_ok_ = 0, last_rows_ = 0;

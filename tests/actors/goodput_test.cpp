@@ -186,6 +186,22 @@ TEST(ThroughputModel, GoodputAndBestBatchAreThoseOfPolluxPolicy) {
   EXPECT_LE(capped.atomic * (capped.accum + 1), 64);
 }
 
+TEST(ThroughputModel, BestBatchAccumulatesBeyondTheTrustedMicroBatch) {
+  auto g = pollux_grad();
+  batch_limits lim;
+  lim.max_batch = 4096;
+  lim.max_atomic = 512;
+  lim.max_trusted_atomic = 40;  // measured up to 20: the model is trusted to 40
+  auto b = best_batch(truth, g, 1, 4, lim);
+  EXPECT_LE(b.atomic, 40);
+  EXPECT_GT(b.atomic, 0);
+  // The same local batch as unbounded (85), in micro-batches of at most 40, or a smaller one.
+  lim.max_trusted_atomic = 0;
+  auto free = best_batch(truth, g, 1, 4, lim);
+  EXPECT_EQ(free.atomic, 85);
+  EXPECT_LE(b.goodput, free.goodput);
+}
+
 TEST(ThroughputModel, FitPredictsTheMeasuredTimesAsPolluxsFitDoes) {
   std::vector<observation> obs;
   const std::pair<int, int> places[] = {{1, 1}, {1, 2}, {1, 4}, {2, 4}, {2, 8}, {1, 3}};

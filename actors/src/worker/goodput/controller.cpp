@@ -25,6 +25,10 @@ static_assert(slot::norms_next + 1 == controller::vote_floats);
 
 constexpr std::uint32_t measure_after_steps =
     20;  // a choice's goodput is measured over this many steps first
+// A choice's micro-batch is at most this times the largest one measured: the compute time's fit
+// (with one size seen, Pollux's pin: half of it fixed) is extrapolated no further. Larger local
+// batches accumulate micro-batches of that size; the next choice (an epoch later) may go further.
+constexpr double trust_factor = 2.0;
 }  // namespace
 
 lr_rule parse_lr_rule(const std::string& s) {
@@ -151,9 +155,13 @@ void controller::maybe_choose(int hosts, int ranks, bool fresh, bool entered_epo
   if (!first && !(chosen_once_ && (fresh || entered_epoch))) return;
   chosen_once_ = true;
   std::vector<observation> o;
-  for (const auto& e : obs_) o.push_back(e.o);
+  auto lim = opt_.limits;
+  for (const auto& e : obs_) {
+    o.push_back(e.o);
+    lim.max_trusted_atomic = std::max(lim.max_trusted_atomic, trust_factor * e.o.atomic);
+  }
   perf_ = fit(o);
-  const auto best = best_batch(perf_, ns_, hosts, ranks, opt_.limits);
+  const auto best = best_batch(perf_, ns_, hosts, ranks, lim);
   const double now = goodput(perf_, ns_, hosts, ranks, cur_.atomic, cur_.accum);
   const batch_config b{best.atomic, best.accum};
   if (best.atomic <= 0 || b == cur_ || !(best.goodput >= opt_.min_gain * now)) return;

@@ -200,7 +200,9 @@ batch_choice best_batch(const perf_params& p, const noise_scale& g, int hosts, i
   batch_choice best;
   const double m0 = g.base_batch();
   const double max_batch = std::max(lim.max_batch, m0);
-  const double max_atomic = lim.max_atomic > 0 ? lim.max_atomic : max_batch;
+  double max_atomic = lim.max_atomic > 0 ? lim.max_atomic : max_batch;
+  if (lim.max_trusted_atomic > 0)
+    max_atomic = std::max(lim.min_atomic, std::min(max_atomic, lim.max_trusted_atomic));
   const double lo = std::max(m0, lim.min_atomic * replicas);
   const double hi = std::max(lo, max_batch);
   constexpr int candidates = 50;

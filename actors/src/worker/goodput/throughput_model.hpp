@@ -60,6 +60,9 @@ struct batch_limits {
   double max_atomic = 0;  // the largest micro-batch a replica computes at once ([train] max_local_batch)
   double max_local = 0;   // the largest batch one replica takes per step (records_per_task); 0: none
   double min_atomic = 1;
+  // The largest micro-batch the fitted compute time is trusted for (the controller: twice the
+  // largest measured); a larger local batch is accumulated in micro-batches no larger. 0: no bound.
+  double max_trusted_atomic = 0;
 };
 
 struct batch_choice {
