@@ -71,18 +71,19 @@ vocab_per_field = 50
   EXPECT_TRUE(no_processes_of(r));
 }
 
-// Tasks of 20000 records at 16 a step (1250 steps, a few seconds) train for several times the
-// 500 ms lease: without renewals (TaskRenew) the dispenser would re-queue each one mid-training and
-// hand it out again (attempt 2, the first report refused as stale). Renewed every third of the
-// lease, every task is leased once and nothing is re-queued.
+// Tasks that train for longer than their lease: without renewals (TaskRenew) the dispenser would
+// re-queue each one mid-training and hand it out again (attempt 2, the first report refused as
+// stale). Renewed every third of the lease, every task is leased once and nothing is re-queued. The
+// lease is 1.5 s so that a worker descheduled for a few hundred milliseconds on a loaded machine
+// still renews in time (with 500 ms, two tasks were re-queued once in a -j 2 suite run).
 TEST(job, a_task_longer_than_its_lease_is_renewed_not_requeued) {
-  // Tasks of 40,000 records: about 1 s each here against a 500 ms lease (20,000 took 0.45 s once the
-  // async_ps step got cheaper: no lease outlived, and the test's premise with it).
+  // Tasks of 120,000 records: about 3 s each here against a 1.5 s lease (the premise: a task outlives
+  // its lease; 20,000 records took 0.45 s once the async_ps step got cheaper).
   auto r = start_job("renew", R"(name = "ctr"
 strategy = "async_ps"
 workers = 2
-records_per_task = 40000
-lease_timeout_ms = 500
+records_per_task = 120000
+lease_timeout_ms = 1500
 [ps]
 shards = 2
 checkpoint_every_ms = 500
@@ -97,7 +98,7 @@ optimizer = "adam"
 learning_rate = 0.01
 [data]
 source = "synthetic-ctr"
-rows = 80000
+rows = 240000
 test_rows = 2000
 fields = 6
 vocab_per_field = 50
@@ -106,7 +107,7 @@ vocab_per_field = 50
   ASSERT_EQ(rc, 0) << read_file(r.err_file);
   auto res = result(r);
   // Two tasks per worker, one after the other: they did last longer than their lease.
-  EXPECT_GT(res.value("master_seconds", 0.0), 2 * 0.5) << res.dump();
+  EXPECT_GT(res.value("master_seconds", 0.0), 2 * 1.5) << res.dump();
   EXPECT_EQ(res.value("tasks_requeued", -1), 0) << res.dump();
   expect_all_done(r);
   auto j = storage::task_journal::open(r.job_dir + "/journal");
