@@ -77,7 +77,7 @@ class allreduce final : public strategy {
     }
     rank_ = ring->rank;
     stepped_ = true;
-    const double t0 = now(ctx);
+    const double t0 = replicas::seconds_now(ctx);
     const auto [norms, pair] = plan_norms(ctx, *ring, b);
     const auto weights = pre_.weights();
     auto grads = ctx.backend.gradients();
@@ -98,7 +98,7 @@ class allreduce final : public strategy {
     ctx.backend.apply_gradients(share * round.lr_factor);
     // buf_ keeps this step's sum until the next step's fill: a lone replica's next pair reads it.
     prev_ok_ = ring->size == 1 && f.full && f.cfg.accum == 0;
-    ctl_.step_done(now(ctx) - t0, f.full);
+    ctl_.step_done(replicas::seconds_now(ctx) - t0, f.full);
     ctx.local_batch = ctl_.options().auto_batch ? static_cast<std::size_t>(ctl_.batch().local()) : 0;
     return {step_result::kind::trained, f.n, f.loss};
   }
@@ -163,7 +163,7 @@ class allreduce final : public strategy {
     if (f.n > 0) f.loss /= static_cast<double>(f.n);
     last_loss_ = f.loss;
     if (!b) std::fill(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(total), 0.0f);
-    f.compute_s = f.parts > 0 ? (now(ctx) - t0) / static_cast<double>(f.parts) : 0.0;
+    f.compute_s = f.parts > 0 ? (replicas::seconds_now(ctx) - t0) / static_cast<double>(f.parts) : 0.0;
     if (f.parts > 0) f.small_sqr /= static_cast<double>(f.parts);
     auto tail_span = std::span(buf_).subspan(total);
     replicas::round_vote::cast(tail_span, static_cast<float>(f.n), exhausted);
@@ -180,21 +180,17 @@ class allreduce final : public strategy {
     const std::size_t total = grads.size();
     if (ring.size > 1)
       return ctl_.read(std::span(buf_).subspan(total + replicas::round_vote::floats), ring.rank, ring.size,
-                       ring.hosts, big_sqr, share, samples, ring.fresh, now(ctx));
+                       ring.hosts, big_sqr, share, samples, ring.fresh, replicas::seconds_now(ctx));
     if (f.cfg.accum > 0)
       return ctl_.alone(f.full, f.small(), big_sqr, false, f.compute_s, share, samples, ctx.data_epoch,
-                        ring.fresh, now(ctx));
+                        ring.fresh, replicas::seconds_now(ctx));
     return ctl_.alone(f.full, f.pair ? std::optional<double>(f.pair->small()) : std::nullopt,
                       f.pair ? f.pair->big() : 0.0, f.pair.has_value(), f.compute_s, share, samples,
-                      ctx.data_epoch, ring.fresh, now(ctx));
+                      ctx.data_epoch, ring.fresh, replicas::seconds_now(ctx));
   }
   std::size_t tail() const { return replicas::round_vote::floats + controller::vote_floats; }
   static nn::batch micro(const nn::batch& b, std::size_t at, std::size_t m) {
     return at == 0 && m == b.size() ? b : b.sub(at, m);
-  }
-  static double now(worker_context& ctx) {
-    auto& c = ctx.clock ? *ctx.clock : troupe::clock::system();
-    return std::chrono::duration<double>(c.now().time_since_epoch()).count();
   }
   expected<void> resync(worker_context& ctx, const ring_session::info& ring) {
     std::vector<float> state(controller::sync_floats);
@@ -242,7 +238,7 @@ step_result allreduce::finish_alone(worker_context& ctx, const nn::batch& b, con
   }
   const double share = replicas::step_share(static_cast<double>(n), 1, static_cast<std::size_t>(cfg.local()));
   const auto round = ctl_.alone(false, std::nullopt, 0, false, 0, share, static_cast<double>(n),
-                                ctx.data_epoch, true, now(ctx));
+                                ctx.data_epoch, true, replicas::seconds_now(ctx));
   ctx.backend.apply_gradients(share * round.lr_factor);
   spdlog::info("allreduce: step finished alone ({})", why.to_string());
   return {step_result::kind::trained, n, last_loss_};

@@ -56,14 +56,14 @@ class gpu_allreduce final : public strategy {
       if (auto s = on_new_ring(ctx, *ring); !s) return dropped(ctx, s.err());
     rank_ = ring->rank;
     stepped_ = true;
-    const double t0 = now(ctx);
+    const double t0 = replicas::seconds_now(ctx);
     mine m;
     m.n = b ? b->size() : 0;
     if (b) {
       auto l = ctx.backend.compute_gradients(*b);
       if (!l) throw std::runtime_error(l.err().to_string());
       m.loss = *l;
-      m.compute_s = now(ctx) - t0;
+      m.compute_s = replicas::seconds_now(ctx) - t0;
     }
     m.full = b && m.n == static_cast<std::size_t>(ctl_.batch().local());
     own_norms(*ring, m);
@@ -78,7 +78,7 @@ class gpu_allreduce final : public strategy {
     if (vote.samples == 0.0f) return {vote.empty_round()};
     ctx.backend.apply_gradients(share * round.lr_factor);
     keep_for_pair(*ring, m);
-    ctl_.step_done(now(ctx) - t0, m.full);
+    ctl_.step_done(replicas::seconds_now(ctx) - t0, m.full);
     ++steps_;
     return {step_result::kind::trained, m.n, m.loss};
   }
@@ -104,10 +104,6 @@ class gpu_allreduce final : public strategy {
                                double big_sqr, double share, float samples);
   void keep_for_pair(const ring_session::info& ring, const mine& m);
   void norms_failed(const error& e);
-  static double now(worker_context& ctx) {
-    auto& c = ctx.clock ? *ctx.clock : troupe::clock::system();
-    return std::chrono::duration<double>(c.now().time_since_epoch()).count();
-  }
 
   expected<void> on_new_ring(worker_context& ctx, const ring_session::info& ring);
   expected<void> choose_path(const ring_session::info& ring);
@@ -197,9 +193,9 @@ controller::round gpu_allreduce::read_round(worker_context& ctx, const ring_sess
                                             const mine& m, double big_sqr, double share, float samples) {
   if (ring.size > 1)
     return ctl_.read(std::span<const float>(ctl_buf_).subspan(ready_slot + 1), ring.rank, ring.size,
-                     ring.hosts, big_sqr, share, samples, ring.fresh, now(ctx));
+                     ring.hosts, big_sqr, share, samples, ring.fresh, replicas::seconds_now(ctx));
   return ctl_.alone(m.full, m.small, m.pair_big, m.small.has_value(), m.compute_s, share, samples,
-                    ctx.data_epoch, ring.fresh, now(ctx));
+                    ctx.data_epoch, ring.fresh, replicas::seconds_now(ctx));
 }
 
 // Alone, when the next round computes norms: this step's gradient kept on the device for the pair

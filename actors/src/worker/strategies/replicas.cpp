@@ -139,9 +139,17 @@ void restore_if_untrained(worker_context& ctx, std::uint64_t steps) {
                  ctx.self.to_string());
 }
 
+troupe::clock& clock_of(worker_context& ctx) {
+  return ctx.clock ? *ctx.clock : troupe::clock::system();
+}
+
+double seconds_now(worker_context& ctx) {
+  return std::chrono::duration<double>(clock_of(ctx).now().time_since_epoch()).count();
+}
+
 expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::info& ring,
                                       bool with_optimizer, std::vector<float>& buf, std::span<float> extra) {
-  troupe::clock& clk = ctx.clock ? *ctx.clock : troupe::clock::system();
+  troupe::clock& clk = clock_of(ctx);
   auto started = clk.now();
   std::uint64_t mine = 0;
   for (const auto& s : ctx.backend.optimizer_state()) mine = std::max(mine, s.step);

@@ -19,6 +19,11 @@ namespace troupe::actors::replicas {
 // most 1 (the multiple of the learning rate it is taken at).
 double step_share(double samples, double ranks, std::size_t batch_size);
 
+// The node's clock (the system clock when the context has none), and its time in seconds (the step
+// and sync times the goodput controller measures).
+troupe::clock& clock_of(worker_context& ctx);
+double seconds_now(worker_context& ctx);
+
 struct round_vote {
   static constexpr std::size_t floats = 3;
   // This rank's vote into the first `floats` of `at`.
