@@ -9,12 +9,19 @@ worker-seconds of work, done at its allocation's rate, between 1 and max_workers
 No start-up, no Slurm latency, no resize cost, no evaluation: what is left is the policy alone.
 Event-driven: the allocation changes only at arrivals and completions.
 
+--sync-fractions R,...: the same traces mixed -- every other job (t00, t02, ...) made a synchronous
+job that keeps its global batch whatever its size (strong scaling): a step is the batch's compute
+split over n workers plus a synchronisation that does not shrink, R x the step's compute on one
+worker, so n workers train at 1 / (1/n + R) workers' worth (R = 0.3: 1.25x at 2, 2.35x at 8). Its
+data is cut so that at its own workers it takes as long as the trace's job. What the trace's jobs
+lack (they all scale linearly) and what a goodput policy needs to win anything.
+
 Policies:
   elastic   today's: each job its own `workers` (high-priority jobs first, then by arrival), then
             up to as many again from what is left (`spare`), by arrival
-  goodput   Pollux's objective with linear speedups (the trace's paced async jobs, throughput as
-            goodput): the power mean (p = -1) of speedups over the fair share is largest when the
-            shares are equal, capped at each job's maximum (water-filling)
+  goodput   Pollux's objective: the power mean (p = -1) of each job's speedup over its fair share,
+            CPUs to the job whose increment raises it most per CPU (goodput_policy.py's search);
+            with the trace's linear speedups that is equal shares capped at each maximum
   srpt      shortest remaining work first, each up to its maximum: for average JCT the best one can
             do at one moment (not a policy the issue asks for; the bound's other side)
 
@@ -22,7 +29,7 @@ With admission (experiments.py's default since 2026-11-28), a job enters once it
 one worker fit beside the jobs in the system; without it every arrival enters, and once the control
 planes hold every CPU no job can finish (reported as a deadlock).
 
-  /usr/bin/python3 bench/cluster/fluid_bound.py [--json]
+  /usr/bin/python3 bench/cluster/fluid_bound.py [--json] [--sync-fractions 0.1,0.2,0.3]
 """
 import argparse
 import json
@@ -49,15 +56,44 @@ def elastic(jobs, cap):
     return alloc
 
 
+def rate(j, n):
+    """Workers' worth of training of job `j` at n workers: n, or for a synchronous job with sync
+    fraction R (--sync-fractions) 1 / (1/n + R) from 2 workers on."""
+    r = j.get("sync_fraction", 0.0)
+    if n <= 0:
+        return 0.0
+    return float(n) if r <= 0 or n == 1 else 1.0 / (1.0 / n + r)
+
+
+def harmonic_speedup(jobs, alloc, fair):
+    sp = [rate(j, alloc[j["name"]]) / rate(j, fair) for j in jobs]
+    return 0.0 if min(sp) <= 0 else len(sp) / sum(1.0 / x for x in sp)
+
+
 def goodput(jobs, cap):
     alloc, left = {j["name"]: 0 for j in jobs}, cap
+    for j in sorted(jobs, key=lambda j: j["at"]):  # every job its one worker first, by arrival
+        if left > 0:
+            alloc[j["name"]], left = 1, left - 1
+    fair = max(1, -(-cap // len(jobs)))
+    best = harmonic_speedup(jobs, alloc, fair)
     while left > 0:
-        open_ = [j for j in jobs if alloc[j["name"]] < j["max_workers"]]
-        if not open_:
+        # The step with the best gain per CPU, looking past flat steps (a synchronous job's second
+        # worker may add nothing: one CPU at a time would never give it a third).
+        choice, per_cpu = None, 1e-12
+        for j in sorted(jobs, key=lambda j: (alloc[j["name"]], j["at"])):
+            a = alloc[j["name"]]
+            for k in range(1, min(left, j["max_workers"] - a) + 1 if a > 0 else 0):
+                alloc[j["name"]] = a + k
+                gain = (harmonic_speedup(jobs, alloc, fair) - best) / k
+                if gain > per_cpu:
+                    choice, per_cpu = (j, k), gain
+            alloc[j["name"]] = a
+        if choice is None:
             break
-        j = min(open_, key=lambda j: (alloc[j["name"]], j["at"]))
-        alloc[j["name"]] += 1
-        left -= 1
+        alloc[choice[0]["name"]] += choice[1]
+        left -= choice[1]
+        best = harmonic_speedup(jobs, alloc, fair)
     return alloc
 
 
@@ -89,7 +125,7 @@ def simulate(schedule, policy, admission=True, cpus=CPUS):
             inside.append(queue.pop(0))
         cap = cpus - sum(experiments.control_cpus(j["shards"]) for j in inside)
         alloc = policy(inside, max(0, cap)) if inside else {}
-        rates = {j["name"]: alloc.get(j["name"], 0) for j in inside}
+        rates = {j["name"]: rate(j, alloc.get(j["name"], 0)) for j in inside}
         ends = [j["left"] / rates[j["name"]] for j in inside if rates[j["name"]] > 0]
         arrivals = [queue[0]["at"] - t] if queue and queue[0]["at"] > t + 1e-9 else []
         if not ends and not arrivals:
@@ -112,10 +148,40 @@ def traces():
             "trace_heavy": experiments.trace_schedule(args, n=24, mean_gap=6.0, seed=11)}
 
 
+def mixed(schedule, sync_fraction):
+    """The trace with every other job synchronous (module docstring), each as long at its own workers."""
+    out = []
+    for i, j in enumerate(schedule):
+        if i % 2 == 0:
+            j = {**j, "sync_fraction": sync_fraction}
+            j["rows"] = j["rows"] * rate(j, j["workers"]) / j["workers"]
+        out.append(j)
+    return out
+
+
+def report_mixed(fractions, as_json):
+    for name, sched in traces().items():
+        for r in fractions:
+            res = {pol: simulate(mixed(sched, r), fn) for pol, fn in POLICIES.items()}
+            if as_json:
+                for pol, v in res.items():
+                    v.pop("jct", None)
+                    print(json.dumps({"trace": name, "sync_fraction": r, "policy": pol, **v}))
+                continue
+            base = res["elastic"]["avg"]
+            speed = "/".join(f"{rate({'sync_fraction': r}, n):.2f}" for n in (2, 4, 8, 16))
+            print(f"{name} mixed, R = {r} (a sync job's speedup at 2/4/8/16 workers {speed}): " + ", ".join(
+                f"{pol} {v['avg']:.1f} s ({v['avg'] / base - 1:+.1%})" for pol, v in res.items()))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="one JSON line per (trace, admission, policy)")
+    ap.add_argument("--sync-fractions", default="", help="comma-separated R: the mixed traces instead")
     args = ap.parse_args()
+    if args.sync_fractions:
+        report_mixed([float(x) for x in args.sync_fractions.split(",")], args.json)
+        return
     for name, sched in traces().items():
         load = sum(work(j) for j in sched) / (CPUS * (sched[-1]["at"] - sched[0]["at"]))
         print(f"{name}: {len(sched)} jobs, worker-seconds / (24 CPUs x arrival span) = {load:.2f}")

@@ -7,12 +7,15 @@ a reallocated job's speedup multiplied by Pollux's restart factor (age - seconds
 (age + this change's cost). The formulas are bench/goodput/pollux_policy.py's (efficiency, speedup,
 fair_share, restart_factor, allocation_objective); only the search differs: PolluxSched runs a
 genetic algorithm over job x node matrices, this cluster has 4 hosts of 6 CPUs and at most a few
-jobs, so one CPU at a time goes to the job whose increment raises the objective most (the harmonic
-mean is concave in each job's share: greedy finds its optimum for separable concave speedups).
+jobs, so CPUs go to the job whose increment raises the objective most (the harmonic
+mean is concave in each job's share: greedy finds its optimum for separable concave speedups); the
+increments it weighs go past flat steps (best gain per CPU over +1 .. +max CPUs), since a synchronous
+job's speedup is not concave at its first replica.
 
 What each job tells the policy (`troupe status --json`, docs/goodput.md):
   - goodput.grad_sqr, goodput.grad_var, goodput.base_batch: the gradient noise scale's statistics;
-  - allreduce jobs: goodput.model (Pollux's fitted throughput model) -> pollux_policy.speedup;
+  - allreduce jobs: goodput.model (Pollux's fitted throughput model) -> pollux_policy.speedup (with
+    batch = "global": the model's throughput at the job file's global batch split over n replicas);
   - async_ps jobs: the measured samples/s per worker (the trace's workers are paced: linear), and,
     with async_efficiency = "batch", statistical efficiency at an effective batch of workers x
     batch_size (asynchronous SGD with n workers applies n pushes per worker step: the gradient noise
@@ -46,8 +49,9 @@ def load_pollux_policy(path=None):
 class JobState:
     """What the policy knows of one running job."""
 
-    def __init__(self, name, strategy, batch_size, max_workers, submit, min_workers=1):
+    def __init__(self, name, strategy, batch_size, max_workers, submit, min_workers=1, batch="fixed"):
         self.name, self.strategy, self.batch_size = name, strategy, batch_size
+        self.batch = batch         # [train] batch: "fixed", "auto" or "global" (M0 at every size)
         self.max_workers, self.min_workers, self.submit = max_workers, min_workers, submit
         self.workers = 0           # alive, from the status
         self.target = 0            # what the policy last asked for
@@ -82,6 +86,10 @@ class GoodputPolicy:
         if n <= 0:
             return 0.0
         pp = self.pp
+        if job.strategy == "allreduce" and job.perf is not None and job.batch == "global" and job.grad:
+            # The job file's global batch M0 at every size: ceil(M0 / n) per replica, one efficiency.
+            m0 = job.grad[2]
+            return float(pp.throughput(pp.PerfParams(*job.perf), min(self.hosts, n), n, math.ceil(m0 / n)))
         if job.strategy == "allreduce" and job.perf is not None and job.grad is not None:
             perf = pp.PerfParams(*job.perf)
             grad = pp.GradParams(*job.grad[:2])
@@ -112,7 +120,7 @@ class GoodputPolicy:
 
     def allocate(self, jobs, worker_cpus, now):
         """Workers per job (same order), summing to at most worker_cpus: every job its minimum first
-        (in submission order, while CPUs last), then one CPU at a time to the best increment."""
+        (in submission order, while CPUs last), then CPUs to the best increment per CPU (best_step)."""
         if not jobs:
             return []
         fair = max(1, math.ceil(worker_cpus / len(jobs)))
@@ -125,21 +133,28 @@ class GoodputPolicy:
             left -= take
         best = self.objective(jobs, alloc, now, fair)
         while left > 0:
-            choice, choice_value = None, best
-            for i in range(len(jobs)):
-                if alloc[i] == 0 or alloc[i] >= jobs[i].max_workers:
-                    continue
-                alloc[i] += 1
-                v = self.objective(jobs, alloc, now, fair)
-                alloc[i] -= 1
-                if v > choice_value + 1e-12:
-                    choice, choice_value = i, v
-            if choice is None:
+            step = self.best_step(jobs, alloc, left, now, fair, best)
+            if step is None:
                 break
-            alloc[choice] += 1
-            best = choice_value
-            left -= 1
+            alloc[step[0]] += step[1]
+            left -= step[1]
+            best = self.objective(jobs, alloc, now, fair)
         return alloc
+
+    def best_step(self, jobs, alloc, left, now, fair, best):
+        """(job index, CPUs): the increment that raises the objective most per CPU, looking past flat
+        steps (a synchronous job's second replica can add nothing -- its first has no sync to do --
+        and one CPU at a time would then never give it a third); None when nothing raises it."""
+        choice, per_cpu = None, 1e-12
+        for i in range(len(jobs)):
+            a = alloc[i]
+            for k in range(1, min(left, jobs[i].max_workers - a) + 1 if a > 0 else 0):
+                alloc[i] = a + k
+                gain = (self.objective(jobs, alloc, now, fair) - best) / k
+                if gain > per_cpu:
+                    choice, per_cpu = (i, k), gain
+            alloc[i] = a
+        return choice
 
     def charge(self, job, new_target):
         """A reallocation of `job`: Pollux's restart_time grows by what it costs."""

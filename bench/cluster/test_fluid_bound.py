@@ -50,12 +50,38 @@ class FluidBoundTest(unittest.TestCase):
         self.assertNotIn("deadlock", r)
         self.assertEqual(len(r["jct"]), 3)
 
+    def test_a_synchronous_job_keeps_its_global_batch(self):
+        sync = {"sync_fraction": 0.3}
+        self.assertEqual(fb.rate(sync, 1), 1.0)  # alone: no sync
+        self.assertAlmostEqual(fb.rate(sync, 2), 1 / (0.5 + 0.3))
+        self.assertAlmostEqual(fb.rate(sync, 8), 1 / (0.125 + 0.3))
+        self.assertEqual(fb.rate({}, 8), 8.0)
+        # Its data is cut so that at its own workers it takes as long as the trace's job.
+        a = job("a", 0, 4, 80)
+        m = fb.mixed([a, job("b", 0, 4, 80)], 0.3)
+        self.assertAlmostEqual(fb.work(m[0]) / fb.rate(m[0], 4), fb.work(a) / 4)
+        self.assertEqual(m[1], job("b", 0, 4, 80))
+
+    def test_goodput_looks_past_a_flat_step(self):
+        # R = 0.5: a second worker adds nothing (1 / (1/2 + 1/2) = 1), eight give 1.6x. With a
+        # linear job beside it and 12 CPUs the best gain per CPU still gives it more than one.
+        jobs = [{**job("a", 0, 4, 1), "left": 1, "sync_fraction": 0.5}, {**job("b", 0, 4, 1), "left": 1}]
+        alloc = fb.goodput(jobs, 12)
+        self.assertEqual(sum(alloc.values()), 12)
+        self.assertGreater(alloc["a"], 1)
+
     def test_the_traces(self):
         t = fb.traces()
         self.assertEqual((len(t["trace"]), len(t["trace_heavy"])), (16, 24))
         light = {p: fb.simulate(t["trace"], f)["avg"] for p, f in fb.POLICIES.items()}
         self.assertLessEqual(light["srpt"], light["goodput"])
         self.assertIn("deadlock", fb.simulate(t["trace_heavy"], fb.elastic, admission=False))
+        # Mixed with strong-scaling synchronous jobs (R = 0.3), the heavy trace is where a policy by
+        # goodput wins: it gives the linear jobs the CPUs the synchronous ones cannot use.
+        heavy = {p: fb.simulate(fb.mixed(t["trace_heavy"], 0.3), f)["avg"] for p, f in fb.POLICIES.items()}
+        self.assertLess(heavy["goodput"], 0.8 * heavy["elastic"])
+        same = fb.simulate(fb.mixed(t["trace"], 0.0), fb.goodput)["avg"]
+        self.assertAlmostEqual(same, fb.simulate(t["trace"], fb.goodput)["avg"])
 
 
 if __name__ == "__main__":

@@ -76,6 +76,30 @@ class GoodputPolicyTest(unittest.TestCase):
         jobs[0].target, jobs[1].target, jobs[2].target = 6, 6, 0
         self.assertEqual(self.policy(delay=0.05).allocate(jobs, 12, now=60.01), [4, 4, 4])
 
+    def test_looks_past_a_flat_step(self):
+        # b's second worker adds nothing (its first had no sync to do), its eighth gives 3x: one CPU
+        # at a time would leave it at one worker; the best gain per CPU gives it its share.
+        p = self.policy()
+        flat = {1: 1.0, 2: 1.0}
+        p.goodput = lambda j, n: float(n) if j.name == "a" else (0.0 if n <= 0 else flat.get(n, 3.0 * n / 8))
+        jobs = [job("a", 0, max_workers=8), job("b", 0, max_workers=8)]
+        alloc = p.allocate(jobs, 16, now=60)
+        self.assertEqual(sum(alloc), 16)
+        self.assertEqual(alloc, [8, 8])
+
+    def test_a_global_batch_job_is_sized_by_its_throughput_model(self):
+        # b keeps its global batch of 512 (batch = "global"): compute 0.2 ms/sample split over its
+        # replicas, a 50 ms allreduce across hosts. Its throughput flattens (about 2x at 4, 3x at 16),
+        # so the linear job a gets most of the CPUs.
+        p = self.policy()
+        b = goodput_policy.JobState("b", "allreduce", 128, 16, 0, batch="global")
+        b.grad, b.target = (1.0, 1.0, 512), 1
+        b.perf = (0.0, 0.0002, 0.05, 0.0, 0.05, 0.0, 1.0)  # alpha_c, beta_c, alpha_n, beta_n, alpha_r, beta_r, gamma
+        self.assertAlmostEqual(p.goodput(b, 1) / 512, 1 / (0.0002 * 512), places=3)
+        alloc = p.allocate([job("a", 0), b], 20, now=60)
+        self.assertEqual(sum(alloc), 20)
+        self.assertGreater(alloc[0], alloc[1])
+
     def test_charge_counts_lost_seconds(self):
         p = self.policy(delay=2.0)
         j = job("a", 0)

@@ -78,13 +78,26 @@ expected<void> check_gpu_combinations(const job_spec& spec, const std::string& s
                                "without embedding tables (model.type is \"" +
                                type + "\"); use allreduce or local_sgd, or device \"cpu\"");
   // The device path of allreduce (actors/src/worker/strategies/allreduce_gpu.cpp) has no gradient
-  // accumulation, which the goodput-optimal batch relies on beyond max_local_batch.
-  if (spec.uses_gpu() && spec.job.strategy == "allreduce" && spec.nn.train.batch == "auto")
+  // accumulation, which the goodput-optimal batch and the global batch rely on.
+  const auto& batch = spec.nn.train.batch;
+  if (spec.uses_gpu() && spec.job.strategy == "allreduce" && batch != "fixed")
+    return make_unexpected(core_errc::invalid_argument,
+                           source + ": key 'train.batch': \"" + batch +
+                               "\" is not supported with job.device = \"gpu\" (the GPU allreduce path keeps "
+                               "the job file's batch_size); use batch = \"fixed\", or device \"cpu\"");
+  return {};
+}
+// batch = "global": a lone replica cuts the whole global batch from one task.
+expected<void> check_global_batch(const job_spec& spec, const std::string& source) {
+  const auto global = static_cast<std::uint64_t>(spec.job.workers) * spec.nn.train.batch_size;
+  if (spec.nn.train.batch == "global" && spec.job.records_per_task < global)
     return make_unexpected(core_errc::invalid_argument,
                            source +
-                               ": key 'train.batch': \"auto\" is not supported with job.device = \"gpu\" "
-                               "(the GPU allreduce path keeps the job file's batch_size); use batch = "
-                               "\"fixed\", or device \"cpu\"");
+                               ": key 'train.batch': \"global\" keeps job.workers x train.batch_size = " +
+                               std::to_string(global) +
+                               " rows per step, which one worker alone cuts from one "
+                               "task: job.records_per_task (" +
+                               std::to_string(spec.job.records_per_task) + ") must be at least that");
   return {};
 }
 }  // namespace
@@ -109,6 +122,7 @@ expected<job_spec> job_spec::read(const config_doc& doc, config_doc* effective) 
                                ": key 'transport.listen_port': a job's nodes each pick a free port "
                                "of transport.listen_host; remove the key");
   if (auto g = check_gpu_combinations(spec, doc.source()); !g) return g.err();
+  if (auto g = check_global_batch(spec, doc.source()); !g) return g.err();
   if (spec.job.dataset_cache.empty()) spec.job.dataset_cache = spec.job.root + "/datasets";
   make_model_paths_absolute(spec);
   return spec;

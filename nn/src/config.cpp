@@ -75,7 +75,7 @@ train_config read_train_config(config_section s, train_config c) {
   c.noise_scale = s.get_bool("noise_scale", c.noise_scale);
   c.noise_scale_every = count(s, "noise_scale_every", c.noise_scale_every, 1, 1 << 20);
   c.lr_scaling = s.get_enum("lr_scaling", c.lr_scaling, {"none", "linear", "sqrt", "adascale"});
-  c.batch = s.get_enum("batch", c.batch, {"fixed", "auto"});
+  c.batch = s.get_enum("batch", c.batch, {"fixed", "auto", "global"});
   c.max_batch = count(s, "max_batch", c.max_batch, 0, 1 << 24);
   c.max_local_batch = count(s, "max_local_batch", c.max_local_batch, 1, 1 << 20);
   if (!c.noise_scale && (c.lr_scaling == "adascale" || c.batch == "auto"))

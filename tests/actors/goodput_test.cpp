@@ -314,6 +314,41 @@ TEST(Controller, AutoBatchRisesWithTheNoiseScaleAndEveryRankAgrees) {
   EXPECT_LE(rep.batch, 16u * 128u);
 }
 
+// batch = "global": M0 = 128 (4 replicas of 32) whatever the ring's size. A ring of 2 cuts 64 each,
+// of 3 ceil(128 / 3) = 43, a lone replica all 128 (in micro-batches of at most max_atomic); every
+// rank adopts rank 0's word, and the learning rate's scale stays 1 (linear: factor ~1).
+TEST(Controller, GlobalBatchStaysTheJobFilesAtEveryRingSize) {
+  auto o = opts(lr_rule::linear, false);
+  o.global_batch = true;
+  o.limits.max_atomic = 50;
+  EXPECT_EQ(controller(o).global_share(4), (batch_config{32, 0}));
+  EXPECT_EQ(controller(o).global_share(2), (batch_config{32, 1}));  // 64 in 2 micro-batches of <= 50
+  EXPECT_EQ(controller(o).global_share(3), (batch_config{43, 0}));
+  EXPECT_EQ(controller(o).global_share(1), (batch_config{43, 2}));  // 3 micro-batches of <= 50
+  o.limits.max_atomic = 1024;
+  for (int ranks : {2, 3, 8}) {
+    std::vector<controller> cs(static_cast<std::size_t>(ranks), controller(o));
+    double t = 0;
+    for (int step = 0; step < 3; ++step) {
+      auto sum = ring_round(cs, 1.0, 0.001, 0);
+      t += 0.01;
+      for (int r = 0; r < ranks; ++r) {
+        auto round = cs[static_cast<std::size_t>(r)].read(sum, r, ranks, 1, 0.5, 1.0, 128, step == 0, t);
+        if (step == 2) {
+          EXPECT_NEAR(round.lr_factor, 1.0, 0.05) << ranks << " ranks";
+        }
+      }
+    }
+    const int local = (128 + ranks - 1) / ranks;
+    for (const auto& c : cs) EXPECT_EQ(c.batch(), (batch_config{local, 0})) << ranks << " ranks";
+  }
+  // Alone: the step after the ring shrank to one replica cuts the whole batch.
+  controller alone(o);
+  alone.alone(true, std::nullopt, 0, false, 0.001, 1.0, 32, 0, true, 0.01);
+  EXPECT_EQ(alone.batch(), (batch_config{128, 0}));
+  EXPECT_EQ(controller(opts(lr_rule::none, false)).global_share(2), (batch_config{64, 0}));
+}
+
 // With estimate_every = 4 every rank computes the norms on the same rounds (rank 0's word): 0, 4, 8...
 // A rank that joins with its own count (a fresh controller says "due" at once) makes that round count
 // for nothing and agrees from the next one.

@@ -31,6 +31,11 @@ TEST(job_spec, defaults_and_values) {
   EXPECT_EQ(s->job.device, "cpu");
   EXPECT_FALSE(s->uses_gpu());
   EXPECT_EQ(s->job.ring_lanes, 0u);  // by the host's CPUs
+  auto gb = parse(
+      "[job]\nstrategy = 'allreduce'\nworkers = 4\nrecords_per_task = 256\n[train]\nbatch = 'global'\n"
+      "batch_size = 64\n");
+  ASSERT_TRUE(gb) << gb.err().to_string();
+  EXPECT_EQ(gb->nn.train.batch, "global");
   auto l = parse("[job]\nring_lanes = 3\n");
   ASSERT_TRUE(l) << l.err().to_string();
   EXPECT_EQ(l->job.ring_lanes, 3u);
@@ -104,6 +109,11 @@ TEST(job_spec, errors_name_the_key) {
       {"[job]\ndevice = 'gpu'\nstrategy = 'async_ps'\n[model]\ntype = 'deepfm'\n", "embedding tables"},
       {"[job]\ndevice = 'gpu'\nstrategy = 'allreduce'\n[train]\nbatch = 'auto'\nlr_scaling = 'adascale'\n",
        "train.batch"},
+      {"[job]\ndevice = 'gpu'\nstrategy = 'allreduce'\n[train]\nbatch = 'global'\n", "train.batch"},
+      {"[job]\nstrategy = 'allreduce'\nworkers = 4\nrecords_per_task = 100\n[train]\nbatch = 'global'\n"
+       "batch_size = 64\n",
+       "job.records_per_task (100) must be at least"},
+      {"[train]\nbatch = 'local'\n", "train.batch"},
   };
   for (const auto& c : cases) {
     auto s = parse(c.text);

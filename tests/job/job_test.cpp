@@ -22,6 +22,39 @@ TEST(job, allreduce_trains_fashion_mnist) {
   EXPECT_TRUE(no_processes_of(r));
 }
 
+// [train] batch = "global" (docs/goodput.md): the job file's global batch (2 workers x 64) through
+// resizes 2 -> 4 -> 3 -> 1 -> 4: each replica cuts ceil(128 / ranks) rows, the status says so, and the
+// job still trains every record once. Paced (400 samples/s per worker) so that it runs through them.
+TEST(job, global_batch_stays_the_job_files_through_resizes) {
+  auto toml = mlp_job({.strategy = "allreduce", .max_train_rows = 16000, .max_test_rows = 1000});
+  toml.replace(toml.find("[model]\n"), 8, "max_workers = 4\nmin_workers = 1\n[model]\n");
+  toml.replace(toml.find("[train]\n"), 8,
+               "[train]\nbatch = \"global\"\nnoise_scale = true\nmax_samples_per_s = 400\n");
+  toml.replace(toml.find("epochs = 2"), 10, "epochs = 1");
+  auto r = start_job("global-batch", toml);
+  for (int ranks : {2, 4, 3, 1, 4}) {
+    if (ranks != 2) {
+      std::string out;
+      ASSERT_EQ(troupe("scale --workers " + std::to_string(ranks) + " --job-dir " + r.job_dir, &out), 0)
+          << out;
+    }
+    const int local = (128 + ranks - 1) / ranks;
+    auto s = wait_status(
+        r,
+        [&](const nlohmann::json& j) {
+          const auto g = j.value("goodput", nlohmann::json::object());
+          return g.value("replicas", 0) == ranks && g.value("local_batch", 0) == local &&
+                 g.value("accum_steps", -1) == 0;
+        },
+        std::chrono::seconds(90));
+    ASSERT_TRUE(s) << ranks << " replicas of " << local << " never reported; " << read_file(r.err_file);
+    EXPECT_EQ((*s)["goodput"].value("batch", 0), ranks * local);
+  }
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
+  EXPECT_EQ(result(r).value("records_done", 0), 16000);
+  expect_all_done(r);
+}
+
 TEST(job, local_sgd_trains_fashion_mnist) {
   auto r = start_job("local-sgd",
                      mlp_job({.strategy = "local_sgd", .max_train_rows = 6000, .max_test_rows = 1000}));

@@ -172,6 +172,24 @@ void controller::maybe_choose(int hosts, int ranks, bool fresh, bool entered_epo
   choice_before_ = now;
 }
 
+batch_config controller::global_share(int ranks) const {
+  const double local = std::ceil(ns_.base_batch() / std::max(1, ranks));
+  const double most = opt_.limits.max_atomic > 0 ? opt_.limits.max_atomic : local;
+  const double parts = std::max(1.0, std::ceil(local / most));
+  return {static_cast<int>(std::ceil(local / parts)), static_cast<int>(parts) - 1};
+}
+
+void controller::keep_global_batch(int ranks) {
+  if (!opt_.global_batch) return;
+  const auto b = global_share(ranks);
+  if (b == proposed_) return;
+  proposed_ = b;
+  proposed_seq_ = seq_ + 1;
+  std::vector<observation> o;
+  for (const auto& e : obs_) o.push_back(e.o);
+  if (!o.empty()) perf_ = fit(o);
+}
+
 controller::round controller::read(std::span<const float> at, int rank, int ranks, int hosts, double big_sqr,
                                    double share, double samples, bool fresh, double now_s) {
   (void)rank;
@@ -208,6 +226,7 @@ controller::round controller::read(std::span<const float> at, int rank, int rank
   }
   count_round(samples, r.gain, share, now_s);
   maybe_choose(hosts, ranks, fresh, entered);
+  keep_global_batch(ranks);
   return r;
 }
 
@@ -242,6 +261,7 @@ controller::round controller::alone(bool full, std::optional<double> small_sqr, 
   if (entered) epoch_ = epoch;
   count_round(samples, r.gain, share, now_s);
   maybe_choose(1, 1, fresh, entered);
+  keep_global_batch(1);
   if (!(proposed_ == cur_) || proposed_seq_ != seq_) {
     adopt(proposed_, proposed_seq_);
     r.config_changed = true;

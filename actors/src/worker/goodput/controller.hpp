@@ -20,6 +20,10 @@
 // With `auto_batch`, rank 0 picks the goodput-optimal batch (throughput_model.hpp) at every resize
 // (a fresh ring), when a rank enters a new data epoch, and once when the estimates are first usable;
 // the change is made only when it gains at least 5% predicted goodput.
+// With `global_batch` ([train] batch = "global") the global batch stays the job file's M0 whatever
+// the ring's size (strong scaling): rank 0 sets each replica's batch to ceil(M0 / ranks) when the
+// ring changes (micro-batches of at most max_local_batch beyond), so the learning rate's scale
+// stays 1 and no rule is needed; the throughput model is fitted at each change for the report.
 //
 // The whole state travels with a replica resync (sync_floats): a new rank continues the most trained
 // replica's estimates, observations and batch.
@@ -48,6 +52,7 @@ struct controller_options {
   lr_rule rule = lr_rule::none;
   bool adaptive = false;             // Adam or Adagrad: AdaScale's gain to the power 0.5
   bool auto_batch = false;           // [train] batch = "auto"
+  bool global_batch = false;         // [train] batch = "global": M0 at every ring size
   double base_batch = 64;            // M0: the job file's workers x batch_size
   std::size_t batch_size = 64;       // [train] batch_size: one replica's batch while the batch is fixed
   batch_limits limits;               // auto batch: max_batch, max_local_batch, records_per_task
@@ -111,6 +116,10 @@ class controller {
   // The preconditioner changed kind (Adam's second moments now used): the estimates start over.
   void reset_estimates() { ns_.reset(); }
 
+  // batch = "global": each of `ranks` replicas' share of M0 (ceil), in micro-batches of at most
+  // max_atomic.
+  batch_config global_share(int ranks) const;
+
   // The whole state, for a resync (sync_floats).
   void pack(std::span<float> out) const;
   void unpack(std::span<const float> in);
@@ -127,6 +136,7 @@ class controller {
   double scale_of(const batch_config& c, int ranks) const;
   void observe(int hosts, int ranks, const batch_config& c, double compute, double sync);
   void maybe_choose(int hosts, int ranks, bool fresh, bool new_epoch);
+  void keep_global_batch(int ranks);
   void count_round(double samples, double gain, double share, double now_s);
   void adopt(const batch_config& c, std::uint32_t seq);
   void count_norms_round(bool alone);

@@ -5,8 +5,9 @@
 // step (round_vote::lr_scale).
 // The same allreduce carries the gradient noise scale's statistics and the goodput controller's
 // word (goodput/controller.hpp, docs/goodput.md): the learning rate's scaling rule ([train]
-// lr_scaling) and, with [train] batch = "auto", the batch each worker cuts per step, which the
-// strategy splits into micro-batches of at most max_local_batch (gradient accumulation).
+// lr_scaling) and, with [train] batch = "auto" (or "global": the job file's global batch at every
+// ring size), the batch each worker cuts per step, which the strategy splits into micro-batches of
+// at most max_local_batch (gradient accumulation).
 // A membership change interrupts the collective: the step is dropped, the new ring is built, the
 // most trained replica's model, optimizer state and controller go to every replica, and training
 // goes on. One exception: when the other worker of a ring of two dies mid-step, the survivor is the
@@ -36,6 +37,7 @@ goodput::controller_options controller_options_of(const job::job_spec& spec) {
   o.rule = goodput::parse_lr_rule(t.lr_scaling);
   o.adaptive = t.optimizer.type == "adam" || t.optimizer.type == "adagrad";
   o.auto_batch = t.batch == "auto";
+  o.global_batch = t.batch == "global";
   o.batch_size = t.batch_size;
   o.base_batch = static_cast<double>(std::max<std::uint32_t>(1, spec.job.workers)) * t.batch_size;
   o.limits.max_batch = t.max_batch > 0 ? static_cast<double>(t.max_batch) : 16 * o.base_batch;
@@ -99,7 +101,7 @@ class allreduce final : public strategy {
     // buf_ keeps this step's sum until the next step's fill: a lone replica's next pair reads it.
     prev_ok_ = ring->size == 1 && f.full && f.cfg.accum == 0;
     ctl_.step_done(replicas::seconds_now(ctx) - t0, f.full);
-    ctx.local_batch = ctl_.options().auto_batch ? static_cast<std::size_t>(ctl_.batch().local()) : 0;
+    ctx.local_batch = local_batch();
     return {step_result::kind::trained, f.n, f.loss};
   }
 
@@ -188,6 +190,12 @@ class allreduce final : public strategy {
                       f.pair ? f.pair->big() : 0.0, f.pair.has_value(), f.compute_s, share, samples,
                       ctx.data_epoch, ring.fresh, replicas::seconds_now(ctx));
   }
+  // The batch the worker cuts per step: the controller's when it sets it (batch = "auto" or
+  // "global"), else the job file's (0).
+  std::size_t local_batch() const {
+    const auto& o = ctl_.options();
+    return o.auto_batch || o.global_batch ? static_cast<std::size_t>(ctl_.batch().local()) : 0;
+  }
   std::size_t tail() const { return replicas::round_vote::floats + controller::vote_floats; }
   static nn::batch micro(const nn::batch& b, std::size_t at, std::size_t m) {
     return at == 0 && m == b.size() ? b : b.sub(at, m);
@@ -199,7 +207,7 @@ class allreduce final : public strategy {
     if (!s) return s;
     ctl_.unpack(state);
     prev_ok_ = false;
-    ctx.local_batch = ctl_.options().auto_batch ? static_cast<std::size_t>(ctl_.batch().local()) : 0;
+    ctx.local_batch = local_batch();
     return {};
   }
   // The survivor of a ring of two whose partner died mid-step finishes the step with its own

@@ -7,7 +7,7 @@
 //            momentum, nesterov, initial_accumulator, beta1, beta2, epsilon, weight_decay,
 //            seed, log_every, shuffle, eval_batch_size, threads, device = "cpu" | "gpu",
 //            max_samples_per_s (per worker of a job; 0: unlimited), noise_scale, noise_scale_every,
-//            lr_scaling = "none" | "linear" | "sqrt" | "adascale", batch = "fixed" | "auto",
+//            lr_scaling = "none" | "linear" | "sqrt" | "adascale", batch = "fixed" | "auto" | "global",
 //            max_batch, max_local_batch (docs/goodput.md)
 //   [data]   source = "fashion-mnist" | "criteo" | "synthetic-ctr" | "store" and that source's keys:
 //            fashion-mnist: dir, max_train_rows, max_test_rows

@@ -35,7 +35,8 @@ struct train_config {
   // (workers x batch_size): "none", "linear", "sqrt" or "adascale" (AdaScale's gain; with Adam and
   // Adagrad its square root); and the batch: "fixed" (batch_size per worker) or "auto" (the
   // goodput-optimal global batch up to max_batch, in micro-batches of at most max_local_batch with
-  // gradient accumulation beyond that). 0: max_batch 16 x the job file's global batch.
+  // gradient accumulation beyond that) or "global" (the job file's global batch at every ring size).
+  // 0: max_batch 16 x the job file's global batch.
   bool noise_scale = true;
   // The squared gradient norms on 1 step in this many (1: every step, as Pollux): their cost is
   // that of an extra pass over the gradient (and Adam's preconditioner) on the steps that compute
