@@ -20,6 +20,10 @@ int run_export(const model::export_options& o) {
   if (!std::filesystem::is_regular_file(o.job_dir + "/job.toml", ec))
     return usage_error(o.job_dir + ": not a job directory (no job.toml)");
   auto r = model::export_job(o);
+  if (!r && r.err() == core_errc::not_built) {
+    run_error(r.err());
+    return exit_not_built;  // the runner says "built without libtorch" by it
+  }
   if (!r) return r.err() == storage::storage_errc::not_found ? usage_error(r.err()) : run_error(r.err());
   nlohmann::json j{{"model", r->dir},
                    {"from", r->meta.from},

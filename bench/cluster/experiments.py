@@ -17,6 +17,10 @@ then the plots (bench/cluster/plots.py).
                    `sleep` jobs (Slurm's own latency).
   trace            Poisson arrivals of jobs of mixed sizes and priorities, gang vs elastic (vs goodput).
   trace_heavy      the same at about twice the load: 24 jobs, a mean gap of 6 s instead of 12.
+  trace_mixed, trace_mixed_heavy   the same schedules with every other job (t00, t02, ...) a
+                   synchronous MLP job keeping its global batch (bench/cluster/sync_jobs.py): its
+                   speedup flattens as it grows, over links shaped by --link-rate.
+  sync_scaling     one such sync job alone, resized 1 -> 2 -> 4 -> 8 -> 12: its measured speedup.
 
 Modes: gang, elastic (today's policy: each job's own workers in its partition, up to twice as many in
 `spare`, Slurm's preemption between partitions), goodput (issue #48: every job in `low`, no spare; a
@@ -30,7 +34,8 @@ Every worker is paced ([train] max_samples_per_s) so that one Slurm CPU stands f
 of this machine's real cores: see docs/cluster_experiments.md for what that means for the figures.
 Usage: experiments.py TROUPE_BIN [--only NAMES] [--out DIR] [--scale F] [--modes gang,elastic,goodput]
                       [--period S] [--restart-delay S] [--async-efficiency none|batch] [--no-admission]
-                      [--pollux-policy FILE]   (root; the cluster's lock)
+                      [--pollux-policy FILE] [--link-rate 100mbit] [--sync-fraction R]
+                      (root; the cluster's lock)
 """
 import argparse
 import json
@@ -41,6 +46,8 @@ import subprocess
 import sys
 import threading
 import time
+
+import sync_jobs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -91,15 +98,7 @@ def make_data(work, bin_, rows):
 
 
 def job_toml(root, name, data, epochs, workers, min_w, max_w, shards=2, pace=PACE):
-    return f"""[job]
-root = "{root}"
-strategy = "async_ps"
-name = "{name}"
-workers = {workers}
-min_workers = {min_w}
-max_workers = {max_w}
-records_per_task = 1024
-[ps]
+    return sync_jobs.job_section(root, name, "async_ps", workers, min_w, max_w, 1024) + f"""[ps]
 shards = {shards}
 checkpoint_every_ms = 2000
 [model]
@@ -303,11 +302,14 @@ class PolicyLoop(threading.Thread):
         self.period = max(2.0, args.period * args.scale) if args.period_scales else args.period
         self.jobs, self.done, self.lock, self.round_lock = {}, set(), threading.Lock(), threading.Lock()
         self.wake, self.stop = threading.Event(), threading.Event()
-        self.rounds, self.resizes, self.pending = [], [], {}
+        self.rounds, self.resizes, self.pending, self.shards = [], [], {}, {}
 
     def admit(self, j, submitted):
         """The workers job `j` starts with: its share in a round that counts it (others shrunk)."""
-        new = self.gp.JobState(j["name"], "async_ps", 128, j["max_workers"], submitted)
+        sync = j.get("kind") == "sync"
+        new = self.gp.JobState(j["name"], "allreduce" if sync else "async_ps", 128, j["max_workers"], submitted,
+                               batch="global" if sync else "fixed")
+        self.shards[j["name"]] = j["shards"]
         start = max(1, self.round(new) or 1)
         new.target = start
         with self.lock:
@@ -344,7 +346,7 @@ class PolicyLoop(threading.Thread):
                 with self.lock:
                     self.done.add(n)
                 continue
-            held += control_cpus(1)  # its master and shard hold their CPUs from submission on
+            held += control_cpus(self.shards.get(n, 1))  # its master and shards hold theirs from submission on
             job = self.jobs[n]
             if st is None or (not st.get("workers_alive") and not st.get("samples_total")):
                 held += job.target  # not answering, or no worker joined yet: its workers are on their way
@@ -364,7 +366,7 @@ class PolicyLoop(threading.Thread):
             now = time.time()
             running, held = self.survey(now)
             if new is not None:
-                held += control_cpus(1)
+                held += control_cpus(self.shards.get(new.name, 1))
                 running.append(new)
             cpus = CPUS_PER_HOST * HOSTS - held
             alloc = self.policy.allocate(running, max(0, cpus), now)
@@ -425,14 +427,18 @@ def run_schedule(args, exp, mode, schedule, data_for):
     for k, j in enumerate(sorted(schedule, key=lambda j: j["at"])):
         time.sleep(max(0.0, t0 + j["at"] - time.time()))
         arrived = time.time()
-        data = data_for(j["rows"])
+        sync = j.get("kind") == "sync"
+        data = None if sync else data_for(j["rows"])
         gang = mode == "gang"
         if not gang and args.admission:
             admission_wait(args, j, t0, admitted, runners)
         # goodput: its share of a round that counts it.
         start = policy.admit(j, arrived) if policy else j["workers"]
-        text = job_toml(os.path.join(work, "jobs"), j["name"], data, j["epochs"], start,
-                        j["workers"] if gang else 1, j["workers"] if gang else j["max_workers"], shards=j["shards"])
+        lo, hi = (j["workers"], j["workers"]) if gang else (1, j["max_workers"])
+        if sync:
+            text = sync_jobs.sync_job_toml(os.path.join(work, "jobs"), j["name"], j["rows"], start, lo, hi)
+        else:
+            text = job_toml(os.path.join(work, "jobs"), j["name"], data, j["epochs"], start, lo, hi, shards=j["shards"])
         if policy:
             text += elastic_cluster(f"h{k % HOSTS + 1}", spare=False, own_partition="low")
         elif not gang:
@@ -473,11 +479,14 @@ def run_schedule(args, exp, mode, schedule, data_for):
     run = {"experiment": exp, "mode": mode, "cluster_cpus": CPUS_PER_HOST * HOSTS, "t0": t0,
            "t_end": round(t_end - t0, 3), "pace_samples_per_s": PACE, "admission": bool(args.admission),
            "allocations": allocations(t0, t_end), "sinfo": sampler.samples, "jobs": []}
+    if args.link_rate:
+        run["link_rate"], run["sync_fraction"] = args.link_rate, args.sync_fraction
     if policy:
         run["policy"] = {"period": policy.period, "restart_delay": args.restart_delay, "rounds": policy.rounds,
                          "resizes": policy.resizes, "async_efficiency": args.async_efficiency}
     for j, arrived, started in jobs:
         extra = {k: j[k] for k in ("priority", "workers", "max_workers", "epochs")}
+        extra["kind"] = j.get("kind", "async")
         extra["min_workers"] = j["workers"] if mode == "gang" else 1
         extra["admitted"] = round(started - t0, 3)
         run["jobs"].append(job_record(os.path.join(work, "jobs", j["name"]), j["name"], t0, arrived, extra))
@@ -505,7 +514,9 @@ def gang_vs_elastic(args):
             for mode in args.modes]
 
 
-def trace_schedule(args, n=16, mean_gap=12.0, seed=7):
+def trace_schedule(args, n=16, mean_gap=12.0, seed=7, mixed=False):
+    """Poisson arrivals; with `mixed` every other job (t00, t02, ...) a sync job (sync_jobs.py) as
+    long at its own workers as the async job it replaces (the same draws: the same arrivals)."""
     rng = random.Random(seed)
     t, jobs = 0.0, []
     for i in range(n):
@@ -515,6 +526,9 @@ def trace_schedule(args, n=16, mean_gap=12.0, seed=7):
         jobs.append({"at": round(t, 1), "name": f"t{i:02d}", "workers": w, "max_workers": 2 * w, "shards": 1,
                      "epochs": max(1, round(w * PACE * dur / rows)), "rows": rows,
                      "priority": "high" if rng.random() < 0.25 else "low"})
+        if mixed and i % 2 == 0:
+            jobs[-1].update(kind="sync", shards=0, epochs=1,
+                            rows=sync_jobs.rows_for(dur, w, getattr(args, "sync_fraction", 0.3)))
         t += rng.expovariate(1.0 / (mean_gap * args.scale))
     return jobs
 
@@ -530,6 +544,22 @@ def trace_heavy(args):
     jobs = trace_schedule(args, n=24, mean_gap=6.0, seed=11)
     return [run_schedule(args, "trace_heavy", mode, jobs, lambda r: make_data(args.out, args.bin, r))
             for mode in args.modes]
+
+
+def trace_mixed(args):
+    jobs = trace_schedule(args, mixed=True)
+    return [run_schedule(args, "trace_mixed", mode, jobs, lambda r: make_data(args.out, args.bin, r))
+            for mode in args.modes]
+
+
+def trace_mixed_heavy(args):
+    jobs = trace_schedule(args, n=24, mean_gap=6.0, seed=11, mixed=True)
+    return [run_schedule(args, "trace_mixed_heavy", mode, jobs, lambda r: make_data(args.out, args.bin, r))
+            for mode in args.modes]
+
+
+def sync_scaling(args):
+    return sync_jobs.sync_scaling(args, start_elastic, elastic_cluster, fresh_dir, log)
 
 
 class Service:
@@ -654,7 +684,8 @@ def colocation(args):
 
 
 EXPERIMENTS = {"gang_vs_elastic": gang_vs_elastic, "colocation": colocation, "trace": trace,
-               "trace_heavy": trace_heavy}
+               "trace_heavy": trace_heavy, "trace_mixed": trace_mixed, "trace_mixed_heavy": trace_mixed_heavy,
+               "sync_scaling": sync_scaling}
 
 
 def main():
@@ -678,6 +709,10 @@ def main():
                     "every job at its arrival, however full the cluster (the runs before 2026-11-28's second)")
     ap.add_argument("--pollux-policy", default=None, help="goodput: pollux_policy.py (default: bench/goodput/)")
     ap.add_argument("--no-cluster", action="store_true", help="the cluster is up already (24 CPUs)")
+    ap.add_argument("--link-rate", default="", help="tc tbf on every host's link for the run (e.g. 100mbit; "
+                    "scripts/hosts.sh limit), removed at the end")
+    ap.add_argument("--sync-fraction", type=float, default=0.3, help="mixed traces: the R a sync job's length "
+                    "is sized with (its speedup 1 / (1/w + R); sync_scaling measures it)")
     args = ap.parse_args()
     args.modes = [m for m in args.modes.split(",") if m]
     if not args.modes or any(m not in ("gang", "elastic", "goodput") for m in args.modes):
@@ -701,9 +736,13 @@ def main():
     except ImportError as e:
         plots = None
         log(f"no plots: {e} (python3-matplotlib: scripts/install-deps.sh --bench)")
+    if args.link_rate:
+        sync_jobs.limit_links(args.link_rate)
     try:
         run_all(args, names, plots)
     finally:
+        if args.link_rate:
+            sync_jobs.limit_links("off")
         if not args.no_cluster:  # the tests' cluster has 4 CPUs per host: leave none of ours up
             subprocess.run(["bash", SLURM, "down"], check=False, capture_output=True)
 
@@ -713,13 +752,13 @@ def run_all(args, names, plots):
     for n in names:
         runs = EXPERIMENTS[n](args)
         for r in runs:
-            r["summary"] = plots.summarise(r) if plots else {}
+            r["summary"] = plots.summarise(r) if plots and r["jobs"] else {}
             r["unfinished"] = [{"job": name, "why": why} for name, why in unfinished(r)]
             path = os.path.join(args.out, f"{r['experiment']}_{r['mode']}.json")
             with open(path, "w") as f:
                 json.dump(r, f, indent=1)
             log(f"{n}/{r['mode']}: {json.dumps(r['summary'])[:400]} -> {path}")
-        if plots and not any(r["unfinished"] for r in runs):
+        if plots and all(r["jobs"] for r in runs) and not any(r["unfinished"] for r in runs):
             plots.plot_runs(runs, os.path.join(args.out, "figures"))
         done += runs
     check_finished(done)

@@ -153,7 +153,7 @@ def mixed(schedule, sync_fraction):
     out = []
     for i, j in enumerate(schedule):
         if i % 2 == 0:
-            j = {**j, "sync_fraction": sync_fraction}
+            j = {**j, "sync_fraction": sync_fraction, "shards": 0}  # a master, no PS shard
             j["rows"] = j["rows"] * rate(j, j["workers"]) / j["workers"]
         out.append(j)
     return out

@@ -69,7 +69,7 @@ class JobState:
         if g and g.get("grad_var", 0) > 0 and g.get("base_batch", 0) > 0:
             self.grad = (max(float(g["grad_sqr"]), 0.0), float(g["grad_var"]), int(g["base_batch"]))
             m = g.get("model") or {}
-            if self.strategy == "allreduce" and m.get("alpha_c", 0) > 0:
+            if self.strategy == "allreduce" and (m.get("alpha_c", 0) > 0 or m.get("beta_c", 0) > 0):
                 self.perf = tuple(float(m[k]) for k in ("alpha_c", "beta_c", "alpha_n", "beta_n", "alpha_r",
                                                         "beta_r", "gamma"))
 

@@ -47,6 +47,8 @@ class core_category_impl final : public std::error_category {
         return "unknown key";
       case core_errc::invalid_argument:
         return "invalid argument";
+      case core_errc::not_built:
+        return "not built";
     }
     return "unknown core error " + std::to_string(c);
   }

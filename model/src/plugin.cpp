@@ -33,6 +33,7 @@ std::vector<std::string> candidates() {
 struct plugin {
   void* handle = nullptr;
   std::string error;
+  bool absent = false;  // no candidate exists: this troupe was built without it
 };
 
 const plugin& open_plugin() {
@@ -41,12 +42,14 @@ const plugin& open_plugin() {
   std::call_once(once, [] {
     const auto started = clock::system().now();
     std::string tried;
+    p.absent = true;
     for (const auto& path : candidates()) {
       std::error_code ec;
       if (!std::filesystem::exists(path, ec)) {
         tried += (tried.empty() ? "" : ", ") + path + " (missing)";
         continue;
       }
+      p.absent = false;
       p.handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (!p.handle) {
         tried += (tried.empty() ? "" : ", ") + path + " (" + ::dlerror() + ")";
@@ -68,7 +71,7 @@ const plugin& open_plugin() {
 
 expected<void*> torchscript_symbol(const char* name) {
   const auto& p = open_plugin();
-  if (!p.handle) return make_unexpected(core_errc::io_error, p.error);
+  if (!p.handle) return make_unexpected(p.absent ? core_errc::not_built : core_errc::io_error, p.error);
   void* s = ::dlsym(p.handle, name);
   if (!s)
     return make_unexpected(core_errc::io_error, std::string("libtroupe_torchscript.so has no ") + name +

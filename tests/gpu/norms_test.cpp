@@ -3,6 +3,7 @@
 // are bitwise repeatable (replicas must read the same |mean g|^2 from the same sum).
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <vector>
 
 #include "gpu_harness.hpp"
@@ -23,12 +24,24 @@ double host_dot(const std::vector<float>& a, const std::vector<float>& b) {
   return s;
 }
 
-TEST(gpu_norms, sqr_matches_a_double_sum_on_the_host_and_repeats_bitwise) {
+// A stream and a reducer on the device (make(): after TROUPE_REQUIRE_GPU, in the tests that need one).
+class gpu_norms : public ::testing::Test {
+ protected:
+  void make() {
+    auto s = stream::create();
+    ASSERT_TRUE(s.has_value());
+    st.emplace(std::move(*s));
+    auto red = norm_reducer::create();
+    ASSERT_TRUE(red.has_value()) << red.err().to_string();
+    r.emplace(std::move(*red));
+  }
+  std::optional<stream> st;
+  std::optional<norm_reducer> r;
+};
+
+TEST_F(gpu_norms, sqr_matches_a_double_sum_on_the_host_and_repeats_bitwise) {
   TROUPE_REQUIRE_GPU();
-  auto st = stream::create();
-  ASSERT_TRUE(st.has_value());
-  auto r = norm_reducer::create();
-  ASSERT_TRUE(r.has_value()) << r.err().to_string();
+  ASSERT_NO_FATAL_FAILURE(make());
   for (auto n : sizes) {
     auto x = random_floats(n, n);
     auto d = to_device(x, st->get());
@@ -45,12 +58,9 @@ TEST(gpu_norms, sqr_matches_a_double_sum_on_the_host_and_repeats_bitwise) {
   EXPECT_EQ(*none, 0.0);
 }
 
-TEST(gpu_norms, pair_with_the_kept_vector_matches_the_host) {
+TEST_F(gpu_norms, pair_with_the_kept_vector_matches_the_host) {
   TROUPE_REQUIRE_GPU();
-  auto st = stream::create();
-  ASSERT_TRUE(st.has_value());
-  auto r = norm_reducer::create();
-  ASSERT_TRUE(r.has_value()) << r.err().to_string();
+  ASSERT_NO_FATAL_FAILURE(make());
   for (auto n : sizes) {
     auto prev = random_floats(n, 2 * n);
     auto x = random_floats(n, 2 * n + 1);
@@ -70,7 +80,7 @@ TEST(gpu_norms, pair_with_the_kept_vector_matches_the_host) {
   EXPECT_FALSE(r->with_kept(nullptr, 5, st->get()).has_value()) << "no kept vector of 5 floats";
 }
 
-TEST(gpu_norms, without_cuda_the_reducer_is_not_built) {
+TEST_F(gpu_norms, without_cuda_the_reducer_is_not_built) {
   if (built_with_cuda()) GTEST_SKIP() << "built with CUDA";
   auto r = norm_reducer::create();
   ASSERT_FALSE(r.has_value());

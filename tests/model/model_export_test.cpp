@@ -137,6 +137,29 @@ TEST(model_export, train_local_that_cannot_write_its_model_says_why) {
   EXPECT_NE(err.find("no-such-plugin.so"), std::string::npos) << err;
 }
 
+// A troupe built without libtorch (the plugin absent: TROUPE_TORCHSCRIPT_PLUGIN names no file): the
+// job finishes, its runner says how to write model.pt later (told by `troupe export`'s exit code
+// exit_not_built, not by its text), and `troupe export` writes it once the plugin is there.
+TEST(model_export, a_job_without_the_plugin_finishes_and_its_model_is_written_later) {
+  const std::string cache = test_root("noplugin-cache");
+  ::setenv("TROUPE_TORCHSCRIPT_PLUGIN", (cache + "/no-such-plugin.so").c_str(), 1);
+  auto r = start_job("noplugin", ring_job("allreduce", "[model]\ntype = \"mlp\"\nhidden = [16]\n"),
+                     {.root = "", .dataset_cache = cache, .job_id = ""});
+  const int rc = wait_job(r, std::chrono::seconds(300));
+  std::string out;
+  const int later = troupe("export " + r.job_dir + " 2>&1", &out);
+  ::unsetenv("TROUPE_TORCHSCRIPT_PLUGIN");
+  ASSERT_EQ(rc, 0) << read_file(r.err_file);
+  const std::string err = read_file(r.err_file);
+  EXPECT_NE(err.find("model.pt not written: this troupe was built without libtorch"), std::string::npos)
+      << err;
+  EXPECT_EQ(later, 3) << out;  // exit_not_built
+  EXPECT_NE(out.find("no-such-plugin.so (missing)"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(r.job_dir + "/model/model.pt"));
+  ASSERT_EQ(troupe("export " + r.job_dir + " 2>&1", &out), 0) << out;
+  EXPECT_TRUE(fs::is_regular_file(r.job_dir + "/model/model.pt"));
+}
+
 TEST(model_export, users_torchscript_modules_of_every_strategy_match_pytorch) {
   const auto torch = [](const std::string& m) {
     return "[model]\ntype = \"torchscript\"\npath = \"" + module(m) + "\"\n";

@@ -74,6 +74,15 @@ void start_from_init(worker_state& st, const std::string& dir) {
 
 }  // namespace
 
+// The strategy's view of the worker: the replica, the services, the node's clock, and the pace when
+// [train] max_samples_per_s sets one.
+static void make_context(worker_state& st, worker_host* rt) {
+  st.ctx.reset(new worker_context{rt->spec(), rt->self(), *st.backend, *st.ps, *st.ring});
+  st.ctx->clock = &rt->clock();
+  if (rt->spec().nn.train.max_samples_per_s > 0)
+    st.ctx->pace = [&st](std::size_t samples, double since_s) { pace_compute(st, samples, since_s); };
+}
+
 void setup_worker(worker_state& st, worker_host* rt, data_paths data) {
   st.host = rt;
   st.node = rt;
@@ -96,8 +105,7 @@ void setup_worker(worker_state& st, worker_host* rt, data_paths data) {
   auto s = make_strategy(rt->spec().job.strategy, rt->spec());
   if (!s) throw std::runtime_error(s.err().to_string());
   st.strat = std::move(*s);
-  st.ctx.reset(new worker_context{rt->spec(), rt->self(), *st.backend, *st.ps, *st.ring});
-  st.ctx->clock = &rt->clock();
+  make_context(st, rt);
   if (st.strat->keeps_row_order()) {
     st.output = std::make_unique<part_output>(rt->who().job_dir + "/predictions");
     st.ctx->output = st.output.get();

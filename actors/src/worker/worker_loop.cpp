@@ -196,6 +196,17 @@ void pace(worker_state& st, std::size_t samples) {
   if (st.pace_until > now) clk.sleep_for(st.pace_until - now);
 }
 
+void pace_compute(worker_state& st, std::size_t samples, double since_s) {
+  const double rate = st.node->spec().nn.train.max_samples_per_s;
+  if (rate <= 0 || samples == 0) return;
+  auto& clk = st.node->clock();
+  const worker_state::clock::time_point due(std::chrono::duration_cast<worker_state::clock::duration>(
+      std::chrono::duration<double>(since_s + static_cast<double>(samples) / rate)));
+  const auto now = clk.now();
+  if (due > now) clk.sleep_for(due - now);
+  st.paced_in_step = true;
+}
+
 // A finished task is reported once the PS shards acknowledged its pushes (killed after its report,
 // a worker lost none; before, the task is trained again); one that failed went with its shard.
 static void settle_pushes(worker_state& st) {
@@ -228,12 +239,13 @@ static std::optional<step_result> run_step(worker_state& st, const nn::batch* b)
 static bool after_step(worker_state& st, const step_result& res, const std::optional<nn::batch>& b,
                        std::uint64_t epoch, clock::time_point until) {
   if (res.dropped) st.dropped += 1;
+  const bool paced = std::exchange(st.paced_in_step, false);
   switch (res.what) {
     case step_result::kind::trained:
       if (b) st.task->cursor += b->size();
       count_step(st, res);
       maybe_checkpoint(st);
-      pace(st, res.samples);
+      if (!paced) pace(st, res.samples);
       break;
     case step_result::kind::idle:
       // No batch and none on its way: wait for the loop's next deadline (asking for a lease again

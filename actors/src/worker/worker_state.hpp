@@ -78,6 +78,7 @@ struct worker_state {
   // [train] max_samples_per_s: the earliest time the next step may start (the steps so far at
   // that rate); the epoch of the clock until the first paced step.
   clock::time_point pace_until;
+  bool paced_in_step = false;  // the strategy paced this step itself (worker_context::pace)
   // Unix ms of the first trained minibatch (benchmarks: time to first step); 0 until then.
   std::uint64_t first_step_wall_ms = 0;
   bool first_step_sent = false;
@@ -121,6 +122,9 @@ void maybe_checkpoint(worker_state& st);
 // The state the evaluation scored, as the job's final state (<job dir>/checkpoints/final): what
 // `troupe export` writes the job's model from. Logged, not thrown, when it cannot be written.
 void write_final_state(worker_state& st);
+// [train] max_samples_per_s in a ring strategy's step (worker_context::pace): sleeps until `samples`
+// at that rate have passed since `since_s` (seconds on the node's clock).
+void pace_compute(worker_state& st, std::size_t samples, double since_s);
 // Opens the TROUPE_STEP_LOG file when that variable is set.
 void open_step_log(worker_state& st);
 // Opens the data, builds the trainer backend the job names, the services and the strategy; throws

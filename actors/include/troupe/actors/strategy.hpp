@@ -96,6 +96,13 @@ struct worker_context {
   std::size_t local_batch = 0;
   // The data epoch (0-based) of the task the worker trains now, set by the worker before each step.
   std::uint32_t data_epoch = 0;
+  // [train] max_samples_per_s: set by the worker when it is paced. A ring strategy calls it once the
+  // step's gradients are computed, before the collective, with the step's samples and its start
+  // (seconds on the node's clock): it sleeps until samples / rate have passed since then, as on a CPU
+  // that trains `rate` samples a second, so that the pace counts as compute time (the goodput
+  // model's) and not as waiting for peers in the collective. A step so paced is not paced again
+  // after it. Empty: not paced.
+  std::function<void(std::size_t, double)> pace = {};
 };
 
 struct step_result {

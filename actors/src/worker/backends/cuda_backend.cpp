@@ -33,22 +33,18 @@ grad_ops device_grad_ops() {
     }
     return &**r;
   };
-  o.sqr_norm = [reducer](const float* dev, std::size_t n, gpu::cuda_stream s) -> expected<double> {
-    auto red = reducer();
-    if (!red) return red.err();
-    return (*red)->sqr(dev, n, s);
-  };
-  o.keep = [reducer](const float* dev, std::size_t n, gpu::cuda_stream s) -> expected<void> {
-    auto red = reducer();
-    if (!red) return red.err();
-    return (*red)->keep(dev, n, s);
-  };
-  o.with_kept = [reducer](const float* dev, std::size_t n,
-                          gpu::cuda_stream s) -> expected<gpu::norm_reducer::pair> {
-    auto red = reducer();
-    if (!red) return red.err();
-    return (*red)->with_kept(dev, n, s);
-  };
+  // Each of the three: the reducer's method on it, or the error of making it.
+  auto on_reducer =
+      [reducer]<typename R>(R (gpu::norm_reducer::*method)(const float*, std::size_t, gpu::cuda_stream)) {
+        return [reducer, method](const float* dev, std::size_t n, gpu::cuda_stream s) -> R {
+          auto red = reducer();
+          if (!red) return red.err();
+          return ((*red)->*method)(dev, n, s);
+        };
+      };
+  o.sqr_norm = on_reducer(&gpu::norm_reducer::sqr);
+  o.keep = on_reducer(&gpu::norm_reducer::keep);
+  o.with_kept = on_reducer(&gpu::norm_reducer::with_kept);
   return o;
 }
 

@@ -163,6 +163,7 @@ class allreduce final : public strategy {
         f.small_sqr += goodput::weigh_into(buf_, grads, static_cast<float>(m), at == 0, weights, norms);
     }
     if (f.n > 0) f.loss /= static_cast<double>(f.n);
+    if (f.n > 0 && ctx.pace) ctx.pace(f.n, t0);  // a paced worker's pace is its compute time
     last_loss_ = f.loss;
     if (!b) std::fill(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(total), 0.0f);
     f.compute_s = f.parts > 0 ? (replicas::seconds_now(ctx) - t0) / static_cast<double>(f.parts) : 0.0;

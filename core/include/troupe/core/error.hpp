@@ -117,7 +117,11 @@ enum class core_errc {
   out_of_range = 5,      // a value is outside its allowed range
   unknown_key = 6,       // a configuration key nobody reads (likely a typo)
   invalid_argument = 7,  // a flag or argument that makes no sense
+  not_built = 8,         // a part this build left out (an optional dependency absent when it was built)
 };
+// The exit code of a command that failed for want of a part this build left out (core_errc::
+// not_built): the runner tells "built without libtorch" from a failed `troupe export` by it.
+inline constexpr int exit_not_built = 3;
 const std::error_category& core_category() noexcept;
 inline std::error_code make_error_code(core_errc e) noexcept {
   return {static_cast<int>(e), core_category()};

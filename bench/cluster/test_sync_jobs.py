@@ -1,0 +1,47 @@
+#!/usr/bin/python3
+"""bench/cluster/sync_jobs.py and the mixed traces of experiments.py (issue #48): the sync jobs' sizes,
+their job files (checked by `troupe config` when TROUPE_BIN names the binary), the same arrivals."""
+import os
+import subprocess
+import sys
+import tempfile
+import types
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import experiments  # noqa: E402
+import sync_jobs  # noqa: E402
+
+
+class SyncJobsTest(unittest.TestCase):
+    def test_speedup_and_rows(self):
+        self.assertEqual(sync_jobs.speedup(1, 0.45), 1.0)
+        self.assertAlmostEqual(sync_jobs.speedup(8, 0.45), 1 / (0.125 + 0.45))
+        # 40 s at 4 workers, R = 0.3: 40 x 600 x 1 / (0.25 + 0.3) rows.
+        self.assertEqual(sync_jobs.rows_for(40, 4, 0.3), int(40 * 600 / 0.55))
+        self.assertEqual(sync_jobs.rows_for(400, 8, 0.0) % 60000, 0)  # whole epochs past one
+
+    def test_the_mixed_trace_keeps_the_arrivals(self):
+        args = types.SimpleNamespace(scale=1.0, sync_fraction=0.45)
+        plain = experiments.trace_schedule(args, n=24, mean_gap=6.0, seed=11)
+        mixed = experiments.trace_schedule(args, n=24, mean_gap=6.0, seed=11, mixed=True)
+        key = lambda j: (j["at"], j["name"], j["workers"], j["max_workers"], j["priority"])  # noqa: E731
+        self.assertEqual([key(j) for j in plain], [key(j) for j in mixed])
+        self.assertEqual([j.get("kind") for j in mixed[:4]], ["sync", None, "sync", None])
+        self.assertEqual(mixed[0]["shards"], 0)
+
+    @unittest.skipUnless(os.environ.get("TROUPE_BIN"), "TROUPE_BIN not set: the job files are not checked")
+    def test_the_job_files_are_valid(self):
+        with tempfile.TemporaryDirectory() as d:
+            # (the async jobs' files name record stores, made by the experiments: not checked here)
+            for name, text in (("sync", sync_jobs.sync_job_toml(d, "s", 70000, 3, 1, 6)),):
+                path = os.path.join(d, name + ".toml")
+                with open(path, "w") as f:
+                    f.write(text)
+                r = subprocess.run([os.environ["TROUPE_BIN"], "config", "check", path], capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn(": ok", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
