@@ -40,6 +40,7 @@ import types
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import experiments  # noqa: E402  (the traces, the cluster's size and the pace)
+import goodput_policy  # noqa: E402  (the goodput policy's search: fill_best)
 
 CPUS = experiments.CPUS_PER_HOST * experiments.HOSTS
 
@@ -66,35 +67,20 @@ def rate(j, n):
 
 
 def harmonic_speedup(jobs, alloc, fair):
-    sp = [rate(j, alloc[j["name"]]) / rate(j, fair) for j in jobs]
+    sp = [rate(j, a) / rate(j, fair) for j, a in zip(jobs, alloc)]
     return 0.0 if min(sp) <= 0 else len(sp) / sum(1.0 / x for x in sp)
 
 
 def goodput(jobs, cap):
-    alloc, left = {j["name"]: 0 for j in jobs}, cap
-    for j in sorted(jobs, key=lambda j: j["at"]):  # every job its one worker first, by arrival
+    alloc, left = [0] * len(jobs), cap
+    for i in sorted(range(len(jobs)), key=lambda i: jobs[i]["at"]):  # every job one worker, by arrival
         if left > 0:
-            alloc[j["name"]], left = 1, left - 1
+            alloc[i], left = 1, left - 1
     fair = max(1, -(-cap // len(jobs)))
-    best = harmonic_speedup(jobs, alloc, fair)
-    while left > 0:
-        # The step with the best gain per CPU, looking past flat steps (a synchronous job's second
-        # worker may add nothing: one CPU at a time would never give it a third).
-        choice, per_cpu = None, 1e-12
-        for j in sorted(jobs, key=lambda j: (alloc[j["name"]], j["at"])):
-            a = alloc[j["name"]]
-            for k in range(1, min(left, j["max_workers"] - a) + 1 if a > 0 else 0):
-                alloc[j["name"]] = a + k
-                gain = (harmonic_speedup(jobs, alloc, fair) - best) / k
-                if gain > per_cpu:
-                    choice, per_cpu = (j, k), gain
-            alloc[j["name"]] = a
-        if choice is None:
-            break
-        alloc[choice[0]["name"]] += choice[1]
-        left -= choice[1]
-        best = harmonic_speedup(jobs, alloc, fair)
-    return alloc
+    goodput_policy.fill_best(alloc, [j["max_workers"] for j in jobs], left,
+                             lambda a: harmonic_speedup(jobs, a, fair),
+                             order=lambda a: sorted(range(len(jobs)), key=lambda i: (a[i], jobs[i]["at"])))
+    return {j["name"]: a for j, a in zip(jobs, alloc)}
 
 
 def srpt(jobs, cap):

@@ -74,6 +74,31 @@ class JobState:
                                                         "beta_r", "gamma"))
 
 
+def fill_best(alloc, caps, left, objective, order=None):
+    """Gives up to `left` more CPUs, each step the increment that raises objective(alloc) most per
+    CPU, over +1 .. +cap for every job holding at least one (looking past flat steps: a synchronous
+    job's second replica can add nothing -- its first has no sync to do -- and one CPU at a time
+    would then never give it a third); stops when nothing raises it. `order(alloc)`: the indices in
+    the order ties are broken (the first wins; default: as listed). Returns alloc, changed in place."""
+    best = objective(alloc)
+    while left > 0:
+        choice, per_cpu = None, 1e-12
+        for i in order(alloc) if order else range(len(alloc)):
+            a = alloc[i]
+            for k in range(1, min(left, caps[i] - a) + 1 if a > 0 else 0):
+                alloc[i] = a + k
+                gain = (objective(alloc) - best) / k
+                if gain > per_cpu:
+                    choice, per_cpu = (i, k), gain
+            alloc[i] = a
+        if choice is None:
+            break
+        alloc[choice[0]] += choice[1]
+        left -= choice[1]
+        best = objective(alloc)
+    return alloc
+
+
 class GoodputPolicy:
     def __init__(self, pp, cpus, hosts, restart_delay, p=-1.0, async_efficiency="batch"):
         if async_efficiency not in ("batch", "none"):
@@ -120,7 +145,7 @@ class GoodputPolicy:
 
     def allocate(self, jobs, worker_cpus, now):
         """Workers per job (same order), summing to at most worker_cpus: every job its minimum first
-        (in submission order, while CPUs last), then CPUs to the best increment per CPU (best_step)."""
+        (in submission order, while CPUs last), then CPUs to the best increment per CPU (fill_best)."""
         if not jobs:
             return []
         fair = max(1, math.ceil(worker_cpus / len(jobs)))
@@ -131,30 +156,8 @@ class GoodputPolicy:
             take = min(jobs[i].min_workers, left)
             alloc[i] = take
             left -= take
-        best = self.objective(jobs, alloc, now, fair)
-        while left > 0:
-            step = self.best_step(jobs, alloc, left, now, fair, best)
-            if step is None:
-                break
-            alloc[step[0]] += step[1]
-            left -= step[1]
-            best = self.objective(jobs, alloc, now, fair)
-        return alloc
-
-    def best_step(self, jobs, alloc, left, now, fair, best):
-        """(job index, CPUs): the increment that raises the objective most per CPU, looking past flat
-        steps (a synchronous job's second replica can add nothing -- its first has no sync to do --
-        and one CPU at a time would then never give it a third); None when nothing raises it."""
-        choice, per_cpu = None, 1e-12
-        for i in range(len(jobs)):
-            a = alloc[i]
-            for k in range(1, min(left, jobs[i].max_workers - a) + 1 if a > 0 else 0):
-                alloc[i] = a + k
-                gain = (self.objective(jobs, alloc, now, fair) - best) / k
-                if gain > per_cpu:
-                    choice, per_cpu = (i, k), gain
-            alloc[i] = a
-        return choice
+        return fill_best(alloc, [j.max_workers for j in jobs], left,
+                         lambda a: self.objective(jobs, a, now, fair))
 
     def charge(self, job, new_target):
         """A reallocation of `job`: Pollux's restart_time grows by what it costs."""
