@@ -87,8 +87,17 @@ expected<void> check_gpu_combinations(const job_spec& spec, const std::string& s
                                "the job file's batch_size); use batch = \"fixed\", or device \"cpu\"");
   return {};
 }
-// batch = "global": a lone replica cuts the whole global batch from one task.
+// batch = "auto" and "global" size the synchronous ring's step (actors/src/worker/goodput/): under
+// the other strategies nothing would read them. batch = "global": a lone replica cuts the whole
+// global batch from one task.
 expected<void> check_global_batch(const job_spec& spec, const std::string& source) {
+  const auto& batch = spec.nn.train.batch;
+  if (batch != "fixed" && spec.job.strategy != "allreduce")
+    return make_unexpected(
+        core_errc::invalid_argument,
+        source + ": key 'train.batch': \"" + batch + "\" sizes an allreduce ring's step; job.strategy \"" +
+            spec.job.strategy +
+            "\" trains each worker at train.batch_size: remove the key, or use strategy \"allreduce\"");
   const auto global = static_cast<std::uint64_t>(spec.job.workers) * spec.nn.train.batch_size;
   if (spec.nn.train.batch == "global" && spec.job.records_per_task < global)
     return make_unexpected(core_errc::invalid_argument,

@@ -31,6 +31,8 @@ using namespace goodput;
 // `b` samples each: the squared norms the ring would sum.
 struct synthetic {
   std::vector<double> g, sigma;
+  std::vector<float> adam_v;  // set: the backends report Adam's second moments at adam_step
+  static constexpr std::uint64_t adam_step = 100;
   std::mt19937_64 rng{7};
   double sqr() const {
     double s = 0;
@@ -61,6 +63,17 @@ struct synthetic {
     return {small, big, static_cast<double>(b), static_cast<double>(ranks) * b};
   }
 };
+
+// Adam's preconditioner from s.adam_v (grad_norms.hpp: w = 1 / (sqrt(v / (1 - beta2^t)) + eps)^2).
+std::vector<double> adam_weights(const synthetic& s, const nn::optimizer_config& c) {
+  std::vector<double> w(s.adam_v.size());
+  const double corr = 1.0 - std::pow(c.beta2, static_cast<double>(synthetic::adam_step));
+  for (std::size_t j = 0; j < w.size(); ++j) {
+    const double p = std::sqrt(s.adam_v[j] / corr) + c.epsilon;
+    w[j] = 1.0 / (p * p);
+  }
+  return w;
+}
 
 synthetic make_synthetic(std::size_t d, double g_sqr, double trace) {
   synthetic s;
@@ -415,6 +428,36 @@ TEST(Controller, StateTravelsWithAResync) {
   EXPECT_NEAR(fresh.report().progress, cs[0].report().progress, 1e-3);
 }
 
+// A ring's estimates become those of the preconditioned norms once (they start over); a rank that
+// joins later receives them with the kind and keeps them when its own preconditioner starts.
+TEST(Controller, PreconditionedEstimatesStartOverOnceAndTravelWithTheirKind) {
+  controller c(opts(lr_rule::adascale, true));
+  std::vector<controller> cs(2, c);
+  auto rounds = [&cs](int from, int n) {
+    for (int i = from; i < from + n; ++i) {
+      auto sum = ring_round(cs, 10.0, 0.002, 0);
+      for (std::size_t r = 0; r < cs.size(); ++r) {
+        cs[r].read(sum, static_cast<int>(r), 2, 1, 5.0, 1.0, 64, false, i * 0.01);
+        cs[r].step_done(0.005, true);
+      }
+    }
+  };
+  rounds(0, 20);
+  ASSERT_EQ(cs[0].noise().rounds(), 20u);
+  for (auto& x : cs) x.norms_preconditioned();
+  EXPECT_EQ(cs[0].noise().rounds(), 0u) << "plain estimates kept under preconditioned norms";
+  rounds(20, 10);
+  for (auto& x : cs) x.norms_preconditioned();  // a refresh: the same kind
+  EXPECT_EQ(cs[0].noise().rounds(), 10u);
+  std::vector<float> st(controller::sync_floats);
+  cs[0].pack(st);
+  controller joined(opts(lr_rule::adascale, true));
+  joined.unpack(st);
+  joined.norms_preconditioned();  // its own preconditioner's first weights
+  EXPECT_EQ(joined.noise().rounds(), 10u) << "the joining rank dropped the ring's estimates";
+  EXPECT_NEAR(joined.report().grad_sqr, cs[0].report().grad_sqr, 1e-6 * cs[0].report().grad_sqr);
+}
+
 TEST(GradNorms, FusedLoopsAndThePreconditioner) {
   std::vector<float> g{1, -2, 3, 0.5f, 0, 4, -1, 2, 9}, buf(9), out(9), w(9, 0.25f);
   double n1 = weigh_into(buf, g, 2.0f, true, {});
@@ -478,7 +521,8 @@ void draw_gradient(const synthetic& s, std::mt19937_64& rng, std::size_t n, std:
 }
 
 // Each sample's gradient is G + z, z ~ N(0, diag(sigma^2)), whatever the parameters: a batch's is
-// their mean. The optimizer is plain SGD; apply_gradients records the learning-rate scale.
+// their mean. The optimizer is plain SGD (Adam's slots when s.adam_v is set, never stepped);
+// apply_gradients records the learning-rate scale.
 class synthetic_backend final : public trainer_backend {
  public:
   synthetic_backend(const synthetic& s, std::uint64_t seed) : s_(s), rng_(seed) {
@@ -487,7 +531,14 @@ class synthetic_backend final : public trainer_backend {
     grads_.assign(d, 0.0f);
     layout_ = {{"w", 0, d}};
     state_.resize(1);
-    auto o = nn::make_optimizer({});
+    nn::optimizer_config oc;
+    if (!s.adam_v.empty()) {  // Adam's slots: first moments (unused here), then the second
+      oc.type = "adam";
+      state_[0].values.assign(2 * d, 0.0f);
+      std::copy(s.adam_v.begin(), s.adam_v.end(), state_[0].values.begin() + static_cast<std::ptrdiff_t>(d));
+      state_[0].step = synthetic::adam_step;
+    }
+    auto o = nn::make_optimizer(oc);
     opt_ = std::move(*o);
   }
   std::string_view name() const override { return "synthetic"; }
@@ -536,6 +587,10 @@ class synthetic_device_trainer final : public gpu::device_trainer {
   expected<void> download(nn::model&) override { return {}; }
   expected<void> upload(const nn::model&) override { return {}; }
   std::size_t slot_count() const override { return 0; }
+  second_moments adam_moments() const override {
+    if (s_.adam_v.empty()) return {};
+    return {s_.adam_v.data(), synthetic::adam_step};
+  }
   expected<void> download_optimizer(std::span<float>, std::uint64_t& step) override {
     step = 0;
     return {};
@@ -773,6 +828,43 @@ TEST(GpuAllreduceNoiseScale, ALoneReplicaPairsConsecutiveStepsOnTheDevice) {
     EXPECT_EQ(counts->keeps, due) << "every " << every;
     EXPECT_EQ(counts->norms, due - 1) << "every " << every;
     for (double x : gpu.scales[0]) ASSERT_DOUBLE_EQ(x, 1.0);  // sqrt at S = 1
+  }
+}
+
+// With Adam both paths estimate the statistics of the preconditioned gradient g / p (p from Adam's
+// second moments, grad_norms.hpp): |G|_P^2 = sum G_j^2 w_j and tr_P = sum sigma_j^2 w_j; the device
+// path computes its weights once (the moments do not move here) and the same figures as the CPU's.
+TEST(GpuAllreduceNoiseScale, WithAdamBothPathsEstimateThePreconditionedGradient) {
+  auto s = make_synthetic(256, 1.0, 256.0);
+  std::uniform_real_distribution<float> u(0.25f, 4.0f);
+  std::mt19937_64 rng(11);
+  s.adam_v.resize(s.g.size());
+  // As Adam's v would be: larger where the noise is (~ sigma^2), spread 16x more.
+  for (std::size_t j = 0; j < s.adam_v.size(); ++j)
+    s.adam_v[j] = 1e-3f * u(rng) * static_cast<float>(s.sigma[j] * s.sigma[j]);
+  for (int ranks : {4, 1}) {
+    auto spec = spec_of(static_cast<std::uint32_t>(ranks), 32, "none");
+    spec.nn.train.optimizer.type = "adam";
+    const auto w = adam_weights(s, spec.nn.train.optimizer);
+    double sqr = 0, trace = 0;
+    for (std::size_t j = 0; j < w.size(); ++j) {
+      sqr += s.g[j] * s.g[j] * w[j];
+      trace += s.sigma[j] * s.sigma[j] * w[j];
+    }
+    // The preconditioned noise scale is not the plain one.
+    ASSERT_GT(std::abs(trace / sqr - s.trace() / s.sqr()), 0.2 * s.trace() / s.sqr());
+    auto counts = std::make_shared<fakes::host_op_counts>();
+    const int steps = ranks == 1 ? 6000 : 3000;
+    auto cpu = run_ring(s, ranks, spec, steps);
+    auto gpu = run_ring(s, ranks, spec, steps, true, counts);
+    const auto& g = gpu.reports[0];
+    std::printf("adam, %d rank(s): |G|_P^2 %.1f (cpu %.1f, known %.1f), tr_P %.0f (cpu %.0f, known %.0f)\n",
+                ranks, g.grad_sqr, cpu.reports[0].grad_sqr, sqr, g.grad_var * g.base_batch,
+                cpu.reports[0].grad_var * cpu.reports[0].base_batch, trace);
+    expect_same_figures(gpu, cpu);
+    EXPECT_NEAR(g.grad_sqr, sqr, 0.05 * sqr) << ranks << " rank(s)";
+    EXPECT_NEAR(g.grad_var * g.base_batch, trace, 0.05 * trace) << ranks << " rank(s)";
+    EXPECT_EQ(counts->preconditions, 1) << "the weights once: Adam's step stays " << synthetic::adam_step;
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <memory>
@@ -43,9 +44,10 @@ class memory_port final : public gpu_rendezvous_port {
   shared_rendezvous& s_;
 };
 
-// What the device path asked of the ops: norm reductions (sqr_norm and with_kept) and copies kept.
+// What the device path asked of the ops: norm reductions (sqr_norm and with_kept), copies kept and
+// preconditioner refreshes.
 struct host_op_counts {
-  int norms = 0, keeps = 0;
+  int norms = 0, keeps = 0, preconditions = 0;
 };
 inline grad_ops host_grad_ops(std::shared_ptr<host_op_counts> counts = {}) {
   grad_ops o;
@@ -61,10 +63,23 @@ inline grad_ops host_grad_ops(std::shared_ptr<host_op_counts> counts = {}) {
     std::fill(d, d + n, 0.0f);
     return {};
   };
-  o.sqr_norm = [counts](const float* d, std::size_t n, gpu::cuda_stream) -> expected<double> {
+  // Adam's preconditioner once set (norm_reducer's arithmetic: float weights, double sums).
+  auto w = std::make_shared<std::vector<float>>();
+  auto weight = [w](std::size_t i, std::size_t n) -> double { return w->size() == n ? (*w)[i] : 1.0; };
+  o.precondition = [w, counts](const float* v, std::size_t n, float c, float eps,
+                               gpu::cuda_stream) -> expected<void> {
+    if (counts) ++counts->preconditions;
+    w->resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const float p = std::sqrt(v[i] * c) + eps;
+      (*w)[i] = 1.0f / (p * p);
+    }
+    return {};
+  };
+  o.sqr_norm = [counts, weight](const float* d, std::size_t n, gpu::cuda_stream) -> expected<double> {
     if (counts) ++counts->norms;
     double s = 0;
-    for (std::size_t i = 0; i < n; ++i) s += static_cast<double>(d[i]) * d[i];
+    for (std::size_t i = 0; i < n; ++i) s += static_cast<double>(d[i]) * d[i] * weight(i, n);
     return s;
   };
   auto kept = std::make_shared<std::vector<float>>();
@@ -73,16 +88,16 @@ inline grad_ops host_grad_ops(std::shared_ptr<host_op_counts> counts = {}) {
     kept->assign(d, d + n);
     return {};
   };
-  o.with_kept = [kept, counts](const float* d, std::size_t n,
-                               gpu::cuda_stream) -> expected<gpu::norm_reducer::pair> {
+  o.with_kept = [kept, counts, weight](const float* d, std::size_t n,
+                                       gpu::cuda_stream) -> expected<gpu::norm_reducer::pair> {
     if (counts) ++counts->norms;
     if (kept->size() != n) return make_unexpected(gpu::gpu_errc::unsupported, "nothing kept");
     gpu::norm_reducer::pair p;
     for (std::size_t i = 0; i < n; ++i) {
-      const double a = d[i], b = (*kept)[i];
-      p.sqr += a * a;
-      p.kept_sqr += b * b;
-      p.cross += a * b;
+      const double a = d[i], b = (*kept)[i], c = weight(i, n);
+      p.sqr += a * a * c;
+      p.kept_sqr += b * b * c;
+      p.cross += a * b * c;
     }
     return p;
   };

@@ -3,6 +3,7 @@
 // are bitwise repeatable (replicas must read the same |mean g|^2 from the same sum).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <optional>
 #include <vector>
 
@@ -78,6 +79,45 @@ TEST_F(gpu_norms, pair_with_the_kept_vector_matches_the_host) {
     EXPECT_NEAR(p->cross, xp, 1e-6 * std::sqrt(xx * pp)) << n;
   }
   EXPECT_FALSE(r->with_kept(nullptr, 5, st->get()).has_value()) << "no kept vector of 5 floats";
+}
+
+// Adam's preconditioner: w = 1 / (sqrt(v c) + eps)^2 from the second moments on the device, then
+// every norm of that size weighted (and none of another size).
+TEST_F(gpu_norms, preconditioned_norms_weigh_by_adams_second_moments) {
+  TROUPE_REQUIRE_GPU();
+  ASSERT_NO_FATAL_FAILURE(make());
+  const float c = 1.0f / (1.0f - 0.999f), eps = 1e-8f;
+  for (auto n : sizes) {
+    auto v = random_floats(n, 3 * n);
+    for (auto& x : v) x = 1e-4f * (1.0f + 10.0f * x * x);  // positive, spread over ~10x
+    auto x = random_floats(n, 3 * n + 1), prev = random_floats(n, 3 * n + 2);
+    std::vector<float> w(n), xw(n), pw(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const float p = std::sqrt(v[i] * c) + eps;
+      w[i] = 1.0f / (p * p);
+      xw[i] = x[i] * w[i];
+      pw[i] = prev[i] * w[i];
+    }
+    auto dv = to_device(v, st->get()), dx = to_device(x, st->get()), dprev = to_device(prev, st->get());
+    ASSERT_TRUE(r->precondition(dv.data(), n, c, eps, st->get()).has_value());
+    ASSERT_TRUE(r->preconditioned(n));
+    auto got = r->sqr(dx.data(), n, st->get());
+    ASSERT_TRUE(got.has_value()) << got.err().to_string();
+    const double xx = host_dot(x, xw), pp = host_dot(prev, pw), xp = host_dot(x, pw);
+    EXPECT_NEAR(*got, xx, 1e-5 * xx) << n << " floats";
+    ASSERT_TRUE(r->keep(dprev.data(), n, st->get()).has_value());
+    auto p = r->with_kept(dx.data(), n, st->get());
+    ASSERT_TRUE(p.has_value()) << p.err().to_string();
+    EXPECT_NEAR(p->sqr, xx, 1e-5 * xx) << n;
+    EXPECT_NEAR(p->kept_sqr, pp, 1e-5 * pp) << n;
+    EXPECT_NEAR(p->cross, xp, 1e-5 * std::sqrt(xx * pp)) << n;
+    if (n > 1) {  // another size: the plain norm
+      auto other = r->sqr(dx.data(), n - 1, st->get());
+      ASSERT_TRUE(other.has_value());
+      std::vector<float> head(x.begin(), x.end() - 1);
+      EXPECT_NEAR(*other, host_dot(head, head), 1e-6 * host_dot(head, head)) << n - 1;
+    }
+  }
 }
 
 TEST_F(gpu_norms, without_cuda_the_reducer_is_not_built) {

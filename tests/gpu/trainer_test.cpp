@@ -35,6 +35,29 @@ std::unique_ptr<nn::model> build(const nn::model_config& c, const nn::dataset_in
   return m ? std::move(*m) : nullptr;
 }
 
+// The device's Adam second moments (what the noise scale's preconditioner reads) are the host
+// trainer's, parameter by parameter, at the same step; other optimizers have none.
+void expect_adam_moments(device_trainer& gpu, nn::trainer& cpu, const nn::optimizer_config& oc,
+                         std::size_t steps) {
+  const auto moments = gpu.adam_moments();
+  if (oc.type != "adam") {
+    EXPECT_EQ(moments.v, nullptr) << oc.type << " has no second moments";
+    return;
+  }
+  ASSERT_NE(moments.v, nullptr);
+  EXPECT_EQ(moments.step, steps);
+  auto got = testing::to_host(moments.v, gpu.dense_count(), gpu.stream());
+  std::vector<float> want;
+  const auto params = cpu.trainable_parameters();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto& v = cpu.dense_state()[i].values;
+    const std::size_t n = params[i]->value.size();
+    ASSERT_EQ(v.size(), 2 * n) << params[i]->name;
+    want.insert(want.end(), v.begin() + static_cast<std::ptrdiff_t>(n), v.end());
+  }
+  expect_close(got, want, "adam second moments", 1e-3f, 1e-9f);
+}
+
 // Trains two replicas of one model (host and device) on the same batches and compares.
 void compare_training(const nn::model_config& mc, const nn::optimizer_config& oc, const nn::dataset& data,
                       std::size_t batch, std::size_t steps) {
@@ -57,6 +80,7 @@ void compare_training(const nn::model_config& mc, const nn::optimizer_config& oc
     EXPECT_NEAR(*got, *want, 1e-4 * std::max(1.0f, std::fabs(*want))) << mc.type << " step " << k;
     (*gpu)->apply_gradients();
   }
+  expect_adam_moments(**gpu, **cpu, oc, steps);
   auto ok = (*gpu)->download(*gpu_model);
   ASSERT_TRUE(ok.has_value()) << ok.err().to_string();
   auto cp = cpu_model->parameters(), gp = gpu_model->parameters();

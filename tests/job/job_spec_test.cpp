@@ -114,6 +114,8 @@ TEST(job_spec, errors_name_the_key) {
        "batch_size = 64\n",
        "job.records_per_task (100) must be at least"},
       {"[train]\nbatch = 'local'\n", "train.batch"},
+      {"[job]\nstrategy = 'async_ps'\n[train]\nbatch = 'global'\n", "strategy \"async_ps\""},
+      {"[job]\nstrategy = 'local_sgd'\n[train]\nbatch = 'auto'\nlr_scaling = 'adascale'\n", "train.batch"},
   };
   for (const auto& c : cases) {
     auto s = parse(c.text);

@@ -64,11 +64,16 @@ cudaError_t mean(const float* x, float* out, std::size_t n, cudaStream_t s);
 // writes the float result(s) to `out` (device memory). `scratch`: norm_scratch doubles.
 constexpr unsigned norm_blocks = 256;
 constexpr std::size_t norm_scratch = 3 * norm_blocks;
-// out[0] = sum_i x[i]^2.
-cudaError_t sqr_norm(const float* x, std::size_t n, double* scratch, float* out, cudaStream_t s);
-// out[0] = |a|^2, out[1] = |b|^2, out[2] = a.b.
-cudaError_t pair_norms(const float* a, const float* b, std::size_t n, double* scratch, float* out,
-                       cudaStream_t s);
+// Each weighted by w[i] when w is not null (Adam's preconditioner, adam_weights).
+// out[0] = sum_i x[i]^2 w[i].
+cudaError_t sqr_norm(const float* x, const float* w, std::size_t n, double* scratch, float* out,
+                     cudaStream_t s);
+// out[0] = |a|_w^2, out[1] = |b|_w^2, out[2] = (a.b)_w.
+cudaError_t pair_norms(const float* a, const float* b, const float* w, std::size_t n, double* scratch,
+                       float* out, cudaStream_t s);
+// w[i] = 1 / (sqrt(v[i] inv_corr) + eps)^2: Adam's preconditioner from its second moments v at bias
+// correction inv_corr = 1 / (1 - beta2^t), squared and inverted.
+cudaError_t adam_weights(float* w, const float* v, std::size_t n, float inv_corr, float eps, cudaStream_t s);
 
 // --- embeddings (embedding.cu) ---
 // out[o, :] = table[rows[o], :] for `count` occurrences of rows of `dim` floats.

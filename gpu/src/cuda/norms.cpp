@@ -20,7 +20,8 @@ expected<norm_reducer> norm_reducer::create() {
 }
 
 expected<double> norm_reducer::sqr(const float* x, std::size_t n, cuda_stream s) {
-  if (auto k = launched(kernels::sqr_norm(x, n, scratch_.data(), out_.data(), s), "sqr_norm"); !k)
+  if (auto k = launched(kernels::sqr_norm(x, weights_for(n), n, scratch_.data(), out_.data(), s), "sqr_norm");
+      !k)
     return k.err();
   if (auto c = detail::copy_to_host(host_.data(), out_.data(), sizeof(float), s); !c) return c.err();
   if (auto w = sync_stream(s); !w) return w.err();
@@ -39,11 +40,25 @@ expected<void> norm_reducer::keep(const float* x, std::size_t n, cuda_stream s) 
   return {};
 }
 
+expected<void> norm_reducer::precondition(const float* v, std::size_t n, float inv_corr, float eps,
+                                          cuda_stream s) {
+  if (weights_.size() != n) {
+    weights_n_ = 0;
+    auto b = device_buffer<float>::alloc(n);
+    if (!b) return b.err();
+    weights_ = std::move(*b);
+  }
+  if (auto k = launched(kernels::adam_weights(weights_.data(), v, n, inv_corr, eps, s), "adam_weights"); !k)
+    return k;
+  weights_n_ = n;
+  return {};
+}
+
 expected<norm_reducer::pair> norm_reducer::with_kept(const float* x, std::size_t n, cuda_stream s) {
   if (!has_kept(n))
     return make_unexpected(gpu_errc::unsupported,
                            "norm_reducer::with_kept: no kept vector of " + std::to_string(n) + " floats");
-  auto rc = kernels::pair_norms(x, kept_.data(), n, scratch_.data(), out_.data(), s);
+  auto rc = kernels::pair_norms(x, kept_.data(), weights_for(n), n, scratch_.data(), out_.data(), s);
   if (auto k = launched(rc, "pair_norms"); !k) return k.err();
   if (auto c = detail::copy_to_host(host_.data(), out_.data(), 3 * sizeof(float), s); !c) return c.err();
   if (auto w = sync_stream(s); !w) return w.err();

@@ -15,29 +15,30 @@ __device__ void block_sum(double* part) {
   }
 }
 
-// scratch[block] = this block's share of sum x^2.
-__global__ void sqr_part_k(const float* __restrict__ x, std::size_t n, double* __restrict__ scratch) {
+// scratch[block] = this block's share of sum x^2 w (w null: 1).
+__global__ void sqr_part_k(const float* __restrict__ x, const float* __restrict__ w, std::size_t n,
+                           double* __restrict__ scratch) {
   __shared__ double part[threads_per_block];
   double acc = 0;
   TROUPE_GRID_STRIDE(i, n) {
     const double v = x[i];
-    acc += v * v;
+    acc += w ? v * v * w[i] : v * v;
   }
   part[threadIdx.x] = acc;
   block_sum(part);
   if (threadIdx.x == 0) scratch[blockIdx.x] = part[0];
 }
 
-// scratch[3 block + {0, 1, 2}] = this block's share of sum a^2, sum b^2, sum a b.
-__global__ void pair_part_k(const float* __restrict__ a, const float* __restrict__ b, std::size_t n,
-                            double* __restrict__ scratch) {
+// scratch[3 block + {0, 1, 2}] = this block's share of sum a^2 w, sum b^2 w, sum a b w (w null: 1).
+__global__ void pair_part_k(const float* __restrict__ a, const float* __restrict__ b,
+                            const float* __restrict__ w, std::size_t n, double* __restrict__ scratch) {
   __shared__ double part[3][threads_per_block];
   double aa = 0, bb = 0, ab = 0;
   TROUPE_GRID_STRIDE(i, n) {
-    const double x = a[i], y = b[i];
-    aa += x * x;
-    bb += y * y;
-    ab += x * y;
+    const double x = a[i], y = b[i], c = w ? w[i] : 1.0;
+    aa += x * x * c;
+    bb += y * y * c;
+    ab += x * y * c;
   }
   part[0][threadIdx.x] = aa;
   part[1][threadIdx.x] = bb;
@@ -63,26 +64,41 @@ __global__ void finish_k(const double* __restrict__ scratch, unsigned blocks, un
   }
 }
 
+// w = 1 / (sqrt(v c) + eps)^2 (grad_norms.cpp's preconditioner_weights, in float as there).
+__global__ void adam_weights_k(float* __restrict__ w, const float* __restrict__ v, std::size_t n, float c,
+                               float eps) {
+  TROUPE_GRID_STRIDE(i, n) {
+    const float p = sqrtf(v[i] * c) + eps;
+    w[i] = 1.0f / (p * p);
+  }
+}
+
 unsigned norm_grid(std::size_t n) {
   return std::min(blocks_for(n), norm_blocks);
 }
 
 }  // namespace
 
-cudaError_t sqr_norm(const float* x, std::size_t n, double* scratch, float* out, cudaStream_t s) {
+cudaError_t sqr_norm(const float* x, const float* w, std::size_t n, double* scratch, float* out,
+                     cudaStream_t s) {
   unsigned used = 0;
   if (n > 0)
-    if (auto rc = launch_grid(sqr_part_k, norm_grid(n), used, s, x, n, scratch); rc != cudaSuccess) return rc;
+    if (auto rc = launch_grid(sqr_part_k, norm_grid(n), used, s, x, w, n, scratch); rc != cudaSuccess)
+      return rc;
   return launch_one_block(finish_k, s, static_cast<const double*>(scratch), used, 1u, out);
 }
 
-cudaError_t pair_norms(const float* a, const float* b, std::size_t n, double* scratch, float* out,
-                       cudaStream_t s) {
+cudaError_t pair_norms(const float* a, const float* b, const float* w, std::size_t n, double* scratch,
+                       float* out, cudaStream_t s) {
   unsigned used = 0;
   if (n > 0)
-    if (auto rc = launch_grid(pair_part_k, norm_grid(n), used, s, a, b, n, scratch); rc != cudaSuccess)
+    if (auto rc = launch_grid(pair_part_k, norm_grid(n), used, s, a, b, w, n, scratch); rc != cudaSuccess)
       return rc;
   return launch_one_block(finish_k, s, static_cast<const double*>(scratch), used, 3u, out);
+}
+
+cudaError_t adam_weights(float* w, const float* v, std::size_t n, float inv_corr, float eps, cudaStream_t s) {
+  return launch(adam_weights_k, n, s, w, v, n, inv_corr, eps);
 }
 
 }  // namespace troupe::gpu::kernels

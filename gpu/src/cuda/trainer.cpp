@@ -24,6 +24,7 @@ expected<void> trainer_impl::init(const nn::train_config& c) {
   auto o = device_optimizer::create(c.optimizer);
   if (!o) return std::move(o).err();
   opt_ = std::move(*o);
+  adam_ = c.optimizer.type == "adam";
   TROUPE_GPU_TRY(build_nodes());
   TROUPE_GPU_TRY(layout_params());
   auto l = pinned_buffer<float>::alloc(1);

@@ -42,6 +42,9 @@ class trainer_impl final : public device_trainer {
   std::size_t slot_count() const override { return slots_.size(); }
   expected<void> download_optimizer(std::span<float> slots, std::uint64_t& step) override;
   expected<void> upload_optimizer(std::span<const float> slots, std::uint64_t step) override;
+  second_moments adam_moments() const override {
+    return adam_ ? second_moments{slots_.data() + params_.size(), dense_step_} : second_moments{};
+  }
   cuda_stream stream() const override { return stream_.get(); }
   expected<void> sync() override;
   int device() const override { return device_; }
@@ -70,6 +73,7 @@ class trainer_impl final : public device_trainer {
   std::vector<param_range> ranges_;
   device_buffer<float> params_, grads_, slots_;
   std::uint64_t dense_step_ = 0, step_ = 0;
+  bool adam_ = false;  // slots_: Adam's first moments, then its second
   std::size_t capacity_ = 0;
   device_buffer<float> dense_in_, labels_, probs_, example_loss_, mean_loss_;
   pinned_buffer<float> stage_dense_, stage_labels_, loss_host_;

@@ -22,7 +22,7 @@ grad_ops device_grad_ops() {
   o.zero = [](float* dev, std::size_t n, gpu::cuda_stream s) {
     return gpu::detail::memset_device(dev, 0, n * sizeof(float), s);
   };
-  // One reducer for the three, made on the device current at its first use (the trainer's: its
+  // One reducer for the four, made on the device current at its first use (the trainer's: its
   // compute_gradients selected it on this thread), so a worker that never estimates allocates none.
   auto r = std::make_shared<std::optional<gpu::norm_reducer>>();
   auto reducer = [r]() -> expected<gpu::norm_reducer*> {
@@ -45,6 +45,12 @@ grad_ops device_grad_ops() {
   o.sqr_norm = on_reducer(&gpu::norm_reducer::sqr);
   o.keep = on_reducer(&gpu::norm_reducer::keep);
   o.with_kept = on_reducer(&gpu::norm_reducer::with_kept);
+  o.precondition = [reducer](const float* v, std::size_t n, float inv_corr, float eps,
+                             gpu::cuda_stream s) -> expected<void> {
+    auto red = reducer();
+    if (!red) return red.err();
+    return (*red)->precondition(v, n, inv_corr, eps, s);
+  };
   return o;
 }
 

@@ -39,6 +39,10 @@ struct grad_ops {
   std::function<expected<void>(const float* dev, std::size_t n, gpu::cuda_stream)> keep;
   std::function<expected<gpu::norm_reducer::pair>(const float* dev, std::size_t n, gpu::cuda_stream)>
       with_kept;
+  // From now on the three weigh n floats by Adam's preconditioner from its second moments v
+  // (norm_reducer::precondition; queued).
+  std::function<expected<void>(const float* v, std::size_t n, float inv_corr, float eps, gpu::cuda_stream)>
+      precondition;
 };
 grad_ops device_grad_ops();
 

@@ -283,8 +283,9 @@ void controller::pack(std::span<float> out) const {
   s[7] = static_cast<float>(choice_predicted_);
   s[8] = static_cast<float>(choice_before_);
   s[9] = static_cast<float>(obs_.size());
+  s[10] = preconditioned_ ? 1.0f : 0.0f;
   for (std::size_t i = 0; i < obs_.size(); ++i) {
-    auto o = s.subspan(10 + 6 * i, 6);
+    auto o = s.subspan(sync_header + 6 * i, 6);
     o[0] = static_cast<float>(obs_[i].o.hosts);
     o[1] = static_cast<float>(obs_[i].o.replicas);
     o[2] = static_cast<float>(obs_[i].o.atomic);
@@ -307,10 +308,11 @@ void controller::unpack(std::span<const float> in) {
   choice_from_ = static_cast<std::uint32_t>(s[6]);
   choice_predicted_ = s[7];
   choice_before_ = s[8];
+  preconditioned_ = s[10] != 0.0f;
   obs_.clear();
   const auto n = std::min<std::size_t>(static_cast<std::size_t>(s[9]), max_observations);
   for (std::size_t i = 0; i < n; ++i) {
-    auto o = s.subspan(10 + 6 * i, 6);
+    auto o = s.subspan(sync_header + 6 * i, 6);
     obs_.push_back({{static_cast<int>(o[0]), static_cast<int>(o[1]), o[2], o[3], o[4]}, o[5]});
   }
   pending_full_ = false;

@@ -35,6 +35,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "noise_scale.hpp"
@@ -72,7 +73,8 @@ class controller {
  public:
   static constexpr std::size_t vote_floats = 12;
   static constexpr std::size_t max_observations = 16;
-  static constexpr std::size_t sync_floats = noise_scale::state_floats + 10 + max_observations * 6;
+  static constexpr std::size_t sync_header = 11;  // after the estimator's state; then the observations
+  static constexpr std::size_t sync_floats = noise_scale::state_floats + sync_header + max_observations * 6;
 
   explicit controller(controller_options o);
 
@@ -113,8 +115,12 @@ class controller {
   round alone(bool full, std::optional<double> small_sqr, double big_sqr, bool pair, double compute_s,
               double share, double samples, std::uint32_t epoch, bool fresh, double now_s);
 
-  // The preconditioner changed kind (Adam's second moments now used): the estimates start over.
-  void reset_estimates() { ns_.reset(); }
+  // The norms are now of Adam's preconditioned gradient: estimates of the plain one start over (the
+  // two do not mix). The kind travels with the state, so a rank that joins a ring whose estimates are
+  // already preconditioned keeps the ones it received.
+  void norms_preconditioned() {
+    if (!std::exchange(preconditioned_, true)) ns_.reset();
+  }
 
   // batch = "global": each of `ranks` replicas' share of M0 (ceil), in micro-batches of at most
   // max_atomic.
@@ -150,7 +156,8 @@ class controller {
   double last_gain_ = 1, last_factor_ = 1;
   int ranks_ = 1, hosts_ = 1;
   bool chosen_once_ = false;
-  std::uint64_t rounds_ = 0;  // rounds read (or alone) so far: which ones compute the norms
+  bool preconditioned_ = false;  // the estimates are of Adam's preconditioned gradient
+  std::uint64_t rounds_ = 0;     // rounds read (or alone) so far: which ones compute the norms
   bool norms_due_ = true;
   std::vector<obs_entry> obs_;
   // This rank's step time, for the next round (keyed by the configuration it ran).

@@ -188,24 +188,30 @@ TROUPE_GOODPUT_SIMD_CLONES void preconditioner_weights(float* __restrict w, cons
   }
 }
 }  // namespace
+bool preconditioner_due(bool active, std::uint64_t at_step, std::uint64_t min_step, bool force) {
+  if (min_step < 5) return false;
+  return !active || force || min_step >= at_step + 16;
+}
+
+float adam_inv_correction(double beta2, std::uint64_t t) {
+  return static_cast<float>(1.0 / (1.0 - std::pow(beta2, static_cast<double>(t))));
+}
+
 bool preconditioner::refresh(trainer_backend& be, bool force) {
   if (cfg_.type != "adam") return false;
   auto& state = be.optimizer_state();
   const auto& layout = be.layout();
   std::uint64_t min_step = UINT64_MAX;
   for (const auto& s : state) min_step = std::min(min_step, s.step);
-  if (state.empty() || min_step < 5) return false;
+  if (state.empty() || !preconditioner_due(active_, at_step_, min_step, force)) return false;
   const bool was = active_;
-  if (active_ && !force && min_step < at_step_ + 16) return false;
   w_.resize(be.gradients().size());
   for (std::size_t k = 0; k < layout.size() && k < state.size(); ++k) {
     const std::size_t n = layout[k].size;
     if (state[k].values.size() < 2 * n) return false;  // no second moments: leave it plain
     const float* v = state[k].values.data() + n;
-    const double corr = 1.0 - std::pow(cfg_.beta2, static_cast<double>(state[k].step));
-    const float inv_corr = static_cast<float>(1.0 / corr);
-    const float eps = static_cast<float>(cfg_.epsilon);
-    preconditioner_weights(w_.data() + layout[k].offset, v, n, inv_corr, eps);
+    preconditioner_weights(w_.data() + layout[k].offset, v, n, adam_inv_correction(cfg_.beta2, state[k].step),
+                           static_cast<float>(cfg_.epsilon));
   }
   active_ = true;
   at_step_ = min_step;

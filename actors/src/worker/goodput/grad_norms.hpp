@@ -18,9 +18,17 @@
 
 namespace troupe::actors::goodput {
 
+// When Adam's preconditioner is (re)computed, here and on the device path (allreduce_gpu.cpp): once
+// every parameter has taken 5 steps (`min_step`), then every 16 steps after the last (`at_step`), or
+// at once when `force`d and already in use.
+bool preconditioner_due(bool active, std::uint64_t at_step, std::uint64_t min_step, bool force);
+// Adam's bias correction of v at step t: 1 / (1 - beta2^t).
+float adam_inv_correction(double beta2, std::uint64_t t);
+
 class preconditioner {
  public:
   explicit preconditioner(const nn::optimizer_config& c) : cfg_(c) {}
+  const nn::optimizer_config& config() const { return cfg_; }
   // Recomputes w from the backend's optimizer state when due (`force`: a resync changed it, or every
   // 16 steps). Returns true when the kind changed (plain -> preconditioned): the estimates of the
   // two kinds do not mix.

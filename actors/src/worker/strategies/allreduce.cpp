@@ -69,7 +69,7 @@ class allreduce final : public strategy {
 
   step_result step(worker_context& ctx, const nn::batch* b, bool exhausted) override {
     if (auto* g = ctx.backend.device()) {
-      if (!device_) device_ = make_device_allreduce(*g, ctl_.options(), estimate_);
+      if (!device_) device_ = make_device_allreduce(*g, ctl_.options(), pre_.config(), estimate_);
       return device_->step(ctx, b, exhausted);
     }
     auto ring = ctx.ring.ensure();
@@ -120,7 +120,7 @@ class allreduce final : public strategy {
     p.norms = due && (ring.size > 1 || accumulated || p.pair);
     prev_ok_ = false;
     prev_n_ = b ? b->size() : 0;  // for the next step (a pair needs this one's rows equal: they are)
-    if (p.norms && pre_.refresh(ctx.backend, ring.fresh)) ctl_.reset_estimates();
+    if (p.norms && pre_.refresh(ctx.backend, ring.fresh)) ctl_.norms_preconditioned();
     return p;
   }
   // What fill_buffer computed: the controller's batch then, the batch's rows, its micro-batches,

@@ -11,8 +11,10 @@
 // into the control allreduce; after the sum every rank reduces |mean g|^2 the same way. A ring of
 // one pairs consecutive steps as the CPU path does: the step before a due round keeps its gradient
 // in a device buffer (a device-to-device copy), and the due round reads |g|^2, |g'|^2 and g.g'.
-// The norms are of the raw gradient, also with Adam (the CPU path weights them by Adam's
-// preconditioner).
+// With Adam the norms are of the preconditioned gradient, as on the CPU path (grad_norms.hpp): on
+// the rounds that compute norms, the device reducer's weights are recomputed from the trainer's
+// second moments when due (a pass over them on the device, every 16 steps), and every reduction of
+// the round is weighted by them.
 #include "allreduce_gpu.hpp"
 
 #include <spdlog/spdlog.h>
@@ -20,6 +22,7 @@
 #include <algorithm>
 #include <array>
 #include <optional>
+#include <utility>
 
 #include "replicas.hpp"
 #include "troupe/gpu/comm_plan.hpp"
@@ -39,8 +42,9 @@ goodput::controller_options fixed_batch(goodput::controller_options o) {
 
 class gpu_allreduce final : public strategy {
  public:
-  gpu_allreduce(gpu_replica& g, const goodput::controller_options& o, bool estimate)
-      : g_(g), self_(g.self), port_(*g.port), estimate_(estimate), ctl_(fixed_batch(o)) {}
+  gpu_allreduce(gpu_replica& g, const goodput::controller_options& o, const nn::optimizer_config& opt,
+                bool estimate)
+      : g_(g), self_(g.self), port_(*g.port), estimate_(estimate), ctl_(fixed_batch(o)), opt_(opt) {}
   std::string_view name() const override { return "allreduce (gpu)"; }
   wire::goodput_report goodput() const override {
     if (!estimate_ || !stepped_) return {};
@@ -96,6 +100,7 @@ class gpu_allreduce final : public strategy {
   static constexpr std::size_t ctl_floats = ready_slot + 1 + controller::vote_floats;
 
   void own_norms(const ring_session::info& ring, mine& m);
+  void precondition(const ring_session::info& ring);
   expected<double> sum_gradients(worker_context& ctx, const ring_session::info& ring, const mine& m,
                                  const replicas::round_vote& vote);
   double device_sqr();
@@ -118,6 +123,9 @@ class gpu_allreduce final : public strategy {
   gpu_rendezvous_port& port_;
   bool estimate_;
   controller ctl_;
+  nn::optimizer_config opt_;
+  bool weighted_ = false;          // the reducer weighs by Adam's preconditioner
+  std::uint64_t weighted_at_ = 0;  // the optimizer step its weights are of
   std::uint64_t steps_ = 0;
   std::uint64_t planned_epoch_ = 0;  // the ring epoch path_ was chosen for
   gpu::sync_path path_ = gpu::sync_path::single;
@@ -135,7 +143,9 @@ void gpu_allreduce::own_norms(const ring_session::info& ring, mine& m) {
   m.due = estimate_ && ctl_.norms_due();
   const bool pair = m.due && ring.size == 1 && prev_ok_ && !ring.fresh && m.full && m.n == prev_n_;
   prev_ok_ = false;
-  if (!m.due || !m.full || (ring.size == 1 && !pair)) return;
+  if (!m.due || (ring.size == 1 && !pair)) return;
+  precondition(ring);  // every rank of a ring alike, full batch or not: their estimates stay equal
+  if (!m.full || !estimate_) return;
   auto& dev = *g_.trainer;
   if (ring.size > 1) {
     m.small = device_sqr();
@@ -146,6 +156,24 @@ void gpu_allreduce::own_norms(const ring_session::info& ring, mine& m) {
   if (!p) return norms_failed(p.err());
   m.small = 0.5 * (p->sqr + p->kept_sqr);
   m.pair_big = 0.25 * (p->sqr + p->kept_sqr + 2.0 * p->cross);
+}
+
+// With Adam, the reducer's weights from the trainer's second moments when due (as
+// goodput::preconditioner::refresh on the CPU path); the first time, the estimates start over (the
+// plain and the preconditioned norms do not mix).
+void gpu_allreduce::precondition(const ring_session::info& ring) {
+  const auto moments = g_.trainer->adam_moments();
+  if (opt_.type != "adam" || !moments.v ||
+      !goodput::preconditioner_due(weighted_, weighted_at_, moments.step, ring.fresh))
+    return;
+  auto& dev = *g_.trainer;
+  const auto inv_corr = goodput::adam_inv_correction(opt_.beta2, moments.step);
+  if (auto p = g_.ops.precondition(moments.v, dev.dense_count(), inv_corr, static_cast<float>(opt_.epsilon),
+                                   dev.stream());
+      !p)
+    return norms_failed(p.err());
+  weighted_at_ = moments.step;
+  if (!std::exchange(weighted_, true)) ctl_.norms_preconditioned();
 }
 
 // A ring's gradients averaged over NCCL (every rank's communicator ready) or host-staged; then, on a
@@ -346,8 +374,8 @@ step_result gpu_allreduce::dropped(worker_context& ctx, const error& e) {
 }  // namespace
 
 std::unique_ptr<strategy> make_device_allreduce(gpu_replica& g, const goodput::controller_options& o,
-                                                bool estimate) {
-  return std::make_unique<gpu_allreduce>(g, o, estimate);
+                                                const nn::optimizer_config& opt, bool estimate) {
+  return std::make_unique<gpu_allreduce>(g, o, opt, estimate);
 }
 
 }  // namespace troupe::actors

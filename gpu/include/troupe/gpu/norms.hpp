@@ -6,6 +6,10 @@
 // The reductions are deterministic (no atomics): the same vector gives the same bits on every
 // replica, so replicas that read |mean g|^2 from the same sum add the same value to their estimates.
 //
+// With Adam the norms are of the preconditioned gradient (grad_norms.hpp's CPU form): after
+// precondition(), every norm of as many floats is weighted by w = 1 / (sqrt(v / (1 - beta2^t)) + eps)^2,
+// computed on the device from Adam's second moments.
+//
 // Contract: every call queues its work on `s` after what is already queued there (the gradient's
 // producer), then waits for `s` (the readback); so it costs a stream sync and is meant for the rounds
 // that compute norms only. Device pointers are of the device current on the calling thread, which
@@ -24,7 +28,13 @@ class norm_reducer {
   // Scratch on the current device and a pinned readback slot.
   static expected<norm_reducer> create();
 
-  // sum x[i]^2 over n floats.
+  // Weighs the norms of n floats from now on by Adam's preconditioner from its second moments v
+  // (device, n floats) at inv_corr = 1 / (1 - beta2^t): w = 1 / (sqrt(v inv_corr) + eps)^2 into the
+  // reducer's own buffer (allocated on the first call, reallocated when n changes). Queued; no sync.
+  expected<void> precondition(const float* v, std::size_t n, float inv_corr, float eps, cuda_stream s);
+  bool preconditioned(std::size_t n) const { return weights_n_ == n && n > 0; }
+
+  // sum x[i]^2 (w[i]) over n floats.
   expected<double> sqr(const float* x, std::size_t n, cuda_stream s);
 
   // Copies x (n floats) into the reducer's own buffer (allocated on the first call, reallocated when
@@ -32,7 +42,7 @@ class norm_reducer {
   expected<void> keep(const float* x, std::size_t n, cuda_stream s);
   bool has_kept(std::size_t n) const { return kept_n_ == n && n > 0; }
 
-  // |x|^2, |kept|^2 and x.kept; requires has_kept(n).
+  // |x|^2, |kept|^2 and x.kept (weighted when preconditioned(n)); requires has_kept(n).
   struct pair {
     double sqr = 0, kept_sqr = 0, cross = 0;
   };
@@ -43,8 +53,9 @@ class norm_reducer {
   device_buffer<double> scratch_;
   device_buffer<float> out_;
   pinned_buffer<float> host_;
-  device_buffer<float> kept_;
-  std::size_t kept_n_ = 0;
+  device_buffer<float> kept_, weights_;
+  std::size_t kept_n_ = 0, weights_n_ = 0;
+  const float* weights_for(std::size_t n) const { return preconditioned(n) ? weights_.data() : nullptr; }
 };
 
 }  // namespace troupe::gpu

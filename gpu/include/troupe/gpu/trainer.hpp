@@ -50,6 +50,13 @@ class device_trainer {
   virtual std::size_t slot_count() const = 0;
   virtual expected<void> download_optimizer(std::span<float> slots, std::uint64_t& step) = 0;
   virtual expected<void> upload_optimizer(std::span<const float> slots, std::uint64_t step) = 0;
+  // Adam's second moments of params() (device, dense_count() floats) and the dense step: the
+  // noise scale's preconditioner (docs/goodput.md). v is null with another optimizer.
+  struct second_moments {
+    const float* v = nullptr;
+    std::uint64_t step = 0;
+  };
+  virtual second_moments adam_moments() const { return {}; }
   virtual cuda_stream stream() const = 0;
   virtual expected<void> sync() = 0;
   virtual int device() const = 0;
