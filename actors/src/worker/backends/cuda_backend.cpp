@@ -33,24 +33,18 @@ grad_ops device_grad_ops() {
     }
     return &**r;
   };
-  // Each of the three: the reducer's method on it, or the error of making it.
-  auto on_reducer =
-      [reducer]<typename R>(R (gpu::norm_reducer::*method)(const float*, std::size_t, gpu::cuda_stream)) {
-        return [reducer, method](const float* dev, std::size_t n, gpu::cuda_stream s) -> R {
-          auto red = reducer();
-          if (!red) return red.err();
-          return ((*red)->*method)(dev, n, s);
-        };
-      };
+  // Each of the four: the reducer's method on it, or the error of making it.
+  auto on_reducer = [reducer]<typename R, typename... A>(R (gpu::norm_reducer::*method)(A...)) {
+    return [reducer, method](A... a) -> R {
+      auto red = reducer();
+      if (!red) return red.err();
+      return ((*red)->*method)(a...);
+    };
+  };
   o.sqr_norm = on_reducer(&gpu::norm_reducer::sqr);
   o.keep = on_reducer(&gpu::norm_reducer::keep);
   o.with_kept = on_reducer(&gpu::norm_reducer::with_kept);
-  o.precondition = [reducer](const float* v, std::size_t n, float inv_corr, float eps,
-                             gpu::cuda_stream s) -> expected<void> {
-    auto red = reducer();
-    if (!red) return red.err();
-    return (*red)->precondition(v, n, inv_corr, eps, s);
-  };
+  o.precondition = on_reducer(&gpu::norm_reducer::precondition);
   return o;
 }
 
