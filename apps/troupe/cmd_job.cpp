@@ -51,13 +51,17 @@ void print_summary(const nlohmann::json& j) {
 
 // The job's goodput line (docs/goodput.md), for a job that picks its own batch.
 void print_goodput(const nlohmann::json& g) {
+  const auto pushed = g.value("push_shards", 0u);
+  const std::string shards =
+      pushed > 0 ? " from the pushes " + std::to_string(pushed) + " PS shards received" : "";
   std::printf(
-      "gradient noise scale %.0f samples (%llu estimates); batch %u = %u x %u x %u, lr x%.3g (%s, gain "
+      "gradient noise scale %.0f samples (%llu estimates%s); batch %u = %u x %u x %u, lr x%.3g (%s, gain "
       "%.3g); "
       "goodput %.0f samples/s",
-      g.value("noise_scale", 0.0), g.value("rounds", 0ull), g.value("batch", 0u), g.value("replicas", 0u),
-      g.value("local_batch", 0u), g.value("accum_steps", 0u) + 1, g.value("lr_factor", 1.0),
-      g.value("lr_scaling", std::string("none")).c_str(), g.value("gain", 1.0), g.value("goodput", 0.0));
+      g.value("noise_scale", 0.0), g.value("rounds", 0ull), shards.c_str(), g.value("batch", 0u),
+      g.value("replicas", 0u), g.value("local_batch", 0u), g.value("accum_steps", 0u) + 1,
+      g.value("lr_factor", 1.0), g.value("lr_scaling", std::string("none")).c_str(), g.value("gain", 1.0),
+      g.value("goodput", 0.0));
   if (g.value("predicted_goodput", 0.0) > 0) std::printf(" (model: %.0f)", g.value("predicted_goodput", 0.0));
   std::printf("\n");
 }

@@ -47,7 +47,7 @@ using troupe::testing::shared_ring;
 
 struct no_ps final : ps_client {
   expected<void> pull(trainer_backend&, const nn::batch&) override { return {}; }
-  expected<void> push(trainer_backend&) override { return {}; }
+  expected<void> push(trainer_backend&, std::size_t) override { return {}; }
 };
 
 std::size_t every = nn::train_config{}.noise_scale_every;

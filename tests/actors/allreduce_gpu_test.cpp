@@ -46,7 +46,7 @@ class dying_ring final : public ring_session {
 
 struct no_ps final : ps_client {
   expected<void> pull(trainer_backend&, const nn::batch&) override { return {}; }
-  expected<void> push(trainer_backend&) override { return {}; }
+  expected<void> push(trainer_backend&, std::size_t) override { return {}; }
 };
 
 using fakes::host_grad_ops;

@@ -13,11 +13,12 @@
 
 #include "gpu_fakes.hpp"
 #include "in_process_ring.hpp"
+#include "noise/grad_norms.hpp"
+#include "noise/noise_scale.hpp"
+#include "ps/push_noise.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/nn/model.hpp"
 #include "worker/goodput/controller.hpp"
-#include "worker/goodput/grad_norms.hpp"
-#include "worker/goodput/noise_scale.hpp"
 #include "worker/goodput/throughput_model.hpp"
 
 namespace troupe::actors {
@@ -90,6 +91,17 @@ synthetic make_synthetic(std::size_t d, double g_sqr, double trace) {
   }
   for (auto& x : s.g) x *= std::sqrt(g_sqr / gs);
   for (auto& x : s.sigma) x *= std::sqrt(trace / ts);
+  return s;
+}
+
+// Adam's second moments for `s`, as Adam's v would be: larger where the noise is (~ sigma^2), spread
+// 16x more.
+synthetic with_adam_moments(synthetic s) {
+  std::uniform_real_distribution<float> u(0.25f, 4.0f);
+  std::mt19937_64 rng(11);
+  s.adam_v.resize(s.g.size());
+  for (std::size_t j = 0; j < s.adam_v.size(); ++j)
+    s.adam_v[j] = 1e-3f * u(rng) * static_cast<float>(s.sigma[j] * s.sigma[j]);
   return s;
 }
 
@@ -508,7 +520,7 @@ using testing::shared_ring;
 
 struct no_ps final : ps_client {
   expected<void> pull(trainer_backend&, const nn::batch&) override { return {}; }
-  expected<void> push(trainer_backend&) override { return {}; }
+  expected<void> push(trainer_backend&, std::size_t) override { return {}; }
 };
 
 // A batch of n samples' mean gradient, each sample's G + z, z ~ N(0, diag(sigma^2)).
@@ -835,13 +847,7 @@ TEST(GpuAllreduceNoiseScale, ALoneReplicaPairsConsecutiveStepsOnTheDevice) {
 // second moments, grad_norms.hpp): |G|_P^2 = sum G_j^2 w_j and tr_P = sum sigma_j^2 w_j; the device
 // path computes its weights once (the moments do not move here) and the same figures as the CPU's.
 TEST(GpuAllreduceNoiseScale, WithAdamBothPathsEstimateThePreconditionedGradient) {
-  auto s = make_synthetic(256, 1.0, 256.0);
-  std::uniform_real_distribution<float> u(0.25f, 4.0f);
-  std::mt19937_64 rng(11);
-  s.adam_v.resize(s.g.size());
-  // As Adam's v would be: larger where the noise is (~ sigma^2), spread 16x more.
-  for (std::size_t j = 0; j < s.adam_v.size(); ++j)
-    s.adam_v[j] = 1e-3f * u(rng) * static_cast<float>(s.sigma[j] * s.sigma[j]);
+  auto s = with_adam_moments(make_synthetic(256, 1.0, 256.0));
   for (int ranks : {4, 1}) {
     auto spec = spec_of(static_cast<std::uint32_t>(ranks), 32, "none");
     spec.nn.train.optimizer.type = "adam";
@@ -866,6 +872,110 @@ TEST(GpuAllreduceNoiseScale, WithAdamBothPathsEstimateThePreconditionedGradient)
     EXPECT_NEAR(g.grad_var * g.base_batch, trace, 0.05 * trace) << ranks << " rank(s)";
     EXPECT_EQ(counts->preconditions, 1) << "the weights once: Adam's step stays " << synthetic::adam_step;
   }
+}
+
+// ---- the PS shards' estimate from the pushes they receive (ps/push_noise.hpp) ----
+
+// Two shards, one holding coordinates [0, 128) as two tensors, the other [128, 256) as one; each push
+// a batch of `rows` samples' mean gradient, sliced as the worker slices it. Returns the shards'.
+struct two_shards {
+  std::vector<nn::dense_slots> slots{3};  // a1, a2, b (Adam's: first moments, then s.adam_v)
+  push_noise a, b;
+  two_shards(const synthetic& s, double m0, std::size_t every, const nn::optimizer_config& opt)
+      : a({{"a1", 64}, {"a2", 64}}, m0, every, opt), b({{"b", 128}}, m0, every, opt) {
+    const std::size_t at[] = {0, 64, 128}, n[] = {64, 64, 128};
+    for (std::size_t k = 0; k < 3 && !s.adam_v.empty(); ++k) {
+      slots[k].values.assign(2 * n[k], 0.0f);
+      std::copy_n(s.adam_v.begin() + static_cast<std::ptrdiff_t>(at[k]), n[k],
+                  slots[k].values.begin() + static_cast<std::ptrdiff_t>(n[k]));
+      slots[k].step = synthetic::adam_step;
+    }
+  }
+  void push(std::span<const float> g, std::uint32_t rows) {
+    if (a.begin(rows)) {
+      a.tensor("a1", g.subspan(0, 64), slots[0]);
+      a.tensor("a2", g.subspan(64, 64), slots[1]);
+      a.end();
+    }
+    if (b.begin(rows)) {
+      b.tensor("b", g.subspan(128, 128), slots[2]);
+      b.end();
+    }
+  }
+  double sqr() const { return a.report().grad_sqr + b.report().grad_sqr; }
+  double var() const { return a.report().grad_var + b.report().grad_var; }
+};
+
+TEST(PushNoise, TwoShardsSlicesSumToTheKnownStatistics) {
+  auto s = make_synthetic(256, 1.0, 256.0);
+  const double m0 = 256;  // 8 workers x 32: the averages' time constant, ~500 pairs at 1 in 8
+  for (std::size_t every : {1, 8}) {
+    two_shards sh(s, m0, every, {});
+    std::mt19937_64 rng(5);
+    std::vector<float> g(256);
+    const int pushes = every == 1 ? 4000 : 16000;
+    for (int k = 0; k < pushes; ++k) {
+      draw_gradient(s, rng, 32, g);
+      sh.push(g, 32);
+    }
+    std::printf("shards' sum, pairs 1 in %zu: |G|^2 %.4f (known %.4f), tr %.1f (known %.1f), %llu pairs\n",
+                every, sh.sqr(), s.sqr(), sh.var() * m0, s.trace(),
+                static_cast<unsigned long long>(sh.a.report().rounds));
+    EXPECT_NEAR(sh.sqr(), s.sqr(), 0.05 * s.sqr()) << "every " << every;
+    EXPECT_NEAR(sh.var() * m0, s.trace(), 0.05 * s.trace()) << "every " << every;
+    EXPECT_EQ(sh.a.report().rounds, static_cast<std::uint64_t>(every == 1 ? pushes - 1 : pushes / every));
+    EXPECT_EQ(sh.b.report().rounds, sh.a.report().rounds);
+    // Each shard alone estimates its slice only: neither is the whole.
+    EXPECT_LT(sh.a.report().grad_var * m0, 0.8 * s.trace());
+  }
+}
+
+TEST(PushNoise, PushesOfOtherRowsOrUnknownRowsAreNotPaired) {
+  auto s = make_synthetic(256, 1.0, 256.0);
+  two_shards sh(s, 64, 1, {});
+  std::mt19937_64 rng(5);
+  std::vector<float> g(256);
+  for (int k = 0; k < 200; ++k) {
+    const std::uint32_t rows = k % 3 == 2 ? 0 : (k % 3 == 0 ? 32 : 16);
+    draw_gradient(s, rng, rows ? rows : 8, g);
+    sh.push(g, rows);
+  }
+  EXPECT_EQ(sh.a.report().rounds, 0u) << "pairs of pushes of 32 and 16 rows, or of unsaid rows";
+  two_shards partial(s, 64, 1, {});
+  for (int k = 0; k < 50; ++k) {  // a push without one of the shard's tensors does not count
+    draw_gradient(s, rng, 32, g);
+    if (partial.a.begin(32)) {
+      partial.a.tensor("a1", std::span<const float>(g).subspan(0, 64), partial.slots[0]);
+      partial.a.end();
+    }
+  }
+  EXPECT_EQ(partial.a.report().rounds, 0u);
+}
+
+// With Adam (its second moments 5 steps old or more) the shards' norms are of the preconditioned
+// gradient, as the worker's are: the sum is |G|_P^2 and tr_P.
+TEST(PushNoise, WithAdamTheShardsEstimateThePreconditionedGradient) {
+  auto s = with_adam_moments(make_synthetic(256, 1.0, 256.0));
+  nn::optimizer_config opt;
+  opt.type = "adam";
+  const auto w = adam_weights(s, opt);
+  double sqr = 0, trace = 0;
+  for (std::size_t j = 0; j < w.size(); ++j) {
+    sqr += s.g[j] * s.g[j] * w[j];
+    trace += s.sigma[j] * s.sigma[j] * w[j];
+  }
+  two_shards sh(s, 64, 1, opt);
+  std::mt19937_64 rng(5);
+  std::vector<float> g(256);
+  for (int k = 0; k < 4000; ++k) {
+    draw_gradient(s, rng, 32, g);
+    sh.push(g, 32);
+  }
+  std::printf("shards' sum with Adam: |G|_P^2 %.1f (known %.1f), tr_P %.0f (known %.0f)\n", sh.sqr(), sqr,
+              sh.var() * 64, trace);
+  EXPECT_TRUE(sh.a.report().preconditioned);
+  EXPECT_NEAR(sh.sqr(), sqr, 0.05 * sqr);
+  EXPECT_NEAR(sh.var() * 64, trace, 0.05 * trace);
 }
 
 }  // namespace

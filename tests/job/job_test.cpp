@@ -109,6 +109,41 @@ vocab_per_field = 50
   EXPECT_TRUE(no_processes_of(r));
 }
 
+// async_ps's gradient noise scale is the PS shards' (docs/goodput.md, "async_ps"): each estimates its
+// slice of the dense gradient from the pushes it receives and answers every push with it; the status
+// reports their sum, and says so.
+TEST(job, async_ps_noise_scale_comes_from_the_pushes_the_shards_receive) {
+  // The MLP's four dense tensors over 3 shards: dense_1's on ps-0, logits' on ps-2, none on ps-1
+  // (wire::shard_of_name), so the sum is of two shards' slices. Paced (2,000 samples/s a worker,
+  // ~4 s) so that the status is read while it trains.
+  auto toml = mlp_job({.strategy = "async_ps", .epochs = 1, .max_train_rows = 16000, .max_test_rows = 1000});
+  toml.replace(toml.find("[model]\n"), 8, "[ps]\nshards = 3\n[model]\n");
+  toml.replace(toml.find("[train]\n"), 8, "[train]\nmax_samples_per_s = 2000\n");
+  auto r = start_job("push-noise", toml);
+  auto s = wait_status(
+      r,
+      [](const nlohmann::json& j) {
+        const auto g = j.value("goodput", nlohmann::json::object());
+        return g.value("push_shards", 0) > 0 && g.value("rounds", 0) >= 10;
+      },
+      std::chrono::seconds(120));
+  ASSERT_TRUE(s) << "no estimate from the shards; " << read_file(r.err_file);
+  const auto g = (*s)["goodput"];
+  std::printf("from %d shard(s): |G|^2 %g, tr/M0 %g, noise scale %g samples, %d pairs\n",
+              g.value("push_shards", 0), g.value("grad_sqr", 0.0), g.value("grad_var", 0.0),
+              g.value("noise_scale", 0.0), g.value("rounds", 0));
+  EXPECT_EQ(g.value("push_shards", 0), 2) << "the two shards holding dense tensors";
+  EXPECT_EQ(g.value("base_batch", 0), 2 * 64);
+  EXPECT_GT(g.value("grad_var", 0.0), 0.0);
+  EXPECT_GT(g.value("noise_scale", 0.0), 0.0) << g.dump();
+  std::string out;
+  if (troupe("status --job-dir " + r.job_dir, &out) == 0) {  // the job may have ended meanwhile
+    EXPECT_NE(out.find("PS shards received"), std::string::npos) << out;
+  }
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
+  expect_all_done(r);
+}
+
 // Tasks that train for longer than their lease: without renewals (TaskRenew) the dispenser would
 // re-queue each one mid-training and hand it out again (attempt 2, the first report refused as
 // stale). Renewed every third of the lease, every task is leased once and nothing is re-queued. The

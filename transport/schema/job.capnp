@@ -60,6 +60,8 @@ struct GoodputReport {
   choicePredicted @23 :Float64; # predicted goodput of the latest choice
   choiceBefore @24 :Float64;    # predicted goodput of the batch it replaced
   choiceMeasured @25 :Float64;  # measured goodput at the chosen batch; 0 until measured
+  pushShards @26 :UInt32;       # async_ps: the PS shards whose estimates from the pushes they received
+                                # are summed in gradSqr / gradVar; 0: the worker's own batches'
 }
 
 # Worker -> master: its training loop is over (dataset exhausted); it still answers Evaluate.

@@ -38,8 +38,19 @@ struct PsPullReply {
 struct PsPush {
   dense @0 :List(DenseTensor);
   sparse @1 :List(SparseRows);  # gradients of equal ids combined by the worker
+  rows @2 :UInt32;              # the batch's rows behind the gradients; 0: not said (no noise estimate)
 }
 
 struct PsPushReply {
   error @0 :Text;          # empty when every gradient was applied
+  noise @1 :PushNoise;     # the shard's gradient noise estimate from the pushes; null: none yet
+}
+
+# A shard's estimate of its slice of the dense gradient (docs/goodput.md, "async_ps"): the
+# bias-corrected moving averages before the floors, summed over the shards by the worker.
+struct PushNoise {
+  gradSqr @0 :Float64;        # |G_s|^2
+  gradVar @1 :Float64;        # tr(Sigma_s) / M0 (M0: the job file's workers x batch_size)
+  rounds @2 :UInt64;          # pairs of pushes estimated from
+  preconditioned @3 :Bool;    # Adam: of the preconditioned gradient
 }

@@ -42,6 +42,7 @@ void write_goodput(schema::GoodputReport::Builder b, const goodput_report& g) {
   b.setChoicePredicted(g.choice_predicted);
   b.setChoiceBefore(g.choice_before);
   b.setChoiceMeasured(g.choice_measured);
+  b.setPushShards(g.push_shards);
 }
 
 goodput_report read_goodput(schema::GoodputReport::Reader r) {
@@ -75,6 +76,7 @@ goodput_report read_goodput(schema::GoodputReport::Reader r) {
   g.choice_predicted = r.getChoicePredicted();
   g.choice_before = r.getChoiceBefore();
   g.choice_measured = r.getChoiceMeasured();
+  g.push_shards = r.getPushShards();
   return g;
 }
 
@@ -112,7 +114,8 @@ nlohmann::json to_json(const goodput_report& g) {
           {"choice_from", g.choice_from},
           {"choice_predicted", g.choice_predicted},
           {"choice_before", g.choice_before},
-          {"choice_measured", g.choice_measured}};
+          {"choice_measured", g.choice_measured},
+          {"push_shards", g.push_shards}};
 }
 
 void write_task_counts(schema::TaskCounts::Builder b, const task_counts& c) {

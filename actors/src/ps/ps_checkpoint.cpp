@@ -62,6 +62,20 @@ void start_from_init(ps_state& st, const std::string& dir) {
 
 }  // namespace
 
+namespace {
+// [train] noise_scale: the estimate from the pushes over the shard's dense tensors; M0 as the
+// workers' (the job file's workers x batch_size).
+void start_noise(ps_state& st) {
+  const auto& spec = st.node->spec();
+  if (!spec.nn.train.noise_scale) return;
+  std::map<std::string, std::size_t> sizes;
+  for (const auto& [name, d] : st.dense) sizes[name] = d.param->value.size();
+  const double m0 =
+      static_cast<double>(std::max<std::uint32_t>(1, spec.job.workers)) * spec.nn.train.batch_size;
+  st.noise.emplace(sizes, m0, spec.nn.train.noise_scale_every, spec.nn.train.optimizer);
+}
+}  // namespace
+
 void init_shard(ps_state& st, node_context* node, const data_paths& data) {
   st.node = node;
   st.index = static_cast<std::uint32_t>(node->who().index);
@@ -78,6 +92,7 @@ void init_shard(ps_state& st, node_context* node, const data_paths& data) {
   for (auto* p : st.model->dense_parameters())
     if (wire::shard_of_name(p->name, st.shards) == st.index) st.dense[p->name].param = p;
   for (auto* t : st.model->embedding_tables()) st.tables.emplace(t->name(), owned_table(t, *st.opt));
+  start_noise(st);
   const auto& dir = node->spec().ps.checkpoint_dir;
   auto store = storage::checkpoint_store::open((dir.empty() ? node->who().job_dir + "/checkpoints" : dir) +
                                                "/ps-" + std::to_string(st.index));

@@ -59,10 +59,23 @@ void reply_pull(ps_state& st, const message& m) {
   (void)st.node->reply(m, std::move(o), "ps");
 }
 
+// The shard's noise estimate in a push's reply (push_noise.hpp), once it has one.
+void reply_noise(const ps_state& st, schema::PsPushReply::Builder rep) {
+  if (!st.noise) return;
+  const auto r = st.noise->report();
+  if (r.rounds == 0) return;
+  auto n = rep.initNoise();
+  n.setGradSqr(r.grad_sqr);
+  n.setGradVar(r.grad_var);
+  n.setRounds(r.rounds);
+  n.setPreconditioned(r.preconditioned);
+}
+
 void apply_push(ps_state& st, const message& m) {
   auto req = m.body().getPsPush();
   std::string problem;
   std::vector<float> buf;
+  const bool noise = st.noise && st.noise->begin(req.getRows());
   for (auto d : req.getDense()) {
     auto it = st.dense.find(d.getName().cStr());
     if (it == st.dense.end() || d.getValues().size() != it->second.param->value.size()) {
@@ -70,6 +83,7 @@ void apply_push(ps_state& st, const message& m) {
       continue;
     }
     wire::to_vector(d.getValues(), buf);
+    if (noise) st.noise->tensor(it->first, buf, it->second.slots);
     auto& p = *it->second.param;
     nn::apply_dense(*st.opt, p.value, nn::tensor::view(buf.data(), p.value.dims()), it->second.slots);
   }
@@ -86,9 +100,12 @@ void apply_push(ps_state& st, const message& m) {
     nn::apply_sparse(*st.opt, *it->second.table, ids, wire::raw<float>(s.getValues()).data(),
                      it->second.slots, &it->second.dirty);
   }
+  if (noise) st.noise->end();
   st.version += 1;
   outbound o = reply_to(m);
-  o.body().initPsPushReply().setError(problem);
+  auto rep = o.body().initPsPushReply();
+  rep.setError(problem);
+  reply_noise(st, rep);
   (void)st.node->reply(m, std::move(o), "ps");
 }
 

@@ -14,6 +14,7 @@
 
 #include "node_context.hpp"
 #include "ps_snapshot.hpp"
+#include "push_noise.hpp"
 #include "roles.hpp"
 #include "troupe/actors/ps_checkpoint_log.hpp"
 #include "troupe/actors/trainer_backend.hpp"
@@ -41,8 +42,9 @@ struct ps_state {
   std::map<std::string, owned_table> tables;
   // Shared with the thread that writes a checkpoint (one write at a time).
   std::shared_ptr<storage::checkpoint_store> store;
-  std::uint64_t version = 0;     // pushes applied by this incarnation
-  std::uint32_t since_full = 0;  // checkpoints since the last full one
+  std::optional<push_noise> noise;  // [train] noise_scale: the estimate from the pushes (push_noise.hpp)
+  std::uint64_t version = 0;        // pushes applied by this incarnation
+  std::uint32_t since_full = 0;     // checkpoints since the last full one
   bool has_checkpoint = false;
   bool next_full = false;  // a write failed: the rows it took out of the dirty sets need a full one
   std::uint64_t applied_at_checkpoint = 0;

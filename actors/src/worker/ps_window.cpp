@@ -73,6 +73,7 @@ expected<bool> ps_window::try_oldest(bool wait) {
       abandon_window();
       return ok.err();
     }
+    if (on_push_reply_) on_push_reply_(**r);
   }
   pushes_.pop_front();
   return true;

@@ -54,6 +54,8 @@ class ps_window {
   expected<void> collect();
   // Waits until every push is acknowledged (the end of a task); the error of a failed one.
   expected<void> settle();
+  // Called with every push reply accepted, in order (before add_push / collect / settle return).
+  void on_push_reply(std::function<void(const message&)> f) { on_push_reply_ = std::move(f); }
   // Forgets `g`: its replies are polled (and dropped) by later calls until they come or expire,
   // so that the channel does not keep them.
   void abandon(const group& g);
@@ -73,6 +75,7 @@ class ps_window {
   wire::rpc_channel& rpc_;
   std::size_t max_pushes_;
   std::function<bool()> stopping_;
+  std::function<void(const message&)> on_push_reply_;
   std::deque<group> pushes_;              // oldest first
   std::vector<std::uint64_t> abandoned_;  // polled until answered or expired
 };

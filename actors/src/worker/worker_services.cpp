@@ -39,7 +39,37 @@ std::vector<std::vector<const param_slice*>> by_shard(const std::vector<param_sl
 }  // namespace
 
 remote_ps::remote_ps(worker_host& rt, wire::rpc_channel& rpc)
-    : rt_(rt), window_(rpc, rt.spec().ps.in_flight_pushes, [&rt] { return rt.leaving(); }) {}
+    : rt_(rt), window_(rpc, rt.spec().ps.in_flight_pushes, [&rt] { return rt.leaving(); }) {
+  window_.on_push_reply([this](const message& m) { read_noise(m); });
+}
+
+// A push reply's noise estimate (ps/push_noise.hpp): the shard's latest; a reply without one (a
+// restarted shard has none yet) takes the shard's out of the sum until it has.
+void remote_ps::read_noise(const message& m) {
+  auto rep = m.body().getPsPushReply();
+  const auto& node = m.from_node().name;
+  if (!rep.hasNoise()) {
+    noise_.erase(node);
+    return;
+  }
+  auto n = rep.getNoise();
+  noise_[node] = {n.getGradSqr(), n.getGradVar(), n.getRounds(), 1};
+}
+
+std::optional<pushed_noise> remote_ps::noise_from_pushes() const {
+  if (dense_shards_.empty()) return std::nullopt;
+  pushed_noise sum;
+  sum.rounds = UINT64_MAX;
+  for (const auto& node : dense_shards_) {
+    auto it = noise_.find(node);
+    if (it == noise_.end()) return std::nullopt;
+    sum.grad_sqr += it->second.grad_sqr;
+    sum.grad_var += it->second.grad_var;
+    sum.rounds = std::min(sum.rounds, it->second.rounds);
+    ++sum.shards;
+  }
+  return sum;
+}
 
 void remote_ps::unique_ids(const nn::batch& b, std::vector<std::uint64_t>& out) {
   out.clear();
@@ -198,7 +228,7 @@ void write_push(schema::PsPush::Builder push, const std::vector<const param_slic
 
 // Sends the gradients without waiting for their acknowledgement (ps_window: at most
 // in_flight_pushes unacknowledged). A push that failed before fails this one: nothing is sent.
-expected<void> remote_ps::push(trainer_backend& m) {
+expected<void> remote_ps::push(trainer_backend& m, std::size_t batch_rows) {
   if (auto c = window_.collect(); !c) return c;
   const std::uint32_t shards = rt_.spec().ps.shards;
   auto dense = by_shard(m.layout(), shards);
@@ -210,8 +240,13 @@ expected<void> remote_ps::push(trainer_backend& m) {
     auto node = shard_node(s);
     if (!node) return node.err();
     wire::rpc_channel::request r{*node, "ps", outbound()};
-    write_push(r.out.body().initPsPush(), dense[s], m.gradients().data(), tables, rows[s]);
+    auto p = r.out.body().initPsPush();
+    write_push(p, dense[s], m.gradients().data(), tables, rows[s]);
+    p.setRows(static_cast<std::uint32_t>(batch_rows));
     reqs.push_back(std::move(r));
+    if (!dense[s].empty() &&
+        std::find(dense_shards_.begin(), dense_shards_.end(), *node) == dense_shards_.end())
+      dense_shards_.push_back(*node);
   }
   auto g = window_.send(reqs, rt_.spec().job.rpc_timeout);
   if (!g) return g.err();

@@ -3,6 +3,7 @@
 // over this node's ring context).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -23,7 +24,8 @@ class remote_ps final : public ps_client {
  public:
   remote_ps(worker_host& rt, wire::rpc_channel& rpc);
   expected<void> pull(trainer_backend& m, const nn::batch& b) override;
-  expected<void> push(trainer_backend& m) override;
+  expected<void> push(trainer_backend& m, std::size_t batch_rows) override;
+  std::optional<pushed_noise> noise_from_pushes() const override;
   void prefetch(trainer_backend& m, const nn::batch& next) override;
   expected<void> settle() override;
   // Pulls so far, and how many of them took a prefetched pull's replies.
@@ -44,6 +46,7 @@ class remote_ps final : public ps_client {
   expected<ps_window::group> send_pulls(trainer_backend& m, const std::vector<std::uint64_t>& ids);
   expected<void> read_pull_replies(trainer_backend& m, const std::vector<message>& replies);
   void drop_prefetch();
+  void read_noise(const message& push_reply);
   worker_host& rt_;
   ps_window window_;
   std::optional<sent_pull> ahead_;  // the prefetched pull, until the pull of its batch takes it
@@ -52,6 +55,10 @@ class remote_ps final : public ps_client {
   std::unordered_map<std::uint64_t, std::uint32_t> slot_;
   std::vector<std::uint64_t> unique_;
   std::vector<float> rows_;
+  // The latest noise estimate in each shard's push replies, by its node; the shards whose slice of
+  // the dense gradient is not empty (their estimates make the sum).
+  std::map<std::string, pushed_noise> noise_;
+  std::vector<std::string> dense_shards_;
 };
 
 // This node as the ring session's context (troupe/collective/ring_context.hpp): its job, its id,

@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -36,11 +37,23 @@ namespace troupe::actors {
 // fails a later pull, push or settle (the caller retries its batch). prefetch sends the pull of a
 // batch to come; the pull of that batch then takes its replies (rows that miss the pushes this
 // worker sent after the prefetch: at most one, the batch trained meanwhile).
+// The gradient noise statistics the PS shards estimated from the pushes they received (docs/goodput.md,
+// "async_ps"), summed over the shards that hold dense tensors: |G|^2 and tr(Sigma) / M0 before the
+// floors, the fewest pairs any of them estimated from.
+struct pushed_noise {
+  double grad_sqr = 0, grad_var = 0;
+  std::uint64_t rounds = 0;
+  std::uint32_t shards = 0;
+};
+
 class ps_client {
  public:
   virtual ~ps_client() = default;
   virtual expected<void> pull(trainer_backend& m, const nn::batch& b) = 0;
-  virtual expected<void> push(trainer_backend& m) = 0;
+  // The gradients of a batch of `rows` (the shards pair pushes of equal rows for the noise scale).
+  virtual expected<void> push(trainer_backend& m, std::size_t rows) = 0;
+  // Once every shard holding dense tensors has answered a push with its estimate.
+  virtual std::optional<pushed_noise> noise_from_pushes() const { return std::nullopt; }
   // Starts the pull of `next` without waiting for it (nothing when prefetching is off or a shard
   // cannot be reached now: its pull then asks again).
   virtual void prefetch(trainer_backend& m, const nn::batch& next) {}

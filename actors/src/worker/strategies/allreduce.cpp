@@ -20,10 +20,10 @@
 #include <optional>
 
 #include "allreduce_gpu.hpp"
+#include "noise/grad_norms.hpp"
 #include "replicas.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "worker/goodput/controller.hpp"
-#include "worker/goodput/grad_norms.hpp"
 
 namespace troupe::actors {
 

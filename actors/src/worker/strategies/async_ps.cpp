@@ -1,21 +1,22 @@
 // Asynchronous SGD on parameter servers (ElasticDL's default): pull the parameters a minibatch
 // needs, compute gradients, push them; the shards apply the optimizer. Workers never wait for each
 // other, so one dying costs nothing but its task.
-// With [train] noise_scale (docs/goodput.md), each worker estimates the gradient noise scale from its
-// own consecutive full batches: the dense gradient of this batch and of its previous one (the
-// parameters moved in between, by this worker's push and the others': a biased estimate, as a lone
-// replica's). Not from the pushes the shards receive: a shard sees its own slice of each push, so
-// the norms would need a reduction across shards per push. As the ring's, on 1 pair of batches in
-// [train] noise_scale_every (the batch before a due one keeps its gradient), each pair standing for
-// that many in the moving averages.
+// With [train] noise_scale (docs/goodput.md), the gradient noise scale is the PS shards': each
+// estimates its slice's from the pushes it receives (ps/push_noise.hpp) and answers each push with
+// it; the worker reports their sum once every shard holding dense tensors has one. Until then, each
+// worker's own estimate from its consecutive full batches (which it stops computing then): the dense gradient
+// of this batch and of its previous one (the parameters moved in between, by this worker's push and the
+// others': a biased estimate, as a lone replica's), on 1 pair of batches in [train] noise_scale_every (the
+// batch before a due one keeps its gradient), each pair standing for that many in the moving averages.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
+#include "noise/grad_norms.hpp"
+#include "noise/noise_scale.hpp"
 #include "troupe/actors/strategy.hpp"
-#include "worker/goodput/grad_norms.hpp"
-#include "worker/goodput/noise_scale.hpp"
 
 namespace troupe::actors {
 
@@ -31,13 +32,21 @@ class async_ps final : public strategy {
   std::string_view name() const override { return "async_ps"; }
   wire::goodput_report goodput() const override {
     wire::goodput_report g;
-    if (!estimate_ || !ns_.ready()) return g;
+    if (!estimate_ || !(ns_.ready() || (pushed_ && pushed_->rounds > 0))) return g;
     g.valid = true;
     g.base_batch = static_cast<std::uint32_t>(ns_.base_batch());
-    g.grad_sqr = ns_.sqr();
-    g.grad_var = ns_.var();
-    g.noise_scale = std::isfinite(ns_.noise_scale_samples()) ? ns_.noise_scale_samples() : 0;
-    g.rounds = ns_.rounds();
+    if (pushed_ && pushed_->rounds > 0) {  // the shards': floored as noise_scale floors its own
+      g.grad_sqr = std::max(0.0, pushed_->grad_sqr);
+      g.grad_var = std::max(1e-6, pushed_->grad_var);
+      g.noise_scale = g.grad_sqr > 0 ? g.grad_var * ns_.base_batch() / g.grad_sqr : 0;
+      g.rounds = pushed_->rounds;
+      g.push_shards = pushed_->shards;
+    } else {
+      g.grad_sqr = ns_.sqr();
+      g.grad_var = ns_.var();
+      g.noise_scale = std::isfinite(ns_.noise_scale_samples()) ? ns_.noise_scale_samples() : 0;
+      g.rounds = ns_.rounds();
+    }
     g.lr_scaling = "none";
     g.batch = g.local_batch = static_cast<std::uint32_t>(batch_size_);
     return g;
@@ -53,8 +62,10 @@ class async_ps final : public strategy {
     auto loss = be.compute_gradients(*b);
     if (!loss) throw std::runtime_error(loss.err().to_string());
     if (auto d = be.to_host(host_copy::gradients); !d) throw std::runtime_error(d.err().to_string());
-    if (estimate_) observe(be, b->size());
-    if (auto q = ctx.ps.push(be); !q) return retry("push", q.err());
+    if (estimate_ && !pushed_) observe(be, b->size());  // its own, until the shards' estimate comes
+    if (auto q = ctx.ps.push(be, b->size()); !q) return retry("push", q.err());
+    if (estimate_)
+      if (auto n = ctx.ps.noise_from_pushes()) pushed_ = *n;
     return {step_result::kind::trained, b->size(), *loss};
   }
 
@@ -95,6 +106,7 @@ class async_ps final : public strategy {
   std::size_t batch_size_, every_;
   std::uint64_t batches_ = 0;
   goodput::noise_scale ns_;
+  std::optional<pushed_noise> pushed_;  // the shards' estimate, summed, from the latest push replies
   std::vector<float> prev_;
   std::size_t prev_n_ = 0;
   double prev_sqr_ = 0;

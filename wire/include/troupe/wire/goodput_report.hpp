@@ -38,13 +38,14 @@ struct goodput_report {
   std::uint32_t choice_from = 0;                   // the global batch before the latest choice
   double choice_predicted = 0, choice_before = 0;  // predicted goodput of the choice / of what it replaced
   double choice_measured = 0;                      // measured goodput at the chosen batch; 0 until measured
+  std::uint32_t push_shards = 0;  // async_ps: the PS shards whose push estimates are summed; 0: the worker's
 };
 
 // `troupe status --json` "goodput": {ring_rank, replicas, hosts, base_batch, grad_sqr, grad_var,
 // noise_scale, rounds, lr_scaling, lr_factor, gain, progress, batch, local_batch, accum_steps,
 // compute_seconds, step_seconds, throughput, goodput, predicted_goodput, model{alpha_c, beta_c,
 // alpha_n, beta_n, alpha_r, beta_r, gamma}, choice, choice_from, choice_predicted, choice_before,
-// choice_measured}.
+// choice_measured, push_shards}.
 nlohmann::json to_json(const goodput_report& g);
 
 }  // namespace troupe::wire

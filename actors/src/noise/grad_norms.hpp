@@ -66,4 +66,8 @@ struct pair_norms {
 pair_norms weigh_pair_into(std::span<float> buf, std::span<const float> g, float n, float n_prev,
                            std::span<const float> w);
 
+// w = 1 / (sqrt(v inv_corr) + eps)^2 over w.size() floats: Adam's preconditioner from its second
+// moments v at inv_corr = adam_inv_correction(beta2, t) (preconditioner::refresh's kernel).
+void adam_weights(std::span<float> w, std::span<const float> v, float inv_corr, float eps);
+
 }  // namespace troupe::actors::goodput

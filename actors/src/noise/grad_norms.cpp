@@ -259,6 +259,10 @@ double sqr_norm(std::span<const float> g, std::span<const float> w) {
   return total;
 }
 
+void adam_weights(std::span<float> w, std::span<const float> v, float inv_corr, float eps) {
+  preconditioner_weights(w.data(), v.data(), w.size(), inv_corr, eps);
+}
+
 pair_norms weigh_pair_into(std::span<float> buf, std::span<const float> g, float n, float n_prev,
                            std::span<const float> w) {
   pair_norms out;

@@ -39,12 +39,20 @@ void noise_scale::reset() {
   rounds_ = 0;
 }
 
+double noise_scale::raw_sqr() const {
+  return sqr_unbias_ > 0 ? sqr_biased_ / sqr_unbias_ : 0.0;
+}
+
+double noise_scale::raw_var() const {
+  return var_unbias_ > 0 ? var_biased_ / var_unbias_ : 0.0;
+}
+
 double noise_scale::sqr() const {
-  return sqr_unbias_ > 0 ? std::max(0.0, sqr_biased_ / sqr_unbias_) : 0.0;
+  return std::max(0.0, raw_sqr());
 }
 
 double noise_scale::var() const {
-  return std::max(1e-6, var_unbias_ > 0 ? var_biased_ / var_unbias_ : 0.0);
+  return std::max(1e-6, raw_var());
 }
 
 double noise_scale::trace() const {

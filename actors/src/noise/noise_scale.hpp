@@ -15,6 +15,9 @@
 // batch_size), tr(Sigma)/M0, which is what Pollux's formulas take (its `grad_var`); `trace()` is per
 // sample; noise_scale() = tr(Sigma)/|G|^2 in samples (B_noise; Pollux's PGNS is var/sqr * M0, the same).
 //
+// Used by the worker's goodput controller (worker/goodput/) and by the PS shards, which estimate from
+// the pushes they receive (ps/push_noise.hpp).
+//
 // Values only, no I/O, no threads; every replica of a ring that adds the same samples in the same
 // order holds the same state to the bit (the ring's sums are bitwise equal on every rank).
 #pragma once
@@ -64,6 +67,10 @@ class noise_scale {
   double sqr() const;
   double var() const;    // tr(Sigma) / M0
   double trace() const;  // tr(Sigma)
+  // The averages before the floors: what parts of one gradient (a PS shard's slice each) report, so
+  // that their sum is the whole gradient's (the norms, and so the estimates, add up over coordinates).
+  double raw_sqr() const;
+  double raw_var() const;
   // tr(Sigma) / |G|^2 in samples; 0 before the first round, +inf when |G|^2 is 0.
   double noise_scale_samples() const;
   // AdaScale's gain ratio at `scale` = global batch / M0: (var + sqr) / (var / scale + sqr), in

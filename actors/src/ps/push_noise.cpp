@@ -1,0 +1,84 @@
+#include "push_noise.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "noise/grad_norms.hpp"
+
+namespace troupe::actors {
+
+push_noise::push_noise(const std::map<std::string, std::size_t>& sizes, double base_batch, std::size_t every,
+                       const nn::optimizer_config& opt)
+    : every_(std::max<std::size_t>(1, every)), opt_(opt), ns_(base_batch) {
+  for (const auto& [name, n] : sizes) {
+    at_[name] = {total_, n, 0};
+    total_ += n;
+  }
+  prev_.assign(total_, 0.0f);
+  if (opt_.type == "adam") weights_.assign(total_, 1.0f);
+}
+
+// Batches 0 and 1 of every `every_` pushes: 0 keeps, 1 pairs (every_ = 1: each push does both).
+bool push_noise::begin(std::uint32_t rows) {
+  keep_ = pair_ = false;
+  if (rows == 0 || total_ == 0) {
+    prev_rows_ = 0;
+    return false;
+  }
+  const std::size_t phase = pushes_++ % every_;
+  pair_ = (every_ == 1 || phase == 1) && prev_rows_ == rows;
+  keep_ = every_ == 1 || phase == 0;
+  rows_ = rows;
+  kept_ = paired_ = 0;
+  sqr_ = prev_sqr_ = cross_ = 0;
+  return keep_ || pair_;
+}
+
+void push_noise::tensor(const std::string& name, std::span<const float> g, const nn::dense_slots& slots) {
+  auto it = at_.find(name);
+  if (!(keep_ || pair_) || it == at_.end() || it->second.size != g.size()) return;
+  auto& t = it->second;
+  const std::span<float> prev(prev_.data() + t.offset, t.size);
+  // Adam's preconditioner once its second moments have 5 steps; the push's first tensor decides.
+  const bool adam = opt_.type == "adam" && slots.values.size() >= 2 * t.size && slots.step >= 5;
+  if (kept_ == 0 && paired_ == 0) weighted_ = adam;
+  if (adam != weighted_) return;  // tensors of one push at other steps: the push does not count
+  if (pair_) {
+    const std::span<float> w(weights_.data() + t.offset, weighted_ ? t.size : 0);
+    if (weighted_ && goodput::preconditioner_due(t.weights_at > 0, t.weights_at, slots.step, false)) {
+      goodput::adam_weights(w, std::span(slots.values).subspan(t.size, t.size),
+                            goodput::adam_inv_correction(opt_.beta2, slots.step), static_cast<float>(opt_.epsilon));
+      t.weights_at = slots.step;
+    }
+    // One pass: |g|^2, |g'|^2, g.g', and prev becomes g (the keep of every_ = 1).
+    const auto p = goodput::weigh_pair_into(prev, g, 1.0f, 1.0f, w);
+    sqr_ += p.sqr, prev_sqr_ += p.prev_sqr, cross_ += p.cross;
+    paired_ += t.size;
+    if (keep_) kept_ += t.size;
+    return;
+  }
+  std::copy(g.begin(), g.end(), prev.begin());
+  kept_ += t.size;
+}
+
+void push_noise::end() {
+  if (pair_ && paired_ == total_) {
+    if (weighted_ != preconditioned_) {  // the plain and the preconditioned norms do not mix
+      ns_.reset();
+      preconditioned_ = weighted_;
+    }
+    const double b = rows_;
+    ns_.add({0.5 * (sqr_ + prev_sqr_), 0.25 * (sqr_ + prev_sqr_ + 2.0 * cross_), b, 2.0 * b,
+             static_cast<double>(every_)},
+            true);
+  }
+  const bool kept = keep_ && kept_ == total_;
+  prev_rows_ = kept ? rows_ : 0;
+  keep_ = pair_ = false;
+}
+
+shard_noise push_noise::report() const {
+  return {ns_.raw_sqr(), ns_.raw_var(), ns_.rounds(), preconditioned_};
+}
+
+}  // namespace troupe::actors

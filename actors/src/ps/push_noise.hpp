@@ -1,0 +1,76 @@
+// The gradient noise scale from the pushes a PS shard receives (async_ps; docs/goodput.md, "async_ps"):
+// two consecutive pushes of equal rows, whichever workers sent them, are a pair as a lone replica's
+// two steps are (noise_scale.hpp: B_small = the rows, B_big = twice, biased: the parameters moved
+// between them), over this shard's slice of the dense gradient. The squared norms add up over
+// coordinates and the estimates are linear in them, so every shard estimates |G_s|^2 and
+// tr(Sigma_s) of its own slice and the worker sums the shards' (their pushes' replies carry them):
+// no norm crosses shards, no message is added.
+//
+// On 1 pair in `every` ([train] noise_scale_every): the push before a due one keeps its dense
+// gradients (a copy of what the shard reads anyway), the due one reads |g|^2, |g'|^2 and g.g' in
+// one pass before it is applied. With Adam, once its second moments have 5 steps, the norms are of
+// the preconditioned gradient (weights 1 / (sqrt(v / (1 - beta2^t)) + eps)^2 from the shard's own
+// slots, as grad_norms.hpp's on the worker); the switch starts the averages over.
+//
+// Embedding rows are left out (a push's rows differ from the next one's), as on the worker.
+// Values only: the shard's actor calls it, one push at a time.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "noise/noise_scale.hpp"
+#include "troupe/nn/optimizer.hpp"
+
+namespace troupe::actors {
+
+// A shard's estimate, as its push replies carry it: the bias-corrected averages before the floors
+// (noise_scale::raw_sqr, raw_var: they are summed over the shards), and how many pairs made them.
+struct shard_noise {
+  double grad_sqr = 0, grad_var = 0;
+  std::uint64_t rounds = 0;
+  bool preconditioned = false;
+};
+
+class push_noise {
+ public:
+  // `sizes`: the shard's dense tensors by name (floats each); `base_batch`: M0, the job file's
+  // workers x batch_size.
+  push_noise(const std::map<std::string, std::size_t>& sizes, double base_batch, std::size_t every,
+             const nn::optimizer_config& opt);
+
+  // A push of `rows` (0: the sender did not say) begins; whether its dense gradients are wanted.
+  bool begin(std::uint32_t rows);
+  // One of them, before it is applied, with its tensor's optimizer slots.
+  void tensor(const std::string& name, std::span<const float> g, const nn::dense_slots& slots);
+  // The push ends: a pair that covered every dense tensor of the shard goes into the estimate.
+  void end();
+
+  shard_noise report() const;
+  std::uint64_t pushes() const { return pushes_; }
+
+ private:
+  struct slice {
+    std::size_t offset = 0, size = 0;
+    std::uint64_t weights_at = 0;  // the optimizer step its Adam weights are of (0: none yet)
+  };
+  std::map<std::string, slice> at_;
+  std::size_t total_ = 0, every_;
+  nn::optimizer_config opt_;
+  goodput::noise_scale ns_;
+  std::vector<float> prev_, weights_;  // the kept push's dense gradients; Adam's preconditioner
+  std::uint64_t pushes_ = 0;
+  // The push in progress.
+  bool keep_ = false, pair_ = false, weighted_ = false;
+  std::uint32_t rows_ = 0;
+  std::size_t kept_ = 0, paired_ = 0;
+  double sqr_ = 0, prev_sqr_ = 0, cross_ = 0;
+  std::uint32_t prev_rows_ = 0;  // the kept push's rows (0: none complete)
+  bool preconditioned_ = false;   // the estimates are of the preconditioned gradient
+};
+
+}  // namespace troupe::actors
