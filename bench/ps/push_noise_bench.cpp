@@ -95,10 +95,14 @@ int main(int argc, char** argv) {
   std::size_t blocks = 41, pushes = 64, every = 8;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--sizes") sizes = parse_list(argv[i + 1]);
-    else if (a == "--blocks") blocks = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (a == "--pushes") pushes = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (a == "--every") every = std::strtoull(argv[i + 1], nullptr, 10);
+    if (a == "--sizes")
+      sizes = parse_list(argv[i + 1]);
+    else if (a == "--blocks")
+      blocks = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (a == "--pushes")
+      pushes = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (a == "--every")
+      every = std::strtoull(argv[i + 1], nullptr, 10);
     else {
       std::fprintf(stderr, "push_noise_bench: unknown option %s\n", a.c_str());
       return 2;

@@ -44,10 +44,11 @@ void push_noise::tensor(const std::string& name, std::span<const float> g, const
   if (kept_ == 0 && paired_ == 0) weighted_ = adam;
   if (adam != weighted_) return;  // tensors of one push at other steps: the push does not count
   if (pair_) {
-    const std::span<float> w(weights_.data() + t.offset, weighted_ ? t.size : 0);
+    const auto w = weighted_ ? std::span<float>(weights_.data() + t.offset, t.size) : std::span<float>();
     if (weighted_ && goodput::preconditioner_due(t.weights_at > 0, t.weights_at, slots.step, false)) {
       goodput::adam_weights(w, std::span(slots.values).subspan(t.size, t.size),
-                            goodput::adam_inv_correction(opt_.beta2, slots.step), static_cast<float>(opt_.epsilon));
+                            goodput::adam_inv_correction(opt_.beta2, slots.step),
+                            static_cast<float>(opt_.epsilon));
       t.weights_at = slots.step;
     }
     // One pass: |g|^2, |g'|^2, g.g', and prev becomes g (the keep of every_ = 1).

@@ -70,7 +70,7 @@ class push_noise {
   std::size_t kept_ = 0, paired_ = 0;
   double sqr_ = 0, prev_sqr_ = 0, cross_ = 0;
   std::uint32_t prev_rows_ = 0;  // the kept push's rows (0: none complete)
-  bool preconditioned_ = false;   // the estimates are of the preconditioned gradient
+  bool preconditioned_ = false;  // the estimates are of the preconditioned gradient
 };
 
 }  // namespace troupe::actors
