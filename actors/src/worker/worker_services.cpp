@@ -1,6 +1,7 @@
 #include "worker_services.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "troupe/cluster/membership.hpp"
 #include "troupe/wire/messages.hpp"
@@ -44,15 +45,16 @@ remote_ps::remote_ps(worker_host& rt, wire::rpc_channel& rpc)
 }
 
 // A push reply's noise estimate (ps/push_noise.hpp): the shard's latest; a reply without one (a
-// restarted shard has none yet) takes the shard's out of the sum until it has.
+// restarted shard has none yet), or with a value that is not finite, takes the shard's out of the
+// sum until it has one again.
 void remote_ps::read_noise(const message& m) {
   auto rep = m.body().getPsPushReply();
   const auto& node = m.from_node().name;
-  if (!rep.hasNoise()) {
+  auto n = rep.getNoise();
+  if (!rep.hasNoise() || !std::isfinite(n.getGradSqr()) || !std::isfinite(n.getGradVar())) {
     noise_.erase(node);
     return;
   }
-  auto n = rep.getNoise();
   noise_[node] = {n.getGradSqr(), n.getGradVar(), n.getRounds(), 1};
 }
 
