@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "gpu_fakes.hpp"
+#include "grad_norms.hpp"
 #include "in_process_ring.hpp"
-#include "noise/grad_norms.hpp"
-#include "noise/noise_scale.hpp"
+#include "noise_scale.hpp"
 #include "ps/push_noise.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/nn/model.hpp"

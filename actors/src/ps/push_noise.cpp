@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "noise/grad_norms.hpp"
+#include "grad_norms.hpp"
 
 namespace troupe::actors {
 

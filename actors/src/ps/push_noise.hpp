@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "noise/noise_scale.hpp"
+#include "noise_scale.hpp"
 #include "troupe/nn/optimizer.hpp"
 
 namespace troupe::actors {

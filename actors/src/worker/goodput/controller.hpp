@@ -38,7 +38,7 @@
 #include <utility>
 #include <vector>
 
-#include "noise/noise_scale.hpp"
+#include "noise_scale.hpp"
 #include "throughput_model.hpp"
 #include "troupe/wire/goodput_report.hpp"
 

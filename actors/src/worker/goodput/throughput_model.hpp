@@ -23,7 +23,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "noise/noise_scale.hpp"
+#include "noise_scale.hpp"
 
 namespace troupe::actors::goodput {
 

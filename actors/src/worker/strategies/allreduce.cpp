@@ -20,7 +20,7 @@
 #include <optional>
 
 #include "allreduce_gpu.hpp"
-#include "noise/grad_norms.hpp"
+#include "grad_norms.hpp"
 #include "replicas.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "worker/goodput/controller.hpp"

@@ -24,7 +24,7 @@
 #include <optional>
 #include <utility>
 
-#include "noise/grad_norms.hpp"
+#include "grad_norms.hpp"
 #include "replicas.hpp"
 #include "troupe/gpu/comm_plan.hpp"
 #include "worker/backends/cuda_backend.hpp"

@@ -14,8 +14,8 @@
 #include <cmath>
 #include <optional>
 
-#include "noise/grad_norms.hpp"
-#include "noise/noise_scale.hpp"
+#include "grad_norms.hpp"
+#include "noise_scale.hpp"
 #include "troupe/actors/strategy.hpp"
 
 namespace troupe::actors {
