@@ -3,7 +3,8 @@
 "async_ps"), in real jobs of the Fashion-MNIST MLP (784-64-10, 2 workers, 3 PS shards):
 
   cost     the job's samples/s with [train] noise_scale on and off (Adam, unpaced, 5 epochs),
-           `--runs` runs of each, alternating; one JSON line per run, then the medians
+           `--runs` runs of each, alternating (on first in even runs, off first in odd ones); one
+           JSON line per run, then the medians
   compare  the shards' estimate against the synchronous ring's unbiased one on the same job (SGD,
            workers paced to 1,500 samples/s, noise_scale_every = 1): `troupe status --json` every 3 s
            of an async_ps job, then of the same job under allreduce; one JSON line per read
@@ -56,7 +57,7 @@ def write(root, name, text):
 def cost(args):
     rates = {"true": [], "false": []}
     for i in range(args.runs):
-        for on in ("true", "false"):
+        for on in (("true", "false") if i % 2 == 0 else ("false", "true")):  # ABBA: neither always first
             name = f"cost-{on}-{i}"
             path = write(args.root, name, job_toml(args.root, name, "async_ps", f"noise_scale = {on}\n", "adam", 5,
                                                    60000))

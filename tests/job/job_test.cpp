@@ -114,9 +114,9 @@ vocab_per_field = 50
 // reports their sum, and says so.
 TEST(job, async_ps_noise_scale_comes_from_the_pushes_the_shards_receive) {
   // The MLP's four dense tensors over 3 shards: dense_1's on ps-0, logits' on ps-2, none on ps-1
-  // (wire::shard_of_name), so the sum is of two shards' slices. Paced (2,000 samples/s a worker,
-  // ~4 s) so that the status is read while it trains.
-  auto toml = mlp_job({.strategy = "async_ps", .epochs = 1, .max_train_rows = 16000, .max_test_rows = 1000});
+  // (wire::shard_of_name), so the sum is of two shards' slices, each a pair in 8 x 2 pushes. Paced
+  // (2,000 samples/s a worker, ~6 s) so that the status is read while it trains.
+  auto toml = mlp_job({.strategy = "async_ps", .epochs = 1, .max_train_rows = 24000, .max_test_rows = 1000});
   toml.replace(toml.find("[model]\n"), 8, "[ps]\nshards = 3\n[model]\n");
   toml.replace(toml.find("[train]\n"), 8, "[train]\nmax_samples_per_s = 2000\n");
   auto r = start_job("push-noise", toml);

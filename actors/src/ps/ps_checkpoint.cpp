@@ -64,15 +64,17 @@ void start_from_init(ps_state& st, const std::string& dir) {
 
 namespace {
 // [train] noise_scale: the estimate from the pushes over the shard's dense tensors; M0 as the
-// workers' (the job file's workers x batch_size).
+// workers' (the job file's workers x batch_size). A pair in noise_scale_every x workers pushes: as
+// many estimates per sample as a ring of that many computes (one per noise_scale_every rounds of a
+// batch each), and a cost per push that falls as the workers, and so the shard's load, grow.
 void start_noise(ps_state& st) {
   const auto& spec = st.node->spec();
   if (!spec.nn.train.noise_scale) return;
   std::map<std::string, std::size_t> sizes;
   for (const auto& [name, d] : st.dense) sizes[name] = d.param->value.size();
-  const double m0 =
-      static_cast<double>(std::max<std::uint32_t>(1, spec.job.workers)) * spec.nn.train.batch_size;
-  st.noise.emplace(sizes, m0, spec.nn.train.noise_scale_every, spec.nn.train.optimizer);
+  const std::uint32_t workers = std::max<std::uint32_t>(1, spec.job.workers);
+  const double m0 = static_cast<double>(workers) * spec.nn.train.batch_size;
+  st.noise.emplace(sizes, m0, spec.nn.train.noise_scale_every * workers, spec.nn.train.optimizer);
 }
 }  // namespace
 

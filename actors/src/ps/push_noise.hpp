@@ -6,7 +6,8 @@
 // tr(Sigma_s) of its own slice and the worker sums the shards' (their pushes' replies carry them):
 // no norm crosses shards, no message is added.
 //
-// On 1 pair in `every` ([train] noise_scale_every): the push before a due one keeps its dense
+// On 1 pair in `every` pushes (the shard: [train] noise_scale_every x the job file's workers, as many
+// estimates per sample as a ring computes): the push before a due one keeps its dense
 // gradients (a copy of what the shard reads anyway), the due one reads |g|^2, |g'|^2 and g.g' in
 // one pass before it is applied. With Adam, once its second moments have 5 steps, the norms are of
 // the preconditioned gradient (weights 1 / (sqrt(v / (1 - beta2^t)) + eps)^2 from the shard's own
@@ -39,7 +40,8 @@ struct shard_noise {
 class push_noise {
  public:
   // `sizes`: the shard's dense tensors by name (floats each); `base_batch`: M0, the job file's
-  // workers x batch_size.
+  // workers x batch_size; `every`: pushes from one pair to the next (each pair stands for as many
+  // in the averages).
   push_noise(const std::map<std::string, std::size_t>& sizes, double base_batch, std::size_t every,
              const nn::optimizer_config& opt);
 
