@@ -35,15 +35,23 @@ class Server:
 
     def __init__(self, troupe, model_dir, root, name, *flags, env=None):
         self.troupe, self.root, self.name = troupe, root, name
-        self.port = free_port()
+        self.model_dir, self.flags, self.env = model_dir, flags, env
         os.makedirs(root, exist_ok=True)
-        self.log_path = os.path.join(root, f"serve-{name}-{self.port}.log")
+        self.port_retries = 3
+        self.launch()
+
+    def launch(self):
+        """Starts the server on a free port. free_port() only finds one that was free: another
+        process (a parallel test) may take it before the server binds it; wait_ready then starts it
+        again on another (at most port_retries times)."""
+        self.port = free_port()
+        self.log_path = os.path.join(self.root, f"serve-{self.name}-{self.port}.log")
         self.log = open(self.log_path, "w")
-        args = [troupe, "serve", model_dir, "--name", name, "--root", root, "--listen", f"127.0.0.1:{self.port}",
-                *flags]
+        args = [self.troupe, "serve", self.model_dir, "--name", self.name, "--root", self.root, "--listen",
+                f"127.0.0.1:{self.port}", *self.flags]
         log("starting " + " ".join(args))
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
-                                     env=dict(os.environ, **(env or {})))
+                                     env=dict(os.environ, **(self.env or {})))
         self.url = f"http://127.0.0.1:{self.port}"
 
     def wait_ready(self, timeout=60):
@@ -51,7 +59,14 @@ class Server:
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"troupe serve exited {self.proc.returncode}:\n{self.output()}")
+                out = self.output()
+                if f"127.0.0.1:{self.port}: Address already in use" in out and self.port_retries > 0:
+                    self.port_retries -= 1
+                    log(f"port {self.port} was taken before troupe serve bound it; again on another")
+                    self.log.close()
+                    self.launch()
+                    continue
+                raise RuntimeError(f"troupe serve exited {self.proc.returncode}:\n{out}")
             try:
                 if requests.get(self.url + "/v2/health/ready", timeout=1).status_code == 200:
                     return self
