@@ -231,11 +231,10 @@ expected<std::unique_ptr<http_server>> http_server::start(http_options options, 
                [h = std::move(handler)](http_request&& r, http_responder respond) { respond(h(r)); });
 }
 
-expected<std::unique_ptr<http_server>> http_server::start(http_options options, http_async_handler handler) {
-  auto p = std::make_unique<impl>();
-  p->opt = std::move(options);
-  p->handler = std::move(handler);
-  auto numeric = resolve_listen(p->opt.listen);
+namespace {
+// `listen` ("host:port", a name resolved) as an endpoint, and its host as written back ("[::1]").
+expected<std::pair<tcp::endpoint, std::string>> listen_endpoint(const std::string& listen) {
+  auto numeric = resolve_listen(listen);
   if (!numeric) return numeric.err();
   auto colon = numeric->rfind(':');
   std::string host = numeric->substr(0, colon);
@@ -243,14 +242,43 @@ expected<std::unique_ptr<http_server>> http_server::start(http_options options, 
   beast::error_code ec;
   auto addr = asio::ip::make_address(host, ec);
   auto port = std::strtoul(numeric->c_str() + colon + 1, nullptr, 10);
-  tcp::endpoint ep(addr, static_cast<std::uint16_t>(port));
-  p->acceptor.open(ep.protocol(), ec);
-  if (!ec) p->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) p->acceptor.bind(ep, ec);
+  return std::pair{tcp::endpoint(addr, static_cast<std::uint16_t>(port)),
+                   addr.is_v6() ? "[" + host + "]" : host};
+}
+
+// Opens and binds `acceptor` to `ep` as the server does (address reuse: a predecessor's connections
+// in TIME_WAIT do not hold the port).
+beast::error_code bind_to(tcp::acceptor& acceptor, const tcp::endpoint& ep) {
+  beast::error_code ec;
+  acceptor.open(ep.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(ep, ec);
+  return ec;
+}
+}  // namespace
+
+expected<void> http_server::check_listen(const std::string& listen) {
+  auto ep = listen_endpoint(listen);
+  if (!ep) return ep.err();
+  if (ep->first.port() == 0) return {};
+  asio::io_context io;
+  tcp::acceptor probe(io);
+  if (auto ec = bind_to(probe, ep->first))
+    return make_unexpected(transport_errc::listen_failed, listen + ": " + ec.message());
+  return {};
+}
+
+expected<std::unique_ptr<http_server>> http_server::start(http_options options, http_async_handler handler) {
+  auto p = std::make_unique<impl>();
+  p->opt = std::move(options);
+  p->handler = std::move(handler);
+  auto ep = listen_endpoint(p->opt.listen);
+  if (!ep) return ep.err();
+  auto ec = bind_to(p->acceptor, ep->first);
   if (!ec) p->acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return make_unexpected(transport_errc::listen_failed, p->opt.listen + ": " + ec.message());
   p->port = p->acceptor.local_endpoint().port();
-  p->bound = (addr.is_v6() ? "[" + host + "]" : host) + ":" + std::to_string(p->port);
+  p->bound = ep->second + ":" + std::to_string(p->port);
   p->accept();
   impl* raw = p.get();
   for (std::size_t i = 0; i < std::max<std::size_t>(1, p->opt.threads); ++i)

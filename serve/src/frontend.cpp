@@ -116,6 +116,10 @@ int frontend::setup() {
   }
   ::chmod((state_dir_ + "/token").c_str(), 0600);
 
+  // The endpoint opens once the first generation serves; a listen address taken now fails now,
+  // before any replica is launched (one may still be taken in between: start() says so then).
+  if (auto free = observe::http_server::check_listen(cfg_.listen); !free)
+    return spdlog::error("serve: {}", free.err().to_string()), 1;
   auto plan = cluster::plan_control(settings_.cluster);
   if (!plan) return spdlog::error("{}", plan.err().to_string()), 1;
   auto tcfg = settings_.transport;

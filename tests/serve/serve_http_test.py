@@ -342,6 +342,25 @@ def bad_input(troupe, work, models):
             f"504 past request_timeout_ms 20)")
     finally:
         slow.stop()
+    taken_port(troupe, models, root)
+
+
+def taken_port(troupe, models, root):
+    """A listen address another process holds fails at once, before any replica is launched."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        t0 = time.time()
+        r = subprocess.run([troupe, "serve", os.path.join(models, "mlp"), "--name", "taken", "--root", root,
+                            "--listen", f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=60)
+        took = time.time() - t0
+    out = r.stdout + r.stderr
+    if r.returncode != 1 or f"127.0.0.1:{port}: Address already in use" not in out:
+        fail(f"troupe serve on a taken port: exit {r.returncode}, {out[-600:]}")
+    if "launched" in out:
+        fail(f"troupe serve launched replicas before finding its port taken: {out[-600:]}")
+    log(f"a taken port: exit 1 in {took:.2f} s, naming the address, no replica launched")
 
 
 def fuzz(troupe, work, models):

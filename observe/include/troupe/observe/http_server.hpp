@@ -81,6 +81,10 @@ class http_server {
   // listen_failed).
   static expected<std::unique_ptr<http_server>> start(http_options options, http_handler handler);
   static expected<std::unique_ptr<http_server>> start(http_options options, http_async_handler handler);
+  // Whether `listen` could be bound now (a socket bound and closed at once): for a server that
+  // opens its endpoint later and would rather fail first. The same errors as start(); port 0 is
+  // always free.
+  static expected<void> check_listen(const std::string& listen);
   ~http_server();
   http_server(const http_server&) = delete;
   http_server& operator=(const http_server&) = delete;
