@@ -47,12 +47,20 @@ double noise_scale::raw_var() const {
   return var_unbias_ > 0 ? var_biased_ / var_unbias_ : 0.0;
 }
 
+double noise_scale::floor_sqr(double raw) {
+  return std::max(0.0, raw);
+}
+
+double noise_scale::floor_var(double raw) {
+  return std::max(1e-6, raw);
+}
+
 double noise_scale::sqr() const {
-  return std::max(0.0, raw_sqr());
+  return floor_sqr(raw_sqr());
 }
 
 double noise_scale::var() const {
-  return std::max(1e-6, raw_var());
+  return floor_var(raw_var());
 }
 
 double noise_scale::trace() const {

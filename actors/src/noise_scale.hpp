@@ -71,6 +71,9 @@ class noise_scale {
   // that their sum is the whole gradient's (the norms, and so the estimates, add up over coordinates).
   double raw_sqr() const;
   double raw_var() const;
+  // The floors of sqr() and var(), for averages summed from parts (the PS shards').
+  static double floor_sqr(double raw);
+  static double floor_var(double raw);
   // tr(Sigma) / |G|^2 in samples; 0 before the first round, +inf when |G|^2 is 0.
   double noise_scale_samples() const;
   // AdaScale's gain ratio at `scale` = global batch / M0: (var + sqr) / (var / scale + sqr), in

@@ -60,9 +60,6 @@ void start_from_init(ps_state& st, const std::string& dir) {
                mine.dense.size(), rows);
 }
 
-}  // namespace
-
-namespace {
 // [train] noise_scale: the estimate from the pushes over the shard's dense tensors; M0 as the
 // workers' (the job file's workers x batch_size). A pair in noise_scale_every x workers pushes: as
 // many estimates per sample as a ring of that many computes (one per noise_scale_every rounds of a

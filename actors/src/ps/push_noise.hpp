@@ -53,7 +53,6 @@ class push_noise {
   void end();
 
   shard_noise report() const;
-  std::uint64_t pushes() const { return pushes_; }
 
  private:
   struct slice {

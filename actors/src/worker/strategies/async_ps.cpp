@@ -36,8 +36,8 @@ class async_ps final : public strategy {
     g.valid = true;
     g.base_batch = static_cast<std::uint32_t>(ns_.base_batch());
     if (pushed_ && pushed_->rounds > 0) {  // the shards': floored as noise_scale floors its own
-      g.grad_sqr = std::max(0.0, pushed_->grad_sqr);
-      g.grad_var = std::max(1e-6, pushed_->grad_var);
+      g.grad_sqr = goodput::noise_scale::floor_sqr(pushed_->grad_sqr);
+      g.grad_var = goodput::noise_scale::floor_var(pushed_->grad_var);
       g.noise_scale = g.grad_sqr > 0 ? g.grad_var * ns_.base_batch() / g.grad_sqr : 0;
       g.rounds = pushed_->rounds;
       g.push_shards = pushed_->shards;
