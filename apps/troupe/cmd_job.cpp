@@ -52,8 +52,9 @@ void print_summary(const nlohmann::json& j) {
 // The job's goodput line (docs/goodput.md), for a job that picks its own batch.
 void print_goodput(const nlohmann::json& g) {
   const auto pushed = g.value("push_shards", 0u);
-  const std::string shards =
-      pushed > 0 ? " from the pushes " + std::to_string(pushed) + " PS shards received" : "";
+  const std::string shards = pushed > 0 ? " from the pushes " + std::to_string(pushed) +
+                                              (pushed == 1 ? " PS shard" : " PS shards") + " received"
+                                        : "";
   std::printf(
       "gradient noise scale %.0f samples (%llu estimates%s); batch %u = %u x %u x %u, lr x%.3g (%s, gain "
       "%.3g); "

@@ -138,7 +138,7 @@ TEST(job, async_ps_noise_scale_comes_from_the_pushes_the_shards_receive) {
   EXPECT_GT(g.value("noise_scale", 0.0), 0.0) << g.dump();
   std::string out;
   if (troupe("status --job-dir " + r.job_dir, &out) == 0) {  // the job may have ended meanwhile
-    EXPECT_NE(out.find("PS shards received"), std::string::npos) << out;
+    EXPECT_NE(out.find("from the pushes 2 PS shards received"), std::string::npos) << out;
   }
   ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
   expect_all_done(r);
