@@ -108,13 +108,17 @@ const command_registrar scale_reg{
     "scale", "Change the number of workers of a running job", [](CLI::App& sub) -> runner {
       auto t = std::make_shared<target>();
       auto n = std::make_shared<std::uint32_t>(0);
+      auto host = std::make_shared<std::string>();
       add_target(sub, t);
       sub.add_option("--workers", *n, "the new number of workers")->required()->check(CLI::Range(0, 16384));
-      return [t, n]() -> int {
+      sub.add_option("--host", *host,
+                     "start the workers this adds on this host (a Slurm node of the worker partition, or one "
+                     "of cluster.hosts); default: where the launcher puts them");
+      return [t, n, host]() -> int {
         quiet_logs();
         auto dir = control::find_job_dir(t->job_dir, t->root);
         if (!dir) return usage_error(dir.err());
-        auto r = control::scale_job(*dir, *n);
+        auto r = control::scale_job(*dir, *n, *host);
         if (!r) return run_error(r.err());
         std::printf("workers: %u\n", *r);
         return 0;

@@ -166,15 +166,20 @@ expected<std::string> job_status_json(const std::string& job_dir, bool from_time
   return j.dump();
 }
 
-expected<std::uint32_t> scale_job(const std::string& job_dir, std::uint32_t workers) {
+expected<std::uint32_t> scale_job(const std::string& job_dir, std::uint32_t workers, const std::string& host) {
   auto s = connect_runner(job_dir);
   if (!s) return s.err();
   auto& rpc = *(*s)->rpc;
   auto o = wire::job();
-  o.body.initScale().setWorkers(workers);
-  auto reply = rpc.call({"runner", "runner", std::move(o.out)}, std::chrono::seconds(3));
+  auto scale = o.body.initScale();
+  scale.setWorkers(workers);
+  scale.setHost(host);
+  auto reply = rpc.call({"runner", "runner", std::move(o.out)}, std::chrono::seconds(10));
   if (!reply) return reply.err();
-  return reply->body().getJob().getScaleReply().getWorkers();
+  auto r = reply->body().getJob().getScaleReply();
+  // A host the runner refused: nothing changed (a clamp is only a note: the scale happened).
+  if (r.getRefused()) return make_unexpected(core_errc::invalid_argument, r.getError().cStr());
+  return r.getWorkers();
 }
 
 namespace {

@@ -79,6 +79,25 @@ std::unique_ptr<launcher> make_with_hosts(exit_log& log) {
   return std::move(*l);
 }
 
+TEST(local_hosts, check_host_accepts_the_listed_hosts_and_names_the_others) {
+  exit_log log;
+  auto l = make_with_hosts(log);
+  EXPECT_TRUE(l->check_host("h1"));
+  EXPECT_TRUE(l->check_host("h2"));
+  EXPECT_TRUE(l->check_host("localhost"));
+  auto bad = l->check_host("h9");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.err().code(), make_error_code(cluster_errc::invalid_spec));
+  EXPECT_NE(bad.err().context().find("host 'h9' is not in cluster.hosts (h1, h2)"), std::string::npos)
+      << bad.err().to_string();
+  // Without other hosts every node runs here: no host to choose.
+  auto here = launcher::create({log.callback(), resources{64, 1ull << 40, 0}});
+  ASSERT_TRUE(here) << here.err().to_string();
+  auto none = (*here)->check_host("h1");
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.err().context().find("runs every node on this machine"), std::string::npos) << none.err().to_string();
+}
+
 TEST(local_hosts, nodes_run_through_the_host_command_one_per_slot) {
   temp_dir dir;
   exit_log log;

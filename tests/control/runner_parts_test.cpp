@@ -101,6 +101,7 @@ struct slots_fixture : ::testing::Test {
       ns.id = slot.id;
       ns.argv = {"troupe", "node", "--slot", std::to_string(slot.place)};
       ns.spare = spare;
+      ns.host = slot.host;  // as runner::spec_of
       return ns;
     };
     hooks.launched = [this](node_slot& slot) { launched_hook.push_back(slot.id.to_string()); };
@@ -254,6 +255,36 @@ TEST_F(slots_fixture, scaling_launches_new_indices_and_stops_the_highest) {
   EXPECT_EQ(again.launched, std::vector<std::string>{"worker-3"});
   EXPECT_EQ(table.find("worker-3")->place, 2u);
   EXPECT_EQ(launcher.launched.back().argv.back(), "2");
+}
+
+TEST_F(slots_fixture, a_scale_with_a_host_places_the_workers_it_adds_there_and_only_their_first_launch) {
+  table.scale_to(2);
+  table.scale_to(4, "h2");
+  ASSERT_EQ(launcher.launched.size(), 4u);
+  EXPECT_EQ(launcher.launched[0].host, "");
+  EXPECT_EQ(launcher.launched[1].host, "");
+  EXPECT_EQ(launcher.launched[2].id.name, "worker-2");
+  EXPECT_EQ(launcher.launched[2].host, "h2");
+  EXPECT_EQ(launcher.launched[3].host, "h2");
+  // Its relaunch goes where the launcher puts it (the host may be full by then).
+  auto v = exit("worker-3");
+  ASSERT_EQ(v.what, exit_verdict::kind::died);
+  table.died(*v.slot, crashed());
+  EXPECT_TRUE(table.relaunch_due().empty());
+  ASSERT_EQ(launcher.launches_of("worker-3"), 2u);
+  EXPECT_EQ(launcher.launched.back().host, "");
+  // A later scale without a host places nothing; a target set before the workers launch keeps its
+  // host for the scale that launches them.
+  table.scale_to(5);
+  EXPECT_EQ(launcher.launched.back().host, "");
+  table.set_target(6, "h3");
+  table.scale_to(table.target());
+  EXPECT_EQ(launcher.launched.back().id.name, "worker-5");
+  EXPECT_EQ(launcher.launched.back().host, "h3");
+  table.scale_to(6);
+  table.scale_to(1);
+  table.scale_to(2);  // a refill after a shrink: anywhere
+  EXPECT_EQ(launcher.launched.back().host, "");
 }
 
 TEST_F(slots_fixture, scale_clamps_to_the_job_bounds_and_a_refused_launch_is_an_error) {
@@ -496,7 +527,7 @@ TEST(event_queue, events_from_several_threads_are_all_drained_in_push_order) {
   std::vector<std::thread> producers;
   for (std::uint32_t t = 0; t < threads; ++t)
     producers.emplace_back([&, t] {
-      for (std::uint32_t i = 0; i < each; ++i) q.push(scale_event{t, i});
+      for (std::uint32_t i = 0; i < each; ++i) q.push(scale_event{t, i, {}});
     });
   std::vector<runner_event> got;
   while (got.size() < threads * each) {

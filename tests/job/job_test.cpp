@@ -54,6 +54,16 @@ TEST(job, global_batch_stays_the_job_files_through_resizes) {
     // micro-batch of `local` rows at 400 rows/s sleeps local / 400 s (a step behind the pace after a
     // resize sleeps less: half of it, in the running mean, is the floor).
     EXPECT_GE((*s)["goodput"].value("compute_seconds", 0.0), 0.5 * local / 400.0) << s->dump();
+    if (ranks == 2) {
+      // A host (troupe scale --host) for a job whose nodes all run here is refused, naming it; the
+      // target stays (the next resize starts from 2).
+      std::string refused;
+      EXPECT_NE(troupe("scale --workers 3 --host h9 --job-dir " + r.job_dir, &refused), 0) << refused;
+      EXPECT_NE(refused.find("host 'h9': this job runs every node on this machine"), std::string::npos) << refused;
+      auto now = status(r);
+      ASSERT_TRUE(now);
+      EXPECT_EQ(now->value("workers_target", 0), 2) << now->dump();
+    }
   }
   ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
   EXPECT_EQ(result(r).value("records_done", 0), 16000);

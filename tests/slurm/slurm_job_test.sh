@@ -69,7 +69,8 @@ echo "preempt: $(result preempt)"
 # 3. More workers than fit, and control nodes cancelled: h4 is held by another job, so of 4
 #    workers of 4 CPUs two run (h2, h3) and two wait PENDING; the job trains meanwhile. The jobs of
 #    ps-0 and of the master are cancelled (scancel): both are resubmitted and resume (checkpoint,
-#    journal). `troupe scale` down to 3 cancels a waiting worker; when the other job ends, the
+#    journal). `troupe scale` down to 3 cancels a waiting worker; `troupe scale --host` places the
+#    worker it adds (a host Slurm's partition lacks is refused); when the other job ends, the
 #    other waiting worker starts on h4 and joins.
 other=$(sbatch --parsable -p low -w h4 --exclusive -J troupe-test-other -o /dev/null --wrap 'sleep 20') || fail "sbatch other"
 job_file grow 4 1500000 "worker_cpus = 4"
@@ -89,6 +90,18 @@ grep -q 'starting or queued' "$work/grow.err" || fail "grow: the progress line s
 "$B" scale --workers 3 --job-dir "$work/jobs/grow" > "$work/grow.scale" 2>&1 || fail "grow: troupe scale: $(cat "$work/grow.scale")"
 for _ in $(seq 1 100); do [[ -z $(squeue -h -n troupe-grow:worker-3) ]] && break; sleep 0.1; done
 [[ -z $(squeue -h -n troupe-grow:worker-3) ]] || fail "grow: scale-down left worker-3's job queued"
+# troupe scale --host: a host the worker partition does not have is refused, naming it, and
+# nothing changes (no worker submitted); one it has gets the worker the scale adds (sbatch -w: its
+# requested node, h2, full, so it waits there), which the next scale-down cancels.
+"$B" scale --workers 4 --host nosuch --job-dir "$work/jobs/grow" > "$work/grow.nosuch" 2>&1 && fail "grow: scale --host nosuch was taken"
+grep -q "host 'nosuch': not a node of partition 'low'" "$work/grow.nosuch" || fail "grow: scale --host nosuch: $(cat "$work/grow.nosuch")"
+[[ -z $(squeue -h -n troupe-grow:worker-4) ]] || fail "grow: the refused scale submitted a worker"
+"$B" scale --workers 4 --host h2 --job-dir "$work/jobs/grow" > "$work/grow.h2" 2>&1 || fail "grow: scale --host h2: $(cat "$work/grow.h2")"
+for _ in $(seq 1 100); do [[ -n $(squeue -h -n troupe-grow:worker-4) ]] && break; sleep 0.1; done
+[[ $(squeue -h -n troupe-grow:worker-4 -o %n) == h2 ]] || fail "grow: worker-4 was not placed on h2: $(squeue -h -n troupe-grow:worker-4 -o '%n %N %T')"
+"$B" scale --workers 3 --job-dir "$work/jobs/grow" > "$work/grow.scale" 2>&1 || fail "grow: troupe scale: $(cat "$work/grow.scale")"
+for _ in $(seq 1 100); do [[ -z $(squeue -h -n troupe-grow:worker-4) ]] && break; sleep 0.1; done
+[[ -z $(squeue -h -n troupe-grow:worker-4) ]] || fail "grow: scale-down left worker-4's job queued"
 scancel -n troupe-grow:ps-0 || fail "scancel ps-0"
 for _ in $(seq 1 600); do grep -q 'restored checkpoint' "$logs/ps-0.log" && break; sleep 0.1; done
 grep -q 'restored checkpoint' "$logs/ps-0.log" || fail "grow: ps-0 did not come back from its checkpoint"

@@ -127,11 +127,14 @@ struct JobStatus {
 # CLI -> runner: change the number of workers.
 struct Scale {
   workers @0 :UInt32;
+  host @1 :Text;           # the workers this change adds start on this host (a Slurm node, one of
+                           # cluster.hosts); empty: where the launcher puts them
 }
 
 struct ScaleReply {
   workers @0 :UInt32;      # the target now
-  error @1 :Text;
+  error @1 :Text;          # a clamp to [min, max] (the scale happened), or why it was refused
+  refused @2 :Bool;        # nothing changed (a host the launcher cannot place workers on)
 }
 
 # Runner -> master: a node process exited (faster than waiting for the connection to drop).

@@ -60,6 +60,17 @@ expected<std::unique_ptr<launcher>> launcher::create(launcher_options options, r
 
 launcher::launcher(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 
+expected<void> launcher::check_host(const std::string& host) const {
+  if (impl_->hosts.hosts.empty()) return cluster::launcher::check_host(host);
+  if (host == "localhost") return {};
+  std::string names;
+  for (const auto& h : impl_->hosts.hosts) {
+    if (h.name == host) return {};
+    names.append(names.empty() ? "" : ", ").append(h.name);
+  }
+  return make_unexpected(cluster_errc::invalid_spec, "host '" + host + "' is not in cluster.hosts (" + names + ")");
+}
+
 launcher::~launcher() {
   {
     std::lock_guard lock(impl_->mu);

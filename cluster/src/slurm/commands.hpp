@@ -41,6 +41,10 @@ std::string scontrol_field(const std::string& text, const std::string& key);
 expected<std::string> node_addr(const std::string& name, const options& so);
 // The first node of `partition` (`sinfo -N`), where the master goes when none is named.
 expected<std::string> first_node(const std::string& partition, const options& so);
+// A host a worker may be placed on: a node of the worker partition (the partition when none is
+// set). Errors: invalid_spec naming the host (unknown, or not in that partition), launch_failed
+// when sinfo fails.
+expected<void> worker_host(const std::string& host, const options& so);
 
 // `sbatch` of one node (sbatch_argv); returns the Slurm job id. Errors: launch_failed carrying
 // sbatch's own message. so.command_timeout is measured on `clk`.

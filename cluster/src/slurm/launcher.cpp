@@ -322,6 +322,10 @@ std::string launcher::last_error() const {
   return impl_->last_error;
 }
 
+expected<void> launcher::check_host(const std::string& host) const {
+  return worker_host(host, impl_->so);
+}
+
 std::optional<launcher::outage_info> launcher::outage() const {
   std::lock_guard lock(impl_->mu);
   if (!impl_->down_since) return std::nullopt;

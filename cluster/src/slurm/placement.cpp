@@ -1,4 +1,5 @@
-// Where Slurm puts the control plane: the master's host and its address (commands.hpp).
+// Where Slurm puts nodes: the master's host and its address, the hosts workers may be placed on
+// (commands.hpp).
 #include "slurm/commands.hpp"
 #include "troupe/cluster/errc.hpp"
 
@@ -37,6 +38,29 @@ expected<std::string> first_node(const std::string& partition, const options& so
     return make_unexpected(cluster_errc::invalid_spec,
                            "Slurm has no partition '" + partition + "' (or it has no nodes)");
   return node;
+}
+
+expected<void> worker_host(const std::string& host, const options& so) {
+  const auto& partition = so.worker_partition.empty() ? so.partition : so.worker_partition;
+  auto bad = [&](const std::string& why) {
+    return make_unexpected(cluster_errc::invalid_spec, "host '" + host + "': " + why);
+  };
+  if (host.empty() || host.find_first_of(",[] \t\n") != std::string::npos)
+    return bad("not a Slurm node name (one node, no list)");
+  std::vector<std::string> argv = {"sinfo", "-h", "-N", "-n", host, "-o", "%N"};
+  if (!partition.empty()) argv.insert(argv.end(), {"-p", partition});
+  auto r = run_tool(argv, so.bin_dir, so.command_timeout);
+  if (!r) return r.err();
+  if (r->code != 0) {
+    auto why = first_line(r->err);
+    // sinfo says "Invalid node name specified" for a node Slurm does not know.
+    if (why.find("nvalid node name") != std::string::npos) return bad("Slurm has no such node");
+    return make_unexpected(cluster_errc::launch_failed, "sinfo failed (is slurmctld up?): " + why);
+  }
+  if (first_line(r->out) != host)
+    return bad(partition.empty() ? "Slurm has no such node"
+                                 : "not a node of partition '" + partition + "', where the job's workers run");
+  return {};
 }
 
 }  // namespace troupe::cluster::slurm

@@ -175,7 +175,7 @@ void runner::drain_events() {
       exits = true;
     } else if (auto* s = std::get_if<scale_event>(&e)) {
       timeline_.scale(s->workers, s->requested);
-      if (!shutting_down_) on_scale(s->workers);
+      if (!shutting_down_) on_scale(s->workers, s->host);
     } else if (auto* f = std::get_if<finished_event>(&e)) {
       outcome_.master_finished(std::move(f->result_json), f->ok);
     } else if (auto* st = std::get_if<stop_event>(&e)) {
@@ -185,11 +185,11 @@ void runner::drain_events() {
   if (exits) write_nodes_file();
 }
 
-void runner::on_scale(std::uint32_t workers) {
+void runner::on_scale(std::uint32_t workers, const std::string& host) {
   if (nodes_started_)
-    scale_to(workers);
+    scale_to(workers, host);
   else
-    slots_.set_target(workers);  // run() launches the target once the master is up
+    slots_.set_target(workers, host);  // run() launches the target once the master is up
 }
 
 void runner::shutdown_nodes() {

@@ -104,7 +104,7 @@ class runner {
   // Applies every queued event in order (exits, scale and stop requests, the master's result).
   void drain_events();
   void on_exit(const node_exit_event& e);
-  void on_scale(std::uint32_t workers);
+  void on_scale(std::uint32_t workers, const std::string& host);
   void shutdown_nodes();
   // Drops the runner's name on the io thread, then closes the transport (rpc_ first).
   void close_endpoint();
@@ -124,13 +124,13 @@ class runner {
   bool never_starts(node_slot& slot, const cluster::node_handle& h, const cluster::exit_status& status);
   void fence_dead_nodes();
   void watch_master();
-  void scale_to(std::uint32_t workers);
+  void scale_to(std::uint32_t workers, const std::string& host = "");
   void publish_status();
   void write_nodes_file();
   // io (runner_io.cpp): on_message runs on the transport's io thread and only pushes events and
   // answers from what the loop published.
   void on_message(const message& m);
-  void reply_scale(const message& m, std::uint32_t asked);
+  void reply_scale(const message& m, std::uint32_t asked, std::string host);
   void reply_stop(const message& m, std::string reason);
   void poll_status(bool force = false);
   void print_progress(bool final_line);

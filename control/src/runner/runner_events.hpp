@@ -28,6 +28,7 @@ struct node_exit_event {
 struct scale_event {
   std::uint32_t workers = 0;
   std::uint32_t requested = 0;
+  std::string host;  // where the workers it adds start (troupe scale --host); empty: anywhere
 };
 // The master's JobFinished: its final metrics and whether every task was done.
 struct finished_event {

@@ -25,7 +25,7 @@ void runner::on_message(const message& m) {
         answer_status(m.from_node().name, std::string(m.from()), m.correlation_id());
         break;
       case schema::JobMessage::SCALE:
-        reply_scale(m, j.getScale().getWorkers());
+        reply_scale(m, j.getScale().getWorkers(), j.getScale().getHost().cStr());
         break;
       case schema::JobMessage::STOP: {
         std::string reason = j.getStop().getReason().cStr();
@@ -38,11 +38,21 @@ void runner::on_message(const message& m) {
   });
 }
 
-void runner::reply_scale(const message& m, std::uint32_t asked) {
+// A host is checked here, before anything changes (the launcher's check_host is thread-safe; for
+// Slurm one sinfo); a refused one leaves the target as it was.
+void runner::reply_scale(const message& m, std::uint32_t asked, std::string host) {
   std::uint32_t n = std::clamp(asked, spec_.job.min_workers, spec_.job.max_workers);
-  events_.push(scale_event{n, asked});
   auto o = wire::job_reply(m);
   auto r = o.body.initScaleReply();
+  if (!host.empty()) {
+    if (auto ok = launcher_->check_host(host); !ok) {
+      r.setRefused(true);
+      r.setError(ok.err().context());
+      (void)net_->send(m.from_node().name, std::string(m.from()), std::move(o.out), "runner");
+      return;
+    }
+  }
+  events_.push(scale_event{n, asked, std::move(host)});
   r.setWorkers(n);
   if (n != asked)
     r.setError("clamped to [" + std::to_string(spec_.job.min_workers) + ", " +

@@ -77,6 +77,7 @@ expected<cluster::node_spec> runner::spec_of(const node_slot& slot, bool spare) 
   if (auto ok = cluster::validate_node_args(a); !ok) return ok.err();
   auto ns = launch_spec_of(a, slot.role);
   ns.spare = spare;
+  if (slot.role == cluster::node_role::worker) ns.host = slot.host;  // troupe scale --host: its first launch
   return ns;
 }
 
@@ -92,8 +93,8 @@ void runner::launched(node_slot& slot) {
     spdlog::info("launched {} (pid {})", slot.id.to_string(), h.pid);
 }
 
-void runner::scale_to(std::uint32_t workers) {
-  auto r = slots_.scale_to(workers);
+void runner::scale_to(std::uint32_t workers, const std::string& host) {
+  auto r = slots_.scale_to(workers, host);
   if (!r.error.empty()) outcome_.fail(r.error);
   write_nodes_file();
 }

@@ -45,6 +45,7 @@ expected<void> slot_table::launch(node_slot& slot) {
   auto h = launcher_->launch(*ns);
   if (!h) return h.err();
   slot.handle = *h;
+  slot.host.clear();
   slot.seen_by_master.reset();
   slot.joined = false;
   slot.fenced = false;
@@ -133,16 +134,18 @@ expected<void> slot_table::fence(node_slot& slot) {
   return {};
 }
 
-void slot_table::set_target(std::uint32_t workers) {
+void slot_table::set_target(std::uint32_t workers, const std::string& host) {
   target_ = std::clamp(workers, policy_.min_workers, policy_.max_workers);
+  if (!host.empty()) grow_host_ = host;
 }
 
-scale_result slot_table::scale_to(std::uint32_t workers) {
+scale_result slot_table::scale_to(std::uint32_t workers, const std::string& host) {
   scale_result r;
   r.from = target_;
-  set_target(workers);
+  set_target(workers, host);
   r.to = target_;
-  if (r.to != r.from) spdlog::info("scale: {} -> {} workers", r.from, r.to);
+  if (r.to != r.from)
+    spdlog::info("scale: {} -> {} workers{}", r.from, r.to, grow_host_.empty() ? "" : ", new ones on " + grow_host_);
   grow(r);
   if (r.error.empty()) shrink(r);
   return r;
@@ -159,6 +162,7 @@ void slot_table::grow(scale_result& r) {
     slot.id = {name, first_incarnation(name)};
     slot.index = i;
     slot.place = place;
+    slot.host = grow_host_;
     if (auto l = launch(slot); !l) {
       slots_.erase(name);
       if (launcher_->outage()) {  // submitted again when the controller answers
@@ -172,6 +176,7 @@ void slot_table::grow(scale_result& r) {
     }
     r.launched.push_back(name);
   }
+  grow_host_.clear();  // for this scale's workers only: a refill later goes anywhere
 }
 
 // The highest indices leave (SIGTERM: the node stops, its task goes back to TODO).

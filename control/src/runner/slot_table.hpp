@@ -50,6 +50,9 @@ struct node_slot {
   bool fenced = false;           // SIGKILLed after the master declared it dead; its exit report follows
   std::uint64_t start_time = 0;  // of the running process (/proc/<pid>/stat), for nodes.json
   std::size_t place = 0;         // a worker's slot (`troupe node --slot`): the lowest free at launch
+  // Where its next launch goes (troupe scale --host): set for a worker a scale adds, cleared once it
+  // has launched (a relaunch goes where the launcher puts it: the host may be full by then).
+  std::string host;
   std::string ended;             // how its last process ended, once it has
   std::deque<troupe::clock::time_point> deaths;          // recent, for the give-up rule and the backoff
   std::optional<troupe::clock::time_point> relaunch_at;  // dead and wanted: when it is relaunched
@@ -142,10 +145,12 @@ class slot_table {
   expected<void> fence(node_slot& slot);
 
   // Clamps to [min_workers, max_workers], then grows (new indices) or shrinks (the highest indices
-  // leave: SIGTERM) the wanted workers to what the job keeps.
-  scale_result scale_to(std::uint32_t workers);
-  // Sets the target alone (clamped); the next scale_to() acts on it.
-  void set_target(std::uint32_t workers);
+  // leave: SIGTERM) the wanted workers to what the job keeps. With a host, the workers it adds are
+  // launched there (node_slot::host).
+  scale_result scale_to(std::uint32_t workers, const std::string& host = "");
+  // Sets the target alone (clamped); the next scale_to() acts on it (and puts the workers it adds on
+  // `host`, the last one named, unless it names its own).
+  void set_target(std::uint32_t workers, const std::string& host = "");
   // The job ends: no slot is wanted any more, none relaunched; running nodes get `sig` (0: none).
   void stop_all(int sig);
 
@@ -173,6 +178,7 @@ class slot_table {
   std::uint32_t target_ = 0;
   std::uint64_t restarts_ = 0;
   std::size_t next_worker_index_ = 0;
+  std::string grow_host_;  // where the next grow's workers go (empty: where the launcher puts them)
   std::map<std::string, std::uint64_t> resumed_incarnations_;
 };
 

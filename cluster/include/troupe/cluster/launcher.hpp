@@ -161,6 +161,11 @@ class launcher {
     troupe::clock::time_point since;  // on the launcher's clock (launcher_options::clock)
   };
   virtual std::optional<outage_info> outage() const { return std::nullopt; }
+  // Whether a node may be placed on `host` (node_spec::host) for a worker: a host this backend can
+  // start a worker on (Slurm: a node of the worker partition; local: one of cluster.hosts). Errors:
+  // invalid_spec naming the host and why (the default: a launcher that runs every node here).
+  // Thread-safe: reads no state a launch changes.
+  virtual expected<void> check_host(const std::string& host) const;
   // Keeps one standby process started from `standby` (cluster/standby.hpp) ready from now on, and
   // hands the next launch of a spec with standby_ok to it instead of starting a process; false:
   // this backend keeps no standbys (the default) and launches as before. A standby is no node: no

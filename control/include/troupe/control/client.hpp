@@ -19,8 +19,12 @@ expected<std::string> find_job_dir(const std::string& job_dir, const std::string
 // crashed), the status its timeline (events.jsonl) tells, with "state" and "recent" events
 // (client_timeline.hpp); without, that is an error (the chaos harness tells a live job by it).
 expected<std::string> job_status_json(const std::string& job_dir, bool from_timeline = false);
-// Sets the number of workers; returns the target the runner accepted (clamped to min/max).
-expected<std::uint32_t> scale_job(const std::string& job_dir, std::uint32_t workers);
+// Sets the number of workers; returns the target the runner accepted (clamped to min/max). With a
+// host, the workers this adds start there (a Slurm node of the worker partition, or one of
+// cluster.hosts; a relaunch later goes where the launcher puts it); a host the job's launcher cannot
+// place a worker on is refused (invalid_argument naming it) and nothing changes.
+expected<std::uint32_t> scale_job(const std::string& job_dir, std::uint32_t workers,
+                                  const std::string& host = "");
 // Asks the runner to stop the job; returns once the runner has recorded the request (its StopReply,
 // at most 3 s), not when the job has ended: its nodes are stopped and the runner exits next (the
 // job's status says when). The dashboard's stop.

@@ -73,6 +73,8 @@ class launcher final : public cluster::launcher {
   void kill_all() noexcept override;
   std::vector<node_handle> running() const override;
   resources capacity() const override;
+  // One of cluster.hosts ("localhost": this machine); with none listed, the default (no host).
+  expected<void> check_host(const std::string& host) const override;
   resources reserved() const override;
   bool keep_standby(const node_spec& standby) override;
 

@@ -78,6 +78,9 @@ class launcher final : public cluster::launcher {
   std::string last_error() const;
   // Since when squeue fails (slurmctld down), and its message.
   std::optional<outage_info> outage() const override;
+  // A node of the worker partition (sinfo -N -n HOST -p worker_partition): names the host and what
+  // Slurm said when it is not (an unknown node, another partition's, slurmctld not answering).
+  expected<void> check_host(const std::string& host) const override;
 
   // Cancels every job id listed in `jobs_file` that Slurm still has queued or running; returns how
   // many it cancelled.

@@ -1,0 +1,15 @@
+// What every launcher shares: the default answer of check_host (launcher.hpp).
+#include "troupe/cluster/launcher.hpp"
+
+#include "troupe/cluster/errc.hpp"
+
+namespace troupe::cluster {
+
+expected<void> launcher::check_host(const std::string& host) const {
+  return make_unexpected(cluster_errc::invalid_spec,
+                         "host '" + host +
+                             "': this job runs every node on this machine (a host is chosen with "
+                             "the slurm launcher or cluster.hosts)");
+}
+
+}  // namespace troupe::cluster
