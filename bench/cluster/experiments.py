@@ -27,13 +27,15 @@ Modes: gang, elastic (today's policy: each job's own workers in its partition, u
 Pollux policy -- bench/cluster/goodput_policy.py -- reallocates the worker CPUs among the running
 jobs every --period seconds and at each arrival and completion, through `troupe scale`; an arriving
 job starts with its share of that round). Elastic and goodput admit a job (start its `troupe run`)
-once its control plane and one worker fit beside those of the jobs in the system (--no-admission:
-at its arrival, however full; its completion time counts from its arrival either way).
+once its control plane and one worker (--admission-workers K: K) fit beside those of the jobs in the
+system (--no-admission: at its arrival, however full; its completion time counts from its arrival
+either way).
 
 Every worker is paced ([train] max_samples_per_s) so that one Slurm CPU stands for a bounded share
 of this machine's real cores: see docs/cluster_experiments.md for what that means for the figures.
 Usage: experiments.py TROUPE_BIN [--only NAMES] [--out DIR] [--scale F] [--modes gang,elastic,goodput]
                       [--period S] [--restart-delay S] [--async-efficiency none|batch] [--no-admission]
+                      [--admission-workers K] [--pack] [--link-rate RATE] [--sync-fraction R]
                       [--pollux-policy FILE] [--link-rate 100mbit] [--sync-fraction R]
                       (root; the cluster's lock)
 """
@@ -297,12 +299,14 @@ class PolicyLoop(threading.Thread):
         self.gp = goodput_policy
         self.pp = goodput_policy.load_pollux_policy(args.pollux_policy)
         self.policy = goodput_policy.GoodputPolicy(self.pp, CPUS_PER_HOST * HOSTS, HOSTS, args.restart_delay,
-                                                   async_efficiency=args.async_efficiency)
+                                                   async_efficiency=args.async_efficiency, pack=args.pack)
         self.args, self.t0, self.work = args, t0, work
         self.period = max(2.0, args.period * args.scale) if args.period_scales else args.period
         self.jobs, self.done, self.lock, self.round_lock = {}, set(), threading.Lock(), threading.Lock()
         self.wake, self.stop = threading.Event(), threading.Event()
         self.rounds, self.resizes, self.pending, self.shards = [], [], {}, {}
+        self.first_host = {}  # --pack: the host an arriving sync job's workers start on
+        self.workers = {}     # --pack: this round's Slurm view, job name -> [(index, host)]
 
     def admit(self, j, submitted):
         """The workers job `j` starts with: its share in a round that counts it (others shrunk)."""
@@ -310,8 +314,11 @@ class PolicyLoop(threading.Thread):
         new = self.gp.JobState(j["name"], "allreduce" if sync else "async_ps", 128, j["max_workers"], submitted,
                                batch="global" if sync else "fixed")
         self.shards[j["name"]] = j["shards"]
-        start = max(1, self.round(new) or 1)
+        share, host = self.round(new)
+        start = max(1, share or 1)
         new.target = start
+        if sync and host:
+            self.first_host[new.name] = host
         with self.lock:
             self.jobs[j["name"]] = new
         return start
@@ -360,8 +367,37 @@ class PolicyLoop(threading.Thread):
                 del self.pending[n]
         return running, held
 
+    def slurm_view(self, jobs):
+        """--pack: the free CPUs per host (sinfo, less the workers waiting for a host they were
+        placed on) and each job's workers by host (squeue), into job.hosts and self.workers."""
+        idle = {}
+        for line in sh("sinfo", "-h", "-N", "-p", "low", "-o", "%N|%C", check=False).splitlines():
+            node, _, cpus = line.partition("|")
+            if cpus.count("/") == 3:
+                idle[node] = int(cpus.split("/")[1])
+        self.workers = {}
+        for line in sh("squeue", "-h", "-p", "low", "-t", "R,PD", "-o", "%j|%T|%N|%n", check=False).splitlines():
+            f = line.split("|")
+            if len(f) < 4:
+                continue
+            owner, role = owner_role(f[0])
+            host = f[2] if f[1] == "RUNNING" else f[3]
+            if f[1] != "RUNNING" and host in idle:
+                idle[host] = max(0, idle[host] - 1)
+            if role == "worker" and host:
+                self.workers.setdefault(owner, []).append((int(f[0].rsplit("-", 1)[1]), host))
+        for j in jobs:
+            j.hosts.clear()
+            j.hosts.update(h for _, h in self.workers.get(j.name, []))
+        return idle
+
+    def leaving(self, job, n):
+        """The hosts of the workers `job` loses going down to n (the highest indices leave)."""
+        return [h for _, h in sorted(self.workers.get(job.name, []), reverse=True)[:max(0, job.target - n)]]
+
     def round(self, new=None):
-        """One reallocation; with `new` (an arriving job, not running yet) its share is returned."""
+        """One reallocation; with `new` (an arriving job, not running yet) its share and the host
+        --pack placed it on (or None) are returned."""
         with self.round_lock:
             now = time.time()
             running, held = self.survey(now)
@@ -369,21 +405,34 @@ class PolicyLoop(threading.Thread):
                 held += control_cpus(self.shards.get(new.name, 1))
                 running.append(new)
             cpus = CPUS_PER_HOST * HOSTS - held
-            alloc = self.policy.allocate(running, max(0, cpus), now)
+            self.placed = {}
+            if self.args.pack:
+                idle = self.slurm_view(running)
+                alloc, self.placed = self.policy.allocate_placed(running, max(0, cpus), now, idle, self.leaving)
+            else:
+                alloc = self.policy.allocate(running, max(0, cpus), now)
             rec = {"t": round(now - self.t0, 3), "worker_cpus": cpus, "jobs": {}}
             for job, a in zip(running, alloc):
                 rec["jobs"][job.name] = {"alive": job.workers, "target": a, "noise_scale": (
                     job.grad[1] / job.grad[0] * job.grad[2]) if job.grad and job.grad[0] > 0 else None,
                     "per_worker": job.per_worker}
+                if job.name in self.placed:
+                    rec["jobs"][job.name].update(host=self.placed[job.name], room=job.room,
+                                                 hosts=dict(job.hosts))
             self.rounds.append(rec)
             changes = [(j, a) for j, a in zip(running, alloc) if j is not new and a != j.target and a > 0]
-            for job, a in sorted(changes, key=lambda c: c[1] - c[0].target):  # shrinks first
-                self.scale(job, a)
-            return alloc[-1] if new is not None and alloc else None
+            # The shrinks first, then the grows placed on a host (their workers queue there first).
+            for job, a in sorted(changes, key=lambda c: (c[1] > c[0].target, c[0].name not in self.placed,
+                                                         c[1] - c[0].target)):
+                self.scale(job, a, self.placed.get(job.name) if a > job.target else None)
+            if new is not None:
+                return (alloc[-1], self.placed.get(new.name)) if alloc else (None, None)
+            return None
 
-    def scale(self, job, a):
+    def scale(self, job, a, host=None):
         r = subprocess.run([self.args.bin, "scale", "--workers", str(a), "--job-dir",
-                            os.path.join(self.work, "jobs", job.name)], capture_output=True, text=True, timeout=20)
+                            os.path.join(self.work, "jobs", job.name)] + (["--host", host] if host else []),
+                           capture_output=True, text=True, timeout=20)
         if r.returncode != 0:
             log(f"goodput policy: scale {job.name} to {a}: {r.stderr.strip()[:200]}")
             return
@@ -398,13 +447,16 @@ class PolicyLoop(threading.Thread):
 
 
 def admission_wait(args, j, t0, admitted, runners):
-    """--admission: a job's `troupe run` starts once its control plane and one worker fit beside
-    those of the jobs in the system (first come, first served; the jobs' own further workers do not
-    count: they wait in Slurm's queue). Without it, at twice the load the control planes (which
-    preempt workers from `high`) filled the cluster and no job had a worker left to finish."""
-    need = control_cpus(j["shards"]) + 1
+    """--admission: a job's `troupe run` starts once its control plane and K workers
+    (--admission-workers, default 1) fit beside those of the jobs in the system, each counted with K
+    (first come, first served; the jobs' own further workers do not count: they wait in Slurm's
+    queue). Without it, at twice the load the control planes (which preempt workers from `high`)
+    filled the cluster and no job had a worker left to finish. With K = 1 at twice the load, the
+    control planes of the many jobs admitted hold most of the CPUs (docs/cluster_experiments.md)."""
+    k = args.admission_workers
+    need = control_cpus(j["shards"]) + k
     while time.time() - t0 < args.timeout:
-        held = sum(control_cpus(a["shards"]) + 1 for n, a in admitted.items() if runners[n].poll() is None)
+        held = sum(control_cpus(a["shards"]) + k for n, a in admitted.items() if runners[n].poll() is None)
         if held + need <= CPUS_PER_HOST * HOSTS:
             return
         time.sleep(0.5)
@@ -435,12 +487,15 @@ def run_schedule(args, exp, mode, schedule, data_for):
         # goodput: its share of a round that counts it.
         start = policy.admit(j, arrived) if policy else j["workers"]
         lo, hi = (j["workers"], j["workers"]) if gang else (1, j["max_workers"])
+        first_host = policy.first_host.get(j["name"]) if policy else None
         if sync:
             text = sync_jobs.sync_job_toml(os.path.join(work, "jobs"), j["name"], j["rows"], start, lo, hi)
         else:
             text = job_toml(os.path.join(work, "jobs"), j["name"], data, j["epochs"], start, lo, hi, shards=j["shards"])
         if policy:
             text += elastic_cluster(f"h{k % HOSTS + 1}", spare=False, own_partition="low")
+            if first_host:  # --pack: its workers start on the host the round placed it on
+                text += f'worker_host = "{first_host}"\n'
         elif not gang:
             # Control planes spread over the hosts, as a cluster's login/service nodes would be.
             text += elastic_cluster(f"h{k % HOSTS + 1}", own_partition="high" if j["priority"] == "high" else "low")
@@ -478,12 +533,13 @@ def run_schedule(args, exp, mode, schedule, data_for):
     time.sleep(5)  # slurmdbd records the last job ends
     run = {"experiment": exp, "mode": mode, "cluster_cpus": CPUS_PER_HOST * HOSTS, "t0": t0,
            "t_end": round(t_end - t0, 3), "pace_samples_per_s": PACE, "admission": bool(args.admission),
+           "admission_workers": args.admission_workers,
            "allocations": allocations(t0, t_end), "sinfo": sampler.samples, "jobs": []}
     if args.link_rate:
         run["link_rate"], run["sync_fraction"] = args.link_rate, args.sync_fraction
     if policy:
         run["policy"] = {"period": policy.period, "restart_delay": args.restart_delay, "rounds": policy.rounds,
-                         "resizes": policy.resizes, "async_efficiency": args.async_efficiency}
+                         "resizes": policy.resizes, "async_efficiency": args.async_efficiency, "pack": args.pack}
     for j, arrived, started in jobs:
         extra = {k: j[k] for k in ("priority", "workers", "max_workers", "epochs")}
         extra["kind"] = j.get("kind", "async")
@@ -707,6 +763,11 @@ def main():
                     "throughput; batch: as one batch of workers x batch_size; goodput_policy.py)")
     ap.add_argument("--no-admission", dest="admission", action="store_false", help="elastic, goodput: start "
                     "every job at its arrival, however full the cluster (the runs before 2026-11-28's second)")
+    ap.add_argument("--admission-workers", type=int, default=1, help="elastic, goodput: a job is admitted once "
+                    "its control plane and this many workers fit beside the jobs in the system (each counted "
+                    "with as many)")
+    ap.add_argument("--pack", action="store_true", help="goodput: place each allreduce job's workers on one "
+                    "host where they fit (troupe scale --host) and model its ring there (goodput_policy.py)")
     ap.add_argument("--pollux-policy", default=None, help="goodput: pollux_policy.py (default: bench/goodput/)")
     ap.add_argument("--no-cluster", action="store_true", help="the cluster is up already (24 CPUs)")
     ap.add_argument("--link-rate", default="", help="tc tbf on every host's link for the run (e.g. 100mbit; "

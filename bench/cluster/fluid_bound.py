@@ -29,7 +29,7 @@ With admission (experiments.py's default since 2026-11-28), a job enters once it
 one worker fit beside the jobs in the system; without it every arrival enters, and once the control
 planes hold every CPU no job can finish (reported as a deadlock).
 
-  /usr/bin/python3 bench/cluster/fluid_bound.py [--json] [--sync-fractions 0.1,0.2,0.3]
+  /usr/bin/python3 bench/cluster/fluid_bound.py [--json] [--sync-fractions 0.1,0.2,0.3] [--admission-workers 1,2]
 """
 import argparse
 import json
@@ -98,15 +98,17 @@ def work(j, pace=experiments.PACE):
     return j["epochs"] * j["rows"] / pace
 
 
-def simulate(schedule, policy, admission=True, cpus=CPUS):
-    """{"avg", "p99", "makespan", "jct": {name: s}} or {"deadlock": t} when nothing can progress."""
+def simulate(schedule, policy, admission=True, cpus=CPUS, admit_workers=1):
+    """{"avg", "p99", "makespan", "jct": {name: s}} or {"deadlock": t} when nothing can progress.
+    With admission a job enters once its control plane and admit_workers workers fit beside the jobs
+    in the system (each counted with as many)."""
     queue = sorted(({**j, "left": work(j)} for j in schedule), key=lambda j: j["at"])
     inside, jct, t = [], {}, 0.0
     while queue or inside:
         while queue and queue[0]["at"] <= t + 1e-9:
             ctl = experiments.control_cpus(queue[0]["shards"])
-            held = sum(experiments.control_cpus(j["shards"]) + 1 for j in inside)
-            if admission and held + ctl + 1 > cpus:
+            held = sum(experiments.control_cpus(j["shards"]) + admit_workers for j in inside)
+            if admission and held + ctl + admit_workers > cpus:
                 break
             inside.append(queue.pop(0))
         cap = cpus - sum(experiments.control_cpus(j["shards"]) for j in inside)
@@ -145,18 +147,20 @@ def mixed(schedule, sync_fraction):
     return out
 
 
-def report_mixed(fractions, as_json):
+def report_mixed(fractions, as_json, admit_workers=1):
     for name, sched in traces().items():
         for r in fractions:
-            res = {pol: simulate(mixed(sched, r), fn) for pol, fn in POLICIES.items()}
+            res = {pol: simulate(mixed(sched, r), fn, admit_workers=admit_workers) for pol, fn in POLICIES.items()}
             if as_json:
                 for pol, v in res.items():
                     v.pop("jct", None)
-                    print(json.dumps({"trace": name, "sync_fraction": r, "policy": pol, **v}))
+                    print(json.dumps({"trace": name, "sync_fraction": r, "admission_workers": admit_workers,
+                                      "policy": pol, **v}))
                 continue
             base = res["elastic"]["avg"]
             speed = "/".join(f"{rate({'sync_fraction': r}, n):.2f}" for n in (2, 4, 8, 16))
-            print(f"{name} mixed, R = {r} (a sync job's speedup at 2/4/8/16 workers {speed}): " + ", ".join(
+            print(f"{name} mixed, R = {r}, admission {admit_workers} (a sync job's speedup at 2/4/8/16 workers "
+                  f"{speed}): " + ", ".join(
                 f"{pol} {v['avg']:.1f} s ({v['avg'] / base - 1:+.1%})" for pol, v in res.items()))
 
 
@@ -164,9 +168,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="one JSON line per (trace, admission, policy)")
     ap.add_argument("--sync-fractions", default="", help="comma-separated R: the mixed traces instead")
+    ap.add_argument("--admission-workers", default="1", help="comma-separated K (mixed traces): a job enters "
+                    "once its control plane and K workers fit")
     args = ap.parse_args()
     if args.sync_fractions:
-        report_mixed([float(x) for x in args.sync_fractions.split(",")], args.json)
+        for k in (int(x) for x in args.admission_workers.split(",")):
+            report_mixed([float(x) for x in args.sync_fractions.split(",")], args.json, k)
         return
     for name, sched in traces().items():
         load = sum(work(j) for j in sched) / (CPUS * (sched[-1]["at"] - sched[0]["at"]))

@@ -25,7 +25,17 @@ What each job tells the policy (`troupe status --json`, docs/goodput.md):
     whose end is counted in epochs (troupe's) finishes when its samples are trained, so the samples
     per second are what its completion time depends on.
 A job that has not reported yet is taken as noise-free (efficiency 1: speedup linear in workers).
+
+Placement (`pack=True`, Pollux's: a job's replicas on as few nodes as possible, its throughput model
+told how many it spans): an allreduce job's ring on one host is shared memory, across hosts it is the
+network, so such a job is modelled on one host up to `room` workers (the most it can have on one
+host now: its workers there and the CPUs free there, after the round's shrinks) and spread over
+min(hosts, n) beyond; `place` then picks the host for the workers each grow adds (`troupe scale
+--host`). An allreduce job that has not measured its throughput model yet is
+modelled linear up to its room and flat beyond. Without pack (the default, and the first runs) every
+allreduce job is modelled spread, as Slurm's first free CPU places its workers under load.
 """
+import collections
 import importlib.util
 import math
 import os
@@ -59,6 +69,8 @@ class JobState:
         self.grad = None           # (sqr, var, base_batch)
         self.perf = None           # Pollux's PerfParams (allreduce jobs)
         self.restart_time = 0.0    # seconds lost to reallocations so far (Pollux's restart_time)
+        self.hosts = collections.Counter()  # workers per host (the policy loop reads Slurm's queue)
+        self.room = 0              # with pack: the most workers it can have on one host this round
 
     def update(self, status):
         self.workers = int(status.get("workers_alive", 0))
@@ -100,28 +112,36 @@ def fill_best(alloc, caps, left, objective, order=None):
 
 
 class GoodputPolicy:
-    def __init__(self, pp, cpus, hosts, restart_delay, p=-1.0, async_efficiency="batch"):
+    def __init__(self, pp, cpus, hosts, restart_delay, p=-1.0, async_efficiency="batch", pack=False):
         if async_efficiency not in ("batch", "none"):
             raise ValueError(f"async_efficiency: 'batch' or 'none', not {async_efficiency!r}")
         self.pp, self.cpus, self.hosts, self.restart_delay, self.p = pp, cpus, hosts, restart_delay, p
-        self.async_efficiency = async_efficiency
+        self.async_efficiency, self.pack = async_efficiency, pack
 
-    def goodput(self, job, n):
-        """Base-batch samples/s of `job` at n workers (0 at 0)."""
+    def span(self, job, n):
+        """Hosts an allreduce job's ring of n spans: 1 within its room (pack), else spread."""
+        return 1 if self.pack and n <= job.room else min(self.hosts, n)
+
+    def goodput(self, job, n, hosts=None):
+        """Base-batch samples/s of `job` at n workers (0 at 0); an allreduce job's ring over `hosts`
+        (default: span())."""
         if n <= 0:
             return 0.0
         pp = self.pp
+        nodes = hosts or self.span(job, n)
         if job.strategy == "allreduce" and job.perf is not None and job.batch == "global" and job.grad:
             # The job file's global batch M0 at every size: ceil(M0 / n) per replica, one efficiency.
             m0 = job.grad[2]
-            return float(pp.throughput(pp.PerfParams(*job.perf), min(self.hosts, n), n, math.ceil(m0 / n)))
+            return float(pp.throughput(pp.PerfParams(*job.perf), nodes, n, math.ceil(m0 / n)))
         if job.strategy == "allreduce" and job.perf is not None and job.grad is not None:
             perf = pp.PerfParams(*job.perf)
             grad = pp.GradParams(*job.grad[:2])
-            nodes = min(self.hosts, n)
             return float(pp.best_batch(perf, grad, job.grad[2], nodes, n, max_batch_size=16 * job.grad[2],
                                        accumulation=True)[0])
         thr = n * (job.per_worker or 1.0)
+        if self.pack and job.strategy == "allreduce" and job.perf is None:
+            # No model yet: linear on one host, nothing more from crossing hosts until it has measured.
+            thr = min(n, max(job.room, 1)) * (job.per_worker or 1.0)
         if job.grad is None or (job.strategy == "async_ps" and self.async_efficiency == "none"):
             return thr
         sqr, var, m0 = job.grad
@@ -129,7 +149,9 @@ class GoodputPolicy:
         return thr * eff
 
     def speedups(self, jobs, alloc, fair):
-        return [self.goodput(j, a) / max(self.goodput(j, fair), 1e-12) for j, a in zip(jobs, alloc)]
+        # With pack the fair share is on one host, as Pollux's fair_share (1 node of 1-GPU replicas).
+        base = 1 if self.pack else None
+        return [self.goodput(j, a) / max(self.goodput(j, fair, base), 1e-12) for j, a in zip(jobs, alloc)]
 
     def objective(self, jobs, alloc, now, fair):
         pp = self.pp
@@ -159,8 +181,49 @@ class GoodputPolicy:
         return fill_best(alloc, [j.max_workers for j in jobs], left,
                          lambda a: self.objective(jobs, a, now, fair))
 
+    def rooms(self, jobs, idle):
+        """Sets each allreduce job's room from `idle` (free CPUs per host): its workers on a host plus
+        the free CPUs there, on its best host."""
+        for j in jobs:
+            if j.strategy == "allreduce":
+                j.room = max([j.hosts[h] + idle.get(h, 0) for h in set(idle) | set(j.hosts)] or [0])
+
+    def allocate_placed(self, jobs, worker_cpus, now, idle, leaving):
+        """allocate() with pack: rooms from the free CPUs, then again with the CPUs the first pass's
+        shrinks free (`leaving(job, n)`: the hosts of the workers job leaves going down to n) -- the
+        allocation of the second pass, and {job name: host} for the allreduce jobs it grows
+        (place())."""
+        self.rooms(jobs, idle)
+        alloc = self.allocate(jobs, worker_cpus, now)
+        freed = collections.Counter(idle)
+        for j, a in zip(jobs, alloc):
+            if 0 < a < j.target:
+                freed.update(leaving(j, a))
+        self.rooms(jobs, freed)
+        alloc = self.allocate(jobs, worker_cpus, now)
+        return alloc, place(jobs, alloc, freed)
+
     def charge(self, job, new_target):
         """A reallocation of `job`: Pollux's restart_time grows by what it costs."""
         if new_target != job.target and job.target > 0:
             job.restart_time += self.restart_delay
         job.target = new_target
+
+
+def place(jobs, alloc, idle):
+    """Hosts for the workers the allreduce jobs' grows add: {name: host}, the job growing most first.
+    Each goes to the host where the most of its ring of `a` can be (its workers there plus the free
+    CPUs there, up to a; ties: where more of its workers already are) -- its new workers wait there
+    for a CPU rather than cross hosts -- unless the ring cannot be on one host (a > room: the policy
+    chose to spread it), when Slurm places them. `idle` (free CPUs per host) is not changed."""
+    left = collections.Counter(idle)
+    out = {}
+    grows = [(a - j.target, a, j) for j, a in zip(jobs, alloc) if j.strategy == "allreduce" and a > j.target]
+    for k, a, j in sorted(grows, key=lambda g: -g[0]):
+        hosts = sorted(set(left) | set(j.hosts))
+        if not hosts or a > j.room:
+            continue
+        pick = max(hosts, key=lambda h: (min(j.hosts[h] + left[h], a), j.hosts[h], h))
+        out[j.name] = pick
+        left[pick] = max(0, left[pick] - k)
+    return out

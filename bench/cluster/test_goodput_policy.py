@@ -81,7 +81,7 @@ class GoodputPolicyTest(unittest.TestCase):
         # at a time would leave it at one worker; the best gain per CPU gives it its share.
         p = self.policy()
         flat = {1: 1.0, 2: 1.0}
-        p.goodput = lambda j, n: float(n) if j.name == "a" else (0.0 if n <= 0 else flat.get(n, 3.0 * n / 8))
+        p.goodput = lambda j, n, hosts=None: float(n) if j.name == "a" else (0.0 if n <= 0 else flat.get(n, 3.0 * n / 8))
         jobs = [job("a", 0, max_workers=8), job("b", 0, max_workers=8)]
         alloc = p.allocate(jobs, 16, now=60)
         self.assertEqual(sum(alloc), 16)
@@ -99,6 +99,66 @@ class GoodputPolicyTest(unittest.TestCase):
         alloc = p.allocate([job("a", 0), b], 20, now=60)
         self.assertEqual(sum(alloc), 20)
         self.assertGreater(alloc[0], alloc[1])
+
+    def sync_job(self, name="b", room=0, hosts=None, target=1):
+        # A global-batch allreduce job whose ring costs 50 ms a step across hosts and 1 ms on one.
+        b = goodput_policy.JobState(name, "allreduce", 128, 16, 0, batch="global")
+        b.grad, b.target = (1.0, 1.0, 512), target
+        b.perf = (0.0, 0.0002, 0.05, 0.0, 0.001, 0.0, 1.0)
+        b.room = room
+        b.hosts.update(hosts or {})
+        return b
+
+    def test_pack_models_a_ring_on_one_host_up_to_its_room(self):
+        spread = goodput_policy.GoodputPolicy(PP, cpus=24, hosts=4, restart_delay=0.05)
+        packed = goodput_policy.GoodputPolicy(PP, cpus=24, hosts=4, restart_delay=0.05, pack=True)
+        b = self.sync_job(room=5)
+        self.assertEqual(packed.span(b, 5), 1)
+        self.assertEqual(packed.span(b, 6), 4)
+        self.assertEqual(spread.span(b, 2), 2)
+        self.assertGreater(packed.goodput(b, 5), 4 * packed.goodput(b, 1))  # nearly linear on one host
+        self.assertLess(spread.goodput(b, 5), 2 * spread.goodput(b, 1))    # the network across hosts
+        # So with pack it gets more CPUs (within its room) than spread, where the linear job a takes most.
+        alloc_packed = packed.allocate([job("a", 0), b], 12, now=60)
+        alloc_spread = spread.allocate([job("a", 0), self.sync_job(room=5)], 12, now=60)
+        self.assertEqual(sum(alloc_packed), 12)
+        self.assertLessEqual(alloc_packed[1], 5)
+        self.assertGreater(alloc_packed[1], alloc_spread[1])
+
+    def test_rooms_count_the_free_cpus_the_shrinks_leave(self):
+        # b (2 workers on h2) can grow on h2 only once a's workers there leave: the first pass sees
+        # 1 free CPU on h2 (room 3), the shrink of a frees 2 more (room 5).
+        p = goodput_policy.GoodputPolicy(PP, cpus=24, hosts=4, restart_delay=0.05, pack=True)
+        a = job("a", 0, max_workers=8)
+        a.target = 8
+        b = self.sync_job(hosts={"h2": 2}, target=2)
+        leaving = lambda j, n: ["h2"] * (j.target - n) if j.name == "a" else []  # noqa: E731
+        alloc, where = p.allocate_placed([a, b], 10, now=60, idle={"h1": 0, "h2": 1, "h3": 0, "h4": 0},
+                                         leaving=leaving)
+        self.assertEqual(sum(alloc), 10)
+        self.assertGreater(alloc[1], 2)
+        self.assertLessEqual(alloc[1], b.room)
+        self.assertEqual(where, {"b": "h2"})
+
+    def test_place_puts_a_grow_where_most_of_its_ring_can_be(self):
+        b = self.sync_job(hosts={"h2": 2}, target=2, room=4)
+        c = self.sync_job("c", target=0, room=3)
+        # b to 4: h2 holds its 2 and 2 free (4 of 4), h1 has 3 free (3 of 4): h2. c (new, 3): h1,
+        # the host left with the most free CPUs once b's new workers are counted on h2.
+        where = goodput_policy.place([b, c, job("a", 0)], [4, 3, 4], {"h1": 3, "h2": 2, "h3": 1})
+        self.assertEqual(where, {"b": "h2", "c": "h1"})
+        # Nothing for a ring that cannot be on one host (the policy spread it), nor for shrinking or
+        # unchanged jobs, nor for async ones.
+        self.assertEqual(goodput_policy.place([self.sync_job(room=4)], [6], {"h1": 6}), {})
+        self.assertEqual(goodput_policy.place([b, job("a", 0)], [2, 6], {"h1": 6}), {})
+
+    def test_pack_holds_a_ring_without_a_model_to_one_host(self):
+        p = goodput_policy.GoodputPolicy(PP, cpus=24, hosts=4, restart_delay=0.05, pack=True)
+        b = self.sync_job(room=4)
+        b.perf, b.grad, b.per_worker = None, None, 600.0
+        self.assertEqual(p.goodput(b, 4), 2400.0)
+        self.assertEqual(p.goodput(b, 9), 2400.0)
+        self.assertEqual(p.allocate([b], 20, now=10), [4])
 
     def test_charge_counts_lost_seconds(self):
         p = self.policy(delay=2.0)

@@ -25,6 +25,7 @@ cluster_config cluster_config::read(config_section s, cluster_config defaults) {
   c.worker_partition = s.get_string("worker_partition", c.worker_partition);
   c.spare_partition = s.get_string("spare_partition", c.spare_partition);
   c.control_host = s.get_string("control_host", c.control_host);
+  c.worker_host = s.get_string("worker_host", c.worker_host);
   c.account = s.get_string("account", c.account);
   c.qos = s.get_string("qos", c.qos);
   c.time_limit = s.get_string("time_limit", c.time_limit);

@@ -5,7 +5,8 @@
 # on Slurm's SIGTERM and come back as new incarnations when the high job ends; more workers than
 # fit wait PENDING and join later; cancelled control nodes come back; bad input (an unknown
 # partition, no Slurm commands, slurmctld down) is a clear error with the documented exit code and
-# leaves no Slurm job behind. Usage: slurm_job_test.sh TROUPE_BINARY. Exit 77 (ctest: skipped) without root.
+# leaves no Slurm job behind; worker_host and `troupe scale --host` place workers on a host.
+# Usage: slurm_job_test.sh TROUPE_BINARY. Exit 77 (ctest: skipped) without root.
 set -uo pipefail
 NAME=slurm-job
 B=$(realpath "$1")
@@ -25,6 +26,13 @@ sed '/^\[cluster\]/,$d' "$work/plain.toml" | sed 's/^name = "plain"/name = "loca
 "$B" run "$work/local.toml" --job-id local --quiet > "$work/local.out" 2> "$work/local.err" || fail "local job failed"
 awk -v a="$(field plain test_auc)" -v b="$(field local test_auc)" 'BEGIN { d = a - b; exit !(d < 0.01 && d > -0.01) }' ||
   fail "test AUC on Slurm $(field plain test_auc) vs local $(field local test_auc): more than 0.01 apart"
+
+# 1b. worker_host: the job's first workers start on that host (h3), both of them.
+job_file placed 2 20000 'worker_host = "h3"'
+"$B" run "$work/placed.toml" --job-id placed --quiet > "$work/placed.out" 2> "$work/placed.err" || fail "placed job failed"
+[[ $(grep -ho 'up at [0-9.]*' "$work"/jobs/placed/logs/worker-*.log | sort -u) == "up at 10.78.0.13" ]] ||
+  fail "placed: workers not all on h3: $(grep -ho 'up at [0-9.]*' "$work"/jobs/placed/logs/worker-*.log)"
+echo "placed: $(result placed)"
 
 # 2. Preemption: workers of 2 CPUs each fill h2 and h3 (h1 holds master and shards); a
 #    high-priority job takes h3 and h4 whole, preempting the two workers on h3. They leave on
@@ -129,7 +137,13 @@ sed "s|launcher = \"slurm\"|launcher = \"slurm\"\nslurm_bin_dir = \"$work/empty\
 rc=$?
 [[ $rc == 1 ]] || fail "no sbatch: exit $rc, expected 1"
 grep -qiE "(sinfo|sbatch|scontrol): No such file" "$work/nobin.err" || fail "missing Slurm command not named: $(cat "$work/nobin.err")"
-no_jobs_left bad && no_jobs_left nobin || fail "bad input left Slurm jobs"
+# A worker_host the worker partition lacks: exit 2 naming the key and the host.
+job_file badhost 2 20000 'worker_host = "nosuch"'
+"$B" run "$work/badhost.toml" --job-id badhost > /dev/null 2> "$work/badhost.err"
+rc=$?
+[[ $rc == 2 ]] || fail "worker_host nosuch: exit $rc, expected 2"
+grep -q "cluster.worker_host: host 'nosuch'" "$work/badhost.err" || fail "worker_host not named: $(cat "$work/badhost.err")"
+no_jobs_left bad && no_jobs_left nobin && no_jobs_left badhost || fail "bad input left Slurm jobs"
 # slurmctld down at start: exit 1 naming the controller; the cluster is started again after.
 stop_controller
 "$B" run "$work/plain.toml" --job-id down > /dev/null 2> "$work/down.err"

@@ -69,7 +69,7 @@ int runner::run() {
         return finish(1);
       }
   nodes_started_ = true;
-  scale_to(slots_.target());
+  scale_to(slots_.target(), spec_.cluster.worker_host);
   write_nodes_file();
   return finish(loop());
 }

@@ -283,6 +283,11 @@ int runner::start_launcher() {
       launch_site_of(*dir_), clock_);
   if (!l) return setup_failed(l.err(), launcher_exit_code(l.err()));
   launcher_ = std::move(*l);
+  // A worker_host the launcher cannot place workers on is the job file's error, before any node.
+  if (const auto& h = spec_.cluster.worker_host; !h.empty())
+    if (auto ok = launcher_->check_host(h); !ok)
+      return setup_failed(error(ok.err().code(), "cluster.worker_host: " + ok.err().context()),
+                          launcher_exit_code(ok.err()));
   slot_hooks hooks;
   hooks.spec_of = [this](const node_slot& slot, bool spare) { return spec_of(slot, spare); };
   hooks.launched = [this](node_slot& slot) { launched(slot); };

@@ -15,6 +15,9 @@
 //   control_host = ""             # slurm: the node the master and PS shards run on (the master's
 //                                 #   address is fixed for the job's life); "": the control partition's first
 //                                 node
+//   worker_host = ""              # slurm, local with hosts: the host the job's first workers start on
+//                                 #   (as `troupe scale --host` for the workers it adds; a relaunch goes
+//                                 #   where the launcher puts it); "": where the launcher puts them
 //   worker_cpus = 0.0             # CPUs each worker reserves (slurm: -c); 0: the backend's default
 //   account = "", qos = "", time_limit = ""   # slurm: -A, -q, -t for every node's job
 //   sbatch_args = []              # slurm: further sbatch options, verbatim
@@ -52,7 +55,7 @@ struct cluster_config {
   std::string metrics_host = "127.0.0.1";
   std::int64_t metrics_port = 0;
   double worker_cpus = 0;
-  std::string control_partition, worker_partition, spare_partition, control_host;
+  std::string control_partition, worker_partition, spare_partition, control_host, worker_host;
   std::string account, qos, time_limit;
   std::vector<std::string> sbatch_args;
   std::string slurm_bin_dir;
