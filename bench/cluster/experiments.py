@@ -368,24 +368,11 @@ class PolicyLoop(threading.Thread):
         return running, held
 
     def slurm_view(self, jobs):
-        """--pack: the free CPUs per host (sinfo, less the workers waiting for a host they were
-        placed on) and each job's workers by host (squeue), into job.hosts and self.workers."""
-        idle = {}
-        for line in sh("sinfo", "-h", "-N", "-p", "low", "-o", "%N|%C", check=False).splitlines():
-            node, _, cpus = line.partition("|")
-            if cpus.count("/") == 3:
-                idle[node] = int(cpus.split("/")[1])
-        self.workers = {}
-        for line in sh("squeue", "-h", "-p", "low", "-t", "R,PD", "-o", "%j|%T|%N|%n", check=False).splitlines():
-            f = line.split("|")
-            if len(f) < 4:
-                continue
-            owner, role = owner_role(f[0])
-            host = f[2] if f[1] == "RUNNING" else f[3]
-            if f[1] != "RUNNING" and host in idle:
-                idle[host] = max(0, idle[host] - 1)
-            if role == "worker" and host:
-                self.workers.setdefault(owner, []).append((int(f[0].rsplit("-", 1)[1]), host))
+        """--pack: the free CPUs per host and each job's workers by host (slurm_view_of), into
+        job.hosts and self.workers."""
+        idle, self.workers = slurm_view_of(sh("sinfo", "-h", "-N", "-p", "low", "-o", "%N|%C", check=False),
+                                           sh("squeue", "-h", "-p", "low", "-t", "R,PD", "-o", "%j|%T|%N|%n",
+                                              check=False))
         for j in jobs:
             j.hosts.clear()
             j.hosts.update(h for _, h in self.workers.get(j.name, []))
@@ -444,6 +431,28 @@ class PolicyLoop(threading.Thread):
         with self.lock:
             self.done.add(name)
         self.wake.set()
+
+
+def slurm_view_of(sinfo_out, squeue_out):
+    """(free CPUs per host, {job: [(worker index, host)]}) from `sinfo -N -o %N|%C` and `squeue -o
+    %j|%T|%N|%n`: a running worker's host is where it runs, a pending one's the host it was placed on
+    (its requested node, if any), whose free CPUs it is counted against."""
+    idle, workers = {}, {}
+    for line in sinfo_out.splitlines():
+        node, _, cpus = line.partition("|")
+        if cpus.count("/") == 3:
+            idle[node] = int(cpus.split("/")[1])
+    for line in squeue_out.splitlines():
+        f = line.split("|")
+        if len(f) < 4:
+            continue
+        owner, role = owner_role(f[0])
+        host = f[2] if f[1] == "RUNNING" else f[3]
+        if f[1] != "RUNNING" and host in idle:
+            idle[host] = max(0, idle[host] - 1)
+        if role == "worker" and host and f[0].rsplit("-", 1)[1].isdigit():
+            workers.setdefault(owner, []).append((int(f[0].rsplit("-", 1)[1]), host))
+    return idle, workers
 
 
 def admission_wait(args, j, t0, admitted, runners):

@@ -30,11 +30,24 @@ class SyncJobsTest(unittest.TestCase):
         self.assertEqual([j.get("kind") for j in mixed[:4]], ["sync", None, "sync", None])
         self.assertEqual(mixed[0]["shards"], 0)
 
+    def test_slurm_view_counts_free_cpus_and_where_each_jobs_workers_are(self):
+        sinfo = "h1|4/2/0/6\nh2|6/0/0/6\nh3|1/5/0/6\nbad line\n"
+        squeue = ("troupe-t02:worker-0|RUNNING|h3|\n"
+                  "troupe-t02:worker-1|PENDING||h3\n"      # placed on h3, waiting: counted there
+                  "troupe-t02:master|RUNNING|h1|h1\n"
+                  "troupe-t05:worker-3|PENDING||\n"        # not placed: nowhere yet
+                  "troupe-t05:worker-2|RUNNING|h1|\n")
+        idle, workers = experiments.slurm_view_of(sinfo, squeue)
+        self.assertEqual(idle, {"h1": 2, "h2": 0, "h3": 4})
+        self.assertEqual(workers, {"t02": [(0, "h3"), (1, "h3")], "t05": [(2, "h1")]})
+
     @unittest.skipUnless(os.environ.get("TROUPE_BIN"), "TROUPE_BIN not set: the job files are not checked")
     def test_the_job_files_are_valid(self):
         with tempfile.TemporaryDirectory() as d:
             # (the async jobs' files name record stores, made by the experiments: not checked here)
-            for name, text in (("sync", sync_jobs.sync_job_toml(d, "s", 70000, 3, 1, 6)),):
+            placed = (sync_jobs.sync_job_toml(d, "p", 70000, 3, 1, 6) + experiments.elastic_cluster("h1", spare=False)
+                      + 'worker_host = "h3"\n')
+            for name, text in (("sync", sync_jobs.sync_job_toml(d, "s", 70000, 3, 1, 6)), ("placed", placed)):
                 path = os.path.join(d, name + ".toml")
                 with open(path, "w") as f:
                     f.write(text)

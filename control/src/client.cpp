@@ -166,7 +166,8 @@ expected<std::string> job_status_json(const std::string& job_dir, bool from_time
   return j.dump();
 }
 
-expected<std::uint32_t> scale_job(const std::string& job_dir, std::uint32_t workers, const std::string& host) {
+expected<std::uint32_t> scale_job(const std::string& job_dir, std::uint32_t workers,
+                                  const std::string& host) {
   auto s = connect_runner(job_dir);
   if (!s) return s.err();
   auto& rpc = *(*s)->rpc;

@@ -46,7 +46,8 @@ TEST(cluster_config, errors_name_the_key) {
 TEST(cluster_config, reads_the_slurm_keys) {
   auto c = read(
       "[cluster]\nlauncher = \"slurm\"\ncontrol_partition = \"high\"\nworker_partition = \"low\"\n"
-      "control_host = \"h1\"\nworker_host = \"h3\"\nworker_cpus = 2\naccount = \"a\"\nqos = \"q\"\ntime_limit = \"1:00:00\"\n"
+      "control_host = \"h1\"\nworker_host = \"h3\"\nworker_cpus = 2\naccount = \"a\"\nqos = "
+      "\"q\"\ntime_limit = \"1:00:00\"\n"
       "sbatch_args = [\"--exclusive\"]\nslurm_bin_dir = \"/opt/slurm/bin\"\n");
   ASSERT_TRUE(c) << c.err().to_string();
   EXPECT_EQ(c->launcher, "slurm");

@@ -95,7 +95,8 @@ TEST(local_hosts, check_host_accepts_the_listed_hosts_and_names_the_others) {
   ASSERT_TRUE(here) << here.err().to_string();
   auto none = (*here)->check_host("h1");
   ASSERT_FALSE(none);
-  EXPECT_NE(none.err().context().find("runs every node on this machine"), std::string::npos) << none.err().to_string();
+  EXPECT_NE(none.err().context().find("runs every node on this machine"), std::string::npos)
+      << none.err().to_string();
 }
 
 TEST(local_hosts, nodes_run_through_the_host_command_one_per_slot) {

@@ -59,7 +59,8 @@ TEST(job, global_batch_stays_the_job_files_through_resizes) {
       // target stays (the next resize starts from 2).
       std::string refused;
       EXPECT_NE(troupe("scale --workers 3 --host h9 --job-dir " + r.job_dir, &refused), 0) << refused;
-      EXPECT_NE(refused.find("host 'h9': this job runs every node on this machine"), std::string::npos) << refused;
+      EXPECT_NE(refused.find("host 'h9': this job runs every node on this machine"), std::string::npos)
+          << refused;
       auto now = status(r);
       ASSERT_TRUE(now);
       EXPECT_EQ(now->value("workers_target", 0), 2) << now->dump();

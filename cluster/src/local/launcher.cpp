@@ -68,7 +68,8 @@ expected<void> launcher::check_host(const std::string& host) const {
     if (h.name == host) return {};
     names.append(names.empty() ? "" : ", ").append(h.name);
   }
-  return make_unexpected(cluster_errc::invalid_spec, "host '" + host + "' is not in cluster.hosts (" + names + ")");
+  return make_unexpected(cluster_errc::invalid_spec,
+                         "host '" + host + "' is not in cluster.hosts (" + names + ")");
 }
 
 launcher::~launcher() {

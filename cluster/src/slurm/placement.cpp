@@ -58,8 +58,9 @@ expected<void> worker_host(const std::string& host, const options& so) {
     return make_unexpected(cluster_errc::launch_failed, "sinfo failed (is slurmctld up?): " + why);
   }
   if (first_line(r->out) != host)
-    return bad(partition.empty() ? "Slurm has no such node"
-                                 : "not a node of partition '" + partition + "', where the job's workers run");
+    return bad(partition.empty()
+                   ? "Slurm has no such node"
+                   : "not a node of partition '" + partition + "', where the job's workers run");
   return {};
 }
 

@@ -145,7 +145,8 @@ scale_result slot_table::scale_to(std::uint32_t workers, const std::string& host
   set_target(workers, host);
   r.to = target_;
   if (r.to != r.from)
-    spdlog::info("scale: {} -> {} workers{}", r.from, r.to, grow_host_.empty() ? "" : ", new ones on " + grow_host_);
+    spdlog::info("scale: {} -> {} workers{}", r.from, r.to,
+                 grow_host_.empty() ? "" : ", new ones on " + grow_host_);
   grow(r);
   if (r.error.empty()) shrink(r);
   return r;

@@ -53,7 +53,7 @@ struct node_slot {
   // Where its next launch goes (troupe scale --host): set for a worker a scale adds, cleared once it
   // has launched (a relaunch goes where the launcher puts it: the host may be full by then).
   std::string host;
-  std::string ended;             // how its last process ended, once it has
+  std::string ended;                                     // how its last process ended, once it has
   std::deque<troupe::clock::time_point> deaths;          // recent, for the give-up rule and the backoff
   std::optional<troupe::clock::time_point> relaunch_at;  // dead and wanted: when it is relaunched
 };
