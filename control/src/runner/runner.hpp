@@ -173,6 +173,9 @@ class runner {
   std::unique_ptr<endpoint> net_;
   std::unique_ptr<wire::rpc_client> rpc_;
   std::unique_ptr<cluster::launcher> launcher_;
+  // launcher_ for the io thread's reply_scale (its check_host): null until start_launcher() set it
+  // (the runner answers scale requests from start_transport() on).
+  std::atomic<const cluster::launcher*> placer_{nullptr};
   std::string metrics_addr_;  // the master's /metrics, pinned in job.toml (empty: off)
   // job_start/job_end, scale, fenced, replaced (the master writes membership and metrics).
   observe::job_timeline timeline_;

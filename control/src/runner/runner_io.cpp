@@ -45,7 +45,11 @@ void runner::reply_scale(const message& m, std::uint32_t asked, std::string host
   auto o = wire::job_reply(m);
   auto r = o.body.initScaleReply();
   if (!host.empty()) {
-    if (auto ok = launcher_->check_host(host); !ok) {
+    const auto* placer = placer_.load();
+    auto ok = placer ? placer->check_host(host)
+                     : expected<void>(make_unexpected(core_errc::invalid_argument,
+                                                      "the job is starting (no launcher yet): try again"));
+    if (!ok) {
       r.setRefused(true);
       r.setError(ok.err().context());
       (void)net_->send(m.from_node().name, std::string(m.from()), std::move(o.out), "runner");

@@ -283,6 +283,7 @@ int runner::start_launcher() {
       launch_site_of(*dir_), clock_);
   if (!l) return setup_failed(l.err(), launcher_exit_code(l.err()));
   launcher_ = std::move(*l);
+  placer_ = launcher_.get();
   // A worker_host the launcher cannot place workers on is the job file's error, before any node.
   if (const auto& h = spec_.cluster.worker_host; !h.empty())
     if (auto ok = launcher_->check_host(h); !ok)
