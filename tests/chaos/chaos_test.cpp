@@ -163,7 +163,11 @@ TEST(chaos, master_paused_longer_than_the_fence_is_replaced_and_counted) {
 }
 
 TEST(chaos, all_workers_killed_at_once) {
+  // Paced (100k samples/s a worker: about 4 s of training) so that the kills at 2 s land mid-job
+  // however fast the machine: unpaced on a quiet machine the job ended at 2.2 s, before the
+  // replacements had anything to train, and "recovered" stayed empty (a flake, 2026-11-29).
   auto toml = ctr_job(3, 300000, 4);
+  toml.replace(toml.find("[train]\n"), 8, "[train]\nmax_samples_per_s = 100000\n");
   auto clean = clean_result("allworkers", toml);
   auto c = run_under_chaos("allworkers", toml,
                            "--fault '2 kill worker-0' --fault '2 kill worker-1' --fault '2 kill worker-2'");
