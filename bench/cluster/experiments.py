@@ -307,6 +307,7 @@ class PolicyLoop(threading.Thread):
         self.rounds, self.resizes, self.pending, self.shards = [], [], {}, {}
         self.first_host = {}  # --pack: the host an arriving sync job's workers start on
         self.workers = {}     # --pack: this round's Slurm view, job name -> [(index, host)]
+        self.placed = {}      # --pack: this round's placements, job name -> host
 
     def admit(self, j, submitted):
         """The workers job `j` starts with: its share in a round that counts it (others shrunk)."""
@@ -447,11 +448,12 @@ def slurm_view_of(sinfo_out, squeue_out):
         if len(f) < 4:
             continue
         owner, role = owner_role(f[0])
+        index = f[0].rsplit("-", 1)[-1]
         host = f[2] if f[1] == "RUNNING" else f[3]
         if f[1] != "RUNNING" and host in idle:
             idle[host] = max(0, idle[host] - 1)
-        if role == "worker" and host and f[0].rsplit("-", 1)[1].isdigit():
-            workers.setdefault(owner, []).append((int(f[0].rsplit("-", 1)[1]), host))
+        if role == "worker" and host and index.isdigit():
+            workers.setdefault(owner, []).append((int(index), host))
     return idle, workers
 
 

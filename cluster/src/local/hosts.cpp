@@ -31,18 +31,27 @@ expected<host_slots> parse_host_slots(std::string_view entry) {
   return h;
 }
 
+expected<void> known_host(const remote_hosts& hosts, const std::string& host) {
+  if (host == "localhost") return {};
+  std::string names;
+  for (const auto& h : hosts.hosts) {
+    if (h.name == host) return {};
+    names.append(names.empty() ? "" : ", ").append(h.name);
+  }
+  return make_unexpected(cluster_errc::invalid_spec,
+                         "host '" + host + "' is not in cluster.hosts (" + names + ")");
+}
+
 expected<std::string> pick_host(const remote_hosts& hosts, const std::map<std::string, int>& used,
                                 const std::string& wanted, const std::string& node) {
   auto in_use = [&](const std::string& h) {
     auto it = used.find(h);
     return it == used.end() ? 0 : it->second;
   };
-  if (wanted == "localhost") return wanted;
   if (!wanted.empty()) {
-    for (const auto& h : hosts.hosts)
-      if (h.name == wanted) return wanted;
-    return make_unexpected(cluster_errc::invalid_spec,
-                           "node " + node + ": host '" + wanted + "' is not in cluster.hosts");
+    if (auto ok = known_host(hosts, wanted); !ok)
+      return make_unexpected(cluster_errc::invalid_spec, "node " + node + ": " + ok.err().context());
+    return wanted;
   }
   for (const auto& h : hosts.hosts)
     if (in_use(h.name) < h.slots) return h.name;

@@ -19,6 +19,10 @@ std::vector<std::string> split_words(const std::string& s);
 // "h1" (one slot) or "h1:4". Errors: invalid_spec naming the entry.
 expected<host_slots> parse_host_slots(std::string_view entry);
 
+// Whether `host` is one of `hosts` or "localhost" (this machine). Errors: invalid_spec "host 'x'
+// is not in cluster.hosts (h1, h2)".
+expected<void> known_host(const remote_hosts& hosts, const std::string& host);
+
 // The host a node goes to: `wanted` when it names one ("localhost": this machine, no command),
 // else the first listed host with a free slot. `used`: nodes running per
 // host. Errors: invalid_spec for a host not in the list, insufficient_resources when every slot is

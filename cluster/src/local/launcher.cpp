@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "local/hosts.hpp"
 #include "local/launcher_impl.hpp"
 #include "troupe/cluster/errc.hpp"
 #include "troupe/cluster/process.hpp"
@@ -62,14 +63,7 @@ launcher::launcher(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 
 expected<void> launcher::check_host(const std::string& host) const {
   if (impl_->hosts.hosts.empty()) return cluster::launcher::check_host(host);
-  if (host == "localhost") return {};
-  std::string names;
-  for (const auto& h : impl_->hosts.hosts) {
-    if (h.name == host) return {};
-    names.append(names.empty() ? "" : ", ").append(h.name);
-  }
-  return make_unexpected(cluster_errc::invalid_spec,
-                         "host '" + host + "' is not in cluster.hosts (" + names + ")");
+  return known_host(impl_->hosts, host);
 }
 
 launcher::~launcher() {
