@@ -26,7 +26,8 @@ Modes: gang, elastic (today's policy: each job's own workers in its partition, u
 `spare`, Slurm's preemption between partitions), goodput (issue #48: every job in `low`, no spare; a
 Pollux policy -- bench/cluster/goodput_policy.py -- reallocates the worker CPUs among the running
 jobs every --period seconds and at each arrival and completion, through `troupe scale`; an arriving
-job starts with its share of that round). Elastic and goodput admit a job (start its `troupe run`)
+job starts with its share of that round; with --spare the async jobs also keep spare workers up to
+their maximum, as under elastic, on the CPUs the policy leaves idle). Elastic and goodput admit a job (start its `troupe run`)
 once its control plane and one worker (--admission-workers K: K) fit beside those of the jobs in the
 system (--no-admission: at its arrival, however full; its completion time counts from its arrival
 either way).
@@ -35,7 +36,7 @@ Every worker is paced ([train] max_samples_per_s) so that one Slurm CPU stands f
 of this machine's real cores: see docs/cluster_experiments.md for what that means for the figures.
 Usage: experiments.py TROUPE_BIN [--only NAMES] [--out DIR] [--scale F] [--modes gang,elastic,goodput]
                       [--period S] [--restart-delay S] [--async-efficiency none|batch] [--no-admission]
-                      [--admission-workers K] [--pack] [--link-rate RATE] [--sync-fraction R]
+                      [--admission-workers K] [--pack] [--spare] [--link-rate RATE] [--sync-fraction R]
                       [--pollux-policy FILE] [--link-rate 100mbit] [--sync-fraction R]
                       (root; the cluster's lock)
 """
@@ -48,6 +49,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 
 import sync_jobs
 
@@ -287,11 +289,12 @@ def control_cpus(shards):
 
 class PolicyLoop(threading.Thread):
     """Runs the goodput policy (goodput_policy.py) over the run's running elastic jobs: every
-    `period` s and whenever a job arrives or finishes, `troupe status --json` of each, the new
-    allocation, `troupe scale` where it changed (the shrinks first, so that the CPUs the grows wait
-    for are on their way back). An arriving job is part of the round that admits it and starts
-    with its share. Records every round and each resize's latency (the scale command to the job's
-    alive workers reaching the target)."""
+    `period` s and whenever a job finishes, `troupe status --json` of each, the new allocation,
+    `troupe scale` where it changed (the shrinks first, so that the CPUs the grows wait for are on
+    their way back). An arriving job waits in the loop (`admit`) and is admitted by the first
+    round at which the run's admission rule lets it in: that round counts it and it starts with its
+    share. Records every round and each resize's latency (the scale command to the job's alive
+    workers reaching the target)."""
 
     def __init__(self, args, t0, work):
         super().__init__(daemon=True)
@@ -306,20 +309,32 @@ class PolicyLoop(threading.Thread):
         self.wake, self.stop = threading.Event(), threading.Event()
         self.rounds, self.resizes, self.pending, self.shards = [], [], {}, {}
         self.first_host = {}  # --pack: the host an arriving sync job's workers start on
+        self.waiting = None   # the arriving job a round admits once its admission rule lets it in
+        self.ended = False    # a job ended since the last round
         self.workers = {}     # --pack: this round's Slurm view, job name -> [(index, host)]
         self.placed = {}      # --pack: this round's placements, job name -> host
 
-    def admit(self, j, submitted):
-        """The workers job `j` starts with: its share in a round that counts it (others shrunk)."""
+    def admit(self, j, submitted, fits=lambda: True):
+        """The workers job `j` starts with, once admitted (blocks until then): the first round at
+        which `fits()` (the run's admission rule) holds admits it -- a completion's round included,
+        so the CPUs a completion frees are shared with the job it lets in, not given to the running
+        jobs and taken back a moment later by the arrival's own round (the runs before 2026-11-29:
+        a job resized up and down within a second, each grow a Slurm submission) -- and it starts
+        with its share of that round (the others shrunk)."""
         sync = j.get("kind") == "sync"
         new = self.gp.JobState(j["name"], "allreduce" if sync else "async_ps", 128, j["max_workers"], submitted,
                                batch="global" if sync else "fixed")
         self.shards[j["name"]] = j["shards"]
-        share, host = self.round(new)
-        start = max(1, share or 1)
+        w = types.SimpleNamespace(job=new, fits=fits, done=threading.Event(), share=None, host=None)
+        self.waiting = w
+        self.wake.set()
+        while not w.done.wait(0.5):
+            if not self.is_alive():
+                raise RuntimeError(f"goodput policy loop ended with {new.name} waiting for admission")
+        start = max(1, w.share or 1)
         new.target = start
-        if sync and host:
-            self.first_host[new.name] = host
+        if sync and w.host:
+            self.first_host[new.name] = w.host
         with self.lock:
             self.jobs[j["name"]] = new
         return start
@@ -333,15 +348,30 @@ class PolicyLoop(threading.Thread):
             return None
 
     def run(self):
+        """Rounds: when a job ends, every `period` s since the last round, and for a job waiting for
+        admission at most 0.5 s after its admission rule holds (that round admits it)."""
+        last = time.time()
         while not self.stop.is_set():
-            self.wake.wait(self.period)
+            wait = self.period - (time.time() - last)
+            self.wake.wait(max(0.0, min(wait, 0.5) if self.waiting else wait))
             self.wake.clear()
             if self.stop.is_set():
                 break
+            w = self.waiting
+            with self.lock:
+                ended, self.ended = self.ended, False
             try:
-                self.round()
+                if w is not None and w.fits():
+                    w.share, w.host = self.round(w.job)
+                    self.waiting = None
+                    w.done.set()
+                elif ended or time.time() - last >= self.period:
+                    self.round()
+                else:
+                    continue
             except Exception as e:  # noqa: BLE001  (a round that fails is logged; the next one tries again)
                 log(f"goodput policy: round failed: {e}")
+            last = time.time()
 
     def survey(self, now):
         """(jobs reporting, CPUs held by the others: control planes and the workers not yet seen)."""
@@ -371,9 +401,10 @@ class PolicyLoop(threading.Thread):
     def slurm_view(self, jobs):
         """--pack: the free CPUs per host and each job's workers by host (slurm_view_of), into
         job.hosts and self.workers."""
+        spare = sh("squeue", "-h", "-p", "spare", "-t", "R", "-o", "%N", check=False) if self.args.spare else ""
         idle, self.workers = slurm_view_of(sh("sinfo", "-h", "-N", "-p", "low", "-o", "%N|%C", check=False),
                                            sh("squeue", "-h", "-p", "low", "-t", "R,PD", "-o", "%j|%T|%N|%n",
-                                              check=False))
+                                              check=False), spare)
         for j in jobs:
             j.hosts.clear()
             j.hosts.update(h for _, h in self.workers.get(j.name, []))
@@ -431,18 +462,24 @@ class PolicyLoop(threading.Thread):
     def job_ended(self, name):
         with self.lock:
             self.done.add(name)
+            self.ended = True
         self.wake.set()
 
 
-def slurm_view_of(sinfo_out, squeue_out):
+def slurm_view_of(sinfo_out, squeue_out, spare_out=""):
     """(free CPUs per host, {job: [(worker index, host)]}) from `sinfo -N -o %N|%C` and `squeue -o
     %j|%T|%N|%n`: a running worker's host is where it runs, a pending one's the host it was placed on
-    (its requested node, if any), whose free CPUs it is counted against."""
+    (its requested node, if any), whose free CPUs it is counted against. `spare_out` (`squeue -p
+    spare -t R -o %N`): the hosts of running spare workers, whose CPUs count as free (any job's own
+    worker preempts them)."""
     idle, workers = {}, {}
     for line in sinfo_out.splitlines():
         node, _, cpus = line.partition("|")
         if cpus.count("/") == 3:
             idle[node] = int(cpus.split("/")[1])
+    for host in spare_out.split():
+        if host in idle:
+            idle[host] += 1
     for line in squeue_out.splitlines():
         f = line.split("|")
         if len(f) < 4:
@@ -457,19 +494,21 @@ def slurm_view_of(sinfo_out, squeue_out):
     return idle, workers
 
 
-def admission_wait(args, j, t0, admitted, runners):
-    """--admission: a job's `troupe run` starts once its control plane and K workers
-    (--admission-workers, default 1) fit beside those of the jobs in the system, each counted with K
-    (first come, first served; the jobs' own further workers do not count: they wait in Slurm's
-    queue). Without it, at twice the load the control planes (which preempt workers from `high`)
-    filled the cluster and no job had a worker left to finish. With K = 1 at twice the load, the
-    control planes of the many jobs admitted hold most of the CPUs (docs/cluster_experiments.md)."""
+def admission_fits(args, j, admitted, runners):
+    """--admission: whether job `j`'s control plane and K workers (--admission-workers, default 1)
+    fit beside those of the jobs in the system, each counted with K (the jobs' own further workers
+    do not count: they wait in Slurm's queue). Without it, at twice the load the control planes
+    (which preempt workers from `high`) filled the cluster and no job had a worker left to finish.
+    With K = 1 at twice the load, the control planes of the many jobs admitted hold most of the CPUs
+    (docs/cluster_experiments.md)."""
     k = args.admission_workers
-    need = control_cpus(j["shards"]) + k
-    while time.time() - t0 < args.timeout:
-        held = sum(control_cpus(a["shards"]) + k for n, a in admitted.items() if runners[n].poll() is None)
-        if held + need <= CPUS_PER_HOST * HOSTS:
-            return
+    held = sum(control_cpus(a["shards"]) + k for n, a in admitted.items() if runners[n].poll() is None)
+    return held + control_cpus(j["shards"]) + k <= CPUS_PER_HOST * HOSTS
+
+
+def admission_wait(args, j, t0, admitted, runners):
+    """Returns once admission_fits (first come, first served), or at the run's timeout."""
+    while time.time() - t0 < args.timeout and not admission_fits(args, j, admitted, runners):
         time.sleep(0.5)
 
 
@@ -493,10 +532,13 @@ def run_schedule(args, exp, mode, schedule, data_for):
         sync = j.get("kind") == "sync"
         data = None if sync else data_for(j["rows"])
         gang = mode == "gang"
-        if not gang and args.admission:
-            admission_wait(args, j, t0, admitted, runners)
-        # goodput: its share of a round that counts it.
-        start = policy.admit(j, arrived) if policy else j["workers"]
+        if policy:  # admitted by a round of the policy, with its share of it
+            start = policy.admit(j, arrived, fits=lambda j=j: not args.admission or time.time() - t0 >= args.timeout
+                                 or admission_fits(args, j, admitted, runners))
+        else:
+            if not gang and args.admission:
+                admission_wait(args, j, t0, admitted, runners)
+            start = j["workers"]
         lo, hi = (j["workers"], j["workers"]) if gang else (1, j["max_workers"])
         first_host = policy.first_host.get(j["name"]) if policy else None
         if sync:
@@ -504,7 +546,8 @@ def run_schedule(args, exp, mode, schedule, data_for):
         else:
             text = job_toml(os.path.join(work, "jobs"), j["name"], data, j["epochs"], start, lo, hi, shards=j["shards"])
         if policy:
-            text += elastic_cluster(f"h{k % HOSTS + 1}", spare=False, own_partition="low")
+            # --spare: not for a sync job (a spare worker would join its ring wherever Slurm puts it).
+            text += elastic_cluster(f"h{k % HOSTS + 1}", spare=args.spare and not sync, own_partition="low")
             if first_host:  # --pack: its workers start on the host the round placed it on
                 text += f'worker_host = "{first_host}"\n'
         elif not gang:
@@ -520,8 +563,6 @@ def run_schedule(args, exp, mode, schedule, data_for):
         else:
             runners[j["name"]] = start_elastic(args.bin, work, file, j["name"])
             admitted[j["name"]] = j
-            if policy:
-                policy.wake.set()
         log(f"{exp}/{mode}: submitted {j['name']} ({start} workers, {j['priority']}, "
             f"admitted {time.time() - arrived:.1f} s after its arrival)")
         jobs.append((j, arrived, time.time()))
@@ -550,7 +591,8 @@ def run_schedule(args, exp, mode, schedule, data_for):
         run["link_rate"], run["sync_fraction"] = args.link_rate, args.sync_fraction
     if policy:
         run["policy"] = {"period": policy.period, "restart_delay": args.restart_delay, "rounds": policy.rounds,
-                         "resizes": policy.resizes, "async_efficiency": args.async_efficiency, "pack": args.pack}
+                         "resizes": policy.resizes, "async_efficiency": args.async_efficiency, "pack": args.pack,
+                         "spare": args.spare}
     for j, arrived, started in jobs:
         extra = {k: j[k] for k in ("priority", "workers", "max_workers", "epochs")}
         extra["kind"] = j.get("kind", "async")
@@ -779,6 +821,10 @@ def main():
                     "with as many)")
     ap.add_argument("--pack", action="store_true", help="goodput: place each allreduce job's workers on one "
                     "host where they fit (troupe scale --host) and model its ring there (goodput_policy.py)")
+    ap.add_argument("--spare", action="store_true", help="goodput: the async jobs keep spare workers up to "
+                    "their maximum in `spare` (as under elastic): the CPUs the policy leaves idle are used, and "
+                    "any job's own worker preempts them (a scale down sends its own workers beyond the target "
+                    "there)")
     ap.add_argument("--pollux-policy", default=None, help="goodput: pollux_policy.py (default: bench/goodput/)")
     ap.add_argument("--no-cluster", action="store_true", help="the cluster is up already (24 CPUs)")
     ap.add_argument("--link-rate", default="", help="tc tbf on every host's link for the run (e.g. 100mbit; "

@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import types
 import unittest
 
@@ -40,6 +42,50 @@ class SyncJobsTest(unittest.TestCase):
         idle, workers = experiments.slurm_view_of(sinfo, squeue)
         self.assertEqual(idle, {"h1": 2, "h2": 0, "h3": 4})
         self.assertEqual(workers, {"t02": [(0, "h3"), (1, "h3")], "t05": [(2, "h1")]})
+        # Running spare workers (--spare) leave when an own worker wants their CPU: free for placement.
+        idle, _ = experiments.slurm_view_of(sinfo, squeue, "h2\nh2\nh1\nhx\n")
+        self.assertEqual(idle, {"h1": 3, "h2": 2, "h3": 4})
+
+    def test_a_waiting_job_is_admitted_by_the_round_a_completion_triggers(self):
+        """The policy loop's admission (its rounds replaced by a recorder: the loop's order is what is
+        checked). A job that does not fit waits without a round; a completion that lets it in gets one
+        round, the one that admits it with its share, not a round for the running jobs first."""
+        args = types.SimpleNamespace(pollux_policy=None, restart_delay=0.05, async_efficiency="none", pack=False,
+                                     period=60.0, scale=1.0, period_scales=False)
+        loop = experiments.PolicyLoop(args, 0.0, "/nonexistent")
+        calls, room = [], {"fits": False}
+
+        def fake_round(new=None):
+            calls.append(new.name if new is not None else None)
+            return (3, "h2") if new is not None else None
+        loop.round = fake_round
+        loop.start()
+        try:
+            got = {}
+            t = threading.Thread(target=lambda: got.update(
+                start=loop.admit({"name": "t09", "kind": "sync", "max_workers": 8, "shards": 0}, 5.0,
+                                 fits=lambda: room["fits"])))
+            t.start()
+            time.sleep(1.2)  # waiting: checked each 0.5 s, no round while it does not fit
+            self.assertEqual(calls, [])
+            self.assertTrue(t.is_alive())
+            room["fits"] = True  # a job ended: its CPUs let t09 in
+            loop.job_ended("t01")
+            t.join(timeout=5)
+            self.assertFalse(t.is_alive())
+            self.assertEqual(calls, ["t09"])  # one round, the admitting one
+            self.assertEqual(got["start"], 3)
+            self.assertEqual(loop.first_host["t09"], "h2")
+            self.assertEqual(loop.jobs["t09"].target, 3)
+            loop.job_ended("t02")  # nobody waiting: a completion's round for the running jobs
+            deadline = time.time() + 5
+            while len(calls) < 2 and time.time() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(calls, ["t09", None])
+        finally:
+            loop.stop.set()
+            loop.wake.set()
+            loop.join(timeout=5)
 
     @unittest.skipUnless(os.environ.get("TROUPE_BIN"), "TROUPE_BIN not set: the job files are not checked")
     def test_the_job_files_are_valid(self):

@@ -12,6 +12,22 @@
 
 namespace troupe::cluster {
 
+namespace {
+
+// The local launcher places a worker on one of cluster.hosts only (its check_host, when the job
+// starts); checked here too, so that `troupe config check` says it. Slurm's nodes are asked of
+// Slurm when the job starts.
+void check_worker_host(config_section& s, const cluster_config& c) {
+  if (c.launcher == "slurm" || c.worker_host.empty()) return;
+  local::remote_hosts rh;
+  for (const auto& h : c.hosts)
+    if (auto p = local::parse_host_slots(h)) rh.hosts.push_back(*p);
+  auto ok = c.hosts.empty() ? host_here_only(c.worker_host) : local::known_host(rh, c.worker_host);
+  if (!ok) s.fail("worker_host", core_errc::invalid_argument, ok.err().context());
+}
+
+}  // namespace
+
 cluster_config cluster_config::read(config_section s, cluster_config defaults) {
   cluster_config c = std::move(defaults);
   c.launcher = s.get_enum("launcher", c.launcher, {"local", "slurm"});
@@ -40,6 +56,7 @@ cluster_config cluster_config::read(config_section s, cluster_config defaults) {
     s.fail(
         "host_command", core_errc::invalid_argument,
         "'" + c.host_command + "' must contain {host} when cluster.hosts lists hosts (e.g. \"ssh {host}\")");
+  check_worker_host(s, c);
   c.host_fault_command = s.get_string("host_fault_command", c.host_fault_command);
   c.advertise = s.get_string("advertise", c.advertise);
   c.controller_timeout_s = s.get_double("controller_timeout_s", c.controller_timeout_s, 1, 86400);

@@ -63,6 +63,27 @@ TEST(cluster_config, reads_the_slurm_keys) {
   EXPECT_EQ(c->slurm_bin_dir, "/opt/slurm/bin");
 }
 
+// `troupe config check` catches a worker_host the local launcher cannot place workers on (before,
+// only the job's start did: exit 2).
+TEST(cluster_config, a_worker_host_the_local_launcher_cannot_use_is_an_error_naming_the_key) {
+  auto here = read("[cluster]\nworker_host = \"h3\"\n");
+  ASSERT_FALSE(here);
+  auto why = here.err().to_string();
+  EXPECT_NE(why.find("cluster.worker_host"), std::string::npos) << why;
+  EXPECT_NE(why.find("host 'h3': this job runs every node on this machine"), std::string::npos) << why;
+  auto listed =
+      read("[cluster]\nhosts = [\"h1\", \"h2:2\"]\nhost_command = \"ssh {host}\"\nworker_host = \"h2\"\n");
+  ASSERT_TRUE(listed) << listed.err().to_string();
+  EXPECT_EQ(listed->worker_host, "h2");
+  auto other =
+      read("[cluster]\nhosts = [\"h1\", \"h2:2\"]\nhost_command = \"ssh {host}\"\nworker_host = \"h9\"\n");
+  ASSERT_FALSE(other);
+  EXPECT_NE(other.err().to_string().find("host 'h9' is not in cluster.hosts (h1, h2)"), std::string::npos)
+      << other.err().to_string();
+  // Slurm's nodes are Slurm's to say, when the job starts.
+  EXPECT_TRUE(read("[cluster]\nlauncher = \"slurm\"\nworker_host = \"h9\"\n"));
+}
+
 TEST(cluster_config, slurm_without_its_commands_names_the_missing_one) {
   cluster_config c;
   c.launcher = "slurm";

@@ -257,6 +257,22 @@ TEST_F(slots_fixture, scaling_launches_new_indices_and_stops_the_highest) {
   EXPECT_EQ(launcher.launched.back().argv.back(), "2");
 }
 
+// By index, not by name: the slots are kept by name, where "worker-9" sorts after "worker-15" (a
+// job of 16 shrunk to 13 had lost worker-9, -8 and -7, its spare-mode own workers among them).
+TEST_F(slots_fixture, a_shrink_past_ten_workers_stops_the_highest_indices) {
+  auto p = policy();
+  p.max_workers = 16;
+  table.set_policy(p);
+  table.scale_to(16);
+  auto down = table.scale_to(9);
+  EXPECT_EQ(down.leaving, (std::vector<std::string>{"worker-15", "worker-14", "worker-13", "worker-12",
+                                                    "worker-11", "worker-10", "worker-9"}));
+  for (std::size_t i = 0; i < 16; ++i)
+    EXPECT_EQ(table.find("worker-" + std::to_string(i))->wanted, i < 9) << i;
+  table.scale_to(12);  // worker-16..18
+  EXPECT_EQ(table.scale_to(10).leaving, (std::vector<std::string>{"worker-18", "worker-17"}));
+}
+
 TEST_F(slots_fixture, a_scale_with_a_host_places_the_workers_it_adds_there_and_only_their_first_launch) {
   table.scale_to(2);
   table.scale_to(4, "h2");
@@ -327,6 +343,45 @@ TEST_F(slots_fixture, spare_mode_keeps_max_workers_and_launches_beyond_the_targe
   EXPECT_FALSE(launcher.launched[0].spare);
   EXPECT_TRUE(launcher.launched[1].spare);
   EXPECT_TRUE(launcher.launched[2].spare);
+}
+
+// Before, a scale down in spare mode changed nothing running: the own workers beyond the new target
+// kept their CPUs in the worker partition (where no other job's own worker can preempt them) until
+// something relaunched them. Now they leave and come back as spare, no death and no backoff.
+TEST_F(slots_fixture, a_scale_down_in_spare_mode_relaunches_the_own_workers_beyond_it_as_spare) {
+  auto p = policy();
+  p.max_workers = 4;
+  p.spare_mode = true;
+  table.set_policy(p);
+  table.scale_to(3);  // worker-0..2 own, worker-3 spare
+  ASSERT_EQ(launcher.launched.size(), 4u);
+  auto down = table.scale_to(1);
+  EXPECT_TRUE(down.leaving.empty()) << "the job keeps max_workers";
+  EXPECT_EQ(down.demoted, (std::vector<std::string>{"worker-1", "worker-2"}));
+  EXPECT_EQ(launcher.signals,
+            (std::vector<std::pair<std::string, int>>{{"worker-1", SIGTERM}, {"worker-2", SIGTERM}}));
+  EXPECT_TRUE(table.scale_to(1).demoted.empty()) << "demoted once";
+  EXPECT_EQ(table.running_workers(), 4u);
+
+  auto v = exit("worker-1");
+  ASSERT_EQ(v.what, exit_verdict::kind::demoted);
+  EXPECT_EQ(v.slot->id.incarnation, 1u);
+  EXPECT_TRUE(table.relaunch_due().empty());
+  ASSERT_EQ(launcher.launched.size(), 5u);
+  EXPECT_EQ(launcher.launched.back().id.to_string(), "worker-1#1");
+  EXPECT_TRUE(launcher.launched.back().spare);
+  EXPECT_EQ(table.restarts(), 0u) << "a demotion is no restart";
+  EXPECT_TRUE(table.find("worker-1")->deaths.empty());
+
+  // Scaled up again before worker-2's exit: it comes back as one of the job's own.
+  table.scale_to(3);
+  ASSERT_EQ(exit("worker-2").what, exit_verdict::kind::demoted);
+  table.relaunch_due();
+  EXPECT_EQ(launcher.launched.back().id.to_string(), "worker-2#1");
+  EXPECT_FALSE(launcher.launched.back().spare);
+  // worker-1 runs as spare though it is within the target now: not relaunched for that.
+  EXPECT_TRUE(table.scale_to(3).demoted.empty());
+  EXPECT_EQ(launcher.launches_of("worker-1"), 2u);
 }
 
 TEST_F(slots_fixture, a_resumed_job_continues_incarnations_and_worker_indices) {

@@ -3,7 +3,8 @@
 # to 13) fills the whole cluster, its 11 extra workers in the `spare` partition; job B (4 workers, its
 # control plane on h2) is submitted while A trains. B does not wait for A: its nodes preempt A's
 # spare workers (Slurm's own preemption: `low` and `high` preempt `spare`), B trains while A goes on
-# with fewer workers, and both finish with every task done once. Workers are paced (2000 samples/s)
+# with fewer workers, and both finish with every task done once. `troupe scale` down on A sends its
+# own worker beyond the new target back to `spare`. Workers are paced (2000 samples/s)
 # so that 16 of them stay below what the machine's cores give. Usage: slurm_spare_test.sh TROUPE_BINARY.
 # Exit 77 (ctest: skipped) without root.
 set -uo pipefail
@@ -29,6 +30,16 @@ spares=$(squeue -h -t R -p spare -o %j | grep -c '^troupe-spare-a:worker-')
 mine=$(squeue -h -t R -p low -o %j | grep -c '^troupe-spare-a:worker-')
 [[ $mine == 2 ]] || fail "A has $mine workers of its own running in low, expected 2"
 echo "A fills the cluster: 2 workers of its own, $spares spare"
+
+# A scale down in spare mode: A's own worker beyond the new target leaves the worker partition
+# (where B's own workers could not preempt it) and is resubmitted to `spare`.
+"$B" scale --workers 1 --job-dir "$work/jobs/spare-a" > "$work/scale.out" 2>&1 || fail "scale A to 1: $(cat "$work/scale.out")"
+demoted() {
+  [[ $(squeue -h -p low -t R,PD -o %j | grep -c '^troupe-spare-a:worker-') == 1 ]] &&
+    squeue -h -p spare -o %j | grep -q '^troupe-spare-a:worker-1$'
+}
+wait_for 60 demoted || fail "A scaled to 1: $(squeue -h -o '%j %P %T' | grep spare-a:worker | sort | tr '\n' ' ')"
+echo "A scaled to 1 worker of its own: worker-1 back in spare"
 
 "$B" run "$work/spare-b.toml" --job-id spare-b > "$work/spare-b.out" 2> "$work/spare-b.err" ||
   fail "job B failed"

@@ -111,6 +111,8 @@ void runner::on_exit(const node_exit_event& e) {
       spdlog::info("{} {}", h.id.to_string(), status.to_string());
       if (v.slot->role == cluster::node_role::worker && slots_.running_workers() < slots_.workers_kept())
         scale_to(slots_.target());
+    } else if (v.what == exit_verdict::kind::demoted) {
+      spdlog::info("{} {}: relaunching as spare", h.id.to_string(), status.to_string());
     } else {
       relaunch(*v.slot, h, status);
     }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <csignal>
 #include <set>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -40,11 +41,14 @@ expected<void> slot_table::start(cluster::node_role role, std::size_t index) {
 }
 
 expected<void> slot_table::launch(node_slot& slot) {
-  auto ns = hooks_.spec_of(slot, slot.role == cluster::node_role::worker && spare_slot(slot));
+  const bool spare = slot.role == cluster::node_role::worker && spare_slot(slot);
+  auto ns = hooks_.spec_of(slot, spare);
   if (!ns) return ns.err();
   auto h = launcher_->launch(*ns);
   if (!h) return h.err();
   slot.handle = *h;
+  slot.spare_launch = spare;
+  slot.demoting = false;
   slot.host.clear();
   slot.seen_by_master.reset();
   slot.joined = false;
@@ -62,6 +66,11 @@ exit_verdict slot_table::on_exit(const cluster::node_handle& h, const cluster::e
   slot.handle.reset();
   slot.ended = slot.fenced ? "fenced: " + s.to_string() : s.to_string();
   if (ending) return {exit_verdict::kind::recorded, &slot};
+  if (std::exchange(slot.demoting, false) && slot.wanted) {
+    slot.id.incarnation += 1;
+    slot.relaunch_at = clock_.now();
+    return {exit_verdict::kind::demoted, &slot};
+  }
   return {slot.wanted ? exit_verdict::kind::died : exit_verdict::kind::left, &slot};
 }
 
@@ -149,6 +158,7 @@ scale_result slot_table::scale_to(std::uint32_t workers, const std::string& host
                  grow_host_.empty() ? "" : ", new ones on " + grow_host_);
   grow(r);
   if (r.error.empty()) shrink(r);
+  if (r.error.empty()) demote(r);
   return r;
 }
 
@@ -180,16 +190,36 @@ void slot_table::grow(scale_result& r) {
   grow_host_.clear();  // for this scale's workers only: a refill later goes anywhere
 }
 
-// The highest indices leave (SIGTERM: the node stops, its task goes back to TODO).
+// The highest indices leave (SIGTERM: the node stops, its task goes back to TODO). By index, not
+// by the map's order of names, where worker-9 comes after worker-15.
 void slot_table::shrink(scale_result& r) {
-  for (auto it = slots_.rbegin(); it != slots_.rend() && running_workers() > workers_kept(); ++it) {
-    auto& slot = it->second;
-    if (slot.role != cluster::node_role::worker || !slot.wanted) continue;
+  std::vector<node_slot*> wanted;
+  for (auto& [name, s] : slots_)
+    if (s.role == cluster::node_role::worker && s.wanted) wanted.push_back(&s);
+  std::sort(wanted.begin(), wanted.end(),
+            [](const node_slot* a, const node_slot* b) { return a->index > b->index; });
+  for (auto it = wanted.begin(); it != wanted.end() && running_workers() > workers_kept(); ++it) {
+    auto& slot = **it;
     slot.wanted = false;
     slot.relaunch_at.reset();
     if (slot.handle) (void)launcher_->signal(*slot.handle, SIGTERM);
     spdlog::info("scale: {} leaves", slot.id.to_string());
-    r.leaving.push_back(it->first);
+    r.leaving.push_back(slot.id.name);
+  }
+}
+
+// Spare mode: an own worker's process holds its CPU in the worker partition, where other jobs' own
+// workers cannot preempt it; beyond the target it leaves and comes back as spare (on_exit).
+void slot_table::demote(scale_result& r) {
+  if (!policy_.spare_mode) return;
+  for (auto& [name, slot] : slots_) {
+    if (slot.role != cluster::node_role::worker || !slot.wanted || !slot.handle || slot.spare_launch ||
+        slot.demoting || slot.fenced || !spare_slot(slot))
+      continue;
+    slot.demoting = true;
+    (void)launcher_->signal(*slot.handle, SIGTERM);
+    spdlog::info("scale: {} is beyond the target: back as spare", slot.id.to_string());
+    r.demoted.push_back(name);
   }
 }
 

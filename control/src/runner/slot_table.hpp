@@ -47,7 +47,11 @@ struct node_slot {
   bool joined = false;
   // Ends in a row before it joined, with nothing of troupe's in its output (start_failure.hpp).
   std::size_t start_failures = 0;
-  bool fenced = false;           // SIGKILLed after the master declared it dead; its exit report follows
+  bool fenced = false;        // SIGKILLed after the master declared it dead; its exit report follows
+  bool spare_launch = false;  // its process was launched as spare (its class until it is relaunched)
+  // Launched as one of the job's own workers, now beyond the target after a scale down (spare mode):
+  // SIGTERMed, and relaunched as spare when its exit report comes (no death, no backoff).
+  bool demoting = false;
   std::uint64_t start_time = 0;  // of the running process (/proc/<pid>/stat), for nodes.json
   std::size_t place = 0;         // a worker's slot (`troupe node --slot`): the lowest free at launch
   // Where its next launch goes (troupe scale --host): set for a worker a scale adds, cleared once it
@@ -84,6 +88,7 @@ struct exit_verdict {
     stale,     // not the slot's current process (an older handle, an unknown node): ignored
     recorded,  // the job is ending: recorded, nothing else
     left,      // a node that was leaving (scaled away)
+    demoted,   // a worker leaving to come back as spare (spare mode): due to relaunch now
     died,      // a wanted node: the owner decides (died(), or fails the job)
   };
   kind what = kind::stale;
@@ -100,8 +105,9 @@ struct death_verdict {
 struct scale_result {
   std::uint32_t from = 0, to = 0;
   std::vector<std::string> launched, leaving;
-  std::string deferred;  // a launch the cluster manager's outage put off (its error)
-  std::string error;     // a launch that failed otherwise: the job cannot go on
+  std::vector<std::string> demoted;  // spare mode: running own workers now beyond the target (SIGTERMed)
+  std::string deferred;              // a launch the cluster manager's outage put off (its error)
+  std::string error;                 // a launch that failed otherwise: the job cannot go on
 };
 
 struct relaunch_failure {
@@ -146,7 +152,10 @@ class slot_table {
 
   // Clamps to [min_workers, max_workers], then grows (new indices) or shrinks (the highest indices
   // leave: SIGTERM) the wanted workers to what the job keeps. With a host, the workers it adds are
-  // launched there (node_slot::host).
+  // launched there (node_slot::host). In spare mode the job keeps max_workers, and a scale down
+  // demotes the running own workers now beyond the target: SIGTERM, then relaunched as spare, so the
+  // CPUs they held go to whoever wants them (a spare worker promoted by a scale up keeps running as
+  // spare until it is relaunched).
   scale_result scale_to(std::uint32_t workers, const std::string& host = "");
   // Sets the target alone (clamped); the next scale_to() acts on it (and puts the workers it adds on
   // `host`, the last one named, unless it names its own).
@@ -169,6 +178,7 @@ class slot_table {
   troupe::clock::duration backoff(std::size_t deaths) const;
   void grow(scale_result& r);
   void shrink(scale_result& r);
+  void demote(scale_result& r);
 
   troupe::clock& clock_;
   slot_policy policy_;

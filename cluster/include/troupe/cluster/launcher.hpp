@@ -177,4 +177,8 @@ class launcher {
   }
 };
 
+// check_host's answer where every node runs on this machine (the local launcher without
+// cluster.hosts): invalid_spec naming the host. Also `troupe config check`'s, for worker_host.
+expected<void> host_here_only(const std::string& host);
+
 }  // namespace troupe::cluster
