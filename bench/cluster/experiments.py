@@ -506,9 +506,15 @@ def admission_fits(args, j, admitted, runners):
     return held + control_cpus(j["shards"]) + k <= CPUS_PER_HOST * HOSTS
 
 
+def admission_open(args, j, t0, admitted, runners):
+    """Whether job `j` may start now: without --admission always, else once admission_fits, or at
+    the run's timeout (first come, first served: the caller asks for the next arrival only)."""
+    return not args.admission or time.time() - t0 >= args.timeout or admission_fits(args, j, admitted, runners)
+
+
 def admission_wait(args, j, t0, admitted, runners):
-    """Returns once admission_fits (first come, first served), or at the run's timeout."""
-    while time.time() - t0 < args.timeout and not admission_fits(args, j, admitted, runners):
+    """Returns once admission_open."""
+    while not admission_open(args, j, t0, admitted, runners):
         time.sleep(0.5)
 
 
@@ -533,10 +539,9 @@ def run_schedule(args, exp, mode, schedule, data_for):
         data = None if sync else data_for(j["rows"])
         gang = mode == "gang"
         if policy:  # admitted by a round of the policy, with its share of it
-            start = policy.admit(j, arrived, fits=lambda j=j: not args.admission or time.time() - t0 >= args.timeout
-                                 or admission_fits(args, j, admitted, runners))
+            start = policy.admit(j, arrived, fits=lambda j=j: admission_open(args, j, t0, admitted, runners))
         else:
-            if not gang and args.admission:
+            if not gang:
                 admission_wait(args, j, t0, admitted, runners)
             start = j["workers"]
         lo, hi = (j["workers"], j["workers"]) if gang else (1, j["max_workers"])
