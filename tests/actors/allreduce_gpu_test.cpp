@@ -64,7 +64,8 @@ class fake_device_trainer final : public gpu::device_trainer {
     grads_.assign(count_, 0.0f);
     params_.assign(count_, 0.0f);
   }
-  expected<float> compute_gradients(const nn::batch& b) override {
+  using gpu::device_trainer::compute_gradients;
+  expected<float> compute_gradients(const nn::batch& b, const std::function<void()>& queue_more) override {
     auto l = trainer_->compute_gradients(b);
     if (!l) return l;
     std::size_t at = 0;
@@ -72,6 +73,7 @@ class fake_device_trainer final : public gpu::device_trainer {
       std::memcpy(grads_.data() + at, p->grad.data(), p->grad.size() * sizeof(float));
       at += p->grad.size();
     }
+    if (queue_more) queue_more();
     return l;
   }
   float* params() override {

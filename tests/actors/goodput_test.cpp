@@ -588,8 +588,10 @@ class synthetic_device_trainer final : public gpu::device_trainer {
  public:
   synthetic_device_trainer(const synthetic& s, std::uint64_t seed, std::vector<double>& scales)
       : s_(s), rng_(seed), scales_(scales), params_(s.g.size(), 0.0f), grads_(s.g.size(), 0.0f) {}
-  expected<float> compute_gradients(const nn::batch& b) override {
+  using gpu::device_trainer::compute_gradients;
+  expected<float> compute_gradients(const nn::batch& b, const std::function<void()>& queue_more) override {
     draw_gradient(s_, rng_, b.size(), grads_);
+    if (queue_more) queue_more();
     return 1.0f;
   }
   float* params() override { return params_.data(); }

@@ -44,7 +44,7 @@ class memory_port final : public gpu_rendezvous_port {
   shared_rendezvous& s_;
 };
 
-// What the device path asked of the ops: norm reductions (sqr_norm and with_kept), copies kept and
+// What the device path asked of the ops: norm reductions (sqr_norm and queue_norms), copies kept and
 // preconditioner refreshes.
 struct host_op_counts {
   int norms = 0, keeps = 0, preconditions = 0;
@@ -88,19 +88,25 @@ inline grad_ops host_grad_ops(std::shared_ptr<host_op_counts> counts = {}) {
     kept->assign(d, d + n);
     return {};
   };
-  o.with_kept = [kept, counts, weight](const float* d, std::size_t n,
-                                       gpu::cuda_stream) -> expected<gpu::norm_reducer::pair> {
+  // Queued norms computed at once (the host has no stream); queued_norms reads the last.
+  auto last = std::make_shared<gpu::norm_reducer::pair>();
+  o.queue_norms = [kept, counts, weight, last](const float* d, std::size_t n, bool with_kept,
+                                               gpu::cuda_stream) -> expected<void> {
     if (counts) ++counts->norms;
-    if (kept->size() != n) return make_unexpected(gpu::gpu_errc::unsupported, "nothing kept");
+    if (with_kept && kept->size() != n) return make_unexpected(gpu::gpu_errc::unsupported, "nothing kept");
     gpu::norm_reducer::pair p;
     for (std::size_t i = 0; i < n; ++i) {
-      const double a = d[i], b = (*kept)[i], c = weight(i, n);
+      const double a = d[i], c = weight(i, n);
       p.sqr += a * a * c;
+      if (!with_kept) continue;
+      const double b = (*kept)[i];
       p.kept_sqr += b * b * c;
       p.cross += a * b * c;
     }
-    return p;
+    *last = p;
+    return {};
   };
+  o.queued_norms = [last] { return *last; };
   return o;
 }
 

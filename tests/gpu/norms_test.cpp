@@ -81,6 +81,35 @@ TEST_F(gpu_norms, pair_with_the_kept_vector_matches_the_host) {
   EXPECT_FALSE(r->with_kept(nullptr, 5, st->get()).has_value()) << "no kept vector of 5 floats";
 }
 
+// queue() then the caller's own sync (the step's loss readback in a worker): the same bits as the
+// forms that wait, both |x|^2 alone and the pair.
+TEST_F(gpu_norms, queued_norms_read_after_the_callers_sync_equal_the_waiting_forms) {
+  TROUPE_REQUIRE_GPU();
+  ASSERT_NO_FATAL_FAILURE(make());
+  for (auto n : sizes) {
+    auto prev = random_floats(n, 4 * n);
+    auto x = random_floats(n, 4 * n + 1);
+    auto dprev = to_device(prev, st->get());
+    auto dx = to_device(x, st->get());
+    auto waited = r->sqr(dx.data(), n, st->get());
+    ASSERT_TRUE(waited.has_value()) << waited.err().to_string();
+    ASSERT_TRUE(r->queue(dx.data(), n, false, st->get()).has_value());
+    ASSERT_TRUE(st->sync().has_value());
+    EXPECT_EQ(r->queued().sqr, *waited) << n << " floats";
+    EXPECT_EQ(r->queued().cross, 0.0) << "no pair queued";
+    ASSERT_TRUE(r->keep(dprev.data(), n, st->get()).has_value());
+    auto pair = r->with_kept(dx.data(), n, st->get());
+    ASSERT_TRUE(pair.has_value()) << pair.err().to_string();
+    ASSERT_TRUE(r->queue(dx.data(), n, true, st->get()).has_value());
+    ASSERT_TRUE(st->sync().has_value());
+    const auto q = r->queued();
+    EXPECT_EQ(q.sqr, pair->sqr) << n;
+    EXPECT_EQ(q.kept_sqr, pair->kept_sqr) << n;
+    EXPECT_EQ(q.cross, pair->cross) << n;
+  }
+  EXPECT_FALSE(r->queue(nullptr, 5, true, st->get()).has_value()) << "no kept vector of 5 floats";
+}
+
 // Adam's preconditioner: w = 1 / (sqrt(v c) + eps)^2 from the second moments on the device, then
 // every norm of that size weighted (and none of another size).
 TEST_F(gpu_norms, preconditioned_norms_weigh_by_adams_second_moments) {

@@ -5,6 +5,7 @@
 
 #include "gpu_harness.hpp"
 #include "gpu_skip.hpp"
+#include "troupe/gpu/norms.hpp"
 #include "troupe/gpu/trainer.hpp"
 #include "troupe/nn/data/readers.hpp"
 #include "troupe/nn/random.hpp"
@@ -145,6 +146,40 @@ TEST(gpu_trainer, growing_embedding_tables_match_nn_trainer) {
   oc.type = "adagrad", oc.learning_rate = 0.05;
   compare_training(mc, oc, d->data, 1000, 4);
   compare_training(mc, oc, d->data, 700, 5);  // overlapping batches: rows revisited after growth
+}
+
+// compute_gradients' hook runs once, after the backward: the norm it queues is of this step's
+// gradient (the first step's: a hook before the backward would read zeros) and has been read back
+// when the loss returns, with no sync by the caller.
+TEST(gpu_trainer, work_queued_by_the_hook_sees_the_gradient_and_is_done_with_the_loss) {
+  TROUPE_REQUIRE_GPU();
+  auto data = dense_data(128, 8, 3);
+  nn::model_config mc;
+  mc.type = "mlp", mc.hidden = {8};
+  auto m = build(mc, data.info);
+  const nn::train_config defaults;
+  auto t = device_trainer::create(0, *m, defaults);
+  ASSERT_TRUE(t.has_value()) << t.err().to_string();
+  auto& dev = **t;
+  auto r = norm_reducer::create();
+  ASSERT_TRUE(r.has_value()) << r.err().to_string();
+  nn::batch b(data, 0, 32);
+  int calls = 0;
+  auto loss = dev.compute_gradients(b, [&] {
+    ++calls;
+    EXPECT_TRUE(r->queue(dev.grads(), dev.dense_count(), false, dev.stream()).has_value());
+  });
+  ASSERT_TRUE(loss.has_value()) << loss.err().to_string();
+  EXPECT_EQ(calls, 1);
+  const double queued = r->queued().sqr;
+  auto g = testing::to_host(dev.grads(), dev.dense_count(), dev.stream());
+  double want = 0;
+  for (float x : g) want += static_cast<double>(x) * x;
+  EXPECT_GT(want, 0.0);
+  EXPECT_NEAR(queued, want, 1e-6 * want);
+  auto waited = r->sqr(dev.grads(), dev.dense_count(), dev.stream());
+  ASSERT_TRUE(waited.has_value());
+  EXPECT_EQ(queued, *waited);
 }
 
 TEST(gpu_trainer, upload_replaces_device_parameters) {

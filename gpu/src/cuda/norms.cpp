@@ -20,12 +20,9 @@ expected<norm_reducer> norm_reducer::create() {
 }
 
 expected<double> norm_reducer::sqr(const float* x, std::size_t n, cuda_stream s) {
-  if (auto k = launched(kernels::sqr_norm(x, weights_for(n), n, scratch_.data(), out_.data(), s), "sqr_norm");
-      !k)
-    return k.err();
-  if (auto c = detail::copy_to_host(host_.data(), out_.data(), sizeof(float), s); !c) return c.err();
+  if (auto q = queue(x, n, false, s); !q) return q.err();
   if (auto w = sync_stream(s); !w) return w.err();
-  return static_cast<double>(host_.data()[0]);
+  return queued().sqr;
 }
 
 expected<void> norm_reducer::keep(const float* x, std::size_t n, cuda_stream s) {
@@ -55,14 +52,26 @@ expected<void> norm_reducer::precondition(const float* v, std::size_t n, float i
 }
 
 expected<norm_reducer::pair> norm_reducer::with_kept(const float* x, std::size_t n, cuda_stream s) {
-  if (!has_kept(n))
+  if (auto q = queue(x, n, true, s); !q) return q.err();
+  if (auto w = sync_stream(s); !w) return w.err();
+  return queued();
+}
+
+expected<void> norm_reducer::queue(const float* x, std::size_t n, bool with_kept, cuda_stream s) {
+  if (with_kept && !has_kept(n))
     return make_unexpected(gpu_errc::unsupported,
                            "norm_reducer::with_kept: no kept vector of " + std::to_string(n) + " floats");
-  auto rc = kernels::pair_norms(x, kept_.data(), weights_for(n), n, scratch_.data(), out_.data(), s);
-  if (auto k = launched(rc, "pair_norms"); !k) return k.err();
-  if (auto c = detail::copy_to_host(host_.data(), out_.data(), 3 * sizeof(float), s); !c) return c.err();
-  if (auto w = sync_stream(s); !w) return w.err();
+  const float* w = weights_for(n);
+  auto rc = with_kept ? kernels::pair_norms(x, kept_.data(), w, n, scratch_.data(), out_.data(), s)
+                      : kernels::sqr_norm(x, w, n, scratch_.data(), out_.data(), s);
+  if (auto k = launched(rc, with_kept ? "pair_norms" : "sqr_norm"); !k) return k;
+  queued_pair_ = with_kept;
+  return detail::copy_to_host(host_.data(), out_.data(), (with_kept ? 3 : 1) * sizeof(float), s);
+}
+
+norm_reducer::pair norm_reducer::queued() const {
   const float* h = host_.data();
+  if (!queued_pair_) return pair{h[0], 0, 0};
   return pair{h[0], h[1], h[2]};
 }
 

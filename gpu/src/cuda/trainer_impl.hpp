@@ -2,6 +2,7 @@
 // one buffer. trainer.cpp: construction, parameters, host sync; trainer_step.cpp: the step.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -32,7 +33,8 @@ class trainer_impl final : public device_trainer {
   ~trainer_impl() override;
   expected<void> init(const nn::train_config& c);
 
-  expected<float> compute_gradients(const nn::batch& b) override;
+  using device_trainer::compute_gradients;
+  expected<float> compute_gradients(const nn::batch& b, const std::function<void()>& queue_more) override;
   float* params() override { return params_.data(); }
   float* grads() override { return grads_.data(); }
   std::size_t dense_count() const override { return params_.size(); }

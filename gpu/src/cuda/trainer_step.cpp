@@ -85,7 +85,7 @@ expected<void> trainer_impl::run_forward(const device_context& ctx) {
   return {};
 }
 
-expected<float> trainer_impl::compute_gradients(const nn::batch& b) {
+expected<float> trainer_impl::compute_gradients(const nn::batch& b, const std::function<void()>& queue_more) {
   TROUPE_GPU_TRY(take_pending());
   TROUPE_GPU_TRY(check_batch(b));
   TROUPE_GPU_TRY(select());
@@ -98,6 +98,7 @@ expected<float> trainer_impl::compute_gradients(const nn::batch& b) {
   TROUPE_GPU_TRY(loss_forward(loss_, logits, labels_.data(), n, out_width_, probs_.data(),
                               example_loss_.data(), mean_loss_.data(), stream_.get()));
   TROUPE_GPU_TRY(run_backward(ctx));
+  if (queue_more) queue_more();
   TROUPE_GPU_TRY(detail::copy_to_host(loss_host_.data(), mean_loss_.data(), sizeof(float), stream_.get()));
   TROUPE_GPU_TRY(stream_.sync());
   return loss_host_.data()[0];

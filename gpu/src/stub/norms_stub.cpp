@@ -18,5 +18,11 @@ expected<void> norm_reducer::precondition(const float*, std::size_t, float, floa
 expected<norm_reducer::pair> norm_reducer::with_kept(const float*, std::size_t, cuda_stream) {
   return error(gpu_errc::not_built, "norm_reducer::with_kept");
 }
+expected<void> norm_reducer::queue(const float*, std::size_t, bool, cuda_stream) {
+  return error(gpu_errc::not_built, "norm_reducer::queue");
+}
+norm_reducer::pair norm_reducer::queued() const {
+  return {};
+}
 
 }  // namespace troupe::gpu

@@ -22,7 +22,7 @@ grad_ops device_grad_ops() {
   o.zero = [](float* dev, std::size_t n, gpu::cuda_stream s) {
     return gpu::detail::memset_device(dev, 0, n * sizeof(float), s);
   };
-  // One reducer for the four, made on the device current at its first use (the trainer's: its
+  // One reducer for the norms, made on the device current at its first use (the trainer's: its
   // compute_gradients selected it on this thread), so a worker that never estimates allocates none.
   auto r = std::make_shared<std::optional<gpu::norm_reducer>>();
   auto reducer = [r]() -> expected<gpu::norm_reducer*> {
@@ -33,7 +33,8 @@ grad_ops device_grad_ops() {
     }
     return &**r;
   };
-  // Each of the four: the reducer's method on it, or the error of making it.
+  // Each of sqr_norm, keep, queue_norms and precondition: the reducer's method on it, or the error of making
+  // it.
   auto on_reducer = [reducer]<typename R, typename... A>(R (gpu::norm_reducer::*method)(A...)) {
     return [reducer, method](A... a) -> R {
       auto red = reducer();
@@ -43,8 +44,10 @@ grad_ops device_grad_ops() {
   };
   o.sqr_norm = on_reducer(&gpu::norm_reducer::sqr);
   o.keep = on_reducer(&gpu::norm_reducer::keep);
-  o.with_kept = on_reducer(&gpu::norm_reducer::with_kept);
+  o.queue_norms = on_reducer(&gpu::norm_reducer::queue);
   o.precondition = on_reducer(&gpu::norm_reducer::precondition);
+  // Read only after a queue_norms that succeeded, so the reducer exists.
+  o.queued_norms = [r] { return *r ? (*r)->queued() : gpu::norm_reducer::pair{}; };
   return o;
 }
 

@@ -33,12 +33,15 @@ struct grad_ops {
   std::function<expected<void>(float* host, const float* dev, std::size_t n, gpu::cuda_stream)> to_host;
   std::function<expected<void>(float* dev, const float* host, std::size_t n, gpu::cuda_stream)> to_device;
   std::function<expected<void>(float* dev, std::size_t n, gpu::cuda_stream)> zero;
-  // The gradient noise scale's squared norms (gpu::norm_reducer, made on first use; each call waits
-  // for the stream): |x|^2; x kept as the previous step's gradient (queued); |x|^2, |kept|^2, x.kept.
+  // The gradient noise scale's squared norms (gpu::norm_reducer, made on first use): |x|^2, waiting
+  // for the stream; x kept as the previous step's gradient (queued); |x|^2 (with_kept: and |kept|^2,
+  // x.kept) queued with their readback, then read by queued_norms after a sync of the stream the
+  // caller makes anyway (norm_reducer::queue / queued).
   std::function<expected<double>(const float* dev, std::size_t n, gpu::cuda_stream)> sqr_norm;
   std::function<expected<void>(const float* dev, std::size_t n, gpu::cuda_stream)> keep;
-  std::function<expected<gpu::norm_reducer::pair>(const float* dev, std::size_t n, gpu::cuda_stream)>
-      with_kept;
+  std::function<expected<void>(const float* dev, std::size_t n, bool with_kept, gpu::cuda_stream)>
+      queue_norms;
+  std::function<gpu::norm_reducer::pair()> queued_norms;
   // From now on the three weigh n floats by Adam's preconditioner from its second moments v
   // (norm_reducer::precondition; queued).
   std::function<expected<void>(const float* v, std::size_t n, float inv_corr, float eps, gpu::cuda_stream)>

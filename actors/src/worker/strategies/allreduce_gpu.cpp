@@ -7,10 +7,11 @@
 // the path from the ranks' device uuids and hands out rank 0's NCCL unique id; the replicas and
 // their controllers are resynchronised from the most trained one via the host.
 // The gradient noise scale (docs/goodput.md, "The GPU path"): on the controller's rounds only (1 in
-// noise_scale_every) each rank reduces |g|^2 on the device and reads the one float back, which goes
-// into the control allreduce; after the sum every rank reduces |mean g|^2 the same way. A ring of
-// one pairs consecutive steps as the CPU path does: the step before a due round keeps its gradient
-// in a device buffer (a device-to-device copy), and the due round reads |g|^2, |g'|^2 and g.g'.
+// noise_scale_every) each rank reduces |g|^2 on the device, queued after its backward and read back
+// with its loss (no sync of its own), and the one float goes into the control allreduce; after the
+// sum every rank reduces |mean g|^2 (that one waits for the stream). A ring of one pairs consecutive
+// steps as the CPU path does: the step before a due round keeps its gradient in a device buffer (a
+// device-to-device copy), and the due round reads |g|^2, |g'|^2 and g.g' with its loss.
 // With Adam the norms are of the preconditioned gradient, as on the CPU path (grad_norms.hpp): on
 // the rounds that compute norms, the device reducer's weights are recomputed from the trainer's
 // second moments when due (a pass over them on the device, every 16 steps), and every reduction of
@@ -64,14 +65,16 @@ class gpu_allreduce final : public strategy {
     const double t0 = replicas::seconds_now(ctx);
     mine m;
     m.n = b ? b->size() : 0;
+    m.full = b && m.n == static_cast<std::size_t>(ctl_.batch().local());
+    plan_norms(*ring, m);
     if (b) {
-      auto l = ctx.backend.compute_gradients(*b);
+      auto l = m.own ? g_.trainer->compute_gradients(*b, [&] { queue_own_norms(*ring, m); })
+                     : g_.trainer->compute_gradients(*b);
       if (!l) throw std::runtime_error(l.err().to_string());
       m.loss = *l;
       m.compute_s = replicas::seconds_now(ctx) - t0;
     }
-    m.full = b && m.n == static_cast<std::size_t>(ctl_.batch().local());
-    own_norms(*ring, m);
+    read_own_norms(*ring, m);
     cast(ctx, *ring, m, exhausted);
     if (auto r = ctx.ring.allreduce(ctl_buf_); !r) return dropped(ctx, r.err());
     const replicas::round_vote vote(ctl_buf_);
@@ -94,17 +97,19 @@ class gpu_allreduce final : public strategy {
     std::size_t n = 0;
     double loss = 0, compute_s = 0;
     bool full = false, due = false;
+    bool own = false;             // its own norms queued with the compute
     std::optional<double> small;  // a ring: |g|^2; alone: the pair's mean |g_i|^2
     double pair_big = 0;          // alone: |(g + g') / 2|^2
   };
   static constexpr std::size_t ready_slot = replicas::round_vote::floats;  // ranks with NCCL ready
   static constexpr std::size_t ctl_floats = ready_slot + 1 + controller::vote_floats;
 
-  void own_norms(const ring_session::info& ring, mine& m);
+  void plan_norms(const ring_session::info& ring, mine& m);
+  void queue_own_norms(const ring_session::info& ring, mine& m);
+  void read_own_norms(const ring_session::info& ring, mine& m);
   void precondition(const ring_session::info& ring);
   expected<double> sum_gradients(worker_context& ctx, const ring_session::info& ring, const mine& m,
                                  const replicas::round_vote& vote);
-  double device_sqr();
   void cast(worker_context& ctx, const ring_session::info& ring, const mine& m, bool exhausted);
   controller::round read_round(worker_context& ctx, const ring_session::info& ring, const mine& m,
                                double big_sqr, double share, float samples);
@@ -138,25 +143,38 @@ class gpu_allreduce final : public strategy {
   bool stepped_ = false;
 };
 
-// On the controller's rounds: a ring rank's |g|^2 (full batches only: a short one would make B_small
-// wrong); a lone replica's pair with the previous step's kept gradient (both full, of equal rows).
-void gpu_allreduce::own_norms(const ring_session::info& ring, mine& m) {
+// On the controller's rounds, before the compute: whether this rank's own norms are queued with it
+// (a ring rank's |g|^2 of a full batch: a short one would make B_small wrong; alone, the pair with the
+// previous step's kept gradient, both full, of equal rows), and Adam's weights refreshed when due
+// (queued after the last optimizer step, which wrote the moments they are of).
+void gpu_allreduce::plan_norms(const ring_session::info& ring, mine& m) {
   m.due = estimate_ && ctl_.norms_due();
   const bool pair = m.due && ring.size == 1 && prev_ok_ && !ring.fresh && m.full && m.n == prev_n_;
   prev_ok_ = false;
   if (!m.due || (ring.size == 1 && !pair)) return;
   precondition(ring);  // every rank of a ring alike, full batch or not: their estimates stay equal
-  if (!m.full || !estimate_) return;
+  m.own = m.full && estimate_;
+}
+
+// Called by the compute once its backward is queued: the reductions and their readback queued on the
+// stream, read by the loss readback's sync.
+void gpu_allreduce::queue_own_norms(const ring_session::info& ring, mine& m) {
   auto& dev = *g_.trainer;
+  if (auto q = g_.ops.queue_norms(dev.grads(), dev.dense_count(), ring.size == 1, dev.stream()); !q) {
+    m.own = false;
+    norms_failed(q.err());
+  }
+}
+
+void gpu_allreduce::read_own_norms(const ring_session::info& ring, mine& m) {
+  if (!m.own || !estimate_) return;
+  const auto p = g_.ops.queued_norms();
   if (ring.size > 1) {
-    m.small = device_sqr();
-    if (!estimate_) m.small.reset();
+    m.small = p.sqr;
     return;
   }
-  auto p = g_.ops.with_kept(dev.grads(), dev.dense_count(), dev.stream());
-  if (!p) return norms_failed(p.err());
-  m.small = 0.5 * (p->sqr + p->kept_sqr);
-  m.pair_big = 0.25 * (p->sqr + p->kept_sqr + 2.0 * p->cross);
+  m.small = 0.5 * (p.sqr + p.kept_sqr);
+  m.pair_big = 0.25 * (p.sqr + p.kept_sqr + 2.0 * p.cross);
 }
 
 // With Adam, the reducer's weights from the trainer's second moments when due (as
@@ -187,16 +205,12 @@ expected<double> gpu_allreduce::sum_gradients(worker_context& ctx, const ring_se
   auto synced = ctl_buf_[ready_slot] == vote.ranks ? sync_nccl(ring.epoch, m.n == 0, scale)
                                                    : sync_host(ctx, m.n == 0, scale);
   if (!synced) return synced.err();
-  return m.due && estimate_ ? device_sqr() : 0.0;
-}
-
-// |grads|^2 on the device (0 and the estimator off on a failure).
-double gpu_allreduce::device_sqr() {
+  if (!m.due || !estimate_) return 0.0;
   auto& dev = *g_.trainer;
   auto r = g_.ops.sqr_norm(dev.grads(), dev.dense_count(), dev.stream());
   if (r) return *r;
-  norms_failed(r.err());
-  return 0;
+  norms_failed(r.err());  // 0 and the estimator off
+  return 0.0;
 }
 
 // A rank that cannot reduce on its device stops estimating: its votes carry no norms, so the ring's

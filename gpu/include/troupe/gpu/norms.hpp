@@ -11,10 +11,11 @@
 // computed on the device from Adam's second moments.
 //
 // Contract: every call queues its work on `s` after what is already queued there (the gradient's
-// producer), then waits for `s` (the readback); so it costs a stream sync and is meant for the rounds
-// that compute norms only. Device pointers are of the device current on the calling thread, which
-// must be the one the reducer was created on. Not thread-safe. Errors: gpu_errc (cuda_failed names the
-// call; not_built without CUDA).
+// producer). sqr() and with_kept() then wait for `s` (the readback): a stream sync each, meant for the
+// rounds that compute norms only. queue() and queued() are the same reductions without the wait: the
+// caller reads them after a sync of `s` it makes anyway (the step's loss readback). Device pointers are of
+// the device current on the calling thread, which must be the one the reducer was created on. Not
+// thread-safe. Errors: gpu_errc (cuda_failed names the call; not_built without CUDA).
 #pragma once
 
 #include <cstddef>
@@ -48,6 +49,12 @@ class norm_reducer {
   };
   expected<pair> with_kept(const float* x, std::size_t n, cuda_stream s);
 
+  // Queues |x|^2 (with_kept: the pair, as with_kept()) and its readback on `s`, without waiting.
+  // queued() reads the last queue()'s norms once `s` has been synced since (kept_sqr and cross 0
+  // without with_kept); before that they are undefined.
+  expected<void> queue(const float* x, std::size_t n, bool with_kept, cuda_stream s);
+  pair queued() const;
+
  private:
   norm_reducer() = default;
   device_buffer<double> scratch_;
@@ -55,6 +62,7 @@ class norm_reducer {
   pinned_buffer<float> host_;
   device_buffer<float> kept_, weights_;
   std::size_t kept_n_ = 0, weights_n_ = 0;
+  bool queued_pair_ = false;  // the last queue() was with_kept
   const float* weights_for(std::size_t n) const { return preconditioned(n) ? weights_.data() : nullptr; }
 };
 

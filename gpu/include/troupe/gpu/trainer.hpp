@@ -2,10 +2,11 @@
 // wide_deep, and any graph of the layers layers.hpp supports) with its optimizer state.
 //
 // Step: compute_gradients(batch) (forward + backward on the device; returns the mean loss, which
-// syncs the stream), then optionally combine grads() across replicas, then apply_gradients().
-// Dense trainable parameters and their gradients are each ONE contiguous device buffer, in the
-// host model's trainable-parameter order and sizes, so one allreduce covers a step. Embedding
-// rows live in device tables (host-side id -> row map); their optimizer runs on touched rows.
+// syncs the stream: the step's one sync, which what its hook queues rides), then optionally combine
+// grads() across replicas, then apply_gradients(). Dense trainable parameters and their gradients
+// are each ONE contiguous device buffer, in the host model's trainable-parameter order and sizes, so
+// one allreduce covers a step. Embedding rows live in device tables (host-side id -> row map); their
+// optimizer runs on touched rows.
 //
 // Threads: calls may come from any thread, one at a time; each selects the trainer's device.
 #pragma once
@@ -32,8 +33,12 @@ class device_trainer {
   virtual ~device_trainer() = default;
 
   // Forward (training) + backward of `b` on the device; returns the batch's mean loss.
-  // Label or shape problems are nn bad_shape errors, as nn::model::forward.
-  virtual expected<float> compute_gradients(const nn::batch& b) = 0;
+  // Label or shape problems are nn bad_shape errors, as nn::model::forward. `queue_more`, when set,
+  // is called once the backward is queued and before the loss is read back: what it queues on
+  // stream() is done when this returns, without a sync of its own (the gradient noise scale's norms
+  // of this step's gradient, read back with the loss). It reports its own errors.
+  virtual expected<float> compute_gradients(const nn::batch& b, const std::function<void()>& queue_more) = 0;
+  expected<float> compute_gradients(const nn::batch& b) { return compute_gradients(b, {}); }
   virtual float* params() = 0;  // device pointer, dense_count() floats
   virtual float* grads() = 0;   // device pointer, dense_count() floats
   virtual std::size_t dense_count() const = 0;
