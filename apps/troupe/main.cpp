@@ -1,13 +1,16 @@
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "command.hpp"
 #include "suggest.hpp"
+#include "troupe/core/float_env.hpp"
 #include "troupe/core/log.hpp"
 #include "troupe/core/memory.hpp"
 
@@ -96,6 +99,9 @@ int run_parsed(const runners& rs) {
 int main(int argc, char** argv) {
   using namespace troupe;
   keep_large_buffers();
+  // Every thread of every node (workers, PS shards, serving replicas) flushes denormals; docs/nn.md.
+  if (const char* keep = std::getenv("TROUPE_KEEP_DENORMALS"); !keep || std::string_view(keep) != "1")
+    flush_denormals();
   CLI::App app{
       "troupe: elastic, fault-tolerant distributed training.\n"
       "A job's master, data dispenser, parameter-server shards and workers are supervised\n"

@@ -4,6 +4,14 @@
 // (threads; the sums are the strategy's own code, the ring a shared buffer). Prints one JSON line
 // per (model, ranks): the median step time (wall and rank 0's CPU) of each and the overhead.
 //
+// Each configuration is measured twice, with the first and then the second of the two replicas
+// estimating, and the overhead is the mean of the two (both layouts' figures are in the line). With
+// identical work (--aa) the replica made and stepped first still reads faster at 1 rank on the
+// 2-core machine (-1.6% mean of 10 runs, sd 0.8; the first layout -3%, the second ~0%): a bias of
+// placement the swap only halves. Compare a figure with the --aa run of the same session. The bench
+// flushes denormals, as the troupe binary does (core/float_env.hpp): without, the step time doubles
+// from ~1,300 steps on (Adam on Fashion-MNIST) and the later blocks dominate any difference.
+//
 // --every N: [train] noise_scale_every (the norms on 1 step in N; default the job file's default, 8):
 // blocks of a multiple of N steps measure it evenly.
 //
@@ -14,8 +22,13 @@
 // block ends with the device synced, so queued optimizer steps are counted. Without a GPU it prints
 // one JSON line with the reason and exits 0.
 //
-//   noise_scale_bench [--ranks 1,2,4] [--blocks 40] [--steps 24] [--models mlp64,mlp256,cnn] [--every N]
-//   noise_scale_bench --device gpu [--ranks 1,2] [--batches 512,64] [--blocks 30] [--steps 24] [--every N]
+//   noise_scale_bench [--ranks 1,2,4] [--blocks 40] [--steps 24] [--models mlp64,mlp256,cnn]
+//                     [--every N] [--aa]
+//   noise_scale_bench --device gpu [--ranks 1,2] [--batches 512,64] [--blocks 30] [--steps 24]
+//                     [--every N] [--aa]
+//
+// --aa (last): neither replica estimates, an A/A run: what the bench reads as overhead when there is
+// none.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -32,6 +45,7 @@
 #include "in_process_ring.hpp"
 #include "troupe/actors/backends.hpp"
 #include "troupe/actors/strategy.hpp"
+#include "troupe/core/float_env.hpp"
 #include "troupe/gpu/trainer.hpp"
 #include "troupe/nn/data/readers.hpp"
 #include "troupe/nn/model.hpp"
@@ -51,6 +65,7 @@ struct no_ps final : ps_client {
 };
 
 std::size_t every = nn::train_config{}.noise_scale_every;
+bool both_off = false;  // --aa: neither replica estimates (the bench's own bias: an A/A run)
 
 job::job_spec spec_for(const std::string& model, bool noise, int ranks, std::size_t batch = 64) {
   job::job_spec s;
@@ -96,8 +111,20 @@ struct replica {
   std::unique_ptr<worker_context> ctx;
 };
 
-// Per block, the mean wall and CPU seconds per step of rank 0 with the estimate on and off.
-void run(const std::string& model, int ranks, int blocks, int steps, const nn::dataset& data) {
+// Rank 0's median seconds per step (wall and CPU) with the estimate on and off, in one layout.
+struct medians {
+  double on = 0, off = 0, cpu_on = 0, cpu_off = 0;
+  std::size_t blocks = 0;
+};
+
+double pct(double on, double off) {
+  return off > 0 ? 100.0 * (on - off) / off : 0.0;
+}
+
+// Per block, the mean wall and CPU seconds per step of rank 0 with the estimate on (replica `est`)
+// and off (the other).
+medians run_layout(const std::string& model, int ranks, int blocks, int steps, const nn::dataset& data,
+                   int est) {
   shared_ring ring(ranks);
   std::vector<double> on, off, cpu_on, cpu_off;
   std::vector<std::thread> threads;
@@ -110,7 +137,7 @@ void run(const std::string& model, int ranks, int blocks, int steps, const nn::d
       node_id self{"worker-" + std::to_string(r), 0};
       replica reps[2];
       for (int k = 0; k < 2; ++k) {
-        reps[k].spec = spec_for(model, k == 0, ranks);
+        reps[k].spec = spec_for(model, k == est && !both_off, ranks);
         auto be = make_host_backend(reps[k].spec, data.info);
         if (!be) {
           std::fprintf(stderr, "%s\n", be.err().to_string().c_str());
@@ -135,20 +162,30 @@ void run(const std::string& model, int ranks, int blocks, int steps, const nn::d
         double c = (thread_cpu_s() - c0) / steps;
         if (r == 0 && blk >= 2) {  // the first block of each warms up
           std::lock_guard lk(mu);
-          (blk % 2 == 0 ? on : off).push_back(s);
-          (blk % 2 == 0 ? cpu_on : cpu_off).push_back(c);
+          const bool estimating = blk % 2 == est;
+          (estimating ? on : off).push_back(s);
+          (estimating ? cpu_on : cpu_off).push_back(c);
         }
       }
     });
   for (auto& t : threads) t.join();
-  const double a = median(on), b = median(off), ca = median(cpu_on), cb = median(cpu_off);
+  return {median(on), median(off), median(cpu_on), median(cpu_off), on.size()};
+}
+
+void run(const std::string& model, int ranks, int blocks, int steps, const nn::dataset& data) {
+  const medians l[2] = {run_layout(model, ranks, blocks, steps, data, 0),
+                        run_layout(model, ranks, blocks, steps, data, 1)};
+  const double w[2] = {pct(l[0].on, l[0].off), pct(l[1].on, l[1].off)};
+  const double c[2] = {pct(l[0].cpu_on, l[0].cpu_off), pct(l[1].cpu_on, l[1].cpu_off)};
   std::printf(
       "{\"bench\": \"noise_scale_overhead\", \"model\": \"%s\", \"ranks\": %d, \"batch\": 64, \"optimizer\": "
       "\"adam\", \"noise_scale_every\": %zu, \"blocks\": %zu, \"steps_per_block\": %d, \"step_ms_on\": %.4f, "
-      "\"step_ms_off\": %.4f, "
-      "\"overhead_pct\": %.2f, \"cpu_ms_on\": %.4f, \"cpu_ms_off\": %.4f, \"cpu_overhead_pct\": %.2f}\n",
-      model.c_str(), ranks, every, on.size(), steps, a * 1e3, b * 1e3, 100.0 * (a - b) / b, ca * 1e3,
-      cb * 1e3, 100.0 * (ca - cb) / cb);
+      "\"step_ms_off\": %.4f, \"overhead_pct\": %.2f, \"cpu_ms_on\": %.4f, \"cpu_ms_off\": %.4f, "
+      "\"cpu_overhead_pct\": %.2f, \"layouts_overhead_pct\": [%.2f, %.2f], \"layouts_cpu_overhead_pct\": "
+      "[%.2f, %.2f]}\n",
+      model.c_str(), ranks, every, l[0].blocks + l[1].blocks, steps, (l[0].on + l[1].on) * 500,
+      (l[0].off + l[1].off) * 500, (w[0] + w[1]) / 2, (l[0].cpu_on + l[1].cpu_on) * 500,
+      (l[0].cpu_off + l[1].cpu_off) * 500, (c[0] + c[1]) / 2, w[0], w[1], c[0], c[1]);
   std::fflush(stdout);
 }
 
@@ -184,8 +221,9 @@ std::unique_ptr<trainer_backend> gpu_backend(const job::job_spec& spec, const nn
   return std::move(*b);
 }
 
-// As run(), on the device: rank 0's median wall time per step with the estimate on and off.
-void run_gpu(int ranks, std::size_t batch, int blocks, int steps, const nn::dataset& data) {
+// As run_layout(), on the device: rank 0's median wall time per step with the estimate on and off.
+medians run_gpu_layout(int ranks, std::size_t batch, int blocks, int steps, const nn::dataset& data,
+                       int est) {
   shared_ring ring(ranks);
   fakes::shared_rendezvous rv[2];  // one per replica set: their ring epochs would collide
   std::vector<double> on, off;
@@ -198,7 +236,7 @@ void run_gpu(int ranks, std::size_t batch, int blocks, int steps, const nn::data
       node_id self{"worker-" + std::to_string(r), 0};
       replica reps[2];
       for (int k = 0; k < 2; ++k) {
-        reps[k].spec = spec_for("mlp256", k == 0, ranks, batch);
+        reps[k].spec = spec_for("mlp256", k == est && !both_off, ranks, batch);
         reps[k].be = gpu_backend(reps[k].spec, data.info, r, rv[k]);
         auto strat = make_strategy("allreduce", reps[k].spec);
         reps[k].strat = std::move(*strat);
@@ -217,18 +255,25 @@ void run_gpu(int ranks, std::size_t batch, int blocks, int steps, const nn::data
         double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
         if (r == 0 && blk >= 2) {
           std::lock_guard lk(mu);
-          (blk % 2 == 0 ? on : off).push_back(s);
+          (blk % 2 == est ? on : off).push_back(s);
         }
       }
     });
   for (auto& t : threads) t.join();
-  const double a = median(on), b = median(off);
+  return {median(on), median(off), 0, 0, on.size()};
+}
+
+void run_gpu(int ranks, std::size_t batch, int blocks, int steps, const nn::dataset& data) {
+  const medians l[2] = {run_gpu_layout(ranks, batch, blocks, steps, data, 0),
+                        run_gpu_layout(ranks, batch, blocks, steps, data, 1)};
+  const double w[2] = {pct(l[0].on, l[0].off), pct(l[1].on, l[1].off)};
   std::printf(
       "{\"bench\": \"noise_scale_overhead_gpu\", \"model\": \"mlp256\", \"ranks\": %d, \"sync\": \"%s\", "
       "\"batch\": %zu, \"optimizer\": \"adam\", \"noise_scale_every\": %zu, \"blocks\": %zu, "
-      "\"steps_per_block\": %d, \"step_ms_on\": %.4f, \"step_ms_off\": %.4f, \"overhead_pct\": %.2f}\n",
-      ranks, ranks == 1 ? "none" : "host-staged", batch, every, on.size(), steps, a * 1e3, b * 1e3,
-      100.0 * (a - b) / b);
+      "\"steps_per_block\": %d, \"step_ms_on\": %.4f, \"step_ms_off\": %.4f, \"overhead_pct\": %.2f, "
+      "\"layouts_overhead_pct\": [%.2f, %.2f]}\n",
+      ranks, ranks == 1 ? "none" : "host-staged", batch, every, l[0].blocks + l[1].blocks, steps,
+      (l[0].on + l[1].on) * 500, (l[0].off + l[1].off) * 500, (w[0] + w[1]) / 2, w[0], w[1]);
   std::fflush(stdout);
 }
 
@@ -247,8 +292,11 @@ std::vector<std::string> split(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  flush_denormals();  // as the troupe binary does; the ranks' threads inherit it
   std::string ranks = "1,2,4", models = "mlp64,mlp256,cnn", device = "cpu", batches = "512,64";
   int blocks = 40, steps = 24;
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--aa") == 0) both_off = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (k == "--device") device = argv[i + 1];
