@@ -67,7 +67,7 @@ class gpu_allreduce final : public strategy {
     m.n = b ? b->size() : 0;
     m.full = b && m.n == static_cast<std::size_t>(ctl_.batch().local());
     plan_norms(*ring, m);
-    if (b) {
+    if (b) {  // the trainer's own call: the CUDA backend's compute_gradients is it without the hook
       auto l = m.own ? g_.trainer->compute_gradients(*b, [&] { queue_own_norms(*ring, m); })
                      : g_.trainer->compute_gradients(*b);
       if (!l) throw std::runtime_error(l.err().to_string());
