@@ -71,7 +71,9 @@ def functions(code):
                     yield name, first, line - first + 1
             stmt_start = i + 1
         elif c == "{":
-            head = code[stmt_start:i]
+            # Preprocessor lines are no part of a head: `#if defined(X)` before `namespace n {`
+            # would read as a parameter list.
+            head = "\n".join(l for l in code[stmt_start:i].split("\n") if not l.lstrip().startswith("#"))
             inside_function = any(d < depth for d in starts)
             if not inside_function and is_function_head(head) and re.search(r"\)[^()]*:[^:].*\w\s*$", " ".join(head.split())):
                 init_braces.add(depth)

@@ -1,11 +1,9 @@
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
-#include <string_view>
 #include <vector>
 
 #include "command.hpp"
@@ -99,9 +97,7 @@ int run_parsed(const runners& rs) {
 int main(int argc, char** argv) {
   using namespace troupe;
   keep_large_buffers();
-  // Every thread of every node (workers, PS shards, serving replicas) flushes denormals; docs/nn.md.
-  if (const char* keep = std::getenv("TROUPE_KEEP_DENORMALS"); !keep || std::string_view(keep) != "1")
-    flush_denormals();
+  flush_denormals_unless_kept();  // every thread of every node: workers, PS shards, serving replicas
   CLI::App app{
       "troupe: elastic, fault-tolerant distributed training.\n"
       "A job's master, data dispenser, parameter-server shards and workers are supervised\n"

@@ -292,7 +292,7 @@ std::vector<std::string> split(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  flush_denormals();  // as the troupe binary does; the ranks' threads inherit it
+  flush_denormals_unless_kept();  // as the troupe binary does; the ranks' threads inherit it
   std::string ranks = "1,2,4", models = "mlp64,mlp256,cnn", device = "cpu", batches = "512,64";
   int blocks = 40, steps = 24;
   for (int i = 1; i < argc; ++i)

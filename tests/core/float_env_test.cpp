@@ -2,6 +2,7 @@
 // reads as zero and a denormal result is flushed; other threads keep IEEE's gradual underflow.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <limits>
 #include <thread>
 
@@ -47,6 +48,28 @@ TEST(float_env, a_thread_that_does_not_flush_keeps_gradual_underflow) {
     EXPECT_GT(square(tiny), 0.0f);
   });
   t.join();
+}
+
+// TROUPE_KEEP_DENORMALS=1 keeps them (each case in a thread of its own: the mode is per thread).
+TEST(float_env, troupe_keep_denormals_1_keeps_them_and_anything_else_flushes) {
+  auto in_thread = [](const char* value) {
+    if (value)
+      ::setenv("TROUPE_KEEP_DENORMALS", value, 1);
+    else
+      ::unsetenv("TROUPE_KEEP_DENORMALS");
+    bool flushed = false, now = false;
+    std::thread t([&] {
+      flushed = flush_denormals_unless_kept();
+      now = denormals_flushed();
+    });
+    t.join();
+    ::unsetenv("TROUPE_KEEP_DENORMALS");
+    EXPECT_EQ(flushed, now) << (value ? value : "(unset)");
+    return now;
+  };
+  EXPECT_FALSE(in_thread("1"));
+  EXPECT_TRUE(in_thread(nullptr));
+  EXPECT_TRUE(in_thread("0"));
 }
 
 }  // namespace
