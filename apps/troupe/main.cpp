@@ -8,9 +8,9 @@
 
 #include "command.hpp"
 #include "suggest.hpp"
-#include "troupe/core/float_env.hpp"
 #include "troupe/core/log.hpp"
 #include "troupe/core/memory.hpp"
+#include "troupe/nn/blas.hpp"
 
 namespace troupe::cli {
 
@@ -97,7 +97,7 @@ int run_parsed(const runners& rs) {
 int main(int argc, char** argv) {
   using namespace troupe;
   keep_large_buffers();
-  flush_denormals_unless_kept();  // every thread of every node: workers, PS shards, serving replicas
+  nn::flush_denormals_unless_kept_everywhere();  // every thread of every node, the BLAS pool's too
   CLI::App app{
       "troupe: elastic, fault-tolerant distributed training.\n"
       "A job's master, data dispenser, parameter-server shards and workers are supervised\n"

@@ -45,8 +45,8 @@
 #include "in_process_ring.hpp"
 #include "troupe/actors/backends.hpp"
 #include "troupe/actors/strategy.hpp"
-#include "troupe/core/float_env.hpp"
 #include "troupe/gpu/trainer.hpp"
+#include "troupe/nn/blas.hpp"
 #include "troupe/nn/data/readers.hpp"
 #include "troupe/nn/model.hpp"
 #include "worker/backends/cuda_backend.hpp"
@@ -292,7 +292,7 @@ std::vector<std::string> split(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  flush_denormals_unless_kept();  // as the troupe binary does; the ranks' threads inherit it
+  nn::flush_denormals_unless_kept_everywhere();  // as the troupe binary does; the ranks' threads inherit it
   std::string ranks = "1,2,4", models = "mlp64,mlp256,cnn", device = "cpu", batches = "512,64";
   int blocks = 40, steps = 24;
   for (int i = 1; i < argc; ++i)

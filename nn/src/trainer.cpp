@@ -1,21 +1,16 @@
 #include "troupe/nn/trainer.hpp"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <chrono>
 #include <numeric>
 
+#include "troupe/nn/blas.hpp"
 #include "troupe/nn/epoch.hpp"
 #include "troupe/nn/errc.hpp"
 #include "troupe/nn/metrics.hpp"
 #include "troupe/nn/random.hpp"
 
 namespace troupe::nn {
-
-void set_blas_threads(int n) {
-  if (n > 0) openblas_set_num_threads(n);
-}
 
 expected<std::unique_ptr<trainer>> trainer::create(model& m, const train_config& c) {
   if (c.batch_size == 0 || c.eval_batch_size == 0)

@@ -6,7 +6,7 @@
 
 #include <mutex>
 
-#include "troupe/nn/trainer.hpp"
+#include "troupe/nn/blas.hpp"
 
 namespace troupe::actors {
 

@@ -15,11 +15,12 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "troupe/core/clock.hpp"
 #include "troupe/model/predictor.hpp"
-#include "troupe/nn/trainer.hpp"
+#include "troupe/nn/blas.hpp"
 
 namespace troupe::model {
 

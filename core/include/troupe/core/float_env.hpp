@@ -13,9 +13,9 @@ namespace troupe {
 // once, first in main(), before threads start. Returns false where the CPU has no such mode.
 bool flush_denormals();
 
-// What troupe's processes do (the troupe binary first in main, the benches that stand for it):
 // flush_denormals() unless the environment has TROUPE_KEEP_DENORMALS=1 (IEEE's gradual underflow
-// kept, docs/nn.md). Returns whether it flushed.
+// kept, docs/nn.md). Returns whether it flushed. troupe's processes call it through
+// nn::flush_denormals_unless_kept_everywhere(), which restarts the BLAS pool after it.
 bool flush_denormals_unless_kept();
 
 // Whether the calling thread flushes denormals (flush_denormals() took effect on it or its creator).

@@ -95,7 +95,4 @@ class trainer {
   std::uint64_t steps_ = 0;
 };
 
-// Sets the number of OpenBLAS threads (n > 0).
-void set_blas_threads(int n);
-
 }  // namespace troupe::nn
