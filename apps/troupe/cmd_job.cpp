@@ -113,7 +113,8 @@ const command_registrar scale_reg{
       sub.add_option("--workers", *n, "the new number of workers")->required()->check(CLI::Range(0, 16384));
       sub.add_option("--host", *host,
                      "start the workers this adds on this host (a Slurm node of the worker partition, or one "
-                     "of cluster.hosts); default: where the launcher puts them");
+                     "of cluster.hosts), or, on a shrink, stop the workers running there first (a drain); "
+                     "default: where the launcher puts them, and the highest-numbered leave");
       return [t, n, host]() -> int {
         quiet_logs();
         auto dir = control::find_job_dir(t->job_dir, t->root);

@@ -24,7 +24,8 @@ void gemm_case(const char* pool, const char* values, float v, int n, int rounds)
   std::vector<double> ms;
   for (int r = 0; r < rounds; ++r) {
     auto t0 = std::chrono::steady_clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f,
+                c.data(), n);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::size_t denormal = 0;
@@ -34,9 +35,10 @@ void gemm_case(const char* pool, const char* values, float v, int n, int rounds)
     denormal += (bits & 0x7f800000u) == 0 && (bits & 0x7fffffu) != 0;
   }
   std::sort(ms.begin(), ms.end());
-  std::printf("{\"pool\":\"%s\",\"values\":\"%s\",\"n\":%d,\"threads\":%d,\"best_ms\":%.3f,\"median_ms\":%.3f,"
-              "\"denormal_outputs\":%zu}\n",
-              pool, values, n, openblas_get_num_threads(), ms.front(), ms[ms.size() / 2], denormal);
+  std::printf(
+      "{\"pool\":\"%s\",\"values\":\"%s\",\"n\":%d,\"threads\":%d,\"best_ms\":%.3f,\"median_ms\":%.3f,"
+      "\"denormal_outputs\":%zu}\n",
+      pool, values, n, openblas_get_num_threads(), ms.front(), ms[ms.size() / 2], denormal);
 }
 
 }  // namespace

@@ -113,9 +113,18 @@ TEST(slurm_commands, scontrol_fields) {
 TEST(slurm_commands, squeue_lines) {
   auto m = parse_squeue("12|RUNNING\n13|PENDING\ngarbage\n|X\n14x|RUNNING\n15|CANCELLED by 0\n");
   EXPECT_EQ(m.size(), 3u);
-  EXPECT_EQ(m[12], "RUNNING");
-  EXPECT_EQ(m[13], "PENDING");
-  EXPECT_EQ(m[15], "CANCELLED by 0");
+  EXPECT_EQ(m[12].state, "RUNNING");
+  EXPECT_EQ(m[13].state, "PENDING");
+  EXPECT_EQ(m[15].state, "CANCELLED by 0");
+  EXPECT_EQ(m[12].nodes, "");
+  // With the node list (-o '%i|%T|%N'): empty while the job waits.
+  auto n = parse_squeue("21|RUNNING|h2\n22|PENDING|\n23|COMPLETING|h3\n");
+  ASSERT_EQ(n.size(), 3u);
+  EXPECT_EQ(n[21].state, "RUNNING");
+  EXPECT_EQ(n[21].nodes, "h2");
+  EXPECT_EQ(n[22].state, "PENDING");
+  EXPECT_EQ(n[22].nodes, "");
+  EXPECT_EQ(n[23].nodes, "h3");
 }
 
 TEST(slurm_commands, scontrol_exit_codes_and_states) {

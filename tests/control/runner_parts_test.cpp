@@ -30,7 +30,8 @@ class fake_launcher final : public cluster::launcher {
   expected<cluster::node_handle> launch(const cluster::node_spec& spec) override {
     if (refuse) return make_unexpected(cluster::cluster_errc::launch_failed, "refused");
     launched.push_back(spec);
-    cluster::node_handle h{++serial_, spec.id, 1000 + static_cast<int>(serial_), ""};
+    // Runs where the spec asks (as the local launcher with cluster.hosts; "": here).
+    cluster::node_handle h{++serial_, spec.id, 1000 + static_cast<int>(serial_), spec.host};
     running_[h.serial] = h;
     return h;
   }
@@ -301,6 +302,20 @@ TEST_F(slots_fixture, a_scale_with_a_host_places_the_workers_it_adds_there_and_o
   table.scale_to(1);
   table.scale_to(2);  // a refill after a shrink: anywhere
   EXPECT_EQ(launcher.launched.back().host, "");
+}
+
+// troupe scale --host on a shrink drains that host: the workers running there leave first (by
+// launcher::host_of), then the highest indices; a host none runs on changes nothing of the order.
+TEST_F(slots_fixture, a_shrink_with_a_host_stops_the_workers_running_there_first) {
+  table.scale_to(2, "h1");  // worker-0 and worker-1 on h1
+  table.scale_to(4, "h2");  // worker-2 and worker-3 on h2
+  EXPECT_EQ(table.scale_to(3, "h1").leaving, std::vector<std::string>{"worker-1"});
+  EXPECT_EQ(table.scale_to(1, "h1").leaving, (std::vector<std::string>{"worker-0", "worker-3"}));
+  EXPECT_TRUE(table.find("worker-2")->wanted);
+  EXPECT_EQ(launcher.signals, (std::vector<std::pair<std::string, int>>{
+                                  {"worker-1", SIGTERM}, {"worker-0", SIGTERM}, {"worker-3", SIGTERM}}));
+  table.scale_to(3);  // worker-4 and worker-5, where the launcher puts them
+  EXPECT_EQ(table.scale_to(2, "h9").leaving, std::vector<std::string>{"worker-5"});
 }
 
 TEST_F(slots_fixture, scale_clamps_to_the_job_bounds_and_a_refused_launch_is_an_error) {

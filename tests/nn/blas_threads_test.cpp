@@ -22,7 +22,8 @@ namespace {
 std::size_t denormal_outputs() {
   constexpr int n = 256;
   std::vector<float> a(n * n, 1e-22f), b(n * n, 1e-22f), c(n * n, 1.f);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f,
+              c.data(), n);
   std::size_t nonzero = 0;
   for (float x : c) {
     std::uint32_t bits;

@@ -100,7 +100,8 @@ TEST_F(slurm_launcher, a_signal_reaches_the_node_itself) {
   auto l = make();
   ASSERT_TRUE(l);
   auto h = l->launch(
-      shell("worker-1", "trap 'echo got TERM; exit 7' TERM; echo ready; while :; do sleep 0.1; done"));
+      shell("worker-1",
+            "trap 'echo got TERM; exit 7' TERM; echo ready on $(hostname).; while :; do sleep 0.1; done"));
   ASSERT_TRUE(h) << h.err().to_string();
   for (int i = 0; i < 600 && l->state(*h) != "RUNNING"; ++i) std::this_thread::sleep_for(100ms);
   ASSERT_EQ(l->state(*h), "RUNNING");
@@ -108,6 +109,10 @@ TEST_F(slurm_launcher, a_signal_reaches_the_node_itself) {
   for (int i = 0; i < 600 && sh("cat " + (dir_ / "worker-1.log").string()).find("ready") == std::string::npos;
        ++i)
     std::this_thread::sleep_for(100ms);
+  // host_of: the node squeue lists the running job on, the one the script runs on.
+  const auto log = sh("cat " + (dir_ / "worker-1.log").string());
+  const auto at = log.find("ready on ") + 9;
+  EXPECT_EQ(l->host_of(*h), log.substr(at, log.find('.', at) - at)) << log;
   ASSERT_TRUE(l->signal(*h, SIGTERM));
   auto st = l->wait(*h, 60s);
   ASSERT_TRUE(st) << st.err().to_string();

@@ -56,8 +56,8 @@ std::vector<std::string> sbatch_argv(const node_spec& spec, const std::string& p
   return a;
 }
 
-std::map<long, std::string> parse_squeue(const std::string& text) {
-  std::map<long, std::string> m;
+std::map<long, squeue_job> parse_squeue(const std::string& text) {
+  std::map<long, squeue_job> m;
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
@@ -66,7 +66,12 @@ std::map<long, std::string> parse_squeue(const std::string& text) {
     char* end = nullptr;
     long id = std::strtol(line.c_str(), &end, 10);
     if (end != line.c_str() + bar || id <= 0) continue;
-    m[id] = line.substr(bar + 1);
+    auto rest = line.substr(bar + 1), nodes = std::string();
+    if (auto second = rest.find('|'); second != std::string::npos) {
+      nodes = rest.substr(second + 1);
+      rest.resize(second);
+    }
+    m[id] = {std::move(rest), std::move(nodes)};
   }
   return m;
 }

@@ -21,8 +21,14 @@ std::string shell_quote(const std::string& s);
 // `exec [env [-i] K=V...] program args...` in the working directory.
 std::vector<std::string> sbatch_argv(const node_spec& spec, const std::string& program, const options& so);
 
-// `squeue -h -t all -o '%i|%T'` output -> job id -> state. Lines that do not parse are skipped.
-std::map<long, std::string> parse_squeue(const std::string& text);
+// A job as squeue lists it: its state and, with `-o '%i|%T|%N'`, the nodes it runs on ("" while
+// it waits, or without the field).
+struct squeue_job {
+  std::string state, nodes;
+};
+// `squeue -h -t all -o '%i|%T'` or `'%i|%T|%N'` output -> job id -> its state (and nodes). Lines
+// that do not parse are skipped.
+std::map<long, squeue_job> parse_squeue(const std::string& text);
 
 // `scontrol show job -o ID` output -> the exit status (JobState, ExitCode=code:signal; state
 // PREEMPTED whenever PreemptTime is set; trace.reason from Reason, trace.host from BatchHost);

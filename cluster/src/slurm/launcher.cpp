@@ -25,6 +25,7 @@ struct launcher::impl {
     node_handle h;
     resources need;
     std::string state = "PENDING";
+    std::string host;  // where squeue last listed it running ("" while it waits)
     std::optional<exit_status> final;
     std::string log_file;         // where Slurm writes its output (--output), on the node's filesystem
     std::uint64_t log_start = 0;  // the log's size here at submission (exit_trace)
@@ -96,9 +97,9 @@ struct launcher::impl {
   void poll_once();
   // squeue's state of each of `ids` it lists (none: it knows none of them any more); nullopt, the
   // error noted, when squeue failed.
-  std::optional<std::map<long, std::string>> squeue_states(const std::vector<long>& ids);
-  // Job `id` is in `state`, or over with `fin` (then added to `done`); squeue answered.
-  void note_state(long id, const std::optional<exit_status>& fin, const std::string& state,
+  std::optional<std::map<long, squeue_job>> squeue_states(const std::vector<long>& ids);
+  // Job `id` is as `now` says, or over with `fin` (then added to `done`); squeue answered.
+  void note_state(long id, const std::optional<exit_status>& fin, const squeue_job& now,
                   std::vector<std::pair<node_handle, exit_status>>& done);
   void deliver(const std::vector<std::pair<node_handle, exit_status>>& done);
   void run() {
@@ -115,21 +116,21 @@ struct launcher::impl {
   }
 };
 
-std::optional<std::map<long, std::string>> launcher::impl::squeue_states(const std::vector<long>& ids) {
+std::optional<std::map<long, squeue_job>> launcher::impl::squeue_states(const std::vector<long>& ids) {
   std::string list;
   for (long id : ids) {
     if (!list.empty()) list.append(1, ',');
     list.append(std::to_string(id));
   }
-  auto r = tool({"squeue", "-h", "-t", "all", "-j", list, "-o", "%i|%T"});
+  auto r = tool({"squeue", "-h", "-t", "all", "-j", list, "-o", "%i|%T|%N"});
   if (r && r->code == 0) return parse_squeue(r->out);
   // squeue -j fails outright when none of the ids is known any more; scontrol tells each.
-  if (r && r->err.find("Invalid job id") != std::string::npos) return std::map<long, std::string>{};
+  if (r && r->err.find("Invalid job id") != std::string::npos) return std::map<long, squeue_job>{};
   note_error("squeue: " + (r ? r->err : r.err().to_string()));
   return std::nullopt;
 }
 
-void launcher::impl::note_state(long id, const std::optional<exit_status>& fin, const std::string& state,
+void launcher::impl::note_state(long id, const std::optional<exit_status>& fin, const squeue_job& now,
                                 std::vector<std::pair<node_handle, exit_status>>& done) {
   std::lock_guard lock(mu);
   last_error.clear();
@@ -141,7 +142,8 @@ void launcher::impl::note_state(long id, const std::optional<exit_status>& fin, 
       n.state = fin->state;
       done.emplace_back(n.h, *fin);
     } else {
-      n.state = state;
+      n.state = now.state;
+      n.host = now.state == "RUNNING" ? now.nodes : std::string();
     }
   }
 }
@@ -155,12 +157,12 @@ void launcher::impl::poll_once() {
   for (long id : ids) {
     auto it = live->find(id);
     std::optional<exit_status> fin;
-    if (it == live->end() || terminal_state(it->second)) {
+    if (it == live->end() || terminal_state(it->second.state)) {
       fin = final_status(id);
       auto [log, start] = log_of(id);
       read_node_output(log, start, fin->trace);
     }
-    note_state(id, fin, it == live->end() ? std::string() : it->second, done);
+    note_state(id, fin, it == live->end() ? squeue_job{} : it->second, done);
   }
   deliver(done);
 }
@@ -215,7 +217,7 @@ expected<node_handle> launcher::launch(const node_spec& spec) {
   impl_->record(job);
   std::lock_guard lock(impl_->mu);
   node_handle h{impl_->next_serial++, spec.id, static_cast<int>(job), spec.host};
-  impl_->nodes[h.serial] = impl::node{h, spec.need, "PENDING", std::nullopt, spec.log_file, log_start};
+  impl_->nodes[h.serial] = impl::node{h, spec.need, "PENDING", "", std::nullopt, spec.log_file, log_start};
   return h;
 }
 
@@ -324,6 +326,13 @@ std::string launcher::last_error() const {
 
 expected<void> launcher::check_host(const std::string& host) const {
   return worker_host(host, impl_->so);
+}
+
+std::string launcher::host_of(const node_handle& h) const {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->nodes.find(h.serial);
+  if (it == impl_->nodes.end() || it->second.host.empty()) return h.host;
+  return it->second.host;
 }
 
 std::optional<launcher::outage_info> launcher::outage() const {

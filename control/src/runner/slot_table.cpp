@@ -153,11 +153,14 @@ scale_result slot_table::scale_to(std::uint32_t workers, const std::string& host
   r.from = target_;
   set_target(workers, host);
   r.to = target_;
-  if (r.to != r.from)
+  if (r.to > r.from)
     spdlog::info("scale: {} -> {} workers{}", r.from, r.to,
                  grow_host_.empty() ? "" : ", new ones on " + grow_host_);
+  else if (r.to < r.from)
+    spdlog::info("scale: {} -> {} workers{}", r.from, r.to,
+                 host.empty() ? "" : ", those on " + host + " first");
   grow(r);
-  if (r.error.empty()) shrink(r);
+  if (r.error.empty()) shrink(r, host);
   if (r.error.empty()) demote(r);
   return r;
 }
@@ -190,16 +193,19 @@ void slot_table::grow(scale_result& r) {
   grow_host_.clear();  // for this scale's workers only: a refill later goes anywhere
 }
 
-// The highest indices leave (SIGTERM: the node stops, its task goes back to TODO). By index, not
-// by the map's order of names, where worker-9 comes after worker-15.
-void slot_table::shrink(scale_result& r) {
-  std::vector<node_slot*> wanted;
+// The workers on `host` first (troupe scale --host: a shrink drains that host), then the highest
+// indices leave (SIGTERM: the node stops, its task goes back to TODO). By index, not by the map's
+// order of names, where worker-9 comes after worker-15.
+void slot_table::shrink(scale_result& r, const std::string& host) {
+  std::vector<std::pair<bool, node_slot*>> wanted;  // (on `host`, slot)
   for (auto& [name, s] : slots_)
-    if (s.role == cluster::node_role::worker && s.wanted) wanted.push_back(&s);
-  std::sort(wanted.begin(), wanted.end(),
-            [](const node_slot* a, const node_slot* b) { return a->index > b->index; });
+    if (s.role == cluster::node_role::worker && s.wanted)
+      wanted.emplace_back(!host.empty() && s.handle && launcher_->host_of(*s.handle) == host, &s);
+  std::sort(wanted.begin(), wanted.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first : a.second->index > b.second->index;
+  });
   for (auto it = wanted.begin(); it != wanted.end() && running_workers() > workers_kept(); ++it) {
-    auto& slot = **it;
+    auto& slot = *it->second;
     slot.wanted = false;
     slot.relaunch_at.reset();
     if (slot.handle) (void)launcher_->signal(*slot.handle, SIGTERM);

@@ -152,8 +152,10 @@ class slot_table {
 
   // Clamps to [min_workers, max_workers], then grows (new indices) or shrinks (the highest indices
   // leave: SIGTERM) the wanted workers to what the job keeps. With a host, the workers it adds are
-  // launched there (node_slot::host). In spare mode the job keeps max_workers, and a scale down
-  // demotes the running own workers now beyond the target: SIGTERM, then relaunched as spare, so the
+  // launched there (node_slot::host), and the workers that leave are those running there first
+  // (launcher::host_of), then the highest indices. In spare mode the job keeps max_workers, and a scale down
+  // demotes the running own workers now beyond the target (by index: a host chooses none of them):
+  // SIGTERM, then relaunched as spare, so the
   // CPUs they held go to whoever wants them (a spare worker promoted by a scale up keeps running as
   // spare until it is relaunched).
   scale_result scale_to(std::uint32_t workers, const std::string& host = "");
@@ -177,7 +179,7 @@ class slot_table {
   std::size_t free_place() const;
   troupe::clock::duration backoff(std::size_t deaths) const;
   void grow(scale_result& r);
-  void shrink(scale_result& r);
+  void shrink(scale_result& r, const std::string& host);
   void demote(scale_result& r);
 
   troupe::clock& clock_;

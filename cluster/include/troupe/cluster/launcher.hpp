@@ -166,6 +166,11 @@ class launcher {
   // invalid_spec naming the host and why (the default: a launcher that runs every node here).
   // Thread-safe: reads no state a launch changes.
   virtual expected<void> check_host(const std::string& host) const;
+  // The host the node runs on, as check_host and node_spec::host name hosts: where the backend
+  // placed it (local with cluster.hosts: that entry; Slurm: the node squeue last listed it on, or
+  // the one its launch asked for while it waits); "" where every node runs here or none is known.
+  // Thread-safe.
+  virtual std::string host_of(const node_handle& h) const { return h.host; }
   // Keeps one standby process started from `standby` (cluster/standby.hpp) ready from now on, and
   // hands the next launch of a spec with standby_ok to it instead of starting a process; false:
   // this backend keeps no standbys (the default) and launches as before. A standby is no node: no

@@ -81,6 +81,9 @@ class launcher final : public cluster::launcher {
   // A node of the worker partition (sinfo -N -n HOST -p worker_partition): names the host and what
   // Slurm said when it is not (an unknown node, another partition's, slurmctld not answering).
   expected<void> check_host(const std::string& host) const override;
+  // The node squeue listed the job on at the last poll (one host: a node runs in one task), else
+  // the one its launch asked for (sbatch -w), else "".
+  std::string host_of(const node_handle& h) const override;
 
   // Cancels every job id listed in `jobs_file` that Slurm still has queued or running; returns how
   // many it cancelled.
