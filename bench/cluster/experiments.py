@@ -36,11 +36,12 @@ Every worker is paced ([train] max_samples_per_s) so that one Slurm CPU stands f
 of this machine's real cores: see docs/cluster_experiments.md for what that means for the figures.
 Usage: experiments.py TROUPE_BIN [--only NAMES] [--out DIR] [--scale F] [--modes gang,elastic,goodput]
                       [--period S] [--restart-delay S] [--async-efficiency none|batch] [--no-admission]
-                      [--admission-workers K] [--pack] [--spare] [--link-rate RATE] [--sync-fraction R]
+                      [--admission-workers K] [--pack [--drain]] [--spare] [--link-rate RATE] [--sync-fraction R]
                       [--pollux-policy FILE] [--link-rate 100mbit] [--sync-fraction R]
                       (root; the cluster's lock)
 """
 import argparse
+import collections
 import json
 import os
 import random
@@ -411,8 +412,15 @@ class PolicyLoop(threading.Thread):
         return idle
 
     def leaving(self, job, n):
-        """The hosts of the workers `job` loses going down to n (the highest indices leave)."""
-        return [h for _, h in sorted(self.workers.get(job.name, []), reverse=True)[:max(0, job.target - n)]]
+        """The hosts of the workers `job` loses going down to n: the highest indices, or with --drain
+        those on its drain_host first."""
+        host = self.drained(job)
+        order = sorted(self.workers.get(job.name, []), key=lambda w: (w[1] != host, -w[0]))
+        return [h for _, h in order[:max(0, job.target - n)]]
+
+    def drained(self, job):
+        """--drain: the host a shrink of `job` drains (drain_host), else None."""
+        return drain_host(job.strategy, self.workers.get(job.name, [])) if self.args.drain else None
 
     def round(self, new=None):
         """One reallocation; with `new` (an arriving job, not running yet) its share and the host
@@ -443,7 +451,7 @@ class PolicyLoop(threading.Thread):
             # The shrinks first, then the grows placed on a host (their workers queue there first).
             for job, a in sorted(changes, key=lambda c: (c[1] > c[0].target, c[0].name not in self.placed,
                                                          c[1] - c[0].target)):
-                self.scale(job, a, self.placed.get(job.name) if a > job.target else None)
+                self.scale(job, a, self.placed.get(job.name) if a > job.target else self.drained(job))
             if new is not None:
                 return (alloc[-1], self.placed.get(new.name)) if alloc else (None, None)
             return None
@@ -464,6 +472,18 @@ class PolicyLoop(threading.Thread):
             self.done.add(name)
             self.ended = True
         self.wake.set()
+
+
+def drain_host(strategy, workers):
+    """--drain: the host a shrink of a job drains (`troupe scale --host` on a shrink: the job's workers
+    there leave first), from its workers' [(index, host)]: an allreduce job's host with the fewest of
+    them (its ring is left on fewer hosts), an async job's with the most (the CPUs it frees make a
+    block on one host, where a ring fits); None when they are on one host or none."""
+    by = collections.Counter(h for _, h in workers)
+    if len(by) < 2:
+        return None
+    pick = min if strategy == "allreduce" else max
+    return pick(sorted(by), key=lambda h: by[h])
 
 
 def slurm_view_of(sinfo_out, squeue_out, spare_out=""):
@@ -597,7 +617,7 @@ def run_schedule(args, exp, mode, schedule, data_for):
     if policy:
         run["policy"] = {"period": policy.period, "restart_delay": args.restart_delay, "rounds": policy.rounds,
                          "resizes": policy.resizes, "async_efficiency": args.async_efficiency, "pack": args.pack,
-                         "spare": args.spare}
+                         "drain": args.drain, "spare": args.spare}
     for j, arrived, started in jobs:
         extra = {k: j[k] for k in ("priority", "workers", "max_workers", "epochs")}
         extra["kind"] = j.get("kind", "async")
@@ -826,6 +846,9 @@ def main():
                     "with as many)")
     ap.add_argument("--pack", action="store_true", help="goodput: place each allreduce job's workers on one "
                     "host where they fit (troupe scale --host) and model its ring there (goodput_policy.py)")
+    ap.add_argument("--drain", action="store_true", help="goodput with --pack: a shrink drains a chosen host "
+                    "(troupe scale --host): an allreduce job's with the fewest of its workers, an async job's "
+                    "with the most (drain_host)")
     ap.add_argument("--spare", action="store_true", help="goodput: the async jobs keep spare workers up to "
                     "their maximum in `spare` (as under elastic): the CPUs the policy leaves idle are used, and "
                     "any job's own worker preempts them (a scale down sends its own workers beyond the target "
@@ -840,6 +863,8 @@ def main():
     args.modes = [m for m in args.modes.split(",") if m]
     if not args.modes or any(m not in ("gang", "elastic", "goodput") for m in args.modes):
         sys.exit(f"experiments.py: --modes takes gang, elastic and/or goodput, not '{','.join(args.modes)}'")
+    if args.drain and not args.pack:
+        sys.exit("experiments.py: --drain needs --pack (it drains hosts of the Slurm view --pack takes)")
     args.bin = os.path.abspath(args.bin)
     names = [n for n in args.only.split(",") if n]
     for n in names:

@@ -32,6 +32,20 @@ class SyncJobsTest(unittest.TestCase):
         self.assertEqual([j.get("kind") for j in mixed[:4]], ["sync", None, "sync", None])
         self.assertEqual(mixed[0]["shards"], 0)
 
+    def test_a_drain_picks_the_host_that_consolidates_a_ring_or_frees_a_block(self):
+        ws = [(0, "h1"), (1, "h2"), (2, "h2"), (3, "h3"), (4, "h2"), (5, "h3")]
+        self.assertEqual(experiments.drain_host("allreduce", ws), "h1")  # fewest: the ring keeps h2, h3
+        self.assertEqual(experiments.drain_host("async_ps", ws), "h2")   # most: 3 CPUs free on one host
+        self.assertIsNone(experiments.drain_host("allreduce", [(0, "h1"), (1, "h1")]))  # one host
+        self.assertIsNone(experiments.drain_host("async_ps", []))
+        # The policy's view of a shrink with --drain: the drained host's workers leave first.
+        loop = types.SimpleNamespace(args=types.SimpleNamespace(drain=True), workers={"a": ws})
+        loop.drained = lambda j: experiments.PolicyLoop.drained(loop, j)
+        job = types.SimpleNamespace(name="a", strategy="async_ps", target=6)
+        self.assertEqual(experiments.PolicyLoop.leaving(loop, job, 2), ["h2", "h2", "h2", "h3"])
+        loop.args.drain = False  # the highest indices
+        self.assertEqual(experiments.PolicyLoop.leaving(loop, job, 2), ["h3", "h2", "h3", "h2"])
+
     def test_slurm_view_counts_free_cpus_and_where_each_jobs_workers_are(self):
         sinfo = "h1|4/2/0/6\nh2|6/0/0/6\nh3|1/5/0/6\nbad line\n"
         squeue = ("troupe-t02:worker-0|RUNNING|h3|\n"
