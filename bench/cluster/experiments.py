@@ -309,6 +309,7 @@ class PolicyLoop(threading.Thread):
         self.jobs, self.done, self.lock, self.round_lock = {}, set(), threading.Lock(), threading.Lock()
         self.wake, self.stop = threading.Event(), threading.Event()
         self.rounds, self.resizes, self.pending, self.shards = [], [], {}, {}
+        self.drains = []      # --drain: the shrinks that named a host
         self.first_host = {}  # --pack: the host an arriving sync job's workers start on
         self.waiting = None   # the arriving job a round admits once its admission rule lets it in
         self.ended = False    # a job ended since the last round
@@ -465,6 +466,8 @@ class PolicyLoop(threading.Thread):
             return
         if a > job.target:
             self.pending[job.name] = (time.time(), a)
+        elif host:
+            self.drains.append({"job": job.name, "t": round(time.time() - self.t0, 3), "to": a, "host": host})
         self.policy.charge(job, a)
 
     def job_ended(self, name):
@@ -617,7 +620,7 @@ def run_schedule(args, exp, mode, schedule, data_for):
     if policy:
         run["policy"] = {"period": policy.period, "restart_delay": args.restart_delay, "rounds": policy.rounds,
                          "resizes": policy.resizes, "async_efficiency": args.async_efficiency, "pack": args.pack,
-                         "drain": args.drain, "spare": args.spare}
+                         "drain": args.drain, "drains": policy.drains, "spare": args.spare}
     for j, arrived, started in jobs:
         extra = {k: j[k] for k in ("priority", "workers", "max_workers", "epochs")}
         extra["kind"] = j.get("kind", "async")
