@@ -153,11 +153,11 @@ class slot_table {
   // Clamps to [min_workers, max_workers], then grows (new indices) or shrinks (the highest indices
   // leave: SIGTERM) the wanted workers to what the job keeps. With a host, the workers it adds are
   // launched there (node_slot::host), and the workers that leave are those running there first
-  // (launcher::host_of), then the highest indices. In spare mode the job keeps max_workers, and a scale down
-  // demotes the running own workers now beyond the target (by index: a host chooses none of them):
-  // SIGTERM, then relaunched as spare, so the
-  // CPUs they held go to whoever wants them (a spare worker promoted by a scale up keeps running as
-  // spare until it is relaunched).
+  // (launcher::host_of: a drain), then the highest indices. In spare mode the job keeps
+  // max_workers, and a scale down demotes the running own workers now beyond the target (by index:
+  // a host chooses none of them): SIGTERM, then relaunched as spare, so the CPUs they held go to
+  // whoever wants them (a spare worker promoted by a scale up keeps running as spare until it is
+  // relaunched).
   scale_result scale_to(std::uint32_t workers, const std::string& host = "");
   // Sets the target alone (clamped); the next scale_to() acts on it (and puts the workers it adds on
   // `host`, the last one named, unless it names its own).
