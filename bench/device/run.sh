@@ -12,7 +12,7 @@
 # Fashion-MNIST; the stripped binaries as build/release), find the device's cuBLAS and NCCL, and
 # give the test binaries the absolute paths they were built with (/work/main).
 # --only a,b: run only those steps, in the script's order (info torch_gpu plugin model_gpu serve_gpu
-# noise_scale gpu_tests gpu_bench deepfm recovery allreduce nccl control checkpoint predict); the steps
+# noise_scale blas_pool gpu_tests gpu_bench deepfm recovery allreduce nccl control checkpoint predict); the steps
 # of this stage's issue (49) come first, so that a call that runs out of time loses the older ones.
 # Exits 1 when a step failed (its rc in OUT/steps.jsonl). TROUPE_BUILD_DIR: another build than
 # build/release (not with --unpack).
@@ -335,6 +335,9 @@ plugin_from_torch_gpu
 step model_gpu 120 model_gpu
 step serve_gpu 240 serve_gpu
 step noise_scale 90 noise_scale
+# The BLAS pool's threads and denormals (docs/benchmarks.md, "The BLAS pool's threads") with the
+# device's 16 cores: troupe's pool as found at main and restarted, against PyTorch's.
+step blas_pool 60 "TORCH_PYTHON=$py bash bench/nn/blas_pool.sh $build $(nproc)"
 step gpu_tests 240 gpu_tests
 step gpu_bench 60 gpu_bench
 step deepfm 100 deepfm

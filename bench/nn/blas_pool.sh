@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # The BLAS pool's threads and denormals: a 256x256 GEMM whose products underflow (1e-22 * 1e-22),
-# two BLAS threads. troupe (nn_blas_pool_bench): the pool as the process finds it at main (started
+# THREADS BLAS threads (default 2). troupe (nn_blas_pool_bench): the pool as the process finds it at main (started
 # as OpenBLAS loaded, keeping denormals while main flushes) and after nn::restart_blas_threads(), as
 # the troupe binary does. The peer, PyTorch 1.13's matmul with two threads, with its default (denormals
 # kept) and with torch.set_flush_denormal(True). One JSON line per case: best and median ms over
-# 30 calls, the outputs left denormal (computed by a thread that keeps denormals).
-#   bash bench/nn/blas_pool.sh [BUILD_DIR]
+# 30 calls, the outputs left denormal (computed by a thread that keeps denormals). TORCH_PYTHON: a
+# Python with torch other than /usr/bin/python3 (the device machine's).
+#   bash bench/nn/blas_pool.sh [BUILD_DIR] [THREADS]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build/release}" && pwd)
-unset OPENBLAS_NUM_THREADS OMP_NUM_THREADS
-"$build/bench/nn/nn_blas_pool_bench" 256 30
+threads=${2:-2}
+unset OMP_NUM_THREADS
+# OpenBLAS starts a pool of this many threads as it loads (any number above 1: before main).
+OPENBLAS_NUM_THREADS=$threads "$build/bench/nn/nn_blas_pool_bench" 256 30
 for flush in 0 1; do
-  /usr/bin/python3 - "$flush" <<'PY'
+  "${TORCH_PYTHON:-/usr/bin/python3}" - "$flush" "$threads" <<'PY'
 import json, sys, time, torch
-torch.set_num_threads(2)
+torch.set_num_threads(int(sys.argv[2]))
 flush = sys.argv[1] == "1"
 torch.set_flush_denormal(flush)
 n = 256
