@@ -33,8 +33,8 @@ grad_ops device_grad_ops() {
     }
     return &**r;
   };
-  // Each of sqr_norm, keep, queue_norms and precondition: the reducer's method on it, or the error of making
-  // it.
+  // Each of sqr_norm, keep, queue_norms and precondition: the reducer's method on it, or the error
+  // of making it.
   auto on_reducer = [reducer]<typename R, typename... A>(R (gpu::norm_reducer::*method)(A...)) {
     return [reducer, method](A... a) -> R {
       auto red = reducer();
