@@ -88,7 +88,14 @@ TEST_F(record_fetch_test, a_task_comes_in_bounded_replies_and_then_from_the_cach
 TEST_F(record_fetch_test, ranges_are_asked_for_in_requests_with_several_in_flight_across_tasks) {
   auto& f = fetcher(1 << 20, "", 3, 6);  // requests of 3 records (4 a task), 6 in flight
   std::vector<std::uint64_t> tickets;
-  for (std::uint64_t first : {0, 10, 20, 30}) tickets.push_back(f.want(first, 10));
+  {
+    // The four tasks are all queued before the fetcher's first request goes out (its send waits for
+    // the channel's lock), so that the window's use does not depend on how the two threads are
+    // scheduled: before, on a loaded machine the fetcher could ask for and take the whole first task
+    // before the next was queued, and never had more than its 4 requests in flight.
+    std::lock_guard lk(channel_->mu);
+    for (std::uint64_t first : {0, 10, 20, 30}) tickets.push_back(f.want(first, 10));
+  }
   for (std::size_t t = 0; t < tickets.size(); ++t) {
     nn::dataset d;
     ASSERT_TRUE(take(tickets[t], d));
