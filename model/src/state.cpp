@@ -137,7 +137,8 @@ namespace {
 // The shard's dense tensors the state lacks, and all its rows.
 void merge_shard(storage::shard_state& into, storage::shard_state&& shard) {
   for (auto& [name, values] : shard.dense) into.dense.try_emplace(name, std::move(values));
-  for (auto& [name, slots] : shard.dense_slots) into.dense_slots.try_emplace(name, std::move(slots));
+  for (auto& [name, slots] : shard.dense_slots)
+    if (!name.starts_with('#')) into.dense_slots.try_emplace(name, std::move(slots));  // "#": a shard's own
   for (auto& [table, rows] : shard.embeddings) {
     auto& t = into.embeddings[table];
     for (auto& [id, row] : rows) t.insert_or_assign(id, std::move(row));

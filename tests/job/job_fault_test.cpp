@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "job_harness.hpp"
@@ -61,6 +64,42 @@ TEST(job_faults, sigkill_a_ps_shard_restores_its_checkpoint) {
   EXPECT_GE(res.value("node_restarts", 0), 1);
   EXPECT_GT(res.value("test_auc", 0.0), res.value("true_auc", 1.0) - 0.05) << res.dump();
   EXPECT_NE(read_file(r.job_dir + "/logs/ps-0.log").find("restored checkpoint"), std::string::npos);
+  auto c = counts(r);
+  EXPECT_EQ(c.done, c.total());
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+// A restarted PS shard comes back with its gradient-noise estimate (push_noise::state() in its
+// checkpoint), so the estimate the workers sum over the shards does not start over with it. The
+// MLP over 3 shards (dense_1's tensors on ps-0, as in job_test's async_ps noise test), paced so
+// that ps-0 is killed mid-run, once the estimate has 10 pairs and ps-0 has checkpointed since.
+TEST(job_faults, a_restarted_ps_shard_keeps_its_noise_scale_estimate) {
+  auto toml = mlp_job({.strategy = "async_ps", .epochs = 1, .max_train_rows = 48000, .max_test_rows = 1000});
+  toml.replace(toml.find("[model]\n"), 8, "[ps]\nshards = 3\ncheckpoint_every_ms = 200\n[model]\n");
+  toml.replace(toml.find("[train]\n"), 8, "[train]\nmax_samples_per_s = 2000\n");
+  auto r = start_job("ps-kill-noise", toml);
+  auto s = wait_status(
+      r,
+      [](const nlohmann::json& j) {
+        const auto g = j.value("goodput", nlohmann::json::object());
+        return g.value("push_shards", 0) == 2 && g.value("rounds", 0) >= 10;
+      },
+      std::chrono::seconds(120));
+  ASSERT_TRUE(s) << "no estimate from the shards; " << read_file(r.err_file);
+  const int before = (*s)["goodput"].value("rounds", 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // ps-0 checkpoints every 200 ms
+  const pid_t pid = node_pid(r, "ps-0");
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
+  const auto log = read_file(r.job_dir + "/logs/ps-0.log");
+  const auto at = log.find("noise-scale estimate restored (");
+  ASSERT_NE(at, std::string::npos) << log;
+  const int pairs = std::atoi(log.c_str() + at + std::strlen("noise-scale estimate restored ("));
+  std::printf("ps-0 restarted with %d pairs in its estimate (the sum had %d before the kill)\n", pairs,
+              before);
+  EXPECT_GT(pairs, 0) << log;
+  EXPECT_GE(result(r).value("node_restarts", 0), 1);
   auto c = counts(r);
   EXPECT_EQ(c.done, c.total());
   EXPECT_TRUE(no_processes_of(r));

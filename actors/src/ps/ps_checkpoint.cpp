@@ -73,6 +73,22 @@ void start_noise(ps_state& st) {
   const double m0 = static_cast<double>(workers) * spec.nn.train.batch_size;
   st.noise.emplace(sizes, m0, spec.nn.train.noise_scale_every * workers, spec.nn.train.optimizer);
 }
+
+// The estimate the checkpoint kept (push_noise::state()), when [train] noise_scale is on: the
+// restarted shard's replies carry it at once, and the worker's sum over the shards goes on.
+void restore_noise(ps_state& st, const storage::shard_state& s) {
+  if (!st.noise) return;
+  auto kept = s.dense_slots.find(push_noise::checkpoint_key);
+  if (kept == s.dense_slots.end()) return;  // written without noise_scale, or by an older build
+  if (!st.noise->restore(kept->second)) {
+    spdlog::warn(
+        "ps-{}: the noise-scale estimate in its checkpoint is not this job's ({} floats); "
+        "it starts over",
+        st.index, kept->second.size());
+    return;
+  }
+  spdlog::info("ps-{}: noise-scale estimate restored ({} pairs)", st.index, st.noise->report().rounds);
+}
 }  // namespace
 
 void init_shard(ps_state& st, node_context* node, const data_paths& data) {
@@ -105,6 +121,7 @@ void init_shard(ps_state& st, node_context* node, const data_paths& data) {
     restore(st, *s);
     st.has_checkpoint = true;
     spdlog::info("ps-{}: restored checkpoint {}", st.index, **latest);
+    restore_noise(st, *s);
   } else {
     start_from_init(st, node->who().job_dir + "/checkpoints/init");
   }
@@ -160,6 +177,7 @@ bool begin_checkpoint(ps_state& st) {
   const double cpu = ps_thread_cpu_clock();
   st.version_at_snapshot = st.version;
   st.snapshot.emplace(st.dense, st.tables, full, std::move(st.spare));
+  if (st.noise) st.snapshot->add_dense_slot(push_noise::checkpoint_key, st.noise->state());
   add_slice(st.record, st.record.begin_s, cpu);
   return true;
 }

@@ -82,6 +82,10 @@ ps_snapshot::ps_snapshot(const std::map<std::string, owned_dense>& dense,
     for (std::size_t k = tables.size(); k < left->size(); ++k) retired_.push_back(std::move((*left)[k]));
 }
 
+void ps_snapshot::add_dense_slot(std::string name, std::vector<float> values) {
+  out_.dense_slots.emplace_back(std::move(name), std::move(values));
+}
+
 void ps_snapshot::prepare(storage::flat_rows& r, const std::string& name, std::size_t width,
                           std::size_t count) {
   if (r.ids.capacity() < count || r.values.capacity() < count * width) {

@@ -63,6 +63,9 @@ class ps_snapshot {
               bool full, snapshot_buffers reuse = {});
 
   bool full() const { return full_; }
+  // One more entry of the dense slots' section, taken as it is now (a shard's estimate of its
+  // gradient noise: push_noise::state()).
+  void add_dense_slot(std::string name, std::vector<float> values);
   // Copies rows for about `budget` (checked every few rows); true once every row is copied.
   bool copy_some(std::chrono::nanoseconds budget);
   bool done() const;

@@ -82,4 +82,31 @@ shard_noise push_noise::report() const {
   return {ns_.raw_sqr(), ns_.raw_var(), ns_.rounds(), preconditioned_};
 }
 
+namespace {
+// state(): a layout version, M0, whether the norms are preconditioned, then noise_scale::pack's.
+constexpr float kStateLayout = 1.0f;
+constexpr std::size_t kStateHead = 3;
+}  // namespace
+
+std::vector<float> push_noise::state() const {
+  std::vector<float> out(kStateHead + goodput::noise_scale::state_floats);
+  out[0] = kStateLayout;
+  out[1] = static_cast<float>(ns_.base_batch());
+  out[2] = preconditioned_ ? 1.0f : 0.0f;
+  ns_.pack(std::span(out).subspan(kStateHead));
+  return out;
+}
+
+bool push_noise::restore(std::span<const float> in) {
+  if (in.size() != kStateHead + goodput::noise_scale::state_floats || in[0] != kStateLayout) return false;
+  if (in[1] != static_cast<float>(ns_.base_batch())) return false;
+  if (!std::all_of(in.begin(), in.end(), [](float f) { return std::isfinite(f); })) return false;
+  const bool preconditioned = in[2] != 0.0f;
+  if (preconditioned && opt_.type != "adam") return false;
+  if (in[kStateHead + 5] < 0.0f) return false;  // rounds
+  ns_.unpack(in.subspan(kStateHead));
+  preconditioned_ = preconditioned;
+  return true;
+}
+
 }  // namespace troupe::actors

@@ -54,6 +54,16 @@ class push_noise {
 
   shard_noise report() const;
 
+  // The averages as floats, for the shard's checkpoint (ps_checkpoint.cpp, under
+  // `checkpoint_key`): a restarted shard answers with the estimate it had instead of none until it
+  // has new pairs. The pair in progress is not kept (the next push starts one).
+  static constexpr const char* checkpoint_key = "#noise_scale";
+  std::vector<float> state() const;
+  // Restores state(); false, and nothing changed, when `in` is not a state this shard could have
+  // written: another layout or size, another M0 (the job file's workers x batch_size), non-finite
+  // averages, or preconditioned norms without Adam.
+  bool restore(std::span<const float> in);
+
  private:
   struct slice {
     std::size_t offset = 0, size = 0;
