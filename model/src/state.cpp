@@ -137,8 +137,7 @@ namespace {
 // The shard's dense tensors the state lacks, and all its rows.
 void merge_shard(storage::shard_state& into, storage::shard_state&& shard) {
   for (auto& [name, values] : shard.dense) into.dense.try_emplace(name, std::move(values));
-  for (auto& [name, slots] : shard.dense_slots)
-    if (!name.starts_with('#')) into.dense_slots.try_emplace(name, std::move(slots));  // "#": a shard's own
+  for (auto& [name, slots] : shard.dense_slots) into.dense_slots.try_emplace(name, std::move(slots));
   for (auto& [table, rows] : shard.embeddings) {
     auto& t = into.embeddings[table];
     for (auto& [id, row] : rows) t.insert_or_assign(id, std::move(row));
@@ -168,7 +167,12 @@ expected<loaded_state> job_state(const state_places& places) {
     }
     merge_shard(out->state, std::move((*s)->state));
   }
-  if (out) return std::move(*out);
+  if (out) {
+    // A node's own entries ("#noise_scale" of a PS shard, "#strategy" of a ring's writer) are its
+    // run's, not the model's.
+    std::erase_if(out->state.dense_slots, [](const auto& e) { return e.first.starts_with('#'); });
+    return std::move(*out);
+  }
   std::ostringstream where;
   where << places.final_dir << ", " << places.ring_dir;
   for (const auto& d : places.ps_dirs) where << ", " << d;

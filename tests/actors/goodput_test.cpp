@@ -5,6 +5,7 @@
 // backend computes gradients of known mean and covariance.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -670,8 +671,11 @@ struct ring_run {
   std::vector<std::vector<double>> scales;
 };
 // `device`: on the allreduce strategy's device path (synthetic_gpu), counting its ops in `counts`.
+// `store`: the ring's checkpoints (every rank's ctx.store); `durable`: rank 0's
+// strategy::durable_state() after the last step.
 ring_run run_ring(const synthetic& s, int ranks, const job::job_spec& spec, int steps, bool device = false,
-                  std::shared_ptr<fakes::host_op_counts> counts = {}) {
+                  std::shared_ptr<fakes::host_op_counts> counts = {}, replica_store* store = nullptr,
+                  std::vector<float>* durable = nullptr) {
   shared_ring ring(ranks);
   fakes::shared_rendezvous rv;
   nn::dataset data;
@@ -691,6 +695,7 @@ ring_run run_ring(const synthetic& s, int ranks, const job::job_spec& spec, int 
       rank_ring rr(ring, r);
       node_id self{"worker-" + std::to_string(r), 0};
       worker_context ctx{spec, self, be, ps, rr};
+      ctx.store = store;
       auto strat = make_strategy("allreduce", spec);
       ASSERT_TRUE(strat) << strat.err().to_string();
       nn::batch b(data, 0, spec.nn.train.batch_size);
@@ -698,6 +703,7 @@ ring_run run_ring(const synthetic& s, int ranks, const job::job_spec& spec, int 
         auto res = (*strat)->step(ctx, &b, false);
         ASSERT_EQ(res.what, step_result::kind::trained) << "rank " << r << " step " << i;
       }
+      if (durable && r == 0) *durable = (*strat)->durable_state();
       out.reports[static_cast<std::size_t>(r)] = (*strat)->goodput();
       out.scales[static_cast<std::size_t>(r)] = device ? dev->scales : host.scales;
     });
@@ -759,6 +765,47 @@ TEST(AllreduceNoiseScale, ARingOfOneEstimatesFromConsecutiveSteps) {
   EXPECT_NEAR(g.grad_sqr, s.sqr(), 0.05 * s.sqr());
   EXPECT_NEAR(g.grad_var * g.base_batch, s.trace(), 0.05 * s.trace());
   for (double x : run.scales[0]) ASSERT_DOUBLE_EQ(x, 1.0);  // lr_scaling "none", full batches
+}
+
+// A ring checkpoint as the strategies see it: restores nothing into the replica (the synthetic
+// gradients do not depend on it) and hands back `kept` as the strategy's state.
+struct kept_store final : replica_store {
+  std::vector<float> kept;
+  std::atomic<int> restores{0};
+  expected<bool> restore_latest(trainer_backend&, std::vector<float>* strategy_state) override {
+    ++restores;
+    if (strategy_state) *strategy_state = kept;
+    return true;
+  }
+};
+
+// A job resumed from a ring checkpoint goes on with the goodput controller the checkpoint kept
+// (strategy::durable_state(): its estimate, progress, batch), on the CPU path and on the device's:
+// the resumed ring's first step reports the kept pairs and progress, one more round on; a kept state
+// of another size is not taken (the controller starts over).
+TEST(AllreduceNoiseScale, AResumedRingGoesOnWithTheControllerItsCheckpointKept) {
+  auto s = make_synthetic(256, 1.0, 256.0);
+  const auto spec = spec_of(2, 32, "adascale");
+  for (bool device : {false, true}) {
+    kept_store store;
+    auto before = run_ring(s, 2, spec, 400, device, {}, nullptr, &store.kept);
+    ASSERT_FALSE(store.kept.empty());
+    const auto& was = before.reports[0];
+    ASSERT_GT(was.rounds, 300u);
+    auto after = run_ring(s, 2, spec, 1, device, {}, &store);
+    EXPECT_EQ(store.restores.load(), 1) << "the source of the resumed ring's sync restores, once";
+    for (const auto& now : after.reports) {
+      EXPECT_EQ(now.rounds, was.rounds + 1) << (device ? "device" : "cpu");
+      EXPECT_GT(now.progress, was.progress) << (device ? "device" : "cpu");
+      EXPECT_LT(now.progress, was.progress + 3) << (device ? "device" : "cpu");
+      EXPECT_NEAR(now.grad_sqr, was.grad_sqr, 0.05 * was.grad_sqr) << (device ? "device" : "cpu");
+    }
+    store.kept.pop_back();
+    store.restores = 0;
+    auto fresh = run_ring(s, 2, spec, 1, device, {}, &store);
+    EXPECT_EQ(store.restores.load(), 1);
+    EXPECT_EQ(fresh.reports[0].rounds, 1u) << "a kept state of another size is not taken";
+  }
 }
 
 // ---- the device path (allreduce_gpu.cpp): the same job, the same gradients, the same figures ----

@@ -42,10 +42,15 @@ nlohmann::json run_resized(const std::string& name, const std::string& toml,
     const int rc = troupe("scale --workers " + std::to_string(schedule[k]) + " --job-dir " + r.job_dir, &out);
     // The last share is the shortest at the most workers: on a fast machine the job may end between
     // the status read and the resize ("job X is not running: it ended"). That is no failure of the
-    // resize; the job's result is still compared, and the output says which resizes it had.
-    if (rc != 0 && out.find("is not running") != std::string::npos &&
+    // resize; the job's result is still compared, and the output says which resizes it had. A runner
+    // caught exiting answers otherwise (its lock and pid still there, its listener closed: "...; is it
+    // still running?", or the call cut off): so the last resize's failure, with the job over within
+    // 30 s, is that race whatever it says (a loaded run of the slow suite saw one); an earlier one fails.
+    const bool last = k + 1 == schedule.size();
+    if (rc != 0 && (last || out.find("is not running") != std::string::npos) &&
         poll_until([&] { return exited(r); }, std::chrono::seconds(30))) {
-      std::printf("%s: the job ended before the resize to %d workers\n", name.c_str(), schedule[k]);
+      std::printf("%s: the job ended before the resize to %d workers (%s)\n", name.c_str(), schedule[k],
+                  out.c_str());
       break;
     }
     EXPECT_EQ(rc, 0) << out;

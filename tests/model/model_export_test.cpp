@@ -215,6 +215,13 @@ TEST(model_export, an_allreduce_job_resumes_from_its_ring_checkpoint_after_a_run
   auto before = done_attempts(r);
   ASSERT_GE(before.size(), 12u);
   ASSERT_LT(before.size(), 180u) << "the job was over before the kill";
+  // What the kill costs (docs/job.md: the updates of the tasks done after the latest checkpoint): the
+  // samples in DONE tasks against the checkpoint's steps of 2 x 64.
+  const auto kept_step =
+      nlohmann::json::parse(read_file(r.job_dir + "/checkpoints/ring/state.json")).value("step", 0);
+  std::printf(
+      "at the kill: %zu of 180 tasks done (%zu samples); the ring checkpoint at step %d (~%d samples)\n",
+      before.size(), before.size() * 500, kept_step, kept_step * 128);
   resume_job(r);
   ASSERT_EQ(wait_job(r, std::chrono::seconds(400)), 0) << read_file(r.err_file);
   auto res = result(r);
@@ -226,6 +233,9 @@ TEST(model_export, an_allreduce_job_resumes_from_its_ring_checkpoint_after_a_run
   std::string logs;
   for (const auto& e : fs::directory_iterator(r.job_dir + "/logs")) logs += read_file(e.path().string());
   EXPECT_NE(logs.find("starts from the ring's latest checkpoint"), std::string::npos);
+  // With the goodput controller of the same moment ([train] noise_scale is on by default).
+  EXPECT_NE(logs.find("starts from the ring's latest checkpoint with the strategy's state ("),
+            std::string::npos);
   EXPECT_NEAR(res.value("test_accuracy", 0.0), reference, 0.01) << res.dump();
   std::printf("uninterrupted %.4f, resumed %.4f\n", reference, res.value("test_accuracy", 0.0));
   EXPECT_TRUE(no_processes_of(r));

@@ -42,7 +42,7 @@ std::string checkpoint_writer::last_error() const {
   return error_;
 }
 
-expected<bool> ring_checkpoints::restore_latest(trainer_backend& b) {
+expected<bool> ring_checkpoints::restore_latest(trainer_backend& b, std::vector<float>* strategy_state) {
   auto s = model::read_state(dir_);
   if (!s) return s.err();
   if (!*s) return false;
@@ -53,6 +53,13 @@ expected<bool> ring_checkpoints::restore_latest(trainer_backend& b) {
   }
   spdlog::info("restored {} tensors, {} buffers and {} optimizer slot sets from {} (version {}, step {})",
                r->tensors, r->buffers, r->slots, dir_, (*s)->meta.version, (*s)->meta.step);
+  if (strategy_state) {
+    auto kept = (*s)->state.dense_slots.find(strategy_key);
+    if (kept != (*s)->state.dense_slots.end())
+      *strategy_state = std::move(kept->second);
+    else
+      strategy_state->clear();
+  }
   return true;
 }
 

@@ -48,6 +48,9 @@ void maybe_checkpoint(worker_state& st) {
     spdlog::warn("ring checkpoint: {}", s.err().to_string());
     return;
   }
+  // The strategy's own state of the same moment (between two steps), beside the replica's.
+  if (auto kept = st.strat->durable_state(); !kept.empty())
+    s->dense_slots.emplace_back(ring_checkpoints::strategy_key, std::move(kept));
   st.checkpoints->writer().offer(std::move(*s), meta_of(st, "checkpoint"));
 }
 

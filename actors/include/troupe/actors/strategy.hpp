@@ -75,7 +75,9 @@ class replica_store {
   virtual ~replica_store() = default;
   // The latest checkpoint into `b` (parameters, buffers, optimizer state and its step counts):
   // false when there is none. Errors name the checkpoint and the tensor that does not fit.
-  virtual expected<bool> restore_latest(trainer_backend& b) = 0;
+  // `strategy_state`, when given, receives what the strategy kept beside the replica
+  // (strategy::durable_state() when the checkpoint was written; empty when it kept nothing).
+  virtual expected<bool> restore_latest(trainer_backend& b, std::vector<float>* strategy_state = nullptr) = 0;
 };
 
 // Per-task output of a strategy that produces it (prediction): the worker keeps it durably before it
@@ -154,6 +156,10 @@ class strategy {
   // What the strategy measured about its gradients and speed (docs/goodput.md), sent with the
   // worker's progress; `valid` false when it measures nothing.
   virtual wire::goodput_report goodput() const { return {}; }
+  // What a ring strategy keeps beside its replica in the ring's checkpoints (allreduce: its goodput
+  // controller, the floats sync_from_most_trained's `extra` carries), so that a job resumed from a
+  // checkpoint goes on with its noise-scale estimate, batch and progress; empty: nothing.
+  virtual std::vector<float> durable_state() const { return {}; }
 };
 
 using strategy_factory = std::function<std::unique_ptr<strategy>(const job::job_spec&)>;

@@ -201,6 +201,12 @@ class allreduce final : public strategy {
   static nn::batch micro(const nn::batch& b, std::size_t at, std::size_t m) {
     return at == 0 && m == b.size() ? b : b.sub(at, m);
   }
+  std::vector<float> durable_state() const override {
+    if (device_) return device_->durable_state();
+    std::vector<float> state(controller::sync_floats);
+    ctl_.pack(state);
+    return state;
+  }
   expected<void> resync(worker_context& ctx, const ring_session::info& ring) {
     std::vector<float> state(controller::sync_floats);
     ctl_.pack(state);

@@ -48,6 +48,11 @@ class gpu_allreduce final : public strategy {
                 bool estimate)
       : g_(g), self_(g.self), port_(*g.port), estimate_(estimate), ctl_(fixed_batch(o)), opt_(opt) {}
   std::string_view name() const override { return "allreduce (gpu)"; }
+  std::vector<float> durable_state() const override {
+    std::vector<float> state(controller::sync_floats);
+    ctl_.pack(state);
+    return state;
+  }
   wire::goodput_report goodput() const override {
     if (!estimate_ || !stepped_) return {};
     auto r = ctl_.report();
@@ -308,23 +313,22 @@ expected<void> gpu_allreduce::build_comm(const ring_session::info& ring, const w
 // The most trained replica's parameters and dense optimizer state to every rank, through the host
 // and broadcasts on the CPU ring (replicas::sync_from_most_trained with the optimizer on the device).
 // A resumed job's first ring starts from the latest ring checkpoint: its parameters and buffers (the
-// device's optimizer state starts afresh).
-// The goodput controller goes last, as on the CPU path: every rank (the source too) reads back the
-// source's.
+// device's optimizer state starts afresh) and the controller it kept. The goodput controller goes
+// last, as on the CPU path: every rank (the source too) reads back the source's.
 expected<void> gpu_allreduce::resync(worker_context& ctx, const ring_session::info& ring) {
   prev_ok_ = false;
+  std::vector<float> kept(controller::sync_floats);
+  ctl_.pack(kept);
   if (ring.size <= 1) {
-    replicas::restore_if_untrained(ctx, steps_);
-    std::vector<float> state(controller::sync_floats);
-    ctl_.pack(state);
-    ctl_.unpack(state);  // as sync_from_most_trained's `extra` alone: the throughput measurement restarts
+    replicas::restore_if_untrained(ctx, steps_, kept);
+    ctl_.unpack(kept);  // as sync_from_most_trained's `extra` alone: the throughput measurement restarts
     return {};
   }
   auto src = replicas::vote_most_trained(ctx, ring, steps_);
   if (!src) return src.err();
   auto& dev = *g_.trainer;
   const bool source = ring.rank == src->rank;
-  if (source) replicas::restore_if_untrained(ctx, src->steps);
+  if (source) replicas::restore_if_untrained(ctx, src->steps, kept);
   if (source)
     if (auto d = ctx.backend.to_host(host_copy::parameters); !d) return d;
   std::size_t floats = 0;
@@ -336,7 +340,7 @@ expected<void> gpu_allreduce::resync(worker_context& ctx, const ring_session::in
     std::uint64_t step = 0;
     if (auto d = dev.download_optimizer(std::span<float>(buf_.data(), ns), step); !d) return d;
     buf_[ns] = static_cast<float>(step);
-    ctl_.pack(state);
+    std::copy(kept.begin(), kept.end(), state.begin());  // the controller, or the checkpoint's
   }
   if (auto r = ctx.ring.broadcast(buf_, src->rank); !r) return r;
   ctl_.unpack(state);

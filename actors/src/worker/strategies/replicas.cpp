@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 namespace troupe::actors::replicas {
@@ -128,15 +129,27 @@ expected<void> broadcast_optimizer(worker_context& ctx, int src, bool source, st
 }
 }  // namespace
 
-void restore_if_untrained(worker_context& ctx, std::uint64_t steps) {
+void restore_if_untrained(worker_context& ctx, std::uint64_t steps, std::span<float> extra) {
   if (steps > 0 || !ctx.store) return;
-  auto r = ctx.store->restore_latest(ctx.backend);
-  if (!r)
+  std::vector<float> kept;
+  auto r = ctx.store->restore_latest(ctx.backend, &kept);
+  if (!r) {
     spdlog::error("{}: the ring's latest checkpoint could not be restored, starting from initial weights: {}",
                   ctx.self.to_string(), r.err().to_string());
-  else if (*r)
-    spdlog::info("{}: no replica had trained: the replica starts from the ring's latest checkpoint",
-                 ctx.self.to_string());
+    return;
+  }
+  if (!*r) return;
+  const bool fits = !extra.empty() && kept.size() == extra.size() &&
+                    std::all_of(kept.begin(), kept.end(), [](float f) { return std::isfinite(f); });
+  if (fits) std::copy(kept.begin(), kept.end(), extra.begin());
+  if (!kept.empty() && !fits)
+    spdlog::warn(
+        "{}: the strategy's state in the ring's checkpoint ({} floats) is not this strategy's ({}); "
+        "it starts over",
+        ctx.self.to_string(), kept.size(), extra.size());
+  spdlog::info("{}: no replica had trained: the replica starts from the ring's latest checkpoint{}",
+               ctx.self.to_string(),
+               fits ? " with the strategy's state (" + std::to_string(kept.size()) + " floats)" : "");
 }
 
 troupe::clock& clock_of(worker_context& ctx) {
@@ -154,12 +167,12 @@ expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::i
   std::uint64_t mine = 0;
   for (const auto& s : ctx.backend.optimizer_state()) mine = std::max(mine, s.step);
   if (ring.size <= 1) {
-    restore_if_untrained(ctx, mine);
+    restore_if_untrained(ctx, mine, extra);
     return {};
   }
   auto src = vote_most_trained(ctx, ring, mine);
   if (!src) return src.err();
-  if (ring.rank == src->rank) restore_if_untrained(ctx, src->steps);
+  if (ring.rank == src->rank) restore_if_untrained(ctx, src->steps, extra);
   auto agreed = clk.now();
   // Straight from the source's replica into the others' (no packing); a device backend's through
   // its host mirror.

@@ -72,8 +72,11 @@ expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::i
 // When no replica of the ring has trained (`steps`, the vote's, is 0: a resumed job's first ring,
 // or a fresh job's), the job's latest ring checkpoint (ctx.store) into this replica, if there is
 // one; the sync that follows hands it to the others. A checkpoint that cannot be restored is
-// logged and training starts from the initial weights.
-void restore_if_untrained(worker_context& ctx, std::uint64_t steps);
+// logged and training starts from the initial weights. `extra` (as sync_from_most_trained's): the
+// strategy's state the checkpoint kept (strategy::durable_state()) is copied into it when it has
+// extra's size and finite values; otherwise `extra` stays as it was (logged when the checkpoint kept
+// one that does not fit: the strategy starts its own over).
+void restore_if_untrained(worker_context& ctx, std::uint64_t steps, std::span<float> extra = {});
 
 // Sizes the optimizer slots (with_optimizer) ahead, and `buf` for sync_from_most_trained.
 void reserve_state(worker_context& ctx, bool with_optimizer, std::vector<float>& buf);
