@@ -411,7 +411,8 @@ TEST(Controller, NormsOnOneRoundInEveryAndEveryRankAgrees) {
   EXPECT_EQ(due_rounds, (std::vector<int>{0, 4, 8, 12, 16, 20}));
   EXPECT_EQ(cs[0].noise().rounds(), 6u);
 
-  // Alone: the norms on steps 0, 4, 8 (a pair with the step before: step 0 has none).
+  // Alone: the norms on steps 0, 4, 8 (a pair with the step before: step 0 has none, so step 1,
+  // the step after a due one that added nothing, computes them again).
   controller alone(o);
   std::vector<int> due;
   for (int step = 0; step < 12; ++step) {
@@ -420,8 +421,37 @@ TEST(Controller, NormsOnOneRoundInEveryAndEveryRankAgrees) {
     alone.alone(true, pair ? std::optional<double>(20.0) : std::nullopt, 12.0, pair, 0.01, 1.0, 32, 0, false,
                 step);
   }
-  EXPECT_EQ(due, (std::vector<int>{0, 4, 8}));
-  EXPECT_EQ(alone.noise().rounds(), 2u);
+  EXPECT_EQ(due, (std::vector<int>{0, 1, 4, 8}));
+  EXPECT_EQ(alone.noise().rounds(), 3u);
+}
+
+// A due round that adds nothing (a rank's batch short of the full size) is tried again two rounds on
+// (rank 0's word for the round after next): a task's batches that repeat with the period of the
+// norms cannot hide every due round. Here every 4th round is short, as 2,000-record tasks cut in
+// 512s are, and falls on every due round of 1 in 8: before, the estimate never had a round.
+TEST(Controller, ADueRoundThatAddsNothingIsTriedAgain) {
+  auto o = opts(lr_rule::adascale, false);
+  o.estimate_every = 8;
+  std::vector<controller> cs(2, controller(o));
+  std::vector<int> due;
+  for (int round = 0; round < 64; ++round) {
+    const bool full = round % 4 != 0;
+    std::vector<float> sum(controller::vote_floats, 0.0f), v(controller::vote_floats);
+    for (int r = 0; r < 2; ++r) {
+      auto& c = cs[static_cast<std::size_t>(r)];
+      c.cast(v, r, 2, full, c.norms_due() ? std::optional<double>(20.0) : std::nullopt, 0.01, 0);
+      for (std::size_t i = 0; i < v.size(); ++i) sum[i] += v[i];
+    }
+    if (cs[0].norms_due()) due.push_back(round);
+    for (int r = 0; r < 2; ++r)
+      cs[static_cast<std::size_t>(r)].read(sum, r, 2, 1, 12.0, 1.0, full ? 64.0 : 50.0, false, round);
+    EXPECT_EQ(cs[1].norms_due(), cs[0].norms_due()) << "after round " << round;
+  }
+  std::vector<int> want;
+  for (int k = 0; k < 64; k += 8) want.insert(want.end(), {k, k + 2});
+  EXPECT_EQ(due, want);
+  EXPECT_EQ(cs[0].noise().rounds(), 8u) << "one estimate per 8 rounds, each on the retry";
+  EXPECT_EQ(cs[1].noise().rounds(), 8u);
 }
 
 TEST(Controller, StateTravelsWithAResync) {
@@ -885,8 +915,9 @@ TEST(GpuAllreduceNoiseScale, ALoneReplicaPairsConsecutiveStepsOnTheDevice) {
     EXPECT_NEAR(gpu.reports[0].grad_sqr, s.sqr(), 0.05 * s.sqr());
     EXPECT_NEAR(gpu.reports[0].grad_var * gpu.reports[0].base_batch, s.trace(), 0.05 * s.trace());
     // A copy only before a due round (after steps every, 2 every, ...), a reduction only on it (the
-    // last copy has no next step).
-    const int due = steps / static_cast<int>(every);
+    // last copy has no next step). With 1 in 8, step 0 is due with no step before it to pair: step 1
+    // is due again (the retry of a due step that added nothing) and pairs with it, one more of each.
+    const int due = steps / static_cast<int>(every) + (every > 1 ? 1 : 0);
     EXPECT_EQ(counts->keeps, due) << "every " << every;
     EXPECT_EQ(counts->norms, due - 1) << "every " << every;
     for (double x : gpu.scales[0]) ASSERT_DOUBLE_EQ(x, 1.0);  // sqrt at S = 1

@@ -100,12 +100,12 @@ void controller::cast(std::span<float> at, int rank, int ranks, bool full, std::
   at[atomic] = static_cast<float>(proposed_.atomic);
   at[slot::accum] = static_cast<float>(proposed_.accum);
   at[seq] = static_cast<float>(proposed_seq_);
-  at[norms_next] = (rounds_ + 1) % opt_.estimate_every == 0 ? 1.0f : 0.0f;
+  at[norms_next] = missed_ || (rounds_ + 1) % opt_.estimate_every == 0 ? 1.0f : 0.0f;
 }
 
 void controller::count_norms_round(bool alone) {
   ++rounds_;
-  if (alone) norms_due_ = rounds_ % opt_.estimate_every == 0;
+  if (alone) norms_due_ = missed_ || rounds_ % opt_.estimate_every == 0;
 }
 
 void controller::observe(int hosts, int ranks, const batch_config& c, double compute, double sync) {
@@ -196,12 +196,14 @@ controller::round controller::read(std::span<const float> at, int rank, int rank
   round r;
   const int full = static_cast<int>(at[full_ranks]);
   const double every = opt_.estimate_every;
+  bool added = false;
   if (ranks > 1 && full == ranks) {
     const double count = static_cast<double>(ranks) * (cur_.accum + 1);
-    ns_.add(
+    added = ns_.add(
         {at[small_sqr_sum] / ranks, big_sqr, static_cast<double>(cur_.atomic), count * cur_.atomic, every},
         false);
   }
+  missed_ = norms_due_ && !added && samples > 0;
   norms_due_ = at[norms_next] > 0.5f;
   count_norms_round(false);
   if (fresh || ranks != ranks_ || hosts != hosts_) {
@@ -240,11 +242,15 @@ controller::round controller::alone(bool full, std::optional<double> small_sqr, 
                                     bool fresh, double now_s) {
   round r;
   const double every = opt_.estimate_every;
+  bool added = false;
   if (full && small_sqr && cur_.accum > 0)
-    ns_.add({*small_sqr, big_sqr, static_cast<double>(cur_.atomic), static_cast<double>(cur_.local()), every},
-            false);
+    added = ns_.add(
+        {*small_sqr, big_sqr, static_cast<double>(cur_.atomic), static_cast<double>(cur_.local()), every},
+        false);
   else if (full && small_sqr && pair)
-    ns_.add({*small_sqr, big_sqr, static_cast<double>(cur_.local()), 2.0 * cur_.local(), every}, true);
+    added =
+        ns_.add({*small_sqr, big_sqr, static_cast<double>(cur_.local()), 2.0 * cur_.local(), every}, true);
+  missed_ = norms_due_ && !added && samples > 0;
   count_norms_round(true);
   if (fresh || ranks_ != 1 || hosts_ != 1) {
     since_s_ = -1;

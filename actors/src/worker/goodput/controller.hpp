@@ -83,7 +83,10 @@ class controller {
   const batch_config& batch() const { return cur_; }
   const noise_scale& noise() const { return ns_; }
   // Whether this step computes the squared gradient norms (the first step does; then 1 round in
-  // estimate_every).
+  // estimate_every, and the round after a due one that added nothing: a rank's batch short of the
+  // full size, or alone, no pair. Without the retry a task's batch pattern that repeats with the
+  // period of estimate_every can hide every due round: 2,000-record tasks cut in 512s are 3 full
+  // batches and a short one, every 4th round, and with norms on every 8th the estimate froze).
   bool norms_due() const { return norms_due_; }
 
   // This rank's contribution to the step's round. `small_sqr`: the mean over its micro-batches of
@@ -159,6 +162,7 @@ class controller {
   bool preconditioned_ = false;  // the estimates are of Adam's preconditioned gradient
   std::uint64_t rounds_ = 0;     // rounds read (or alone) so far: which ones compute the norms
   bool norms_due_ = true;
+  bool missed_ = false;  // the last due round added nothing: the next one computes the norms again
   std::vector<obs_entry> obs_;
   // This rank's step time, for the next round (keyed by the configuration it ran).
   double pending_step_s_ = 0;
