@@ -45,22 +45,25 @@ max_test_rows = 10000
 """
 
 
-def batch_events(job_dir):
+def events(job_dir):
+    """The job's timeline (events.jsonl), a line that does not parse left out; [] without one."""
     out = []
     try:
         with open(os.path.join(job_dir, "events.jsonl")) as f:
             for line in f:
                 try:
-                    e = json.loads(line)
+                    out.append(json.loads(line))
                 except ValueError:
-                    continue
-                if e.get("kind") in ("batch", "batch_measured"):
-                    out.append({k: e.get(k) for k in ("kind", "t_ms", "choice", "batch", "from", "local_batch",
-                                                      "accum_steps", "predicted_goodput", "previous_goodput",
-                                                      "measured_goodput", "noise_scale")})
+                    pass
     except OSError:
         pass
     return out
+
+
+def batch_events(job_dir):
+    return [{k: e.get(k) for k in ("kind", "t_ms", "choice", "batch", "from", "local_batch", "accum_steps",
+                                   "predicted_goodput", "previous_goodput", "measured_goodput", "noise_scale")}
+            for e in events(job_dir) if e.get("kind") in ("batch", "batch_measured")]
 
 
 def run(args, name, epochs, batch, auto):

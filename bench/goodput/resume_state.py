@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 
+from auto_batch import events  # the script's directory is on sys.path
+
 
 def job_toml(root, name, epochs, max_batch, pace):
     return f"""[job]
@@ -47,20 +49,6 @@ max_samples_per_s = {pace}
 source = "fashion-mnist"
 max_test_rows = 10000
 """
-
-
-def events(job_dir):
-    out = []
-    try:
-        with open(os.path.join(job_dir, "events.jsonl")) as f:
-            for line in f:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    pass
-    except OSError:
-        pass
-    return out
 
 
 def metrics(evs):
@@ -105,7 +93,7 @@ def run(binary, root, name, epochs, max_batch, pace):
     except (OSError, ValueError):
         res = {}
     t_start = evs[starts[-1]].get("t_ms", 0) if len(starts) > 1 else 0
-    pick = lambda e: {k: e.get(k) for k in ("batch", "rounds", "progress", "noise_scale")} if e else None  # noqa: E731
+    pick = lambda e: {k: e.get(k) for k in ("batch", "progress", "noise_scale")} if e else None  # noqa: E731
     return {"bench": "resume_state", "bin": binary, "resume_rc": rc, "resume_wall_s": round(wall, 2),
             "chosen": {"batch": chosen.get("batch"), "from": chosen.get("from")},
             "before_kill": pick(before), "first_after_resume": pick(after[0] if after else None),

@@ -301,6 +301,12 @@ void controller::pack(std::span<float> out) const {
   }
 }
 
+std::vector<float> controller::packed() const {
+  std::vector<float> out(sync_floats);
+  pack(out);
+  return out;
+}
+
 void controller::unpack(std::span<const float> in) {
   ns_.unpack(in.subspan(0, noise_scale::state_floats));
   auto s = in.subspan(noise_scale::state_floats);

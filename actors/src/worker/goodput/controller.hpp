@@ -131,6 +131,7 @@ class controller {
 
   // The whole state, for a resync (sync_floats).
   void pack(std::span<float> out) const;
+  std::vector<float> packed() const;  // pack() into sync_floats of its own (a resync's, a checkpoint's)
   void unpack(std::span<const float> in);
 
   // What the worker reports (wire::goodput_report); `rank`, `ranks`, `hosts` of the current ring.

@@ -202,14 +202,10 @@ class allreduce final : public strategy {
     return at == 0 && m == b.size() ? b : b.sub(at, m);
   }
   std::vector<float> durable_state() const override {
-    if (device_) return device_->durable_state();
-    std::vector<float> state(controller::sync_floats);
-    ctl_.pack(state);
-    return state;
+    return device_ ? device_->durable_state() : ctl_.packed();
   }
   expected<void> resync(worker_context& ctx, const ring_session::info& ring) {
-    std::vector<float> state(controller::sync_floats);
-    ctl_.pack(state);
+    auto state = ctl_.packed();
     auto s = replicas::sync_from_most_trained(ctx, ring, true, sync_buf_, state);
     if (!s) return s;
     ctl_.unpack(state);

@@ -48,11 +48,7 @@ class gpu_allreduce final : public strategy {
                 bool estimate)
       : g_(g), self_(g.self), port_(*g.port), estimate_(estimate), ctl_(fixed_batch(o)), opt_(opt) {}
   std::string_view name() const override { return "allreduce (gpu)"; }
-  std::vector<float> durable_state() const override {
-    std::vector<float> state(controller::sync_floats);
-    ctl_.pack(state);
-    return state;
-  }
+  std::vector<float> durable_state() const override { return ctl_.packed(); }
   wire::goodput_report goodput() const override {
     if (!estimate_ || !stepped_) return {};
     auto r = ctl_.report();
@@ -317,8 +313,7 @@ expected<void> gpu_allreduce::build_comm(const ring_session::info& ring, const w
 // last, as on the CPU path: every rank (the source too) reads back the source's.
 expected<void> gpu_allreduce::resync(worker_context& ctx, const ring_session::info& ring) {
   prev_ok_ = false;
-  std::vector<float> kept(controller::sync_floats);
-  ctl_.pack(kept);
+  auto kept = ctl_.packed();
   if (ring.size <= 1) {
     replicas::restore_if_untrained(ctx, steps_, kept);
     ctl_.unpack(kept);  // as sync_from_most_trained's `extra` alone: the throughput measurement restarts
