@@ -179,13 +179,23 @@ TROUPE_GOODPUT_SIMD_CLONES float sqr_block(const float* __restrict p, const floa
   return lane_total(acc);
 }
 
-// w = 1 / (sqrt(v c) + eps)^2: Adam's preconditioner, squared and inverted.
+// w = 1 / (sqrt(max(v c, floor)) + eps)^2: Adam's preconditioner, squared and inverted.
 TROUPE_GOODPUT_SIMD_CLONES void preconditioner_weights(float* __restrict w, const float* __restrict v,
-                                                       std::size_t n, float c, float eps) {
+                                                       std::size_t n, float c, float eps, float floor) {
   for (std::size_t i = 0; i < n; ++i) {
-    const float p = std::sqrt(v[i] * c) + eps;
+    const float p = std::sqrt(std::max(v[i] * c, floor)) + eps;
     w[i] = 1.0f / (p * p);
   }
+}
+
+TROUPE_GOODPUT_SIMD_CLONES float sum_block(const float* __restrict p, std::size_t n) {
+  float acc[lanes] = {};
+  std::size_t i = 0;
+  const std::size_t whole = n - n % lanes;
+  for (; i < whole; i += lanes)
+    for (std::size_t j = 0; j < lanes; ++j) acc[j] += p[i + j];
+  for (; i < n; ++i) acc[0] += p[i];
+  return lane_total(acc);
 }
 }  // namespace
 bool preconditioner_due(bool active, std::uint64_t at_step, std::uint64_t min_step, bool force) {
@@ -210,8 +220,9 @@ bool preconditioner::refresh(trainer_backend& be, bool force) {
     const std::size_t n = layout[k].size;
     if (state[k].values.size() < 2 * n) return false;  // no second moments: leave it plain
     const float* v = state[k].values.data() + n;
-    preconditioner_weights(w_.data() + layout[k].offset, v, n, adam_inv_correction(cfg_.beta2, state[k].step),
-                           static_cast<float>(cfg_.epsilon));
+    const float c = adam_inv_correction(cfg_.beta2, state[k].step);
+    preconditioner_weights(w_.data() + layout[k].offset, v, n, c, static_cast<float>(cfg_.epsilon),
+                           adam_floor(std::span(v, n), c, cfg_.beta2));
   }
   active_ = true;
   at_step_ = min_step;
@@ -259,8 +270,16 @@ double sqr_norm(std::span<const float> g, std::span<const float> w) {
   return total;
 }
 
-void adam_weights(std::span<float> w, std::span<const float> v, float inv_corr, float eps) {
-  preconditioner_weights(w.data(), v.data(), w.size(), inv_corr, eps);
+void adam_weights(std::span<float> w, std::span<const float> v, float inv_corr, float eps, float floor) {
+  preconditioner_weights(w.data(), v.data(), w.size(), inv_corr, eps, floor);
+}
+
+float adam_floor(std::span<const float> v, float inv_corr, double beta2) {
+  if (v.empty()) return 0.0f;
+  double total = 0;
+  for (std::size_t b = 0; b < v.size(); b += block)
+    total += sum_block(v.data() + b, std::min(block, v.size() - b));
+  return static_cast<float>((1.0 - beta2) * total / static_cast<double>(v.size()) * inv_corr);
 }
 
 pair_norms weigh_pair_into(std::span<float> buf, std::span<const float> g, float n, float n_prev,

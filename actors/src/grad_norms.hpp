@@ -7,6 +7,16 @@
 // |g|_P^2 = sum g_i^2 w_i with w_i = 1 / p_i^2; the preconditioner is used once every parameter has
 // taken 5 steps (before, v is mostly its bias correction) and is refreshed every 16 steps (it moves
 // slowly: beta2 = 0.999). Other optimizers: the plain gradient (w = 1).
+//
+// The weights are bounded as Adam bounds its own step. A coordinate whose v is (near) 0 — the weight
+// of an input that no example so far has lit, as Fashion-MNIST's border pixels — would weigh up to
+// 1 / eps^2 (1e14), and the example that lights it later adds an enormous term to every norm of
+// that round, which the moving averages then keep (docs/goodput.md: B_noise frozen at its first
+// rounds, or |G|^2 at its floor 0 and the batch at max_batch). Adam's update divides by the root of
+// a v that already holds the step's own gradient, so its squared preconditioned gradient is at most
+// (1 - beta2^t) / (1 - beta2); w here comes from v before the step, so it is bounded the same way
+// for a gradient of the tensor's typical size: v / (1 - beta2^t) is floored, per tensor, at
+// (1 - beta2) x its mean over the tensor (adam_floor). Coordinates above the floor keep Adam's weight.
 #pragma once
 
 #include <cstdint>
@@ -66,8 +76,11 @@ struct pair_norms {
 pair_norms weigh_pair_into(std::span<float> buf, std::span<const float> g, float n, float n_prev,
                            std::span<const float> w);
 
-// w = 1 / (sqrt(v inv_corr) + eps)^2 over w.size() floats: Adam's preconditioner from its second
-// moments v at inv_corr = adam_inv_correction(beta2, t) (preconditioner::refresh's kernel).
-void adam_weights(std::span<float> w, std::span<const float> v, float inv_corr, float eps);
+// w = 1 / (sqrt(max(v inv_corr, floor)) + eps)^2 over w.size() floats: Adam's preconditioner from
+// its second moments v at inv_corr = adam_inv_correction(beta2, t) (preconditioner::refresh's
+// kernel), with floor = adam_floor(v, inv_corr, beta2) for one tensor's v.
+void adam_weights(std::span<float> w, std::span<const float> v, float inv_corr, float eps, float floor);
+// (1 - beta2) x the mean of v inv_corr over v (one tensor's second moments); 0 when v is empty.
+float adam_floor(std::span<const float> v, float inv_corr, double beta2);
 
 }  // namespace troupe::actors::goodput

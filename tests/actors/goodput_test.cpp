@@ -67,13 +67,23 @@ struct synthetic {
   }
 };
 
-// Adam's preconditioner from s.adam_v (grad_norms.hpp: w = 1 / (sqrt(v / (1 - beta2^t)) + eps)^2).
-std::vector<double> adam_weights(const synthetic& s, const nn::optimizer_config& c) {
+// Adam's preconditioner from s.adam_v (grad_norms.hpp: w = 1 / (sqrt(max(v c, floor)) + eps)^2 with
+// c = 1 / (1 - beta2^t) and each tensor's floor (1 - beta2) x its mean v c); `tensors`: the sizes of
+// consecutive tensors (empty: one tensor of every coordinate).
+std::vector<double> adam_weights(const synthetic& s, const nn::optimizer_config& c,
+                                 std::vector<std::size_t> tensors = {}) {
   std::vector<double> w(s.adam_v.size());
   const double corr = 1.0 - std::pow(c.beta2, static_cast<double>(synthetic::adam_step));
-  for (std::size_t j = 0; j < w.size(); ++j) {
-    const double p = std::sqrt(s.adam_v[j] / corr) + c.epsilon;
-    w[j] = 1.0 / (p * p);
+  if (tensors.empty()) tensors = {w.size()};
+  std::size_t at = 0;
+  for (auto size : tensors) {
+    double mean = 0;
+    for (std::size_t j = at; j < at + size; ++j) mean += s.adam_v[j] / corr / static_cast<double>(size);
+    for (std::size_t j = at; j < at + size; ++j) {
+      const double p = std::sqrt(std::max(s.adam_v[j] / corr, (1.0 - c.beta2) * mean)) + c.epsilon;
+      w[j] = 1.0 / (p * p);
+    }
+    at += size;
   }
   return w;
 }
@@ -97,13 +107,20 @@ synthetic make_synthetic(std::size_t d, double g_sqr, double trace) {
 }
 
 // Adam's second moments for `s`, as Adam's v would be: larger where the noise is (~ sigma^2), spread
-// 16x more.
-synthetic with_adam_moments(synthetic s) {
+// 16x more; with `unlit`, 1 coordinate in 16 has v = 0, as the weight of an input that no example had
+// lit before this step (unbounded, it would weigh 1 / eps^2), and a gradient 1/32 of the others' (a
+// rarely lit input's: at the floor's weight, it then counts about as much as a lit one).
+synthetic with_adam_moments(synthetic s, bool unlit = false) {
   std::uniform_real_distribution<float> u(0.25f, 4.0f);
   std::mt19937_64 rng(11);
   s.adam_v.resize(s.g.size());
-  for (std::size_t j = 0; j < s.adam_v.size(); ++j)
+  for (std::size_t j = 0; j < s.adam_v.size(); ++j) {
     s.adam_v[j] = 1e-3f * u(rng) * static_cast<float>(s.sigma[j] * s.sigma[j]);
+    if (!unlit || j % 16 != 5) continue;
+    s.adam_v[j] = 0.0f;
+    s.g[j] /= 32;
+    s.sigma[j] /= 32;
+  }
   return s;
 }
 
@@ -545,6 +562,33 @@ TEST(GradNorms, FusedLoopsAndThePreconditioner) {
   EXPECT_FLOAT_EQ(sum[n - 1], 2.0f * a[n - 1]);
 }
 
+// Adam's weights are floored per tensor at (1 - beta2) x its mean corrected v: a coordinate whose v is
+// 0 (an input no example had lit) weighs 1 / ((1 - beta2) mean) as Adam bounds its own step, not
+// 1 / eps^2; the others keep Adam's 1 / (sqrt(v c) + eps)^2, over more than one block and a tail.
+TEST(GradNorms, AdamsWeightsAreBoundedAsAdamBoundsItsStep) {
+  const std::size_t n = 4096 + 37;
+  const double beta2 = 0.999;
+  const float eps = 1e-7f, c = adam_inv_correction(beta2, 50);
+  std::vector<float> v(n), w(n);
+  double mean = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    v[i] = i % 100 == 7 ? 0.0f : 1e-4f * (1.0f + static_cast<float>(i % 13));
+    mean += static_cast<double>(v[i]) * c / static_cast<double>(n);
+  }
+  const float floor = adam_floor(v, c, beta2);
+  EXPECT_NEAR(floor, (1 - beta2) * mean, 1e-5 * (1 - beta2) * mean);
+  EXPECT_EQ(adam_floor({}, c, beta2), 0.0f);
+  goodput::adam_weights(w, v, c, eps, floor);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double p = std::sqrt(std::max(static_cast<double>(v[i]) * c, (1 - beta2) * mean)) + eps;
+    ASSERT_NEAR(w[i], 1.0 / (p * p), 1e-5 / (p * p)) << i;
+  }
+  EXPECT_LT(w[7], 1.0 / ((1 - beta2) * mean) * (1 + 1e-5)) << "an unlit coordinate's weight, unbounded: 1e14";
+  EXPECT_GT(w[7], 100 * w[8]);                // still the largest: Adam steps far on it
+  goodput::adam_weights(w, v, c, eps, 0.0f);  // no floor: Adam's weights as they are
+  EXPECT_NEAR(w[7], 1.0 / (eps * eps), 1e-3 / (eps * eps));
+}
+
 // ---- the allreduce strategy on an in-process ring, with a backend of known gradient statistics ----
 
 using testing::rank_ring;
@@ -927,32 +971,47 @@ TEST(GpuAllreduceNoiseScale, ALoneReplicaPairsConsecutiveStepsOnTheDevice) {
 // With Adam both paths estimate the statistics of the preconditioned gradient g / p (p from Adam's
 // second moments, grad_norms.hpp): |G|_P^2 = sum G_j^2 w_j and tr_P = sum sigma_j^2 w_j; the device
 // path computes its weights once (the moments do not move here) and the same figures as the CPU's.
+// With coordinates whose v is 0 (inputs no example had lit), their weights are bounded by the floor on
+// both paths: the figures stay those of the floored weights instead of 1 / eps^2's.
 TEST(GpuAllreduceNoiseScale, WithAdamBothPathsEstimateThePreconditionedGradient) {
-  auto s = with_adam_moments(make_synthetic(256, 1.0, 256.0));
-  for (int ranks : {4, 1}) {
-    auto spec = spec_of(static_cast<std::uint32_t>(ranks), 32, "none");
-    spec.nn.train.optimizer.type = "adam";
-    const auto w = adam_weights(s, spec.nn.train.optimizer);
-    double sqr = 0, trace = 0;
-    for (std::size_t j = 0; j < w.size(); ++j) {
-      sqr += s.g[j] * s.g[j] * w[j];
-      trace += s.sigma[j] * s.sigma[j] * w[j];
+  for (bool unlit : {false, true})
+    for (int ranks : {4, 1}) {
+      SCOPED_TRACE(unlit ? "1 coordinate in 16 unlit" : "every coordinate lit");
+      auto s = with_adam_moments(make_synthetic(256, 1.0, 256.0), unlit);
+      auto spec = spec_of(static_cast<std::uint32_t>(ranks), 32, "none");
+      spec.nn.train.optimizer.type = "adam";
+      const auto w = adam_weights(s, spec.nn.train.optimizer);
+      double sqr = 0, trace = 0;
+      for (std::size_t j = 0; j < w.size(); ++j) {
+        sqr += s.g[j] * s.g[j] * w[j];
+        trace += s.sigma[j] * s.sigma[j] * w[j];
+      }
+      // The preconditioned noise scale is not the plain one.
+      ASSERT_GT(std::abs(trace / sqr - s.trace() / s.sqr()), 0.2 * s.trace() / s.sqr());
+      auto counts = std::make_shared<fakes::host_op_counts>();
+      const int steps = ranks == 1 ? 6000 : 3000;
+      auto cpu = run_ring(s, ranks, spec, steps);
+      auto gpu = run_ring(s, ranks, spec, steps, true, counts);
+      const auto& g = gpu.reports[0];
+      std::printf("adam, %d rank(s): |G|_P^2 %.1f (cpu %.1f, known %.1f), tr_P %.0f (cpu %.0f, known %.0f)\n",
+                  ranks, g.grad_sqr, cpu.reports[0].grad_sqr, sqr, g.grad_var * g.base_batch,
+                  cpu.reports[0].grad_var * cpu.reports[0].base_batch, trace);
+      expect_same_figures(gpu, cpu);
+      EXPECT_NEAR(g.grad_sqr, sqr, 0.05 * sqr) << ranks << " rank(s)";
+      EXPECT_NEAR(g.grad_var * g.base_batch, trace, 0.05 * trace) << ranks << " rank(s)";
+      EXPECT_EQ(counts->preconditions, 1) << "the weights once: Adam's step stays " << synthetic::adam_step;
+      if (unlit) {  // what the weights without the floor would have made the figures
+        double raw = 0;
+        for (std::size_t j = 0; j < w.size(); ++j) {
+          const auto& oc = spec.nn.train.optimizer;
+          const double p =
+              std::sqrt(s.adam_v[j] / (1.0 - std::pow(oc.beta2, synthetic::adam_step))) + oc.epsilon;
+          raw += s.g[j] * s.g[j] / (p * p);
+        }
+        std::printf("  unbounded weights: |G|_P^2 %.3g\n", raw);
+        ASSERT_GT(raw, 1e6 * sqr);
+      }
     }
-    // The preconditioned noise scale is not the plain one.
-    ASSERT_GT(std::abs(trace / sqr - s.trace() / s.sqr()), 0.2 * s.trace() / s.sqr());
-    auto counts = std::make_shared<fakes::host_op_counts>();
-    const int steps = ranks == 1 ? 6000 : 3000;
-    auto cpu = run_ring(s, ranks, spec, steps);
-    auto gpu = run_ring(s, ranks, spec, steps, true, counts);
-    const auto& g = gpu.reports[0];
-    std::printf("adam, %d rank(s): |G|_P^2 %.1f (cpu %.1f, known %.1f), tr_P %.0f (cpu %.0f, known %.0f)\n",
-                ranks, g.grad_sqr, cpu.reports[0].grad_sqr, sqr, g.grad_var * g.base_batch,
-                cpu.reports[0].grad_var * cpu.reports[0].base_batch, trace);
-    expect_same_figures(gpu, cpu);
-    EXPECT_NEAR(g.grad_sqr, sqr, 0.05 * sqr) << ranks << " rank(s)";
-    EXPECT_NEAR(g.grad_var * g.base_batch, trace, 0.05 * trace) << ranks << " rank(s)";
-    EXPECT_EQ(counts->preconditions, 1) << "the weights once: Adam's step stays " << synthetic::adam_step;
-  }
 }
 
 // ---- the PS shards' estimate from the pushes they receive (ps/push_noise.hpp) ----
@@ -1036,27 +1095,30 @@ TEST(PushNoise, PushesOfOtherRowsOrUnknownRowsAreNotPaired) {
 // With Adam (its second moments 5 steps old or more) the shards' norms are of the preconditioned
 // gradient, as the worker's are: the sum is |G|_P^2 and tr_P.
 TEST(PushNoise, WithAdamTheShardsEstimateThePreconditionedGradient) {
-  auto s = with_adam_moments(make_synthetic(256, 1.0, 256.0));
-  nn::optimizer_config opt;
-  opt.type = "adam";
-  const auto w = adam_weights(s, opt);
-  double sqr = 0, trace = 0;
-  for (std::size_t j = 0; j < w.size(); ++j) {
-    sqr += s.g[j] * s.g[j] * w[j];
-    trace += s.sigma[j] * s.sigma[j] * w[j];
+  for (bool unlit : {false, true}) {
+    SCOPED_TRACE(unlit ? "1 coordinate in 16 unlit" : "every coordinate lit");
+    auto s = with_adam_moments(make_synthetic(256, 1.0, 256.0), unlit);
+    nn::optimizer_config opt;
+    opt.type = "adam";
+    const auto w = adam_weights(s, opt, {64, 64, 128});  // each tensor its own floor
+    double sqr = 0, trace = 0;
+    for (std::size_t j = 0; j < w.size(); ++j) {
+      sqr += s.g[j] * s.g[j] * w[j];
+      trace += s.sigma[j] * s.sigma[j] * w[j];
+    }
+    two_shards sh(s, 64, 1, opt);
+    std::mt19937_64 rng(5);
+    std::vector<float> g(256);
+    for (int k = 0; k < 4000; ++k) {
+      draw_gradient(s, rng, 32, g);
+      sh.push(g, 32);
+    }
+    std::printf("shards' sum with Adam: |G|_P^2 %.1f (known %.1f), tr_P %.0f (known %.0f)\n", sh.sqr(), sqr,
+                sh.var() * 64, trace);
+    EXPECT_TRUE(sh.a.report().preconditioned);
+    EXPECT_NEAR(sh.sqr(), sqr, 0.05 * sqr);
+    EXPECT_NEAR(sh.var() * 64, trace, 0.05 * trace);
   }
-  two_shards sh(s, 64, 1, opt);
-  std::mt19937_64 rng(5);
-  std::vector<float> g(256);
-  for (int k = 0; k < 4000; ++k) {
-    draw_gradient(s, rng, 32, g);
-    sh.push(g, 32);
-  }
-  std::printf("shards' sum with Adam: |G|_P^2 %.1f (known %.1f), tr_P %.0f (known %.0f)\n", sh.sqr(), sqr,
-              sh.var() * 64, trace);
-  EXPECT_TRUE(sh.a.report().preconditioned);
-  EXPECT_NEAR(sh.sqr(), sqr, 0.05 * sqr);
-  EXPECT_NEAR(sh.var() * 64, trace, 0.05 * trace);
 }
 
 // A shard's estimate survives its checkpoint (push_noise::state()): a fresh shard restored from it

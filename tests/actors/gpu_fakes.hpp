@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <vector>
 
 #include "master/gpu_rendezvous.hpp"
@@ -63,16 +64,27 @@ inline grad_ops host_grad_ops(std::shared_ptr<host_op_counts> counts = {}) {
     std::fill(d, d + n, 0.0f);
     return {};
   };
-  // Adam's preconditioner once set (norm_reducer's arithmetic: float weights, double sums).
+  // Adam's preconditioner once set (norm_reducer's arithmetic: float weights, double sums; each
+  // tensor's floor from its sum of v, read back as a float).
   auto w = std::make_shared<std::vector<float>>();
   auto weight = [w](std::size_t i, std::size_t n) -> double { return w->size() == n ? (*w)[i] : 1.0; };
-  o.precondition = [w, counts](const float* v, std::size_t n, float c, float eps,
-                               gpu::cuda_stream) -> expected<void> {
+  o.precondition = [w, counts](const float* v, std::size_t n, std::span<const std::size_t> tensors, float c,
+                               float eps, float floor_fraction, gpu::cuda_stream) -> expected<void> {
     if (counts) ++counts->preconditions;
     w->resize(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      const float p = std::sqrt(v[i] * c) + eps;
-      (*w)[i] = 1.0f / (p * p);
+    std::vector<std::size_t> parts(tensors.begin(), tensors.end());
+    if (std::accumulate(parts.begin(), parts.end(), std::size_t{0}) != n) parts = {n};
+    std::size_t at = 0;
+    for (auto size : parts) {
+      double sum = 0;
+      for (std::size_t i = at; i < at + size; ++i) sum += v[i];
+      const float floor =
+          size ? floor_fraction * c / static_cast<float>(size) * static_cast<float>(sum) : 0.0f;
+      for (std::size_t i = at; i < at + size; ++i) {
+        const float p = std::sqrt(std::max(v[i] * c, floor)) + eps;
+        (*w)[i] = 1.0f / (p * p);
+      }
+      at += size;
     }
     return {};
   };

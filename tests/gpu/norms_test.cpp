@@ -128,7 +128,7 @@ TEST_F(gpu_norms, preconditioned_norms_weigh_by_adams_second_moments) {
       pw[i] = prev[i] * w[i];
     }
     auto dv = to_device(v, st->get()), dx = to_device(x, st->get()), dprev = to_device(prev, st->get());
-    ASSERT_TRUE(r->precondition(dv.data(), n, c, eps, st->get()).has_value());
+    ASSERT_TRUE(r->precondition(dv.data(), n, {}, c, eps, 0.0f, st->get()).has_value());
     ASSERT_TRUE(r->preconditioned(n));
     auto got = r->sqr(dx.data(), n, st->get());
     ASSERT_TRUE(got.has_value()) << got.err().to_string();
@@ -146,6 +146,42 @@ TEST_F(gpu_norms, preconditioned_norms_weigh_by_adams_second_moments) {
       std::vector<float> head(x.begin(), x.end() - 1);
       EXPECT_NEAR(*other, host_dot(head, head), 1e-6 * host_dot(head, head)) << n - 1;
     }
+  }
+}
+
+// Each tensor's weights floored at floor_fraction x its mean of v c (grad_norms.hpp: a coordinate
+// whose v is 0 weighs as Adam bounds its step, not 1 / eps^2), the floor summed on the device; tensors
+// that do not cover n floats: one tensor of n.
+TEST_F(gpu_norms, preconditioned_weights_are_floored_per_tensor) {
+  TROUPE_REQUIRE_GPU();
+  ASSERT_NO_FATAL_FAILURE(make());
+  const float c = 1.0f / (1.0f - 0.999f), eps = 1e-7f, fraction = 1.0f - 0.999f;
+  const std::vector<std::size_t> split{784 * 300, 300, 300 * 10, 10}, wrong{7, 9};  // an MLP's tensors
+  const std::size_t n = 784 * 300 + 300 + 300 * 10 + 10;
+  auto v = random_floats(n, 11);
+  for (std::size_t i = 0; i < n; ++i) v[i] = i % 50 == 3 ? 0.0f : 1e-4f * (1.0f + 10.0f * v[i] * v[i]);
+  auto x = random_floats(n, 12);
+  auto dv = to_device(v, st->get()), dx = to_device(x, st->get());
+  for (const auto* tensors : {&split, &wrong}) {
+    const std::vector<std::size_t> parts = tensors == &split ? split : std::vector<std::size_t>{n};
+    std::vector<float> xw(n);
+    std::size_t at = 0;
+    for (auto size : parts) {
+      double mean = 0;
+      for (std::size_t i = at; i < at + size; ++i)
+        mean += static_cast<double>(v[i]) * c / static_cast<double>(size);
+      for (std::size_t i = at; i < at + size; ++i) {
+        const double p = std::sqrt(std::max(static_cast<double>(v[i]) * c, fraction * mean)) + eps;
+        xw[i] = static_cast<float>(x[i] / (p * p));
+      }
+      at += size;
+    }
+    ASSERT_TRUE(r->precondition(dv.data(), n, *tensors, c, eps, fraction, st->get()).has_value());
+    auto got = r->sqr(dx.data(), n, st->get());
+    ASSERT_TRUE(got.has_value()) << got.err().to_string();
+    const double want = host_dot(x, xw);
+    EXPECT_NEAR(*got, want, 1e-4 * want) << (tensors == &split ? "per tensor" : "one tensor");
+    EXPECT_LT(want, 1e9) << "unbounded, 1 in 50 coordinates would weigh 1 / eps^2";
   }
 }
 

@@ -46,9 +46,9 @@ void push_noise::tensor(const std::string& name, std::span<const float> g, const
   if (pair_) {
     const auto w = weighted_ ? std::span<float>(weights_.data() + t.offset, t.size) : std::span<float>();
     if (weighted_ && goodput::preconditioner_due(t.weights_at > 0, t.weights_at, slots.step, false)) {
-      goodput::adam_weights(w, std::span(slots.values).subspan(t.size, t.size),
-                            goodput::adam_inv_correction(opt_.beta2, slots.step),
-                            static_cast<float>(opt_.epsilon));
+      const auto v = std::span<const float>(slots.values).subspan(t.size, t.size);
+      const float c = goodput::adam_inv_correction(opt_.beta2, slots.step);
+      goodput::adam_weights(w, v, c, static_cast<float>(opt_.epsilon), goodput::adam_floor(v, c, opt_.beta2));
       t.weights_at = slots.step;
     }
     // One pass: |g|^2, |g'|^2, g.g', and prev becomes g (the keep of every_ = 1).

@@ -71,9 +71,13 @@ cudaError_t sqr_norm(const float* x, const float* w, std::size_t n, double* scra
 // out[0] = |a|_w^2, out[1] = |b|_w^2, out[2] = (a.b)_w.
 cudaError_t pair_norms(const float* a, const float* b, const float* w, std::size_t n, double* scratch,
                        float* out, cudaStream_t s);
-// w[i] = 1 / (sqrt(v[i] inv_corr) + eps)^2: Adam's preconditioner from its second moments v at bias
-// correction inv_corr = 1 / (1 - beta2^t), squared and inverted.
-cudaError_t adam_weights(float* w, const float* v, std::size_t n, float inv_corr, float eps, cudaStream_t s);
+// out[0] = sum_i x[i] (the same two passes).
+cudaError_t sum(const float* x, std::size_t n, double* scratch, float* out, cudaStream_t s);
+// w[i] = 1 / (sqrt(max(v[i] inv_corr, floor)) + eps)^2: Adam's preconditioner from its second moments v
+// at bias correction inv_corr = 1 / (1 - beta2^t), squared and inverted, with floor = floor_scale x
+// *sum_v (sum_v: device memory, sum()'s out; null: no floor).
+cudaError_t adam_weights(float* w, const float* v, std::size_t n, float inv_corr, float eps,
+                         const float* sum_v, float floor_scale, cudaStream_t s);
 
 // --- embeddings (embedding.cu) ---
 // out[o, :] = table[rows[o], :] for `count` occurrences of rows of `dim` floats.

@@ -37,16 +37,32 @@ expected<void> norm_reducer::keep(const float* x, std::size_t n, cuda_stream s) 
   return {};
 }
 
-expected<void> norm_reducer::precondition(const float* v, std::size_t n, float inv_corr, float eps,
-                                          cuda_stream s) {
+expected<void> norm_reducer::precondition(const float* v, std::size_t n, std::span<const std::size_t> tensors,
+                                          float inv_corr, float eps, float floor_fraction, cuda_stream s) {
   if (weights_.size() != n) {
     weights_n_ = 0;
     auto b = device_buffer<float>::alloc(n);
     if (!b) return b.err();
     weights_ = std::move(*b);
   }
-  if (auto k = launched(kernels::adam_weights(weights_.data(), v, n, inv_corr, eps, s), "adam_weights"); !k)
-    return k;
+  std::size_t covered = 0;
+  for (auto t : tensors) covered += t;
+  const std::size_t whole[] = {n};
+  if (covered != n) tensors = whole;  // no layout of these n floats: one tensor
+  weights_n_ = 0;
+  std::size_t at = 0;
+  for (auto size : tensors) {
+    if (size == 0) continue;
+    // The tensor's sum of v into out_[0], read there by the weights' kernel: queued, no readback.
+    if (auto k = launched(kernels::sum(v + at, size, scratch_.data(), out_.data(), s), "sum"); !k) return k;
+    const float scale = floor_fraction * inv_corr / static_cast<float>(size);
+    if (auto k = launched(
+            kernels::adam_weights(weights_.data() + at, v + at, size, inv_corr, eps, out_.data(), scale, s),
+            "adam_weights");
+        !k)
+      return k;
+    at += size;
+  }
   weights_n_ = n;
   return {};
 }

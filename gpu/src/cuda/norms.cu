@@ -29,6 +29,18 @@ __global__ void sqr_part_k(const float* __restrict__ x, const float* __restrict_
   if (threadIdx.x == 0) scratch[blockIdx.x] = part[0];
 }
 
+// scratch[block] = this block's share of sum x.
+__global__ void sum_part_k(const float* __restrict__ x, std::size_t n, double* __restrict__ scratch) {
+  __shared__ double part[threads_per_block];
+  double acc = 0;
+  TROUPE_GRID_STRIDE(i, n) {
+    acc += x[i];
+  }
+  part[threadIdx.x] = acc;
+  block_sum(part);
+  if (threadIdx.x == 0) scratch[blockIdx.x] = part[0];
+}
+
 // scratch[3 block + {0, 1, 2}] = this block's share of sum a^2 w, sum b^2 w, sum a b w (w null: 1).
 __global__ void pair_part_k(const float* __restrict__ a, const float* __restrict__ b,
                             const float* __restrict__ w, std::size_t n, double* __restrict__ scratch) {
@@ -64,11 +76,13 @@ __global__ void finish_k(const double* __restrict__ scratch, unsigned blocks, un
   }
 }
 
-// w = 1 / (sqrt(v c) + eps)^2 (grad_norms.cpp's preconditioner_weights, in float as there).
+// w = 1 / (sqrt(max(v c, floor)) + eps)^2 with floor = floor_scale x *sum_v (grad_norms.cpp's
+// preconditioner_weights, in float as there; sum_v on the device: no readback).
 __global__ void adam_weights_k(float* __restrict__ w, const float* __restrict__ v, std::size_t n, float c,
-                               float eps) {
+                               float eps, const float* __restrict__ sum_v, float floor_scale) {
+  const float floor = sum_v ? floor_scale * *sum_v : 0.0f;
   TROUPE_GRID_STRIDE(i, n) {
-    const float p = sqrtf(v[i] * c) + eps;
+    const float p = sqrtf(fmaxf(v[i] * c, floor)) + eps;
     w[i] = 1.0f / (p * p);
   }
 }
@@ -97,8 +111,16 @@ cudaError_t pair_norms(const float* a, const float* b, const float* w, std::size
   return launch_one_block(finish_k, s, static_cast<const double*>(scratch), used, 3u, out);
 }
 
-cudaError_t adam_weights(float* w, const float* v, std::size_t n, float inv_corr, float eps, cudaStream_t s) {
-  return launch(adam_weights_k, n, s, w, v, n, inv_corr, eps);
+cudaError_t sum(const float* x, std::size_t n, double* scratch, float* out, cudaStream_t s) {
+  unsigned used = 0;
+  if (n > 0)
+    if (auto rc = launch_grid(sum_part_k, norm_grid(n), used, s, x, n, scratch); rc != cudaSuccess) return rc;
+  return launch_one_block(finish_k, s, static_cast<const double*>(scratch), used, 1u, out);
+}
+
+cudaError_t adam_weights(float* w, const float* v, std::size_t n, float inv_corr, float eps,
+                         const float* sum_v, float floor_scale, cudaStream_t s) {
+  return launch(adam_weights_k, n, s, w, v, n, inv_corr, eps, sum_v, floor_scale);
 }
 
 }  // namespace troupe::gpu::kernels

@@ -12,7 +12,8 @@ expected<double> norm_reducer::sqr(const float*, std::size_t, cuda_stream) {
 expected<void> norm_reducer::keep(const float*, std::size_t, cuda_stream) {
   return error(gpu_errc::not_built, "norm_reducer::keep");
 }
-expected<void> norm_reducer::precondition(const float*, std::size_t, float, float, cuda_stream) {
+expected<void> norm_reducer::precondition(const float*, std::size_t, std::span<const std::size_t>, float,
+                                          float, float, cuda_stream) {
   return error(gpu_errc::not_built, "norm_reducer::precondition");
 }
 expected<norm_reducer::pair> norm_reducer::with_kept(const float*, std::size_t, cuda_stream) {

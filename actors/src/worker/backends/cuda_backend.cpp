@@ -61,7 +61,11 @@ expected<std::unique_ptr<cuda_backend>> cuda_backend::wrap(std::unique_ptr<nn::m
 
 cuda_backend::cuda_backend(std::unique_ptr<nn::model> m, std::unique_ptr<nn::trainer> t,
                            std::unique_ptr<gpu_replica> g)
-    : native_backend(std::move(m), std::move(t)), g_(std::move(g)) {}
+    : native_backend(std::move(m), std::move(t)), g_(std::move(g)) {
+  // The device's dense buffer is the host model's trainable parameters, in order and size.
+  g_->tensors.clear();
+  for (const auto& s : layout()) g_->tensors.push_back(s.size);
+}
 
 void cuda_backend::apply_gradients(double lr_scale) {
   g_->trainer->apply_gradients(lr_scale);

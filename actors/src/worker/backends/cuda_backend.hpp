@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "native_backend.hpp"
 #include "troupe/gpu/comm_manager.hpp"
@@ -42,9 +43,10 @@ struct grad_ops {
   std::function<expected<void>(const float* dev, std::size_t n, bool with_kept, gpu::cuda_stream)>
       queue_norms;
   std::function<gpu::norm_reducer::pair()> queued_norms;
-  // From now on the three weigh n floats by Adam's preconditioner from its second moments v
-  // (norm_reducer::precondition; queued).
-  std::function<expected<void>(const float* v, std::size_t n, float inv_corr, float eps, gpu::cuda_stream)>
+  // From now on the three weigh n floats by Adam's preconditioner from its second moments v, each of
+  // `tensors` floored at floor_fraction x its mean v (norm_reducer::precondition; queued).
+  std::function<expected<void>(const float* v, std::size_t n, std::span<const std::size_t> tensors,
+                               float inv_corr, float eps, float floor_fraction, gpu::cuda_stream)>
       precondition;
 };
 grad_ops device_grad_ops();
@@ -68,6 +70,7 @@ struct gpu_replica {
   gpu::comm_manager comms;
   gpu::pinned_buffer<float> pinned;  // owns `staging` in a real worker
   std::span<float> staging;          // host-staged allreduce: dense_count() gradients
+  std::vector<std::size_t> tensors;  // the dense buffer's tensors' sizes (the host model's layout)
   grad_ops ops = device_grad_ops();
   // Aborted, not finalized: peers of the last ring may be gone.
   ~gpu_replica() { comms.abort(); }

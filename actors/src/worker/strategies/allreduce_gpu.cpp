@@ -188,7 +188,8 @@ void gpu_allreduce::precondition(const ring_session::info& ring) {
     return;
   auto& dev = *g_.trainer;
   const auto inv_corr = goodput::adam_inv_correction(opt_.beta2, moments.step);
-  if (auto p = g_.ops.precondition(moments.v, dev.dense_count(), inv_corr, static_cast<float>(opt_.epsilon),
+  if (auto p = g_.ops.precondition(moments.v, dev.dense_count(), g_.tensors, inv_corr,
+                                   static_cast<float>(opt_.epsilon), static_cast<float>(1.0 - opt_.beta2),
                                    dev.stream());
       !p)
     return norms_failed(p.err());

@@ -7,8 +7,10 @@
 // replica, so replicas that read |mean g|^2 from the same sum add the same value to their estimates.
 //
 // With Adam the norms are of the preconditioned gradient (grad_norms.hpp's CPU form): after
-// precondition(), every norm of as many floats is weighted by w = 1 / (sqrt(v / (1 - beta2^t)) + eps)^2,
-// computed on the device from Adam's second moments.
+// precondition(), every norm of as many floats is weighted by
+// w = 1 / (sqrt(max(v / (1 - beta2^t), floor)) + eps)^2, computed on the device from Adam's second
+// moments, with each tensor's floor (1 - beta2) x its mean of v / (1 - beta2^t) (grad_norms.hpp: the
+// bound that keeps an input no example has lit yet from weighing 1 / eps^2).
 //
 // Contract: every call queues its work on `s` after what is already queued there (the gradient's
 // producer). sqr() and with_kept() then wait for `s` (the readback): a stream sync each, meant for the
@@ -19,6 +21,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 
 #include "troupe/gpu/cuda.hpp"
 
@@ -30,9 +33,13 @@ class norm_reducer {
   static expected<norm_reducer> create();
 
   // Weighs the norms of n floats from now on by Adam's preconditioner from its second moments v
-  // (device, n floats) at inv_corr = 1 / (1 - beta2^t): w = 1 / (sqrt(v inv_corr) + eps)^2 into the
-  // reducer's own buffer (allocated on the first call, reallocated when n changes). Queued; no sync.
-  expected<void> precondition(const float* v, std::size_t n, float inv_corr, float eps, cuda_stream s);
+  // (device, n floats) at inv_corr = 1 / (1 - beta2^t): w = 1 / (sqrt(max(v inv_corr, floor)) + eps)^2
+  // into the reducer's own buffer (allocated on the first call, reallocated when n changes), where
+  // `tensors` lays the n floats out as consecutive tensors (sizes; when they do not add up to n: one
+  // tensor of n) and each tensor's floor is floor_fraction x its mean of v inv_corr (0: none). Queued;
+  // no sync.
+  expected<void> precondition(const float* v, std::size_t n, std::span<const std::size_t> tensors,
+                              float inv_corr, float eps, float floor_fraction, cuda_stream s);
   bool preconditioned(std::size_t n) const { return weights_n_ == n && n > 0; }
 
   // sum x[i]^2 (w[i]) over n floats.
