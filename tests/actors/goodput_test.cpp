@@ -358,6 +358,48 @@ TEST(Controller, AutoBatchRisesWithTheNoiseScaleAndEveryRankAgrees) {
   EXPECT_LE(rep.batch, 16u * 128u);
 }
 
+// The first batch choice waits while |G|^2 sits at its floor 0 (every batch's efficiency 1: the choice
+// would be max_batch on the estimate's early noise alone): it comes once the gradient shows, or after
+// 4 x warm_rounds (40 here) when it never does.
+TEST(Controller, TheFirstChoiceWaitsWhileTheGradientIsHidden) {
+  for (int hidden : {30, 1000}) {
+    std::vector<controller> cs(4, controller(opts(lr_rule::adascale, true)));  // warm_rounds 10
+    auto compute = [](int b) { return 0.001 + 0.00005 * b; };
+    double t = 0;
+    int chosen_at = -1;
+    double sqr_at_choice = 0;
+    for (int step = 0; step < 200 && chosen_at < 0; ++step) {
+      const int b = cs[0].batch().atomic;
+      const double tr = 256;
+      // Hidden: |mean g|^2 below its share of the noise, so each round's |G|^2 estimate is negative.
+      const double small = step < hidden ? tr / b : 1.0 + tr / b;
+      const double big = step < hidden ? 0.9 * small / 4 : 1.0 + tr / (4.0 * b);
+      auto sum = ring_round(cs, small, compute(b), 0);
+      const double step_s = compute(b) + 0.004;
+      t += step_s;
+      for (std::size_t r = 0; r < cs.size(); ++r) {
+        cs[r].read(sum, static_cast<int>(r), 4, 1, big, 1.0, 4.0 * b, false, t);
+        cs[r].step_done(step_s, true);
+      }
+      if (cs[0].report().choice >= 1) {
+        chosen_at = step;
+        sqr_at_choice = cs[0].noise().sqr();
+      }
+    }
+    std::printf("hidden for %d rounds: first choice at step %d, |G|^2 %.3f\n", hidden, chosen_at,
+                sqr_at_choice);
+    ASSERT_GE(chosen_at, 0) << "no choice in 200 rounds";
+    if (hidden == 30) {
+      EXPECT_GT(chosen_at, hidden) << "chosen while the gradient was hidden";
+      EXPECT_GT(sqr_at_choice, 0.0);
+    } else {
+      EXPECT_GE(chosen_at, 39) << "chosen before 4 x warm_rounds";
+      EXPECT_LE(chosen_at, 41);
+      EXPECT_EQ(sqr_at_choice, 0.0);
+    }
+  }
+}
+
 // batch = "global": M0 = 128 (4 replicas of 32) whatever the ring's size. A ring of 2 cuts 64 each,
 // of 3 ceil(128 / 3) = 43, a lone replica all 128 (in micro-batches of at most max_atomic); every
 // rank adopts rank 0's word, and the learning rate's scale stays 1 (linear: factor ~1).

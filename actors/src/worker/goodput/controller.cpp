@@ -151,7 +151,11 @@ void controller::count_round(double samples, double g, double share, double now_
 
 void controller::maybe_choose(int hosts, int ranks, bool fresh, bool entered_epoch) {
   if (!opt_.auto_batch || !ns_.ready() || obs_.empty()) return;
-  const bool first = !chosen_once_ && ns_.rounds() >= opt_.warm_rounds;
+  // The first choice waits for a signal: while |G|^2 is at its floor 0, every batch's efficiency is 1
+  // and the choice would be max_batch on the estimate's early noise alone. After 4 x warm_rounds it
+  // goes ahead: a noise that hides the gradient for that long is the estimate's answer.
+  const bool signal = ns_.sqr() > 0 || ns_.rounds() >= 4 * opt_.warm_rounds;
+  const bool first = !chosen_once_ && ns_.rounds() >= opt_.warm_rounds && signal;
   if (!first && !(chosen_once_ && (fresh || entered_epoch))) return;
   chosen_once_ = true;
   std::vector<observation> o;

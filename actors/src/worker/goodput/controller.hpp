@@ -57,7 +57,7 @@ struct controller_options {
   double base_batch = 64;            // M0: the job file's workers x batch_size
   std::size_t batch_size = 64;       // [train] batch_size: one replica's batch while the batch is fixed
   batch_limits limits;               // auto batch: max_batch, max_local_batch, records_per_task
-  std::uint64_t warm_rounds = 30;    // estimates before the first choice
+  std::uint64_t warm_rounds = 30;    // estimates before the first choice (4x while |G|^2 is 0)
   double min_gain = 1.05;            // a new batch must promise this much more goodput
   std::uint32_t estimate_every = 8;  // the squared norms on 1 round in this many (1: every round)
 };
