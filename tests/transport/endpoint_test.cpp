@@ -138,7 +138,9 @@ TEST(endpoint, heartbeats_a_full_socket_takes_in_part_arrive_whole) {
   endpoint_testing::limit_direct_writes(*b, SIZE_MAX);
   ASSERT_TRUE(b->send("alpha", "sink", ping(1)));
   EXPECT_TRUE(eventually([&] { return got.load() == 1; }));
-  EXPECT_EQ(b->stats().queued_bytes, 0);
+  // The queue drains on beta's io thread: a heartbeat queued beside the ping may still be in it when
+  // the ping arrives (96 bytes seen once in a loaded CI run); drained soon after, never kept.
+  EXPECT_TRUE(eventually([&] { return b->stats().queued_bytes == 0; })) << b->stats().queued_bytes;
 }
 
 // A sender off the io thread that finds the queue full waits for room (up to its limit) and gets

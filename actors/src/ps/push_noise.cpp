@@ -18,16 +18,19 @@ push_noise::push_noise(const std::map<std::string, std::size_t>& sizes, double b
   if (opt_.type == "adam") weights_.assign(total_, 1.0f);
 }
 
-// Batches 0 and 1 of every `every_` pushes: 0 keeps, 1 pairs (every_ = 1: each push does both).
+// From push next_ on, each push pairs with the one before when that one was kept with its rows, and
+// keeps its own gradients for the next (every_ = 1: every push does both); a pair made moves next_
+// on by every_ - 1 pushes, so pairs come 1 in every_ pushes, and a push whose rows break a pair only
+// delays it by one.
 bool push_noise::begin(std::uint32_t rows) {
   keep_ = pair_ = false;
-  if (rows == 0 || total_ == 0) {
+  const std::uint64_t at = pushes_++;
+  if (rows == 0 || total_ == 0 || at < next_) {
     prev_rows_ = 0;
     return false;
   }
-  const std::size_t phase = pushes_++ % every_;
-  pair_ = (every_ == 1 || phase == 1) && prev_rows_ == rows;
-  keep_ = every_ == 1 || phase == 0;
+  pair_ = prev_rows_ == rows;
+  keep_ = every_ == 1 || !pair_;
   rows_ = rows;
   kept_ = paired_ = 0;
   sqr_ = prev_sqr_ = cross_ = 0;
@@ -72,6 +75,7 @@ void push_noise::end() {
     ns_.add({0.5 * (sqr_ + prev_sqr_), 0.25 * (sqr_ + prev_sqr_ + 2.0 * cross_), b, 2.0 * b,
              static_cast<double>(every_)},
             true);
+    next_ = pushes_ + every_ - 2;  // the keep every_ - 1 pushes after this one's
   }
   const bool kept = keep_ && kept_ == total_;
   prev_rows_ = kept ? rows_ : 0;

@@ -9,7 +9,11 @@
 // On 1 pair in `every` pushes (the shard: [train] noise_scale_every x the job file's workers, as many
 // estimates per sample as a ring computes): the push before a due one keeps its dense
 // gradients (a copy of what the shard reads anyway), the due one reads |g|^2, |g'|^2 and g.g' in
-// one pass before it is applied. With Adam, once its second moments have 5 steps, the norms are of
+// one pass before it is applied. A due push that makes no pair (its rows are not the kept push's:
+// a task's short last batch) keeps its own gradients and the next push is due: the pushes' rows
+// repeat with a period of their own (2 workers of 8 batches a task: 16 pushes, as `every` may be),
+// and a fixed phase could land on the short batch for the whole run (seen: a shard's estimate
+// frozen at its first pair). With Adam, once its second moments have 5 steps, the norms are of
 // the preconditioned gradient (weights 1 / (sqrt(v / (1 - beta2^t)) + eps)^2 from the shard's own
 // slots, as grad_norms.hpp's on the worker); the switch starts the averages over.
 //
@@ -75,6 +79,7 @@ class push_noise {
   goodput::noise_scale ns_;
   std::vector<float> prev_, weights_;  // the kept push's dense gradients; Adam's preconditioner
   std::uint64_t pushes_ = 0;
+  std::uint64_t next_ = 0;  // the first push of the next keep-and-pair (moved on by a pair made)
   // The push in progress.
   bool keep_ = false, pair_ = false, weighted_ = false;
   std::uint32_t rows_ = 0;
