@@ -6,8 +6,9 @@
 // it; the worker reports their sum once every shard holding dense tensors has one. Until then, each
 // worker's own estimate from its consecutive full batches (which it stops computing then): the dense gradient
 // of this batch and of its previous one (the parameters moved in between, by this worker's push and the
-// others': a biased estimate, as a lone replica's), on 1 pair of batches in [train] noise_scale_every (the
-// batch before a due one keeps its gradient), each pair standing for that many in the moving averages.
+// others': a biased estimate, as a lone replica's), on 1 pair of batches in [train] noise_scale_every (a
+// short batch where one was due delays the pair by one), each pair standing for that many in the
+// moving averages.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -74,28 +75,33 @@ class async_ps final : public strategy {
   }
 
  private:
-  // This batch and the previous one, both full: a biased pair (noise_scale.hpp), on batches k and
-  // k + 1 of every `every_` (batch 0 keeps, batch 1 pairs; every_ = 1: every batch does both).
+  // This batch and the previous one, both full: a biased pair (noise_scale.hpp), 1 pair in every
+  // `every_` batches, as the shards pair pushes (push_noise.cpp): from batch next_ on, a full batch
+  // pairs with the one before when that one was kept, and keeps its own gradient when it made no pair
+  // (every_ = 1: every batch does both); a pair made moves next_ on by every_ - 1 batches. A task's
+  // short last batch on a due batch delays the pair by one: a worker's batches repeat with its tasks'
+  // period (8 batches of a 500-record task), and a fixed phase on the short batch would pair none.
   void observe(trainer_backend& be, std::size_t n) {
     auto g = be.gradients();
-    const std::size_t phase = batches_++ % every_;
-    const bool pair_due = every_ == 1 || phase == 1, keep_due = every_ == 1 || phase == 0;
-    if (n != batch_size_ || g.empty() || !(pair_due || keep_due)) {
+    const std::uint64_t at = batches_++;
+    if (n != batch_size_ || g.empty() || at < next_) {
       prev_n_ = 0;
       return;
     }
     const double sqr = goodput::sqr_norm(g, {});
     prev_.resize(g.size());
-    if (pair_due && prev_n_ == n) {
+    const bool pair = prev_n_ == n, keep = every_ == 1 || !pair;
+    if (pair) {
       const double big = goodput::pair_sqr_and_keep(g, prev_, {});
       ns_.add({0.5 * (sqr + prev_sqr_), big, static_cast<double>(n), 2.0 * static_cast<double>(n),
                static_cast<double>(every_)},
               true);
+      next_ = batches_ + every_ - 2;  // the keep every_ - 1 batches after this one's
     } else {
       std::copy(g.begin(), g.end(), prev_.begin());
     }
     prev_sqr_ = sqr;
-    prev_n_ = n;
+    prev_n_ = keep ? n : 0;
   }
   static step_result retry(const char* what, const error& e) {
     spdlog::warn("async_ps: {} failed, retrying the batch: {}", what, e.to_string());
@@ -105,6 +111,7 @@ class async_ps final : public strategy {
   bool estimate_;
   std::size_t batch_size_, every_;
   std::uint64_t batches_ = 0;
+  std::uint64_t next_ = 0;  // the first batch of the next keep-and-pair (moved on by a pair made)
   goodput::noise_scale ns_;
   std::optional<pushed_noise> pushed_;  // the shards' estimate, summed, from the latest push replies
   std::vector<float> prev_;
