@@ -102,4 +102,24 @@ void noise_scale::unpack(std::span<const float> in) {
   rounds_ = static_cast<std::uint64_t>(in[5]);
 }
 
+pair_schedule::pair_schedule(std::size_t every) : every_(std::max<std::size_t>(1, every)) {}
+
+pair_schedule::turn pair_schedule::begin(std::uint64_t rows) {
+  const std::uint64_t at = steps_++;
+  rows_ = rows;
+  if (rows == 0 || at < next_) {
+    kept_rows_ = 0;
+    return {};
+  }
+  turn t;
+  t.pair = kept_rows_ == rows;
+  t.keep = every_ == 1 || !t.pair;
+  return t;
+}
+
+void pair_schedule::end(bool paired, bool kept) {
+  if (paired) next_ = steps_ + every_ - 2;  // the keep every_ - 1 steps after this one's
+  kept_rows_ = kept ? rows_ : 0;
+}
+
 }  // namespace troupe::actors::goodput

@@ -96,4 +96,34 @@ class noise_scale {
   std::uint64_t rounds_ = 0;
 };
 
+// Which steps of a stream make the biased pairs of consecutive steps (a lone replica's batches under
+// async_ps, a PS shard's pushes), 1 pair in `every`: from step `next` on, a step pairs with the one
+// before when that one was kept with the same rows, and keeps its own gradients when it made no pair
+// (every = 1: every step does both); a pair made moves the next keep every - 1 steps on. A step of
+// other rows where a pair was due (a task's short last batch) only delays the pair by one: the
+// steps' rows repeat with a period of their own (a worker's tasks of 8 batches; 2 workers' pushes:
+// 16), and a fixed phase could land on the short one for a whole run (seen: a shard's estimate
+// frozen at its first pair).
+class pair_schedule {
+ public:
+  explicit pair_schedule(std::size_t every);
+  struct turn {
+    bool pair = false;  // pairs with the kept step
+    bool keep = false;  // keeps its own gradients for the next
+  };
+  // A step of `rows` samples begins (0: it cannot take part: it breaks a pair).
+  turn begin(std::uint64_t rows);
+  // The step that began ends: `paired` when it made its pair, `kept` when its gradients were kept
+  // whole. Not needed after a begin that returned neither.
+  void end(bool paired, bool kept);
+  std::size_t every() const { return every_; }
+
+ private:
+  std::size_t every_;
+  std::uint64_t steps_ = 0;
+  std::uint64_t next_ = 0;       // the first step of the next keep-and-pair
+  std::uint64_t rows_ = 0;       // the step in progress's
+  std::uint64_t kept_rows_ = 0;  // the kept step's rows (0: none)
+};
+
 }  // namespace troupe::actors::goodput

@@ -9,7 +9,7 @@ namespace troupe::actors {
 
 push_noise::push_noise(const std::map<std::string, std::size_t>& sizes, double base_batch, std::size_t every,
                        const nn::optimizer_config& opt)
-    : every_(std::max<std::size_t>(1, every)), opt_(opt), ns_(base_batch) {
+    : opt_(opt), ns_(base_batch), schedule_(every) {
   for (const auto& [name, n] : sizes) {
     at_[name] = {total_, n, 0};
     total_ += n;
@@ -18,19 +18,12 @@ push_noise::push_noise(const std::map<std::string, std::size_t>& sizes, double b
   if (opt_.type == "adam") weights_.assign(total_, 1.0f);
 }
 
-// From push next_ on, each push pairs with the one before when that one was kept with its rows, and
-// keeps its own gradients for the next (every_ = 1: every push does both); a pair made moves next_
-// on by every_ - 1 pushes, so pairs come 1 in every_ pushes, and a push whose rows break a pair only
-// delays it by one.
+// Which pushes keep and pair: goodput::pair_schedule (1 pair in `every` pushes; a push whose rows
+// break a pair only delays it by one).
 bool push_noise::begin(std::uint32_t rows) {
-  keep_ = pair_ = false;
-  const std::uint64_t at = pushes_++;
-  if (rows == 0 || total_ == 0 || at < next_) {
-    prev_rows_ = 0;
-    return false;
-  }
-  pair_ = prev_rows_ == rows;
-  keep_ = every_ == 1 || !pair_;
+  const auto t = schedule_.begin(total_ > 0 ? rows : 0);
+  pair_ = t.pair;
+  keep_ = t.keep;
   rows_ = rows;
   kept_ = paired_ = 0;
   sqr_ = prev_sqr_ = cross_ = 0;
@@ -54,7 +47,7 @@ void push_noise::tensor(const std::string& name, std::span<const float> g, const
       goodput::adam_weights(w, v, c, static_cast<float>(opt_.epsilon), goodput::adam_floor(v, c, opt_.beta2));
       t.weights_at = slots.step;
     }
-    // One pass: |g|^2, |g'|^2, g.g', and prev becomes g (the keep of every_ = 1).
+    // One pass: |g|^2, |g'|^2, g.g', and prev becomes g (the keep of every = 1).
     const auto p = goodput::weigh_pair_into(prev, g, 1.0f, 1.0f, w);
     sqr_ += p.sqr, prev_sqr_ += p.prev_sqr, cross_ += p.cross;
     paired_ += t.size;
@@ -73,12 +66,10 @@ void push_noise::end() {
     }
     const double b = rows_;
     ns_.add({0.5 * (sqr_ + prev_sqr_), 0.25 * (sqr_ + prev_sqr_ + 2.0 * cross_), b, 2.0 * b,
-             static_cast<double>(every_)},
+             static_cast<double>(schedule_.every())},
             true);
-    next_ = pushes_ + every_ - 2;  // the keep every_ - 1 pushes after this one's
   }
-  const bool kept = keep_ && kept_ == total_;
-  prev_rows_ = kept ? rows_ : 0;
+  schedule_.end(pair_ && paired_ == total_, keep_ && kept_ == total_);
   keep_ = pair_ = false;
 }
 

@@ -74,18 +74,16 @@ class push_noise {
     std::uint64_t weights_at = 0;  // the optimizer step its Adam weights are of (0: none yet)
   };
   std::map<std::string, slice> at_;
-  std::size_t total_ = 0, every_;
+  std::size_t total_ = 0;
   nn::optimizer_config opt_;
   goodput::noise_scale ns_;
   std::vector<float> prev_, weights_;  // the kept push's dense gradients; Adam's preconditioner
-  std::uint64_t pushes_ = 0;
-  std::uint64_t next_ = 0;  // the first push of the next keep-and-pair (moved on by a pair made)
+  goodput::pair_schedule schedule_;    // which pushes keep and pair
   // The push in progress.
   bool keep_ = false, pair_ = false, weighted_ = false;
   std::uint32_t rows_ = 0;
   std::size_t kept_ = 0, paired_ = 0;
   double sqr_ = 0, prev_sqr_ = 0, cross_ = 0;
-  std::uint32_t prev_rows_ = 0;  // the kept push's rows (0: none complete)
   bool preconditioned_ = false;  // the estimates are of the preconditioned gradient
 };
 

@@ -28,7 +28,7 @@ class async_ps final : public strategy {
   explicit async_ps(const job::job_spec& spec)
       : estimate_(spec.nn.train.noise_scale),
         batch_size_(spec.nn.train.batch_size),
-        every_(std::max<std::size_t>(1, spec.nn.train.noise_scale_every)),
+        schedule_(spec.nn.train.noise_scale_every),
         ns_(static_cast<double>(std::max<std::uint32_t>(1, spec.job.workers)) * spec.nn.train.batch_size) {}
   std::string_view name() const override { return "async_ps"; }
   wire::goodput_report goodput() const override {
@@ -75,33 +75,25 @@ class async_ps final : public strategy {
   }
 
  private:
-  // This batch and the previous one, both full: a biased pair (noise_scale.hpp), 1 pair in every
-  // `every_` batches, as the shards pair pushes (push_noise.cpp): from batch next_ on, a full batch
-  // pairs with the one before when that one was kept, and keeps its own gradient when it made no pair
-  // (every_ = 1: every batch does both); a pair made moves next_ on by every_ - 1 batches. A task's
-  // short last batch on a due batch delays the pair by one: a worker's batches repeat with its tasks'
-  // period (8 batches of a 500-record task), and a fixed phase on the short batch would pair none.
+  // This batch and the previous one, both full: a biased pair (noise_scale.hpp), on the batches
+  // goodput::pair_schedule says (1 pair in [train] noise_scale_every; a short batch where one was due
+  // delays it by one).
   void observe(trainer_backend& be, std::size_t n) {
     auto g = be.gradients();
-    const std::uint64_t at = batches_++;
-    if (n != batch_size_ || g.empty() || at < next_) {
-      prev_n_ = 0;
-      return;
-    }
+    const auto t = schedule_.begin(n == batch_size_ && !g.empty() ? n : 0);
+    if (!(t.pair || t.keep)) return;
     const double sqr = goodput::sqr_norm(g, {});
     prev_.resize(g.size());
-    const bool pair = prev_n_ == n, keep = every_ == 1 || !pair;
-    if (pair) {
+    if (t.pair) {
       const double big = goodput::pair_sqr_and_keep(g, prev_, {});
       ns_.add({0.5 * (sqr + prev_sqr_), big, static_cast<double>(n), 2.0 * static_cast<double>(n),
-               static_cast<double>(every_)},
+               static_cast<double>(schedule_.every())},
               true);
-      next_ = batches_ + every_ - 2;  // the keep every_ - 1 batches after this one's
     } else {
       std::copy(g.begin(), g.end(), prev_.begin());
     }
     prev_sqr_ = sqr;
-    prev_n_ = keep ? n : 0;
+    schedule_.end(t.pair, t.keep);
   }
   static step_result retry(const char* what, const error& e) {
     spdlog::warn("async_ps: {} failed, retrying the batch: {}", what, e.to_string());
@@ -109,13 +101,11 @@ class async_ps final : public strategy {
   }
 
   bool estimate_;
-  std::size_t batch_size_, every_;
-  std::uint64_t batches_ = 0;
-  std::uint64_t next_ = 0;  // the first batch of the next keep-and-pair (moved on by a pair made)
+  std::size_t batch_size_;
+  goodput::pair_schedule schedule_;  // which batches keep and pair
   goodput::noise_scale ns_;
   std::optional<pushed_noise> pushed_;  // the shards' estimate, summed, from the latest push replies
-  std::vector<float> prev_;
-  std::size_t prev_n_ = 0;
+  std::vector<float> prev_;             // the kept batch's gradient
   double prev_sqr_ = 0;
 };
 
