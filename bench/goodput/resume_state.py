@@ -6,9 +6,10 @@ to --pace samples a second, so that the job outlasts the kill) runs until the
 controller has chosen a batch other than M0, 1.5 s more, then its runner is SIGKILLed and the job is
 resumed (`troupe run --resume`). From the job's timeline (events.jsonl; the resumed run starts at its
 second job_start), before the kill and after the resume: the batch in force, the estimate's rounds,
-the scale-invariant progress; and the seconds the resumed run trained at M0 before it had the batch
-it was killed at. One JSON line per binary given (e.g. a build before the ring checkpoints kept the
-controller, then this one).
+the scale-invariant progress; the seconds the resumed run trained at M0 before it had the batch
+it was killed at; and the timeline's batch choices over both runs ([choice, batch, replicas]), with
+any choice number written twice. One JSON line per binary given (e.g. a build before the ring
+checkpoints kept the controller, then this one).
 
   resume_state.py TROUPE_BIN [TROUPE_BIN...] [--root DIR] [--max-batch 1024] [--epochs 6] [--pace 10000]
 """
@@ -94,12 +95,21 @@ def run(binary, root, name, epochs, max_batch, pace):
         res = {}
     t_start = evs[starts[-1]].get("t_ms", 0) if len(starts) > 1 else 0
     pick = lambda e: {k: e.get(k) for k in ("batch", "progress", "noise_scale")} if e else None  # noqa: E731
+    # The timeline's batch choices over both runs: each once, numbered in order (a number twice: a
+    # choice written again by the resumed run, or a new one under a number already used).
+    numbers = [e.get("choice") for e in evs if e.get("kind") == "batch"]
+    measured = [e.get("choice") for e in evs if e.get("kind") == "batch_measured"]
+    twice = lambda xs: sorted({x for x in xs if xs.count(x) > 1})  # noqa: E731
     return {"bench": "resume_state", "bin": binary, "resume_rc": rc, "resume_wall_s": round(wall, 2),
             "chosen": {"batch": chosen.get("batch"), "from": chosen.get("from")},
             "before_kill": pick(before), "first_after_resume": pick(after[0] if after else None),
             "metrics_after_resume": len(after), "metrics_at_m0_after_resume": len(at_m0),
             "seconds_to_the_kept_batch": round((first_kept["t_ms"] - t_start) / 1000, 2)
             if first_kept and t_start else None,
+            "choices": [[e.get("choice"), e.get("batch"), e.get("replicas")] for e in evs if e.get("kind") == "batch"],
+            "choices_before_resume": sum(1 for e in evs[:starts[-1]] if e.get("kind") == "batch")
+            if len(starts) > 1 else None,
+            "choice_numbers_twice": twice(numbers), "measured_numbers_twice": twice(measured),
             "test_accuracy": res.get("test_accuracy"), "resumed": res.get("resumed")}
 
 

@@ -142,7 +142,8 @@ void job_timeline::batch_chosen(const batch_choice& c) {
               {"replicas", as_int(c.replicas)},
               {"predicted_goodput", c.predicted_goodput},
               {"previous_goodput", c.previous_goodput},
-              {"noise_scale", c.noise_scale}};
+              {"noise_scale", c.noise_scale},
+              {"at_progress", c.at_progress}};
   append(std::move(e));
 }
 

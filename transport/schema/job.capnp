@@ -62,6 +62,11 @@ struct GoodputReport {
   choiceMeasured @25 :Float64;  # measured goodput at the chosen batch; 0 until measured
   pushShards @26 :UInt32;       # async_ps: the PS shards whose estimates from the pushes they received
                                 # are summed in gradSqr / gradVar; 0: the worker's own batches'
+  choiceBatch @27 :UInt32;      # the global batch of the latest choice, at the ring it was made for
+  choiceReplicas @28 :UInt32;   # the ring size the latest choice was made for (0: no choice yet)
+  choiceProgress @29 :Float64;  # the scale-invariant step the latest choice was made at: with `choice`,
+                                # what tells it from another choice of the same number (a job resumed
+                                # from a checkpoint older than its last choice numbers its next one again)
 }
 
 # Worker -> master: its training loop is over (dataset exhausted); it still answers Evaluate.

@@ -43,6 +43,9 @@ void write_goodput(schema::GoodputReport::Builder b, const goodput_report& g) {
   b.setChoiceBefore(g.choice_before);
   b.setChoiceMeasured(g.choice_measured);
   b.setPushShards(g.push_shards);
+  b.setChoiceBatch(g.choice_batch);
+  b.setChoiceReplicas(g.choice_replicas);
+  b.setChoiceProgress(g.choice_progress);
 }
 
 goodput_report read_goodput(schema::GoodputReport::Reader r) {
@@ -77,6 +80,9 @@ goodput_report read_goodput(schema::GoodputReport::Reader r) {
   g.choice_before = r.getChoiceBefore();
   g.choice_measured = r.getChoiceMeasured();
   g.push_shards = r.getPushShards();
+  g.choice_batch = r.getChoiceBatch();
+  g.choice_replicas = r.getChoiceReplicas();
+  g.choice_progress = r.getChoiceProgress();
   return g;
 }
 
@@ -115,7 +121,10 @@ nlohmann::json to_json(const goodput_report& g) {
           {"choice_predicted", g.choice_predicted},
           {"choice_before", g.choice_before},
           {"choice_measured", g.choice_measured},
-          {"push_shards", g.push_shards}};
+          {"push_shards", g.push_shards},
+          {"choice_batch", g.choice_batch},
+          {"choice_replicas", g.choice_replicas},
+          {"choice_progress", g.choice_progress}};
 }
 
 void write_task_counts(schema::TaskCounts::Builder b, const task_counts& c) {

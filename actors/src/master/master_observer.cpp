@@ -48,6 +48,7 @@ master_observer::master_observer(const job::job_spec& spec, const std::string& j
   metrics_.get_counter("troupe_preemptions_total", preemptions_help, labels_);
   metrics_.get_counter("troupe_worker_failures_total", failures_help, labels_);
   start_metrics(spec, job_dir);
+  if (!job_dir.empty()) choices_.read(job_dir + "/" + observe::events_file_name);
 }
 
 master_observer::~master_observer() {
@@ -164,24 +165,35 @@ void master_observer::goodput(const wire::goodput_report& g) {
   gauge("troupe_goodput", "Measured throughput x statistical efficiency, base-batch samples/s", g.goodput);
   gauge("troupe_goodput_predicted", "The throughput model's goodput of the current batch",
         g.predicted_goodput);
-  // The latest choice since this master started (a restarted master may repeat the one it missed).
-  if (g.choice > choice_written_) {
+  if (g.choice > 0) write_choice(g);
+}
+
+void master_observer::write_choice(const wire::goodput_report& g) {
+  // The latest choice, numbered as the timeline numbers it (batch_choices.hpp: a restarted master or
+  // a resumed job may be told of a choice the timeline already has).
+  auto& e = choices_.place(g.choice, g.choice_progress);
+  // The choice as made: its ring may have changed since (a report from before the fields: the
+  // batch in force).
+  const std::uint32_t replicas = g.choice_replicas > 0 ? g.choice_replicas : g.replicas;
+  const std::uint32_t batch = g.choice_replicas > 0 ? g.choice_batch : g.batch;
+  if (!e.chosen) {
     observe::batch_choice c;
-    c.choice = g.choice;
-    c.batch = g.batch;
+    c.choice = e.number;
+    c.batch = batch;
     c.from = g.choice_from;
     c.local_batch = g.local_batch;
     c.accum_steps = g.accum_steps;
-    c.replicas = g.replicas;
+    c.replicas = replicas;
     c.predicted_goodput = g.choice_predicted;
     c.previous_goodput = g.choice_before;
     c.noise_scale = g.noise_scale;
+    c.at_progress = g.choice_progress;
     timeline_.batch_chosen(c);
-    choice_written_ = g.choice;
+    e.chosen = true;
   }
-  if (g.choice > measured_written_ && g.choice == choice_written_ && g.choice_measured > 0) {
-    timeline_.batch_measured(g.choice, g.batch, g.choice_measured, g.choice_predicted);
-    measured_written_ = g.choice;
+  if (!e.measured && g.choice_measured > 0) {
+    timeline_.batch_measured(e.number, batch, g.choice_measured, g.choice_predicted);
+    e.measured = true;
   }
 }
 

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "batch_choices.hpp"
 #include "job_progress.hpp"
 #include "troupe/cluster/membership.hpp"
 #include "troupe/core/clock.hpp"
@@ -50,7 +51,8 @@ class master_observer {
   void exit_reported(const node_id& id, const std::string& status);
   void progress(const node_id& from, std::uint64_t samples, std::uint64_t steps);
   // The ring's rank 0 reported its goodput (docs/goodput.md): gauges, and a "batch" event for a new
-  // batch choice, a "batch_measured" event once its goodput was measured.
+  // batch choice, a "batch_measured" event once its goodput was measured (once each per choice, in
+  // the timeline across masters and runs: batch_choices.hpp).
   void goodput(const wire::goodput_report& g);
   // The job finished: the runner now stops every node at once and sends no exit reports, so a
   // departure from here on is a node leaving a finished job ("leave"), whatever its connection said.
@@ -72,7 +74,8 @@ class master_observer {
     troupe::clock::time_point seen;
   };
   void write_departure(const departure& d, const std::string& kind);
-  std::string kind_of(const departure& d) const;  // "leave", "preempted" or "died"
+  void write_choice(const wire::goodput_report& g);  // the report's latest batch choice, if new
+  std::string kind_of(const departure& d) const;     // "leave", "preempted" or "died"
   void start_metrics(const job::job_spec& spec, const std::string& job_dir);
   void update_metrics(const cluster::membership_view& view, const job_progress& progress,
                       const std::optional<wire::task_counts>& counts, std::uint64_t restarts);
@@ -88,8 +91,8 @@ class master_observer {
   std::size_t recovery_target_ = 0;
   std::size_t workers_alive_ = 0;
   bool job_finished_ = false;
-  std::optional<troupe::clock::time_point> last_event_;      // none yet: the first tick writes one
-  std::uint32_t choice_written_ = 0, measured_written_ = 0;  // the latest batch choice in the timeline
+  std::optional<troupe::clock::time_point> last_event_;  // none yet: the first tick writes one
+  batch_choices choices_;  // the batch choices in the timeline, this run's and earlier ones'
   std::uint64_t last_samples_ = 0, last_done_ = 0, last_requeued_ = 0, last_failed_ = 0, last_restarts_ = 0;
 };
 

@@ -126,6 +126,7 @@ void controller::observe(int hosts, int ranks, const batch_config& c, double com
 void controller::adopt(const batch_config& c, std::uint32_t seq) {
   if (c.atomic <= 0) return;
   const bool changed = !(c == cur_);
+  if (seq != seq_) choice_ = proposed_choice_;
   cur_ = proposed_ = c;
   seq_ = proposed_seq_ = seq;
   if (changed) {
@@ -171,9 +172,12 @@ void controller::maybe_choose(int hosts, int ranks, bool fresh, bool entered_epo
   if (best.atomic <= 0 || b == cur_ || !(best.goodput >= opt_.min_gain * now)) return;
   proposed_ = b;
   proposed_seq_ = seq_ + 1;
-  choice_from_ = static_cast<std::uint32_t>(ranks * cur_.local());
-  choice_predicted_ = best.goodput;
-  choice_before_ = now;
+  propose_choice(ranks, best.goodput, now);
+}
+
+void controller::propose_choice(int ranks, double predicted, double before) {
+  proposed_choice_ = {static_cast<std::uint32_t>(ranks * cur_.local()), static_cast<std::uint32_t>(ranks),
+                      predicted, before, static_cast<float>(progress_)};
 }
 
 batch_config controller::global_share(int ranks) const {
@@ -189,6 +193,7 @@ void controller::keep_global_batch(int ranks) {
   if (b == proposed_) return;
   proposed_ = b;
   proposed_seq_ = seq_ + 1;
+  propose_choice(ranks, 0, 0);
   std::vector<observation> o;
   for (const auto& e : obs_) o.push_back(e.o);
   if (!o.empty()) perf_ = fit(o);
@@ -289,11 +294,13 @@ void controller::pack(std::span<float> out) const {
   s[3] = static_cast<float>(seq_);
   s[4] = static_cast<float>(epoch_);
   s[5] = chosen_once_ ? 1.0f : 0.0f;
-  s[6] = static_cast<float>(choice_from_);
-  s[7] = static_cast<float>(choice_predicted_);
-  s[8] = static_cast<float>(choice_before_);
+  s[6] = static_cast<float>(choice_.from);
+  s[7] = static_cast<float>(choice_.predicted);
+  s[8] = static_cast<float>(choice_.before);
   s[9] = static_cast<float>(obs_.size());
   s[10] = preconditioned_ ? 1.0f : 0.0f;
+  s[11] = static_cast<float>(choice_.replicas);
+  s[12] = static_cast<float>(choice_.at_progress);
   for (std::size_t i = 0; i < obs_.size(); ++i) {
     auto o = s.subspan(sync_header + 6 * i, 6);
     o[0] = static_cast<float>(obs_[i].o.hosts);
@@ -321,9 +328,8 @@ void controller::unpack(std::span<const float> in) {
   proposed_seq_ = seq_;
   epoch_ = static_cast<std::uint32_t>(s[4]);
   chosen_once_ = s[5] != 0.0f;
-  choice_from_ = static_cast<std::uint32_t>(s[6]);
-  choice_predicted_ = s[7];
-  choice_before_ = s[8];
+  choice_ = {static_cast<std::uint32_t>(s[6]), static_cast<std::uint32_t>(s[11]), s[7], s[8], s[12]};
+  proposed_choice_ = choice_;
   preconditioned_ = s[10] != 0.0f;
   obs_.clear();
   const auto n = std::min<std::size_t>(static_cast<std::size_t>(s[9]), max_observations);
@@ -366,10 +372,13 @@ wire::goodput_report controller::report() const {
   g.model = {perf_.alpha_c, perf_.beta_c, perf_.alpha_n, perf_.beta_n,
              perf_.alpha_r, perf_.beta_r, perf_.gamma};
   g.choice = seq_;
-  g.choice_from = choice_from_;
-  g.choice_predicted = choice_predicted_;
-  g.choice_before = choice_before_;
+  g.choice_from = choice_.from;
+  g.choice_predicted = choice_.predicted;
+  g.choice_before = choice_.before;
   g.choice_measured = choice_measured_;
+  g.choice_replicas = choice_.replicas;
+  g.choice_batch = choice_.replicas * static_cast<std::uint32_t>(cur_.local());
+  g.choice_progress = choice_.at_progress;
   return g;
 }
 

@@ -73,7 +73,7 @@ class controller {
  public:
   static constexpr std::size_t vote_floats = 12;
   static constexpr std::size_t max_observations = 16;
-  static constexpr std::size_t sync_header = 11;  // after the estimator's state; then the observations
+  static constexpr std::size_t sync_header = 13;  // after the estimator's state; then the observations
   static constexpr std::size_t sync_floats = noise_scale::state_floats + sync_header + max_observations * 6;
 
   explicit controller(controller_options o);
@@ -147,6 +147,7 @@ class controller {
   void observe(int hosts, int ranks, const batch_config& c, double compute, double sync);
   void maybe_choose(int hosts, int ranks, bool fresh, bool new_epoch);
   void keep_global_batch(int ranks);
+  void propose_choice(int ranks, double predicted, double before);
   void count_round(double samples, double gain, double share, double now_s);
   void adopt(const batch_config& c, std::uint32_t seq);
   void count_norms_round(bool alone);
@@ -168,9 +169,17 @@ class controller {
   // This rank's step time, for the next round (keyed by the configuration it ran).
   double pending_step_s_ = 0;
   bool pending_full_ = false;
-  // Since the latest choice: its predictions and what was measured.
-  std::uint32_t choice_from_ = 0;
-  double choice_predicted_ = 0, choice_before_ = 0, choice_measured_ = 0;
+  // A batch choice as proposed (proposed_choice_, by every rank from the same state) and as adopted
+  // with its seq (choice_): the global batch it replaced, the ring it was made for, its predicted
+  // goodput and that of the batch it replaced, and the scale-invariant step it was made at (rounded
+  // to a float as the state keeps it: what tells it from another choice of the same seq, below).
+  struct choice_made {
+    std::uint32_t from = 0, replicas = 0;
+    double predicted = 0, before = 0, at_progress = 0;
+  };
+  choice_made choice_, proposed_choice_;
+  // Since the latest choice: what was measured.
+  double choice_measured_ = 0;
   double since_samples_ = 0, since_steps_ = 0;
   double since_s_ = -1;  // when the measurement began (the caller's clock); < 0: at the next round
   double measured_throughput_ = 0;

@@ -45,6 +45,7 @@ struct metrics_sample {
 struct batch_choice {
   std::uint64_t choice = 0, batch = 0, from = 0, local_batch = 0, accum_steps = 0, replicas = 0;
   double predicted_goodput = 0, previous_goodput = 0, noise_scale = 0;
+  double at_progress = 0;  // the scale-invariant step it was made at
 };
 
 class job_timeline {

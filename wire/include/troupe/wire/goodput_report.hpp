@@ -39,13 +39,17 @@ struct goodput_report {
   double choice_predicted = 0, choice_before = 0;  // predicted goodput of the choice / of what it replaced
   double choice_measured = 0;                      // measured goodput at the chosen batch; 0 until measured
   std::uint32_t push_shards = 0;  // async_ps: the PS shards whose push estimates are summed; 0: the worker's
+  // The latest choice as made: its global batch at the ring it was made for (the batch in force is that
+  // choice's local batch times the current ring), and the scale-invariant step it was made at.
+  std::uint32_t choice_batch = 0, choice_replicas = 0;
+  double choice_progress = 0;
 };
 
 // `troupe status --json` "goodput": {ring_rank, replicas, hosts, base_batch, grad_sqr, grad_var,
 // noise_scale, rounds, lr_scaling, lr_factor, gain, progress, batch, local_batch, accum_steps,
 // compute_seconds, step_seconds, throughput, goodput, predicted_goodput, model{alpha_c, beta_c,
 // alpha_n, beta_n, alpha_r, beta_r, gamma}, choice, choice_from, choice_predicted, choice_before,
-// choice_measured, push_shards}.
+// choice_measured, push_shards, choice_batch, choice_replicas, choice_progress}.
 nlohmann::json to_json(const goodput_report& g);
 
 }  // namespace troupe::wire
