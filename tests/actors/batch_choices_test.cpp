@@ -118,8 +118,10 @@ TEST(BatchChoices, AResumedJobNeitherRepeatsAChoiceNorReusesItsNumber) {
 TEST(BatchChoices, AnOlderTimelinesChoicesAreKnownByNumber) {
   const auto dir = fresh_dir("batch-choices-old");
   std::ofstream(dir + "/events.jsonl")
-      << R"({"t_ms":1,"kind":"batch","choice":1,"batch":196,"from":128,"replicas":2})" << "\n"
-      << R"({"t_ms":2,"kind":"batch_measured","choice":1,"batch":196,"measured_goodput":5})" << "\n";
+      << R"({"t_ms":1,"kind":"batch","choice":1,"batch":196,"from":128,"replicas":2})"
+      << "\n"
+      << R"({"t_ms":2,"kind":"batch_measured","choice":1,"batch":196,"measured_goodput":5})"
+      << "\n";
   batch_choices c;
   c.read(dir + "/events.jsonl");
   auto& same = c.place(1, 40);

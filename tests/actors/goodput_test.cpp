@@ -9,8 +9,10 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <optional>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "gpu_fakes.hpp"
@@ -22,6 +24,7 @@
 #include "troupe/nn/model.hpp"
 #include "worker/goodput/controller.hpp"
 #include "worker/goodput/throughput_model.hpp"
+#include "worker/worker_services.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -1281,6 +1284,26 @@ TEST(PushNoise, TheEstimateRestoredFromItsStateGoesOnAsTheOriginal) {
   two_shards with_adam(s, 64, 1, adam);
   EXPECT_TRUE(with_adam.a.restore(other)) << "preconditioned, with Adam";
   EXPECT_TRUE(with_adam.a.report().preconditioned);
+}
+
+// The worker's sum of the shards' push estimates: every dense shard's, of one kind. A shard whose
+// latest reply is still of the plain gradient while another's is preconditioned (Adam's weights
+// start a push apart; a restarted shard is behind) gives no sum: the worker keeps its last.
+TEST(PushNoise, TheWorkersSumTakesEveryShardOfOneKind) {
+  const std::vector<std::string> shards{"ps-1", "ps-2"};
+  std::map<std::string, pushed_noise> latest{{"ps-0", {9, 9, 9, 1, false}}, {"ps-1", {1.5, 20, 7, 1, true}}};
+  EXPECT_FALSE(sum_pushed_noise(latest, shards)) << "a shard without an estimate";
+  latest["ps-2"] = {0.5, 10, 5, 1, false};
+  EXPECT_FALSE(sum_pushed_noise(latest, shards)) << "plain and preconditioned norms summed";
+  latest["ps-2"].preconditioned = true;
+  auto sum = sum_pushed_noise(latest, shards);
+  ASSERT_TRUE(sum);
+  EXPECT_DOUBLE_EQ(sum->grad_sqr, 2.0);  // ps-0 holds no dense tensor: not in the sum
+  EXPECT_DOUBLE_EQ(sum->grad_var, 30.0);
+  EXPECT_EQ(sum->rounds, 5u);
+  EXPECT_EQ(sum->shards, 2u);
+  EXPECT_TRUE(sum->preconditioned);
+  EXPECT_FALSE(sum_pushed_noise(latest, {}));
 }
 
 }  // namespace

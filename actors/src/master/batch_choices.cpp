@@ -48,8 +48,9 @@ void batch_choices::read(const std::string& events_path) {
 
 batch_choices::entry& batch_choices::place(std::uint32_t seq, double at_progress) {
   for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
-    const bool same = it->at_progress < 0 ? it->number == seq
-                                          : same_step(it->at_progress, at_progress) && (it->seq == 0 || it->seq == seq);
+    const bool same = it->at_progress < 0
+                          ? it->number == seq
+                          : same_step(it->at_progress, at_progress) && (it->seq == 0 || it->seq == seq);
     if (same) return *it;
   }
   const std::uint32_t number = seq > last_ ? seq : last_ + 1;

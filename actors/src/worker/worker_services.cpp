@@ -55,16 +55,23 @@ void remote_ps::read_noise(const message& m) {
     noise_.erase(node);
     return;
   }
-  noise_[node] = {n.getGradSqr(), n.getGradVar(), n.getRounds(), 1};
+  noise_[node] = {n.getGradSqr(), n.getGradVar(), n.getRounds(), 1, n.getPreconditioned()};
 }
 
 std::optional<pushed_noise> remote_ps::noise_from_pushes() const {
-  if (dense_shards_.empty()) return std::nullopt;
+  return sum_pushed_noise(noise_, dense_shards_);
+}
+
+std::optional<pushed_noise> sum_pushed_noise(const std::map<std::string, pushed_noise>& latest,
+                                             const std::vector<std::string>& shards) {
+  if (shards.empty()) return std::nullopt;
   pushed_noise sum;
   sum.rounds = UINT64_MAX;
-  for (const auto& node : dense_shards_) {
-    auto it = noise_.find(node);
-    if (it == noise_.end()) return std::nullopt;
+  for (const auto& node : shards) {
+    auto it = latest.find(node);
+    if (it == latest.end()) return std::nullopt;
+    if (sum.shards > 0 && it->second.preconditioned != sum.preconditioned) return std::nullopt;
+    sum.preconditioned = it->second.preconditioned;
     sum.grad_sqr += it->second.grad_sqr;
     sum.grad_var += it->second.grad_var;
     sum.rounds = std::min(sum.rounds, it->second.rounds);

@@ -6,7 +6,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "ps_window.hpp"
 #include "troupe/actors/strategy.hpp"
@@ -60,6 +62,13 @@ class remote_ps final : public ps_client {
   std::map<std::string, pushed_noise> noise_;
   std::vector<std::string> dense_shards_;
 };
+
+// The sum of the `shards`' latest push-reply estimates (by node name), the worker's estimate under
+// async_ps (docs/goodput.md): none while a shard has none, or while the shards' kinds differ (plain
+// and preconditioned norms do not mix: a shard's Adam weights start a push later than another's, or a
+// restarted shard is behind); the caller keeps its last sum until they agree again.
+std::optional<pushed_noise> sum_pushed_noise(const std::map<std::string, pushed_noise>& latest,
+                                             const std::vector<std::string>& shards);
 
 // This node as the ring session's context (troupe/collective/ring_context.hpp): its job, its id,
 // the worker ring of its latest membership view (a member's host key is the host of its advertised

@@ -44,6 +44,7 @@ struct pushed_noise {
   double grad_sqr = 0, grad_var = 0;
   std::uint64_t rounds = 0;
   std::uint32_t shards = 0;
+  bool preconditioned = false;  // of Adam's preconditioned gradient (every shard's, in a sum)
 };
 
 class ps_client {
