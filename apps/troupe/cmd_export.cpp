@@ -25,16 +25,17 @@ int run_export(const model::export_options& o) {
     return exit_not_built;  // the runner says "built without libtorch" by it
   }
   if (!r) return r.err() == storage::storage_errc::not_found ? usage_error(r.err()) : run_error(r.err());
-  nlohmann::json j{{"model", r->dir},
-                   {"from", r->meta.from},
-                   {"step", r->meta.step},
-                   {"data_epoch", r->meta.data_epoch},
-                   {"state", r->state_dir},
-                   {"dense_tensors", r->dense_tensors},
-                   {"embedding_rows", r->embedding_rows},
-                   {"verified_rows", r->verified_rows},
-                   {"max_abs_logit_diff", r->max_abs_diff},
-                   {"seconds", r->seconds}};
+  nlohmann::json j{
+      {"model", r->dir},
+      {"from", r->meta.from},
+      {"step", r->meta.step},
+      {"data_epoch", r->meta.data_epoch ? nlohmann::json(*r->meta.data_epoch) : nlohmann::json()},
+      {"state", r->state_dir},
+      {"dense_tensors", r->dense_tensors},
+      {"embedding_rows", r->embedding_rows},
+      {"verified_rows", r->verified_rows},
+      {"max_abs_logit_diff", r->max_abs_diff},
+      {"seconds", r->seconds}};
   std::printf("%s\n", j.dump().c_str());
   return 0;
 }

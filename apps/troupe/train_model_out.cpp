@@ -32,6 +32,7 @@ expected<std::string> write_local_model(const config_doc& doc, const job::job_sp
   if (auto w = cluster::write_file_atomic(dir->result_path(), result.dump() + "\n"); !w) return w.err();
   model::state_meta meta;
   meta.step = steps;
+  if (spec.nn.train.epochs > 0) meta.data_epoch = static_cast<std::uint32_t>(spec.nn.train.epochs - 1);
   meta.from = "final";
   meta.writer = "train --local";
   meta.written_unix_ms = clk.wall_ms();

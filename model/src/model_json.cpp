@@ -73,9 +73,9 @@ std::string model_json(const model_json_input& in) {
               {"strategy", result_of(in.job_dir).value("strategy", in.spec.job.strategy)},
               {"epochs", in.spec.nn.train.epochs},
               {"step", m.step},
-              {"data_epoch", m.data_epoch},
               {"from", m.from},
               {"state", in.report.state_dir}};
+  if (m.data_epoch) j["job"]["data_epoch"] = *m.data_epoch;
   j["metrics"] = metrics(in.job_dir);
   j["embedding"] = {{"rows", in.report.embedding_rows}, {"unseen_id", "zero row"}};
   if (in.report.verified_rows > 0)

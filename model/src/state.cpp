@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,11 +21,10 @@ constexpr char meta_file[] = "/state.json";
 std::string meta_json(const state_meta& m) {
   nlohmann::json j{{"version", m.version},
                    {"step", m.step},
-                   {"data_epoch", m.data_epoch},
-                   {"tasks_done", m.tasks_done},
                    {"from", m.from},
                    {"writer", m.writer},
                    {"written_unix_ms", m.written_unix_ms}};
+  if (m.data_epoch) j["data_epoch"] = *m.data_epoch;
   return j.dump() + "\n";
 }
 
@@ -37,8 +37,8 @@ state_meta read_meta(const std::string& dir, std::uint64_t version) {
   auto j = nlohmann::json::parse(in, nullptr, false);
   if (!j.is_object() || j.value("version", std::uint64_t{0}) != version) return m;
   m.step = j.value("step", std::uint64_t{0});
-  m.data_epoch = j.value("data_epoch", 0u);
-  m.tasks_done = j.value("tasks_done", std::uint64_t{0});
+  if (j.contains("data_epoch") && j["data_epoch"].is_number_unsigned())
+    m.data_epoch = j["data_epoch"].get<std::uint32_t>();
   m.from = j.value("from", std::string("checkpoint"));
   m.writer = j.value("writer", std::string());
   m.written_unix_ms = j.value("written_unix_ms", std::int64_t{0});
@@ -171,6 +171,12 @@ expected<loaded_state> job_state(const state_places& places) {
     // A node's own entries ("#noise_scale" of a PS shard, "#strategy" of a ring's writer) are its
     // run's, not the model's.
     std::erase_if(out->state.dense_slots, [](const auto& e) { return e.first.starts_with('#'); });
+    // A writer that knew no step (an async_ps worker, whose optimizer is the shards'; a shard's own
+    // checkpoint, which has no state.json): the optimizer's, from the step each slot vector keeps.
+    if (out->meta.step == 0)
+      for (const auto& [name, slots] : out->state.dense_slots)
+        if (slots.size() >= 2)
+          out->meta.step = std::max(out->meta.step, read_step(slots.data() + slots.size() - 2));
     return std::move(*out);
   }
   std::ostringstream where;

@@ -54,7 +54,7 @@ std::string test_records(const std::string& cache, const std::string& out) {
 }
 
 // Runs the job to its end and checks its model in plain PyTorch against its own evaluation.
-void expect_exported_model(const std::string& name, const std::string& toml) {
+void expect_exported_model(const std::string& name, const std::string& toml, int epochs) {
   const std::string cache = test_root(name + "-cache");
   auto r = start_job(name, toml, {.root = "", .dataset_cache = cache, .job_id = ""});
   ASSERT_EQ(wait_job(r, std::chrono::seconds(400)), 0) << read_file(r.err_file);
@@ -66,6 +66,9 @@ void expect_exported_model(const std::string& name, const std::string& toml) {
   EXPECT_EQ(meta.value("model", ""), res.value("model", "")) << meta.dump();
   EXPECT_EQ(meta["job"].value("strategy", ""), res.value("strategy", "")) << meta.dump();
   EXPECT_EQ(meta["job"].value("from", ""), "final") << meta.dump();
+  // The optimizer's steps (async_ps: the shards' pushes applied) and the last data epoch.
+  EXPECT_GT(meta["job"].value("step", 0), 0) << meta.dump();
+  EXPECT_EQ(meta["job"].value("data_epoch", -1), epochs - 1) << meta.dump();
   int code = 0;
   auto out = run("/usr/bin/python3 " TROUPE_TEST_SOURCE_DIR "/check_model.py " + r.job_dir + "/model " +
                      test_records(cache, r.dir + "/test") + " " + r.job_dir + "/result.json",
@@ -83,10 +86,11 @@ std::string ring_job(const std::string& strategy, const std::string& model_secti
 }
 
 TEST(model_export, built_in_models_of_every_strategy_match_pytorch) {
-  expect_exported_model("mlp-allreduce", ring_job("allreduce", "[model]\ntype = \"mlp\"\nhidden = [64]\n"));
+  expect_exported_model("mlp-allreduce", ring_job("allreduce", "[model]\ntype = \"mlp\"\nhidden = [64]\n"),
+                        1);
   expect_exported_model("cnn-local-sgd",
-                        ring_job("local_sgd", "[model]\ntype = \"cnn\"\nfilters = [4, 8]\n", 1000));
-  expect_exported_model("deepfm-async-ps", ctr_job(2, 20000, 1));
+                        ring_job("local_sgd", "[model]\ntype = \"cnn\"\nfilters = [4, 8]\n", 1000), 1);
+  expect_exported_model("deepfm-async-ps", ctr_job(2, 10000, 2), 2);
 }
 
 // troupe train --local ends with a model too (a job directory of its own under [job] root).
@@ -104,8 +108,10 @@ TEST(model_export, train_local_writes_a_model_that_matches_pytorch) {
     const std::string model_dir = res.value("model_dir", "");
     ASSERT_FALSE(model_dir.empty()) << res.dump();
     const auto job_dir = fs::path(model_dir).parent_path().string();
-    EXPECT_EQ(nlohmann::json::parse(read_file(model_dir + "/model.json"))["job"].value("strategy", ""),
-              "local");
+    const auto job = nlohmann::json::parse(read_file(model_dir + "/model.json"))["job"];
+    EXPECT_EQ(job.value("strategy", ""), "local");
+    EXPECT_GT(job.value("step", 0), 0) << job.dump();
+    EXPECT_EQ(job.value("data_epoch", -1), 0) << job.dump();
     int code = 0;
     auto check = run("/usr/bin/python3 " TROUPE_TEST_SOURCE_DIR "/check_model.py " + model_dir + " " +
                          test_records(cache, dir + "/test") + " " + job_dir + "/result.json",
@@ -164,8 +170,8 @@ TEST(model_export, users_torchscript_modules_of_every_strategy_match_pytorch) {
   const auto torch = [](const std::string& m) {
     return "[model]\ntype = \"torchscript\"\npath = \"" + module(m) + "\"\n";
   };
-  expect_exported_model("torch-mlp-allreduce", ring_job("allreduce", torch("mlp")));
-  expect_exported_model("torch-cnn-local-sgd", ring_job("local_sgd", torch("cnn"), 1000));
+  expect_exported_model("torch-mlp-allreduce", ring_job("allreduce", torch("mlp")), 1);
+  expect_exported_model("torch-cnn-local-sgd", ring_job("local_sgd", torch("cnn"), 1000), 1);
   const std::string ctr =
       "strategy = \"async_ps\"\nworkers = 2\nrecords_per_task = 2048\n[ps]\nshards = 2\n"
       "[model]\ntype = \"torchscript\"\npath = \"" +
@@ -173,7 +179,7 @@ TEST(model_export, users_torchscript_modules_of_every_strategy_match_pytorch) {
       "\"\nembedding_dim = 8\n[train]\nepochs = 1\nbatch_size = 128\noptimizer = \"adam\"\n"
       "learning_rate = 0.005\n[data]\nsource = \"synthetic-ctr\"\nrows = 20000\ntest_rows = 5000\n"
       "fields = 6\ndense_dim = 4\nvocab_per_field = 50\n";
-  expect_exported_model("torch-deepfm-async-ps", ctr);
+  expect_exported_model("torch-deepfm-async-ps", ctr, 1);
 }
 
 // A ring job's replicas are durable: `troupe export` of the running job writes its model from the

@@ -30,6 +30,13 @@ model::state_meta meta_of(worker_state& st, const char* from) {
   model::state_meta m;
   for (const auto& s : st.backend->optimizer_state()) m.step = std::max(m.step, s.step);
   m.from = from;
+  // A checkpoint's: the epoch of the task the writer trains. The job's end: its last epoch (the final
+  // evaluation comes once every task of every epoch is done, whichever worker writes it).
+  const auto epochs = st.node->spec().nn.train.epochs;
+  if (m.from == "final" && epochs > 0)
+    m.data_epoch = static_cast<std::uint32_t>(epochs - 1);
+  else if (st.ctx)
+    m.data_epoch = st.ctx->data_epoch;
   m.writer = st.node->self().to_string();
   m.written_unix_ms = st.node->clock().wall_ms();
   return m;

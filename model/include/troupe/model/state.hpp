@@ -28,12 +28,11 @@ void append_step(std::vector<float>& slots, std::uint64_t step);
 std::uint64_t read_step(const float* two_floats);
 
 struct state_meta {
-  std::uint64_t version = 0;     // the checkpoint store's version this meta describes
-  std::uint64_t step = 0;        // optimizer steps the replica had taken
-  std::uint32_t data_epoch = 0;  // the pass over the data it was in (0-based)
-  std::uint64_t tasks_done = 0;  // tasks DONE in the journal when it was written (approximate)
-  std::string from;              // "final" (the job's end) or "checkpoint"
-  std::string writer;            // the node that wrote it ("worker-0#1"), or "train --local"
+  std::uint64_t version = 0;  // the checkpoint store's version this meta describes
+  std::uint64_t step = 0;     // optimizer steps the replica had taken (async_ps: the shards' pushes applied)
+  std::optional<std::uint32_t> data_epoch;  // the pass over the data it was in (0-based); none: not known
+  std::string from;                         // "final" (the job's end) or "checkpoint"
+  std::string writer;                       // the node that wrote it ("worker-0#1"), or "train --local"
   std::int64_t written_unix_ms = 0;
 };
 
