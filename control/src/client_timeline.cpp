@@ -1,10 +1,13 @@
 #include "client_timeline.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -62,6 +65,32 @@ void add_data_epochs(const std::string& job_dir, bool finished_ok, json& j) {
   j["data_epochs"] = epochs;
 }
 
+// The last few metrics lines of a timeline, newest last (a line torn by a crash is skipped for the
+// one before it).
+struct last_lines {
+  std::array<std::string, 4> lines;
+  std::size_t seen = 0;
+  void add(std::string_view l) { lines[seen++ % lines.size()].assign(l); }
+  std::optional<observe::job_event> newest_event() const {
+    for (std::size_t i = 0; i < std::min(seen, lines.size()); ++i)
+      if (auto e = observe::from_json_line(lines[(seen - 1 - i) % lines.size()])) return std::move(*e);
+    return std::nullopt;
+  }
+};
+
+// A long job's timeline is mostly metrics and node_stats lines (one a second each): only the
+// others are parsed, and the last lines of those two kinds are kept (when asked for).
+expected<observe::event_read> read_notable(const std::string& job_dir, last_lines* metrics = nullptr,
+                                           last_lines* stats = nullptr) {
+  return observe::read_events(job_dir + "/" + observe::events_file_name, 0,
+                              [metrics, stats](std::string_view line) {
+                                const auto kind = observe::peek_kind(line);
+                                if (kind == "metrics" && metrics) metrics->add(line);
+                                if (kind == "node_stats" && stats) stats->add(line);
+                                return kind != "metrics" && kind != "node_stats";
+                              });
+}
+
 }  // namespace
 
 json members_json(const cluster::nodes_file& nodes) {
@@ -76,7 +105,7 @@ json members_json(const cluster::nodes_file& nodes) {
 }
 
 void add_recent_events(json& status, const std::string& job_dir) {
-  auto read = observe::read_events(job_dir + "/" + observe::events_file_name);
+  auto read = read_notable(job_dir);
   if (!read || read->events.empty()) return;
   status["recent"] = recent_of(*read);
   status["source"] = observe::events_file_name;
@@ -84,12 +113,18 @@ void add_recent_events(json& status, const std::string& job_dir) {
 }
 
 expected<std::string> status_from_timeline(const std::string& job_dir, const error& unreachable) {
-  auto read = observe::read_events(job_dir + "/" + observe::events_file_name);
-  if (!read || read->events.empty()) return unreachable;
-  const observe::job_event *metrics = nullptr, *end = nullptr;
+  last_lines last_metrics, last_stats;
+  auto read = read_notable(job_dir, &last_metrics, &last_stats);
+  if (!read) return unreachable;
+  const auto parsed = last_metrics.newest_event();
+  const observe::job_event* metrics = parsed ? &*parsed : nullptr;
+  if (read->events.empty() && !metrics) return unreachable;
+  const observe::job_event* end = nullptr;
   std::uint64_t wanted = 0;
+  std::uint64_t last_ms = metrics ? metrics->t_ms : 0;
+  if (auto s = last_stats.newest_event()) last_ms = std::max(last_ms, s->t_ms);
   for (const auto& e : read->events) {
-    if (e.kind == "metrics") metrics = &e;
+    last_ms = std::max(last_ms, e.t_ms);
     if (e.kind == "job_end") end = &e;
     if (e.kind == "job_start" || e.kind == "scale") wanted = static_cast<std::uint64_t>(e.number("workers"));
   }
@@ -99,7 +134,7 @@ expected<std::string> status_from_timeline(const std::string& job_dir, const err
   // No job_end: crashed once nothing has been written for 15 s (the dashboard's rule), else the
   // runner is alive but did not answer.
   const auto now_ms = troupe::clock::system().wall_ms();
-  bool quiet = now_ms - static_cast<std::int64_t>(read->events.back().t_ms) > 15'000;
+  bool quiet = now_ms - static_cast<std::int64_t>(last_ms) > 15'000;
   j["state"] = end ? end->text("state") : quiet ? "crashed" : "unreachable";
   j["source"] = observe::events_file_name;
   j["membership_epoch"] = static_cast<std::uint64_t>(n("epoch"));

@@ -119,10 +119,10 @@ event_read parse_event_lines(std::string_view text, std::uint64_t offset, const 
   while (true) {
     auto nl = text.find('\n', at);
     if (nl == std::string_view::npos) break;  // an unfinished (or torn) last line: not consumed
-    std::string line(text.substr(at, nl - at));
+    const auto line = text.substr(at, nl - at);
     at = nl + 1;
-    if (line.empty() || (parse && !parse(line))) continue;
-    if (auto e = from_json_line(line))
+    if (line.empty() || (parse && !parse(line))) continue;  // filtered before a copy or a parse
+    if (auto e = from_json_line(std::string(line)))
       r.events.push_back(std::move(*e));
     else
       ++r.skipped;
@@ -134,10 +134,15 @@ event_read parse_event_lines(std::string_view text, std::uint64_t offset, const 
 expected<event_read> read_events(const std::string& path, std::uint64_t offset, const line_filter& parse) {
   event_read r;
   r.next_offset = offset;
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return r;
+  // One read of what the file holds now (a line appended meanwhile is left for the next read).
+  const auto end = static_cast<std::int64_t>(in.tellg());
+  if (end <= static_cast<std::int64_t>(offset)) return r;
+  std::string text(static_cast<std::size_t>(end - static_cast<std::int64_t>(offset)), '\0');
   in.seekg(static_cast<std::streamoff>(offset));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
   return parse_event_lines(text, offset, parse);
 }
 

@@ -1,0 +1,67 @@
+// `troupe status` of a job whose runner is gone, from its timeline (control/src/client_timeline.*):
+// the last metrics event, the job_end state, the workers asked for, the last notable events; the
+// metrics and node_stats lines that make most of a long job's timeline are only peeked at.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "client_timeline.hpp"
+#include "troupe/observe/job_events.hpp"
+
+namespace troupe::control {
+namespace {
+
+using fields = std::vector<std::pair<std::string, observe::event_value>>;
+
+observe::job_event event(const char* kind, std::uint64_t t_ms, fields f = {}) {
+  observe::job_event e;
+  e.kind = kind;
+  e.t_ms = t_ms;
+  e.fields = std::move(f);
+  return e;
+}
+
+TEST(client_timeline, the_status_of_a_gone_runner_comes_from_the_last_metrics_and_the_notable_events) {
+  const auto dir = std::filesystem::temp_directory_path() / ("troupe-client-timeline-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / observe::events_file_name).string();
+  {
+    auto log = observe::event_log::open(path);
+    ASSERT_TRUE(log) << log.err().to_string();
+    std::uint64_t t = 1'795'000'000'000;
+    ASSERT_TRUE((*log)->append(event("job_start", t, {{"workers", std::int64_t{3}}})));
+    for (int i = 0; i < 30; ++i) {
+      t += 1000;
+      ASSERT_TRUE((*log)->append(event("metrics", t, {{"tasks_done", std::int64_t{i}}, {"workers_alive", std::int64_t{2}}})));
+      ASSERT_TRUE((*log)->append(event("node_stats", t, {{"node", std::string("worker-0#0")}})));
+      ASSERT_TRUE((*log)->append(event("join", t, {{"node", "worker-" + std::to_string(i) + "#0"}})));
+    }
+    ASSERT_TRUE((*log)->append(event("job_end", t + 10, {{"state", std::string("finished")}})));
+  }
+  // A metrics line torn by a crash (its newline added when the file was opened again): the one
+  // before it is the last.
+  std::ofstream(path, std::ios::app) << R"({"kind":"metrics","t_ms":1795000031000,"tasks_do)" << "\n";
+  auto text = status_from_timeline(dir.string(), error{});
+  ASSERT_TRUE(text) << text.err().to_string();
+  const auto j = nlohmann::json::parse(*text);
+  EXPECT_EQ(j.value("state", ""), "finished") << j.dump();
+  EXPECT_EQ(j["tasks"].value("done", 0), 29) << j.dump();
+  EXPECT_EQ(j.value("workers_alive", 0), 2) << j.dump();
+  EXPECT_EQ(j.value("workers_target", 0), 3) << j.dump();
+  ASSERT_EQ(j["recent"].size(), 20u) << j.dump();
+  EXPECT_EQ(j["recent"].back().value("kind", ""), "job_end");
+  EXPECT_EQ(j["recent"][18].value("node", ""), "worker-29#0");
+  for (const auto& e : j["recent"]) EXPECT_NE(e.value("kind", ""), "metrics") << e.dump();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace troupe::control
