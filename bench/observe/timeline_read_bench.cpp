@@ -39,14 +39,22 @@ void write_timeline(const std::string& path, int hours, int nodes) {
   const int seconds = hours * 3600;
   for (int s = 0; s < seconds; ++s, t += 1000) {
     auto m = event("metrics", t);
-    m.fields = {{"epoch", std::int64_t{8}},        {"workers_alive", std::int64_t{nodes - 1}},
-                {"samples", std::int64_t{1000} * s}, {"samples_per_s", 16000.5},
-                {"restarts", std::int64_t{0}},     {"tasks_todo", std::int64_t{100}},
-                {"tasks_doing", std::int64_t{2}},  {"tasks_done", std::int64_t{s / 10}},
-                {"tasks_failed", std::int64_t{0}}, {"tasks_requeued", std::int64_t{0}},
-                {"loss", 0.4123456},               {"noise_scale", 377.28},
-                {"batch", 214.0},                  {"goodput", 15000.5 + s},
-                {"lr_factor", 1.0123},             {"progress", 441.5 + s}};
+    m.fields = {{"epoch", std::int64_t{8}},
+                {"workers_alive", std::int64_t{nodes - 1}},
+                {"samples", std::int64_t{1000} * s},
+                {"samples_per_s", 16000.5},
+                {"restarts", std::int64_t{0}},
+                {"tasks_todo", std::int64_t{100}},
+                {"tasks_doing", std::int64_t{2}},
+                {"tasks_done", std::int64_t{s / 10}},
+                {"tasks_failed", std::int64_t{0}},
+                {"tasks_requeued", std::int64_t{0}},
+                {"loss", 0.4123456},
+                {"noise_scale", 377.28},
+                {"batch", 214.0},
+                {"goodput", 15000.5 + s},
+                {"lr_factor", 1.0123},
+                {"progress", 441.5 + s}};
     (void)(*log)->append(std::move(m));
     if (s % 5 == 0)
       for (int n = 0; n < nodes; ++n) {
@@ -64,7 +72,10 @@ void write_timeline(const std::string& path, int hours, int nodes) {
     if (s % 3600 == 1800) {
       const std::int64_t c = s / 3600 + 1;
       auto b = event("batch", t);
-      b.fields = {{"choice", c}, {"batch", std::int64_t{214}}, {"replicas", std::int64_t{2}}, {"at_progress", 441.5 + s}};
+      b.fields = {{"choice", c},
+                  {"batch", std::int64_t{214}},
+                  {"replicas", std::int64_t{2}},
+                  {"at_progress", 441.5 + s}};
       (void)(*log)->append(std::move(b));
       auto bm = event("batch_measured", t);
       bm.fields = {{"choice", c}, {"batch", std::int64_t{214}}, {"measured_goodput", 14000.0}};
@@ -85,10 +96,14 @@ int main(int argc, char** argv) {
   std::string dir = "/tmp";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--hours") hours = std::atoi(argv[i + 1]);
-    else if (a == "--nodes") nodes = std::atoi(argv[i + 1]);
-    else if (a == "--reps") reps = std::atoi(argv[i + 1]);
-    else if (a == "--dir") dir = argv[i + 1];
+    if (a == "--hours")
+      hours = std::atoi(argv[i + 1]);
+    else if (a == "--nodes")
+      nodes = std::atoi(argv[i + 1]);
+    else if (a == "--reps")
+      reps = std::atoi(argv[i + 1]);
+    else if (a == "--dir")
+      dir = argv[i + 1];
   }
   const std::string path = dir + "/timeline-read-bench-" + std::to_string(::getpid()) + ".jsonl";
   write_timeline(path, hours, nodes);
@@ -120,10 +135,11 @@ int main(int argc, char** argv) {
       if (!read) return (std::fprintf(stderr, "%s\n", read.err().to_string().c_str()), 1);
       events = read->events.size();
     }
-    std::printf("{\"bench\":\"timeline_read\",\"way\":\"%s\",\"hours\":%d,\"nodes\":%d,\"mb\":%.1f,"
-                "\"events_parsed\":%zu,\"median_ms\":%.1f,\"min_ms\":%.1f}\n",
-                w.name, hours, nodes, static_cast<double>(bytes) / 1e6, events, median(ms),
-                *std::min_element(ms.begin(), ms.end()));
+    std::printf(
+        "{\"bench\":\"timeline_read\",\"way\":\"%s\",\"hours\":%d,\"nodes\":%d,\"mb\":%.1f,"
+        "\"events_parsed\":%zu,\"median_ms\":%.1f,\"min_ms\":%.1f}\n",
+        w.name, hours, nodes, static_cast<double>(bytes) / 1e6, events, median(ms),
+        *std::min_element(ms.begin(), ms.end()));
   }
   std::filesystem::remove(path);
   return 0;

@@ -29,7 +29,8 @@ observe::job_event event(const char* kind, std::uint64_t t_ms, fields f = {}) {
 }
 
 TEST(client_timeline, the_status_of_a_gone_runner_comes_from_the_last_metrics_and_the_notable_events) {
-  const auto dir = std::filesystem::temp_directory_path() / ("troupe-client-timeline-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("troupe-client-timeline-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string path = (dir / observe::events_file_name).string();
@@ -40,7 +41,8 @@ TEST(client_timeline, the_status_of_a_gone_runner_comes_from_the_last_metrics_an
     ASSERT_TRUE((*log)->append(event("job_start", t, {{"workers", std::int64_t{3}}})));
     for (int i = 0; i < 30; ++i) {
       t += 1000;
-      ASSERT_TRUE((*log)->append(event("metrics", t, {{"tasks_done", std::int64_t{i}}, {"workers_alive", std::int64_t{2}}})));
+      ASSERT_TRUE((*log)->append(
+          event("metrics", t, {{"tasks_done", std::int64_t{i}}, {"workers_alive", std::int64_t{2}}})));
       ASSERT_TRUE((*log)->append(event("node_stats", t, {{"node", std::string("worker-0#0")}})));
       ASSERT_TRUE((*log)->append(event("join", t, {{"node", "worker-" + std::to_string(i) + "#0"}})));
     }
@@ -48,7 +50,8 @@ TEST(client_timeline, the_status_of_a_gone_runner_comes_from_the_last_metrics_an
   }
   // A metrics line torn by a crash (its newline added when the file was opened again): the one
   // before it is the last.
-  std::ofstream(path, std::ios::app) << R"({"kind":"metrics","t_ms":1795000031000,"tasks_do)" << "\n";
+  std::ofstream(path, std::ios::app) << R"({"kind":"metrics","t_ms":1795000031000,"tasks_do)"
+                                     << "\n";
   auto text = status_from_timeline(dir.string(), error{});
   ASSERT_TRUE(text) << text.err().to_string();
   const auto j = nlohmann::json::parse(*text);
