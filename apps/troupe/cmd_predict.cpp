@@ -1,18 +1,22 @@
-// `troupe predict MODEL --data STORE --out FILE` and `troupe evaluate MODEL --data STORE`: batch
+// `troupe predict MODEL --data FILE.csv|STORE --out FILE` and `troupe evaluate MODEL --data ...`: batch
 // inference as an elastic job (ElasticDL's prediction mode; docs/model_format.md, "Predicting").
 // The rows are the job's tasks; workers run the model (its model.pt, through the TorchScript
 // plugin) on them and write each task's output before reporting it done, so a killed worker's task
 // is redone and every input row appears in the output once, in input order. predict writes one CSV
-// line per row (its record number, the probabilities, the class of a multi-class model); evaluate
+// line per row (its CSV line or record number, the probabilities, the class of a multi-class model); evaluate
 // prints the metrics troupe's own evaluation reports (loss, accuracy, AUC) as one JSON line.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -23,6 +27,7 @@
 #include "troupe/job/row_encoder.hpp"
 #include "troupe/model/model_dir.hpp"
 #include "troupe/model/predictions.hpp"
+#include "troupe/nn/data/csv_reader.hpp"
 #include "troupe/storage/record_store.hpp"
 
 namespace troupe::cli {
@@ -43,36 +48,46 @@ std::string quoted(const std::string& s) {
   return nlohmann::json(s).dump();  // a JSON string is a TOML basic string
 }
 
-std::vector<std::string> split_header(const std::string& line, char delimiter) {
-  std::vector<std::string> out;
-  std::string cell;
-  for (char c : line + delimiter) {
-    if (c != delimiter) {
-      if (c != '\r') cell += c;
-      continue;
-    }
-    if (cell.size() >= 2 && cell.front() == '"' && cell.back() == '"') cell = cell.substr(1, cell.size() - 2);
-    out.push_back(std::move(cell));
-    cell.clear();
+// The number the output gives each row: its record number (a store), or its CSV line (the header
+// is line 1; blank lines are skipped, so the lines of the rows after one jump: `jumps` holds the
+// record where each jump lands and its line).
+struct row_numbers {
+  std::uint64_t first = 0;  // the number of record 0 when there are no jumps
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> jumps;
+  bool lines = false;  // CSV lines, not records
+  std::uint64_t of(std::uint64_t record) const {
+    auto it = std::upper_bound(jumps.begin(), jumps.end(), record,
+                               [](std::uint64_t r, const auto& j) { return r < j.first; });
+    return it == jumps.begin() ? first + record : std::prev(it)->second + (record - std::prev(it)->first);
   }
-  return out;
-}
+};
+
+struct input {
+  std::string store;
+  row_numbers numbers;
+};
 
 // A CSV file's rows (a header line, then one row a line) encoded as the model's training data was
 // imported (model.json's columns: the same hash, standardization and missing-value rules), into a
-// record store in the prediction job's directory. Every line must encode: the first that does not
-// is an error naming its line and column, before any node starts. Record i is line i + 2.
-expected<std::string> csv_store(const options& o, const model::model_info& m, const std::string& dir) {
+// record store in the prediction job's directory. Read as the import reads a file (nn::csv_reader:
+// gzipped or not, quoted fields, \r\n, a byte order mark, blank lines skipped). Every line must
+// encode: the first that does not is an error naming its line and column, before any node starts.
+expected<input> csv_store(const options& o, const model::model_info& m, const std::string& dir) {
   auto format = model::row_format_of(m);
   if (!format) return format.err();
   auto enc = job::row_encoder::create(*format, m.dir + "/model.json");
   if (!enc) return enc.err();
-  std::ifstream in(o.data);
-  std::string line;
-  if (!in || !std::getline(in, line))
-    return make_unexpected(core_errc::io_error, o.data + ": cannot read its header line");
-  if (auto h = enc->use_header(split_header(line, format->delimiter)); !h)
-    return std::move(h).err().wrap(o.data + ":1");
+  auto in = nn::csv_reader::open(o.data, format->delimiter);
+  if (!in) return in.err();
+  nn::csv_line line;
+  if (!in->next(line)) {
+    if (auto f = in->finish(); !f) return f.err();
+    return make_unexpected(core_errc::invalid_argument, o.data + ": no header line (an empty file)");
+  }
+  const auto at = [&o](std::size_t n) { return o.data + ":" + std::to_string(n); };
+  if (!line.malformed.empty())
+    return make_unexpected(core_errc::invalid_argument, at(line.number) + ": header: " + line.malformed);
+  if (auto h = enc->use_header(line.fields); !h) return std::move(h).err().wrap(at(line.number));
   storage::record_schema schema{static_cast<std::uint32_t>(m.dense_dim),
                                 static_cast<std::uint32_t>(m.fields),
                                 static_cast<std::uint32_t>(m.classes),
@@ -80,18 +95,24 @@ expected<std::string> csv_store(const options& o, const model::model_info& m, co
                                 m.buckets_per_field};
   auto w = storage::record_writer::create(dir, schema, "predict:" + o.data);
   if (!w) return w.err();
+  input out{dir, {line.number + 1, {}, true}};
   storage::record r;
-  for (std::uint64_t n = 2; std::getline(in, line); ++n) {
-    if (auto e = enc->encode_line(line, r, o.data + ":" + std::to_string(n)); !e) return e.err();
+  for (std::uint64_t record = 0; in->next(line); ++record) {
+    if (!line.malformed.empty())
+      return make_unexpected(core_errc::invalid_argument,
+                             at(line.number) + ": malformed line: " + line.malformed);
+    if (out.numbers.of(record) != line.number) out.numbers.jumps.emplace_back(record, line.number);
+    if (auto e = enc->encode_fields(line.fields, r, at(line.number)); !e) return e.err();
     if (auto a = w->append(r); !a) return a.err();
   }
+  if (auto f = in->finish(); !f) return f.err();
   if (auto f = w->finish(); !f) return f.err();
-  return dir;
+  return out;
 }
 
 // The input checked against the model before anything runs: a record store of the model's shape,
 // or a CSV file encoded into one (csv_store) in the job's directory `job_dir`.
-expected<std::string> input_store(const options& o, const model::model_info& m, const std::string& job_dir) {
+expected<input> input_store(const options& o, const model::model_info& m, const std::string& job_dir) {
   std::error_code ec;
   if (fs::is_regular_file(o.data, ec)) return csv_store(o, m, job_dir + "/input");
   if (!fs::is_regular_file(o.data + "/data.mdb", ec))
@@ -106,7 +127,7 @@ expected<std::string> input_store(const options& o, const model::model_info& m, 
                                " dense values and " + std::to_string(sc.sparse_fields) +
                                " sparse fields; the model (" + m.dir + "/model.json) takes " +
                                std::to_string(m.dense_dim) + " and " + std::to_string(m.fields));
-  return fs::absolute(o.data).lexically_normal().string();
+  return input{fs::absolute(o.data).lexically_normal().string(), {}};
 }
 
 // The prediction job's file: strategy "predict" over the store, the model directory as its model.
@@ -155,20 +176,20 @@ std::string class_name(const model::model_info& m, std::size_t c) {
 }
 
 // The parts into `out` (a temporary file renamed into place): one line per row, in record order,
-// numbered from `first_line` (a CSV input's line numbers, or a store's record numbers from 0).
+// numbered by `numbers` (a CSV input's line numbers, or a store's record numbers from 0).
 expected<std::uint64_t> write_csv(const std::string& job_dir, const model::model_info& m,
-                                  const std::string& out, std::uint64_t first_line) {
+                                  const std::string& out, const row_numbers& numbers) {
   const std::string tmp = out + ".tmp-" + std::to_string(::getpid());
   std::ofstream f(tmp);
   bool header = false;
   auto n =
       model::visit_parts(job_dir + "/predictions", [&](const model::prediction_part& p) -> expected<void> {
-        if (!header) f << csv_header(m, p.width, first_line > 0) << "\n";
+        if (!header) f << csv_header(m, p.width, numbers.lines) << "\n";
         header = true;
         char num[32];
         for (std::uint64_t r = 0; r < p.rows; ++r) {
           const float* v = p.values.data() + r * p.width;
-          f << (p.first + r + first_line);
+          f << numbers.of(p.first + r);
           if (p.width == 1) {
             std::snprintf(num, sizeof num, "%.7g", v[0]);
             f << ',' << num;
@@ -203,14 +224,14 @@ int predict_or_evaluate(const options& o, bool evaluate) {
   const std::string job_dir = fs::absolute(o.root).lexically_normal().string() + "/" + job_id;
   if (std::error_code ec; fs::exists(job_dir, ec))
     return usage_error("--job-id " + job_id + ": " + job_dir + " exists");
-  auto store = input_store(o, *m, job_dir);
-  if (!store) {
+  auto data = input_store(o, *m, job_dir);
+  if (!data) {
     std::error_code ec;
     fs::remove_all(job_dir, ec);  // a CSV that did not encode leaves nothing behind
-    return usage_error(store.err());
+    return usage_error(data.err());
   }
   int rc = 0;
-  auto dir = run_prediction(o, *store, job_id, rc);
+  auto dir = run_prediction(o, data->store, job_id, rc);
   if (!dir) return run_error(dir.err());
   if (rc != 0) return rc;
   nlohmann::json j{{"job", *dir}};
@@ -222,8 +243,7 @@ int predict_or_evaluate(const options& o, bool evaluate) {
     j["accuracy"] = s->accuracy;
     if (std::isfinite(s->auc)) j["auc"] = s->auc;
   } else {
-    std::error_code ec;
-    auto n = write_csv(*dir, *m, o.out, fs::is_regular_file(o.data, ec) ? 2 : 0);
+    auto n = write_csv(*dir, *m, o.out, data->numbers);
     if (!n) return run_error(n.err());
     j["out"] = o.out;
     j["rows"] = *n;
@@ -237,7 +257,9 @@ int predict_or_evaluate(const options& o, bool evaluate) {
 
 void common_flags(CLI::App& sub, options& o) {
   sub.add_option("model", o.model, "a model directory (jobs/<id>/model, or a copy)")->required();
-  sub.add_option("--data", o.data, "the rows: a record store (troupe data import)")->required();
+  sub.add_option("--data", o.data,
+                 "the rows: a CSV file (read as the model's data was imported) or a record store")
+      ->required();
   sub.add_option("--workers", o.workers, "workers (default 2)")->check(CLI::Range(1, 1024));
   sub.add_option("--records-per-task", o.records_per_task, "rows a task (default 4096)")
       ->check(CLI::Range(1, 1 << 30));

@@ -83,6 +83,11 @@ expected<encoded_row> row_encoder::encode_line(std::string_view line, storage::r
   std::vector<std::string> fields;
   if (auto why = nn::split_delimited(line, impl_->format.delimiter, fields); !why.empty())
     return bad(where, "malformed line: " + why);
+  return encode_fields(fields, r, where);
+}
+
+expected<encoded_row> row_encoder::encode_fields(const std::vector<std::string>& fields, storage::record& r,
+                                                 const std::string& where) const {
   const auto width = impl_->lines.cols.names.size();
   if (fields.size() != width)
     return bad(where, std::to_string(fields.size()) + " fields, the header has " + std::to_string(width));

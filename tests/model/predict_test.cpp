@@ -13,6 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "../job/job_harness.hpp"
 #include "run_command.hpp"
@@ -143,6 +146,60 @@ TEST(predict, evaluate_scores_as_the_jobs_own_evaluation_did) {
   EXPECT_NEAR(j.value("loss", 0.0), own.value("test_loss", 1.0), 1e-5) << j.dump() << own.dump();
   EXPECT_NEAR(j.value("accuracy", 0.0), own.value("test_accuracy", 1.0), 1e-9) << j.dump();
   EXPECT_NEAR(j.value("auc", 0.0), own.value("test_auc", 1.0), 1e-5) << j.dump();
+}
+
+// The predicted rows of `out` (predict's CSV): each row's number (its line) and probability.
+std::vector<std::pair<std::uint64_t, std::string>> predicted(const std::string& out) {
+  std::vector<std::pair<std::uint64_t, std::string>> rows;
+  std::ifstream in(out);
+  std::string line;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    const auto comma = line.find(',');
+    rows.emplace_back(std::stoull(line.substr(0, comma)), line.substr(comma + 1));
+  }
+  return rows;
+}
+
+// A CSV as users have it (a byte order mark, \r\n, quoted header names, blank lines, gzipped) is
+// read as the import reads one: the same probabilities as the plain file, each row numbered by its
+// own line in the file.
+TEST(predict, a_csv_as_users_have_it_predicts_as_the_plain_one) {
+  const auto model = trained() + "/model";
+  const std::string dir = test_root("predict-messy");
+  write_csv(dir + "/plain.csv", 40, false, 5);
+  {
+    std::ifstream in(dir + "/plain.csv");
+    std::ofstream messy(dir + "/messy.csv", std::ios::binary);
+    std::string line;
+    std::getline(in, line);
+    messy << "\xEF\xBB\xBF\"a\",b,\"c\",d,e,f,g,h\r\n";
+    for (int row = 0; std::getline(in, line); ++row) {
+      if (row == 9) messy << "\r\n";  // a blank line before row 9: it is on line 12
+      messy << line << "\r\n";
+    }
+    messy << "\r\n\r\n";
+  }
+  sh("gzip -c " + dir + "/messy.csv > " + dir + "/messy.gz");
+  std::vector<std::vector<std::pair<std::uint64_t, std::string>>> outs;
+  for (const char* name : {"plain.csv", "messy.csv", "messy.gz"}) {
+    std::string out;
+    ASSERT_EQ(troupe(std::string("predict ") + model + " --data " + dir + "/" + name + " --out " + dir + "/" +
+                         name + ".out --workers 1 --root " + dir + "/jobs --quiet 2>&1",
+                     &out),
+              0)
+        << name << "\n"
+        << out;
+    outs.push_back(predicted(dir + "/" + name + ".out"));
+    ASSERT_EQ(outs.back().size(), 40u) << name;
+  }
+  for (std::size_t row = 0; row < 40; ++row) {
+    EXPECT_EQ(outs[0][row].first, row + 2);
+    EXPECT_EQ(outs[1][row].first, row + (row < 9 ? 2 : 3)) << "row " << row;
+    EXPECT_EQ(outs[2][row].first, outs[1][row].first) << "row " << row;
+    EXPECT_EQ(outs[1][row].second, outs[0][row].second) << "row " << row;
+    EXPECT_EQ(outs[2][row].second, outs[0][row].second) << "row " << row;
+  }
 }
 
 // Item 6: a model directory that is missing, partial, from an incompatible troupe, or whose

@@ -54,6 +54,9 @@ class row_encoder {
   // other than the header's.
   expected<encoded_row> encode_line(std::string_view line, storage::record& r,
                                     const std::string& where = "") const;
+  // The same for a line already split and unquoted (nn::csv_reader's fields).
+  expected<encoded_row> encode_fields(const std::vector<std::string>& fields, storage::record& r,
+                                      const std::string& where = "") const;
 
   // Named values, as a JSON object gives them (numbers as their text; "" or null for a missing
   // value). Names that are no column of the format are ignored. Error also: a dense or sparse
