@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "troupe/core/error.hpp"
+#include "troupe/observe/job_events.hpp"  // json_depth_within
 
 namespace troupe::observe {
 
@@ -96,9 +97,5 @@ class jobs_root {
 
 // A job id: 1 to 64 of [A-Za-z0-9_.-], not starting with '.'.
 bool valid_job_id(std::string_view id);
-
-// Whether JSON text nests objects and arrays at most `max_depth` deep (strings and their escapes
-// skipped): checked before parsing, since building and destroying a deeper document recurses.
-bool json_depth_within(std::string_view text, std::size_t max_depth);
 
 }  // namespace troupe::observe

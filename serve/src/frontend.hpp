@@ -29,6 +29,7 @@
 #include "serve_metrics.hpp"
 #include "troupe/cluster/launcher.hpp"
 #include "troupe/core/signal_wait.hpp"
+#include "troupe/job/row_encoder.hpp"
 #include "troupe/model/model_dir.hpp"
 #include "troupe/observe/http_server.hpp"
 #include "troupe/observe/metrics.hpp"
@@ -42,6 +43,10 @@ namespace troupe::serve {
 struct model_view {
   model::model_info info;
   model_shape shape;
+  // Raw rows (the troupe_rows extension) encoded as the model's data was imported; null when
+  // model.json has no columns (`rows_why` says why).
+  std::shared_ptr<const job::row_encoder> rows;
+  std::string rows_why;
   std::uint32_t generation = 0;
   std::int64_t serving_since_ms = 0;
 };
@@ -152,11 +157,16 @@ class frontend final : public replica_link {
   std::string in_their_words(std::string text, std::uint32_t gen);
   // routes.cpp
   void handle_http(observe::http_request&& r, observe::http_responder respond);
-  // /v2/models/<name>[/versions/<version>][/ready|/infer]
+  // /v2/models/<name>[/versions/<version>][/ready|/infer|/rows]
   void model_route(const observe::http_request& r, const std::vector<std::string>& parts,
                    observe::http_responder respond);
   void infer(const observe::http_request& r, const std::shared_ptr<const model_view>& view,
              observe::http_responder respond);
+  // POST .../rows (rows_request.hpp): raw rows encoded, then as infer.
+  void infer_rows(const observe::http_request& r, const std::shared_ptr<const model_view>& view,
+                  observe::http_responder respond);
+  // A parsed request (or why it was not) into the core; answered when its outcome comes.
+  void submit(expected<infer_input>&& in, clock::time_point t0, observe::http_responder respond);
   // A request's answer from its outcome (the logits' JSON, or the failure's status).
   void answer_infer(const observe::http_responder& respond, clock::time_point arrived, const std::string& id,
                     unsigned outputs, std::size_t rows, outcome&& o);

@@ -192,14 +192,31 @@ void frontend::refuse(std::uint32_t gen, std::vector<cluster::node_handle>& to_f
   gens_.erase(gen);
 }
 
+namespace {
+
+// What the routes check a version's requests against, with its raw rows' encoder when model.json
+// has columns.
+std::shared_ptr<model_view> make_view(const model::model_info& info, std::size_t max_batch) {
+  auto view = std::make_shared<model_view>();
+  view->info = info;
+  view->shape = shape_of(info, max_batch);
+  if (auto f = model::row_format_of(info); !f)
+    view->rows_why = f.err().context();
+  else if (auto e = job::row_encoder::create(*f, info.dir + "/model.json"); !e)
+    view->rows_why = e.err().context();
+  else
+    view->rows = std::make_shared<const job::row_encoder>(std::move(*e));
+  return view;
+}
+
+}  // namespace
+
 void frontend::commit(std::uint32_t gen) {
   // In this order: the routes' view of the new version, then the traffic, then the states that
   // say it serves (run() starts the endpoint on them; a reload's answer goes with them).
   {
     std::lock_guard lk(mu_);
-    auto view = std::make_shared<model_view>();
-    view->info = gens_.at(gen).info;
-    view->shape = shape_of(view->info, cfg_.max_batch);
+    auto view = make_view(gens_.at(gen).info, cfg_.max_batch);
     view->generation = gen;
     view->serving_since_ms = clock_.wall_ms();
     std::lock_guard vl(views_mu_);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "frontend.hpp"
+#include "rows_request.hpp"
 
 namespace troupe::serve {
 
@@ -135,6 +136,7 @@ observe::http_response frontend::metadata(const model_view& v) {
               {"replicas", cfg_.replicas},
               {"replicas_ready", stats.ready},
               {"max_batch", cfg_.max_batch},
+              {"raw_rows", v.rows != nullptr},
               {"swap", swap}}}};
   return json_answer(200, j.dump(-1, ' ', false, json::error_handler_t::replace));
 }
@@ -201,6 +203,10 @@ void frontend::model_route(const observe::http_request& r, const std::vector<std
     if (!post) return respond(wrong_method("POST"));
     return infer(r, view, std::move(respond));
   }
+  if (what == "rows") {
+    if (!post) return respond(wrong_method("POST"));
+    return infer_rows(r, view, std::move(respond));
+  }
   respond(error_answer(404, "no such route: " + r.path));
 }
 
@@ -224,7 +230,16 @@ void frontend::infer(const observe::http_request& r, const std::shared_ptr<const
     count_request(400, t0);
     return respond(error_answer(400, json_bytes.err().context()));
   }
-  auto in = parse_infer_request(r.body, view->shape, *json_bytes);
+  submit(parse_infer_request(r.body, view->shape, *json_bytes), t0, std::move(respond));
+}
+
+void frontend::infer_rows(const observe::http_request& r, const std::shared_ptr<const model_view>& view,
+                          observe::http_responder respond) {
+  submit(parse_rows_request(r.body, view->shape, view->rows.get(), view->rows_why), clock_.now(),
+         std::move(respond));
+}
+
+void frontend::submit(expected<infer_input>&& in, clock::time_point t0, observe::http_responder respond) {
   if (!in) {
     count_request(400, t0);
     return respond(error_answer(400, in.err().context()));

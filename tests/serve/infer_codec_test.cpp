@@ -7,6 +7,7 @@
 #include <random>
 
 #include "../../serve/src/infer_codec.hpp"
+#include "mutate.hpp"
 
 namespace troupe::serve {
 namespace {
@@ -195,22 +196,7 @@ TEST(infer_codec, random_bytes_never_crash_the_parser) {
   int accepted = 0;
   for (int i = 0; i < 20000; ++i) {
     std::string s = base;
-    int edits = 1 + static_cast<int>(rng() % 4);
-    for (int e = 0; e < edits; ++e) {
-      std::size_t at = rng() % s.size();
-      switch (rng() % 3) {
-        case 0:
-          s[at] = static_cast<char>(rng() % 256);
-          break;
-        case 1:
-          s.erase(at, 1 + rng() % 8);
-          break;
-        default:
-          s.insert(at, 1, "[]{}\",:0-e."[rng() % 12]);
-          break;
-      }
-      if (s.empty()) s.push_back('{');
-    }
+    mutate(rng, s, "[]{}\",:0-e.");
     auto r = parse_infer_request(s, dense_model());
     if (r) {
       ++accepted;

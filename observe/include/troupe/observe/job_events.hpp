@@ -76,6 +76,10 @@ event_read parse_event_lines(std::string_view text, std::uint64_t offset, const 
 // The "kind" value of an event line without parsing it ("" when not found).
 std::string_view peek_kind(std::string_view line);
 
+// Whether JSON text nests objects and arrays at most `max_depth` deep (strings and their escapes
+// skipped): checked before parsing, since building and destroying a deeper document recurses.
+bool json_depth_within(std::string_view text, std::size_t max_depth);
+
 // One event as its JSON line (no newline); and back (nullopt-like error for a bad line).
 std::string to_json_line(const job_event& e);
 expected<job_event> from_json_line(const std::string& line);

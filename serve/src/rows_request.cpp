@@ -1,0 +1,113 @@
+#include "rows_request.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "troupe/observe/job_events.hpp"
+
+namespace troupe::serve {
+
+namespace {
+
+using nlohmann::json;
+
+expected<infer_input> bad(const std::string& text) {
+  return make_unexpected(core_errc::invalid_argument, text);
+}
+
+// A cell's text as the CSV would hold it.
+expected<std::string> cell_text(const json& v, const std::string& where) {
+  if (v.is_null()) return std::string();
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_integer()) return v.dump();
+  if (v.is_number_float()) return v.dump();  // the shortest text that reads back the same double
+  if (v.is_boolean()) return std::string(v.get<bool>() ? "true" : "false");
+  return make_unexpected(core_errc::invalid_argument, where + ": a value is a number, a string or null");
+}
+
+bool uses(const storage::row_format& f, const std::string& column) {
+  return std::find(f.dense.begin(), f.dense.end(), column) != f.dense.end() ||
+         std::find(f.sparse.begin(), f.sparse.end(), column) != f.sparse.end();
+}
+
+expected<unsigned> outputs_of(const json& j) {
+  if (!j.contains("outputs")) return 0u;
+  const auto& o = j["outputs"];
+  if (!o.is_array()) return make_unexpected(core_errc::invalid_argument, "'outputs': expected an array");
+  unsigned bits = 0;
+  for (std::size_t i = 0; i < o.size(); ++i) {
+    const auto name = o[i].is_object() && o[i].contains("name") && o[i]["name"].is_string()
+                          ? o[i]["name"].get<std::string>()
+                          : std::string();
+    const unsigned bit = name == "logits"          ? out_logits
+                         : name == "probabilities" ? out_probabilities
+                         : name == "class_ids"     ? out_class_ids
+                         : name == "class_names"   ? out_class_names
+                                                   : 0u;
+    if (bit == 0)
+      return make_unexpected(core_errc::invalid_argument,
+                             "outputs[" + std::to_string(i) +
+                                 "]: expected {\"name\": \"logits\" | \"probabilities\" | \"class_ids\" | "
+                                 "\"class_names\"}");
+    bits |= bit;
+  }
+  return bits;
+}
+
+// Each row's cells (the columns the model uses) encoded, its values appended to `in`.
+expected<void> encode_rows(const json& rows, const job::row_encoder& enc, infer_input& in) {
+  storage::record r;
+  std::vector<std::pair<std::string, std::string>> cells;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::string where = "rows[" + std::to_string(i) + "]";
+    if (!rows[i].is_object())
+      return make_unexpected(core_errc::invalid_argument, where + ": expected an object of column values");
+    cells.clear();
+    for (const auto& [name, value] : rows[i].items()) {
+      if (!uses(enc.format(), name)) continue;  // the label and other columns: not the model's business
+      auto text = cell_text(value, where + " '" + name + "'");
+      if (!text) return text.err();
+      cells.emplace_back(name, std::move(*text));
+    }
+    if (auto e = enc.encode_cells(cells, r, where); !e) return e.err();
+    in.dense.insert(in.dense.end(), r.dense.begin(), r.dense.end());
+    for (auto id : r.sparse) in.ids.push_back(static_cast<std::int64_t>(id));
+  }
+  return {};
+}
+
+}  // namespace
+
+expected<infer_input> parse_rows_request(std::string_view body, const model_shape& shape,
+                                         const job::row_encoder* enc, const std::string& why) {
+  if (!enc) return bad("this model takes no raw rows: " + why + "; send tensors to /infer");
+  // Nesting deeper than a request needs is refused before it is built.
+  if (!observe::json_depth_within(body, 4))
+    return bad("the body nests deeper than {\"rows\": [{\"column\": [...]}]}");
+  const json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return bad("the body is not a JSON object");
+  infer_input in;
+  if (j.contains("id")) {
+    if (!j["id"].is_string()) return bad("'id': expected a string");
+    in.id = j["id"].get<std::string>();
+  }
+  auto outputs = outputs_of(j);
+  if (!outputs) return outputs.err();
+  in.outputs = *outputs;
+  if (!j.contains("rows") || !j["rows"].is_array())
+    return bad("'rows' missing: expected an array of objects");
+  const auto& rows = j["rows"];
+  if (rows.empty() || rows.size() > shape.max_rows)
+    return bad("'rows': " + std::to_string(rows.size()) + " rows; this server takes 1 to " +
+               std::to_string(shape.max_rows) + " per request (max_batch)");
+  if (auto e = encode_rows(rows, *enc, in); !e) return e.err();
+  in.rows = rows.size();
+  if (!shape.takes_ids) in.ids.clear();
+  return in;
+}
+
+}  // namespace troupe::serve

@@ -1,0 +1,106 @@
+// The troupe_rows request (serve/src/rows_request.hpp) on an encoder of a CSV's columns: rows by
+// name into the tensors /infer takes, every bad row named, and random bytes never crash it (the
+// real route against troupe predict: tests/serve/serve_rows_test.py).
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "../../serve/src/rows_request.hpp"
+#include "mutate.hpp"
+
+namespace troupe::serve {
+namespace {
+
+// a, b dense (b standardized: mean 10, std 2), c categorical (100 ids), y the label.
+job::row_encoder encoder() {
+  storage::row_format f;
+  f.header = {"a", "b", "c", "y"};
+  f.label = "y";
+  f.dense = {"a", "b"};
+  f.sparse = {"c"};
+  f.missing = "zero";
+  f.buckets_per_field = 100;
+  f.class_names = {"no", "yes"};
+  f.standardize = {{"b", 10.0, 2.0}};
+  auto e = job::row_encoder::create(f);
+  EXPECT_TRUE(e) << e.err().to_string();
+  return std::move(*e);
+}
+
+model_shape shape() {
+  model_shape s;
+  s.takes_ids = true;
+  s.dense_dim = 2;
+  s.fields = 1;
+  s.max_rows = 4;
+  return s;
+}
+
+std::string refused(const std::string& body) {
+  static const auto enc = encoder();
+  auto r = parse_rows_request(body, shape(), &enc, "");
+  return r ? "accepted" : r.err().context();
+}
+
+TEST(rows_request, rows_by_name_become_the_tensors_infer_takes) {
+  const auto enc = encoder();
+  auto r = parse_rows_request(
+      R"({"id": "q", "rows": [{"c": "Paris", "b": 14, "a": "1.5", "y": "yes", "other": [1]},
+                              {"a": 2, "b": null, "c": "Paris"}], "outputs": [{"name": "logits"}]})",
+      shape(), &enc, "");
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->id, "q");
+  EXPECT_EQ(r->rows, 2u);
+  EXPECT_EQ(r->outputs, unsigned{out_logits});
+  EXPECT_EQ(r->dense, (std::vector<float>{1.5f, 2.0f, 2.0f, -5.0f}));  // (14-10)/2; a missing b: (0-10)/2
+  ASSERT_EQ(r->ids.size(), 2u);
+  EXPECT_EQ(r->ids[0], r->ids[1]) << "the same text, the same id";
+  EXPECT_GE(r->ids[0], 0);
+  EXPECT_LT(r->ids[0], 100);
+}
+
+TEST(rows_request, every_bad_row_is_named) {
+  EXPECT_NE(refused(R"({"rows": [{"a": 1, "c": "x"}]})").find("rows[0]: missing column 'b'"),
+            std::string::npos);
+  EXPECT_NE(
+      refused(R"({"rows": [{"a": 1, "b": 2, "c": "x"}, {"a": "one", "b": 2, "c": "x"}]})").find("rows[1]"),
+      std::string::npos);
+  EXPECT_NE(refused(R"({"rows": [[1, 2, "x"]]})").find("rows[0]: expected an object"), std::string::npos);
+  EXPECT_NE(refused(R"({"rows": [{"a": {"v": 1}, "b": 2, "c": "x"}]})").find("a number, a string or null"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"rows": []})").find("'rows': 0 rows; this server takes 1 to 4"), std::string::npos);
+  EXPECT_NE(refused(R"({"rows": [{}, {}, {}, {}, {}]})").find("5 rows"), std::string::npos);
+  EXPECT_NE(refused(R"({"row": []})").find("'rows' missing"), std::string::npos);
+  EXPECT_NE(
+      refused(R"({"rows": [{"a": 1, "b": 2, "c": "x"}], "outputs": [{"name": "x"}]})").find("outputs[0]"),
+      std::string::npos);
+  EXPECT_NE(refused("[1, 2]").find("not a JSON object"), std::string::npos);
+  EXPECT_NE(refused(std::string(100000, '[')).find("nests deeper"), std::string::npos);
+  auto none = parse_rows_request(R"({"rows": [{"a": 1}]})", shape(), nullptr, "m/model.json has no columns");
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.err().context().find("m/model.json has no columns"), std::string::npos);
+}
+
+TEST(rows_request, random_bytes_never_crash_the_parser) {
+  const auto enc = encoder();
+  std::mt19937 rng(12);
+  const std::string base = R"({"id": "x", "rows": [{"a": 1.5, "b": "2", "c": "Zürich", "y": null}]})";
+  int accepted = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string s = base;
+    mutate(rng, s, "[]{}\",:0-e.n");
+    auto r = parse_rows_request(s, shape(), &enc, "");
+    if (r) {
+      ++accepted;
+      EXPECT_EQ(r->dense.size(), r->rows * 2);
+      EXPECT_EQ(r->ids.size(), r->rows);
+    } else {
+      EXPECT_FALSE(r.err().context().empty());
+    }
+  }
+  EXPECT_GT(accepted, 0);
+}
+
+}  // namespace
+}  // namespace troupe::serve

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""The troupe_rows extension (docs/serving.md, "Raw rows"): a model trained on a CSV answers rows
+given as that CSV's columns, encoded as the import encoded them.
+
+  troupe data import csv   a CSV as users have it (a string label, a categorical text column,
+                           standardized numbers, missing cells filled with 0)
+  troupe run               a small MLP with an embedding for the text column (async PS)
+  troupe predict           the same rows as a CSV file (the reference: the import's own encoding)
+  troupe serve             POST /v2/models/<name>/rows with the rows as JSON objects
+
+The served probabilities equal predict's (to its 7 printed digits) row by row; a row whose number
+comes as text, a null cell, a column the model does not use and the label are accepted; a missing
+column, a value that is not a number, a row that is not an object, and a model without columns are
+400s naming the problem.
+
+  serve_rows_test.py TROUPE WORK_DIR
+"""
+import csv
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+import requests
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_lib import Server, TestFailure, fail, log  # noqa: E402
+
+JOB = """
+[job]
+name = "people"
+strategy = "async_ps"
+workers = 2
+[ps]
+shards = 1
+[model]
+type = "mlp"
+hidden = [16]
+[train]
+epochs = 3
+batch_size = 32
+optimizer = "adam"
+learning_rate = 0.01
+seed = 1
+[data]
+source = "store"
+train = "{store}/train"
+test = "{store}/test"
+"""
+
+CITIES = ["Paris", "New York, NY", "São Paulo", "Zürich", ""]
+
+
+def write_people(path, rows, seed):
+    rng = random.Random(seed)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["Age", "Annual Income", "City", "Bought"])
+        for _ in range(rows):
+            age, income, city = rng.randint(18, 80), rng.gauss(50000, 20000), rng.choice(CITIES)
+            bought = "yes" if (income > 55000 and age < 50) or city == "Zürich" else "no"
+            w.writerow([age, "" if rng.random() < 0.03 else f"{income:.2f}", city, bought])
+
+
+def run(args, **kw):
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300, **kw)
+    if r.returncode != 0:
+        fail(f"{' '.join(args)}: exit {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
+    return r
+
+
+def main():
+    troupe, work = sys.argv[1], sys.argv[2]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    root = os.path.join(work, "jobs")
+    write_people(os.path.join(work, "people.csv"), 3000, 1)
+    store = os.path.join(work, "store")
+    run([troupe, "data", "import", "csv", os.path.join(work, "people.csv"), "--out", store, "--label", "Bought",
+         "--sparse", "City", "--test-fraction", "0.2", "--missing", "zero", "--standardize"])
+    with open(os.path.join(work, "job.toml"), "w") as f:
+        f.write(JOB.format(store=store))
+    r = run([troupe, "run", os.path.join(work, "job.toml"), "--set", f"job.root={root}", "--job-id", "p1",
+             "--quiet"])
+    model_dir = json.loads(r.stdout.strip().splitlines()[-1])["model_dir"]
+    # New rows, the label column left out; the reference: troupe predict on them as a CSV file.
+    write_people(os.path.join(work, "new.csv"), 40, 2)
+    with open(os.path.join(work, "new.csv")) as f:
+        rows = [dict(r) for r in csv.DictReader(f)]
+    run([troupe, "predict", model_dir, "--data", os.path.join(work, "new.csv"), "--out",
+         os.path.join(work, "predicted.csv"), "--workers", "1", "--root", root, "--quiet"])
+    with open(os.path.join(work, "predicted.csv")) as f:
+        want = [float(r["probability"]) for r in csv.DictReader(f)]
+    srv = Server(troupe, model_dir, root, "people")
+    try:
+        srv.wait_ready()
+        url = f"{srv.url}/v2/models/people/rows"
+        meta = requests.get(f"{srv.url}/v2/models/people", timeout=5).json()
+        if meta["troupe"].get("raw_rows") is not True:
+            fail(f"the metadata does not offer raw rows: {meta}")
+        # Numbers as numbers where they are (as a JSON client sends them), text otherwise; empty
+        # cells as null; the label kept on half of them (ignored); a column the model does not use.
+        body_rows = []
+        for i, row in enumerate(rows):
+            income = row["Annual Income"]
+            out = {"Age": int(row["Age"]), "Annual Income": float(income) if income else None, "City": row["City"],
+                   "Note": "unused"}
+            if i % 2:
+                out["Bought"] = row["Bought"]
+            if i % 3 == 0:
+                out["Age"] = row["Age"]  # a number's text
+            body_rows.append(out)
+        got = []
+        for at in range(0, len(body_rows), 16):
+            a = requests.post(url, json={"id": f"b{at}", "rows": body_rows[at:at + 16],
+                                         "outputs": [{"name": "probabilities"}]}, timeout=10)
+            if a.status_code != 200:
+                fail(f"rows {at}..: {a.status_code} {a.text}")
+            answer = a.json()
+            if answer.get("id") != f"b{at}" or [o["name"] for o in answer["outputs"]] != ["probabilities"]:
+                fail(f"answer {answer}")
+            got += answer["outputs"][0]["data"]
+        bad = [(k, g, w) for k, (g, w) in enumerate(zip(got, want)) if abs(g - w) > 1e-6 * max(1.0, abs(w))]
+        if bad or len(got) != len(want):
+            fail(f"served probabilities differ from troupe predict's: {bad[:5]} ({len(got)} vs {len(want)})")
+        log(f"{len(got)} raw rows: the served probabilities equal troupe predict's on the same CSV rows")
+        refused = [
+            ({"rows": [{"Age": 30, "City": "Paris"}]}, "missing column 'Annual Income'"),
+            ({"rows": [{"Age": "thirty", "Annual Income": 1, "City": "Paris"}]}, "rows[0]"),
+            ({"rows": [[30, 1, "Paris"]]}, "rows[0]: expected an object"),
+            ({"rows": []}, "'rows': 0 rows"),
+            ({"rows": [{"Age": {"x": 1}, "Annual Income": 1, "City": "Paris"}]}, "a number, a string or null"),
+            ({"inputs": []}, "'rows' missing"),
+        ]
+        for body, words in refused:
+            a = requests.post(url, json=body, timeout=10)
+            if a.status_code != 400 or words not in a.json().get("error", ""):
+                fail(f"{body}: {a.status_code} {a.text} (expected 400 naming {words!r})")
+        a = requests.post(url, data=b"[" * 100000, timeout=10)
+        if a.status_code != 400:
+            fail(f"a deeply nested body: {a.status_code} {a.text}")
+        log("bad rows: 400s naming the row, the column and the problem")
+    finally:
+        srv.stop()
+    # A model whose data did not come from a CSV has no columns: its /rows says so.
+    built_in = os.path.join(work, "built_in")
+    shutil.copytree(model_dir, built_in)
+    with open(os.path.join(built_in, "model.json")) as f:
+        meta = json.load(f)
+    meta.pop("columns", None)
+    meta.pop("class_names", None)
+    with open(os.path.join(built_in, "model.json"), "w") as f:
+        json.dump(meta, f)
+    srv = Server(troupe, built_in, root, "plain")
+    try:
+        srv.wait_ready()
+        a = requests.post(f"{srv.url}/v2/models/plain/rows", json={"rows": [{"Age": 1}]}, timeout=10)
+        if a.status_code != 400 or "has no columns" not in a.text:
+            fail(f"a model without columns: {a.status_code} {a.text}")
+        log("a model without columns: 400 saying so")
+    finally:
+        srv.stop()
+    log("ok")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except TestFailure:
+        sys.exit(1)
