@@ -69,8 +69,9 @@ void expect_exported_model(const std::string& name, const std::string& toml, int
   // The optimizer's steps (async_ps: the shards' pushes applied) and the last data epoch. local_sgd's
   // final state is the steps of the one replica that wrote it, which may have trained none itself
   // (its model is the replicas' average): only counted there.
-  if (meta["job"].value("strategy", "") != "local_sgd")
+  if (meta["job"].value("strategy", "") != "local_sgd") {
     EXPECT_GT(meta["job"].value("step", 0), 0) << meta.dump();
+  }
   EXPECT_EQ(meta["job"].value("data_epoch", -1), epochs - 1) << meta.dump();
   int code = 0;
   auto out = run("/usr/bin/python3 " TROUPE_TEST_SOURCE_DIR "/check_model.py " + r.job_dir + "/model " +
