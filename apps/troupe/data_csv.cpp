@@ -50,6 +50,15 @@ void print_standardized(const job::csv_import_result& r) {
                 listed(r.constant_columns).c_str());
 }
 
+void print_fills(const job::csv_import_result& r) {
+  std::printf("filled %llu missing values with their column's mean of the training rows (--missing mean):",
+              static_cast<unsigned long long>(r.filled_missing));
+  const std::size_t n = r.fill.size(), shown = std::min<std::size_t>(n, 8);
+  for (std::size_t i = 0; i < shown; ++i)
+    std::printf("%s %s %.6g", i ? "," : "", r.dense_columns[i].c_str(), r.fill[i]);
+  std::printf("%s\n", n > shown ? ", ... (the manifest keeps them all)" : "");
+}
+
 void print_summary(const job::csv_import_result& r, const job::csv_import_options& o, double secs) {
   std::printf("%s: %llu records", r.train_dir.c_str(), static_cast<unsigned long long>(r.train.record_count));
   if (!r.test_dir.empty())
@@ -66,6 +75,7 @@ void print_summary(const job::csv_import_result& r, const job::csv_import_option
   if (o.missing == job::missing_policy::zero)
     std::printf("filled %llu missing values with 0 (--missing zero)\n",
                 static_cast<unsigned long long>(r.filled_missing));
+  if (o.missing == job::missing_policy::mean) print_fills(r);
   if (r.skipped_missing > 0)
     std::printf("skipped %llu rows with a missing value (--missing skip-row)\n",
                 static_cast<unsigned long long>(r.skipped_missing));
@@ -92,7 +102,7 @@ int import_csv(csv_flags& f) {
   if (!parse_delimiter(f.delimiter, f.o.delimiter))
     return usage_error("--delimiter '" + f.delimiter + "': expected one character (or tab), not a quote");
   auto missing = job::parse_missing_policy(f.missing);
-  if (!missing) return usage_error("--missing '" + f.missing + "': expected zero, skip-row or error");
+  if (!missing) return usage_error("--missing '" + f.missing + "': expected zero, mean, skip-row or error");
   f.o.missing = *missing;
   if (f.dense_option->count() > 0) f.o.dense = f.dense;
   if (f.standardize_option->count() > 0) {
@@ -130,8 +140,9 @@ runner add_import_csv(CLI::App& import_cmd, std::shared_ptr<int> mode, int id) {
           ->expected(0, 1)
           ->delimiter(',');
   c->add_option("--seed", f->o.split_seed, "the test split's seed (the same file and seed: the same split)");
-  c->add_option("--missing", f->missing, "an empty or NaN/NA label or dense field: error, zero or skip-row")
-      ->check(CLI::IsMember({"error", "zero", "skip-row"}));
+  c->add_option("--missing", f->missing,
+                "an empty or NaN/NA label or dense field: error, zero, mean or skip-row")
+      ->check(CLI::IsMember({"error", "zero", "mean", "skip-row"}));
   c->add_flag("--skip-malformed", f->o.skip_malformed, "drop malformed lines (counted) instead of failing");
   c->add_option("--buckets", f->o.buckets_per_field, "ids per sparse column")
       ->check(CLI::Range(2ull, 1ull << 40));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <numeric>
 
 #include "csv_labels.hpp"
 #include "csv_output.hpp"
@@ -32,7 +33,7 @@ struct survey {
   std::uint64_t kept = 0, skipped_missing = 0, filled = 0;
   malformed_lines malformed;
   std::vector<std::uint64_t> hashes;  // one per kept row, with a split
-  column_stats stats;                 // every kept row, standardizing without a split
+  column_stats stats;                 // every kept row, taking statistics without a split
 };
 
 class importer {
@@ -58,9 +59,17 @@ class importer {
   expected<void> choose_split();
   expected<void> stats_pass();
   expected<void> finish_format();
+  expected<void> take_fills();
   expected<void> write_pass();
   expected<csv_pass> reopen();
   bool split() const { return o_.test_fraction > 0; }
+  // Means (and deviations) of the dense columns are taken: to standardize, or to fill with.
+  bool stats() const { return o_.standardize || o_.missing == missing_policy::mean; }
+  column_stats new_stats() const {
+    std::vector<std::size_t> every(cols_.dense.size());
+    std::iota(every.begin(), every.end(), std::size_t{0});
+    return column_stats(std::move(every));
+  }
   bool to_test(std::size_t line) const { return split() && splitmix64(line ^ o_.split_seed) <= threshold_; }
 
   const csv_import_options& o_;
@@ -80,7 +89,7 @@ expected<void> importer::import() {
   if (auto r = first_pass(); !r) return r;
   if (auto r = check_rows(); !r) return r;
   if (auto r = choose_split(); !r) return r;
-  if (split() && o_.standardize)
+  if (split() && stats())
     if (auto r = stats_pass(); !r) return r;
   if (auto r = finish_format(); !r) return r;
   if (auto r = write_pass(); !r) return r;
@@ -129,13 +138,15 @@ expected<void> importer::plan(const std::vector<std::string>& header) {
   format_.delimiter = o_.delimiter;
   format_.missing = missing_name(o_.missing);
   format_.buckets_per_field = cols_.sparse.empty() ? 0 : o_.buckets_per_field;
+  if (o_.missing == missing_policy::mean) format_.fill.assign(cols_.dense.size(), 0.0);
   auto codec = make_codec(format_, header, true, o_.file);
   if (!codec) return codec.err();
   codec_ = std::move(*codec);
+  codec_.fills.clear();  // a missing value reads as NaN until the means are known
   // The first pass checks every row for what it must count (missing values, labels); it parses
   // numbers only for statistics it takes itself (the last pass parses and checks them all).
   codec_.labels.reset();
-  codec_.parse_dense = o_.standardize && !split();
+  codec_.parse_dense = stats() && !split();
   codec_.hash_sparse = false;
   labels_.emplace(o_.file, "column '" + o_.label + "' (" + std::to_string(*cols_.label + 1) + ")");
   return {};
@@ -147,7 +158,7 @@ expected<void> importer::first_pass() {
   if (auto r = plan(p->header()); !r) return r;
   // Before reading the rows: a store already there is refused at once, not after the passes.
   if (auto r = outputs_.open(format_, result_); !r) return r;
-  if (o_.standardize && !split()) survey_.stats = column_stats(scaled_);
+  if (stats() && !split()) survey_.stats = new_stats();
   survey_.malformed.max_reported = o_.max_reported;
   ++result_.passes;
   return p->each([this](const nn::csv_line& line) { return survey_row(line); }, &survey_.malformed);
@@ -165,7 +176,7 @@ expected<void> importer::survey_row(const nn::csv_line& line) {
   if (auto a = labels_->add(out->label, line.number); !a) return a;
   if (split())
     survey_.hashes.push_back(splitmix64(line.number ^ o_.split_seed));
-  else if (o_.standardize)
+  else if (stats())
     survey_.stats.add(record_.dense);
   return {};
 }
@@ -212,7 +223,7 @@ expected<csv_pass> importer::reopen() {
 expected<void> importer::stats_pass() {
   auto p = reopen();
   if (!p) return p.err();
-  survey_.stats = column_stats(scaled_);
+  survey_.stats = new_stats();
   codec_.parse_dense = true;
   return p->each(
       [this](const nn::csv_line& line) -> expected<void> {
@@ -230,13 +241,26 @@ expected<void> importer::finish_format() {
   result_.num_classes = classes->num_classes;
   result_.class_names = classes->names;
   format_.class_names = std::move(classes->names);
-  if (o_.standardize) format_.standardize = survey_.stats.scales(result_.dense_columns);
+  if (o_.standardize) format_.standardize = survey_.stats.scales(result_.dense_columns, scaled_);
+  if (auto r = take_fills(); !r) return r;
   for (const auto& s : format_.standardize)
     if (s.std == 0) result_.constant_columns.push_back(s.column);
   result_.standardized = format_.standardize;
   auto codec = make_codec(format_, cols_.names, true, o_.file);
   if (!codec) return codec.err();
   codec_ = std::move(*codec);
+  return {};
+}
+
+expected<void> importer::take_fills() {
+  if (o_.missing != missing_policy::mean) return {};
+  for (std::size_t k = 0; k < format_.fill.size(); ++k) {
+    if (survey_.stats.present(k) == 0)
+      return bad(o_.file + ": column '" + result_.dense_columns[k] + "': no value in the " +
+                 (split() ? "training " : "") + "rows to take the mean of (--missing mean)");
+    format_.fill[k] = survey_.stats.mean(k);
+  }
+  result_.fill = format_.fill;
   return {};
 }
 
@@ -276,6 +300,7 @@ expected<csv_import_result> import_csv(const csv_import_options& o) {
 std::optional<missing_policy> parse_missing_policy(const std::string& text) {
   if (text == "error") return missing_policy::error;
   if (text == "zero") return missing_policy::zero;
+  if (text == "mean") return missing_policy::mean;
   if (text == "skip-row") return missing_policy::skip_row;
   return std::nullopt;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "troupe/nn/data/readers.hpp"
@@ -32,12 +33,14 @@ std::string missing_hint(const char* what, std::string_view text, bool zero_allo
   std::string out("missing ");
   out.append(what);
   if (!text.empty()) out.append(" ").append(quoted(text));
-  return out.append(" (--missing ").append(zero_allowed ? "zero or " : "").append("skip-row accepts it)");
+  return out.append(" (--missing ")
+      .append(zero_allowed ? "zero, mean or " : "")
+      .append("skip-row accepts it)");
 }
 
-float scaled(float v, const dense_scale& s) {
-  if (!s.on) return v;
-  const double centred = static_cast<double>(v) - s.mean;
+float scaled(double v, const dense_scale& s) {
+  if (!s.on) return static_cast<float>(v);
+  const double centred = v - s.mean;
   return static_cast<float>(s.std > 0 ? centred / s.std : centred);
 }
 
@@ -67,7 +70,7 @@ expected<void> read_dense(const std::vector<std::string>& fields, const row_code
   for (std::size_t k = 0; k < c.cols.dense.size(); ++k) {
     const std::size_t col = c.cols.dense[k];
     std::string_view text = trimmed(fields[col]);
-    float v = 0;
+    double v = 0;
     if (is_missing(text)) {
       if (c.missing == missing_policy::skip_row) {
         out.kept = false;
@@ -77,10 +80,14 @@ expected<void> read_dense(const std::vector<std::string>& fields, const row_code
       if (c.missing == missing_policy::error)
         return bad_value(c, col, file, line, missing_hint("value", text, true));
       ++out.filled;
+      if (c.missing == missing_policy::mean)
+        v = c.fills.empty() ? std::numeric_limits<double>::quiet_NaN() : c.fills[k];
     } else if (!c.parse_dense) {
       continue;
-    } else if (!parse_number(text, v)) {
+    } else if (float x = 0; !parse_number(text, x)) {
       return bad_value(c, col, file, line, quoted(text) + " is not a number");
+    } else {
+      v = x;
     }
     r.dense[k] = c.scales.empty() ? v : scaled(v, c.scales[k]);
   }
@@ -109,6 +116,8 @@ const char* missing_name(missing_policy p) {
   switch (p) {
     case missing_policy::zero:
       return "zero";
+    case missing_policy::mean:
+      return "mean";
     case missing_policy::skip_row:
       return "skip-row";
     default:
@@ -124,7 +133,14 @@ unexpected bad(const std::string& where, const std::string& why) {
 
 expected<void> check_rules(const storage::row_format& f, const std::string& where) {
   if (!parse_missing_policy(f.missing))
-    return bad(where, "missing policy '" + f.missing + "': expected error, zero or skip-row");
+    return bad(where, "missing policy '" + f.missing + "': expected error, zero, mean or skip-row");
+  if (f.missing == "mean" && f.fill.size() != f.dense.size())
+    return bad(where, "missing policy 'mean' needs one fill value per dense column (" +
+                          std::to_string(f.fill.size()) + " for " + std::to_string(f.dense.size()) + ")");
+  if (f.missing != "mean" && !f.fill.empty())
+    return bad(where, "fill values are for missing policy 'mean', not '" + f.missing + "'");
+  for (std::size_t k = 0; k < f.fill.size(); ++k)
+    if (!std::isfinite(f.fill[k])) return bad(where, "fill value of '" + f.dense[k] + "' is not finite");
   if (f.hash != storage::category_hash_v1)
     return bad(where, "hash '" + f.hash + "': this build knows " + storage::category_hash_v1);
   if (f.delimiter == '"' || f.delimiter == '\n' || f.delimiter == '\r')
@@ -167,6 +183,7 @@ expected<row_codec> make_codec(const storage::row_format& f, const std::vector<s
   c.buckets_per_field = f.buckets_per_field;
   c.labels = label_codec(f.class_names);
   c.scales = std::move(*scales);
+  c.fills = f.fill;
   c.label_required = label_required;
   return c;
 }

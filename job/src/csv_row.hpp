@@ -30,6 +30,9 @@ struct row_codec {
   // before the classes are known).
   std::optional<label_codec> labels;
   std::vector<dense_scale> scales;  // one per dense column; empty: none standardized
+  // missing_policy::mean: what a missing dense value reads as, one per dense column, before
+  // standardizing. Empty under mean (an import's passes before the means are known): NaN.
+  std::vector<double> fills;
   // An import's rows must have a label; rows to predict may lack one (no column, or no value).
   bool label_required = true;
   // What an import's first passes may skip: dense cells are then only checked for a missing
@@ -41,7 +44,8 @@ struct row_codec {
 // Checks `f` and places its columns in `header`. Errors (invalid_argument, naming `where`): a
 // missing policy or hash this build does not know, a delimiter that is a quote or line break, no
 // buckets for sparse columns, repeated class names, a standardized column that is not dense or a
-// mean/std that is not finite (std < 0), a dense or sparse column the header lacks.
+// mean/std that is not finite (std < 0), missing "mean" without one finite fill value per dense
+// column, a dense or sparse column the header lacks.
 expected<row_codec> make_codec(const storage::row_format& f, const std::vector<std::string>& header,
                                bool label_required, const std::string& where);
 
@@ -49,7 +53,7 @@ struct row_outcome {
   bool kept = true;          // false: a missing value under skip-row, in column missing_column
   bool labelled = false;     // r.label holds the row's class id
   std::string_view label;    // the label cell, trimmed (a view into the fields)
-  std::uint32_t filled = 0;  // dense cells read as 0 (missing_policy::zero)
+  std::uint32_t filled = 0;  // dense cells filled (missing_policy::zero or mean)
   std::size_t missing_column = 0;
 };
 
@@ -60,7 +64,7 @@ struct row_outcome {
 expected<row_outcome> to_record(const std::vector<std::string>& fields, const row_codec& c,
                                 storage::record& r, const std::string& file, std::size_t line);
 
-// "error" | "zero" | "skip-row".
+// "error" | "zero" | "mean" | "skip-row".
 const char* missing_name(missing_policy p);
 
 }  // namespace troupe::job

@@ -137,6 +137,27 @@ void read_output(fields& f, const json& root, model_info& m) {
            std::to_string(m.classes) + " classes");
 }
 
+// columns.standardize ({"col": {"mean": m, "std": s}}) and columns.fill ({"col": value}).
+void read_column_numbers(fields& f, const json& c, model_columns& cols) {
+  if (const json* s = f.find(c, "standardize")) {
+    if (!s->is_object()) return f.fail("columns.standardize: expected an object");
+    for (auto& [name, v] : s->items()) {
+      const json* mean = f.find(v, "mean");
+      const json* sd = f.find(v, "std");
+      if (!mean || !sd || !mean->is_number() || !sd->is_number())
+        return f.fail("columns.standardize." + name + ": expected {\"mean\": number, \"std\": number}");
+      cols.standardize[name] = {mean->get<double>(), sd->get<double>()};
+    }
+  }
+  if (const json* fill = f.find(c, "fill")) {
+    if (!fill->is_object()) return f.fail("columns.fill: expected an object");
+    for (auto& [name, v] : fill->items()) {
+      if (!v.is_number()) return f.fail("columns.fill." + name + ": expected a number");
+      cols.fill[name] = v.get<double>();
+    }
+  }
+}
+
 void read_columns(fields& f, const json& root, model_info& m) {
   const json* c = f.find(root, "columns");
   if (!c) return;
@@ -149,16 +170,7 @@ void read_columns(fields& f, const json& root, model_info& m) {
   if (auto d = f.str(*c, "delimiter", "columns.delimiter", false); !d.empty()) cols.delimiter = d;
   if (auto h = f.str(*c, "hash", "columns.hash", false); !h.empty()) cols.hash = h;
   if (auto x = f.str(*c, "missing", "columns.missing", false); !x.empty()) cols.missing = x;
-  if (const json* s = f.find(*c, "standardize")) {
-    if (!s->is_object()) return f.fail("columns.standardize: expected an object");
-    for (auto& [name, v] : s->items()) {
-      const json* mean = f.find(v, "mean");
-      const json* sd = f.find(v, "std");
-      if (!mean || !sd || !mean->is_number() || !sd->is_number())
-        return f.fail("columns.standardize." + name + ": expected {\"mean\": number, \"std\": number}");
-      cols.standardize[name] = {mean->get<double>(), sd->get<double>()};
-    }
-  }
+  read_column_numbers(f, *c, cols);
   if (!f.problem().empty()) return;
   if (cols.dense.size() != m.dense_dim)
     return f.fail("columns.dense names " + std::to_string(cols.dense.size()) + " columns, but dense_dim is " +
@@ -166,8 +178,13 @@ void read_columns(fields& f, const json& root, model_info& m) {
   if (cols.sparse.size() != m.fields)
     return f.fail("columns.sparse names " + std::to_string(cols.sparse.size()) + " columns, but fields is " +
                   std::to_string(m.fields));
-  if (cols.missing != "error" && cols.missing != "zero" && cols.missing != "skip-row")
-    return f.fail("columns.missing: expected error, zero or skip-row, got \"" + cols.missing + "\"");
+  if (cols.missing != "error" && cols.missing != "zero" && cols.missing != "mean" &&
+      cols.missing != "skip-row")
+    return f.fail("columns.missing: expected error, zero, mean or skip-row, got \"" + cols.missing + "\"");
+  if (cols.missing == "mean")
+    for (const auto& d : cols.dense)
+      if (!cols.fill.count(d))
+        return f.fail("columns.fill: no value for dense column '" + d + "' (missing is mean)");
   m.columns = std::move(cols);
 }
 

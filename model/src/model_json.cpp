@@ -20,14 +20,20 @@ namespace {
 nlohmann::json columns(const storage::row_format& f) {
   nlohmann::json scale = nlohmann::json::object();
   for (const auto& s : f.standardize) scale[s.column] = {{"mean", s.mean}, {"std", s.std}};
-  return {{"header", f.header},
-          {"label", f.label},
-          {"dense", f.dense},
-          {"sparse", f.sparse},
-          {"delimiter", std::string(1, f.delimiter)},
-          {"hash", f.hash},
-          {"missing", f.missing},
-          {"standardize", scale}};
+  nlohmann::json out = {{"header", f.header},
+                        {"label", f.label},
+                        {"dense", f.dense},
+                        {"sparse", f.sparse},
+                        {"delimiter", std::string(1, f.delimiter)},
+                        {"hash", f.hash},
+                        {"missing", f.missing},
+                        {"standardize", scale}};
+  if (!f.fill.empty()) {
+    nlohmann::json fill = nlohmann::json::object();
+    for (std::size_t k = 0; k < f.fill.size() && k < f.dense.size(); ++k) fill[f.dense[k]] = f.fill[k];
+    out["fill"] = fill;
+  }
+  return out;
 }
 
 // result.json of the job, or an empty object (a running job has none yet).

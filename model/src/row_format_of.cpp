@@ -22,6 +22,8 @@ expected<storage::row_format> row_format_of(const model_info& m) {
   for (const auto& d : c.dense)
     if (auto it = c.standardize.find(d); it != c.standardize.end())
       f.standardize.push_back({d, it->second.mean, it->second.std});
+  if (c.missing == "mean")
+    for (const auto& d : c.dense) f.fill.push_back(c.fill.at(d));
   return f;
 }
 

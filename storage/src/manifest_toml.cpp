@@ -61,6 +61,11 @@ void write_columns(std::ostream& o, const row_format& f) {
     << "hash = " << toml_string(f.hash) << "\n";
   if (!f.class_names.empty()) write_list(o, "class_names", f.class_names);
   if (!f.standardize.empty()) write_scales(o, f.standardize);
+  if (!f.fill.empty()) {
+    o << "fill = [";
+    for (std::size_t i = 0; i < f.fill.size(); ++i) o << (i ? ", " : "") << toml_float(f.fill[i]);
+    o << "]\n";
+  }
 }
 
 row_format read_columns(config_section s, std::uint64_t buckets_per_field) {
@@ -72,7 +77,7 @@ row_format read_columns(config_section s, std::uint64_t buckets_per_field) {
   const auto delimiter = s.require_string("delimiter");
   if (delimiter.size() != 1) s.fail("delimiter", core_errc::out_of_range, "expected one character");
   f.delimiter = delimiter.empty() ? ',' : delimiter[0];
-  f.missing = s.get_enum("missing", "error", {"error", "zero", "skip-row"});
+  f.missing = s.get_enum("missing", "error", {"error", "zero", "mean", "skip-row"});
   f.hash = s.require_string("hash");
   f.buckets_per_field = buckets_per_field;
   f.class_names = s.get_strings("class_names", {});
@@ -82,6 +87,9 @@ row_format read_columns(config_section s, std::uint64_t buckets_per_field) {
     s.fail("standardize", core_errc::out_of_range, "needs one mean and one std per column");
   else
     for (std::size_t i = 0; i < names.size(); ++i) f.standardize.push_back({names[i], mean[i], std[i]});
+  f.fill = s.get_doubles("fill", {});
+  if (f.missing == "mean" && f.fill.size() != f.dense.size())
+    s.fail("fill", core_errc::out_of_range, "missing = \"mean\" needs one fill value per dense column");
   return f;
 }
 

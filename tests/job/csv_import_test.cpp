@@ -117,7 +117,7 @@ TEST_F(CsvImport, BadValuesNameLineAndColumn) {
 TEST_F(CsvImport, MissingValuePolicies) {
   const std::string text = "x,y,z\n1,0,2\n,1,3\n4,,5\n6,1,7\n";
   auto e = refused(csv(text));
-  EXPECT_NE(e.find(":3: column 'x' (1): missing value (--missing zero or skip-row accepts it)"),
+  EXPECT_NE(e.find(":3: column 'x' (1): missing value (--missing zero, mean or skip-row accepts it)"),
             std::string::npos)
       << e;
   auto o = csv(text);

@@ -96,7 +96,7 @@ TEST_F(CsvUsers, NanTokensAreMissingValues) {
   auto o = csv(text);
   o.sparse = {"c"};
   auto e = refused(o);
-  EXPECT_NE(e.find(":2: column 'z' (3): missing value 'NaN' (--missing zero or skip-row accepts it)"),
+  EXPECT_NE(e.find(":2: column 'z' (3): missing value 'NaN' (--missing zero, mean or skip-row accepts it)"),
             std::string::npos)
       << e;
   o.missing = missing_policy::zero;
@@ -219,6 +219,80 @@ TEST_F(CsvUsers, StandardizeUsesTheTrainingRowsAndKeepsTheirStatistics) {
   auto bad = csv(text, "bad");
   bad.standardize = std::vector<std::string>{"y"};
   EXPECT_NE(refused(bad).find("--standardize: 'y' is not a dense column (dense: a, b, k)"),
+            std::string::npos);
+}
+
+// --missing mean: a missing dense value reads as the mean of its column's present values in the
+// training rows, and standardizing then sees it as that mean (scikit-learn's SimpleImputer with
+// strategy "mean", then StandardScaler: the filled cell standardizes to 0).
+TEST_F(CsvUsers, MeanFillsAMissingValueWithItsColumnsMeanOfTheTrainingRows) {
+  // a: 1..10 without rows 3 and 7; b: 2, 4, ..., 20 without row 5; c never missing.
+  std::string text = "a,b,c,y\n";
+  for (int i = 1; i <= 10; ++i)
+    text += (i == 3 || i == 7 ? "" : std::to_string(i)) + "," + (i == 5 ? "NA" : std::to_string(2 * i)) +
+            "," + std::to_string(i % 3) + "," + std::to_string(i % 2) + "\n";
+  auto o = csv(text);
+  o.missing = missing_policy::mean;
+  auto r = import_csv(o);
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->passes, 2u) << "the means are taken in the first pass";
+  EXPECT_EQ(r->filled_missing, 3u);
+  const double mean_a = (55.0 - 3 - 7) / 8, mean_b = (110.0 - 10) / 9, mean_c = 10.0 / 10;
+  ASSERT_EQ(r->fill.size(), 3u);
+  EXPECT_DOUBLE_EQ(r->fill[0], mean_a);
+  EXPECT_DOUBLE_EQ(r->fill[1], mean_b);
+  EXPECT_DOUBLE_EQ(r->fill[2], mean_c);
+  auto recs = records(o.out);
+  ASSERT_EQ(recs.size(), 10u);
+  EXPECT_EQ(recs[2].dense[0], static_cast<float>(mean_a));
+  EXPECT_EQ(recs[4].dense[1], static_cast<float>(mean_b));
+  EXPECT_EQ(recs[3].dense[0], 4.f) << "a present value is as it was";
+  auto m = manifest_of(o.out);
+  ASSERT_TRUE(m.columns);
+  EXPECT_EQ(m.columns->missing, "mean");
+  EXPECT_EQ(m.columns->fill, r->fill) << "kept for rows read later, bit for bit";
+
+  // Standardized with a split: the training rows' means (not every row's), and a filled cell is 0.
+  std::string many = "a,b,y\n";
+  double all_a = 0;
+  int present_a = 0;
+  for (int i = 0; i < 400; ++i) {
+    const bool gap = i % 7 == 2;
+    if (!gap) all_a += 1000 + i * 3, ++present_a;
+    many += (gap ? std::string("null") : std::to_string(1000 + i * 3)) + "," +
+            (i % 11 == 4 ? std::string("") : std::to_string((i * 37) % 11)) + "," + std::to_string(i % 2) +
+            "\n";
+  }
+  auto s = csv(many, "split");
+  s.missing = missing_policy::mean;
+  s.test_fraction = 0.25;
+  s.standardize = std::vector<std::string>{"a"};
+  r = import_csv(s);
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->passes, 3u);
+  ASSERT_EQ(r->standardized.size(), 1u);
+  EXPECT_DOUBLE_EQ(r->standardized[0].mean, r->fill[0]) << "the standardization's mean is the fill";
+  EXPECT_NE(r->fill[0], all_a / present_a) << "the test rows are not in the mean";
+  auto train = records(s.out + "/train");
+  EXPECT_NEAR(mean_of(train, 0), 0, 1e-5);
+  EXPECT_NEAR(std_of(train, 0), 1, 1e-5)
+      << "the deviation is over every training row, a filled one adding none";
+  EXPECT_NEAR(mean_of(train, 1), r->fill[1], 1e-4) << "filled with their mean, the rows keep it";
+  std::size_t zeros = 0;
+  for (const auto& rec : train) zeros += std::fabs(rec.dense[0]) < 1e-6f;
+  EXPECT_GT(zeros, 30u) << "a filled cell of a standardized column reads as 0";
+
+  // A column with no value to take the mean of, and a missing label, are refused.
+  EXPECT_NE(refused([&] {
+              auto e = csv("a,b,y\n1,,0\n2,NaN,1\n", "empty");
+              e.missing = missing_policy::mean;
+              return e;
+            }())
+                .find("column 'b': no value in the rows to take the mean of (--missing mean)"),
+            std::string::npos);
+  auto l = csv("a,y\n1,0\n2,\n", "label");
+  l.missing = missing_policy::mean;
+  EXPECT_NE(refused(l).find(":3: column 'y' (2): missing label (--missing skip-row accepts it)"),
             std::string::npos);
 }
 

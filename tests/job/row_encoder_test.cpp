@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -68,6 +69,10 @@ std::vector<storage::record> stored(const std::string& dir, storage::manifest* m
   return out;
 }
 
+const char* missing_policy_name(missing_policy p) {
+  return p == missing_policy::mean ? "mean" : "zero";
+}
+
 // Every data line of `file`, as the import saw them.
 std::vector<std::string> raw_lines(const std::string& file) {
   std::ifstream in(file);
@@ -78,43 +83,49 @@ std::vector<std::string> raw_lines(const std::string& file) {
   return out;
 }
 
+// A missing value filled with 0 or with the training rows' mean (the manifest's fill values).
 TEST_F(RowEncoder, ReencodingEveryRawLineGivesTheStoredRecordsBitForBit) {
   std::ofstream(path("u.csv")) << users_csv(600);
-  csv_import_options o;
-  o.file = path("u.csv");
-  o.out = path("store");
-  o.label = "species";
-  o.dense = std::vector<std::string>{"income", "age", "const", "ratio"};
-  o.sparse = {"city"};
-  o.missing = missing_policy::zero;
-  o.standardize = std::vector<std::string>{};
-  o.test_fraction = 0.3;
-  o.buckets_per_field = 64;
-  auto r = import_csv(o);
-  ASSERT_TRUE(r) << r.err().to_string();
-  ASSERT_EQ(r->class_names, (std::vector<std::string>{"bird", "cat", "dog"}));
-  ASSERT_GT(r->filled_missing, 0u);
-  storage::manifest m;
-  auto train = stored(r->train_dir, &m), test = stored(r->test_dir);
-  auto enc = row_encoder::from_manifest(m, r->train_dir);
-  ASSERT_TRUE(enc) << enc.err().to_string();
-  std::size_t i = 0, j = 0, line_no = 1;
-  for (const auto& line : raw_lines(o.file)) {
-    ++line_no;
-    storage::record rec;
-    auto e = enc->encode_line(line, rec, "u.csv:" + std::to_string(line_no));
-    ASSERT_TRUE(e) << e.err().to_string();
-    EXPECT_TRUE(e->labelled);
-    if (i < train.size() && same_bits(rec, train[i])) {
-      ++i;
-    } else {
-      ASSERT_LT(j, test.size()) << "line " << line_no << " matches no stored record";
-      ASSERT_TRUE(same_bits(rec, test[j])) << "line " << line_no;
-      ++j;
+  for (auto missing : {missing_policy::zero, missing_policy::mean}) {
+    SCOPED_TRACE(missing_policy_name(missing));
+    csv_import_options o;
+    o.file = path("u.csv");
+    o.out = path(std::string("store-") + missing_policy_name(missing));
+    o.label = "species";
+    o.dense = std::vector<std::string>{"income", "age", "const", "ratio"};
+    o.sparse = {"city"};
+    o.missing = missing;
+    o.standardize = std::vector<std::string>{};
+    o.test_fraction = 0.3;
+    o.buckets_per_field = 64;
+    auto r = import_csv(o);
+    ASSERT_TRUE(r) << r.err().to_string();
+    ASSERT_EQ(r->class_names, (std::vector<std::string>{"bird", "cat", "dog"}));
+    ASSERT_GT(r->filled_missing, 0u);
+    storage::manifest m;
+    auto train = stored(r->train_dir, &m), test = stored(r->test_dir);
+    auto enc = row_encoder::from_manifest(m, r->train_dir);
+    ASSERT_TRUE(enc) << enc.err().to_string();
+    std::size_t i = 0, j = 0, line_no = 1;
+    for (const auto& line : raw_lines(o.file)) {
+      ++line_no;
+      storage::record rec;
+      auto e = enc->encode_line(line, rec, "u.csv:" + std::to_string(line_no));
+      ASSERT_TRUE(e) << e.err().to_string();
+      EXPECT_TRUE(e->labelled);
+      for (float v : rec.dense)
+        ASSERT_TRUE(std::isfinite(v)) << "line " << line_no << ": a missing value left unfilled";
+      if (i < train.size() && same_bits(rec, train[i])) {
+        ++i;
+      } else {
+        ASSERT_LT(j, test.size()) << "line " << line_no << " matches no stored record";
+        ASSERT_TRUE(same_bits(rec, test[j])) << "line " << line_no;
+        ++j;
+      }
     }
+    EXPECT_EQ(i, train.size());
+    EXPECT_EQ(j, test.size());
   }
-  EXPECT_EQ(i, train.size());
-  EXPECT_EQ(j, test.size());
 }
 
 TEST_F(RowEncoder, NamedCellsAndAnotherHeaderEncodeTheSame) {
@@ -186,8 +197,9 @@ TEST_F(RowEncoder, ErrorsNameTheColumnAndTheProblem) {
   EXPECT_NE(err("yes,abc,3,x").find("rows.csv:4: column 'a' (2): 'abc' is not a number"), std::string::npos);
   EXPECT_NE(err("maybe,1,3,x").find("column 'y' (1): label 'maybe' is not one of the 2 classes (no, yes)"),
             std::string::npos);
-  EXPECT_NE(err("yes,,3,x").find("column 'a' (2): missing value (--missing zero or skip-row accepts it)"),
-            std::string::npos);
+  EXPECT_NE(
+      err("yes,,3,x").find("column 'a' (2): missing value (--missing zero, mean or skip-row accepts it)"),
+      std::string::npos);
   EXPECT_NE(err("yes,1,3").find("rows.csv:4: 3 fields, the header has 4"), std::string::npos);
   EXPECT_NE(err("yes,\"1,3,x").find("rows.csv:4: malformed line"), std::string::npos);
   EXPECT_EQ(err(",1,3,x"), "ok") << "a row to predict needs no label";

@@ -89,6 +89,25 @@ TEST(model_dir, each_refusal_names_the_file_and_the_problem) {
             "jobs/7/model/model.json: output: missing");
 }
 
+// --missing mean: each dense column's fill value, by name; one missing, or not a number, is refused.
+TEST(model_dir, a_mean_filled_model_has_a_fill_value_for_every_dense_column) {
+  const std::string mean = with(good, R"("missing": "skip-row",)",
+                                R"("missing": "mean", "fill": {"a": 1, "b": 2.5, "c": -3, "d": 0.125},)");
+  auto m = parse_model_json(mean, "jobs/fm-7/model");
+  ASSERT_TRUE(m) << m.err().to_string();
+  auto f = row_format_of(*m);
+  ASSERT_TRUE(f) << f.err().to_string();
+  EXPECT_EQ(f->missing, "mean");
+  EXPECT_EQ(f->fill, (std::vector<double>{1, 2.5, -3, 0.125})) << "in dense order";
+  EXPECT_EQ(refusal(with(mean, R"("d": 0.125)", R"("e": 0.125)")),
+            "jobs/7/model/model.json: columns.fill: no value for dense column 'd' (missing is mean)");
+  EXPECT_EQ(refusal(with(mean, R"("d": 0.125)", R"("d": "x")")),
+            "jobs/7/model/model.json: columns.fill.d: expected a number");
+  EXPECT_EQ(
+      refusal(with(good, R"("missing": "skip-row")", R"("missing": "median")")),
+      "jobs/7/model/model.json: columns.missing: expected error, zero, mean or skip-row, got \"median\"");
+}
+
 TEST(model_dir, a_directory_needs_both_files) {
   auto dir = fs::temp_directory_path() / ("model_dir_test_" + std::to_string(::getpid()));
   fs::create_directories(dir);

@@ -3,13 +3,14 @@
 given as that CSV's columns, encoded as the import encoded them.
 
   troupe data import csv   a CSV as users have it (a string label, a categorical text column,
-                           standardized numbers, missing cells filled with 0)
+                           standardized numbers, missing cells filled with the column's mean)
   troupe run               a small MLP with an embedding for the text column (async PS)
   troupe predict           the same rows as a CSV file (the reference: the import's own encoding)
   troupe serve             POST /v2/models/<name>/rows with the rows as JSON objects
 
 The served probabilities equal predict's (to its 7 printed digits) row by row; a row whose number
-comes as text, a null cell, a column the model does not use and the label are accepted; a missing
+comes as text, a null cell, a column the model does not use and the label are accepted; a null
+cell is answered as its column's fill value of model.json given as a number; a missing
 column, a value that is not a number, a row that is not an object, and a model without columns are
 400s naming the problem.
 
@@ -79,7 +80,7 @@ def main():
     write_people(os.path.join(work, "people.csv"), 3000, 1)
     store = os.path.join(work, "store")
     run([troupe, "data", "import", "csv", os.path.join(work, "people.csv"), "--out", store, "--label", "Bought",
-         "--sparse", "City", "--test-fraction", "0.2", "--missing", "zero", "--standardize"])
+         "--sparse", "City", "--test-fraction", "0.2", "--missing", "mean", "--standardize"])
     with open(os.path.join(work, "job.toml"), "w") as f:
         f.write(JOB.format(store=store))
     r = run([troupe, "run", os.path.join(work, "job.toml"), "--set", f"job.root={root}", "--job-id", "p1",
@@ -126,6 +127,24 @@ def main():
         if bad or len(got) != len(want):
             fail(f"served probabilities differ from troupe predict's: {bad[:5]} ({len(got)} vs {len(want)})")
         log(f"{len(got)} raw rows: the served probabilities equal troupe predict's on the same CSV rows")
+        # --missing mean: a null cell reads as model.json's fill value of its column (the training
+        # rows' mean), as if the client had sent that number.
+        with open(os.path.join(model_dir, "model.json")) as f:
+            columns = json.load(f)["columns"]
+        fill = columns.get("fill", {}).get("Annual Income")
+        if columns.get("missing") != "mean" or fill is None or not 40000 < fill < 60000:
+            fail(f"model.json columns: missing {columns.get('missing')!r}, fill {columns.get('fill')!r}")
+        gaps = [k for k, row in enumerate(body_rows) if row["Annual Income"] is None]
+        if not gaps:
+            fail("no row has a missing income (the data changed?)")
+        filled = [dict(body_rows[k], **{"Annual Income": fill}) for k in gaps]
+        a = requests.post(url, json={"rows": filled, "outputs": [{"name": "probabilities"}]}, timeout=10)
+        if a.status_code != 200:
+            fail(f"filled rows: {a.status_code} {a.text}")
+        for k, g in zip(gaps, a.json()["outputs"][0]["data"]):
+            if abs(g - got[k]) > 1e-6:
+                fail(f"row {k}: null answered {got[k]}, the fill {fill} answered {g}")
+        log(f"{len(gaps)} null incomes answered as the fill value {fill:.2f}")
         refused = [
             ({"rows": [{"Age": 30, "City": "Paris"}]}, "missing column 'Annual Income'"),
             ({"rows": [{"Age": "thirty", "Annual Income": 1, "City": "Paris"}]}, "rows[0]"),

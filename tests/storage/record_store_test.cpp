@@ -363,6 +363,30 @@ TEST(Manifest, ColumnsRoundTripExactly) {
   EXPECT_EQ(p->schema, m.schema);
 }
 
+// --missing mean: one fill value per dense column, kept bit for bit; another count is refused.
+TEST(Manifest, MeanFillValuesRoundTripAndMustCoverEveryDenseColumn) {
+  manifest m;
+  m.schema.dense_dim = 2;
+  m.record_count = 1;
+  m.complete = true;
+  row_format f;
+  f.label = "y";
+  f.dense = {"a", "b"};
+  f.missing = "mean";
+  f.fill = {5.843333333333334, -1e-300};
+  m.columns = f;
+  auto p = manifest::parse(m.to_toml(), "x");
+  ASSERT_TRUE(p) << p.err().to_string() << "\n" << m.to_toml();
+  ASSERT_TRUE(p->columns);
+  EXPECT_EQ(p->columns->fill, f.fill);
+  f.fill.pop_back();
+  m.columns = f;
+  auto bad = manifest::parse(m.to_toml(), "x");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.err().to_string().find("one fill value per dense column"), std::string::npos)
+      << bad.err().to_string();
+}
+
 // A manifest written before [columns] existed opens as before, with no columns.
 TEST(Manifest, OldManifestsWithoutColumnsStillParse) {
   auto p = manifest::parse(

@@ -33,6 +33,7 @@ namespace troupe::job {
 enum class missing_policy {
   error,     // the import fails, naming line and column
   zero,      // a dense value reads as 0 (an empty label is still an error)
+  mean,      // a dense value reads as its column's mean over the training rows' present values
   skip_row,  // the row is dropped and counted
 };
 
@@ -66,7 +67,8 @@ struct csv_import_result {
   std::vector<std::string> class_names;  // labels that were text: class i's; empty: class ids
   std::vector<storage::column_scale> standardized;
   std::vector<std::string> constant_columns;  // standardized, std 0: centred only
-  std::uint64_t filled_missing = 0;           // dense values read as 0 (missing_policy::zero)
+  std::uint64_t filled_missing = 0;           // dense values filled (missing_policy::zero or mean)
+  std::vector<double> fill;                   // missing_policy::mean: each dense column's fill
   unsigned passes = 0;                        // times the file was read
   std::uint64_t malformed = 0;                // lines dropped (skip_malformed)
   std::vector<std::string> examples;          // "line N: why" for the first max_reported of them
@@ -75,7 +77,7 @@ struct csv_import_result {
 
 expected<csv_import_result> import_csv(const csv_import_options& o);
 
-// "zero" | "skip-row" | "error"; nullopt for anything else.
+// "zero" | "mean" | "skip-row" | "error"; nullopt for anything else.
 std::optional<missing_policy> parse_missing_policy(const std::string& text);
 
 }  // namespace troupe::job

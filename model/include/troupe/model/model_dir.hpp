@@ -41,11 +41,12 @@ struct model_columns {
   std::vector<std::string> dense, sparse;
   std::string delimiter = ",";
   std::string hash = "troupe-category-v1";
-  std::string missing = "zero";  // error | zero | skip-row
+  std::string missing = "zero";  // error | zero | mean | skip-row
   struct moments {
     double mean = 0, std = 1;
   };
   std::map<std::string, moments> standardize;  // dense column -> its import's mean and std
+  std::map<std::string, double> fill;          // missing "mean": dense column -> its missing value
 };
 
 // Where the model came from (`job` of model.json); empty fields where it does not say.

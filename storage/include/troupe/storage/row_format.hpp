@@ -31,12 +31,15 @@ struct row_format {
   std::string label;
   std::vector<std::string> dense, sparse;  // record order: dense value i is dense[i]'s
   char delimiter = ',';
-  std::string missing = "error";  // error | zero | skip-row, as `--missing`
+  std::string missing = "error";  // error | zero | mean | skip-row, as `--missing`
   std::string hash = category_hash_v1;
   std::uint64_t buckets_per_field = 0;  // ids per sparse column
   // Labels that were text: class i is class_names[i]. Empty: the labels were class ids.
   std::vector<std::string> class_names;
   std::vector<column_scale> standardize;  // dense columns standardized at import, in dense order
+  // missing = "mean": what a missing dense value reads as, one per dense column in its order (the
+  // mean of the column's present values in the training rows, before standardizing). Else empty.
+  std::vector<double> fill;
   bool operator==(const row_format&) const = default;
 };
 
