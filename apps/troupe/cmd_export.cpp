@@ -24,7 +24,10 @@ int run_export(const model::export_options& o) {
     run_error(r.err());
     return exit_not_built;  // the runner says "built without libtorch" by it
   }
-  if (!r) return r.err() == storage::storage_errc::not_found ? usage_error(r.err()) : run_error(r.err());
+  if (!r)
+    return r.err() == storage::storage_errc::not_found || r.err() == core_errc::invalid_argument
+               ? usage_error(r.err())
+               : run_error(r.err());
   nlohmann::json j{
       {"model", r->dir},
       {"from", r->meta.from},

@@ -190,6 +190,9 @@ expected<export_report> export_job(const export_options& o) {
   const auto started = clk.now();
   auto spec = job::load_job_spec(o.job_dir);
   if (!spec) return spec.err();
+  // The place first: one an export may not replace is refused before any work.
+  export_place place(o.out.empty() ? o.job_dir + "/model" : o.out);
+  if (auto t = place.begin(); !t) return t.err();
   auto data = job::prepare_datasets(spec->nn.data, spec->job.dataset_cache);
   if (!data) return data.err();
   auto train = storage::record_store::open_read_only(data->train_dir);
@@ -199,8 +202,6 @@ expected<export_report> export_job(const export_options& o) {
   auto prep = prepare(*spec, train->info(), *st, data->test_dir, o.verify_rows);
   if (!prep) return prep.err();
   export_request& req = prep->request;
-  export_place place(o.out.empty() ? o.job_dir + "/model" : o.out);
-  if (auto t = place.begin(); !t) return t.err();
   req.out_path = place.tmp() + "/model.pt";
   auto out = export_torchscript(req);
   if (!out) return out.err();

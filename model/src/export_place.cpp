@@ -27,9 +27,42 @@ export_place::~export_place() {
   fs::remove_all(tmp_, ec);
 }
 
-expected<void> export_place::begin() {
+namespace {
+
+// What an export may replace: nothing, an empty directory, or a model directory holding only what
+// an export writes. Anything else (a user's directory given as --out by mistake) is refused.
+expected<void> replaceable(const std::string& dir) {
   std::error_code ec;
-  fs::create_directories(fs::path(dir_).parent_path(), ec);
+  const auto st = fs::symlink_status(dir, ec);
+  if (ec || st.type() == fs::file_type::not_found) return {};
+  auto refuse = [&](const std::string& why) {
+    return make_unexpected(core_errc::invalid_argument,
+                           dir + ": " + why + "; an export replaces only a model directory: give a new path");
+  };
+  if (st.type() != fs::file_type::directory) return refuse("exists and is not a directory");
+  bool model_json = false;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const auto name = e.path().filename().string();
+    if (name != "model.json" && name != "model.pt" && name != "state")
+      return refuse("exists and holds '" + name + "', which no model directory has");
+    model_json |= name == "model.json";
+  }
+  if (ec) return refuse("cannot be read (" + ec.message() + ")");
+  if (!model_json && !fs::is_empty(dir, ec)) return refuse("exists and has no model.json");
+  return {};
+}
+
+std::string parent_of(const std::string& dir) {
+  auto p = fs::path(dir).parent_path().string();
+  return p.empty() ? "." : p;
+}
+
+}  // namespace
+
+expected<void> export_place::begin() {
+  if (auto r = replaceable(dir_); !r) return r;
+  std::error_code ec;
+  fs::create_directories(parent_of(dir_), ec);
   if (ec || !fs::create_directory(tmp_, ec))
     return make_unexpected(core_errc::io_error, tmp_ + ": cannot make the directory: " +
                                                     (ec ? ec.message() : std::string("it exists")));
@@ -53,7 +86,7 @@ expected<void> export_place::commit() {
                            "moving " + tmp_ + " to " + dir_ + ": " + std::strerror(errno));
   committed_ = true;
   if (exists) fs::remove_all(tmp_, ec);  // the old model, swapped out
-  int parent = ::open(fs::path(dir_).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int parent = ::open(parent_of(dir_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (parent >= 0) {
     ::fsync(parent);
     ::close(parent);

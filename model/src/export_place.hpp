@@ -17,7 +17,9 @@ class export_place {
   export_place(const export_place&) = delete;
   export_place& operator=(const export_place&) = delete;
 
-  // Makes the temporary directory (the place's parent must exist or be creatable).
+  // Makes the temporary directory (the place's parent must exist or be creatable). Refuses
+  // (invalid_argument) a place that exists and is not an empty or model directory (one holding
+  // only model.json, model.pt and state): an export never removes a user's files.
   expected<void> begin();
   const std::string& tmp() const { return tmp_; }
   const std::string& final_dir() const { return dir_; }

@@ -168,6 +168,25 @@ TEST(model_export, a_job_without_the_plugin_finishes_and_its_model_is_written_la
   EXPECT_FALSE(fs::exists(r.job_dir + "/model/model.pt"));
   ASSERT_EQ(troupe("export " + r.job_dir + " 2>&1", &out), 0) << out;
   EXPECT_TRUE(fs::is_regular_file(r.job_dir + "/model/model.pt"));
+  // --out: a relative name, then the same place again (an old model is replaced); a directory of
+  // the user's is refused and keeps its files; so is a file.
+  const std::string here = test_root("export-out");
+  const std::string in_here = "cd " + here + " && " TROUPE_BIN " export " + r.job_dir;
+  ASSERT_EQ(test_util::run_command(in_here + " --out mine 2>&1").code, 0);
+  ASSERT_EQ(test_util::run_command(in_here + " --out mine 2>&1").code, 0) << "an old model is replaced";
+  EXPECT_TRUE(fs::is_regular_file(here + "/mine/model.json"));
+  fs::create_directories(here + "/docs/sub");
+  std::ofstream(here + "/docs/notes.txt") << "precious";
+  auto refused = test_util::run_command(in_here + " --out docs 2>&1");
+  EXPECT_EQ(refused.code, 2) << refused.out;
+  EXPECT_NE(refused.out.find("holds '"), std::string::npos) << refused.out;
+  EXPECT_EQ(read_file(here + "/docs/notes.txt"), "precious");
+  EXPECT_TRUE(fs::is_directory(here + "/docs/sub"));
+  refused = test_util::run_command(in_here + " --out docs/notes.txt 2>&1");
+  EXPECT_EQ(refused.code, 2) << refused.out;
+  EXPECT_NE(refused.out.find("exists and is not a directory"), std::string::npos) << refused.out;
+  for (const auto& e : fs::directory_iterator(here))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << "left " << e.path();
 }
 
 TEST(model_export, users_torchscript_modules_of_every_strategy_match_pytorch) {
