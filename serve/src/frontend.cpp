@@ -233,6 +233,12 @@ int frontend::run() {
   return 0;
 }
 
+std::string frontend::served_dir() const {
+  for (const auto& [n, g] : gens_)
+    if (g.state == gen_state::active) return g.info.dir;
+  return cfg_.model;
+}
+
 void frontend::wait_for_signals() {
   for (;;) {
     const int sig = signals_->wait();
@@ -242,7 +248,7 @@ void frontend::wait_for_signals() {
       if (!cfg_.watch.empty())
         next_watch_ = clock_.now();
       else
-        reloads_.push_back({cfg_.model, std::nullopt, "SIGHUP"});
+        reloads_.push_back({served_dir(), std::nullopt, "SIGHUP"});
       wake_.notify_all();
       continue;
     }
@@ -326,7 +332,7 @@ void frontend::on_message(const message& m) {
     case schema::ServeMessage::RELOAD: {
       std::lock_guard lk(mu_);
       std::string dir = body.getReload().getModelDir();
-      reloads_.push_back({dir.empty() ? cfg_.model : dir, m, "reload"});
+      reloads_.push_back({dir.empty() ? served_dir() : dir, m, "reload"});
       wake_.notify_all();
       return;
     }

@@ -114,6 +114,9 @@ class frontend final : public replica_link {
   void ticker_loop();
   void on_message(const message& m);
   void wait_for_signals();
+  // Under mu_: the directory the active generation was asked to serve (the last reload's, not
+  // --model's); --model before the first is up.
+  std::string served_dir() const;
   void stop_everything();
   // frontend_replicas.cpp
   expected<model::model_info> snapshot(const model::model_info& m, std::uint32_t gen);  // (swaps)

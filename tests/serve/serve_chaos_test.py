@@ -233,6 +233,25 @@ def hup_and_watch(troupe, work, models):
         if r["model_version"] != v2 or check_answer(r, load_ref(models, "mlp_v2"), [3]):
             fail(f"after SIGHUP: {r}")
         log("SIGHUP: the replaced directory's model serves")
+        # After a reload to another directory, a reload without one and SIGHUP read that one again
+        # (before 2026-11-30 both went back to the directory the server was started with).
+        other = os.path.join(work, "other")
+        shutil.rmtree(other, ignore_errors=True)
+        shutil.copytree(os.path.join(models, "mlp"), other)
+        reload(troupe, root, "hup", other)
+        versions = lambda: requests.get(f"{srv.url}/v2/models/hup", timeout=5).json()["versions"]  # noqa: E731
+        if versions() != [v1]:
+            fail(f"after a reload to {other}: versions {versions()}")
+        out = subprocess.run([troupe, "serve", "reload", "--root", root, "--name", "hup"], capture_output=True,
+                             text=True, timeout=120)
+        if out.returncode != 0 or versions() != [v1]:
+            fail(f"a reload without a directory: exit {out.returncode} {out.stdout} {out.stderr}; "
+                 f"versions {versions()}, expected [{v1}] (the last reload's directory)")
+        srv.proc.send_signal(signal.SIGHUP)
+        time.sleep(1.5)
+        if versions() != [v1]:
+            fail(f"SIGHUP after a reload: versions {versions()}, expected [{v1}]")
+        log("a reload without a directory and SIGHUP read the last reload's directory again")
     finally:
         srv.stop()
     watched = os.path.join(work, "watched")
