@@ -72,7 +72,9 @@ struct input {
 // record store in the prediction job's directory. Read as the import reads a file (nn::csv_reader:
 // gzipped or not, quoted fields, \r\n, a byte order mark, blank lines skipped). Every line must
 // encode: the first that does not is an error naming its line and column, before any node starts.
-expected<input> csv_store(const options& o, const model::model_info& m, const std::string& dir) {
+// To evaluate, every row must have a label (the header the label column).
+expected<input> csv_store(const options& o, const model::model_info& m, const std::string& dir,
+                          bool evaluate) {
   auto format = model::row_format_of(m);
   if (!format) return format.err();
   auto enc = job::row_encoder::create(*format, m.dir + "/model.json");
@@ -88,6 +90,11 @@ expected<input> csv_store(const options& o, const model::model_info& m, const st
   if (!line.malformed.empty())
     return make_unexpected(core_errc::invalid_argument, at(line.number) + ": header: " + line.malformed);
   if (auto h = enc->use_header(line.fields); !h) return std::move(h).err().wrap(at(line.number));
+  if (evaluate && std::find(line.fields.begin(), line.fields.end(), format->label) == line.fields.end())
+    return make_unexpected(
+        core_errc::invalid_argument,
+        at(line.number) + ": no label column '" + format->label +
+            "' in the header: evaluate scores labelled rows (troupe predict takes unlabelled ones)");
   storage::record_schema schema{static_cast<std::uint32_t>(m.dense_dim),
                                 static_cast<std::uint32_t>(m.fields),
                                 static_cast<std::uint32_t>(m.classes),
@@ -102,7 +109,11 @@ expected<input> csv_store(const options& o, const model::model_info& m, const st
       return make_unexpected(core_errc::invalid_argument,
                              at(line.number) + ": malformed line: " + line.malformed);
     if (out.numbers.of(record) != line.number) out.numbers.jumps.emplace_back(record, line.number);
-    if (auto e = enc->encode_fields(line.fields, r, at(line.number)); !e) return e.err();
+    auto e = enc->encode_fields(line.fields, r, at(line.number));
+    if (!e) return e.err();
+    if (evaluate && !e->labelled)
+      return make_unexpected(core_errc::invalid_argument, at(line.number) + ": column '" + format->label +
+                                                              "': no label (evaluate scores labelled rows)");
     if (auto a = w->append(r); !a) return a.err();
   }
   if (auto f = in->finish(); !f) return f.err();
@@ -112,9 +123,10 @@ expected<input> csv_store(const options& o, const model::model_info& m, const st
 
 // The input checked against the model before anything runs: a record store of the model's shape,
 // or a CSV file encoded into one (csv_store) in the job's directory `job_dir`.
-expected<input> input_store(const options& o, const model::model_info& m, const std::string& job_dir) {
+expected<input> input_store(const options& o, const model::model_info& m, const std::string& job_dir,
+                            bool evaluate) {
   std::error_code ec;
-  if (fs::is_regular_file(o.data, ec)) return csv_store(o, m, job_dir + "/input");
+  if (fs::is_regular_file(o.data, ec)) return csv_store(o, m, job_dir + "/input", evaluate);
   if (!fs::is_regular_file(o.data + "/data.mdb", ec))
     return make_unexpected(core_errc::invalid_argument,
                            "--data " + o.data + ": neither a CSV file nor a record store (no data.mdb)");
@@ -127,7 +139,25 @@ expected<input> input_store(const options& o, const model::model_info& m, const 
                                " dense values and " + std::to_string(sc.sparse_fields) +
                                " sparse fields; the model (" + m.dir + "/model.json) takes " +
                                std::to_string(m.dense_dim) + " and " + std::to_string(m.fields));
+  if (evaluate && sc.num_classes != m.classes)
+    return make_unexpected(core_errc::invalid_argument, "--data " + o.data + ": labels of " +
+                                                            std::to_string(sc.num_classes) +
+                                                            " classes; the model (" + m.dir +
+                                                            "/model.json) has " + std::to_string(m.classes));
   return input{fs::absolute(o.data).lexically_normal().string(), {}};
+}
+
+// --out before anything runs: not a directory, in one that exists.
+expected<void> writable(const std::string& out) {
+  std::error_code ec;
+  if (fs::is_directory(out, ec))
+    return make_unexpected(core_errc::invalid_argument, "--out " + out + ": a directory (give a file name)");
+  auto parent = fs::path(out).parent_path();
+  if (parent.empty()) parent = ".";
+  if (!fs::is_directory(parent, ec) || ::access(parent.c_str(), W_OK) != 0)
+    return make_unexpected(core_errc::invalid_argument, "--out " + out + ": " + parent.string() +
+                                                            " is not a directory this user can write to");
+  return {};
 }
 
 // The prediction job's file: strategy "predict" over the store, the model directory as its model.
@@ -157,6 +187,7 @@ expected<std::string> run_prediction(const options& o, const std::string& store,
   ro.file = path;
   ro.job_id = job_id;
   ro.progress = !o.quiet;
+  ro.result_line = false;  // predict and evaluate print one line of their own
   rc = control::run_job(ro);
   ::unlink(path);
   return fs::absolute(o.root).lexically_normal().string() + "/" + ro.job_id;
@@ -224,7 +255,9 @@ int predict_or_evaluate(const options& o, bool evaluate) {
   const std::string job_dir = fs::absolute(o.root).lexically_normal().string() + "/" + job_id;
   if (std::error_code ec; fs::exists(job_dir, ec))
     return usage_error("--job-id " + job_id + ": " + job_dir + " exists");
-  auto data = input_store(o, *m, job_dir);
+  if (!evaluate)
+    if (auto w = writable(o.out); !w) return usage_error(w.err());
+  auto data = input_store(o, *m, job_dir, evaluate);
   if (!data) {
     std::error_code ec;
     fs::remove_all(job_dir, ec);  // a CSV that did not encode leaves nothing behind
@@ -233,7 +266,12 @@ int predict_or_evaluate(const options& o, bool evaluate) {
   int rc = 0;
   auto dir = run_prediction(o, data->store, job_id, rc);
   if (!dir) return run_error(dir.err());
-  if (rc != 0) return rc;
+  if (rc != 0) {
+    std::ifstream result(*dir + "/result.json");  // the failed job's end, as `troupe run` prints it
+    std::string line;
+    if (std::getline(result, line)) std::printf("%s\n", line.c_str());
+    return rc;
+  }
   nlohmann::json j{{"job", *dir}};
   if (evaluate) {
     auto s = model::score_parts(*dir + "/predictions");

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -140,8 +141,8 @@ TEST(predict, evaluate_scores_as_the_jobs_own_evaluation_did) {
       troupe("evaluate " + job + "/model --data " + store + " --root " + dir + " --quiet 2>/dev/null", &out),
       0)
       << out;
-  auto j =
-      nlohmann::json::parse(out.substr(out.rfind("\n{") == std::string::npos ? 0 : out.rfind("\n{") + 1));
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << "one JSON line on stdout\n" << out;
+  auto j = nlohmann::json::parse(out);
   EXPECT_EQ(j.value("rows", 0), own.value("test_rows", 1)) << j.dump();
   EXPECT_NEAR(j.value("loss", 0.0), own.value("test_loss", 1.0), 1e-5) << j.dump() << own.dump();
   EXPECT_NEAR(j.value("accuracy", 0.0), own.value("test_accuracy", 1.0), 1e-9) << j.dump();
@@ -237,6 +238,32 @@ TEST(predict, bad_model_directories_and_inputs_are_refused_naming_the_file_and_t
     EXPECT_NE(out.find(words), std::string::npos) << args << "\n" << out;
     EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << "one line\n" << out;
     EXPECT_FALSE(fs::exists(dir + "/out.csv"));
+    std::error_code ec;
+    EXPECT_TRUE(!fs::exists(dir + "/jobs", ec) || fs::is_empty(dir + "/jobs", ec)) << "left something behind";
+  }
+  // Evaluate scores labelled rows of the model's classes; predict's --out must be writable: both
+  // refused before any node starts.
+  write_csv(dir + "/labelled.csv", 10, true, 4);
+  sh("sed -i '5s/^[a-z]*,/,/' " + dir + "/labelled.csv");  // row 4 (line 5) without its label
+  std::ofstream three(dir + "/three.csv");
+  three << "answer,a,b,c,d,e,f,g,h\n";
+  for (int i = 0; i < 30; ++i) three << i % 3 << ",1,2,3,4,5,6,7,8\n";
+  three.close();
+  sh(std::string(TROUPE_BIN) + " data import csv " + dir + "/three.csv --out " + dir +
+     "/three --label answer");
+  fs::create_directories(dir + "/a_dir");
+  const std::vector<std::pair<std::string, std::string>> refusals = {
+      {"evaluate " + model + " --data " + dir + "/ok.csv", "no label column 'answer' in the header"},
+      {"evaluate " + model + " --data " + dir + "/labelled.csv", "labelled.csv:5: column 'answer': no label"},
+      {"evaluate " + model + " --data " + dir + "/three", "labels of 3 classes; the model"},
+      {"predict " + model + " --data " + dir + "/ok.csv --out " + dir + "/no_dir/p.csv",
+       "no_dir is not a directory"},
+      {"predict " + model + " --data " + dir + "/ok.csv --out " + dir + "/a_dir", "a_dir: a directory"},
+  };
+  for (const auto& [args, words] : refusals) {
+    std::string out;
+    EXPECT_EQ(troupe(args + " --root " + dir + "/jobs --quiet", &out), 2) << args << "\n" << out;
+    EXPECT_NE(out.find(words), std::string::npos) << args << "\n" << out;
     std::error_code ec;
     EXPECT_TRUE(!fs::exists(dir + "/jobs", ec) || fs::is_empty(dir + "/jobs", ec)) << "left something behind";
   }

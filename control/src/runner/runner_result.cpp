@@ -31,8 +31,10 @@ int runner::finish(int rc) {
     spdlog::info("job {} {}: {}", dir_->job_id(), outcome_.state(), outcome_.reason());
   else
     spdlog::error("job {} {}: {}", dir_->job_id(), outcome_.state(), outcome_.reason());
-  std::printf("%s\n", text.c_str());
-  std::fflush(stdout);
+  if (opt_.result_line) {
+    std::printf("%s\n", text.c_str());
+    std::fflush(stdout);
+  }
   return rc;
 }
 
