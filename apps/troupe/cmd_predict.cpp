@@ -67,6 +67,27 @@ struct input {
   row_numbers numbers;
 };
 
+unexpected unlabelled(const std::string& where) {
+  return make_unexpected(core_errc::invalid_argument,
+                         where + ": evaluate scores labelled rows (troupe predict takes unlabelled ones)");
+}
+
+// The CSV's header line into `line`, placed by the encoder; to evaluate, it must have the label.
+expected<void> read_header(const options& o, nn::csv_reader& in, job::row_encoder& enc,
+                           const storage::row_format& format, bool evaluate, nn::csv_line& line) {
+  if (!in.next(line)) {
+    if (auto f = in.finish(); !f) return f.err();
+    return make_unexpected(core_errc::invalid_argument, o.data + ": no header line (an empty file)");
+  }
+  const std::string at = o.data + ":" + std::to_string(line.number);
+  if (!line.malformed.empty())
+    return make_unexpected(core_errc::invalid_argument, at + ": header: " + line.malformed);
+  if (auto h = enc.use_header(line.fields); !h) return std::move(h).err().wrap(at);
+  if (evaluate && std::find(line.fields.begin(), line.fields.end(), format.label) == line.fields.end())
+    return unlabelled(at + ": no label column '" + format.label + "' in the header");
+  return {};
+}
+
 // A CSV file's rows (a header line, then one row a line) encoded as the model's training data was
 // imported (model.json's columns: the same hash, standardization and missing-value rules), into a
 // record store in the prediction job's directory. Read as the import reads a file (nn::csv_reader:
@@ -82,19 +103,8 @@ expected<input> csv_store(const options& o, const model::model_info& m, const st
   auto in = nn::csv_reader::open(o.data, format->delimiter);
   if (!in) return in.err();
   nn::csv_line line;
-  if (!in->next(line)) {
-    if (auto f = in->finish(); !f) return f.err();
-    return make_unexpected(core_errc::invalid_argument, o.data + ": no header line (an empty file)");
-  }
+  if (auto h = read_header(o, *in, *enc, *format, evaluate, line); !h) return h.err();
   const auto at = [&o](std::size_t n) { return o.data + ":" + std::to_string(n); };
-  if (!line.malformed.empty())
-    return make_unexpected(core_errc::invalid_argument, at(line.number) + ": header: " + line.malformed);
-  if (auto h = enc->use_header(line.fields); !h) return std::move(h).err().wrap(at(line.number));
-  if (evaluate && std::find(line.fields.begin(), line.fields.end(), format->label) == line.fields.end())
-    return make_unexpected(
-        core_errc::invalid_argument,
-        at(line.number) + ": no label column '" + format->label +
-            "' in the header: evaluate scores labelled rows (troupe predict takes unlabelled ones)");
   storage::record_schema schema{static_cast<std::uint32_t>(m.dense_dim),
                                 static_cast<std::uint32_t>(m.fields),
                                 static_cast<std::uint32_t>(m.classes),
@@ -112,8 +122,7 @@ expected<input> csv_store(const options& o, const model::model_info& m, const st
     auto e = enc->encode_fields(line.fields, r, at(line.number));
     if (!e) return e.err();
     if (evaluate && !e->labelled)
-      return make_unexpected(core_errc::invalid_argument, at(line.number) + ": column '" + format->label +
-                                                              "': no label (evaluate scores labelled rows)");
+      return unlabelled(at(line.number) + ": column '" + format->label + "': no label");
     if (auto a = w->append(r); !a) return a.err();
   }
   if (auto f = in->finish(); !f) return f.err();
@@ -246,6 +255,30 @@ expected<std::uint64_t> write_csv(const std::string& job_dir, const model::model
   return *n;
 }
 
+// The command's JSON line once the prediction job finished: the scores, or the written CSV.
+int report(const options& o, const model::model_info& m, const std::string& dir, const input& data,
+           bool evaluate, clock::time_point started) {
+  nlohmann::json j{{"job", dir}};
+  if (evaluate) {
+    auto s = model::score_parts(dir + "/predictions");
+    if (!s) return run_error(s.err());
+    j["rows"] = s->rows;
+    j["loss"] = s->loss;
+    j["accuracy"] = s->accuracy;
+    if (std::isfinite(s->auc)) j["auc"] = s->auc;
+  } else {
+    auto n = write_csv(dir, m, o.out, data.numbers);
+    if (!n) return run_error(n.err());
+    j["out"] = o.out;
+    j["rows"] = *n;
+  }
+  const double secs = std::chrono::duration<double>(clock::system().now() - started).count();
+  j["seconds"] = secs;
+  j["rows_per_s"] = secs > 0 ? j["rows"].get<double>() / secs : 0.0;
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
 int predict_or_evaluate(const options& o, bool evaluate) {
   auto m = model::read_model_dir(o.model);
   if (!m) return usage_error(m.err());
@@ -272,25 +305,7 @@ int predict_or_evaluate(const options& o, bool evaluate) {
     if (std::getline(result, line)) std::printf("%s\n", line.c_str());
     return rc;
   }
-  nlohmann::json j{{"job", *dir}};
-  if (evaluate) {
-    auto s = model::score_parts(*dir + "/predictions");
-    if (!s) return run_error(s.err());
-    j["rows"] = s->rows;
-    j["loss"] = s->loss;
-    j["accuracy"] = s->accuracy;
-    if (std::isfinite(s->auc)) j["auc"] = s->auc;
-  } else {
-    auto n = write_csv(*dir, *m, o.out, data->numbers);
-    if (!n) return run_error(n.err());
-    j["out"] = o.out;
-    j["rows"] = *n;
-  }
-  const double secs = std::chrono::duration<double>(clk.now() - started).count();
-  j["seconds"] = secs;
-  j["rows_per_s"] = secs > 0 ? j["rows"].get<double>() / secs : 0.0;
-  std::printf("%s\n", j.dump().c_str());
-  return 0;
+  return report(o, *m, *dir, *data, evaluate, started);
 }
 
 void common_flags(CLI::App& sub, options& o) {
