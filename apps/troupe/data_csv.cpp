@@ -107,8 +107,13 @@ int import_csv(csv_flags& f) {
   if (f.dense_option->count() > 0) f.o.dense = f.dense;
   if (f.standardize_option->count() > 0) {
     f.o.standardize.emplace();
-    for (auto& c : f.standardize)
-      if (!c.empty()) f.o.standardize->push_back(c);
+    // "a,b" split here: CLI11's own delimiter counts "a,b" as two values against expected(0, 1).
+    for (const auto& given : f.standardize)
+      for (std::size_t at = 0; at <= given.size();) {
+        const auto comma = std::min(given.find(',', at), given.size());
+        if (comma > at) f.o.standardize->push_back(given.substr(at, comma - at));
+        at = comma + 1;
+      }
   }
   auto start = clock::system().now();  // real time, for the summary
   auto r = job::import_csv(f.o);
@@ -138,7 +143,7 @@ runner add_import_csv(CLI::App& import_cmd, std::shared_ptr<int> mode, int id) {
       c->add_option("--standardize", f->standardize,
                     "dense columns made (x-mean)/std with the training rows' statistics (no list: every one)")
           ->expected(0, 1)
-          ->delimiter(',');
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   c->add_option("--seed", f->o.split_seed, "the test split's seed (the same file and seed: the same split)");
   c->add_option("--missing", f->missing,
                 "an empty or NaN/NA label or dense field: error, zero, mean or skip-row")

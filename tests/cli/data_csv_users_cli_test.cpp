@@ -78,6 +78,24 @@ TEST_F(DataCsvUsersCli, StringLabelsNanStandardizeAndAnExactSplit) {
                  " --label species");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--standardize: 'species' is not a dense column"), std::string::npos) << r.out;
+  // Two columns as data.md shows them (a,b), given twice, or after `=` (CLI11 refused a,b before
+  // 2026-11-30); --missing mean prints its fill values.
+  for (const char* list :
+       {" --standardize weight_g,length_mm", " --standardize weight_g --standardize length_mm",
+        " --standardize=weight_g,length_mm"}) {
+    fs::remove_all(path("two"));
+    r = run_troupe("data import csv " + csv + list + " --out " + path("two") +
+                   " --label species --missing mean");
+    ASSERT_EQ(r.code, 0) << list << "\n" << r.out;
+    EXPECT_NE(r.out.find("standardized (2), mean and std of the training rows: length_mm "),
+              std::string::npos)
+        << list << "\n"
+        << r.out;
+    EXPECT_NE(r.out.find("filled 15 missing values with their column's mean of the training rows (--missing "
+                         "mean): length_mm "),
+              std::string::npos)
+        << r.out;
+  }
 }
 
 TEST_F(DataCsvUsersCli, AModelTrainsOnStringLabelledStandardizedData) {
