@@ -141,8 +141,11 @@ struct named_inputs {
 };
 
 expected<named_inputs> name_inputs(const request_reader& r, const model_shape& shape) {
+  // A model of ids alone (dense_dim 0) takes 'ids' only ('dense' of width 0 is accepted too).
   std::string takes =
-      describe_input(shape, false) + (shape.takes_ids ? " and " + describe_input(shape, true) : "");
+      shape.dense_dim == 0 && shape.takes_ids
+          ? describe_input(shape, true) + " alone (no dense values)"
+          : describe_input(shape, false) + (shape.takes_ids ? " and " + describe_input(shape, true) : "");
   if (!r.has_inputs)
     return make_unexpected(core_errc::invalid_argument, "'inputs' missing: this model takes " + takes);
   named_inputs n;
@@ -172,6 +175,12 @@ expected<named_inputs> name_inputs(const request_reader& r, const model_shape& s
 // The named tensors checked against the model and their values put into `in`: dense as FP32
 // (zeros when the model reads ids alone), ids as they are.
 expected<void> take_values(const named_inputs& n, const model_shape& shape, infer_input& in) {
+  if (n.dense && shape.dense_dim == 0 && shape.takes_ids && n.dense->shape.size() == 2 &&
+      n.dense->shape[1] != 0)
+    return make_unexpected(core_errc::invalid_argument, "inputs[" + std::to_string(n.dense_at) +
+                                                            "] 'dense': this model reads no dense values " +
+                                                            "(dense_dim 0): send " +
+                                                            describe_input(shape, true) + " alone");
   if (n.dense) {
     auto rows = check_tensor(*n.dense, n.dense_at, {"dense", "FP32", shape.dense_dim}, shape);
     if (!rows) return rows.err();

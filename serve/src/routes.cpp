@@ -60,7 +60,10 @@ json tensor_meta(const char* name, const char* type, std::vector<std::int64_t> s
 }
 
 json inputs_meta(const model::model_info& m) {
-  json inputs = json::array({tensor_meta("dense", "FP32", {-1, static_cast<std::int64_t>(m.dense_dim)})});
+  // A model of ids alone lists no dense input (a width-0 one is still accepted).
+  json inputs = json::array();
+  if (m.dense_dim > 0 || !m.takes_ids)
+    inputs.push_back(tensor_meta("dense", "FP32", {-1, static_cast<std::int64_t>(m.dense_dim)}));
   if (m.takes_ids) inputs.push_back(tensor_meta("ids", "INT64", {-1, static_cast<std::int64_t>(m.fields)}));
   return inputs;
 }

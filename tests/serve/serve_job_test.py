@@ -93,6 +93,18 @@ def main():
         if answer["model_version"] != f"ctr1@{meta['created_unix_ms']}":
             fail(f"version {answer['model_version']}")
         log(f"{len(ids)} rows: served logits equal PyTorch's (torch.jit.load of the job's model.pt)")
+        # synthetic-ctr has no dense values: the metadata lists 'ids' alone, and a 'dense' tensor
+        # of some width (serving.md's first example once sent one) is a 400 saying so.
+        names = [t["name"] for t in requests.get(f"{srv.url}/v2/models/ctr", timeout=5).json()["inputs"]]
+        if meta["dense_dim"] == 0:
+            if names != ["ids"]:
+                fail(f"metadata inputs {names}, expected ['ids'] for a model of ids alone")
+            body["inputs"].append({"name": "dense", "datatype": "FP32", "shape": [len(ids), 4],
+                                   "data": [[0.5] * 4] * len(ids)})
+            r = requests.post(srv.infer_url(), json=body, timeout=10)
+            if r.status_code != 400 or "reads no dense values" not in r.text:
+                fail(f"dense values for a model of ids alone: {r.status_code} {r.text}")
+            log("a model of ids alone: metadata lists 'ids' only; dense values are a 400 saying so")
     finally:
         srv.stop()
     log("ok")
