@@ -533,6 +533,21 @@ TEST(job_outcome, a_finished_job_keeps_the_masters_metrics_and_adds_the_runners)
   EXPECT_FALSE(j.contains("strategy"));  // the master's result says what it trained
 }
 
+// After --resume the job's first minibatch may predate this runner: no (negative) seconds then.
+TEST(job_outcome, a_first_step_under_an_earlier_runner_has_no_seconds) {
+  manual_clock clock(1'000'000);
+  job_outcome o(clock);
+  o.start();
+  clock.advance(4s);
+  EXPECT_TRUE(o.master_finished(R"({"samples_trained": 900, "first_step_wall_ms": 988000})", true));
+  o.nodes_stopped();
+  auto f = facts();
+  f.resumed = true;
+  auto j = nlohmann::json::parse(o.final_json(0, f));
+  EXPECT_EQ(j["first_step_wall_ms"], 988000);
+  EXPECT_FALSE(j.contains("first_step_seconds")) << j.dump();
+}
+
 TEST(job_outcome, without_a_result_it_reports_the_last_counts_and_the_failure) {
   manual_clock clock;
   job_outcome o(clock);

@@ -101,8 +101,10 @@ std::string job_outcome::final_json(int rc, const outcome_facts& f) {
   j["node_restarts"] = f.restarts;
   j["runner_start_wall_ms"] = started_wall_ms_;
   if (f.resumed) j["resumed"] = true;
-  // Worker clocks are this machine's clock (local launcher), so wall times compare.
-  if (j.contains("first_step_wall_ms") && j["first_step_wall_ms"].is_number())
+  // Worker clocks are this machine's clock (local launcher), so wall times compare. A resumed job's
+  // first step was taken under an earlier runner: no time from this one's start then.
+  if (j.contains("first_step_wall_ms") && j["first_step_wall_ms"].is_number() &&
+      j["first_step_wall_ms"].get<std::int64_t>() >= started_wall_ms_)
     j["first_step_seconds"] =
         static_cast<double>(j["first_step_wall_ms"].get<std::int64_t>() - started_wall_ms_) / 1000.0;
   if (f.true_auc > 0) j["true_auc"] = f.true_auc;
