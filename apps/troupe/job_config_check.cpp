@@ -21,7 +21,7 @@ expected<std::vector<std::string>> validate_job_doc(const config_doc& doc, confi
   auto spec = job::job_spec::read(doc, effective);
   if (!spec) return spec.err();
   // The rest of what `troupe run` refuses before it starts (strategy, model, data paths).
-  if (auto c = job::check_job(*spec, actors::strategy_names(), actors::check_model); !c)
+  if (auto c = job::check_job(*spec, actors::strategy_names(), actors::check_model_and_init); !c)
     return std::move(c).err().wrap(doc.source());
   return job::job_notes(*spec);
 }

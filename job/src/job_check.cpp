@@ -26,19 +26,51 @@ expected<void> need(const std::string& key, const std::string& path, bool direct
   return {};
 }
 
+std::string describe(const storage::record_schema& s) {
+  std::string out = "rows of " + std::to_string(s.dense_dim) + " dense values, " +
+                    std::to_string(s.sparse_fields) + " sparse fields (" +
+                    std::to_string(s.buckets_per_field) + " ids each), " + std::to_string(s.num_classes) +
+                    " classes";
+  if (!s.image_shape.empty()) {
+    out += ", images";
+    for (auto d : s.image_shape) out += " " + std::to_string(d);
+  }
+  return out;
+}
+
+// The model is built for the training rows and evaluated on the test rows: rows of one shape, test
+// labels among the training classes (and of the same names, when the labels were text).
+expected<void> same_data(const nn::data_config& c, const storage::manifest& train,
+                         const storage::manifest& test) {
+  auto shape = [](storage::record_schema s) {
+    s.num_classes = 0;
+    return s;
+  };
+  const bool named = train.columns && test.columns && !train.columns->class_names.empty() &&
+                     !test.columns->class_names.empty();
+  if (shape(train.schema) == shape(test.schema) && test.schema.num_classes <= train.schema.num_classes &&
+      (!named || train.columns->class_names == test.columns->class_names))
+    return {};
+  return data_error("test", c.test_path + ": " + describe(test.schema) + (named ? " (named)" : "") +
+                                ", but data.train's (" + c.train_path + ") are " + describe(train.schema) +
+                                ": give the train and test stores of one import");
+}
+
 expected<void> check_data_paths(const nn::data_config& c) {
   if (c.source == "fashion-mnist") return need("dir", c.dir, true);
   if (c.source == "criteo") {
     if (auto r = need("train", c.train_path, false); !r) return r;
     if (!c.test_path.empty()) return need("test", c.test_path, false);
   }
-  if (c.source == "store")
-    for (const auto& [key, dir] : {std::pair{"train", c.train_path}, std::pair{"test", c.test_path}}) {
-      if (auto r = need(key, dir, true); !r) return r;
-      if (auto s = storage::record_store::open_read_only(dir); !s)
-        return data_error(key, s.err().to_string() + " (make one with `troupe data import`)");
-    }
-  return {};
+  if (c.source != "store") return {};
+  std::vector<storage::manifest> m;
+  for (const auto& [key, dir] : {std::pair{"train", c.train_path}, std::pair{"test", c.test_path}}) {
+    if (auto r = need(key, dir, true); !r) return r;
+    auto s = storage::record_store::open_read_only(dir);
+    if (!s) return data_error(key, s.err().to_string() + " (make one with `troupe data import`)");
+    m.push_back(s->info());
+  }
+  return same_data(c, m[0], m[1]);
 }
 
 // The shape of the data a [data] section names, without reading it: enough to build the model.

@@ -131,4 +131,45 @@ TEST_F(DataCsvCli, ConfigCheckNamesAMissingStore) {
       << r.out;
 }
 
+// Refused by `config check` and by `run` before a job directory is made (both exit 2): a test store
+// of another shape than the training store, and a [model] init that names nothing or a state of
+// another model (before 2026-11-30 the check said ok; run failed after training, or left a failed
+// job behind).
+TEST_F(DataCsvCli, ConfigCheckAndRunRefuseMismatchedStoresAndABadInit) {
+  auto csv = write("d.csv", synthetic_csv(300));
+  ASSERT_EQ(run_troupe("data import csv " + csv + " --out " + path("a") +
+                       " --label label --dense x1,x2 --sparse shade --buckets 16 --test-fraction 0.25")
+                .code,
+            0);
+  ASSERT_EQ(
+      run_troupe("data import csv " + csv + " --out " + path("b") + " --label label --dense x1,x2").code, 0);
+  const std::string root = "[job]\nroot = \"" + path("jobs") + "\"\nstrategy = \"async_ps\"\n";
+  const std::string model = "[model]\ntype = \"mlp\"\nhidden = [8]\n";
+  auto data = [&](const std::string& test) {
+    return "[data]\nsource = \"store\"\ntrain = \"a/train\"\ntest = \"" + test + "\"\n";
+  };
+  // A job that fits, to take an init from.
+  auto good = write("good.toml", root + model + data("a/test") + "[train]\nepochs = 1\n");
+  auto g = run_troupe("run " + good + " --job-id first --quiet");
+  ASSERT_EQ(g.code, 0) << g.out;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {root + model + data("b"),
+       "key 'data.test': " + path("b") + ": rows of 2 dense values, 0 sparse fields"},
+      {root + model + "init = \"nowhere\"\n" + data("a/test"),
+       "model.init: " + path("nowhere") + ": neither a model directory"},
+      {root + "[model]\ntype = \"mlp\"\nhidden = [4]\ninit = \"jobs/first\"\n" + data("a/test"),
+       "the state does not fit this job's model"},
+  };
+  for (const auto& [toml, words] : cases) {
+    auto file = write("bad.toml", toml);
+    auto c = run_troupe("config check " + file);
+    EXPECT_EQ(c.code, 2) << toml << "\n" << c.out;
+    EXPECT_NE(c.out.find(words), std::string::npos) << toml << "\n" << c.out;
+    auto r = run_troupe("run " + file + " --job-id refused --quiet");
+    EXPECT_EQ(r.code, 2) << toml << "\n" << r.out;
+    EXPECT_NE(r.out.find(words), std::string::npos) << toml << "\n" << r.out;
+    EXPECT_FALSE(fs::exists(path("jobs/refused"))) << "a refused job left its directory\n" << toml;
+  }
+}
+
 }  // namespace

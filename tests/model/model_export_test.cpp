@@ -318,11 +318,13 @@ TEST(model_export, a_job_initialised_from_another_starts_where_it_ended) {
   EXPECT_LT(first_loss(c), a_final * 1.25 + 0.05);
 
   auto d = start_job("init-d", job(copy, "[32]"), {.root = "", .dataset_cache = cache, .job_id = ""});
+  // Refused before its job directory is made (exit 2), as `troupe config check` refuses it.
   EXPECT_EQ(wait_job(d, std::chrono::seconds(120)), 2);
-  const auto why = result(d).value("reason", "");
+  const auto why = read_file(d.err_file);
   EXPECT_NE(why.find("tensor 'dense_1/weight' has 50176 values in the state; the model's is [784, 32]"),
             std::string::npos)
       << why;
+  EXPECT_FALSE(fs::exists(d.job_dir + "/result.json")) << "a refused job left a result";
 }
 
 }  // namespace

@@ -119,7 +119,7 @@ int runner::check_model() {
 int runner::start_from_init(const nn::dataset_info& info) {
   const auto& from = spec_.nn.model.init;
   auto st = model::init_state(from);
-  if (!st) return setup_failed(std::move(st).err().wrap("model.init " + from), 2);
+  if (!st) return setup_failed(std::move(st).err().wrap("model.init"), 2);  // its errors name the path
   if (auto c = actors::check_init_state(spec_, info, st->state); !c)
     return setup_failed(
         std::move(c).err().wrap("model.init " + from + ": the state does not fit this job's model"), 2);
@@ -183,7 +183,10 @@ int runner::check_resume() const {
 int runner::apply_spec(config_doc& doc) {
   if (int rc = check_resume(); rc != 0) return rc;
   // What `troupe config check` checks too (strategy, model, data paths): exit 2 before a job dir.
-  if (auto c = job::check_job(spec_, actors::strategy_names(), actors::check_model); !c)
+  // A new job's [model] init too (a resumed one has its copy in checkpoints/init).
+  if (auto c = job::check_job(spec_, actors::strategy_names(),
+                              opt_.resume.empty() ? actors::check_model_and_init : actors::check_model);
+      !c)
     return spdlog::error("{}: {}", opt_.resume.empty() ? opt_.file : opt_.resume, c.err().to_string()), 2;
   if (auto g = check_gpu(spec_); !g) return spdlog::error("{}", g.err().to_string()), 2;
   for (const auto& n : job::job_notes(spec_)) spdlog::warn("{}", n);

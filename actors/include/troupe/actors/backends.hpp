@@ -37,4 +37,10 @@ expected<storage::flat_state> snapshot_state(trainer_backend& b);
 expected<void> check_init_state(const job::job_spec& spec, const nn::dataset_info& info,
                                 const storage::shard_state& state);
 
+// job::model_probe of a new job (`troupe run`, `troupe config check`): check_model, then the state
+// [model] init names (a model or job directory), loaded and checked by check_init_state, so a job
+// whose init is missing or does not fit is refused before its directory is made. Errors about the
+// init are wrapped "model.init <path>".
+expected<bool> check_model_and_init(const job::job_spec& spec, const nn::dataset_info& info);
+
 }  // namespace troupe::actors

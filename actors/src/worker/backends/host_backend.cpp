@@ -10,6 +10,7 @@
 #include "troupe/actors/torchscript.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/job/data.hpp"
+#include "troupe/model/state.hpp"
 #include "troupe/nn/errc.hpp"
 #include "troupe/storage/record_store.hpp"
 #include "worker/replica_state.hpp"
@@ -146,6 +147,17 @@ expected<storage::flat_state> snapshot_state(trainer_backend& b) {
     s->embeddings.push_back(std::move(rows));
   }
   return s;
+}
+
+expected<bool> check_model_and_init(const job::job_spec& spec, const nn::dataset_info& info) {
+  auto tables = check_model(spec, info);
+  if (!tables || spec.nn.model.init.empty()) return tables;
+  const auto& from = spec.nn.model.init;
+  auto st = model::init_state(from);
+  if (!st) return std::move(st).err().wrap("model.init");  // its errors name the path
+  if (auto c = check_init_state(spec, info, st->state); !c)
+    return std::move(c).err().wrap("model.init " + from + ": the state does not fit this job's model");
+  return tables;
 }
 
 }  // namespace troupe::actors

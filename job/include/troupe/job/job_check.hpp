@@ -1,7 +1,8 @@
 // What `troupe run` and `troupe config check` both check of a job beyond reading its file, so a
 // job the check passes is a job `run` starts: the strategy exists and can train the model, the
 // data the [data] section names exists and is of the right kind (a directory, a file, a record
-// store). Every error names the key and what to do; callers exit 2 on it.
+// store; a test store of the training store's shape). Every error names the key and what to do;
+// callers exit 2 on it.
 #pragma once
 
 #include <functional>
