@@ -1,9 +1,16 @@
 // `troupe serve MODEL_DIR`: serves a model a job wrote through the Open Inference Protocol
 // (docs/serving.md); `troupe serve reload`: swaps a running server to another model;
 // `troupe serve-replica`: one of its model replicas (started by the server, not by hand).
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "command.hpp"
 #include "troupe/model/model_dir.hpp"
@@ -86,18 +93,32 @@ int serve(const serve_flags& f) {
   return serve::run_frontend(*settings);
 }
 
+// The servers under <root>/serve whose server.json says serving and whose process lives (a
+// stopped one, one that failed to start or was killed leaves its directory behind).
+std::vector<std::string> live_servers(const std::string& root) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root + "/serve", ec)) {
+    std::ifstream in(e.path() / "server.json");
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    if (!j.is_object() || j.value("state", "") == "stopped") continue;
+    const auto pid = j.value("pid", 0);
+    if (pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM)) names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 int reload(const serve_flags& f) {
   std::string name = f.reload_name;
   if (name.empty()) {
-    // The one server under the root.
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(f.reload_root + "/serve", ec))
-      if (fs::exists(e.path() / "server.json", ec)) names.push_back(e.path().filename().string());
+    auto names = live_servers(f.reload_root);
+    std::string listed;
+    for (const auto& n : names) listed += (listed.empty() ? "" : ", ") + n;
     if (names.size() != 1)
-      return usage_error(names.empty() ? "serve reload: no server under " + f.reload_root + "/serve"
-                                       : "serve reload: several servers under " + f.reload_root +
-                                             "/serve: name one with --name");
+      return usage_error(names.empty() ? "serve reload: no running server under " + f.reload_root + "/serve"
+                                       : "serve reload: several servers run under " + f.reload_root +
+                                             "/serve (" + listed + "): name one with --name");
     name = names.front();
   }
   std::string dir = f.reload_dir;
@@ -141,7 +162,7 @@ const command_registrar reg{
       rl->add_option("model_dir", f->reload_dir,
                      "the new model directory (default: the one it serves, read again)");
       rl->add_option("--name", f->reload_name,
-                     "the server's model name (default: the only server under the root)");
+                     "the server's model name (default: the only running server under the root)");
       rl->add_option("--root", f->reload_root, "the jobs root (default jobs)");
       rl->add_option("--timeout", f->reload_timeout_s, "seconds to wait for the swap (default 300)")
           ->check(CLI::Range(0.1, 86400.0));

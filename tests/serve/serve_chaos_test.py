@@ -262,6 +262,12 @@ def hup_and_watch(troupe, work, models):
                  "--watch", watched)
     try:
         srv.wait_ready()
+        # The stopped "hup" server left its directory: a reload without --name finds the one running.
+        out = subprocess.run([troupe, "serve", "reload", "--root", root], capture_output=True, text=True,
+                             timeout=120)
+        if out.returncode != 0 or "watch now serves" not in out.stdout:
+            fail(f"serve reload without --name beside a stopped server: exit {out.returncode} {out.stdout} "
+                 f"{out.stderr}")
         # An incompatible newer model is skipped; a compatible one is taken.
         shutil.copytree(os.path.join(models, "wide"), os.path.join(watched, "job-w", "model"))
         time.sleep(1)
