@@ -3,6 +3,8 @@
 // reason, and `troupe status` answering from them.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "job_harness.hpp"
 #include "troupe/cluster/job_dir.hpp"
 
@@ -25,6 +27,9 @@ TEST(job_story, a_stopped_job_keeps_its_story) {
   EXPECT_NE(res.value("reason", "").find("troupe stop"), std::string::npos) << res.dump();
   EXPECT_GE(res["tasks"]["done"].get<std::uint64_t>(), 1u) << res.dump();
   EXPECT_EQ(result(r).value("status", ""), "stopped");
+  // What it had learnt is a model (from the PS shards' checkpoints, written as they stopped).
+  EXPECT_EQ(res.value("model_dir", ""), r.job_dir + "/model") << res.dump();
+  EXPECT_TRUE(std::filesystem::is_regular_file(r.job_dir + "/model/model.json")) << res.dump();
   // nodes.json: every node exited, and how.
   auto nodes = cluster::job_dir::open(r.job_dir)->read_nodes();
   ASSERT_TRUE(nodes);

@@ -22,7 +22,10 @@ int runner::finish(int rc) {
   print_progress(true);
   if (!dir_) return rc;
   outcome_.nodes_stopped();  // the job's time; writing its model is reported apart (model_seconds)
-  if (rc == 0 && outcome_.master_ok() && spec_.job.strategy != "predict") export_model();
+  // A finished job's model, and a stopped one's (from its latest checkpoints: what it had learnt;
+  // `--resume` continues it and writes the model again at its end).
+  const bool stopped = outcome_.state() == "stopped";
+  if (((rc == 0 && outcome_.master_ok()) || stopped) && spec_.job.strategy != "predict") export_model();
   auto text = final_json(rc);
   timeline_.job_end(outcome_.state(), outcome_.reason());
   if (auto w = cluster::write_file_atomic(dir_->result_path(), text + "\n"); !w)
@@ -88,12 +91,12 @@ void runner::export_model() {
   // as what to do, not as a failure.
   if (r && r->code == exit_not_built)
     spdlog::warn(
-        "job {} finished; model.pt not written: this troupe was built without libtorch (the TorchScript "
+        "job {} {}; model.pt not written: this troupe was built without libtorch (the TorchScript "
         "plugin). After scripts/install-deps.sh and scripts/build.sh, `troupe export {}` writes it from "
         "the job's checkpoints",
-        dir_->job_id(), dir_->path());
+        dir_->job_id(), outcome_.state(), dir_->path());
   else
-    spdlog::error("job {} finished, but its model could not be written: {}", dir_->job_id(), why);
+    spdlog::error("job {} {}, but its model could not be written: {}", dir_->job_id(), outcome_.state(), why);
   outcome_.model_failed(std::move(why));
 }
 
