@@ -70,11 +70,16 @@ void print_goodput(const nlohmann::json& g) {
 void print_table(const nlohmann::json& j) {
   print_summary(j);
   if (j.contains("goodput")) print_goodput(j["goodput"]);
-  std::printf("%-14s %-8s %-10s %-22s %s\n", "NODE", "ROLE", "STATE", "ADDRESS", "PID");
+  int width = 10;  // the STATE column, as wide as its longest ("killed by SIGKILL")
   for (const auto& m : j["members"])
-    std::printf("%-14s %-8s %-10s %-22s %d\n", m["node"].get<std::string>().c_str(),
-                m["role"].get<std::string>().c_str(), m["state"].get<std::string>().c_str(),
-                m["address"].get<std::string>().c_str(), m["pid"].get<int>());
+    width = std::max(width, static_cast<int>(m["state"].get<std::string>().size()));
+  std::printf("%-14s %-8s %-*s %-22s %s\n", "NODE", "ROLE", width, "STATE", "ADDRESS", "PID");
+  for (const auto& m : j["members"]) {
+    const int pid = m["pid"].get<int>();
+    std::printf("%-14s %-8s %-*s %-22s %s\n", m["node"].get<std::string>().c_str(),
+                m["role"].get<std::string>().c_str(), width, m["state"].get<std::string>().c_str(),
+                m["address"].get<std::string>().c_str(), pid > 0 ? std::to_string(pid).c_str() : "-");
+  }
   if (j.contains("recent")) {  // the runner is gone: what the timeline says happened last
     std::printf("recent events (%s):\n", j["source"].get<std::string>().c_str());
     for (const auto& e : j["recent"])

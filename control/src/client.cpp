@@ -123,7 +123,7 @@ expected<std::string> ended_job_status(const cluster::job_dir& dir, bool with_ti
   auto members = nlohmann::json::array();
   if (auto nodes = dir.read_nodes()) {
     st.epoch = nodes->epoch;
-    members = members_json(*nodes);
+    members = members_json(*nodes, true);
   }
   auto result = read_result(dir);
   auto j = wire::to_json(st);
@@ -133,11 +133,16 @@ expected<std::string> ended_job_status(const cluster::job_dir& dir, bool with_ti
     j["state"] = result.value("status", "finished");
     j["reason"] = result.value("reason", "");
     j["samples_total"] = result.value("samples_trained", result.value("samples_total", 0ull));
+    if (result.contains("train_loss") && result["train_loss"].is_number()) j["loss"] = result["train_loss"];
     j["restarts"] = result.value("node_restarts", 0ull);
     if (result.contains("tasks_requeued")) j["tasks"]["requeued"] = result["tasks_requeued"];
   } else {
     j["finished"] = false;
     j["state"] = "dead";
+    // The samples the master had counted (it keeps them in counters.json as it goes).
+    std::ifstream in(dir.path() + "/counters.json");
+    if (auto c = nlohmann::json::parse(in, nullptr, false); c.is_object())
+      j["samples_total"] = c.value("samples_trained", 0ull);
     j["reason"] =
         "no runner runs this job and it left no result.json (its runner died): continue it with "
         "troupe run --resume " +

@@ -1,5 +1,7 @@
 #include "client_timeline.hpp"
 
+#include "troupe/cluster/process.hpp"
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -93,14 +95,21 @@ expected<observe::event_read> read_notable(const std::string& job_dir, last_line
 
 }  // namespace
 
-json members_json(const cluster::nodes_file& nodes) {
+json members_json(const cluster::nodes_file& nodes, bool runner_gone) {
   json members = json::array();
-  for (const auto& n : nodes.nodes)
+  for (const auto& n : nodes.nodes) {
+    // "exited" says itself in its exit ("exited with code 0", "killed by SIGKILL").
+    std::string state = n.exit.empty() ? n.state : n.state == "exited" ? n.exit : n.state + ": " + n.exit;
+    // A node the runner recorded running, its runner gone: nodes die with their runner (PDEATHSIG).
+    if (runner_gone && n.exit.empty() && n.state == "running" && n.pid > 0 &&
+        !cluster::process_alive(n.pid, n.start_time ? std::optional(n.start_time) : std::nullopt))
+      state = "gone (runner died)";
     members.push_back({{"node", n.id.to_string()},
                        {"role", std::string(cluster::to_string(n.role))},
                        {"address", n.address},
                        {"pid", n.pid},
-                       {"state", n.exit.empty() ? n.state : n.state + ": " + n.exit}});
+                       {"state", state}});
+  }
   return members;
 }
 
@@ -160,7 +169,7 @@ expected<std::string> status_from_timeline(const std::string& job_dir, const err
   add_data_epochs(job_dir, result.is_object() && result.value("ok", false), j);
   j["members"] = json::array();
   if (auto dir = cluster::job_dir::open(job_dir))
-    if (auto nodes = dir->read_nodes()) j["members"] = members_json(*nodes);
+    if (auto nodes = dir->read_nodes()) j["members"] = members_json(*nodes, true);
   j["recent"] = recent_of(*read);
   j["skipped_lines"] = read->skipped;
   return j.dump();

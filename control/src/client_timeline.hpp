@@ -18,7 +18,8 @@ namespace troupe::control {
 expected<std::string> status_from_timeline(const std::string& job_dir, const error& unreachable);
 
 // The nodes of nodes.json as status "members" (state with how an exited node ended).
-nlohmann::json members_json(const cluster::nodes_file& nodes);
+// `runner_gone`: a node recorded running whose process is gone shows as "gone (runner died)".
+nlohmann::json members_json(const cluster::nodes_file& nodes, bool runner_gone);
 // Adds "recent" (the timeline's last notable events), "source" and "skipped_lines" to `status`;
 // nothing when the job has no events.
 void add_recent_events(nlohmann::json& status, const std::string& job_dir);

@@ -118,6 +118,11 @@ TEST(job_reliability, runner_sigkill_then_resume_retrains_nothing_done) {
   auto st = nlohmann::json::parse(out, nullptr, false);
   EXPECT_EQ(st.value("state", ""), "dead") << out;
   EXPECT_NE(st.value("reason", "").find("--resume"), std::string::npos) << out;
+  // Its nodes are not shown running (they died with the runner), and the samples the master had
+  // counted are there (the status said "running" and 0 samples before 2026-11-30).
+  ASSERT_TRUE(st["members"].is_array() && !st["members"].empty()) << out;
+  for (const auto& m : st["members"]) EXPECT_EQ(m.value("state", ""), "gone (runner died)") << out;
+  EXPECT_GT(st.value("samples_total", 0ull), 0ull) << out;
   // A new run of the same id is refused and pointed at --resume.
   EXPECT_EQ(troupe("run " + r.dir + "/job.toml --job-id resume --quiet", &out), 2) << out;  // bad usage
   EXPECT_NE(out.find("--resume"), std::string::npos) << out;
@@ -127,6 +132,7 @@ TEST(job_reliability, runner_sigkill_then_resume_retrains_nothing_done) {
   auto res = result(r);
   EXPECT_EQ(res.value("status", ""), "finished") << res.dump();
   EXPECT_TRUE(res.value("resumed", false)) << res.dump();
+  EXPECT_FALSE(res.contains("first_step_seconds")) << "its first step was the dead runner's: " << res.dump();
   EXPECT_GT(res.value("test_auc", 0.0), res.value("true_auc", 1.0) - 0.05) << res.dump();
   expect_all_done(r);
   // Nothing DONE before the kill was leased again.
