@@ -106,28 +106,8 @@ std::uint32_t data_epoch_reached(const storage::task_journal& j) {
   return epoch;
 }
 
-expected<std::string> ended_job_status(const cluster::job_dir& dir, bool with_timeline) {
-  wire::job_status st;
-  st.job_id = dir.job_id();
-  st.finished = true;
-  if (auto j = storage::task_journal::open(dir.journal_dir())) {
-    if (auto c = j->counts()) {
-      st.tasks.todo = c->todo;
-      st.tasks.doing = c->doing;
-      st.tasks.done = c->done;
-      st.tasks.failed = c->failed;
-    }
-    st.tasks.data_epochs = j->options().epochs;
-    st.tasks.data_epoch = data_epoch_reached(*j);
-  }
-  auto members = nlohmann::json::array();
-  if (auto nodes = dir.read_nodes()) {
-    st.epoch = nodes->epoch;
-    members = members_json(*nodes, true);
-  }
-  auto result = read_result(dir);
-  auto j = wire::to_json(st);
-  j["members"] = std::move(members);
+// How the job ended (its result.json), or that its runner died (none: the counts it left).
+void add_ending(nlohmann::json& j, const cluster::job_dir& dir, const nlohmann::json& result) {
   if (result.is_object()) {
     j["result"] = result;
     j["state"] = result.value("status", "finished");
@@ -148,6 +128,30 @@ expected<std::string> ended_job_status(const cluster::job_dir& dir, bool with_ti
         "troupe run --resume " +
         dir.path();
   }
+}
+
+expected<std::string> ended_job_status(const cluster::job_dir& dir, bool with_timeline) {
+  wire::job_status st;
+  st.job_id = dir.job_id();
+  st.finished = true;
+  if (auto j = storage::task_journal::open(dir.journal_dir())) {
+    if (auto c = j->counts()) {
+      st.tasks.todo = c->todo;
+      st.tasks.doing = c->doing;
+      st.tasks.done = c->done;
+      st.tasks.failed = c->failed;
+    }
+    st.tasks.data_epochs = j->options().epochs;
+    st.tasks.data_epoch = data_epoch_reached(*j);
+  }
+  auto members = nlohmann::json::array();
+  if (auto nodes = dir.read_nodes()) {
+    st.epoch = nodes->epoch;
+    members = members_json(*nodes, true);
+  }
+  auto j = wire::to_json(st);
+  j["members"] = std::move(members);
+  add_ending(j, dir, read_result(dir));
   if (with_timeline) add_recent_events(j, dir.path());  // what the timeline says happened last
   return j.dump();
 }
