@@ -41,6 +41,14 @@ bool parse_number(std::string_view text, float& out) {
   return ec == std::errc{} && p == text.data() + text.size() && std::isfinite(out);
 }
 
+std::string not_a_number(std::string_view text) {
+  double d = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
+  if (ec == std::errc{} && p == text.data() + text.size() && std::isfinite(d))
+    return "'" + std::string(text) + "' is beyond FP32's range (about -3.4e38 to 3.4e38)";
+  return "'" + std::string(text) + "' is not a number";
+}
+
 label_codec::label_codec(std::vector<std::string> names) : names_(std::move(names)) {
   for (std::size_t i = 0; i < names_.size(); ++i) ids_.emplace(names_[i], static_cast<std::uint32_t>(i));
 }

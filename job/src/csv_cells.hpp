@@ -25,6 +25,9 @@ bool parse_class_id(std::string_view text, std::uint32_t& out);
 
 // A finite number (`1e-3`, `-2.5`; not `inf`).
 bool parse_number(std::string_view text, float& out);
+// Why parse_number refused `text`: "'1e39' is beyond FP32's range (...)" for a finite double a
+// float cannot hold, else "'x' is not a number".
+std::string not_a_number(std::string_view text);
 
 // Which class a label's text is: numeric (the text is a class id) or one of the names of an
 // import's string labels (class i is names[i]).

@@ -85,7 +85,7 @@ expected<void> read_dense(const std::vector<std::string>& fields, const row_code
     } else if (!c.parse_dense) {
       continue;
     } else if (float x = 0; !parse_number(text, x)) {
-      return bad_value(c, col, file, line, quoted(text) + " is not a number");
+      return bad_value(c, col, file, line, not_a_number(text));
     } else {
       v = x;
     }

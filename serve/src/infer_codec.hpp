@@ -44,6 +44,11 @@ enum output_set : unsigned {
   out_class_names = 8,
 };
 
+// The output of that name for this model (0: none: class_ids and class_names are a multi-class
+// model's, class_names only when model.json names the classes), and the names it has, listed.
+unsigned output_bit(std::string_view name, const model_shape& shape);
+std::string output_names(const model_shape& shape);
+
 struct infer_input {
   std::string id;  // the request's "id", echoed
   std::size_t rows = 0;

@@ -90,29 +90,38 @@ expected<std::size_t> check_tensor(const parsed_tensor& t, std::size_t index, co
 
 expected<unsigned> check_outputs(const request_reader& r, const model_shape& shape) {
   unsigned bits = 0;
-  bool multi = shape.kind == model::output_kind::multiclass;
-  std::string have = multi ? (shape.class_names.empty() ? "logits, probabilities, class_ids"
-                                                        : "logits, probabilities, class_ids, class_names")
-                           : "logits, probabilities";
   for (std::size_t i = 0; i < r.outputs.size(); ++i) {
     const auto& o = r.outputs[i];
     std::string where = "outputs[" + std::to_string(i) + "]";
     if (!o.has_name)
-      return make_unexpected(core_errc::invalid_argument, where + ": no name; this model's outputs: " + have);
-    unsigned bit = o.name == "logits"                                               ? out_logits
-                   : o.name == "probabilities"                                      ? out_probabilities
-                   : multi && o.name == "class_ids"                                 ? out_class_ids
-                   : multi && !shape.class_names.empty() && o.name == "class_names" ? out_class_names
-                                                                                    : 0u;
-    if (!bit)
       return make_unexpected(core_errc::invalid_argument,
-                             where + ".name '" + o.name + "': this model's outputs are " + have);
+                             where + ": no name; this model's outputs: " + output_names(shape));
+    const unsigned bit = output_bit(o.name, shape);
+    if (!bit)
+      return make_unexpected(
+          core_errc::invalid_argument,
+          where + ".name '" + o.name + "': this model's outputs are " + output_names(shape));
     bits |= bit;
   }
   return bits;
 }
 
 }  // namespace
+
+std::string output_names(const model_shape& shape) {
+  if (shape.kind != model::output_kind::multiclass) return "logits, probabilities";
+  return shape.class_names.empty() ? "logits, probabilities, class_ids"
+                                   : "logits, probabilities, class_ids, class_names";
+}
+
+unsigned output_bit(std::string_view name, const model_shape& shape) {
+  const bool multi = shape.kind == model::output_kind::multiclass;
+  return name == "logits"                                               ? out_logits
+         : name == "probabilities"                                      ? out_probabilities
+         : multi && name == "class_ids"                                 ? out_class_ids
+         : multi && !shape.class_names.empty() && name == "class_names" ? out_class_names
+                                                                        : 0u;
+}
 
 model_shape shape_of(const model::model_info& m, std::size_t max_batch) {
   model_shape s;

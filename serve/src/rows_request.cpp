@@ -34,28 +34,39 @@ bool uses(const storage::row_format& f, const std::string& column) {
          std::find(f.sparse.begin(), f.sparse.end(), column) != f.sparse.end();
 }
 
-expected<unsigned> outputs_of(const json& j) {
+// "outputs" as /infer reads them (an output this model lacks is refused naming those it has).
+expected<unsigned> outputs_of(const json& j, const model_shape& shape) {
   if (!j.contains("outputs")) return 0u;
   const auto& o = j["outputs"];
   if (!o.is_array()) return make_unexpected(core_errc::invalid_argument, "'outputs': expected an array");
   unsigned bits = 0;
   for (std::size_t i = 0; i < o.size(); ++i) {
-    const auto name = o[i].is_object() && o[i].contains("name") && o[i]["name"].is_string()
-                          ? o[i]["name"].get<std::string>()
-                          : std::string();
-    const unsigned bit = name == "logits"          ? out_logits
-                         : name == "probabilities" ? out_probabilities
-                         : name == "class_ids"     ? out_class_ids
-                         : name == "class_names"   ? out_class_names
-                                                   : 0u;
+    const std::string where = "outputs[" + std::to_string(i) + "]";
+    if (!o[i].is_object() || !o[i].contains("name") || !o[i]["name"].is_string())
+      return make_unexpected(core_errc::invalid_argument,
+                             where + ": no name; this model's outputs: " + output_names(shape));
+    const auto name = o[i]["name"].get<std::string>();
+    const unsigned bit = output_bit(name, shape);
     if (bit == 0)
       return make_unexpected(core_errc::invalid_argument,
-                             "outputs[" + std::to_string(i) +
-                                 "]: expected {\"name\": \"logits\" | \"probabilities\" | \"class_ids\" | "
-                                 "\"class_names\"}");
+                             where + ".name '" + name + "': this model's outputs are " + output_names(shape));
     bits |= bit;
   }
   return bits;
+}
+
+// The body parsed; a syntax error or a number beyond a double (1e400) named.
+expected<json> parse_body(std::string_view body) {
+  try {
+    json j = json::parse(body);
+    if (!j.is_object()) return make_unexpected(core_errc::invalid_argument, "the body is not a JSON object");
+    return j;
+  } catch (const json::exception& e) {
+    std::string what = e.what();  // "[json.exception.parse_error.101] parse error at ..."
+    if (auto close = what.find("] "); what.rfind("[json.", 0) == 0 && close != std::string::npos)
+      what.erase(0, close + 2);
+    return make_unexpected(core_errc::invalid_argument, "the body is not JSON: " + what);
+  }
 }
 
 // Each row's cells (the columns the model uses) encoded, its values appended to `in`.
@@ -88,14 +99,15 @@ expected<infer_input> parse_rows_request(std::string_view body, const model_shap
   // Nesting deeper than a request needs is refused before it is built.
   if (!observe::json_depth_within(body, 4))
     return bad("the body nests deeper than {\"rows\": [{\"column\": [...]}]}");
-  const json j = json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return bad("the body is not a JSON object");
+  auto parsed = parse_body(body);
+  if (!parsed) return parsed.err();
+  const json& j = *parsed;
   infer_input in;
   if (j.contains("id")) {
     if (!j["id"].is_string()) return bad("'id': expected a string");
     in.id = j["id"].get<std::string>();
   }
-  auto outputs = outputs_of(j);
+  auto outputs = outputs_of(j, shape);
   if (!outputs) return outputs.err();
   in.outputs = *outputs;
   if (!j.contains("rows") || !j["rows"].is_array())

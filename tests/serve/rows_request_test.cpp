@@ -76,6 +76,23 @@ TEST(rows_request, every_bad_row_is_named) {
       refused(R"({"rows": [{"a": 1, "b": 2, "c": "x"}], "outputs": [{"name": "x"}]})").find("outputs[0]"),
       std::string::npos);
   EXPECT_NE(refused("[1, 2]").find("not a JSON object"), std::string::npos);
+  // As /infer: an output the model lacks is named with those it has (it was answered with no
+  // outputs); a number beyond a double, or beyond FP32, says so (not "not a JSON object").
+  EXPECT_NE(refused(R"({"rows": [{"a": 1, "b": 2, "c": "x"}], "outputs": [{"name": "class_names"}]})")
+                .find("outputs[0].name 'class_names': this model's outputs are logits, probabilities"),
+            std::string::npos);
+  EXPECT_NE(
+      refused(R"({"rows": [{"a": 1e400, "b": 2, "c": "x"}]})").find("the body is not JSON: number overflow"),
+      std::string::npos)
+      << refused(R"({"rows": [{"a": 1e400, "b": 2, "c": "x"}]})");
+  EXPECT_NE(refused(R"({"rows": [{"a": "1e39", "b": 2, "c": "x"}]})").find("'1e39' is beyond FP32's range"),
+            std::string::npos)
+      << refused(R"({"rows": [{"a": "1e39", "b": 2, "c": "x"}]})");
+  EXPECT_NE(refused(R"({"rows": [{"a": "x1", "b": 2, "c": "x"}]})").find("'x1' is not a number"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"rows": [{"a": 1, "b": 2, "c": "x"}], "id": 5, )")
+                .find("the body is not JSON: parse error"),
+            std::string::npos);
   EXPECT_NE(refused(std::string(100000, '[')).find("nests deeper"), std::string::npos);
   auto none = parse_rows_request(R"({"rows": [{"a": 1}]})", shape(), nullptr, "m/model.json has no columns");
   ASSERT_FALSE(none);
