@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
+#include "troupe/job/job_file.hpp"
 #include "troupe/model/model_dir.hpp"
 #include "troupe/serve/serve.hpp"
 
@@ -72,7 +73,13 @@ expected<std::string> newest_model(const std::string& root) {
 }
 
 int serve(const serve_flags& f) {
-  auto doc = f.config.empty() ? config_doc::from_string("", "<flags>") : config_doc::from_file(f.config);
+  // The file's paths are relative to it, as a job file's are.
+  auto doc = f.config.empty() ? config_doc::from_string("", "<flags>")
+                              : job::read_settings_file(f.config, {{"serve", "model"},
+                                                                   {"serve", "watch"},
+                                                                   {"serve", "root"},
+                                                                   {"transport", "token_file"},
+                                                                   {"log", "file"}});
   if (!doc) return usage_error(doc.err());
   for (const auto& [key, value] : f.overrides)
     if (auto r = doc->apply_override("serve." + key + "=" + value); !r) return usage_error(r.err());

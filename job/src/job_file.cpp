@@ -32,18 +32,19 @@ constexpr std::array<std::pair<const char*, const char*>, 11> path_keys{{
     {"log", "file"},
 }};
 
-// Every relative path `doc` writes, made absolute against `base`.
-expected<void> resolve_paths(config_doc& doc, const std::filesystem::path& base) {
+// Every relative path `doc` writes under `keys`, made absolute against `base`.
+template <typename Keys>
+expected<void> resolve_paths(config_doc& doc, const std::filesystem::path& base, const Keys& keys) {
   namespace fs = std::filesystem;
   config_reader r(doc);
-  for (const auto& [table, key] : path_keys) {
+  for (const auto& [table, key] : keys) {
     auto s = r.section(table);
     // A value of the wrong type stays as it is: job_spec::read reports it, naming the key.
     if (!s.has(key)) continue;
     const std::string value = s.get_string(key, "");
     if (value.empty() || fs::path(value).is_absolute()) continue;
     const std::string resolved = (base / value).lexically_normal().string();
-    const std::string dotted = std::string(table) + "." + key;
+    const std::string dotted = std::string(table) + "." + std::string(key);
     if (auto o = doc.apply_override(dotted + "=" + toml_string(resolved)); !o) return o.err();
   }
   return {};
@@ -56,13 +57,23 @@ expected<config_doc> read_job_file(const std::string& path) {
   if (!doc) return doc;
   std::error_code ec;
   // absolute() first: "job.toml" has an empty parent, which absolute() would not resolve.
-  if (auto r = resolve_paths(*doc, fs::absolute(path, ec).parent_path()); !r) return r.err();
+  if (auto r = resolve_paths(*doc, fs::absolute(path, ec).parent_path(), path_keys); !r) return r.err();
+  return doc;
+}
+
+expected<config_doc> read_settings_file(const std::string& path,
+                                        const std::vector<std::pair<std::string, std::string>>& keys) {
+  auto doc = config_doc::from_file(path);
+  if (!doc) return doc;
+  std::error_code ec;
+  if (auto r = resolve_paths(*doc, std::filesystem::absolute(path, ec).parent_path(), keys); !r)
+    return r.err();
   return doc;
 }
 
 expected<void> absolute_paths(config_doc& doc) {
   std::error_code ec;
-  return resolve_paths(doc, std::filesystem::current_path(ec));
+  return resolve_paths(doc, std::filesystem::current_path(ec), path_keys);
 }
 
 expected<job_spec> load_job_spec(const std::string& job_dir) {

@@ -254,6 +254,19 @@ def hup_and_watch(troupe, work, models):
         log("a reload without a directory and SIGHUP read the last reload's directory again")
     finally:
         srv.stop()
+    # --config: the file's relative model path is relative to the file (run from another directory).
+    cfg = os.path.join(work, "cfg")
+    os.makedirs(cfg, exist_ok=True)
+    with open(os.path.join(cfg, "serve.toml"), "w") as f:
+        f.write('[serve]\nmodel = "../other"\n')
+    srv = Server(troupe, None, root, "cfg", "--config", os.path.join(cfg, "serve.toml"), cwd="/")
+    try:
+        srv.wait_ready()
+        if requests.get(f"{srv.url}/v2/models/cfg", timeout=5).json()["versions"] != [v1]:
+            fail("--config's model = \"../other\" did not serve the model beside the file")
+        log("--config: a relative model path is the file's")
+    finally:
+        srv.stop()
     watched = os.path.join(work, "watched")
     shutil.rmtree(watched, ignore_errors=True)
     os.makedirs(watched)

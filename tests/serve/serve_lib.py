@@ -33,9 +33,10 @@ def free_port():
 class Server:
     """`troupe serve MODEL_DIR` with its state under ROOT/serve/NAME."""
 
-    def __init__(self, troupe, model_dir, root, name, *flags, env=None):
+    def __init__(self, troupe, model_dir, root, name, *flags, env=None, cwd=None):
+        """model_dir None: none on the command line (--config names it); cwd: where it runs."""
         self.troupe, self.root, self.name = troupe, root, name
-        self.model_dir, self.flags, self.env = model_dir, flags, env
+        self.model_dir, self.flags, self.env, self.cwd = model_dir, flags, env, cwd
         os.makedirs(root, exist_ok=True)
         self.port_retries = 3
         self.launch()
@@ -47,11 +48,11 @@ class Server:
         self.port = free_port()
         self.log_path = os.path.join(self.root, f"serve-{self.name}-{self.port}.log")
         self.log = open(self.log_path, "w")
-        args = [self.troupe, "serve", self.model_dir, "--name", self.name, "--root", self.root, "--listen",
-                f"127.0.0.1:{self.port}", *self.flags]
+        args = [self.troupe, "serve", *([self.model_dir] if self.model_dir else []), "--name", self.name,
+                "--root", self.root, "--listen", f"127.0.0.1:{self.port}", *self.flags]
         log("starting " + " ".join(args))
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
-                                     env=dict(os.environ, **(self.env or {})))
+                                     env=dict(os.environ, **(self.env or {})), cwd=self.cwd)
         self.url = f"http://127.0.0.1:{self.port}"
 
     def wait_ready(self, timeout=60):

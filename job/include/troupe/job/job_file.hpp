@@ -4,6 +4,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "troupe/core/config.hpp"
 #include "troupe/job/job_spec.hpp"
@@ -23,6 +25,11 @@ expected<config_doc> read_job_file(const std::string& path);
 // directory: what `troupe config check --print` shows, so that the file it prints means the same
 // from anywhere (defaults such as job.root = "jobs" are relative to where the command ran).
 expected<void> absolute_paths(config_doc& doc);
+
+// A TOML file of settings other than a job's (`troupe serve --config`) read as read_job_file reads
+// a job file: the relative paths under `keys` (table, key) taken relative to the file's directory.
+expected<config_doc> read_settings_file(const std::string& path,
+                                        const std::vector<std::pair<std::string, std::string>>& keys);
 
 // Errors: the job directory's (not a job directory, job.toml unreadable) or job_spec::read's.
 expected<job_spec> load_job_spec(const std::string& job_dir);
