@@ -68,8 +68,11 @@ void print_summary(const job::csv_import_result& r, const job::csv_import_option
   std::printf(" from %s in %.2f s (%u passes)\n", o.file.c_str(), secs, r.passes);
   print_classes(r, o);
   std::printf("dense (%zu): %s\n", r.dense_columns.size(), listed(r.dense_columns).c_str());
-  std::printf("sparse (%zu, %llu ids each): %s\n", r.sparse_columns.size(),
-              static_cast<unsigned long long>(o.buckets_per_field), listed(r.sparse_columns).c_str());
+  if (r.sparse_columns.empty())
+    std::printf("sparse: none\n");
+  else
+    std::printf("sparse (%zu, %llu ids each): %s\n", r.sparse_columns.size(),
+                static_cast<unsigned long long>(o.buckets_per_field), listed(r.sparse_columns).c_str());
   if (!r.ignored_columns.empty()) std::printf("ignored: %s\n", listed(r.ignored_columns).c_str());
   print_standardized(r);
   if (o.missing == job::missing_policy::zero)

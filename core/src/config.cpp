@@ -1,4 +1,5 @@
 #include "troupe/core/config.hpp"
+#include "troupe/core/nearest.hpp"
 
 #include <algorithm>
 #include <sstream>
@@ -75,6 +76,12 @@ void config_reader::ignore(std::string_view path) {
   ignored_.emplace_back(path);
 }
 
+// "; did you mean 'train.epochs'?" when a key this reader knows is near `leaf` ("" otherwise).
+std::string config_reader::hint(const std::string& leaf) const {
+  auto near = nearest(leaf, read_);
+  return near ? "; did you mean '" + *near + "'?" : std::string();
+}
+
 expected<void> config_reader::finish(bool reject_unknown) {
   if (first_) return first_;
   if (!reject_unknown) return {};
@@ -84,7 +91,8 @@ expected<void> config_reader::finish(bool reject_unknown) {
     bool known = std::any_of(read_.begin(), read_.end(), [&](const auto& r) { return r == leaf; }) ||
                  std::any_of(ignored_.begin(), ignored_.end(), [&](const auto& p) { return under(leaf, p); });
     if (!known) {
-      record(leaf, core_errc::unknown_key, "unknown key (misspelt, or not valid in this section)");
+      record(leaf, core_errc::unknown_key,
+             "unknown key (misspelt, or not valid in this section)" + hint(leaf));
       return first_;
     }
   }

@@ -66,6 +66,14 @@ TEST(config, unknown_key_is_reported_as_typo) {
   ASSERT_FALSE(res);
   EXPECT_TRUE(res.err() == core_errc::unknown_key);
   EXPECT_NE(res.err().context().find("job.toml:2: key 'job.wrokers'"), std::string::npos);
+  EXPECT_NE(res.err().context().find("did you mean 'job.workers'?"), std::string::npos)
+      << res.err().context();
+  auto far = parse("[job]\nstrategy_name = 'x'\n");  // nothing near: no guess
+  config_reader f(far);
+  (void)f.section("job").get_int("workers", 1);
+  auto none = f.finish();
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.err().context().find("did you mean"), std::string::npos) << none.err().context();
   config_reader lenient(doc);
   EXPECT_TRUE(lenient.finish(false));
   config_reader ignoring(doc);

@@ -130,6 +130,11 @@ void runner::print_progress(bool final_line) {
                  std::chrono::duration<double>(watch_.silent_for()).count(), tty ? "" : "\n");
     return;
   }
+  if (total == 0 && s.tasks.data_epochs == 0) {  // no status from the master yet: no "epoch 1/0"
+    std::fprintf(stderr, "%s[%6.1fs] starting  workers %u/%u%s", tty ? "\r" : "", secs, s.workers_alive,
+                 slots_.target(), tty && !final_line ? "" : "\n");
+    return;
+  }
   // "data epoch": the pass over the dataset (the membership epoch is in `troupe status`); no loss
   // is shown before the first step.
   char loss[32] = "-";

@@ -106,6 +106,15 @@ int runner::open_resumed_dir() {
   return 0;
 }
 
+namespace {
+// result.json's "status" ("" when unreadable).
+std::string ended_status(const std::string& path) {
+  std::ifstream in(path);
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  return j.is_object() ? j.value("status", "") : std::string();
+}
+}  // namespace
+
 // A new job's directory, with the job file as it was resolved.
 int runner::create_job_dir(const config_doc& doc) {
   {
@@ -123,9 +132,14 @@ int runner::create_job_dir(const config_doc& doc) {
     if (!dir) {
       // A bad or taken --job-id is bad usage (exit 2); a directory that cannot be made is not.
       const bool taken = dir.err() == cluster::cluster_errc::already_exists;
+      const std::string path = spec_.job.root + "/" + id;
+      // A finished job has nothing to continue: another id then.
+      const bool finished = std::filesystem::is_regular_file(path + "/result.json") &&
+                            ended_status(path + "/result.json") == "finished";
       spdlog::error("{}{}", dir.err().to_string(),
-                    taken ? " (continue it with: troupe run --resume " + spec_.job.root + "/" + id + ")"
-                          : std::string());
+                    !taken     ? std::string()
+                    : finished ? " (that job finished: give another --job-id)"
+                               : " (continue it with: troupe run --resume " + path + ")");
       return taken || dir.err() == cluster::cluster_errc::invalid_spec ? 2 : 1;
     }
     dir_.emplace(std::move(*dir));

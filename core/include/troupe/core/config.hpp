@@ -114,6 +114,7 @@ class config_reader {
   std::vector<std::string> ignored_;
   error first_;
   void record(const std::string& full_key, core_errc code, const std::string& reason);
+  std::string hint(const std::string& leaf) const;
 };
 
 }  // namespace troupe
