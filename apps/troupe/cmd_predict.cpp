@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
+#include "data_csv.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/control/runner.hpp"
 #include "troupe/core/clock.hpp"
@@ -37,6 +38,7 @@ namespace fs = std::filesystem;
 
 struct options {
   std::string model, data, out, root = "jobs", job_id;
+  std::string delimiter;  // a CSV's; empty: the import's (model.json's columns.delimiter)
   std::uint32_t workers = 2;
   std::uint64_t records_per_task = 4096;
   std::size_t batch = 1024;
@@ -98,6 +100,9 @@ expected<input> csv_store(const options& o, const model::model_info& m, const st
                           bool evaluate) {
   auto format = model::row_format_of(m);
   if (!format) return format.err();
+  if (!o.delimiter.empty() && !parse_delimiter(o.delimiter, format->delimiter))
+    return make_unexpected(core_errc::invalid_argument,
+                           "--delimiter '" + o.delimiter + "': expected one character (or tab), not a quote");
   auto enc = job::row_encoder::create(*format, m.dir + "/model.json");
   if (!enc) return enc.err();
   auto in = nn::csv_reader::open(o.data, format->delimiter);
@@ -318,6 +323,7 @@ void common_flags(CLI::App& sub, options& o) {
       ->check(CLI::Range(1, 1 << 30));
   sub.add_option("--batch", o.batch, "rows a forward (default 1024)")->check(CLI::Range(1, 1 << 20));
   sub.add_option("--threads", o.threads, "libtorch threads a worker (default 1)")->check(CLI::Range(1, 256));
+  sub.add_option("--delimiter", o.delimiter, "a CSV's field separator (default: the import's; tab too)");
   sub.add_option("--root", o.root, "jobs root of the prediction job (default jobs)");
   sub.add_option("--job-id", o.job_id, "the prediction job's id (default predict-<unix ms>)");
   sub.add_flag("--quiet", o.quiet, "no progress line");

@@ -90,17 +90,6 @@ void print_summary(const job::csv_import_result& r, const job::csv_import_option
   }
 }
 
-// "," "\t" "tab" ";" ...: one character that is not a quote or a line break.
-bool parse_delimiter(const std::string& text, char& out) {
-  if (text == "tab" || text == "\\t") {
-    out = '\t';
-    return true;
-  }
-  if (text.size() != 1 || text[0] == '"' || text[0] == '\n' || text[0] == '\r') return false;
-  out = text[0];
-  return true;
-}
-
 int import_csv(csv_flags& f) {
   if (!parse_delimiter(f.delimiter, f.o.delimiter))
     return usage_error("--delimiter '" + f.delimiter + "': expected one character (or tab), not a quote");
@@ -126,6 +115,17 @@ int import_csv(csv_flags& f) {
 }
 
 }  // namespace
+
+// "," "\t" "tab" ";" ...: one character that is not a quote or a line break.
+bool parse_delimiter(const std::string& text, char& out) {
+  if (text == "tab" || text == "\\t") {
+    out = '\t';
+    return true;
+  }
+  if (text.size() != 1 || text[0] == '"' || text[0] == '\n' || text[0] == '\r') return false;
+  out = text[0];
+  return true;
+}
 
 runner add_import_csv(CLI::App& import_cmd, std::shared_ptr<int> mode, int id) {
   auto f = std::make_shared<csv_flags>();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "command.hpp"
 
@@ -12,5 +13,8 @@ namespace troupe::cli {
 // refuses the input or the flags (2: no header, unknown columns, bad values, malformed lines) or
 // fails to read the file or write the stores (1).
 runner add_import_csv(CLI::App& import_cmd, std::shared_ptr<int> mode, int id);
+
+// --delimiter's text: one character that is not a quote or a line break, or "tab"; false otherwise.
+bool parse_delimiter(const std::string& text, char& out);
 
 }  // namespace troupe::cli

@@ -201,6 +201,15 @@ TEST(predict, a_csv_as_users_have_it_predicts_as_the_plain_one) {
     EXPECT_EQ(outs[1][row].second, outs[0][row].second) << "row " << row;
     EXPECT_EQ(outs[2][row].second, outs[0][row].second) << "row " << row;
   }
+  // Another delimiter than the import's, named by --delimiter.
+  sh("tr ',' ';' < " + dir + "/plain.csv > " + dir + "/semi.csv");
+  std::string out;
+  ASSERT_EQ(troupe("predict " + model + " --data " + dir + "/semi.csv --delimiter ';' --out " + dir +
+                       "/semi.out --workers 1 --root " + dir + "/jobs --quiet 2>&1",
+                   &out),
+            0)
+      << out;
+  EXPECT_EQ(predicted(dir + "/semi.out"), outs[0]);
 }
 
 // Item 6: a model directory that is missing, partial, from an incompatible troupe, or whose
