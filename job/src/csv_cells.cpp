@@ -44,9 +44,10 @@ bool parse_number(std::string_view text, float& out) {
 std::string not_a_number(std::string_view text) {
   double d = 0;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
-  if (ec == std::errc{} && p == text.data() + text.size() && std::isfinite(d))
-    return "'" + std::string(text) + "' is beyond FP32's range (about -3.4e38 to 3.4e38)";
-  return "'" + std::string(text) + "' is not a number";
+  const bool finite = ec == std::errc{} && p == text.data() + text.size() && std::isfinite(d);
+  std::string out(1, '\'');
+  out.append(text).append("' ");
+  return out.append(finite ? "is beyond FP32's range (about -3.4e38 to 3.4e38)" : "is not a number");
 }
 
 label_codec::label_codec(std::vector<std::string> names) : names_(std::move(names)) {

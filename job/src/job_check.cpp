@@ -33,7 +33,7 @@ std::string describe(const storage::record_schema& s) {
                     " classes";
   if (!s.image_shape.empty()) {
     out += ", images";
-    for (auto d : s.image_shape) out += " " + std::to_string(d);
+    for (auto d : s.image_shape) out.append(" ").append(std::to_string(d));
   }
   return out;
 }
