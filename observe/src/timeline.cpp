@@ -103,6 +103,12 @@ void job_timeline::scale(std::uint64_t workers, std::uint64_t requested) {
   append(std::move(e));
 }
 
+void job_timeline::model_init(const std::string& from, const std::string& state, std::uint64_t step) {
+  auto e = make("init");
+  e.fields = {{"from", from}, {"state", state}, {"step", as_int(step)}};
+  append(std::move(e));
+}
+
 void job_timeline::model_exported(const std::string& dir, double seconds) {
   auto e = make("model");
   e.fields = {{"dir", dir}, {"seconds", seconds}};

@@ -310,6 +310,11 @@ TEST(model_export, a_job_initialised_from_another_starts_where_it_ended) {
       << "B starts far from where A ended (a fresh model's loss is ~" << fresh << ")";
   EXPECT_GE(rb.value("test_accuracy", 0.0), ra.value("test_accuracy", 1.0) - 0.005) << rb.dump();
   EXPECT_NE(read_file(b.job_dir + "/logs/worker-0.log").find("starts from " + a.job_dir), std::string::npos);
+  // Where it started from, in its result and its timeline.
+  EXPECT_EQ(rb.value("init", ""), a.job_dir) << rb.dump();
+  const std::string events = read_file(b.job_dir + "/events.jsonl");
+  EXPECT_NE(events.find("\"kind\":\"init\""), std::string::npos) << events.substr(0, 2000);
+  EXPECT_EQ(ra.value("init", "none"), "none") << "a job of its own has no init";
 
   const std::string copy = test_root("init-copy") + "/model";
   fs::copy(a.job_dir + "/model", copy, fs::copy_options::recursive);

@@ -108,6 +108,7 @@ std::string job_outcome::final_json(int rc, const outcome_facts& f) {
     j["first_step_seconds"] =
         static_cast<double>(j["first_step_wall_ms"].get<std::int64_t>() - started_wall_ms_) / 1000.0;
   if (f.true_auc > 0) j["true_auc"] = f.true_auc;
+  if (!f.init.empty()) j["init"] = f.init;
   if (auto m = nlohmann::json::parse(model_json_, nullptr, false); m.is_object()) {
     j["model_dir"] = m.value("model", "");
     j["model_seconds"] = model_seconds_;

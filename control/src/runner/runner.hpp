@@ -177,6 +177,9 @@ class runner {
   // (the runner answers scale requests from start_transport() on).
   std::atomic<const cluster::launcher*> placer_{nullptr};
   std::string metrics_addr_;  // the master's /metrics, pinned in job.toml (empty: off)
+  // [model] init loaded into checkpoints/init (a new job only): its state's directory and step,
+  // for the timeline's `init` event once the job starts.
+  std::optional<std::pair<std::string, std::uint64_t>> init_loaded_;
   // job_start/job_end, scale, fenced, replaced (the master writes membership and metrics).
   observe::job_timeline timeline_;
   // the loop's own

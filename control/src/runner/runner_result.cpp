@@ -66,6 +66,7 @@ std::string runner::final_json(int rc) {
   f.restarts = slots_.restarts();
   f.resumed = !opt_.resume.empty();
   f.true_auc = data_.true_auc;
+  f.init = spec_.nn.model.init;
   f.quarantine_reason = [this] { return quarantine_reason(*dir_); };
   return outcome_.final_json(rc, f);
 }

@@ -130,6 +130,7 @@ int runner::start_from_init(const nn::dataset_info& info) {
   if (!w) return setup_failed(w.err(), 1);
   spdlog::info("the job starts from {} ({}: {} dense tensors, step {})", from, st->dir,
                st->state.dense.size(), st->meta.step);
+  init_loaded_.emplace(st->dir, st->meta.step);
   return 0;
 }
 

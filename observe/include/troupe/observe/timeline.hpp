@@ -69,6 +69,8 @@ class job_timeline {
   void quarantine(std::uint64_t task, const std::string& error);
   void checkpoint(const std::string& node, std::uint64_t version, bool full);
   void scale(std::uint64_t workers, std::uint64_t requested);
+  // [model] init: the job starts from `from` (a model or job directory): its state `state`, `step`.
+  void model_init(const std::string& from, const std::string& state, std::uint64_t step);
   // The job's model directory written (`troupe export`), in `seconds`.
   void model_exported(const std::string& dir, double seconds);
   void metrics(const metrics_sample& m);
