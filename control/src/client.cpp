@@ -232,6 +232,17 @@ expected<void> stop_job(const std::string& job_dir, troupe::clock& clk) {
   auto gone = [&] { return d->down || !net.connected("runner"); };  // it may have dropped already
   if (!troupe::wait_until(clk, d->cv, lk, clk.now() + std::chrono::seconds(15), gone))
     return make_unexpected(core_errc::io_error, "the runner did not stop within 15 s");
+  lk.unlock();
+  // Its connection closes once the nodes are down; the runner then writes the model (a stopped
+  // job's too: up to its export's 10 minutes) and result.json, and exits, releasing runner.lock.
+  auto dir = cluster::job_dir::open(job_dir);
+  if (!dir) return {};
+  const auto limit = clk.now() + std::chrono::minutes(11);
+  while (dir->runner_pid()) {
+    if (clk.now() > limit)
+      return make_unexpected(core_errc::io_error, "the runner did not exit within 11 minutes");
+    clk.sleep_for(std::chrono::milliseconds(20));
+  }
   return {};
 }
 

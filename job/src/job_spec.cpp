@@ -87,9 +87,9 @@ expected<void> check_gpu_combinations(const job_spec& spec, const std::string& s
                                "the job file's batch_size); use batch = \"fixed\", or device \"cpu\"");
   return {};
 }
-// batch = "auto" and "global" size the synchronous ring's step (actors/src/worker/goodput/): under
-// the other strategies nothing would read them. batch = "global": a lone replica cuts the whole
-// global batch from one task.
+// batch = "auto" and "global" size the synchronous ring's step, lr_scaling scales its rate with it
+// (actors/src/worker/goodput/): under the other strategies nothing would read them. batch = "global": a lone
+// replica cuts the whole global batch from one task.
 expected<void> check_global_batch(const job_spec& spec, const std::string& source) {
   const auto& batch = spec.nn.train.batch;
   if (batch != "fixed" && spec.job.strategy != "allreduce")
@@ -107,6 +107,15 @@ expected<void> check_global_batch(const job_spec& spec, const std::string& sourc
                                " rows per step, which one worker alone cuts from one "
                                "task: job.records_per_task (" +
                                std::to_string(spec.job.records_per_task) + ") must be at least that");
+  // The learning-rate rules follow the ring's global batch too: elsewhere the key was ignored.
+  if (spec.nn.train.lr_scaling != "none" && spec.job.strategy != "allreduce")
+    return make_unexpected(
+        core_errc::invalid_argument,
+        source + ": key 'train.lr_scaling': \"" + spec.nn.train.lr_scaling +
+            "\" scales an allreduce ring's learning rate with its global batch; job.strategy \"" +
+            spec.job.strategy +
+            "\" steps each worker at train.batch_size with the job file's rate: remove the key, "
+            "or use strategy \"allreduce\"");
   return {};
 }
 }  // namespace

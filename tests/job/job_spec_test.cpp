@@ -116,6 +116,8 @@ TEST(job_spec, errors_name_the_key) {
       {"[train]\nbatch = 'local'\n", "train.batch"},
       {"[job]\nstrategy = 'async_ps'\n[train]\nbatch = 'global'\n", "strategy \"async_ps\""},
       {"[job]\nstrategy = 'local_sgd'\n[train]\nbatch = 'auto'\nlr_scaling = 'adascale'\n", "train.batch"},
+      {"[job]\nstrategy = 'async_ps'\n[train]\nlr_scaling = 'adascale'\n", "train.lr_scaling"},
+      {"[job]\nstrategy = 'local_sgd'\n[train]\nlr_scaling = 'sqrt'\n", "strategy \"local_sgd\""},
   };
   for (const auto& c : cases) {
     auto s = parse(c.text);

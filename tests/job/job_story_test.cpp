@@ -19,6 +19,9 @@ TEST(job_story, a_stopped_job_keeps_its_story) {
       r, [](const nlohmann::json& j) { return j["tasks"]["done"].get<std::uint64_t>() >= 1; }, 120s));
   std::string out;
   ASSERT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
+  // It returns once the runner has exited (after writing the model and result.json).
+  EXPECT_TRUE(std::filesystem::exists(r.job_dir + "/result.json"))
+      << "troupe stop returned before the runner's end";
   EXPECT_EQ(wait_job(r, 30s), 3);  // stopped on request (README exit codes)
   // result.json and the final line: stopped, and by whom.
   auto res = nlohmann::json::parse(read_file(r.job_dir + "/result.json"), nullptr, false);
@@ -30,6 +33,8 @@ TEST(job_story, a_stopped_job_keeps_its_story) {
   // What it had learnt is a model (from the PS shards' checkpoints, written as they stopped).
   EXPECT_EQ(res.value("model_dir", ""), r.job_dir + "/model") << res.dump();
   EXPECT_TRUE(std::filesystem::is_regular_file(r.job_dir + "/model/model.json")) << res.dump();
+  EXPECT_TRUE(res.contains("train_loss"))
+      << "the last progress window's loss (null before one): " << res.dump();
   // nodes.json: every node exited, and how.
   auto nodes = cluster::job_dir::open(r.job_dir)->read_nodes();
   ASSERT_TRUE(nodes);

@@ -63,11 +63,12 @@ std::string chaos_report::summary_table() const {
       for (const auto& n : f.nodes) hit.append(hit.empty() ? "" : " ").append(n);
       note = "[" + hit + "]" + (note.empty() ? "" : " ") + note;
     }
-    std::snprintf(line, sizeof line, "%-7.2f %-9s %-10s %-14s %9s %9s %8llu %8llu  %s\n", f.t_s,
-                  to_string(f.spec.kind), f.spec.target.c_str(), f.node.empty() ? "-" : f.node.c_str(),
-                  cell(f.detected_s).c_str(), cell(f.recovered_s).c_str(),
-                  static_cast<unsigned long long>(f.requeued), static_cast<unsigned long long>(f.restarts),
-                  note.c_str());
+    // A fault that never fired (the job was over) shows when it was due.
+    std::snprintf(line, sizeof line, "%-7.2f %-9s %-10s %-14s %9s %9s %8llu %8llu  %s\n",
+                  f.t_s > 0 ? f.t_s : f.spec.at_s, to_string(f.spec.kind), f.spec.target.c_str(),
+                  f.node.empty() ? "-" : f.node.c_str(), cell(f.detected_s).c_str(),
+                  cell(f.recovered_s).c_str(), static_cast<unsigned long long>(f.requeued),
+                  static_cast<unsigned long long>(f.restarts), note.c_str());
     out += line;
   }
   if (job_exit_code) out += "job exit code: " + std::to_string(*job_exit_code) + "\n";

@@ -73,6 +73,8 @@ nlohmann::json work_done(const std::string& result_json, const outcome_facts& f)
     auto s = wire::to_json(*f.status);
     j["tasks"] = s["tasks"];
     j["samples_total"] = s["samples_total"];
+    j["train_loss"] =
+        s.contains("loss") ? s["loss"] : nlohmann::json(nullptr);  // the last window's (null: none)
   }
   if (!result_json.empty()) return j;  // a result that is no object: nothing of it
   j["strategy"] = f.strategy;
