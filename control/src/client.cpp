@@ -34,6 +34,14 @@ expected<std::string> find_job_dir(const std::string& job_dir, const std::string
   if (!ids) return ids.err();
   if (ids->empty())
     return make_unexpected(core_errc::invalid_argument, "no job under " + root + " (give --job-dir)");
+  // The newest job a runner runs or ran (its lock or nodes.json): `train --local` leaves a job
+  // directory of its model too, which has neither.
+  std::error_code ec;
+  for (const auto& id : *ids)
+    if (auto dir = cluster::job_dir::open(root + "/" + id);
+        dir &&
+        (std::filesystem::exists(dir->lock_path(), ec) || std::filesystem::exists(dir->nodes_path(), ec)))
+      return root + "/" + id;
   return root + "/" + ids->front();
 }
 

@@ -41,6 +41,10 @@ json job_rows::row(const job_directory& dir, std::int64_t now_ms) {
   if (!problem.empty()) r["error"] = problem;
   if (r.contains("ended")) {
     add_result(dir, r);
+  } else if (auto res = read_json_file(dir, "result.json"); res && res->is_object() && problem.empty()) {
+    // Over without a timeline's end: `train --local`'s model directory (it keeps no timeline).
+    r["state"] = res->value("status", res->value("ok", false) ? "finished" : "failed");
+    add_result(dir, r);
   } else if (problem.empty()) {
     add_liveness(dir, r, now_ms);
   }

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "client_timeline.hpp"
+#include "troupe/cluster/job_dir.hpp"
+#include "troupe/control/client.hpp"
 #include "troupe/observe/job_events.hpp"
 
 namespace troupe::control {
@@ -64,6 +66,26 @@ TEST(client_timeline, the_status_of_a_gone_runner_comes_from_the_last_metrics_an
   EXPECT_EQ(j["recent"][18].value("node", ""), "worker-29#0");
   for (const auto& e : j["recent"]) EXPECT_NE(e.value("kind", ""), "metrics") << e.dump();
   std::filesystem::remove_all(dir);
+}
+
+// `troupe status` (stop, scale) without --job-dir: the newest job a runner runs or ran, not the job
+// directory `train --local` leaves for its model (the helper's new-user pass: status, stop and
+// scale took that one and failed on its missing nodes.json).
+TEST(client_timeline, without_a_job_dir_the_newest_runner_job_is_taken) {
+  namespace fs = std::filesystem;
+  const std::string root =
+      (fs::temp_directory_path() / ("troupe-find-" + std::to_string(::getpid()))).string();
+  fs::remove_all(root);
+  auto ran = cluster::job_dir::create(root, "ran", "[job]\n");
+  ASSERT_TRUE(ran) << ran.err().to_string();
+  std::ofstream(ran->lock_path()) << "";
+  ::usleep(20000);  // a newer modification time
+  auto local = cluster::job_dir::create(root, "job-local-1", "[job]\n");
+  ASSERT_TRUE(local) << local.err().to_string();
+  auto found = find_job_dir("", root);
+  ASSERT_TRUE(found) << found.err().to_string();
+  EXPECT_EQ(*found, root + "/ran");
+  fs::remove_all(root);
 }
 
 }  // namespace

@@ -108,6 +108,25 @@ TEST_F(dashboard_api, lists_jobs_with_their_state) {
   EXPECT_EQ(j["jobs"][0]["id"], "live-job") << "most recent first";
 }
 
+// `train --local` leaves a job directory for its model: a job.toml and a result.json, no timeline.
+// Its state is its result's (it was listed "crashed").
+TEST_F(dashboard_api, a_local_training_is_listed_as_its_result_says) {
+  fs::create_directories(root_ / "mlp-local-1");
+  std::ofstream(root_ / "mlp-local-1" / "job.toml") << "[job]\n";
+  std::ofstream(root_ / "mlp-local-1" / "result.json")
+      << R"({"strategy":"local","ok":true,"test_accuracy":0.8})";
+  auto r = get("/api/jobs");
+  ASSERT_EQ(r.status, 200) << r.body;
+  bool seen = false;
+  const auto listed = json::parse(r.body);
+  for (const auto& row : listed["jobs"])
+    if (row["id"] == "mlp-local-1") {
+      seen = true;
+      EXPECT_EQ(row["state"], "finished") << row.dump();
+    }
+  EXPECT_TRUE(seen) << r.body;
+}
+
 TEST_F(dashboard_api, lists_model_servers_apart_from_jobs) {
   auto serve = root_ / "serve";
   auto write = [&](const std::string& name, const std::string& text) {
