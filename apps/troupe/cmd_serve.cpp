@@ -1,10 +1,7 @@
 // `troupe serve MODEL_DIR`: serves a model a job wrote through the Open Inference Protocol
 // (docs/serving.md); `troupe serve reload`: swaps a running server to another model;
 // `troupe serve-replica`: one of its model replicas (started by the server, not by hand).
-#include <signal.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -13,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
+#include "troupe/cluster/process.hpp"
 #include "troupe/job/job_file.hpp"
 #include "troupe/model/model_dir.hpp"
 #include "troupe/serve/serve.hpp"
@@ -109,8 +107,7 @@ std::vector<std::string> live_servers(const std::string& root) {
     std::ifstream in(e.path() / "server.json");
     auto j = nlohmann::json::parse(in, nullptr, false);
     if (!j.is_object() || j.value("state", "") == "stopped") continue;
-    const auto pid = j.value("pid", 0);
-    if (pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM)) names.push_back(e.path().filename().string());
+    if (cluster::process_alive(j.value("pid", 0))) names.push_back(e.path().filename().string());
   }
   std::sort(names.begin(), names.end());
   return names;

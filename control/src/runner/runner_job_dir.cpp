@@ -91,13 +91,20 @@ void runner::clean_dead_runner(const cluster::job_dir& dir) {
     spdlog::info("cancelled {} Slurm job(s) the dead runner left", *n);
 }
 
+namespace {
+// Whether the result.json at `path` says the job finished (no file, or another status: not).
+bool finished_job(const std::string& path) {
+  std::ifstream in(path);
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  return j.is_object() && j.value("status", "") == "finished";
+}
+}  // namespace
+
 // A resumed job's directory, unless the job finished.
 int runner::open_resumed_dir() {
   auto dir = cluster::job_dir::open(opt_.resume);
   if (!dir) return spdlog::error("--resume: {}", dir.err().to_string()), 2;
-  std::ifstream in(dir->result_path());
-  auto result = nlohmann::json::parse(in, nullptr, false);
-  if (result.is_object() && result.value("status", "") == "finished") {
+  if (finished_job(dir->result_path())) {
     spdlog::error("--resume {}: the job finished (see {}): nothing to resume", dir->path(),
                   dir->result_path());
     return 2;
@@ -105,15 +112,6 @@ int runner::open_resumed_dir() {
   dir_.emplace(std::move(*dir));
   return 0;
 }
-
-namespace {
-// result.json's "status" ("" when unreadable).
-std::string ended_status(const std::string& path) {
-  std::ifstream in(path);
-  auto j = nlohmann::json::parse(in, nullptr, false);
-  return j.is_object() ? j.value("status", "") : std::string();
-}
-}  // namespace
 
 // A new job's directory, with the job file as it was resolved.
 int runner::create_job_dir(const config_doc& doc) {
@@ -134,8 +132,7 @@ int runner::create_job_dir(const config_doc& doc) {
       const bool taken = dir.err() == cluster::cluster_errc::already_exists;
       const std::string path = spec_.job.root + "/" + id;
       // A finished job has nothing to continue: another id then.
-      const bool finished = std::filesystem::is_regular_file(path + "/result.json") &&
-                            ended_status(path + "/result.json") == "finished";
+      const bool finished = finished_job(path + "/result.json");
       spdlog::error("{}{}", dir.err().to_string(),
                     !taken     ? std::string()
                     : finished ? " (that job finished: give another --job-id)"

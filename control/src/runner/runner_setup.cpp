@@ -118,11 +118,8 @@ int runner::check_model() {
 // where every node of the job reads it (workers' replicas, PS shards without a checkpoint).
 int runner::start_from_init(const nn::dataset_info& info) {
   const auto& from = spec_.nn.model.init;
-  auto st = model::init_state(from);
-  if (!st) return setup_failed(std::move(st).err().wrap("model.init"), 2);  // its errors name the path
-  if (auto c = actors::check_init_state(spec_, info, st->state); !c)
-    return setup_failed(
-        std::move(c).err().wrap("model.init " + from + ": the state does not fit this job's model"), 2);
+  auto st = actors::load_init_state(spec_, info);
+  if (!st) return setup_failed(st.err(), 2);
   auto meta = st->meta;
   meta.from = "init";
   meta.writer = from;

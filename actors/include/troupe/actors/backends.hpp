@@ -9,6 +9,7 @@
 
 #include "troupe/actors/trainer_backend.hpp"
 #include "troupe/job/job_spec.hpp"
+#include "troupe/model/state.hpp"
 #include "troupe/storage/checkpoint_store.hpp"
 
 namespace troupe::actors {
@@ -36,6 +37,11 @@ expected<storage::flat_state> snapshot_state(trainer_backend& b);
 // Errors name the tensor (or table) and both shapes.
 expected<void> check_init_state(const job::job_spec& spec, const nn::dataset_info& info,
                                 const storage::shard_state& state);
+
+// [model] init's state (a model or job directory), loaded and checked by check_init_state. Errors
+// are wrapped "model.init" (the loader's name the path) or "model.init <path>: the state does not
+// fit this job's model".
+expected<model::loaded_state> load_init_state(const job::job_spec& spec, const nn::dataset_info& info);
 
 // job::model_probe of a new job (`troupe run`, `troupe config check`): check_model, then the state
 // [model] init names (a model or job directory), loaded and checked by check_init_state, so a job

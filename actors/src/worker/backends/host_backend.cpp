@@ -149,14 +149,19 @@ expected<storage::flat_state> snapshot_state(trainer_backend& b) {
   return s;
 }
 
-expected<bool> check_model_and_init(const job::job_spec& spec, const nn::dataset_info& info) {
-  auto tables = check_model(spec, info);
-  if (!tables || spec.nn.model.init.empty()) return tables;
+expected<model::loaded_state> load_init_state(const job::job_spec& spec, const nn::dataset_info& info) {
   const auto& from = spec.nn.model.init;
   auto st = model::init_state(from);
   if (!st) return std::move(st).err().wrap("model.init");  // its errors name the path
   if (auto c = check_init_state(spec, info, st->state); !c)
     return std::move(c).err().wrap("model.init " + from + ": the state does not fit this job's model");
+  return st;
+}
+
+expected<bool> check_model_and_init(const job::job_spec& spec, const nn::dataset_info& info) {
+  auto tables = check_model(spec, info);
+  if (!tables || spec.nn.model.init.empty()) return tables;
+  if (auto st = load_init_state(spec, info); !st) return st.err();
   return tables;
 }
 
