@@ -85,6 +85,9 @@ class node_context {
 
   // This node leaves the job (SIGTERM, node_runtime::leave): a worker takes no further step.
   virtual bool leaving() const { return false; }
+  // The view as this node began to leave (the latest one while it does not): the ring's checkpoint
+  // writer on leaving is chosen from it, as later views lack the workers that left meanwhile.
+  virtual cluster::membership_view view_at_leave() const { return view(); }
 
   // A worker joins the membership only once it can train (node_runtime::defer_join).
   virtual bool ready() const = 0;

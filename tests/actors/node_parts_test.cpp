@@ -95,6 +95,17 @@ TEST(node_view, leaving_moves_the_ring_epoch_away_for_good_and_wakes_a_waiter) {
   EXPECT_EQ(v.view().epoch(), 5u);
   EXPECT_EQ(v.ring_epoch().load(), leaving_ring_epoch);
   EXPECT_EQ(v.view_and_ring_epoch().second, leaving_ring_epoch);
+  // The view as it began to leave stays what it was (the ring's last checkpoint writer is chosen
+  // from it), whatever views come after.
+  EXPECT_EQ(v.view_at_leave().epoch(), 4u);
+  EXPECT_NE(v.view_at_leave().find("worker-0"), nullptr);
+}
+
+TEST(node_view, before_leaving_the_view_at_leave_is_the_latest) {
+  node_view v;
+  EXPECT_TRUE(v.take(view_msg(2, 1, 2), true));
+  EXPECT_TRUE(v.take(view_msg(3, 1, 3), true));
+  EXPECT_EQ(v.view_at_leave().epoch(), 3u);
 }
 
 // A delta applies only to the view it was made from, of the same master: anything else (a view

@@ -270,6 +270,36 @@ TEST(model_export, an_allreduce_job_resumes_from_its_ring_checkpoint_after_a_run
   EXPECT_TRUE(no_processes_of(r));
 }
 
+// A ring job stopped before its first periodic checkpoint keeps what it learnt: the writer, as it
+// leaves, hands its replica to a last ring checkpoint; the stopped job's model is written from it, and
+// `--resume` goes on from it to the end.
+TEST(model_export, a_ring_job_stopped_before_its_first_checkpoint_keeps_what_it_learnt) {
+  using namespace std::chrono_literals;
+  for (std::string strategy : {"allreduce", "local_sgd"}) {
+    SCOPED_TRACE(strategy);
+    std::string toml = "checkpoint_every_ms = 600000\n" +
+                       ring_job(strategy, "[model]\ntype = \"mlp\"\nhidden = [64]\n", 30000);
+    toml.replace(toml.find("[train]\nepochs = 1\n"), 18, "[train]\nepochs = 1\nmax_samples_per_s = 4000\n");
+    auto r = start_job("ring-stop-" + strategy, toml);
+    ASSERT_TRUE(wait_status(
+        r, [](const nlohmann::json& j) { return j["tasks"]["done"].get<std::uint64_t>() >= 2; }, 180s))
+        << read_file(r.err_file);
+    std::string out;
+    ASSERT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
+    ASSERT_EQ(wait_job(r, 30s), 3) << read_file(r.err_file);
+    auto res = result(r);
+    EXPECT_EQ(res.value("model_dir", ""), r.job_dir + "/model") << res.dump();
+    auto model = nlohmann::json::parse(read_file(r.job_dir + "/model/model.json"), nullptr, false);
+    ASSERT_TRUE(model.is_object()) << res.dump();
+    EXPECT_EQ(model["job"].value("from", ""), "checkpoint") << model.dump();
+    EXPECT_GT(model["job"].value("step", 0), 0) << model.dump();
+    resume_job(r);
+    ASSERT_EQ(wait_job(r, 300s), 0) << read_file(r.err_file);
+    EXPECT_TRUE(result(r).value("resumed", false));
+    expect_all_done(r);
+  }
+}
+
 // The first progress window's loss in a job's timeline (-1 when none was written).
 double first_loss(const job_run& r) {
   std::ifstream in(r.job_dir + "/events.jsonl");

@@ -114,14 +114,14 @@ class node_runtime final : public worker_host {
   // Either way the ring is given up at once (node_view::leave): a collective in flight fails now,
   // not when its neighbours' new ring or the supervisor's shutdown timeout ends it.
   bool leave(const std::string& reason) {
-    bool told = join_->leave(reason);
-    view_.leave();
-    return told;
+    view_.leave();  // first: the view at leave is the one before the master's answer
+    return join_->leave(reason);
   }
   // Waits until the master's answer to leave() came (true), the master's connection was lost or
   // `limit` passed (false).
   bool await_left(std::chrono::milliseconds limit) { return join_->await_left(limit); }
   bool leaving() const override { return join_->leaving(); }
+  cluster::membership_view view_at_leave() const override { return view_.view_at_leave(); }
   // Requested by leave(): the worker's rpc clients stop waiting for replies then (a PS shard that
   // stops with the job answers no pull), so the worker actor stops at once.
   std::stop_token leave_token() const { return join_->leave_token(); }

@@ -32,6 +32,7 @@ std::optional<cluster::membership_view> node_view::expand(const wire::membership
 void node_view::leave() {
   {
     std::lock_guard lk(mu_);
+    if (!leaving_) at_leave_ = view_;
     leaving_ = true;
     ring_epoch_.store(leaving_ring_epoch, std::memory_order_release);
   }
@@ -41,6 +42,11 @@ void node_view::leave() {
 bool node_view::leaving() const {
   std::lock_guard lk(mu_);
   return leaving_;
+}
+
+cluster::membership_view node_view::view_at_leave() const {
+  std::lock_guard lk(mu_);
+  return leaving_ ? at_leave_ : view_;
 }
 
 void node_view::master_down() {

@@ -55,11 +55,15 @@ class node_view {
   // they run at with ring_epoch()) and no ring is built again. Waiters are woken.
   void leave();
   bool leaving() const;
+  // The view held when leave() was called (the current one before): which workers were alive as
+  // this node began to leave, before the master's answers removed them one by one.
+  cluster::membership_view view_at_leave() const;
 
  private:
   mutable std::mutex mu_;
   std::condition_variable changed_;  // with mu_: ring_epoch_ moved
   cluster::membership_view view_;
+  cluster::membership_view at_leave_;
   std::atomic<std::uint64_t> ring_epoch_{0};
   std::uint64_t master_incarnation_ = 0;
   bool joined_ = false;

@@ -128,6 +128,12 @@ using worker_actor = caf::stateful_actor<worker_state>;
 // requests (evaluate). Spawned detached: training blocks.
 static caf::behavior run_worker(worker_actor* self, worker_host* rt, data_paths data) {
   setup_worker(self->state, rt, std::move(data));
+  // Stopped by the supervisor as the node leaves (SIGTERM) before a tick saw it: the writer's last
+  // ring checkpoint all the same (a no-op when the loop already handed it over).
+  self->set_exit_handler([=](caf::exit_msg& e) {
+    if (self->state.node->leaving()) checkpoint_on_leave(self->state);
+    self->quit(e.reason);
+  });
   self->send(self, tick_atom::value);
   return {
       [=](tick_atom) {

@@ -14,9 +14,8 @@ namespace troupe::actors {
 
 namespace {
 
-// The alive worker of the lowest index writes: exactly one whatever the membership.
-bool writes_checkpoints(const worker_state& st) {
-  const auto view = st.node->view();
+// The alive worker of the lowest index in `view` writes: exactly one whatever the membership.
+bool writes_checkpoints(const worker_state& st, const cluster::membership_view& view) {
   std::size_t lowest = std::numeric_limits<std::size_t>::max();
   for (const auto& m : view.members()) {
     if (m.role != cluster::node_role::worker || m.state != cluster::member_state::alive) continue;
@@ -42,6 +41,21 @@ model::state_meta meta_of(worker_state& st, const char* from) {
   return m;
 }
 
+// A copy of the replica, with the strategy's own state of the same moment (between two steps),
+// handed to the ring's checkpoint writer. False when none could be made or the writer was busy.
+bool offer_checkpoint(worker_state& st) {
+  auto s = snapshot(*st.backend);
+  if (!s) {
+    spdlog::warn("ring checkpoint: {}", s.err().to_string());
+    return false;
+  }
+  if (auto kept = st.strat->durable_state(); !kept.empty())
+    s->dense_slots.emplace_back(ring_checkpoints::strategy_key, std::move(kept));
+  if (!st.checkpoints->writer().offer(std::move(*s), meta_of(st, "checkpoint"))) return false;
+  st.steps_at_checkpoint = st.steps_total;
+  return true;
+}
+
 }  // namespace
 
 void maybe_checkpoint(worker_state& st) {
@@ -49,16 +63,22 @@ void maybe_checkpoint(worker_state& st) {
   const auto now = st.node->clock().now();
   if (now < st.next_checkpoint) return;
   st.next_checkpoint = now + st.node->spec().job.checkpoint_every;
-  if (st.checkpoints->writer().busy() || !writes_checkpoints(st)) return;
-  auto s = snapshot(*st.backend);
-  if (!s) {
-    spdlog::warn("ring checkpoint: {}", s.err().to_string());
-    return;
-  }
-  // The strategy's own state of the same moment (between two steps), beside the replica's.
-  if (auto kept = st.strat->durable_state(); !kept.empty())
-    s->dense_slots.emplace_back(ring_checkpoints::strategy_key, std::move(kept));
-  st.checkpoints->writer().offer(std::move(*s), meta_of(st, "checkpoint"));
+  if (st.checkpoints->writer().busy() || !writes_checkpoints(st, st.node->view())) return;
+  offer_checkpoint(st);
+}
+
+void checkpoint_on_leave(worker_state& st) {
+  if (!st.checkpoints || st.node->spec().job.checkpoint_every.count() == 0) return;
+  if (st.steps_total == st.steps_at_checkpoint) return;  // nothing trained since the last one
+  if (!writes_checkpoints(st, st.node->view_at_leave())) return;
+  // The periodic one still being written is finished first (the writer keeps one at a time); the
+  // supervisor gives the actor 3 s to stop, the writer's destructor finishes this one.
+  auto& clk = st.node->clock();
+  const auto until = clk.now() + std::chrono::seconds(2);
+  while (st.checkpoints->writer().busy() && clk.now() < until) clk.sleep_for(std::chrono::milliseconds(5));
+  if (offer_checkpoint(st))
+    spdlog::info("{}: leaving: the replica's state after {} steps goes to a last ring checkpoint",
+                 st.node->self().to_string(), st.steps_total);
 }
 
 void write_final_state(worker_state& st) {

@@ -283,7 +283,10 @@ bool train_some(worker_state& st, clock::time_point until) {
   // Leaving (SIGTERM): no further step; the master re-queued this worker's tasks, and its ring
   // is given up (node_view::leave). The actor waits for the supervisor's shutdown.
   if (st.node->leaving()) {
-    if (!st.left) spdlog::info("{}: leaving: no further step", st.node->self().to_string());
+    if (!st.left) {
+      spdlog::info("{}: leaving: no further step", st.node->self().to_string());
+      checkpoint_on_leave(st);
+    }
     st.left = true;
     return false;
   }

@@ -64,6 +64,7 @@ struct worker_state {
   std::unique_ptr<ring_checkpoints> checkpoints;
   std::unique_ptr<task_output> output;  // prediction jobs: the tasks' part files
   clock::time_point next_checkpoint{};
+  std::uint64_t steps_at_checkpoint = 0;  // steps_total when the last checkpoint was handed over
   std::unique_ptr<worker_context> ctx;
   std::optional<held_task> task;
   // The task leased ahead while `task` trains (from its second half on), so that a task boundary
@@ -119,6 +120,11 @@ void evaluate(worker_state& st, const message& request);
 // Ring strategies: every [job] checkpoint_every the alive worker of the lowest index hands a copy of
 // its replica to the ring's checkpoint writer (replica_checkpoint.hpp).
 void maybe_checkpoint(worker_state& st);
+// A ring worker that leaves (SIGTERM: the job stopped, a preemption, a scale-down) and was the
+// checkpoint writer as it began to leave hands its replica to the writer once more when it trained
+// since the last checkpoint: a job stopped before its first periodic checkpoint keeps what it
+// learnt (its model, `--resume`), and one stopped later loses no steps.
+void checkpoint_on_leave(worker_state& st);
 // The state the evaluation scored, as the job's final state (<job dir>/checkpoints/final): what
 // `troupe export` writes the job's model from. Logged, not thrown, when it cannot be written.
 void write_final_state(worker_state& st);
