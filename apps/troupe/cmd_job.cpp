@@ -55,16 +55,40 @@ void print_goodput(const nlohmann::json& g) {
   const std::string shards = pushed > 0 ? " from the pushes " + std::to_string(pushed) +
                                               (pushed == 1 ? " PS shard" : " PS shards") + " received"
                                         : "";
-  std::printf(
-      "gradient noise scale %.0f samples (%llu estimates%s); batch %u = %u x %u x %u, lr x%.3g (%s, gain "
-      "%.3g); "
-      "goodput %.0f samples/s",
-      g.value("noise_scale", 0.0), g.value("rounds", 0ull), shards.c_str(), g.value("batch", 0u),
-      g.value("replicas", 0u), g.value("local_batch", 0u), g.value("accum_steps", 0u) + 1,
-      g.value("lr_factor", 1.0), g.value("lr_scaling", std::string("none")).c_str(), g.value("gain", 1.0),
-      g.value("goodput", 0.0));
+  std::printf("gradient noise scale %.0f samples (%llu estimates%s)", g.value("noise_scale", 0.0),
+              g.value("rounds", 0ull), shards.c_str());
+  // An async_ps job's estimate comes from its shards; its workers step at their own batch, with no
+  // global batch, scaled rate or goodput model to show (they read 1 x batch x 1 and 0 samples/s).
+  if (pushed > 0) {
+    std::printf("\n");
+    return;
+  }
+  const std::string rule = g.value("lr_scaling", std::string("none"));
+  char gain[48] = "";
+  if (rule == "adascale") std::snprintf(gain, sizeof gain, ", gain %.3g", g.value("gain", 1.0));
+  std::printf("; batch %u = %u x %u x %u, lr x%.3g (%s%s); goodput %.0f samples/s", g.value("batch", 0u),
+              g.value("replicas", 0u), g.value("local_batch", 0u), g.value("accum_steps", 0u) + 1,
+              g.value("lr_factor", 1.0), rule.c_str(), gain, g.value("goodput", 0.0));
   if (g.value("predicted_goodput", 0.0) > 0) std::printf(" (model: %.0f)", g.value("predicted_goodput", 0.0));
   std::printf("\n");
+}
+
+// A timeline event's line in `recent events`: its cause or state, a batch choice's sizes and goodput.
+std::string event_detail(const nlohmann::json& e) {
+  const auto kind = e.value("kind", std::string());
+  char line[160];
+  if (kind == "batch") {
+    std::snprintf(line, sizeof line, "batch %llu -> %llu (predicted goodput %.0f samples/s)",
+                  e.value("from", 0ull), e.value("batch", 0ull), e.value("predicted_goodput", 0.0));
+    return line;
+  }
+  if (kind == "batch_measured") {
+    std::snprintf(line, sizeof line, "batch %llu: goodput %.0f samples/s measured, %.0f predicted",
+                  e.value("batch", 0ull), e.value("measured_goodput", 0.0),
+                  e.value("predicted_goodput", 0.0));
+    return line;
+  }
+  return e.value("cause", e.value("state", std::string()));
 }
 
 void print_table(const nlohmann::json& j) {
@@ -83,8 +107,8 @@ void print_table(const nlohmann::json& j) {
   if (j.contains("recent")) {  // the runner is gone: what the timeline says happened last
     std::printf("recent events (%s):\n", j["source"].get<std::string>().c_str());
     for (const auto& e : j["recent"])
-      std::printf("  %-10s %-14s %s\n", e["kind"].get<std::string>().c_str(), e.value("node", "").c_str(),
-                  e.value("cause", e.value("state", "")).c_str());
+      std::printf("  %-14s %-14s %s\n", e["kind"].get<std::string>().c_str(), e.value("node", "").c_str(),
+                  event_detail(e).c_str());
   }
 }
 

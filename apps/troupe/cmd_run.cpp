@@ -22,8 +22,8 @@ const command_registrar reg{
       auto* job = sub.add_option("job", f->o.file, "job file (TOML), e.g. examples/fashion_mnist.toml")
                       ->check(CLI::ExistingFile);
       sub.add_option("--resume", f->o.resume,
-                     "continue the job in this directory whose runner died (journal, PS checkpoints; "
-                     "nothing DONE is retrained)")
+                     "continue the job in this directory: stopped, failed, interrupted, or its runner "
+                     "died (from its journal and checkpoints; quarantined tasks are tried again)")
           ->check(CLI::ExistingDirectory)
           ->excludes(job);
       sub.add_option("--set", f->o.overrides, "override a key: --set train.epochs=2 (repeatable)");

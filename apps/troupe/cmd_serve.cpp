@@ -33,10 +33,12 @@ struct serve_flags {
 
 void add_override(CLI::App& sub, serve_flags& f, const std::string& flag, const std::string& key,
                   const std::string& help, bool quoted) {
-  sub.add_option_function<std::string>(
+  auto* o = sub.add_option_function<std::string>(
       flag,
-      [&f, key, quoted](const std::string& v) {
-        // Strings go in quoted (TOML), numbers and booleans as they are.
+      [&f, flag, key, quoted](const std::string& v) {
+        // Strings go in quoted (TOML), integers as they are: one that is not is the flag's error.
+        if (!quoted && (v.empty() || v.find_first_not_of("0123456789") != std::string::npos))
+          throw CLI::ValidationError(flag, "expected a whole number, got '" + v + "'");
         std::string value = v;
         if (quoted) {
           value = "\"";
@@ -49,6 +51,7 @@ void add_override(CLI::App& sub, serve_flags& f, const std::string& flag, const 
         f.overrides.emplace_back(key, value);
       },
       help);
+  o->type_name(quoted ? "TEXT" : "INT");
 }
 
 // The newest model directory under `root` (<root>/<x>/model.json or <root>/<x>/model/model.json).

@@ -8,6 +8,7 @@
 
 #include "command.hpp"
 #include "suggest.hpp"
+#include "troupe/actors/strategy.hpp"
 #include "troupe/core/log.hpp"
 #include "troupe/core/memory.hpp"
 #include "troupe/nn/blas.hpp"
@@ -58,6 +59,17 @@ runners add_commands(CLI::App& app) {
   return out;
 }
 
+// "troupe serve reload": the command line's deepest subcommand parsed so far, for its --help.
+std::string command_of(const CLI::App& app) {
+  std::string path = "troupe";
+  for (const CLI::App* cur = &app;;) {
+    auto parsed = cur->get_subcommands();
+    if (parsed.empty()) return path;
+    cur = parsed.front();
+    path.append(" ").append(cur->get_name());
+  }
+}
+
 // Parses the command line; the exit code when this is all (help, version, a usage error: a typo
 // gets the nearest subcommand or flag), nullopt when a command is to run.
 std::optional<int> parse(CLI::App& app, int argc, char** argv) {
@@ -71,7 +83,8 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     auto hint = suggestion(app, argc, argv);
-    return usage_error((hint.empty() ? std::string(e.what()) : hint) + " (run 'troupe --help' for usage)");
+    return usage_error((hint.empty() ? std::string(e.what()) : hint) + " (run '" + command_of(app) +
+                       " --help' for usage)");
   }
   return std::nullopt;
 }
@@ -98,6 +111,7 @@ int main(int argc, char** argv) {
   using namespace troupe;
   keep_large_buffers();
   nn::flush_denormals_unless_kept_everywhere();  // every thread of every node, the BLAS pool's too
+  actors::register_strategies();                 // before any job file is read: their names
   CLI::App app{
       "troupe: elastic, fault-tolerant distributed training.\n"
       "A job's master, data dispenser, parameter-server shards and workers are supervised\n"

@@ -79,6 +79,17 @@ void config_reader::ignore(std::string_view path) {
 // "; did you mean 'train.epochs'?" when a key this reader knows is near `leaf` ("" otherwise).
 std::string config_reader::hint(const std::string& leaf) const {
   auto near = nearest(leaf, read_);
+  if (!near) {
+    // The right name in another section (`train.strategy` for `job.strategy`): the one key of that
+    // name, when only one section has it.
+    const auto name = leaf.substr(leaf.rfind('.') + 1);
+    std::vector<std::string> same;
+    for (const auto& r : read_)
+      if (r != leaf && r.size() > name.size() && r.ends_with("." + name) &&
+          std::find(same.begin(), same.end(), r) == same.end())
+        same.push_back(r);
+    if (same.size() == 1) near = same.front();
+  }
   return near ? "; did you mean '" + *near + "'?" : std::string();
 }
 
@@ -212,10 +223,22 @@ std::string config_section::require_string(std::string_view key) {
 
 std::string config_section::get_enum(std::string_view key, const std::string& def,
                                      std::initializer_list<std::string_view> allowed) {
-  std::string v = get_string(key, def);
-  if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return v;
   std::string list;
   for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+  {
+    TROUPE_FETCH();
+    // `batch = 64` for `batch_size = 64`: the choices, not only the type, tell what the key wants.
+    if (n && !n->is_string()) {
+      reader_->record(full, core_errc::wrong_type,
+                      std::string("expected one of ")
+                          .append(list)
+                          .append(" (a quoted string), got ")
+                          .append(type_name(*n)));
+      return def;
+    }
+  }
+  std::string v = get_string(key, def);
+  if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return v;
   reader_->record(full_key(key), core_errc::out_of_range, "'" + v + "' is not one of: " + list);
   return def;
 }

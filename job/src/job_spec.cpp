@@ -9,7 +9,12 @@ job_options read_job(config_section s) {
   job_options o;
   o.name = s.get_string("name", o.name);
   o.root = s.get_string("root", o.root);
-  o.strategy = s.get_enum("strategy", o.strategy, {"async_ps", "allreduce", "local_sgd", "predict"});
+  o.strategy = s.get_string("strategy", o.strategy);
+  if (!traits_of(o.strategy)) {
+    std::string names;
+    for (const auto& n : training_strategies()) names += (names.empty() ? "" : ", ") + n;
+    s.fail("strategy", core_errc::out_of_range, "'" + o.strategy + "' is not one of: " + names);
+  }
   o.workers = static_cast<std::uint32_t>(s.get_int("workers", o.workers, 1, 16384));
   o.min_workers = static_cast<std::uint32_t>(s.get_int("min_workers", o.min_workers, 0, 16384));
   o.max_workers =
@@ -71,7 +76,7 @@ expected<void> check_gpu_combinations(const job_spec& spec, const std::string& s
   // Under async_ps the shards apply the embedding rows' gradients, which the GPU backend keeps on
   // the device (actors/src/worker/backends/cuda_backend.cpp says the same for a model built otherwise).
   const auto& type = spec.nn.model.type;
-  if (spec.uses_gpu() && spec.job.strategy == "async_ps" && (type == "deepfm" || type == "wide_deep"))
+  if (spec.uses_gpu() && spec.uses_ps() && (type == "deepfm" || type == "wide_deep"))
     return make_unexpected(core_errc::invalid_argument,
                            source +
                                ": job.device: \"gpu\" with strategy \"async_ps\" needs a model "
@@ -80,7 +85,7 @@ expected<void> check_gpu_combinations(const job_spec& spec, const std::string& s
   // The device path of allreduce (actors/src/worker/strategies/allreduce_gpu.cpp) has no gradient
   // accumulation, which the goodput-optimal batch and the global batch rely on.
   const auto& batch = spec.nn.train.batch;
-  if (spec.uses_gpu() && spec.job.strategy == "allreduce" && batch != "fixed")
+  if (spec.uses_gpu() && spec.traits().global_batch && batch != "fixed")
     return make_unexpected(core_errc::invalid_argument,
                            source + ": key 'train.batch': \"" + batch +
                                "\" is not supported with job.device = \"gpu\" (the GPU allreduce path keeps "
@@ -92,7 +97,7 @@ expected<void> check_gpu_combinations(const job_spec& spec, const std::string& s
 // replica cuts the whole global batch from one task.
 expected<void> check_global_batch(const job_spec& spec, const std::string& source) {
   const auto& batch = spec.nn.train.batch;
-  if (batch != "fixed" && spec.job.strategy != "allreduce")
+  if (batch != "fixed" && !spec.traits().global_batch)
     return make_unexpected(
         core_errc::invalid_argument,
         source + ": key 'train.batch': \"" + batch + "\" sizes an allreduce ring's step; job.strategy \"" +
@@ -108,7 +113,7 @@ expected<void> check_global_batch(const job_spec& spec, const std::string& sourc
                                "task: job.records_per_task (" +
                                std::to_string(spec.job.records_per_task) + ") must be at least that");
   // The learning-rate rules follow the ring's global batch too: elsewhere the key was ignored.
-  if (spec.nn.train.lr_scaling != "none" && spec.job.strategy != "allreduce")
+  if (spec.nn.train.lr_scaling != "none" && !spec.traits().global_batch)
     return make_unexpected(
         core_errc::invalid_argument,
         source + ": key 'train.lr_scaling': \"" + spec.nn.train.lr_scaling +
@@ -116,6 +121,26 @@ expected<void> check_global_batch(const job_spec& spec, const std::string& sourc
             spec.job.strategy +
             "\" steps each worker at train.batch_size with the job file's rate: remove the key, "
             "or use strategy \"allreduce\"");
+  return {};
+}
+// strategy "predict" runs an exported model over rows (the job `troupe predict` and `evaluate` write)
+// and trains nothing; an exported model is only run, never trained. Either without the other was a
+// job that "finished" with an untrained model's predictions, or failed in its first step.
+expected<void> check_prediction_pair(const job_spec& spec, const std::string& source) {
+  const bool predict = !spec.traits().trains, exported = spec.nn.model.type == "exported";
+  if (predict && !exported)
+    return make_unexpected(core_errc::invalid_argument,
+                           source +
+                               ": key 'job.strategy': \"predict\" runs a trained model on rows (the job "
+                               "`troupe predict` and `troupe evaluate` make) and trains nothing: to train, "
+                               "use async_ps, allreduce or local_sgd");
+  if (exported && !predict)
+    return make_unexpected(core_errc::invalid_argument,
+                           source +
+                               ": key 'model.type': \"exported\" is a model directory to run (troupe "
+                               "predict, evaluate, serve), not one to train: to train on from it, set "
+                               "[model] init = \"" +
+                               spec.nn.model.path + "\" with its own model type");
   return {};
 }
 }  // namespace
@@ -141,9 +166,18 @@ expected<job_spec> job_spec::read(const config_doc& doc, config_doc* effective) 
                                "of transport.listen_host; remove the key");
   if (auto g = check_gpu_combinations(spec, doc.source()); !g) return g.err();
   if (auto g = check_global_batch(spec, doc.source()); !g) return g.err();
+  if (auto p = check_prediction_pair(spec, doc.source()); !p) return p.err();
   if (spec.job.dataset_cache.empty()) spec.job.dataset_cache = spec.job.root + "/datasets";
   make_model_paths_absolute(spec);
   return spec;
+}
+
+strategy_traits job_spec::traits() const {
+  return traits_of(job.strategy).value_or(strategy_traits{});
+}
+
+bool job_spec::uses_ps() const {
+  return traits().uses_ps;
 }
 
 }  // namespace troupe::job

@@ -254,9 +254,18 @@ expected<model_info> read_model_dir(const std::string& dir) {
                            dir + ": not a directory (a model directory holds model.pt and model.json)");
   for (const char* name : {"model.pt", "model.json"}) {
     std::string p = dir + "/" + name;
-    if (::stat(p.c_str(), &st) != 0)
-      return make_unexpected(core_errc::io_error, p + ": " + std::strerror(errno) +
-                                                      " (a model directory holds model.pt and model.json)");
+    if (::stat(p.c_str(), &st) != 0) {
+      const int err = errno;
+      // A job's directory given for its model (as [model] init takes it): say where the model is.
+      std::string hint = " (a model directory holds model.pt and model.json)";
+      if (struct stat js{}; ::stat((dir + "/job.toml").c_str(), &js) == 0)
+        hint = std::string(" (")
+                   .append(dir)
+                   .append(" is a job directory: its model is ")
+                   .append(dir)
+                   .append("/model)");
+      return make_unexpected(core_errc::io_error, p + ": " + std::strerror(err) + hint);
+    }
     if (!S_ISREG(st.st_mode)) return make_unexpected(core_errc::io_error, p + ": not a regular file");
   }
   std::string path = dir + "/model.json";

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "troupe/core/clock.hpp"
+#include "troupe/nn/errc.hpp"
+#include "troupe/storage/errc.hpp"
 
 namespace troupe::model {
 
@@ -77,6 +79,20 @@ expected<void*> torchscript_symbol(const char* name) {
     return make_unexpected(core_errc::io_error, std::string("libtroupe_torchscript.so has no ") + name +
                                                     " (a plugin of another troupe build?)");
   return s;
+}
+
+error plugin_error(const std::string& text) {
+  for (const std::error_category* cat :
+       {&core_category(), &nn::nn_category(), &storage::storage_category()}) {
+    const std::string prefix = std::string(cat->name()) + ": ";
+    if (!text.starts_with(prefix)) continue;
+    for (int c = 1; c < 64; ++c) {
+      const std::string head = prefix + cat->message(c);
+      if (text == head) return error(std::error_code(c, *cat), "");
+      if (text.starts_with(head + ": ")) return error(std::error_code(c, *cat), text.substr(head.size() + 2));
+    }
+  }
+  return error(core_errc::invalid_argument, text);
 }
 
 }  // namespace troupe::model

@@ -22,7 +22,7 @@ expected<std::unique_ptr<predictor>> load_predictor(const predictor_options& o) 
   if (!sym) return sym.err();
   std::string error;
   std::unique_ptr<predictor> made(reinterpret_cast<create_fn>(*sym)(kPredictorAbi, &o, &error));
-  if (!made) return make_unexpected(core_errc::invalid_argument, error);
+  if (!made) return make_unexpected(plugin_error(error));
   return made;
 }
 

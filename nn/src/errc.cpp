@@ -21,6 +21,8 @@ class nn_category_impl final : public std::error_category {
         return "I/O error";
       case nn_errc::bad_data:
         return "malformed data";
+      case nn_errc::model_failed:
+        return "the model failed";
     }
     return "unknown nn error " + std::to_string(c);
   }

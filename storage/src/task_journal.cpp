@@ -213,12 +213,23 @@ expected<void> task_journal::renew(std::uint64_t id, const std::string& holder, 
 }
 
 expected<std::uint64_t> task_journal::requeue_if(const std::function<bool(const task&)>& pred) {
+  return move_to_todo(task_state::doing, pred);
+}
+
+expected<std::uint64_t> task_journal::reopen(task_state from) {
+  if (from != task_state::done && from != task_state::failed)
+    return make_unexpected(storage_errc::invalid_argument, "reopen: only done or failed tasks are reopened");
+  return move_to_todo(from, [](const task&) { return true; });
+}
+
+expected<std::uint64_t> task_journal::move_to_todo(task_state from,
+                                                   const std::function<bool(const task&)>& pred) {
   std::uint64_t moved = 0;
   auto r = write([&](write_txn& w) -> expected<void> {
     moved = 0;
     std::vector<task> hit;
     {
-      auto cur = cursor::open(w.raw(), by_state_[1], env_->dir());
+      auto cur = cursor::open(w.raw(), by_state_[static_cast<int>(from)], env_->dir());
       if (!cur) return cur.err();
       for (auto ok = cur->first();; ok = cur->next()) {
         if (!ok) return ok.err();
@@ -231,10 +242,12 @@ expected<std::uint64_t> task_journal::requeue_if(const std::function<bool(const 
     for (auto& t : hit) {
       t.state = task_state::todo;
       t.deadline_ms = 0;
-      if (auto s = store(w, dbs_, t, task_state::doing); !s) return s;
+      if (from == task_state::failed) t.failures = 0;  // a quarantined task gets its attempts anew
+      if (auto s = store(w, dbs_, t, from); !s) return s;
     }
     moved = hit.size();
-    return add_counter(w, meta_, requeued_key, moved);
+    // The requeued counter counts leases given back (doing -> todo), not reopened tasks.
+    return from == task_state::doing ? add_counter(w, meta_, requeued_key, moved) : expected<void>{};
   });
   if (!r) return r.err();
   return moved;

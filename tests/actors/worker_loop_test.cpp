@@ -3,6 +3,8 @@
 // dispenser acknowledges it. A fake strategy records the minibatches it is offered.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <algorithm>
 #include <chrono>
 
@@ -38,8 +40,10 @@ class recording_strategy final : public strategy {
     batches.push_back(std::move(rows));
     r.what = step_result::kind::trained;
     r.samples = b->size();
+    r.loss = loss;
     return r;
   }
+  double loss = 0.5;  // each step's
   std::vector<std::vector<std::uint64_t>> batches;
   std::size_t idle_steps = 0;
 };
@@ -187,6 +191,24 @@ TEST_F(worker_loop_test, a_leaving_worker_takes_no_further_step) {
   EXPECT_EQ(strat_->batches.size(), 1u);
   EXPECT_EQ(strat_->idle_steps, 0u);
   EXPECT_TRUE(reports().empty()) << "the task is not reported: the master re-queued it";
+}
+
+// A step whose loss is not a number fails its task, saying the training diverged (the job used to
+// finish "ok" with NaN weights); the loop goes on to its next task.
+TEST_F(worker_loop_test, a_step_whose_loss_is_not_a_number_fails_its_task) {
+  EXPECT_TRUE(train_some(st_));
+  ASSERT_EQ(lease_requests().size(), 1u);
+  lease(lease_requests()[0]->id, 7, 0, 10);
+  EXPECT_TRUE(train_some(st_));
+  ASSERT_TRUE(reports().empty());
+  strat_->loss = std::numeric_limits<double>::quiet_NaN();
+  for (int pass = 0; pass < 3 && reports().empty(); ++pass) EXPECT_TRUE(train_some(st_));
+  ASSERT_EQ(reports().size(), 1u);
+  auto rep = reports()[0]->m.body().getTaskReport();
+  EXPECT_EQ(rep.getTaskId(), 7u);
+  ASSERT_EQ(rep.which(), schema::TaskReport::FAILED);
+  const std::string why = rep.getFailed().cStr();
+  EXPECT_NE(why.find("training diverged: the loss of step 2 is NaN"), std::string::npos) << why;
 }
 
 TEST_F(worker_loop_test, held_leases_are_renewed_every_third_of_the_lease_time) {

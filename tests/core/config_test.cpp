@@ -74,6 +74,26 @@ TEST(config, unknown_key_is_reported_as_typo) {
   auto none = f.finish();
   ASSERT_FALSE(none);
   EXPECT_EQ(none.err().context().find("did you mean"), std::string::npos) << none.err().context();
+  // A key of another section: that section's, when only one has the name.
+  auto moved = parse("[job]\nworkers = 2\n[train]\nstrategy = 'allreduce'\n");
+  config_reader m(moved);
+  (void)m.section("job").get_int("workers", 1);
+  (void)m.section("job").get_string("strategy", "async_ps");
+  auto other = m.finish();
+  ASSERT_FALSE(other);
+  EXPECT_NE(other.err().context().find("key 'train.strategy': unknown key"), std::string::npos);
+  EXPECT_NE(other.err().context().find("did you mean 'job.strategy'?"), std::string::npos)
+      << other.err().context();
+  // An enum given another type names its choices.
+  auto typed = parse("[train]\nbatch = 64\n");
+  config_reader t(typed);
+  (void)t.section("train").get_enum("batch", "fixed", {"fixed", "auto", "global"});
+  auto wrong = t.finish();
+  ASSERT_FALSE(wrong);
+  EXPECT_NE(
+      wrong.err().context().find("expected one of fixed, auto, global (a quoted string), got an integer"),
+      std::string::npos)
+      << wrong.err().context();
   config_reader lenient(doc);
   EXPECT_TRUE(lenient.finish(false));
   config_reader ignoring(doc);

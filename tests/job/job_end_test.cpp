@@ -176,7 +176,8 @@ TEST(job_end, a_corrupt_cached_dataset_is_rebuilt_before_workers_use_it) {
 
 // The cache's store is damaged after the runner verified it, while workers read it: no worker
 // crashes in LMDB (they used to SIGABRT in a loop until "worker-0 died 11 times"); the tasks whose
-// records sit on the damaged pages fail, are quarantined, and the job's reason names the file.
+// records sit on the damaged pages fail, are quarantined, and the job's reason names the file; once
+// the cache is whole again, `--resume` finishes it.
 TEST(job_end, a_cached_dataset_damaged_while_the_job_runs_fails_its_tasks_naming_the_store) {
   job_place place;
   place.dataset_cache = test_root("damaged-cache-datasets");
@@ -198,6 +199,15 @@ TEST(job_end, a_cached_dataset_damaged_while_the_job_runs_fails_its_tasks_naming
   EXPECT_NE(reason.find(train + "/data.mdb"), std::string::npos) << res.dump();
   EXPECT_NE(reason.find("quarantined"), std::string::npos) << res.dump();
   EXPECT_TRUE(no_processes_of(r));
+  // The cause fixed (the resumed runner finds the cache damaged and rebuilds it), `--resume` tries the
+  // quarantined tasks again, and the job finishes.
+  const auto quarantined = res.value("tasks_failed", 0ull);
+  resume_job(r);
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(300)), 0) << read_file(r.err_file);
+  auto again = result(r);
+  EXPECT_EQ(again["reopened_tasks"].value("failed", 0ull), quarantined) << again.dump();
+  EXPECT_EQ(again.value("tasks_failed", -1), 0) << again.dump();
+  expect_all_done(r);
 }
 
 TEST(job_end, a_job_trains_on_record_stores_made_by_troupe_data) {

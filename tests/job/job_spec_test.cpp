@@ -118,6 +118,9 @@ TEST(job_spec, errors_name_the_key) {
       {"[job]\nstrategy = 'local_sgd'\n[train]\nbatch = 'auto'\nlr_scaling = 'adascale'\n", "train.batch"},
       {"[job]\nstrategy = 'async_ps'\n[train]\nlr_scaling = 'adascale'\n", "train.lr_scaling"},
       {"[job]\nstrategy = 'local_sgd'\n[train]\nlr_scaling = 'sqrt'\n", "strategy \"local_sgd\""},
+      // A prediction job runs an exported model and trains nothing; an exported model is not trained.
+      {"[job]\nstrategy = 'predict'\n[model]\ntype = 'mlp'\n", "trains nothing: to train, use"},
+      {"[job]\nstrategy = 'allreduce'\n[model]\ntype = 'exported'\npath = '/m'\n", "[model] init = \"/m\""},
   };
   for (const auto& c : cases) {
     auto s = parse(c.text);
@@ -137,6 +140,43 @@ TEST(strategies, registry_knows_the_builtins_and_names_them_on_error) {
   auto bad = make_strategy("nope", spec);
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.err().context().find("local_sgd"), std::string::npos);
+}
+
+// A strategy of one's own (docs/strategies.md, "Adding one"): the job file refused every name but the
+// built-ins' (a hard-coded list), and PS shards, evaluation and the global batch went by the
+// built-ins' names. Its registrar's traits now decide them; an unknown name lists the strategies
+// that train (not `predict`, the one `troupe predict` uses).
+TEST(strategies, a_registered_strategy_is_read_and_checked_by_its_traits) {
+  auto unknown = parse("[job]\nstrategy = 'test_gossip'\n");
+  ASSERT_FALSE(unknown);
+  const auto why = unknown.err().to_string();
+  EXPECT_NE(why.find("'test_gossip' is not one of: allreduce, async_ps, local_sgd"), std::string::npos)
+      << why;
+  EXPECT_EQ(why.find("predict"), std::string::npos) << why;
+  static strategy_registrar reg(
+      "test_gossip", [](const job::job_spec& spec) { return make_strategy("local_sgd", spec).value(); },
+      job::strategy_traits{.replicas_agree = false});
+  static strategy_registrar on_shards(
+      "test_shards", [](const job::job_spec& spec) { return make_strategy("async_ps", spec).value(); },
+      job::strategy_traits{.uses_ps = true});
+  auto s = parse("[job]\nstrategy = 'test_gossip'\n");
+  ASSERT_TRUE(s) << s.err().to_string();
+  EXPECT_FALSE(s->uses_ps());
+  EXPECT_FALSE(s->traits().replicas_agree);
+  EXPECT_TRUE(s->traits().trains);
+  auto names = strategy_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "test_gossip"), names.end());
+  EXPECT_TRUE(make_strategy("test_gossip", *s));
+  // No global batch among its traits: lr_scaling is refused for it as for local_sgd.
+  EXPECT_FALSE(parse("[job]\nstrategy = 'test_gossip'\n[train]\nlr_scaling = 'sqrt'\n"));
+  auto shards = parse("[job]\nstrategy = 'test_shards'\n");
+  ASSERT_TRUE(shards) << shards.err().to_string();
+  EXPECT_TRUE(shards->uses_ps());
+  // The built-ins keep theirs (their registrars give none).
+  register_strategies();
+  EXPECT_TRUE(parse("[job]\nstrategy = 'async_ps'\n")->uses_ps());
+  EXPECT_TRUE(parse("[job]\nstrategy = 'allreduce'\n[train]\nlr_scaling = 'sqrt'\n"));
+  EXPECT_FALSE(parse("[job]\nstrategy = 'local_sgd'\n")->traits().replicas_agree);
 }
 
 }  // namespace

@@ -56,6 +56,10 @@ TEST(job_story, a_stopped_job_keeps_its_story) {
   auto st = nlohmann::json::parse(out, nullptr, false);
   EXPECT_EQ(st.value("state", ""), "stopped") << out;
   EXPECT_TRUE(st.value("finished", false)) << out;
+  // Its counts are result.json's: both the journal's once the nodes stopped (result.json had the last
+  // status poll's, short of the tasks reported as the workers left).
+  for (const char* k : {"todo", "doing", "done", "failed"})
+    EXPECT_EQ(st["tasks"].value(k, -1), res["tasks"].value(k, -2)) << k << ": " << out << "\n" << res.dump();
   ASSERT_EQ(troupe("status --job-dir " + r.job_dir, &out), 0) << out;
   EXPECT_NE(out.find("stopped"), std::string::npos) << out;
   EXPECT_NE(out.find("data epoch 1/3"), std::string::npos) << "[train] epochs = 3, stopped early: " << out;

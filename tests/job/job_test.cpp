@@ -149,7 +149,9 @@ TEST(job, async_ps_noise_scale_comes_from_the_pushes_the_shards_receive) {
   EXPECT_GT(g.value("noise_scale", 0.0), 0.0) << g.dump();
   std::string out;
   if (troupe("status --job-dir " + r.job_dir, &out) == 0) {  // the job may have ended meanwhile
-    EXPECT_NE(out.find("from the pushes 2 PS shards received"), std::string::npos) << out;
+    EXPECT_NE(out.find("from the pushes 2 PS shards received)\n"), std::string::npos) << out;
+    // No ring batch or goodput of its own to show (it read "batch 64 = 1 x 64 x 1 ... goodput 0").
+    EXPECT_EQ(out.find("goodput 0 samples/s"), std::string::npos) << out;
   }
   ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
   expect_all_done(r);

@@ -300,6 +300,35 @@ TEST(model_export, a_ring_job_stopped_before_its_first_checkpoint_keeps_what_it_
   }
 }
 
+// A ring job whose runner is SIGKILLed before any ring checkpoint lost what its DONE tasks taught (it
+// lived only in the replicas): `--resume` trains them again, says so in its result, and trains every
+// sample of the job (it trained the rest on a fresh model and reported success).
+TEST(model_export, a_ring_job_killed_before_any_checkpoint_trains_its_done_tasks_again) {
+  using namespace std::chrono_literals;
+  std::string toml = "checkpoint_every_ms = 600000\n" +
+                     ring_job("allreduce", "[model]\ntype = \"mlp\"\nhidden = [64]\n", 20000);
+  toml.replace(toml.find("[train]\nepochs = 1\n"), 18, "[train]\nepochs = 1\nmax_samples_per_s = 4000\n");
+  auto r = start_job("ring-kill-early", toml);
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return j["tasks"]["done"].get<std::uint64_t>() >= 3; }, 180s))
+      << read_file(r.err_file);
+  ASSERT_EQ(::kill(r.pid, SIGKILL), 0);
+  EXPECT_EQ(wait_job(r, 30s), -SIGKILL);
+  ASSERT_TRUE(poll_until([&] { return no_processes_of(r); }, 30s));
+  ASSERT_FALSE(fs::exists(r.job_dir + "/checkpoints/ring/state.json"));
+  const auto before = done_attempts(r);
+  const auto done_before = before.size();
+  ASSERT_GE(done_before, 3u);
+  resume_job(r);
+  ASSERT_EQ(wait_job(r, 300s), 0) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_EQ(res["reopened_tasks"].value("done", 0ull), done_before) << res.dump();
+  expect_all_done(r);
+  const auto after = done_attempts(r);
+  for (const auto& [id, attempt] : before)
+    EXPECT_GT(after.at(id), attempt) << "task " << id << " was not trained again";
+}
+
 // The first progress window's loss in a job's timeline (-1 when none was written).
 double first_loss(const job_run& r) {
   std::ifstream in(r.job_dir + "/events.jsonl");

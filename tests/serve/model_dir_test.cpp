@@ -116,6 +116,14 @@ TEST(model_dir, a_directory_needs_both_files) {
   EXPECT_EQ(m.err().context(),
             (dir / "model.pt").string() +
                 ": No such file or directory (a model directory holds model.pt and model.json)");
+  // A job's directory given for its model: the error says where its model is.
+  std::ofstream(dir / "job.toml") << "[job]\n";
+  m = read_model_dir(dir.string());
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.err().context().find(" is a job directory: its model is " + (dir / "model").string()),
+            std::string::npos)
+      << m.err().context();
+  fs::remove(dir / "job.toml");
   std::ofstream(dir / "model.pt") << "x";
   m = read_model_dir(dir.string());
   ASSERT_FALSE(m);

@@ -348,6 +348,56 @@ TEST(TaskJournal, RepeatedFailureQuarantinesWithTheLastError) {
   EXPECT_NE((*t)->id, id);
 }
 
+// A resumed job's journal (runner::reopen_tasks): quarantined tasks back to TODO with their failures
+// reset, DONE ones back to TODO when what they taught was lost; the leases counter is untouched, and
+// a state that cannot be reopened is refused.
+TEST(TaskJournal, ReopeningDoneAndFailedTasksPutsThemBackToTodo) {
+  temp_dir d;
+  auto j = task_journal::open_or_create(d.str(), opts(1));
+  ASSERT_TRUE(j);
+  auto bad = lease(*j, "w", 1000);
+  ASSERT_TRUE(bad && *bad);
+  const auto bad_id = (*bad)->id;
+  for (std::uint32_t attempt = (*bad)->attempt;;) {
+    auto s = fail(*j, bad_id, "w", attempt, "boom");
+    ASSERT_TRUE(s);
+    if (*s == task_state::failed) break;
+    auto again = lease(*j, "w", 1000);
+    ASSERT_TRUE(again && *again && (*again)->id == bad_id);
+    attempt = (*again)->attempt;
+  }
+  for (int k = 0; k < 2; ++k) {
+    auto t = lease(*j, "w", 1000);
+    ASSERT_TRUE(t && *t);
+    ASSERT_TRUE(complete(*j, (*t)->id, "w", (*t)->attempt));
+  }
+  const auto before = j->counts();
+  ASSERT_TRUE(before);
+  EXPECT_EQ(before->failed, 1u);
+  EXPECT_EQ(before->done, 2u);
+  auto f = j->reopen(task_state::failed);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(*f, 1u);
+  auto t = get(*j, bad_id);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->state, task_state::todo);
+  EXPECT_EQ(t->failures, 0u) << "its attempts anew";
+  auto dn = j->reopen(task_state::done);
+  ASSERT_TRUE(dn);
+  EXPECT_EQ(*dn, 2u);
+  auto after = j->counts();
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->todo, before->total());
+  EXPECT_EQ(after->requeued, before->requeued) << "reopened tasks are not leases given back";
+  EXPECT_FALSE(j->reopen(task_state::doing));
+  // The reopened task is leased again (the lowest id first) and can fail three more times.
+  auto again = lease(*j, "w", 1000);
+  ASSERT_TRUE(again && *again);
+  auto once = fail(*j, (*again)->id, "w", (*again)->attempt, "x");
+  ASSERT_TRUE(once);
+  EXPECT_EQ(*once, task_state::todo);
+}
+
 TEST(TaskJournal, ExpiredLeasesGoBackToTodo) {
   temp_dir d;
   manual_clock clk;

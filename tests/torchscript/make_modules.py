@@ -110,6 +110,42 @@ class FailsOnRealEvaluation(nn.Module):  # passes every check on zeros; fails ev
         return self.l(dense)
 
 
+class PerRowLoss(nn.Module):  # its own loss returns one value per row: nothing to step on
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(784, 10)
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        return self.l(dense)
+
+    @torch.jit.export
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(logits, labels, reduction="none")
+
+
+class Frozen(nn.Module):  # every parameter frozen: nothing to train
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(784, 10)
+        for p in self.l.parameters():
+            p.requires_grad_(False)
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        return self.l(dense)
+
+
+class NaNWhenTraining(nn.Module):  # passes every check (eval mode); each training step's loss is NaN
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(784, 10)
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        out = self.l(dense)
+        if self.training:
+            out = out * float("nan")
+        return out
+
+
 class SlowFirstStep(nn.Module):  # a worker's first training forward takes seconds (its warm-up)
     def __init__(self):
         super().__init__()
@@ -139,6 +175,9 @@ save("int_logits", IntLogits())
 save("slow_first_step", SlowFirstStep())
 save("fails_on_large_batches", FailsOnLargeBatches())
 save("fails_on_real_evaluation", FailsOnRealEvaluation())
+save("nan_when_training", NaNWhenTraining())
+save("per_row_loss", PerRowLoss())
+save("frozen", Frozen())
 save("mlp", nn.Sequential(nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10)))
 with open(os.path.join(OUT, "garbage.pt"), "wb") as f:
     f.write(b"not a zip archive, not TorchScript")

@@ -114,6 +114,19 @@ TEST(torch_job, a_module_whose_evaluation_fails_ends_the_job_naming_its_error) {
   EXPECT_TRUE(no_processes_of(r));
 }
 
+// A model whose training loss is NaN (it diverged, or computes a NaN) ends its job: its tasks fail
+// ("training diverged"), are quarantined, and the job fails saying so (it finished "ok" with NaN
+// weights, a test accuracy of 0.1 and no word of it).
+TEST(torch_job, a_model_whose_loss_is_nan_fails_its_job_saying_it_diverged) {
+  auto r = start_job("torch-nan", small_torch_job(modules() + "/nan_when_training.pt"));
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 1) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_EQ(res.value("status", ""), "failed") << res.dump();
+  EXPECT_NE(res.value("reason", "").find("training diverged: the loss of step"), std::string::npos)
+      << res.dump();
+  EXPECT_TRUE(no_processes_of(r));
+}
+
 // Issue 44: a start-up race trained a task twice. A worker leases its first task before it joins
 // (it warms up on it); when its warm-up outlasted the master's 3 s grace, the master put the task of
 // a worker "not a member" back to TODO while that worker trained it, and both reports counted
@@ -132,11 +145,16 @@ TEST(torch_job, a_slow_first_step_trains_no_record_twice) {
 }
 
 // Modules that fail only on what training does not show: integer logits, a batch of the
-// evaluation's size. `troupe run` refuses them before any node starts (exit 2), naming the problem,
-// as `troupe config check` does.
+// evaluation's size, a loss of one value per row, nothing to train (the last two failed each task
+// after the job started). `troupe run` refuses them before any node starts (exit 2), naming the
+// problem, as `troupe config check` does.
 TEST(torch_job, modules_with_integer_logits_or_failing_on_the_evaluation_batch_are_refused_first) {
   for (const auto& [module, words] : {std::pair{"int_logits", "logits of dtype Long"},
-                                      std::pair{"fails_on_large_batches", "takes at most 512 rows"}}) {
+                                      std::pair{"fails_on_large_batches", "takes at most 512 rows"},
+                                      std::pair{"per_row_loss",
+                                                "returns a tensor of shape [1024]; training "
+                                                "needs one number"},
+                                      std::pair{"frozen", "the module has no trainable parameters"}}) {
     const auto toml = small_torch_job(modules() + "/" + module + ".pt");
     auto r = start_job(std::string("torch-refused-") + module, toml);
     EXPECT_EQ(wait_job(r, std::chrono::seconds(120)), 2) << read_file(r.err_file);

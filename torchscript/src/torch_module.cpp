@@ -100,7 +100,7 @@ unexpected step_error(const std::string& path, const std::string& what, const nn
   if (info.sparse_fields > 0)
     shapes += ", emb [" + std::to_string(b.size()) + ", " + std::to_string(info.sparse_fields) + ", " +
               std::to_string(embedding_dim) + "]";
-  return make_unexpected(nn::nn_errc::bad_shape,
+  return make_unexpected(nn::nn_errc::model_failed,
                          path + ": " + what + " failed on inputs " + shapes + ": " + msg);
 }
 

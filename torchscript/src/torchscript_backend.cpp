@@ -44,11 +44,24 @@ expected<void> torchscript_backend::load() {
   return {};
 }
 
+namespace {
+// Nothing to train (every parameter frozen, or none): each step's backward would fail ("element 0 of
+// tensors does not require grad"). Sparse ids train the embedding table troupe keeps.
+expected<void> check_trainable(std::size_t trainable, const torchscript_options& o) {
+  if (trainable > 0 || o.data.sparse_fields > 0) return {};
+  return make_unexpected(core_errc::invalid_argument,
+                         o.path +
+                             ": the module has no trainable parameters (none, or all with requires_grad "
+                             "False): there is nothing to train");
+}
+}  // namespace
+
 // Every trainable parameter into the flat buffers; buffers (running statistics) as spans.
 expected<void> torchscript_backend::alias_parameters() {
   auto trained = trainable_parameters(mod_, o_.path);
   if (!trained) return trained.err();
   auto& train = *trained;
+  if (auto t = check_trainable(train.size(), o_); !t) return t.err();
   std::size_t total = 0;
   for (auto& [n, t] : train) {
     layout_.push_back({n, total, static_cast<std::size_t>(t.numel())});
@@ -124,17 +137,32 @@ expected<void> torchscript_backend::probe() {
   torch::NoGradGuard no_grad;
   // In evaluation mode: a training forward would move running statistics (batch norm's).
   mod_.eval();
-  auto l = logits(nn::batch(d, 0, rows), false);
+  const nn::batch zeros(d, 0, rows);
+  auto l = logits(zeros, false);
   mod_.train();
   if (!l) return l.err();
   const auto n = static_cast<std::int64_t>(rows);
   if (l->dim() != 2 || l->size(0) != n || static_cast<std::size_t>(l->size(1)) != width_)
-    return make_unexpected(nn::nn_errc::bad_shape,
-                           o_.path + ": forward returns logits of shape " + shape_of(*l) +
-                               " for a batch of " + std::to_string(rows) + "; the data has " +
-                               std::to_string(classes_) + " classes, so the logits need " +
-                               std::to_string(width_) + " column" + (width_ == 1 ? "" : "s") + " ([" +
-                               std::to_string(rows) + ", " + std::to_string(width_) + "])");
+    return make_unexpected(
+        nn::nn_errc::bad_shape,
+        o_.path + ": forward returns logits of shape " + shape_of(*l) + " for a batch of " +
+            std::to_string(rows) + "; the data has " + std::to_string(classes_) +
+            " classes, so the logits need " +
+            (l->dim() == 2 && l->size(0) != n && static_cast<std::size_t>(l->size(1)) == width_
+                 ? "one row per row of the batch"
+                 : std::to_string(width_) + " column" + (width_ == 1 ? "" : "s")) +
+            " ([" + std::to_string(rows) + ", " + std::to_string(width_) + "])");
+  if (custom_loss_) {  // the module's own loss: one number to train on, not one per row
+    try {
+      auto lo = loss(*l, labels(zeros));
+      if (lo.numel() != 1)
+        return make_unexpected(nn::nn_errc::bad_shape,
+                               o_.path + ": loss(logits, labels) returns a tensor of shape " + shape_of(lo) +
+                                   "; training needs one number (reduce it, e.g. .mean())");
+    } catch (const std::exception& e) {
+      return fail("loss", zeros, e);
+    }
+  }
   return {};
 }
 

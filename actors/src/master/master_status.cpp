@@ -43,8 +43,8 @@ void pump_eval(master_actor* self) {
   if (!st.outcome.eval) {
     const auto& spec = st.ctx->spec();
     st.outcome.eval.emplace(8, std::max<std::uint32_t>(1, spec.job.max_task_failures), eval_timeout);
-    // local SGD's replicas may differ: one of them evaluates (and is the job's model).
-    st.outcome.eval->start(who, spec.job.strategy != "local_sgd");
+    // Replicas that may differ (local SGD's): one of them evaluates (and is the job's model).
+    st.outcome.eval->start(who, spec.traits().replicas_agree);
   }
   for (const auto& r : st.outcome.eval->due(who, st.ctx->clock().now())) {
     auto o = wire::job();
@@ -142,7 +142,7 @@ void on_tick(master_actor* self) {
   if (!st.outcome.all_tasks_over()) return;
   // Every task quarantined (nothing was trained), or a prediction job (its tasks' output is the
   // result): nothing to evaluate.
-  if (st.outcome.counts->done == 0 || st.ctx->spec().job.strategy == "predict") {
+  if (st.outcome.counts->done == 0 || !st.ctx->spec().traits().trains) {
     finish(self, nlohmann::json::object(), "");
     return;
   }

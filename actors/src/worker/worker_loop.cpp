@@ -1,5 +1,6 @@
 #include <spdlog/spdlog.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <numeric>
 #include <thread>
@@ -214,6 +215,20 @@ static void settle_pushes(worker_state& st) {
     spdlog::warn("task {}: a push of its last steps failed: {}", st.task->id, s.err().to_string());
 }
 
+// A trained step whose loss is not a number (NaN, inf) fails its task: the model's weights are no
+// longer numbers either (training diverged, or the model computes a NaN), and every later step
+// would fail the same way, so its tasks are quarantined and the job fails saying why, rather than
+// finish "ok" with a model that predicts nothing. Prediction jobs' rows may carry no label.
+static void diverged(const worker_state& st, const step_result& r) {
+  if (r.what != step_result::kind::trained || r.samples == 0 || std::isfinite(r.loss) || !st.task ||
+      st.strat->keeps_row_order())
+    return;
+  throw std::runtime_error("training diverged: the loss of step " + std::to_string(st.steps_total + 1) +
+                           " is " + (std::isnan(r.loss) ? "NaN" : "infinite") +
+                           " (the model's weights are no longer numbers: a lower train.learning_rate, or a "
+                           "model that computes no NaN)");
+}
+
 // The strategy's step on `b`. An exception while the worker holds a task is the task's failure
 // (reported; the next task takes its place): nullopt. Without a task it is not a data problem: it
 // propagates, and the supervisor restarts the actor.
@@ -223,6 +238,7 @@ static std::optional<step_result> run_step(worker_state& st, const nn::batch* b)
   try {
     auto r = st.strat->step(*st.ctx, b, st.leases->exhausted() && !st.task);
     st.ctx->next = nullptr;
+    diverged(st, r);
     return r;
   } catch (const std::exception& e) {
     st.ctx->next = nullptr;

@@ -103,6 +103,8 @@ std::string job_outcome::final_json(int rc, const outcome_facts& f) {
   j["node_restarts"] = f.restarts;
   j["runner_start_wall_ms"] = started_wall_ms_;
   if (f.resumed) j["resumed"] = true;
+  if (f.reopened_done + f.reopened_failed > 0)
+    j["reopened_tasks"] = {{"done", f.reopened_done}, {"failed", f.reopened_failed}};
   // Worker clocks are this machine's clock (local launcher), so wall times compare. A resumed job's
   // first step was taken under an earlier runner: no time from this one's start then.
   if (j.contains("first_step_wall_ms") && j["first_step_wall_ms"].is_number() &&

@@ -26,8 +26,9 @@ struct outcome_facts {
   std::optional<wire::job_status> status;  // the master's last status, when it ever answered
   std::uint64_t restarts = 0;
   bool resumed = false;
-  double true_auc = 0;  // a planted dataset's; 0: none
-  std::string init;     // [model] init: the model or job the job started from ("": none)
+  std::uint64_t reopened_done = 0, reopened_failed = 0;  // runner::reopen_tasks
+  double true_auc = 0;                                   // a planted dataset's; 0: none
+  std::string init;  // [model] init: the model or job the job started from ("": none)
   // Why a job whose master reported it failed did (reads the task journal: called only then).
   std::function<std::string()> quarantine_reason;
 };

@@ -81,7 +81,6 @@ class runner {
   static int interrupted_by();
   int check_model();
   int read_config(config_doc& doc);
-  int check_resume() const;
   int apply_spec(config_doc& doc);
   // the job directory (runner_job_dir.cpp)
   int open_job_dir(const config_doc& doc);
@@ -89,6 +88,9 @@ class runner {
   int create_job_dir(const config_doc& doc);
   int lock_job_dir();
   void clean_dead_runner(const cluster::job_dir& dir);
+  // A resumed job's journal: quarantined tasks get their attempts anew, and a ring job without a
+  // ring checkpoint trains its DONE tasks again (their updates were lost with the replicas).
+  int reopen_tasks();
   void start_log();
   // A failed setup(): the job's end recorded when it has a directory of its own.
   int setup_ended(int rc);
@@ -161,6 +163,8 @@ class runner {
   std::optional<cluster::job_dir> dir_;
   std::string instance_;  // this run's instance id (collective::instance_key)
   int lock_fd_ = -1;      // flock on runner.lock for the runner's life
+  // Tasks a resumed job's journal moved back to TODO (reopen_tasks): DONE ones, failed ones.
+  std::uint64_t reopened_done_ = 0, reopened_failed_ = 0;
   // its parts, declared before the transport and the launcher whose threads push into events_
   // and read watch_: those go first when the runner is destroyed
   event_queue events_;

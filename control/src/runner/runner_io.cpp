@@ -139,7 +139,7 @@ void runner::print_progress(bool final_line) {
   // is shown before the first step.
   // A prediction's rows may have no labels: its loss (against class 0 then) is not shown.
   char loss[32] = "-";
-  if (s.has_loss() && spec_.job.strategy != "predict") std::snprintf(loss, sizeof loss, "%.4f", s.loss);
+  if (s.has_loss() && spec_.traits().trains) std::snprintf(loss, sizeof loss, "%.4f", s.loss);
   std::fprintf(stderr,
                "%s[%6.1fs] data epoch %u/%u  tasks %llu/%llu  %8.0f samples/s  loss %s  workers %u/%u%s%s  "
                "restarts %llu%s%s",

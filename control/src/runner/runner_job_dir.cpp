@@ -14,6 +14,7 @@
 #include "troupe/cluster/process.hpp"
 #include "troupe/collective/cleanup.hpp"
 #include "troupe/core/log.hpp"
+#include "troupe/storage/task_journal.hpp"
 
 namespace troupe::control {
 
@@ -154,9 +155,41 @@ int runner::open_job_dir(const config_doc& doc) {
     clean_dead_runner(*dir_);
     std::error_code ec;
     std::filesystem::remove(dir_->result_path(), ec);  // the resumed run writes its own
+    if (int rc = reopen_tasks(); rc != 0) return rc;
   }
   instance_ = random_hex(4);
   if (auto w = dir_->write_instance(instance_); !w) return spdlog::error("{}", w.err().to_string()), 1;
+  return 0;
+}
+
+int runner::reopen_tasks() {
+  auto journal = storage::task_journal::open(dir_->journal_dir());
+  if (!journal) {
+    if (journal.err() == storage::storage_errc::not_found)
+      return 0;  // the master never made it: nothing done
+    return spdlog::error("--resume {}: the task journal: {}", dir_->path(), journal.err().to_string()), 1;
+  }
+  auto failed = journal->reopen(storage::task_state::failed);
+  if (!failed) return spdlog::error("--resume {}: {}", dir_->path(), failed.err().to_string()), 1;
+  reopened_failed_ = *failed;
+  if (reopened_failed_ > 0)
+    spdlog::warn("--resume {}: {} quarantined task(s) are tried again, with {} attempts each", dir_->path(),
+                 reopened_failed_, spec_.job.max_task_failures);
+  // Ring strategies resume from the ring's latest checkpoint (the first ring of the resumed job finds
+  // no trained replica and starts from it: replicas::restore_if_untrained). Without one, what the
+  // DONE tasks taught lived only in the replicas: they are trained again.
+  std::error_code ec;
+  if (spec_.uses_ps() || !spec_.traits().trains ||
+      std::filesystem::exists(dir_->path() + "/checkpoints/ring/state.json", ec))
+    return 0;
+  auto done = journal->reopen(storage::task_state::done);
+  if (!done) return spdlog::error("--resume {}: {}", dir_->path(), done.err().to_string()), 1;
+  reopened_done_ = *done;
+  if (reopened_done_ > 0)
+    spdlog::warn(
+        "--resume {}: no ring checkpoint was written (job.checkpoint_every_ms = {}): what the {} DONE "
+        "task(s) taught was lost with the replicas, so they are trained again",
+        dir_->path(), spec_.job.checkpoint_every.count(), reopened_done_);
   return 0;
 }
 

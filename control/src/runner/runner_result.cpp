@@ -25,7 +25,7 @@ int runner::finish(int rc) {
   // A finished job's model, and a stopped one's (from its latest checkpoints: what it had learnt;
   // `--resume` continues it and writes the model again at its end).
   const bool stopped = outcome_.state() == "stopped";
-  if (((rc == 0 && outcome_.master_ok()) || stopped) && spec_.job.strategy != "predict") export_model();
+  if (((rc == 0 && outcome_.master_ok()) || stopped) && spec_.traits().trains) export_model();
   auto text = final_json(rc);
   timeline_.job_end(outcome_.state(), outcome_.reason());
   if (auto w = cluster::write_file_atomic(dir_->result_path(), text + "\n"); !w)
@@ -63,8 +63,22 @@ std::string runner::final_json(int rc) {
   f.strategy = spec_.job.strategy;
   f.model_type = spec_.nn.model.type;
   if (auto st = watch_.status(); st.valid) f.status = static_cast<const wire::job_status&>(st);
+  // The journal's counts once the nodes stopped: the reports committed after the last status poll
+  // (workers finishing a task as they left) are in them, as in `troupe status` of the ended job.
+  if (f.status)
+    if (auto journal = storage::task_journal::open(dir_->journal_dir()))
+      if (auto c = journal->counts()) {
+        auto& t = f.status->tasks;
+        t.todo = c->todo;
+        t.doing = c->doing;
+        t.done = c->done;
+        t.failed = c->failed;
+        t.requeued = c->requeued;
+      }
   f.restarts = slots_.restarts();
   f.resumed = !opt_.resume.empty();
+  f.reopened_done = reopened_done_;
+  f.reopened_failed = reopened_failed_;
   f.true_auc = data_.true_auc;
   f.init = spec_.nn.model.init;
   f.quarantine_reason = [this] { return quarantine_reason(*dir_); };

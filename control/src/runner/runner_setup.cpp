@@ -155,31 +155,8 @@ int runner::read_config(config_doc& doc) {
   return apply_spec(doc);
 }
 
-// A resumed ring job needs the ring's checkpoints: refused without them (2), warned when none was
-// written yet.
-int runner::check_resume() const {
-  if (opt_.resume.empty() || spec_.uses_ps()) return 0;
-  // Ring strategies resume from the ring's latest checkpoint (the first ring of the resumed job
-  // finds no trained replica and starts from it: replicas::restore_if_untrained).
-  if (spec_.job.checkpoint_every.count() == 0) {
-    spdlog::error(
-        "--resume {}: strategy '{}' with job.checkpoint_every_ms = 0 kept its model only in the workers' "
-        "memory, so a resumed job would train the remaining tasks on a fresh model",
-        opt_.resume, spec_.job.strategy);
-    return 2;
-  }
-  std::error_code ec;
-  if (!std::filesystem::exists(opt_.resume + "/checkpoints/ring/state.json", ec))
-    spdlog::warn(
-        "--resume {}: no ring checkpoint was written before the runner died: the tasks not done "
-        "yet train on a fresh model (the DONE ones are not trained again)",
-        opt_.resume);
-  return 0;
-}
-
 // The job's spec, read: checked, and the parts of the runner set from it.
 int runner::apply_spec(config_doc& doc) {
-  if (int rc = check_resume(); rc != 0) return rc;
   // What `troupe config check` checks too (strategy, model, data paths): exit 2 before a job dir.
   // A new job's [model] init too (a resumed one has its copy in checkpoints/init).
   if (auto c = job::check_job(spec_, actors::strategy_names(),

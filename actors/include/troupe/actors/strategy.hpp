@@ -165,10 +165,19 @@ class strategy {
 
 using strategy_factory = std::function<std::unique_ptr<strategy>(const job::job_spec&)>;
 
-// A static registrar in the strategy's file registers it under `name` ([job] strategy = name).
+// A static registrar in the strategy's file registers it under `name` ([job] strategy = name), with
+// what the job needs to know of it (job/strategy_traits.hpp: PS shards or replicas, whether the
+// replicas agree at the end, a ring's global batch); without traits, those the job module knows
+// the name by (the built-ins'), else the defaults (replicas that agree, a fixed batch).
+// docs/strategies.md, "Adding one".
 struct strategy_registrar {
-  strategy_registrar(std::string name, strategy_factory f);
+  strategy_registrar(std::string name, strategy_factory f,
+                     std::optional<job::strategy_traits> traits = std::nullopt);
 };
+// Runs the registrars of the strategies built into troupe (worker/strategies/registry.cpp), once: a
+// program reads job files only after this (troupe's main does it first), so that a strategy of its
+// own is a name the job file may give.
+void register_strategies();
 // Errors (core_errc::invalid_argument) list the registered names.
 expected<std::unique_ptr<strategy>> make_strategy(const std::string& name, const job::job_spec& spec);
 std::vector<std::string> strategy_names();

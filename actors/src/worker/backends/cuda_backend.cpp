@@ -138,7 +138,7 @@ std::string host_name() {
 // Under async_ps the PS shards apply sparse gradients; the device keeps its embedding gradients
 // to itself (device_trainer has no sparse download).
 expected<void> check_supported(const job::job_spec& spec, nn::model& host) {
-  if (spec.job.strategy == "async_ps" && !host.embedding_tables().empty())
+  if (spec.uses_ps() && !host.embedding_tables().empty())
     return make_unexpected(core_errc::invalid_argument,
                            "[job] device = \"gpu\" with strategy async_ps: model '" + host.type() +
                                "' has embedding tables, whose gradients the GPU backend cannot push "

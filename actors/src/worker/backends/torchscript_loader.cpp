@@ -31,9 +31,9 @@ expected<void> open_torchscript_plugin() {
 expected<std::unique_ptr<trainer_backend>> load_torchscript(const torchscript_options& o) {
   auto c = create_symbol();
   if (!c) return c.err();
-  std::string error;
-  std::unique_ptr<trainer_backend> b((*c)(kTorchscriptAbi, &o, &error));
-  if (!b) return make_unexpected(core_errc::invalid_argument, error);
+  std::string text;
+  std::unique_ptr<trainer_backend> b((*c)(kTorchscriptAbi, &o, &text));
+  if (!b) return make_unexpected(model::plugin_error(text));
   return b;
 }
 

@@ -23,6 +23,7 @@
 #include "troupe/cluster/config.hpp"
 #include "troupe/core/config.hpp"
 #include "troupe/core/log.hpp"
+#include "troupe/job/strategy_traits.hpp"
 #include "troupe/nn/config.hpp"
 #include "troupe/transport/config.hpp"
 
@@ -76,8 +77,10 @@ struct job_spec {
   // `effective`, when given, receives the document with every key read set to its value, defaults
   // included (config_reader::effective).
   static expected<job_spec> read(const config_doc& doc, config_doc* effective = nullptr);
+  // What the job knows of its strategy (strategy_traits.hpp; defaults for an unknown name).
+  strategy_traits traits() const;
   // Whether the strategy keeps its parameters on PS shards (async_ps) or on the workers.
-  bool uses_ps() const { return job.strategy == "async_ps"; }
+  bool uses_ps() const;
   bool uses_gpu() const { return job.device == "gpu"; }
 };
 

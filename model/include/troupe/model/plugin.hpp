@@ -4,6 +4,8 @@
 // process that never asks never pays libtorch's ~0.4 s start.
 #pragma once
 
+#include <string>
+
 #include "troupe/core/error.hpp"
 
 namespace troupe::model {
@@ -11,5 +13,11 @@ namespace troupe::model {
 // The plugin's symbol `name`. Errors (core_errc::io_error): the plugin missing or not loadable
 // (every path tried and why), or without that symbol (a plugin of another build).
 expected<void*> torchscript_symbol(const char* name);
+
+// The plugin hands an error over as text (error::to_string: "<category>: <message>: <context>"):
+// the same error again, its category (core, nn, storage) and code read back, so that it reads once
+// rather than wrapped in another ("core: invalid argument: core: I/O error: ..."). Text of another
+// form: core_errc::invalid_argument with the text as its context.
+error plugin_error(const std::string& text);
 
 }  // namespace troupe::model

@@ -15,6 +15,7 @@ enum class nn_errc {
   unknown_name = 3,  // a model, layer or optimizer name missing from its registry
   io_error = 4,      // a data file could not be opened or read
   bad_data = 5,      // a data file is malformed (wrong magic, truncated, bad record)
+  model_failed = 6,  // the model's own code raised (a TorchScript module's forward or loss)
 };
 
 const std::error_category& nn_category() noexcept;

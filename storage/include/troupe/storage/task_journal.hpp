@@ -126,6 +126,10 @@ class task_journal {
   expected<std::uint64_t> requeue_holder(const std::string& holder);
   // doing -> todo for every lease with deadline_ms <= now_ms; returns how many.
   expected<std::uint64_t> requeue_expired(std::int64_t now_ms);
+  // done -> todo, or failed -> todo with its failures reset, for every task in `from` (a resumed
+  // job: trained again on a model that lost them, or retried after the user fixed the cause);
+  // returns how many. Other states: invalid_argument.
+  expected<std::uint64_t> reopen(task_state from);
 
   expected<task_counts> counts() const;
   // Tasks in `state`, by id (e.g. doing with their leases, after a restart).
@@ -142,6 +146,7 @@ class task_journal {
   // A holder name the index can key (at most max_holder bytes, no NUL): invalid_argument if not.
   expected<void> check_holder(const std::string& holder) const;
   expected<std::uint64_t> requeue_if(const std::function<bool(const task&)>& pred);
+  expected<std::uint64_t> move_to_todo(task_state from, const std::function<bool(const task&)>& pred);
   // In `w`: the holder's DOING tasks not in `keep` back to todo (counted); returns how many.
   expected<std::uint64_t> requeue_held(write_txn& w, const std::string& holder,
                                        const std::vector<std::uint64_t>& keep) const;
