@@ -59,8 +59,11 @@ std::string suggestion(CLI::App& app, int argc, const char* const* argv) {
     std::vector<std::string> names;
     for (auto* s : subs) names.push_back(s->get_name());
     auto near = nearest(word, names);
-    if (!near) return {};
-    return "unknown subcommand '" + std::string(word) + "' (did you mean '" + *near + "'?)";
+    if (near) return "unknown subcommand '" + std::string(word) + "' (did you mean '" + *near + "'?)";
+    // Nothing near: the choices (CLI11 said only "A subcommand is required").
+    std::string all;
+    for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+    return "unknown subcommand '" + std::string(word) + "' (one of: " + all + ")";
   }
   return {};
 }

@@ -33,6 +33,16 @@ unexpected label_survey::bad(std::size_t line, const std::string& why) const {
                          file_ + ":" + std::to_string(line) + ": " + column_ + ": " + why);
 }
 
+// One class name on every row: nothing to tell apart, and a model.json of 1 name for 2 classes that
+// predict and evaluate refuse. (One class id is a subset of a file whose ids keep their meaning: it
+// stays 2 classes, ids 0 and 1.)
+unexpected label_survey::one_class() const {
+  return make_unexpected(
+      core_errc::invalid_argument,
+      file_ + ": " + column_ + ": every row's label is '" + first_line_.begin()->first +
+          "': a classifier needs rows of at least two classes (is this column the label?)");
+}
+
 expected<void> label_survey::add(std::string_view text, std::size_t line) {
   if (first_line_.find(text) != first_line_.end()) return {};
   if (first_line_.size() == max_classes)
@@ -44,6 +54,7 @@ expected<void> label_survey::add(std::string_view text, std::size_t line) {
 
 expected<label_classes> label_survey::decide() const {
   label_classes out;
+
   std::uint32_t max_id = 1;
   bool ids = true;
   for (const auto& [text, line] : first_line_) {
@@ -62,6 +73,7 @@ expected<label_classes> label_survey::decide() const {
     if (!is_utf8(text)) return bad(line, "label is not UTF-8 text (class names must be: convert the file)");
     out.names.push_back(text);
   }
+  if (out.names.size() == 1) return one_class();
   sort_names(out.names);
   out.num_classes = static_cast<std::uint32_t>(std::max<std::size_t>(2, out.names.size()));
   return out;

@@ -27,7 +27,8 @@ class label_survey {
 
   // Error (invalid_argument): a label past the max_classes-th distinct one.
   expected<void> add(std::string_view text, std::size_t line);
-  // Error (invalid_argument): a class name that is not UTF-8 text, naming its first line.
+  // Error (invalid_argument): a class name that is not UTF-8 text, naming its first line; a single
+  // class name on every row.
   expected<label_classes> decide() const;
 
  private:
@@ -35,6 +36,7 @@ class label_survey {
     using is_transparent = void;
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
+  unexpected one_class() const;
   unexpected bad(std::size_t line, const std::string& why) const;
   std::string file_, column_;
   std::unordered_map<std::string, std::size_t, hash, std::equal_to<>> first_line_;  // text -> line

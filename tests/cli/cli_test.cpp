@@ -107,9 +107,15 @@ TEST(cli, typos_get_the_nearest_subcommand_or_flag) {
     EXPECT_NE(r.out.find(hint), std::string::npos) << args << ": " << r.out;
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
   }
-  auto far = run("frobnicate");  // nothing near: CLI11's own words
+  auto far = run("frobnicate");  // nothing near: the choices (CLI11 said "A subcommand is required")
   EXPECT_EQ(far.code, 2) << far.out;
   EXPECT_EQ(far.out.find("did you mean"), std::string::npos) << far.out;
+  EXPECT_NE(far.out.find("unknown subcommand 'frobnicate' (one of: "), std::string::npos) << far.out;
+  EXPECT_NE(far.out.find("status"), std::string::npos) << far.out;
+  auto data = run("data zzzz");
+  EXPECT_EQ(data.code, 2) << data.out;
+  EXPECT_NE(data.out.find("unknown subcommand 'zzzz' (one of: "), std::string::npos) << data.out;
+  EXPECT_NE(data.out.find("import"), std::string::npos) << data.out;
 }
 
 // README's exit codes: bad usage is 2, also for a job id that is malformed, taken or reserved, and

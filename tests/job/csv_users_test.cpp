@@ -86,6 +86,14 @@ TEST_F(CsvUsers, LabelProblemsNameLineAndColumn) {
       << e;
   e = refused(csv("x,y\n1,caf\xe9\n", "latin1"));
   EXPECT_NE(e.find("latin1.csv:2: column 'y' (2): label is not UTF-8 text"), std::string::npos) << e;
+  // One class name on every row: nothing to classify; it made a model predict and evaluate refused.
+  e = refused(csv("x,y\n1,a\n2,a\n", "one-name"));
+  EXPECT_NE(
+      e.find(
+          "one-name.csv: column 'y' (2): every row's label is 'a': a classifier needs rows of at least two "
+          "classes"),
+      std::string::npos)
+      << e;
   e = refused(csv("x,caf\xe9,y\n1,2,a\n", "latin1-header"));
   EXPECT_NE(e.find("header: the name of column 2 is not UTF-8 text"), std::string::npos) << e;
 }
@@ -305,7 +313,7 @@ TEST_F(CsvUsers, APipeIsRefusedForItIsReadMoreThanOnce) {
 }
 
 TEST_F(CsvUsers, TheManifestKeepsWhatReadingARawRowTakes) {
-  auto o = csv("id;x1;y;city;x2\n1;2;b;p;3\n");
+  auto o = csv("id;x1;y;city;x2\n1;2;b;p;3\n2;4;c;q;5\n");
   o.delimiter = ';';
   o.sparse = {"city"};
   o.dense = std::vector<std::string>{"x2", "x1"};
@@ -322,7 +330,7 @@ TEST_F(CsvUsers, TheManifestKeepsWhatReadingARawRowTakes) {
   EXPECT_EQ(f.missing, "zero");
   EXPECT_EQ(f.hash, "troupe-category-v1");
   EXPECT_EQ(f.buckets_per_field, 1000u);
-  EXPECT_EQ(f.class_names, std::vector<std::string>{"b"});
+  EXPECT_EQ(f.class_names, (std::vector<std::string>{"b", "c"}));
 }
 
 }  // namespace

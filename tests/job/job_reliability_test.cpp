@@ -59,6 +59,15 @@ TEST(job_reliability, a_sigstopped_master_is_fenced_and_replaced) {
       r, [](const nlohmann::json& j) { return j["samples_per_sec"].get<double>() == 0.0; }, 30s));
   // ...and the stopped process is fenced (SIGKILL: no SIGCONT needed), never to wake up.
   EXPECT_TRUE(poll_until([&] { return !cluster::process_alive(master, start->start_time); }, 30s));
+  // nodes.json names its replacement once it is launched (it listed the fenced one, exited, until
+  // the next node's exit, which may be the job's end).
+  EXPECT_TRUE(poll_until(
+      [&] {
+        const pid_t p = node_pid(r, "master");
+        return p > 0 && p != master;
+      },
+      30s))
+      << read_file(r.job_dir + "/nodes.json");
   ASSERT_EQ(wait_job(r, 240s), 0) << read_file(r.err_file);
   auto res = result(r);
   EXPECT_EQ(res.value("status", ""), "finished") << res.dump();

@@ -3,7 +3,10 @@
 # h1 and h2 (scripts/hosts.sh namespaces, the local launcher's [cluster] hosts) is scaled down by
 # the number of its workers on one host, naming it; exactly those workers leave (whatever their
 # indices), the others keep running, none is relaunched on the drained host, and the job finishes
-# with every record trained once. A host the job cannot place on is refused, naming it.
+# with every record trained once. A host the job cannot place on is refused, naming it. The job's root
+# is relative to the runner's working directory ("./jobs", as a user's `root = "jobs"`): the nodes on
+# the hosts, whose host command starts them elsewhere, are given absolute paths (they failed with
+# "--job-dir: Directory does not exist: jobs/...").
 # Usage: drain_host_test.sh TROUPE_BINARY. Exit 77 (ctest: skipped) without root.
 set -uo pipefail
 NAME=drain-host HOSTS=2
@@ -11,8 +14,8 @@ B=$(realpath "$1")
 source "$(dirname "$0")/lib.sh"
 
 rows=600000
-{ deepfm_toml "$work" "$cache" drain 4 $rows; hosts_section h1:3 h2:3; } > "$work/drain.toml"
-"$B" run "$work/drain.toml" --job-id drain > "$work/drain.out" 2> "$work/drain.err" &
+{ deepfm_toml "." "$cache" drain 4 $rows; hosts_section h1:3 h2:3; } > "$work/drain.toml"
+(cd "$work" && exec "$B" run drain.toml --job-id drain > "$work/drain.out" 2> "$work/drain.err") &
 runner=$!
 job=$work/jobs/drain
 status() { "$B" status --json --job-dir "$job" 2> /dev/null; }

@@ -133,6 +133,7 @@ int runner::loop() {
     poll_status();
     watch_master();
     fence_dead_nodes();
+    refresh_nodes_file();
     publish_status();
     print_progress(false);
     wait_for_events();

@@ -129,6 +129,9 @@ class runner {
   void scale_to(std::uint32_t workers, const std::string& host = "");
   void publish_status();
   void write_nodes_file();
+  // nodes.json again when what it says moved on: a node relaunched (its new incarnation, pid and
+  // host; it said the dead one's until the next exit), or the membership epoch changed.
+  void refresh_nodes_file();
   // io (runner_io.cpp): on_message runs on the transport's io thread and only pushes events and
   // answers from what the loop published.
   void on_message(const message& m);
@@ -161,8 +164,11 @@ class runner {
   std::shared_ptr<std::atomic<bool>> prepare_running_;  // the import thread, while it runs
   // its directory
   std::optional<cluster::job_dir> dir_;
-  std::string instance_;  // this run's instance id (collective::instance_key)
-  int lock_fd_ = -1;      // flock on runner.lock for the runner's life
+  std::string instance_;           // this run's instance id (collective::instance_key)
+  int lock_fd_ = -1;               // flock on runner.lock for the runner's life
+  bool nodes_dirty_ = false;       // a launch since nodes.json was written
+  std::uint64_t nodes_epoch_ = 0;  // the membership epoch nodes.json was written with
+  troupe::clock::time_point nodes_written_{};
   // Tasks a resumed job's journal moved back to TODO (reopen_tasks): DONE ones, failed ones.
   std::uint64_t reopened_done_ = 0, reopened_failed_ = 0;
   // its parts, declared before the transport and the launcher whose threads push into events_

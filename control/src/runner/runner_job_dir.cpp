@@ -103,7 +103,9 @@ bool finished_job(const std::string& path) {
 
 // A resumed job's directory, unless the job finished.
 int runner::open_resumed_dir() {
-  auto dir = cluster::job_dir::open(opt_.resume);
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(opt_.resume, ec);
+  auto dir = cluster::job_dir::open(ec ? opt_.resume : abs.lexically_normal().string());
   if (!dir) return spdlog::error("--resume: {}", dir.err().to_string()), 2;
   if (finished_job(dir->result_path())) {
     spdlog::error("--resume {}: the job finished (see {}): nothing to resume", dir->path(),
@@ -193,10 +195,13 @@ int runner::reopen_tasks() {
   return 0;
 }
 
-// The runner's log goes to logs/runner.log as well as stderr, at the level the CLI set.
+// The runner's log goes to logs/runner.log as well as stderr (unless [log] stderr = false), at the
+// level the CLI set.
 void runner::start_log() {
   log_config lc;
-  lc.level = std::string(spdlog::level::to_string_view(spdlog::get_level()).data());
+  const auto level = spdlog::get_level();
+  lc.level = level == spdlog::level::warn ? "warn" : std::string(spdlog::level::to_string_view(level).data());
+  lc.to_stderr = spec_.log.to_stderr;
   lc.file = dir_->logs_dir() + "/runner.log";
   lc.name = "runner";
   if (auto r = init_logging(lc); !r) spdlog::warn("{}", r.err().to_string());

@@ -82,6 +82,7 @@ expected<cluster::node_spec> runner::spec_of(const node_slot& slot, bool spare) 
 }
 
 void runner::launched(node_slot& slot) {
+  nodes_dirty_ = true;
   const auto& h = *slot.handle;
   // A batch backend's "pid" is its job id, not a process of this machine.
   auto st = spec_.cluster.launcher == "local" ? cluster::read_process_stat(h.pid) : std::nullopt;
@@ -199,9 +200,19 @@ void runner::publish_status() {
   watch_.publish(std::move(f));
 }
 
+void runner::refresh_nodes_file() {
+  // A new epoch alone at most once a second (a burst of joins in a large job is many epochs).
+  const bool epoch =
+      watch_.status().epoch != nodes_epoch_ && clock_.now() - nodes_written_ >= std::chrono::seconds(1);
+  if (nodes_dirty_ || epoch) write_nodes_file();
+}
+
 void runner::write_nodes_file() {
   if (!dir_) return;
   const std::uint64_t epoch = watch_.status().epoch;
+  nodes_dirty_ = false;
+  nodes_epoch_ = epoch;
+  nodes_written_ = clock_.now();
   std::vector<cluster::node_entry> entries;
   // A batch cluster's handle holds its job id, not a pid of this machine: nodes.json lists pid 0
   // and the job id as slurm_job then, so that nothing that signals pids can hit an unrelated

@@ -165,6 +165,11 @@ int runner::apply_spec(config_doc& doc) {
     return spdlog::error("{}: {}", opt_.resume.empty() ? opt_.file : opt_.resume, c.err().to_string()), 2;
   if (auto g = check_gpu(spec_); !g) return spdlog::error("{}", g.err().to_string()), 2;
   for (const auto& n : job::job_notes(spec_)) spdlog::warn("{}", n);
+  // The nodes get absolute paths (job directory, stores): a node on another host runs where its host
+  // command puts it (ssh, nsenter), not in the runner's working directory.
+  std::error_code ec;
+  for (auto* p : {&spec_.job.root, &spec_.job.dataset_cache})
+    if (auto abs = std::filesystem::absolute(*p, ec); !ec) *p = abs.lexically_normal().string();
   slots_.set_policy(runner_slot_policy(spec_));
   slots_.set_target(spec_.job.workers);
   watch_.set_limits(runner_watch_limits(spec_));
@@ -194,6 +199,10 @@ int runner::prepare_data() {
   auto data = done.get();
   if (!data) return setup_failed(data.err(), 1);
   data_ = *data;
+  std::error_code ec;  // a store the job file names may be relative to the working directory
+  for (auto* p : {&data_.train_dir, &data_.test_dir})
+    if (auto abs = std::filesystem::absolute(*p, ec); !p->empty() && !ec)
+      *p = abs.lexically_normal().string();
   return 0;
 }
 
