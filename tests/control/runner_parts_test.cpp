@@ -29,6 +29,8 @@ class fake_launcher final : public cluster::launcher {
  public:
   expected<cluster::node_handle> launch(const cluster::node_spec& spec) override {
     if (refuse) return make_unexpected(cluster::cluster_errc::launch_failed, "refused");
+    if (slots > 0 && running_.size() >= slots)
+      return make_unexpected(cluster::cluster_errc::insufficient_resources, "every slot is taken");
     launched.push_back(spec);
     // Runs where the spec asks (as the local launcher with cluster.hosts; "": here).
     cluster::node_handle h{++serial_, spec.id, 1000 + static_cast<int>(serial_), spec.host};
@@ -76,6 +78,7 @@ class fake_launcher final : public cluster::launcher {
   std::vector<std::pair<std::string, int>> signals;
   std::vector<std::string> fenced;
   bool refuse = false;
+  std::size_t slots = 0;  // > 0: launches past this many running nodes find no room
 
  private:
   std::uint64_t serial_ = 0;
@@ -327,6 +330,40 @@ TEST_F(slots_fixture, scale_clamps_to_the_job_bounds_and_a_refused_launch_is_an_
   auto r = table.scale_to(3);
   EXPECT_NE(r.error.find("cannot launch worker-6"), std::string::npos) << r.error;
   EXPECT_FALSE(table.find("worker-6"));
+}
+
+// The hosts' slots full (cluster.hosts), at the start or on a `troupe scale` past them: the job goes
+// on with the workers it has while they are at least min_workers, its target following (it failed);
+// with fewer, the launch is the error it was.
+TEST_F(slots_fixture, a_grow_past_the_hosts_slots_keeps_the_workers_that_fit) {
+  launcher.slots = 3;
+  auto r = table.scale_to(5);
+  EXPECT_TRUE(r.error.empty()) << r.error;
+  EXPECT_EQ(table.running_workers(), 3u);
+  EXPECT_EQ(table.target(), 3u);
+  EXPECT_FALSE(table.find("worker-3"));
+  r = table.scale_to(6);
+  EXPECT_TRUE(r.error.empty()) << r.error;
+  EXPECT_EQ(table.target(), 3u);
+  launcher.slots = 0;
+  launcher.refuse = true;  // another failure: still the job's error
+  EXPECT_FALSE(table.scale_to(5).error.empty());
+}
+
+TEST_F(slots_fixture, without_room_for_min_workers_a_full_host_is_an_error) {
+  slot_policy p = policy();
+  p.min_workers = 2;
+  slot_table t{clock, p};
+  slot_hooks hooks;
+  hooks.spec_of = [](const node_slot& slot, bool) -> expected<cluster::node_spec> {
+    cluster::node_spec ns;
+    ns.id = slot.id;
+    return ns;
+  };
+  t.bind(launcher, std::move(hooks));
+  launcher.slots = 1;
+  auto r = t.scale_to(3);
+  EXPECT_NE(r.error.find("insufficient resources"), std::string::npos) << r.error;
 }
 
 TEST_F(slots_fixture, a_stale_exit_report_is_ignored_and_stop_all_relaunches_nothing) {

@@ -7,6 +7,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "troupe/cluster/errc.hpp"
+
 namespace troupe::control {
 
 void slot_table::bind(cluster::launcher& l, slot_hooks h) {
@@ -183,6 +185,16 @@ void slot_table::grow(scale_result& r) {
         spdlog::warn("cannot launch {} while the cluster manager does not answer: {}", name,
                      l.err().to_string());
         r.deferred = l.err().to_string();
+        return;
+      }
+      // Every slot of the hosts taken: the job goes on with the workers it has, as an elastic job
+      // does, when they are at least min_workers (it failed, at its start or on a `troupe scale` past
+      // the hosts' slots). The target follows, so that nothing retries the launch in a loop.
+      if (l.err() == cluster::cluster_errc::insufficient_resources &&
+          running_workers() >= std::max<std::uint32_t>(policy_.min_workers, 1)) {
+        target_ = running_workers();
+        spdlog::warn("cannot launch {}: {}: the job goes on with {} worker(s) (job.min_workers = {})", name,
+                     l.err().to_string(), target_, policy_.min_workers);
         return;
       }
       r.error = "cannot launch " + name + ": " + l.err().to_string();
