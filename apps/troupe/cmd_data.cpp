@@ -151,11 +151,19 @@ const command_registrar reg{
       sub.require_subcommand(1);
       auto csv = add_import_csv(*add_import(sub, imp, which), mode, 3);
       auto* sc = sub.add_subcommand("synth-ctr", "Synthetic CTR data drawn from a planted FM model");
-      sc->add_option("--rows", syn->rows, "rows")->check(CLI::Range(std::size_t{1}, std::size_t{1} << 32));
-      sc->add_option("--fields", syn->fields, "categorical fields")->check(CLI::Range(1, 1024));
-      sc->add_option("--vocab", syn->vocab, "ids per field")->check(CLI::Range(2ull, 1ull << 40));
-      sc->add_option("--seed", syn->seed, "sample seed (the planted model is fixed)");
-      sc->add_option("--dense", syn->dense, "extra dense features")->check(CLI::Range(0, 4096));
+      sc->add_option("--rows", syn->rows, "rows")
+          ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 32))
+          ->capture_default_str();
+      sc->add_option("--fields", syn->fields, "categorical fields")
+          ->check(CLI::Range(1, 1024))
+          ->capture_default_str();
+      sc->add_option("--vocab", syn->vocab, "ids per field")
+          ->check(CLI::Range(2ull, 1ull << 40))
+          ->capture_default_str();
+      sc->add_option("--seed", syn->seed, "sample seed (the planted model is fixed)")->capture_default_str();
+      sc->add_option("--dense", syn->dense, "extra dense features")
+          ->check(CLI::Range(0, 4096))
+          ->capture_default_str();
       sc->add_option("--out", syn->out, "store directory (must not hold a store)")->required();
       sc->callback([mode] { *mode = 1; });
       auto* in = sub.add_subcommand("inspect", "Print a store's manifest, count and first records");
