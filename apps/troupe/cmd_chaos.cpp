@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -20,6 +21,7 @@
 #include "troupe/core/clock.hpp"
 #include "troupe/core/config.hpp"
 #include "troupe/job/job_file.hpp"
+#include "troupe/job/job_spec.hpp"
 
 namespace troupe::cli {
 namespace {
@@ -137,18 +139,42 @@ expected<std::vector<control::fault_spec>> faults_of(flags& f) {
   return out;
 }
 
-// The [cluster] of the job the faults go to: the job file with its --set overrides, or the running
-// job's job.toml; host faults are checked against it before anything starts.
+// A fault the job cannot take, known from its file: `preempt` on a job Slurm does not launch, a PS
+// shard past [ps] shards (their indices are fixed). They were found only when due, and skipped.
+expected<void> check_node_faults(const std::vector<control::fault_spec>& faults, const config_doc& doc) {
+  auto spec = job::job_spec::read(doc);
+  if (!spec) return spec.err();
+  const auto& launcher = spec->cluster.launcher;
+  const auto shards = spec->uses_ps() ? static_cast<long long>(spec->ps.shards) : 0;
+  for (const auto& x : faults) {
+    const std::string what = std::string("fault '") + control::to_string(x.kind) + " " + x.target + "'";
+    if (x.kind == control::fault_kind::preempt && launcher != "slurm")
+      return make_unexpected(core_errc::invalid_argument,
+                             what +
+                                 ": preemption takes a node the Slurm launcher started; this job's "
+                                 "cluster.launcher is '" +
+                                 launcher + "'");
+    if (x.target.rfind("ps-", 0) == 0 && std::strtoll(x.target.c_str() + 3, nullptr, 10) >= shards)
+      return make_unexpected(core_errc::invalid_argument,
+                             what + ": the job has " + std::to_string(shards) + " PS shard(s) (" +
+                                 (spec->uses_ps() ? "ps.shards" : "its strategy keeps none") + ")");
+  }
+  return {};
+}
+
+// The job the faults go to: the job file with its --set overrides, or the running job's job.toml;
+// host faults and the faults above are checked against it before anything starts.
 expected<void> check_hosts(const flags& f, const std::vector<control::fault_spec>& faults,
                            const std::string& dir) {
-  if (std::none_of(faults.begin(), faults.end(),
-                   [](const auto& x) { return control::fault_host(x).has_value(); }))
-    return {};
   auto doc = config_doc::from_file(f.job_file.empty() ? dir + "/job.toml" : f.job_file);
   if (!doc) return doc.err();
   for (const auto& s : f.sets)
     if (auto r = doc->apply_override(s); !r) return r.err();
+  if (auto c = check_node_faults(faults, *doc); !c) return c;
   config_reader reader(*doc);
+  if (std::none_of(faults.begin(), faults.end(),
+                   [](const auto& x) { return control::fault_host(x).has_value(); }))
+    return {};
   return control::check_host_faults(faults, cluster::cluster_config::read(reader.section("cluster")));
 }
 

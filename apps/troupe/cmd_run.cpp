@@ -30,6 +30,15 @@ const command_registrar reg{
       sub.add_option("--workers", f->workers, "initial number of workers (overrides job.workers)")
           ->check(CLI::Range(1, 1024));
       sub.add_option("--job-id", f->o.job_id, "name of the job directory (default: <name>-<time>-<random>)");
+      // As predict, evaluate and status take it: the jobs root (job.root), here for the new job.
+      sub.add_option_function<std::string>(
+          "--root",
+          [f](const std::string& root) {
+            std::string quoted = "\"";
+            for (char c : root) quoted.append(c == '"' || c == '\\' ? "\\" : "").push_back(c);
+            f->o.overrides.push_back("job.root=" + quoted + "\"");
+          },
+          "the jobs root its directory goes under (job.root; default jobs)");
       sub.add_flag("--quiet", f->quiet, "no progress line");
       sub.add_flag(
           "--submit", f->submit,
@@ -39,7 +48,8 @@ const command_registrar reg{
         if (f->o.file.empty() && f->o.resume.empty())
           return usage_error("run: give a job file or --resume JOB_DIR");
         if (!f->o.resume.empty() && (!f->o.overrides.empty() || !f->o.job_id.empty()))
-          return usage_error("run --resume: the job keeps its job.toml and id (no --set, no --job-id)");
+          return usage_error(
+              "run --resume: the job keeps its job.toml and id (no --set, --root or --job-id)");
         if (f->workers > 0) f->o.workers = f->workers;
         if (f->o.resume.empty()) {  // the job file's errors as `troupe config check` prints them
           auto overrides = f->o.overrides;

@@ -59,11 +59,18 @@ void print_fills(const job::csv_import_result& r) {
   std::printf("%s\n", n > shown ? ", ... (the manifest keeps them all)" : "");
 }
 
+// "1 record", "2 records".
+const char* plural(std::uint64_t n, const char* one, const char* many) {
+  return n == 1 ? one : many;
+}
+
 void print_summary(const job::csv_import_result& r, const job::csv_import_options& o, double secs) {
-  std::printf("%s: %llu records", r.train_dir.c_str(), static_cast<unsigned long long>(r.train.record_count));
+  std::printf("%s: %llu %s", r.train_dir.c_str(), static_cast<unsigned long long>(r.train.record_count),
+              plural(r.train.record_count, "record", "records"));
   if (!r.test_dir.empty())
-    std::printf(", %s: %llu records (test fraction %g, seed %llu)", r.test_dir.c_str(),
-                static_cast<unsigned long long>(r.test.record_count), o.test_fraction,
+    std::printf(", %s: %llu %s (test fraction %g, seed %llu)", r.test_dir.c_str(),
+                static_cast<unsigned long long>(r.test.record_count),
+                plural(r.test.record_count, "record", "records"), o.test_fraction,
                 static_cast<unsigned long long>(o.split_seed));
   std::printf(" from %s in %.2f s (%u passes)\n", o.file.c_str(), secs, r.passes);
   print_classes(r, o);
@@ -83,10 +90,11 @@ void print_summary(const job::csv_import_result& r, const job::csv_import_option
     std::printf("skipped %llu rows with a missing value (--missing skip-row)\n",
                 static_cast<unsigned long long>(r.skipped_missing));
   if (r.malformed > 0) {
-    std::printf("skipped %llu malformed lines (--skip-malformed):",
-                static_cast<unsigned long long>(r.malformed));
-    for (const auto& e : r.examples) std::printf(" %s;", e.c_str());
-    std::printf("%s\n", r.malformed > r.examples.size() ? " ..." : "");
+    std::printf("skipped %llu malformed %s (--skip-malformed):", static_cast<unsigned long long>(r.malformed),
+                plural(r.malformed, "line", "lines"));
+    for (std::size_t i = 0; i < r.examples.size(); ++i)
+      std::printf("%s %s", i ? ";" : "", r.examples[i].c_str());
+    std::printf("%s\n", r.malformed > r.examples.size() ? "; ..." : "");
   }
 }
 

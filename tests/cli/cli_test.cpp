@@ -131,6 +131,12 @@ TEST(cli, bad_job_ids_and_job_dirs_are_usage_errors) {
     EXPECT_NE(r.out.find("job id"), std::string::npos) << id << ": " << r.out;
   }
   EXPECT_FALSE(std::filesystem::exists(root / "datasets" / "job.toml")) << "a job in the dataset cache";
+  // --root puts the job under another root (as predict and status take it), here refused by name.
+  auto other = run("run " + f + " --quiet --root " + (root / "other").string() + " --job-id datasets");
+  EXPECT_EQ(other.code, 2) << other.out;
+  EXPECT_NE(other.out.find((root / "other").string()), std::string::npos) << other.out;
+  auto resumed = run("run --resume " + root.string() + " --root /x");
+  EXPECT_EQ(resumed.code, 2) << resumed.out;
   std::filesystem::create_directories(root / "taken");
   std::ofstream(root / "taken" / "job.toml") << "[job]\n";
   auto taken = run("run " + f + " --quiet --job-id taken");

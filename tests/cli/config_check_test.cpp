@@ -171,6 +171,15 @@ TEST(chaos_cli, unknown_target_is_exit_2_before_the_job) {
   EXPECT_FALSE(std::filesystem::exists(root));
   auto rnd = run_troupe("chaos --job " + f + " --rate 1 --targets worker,nobody");
   EXPECT_EQ(rnd.code, 2) << rnd.out;
+  // What the job file rules out is refused before the job too (the job ran, the fault was skipped):
+  // a preemption without the Slurm launcher, a PS shard the job does not have.
+  auto preempt = run_troupe("chaos --job " + f + " --fault '1 preempt worker hold=2'");
+  EXPECT_EQ(preempt.code, 2) << preempt.out;
+  EXPECT_NE(preempt.out.find("cluster.launcher is 'local'"), std::string::npos) << preempt.out;
+  auto shard = run_troupe("chaos --job " + f + " --fault '1 kill ps-7'");
+  EXPECT_EQ(shard.code, 2) << shard.out;
+  EXPECT_NE(shard.out.find("PS shard(s)"), std::string::npos) << shard.out;
+  EXPECT_FALSE(std::filesystem::exists(root));
   std::filesystem::remove(f);
 }
 

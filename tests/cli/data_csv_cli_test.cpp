@@ -74,7 +74,7 @@ TEST_F(DataCsvCli, BadInputIsExit2NamingLineAndColumnAndLeavesNoStore) {
   EXPECT_NE(r.out.find("1 malformed line (line 3: 3 fields, the header has 2)"), std::string::npos) << r.out;
   r = run_troupe("data import csv " + ragged + " --out " + path("s") + " --label label --skip-malformed");
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("skipped 1 malformed lines (--skip-malformed): line 3: 3 fields"), std::string::npos)
+  EXPECT_NE(r.out.find("skipped 1 malformed line (--skip-malformed): line 3: 3 fields"), std::string::npos)
       << r.out;
   r = run_troupe("data import csv " + bad + " --out " + path("t") + " --label nope");
   EXPECT_EQ(r.code, 2) << r.out;

@@ -217,10 +217,22 @@ def bad_input(troupe, work, models):
         # Another client's requests go on meanwhile, and must all succeed.
         stop = threading.Event()
         bystander = {"ok": 0, "bad": []}
+        # Parked (its connection closed) while the connection limit is tried: its keep-alive connection
+        # held a slot, and when a loaded machine held the thread back past read_timeout_ms the server
+        # closed it, freeing a slot the 31st connection then took (a CI run saw that 200).
+        paused, parked = threading.Event(), threading.Event()
 
         def by():
             s = requests.Session()
             while not stop.is_set():
+                if paused.is_set():
+                    if not parked.is_set():
+                        s.close()
+                        s = requests.Session()
+                        parked.set()
+                    time.sleep(0.01)
+                    continue
+                parked.clear()
                 try:
                     r = s.post(url, json=good, timeout=10)
                     if r.status_code == 200 and not check_answer(r.json(), ref, [0]):
@@ -299,6 +311,10 @@ def bad_input(troupe, work, models):
         # each idle one is closed read_timeout_ms (700) after its accept, and on a loaded machine that
         # can pass before the 31st is accepted (a CI run saw a 200 so). A 200 fails the test when none
         # of the 30 had been closed by the time it came back; otherwise the round is tried again (5 in all).
+        paused.set()
+        if not parked.wait(10):
+            fail("the bystander did not park")
+        time.sleep(0.2)  # its closed connection counted out by the server
         for attempt in range(5):
             idle = [socket.create_connection(("127.0.0.1", srv.port)) for _ in range(30)]
             # Connection: close, so that a wrong 200 comes back at once, with the 30 still as they were.
@@ -315,6 +331,7 @@ def bad_input(troupe, work, models):
                 f"accepted (a loaded machine); again")
             time.sleep(0.3)
         time.sleep(0.3)
+        paused.clear()
         expect(requests.post(url, json=good, timeout=5), 200, "logits")
         stop.set()
         t.join()

@@ -56,7 +56,12 @@ class async_ps final : public strategy {
   step_result step(worker_context& ctx, const nn::batch* b, bool exhausted) override {
     if (!b) return {exhausted ? step_result::kind::finished : step_result::kind::idle};
     auto& be = ctx.backend;
-    if (auto p = ctx.ps.pull(be, *b); !p) return retry("pull", p.err());
+    if (auto p = ctx.ps.pull(be, *b); !p) {
+      // Before any pull succeeded the shards may still be joining (every job's start): said once.
+      if (!pulled_) return waiting(p.err());
+      return retry("pull", p.err());
+    }
+    pulled_ = true;
     // The next batch's rows come while this one trains; they miss this batch's push (sent after).
     if (ctx.next) ctx.ps.prefetch(be, *ctx.next);
     if (auto u = be.from_host(host_copy::parameters); !u) throw std::runtime_error(u.err().to_string());
@@ -95,12 +100,18 @@ class async_ps final : public strategy {
     prev_sqr_ = sqr;
     schedule_.end(t.pair, t.keep);
   }
+  step_result waiting(const error& e) {
+    if (!said_waiting_) spdlog::info("async_ps: waiting for the PS shards ({})", e.context());
+    said_waiting_ = true;
+    return {step_result::kind::retry};
+  }
   static step_result retry(const char* what, const error& e) {
     spdlog::warn("async_ps: {} failed, retrying the batch: {}", what, e.to_string());
     return {step_result::kind::retry};
   }
 
   bool estimate_;
+  bool pulled_ = false, said_waiting_ = false;  // a pull succeeded; the start-up wait was logged
   std::size_t batch_size_;
   goodput::pair_schedule schedule_;  // which batches keep and pair
   goodput::noise_scale ns_;
