@@ -141,11 +141,9 @@ expected<std::vector<control::fault_spec>> faults_of(flags& f) {
 
 // A fault the job cannot take, known from its file: `preempt` on a job Slurm does not launch, a PS
 // shard past [ps] shards (their indices are fixed). They were found only when due, and skipped.
-expected<void> check_node_faults(const std::vector<control::fault_spec>& faults, const config_doc& doc) {
-  auto spec = job::job_spec::read(doc);
-  if (!spec) return spec.err();
-  const auto& launcher = spec->cluster.launcher;
-  const auto shards = spec->uses_ps() ? static_cast<long long>(spec->ps.shards) : 0;
+expected<void> check_node_faults(const std::vector<control::fault_spec>& faults, const job::job_spec& spec) {
+  const auto& launcher = spec.cluster.launcher;
+  const auto shards = spec.uses_ps() ? static_cast<long long>(spec.ps.shards) : 0;
   for (const auto& x : faults) {
     const std::string what = std::string("fault '") + control::to_string(x.kind) + " " + x.target + "'";
     if (x.kind == control::fault_kind::preempt && launcher != "slurm")
@@ -157,7 +155,7 @@ expected<void> check_node_faults(const std::vector<control::fault_spec>& faults,
     if (x.target.rfind("ps-", 0) == 0 && std::strtoll(x.target.c_str() + 3, nullptr, 10) >= shards)
       return make_unexpected(core_errc::invalid_argument,
                              what + ": the job has " + std::to_string(shards) + " PS shard(s) (" +
-                                 (spec->uses_ps() ? "ps.shards" : "its strategy keeps none") + ")");
+                                 (spec.uses_ps() ? "ps.shards" : "its strategy keeps none") + ")");
   }
   return {};
 }
@@ -170,12 +168,10 @@ expected<void> check_hosts(const flags& f, const std::vector<control::fault_spec
   if (!doc) return doc.err();
   for (const auto& s : f.sets)
     if (auto r = doc->apply_override(s); !r) return r.err();
-  if (auto c = check_node_faults(faults, *doc); !c) return c;
-  config_reader reader(*doc);
-  if (std::none_of(faults.begin(), faults.end(),
-                   [](const auto& x) { return control::fault_host(x).has_value(); }))
-    return {};
-  return control::check_host_faults(faults, cluster::cluster_config::read(reader.section("cluster")));
+  auto spec = job::job_spec::read(*doc);
+  if (!spec) return spec.err();
+  if (auto c = check_node_faults(faults, *spec); !c) return c;
+  return control::check_host_faults(faults, spec->cluster);
 }
 
 // The faults to inject and, without --job-file, the running job's directory (with --job-file,

@@ -223,23 +223,22 @@ std::string config_section::require_string(std::string_view key) {
 
 std::string config_section::get_enum(std::string_view key, const std::string& def,
                                      std::initializer_list<std::string_view> allowed) {
+  TROUPE_FETCH();
   std::string list;
   for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-  {
-    TROUPE_FETCH();
-    // `batch = 64` for `batch_size = 64`: the choices, not only the type, tell what the key wants.
-    if (n && !n->is_string()) {
-      reader_->record(full, core_errc::wrong_type,
-                      std::string("expected one of ")
-                          .append(list)
-                          .append(" (a quoted string), got ")
-                          .append(type_name(*n)));
-      return def;
-    }
+  // `batch = 64` for `batch_size = 64`: the choices, not only the type, tell what the key wants.
+  if (n && !n->is_string()) {
+    reader_->record(full, core_errc::wrong_type,
+                    std::string("expected one of ")
+                        .append(list)
+                        .append(" (a quoted string), got ")
+                        .append(type_name(*n)));
+    return def;
   }
-  std::string v = get_string(key, def);
+  if (!n) reader_->note_default(full, def);
+  std::string v = n ? n->as_string()->get() : def;
   if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return v;
-  reader_->record(full_key(key), core_errc::out_of_range, "'" + v + "' is not one of: " + list);
+  reader_->record(full, core_errc::out_of_range, "'" + v + "' is not one of: " + list);
   return def;
 }
 

@@ -54,7 +54,6 @@ expected<void> label_survey::add(std::string_view text, std::size_t line) {
 
 expected<label_classes> label_survey::decide() const {
   label_classes out;
-
   std::uint32_t max_id = 1;
   bool ids = true;
   for (const auto& [text, line] : first_line_) {

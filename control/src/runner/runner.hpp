@@ -50,6 +50,9 @@ using wire::write_job_status;
 int launcher_exit_code(const error& e);
 // `bytes` random bytes in hex (job tokens, instance ids).
 std::string random_hex(std::size_t bytes);
+// `path` absolute and normal (relative to the working directory), as it was when that fails: the
+// nodes run where their host command puts them (runner_setup.cpp).
+void make_absolute(std::string& path);
 // What the launcher knows of the job: a batch backend records the jobs it submits in the job dir.
 cluster::launch_site launch_site_of(const cluster::job_dir& dir);
 // <name>-<YYYYmmdd-HHMMSS>-<4 hex>: the id of a job run without --job-id.

@@ -103,9 +103,9 @@ bool finished_job(const std::string& path) {
 
 // A resumed job's directory, unless the job finished.
 int runner::open_resumed_dir() {
-  std::error_code ec;
-  auto abs = std::filesystem::absolute(opt_.resume, ec);
-  auto dir = cluster::job_dir::open(ec ? opt_.resume : abs.lexically_normal().string());
+  std::string path = opt_.resume;
+  make_absolute(path);
+  auto dir = cluster::job_dir::open(path);
   if (!dir) return spdlog::error("--resume: {}", dir.err().to_string()), 2;
   if (finished_job(dir->result_path())) {
     spdlog::error("--resume {}: the job finished (see {}): nothing to resume", dir->path(),

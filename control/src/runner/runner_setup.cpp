@@ -155,6 +155,11 @@ int runner::read_config(config_doc& doc) {
   return apply_spec(doc);
 }
 
+void make_absolute(std::string& path) {
+  std::error_code ec;
+  if (auto abs = std::filesystem::absolute(path, ec); !ec) path = abs.lexically_normal().string();
+}
+
 // The job's spec, read: checked, and the parts of the runner set from it.
 int runner::apply_spec(config_doc& doc) {
   // What `troupe config check` checks too (strategy, model, data paths): exit 2 before a job dir.
@@ -167,9 +172,7 @@ int runner::apply_spec(config_doc& doc) {
   for (const auto& n : job::job_notes(spec_)) spdlog::warn("{}", n);
   // The nodes get absolute paths (job directory, stores): a node on another host runs where its host
   // command puts it (ssh, nsenter), not in the runner's working directory.
-  std::error_code ec;
-  for (auto* p : {&spec_.job.root, &spec_.job.dataset_cache})
-    if (auto abs = std::filesystem::absolute(*p, ec); !ec) *p = abs.lexically_normal().string();
+  for (auto* p : {&spec_.job.root, &spec_.job.dataset_cache}) make_absolute(*p);
   slots_.set_policy(runner_slot_policy(spec_));
   slots_.set_target(spec_.job.workers);
   watch_.set_limits(runner_watch_limits(spec_));
@@ -199,10 +202,8 @@ int runner::prepare_data() {
   auto data = done.get();
   if (!data) return setup_failed(data.err(), 1);
   data_ = *data;
-  std::error_code ec;  // a store the job file names may be relative to the working directory
-  for (auto* p : {&data_.train_dir, &data_.test_dir})
-    if (auto abs = std::filesystem::absolute(*p, ec); !p->empty() && !ec)
-      *p = abs.lexically_normal().string();
+  for (auto* p : {&data_.train_dir, &data_.test_dir})  // a store the job file names may be relative
+    if (!p->empty()) make_absolute(*p);
   return 0;
 }
 
