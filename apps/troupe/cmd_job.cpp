@@ -149,7 +149,8 @@ const command_registrar scale_reg{
         auto dir = control::find_job_dir(t->job_dir, t->root);
         if (!dir) return usage_error(dir.err());
         auto r = control::scale_job(*dir, *n, *host);
-        if (!r) return run_error(r.err());
+        // The runner refused the request (a host not of the job): a usage error, nothing changed.
+        if (!r) return r.err() == core_errc::invalid_argument ? usage_error(r.err()) : run_error(r.err());
         std::printf("workers: %u\n", *r);
         return 0;
       };

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "job_harness.hpp"
@@ -41,6 +42,17 @@ std::vector<std::string> shm_names(const std::string& key_prefix) {
   for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
     auto name = e.path().filename().string();
     if (name.rfind("troupe-" + key_prefix, 0) == 0) v.push_back(name);
+  }
+  return v;
+}
+
+// The `samples` of the timeline's metrics events, in order.
+std::vector<std::uint64_t> metrics_samples(const job_run& r) {
+  std::vector<std::uint64_t> v;
+  std::istringstream in(read_file(r.job_dir + "/events.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    auto e = nlohmann::json::parse(line, nullptr, false);
+    if (e.is_object() && e.value("kind", "") == "metrics") v.push_back(e.value("samples", std::uint64_t{0}));
   }
   return v;
 }
@@ -76,6 +88,11 @@ TEST(job_reliability, a_sigstopped_master_is_fenced_and_replaced) {
   EXPECT_NE(read_file(r.job_dir + "/logs/master.log").find("master#1"), std::string::npos);
   EXPECT_NE(read_file(r.job_dir + "/logs/runner.log").find("fencing it"), std::string::npos);
   expect_all_done(r);
+  // The replacement continues the timeline's sample count from counters.json, which the master
+  // saves before each metrics event: it never goes back (it went from 3712 to 3200).
+  auto samples = metrics_samples(r);
+  for (std::size_t i = 1; i < samples.size(); ++i)
+    EXPECT_GE(samples[i], samples[i - 1]) << "metrics event " << i;
   // Every task DONE once; at most the tasks the two workers held (two each) were leased again.
   EXPECT_LE(releases(r), 4u);
   EXPECT_TRUE(no_processes_of(r));
@@ -162,6 +179,10 @@ TEST(job_reliability, a_stopped_job_resumes_and_a_finished_one_refuses) {
   std::string out;
   ASSERT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
   EXPECT_EQ(wait_job(r, 30s), 3);  // stopped on request (README exit codes)
+  // The leases the stopped workers held went back to TODO once every node had exited: nothing is
+  // shown in progress in a job that runs no more.
+  auto stopped = result(r);
+  EXPECT_EQ(stopped["tasks"].value("doing", 1), 0) << stopped.dump();
   auto before = done_attempts(r);
   // A node that outlived its runner (in its own process group, as the launcher starts nodes),
   // recorded in nodes.json with its start time: --resume kills it before it starts anything.

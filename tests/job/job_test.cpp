@@ -58,7 +58,7 @@ TEST(job, global_batch_stays_the_job_files_through_resizes) {
       // A host (troupe scale --host) for a job whose nodes all run here is refused, naming it; the
       // target stays (the next resize starts from 2).
       std::string refused;
-      EXPECT_NE(troupe("scale --workers 3 --host h9 --job-dir " + r.job_dir, &refused), 0) << refused;
+      EXPECT_EQ(troupe("scale --workers 3 --host h9 --job-dir " + r.job_dir, &refused), 2) << refused;
       EXPECT_NE(refused.find("host 'h9': this job runs every node on this machine"), std::string::npos)
           << refused;
       auto now = status(r);

@@ -197,6 +197,10 @@ void master_observer::write_choice(const wire::goodput_report& g) {
   }
 }
 
+bool master_observer::metrics_due() const {
+  return !last_event_ || clock_.now() - *last_event_ >= std::chrono::seconds(1);
+}
+
 void master_observer::tick(const cluster::membership_view& view, const job_progress& progress,
                            const std::optional<wire::task_counts>& counts,
                            const wire::goodput_report& goodput) {
@@ -206,7 +210,7 @@ void master_observer::tick(const cluster::membership_view& view, const job_progr
     pending_.erase(pending_.begin());
   }
   workers_alive_ = view.count(cluster::node_role::worker, cluster::member_state::alive);
-  if (last_event_ && now - *last_event_ < std::chrono::seconds(1)) return;
+  if (!metrics_due()) return;
   last_event_ = now;
   // Every node's highest incarnation, as the view records them (not the master's own).
   const std::uint64_t restarts = view.restarts("master");

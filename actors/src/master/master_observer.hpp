@@ -57,6 +57,9 @@ class master_observer {
   // The job finished: the runner now stops every node at once and sends no exit reports, so a
   // departure from here on is a node leaving a finished job ("leave"), whatever its connection said.
   void job_finished() { job_finished_ = true; }
+  // Whether the next tick writes a metrics event (a second since the last). The master saves its
+  // counters first, so a restarted master never reports fewer samples than the timeline did.
+  bool metrics_due() const;
   // Every master tick: departures whose cause did not come, gauges, a metrics event each second.
   // `goodput`: rank 0's latest report (docs/goodput.md), in the metrics event when valid.
   void tick(const cluster::membership_view& view, const job_progress& progress,

@@ -210,6 +210,7 @@ void runner::shutdown_nodes() {
   // Every exit report has come (kill_all waits for them): record how each node ended.
   shutting_down_ = true;
   drain_events();
+  release_leases();
   close_endpoint();
   write_nodes_file();
 }

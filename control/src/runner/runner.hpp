@@ -111,6 +111,9 @@ class runner {
   void on_exit(const node_exit_event& e);
   void on_scale(std::uint32_t workers, const std::string& host);
   void shutdown_nodes();
+  // Once every node has reported its exit: the leases they held go back to TODO, so the ended job's
+  // journal, result.json and `troupe status` show no task in progress (runner_result.cpp).
+  void release_leases();
   // Drops the runner's name on the io thread, then closes the transport (rpc_ first).
   void close_endpoint();
   int finish(int rc);
