@@ -1,7 +1,7 @@
 """The server a PyTorch user writes instead of `troupe serve`: FastAPI on uvicorn workers under
 gunicorn, the same model.pt through torch.jit.load, the same endpoint and JSON (the Open Inference
 Protocol's infer request and answer), one request per forward (no batching), TORCH_THREADS intra-op
-threads per worker. bench/serve/run.sh starts it:
+threads per worker. bench/serve/run.py starts it:
 
   MODEL_DIR=... MODEL_NAME=mlp TORCH_THREADS=1 gunicorn -w R -k uvicorn.workers.UvicornWorker \
       -b 127.0.0.1:PORT --chdir bench/serve peer_server:app

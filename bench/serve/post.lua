@@ -1,5 +1,5 @@
 -- wrk -s post.lua URL: POSTs the JSON body in the file $BODY_FILE to URL on every request (an
--- Open Inference Protocol infer request; bench/serve/run.sh and tests/serve write it).
+-- Open Inference Protocol infer request; bench/serve/run.py and tests/serve write it).
 local path = os.getenv("BODY_FILE")
 local f = assert(io.open(path, "rb"), "BODY_FILE " .. tostring(path) .. " cannot be read")
 wrk.method = "POST"

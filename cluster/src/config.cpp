@@ -60,6 +60,7 @@ cluster_config cluster_config::read(config_section s, cluster_config defaults) {
   c.host_fault_command = s.get_string("host_fault_command", c.host_fault_command);
   c.advertise = s.get_string("advertise", c.advertise);
   c.controller_timeout_s = s.get_double("controller_timeout_s", c.controller_timeout_s, 1, 86400);
+  c.runner_timeout_s = s.get_double("runner_timeout_s", c.runner_timeout_s, 0, 86400);
   return c;
 }
 

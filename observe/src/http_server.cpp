@@ -7,6 +7,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 
@@ -59,6 +60,11 @@ std::map<std::string, std::string> parse_query(const std::string& q) {
   return m;
 }
 
+// The server's own errors, as a JSON object {"error": text} (the serving protocol's errors are).
+http_response server_error(int status, const std::string& text) {
+  return http_response{status, "application/json", nlohmann::json{{"error", text}}.dump() + "\n", {}};
+}
+
 std::string reason_text(int status) {
   return std::string(bhttp::obsolete_reason(static_cast<bhttp::status>(status)));
 }
@@ -70,8 +76,7 @@ struct http_responder::state {
   std::atomic<bool> done{false};
   ~state() {
     if (!done.exchange(true) && deliver)
-      deliver(
-          http_response{500, "text/plain; charset=utf-8", "internal error: the request was dropped\n", {}});
+      deliver(server_error(500, "internal error: the request was dropped"));
   }
 };
 
@@ -115,6 +120,27 @@ class session : public std::enable_shared_from_this<session> {
     parser_->header_limit(static_cast<std::uint32_t>(srv_.opt.max_header_bytes));
     parser_->body_limit(srv_.opt.max_body_bytes);
     stream_.expires_after(srv_.opt.read_timeout);
+    bhttp::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+  }
+
+  // A client that sent `Expect: 100-continue` waits for the interim answer before its body (curl
+  // does for bodies over 1 MiB: it waited a second for it, then sent anyway). A body over the limit
+  // fails the header read already (its Content-Length), so it gets 413 instead.
+  void on_header(beast::error_code ec) {
+    if (!ec) head_ = parser_->get().method() == bhttp::verb::head;
+    if (ec || parser_->is_done()) return on_read(ec);
+    if (!beast::iequals(parser_->get()[bhttp::field::expect], "100-continue")) return read_body();
+    static const std::string go_on = "HTTP/1.1 100 Continue\r\n\r\n";
+    asio::async_write(stream_, asio::buffer(go_on),
+                      [self = shared_from_this()](beast::error_code e, std::size_t) {
+                        if (e) return self->close();
+                        self->read_body();
+                      });
+  }
+
+  void read_body() {
     bhttp::async_read(stream_, buffer_, *parser_,
                       [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
   }
@@ -156,13 +182,11 @@ class session : public std::enable_shared_from_this<session> {
       srv_.handler(std::move(r), respond);
     } catch (const std::exception& e) {
       spdlog::warn("http: handler failed on {}: {}", target, e.what());
-      respond(http_response{500, "text/plain; charset=utf-8", "internal error\n", {}});
+      respond(server_error(500, "internal error"));
     }
   }
 
-  void send_error(int status, const std::string& text) {
-    write(http_response{status, "text/plain; charset=utf-8", text + "\n", {}}, true);
-  }
+  void send_error(int status, const std::string& text) { write(server_error(status, text), true); }
 
   void write(http_response out, bool close_after) {
     res_ = {};
@@ -174,6 +198,12 @@ class session : public std::enable_shared_from_this<session> {
     res_.keep_alive(!close_after);
     res_.body() = std::move(out.body);
     res_.prepare_payload();
+    if (head_) {  // the GET's headers, Content-Length included, and no body (RFC 9110 9.3.2)
+      const auto length = res_.body().size();
+      res_.body().clear();
+      res_.content_length(length);
+      head_ = false;
+    }
     stream_.expires_after(srv_.opt.read_timeout);
     bhttp::async_write(stream_, res_,
                        [self = shared_from_this(), close_after](beast::error_code ec, std::size_t) {
@@ -194,6 +224,7 @@ class session : public std::enable_shared_from_this<session> {
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   bhttp::response<bhttp::string_body> res_;
+  bool head_ = false;  // the request being answered is a HEAD
 };
 
 }  // namespace
@@ -201,10 +232,10 @@ class session : public std::enable_shared_from_this<session> {
 void http_server::impl::refuse(tcp::socket s) {
   // Beyond the connection limit: one short answer without reading the request, then close. The
   // socket buffer takes it at once; a client that never reads cannot hold the server up.
-  static const std::string busy =
-      "HTTP/1.1 503 " + reason_text(503) +
-      "\r\nContent-Type: text/plain\r\nContent-Length: 17\r\nConnection: close\r\n\r\n"
-      "too many clients\n";
+  static const std::string body = server_error(503, "too many clients").body;
+  static const std::string busy = "HTTP/1.1 503 " + reason_text(503) +
+                                  "\r\nContent-Type: application/json\r\nRetry-After: 1\r\nContent-Length: " +
+                                  std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
   beast::error_code ec;
   s.non_blocking(true, ec);
   s.write_some(asio::buffer(busy), ec);

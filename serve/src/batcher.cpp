@@ -32,7 +32,8 @@ std::optional<clock::time_point> batcher::next_due(clock::time_point now) const 
 std::vector<request_ptr> batcher::take() {
   std::vector<request_ptr> out;
   std::size_t rows = 0;
-  while (!queue_.empty() && (out.empty() || rows + queue_.front()->rows <= limits_.max_batch)) {
+  while (!queue_.empty() && (out.empty() || (rows + queue_.front()->rows <= limits_.max_batch &&
+                                             !queue_.front()->alone && !out.front()->alone))) {
     rows += queue_.front()->rows;
     out.push_back(std::move(queue_.front()));
     queue_.pop_front();

@@ -88,7 +88,8 @@ void serving_core::result(std::uint64_t batch_id, const float* logits, std::size
     auto now = clock_.now();
     metrics_.batch_seconds.observe(std::chrono::duration<double>(now - b->sent).count());
     metrics_.forward_seconds.observe(forward_us * 1e-6);
-    bool ok = error.empty() && rows == b->rows;
+    const bool ok = error.empty() && rows == b->rows;
+    if (!error.empty() && b->requests.size() > 1) retry_alone(b->requests);
     std::size_t at = 0;
     for (auto& r : b->requests) {
       outcome o;
@@ -111,6 +112,15 @@ void serving_core::result(std::uint64_t batch_id, const float* logits, std::size
     update_gauges();
   }
   apply(std::move(fx));
+}
+
+void serving_core::retry_alone(std::vector<request_ptr>& requests) {
+  // The model failed on the batch: one request may be to blame (a value the model raises on), and
+  // none of the others should fail with it. Each goes again in a batch of its own.
+  for (auto& r : requests) r->alone = true;
+  metrics_.retried_batches.inc();
+  queue_.requeue_front(std::move(requests));
+  requests.clear();
 }
 
 void serving_core::activate(std::uint32_t generation) {

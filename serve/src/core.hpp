@@ -112,6 +112,8 @@ class serving_core {
   void pump(effects& fx);
   // A batch back from a lost replica: its requests to the front, or failed past max_attempts.
   void requeue(batch&& b, const std::string& why, effects& fx);
+  // A batch the model failed on: its requests to the front, each to go in a batch of its own.
+  void retry_alone(std::vector<request_ptr>& requests);
   // The gauges set, and wait_idle's waiters woken once the core is idle (lock held: after every
   // change to the queue or the batches in flight).
   void update_gauges();

@@ -143,6 +143,7 @@ int frontend::setup() {
     if (e.node.name.rfind("replica-", 0) == 0) {
       spdlog::info("serve: {} down: {}", e.node.to_string(), e.reason);
       core_->replica_gone(e.node.name, e.node.incarnation);
+      if (e.reason.rfind("heartbeat timeout", 0) == 0) replica_silent({e.node.name, e.node.incarnation});
     }
   });
 
@@ -289,6 +290,7 @@ void frontend::ticker_loop() {
     start_reloads();
     launch_due();
     auto t = core_->tick();
+    take_silent(t.fence);
     fence_replicas(t.fence);
     stop_replicas(t.stop);
     advance_swaps();

@@ -154,6 +154,9 @@ class frontend final : public replica_link {
                      std::uint32_t generation);
   void stop_replicas(const std::vector<std::string>& nodes);
   void fence_replicas(const std::vector<replica_ref>& who);
+  // A replica that missed its heartbeats (transport's peer-down), fenced by the next tick.
+  void replica_silent(const replica_ref& who);
+  void take_silent(std::vector<replica_ref>& into);
   void watch_for_models();
   slot* find_slot(const std::string& node);
   generation* gen_of(const slot& s);  // null once its generation was dropped (refused)
@@ -215,6 +218,7 @@ class frontend final : public replica_link {
   std::uint32_t next_gen_ = 1;
   std::deque<reload_request> reloads_;
   std::deque<std::pair<cluster::node_handle, cluster::exit_status>> exits_;
+  std::vector<replica_ref> silent_;  // replicas whose heartbeats stopped (SIGSTOP, a hung host): fenced
   std::string last_swap_error_;
   std::map<std::string, std::int64_t> refused_;  // model dir -> created_unix_ms refused (watch)
   std::uint64_t restarts_ = 0;

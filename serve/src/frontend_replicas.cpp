@@ -275,6 +275,20 @@ void frontend::stop_replicas(const std::vector<std::string>& nodes) {
   }
 }
 
+void frontend::replica_silent(const replica_ref& who) {
+  // A closed connection is an exit, whose report relaunches the replica; a silent replica's process
+  // may live on, stopped or hung, and would never be replaced: the ticker fences it.
+  std::lock_guard lk(mu_);
+  silent_.push_back(who);
+  wake_.notify_all();
+}
+
+void frontend::take_silent(std::vector<replica_ref>& into) {
+  std::lock_guard lk(mu_);
+  into.insert(into.end(), silent_.begin(), silent_.end());
+  silent_.clear();
+}
+
 void frontend::fence_replicas(const std::vector<replica_ref>& who) {
   std::vector<cluster::node_handle> handles;
   {
@@ -285,8 +299,9 @@ void frontend::fence_replicas(const std::vector<replica_ref>& who) {
     }
   }
   for (const auto& h : handles) {
-    spdlog::warn("serve: {} holds a batch past replica_timeout_ms or cannot be reached: fenced",
-                 h.id.to_string());
+    spdlog::warn(
+        "serve: {} holds a batch past replica_timeout_ms, cannot be reached or missed its heartbeats: fenced",
+        h.id.to_string());
     (void)launcher_->fence(h);
   }
 }

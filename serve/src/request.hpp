@@ -40,6 +40,9 @@ struct request {
   clock::time_point arrived{}, deadline{};
   // Under the core's lock:
   int attempts = 0;  // replicas it was sent to
+  // Sent in a batch of its own: its last batch failed in the model, and each of that batch's requests
+  // goes again alone, so that only the one the model fails on is answered with the error.
+  bool alone = false;
   // Called once, with the lock released, on whichever thread finished it.
   std::function<void(outcome&&)> done;
 };

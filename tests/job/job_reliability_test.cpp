@@ -171,6 +171,29 @@ TEST(job_reliability, runner_sigkill_then_resume_retrains_nothing_done) {
   EXPECT_TRUE(no_processes_of(r));
 }
 
+// A runner that stops beating (SIGSTOP here: PR_SET_PDEATHSIG, which covers a SIGKILLed runner's
+// local nodes, does not fire; on Slurm or other hosts nothing else would stop them) leaves no node
+// running: each ends itself once runner.beat has not changed for [cluster] runner_timeout_s, saying
+// how to go on, and --resume finishes the job. (Its Slurm jobs ran on for good before 2026-11-30.)
+TEST(job_reliability, nodes_whose_runner_stops_beating_end_themselves) {
+  auto r = start_job("beat", ctr_job(2, 300000, 4) + "\n[cluster]\nrunner_timeout_s = 3\n");
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 5; }, 120s));
+  ASSERT_EQ(::kill(r.pid, SIGSTOP), 0);
+  EXPECT_TRUE(poll_until([&] { return no_processes_of(r); }, 60s));
+  for (const auto* node : {"master", "ps-0", "worker-0"})
+    EXPECT_NE(read_file(r.job_dir + "/logs/" + node + ".log").find("the runner is gone; stopping"),
+              std::string::npos)
+        << node;
+  ASSERT_EQ(::kill(r.pid, SIGKILL), 0);
+  EXPECT_EQ(wait_job(r, 30s), -SIGKILL);
+  resume_job(r);
+  ASSERT_EQ(wait_job(r, 240s), 0) << read_file(r.err_file);
+  EXPECT_EQ(result(r).value("status", ""), "finished");
+  expect_all_done(r);
+  EXPECT_TRUE(no_processes_of(r));
+}
+
 // A stopped job is continued by --resume too; a finished one is not resumed again.
 TEST(job_reliability, a_stopped_job_resumes_and_a_finished_one_refuses) {
   auto r = start_job("stop-resume", ctr_job(2, 300000, 2));

@@ -128,6 +128,46 @@ TEST(http_server, bad_clients_get_errors_and_the_server_stays_up) {
             std::string::npos);
 }
 
+// The server's own errors are JSON ({"error": ...}, as the serving protocol's); a HEAD is answered
+// with the GET's headers and no body (a body after it desynchronised keep-alive clients); a client
+// that sends `Expect: 100-continue` gets the interim answer before it sends its body (curl waited a
+// second for it on every body over 1 MiB).
+TEST(http_server, errors_are_json_head_has_no_body_and_100_continue_is_answered) {
+  auto s = echo_server();
+  ASSERT_TRUE(s);
+  auto r = raw(s->port(), "POST /echo HTTP/1.1\r\nContent-Length: 10000000\r\n\r\n");
+  EXPECT_NE(r.find("413"), std::string::npos) << r;
+  EXPECT_NE(r.find("Content-Type: application/json"), std::string::npos) << r;
+  EXPECT_NE(r.find("{\"error\":\"request body too large\"}"), std::string::npos) << r;
+
+  r = raw(s->port(), "HEAD /echo HTTP/1.1\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(r.find("200 OK"), std::string::npos) << r;
+  EXPECT_NE(r.find("Content-Length: 14\r\n"), std::string::npos) << r;  // "HEAD /echo q=\n"
+  EXPECT_EQ(r.substr(r.find("\r\n\r\n") + 4), "") << r;
+
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(s->port());
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  timeval tv{2, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string head =
+      "POST /echo HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 5\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  char buf[4096];
+  ssize_t n = ::recv(fd, buf, sizeof buf, 0);  // before any byte of the body is sent
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(std::string(buf, static_cast<std::size_t>(n)), "HTTP/1.1 100 Continue\r\n\r\n");
+  ASSERT_EQ(::send(fd, "hello", 5, MSG_NOSIGNAL), 5);
+  std::string out;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  EXPECT_NE(out.find("200 OK"), std::string::npos) << out;
+  EXPECT_NE(out.find("POST /echo q="), std::string::npos) << out;
+}
+
 TEST(http_server, a_thousand_parallel_connections_are_answered_or_refused_cleanly) {
   http_options o;
   o.max_connections = 64;

@@ -274,6 +274,34 @@ TEST_F(core_test, a_forward_error_fails_the_batchs_requests_only) {
   EXPECT_EQ(answers[2].why, failure::none);
 }
 
+// One request the model fails on (a value it raises on) fails alone: the failed batch's requests
+// go again, each in a batch of its own, and the others are answered (they all failed with it).
+TEST_F(core_test, a_batch_the_model_failed_on_is_retried_request_by_request) {
+  make(4, 0us, 32, 1);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(submit(1), failure::none);
+  up("replica-1-0");
+  ASSERT_EQ(link.sent.size(), 1u);
+  ASSERT_EQ(link.sent[0].requests.size(), 3u);
+  core->result(link.sent[0].id, nullptr, 3, 1, "forward failed on 3 rows: a value over 1000", "v1", 5);
+  EXPECT_TRUE(answers.empty());
+  ASSERT_EQ(submit(1), failure::none);  // a new request is not batched with the ones sent alone
+  for (std::size_t i = 1; i <= 3; ++i) {
+    ASSERT_EQ(link.sent.size(), i + 1);
+    ASSERT_EQ(link.sent[i].requests.size(), 1u);
+    if (link.sent[i].requests[0] == 2)
+      core->result(link.sent[i].id, nullptr, 1, 1, "forward failed on 1 rows: a value over 1000", "v1", 5);
+    else
+      answer(link.sent[i]);
+  }
+  ASSERT_EQ(link.sent.size(), 5u);
+  EXPECT_EQ(link.sent[4].requests, (std::vector<std::uint64_t>{4}));
+  answer(link.sent[4]);
+  ASSERT_EQ(answers.size(), 4u);
+  for (auto& [id, o] : answers)
+    EXPECT_EQ(o.why, id == 2 ? failure::model_failed : failure::none) << "request " << id;
+  EXPECT_EQ(answers[2].message, "forward failed on 1 rows: a value over 1000");
+}
+
 TEST_F(core_test, equally_loaded_replicas_take_turns) {
   make(1, 0us, 32, 4);
   up("replica-1-0");

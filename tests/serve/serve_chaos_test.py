@@ -11,6 +11,7 @@ kill_and_swap  2 replicas of the mlp at RATE requests/s (default 100) for ~14 s,
                from exactly one version and equal to that version's PyTorch outputs; every request
                sent after the reload returned answered by v2; p99 during each event against p99
                outside them.
+stop_a_replica a SIGSTOPped replica is fenced and replaced; a request waits for it.
 hup_and_watch  SIGHUP re-reads the served directory after a job replaced it (rename into place);
                `--watch DIR` moves to a newer job's model/ on its own, refuses an incompatible one.
 """
@@ -212,6 +213,36 @@ def kill_and_swap(troupe, work, models):
             fail(f"/metrics: {series} {line}, expected >= {least}")
 
 
+def stop_a_replica(troupe, work, models):
+    """A SIGSTOPped replica (its heartbeats stop, its process lives on) is fenced and replaced; with one
+    replica, a request sent meanwhile waits for the replacement and is answered. (Before 2026-11-30 the
+    stopped process was left alone: 504s until it was continued by hand.)"""
+    root = os.path.join(work, "jobs")
+    ref = load_ref(models, "mlp")
+    srv = Server(troupe, os.path.join(models, "mlp"), root, "mlp", "--replicas", "1",
+                 "--set", "serve.request_timeout_ms=60000")
+    try:
+        srv.wait_ready()
+        victim, pid = next(iter(replica_pids(srv).items()))
+        os.kill(pid, signal.SIGSTOP)
+        t0 = time.time()
+        log(f"SIGSTOPped {victim} (pid {pid})")
+        with ThreadPoolExecutor(1) as ex:
+            pending = ex.submit(lambda: requests.post(srv.infer_url(), json=infer_body(ref, [0]), timeout=90))
+            wait_for(lambda: replica_pids(srv).get(victim) not in (None, pid), "the stopped replica's replacement", 90)
+            answer = pending.result()
+        log(f"replaced {time.time() - t0:.1f} s after the SIGSTOP")
+        if answer.status_code != 200:
+            fail(f"the request sent while the only replica was stopped: {answer.status_code} {answer.text}")
+        if problems := check_answer(answer.json(), ref, [0]):
+            fail(f"its answer: {problems}")
+        wait_for(lambda: not os.path.exists(f"/proc/{pid}"), "the stopped replica's process to be gone", 30)
+        if "missed its heartbeats: fenced" not in srv.output():
+            fail("the front end did not say it fenced the silent replica")
+    finally:
+        srv.stop()
+
+
 def hup_and_watch(troupe, work, models):
     root = os.path.join(work, "jobs")
     v1, v2 = version_of(models, "mlp"), version_of(models, "mlp_v2")
@@ -297,7 +328,7 @@ def hup_and_watch(troupe, work, models):
 
 def main():
     troupe, work = sys.argv[1], sys.argv[2]
-    which = sys.argv[3:] or ["kill_and_swap", "hup_and_watch"]
+    which = sys.argv[3:] or ["kill_and_swap", "stop_a_replica", "hup_and_watch"]
     os.makedirs(work, exist_ok=True)
     models = make_models(os.path.join(work, "models"))
     try:

@@ -19,6 +19,7 @@ struct job_outcome {
   std::optional<eval_round> eval;           // once every task is over
   bool finished = false, ok = false;
   std::string result_json;
+  bool runner_unreachable = false;  // the last JobFinished could not be sent (warned once)
 
   bool all_tasks_over() const { return counts && counts->all_over(); }
 };

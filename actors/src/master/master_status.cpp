@@ -85,8 +85,13 @@ void send_finished(master_state& st) {
   auto f = o.body.initJobFinished();
   f.setResultJson(st.outcome.result_json);
   f.setOk(st.outcome.ok);
-  if (auto s = st.ctx->send("runner", "runner", std::move(o.out), "master"); !s)
-    spdlog::warn("job finished, but the runner is not reachable: {}", s.err().to_string());
+  // Repeated every tick until the runner stops the job: a runner that is gone is named once (its
+  // nodes end themselves once its heartbeat stops: [cluster] runner_timeout_s).
+  auto s = st.ctx->send("runner", "runner", std::move(o.out), "master");
+  if (!s && !st.outcome.runner_unreachable)
+    spdlog::warn("job finished, but the runner is not reachable: {} (sent again until it is)",
+                 s.err().to_string());
+  st.outcome.runner_unreachable = !s;
 }
 
 }  // namespace

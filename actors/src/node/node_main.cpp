@@ -12,7 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
@@ -85,6 +87,40 @@ struct job_end_watch {
     if (ec || t < started) return;
     spdlog::info("the job is over ({} written)", result);
     result.clear();
+    on_signal(SIGTERM);
+  }
+};
+
+// A node the runner started ends itself when the runner's heartbeat (<job dir>/runner.beat,
+// rewritten every second: runner_beat.hpp) has not changed for [cluster] runner_timeout_s: a runner
+// killed with SIGKILL leaves no node running where PR_SET_PDEATHSIG cannot reach (Slurm jobs, other
+// hosts). The file's content is compared, not its time (hosts' clocks and NFS attribute caches
+// differ); the watch is armed by the first beat it reads. Checked once a second.
+struct runner_watch {
+  std::string path;
+  troupe::clock::duration timeout{};
+  std::string last;
+  std::optional<troupe::clock::time_point> heard;  // when the beat last changed
+  troupe::clock::time_point next{};
+
+  void check(troupe::clock::time_point now) {
+    if (path.empty() || now < next) return;
+    next = now + std::chrono::seconds(1);
+    std::ifstream in(path);
+    std::string beat;
+    if (in) std::getline(in, beat);
+    if (!beat.empty() && beat != last) {
+      last = beat;
+      heard = now;
+      return;
+    }
+    if (!heard || now - *heard < timeout) return;
+    spdlog::error(
+        "the runner's heartbeat ({}) has not changed for {:.0f} s: the runner is gone; stopping "
+        "(continue the job with: troupe run --resume {})",
+        path, std::chrono::duration<double>(now - *heard).count(),
+        std::filesystem::path(path).parent_path().string());
+    path.clear();
     on_signal(SIGTERM);
   }
 };
@@ -260,10 +296,16 @@ int run_roles(std::unique_ptr<node_runtime>& rt, const node_options& o, cluster:
   logs.path = o.job_dir + "/logs/" + who.id.name + ".log";
   job_end_watch end;
   if (o.by_hand) end.result = o.job_dir + "/result.json";
+  runner_watch runner;
+  if (const double t = r->spec().cluster.runner_timeout_s; !o.by_hand && t > 0) {
+    runner.path = cluster::runner_beat_path(o.job_dir);
+    runner.timeout = std::chrono::duration_cast<troupe::clock::duration>(std::chrono::duration<double>(t));
+  }
   auto tick = [&] {
     auto now = r->clock().now();
     if (role != cluster::node_role::master) logs.check(r, now);  // the master's own: its journal pauses
     end.check(now);
+    runner.check(now);
   };
   if (!wait_for_stop(root, tick)) {
     spdlog::critical("{}: root supervisor exited: {}", who.id.to_string(), root.exit_reason().value_or(""));

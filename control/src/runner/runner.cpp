@@ -62,6 +62,7 @@ int runner::run() {
   timeline_.job_start(spec_.job.strategy, slots_.target(), spec_.job.min_workers, spec_.job.max_workers,
                       spec_.nn.model.type);
   if (init_loaded_) timeline_.model_init(spec_.nn.model.init, init_loaded_->first, init_loaded_->second);
+  beat_ = std::make_unique<runner_beat>(cluster::runner_beat_path(dir_->path()), clock_);
   if (!start_master()) return finish(1);
   if (spec_.uses_ps())
     for (std::uint32_t i = 0; i < spec_.ps.shards; ++i)

@@ -32,6 +32,7 @@
 
 #include "job_outcome.hpp"
 #include "master_watch.hpp"
+#include "runner_beat.hpp"
 #include "runner_events.hpp"
 #include "slot_table.hpp"
 
@@ -177,6 +178,7 @@ class runner {
   troupe::clock::time_point nodes_written_{};
   // Tasks a resumed job's journal moved back to TODO (reopen_tasks): DONE ones, failed ones.
   std::uint64_t reopened_done_ = 0, reopened_failed_ = 0;
+  std::unique_ptr<runner_beat> beat_;  // from the first launch on
   // its parts, declared before the transport and the launcher whose threads push into events_
   // and read watch_: those go first when the runner is destroyed
   event_queue events_;

@@ -24,6 +24,8 @@
 //   slurm_bin_dir = ""            # slurm: where sbatch, squeue, ... are; "": PATH
 //   controller_timeout_s = 300    # slurm: how long the job trains on while slurmctld does not
 //                                 #   answer before it fails (exit 1)
+//   runner_timeout_s = 60         # a node the runner started ends itself when the runner's heartbeat
+//                                 #   (<job dir>/runner.beat) has not changed for this long (0: never)
 //   metrics_host = "127.0.0.1"    # where the master serves Prometheus /metrics (docs/observe.md);
 //   metrics_port = 0              # 0: a free port the runner picks (in nodes.json); -1: no /metrics
 //   hosts = []                    # local: other hosts, "name" or "name:slots" (docs/hosts.md); PS
@@ -64,6 +66,7 @@ struct cluster_config {
   std::string host_fault_command;
   std::string advertise;
   double controller_timeout_s = 300;
+  double runner_timeout_s = 60;
 
   // Reads the keys above from `s`; problems are recorded in the reader (see config.hpp).
   static cluster_config read(config_section s, cluster_config defaults);

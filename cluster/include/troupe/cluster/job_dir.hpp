@@ -6,6 +6,8 @@
 //     nodes.json      pids and addresses of the running nodes (rewritten atomically)
 //     instance        the random id of the runner now running the job (host names: /dev/shm)
 //     runner.lock     held (flock) by the runner while it runs: a second runner is refused
+//     runner.beat     the runner's heartbeat ("<pid> <count>", rewritten every second): nodes that
+//                     stop hearing it end themselves ([cluster] runner_timeout_s)
 //     result.json     the final metrics and how the job ended (finished, failed, stopped, ...)
 //     logs/<node>.log stdout+stderr of each node, appended across incarnations
 //     logs/runner.log the runner's own log: launches, deaths, relaunches, fences, scaling, stop
@@ -55,6 +57,11 @@ struct nodes_file {
 // JSON text of a nodes_file, and back. Parse errors (corrupt_file) name `source` and the field.
 std::string to_json(const nodes_file& f);
 expected<nodes_file> parse_nodes_json(std::string_view text, std::string_view source);
+
+// <job dir>/runner.beat (see above), for the runner and for its nodes.
+inline std::string runner_beat_path(std::string_view job_dir) {
+  return std::string(job_dir) + "/runner.beat";
+}
 
 // Replaces `path` with `content` atomically. Errors (io_error) name the file and the step.
 expected<void> write_file_atomic(const std::string& path, std::string_view content);
