@@ -31,13 +31,21 @@ expected<long> submit(const node_spec& spec, const std::string& program, const o
   return job;
 }
 
-expected<void> signal_job(long job, int sig, const options& so) {
+namespace {
+expected<void> scancel_signal(long job, int sig, const options& so) {
   auto r = run_tool({"scancel", "--full", "--signal=" + std::to_string(sig), std::to_string(job)}, so.bin_dir,
                     so.command_timeout);
   if (!r) return r.err();
   if (r->code != 0)
     return make_unexpected(cluster_errc::no_such_node, "scancel " + std::to_string(job) + ": " + message(*r));
   return {};
+}
+}  // namespace
+
+expected<void> signal_job(long job, int sig, const options& so) {
+  if (sig != SIGKILL) return scancel_signal(job, sig, so);
+  if (auto r = scancel_signal(job, SIGUSR2, so); !r) return r;
+  return scancel_signal(job, SIGCONT, so);
 }
 
 expected<long> preempt_job(long job, const std::string& partition, double seconds, const options& so) {

@@ -243,6 +243,15 @@ expected<void> launcher::signal(const node_handle& h, int sig) {
 }
 
 expected<void> launcher::fence(const node_handle& h) {
+  bool running = false;
+  {
+    std::lock_guard lock(impl_->mu);
+    auto it = impl_->nodes.find(h.serial);
+    running = it != impl_->nodes.end() && !it->second.final && it->second.state != "PENDING";
+  }
+  // A fenced node must not act again: killed at once (signal_job), not cancelled (a SIGTERM after
+  // a SIGCONT, on which a stopped node woke up and left cleanly). A queued one is just cancelled.
+  if (running && slurm::signal_job(h.pid, SIGKILL, impl_->so)) return {};
   return signal(h, SIGKILL);
 }
 
