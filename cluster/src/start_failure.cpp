@@ -71,21 +71,36 @@ std::string describe(const start_failure_report& r) {
   return text;
 }
 
+namespace {
+// An error line that only reports an earlier one's consequence: a supervisor giving up on a child
+// that kept failing, the node's root supervisor exiting.
+bool consequence(std::string_view line) {
+  return line.find("' needed more than ") != std::string_view::npos ||
+         line.find("root supervisor exited") != std::string_view::npos;
+}
+}  // namespace
+
 std::string last_logged_error(const exit_status& s) {
   // "YYYY-MM-DD HH:MM:SS.mmm " is 24 characters; the level letter follows.
   constexpr std::size_t level_at = 24;
   const auto& out = s.trace.output;
+  std::string last;
   std::size_t end = out.size();
   while (end > 0) {
     const auto nl = out.rfind('\n', end - 1);
     const std::size_t begin = nl == std::string::npos ? 0 : nl + 1;
     if (end - begin > level_at + 2 && (out[begin + level_at] == 'E' || out[begin + level_at] == 'C') &&
-        out[begin + level_at + 1] == ' ')
-      return out.substr(begin + level_at, std::min<std::size_t>(end - begin - level_at, 400));
+        out[begin + level_at + 1] == ' ') {
+      auto line = out.substr(begin + level_at, std::min<std::size_t>(end - begin - level_at, 400));
+      // The cause, not its consequences (a dispenser that cannot open its records, then its
+      // supervisor giving up on it: the user needs the first).
+      if (!consequence(line)) return line;
+      if (last.empty()) last = std::move(line);
+    }
     if (nl == std::string::npos) break;
     end = nl;
   }
-  return {};
+  return last;
 }
 
 }  // namespace troupe::cluster

@@ -99,6 +99,15 @@ bool finished_job(const std::string& path) {
   auto j = nlohmann::json::parse(in, nullptr, false);
   return j.is_object() && j.value("status", "") == "finished";
 }
+
+// A job that ended before it launched any node (refused by the launcher: a partition Slurm lacks,
+// the controller down): result.json written, no nodes.json, no task journal. Nothing in it can be
+// resumed (--resume would read the same refused job file again), so a new run of its id replaces it.
+bool never_started(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::exists(path + "/result.json", ec) && !std::filesystem::exists(path + "/nodes.json", ec) &&
+         !std::filesystem::exists(path + "/journal/data.mdb", ec);
+}
 }  // namespace
 
 // A resumed job's directory, unless the job finished.
@@ -129,11 +138,16 @@ int runner::create_job_dir(const config_doc& doc) {
       if (!value->empty())
         if (auto o = stored.apply_override(std::string(key) + "=\"" + *value + "\""); !o)
           return spdlog::error("{}", o.err().to_string()), 2;
+    const std::string path = spec_.job.root + "/" + id;
+    if (never_started(path)) {
+      spdlog::warn("{}: replacing the directory of a job of this id that never started a node", path);
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
     auto dir = cluster::job_dir::create(spec_.job.root, id, stored.to_toml());
     if (!dir) {
       // A bad or taken --job-id is bad usage (exit 2); a directory that cannot be made is not.
       const bool taken = dir.err() == cluster::cluster_errc::already_exists;
-      const std::string path = spec_.job.root + "/" + id;
       // A finished job has nothing to continue: another id then.
       const bool finished = finished_job(path + "/result.json");
       spdlog::error("{}{}", dir.err().to_string(),

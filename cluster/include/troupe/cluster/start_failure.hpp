@@ -45,6 +45,8 @@ std::string describe(const start_failure_report& r);
 
 // The last error (or critical) line a node logged in its output (`s.trace.output`, the node's log
 // pattern "<date> <time> E [<node>] <message>"), from its level letter on; empty when there is none.
+// A supervisor's giving up (or the root supervisor's exit) is passed over for the error before it,
+// the cause, when there is one.
 std::string last_logged_error(const exit_status& s);
 
 }  // namespace troupe::cluster
