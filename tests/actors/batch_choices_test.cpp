@@ -63,7 +63,7 @@ wire::goodput_report report(std::uint32_t seq, double at, std::uint32_t made_for
 std::unique_ptr<master_observer> observer(const std::string& dir) {
   static job::job_spec spec;
   spec.cluster.metrics_port = -1;
-  return std::make_unique<master_observer>(spec, dir, "job-b", troupe::clock::system());
+  return std::make_unique<master_observer>(spec, dir, "job-b", "127.0.0.1:1", troupe::clock::system());
 }
 
 // The first run chooses twice, each measured; its runner dies; the job is resumed from a checkpoint

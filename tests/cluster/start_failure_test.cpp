@@ -52,13 +52,14 @@ TEST(start_failure, only_an_end_with_nothing_of_troupes_in_its_output_counts) {
 // The error a node died of is the cause, not the supervisor's giving up on it (a job whose dataset
 // cache the hosts could not see failed with "child 'dispenser' needed more than 5 restarts").
 TEST(last_logged_error, names_the_cause_before_the_supervisors_giving_up) {
-  auto s = exited(1,
-                  "2026-11-30 07:00:00.000 I [master#0] up\n"
-                  "2026-11-30 07:00:00.100 E [master#0] dispenser: /c/train: not a record store (no data.mdb)\n"
-                  "2026-11-30 07:00:00.200 E [master#0] supervisor 'master': child 'dispenser' needed more than 5 "
-                  "restarts within 60000 ms; last exit: error; giving up\n"
-                  "2026-11-30 07:00:00.300 C [master#0] master#0: root supervisor exited: intensity\n"
-                  "2026-11-30 07:00:00.400 I [master#0] bye\n");
+  auto s =
+      exited(1,
+             "2026-11-30 07:00:00.000 I [master#0] up\n"
+             "2026-11-30 07:00:00.100 E [master#0] dispenser: /c/train: not a record store (no data.mdb)\n"
+             "2026-11-30 07:00:00.200 E [master#0] supervisor 'master': child 'dispenser' needed more than 5 "
+             "restarts within 60000 ms; last exit: error; giving up\n"
+             "2026-11-30 07:00:00.300 C [master#0] master#0: root supervisor exited: intensity\n"
+             "2026-11-30 07:00:00.400 I [master#0] bye\n");
   EXPECT_EQ(last_logged_error(s), "E [master#0] dispenser: /c/train: not a record store (no data.mdb)");
   s = exited(1, "2026-11-30 07:00:00.200 E [master#0] supervisor 'master': child 'd' needed more than 5 x\n");
   EXPECT_EQ(last_logged_error(s), "E [master#0] supervisor 'master': child 'd' needed more than 5 x")

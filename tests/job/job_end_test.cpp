@@ -303,20 +303,23 @@ TEST(job_end, a_job_refused_before_any_node_started_can_be_run_again_under_its_i
   job_place place;
   place.root = test_root("refused-root");
   place.job_id = "refused";
-  auto bad = start_job("refused-1", ctr_job(1, 8192, 1) + "[cluster]\nlauncher = \"slurm\"\nslurm_bin_dir = \"/nonexistent\"\n",
-                       place);
+  auto bad = start_job(
+      "refused-1",
+      ctr_job(1, 8192, 1) + "[cluster]\nlauncher = \"slurm\"\nslurm_bin_dir = \"/nonexistent\"\n", place);
   EXPECT_EQ(wait_job(bad, std::chrono::seconds(60)), 1) << read_file(bad.err_file);
   EXPECT_NE(result(bad).value("reason", "").find("/nonexistent/"), std::string::npos) << result(bad).dump();
   auto good = start_job("refused-2", ctr_job(1, 8192, 1), place);
   ASSERT_EQ(good.job_dir, bad.job_dir);
   ASSERT_EQ(wait_job(good, std::chrono::seconds(120)), 0) << read_file(good.err_file);
   EXPECT_EQ(result(good).value("status", ""), "finished");
-  EXPECT_NE(read_file(good.err_file).find("never started a node"), std::string::npos) << read_file(good.err_file);
+  EXPECT_NE(read_file(good.err_file).find("never started a node"), std::string::npos)
+      << read_file(good.err_file);
   // A job that did start nodes is kept: its id is refused and pointed at --resume... or, finished,
   // at another id.
   auto again = start_job("refused-3", ctr_job(1, 8192, 1), place);
   EXPECT_EQ(wait_job(again, std::chrono::seconds(60)), 2);
-  EXPECT_NE(read_file(again.err_file).find("give another --job-id"), std::string::npos) << read_file(again.err_file);
+  EXPECT_NE(read_file(again.err_file).find("give another --job-id"), std::string::npos)
+      << read_file(again.err_file);
 }
 
 }  // namespace

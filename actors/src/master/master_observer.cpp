@@ -40,14 +40,14 @@ const std::vector<double>& recovery_buckets() {
 }  // namespace
 
 master_observer::master_observer(const job::job_spec& spec, const std::string& job_dir,
-                                 const std::string& job_id, troupe::clock& clk)
+                                 const std::string& job_id, const std::string& address, troupe::clock& clk)
     : clock_(clk), timeline_(job_dir), labels_{{"job", job_id}, {"node", "master"}, {"role", "master"}} {
   // Every family from the start, so a scrape sees them before the first step or death.
   metrics_.get_histogram("troupe_step_seconds", step_help, step_buckets(), labels_);
   metrics_.get_histogram("troupe_recovery_seconds", recovery_help, recovery_buckets(), labels_);
   metrics_.get_counter("troupe_preemptions_total", preemptions_help, labels_);
   metrics_.get_counter("troupe_worker_failures_total", failures_help, labels_);
-  start_metrics(spec, job_dir);
+  start_metrics(spec, job_dir, address.substr(0, address.rfind(':')));
   if (!job_dir.empty()) choices_.read(job_dir + "/" + observe::events_file_name);
 }
 
@@ -60,13 +60,18 @@ std::string master_observer::kind_of(const departure& d) const {
   return d.after_finish && kind == "died" ? "leave" : kind;
 }
 
-void master_observer::start_metrics(const job::job_spec& spec, const std::string& job_dir) {
+void master_observer::start_metrics(const job::job_spec& spec, const std::string& job_dir,
+                                    const std::string& own_host) {
   const auto& c = spec.cluster;
   if (c.metrics_port < 0) return;
+  // No host: the master's own (loopback for a local job; its host's with Slurm or other hosts, where
+  // the runner's nodes.json says to scrape it).
+  const std::string host =
+      c.metrics_host.empty() ? (own_host.empty() ? "127.0.0.1" : own_host) : c.metrics_host;
   observe::http_options o;
-  o.listen = c.metrics_host + ":" + std::to_string(c.metrics_port);
+  o.listen = host + ":" + std::to_string(c.metrics_port);
   std::string token;
-  if (!observe::is_loopback(c.metrics_host)) {
+  if (!observe::is_loopback(host)) {
     auto t = wire::read_job_token(job_dir);
     if (!t) return spdlog::warn("/metrics not served: {}", t.err().to_string());
     token = *t;

@@ -41,8 +41,10 @@ namespace troupe::actors {
 
 class master_observer {
  public:
+  // `address`: the master's own ("host:port"), whose host serves /metrics when [cluster]
+  // metrics_host is empty.
   master_observer(const job::job_spec& spec, const std::string& job_dir, const std::string& job_id,
-                  troupe::clock& clk);
+                  const std::string& address, troupe::clock& clk);
   ~master_observer();
 
   void joined(const cluster::member& m, const cluster::membership_view& view);
@@ -79,7 +81,7 @@ class master_observer {
   void write_departure(const departure& d, const std::string& kind);
   void write_choice(const wire::goodput_report& g);  // the report's latest batch choice, if new
   std::string kind_of(const departure& d) const;     // "leave", "preempted" or "died"
-  void start_metrics(const job::job_spec& spec, const std::string& job_dir);
+  void start_metrics(const job::job_spec& spec, const std::string& job_dir, const std::string& own_host);
   void update_metrics(const cluster::membership_view& view, const job_progress& progress,
                       const std::optional<wire::task_counts>& counts, std::uint64_t restarts);
 

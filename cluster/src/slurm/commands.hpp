@@ -62,9 +62,9 @@ expected<long> submit(const node_spec& spec, const std::string& program, const o
 // KILL into a cancel (SIGCONT and SIGTERM, SIGKILL only after KillWait), which a node survives as a
 // clean leave (exit 0: a chaos kill tested the stop path, a fenced node ran on). No troupe process
 // handles SIGUSR2: its default action ends the process at once, no handler or destructor running,
-// as SIGKILL would; the SIGCONT lets a stopped process take it (pending signals go first). And a job of `partition` taking the host of the
-// running job JOB whole (--exclusive) for `seconds`, which preempts what runs there in a
-// preemptible partition; returns its id (recorded in so.jobs_file).
+// as SIGKILL would; the SIGCONT lets a stopped process take it (pending signals go first). And a job of
+// `partition` taking the host of the running job JOB whole (--exclusive) for `seconds`, which preempts what
+// runs there in a preemptible partition; returns its id (recorded in so.jobs_file).
 expected<void> signal_job(long job, int sig, const options& so);
 expected<long> preempt_job(long job, const std::string& partition, double seconds, const options& so);
 

@@ -105,7 +105,8 @@ bool finished_job(const std::string& path) {
 // resumed (--resume would read the same refused job file again), so a new run of its id replaces it.
 bool never_started(const std::string& path) {
   std::error_code ec;
-  return std::filesystem::exists(path + "/result.json", ec) && !std::filesystem::exists(path + "/nodes.json", ec) &&
+  return std::filesystem::exists(path + "/result.json", ec) &&
+         !std::filesystem::exists(path + "/nodes.json", ec) &&
          !std::filesystem::exists(path + "/journal/data.mdb", ec);
 }
 }  // namespace

@@ -258,6 +258,7 @@ int runner::start_transport(const std::string& token) {
   auto port = free_port();
   if (!port) return setup_failed(port.err(), 1);
   master_addr_ = plan_.master_host + ":" + std::to_string(*port);
+  if (metrics_addr_.rfind(':', 0) == 0) metrics_addr_.insert(0, plan_.master_host);  // the master's host
   return 0;
 }
 

@@ -8,12 +8,14 @@ expected<std::string> pin_metrics_address(config_doc& doc, job::job_spec& spec) 
   auto& c = spec.cluster;
   if (c.metrics_port < 0) return std::string();
   if (c.metrics_port == 0) {
-    auto port = observe::pick_free_port(c.metrics_host);
+    // With no host, the master's: not known yet (a Slurm node's address comes with the control
+    // plan); the port is picked here as for a local master.
+    auto port = observe::pick_free_port(c.metrics_host.empty() ? "127.0.0.1" : c.metrics_host);
     if (!port) return std::move(port).err().wrap("[cluster] metrics_host");
     c.metrics_port = *port;
     if (auto r = doc.apply_override("cluster.metrics_port=" + std::to_string(*port)); !r) return r.err();
   }
-  return c.metrics_host + ":" + std::to_string(c.metrics_port);
+  return c.metrics_host + ":" + std::to_string(c.metrics_port);  // ":<port>" without a host
 }
 
 }  // namespace troupe::control

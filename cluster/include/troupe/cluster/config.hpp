@@ -26,7 +26,9 @@
 //                                 #   answer before it fails (exit 1)
 //   runner_timeout_s = 60         # a node the runner started ends itself when the runner's heartbeat
 //                                 #   (<job dir>/runner.beat) has not changed for this long (0: never)
-//   metrics_host = "127.0.0.1"    # where the master serves Prometheus /metrics (docs/observe.md);
+//   metrics_host = ""             # where the master serves Prometheus /metrics (docs/observe.md); "":
+//                                 #   the master's own address (loopback for a local job, its host's
+//                                 #   with Slurm or cluster.hosts, where a scrape needs the job token)
 //   metrics_port = 0              # 0: a free port the runner picks (in nodes.json); -1: no /metrics
 //   hosts = []                    # local: other hosts, "name" or "name:slots" (docs/hosts.md); PS
 //                                 #   shards and workers fill them, the master stays here
@@ -54,7 +56,7 @@ struct cluster_config {
   double capacity_cpus = 0;
   std::int64_t capacity_memory_mb = 0;
   std::int64_t capacity_gpus = -1;
-  std::string metrics_host = "127.0.0.1";
+  std::string metrics_host;  // "": where the master listens
   std::int64_t metrics_port = 0;
   double worker_cpus = 0;
   std::string control_partition, worker_partition, spare_partition, control_host, worker_host;
