@@ -15,6 +15,12 @@ serve_config serve_config::read(config_section s, serve_config d) {
   c.threads = static_cast<int>(s.get_int("threads", c.threads, 1, 1024));
   c.pin_cpus = s.get_bool("pin_cpus", c.pin_cpus);
   c.device = s.get_string("device", c.device);
+  // Checked here, before any replica starts (a replica used to start and exit with libtorch's list of
+  // device types).
+  if (c.device != "cpu" && c.device != "cuda" &&
+      !(c.device.rfind("cuda:", 0) == 0 && c.device.size() > 5 && c.device.size() < 9 &&
+        c.device.find_first_not_of("0123456789", 5) == std::string::npos))
+    s.fail("device", core_errc::invalid_argument, "'" + c.device + "': expected cpu, cuda or cuda:N");
   c.listen = s.get_string("listen", c.listen);
   c.http_threads =
       static_cast<std::size_t>(s.get_int("http_threads", static_cast<i64>(c.http_threads), 1, 256));

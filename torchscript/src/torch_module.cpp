@@ -90,6 +90,16 @@ std::string shape_of(const at::Tensor& t) {
   return s.str();
 }
 
+std::string error_cause(const std::exception& e) {
+  std::string msg = e.what();
+  if (auto cut = msg.find("\nException raised from"); cut != std::string::npos) msg.resize(cut);
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+  const auto first = msg.substr(0, msg.find('\n'));
+  if (first.find("failed in the TorchScript interpreter") == std::string::npos) return first;
+  const auto last = msg.rfind('\n');
+  return last == std::string::npos ? first : msg.substr(last + 1);
+}
+
 unexpected step_error(const std::string& path, const std::string& what, const nn::batch& b,
                       std::size_t embedding_dim, const std::exception& e) {
   std::string msg = e.what();

@@ -41,6 +41,11 @@ expected<std::vector<std::pair<std::string, at::Tensor>>> trainable_parameters(c
 at::Tensor host_view(std::span<float> s);
 // "[2, 7]".
 std::string shape_of(const at::Tensor& t);
+// What a libtorch exception says of its cause, on one line: an error raised inside a TorchScript
+// module reads "The following operation failed in the TorchScript interpreter." then the
+// module's traceback, and only its last line names the error ("RuntimeError: a value over 1000");
+// any other's first line does. The C++ stack ("Exception raised from ...") is dropped.
+std::string error_cause(const std::exception& e);
 
 // The error of a step that failed inside libtorch: "<path>: <what> failed on inputs dense [n, d],
 // emb [n, fields, dim]: <libtorch's message without its TorchScript call stack>".

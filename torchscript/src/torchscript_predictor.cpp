@@ -10,6 +10,7 @@
 #include <ATen/Parallel.h>
 #include <malloc.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/cuda.h>
 #include <torch/script.h>
 
 #include <chrono>
@@ -18,6 +19,7 @@
 #include <optional>
 #include <sstream>
 
+#include "torch_module.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/model/predictor.hpp"
 #include "troupe/nn/blas.hpp"
@@ -31,11 +33,8 @@ double ms_since(clock::time_point t) {
   return std::chrono::duration<double, std::milli>(clock::system().now() - t).count();
 }
 
-std::string shape_of(const at::Tensor& t) {
-  std::ostringstream s;
-  s << t.sizes();
-  return s.str();
-}
+using actors::error_cause;
+using actors::shape_of;
 
 void configure_once(int threads) {
   static std::once_flag once;
@@ -109,14 +108,18 @@ std::string torchscript_predictor::load() {
   try {
     dev_ = torch::Device(o_.device);
   } catch (const std::exception& e) {
-    return "device \"" + o_.device + "\": " + e.what();
+    return "device \"" + o_.device + "\": " + error_cause(e);
   }
+  // Before the load, which would fail with the device's error under "not a TorchScript archive".
+  if (dev_.is_cuda() && !torch::cuda::is_available())
+    return "device \"" + o_.device + "\": no CUDA device here (this libtorch " +
+           (torch::cuda::device_count() == 0 && !torch::hasCUDA() ? "is built without CUDA" : "sees no GPU") +
+           "): serve on cpu";
   try {
     mod_ = torch::jit::load(o_.path, dev_);
   } catch (const std::exception& e) {
-    std::string what = e.what();
     return o_.path + ": not a TorchScript archive (save it with torch.jit.script(module).save(path)): " +
-           what.substr(0, what.find('\n'));
+           error_cause(e);
   }
   mod_.eval();
   if (auto bad = check_signature(); !bad.empty()) return bad;
@@ -147,10 +150,8 @@ std::string torchscript_predictor::warm_up() {
              shape_of(probe) + " for a batch of 2; model.json promises float logits [2, " +
              std::to_string(o_.width) + "]";
   } catch (const std::exception& e) {
-    std::string what = e.what();
     return o_.path + ": forward failed on zeros (dense [2, " + std::to_string(o_.dense_dim) + "]" +
-           (o_.takes_ids ? ", ids [2, " + std::to_string(o_.fields) + "]" : std::string()) +
-           "): " + what.substr(0, what.find('\n'));
+           (o_.takes_ids ? ", ids [2, " + std::to_string(o_.fields) + "]" : std::string()) + "): " + error_cause(e);
   }
   for (std::size_t rows : {std::size_t{1}, big}) {
     for (int i = 0; i < o_.warmup; ++i) {
@@ -175,8 +176,7 @@ std::string torchscript_predictor::predict(const float* dense, const std::int64_
     std::memcpy(logits, y.data_ptr<float>(), rows * o_.width * sizeof(float));
     return "";
   } catch (const std::exception& e) {
-    std::string what = e.what();
-    return "forward failed on " + std::to_string(rows) + " rows: " + what.substr(0, what.find('\n'));
+    return "forward failed on " + std::to_string(rows) + " rows: " + error_cause(e);
   } catch (...) {
     return "forward failed on " + std::to_string(rows) + " rows";
   }
