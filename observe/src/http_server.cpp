@@ -186,7 +186,10 @@ class session : public std::enable_shared_from_this<session> {
     }
   }
 
-  void send_error(int status, const std::string& text) { write(server_error(status, text), true); }
+  void send_error(int status, const std::string& text) {
+    if (srv_.opt.on_own_error) srv_.opt.on_own_error(status);
+    write(server_error(status, text), true);
+  }
 
   void write(http_response out, bool close_after) {
     res_ = {};
@@ -236,6 +239,7 @@ void http_server::impl::refuse(tcp::socket s) {
   static const std::string busy = "HTTP/1.1 503 " + reason_text(503) +
                                   "\r\nContent-Type: application/json\r\nRetry-After: 1\r\nContent-Length: " +
                                   std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+  if (opt.on_own_error) opt.on_own_error(503);
   beast::error_code ec;
   s.non_blocking(true, ec);
   s.write_some(asio::buffer(busy), ec);

@@ -2,25 +2,35 @@
 
 namespace troupe::serve {
 
+namespace {
+// Checked before any replica starts (a replica used to start and exit with libtorch's list of device
+// types).
+void check_device(config_section& s, const std::string& device) {
+  const bool ordinal = device.rfind("cuda:", 0) == 0 && device.size() > 5 && device.size() < 9 &&
+                       device.find_first_not_of("0123456789", 5) == std::string::npos;
+  if (device != "cpu" && device != "cuda" && !ordinal)
+    s.fail("device", core_errc::invalid_argument, "'" + device + "': expected cpu, cuda or cuda:N");
+}
+
+void check_name(config_section& s, const std::string& name) {
+  if (!name.empty() && !valid_model_name(name))
+    s.fail("name", core_errc::invalid_argument,
+           "'" + name + "': 1-64 characters of A-Z, a-z, 0-9, '_', '-' or '.', not starting with '.'");
+}
+}  // namespace
+
 serve_config serve_config::read(config_section s, serve_config d) {
   serve_config c = std::move(d);
   using i64 = std::int64_t;
   c.model = s.get_string("model", c.model);
   c.name = s.get_string("name", c.name);
-  if (!c.name.empty() && !valid_model_name(c.name))
-    s.fail("name", core_errc::invalid_argument,
-           "'" + c.name + "': 1-64 characters of A-Z, a-z, 0-9, '_', '-' or '.', not starting with '.'");
+  check_name(s, c.name);
   c.root = s.get_string("root", c.root);
   c.replicas = static_cast<std::size_t>(s.get_int("replicas", static_cast<i64>(c.replicas), 1, 256));
   c.threads = static_cast<int>(s.get_int("threads", c.threads, 1, 1024));
   c.pin_cpus = s.get_bool("pin_cpus", c.pin_cpus);
   c.device = s.get_string("device", c.device);
-  // Checked here, before any replica starts (a replica used to start and exit with libtorch's list of
-  // device types).
-  if (c.device != "cpu" && c.device != "cuda" &&
-      !(c.device.rfind("cuda:", 0) == 0 && c.device.size() > 5 && c.device.size() < 9 &&
-        c.device.find_first_not_of("0123456789", 5) == std::string::npos))
-    s.fail("device", core_errc::invalid_argument, "'" + c.device + "': expected cpu, cuda or cuda:N");
+  check_device(s, c.device);
   c.listen = s.get_string("listen", c.listen);
   c.http_threads =
       static_cast<std::size_t>(s.get_int("http_threads", static_cast<i64>(c.http_threads), 1, 256));

@@ -174,6 +174,8 @@ int frontend::run() {
   {
     std::lock_guard lk(mu_);
     auto& g = gens_.begin()->second;
+    std::error_code ec;
+    std::filesystem::remove_all(state_dir_ + "/models", ec);  // an earlier run's (server.lock is ours)
     auto snap = snapshot(g.info, gens_.begin()->first);
     if (!snap) {
       spdlog::error("{}", snap.err().to_string());
@@ -211,6 +213,8 @@ int frontend::run() {
   ho.max_connections = cfg_.max_connections;
   ho.max_body_bytes = cfg_.max_body_bytes;
   ho.read_timeout = cfg_.read_timeout;
+  // Refused before any route (413, 431, 400, 503 too many clients): counted as requests answered.
+  ho.on_own_error = [this](int status) { count_request(status, clock_.now()); };
   auto http =
       observe::http_server::start(ho, [this](observe::http_request&& r, observe::http_responder respond) {
         handle_http(std::move(r), respond);

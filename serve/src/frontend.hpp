@@ -149,6 +149,7 @@ class frontend final : public replica_link {
   std::optional<std::uint32_t> check_staged(clock::time_point now,
                                             std::vector<cluster::node_handle>& to_fence);
   void refuse(std::uint32_t gen, std::vector<cluster::node_handle>& to_fence);
+  void drop_snapshot(std::uint32_t gen);  // <state>/models/<gen>/, its generation gone
   void commit(std::uint32_t gen);
   void answer_reload(const message& request, bool ok, const std::string& error, const std::string& version,
                      std::uint32_t generation);

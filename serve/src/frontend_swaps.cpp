@@ -4,9 +4,10 @@
 // ready within load_timeout_ms) is dropped and the serving one goes on: the reload is refused with
 // the reason.
 //
-// Each generation serves a snapshot of its model (hard links, else copies, in
-// <state>/models/<generation>/), so a replica relaunched later loads the same version even when the
-// job has since replaced or removed its model directory.
+// Each generation serves a snapshot of its model (copies in <state>/models/<generation>/), so a
+// replica relaunched later loads the same version even when the job has since replaced, removed or
+// overwritten its model directory; a generation's snapshot goes with it (drained or refused), and a
+// server starts with none of an earlier run's.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -25,13 +26,11 @@ expected<model::model_info> frontend::snapshot(const model::model_info& m, std::
   fs::remove_all(dir, ec);
   fs::create_directories(dir, ec);
   if (ec) return make_unexpected(core_errc::io_error, dir + ": " + ec.message());
+  // Copies, not hard links: a link shares the job's file, and a model.pt overwritten in place (`cp`
+  // over it) changed what the snapshot served under the old version's name.
   for (const char* f : {"model.pt", "model.json"}) {
     std::string from = m.dir + "/" + f, to = dir + "/" + f;
-    fs::create_hard_link(from, to, ec);
-    if (ec) {
-      ec.clear();
-      fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
-    }
+    fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
     if (ec)
       return make_unexpected(core_errc::io_error, "copying " + from + " to " + to + ": " + ec.message());
   }
@@ -123,8 +122,18 @@ void frontend::drop_drained_generations() {
     std::uint32_t gen = it->first;
     bool left =
         std::any_of(slots_.begin(), slots_.end(), [&](const auto& s) { return s.second.generation == gen; });
-    it = it->second.state == gen_state::draining && !left ? gens_.erase(it) : std::next(it);
+    if (it->second.state != gen_state::draining || left) {
+      ++it;
+      continue;
+    }
+    drop_snapshot(gen);
+    it = gens_.erase(it);
   }
+}
+
+void frontend::drop_snapshot(std::uint32_t gen) {
+  std::error_code ec;
+  fs::remove_all(state_dir_ + "/models/" + std::to_string(gen), ec);
 }
 
 void frontend::fence_slow_loaders(clock::time_point now, std::vector<cluster::node_handle>& to_fence) {
@@ -189,6 +198,7 @@ void frontend::refuse(std::uint32_t gen, std::vector<cluster::node_handle>& to_f
       s = slots_.erase(s);
     }
   }
+  drop_snapshot(gen);  // a replica still loading it keeps its open files
   gens_.erase(gen);
 }
 

@@ -177,23 +177,30 @@ void frontend::handle_http(observe::http_request&& r, observe::http_responder re
   model_route(r, parts, std::move(respond));
 }
 
+// A request to an inference route that is refused here (another model's name, a wrong method) is
+// counted as the routes' own answers are: troupe_serve_requests_total by status, server.json.
 void frontend::model_route(const observe::http_request& r, const std::vector<std::string>& parts,
                            observe::http_responder respond) {
   const bool get = r.method == "GET" || r.method == "HEAD", post = r.method == "POST";
-  if (parts[1] != "models" || parts.size() < 3) return respond(error_answer(404, "no such route: " + r.path));
+  const bool inference = parts.back() == "infer" || parts.back() == "rows";
+  auto refuse = [&](observe::http_response a) {
+    if (inference) count_request(a.status, clock_.now());
+    respond(std::move(a));
+  };
+  if (parts[1] != "models" || parts.size() < 3) return refuse(error_answer(404, "no such route: " + r.path));
   if (parts[2] != name_)
-    return respond(
+    return refuse(
         error_answer(404, "model '" + parts[2] + "' not found: this server serves '" + name_ + "'"));
   auto view = current_view();
   std::size_t at = 3;
   if (parts.size() >= 5 && parts[3] == "versions") {
     if (parts[4] != view->info.version())
-      return respond(error_answer(404, "model '" + name_ + "' version '" + parts[4] +
-                                           "' not found: version '" + view->info.version() + "' serves"));
+      return refuse(error_answer(404, "model '" + name_ + "' version '" + parts[4] +
+                                          "' not found: version '" + view->info.version() + "' serves"));
     at = 5;
   }
   std::string what = parts.size() > at ? parts[at] : "";
-  if (parts.size() > at + 1) return respond(error_answer(404, "no such route: " + r.path));
+  if (parts.size() > at + 1) return refuse(error_answer(404, "no such route: " + r.path));
   if (what.empty()) {
     if (!get) return respond(wrong_method("GET"));
     return respond(metadata(*view));
@@ -203,11 +210,11 @@ void frontend::model_route(const observe::http_request& r, const std::vector<std
     return respond(ready_answer(true));
   }
   if (what == "infer") {
-    if (!post) return respond(wrong_method("POST"));
+    if (!post) return refuse(wrong_method("POST"));
     return infer(r, view, std::move(respond));
   }
   if (what == "rows") {
-    if (!post) return respond(wrong_method("POST"));
+    if (!post) return refuse(wrong_method("POST"));
     return infer_rows(r, view, std::move(respond));
   }
   respond(error_answer(404, "no such route: " + r.path));

@@ -154,6 +154,12 @@ def kill_and_swap(troupe, work, models):
         if f"now serves version {v2}" not in said:
             fail(f"reload said: {said}")
         log(f"reload to v2 took {swapped_at - t0:.2f} s: {said.strip()}")
+        # Generation 2 serves a copy of mlp_v2 (a hard link shared the job's file, so a model.pt
+        # overwritten in place changed it); generation 1's snapshot goes once it has drained.
+        snaps = os.path.join(root, "serve", "mlp", "models")
+        if os.stat(os.path.join(snaps, "2", "model.pt")).st_ino == os.stat(os.path.join(models, "mlp_v2", "model.pt")).st_ino:
+            fail("the snapshot of mlp_v2 is a hard link to its model.pt")
+        wait_for(lambda: not os.path.exists(os.path.join(snaps, "1")), "generation 1's snapshot to be removed", 60)
         time.sleep(1)
         said = reload(troupe, root, "mlp", os.path.join(models, "broken"), expect_ok=False)
         if "not a TorchScript archive" not in said:

@@ -290,6 +290,14 @@ def bad_input(troupe, work, models):
         data, headers = binary_infer(ref, [0])
         expect(requests.post(url, data=data[:-4], headers=headers, timeout=5), 400,
                "binary_data_size 48 at byte 0 of the binary data, which has 44 bytes")
+        # Every answer to an inference request is counted by status, those refused before a route
+        # (413) or by the route (another model: 404; GET: 405) too (they were missing until 2026-11-30).
+        metrics = requests.get(srv.url + "/metrics", timeout=5).text
+        for code, least in (("413", 1), ("404", 2), ("405", 1), ("400", 9)):
+            series = f'troupe_serve_requests_total{{model="mlp",code="{code}"}}'
+            line = [ln for ln in metrics.splitlines() if ln.startswith(series + " ")]
+            if not line or float(line[0].split()[-1]) < least:
+                fail(f"/metrics: {series} {line}, expected >= {least}")
         # Headers over 8 KiB: 431; garbage: 400.
         big = raw_request(srv.port, b"GET /v2 HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n")
         if not big.startswith(b"HTTP/1.1 431"):

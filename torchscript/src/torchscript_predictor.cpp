@@ -151,7 +151,8 @@ std::string torchscript_predictor::warm_up() {
              std::to_string(o_.width) + "]";
   } catch (const std::exception& e) {
     return o_.path + ": forward failed on zeros (dense [2, " + std::to_string(o_.dense_dim) + "]" +
-           (o_.takes_ids ? ", ids [2, " + std::to_string(o_.fields) + "]" : std::string()) + "): " + error_cause(e);
+           (o_.takes_ids ? ", ids [2, " + std::to_string(o_.fields) + "]" : std::string()) +
+           "): " + error_cause(e);
   }
   for (std::size_t rows : {std::size_t{1}, big}) {
     for (int i = 0; i < o_.warmup; ++i) {

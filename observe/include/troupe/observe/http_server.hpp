@@ -73,6 +73,9 @@ struct http_options {
   std::size_t max_header_bytes = 8 << 10;
   std::size_t max_body_bytes = 64 << 10;
   std::chrono::milliseconds read_timeout{5'000};
+  // Called (on a server thread) with the status of each error the server answers by itself, before
+  // any handler: 400 unparsable, 413 body too large, 431 headers too large, 503 too many clients.
+  std::function<void(int status)> on_own_error;
 };
 
 class http_server {
