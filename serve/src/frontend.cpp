@@ -192,9 +192,14 @@ int frontend::run() {
       slots_[s.node] = s;
     }
   }
+  // The endpoint opens first (routes.cpp, open_http).
+  if (!open_http()) {
+    stop_everything();
+    return 1;
+  }
   ticker_ = std::thread([this] { ticker_loop(); });
-  // The first generation must come up before the endpoint opens: a model that cannot be served
-  // is the command's error.
+  // The first generation must come up before the server is announced: a model that cannot be
+  // served is the command's error.
   {
     std::unique_lock lk(mu_);
     auto& first = gens_.begin()->second;
@@ -207,24 +212,6 @@ int frontend::run() {
       return 1;
     }
   }
-  observe::http_options ho;
-  ho.listen = cfg_.listen;
-  ho.threads = cfg_.http_threads;
-  ho.max_connections = cfg_.max_connections;
-  ho.max_body_bytes = cfg_.max_body_bytes;
-  ho.read_timeout = cfg_.read_timeout;
-  // Refused before any route (413, 431, 400, 503 too many clients): counted as requests answered.
-  ho.on_own_error = [this](int status) { count_request(status, clock_.now()); };
-  auto http =
-      observe::http_server::start(ho, [this](observe::http_request&& r, observe::http_responder respond) {
-        handle_http(std::move(r), respond);
-      });
-  if (!http) {
-    spdlog::error("serve: {}", http.err().to_string());
-    stop_everything();
-    return 1;
-  }
-  http_ = std::move(*http);
   auto v = current_view();
   spdlog::info("serve: {} (version {}, {} replicas) at http://{}/v2/models/{}", name_, v->info.version(),
                cfg_.replicas, http_->address(), name_);

@@ -163,6 +163,7 @@ class frontend final : public replica_link {
   generation* gen_of(const slot& s);  // null once its generation was dropped (refused)
   std::string in_their_words(std::string text, std::uint32_t gen);
   // routes.cpp
+  bool open_http();  // the HTTP endpoint, or false (logged)
   void handle_http(observe::http_request&& r, observe::http_responder respond);
   // /v2/models/<name>[/versions/<version>][/ready|/infer|/rows]
   void model_route(const observe::http_request& r, const std::vector<std::string>& parts,

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include <spdlog/spdlog.h>
+
 #include "frontend.hpp"
 #include "rows_request.hpp"
 
@@ -144,12 +146,44 @@ observe::http_response frontend::metadata(const model_view& v) {
   return json_answer(200, j.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
+namespace {
+observe::http_response loading_answer() {
+  auto r = error_answer(503, "the model is loading: retry later");
+  r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+}  // namespace
+
 observe::http_response frontend::ready_answer(bool model_route) {
   // Ready once a replica of the serving version is, and server.json says so (what a client that
   // waited for readiness reads next: a stale file of an earlier server under the same name).
   bool ready = announced_.load() && core_->stats().ready > 0;
   json j = model_route ? json{{"name", name_}, {"ready", ready}} : json{{"ready", ready}};
   return json_answer(ready ? 200 : 503, j.dump());
+}
+
+// The port is this server's before any replica starts (two servers told the same port both loaded
+// their replicas, and the second to open it failed), and a liveness probe is answered while the
+// replicas load (/v2/health/ready: 503 until they are ready; inference: 503 "loading").
+bool frontend::open_http() {
+  observe::http_options ho;
+  ho.listen = cfg_.listen;
+  ho.threads = cfg_.http_threads;
+  ho.max_connections = cfg_.max_connections;
+  ho.max_body_bytes = cfg_.max_body_bytes;
+  ho.read_timeout = cfg_.read_timeout;
+  // Refused before any route (413, 431, 400, 503 too many clients): counted as requests answered.
+  ho.on_own_error = [this](int status) { count_request(status, clock_.now()); };
+  auto http =
+      observe::http_server::start(ho, [this](observe::http_request&& r, observe::http_responder respond) {
+        handle_http(std::move(r), respond);
+      });
+  if (!http) {
+    spdlog::error("serve: --listen {}: {}", cfg_.listen, http.err().to_string());
+    return false;
+  }
+  http_ = std::move(*http);
+  return true;
 }
 
 void frontend::handle_http(observe::http_request&& r, observe::http_responder respond) {
@@ -192,6 +226,7 @@ void frontend::model_route(const observe::http_request& r, const std::vector<std
     return refuse(
         error_answer(404, "model '" + parts[2] + "' not found: this server serves '" + name_ + "'"));
   auto view = current_view();
+  if (!view) return refuse(loading_answer());
   std::size_t at = 3;
   if (parts.size() >= 5 && parts[3] == "versions") {
     if (parts[4] != view->info.version())

@@ -409,6 +409,37 @@ def taken_port(troupe, models, root):
     if "launched" in out:
         fail(f"troupe serve launched replicas before finding its port taken: {out[-600:]}")
     log(f"a taken port: exit 1 in {took:.2f} s, naming the address, no replica launched")
+    # The port is the server's from its start: a liveness probe is answered while its replicas load
+    # (the port opened only once they were ready), and a second server told the same port meanwhile
+    # fails without loading anything (both used to load, and the later to open it failed).
+    first = Server(troupe, os.path.join(models, "mlp"), root, "early")
+    try:
+        port, base = first.port, first.url
+        deadline = time.time() + 60
+        while True:
+            try:
+                live = requests.get(base + "/v2/health/live", timeout=5)
+                break
+            except requests.ConnectionError:
+                if time.time() > deadline:
+                    fail("the first server's port never opened")
+                time.sleep(0.01)
+        if live.status_code != 200:
+            fail(f"/v2/health/live while loading: {live.status_code} {live.text}")
+        ready = requests.get(base + "/v2/health/ready", timeout=5)
+        if ready.status_code == 503:
+            infer = requests.post(base + "/v2/models/early/infer", json={"inputs": []}, timeout=5)
+            if infer.status_code not in (503, 400) or (infer.status_code == 503 and "loading" not in infer.text):
+                fail(f"an infer request while loading: {infer.status_code} {infer.text}")
+        log(f"while loading: live {live.status_code}, ready {ready.status_code}")
+        r = subprocess.run([troupe, "serve", os.path.join(models, "mlp"), "--name", "late", "--root", root,
+                            "--listen", f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=60)
+        out = r.stdout + r.stderr
+        if r.returncode != 1 or "Address already in use" not in out or "launched" in out:
+            fail(f"a second server on the port of one still loading: exit {r.returncode}, {out[-600:]}")
+        first.wait_ready()
+    finally:
+        first.stop()
 
 
 def fuzz(troupe, work, models):
