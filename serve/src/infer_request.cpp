@@ -23,6 +23,17 @@ std::string shape_text(const std::vector<std::int64_t>& s) {
   return out + "]";
 }
 
+// Nested data must be nested as the shape ([[1, 2], [3, 4]] for [2, 2]); flat data fits any shape.
+// Before 2026-11-30 any nesting was flattened: [[0.1], [0.2, 0.3, 0.4]] passed for [2, 2].
+std::string nesting_problem(const parsed_tensor& t) {
+  if (t.ragged)
+    return "data: nested arrays of unequal lengths or depths (a ragged tensor), for shape " +
+           shape_text(t.shape);
+  if (t.nested.size() > 1 && t.nested != t.shape)
+    return "data: nested as " + shape_text(t.nested) + ", not as the shape " + shape_text(t.shape);
+  return "";
+}
+
 // A checked input tensor of the model: its rows, or the message.
 struct tensor_spec {
   const char* name;
@@ -72,6 +83,7 @@ expected<std::size_t> check_tensor(const parsed_tensor& t, std::size_t index, co
   std::size_t expect = static_cast<std::size_t>(t.shape[0]) * spec.width;
   if (t.binary()) return check_binary(t, expect, spec, bad);
   if (!t.has_data) return bad("no data");
+  if (auto n = nesting_problem(t); !n.empty()) return bad(n);
   if (t.reals.size() != expect)
     return bad(std::to_string(t.reals.size()) + " values in data for shape " + shape_text(t.shape) + " (" +
                std::to_string(expect) + " expected)");

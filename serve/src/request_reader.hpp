@@ -22,7 +22,13 @@ struct parsed_tensor {
   std::vector<std::int64_t> ints;         // the same where each is an integer token
   std::size_t first_fraction = SIZE_MAX;  // index of the first number that is not an integer
   std::int64_t binary_size = -1;          // parameters.binary_data_size (-1: none): data after the JSON
-  std::string_view raw;                   // those bytes, once the binary part is split (infer_request.cpp)
+  // Nested data ([[...], [...]]): the length of the arrays at each depth (the outermost first; -1
+  // before one closed), and whether arrays of one depth differed in length or numbers sat at more
+  // than one depth (a ragged tensor): a nesting must be the shape's (infer_request.cpp).
+  std::vector<std::int64_t> nested;
+  bool ragged = false;
+  std::size_t leaf_depth = 0;  // the depth of the numbers (1: flat), 0 before the first
+  std::string_view raw;        // those bytes, once the binary part is split (infer_request.cpp)
   bool binary() const { return binary_size >= 0; }
 };
 
@@ -53,7 +59,7 @@ class request_reader {
   bool start_object(std::size_t);
   bool end_object() { return pop(); }
   bool start_array(std::size_t);
-  bool end_array() { return pop(); }
+  bool end_array();
   bool key(std::string& k) {
     key_ = k;
     return true;
@@ -86,7 +92,22 @@ class request_reader {
 
   std::vector<ctx> stack_;
   std::string key_;
+  std::vector<std::int64_t> data_counts_;  // the items of each open array of the current data
 };
+
+inline bool request_reader::end_array() {
+  if (!stack_.empty() && stack_.back() == ctx::data && !data_counts_.empty()) {
+    auto& t = inputs.back();
+    const std::size_t level = data_counts_.size() - 1;
+    if (t.nested.size() <= level) t.nested.resize(level + 1, -1);
+    if (t.nested[level] < 0)
+      t.nested[level] = data_counts_.back();
+    else if (t.nested[level] != data_counts_.back())
+      t.ragged = true;
+    data_counts_.pop_back();
+  }
+  return pop();
+}
 
 inline bool request_reader::start_object(std::size_t) {
   if (stack_.empty()) return push(ctx::root);
@@ -140,8 +161,10 @@ inline bool request_reader::start_array(std::size_t) {
       return fail("outputs[" + std::to_string(outputs.size()) + "]: expected an object, got an array");
     case ctx::shape:
       return fail(where() + ".shape: expected integers, got an array");
-    case ctx::data:
-      return push(ctx::data);  // nested rows
+    case ctx::data:  // nested rows
+      ++data_counts_.back();
+      data_counts_.push_back(0);
+      return push(ctx::data);
     case ctx::params:
       if (key_ == "binary_data_size") return fail(where() + ".parameters.binary_data_size: got an array");
       return push(ctx::skip);
@@ -172,6 +195,7 @@ inline bool request_reader::array_in_input() {
   }
   if (key_ == "data") {
     inputs.back().has_data = true;
+    data_counts_.assign(1, 0);
     return push(ctx::data);
   }
   if (key_ == "name" || key_ == "datatype")
@@ -257,6 +281,9 @@ inline bool request_reader::number(double d, std::int64_t i, bool integer) {
     case ctx::data: {
       auto& t = inputs.back();
       if (!integer && t.first_fraction == SIZE_MAX) t.first_fraction = t.reals.size();
+      ++data_counts_.back();
+      if (t.leaf_depth == 0) t.leaf_depth = data_counts_.size();
+      if (t.leaf_depth != data_counts_.size()) t.ragged = true;
       t.reals.push_back(d);
       t.ints.push_back(i);
       return true;

@@ -62,6 +62,28 @@ TEST(infer_codec, reads_flat_and_nested_data_in_any_key_order) {
   EXPECT_EQ(s->outputs, 0u);
 }
 
+// Nested data must be nested as the shape says (row-major); it was flattened whatever its nesting,
+// so a ragged tensor of the right count passed.
+TEST(infer_codec, nested_data_must_be_nested_as_its_shape) {
+  auto req = [](const std::string& data, const std::string& shape = "[2, 3]") {
+    return R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": )" + shape + R"(, "data": )" + data +
+           "}]}";
+  };
+  EXPECT_TRUE(parse_infer_request(req("[[1, 2, 3], [4, 5, 6]]"), dense_model()));
+  EXPECT_TRUE(parse_infer_request(req("[1, 2, 3, 4, 5, 6]"), dense_model())) << "flat data fits any shape";
+  EXPECT_EQ(
+      bad(req("[[1], [2, 3, 4, 5, 6]]")),
+      "inputs[0] 'dense': data: nested arrays of unequal lengths or depths (a ragged tensor), for shape "
+      "[2, 3]");
+  EXPECT_EQ(bad(req("[[1, 2], [3, 4], [5, 6]]")),
+            "inputs[0] 'dense': data: nested as [3, 2], not as the shape [2, 3]");
+  EXPECT_EQ(bad(req("[[[1, 2, 3]], [[4, 5, 6]]]")),
+            "inputs[0] 'dense': data: nested as [2, 1, 3], not as the shape [2, 3]");
+  EXPECT_NE(bad(req("[[1, 2, 3], 4, 5, 6]")).find("a ragged tensor"), std::string::npos);
+  EXPECT_NE(bad(req("[[[[1]]], [[2]], [[3]]]", "[1, 3]"), dense_model()).find("a ragged tensor"),
+            std::string::npos);
+}
+
 TEST(infer_codec, strings_and_numbers_read_as_nlohmann_reads_them) {
   auto r = parse_infer_request(
       R"({"id": "\u00e9\ud83d\ude00 caf\u00e9 \"q\"", "inputs": [{"name": "dense", "datatype": "FP32",
