@@ -155,6 +155,14 @@ expected<long> submit_slurm_node(const cluster_config& cfg, const launch_site& s
   return slurm::submit(spec, spec.program.empty() ? *exe : spec.program, slurm_options(cfg, site));
 }
 
+expected<std::string> slurm_job_state(const cluster_config& cfg, long slurm_job) {
+  return slurm::job_state(slurm_job, slurm_options(cfg, {}));
+}
+
+bool slurm_state_is_final(const std::string& state) {
+  return slurm::terminal_state(state);
+}
+
 expected<void> signal_slurm_node(const cluster_config& cfg, long slurm_job, int sig) {
   return slurm::signal_job(slurm_job, sig, slurm_options(cfg, {}));
 }

@@ -3,6 +3,8 @@
 // its threads push into.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <csignal>
 #include <map>
 #include <mutex>
@@ -45,7 +47,8 @@ class fake_launcher final : public cluster::launcher {
     fenced.push_back(h.id.name);
     return {};
   }
-  expected<std::optional<cluster::exit_status>> poll(const cluster::node_handle&) const override {
+  expected<std::optional<cluster::exit_status>> poll(const cluster::node_handle& h) const override {
+    if (ended.count(h.id.name)) return std::optional<cluster::exit_status>(cluster::exit_status{});
     return std::optional<cluster::exit_status>();
   }
   expected<cluster::exit_status> wait(const cluster::node_handle&, std::chrono::milliseconds) override {
@@ -77,6 +80,7 @@ class fake_launcher final : public cluster::launcher {
   std::vector<cluster::node_spec> launched;
   std::vector<std::pair<std::string, int>> signals;
   std::vector<std::string> fenced;
+  std::set<std::string> ended;  // reaped: poll() has their status, their exit report is on its way
   bool refuse = false;
   std::size_t slots = 0;  // > 0: launches past this many running nodes find no room
 
@@ -231,6 +235,32 @@ TEST_F(slots_fixture, a_fenced_slot_is_not_relaunched_before_its_exit_report) {
   table.relaunch_due();
   EXPECT_EQ(launcher.launches_of("worker-1"), 2u);
   EXPECT_FALSE(table.find("worker-1")->fenced);
+}
+
+// A worker that left of its own accord (listed leaving: a preemption's SIGTERM) and one whose end
+// the launcher has already seen are not declared dead when they leave the view: a preempted Slurm
+// worker was fenced ("no such node") and counted as a restart.
+TEST_F(slots_fixture, a_worker_leaving_by_itself_or_already_ended_is_not_declared_dead) {
+  table.scale_to(3);
+  std::vector<cluster::member> members;
+  for (const char* n : {"master", "worker-0", "worker-1", "worker-2"}) {
+    cluster::member m;
+    m.id = {n, 0};
+    m.state = cluster::member_state::alive;
+    members.push_back(m);
+  }
+  EXPECT_TRUE(table.declared_dead(members, 0).empty());
+  members[1].state = cluster::member_state::leaving;  // worker-0, preempted
+  EXPECT_TRUE(table.declared_dead(members, 0).empty());
+  members.erase(members.begin() + 1);
+  EXPECT_TRUE(table.declared_dead(members, 0).empty()) << "worker-0 left; it did not die";
+  launcher.ended.insert("worker-1");  // its process is gone, the exit report not handled yet
+  members.erase(members.begin() + 1);
+  EXPECT_TRUE(table.declared_dead(members, 0).empty());
+  members.pop_back();  // worker-2 vanishes while its process runs: that is a death
+  auto dead = table.declared_dead(members, 0);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0]->id.name, "worker-2");
 }
 
 TEST_F(slots_fixture, scaling_launches_new_indices_and_stops_the_highest) {

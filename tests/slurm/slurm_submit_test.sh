@@ -33,6 +33,15 @@ grep -q '"status":"stopped"' "$dir/result.json" || fail "result.json: $(cat "$di
 wait_for 20 no_jobs_left sub || fail "Slurm jobs left behind: $(squeue -h -o '%i %j %T')"
 grep -q 'stopped on request' "$dir.runner.out" || fail "the runner's output does not say it was stopped"
 
+# A [job] root the hosts do not see (this machine's /tmp; each host has its own): the runner's job
+# ends at once on h1 (FAILED); --submit waits for it and says so, exit 1 (it said "submitted", 0).
+unshared=/tmp/troupe-submit-unshared-$$
+"$B" run "$work/sub.toml" --submit --job-id lost --set "job.root=\"$unshared\"" > "$work/lost.out" 2> "$work/lost.err"
+rc=$?
+rm -rf "$unshared"
+[[ $rc == 1 ]] || fail "--submit with an unshared root: exit $rc, expected 1: $(cat "$work/lost.out" "$work/lost.err")"
+grep -q "filesystem the hosts share" "$work/lost.err" || fail "--submit with an unshared root: $(cat "$work/lost.err")"
+
 # A job file for the local launcher: nothing to submit to.
 sed '/^\[cluster\]/,$d' "$work/sub.toml" > "$work/local.toml"
 "$B" run "$work/local.toml" --submit > /dev/null 2> "$work/local.err"

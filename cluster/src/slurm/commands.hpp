@@ -66,6 +66,8 @@ expected<long> submit(const node_spec& spec, const std::string& program, const o
 // `partition` taking the host of the running job JOB whole (--exclusive) for `seconds`, which preempts what
 // runs there in a preemptible partition; returns its id (recorded in so.jobs_file).
 expected<void> signal_job(long job, int sig, const options& so);
+// `squeue -h -t all -j JOB -o %T`: its state, "" when Slurm no longer lists it.
+expected<std::string> job_state(long job, const options& so);
 expected<long> preempt_job(long job, const std::string& partition, double seconds, const options& so);
 
 // True for the states after which a job never runs again (with --no-requeue).

@@ -48,6 +48,18 @@ expected<void> signal_job(long job, int sig, const options& so) {
   return scancel_signal(job, SIGCONT, so);
 }
 
+expected<std::string> job_state(long job, const options& so) {
+  auto r = run_tool({"squeue", "-h", "-t", "all", "-j", std::to_string(job), "-o", "%T"}, so.bin_dir,
+                    so.command_timeout);
+  if (!r) return r.err();
+  // An id Slurm forgot: squeue exits 1 ("Invalid job id specified"); that is no error here.
+  if (r->code != 0 && r->err.find("Invalid job id") == std::string::npos)
+    return make_unexpected(cluster_errc::launch_failed, "squeue -j " + std::to_string(job) + ": " + message(*r));
+  auto s = r->code == 0 ? r->out : std::string();
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
 expected<long> preempt_job(long job, const std::string& partition, double seconds, const options& so) {
   auto q =
       run_tool({"squeue", "-h", "-j", std::to_string(job), "-o", "%N|%T"}, so.bin_dir, so.command_timeout);

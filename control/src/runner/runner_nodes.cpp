@@ -88,10 +88,12 @@ void runner::launched(node_slot& slot) {
   auto st = spec_.cluster.launcher == "local" ? cluster::read_process_stat(h.pid) : std::nullopt;
   slot.start_time = st ? st->start_time : 0;
   if (slot.role == cluster::node_role::master) watch_.launched();
+  // Slurm's handle is its job id ("pid" read as a process of this machine).
+  const std::string what = (spec_.cluster.launcher == "slurm" ? "Slurm job " : "pid ") + std::to_string(h.pid);
   if (slot.role == cluster::node_role::worker)
-    spdlog::info("launched {} (pid {}, slot {})", slot.id.to_string(), h.pid, slot.place);
+    spdlog::info("launched {} ({}, slot {})", slot.id.to_string(), what, slot.place);
   else
-    spdlog::info("launched {} (pid {})", slot.id.to_string(), h.pid);
+    spdlog::info("launched {} ({})", slot.id.to_string(), what);
 }
 
 void runner::scale_to(std::uint32_t workers, const std::string& host) {

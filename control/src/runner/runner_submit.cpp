@@ -26,6 +26,35 @@ std::vector<std::string> runner_argv(const run_options& o, const std::string& fi
 }
 }  // namespace
 
+namespace {
+// Waits (up to 30 s) until the submitted runner has made its job directory, or its Slurm job ended
+// without making it: a [job] root the hosts do not share ended it at once (FAILED, exit 0:53) while
+// --submit said "submitted" and exited 0. Still queued after the wait: exit 0, saying so.
+int await_runner(const cluster::cluster_config& cfg, long job, const std::filesystem::path& dir,
+                 const std::string& output) {
+  auto& clk = troupe::clock::system();
+  const auto until = clk.now() + std::chrono::seconds(30);
+  std::string state;
+  for (;;) {
+    std::error_code ec;
+    if (std::filesystem::exists(dir / "job.toml", ec)) return std::printf("the runner started\n"), 0;
+    auto s = cluster::slurm_job_state(cfg, job);
+    if (s) state = *s;
+    if (s && (s->empty() || cluster::slurm_state_is_final(*s))) break;
+    if (clk.now() >= until) return std::printf("the runner's job is %s\n", state.c_str()), 0;
+    clk.sleep_for(std::chrono::milliseconds(500));
+  }
+  std::error_code ec;
+  if (std::filesystem::exists(dir / "job.toml", ec)) return std::printf("the runner started\n"), 0;
+  spdlog::error(
+      "run --submit: the runner's Slurm job {} ended ({}) before it made {}: is [job] root on a filesystem "
+      "the hosts share (and the troupe binary at the same path there)? Its output, if the host could write "
+      "it: {}",
+      job, state.empty() ? "no longer listed" : state, dir.string(), output);
+  return 1;
+}
+}  // namespace
+
 int submit_job(const run_options& o) {
   if (!o.resume.empty()) return spdlog::error("run --submit: give a job file (not --resume)"), 2;
   auto doc = job::read_job_file(o.file);
@@ -57,7 +86,7 @@ int submit_job(const run_options& o) {
   if (!job) return spdlog::error("run --submit: {}", job.err().to_string()), 1;
   std::printf("submitted the runner as Slurm job %ld\njob directory: %s\nrunner output: %s\n", *job,
               (root / id).string().c_str(), ns.log_file.c_str());
-  return 0;
+  return await_runner(spec->cluster, *job, root / id, ns.log_file);
 }
 
 }  // namespace troupe::control

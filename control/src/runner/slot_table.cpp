@@ -130,8 +130,14 @@ std::vector<node_slot*> slot_table::declared_dead(const std::vector<cluster::mem
     if (m != members.end() && m->id == slot.id) {
       slot.joined = true;
       if (m->state == cluster::member_state::alive) slot.seen_by_master = master_incarnation;
+      // Leaving of its own accord (a preemption's SIGTERM): its disappearance is no death.
+      if (m->state == cluster::member_state::leaving) slot.seen_by_master.reset();
       continue;
     }
+    // One whose end the launcher has already seen (its exit report is on its way) needs no fence:
+    // a preempted Slurm worker was fenced ("no such node") and counted as a restart.
+    if (launcher_)
+      if (auto ended = launcher_->poll(*slot.handle); ended && ended->has_value()) continue;
     if (slot.seen_by_master == master_incarnation) dead.push_back(&slot);
   }
   return dead;

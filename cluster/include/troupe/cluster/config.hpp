@@ -119,6 +119,10 @@ expected<control_plan> plan_control(const cluster_config& cfg);
 // runner), named <site.job_id prefix>:<node>, on the control partition (spec.host: -w). Returns
 // the Slurm job id; errors: launch_failed with sbatch's message.
 expected<long> submit_slurm_node(const cluster_config& cfg, const launch_site& site, const node_spec& spec);
+// Its state as squeue lists it (`-t all`: "PENDING", "RUNNING", "FAILED", ...); "" once Slurm
+// forgot it. Errors: squeue failing.
+expected<std::string> slurm_job_state(const cluster_config& cfg, long slurm_job);
+bool slurm_state_is_final(const std::string& state);  // a state after which the job never runs again
 
 // Faults of `troupe chaos` for nodes the Slurm launcher started (nodes.json: slurm_job), through
 // slurmctld so they reach any host: a signal (`scancel --full --signal`), and preemption by a job of
