@@ -184,7 +184,8 @@ expected<control_plan> plan_control(const cluster_config& cfg) {
     p.master_node = *n;
   }
   auto addr = slurm::node_addr(p.master_node, so);
-  if (!addr) return addr.err();
+  if (!addr)
+    return cfg.control_host.empty() ? addr.err() : std::move(addr).err().wrap("cluster.control_host");
   p.master_host = *addr;
   auto me = local_address_towards(p.master_host);
   if (!me) return me.err();

@@ -182,12 +182,13 @@ expected<std::unique_ptr<launcher>> launcher::create(launcher_options lo, option
   if (!exe) return exe.err();
   p->program = *exe;
   auto cpus = p->partition_cpus(p->so.partition);
-  if (!cpus) return cpus.err();
+  if (!cpus) return std::move(cpus).err().wrap("cluster.control_partition");
   p->total.cpus = *cpus;
-  for (const auto* other : {&p->so.worker_partition, &p->so.spare_partition}) {
+  for (const auto& [key, other] : {std::pair{"cluster.worker_partition", &p->so.worker_partition},
+                                   std::pair{"cluster.spare_partition", &p->so.spare_partition}}) {
     if (other->empty() || *other == p->so.partition) continue;
     auto w = p->partition_cpus(*other);  // an unknown partition is named now, not at the first sbatch
-    if (!w) return w.err();
+    if (!w) return std::move(w).err().wrap(key);
   }
   impl* raw = p.get();
   p->watcher = std::thread([raw] { raw->run(); });

@@ -12,16 +12,39 @@ std::string first_line(const std::string& s) {
   while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
   return line;
 }
+
+// What a failed Slurm command said: the last (at most 3) lines of its stderr, where the cause comes
+// last ("... res_nsearch error: Unknown host", then "Could not establish a configuration source"),
+// else its stdout's first ("Node hx not found").
+std::string said(const tool_result& r) {
+  if (r.err.find_first_not_of(" \n") == std::string::npos) return first_line(r.out);
+  std::vector<std::string> lines;
+  std::size_t at = 0;
+  while (at < r.err.size()) {
+    auto end = r.err.find('\n', at);
+    auto line = first_line(r.err.substr(at, end == std::string::npos ? std::string::npos : end - at));
+    if (!line.empty()) lines.push_back(line);
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  std::string out;
+  for (std::size_t i = lines.size() > 3 ? lines.size() - 3 : 0; i < lines.size(); ++i)
+    out.append(out.empty() ? "" : "; ").append(lines[i]);
+  return out;
+}
 }  // namespace
 
 expected<std::string> node_addr(const std::string& name, const options& so) {
   auto r = run_tool({"scontrol", "show", "node", "-o", name}, so.bin_dir, so.command_timeout);
   if (!r) return r.err();
   auto addr = r->code == 0 ? scontrol_field(r->out, "NodeAddr") : std::string();
-  if (addr.empty())
-    return make_unexpected(
-        cluster_errc::launch_failed,
-        "Slurm node '" + name + "': " + (r->err.empty() ? "no NodeAddr" : first_line(r->err)));
+  if (addr.empty()) {
+    const auto what = r->code == 0 ? std::string("no NodeAddr") : said(*r);
+    // "Node hx not found": the job file's mistake (exit 2), not Slurm's failure.
+    const bool unknown = what.find(" not found") != std::string::npos;
+    return make_unexpected(unknown ? cluster_errc::invalid_spec : cluster_errc::launch_failed,
+                           "Slurm node '" + name + "': " + what);
+  }
   return addr;
 }
 
@@ -31,8 +54,7 @@ expected<std::string> first_node(const std::string& partition, const options& so
   auto r = run_tool(argv, so.bin_dir, so.command_timeout);
   if (!r) return r.err();
   if (r->code != 0)
-    return make_unexpected(cluster_errc::launch_failed,
-                           "sinfo failed (is slurmctld up?): " + first_line(r->err));
+    return make_unexpected(cluster_errc::launch_failed, "sinfo failed (is slurmctld up?): " + said(*r));
   auto node = first_line(r->out);
   if (node.empty())
     return make_unexpected(cluster_errc::invalid_spec,
@@ -52,8 +74,7 @@ expected<void> worker_host(const std::string& host, const options& so) {
   auto r = run_tool(argv, so.bin_dir, so.command_timeout);
   if (!r) return r.err();
   if (r->code != 0)
-    return make_unexpected(cluster_errc::launch_failed,
-                           "sinfo failed (is slurmctld up?): " + first_line(r->err));
+    return make_unexpected(cluster_errc::launch_failed, "sinfo failed (is slurmctld up?): " + said(*r));
   // A node Slurm does not know, or one of another partition: sinfo lists nothing (exit 0).
   if (first_line(r->out) != host)
     return bad(partition.empty()

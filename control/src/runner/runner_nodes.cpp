@@ -89,7 +89,8 @@ void runner::launched(node_slot& slot) {
   slot.start_time = st ? st->start_time : 0;
   if (slot.role == cluster::node_role::master) watch_.launched();
   // Slurm's handle is its job id ("pid" read as a process of this machine).
-  const std::string what = (spec_.cluster.launcher == "slurm" ? "Slurm job " : "pid ") + std::to_string(h.pid);
+  const std::string what =
+      (spec_.cluster.launcher == "slurm" ? "Slurm job " : "pid ") + std::to_string(h.pid);
   if (slot.role == cluster::node_role::worker)
     spdlog::info("launched {} ({}, slot {})", slot.id.to_string(), what, slot.place);
   else
