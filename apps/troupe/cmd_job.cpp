@@ -17,11 +17,6 @@ struct target {
   std::string root = "jobs";
 };
 
-// Client commands print their answer; connection chatter is for --log-level debug.
-void quiet_logs() {
-  if (spdlog::get_level() == spdlog::level::info) spdlog::set_level(spdlog::level::warn);
-}
-
 void add_target(CLI::App& sub, const std::shared_ptr<target>& t) {
   sub.add_option("--job-dir", t->job_dir, "the job's directory (default: the newest job under --root)");
   sub.add_option("--root", t->root, "where job directories are (default: jobs)");

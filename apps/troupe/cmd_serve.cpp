@@ -117,6 +117,7 @@ std::vector<std::string> live_servers(const std::string& root) {
 }
 
 int reload(const serve_flags& f) {
+  quiet_logs();
   std::string name = f.reload_name;
   if (name.empty()) {
     auto names = live_servers(f.reload_root);

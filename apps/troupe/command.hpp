@@ -26,5 +26,8 @@ int usage_error(const std::string& text);
 int usage_error(const error& e);
 // Prints "troupe: error: <text>" to stderr and returns 1 (the work itself failed).
 int run_error(const error& e);
+// Client commands (status, scale, stop, serve reload) print their answer; connection chatter
+// ("transport: peer ... up") is for --log-level debug.
+void quiet_logs();
 
 }  // namespace troupe::cli

@@ -6,6 +6,8 @@
 #include <optional>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "command.hpp"
 #include "suggest.hpp"
 #include "troupe/actors/strategy.hpp"
@@ -37,6 +39,10 @@ int usage_error(const std::string& text) {
 int usage_error(const error& e) {
   return usage_error(e.to_string());
 }
+void quiet_logs() {
+  if (spdlog::get_level() == spdlog::level::info) spdlog::set_level(spdlog::level::warn);
+}
+
 int run_error(const error& e) {
   std::fprintf(stderr, "troupe: error: %s\n", e.to_string().c_str());
   return 1;

@@ -1,5 +1,6 @@
 // The front end's set-up, its ticker and its signals (frontend.hpp).
 #include "frontend.hpp"
+#include "troupe/transport/errc.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -116,10 +117,11 @@ int frontend::setup() {
   }
   ::chmod((state_dir_ + "/token").c_str(), 0600);
 
-  // The endpoint opens once the first generation serves; a listen address taken now fails now,
-  // before any replica is launched (one may still be taken in between: start() says so then).
+  // A listen address taken now fails now, before any replica is launched; one that is no address
+  // ("nonsense", port 99999) is bad usage (exit 2).
   if (auto free = observe::http_server::check_listen(cfg_.listen); !free)
-    return spdlog::error("serve: {}", free.err().to_string()), 1;
+    return spdlog::error("serve: --listen {}: {}", cfg_.listen, free.err().to_string()),
+           free.err() == transport_errc::bad_address ? 2 : 1;
   auto plan = cluster::plan_control(settings_.cluster);
   if (!plan) return spdlog::error("{}", plan.err().to_string()), 1;
   auto tcfg = settings_.transport;
