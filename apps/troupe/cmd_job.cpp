@@ -38,9 +38,13 @@ void print_summary(const nlohmann::json& j) {
   if (epochs > 0) std::printf("; data epoch %u/%u", std::min(j.value("data_epoch", 0u) + 1, epochs), epochs);
   std::printf("\n");
   std::string loss = j["loss"].is_number() ? std::to_string(j["loss"].get<double>()) : "-";
-  std::printf("throughput %.0f samples/s, loss %s, %llu samples, workers %u/%u, restarts %llu\n",
+  // Workers launched and not in yet: starting, or (Slurm) waiting in the queue for room.
+  const auto alive = j["workers_alive"].get<unsigned>(), launched = j.value("workers_launched", 0u);
+  const std::string waiting =
+      launched > alive ? " (" + std::to_string(launched - alive) + " starting or queued)" : "";
+  std::printf("throughput %.0f samples/s, loss %s, %llu samples, workers %u/%u%s, restarts %llu\n",
               j["samples_per_sec"].get<double>(), loss.c_str(), j["samples_total"].get<unsigned long long>(),
-              j["workers_alive"].get<unsigned>(), j["workers_target"].get<unsigned>(),
+              alive, j["workers_target"].get<unsigned>(), waiting.c_str(),
               j["restarts"].get<unsigned long long>());
 }
 

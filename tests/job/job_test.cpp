@@ -64,6 +64,7 @@ TEST(job, global_batch_stays_the_job_files_through_resizes) {
       auto now = status(r);
       ASSERT_TRUE(now);
       EXPECT_EQ(now->value("workers_target", 0), 2) << now->dump();
+      EXPECT_EQ(now->value("workers_launched", 0), 2) << now->dump();
     }
   }
   ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);

@@ -98,6 +98,9 @@ for _ in $(seq 1 600); do
   sleep 0.1
 done
 grep -q 'starting or queued' "$work/grow.err" || fail "grow: the progress line shows no queued worker"
+# troupe status shows them too (workers_launched counts the queued ones; the table says so).
+"$B" status --job-dir "$work/jobs/grow" > "$work/grow.status" 2>&1 || fail "grow: status: $(cat "$work/grow.status")"
+grep -q 'starting or queued' "$work/grow.status" || fail "grow: troupe status shows no queued worker: $(cat "$work/grow.status")"
 # troupe status and scale reach the runner from here as for a local job; the scale-down cancels
 # the highest-numbered worker, still PENDING.
 "$B" status --job-dir "$work/jobs/grow" > "$work/grow.status" 2>&1 || fail "grow: troupe status: $(cat "$work/grow.status")"

@@ -127,6 +127,7 @@ struct JobStatus {
   evaluating @15 :Text;          # who evaluates the trained model now ("worker-0"); empty when nobody does
   taskError @16 :Text;           # the last error of a quarantined task; empty when none was quarantined
   goodput @17 :GoodputReport;    # the latest report of the ring's rank 0 (docs/goodput.md); null: none
+  workersLaunched @18 :UInt32;   # set by the runner: worker processes launched or queued (Slurm) and not ended
 }
 
 # CLI -> runner: change the number of workers.

@@ -155,6 +155,7 @@ void write_job_status(schema::JobStatus::Builder b, const job_status& s) {
   b.setMasterIncarnation(s.master_incarnation);
   b.setWorkersAlive(s.workers_alive);
   b.setWorkersTarget(s.workers_target);
+  b.setWorkersLaunched(s.workers_launched);
   b.setPsAlive(s.ps_alive);
   write_task_counts(b.initTasks(), s.tasks);
   b.setSamplesPerSec(s.samples_per_sec);
@@ -177,6 +178,7 @@ job_status read_job_status(schema::JobStatus::Reader r) {
   s.master_incarnation = r.getMasterIncarnation();
   s.workers_alive = r.getWorkersAlive();
   s.workers_target = r.getWorkersTarget();
+  s.workers_launched = r.getWorkersLaunched();
   s.ps_alive = r.getPsAlive();
   s.tasks = read_task_counts(r.getTasks());
   s.samples_per_sec = r.getSamplesPerSec();
@@ -203,6 +205,7 @@ nlohmann::json to_json(const job_status& s) {
   j["membership_epoch"] = s.epoch;
   j["workers_alive"] = s.workers_alive;
   j["workers_target"] = s.workers_target;
+  j["workers_launched"] = s.workers_launched;
   j["ps_alive"] = s.ps_alive;
   const auto& t = s.tasks;
   j["tasks"] = {

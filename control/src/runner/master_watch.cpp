@@ -61,6 +61,7 @@ wire::job_status master_watch::answer() const {
   wire::job_status s = status_;
   s.job_id = fields_.job_id;
   s.workers_target = fields_.workers_target;
+  s.workers_launched = fields_.workers_launched;
   s.finished = fields_.finished;
   s.restarts = fields_.restarts;
   s.result_json = fields_.result_json;

@@ -38,7 +38,7 @@ struct watch_limits {
 // What only the runner knows, in its status answers.
 struct runner_fields {
   std::string job_id;
-  std::uint32_t workers_target = 0;
+  std::uint32_t workers_target = 0, workers_launched = 0;
   std::uint64_t restarts = 0;
   bool finished = false;
   std::string result_json;

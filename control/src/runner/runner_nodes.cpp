@@ -197,6 +197,7 @@ void runner::publish_status() {
   runner_fields f;
   f.job_id = dir_ ? dir_->job_id() : std::string();
   f.workers_target = slots_.target();
+  f.workers_launched = slots_.launched_workers();
   f.restarts = slots_.restarts();
   f.finished = outcome_.finished();
   f.result_json = outcome_.master_result();

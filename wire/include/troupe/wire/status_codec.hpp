@@ -34,6 +34,7 @@ struct job_status {
   std::string job_id;
   std::uint64_t epoch = 0, master_incarnation = 0;
   std::uint32_t workers_alive = 0, workers_target = 0, ps_alive = 0;
+  std::uint32_t workers_launched = 0;  // by the runner: launched or queued, not ended (alive included)
   task_counts tasks;
   double samples_per_sec = 0, loss = 0;
   std::uint64_t samples_total = 0, restarts = 0;
