@@ -244,15 +244,16 @@ expected<void> launcher::signal(const node_handle& h, int sig) {
 }
 
 expected<void> launcher::fence(const node_handle& h) {
-  bool running = false;
+  bool known = false;
   {
     std::lock_guard lock(impl_->mu);
     auto it = impl_->nodes.find(h.serial);
-    running = it != impl_->nodes.end() && !it->second.final && it->second.state != "PENDING";
+    known = it != impl_->nodes.end() && !it->second.final;
   }
   // A fenced node must not act again: killed at once (signal_job), not cancelled (a SIGTERM after
-  // a SIGCONT, on which a stopped node woke up and left cleanly). A queued one is just cancelled.
-  if (running && slurm::signal_job(h.pid, SIGKILL, impl_->so)) return {};
+  // a SIGCONT, on which a stopped node woke up and left cleanly). One Slurm has not started (the
+  // signal is refused; the state this launcher last read may be older) is cancelled.
+  if (known && slurm::signal_job(h.pid, SIGKILL, impl_->so)) return {};
   return signal(h, SIGKILL);
 }
 
