@@ -354,6 +354,11 @@ TEST(endpoint, full_send_queue_pushes_back) {
   auto gate = release.get_future().share();
   ASSERT_TRUE(a->register_name("slow", [gate](const message&) { gate.wait(); }));  // stalls a's io thread
   ASSERT_TRUE(b->connect(*addr));
+  // Sends only once the connection is up: sends queued before it were flushed at once into the new
+  // socket's buffers (several MB on loopback), so the queue could be empty again by the check below
+  // (CI, 2026-11-30: pushed back, then 0 bytes queued).
+  for (int i = 0; i < 5000 && !b->connected("alpha"); ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(b->connected("alpha"));
   static std::vector<std::byte> big(1 << 20);
   bool pushed_back = false;
   for (int i = 0; i < 200 && !pushed_back; ++i) {
