@@ -84,6 +84,7 @@ std::string to_json(const nodes_file& f) {
             {"updated_ms", f.updated_ms},
             {"runner_address", f.runner_address},
             {"metrics_address", f.metrics_address},
+            {"workers", f.workers},
             {"nodes", std::move(nodes)}};
   return j.dump(2) + "\n";
 }
@@ -113,6 +114,8 @@ expected<nodes_file> parse_nodes_json(std::string_view text, std::string_view so
   if (!runner) return runner.err();
   f.runner_address = *runner;
   if (auto m = j.find("metrics_address"); m != j.end() && m->is_string()) f.metrics_address = *m;
+  if (auto w = j.find("workers"); w != j.end() && w->is_number_unsigned() && *w <= 1u << 20)
+    f.workers = w->get<std::uint32_t>();  // optional: older files lack it
   auto nodes = j.find("nodes");
   if (nodes == j.end() || !nodes->is_array()) return corrupt(source, "missing array 'nodes'");
   for (std::size_t i = 0; i < nodes->size(); ++i) {

@@ -79,6 +79,13 @@ void runner::clean_dead_runner(const cluster::job_dir& dir) {
     for (const auto& n : old->nodes)
       if (n.state != "exited") kill_orphan(n, clock_);
     slots_.resume_after(*old);  // new ids: incarnations and worker indices after the dead runner's
+    // A job scaled while it ran (troupe scale) resumes at that size, not at its job file's, unless
+    // --workers says otherwise.
+    if (old->workers > 0 && !opt_.workers && old->workers != slots_.target()) {
+      spdlog::info("the job was scaled to {} workers (its job file says {}): it resumes with {} (--workers to choose)",
+                   old->workers, spec_.job.workers, old->workers);
+      slots_.set_target(old->workers);
+    }
   }
   if (auto old = dir.read_instance(); !old.empty()) {
     collective::remove_job_leftovers(collective::instance_key(dir.job_id(), old));

@@ -240,6 +240,7 @@ void runner::write_nodes_file() {
   // `troupe status/scale/stop` talk to the runner: its address is the file's runner_address.
   auto f = cluster::make_nodes_file(dir_->job_id(), epoch, self_addr_, entries, clock_.wall_ms());
   f.metrics_address = metrics_addr_;
+  f.workers = slots_.target();
   if (auto w = dir_->write_nodes(f); !w) spdlog::warn("{}", w.err().to_string());
 }
 

@@ -50,6 +50,7 @@ struct nodes_file {
   std::int64_t updated_ms = 0;  // wall-clock time of the write
   std::string runner_address;   // the runner's: where `troupe status/scale/stop` connect
   std::string metrics_address;  // the master's Prometheus /metrics ("host:port"; empty: none)
+  std::uint32_t workers = 0;    // the runner's worker target (job.workers, or `troupe scale`'s); 0: unknown
   std::vector<node_record> nodes;
   bool operator==(const nodes_file&) const = default;
 };
