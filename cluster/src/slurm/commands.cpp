@@ -15,6 +15,30 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
+std::string first_line(const std::string& s) {
+  auto end = s.find('\n');
+  auto line = s.substr(0, end);
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
+  return line;
+}
+
+std::string said(const tool_result& r) {
+  if (r.err.find_first_not_of(" \n") == std::string::npos) return first_line(r.out);
+  std::vector<std::string> lines;
+  std::size_t at = 0;
+  while (at < r.err.size()) {
+    auto end = r.err.find('\n', at);
+    auto line = first_line(r.err.substr(at, end == std::string::npos ? std::string::npos : end - at));
+    if (!line.empty()) lines.push_back(line);
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  std::string out;
+  for (std::size_t i = lines.size() > 3 ? lines.size() - 3 : 0; i < lines.size(); ++i)
+    out.append(out.empty() ? "" : "; ").append(lines[i]);
+  return out;
+}
+
 std::vector<std::string> sbatch_argv(const node_spec& spec, const std::string& program, const options& so) {
   std::vector<std::string> a = {"sbatch",
                                 "--parsable",

@@ -17,6 +17,13 @@ namespace troupe::cluster::slurm {
 // POSIX shell quoting of one word.
 std::string shell_quote(const std::string& s);
 
+// The first line of `s`, without trailing blanks.
+std::string first_line(const std::string& s);
+// What a failed Slurm command said, for an error message: the last (at most 3) lines of its stderr,
+// where the cause comes last ("... res_nsearch error: Unknown host", then "Could not establish a
+// configuration source"), "; "-joined, else its stdout's first ("Node hx not found").
+std::string said(const tool_result& r);
+
 // The sbatch argv for a node: options, resources, job name, log, and --wrap running
 // `exec [env [-i] K=V...] program args...` in the working directory.
 std::vector<std::string> sbatch_argv(const node_spec& spec, const std::string& program, const options& so);

@@ -12,14 +12,6 @@
 
 namespace troupe::cluster::slurm {
 
-namespace {
-std::string message(const tool_result& r) {
-  auto m = r.err.empty() ? r.out : r.err;
-  while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
-  return m;
-}
-}  // namespace
-
 expected<long> submit(const node_spec& spec, const std::string& program, const options& so,
                       troupe::clock& clk) {
   auto r = run_tool(sbatch_argv(spec, program, so), so.bin_dir, so.command_timeout, 0, clk);
@@ -27,7 +19,7 @@ expected<long> submit(const node_spec& spec, const std::string& program, const o
   long job = std::atol(r->out.c_str());  // --parsable: "<id>" or "<id>;<cluster>"
   if (r->code != 0 || job <= 0)
     return make_unexpected(cluster_errc::launch_failed,
-                           "sbatch for node " + spec.id.to_string() + ": " + message(*r));
+                           "sbatch for node " + spec.id.to_string() + ": " + said(*r));
   return job;
 }
 
@@ -37,7 +29,7 @@ expected<void> scancel_signal(long job, int sig, const options& so) {
                     so.command_timeout);
   if (!r) return r.err();
   if (r->code != 0)
-    return make_unexpected(cluster_errc::no_such_node, "scancel " + std::to_string(job) + ": " + message(*r));
+    return make_unexpected(cluster_errc::no_such_node, "scancel " + std::to_string(job) + ": " + said(*r));
   return {};
 }
 }  // namespace
@@ -58,7 +50,7 @@ expected<std::string> job_state(long job, const options& so) {
   // An id Slurm forgot: squeue exits 1 ("Invalid job id specified"); that is no error here.
   if (r->code != 0 && r->err.find("Invalid job id") == std::string::npos)
     return make_unexpected(cluster_errc::launch_failed,
-                           "squeue -j " + std::to_string(job) + ": " + message(*r));
+                           "squeue -j " + std::to_string(job) + ": " + said(*r));
   auto s = r->code == 0 ? r->out : std::string();
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
@@ -92,7 +84,7 @@ expected<long> preempt_job(long job, const std::string& partition, double second
   if (!r) return r.err();
   long id = std::atol(r->out.c_str());
   if (r->code != 0 || id <= 0)
-    return make_unexpected(cluster_errc::launch_failed, "sbatch of the preempting job: " + message(*r));
+    return make_unexpected(cluster_errc::launch_failed, "sbatch of the preempting job: " + said(*r));
   if (!so.jobs_file.empty()) std::ofstream(so.jobs_file, std::ios::app) << id << "\n";
   return id;
 }

@@ -81,7 +81,7 @@ struct launcher::impl {
     auto r = tool(sinfo);
     if (!r) return r.err();
     if (r->code != 0)
-      return make_unexpected(cluster_errc::launch_failed, "sinfo failed (is slurmctld up?): " + r->err);
+      return make_unexpected(cluster_errc::launch_failed, "sinfo failed (is slurmctld up?): " + said(*r));
     if (r->out.empty())
       return make_unexpected(cluster_errc::invalid_spec, "Slurm has no partition '" + partition + "'");
     // %C: allocated/idle/other/total
@@ -239,7 +239,7 @@ expected<void> launcher::signal(const node_handle& h, int sig) {
   auto r = impl_->tool(argv);
   if (!r) return r.err();
   if (r->code != 0)
-    return make_unexpected(cluster_errc::no_such_node, "scancel " + std::to_string(h.pid) + ": " + r->err);
+    return make_unexpected(cluster_errc::no_such_node, "scancel " + std::to_string(h.pid) + ": " + said(*r));
   return {};
 }
 
