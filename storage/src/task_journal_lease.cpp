@@ -1,6 +1,7 @@
 // The task journal's leases and reports (task_journal.hpp), all of a batch in one write transaction
 // (apply: group commit), and the holder index they keep.
 #include <algorithm>
+#include <set>
 
 #include "task_journal_codec.hpp"
 #include "troupe/storage/task_journal.hpp"
@@ -104,6 +105,28 @@ expected<std::uint64_t> task_journal::requeue_holder(const std::string& holder) 
     auto n = requeue_held(w, holder, {});
     if (!n) return n.err();
     moved = *n;
+    return {};
+  });
+  if (!r) return r.err();
+  return moved;
+}
+
+expected<std::vector<std::pair<std::string, std::uint64_t>>> task_journal::requeue_holders_except(
+    const std::vector<std::string>& alive) {
+  auto doing = list(task_state::doing);
+  if (!doing) return doing.err();
+  std::set<std::string> gone;
+  for (const auto& t : *doing)
+    if (std::find(alive.begin(), alive.end(), t.holder) == alive.end()) gone.insert(t.holder);
+  std::vector<std::pair<std::string, std::uint64_t>> moved;
+  if (gone.empty()) return moved;
+  auto r = write([&](write_txn& w) -> expected<void> {
+    moved.clear();
+    for (const auto& h : gone) {
+      auto n = requeue_held(w, h, {});
+      if (!n) return n.err();
+      if (*n > 0) moved.emplace_back(h, *n);
+    }
     return {};
   });
   if (!r) return r.err();

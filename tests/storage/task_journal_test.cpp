@@ -130,6 +130,30 @@ TEST(TaskJournal, LeaseKeepingNothingRequeuesEverythingItsHolderHolds) {
   EXPECT_EQ(j->counts()->requeued, 1u);
 }
 
+// The leases of every holder not named alive go back to todo in one write, counted per holder.
+TEST(TaskJournal, RequeueHoldersExceptTheAliveOnesInOneWrite) {
+  temp_dir d;
+  auto j = task_journal::open_or_create(d.str(), opts(1));
+  ASSERT_TRUE(j);
+  auto a = lease(*j, "w", 1000), b = lease(*j, "w", 1000), c = lease(*j, "v", 1000), e = lease(*j, "u", 1000);
+  ASSERT_TRUE(a && *a && b && *b && c && *c && e && *e);
+  auto before = j->write_transactions();
+  auto moved = j->requeue_holders_except({"u"});
+  ASSERT_TRUE(moved) << moved.err().to_string();
+  EXPECT_EQ(j->write_transactions() - before, 1u);
+  using held = std::pair<std::string, std::uint64_t>;
+  EXPECT_EQ(*moved, (std::vector<held>{{"v", 1}, {"w", 2}}));
+  EXPECT_EQ(get(*j, (*a)->id)->state, task_state::todo);
+  EXPECT_EQ(get(*j, (*e)->id)->state, task_state::doing);
+  EXPECT_EQ(j->counts()->requeued, 3u);
+  auto all = j->requeue_holders_except({});  // the job ended: every lease
+  ASSERT_TRUE(all);
+  EXPECT_EQ(*all, (std::vector<held>{{"u", 1}}));
+  before = j->write_transactions();
+  EXPECT_TRUE(j->requeue_holders_except({})->empty());
+  EXPECT_EQ(j->write_transactions(), before) << "nothing held: nothing written";
+}
+
 // A lease request that names the tasks its holder keeps: the others go back to todo and the next
 // task is leased, in one write transaction (one commit), the requeued one first.
 TEST(TaskJournal, LeaseWithKeepIsOneWriteTransaction) {

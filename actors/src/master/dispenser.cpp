@@ -199,17 +199,15 @@ void task_dispenser::requeue_holder(const std::string& holder) {
 }
 
 void task_dispenser::requeue_absent(const std::vector<std::string>& alive_holders) {
-  auto doing = journal_->list(storage::task_state::doing);
-  if (!doing) return;
-  std::set<std::string> gone;
-  for (const auto& t : *doing)
-    if (std::find(alive_holders.begin(), alive_holders.end(), t.holder) == alive_holders.end())
-      gone.insert(t.holder);
-  for (const auto& h : gone)
-    if (auto n = count_requeued(journal_->requeue_holder(h)); n > 0) {
-      spdlog::info("dispenser: {} task(s) of {} (not a member) back to TODO", n, h);
-      timeline_.requeue(h, n, "holder not a member");
-    }
+  auto moved = journal_->requeue_holders_except(alive_holders);
+  if (!moved) {
+    disk_trouble(moved.err());  // retried at the next reconciliation
+    return;
+  }
+  for (const auto& [h, n] : *moved) {
+    spdlog::info("dispenser: {} task(s) of {} (not a member) back to TODO", n, h);
+    timeline_.requeue(h, n, "holder not a member");
+  }
 }
 
 void task_dispenser::requeue_expired() {

@@ -3,7 +3,6 @@
 // interrupted), then printed as the runner's final line; and the deadline of a disk fault.
 #include <cstdio>
 #include <filesystem>
-#include <set>
 
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
@@ -63,15 +62,12 @@ void runner::release_leases() {
     if (slot.handle) return;  // a node not known to have exited may still report its task
   auto journal = storage::task_journal::open(dir_->journal_dir());
   if (!journal) return;  // never created (the job ended before its dispenser), or unreadable: kept
-  auto doing = journal->list(storage::task_state::doing);
-  if (!doing) return;
-  std::set<std::string> holders;
-  for (const auto& t : *doing) holders.insert(t.holder);
-  for (const auto& h : holders)
-    if (auto n = journal->requeue_holder(h); n && *n > 0) {
-      spdlog::info("{}: {} task(s) it held as the job ended back to TODO", h, *n);
-      timeline_.requeue(h, *n, "job ended");
-    }
+  auto moved = journal->requeue_holders_except({});
+  if (!moved) return;  // kept: a resumed job's dispenser requeues them
+  for (const auto& [h, n] : *moved) {
+    spdlog::info("{}: {} task(s) it held as the job ended back to TODO", h, n);
+    timeline_.requeue(h, n, "job ended");
+  }
 }
 
 // result.json: the outcome (job_outcome.hpp) with what the rest of the runner knows.

@@ -124,6 +124,11 @@ class task_journal {
                        std::int64_t deadline_ms);
   // doing -> todo for every lease of `holder` (it died or left); returns how many.
   expected<std::uint64_t> requeue_holder(const std::string& holder);
+  // doing -> todo for every lease whose holder is not in `alive` (holders no longer members, or
+  // every holder once a job has ended), in one write; returns each such holder with how many of its
+  // tasks moved (holders with none left out).
+  expected<std::vector<std::pair<std::string, std::uint64_t>>> requeue_holders_except(
+      const std::vector<std::string>& alive);
   // doing -> todo for every lease with deadline_ms <= now_ms; returns how many.
   expected<std::uint64_t> requeue_expired(std::int64_t now_ms);
   // done -> todo, or failed -> todo with its failures reset, for every task in `from` (a resumed
