@@ -24,7 +24,10 @@ struct serve_flags {
   std::string model_dir, config;
   std::vector<std::string> sets;
   // Flags that override the config file's [serve] keys, as "key=value" (kept as given).
-  std::vector<std::pair<std::string, std::string>> overrides;
+  struct flag_override {
+    std::string key, value, origin;  // serve.<key> = value (TOML), set by `origin` ("--replicas -1")
+  };
+  std::vector<flag_override> overrides;
   bool quiet = false;
   // reload
   std::string reload_dir, reload_name, reload_root = "jobs";
@@ -33,25 +36,32 @@ struct serve_flags {
 
 void add_override(CLI::App& sub, serve_flags& f, const std::string& flag, const std::string& key,
                   const std::string& help, bool quoted) {
+  if (!quoted) {
+    // A number (a negative one too: as a string, "-1" read as an unknown flag); its range is the
+    // setting's, checked with the rest.
+    sub.add_option_function<std::int64_t>(
+           flag,
+           [&f, flag, key](std::int64_t v) {
+             f.overrides.push_back({key, std::to_string(v), flag + " " + std::to_string(v)});
+           },
+           help)
+        ->type_name("INT");
+    return;
+  }
   auto* o = sub.add_option_function<std::string>(
       flag,
-      [&f, flag, key, quoted](const std::string& v) {
-        // Strings go in quoted (TOML), integers as they are: one that is not is the flag's error.
-        if (!quoted && (v.empty() || v.find_first_not_of("0123456789") != std::string::npos))
-          throw CLI::ValidationError(flag, "expected a whole number, got '" + v + "'");
-        std::string value = v;
-        if (quoted) {
-          value = "\"";
-          for (char c : v) {
-            if (c == '"' || c == '\\') value += '\\';
-            value += c;
-          }
-          value += "\"";
+      [&f, flag, key](const std::string& v) {
+        // Strings go in quoted (TOML).
+        std::string value = "\"";
+        for (char c : v) {
+          if (c == '"' || c == '\\') value += '\\';
+          value += c;
         }
-        f.overrides.emplace_back(key, value);
+        value += "\"";
+        f.overrides.push_back({key, value, flag + " " + v});
       },
       help);
-  o->type_name(quoted ? "TEXT" : "INT");
+  o->type_name("TEXT");
 }
 
 // The newest model directory under `root` (<root>/<x>/model.json or <root>/<x>/model/model.json).
@@ -82,8 +92,8 @@ int serve(const serve_flags& f) {
                                                                    {"transport", "token_file"},
                                                                    {"log", "file"}});
   if (!doc) return usage_error(doc.err());
-  for (const auto& [key, value] : f.overrides)
-    if (auto r = doc->apply_override("serve." + key + "=" + value); !r) return usage_error(r.err());
+  for (const auto& o : f.overrides)
+    if (auto r = doc->apply_override("serve." + o.key + "=" + o.value, o.origin); !r) return usage_error(r.err());
   for (const auto& s : f.sets)
     if (auto r = doc->apply_override(s); !r) return usage_error(r.err());
   auto settings = serve::read_settings(*doc);

@@ -1,5 +1,7 @@
 #include "troupe/core/config.hpp"
 
+#include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -93,7 +95,7 @@ expected<config_doc> config_doc::from_string(std::string_view text, std::string 
   return doc;
 }
 
-expected<void> config_doc::apply_override(std::string_view assignment) {
+expected<void> config_doc::apply_override(std::string_view assignment, std::string origin) {
   auto eq = assignment.find('=');
   if (eq == std::string_view::npos || eq == 0)
     return make_unexpected(core_errc::invalid_argument,
@@ -109,6 +111,13 @@ expected<void> config_doc::apply_override(std::string_view assignment) {
   try {
     parsed = toml::parse("v = " + value);
   } catch (const toml::parse_error&) {
+    // A number beyond a double's range ("1e999") is the flag's error, not a string.
+    errno = 0;
+    char* end = nullptr;
+    std::strtod(value.c_str(), &end);
+    if (!value.empty() && end == value.c_str() + value.size() && errno == ERANGE)
+      return make_unexpected(core_errc::out_of_range,
+                             "--set " + std::string(assignment) + ": '" + value + "' is beyond a number's range");
     parsed = toml::table{{"v", value}};
   }
   // Copy on write: documents share their table.
@@ -125,6 +134,8 @@ expected<void> config_doc::apply_override(std::string_view assignment) {
       return make_unexpected(core_errc::wrong_type, "--set '" + key + "': '" + parts[i] + "' is not a table");
   }
   t->insert_or_assign(parts.back(), *parsed.get("v"));
+  std::erase_if(fresh->overridden, [&](const auto& o) { return o.first == key; });
+  fresh->overridden.emplace_back(key, origin.empty() ? "--set " + std::string(assignment) : std::move(origin));
   impl_ = std::move(fresh);
   return {};
 }

@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #define TOML_EXCEPTIONS 1
@@ -17,6 +18,9 @@ namespace troupe {
 struct config_doc::impl {
   toml::table table;
   std::string source;
+  // Keys set by overrides, with what set them ("--set job.workers=abc"), for error messages: a
+  // bad value is the flag's, not the file's.
+  std::vector<std::pair<std::string, std::string>> overridden;
 };
 
 namespace config_detail {

@@ -30,7 +30,9 @@ class config_doc {
   static expected<config_doc> from_string(std::string_view text, std::string source = "<string>");
 
   // Applies "a.b.c=value" (value parsed as a TOML value, else taken as a string), creating tables.
-  expected<void> apply_override(std::string_view assignment);
+  // A reader's error about the key names `origin` ("--set a.b.c=value"; default: "--set" and the
+  // assignment), not the file.
+  expected<void> apply_override(std::string_view assignment, std::string origin = "");
 
   const std::string& source() const;
   bool has(std::string_view dotted_key) const;
