@@ -196,6 +196,32 @@ TEST_F(ps_window_shard, a_refused_push_fails_a_later_call_and_empties_the_window
   EXPECT_EQ(rows_of(w, *send_pull(w, {7, 9})), local_rows({7, 9}));
 }
 
+// Ids past the data's id space (6 fields x 166667) come from no record: a pull of them would create
+// rows (a peer pulling random ids grew a shard without bound), a push would train them. Refused,
+// naming the id; the window goes on.
+TEST_F(ps_window_shard, ids_outside_the_datas_id_space_are_refused) {
+  ps_window w(*rpc_, 2, [] { return false; });
+  const std::uint64_t past = 6ULL * 166667;
+  auto g = send_pull(w, {5, past + 3});
+  ASSERT_TRUE(g);
+  auto replies = w.await(*g);
+  ASSERT_TRUE(replies) << replies.err().to_string();
+  std::string err = (*replies)[0].body().getPsPullReply().getError().cStr();
+  EXPECT_NE(err.find("id " + std::to_string(past + 3) + " is outside the data's id space [0, " +
+                     std::to_string(past) + ")"),
+            std::string::npos)
+      << err;
+  std::vector<request> reqs;
+  reqs.push_back(push_request(node_, table_->name(), grad({past}, 0)));
+  auto bad = w.send(reqs, std::chrono::seconds(10));
+  ASSERT_TRUE(bad);
+  ASSERT_TRUE(w.add_push(*bad));
+  auto s = w.settle();
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.err().to_string().find("outside the data's id space"), std::string::npos) << s.err().to_string();
+  EXPECT_EQ(rows_of(w, *send_pull(w, {5, past - 1})), local_rows({5, past - 1}));
+}
+
 // ---- failures on a fake channel and a manual clock ----
 
 class ps_window_fake : public ::testing::Test {

@@ -34,6 +34,7 @@
 #include "troupe/cluster/membership.hpp"
 #include "troupe/collective/liveness.hpp"
 #include "troupe/collective/tcp/link.hpp"
+#include "troupe/core/log_limit.hpp"
 #include "troupe/job/job_spec.hpp"
 #include "troupe/supervision/name_registry.hpp"
 #include "troupe/transport/endpoint.hpp"
@@ -156,6 +157,9 @@ class node_runtime final : public worker_host {
   std::unique_ptr<fault_injector> inject_;   // likewise; destroyed before net_
   std::mutex down_mu_;
   std::vector<std::function<void(const peer_event&)>> down_fns_;  // under down_mu_
+  // Views sent by a node that is not the master (forged: anyone with the job's token can send one)
+  // are refused; the log line is limited (the io thread's alone).
+  log_limit refused_views_{5, std::chrono::seconds(10)};
 };
 
 }  // namespace troupe::actors

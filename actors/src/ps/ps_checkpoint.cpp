@@ -98,7 +98,11 @@ void init_shard(ps_state& st, node_context* node, const data_paths& data) {
   st.timeline = std::make_shared<observe::job_timeline>(node->who().job_dir);
   auto train = storage::record_store::open(data.train_dir);
   if (!train) throw std::runtime_error(train.err().to_string());
-  auto m = make_host_backend(node->spec(), job::info_of(train->info(), train->dir()));
+  const auto info = job::info_of(train->info(), train->dir());
+  st.id_limit = info.buckets_per_field > 0 && info.sparse_fields <= UINT64_MAX / info.buckets_per_field
+                    ? info.sparse_fields * info.buckets_per_field
+                    : 0;
+  auto m = make_host_backend(node->spec(), info);
   if (!m) throw std::runtime_error(m.err().to_string());
   st.model = std::move(*m);
   auto opt = nn::make_optimizer(node->spec().nn.train.optimizer);

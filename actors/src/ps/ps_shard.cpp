@@ -3,6 +3,10 @@
 // pulls (rows created lazily and deterministically from the id), checkpoints on a timer
 // (incremental, every Nth full; a snapshot copied between requests a slice at a time, written on a
 // thread of its own) and restores the latest checkpoint when it starts again.
+#include <optional>
+#include <span>
+#include <string>
+
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 
@@ -18,6 +22,16 @@
 namespace troupe::actors {
 
 namespace {
+
+// Why `ids` may not be read or written here (nullopt: they may): an id past the data's id space.
+std::optional<std::string> outside_id_space(const ps_state& st, std::span<const std::uint64_t> ids) {
+  if (st.id_limit == 0) return std::nullopt;
+  for (auto id : ids)
+    if (id >= st.id_limit)
+      return "id " + std::to_string(id) + " is outside the data's id space [0, " + std::to_string(st.id_limit) +
+             ")";
+  return std::nullopt;
+}
 
 void reply_pull(ps_state& st, const message& m) {
   auto req = m.body().getPsPull();
@@ -49,6 +63,10 @@ void reply_pull(ps_state& st, const message& m) {
     }
     auto* table = it->second.table;
     auto ids = wire::raw<std::uint64_t>(refs[i].getIds());  // in the request: no copy
+    if (auto bad = outside_id_space(st, ids)) {
+      rep.setError("embedding table '" + table->name() + "': " + *bad);
+      continue;
+    }
     sl[i].setTable(table->name());
     sl[i].setDim(static_cast<std::uint32_t>(table->dim()));
     sl[i].setIds(refs[i].getIds());
@@ -96,6 +114,10 @@ void apply_push(ps_state& st, const message& m) {
     }
     // Applied from the request's own lists: nothing is copied or allocated per row.
     auto ids = wire::raw<std::uint64_t>(s.getIds());
+    if (auto bad = outside_id_space(st, ids)) {
+      problem = "sparse gradient of '" + it->first + "': " + *bad;
+      continue;
+    }
     if (st.snapshot) st.snapshot->before_update(it->second, ids);  // rows as they were at its start
     nn::apply_sparse(*st.opt, *it->second.table, ids, wire::raw<float>(s.getValues()).data(),
                      it->second.slots, &it->second.dirty);

@@ -40,6 +40,9 @@ struct ps_state {
   std::unique_ptr<nn::optimizer> opt;
   std::map<std::string, owned_dense> dense;
   std::map<std::string, owned_table> tables;
+  // The data's id space (fields x buckets_per_field; 0: unbounded): an id past it comes from no
+  // record, and a pull of one would create a row (a peer pulling random ids grew a shard by 93 B each).
+  std::uint64_t id_limit = 0;
   // Shared with the thread that writes a checkpoint (one write at a time).
   std::shared_ptr<storage::checkpoint_store> store;
   std::optional<push_noise> noise;  // [train] noise_scale: the estimate from the pushes (push_noise.hpp)

@@ -13,6 +13,10 @@ void job_outcome::nodes_stopped() {
   ended_ = clock_.now();
 }
 
+bool result_is_object(const std::string& result_json) {
+  return nlohmann::json::parse(result_json, nullptr, false).is_object();
+}
+
 bool job_outcome::master_finished(std::string result_json, bool ok) {
   if (finished_) return false;
   finished_ = true;

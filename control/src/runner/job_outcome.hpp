@@ -33,6 +33,9 @@ struct outcome_facts {
   std::function<std::string()> quarantine_reason;
 };
 
+// Whether a master's result text is a JSON object (what the runner keeps and merges into result.json).
+bool result_is_object(const std::string& result_json);
+
 class job_outcome {
  public:
   explicit job_outcome(troupe::clock& clk) : clock_(clk) {}

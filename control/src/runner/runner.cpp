@@ -180,12 +180,29 @@ void runner::drain_events() {
       timeline_.scale(s->workers, s->requested);
       if (!shutting_down_) on_scale(s->workers, s->host);
     } else if (auto* f = std::get_if<finished_event>(&e)) {
-      outcome_.master_finished(std::move(f->result_json), f->ok);
+      on_master_finished(*f);
     } else if (auto* st = std::get_if<stop_event>(&e)) {
       outcome_.stop_requested(std::move(st->reason));
     }
   }
   if (exits) write_nodes_file();
+}
+
+// The job's end as its master reports it. Anyone holding the job's token can send the message: one
+// from another node (a forged one ended a half-trained job as finished, and it could not be resumed),
+// or with a result that is not a JSON object, is ignored.
+void runner::on_master_finished(finished_event& f) {
+  const auto* master = slots_.find("master");
+  if (!master || f.from != master->id) {
+    spdlog::warn("ignored a job-finished message from {}: only the job's master ({}) ends it",
+                 f.from.to_string(), master ? master->id.to_string() : "none yet");
+    return;
+  }
+  if (!result_is_object(f.result_json)) {
+    spdlog::warn("ignored a job-finished message from {}: its result is not a JSON object", f.from.to_string());
+    return;
+  }
+  outcome_.master_finished(std::move(f.result_json), f.ok);
 }
 
 void runner::on_scale(std::uint32_t workers, const std::string& host) {

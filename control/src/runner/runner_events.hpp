@@ -34,6 +34,7 @@ struct scale_event {
 struct finished_event {
   std::string result_json;
   bool ok = false;
+  node_id from;  // the sender: only the job's current master ends it
 };
 // `troupe stop` (or another stop message): who asked.
 struct stop_event {
