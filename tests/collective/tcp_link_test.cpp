@@ -1,6 +1,9 @@
 // Ring collectives over TCP links on loopback: ranks as threads (and a forked process for the
 // death case), each with its own listener; sums checked exactly (integer-valued floats).
 #include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstring>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -272,6 +275,34 @@ TEST(tcp_ring, stray_connections_are_refused_and_the_ring_still_links) {
   });
   EXPECT_EQ(errs[0], "");
   EXPECT_EQ(errs[1], "");
+}
+
+// Strangers that connect and say nothing (more of them than the listener keeps waiting) are no
+// ring peers: the ring links within its rendezvous timeout all the same (a silent connection held the
+// accept loop until the deadline).
+TEST(tcp_ring, silent_connections_do_not_hold_the_rendezvous) {
+  ring rg(2);
+  std::vector<int> silent;
+  for (int i = 0; i < 20; ++i) {
+    // Non-blocking: past the listen backlog (16) a connect waits until the link accepts.
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(rg.listeners[1]->port());
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ASSERT_TRUE(rc == 0 || errno == EINPROGRESS) << std::strerror(errno);
+    silent.push_back(fd);
+  }
+  auto errs = rg.run(
+      [&](int r, tcp_ring_link& l) -> expected<void> {
+        std::vector<float> d = rank_data(r, 1000);
+        return ring_allreduce(l, r, 2, d, 1, 1);
+      },
+      [](tcp_link_options& o) { o.timeout = 5s; });
+  EXPECT_EQ(errs[0], "");
+  EXPECT_EQ(errs[1], "");
+  for (int fd : silent) ::close(fd);
 }
 
 // Rank 0 links epoch 2 while rank 1 still links epoch 1 (it has not seen the change yet): rank 1
