@@ -93,7 +93,8 @@ int serve(const serve_flags& f) {
                                                                    {"log", "file"}});
   if (!doc) return usage_error(doc.err());
   for (const auto& o : f.overrides)
-    if (auto r = doc->apply_override("serve." + o.key + "=" + o.value, o.origin); !r) return usage_error(r.err());
+    if (auto r = doc->apply_override("serve." + o.key + "=" + o.value, o.origin); !r)
+      return usage_error(r.err());
   for (const auto& s : f.sets)
     if (auto r = doc->apply_override(s); !r) return usage_error(r.err());
   auto settings = serve::read_settings(*doc);

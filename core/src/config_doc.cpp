@@ -116,8 +116,8 @@ expected<void> config_doc::apply_override(std::string_view assignment, std::stri
     char* end = nullptr;
     std::strtod(value.c_str(), &end);
     if (!value.empty() && end == value.c_str() + value.size() && errno == ERANGE)
-      return make_unexpected(core_errc::out_of_range,
-                             "--set " + std::string(assignment) + ": '" + value + "' is beyond a number's range");
+      return make_unexpected(core_errc::out_of_range, "--set " + std::string(assignment) + ": '" + value +
+                                                          "' is beyond a number's range");
     parsed = toml::table{{"v", value}};
   }
   // Copy on write: documents share their table.
@@ -135,7 +135,8 @@ expected<void> config_doc::apply_override(std::string_view assignment, std::stri
   }
   t->insert_or_assign(parts.back(), *parsed.get("v"));
   std::erase_if(fresh->overridden, [&](const auto& o) { return o.first == key; });
-  fresh->overridden.emplace_back(key, origin.empty() ? "--set " + std::string(assignment) : std::move(origin));
+  fresh->overridden.emplace_back(key,
+                                 origin.empty() ? "--set " + std::string(assignment) : std::move(origin));
   impl_ = std::move(fresh);
   return {};
 }

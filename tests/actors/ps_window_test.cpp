@@ -218,7 +218,8 @@ TEST_F(ps_window_shard, ids_outside_the_datas_id_space_are_refused) {
   ASSERT_TRUE(w.add_push(*bad));
   auto s = w.settle();
   ASSERT_FALSE(s);
-  EXPECT_NE(s.err().to_string().find("outside the data's id space"), std::string::npos) << s.err().to_string();
+  EXPECT_NE(s.err().to_string().find("outside the data's id space"), std::string::npos)
+      << s.err().to_string();
   EXPECT_EQ(rows_of(w, *send_pull(w, {5, past - 1})), local_rows({5, past - 1}));
 }
 

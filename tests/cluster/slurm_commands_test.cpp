@@ -113,11 +113,13 @@ TEST(slurm_commands, scontrol_fields) {
 TEST(slurm_commands, what_a_failed_command_said_is_its_last_stderr_lines_else_its_stdout) {
   tool_result r{1, "Node hx not found\nmore\n", "  \n"};
   EXPECT_EQ(said(r), "Node hx not found");
-  r.err = "a\nsinfo: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\n\nb \r\nCould not "
-          "establish a configuration source\n";
-  EXPECT_EQ(said(r),
-            "sinfo: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host; b; Could not establish a "
-            "configuration source");
+  r.err =
+      "a\nsinfo: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\n\nb \r\nCould not "
+      "establish a configuration source\n";
+  EXPECT_EQ(
+      said(r),
+      "sinfo: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host; b; Could not establish a "
+      "configuration source");
   EXPECT_EQ(said(tool_result{1, "", ""}), "");
 }
 

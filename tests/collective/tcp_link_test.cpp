@@ -2,12 +2,12 @@
 // death case), each with its own listener; sums checked exactly (integer-valued floats).
 #include <gtest/gtest.h>
 
-#include <cerrno>
-#include <cstring>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstring>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -202,7 +202,8 @@ TEST(job_reliability, a_stopped_job_resumes_and_a_finished_one_refuses) {
   std::string out;
   // Scaled while it ran: the resumed job comes back at 3 workers, not its job file's 2.
   ASSERT_EQ(troupe("scale --workers 3 --job-dir " + r.job_dir, &out), 0) << out;
-  ASSERT_TRUE(wait_status(r, [](const nlohmann::json& j) { return j["workers_alive"] == 3; }, 60s));
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return j["workers_alive"] == 3; }, 60s));
   ASSERT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
   EXPECT_EQ(wait_job(r, 30s), 3);  // stopped on request (README exit codes)
   // The leases the stopped workers held went back to TODO once every node had exited: nothing is
@@ -233,7 +234,8 @@ TEST(job_reliability, a_stopped_job_resumes_and_a_finished_one_refuses) {
   int st = 0;
   ASSERT_EQ(::waitpid(orphan, &st, 0), orphan);
   EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-  EXPECT_TRUE(wait_status(r, [](const nlohmann::json& j) { return j["workers_alive"] == 3; }, 60s));
+  EXPECT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return j["workers_alive"] == 3; }, 60s));
   ASSERT_EQ(wait_job(r, 240s), 0) << read_file(r.err_file);
   EXPECT_EQ(result(r).value("status", ""), "finished");
   EXPECT_NE(read_file(r.job_dir + "/logs/runner.log")

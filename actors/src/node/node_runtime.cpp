@@ -124,12 +124,13 @@ void node_runtime::on_membership(const message& m) {
     auto msg = wire::read_membership(m.body().getMembership());
     // Only the master sends views, each naming its own incarnation: one from another node (a forged
     // view listing this node alone wedged a worker for good; one leaving it out ended it) is refused.
-    if (const auto from = m.from_node(); from.name != "master" || from.incarnation != msg.master_incarnation) {
+    if (const auto from = m.from_node();
+        from.name != "master" || from.incarnation != msg.master_incarnation) {
       auto v = refused_views_.note(clock().now());
       if (!v.summary.empty()) spdlog::warn("{}", v.summary);
       if (v.log)
-        spdlog::warn("refused membership epoch {} from {}: views come from the master (incarnation {})", msg.epoch,
-                     from.to_string(), msg.master_incarnation);
+        spdlog::warn("refused membership epoch {} from {}: views come from the master (incarnation {})",
+                     msg.epoch, from.to_string(), msg.master_incarnation);
       return;
     }
     if (!view_.from_current_master(msg)) {

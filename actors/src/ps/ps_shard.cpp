@@ -28,8 +28,8 @@ std::optional<std::string> outside_id_space(const ps_state& st, std::span<const 
   if (st.id_limit == 0) return std::nullopt;
   for (auto id : ids)
     if (id >= st.id_limit)
-      return "id " + std::to_string(id) + " is outside the data's id space [0, " + std::to_string(st.id_limit) +
-             ")";
+      return "id " + std::to_string(id) + " is outside the data's id space [0, " +
+             std::to_string(st.id_limit) + ")";
   return std::nullopt;
 }
 

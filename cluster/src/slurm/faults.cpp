@@ -49,8 +49,7 @@ expected<std::string> job_state(long job, const options& so) {
   if (!r) return r.err();
   // An id Slurm forgot: squeue exits 1 ("Invalid job id specified"); that is no error here.
   if (r->code != 0 && r->err.find("Invalid job id") == std::string::npos)
-    return make_unexpected(cluster_errc::launch_failed,
-                           "squeue -j " + std::to_string(job) + ": " + said(*r));
+    return make_unexpected(cluster_errc::launch_failed, "squeue -j " + std::to_string(job) + ": " + said(*r));
   auto s = r->code == 0 ? r->out : std::string();
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;

@@ -207,7 +207,8 @@ expected<int> accept_prev(tcp_listener& l, const tcp_link_options& o, time_point
         set_io_timeout(fd, std::chrono::milliseconds(std::max(1, std::min(left, 200))));
         hello h;
         if (read_all(fd, &h, sizeof h) && h.magic == hello_magic && h.rank == prev && h.epoch == o.epoch) {
-          set_io_timeout(fd, std::chrono::milliseconds(std::max(1, remaining_ms(o.clock, deadline, o.timeout))));
+          set_io_timeout(fd,
+                         std::chrono::milliseconds(std::max(1, remaining_ms(o.clock, deadline, o.timeout))));
           if (write_all(fd, &welcome_magic, sizeof welcome_magic)) {
             waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(i));
             close_all();

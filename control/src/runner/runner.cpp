@@ -199,7 +199,8 @@ void runner::on_master_finished(finished_event& f) {
     return;
   }
   if (!result_is_object(f.result_json)) {
-    spdlog::warn("ignored a job-finished message from {}: its result is not a JSON object", f.from.to_string());
+    spdlog::warn("ignored a job-finished message from {}: its result is not a JSON object",
+                 f.from.to_string());
     return;
   }
   outcome_.master_finished(std::move(f.result_json), f.ok);

@@ -19,8 +19,8 @@ void runner::on_message(const message& m) {
     auto j = m.body().getJob();
     switch (j.which()) {
       case schema::JobMessage::JOB_FINISHED:
-        events_.push(
-            finished_event{j.getJobFinished().getResultJson().cStr(), j.getJobFinished().getOk(), m.from_node()});
+        events_.push(finished_event{j.getJobFinished().getResultJson().cStr(), j.getJobFinished().getOk(),
+                                    m.from_node()});
         break;
       case schema::JobMessage::STATUS_REQUEST:
         answer_status(m.from_node().name, std::string(m.from()), m.correlation_id());

@@ -82,8 +82,9 @@ void runner::clean_dead_runner(const cluster::job_dir& dir) {
     // A job scaled while it ran (troupe scale) resumes at that size, not at its job file's, unless
     // --workers says otherwise.
     if (old->workers > 0 && !opt_.workers && old->workers != slots_.target()) {
-      spdlog::info("the job was scaled to {} workers (its job file says {}): it resumes with {} (--workers to choose)",
-                   old->workers, spec_.job.workers, old->workers);
+      spdlog::info(
+          "the job was scaled to {} workers (its job file says {}): it resumes with {} (--workers to choose)",
+          old->workers, spec_.job.workers, old->workers);
       slots_.set_target(old->workers);
     }
   }

@@ -148,8 +148,8 @@ int runner::read_config(config_doc& doc) {
     for (const auto& o : opt_.overrides)
       if (auto r = doc.apply_override(o); !r) return spdlog::error("{}", r.err().to_string()), 2;
   }
-  if (opt_.workers &&
-      !doc.apply_override("job.workers=" + std::to_string(*opt_.workers), "--workers " + std::to_string(*opt_.workers)))
+  if (opt_.workers && !doc.apply_override("job.workers=" + std::to_string(*opt_.workers),
+                                          "--workers " + std::to_string(*opt_.workers)))
     return 2;
   auto spec = job::job_spec::read(doc);
   if (!spec) return spdlog::error("{}", spec.err().to_string()), 2;
