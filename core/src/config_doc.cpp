@@ -95,6 +95,24 @@ expected<config_doc> config_doc::from_string(std::string_view text, std::string 
   return doc;
 }
 
+namespace {
+// An override's value as a TOML value (table {v = value}); anything that is not one is taken as a
+// bare string, except a number beyond a double's range ("1e999"): the flag's error, not a string.
+expected<toml::table> parse_override_value(std::string_view assignment, const std::string& value) {
+  try {
+    return toml::parse("v = " + value);
+  } catch (const toml::parse_error&) {
+    errno = 0;
+    char* end = nullptr;
+    std::strtod(value.c_str(), &end);
+    if (!value.empty() && end == value.c_str() + value.size() && errno == ERANGE)
+      return make_unexpected(core_errc::out_of_range, "--set " + std::string(assignment) + ": '" + value +
+                                                          "' is beyond a number's range");
+    return toml::table{{"v", value}};
+  }
+}
+}  // namespace
+
 expected<void> config_doc::apply_override(std::string_view assignment, std::string origin) {
   auto eq = assignment.find('=');
   if (eq == std::string_view::npos || eq == 0)
@@ -106,20 +124,8 @@ expected<void> config_doc::apply_override(std::string_view assignment, std::stri
   for (const auto& p : parts)
     if (p.empty())
       return make_unexpected(core_errc::invalid_argument, "--set '" + key + "': empty key component");
-  // Parse the value as TOML; anything that is not a TOML value is taken as a bare string.
-  toml::table parsed;
-  try {
-    parsed = toml::parse("v = " + value);
-  } catch (const toml::parse_error&) {
-    // A number beyond a double's range ("1e999") is the flag's error, not a string.
-    errno = 0;
-    char* end = nullptr;
-    std::strtod(value.c_str(), &end);
-    if (!value.empty() && end == value.c_str() + value.size() && errno == ERANGE)
-      return make_unexpected(core_errc::out_of_range, "--set " + std::string(assignment) + ": '" + value +
-                                                          "' is beyond a number's range");
-    parsed = toml::table{{"v", value}};
-  }
+  auto parsed = parse_override_value(assignment, value);
+  if (!parsed) return parsed.err();
   // Copy on write: documents share their table.
   auto fresh = std::make_shared<impl>(*impl_);
   toml::table* t = &fresh->table;
@@ -133,7 +139,7 @@ expected<void> config_doc::apply_override(std::string_view assignment, std::stri
     if (!t)
       return make_unexpected(core_errc::wrong_type, "--set '" + key + "': '" + parts[i] + "' is not a table");
   }
-  t->insert_or_assign(parts.back(), *parsed.get("v"));
+  t->insert_or_assign(parts.back(), *parsed->get("v"));
   std::erase_if(fresh->overridden, [&](const auto& o) { return o.first == key; });
   fresh->overridden.emplace_back(key,
                                  origin.empty() ? "--set " + std::string(assignment) : std::move(origin));

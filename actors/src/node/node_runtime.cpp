@@ -119,20 +119,23 @@ void node_runtime::on_node_message(const message& m) {
     on_membership(m);
 }
 
+// Only the master sends views, each naming its own incarnation: one from another node (a forged view
+// listing this node alone wedged a worker for good; one leaving it out ended it) is refused.
+bool node_runtime::sent_by_master(const message& m, const wire::membership_msg& msg) {
+  const auto from = m.from_node();
+  if (from.name == "master" && from.incarnation == msg.master_incarnation) return true;
+  auto v = refused_views_.note(clock().now());
+  if (!v.summary.empty()) spdlog::warn("{}", v.summary);
+  if (v.log)
+    spdlog::warn("refused membership epoch {} from {}: views come from the master (incarnation {})",
+                 msg.epoch, from.to_string(), msg.master_incarnation);
+  return false;
+}
+
 void node_runtime::on_membership(const message& m) {
   wire::guarded("membership", [&] {
     auto msg = wire::read_membership(m.body().getMembership());
-    // Only the master sends views, each naming its own incarnation: one from another node (a forged
-    // view listing this node alone wedged a worker for good; one leaving it out ended it) is refused.
-    if (const auto from = m.from_node();
-        from.name != "master" || from.incarnation != msg.master_incarnation) {
-      auto v = refused_views_.note(clock().now());
-      if (!v.summary.empty()) spdlog::warn("{}", v.summary);
-      if (v.log)
-        spdlog::warn("refused membership epoch {} from {}: views come from the master (incarnation {})",
-                     msg.epoch, from.to_string(), msg.master_incarnation);
-      return;
-    }
+    if (!sent_by_master(m, msg)) return;
     if (!view_.from_current_master(msg)) {
       // A master older than the one this node follows (a hung master that woke up before it was
       // fenced) speaks for nobody: its views may not remove this node.

@@ -89,6 +89,12 @@ void restore_noise(ps_state& st, const storage::shard_state& s) {
   }
   spdlog::info("ps-{}: noise-scale estimate restored ({} pairs)", st.index, st.noise->report().rounds);
 }
+
+// The data's id space: fields x buckets_per_field (0: unbounded, or past 2^64).
+std::uint64_t id_space(const nn::dataset_info& info) {
+  if (info.buckets_per_field == 0 || info.sparse_fields > UINT64_MAX / info.buckets_per_field) return 0;
+  return info.sparse_fields * info.buckets_per_field;
+}
 }  // namespace
 
 void init_shard(ps_state& st, node_context* node, const data_paths& data) {
@@ -99,9 +105,7 @@ void init_shard(ps_state& st, node_context* node, const data_paths& data) {
   auto train = storage::record_store::open(data.train_dir);
   if (!train) throw std::runtime_error(train.err().to_string());
   const auto info = job::info_of(train->info(), train->dir());
-  st.id_limit = info.buckets_per_field > 0 && info.sparse_fields <= UINT64_MAX / info.buckets_per_field
-                    ? info.sparse_fields * info.buckets_per_field
-                    : 0;
+  st.id_limit = id_space(info);
   auto m = make_host_backend(node->spec(), info);
   if (!m) throw std::runtime_error(m.err().to_string());
   st.model = std::move(*m);

@@ -3,6 +3,7 @@
 // pulls (rows created lazily and deterministically from the id), checkpoints on a timer
 // (incremental, every Nth full; a snapshot copied between requests a slice at a time, written on a
 // thread of its own) and restores the latest checkpoint when it starts again.
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -33,10 +34,8 @@ std::optional<std::string> outside_id_space(const ps_state& st, std::span<const 
   return std::nullopt;
 }
 
-void reply_pull(ps_state& st, const message& m) {
-  auto req = m.body().getPsPull();
-  outbound o = reply_to(m);
-  auto rep = o.body().initPsPullReply();
+// The dense tensors a pull asks for, into its reply (none past the first this shard lacks).
+void reply_dense(const ps_state& st, schema::PsPull::Reader req, schema::PsPullReply::Builder rep) {
   std::vector<const owned_dense*> dense;
   for (auto n : req.getDense()) {
     auto it = st.dense.find(n.cStr());
@@ -53,6 +52,13 @@ void reply_pull(ps_state& st, const message& m) {
     auto vals = dl[i].initValues(static_cast<unsigned>(t.size()));
     for (std::size_t k = 0; k < t.size(); ++k) vals.set(static_cast<unsigned>(k), t[k]);
   }
+}
+
+void reply_pull(ps_state& st, const message& m) {
+  auto req = m.body().getPsPull();
+  outbound o = reply_to(m);
+  auto rep = o.body().initPsPullReply();
+  reply_dense(st, req, rep);
   auto refs = req.getSparse();
   auto sl = rep.initSparse(refs.size());
   for (unsigned i = 0; i < refs.size(); ++i) {
@@ -89,6 +95,18 @@ void reply_noise(const ps_state& st, schema::PsPushReply::Builder rep) {
   n.setPreconditioned(r.preconditioned);
 }
 
+// Why a pushed sparse gradient cannot be applied (nullopt: it can).
+std::optional<std::string> sparse_problem(const ps_state& st, schema::SparseRows::Reader s,
+                                          std::map<std::string, owned_table>::iterator it,
+                                          std::span<const std::uint64_t> ids) {
+  const std::string name = s.getTable().cStr();
+  if (it == st.tables.end() || s.getDim() != it->second.table->dim() ||
+      s.getValues().size() != static_cast<std::size_t>(s.getIds().size()) * s.getDim())
+    return "sparse gradient of '" + name + "' unknown here or misshapen";
+  if (auto bad = outside_id_space(st, ids)) return "sparse gradient of '" + name + "': " + *bad;
+  return std::nullopt;
+}
+
 void apply_push(ps_state& st, const message& m) {
   auto req = m.body().getPsPush();
   std::string problem;
@@ -107,15 +125,10 @@ void apply_push(ps_state& st, const message& m) {
   }
   for (auto s : req.getSparse()) {
     auto it = st.tables.find(s.getTable().cStr());
-    if (it == st.tables.end() || s.getDim() != it->second.table->dim() ||
-        s.getValues().size() != static_cast<std::size_t>(s.getIds().size()) * s.getDim()) {
-      problem = std::string("sparse gradient of '") + s.getTable().cStr() + "' unknown here or misshapen";
-      continue;
-    }
     // Applied from the request's own lists: nothing is copied or allocated per row.
     auto ids = wire::raw<std::uint64_t>(s.getIds());
-    if (auto bad = outside_id_space(st, ids)) {
-      problem = "sparse gradient of '" + it->first + "': " + *bad;
+    if (auto bad = sparse_problem(st, s, it, ids)) {
+      problem = std::move(*bad);
       continue;
     }
     if (st.snapshot) st.snapshot->before_update(it->second, ids);  // rows as they were at its start

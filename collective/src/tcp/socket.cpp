@@ -164,73 +164,85 @@ expected<int> dial_next(const tcp_link_options& o, time_point deadline) {
               "dialling the next rank at " + address + ": " + (last ? errno_text(last) : "timed out"));
 }
 
-// Connections wait for their hello side by side: a ring peer writes its hello right after it
-// connects, so one silent for `hello_wait` (or the oldest, past `max_waiting`) is no peer and is
-// closed. A stranger holding a connection open (a silent one held the accept loop until the
+// Whether the connection `fd`, readable, brings the previous rank's hello for this epoch (then it is
+// welcomed).
+bool take_hello(int fd, const tcp_link_options& o, int prev, time_point deadline) {
+  const int left = remaining_ms(o.clock, deadline, o.timeout);
+  set_io_timeout(fd, std::chrono::milliseconds(std::max(1, std::min(left, 200))));
+  hello h;
+  if (!read_all(fd, &h, sizeof h) || h.magic != hello_magic || h.rank != prev || h.epoch != o.epoch)
+    return false;
+  set_io_timeout(fd, std::chrono::milliseconds(std::max(1, left)));
+  return write_all(fd, &welcome_magic, sizeof welcome_magic);
+}
+
+// Accepted connections waiting for their hello, side by side: a ring peer writes its hello right
+// after it connects, so one silent for `hello_wait` (or the oldest, past `max_waiting`) is no peer and
+// is closed. A stranger holding a connection open (a silent one held the accept loop until the
 // rendezvous deadline) or opening many delays nobody.
-expected<int> accept_prev(tcp_listener& l, const tcp_link_options& o, time_point deadline) {
-  constexpr auto hello_wait = std::chrono::seconds(1);
-  constexpr std::size_t max_waiting = 16;
-  const int prev = (o.rank + o.size - 1) % o.size;
+class hello_queue {
+ public:
+  static constexpr auto hello_wait = std::chrono::seconds(1);
+  static constexpr std::size_t max_waiting = 16;
+  ~hello_queue() {
+    for (auto& w : waiting_) ::close(w.fd);
+  }
+  // The listener's and the waiting connections' poll entries.
+  std::vector<pollfd>& poll_set(int listener) {
+    ps_.assign(1, pollfd{listener, POLLIN, 0});
+    for (const auto& w : waiting_) ps_.push_back(pollfd{w.fd, POLLIN, 0});
+    return ps_;
+  }
+  // After the poll: the connection that brought the hello (-1: none yet); the others that spoke,
+  // and those silent too long, closed.
+  int take(const tcp_link_options& o, int prev, time_point deadline, time_point now) {
+    // From the back (ps_[i + 1] is waiting_[i] as polled): erasing keeps the indices still to look at.
+    for (std::size_t i = waiting_.size(); i-- > 0;) {
+      const int fd = waiting_[i].fd;
+      if (ps_[i + 1].revents == 0 && now - waiting_[i].since < hello_wait) continue;
+      const bool peer = ps_[i + 1].revents != 0 && take_hello(fd, o, prev, deadline);
+      waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
+      if (peer) return fd;
+      ::close(fd);  // silent too long, another epoch's (a rank behind or ahead: it dials again), or no peer
+    }
+    return -1;
+  }
+  void add(int fd, time_point now) {
+    if (waiting_.size() >= max_waiting) {
+      ::close(waiting_.front().fd);
+      waiting_.erase(waiting_.begin());
+    }
+    waiting_.push_back({fd, now});
+  }
+
+ private:
   struct waiting_fd {
     int fd;
     time_point since;
   };
-  std::vector<waiting_fd> waiting;
-  auto close_all = [&] {
-    for (auto& w : waiting) ::close(w.fd);
-    waiting.clear();
-  };
-  std::vector<pollfd> ps;
+  std::vector<waiting_fd> waiting_;
+  std::vector<pollfd> ps_;
+};
+
+expected<int> accept_prev(tcp_listener& l, const tcp_link_options& o, time_point deadline) {
+  const int prev = (o.rank + o.size - 1) % o.size;
+  hello_queue q;
   while (true) {
     int left = remaining_ms(o.clock, deadline, o.timeout);
-    if (left <= 0) {
-      close_all();
+    if (left <= 0)
       return fail(collective_errc::timeout, "rank " + std::to_string(prev) + " did not connect to rank " +
                                                 std::to_string(o.rank) + " within the rendezvous timeout");
-    }
-    if (cancelled(o)) {
-      close_all();
-      return cancel_error(o, "rank " + std::to_string(prev) + " connected");
-    }
-    ps.assign(1, pollfd{l.fd(), POLLIN, 0});
-    for (const auto& w : waiting) ps.push_back(pollfd{w.fd, POLLIN, 0});
+    if (cancelled(o)) return cancel_error(o, "rank " + std::to_string(prev) + " connected");
+    auto& ps = q.poll_set(l.fd());
     if (::poll(ps.data(), ps.size(), std::min(left, 20)) < 0) continue;
+    const bool incoming = (ps[0].revents & POLLIN) != 0;
     const auto now = o.clock.get().now();
-    // The waiting ones first (ps[i + 1] is waiting[i] as polled), from the back: erasing keeps the
-    // indices of those not yet looked at.
-    for (std::size_t i = waiting.size(); i-- > 0;) {
-      const int fd = waiting[i].fd;
-      if (ps[i + 1].revents == 0) {
-        if (now - waiting[i].since < hello_wait) continue;
-      } else {
-        set_io_timeout(fd, std::chrono::milliseconds(std::max(1, std::min(left, 200))));
-        hello h;
-        if (read_all(fd, &h, sizeof h) && h.magic == hello_magic && h.rank == prev && h.epoch == o.epoch) {
-          set_io_timeout(fd,
-                         std::chrono::milliseconds(std::max(1, remaining_ms(o.clock, deadline, o.timeout))));
-          if (write_all(fd, &welcome_magic, sizeof welcome_magic)) {
-            waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(i));
-            close_all();
-            return fd;
-          }
-        }
-      }
-      // Silent too long, or another epoch's (a rank behind, or ahead of this one: it dials again),
-      // or not a ring peer.
-      ::close(fd);
-      waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(i));
-    }
-    if (ps[0].revents & POLLIN) {
-      int fd = ::accept4(l.fd(), nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) continue;
-      tune(fd, o.heartbeat_timeout);
-      if (waiting.size() >= max_waiting) {
-        ::close(waiting.front().fd);
-        waiting.erase(waiting.begin());
-      }
-      waiting.push_back({fd, now});
-    }
+    if (int fd = q.take(o, prev, deadline, now); fd >= 0) return fd;
+    if (!incoming) continue;
+    int fd = ::accept4(l.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    tune(fd, o.heartbeat_timeout);
+    q.add(fd, now);
   }
 }
 
