@@ -23,6 +23,10 @@ bool is_missing(std::string_view text);
 // An integer 0..max_class_id written in digits.
 bool parse_class_id(std::string_view text, std::uint32_t& out);
 
+// A cell's text quoted for a message: 'text', cut to its first 60 bytes (and its length said) when
+// longer, so that a 10 MB cell does not make a 10 MB error line.
+std::string shown(std::string_view text);
+
 // A finite number (`1e-3`, `-2.5`; not `inf`).
 bool parse_number(std::string_view text, float& out);
 // Why parse_number refused `text`: "'1e39' is beyond FP32's range (...)" for a finite double a

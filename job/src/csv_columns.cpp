@@ -25,7 +25,7 @@ expected<std::unordered_map<std::string, std::size_t>> index_header(const std::v
   std::unordered_map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < header.size(); ++i)
     if (!index.emplace(header[i], i).second)
-      return bad(where, "header: column name '" + header[i] + "' appears twice (columns " +
+      return bad(where, "header: column name " + shown(header[i]) + " appears twice (columns " +
                             std::to_string(index[header[i]] + 1) + " and " + std::to_string(i + 1) + ")");
   return index;
 }
@@ -52,6 +52,15 @@ expected<std::vector<std::size_t>> take(const std::vector<std::string>& names, c
 expected<void> check_header(const std::vector<std::string>& header, const std::string& where) {
   if (std::all_of(header.begin(), header.end(), is_number))
     return bad(where, "line 1 holds only numbers: a header row naming the columns is required");
+  constexpr std::size_t longest = 1024;
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    if (trimmed(header[i]).empty())
+      return bad(where, "header: column " + std::to_string(i + 1) + " has no name (every column needs one)");
+    if (header[i].size() > longest)
+      return bad(where, "header: the name of column " + std::to_string(i + 1) + " is " +
+                            std::to_string(header[i].size()) + " bytes long (at most " +
+                            std::to_string(longest) + "): is line 1 a header?");
+  }
   for (std::size_t i = 0; i < header.size(); ++i)
     if (!is_utf8(header[i]))
       return bad(where, "header: the name of column " + std::to_string(i + 1) +

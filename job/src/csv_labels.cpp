@@ -37,17 +37,17 @@ unexpected label_survey::bad(std::size_t line, const std::string& why) const {
 // predict and evaluate refuse. (One class id is a subset of a file whose ids keep their meaning: it
 // stays 2 classes, ids 0 and 1.)
 unexpected label_survey::one_class() const {
-  return make_unexpected(
-      core_errc::invalid_argument,
-      file_ + ": " + column_ + ": every row's label is '" + first_line_.begin()->first +
-          "': a classifier needs rows of at least two classes (is this column the label?)");
+  return make_unexpected(core_errc::invalid_argument,
+                         file_ + ": " + column_ + ": every row's label is " +
+                             shown(first_line_.begin()->first) +
+                             ": a classifier needs rows of at least two classes (is this column the label?)");
 }
 
 expected<void> label_survey::add(std::string_view text, std::size_t line) {
   if (first_line_.find(text) != first_line_.end()) return {};
   if (first_line_.size() == max_classes)
-    return bad(line, "label '" + std::string(text) + "' is one class more than " +
-                         std::to_string(max_classes) + " (is this column the label?)");
+    return bad(line, "label " + shown(text) + " is one class more than " + std::to_string(max_classes) +
+                         " (is this column the label?)");
   first_line_.emplace(std::string(text), line);
   return {};
 }

@@ -96,6 +96,10 @@ TEST_F(CsvImport, HeaderProblems) {
             std::string::npos);
   EXPECT_NE(refused(csv("x,y,x\n1,2,3\n")).find("column name 'x' appears twice (columns 1 and 3)"),
             std::string::npos);
+  EXPECT_NE(refused(csv("x, ,label\n1,2,0\n")).find("header: column 2 has no name"), std::string::npos);
+  EXPECT_NE(refused(csv("x," + std::string(2000, 'n') + ",label\n1,2,0\n"))
+                .find("header: the name of column 2 is 2000 bytes long (at most 1024)"),
+            std::string::npos);
   auto o = csv("x,label\n1,0\n");
   EXPECT_NE(refused(o).find("label column 'y': no such column (the header has: x, label)"),
             std::string::npos);
@@ -110,6 +114,11 @@ TEST_F(CsvImport, BadValuesNameLineAndColumn) {
   auto o = csv("x,y,z\n1,0,2\n1,1,abc\n");
   auto e = refused(o);
   EXPECT_NE(e.find(o.file + ":3: column 'z' (3): 'abc' is not a number"), std::string::npos) << e;
+  // A long cell is cut in the message (a 10 MB one made a 10 MB error line).
+  e = refused(csv("x,y,z\n1,0,2\n1,1," + std::string(100000, 'q') + "\n"));
+  EXPECT_NE(e.find("'" + std::string(60, 'q') + "...' (100000 bytes) is not a number"), std::string::npos)
+      << e;
+  EXPECT_LT(e.size(), 500u);
   e = refused(csv("x,y\nnan,1\n"));
   EXPECT_NE(e.find(":2: column 'x' (1): missing value 'nan'"), std::string::npos) << e;
 }

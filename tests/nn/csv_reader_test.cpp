@@ -61,6 +61,26 @@ TEST(CsvReader, ReadsLinesWithNumbersSkippingBlankOnes) {
   EXPECT_EQ(lines[2].fields.size(), 3u) << "the width is the importer's business";
 }
 
+// A NUL byte is a byte of its line, named (the line reader's C strings cut the line there and joined
+// the rest of the file's next line to it), and a header holding carriage returns names CR line endings.
+TEST(CsvReader, ANulByteOrCrLineEndingsAreNamedAndNoLinesAreJoined) {
+  auto path = test_util::write_temp("nul.csv", std::string("a,b,c\n1,2\0003,4\n5,6,7\n", 20));
+  auto lines = read_all(path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1].malformed, "a NUL byte at character 4 (is this a text file?)");
+  EXPECT_EQ(lines[2].fields, (fields{"5", "6", "7"}));
+  EXPECT_EQ(lines[2].number, 3u);
+  auto cr = read_all(test_util::write_temp("cr.csv", "x,y\r1,2\r3,4\r"));
+  ASSERT_EQ(cr.size(), 1u);
+  EXPECT_NE(cr[0].malformed.find("line endings CR alone"), std::string::npos) << cr[0].malformed;
+  // Lines longer than the reader's block, and no newline at the end.
+  std::string long_cell(200000, 'x');
+  auto big = read_all(test_util::write_temp("big.csv", "a,b\n1," + long_cell + "\n2,3"));
+  ASSERT_EQ(big.size(), 3u);
+  EXPECT_EQ(big[1].fields, (fields{"1", long_cell}));
+  EXPECT_EQ(big[2].fields, (fields{"2", "3"}));
+}
+
 TEST(CsvReader, ReadsGzipByContent) {
   auto path = test_util::temp_path("z.data").string();  // no .gz: detected by the magic bytes
   gzFile z = gzopen(path.c_str(), "wb");

@@ -73,6 +73,12 @@ bool csv_reader::next(csv_line& out) {
     if (buf_.empty()) continue;
     out.number = line_;
     out.malformed = split_delimited(buf_, delimiter_, out.fields);
+    if (auto nul = buf_.find('\0'); nul != std::string::npos)
+      out.malformed = "a NUL byte at " + column(nul) + " (is this a text file?)";
+    else if (line_ == 1 && buf_.find('\r') != std::string::npos)
+      out.malformed =
+          "a carriage return inside the line: are the line endings CR alone (classic Mac)? "
+          "convert them to LF (tr '\\r' '\\n')";
     return true;
   }
   return false;

@@ -4,7 +4,9 @@
 #include <zlib.h>
 
 #include <cstddef>
+#include <cstring>
 #include <string>
+#include <vector>
 
 namespace troupe::nn::detail {
 
@@ -32,19 +34,34 @@ class gz_file {
     }
     return static_cast<long>(done);
   }
-  // Reads one line into buf (without the newline). False at EOF.
+  // Reads one line into buf (without the newline, and a CR before it). False at EOF. A NUL byte is
+  // kept as a byte of the line (gzgets' C strings cut the line there and joined what followed to the
+  // next line).
   bool getline(std::string& buf) {
     buf.clear();
-    char tmp[4096];
-    while (gzgets(f_, tmp, sizeof tmp)) {
-      buf += tmp;
-      if (!buf.empty() && buf.back() == '\n') {
-        buf.pop_back();
+    for (;;) {
+      if (pos_ == len_) {
+        if (ended_) return !buf.empty();
+        if (block_.empty()) block_.resize(1 << 16);
+        int got = gzread(f_, block_.data(), static_cast<unsigned>(block_.size()));
+        if (got <= 0) {
+          ended_ = true;  // the end, or an error: end_problem() tells
+          return !buf.empty();
+        }
+        pos_ = 0;
+        len_ = static_cast<std::size_t>(got);
+      }
+      const char* start = block_.data() + pos_;
+      const auto* nl = static_cast<const char*>(std::memchr(start, '\n', len_ - pos_));
+      const std::size_t take = nl ? static_cast<std::size_t>(nl - start) : len_ - pos_;
+      buf.append(start, take);
+      pos_ += take;
+      if (nl) {
+        ++pos_;
         if (!buf.empty() && buf.back() == '\r') buf.pop_back();
         return true;
       }
     }
-    return !buf.empty();
   }
   // After the reads stopped at the end: what went wrong, or "" when the file ended cleanly. zlib's
   // gzread/gzgets hand back what they decoded and then report the end; a gzip stream cut short (no
@@ -65,6 +82,9 @@ class gz_file {
 
  private:
   gzFile f_;
+  std::vector<char> block_;  // getline's (made by its first call): what gzread gave, from pos_ to len_
+  std::size_t pos_ = 0, len_ = 0;
+  bool ended_ = false;
 };
 
 }  // namespace troupe::nn::detail
