@@ -199,6 +199,7 @@ expected<std::string> run_prediction(const options& o, const std::string& store,
   std::ofstream(path) << job_file(o, store);
   control::run_options ro;
   ro.file = path;
+  ro.file_name = o.model;  // the job file is this command's own: its problems are the model's
   ro.job_id = job_id;
   ro.progress = !o.quiet;
   ro.result_line = false;  // predict and evaluate print one line of their own

@@ -125,6 +125,18 @@ expected<void> check_job(const job_spec& spec, const std::vector<std::string>& s
   return check_model_fits_strategy(spec, *tables);
 }
 
+std::string name_problem(const std::string& name) {
+  // The id made from it: "<name>-YYYYmmdd-HHMMSS-xxxx" (21 characters after the name), at most 64.
+  if (name.empty() || name.size() > 43 || name[0] == '.' ||
+      !std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+               c == '-' || c == '.';
+      }))
+    return "the job's default id starts with it, so it must be 1-43 characters of a-z, A-Z, 0-9, '_', "
+           "'-', '.', not starting with '.'";
+  return "";
+}
+
 std::vector<std::string> job_notes(const job_spec& spec) {
   std::vector<std::string> notes;
   if (spec.nn.train.device == "gpu" && !spec.uses_gpu())

@@ -221,8 +221,16 @@ std::string model_info::version() const {
 
 expected<model_info> parse_model_json(const std::string& text, const std::string& dir) {
   std::string file = dir + "/model.json";
-  json root = json::parse(text, nullptr, false);
-  if (root.is_discarded()) return make_unexpected(core_errc::parse_error, file + ": not JSON");
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::exception& e) {
+    // "[json.exception.parse_error.101] parse error at line 3, column 5: ..." without its tag.
+    std::string why = e.what();
+    if (auto tag = why.find("] "); why.rfind("[json.", 0) == 0 && tag != std::string::npos)
+      why.erase(0, tag + 2);
+    return make_unexpected(core_errc::parse_error, file + ": not JSON: " + why);
+  }
   if (!root.is_object()) return make_unexpected(core_errc::parse_error, file + ": expected a JSON object");
   fields f;
   model_info m;

@@ -131,6 +131,16 @@ TEST(cli, bad_job_ids_and_job_dirs_are_usage_errors) {
     EXPECT_NE(r.out.find("job id"), std::string::npos) << id << ": " << r.out;
   }
   EXPECT_FALSE(std::filesystem::exists(root / "datasets" / "job.toml")) << "a job in the dataset cache";
+  // A job.name that cannot begin a job id: config check says so, run refuses it naming the key.
+  auto noted = run("config check " + f + " --set 'job.name=../../esc'");
+  EXPECT_EQ(noted.code, 0) << noted.out;
+  EXPECT_NE(noted.out.find("note: job.name '../../esc': the job's default id starts with it"),
+            std::string::npos)
+      << noted.out;
+  auto named = run("run " + f + " --quiet --set 'job.name=a b'");
+  EXPECT_EQ(named.code, 2) << named.out;
+  EXPECT_NE(named.out.find("job.name 'a b': the job's default id starts with it"), std::string::npos)
+      << named.out;
   // --root puts the job under another root (as predict and status take it), here refused by name.
   auto other = run("run " + f + " --quiet --root " + (root / "other").string() + " --job-id datasets");
   EXPECT_EQ(other.code, 2) << other.out;

@@ -60,7 +60,13 @@ TEST(model_dir, reads_every_field_of_the_format) {
 }
 
 TEST(model_dir, each_refusal_names_the_file_and_the_problem) {
-  EXPECT_EQ(refusal("{"), "jobs/7/model/model.json: not JSON");
+  // Where the text stops being JSON, and why.
+  EXPECT_EQ(refusal("{"),
+            "jobs/7/model/model.json: not JSON: parse error at line 1, column 2: syntax error while parsing "
+            "object key - unexpected end of input; expected string literal");
+  EXPECT_NE(refusal("{\"a\": 1,\n  \"b\": NaN}").find("not JSON: parse error at line 2, column 8"),
+            std::string::npos)
+      << refusal("{\"a\": 1,\n  \"b\": NaN}");
   EXPECT_EQ(refusal("[1]"), "jobs/7/model/model.json: expected a JSON object");
   EXPECT_EQ(refusal(with(good, R"("format": "troupe-model")", R"("format": "onnx")")),
             "jobs/7/model/model.json: format: \"onnx\", expected \"troupe-model\"");

@@ -169,7 +169,12 @@ int runner::apply_spec(config_doc& doc) {
   if (auto c = job::check_job(spec_, actors::strategy_names(),
                               opt_.resume.empty() ? actors::check_model_and_init : actors::check_model);
       !c)
-    return spdlog::error("{}: {}", opt_.resume.empty() ? opt_.file : opt_.resume, c.err().to_string()), 2;
+    return spdlog::error("{}: {}",
+                         !opt_.resume.empty()     ? opt_.resume
+                         : opt_.file_name.empty() ? opt_.file
+                                                  : opt_.file_name,
+                         c.err().to_string()),
+           2;
   if (auto g = check_gpu(spec_); !g) return spdlog::error("{}", g.err().to_string()), 2;
   for (const auto& n : job::job_notes(spec_)) spdlog::warn("{}", n);
   // The nodes get absolute paths (job directory, stores): a node on another host runs where its host

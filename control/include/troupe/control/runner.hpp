@@ -21,6 +21,7 @@ namespace troupe::control {
 
 struct run_options {
   std::string file;                      // the job file; empty with `resume`
+  std::string file_name;                 // how messages name it (empty: `file`; predict's is made for it)
   std::string resume;                    // --resume JOB_DIR: continue that job
   std::vector<std::string> overrides;    // --set key=value
   std::string job_id;                    // empty: <name>-<time>-<random>

@@ -33,4 +33,8 @@ expected<void> check_model_fits_strategy(const job_spec& spec, bool has_embeddin
 // train --local`'s switch, while the job's workers follow [job] device.
 std::vector<std::string> job_notes(const job_spec& spec);
 
+// Why `name` (job.name) cannot begin a job's default id ("<name>-<time>-<random>", a directory
+// name); "" when it can.
+std::string name_problem(const std::string& name);
+
 }  // namespace troupe::job
