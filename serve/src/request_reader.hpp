@@ -209,6 +209,7 @@ inline bool request_reader::string(std::string& s) {
     case ctx::root:
       if (key_ == "id") id = std::move(s);
       if (key_ == "inputs") return fail("'inputs' must be an array of tensors, got a string");
+      if (key_ == "outputs") return fail("'outputs' must be an array, got a string");
       return true;
     case ctx::input:
       if (key_ == "name") {

@@ -135,6 +135,8 @@ TEST(infer_codec, every_bad_input_names_the_field_and_the_expected_shape) {
   EXPECT_EQ(bad("3"), "the request must be a JSON object with \"inputs\", got a number");
   EXPECT_EQ(bad("{}"), "'inputs' missing: this model takes 'dense' FP32 [rows, 3]");
   EXPECT_EQ(bad(R"({"inputs": {"name": "dense"}})"), "'inputs' must be an array of tensors, got an object");
+  EXPECT_EQ(bad(R"({"outputs": "x", "inputs": []})"), "'outputs' must be an array, got a string");
+  EXPECT_EQ(bad(R"({"outputs": 3})"), "'outputs' must be an array, got a number");
   EXPECT_EQ(bad(R"({"inputs": [3]})"), "inputs[0]: expected a tensor object, got a number");
   EXPECT_EQ(bad(R"({"inputs": [{"datatype": "FP32"}]})"),
             "inputs[0]: no name; this model takes 'dense' FP32 [rows, 3]");
