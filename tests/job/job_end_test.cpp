@@ -35,14 +35,20 @@ void expect_signal_ends_with(int sig, int code, const std::string& name) {
   auto res = result(r);
   EXPECT_EQ(res.value("ok", true), false) << res.dump();
   EXPECT_EQ(res.value("exit_code", 0), code) << res.dump();
-  EXPECT_NE(res.value("reason", "").find(sig == SIGTERM ? "SIGTERM" : "SIGINT"), std::string::npos)
+  EXPECT_NE(res.value("reason", "")
+                .find(sig == SIGTERM  ? "SIGTERM"
+                      : sig == SIGHUP ? "SIGHUP"
+                                      : "SIGINT"),
+            std::string::npos)
       << res.dump();
   EXPECT_TRUE(no_processes_of(r));
 }
 
-TEST(job_end, sigterm_exits_143_and_sigint_130) {
+// SIGHUP: the terminal the runner ran in closed (it died of the default action, with no result.json).
+TEST(job_end, sigterm_exits_143_sigint_130_and_sighup_129) {
   expect_signal_ends_with(SIGTERM, 143, "sigterm");
   expect_signal_ends_with(SIGINT, 130, "sigint");
+  expect_signal_ends_with(SIGHUP, 129, "sighup");
 }
 
 // The kinds of the events in a job's timeline, one per line of events.jsonl.

@@ -251,6 +251,24 @@ TEST(job_reliability, a_stopped_job_resumes_and_a_finished_one_refuses) {
   EXPECT_TRUE(no_processes_of(r));
 }
 
+// The runner stopped for longer than the master's hang limit (Ctrl-Z, then fg): the master trained
+// on meanwhile and is not fenced for the silence the runner could not hear (it was, and restarted).
+TEST(job_reliability, a_paused_runner_does_not_fence_its_master) {
+  auto r = start_job("runner-pause", ctr_job(2, 200000, 2));
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 2; }, 120s));
+  ASSERT_EQ(::kill(r.pid, SIGSTOP), 0);
+  std::this_thread::sleep_for(8s);
+  ASSERT_EQ(::kill(r.pid, SIGCONT), 0);
+  ASSERT_EQ(wait_job(r, 240s), 0) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_EQ(res.value("node_restarts", -1), 0) << res.dump();
+  EXPECT_EQ(res.value("master_starts", 0), 1) << res.dump();
+  const auto log = read_file(r.job_dir + "/logs/runner.log");
+  EXPECT_NE(log.find("the runner was paused for"), std::string::npos) << log;
+  EXPECT_EQ(log.find("fencing it"), std::string::npos) << log;
+}
+
 TEST(job_reliability, scaling_4_1_4_gives_new_workers_new_ids) {
   auto r = start_job("scale-414", ctr_job(4, 600000, 2, 300, "min_workers = 1\n"));
   auto alive = [](std::uint32_t n) {

@@ -31,6 +31,10 @@ void master_watch::answered(const wire::job_status& s) {
   answered_ = true;
 }
 
+void master_watch::excuse() {
+  heard_ = launched_ = clock_.now();
+}
+
 void master_watch::forget_status() {
   std::lock_guard lk(mu_);
   status_.valid = false;

@@ -59,6 +59,9 @@ class master_watch {
   void answered(const wire::job_status& s);
   // The master's view is no longer to be acted on (its incarnation was fenced).
   void forget_status();
+  // The runner itself was paused (stopped, starved, blocked in a command): the master's silence
+  // meanwhile says nothing about it, so its limit counts again from now.
+  void excuse();
   // How long the master has been silent when that is a hang (or it never came up): fence it.
   std::optional<troupe::clock::duration> hung() const;
   bool ever_answered() const { return answered_; }

@@ -21,7 +21,7 @@ void on_signal(int sig) {
   interrupted = sig;
 }
 const char* signal_name(int sig) {
-  return sig == SIGTERM ? "SIGTERM" : "SIGINT";
+  return sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP (its terminal closed)" : "SIGINT";
 }
 }  // namespace
 
@@ -55,6 +55,7 @@ int runner::run() {
   // line, result.json, the timeline), not by killing the runner.
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  std::signal(SIGHUP, on_signal);  // the terminal closed: the job ends as on SIGTERM, its story written
   if (int rc = setup(); rc != 0) return setup_ended(rc);
   spdlog::info("job {} in {} ({} workers, strategy {}{}), instance {}", dir_->job_id(), dir_->path(),
                slots_.target(), spec_.job.strategy,
@@ -148,7 +149,7 @@ int runner::end_code() {
     outcome_.end("stopped", "stopped on request (" + outcome_.stop_reason() + ")");
     return spdlog::warn("{}", outcome_.reason()), 3;
   }
-  if (interrupted) {  // 128 + the signal: 130 for SIGINT, 143 for SIGTERM
+  if (interrupted) {  // 128 + the signal: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP
     outcome_.end("interrupted", std::string("interrupted by ") + signal_name(interrupted));
     return spdlog::warn("{}", outcome_.reason()), 128 + interrupted;
   }

@@ -11,6 +11,18 @@
 namespace troupe::control {
 
 void runner::watch_master() {
+  // A gap of real time between two turns of the loop is the runner's own pause (Ctrl-Z, SIGSTOP, a
+  // starved CPU, a blocking command): the master, silent meanwhile for all the runner could see, was
+  // fenced though it trained on (a 5 s Ctrl-Z cost a master restart). Real time, not the runner's
+  // clock: a test's manual clock has no pauses.
+  const auto real = std::chrono::steady_clock::now();
+  if (const auto gap = real - last_turn_; last_turn_ != std::chrono::steady_clock::time_point{} &&
+                                          gap > runner_watch_limits(spec_).hang_limit / 2) {
+    spdlog::info("the runner was paused for {:.1f} s: the master's silence meanwhile is not held against it",
+                 std::chrono::duration<double>(gap).count());
+    watch_.excuse();
+  }
+  last_turn_ = real;
   watch_.refresh();
   auto* slot = slots_.find("master");
   if (!slot || outcome_.finished() || !slot->handle || slot->fenced) return;
