@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "lmdb_writer.hpp"
 #include "troupe/storage/disk_fault.hpp"
@@ -39,6 +40,22 @@ std::map<std::string, std::weak_ptr<lmdb_env>>& registry() {
   return r;
 }
 constexpr auto resize_wait = std::chrono::seconds(30);
+
+// LMDB sizes its lock file with ftruncate and writes its header through a shared mapping: on a full
+// filesystem (a tmpfs above all) the first write to a page with no block behind it is a SIGBUS, not
+// an error (a store or checkpoint opened on a full disk killed the process). The lock file's blocks
+// are allocated first (posix_fallocate: never shrinks, never overwrites); no space is then
+// ENOSPC, named. 64 KiB holds the reader table LMDB's default 126 readers need (about 8 KiB).
+std::optional<error> reserve_lock_file(const std::string& dir) {
+  const std::string lock = (fs::path(dir) / "lock.mdb").string();
+  int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return std::nullopt;  // mdb_env_open says why (a read-only directory, a missing one)
+  int rc = ::posix_fallocate(fd, 0, 64 * 1024);
+  ::close(fd);
+  if (rc == 0 || rc == EOPNOTSUPP || rc == EINVAL) return std::nullopt;
+  if (auto f = disk_fault(rc, dir, "open (the lock file)")) return f;
+  return error(storage_errc::lmdb_error, lock + ": allocating: " + std::strerror(rc));
+}
 }  // namespace
 
 error lmdb_error(int rc, const std::string& what) {
@@ -88,6 +105,7 @@ expected<std::shared_ptr<lmdb_env>> lmdb_env::open(const std::string& dir, env_o
 expected<void> lmdb_env::init() {
   if (opts_.read_only && !fs::exists(fs::path(dir_) / "data.mdb"))
     return make_unexpected(storage_errc::not_found, dir_ + ": no LMDB data file (data.mdb)");
+  if (auto f = reserve_lock_file(dir_)) return make_unexpected(std::move(*f));
   if (int rc = mdb_env_create(&env_); rc != 0) return lmdb_error(rc, dir_ + ": create env");
   mdb_env_set_maxdbs(env_, opts_.max_dbs);
   mdb_env_set_mapsize(env_, opts_.initial_map_size);

@@ -55,6 +55,25 @@ TEST(disk_fault, a_store_built_on_a_full_disk_says_no_space_left) {
       << last.err().to_string();
 }
 
+// On a disk already full, LMDB's lock file had no block behind its mapping: the process died of
+// SIGBUS (troupe data import, a run's dataset cache, a PS checkpoint directory). Now ENOSPC, named.
+TEST(disk_fault, a_store_created_on_a_disk_already_full_says_no_space_left) {
+  temp_dir base;
+  test_util::small_tmpfs fs(base.str(), "256k");
+  if (!fs.mounted) GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  fs.fill();
+  record_schema schema;
+  schema.dense_dim = 4;
+  auto w = record_writer::create(base.sub("store"), schema, "test");
+  ASSERT_FALSE(w) << "a store on a full disk";
+  EXPECT_EQ(w.err(), storage_errc::disk_full) << w.err().to_string();
+  EXPECT_NE(w.err().to_string().find("no space left on device: " + base.sub("store")), std::string::npos)
+      << w.err().to_string();
+  fs.free_space();
+  std::filesystem::remove_all(base.sub("store"));
+  EXPECT_TRUE(record_writer::create(base.sub("store"), schema, "test")) << "once there is room again";
+}
+
 journal_options opts() {
   journal_options o;
   o.dataset = "ds";
