@@ -9,7 +9,7 @@ expected<export_result> export_torchscript(const export_request& request) {
   if (!s) return s.err();
   export_result out;
   if (!reinterpret_cast<export_fn>(*s)(kExportAbi, &request, &out))
-    return make_unexpected(core_errc::invalid_argument, out.error);
+    return make_unexpected(plugin_error(out.error));  // a full disk stays one (exit 1, not 2)
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "../job/job_harness.hpp"
+#include "disk_faults.hpp"
 #include "run_command.hpp"
 
 namespace troupe::testing {
@@ -185,6 +186,24 @@ TEST(model_export, a_job_without_the_plugin_finishes_and_its_model_is_written_la
   refused = test_util::run_command(in_here + " --out docs/notes.txt 2>&1");
   EXPECT_EQ(refused.code, 2) << refused.out;
   EXPECT_NE(refused.out.find("exists and is not a directory"), std::string::npos) << refused.out;
+  // A disk that fills while model.pt is written: an error naming the file, nothing left behind
+  // (libtorch's archive writer threw from its destructor: the export aborted, leaving its temporary
+  // directory).
+  fs::create_directories(here + "/full");
+  {
+    test_util::small_tmpfs full(here + "/full", "1m");
+    if (!full.mounted) {
+      std::printf("(skipped the full-disk export: cannot mount a tmpfs here, needs root)\n");
+    } else {
+      full.fill();
+      auto no_room = test_util::run_command(in_here + " --out full/m 2>&1");
+      EXPECT_EQ(no_room.code, 1) << no_room.out;
+      EXPECT_NE(no_room.out.find("no space left on device: "), std::string::npos) << no_room.out;
+      EXPECT_NE(no_room.out.find("model.pt (writing)"), std::string::npos) << no_room.out;
+      for (const auto& e : fs::directory_iterator(here + "/full"))
+        EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << "left " << e.path();
+    }
+  }
   for (const auto& e : fs::directory_iterator(here))
     EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << "left " << e.path();
 }

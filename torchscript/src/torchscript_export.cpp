@@ -1,9 +1,15 @@
 // The plugin's side of model export (troupe/model/exporter.hpp): a built-in model defined from its
 // TorchScript source and tensors, or a user's module with its trained tensors written in (wrapped
 // with the embedding rows for data with sparse fields), saved in eval() mode.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <torch/script.h>
 
+#include <cerrno>
+#include <cstring>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 
 #include "troupe/model/exporter.hpp"
@@ -113,6 +119,34 @@ void run_check(const export_request& r, export_result& out) {
   out.check_logits.assign(l.data_ptr<float>(), l.data_ptr<float>() + l.numel());
 }
 
+// A failed write of `path`, in the text of storage's error for a full disk when it is one (the
+// exporter reads the category back: a full disk is a fault of the run, exit 1, not bad input).
+std::string written_error(const std::string& path, int e) {
+  if (e == ENOSPC || e == EDQUOT) return "storage: no space left on device: " + path + " (writing)";
+  return path + ": writing: " + std::strerror(e);
+}
+
+// Writes `bytes` to `path` (created or truncated), synced; an error names the file and the cause.
+std::string write_bytes(const std::string& path, std::string_view bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return path + ": cannot create: " + std::strerror(errno);
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = n < 0 ? errno : ENOSPC;
+      ::close(fd);
+      return written_error(path, e);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  const bool synced = ::fsync(fd) == 0;
+  const int e = errno;
+  if (::close(fd) != 0 || !synced) return written_error(path, synced ? errno : e);
+  return "";
+}
+
 }  // namespace
 
 }  // namespace troupe::model
@@ -134,7 +168,15 @@ extern "C" bool troupe_torchscript_export(int abi, const troupe::model::export_r
       return false;
     }
     m.eval();
-    m.save(r->out_path);
+    // Into memory first: libtorch's archive writer throws from its destructor when the disk fills
+    // (std::terminate: `troupe export` aborted, leaving its temporary directory); the bytes are then
+    // written here, where a full disk is an error that names the file.
+    std::ostringstream archive;
+    m.save(archive);
+    if (auto e = write_bytes(r->out_path, archive.view()); !e.empty()) {
+      out->error = e;
+      return false;
+    }
     run_check(*r, *out);
     return true;
   } catch (const std::exception& e) {

@@ -112,6 +112,7 @@ class runner {
   void on_exit(const node_exit_event& e);
   void on_scale(std::uint32_t workers, const std::string& host);
   void on_master_finished(finished_event& f);
+  std::string ended_as() const;
   void shutdown_nodes();
   // Once every node has reported its exit: the leases they held go back to TODO, so the ended job's
   // journal, result.json and `troupe status` show no task in progress (runner_result.cpp).

@@ -99,6 +99,29 @@ std::string runner::final_json(int rc) {
   return outcome_.final_json(rc, f);
 }
 
+namespace {
+// What `troupe export` said of its failure: its error line (the last one, "troupe: error: ..."),
+// not its stderr from the top (the plugin's info line came first, and 2000 characters of it).
+std::string export_error(const std::string& err) {
+  std::string last;
+  std::size_t at = 0;
+  while (at < err.size()) {
+    auto end = err.find('\n', at);
+    auto line = err.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    if (line.find_first_not_of(" \r") != std::string::npos) last = std::move(line);
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  if (auto tag = last.find("troupe: error: "); tag != std::string::npos) last.erase(0, tag + 15);
+  return last.substr(0, 2000);
+}
+}  // namespace
+
+// How the job ended, for the export's messages (it runs before the outcome is final).
+std::string runner::ended_as() const {
+  return outcome_.state().empty() ? (outcome_.finished() ? "finished" : "ended") : outcome_.state();
+}
+
 void runner::export_model() {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -113,8 +136,7 @@ void runner::export_model() {
     outcome_.model_written(std::move(line), secs);
     return;
   }
-  std::string why = !r ? r.err().to_string() : r->err.substr(0, 2000);
-  while (!why.empty() && why.back() == '\n') why.pop_back();
+  std::string why = !r ? r.err().to_string() : export_error(r->err);
   // A troupe built without libtorch (scripts/install-deps.sh --demo; `troupe export` exits
   // exit_not_built): the job is fine, its model.pt can be written later from its checkpoints; said
   // as what to do, not as a failure.
@@ -123,9 +145,9 @@ void runner::export_model() {
         "job {} {}; model.pt not written: this troupe was built without libtorch (the TorchScript "
         "plugin). After scripts/install-deps.sh and scripts/build.sh, `troupe export {}` writes it from "
         "the job's checkpoints",
-        dir_->job_id(), outcome_.state(), dir_->path());
+        dir_->job_id(), ended_as(), dir_->path());
   else
-    spdlog::error("job {} {}, but its model could not be written: {}", dir_->job_id(), outcome_.state(), why);
+    spdlog::error("job {} {}, but its model could not be written: {}", dir_->job_id(), ended_as(), why);
   outcome_.model_failed(std::move(why));
 }
 

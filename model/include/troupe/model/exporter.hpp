@@ -64,7 +64,8 @@ struct export_result {
 inline constexpr int kExportAbi = 1;
 
 // Opens the plugin (once per process) and has it write request.out_path. Errors:
-// core_errc::io_error when the plugin cannot be opened, invalid_argument with the plugin's message.
+// core_errc::io_error when the plugin cannot be opened; the plugin's message as plugin_error reads it
+// (storage: no space left on device, ...; else invalid_argument).
 expected<export_result> export_torchscript(const export_request& request);
 
 }  // namespace troupe::model
