@@ -44,6 +44,26 @@ void expect_signal_ends_with(int sig, int code, const std::string& name) {
   EXPECT_TRUE(no_processes_of(r));
 }
 
+// The job's final state cannot be written (here checkpoints/final is a file; a full disk does the
+// same): the evaluation that scored it is no result, so the job fails naming why, and it is
+// resumed (it ended "finished", ok, with no model to export, and refused --resume).
+TEST(job_end, a_final_state_that_cannot_be_written_fails_the_job_and_it_resumes) {
+  auto r = start_job("final-unwritable", ctr_job(2, 20000, 1));
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return j.contains("tasks"); }, std::chrono::seconds(120)));
+  fs::create_directories(r.job_dir + "/checkpoints");
+  std::ofstream(r.job_dir + "/checkpoints/final") << "in the way\n";
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(240)), 1) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_EQ(res.value("ok", true), false) << res.dump();
+  EXPECT_NE(res.dump().find("final state could not be written"), std::string::npos) << res.dump();
+  fs::remove(r.job_dir + "/checkpoints/final");
+  resume_job(r);
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
+  EXPECT_EQ(result(r).value("status", ""), "finished");
+  EXPECT_TRUE(fs::is_directory(r.job_dir + "/checkpoints/final"));
+}
+
 // SIGHUP: the terminal the runner ran in closed (it died of the default action, with no result.json).
 TEST(job_end, sigterm_exits_143_sigint_130_and_sighup_129) {
   expect_signal_ends_with(SIGTERM, 143, "sigterm");

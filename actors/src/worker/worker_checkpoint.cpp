@@ -81,18 +81,14 @@ void checkpoint_on_leave(worker_state& st) {
                  st.node->self().to_string(), st.steps_total);
 }
 
-void write_final_state(worker_state& st) {
+expected<void> write_final_state(worker_state& st) {
   auto s = snapshot(*st.backend);
   const std::string dir = st.node->who().job_dir + "/checkpoints/final";
-  if (!s) {
-    spdlog::error("the job's final state: {}", s.err().to_string());
-    return;
-  }
+  if (!s) return std::move(s).err().wrap("the job's final state");
   auto v = model::write_state(dir, *s, meta_of(st, "final"));
-  if (!v)
-    spdlog::error("the job's final state could not be written to {}: {}", dir, v.err().to_string());
-  else
-    spdlog::info("the job's final state: {} (version {})", dir, *v);
+  if (!v) return std::move(v).err().wrap("the job's final state could not be written to " + dir);
+  spdlog::info("the job's final state: {} (version {})", dir, *v);
+  return {};
 }
 
 }  // namespace troupe::actors

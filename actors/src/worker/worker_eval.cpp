@@ -83,7 +83,13 @@ void evaluate(worker_state& st, const message& request) {
   write_result(res, *scored, std::span<const float>(test.labels.data() + first, last - first));
   spdlog::info("evaluation of rows {}..{} of {}: loss {:.4f} accuracy {:.4f} auc {:.4f}", first, last,
                test.rows, res.getLoss(), res.getAccuracy(), res.getAuc());
-  if (parts == 0 || ask.getWriteState()) write_final_state(st);  // what was scored is the job's model
+  // What was scored is the job's model: one whose state could not be written is no evaluation
+  // (the job ended "ok" with nothing to export, and it could not be resumed).
+  if (parts == 0 || ask.getWriteState())
+    if (auto w = write_final_state(st); !w) {
+      spdlog::error("{}", w.err().to_string());
+      return fail(w.err().to_string());
+    }
   (void)st.node->reply(request, std::move(o.out), "worker");
 }
 

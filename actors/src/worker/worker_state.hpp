@@ -126,8 +126,9 @@ void maybe_checkpoint(worker_state& st);
 // learnt (its model, `--resume`), and one stopped later loses no steps.
 void checkpoint_on_leave(worker_state& st);
 // The state the evaluation scored, as the job's final state (<job dir>/checkpoints/final): what
-// `troupe export` writes the job's model from. Logged, not thrown, when it cannot be written.
-void write_final_state(worker_state& st);
+// `troupe export` writes the job's model from. An error when it cannot be written: the evaluation
+// answers with it (a part whose state is not written is no result).
+expected<void> write_final_state(worker_state& st);
 // [train] max_samples_per_s in a ring strategy's step (worker_context::pace): sleeps until `samples`
 // at that rate have passed since `since_s` (seconds on the node's clock).
 void pace_compute(worker_state& st, std::size_t samples, double since_s);
