@@ -125,6 +125,38 @@ expected<void> check_job(const job_spec& spec, const std::vector<std::string>& s
   return check_model_fits_strategy(spec, *tables);
 }
 
+storage::journal_options journal_options_of(const job_spec& spec, const std::string& train_dir,
+                                            std::uint64_t records) {
+  storage::journal_options o;
+  o.dataset = train_dir;
+  o.record_count = records;
+  o.records_per_task = spec.job.records_per_task;
+  o.epochs = static_cast<std::uint32_t>(spec.nn.train.epochs);
+  o.shuffle_seed = spec.nn.train.seed;
+  o.shuffle = spec.nn.train.shuffle;
+  o.max_failures = spec.job.max_task_failures;
+  return o;
+}
+
+std::string journal_mismatch(const storage::journal_options& made, const storage::journal_options& now) {
+  auto n = [](auto v) { return std::to_string(v); };
+  auto was = [](const std::string& key, const std::string& is, const std::string& made_for) {
+    return key + " is " + is + ", the journal was made for " + made_for;
+  };
+  if (made.dataset != now.dataset)
+    return was("the training data ([data])", "'" + now.dataset + "'", "'" + made.dataset + "'");
+  if (made.record_count != now.record_count)
+    return was("the training data's size ([data])", n(now.record_count) + " records", n(made.record_count));
+  if (made.records_per_task != now.records_per_task)
+    return was("job.records_per_task", n(now.records_per_task), n(made.records_per_task));
+  if (made.epochs != now.epochs) return was("train.epochs", n(now.epochs), n(made.epochs));
+  if (made.shuffle != now.shuffle)
+    return was("train.shuffle", now.shuffle ? "true" : "false", made.shuffle ? "true" : "false");
+  if (made.shuffle && made.shuffle_seed != now.shuffle_seed)
+    return was("train.seed", n(now.shuffle_seed), n(made.shuffle_seed));
+  return "";
+}
+
 std::string name_problem(const std::string& name) {
   // The id made from it: "<name>-YYYYmmdd-HHMMSS-xxxx" (21 characters after the name), at most 64.
   if (name.empty() || name.size() > 43 || name[0] == '.' ||

@@ -43,16 +43,23 @@ expected<journal_options> decode_options(std::string_view v, const std::string& 
 }
 
 // Differences that would change the tasks; max_failures may change on reopen.
-std::string differs(const journal_options& a, const journal_options& b) {
-  if (a.dataset != b.dataset) return "dataset '" + a.dataset + "' vs '" + b.dataset + "'";
-  if (a.record_count != b.record_count) return "record_count";
-  if (a.records_per_task != b.records_per_task) return "records_per_task";
-  if (a.epochs != b.epochs) return "epochs";
-  if (a.shuffle_seed != b.shuffle_seed || a.shuffle != b.shuffle) return "shuffle seed";
-  return {};
-}
 
 }  // namespace
+
+std::string journal_difference(const journal_options& a, const journal_options& b) {
+  auto n = [](auto v) { return std::to_string(v); };
+  if (a.dataset != b.dataset) return "dataset '" + a.dataset + "' vs '" + b.dataset + "'";
+  if (a.record_count != b.record_count)
+    return "record_count " + n(a.record_count) + " vs " + n(b.record_count);
+  if (a.records_per_task != b.records_per_task)
+    return "records_per_task " + n(a.records_per_task) + " vs " + n(b.records_per_task);
+  if (a.epochs != b.epochs) return "epochs " + n(a.epochs) + " vs " + n(b.epochs);
+  if (a.shuffle != b.shuffle)
+    return std::string("shuffle ") + (a.shuffle ? "true" : "false") + " vs " + (b.shuffle ? "true" : "false");
+  if (a.shuffle && a.shuffle_seed != b.shuffle_seed)
+    return "shuffle seed " + n(a.shuffle_seed) + " vs " + n(b.shuffle_seed);
+  return {};
+}
 
 const char* to_string(task_state s) {
   static const char* names[4] = {"todo", "doing", "done", "failed"};
@@ -77,7 +84,7 @@ expected<task_journal> task_journal::open_or_create(const std::string& dir, cons
     if (*v) {
       auto o = decode_options(**v, dir);
       if (!o) return o.err();
-      if (auto d = differs(*o, opts); !d.empty())
+      if (auto d = journal_difference(*o, opts); !d.empty())
         return make_unexpected(storage_errc::invalid_argument,
                                dir + ": journal was created with other options (" + d + ")");
       return w.put(j.meta_, config_key, encode(opts));  // max_failures may change

@@ -64,6 +64,35 @@ TEST(job_end, a_final_state_that_cannot_be_written_fails_the_job_and_it_resumes)
   EXPECT_TRUE(fs::is_directory(r.job_dir + "/checkpoints/final"));
 }
 
+// job.toml edited between a stop and --resume so that the task journal no longer fits it: refused
+// before any node starts, naming the key (the master died 11 times over the journal, and the job
+// failed naming a supervisor's giving up); put back, the job resumes.
+TEST(job_end, a_resume_whose_job_file_no_longer_fits_its_journal_is_refused_naming_the_key) {
+  auto r = start_job("journal-mismatch", ctr_job(2, 200000, 2));
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 2; }, std::chrono::seconds(120)));
+  std::string out;
+  ASSERT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(60)), 3);
+  const std::string toml = read_file(r.job_dir + "/job.toml");
+  auto at = toml.find("epochs = 2");
+  ASSERT_NE(at, std::string::npos) << toml;
+  std::ofstream(r.job_dir + "/job.toml") << std::string(toml).replace(at, 10, "epochs = 5");
+  resume_job(r);
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(60)), 2);
+  EXPECT_NE(read_file(r.err_file)
+                .find("no longer matches the job's task journal: train.epochs is 5, the journal "
+                      "was made for 2"),
+            std::string::npos)
+      << read_file(r.err_file);
+  EXPECT_EQ(read_file(r.job_dir + "/logs/master.log").find("journal was created with other options"),
+            std::string::npos)
+      << "no master started";
+  std::ofstream(r.job_dir + "/job.toml") << toml;
+  resume_job(r);
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
+}
+
 // SIGHUP: the terminal the runner ran in closed (it died of the default action, with no result.json).
 TEST(job_end, sigterm_exits_143_sigint_130_and_sighup_129) {
   expect_signal_ends_with(SIGTERM, 143, "sigterm");

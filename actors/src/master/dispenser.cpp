@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "caf_types.hpp"
+#include "troupe/job/job_check.hpp"
 #include "troupe/storage/disk_fault.hpp"
 #include "troupe/storage/record_store.hpp"
 #include "troupe/wire/messages.hpp"
@@ -18,15 +19,7 @@ task_dispenser::task_dispenser(node_context& node, const data_paths& data)
     : node_(node), timeline_(node.who().job_dir) {
   auto store = storage::record_store::open(data.train_dir);
   if (!store) throw std::runtime_error(store.err().to_string());
-  const auto& spec = node_.spec();
-  storage::journal_options o;
-  o.dataset = data.train_dir;
-  o.record_count = store->count();
-  o.records_per_task = spec.job.records_per_task;
-  o.epochs = static_cast<std::uint32_t>(spec.nn.train.epochs);
-  o.shuffle_seed = spec.nn.train.seed;
-  o.shuffle = spec.nn.train.shuffle;
-  o.max_failures = spec.job.max_task_failures;
+  const auto o = job::journal_options_of(node_.spec(), data.train_dir, store->count());
   auto j = storage::task_journal::open_or_create(node_.who().job_dir + "/journal", o);
   if (!j) throw std::runtime_error(j.err().to_string());
   journal_.emplace(std::move(*j));

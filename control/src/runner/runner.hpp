@@ -81,6 +81,7 @@ class runner {
   // The datasets (prepare_datasets) on a thread of their own, waited for until done or a stop
   // signal (then 128 + the signal, the import left running: run() ends the process).
   int prepare_data();
+  int check_journal_matches();
   // The stop signal the runner got (SIGINT, SIGTERM), 0 while none.
   static int interrupted_by();
   int check_model();

@@ -35,6 +35,8 @@
 #include "troupe/job/job_check.hpp"
 #include "troupe/job/job_file.hpp"
 #include "troupe/model/state.hpp"
+#include "troupe/storage/record_store.hpp"
+#include "troupe/storage/task_journal.hpp"
 #include "troupe/transport/endpoint.hpp"
 #include "troupe/wire/job_token.hpp"
 
@@ -214,6 +216,25 @@ int runner::prepare_data() {
   return 0;
 }
 
+// A resumed job whose job.toml was edited since its task journal was made (epochs, the data, the
+// task size): its master would refuse the journal and die over and over (the job failed after 11
+// deaths, naming a supervisor's giving up); said here, before any node starts.
+int runner::check_journal_matches() {
+  if (opt_.resume.empty()) return 0;
+  auto journal = storage::task_journal::open(dir_->journal_dir());
+  if (!journal) return 0;  // none yet (the master never made it), or unreadable: the master says
+  auto store = storage::record_store::open(data_.train_dir);
+  if (!store) return 0;  // the master names it
+  const auto why = job::journal_mismatch(journal->options(),
+                                         job::journal_options_of(spec_, data_.train_dir, store->count()));
+  if (why.empty()) return 0;
+  spdlog::error(
+      "--resume {}: its job.toml no longer matches the job's task journal: {} (put job.toml back "
+      "as it was, or run a new job)",
+      dir_->path(), why);
+  return 2;
+}
+
 int runner::setup() {
   setup_step_ = "reading the job file";
   config_doc doc;
@@ -223,6 +244,7 @@ int runner::setup() {
   std::string token;
   if (int rc = write_token(token); rc != 0) return rc;
   if (int rc = prepare_data(); rc != 0) return rc;
+  if (int rc = check_journal_matches(); rc != 0) return rc;
   setup_step_ = "checking the model";
   if (int rc = check_model(); rc != 0) return rc;
   if (int rc = start_transport(token); rc != 0) return rc;

@@ -9,10 +9,11 @@
 #include <string>
 #include <vector>
 
-#include <functional>
+#include <cstdint>
 
 #include "troupe/job/job_spec.hpp"
 #include "troupe/nn/data/dataset.hpp"
+#include "troupe/storage/task_journal.hpp"
 
 namespace troupe::job {
 
@@ -32,6 +33,14 @@ expected<void> check_model_fits_strategy(const job_spec& spec, bool has_embeddin
 // prints them as notes, `troupe run` logs them as warnings): [train] device = "gpu" is `troupe
 // train --local`'s switch, while the job's workers follow [job] device.
 std::vector<std::string> job_notes(const job_spec& spec);
+
+// The task journal's options of a job training on the store in `train_dir` of `records` records (the
+// master's dispenser makes or reopens the journal with them; a resumed runner checks them first).
+storage::journal_options journal_options_of(const job_spec& spec, const std::string& train_dir,
+                                            std::uint64_t records);
+// A journal made with `made` that `now` (the job file as it is) no longer matches: what differs,
+// named by the job file's key ("train.epochs is 5, the journal was made for 3"); "" when it matches.
+std::string journal_mismatch(const storage::journal_options& made, const storage::journal_options& now);
 
 // Why `name` (job.name) cannot begin a job's default id ("<name>-<time>-<random>", a directory
 // name); "" when it can.

@@ -56,6 +56,10 @@ struct journal_options {
   std::uint32_t max_failures = 3;  // fail() calls before a task is quarantined
 };
 
+// What differs between the options a journal was made with (`made`) and `now` ("" when nothing a
+// journal holds differs), named by field with both values: "epochs 3 vs 5".
+std::string journal_difference(const journal_options& made, const journal_options& now);
+
 struct task_counts {
   std::uint64_t todo = 0, doing = 0, done = 0, failed = 0;
   // Durable counters, committed with the transitions they count: leases moved back to todo by the
