@@ -89,6 +89,15 @@ std::string last_logged_error(const exit_status& s) {
   while (end > 0) {
     const auto nl = out.rfind('\n', end - 1);
     const std::size_t begin = nl == std::string::npos ? 0 : nl + 1;
+    // CAF's own report of an exception an actor threw (on stderr, so in the node's log): "*** unhandled
+    // exception: [id: 9, name: ..., exception typeid: ...]: <what>", the cause a supervisor's giving
+    // up follows.
+    constexpr std::string_view caf_unhandled = "*** unhandled exception: ";
+    if (std::string_view(out).substr(begin, end - begin).starts_with(caf_unhandled)) {
+      auto line = out.substr(begin, end - begin);
+      auto what = line.find("]: ");
+      return "E " + line.substr(what == std::string::npos ? caf_unhandled.size() : what + 3, 400);
+    }
     if (end - begin > level_at + 2 && (out[begin + level_at] == 'E' || out[begin + level_at] == 'C') &&
         out[begin + level_at + 1] == ' ') {
       auto line = out.substr(begin + level_at, std::min<std::size_t>(end - begin - level_at, 400));

@@ -65,6 +65,12 @@ TEST(last_logged_error, names_the_cause_before_the_supervisors_giving_up) {
   EXPECT_EQ(last_logged_error(s), "E [master#0] supervisor 'master': child 'd' needed more than 5 x")
       << "with no other error, the giving up is what there is";
   EXPECT_EQ(last_logged_error(exited(1, "2026-11-30 07:00:00.200 I [master#0] fine\n")), "");
+  // An exception an actor threw, as CAF reports it on stderr: the cause.
+  s = exited(1,
+             "*** unhandled exception: [id: 12, name: user.scheduled-actor, exception typeid: "
+             "St13runtime_error]: ps-0: checkpoint 4 does not fit this job's model\n"
+             "2026-11-30 07:00:00.200 E [ps-0#3] supervisor 'ps': child 'shard' needed more than 5 x\n");
+  EXPECT_EQ(last_logged_error(s), "E ps-0: checkpoint 4 does not fit this job's model");
 }
 
 TEST(start_failure, a_slurm_job_that_never_launched_names_state_reason_log_and_what_to_check) {

@@ -93,6 +93,63 @@ TEST(job_end, a_resume_whose_job_file_no_longer_fits_its_journal_is_refused_nami
   EXPECT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
 }
 
+// job.toml's [model] edited between a stop and --resume: the job's checkpoints no longer fit the
+// model, and the resume is refused naming it (the restore skipped what did not fit, and the job
+// trained on from initial values and finished "ok").
+TEST(job_end, a_resume_whose_model_no_longer_fits_its_checkpoints_is_refused_naming_it) {
+  auto r = start_job("model-mismatch", ctr_job(2, 200000, 2, 100));
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 3; }, std::chrono::seconds(120)));
+  std::string out;
+  ASSERT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(60)), 3);
+  const std::string toml = read_file(r.job_dir + "/job.toml");
+  auto at = toml.find("embedding_dim = 8");
+  ASSERT_NE(at, std::string::npos) << toml;
+  std::ofstream(r.job_dir + "/job.toml") << std::string(toml).replace(at, 17, "embedding_dim = 16");
+  resume_job(r);
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(60)), 2) << read_file(r.err_file);
+  EXPECT_NE(
+      read_file(r.err_file).find("does not fit the model its job.toml builds now: nn: bad shape: tensor"),
+      std::string::npos)
+      << read_file(r.err_file);
+  // ps.shards changed: each shard's checkpoint holds another share of the tensors; the shard refuses
+  // it and the job fails naming it (ps-1 started from initial values, ps-0 skipped what was not its).
+  at = toml.find("shards = 2");
+  ASSERT_NE(at, std::string::npos) << toml;
+  std::ofstream(r.job_dir + "/job.toml") << std::string(toml).replace(at, 10, "shards = 3");
+  resume_job(r);
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(180)), 1) << read_file(r.err_file);
+  auto reason = result(r).value("reason", "");
+  EXPECT_NE(reason.find("does not fit this job's model"), std::string::npos) << reason;
+}
+
+// The same for a ring job: its replicas' checkpoint no longer fits, and the resume is refused naming
+// it (the replicas started from initial weights, the DONE tasks not trained again: "ok" on a model
+// that had lost them).
+TEST(job_end, a_resumed_ring_job_whose_model_no_longer_fits_its_checkpoint_is_refused) {
+  mlp_options o;
+  o.max_train_rows = 20000;
+  o.epochs = 3;
+  auto r = start_job("ring-mismatch", "checkpoint_every_ms = 200\n" + mlp_job(o));
+  ASSERT_TRUE(poll_until([&] { return fs::exists(r.job_dir + "/checkpoints/ring/state.json"); },
+                         std::chrono::seconds(120)));
+  std::string out;
+  ASSERT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(60)), 3);
+  const std::string toml = read_file(r.job_dir + "/job.toml");
+  auto at = toml.find("hidden = [ 64 ]");
+  ASSERT_NE(at, std::string::npos) << toml;
+  std::ofstream(r.job_dir + "/job.toml") << std::string(toml).replace(at, 15, "hidden = [ 32 ]");
+  resume_job(r);
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(60)), 2) << read_file(r.err_file);
+  EXPECT_NE(read_file(r.err_file).find("does not fit the model its job.toml builds now: "), std::string::npos)
+      << read_file(r.err_file);
+  std::ofstream(r.job_dir + "/job.toml") << toml;  // put back: it resumes
+  resume_job(r);
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
+}
+
 // SIGHUP: the terminal the runner ran in closed (it died of the default action, with no result.json).
 TEST(job_end, sigterm_exits_143_sigint_130_and_sighup_129) {
   expect_signal_ends_with(SIGTERM, 143, "sigterm");

@@ -39,6 +39,30 @@ void restore(ps_state& st, const storage::shard_state& s) {
   }
 }
 
+// Why this shard's own checkpoint does not fit the job's model ("" when it does): a job file edited
+// before --resume ([model], ps.shards) made the restore skip what no longer fit, silently (a resumed
+// job trained on from initial values and finished "ok").
+std::string checkpoint_misfit(const ps_state& st, const storage::shard_state& s) {
+  for (const auto& [name, d] : st.dense) {
+    auto v = s.dense.find(name);
+    if (v == s.dense.end()) return "it has no tensor '" + name + "', which this shard holds";
+    if (v->second.size() != d.param->value.size())
+      return "tensor '" + name + "' has " + std::to_string(v->second.size()) + " values, the model's " +
+             std::to_string(d.param->value.size());
+  }
+  for (const auto& [name, v] : s.dense)
+    if (!st.dense.count(name)) return "it holds tensor '" + name + "', which is not this shard's";
+  for (const auto& [name, rows] : s.embeddings) {
+    auto t = st.tables.find(name);
+    if (t == st.tables.end()) return "it holds embedding table '" + name + "', which the model has not";
+    for (const auto& [id, r] : rows)
+      if (r.size() != t->second.table->dim())
+        return "table '" + name + "' has rows of " + std::to_string(r.size()) + " floats, the model's " +
+               std::to_string(t->second.table->dim());
+  }
+  return "";
+}
+
 // [model] init, for a shard without a checkpoint of its own: its dense tensors and its rows (by
 // id) of the state the runner wrote into the job directory.
 void start_from_init(ps_state& st, const std::string& dir) {
@@ -90,6 +114,20 @@ void restore_noise(ps_state& st, const storage::shard_state& s) {
   spdlog::info("ps-{}: noise-scale estimate restored ({} pairs)", st.index, st.noise->report().rounds);
 }
 
+// The shard's own latest checkpoint, `version`, restored; one that does not fit the model is refused.
+void restore_checkpoint(ps_state& st, std::uint64_t version) {
+  auto s = st.store->load(version);
+  if (!s) throw std::runtime_error(s.err().to_string());
+  if (auto misfit = checkpoint_misfit(st, *s); !misfit.empty())
+    throw std::runtime_error("ps-" + std::to_string(st.index) + ": checkpoint " + std::to_string(version) +
+                             " does not fit this job's model: " + misfit +
+                             " (were [model] or ps.shards changed in job.toml since it was written?)");
+  restore(st, *s);
+  st.has_checkpoint = true;
+  spdlog::info("ps-{}: restored checkpoint {}", st.index, version);
+  restore_noise(st, *s);
+}
+
 // The data's id space: fields x buckets_per_field (0: unbounded, or past 2^64).
 std::uint64_t id_space(const nn::dataset_info& info) {
   if (info.buckets_per_field == 0 || info.sparse_fields > UINT64_MAX / info.buckets_per_field) return 0;
@@ -124,12 +162,7 @@ void init_shard(ps_state& st, node_context* node, const data_paths& data) {
   auto latest = st.store->latest();
   if (!latest) throw std::runtime_error(latest.err().to_string());
   if (*latest) {
-    auto s = st.store->load(**latest);
-    if (!s) throw std::runtime_error(s.err().to_string());
-    restore(st, *s);
-    st.has_checkpoint = true;
-    spdlog::info("ps-{}: restored checkpoint {}", st.index, **latest);
-    restore_noise(st, *s);
+    restore_checkpoint(st, **latest);
   } else {
     start_from_init(st, node->who().job_dir + "/checkpoints/init");
   }

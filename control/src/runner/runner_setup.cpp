@@ -112,8 +112,27 @@ int runner::check_model() {
   auto tables = actors::check_model(spec_, info);
   if (!tables) return setup_failed(tables.err(), 2);
   if (auto f = job::check_model_fits_strategy(spec_, *tables); !f) return setup_failed(f.err(), 2);
-  if (spec_.nn.model.init.empty() || !opt_.resume.empty()) return 0;  // a resumed job has its init/
+  if (!opt_.resume.empty()) return check_resumed_state(info);  // a resumed job has its init/
+  if (spec_.nn.model.init.empty()) return 0;
   return start_from_init(info);
+}
+
+// A resumed job's own state (its final state or ring checkpoint, its shards' checkpoints) checked
+// against the model its job.toml builds now: one edited since ([model]) is refused before any node
+// starts (the nodes skipped or failed to restore what no longer fit, and the job trained on from
+// initial values and finished "ok").
+int runner::check_resumed_state(const nn::dataset_info& info) {
+  auto st = model::job_state(
+      model::places_of(dir_->path(), spec_.ps.checkpoint_dir, spec_.uses_ps() ? spec_.ps.shards : 0));
+  if (!st) return 0;  // nothing written yet: nothing to fit
+  if (auto c = actors::check_init_state(spec_, info, st->state, false); !c) {
+    spdlog::error(
+        "--resume {}: the job's state in {} does not fit the model its job.toml builds now: {} (was "
+        "[model] changed since it was written? put job.toml back as it was, or run a new job)",
+        dir_->path(), st->dir, c.err().to_string());
+    return 2;
+  }
+  return 0;
 }
 
 // [model] init: the state it names, checked against the model, into <job dir>/checkpoints/init,

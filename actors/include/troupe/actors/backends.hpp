@@ -35,8 +35,10 @@ expected<storage::flat_state> snapshot_state(trainer_backend& b);
 // [model] init: whether the state fits the replica the job builds: every trainable tensor present,
 // every tensor and buffer the state names of the model's size, embedding rows of the tables' width.
 // Errors name the tensor (or table) and both shapes.
+// `complete` false (a resumed job's own checkpoints, which may not hold every tensor yet: a shard
+// that never wrote one): absent tensors are no error, but a state of which no tensor is the model's is.
 expected<void> check_init_state(const job::job_spec& spec, const nn::dataset_info& info,
-                                const storage::shard_state& state);
+                                const storage::shard_state& state, bool complete = true);
 
 // [model] init's state (a model or job directory), loaded and checked by check_init_state. Errors
 // are wrapped "model.init" (the loader's name the path) or "model.init <path>: the state does not

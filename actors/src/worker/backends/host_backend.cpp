@@ -119,10 +119,15 @@ expected<bool> check_model(const job::job_spec& spec, const nn::dataset_info& in
 }
 
 expected<void> check_init_state(const job::job_spec& spec, const nn::dataset_info& info,
-                                const storage::shard_state& state) {
+                                const storage::shard_state& state, bool complete) {
   auto b = make_host_backend(spec, info);
   if (!b) return b.err();
-  if (auto r = restore(**b, state, false, true); !r) return r.err();
+  auto r = restore(**b, state, false, complete);
+  if (!r) return r.err();
+  if (!complete && r->tensors == 0 && !state.dense.empty())
+    return make_unexpected(nn::nn_errc::bad_shape, "none of the state's " +
+                                                       std::to_string(state.dense.size()) +
+                                                       " tensors is one of the model's (another model?)");
   for (auto* t : (*b)->embedding_tables()) {
     auto rows = state.embeddings.find(t->name());
     if (rows == state.embeddings.end() || rows->second.empty()) continue;
