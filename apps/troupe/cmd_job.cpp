@@ -148,9 +148,15 @@ const command_registrar scale_reg{
         auto dir = control::find_job_dir(t->job_dir, t->root);
         if (!dir) return usage_error(dir.err());
         auto r = control::scale_job(*dir, *n, *host);
-        // The runner refused the request (a host not of the job): a usage error, nothing changed.
-        if (!r) return r.err() == core_errc::invalid_argument ? usage_error(r.err()) : run_error(r.err());
-        std::printf("workers: %u\n", *r);
+        // The runner refused the request (a host not of the job, a job stopping): a usage error,
+        // nothing changed; a job not running is exit 1, as for stop.
+        if (!r) return r.err() == core_errc::out_of_range ? usage_error(r.err()) : run_error(r.err());
+        // A target clamped to the job's bounds is said (it printed the bound as if asked).
+        if (r->note.empty())
+          std::printf("workers: %u\n", r->workers);
+        else
+          std::printf("workers: %u (asked %u: %s, the job's min_workers and max_workers)\n", r->workers, *n,
+                      r->note.c_str());
         return 0;
       };
     }};

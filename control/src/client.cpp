@@ -183,8 +183,7 @@ expected<std::string> job_status_json(const std::string& job_dir, bool from_time
   return j.dump();
 }
 
-expected<std::uint32_t> scale_job(const std::string& job_dir, std::uint32_t workers,
-                                  const std::string& host) {
+expected<scale_answer> scale_job(const std::string& job_dir, std::uint32_t workers, const std::string& host) {
   auto s = connect_runner(job_dir);
   if (!s) return s.err();
   auto& rpc = *(*s)->rpc;
@@ -196,8 +195,9 @@ expected<std::uint32_t> scale_job(const std::string& job_dir, std::uint32_t work
   if (!reply) return reply.err();
   auto r = reply->body().getJob().getScaleReply();
   // A host the runner refused: nothing changed (a clamp is only a note: the scale happened).
-  if (r.getRefused()) return make_unexpected(core_errc::invalid_argument, r.getError().cStr());
-  return r.getWorkers();
+  // out_of_range: the request's own fault (exit 2); a job not running is invalid_argument (exit 1).
+  if (r.getRefused()) return make_unexpected(core_errc::out_of_range, r.getError().cStr());
+  return scale_answer{r.getWorkers(), r.getError().cStr()};
 }
 
 namespace {

@@ -276,7 +276,9 @@ TEST(job_reliability, scaling_4_1_4_gives_new_workers_new_ids) {
   };
   ASSERT_TRUE(wait_status(r, alive(4), 120s));
   std::string out;
-  ASSERT_EQ(troupe("scale --workers 1 --job-dir " + r.job_dir, &out), 0) << out;
+  // A target past the job's bounds is clamped, and said so.
+  ASSERT_EQ(troupe("scale --workers 0 --job-dir " + r.job_dir, &out), 0) << out;
+  EXPECT_NE(out.find("workers: 1 (asked 0: clamped to [1, 6]"), std::string::npos) << out;
   ASSERT_TRUE(wait_status(r, alive(1), 60s));
   ASSERT_EQ(troupe("scale --workers 4 --job-dir " + r.job_dir, &out), 0) << out;
   ASSERT_TRUE(wait_status(r, alive(4), 60s));

@@ -67,6 +67,8 @@ TEST(job_story, a_stopped_job_keeps_its_story) {
   // Stopping or scaling it again says it ended, and how.
   EXPECT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 1) << out;
   EXPECT_NE(out.find("is not running: it ended (stopped"), std::string::npos) << out;
+  EXPECT_EQ(troupe("scale --workers 2 --job-dir " + r.job_dir, &out), 1) << "as stop (it was 2): " << out;
+  EXPECT_NE(out.find("is not running: it ended (stopped"), std::string::npos) << out;
   EXPECT_TRUE(no_processes_of(r));
 }
 

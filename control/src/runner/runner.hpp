@@ -206,6 +206,7 @@ class runner {
   observe::job_timeline timeline_;
   // the loop's own
   bool nodes_started_ = false;
+  std::atomic<bool> stop_asked_{false};  // a stop came (io thread): scale requests are refused
   std::chrono::steady_clock::time_point
       last_turn_{};  // watch_master's last call, in real time  // the PS shards and workers are launched:
                      // scale requests act at once

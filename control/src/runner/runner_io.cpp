@@ -45,6 +45,12 @@ void runner::reply_scale(const message& m, std::uint32_t asked, std::string host
   std::uint32_t n = std::clamp(asked, spec_.job.min_workers, spec_.job.max_workers);
   auto o = wire::job_reply(m);
   auto r = o.body.initScaleReply();
+  if (stop_asked_) {  // it said "workers: 5" and recorded a scale event, launching nothing
+    r.setRefused(true);
+    r.setError("the job is stopping (troupe stop): it takes no scale");
+    (void)net_->send(m.from_node().name, std::string(m.from()), std::move(o.out), "runner");
+    return;
+  }
   if (!host.empty()) {
     const auto* placer = placer_.load();
     auto ok = placer ? placer->check_host(host)
@@ -67,6 +73,7 @@ void runner::reply_scale(const message& m, std::uint32_t asked, std::string host
 
 // The stop is recorded (queued: the loop ends the job on it) before the reply says so.
 void runner::reply_stop(const message& m, std::string reason) {
+  stop_asked_ = true;
   events_.push(stop_event{std::move(reason)});
   auto o = wire::job_reply(m);
   o.body.initStopReply();

@@ -22,9 +22,15 @@ expected<std::string> job_status_json(const std::string& job_dir, bool from_time
 // Sets the number of workers; returns the target the runner accepted (clamped to min/max). With a
 // host, the workers this adds start there (a Slurm node of the worker partition, or one of
 // cluster.hosts; a relaunch later goes where the launcher puts it); a host the job's launcher cannot
-// place a worker on is refused (invalid_argument naming it) and nothing changes.
-expected<std::uint32_t> scale_job(const std::string& job_dir, std::uint32_t workers,
-                                  const std::string& host = "");
+// place a worker on is refused (out_of_range naming it; so is any scale once the job is stopping) and
+// nothing changes.
+// `note`: why the target differs from what was asked ("clamped to [1, 8]"); empty when it does not.
+struct scale_answer {
+  std::uint32_t workers = 0;
+  std::string note;
+};
+expected<scale_answer> scale_job(const std::string& job_dir, std::uint32_t workers,
+                                 const std::string& host = "");
 // Asks the runner to stop the job; returns once the runner has recorded the request (its StopReply,
 // at most 3 s), not when the job has ended: its nodes are stopped and the runner exits next (the
 // job's status says when). The dashboard's stop.
