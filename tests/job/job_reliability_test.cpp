@@ -200,6 +200,10 @@ TEST(job_reliability, a_stopped_job_resumes_and_a_finished_one_refuses) {
   ASSERT_TRUE(wait_status(
       r, [](const nlohmann::json& j) { return done_tasks(j) >= 5; }, 120s));
   std::string out;
+  // Its id again while it runs: refused, pointed at the running job (it said "continue it with
+  // --resume", which the lock refuses).
+  ASSERT_EQ(troupe("run " + r.dir + "/job.toml --job-id stop-resume --quiet", &out), 2) << out;
+  EXPECT_NE(out.find("it is running, runner pid " + std::to_string(r.pid)), std::string::npos) << out;
   // Scaled while it ran: the resumed job comes back at 3 workers, not its job file's 2.
   ASSERT_EQ(troupe("scale --workers 3 --job-dir " + r.job_dir, &out), 0) << out;
   ASSERT_TRUE(wait_status(

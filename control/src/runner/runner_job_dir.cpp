@@ -160,10 +160,14 @@ int runner::create_job_dir(const config_doc& doc) {
     if (!dir) {
       // A bad or taken --job-id is bad usage (exit 2); a directory that cannot be made is not.
       const bool taken = dir.err() == cluster::cluster_errc::already_exists;
-      // A finished job has nothing to continue: another id then.
+      // A finished job has nothing to continue: another id then; a running one is running.
       const bool finished = finished_job(path + "/result.json");
+      auto other = taken ? cluster::job_dir::open(path) : expected<cluster::job_dir>(dir.err());
+      const auto running = other ? other->runner_pid() : std::nullopt;
       spdlog::error("{}{}", dir.err().to_string(),
                     !taken     ? std::string()
+                    : running  ? " (it is running, runner pid " + std::to_string(*running) +
+                                    ": troupe status --job-dir " + path + ")"
                     : finished ? " (that job finished: give another --job-id)"
                                : " (continue it with: troupe run --resume " + path + ")");
       return taken || dir.err() == cluster::cluster_errc::invalid_spec ? 2 : 1;
