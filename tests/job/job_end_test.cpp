@@ -150,6 +150,20 @@ TEST(job_end, a_resumed_ring_job_whose_model_no_longer_fits_its_checkpoint_is_re
   EXPECT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
 }
 
+// The job directory removed while the job runs: the job ends at once naming it (it paused on its
+// counters' file, then failed a minute later relaunching a master whose log had no directory).
+TEST(job_end, a_job_whose_directory_is_removed_ends_naming_it) {
+  auto r = start_job("dir-removed", ctr_job(2, 600000, 3));
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 1; }, std::chrono::seconds(120)));
+  fs::remove_all(r.job_dir);
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(30)), 1) << read_file(r.err_file);
+  EXPECT_NE(read_file(r.err_file).find("the job directory " + r.job_dir + " was removed while the job ran"),
+            std::string::npos)
+      << read_file(r.err_file);
+  EXPECT_TRUE(no_processes_of(r));
+}
+
 // SIGHUP: the terminal the runner ran in closed (it died of the default action, with no result.json).
 TEST(job_end, sigterm_exits_143_sigint_130_and_sighup_129) {
   expect_signal_ends_with(SIGTERM, 143, "sigterm");

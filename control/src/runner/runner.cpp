@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <variant>
@@ -155,6 +156,7 @@ int runner::end_code() {
   }
   auto why = disk_fault_expired();
   if (why.empty()) why = check_outage();
+  if (why.empty()) why = job_dir_gone();
   if (why.empty()) return -1;
   spdlog::error("{}", why);
   outcome_.fail(std::move(why));
@@ -248,6 +250,20 @@ void runner::close_endpoint() {
   if (dropped->get_future().wait_for(std::chrono::seconds(2)) != std::future_status::ready)
     spdlog::warn("the transport's io thread did not answer in 2 s; closing it anyway");
   net_.reset();
+}
+
+// The job directory removed while the job runs (rm -rf, a cleanup): nothing can be written any more
+// (it paused on its counters' file, then failed 60 s later relaunching a master whose log had no
+// directory): it ends at once, naming it. Looked at once a second.
+std::string runner::job_dir_gone() {
+  const auto now = clock_.now();
+  if (now - dir_checked_ < std::chrono::seconds(1)) return {};
+  dir_checked_ = now;
+  std::error_code ec;
+  if (std::filesystem::exists(dir_->path() + "/job.toml", ec) || ec) return {};
+  return "the job directory " + dir_->path() +
+         " was removed while the job ran: its journal, checkpoints and "
+         "logs are gone";
 }
 
 int launcher_exit_code(const error& e) {

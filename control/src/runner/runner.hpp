@@ -159,6 +159,7 @@ class runner {
   // outage (runner_outage.cpp): non-empty (the reason) once the cluster manager has not answered
   // for [cluster] controller_timeout_s; and, at the end, the wait to cancel what it could not.
   std::string check_outage();
+  std::string job_dir_gone();
   void cancel_left_jobs();
   // A finished job's model directory: `troupe export` in a process of its own (it loads libtorch),
   // once the nodes are stopped.
@@ -206,7 +207,9 @@ class runner {
   observe::job_timeline timeline_;
   // the loop's own
   bool nodes_started_ = false;
-  std::atomic<bool> stop_asked_{false};  // a stop came (io thread): scale requests are refused
+  std::atomic<bool> stop_asked_{false};
+  troupe::clock::time_point
+      dir_checked_{};  // job_dir_gone's last look  // a stop came (io thread): scale requests are refused
   std::chrono::steady_clock::time_point
       last_turn_{};  // watch_master's last call, in real time  // the PS shards and workers are launched:
                      // scale requests act at once

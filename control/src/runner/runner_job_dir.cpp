@@ -165,8 +165,8 @@ int runner::create_job_dir(const config_doc& doc) {
       auto other = taken ? cluster::job_dir::open(path) : expected<cluster::job_dir>(dir.err());
       const auto running = other ? other->runner_pid() : std::nullopt;
       spdlog::error("{}{}", dir.err().to_string(),
-                    !taken     ? std::string()
-                    : running  ? " (it is running, runner pid " + std::to_string(*running) +
+                    !taken    ? std::string()
+                    : running ? " (it is running, runner pid " + std::to_string(*running) +
                                     ": troupe status --job-dir " + path + ")"
                     : finished ? " (that job finished: give another --job-id)"
                                : " (continue it with: troupe run --resume " + path + ")");
