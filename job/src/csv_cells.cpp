@@ -48,14 +48,18 @@ std::string shown(std::string_view text) {
   // Cut at a character's start, not inside a UTF-8 sequence.
   std::size_t cut = keep;
   while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  return out.append(text.substr(0, cut)).append("...' (").append(std::to_string(text.size())).append(" bytes)");
+  return out.append(text.substr(0, cut))
+      .append("...' (")
+      .append(std::to_string(text.size()))
+      .append(" bytes)");
 }
 
 std::string not_a_number(std::string_view text) {
   double d = 0;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
   const bool finite = ec == std::errc{} && p == text.data() + text.size() && std::isfinite(d);
-  return shown(text).append(finite ? " is beyond FP32's range (about -3.4e38 to 3.4e38)" : " is not a number");
+  return shown(text).append(finite ? " is beyond FP32's range (about -3.4e38 to 3.4e38)"
+                                   : " is not a number");
 }
 
 label_codec::label_codec(std::vector<std::string> names) : names_(std::move(names)) {

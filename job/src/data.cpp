@@ -42,16 +42,24 @@ nn::dataset_info info_of(const storage::manifest& m, const std::string& name) {
 expected<storage::manifest> write_dataset(const nn::dataset& d, const std::string& dir,
                                           const std::string& source) {
   if (auto v = d.validate(); !v) return v.err();
-  auto w = storage::record_writer::create(dir, schema_of(d.info), source);
-  if (!w) return w.err();
-  storage::record r;
-  for (std::size_t i = 0; i < d.rows; ++i) {
-    r.label = d.labels[i];
-    r.dense.assign(d.dense_row(i), d.dense_row(i) + d.info.dense_dim);
-    r.sparse.assign(d.sparse_row(i), d.sparse_row(i) + d.info.sparse_fields);
-    if (auto a = w->append(r); !a) return a.err();
-  }
-  return w->finish();
+  std::error_code ec;
+  const bool made = !fs::exists(dir, ec);
+  auto written = [&]() -> expected<storage::manifest> {
+    auto w = storage::record_writer::create(dir, schema_of(d.info), source);
+    if (!w) return w.err();
+    storage::record r;
+    for (std::size_t i = 0; i < d.rows; ++i) {
+      r.label = d.labels[i];
+      r.dense.assign(d.dense_row(i), d.dense_row(i) + d.info.dense_dim);
+      r.sparse.assign(d.sparse_row(i), d.sparse_row(i) + d.info.sparse_fields);
+      if (auto a = w->append(r); !a) return a.err();
+    }
+    return w->finish();
+  }();
+  // A half-written store (a full disk) is no store: left, it held the disk full and a second run
+  // said the directory "already holds a store".
+  if (!written && made) fs::remove_all(dir, ec);
+  return written;
 }
 
 namespace {
@@ -199,8 +207,15 @@ expected<prepared_data> prepare_datasets(const nn::data_config& c, const std::st
   spdlog::info("preparing dataset {} in {}", c.source, base.string());
   auto data = nn::load_data(c);
   if (!data) return data.err();
-  if (auto w = write_dataset(data->train, p.train_dir, c.source + ":train"); !w) return w.err();
-  if (auto w = write_dataset(data->test, p.test_dir, c.source + ":test"); !w) return w.err();
+  // A write that fails (a full disk) takes its half-written stores away: they held the disk full,
+  // so that nothing else of the job (result.json, its log) could be written either.
+  auto discard = [&](const error& e) {
+    fs::remove_all(p.train_dir, ec);
+    fs::remove_all(p.test_dir, ec);
+    return make_unexpected(e);
+  };
+  if (auto w = write_dataset(data->train, p.train_dir, c.source + ":train"); !w) return discard(w.err());
+  if (auto w = write_dataset(data->test, p.test_dir, c.source + ":test"); !w) return discard(w.err());
   p.true_auc = data->true_auc;
   std::ofstream(auc_file) << std::setprecision(17) << p.true_auc << "\n";
   return p;

@@ -3,7 +3,9 @@
 
 #include <filesystem>
 
+#include "disk_faults.hpp"
 #include "troupe/job/data.hpp"
+#include "troupe/storage/errc.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -51,6 +53,21 @@ TEST(data, write_then_read_a_task_range) {
   ASSERT_TRUE(all);
   EXPECT_EQ(all->labels, d.labels);
   EXPECT_EQ(all->sparse, d.sparse);
+}
+
+// A store the disk cannot hold is taken away whole (its half-written data.mdb held the disk full,
+// and a second run said the directory "already holds a store").
+TEST(data, a_store_the_disk_cannot_hold_is_not_left_half_written) {
+  auto base = temp("full");
+  std::filesystem::create_directories(base);
+  test_util::small_tmpfs fs(base, "1m");
+  if (!fs.mounted) GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  auto m = job::write_dataset(small_dataset(100000), base + "/store", "test");
+  ASSERT_FALSE(m) << "100000 rows in 1 MiB?";
+  EXPECT_EQ(m.err(), storage::storage_errc::disk_full) << m.err().to_string();
+  EXPECT_FALSE(std::filesystem::exists(base + "/store"));
+  EXPECT_TRUE(job::write_dataset(small_dataset(100), base + "/store", "test"))
+      << "there is room for a small one";
 }
 
 TEST(data, prepare_imports_once_and_reuses) {
