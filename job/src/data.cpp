@@ -177,6 +177,31 @@ expected<prepared_data> named_stores(const nn::data_config& c) {
 }
 }  // namespace
 
+namespace {
+// The data `c` describes, imported afresh into p's stores under `base` (the key's lock held).
+expected<void> import_into(const nn::data_config& c, prepared_data& p, const fs::path& base) {
+  std::error_code ec;
+  // A half-written import (killed importer) is discarded and redone.
+  fs::remove_all(p.train_dir, ec);
+  fs::remove_all(p.test_dir, ec);
+  spdlog::info("preparing dataset {} in {}", c.source, base.string());
+  auto data = nn::load_data(c);
+  if (!data) return data.err();
+  // A write that fails (a full disk) takes its half-written stores away: they held the disk full,
+  // so that nothing else of the job (result.json, its log) could be written either.
+  auto discard = [&](const error& e) {
+    fs::remove_all(p.train_dir, ec);
+    fs::remove_all(p.test_dir, ec);
+    return make_unexpected(e);
+  };
+  if (auto w = write_dataset(data->train, p.train_dir, c.source + ":train"); !w) return discard(w.err());
+  if (auto w = write_dataset(data->test, p.test_dir, c.source + ":test"); !w) return discard(w.err());
+  p.true_auc = data->true_auc;
+  std::ofstream(base / "true_auc") << std::setprecision(17) << p.true_auc << "\n";
+  return {};
+}
+}  // namespace
+
 expected<prepared_data> prepare_datasets(const nn::data_config& c, const std::string& cache) {
   if (c.source == "store") return named_stores(c);
   prepared_data p;
@@ -201,23 +226,7 @@ expected<prepared_data> prepare_datasets(const nn::data_config& c, const std::st
     std::ifstream(auc_file) >> p.true_auc;
     return p;
   }
-  // A half-written import (killed importer) is discarded and redone.
-  fs::remove_all(p.train_dir, ec);
-  fs::remove_all(p.test_dir, ec);
-  spdlog::info("preparing dataset {} in {}", c.source, base.string());
-  auto data = nn::load_data(c);
-  if (!data) return data.err();
-  // A write that fails (a full disk) takes its half-written stores away: they held the disk full,
-  // so that nothing else of the job (result.json, its log) could be written either.
-  auto discard = [&](const error& e) {
-    fs::remove_all(p.train_dir, ec);
-    fs::remove_all(p.test_dir, ec);
-    return make_unexpected(e);
-  };
-  if (auto w = write_dataset(data->train, p.train_dir, c.source + ":train"); !w) return discard(w.err());
-  if (auto w = write_dataset(data->test, p.test_dir, c.source + ":test"); !w) return discard(w.err());
-  p.true_auc = data->true_auc;
-  std::ofstream(auc_file) << std::setprecision(17) << p.true_auc << "\n";
+  if (auto i = import_into(c, p, base); !i) return i.err();
   return p;
 }
 
