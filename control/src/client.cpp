@@ -80,6 +80,13 @@ expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir) {
             (how.empty() ? "its runner died (continue it: troupe run --resume " + dir->path() + ")"
                          : "it ended (" + how + "; see " + dir->result_path() + ")"));
   }
+  // A runner that has not started its nodes yet (it prepares the data: minutes for a large import)
+  // wrote no nodes.json: said so (it read "missing file: nodes.json").
+  std::error_code ec;
+  if (auto pid = dir->runner_pid(); pid && !std::filesystem::exists(dir->path() + "/nodes.json", ec))
+    return make_unexpected(core_errc::io_error,
+                           "job " + dir->job_id() + " is starting: its runner (pid " + std::to_string(*pid) +
+                               ") prepares the data or starts its nodes; try again in a moment");
   auto nodes = dir->read_nodes();
   if (!nodes) return nodes.err();
   auto token = wire::read_job_token(job_dir);
@@ -217,7 +224,35 @@ expected<void> request_stop(const std::string& job_dir) {
   return ask_stop(**s);
 }
 
+namespace {
+// A job still starting (no nodes.json) is stopped by a request file its runner looks for while it
+// prepares (stop_request_path); returns once the runner is gone (up to `wait`). nullopt: the job is
+// past starting (or not running), the usual path.
+std::optional<expected<void>> stop_starting(const std::string& job_dir, troupe::clock& clk,
+                                            troupe::clock::duration wait) {
+  auto dir = cluster::job_dir::open(job_dir);
+  std::error_code ec;
+  if (!dir || std::filesystem::exists(dir->path() + "/nodes.json", ec)) return std::nullopt;
+  auto pid = dir->runner_pid();
+  if (!pid) return std::nullopt;
+  if (auto w = cluster::write_file_atomic(cluster::stop_request_path(dir->path()), "troupe stop\n"); !w)
+    return expected<void>(w.err());
+  const auto until = clk.now() + wait;
+  while (dir->runner_pid() && clk.now() < until) {
+    // It started its nodes meanwhile (and will not look again): the usual stop, through the runner.
+    if (std::filesystem::exists(dir->path() + "/nodes.json", ec)) return std::nullopt;
+    clk.sleep_for(std::chrono::milliseconds(20));
+  }
+  if (dir->runner_pid())
+    return expected<void>(make_unexpected(core_errc::io_error, "job " + dir->job_id() +
+                                                                   " was asked to stop while starting; its "
+                                                                   "runner has not ended yet"));
+  return expected<void>();
+}
+}  // namespace
+
 expected<void> stop_job(const std::string& job_dir, troupe::clock& clk) {
+  if (auto starting = stop_starting(job_dir, clk, std::chrono::seconds(60))) return *starting;
   auto s = connect_runner(job_dir);
   if (!s) return s.err();
   if (auto r = ask_stop(**s); !r) return r;

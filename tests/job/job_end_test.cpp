@@ -150,6 +150,36 @@ TEST(job_end, a_resumed_ring_job_whose_model_no_longer_fits_its_checkpoint_is_re
   EXPECT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
 }
 
+// status and stop while the runner prepares its data (4 s of synthetic rows, in a cache of its own),
+// before it wrote nodes.json: status says the job is starting, stop ends it there (both said
+// "missing file: nodes.json", and stop worked only once the nodes had started).
+TEST(job_end, a_job_preparing_its_data_is_starting_for_status_and_stops_at_once) {
+  job_place place;
+  place.dataset_cache = test_root("preparing-cache");
+  auto r = start_job("preparing",
+                     "strategy = \"async_ps\"\nworkers = 1\n[model]\ntype = \"deepfm\"\n[data]\nsource = "
+                     "\"synthetic-ctr\"\nrows = 4000000\nfields = 2\ndense_dim = 1\nvocab_per_field = 50\n",
+                     place);
+  ASSERT_TRUE(poll_until(
+      [&] {
+        return read_file(r.job_dir + "/logs/runner.log").find("preparing dataset") != std::string::npos;
+      },
+      std::chrono::seconds(60)));
+  std::string out;
+  EXPECT_EQ(troupe("status --job-dir " + r.job_dir, &out), 1) << out;
+  EXPECT_NE(out.find("is starting: its runner (pid " + std::to_string(r.pid) + ") prepares the data"),
+            std::string::npos)
+      << out;
+  ASSERT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(30)), 3) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_EQ(res.value("status", ""), "stopped") << res.dump();
+  EXPECT_NE(res.value("reason", "").find("troupe stop, while the job was preparing the data"),
+            std::string::npos)
+      << res.dump();
+  EXPECT_FALSE(fs::exists(r.job_dir + "/nodes.json"));
+}
+
 // The job directory removed while the job runs: the job ends at once naming it (it paused on its
 // counters' file, then failed a minute later relaunching a master whose log had no directory).
 TEST(job_end, a_job_whose_directory_is_removed_ends_naming_it) {

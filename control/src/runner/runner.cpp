@@ -84,6 +84,9 @@ int runner::setup_ended(int rc) {
       outcome_.end("interrupted", std::string("interrupted by ") + signal_name(interrupted) +
                                       " during setup (" + setup_step_ + ")");
       spdlog::warn("{}", outcome_.reason());
+    } else if (outcome_.stop_pending()) {
+      outcome_.end("stopped", "stopped on request (" + outcome_.stop_reason() + ")");
+      spdlog::warn("{}", outcome_.reason());
     } else {
       outcome_.fail("setup failed (see logs/runner.log)");
     }

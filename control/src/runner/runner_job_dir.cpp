@@ -189,6 +189,8 @@ int runner::open_job_dir(const config_doc& doc) {
     std::filesystem::remove(dir_->result_path(), ec);  // the resumed run writes its own
     if (int rc = reopen_tasks(); rc != 0) return rc;
   }
+  std::error_code ec;
+  std::filesystem::remove(cluster::stop_request_path(dir_->path()), ec);  // an earlier run's
   instance_ = random_hex(4);
   if (auto w = dir_->write_instance(instance_); !w) return spdlog::error("{}", w.err().to_string()), 1;
   return 0;

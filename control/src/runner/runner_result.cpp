@@ -24,7 +24,8 @@ int runner::finish(int rc) {
   outcome_.nodes_stopped();  // the job's time; writing its model is reported apart (model_seconds)
   // A finished job's model, and a stopped one's (from its latest checkpoints: what it had learnt;
   // `--resume` continues it and writes the model again at its end).
-  const bool stopped = outcome_.state() == "stopped";
+  // One stopped before it started a node has trained nothing (and its data may still be imported).
+  const bool stopped = outcome_.state() == "stopped" && nodes_started_;
   if (((rc == 0 && outcome_.master_ok()) || stopped) && spec_.traits().trains) export_model();
   auto text = final_json(rc);
   timeline_.job_end(outcome_.state(), outcome_.reason());

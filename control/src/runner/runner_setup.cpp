@@ -226,6 +226,9 @@ int runner::prepare_data() {
     if (int sig = interrupted_by(); sig != 0) {
       prepare_running_ = running;
       return 128 + sig;
+    } else if (stop_asked_in_setup()) {
+      prepare_running_ = running;
+      return 3;
     }
   auto data = done.get();
   if (!data) return setup_failed(data.err(), 1);
@@ -254,6 +257,15 @@ int runner::check_journal_matches() {
   return 2;
 }
 
+// `troupe stop` of a job that has not started its nodes (no nodes.json to reach the runner by): its
+// request file, looked for while the data is prepared and once more after.
+bool runner::stop_asked_in_setup() {
+  std::error_code ec;
+  if (!dir_ || !std::filesystem::exists(cluster::stop_request_path(dir_->path()), ec)) return false;
+  outcome_.stop_requested("troupe stop, while the job was " + setup_step_);
+  return true;
+}
+
 int runner::setup() {
   setup_step_ = "reading the job file";
   config_doc doc;
@@ -263,6 +275,7 @@ int runner::setup() {
   std::string token;
   if (int rc = write_token(token); rc != 0) return rc;
   if (int rc = prepare_data(); rc != 0) return rc;
+  if (stop_asked_in_setup()) return 3;
   if (int rc = check_journal_matches(); rc != 0) return rc;
   setup_step_ = "checking the model";
   if (int rc = check_model(); rc != 0) return rc;

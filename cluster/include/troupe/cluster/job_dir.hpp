@@ -59,6 +59,12 @@ struct nodes_file {
 std::string to_json(const nodes_file& f);
 expected<nodes_file> parse_nodes_json(std::string_view text, std::string_view source);
 
+// <job dir>/stop.request: `troupe stop` of a job whose runner has not started its nodes yet (no
+// nodes.json, no address to reach it at); the runner looks for it while it prepares.
+inline std::string stop_request_path(std::string_view job_dir) {
+  return std::string(job_dir) + "/stop.request";
+}
+
 // <job dir>/runner.beat (see above), for the runner and for its nodes.
 inline std::string runner_beat_path(std::string_view job_dir) {
   return std::string(job_dir) + "/runner.beat";
