@@ -319,6 +319,9 @@ TEST_F(net_process, malformed_frames_close_only_that_connection) {
   const auto err = target.proc->stderr_text();
   for (auto& c : cases) EXPECT_NE(err.find(c.logged), std::string::npos) << c.what << " not logged:\n" << err;
   EXPECT_NE(err.find("refused connection from 127.0.0.1"), std::string::npos) << err;
+  // The peer's bytes a reason quotes are escaped: the log stays text.
+  for (unsigned char c : err)
+    EXPECT_TRUE(c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f)) << int(c) << "\n" << err;
 }
 
 // 500 strangers in a row (garbage before the handshake): each is refused, but the log says so for
