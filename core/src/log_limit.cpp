@@ -37,4 +37,17 @@ std::string log_limit::flush(time_point now, bool now_anyway) {
   return close_window(now);
 }
 
+std::string printable_text(std::string_view text, std::size_t max) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : text) {
+    if (out.size() >= max) return out.append("...");
+    if (c >= 0x20 && c < 0x7f)
+      out += static_cast<char>(c);
+    else
+      out.append("\\x").append(1, hex[c >> 4]).append(1, hex[c & 15]);
+  }
+  return out;
+}
+
 }  // namespace troupe

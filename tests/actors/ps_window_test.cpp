@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <limits>
 
 #include <unistd.h>
 
@@ -221,6 +222,27 @@ TEST_F(ps_window_shard, ids_outside_the_datas_id_space_are_refused) {
   EXPECT_NE(s.err().to_string().find("outside the data's id space"), std::string::npos)
       << s.err().to_string();
   EXPECT_EQ(rows_of(w, *send_pull(w, {5, past - 1})), local_rows({5, past - 1}));
+}
+
+// A gradient holding NaN (or an infinity) would make every value it touches one: refused, the rows
+// as they were.
+TEST_F(ps_window_shard, a_gradient_that_is_not_finite_is_refused_and_changes_nothing) {
+  ps_window w(*rpc_, 2, [] { return false; });
+  const std::vector<std::uint64_t> ids = {11, 12};
+  const auto before = rows_of(w, *send_pull(w, ids));
+  auto g = grad(ids, 1);
+  g.rows[5] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<request> reqs;
+  reqs.push_back(push_request(node_, table_->name(), g));
+  auto bad = w.send(reqs, std::chrono::seconds(10));
+  ASSERT_TRUE(bad);
+  ASSERT_TRUE(w.add_push(*bad));
+  auto s = w.settle();
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.err().to_string().find("a value is not finite (NaN or infinite): not applied"),
+            std::string::npos)
+      << s.err().to_string();
+  EXPECT_EQ(rows_of(w, *send_pull(w, ids)), before);
 }
 
 // ---- failures on a fake channel and a manual clock ----

@@ -47,5 +47,11 @@ TEST(log_limit, flush_now_anyway_tells_the_current_window_at_shutdown) {
   EXPECT_EQ(l.flush(t0 + 3s, true), "... and 1 more like this in the last 3 s");
 }
 
+TEST(printable_text, escapes_what_is_not_printable_ascii_and_cuts_long_text) {
+  EXPECT_EQ(printable_text("expected == '\\0' [\xdc == \x01]", 100), "expected == '\\0' [\\xdc == \\x01]");
+  EXPECT_EQ(printable_text("line\nnext", 100), "line\\x0anext");
+  EXPECT_EQ(printable_text(std::string(500, 'a'), 300), std::string(300, 'a') + "...");
+}
+
 }  // namespace
 }  // namespace troupe

@@ -1,4 +1,5 @@
 #include "connection.hpp"
+#include "troupe/core/log_limit.hpp"
 
 #include <array>
 
@@ -363,25 +364,6 @@ void connection::queue_rest(std::unique_lock<small_mutex>& lk, std::span<const a
   do_write();
 }
 
-namespace {
-// A close reason as the logs may show it: a malformed frame's reason quotes the peer's bytes (Cap'n
-// Proto's "expected ... [\xdc == ...]"), which made a node's log binary to grep; they are escaped,
-// and the reason cut at 300 characters.
-std::string printable(const std::string& reason) {
-  std::string out;
-  for (unsigned char c : reason) {
-    if (out.size() >= 300) return out + "...";
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      static const char* hex = "0123456789abcdef";
-      out.append("\\x").append(1, hex[c >> 4]).append(1, hex[c & 15]);
-    }
-  }
-  return out;
-}
-}  // namespace
-
 void connection::close(const std::string& reason, transport_errc code) {
   if (phase_.exchange(phase::closed) == phase::closed) return;
   close_code_ = code;
@@ -398,7 +380,9 @@ void connection::close(const std::string& reason, transport_errc code) {
   boost::system::error_code ec;
   socket_.shutdown(socket_type::shutdown_both, ec);
   socket_.close(ec);
-  params_->owner->on_closed(shared_from_this(), printable(reason));
+  // A malformed frame's reason quotes the peer's bytes (Cap'n Proto's "expected ... [\xdc == ...]"),
+  // which made a node's log binary to grep.
+  params_->owner->on_closed(shared_from_this(), printable_text(reason, 300));
 }
 
 }  // namespace troupe::detail

@@ -3,6 +3,7 @@
 // pulls (rows created lazily and deterministically from the id), checkpoints on a timer
 // (incremental, every Nth full; a snapshot copied between requests a slice at a time, written on a
 // thread of its own) and restores the latest checkpoint when it starts again.
+#include <cmath>
 #include <map>
 #include <optional>
 #include <span>
@@ -95,6 +96,15 @@ void reply_noise(const ps_state& st, schema::PsPushReply::Builder rep) {
   n.setPreconditioned(r.preconditioned);
 }
 
+// A gradient holding NaN or an infinity would make every value it touches one: refused, whoever sent
+// it (a worker whose model diverged ends itself; a peer's push must not poison the shard).
+constexpr const char* not_finite = "a value is not finite (NaN or infinite): not applied";
+bool all_finite(std::span<const float> v) {
+  for (float x : v)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+
 // Why a pushed sparse gradient cannot be applied (nullopt: it can).
 std::optional<std::string> sparse_problem(const ps_state& st, schema::SparseRows::Reader s,
                                           std::map<std::string, owned_table>::iterator it,
@@ -104,6 +114,19 @@ std::optional<std::string> sparse_problem(const ps_state& st, schema::SparseRows
       s.getValues().size() != static_cast<std::size_t>(s.getIds().size()) * s.getDim())
     return "sparse gradient of '" + name + "' unknown here or misshapen";
   if (auto bad = outside_id_space(st, ids)) return "sparse gradient of '" + name + "': " + *bad;
+  if (!all_finite(wire::raw<float>(s.getValues()))) return "sparse gradient of '" + name + "': " + not_finite;
+  return std::nullopt;
+}
+
+// Why a pushed dense gradient cannot be applied (nullopt: it can, its values in `buf`).
+std::optional<std::string> dense_problem(const ps_state& st, schema::DenseTensor::Reader d,
+                                         std::map<std::string, owned_dense>::iterator it,
+                                         std::vector<float>& buf) {
+  const std::string name = d.getName().cStr();
+  if (it == st.dense.end() || d.getValues().size() != it->second.param->value.size())
+    return "dense gradient '" + name + "' unknown here or of the wrong size";
+  wire::to_vector(d.getValues(), buf);
+  if (!all_finite(buf)) return "dense gradient '" + name + "': " + not_finite;
   return std::nullopt;
 }
 
@@ -114,11 +137,10 @@ void apply_push(ps_state& st, const message& m) {
   const bool noise = st.noise && st.noise->begin(req.getRows());
   for (auto d : req.getDense()) {
     auto it = st.dense.find(d.getName().cStr());
-    if (it == st.dense.end() || d.getValues().size() != it->second.param->value.size()) {
-      problem = std::string("dense gradient '") + d.getName().cStr() + "' unknown here or of the wrong size";
+    if (auto bad = dense_problem(st, d, it, buf)) {
+      problem = std::move(*bad);
       continue;
     }
-    wire::to_vector(d.getValues(), buf);
     if (noise) st.noise->tensor(it->first, buf, it->second.slots);
     auto& p = *it->second.param;
     nn::apply_dense(*st.opt, p.value, nn::tensor::view(buf.data(), p.value.dims()), it->second.slots);

@@ -10,10 +10,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "troupe/core/clock.hpp"
 
 namespace troupe {
+
+// Text someone else sent (a peer's bytes in a reason), as a log line may hold it: bytes outside
+// printable ASCII as \xNN, cut after `max` characters ("..." then).
+std::string printable_text(std::string_view text, std::size_t max);
 
 class log_limit {
  public:
