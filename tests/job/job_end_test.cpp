@@ -64,6 +64,21 @@ TEST(job_end, a_final_state_that_cannot_be_written_fails_the_job_and_it_resumes)
   EXPECT_TRUE(fs::is_directory(r.job_dir + "/checkpoints/final"));
 }
 
+// Stops job `r` (exit 3), then edits its job.toml: `from` becomes `to`. Returns the text before the
+// edit (to put back), empty when `from` is not in it.
+std::string stop_and_edit(job_run& r, const std::string& from, const std::string& to) {
+  std::string out;
+  if (troupe("stop --job-dir " + r.job_dir, &out) != 0 || wait_job(r, std::chrono::seconds(60)) != 3) {
+    ADD_FAILURE() << "the job did not stop: " << out;
+    return "";
+  }
+  const std::string toml = read_file(r.job_dir + "/job.toml");
+  auto at = toml.find(from);
+  if (at == std::string::npos) return "";
+  std::ofstream(r.job_dir + "/job.toml") << std::string(toml).replace(at, from.size(), to);
+  return toml;
+}
+
 // job.toml edited between a stop and --resume so that the task journal no longer fits it: refused
 // before any node starts, naming the key (the master died 11 times over the journal, and the job
 // failed naming a supervisor's giving up); put back, the job resumes.
@@ -71,13 +86,8 @@ TEST(job_end, a_resume_whose_job_file_no_longer_fits_its_journal_is_refused_nami
   auto r = start_job("journal-mismatch", ctr_job(2, 200000, 2));
   ASSERT_TRUE(wait_status(
       r, [](const nlohmann::json& j) { return done_tasks(j) >= 2; }, std::chrono::seconds(120)));
-  std::string out;
-  ASSERT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
-  ASSERT_EQ(wait_job(r, std::chrono::seconds(60)), 3);
-  const std::string toml = read_file(r.job_dir + "/job.toml");
-  auto at = toml.find("epochs = 2");
-  ASSERT_NE(at, std::string::npos) << toml;
-  std::ofstream(r.job_dir + "/job.toml") << std::string(toml).replace(at, 10, "epochs = 5");
+  const std::string toml = stop_and_edit(r, "epochs = 2", "epochs = 5");
+  ASSERT_FALSE(toml.empty());
   resume_job(r);
   EXPECT_EQ(wait_job(r, std::chrono::seconds(60)), 2);
   EXPECT_NE(read_file(r.err_file)
@@ -100,13 +110,8 @@ TEST(job_end, a_resume_whose_model_no_longer_fits_its_checkpoints_is_refused_nam
   auto r = start_job("model-mismatch", ctr_job(2, 200000, 2, 100));
   ASSERT_TRUE(wait_status(
       r, [](const nlohmann::json& j) { return done_tasks(j) >= 3; }, std::chrono::seconds(120)));
-  std::string out;
-  ASSERT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
-  ASSERT_EQ(wait_job(r, std::chrono::seconds(60)), 3);
-  const std::string toml = read_file(r.job_dir + "/job.toml");
-  auto at = toml.find("embedding_dim = 8");
-  ASSERT_NE(at, std::string::npos) << toml;
-  std::ofstream(r.job_dir + "/job.toml") << std::string(toml).replace(at, 17, "embedding_dim = 16");
+  const std::string toml = stop_and_edit(r, "embedding_dim = 8", "embedding_dim = 16");
+  ASSERT_FALSE(toml.empty());
   resume_job(r);
   EXPECT_EQ(wait_job(r, std::chrono::seconds(60)), 2) << read_file(r.err_file);
   EXPECT_NE(
@@ -115,7 +120,7 @@ TEST(job_end, a_resume_whose_model_no_longer_fits_its_checkpoints_is_refused_nam
       << read_file(r.err_file);
   // ps.shards changed: each shard's checkpoint holds another share of the tensors; the shard refuses
   // it and the job fails naming it (ps-1 started from initial values, ps-0 skipped what was not its).
-  at = toml.find("shards = 2");
+  auto at = toml.find("shards = 2");
   ASSERT_NE(at, std::string::npos) << toml;
   std::ofstream(r.job_dir + "/job.toml") << std::string(toml).replace(at, 10, "shards = 3");
   resume_job(r);
@@ -134,13 +139,8 @@ TEST(job_end, a_resumed_ring_job_whose_model_no_longer_fits_its_checkpoint_is_re
   auto r = start_job("ring-mismatch", "checkpoint_every_ms = 200\n" + mlp_job(o));
   ASSERT_TRUE(poll_until([&] { return fs::exists(r.job_dir + "/checkpoints/ring/state.json"); },
                          std::chrono::seconds(120)));
-  std::string out;
-  ASSERT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
-  ASSERT_EQ(wait_job(r, std::chrono::seconds(60)), 3);
-  const std::string toml = read_file(r.job_dir + "/job.toml");
-  auto at = toml.find("hidden = [ 64 ]");
-  ASSERT_NE(at, std::string::npos) << toml;
-  std::ofstream(r.job_dir + "/job.toml") << std::string(toml).replace(at, 15, "hidden = [ 32 ]");
+  const std::string toml = stop_and_edit(r, "hidden = [ 64 ]", "hidden = [ 32 ]");
+  ASSERT_FALSE(toml.empty());
   resume_job(r);
   EXPECT_EQ(wait_job(r, std::chrono::seconds(60)), 2) << read_file(r.err_file);
   EXPECT_NE(read_file(r.err_file).find("does not fit the model its job.toml builds now: "), std::string::npos)
