@@ -95,6 +95,8 @@ TEST(job_end, a_resume_whose_job_file_no_longer_fits_its_journal_is_refused_nami
                       "was made for 2"),
             std::string::npos)
       << read_file(r.err_file);
+  EXPECT_NE(result(r).value("reason", "").find("train.epochs is 5"), std::string::npos)
+      << "result.json says why (it said 'setup failed (see logs/runner.log)'): " << result(r).dump();
   EXPECT_EQ(read_file(r.job_dir + "/logs/master.log").find("journal was created with other options"),
             std::string::npos)
       << "no master started";

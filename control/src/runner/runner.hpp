@@ -82,6 +82,7 @@ class runner {
   // signal (then 128 + the signal, the import left running: run() ends the process).
   int prepare_data();
   int check_journal_matches();
+  int refuse(const std::string& why);
   bool stop_asked_in_setup();
   int check_resumed_state(const nn::dataset_info& info);
   // The stop signal the runner got (SIGINT, SIGTERM), 0 while none.

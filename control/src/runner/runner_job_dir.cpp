@@ -139,7 +139,7 @@ int runner::open_resumed_dir() {
 int runner::create_job_dir(const config_doc& doc) {
   {
     if (auto why = job::name_problem(spec_.job.name); opt_.job_id.empty() && !why.empty())
-      return spdlog::error("job.name '{}': {} (or give --job-id)", spec_.job.name, why), 2;
+      return refuse("job.name '" + spec_.job.name + "': " + why + " (or give --job-id)");
     std::string id = opt_.job_id.empty() ? default_job_id(spec_.job.name) : opt_.job_id;
     if (auto c = check_job_id(id, spec_); !c) return spdlog::error("{}", c.err().to_string()), 2;
     // The nodes read the job directory's copy: a module path relative to the job file would be

@@ -94,6 +94,13 @@ expected<void> check_gpu(const job::job_spec& spec) {
 
 // Past the job directory's creation, a setup failure ends the job with its error as the reason (in
 // the final JSON and result.json), not only in logs/runner.log.
+// A job the runner refuses to start (exit 2), with the reason result.json gives.
+int runner::refuse(const std::string& why) {
+  spdlog::error("{}", why);
+  outcome_.fail(why);
+  return 2;
+}
+
 int runner::setup_failed(const error& e, int rc) {
   spdlog::error("{}", e.to_string());
   outcome_.fail(e.to_string());
@@ -126,11 +133,10 @@ int runner::check_resumed_state(const nn::dataset_info& info) {
       model::places_of(dir_->path(), spec_.ps.checkpoint_dir, spec_.uses_ps() ? spec_.ps.shards : 0));
   if (!st) return 0;  // nothing written yet: nothing to fit
   if (auto c = actors::check_init_state(spec_, info, st->state, false); !c) {
-    spdlog::error(
-        "--resume {}: the job's state in {} does not fit the model its job.toml builds now: {} (was "
-        "[model] changed since it was written? put job.toml back as it was, or run a new job)",
-        dir_->path(), st->dir, c.err().to_string());
-    return 2;
+    return refuse(
+        "--resume " + dir_->path() + ": the job's state in " + st->dir +
+        " does not fit the model its job.toml builds now: " + c.err().to_string() +
+        " (was [model] changed since it was written? put job.toml back as it was, or run a new job)");
   }
   return 0;
 }
@@ -250,11 +256,8 @@ int runner::check_journal_matches() {
   const auto why = job::journal_mismatch(journal->options(),
                                          job::journal_options_of(spec_, data_.train_dir, store->count()));
   if (why.empty()) return 0;
-  spdlog::error(
-      "--resume {}: its job.toml no longer matches the job's task journal: {} (put job.toml back "
-      "as it was, or run a new job)",
-      dir_->path(), why);
-  return 2;
+  return refuse("--resume " + dir_->path() + ": its job.toml no longer matches the job's task journal: " +
+                why + " (put job.toml back as it was, or run a new job)");
 }
 
 // `troupe stop` of a job that has not started its nodes (no nodes.json to reach the runner by): its
