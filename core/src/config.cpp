@@ -69,7 +69,7 @@ void config_reader::record(const std::string& full_key, core_errc code, const st
   // A key an override set (or one inside a table it set) is the flag's error.
   for (const auto& [key, origin] : doc_.get_impl().overridden)
     if (full_key == key || (full_key.starts_with(key) && full_key[key.size()] == '.')) {
-      first_ = error(code, origin + ": " + (full_key == key ? "" : "key '" + full_key + "': ") + reason);
+      first_ = error(code, origin + ": key '" + full_key + "': " + reason);
       return;
     }
   const auto* n = lookup(doc_.get_impl().table, full_key);

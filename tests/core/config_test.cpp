@@ -164,14 +164,15 @@ TEST(config, a_bad_overridden_value_is_the_flags_error_not_the_files) {
   r.section("job").get_int("workers", 1);
   auto e = r.finish();
   ASSERT_FALSE(e);
-  EXPECT_EQ(e.err().context(), "--set job.workers=abc: expected an integer, got a string");
+  EXPECT_EQ(e.err().context(), "--set job.workers=abc: key 'job.workers': expected an integer, got a string");
   auto doc2 = parse("[job]\nworkers = 4\n");
   ASSERT_TRUE(doc2.apply_override("job.nosuch=1", "--nosuch 1"));
   config_reader r2(doc2);
   r2.section("job").get_int("workers", 1);
   auto e2 = r2.finish();
   ASSERT_FALSE(e2);
-  EXPECT_NE(e2.err().context().find("--nosuch 1: unknown key"), std::string::npos) << e2.err().context();
+  EXPECT_NE(e2.err().context().find("--nosuch 1: key 'job.nosuch': unknown key"), std::string::npos)
+      << e2.err().context();
   auto big = doc2.apply_override("train.learning_rate=1e999");
   ASSERT_FALSE(big);
   EXPECT_TRUE(big.err() == core_errc::out_of_range);
