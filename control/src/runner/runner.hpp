@@ -208,13 +208,10 @@ class runner {
   // job_start/job_end, scale, fenced, replaced (the master writes membership and metrics).
   observe::job_timeline timeline_;
   // the loop's own
-  bool nodes_started_ = false;
-  std::atomic<bool> stop_asked_{false};
-  troupe::clock::time_point
-      dir_checked_{};  // job_dir_gone's last look  // a stop came (io thread): scale requests are refused
-  std::chrono::steady_clock::time_point
-      last_turn_{};  // watch_master's last call, in real time  // the PS shards and workers are launched:
-                     // scale requests act at once
+  bool nodes_started_ = false;           // the PS shards and workers are launched: scale requests act at once
+  std::atomic<bool> stop_asked_{false};  // a stop came (io thread): scale requests are refused
+  troupe::clock::time_point dir_checked_{};  // job_dir_gone's last look
+  troupe::clock::time_point last_turn_{};    // watch_master's last call, on the system clock (real time)
   bool shutting_down_ = false;               // nodes are being stopped: exits are recorded, not relaunched
   std::optional<time_point> fault_since_;    // when the disk fault the master reports began
   std::string outage_note_;                  // on the progress line while the cluster manager is away

@@ -15,9 +15,9 @@ void runner::watch_master() {
   // starved CPU, a blocking command): the master, silent meanwhile for all the runner could see, was
   // fenced though it trained on (a 5 s Ctrl-Z cost a master restart). Real time, not the runner's
   // clock: a test's manual clock has no pauses.
-  const auto real = std::chrono::steady_clock::now();
-  if (const auto gap = real - last_turn_; last_turn_ != std::chrono::steady_clock::time_point{} &&
-                                          gap > runner_watch_limits(spec_).hang_limit / 2) {
+  const auto real = troupe::clock::system().now();
+  if (const auto gap = real - last_turn_;
+      last_turn_ != troupe::clock::time_point{} && gap > runner_watch_limits(spec_).hang_limit / 2) {
     spdlog::info("the runner was paused for {:.1f} s: the master's silence meanwhile is not held against it",
                  std::chrono::duration<double>(gap).count());
     watch_.excuse();
