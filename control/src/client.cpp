@@ -69,6 +69,17 @@ std::string ended_as(const cluster::job_dir& dir) {
   return j.is_object() ? j.value("status", "finished") : std::string();
 }
 
+namespace {
+// The pid of `dir`'s runner while it has not started its nodes (no nodes.json yet: nothing to reach
+// it at); nullopt when no runner runs it, or once it has.
+std::optional<int> starting_runner(const cluster::job_dir& dir) {
+  std::error_code ec;
+  auto pid = dir.runner_pid();
+  if (!pid || std::filesystem::exists(dir.nodes_path(), ec)) return std::nullopt;
+  return pid;
+}
+}  // namespace
+
 expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir) {
   auto dir = cluster::job_dir::open(job_dir);
   if (!dir) return dir.err();
@@ -82,8 +93,7 @@ expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir) {
   }
   // A runner that has not started its nodes yet (it prepares the data: minutes for a large import)
   // wrote no nodes.json: said so (it read "missing file: nodes.json").
-  std::error_code ec;
-  if (auto pid = dir->runner_pid(); pid && !std::filesystem::exists(dir->path() + "/nodes.json", ec))
+  if (auto pid = starting_runner(*dir))
     return make_unexpected(core_errc::io_error,
                            "job " + dir->job_id() + " is starting: its runner (pid " + std::to_string(*pid) +
                                ") prepares the data or starts its nodes; try again in a moment");
@@ -231,16 +241,14 @@ namespace {
 std::optional<expected<void>> stop_starting(const std::string& job_dir, troupe::clock& clk,
                                             troupe::clock::duration wait) {
   auto dir = cluster::job_dir::open(job_dir);
-  std::error_code ec;
-  if (!dir || std::filesystem::exists(dir->path() + "/nodes.json", ec)) return std::nullopt;
-  auto pid = dir->runner_pid();
-  if (!pid) return std::nullopt;
+  if (!dir || !starting_runner(*dir)) return std::nullopt;
   if (auto w = cluster::write_file_atomic(cluster::stop_request_path(dir->path()), "troupe stop\n"); !w)
     return expected<void>(w.err());
   const auto until = clk.now() + wait;
+  std::error_code ec;
   while (dir->runner_pid() && clk.now() < until) {
     // It started its nodes meanwhile (and will not look again): the usual stop, through the runner.
-    if (std::filesystem::exists(dir->path() + "/nodes.json", ec)) return std::nullopt;
+    if (std::filesystem::exists(dir->nodes_path(), ec)) return std::nullopt;
     clk.sleep_for(std::chrono::milliseconds(20));
   }
   if (dir->runner_pid())

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
+#include "troupe/cluster/job_dir.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/storage/record_store.hpp"
 
@@ -139,31 +141,27 @@ storage::journal_options journal_options_of(const job_spec& spec, const std::str
 }
 
 std::string journal_mismatch(const storage::journal_options& made, const storage::journal_options& now) {
-  auto n = [](auto v) { return std::to_string(v); };
-  auto was = [](const std::string& key, const std::string& is, const std::string& made_for) {
-    return key + " is " + is + ", the journal was made for " + made_for;
+  const auto d = storage::journal_difference(made, now);
+  if (!d) return "";
+  // The job file's key for each field the journal holds, and the unit of its values.
+  struct named {
+    std::string key, unit;
   };
-  if (made.dataset != now.dataset)
-    return was("the training data ([data])", "'" + now.dataset + "'", "'" + made.dataset + "'");
-  if (made.record_count != now.record_count)
-    return was("the training data's size ([data])", n(now.record_count) + " records", n(made.record_count));
-  if (made.records_per_task != now.records_per_task)
-    return was("job.records_per_task", n(now.records_per_task), n(made.records_per_task));
-  if (made.epochs != now.epochs) return was("train.epochs", n(now.epochs), n(made.epochs));
-  if (made.shuffle != now.shuffle)
-    return was("train.shuffle", now.shuffle ? "true" : "false", made.shuffle ? "true" : "false");
-  if (made.shuffle && made.shuffle_seed != now.shuffle_seed)
-    return was("train.seed", n(now.shuffle_seed), n(made.shuffle_seed));
-  return "";
+  static const std::map<std::string, named> names = {
+      {"dataset", {"the training data ([data])", ""}},
+      {"record_count", {"the training data's size ([data])", " records"}},
+      {"records_per_task", {"job.records_per_task", ""}},
+      {"epochs", {"train.epochs", ""}},
+      {"shuffle", {"train.shuffle", ""}},
+      {"shuffle_seed", {"train.seed", ""}}};
+  const auto it = names.find(d->field);
+  const named n = it == names.end() ? named{d->field, ""} : it->second;
+  return n.key + " is " + d->now + n.unit + ", the journal was made for " + d->made;
 }
 
 std::string name_problem(const std::string& name) {
   // The id made from it: "<name>-YYYYmmdd-HHMMSS-xxxx" (21 characters after the name), at most 64.
-  if (name.empty() || name.size() > 43 || name[0] == '.' ||
-      !std::all_of(name.begin(), name.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-               c == '-' || c == '.';
-      }))
+  if (name.size() > 43 || !cluster::valid_job_id(name))
     return "the job's default id starts with it, so it must be 1-43 characters of a-z, A-Z, 0-9, '_', "
            "'-', '.', not starting with '.'";
   return "";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 
 #include "bytes.hpp"
 #include "task_journal_codec.hpp"
@@ -42,23 +43,25 @@ expected<journal_options> decode_options(std::string_view v, const std::string& 
   return o;
 }
 
-// Differences that would change the tasks; max_failures may change on reopen.
-
 }  // namespace
 
-std::string journal_difference(const journal_options& a, const journal_options& b) {
+// Differences that would change the tasks; max_failures may change on reopen.
+std::optional<journal_option_difference> journal_difference(const journal_options& made,
+                                                            const journal_options& now) {
   auto n = [](auto v) { return std::to_string(v); };
-  if (a.dataset != b.dataset) return "dataset '" + a.dataset + "' vs '" + b.dataset + "'";
-  if (a.record_count != b.record_count)
-    return "record_count " + n(a.record_count) + " vs " + n(b.record_count);
-  if (a.records_per_task != b.records_per_task)
-    return "records_per_task " + n(a.records_per_task) + " vs " + n(b.records_per_task);
-  if (a.epochs != b.epochs) return "epochs " + n(a.epochs) + " vs " + n(b.epochs);
-  if (a.shuffle != b.shuffle)
-    return std::string("shuffle ") + (a.shuffle ? "true" : "false") + " vs " + (b.shuffle ? "true" : "false");
-  if (a.shuffle && a.shuffle_seed != b.shuffle_seed)
-    return "shuffle seed " + n(a.shuffle_seed) + " vs " + n(b.shuffle_seed);
-  return {};
+  auto b = [](bool v) { return std::string(v ? "true" : "false"); };
+  if (made.dataset != now.dataset)
+    return journal_option_difference{"dataset", "'" + made.dataset + "'", "'" + now.dataset + "'"};
+  if (made.record_count != now.record_count)
+    return journal_option_difference{"record_count", n(made.record_count), n(now.record_count)};
+  if (made.records_per_task != now.records_per_task)
+    return journal_option_difference{"records_per_task", n(made.records_per_task), n(now.records_per_task)};
+  if (made.epochs != now.epochs) return journal_option_difference{"epochs", n(made.epochs), n(now.epochs)};
+  if (made.shuffle != now.shuffle)
+    return journal_option_difference{"shuffle", b(made.shuffle), b(now.shuffle)};
+  if (made.shuffle && made.shuffle_seed != now.shuffle_seed)
+    return journal_option_difference{"shuffle_seed", n(made.shuffle_seed), n(now.shuffle_seed)};
+  return std::nullopt;
 }
 
 const char* to_string(task_state s) {
@@ -84,9 +87,10 @@ expected<task_journal> task_journal::open_or_create(const std::string& dir, cons
     if (*v) {
       auto o = decode_options(**v, dir);
       if (!o) return o.err();
-      if (auto d = journal_difference(*o, opts); !d.empty())
+      if (auto d = journal_difference(*o, opts))
         return make_unexpected(storage_errc::invalid_argument,
-                               dir + ": journal was created with other options (" + d + ")");
+                               dir + ": journal was created with other options (" + d->field + " " + d->made +
+                                   " vs " + d->now + ")");
       return w.put(j.meta_, config_key, encode(opts));  // max_failures may change
     }
     if (auto c = j.create_tasks(w); !c) return c;

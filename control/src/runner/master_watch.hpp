@@ -48,6 +48,7 @@ class master_watch {
  public:
   master_watch(troupe::clock& clk, watch_limits l) : clock_(clk), limits_(l) {}
   void set_limits(const watch_limits& l) { limits_ = l; }
+  const watch_limits& limits() const { return limits_; }
 
   // A new master incarnation runs: its startup limit counts from now, its silence is no hang yet.
   void launched();

@@ -263,7 +263,7 @@ std::string runner::job_dir_gone() {
   if (now - dir_checked_ < std::chrono::seconds(1)) return {};
   dir_checked_ = now;
   std::error_code ec;
-  if (std::filesystem::exists(dir_->path() + "/job.toml", ec) || ec) return {};
+  if (std::filesystem::exists(dir_->job_toml_path(), ec) || ec) return {};
   return "the job directory " + dir_->path() +
          " was removed while the job ran: its journal, checkpoints and "
          "logs are gone";

@@ -17,7 +17,7 @@ void runner::watch_master() {
   // clock: a test's manual clock has no pauses.
   const auto real = troupe::clock::system().now();
   if (const auto gap = real - last_turn_;
-      last_turn_ != troupe::clock::time_point{} && gap > runner_watch_limits(spec_).hang_limit / 2) {
+      last_turn_ != troupe::clock::time_point{} && gap > watch_.limits().hang_limit / 2) {
     spdlog::info("the runner was paused for {:.1f} s: the master's silence meanwhile is not held against it",
                  std::chrono::duration<double>(gap).count());
     watch_.excuse();

@@ -56,9 +56,14 @@ struct journal_options {
   std::uint32_t max_failures = 3;  // fail() calls before a task is quarantined
 };
 
-// What differs between the options a journal was made with (`made`) and `now` ("" when nothing a
-// journal holds differs), named by field with both values: "epochs 3 vs 5".
-std::string journal_difference(const journal_options& made, const journal_options& now);
+// The first option a journal holds that differs between the options it was made with (`made`) and
+// `now`, by its field's name ("epochs") with both values as text; nullopt when none does
+// (max_failures may change).
+struct journal_option_difference {
+  std::string field, made, now;
+};
+std::optional<journal_option_difference> journal_difference(const journal_options& made,
+                                                            const journal_options& now);
 
 struct task_counts {
   std::uint64_t todo = 0, doing = 0, done = 0, failed = 0;
