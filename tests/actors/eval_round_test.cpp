@@ -83,5 +83,33 @@ TEST(eval_round, local_sgd_has_one_part_and_errors_fail_the_round_past_the_limit
   EXPECT_NE(r.last_error().find("forward failed"), std::string::npos);
 }
 
+// A full disk under checkpoints/final is no failure of the model: the part is asked again 2 s after
+// its last ask, however often, and the round completes once the write succeeds.
+TEST(eval_round, a_disk_fault_writing_the_final_state_is_asked_again_and_never_counts) {
+  manual_clock clk;
+  eval_round r(8, 2, 120s, 2s);
+  r.start({"worker-0"}, false);
+  auto asks = r.due({"worker-0"}, clk.now());
+  ASSERT_EQ(asks.size(), 1u);
+  eval_answer full = part(10, 0.5, 0.9);
+  full.error = "no space left on device: checkpoints/final";
+  full.disk_fault = true;
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(r.answer(asks[0].id, asks[0].worker, full), full.error);
+    EXPECT_FALSE(r.failed()) << "try " << i;
+    EXPECT_TRUE(r.due({"worker-0"}, clk.now()).empty()) << "asked again at once";
+    clk.advance(1s);
+    EXPECT_TRUE(r.due({"worker-0"}, clk.now()).empty()) << "asked again within 2 s";
+    clk.advance(1s);
+    asks = r.due({"worker-0"}, clk.now());
+    ASSERT_EQ(asks.size(), 1u) << "not asked again 2 s on";
+    EXPECT_TRUE(asks[0].write_state);
+  }
+  EXPECT_EQ(r.failures(), 0u);
+  EXPECT_FALSE(r.answer(asks[0].id, asks[0].worker, part(10, 0.5, 0.9)));
+  ASSERT_TRUE(r.result());
+  EXPECT_EQ(r.result()->rows, 10u);
+}
+
 }  // namespace
 }  // namespace troupe::actors

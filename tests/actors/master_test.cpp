@@ -125,6 +125,16 @@ class master_test : public ::testing::Test {
       p.setLossSum(0.5 * static_cast<double>(steps));
     }));
   }
+  // A PS shard's answer to the master's FinalCheckpoint: `error` empty, `version` holds its pushes.
+  void final_checkpoint_reply(const node_id& shard, std::uint64_t version, const std::string& error = "",
+                              bool disk_fault = false) {
+    deliver(incoming(shard, "ps", "master", [&](auto body) {
+      auto r = body.initJob().initFinalCheckpointReply();
+      r.setVersion(version);
+      r.setError(error);
+      r.setDiskFault(disk_fault);
+    }));
+  }
   wire::job_status status() {
     node_->take();
     deliver(incoming(
@@ -455,19 +465,30 @@ TEST_F(master_test, the_loss_is_unknown_until_a_window_with_a_step_passed) {
 }
 
 TEST_F(master_test, once_every_task_is_over_a_finished_worker_evaluates_and_the_runner_is_told) {
+  const node_id ps0{"ps-0", 1};
   join(w0, w0);
   join(w1, w1);
+  join(ps0, ps0, cluster::node_role::ps);
   deliver(incoming(w1, "worker", "master", [](auto body) { body.initJob().initWorkerDone().setSteps(9); }));
   log_->counts.done = 4;
   tick();  // learns the counts
-  tick();  // all over: evaluation requested
+  tick();  // all over: evaluation requested, and the shard's final checkpoint
   std::uint64_t eval_id = 0;
-  for (auto& s : node_->take())
-    if (s.m.kind() == schema::Envelope::Body::JOB && s.m.body().getJob().isEvaluate()) {
+  int final_asks = 0;
+  for (auto& s : node_->take()) {
+    if (s.m.kind() != schema::Envelope::Body::JOB) continue;
+    if (s.m.body().getJob().isEvaluate()) {
       EXPECT_EQ(s.node, "worker-1");  // the one that finished its loop holds the final model
       eval_id = s.m.envelope().getCorrelationId();
     }
+    if (s.m.body().getJob().isFinalCheckpoint()) {
+      EXPECT_EQ(s.node, "ps-0");
+      EXPECT_EQ(s.to, "ps");
+      ++final_asks;
+    }
+  }
   ASSERT_NE(eval_id, 0u);
+  EXPECT_EQ(final_asks, 1);
 
   auto eval = [&](std::uint64_t id) {
     deliver(incoming(
@@ -482,6 +503,18 @@ TEST_F(master_test, once_every_task_is_over_a_finished_worker_evaluates_and_the_
   eval(eval_id + 100);  // an answer to another request is ignored
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/result.json"));
   eval(eval_id);
+  // The model's rows are only in the shard's memory until its final checkpoint: no end yet, and a
+  // disk fault (or another node's word) does not end it either.
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/result.json"));
+  final_checkpoint_reply(ps0, 0, "ps-0: storage: no space left on device", true);
+  final_checkpoint_reply(w0, 7);
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/result.json"));
+  tick(std::chrono::milliseconds(2100));  // asked again 2 s after the ask that failed
+  int again = 0;
+  for (auto& s : node_->take())
+    again += s.m.kind() == schema::Envelope::Body::JOB && s.m.body().getJob().isFinalCheckpoint();
+  EXPECT_EQ(again, 1);
+  final_checkpoint_reply(ps0, 7);
   ASSERT_TRUE(std::filesystem::exists(dir_ + "/result.json"));
   auto j = nlohmann::json::parse(std::ifstream(dir_ + "/result.json"));
   EXPECT_EQ(j["evaluated_by"], "worker-1");
@@ -509,6 +542,7 @@ std::map<std::string, std::vector<std::string>> departures(const std::string& di
 // connection closes then left a finished job; before that, the same close is a death.
 TEST_F(master_test, a_connection_closed_after_the_job_finished_is_a_leave_not_a_death) {
   const node_id ps0{"ps-0", 1}, ps1{"ps-1", 1};
+  node_->spec().ps.shards = 2;
   join(w0, w0);
   join(ps0, ps0, cluster::node_role::ps);
   join(ps1, ps1, cluster::node_role::ps);
@@ -529,6 +563,19 @@ TEST_F(master_test, a_connection_closed_after_the_job_finished_is_a_leave_not_a_
   ASSERT_NE(eval_id, 0u);
   deliver(incoming(
       w0, "worker", "master", [](auto body) { body.initJob().initEvalResult().setRows(10); }, eval_id));
+  final_checkpoint_reply(ps1, 3);
+  // ps-0 is dead: the end waits for its next incarnation's final checkpoint (it restores its own
+  // latest checkpoint and writes what it holds).
+  ASSERT_FALSE(std::filesystem::exists(dir_ + "/result.json"));
+  const node_id ps0_again{"ps-0", 2};
+  join(ps0_again, ps0_again, cluster::node_role::ps);
+  tick();
+  bool asked = false;
+  for (auto& s : node_->take())
+    asked = asked || (s.node == "ps-0" && s.m.kind() == schema::Envelope::Body::JOB &&
+                      s.m.body().getJob().isFinalCheckpoint());
+  EXPECT_TRUE(asked);
+  final_checkpoint_reply(ps0_again, 2);
   ASSERT_TRUE(std::filesystem::exists(dir_ + "/result.json"));
 
   caf::anon_send(master_, peer_down_atom::value, ps1.name, ps1.incarnation,

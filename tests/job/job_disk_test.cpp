@@ -130,5 +130,82 @@ TEST(job_disk, a_full_checkpoint_disk_pauses_the_job_naming_the_shard) {
   EXPECT_TRUE(no_processes_of(r));
 }
 
+// Every task over (the job at its end), the runner still running and a disk fault named: paused.
+bool paused_at_the_end(const nlohmann::json& j) {
+  return no_space_fault(j) && j.contains("tasks") && j["tasks"]["todo"].get<std::uint64_t>() == 0 &&
+         j["tasks"]["doing"].get<std::uint64_t>() == 0 && !j.value("finished", false);
+}
+
+// Holds for `seconds` that the job stays paused at its end (the runner neither ended it "ok" nor
+// failed it), then returns the last status.
+nlohmann::json stays_paused(job_run& r, int seconds) {
+  nlohmann::json last;
+  for (int i = 0; i < seconds * 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    auto s = status(r);
+    if (!s) continue;
+    last = *s;
+    EXPECT_TRUE(paused_at_the_end(last)) << last.dump();
+    if (!paused_at_the_end(last)) break;
+  }
+  return last;
+}
+
+// The PS shards' checkpoints on a disk that fills up while they write none (checkpoint_every_ms: an
+// hour): the job's trained rows live only in the shards' memory. The job's end waits for every
+// shard's final checkpoint, pausing while the disk is full (it used to end "finished, ok" and the
+// shards' last checkpoint on stop failed: the rows were lost), and finishes once space returns.
+TEST(job_disk, the_end_of_a_job_waits_for_the_shards_final_checkpoints_through_a_full_disk) {
+  small_tmpfs fs(test_root("final-ckpt-fs"), "64m");
+  if (!fs.mounted) GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  auto toml = ctr_job(2, 100000, 1, 3600000);
+  toml.replace(toml.find("[ps]\n"), 5, "[ps]\ncheckpoint_dir = \"" + fs.dir + "/ckpt\"\n");
+  auto r = start_job("final-ckpt-full", toml);
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 1; }, std::chrono::seconds(120)));
+  fs.fill();
+  auto paused = wait_status(r, paused_at_the_end, std::chrono::seconds(120));
+  ASSERT_TRUE(paused) << read_file(r.err_file);
+  EXPECT_NE((*paused)["fault"].get<std::string>().find(fs.dir + "/ckpt/ps-"), std::string::npos)
+      << paused->dump();
+  stays_paused(r, 3);
+  fs.free_space();
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(120)), 0) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_TRUE(res.value("ok", false)) << res.dump();
+  EXPECT_TRUE(res.contains("test_auc")) << res.dump();
+  const auto master = read_file(r.job_dir + "/logs/master.log");
+  for (const std::string shard : {"ps-0", "ps-1"}) {
+    EXPECT_NE(master.find(shard + "#"), std::string::npos);
+    EXPECT_NE(read_file(r.job_dir + "/logs/" + shard + ".log").find("final checkpoint: version "),
+              std::string::npos)
+        << shard;
+  }
+  EXPECT_NE(master.find(": final checkpoint "), std::string::npos) << master;
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+// The evaluating worker's final state (checkpoints/final) on a full disk: the job's end pauses (it
+// failed the job after max_task_failures quick tries) and finishes once the state can be written.
+TEST(job_disk, a_final_state_on_a_full_disk_pauses_the_end_until_it_is_written) {
+  auto r = start_job("final-state-full", ctr_job(2, 100000, 1));
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return j.contains("tasks"); }, std::chrono::seconds(120)));
+  std::filesystem::create_directories(r.job_dir + "/checkpoints/final");
+  small_tmpfs fs(r.job_dir + "/checkpoints/final", "1m");
+  if (!fs.mounted) GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  fs.fill();
+  auto paused = wait_status(r, paused_at_the_end, std::chrono::seconds(120));
+  ASSERT_TRUE(paused) << read_file(r.err_file);
+  EXPECT_NE((*paused)["fault"].get<std::string>().find("checkpoints/final"), std::string::npos)
+      << paused->dump();
+  stays_paused(r, 3);
+  fs.free_space();
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(120)), 0) << read_file(r.err_file);
+  EXPECT_TRUE(result(r).value("ok", false)) << result(r).dump();
+  EXPECT_TRUE(std::filesystem::exists(r.job_dir + "/checkpoints/final/data.mdb"));
+  EXPECT_TRUE(no_processes_of(r));
+}
+
 }  // namespace
 }  // namespace troupe::testing

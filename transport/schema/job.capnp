@@ -90,6 +90,8 @@ struct EvalResult {
   error @4 :Text;          # empty on success
   scores @5 :List(Float32); # binary models: each row's probability (the master's AUC of all parts)
   labels @6 :List(Float32); # and its label
+  diskFault @7 :Bool;      # the error is a disk fault writing the final state: the job's end pauses
+                           # (asked again, not counted as a failure; DiskFault "final state" names it)
 }
 
 # Anyone -> master (status) or runner (status of the whole job); the answer is JobStatus.
@@ -212,7 +214,20 @@ struct GpuCommInfo {
 # again. While any lasts the master hands out no task, and the job's status names it.
 struct DiskFault {
   fault @0 :Text;
-  source @1 :Text;         # which files: "checkpoint", "log" (one fault per node and source)
+  source @1 :Text;         # which files: "checkpoint", "log", "final state" (one fault per node and source)
+}
+
+# Master -> each PS shard once every task is over: write a checkpoint of every push applied so far,
+# now. The job ends only once every shard answered without an error (the rows live only in the
+# shards' memory until then). Asked again until answered.
+struct FinalCheckpoint {
+}
+
+# PS shard -> master: the answer to FinalCheckpoint.
+struct FinalCheckpointReply {
+  version @0 :UInt64;      # the shard's checkpoint that holds every push it applied
+  error @1 :Text;          # empty on success; else why not
+  diskFault @2 :Bool;      # the error is a disk fault (the shard reported it as DiskFault "checkpoint")
 }
 
 struct JobMessage {
@@ -234,5 +249,7 @@ struct JobMessage {
     gpuCommInfo @14 :GpuCommInfo;
     diskFault @15 :DiskFault;
     stopReply @16 :StopReply;
+    finalCheckpoint @17 :FinalCheckpoint;
+    finalCheckpointReply @18 :FinalCheckpointReply;
   }
 }

@@ -21,13 +21,14 @@ std::vector<eval_request> eval_round::due(const std::vector<std::string>& worker
     if (!p.answer && load.count(p.worker)) ++load[p.worker];
   for (std::uint32_t i = 0; i < parts_.size(); ++i) {
     auto& p = parts_[i];
-    if (p.answer || (!p.worker.empty() && now - p.sent < timeout_)) continue;
+    if (p.answer || (!p.worker.empty() && now - p.sent < (p.disk_fault ? retry_ : timeout_))) continue;
     auto least =
         std::min_element(load.begin(), load.end(), [](auto& a, auto& b) { return a.second < b.second; });
     p.worker = least->first;
     ++least->second;
     p.id = ++next_id_;
     p.sent = now;
+    p.disk_fault = false;
     out.push_back({p.worker, p.id, i, static_cast<std::uint32_t>(parts_.size()), i == 0});
   }
   return out;
@@ -42,6 +43,10 @@ std::optional<std::string> eval_round::answer(std::uint64_t id, const std::strin
   auto it =
       std::find_if(parts_.begin(), parts_.end(), [&](const part& p) { return p.id == id && !p.answer; });
   if (it == parts_.end()) return std::nullopt;
+  if (!a.error.empty() && a.disk_fault) {
+    it->disk_fault = true;  // the same worker's, asked again after retry_ (or another's, if it leaves)
+    return a.error;
+  }
   if (!a.error.empty()) {
     ++failures_;
     last_error_ = worker + ": " + a.error;

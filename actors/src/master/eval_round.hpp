@@ -7,8 +7,10 @@
 //
 // A part whose worker leaves, or that is not answered within the timeout, goes to another worker; a
 // part the model fails on (an error answer) counts as a failure, and past `max_failures` the round
-// fails with the last error. Once every part is in, the metrics are those of the whole test set:
-// loss and accuracy weighted by rows, AUC of all the scores (binary models).
+// fails with the last error. A disk fault writing the final state is no failure of the model: that
+// part is asked again `retry_after_fault` after its last ask, for as long as the fault lasts (the job's
+// end pauses; the runner fails the job after job.disk_full_timeout_ms). Once every part is in, the metrics
+// are those of the whole test set: loss and accuracy weighted by rows, AUC of all the scores (binary models).
 //
 // A plain class: the master drives it (master_status.cpp) with its clock's time; unit tests drive it
 // by hand. Not thread-safe.
@@ -36,6 +38,7 @@ struct eval_answer {
   double loss = 0, accuracy = 0;
   std::vector<float> scores, labels;  // binary models: each row's probability and label
   std::string error;                  // empty on success
+  bool disk_fault = false;            // the error is a disk fault writing the final state
 };
 
 struct eval_metrics {
@@ -47,8 +50,9 @@ struct eval_metrics {
 
 class eval_round {
  public:
-  eval_round(std::uint32_t max_parts, std::uint32_t max_failures, troupe::clock::duration timeout)
-      : max_parts_(max_parts), max_failures_(max_failures), timeout_(timeout) {}
+  eval_round(std::uint32_t max_parts, std::uint32_t max_failures, troupe::clock::duration timeout,
+             troupe::clock::duration retry_after_fault = std::chrono::seconds(2))
+      : max_parts_(max_parts), max_failures_(max_failures), timeout_(timeout), retry_(retry_after_fault) {}
 
   bool started() const { return !parts_.empty(); }
   // Plans the parts for `workers` (the candidates at the start; at least one), `spread` false: one.
@@ -58,7 +62,8 @@ class eval_round {
   std::vector<eval_request> due(const std::vector<std::string>& workers, troupe::clock::time_point now);
   // A worker left: its parts are unassigned.
   void gone(const std::string& worker);
-  // An answer to request `id` (others are ignored). Returns the model's error when the answer is one.
+  // An answer to request `id` (others are ignored). Returns the error when the answer is one (a disk
+  // fault's too, though it does not count as a failure).
   std::optional<std::string> answer(std::uint64_t id, const std::string& worker, eval_answer a);
   bool failed() const { return failures_ >= max_failures_; }
   std::uint32_t failures() const { return failures_; }
@@ -73,11 +78,12 @@ class eval_round {
     std::string worker;  // empty: not assigned
     std::uint64_t id = 0;
     troupe::clock::time_point sent{};
+    bool disk_fault = false;  // its last answer was a disk fault: asked again retry_ after `sent`
     std::optional<eval_answer> answer;
     std::string answered_by;
   };
   std::uint32_t max_parts_, max_failures_;
-  troupe::clock::duration timeout_;
+  troupe::clock::duration timeout_, retry_;
   std::vector<part> parts_;
   std::uint64_t next_id_ = 0;
   std::uint32_t failures_ = 0;

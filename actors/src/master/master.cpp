@@ -306,6 +306,9 @@ void on_job_message(master_actor* self, const message& m) {
     case schema::JobMessage::DISK_FAULT:
       on_disk_fault(self, m);
       break;
+    case schema::JobMessage::FINAL_CHECKPOINT_REPLY:
+      on_final_checkpoint(self, m);
+      break;
     case schema::JobMessage::GPU_COMM_POST:
     case schema::JobMessage::GPU_COMM_FETCH:
       on_gpu_comm(st, m);

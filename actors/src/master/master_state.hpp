@@ -61,6 +61,8 @@ void publish_fault(master_actor* self);
 void on_disk_fault(master_actor* self, const message& m);
 // Answers a StatusRequest with the job's status (reply_to: it carries the request's correlation id).
 void send_status(master_actor* self, const message& request);
+// A PS shard's FinalCheckpointReply (final_checkpoints.hpp); the job ends once every shard's is in.
+void on_final_checkpoint(master_actor* self, const message& m);
 // An EvalResult from `from`; `correlation_id` (its envelope's) pairs it with its part of the round.
 void on_eval_result(master_actor* self, schema::EvalResult::Reader r, const node_id& from,
                     std::uint64_t correlation_id);

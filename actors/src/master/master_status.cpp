@@ -61,6 +61,26 @@ void pump_eval(master_actor* self) {
   }
 }
 
+// A job whose model lives on PS shards: once every task is over, each shard is asked for a checkpoint
+// of every push it applied (final_checkpoints.hpp); the job ends only once all of them hold theirs.
+void pump_final_checkpoints(master_actor* self) {
+  auto& st = self->state;
+  const auto& spec = st.ctx->spec();
+  if (!spec.uses_ps()) return;
+  if (!st.outcome.shards)
+    st.outcome.shards.emplace(spec.ps.shards, std::max<std::uint32_t>(1, spec.job.max_task_failures),
+                              std::chrono::seconds(10), std::chrono::seconds(2));
+  std::set<std::string> alive;
+  for (const auto& m : st.members.view.members())
+    if (m.role == cluster::node_role::ps && m.state == cluster::member_state::alive) alive.insert(m.id.name);
+  for (const auto& shard : st.outcome.shards->due(alive, st.ctx->clock().now())) {
+    auto o = wire::job();
+    o.body.initFinalCheckpoint();
+    if (auto s = st.ctx->send(shard, "ps", std::move(o.out), "master"); !s)
+      spdlog::debug("final checkpoint request to {}: {}", shard, s.err().to_string());
+  }
+}
+
 // Counts from durable state: the journal's (requeues, records of DONE tasks) and counters.json's.
 void add_durable_counts(const master_state& st, nlohmann::json& j) {
   std::uint64_t records_done = st.outcome.counts ? st.outcome.counts->records_done : 0;
@@ -79,6 +99,13 @@ void add_durable_counts(const master_state& st, nlohmann::json& j) {
 // result.json: the job's metrics (`j`, e.g. the test set's) with the durable counts; `error` names
 // why a job that trained nothing or could not be evaluated failed (empty: it did not).
 void finish(master_actor* self, nlohmann::json j, const std::string& error);
+
+// The evaluation's metrics are in and every PS shard's final checkpoint (if any) is written: the end.
+void finish_when_saved(master_actor* self) {
+  auto& st = self->state;
+  if (!st.outcome.metrics || (st.outcome.shards && !st.outcome.shards->done())) return;
+  finish(self, std::move(*st.outcome.metrics), "");
+}
 
 void send_finished(master_state& st) {
   auto o = wire::job();
@@ -153,6 +180,7 @@ void on_tick(master_actor* self) {
     return;
   }
   pump_eval(self);
+  pump_final_checkpoints(self);
 }
 
 namespace {
@@ -186,10 +214,14 @@ void on_eval_result(master_actor* self, schema::EvalResult::Reader r, const node
                     std::uint64_t correlation_id) {
   auto& st = self->state;
   if (st.outcome.finished || !st.outcome.eval) return;
-  eval_answer a{r.getRows(), r.getLoss(), r.getAccuracy(), {}, {}, r.getError().cStr()};
+  eval_answer a{r.getRows(), r.getLoss(), r.getAccuracy(), {}, {}, r.getError().cStr(), r.getDiskFault()};
   for (float v : r.getScores()) a.scores.push_back(v);
   for (float v : r.getLabels()) a.labels.push_back(v);
   if (auto e = st.outcome.eval->answer(correlation_id, from.name, std::move(a))) {
+    if (r.getDiskFault()) {  // the worker's DiskFault names it in the status: the job's end pauses
+      spdlog::debug("evaluation on {}: {} (asked again)", from.name, *e);
+      return;
+    }
     // The model's own error (not a lost worker): asked again, of any worker, up to max_task_failures.
     spdlog::warn("evaluation on {} failed ({} of {}): {}", from.name, st.outcome.eval->failures(),
                  st.ctx->spec().job.max_task_failures, *e);
@@ -207,7 +239,34 @@ void on_eval_result(master_actor* self, schema::EvalResult::Reader r, const node
   j["test_accuracy"] = m->accuracy;
   if (m->auc) j["test_auc"] = *m->auc;  // binary models only
   j["evaluated_by"] = m->by.size() == 1 ? nlohmann::json(m->by.front()) : nlohmann::json(m->by);
-  finish(self, std::move(j), "");
+  st.outcome.metrics = std::move(j);
+  finish_when_saved(self);
+}
+
+void on_final_checkpoint(master_actor* self, const message& m) {
+  auto& st = self->state;
+  const auto* member = st.members.view.find(m.from_node().name);
+  if (!member || member->id != m.from_node() || member->role != cluster::node_role::ps) return;
+  if (st.outcome.finished || !st.outcome.shards) return;
+  auto r = m.body().getJob().getFinalCheckpointReply();
+  const std::string error = r.getError().cStr();
+  st.outcome.shards->answer(m.from_node().name, r.getVersion(), error, r.getDiskFault());
+  if (error.empty()) {
+    spdlog::info("{}: final checkpoint {} written{}", m.from_node().to_string(), r.getVersion(),
+                 st.outcome.shards->done() ? "" : "; waiting for " + st.outcome.shards->waiting());
+    finish_when_saved(self);
+    return;
+  }
+  if (r.getDiskFault()) {  // its DiskFault names it in the status: the job's end pauses
+    spdlog::debug("{}: final checkpoint: {} (asked again)", m.from_node().to_string(), error);
+    return;
+  }
+  spdlog::warn("{}: final checkpoint failed ({} of {}): {}", m.from_node().to_string(),
+               st.outcome.shards->failures(), st.ctx->spec().job.max_task_failures, error);
+  if (st.outcome.shards->failed())
+    finish(self, nlohmann::json::object(),
+           "the final checkpoint of the PS shards failed " + std::to_string(st.outcome.shards->failures()) +
+               " times; the last: " + st.outcome.shards->last_error());
 }
 
 void send_status(master_actor* self, const message& request) {

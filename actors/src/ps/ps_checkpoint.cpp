@@ -124,6 +124,7 @@ void restore_checkpoint(ps_state& st, std::uint64_t version) {
                              " (were [model] or ps.shards changed in job.toml since it was written?)");
   restore(st, *s);
   st.has_checkpoint = true;
+  st.checkpoint_version = version;
   spdlog::info("ps-{}: restored checkpoint {}", st.index, version);
   restore_noise(st, *s);
 }
@@ -280,6 +281,7 @@ void finish_checkpoint(ps_state& st) {
     report_fault(st);
   }
   st.has_checkpoint = true;
+  st.checkpoint_version = *v;
   st.next_full = false;
   st.since_full = full ? 0 : st.since_full + 1;
   st.applied_at_checkpoint = st.version_at_snapshot;
@@ -302,6 +304,19 @@ void checkpoint_now(ps_state& st) {
     finish_checkpoint(st);
     if (!st.record.ok) return;
   }
+}
+
+final_checkpoint_result final_checkpoint(ps_state& st) {
+  checkpoint_now(st);
+  final_checkpoint_result r;
+  if (st.has_checkpoint && st.applied_at_checkpoint == st.version) {
+    r.version = st.checkpoint_version;
+    return r;
+  }
+  r.disk_fault = !st.fault.empty();
+  r.error = "ps-" + std::to_string(st.index) + ": " +
+            (r.disk_fault ? st.fault : std::string("its checkpoint could not be written (see its log)"));
+  return r;
 }
 
 }  // namespace troupe::actors

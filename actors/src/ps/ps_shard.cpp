@@ -3,7 +3,9 @@
 // pulls (rows created lazily and deterministically from the id), checkpoints on a timer
 // (incremental, every Nth full; a snapshot copied between requests a slice at a time, written on a
 // thread of its own) and restores the latest checkpoint when it starts again.
-#include <cmath>
+#include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <span>
@@ -28,6 +30,10 @@ namespace {
 // Why `ids` may not be read or written here (nullopt: they may): an id past the data's id space.
 std::optional<std::string> outside_id_space(const ps_state& st, std::span<const std::uint64_t> ids) {
   if (st.id_limit == 0) return std::nullopt;
+  // The largest id first (a loop without a branch), the offender's name only when there is one.
+  std::uint64_t top = 0;
+  for (auto id : ids) top = std::max(top, id);
+  if (top < st.id_limit) return std::nullopt;
   for (auto id : ids)
     if (id >= st.id_limit)
       return "id " + std::to_string(id) + " is outside the data's id space [0, " +
@@ -99,10 +105,15 @@ void reply_noise(const ps_state& st, schema::PsPushReply::Builder rep) {
 // A gradient holding NaN or an infinity would make every value it touches one: refused, whoever sent
 // it (a worker whose model diverged ends itself; a peer's push must not poison the shard).
 constexpr const char* not_finite = "a value is not finite (NaN or infinite): not applied";
+// An OR over every value's "exponent all ones" test: no branch in the loop, so it vectorizes (a loop of
+// std::isfinite with an early return did not, and cost the shard 10-20% of its pull+push rate).
 bool all_finite(std::span<const float> v) {
-  for (float x : v)
-    if (!std::isfinite(x)) return false;
-  return true;
+  std::uint32_t bad = 0;
+  for (float x : v) {
+    const auto bits = std::bit_cast<std::uint32_t>(x);
+    bad |= static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
 }
 
 // Why a pushed sparse gradient cannot be applied (nullopt: it can).
@@ -166,6 +177,26 @@ void apply_push(ps_state& st, const message& m) {
   (void)st.node->reply(m, std::move(o), "ps");
 }
 
+// The master's FinalCheckpoint (every task is over): the rows live only in this shard's memory until
+// a checkpoint holds them, and the job ends only once every shard's does. From the master only.
+void reply_final_checkpoint(ps_state& st, const message& m) {
+  if (m.from_node().name != "master") {
+    spdlog::warn("ps-{}: ignored a final-checkpoint request from {}: only the master asks", st.index,
+                 m.from_node().to_string());
+    return;
+  }
+  const auto r = final_checkpoint(st);
+  if (r.error.empty())
+    spdlog::info("ps-{}: final checkpoint: version {} holds all {} pushes applied", st.index, r.version,
+                 st.version);
+  auto o = wire::job_reply(m);
+  auto rep = o.body.initFinalCheckpointReply();
+  rep.setVersion(r.version);
+  rep.setError(r.error);
+  rep.setDiskFault(r.disk_fault);
+  (void)st.node->reply(m, std::move(o.out), "ps");
+}
+
 using ps_actor = caf::stateful_actor<ps_state>;
 
 caf::behavior ps_shard(ps_actor* self, node_context* node, data_paths data) {
@@ -186,6 +217,8 @@ caf::behavior ps_shard(ps_actor* self, node_context* node, data_paths data) {
             reply_pull(self->state, m);
           else if (m.kind() == B::PS_PUSH)
             apply_push(self->state, m);
+          else if (m.kind() == B::JOB && m.body().getJob().isFinalCheckpoint())
+            reply_final_checkpoint(self->state, m);
         });
       },
       [=](tick_atom) {

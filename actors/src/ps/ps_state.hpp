@@ -49,6 +49,7 @@ struct ps_state {
   std::uint64_t version = 0;        // pushes applied by this incarnation
   std::uint32_t since_full = 0;     // checkpoints since the last full one
   bool has_checkpoint = false;
+  std::uint64_t checkpoint_version = 0;  // the latest written or restored
   bool next_full = false;  // a write failed: the rows it took out of the dirty sets need a full one
   std::uint64_t applied_at_checkpoint = 0;
   std::uint64_t checkpoints_written = 0;
@@ -82,5 +83,13 @@ void finish_checkpoint(ps_state& st);
 // All of it now, waiting for the writes (the shard is stopping): the checkpoint in progress, then
 // one of what changed since it began.
 void checkpoint_now(ps_state& st);
+// The master's FinalCheckpoint (every task is over): checkpoint_now, then whether every push this
+// shard applied is in a checkpoint (its version), or why not.
+struct final_checkpoint_result {
+  std::uint64_t version = 0;
+  std::string error;        // empty: written
+  bool disk_fault = false;  // the error is a disk fault (reported to the master as well)
+};
+final_checkpoint_result final_checkpoint(ps_state& st);
 
 }  // namespace troupe::actors

@@ -7,6 +7,7 @@
 #include <span>
 
 #include "troupe/nn/metrics.hpp"
+#include "troupe/storage/disk_fault.hpp"
 #include "troupe/wire/messages.hpp"
 #include "worker_state.hpp"
 
@@ -57,6 +58,21 @@ void write_result(schema::EvalResult::Builder res, const scored_rows& scored, st
   }
 }
 
+// The job's final state, for an evaluation. A disk fault pauses the job's end: it is reported to
+// the master (DiskFault "final state") until a write succeeds, and the master asks again (the runner
+// fails the job after job.disk_full_timeout_ms).
+expected<void> write_evaluated_state(worker_state& st) {
+  auto w = write_final_state(st);
+  const std::string fault = !w && storage::is_disk_fault(w.err()) ? w.err().to_string() : "";
+  if (fault != st.final_state_fault) {
+    st.final_state_fault = fault;
+    if (auto r = st.node->send("master", "master", wire::disk_fault("final state", fault), "worker"); !r)
+      spdlog::debug("disk fault report: {}", r.err().to_string());
+  }
+  if (!w) spdlog::error("{}", w.err().to_string());
+  return w;
+}
+
 }  // namespace
 
 void evaluate(worker_state& st, const message& request) {
@@ -86,8 +102,8 @@ void evaluate(worker_state& st, const message& request) {
   // What was scored is the job's model: one whose state could not be written is no evaluation
   // (the job ended "ok" with nothing to export, and it could not be resumed).
   if (parts == 0 || ask.getWriteState())
-    if (auto w = write_final_state(st); !w) {
-      spdlog::error("{}", w.err().to_string());
+    if (auto w = write_evaluated_state(st); !w) {
+      res.setDiskFault(!st.final_state_fault.empty());
       return fail(w.err().to_string());
     }
   (void)st.node->reply(request, std::move(o.out), "worker");

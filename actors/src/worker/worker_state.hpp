@@ -65,6 +65,9 @@ struct worker_state {
   std::unique_ptr<task_output> output;  // prediction jobs: the tasks' part files
   clock::time_point next_checkpoint{};
   std::uint64_t steps_at_checkpoint = 0;  // steps_total when the last checkpoint was handed over
+  // The disk fault of the last try to write the job's final state (reported to the master, which
+  // pauses the job's end while it lasts); empty: none.
+  std::string final_state_fault;
   std::unique_ptr<worker_context> ctx;
   std::optional<held_task> task;
   // The task leased ahead while `task` trains (from its second half on), so that a task boundary

@@ -65,7 +65,7 @@ job_out job_reply(const message& request);
 // runner (a process exited), by a ring neighbour (its beacon released) and by the node itself
 // when it leaves on SIGTERM.
 outbound node_exited(const node_id& node, const std::string& status);
-// DiskFault: a disk fault of the sender's `source` files ("checkpoint", "log"; empty: over).
+// DiskFault: a disk fault of the sender's `source` files ("checkpoint", "log", "final state"; empty: over).
 outbound disk_fault(const std::string& source, const std::string& fault);
 
 // Runs `fn` (which reads a Cap'n Proto message) and turns a kj exception into a logged warning;
