@@ -1,6 +1,7 @@
 // `troupe dashboard [--root DIR] [--listen ADDR] [--token-file F]`: serves the web dashboard over
 // every job under the jobs root until SIGINT or SIGTERM. Loopback by default; any other address
-// needs the cluster token (TROUPE_TOKEN or --token-file), and every request must carry it.
+// needs the cluster token ($TROUPE_CLUSTER_TOKEN, as every node reads it, or --token-file), and every
+// request must carry it.
 #include <signal.h>
 
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "troupe/control/client.hpp"
 #include "troupe/core/signal_wait.hpp"
 #include "troupe/observe/dashboard.hpp"
+#include "troupe/transport/config.hpp"
 
 namespace troupe::cli {
 namespace {
@@ -33,7 +35,10 @@ expected<std::string> read_token(const options& o) {
                              "--token-file " + o.token_file + ": cannot read a token from it");
     return t;
   }
-  const char* env = std::getenv("TROUPE_TOKEN");
+  // The nodes' variable (transport.token_env's default); TROUPE_TOKEN, which the dashboard read alone
+  // before 2026-12-01, still works.
+  const char* env = std::getenv(default_token_env);
+  if (!env || !*env) env = std::getenv("TROUPE_TOKEN");
   return std::string(env ? env : "");
 }
 
@@ -78,7 +83,7 @@ int serve(const options& o) {
   if (open_to_network && token->empty())
     return usage_error("--listen " + o.listen +
                        " is beyond loopback: the dashboard then needs the cluster token "
-                       "(TROUPE_TOKEN or --token-file)");
+                       "($TROUPE_CLUSTER_TOKEN or --token-file)");
   signal_waiter stop{SIGINT, SIGTERM};
   ::setenv("SLURM_TIME_FORMAT", "%s", 1);  // sacct's times as Unix seconds, whatever the local zone
   observe::http_options ho;

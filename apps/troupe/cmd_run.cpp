@@ -28,7 +28,7 @@ const command_registrar reg{
           ->excludes(job);
       sub.add_option("--set", f->o.overrides, "override a key: --set train.epochs=2 (repeatable)");
       sub.add_option("--workers", f->workers, "initial number of workers (overrides job.workers)")
-          ->check(CLI::Range(1, 1024));
+          ->check(CLI::Range(1, 16384));
       sub.add_option("--job-id", f->o.job_id, "name of the job directory (default: <name>-<time>-<random>)");
       // As predict, evaluate and status take it: the jobs root (job.root), here for the new job.
       sub.add_option_function<std::string>(

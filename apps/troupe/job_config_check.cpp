@@ -10,11 +10,7 @@
 namespace troupe::cli {
 
 expected<config_doc> load_job_doc(const std::string& file, const std::vector<std::string>& overrides) {
-  auto doc = job::read_job_file(file);
-  if (!doc) return doc;
-  for (const auto& o : overrides)
-    if (auto r = doc->apply_override(o); !r) return r.err();
-  return doc;
+  return job::read_job_file(file, overrides);
 }
 
 expected<std::vector<std::string>> validate_job_doc(const config_doc& doc, config_doc* effective) {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -148,6 +149,8 @@ void add_ending(nlohmann::json& j, const cluster::job_dir& dir, const nlohmann::
     std::ifstream in(dir.path() + "/counters.json");
     if (auto c = nlohmann::json::parse(in, nullptr, false); c.is_object())
       j["samples_total"] = c.value("samples_trained", 0ull);
+    // The last training loss the master logged (the progress line's; it showed "loss -").
+    if (const double loss = last_logged_loss(dir.path()); std::isfinite(loss)) j["loss"] = loss;
     j["reason"] =
         "no runner runs this job and it left no result.json (its runner died): continue it with "
         "troupe run --resume " +

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <string_view>
 
@@ -119,6 +121,32 @@ void add_recent_events(json& status, const std::string& job_dir) {
   status["recent"] = recent_of(*read);
   status["source"] = observe::events_file_name;
   status["skipped_lines"] = read->skipped;
+}
+
+double last_logged_loss(const std::string& job_dir) {
+  std::ifstream in(job_dir + "/" + observe::events_file_name, std::ios::binary);
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<std::streamoff>(in.tellg());
+  if (!in || size <= 0) return std::numeric_limits<double>::quiet_NaN();
+  const std::streamoff from = std::max<std::streamoff>(0, size - (64 << 10));
+  in.seekg(from);
+  std::string tail(static_cast<std::size_t>(size - from), '\0');
+  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+  tail.resize(static_cast<std::size_t>(in.gcount()));
+  // Newest first; the first line of the tail may be cut (from_json_line refuses it).
+  for (auto end = tail.size(); end > 0;) {
+    const auto start = tail.rfind('\n', end - 1);
+    const auto begin = start == std::string::npos ? 0 : start + 1;
+    const std::string line = tail.substr(begin, end - begin);
+    end = start == std::string::npos ? 0 : start;
+    if (observe::peek_kind(line) != "metrics") continue;
+    auto e = observe::from_json_line(line);
+    if (!e) continue;
+    const auto* loss = e->find("loss");
+    if (loss && std::isfinite(e->number("loss", std::numeric_limits<double>::quiet_NaN())))
+      return e->number("loss");
+  }
+  return std::numeric_limits<double>::quiet_NaN();
 }
 
 expected<std::string> status_from_timeline(const std::string& job_dir, const error& unreachable) {

@@ -23,5 +23,8 @@ nlohmann::json members_json(const cluster::nodes_file& nodes, bool runner_gone);
 // Adds "recent" (the timeline's last notable events), "source" and "skipped_lines" to `status`;
 // nothing when the job has no events.
 void add_recent_events(nlohmann::json& status, const std::string& job_dir);
+// The training loss of the newest metrics event that has one (the last 64 KiB of the timeline are
+// read); NaN when there is none. For a job whose runner died (no result.json to take it from).
+double last_logged_loss(const std::string& job_dir);
 
 }  // namespace troupe::control

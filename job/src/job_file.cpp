@@ -61,6 +61,15 @@ expected<config_doc> read_job_file(const std::string& path) {
   return doc;
 }
 
+expected<config_doc> read_job_file(const std::string& path, const std::vector<std::string>& overrides) {
+  auto doc = read_job_file(path);
+  if (!doc) return doc;
+  for (const auto& o : overrides)
+    if (auto r = doc->apply_override(o); !r) return r.err();
+  if (auto a = absolute_paths(*doc); !a) return a.err();
+  return doc;
+}
+
 expected<config_doc> read_settings_file(const std::string& path,
                                         const std::vector<std::pair<std::string, std::string>>& keys) {
   auto doc = config_doc::from_file(path);

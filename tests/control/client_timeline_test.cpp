@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -86,6 +87,32 @@ TEST(client_timeline, without_a_job_dir_the_newest_runner_job_is_taken) {
   ASSERT_TRUE(found) << found.err().to_string();
   EXPECT_EQ(*found, root + "/ran");
   fs::remove_all(root);
+}
+
+// A job whose runner died has no result.json to take its loss from: the newest metrics event with
+// a loss gives it (status said "loss -"); a window without a step (loss null) and a torn line are
+// passed over, and a timeline far longer than the tail read still answers from its end.
+TEST(client_timeline, the_last_logged_loss_is_the_newest_metrics_event_that_has_one) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("troupe-client-loss-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / observe::events_file_name).string();
+  EXPECT_TRUE(std::isnan(last_logged_loss(dir.string()))) << "no timeline: no loss";
+  {
+    auto log = observe::event_log::open(path);
+    ASSERT_TRUE(log) << log.err().to_string();
+    std::uint64_t t = 1'795'000'000'000;
+    for (int i = 0; i < 3000; ++i)  // ~300 KB: more than the 64 KiB tail
+      ASSERT_TRUE((*log)->append(event("metrics", t += 1000, {{"loss", 1.0 + i * 1e-4}})));
+    ASSERT_TRUE((*log)->append(event("metrics", t += 1000, {{"loss", 0.625}})));
+    ASSERT_TRUE((*log)->append(event("join", t += 1000, {{"node", std::string("worker-3#0")}})));
+    ASSERT_TRUE((*log)->append(event("metrics", t += 1000, {{"samples", std::int64_t{5}}})));  // no loss
+  }
+  std::ofstream(path, std::ios::app) << R"({"kind":"metrics","t_ms":1795000031000,"lo)"
+                                     << "\n";
+  EXPECT_DOUBLE_EQ(last_logged_loss(dir.string()), 0.625);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -96,10 +96,23 @@ TEST(job_end, a_resume_whose_job_file_no_longer_fits_its_journal_is_refused_nami
             std::string::npos)
       << read_file(r.err_file);
   EXPECT_NE(result(r).value("reason", "").find("train.epochs is 5"), std::string::npos)
-      << "result.json says why (it said 'setup failed (see logs/runner.log)'): " << result(r).dump();
+      << "the final line says why (it said 'setup failed (see logs/runner.log)'): " << result(r).dump();
   EXPECT_EQ(read_file(r.job_dir + "/logs/master.log").find("journal was created with other options"),
             std::string::npos)
       << "no master started";
+  // The refused resume ran nothing: the job's record is still the stop's (it read "failed", its
+  // counts gone), and its timeline has one end.
+  auto record = nlohmann::json::parse(read_file(r.job_dir + "/result.json"), nullptr, false);
+  EXPECT_EQ(record.value("status", ""), "stopped") << record.dump();
+  EXPECT_GT(record.value("tasks_done", 0), 0) << record.dump();
+  std::string out;
+  EXPECT_EQ(troupe("status --job-dir " + r.job_dir, &out), 0) << out;
+  EXPECT_NE(out.find("stopped"), std::string::npos) << out;
+  const auto events = read_file(r.job_dir + "/events.jsonl");
+  std::size_t ends = 0;
+  for (auto at = events.find("\"job_end\""); at != std::string::npos; at = events.find("\"job_end\"", at + 1))
+    ++ends;
+  EXPECT_EQ(ends, 1u) << events;
   std::ofstream(r.job_dir + "/job.toml") << toml;
   resume_job(r);
   EXPECT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);

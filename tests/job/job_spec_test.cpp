@@ -82,6 +82,14 @@ TEST(job_file, every_path_is_relative_to_the_job_files_folder_however_it_is_name
     auto over = job::job_spec::read(*doc);
     ASSERT_TRUE(over) << over.err().to_string();
     EXPECT_EQ(over->nn.model.path, (from / "other.pt").string()) << name;
+    // Every path key alike, ps.checkpoint_dir too (it was refused: "not an absolute path").
+    auto set = job::read_job_file(name, {"ps.checkpoint_dir=\"ckpts\"", "job.root=\"elsewhere\""});
+    ASSERT_TRUE(set) << set.err().to_string();
+    auto with_set = job::job_spec::read(*set);
+    ASSERT_TRUE(with_set) << with_set.err().to_string();
+    EXPECT_EQ(with_set->ps.checkpoint_dir, (from / "ckpts").string()) << name;
+    EXPECT_EQ(with_set->job.root, (from / "elsewhere").string()) << name;
+    EXPECT_EQ(with_set->nn.model.path, (sub / "mlp.pt").string()) << name;
   }
   fs::current_path(cwd);
   fs::remove_all(dir);

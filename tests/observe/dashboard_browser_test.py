@@ -89,12 +89,12 @@ def check_stop(job, dash, troupe):
 def check_network_listen(troupe, work):
     """Beyond loopback the dashboard needs the cluster token: refused without one, and then every
     request must carry it."""
-    env = {k: v for k, v in os.environ.items() if k != "TROUPE_TOKEN"}
+    env = {k: v for k, v in os.environ.items() if k not in ("TROUPE_TOKEN", "TROUPE_CLUSTER_TOKEN")}
     out = subprocess.run([troupe, "dashboard", "--root", work, "--listen", "0.0.0.0:0"], env=env,
                          capture_output=True, text=True, timeout=10)
     assert out.returncode == 2 and "token" in out.stderr, (out.returncode, out.stderr)
     port = free_port()
-    env["TROUPE_TOKEN"] = "cluster-secret"
+    env["TROUPE_CLUSTER_TOKEN"] = "cluster-secret"
     p = subprocess.Popen([troupe, "dashboard", "--root", work, "--listen", "0.0.0.0:%d" % port], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -28,7 +28,7 @@ PASSWD = b"root:x:0:0:"
 
 
 def check_cli(troupe, work):
-    env = {k: v for k, v in os.environ.items() if k != "TROUPE_TOKEN"}
+    env = {k: v for k, v in os.environ.items() if k not in ("TROUPE_TOKEN", "TROUPE_CLUSTER_TOKEN")}
     missing = os.path.join(work, "no-such-root")
     out = subprocess.run([troupe, "dashboard", "--root", missing, "--listen", "127.0.0.1:0"], env=env,
                          capture_output=True, text=True, timeout=30)
@@ -240,7 +240,7 @@ def fuzz(troupe, work, seconds, seed):
     for job_id in Tree.IDS:
         tree.rebuild(job_id)
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "TROUPE_TOKEN"}
+    env = {k: v for k, v in os.environ.items() if k not in ("TROUPE_TOKEN", "TROUPE_CLUSTER_TOKEN")}
     env["PATH"] = stand_in_slurm(work) + ":" + env.get("PATH", "")
     log = open(os.path.join(work, "fuzz-dashboard.log"), "w")
     p = subprocess.Popen([troupe, "dashboard", "--root", root, "--listen", "127.0.0.1:%d" % port], env=env,

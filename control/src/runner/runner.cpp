@@ -79,6 +79,10 @@ int runner::run() {
 }
 
 int runner::setup_ended(int rc) {
+  // A --resume that ended in its setup before it began (refused: its job.toml no longer fits;
+  // interrupted) ran nothing of the job: its record (result.json, the timeline's end) stays as the run it
+  // resumes left it (an interrupted job read "failed" after a refused resume, its counts gone).
+  keep_record_ = !opt_.resume.empty() && !resume_begun_;
   if (dir_ && lock_fd_ >= 0) {
     if (interrupted) {
       outcome_.end("interrupted", std::string("interrupted by ") + signal_name(interrupted) +

@@ -99,6 +99,9 @@ class runner {
   // A resumed job's journal: quarantined tasks get their attempts anew, and a ring job without a
   // ring checkpoint trains its DONE tasks again (their updates were lost with the replicas).
   int reopen_tasks();
+  // A --resume past its checks: the job's old result.json goes (this run writes its own) and its
+  // journal is reopened (reopen_tasks). Nothing of the job is changed before (a refused resume).
+  int begin_resumed_run();
   void start_log();
   // A failed setup(): the job's end recorded when it has a directory of its own.
   int setup_ended(int rc);
@@ -208,6 +211,8 @@ class runner {
   // job_start/job_end, scale, fenced, replaced (the master writes membership and metrics).
   observe::job_timeline timeline_;
   // the loop's own
+  bool resume_begun_ = false;  // begin_resumed_run ran
+  bool keep_record_ = false;  // a --resume that ended before it began: result.json and the timeline untouched
   bool nodes_started_ = false;           // the PS shards and workers are launched: scale requests act at once
   std::atomic<bool> stop_asked_{false};  // a stop came (io thread): scale requests are refused
   troupe::clock::time_point dir_checked_{};  // job_dir_gone's last look

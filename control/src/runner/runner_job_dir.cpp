@@ -185,15 +185,20 @@ int runner::open_job_dir(const config_doc& doc) {
   if (!opt_.resume.empty()) {
     spdlog::info("resuming job {} in {}", dir_->job_id(), dir_->path());
     clean_dead_runner(*dir_);
-    std::error_code ec;
-    std::filesystem::remove(dir_->result_path(), ec);  // the resumed run writes its own
-    if (int rc = reopen_tasks(); rc != 0) return rc;
   }
   std::error_code ec;
   std::filesystem::remove(cluster::stop_request_path(dir_->path()), ec);  // an earlier run's
   instance_ = random_hex(4);
   if (auto w = dir_->write_instance(instance_); !w) return spdlog::error("{}", w.err().to_string()), 1;
   return 0;
+}
+
+int runner::begin_resumed_run() {
+  if (opt_.resume.empty()) return 0;
+  resume_begun_ = true;
+  std::error_code ec;
+  std::filesystem::remove(dir_->result_path(), ec);  // the resumed run writes its own
+  return reopen_tasks();
 }
 
 int runner::reopen_tasks() {

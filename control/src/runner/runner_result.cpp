@@ -28,9 +28,14 @@ int runner::finish(int rc) {
   const bool stopped = outcome_.state() == "stopped" && nodes_started_;
   if (((rc == 0 && outcome_.master_ok()) || stopped) && spec_.traits().trains) export_model();
   auto text = final_json(rc);
-  timeline_.job_end(outcome_.state(), outcome_.reason());
-  if (auto w = cluster::write_file_atomic(dir_->result_path(), text + "\n"); !w)
-    spdlog::warn("{}", w.err().to_string());
+  if (keep_record_) {
+    spdlog::info("the job's record ({}) is left as it was: this --resume started nothing",
+                 dir_->result_path());
+  } else {
+    timeline_.job_end(outcome_.state(), outcome_.reason());
+    if (auto w = cluster::write_file_atomic(dir_->result_path(), text + "\n"); !w)
+      spdlog::warn("{}", w.err().to_string());
+  }
   if (rc == 0)
     spdlog::info("job {} {}: {}", dir_->job_id(), outcome_.state(), outcome_.reason());
   else

@@ -169,11 +169,9 @@ int runner::read_config(config_doc& doc) {
     if (!d) return spdlog::error("{}", d.err().to_string()), 2;
     doc = std::move(*d);
   } else {
-    auto d = job::read_job_file(opt_.file);
+    auto d = job::read_job_file(opt_.file, opt_.overrides);
     if (!d) return spdlog::error("{}", d.err().to_string()), 2;
     doc = std::move(*d);
-    for (const auto& o : opt_.overrides)
-      if (auto r = doc.apply_override(o); !r) return spdlog::error("{}", r.err().to_string()), 2;
   }
   if (opt_.workers && !doc.apply_override("job.workers=" + std::to_string(*opt_.workers),
                                           "--workers " + std::to_string(*opt_.workers)))
@@ -282,6 +280,7 @@ int runner::setup() {
   if (int rc = check_journal_matches(); rc != 0) return rc;
   setup_step_ = "checking the model";
   if (int rc = check_model(); rc != 0) return rc;
+  if (int rc = begin_resumed_run(); rc != 0) return rc;
   if (int rc = start_transport(token); rc != 0) return rc;
   return start_launcher();
 }

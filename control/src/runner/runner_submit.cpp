@@ -57,10 +57,8 @@ int await_runner(const cluster::cluster_config& cfg, long job, const std::filesy
 
 int submit_job(const run_options& o) {
   if (!o.resume.empty()) return spdlog::error("run --submit: give a job file (not --resume)"), 2;
-  auto doc = job::read_job_file(o.file);
+  auto doc = job::read_job_file(o.file, o.overrides);
   if (!doc) return spdlog::error("{}", doc.err().to_string()), 2;
-  for (const auto& s : o.overrides)
-    if (auto r = doc->apply_override(s); !r) return spdlog::error("{}", r.err().to_string()), 2;
   auto spec = job::job_spec::read(*doc);
   if (!spec) return spdlog::error("{}", spec.err().to_string()), 2;
   if (spec->cluster.launcher != "slurm")

@@ -20,6 +20,11 @@ namespace troupe::job {
 // directory's copy and on every node. A path given by --set afterwards is the caller's (relative to
 // its working directory). Errors: config_doc::from_file's.
 expected<config_doc> read_job_file(const std::string& path);
+// The same with --set `overrides` ("key=value") applied, a relative path among them made absolute
+// against the working directory (a relative `--set ps.checkpoint_dir=ckpts` was refused as "not an
+// absolute path" while a relative `--set job.root=...` was taken). Errors: read_job_file's, and
+// config_doc::apply_override's naming the flag.
+expected<config_doc> read_job_file(const std::string& path, const std::vector<std::string>& overrides);
 
 // Every relative path of `doc` (the keys read_job_file resolves) made absolute against the working
 // directory: what `troupe config check --print` shows, so that the file it prints means the same
