@@ -36,7 +36,7 @@ expected<std::string> read_token(const options& o) {
     return t;
   }
   // The nodes' variable (transport.token_env's default); TROUPE_TOKEN, which the dashboard read alone
-  // before 2026-12-01, still works.
+  // before 2026-11-30, still works.
   const char* env = std::getenv(default_token_env);
   if (!env || !*env) env = std::getenv("TROUPE_TOKEN");
   return std::string(env ? env : "");

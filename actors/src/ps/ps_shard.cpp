@@ -3,8 +3,6 @@
 // pulls (rows created lazily and deterministically from the id), checkpoints on a timer
 // (incremental, every Nth full; a snapshot copied between requests a slice at a time, written on a
 // thread of its own) and restores the latest checkpoint when it starts again.
-#include <algorithm>
-#include <bit>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -16,6 +14,7 @@
 
 #include "caf_types.hpp"
 #include "ps_state.hpp"
+#include "push_checks.hpp"
 #include "roles.hpp"
 #include "troupe/job/data_model.hpp"
 #include "troupe/wire/messages.hpp"
@@ -29,11 +28,7 @@ namespace {
 
 // Why `ids` may not be read or written here (nullopt: they may): an id past the data's id space.
 std::optional<std::string> outside_id_space(const ps_state& st, std::span<const std::uint64_t> ids) {
-  if (st.id_limit == 0) return std::nullopt;
-  // The largest id first (a loop without a branch), the offender's name only when there is one.
-  std::uint64_t top = 0;
-  for (auto id : ids) top = std::max(top, id);
-  if (top < st.id_limit) return std::nullopt;
+  if (st.id_limit == 0 || largest_id(ids) < st.id_limit) return std::nullopt;
   for (auto id : ids)
     if (id >= st.id_limit)
       return "id " + std::to_string(id) + " is outside the data's id space [0, " +
@@ -105,17 +100,6 @@ void reply_noise(const ps_state& st, schema::PsPushReply::Builder rep) {
 // A gradient holding NaN or an infinity would make every value it touches one: refused, whoever sent
 // it (a worker whose model diverged ends itself; a peer's push must not poison the shard).
 constexpr const char* not_finite = "a value is not finite (NaN or infinite): not applied";
-// An OR over every value's "exponent all ones" test: no branch in the loop, so it vectorizes (a loop of
-// std::isfinite with an early return did not, and cost the shard 10-20% of its pull+push rate).
-bool all_finite(std::span<const float> v) {
-  std::uint32_t bad = 0;
-  for (float x : v) {
-    const auto bits = std::bit_cast<std::uint32_t>(x);
-    bad |= static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-  }
-  return bad == 0;
-}
-
 // Why a pushed sparse gradient cannot be applied (nullopt: it can).
 std::optional<std::string> sparse_problem(const ps_state& st, schema::SparseRows::Reader s,
                                           std::map<std::string, owned_table>::iterator it,
