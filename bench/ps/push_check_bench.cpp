@@ -65,11 +65,16 @@ int main(int argc, char** argv) {
   std::size_t ids_n = 1000, dim = 16;
   int blocks = 31, reps = 200;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--ids")) ids_n = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (!std::strcmp(argv[i], "--dim")) dim = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (!std::strcmp(argv[i], "--blocks")) blocks = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
-    else return std::fprintf(stderr, "unknown flag %s\n", argv[i]), 2;
+    if (!std::strcmp(argv[i], "--ids"))
+      ids_n = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--dim"))
+      dim = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--blocks"))
+      blocks = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--reps"))
+      reps = std::atoi(argv[i + 1]);
+    else
+      return std::fprintf(stderr, "unknown flag %s\n", argv[i]), 2;
   }
   std::mt19937_64 rng(7);
   std::normal_distribution<float> g(0.f, 1e-2f);

@@ -157,6 +157,7 @@ class runner {
   void print_progress(bool final_line);
   std::string progress_notes(const status_snapshot& s) const;
   std::string pause_notes(const status_snapshot& s) const;
+  std::pair<double, double> shown_pace(const status_snapshot& s, double secs, bool final_line) const;
   void answer_status(const std::string& node, const std::string& to, std::uint64_t id);
   // results (runner_result.cpp)
   // Non-empty (the reason) once a disk fault the master reports has lasted job.disk_full_timeout_ms.
@@ -221,6 +222,7 @@ class runner {
   std::optional<time_point> fault_since_;    // when the disk fault the master reports began
   std::string outage_note_;                  // on the progress line while the cluster manager is away
   std::optional<time_point> last_progress_;  // the last progress line
+  std::optional<std::uint64_t> samples_at_start_;  // samples_total in the first status: the final line's rate
 };
 
 // [cluster] metrics_port 0 becomes a free port, written into `doc` (so job.toml pins it for every

@@ -3,9 +3,12 @@
 // no other state of the runner.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "runner.hpp"
 #include "troupe/transport/endpoint.hpp"
@@ -119,8 +122,25 @@ std::string runner::pause_notes(const status_snapshot& s) const {
   return paused.append(outage_note_);
 }
 
+// The rate and loss a progress line shows: the master's last window's; on the final line this run's
+// mean rate and the last training loss the master reported (a job's last window is mostly without
+// steps: a job that trained 100,000 rows ended on "0 samples/s  loss -").
+std::pair<double, double> runner::shown_pace(const status_snapshot& s, double secs, bool final_line) const {
+  double rate = s.samples_per_sec, loss = s.has_loss() ? s.loss : std::nan("");
+  if (!final_line) return {rate, loss};
+  if (samples_at_start_ && secs > 0 && s.samples_total >= *samples_at_start_)
+    rate = static_cast<double>(s.samples_total - *samples_at_start_) / secs;
+  if (!std::isfinite(loss)) {
+    auto r = nlohmann::json::parse(outcome_.master_result(), nullptr, false);
+    if (r.is_object() && r.contains("train_loss") && r["train_loss"].is_number())
+      loss = r["train_loss"].get<double>();
+  }
+  return {rate, loss};
+}
+
 void runner::print_progress(bool final_line) {
   const status_snapshot s = watch_.status();
+  if (s.valid && !samples_at_start_) samples_at_start_ = s.samples_total;  // a resumed job's restored count
   if (!opt_.progress || !s.valid) return;
   auto now = clock_.now();
   bool tty = ::isatty(STDERR_FILENO);
@@ -147,14 +167,16 @@ void runner::print_progress(bool final_line) {
   // is shown before the first step.
   // A prediction's rows may have no labels: its loss (against class 0 then) is not shown.
   char loss[32] = "-";
-  if (s.has_loss() && spec_.traits().trains) std::snprintf(loss, sizeof loss, "%.4f", s.loss);
+  const auto [rate, loss_value] = shown_pace(s, secs, final_line);
+  if (std::isfinite(loss_value) && spec_.traits().trains)
+    std::snprintf(loss, sizeof loss, "%.4f", loss_value);
   std::fprintf(stderr,
                "%s[%6.1fs] data epoch %u/%u  tasks %llu/%llu  %8.0f samples/s  loss %s  workers %u/%u%s%s  "
                "restarts %llu%s%s",
                tty ? "\r" : "", secs, std::min(s.tasks.data_epoch + 1, std::max(s.tasks.data_epochs, 1u)),
                s.tasks.data_epochs, static_cast<unsigned long long>(s.tasks.done),
-               static_cast<unsigned long long>(total), s.samples_per_sec, loss, s.workers_alive,
-               slots_.target(), progress_notes(s).c_str(),
+               static_cast<unsigned long long>(total), rate, loss, s.workers_alive, slots_.target(),
+               progress_notes(s).c_str(),
                spec_.uses_ps() ? ("  ps " + std::to_string(s.ps_alive)).c_str() : "",
                static_cast<unsigned long long>(slots_.restarts()), pause_notes(s).c_str(),
                tty && !final_line ? "" : "\n");
