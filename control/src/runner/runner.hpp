@@ -157,7 +157,7 @@ class runner {
   void print_progress(bool final_line);
   std::string progress_notes(const status_snapshot& s) const;
   std::string pause_notes(const status_snapshot& s) const;
-  std::pair<double, double> shown_pace(const status_snapshot& s, double secs, bool final_line) const;
+  std::pair<double, std::string> shown_pace(const status_snapshot& s, double secs, bool final_line) const;
   void answer_status(const std::string& node, const std::string& to, std::uint64_t id);
   // results (runner_result.cpp)
   // Non-empty (the reason) once a disk fault the master reports has lasted job.disk_full_timeout_ms.

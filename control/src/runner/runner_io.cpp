@@ -125,17 +125,21 @@ std::string runner::pause_notes(const status_snapshot& s) const {
 // The rate and loss a progress line shows: the master's last window's; on the final line this run's
 // mean rate and the last training loss the master reported (a job's last window is mostly without
 // steps: a job that trained 100,000 rows ended on "0 samples/s  loss -").
-std::pair<double, double> runner::shown_pace(const status_snapshot& s, double secs, bool final_line) const {
+// A prediction's rows may have no labels: its loss (against class 0 then) is not shown; nor is one
+// before the first step ("-").
+std::pair<double, std::string> runner::shown_pace(const status_snapshot& s, double secs,
+                                                  bool final_line) const {
   double rate = s.samples_per_sec, loss = s.has_loss() ? s.loss : std::nan("");
-  if (!final_line) return {rate, loss};
-  if (samples_at_start_ && secs > 0 && s.samples_total >= *samples_at_start_)
+  if (final_line && samples_at_start_ && secs > 0 && s.samples_total >= *samples_at_start_)
     rate = static_cast<double>(s.samples_total - *samples_at_start_) / secs;
-  if (!std::isfinite(loss)) {
+  if (final_line && !std::isfinite(loss)) {
     auto r = nlohmann::json::parse(outcome_.master_result(), nullptr, false);
     if (r.is_object() && r.contains("train_loss") && r["train_loss"].is_number())
       loss = r["train_loss"].get<double>();
   }
-  return {rate, loss};
+  char text[32] = "-";
+  if (std::isfinite(loss) && spec_.traits().trains) std::snprintf(text, sizeof text, "%.4f", loss);
+  return {rate, text};
 }
 
 void runner::print_progress(bool final_line) {
@@ -163,19 +167,14 @@ void runner::print_progress(bool final_line) {
                  slots_.target(), tty && !final_line ? "" : "\n");
     return;
   }
-  // "data epoch": the pass over the dataset (the membership epoch is in `troupe status`); no loss
-  // is shown before the first step.
-  // A prediction's rows may have no labels: its loss (against class 0 then) is not shown.
-  char loss[32] = "-";
-  const auto [rate, loss_value] = shown_pace(s, secs, final_line);
-  if (std::isfinite(loss_value) && spec_.traits().trains)
-    std::snprintf(loss, sizeof loss, "%.4f", loss_value);
+  // "data epoch": the pass over the dataset (the membership epoch is in `troupe status`).
+  const auto [rate, loss] = shown_pace(s, secs, final_line);
   std::fprintf(stderr,
                "%s[%6.1fs] data epoch %u/%u  tasks %llu/%llu  %8.0f samples/s  loss %s  workers %u/%u%s%s  "
                "restarts %llu%s%s",
                tty ? "\r" : "", secs, std::min(s.tasks.data_epoch + 1, std::max(s.tasks.data_epochs, 1u)),
                s.tasks.data_epochs, static_cast<unsigned long long>(s.tasks.done),
-               static_cast<unsigned long long>(total), rate, loss, s.workers_alive, slots_.target(),
+               static_cast<unsigned long long>(total), rate, loss.c_str(), s.workers_alive, slots_.target(),
                progress_notes(s).c_str(),
                spec_.uses_ps() ? ("  ps " + std::to_string(s.ps_alive)).c_str() : "",
                static_cast<unsigned long long>(slots_.restarts()), pause_notes(s).c_str(),
