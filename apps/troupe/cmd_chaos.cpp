@@ -122,14 +122,15 @@ expected<std::vector<control::fault_spec>> faults_of(flags& f) {
   }
   if (f.random) {
     f.rnd.kinds.clear();
+    // Each named as the flag's (it quoted a fault the user never wrote: "fault '0 bogus host
+    // rate=1gbit': ...").
     for (const auto& k : f.kinds) {
-      auto p = control::parse_fault("0 " + k + " worker");
-      if (!p) p = control::parse_fault("0 " + k + " host rate=1gbit");  // partition, throttle
-      if (!p) return p.err();
-      f.rnd.kinds.push_back(p->kind);
+      auto p = control::parse_fault_kind(k);
+      if (!p) return std::move(p).err().wrap("--kinds " + k);
+      f.rnd.kinds.push_back(*p);
     }
     for (const auto& t : f.targets)
-      if (auto p = control::parse_fault(std::string("0 kill ").append(t)); !p) return p.err();
+      if (auto c = control::check_fault_target(t); !c) return std::move(c).err().wrap("--targets " + t);
     f.rnd.targets = f.targets;
     auto r = control::random_schedule(f.rnd);
     out.insert(out.end(), r.begin(), r.end());

@@ -1,6 +1,7 @@
 // `troupe status`, `troupe scale`, `troupe stop`: talk to a running job's runner.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include <spdlog/spdlog.h>
@@ -20,6 +21,14 @@ struct target {
 void add_target(CLI::App& sub, const std::shared_ptr<target>& t) {
   sub.add_option("--job-dir", t->job_dir, "the job's directory (default: the newest job under --root)");
   sub.add_option("--root", t->root, "where job directories are (default: jobs)");
+}
+
+// The job a command acted on, as it names it (with --job-dir left out, the newest: said, so that a
+// stop or scale cannot act on another job unseen).
+std::string job_id_of(const std::string& dir) {
+  auto p = std::filesystem::path(dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();  // "jobs/x/"
+  return p.filename().string();
 }
 
 // The job's headline, its task counts (and data epoch) and its throughput line.
@@ -152,28 +161,29 @@ const command_registrar scale_reg{
         // nothing changed; a job not running is exit 1, as for stop.
         if (!r) return r.err() == core_errc::out_of_range ? usage_error(r.err()) : run_error(r.err());
         // A target clamped to the job's bounds is said (it printed the bound as if asked).
+        const auto id = job_id_of(*dir);
         if (r->note.empty())
-          std::printf("workers: %u\n", r->workers);
+          std::printf("job %s: workers: %u\n", id.c_str(), r->workers);
         else
-          std::printf("workers: %u (asked %u: %s, the job's min_workers and max_workers)\n", r->workers, *n,
-                      r->note.c_str());
+          std::printf("job %s: workers: %u (asked %u: %s, the job's min_workers and max_workers)\n",
+                      id.c_str(), r->workers, *n, r->note.c_str());
         return 0;
       };
     }};
 
-const command_registrar stop_reg{"stop", "Stop a running job (its nodes exit; the job directory stays)",
-                                 [](CLI::App& sub) -> runner {
-                                   auto t = std::make_shared<target>();
-                                   add_target(sub, t);
-                                   return [t]() -> int {
-                                     quiet_logs();
-                                     auto dir = control::find_job_dir(t->job_dir, t->root);
-                                     if (!dir) return usage_error(dir.err());
-                                     if (auto r = control::stop_job(*dir); !r) return run_error(r.err());
-                                     std::printf("stopped\n");
-                                     return 0;
-                                   };
-                                 }};
+const command_registrar stop_reg{
+    "stop", "Stop a running job (its nodes exit; the job directory stays)", [](CLI::App& sub) -> runner {
+      auto t = std::make_shared<target>();
+      add_target(sub, t);
+      return [t]() -> int {
+        quiet_logs();
+        auto dir = control::find_job_dir(t->job_dir, t->root);
+        if (!dir) return usage_error(dir.err());
+        if (auto r = control::stop_job(*dir); !r) return run_error(r.err());
+        std::printf("stopped job %s (%s)\n", job_id_of(*dir).c_str(), dir->c_str());
+        return 0;
+      };
+    }};
 
 }  // namespace
 }  // namespace troupe::cli

@@ -290,7 +290,10 @@ int predict_or_evaluate(const options& o, bool evaluate) {
   if (!m) return usage_error(m.err());
   auto& clk = clock::system();
   const auto started = clk.now();
-  const std::string job_id = o.job_id.empty() ? "predict-" + std::to_string(clk.wall_ms()) : o.job_id;
+  // As `troupe run` names jobs (its ids were predict-<unix ms>, an evaluation's too: two started in
+  // the same millisecond collided, and the second was told its --job-id, never given, existed).
+  const std::string job_id =
+      o.job_id.empty() ? control::default_job_id(evaluate ? "evaluate" : "predict") : o.job_id;
   const std::string job_dir = fs::absolute(o.root).lexically_normal().string() + "/" + job_id;
   if (std::error_code ec; fs::exists(job_dir, ec))
     return usage_error("--job-id " + job_id + ": " + job_dir + " exists");
@@ -326,7 +329,8 @@ void common_flags(CLI::App& sub, options& o) {
   sub.add_option("--threads", o.threads, "libtorch threads a worker (default 1)")->check(CLI::Range(1, 256));
   sub.add_option("--delimiter", o.delimiter, "a CSV's field separator (default: the import's; tab too)");
   sub.add_option("--root", o.root, "jobs root of the prediction job (default jobs)");
-  sub.add_option("--job-id", o.job_id, "the prediction job's id (default predict-<unix ms>)");
+  sub.add_option("--job-id", o.job_id,
+                 "the prediction job's id (default predict-<time>-<random>; evaluate-... for evaluate)");
   sub.add_flag("--quiet", o.quiet, "no progress line");
 }
 

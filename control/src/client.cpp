@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -25,6 +27,16 @@ namespace troupe::control {
 
 using wire::rpc_client;
 
+namespace {
+// When a runner last started the job (its instance file, written by each run and --resume), else
+// when the job was made.
+std::filesystem::file_time_type started_at(const cluster::job_dir& dir) {
+  std::error_code ec;
+  auto t = std::filesystem::last_write_time(dir.instance_path(), ec);
+  return ec ? std::filesystem::last_write_time(dir.job_toml_path(), ec) : t;
+}
+}  // namespace
+
 expected<std::string> find_job_dir(const std::string& job_dir, const std::string& root) {
   if (!job_dir.empty()) {  // named: it must be a job's directory (else bad usage, exit 2)
     auto dir = cluster::job_dir::open(job_dir);
@@ -35,15 +47,25 @@ expected<std::string> find_job_dir(const std::string& job_dir, const std::string
   if (!ids) return ids.err();
   if (ids->empty())
     return make_unexpected(core_errc::invalid_argument, "no job under " + root + " (give --job-dir)");
-  // The newest job a runner runs or ran (its lock or nodes.json): `train --local` leaves a job
-  // directory of its model too, which has neither.
+  // The job a runner runs that it started last, else the last started of all. By when nodes.json
+  // changed (a worker restarted, a scale, a job's end) `troupe stop` stopped another job than the
+  // newest. `train --local` leaves a job directory of its model too, with no runner: passed over.
+  struct candidate {
+    bool running;
+    std::filesystem::file_time_type started;
+    std::string path;
+  };
+  std::optional<candidate> best;
   std::error_code ec;
-  for (const auto& id : *ids)
-    if (auto dir = cluster::job_dir::open(root + "/" + id);
-        dir &&
-        (std::filesystem::exists(dir->lock_path(), ec) || std::filesystem::exists(dir->nodes_path(), ec)))
-      return root + "/" + id;
-  return root + "/" + ids->front();
+  for (const auto& id : *ids) {
+    auto dir = cluster::job_dir::open(root + "/" + id);
+    if (!dir ||
+        (!std::filesystem::exists(dir->lock_path(), ec) && !std::filesystem::exists(dir->nodes_path(), ec)))
+      continue;
+    candidate c{dir->runner_pid().has_value(), started_at(*dir), root + "/" + id};
+    if (!best || std::tie(c.running, c.started) > std::tie(best->running, best->started)) best = std::move(c);
+  }
+  return best ? best->path : root + "/" + ids->front();
 }
 
 namespace {

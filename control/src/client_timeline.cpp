@@ -194,6 +194,13 @@ expected<std::string> status_from_timeline(const std::string& job_dir, const err
   std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   auto result = json::parse(text, nullptr, false);
   if (!result.is_discarded()) j["result"] = result;
+  // The master's result.json (it has no "status": the runner's has) and no job_end yet: the job is
+  // over and its runner busy ending it (stopping nodes, writing its model), not "unreachable".
+  if (!end && !quiet && result.is_object() && !result.contains("status")) {
+    j["state"] = "ending";
+    j["reason"] = std::string("its master finished it (") + (result.value("ok", false) ? "ok" : "not ok") +
+                  "): the runner is stopping its nodes and writing its model";
+  }
   add_data_epochs(job_dir, result.is_object() && result.value("ok", false), j);
   j["members"] = json::array();
   if (auto dir = cluster::job_dir::open(job_dir))

@@ -10,7 +10,10 @@
 #include <sstream>
 
 #include <spdlog/spdlog.h>
+
 #include <xxhash.h>
+#include <cerrno>
+#include <cstring>
 
 namespace troupe::job {
 
@@ -214,8 +217,17 @@ expected<prepared_data> prepare_datasets(const nn::data_config& c, const std::st
   if (ec) return make_unexpected(core_errc::io_error, base.string() + ": " + ec.message());
   // One preparer per key at a time, across processes.
   int lock = ::open((base / "lock").c_str(), O_CREAT | O_RDWR, 0644);
-  if (lock < 0) return make_unexpected(core_errc::io_error, (base / "lock").string() + ": cannot open");
-  ::flock(lock, LOCK_EX);
+  if (lock < 0)
+    return make_unexpected(core_errc::io_error,
+                           (base / "lock").string() + ": cannot open: " + std::strerror(errno));
+  // Another job (or `troupe data`) preparing the same dataset: said, then waited for (the runner
+  // printed nothing for as long as the other import took).
+  if (::flock(lock, LOCK_EX | LOCK_NB) != 0) {
+    spdlog::warn("dataset {} is being prepared by another process (it holds {}): waiting for it", c.source,
+                 (base / "lock").string());
+    ::flock(lock, LOCK_EX);
+    spdlog::info("dataset {}: the other preparer is done", c.source);
+  }
   struct unlock_guard {
     int fd;
     ~unlock_guard() { ::close(fd); }

@@ -41,6 +41,7 @@ json job_rows::row(const job_directory& dir, std::int64_t now_ms) {
   if (!problem.empty()) r["error"] = problem;
   if (r.contains("ended")) {
     add_result(dir, r);
+    r["workers_alive"] = 0;  // its last metrics counted the workers before it ended
   } else if (auto res = read_json_file(dir, "result.json"); res && res->is_object() && problem.empty()) {
     // Over without a timeline's end: `train --local`'s model directory (it keeps no timeline).
     r["state"] = res->value("status", res->value("ok", false) ? "finished" : "failed");
@@ -80,10 +81,24 @@ json job_rows::events_row(const job_directory& dir, std::string& problem) {
 
 // Running while the runner or the master still write: nodes.json is rewritten as nodes come and go,
 // events at least every few seconds.
+// A runner that holds the job's lock runs it, however long it is silent (it may wait for another
+// job's import of its dataset: "crashed" after 2 s); on a filesystem whose locks this host cannot
+// see (a Slurm runner elsewhere) the writes tell.
 void job_rows::add_liveness(const job_directory& dir, json& r, std::int64_t now_ms) {
   auto nodes = read_json_file(dir, "nodes.json");
   double last = std::max(number_or(r, "last_ms", 0), nodes ? number_or(*nodes, "updated_ms", 0) : 0);
-  r["state"] = static_cast<double>(now_ms) - last < 15'000 ? "running" : "crashed";
+  const bool writing = static_cast<double>(now_ms) - last < 15'000;
+  if (dir.runner_alive())
+    r["state"] = nodes ? "running" : "starting";
+  else if (writing)
+    r["state"] = "running";
+  else {
+    r["state"] = "crashed";
+    r["workers_alive"] = 0;
+    r["reason"] =
+        "no runner holds it and it left no result.json (its runner died?): continue it with "
+        "troupe run --resume <its job directory>";
+  }
   if (r.contains("started_ms"))
     r["duration_s"] = std::max(0.0, last - number_or(r, "started_ms", 0)) / 1000.0;
 }

@@ -53,21 +53,26 @@ expected<std::string> resolve_listen(const std::string& listen) {
   return (addr.is_v6() ? "[" + ip + "]" : ip) + ":" + std::to_string(port);
 }
 
-expected<std::uint16_t> pick_free_port(const std::string& host) {
+expected<std::uint16_t> pick_free_port(const std::string& host, std::uint16_t port) {
   namespace asio = boost::asio;
   boost::system::error_code ec;
   auto addr = asio::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
   if (ec) return make_unexpected(transport_errc::bad_address, "'" + host + "' is not an IP address");
   asio::io_context io;
   asio::ip::tcp::acceptor a(io);
-  asio::ip::tcp::endpoint ep(addr, 0);
+  asio::ip::tcp::endpoint ep(addr, port);
   a.open(ep.protocol(), ec);
+  // As a server binds (reuse_address): a port whose last connections linger in TIME_WAIT is free.
+  if (!ec) a.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) a.bind(ep, ec);
+  if (ec && port != 0)
+    return make_unexpected(transport_errc::listen_failed,
+                           host + ":" + std::to_string(port) + " is not free: " + ec.message());
   if (ec)
     return make_unexpected(transport_errc::listen_failed, "no free port on " + host + ": " + ec.message());
-  auto port = a.local_endpoint(ec).port();
+  const auto bound = a.local_endpoint(ec).port();
   a.close(ec);
-  return port;
+  return bound;
 }
 
 }  // namespace troupe::observe

@@ -123,6 +123,15 @@ expected<job_file> job_directory::open(std::string_view rel) const {
   }
 }
 
+bool job_directory::runner_alive() const {
+  auto f = open("runner.lock");
+  if (!f) return false;
+  struct flock l {};
+  l.l_type = F_WRLCK;
+  l.l_whence = SEEK_SET;
+  return ::fcntl(f->fd.get(), F_GETLK, &l) == 0 && l.l_type != F_UNLCK;
+}
+
 expected<std::string> job_directory::read_all(std::string_view rel, std::size_t max) const {
   auto f = open(rel);
   if (!f) return std::move(f).err();

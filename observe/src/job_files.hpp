@@ -66,6 +66,9 @@ class job_directory {
   // Its entries that are directories (not links) named like a job id ("serve/<name>" entries).
   expected<std::vector<std::string>> subdirectories() const;
   const std::string& id() const { return id_; }
+  // Whether a process holds the job's runner lock (runner.lock, fcntl: `troupe run` holds it while
+  // it runs, from before it prepares the data to its last line).
+  bool runner_alive() const;
 
  private:
   friend class jobs_root;

@@ -1,6 +1,11 @@
 // Runs the real `troupe` binary and checks usage, exit codes and error lines.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -57,6 +62,47 @@ TEST(cli, bad_config_value_names_key_and_exits_2) {
   EXPECT_NE(r.out.find("key 'log.level'"), std::string::npos) << r.out;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   std::filesystem::remove(f);
+}
+
+// Random chaos's --kinds and --targets name themselves (they quoted a fault the user never wrote:
+// "fault '0 bogus host rate=1gbit': unknown fault kind").
+TEST(cli, random_chaos_flags_name_themselves) {
+  auto f = write_temp("chaos-job.toml", "[job]\nworkers = 1\n");
+  auto kinds = run("chaos --job " + f + " --rate 1 --kinds kill,bogus");
+  EXPECT_EQ(kinds.code, 2) << kinds.out;
+  EXPECT_NE(kinds.out.find("--kinds bogus: unknown fault kind 'bogus'"), std::string::npos) << kinds.out;
+  EXPECT_EQ(kinds.out.find("fault '0"), std::string::npos) << kinds.out;
+  auto targets = run("chaos --job " + f + " --rate 1 --targets worker,nobody");
+  EXPECT_EQ(targets.code, 2) << targets.out;
+  EXPECT_NE(targets.out.find("--targets nobody: unknown target 'nobody'"), std::string::npos) << targets.out;
+  std::filesystem::remove(f);
+}
+
+// A job file that pins [cluster] metrics_port on a port something listens on (another job's master):
+// refused before the job starts (the job ran without /metrics, its nodes.json naming the other's).
+TEST(cli, a_pinned_metrics_port_in_use_is_refused_before_the_job_starts) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const auto port = std::to_string(ntohs(a.sin_port));
+  const auto root = std::filesystem::temp_directory_path() / ("cli-metrics-" + std::to_string(::getpid()));
+  auto f = write_temp("metrics-port.toml", "[job]\nworkers = 1\nroot = \"" + root.string() +
+                                               "\"\n[cluster]\nmetrics_port = " + port + "\n");
+  auto r = run("run " + f + " --quiet");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("[cluster] metrics_port = " + port + ": 127.0.0.1:" + port + " is not free"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(std::filesystem::exists(root)) << "refused before any job directory";
+  ::close(fd);
+  std::filesystem::remove(f);
+  std::filesystem::remove_all(root);
 }
 
 TEST(cli, typo_key_is_reported) {

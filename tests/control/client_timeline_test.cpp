@@ -3,19 +3,25 @@
 // metrics and node_stats lines that make most of a long job's timeline are only peeked at.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "client_timeline.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/control/client.hpp"
+#include "troupe/core/clock.hpp"
 #include "troupe/observe/job_events.hpp"
 
 namespace troupe::control {
@@ -86,6 +92,94 @@ TEST(client_timeline, without_a_job_dir_the_newest_runner_job_is_taken) {
   auto found = find_job_dir("", root);
   ASSERT_TRUE(found) << found.err().to_string();
   EXPECT_EQ(*found, root + "/ran");
+  fs::remove_all(root);
+}
+
+// The master wrote result.json and the runner, busy writing the model, does not answer: the job is
+// "ending" (it read "unreachable", with the result already ok beside it).
+TEST(client_timeline, a_job_whose_master_finished_and_runner_is_busy_is_ending) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("troupe-client-ending-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    auto log = observe::event_log::open((dir / observe::events_file_name).string());
+    ASSERT_TRUE(log) << log.err().to_string();
+    const auto now = static_cast<std::uint64_t>(troupe::clock::system().wall_ms());
+    ASSERT_TRUE((*log)->append(event("job_start", now - 3000, {{"workers", std::int64_t{1}}})));
+    ASSERT_TRUE((*log)->append(event("metrics", now - 500, {{"tasks_done", std::int64_t{6}}})));
+  }
+  std::ofstream(dir / "result.json") << R"({"ok":true,"tasks_done":6})"
+                                     << "\n";  // the master's
+  auto text = status_from_timeline(dir.string(), error{});
+  ASSERT_TRUE(text) << text.err().to_string();
+  auto j = nlohmann::json::parse(*text);
+  EXPECT_EQ(j.value("state", ""), "ending") << j.dump();
+  EXPECT_NE(j.value("reason", "").find("writing its model"), std::string::npos) << j.dump();
+  std::ofstream(dir / "result.json") << R"({"ok":true,"status":"finished"})"
+                                     << "\n";  // the runner's
+  j = nlohmann::json::parse(*status_from_timeline(dir.string(), error{}));
+  EXPECT_NE(j.value("state", ""), "ending") << j.dump();
+  std::filesystem::remove_all(dir);
+}
+
+// Polls `pred` every 10 ms for up to 10 s.
+bool eventually(const std::function<bool()>& pred) {
+  for (int i = 0; i < 1000; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// A child process holding `dir`'s runner lock (a lock this process held would not show to itself:
+// fcntl locks are per process), until it is killed.
+pid_t hold_runner_lock(const cluster::job_dir& dir) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (!dir.lock_runner()) ::_exit(1);
+    ::pause();
+    ::_exit(0);
+  }
+  return pid;
+}
+
+// Several jobs under one root (a team's): the running job whose runner started last is the target,
+// however recently an older job's nodes.json changed (a restarted worker, a scale, a job's end made
+// it the target and `troupe stop` stopped the wrong job); with none running, the last started.
+TEST(client_timeline, without_a_job_dir_the_running_job_started_last_is_taken) {
+  namespace fs = std::filesystem;
+  const std::string root =
+      (fs::temp_directory_path() / ("troupe-find-running-" + std::to_string(::getpid()))).string();
+  fs::remove_all(root);
+  const auto now = fs::file_time_type::clock::now();
+  std::vector<pid_t> holders;
+  auto make = [&](const std::string& id, std::chrono::seconds started, bool running) {
+    auto d = cluster::job_dir::create(root, id, "[job]\n");
+    EXPECT_TRUE(d) << d.err().to_string();
+    std::ofstream(d->instance_path()) << "abcd\n";
+    fs::last_write_time(d->instance_path(), now - std::chrono::hours(1) + started);
+    std::ofstream(d->lock_path()) << "";
+    if (running) holders.push_back(hold_runner_lock(*d));
+    return *d;
+  };
+  make("alice", std::chrono::seconds(0), true);
+  make("bob", std::chrono::seconds(10), true);
+  make("carol", std::chrono::seconds(20), false);  // started after bob, and already ended
+  for (const auto& id : {"alice", "carol"})        // their nodes.json changed last
+    std::ofstream(root + "/" + id + "/nodes.json") << "{}";
+  ASSERT_TRUE(eventually([&] { return cluster::job_dir::open(root + "/bob")->runner_pid().has_value(); }));
+  ASSERT_TRUE(eventually([&] { return cluster::job_dir::open(root + "/alice")->runner_pid().has_value(); }));
+  auto found = find_job_dir("", root);
+  ASSERT_TRUE(found) << found.err().to_string();
+  EXPECT_EQ(*found, root + "/bob");
+  for (auto pid : holders) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  found = find_job_dir("", root);  // none running: the last started
+  ASSERT_TRUE(found) << found.err().to_string();
+  EXPECT_EQ(*found, root + "/carol");
   fs::remove_all(root);
 }
 

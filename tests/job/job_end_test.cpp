@@ -2,9 +2,13 @@
 // with a final JSON line saying why; stops that end every node by itself, again and again; a
 // finished job's timeline without deaths; a corrupt cached dataset, rebuilt before any worker reads
 // it; and nodes whose host command fails, named with what to check.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -62,6 +66,45 @@ TEST(job_end, a_final_state_that_cannot_be_written_fails_the_job_and_it_resumes)
   ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
   EXPECT_EQ(result(r).value("status", ""), "finished");
   EXPECT_TRUE(fs::is_directory(r.job_dir + "/checkpoints/final"));
+}
+
+// A job whose dataset another process is preparing (another job's import: the lock of its cache
+// entry held) says so and waits, then trains on the dataset once it is free (the runner printed
+// nothing for as long as the other import took).
+TEST(job_end, a_job_waiting_for_another_preparer_of_its_dataset_says_so) {
+  job_place place;
+  place.dataset_cache = test_root("wait-cache");
+  auto first = start_job("wait-first", ctr_job(1, 20000, 1), place);
+  ASSERT_EQ(wait_job(first, std::chrono::seconds(240)), 0) << read_file(first.err_file);
+  std::string entry;
+  for (const auto& e : fs::directory_iterator(place.dataset_cache)) entry = e.path().string();
+  ASSERT_TRUE(fs::exists(entry + "/lock")) << entry;
+  const pid_t holder = ::fork();  // another preparer
+  if (holder == 0) {
+    const int fd = ::open((entry + "/lock").c_str(), O_RDWR);
+    if (fd < 0 || ::flock(fd, LOCK_EX) != 0) ::_exit(1);
+    ::sleep(60);
+    ::_exit(0);
+  }
+  ASSERT_TRUE(poll_until(
+      [&] {
+        const int fd = ::open((entry + "/lock").c_str(), O_RDWR);
+        const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0;
+        ::close(fd);
+        return held;
+      },
+      std::chrono::seconds(10)));
+  auto second = start_job("wait-second", ctr_job(1, 20000, 1), place);
+  EXPECT_TRUE(poll_until(
+      [&] {
+        return read_file(second.err_file).find("is being prepared by another process") != std::string::npos;
+      },
+      std::chrono::seconds(30)))
+      << read_file(second.err_file);
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  ASSERT_EQ(wait_job(second, std::chrono::seconds(240)), 0) << read_file(second.err_file);
+  EXPECT_NE(read_file(second.err_file).find("the other preparer is done"), std::string::npos);
 }
 
 // Stops job `r` (exit 3), then edits its job.toml: `from` becomes `to`. Returns the text before the

@@ -2,6 +2,10 @@
 // refusal of paths that leave the root, and the token rules. The page itself is tested in
 // Chromium by tests/observe/dashboard_browser_test.py.
 #include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,6 +14,7 @@
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "troupe/observe/dashboard.hpp"
 #include "troupe/observe/job_events.hpp"
@@ -106,6 +111,43 @@ TEST_F(dashboard_api, lists_jobs_with_their_state) {
   EXPECT_EQ(by["live-job"]["workers_alive"], 3);
   EXPECT_EQ(by["live-job"]["tasks_total"], 10);
   EXPECT_EQ(j["jobs"][0]["id"], "live-job") << "most recent first";
+  // An ended job's last metrics counted its workers before it ended; a crashed one says what to do.
+  EXPECT_EQ(by["done-job"]["workers_alive"], 0);
+  EXPECT_EQ(by["dead-job"]["workers_alive"], 0);
+  EXPECT_NE(by["dead-job"].value("reason", "").find("troupe run --resume"), std::string::npos)
+      << by["dead-job"];
+}
+
+// A runner that holds the job's lock runs it however long it is silent (waiting for another job's
+// import of its dataset it wrote nothing, and was listed "crashed" after 2 s).
+TEST_F(dashboard_api, a_silent_job_whose_runner_holds_its_lock_is_not_crashed) {
+  const auto dir = root_ / "dead-job";
+  const pid_t holder = ::fork();  // the runner: a lock this process held would not show to itself
+  if (holder == 0) {
+    const int fd = ::open((dir / "runner.lock").c_str(), O_RDWR | O_CREAT, 0644);
+    struct flock l {};
+    l.l_type = F_WRLCK;
+    l.l_whence = SEEK_SET;
+    if (fd < 0 || ::fcntl(fd, F_SETLK, &l) != 0) ::_exit(1);
+    ::pause();
+    ::_exit(0);
+  }
+  std::string state;
+  for (int i = 0; i < 500 && state != "running"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    auto rows = json::parse(get("/api/jobs").body)["jobs"];
+    for (const auto& row : rows)
+      if (row["id"] == "dead-job") state = row["state"];
+  }
+  EXPECT_EQ(state, "running") << "its nodes.json is there: running, not crashed";
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  auto rows = json::parse(get("/api/jobs").body)["jobs"];
+  for (const auto& row : rows) {
+    if (row["id"] == "dead-job") {
+      EXPECT_EQ(row["state"], "crashed") << row;
+    }
+  }
 }
 
 // `train --local` leaves a job directory for its model: a job.toml and a result.json, no timeline.

@@ -58,8 +58,18 @@ done
 # address of h1 before 2026-11-30), answering with the job's token.
 maddr=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metrics_address"])' "$work/jobs/preempt/nodes.json")
 [[ $maddr == 10.78.* ]] || fail "preempt: metrics_address $maddr is not the master's host"
-curl -sf -H "Authorization: Bearer $(cat "$work/jobs/preempt/token")" "http://$maddr/metrics" | grep -q '^troupe_samples_total' ||
-  fail "preempt: no /metrics at $maddr"
+# The series appear with the master's first metrics tick: asked for a few seconds (the workers can
+# be training before it).
+scraped=0
+for _ in $(seq 1 50); do
+  if curl -sf -H "Authorization: Bearer $(cat "$work/jobs/preempt/token")" "http://$maddr/metrics" |
+    grep -q '^troupe_samples_total'; then
+    scraped=1
+    break
+  fi
+  sleep 0.2
+done
+[[ $scraped == 1 ]] || fail "preempt: no /metrics at $maddr"
 victim_host=$(squeue -h -p low -o '%N %j' | awk '$2 ~ /preempt:worker/ {print $1}' | sort | uniq -c | awk '$1 == 2 {print $2}' | grep -v h1 | head -1)
 [[ -n $victim_host ]] || fail "preempt: no host runs two workers: $(squeue -h -o '%N %j %T')"
 other=$(for h in h2 h3 h4; do [[ $h != "$victim_host" ]] && [[ -z $(squeue -h -w "$h" -o %j) ]] && echo "$h"; done | head -1)

@@ -165,6 +165,12 @@ TEST(torchscript_backend, errors_name_the_file_and_the_problem) {
   auto inside = error_of(options("fails_inside"));
   EXPECT_NE(inside.find("fails_inside.pt: forward failed on inputs dense [2, 4]"), std::string::npos)
       << inside;
+  // One line: libtorch's cause and where in the module (its traceback took a dozen lines).
+  EXPECT_EQ(inside.find('\n'), std::string::npos) << inside;
+  EXPECT_NE(inside.find("RuntimeError: shape '[-1, 5]' is invalid for input of size 8"), std::string::npos)
+      << inside;
+  EXPECT_NE(inside.find(", in forward: "), std::string::npos) << inside;
+  EXPECT_NE(inside.find("reshape"), std::string::npos) << inside;
   auto o = options("dense");
   o.device = "gpu";
   EXPECT_NE(error_of(o).find("this build's libtorch has no CUDA"), std::string::npos);

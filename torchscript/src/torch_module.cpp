@@ -90,6 +90,38 @@ std::string shape_of(const at::Tensor& t) {
   return s.str();
 }
 
+namespace {
+
+std::string trimmed(const std::string& s) {
+  const auto b = s.find_first_not_of(' '), e = s.find_last_not_of(' ');
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+// Where in the module's code an interpreter error was raised, from libtorch's traceback (the
+// original code's when the archive kept it, else the serialized code's): each frame's `File "F",
+// line N, in FN` and the line it points at, outermost first, joined on one line.
+std::string traceback_where(const std::string& msg) {
+  auto from = msg.find("Traceback of TorchScript, original code");
+  if (from == std::string::npos) from = msg.find("Traceback of TorchScript");
+  if (from == std::string::npos) return "";
+  std::istringstream in(msg.substr(from));
+  std::string line, previous, where, frame;
+  std::getline(in, line);  // the section's title
+  while (std::getline(in, line) && line.rfind("Traceback of TorchScript", 0) != 0) {
+    if (trimmed(line).rfind("File ", 0) == 0) {
+      if (!frame.empty()) where.append(where.empty() ? "" : " -> ").append(frame);
+      frame = trimmed(line).substr(5);
+    } else if (line.find("<--- HERE") != std::string::npos && !frame.empty()) {
+      frame.append(": ").append(trimmed(previous));
+    }
+    previous = line;
+  }
+  if (!frame.empty()) where.append(where.empty() ? "" : " -> ").append(frame);
+  return where;
+}
+
+}  // namespace
+
 std::string error_cause(const std::exception& e) {
   std::string msg = e.what();
   if (auto cut = msg.find("\nException raised from"); cut != std::string::npos) msg.resize(cut);
@@ -97,14 +129,16 @@ std::string error_cause(const std::exception& e) {
   const auto first = msg.substr(0, msg.find('\n'));
   if (first.find("failed in the TorchScript interpreter") == std::string::npos) return first;
   const auto last = msg.rfind('\n');
-  return last == std::string::npos ? first : msg.substr(last + 1);
+  std::string cause = last == std::string::npos ? first : msg.substr(last + 1);
+  if (auto where = traceback_where(msg); !where.empty()) cause.append(" (at ").append(where).append(")");
+  return cause;
 }
 
 unexpected step_error(const std::string& path, const std::string& what, const nn::batch& b,
                       std::size_t embedding_dim, const std::exception& e) {
-  std::string msg = e.what();
-  // libtorch's messages carry the TorchScript call stack after the first lines: keep the cause.
-  if (auto cut = msg.find("\nException raised from"); cut != std::string::npos) msg.resize(cut);
+  // One line: the cause and where in the module it was raised (libtorch's traceback spans a dozen
+  // lines, and a job's error line, its quarantine note and `config check` took all of them).
+  const std::string msg = error_cause(e);
   const auto& info = b.data().info;
   std::string shapes = "dense [" + std::to_string(b.size()) + ", " + std::to_string(info.dense_dim) + "]";
   if (info.sparse_fields > 0)

@@ -43,12 +43,13 @@ at::Tensor host_view(std::span<float> s);
 std::string shape_of(const at::Tensor& t);
 // What a libtorch exception says of its cause, on one line: an error raised inside a TorchScript
 // module reads "The following operation failed in the TorchScript interpreter." then the
-// module's traceback, and only its last line names the error ("RuntimeError: a value over 1000");
-// any other's first line does. The C++ stack ("Exception raised from ...") is dropped.
+// module's traceback, and only its last line names the error ("RuntimeError: a value over 1000"),
+// followed here by where the module raised it (`(at "m.py", line 7, in forward: return ...)`); any
+// other's first line does. The C++ stack ("Exception raised from ...") is dropped.
 std::string error_cause(const std::exception& e);
 
 // The error of a step that failed inside libtorch: "<path>: <what> failed on inputs dense [n, d],
-// emb [n, fields, dim]: <libtorch's message without its TorchScript call stack>".
+// emb [n, fields, dim]: <error_cause>", on one line.
 unexpected step_error(const std::string& path, const std::string& what, const nn::batch& b,
                       std::size_t embedding_dim, const std::exception& e);
 

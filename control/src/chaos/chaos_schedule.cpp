@@ -38,15 +38,6 @@ std::optional<double> number(const std::string& s) {
   return v;
 }
 
-expected<fault_kind> parse_kind(const std::string& s) {
-  for (auto k : {fault_kind::kill, fault_kind::stop, fault_kind::drop, fault_kind::delay, fault_kind::preempt,
-                 fault_kind::partition, fault_kind::throttle})
-    if (s == to_string(k)) return k;
-  return make_unexpected(
-      core_errc::invalid_argument,
-      "unknown fault kind '" + s + "' (kill, stop, drop, delay, preempt, partition, throttle)");
-}
-
 // A tc rate: digits and a unit (kbit, mbit, gbit).
 bool valid_rate(const std::string& r) {
   auto unit = r.find_first_not_of("0123456789");
@@ -81,20 +72,6 @@ expected<void> parse_option(fault_spec& f, const std::string& opt) {
 
 // A role (worker, ps, master; dispenser: the master's node), one node of it (worker-3, ps-0), or a
 // host (host:NAME, host).
-expected<void> check_target(const std::string& t) {
-  if (t == "host" || (t.size() > 5 && t.compare(0, 5, "host:") == 0)) return {};
-  for (const char* role : {"worker", "ps", "master", "dispenser"})
-    if (t == role) return {};
-  for (const std::string prefix : {"worker-", "ps-"})
-    if (t.size() > prefix.size() && t.compare(0, prefix.size(), prefix) == 0 &&
-        std::all_of(t.begin() + static_cast<std::ptrdiff_t>(prefix.size()), t.end(),
-                    [](char c) { return c >= '0' && c <= '9'; }))
-      return {};
-  return make_unexpected(core_errc::invalid_argument,
-                         std::string("unknown target '")
-                             .append(t)
-                             .append("' (worker, ps, master, dispenser, worker-N, ps-N, host:NAME, host)"));
-}
 
 // Host targets take kill, partition, throttle and delay; node targets everything else.
 expected<void> check_kind_target(const fault_spec& f) {
@@ -116,6 +93,30 @@ expected<void> check_kind_target(const fault_spec& f) {
 
 }  // namespace
 
+expected<fault_kind> parse_fault_kind(const std::string& s) {
+  for (auto k : {fault_kind::kill, fault_kind::stop, fault_kind::drop, fault_kind::delay, fault_kind::preempt,
+                 fault_kind::partition, fault_kind::throttle})
+    if (s == to_string(k)) return k;
+  return make_unexpected(
+      core_errc::invalid_argument,
+      "unknown fault kind '" + s + "' (kill, stop, drop, delay, preempt, partition, throttle)");
+}
+
+expected<void> check_fault_target(const std::string& t) {
+  if (t == "host" || (t.size() > 5 && t.compare(0, 5, "host:") == 0)) return {};
+  for (const char* role : {"worker", "ps", "master", "dispenser"})
+    if (t == role) return {};
+  for (const std::string prefix : {"worker-", "ps-"})
+    if (t.size() > prefix.size() && t.compare(0, prefix.size(), prefix) == 0 &&
+        std::all_of(t.begin() + static_cast<std::ptrdiff_t>(prefix.size()), t.end(),
+                    [](char c) { return c >= '0' && c <= '9'; }))
+      return {};
+  return make_unexpected(core_errc::invalid_argument,
+                         std::string("unknown target '")
+                             .append(t)
+                             .append("' (worker, ps, master, dispenser, worker-N, ps-N, host:NAME, host)"));
+}
+
 std::optional<std::string> fault_host(const fault_spec& f) {
   if (f.target == "host") return std::string();
   if (f.target.compare(0, 5, "host:") == 0) return f.target.substr(5);
@@ -132,10 +133,10 @@ expected<fault_spec> parse_fault(const std::string& text) {
   auto t = number(at);
   if (!t) return make_unexpected(core_errc::parse_error, "fault '" + text + "': bad time '" + at + "'");
   f.at_s = *t;
-  auto k = parse_kind(kind);
+  auto k = parse_fault_kind(kind);
   if (!k) return std::move(k).err().wrap("fault '" + text + "'");
   f.kind = *k;
-  if (auto c = check_target(target); !c) return std::move(c).err().wrap("fault '" + text + "'");
+  if (auto c = check_fault_target(target); !c) return std::move(c).err().wrap("fault '" + text + "'");
   f.target = target;
   while (in >> opt)
     if (auto r = parse_option(f, opt); !r) return std::move(r).err().wrap("fault '" + text + "'");

@@ -56,8 +56,6 @@ std::string random_hex(std::size_t bytes);
 void make_absolute(std::string& path);
 // What the launcher knows of the job: a batch backend records the jobs it submits in the job dir.
 cluster::launch_site launch_site_of(const cluster::job_dir& dir);
-// <name>-<YYYYmmdd-HHMMSS>-<4 hex>: the id of a job run without --job-id.
-std::string default_job_id(const std::string& name);
 
 // The runner's parts as the job's file sets them: the master's hang limit, the workers' bounds.
 watch_limits runner_watch_limits(const job::job_spec& spec);

@@ -209,8 +209,11 @@ int runner::apply_spec(config_doc& doc) {
   slots_.set_target(spec_.job.workers);
   watch_.set_limits(runner_watch_limits(spec_));
   auto metrics = pin_metrics_address(doc, spec_);
-  if (!metrics) return spdlog::error("{}", metrics.err().to_string()), 2;
-  metrics_addr_ = *metrics;
+  if (!metrics && opt_.resume.empty()) return spdlog::error("{}", metrics.err().to_string()), 2;
+  // A resumed job's port was pinned by its first run (or its file): taken since, this run serves no
+  // /metrics, and nodes.json names none (it named the other job's).
+  if (!metrics) spdlog::warn("{}: this run of the job serves no /metrics", metrics.err().to_string());
+  metrics_addr_ = metrics ? *metrics : std::string();
   return 0;
 }
 

@@ -15,6 +15,16 @@ expected<std::string> pin_metrics_address(config_doc& doc, job::job_spec& spec) 
     c.metrics_port = *port;
     if (auto r = doc.apply_override("cluster.metrics_port=" + std::to_string(*port)); !r) return r.err();
   }
+  // A port the job file pins, on this machine: one another job's master serves already would be
+  // that job's /metrics in this job's nodes.json (the master only warned in its log).
+  if (c.launcher == "local")
+    if (auto free = observe::pick_free_port(c.metrics_host.empty() ? "127.0.0.1" : c.metrics_host,
+                                            static_cast<std::uint16_t>(c.metrics_port));
+        !free)
+      return make_unexpected(core_errc::invalid_argument,
+                             "[cluster] metrics_port = " + std::to_string(c.metrics_port) + ": " +
+                                 free.err().context() +
+                                 " (another job's /metrics? give another port, or 0 for a free one)");
   return c.metrics_host + ":" + std::to_string(c.metrics_port);  // ":<port>" without a host
 }
 

@@ -47,6 +47,10 @@ std::optional<std::string> fault_host(const fault_spec& f);
 // hold=3", "3 drop ps-0 p=0.3 hold=2", "3 delay worker us=20000 hold=2", "5 kill host:h3",
 // "8 partition host:h2 hold=5", "2 throttle host rate=1gbit hold=10". Errors name the text and the part.
 expected<fault_spec> parse_fault(const std::string& text);
+// One word of a fault: its kind ("kill" ...; "unknown fault kind 'x' (kill, stop, ...)") and its
+// target ("worker", "ps-1", "host:h2" ...; "unknown target 'x' (...)"), for flags that give them apart.
+expected<fault_kind> parse_fault_kind(const std::string& s);
+expected<void> check_fault_target(const std::string& t);
 // A schedule file: TOML with `[chaos] faults = ["<fault>", ...]`.
 expected<std::vector<fault_spec>> read_schedule(const std::string& path);
 

@@ -41,4 +41,8 @@ int submit_job(const run_options& o);
 // that keeps dying, the master unreachable), 2 bad configuration, 130 interrupted.
 int run_job(const run_options& o);
 
+// A new job's id when none is given: "<name>-<local time>-<4 random hex>" (two jobs started in the
+// same second get different ids).
+std::string default_job_id(const std::string& name);
+
 }  // namespace troupe::control

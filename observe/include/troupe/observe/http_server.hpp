@@ -114,8 +114,9 @@ bool is_loopback(const std::string& host_or_listen);
 // Whether the request carries `token` (`Authorization: Bearer T` or `?token=T`), compared in
 // constant time; an empty token is never carried.
 bool has_token(const http_request& r, const std::string& token);
-// A TCP port free on `host` now (bound and released; another process may still take it).
-expected<std::uint16_t> pick_free_port(const std::string& host);
+// A TCP port free on `host` now (bound and released; another process may still take it); with
+// `port`, that one, or an error when something listens on it.
+expected<std::uint16_t> pick_free_port(const std::string& host, std::uint16_t port = 0);
 
 // "%2e%2E/x" -> "../x"; '+' stays '+' in paths. Invalid escapes are kept as they are.
 std::string percent_decode(const std::string& s);
