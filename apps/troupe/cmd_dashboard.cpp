@@ -65,8 +65,8 @@ expected<void> check_root(const std::string& root) {
 
 // Scale and stop through the control client, as `troupe scale` / `troupe stop` do; a stop answers
 // once the runner has it, not when the job has ended (the page polls the job's state).
-expected<void> change_job(const std::string& job_dir, int workers) {
-  if (workers < 0) return control::request_stop(job_dir);
+expected<void> change_job(const std::string& job_dir, int workers, const std::string& who) {
+  if (workers < 0) return control::request_stop(job_dir, who);
   auto n = control::scale_job(job_dir, static_cast<std::uint32_t>(workers));
   if (!n) return n.err();
   return {};

@@ -244,19 +244,19 @@ expected<scale_answer> scale_job(const std::string& job_dir, std::uint32_t worke
 
 namespace {
 // Asks the runner of the connected session to stop the job; returns once it has recorded the stop.
-expected<void> ask_stop(session& s) {
+expected<void> ask_stop(session& s, const std::string& who) {
   auto o = wire::job();
-  o.body.initStop().setReason("troupe stop");
+  o.body.initStop().setReason(who);
   auto reply = s.rpc->call({"runner", "runner", std::move(o.out)}, std::chrono::seconds(3));
   if (!reply) return reply.err();
   return {};
 }
 }  // namespace
 
-expected<void> request_stop(const std::string& job_dir) {
+expected<void> request_stop(const std::string& job_dir, const std::string& who) {
   auto s = connect_runner(job_dir);
   if (!s) return s.err();
-  return ask_stop(**s);
+  return ask_stop(**s, who);
 }
 
 namespace {
@@ -288,7 +288,7 @@ expected<void> stop_job(const std::string& job_dir, troupe::clock& clk) {
   if (auto starting = stop_starting(job_dir, clk, std::chrono::seconds(60))) return *starting;
   auto s = connect_runner(job_dir);
   if (!s) return s.err();
-  if (auto r = ask_stop(**s); !r) return r;
+  if (auto r = ask_stop(**s, "troupe stop"); !r) return r;
   auto& net = *(*s)->net;
   // Returns once the runner has stopped the job and exited: its connection drops (the endpoint's
   // peer-down callback; the state is shared with it, which may outlive this call).

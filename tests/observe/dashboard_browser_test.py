@@ -78,6 +78,8 @@ def check_stop(job, dash, troupe):
     job.proc.wait(30)
     end = wait_for("job_end", lambda: next((e for e in job.events() if e["kind"] == "job_end"), None), 10)
     assert end["state"] == "stopped", end
+    # The record names who stopped it (it said "troupe stop" for the dashboard's stop too).
+    assert "the dashboard, for 127.0.0.1:" in end.get("cause", ""), end
     out = subprocess.run([troupe, "status", "--json", "--job-dir", job.job_dir], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     s = json.loads(out.stdout)

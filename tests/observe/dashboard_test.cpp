@@ -265,14 +265,16 @@ TEST_F(dashboard_api, tokens) {
   post.headers["authorization"] = "Bearer s3cret";
   EXPECT_EQ(handler_(post).status, 501) << "authorised, but this dashboard has no control";
   bool stopped = false;
-  auto h = make_dashboard({root_.string(),
-                           "s3cret",
-                           true,
-                           [&](const std::string& dir, int workers) -> expected<void> {
-                             stopped = workers < 0 && dir.ends_with("live-job");
-                             return {};
-                           },
-                           {}});
+  auto h = make_dashboard(
+      {root_.string(),
+       "s3cret",
+       true,
+       [&](const std::string& dir, int workers, const std::string& who) -> expected<void> {
+         // Who asked goes with the request: the job's record names it.
+         stopped = workers < 0 && dir.ends_with("live-job") && who.starts_with("the dashboard, for ");
+         return {};
+       },
+       {}});
   auto accepted = h(post);
   EXPECT_EQ(accepted.status, 202) << "the stop is requested, the job ends after";
   EXPECT_EQ(json::parse(accepted.body).value("stop", ""), "requested") << accepted.body;
@@ -314,7 +316,7 @@ TEST_F(dashboard_api, a_jobs_own_token_changes_that_job_only) {
   auto h = make_dashboard({root_.string(),
                            "",
                            false,
-                           [&](const std::string&, int) -> expected<void> {
+                           [&](const std::string&, int, const std::string&) -> expected<void> {
                              ++calls;
                              return {};
                            },

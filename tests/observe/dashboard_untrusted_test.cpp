@@ -324,7 +324,7 @@ TEST_F(untrusted_jobs, a_slow_request_holds_up_only_its_own_connection) {
   auto slow = make_dashboard({root_.string(),
                               "tok",
                               false,
-                              [&](const std::string&, int) -> expected<void> {
+                              [&](const std::string&, int, const std::string&) -> expected<void> {
                                 std::unique_lock lk(mu);
                                 entered = true;
                                 cv.notify_all();

@@ -34,7 +34,8 @@ expected<scale_answer> scale_job(const std::string& job_dir, std::uint32_t worke
 // Asks the runner to stop the job; returns once the runner has recorded the request (its StopReply,
 // at most 3 s), not when the job has ended: its nodes are stopped and the runner exits next (the
 // job's status says when). The dashboard's stop.
-expected<void> request_stop(const std::string& job_dir);
+// `who` asks: the job's record says "stopped on request (<who>)".
+expected<void> request_stop(const std::string& job_dir, const std::string& who = "troupe stop");
 // request_stop, then waits until the runner has exited (at most 15 s on `clk`): `troupe stop`.
 expected<void> stop_job(const std::string& job_dir, troupe::clock& clk = troupe::clock::system());
 

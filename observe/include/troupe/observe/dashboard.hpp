@@ -64,8 +64,9 @@ struct dashboard_options {
   std::string root;  // the jobs root: one directory per job
   std::string token;
   bool require_token = false;
-  // scale (workers >= 0) or stop (workers < 0) a running job; unset: those requests get 501.
-  std::function<expected<void>(const std::string& job_dir, int workers)> control;
+  // scale (workers >= 0) or stop (workers < 0) a running job, `who` asking ("the dashboard, for
+  // <client address>": the job's record names it); unset: those requests get 501.
+  std::function<expected<void>(const std::string& job_dir, int workers, const std::string& who)> control;
   slurm_command slurm;  // unset: /api/cluster answers {"slurm": false}
 };
 
