@@ -142,9 +142,8 @@ double last_logged_loss(const std::string& job_dir) {
     if (observe::peek_kind(line) != "metrics") continue;
     auto e = observe::from_json_line(line);
     if (!e) continue;
-    const auto* loss = e->find("loss");
-    if (loss && std::isfinite(e->number("loss", std::numeric_limits<double>::quiet_NaN())))
-      return e->number("loss");
+    if (const double loss = e->number("loss", std::numeric_limits<double>::quiet_NaN()); std::isfinite(loss))
+      return loss;
   }
   return std::numeric_limits<double>::quiet_NaN();
 }

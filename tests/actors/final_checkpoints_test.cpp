@@ -18,14 +18,14 @@ TEST(final_checkpoints, every_alive_shard_is_asked_once_and_the_end_waits_for_al
   ASSERT_EQ(asks, std::vector<std::string>{"ps-0"});
   EXPECT_TRUE(f.due({"ps-0"}, clk.now()).empty()) << "asked twice at once";
   EXPECT_EQ(f.due({"ps-0", "ps-1"}, clk.now()), std::vector<std::string>{"ps-1"});
-  f.answer("ps-0", 7, "", false);
+  f.answer("ps-0", "", false);
   EXPECT_FALSE(f.done());
   EXPECT_EQ(f.waiting(), "ps-1");
-  f.answer("ps-9", 1, "", false);  // no such shard: ignored
+  f.answer("ps-9", "", false);  // no such shard: ignored
   EXPECT_FALSE(f.done());
   clk.advance(11s);  // ps-1 said nothing: asked again; ps-0 is done and is not
   EXPECT_EQ(f.due({"ps-0", "ps-1"}, clk.now()), std::vector<std::string>{"ps-1"});
-  f.answer("ps-1", 3, "", false);
+  f.answer("ps-1", "", false);
   EXPECT_TRUE(f.done());
   EXPECT_TRUE(f.due({"ps-0", "ps-1"}, clk.now() + 1h).empty());
 }
@@ -35,7 +35,7 @@ TEST(final_checkpoints, a_disk_fault_is_asked_again_after_the_retry_and_never_fa
   final_checkpoints f(1, 2, 10s, 2s);
   for (int i = 0; i < 10; ++i) {
     ASSERT_EQ(f.due({"ps-0"}, clk.now()).size(), 1u) << "try " << i;
-    f.answer("ps-0", 0, "ps-0: no space left on device: ckpt/ps-0", true);
+    f.answer("ps-0", "ps-0: no space left on device: ckpt/ps-0", true);
     EXPECT_FALSE(f.failed());
     clk.advance(1s);
     EXPECT_TRUE(f.due({"ps-0"}, clk.now()).empty()) << "asked again within the retry";
@@ -43,7 +43,7 @@ TEST(final_checkpoints, a_disk_fault_is_asked_again_after_the_retry_and_never_fa
   }
   EXPECT_EQ(f.failures(), 0u);
   ASSERT_EQ(f.due({"ps-0"}, clk.now()).size(), 1u);
-  f.answer("ps-0", 12, "", false);
+  f.answer("ps-0", "", false);
   EXPECT_TRUE(f.done());
 }
 
@@ -51,11 +51,11 @@ TEST(final_checkpoints, other_errors_count_and_fail_past_the_limit_naming_the_la
   manual_clock clk;
   final_checkpoints f(1, 2, 10s, 2s);
   ASSERT_EQ(f.due({"ps-0"}, clk.now()).size(), 1u);
-  f.answer("ps-0", 0, "ps-0: checksum mismatch", false);
+  f.answer("ps-0", "ps-0: checksum mismatch", false);
   EXPECT_FALSE(f.failed());
   clk.advance(2s);
   ASSERT_EQ(f.due({"ps-0"}, clk.now()).size(), 1u);
-  f.answer("ps-0", 0, "ps-0: permission denied", false);
+  f.answer("ps-0", "ps-0: permission denied", false);
   EXPECT_TRUE(f.failed());
   EXPECT_EQ(f.last_error(), "ps-0: permission denied");
   EXPECT_FALSE(f.done());

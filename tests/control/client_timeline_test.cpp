@@ -37,11 +37,16 @@ observe::job_event event(const char* kind, std::uint64_t t_ms, fields f = {}) {
   return e;
 }
 
-TEST(client_timeline, the_status_of_a_gone_runner_comes_from_the_last_metrics_and_the_notable_events) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("troupe-client-timeline-" + std::to_string(::getpid()));
+// <tmp>/<prefix><pid>, made empty.
+std::filesystem::path empty_dir(const std::string& prefix) {
+  const auto dir = std::filesystem::temp_directory_path() / (prefix + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  return dir;
+}
+
+TEST(client_timeline, the_status_of_a_gone_runner_comes_from_the_last_metrics_and_the_notable_events) {
+  const auto dir = empty_dir("troupe-client-timeline-");
   const std::string path = (dir / observe::events_file_name).string();
   {
     auto log = observe::event_log::open(path);
@@ -98,10 +103,7 @@ TEST(client_timeline, without_a_job_dir_the_newest_runner_job_is_taken) {
 // The master wrote result.json and the runner, busy writing the model, does not answer: the job is
 // "ending" (it read "unreachable", with the result already ok beside it).
 TEST(client_timeline, a_job_whose_master_finished_and_runner_is_busy_is_ending) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("troupe-client-ending-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const auto dir = empty_dir("troupe-client-ending-");
   {
     auto log = observe::event_log::open((dir / observe::events_file_name).string());
     ASSERT_TRUE(log) << log.err().to_string();
@@ -187,10 +189,7 @@ TEST(client_timeline, without_a_job_dir_the_running_job_started_last_is_taken) {
 // a loss gives it (status said "loss -"); a window without a step (loss null) and a torn line are
 // passed over, and a timeline far longer than the tail read still answers from its end.
 TEST(client_timeline, the_last_logged_loss_is_the_newest_metrics_event_that_has_one) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("troupe-client-loss-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const auto dir = empty_dir("troupe-client-loss-");
   const std::string path = (dir / observe::events_file_name).string();
   EXPECT_TRUE(std::isnan(last_logged_loss(dir.string()))) << "no timeline: no loss";
   {

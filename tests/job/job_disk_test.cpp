@@ -23,6 +23,11 @@ bool no_space_fault(const nlohmann::json& s) {
          s["fault"].get<std::string>().find("no space left on device") != std::string::npos;
 }
 
+// `toml` (a ctr_job) with its PS checkpoints in `dir` ([ps] checkpoint_dir).
+std::string with_checkpoint_dir(std::string toml, const std::string& dir) {
+  return toml.replace(toml.find("[ps]\n"), 5, "[ps]\ncheckpoint_dir = \"" + dir + "\"\n");
+}
+
 job_run start_on(const small_tmpfs& fs, const std::string& name, const std::string& job_extra) {
   job_place place;
   place.root = fs.dir + "/jobs";
@@ -94,9 +99,7 @@ TEST(job_disk, a_disk_that_stays_full_fails_the_job_cleanly_in_the_configured_ti
 TEST(job_disk, a_full_checkpoint_disk_pauses_the_job_naming_the_shard) {
   small_tmpfs fs(test_root("ckpt-fs"), "64m");
   if (!fs.mounted) GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
-  auto toml = ctr_job(2, 300000, 3, 300);
-  toml.replace(toml.find("[ps]\n"), 5, "[ps]\ncheckpoint_dir = \"" + fs.dir + "/ckpt\"\n");
-  auto r = start_job("ckpt-full", toml);
+  auto r = start_job("ckpt-full", with_checkpoint_dir(ctr_job(2, 300000, 3, 300), fs.dir + "/ckpt"));
   ASSERT_TRUE(wait_status(
       r, [](const nlohmann::json& j) { return done_tasks(j) >= 2; }, std::chrono::seconds(120)));
   ASSERT_TRUE(std::filesystem::exists(fs.dir + "/ckpt/ps-0")) << "the shards do not checkpoint there";
@@ -158,9 +161,8 @@ nlohmann::json stays_paused(job_run& r, int seconds) {
 TEST(job_disk, the_end_of_a_job_waits_for_the_shards_final_checkpoints_through_a_full_disk) {
   small_tmpfs fs(test_root("final-ckpt-fs"), "64m");
   if (!fs.mounted) GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
-  auto toml = ctr_job(2, 100000, 1, 3600000);
-  toml.replace(toml.find("[ps]\n"), 5, "[ps]\ncheckpoint_dir = \"" + fs.dir + "/ckpt\"\n");
-  auto r = start_job("final-ckpt-full", toml);
+  auto r =
+      start_job("final-ckpt-full", with_checkpoint_dir(ctr_job(2, 100000, 1, 3600000), fs.dir + "/ckpt"));
   ASSERT_TRUE(wait_status(
       r, [](const nlohmann::json& j) { return done_tasks(j) >= 1; }, std::chrono::seconds(120)));
   fs.fill();

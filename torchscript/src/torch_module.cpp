@@ -105,18 +105,19 @@ std::string traceback_where(const std::string& msg) {
   if (from == std::string::npos) from = msg.find("Traceback of TorchScript");
   if (from == std::string::npos) return "";
   std::istringstream in(msg.substr(from));
-  std::string line, previous, where, frame;
+  std::string line, previous;
+  std::vector<std::string> frames;
   std::getline(in, line);  // the section's title
   while (std::getline(in, line) && line.rfind("Traceback of TorchScript", 0) != 0) {
-    if (trimmed(line).rfind("File ", 0) == 0) {
-      if (!frame.empty()) where.append(where.empty() ? "" : " -> ").append(frame);
-      frame = trimmed(line).substr(5);
-    } else if (line.find("<--- HERE") != std::string::npos && !frame.empty()) {
-      frame.append(": ").append(trimmed(previous));
-    }
+    const auto text = trimmed(line);
+    if (text.rfind("File ", 0) == 0)
+      frames.push_back(text.substr(5));
+    else if (line.find("<--- HERE") != std::string::npos && !frames.empty())
+      frames.back().append(": ").append(trimmed(previous));
     previous = line;
   }
-  if (!frame.empty()) where.append(where.empty() ? "" : " -> ").append(frame);
+  std::string where;
+  for (const auto& f : frames) where.append(where.empty() ? "" : " -> ").append(f);
   return where;
 }
 

@@ -24,13 +24,11 @@ std::vector<std::string> final_checkpoints::due(const std::set<std::string>& ali
   return out;
 }
 
-void final_checkpoints::answer(const std::string& shard, std::uint64_t version, const std::string& error,
-                               bool disk_fault) {
+void final_checkpoints::answer(const std::string& shard, const std::string& error, bool disk_fault) {
   auto it = std::find_if(shards_.begin(), shards_.end(), [&](const auto& s) { return s.name == shard; });
   if (it == shards_.end() || it->written) return;
   if (error.empty()) {
     it->written = true;
-    it->version = version;
     return;
   }
   it->erred = true;

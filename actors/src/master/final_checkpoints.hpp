@@ -31,8 +31,8 @@ class final_checkpoints {
   // The shards to ask now ("ps-0", ...): of those in `alive`, the ones without an answer whose last
   // ask is older than the timeout (`retry` after an error answer), or never asked.
   std::vector<std::string> due(const std::set<std::string>& alive, troupe::clock::time_point now);
-  // `shard`'s answer: `error` empty, its checkpoint `version` holds every push it applied.
-  void answer(const std::string& shard, std::uint64_t version, const std::string& error, bool disk_fault);
+  // `shard`'s answer: `error` empty, a checkpoint holds every push it applied.
+  void answer(const std::string& shard, const std::string& error, bool disk_fault);
   // Every shard's checkpoint holds its pushes.
   bool done() const;
   bool failed() const { return failures_ >= max_failures_; }
@@ -47,7 +47,6 @@ class final_checkpoints {
     bool written = false, erred = false;
     bool asked = false;
     troupe::clock::time_point sent{};
-    std::uint64_t version = 0;
   };
   std::vector<shard> shards_;
   std::uint32_t max_failures_;

@@ -59,10 +59,14 @@ void publish_fault(master_actor* self) {
   if (auto d = st.names->get("dispenser")) self->send(d, fault_atom::value, fault);
 }
 
+const cluster::member* sending_member(const master_state& st, const message& m) {
+  const auto* member = st.members.view.find(m.from_node().name);
+  return member && member->id == m.from_node() ? member : nullptr;
+}
+
 void on_disk_fault(master_actor* self, const message& m) {
   auto& st = self->state;
-  const auto* member = st.members.view.find(m.from_node().name);
-  if (!member || member->id != m.from_node()) return;  // a dead incarnation's word
+  if (!sending_member(st, m)) return;
   auto d = m.body().getJob().getDiskFault();
   std::string fault = d.getFault().cStr();
   std::pair<std::string, std::string> key{m.from_node().name, d.getSource().cStr()};

@@ -57,6 +57,9 @@ void restore_counters(master_state& st, const std::string& job_dir);
 void persist_counters(master_actor* self, bool now);
 // Tells the dispenser the job's disk fault when it changed: it hands out no task while one lasts.
 void publish_fault(master_actor* self);
+// The member that sent `m` when it is that member's current incarnation; nullptr for a node that is
+// no member or a dead incarnation's word.
+const cluster::member* sending_member(const master_state& st, const message& m);
 // JobMessage diskFault from a member: kept (empty: over) and published.
 void on_disk_fault(master_actor* self, const message& m);
 // Answers a StatusRequest with the job's status (reply_to: it carries the request's correlation id).

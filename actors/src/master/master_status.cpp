@@ -245,12 +245,12 @@ void on_eval_result(master_actor* self, schema::EvalResult::Reader r, const node
 
 void on_final_checkpoint(master_actor* self, const message& m) {
   auto& st = self->state;
-  const auto* member = st.members.view.find(m.from_node().name);
-  if (!member || member->id != m.from_node() || member->role != cluster::node_role::ps) return;
+  const auto* member = sending_member(st, m);
+  if (!member || member->role != cluster::node_role::ps) return;
   if (st.outcome.finished || !st.outcome.shards) return;
   auto r = m.body().getJob().getFinalCheckpointReply();
   const std::string error = r.getError().cStr();
-  st.outcome.shards->answer(m.from_node().name, r.getVersion(), error, r.getDiskFault());
+  st.outcome.shards->answer(m.from_node().name, error, r.getDiskFault());
   if (error.empty()) {
     spdlog::info("{}: final checkpoint {} written{}", m.from_node().to_string(), r.getVersion(),
                  st.outcome.shards->done() ? "" : "; waiting for " + st.outcome.shards->waiting());
