@@ -32,6 +32,8 @@ class worker_host : public node_context {
   // The node's ring listener, on the host of its advertised address, opened once for the life of
   // the process and advertised in its joins: call before mark_ready().
   virtual expected<collective::tcp_listener*> ring_listener() = 0;
+  // The job's token (the ring's TCP links prove they hold it). Never logged.
+  virtual const std::string& job_token() const = 0;
 };
 
 }  // namespace troupe::actors

@@ -88,6 +88,7 @@ class fake_liveness final : public liveness {
 
 struct fake_cluster {
   std::string job = "rstest" + std::to_string(::getpid());
+  std::string secret = "fake-ring-token";  // every member's job token
   std::atomic<std::uint64_t> epoch{0};
   fake_liveness live;
   std::mutex mu;
@@ -142,6 +143,7 @@ class fake_ring_context final : public ring_context {
     c_.reports.emplace_back(node, why);
   }
   liveness& live() override { return c_.live; }
+  const std::string& ring_secret() const override { return c_.secret; }
 
  private:
   fake_cluster& c_;

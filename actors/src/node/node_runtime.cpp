@@ -64,6 +64,7 @@ expected<std::unique_ptr<node_runtime>> node_runtime::start(const job::job_spec&
   auto token = wire::read_job_token(rt->who_.job_dir);
   if (!token) return token.err();
   cfg.token = *token;
+  rt->token_ = *token;
   auto net = endpoint::create(rt->who_.id, cfg);
   if (!net) return net.err();
   rt->net_ = std::move(*net);

@@ -63,6 +63,7 @@ class node_runtime final : public worker_host {
   // once for the life of the process (a restarted worker actor keeps the address its joins
   // advertised). Neighbours on other hosts dial it.
   expected<collective::tcp_listener*> ring_listener() override;
+  const std::string& job_token() const override { return token_; }
   // The job's liveness on this host: the master checks a worker's word that a neighbour died
   // against it, a worker starts its beacon with it, ring sessions watch their neighbours with it.
   collective::liveness& liveness() override { return *live_; }
@@ -152,6 +153,7 @@ class node_runtime final : public worker_host {
   mutable std::shared_mutex net_mu_;
   std::unique_ptr<collective::liveness> live_;
   std::string address_;
+  std::string token_;  // the job's token (never logged)
   node_view view_;
   node_ring_listener ring_;
   std::unique_ptr<membership_client> join_;  // made by start(), once address_ is known

@@ -88,6 +88,7 @@ class node_ring_context final : public collective::ring_context {
   collective::liveness& live() override { return rt_.liveness(); }
   expected<void> listen();
   collective::tcp_listener* ring_listener() override { return listener_; }
+  const std::string& ring_secret() const override { return rt_.job_token(); }
 
  private:
   worker_host& rt_;

@@ -20,6 +20,7 @@ tcp_link_options tcp_options(const mixed_link_options& o) {
   t.rank = o.shm.rank;
   t.size = o.shm.size;
   t.next_address = o.next_address;
+  t.secret = o.secret;
   t.timeout = o.shm.timeout;
   t.heartbeat_timeout = o.heartbeat_timeout;
   t.chunk_bytes = o.chunk_bytes;
@@ -51,8 +52,9 @@ expected<std::unique_ptr<mixed_ring_link>> mixed_ring_link::connect(const mixed_
   if (o.tcp_next) {
     auto in = shm_detail::make_inbound_ring(s);
     if (!in) return in.err();
-    auto fd = tcp_detail::dial_next(t, deadline);
-    if (fd) fd = tcp_detail::confirm_next(*fd, t, deadline);
+    auto dialled = tcp_detail::dial_next(t, deadline);
+    if (!dialled) return dialled.err();
+    auto fd = tcp_detail::confirm_next(*dialled, t, deadline);
     if (!fd) return fd.err();
     tcp_detail::make_streaming(*fd);
     (*in)->unlink_when_attached();

@@ -145,6 +145,21 @@ shm_link_options mixed_ring_session::shm_options(const ring_member& prev, const 
   return o;
 }
 
+tcp_link_options mixed_ring_session::tcp_options(const shm_link_options& s,
+                                                 const std::string& next_address) const {
+  tcp_link_options t;
+  t.epoch = s.epoch;
+  t.rank = s.rank;
+  t.size = s.size;
+  t.next_address = next_address;
+  t.secret = ctx_.ring_secret();
+  t.timeout = opt_.timeout;
+  t.heartbeat_timeout = opt_.heartbeat_timeout;
+  t.current_epoch = s.current_epoch;
+  t.clock = s.clock;
+  return t;
+}
+
 expected<std::unique_ptr<ring_link>> mixed_ring_session::make_link(const ring_member& self,
                                                                    const ring_member& prev,
                                                                    const ring_member& next) {
@@ -163,16 +178,7 @@ expected<std::unique_ptr<ring_link>> mixed_ring_session::make_link(const ring_me
     return make_unexpected(collective_errc::setup, "no ring listener for " + prev.id.to_string() +
                                                        " on host " + prev.host + " to connect to");
   if (!shm_prev && !shm_next) {
-    tcp_link_options t;
-    t.epoch = s.epoch;
-    t.rank = s.rank;
-    t.size = s.size;
-    t.next_address = next.ring_address;
-    t.timeout = opt_.timeout;
-    t.heartbeat_timeout = opt_.heartbeat_timeout;
-    t.current_epoch = s.current_epoch;
-    t.clock = s.clock;
-    auto l = tcp_ring_link::connect(t, *ctx_.ring_listener());
+    auto l = tcp_ring_link::connect(tcp_options(s, next.ring_address), *ctx_.ring_listener());
     if (!l) return l.err();
     return std::unique_ptr<ring_link>(std::move(*l));
   }
@@ -180,6 +186,7 @@ expected<std::unique_ptr<ring_link>> mixed_ring_session::make_link(const ring_me
   m.shm = std::move(s);
   m.tcp_next = !shm_next;
   m.next_address = next.ring_address;
+  m.secret = ctx_.ring_secret();
   m.listener = ctx_.ring_listener();
   m.heartbeat_timeout = opt_.heartbeat_timeout;
   auto l = mixed_ring_link::connect(m);

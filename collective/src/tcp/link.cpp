@@ -18,16 +18,16 @@ expected<std::unique_ptr<tcp_ring_link>> tcp_ring_link::connect(const tcp_link_o
     return make_unexpected(collective_errc::setup,
                            "rank " + std::to_string(o.rank) + " of " + std::to_string(o.size));
   auto deadline = o.clock.get().now() + o.timeout;
-  auto out = dial_next(o, deadline);
-  if (!out) return out.err();
+  auto dialled = dial_next(o, deadline);
+  if (!dialled) return dialled.err();
   auto in = accept_prev(l, o, deadline);
   if (!in) {
-    ::close(*out);
+    ::close(dialled->fd);
     return in.err();
   }
   // After accepting: every rank dials, then accepts, then waits for its welcome, so no rank waits
   // on one that is itself waiting.
-  out = confirm_next(*out, o, deadline);
+  auto out = confirm_next(*dialled, o, deadline);
   if (!out) {
     ::close(*in);
     return out.err();

@@ -13,6 +13,9 @@
 #include <cstring>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
+#include "tcp/ring_auth.hpp"
 #include "tcp/stream.hpp"
 
 namespace troupe::collective {
@@ -23,11 +26,21 @@ namespace {
 constexpr std::uint32_t hello_magic = 0x74726e67;    // "trng"
 constexpr std::uint32_t welcome_magic = 0x74726e61;  // "trna": the previous rank's hello is taken
 
+// The dialling rank's first bytes, and the accepting rank's answer (tcp/ring_auth.hpp: the proofs).
 struct hello {
   std::uint32_t magic = hello_magic;
   std::int32_t rank = 0;
   std::uint64_t epoch = 0;
+  ring_nonce nonce{};
+  ring_mac proof{};
 };
+static_assert(sizeof(hello) == 64);
+
+struct welcome {
+  std::uint32_t magic = welcome_magic;
+  ring_mac proof{};
+};
+static_assert(sizeof(welcome) == 36);
 
 unexpected fail(collective_errc c, const std::string& what) {
   return make_unexpected(c, what);
@@ -135,7 +148,7 @@ void make_streaming(int fd) {
   set_nonblocking(fd);
 }
 
-expected<int> dial_next(const tcp_link_options& o, time_point deadline) {
+expected<dialled> dial_next(const tcp_link_options& o, time_point deadline) {
   auto parsed = parse_address(o.next_address);
   if (!parsed) return parsed.err();
   const sockaddr_in& to = *parsed;
@@ -147,8 +160,9 @@ expected<int> dial_next(const tcp_link_options& o, time_point deadline) {
     tune(fd, o.heartbeat_timeout);
     set_io_timeout(fd, std::chrono::milliseconds(std::max(1, remaining_ms(o.clock, deadline, o.timeout))));
     if (::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0) {
-      hello h{hello_magic, o.rank, o.epoch};
-      if (write_all(fd, &h, sizeof h)) return fd;
+      hello h{hello_magic, o.rank, o.epoch, make_ring_nonce(), {}};
+      h.proof = ring_proof(derive_ring_key(o.secret), ring_role::hello, o.rank, o.epoch, h.nonce);
+      if (write_all(fd, &h, sizeof h)) return dialled{fd, h.nonce};
       last = errno;
     } else {
       last = errno;
@@ -164,16 +178,31 @@ expected<int> dial_next(const tcp_link_options& o, time_point deadline) {
               "dialling the next rank at " + address + ": " + (last ? errno_text(last) : "timed out"));
 }
 
-// Whether the connection `fd`, readable, brings the previous rank's hello for this epoch (then it is
-// welcomed).
-bool take_hello(int fd, const tcp_link_options& o, int prev, time_point deadline) {
+// What a connection, readable, brought: the previous rank's hello for this epoch (then it is
+// welcomed), one without the job's token, or anything else.
+enum class hello_kind { peer, no_token, other };
+
+hello_kind take_hello(int fd, const tcp_link_options& o, int prev, time_point deadline) {
   const int left = remaining_ms(o.clock, deadline, o.timeout);
   set_io_timeout(fd, std::chrono::milliseconds(std::max(1, std::min(left, 200))));
   hello h;
   if (!read_all(fd, &h, sizeof h) || h.magic != hello_magic || h.rank != prev || h.epoch != o.epoch)
-    return false;
+    return hello_kind::other;
+  const auto key = derive_ring_key(o.secret);
+  if (!ring_proof_ok(key, ring_role::hello, prev, o.epoch, h.nonce, h.proof)) return hello_kind::no_token;
   set_io_timeout(fd, std::chrono::milliseconds(std::max(1, left)));
-  return write_all(fd, &welcome_magic, sizeof welcome_magic);
+  welcome w{welcome_magic, ring_proof(key, ring_role::welcome, o.rank, o.epoch, h.nonce)};
+  return write_all(fd, &w, sizeof w) ? hello_kind::peer : hello_kind::other;
+}
+
+// The address a connection came from, for the log.
+std::string peer_of(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "an unknown address";
+  char ip[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+  return std::string(ip) + ":" + std::to_string(ntohs(a.sin_port));
 }
 
 // Accepted connections waiting for their hello, side by side: a ring peer writes its hello right
@@ -200,9 +229,15 @@ class hello_queue {
     for (std::size_t i = waiting_.size(); i-- > 0;) {
       const int fd = waiting_[i].fd;
       if (ps_[i + 1].revents == 0 && now - waiting_[i].since < hello_wait) continue;
-      const bool peer = ps_[i + 1].revents != 0 && take_hello(fd, o, prev, deadline);
+      const auto kind = ps_[i + 1].revents != 0 ? take_hello(fd, o, prev, deadline) : hello_kind::other;
       waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
-      if (peer) return fd;
+      if (kind == hello_kind::peer) return fd;
+      if (kind == hello_kind::no_token && !refused_logged_) {
+        // Once per rendezvous: a stranger dialling in a loop must not flood the log.
+        spdlog::warn("ring epoch {}: refused a connection from {} that named rank {} without the job's token",
+                     o.epoch, peer_of(fd), prev);
+        refused_logged_ = true;
+      }
       ::close(fd);  // silent too long, another epoch's (a rank behind or ahead: it dials again), or no peer
     }
     return -1;
@@ -222,6 +257,7 @@ class hello_queue {
   };
   std::vector<waiting_fd> waiting_;
   std::vector<pollfd> ps_;
+  bool refused_logged_ = false;
 };
 
 expected<int> accept_prev(tcp_listener& l, const tcp_link_options& o, time_point deadline) {
@@ -246,8 +282,10 @@ expected<int> accept_prev(tcp_listener& l, const tcp_link_options& o, time_point
   }
 }
 
-expected<int> confirm_next(int fd, const tcp_link_options& o, time_point deadline) {
+expected<int> confirm_next(dialled d, const tcp_link_options& o, time_point deadline) {
+  const int next = (o.rank + 1) % o.size;
   while (true) {
+    const int fd = d.fd;
     // In slices: the epoch may be over while the hello waits in the next rank's backlog.
     pollfd p{fd, POLLIN, 0};
     int ready = 0;
@@ -255,8 +293,14 @@ expected<int> confirm_next(int fd, const tcp_link_options& o, time_point deadlin
       ready = ::poll(&p, 1, std::max(1, remaining_ms(o.clock, deadline, std::chrono::milliseconds(20))));
       if (ready < 0 && errno != EINTR) break;
     }
-    std::uint32_t w = 0;
-    if (ready > 0 && read_all(fd, &w, sizeof w) && w == welcome_magic) return fd;
+    welcome w;
+    if (ready > 0 && read_all(fd, &w, sizeof w) && w.magic == welcome_magic) {
+      if (ring_proof_ok(derive_ring_key(o.secret), ring_role::welcome, next, o.epoch, d.nonce, w.proof))
+        return fd;
+      ::close(fd);
+      return fail(collective_errc::setup, "the next rank's address " + o.next_address +
+                                              " answered without the job's token (not a rank of this job)");
+    }
     ::close(fd);
     if (cancelled(o)) return cancel_error(o, "the next rank took this ring's hello");
     if (o.clock.get().now() >= deadline)
@@ -267,8 +311,8 @@ expected<int> confirm_next(int fd, const tcp_link_options& o, time_point deadlin
     // pause on the link's clock (as dial_next's: nothing says when that rank is done linking).
     o.clock.get().sleep_for(std::chrono::milliseconds(2));
     auto again = dial_next(o, deadline);
-    if (!again) return again;
-    fd = *again;
+    if (!again) return again.err();
+    d = *again;
   }
 }
 

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 
+#include "tcp/ring_auth.hpp"
 #include "troupe/collective/ring.hpp"
 #include "troupe/collective/tcp/link.hpp"
 
@@ -16,17 +17,26 @@ namespace troupe::collective::tcp_detail {
 
 using time_point = troupe::clock::time_point;
 
+// A dialled connection to the next rank and the nonce its hello carried (the welcome answers it).
+struct dialled {
+  int fd = -1;
+  ring_nonce nonce{};
+};
+
 // Dials o.next_address until it answers or `deadline` (the next rank may not listen yet), then
-// names this ring and rank. The socket is blocking, tuned for heartbeats.
-expected<int> dial_next(const tcp_link_options& o, time_point deadline);
-// Accepts on `l` until the previous rank of this epoch says hello, and welcomes it; strays (other
-// epochs' hellos included) are closed.
+// names this ring and rank, with the proof of the job's token (tcp/ring_auth.hpp). The socket is
+// blocking, tuned for heartbeats.
+expected<dialled> dial_next(const tcp_link_options& o, time_point deadline);
+// Accepts on `l` until the previous rank of this epoch says hello with the job's token, and
+// welcomes it; strays (other epochs' hellos, and hellos without the token: logged once) are closed.
 expected<int> accept_prev(tcp_listener& l, const tcp_link_options& o, time_point deadline);
-// Waits on dial_next's socket `fd` for the next rank's welcome. A hello the next rank closed
+// Waits on dial_next's socket for the next rank's welcome. A hello the next rank closed
 // unanswered (it was still linking an older epoch's ring) is dialled again until it is welcomed,
 // the epoch is over or `deadline`. Without it, a link to a rank that closed the hello would look
-// made and fail at its first transfer, as if that rank had died. Takes `fd`; returns the welcomed one.
-expected<int> confirm_next(int fd, const tcp_link_options& o, time_point deadline);
+// made and fail at its first transfer, as if that rank had died. A welcome without the job's token
+// (another process took the next rank's port) fails the link at once. Takes `d`; returns the
+// welcomed socket.
+expected<int> confirm_next(dialled d, const tcp_link_options& o, time_point deadline);
 // The rendezvous is over: non-blocking, no per-call timeouts.
 void make_streaming(int fd);
 // Milliseconds until `deadline` on `clk`, clamped to [0, cap].

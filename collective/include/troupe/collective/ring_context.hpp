@@ -55,6 +55,9 @@ class ring_context {
   // This worker's ring listener (its ring_member::ring_address), on which its previous rank on
   // another host connects; null when it has none (then no TCP link can reach it).
   virtual tcp_listener* ring_listener() { return nullptr; }
+  // The job's token: the ends of a TCP link prove they hold it (a process outside the job cannot
+  // take a rank's place in the ring). Never logged.
+  virtual const std::string& ring_secret() const = 0;
 };
 
 }  // namespace troupe::collective

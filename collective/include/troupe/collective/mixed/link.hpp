@@ -33,6 +33,7 @@ struct mixed_link_options {
   bool tcp_next = true;              // true: TCP to the next rank, shm from the previous
   std::string next_address;          // tcp_next: "host:port" of the next rank's listener
   tcp_listener* listener = nullptr;  // !tcp_next: where the previous rank dials in
+  std::string secret;                // the job's token: both ends of the TCP half prove they hold it
   std::chrono::milliseconds heartbeat_timeout{3'000};
   std::size_t chunk_bytes = 256 << 10;  // TCP receive (and accumulate) granularity
 };

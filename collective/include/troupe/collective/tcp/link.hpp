@@ -54,7 +54,10 @@ class tcp_listener {
 struct tcp_link_options {
   std::uint64_t epoch = 0;  // membership epoch of this ring
   int rank = 0, size = 1;
-  std::string next_address;                            // "host:port" of the next rank's listener
+  std::string next_address;  // "host:port" of the next rank's listener
+  // The job's token: each end proves it holds it before a byte of the ring's numbers is taken
+  // (src/tcp/ring_auth.hpp). Empty: every end with an empty one is taken (tests, benchmarks).
+  std::string secret;
   std::chrono::milliseconds timeout{10'000};           // per operation, and for the rendezvous
   std::chrono::milliseconds heartbeat_timeout{3'000};  // a silent (cut off) neighbour is dead after this
   std::chrono::milliseconds poll_slice{2};             // how often a wait looks at current_epoch
@@ -72,7 +75,8 @@ struct tcp_link_options {
 class tcp_ring_link final : public ring_link {
  public:
   // Dials the next rank (retrying until options.timeout) and accepts the previous one on
-  // `listener`; each side names its epoch and rank, so a stale or stray connection is refused.
+  // `listener`; each side names its epoch and rank and proves it holds the job's token, so a
+  // stale or stray connection, or one from outside the job, is refused.
   static expected<std::unique_ptr<tcp_ring_link>> connect(const tcp_link_options& options,
                                                           tcp_listener& listener);
   ~tcp_ring_link() override;
