@@ -2,6 +2,7 @@
 // process. Progress and per-epoch evaluation go to stderr; the final metrics are one JSON line
 // on stdout.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -32,12 +33,12 @@ struct options {
 
 nlohmann::json eval_json(const nn::eval_result& r, bool binary) {
   nlohmann::json j{{"rows", r.rows}, {"loss", r.loss}, {"accuracy", r.accuracy}};
-  if (binary) j["auc"] = r.auc;
+  if (binary && std::isfinite(r.auc)) j["auc"] = r.auc;  // none: the test rows hold one class only
   return j;
 }
 
 void print_eval(std::size_t epoch, const nn::eval_result& r, bool binary, double secs) {
-  if (binary)
+  if (binary && std::isfinite(r.auc))
     std::fprintf(stderr, "epoch %zu: test loss %.4f auc %.4f accuracy %.4f (%.1f s)\n", epoch, r.loss, r.auc,
                  r.accuracy, secs);
   else
@@ -151,7 +152,7 @@ nlohmann::json result_json(const nn::job_config& job, const nn::train_test& data
                      {"history", history}};
   if (!r.backend.empty()) out["backend"] = r.backend;
   if (!r.placement.empty()) out["placement"] = r.placement;
-  if (r.binary) out["test_auc"] = last.auc;
+  if (r.binary && std::isfinite(last.auc)) out["test_auc"] = last.auc;
   if (data.true_auc > 0) out["true_auc"] = data.true_auc;
   return out;
 }

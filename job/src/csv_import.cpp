@@ -240,6 +240,7 @@ expected<void> importer::finish_format() {
   if (!classes) return classes.err();
   result_.num_classes = classes->num_classes;
   result_.class_names = classes->names;
+  result_.label_notes = classes->notes;
   format_.class_names = std::move(classes->names);
   if (o_.standardize) format_.standardize = survey_.stats.scales(result_.dense_columns, scaled_);
   if (auto r = take_fills(); !r) return r;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 
 namespace troupe::job {
 
@@ -44,12 +45,59 @@ unexpected label_survey::one_class() const {
 }
 
 expected<void> label_survey::add(std::string_view text, std::size_t line) {
+  ++rows_;
   if (first_line_.find(text) != first_line_.end()) return {};
   if (first_line_.size() == max_classes)
     return bad(line, "label " + shown(text) + " is one class more than " + std::to_string(max_classes) +
                          " (is this column the label?)");
   first_line_.emplace(std::string(text), line);
   return {};
+}
+
+bool label_survey::nearly_all_distinct() const {
+  const std::size_t n = first_line_.size();
+  return n > 100 || (n > 10 && 2 * n > rows_);
+}
+
+// Numbers, some with a fraction, nearly all distinct: a regression target. Each became a class
+// (4,867 classes for 5,000 rows) and the job ended "ok" at chance accuracy.
+expected<void> label_survey::check_not_continuous() const {
+  if (!nearly_all_distinct()) return {};
+  const std::pair<const std::string, std::size_t>* fraction = nullptr;
+  for (const auto& entry : first_line_) {
+    double v = 0;
+    if (!as_double(entry.first, v)) return {};
+    if (!fraction && v != std::floor(v)) fraction = &entry;
+  }
+  if (!fraction) return {};
+  return bad(fraction->second, std::to_string(first_line_.size()) + " distinct numbers in " +
+                                   std::to_string(rows_) + " rows, such as " + shown(fraction->first) +
+                                   ": this looks like a continuous target, and troupe trains classifiers "
+                                   "(labels are class ids or names); bin it into classes first, or "
+                                   "name another column with --label");
+}
+
+// Class ids keep their meaning: say so when that leaves classes without rows, or when nearly
+// every row has an id of its own.
+void label_survey::note_ids(std::uint32_t num_classes, label_classes& out) const {
+  const std::string what = file_ + ": " + column_ + ": ";
+  if (nearly_all_distinct()) {
+    out.notes.push_back(what + std::to_string(first_line_.size()) + " distinct class ids in " +
+                        std::to_string(rows_) +
+                        " rows: is this a continuous target? troupe trains classifiers");
+    return;
+  }
+  std::vector<std::uint32_t> empty;
+  for (std::uint32_t id = 0; id < num_classes; ++id)
+    if (first_line_.find(std::to_string(id)) == first_line_.end()) empty.push_back(id);
+  if (empty.empty() || first_line_.size() != num_classes - empty.size()) return;
+  std::string ids;
+  for (std::size_t i = 0; i < empty.size() && i < 5; ++i) ids += (i ? ", " : "") + std::to_string(empty[i]);
+  if (empty.size() > 5) ids += ", ...";
+  out.notes.push_back(what + "class " + ids + (empty.size() == 1 ? " has" : " have") +
+                      " no rows: labels that are class ids keep their meaning, so the model has " +
+                      std::to_string(num_classes) + " classes; number the labels from 0 for one of " +
+                      std::to_string(num_classes - empty.size()));
 }
 
 expected<label_classes> label_survey::decide() const {
@@ -66,8 +114,10 @@ expected<label_classes> label_survey::decide() const {
   }
   if (ids) {
     out.num_classes = max_id + 1;
+    note_ids(out.num_classes, out);
     return out;
   }
+  if (auto c = check_not_continuous(); !c) return c.err();
   for (const auto& [text, line] : first_line_) {
     if (!is_utf8(text)) return bad(line, "label is not UTF-8 text (class names must be: convert the file)");
     out.names.push_back(text);

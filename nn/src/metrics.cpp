@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -48,7 +49,7 @@ double auc(std::span<const float> scores, std::span<const float> labels) {
     i = j;
   }
   double negatives = static_cast<double>(n) - positives;
-  if (positives == 0 || negatives == 0) return 0.5;
+  if (positives == 0 || negatives == 0) return std::numeric_limits<double>::quiet_NaN();
   return (rank_sum - positives * (positives + 1) / 2.0) / (positives * negatives);
 }
 

@@ -98,6 +98,41 @@ TEST_F(CsvUsers, LabelProblemsNameLineAndColumn) {
   EXPECT_NE(e.find("header: the name of column 2 is not UTF-8 text"), std::string::npos) << e;
 }
 
+// troupe trains classifiers: a regression target (fractional numbers, nearly all distinct) became
+// one class per value (4,867 classes for 5,000 rows) and a job that ended "ok" at chance accuracy.
+// It is refused; class ids that leave a class empty or are nearly all distinct are noted.
+TEST_F(CsvUsers, AContinuousTargetIsRefusedAndOddClassIdsAreNoted) {
+  std::string prices = "x,y\n";
+  for (int i = 0; i < 300; ++i) prices += std::to_string(i) + "," + std::to_string(i) + ".25\n";
+  auto e = refused(csv(prices, "prices"));
+  EXPECT_NE(e.find("column 'y' (2): 300 distinct numbers in 300 rows"), std::string::npos) << e;
+  EXPECT_NE(e.find("looks like a continuous target"), std::string::npos) << e;
+  // Few fractional values are classes (half-star ratings), and whole numbers as text are too.
+  auto r = import_csv(csv("x,y\n1,0.5\n2,1.5\n3,0.5\n4,2.5\n", "half-stars"));
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->class_names, (std::vector<std::string>{"0.5", "1.5", "2.5"}));
+  EXPECT_TRUE(r->label_notes.empty());
+  // Ids 1 and 2: three classes, class 0 without rows.
+  r = import_csv(csv("x,y\n1,1\n2,2\n3,1\n", "one-two"));
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->num_classes, 3u);
+  ASSERT_EQ(r->label_notes.size(), 1u);
+  EXPECT_NE(r->label_notes[0].find("class 0 has no rows"), std::string::npos) << r->label_notes[0];
+  EXPECT_NE(r->label_notes[0].find("number the labels from 0 for one of 2"), std::string::npos)
+      << r->label_notes[0];
+  std::string ids = "x,y\n";
+  for (int i = 0; i < 200; ++i) ids += std::to_string(i) + "," + std::to_string(i * 3) + "\n";
+  r = import_csv(csv(ids, "ids"));
+  ASSERT_TRUE(r) << r.err().to_string();
+  ASSERT_EQ(r->label_notes.size(), 1u);
+  EXPECT_NE(r->label_notes[0].find("200 distinct class ids in 200 rows: is this a continuous target?"),
+            std::string::npos)
+      << r->label_notes[0];
+  r = import_csv(csv("x,y\n1,0\n2,1\n3,2\n", "plain-ids"));
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_TRUE(r->label_notes.empty()) << r->label_notes[0];
+}
+
 TEST_F(CsvUsers, NanTokensAreMissingValues) {
   const std::string rows = "x,y,z,c\n1,0,NaN,NA\nnan,1,2,b\nNA,0,N/A,b\n-nan,1,null,b\n7,1,8,b\n";
   const std::string text = rows + "5,NaN,1,b\n";

@@ -147,6 +147,23 @@ TEST(predict, evaluate_scores_as_the_jobs_own_evaluation_did) {
   EXPECT_NEAR(j.value("loss", 0.0), own.value("test_loss", 1.0), 1e-5) << j.dump() << own.dump();
   EXPECT_NEAR(j.value("accuracy", 0.0), own.value("test_accuracy", 1.0), 1e-9) << j.dump();
   EXPECT_NEAR(j.value("auc", 0.0), own.value("test_auc", 1.0), 1e-5) << j.dump();
+  // Rows of one class only: no AUC is defined, so none is reported (it said 0.5, a model no better
+  // than chance); loss and accuracy still are.
+  write_csv(dir + "/mixed.csv", 2000, true, 5);
+  std::ifstream mixed(dir + "/mixed.csv");
+  std::ofstream negatives(dir + "/negatives.csv");
+  for (std::string line; std::getline(mixed, line);)
+    if (line.rfind("yes,", 0) != 0) negatives << line << '\n';
+  negatives.close();
+  ASSERT_EQ(troupe("evaluate " + job + "/model --data " + dir + "/negatives.csv --root " + dir +
+                       " --quiet 2>/dev/null",
+                   &out),
+            0)
+      << out;
+  j = nlohmann::json::parse(out);
+  EXPECT_FALSE(j.contains("auc")) << j.dump();
+  EXPECT_GT(j.value("rows", 0), 500) << j.dump();
+  EXPECT_TRUE(j.contains("accuracy")) << j.dump();
 }
 
 // The predicted rows of `out` (predict's CSV): each row's number (its line) and probability.

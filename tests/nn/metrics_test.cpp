@@ -26,8 +26,10 @@ TEST(metrics, auc_is_exact_with_ties) {
   EXPECT_DOUBLE_EQ(auc(s, y), 0.875);
   std::vector<float> perfect{0.9f, 0.1f}, py{1, 0};
   EXPECT_DOUBLE_EQ(auc(perfect, py), 1.0);
+  // One class only: no AUC is defined (0.5 read as a model no better than chance).
   std::vector<float> one_class{0, 0};
-  EXPECT_DOUBLE_EQ(auc(perfect, one_class), 0.5);
+  EXPECT_TRUE(std::isnan(auc(perfect, one_class)));
+  EXPECT_TRUE(std::isnan(score_predictions(perfect, 1, one_class, 0).auc));
 }
 
 }  // namespace

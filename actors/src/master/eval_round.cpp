@@ -1,6 +1,7 @@
 #include "eval_round.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "troupe/nn/metrics.hpp"
 
@@ -76,7 +77,8 @@ std::optional<eval_metrics> eval_round::result() const {
     m.loss = loss / static_cast<double>(m.rows);
     m.accuracy = right / static_cast<double>(m.rows);
   }
-  if (!scores.empty() && scores.size() == labels.size()) m.auc = nn::auc(scores, labels);
+  if (!scores.empty() && scores.size() == labels.size())
+    if (const double a = nn::auc(scores, labels); std::isfinite(a)) m.auc = a;  // none with one class only
   return m;
 }
 

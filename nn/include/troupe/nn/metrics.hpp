@@ -10,7 +10,8 @@ struct eval_result {
   std::size_t rows = 0;
   double loss = 0;
   double accuracy = 0;  // multi-class, and binary at threshold 0.5
-  double auc = 0;       // binary only (0 otherwise)
+  // Binary only (0 otherwise); NaN when the rows hold one class only (no AUC is defined then).
+  double auc = 0;
 };
 
 // The metrics of a whole evaluation set: `scores` holds a row's probability of the positive class
@@ -25,8 +26,9 @@ double accuracy(std::span<const float> scores, std::size_t classes, std::span<co
 // Mean binary log loss of probabilities p against 0/1 labels; p clipped to [1e-7, 1-1e-7].
 double log_loss(std::span<const float> probabilities, std::span<const float> labels);
 
-// Exact ROC AUC (ties get half credit) by sorting all n scores: O(n log n). 0.5 when one class
-// is absent. Scores may be probabilities or logits (only the order matters).
+// Exact ROC AUC (ties get half credit) by sorting all n scores: O(n log n). NaN when one class is
+// absent: the AUC is undefined then (it was 0.5, which read as a model no better than chance).
+// Scores may be probabilities or logits (only the order matters).
 double auc(std::span<const float> scores, std::span<const float> labels);
 
 }  // namespace troupe::nn
