@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "troupe/cluster/errc.hpp"
@@ -45,12 +46,27 @@ expected<std::string> read_text(const std::string& path) {
   if (in.bad()) return io_fail(path, "read", errno);
   return s.str();
 }
+
+// A new file beside `path` that nobody else made: a random name, created exclusively and never
+// through a link (a predictable name that followed links let another user who owns the directory
+// have root's `troupe stop` overwrite any file). Its mode is `mode` from the start.
+expected<std::pair<int, std::string>> create_temporary(const std::string& path, unsigned mode) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  int err = EEXIST;
+  for (int attempt = 0; attempt < 16 && err == EEXIST; ++attempt) {
+    std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rng() % 1000000007);
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd >= 0) return std::pair{fd, std::move(tmp)};
+    err = errno;
+  }
+  return io_fail(path + ".tmp.*", "create", err);
+}
 }  // namespace
 
-expected<void> write_file_atomic(const std::string& path, std::string_view content) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return io_fail(tmp, "create", errno);
+expected<void> write_file_atomic(const std::string& path, std::string_view content, unsigned mode) {
+  auto made = create_temporary(path, mode);
+  if (!made) return made.err();
+  const auto [fd, tmp] = std::move(*made);
   auto ok = write_all(fd, content, tmp);
   if (ok && ::fsync(fd) != 0) ok = io_fail(tmp, "fsync", errno);
   ::close(fd);

@@ -1,6 +1,7 @@
 #include "troupe/control/client.hpp"
 #include "troupe/transport/endpoint.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,6 +36,14 @@ std::filesystem::file_time_type started_at(const cluster::job_dir& dir) {
   auto t = std::filesystem::last_write_time(dir.instance_path(), ec);
   return ec ? std::filesystem::last_write_time(dir.job_toml_path(), ec) : t;
 }
+
+// Whether the user running this command owns `path` (not through a link). In a root several users
+// share, only their own jobs are taken without --job-dir: a directory another user made to look
+// like the job started last was taken, and root's `troupe stop` wrote into it.
+bool mine(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && st.st_uid == ::geteuid();
+}
 }  // namespace
 
 expected<std::string> find_job_dir(const std::string& job_dir, const std::string& root) {
@@ -45,8 +54,10 @@ expected<std::string> find_job_dir(const std::string& job_dir, const std::string
   }
   auto ids = cluster::job_dir::list(root);
   if (!ids) return ids.err();
+  std::erase_if(*ids, [&](const std::string& id) { return !mine(root + "/" + id); });
   if (ids->empty())
-    return make_unexpected(core_errc::invalid_argument, "no job under " + root + " (give --job-dir)");
+    return make_unexpected(core_errc::invalid_argument,
+                           "no job of yours under " + root + " (give --job-dir)");
   // The job a runner runs that it started last, else the last started of all. By when nodes.json
   // changed (a worker restarted, a scale, a job's end) `troupe stop` stopped another job than the
   // newest. `train --local` leaves a job directory of its model too, with no runner: passed over.

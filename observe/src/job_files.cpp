@@ -23,6 +23,10 @@ error open_error(const std::string& name, int e) {
     return error(std::make_error_code(std::errc::no_such_file_or_directory), name + ": missing");
   if (e == ELOOP) return refused(name, "a symbolic link (not followed: it could leave the jobs root)");
   if (e == ENOTDIR) return refused(name, "a path component is not a directory");
+  if (e == EACCES)
+    return refused(name,
+                   "not readable by every user (the dashboard shows its own user's files, and others' "
+                   "that everyone may read)");
   return refused(name, std::strerror(e));
 }
 
@@ -42,12 +46,26 @@ bool single_component(std::string_view c) {
 
 // openat of one component without following a link; O_NONBLOCK so that opening a FIFO returns at
 // once (a FIFO is then refused by fstat).
+// Whether every user of this host may read the entry (a directory: and enter it), or it is the
+// dashboard's own user's. Anyone may ask the dashboard on loopback: run by root over a root several
+// users share, it served one user's private (0700) job's logs to any other.
+bool shown_to_all(const struct stat& st) {
+  const mode_t need = S_ISDIR(st.st_mode) ? (S_IROTH | S_IXOTH) : S_IROTH;
+  return st.st_uid == ::geteuid() || (st.st_mode & need) == need;
+}
+
 int open_component(int dir, std::string_view c, int flags) {
   std::string name(c);
   int fd;
   do {
     fd = ::openat(dir, name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   } while (fd < 0 && errno == EINTR);
+  struct stat st {};
+  if (fd >= 0 && (::fstat(fd, &st) != 0 || !shown_to_all(st))) {
+    ::close(fd);
+    errno = EACCES;
+    return -1;
+  }
   return fd;
 }
 
@@ -172,7 +190,8 @@ expected<std::vector<std::string>> subdirectories_of(int dir_fd, const std::stri
     if (!valid_job_id(entry)) continue;
     struct stat st {};
     // Not the type readdir gives: some filesystems leave it unknown.
-    if (::fstatat(dir_fd, entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+    if (::fstatat(dir_fd, entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+        shown_to_all(st))
       ids.push_back(std::move(entry));
   }
   ::closedir(d);

@@ -5,7 +5,9 @@
 // root is reachable), opened with O_NONBLOCK (a FIFO cannot hang the reader) and checked with
 // fstat (no FIFO, socket or device is read), and read with a size cap. Job ids and file names are
 // single components (no '/', not "." or ".."); the root itself is the operator's choice and may be
-// reached through a link.
+// reached through a link. Only what every user of the host may read, or what the dashboard's own
+// user owns, is listed or opened: anyone on the host may ask the dashboard, so it shows no one a
+// file its owner kept private.
 //
 // Errors name the file relative to the root and why it was refused; a missing file is
 // std::errc::no_such_file_or_directory (a job that has not written it yet), every refusal

@@ -111,11 +111,10 @@ int frontend::setup() {
                name_, cfg_.root, state_dir_),
            2;
   token_ = random_token();
-  {
-    std::ofstream t(state_dir_ + "/token", std::ios::trunc);
-    t << token_ << "\n";
-  }
-  ::chmod((state_dir_ + "/token").c_str(), 0600);
+  // Owner-only from its creation (written, then chmod-ed, another user could open it in between and
+  // reload the server with a model of theirs).
+  if (auto w = cluster::write_file_atomic(state_dir_ + "/token", token_ + "\n", 0600); !w)
+    return spdlog::error("serve: {}", w.err().to_string()), 1;
 
   // A listen address taken now fails now, before any replica is launched; one that is no address
   // ("nonsense", port 99999) is bad usage (exit 2).

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -159,6 +160,8 @@ class frontend final : public replica_link {
   void replica_silent(const replica_ref& who);
   void take_silent(std::vector<replica_ref>& into);
   void watch_for_models();
+  // The newest model under --watch that `current`'s clients could use, the user's own, not refused.
+  std::optional<model::model_info> newest_watched(const model::model_info& current);
   slot* find_slot(const std::string& node);
   generation* gen_of(const slot& s);  // null once its generation was dropped (refused)
   std::string in_their_words(std::string text, std::uint32_t gen);
@@ -223,6 +226,7 @@ class frontend final : public replica_link {
   std::vector<replica_ref> silent_;  // replicas whose heartbeats stopped (SIGSTOP, a hung host): fenced
   std::string last_swap_error_;
   std::map<std::string, std::int64_t> refused_;  // model dir -> created_unix_ms refused (watch)
+  std::set<std::string> passed_over_;            // model dirs --watch found not the user's own (logged once)
   std::uint64_t restarts_ = 0;
   bool stopping_ = false;
   std::atomic<bool> stopped_{false};

@@ -10,6 +10,9 @@
 // server starts with none of an earlier run's.
 #include <spdlog/spdlog.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -20,12 +23,25 @@ namespace troupe::serve {
 
 namespace fs = std::filesystem;
 
+namespace {
+// Whether `path` is this user's own, not a link: --watch takes only such model directories and
+// files. In a jobs root other users write in, one dropped a model directory with a far-future
+// created_unix_ms and the server swapped to it (and to no later one), and a model.pt linked to a
+// file only the server's user could read was copied into a snapshot others could read.
+bool own(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && !S_ISLNK(st.st_mode) && st.st_uid == ::geteuid();
+}
+}  // namespace
+
 expected<model::model_info> frontend::snapshot(const model::model_info& m, std::uint32_t gen) {
   std::string dir = state_dir_ + "/models/" + std::to_string(gen);
   std::error_code ec;
   fs::remove_all(dir, ec);
   fs::create_directories(dir, ec);
   if (ec) return make_unexpected(core_errc::io_error, dir + ": " + ec.message());
+  // The copies are the server's user's alone, whatever the modes of the files they came from.
+  fs::permissions(dir, fs::perms::owner_all, ec);
   // Copies, not hard links: a link shares the job's file, and a model.pt overwritten in place (`cp`
   // over it) changed what the snapshot served under the old version's name.
   for (const char* f : {"model.pt", "model.json"}) {
@@ -274,7 +290,6 @@ void frontend::answer_reload(const message& request, bool ok, const std::string&
 
 void frontend::watch_for_models() {
   auto now = clock_.now();
-  model::model_info current;
   {
     std::lock_guard lk(mu_);
     if (next_watch_ && now < *next_watch_) return;
@@ -285,7 +300,16 @@ void frontend::watch_for_models() {
   }
   auto serving = current_view();
   if (!serving) return;
-  current = serving->info;
+  auto best = newest_watched(serving->info);
+  if (!best) return;
+  std::lock_guard lk(mu_);
+  // Tried once: not again until that directory holds another model.
+  refused_[best->dir] = best->created_unix_ms;
+  reloads_.push_back({best->dir, std::nullopt, "watch"});
+  wake_.notify_all();
+}
+
+std::optional<model::model_info> frontend::newest_watched(const model::model_info& current) {
   std::optional<model::model_info> best;
   std::error_code ec;
   std::vector<std::string> dirs{cfg_.watch};
@@ -296,6 +320,15 @@ void frontend::watch_for_models() {
   }
   for (const auto& d : dirs) {
     if (!fs::exists(d + "/model.json", ec)) continue;
+    if (!own(d) || !own(d + "/model.json") || !own(d + "/model.pt")) {
+      std::lock_guard lk(mu_);
+      if (passed_over_.insert(d).second)
+        spdlog::warn(
+            "serve: --watch passes over {}: not this user's own (or a link): a model is taken only "
+            "from directories and files the server's user owns",
+            d);
+      continue;
+    }
     auto m = model::read_model_dir(d);
     if (!m || m->created_unix_ms <= current.created_unix_ms) continue;
     if (!model::incompatibility(current, *m).empty()) continue;
@@ -303,12 +336,7 @@ void frontend::watch_for_models() {
     if (auto r = refused_.find(d); r != refused_.end() && r->second == m->created_unix_ms) continue;
     if (!best || m->created_unix_ms > best->created_unix_ms) best = *m;
   }
-  if (!best) return;
-  std::lock_guard lk(mu_);
-  // Tried once: not again until that directory holds another model.
-  refused_[best->dir] = best->created_unix_ms;
-  reloads_.push_back({best->dir, std::nullopt, "watch"});
-  wake_.notify_all();
+  return best;
 }
 
 }  // namespace troupe::serve

@@ -4,6 +4,8 @@
 // a corrupt or refused range fails only its ticket and is never cached. On a manual clock, the limits
 // on a silent server end at the right clock time, without real waiting.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -161,6 +163,46 @@ TEST_F(record_fetch_test, a_spill_dir_that_cannot_be_made_turns_spilling_off_and
   ASSERT_TRUE(take(f.want(0, 10), d));
   EXPECT_GT(calls(), before) << "fetched again from the server";
   EXPECT_EQ(d.dense_row(3)[0], 3.0f);
+}
+
+// Records read back from the spill file are trusted as the server's: one another user could write
+// (the default directory was shared by every user of the host, world-readable) let them feed a
+// job labels of theirs. An entry that is not this user's alone, or a directory others may write
+// in without the sticky bit, is not used; the records come from the server.
+TEST_F(record_fetch_test, a_spill_file_another_user_could_write_is_never_read) {
+  auto& f = fetcher(10 * 12, dir_ + "/spill");
+  nn::dataset d;
+  ASSERT_TRUE(take(f.want(0, 10), d));
+  ASSERT_TRUE(take(f.want(10, 10), d));  // the first task spilled
+  std::string entry;
+  for (const auto& e : std::filesystem::directory_iterator(dir_ + "/spill")) entry = e.path().string();
+  ASSERT_FALSE(entry.empty());
+  struct stat st {};
+  ASSERT_EQ(::stat(entry.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u) << "the entry is made this user's alone";
+  ASSERT_EQ(::chmod(entry.c_str(), 0777), 0);
+  auto& other = fetcher(10 * 12, dir_ + "/spill");
+  int before = calls();
+  ASSERT_TRUE(take(other.want(0, 10), d));
+  EXPECT_GT(calls(), before) << "an entry others may write is not read";
+  ASSERT_EQ(::chmod(entry.c_str(), 0700), 0);
+  ASSERT_EQ(::chown(entry.c_str(), 65534, 65534), 0);
+  auto& third = fetcher(10 * 12, dir_ + "/spill");
+  before = calls();
+  ASSERT_TRUE(take(third.want(0, 10), d));
+  EXPECT_GT(calls(), before) << "nor one another user owns";
+  ASSERT_EQ(::chown(entry.c_str(), ::geteuid(), ::getegid()), 0);
+  ASSERT_EQ(::chmod((dir_ + "/spill").c_str(), 0777), 0);
+  auto& fourth = fetcher(10 * 12, dir_ + "/spill");
+  before = calls();
+  ASSERT_TRUE(take(fourth.want(0, 10), d));
+  EXPECT_GT(calls(), before) << "nor one in a directory others may write in (no sticky bit)";
+  ASSERT_EQ(::chmod((dir_ + "/spill").c_str(), 01777), 0);
+  auto& fifth = fetcher(10 * 12, dir_ + "/spill");
+  before = calls();
+  ASSERT_TRUE(take(fifth.want(0, 10), d));
+  EXPECT_EQ(calls(), before) << "a sticky directory (as /tmp) is fine: the entry is this user's";
+  EXPECT_EQ(fifth.counters().spill_hits, 1u);
 }
 
 TEST_F(record_fetch_test, a_silent_server_is_asked_again_until_it_answers) {

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -230,6 +231,25 @@ TEST(job_dir, atomic_write_reports_the_path) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.err(), cluster_errc::io_error);
   EXPECT_NE(r.err().to_string().find("missing/file.json"), std::string::npos) << r.err().to_string();
+}
+
+// A secret is owner-only from its creation (the job token was written, then chmod-ed: another user
+// watching the root opened it in between); a link planted where the temporary used to be (the
+// path plus the pid) is never followed (root's `troupe stop` of another user's job directory
+// overwrote the file it pointed at).
+TEST(job_dir, atomic_writes_are_private_from_the_start_and_follow_no_link) {
+  temp_dir root;
+  const std::string token = root / "token", victim = root / "victim";
+  ASSERT_TRUE(write_file_atomic(token, "secret\n", 0600));
+  struct stat st {};
+  ASSERT_EQ(::stat(token.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::ofstream(victim) << "precious\n";
+  const std::string request = root / "stop.request";
+  ASSERT_EQ(::symlink(victim.c_str(), (request + ".tmp." + std::to_string(::getpid())).c_str()), 0);
+  ASSERT_TRUE(write_file_atomic(request, "troupe stop\n"));
+  EXPECT_EQ(testing::read_file(victim), "precious\n");
+  EXPECT_EQ(testing::read_file(request), "troupe stop\n");
 }
 
 }  // namespace

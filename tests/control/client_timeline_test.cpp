@@ -175,6 +175,15 @@ TEST(client_timeline, without_a_job_dir_the_running_job_started_last_is_taken) {
   auto found = find_job_dir("", root);
   ASSERT_TRUE(found) << found.err().to_string();
   EXPECT_EQ(*found, root + "/bob");
+  // Another user's directory is never taken without --job-dir (one made to look like the job
+  // started last had root's `troupe stop` write into it).
+  make("mallory", std::chrono::seconds(30), true);
+  ASSERT_EQ(::chown((root + "/mallory").c_str(), 65534, 65534), 0);
+  ASSERT_TRUE(
+      eventually([&] { return cluster::job_dir::open(root + "/mallory")->runner_pid().has_value(); }));
+  found = find_job_dir("", root);
+  ASSERT_TRUE(found) << found.err().to_string();
+  EXPECT_EQ(*found, root + "/bob");
   for (auto pid : holders) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);

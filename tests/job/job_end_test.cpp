@@ -436,11 +436,17 @@ TEST(job_end, a_job_trains_on_record_stores_made_by_troupe_data) {
   auto job = ctr_job(2, 20000, 1);
   job = job.substr(0, job.find("[data]")) + "[data]\nsource = \"store\"\ntrain = \"" + dir +
         "/train\"\ntest = \"" + dir + "/test\"\n";
+  // A token written in the file is no job's (each makes its own): the job directory's copy, which
+  // every user may read, left it there.
+  job += "[transport]\ntoken = \"sekrit-9f2e\"\n";
   auto r = start_job("named-stores-job", job);
   ASSERT_EQ(wait_job(r, std::chrono::seconds(120)), 0) << read_file(r.err_file);
   auto res = result(r);
   EXPECT_EQ(res.value("records_done", 0ull), 20000ull) << res.dump();
   EXPECT_GT(res.value("test_auc", 0.0), 0.6) << res.dump();
+  EXPECT_EQ(read_file(r.job_dir + "/job.toml").find("sekrit-9f2e"), std::string::npos);
+  EXPECT_NE(read_file(r.err_file).find("[transport] token: not used by a job"), std::string::npos)
+      << read_file(r.err_file);
   EXPECT_TRUE(fs::exists(dir + "/train/data.mdb")) << "used in place, not copied or removed";
 }
 

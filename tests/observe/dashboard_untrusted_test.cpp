@@ -146,6 +146,35 @@ TEST_F(untrusted_jobs, a_linked_job_directory_is_not_a_job) {
   EXPECT_EQ(r.body.find(secret), std::string::npos) << r.body;
 }
 
+// Anyone on the host may ask the dashboard: run by root over a root several users share, it served
+// one user's private (0700) job to any other. Another user's job is shown only as far as every user
+// may read it; the dashboard's own user's jobs as ever.
+TEST_F(untrusted_jobs, another_users_private_job_is_not_shown) {
+  auto shut = make_job("alice-private");
+  auto open = make_job("bob-open");
+  for (const auto& d : {shut, open}) {
+    for (const auto& e : fs::recursive_directory_iterator(d))
+      ASSERT_EQ(::chown(e.path().c_str(), 65534, 65534), 0);
+    ASSERT_EQ(::chown(d.c_str(), 65534, 65534), 0);
+  }
+  ASSERT_EQ(::chmod(shut.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod((open / "logs" / "worker-0.log").c_str(), 0600), 0);  // one private file
+  auto rows = listed();
+  EXPECT_FALSE(rows.count("alice-private")) << rows["alice-private"];
+  EXPECT_TRUE(rows.count("bob-open"));
+  EXPECT_TRUE(rows.count("good")) << "the dashboard's own user's job";
+  auto log = get("/api/jobs/alice-private/log/worker-0");
+  EXPECT_NE(log.status, 200) << log.body;
+  EXPECT_EQ(log.body.find("a log line"), std::string::npos) << log.body;
+  auto events = get("/api/jobs/alice-private/events");
+  EXPECT_NE(events.status, 200) << events.body;
+  log = get("/api/jobs/bob-open/log/worker-0");
+  EXPECT_NE(log.status, 200) << log.body;
+  EXPECT_EQ(log.body.find("a log line"), std::string::npos) << log.body;
+  EXPECT_EQ(get("/api/jobs/bob-open/events").status, 200);
+  EXPECT_EQ(get("/api/jobs/good/log/worker-0").status, 200);
+}
+
 TEST_F(untrusted_jobs, deep_json_is_an_error_of_that_file) {
   auto deep = make_job("deep");
   std::string nest(1'000'000, '[');

@@ -323,6 +323,17 @@ def hup_and_watch(troupe, work, models):
         time.sleep(1)
         if requests.get(f"{srv.url}/v2/models/watch", timeout=5).json()["versions"] != [v1]:
             fail("--watch took a model with other outputs")
+        # A newer model another user owns (a root other users write in) is passed over: one dropped
+        # there with a far-future created_unix_ms was served, and no later model replaced it.
+        theirs = os.path.join(watched, "job-z")
+        shutil.copytree(os.path.join(models, "mlp_v2"), os.path.join(theirs, "model"))
+        for d, _, files in os.walk(theirs):
+            os.chown(d, 65534, 65534)
+            for f in files:
+                os.chown(os.path.join(d, f), 65534, 65534)
+        time.sleep(1)
+        if requests.get(f"{srv.url}/v2/models/watch", timeout=5).json()["versions"] != [v1]:
+            fail("--watch took a model directory another user owns")
         shutil.copytree(os.path.join(models, "mlp_v2"), os.path.join(watched, "job-b", "model"))
         t0 = time.time()
         wait_for(lambda: requests.get(f"{srv.url}/v2/models/watch", timeout=5).json()["versions"] == [v2],

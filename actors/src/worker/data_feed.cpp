@@ -1,5 +1,7 @@
 #include "data_feed.hpp"
 
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
@@ -63,9 +65,11 @@ expected<std::unique_ptr<data_feed>> serve_records(worker_host& rt) {
   record_fetcher::options o;
   o.cache_bytes = data.cache_mb << 20;
   o.spill_bytes = data.spill_mb << 20;
-  o.spill_dir = data.spill_dir.empty()
-                    ? (std::filesystem::temp_directory_path() / "troupe-record-cache").string()
-                    : data.spill_dir;
+  o.spill_dir =
+      data.spill_dir.empty()
+          ? (std::filesystem::temp_directory_path() / ("troupe-record-cache-" + std::to_string(::geteuid())))
+                .string()
+          : data.spill_dir;
   o.timeout = rt.spec().job.rpc_timeout;
   auto f = served_feed::create(std::move(*rpc), std::move(o), rt.clock(), std::chrono::seconds(60));
   if (!f) return f.err();

@@ -135,6 +135,24 @@ int runner::open_resumed_dir() {
   return 0;
 }
 
+// The job directory's copy of the job file. The nodes read it: a module path relative to the job
+// file would be relative to that copy, so the resolved (absolute) path goes in. A token written in
+// the file is no job's (each makes its own, <dir>/token, owner-only): the copy, which every user may
+// read, does not keep it.
+expected<config_doc> runner::stored_copy(const config_doc& doc) const {
+  config_doc stored = doc;
+  for (const auto& [key, value] :
+       {std::pair{"model.path", &spec_.nn.model.path}, std::pair{"model.init", &spec_.nn.model.init}})
+    if (!value->empty())
+      if (auto o = stored.apply_override(std::string(key) + "=\"" + *value + "\""); !o) return o.err();
+  if (config_reader(doc).section("transport").get_string("token", "").empty()) return stored;
+  spdlog::warn(
+      "[transport] token: not used by a job (each job makes its own, owner-only: <job dir>/token); "
+      "left out of the job directory's copy of the file");
+  if (auto o = stored.apply_override("transport.token=\"\""); !o) return o.err();
+  return stored;
+}
+
 // A new job's directory, with the job file as it was resolved.
 int runner::create_job_dir(const config_doc& doc) {
   {
@@ -142,21 +160,15 @@ int runner::create_job_dir(const config_doc& doc) {
       return refuse("job.name '" + spec_.job.name + "': " + why + " (or give --job-id)");
     std::string id = opt_.job_id.empty() ? default_job_id(spec_.job.name) : opt_.job_id;
     if (auto c = check_job_id(id, spec_); !c) return spdlog::error("{}", c.err().to_string()), 2;
-    // The nodes read the job directory's copy: a module path relative to the job file would be
-    // relative to that copy, so the resolved (absolute) path goes in.
-    config_doc stored = doc;
-    for (const auto& [key, value] :
-         {std::pair{"model.path", &spec_.nn.model.path}, std::pair{"model.init", &spec_.nn.model.init}})
-      if (!value->empty())
-        if (auto o = stored.apply_override(std::string(key) + "=\"" + *value + "\""); !o)
-          return spdlog::error("{}", o.err().to_string()), 2;
+    auto stored = stored_copy(doc);
+    if (!stored) return spdlog::error("{}", stored.err().to_string()), 2;
     const std::string path = spec_.job.root + "/" + id;
     if (never_started(path)) {
       spdlog::warn("{}: replacing the directory of a job of this id that never started a node", path);
       std::error_code ec;
       std::filesystem::remove_all(path, ec);
     }
-    auto dir = cluster::job_dir::create(spec_.job.root, id, stored.to_toml());
+    auto dir = cluster::job_dir::create(spec_.job.root, id, stored->to_toml());
     if (!dir) {
       // A bad or taken --job-id is bad usage (exit 2); a directory that cannot be made is not.
       const bool taken = dir.err() == cluster::cluster_errc::already_exists;

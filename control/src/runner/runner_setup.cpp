@@ -297,8 +297,10 @@ int runner::write_token(std::string& token) {
     return 0;
   }
   token = random_hex(32);
-  std::ofstream(dir_->path() + "/token") << token << "\n";
-  ::chmod((dir_->path() + "/token").c_str(), 0600);
+  // Owner-only from its creation: written, then chmod-ed, it was readable by every user for a
+  // moment, and a user watching the jobs root took it (and with it, control of the job).
+  if (auto w = cluster::write_file_atomic(dir_->path() + "/token", token + "\n", 0600); !w)
+    return setup_failed(w.err(), 1);
   return 0;
 }
 

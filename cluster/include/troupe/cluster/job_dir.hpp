@@ -70,8 +70,11 @@ inline std::string runner_beat_path(std::string_view job_dir) {
   return std::string(job_dir) + "/runner.beat";
 }
 
-// Replaces `path` with `content` atomically. Errors (io_error) name the file and the step.
-expected<void> write_file_atomic(const std::string& path, std::string_view content);
+// Replaces `path` with `content` atomically, the file `mode` (less the umask) from its creation:
+// 0600 keeps a secret from every other user at every moment. The temporary beside it has a random
+// name, is created exclusively and never through a link, so a directory another user controls
+// cannot turn the write into one of any other file. Errors (io_error) name the file and the step.
+expected<void> write_file_atomic(const std::string& path, std::string_view content, unsigned mode = 0644);
 
 // A job id usable as a directory name: 1-64 characters of a-z, A-Z, 0-9, '_', '-', '.', not
 // starting with '.'.

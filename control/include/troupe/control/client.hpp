@@ -10,8 +10,9 @@
 
 namespace troupe::control {
 
-// `job_dir` when given, else under `root` the running job whose runner started last, or with none
-// running the job started last (each run and --resume is a start). Errors name what is missing.
+// `job_dir` when given, else under `root`, among the jobs whose directories this user owns, the
+// running job whose runner started last, or with none running the job started last (each run and
+// --resume is a start). Errors name what is missing.
 expected<std::string> find_job_dir(const std::string& job_dir, const std::string& root);
 
 // The job's status as a JSON object (membership, tasks, throughput, loss, restarts, result).

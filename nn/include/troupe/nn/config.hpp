@@ -46,7 +46,8 @@ struct data_config {
   std::string serve = "auto";
   std::size_t cache_mb = 256;  // per worker: served tasks kept in memory for their next lease
   // Tasks pushed out of that memory go to a local LMDB file under spill_dir (empty: the system's
-  // temp dir + "/troupe-record-cache"), shared by the workers of this host, up to spill_mb (0: off).
+  // temp dir + "/troupe-record-cache-<uid>", made 0700), shared by this user's workers of this host, up to
+  // spill_mb (0: off). A directory another user owns or may write in is not used (a warning).
   std::size_t spill_mb = 0;
   std::string spill_dir;
 };
