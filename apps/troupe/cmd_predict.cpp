@@ -67,6 +67,10 @@ struct row_numbers {
 struct input {
   std::string store;
   row_numbers numbers;
+  // Rows with a missing value that a model trained with --missing skip-row cannot score (its
+  // training rows had none): skipped, as the import skipped them; the first one's line and column.
+  std::uint64_t skipped = 0;
+  std::string first_skipped;
 };
 
 unexpected unlabelled(const std::string& where) {
@@ -90,6 +94,33 @@ expected<void> read_header(const options& o, nn::csv_reader& in, job::row_encode
   return {};
 }
 
+// The rows after the header line `line` into `w`: their line numbers into out.numbers, the rows a
+// skip-row model cannot score counted in `out`.
+expected<void> encode_rows(const options& o, nn::csv_reader& in, const job::row_encoder& enc, bool evaluate,
+                           storage::record_writer& w, input& out) {
+  const auto at = [&o](std::size_t n) { return o.data + ":" + std::to_string(n); };
+  nn::csv_line line;
+  storage::record r;
+  for (std::uint64_t record = 0; in.next(line);) {
+    if (!line.malformed.empty())
+      return make_unexpected(core_errc::invalid_argument,
+                             at(line.number) + ": malformed line: " + line.malformed);
+    auto e = enc.encode_fields(line.fields, r, at(line.number));
+    if (!e) return e.err();
+    if (e->dropped) {
+      if (out.skipped++ == 0)
+        out.first_skipped = "line " + std::to_string(line.number) + ", column '" + e->dropped_column + "'";
+      continue;
+    }
+    if (evaluate && !e->labelled)
+      return unlabelled(at(line.number) + ": column '" + enc.format().label + "': no label");
+    if (out.numbers.of(record) != line.number) out.numbers.jumps.emplace_back(record, line.number);
+    if (auto a = w.append(r); !a) return a.err();
+    ++record;
+  }
+  return {};
+}
+
 // A CSV file's rows (a header line, then one row a line) encoded as the model's training data was
 // imported (model.json's columns: the same hash, standardization and missing-value rules), into a
 // record store in the prediction job's directory. Read as the import reads a file (nn::csv_reader:
@@ -105,11 +136,12 @@ expected<input> csv_store(const options& o, const model::model_info& m, const st
                            "--delimiter '" + o.delimiter + "': expected one character (or tab), not a quote");
   auto enc = job::row_encoder::create(*format, m.dir + "/model.json");
   if (!enc) return enc.err();
+  if (!evaluate) enc->ignore_label();  // predicting needs no labels: a value no class refused the file
+  enc->skip_dropped_rows();
   auto in = nn::csv_reader::open(o.data, format->delimiter);
   if (!in) return in.err();
   nn::csv_line line;
   if (auto h = read_header(o, *in, *enc, *format, evaluate, line); !h) return h.err();
-  const auto at = [&o](std::size_t n) { return o.data + ":" + std::to_string(n); };
   storage::record_schema schema{static_cast<std::uint32_t>(m.dense_dim),
                                 static_cast<std::uint32_t>(m.fields),
                                 static_cast<std::uint32_t>(m.classes),
@@ -118,19 +150,13 @@ expected<input> csv_store(const options& o, const model::model_info& m, const st
   auto w = storage::record_writer::create(dir, schema, "predict:" + o.data);
   if (!w) return w.err();
   input out{dir, {line.number + 1, {}, true}};
-  storage::record r;
-  for (std::uint64_t record = 0; in->next(line); ++record) {
-    if (!line.malformed.empty())
-      return make_unexpected(core_errc::invalid_argument,
-                             at(line.number) + ": malformed line: " + line.malformed);
-    if (out.numbers.of(record) != line.number) out.numbers.jumps.emplace_back(record, line.number);
-    auto e = enc->encode_fields(line.fields, r, at(line.number));
-    if (!e) return e.err();
-    if (evaluate && !e->labelled)
-      return unlabelled(at(line.number) + ": column '" + format->label + "': no label");
-    if (auto a = w->append(r); !a) return a.err();
-  }
+  if (auto rows = encode_rows(o, *in, *enc, evaluate, *w, out); !rows) return rows.err();
   if (auto f = in->finish(); !f) return f.err();
+  if (out.skipped > 0 && w->count() == 0)
+    return make_unexpected(core_errc::invalid_argument,
+                           o.data +
+                               ": every row has a missing value, and the model was trained with --missing "
+                               "skip-row (its rows had none): nothing to score");
   if (auto f = w->finish(); !f) return f.err();
   return out;
 }
@@ -271,12 +297,20 @@ int report(const options& o, const model::model_info& m, const std::string& dir,
     j["rows"] = s->rows;
     j["loss"] = s->loss;
     j["accuracy"] = s->accuracy;
-    if (std::isfinite(s->auc)) j["auc"] = s->auc;
+    if (std::isfinite(s->auc)) j["auc"] = s->auc;  // none with one class only
   } else {
     auto n = write_csv(dir, m, o.out, data.numbers);
     if (!n) return run_error(n.err());
     j["out"] = o.out;
     j["rows"] = *n;
+  }
+  if (data.skipped > 0) {
+    j["skipped_rows"] = data.skipped;
+    std::fprintf(
+        stderr,
+        "troupe: note: %llu row(s) with a missing value skipped (the model was trained with --missing "
+        "skip-row: its rows had none), the first at %s of %s\n",
+        static_cast<unsigned long long>(data.skipped), data.first_skipped.c_str(), o.data.c_str());
   }
   const double secs = std::chrono::duration<double>(clock::system().now() - started).count();
   j["seconds"] = secs;

@@ -24,9 +24,10 @@ std::vector<std::string> default_header(const storage::row_format& f) {
 }
 
 expected<encoded_row> encode(const std::vector<std::string>& fields, const row_codec& c, storage::record& r,
-                             const std::string& where) {
+                             const std::string& where, bool skip_dropped) {
   auto out = to_record(fields, c, r, where, 0);
   if (!out) return out.err();
+  if (!out->kept && skip_dropped) return encoded_row{out->labelled, true, c.cols.names[out->missing_column]};
   if (!out->kept)
     return bad(where, "column '" + c.cols.names[out->missing_column] +
                           "': missing value (the import dropped rows with one: --missing skip-row)");
@@ -40,6 +41,7 @@ struct row_encoder::impl {
   row_codec lines;  // positions in the header of the lines
   row_codec cells;  // positions in default_header(format)
   std::unordered_map<std::string, std::size_t> cell_index;
+  bool ignore_label = false, skip_dropped = false;
 };
 
 row_encoder::row_encoder(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
@@ -74,7 +76,18 @@ expected<void> row_encoder::use_header(const std::vector<std::string>& header) {
   auto codec = make_codec(impl_->format, header, false, "header");
   if (!codec) return codec.err();
   impl_->lines = std::move(*codec);
+  if (impl_->ignore_label) impl_->lines.cols.label.reset();
   return {};
+}
+
+void row_encoder::ignore_label() {
+  impl_->ignore_label = true;
+  impl_->lines.cols.label.reset();
+  impl_->cells.cols.label.reset();
+}
+
+void row_encoder::skip_dropped_rows() {
+  impl_->skip_dropped = true;
 }
 
 expected<encoded_row> row_encoder::encode_line(std::string_view line, storage::record& r,
@@ -91,7 +104,7 @@ expected<encoded_row> row_encoder::encode_fields(const std::vector<std::string>&
   const auto width = impl_->lines.cols.names.size();
   if (fields.size() != width)
     return bad(where, std::to_string(fields.size()) + " fields, the header has " + std::to_string(width));
-  return encode(fields, impl_->lines, r, where);
+  return encode(fields, impl_->lines, r, where, impl_->skip_dropped);
 }
 
 expected<encoded_row> row_encoder::encode_cells(const std::vector<std::pair<std::string, std::string>>& cells,
@@ -108,7 +121,7 @@ expected<encoded_row> row_encoder::encode_cells(const std::vector<std::pair<std:
   for (const auto* cols : {&c.cols.dense, &c.cols.sparse})
     for (auto i : *cols)
       if (!given[i]) return bad(where, "missing column '" + c.cols.names[i] + "'");
-  return encode(fields, c, r, where);
+  return encode(fields, c, r, where, impl_->skip_dropped);
 }
 
 }  // namespace troupe::job

@@ -229,6 +229,53 @@ TEST(predict, a_csv_as_users_have_it_predicts_as_the_plain_one) {
   EXPECT_EQ(predicted(dir + "/semi.out"), outs[0]);
 }
 
+// Predicting needs no labels: a label column whose values are no class of the model (new data, a
+// label the user added) refused the whole file. A model trained with --missing skip-row (its rows
+// had no missing value) skips the rows that have one, as its import did, and says how many and
+// where; it refused the whole file at the first.
+TEST(predict, labels_are_not_read_and_a_skip_row_model_skips_rows_with_a_missing_value) {
+  const std::string dir = test_root("predict-skip-row");
+  write_csv(dir + "/train.csv", 4000, true, 7);
+  int code = 0;
+  auto out = sh(std::string(TROUPE_BIN) + " data import csv " + dir + "/train.csv --out " + dir +
+                    "/store --label answer --missing skip-row --test-fraction 0.2",
+                &code);
+  ASSERT_EQ(code, 0) << out;
+  auto r = start_job("predict-skip-row-train",
+                     "workers = 1\nrecords_per_task = 1000\n[model]\ntype = \"lr\"\n[train]\nepochs = 1\n"
+                     "[data]\nsource = \"store\"\ntrain = \"" +
+                         dir + "/store/train\"\ntest = \"" + dir + "/store/test\"\n");
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(120)), 0) << read_file(r.err_file);
+  std::ofstream rows(dir + "/new.csv");
+  rows << "answer,a,b,c,d,e,f,g,h\n";
+  for (int i = 0; i < 20; ++i)
+    rows << (i % 2 ? "maybe" : "yes") << ',' << i << ",1," << (i == 4 || i == 11 ? "" : "2")
+         << ",3,4,5,6,7\n";
+  rows.close();
+  ASSERT_EQ(troupe("predict " + r.job_dir + "/model --data " + dir + "/new.csv --out " + dir +
+                       "/new.out --workers 1 --root " + dir + "/jobs --quiet 2>" + dir + "/err",
+                   &out),
+            0)
+      << out << read_file(dir + "/err");
+  auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j.value("rows", 0), 18) << j.dump();
+  EXPECT_EQ(j.value("skipped_rows", 0), 2) << j.dump();
+  const auto err = read_file(dir + "/err");
+  EXPECT_NE(err.find("2 row(s) with a missing value skipped"), std::string::npos) << err;
+  EXPECT_NE(err.find("line 6, column 'c'"), std::string::npos) << err;
+  auto got = predicted(dir + "/new.out");
+  ASSERT_EQ(got.size(), 18u);
+  for (const auto& [line, p] : got) EXPECT_TRUE(line != 6 && line != 13) << "line " << line << " was scored";
+  EXPECT_EQ(got.back().first, 21u);
+  // Evaluating reads the labels: 'maybe' is no class of the model.
+  EXPECT_EQ(troupe("evaluate " + r.job_dir + "/model --data " + dir + "/new.csv --root " + dir +
+                       "/jobs --quiet 2>&1",
+                   &out),
+            2)
+      << out;
+  EXPECT_NE(out.find("'maybe'"), std::string::npos) << out;
+}
+
 // Item 6: a model directory that is missing, partial, from an incompatible troupe, or whose
 // model.json does not fit the data: exit 2, one line naming the file and the problem, and nothing
 // written outside --out and the job directory.

@@ -28,6 +28,10 @@ namespace troupe::job {
 
 struct encoded_row {
   bool labelled = false;  // the row had a label: record.label holds its class id (else 0)
+  // With skip_dropped_rows(): a row the import would have dropped (a missing value, the format's
+  // policy skip-row), not encoded; `dropped_column` names the column. Without: such a row is an error.
+  bool dropped = false;
+  std::string dropped_column;
 };
 
 class row_encoder {
@@ -57,6 +61,13 @@ class row_encoder {
   // The same for a line already split and unquoted (nn::csv_reader's fields).
   expected<encoded_row> encode_fields(const std::vector<std::string>& fields, storage::record& r,
                                       const std::string& where = "") const;
+
+  // For a batch of rows to predict: their label column is not read (a value that is no class of the
+  // model, a label the rows never needed, refused the whole file).
+  void ignore_label();
+  // Rows the import would have dropped come back `dropped` instead of an error (a batch skips them,
+  // as the model's training rows skipped them; a single request still is refused).
+  void skip_dropped_rows();
 
   // Named values, as a JSON object gives them (numbers as their text; "" or null for a missing
   // value). Names that are no column of the format are ignored. Error also: a dense or sparse
