@@ -35,7 +35,7 @@ void print_classes(const job::csv_import_result& r, const job::csv_import_option
     if (r.class_names.size() > 20) std::printf(", ...");
   }
   std::printf("\n");
-  for (const auto& n : r.label_notes) std::fprintf(stderr, "note: %s\n", n.c_str());
+  for (const auto& n : r.notes) std::fprintf(stderr, "note: %s\n", n.c_str());
 }
 
 void print_standardized(const job::csv_import_result& r) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <numeric>
 
@@ -61,6 +62,7 @@ class importer {
   expected<void> finish_format();
   expected<void> take_fills();
   expected<void> write_pass();
+  void note_large_columns(const std::vector<float>& largest);
   expected<csv_pass> reopen();
   bool split() const { return o_.test_fraction > 0; }
   // Means (and deviations) of the dense columns are taken: to standardize, or to fill with.
@@ -240,7 +242,7 @@ expected<void> importer::finish_format() {
   if (!classes) return classes.err();
   result_.num_classes = classes->num_classes;
   result_.class_names = classes->names;
-  result_.label_notes = classes->notes;
+  result_.notes = classes->notes;
   format_.class_names = std::move(classes->names);
   if (o_.standardize) format_.standardize = survey_.stats.scales(result_.dense_columns, scaled_);
   if (auto r = take_fills(); !r) return r;
@@ -265,20 +267,46 @@ expected<void> importer::take_fills() {
   return {};
 }
 
+// Dense columns whose values reach far past the others' scale: trained as they are, one swamps the
+// rest and the loss can run away (1e6 in one column: a job "ok" at a test loss of 1.6e10, no
+// warning; plain PyTorch does as badly). --standardize is the cure.
+void importer::note_large_columns(const std::vector<float>& largest) {
+  constexpr float large = 1e4f;
+  std::string named;
+  std::size_t n = 0;
+  for (std::size_t k = 0; k < largest.size(); ++k) {
+    if (largest[k] <= large || std::find(scaled_.begin(), scaled_.end(), k) != scaled_.end()) continue;
+    if (n++ < 5) {
+      char v[32];
+      std::snprintf(v, sizeof v, "%.3g", static_cast<double>(largest[k]));
+      named += (named.empty() ? "" : ", ") + result_.dense_columns[k] + " (up to " + v + ")";
+    }
+  }
+  if (n == 0) return;
+  result_.notes.push_back(o_.file + ": " + std::to_string(n) +
+                          " dense column(s) of values far past 1e4: " + named + (n > 5 ? ", ..." : "") +
+                          "; trained as they are they swamp the other columns and training can diverge: "
+                          "--standardize scales them (predict and serve apply the same scaling)");
+}
+
 expected<void> importer::write_pass() {
   auto p = reopen();
   if (!p) return p.err();
   std::uint64_t written = 0;
+  std::vector<float> largest(cols_.dense.size());  // each dense column's largest magnitude, as stored
   auto r = p->each(
       [&](const nn::csv_line& line) -> expected<void> {
         auto out = to_record(line.fields, codec_, record_, o_.file, line.number);
         if (!out) return out.err();
         if (!out->kept) return {};
         ++written;
+        for (std::size_t k = 0; k < largest.size(); ++k)
+          largest[k] = std::max(largest[k], std::fabs(record_.dense[k]));
         return outputs_.append(to_test(line.number), record_);
       },
       nullptr);
   if (!r) return r;
+  note_large_columns(largest);
   if (written != survey_.kept)
     return make_unexpected(core_errc::io_error, o_.file + ": changed while it was imported (" +
                                                     std::to_string(survey_.kept) + " rows, then " +

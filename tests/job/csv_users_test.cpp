@@ -111,26 +111,45 @@ TEST_F(CsvUsers, AContinuousTargetIsRefusedAndOddClassIdsAreNoted) {
   auto r = import_csv(csv("x,y\n1,0.5\n2,1.5\n3,0.5\n4,2.5\n", "half-stars"));
   ASSERT_TRUE(r) << r.err().to_string();
   EXPECT_EQ(r->class_names, (std::vector<std::string>{"0.5", "1.5", "2.5"}));
-  EXPECT_TRUE(r->label_notes.empty());
+  EXPECT_TRUE(r->notes.empty());
   // Ids 1 and 2: three classes, class 0 without rows.
   r = import_csv(csv("x,y\n1,1\n2,2\n3,1\n", "one-two"));
   ASSERT_TRUE(r) << r.err().to_string();
   EXPECT_EQ(r->num_classes, 3u);
-  ASSERT_EQ(r->label_notes.size(), 1u);
-  EXPECT_NE(r->label_notes[0].find("class 0 has no rows"), std::string::npos) << r->label_notes[0];
-  EXPECT_NE(r->label_notes[0].find("number the labels from 0 for one of 2"), std::string::npos)
-      << r->label_notes[0];
+  ASSERT_EQ(r->notes.size(), 1u);
+  EXPECT_NE(r->notes[0].find("class 0 has no rows"), std::string::npos) << r->notes[0];
+  EXPECT_NE(r->notes[0].find("number the labels from 0 for one of 2"), std::string::npos) << r->notes[0];
   std::string ids = "x,y\n";
   for (int i = 0; i < 200; ++i) ids += std::to_string(i) + "," + std::to_string(i * 3) + "\n";
   r = import_csv(csv(ids, "ids"));
   ASSERT_TRUE(r) << r.err().to_string();
-  ASSERT_EQ(r->label_notes.size(), 1u);
-  EXPECT_NE(r->label_notes[0].find("200 distinct class ids in 200 rows: is this a continuous target?"),
+  ASSERT_EQ(r->notes.size(), 1u);
+  EXPECT_NE(r->notes[0].find("200 distinct class ids in 200 rows: is this a continuous target?"),
             std::string::npos)
-      << r->label_notes[0];
+      << r->notes[0];
   r = import_csv(csv("x,y\n1,0\n2,1\n3,2\n", "plain-ids"));
   ASSERT_TRUE(r) << r.err().to_string();
-  EXPECT_TRUE(r->label_notes.empty()) << r->label_notes[0];
+  EXPECT_TRUE(r->notes.empty()) << r->notes[0];
+}
+
+// A column of values far past the others' scale trained a job "ok" at a test loss of 1e10 with no
+// word: the import notes it (and not once --standardize scales it).
+TEST_F(CsvUsers, ColumnsOfAHugeScaleAreNotedUnlessStandardized) {
+  std::string text = "x,big,y\n";
+  for (int i = 0; i < 50; ++i)
+    text += std::to_string(i % 7) + "," + std::to_string(i * 1e5) + "," + (i % 2 ? "a" : "b") + "\n";
+  auto r = import_csv(csv(text, "huge"));
+  ASSERT_TRUE(r) << r.err().to_string();
+  ASSERT_EQ(r->notes.size(), 1u);
+  EXPECT_NE(r->notes[0].find("1 dense column(s) of values far past 1e4: big (up to 4.9e+06)"),
+            std::string::npos)
+      << r->notes[0];
+  EXPECT_NE(r->notes[0].find("--standardize"), std::string::npos) << r->notes[0];
+  auto o = csv(text, "huge-standardized");
+  o.standardize.emplace();
+  r = import_csv(o);
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_TRUE(r->notes.empty()) << r->notes[0];
 }
 
 TEST_F(CsvUsers, NanTokensAreMissingValues) {

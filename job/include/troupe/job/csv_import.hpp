@@ -65,7 +65,9 @@ struct csv_import_result {
   std::vector<std::string> dense_columns, sparse_columns, ignored_columns;
   std::uint32_t num_classes = 2;
   std::vector<std::string> class_names;  // labels that were text: class i's; empty: class ids
-  std::vector<std::string> label_notes;  // classes without rows, ids nearly all distinct (not errors)
+  // What the user should look at (not errors): classes without rows, class ids nearly all distinct,
+  // dense columns of a scale that swamps the others (without --standardize).
+  std::vector<std::string> notes;
   std::vector<storage::column_scale> standardized;
   std::vector<std::string> constant_columns;  // standardized, std 0: centred only
   std::uint64_t filled_missing = 0;           // dense values filled (missing_policy::zero or mean)
