@@ -5,6 +5,7 @@
 //   troupe data import csv FILE --out DIR --label COL [--dense COLS] [--sparse COLS] ... (data_csv.hpp)
 //   troupe data synth-ctr --rows N --fields F --vocab V --seed S --out DIR [--dense D]
 //   troupe data inspect DIR [--records K] [--verify]
+//   troupe data cache [prune [--older-than DAYS] [--dry-run]] [--root R | --cache DIR] (data_cache.hpp)
 // Exit codes as in command.hpp; a missing or malformed input file fails with exit 1 and one line
 // naming the file (and the record or line).
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <memory>
 
 #include "command.hpp"
+#include "data_cache.hpp"
 #include "data_csv.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/job/data.hpp"
@@ -142,7 +144,8 @@ CLI::App* add_import(CLI::App& data, std::shared_ptr<import_flags> f,
 }
 
 const command_registrar reg{
-    "data", "Build record stores (import, synth-ctr) and inspect them", [](CLI::App& sub) -> runner {
+    "data", "Build record stores (import, synth-ctr), inspect them, and list or prune the dataset cache",
+    [](CLI::App& sub) -> runner {
       auto imp = std::make_shared<import_flags>();
       auto which = std::make_shared<int (*)(const import_flags&)>(nullptr);
       auto syn = std::make_shared<synth_flags>();
@@ -150,6 +153,7 @@ const command_registrar reg{
       auto mode = std::make_shared<int>(0);
       sub.require_subcommand(1);
       auto csv = add_import_csv(*add_import(sub, imp, which), mode, 3);
+      auto cache = add_data_cache(sub, mode, 4);
       auto* sc = sub.add_subcommand("synth-ctr", "Synthetic CTR data drawn from a planted FM model");
       sc->add_option("--rows", syn->rows, "rows")
           ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 32))
@@ -175,6 +179,7 @@ const command_registrar reg{
         if (*mode == 1) return synth_ctr(*syn);
         if (*mode == 2) return inspect(*ins);
         if (*mode == 3) return csv();
+        if (*mode == 4) return cache();
         if (*which) return (*which)(*imp);
         return usage_error("data: no subcommand given");
       };

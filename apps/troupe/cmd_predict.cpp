@@ -149,7 +149,7 @@ expected<input> csv_store(const options& o, const model::model_info& m, const st
                                 m.buckets_per_field};
   auto w = storage::record_writer::create(dir, schema, "predict:" + o.data);
   if (!w) return w.err();
-  input out{dir, {line.number + 1, {}, true}};
+  input out{dir, {line.number + 1, {}, true}, 0, {}};
   if (auto rows = encode_rows(o, *in, *enc, evaluate, *w, out); !rows) return rows.err();
   if (auto f = in->finish(); !f) return f.err();
   if (out.skipped > 0 && w->count() == 0)
@@ -184,7 +184,7 @@ expected<input> input_store(const options& o, const model::model_info& m, const 
                                                             std::to_string(sc.num_classes) +
                                                             " classes; the model (" + m.dir +
                                                             "/model.json) has " + std::to_string(m.classes));
-  return input{fs::absolute(o.data).lexically_normal().string(), {}};
+  return input{fs::absolute(o.data).lexically_normal().string(), {}, 0, {}};
 }
 
 // --out before anything runs: not a directory, in one that exists.

@@ -212,9 +212,9 @@ expected<prepared_data> prepare_datasets(const nn::data_config& c, const std::st
   fs::path base = fs::path(cache) / p.key;
   p.train_dir = (base / "train").string();
   p.test_dir = (base / "test").string();
-  std::error_code ec;
-  fs::create_directories(base, ec);
-  if (ec) return make_unexpected(core_errc::io_error, base.string() + ": " + ec.message());
+  auto pin = cache_pin::take(base.string());  // before the preparation: a prune never takes it from under us
+  if (!pin) return pin.err();
+  p.pin = std::move(*pin);
   // One preparer per key at a time, across processes.
   int lock = ::open((base / "lock").c_str(), O_CREAT | O_RDWR, 0644);
   if (lock < 0)

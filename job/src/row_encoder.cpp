@@ -31,7 +31,7 @@ expected<encoded_row> encode(const std::vector<std::string>& fields, const row_c
   if (!out->kept)
     return bad(where, "column '" + c.cols.names[out->missing_column] +
                           "': missing value (the import dropped rows with one: --missing skip-row)");
-  return encoded_row{out->labelled};
+  return encoded_row{out->labelled, false, {}};
 }
 
 }  // namespace

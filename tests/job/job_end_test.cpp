@@ -388,6 +388,30 @@ TEST(job_end, a_corrupt_cached_dataset_is_rebuilt_before_workers_use_it) {
   expect_all_done(second);
 }
 
+// `troupe data cache prune` never removes the entry a running job reads (deleting it mid-job failed
+// the job at its evaluation); once the job is over, it goes.
+TEST(job_end, the_dataset_cache_entry_of_a_running_job_is_never_pruned) {
+  job_place place;
+  place.dataset_cache = test_root("pruned-cache-datasets");
+  auto job = ctr_job(1, 40000, 3);
+  job.replace(job.find("learning_rate = 0.01\n"), 21, "learning_rate = 0.01\nmax_samples_per_s = 8000\n");
+  auto r = start_job("pruned-cache", job, place);
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& s) { return s.contains("tasks") && s["tasks"].value("done", 0) >= 1; },
+      std::chrono::seconds(120)))
+      << read_file(r.err_file);
+  std::string out;
+  ASSERT_EQ(troupe("data cache prune --cache " + place.dataset_cache, &out), 0) << out;
+  EXPECT_NE(out.find("kept (a job uses it)"), std::string::npos) << out;
+  EXPECT_NE(out.find("removed 0 entries"), std::string::npos) << out;
+  ASSERT_EQ(troupe("data cache --cache " + place.dataset_cache, &out), 0) << out;
+  EXPECT_NE(out.find("(in use)"), std::string::npos) << out;
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(180)), 0) << read_file(r.err_file);
+  EXPECT_TRUE(result(r).value("ok", false)) << result(r).dump();
+  ASSERT_EQ(troupe("data cache prune --cache " + place.dataset_cache, &out), 0) << out;
+  EXPECT_NE(out.find("removed 1 entry"), std::string::npos) << out;
+}
+
 // The cache's store is damaged after the runner verified it, while workers read it: no worker
 // crashes in LMDB (they used to SIGABRT in a loop until "worker-0 died 11 times"); the tasks whose
 // records sit on the damaged pages fail, are quarantined, and the job's reason names the file; once

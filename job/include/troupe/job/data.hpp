@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "troupe/core/error.hpp"
+#include "troupe/job/dataset_cache.hpp"
 #include "troupe/nn/config.hpp"
 #include "troupe/nn/data/dataset.hpp"
 #include "troupe/storage/record_store.hpp"
@@ -51,13 +53,16 @@ struct prepared_data {
   std::string key;  // the cache entry's name
   double true_auc = 0;
   bool reused = false;
+  // The job's pin on its cache entry (dataset_cache.hpp): `troupe data cache prune` passes over the
+  // entry while any copy of this lives. None for named stores.
+  std::shared_ptr<cache_pin> pin;
 };
 
 // Makes sure `<cache>/<key>/{train,test}` hold the data `c` describes (key derived from c), importing
 // them if not. Concurrent preparers of the same key: the first wins, the others wait for it. Both
 // stores are verified (verify_store) first: a corrupt cache entry is rebuilt, with a warning
 // naming the file. [data] source = "store" names the stores themselves: verified, never rebuilt
-// (an error says to re-import them).
+// (an error says to re-import them). The entry is pinned (prepared_data::pin) before anything else.
 expected<prepared_data> prepare_datasets(const nn::data_config& c, const std::string& cache);
 
 }  // namespace troupe::job

@@ -1,0 +1,100 @@
+#include "data_cache.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "troupe/core/clock.hpp"
+#include "troupe/job/dataset_cache.hpp"
+
+namespace troupe::cli {
+
+namespace {
+
+struct cache_flags {
+  std::string root = "jobs", cache;
+  double older_than_days = 0;
+  bool dry_run = false, prune = false;
+  std::string dir() const { return cache.empty() ? root + "/datasets" : cache; }
+};
+
+std::string megabytes(std::uint64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f MB", static_cast<double>(bytes) / 1e6);
+  return b;
+}
+
+// "3.2 h ago", "2.0 d ago".
+std::string ago(std::int64_t then_ms, std::int64_t now_ms) {
+  const double h = static_cast<double>(now_ms - then_ms) / 3.6e6;
+  char b[32];
+  if (h < 48)
+    std::snprintf(b, sizeof b, "%.1f h ago", std::max(0.0, h));
+  else
+    std::snprintf(b, sizeof b, "%.1f d ago", h / 24);
+  return b;
+}
+
+void print_entry(const job::cache_entry& e, std::int64_t now_ms, const char* tag) {
+  std::printf("%s%-18s %10s  last used %-10s %s%s\n", tag, e.key.c_str(), megabytes(e.bytes).c_str(),
+              ago(e.last_used_ms, now_ms).c_str(), e.source.empty() ? "?" : e.source.c_str(),
+              e.in_use ? "  (in use)" : "");
+}
+
+int list(const cache_flags& f, std::int64_t now_ms) {
+  auto entries = job::list_cache(f.dir());
+  if (!entries) return run_error(entries.err());
+  std::uint64_t total = 0;
+  for (const auto& e : *entries) {
+    print_entry(e, now_ms, "");
+    total += e.bytes;
+  }
+  std::printf("%s: %zu entr%s, %s\n", f.dir().c_str(), entries->size(), entries->size() == 1 ? "y" : "ies",
+              megabytes(total).c_str());
+  return 0;
+}
+
+int prune(const cache_flags& f, std::int64_t now_ms) {
+  const auto before = now_ms - static_cast<std::int64_t>(std::llround(f.older_than_days * 86'400'000.0));
+  std::vector<job::cache_entry> kept;
+  auto removed = job::prune_cache(f.dir(), before + 1, f.dry_run, &kept);
+  if (!removed) return run_error(removed.err());
+  std::uint64_t freed = 0;
+  for (const auto& e : *removed) {
+    print_entry(e, now_ms, f.dry_run ? "would remove " : "removed ");
+    freed += e.bytes;
+  }
+  for (const auto& e : kept) print_entry(e, now_ms, "kept (a job uses it) ");
+  std::printf("%s: %s %zu entr%s, %s\n", f.dir().c_str(), f.dry_run ? "would remove" : "removed",
+              removed->size(), removed->size() == 1 ? "y" : "ies", megabytes(freed).c_str());
+  return 0;
+}
+
+}  // namespace
+
+runner add_data_cache(CLI::App& data_cmd, std::shared_ptr<int> mode, int id) {
+  auto f = std::make_shared<cache_flags>();
+  auto* c =
+      data_cmd.add_subcommand("cache", "List the dataset cache's entries (size, last use, in use); prune");
+  auto where = [f](CLI::App* app) {
+    app->add_option("--root", f->root, "jobs root (the cache: ROOT/datasets; default jobs)");
+    app->add_option("--cache", f->cache, "the cache directory itself ([job] dataset_cache)");
+  };
+  where(c);
+  auto* p = c->add_subcommand("prune", "Remove the entries no job uses (a running job's is kept)");
+  where(p);
+  p->add_option("--older-than", f->older_than_days,
+                "only entries last used more than DAYS ago (default 0: all)")
+      ->check(CLI::Range(0.0, 1e5));
+  p->add_flag("--dry-run", f->dry_run, "say what would be removed; remove nothing");
+  c->callback([mode, id] { *mode = id; });
+  p->callback([mode, id, f] {
+    *mode = id;
+    f->prune = true;
+  });
+  return [f] {
+    const auto now_ms = clock::system().wall_ms();
+    return f->prune ? prune(*f, now_ms) : list(*f, now_ms);
+  };
+}
+
+}  // namespace troupe::cli

@@ -1,0 +1,50 @@
+// The dataset cache's entries (`<cache>/<key>/`, [job] dataset_cache: a built-in dataset imported
+// once for every job that names it): what `troupe data cache` lists and `troupe data cache prune`
+// removes. A job holds a pin on the entry it reads (a shared lock on `<entry>/in_use`, from before
+// its preparation to the job's end), so prune never removes an entry a job uses (deleting one
+// mid-job failed the job at its evaluation), and each pin marks the entry's last use (the file's
+// modification time).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "troupe/core/error.hpp"
+
+namespace troupe::job {
+
+struct cache_entry {
+  std::string key, dir;
+  std::string source;  // the train store's manifest source ("fashion-mnist:train"); "" if unreadable
+  std::uint64_t bytes = 0;
+  std::int64_t last_used_ms = 0;  // unix ms of the last pin (else of the entry's newest file)
+  bool in_use = false;            // a job pins it now (or a preparer holds it)
+};
+
+// A job's pin on one entry: held while the object lives.
+class cache_pin {
+ public:
+  // Creates `entry_dir` if missing, takes the shared lock (blocking while a prune removes the entry:
+  // the job then prepares it anew) and marks the entry used now. Errors name the file.
+  static expected<std::shared_ptr<cache_pin>> take(const std::string& entry_dir);
+  ~cache_pin();
+  cache_pin(const cache_pin&) = delete;
+  cache_pin& operator=(const cache_pin&) = delete;
+
+ private:
+  explicit cache_pin(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
+// Every entry of `cache`, most recently used first; a missing cache is an empty list.
+expected<std::vector<cache_entry>> list_cache(const std::string& cache);
+
+// Removes the entries no job pins that were last used before `used_before_ms` (unix ms; a value
+// past now: every unpinned entry); with `dry_run`, removes nothing. Returns the entries removed (or
+// that would be), and in `kept_in_use` those passed over because a job uses them.
+expected<std::vector<cache_entry>> prune_cache(const std::string& cache, std::int64_t used_before_ms,
+                                               bool dry_run, std::vector<cache_entry>* kept_in_use = nullptr);
+
+}  // namespace troupe::job

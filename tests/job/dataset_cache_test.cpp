@@ -1,0 +1,101 @@
+// The dataset cache's entries (job/dataset_cache.hpp): listed with their size, last use and whether
+// a job pins them; pruned only when no job does (deleting an entry mid-job failed the job at its
+// evaluation); a pin taken while a prune removes its entry holds the new entry, not the removed one.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "troupe/job/dataset_cache.hpp"
+
+namespace troupe::job {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct cache_dir {
+  fs::path path = fs::temp_directory_path() / ("troupe-cache-test-" + std::to_string(::getpid()));
+  cache_dir() {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~cache_dir() { fs::remove_all(path); }
+  std::string entry(const std::string& key, std::size_t bytes, std::chrono::hours age) {
+    const auto dir = path / key / "train";
+    fs::create_directories(dir);
+    std::ofstream(dir / "data.mdb") << std::string(bytes, 'x');
+    const auto then = fs::file_time_type::clock::now() - age;
+    fs::last_write_time(dir / "data.mdb", then);
+    return (path / key).string();
+  }
+};
+
+TEST(dataset_cache, entries_in_use_are_listed_and_never_pruned) {
+  cache_dir c;
+  const auto old_entry = c.entry("old", 1000, std::chrono::hours(72));
+  c.entry("recent", 2000, std::chrono::hours(1));
+  const auto pinned = c.entry("pinned", 3000, std::chrono::hours(96));
+  auto list = list_cache(c.path.string());
+  ASSERT_TRUE(list) << list.err().to_string();
+  ASSERT_EQ(list->size(), 3u);
+  EXPECT_EQ(list->front().key, "recent") << "most recently used first";
+  EXPECT_EQ(list->front().bytes, 2000u);
+  {
+    auto pin = cache_pin::take(pinned);  // a job's: marks the entry used now
+    ASSERT_TRUE(pin) << pin.err().to_string();
+    list = list_cache(c.path.string());
+    ASSERT_TRUE(list);
+    EXPECT_EQ(list->front().key, "pinned");
+    EXPECT_TRUE(list->front().in_use);
+    // Older than two days: only "old" (the pinned one was used now); then every unpinned one.
+    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    std::vector<cache_entry> kept;
+    auto removed = prune_cache(c.path.string(), now_ms - 48 * 3'600'000, false, &kept);
+    ASSERT_TRUE(removed) << removed.err().to_string();
+    ASSERT_EQ(removed->size(), 1u);
+    EXPECT_EQ(removed->front().key, "old");
+    EXPECT_FALSE(fs::exists(old_entry));
+    auto dry = prune_cache(c.path.string(), now_ms + 1000, true, &kept);
+    ASSERT_TRUE(dry);
+    ASSERT_EQ(dry->size(), 1u);
+    EXPECT_EQ(dry->front().key, "recent");
+    EXPECT_TRUE(fs::exists(c.path / "recent")) << "a dry run removes nothing";
+    removed = prune_cache(c.path.string(), now_ms + 1000, false, &kept);
+    ASSERT_TRUE(removed);
+    EXPECT_EQ(removed->size(), 1u);
+    EXPECT_TRUE(fs::exists(pinned)) << "a pinned entry stays";
+    ASSERT_FALSE(kept.empty());
+    EXPECT_EQ(kept.back().key, "pinned");
+  }
+  auto removed = prune_cache(c.path.string(), std::numeric_limits<std::int64_t>::max(), false);
+  ASSERT_TRUE(removed);
+  EXPECT_EQ(removed->size(), 1u) << "unpinned once the job is over";
+  EXPECT_FALSE(fs::exists(pinned));
+}
+
+// A pin taken on an entry that was removed meanwhile is taken again on the new entry: a prune that
+// removed the directory between the pin's open and its lock must not leave the job pinning nothing.
+TEST(dataset_cache, a_pin_holds_the_entry_that_exists) {
+  cache_dir c;
+  const auto dir = c.entry("e", 10, std::chrono::hours(1));
+  auto pin = cache_pin::take(dir);
+  ASSERT_TRUE(pin) << pin.err().to_string();
+  struct stat st {};
+  ASSERT_EQ(::stat((dir + "/in_use").c_str(), &st), 0);
+  pin->reset();
+  fs::remove_all(dir);
+  pin = cache_pin::take(dir);  // made again
+  ASSERT_TRUE(pin) << pin.err().to_string();
+  EXPECT_TRUE(fs::exists(dir + "/in_use"));
+  auto removed = prune_cache(c.path.string(), std::numeric_limits<std::int64_t>::max(), false);
+  ASSERT_TRUE(removed);
+  EXPECT_TRUE(removed->empty()) << "pinned";
+}
+
+}  // namespace
+}  // namespace troupe::job
