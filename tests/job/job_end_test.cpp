@@ -388,17 +388,21 @@ TEST(job_end, a_corrupt_cached_dataset_is_rebuilt_before_workers_use_it) {
   expect_all_done(second);
 }
 
+// A CTR job of 40,000 rows slowed to 8,000 samples/s: running long enough to act on mid-job.
+std::string throttled_ctr_job(int workers, int epochs) {
+  auto job = ctr_job(workers, 40000, epochs);
+  job.replace(job.find("learning_rate = 0.01\n"), 21, "learning_rate = 0.01\nmax_samples_per_s = 8000\n");
+  return job;
+}
+
 // `troupe data cache prune` never removes the entry a running job reads (deleting it mid-job failed
 // the job at its evaluation); once the job is over, it goes.
 TEST(job_end, the_dataset_cache_entry_of_a_running_job_is_never_pruned) {
   job_place place;
   place.dataset_cache = test_root("pruned-cache-datasets");
-  auto job = ctr_job(1, 40000, 3);
-  job.replace(job.find("learning_rate = 0.01\n"), 21, "learning_rate = 0.01\nmax_samples_per_s = 8000\n");
-  auto r = start_job("pruned-cache", job, place);
+  auto r = start_job("pruned-cache", throttled_ctr_job(1, 3), place);
   ASSERT_TRUE(wait_status(
-      r, [](const nlohmann::json& s) { return s.contains("tasks") && s["tasks"].value("done", 0) >= 1; },
-      std::chrono::seconds(120)))
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 1; }, std::chrono::seconds(120)))
       << read_file(r.err_file);
   std::string out;
   ASSERT_EQ(troupe("data cache prune --cache " + place.dataset_cache, &out), 0) << out;
@@ -419,9 +423,7 @@ TEST(job_end, the_dataset_cache_entry_of_a_running_job_is_never_pruned) {
 TEST(job_end, a_cached_dataset_damaged_while_the_job_runs_fails_its_tasks_naming_the_store) {
   job_place place;
   place.dataset_cache = test_root("damaged-cache-datasets");
-  auto job = ctr_job(2, 40000, 2);
-  job.replace(job.find("learning_rate = 0.01\n"), 21, "learning_rate = 0.01\nmax_samples_per_s = 8000\n");
-  auto r = start_job("damaged-cache", job, place);
+  auto r = start_job("damaged-cache", throttled_ctr_job(2, 2), place);
   ASSERT_TRUE(wait_status(
       r, [](const nlohmann::json& j) { return done_tasks(j) >= 1; }, std::chrono::seconds(120)));
   std::string train;

@@ -49,6 +49,16 @@ void write_csv(const std::string& path, std::size_t rows, bool label, std::uint6
   }
 }
 
+// `troupe data import csv` of <dir>/train.csv into <dir>/store/{train,test} (a fifth held out), with
+// `flags`; "" when it worked, else its output.
+std::string import_store(const std::string& dir, const std::string& flags) {
+  int code = 0;
+  auto out = sh(std::string(TROUPE_BIN) + " data import csv " + dir + "/train.csv --out " + dir +
+                    "/store --label answer --test-fraction 0.2 " + flags,
+                &code);
+  return code == 0 ? "" : out;
+}
+
 // Where the data of trained() is: its CSV and its store (store/train, store/test).
 const std::string& data_dir() {
   static const std::string dir = test_root("predict-model");
@@ -60,11 +70,7 @@ const std::string& trained() {
   static const std::string job = [] {
     const std::string& dir = data_dir();
     write_csv(dir + "/train.csv", 20000, true, 1);
-    int code = 0;
-    auto out = sh(std::string(TROUPE_BIN) + " data import csv " + dir + "/train.csv --out " + dir +
-                      "/store --label answer --standardize --test-fraction 0.2",
-                  &code);
-    EXPECT_EQ(code, 0) << out;
+    EXPECT_EQ(import_store(dir, "--standardize"), "");
     auto r =
         start_job("predict-train",
                   "strategy = \"allreduce\"\nworkers = 2\nrecords_per_task = 1000\n[model]\ntype = \"mlp\"\n"
@@ -236,11 +242,8 @@ TEST(predict, a_csv_as_users_have_it_predicts_as_the_plain_one) {
 TEST(predict, labels_are_not_read_and_a_skip_row_model_skips_rows_with_a_missing_value) {
   const std::string dir = test_root("predict-skip-row");
   write_csv(dir + "/train.csv", 4000, true, 7);
-  int code = 0;
-  auto out = sh(std::string(TROUPE_BIN) + " data import csv " + dir + "/train.csv --out " + dir +
-                    "/store --label answer --missing skip-row --test-fraction 0.2",
-                &code);
-  ASSERT_EQ(code, 0) << out;
+  ASSERT_EQ(import_store(dir, "--missing skip-row"), "");
+  std::string out;
   auto r = start_job("predict-skip-row-train",
                      "workers = 1\nrecords_per_task = 1000\n[model]\ntype = \"lr\"\n[train]\nepochs = 1\n"
                      "[data]\nsource = \"store\"\ntrain = \"" +
