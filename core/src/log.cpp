@@ -29,11 +29,13 @@ expected<void> init_logging(const log_config& cfg) {
   if (!level) return level.err();
   std::vector<spdlog::sink_ptr> sinks;
   if (cfg.to_stderr) sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  spdlog::sink_ptr file;
   if (!cfg.file.empty()) {
     try {
       auto parent = std::filesystem::path(cfg.file).parent_path();
       if (!parent.empty()) std::filesystem::create_directories(parent);
-      sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(cfg.file, false));
+      file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(cfg.file, false);
+      sinks.push_back(file);
     } catch (const std::exception& e) {
       return make_unexpected(core_errc::io_error, "log file " + cfg.file + ": " + e.what());
     }
@@ -41,6 +43,7 @@ expected<void> init_logging(const log_config& cfg) {
   auto logger = std::make_shared<spdlog::logger>(cfg.name, sinks.begin(), sinks.end());
   logger->set_level(*level);
   logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%L%$ [%n] %v");
+  if (file && !cfg.job.empty()) file->set_pattern("%Y-%m-%d %H:%M:%S.%e %L [" + cfg.job + "/%n] %v");
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(std::move(logger));
   return {};

@@ -262,6 +262,15 @@ TEST(log_config, writes_log_file) {
   std::string line;
   std::getline(in, line);
   EXPECT_NE(line.find("[worker-1] hello 42"), std::string::npos) << line;
+  // A file several jobs may share ([log] file): each line names its job too.
+  c.file = (dir / "logs" / "shared.log").string();
+  c.job = "job-a";
+  ASSERT_TRUE(init_logging(c));
+  spdlog::info("from a");
+  spdlog::default_logger()->flush();
+  std::ifstream shared(c.file);
+  std::getline(shared, line);
+  EXPECT_NE(line.find("[job-a/worker-1] from a"), std::string::npos) << line;
   std::filesystem::remove_all(dir);
 }
 

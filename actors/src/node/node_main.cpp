@@ -235,6 +235,7 @@ node_runtime::identity identify(const node_options& o, cluster::node_role role, 
   who.host_key = collective::instance_key(who.job_id, dir ? dir->read_instance() : std::string());
   log_config lc = spec.log;
   lc.name = who.id.to_string();
+  lc.job = who.job_id;
   (void)init_logging(lc);
   return who;
 }

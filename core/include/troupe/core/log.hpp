@@ -16,6 +16,9 @@ struct log_config {
   std::string file;            // empty: no log file
   bool to_stderr = true;
   std::string name = "troupe";  // shown in every line (the node name)
+  // Shown before the name in the `file`'s lines ("[job-x/worker-0#1]"): several jobs may share the
+  // file, and their lines mixed with nothing to tell them apart. Job ids hold no '%'.
+  std::string job;
 
   // Reads [log] level/file/stderr.
   static log_config read(config_section s, log_config defaults);
