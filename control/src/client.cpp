@@ -17,6 +17,8 @@
 
 #include "client_timeline.hpp"
 #include "troupe/cluster/job_dir.hpp"
+#include "troupe/cluster/process.hpp"
+#include "troupe/collective/cleanup.hpp"
 #include "troupe/core/client_node.hpp"
 #include "troupe/storage/task_journal.hpp"
 #include "troupe/wire/job_token.hpp"
@@ -114,16 +116,34 @@ std::optional<int> starting_runner(const cluster::job_dir& dir) {
 }
 }  // namespace
 
-expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir) {
+// A job whose runner died (SIGKILL, a crash) left its rings and beacons in /dev/shm (~4 MiB a
+// worker) until a --resume: removed once none of its nodes on this host runs. What was done, for
+// the answer ("" when nothing was).
+std::string remove_dead_job_leftovers(const cluster::job_dir& dir) {
+  const auto instance = dir.read_instance();
+  if (instance.empty()) return {};
+  if (auto nodes = dir.read_nodes(); nodes)
+    for (const auto& n : nodes->nodes)
+      if (n.host.empty() && n.pid > 0 && n.state != "exited" &&
+          cluster::process_alive(n.pid, n.start_time ? std::optional(n.start_time) : std::nullopt))
+        return "; " + n.id.to_string() + " still runs (pid " + std::to_string(n.pid) + ")";
+  collective::remove_job_leftovers(collective::instance_key(dir.job_id(), instance));
+  return "; removed what it left in shared memory";
+}
+
+// The session with `job_dir`'s runner; with `clean_dead` (stop), a job whose runner died has its
+// shared-memory leftovers removed as well as being said not running.
+expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir, bool clean_dead = false) {
   auto dir = cluster::job_dir::open(job_dir);
   if (!dir) return dir.err();
   if (std::filesystem::exists(dir->lock_path()) && !dir->runner_pid()) {
     auto how = ended_as(*dir);
-    return make_unexpected(
-        core_errc::invalid_argument,
-        "job " + dir->job_id() + " is not running: " +
-            (how.empty() ? "its runner died (continue it: troupe run --resume " + dir->path() + ")"
-                         : "it ended (" + how + "; see " + dir->result_path() + ")"));
+    const std::string cleaned = how.empty() && clean_dead ? remove_dead_job_leftovers(*dir) : "";
+    return make_unexpected(core_errc::invalid_argument,
+                           "job " + dir->job_id() + " is not running: " +
+                               (how.empty() ? "its runner died" + cleaned +
+                                                  " (continue it: troupe run --resume " + dir->path() + ")"
+                                            : "it ended (" + how + "; see " + dir->result_path() + ")"));
   }
   // A runner that has not started its nodes yet (it prepares the data: minutes for a large import)
   // wrote no nodes.json: said so (it read "missing file: nodes.json").
@@ -297,7 +317,7 @@ std::optional<expected<void>> stop_starting(const std::string& job_dir, troupe::
 
 expected<void> stop_job(const std::string& job_dir, troupe::clock& clk) {
   if (auto starting = stop_starting(job_dir, clk, std::chrono::seconds(60))) return *starting;
-  auto s = connect_runner(job_dir);
+  auto s = connect_runner(job_dir, true);
   if (!s) return s.err();
   if (auto r = ask_stop(**s, "troupe stop"); !r) return r;
   auto& net = *(*s)->net;

@@ -152,6 +152,12 @@ TEST(job_reliability, runner_sigkill_then_resume_retrains_nothing_done) {
   // A new run of the same id is refused and pointed at --resume.
   EXPECT_EQ(troupe("run " + r.dir + "/job.toml --job-id resume --quiet", &out), 2) << out;  // bad usage
   EXPECT_NE(out.find("--resume"), std::string::npos) << out;
+  // Its rings and beacons stay in /dev/shm until a resume, or until `troupe stop` of the dead job
+  // removes them (they stayed until a resume).
+  EXPECT_FALSE(shm_names("resume@" + old_instance).empty()) << "the dead runner's nodes left their rings";
+  EXPECT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 1) << out;
+  EXPECT_NE(out.find("its runner died; removed what it left in shared memory"), std::string::npos) << out;
+  EXPECT_TRUE(shm_names("resume@" + old_instance).empty());
 
   resume_job(r);
   ASSERT_EQ(wait_job(r, 240s), 0) << read_file(r.err_file);
