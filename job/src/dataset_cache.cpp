@@ -43,7 +43,8 @@ void measure(cache_entry& e) {
       e.last_used_ms = std::max(e.last_used_ms, unix_ms(st.st_mtim));
   }
   struct stat st {};
-  if (::stat((e.dir + "/" + pin_file).c_str(), &st) == 0) e.last_used_ms = unix_ms(st.st_mtim);
+  if (::lstat((e.dir + "/" + pin_file).c_str(), &st) == 0) e.last_used_ms = unix_ms(st.st_mtim);
+  if (!e.ours) return;  // another user's store is not opened (its files could be links anywhere)
   auto store = storage::record_store::open_read_only(e.dir + "/train");
   if (store) e.source = store->info().source;
 }
@@ -61,21 +62,40 @@ struct exclusive {
   // False: a job pins the entry or prepares it (or its pin file cannot be made).
   bool take(const cache_entry& e, bool create) {
     const std::string pin_path = e.dir + "/" + pin_file;
-    pin = ::open(pin_path.c_str(), O_RDWR | O_CLOEXEC);
+    pin = ::open(pin_path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (pin < 0 && errno == ENOENT && create) {
-      pin = ::open(pin_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      pin = ::open(pin_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
       const struct timespec t { e.last_used_ms / 1000, (e.last_used_ms % 1000) * 1'000'000 };
       const struct timespec times[2] = {t, t};
       if (pin >= 0) ::futimens(pin, times);
     }
     if (pin < 0 && (create || errno != ENOENT)) return false;
     if (pin >= 0 && ::flock(pin, LOCK_EX | LOCK_NB) != 0) return false;
-    prep = ::open((e.dir + "/lock").c_str(), O_RDWR | O_CLOEXEC);
+    prep = ::open((e.dir + "/lock").c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     return prep < 0 ? errno == ENOENT : ::flock(prep, LOCK_EX | LOCK_NB) == 0;
   }
 };
 
 }  // namespace
+
+std::string entry_problem(const std::string& entry_dir) {
+  struct stat st {};
+  // The cache directory: one others may write in without the sticky bit lets them swap the entries.
+  const auto parent = fs::path(entry_dir).parent_path();
+  if (::stat(parent.c_str(), &st) == 0 && st.st_uid != ::geteuid() && (st.st_mode & S_IWOTH) != 0 &&
+      (st.st_mode & S_ISVTX) == 0)
+    return "its cache directory " + parent.string() + " is another user's and anyone may write in it";
+  if (::lstat(entry_dir.c_str(), &st) != 0) return errno == ENOENT ? "" : std::strerror(errno);
+  if (!S_ISDIR(st.st_mode)) return "not a directory (a link?)";
+  if (st.st_uid != ::geteuid())
+    return "another user's (uid " + std::to_string(st.st_uid) +
+           "): a job reads only its own user's cache entries (set [job] dataset_cache to a directory of "
+           "yours)";
+  // Group-writable is fine for the user's own group (a user private group, umask 002).
+  if ((st.st_mode & S_IWOTH) != 0 || ((st.st_mode & S_IWGRP) != 0 && st.st_gid != ::getegid()))
+    return "other users may write in it: a job reads only cache entries that are its own user's alone";
+  return {};
+}
 
 expected<std::shared_ptr<cache_pin>> cache_pin::take(const std::string& entry_dir) {
   std::error_code ec;
@@ -83,9 +103,14 @@ expected<std::shared_ptr<cache_pin>> cache_pin::take(const std::string& entry_di
   // The entry may be removed between the open and the lock (a prune holding it): then the lock is on
   // a file no longer there, and the pin is taken again on the new one.
   for (int attempt = 0; attempt < 100; ++attempt) {
-    fs::create_directories(entry_dir, ec);
-    if (ec) return make_unexpected(core_errc::io_error, entry_dir + ": " + ec.message());
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    fs::create_directories(fs::path(entry_dir).parent_path(), ec);
+    if (ec || (::mkdir(entry_dir.c_str(), 0700) != 0 && errno != EEXIST))
+      return make_unexpected(core_errc::io_error,
+                             entry_dir + ": " + (ec ? ec.message() : std::strerror(errno)));
+    if (auto why = entry_problem(entry_dir); !why.empty())
+      return make_unexpected(core_errc::invalid_argument, entry_dir + ": " + why);
+    // Owner-only: another user able to open it could hold its lock (a job hung, a prune refused).
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return io_error(path, "cannot open", errno);
     if (::flock(fd, LOCK_SH) != 0) {
       int e = errno;
@@ -117,9 +142,10 @@ expected<std::vector<cache_entry>> list_cache(const std::string& cache) {
     cache_entry e;
     e.key = d.path().filename().string();
     e.dir = d.path().string();
+    e.ours = entry_problem(e.dir).empty();
     measure(e);
     exclusive x;
-    e.in_use = !x.take(e, false);
+    e.in_use = e.ours && !x.take(e, false);
     out.push_back(std::move(e));
   }
   if (ec) return make_unexpected(core_errc::io_error, cache + ": " + ec.message());
@@ -134,9 +160,9 @@ expected<std::vector<cache_entry>> prune_cache(const std::string& cache, std::in
   if (!entries) return entries.err();
   std::vector<cache_entry> removed;
   for (auto& e : *entries) {
-    if (e.last_used_ms >= used_before_ms) continue;
+    if (e.last_used_ms >= used_before_ms || !e.ours) continue;  // another user's: theirs to prune
     exclusive x;  // held while the entry goes: a job starting on it waits, then prepares it anew
-    if (!x.take(e, true)) {
+    if (!x.take(e, !dry_run)) {
       if (kept_in_use) kept_in_use->push_back(e);
       continue;
     }

@@ -281,7 +281,7 @@ class dashboard {
         return error_response(400, "scale needs workers=N (0..10000)");
       workers = static_cast<int>(n);
     }
-    if (auto res = o_.control(o_.root + "/" + dir.id(), workers, "the dashboard, for " + r.remote); !res)
+    if (auto res = o_.control(dir.held_path(), workers, "the dashboard, for " + r.remote); !res)
       return error_response(409, res.err().to_string());
     if (scale) return json_response({{"ok", true}});
     // Accepted, not done: the runner stops the nodes and exits next; the job's state says when.

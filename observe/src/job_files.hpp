@@ -68,6 +68,11 @@ class job_directory {
   // Its entries that are directories (not links) named like a job id ("serve/<name>" entries).
   expected<std::vector<std::string>> subdirectories() const;
   const std::string& id() const { return id_; }
+  // A path naming this very directory (/proc/self/fd/N, valid while this object lives): what is
+  // acted on after a check made through this object. By the path <root>/<id>, a directory swapped
+  // for a link between the check and the act (another user's, whose token the check had taken)
+  // turned a stop of one's own job into a stop of anyone's.
+  std::string held_path() const { return "/proc/self/fd/" + std::to_string(fd_->get()); }
   // Whether a process holds the job's runner lock (runner.lock, fcntl: `troupe run` holds it while
   // it runs, from before it prepares the data to its last line).
   bool runner_alive() const;

@@ -98,6 +98,8 @@ int frontend::setup() {
                "{}/serve is a job's directory: serve state would go into it (use another [serve] root)",
                cfg_.root),
            2;
+  if (auto why = cluster::foreign_dir_problem(state_dir_); !why.empty())
+    return spdlog::error("serve: {}: {}", state_dir_, why), 2;
   std::filesystem::create_directories(state_dir_ + "/logs", ec);
   std::filesystem::create_directories(state_dir_ + "/models", ec);
   if (ec) return spdlog::error("{}: {}", state_dir_, ec.message()), 1;

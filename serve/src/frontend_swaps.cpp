@@ -32,6 +32,16 @@ bool own(const std::string& path) {
   struct stat st {};
   return ::lstat(path.c_str(), &st) == 0 && !S_ISLNK(st.st_mode) && st.st_uid == ::geteuid();
 }
+
+// A model directory found under --watch `root` ("root/x" or "root/x/model") whose every component
+// below the root, model.json and model.pt are the user's own and no link (a link in the middle of the
+// path was followed: the server swapped to a model outside the watched directory, or, swapped in
+// at the right moment, to another user's).
+bool own_model_dir(const std::string& root, const std::string& dir) {
+  if (!own(dir) || !own(dir + "/model.json") || !own(dir + "/model.pt")) return false;
+  const auto parent = fs::path(dir).parent_path();
+  return dir == root || parent == fs::path(root) || own(parent.string());
+}
 }  // namespace
 
 expected<model::model_info> frontend::snapshot(const model::model_info& m, std::uint32_t gen) {
@@ -111,6 +121,9 @@ void frontend::start_reloads() {
     std::lock_guard lk(mu_);
     gen = next_gen_++;
   }
+  // What --watch chose is checked again as it is copied: a component swapped for a link since.
+  if (req->source == "watch" && !own_model_dir(cfg_.watch, req->dir))
+    return refuse_reload(*req, serving, "no longer this user's own (a link or another user's file now)");
   auto snap = snapshot(*m, gen);
   if (!snap) return refuse_reload(*req, serving, snap.err().to_string());
   std::lock_guard lk(mu_);
@@ -320,7 +333,7 @@ std::optional<model::model_info> frontend::newest_watched(const model::model_inf
   }
   for (const auto& d : dirs) {
     if (!fs::exists(d + "/model.json", ec)) continue;
-    if (!own(d) || !own(d + "/model.json") || !own(d + "/model.pt")) {
+    if (!own_model_dir(cfg_.watch, d)) {
       std::lock_guard lk(mu_);
       if (passed_over_.insert(d).second)
         spdlog::warn(

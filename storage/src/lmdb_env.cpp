@@ -48,7 +48,12 @@ constexpr auto resize_wait = std::chrono::seconds(30);
 // ENOSPC, named. 64 KiB holds the reader table LMDB's default 126 readers need (about 8 KiB).
 std::optional<error> reserve_lock_file(const std::string& dir) {
   const std::string lock = (fs::path(dir) / "lock.mdb").string();
-  int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // A link in its place is refused: LMDB would write its lock header into whatever file it names
+  // (another user's link in a store root opened made root overwrite a file of root's).
+  struct stat st {};
+  if (::lstat(lock.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return error(storage_errc::lmdb_error, lock + ": not a regular file (a link?): refused");
+  int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return std::nullopt;  // mdb_env_open says why (a read-only directory, a missing one)
   int rc = ::posix_fallocate(fd, 0, 64 * 1024);
   ::close(fd);

@@ -203,6 +203,13 @@ TEST_F(record_fetch_test, a_spill_file_another_user_could_write_is_never_read) {
   ASSERT_TRUE(take(fifth.want(0, 10), d));
   EXPECT_EQ(calls(), before) << "a sticky directory (as /tmp) is fine: the entry is this user's";
   EXPECT_EQ(fifth.counters().spill_hits, 1u);
+  // Another user's directory, even sticky (made first at this user's default path): its owner can
+  // rename the entries in it.
+  ASSERT_EQ(::chown((dir_ + "/spill").c_str(), 65534, 65534), 0);
+  auto& sixth = fetcher(10 * 12, dir_ + "/spill");
+  before = calls();
+  ASSERT_TRUE(take(sixth.want(0, 10), d));
+  EXPECT_GT(calls(), before) << "nor one in another user's directory";
 }
 
 TEST_F(record_fetch_test, a_silent_server_is_asked_again_until_it_answers) {

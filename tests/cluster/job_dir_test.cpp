@@ -252,5 +252,22 @@ TEST(job_dir, atomic_writes_are_private_from_the_start_and_follow_no_link) {
   EXPECT_EQ(testing::read_file(request), "troupe stop\n");
 }
 
+// A directory another user made ahead under a shared root, at the id a job will take (with links
+// inside where the job writes its logs): the job is refused, nothing is written into it.
+TEST(job_dir, a_directory_another_user_made_is_not_taken) {
+  temp_dir root;
+  const std::string theirs = root / "rjob1";
+  ASSERT_EQ(::mkdir(theirs.c_str(), 0777), 0);
+  ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+  auto d = job_dir::create(root.str(), "rjob1", "[job]\n");
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.err().to_string().find("made by another user"), std::string::npos) << d.err().to_string();
+  EXPECT_FALSE(std::filesystem::exists(theirs + "/logs"));
+  ASSERT_EQ(::symlink(theirs.c_str(), (root / "linked").c_str()), 0);
+  d = job_dir::create(root.str(), "linked", "[job]\n");
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.err().to_string().find("a link stands there"), std::string::npos) << d.err().to_string();
+}
+
 }  // namespace
 }  // namespace troupe::cluster

@@ -97,5 +97,34 @@ TEST(dataset_cache, a_pin_holds_the_entry_that_exists) {
   EXPECT_TRUE(removed->empty()) << "pinned";
 }
 
+// An entry another user made (a cache directory several users share): a job never reads it (its
+// records could be anyone's: another user flipped a job's labels through one), listing does not open
+// its files (a link in it made root's listing overwrite a file of root's), prune leaves it alone.
+TEST(dataset_cache, another_users_entry_is_never_read_opened_or_pruned) {
+  cache_dir c;
+  const auto theirs = c.entry("theirs", 100, std::chrono::hours(100));
+  const auto victim = (c.path / "victim").string();
+  std::ofstream(victim) << "precious";
+  fs::create_symlink(victim, theirs + "/train/lock.mdb");
+  fs::create_symlink(victim, theirs + "/in_use");
+  for (const auto& e : fs::recursive_directory_iterator(theirs))
+    ASSERT_EQ(::lchown(e.path().c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+  auto list = list_cache(c.path.string());
+  ASSERT_TRUE(list) << list.err().to_string();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_FALSE(list->front().ours);
+  auto removed = prune_cache(c.path.string(), std::numeric_limits<std::int64_t>::max(), false);
+  ASSERT_TRUE(removed);
+  EXPECT_TRUE(removed->empty());
+  EXPECT_TRUE(fs::exists(theirs));
+  auto pin = cache_pin::take(theirs);
+  ASSERT_FALSE(pin);
+  EXPECT_NE(pin.err().to_string().find("another user's"), std::string::npos) << pin.err().to_string();
+  std::ifstream in(victim);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "precious");
+}
+
 }  // namespace
 }  // namespace troupe::job

@@ -265,16 +265,20 @@ TEST_F(dashboard_api, tokens) {
   post.headers["authorization"] = "Bearer s3cret";
   EXPECT_EQ(handler_(post).status, 501) << "authorised, but this dashboard has no control";
   bool stopped = false;
-  auto h = make_dashboard(
-      {root_.string(),
-       "s3cret",
-       true,
-       [&](const std::string& dir, int workers, const std::string& who) -> expected<void> {
-         // Who asked goes with the request: the job's record names it.
-         stopped = workers < 0 && dir.ends_with("live-job") && who.starts_with("the dashboard, for ");
-         return {};
-       },
-       {}});
+  auto h =
+      make_dashboard({root_.string(),
+                      "s3cret",
+                      true,
+                      [&](const std::string& dir, int workers, const std::string& who) -> expected<void> {
+                        // Who asked goes with the request: the job's record names it. The directory is the
+                        // one the token was checked in, held open (/proc/self/fd/N), never a path that may be
+                        // swapped meanwhile.
+                        stopped = workers < 0 && dir.starts_with("/proc/self/fd/") &&
+                                  std::filesystem::read_symlink(dir).string().ends_with("live-job") &&
+                                  who.starts_with("the dashboard, for ");
+                        return {};
+                      },
+                      {}});
   auto accepted = h(post);
   EXPECT_EQ(accepted.status, 202) << "the stop is requested, the job ends after";
   EXPECT_EQ(json::parse(accepted.body).value("stop", ""), "requested") << accepted.body;

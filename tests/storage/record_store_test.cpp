@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <iterator>
@@ -83,6 +84,24 @@ TEST(RecordStore, RoundTripReadScanBatch) {
   auto stop = s->scan(0, 500, [](std::uint64_t i, const record&) { return i < 4; });
   ASSERT_TRUE(stop);
   EXPECT_EQ(*stop, 5u);
+}
+
+// A link where a store's lock file goes (another user's store, opened by root: `troupe data cache`
+// listing a shared cache) is refused: LMDB wrote its lock header into the file the link named.
+TEST(RecordStore, ALockFileThatIsALinkIsRefused) {
+  temp_dir d;
+  import(d.str(), 10, writer_options{});
+  const std::string victim = d.str() + "/../victim-" + std::to_string(::getpid());
+  std::ofstream(victim) << "precious";
+  std::remove((d.str() + "/lock.mdb").c_str());
+  ASSERT_EQ(::symlink(victim.c_str(), (d.str() + "/lock.mdb").c_str()), 0);
+  auto s = record_store::open_read_only(d.str());
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.err().to_string().find("lock.mdb: not a regular file"), std::string::npos)
+      << s.err().to_string();
+  std::ifstream in(victim);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), "precious");
+  std::remove(victim.c_str());
 }
 
 TEST(RecordStore, ReadPastTheEndIsNotFound) {

@@ -39,6 +39,10 @@ std::string not_private(const std::string& dir, bool entry) {
   }
   if (!entry && others_write && (st.st_mode & S_ISVTX) == 0)
     return "other users may write in it (mode without the sticky bit): a cache must be this user's alone";
+  // Another user's directory (made first at this user's default path) lets its owner rename the
+  // entries in it, sticky or not; root's sticky ones (/tmp) do not.
+  if (!entry && st.st_uid != ::geteuid() && !(st.st_uid == 0 && (st.st_mode & S_ISVTX) != 0))
+    return "owned by uid " + std::to_string(st.st_uid) + ": a cache must be in this user's directory";
   return {};
 }
 }  // namespace

@@ -76,6 +76,11 @@ inline std::string runner_beat_path(std::string_view job_dir) {
 // cannot turn the write into one of any other file. Errors (io_error) name the file and the step.
 expected<void> write_file_atomic(const std::string& path, std::string_view content, unsigned mode = 0644);
 
+// Why `dir`, which exists, is not this user's to write in: a link stands there, or another user owns
+// it (a directory made ahead in a shared root, with links inside it where troupe writes its logs,
+// turned root's job or server into a writer of any file). Empty: this user's, or missing.
+std::string foreign_dir_problem(const std::string& dir);
+
 // A job id usable as a directory name: 1-64 characters of a-z, A-Z, 0-9, '_', '-', '.', not
 // starting with '.'.
 bool valid_job_id(std::string_view id) noexcept;

@@ -21,7 +21,13 @@ struct cache_entry {
   std::uint64_t bytes = 0;
   std::int64_t last_used_ms = 0;  // unix ms of the last pin (else of the entry's newest file)
   bool in_use = false;            // a job pins it now (or a preparer holds it)
+  bool ours = true;               // this user's alone (entry_problem): else listed, never opened or pruned
 };
+
+// Why the entry `entry_dir` is no place this user's job may read or prepare (another user owns it, or
+// others may write in it: records read back are trusted, and another user who could write them fed a
+// job labels of theirs); empty when it is fine or does not exist yet.
+std::string entry_problem(const std::string& entry_dir);
 
 // A job's pin on one entry: held while the object lives.
 class cache_pin {
