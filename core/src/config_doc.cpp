@@ -1,6 +1,8 @@
 #include "troupe/core/config.hpp"
 
+#include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -153,10 +155,71 @@ const std::string& config_doc::source() const {
 bool config_doc::has(std::string_view dotted_key) const {
   return lookup(impl_->table, dotted_key) != nullptr;
 }
+namespace {
+
+// A float token (digits, '.', exponent) rewritten as the shortest text that reads back as the same
+// double; anything else (an integer, a date, a hex number) unchanged.
+std::string shortest(std::string_view token) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), v);
+  if (ec != std::errc{} || end != token.data() + token.size() ||
+      token.find_first_of(".eE") == std::string_view::npos)
+    return std::string(token);
+  char buf[64];
+  auto [p, ec2] = std::to_chars(buf, buf + sizeof buf, v);
+  if (ec2 != std::errc{}) return std::string(token);
+  std::string out(buf, p);
+  if (out.find_first_of(".e") == std::string::npos) out += ".0";  // still a float in TOML
+  return out;
+}
+
+// toml++ (as Debian builds it, without float charconv) writes every double at 17 digits
+// (9.9999999999999995e-08 for 1e-7): the values after '=' outside strings are made shortest.
+std::string shortest_floats(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  char quote = 0;
+  bool value = false, escaped = false;
+  int depth = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quote) {
+      out += c;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\' && quote == '"')
+        escaped = true;
+      else if (c == quote)
+        quote = 0;
+      continue;
+    }
+    if (c == '"' || c == '\'') quote = c;
+    if (c == '=') value = true;
+    if (c == '[' && value) ++depth;
+    if (c == ']' && value && depth > 0) --depth;
+    if (c == '\n' && depth == 0) value = false;
+    const bool starts = value && (std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+') &&
+                        (i == 0 || !std::isalnum(static_cast<unsigned char>(text[i - 1])));
+    if (!starts) {
+      out += c;
+      continue;
+    }
+    std::size_t j = i + 1;
+    while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '.' ||
+                               text[j] == '+' || text[j] == '-' || text[j] == '_' || text[j] == ':'))
+      ++j;
+    out += shortest(std::string_view(text).substr(i, j - i));
+    i = j - 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string config_doc::to_toml() const {
   std::ostringstream out;
   out << impl_->table;
-  return out.str();
+  return shortest_floats(out.str());
 }
 
 // ---- config_reader / config_section ----

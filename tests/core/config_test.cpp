@@ -195,6 +195,27 @@ TEST(config, round_trips_through_toml_text) {
   EXPECT_EQ(r.section("ps").get_int("shards", 0), 2);
 }
 
+// Doubles are written as the shortest text that reads back as the same value (toml++ wrote
+// 9.9999999999999995e-08 for 1e-7); strings, integers and dates are left as they are.
+TEST(config, doubles_are_written_shortest_and_read_back_exactly) {
+  auto doc = parse(
+      "[train]\nlearning_rate = 1e-7\nbeta2 = 0.999\nwhole = 5.0\nthird = 0.3333333333333333\n"
+      "name = \"1.10000000000000009 = x\"\nsizes = [0.1, 2.5e10, -3.0]\nn = 12\nwhen = 1979-05-27\n");
+  const auto text = doc.to_toml();
+  for (const char* want :
+       {"learning_rate = 1e-07", "beta2 = 0.999", "whole = 5.0", "third = 0.3333333333333333",
+        "1.10000000000000009 = x", "n = 12", "when = 1979-05-27", "2.5e+10"})
+    EXPECT_NE(text.find(want), std::string::npos) << want << " in\n" << text;
+  EXPECT_EQ(text.find("9999999"), std::string::npos) << text;
+  auto again = config_doc::from_string(text, "copy");
+  ASSERT_TRUE(again) << again.err().to_string() << "\n" << text;
+  config_reader r(*again);
+  auto t = r.section("train");
+  EXPECT_EQ(t.get_double("learning_rate", 0), 1e-7);
+  EXPECT_EQ(t.get_double("third", 0), 0.3333333333333333);
+  EXPECT_EQ(t.get_double("whole", 0), 5.0);
+}
+
 TEST(config, wrong_table_type) {
   auto doc = parse("job = 3\n");
   config_reader r(doc);
