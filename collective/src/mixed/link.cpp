@@ -11,10 +11,7 @@
 
 namespace troupe::collective {
 
-namespace {
-
-// The TCP half's view of the ring.
-tcp_link_options tcp_options(const mixed_link_options& o) {
+tcp_link_options tcp_half_options(const mixed_link_options& o) {
   tcp_link_options t;
   t.epoch = o.shm.epoch;
   t.rank = o.shm.rank;
@@ -28,8 +25,6 @@ tcp_link_options tcp_options(const mixed_link_options& o) {
   t.clock = o.shm.clock;
   return t;
 }
-
-}  // namespace
 
 // One transfer: the shm half's sender or receiver and the TCP half's cursors; the sides a half
 // does not carry (and an absent send or recv) are done from the start.
@@ -48,7 +43,7 @@ expected<std::unique_ptr<mixed_ring_link>> mixed_ring_link::connect(const mixed_
     return make_unexpected(collective_errc::setup, "mixed link for rank " + std::to_string(s.rank) + " of " +
                                                        std::to_string(s.size) + ": needs 3+ ranks");
   auto deadline = s.clock.get().now() + s.timeout;
-  auto t = tcp_options(o);
+  auto t = tcp_half_options(o);
   if (o.tcp_next) {
     auto in = shm_detail::make_inbound_ring(s);
     if (!in) return in.err();

@@ -145,21 +145,6 @@ shm_link_options mixed_ring_session::shm_options(const ring_member& prev, const 
   return o;
 }
 
-tcp_link_options mixed_ring_session::tcp_options(const shm_link_options& s,
-                                                 const std::string& next_address) const {
-  tcp_link_options t;
-  t.epoch = s.epoch;
-  t.rank = s.rank;
-  t.size = s.size;
-  t.next_address = next_address;
-  t.secret = ctx_.ring_secret();
-  t.timeout = opt_.timeout;
-  t.heartbeat_timeout = opt_.heartbeat_timeout;
-  t.current_epoch = s.current_epoch;
-  t.clock = s.clock;
-  return t;
-}
-
 expected<std::unique_ptr<ring_link>> mixed_ring_session::make_link(const ring_member& self,
                                                                    const ring_member& prev,
                                                                    const ring_member& next) {
@@ -177,11 +162,6 @@ expected<std::unique_ptr<ring_link>> mixed_ring_session::make_link(const ring_me
   if (!shm_prev && !ctx_.ring_listener())
     return make_unexpected(collective_errc::setup, "no ring listener for " + prev.id.to_string() +
                                                        " on host " + prev.host + " to connect to");
-  if (!shm_prev && !shm_next) {
-    auto l = tcp_ring_link::connect(tcp_options(s, next.ring_address), *ctx_.ring_listener());
-    if (!l) return l.err();
-    return std::unique_ptr<ring_link>(std::move(*l));
-  }
   mixed_link_options m;
   m.shm = std::move(s);
   m.tcp_next = !shm_next;
@@ -189,6 +169,11 @@ expected<std::unique_ptr<ring_link>> mixed_ring_session::make_link(const ring_me
   m.secret = ctx_.ring_secret();
   m.listener = ctx_.ring_listener();
   m.heartbeat_timeout = opt_.heartbeat_timeout;
+  if (!shm_prev && !shm_next) {
+    auto l = tcp_ring_link::connect(tcp_half_options(m), *ctx_.ring_listener());
+    if (!l) return l.err();
+    return std::unique_ptr<ring_link>(std::move(*l));
+  }
   auto l = mixed_ring_link::connect(m);
   if (!l) return l.err();
   return std::unique_ptr<ring_link>(std::move(*l));

@@ -38,6 +38,10 @@ struct mixed_link_options {
   std::size_t chunk_bytes = 256 << 10;  // TCP receive (and accumulate) granularity
 };
 
+// The TCP half's view of the ring: its epoch, rank, size, timeouts and clock from `o.shm`, the next
+// rank's address, the job's token. An all-TCP link (no neighbour on this host) is made from it too.
+tcp_link_options tcp_half_options(const mixed_link_options& o);
+
 class mixed_ring_link final : public ring_link {
  public:
   // Makes this rank's half of each pair: creates its inbound ring and dials the next rank

@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "troupe/collective/ring_context.hpp"
@@ -71,8 +70,6 @@ class mixed_ring_session final : public ring_session {
   expected<std::unique_ptr<ring_link>> make_link(const ring_member& self, const ring_member& prev,
                                                  const ring_member& next);
   shm_link_options shm_options(const ring_member& prev, const ring_member& next);
-  // The TCP link's options for this rank of `s`'s ring, dialling `next_address`.
-  tcp_link_options tcp_options(const shm_link_options& s, const std::string& next_address) const;
   // A ring of two whose other member has exited (its process is gone: a fact, not a suspicion)
   // can only become this worker alone: it trains solo at once, without waiting for the master's
   // next view, until the ring epoch changes. When that view came first (the collective was
