@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "troupe/core/clock.hpp"
 #include "troupe/job/dataset_cache.hpp"
@@ -92,6 +93,11 @@ runner add_data_cache(CLI::App& data_cmd, std::shared_ptr<int> mode, int id) {
     f->prune = true;
   });
   return [f] {
+    // A mistyped --root or --cache read as an empty cache ("0 entries"): named instead.
+    std::error_code ec;
+    if (!std::filesystem::is_directory(f->dir(), ec))
+      return usage_error((f->cache.empty() ? "--root " + f->root : "--cache " + f->cache) +
+                         ": no dataset cache at " + f->dir() + " (no such directory)");
     const auto now_ms = clock::system().wall_ms();
     return f->prune ? prune(*f, now_ms) : list(*f, now_ms);
   };

@@ -213,4 +213,14 @@ TEST(cli, missing_file_exits_2) {
   EXPECT_NE(r.out.find("/nonexistent/job.toml"), std::string::npos) << r.out;
 }
 
+// A mistyped root is no empty dataset cache: `troupe data cache` listed "0 entries" and exited 0.
+TEST(cli, a_dataset_cache_that_is_not_there_is_named) {
+  for (const char* cmd : {"data cache --root /nonexistent/jobs", "data cache prune --root /nonexistent/jobs",
+                          "data cache --cache /nonexistent/cache"}) {
+    auto r = run(cmd);
+    EXPECT_EQ(r.code, 2) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find("no dataset cache at /nonexistent/"), std::string::npos) << cmd << ": " << r.out;
+  }
+}
+
 }  // namespace
