@@ -15,7 +15,7 @@ struct cache_flags {
   std::string root = "jobs", cache;
   double older_than_days = 0;
   bool dry_run = false, prune = false;
-  std::string dir() const { return cache.empty() ? root + "/datasets" : cache; }
+  std::string dir() const { return cache.empty() ? job::default_dataset_cache(root) : cache; }
 };
 
 std::string megabytes(std::uint64_t bytes) {
@@ -77,7 +77,9 @@ runner add_data_cache(CLI::App& data_cmd, std::shared_ptr<int> mode, int id) {
   auto* c =
       data_cmd.add_subcommand("cache", "List the dataset cache's entries (size, last use, in use); prune");
   auto where = [f](CLI::App* app) {
-    app->add_option("--root", f->root, "jobs root (the cache: ROOT/datasets; default jobs)");
+    app->add_option("--root", f->root,
+                    "jobs root (the cache: ROOT/datasets, or ROOT/datasets-UID where another user has that; "
+                    "default jobs)");
     app->add_option("--cache", f->cache, "the cache directory itself ([job] dataset_cache)");
   };
   where(c);

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "troupe/cluster/errc.hpp"
+#include "troupe/cluster/own_path.hpp"
 
 namespace troupe::cluster {
 
@@ -86,16 +87,6 @@ expected<void> write_file_atomic(const std::string& path, std::string_view conte
   return {};
 }
 
-std::string foreign_dir_problem(const std::string& dir) {
-  struct stat st {};
-  if (::lstat(dir.c_str(), &st) != 0) return {};
-  if (S_ISLNK(st.st_mode)) return "a link stands there, not a directory of this user's";
-  if (st.st_uid != ::geteuid())
-    return "made by another user (uid " + std::to_string(st.st_uid) +
-           "): not written into (pick another id or root)";
-  return {};
-}
-
 bool valid_job_id(std::string_view id) noexcept {
   if (id.empty() || id.size() > 64 || id[0] == '.') return false;
   return std::all_of(id.begin(), id.end(), [](char c) {
@@ -113,8 +104,9 @@ expected<job_dir> job_dir::create(const std::string& root, const std::string& jo
   std::error_code ec;
   if (fs::exists(d.job_toml_path(), ec))
     return make_unexpected(cluster_errc::already_exists, d.path() + ": a job directory already exists there");
-  if (auto why = foreign_dir_problem(d.path()); !why.empty())
-    return make_unexpected(cluster_errc::invalid_spec, d.path() + ": " + why);
+  if (auto why = not_own(d.path()); !why.empty())
+    return make_unexpected(cluster_errc::invalid_spec,
+                           d.path() + ": " + why + ": not written into (pick another id or root)");
   for (const auto& sub : {d.logs_dir(), d.journal_dir(), d.checkpoints_dir()}) {
     fs::create_directories(sub, ec);
     if (ec) return make_unexpected(cluster_errc::io_error, sub + ": cannot create: " + ec.message());

@@ -3,6 +3,7 @@
 
 #include "troupe/cluster/errc.hpp"
 #include "troupe/cluster/job_dir.hpp"
+#include "troupe/cluster/process.hpp"
 
 namespace troupe::cluster {
 
@@ -124,6 +125,13 @@ expected<nodes_file> parse_nodes_json(std::string_view text, std::string_view so
     f.nodes.push_back(std::move(*r));
   }
   return f;
+}
+
+node_liveness liveness_of(const node_record& n) {
+  if (n.state == "exited" || n.pid <= 0) return node_liveness::gone;
+  if (n.start_time == 0)
+    return process_alive(n.pid, std::nullopt) ? node_liveness::unknown : node_liveness::gone;
+  return process_alive(n.pid, n.start_time) ? node_liveness::runs : node_liveness::gone;
 }
 
 }  // namespace troupe::cluster

@@ -1,6 +1,7 @@
 #include "troupe/collective/cleanup.hpp"
 
 #include "shm/leftovers.hpp"
+#include "troupe/collective/shm/liveness.hpp"
 
 namespace troupe::collective {
 
@@ -14,6 +15,10 @@ std::string instance_key(const std::string& job_id, const std::string& instance)
 
 void remove_job_leftovers(const std::string& job) {
   remove_shm_leftovers(job, shm_leftovers::all);
+}
+
+void remove_node_leftovers(const std::string& job, const std::string& node) {
+  liveness_beacon::remove(liveness_beacon::name_for(job, node));
 }
 
 }  // namespace troupe::collective

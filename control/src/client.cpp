@@ -17,7 +17,6 @@
 
 #include "client_timeline.hpp"
 #include "troupe/cluster/job_dir.hpp"
-#include "troupe/cluster/process.hpp"
 #include "troupe/collective/cleanup.hpp"
 #include "troupe/core/client_node.hpp"
 #include "troupe/storage/task_journal.hpp"
@@ -124,8 +123,7 @@ std::string remove_dead_job_leftovers(const cluster::job_dir& dir) {
   if (instance.empty()) return {};
   if (auto nodes = dir.read_nodes(); nodes)
     for (const auto& n : nodes->nodes)
-      if (n.host.empty() && n.pid > 0 && n.state != "exited" &&
-          cluster::process_alive(n.pid, n.start_time ? std::optional(n.start_time) : std::nullopt))
+      if (n.host.empty() && cluster::liveness_of(n) != cluster::node_liveness::gone)  // unknown: keep
         return "; " + n.id.to_string() + " still runs (pid " + std::to_string(n.pid) + ")";
   collective::remove_job_leftovers(collective::instance_key(dir.job_id(), instance));
   return "; removed what it left in shared memory";

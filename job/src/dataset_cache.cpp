@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "troupe/cluster/own_path.hpp"
 #include "troupe/storage/record_store.hpp"
 
 namespace troupe::job {
@@ -78,22 +79,24 @@ struct exclusive {
 
 }  // namespace
 
+std::string default_dataset_cache(const std::string& root) {
+  const std::string shared = root + "/datasets";
+  if (cluster::not_own(shared).empty()) return shared;
+  return shared + "-" + std::to_string(::geteuid());
+}
+
 std::string entry_problem(const std::string& entry_dir) {
+  const auto parent = fs::path(entry_dir).parent_path().string();
+  if (auto why = cluster::shared_parent_problem(parent); !why.empty())
+    return "its cache directory " + parent + " is no place for this user's cache: " + why +
+           " (set [job] dataset_cache to a directory of yours)";
   struct stat st {};
-  // The cache directory: one others may write in without the sticky bit lets them swap the entries.
-  const auto parent = fs::path(entry_dir).parent_path();
-  if (::stat(parent.c_str(), &st) == 0 && st.st_uid != ::geteuid() && (st.st_mode & S_IWOTH) != 0 &&
-      (st.st_mode & S_ISVTX) == 0)
-    return "its cache directory " + parent.string() + " is another user's and anyone may write in it";
-  if (::lstat(entry_dir.c_str(), &st) != 0) return errno == ENOENT ? "" : std::strerror(errno);
-  if (!S_ISDIR(st.st_mode)) return "not a directory (a link?)";
-  if (st.st_uid != ::geteuid())
-    return "another user's (uid " + std::to_string(st.st_uid) +
-           "): a job reads only its own user's cache entries (set [job] dataset_cache to a directory of "
-           "yours)";
-  // Group-writable is fine for the user's own group (a user private group, umask 002).
-  if ((st.st_mode & S_IWOTH) != 0 || ((st.st_mode & S_IWGRP) != 0 && st.st_gid != ::getegid()))
-    return "other users may write in it: a job reads only cache entries that are its own user's alone";
+  if (::lstat(entry_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode))
+    return "not a directory";
+  if (auto why = cluster::not_own(entry_dir); !why.empty())
+    return why +
+           ": a job reads only cache entries that are its own user's alone (set [job] dataset_cache "
+           "to a directory of yours)";
   return {};
 }
 
@@ -104,11 +107,15 @@ expected<std::shared_ptr<cache_pin>> cache_pin::take(const std::string& entry_di
   // a file no longer there, and the pin is taken again on the new one.
   for (int attempt = 0; attempt < 100; ++attempt) {
     fs::create_directories(fs::path(entry_dir).parent_path(), ec);
-    if (ec || (::mkdir(entry_dir.c_str(), 0700) != 0 && errno != EEXIST))
-      return make_unexpected(core_errc::io_error,
-                             entry_dir + ": " + (ec ? ec.message() : std::strerror(errno)));
-    if (auto why = entry_problem(entry_dir); !why.empty())
-      return make_unexpected(core_errc::invalid_argument, entry_dir + ": " + why);
+    if (ec) return make_unexpected(core_errc::io_error, entry_dir + ": " + ec.message());
+    // Checked before the entry is made (nothing made in another user's cache) and after (made by
+    // another user meanwhile).
+    for (int made = 0; made < 2; ++made) {
+      if (auto why = entry_problem(entry_dir); !why.empty())
+        return make_unexpected(core_errc::invalid_argument, entry_dir + ": " + why);
+      if (made == 0 && ::mkdir(entry_dir.c_str(), 0700) != 0 && errno != EEXIST)
+        return make_unexpected(core_errc::io_error, entry_dir + ": " + std::strerror(errno));
+    }
     // Owner-only: another user able to open it could hold its lock (a job hung, a prune refused).
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return io_error(path, "cannot open", errno);

@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include "troupe/job/dataset_cache.hpp"
+
 namespace troupe::job {
 
 namespace {
@@ -167,7 +169,7 @@ expected<job_spec> job_spec::read(const config_doc& doc, config_doc* effective) 
   if (auto g = check_gpu_combinations(spec, doc.source()); !g) return g.err();
   if (auto g = check_global_batch(spec, doc.source()); !g) return g.err();
   if (auto p = check_prediction_pair(spec, doc.source()); !p) return p.err();
-  if (spec.job.dataset_cache.empty()) spec.job.dataset_cache = spec.job.root + "/datasets";
+  if (spec.job.dataset_cache.empty()) spec.job.dataset_cache = default_dataset_cache(spec.job.root);
   make_model_paths_absolute(spec);
   return spec;
 }

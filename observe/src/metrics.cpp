@@ -130,6 +130,11 @@ histogram& registry::get_histogram(const std::string& name, const std::string& h
   return *std::get<2>(m);
 }
 
+void registry::remove(const std::string& name, const labels& l) {
+  std::lock_guard lock(mu_);
+  if (auto f = families_.find(name); f != families_.end()) f->second->series.erase(l);
+}
+
 namespace {
 
 void append_help(std::string& out, const std::string& name, const std::string& help) {

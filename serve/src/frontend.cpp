@@ -17,6 +17,7 @@
 
 #include "troupe/cluster/config.hpp"
 #include "troupe/cluster/job_dir.hpp"
+#include "troupe/cluster/own_path.hpp"
 #include "troupe/wire/rpc.hpp"
 
 namespace troupe::serve {
@@ -98,8 +99,8 @@ int frontend::setup() {
                "{}/serve is a job's directory: serve state would go into it (use another [serve] root)",
                cfg_.root),
            2;
-  if (auto why = cluster::foreign_dir_problem(state_dir_); !why.empty())
-    return spdlog::error("serve: {}: {}", state_dir_, why), 2;
+  if (auto why = cluster::not_own(state_dir_); !why.empty())
+    return spdlog::error("serve: {}: {}: not written into (use another name or root)", state_dir_, why), 2;
   std::filesystem::create_directories(state_dir_ + "/logs", ec);
   std::filesystem::create_directories(state_dir_ + "/models", ec);
   if (ec) return spdlog::error("{}: {}", state_dir_, ec.message()), 1;
@@ -179,6 +180,7 @@ int frontend::run() {
     auto& g = gens_.begin()->second;
     std::error_code ec;
     std::filesystem::remove_all(state_dir_ + "/models", ec);  // an earlier run's (server.lock is ours)
+    set_aside_earlier_logs();
     auto snap = snapshot(g.info, gens_.begin()->first);
     if (!snap) {
       spdlog::error("{}", snap.err().to_string());

@@ -150,7 +150,14 @@ class frontend final : public replica_link {
   std::optional<std::uint32_t> check_staged(clock::time_point now,
                                             std::vector<cluster::node_handle>& to_fence);
   void refuse(std::uint32_t gen, std::vector<cluster::node_handle>& to_fence);
-  void drop_snapshot(std::uint32_t gen);  // <state>/models/<gen>/, its generation gone
+  // <state>/models/<gen>/, its generation gone; and the replica logs of generations more than
+  // kept_log_generations behind the newest (two files a swap, kept for good, grew the logs directory
+  // without end under --watch).
+  void drop_snapshot(std::uint32_t gen);
+  static constexpr std::uint32_t kept_log_generations = 3;
+  // An earlier run's replica logs go to <state>/logs/previous/ (the one before is removed): the
+  // generations start at 1 again, and a new run appended to the old replica-1-*.log.
+  void set_aside_earlier_logs();
   void commit(std::uint32_t gen);
   void answer_reload(const message& request, bool ok, const std::string& error, const std::string& version,
                      std::uint32_t generation);

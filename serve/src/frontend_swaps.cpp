@@ -14,9 +14,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "frontend.hpp"
+#include "troupe/cluster/own_path.hpp"
 #include "troupe/wire/rpc.hpp"
 
 namespace troupe::serve {
@@ -24,13 +26,13 @@ namespace troupe::serve {
 namespace fs = std::filesystem;
 
 namespace {
-// Whether `path` is this user's own, not a link: --watch takes only such model directories and
-// files. In a jobs root other users write in, one dropped a model directory with a far-future
-// created_unix_ms and the server swapped to it (and to no later one), and a model.pt linked to a
-// file only the server's user could read was copied into a snapshot others could read.
+// Whether `path` exists and is this user's own (cluster/own_path.hpp): --watch takes only such model
+// directories and files. In a jobs root other users write in, one dropped a model directory with a
+// far-future created_unix_ms and the server swapped to it (and to no later one), and a model.pt
+// linked to a file only the server's user could read was copied into a snapshot others could read.
 bool own(const std::string& path) {
   struct stat st {};
-  return ::lstat(path.c_str(), &st) == 0 && !S_ISLNK(st.st_mode) && st.st_uid == ::geteuid();
+  return ::lstat(path.c_str(), &st) == 0 && cluster::not_own(path).empty();
 }
 
 // A model directory found under --watch `root` ("root/x" or "root/x/model") whose every component
@@ -160,9 +162,29 @@ void frontend::drop_drained_generations() {
   }
 }
 
+void frontend::set_aside_earlier_logs() {
+  std::error_code ec;
+  const std::string logs = state_dir_ + "/logs", previous = logs + "/previous";
+  fs::remove_all(previous, ec);
+  bool made = false;
+  for (const auto& e : fs::directory_iterator(logs, ec)) {
+    const auto name = e.path().filename().string();
+    if (name.rfind("replica-", 0) != 0 || !e.is_regular_file(ec)) continue;
+    if (!made) made = fs::create_directory(previous, ec) || fs::is_directory(previous, ec);
+    fs::rename(e.path(), previous + "/" + name, ec);
+  }
+}
+
 void frontend::drop_snapshot(std::uint32_t gen) {
   std::error_code ec;
   fs::remove_all(state_dir_ + "/models/" + std::to_string(gen), ec);
+  const std::uint32_t newest = gens_.empty() ? gen : std::max(gen, gens_.rbegin()->first);
+  for (const auto& e : fs::directory_iterator(state_dir_ + "/logs", ec)) {
+    const auto name = e.path().filename().string();  // replica-<generation>-<slot>.log
+    unsigned long g = 0;
+    if (name.rfind("replica-", 0) != 0 || std::sscanf(name.c_str(), "replica-%lu-", &g) != 1) continue;
+    if (g + kept_log_generations <= newest) fs::remove(e.path(), ec);
+  }
 }
 
 void frontend::fence_slow_loaders(clock::time_point now, std::vector<cluster::node_handle>& to_fence) {

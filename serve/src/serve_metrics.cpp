@@ -56,18 +56,22 @@ void serve_metrics::count_request(int status) {
 }
 
 void serve_metrics::count_rows(const std::string& version, std::size_t rows) {
-  observe::counter* c;
-  {
-    std::lock_guard lk(mu_);
-    auto& slot = rows_[version];
-    if (!slot) {
-      slot = &reg_.get_counter("troupe_serve_rows_total", "Rows answered, by model version",
-                               {{"model", model_}, {"version", version}});
-      set_rate(version, 0);  // the series exists from the version's first rows
+  std::lock_guard lk(mu_);
+  auto& slot = rows_[version];
+  if (!slot) {
+    slot = &reg_.get_counter("troupe_serve_rows_total", "Rows answered, by model version",
+                             {{"model", model_}, {"version", version}});
+    set_rate_locked(version, 0);  // the series exists from the version's first rows
+    versions_.push_back(version);
+    if (versions_.size() > kept_versions) {
+      const observe::labels old{{"model", model_}, {"version", versions_.front()}};
+      reg_.remove("troupe_serve_rows_total", old);
+      reg_.remove("troupe_serve_rows_per_second", old);
+      rows_.erase(versions_.front());
+      versions_.pop_front();
     }
-    c = slot;
   }
-  c->inc(static_cast<double>(rows));
+  rows_.at(version)->inc(static_cast<double>(rows));
 }
 
 std::unordered_map<std::string, double> serve_metrics::rows_by_version() {
@@ -78,6 +82,11 @@ std::unordered_map<std::string, double> serve_metrics::rows_by_version() {
 }
 
 void serve_metrics::set_rate(const std::string& version, double rows_per_second) {
+  std::lock_guard lk(mu_);
+  if (rows_.count(version) != 0) set_rate_locked(version, rows_per_second);
+}
+
+void serve_metrics::set_rate_locked(const std::string& version, double rows_per_second) {
   reg_.get_gauge("troupe_serve_rows_per_second",
                  "Rows answered per second over the last second, by model version",
                  {{"model", model_}, {"version", version}})

@@ -3,6 +3,7 @@
 // lock-free; the per-status and per-version series are made on first use.
 #pragma once
 
+#include <deque>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -31,18 +32,26 @@ class serve_metrics {
 
   // troupe_serve_requests_total{code}
   void count_request(int status);
+  // The versions whose series are kept: the latest ones to answer rows. An older version's two
+  // series are removed when a newer one answers its first rows (a server under --watch swapping to a
+  // new model every few minutes grew /metrics by two series a version, for good); a version that
+  // answers again later starts its series anew (a counter reset, as Prometheus reads one).
+  static constexpr std::size_t kept_versions = 4;
   // troupe_serve_rows_total{version}; troupe_serve_rows_per_second{version} is set by set_rate.
   void count_rows(const std::string& version, std::size_t rows);
+  // Sets the rate of a kept version (nothing for one no longer kept).
   void set_rate(const std::string& version, double rows_per_second);
-  // Rows answered so far, by version.
+  // Rows answered so far, by kept version.
   std::unordered_map<std::string, double> rows_by_version();
 
  private:
+  void set_rate_locked(const std::string& version, double rows_per_second);
   observe::registry& reg_;
   std::string model_;
   std::mutex mu_;
   std::unordered_map<int, observe::counter*> by_status_;
   std::unordered_map<std::string, observe::counter*> rows_;
+  std::deque<std::string> versions_;  // the kept versions, oldest first
 };
 
 }  // namespace troupe::serve

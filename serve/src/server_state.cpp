@@ -36,10 +36,12 @@ void frontend::update_rates(clock::time_point now, std::uint64_t ok, std::uint64
   if (dt > 0) {
     req_rate_ = static_cast<double>(ok - last_ok_) / dt;
     row_rate_ = static_cast<double>(rows - last_rows_) / dt;
+    std::unordered_map<std::string, double> seen;  // the kept versions only (serve_metrics)
     for (const auto& [version, total] : metrics_.rows_by_version()) {
       metrics_.set_rate(version, (total - last_version_rows_[version]) / dt);
-      last_version_rows_[version] = total;
+      seen[version] = total;
     }
+    last_version_rows_ = std::move(seen);
     last_latency_ = latencies_.take();
   }
   last_ok_ = ok;

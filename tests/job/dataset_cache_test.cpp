@@ -126,5 +126,24 @@ TEST(dataset_cache, another_users_entry_is_never_read_opened_or_pruned) {
   EXPECT_EQ(text, "precious");
 }
 
+// A root several users share: the first user's root/datasets is no place for another's entries (its
+// owner could replace them), so each other user's jobs default to root/datasets-<uid> (they failed at
+// their first import: the entry could not be made, or was refused).
+TEST(dataset_cache, in_a_root_another_user_made_the_cache_in_each_user_gets_their_own) {
+  cache_dir root;
+  const auto shared = (root.path / "datasets").string();
+  EXPECT_EQ(default_dataset_cache(root.path.string()), shared) << "none yet: the root's";
+  fs::create_directories(shared);
+  EXPECT_EQ(default_dataset_cache(root.path.string()), shared) << "the user's own";
+  ASSERT_EQ(::chown(shared.c_str(), 65534, 65534), 0);
+  EXPECT_EQ(default_dataset_cache(root.path.string()), shared + "-" + std::to_string(::geteuid()));
+  auto pin = cache_pin::take(shared + "/abc");
+  ASSERT_FALSE(pin) << "an entry in another user's cache directory";
+  EXPECT_FALSE(fs::exists(shared + "/abc")) << "nothing made in it";
+  EXPECT_NE(pin.err().to_string().find("its cache directory " + shared + " is no place"), std::string::npos)
+      << pin.err().to_string();
+  EXPECT_TRUE(cache_pin::take(default_dataset_cache(root.path.string()) + "/abc")) << "the user's own cache";
+}
+
 }  // namespace
 }  // namespace troupe::job

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -96,6 +97,44 @@ TEST(job_reliability, a_sigstopped_master_is_fenced_and_replaced) {
   // Every task DONE once; at most the tasks the two workers held (two each) were leased again.
   EXPECT_LE(releases(r), 4u);
   EXPECT_TRUE(no_processes_of(r));
+}
+
+// A SIGSTOPped worker is declared dead by the master and fenced by the runner (SIGKILL). Its
+// liveness beacon in /dev/shm goes once the runner has reaped it, while the job runs on: the master
+// forgot the worker while it was still alive (stopped), so the beacon stayed until the job's end,
+// one file per fence (a soak of 22 faults in 15 minutes left five).
+TEST(job_reliability, a_fenced_workers_beacon_goes_when_it_is_reaped) {
+  // Long enough (400 epochs, minutes: it is stopped) that its end, which removes every beacon, cannot
+  // come first.
+  auto r = start_job("worker-stop", mlp_job({.strategy = "allreduce", .workers = 3, .epochs = 400}));
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 10; }, 120s));
+  auto dir = cluster::job_dir::open(r.job_dir);
+  ASSERT_TRUE(dir);
+  const auto key = dir->job_id() + "@" + dir->read_instance();
+  const pid_t worker = node_pid(r, "worker-1");
+  ASSERT_GT(worker, 0);
+  auto start = cluster::read_process_stat(worker);
+  ASSERT_TRUE(start);
+  std::string beacon;
+  for (const auto& n : shm_names(key))
+    if (n.find("-live-worker-1_") != std::string::npos) beacon = n;
+  ASSERT_FALSE(beacon.empty()) << "worker-1's beacon among " << ::testing::PrintToString(shm_names(key));
+  ASSERT_EQ(::kill(worker, SIGSTOP), 0);
+  EXPECT_TRUE(poll_until([&] { return !cluster::process_alive(worker, start->start_time); }, 60s))
+      << "fenced";
+  EXPECT_TRUE(poll_until(
+      [&] {
+        auto names = shm_names(key);
+        return std::find(names.begin(), names.end(), beacon) == names.end();
+      },
+      30s))
+      << beacon << " still there";
+  EXPECT_FALSE(exited(r)) << "the job runs on";
+  EXPECT_NE(read_file(r.job_dir + "/logs/runner.log").find("fencing it"), std::string::npos);
+  ASSERT_EQ(troupe("stop --job-dir " + r.job_dir), 0);
+  EXPECT_EQ(wait_job(r, 120s), 3) << "stopped: " << read_file(r.err_file);
+  EXPECT_TRUE(shm_names(key).empty());
 }
 
 TEST(job_reliability, two_jobs_with_one_id_at_once_share_no_host_names) {

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "../../serve/src/core.hpp"
+#include "../../serve/src/serve_metrics.hpp"
 
 namespace troupe::serve {
 namespace {
@@ -311,6 +312,39 @@ TEST_F(core_test, equally_loaded_replicas_take_turns) {
   std::map<std::string, int> per;
   for (auto& b : link.sent) ++per[b.node];
   EXPECT_EQ(per, (std::map<std::string, int>{{"replica-1-0", 2}, {"replica-1-1", 2}, {"replica-1-2", 2}}));
+}
+
+// Each model version answered adds its rows series; a server swapping to new versions for weeks
+// (--watch) grew /metrics by two series a version. The latest kept_versions are kept; an older one's
+// series go, and a late rate for it does not bring them back.
+TEST(serve_metrics, only_the_latest_versions_keep_their_series) {
+  observe::registry reg;
+  serve_metrics m{reg, "m"};
+  // Strings appended piece by piece: "literal" + std::to_string trips g++ 12's -Wrestrict (a false one).
+  for (int v = 1; v <= 6; ++v) m.count_rows(std::string("v").append(std::to_string(v)), 10);
+  m.count_rows("v6", 5);
+  const auto text = reg.render();
+  auto series = [](const char* name, int v) {
+    std::string s(name);
+    s += "{model=\"m\",version=\"v";
+    s += std::to_string(v);
+    s += "\"}";
+    return s;
+  };
+  for (int v = 1; v <= 6; ++v) {
+    const bool kept = v > 6 - static_cast<int>(serve_metrics::kept_versions);
+    EXPECT_EQ(text.find(series("troupe_serve_rows_total", v)) != std::string::npos, kept) << v << "\n"
+                                                                                          << text;
+    EXPECT_EQ(text.find(series("troupe_serve_rows_per_second", v)) != std::string::npos, kept) << v;
+  }
+  EXPECT_NE(text.find("troupe_serve_rows_total{model=\"m\",version=\"v6\"} 15"), std::string::npos) << text;
+  EXPECT_EQ(m.rows_by_version().size(), serve_metrics::kept_versions);
+  m.set_rate("v1", 3);
+  EXPECT_EQ(reg.render().find("version=\"v1\""), std::string::npos) << "not brought back";
+  m.count_rows("v1", 2);  // answers again (a rollback): anew, and the oldest kept one goes
+  const auto again = reg.render();
+  EXPECT_NE(again.find("troupe_serve_rows_total{model=\"m\",version=\"v1\"} 2"), std::string::npos) << again;
+  EXPECT_EQ(again.find("version=\"v3\""), std::string::npos) << again;
 }
 
 }  // namespace

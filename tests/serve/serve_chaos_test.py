@@ -289,6 +289,28 @@ def hup_and_watch(troupe, work, models):
         if versions() != [v1]:
             fail(f"SIGHUP after a reload: versions {versions()}, expected [{v1}]")
         log("a reload without a directory and SIGHUP read the last reload's directory again")
+        # Two replica logs a generation: only the last three generations' are kept (they piled up
+        # for good, two files a swap, under --watch).
+        logs = os.path.join(root, "serve", "hup", "logs")
+        wait_for(lambda: len({int(f.split("-")[1]) for f in os.listdir(logs) if f.startswith("replica-")}) <= 3,
+                 "the replica logs of older generations to go")
+        gens = sorted({int(f.split("-")[1]) for f in os.listdir(logs) if f.startswith("replica-")})
+        if len(gens) > 3 or not gens or gens[-1] < 4:
+            fail(f"replica logs of generations {gens} in {logs}: the last three of at least four expected")
+        log(f"replica logs kept for generations {gens} only")
+        kept = sorted(f for f in os.listdir(logs) if f.startswith("replica-"))
+    finally:
+        srv.stop()
+    # A new server of the same name: the earlier run's logs go to logs/previous/ (its generations
+    # start at 1 again, and it appended to the old replica-1-*.log).
+    srv = Server(troupe, served, root, "hup")
+    try:
+        srv.wait_ready()
+        now = sorted(f for f in os.listdir(logs) if f.startswith("replica-"))
+        before = sorted(os.listdir(os.path.join(logs, "previous")))
+        if not now or any(not f.startswith("replica-1-") for f in now) or before != kept:
+            fail(f"after a restart: logs {now}, previous {before}; the earlier run left {kept}")
+        log("a restarted server's replica logs start anew; the earlier run's are in logs/previous/")
     finally:
         srv.stop()
     # --config: the file's relative model path is relative to the file (run from another directory).

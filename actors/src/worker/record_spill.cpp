@@ -1,5 +1,7 @@
 #include "record_spill.hpp"
 
+#include "troupe/cluster/own_path.hpp"
+
 #include <spdlog/spdlog.h>
 #include <xxhash.h>
 
@@ -17,32 +19,21 @@ std::string key_of(std::uint64_t first, std::uint64_t count) {
   return storage::be64_key(first) + storage::be64_key(count);
 }
 
-// Why `dir` (the spill directory, or its entry for one store: made 0700 when missing) is no place
-// for this user's cache: another user owns it or
-// may write in it (a sticky directory, like /tmp, lets nobody replace another's entries). Records
-// read back from it are trusted as the server's, so a cache another user could write let them feed
-// this job labels of theirs (checksums are no proof of who wrote them). Empty: fine.
-std::string not_private(const std::string& dir, bool entry) {
+// Why `dir` (the spill directory) or `entry` (its entry for one store, made 0700 when missing) is no
+// place for this user's cache (cluster/own_path.hpp): records read back from it are trusted as the
+// server's, so a cache another user could write let them feed this job labels of theirs (checksums
+// are no proof of who wrote them). Empty: fine.
+std::string not_private(const std::string& dir, const std::string& entry) {
   std::error_code ec;
-  if (!entry) std::filesystem::create_directories(dir, ec);
-  if (ec) return ec.message();
-  if (entry && ::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return std::strerror(errno);
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return dir + ": " + ec.message();
+  if (auto why = cluster::shared_parent_problem(dir); !why.empty()) return dir + ": " + why;
+  if (::mkdir(entry.c_str(), 0700) != 0 && errno != EEXIST) return entry + ": " + std::strerror(errno);
   struct stat st {};
-  if (::lstat(dir.c_str(), &st) != 0) return std::strerror(errno);
-  if (!S_ISDIR(st.st_mode)) return "not a directory";
-  const bool others_write = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
-  if (entry && (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0)) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%03o", static_cast<unsigned>(st.st_mode & 0777));
-    return "owned by uid " + std::to_string(st.st_uid) + ", mode " + mode +
-           ": a cache must be this user's alone (0700)";
-  }
-  if (!entry && others_write && (st.st_mode & S_ISVTX) == 0)
-    return "other users may write in it (mode without the sticky bit): a cache must be this user's alone";
-  // Another user's directory (made first at this user's default path) lets its owner rename the
-  // entries in it, sticky or not; root's sticky ones (/tmp) do not.
-  if (!entry && st.st_uid != ::geteuid() && !(st.st_uid == 0 && (st.st_mode & S_ISVTX) != 0))
-    return "owned by uid " + std::to_string(st.st_uid) + ": a cache must be in this user's directory";
+  if (::lstat(entry.c_str(), &st) == 0 && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode))
+    return entry + ": not a directory";
+  if (auto why = cluster::not_own(entry); !why.empty())
+    return entry + ": " + why + ": a cache must be this user's alone";
   return {};
 }
 }  // namespace
@@ -53,11 +44,7 @@ record_spill::record_spill(const std::string& dir, const std::string& manifest_t
   std::snprintf(hex, sizeof hex, "%016llx",
                 static_cast<unsigned long long>(XXH64(manifest_toml.data(), manifest_toml.size(), 0)));
   dir_ = (std::filesystem::path(dir) / hex).string();
-  if (auto why = not_private(dir, false); !why.empty()) {
-    off(dir + ": " + why);
-    return;
-  }
-  if (auto why = not_private(dir_, true); !why.empty()) {
+  if (auto why = not_private(dir, dir_); !why.empty()) {
     off(why);
     return;
   }

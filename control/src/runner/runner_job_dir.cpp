@@ -29,9 +29,9 @@ namespace {
 // SIGKILLs the process group of a node a dead runner left running (PR_SET_PDEATHSIG normally
 // takes them down with it; a node between fork and prctl, or one whose parent was not the runner,
 // can survive) and waits (up to 5 s on `clk`) until it is gone. The pid counts only with its recorded
-// start time.
+// start time (an unknown one may be another process's pid by now).
 void kill_orphan(const cluster::node_record& n, troupe::clock& clk) {
-  if (n.pid <= 0 || n.start_time == 0 || !cluster::process_alive(n.pid, n.start_time)) return;
+  if (cluster::liveness_of(n) != cluster::node_liveness::runs) return;
   auto st = cluster::read_process_stat(n.pid);
   spdlog::warn("{} (pid {}) outlived its runner: killing it", n.id.to_string(), n.pid);
   ::kill(st && st->pgid == n.pid ? -n.pid : n.pid, SIGKILL);
@@ -77,8 +77,7 @@ int runner::lock_job_dir() {
 // instance's shared memory (rings, liveness beacons).
 void runner::clean_dead_runner(const cluster::job_dir& dir) {
   if (auto old = dir.read_nodes()) {
-    for (const auto& n : old->nodes)
-      if (n.state != "exited") kill_orphan(n, clock_);
+    for (const auto& n : old->nodes) kill_orphan(n, clock_);
     slots_.resume_after(*old);  // new ids: incarnations and worker indices after the dead runner's
     // A job scaled while it ran (troupe scale) resumes at that size, not at its job file's, unless
     // --workers says otherwise.

@@ -8,6 +8,7 @@
 #include "troupe/cluster/bootstrap.hpp"
 #include "troupe/cluster/process.hpp"
 #include "troupe/cluster/start_failure.hpp"
+#include "troupe/collective/cleanup.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/wire/messages.hpp"
 
@@ -106,6 +107,10 @@ void runner::scale_to(std::uint32_t workers, const std::string& host) {
 void runner::on_exit(const node_exit_event& e) {
   const auto& [h, status] = e;
   auto v = slots_.on_exit(h, status, outcome_.finished() || shutting_down_ || !outcome_.fatal().empty());
+  // Gone for good (reaped): what it left on this host goes now, not at the job's end (a stopped
+  // worker the master fenced was still alive when the master forgot it, and its beacon stayed).
+  if (h.host.empty() && dir_ && !instance_.empty())
+    collective::remove_node_leftovers(collective::instance_key(dir_->job_id(), instance_), h.id.to_string());
   if (v.what == exit_verdict::kind::stale) return;
   if (v.what != exit_verdict::kind::recorded) {
     // Tell the master at once: faster than waiting for the connection to drop.

@@ -43,6 +43,14 @@ struct node_record {
   bool operator==(const node_record&) const = default;
 };
 
+// Whether the node a record describes still runs on this machine: its pid alive with the recorded
+// start time (gone: exited, no pid, or the pid is another process now). A record without a start
+// time is `unknown`: the pid may be another process by now, so each caller decides for its action
+// (resume's kill of a dead runner's orphans leaves it alone; stop's cleanup of the job's shared
+// memory assumes it runs and keeps what it may use).
+enum class node_liveness { gone, runs, unknown };
+node_liveness liveness_of(const node_record& n);
+
 // The content of nodes.json.
 struct nodes_file {
   std::string job_id;
@@ -75,11 +83,6 @@ inline std::string runner_beat_path(std::string_view job_dir) {
 // name, is created exclusively and never through a link, so a directory another user controls
 // cannot turn the write into one of any other file. Errors (io_error) name the file and the step.
 expected<void> write_file_atomic(const std::string& path, std::string_view content, unsigned mode = 0644);
-
-// Why `dir`, which exists, is not this user's to write in: a link stands there, or another user owns
-// it (a directory made ahead in a shared root, with links inside it where troupe writes its logs,
-// turned root's job or server into a writer of any file). Empty: this user's, or missing.
-std::string foreign_dir_problem(const std::string& dir);
 
 // A job id usable as a directory name: 1-64 characters of a-z, A-Z, 0-9, '_', '-', '.', not
 // starting with '.'.

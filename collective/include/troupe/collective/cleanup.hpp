@@ -17,4 +17,9 @@ std::string instance_key(const std::string& job_id, const std::string& instance)
 // the job is gone (a live node's ring or beacon would be pulled from under it).
 void remove_job_leftovers(const std::string& job);
 
+// Removes what the node `node` (node_id::to_string) of `job` left on this host: its liveness beacon.
+// Call once it is gone (reaped). A node killed by its runner while the master still saw it alive
+// (a stopped one, fenced) had its beacon kept for the job's life: one /dev/shm file per fence.
+void remove_node_leftovers(const std::string& job, const std::string& node);
+
 }  // namespace troupe::collective

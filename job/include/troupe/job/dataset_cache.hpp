@@ -24,9 +24,15 @@ struct cache_entry {
   bool ours = true;               // this user's alone (entry_problem): else listed, never opened or pruned
 };
 
-// Why the entry `entry_dir` is no place this user's job may read or prepare (another user owns it, or
-// others may write in it: records read back are trusted, and another user who could write them fed a
-// job labels of theirs); empty when it is fine or does not exist yet.
+// The dataset cache of jobs under `root` whose job file names none ([job] dataset_cache):
+// root/datasets, or root/datasets-<uid> where that is not the user's own (a root several users
+// share: the first user's cache is no place for another's entries, and each gets one of their own).
+std::string default_dataset_cache(const std::string& root);
+
+// Why the entry `entry_dir` is no place this user's job may read or prepare (cluster/own_path.hpp: a
+// link, another user's, others may write in it, or its cache directory lets another user replace it:
+// records read back are trusted, and another user who could write them fed a job labels of theirs);
+// empty when it is fine or does not exist yet.
 std::string entry_problem(const std::string& entry_dir);
 
 // A job's pin on one entry: held while the object lives.

@@ -66,6 +66,9 @@ class registry {
   class gauge& get_gauge(const std::string& name, const std::string& help, const labels& l = {});
   class histogram& get_histogram(const std::string& name, const std::string& help,
                                  const std::vector<double>& bounds, const labels& l = {});
+  // Removes the series `l` of `name` (a label value retired for good: a served model's old
+  // version); references to it must no longer be used. Nothing when there is none.
+  void remove(const std::string& name, const labels& l);
   // Every family with HELP and TYPE lines, series in label order.
   std::string render() const;
 
