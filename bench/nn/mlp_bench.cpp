@@ -1,7 +1,9 @@
 // MLP 784-256-128-10 training throughput at batch 64 on one thread, against (a) the GEMM-only
 // bound: the very sgemm calls of a training step (same shapes, transposes and betas) with
 // nothing else, and (b) PyTorch (bench/nn/torch_mlp.py, same model, batch and optimizer).
-// Prints JSON lines. Usage: nn_mlp_bench [--steps N] [--rounds R] [--no-torch]
+// With --model cnn: the CNN of examples/fashion_mnist_cnn.toml (conv 32, conv 64, batch norm, max
+// pool, dropout 0.25, dense 10; Adam 1e-3) against PyTorch's (torch_mlp.py --model cnn); no bound.
+// Prints JSON lines. Usage: nn_mlp_bench [--model mlp|cnn] [--steps N] [--rounds R] [--no-torch]
 #include <cblas.h>
 
 #include <time.h>
@@ -29,7 +31,7 @@ const int dims[] = {784, 256, 128, 10};
 
 dataset random_images(std::size_t rows) {
   dataset d;
-  d.info = {"random-784", 784, 0, 10, {}, 0};
+  d.info = {"random-784", 784, 0, 10, {1, 28, 28}, 0};
   d.rows = rows;
   rng r(7);
   d.dense.resize(rows * 784);
@@ -69,13 +71,13 @@ rate max(rate a, rate b) {
   return {std::max(a.wall, b.wall), std::max(a.cpu, b.cpu)};
 }
 
-rate bench_troupe(int steps, int rounds) {
+rate bench_troupe(const std::string& kind, int steps, int rounds) {
   dataset d = random_images(batch_size * 100);
-  auto m = model_registry::instance().create({.type = "mlp", .hidden = {256, 128}}, d.info);
+  auto m = model_registry::instance().create({.type = kind, .hidden = {256, 128}}, d.info);
   train_config tc;  // assigned, not designated: GCC 12 sees the nested string as uninitialised
   tc.batch_size = batch_size;
-  tc.optimizer.type = "sgd";
-  tc.optimizer.learning_rate = 0.01;
+  tc.optimizer.type = kind == "cnn" ? "adam" : "sgd";
+  tc.optimizer.learning_rate = kind == "cnn" ? 0.001 : 0.01;
   tc.optimizer.momentum = 0.9;
   tc.threads = 1;
   auto t = trainer::create(**m, tc);
@@ -114,10 +116,11 @@ rate bench_gemm_bound(int steps, int rounds) {
   return best_of(rounds, steps, one);
 }
 
-nlohmann::json bench_torch(int steps, int rounds) {
+nlohmann::json bench_torch(const std::string& kind, int steps, int rounds) {
   std::string cmd = "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 " +
-                    std::string(TROUPE_SOURCE_DIR) + "/bench/nn/torch_mlp.py --batch 64 --steps " +
-                    std::to_string(steps) + " --rounds " + std::to_string(rounds) + " 2>&1";
+                    std::string(TROUPE_SOURCE_DIR) + "/bench/nn/torch_mlp.py --model " + kind +
+                    " --batch 64 --steps " + std::to_string(steps) + " --rounds " + std::to_string(rounds) +
+                    " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return {{"error", "cannot start /usr/bin/python3"}};
   std::string out, last;
@@ -129,24 +132,55 @@ nlohmann::json bench_torch(int steps, int rounds) {
   return nlohmann::json::parse(out.substr(pos, out.find('\n', pos) - pos));
 }
 
+// The CNN: troupe's and PyTorch's samples/s, interleaved.
+int bench_cnn(int steps, int rounds, bool torch) {
+  rate troupe_r;
+  for (int k = 0; k < 3; ++k) troupe_r = max(troupe_r, bench_troupe("cnn", steps, rounds));
+  std::printf("%s\n", nlohmann::json{{"bench", "nn_cnn_train"},
+                                     {"model", "cnn conv32-conv64-bn-pool-dropout-dense10"},
+                                     {"batch", batch_size},
+                                     {"threads", 1},
+                                     {"optimizer", "adam 1e-3"},
+                                     {"samples_per_s", troupe_r.cpu},
+                                     {"samples_per_wall_s", troupe_r.wall}}
+                          .dump()
+                          .c_str());
+  if (!torch) return 0;
+  auto t = bench_torch("cnn", steps, rounds);
+  std::printf("%s\n", t.dump().c_str());
+  if (t.contains("samples_per_s"))
+    std::printf("%s\n", nlohmann::json{{"bench", "nn_cnn_summary"},
+                                       {"speedup_vs_torch", troupe_r.cpu / t["samples_per_s"].get<double>()},
+                                       {"speedup_vs_torch_wall",
+                                        troupe_r.wall / t["samples_per_wall_s"].get<double>()}}
+                            .dump()
+                            .c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int steps = 300, rounds = 5;
   bool torch = true;
+  std::string kind = "mlp";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--steps") && i + 1 < argc)
       steps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc)
       rounds = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--model") && i + 1 < argc)
+      kind = argv[++i];
     else if (!std::strcmp(argv[i], "--no-torch"))
       torch = false;
   }
   openblas_set_num_threads(1);
+  if (kind == "cnn") return bench_cnn(steps, rounds, torch);
+  if (kind != "mlp") return std::fprintf(stderr, "--model: mlp or cnn, not '%s'\n", kind.c_str()), 2;
   // Interleaved so that machine noise hits both alike; the best round of each is kept.
   rate troupe_r, gemm_r;
   for (int k = 0; k < 3; ++k) {
-    troupe_r = max(troupe_r, bench_troupe(steps, rounds));
+    troupe_r = max(troupe_r, bench_troupe("mlp", steps, rounds));
     gemm_r = max(gemm_r, bench_gemm_bound(steps, rounds));
   }
   const double flops_per_sample = 2.0 * (784 * 256 + 256 * 128 + 128 * 10) * 2 + 2.0 * (256 * 128 + 128 * 10);
@@ -172,7 +206,7 @@ int main(int argc, char** argv) {
                          {"fraction_of_gemm_bound", troupe_r.cpu / gemm_r.cpu},
                          {"fraction_of_gemm_bound_wall", troupe_r.wall / gemm_r.wall}};
   if (torch) {
-    auto t = bench_torch(steps, rounds);
+    auto t = bench_torch("mlp", steps, rounds);
     std::printf("%s\n", t.dump().c_str());
     if (t.contains("samples_per_s")) {
       summary["speedup_vs_torch"] = troupe_r.cpu / t["samples_per_s"].get<double>();

@@ -11,7 +11,8 @@
 //   unescaped into one buffer that is reused.
 // - Numbers: an integer token goes to number_integer (int64), or number_unsigned when only uint64
 //   holds it, or number_float when neither does; a token with a fraction or an exponent to
-//   number_float, correctly rounded (from_chars, as strtod); one beyond a double's range is refused.
+//   number_float, correctly rounded (as strtod: Clinger's fast path where it is exact, else
+//   from_chars); one beyond a double's range is refused.
 // - Strings must be valid UTF-8 without raw control characters; \uXXXX escapes (surrogate pairs
 //   included) become UTF-8. Nesting is bounded by the handler (it refuses deep input), and the
 //   recursion by `max_depth` here as well.
@@ -23,6 +24,8 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+
+#include "json_number.hpp"
 
 namespace troupe::serve {
 
@@ -156,32 +159,52 @@ class json_scanner {
   }
 
   static bool digit(char c) { return c >= '0' && c <= '9'; }
-  void skip_digits() {
-    while (p_ != end_ && digit(*p_)) ++p_;
+
+  void take_digits(number_parts& n, bool fraction) {
+    const char* first = p_;
+    if (n.digits == 0)  // leading zeros (of a fraction: "0.000123") are no significant digits
+      while (p_ != end_ && *p_ == '0') ++p_;
+    const char* significant = p_;
+    std::uint64_t m = n.mantissa;  // wraps past 19 digits: long_mantissa says so, and it goes unused
+    for (; p_ != end_ && digit(*p_); ++p_) m = m * 10 + static_cast<std::uint64_t>(*p_ - '0');
+    n.digits += static_cast<int>(p_ - significant);
+    if (n.digits > 19) n.long_mantissa = true;
+    if (fraction) n.fraction += static_cast<int>(p_ - first);
+    n.mantissa = m;
   }
 
   // The number token at p_ (RFC 8259's grammar: no leading zeros, no '+', digits on both sides of
   // '.'), p_ moved past it; `integer` false when it has a fraction or an exponent.
-  bool number_token(bool& integer) {
+  bool number_token(bool& integer, number_parts& n) {
     integer = true;
-    if (*p_ == '-') ++p_;
+    if (*p_ == '-') {
+      n.negative = true;
+      ++p_;
+    }
     if (p_ == end_ || !digit(*p_)) return fail("invalid number");
     if (*p_ == '0')
       ++p_;
     else
-      skip_digits();
+      take_digits(n, false);
     if (p_ != end_ && *p_ == '.') {
       integer = false;
       ++p_;
       if (p_ == end_ || !digit(*p_)) return fail("invalid number: no digit after '.'");
-      skip_digits();
+      take_digits(n, true);
     }
     if (p_ != end_ && (*p_ == 'e' || *p_ == 'E')) {
       integer = false;
       ++p_;
-      if (p_ != end_ && (*p_ == '+' || *p_ == '-')) ++p_;
+      bool minus = false;
+      if (p_ != end_ && (*p_ == '+' || *p_ == '-')) minus = *p_++ == '-';
       if (p_ == end_ || !digit(*p_)) return fail("invalid number: no digit in the exponent");
-      skip_digits();
+      for (; p_ != end_ && digit(*p_); ++p_) {
+        if (n.exponent > 9999)
+          n.long_exponent = true;
+        else
+          n.exponent = n.exponent * 10 + (*p_ - '0');
+      }
+      if (minus) n.exponent = -n.exponent;
     }
     return true;
   }
@@ -189,8 +212,13 @@ class json_scanner {
   bool number() {
     const char* start = p_;
     bool integer = true;
-    if (!number_token(integer)) return false;
+    number_parts n;
+    if (!number_token(integer, n)) return false;
     if (integer) {
+      if (!n.long_mantissa && n.digits <= 18) {  // below 10^18: an int64 either way
+        const auto m = static_cast<std::int64_t>(n.mantissa);
+        return h_.number_integer(n.negative ? -m : m);
+      }
       std::int64_t i = 0;
       if (auto r = std::from_chars(start, p_, i); r.ec == std::errc{} && r.ptr == p_)
         return h_.number_integer(i);
@@ -199,6 +227,7 @@ class json_scanner {
         if (auto r = std::from_chars(start, p_, u); r.ec == std::errc{} && r.ptr == p_)
           return h_.number_unsigned(u);
     }
+    if (double d = 0; fast_double(n, d)) return h_.number_float(d, empty_);
     return real_number(start);
   }
 

@@ -2,11 +2,14 @@
 // the message that names the field and what was expected; the answer's JSON.
 #include <gtest/gtest.h>
 
+#include <charconv>
 #include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "../../serve/src/infer_codec.hpp"
+#include "../../serve/src/json_scan.hpp"
 #include "mutate.hpp"
 
 namespace troupe::serve {
@@ -115,6 +118,92 @@ TEST(infer_codec, strings_and_numbers_read_as_nlohmann_reads_them) {
   auto ref = json::parse(body)["inputs"][0]["data"];
   ASSERT_EQ(got->dense.size(), static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) EXPECT_EQ(got->dense[i], static_cast<float>(ref[i].get<double>())) << i;
+}
+
+// The scanner's numbers, token by token, against std::from_chars on the same text: every double the
+// same bits (Clinger's fast path where it is exact, from_chars elsewhere), every integer the same.
+struct number_log {
+  std::vector<double> floats;
+  std::vector<std::int64_t> ints;
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(std::int64_t v) { return ints.push_back(v), floats.push_back(0), true; }
+  bool number_unsigned(std::uint64_t v) {
+    return ints.push_back(static_cast<std::int64_t>(v)), floats.push_back(0), true;
+  }
+  bool number_float(double v, const std::string&) { return ints.push_back(0), floats.push_back(v), true; }
+  bool string(std::string&) { return true; }
+  bool start_object(std::size_t) { return true; }
+  bool key(std::string&) { return true; }
+  bool end_object() { return true; }
+  bool start_array(std::size_t) { return true; }
+  bool end_array() { return true; }
+};
+
+TEST(infer_codec, numbers_read_bit_for_bit_as_from_chars_reads_them) {
+  std::vector<std::string> tokens = {"0",
+                                     "-0",
+                                     "0.0",
+                                     "-0.0",
+                                     "1e22",
+                                     "1e23",
+                                     "9007199254740993",
+                                     "123456789012345.6",
+                                     "1234567890123456.7",
+                                     "0.000123",
+                                     "1.50",
+                                     "2.2250738585072014e-308",
+                                     "1.7976931348623157e308",
+                                     "0e5",
+                                     "-12E-3",
+                                     "999999999999999999",
+                                     "1000000000000000000",
+                                     "18446744073709551615",
+                                     "18446744073709551616",
+                                     "3.14159265358979323846",
+                                     "0.1",
+                                     "0.2",
+                                     "0.3",
+                                     "1e-22",
+                                     "1e-23",
+                                     "123456789012345e-22",
+                                     "123456789012345e-23",
+                                     "0.00000000000000000000001234",
+                                     "1234567890123456789012"};
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> mant(-10, 10);
+  std::uniform_int_distribution<int> exp(-40, 40), fmt_pick(0, 5);
+  const char* fmts[] = {"%.17g", "%.9g", "%.6e", "%.3f", "%.15g", "%g"};
+  char buf[64];
+  for (int i = 0; i < 20000; ++i) {
+    std::snprintf(buf, sizeof buf, fmts[fmt_pick(rng)], mant(rng) * std::pow(10.0, exp(rng)));
+    tokens.emplace_back(buf);
+  }
+  std::string text = "[";
+  for (std::size_t i = 0; i < tokens.size(); ++i) text += (i ? "," : "") + tokens[i];
+  text += "]";
+  number_log log;
+  json_scanner<number_log> scan(text, log);
+  ASSERT_TRUE(scan.run()) << scan.error;
+  ASSERT_EQ(log.floats.size(), tokens.size());
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const auto& t = tokens[i];
+    const bool integer = t.find_first_of(".eE") == std::string::npos;
+    std::int64_t iv = 0;
+    if (integer && std::from_chars(t.data(), t.data() + t.size(), iv).ec == std::errc{}) {
+      EXPECT_EQ(log.ints[i], iv) << t;
+      continue;
+    }
+    std::uint64_t uv = 0;
+    if (integer && t[0] != '-' && std::from_chars(t.data(), t.data() + t.size(), uv).ec == std::errc{}) {
+      EXPECT_EQ(static_cast<std::uint64_t>(log.ints[i]), uv) << t;
+      continue;
+    }
+    double want = 0;
+    ASSERT_EQ(std::from_chars(t.data(), t.data() + t.size(), want).ec, std::errc{}) << t;
+    EXPECT_EQ(std::memcmp(&log.floats[i], &want, sizeof want), 0)
+        << t << ": " << log.floats[i] << " vs " << want;
+  }
 }
 
 TEST(infer_codec, every_bad_input_names_the_field_and_the_expected_shape) {

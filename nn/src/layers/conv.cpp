@@ -75,13 +75,23 @@ void conv2d_layer::col2im(const float* col, std::size_t ld, float* x) const {
       }
 }
 
-// The batch is processed in chunks of up to chunk_ examples, one GEMM per chunk:
+// Examples per GEMM: up to chunk_, fewer where the chunk's im2col buffer would outgrow ~2 MiB (about
+// a core's L2): at 32, the CNN example's second conv (32x26x26 -> 64x24x24) had col and dcol buffers
+// of 21 MB each and streamed every GEMM from memory (forward + backward of a batch of 64: 92 ms; 55-65
+// ms at 1-4 examples a chunk, docs/benchmarks.md).
+std::size_t conv2d_layer::examples_per_chunk() const {
+  constexpr std::size_t col_budget = std::size_t{2} << 20;
+  const std::size_t per_example = c_ * k_ * k_ * oh_ * ow_ * sizeof(float);
+  return std::clamp<std::size_t>(col_budget / std::max<std::size_t>(per_example, 1), 1, chunk_);
+}
+
+// The batch is processed in chunks of up to examples_per_chunk() examples, one GEMM per chunk:
 // Y[F, m*P] = W[F, CKK] x col[CKK, m*P], P = OH*OW. Backward recomputes the chunk's im2col
 // (cheap next to the GEMMs) so memory stays bounded whatever the batch size.
 void conv2d_layer::forward(const forward_context&, std::span<const tensor* const> in, tensor& out) {
-  const std::size_t n = in[0]->dim(0), p = oh_ * ow_, ckk = c_ * k_ * k_;
-  for (std::size_t first = 0; first < n; first += chunk_) {
-    const std::size_t m = std::min(chunk_, n - first), ld = m * p;
+  const std::size_t n = in[0]->dim(0), p = oh_ * ow_, ckk = c_ * k_ * k_, chunk = examples_per_chunk();
+  for (std::size_t first = 0; first < n; first += chunk) {
+    const std::size_t m = std::min(chunk, n - first), ld = m * p;
     col_.resize(ckk * ld);
     y_.resize(filters_ * ld);
     for (std::size_t b = 0; b < m; ++b)
@@ -101,10 +111,10 @@ void conv2d_layer::forward(const forward_context&, std::span<const tensor* const
 
 void conv2d_layer::backward(const forward_context&, std::span<const tensor* const> in, const tensor&,
                             const tensor& grad_out, std::span<tensor* const> grad_in) {
-  const std::size_t n = in[0]->dim(0), p = oh_ * ow_, ckk = c_ * k_ * k_;
+  const std::size_t n = in[0]->dim(0), p = oh_ * ow_, ckk = c_ * k_ * k_, chunk = examples_per_chunk();
   bias_.grad.zero();
-  for (std::size_t first = 0; first < n; first += chunk_) {
-    const std::size_t m = std::min(chunk_, n - first), ld = m * p;
+  for (std::size_t first = 0; first < n; first += chunk) {
+    const std::size_t m = std::min(chunk, n - first), ld = m * p;
     col_.resize(ckk * ld);
     y_.resize(filters_ * ld);
     for (std::size_t b = 0; b < m; ++b)

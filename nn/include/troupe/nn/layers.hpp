@@ -78,7 +78,8 @@ class flatten_layer final : public layer {
 };
 
 // [conv2d:filters,kernel,padding] [C,H,W] -> [filters, H-k+1+2p, W-k+1+2p], stride 1,
-// im2col + one sgemm per chunk of `chunk` examples (bounds the im2col buffers).
+// im2col + one sgemm per chunk of at most `chunk` examples, fewer where the im2col buffer would
+// outgrow ~2 MiB (bounds the buffers, and keeps them in cache).
 class conv2d_layer final : public layer {
  public:
   conv2d_layer(std::size_t filters, std::size_t kernel, std::size_t padding = 0, std::size_t chunk = 32)
@@ -96,6 +97,7 @@ class conv2d_layer final : public layer {
  private:
   void im2col(const float* x, float* col, std::size_t ld) const;
   void col2im(const float* col, std::size_t ld, float* x) const;
+  std::size_t examples_per_chunk() const;
   std::size_t filters_, k_, pad_, chunk_;
   std::size_t c_ = 0, h_ = 0, w_ = 0, oh_ = 0, ow_ = 0;
   dense_param weight_, bias_;  // weight [filters, C*k*k]
