@@ -19,7 +19,7 @@ TEST(torchscript_sparse_batch, gathers_the_tables_rows_and_combines_like_combine
   nn::embedding_table table("t", 3, 7);
   std::mt19937 rng(11);
   sparse_batch rows;
-  std::unordered_map<std::uint64_t, std::uint32_t> scratch;
+  nn::id_slots scratch;
   // Batches of different sizes reuse the helper: a smaller one after a larger one too.
   for (std::size_t n : {40u, 700u, 5u, 300u}) {
     std::vector<std::uint64_t> ids(n);

@@ -82,12 +82,14 @@ std::optional<pushed_noise> sum_pushed_noise(const std::map<std::string, pushed_
 
 void remote_ps::unique_ids(const nn::batch& b, std::vector<std::uint64_t>& out) {
   out.clear();
-  slot_.clear();
   const std::size_t fields = b.data().info.sparse_fields;
+  slot_.reset(b.size() * fields);
+  bool added = false;
   for (std::size_t i = 0; i < b.size(); ++i)
     for (std::size_t f = 0; f < fields; ++f) {
       auto id = b.sparse_row(i)[f];
-      if (slot_.emplace(id, 0).second) out.push_back(id);
+      slot_.find_or_add(id, 0, added);
+      if (added) out.push_back(id);
     }
 }
 

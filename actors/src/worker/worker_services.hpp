@@ -54,7 +54,7 @@ class remote_ps final : public ps_client {
   std::optional<sent_pull> ahead_;  // the prefetched pull, until the pull of its batch takes it
   std::uint64_t pulls_ = 0, prefetched_ = 0;
   std::vector<std::vector<std::uint64_t>> ids_by_shard_;
-  std::unordered_map<std::uint64_t, std::uint32_t> slot_;
+  nn::id_slots slot_;
   std::vector<std::uint64_t> unique_;
   std::vector<float> rows_;
   // The latest noise estimate in each shard's push replies, by its node; the shards whose slice of

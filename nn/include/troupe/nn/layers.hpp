@@ -169,7 +169,7 @@ class embedding_layer final : public layer {
   std::size_t first_, fields_, available_ = 0;
   std::unique_ptr<embedding_table> table_;
   std::vector<std::uint64_t> ids_;
-  std::unordered_map<std::uint64_t, std::uint32_t> slot_;
+  id_slots slot_;
 };
 
 // [input] A source layer copying the batch's dense features, shaped like the dataset's image
