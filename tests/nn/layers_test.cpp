@@ -112,6 +112,33 @@ TEST(layers, embedding_gradients_combine_equal_ids) {
   EXPECT_EQ(g.size(), 5u);  // unique ids 1, 2, 3, 5, 7
 }
 
+// The backward combines by the indices of the last forward's gather: a forward of another batch in
+// between (an evaluation, say) must not mix that batch's ids into this one's gradient.
+TEST(layers, embedding_backward_after_a_forward_of_another_batch_is_its_own_batchs) {
+  dataset d;
+  d.info.sparse_fields = 2;
+  d.rows = 4;
+  d.sparse = {1, 2, 2, 1, 8, 9, 9, 9};
+  d.labels = {0, 0, 0, 0};
+  batch first(d, 0, 2), other(d, 2, 2);
+  embedding_layer e(2, 0.5f);
+  e.set_available_fields(2);
+  ASSERT_TRUE(e.infer({}, 1));
+  tensor out(shape{2, 2, 2}), grad(shape{2, 2, 2});
+  for (std::size_t i = 0; i < grad.size(); ++i) grad[i] = static_cast<float>(i + 1);
+  forward_context a{&first, true, 0}, b{&other, true, 0};
+  e.forward(a, {}, out);
+  e.backward(a, {}, out, grad, {});
+  const auto want_ids = e.table()->grad().ids;
+  const auto want_rows = e.table()->grad().rows;
+  e.forward(a, {}, out);
+  e.forward(b, {}, out);
+  e.backward(a, {}, out, grad, {});
+  EXPECT_EQ(e.table()->grad().ids, want_ids);
+  EXPECT_EQ(e.table()->grad().rows, want_rows);
+  EXPECT_EQ(want_ids, (std::vector<std::uint64_t>{1, 2})) << "ids 1 and 2 only, in order of first occurrence";
+}
+
 TEST(layers, bad_shapes_name_the_layer) {
   conv2d_layer c(4, 3);
   c.set_name("conv_x");

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "builtin_loss.hpp"
-#include "sparse_batch.hpp"
+#include "troupe/nn/sparse_batch.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -18,7 +18,7 @@ namespace {
 TEST(torchscript_sparse_batch, gathers_the_tables_rows_and_combines_like_combine_sparse_rows) {
   nn::embedding_table table("t", 3, 7);
   std::mt19937 rng(11);
-  sparse_batch rows;
+  nn::sparse_batch rows;
   nn::id_slots scratch;
   // Batches of different sizes reuse the helper: a smaller one after a larger one too.
   for (std::size_t n : {40u, 700u, 5u, 300u}) {
@@ -42,7 +42,7 @@ TEST(torchscript_sparse_batch, gathers_the_tables_rows_and_combines_like_combine
 
 TEST(torchscript_sparse_batch, creates_missing_rows_as_the_table_does) {
   nn::embedding_table table("t", 4, 3), reference("t", 4, 3);
-  sparse_batch rows;
+  nn::sparse_batch rows;
   std::vector<std::uint64_t> ids{5, 9, 5, 12};
   std::vector<float> out(16);
   rows.gather(ids, table, out.data());

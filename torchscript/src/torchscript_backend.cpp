@@ -282,7 +282,7 @@ void torchscript_backend::apply_gradients(double lr_scale) {
 
 std::vector<std::uint64_t> torchscript_backend::batch_ids(const nn::batch& b, std::size_t t) {
   if (!table_ || t != 0) return {};
-  return sorted_distinct_ids(b);
+  return nn::sorted_distinct_ids(b);
 }
 
 expected<float> torchscript_backend::predict(const nn::batch& b) {

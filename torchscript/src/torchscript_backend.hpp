@@ -1,6 +1,7 @@
 // The TorchScript trainer backend (troupe/actors/torchscript.hpp), built into the plugin
-// libtroupe_torchscript.so with its helpers (torch_module, torch_settings; builtin_loss and
-// sparse_batch, which need no libtorch): the only code of troupe that includes libtorch.
+// libtroupe_torchscript.so with its helpers (torch_module, torch_settings; builtin_loss, which needs
+// no libtorch; the batch's embedding rows through nn::sparse_batch): the only code of troupe that
+// includes libtorch.
 //
 // The module's parameters alias troupe's flat buffers: each parameter's data is set to a view of
 // `values_` and its .grad to a view of `grads_`, so backward accumulates straight into the flat
@@ -8,7 +9,7 @@
 // parameters() is what the next forward reads. troupe's optimizers update them (nn::apply_dense on
 // troupe tensors viewing the same memory). For data with sparse fields, `emb` is gathered from
 // troupe's own embedding table ([batch, fields, embedding_dim]) and its gradient is combined into
-// the table's sparse gradient, which async_ps pushes to the shards (sparse_batch.hpp). Built-in
+// the table's sparse gradient, which async_ps pushes to the shards (nn/sparse_batch.hpp). Built-in
 // losses and their gradient are computed on the host (builtin_loss.hpp): backward starts from the
 // logits. Where a step's time goes: docs/benchmarks.md.
 //
@@ -28,9 +29,9 @@
 
 #include <optional>
 
-#include "sparse_batch.hpp"
 #include "torch_module.hpp"
 #include "troupe/actors/torchscript.hpp"
+#include "troupe/nn/sparse_batch.hpp"
 
 namespace troupe::actors {
 
@@ -110,7 +111,7 @@ class torchscript_backend final : public trainer_backend {
   std::vector<float> dense_, emb_rows_, label_f_, probs_, loss_grad_;
   std::vector<std::int64_t> label_i_;
   std::vector<std::uint64_t> ids_;
-  sparse_batch rows_;  // emb's rows gathered, their gradient combined per id
+  nn::sparse_batch rows_;  // emb's rows gathered, their gradient combined per id
   at::Tensor emb_;
 };
 

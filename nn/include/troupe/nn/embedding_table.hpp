@@ -81,7 +81,7 @@ class embedding_table {
 // per id (combine_sparse_rows was 24% of a DeepFM step, a tenth of it malloc and free).
 class id_slots {
  public:
-  // Starts an empty set for up to `n` ids (the table grows to twice that, and keeps its size).
+  // Starts an empty set for up to `n` ids (the table grows to twice that, and keeps its largest size).
   void reset(std::size_t n) {
     std::size_t cap = 64;
     while (cap < 2 * n) cap <<= 1;
@@ -89,7 +89,8 @@ class id_slots {
       t_.assign(cap, entry{});
       gen_ = 0;
     }
-    mask_ = t_.size() - 1;
+    mask_ = cap - 1;    // the first cap entries only: a large evaluation batch leaves the steps after it
+                        // probing a small, cache-resident part
     if (++gen_ == 0) {  // after 2^32 steps: every stamp back to "empty"
       for (auto& e : t_) e.gen = 0;
       gen_ = 1;

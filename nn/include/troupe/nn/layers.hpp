@@ -8,6 +8,7 @@
 
 #include "troupe/nn/embedding_table.hpp"
 #include "troupe/nn/layer.hpp"
+#include "troupe/nn/sparse_batch.hpp"
 
 namespace troupe::nn {
 
@@ -167,9 +168,11 @@ class embedding_layer final : public layer {
   std::size_t dim_;
   float scale_;
   std::size_t first_, fields_, available_ = 0;
+  void take_ids(const batch& b);
   std::unique_ptr<embedding_table> table_;
   std::vector<std::uint64_t> ids_;
-  id_slots slot_;
+  sparse_batch rows_;           // the last forward's rows, for its backward's combine
+  std::vector<float> scratch_;  // rows gathered again when the backward's batch is another
 };
 
 // [input] A source layer copying the batch's dense features, shaped like the dataset's image

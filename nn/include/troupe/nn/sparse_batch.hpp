@@ -1,7 +1,8 @@
-// The embedding rows of one batch for the TorchScript backend's `emb` input, and their gradient
-// back into the table's sparse gradient: the batch's ids are hashed once (an open-addressing table
-// reused from step to step, no allocation once grown), the table is looked up once per distinct id,
-// and the gradient rows are summed by the occurrence -> distinct index kept from the gather.
+// The embedding rows of one batch (the native embedding layer's output, the TorchScript backend's
+// `emb` input), and their gradient back into the table's sparse gradient: the batch's ids are hashed
+// once (id_slots, reused from step to step, no allocation once grown), the table is looked up once
+// per distinct id (a DeepFM batch of 256 x 8 ids holds ~500), and the gradient rows are summed by the
+// occurrence -> distinct index kept from the gather.
 //
 // The sums are those of nn::combine_sparse_rows, bit for bit: distinct ids in order of first
 // appearance, each row the first occurrence's gradient plus the later ones in batch order.
@@ -15,35 +16,30 @@
 #include "troupe/nn/data/dataset.hpp"
 #include "troupe/nn/embedding_table.hpp"
 
-namespace troupe::actors {
+namespace troupe::nn {
 
 // The distinct sparse ids of `b` (every field), sorted: what a worker pulls for it.
-std::vector<std::uint64_t> sorted_distinct_ids(const nn::batch& b);
+std::vector<std::uint64_t> sorted_distinct_ids(const batch& b);
 
 class sparse_batch {
  public:
   // The rows of `ids` (one per occurrence; rows missing from `table` are created as row() does)
   // into out[ids.size() x table.dim()].
-  void gather(std::span<const std::uint64_t> ids, nn::embedding_table& table, float* out);
+  void gather(std::span<const std::uint64_t> ids, embedding_table& table, float* out);
   // rows[ids.size() x dim] (the gradient of each occurrence of the last gather) summed per distinct
   // id into `grad` (its storage reused).
-  void combine(const float* rows, std::size_t dim, nn::sparse_grad& grad) const;
+  void combine(const float* rows, std::size_t dim, sparse_grad& grad) const;
+  // Whether `ids` are those of the last gather (a combine is for them only).
+  bool gathered(std::span<const std::uint64_t> ids) const;
   // The distinct ids of the last gather, in order of first appearance.
   std::span<const std::uint64_t> distinct() const { return distinct_; }
 
  private:
-  // The index of `id` in distinct_, added if new.
-  std::uint32_t index_of(std::uint64_t id);
-  void reset(std::size_t occurrences);
-
-  // Open addressing over the first mask_ + 1 entries (a power of two; the vectors keep the largest
-  // size a batch needed).
-  std::vector<std::uint64_t> keys_;
-  std::vector<std::uint32_t> slots_;  // 0: empty; else 1 + index in distinct_
-  std::size_t mask_ = 0;
+  id_slots slots_;
   std::vector<std::uint64_t> distinct_;
   std::vector<const float*> rows_;         // the table's row of each distinct id
+  std::vector<std::uint64_t> ids_;         // the last gather's
   std::vector<std::uint32_t> occurrence_;  // per occurrence: its index in distinct_
 };
 
-}  // namespace troupe::actors
+}  // namespace troupe::nn
