@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "troupe/collective/cleanup.hpp"
 #include "troupe/collective/shm/link.hpp"
 #include "troupe/transport/shm_ring.hpp"
 
@@ -311,6 +312,8 @@ void expect_peer_dead_on_kill(const std::string& job, const std::function<void(s
   auto took = std::chrono::steady_clock::now() - t0;
   killer.join();
   ::waitpid(victim, nullptr, 0);
+  link->reset();
+  remove_job_leftovers(job);  // the killed rank's rings (each run left them in /dev/shm)
   ASSERT_FALSE(r);
   EXPECT_TRUE(r.err() == collective_errc::peer_dead) << r.err().to_string();
   EXPECT_LT(took, std::chrono::seconds(5)) << "must not wait for the 30 s timeout";
@@ -383,11 +386,12 @@ TEST(ring_allreduce, epoch_change_cancels) {
 }
 
 TEST(ring_allreduce, mismatched_op_is_a_protocol_error) {
-  auto codes =
-      run_ranks(2, 1000, job_name("proto"), 1, [](int rank, shm_ring_link& link, std::vector<float>& d, int) {
-        auto r = ring_allreduce(link, rank, 2, d, 1, rank == 0 ? 5 : 6);
-        return (!r && r.err() == collective_errc::protocol) ? 0 : 30;
-      });
+  const auto job = job_name("proto");
+  auto codes = run_ranks(2, 1000, job, 1, [](int rank, shm_ring_link& link, std::vector<float>& d, int) {
+    auto r = ring_allreduce(link, rank, 2, d, 1, rank == 0 ? 5 : 6);
+    return (!r && r.err() == collective_errc::protocol) ? 0 : 30;
+  });
+  remove_job_leftovers(job);  // a rank that ends on an error leaves its ring behind
   for (int c : codes) EXPECT_EQ(c, 0);
 }
 
