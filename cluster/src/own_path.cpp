@@ -30,6 +30,13 @@ std::string not_own(const std::string& path) {
   return {};
 }
 
+std::string not_own_directory(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode))
+    return "not a directory";
+  return not_own(path);
+}
+
 std::string shared_parent_problem(const std::string& dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) return errno == ENOENT ? "" : std::strerror(errno);

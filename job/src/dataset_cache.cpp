@@ -90,10 +90,7 @@ std::string entry_problem(const std::string& entry_dir) {
   if (auto why = cluster::shared_parent_problem(parent); !why.empty())
     return "its cache directory " + parent + " is no place for this user's cache: " + why +
            " (set [job] dataset_cache to a directory of yours)";
-  struct stat st {};
-  if (::lstat(entry_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode))
-    return "not a directory";
-  if (auto why = cluster::not_own(entry_dir); !why.empty())
+  if (auto why = cluster::not_own_directory(entry_dir); !why.empty())
     return why +
            ": a job reads only cache entries that are its own user's alone (set [job] dataset_cache "
            "to a directory of yours)";

@@ -45,6 +45,11 @@ TEST(own_path, only_this_users_own_unwritable_by_others_and_no_link_is_own) {
   std::ofstream(file) << "x";
   ASSERT_EQ(::chmod(file.c_str(), 0646), 0);
   EXPECT_NE(not_own(file).find("mode 0646"), std::string::npos) << "files follow the same rule";
+  // A directory troupe keeps things in: the same rule, and nothing else standing in its place.
+  EXPECT_EQ(not_own_directory(root / "mine"), "");
+  EXPECT_EQ(not_own_directory(file), "not a directory");
+  EXPECT_NE(not_own_directory(link).find("a link stands there"), std::string::npos);
+  EXPECT_EQ(not_own_directory(theirs), "another user's (uid 65534)");
 }
 
 TEST(own_path, a_directory_holding_a_cache_must_not_let_another_user_replace_its_entries) {

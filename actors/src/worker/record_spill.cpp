@@ -29,10 +29,7 @@ std::string not_private(const std::string& dir, const std::string& entry) {
   if (ec) return dir + ": " + ec.message();
   if (auto why = cluster::shared_parent_problem(dir); !why.empty()) return dir + ": " + why;
   if (::mkdir(entry.c_str(), 0700) != 0 && errno != EEXIST) return entry + ": " + std::strerror(errno);
-  struct stat st {};
-  if (::lstat(entry.c_str(), &st) == 0 && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode))
-    return entry + ": not a directory";
-  if (auto why = cluster::not_own(entry); !why.empty())
+  if (auto why = cluster::not_own_directory(entry); !why.empty())
     return entry + ": " + why + ": a cache must be this user's alone";
   return {};
 }

@@ -15,6 +15,10 @@ namespace troupe::cluster {
 // (callers that need it to exist check that themselves).
 std::string not_own(const std::string& path);
 
+// not_own for a directory troupe keeps its own things in (a cache's entry): also "not a directory"
+// where something else stands there.
+std::string not_own_directory(const std::string& path);
+
 // Why the directory `dir` lets another user replace what troupe keeps in it: other users may write
 // in it without the sticky bit (a sticky one, as /tmp, lets nobody rename another's entries), or
 // another user owns it (its owner may rename any entry in it, sticky or not; root's excepted).
