@@ -63,24 +63,4 @@ void embedding_table::clear() {
   grad_.clear();
 }
 
-void combine_sparse_rows(std::span<const std::uint64_t> ids, const float* rows, std::size_t dim,
-                         sparse_grad& out, id_slots& slots) {
-  out.dim = dim;
-  out.clear();
-  slots.reset(ids.size());
-  out.rows.reserve(ids.size() * dim);
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    bool added = false;
-    const std::uint32_t slot = slots.find_or_add(ids[i], static_cast<std::uint32_t>(out.ids.size()), added);
-    const float* src = rows + i * dim;
-    if (added) {
-      out.ids.push_back(ids[i]);
-      out.rows.insert(out.rows.end(), src, src + dim);
-    } else {
-      float* dst = out.rows.data() + static_cast<std::size_t>(slot) * dim;
-      for (std::size_t k = 0; k < dim; ++k) dst[k] += src[k];
-    }
-  }
-}
-
 }  // namespace troupe::nn

@@ -1,8 +1,5 @@
 #include <gtest/gtest.h>
 
-#include <random>
-#include <unordered_map>
-
 #include <cmath>
 #include <set>
 #include <string>
@@ -209,48 +206,6 @@ TEST(optimizer, batched_read_rows_match_row_by_row) {
     a.read_rows(ids, got.data());
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t k = 0; k < 16; ++k) ASSERT_EQ(got[i * 16 + k], b.row(ids[i])[k]) << n << " " << i;
-  }
-}
-
-TEST(optimizer, combine_sparse_rows_sums_equal_ids) {
-  std::vector<std::uint64_t> ids{3, 9, 3, 3};
-  std::vector<float> rows{1, 1, 2, 2, 3, 3, 4, 4};
-  sparse_grad out;
-  id_slots scratch;
-  combine_sparse_rows(ids, rows.data(), 2, out, scratch);
-  ASSERT_EQ(out.ids, (std::vector<std::uint64_t>{3, 9}));
-  EXPECT_EQ(out.rows, (std::vector<float>{8, 8, 2, 2}));
-}
-
-// The scratch table reused step after step (stamps, not clears), batches of growing and shrinking
-// size, ids colliding in the hash's bits: the same ids in the same order and the same sums, bit for
-// bit, as a plain map gives.
-TEST(optimizer, combine_sparse_rows_reused_across_steps_equals_a_plain_map) {
-  std::mt19937_64 rng(9);
-  id_slots scratch;
-  sparse_grad out;
-  for (int step = 0; step < 300; ++step) {
-    const std::size_t n = 1 + rng() % (step % 50 == 0 ? 5000 : 300), dim = 1 + step % 4;
-    std::vector<std::uint64_t> ids(n);
-    for (auto& id : ids) id = step % 3 == 0 ? (rng() % 64) << 44 : rng() % (n / 2 + 1);
-    std::vector<float> rows(n * dim);
-    for (auto& v : rows) v = static_cast<float>(rng() % 1000) / 7.0f;
-    combine_sparse_rows(ids, rows.data(), dim, out, scratch);
-    std::vector<std::uint64_t> want_ids;
-    std::vector<float> want_rows;
-    std::unordered_map<std::uint64_t, std::size_t> at;
-    for (std::size_t i = 0; i < n; ++i) {
-      auto [it, added] = at.try_emplace(ids[i], want_ids.size());
-      if (added) {
-        want_ids.push_back(ids[i]);
-        want_rows.insert(want_rows.end(), rows.begin() + static_cast<std::ptrdiff_t>(i * dim),
-                         rows.begin() + static_cast<std::ptrdiff_t>((i + 1) * dim));
-      } else {
-        for (std::size_t k = 0; k < dim; ++k) want_rows[it->second * dim + k] += rows[i * dim + k];
-      }
-    }
-    ASSERT_EQ(out.ids, want_ids) << "step " << step;
-    ASSERT_EQ(out.rows, want_rows) << "step " << step;
   }
 }
 

@@ -1,55 +1,15 @@
-// The TorchScript backend's helpers that need no libtorch: the batch's embedding rows gathered and
-// their gradient combined per id (the sums of nn::combine_sparse_rows, bit for bit), and the
-// built-in losses with their gradients (against the formulas in double precision and a finite
-// difference).
+// The TorchScript backend's helpers that need no libtorch: the built-in losses with their gradients
+// (against the formulas in double precision and a finite difference). The batch's embedding rows
+// (nn::sparse_batch) are tested in tests/nn/sparse_batch_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
-#include <unordered_map>
 #include <vector>
 
 #include "builtin_loss.hpp"
-#include "troupe/nn/sparse_batch.hpp"
 
 namespace troupe::actors {
 namespace {
-
-TEST(torchscript_sparse_batch, gathers_the_tables_rows_and_combines_like_combine_sparse_rows) {
-  nn::embedding_table table("t", 3, 7);
-  std::mt19937 rng(11);
-  nn::sparse_batch rows;
-  nn::id_slots scratch;
-  // Batches of different sizes reuse the helper: a smaller one after a larger one too.
-  for (std::size_t n : {40u, 700u, 5u, 300u}) {
-    std::vector<std::uint64_t> ids(n);
-    for (auto& id : ids) id = rng() % 97 + (rng() % 2 ? (1ull << 40) : 0);  // repeats and wide ids
-    std::vector<float> gathered(n * 3);
-    rows.gather(ids, table, gathered.data());
-    for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t d = 0; d < 3; ++d) ASSERT_EQ(gathered[i * 3 + d], table.row(ids[i])[d]) << i;
-    std::vector<float> grads(n * 3);
-    for (auto& g : grads) g = std::uniform_real_distribution<float>(-1, 1)(rng);
-    nn::sparse_grad ours, theirs;
-    rows.combine(grads.data(), 3, ours);
-    nn::combine_sparse_rows(ids, grads.data(), 3, theirs, scratch);
-    EXPECT_EQ(ours.dim, theirs.dim);
-    EXPECT_EQ(ours.ids, theirs.ids) << "distinct ids in order of first appearance";
-    EXPECT_EQ(ours.rows, theirs.rows) << "the same sums, bit for bit";
-    EXPECT_EQ(std::vector<std::uint64_t>(rows.distinct().begin(), rows.distinct().end()), theirs.ids);
-  }
-}
-
-TEST(torchscript_sparse_batch, creates_missing_rows_as_the_table_does) {
-  nn::embedding_table table("t", 4, 3), reference("t", 4, 3);
-  nn::sparse_batch rows;
-  std::vector<std::uint64_t> ids{5, 9, 5, 12};
-  std::vector<float> out(16);
-  rows.gather(ids, table, out.data());
-  EXPECT_EQ(table.size(), 3u);
-  for (std::size_t i = 0; i < ids.size(); ++i)
-    for (std::size_t d = 0; d < 4; ++d) EXPECT_EQ(out[i * 4 + d], reference.row(ids[i])[d]);
-}
 
 // d(loss)/d(logit k) by central differences in double precision.
 template <class Loss>

@@ -3,7 +3,7 @@
 //
 // Rows are assigned densely in order of first sight (0, 1, 2, ...) and never move, so a device
 // table only grows. Distinct ids of a batch are listed in order of first occurrence, the order
-// nn::combine_sparse_rows gives its sparse gradient. Plain C++, no CUDA; not thread-safe.
+// nn::sparse_batch gives its sparse gradient. Plain C++, no CUDA; not thread-safe.
 #pragma once
 
 #include <cstdint>

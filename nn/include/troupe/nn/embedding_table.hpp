@@ -78,7 +78,8 @@ class embedding_table {
 // The ids of one step, each with a small slot (the position its first occurrence was given), in a
 // table reused step after step: open addressing over a power of two, a generation stamp per entry
 // in place of a clear. A std::unordered_map cleared and refilled every step cost a node allocation
-// per id (combine_sparse_rows was 24% of a DeepFM step, a tenth of it malloc and free).
+// per id (combining a DeepFM step's sparse gradient that way was 24% of the step, a tenth of it
+// malloc and free).
 class id_slots {
  public:
   // Starts an empty set for up to `n` ids (the table grows to twice that, and keeps its largest size).
@@ -114,10 +115,5 @@ class id_slots {
   std::uint32_t gen_ = 0;
   std::size_t mask_ = 0;
 };
-
-// Combines per-occurrence gradient rows into per-id sums: rows[i] belongs to ids[i] (ids may
-// repeat); distinct ids in order of first occurrence. Reuses out's storage; `slots` is scratch.
-void combine_sparse_rows(std::span<const std::uint64_t> ids, const float* rows, std::size_t dim,
-                         sparse_grad& out, id_slots& slots);
 
 }  // namespace troupe::nn

@@ -4,8 +4,8 @@
 // per distinct id (a DeepFM batch of 256 x 8 ids holds ~500), and the gradient rows are summed by the
 // occurrence -> distinct index kept from the gather.
 //
-// The sums are those of nn::combine_sparse_rows, bit for bit: distinct ids in order of first
-// appearance, each row the first occurrence's gradient plus the later ones in batch order.
+// The sums: distinct ids in order of first appearance, each row the first occurrence's gradient plus
+// the later ones in batch order (what a plain map from id to row gives, bit for bit).
 // Not thread-safe; a gather's indices serve the next combine only.
 #pragma once
 
