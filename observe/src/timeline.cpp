@@ -209,14 +209,15 @@ std::optional<process_sample> process_sampler::sample() {
   return s;
 }
 
-node_stats_reporter::node_stats_reporter(const std::string& job_dir, std::string node,
-                                         std::chrono::milliseconds interval)
+node_stats_reporter::node_stats_reporter(const std::string& job_dir, std::string node, report_pace pace)
     : timeline_(job_dir) {
-  thread_ = std::thread([this, node = std::move(node), interval] {
-    process_sampler self;
+  thread_ = std::thread([this, node = std::move(node), pace] {
+    auto& clk = clock::system();
+    process_sampler self(0, clk);
     (void)self.sample();  // the baseline: figures are per interval
+    const auto started = clk.now();
     std::unique_lock lk(mu_);
-    while (!cv_.wait_for(lk, interval, [this] { return stop_; }))
+    while (!cv_.wait_for(lk, pace.at(clk.now() - started), [this] { return stop_; }))
       if (auto s = self.sample()) timeline_.node_stats(node, s->cpu_percent, s->rss_bytes);
   });
 }

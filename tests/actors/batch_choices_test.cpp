@@ -192,5 +192,42 @@ TEST(BatchChoices, TheControllerReportsItsChoiceAsMadeAndKeepsIt) {
   EXPECT_EQ(later.choice_from, made.choice_from);
 }
 
+// The master's metrics events: each second for ten minutes, then every 5 s (a long job's timeline
+// thins out), and a change of the alive workers written after a second, not at the slow pace.
+TEST(MasterObserver, MetricsEventsThinOutOnceTheJobHasRunTenMinutes) {
+  const auto dir = fresh_dir("metrics-pace");
+  static job::job_spec spec;
+  spec.cluster.metrics_port = -1;
+  troupe::manual_clock clk;
+  master_observer obs(spec, dir, "job-p", "127.0.0.1:1", clk);
+  auto view = cluster::membership_view::make({0, 4});
+  ASSERT_TRUE(view);
+  job_progress progress(clk.now());
+  auto ticks = [&](int n) {  // n seconds of the master's 100 ms ticks
+    for (int i = 0; i < n * 10; ++i) {
+      clk.advance(std::chrono::milliseconds(100));
+      obs.tick(*view, progress, std::nullopt, {});
+    }
+  };
+  obs.tick(*view, progress, std::nullopt, {});
+  ticks(60);
+  EXPECT_EQ(events_of(dir, "metrics").size(), 61u) << "one a second at first";
+  ticks(600);
+  const auto settled = events_of(dir, "metrics").size();
+  ticks(100);
+  EXPECT_EQ(events_of(dir, "metrics").size() - settled, 20u) << "one every 5 s after ten minutes";
+  cluster::member w;
+  w.id.name = "worker-0";
+  w.role = cluster::node_role::worker;
+  w.state = cluster::member_state::alive;
+  w.address = "127.0.0.1:7001";
+  ASSERT_TRUE(view->join(w));
+  const auto before = events_of(dir, "metrics").size();
+  ticks(2);
+  auto after = events_of(dir, "metrics");
+  ASSERT_GE(after.size(), before + 1) << "a worker joined: written within a second or two";
+  EXPECT_EQ(after[before].value("workers_alive", 0), 1);
+}
+
 }  // namespace
 }  // namespace troupe::actors

@@ -14,7 +14,8 @@ namespace troupe::nn {
 namespace {
 
 // The reference: the per-id sums a std::unordered_map gives.
-sparse_grad plain_sums(const std::vector<std::uint64_t>& ids, const std::vector<float>& rows, std::size_t dim) {
+sparse_grad plain_sums(const std::vector<std::uint64_t>& ids, const std::vector<float>& rows,
+                       std::size_t dim) {
   sparse_grad want;
   want.dim = dim;
   std::unordered_map<std::uint64_t, std::size_t> at;
@@ -58,7 +59,8 @@ TEST(sparse_batch, reused_across_steps_equals_a_plain_map) {
     std::vector<float> gathered(n * dim), rows(n * dim);
     batch.gather(ids, tables[dim - 1], gathered.data());
     for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t k = 0; k < dim; ++k) ASSERT_EQ(gathered[i * dim + k], tables[dim - 1].row(ids[i])[k]) << step;
+      for (std::size_t k = 0; k < dim; ++k)
+        ASSERT_EQ(gathered[i * dim + k], tables[dim - 1].row(ids[i])[k]) << step;
     ASSERT_TRUE(batch.gathered(ids));
     for (auto& v : rows) v = static_cast<float>(rng() % 1000) / 7.0f;
     batch.combine(rows.data(), dim, out);

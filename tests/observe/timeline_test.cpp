@@ -101,7 +101,7 @@ TEST(process_sampler, samples_this_process) {
 
 TEST_F(timeline_test, every_node_reports_its_cpu_and_memory) {
   {
-    node_stats_reporter r(dir_.string(), "worker-0#0", std::chrono::milliseconds(20));
+    node_stats_reporter r(dir_.string(), "worker-0#0", {std::chrono::milliseconds(20), std::chrono::milliseconds(20)});
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (events().size() < 2 && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -111,6 +111,28 @@ TEST_F(timeline_test, every_node_reports_its_cpu_and_memory) {
   EXPECT_EQ(ev[0].kind, "node_stats");
   EXPECT_EQ(ev[0].text("node"), "worker-0#0");
   EXPECT_GT(ev[0].number("rss_bytes"), 0);
+}
+
+// A reporter past its settling time writes at its later pace: every gap after it at least `later`
+// (a wait is never shorter than asked), so far fewer events than at the first pace throughout.
+TEST_F(timeline_test, a_settled_reporter_writes_at_its_later_pace) {
+  const report_pace pace{std::chrono::milliseconds(20), std::chrono::milliseconds(400),
+                         std::chrono::seconds(0)};
+  const report_pace slowing{pace.first, pace.later, std::chrono::seconds(1)};
+  EXPECT_EQ(slowing.at(std::chrono::milliseconds(999)), pace.first);
+  EXPECT_EQ(slowing.at(std::chrono::seconds(1)), pace.later);
+  EXPECT_EQ(metrics_pace.at(std::chrono::minutes(9)), std::chrono::seconds(1));
+  EXPECT_EQ(metrics_pace.at(std::chrono::minutes(11)), std::chrono::seconds(5));
+  EXPECT_EQ(node_stats_pace.at(std::chrono::minutes(11)), std::chrono::seconds(30));
+  {
+    node_stats_reporter r(dir_.string(), "worker-0#0", pace);  // settled from the start
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  }
+  auto ev = events();
+  ASSERT_GE(ev.size(), 1u);
+  EXPECT_LE(ev.size(), 4u) << "at 20 ms a 1.5 s reporter writes ~75";
+  for (std::size_t i = 1; i < ev.size(); ++i)
+    EXPECT_GE(ev[i].t_ms - ev[i - 1].t_ms, 399u) << i;
 }
 
 }  // namespace

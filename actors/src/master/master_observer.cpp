@@ -41,7 +41,10 @@ const std::vector<double>& recovery_buckets() {
 
 master_observer::master_observer(const job::job_spec& spec, const std::string& job_dir,
                                  const std::string& job_id, const std::string& address, troupe::clock& clk)
-    : clock_(clk), timeline_(job_dir), labels_{{"job", job_id}, {"node", "master"}, {"role", "master"}} {
+    : clock_(clk),
+      started_(clk.now()),
+      timeline_(job_dir),
+      labels_{{"job", job_id}, {"node", "master"}, {"role", "master"}} {
   // Every family from the start, so a scrape sees them before the first step or death.
   metrics_.get_histogram("troupe_step_seconds", step_help, step_buckets(), labels_);
   metrics_.get_histogram("troupe_recovery_seconds", recovery_help, recovery_buckets(), labels_);
@@ -202,8 +205,13 @@ void master_observer::write_choice(const wire::goodput_report& g) {
   }
 }
 
-bool master_observer::metrics_due() const {
-  return !last_event_ || clock_.now() - *last_event_ >= std::chrono::seconds(1);
+bool master_observer::metrics_due(const cluster::membership_view& view) const {
+  const auto now = clock_.now();
+  if (!last_event_) return true;
+  const auto since = now - *last_event_;
+  const bool changed =
+      view.count(cluster::node_role::worker, cluster::member_state::alive) != workers_written_;
+  return since >= observe::metrics_pace.at(now - started_) || (changed && since >= std::chrono::seconds(1));
 }
 
 void master_observer::tick(const cluster::membership_view& view, const job_progress& progress,
@@ -215,11 +223,16 @@ void master_observer::tick(const cluster::membership_view& view, const job_progr
     pending_.erase(pending_.begin());
   }
   workers_alive_ = view.count(cluster::node_role::worker, cluster::member_state::alive);
-  if (!metrics_due()) return;
-  last_event_ = now;
+  const bool event = metrics_due(view);
+  // /metrics' gauges each second; the event at the timeline's pace, or at once when the workers changed.
+  if (!event && last_gauges_ && now - *last_gauges_ < std::chrono::seconds(1)) return;
+  last_gauges_ = now;
   // Every node's highest incarnation, as the view records them (not the master's own).
   const std::uint64_t restarts = view.restarts("master");
   update_metrics(view, progress, counts, restarts);
+  if (!event) return;
+  last_event_ = now;
+  workers_written_ = workers_alive_;
   observe::metrics_sample m;
   m.samples = progress.samples_total();
   if (progress.samples_total() > 0 && std::isfinite(progress.loss())) m.loss = progress.loss();

@@ -59,10 +59,13 @@ class master_observer {
   // The job finished: the runner now stops every node at once and sends no exit reports, so a
   // departure from here on is a node leaving a finished job ("leave"), whatever its connection said.
   void job_finished() { job_finished_ = true; }
-  // Whether the next tick writes a metrics event (a second since the last). The master saves its
-  // counters first, so a restarted master never reports fewer samples than the timeline did.
-  bool metrics_due() const;
-  // Every master tick: departures whose cause did not come, gauges, a metrics event each second.
+  // Whether the next tick writes a metrics event: at observe::metrics_pace (each second for this
+  // master's first ten minutes, then every 5 s), and after a second when the alive workers in
+  // `view` are not those of the last event. The master saves its counters first, so a restarted master never
+  // reports fewer samples than the timeline did.
+  bool metrics_due(const cluster::membership_view& view) const;
+  // Every master tick: departures whose cause did not come, gauges each second, a metrics event
+  // when due.
   // `goodput`: rank 0's latest report (docs/goodput.md), in the metrics event when valid.
   void tick(const cluster::membership_view& view, const job_progress& progress,
             const std::optional<wire::task_counts>& counts, const wire::goodput_report& goodput);
@@ -86,6 +89,7 @@ class master_observer {
                       const std::optional<wire::task_counts>& counts, std::uint64_t restarts);
 
   troupe::clock& clock_;
+  troupe::clock::time_point started_;
   observe::job_timeline timeline_;
   observe::registry metrics_;
   observe::labels labels_;
@@ -97,6 +101,8 @@ class master_observer {
   std::size_t workers_alive_ = 0;
   bool job_finished_ = false;
   std::optional<troupe::clock::time_point> last_event_;  // none yet: the first tick writes one
+  std::optional<troupe::clock::time_point> last_gauges_;
+  std::size_t workers_written_ = 0;  // the alive workers of the last metrics event
   batch_choices choices_;  // the batch choices in the timeline, this run's and earlier ones'
   std::uint64_t last_samples_ = 0, last_done_ = 0, last_requeued_ = 0, last_failed_ = 0, last_restarts_ = 0;
 };

@@ -161,7 +161,7 @@ void on_tick(master_actor* self) {
   trim_heap(st);
   st.progress.roll(st.ctx->clock().now());
   // Saved before the metrics event that reports them: the timeline never runs ahead of counters.json.
-  persist_counters(self, st.obs->metrics_due());
+  persist_counters(self, st.obs->metrics_due(st.members.view));
   st.obs->tick(st.members.view, st.progress, st.outcome.counts, st.goodput);
   reconcile_holders(self);
   if (auto d = st.names->get("dispenser")) {
