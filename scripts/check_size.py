@@ -40,6 +40,8 @@ def strip(text):
             end = text.find(")" + (m.group(1) if m else "") + '"', i)
             j = n if end < 0 else end + len(m.group(1) if m else "") + 2
             out.append(re.sub(r"[^\n]", " ", text[i:j])); i = j
+        elif c == "'" and 0 < i < n - 1 and text[i - 1].isdigit() and text[i + 1].isdigit():
+            out.append(c); i += 1  # a digit separator (20'000), not a character literal
         elif c in "\"'":
             j = i + 1
             while j < n and text[j] != c:

@@ -94,6 +94,15 @@ expected<void> read_header(const options& o, nn::csv_reader& in, job::row_encode
   return {};
 }
 
+// A line that does not encode may be the file's last, cut short with its gzip stream: the
+// truncation is then the error (as the import says it), not the half line.
+error line_error(nn::csv_reader& in, unexpected e) {
+  nn::csv_line next;
+  if (!in.next(next))
+    if (auto f = in.finish(); !f) return f.err();
+  return std::move(e.err);
+}
+
 // The rows after the header line `line` into `w`: their line numbers into out.numbers, the rows a
 // skip-row model cannot score counted in `out`.
 expected<void> encode_rows(const options& o, nn::csv_reader& in, const job::row_encoder& enc, bool evaluate,
@@ -103,17 +112,17 @@ expected<void> encode_rows(const options& o, nn::csv_reader& in, const job::row_
   storage::record r;
   for (std::uint64_t record = 0; in.next(line);) {
     if (!line.malformed.empty())
-      return make_unexpected(core_errc::invalid_argument,
-                             at(line.number) + ": malformed line: " + line.malformed);
+      return line_error(in, make_unexpected(core_errc::invalid_argument,
+                                            at(line.number) + ": malformed line: " + line.malformed));
     auto e = enc.encode_fields(line.fields, r, at(line.number));
-    if (!e) return e.err();
+    if (!e) return line_error(in, make_unexpected(e.err()));
     if (e->dropped) {
       if (out.skipped++ == 0)
         out.first_skipped = "line " + std::to_string(line.number) + ", column '" + e->dropped_column + "'";
       continue;
     }
     if (evaluate && !e->labelled)
-      return unlabelled(at(line.number) + ": column '" + enc.format().label + "': no label");
+      return line_error(in, unlabelled(at(line.number) + ": column '" + enc.format().label + "': no label"));
     if (out.numbers.of(record) != line.number) out.numbers.jumps.emplace_back(record, line.number);
     if (auto a = w.append(r); !a) return a.err();
     ++record;
@@ -337,6 +346,8 @@ int predict_or_evaluate(const options& o, bool evaluate) {
   if (!data) {
     std::error_code ec;
     fs::remove_all(job_dir, ec);  // a CSV that did not encode leaves nothing behind
+    // As the import: a file that cannot be read (a truncated gzip) is exit 1, refused input exit 2.
+    if (data.err().code() == std::error_code(core_errc::io_error)) return run_error(data.err());
     return usage_error(data.err());
   }
   int rc = 0;

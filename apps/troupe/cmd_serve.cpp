@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
+#include "troupe/cluster/own_path.hpp"
 #include "troupe/cluster/process.hpp"
 #include "troupe/job/job_file.hpp"
 #include "troupe/model/model_dir.hpp"
@@ -69,7 +70,7 @@ expected<std::string> newest_model(const std::string& root) {
   std::error_code ec;
   std::optional<model::model_info> best;
   for (const auto& e : fs::directory_iterator(root, ec)) {
-    if (e.path().filename() == "serve") continue;
+    if (cluster::is_own_subdir_name(e.path().filename().string(), "serve")) continue;
     for (const auto& d : {e.path().string(), e.path().string() + "/model"}) {
       if (!fs::exists(d + "/model.json", ec)) continue;
       auto m = model::read_model_dir(d);
@@ -112,12 +113,12 @@ int serve(const serve_flags& f) {
   return serve::run_frontend(*settings);
 }
 
-// The servers under <root>/serve whose server.json says serving and whose process lives (a
-// stopped one, one that failed to start or was killed leaves its directory behind).
+// The servers under this user's servers directory (serve::servers_dir) whose server.json says serving and
+// whose process lives (a stopped one, one that failed to start or was killed leaves its directory behind).
 std::vector<std::string> live_servers(const std::string& root) {
   std::vector<std::string> names;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(root + "/serve", ec)) {
+  for (const auto& e : fs::directory_iterator(serve::servers_dir(root), ec)) {
     std::ifstream in(e.path() / "server.json");
     auto j = nlohmann::json::parse(in, nullptr, false);
     if (!j.is_object() || j.value("state", "") == "stopped") continue;
@@ -135,9 +136,10 @@ int reload(const serve_flags& f) {
     std::string listed;
     for (const auto& n : names) listed += (listed.empty() ? "" : ", ") + n;
     if (names.size() != 1)
-      return usage_error(names.empty() ? "serve reload: no running server under " + f.reload_root + "/serve"
-                                       : "serve reload: several servers run under " + f.reload_root +
-                                             "/serve (" + listed + "): name one with --name");
+      return usage_error(
+          names.empty() ? "serve reload: no running server under " + serve::servers_dir(f.reload_root)
+                        : "serve reload: several servers run under " + serve::servers_dir(f.reload_root) +
+                              " (" + listed + "): name one with --name");
     name = names.front();
   }
   std::string dir = f.reload_dir;

@@ -13,6 +13,7 @@ namespace {
 
 struct cache_flags {
   std::string root = "jobs", cache;
+  bool root_given = false;
   double older_than_days = 0;
   bool dry_run = false, prune = false;
   std::string dir() const { return cache.empty() ? job::default_dataset_cache(root) : cache; }
@@ -35,10 +36,22 @@ std::string ago(std::int64_t then_ms, std::int64_t now_ms) {
   return b;
 }
 
+// The source of an entry's train store, without ":train" (an entry holds the test store too).
+std::string source_of(const job::cache_entry& e) {
+  std::string s = e.source.empty() ? "?" : e.source;
+  if (s.size() > 6 && s.compare(s.size() - 6, 6, ":train") == 0) s.resize(s.size() - 6);
+  return s;
+}
+
 void print_entry(const job::cache_entry& e, std::int64_t now_ms, const char* tag) {
+  if (!e.ours) {  // not opened: its size and last use are not this user's to read
+    const std::string why = job::entry_problem(e.dir);
+    std::printf("%s%-18s not this user's (%s): not opened, never pruned\n", tag, e.key.c_str(),
+                why.substr(0, why.find(':')).c_str());
+    return;
+  }
   std::printf("%s%-18s %10s  last used %-10s %s%s\n", tag, e.key.c_str(), megabytes(e.bytes).c_str(),
-              ago(e.last_used_ms, now_ms).c_str(), e.source.empty() ? "?" : e.source.c_str(),
-              e.in_use ? "  (in use)" : "");
+              ago(e.last_used_ms, now_ms).c_str(), source_of(e).c_str(), e.in_use ? "  (in use)" : "");
 }
 
 int list(const cache_flags& f, std::int64_t now_ms) {
@@ -65,6 +78,9 @@ int prune(const cache_flags& f, std::int64_t now_ms) {
     freed += e.bytes;
   }
   for (const auto& e : kept) print_entry(e, now_ms, "kept (a job uses it) ");
+  if (auto all = job::list_cache(f.dir()))
+    for (const auto& e : *all)
+      if (!e.ours) print_entry(e, now_ms, "skipped ");
   std::printf("%s: %s %zu entr%s, %s\n", f.dir().c_str(), f.dry_run ? "would remove" : "removed",
               removed->size(), removed->size() == 1 ? "y" : "ies", megabytes(freed).c_str());
   return 0;
@@ -77,10 +93,12 @@ runner add_data_cache(CLI::App& data_cmd, std::shared_ptr<int> mode, int id) {
   auto* c =
       data_cmd.add_subcommand("cache", "List the dataset cache's entries (size, last use, in use); prune");
   auto where = [f](CLI::App* app) {
-    app->add_option("--root", f->root,
-                    "jobs root (the cache: ROOT/datasets, or ROOT/datasets-UID where another user has that; "
-                    "default jobs)");
-    app->add_option("--cache", f->cache, "the cache directory itself ([job] dataset_cache)");
+    auto* root =
+        app->add_option("--root", f->root,
+                        "jobs root (the cache: ROOT/datasets, or ROOT/datasets-UID where another user "
+                        "has that; default jobs)");
+    app->add_option("--cache", f->cache, "the cache directory itself ([job] dataset_cache)")->excludes(root);
+    app->parse_complete_callback([f, root] { f->root_given = f->root_given || root->count() > 0; });
   };
   where(c);
   auto* p = c->add_subcommand("prune", "Remove the entries no job uses (a running job's is kept)");
@@ -97,9 +115,15 @@ runner add_data_cache(CLI::App& data_cmd, std::shared_ptr<int> mode, int id) {
   return [f] {
     // A mistyped --root or --cache read as an empty cache ("0 entries"): named instead.
     std::error_code ec;
-    if (!std::filesystem::is_directory(f->dir(), ec))
-      return usage_error((f->cache.empty() ? "--root " + f->root : "--cache " + f->cache) +
-                         ": no dataset cache at " + f->dir() + " (no such directory)");
+    if (!std::filesystem::is_directory(f->dir(), ec)) {
+      std::string where = !f->cache.empty() ? "--cache " + f->cache
+                          : f->root_given   ? "--root " + f->root
+                                            : "the default root " + f->root + " (give --root or --cache)";
+      std::string why = "no such directory";
+      if (f->cache.empty() && f->dir() != f->root + "/datasets")
+        why += "; " + f->root + "/datasets is another user's, so this user's cache is " + f->dir();
+      return usage_error(where + ": no dataset cache at " + f->dir() + " (" + why + ")");
+    }
     const auto now_ms = clock::system().wall_ms();
     return f->prune ? prune(*f, now_ms) : list(*f, now_ms);
   };

@@ -159,8 +159,8 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"bench\":\"timeline_read\",\"way\":\"%s\",\"pace\":\"%s\",\"hours\":%d,\"nodes\":%d,"
         "\"mb\":%.1f,\"lines\":%zu,\"events_parsed\":%zu,\"median_ms\":%.1f,\"min_ms\":%.1f}\n",
-        w.name, fixed ? "fixed" : "thinning", hours, nodes, static_cast<double>(bytes) / 1e6, lines, events, median(ms),
-        *std::min_element(ms.begin(), ms.end()));
+        w.name, fixed ? "fixed" : "thinning", hours, nodes, static_cast<double>(bytes) / 1e6, lines, events,
+        median(ms), *std::min_element(ms.begin(), ms.end()));
   }
   std::filesystem::remove(path);
   return 0;

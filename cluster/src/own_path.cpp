@@ -50,4 +50,17 @@ std::string shared_parent_problem(const std::string& dir) {
   return {};
 }
 
+std::string own_subdir(const std::string& root, const std::string& name) {
+  std::string dir = root + "/" + name;
+  if (!not_own(dir).empty()) dir.append("-").append(std::to_string(::geteuid()));
+  return dir;
+}
+
+bool is_own_subdir_name(std::string_view file, std::string_view name) {
+  if (file.substr(0, name.size()) != name) return false;
+  if (file.size() == name.size()) return true;
+  const auto uid = file.substr(name.size());
+  return uid.size() > 1 && uid[0] == '-' && uid.find_first_not_of("0123456789", 1) == std::string_view::npos;
+}
+
 }  // namespace troupe::cluster

@@ -148,6 +148,43 @@ double last_logged_loss(const std::string& job_dir) {
   return std::numeric_limits<double>::quiet_NaN();
 }
 
+namespace {
+// The status fields the last metrics event gives (zeros without one).
+void add_metrics(json& j, const observe::job_event* metrics) {
+  auto n = [&](const char* k) { return metrics ? metrics->number(k) : 0.0; };
+  j["membership_epoch"] = static_cast<std::uint64_t>(n("epoch"));
+  j["workers_alive"] = static_cast<std::uint32_t>(n("workers_alive"));
+  j["ps_alive"] = 0;
+  j["tasks"] = tasks_of(metrics);
+  j["samples_per_sec"] = n("samples_per_s");
+  j["loss"] = n("loss");
+  j["samples_total"] = static_cast<std::uint64_t>(n("samples"));
+  j["restarts"] = static_cast<std::uint64_t>(n("restarts"));
+  if (metrics && metrics->find("noise_scale"))  // the last goodput figures the master wrote (docs/goodput.md)
+    j["goodput"] = {{"noise_scale", n("noise_scale")},
+                    {"batch", static_cast<std::uint32_t>(n("batch"))},
+                    {"goodput", n("goodput")},
+                    {"lr_factor", n("lr_factor")},
+                    {"progress", n("progress")}};
+}
+
+// result.json's fields; `running` (no job_end, events still coming): the master's result.json (it
+// has no "status": the runner's has) says the job is over and its runner busy ending it (stopping
+// nodes, writing its model), not "unreachable".
+void add_result(json& j, const std::string& job_dir, bool running) {
+  std::ifstream in(job_dir + "/result.json");
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  auto result = json::parse(text, nullptr, false);
+  if (!result.is_discarded()) j["result"] = result;
+  if (running && result.is_object() && !result.contains("status")) {
+    j["state"] = "ending";
+    j["reason"] = std::string("its master finished it (") + (result.value("ok", false) ? "ok" : "not ok") +
+                  "): the runner is stopping its nodes and writing its model";
+  }
+  add_data_epochs(job_dir, result.is_object() && result.value("ok", false), j);
+}
+}  // namespace
+
 expected<std::string> status_from_timeline(const std::string& job_dir, const error& unreachable) {
   last_lines last_metrics, last_stats;
   auto read = read_notable(job_dir, &last_metrics, &last_stats);
@@ -164,7 +201,6 @@ expected<std::string> status_from_timeline(const std::string& job_dir, const err
     if (e.kind == "job_end") end = &e;
     if (e.kind == "job_start" || e.kind == "scale") wanted = static_cast<std::uint64_t>(e.number("workers"));
   }
-  auto n = [&](const char* k) { return metrics ? metrics->number(k) : 0.0; };
   json j;
   j["job"] = std::string(std::filesystem::path(job_dir).filename());
   // No job_end: crashed once nothing has been written for 15 s (the dashboard's rule), else the
@@ -173,34 +209,10 @@ expected<std::string> status_from_timeline(const std::string& job_dir, const err
   bool quiet = now_ms - static_cast<std::int64_t>(last_ms) > 15'000;
   j["state"] = end ? end->text("state") : quiet ? "crashed" : "unreachable";
   j["source"] = observe::events_file_name;
-  j["membership_epoch"] = static_cast<std::uint64_t>(n("epoch"));
-  j["workers_alive"] = static_cast<std::uint32_t>(n("workers_alive"));
+  add_metrics(j, metrics);
   j["workers_target"] = wanted;
-  j["ps_alive"] = 0;
-  j["tasks"] = tasks_of(metrics);
-  j["samples_per_sec"] = n("samples_per_s");
-  j["loss"] = n("loss");
-  j["samples_total"] = static_cast<std::uint64_t>(n("samples"));
-  j["restarts"] = static_cast<std::uint64_t>(n("restarts"));
   j["finished"] = end != nullptr;
-  if (metrics && metrics->find("noise_scale"))  // the last goodput figures the master wrote (docs/goodput.md)
-    j["goodput"] = {{"noise_scale", n("noise_scale")},
-                    {"batch", static_cast<std::uint32_t>(n("batch"))},
-                    {"goodput", n("goodput")},
-                    {"lr_factor", n("lr_factor")},
-                    {"progress", n("progress")}};
-  std::ifstream in(job_dir + "/result.json");
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  auto result = json::parse(text, nullptr, false);
-  if (!result.is_discarded()) j["result"] = result;
-  // The master's result.json (it has no "status": the runner's has) and no job_end yet: the job is
-  // over and its runner busy ending it (stopping nodes, writing its model), not "unreachable".
-  if (!end && !quiet && result.is_object() && !result.contains("status")) {
-    j["state"] = "ending";
-    j["reason"] = std::string("its master finished it (") + (result.value("ok", false) ? "ok" : "not ok") +
-                  "): the runner is stopping its nodes and writing its model";
-  }
-  add_data_epochs(job_dir, result.is_object() && result.value("ok", false), j);
+  add_result(j, job_dir, !end && !quiet);
   j["members"] = json::array();
   if (auto dir = cluster::job_dir::open(job_dir))
     if (auto nodes = dir->read_nodes()) j["members"] = members_json(*nodes, true);

@@ -80,9 +80,7 @@ struct exclusive {
 }  // namespace
 
 std::string default_dataset_cache(const std::string& root) {
-  const std::string shared = root + "/datasets";
-  if (cluster::not_own(shared).empty()) return shared;
-  return shared + "-" + std::to_string(::geteuid());
+  return cluster::own_subdir(root, "datasets");
 }
 
 std::string entry_problem(const std::string& entry_dir) {

@@ -1,5 +1,7 @@
 #include "troupe/job/job_check.hpp"
 
+#include "troupe/cluster/own_path.hpp"
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -120,6 +122,14 @@ expected<void> check_job(const job_spec& spec, const std::vector<std::string>& s
                            "strategy '" + spec.job.strategy + "': registered are " + names);
   }
   if (auto d = check_data_paths(spec.nn.data); !d) return d;
+  // A built-in dataset goes through the cache: one whose directory is another user's would refuse
+  // its entry at the job's start (exit 1, a failed job directory left); said now.
+  if (spec.nn.data.source != "store")
+    if (auto why = cluster::shared_parent_problem(spec.job.dataset_cache); !why.empty())
+      return make_unexpected(
+          core_errc::invalid_argument,
+          "job.dataset_cache " + spec.job.dataset_cache + ": " + why +
+              ": no place for this user's cache (set [job] dataset_cache to a directory of yours)");
   auto info = nominal_info(spec.nn.data);
   if (!info) return info.err();
   auto tables = model(spec, *info);

@@ -290,18 +290,17 @@ expected<model_info> read_model_dir(const std::string& dir) {
 }
 
 std::string incompatibility(const model_info& a, const model_info& b) {
-  auto differs = [](const char* what, auto x, auto y) {
+  auto differs = [](const char* before, auto x, const char* after, auto y) {
     std::ostringstream s;
-    s << what << " " << x << " -> " << y;
+    s << "the served model " << before << x << after << ", the new one " << before << y << after;
     return s.str();
   };
-  if (a.takes_ids != b.takes_ids)
-    return differs("forward", a.takes_ids ? "(dense, ids)" : "(dense)",
-                   b.takes_ids ? "(dense, ids)" : "(dense)");
-  if (a.dense_dim != b.dense_dim) return differs("dense_dim", a.dense_dim, b.dense_dim);
-  if (a.fields != b.fields) return differs("fields", a.fields, b.fields);
-  if (a.kind != b.kind) return differs("output.kind", to_string(a.kind), to_string(b.kind));
-  if (a.logits != b.logits) return differs("output.logits", a.logits, b.logits);
+  auto inputs = [](bool ids) { return ids ? "dense values and sparse ids" : "dense values only"; };
+  if (a.takes_ids != b.takes_ids) return differs("takes ", inputs(a.takes_ids), "", inputs(b.takes_ids));
+  if (a.dense_dim != b.dense_dim) return differs("takes ", a.dense_dim, " dense values a row", b.dense_dim);
+  if (a.fields != b.fields) return differs("takes ", a.fields, " sparse fields a row", b.fields);
+  if (a.kind != b.kind) return differs("is ", to_string(a.kind), "", to_string(b.kind));
+  if (a.logits != b.logits) return differs("gives ", a.logits, " logits a row", b.logits);
   return "";
 }
 

@@ -56,6 +56,12 @@ void copy_server_fields(json& row, const json& j) {
   }
 }
 
+// "serve" or "serve-<uid>" (the names cluster::own_subdir gives; observe sits below cluster).
+bool servers_dir_name(std::string_view id) {
+  return id == "serve" || (id.size() > 6 && id.substr(0, 6) == "serve-" &&
+                           id.find_first_not_of("0123456789", 6) == std::string_view::npos);
+}
+
 json server_row(const job_directory& serve_dir, const std::string& name, std::int64_t now_ms) {
   json row = {{"name", name}};
   auto j = read_server_json(serve_dir, name, row);
@@ -77,12 +83,22 @@ json server_row(const job_directory& serve_dir, const std::string& name, std::in
 
 json servers_json(const jobs_root& root, std::int64_t now_ms) {
   json list = json::array();
-  auto dir = root.job("serve");
-  // A job that happens to be named "serve" is a job, not the servers' directory.
-  if (!dir || dir->open("job.toml")) return {{"servers", list}};
-  auto names = dir->subdirectories();
-  if (!names) return {{"servers", list}, {"error", names.err().context()}};
-  for (const auto& name : *names) list.push_back(server_row(*dir, name, now_ms));
+  // <root>/serve, and <root>/serve-<uid> of each user whose <root>/serve another user made
+  // (cluster::own_subdir).
+  auto ids = root.job_ids();
+  if (!ids) return {{"servers", list}, {"error", ids.err().context()}};
+  for (const auto& id : *ids) {
+    if (!servers_dir_name(id)) continue;
+    auto dir = root.job(id);
+    // A job that happens to be named "serve" is a job, not the servers' directory.
+    if (!dir || dir->open("job.toml")) continue;
+    auto names = dir->subdirectories();
+    if (!names) return {{"servers", list}, {"error", names.err().context()}};
+    for (const auto& name : *names) {
+      list.push_back(server_row(*dir, name, now_ms));
+      if (id != "serve") list.back()["servers_dir"] = id;
+    }
+  }
   std::sort(list.begin(), list.end(), [](const json& a, const json& b) {
     return a.value("started_ms", 0.0) > b.value("started_ms", 0.0);
   });

@@ -17,20 +17,10 @@ void check_name(config_section& s, const std::string& name) {
     s.fail("name", core_errc::invalid_argument,
            "'" + name + "': 1-64 characters of A-Z, a-z, 0-9, '_', '-' or '.', not starting with '.'");
 }
-}  // namespace
 
-serve_config serve_config::read(config_section s, serve_config d) {
-  serve_config c = std::move(d);
+// [serve]'s HTTP side and batching: listen, threads, batches, queue, timeouts, body and connection limits.
+void read_http_limits(config_section& s, serve_config& c) {
   using i64 = std::int64_t;
-  c.model = s.get_string("model", c.model);
-  c.name = s.get_string("name", c.name);
-  check_name(s, c.name);
-  c.root = s.get_string("root", c.root);
-  c.replicas = static_cast<std::size_t>(s.get_int("replicas", static_cast<i64>(c.replicas), 1, 256));
-  c.threads = static_cast<int>(s.get_int("threads", c.threads, 1, 1024));
-  c.pin_cpus = s.get_bool("pin_cpus", c.pin_cpus);
-  c.device = s.get_string("device", c.device);
-  check_device(s, c.device);
   c.listen = s.get_string("listen", c.listen);
   c.http_threads =
       static_cast<std::size_t>(s.get_int("http_threads", static_cast<i64>(c.http_threads), 1, 256));
@@ -50,6 +40,23 @@ serve_config serve_config::read(config_section s, serve_config d) {
       static_cast<std::size_t>(s.get_int("max_connections", static_cast<i64>(c.max_connections), 1, 1 << 20));
   c.read_timeout =
       std::chrono::milliseconds(s.get_int("read_timeout_ms", c.read_timeout.count(), 10, 3'600'000));
+}
+
+}  // namespace
+
+serve_config serve_config::read(config_section s, serve_config d) {
+  serve_config c = std::move(d);
+  using i64 = std::int64_t;
+  c.model = s.get_string("model", c.model);
+  c.name = s.get_string("name", c.name);
+  check_name(s, c.name);
+  c.root = s.get_string("root", c.root);
+  c.replicas = static_cast<std::size_t>(s.get_int("replicas", static_cast<i64>(c.replicas), 1, 256));
+  c.threads = static_cast<int>(s.get_int("threads", c.threads, 1, 1024));
+  c.pin_cpus = s.get_bool("pin_cpus", c.pin_cpus);
+  c.device = s.get_string("device", c.device);
+  check_device(s, c.device);
+  read_http_limits(s, c);
   c.warmup = static_cast<int>(s.get_int("warmup", c.warmup, 0, 100'000));
   c.load_timeout =
       std::chrono::milliseconds(s.get_int("load_timeout_ms", c.load_timeout.count(), 100, 3'600'000));

@@ -34,44 +34,12 @@ std::string random_token() {
 
 }  // namespace
 
+std::string servers_dir(const std::string& root) {
+  return cluster::own_subdir(root, "serve");
+}
+
 std::string state_dir(const std::string& root, const std::string& name) {
-  return root + "/serve/" + name;
-}
-
-void latency_window::add(double seconds) {
-  std::lock_guard lk(mu_);
-  ++seen_;
-  // A reservoir of at most 20k samples per interval: percentiles of a busy second stay cheap.
-  constexpr std::size_t cap = 20'000;
-  if (samples_.size() < cap) {
-    samples_.push_back(static_cast<float>(seconds));
-  } else {
-    static thread_local std::minstd_rand rng{std::random_device{}()};
-    std::size_t k = rng() % seen_;
-    if (k < cap) samples_[k] = static_cast<float>(seconds);
-  }
-}
-
-latency_window::summary latency_window::take() {
-  std::vector<float> s;
-  std::size_t n;
-  {
-    std::lock_guard lk(mu_);
-    s.swap(samples_);
-    n = seen_;
-    seen_ = 0;
-  }
-  summary out;
-  out.count = n;
-  if (s.empty()) return out;
-  auto at = [&](double q) {
-    auto k = static_cast<std::size_t>(q * static_cast<double>(s.size() - 1));
-    std::nth_element(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(k), s.end());
-    return static_cast<double>(s[k]);
-  };
-  out.p50 = at(0.50);
-  out.p99 = at(0.99);
-  return out;
+  return servers_dir(root) + "/" + name;
 }
 
 frontend::frontend(serve_settings settings, model::model_info first, troupe::clock& clk)
@@ -91,16 +59,28 @@ frontend::~frontend() {
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
-int frontend::setup() {
-  state_dir_ = state_dir(cfg_.root, name_);
+// The server's directory under the root, checked and made, its lock taken and token written; the
+// listen address checked before anything is made.
+int frontend::claim_state_dir() {
+  const std::string servers = servers_dir(cfg_.root);
+  state_dir_ = servers + "/" + name_;
   std::error_code ec;
-  if (std::filesystem::exists(cfg_.root + "/serve/job.toml", ec))
-    return spdlog::error(
-               "{}/serve is a job's directory: serve state would go into it (use another [serve] root)",
-               cfg_.root),
+  if (std::filesystem::exists(servers + "/job.toml", ec))
+    return spdlog::error("{} is a job's directory: serve state would go into it (use another [serve] root)",
+                         servers),
+           2;
+  if (auto why = cluster::shared_parent_problem(servers); !why.empty())
+    return spdlog::error("serve: {}: {}: no place for this user's servers (use another [serve] root)",
+                         servers, why),
            2;
   if (auto why = cluster::not_own(state_dir_); !why.empty())
     return spdlog::error("serve: {}: {}: not written into (use another name or root)", state_dir_, why), 2;
+  // A listen address taken now fails now, before any replica is launched or anything is made under
+  // the root (a failed start left serve/<name>/ behind); one that is no address ("nonsense", port
+  // 99999) is bad usage (exit 2).
+  if (auto free = observe::http_server::check_listen(cfg_.listen); !free)
+    return spdlog::error("serve: --listen {}: {}", cfg_.listen, free.err().to_string()),
+           free.err() == transport_errc::bad_address ? 2 : 1;
   std::filesystem::create_directories(state_dir_ + "/logs", ec);
   std::filesystem::create_directories(state_dir_ + "/models", ec);
   if (ec) return spdlog::error("{}: {}", state_dir_, ec.message()), 1;
@@ -118,12 +98,11 @@ int frontend::setup() {
   // reload the server with a model of theirs).
   if (auto w = cluster::write_file_atomic(state_dir_ + "/token", token_ + "\n", 0600); !w)
     return spdlog::error("serve: {}", w.err().to_string()), 1;
+  return 0;
+}
 
-  // A listen address taken now fails now, before any replica is launched; one that is no address
-  // ("nonsense", port 99999) is bad usage (exit 2).
-  if (auto free = observe::http_server::check_listen(cfg_.listen); !free)
-    return spdlog::error("serve: --listen {}: {}", cfg_.listen, free.err().to_string()),
-           free.err() == transport_errc::bad_address ? 2 : 1;
+// The transport endpoint `troupe serve reload` and the replicas reach.
+int frontend::open_control() {
   auto plan = cluster::plan_control(settings_.cluster);
   if (!plan) return spdlog::error("{}", plan.err().to_string()), 1;
   auto tcfg = settings_.transport;
@@ -150,7 +129,12 @@ int frontend::setup() {
       if (e.reason.rfind("heartbeat timeout", 0) == 0) replica_silent({e.node.name, e.node.incarnation});
     }
   });
+  return 0;
+}
 
+int frontend::setup() {
+  if (int rc = claim_state_dir(); rc != 0) return rc;
+  if (int rc = open_control(); rc != 0) return rc;
   core_options co;
   co.limits = {cfg_.max_batch, cfg_.max_delay, cfg_.max_queue_rows};
   co.pipeline = cfg_.pipeline;
@@ -171,32 +155,47 @@ int frontend::setup() {
   return 0;
 }
 
+// The first generation's snapshot and slots (an earlier run's models and logs set aside first).
+int frontend::stage_first_generation() {
+  std::lock_guard lk(mu_);
+  auto& g = gens_.begin()->second;
+  std::error_code ec;
+  std::filesystem::remove_all(state_dir_ + "/models", ec);  // an earlier run's (server.lock is ours)
+  set_aside_earlier_logs();
+  auto snap = snapshot(g.info, gens_.begin()->first);
+  if (!snap) {
+    spdlog::error("{}", snap.err().to_string());
+    return 1;
+  }
+  g.info = *snap;
+  g.deadline = clock_.now() + cfg_.load_timeout;
+  for (std::size_t i = 0; i < cfg_.replicas; ++i) {
+    slot s;
+    s.generation = gens_.begin()->first;
+    s.index = i;
+    s.node = "replica-" + std::to_string(s.generation) + "-" + std::to_string(i);
+    s.relaunch_at = clock_.now();
+    slots_[s.node] = s;
+  }
+  return 0;
+}
+
+bool frontend::first_generation_up() {
+  std::unique_lock lk(mu_);
+  auto& first = gens_.begin()->second;
+  wake_.wait(lk, [&] { return stopping_ || first.state != gen_state::staging || !first.failure.empty(); });
+  if (first.state != gen_state::staging) return true;
+  std::string why = first.failure;
+  lk.unlock();
+  spdlog::error("serve: the model could not be served: {}", why);
+  return false;
+}
+
 int frontend::run() {
   // Handlers before any thread starts (troupe/core/signal_wait.hpp: why not a mask and sigwait).
   signals_.emplace(std::initializer_list<int>{SIGINT, SIGTERM, SIGHUP});
   if (int rc = setup(); rc != 0) return rc;
-  {
-    std::lock_guard lk(mu_);
-    auto& g = gens_.begin()->second;
-    std::error_code ec;
-    std::filesystem::remove_all(state_dir_ + "/models", ec);  // an earlier run's (server.lock is ours)
-    set_aside_earlier_logs();
-    auto snap = snapshot(g.info, gens_.begin()->first);
-    if (!snap) {
-      spdlog::error("{}", snap.err().to_string());
-      return 1;
-    }
-    g.info = *snap;
-    g.deadline = clock_.now() + cfg_.load_timeout;
-    for (std::size_t i = 0; i < cfg_.replicas; ++i) {
-      slot s;
-      s.generation = gens_.begin()->first;
-      s.index = i;
-      s.node = "replica-" + std::to_string(s.generation) + "-" + std::to_string(i);
-      s.relaunch_at = clock_.now();
-      slots_[s.node] = s;
-    }
-  }
+  if (int rc = stage_first_generation(); rc != 0) return rc;
   // The endpoint opens first (routes.cpp, open_http).
   if (!open_http()) {
     stop_everything();
@@ -205,17 +204,9 @@ int frontend::run() {
   ticker_ = std::thread([this] { ticker_loop(); });
   // The first generation must come up before the server is announced: a model that cannot be
   // served is the command's error.
-  {
-    std::unique_lock lk(mu_);
-    auto& first = gens_.begin()->second;
-    wake_.wait(lk, [&] { return stopping_ || first.state != gen_state::staging || !first.failure.empty(); });
-    if (first.state == gen_state::staging) {
-      std::string why = gens_.begin()->second.failure;
-      lk.unlock();
-      spdlog::error("serve: the model could not be served: {}", why);
-      stop_everything();
-      return 1;
-    }
+  if (!first_generation_up()) {
+    stop_everything();
+    return 1;
   }
   auto v = current_view();
   spdlog::info("serve: {} (version {}, {} replicas) at http://{}/v2/models/{}", name_, v->info.version(),
@@ -242,10 +233,13 @@ void frontend::wait_for_signals() {
     if (sig == SIGHUP) {
       std::lock_guard lk(mu_);
       // With --watch, SIGHUP looks for a newer model now; else it reads the served directory again.
-      if (!cfg_.watch.empty())
+      if (!cfg_.watch.empty()) {
         next_watch_ = clock_.now();
-      else
+        hup_look_ = true;
+        spdlog::info("serve: SIGHUP: looking under {} for a newer model", cfg_.watch);
+      } else {
         reloads_.push_back({served_dir(), std::nullopt, "SIGHUP"});
+      }
       wake_.notify_all();
       continue;
     }
@@ -272,7 +266,7 @@ void frontend::stop_everything() {
   if (core_) core_->shutdown();
   if (http_) write_state(true);
   http_.reset();
-  if (launcher_) launcher_->kill_all();
+  stop_replicas_at_exit();
   launcher_.reset();
   net_.reset();
 }

@@ -112,6 +112,10 @@ class frontend final : public replica_link {
 
   // frontend.cpp
   int setup();
+  int claim_state_dir();
+  int open_control();
+  int stage_first_generation();
+  bool first_generation_up();
   void ticker_loop();
   void on_message(const message& m);
   void wait_for_signals();
@@ -119,6 +123,7 @@ class frontend final : public replica_link {
   // --model's); --model before the first is up.
   std::string served_dir() const;
   void stop_everything();
+  void stop_replicas_at_exit();  // SIGTERM, then SIGKILL what is left after 2 s
   // frontend_replicas.cpp
   expected<model::model_info> snapshot(const model::model_info& m, std::uint32_t gen);  // (swaps)
   void launch_due();
@@ -234,6 +239,8 @@ class frontend final : public replica_link {
   std::string last_swap_error_;
   std::map<std::string, std::int64_t> refused_;  // model dir -> created_unix_ms refused (watch)
   std::set<std::string> passed_over_;            // model dirs --watch found not the user's own (logged once)
+  std::map<std::string, std::int64_t> incompatible_;  // model dir -> created_unix_ms of other inputs (logged)
+  bool hup_look_ = false;  // a SIGHUP asked --watch to look now: its outcome is logged
   std::uint64_t restarts_ = 0;
   bool stopping_ = false;
   std::atomic<bool> stopped_{false};

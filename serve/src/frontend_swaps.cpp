@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <utility>
 
 #include "frontend.hpp"
 #include "troupe/cluster/own_path.hpp"
@@ -336,8 +337,11 @@ void frontend::watch_for_models() {
   auto serving = current_view();
   if (!serving) return;
   auto best = newest_watched(serving->info);
-  if (!best) return;
   std::lock_guard lk(mu_);
+  if (std::exchange(hup_look_, false) && !best)
+    spdlog::info("serve: SIGHUP: no model under {} newer than version {} that it has not tried", cfg_.watch,
+                 serving->info.version());
+  if (!best) return;
   // Tried once: not again until that directory holds another model.
   refused_[best->dir] = best->created_unix_ms;
   reloads_.push_back({best->dir, std::nullopt, "watch"});
@@ -349,7 +353,7 @@ std::optional<model::model_info> frontend::newest_watched(const model::model_inf
   std::error_code ec;
   std::vector<std::string> dirs{cfg_.watch};
   for (const auto& e : fs::directory_iterator(cfg_.watch, ec)) {
-    if (e.path().filename() == "serve") continue;
+    if (cluster::is_own_subdir_name(e.path().filename().string(), "serve")) continue;
     dirs.push_back(e.path().string());
     dirs.push_back(e.path().string() + "/model");
   }
@@ -366,7 +370,16 @@ std::optional<model::model_info> frontend::newest_watched(const model::model_inf
     }
     auto m = model::read_model_dir(d);
     if (!m || m->created_unix_ms <= current.created_unix_ms) continue;
-    if (!model::incompatibility(current, *m).empty()) continue;
+    if (auto why = model::incompatibility(current, *m); !why.empty()) {
+      std::lock_guard lk(mu_);
+      if (auto [at, added] = incompatible_.try_emplace(d, m->created_unix_ms);
+          added || std::exchange(at->second, m->created_unix_ms) != m->created_unix_ms)
+        spdlog::warn(
+            "serve: --watch passes over {}: {} (clients of this endpoint could not use it; serve it "
+            "under another name)",
+            d, why);
+      continue;
+    }
     std::lock_guard lk(mu_);
     if (auto r = refused_.find(d); r != refused_.end() && r->second == m->created_unix_ms) continue;
     if (!best || m->created_unix_ms > best->created_unix_ms) best = *m;

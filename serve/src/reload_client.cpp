@@ -17,9 +17,10 @@
 
 namespace troupe::serve {
 
-expected<reload_result> request_reload(const std::string& root, const std::string& name,
-                                       const std::string& model_dir, std::chrono::milliseconds timeout) {
-  std::string dir = state_dir(root, name);
+namespace {
+// The running server's control address, from its server.json.
+expected<std::string> control_address(const std::string& dir, const std::string& root,
+                                      const std::string& name) {
   std::ifstream in(dir + "/server.json");
   if (!in)
     return make_unexpected(core_errc::io_error,
@@ -33,6 +34,15 @@ expected<reload_result> request_reload(const std::string& root, const std::strin
   if (j.value("state", "") != "serving" || !cluster::process_alive(j.value("pid", 0)))
     return make_unexpected(core_errc::io_error,
                            "server '" + name + "' is not running (" + dir + "/server.json)");
+  return j["control_address"].get<std::string>();
+}
+}  // namespace
+
+expected<reload_result> request_reload(const std::string& root, const std::string& name,
+                                       const std::string& model_dir, std::chrono::milliseconds timeout) {
+  std::string dir = state_dir(root, name);
+  auto address = control_address(dir, root, name);
+  if (!address) return address.err();
   auto token = load_token(dir + "/token", "", "");
   if (!token) return token.err();
   transport_config cfg;
@@ -44,9 +54,8 @@ expected<reload_result> request_reload(const std::string& root, const std::strin
   cfg.heartbeat_timeout = std::chrono::milliseconds(10'000);
   auto net = endpoint::create(client_node_id(static_cast<std::uint64_t>(::getpid())), cfg);
   if (!net) return net.err();
-  std::string address = j["control_address"];
-  if (auto peer = (*net)->connect(address, false); !peer)
-    return std::move(peer).err().wrap("server '" + name + "' at " + address);
+  if (auto peer = (*net)->connect(*address, false); !peer)
+    return std::move(peer).err().wrap("server '" + name + "' at " + *address);
   auto rpc = wire::rpc_client::create(**net, "cli");
   if (!rpc) return rpc.err();
   outbound out(64);

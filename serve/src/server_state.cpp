@@ -1,11 +1,14 @@
 // What a running server tells people and other programs (frontend.hpp): <state>/server.json,
 // rewritten every second (the dashboard lists servers from it; `troupe serve reload` finds the
-// server through it), and the progress line on stderr, like `troupe run`'s.
+// server through it), and the progress line on stderr, like `troupe run`'s; the latency window both
+// read their percentiles from.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "frontend.hpp"
 #include "troupe/cluster/job_dir.hpp"
@@ -27,6 +30,42 @@ json model_state(const model_view& v) {
 }
 
 }  // namespace
+
+void latency_window::add(double seconds) {
+  std::lock_guard lk(mu_);
+  ++seen_;
+  // A reservoir of at most 20k samples per interval: percentiles of a busy second stay cheap.
+  constexpr std::size_t cap = 20'000;
+  if (samples_.size() < cap) {
+    samples_.push_back(static_cast<float>(seconds));
+  } else {
+    static thread_local std::minstd_rand rng{std::random_device{}()};
+    std::size_t k = rng() % seen_;
+    if (k < cap) samples_[k] = static_cast<float>(seconds);
+  }
+}
+
+latency_window::summary latency_window::take() {
+  std::vector<float> s;
+  std::size_t n;
+  {
+    std::lock_guard lk(mu_);
+    s.swap(samples_);
+    n = seen_;
+    seen_ = 0;
+  }
+  summary out;
+  out.count = n;
+  if (s.empty()) return out;
+  auto at = [&](double q) {
+    auto k = static_cast<std::size_t>(q * static_cast<double>(s.size() - 1));
+    std::nth_element(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(k), s.end());
+    return static_cast<double>(s[k]);
+  };
+  out.p50 = at(0.50);
+  out.p99 = at(0.99);
+  return out;
+}
 
 void frontend::update_rates(clock::time_point now, std::uint64_t ok, std::uint64_t rows) {
   // Rates over the time since the last write (about a second).
@@ -89,6 +128,8 @@ void frontend::write_state(bool final) {
   update_rates(clock_.now(), ok, rows);
   auto stats = core_->stats();
   json replicas = replicas_state(stats), swap;
+  if (final)  // the replicas are stopped right after this last write
+    for (auto& r : replicas) r["state"] = "stopped";
   std::uint64_t restarts;
   {
     std::lock_guard lk(mu_);

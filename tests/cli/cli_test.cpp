@@ -191,6 +191,12 @@ TEST(cli, bad_job_ids_and_job_dirs_are_usage_errors) {
   auto other = run("run " + f + " --quiet --root " + (root / "other").string() + " --job-id datasets");
   EXPECT_EQ(other.code, 2) << other.out;
   EXPECT_NE(other.out.find((root / "other").string()), std::string::npos) << other.out;
+  for (const char* id : {"datasets-1000", "serve", "serve-1000"}) {
+    auto reserved = run("run " + f + " --quiet --root " + (root / "other").string() + " --job-id " + id);
+    EXPECT_EQ(reserved.code, 2) << id << ": " << reserved.out;
+    EXPECT_NE(reserved.out.find(std::string("job id '") + id + "': reserved"), std::string::npos)
+        << reserved.out;
+  }
   auto resumed = run("run --resume " + root.string() + " --root /x");
   EXPECT_EQ(resumed.code, 2) << resumed.out;
   std::filesystem::create_directories(root / "taken");
@@ -221,6 +227,54 @@ TEST(cli, a_dataset_cache_that_is_not_there_is_named) {
     EXPECT_EQ(r.code, 2) << cmd << ": " << r.out;
     EXPECT_NE(r.out.find("no dataset cache at /nonexistent/"), std::string::npos) << cmd << ": " << r.out;
   }
+}
+
+// Another user's entries in a cache are listed as theirs, never opened (their last use read as 1970:
+// "20787.9 d ago") and never pruned (prune said nothing of them); --root and --cache are one or the
+// other; a missing cache says why it looked where it did.
+TEST(cli, another_users_cache_entries_are_listed_as_theirs_and_left_alone) {
+  const auto root =
+      std::filesystem::temp_directory_path() / ("troupe-cli-cache-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root / "cache" / "abc");
+  ASSERT_EQ(::chown((root / "cache" / "abc").c_str(), 65534, 65534), 0);
+  auto listed = run("data cache --cache " + (root / "cache").string());
+  EXPECT_EQ(listed.code, 0) << listed.out;
+  EXPECT_NE(listed.out.find("abc                not this user's (another user's (uid 65534)): not opened"),
+            std::string::npos)
+      << listed.out;
+  EXPECT_EQ(listed.out.find(" d ago"), std::string::npos) << listed.out;
+  auto pruned = run("data cache prune --cache " + (root / "cache").string());
+  EXPECT_EQ(pruned.code, 0) << pruned.out;
+  EXPECT_NE(pruned.out.find("skipped abc"), std::string::npos) << pruned.out;
+  EXPECT_TRUE(std::filesystem::exists(root / "cache" / "abc"));
+  auto both = run("data cache --root " + root.string() + " --cache " + (root / "cache").string());
+  EXPECT_EQ(both.code, 2) << both.out;
+  EXPECT_NE(both.out.find("--root excludes --cache"), std::string::npos) << both.out;
+  std::filesystem::create_directories(root / "jobs" / "datasets");
+  ASSERT_EQ(::chown((root / "jobs" / "datasets").c_str(), 65534, 65534), 0);
+  auto theirs = run("data cache --root " + (root / "jobs").string());
+  EXPECT_EQ(theirs.code, 2) << theirs.out;
+  EXPECT_NE(theirs.out.find("/jobs/datasets is another user's, so this user's cache is " +
+                            (root / "jobs").string() + "/datasets-" + std::to_string(::geteuid())),
+            std::string::npos)
+      << theirs.out;
+  // A job on a built-in dataset with another user's cache: refused by config check and before the
+  // job starts (it was "ok", then the job failed at its start, leaving a failed job directory).
+  auto job =
+      write_temp("theirs-cache.toml", "[job]\nworkers = 1\nroot = \"" + (root / "jobs").string() + "\"\n");
+  for (const std::string cmd : {"config check ", "run --quiet "}) {
+    auto r = run(cmd + job + " --set job.dataset_cache=" + (root / "cache").string() + "/abc");
+    EXPECT_EQ(r.code, 2) << cmd << r.out;
+    EXPECT_NE(
+        r.out.find("job.dataset_cache " + (root / "cache").string() + "/abc: another user's (uid 65534)"),
+        std::string::npos)
+        << cmd << r.out;
+  }
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(root / "jobs"), {}), 1)
+      << "only datasets/: no job";
+  std::filesystem::remove_all(root);
+  std::filesystem::remove(job);
 }
 
 }  // namespace

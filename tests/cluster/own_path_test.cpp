@@ -71,5 +71,22 @@ TEST(own_path, a_directory_holding_a_cache_must_not_let_another_user_replace_its
   EXPECT_EQ(shared_parent_problem(root / "file"), "not a directory");
 }
 
+// A user's place under a shared root: <root>/<name> unless another user made it first.
+TEST(own_path, each_user_keeps_theirs_beside_a_place_another_user_made) {
+  temp_dir root;
+  const std::string shared = root / "serve", mine = shared + "-" + std::to_string(::geteuid());
+  EXPECT_EQ(own_subdir(root.str(), "serve"), shared) << "none yet";
+  make_dir(root, "serve", 0755);
+  EXPECT_EQ(own_subdir(root.str(), "serve"), shared) << "the user's own";
+  ASSERT_EQ(::chown(shared.c_str(), 65534, 65534), 0);
+  EXPECT_EQ(own_subdir(root.str(), "serve"), mine);
+  EXPECT_TRUE(is_own_subdir_name("serve", "serve"));
+  EXPECT_TRUE(is_own_subdir_name("serve-1000", "serve"));
+  EXPECT_FALSE(is_own_subdir_name("serve-", "serve"));
+  EXPECT_FALSE(is_own_subdir_name("serve-mine-4000.log", "serve"));
+  EXPECT_FALSE(is_own_subdir_name("server", "serve"));
+  EXPECT_FALSE(is_own_subdir_name("datasets-0", "serve"));
+}
+
 }  // namespace
 }  // namespace troupe::cluster

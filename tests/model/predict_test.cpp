@@ -224,6 +224,17 @@ TEST(predict, a_csv_as_users_have_it_predicts_as_the_plain_one) {
     EXPECT_EQ(outs[1][row].second, outs[0][row].second) << "row " << row;
     EXPECT_EQ(outs[2][row].second, outs[0][row].second) << "row " << row;
   }
+  // The gzipped file cut short: the truncation is the error (exit 1, as the import), not its half
+  // last line, and nothing is left.
+  sh("head -c $(( $(stat -c %s " + dir + "/messy.gz) / 2 )) " + dir + "/messy.gz > " + dir + "/cut.gz");
+  std::string cut;
+  EXPECT_EQ(troupe("predict " + model + " --data " + dir + "/cut.gz --out " + dir +
+                       "/cut.out --workers 1 --root " + dir + "/jobs --job-id cut --quiet 2>&1",
+                   &cut),
+            1)
+      << cut;
+  EXPECT_NE(cut.find("truncated: the gzip stream ends early"), std::string::npos) << cut;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/jobs/cut")) << "a refused input leaves no job directory";
   // Another delimiter than the import's, named by --delimiter.
   sh("tr ',' ';' < " + dir + "/plain.csv > " + dir + "/semi.csv");
   std::string out;

@@ -101,7 +101,8 @@ TEST(process_sampler, samples_this_process) {
 
 TEST_F(timeline_test, every_node_reports_its_cpu_and_memory) {
   {
-    node_stats_reporter r(dir_.string(), "worker-0#0", {std::chrono::milliseconds(20), std::chrono::milliseconds(20)});
+    node_stats_reporter r(dir_.string(), "worker-0#0",
+                          {std::chrono::milliseconds(20), std::chrono::milliseconds(20)});
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (events().size() < 2 && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -131,8 +132,7 @@ TEST_F(timeline_test, a_settled_reporter_writes_at_its_later_pace) {
   auto ev = events();
   ASSERT_GE(ev.size(), 1u);
   EXPECT_LE(ev.size(), 4u) << "at 20 ms a 1.5 s reporter writes ~75";
-  for (std::size_t i = 1; i < ev.size(); ++i)
-    EXPECT_GE(ev[i].t_ms - ev[i - 1].t_ms, 399u) << i;
+  for (std::size_t i = 1; i < ev.size(); ++i) EXPECT_GE(ev[i].t_ms - ev[i - 1].t_ms, 399u) << i;
 }
 
 }  // namespace

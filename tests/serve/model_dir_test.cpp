@@ -159,13 +159,15 @@ TEST(model_dir, incompatibility_names_what_differs) {
   b.job.id = "other";
   EXPECT_EQ(incompatibility(a, b), "");
   b.dense_dim = 5;
-  EXPECT_EQ(incompatibility(a, b), "dense_dim 4 -> 5");
+  EXPECT_EQ(incompatibility(a, b),
+            "the served model takes 4 dense values a row, the new one takes 5 dense values a row");
   b = a;
   b.takes_ids = false;
-  EXPECT_EQ(incompatibility(a, b), "forward (dense, ids) -> (dense)");
+  EXPECT_EQ(incompatibility(a, b),
+            "the served model takes dense values and sparse ids, the new one takes dense values only");
   b = a;
   b.kind = output_kind::multiclass;
-  EXPECT_EQ(incompatibility(a, b), "output.kind binary -> multiclass");
+  EXPECT_EQ(incompatibility(a, b), "the served model is binary, the new one is multiclass");
 }
 
 }  // namespace

@@ -165,7 +165,7 @@ def kill_and_swap(troupe, work, models):
         if "not a TorchScript archive" not in said:
             fail(f"reload of a broken model: {said}")
         said = reload(troupe, root, "mlp", os.path.join(models, "wide"), expect_ok=False)
-        if "output.logits 5 -> 7" not in said:
+        if "the served model gives 5 logits a row, the new one gives 7 logits a row" not in said:
             fail(f"reload of an incompatible model: {said}")
         said = reload(troupe, root, "mlp", os.path.join(models, "nowhere"), expect_ok=False)
         if "No such file or directory" not in said:
@@ -345,6 +345,11 @@ def hup_and_watch(troupe, work, models):
         time.sleep(1)
         if requests.get(f"{srv.url}/v2/models/watch", timeout=5).json()["versions"] != [v1]:
             fail("--watch took a model with other outputs")
+        passed = "--watch passes over " + os.path.join(watched, "job-w", "model") + ": the served model"
+        wait_for(lambda: passed in srv.output(), "--watch to say why it passes over a model with other outputs")
+        # SIGHUP with nothing newer says so (it left no trace).
+        srv.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "SIGHUP: no model under " + watched in srv.output(), "SIGHUP to say nothing was newer")
         # A newer model another user owns (a root other users write in) is passed over: one dropped
         # there with a far-future created_unix_ms was served, and no later model replaced it.
         theirs = os.path.join(watched, "job-z")

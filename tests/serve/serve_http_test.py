@@ -19,6 +19,7 @@ import http.client
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -123,6 +124,7 @@ def answers(troupe, work, models):
                 fail(f"server.json: {state}")
             if name == "mlp":
                 dashboard_lists(troupe, srv)
+                shared_root(troupe, work, models)
             if pin:
                 # Slot s on CPU s (threads 1), modulo the CPUs: libtorch's threads inherit the mask.
                 for r in state["replicas"]:
@@ -167,6 +169,51 @@ def dashboard_lists(troupe, srv):
         dash.terminate()
         dash.wait(timeout=10)
     log("the dashboard lists the server")
+
+
+def shared_root(troupe, work, models):
+    """A jobs root another user made serve/ in (uid 65534 here, the test runs as root): this user's
+    servers keep their state in serve-<uid> beside it (a second user's server failed: Permission
+    denied), `troupe serve reload` finds them there, the dashboard lists them; a serve-<uid> another
+    user made is refused, naming it."""
+    root = os.path.join(work, "shared-root")
+    shutil.rmtree(root, ignore_errors=True)  # an earlier run's
+    os.makedirs(os.path.join(root, "serve"), exist_ok=True)
+    os.chmod(root, 0o1777)
+    os.chown(os.path.join(root, "serve"), 65534, 65534)
+    mine = os.path.join(root, f"serve-{os.geteuid()}")
+    srv = Server(troupe, os.path.join(models, "mlp"), root, "mine")
+    try:
+        srv.wait_ready()
+        if not os.path.isfile(os.path.join(mine, "mine", "server.json")) or os.listdir(os.path.join(root, "serve")):
+            fail(f"the server's state is not in {mine}: {sorted(os.listdir(root))}")
+        r = subprocess.run([troupe, "serve", "reload", "--root", root], capture_output=True, text=True, timeout=120)
+        if r.returncode != 0 or "mine now serves" not in r.stdout:
+            fail(f"serve reload under the shared root: exit {r.returncode}: {r.stdout} {r.stderr}")
+        port = free_port()
+        dash = subprocess.Popen([troupe, "dashboard", "--root", root, "--listen", f"127.0.0.1:{port}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            end, rows = time.time() + 20, []
+            while not rows and time.time() < end:
+                try:
+                    servers = requests.get(f"http://127.0.0.1:{port}/api/servers", timeout=2).json()["servers"]
+                    rows = [s for s in servers if s["name"] == "mine"]
+                except requests.RequestException:
+                    time.sleep(0.1)
+            if not rows or rows[0].get("servers_dir") != os.path.basename(mine):
+                fail(f"the dashboard does not list the server of {mine}: {rows}")
+        finally:
+            dash.terminate()
+            dash.wait(timeout=10)
+    finally:
+        srv.stop()
+    os.chown(mine, 65534, 65534)
+    r = subprocess.run([troupe, "serve", os.path.join(models, "mlp"), "--name", "mine", "--root", root,
+                        "--listen", f"127.0.0.1:{free_port()}"], capture_output=True, text=True, timeout=60)
+    if r.returncode != 2 or "another user's (uid 65534)" not in r.stdout + r.stderr:
+        fail(f"serve-<uid> made by another user: exit {r.returncode}: {(r.stdout + r.stderr)[-600:]}")
+    log("a root another user made serve/ in: this user's servers in " + os.path.basename(mine))
 
 
 def expect(resp, status, *fragments):
@@ -408,6 +455,8 @@ def taken_port(troupe, models, root):
         fail(f"troupe serve on a taken port: exit {r.returncode}, {out[-600:]}")
     if "launched" in out:
         fail(f"troupe serve launched replicas before finding its port taken: {out[-600:]}")
+    if os.path.exists(os.path.join(root, "serve", "taken")):
+        fail("troupe serve on a taken port left serve/taken/ behind")
     log(f"a taken port: exit 1 in {took:.2f} s, naming the address, no replica launched")
     # The port is the server's from its start: a liveness probe is answered while its replicas load
     # (the port opened only once they were ready), and a second server told the same port meanwhile

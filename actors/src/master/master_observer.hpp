@@ -103,7 +103,7 @@ class master_observer {
   std::optional<troupe::clock::time_point> last_event_;  // none yet: the first tick writes one
   std::optional<troupe::clock::time_point> last_gauges_;
   std::size_t workers_written_ = 0;  // the alive workers of the last metrics event
-  batch_choices choices_;  // the batch choices in the timeline, this run's and earlier ones'
+  batch_choices choices_;            // the batch choices in the timeline, this run's and earlier ones'
   std::uint64_t last_samples_ = 0, last_done_ = 0, last_requeued_ = 0, last_failed_ = 0, last_restarts_ = 0;
 };
 

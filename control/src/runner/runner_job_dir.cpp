@@ -11,6 +11,7 @@
 
 #include "runner.hpp"
 #include "troupe/cluster/errc.hpp"
+#include "troupe/cluster/own_path.hpp"
 #include "troupe/cluster/process.hpp"
 #include "troupe/collective/cleanup.hpp"
 #include "troupe/core/log.hpp"
@@ -42,8 +43,9 @@ void kill_orphan(const cluster::node_record& n, troupe::clock& clk) {
     clk.sleep_for(std::chrono::milliseconds(10));
 }
 
-// A job id whose directory would be (or hold) the dataset cache, or the cache's default name: the
-// job's files would land among the cached datasets (and a cache cleanup would take the job).
+// A job id whose directory would be (or hold) the dataset cache, or one of the cache's default
+// names (datasets, datasets-<uid>): the job's files would land among the cached datasets (and a
+// cache cleanup would take the job); or the servers' state directory's (serve, serve-<uid>).
 expected<void> check_job_id(const std::string& id, const job::job_spec& spec) {
   namespace fs = std::filesystem;
   auto norm = [](const fs::path& p) {
@@ -53,10 +55,14 @@ expected<void> check_job_id(const std::string& id, const job::job_spec& spec) {
   };
   const auto job = norm(fs::path(spec.job.root) / id), cache = norm(spec.job.dataset_cache);
   const auto [c, j] = std::mismatch(cache.begin(), cache.end(), job.begin(), job.end());
-  if (id == "datasets" || c == cache.end() || j == job.end())
+  if (cluster::is_own_subdir_name(id, "datasets") || c == cache.end() || j == job.end())
     return make_unexpected(core_errc::invalid_argument,
                            "job id '" + id + "': reserved (" + (fs::path(spec.job.root) / id).string() +
                                " is, holds or lies in the dataset cache " + spec.job.dataset_cache + ")");
+  if (cluster::is_own_subdir_name(id, "serve"))
+    return make_unexpected(core_errc::invalid_argument,
+                           "job id '" + id + "': reserved (" + (fs::path(spec.job.root) / id).string() +
+                               " is where `troupe serve` keeps its servers' state)");
   return {};
 }
 }  // namespace

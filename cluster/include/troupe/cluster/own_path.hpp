@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 // The one rule by which troupe trusts a path on a machine several users share (docs/cluster.md,
 // "Several users on one machine"). Whatever troupe reads back as its own (a cache entry read as the
@@ -24,5 +25,13 @@ std::string not_own_directory(const std::string& path);
 // another user owns it (its owner may rename any entry in it, sticky or not; root's excepted).
 // Empty: fine, or missing.
 std::string shared_parent_problem(const std::string& dir);
+
+// Where this user keeps its `name` things under a shared `root` (the dataset cache, "datasets"; the
+// servers' state, "serve"): <root>/<name>, or <root>/<name>-<uid> where <root>/<name> is not this
+// user's own (another user made it first: each user then keeps theirs beside it).
+std::string own_subdir(const std::string& root, const std::string& name);
+// Whether the entry `file` of a root is one of own_subdir's places for `name`: `name` itself, or
+// `name`-<digits>.
+bool is_own_subdir_name(std::string_view file, std::string_view name);
 
 }  // namespace troupe::cluster

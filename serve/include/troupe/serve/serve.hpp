@@ -47,7 +47,10 @@ struct replica_options {
 // Runs one replica until the front end goes away or SIGTERM/SIGINT. Returns the exit code.
 int run_replica(const replica_options& options);
 
-// Where a running server keeps its state: <root>/serve/<name>/ (server.json, token, logs/,
+// Where this user's servers keep their state under `root`: <root>/serve, or <root>/serve-<uid> where
+// another user made <root>/serve (cluster::own_subdir).
+std::string servers_dir(const std::string& root);
+// Where a running server keeps its state: <servers_dir>/<name>/ (server.json, token, logs/,
 // models/).
 std::string state_dir(const std::string& root, const std::string& name);
 
