@@ -22,6 +22,18 @@ EXCLUDE = ("tests/", "bench/", "examples/")
 CONTROL = re.compile(r"\b(if|for|while|switch|catch|do|else|return)\b")
 
 
+def digit_separator(text, i):
+    """Whether the quote at i sits inside a number: between two (hex) digits, in a token that starts
+    with a digit (u8'x' and L'x' are character literals)."""
+    hexdigits = "0123456789abcdefABCDEF"
+    if not (0 < i < len(text) - 1 and text[i - 1] in hexdigits and text[i + 1] in hexdigits):
+        return False
+    j = i
+    while j > 0 and (text[j - 1].isalnum() or text[j - 1] in "_'"):
+        j -= 1
+    return text[j].isdigit()
+
+
 def strip(text):
     """Blanks comments, string and char literals, keeping newlines so line numbers hold."""
     out, i, n = [], 0, len(text)
@@ -40,8 +52,8 @@ def strip(text):
             end = text.find(")" + (m.group(1) if m else "") + '"', i)
             j = n if end < 0 else end + len(m.group(1) if m else "") + 2
             out.append(re.sub(r"[^\n]", " ", text[i:j])); i = j
-        elif c == "'" and 0 < i < n - 1 and text[i - 1].isdigit() and text[i + 1].isdigit():
-            out.append(c); i += 1  # a digit separator (20'000), not a character literal
+        elif c == "'" and digit_separator(text, i):
+            out.append(c); i += 1  # a digit separator (20'000, 0xFFFF'FFFF), not a character literal
         elif c in "\"'":
             j = i + 1
             while j < n and text[j] != c:

@@ -70,7 +70,10 @@ expected<std::string> newest_model(const std::string& root) {
   std::error_code ec;
   std::optional<model::model_info> best;
   for (const auto& e : fs::directory_iterator(root, ec)) {
-    if (cluster::is_own_subdir_name(e.path().filename().string(), "serve")) continue;
+    std::error_code job_ec;
+    if (cluster::is_own_subdir_name(e.path().filename().string(), "serve") &&
+        !fs::exists(e.path() / "job.toml", job_ec))
+      continue;  // the servers' state (a job of that name is a job)
     for (const auto& d : {e.path().string(), e.path().string() + "/model"}) {
       if (!fs::exists(d + "/model.json", ec)) continue;
       auto m = model::read_model_dir(d);

@@ -17,6 +17,7 @@
 #include "troupe/gpu/trainer.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/job/job_spec.hpp"
+#include "troupe/model/plugin.hpp"
 #include "troupe/nn/config.hpp"
 #include "troupe/nn/epoch.hpp"
 #include "troupe/nn/metrics.hpp"
@@ -221,6 +222,13 @@ expected<std::unique_ptr<gpu::device_trainer>> device_replica(const nn::job_conf
   return gpu::device_trainer::create(0, m, job.train);
 }
 
+// The line a run starts with: the model's size and the data's.
+void describe(const std::string& type, nn::model& m, const nn::train_test& data) {
+  std::fprintf(
+      stderr, "model %s: %zu dense parameters, %zu embedding tables; train %zu rows, test %zu rows\n",
+      type.c_str(), m.parameter_count(), m.embedding_tables().size(), data.train.rows, data.test.rows);
+}
+
 int run_local(const options& o) {
   auto doc = load_job_doc(o.file, o.overrides);
   if (!doc) return usage_error(doc.err());
@@ -240,10 +248,8 @@ int run_local(const options& o) {
   if (!t) return usage_error(t.err());
   auto dev = device_replica(*job, **m);
   if (!dev) return run_error(dev.err());
-  std::fprintf(stderr,
-               "model %s: %zu dense parameters, %zu embedding tables; train %zu rows, test %zu rows\n",
-               job->model.type.c_str(), (*m)->parameter_count(), (*m)->embedding_tables().size(),
-               data->train.rows, data->test.rows);
+  model::preload_torchscript();  // the model is written through it at the end: it loads meanwhile
+  describe(job->model.type, **m, *data);
   const auto start = clock::system().now();
   nlohmann::json history = nlohmann::json::array();
   nn::eval_result last;

@@ -86,6 +86,24 @@ int prune(const cache_flags& f, std::int64_t now_ms) {
   return 0;
 }
 
+int run_cache(const cache_flags& f) {
+  // `data cache --root R prune --cache C`: the two flags of two subcommands, one or the other still.
+  if (!f.cache.empty() && f.root_given) return usage_error("--root excludes --cache: give one of them");
+  // A mistyped --root or --cache read as an empty cache ("0 entries"): named instead.
+  std::error_code ec;
+  if (!std::filesystem::is_directory(f.dir(), ec)) {
+    std::string where = !f.cache.empty() ? "--cache " + f.cache
+                        : f.root_given   ? "--root " + f.root
+                                         : "the default root " + f.root + " (give --root or --cache)";
+    std::string why = "no such directory";
+    if (f.cache.empty() && f.dir() != f.root + "/datasets")
+      why += "; " + f.root + "/datasets is another user's, so this user's cache is " + f.dir();
+    return usage_error(where + ": no dataset cache at " + f.dir() + " (" + why + ")");
+  }
+  const auto now_ms = clock::system().wall_ms();
+  return f.prune ? prune(f, now_ms) : list(f, now_ms);
+}
+
 }  // namespace
 
 runner add_data_cache(CLI::App& data_cmd, std::shared_ptr<int> mode, int id) {
@@ -112,21 +130,7 @@ runner add_data_cache(CLI::App& data_cmd, std::shared_ptr<int> mode, int id) {
     *mode = id;
     f->prune = true;
   });
-  return [f] {
-    // A mistyped --root or --cache read as an empty cache ("0 entries"): named instead.
-    std::error_code ec;
-    if (!std::filesystem::is_directory(f->dir(), ec)) {
-      std::string where = !f->cache.empty() ? "--cache " + f->cache
-                          : f->root_given   ? "--root " + f->root
-                                            : "the default root " + f->root + " (give --root or --cache)";
-      std::string why = "no such directory";
-      if (f->cache.empty() && f->dir() != f->root + "/datasets")
-        why += "; " + f->root + "/datasets is another user's, so this user's cache is " + f->dir();
-      return usage_error(where + ": no dataset cache at " + f->dir() + " (" + why + ")");
-    }
-    const auto now_ms = clock::system().wall_ms();
-    return f->prune ? prune(*f, now_ms) : list(*f, now_ms);
-  };
+  return [f] { return run_cache(*f); };
 }
 
 }  // namespace troupe::cli

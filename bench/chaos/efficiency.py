@@ -139,7 +139,8 @@ def run_troupe(a, mean_s, tag):
     kills, _ = chaos(lambda: worker_pids(job_dir), kill_times(mean_s, a.seconds, a.seed), t0, a.seconds,
                      random.Random(a.seed))
     samples = troupe_status(a.troupe, job_dir)["samples_total"]
-    # The samples' series from the job's own timeline (a metrics event a second), not from polling.
+    # The samples' series from the job's own timeline (a metrics event a second, every 5 s once the
+    # master has run ten minutes), not from polling.
     series = []
     for line in open(job_dir + "/events.jsonl"):
         try:

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -70,6 +71,12 @@ const plugin& open_plugin() {
 }
 
 }  // namespace
+
+void preload_torchscript() {
+  static std::once_flag once;
+  static std::future<void> loading;  // its destructor, at exit, waits for the load
+  std::call_once(once, [] { loading = std::async(std::launch::async, [] { (void)open_plugin(); }); });
+}
 
 expected<void*> torchscript_symbol(const char* name) {
   const auto& p = open_plugin();

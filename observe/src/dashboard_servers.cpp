@@ -87,13 +87,17 @@ json servers_json(const jobs_root& root, std::int64_t now_ms) {
   // (cluster::own_subdir).
   auto ids = root.job_ids();
   if (!ids) return {{"servers", list}, {"error", ids.err().context()}};
+  std::string error;  // the first servers' directory that could not be listed (the others still are)
   for (const auto& id : *ids) {
     if (!servers_dir_name(id)) continue;
     auto dir = root.job(id);
     // A job that happens to be named "serve" is a job, not the servers' directory.
     if (!dir || dir->open("job.toml")) continue;
     auto names = dir->subdirectories();
-    if (!names) return {{"servers", list}, {"error", names.err().context()}};
+    if (!names) {
+      if (error.empty()) error = names.err().context();
+      continue;
+    }
     for (const auto& name : *names) {
       list.push_back(server_row(*dir, name, now_ms));
       if (id != "serve") list.back()["servers_dir"] = id;
@@ -102,6 +106,7 @@ json servers_json(const jobs_root& root, std::int64_t now_ms) {
   std::sort(list.begin(), list.end(), [](const json& a, const json& b) {
     return a.value("started_ms", 0.0) > b.value("started_ms", 0.0);
   });
+  if (!error.empty()) return {{"servers", list}, {"error", error}};
   return {{"servers", list}};
 }
 

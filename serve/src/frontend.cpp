@@ -59,40 +59,60 @@ frontend::~frontend() {
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
+// Why the servers' directory or this server's own is no place to write: a job's directory, or not
+// this user's (cluster/own_path.hpp). Empty: fine.
+std::string frontend::place_problem(const std::string& servers) const {
+  std::error_code ec;
+  if (std::filesystem::exists(servers + "/job.toml", ec))
+    return servers + " is a job's directory: serve state would go into it (use another [serve] root)";
+  if (auto why = cluster::shared_parent_problem(servers); !why.empty())
+    return servers + ": " + why + ": no place for this user's servers (use another [serve] root)";
+  if (auto why = cluster::not_own(state_dir_); !why.empty())
+    return state_dir_ + ": " + why + ": not written into (use another name or root)";
+  return {};
+}
+
+namespace {
+// Whether a server of this name runs now (it holds the lock), asked before anything is made.
+bool lock_held(const std::string& dir) {
+  const int fd = ::open((dir + "/server.lock").c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0;
+  ::close(fd);
+  return held;
+}
+}  // namespace
+
 // The server's directory under the root, checked and made, its lock taken and token written; the
 // listen address checked before anything is made.
 int frontend::claim_state_dir() {
   const std::string servers = servers_dir(cfg_.root);
   state_dir_ = servers + "/" + name_;
-  std::error_code ec;
-  if (std::filesystem::exists(servers + "/job.toml", ec))
-    return spdlog::error("{} is a job's directory: serve state would go into it (use another [serve] root)",
-                         servers),
-           2;
-  if (auto why = cluster::shared_parent_problem(servers); !why.empty())
-    return spdlog::error("serve: {}: {}: no place for this user's servers (use another [serve] root)",
-                         servers, why),
-           2;
-  if (auto why = cluster::not_own(state_dir_); !why.empty())
-    return spdlog::error("serve: {}: {}: not written into (use another name or root)", state_dir_, why), 2;
+  auto already_runs = [&] {
+    spdlog::error("a server named '{}' already runs under {} ({}/server.json): stop it, or --name another",
+                  name_, cfg_.root, state_dir_);
+    return 2;
+  };
+  if (auto why = place_problem(servers); !why.empty()) return spdlog::error("serve: {}", why), 2;
+  // The same command twice is the name's problem, not the port's (both are taken).
+  if (lock_held(state_dir_)) return already_runs();
   // A listen address taken now fails now, before any replica is launched or anything is made under
   // the root (a failed start left serve/<name>/ behind); one that is no address ("nonsense", port
   // 99999) is bad usage (exit 2).
   if (auto free = observe::http_server::check_listen(cfg_.listen); !free)
     return spdlog::error("serve: --listen {}: {}", cfg_.listen, free.err().to_string()),
            free.err() == transport_errc::bad_address ? 2 : 1;
+  std::error_code ec;
   std::filesystem::create_directories(state_dir_ + "/logs", ec);
   std::filesystem::create_directories(state_dir_ + "/models", ec);
   if (ec) return spdlog::error("{}: {}", state_dir_, ec.message()), 1;
+  // Checked again once made: another user may have made them first.
+  if (auto why = place_problem(servers); !why.empty()) return spdlog::error("serve: {}", why), 2;
   // One server per name and root: the lock is held for the process's life (released by the kernel
   // whatever way it ends).
   lock_fd_ = ::open((state_dir_ + "/server.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock_fd_ < 0) return spdlog::error("{}/server.lock: {}", state_dir_, std::strerror(errno)), 1;
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
-    return spdlog::error(
-               "a server named '{}' already runs under {} ({}/server.json): stop it, or --name another",
-               name_, cfg_.root, state_dir_),
-           2;
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) return already_runs();
   token_ = random_token();
   // Owner-only from its creation (written, then chmod-ed, another user could open it in between and
   // reload the server with a model of theirs).
@@ -152,31 +172,6 @@ int frontend::setup() {
   launcher_ = std::move(*l);
   started_ = clock_.now();
   started_ms_ = clock_.wall_ms();
-  return 0;
-}
-
-// The first generation's snapshot and slots (an earlier run's models and logs set aside first).
-int frontend::stage_first_generation() {
-  std::lock_guard lk(mu_);
-  auto& g = gens_.begin()->second;
-  std::error_code ec;
-  std::filesystem::remove_all(state_dir_ + "/models", ec);  // an earlier run's (server.lock is ours)
-  set_aside_earlier_logs();
-  auto snap = snapshot(g.info, gens_.begin()->first);
-  if (!snap) {
-    spdlog::error("{}", snap.err().to_string());
-    return 1;
-  }
-  g.info = *snap;
-  g.deadline = clock_.now() + cfg_.load_timeout;
-  for (std::size_t i = 0; i < cfg_.replicas; ++i) {
-    slot s;
-    s.generation = gens_.begin()->first;
-    s.index = i;
-    s.node = "replica-" + std::to_string(s.generation) + "-" + std::to_string(i);
-    s.relaunch_at = clock_.now();
-    slots_[s.node] = s;
-  }
   return 0;
 }
 

@@ -1,8 +1,8 @@
 // The front end of `troupe serve` (serve.hpp): the HTTP endpoint, the scheduling core, the
 // replicas' supervisor and the model swaps. Split by concern over frontend.cpp (set-up, the
 // ticker, signals), frontend_replicas.cpp (launching, exits, relaunches), frontend_swaps.cpp
-// (generations: reloads, commits, refusals, --watch), routes.cpp (the HTTP API) and
-// server_state.cpp (server.json, the progress line).
+// (generations: reloads, commits, refusals), frontend_watch.cpp (--watch), routes.cpp (the HTTP
+// API) and server_state.cpp (server.json, the progress line, the latency window).
 //
 // Threads and locks: HTTP threads (routes), the transport's io thread (replica frames, peers
 // down, reload requests), the launcher's thread (exit reports, queued for the ticker), the ticker
@@ -39,6 +39,10 @@
 #include "troupe/transport/message.hpp"
 
 namespace troupe::serve {
+
+// A model directory found under --watch `root` ("root/x" or "root/x/model") whose every component
+// below the root, model.json and model.pt are the user's own and no link (frontend_watch.cpp).
+bool own_model_dir(const std::string& root, const std::string& dir);
 
 // One model version as the routes see it: what requests are checked against and answers say.
 struct model_view {
@@ -113,6 +117,7 @@ class frontend final : public replica_link {
   // frontend.cpp
   int setup();
   int claim_state_dir();
+  std::string place_problem(const std::string& servers) const;
   int open_control();
   int stage_first_generation();
   bool first_generation_up();

@@ -321,4 +321,29 @@ void frontend::stop_replicas_at_exit() {
   launcher_->kill_all();
 }
 
+// The first generation's snapshot and slots (an earlier run's models and logs set aside first).
+int frontend::stage_first_generation() {
+  std::lock_guard lk(mu_);
+  auto& g = gens_.begin()->second;
+  std::error_code ec;
+  std::filesystem::remove_all(state_dir_ + "/models", ec);  // an earlier run's (server.lock is ours)
+  set_aside_earlier_logs();
+  auto snap = snapshot(g.info, gens_.begin()->first);
+  if (!snap) {
+    spdlog::error("{}", snap.err().to_string());
+    return 1;
+  }
+  g.info = *snap;
+  g.deadline = clock_.now() + cfg_.load_timeout;
+  for (std::size_t i = 0; i < cfg_.replicas; ++i) {
+    slot s;
+    s.generation = gens_.begin()->first;
+    s.index = i;
+    s.node = "replica-" + std::to_string(s.generation) + "-" + std::to_string(i);
+    s.relaunch_at = clock_.now();
+    slots_[s.node] = s;
+  }
+  return 0;
+}
+
 }  // namespace troupe::serve

@@ -206,10 +206,10 @@ TEST(MasterObserver, MetricsEventsThinOutOnceTheJobHasRunTenMinutes) {
   auto ticks = [&](int n) {  // n seconds of the master's 100 ms ticks
     for (int i = 0; i < n * 10; ++i) {
       clk.advance(std::chrono::milliseconds(100));
-      obs.tick(*view, progress, std::nullopt, {});
+      obs.tick(*view, progress, std::nullopt, {}, obs.metrics_due(*view));
     }
   };
-  obs.tick(*view, progress, std::nullopt, {});
+  obs.tick(*view, progress, std::nullopt, {}, obs.metrics_due(*view));
   ticks(60);
   EXPECT_EQ(events_of(dir, "metrics").size(), 61u) << "one a second at first";
   ticks(600);
@@ -227,6 +227,14 @@ TEST(MasterObserver, MetricsEventsThinOutOnceTheJobHasRunTenMinutes) {
   auto after = events_of(dir, "metrics");
   ASSERT_GE(after.size(), before + 1) << "a worker joined: written within a second or two";
   EXPECT_EQ(after[before].value("workers_alive", 0), 1);
+  // The job finished: its last figures are written at the next tick, not up to 5 s later.
+  ticks(3);
+  const auto finished_at = events_of(dir, "metrics").size();
+  obs.job_finished();
+  clk.advance(std::chrono::milliseconds(100));
+  obs.tick(*view, progress, std::nullopt, {}, obs.metrics_due(*view));
+  EXPECT_EQ(events_of(dir, "metrics").size(), finished_at + 1) << "the finished job's last figures";
+  EXPECT_FALSE(obs.metrics_due(*view)) << "once";
 }
 
 }  // namespace

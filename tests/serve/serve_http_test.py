@@ -298,6 +298,11 @@ def bad_input(troupe, work, models):
                                "--listen", "127.0.0.1:0"], capture_output=True, text=True, timeout=60)
         if twin.returncode != 2 or "a server named 'mlp' already runs" not in twin.stderr:
             fail(f"a second server named mlp: exit {twin.returncode}: {twin.stderr[-500:]}")
+        # The same command twice (the same port too): still the name's problem, not "address in use".
+        twin = subprocess.run([troupe, "serve", os.path.join(models, "mlp"), "--name", "mlp", "--root", root,
+                               "--listen", url.split("/")[2]], capture_output=True, text=True, timeout=60)
+        if twin.returncode != 2 or "a server named 'mlp' already runs" not in twin.stderr:
+            fail(f"the same serve command twice: exit {twin.returncode}: {twin.stderr[-500:]}")
         post = lambda body, **kw: requests.post(url, data=body, timeout=10, **kw)  # noqa: E731
         expect(post("x" * 70000), 413, "request body too large")
         expect(post("{\"inputs\": ["), 400, "malformed JSON", "\"error\"")

@@ -207,7 +207,7 @@ void master_observer::write_choice(const wire::goodput_report& g) {
 
 bool master_observer::metrics_due(const cluster::membership_view& view) const {
   const auto now = clock_.now();
-  if (!last_event_) return true;
+  if (!last_event_ || (job_finished_ && !final_written_)) return true;
   const auto since = now - *last_event_;
   const bool changed =
       view.count(cluster::node_role::worker, cluster::member_state::alive) != workers_written_;
@@ -216,14 +216,13 @@ bool master_observer::metrics_due(const cluster::membership_view& view) const {
 
 void master_observer::tick(const cluster::membership_view& view, const job_progress& progress,
                            const std::optional<wire::task_counts>& counts,
-                           const wire::goodput_report& goodput) {
+                           const wire::goodput_report& goodput, bool event) {
   auto now = clock_.now();
   while (!pending_.empty() && now - pending_.front().seen > cause_wait) {
     write_departure(pending_.front(), kind_of(pending_.front()));
     pending_.erase(pending_.begin());
   }
   workers_alive_ = view.count(cluster::node_role::worker, cluster::member_state::alive);
-  const bool event = metrics_due(view);
   // /metrics' gauges each second; the event at the timeline's pace, or at once when the workers changed.
   if (!event && last_gauges_ && now - *last_gauges_ < std::chrono::seconds(1)) return;
   last_gauges_ = now;
@@ -233,6 +232,7 @@ void master_observer::tick(const cluster::membership_view& view, const job_progr
   if (!event) return;
   last_event_ = now;
   workers_written_ = workers_alive_;
+  final_written_ = job_finished_;
   observe::metrics_sample m;
   m.samples = progress.samples_total();
   if (progress.samples_total() > 0 && std::isfinite(progress.loss())) m.loss = progress.loss();

@@ -60,15 +60,16 @@ class master_observer {
   // departure from here on is a node leaving a finished job ("leave"), whatever its connection said.
   void job_finished() { job_finished_ = true; }
   // Whether the next tick writes a metrics event: at observe::metrics_pace (each second for this
-  // master's first ten minutes, then every 5 s), and after a second when the alive workers in
-  // `view` are not those of the last event. The master saves its counters first, so a restarted master never
-  // reports fewer samples than the timeline did.
+  // master's first ten minutes, then every 5 s), after a second when the alive workers in `view`
+  // are not those of the last event, and at the first tick after the job finished (its last
+  // figures). The master saves its counters first, so a restarted master never reports fewer
+  // samples than the timeline did.
   bool metrics_due(const cluster::membership_view& view) const;
   // Every master tick: departures whose cause did not come, gauges each second, a metrics event
-  // when due.
+  // when `event` (metrics_due, asked once a tick: the counters were saved by the same answer).
   // `goodput`: rank 0's latest report (docs/goodput.md), in the metrics event when valid.
   void tick(const cluster::membership_view& view, const job_progress& progress,
-            const std::optional<wire::task_counts>& counts, const wire::goodput_report& goodput);
+            const std::optional<wire::task_counts>& counts, const wire::goodput_report& goodput, bool event);
 
   // "host:port" of /metrics, empty when not served.
   std::string metrics_address() const;
@@ -103,6 +104,7 @@ class master_observer {
   std::optional<troupe::clock::time_point> last_event_;  // none yet: the first tick writes one
   std::optional<troupe::clock::time_point> last_gauges_;
   std::size_t workers_written_ = 0;  // the alive workers of the last metrics event
+  bool final_written_ = false;       // a metrics event written since the job finished
   batch_choices choices_;            // the batch choices in the timeline, this run's and earlier ones'
   std::uint64_t last_samples_ = 0, last_done_ = 0, last_requeued_ = 0, last_failed_ = 0, last_restarts_ = 0;
 };

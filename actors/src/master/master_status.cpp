@@ -161,8 +161,9 @@ void on_tick(master_actor* self) {
   trim_heap(st);
   st.progress.roll(st.ctx->clock().now());
   // Saved before the metrics event that reports them: the timeline never runs ahead of counters.json.
-  persist_counters(self, st.obs->metrics_due(st.members.view));
-  st.obs->tick(st.members.view, st.progress, st.outcome.counts, st.goodput);
+  const bool event = st.obs->metrics_due(st.members.view);
+  persist_counters(self, event);
+  st.obs->tick(st.members.view, st.progress, st.outcome.counts, st.goodput, event);
   reconcile_holders(self);
   if (auto d = st.names->get("dispenser")) {
     self->request(d, std::chrono::seconds(2), counts_atom::value)

@@ -14,6 +14,12 @@ namespace troupe::model {
 // (every path tried and why), or without that symbol (a plugin of another build).
 expected<void*> torchscript_symbol(const char* name);
 
+// Starts opening the plugin on a thread of its own, once; the first torchscript_symbol waits for it.
+// For a process that will need it anyway (`troupe train --local` writes its model through it): its
+// ~0.4 s start then runs beside the data's load and the training, not after them. A process that
+// ends before the load does waits for it at exit.
+void preload_torchscript();
+
 // The plugin hands an error over as text (error::to_string: "<category>: <message>: <context>"):
 // the same error again, its category (core, nn, storage) and code read back, so that it reads once
 // rather than wrapped in another ("core: invalid argument: core: I/O error: ..."). Text of another

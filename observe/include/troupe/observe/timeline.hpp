@@ -50,7 +50,7 @@ struct batch_choice {
 
 // How often a periodic event (metrics, node_stats) is written: every `first` while its writer is
 // young, every `later` once it has run `settle`. A day-long job's timeline was a metrics line a
-// second and a node_stats line per node every 5 s (33 MB a day with 3 nodes, ~120 MB with 64
+// second and a node_stats line per node every 5 s (33 MB a day with 3 nodes, 147 MB with 64
 // workers), and the dashboard's page keeps every event it reads: a long job's events thin out, a
 // short job's (and the start of every job) keep their detail.
 struct report_pace {
