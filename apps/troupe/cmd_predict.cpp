@@ -21,15 +21,12 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
-#include "data_csv.hpp"
+#include "predict_input.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/control/runner.hpp"
 #include "troupe/core/clock.hpp"
-#include "troupe/job/row_encoder.hpp"
 #include "troupe/model/model_dir.hpp"
 #include "troupe/model/predictions.hpp"
-#include "troupe/nn/data/csv_reader.hpp"
-#include "troupe/storage/record_store.hpp"
 
 namespace troupe::cli {
 namespace {
@@ -43,157 +40,11 @@ struct options {
   std::uint64_t records_per_task = 4096;
   std::size_t batch = 1024;
   int threads = 1;
-  bool quiet = false;
+  bool quiet = false, skip_malformed = false;
 };
 
 std::string quoted(const std::string& s) {
   return nlohmann::json(s).dump();  // a JSON string is a TOML basic string
-}
-
-// The number the output gives each row: its record number (a store), or its CSV line (the header
-// is line 1; blank lines are skipped, so the lines of the rows after one jump: `jumps` holds the
-// record where each jump lands and its line).
-struct row_numbers {
-  std::uint64_t first = 0;  // the number of record 0 when there are no jumps
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> jumps;
-  bool lines = false;  // CSV lines, not records
-  std::uint64_t of(std::uint64_t record) const {
-    auto it = std::upper_bound(jumps.begin(), jumps.end(), record,
-                               [](std::uint64_t r, const auto& j) { return r < j.first; });
-    return it == jumps.begin() ? first + record : std::prev(it)->second + (record - std::prev(it)->first);
-  }
-};
-
-struct input {
-  std::string store;
-  row_numbers numbers;
-  // Rows with a missing value that a model trained with --missing skip-row cannot score (its
-  // training rows had none): skipped, as the import skipped them; the first one's line and column.
-  std::uint64_t skipped = 0;
-  std::string first_skipped;
-};
-
-unexpected unlabelled(const std::string& where) {
-  return make_unexpected(core_errc::invalid_argument,
-                         where + ": evaluate scores labelled rows (troupe predict takes unlabelled ones)");
-}
-
-// The CSV's header line into `line`, placed by the encoder; to evaluate, it must have the label.
-expected<void> read_header(const options& o, nn::csv_reader& in, job::row_encoder& enc,
-                           const storage::row_format& format, bool evaluate, nn::csv_line& line) {
-  if (!in.next(line)) {
-    if (auto f = in.finish(); !f) return f.err();
-    return make_unexpected(core_errc::invalid_argument, o.data + ": no header line (an empty file)");
-  }
-  const std::string at = o.data + ":" + std::to_string(line.number);
-  if (!line.malformed.empty())
-    return make_unexpected(core_errc::invalid_argument, at + ": header: " + line.malformed);
-  if (auto h = enc.use_header(line.fields); !h) return std::move(h).err().wrap(at);
-  if (evaluate && std::find(line.fields.begin(), line.fields.end(), format.label) == line.fields.end())
-    return unlabelled(at + ": no label column '" + format.label + "' in the header");
-  return {};
-}
-
-// A line that does not encode may be the file's last, cut short with its gzip stream: the
-// truncation is then the error (as the import says it), not the half line.
-error line_error(nn::csv_reader& in, unexpected e) {
-  nn::csv_line next;
-  if (!in.next(next))
-    if (auto f = in.finish(); !f) return f.err();
-  return std::move(e.err);
-}
-
-// The rows after the header line `line` into `w`: their line numbers into out.numbers, the rows a
-// skip-row model cannot score counted in `out`.
-expected<void> encode_rows(const options& o, nn::csv_reader& in, const job::row_encoder& enc, bool evaluate,
-                           storage::record_writer& w, input& out) {
-  const auto at = [&o](std::size_t n) { return o.data + ":" + std::to_string(n); };
-  nn::csv_line line;
-  storage::record r;
-  for (std::uint64_t record = 0; in.next(line);) {
-    if (!line.malformed.empty())
-      return line_error(in, make_unexpected(core_errc::invalid_argument,
-                                            at(line.number) + ": malformed line: " + line.malformed));
-    auto e = enc.encode_fields(line.fields, r, at(line.number));
-    if (!e) return line_error(in, make_unexpected(e.err()));
-    if (e->dropped) {
-      if (out.skipped++ == 0)
-        out.first_skipped = "line " + std::to_string(line.number) + ", column '" + e->dropped_column + "'";
-      continue;
-    }
-    if (evaluate && !e->labelled)
-      return line_error(in, unlabelled(at(line.number) + ": column '" + enc.format().label + "': no label"));
-    if (out.numbers.of(record) != line.number) out.numbers.jumps.emplace_back(record, line.number);
-    if (auto a = w.append(r); !a) return a.err();
-    ++record;
-  }
-  return {};
-}
-
-// A CSV file's rows (a header line, then one row a line) encoded as the model's training data was
-// imported (model.json's columns: the same hash, standardization and missing-value rules), into a
-// record store in the prediction job's directory. Read as the import reads a file (nn::csv_reader:
-// gzipped or not, quoted fields, \r\n, a byte order mark, blank lines skipped). Every line must
-// encode: the first that does not is an error naming its line and column, before any node starts.
-// To evaluate, every row must have a label (the header the label column).
-expected<input> csv_store(const options& o, const model::model_info& m, const std::string& dir,
-                          bool evaluate) {
-  auto format = model::row_format_of(m);
-  if (!format) return format.err();
-  if (!o.delimiter.empty() && !parse_delimiter(o.delimiter, format->delimiter))
-    return make_unexpected(core_errc::invalid_argument,
-                           "--delimiter '" + o.delimiter + "': expected one character (or tab), not a quote");
-  auto enc = job::row_encoder::create(*format, m.dir + "/model.json");
-  if (!enc) return enc.err();
-  if (!evaluate) enc->ignore_label();  // predicting needs no labels: a value no class refused the file
-  enc->skip_dropped_rows();
-  auto in = nn::csv_reader::open(o.data, format->delimiter);
-  if (!in) return in.err();
-  nn::csv_line line;
-  if (auto h = read_header(o, *in, *enc, *format, evaluate, line); !h) return h.err();
-  storage::record_schema schema{static_cast<std::uint32_t>(m.dense_dim),
-                                static_cast<std::uint32_t>(m.fields),
-                                static_cast<std::uint32_t>(m.classes),
-                                {},
-                                m.buckets_per_field};
-  auto w = storage::record_writer::create(dir, schema, "predict:" + o.data);
-  if (!w) return w.err();
-  input out{dir, {line.number + 1, {}, true}, 0, {}};
-  if (auto rows = encode_rows(o, *in, *enc, evaluate, *w, out); !rows) return rows.err();
-  if (auto f = in->finish(); !f) return f.err();
-  if (out.skipped > 0 && w->count() == 0)
-    return make_unexpected(core_errc::invalid_argument,
-                           o.data +
-                               ": every row has a missing value, and the model was trained with --missing "
-                               "skip-row (its rows had none): nothing to score");
-  if (auto f = w->finish(); !f) return f.err();
-  return out;
-}
-
-// The input checked against the model before anything runs: a record store of the model's shape,
-// or a CSV file encoded into one (csv_store) in the job's directory `job_dir`.
-expected<input> input_store(const options& o, const model::model_info& m, const std::string& job_dir,
-                            bool evaluate) {
-  std::error_code ec;
-  if (fs::is_regular_file(o.data, ec)) return csv_store(o, m, job_dir + "/input", evaluate);
-  if (!fs::is_regular_file(o.data + "/data.mdb", ec))
-    return make_unexpected(core_errc::invalid_argument,
-                           "--data " + o.data + ": neither a CSV file nor a record store (no data.mdb)");
-  auto s = storage::record_store::open_read_only(o.data);
-  if (!s) return s.err();
-  const auto& sc = s->info().schema;
-  if (sc.dense_dim != m.dense_dim || sc.sparse_fields != m.fields)
-    return make_unexpected(core_errc::invalid_argument,
-                           "--data " + o.data + ": rows of " + std::to_string(sc.dense_dim) +
-                               " dense values and " + std::to_string(sc.sparse_fields) +
-                               " sparse fields; the model (" + m.dir + "/model.json) takes " +
-                               std::to_string(m.dense_dim) + " and " + std::to_string(m.fields));
-  if (evaluate && sc.num_classes != m.classes)
-    return make_unexpected(core_errc::invalid_argument, "--data " + o.data + ": labels of " +
-                                                            std::to_string(sc.num_classes) +
-                                                            " classes; the model (" + m.dir +
-                                                            "/model.json) has " + std::to_string(m.classes));
-  return input{fs::absolute(o.data).lexically_normal().string(), {}, 0, {}};
 }
 
 // --out before anything runs: not a directory, in one that exists.
@@ -321,6 +172,14 @@ int report(const options& o, const model::model_info& m, const std::string& dir,
         "skip-row: its rows had none), the first at %s of %s\n",
         static_cast<unsigned long long>(data.skipped), data.first_skipped.c_str(), o.data.c_str());
   }
+  if (data.malformed > 0) {
+    j["skipped_malformed"] = data.malformed;
+    std::string lines;
+    for (const auto& e : data.malformed_examples) lines += (lines.empty() ? "" : "; ") + e;
+    std::fprintf(stderr, "troupe: note: %llu malformed line(s) of %s skipped (--skip-malformed): %s%s\n",
+                 static_cast<unsigned long long>(data.malformed), o.data.c_str(), lines.c_str(),
+                 data.malformed > data.malformed_examples.size() ? "; ..." : "");
+  }
   const double secs = std::chrono::duration<double>(clock::system().now() - started).count();
   j["seconds"] = secs;
   j["rows_per_s"] = secs > 0 ? j["rows"].get<double>() / secs : 0.0;
@@ -342,7 +201,7 @@ int predict_or_evaluate(const options& o, bool evaluate) {
     return usage_error("--job-id " + job_id + ": " + job_dir + " exists");
   if (!evaluate)
     if (auto w = writable(o.out); !w) return usage_error(w.err());
-  auto data = input_store(o, *m, job_dir, evaluate);
+  auto data = input_store({o.data, o.delimiter, o.skip_malformed}, *m, job_dir, evaluate);
   if (!data) {
     std::error_code ec;
     fs::remove_all(job_dir, ec);  // a CSV that did not encode leaves nothing behind
@@ -373,6 +232,10 @@ void common_flags(CLI::App& sub, options& o) {
   sub.add_option("--batch", o.batch, "rows a forward (default 1024)")->check(CLI::Range(1, 1 << 20));
   sub.add_option("--threads", o.threads, "libtorch threads a worker (default 1)")->check(CLI::Range(1, 256));
   sub.add_option("--delimiter", o.delimiter, "a CSV's field separator (default: the import's; tab too)");
+  sub.add_flag(
+      "--skip-malformed", o.skip_malformed,
+      "drop a CSV's malformed lines (a field count other than the header's, bad quoting; counted and "
+      "named) instead of refusing the file");
   sub.add_option("--root", o.root, "jobs root of the prediction job (default jobs)");
   sub.add_option("--job-id", o.job_id,
                  "the prediction job's id (default predict-<time>-<random>; evaluate-... for evaluate)");

@@ -246,6 +246,55 @@ TEST(predict, a_csv_as_users_have_it_predicts_as_the_plain_one) {
   EXPECT_EQ(predicted(dir + "/semi.out"), outs[0]);
 }
 
+// A CSV with malformed lines (a field too many, an unclosed quote) is refused naming the first; with
+// --skip-malformed they are dropped, counted and named (on stderr and in the JSON line), and every
+// other row is scored by its own line number (predict had no such flag: the import has).
+TEST(predict, skip_malformed_drops_the_malformed_lines_and_names_them) {
+  const auto model = trained() + "/model";
+  const std::string dir = test_root("predict-malformed");
+  write_csv(dir + "/plain.csv", 30, false, 9);
+  {
+    std::ifstream in(dir + "/plain.csv");
+    std::ofstream bad(dir + "/bad.csv");
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      bad << line << "\n";
+      if (n == 5) bad << "1,2,3,4,5,6,7,8,9\n";   // line 6: a field too many
+      if (n == 20) bad << "\"1,2,3,4,5,6,7,8\n";  // line 22: a quote left open
+    }
+  }
+  const std::string flags = " --workers 1 --root " + dir + "/jobs --quiet";
+  std::string out;
+  EXPECT_EQ(
+      troupe("predict " + model + " --data " + dir + "/bad.csv --out " + dir + "/bad.out" + flags + " 2>&1",
+             &out),
+      2)
+      << out;
+  EXPECT_NE(out.find("bad.csv:6: 9 fields, the header has 8"), std::string::npos) << out;
+  ASSERT_EQ(troupe("predict " + model + " --data " + dir + "/bad.csv --out " + dir +
+                       "/bad.out --skip-malformed" + flags + " 2>" + dir + "/err",
+                   &out),
+            0)
+      << out << read_file(dir + "/err");
+  EXPECT_NE(out.find("\"skipped_malformed\":2"), std::string::npos) << out;
+  const auto err = read_file(dir + "/err");
+  EXPECT_NE(err.find("2 malformed line(s) of " + dir +
+                     "/bad.csv skipped (--skip-malformed): line 6: 9 fields, "
+                     "the header has 8; line 22: a quoted field"),
+            std::string::npos)
+      << err;
+  ASSERT_EQ(
+      troupe("predict " + model + " --data " + dir + "/plain.csv --out " + dir + "/plain.out" + flags, &out),
+      0)
+      << out;
+  const auto skipped = predicted(dir + "/bad.out"), plain = predicted(dir + "/plain.out");
+  ASSERT_EQ(skipped.size(), 30u);
+  for (std::size_t row = 0; row < 30; ++row) {
+    EXPECT_EQ(skipped[row].first, row + 2 + (row >= 4 ? 1 : 0) + (row >= 19 ? 1 : 0)) << "row " << row;
+    EXPECT_EQ(skipped[row].second, plain[row].second) << "row " << row;
+  }
+}
+
 // Predicting needs no labels: a label column whose values are no class of the model (new data, a
 // label the user added) refused the whole file. A model trained with --missing skip-row (its rows
 // had no missing value) skips the rows that have one, as its import did, and says how many and
