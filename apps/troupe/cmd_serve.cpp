@@ -146,6 +146,9 @@ int reload(const serve_flags& f) {
     name = names.front();
   }
   std::string dir = f.reload_dir;
+  std::error_code ec;
+  if (!dir.empty() && !fs::is_directory(dir, ec))
+    return usage_error("serve reload " + dir + ": no such directory (a model directory: jobs/<id>/model)");
   if (!dir.empty()) dir = fs::absolute(dir).string();
   auto r =
       serve::request_reload(f.reload_root, name, dir,

@@ -284,6 +284,10 @@ def hup_and_watch(troupe, work, models):
         if out.returncode != 0 or versions() != [v1]:
             fail(f"a reload without a directory: exit {out.returncode} {out.stdout} {out.stderr}; "
                  f"versions {versions()}, expected [{v1}] (the last reload's directory)")
+        missing = subprocess.run([troupe, "serve", "reload", "--root", root, "--name", "hup", "/nonexistent/model"],
+                                 capture_output=True, text=True, timeout=60)
+        if missing.returncode != 2 or "/nonexistent/model: no such directory" not in missing.stderr:
+            fail(f"a reload of a missing directory: exit {missing.returncode} {missing.stderr}")
         srv.proc.send_signal(signal.SIGHUP)
         time.sleep(1.5)
         if versions() != [v1]:
