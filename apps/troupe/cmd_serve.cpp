@@ -65,28 +65,6 @@ void add_override(CLI::App& sub, serve_flags& f, const std::string& flag, const 
   o->type_name("TEXT");
 }
 
-// The newest model directory under `root` (<root>/<x>/model.json or <root>/<x>/model/model.json).
-expected<std::string> newest_model(const std::string& root) {
-  std::error_code ec;
-  std::optional<model::model_info> best;
-  for (const auto& e : fs::directory_iterator(root, ec)) {
-    std::error_code job_ec;
-    if (cluster::is_own_subdir_name(e.path().filename().string(), "serve") &&
-        !fs::exists(e.path() / "job.toml", job_ec))
-      continue;  // the servers' state (a job of that name is a job)
-    for (const auto& d : {e.path().string(), e.path().string() + "/model"}) {
-      if (!fs::exists(d + "/model.json", ec)) continue;
-      auto m = model::read_model_dir(d);
-      if (m && (!best || m->created_unix_ms > best->created_unix_ms)) best = *m;
-    }
-  }
-  if (ec) return make_unexpected(core_errc::io_error, "--watch " + root + ": " + ec.message());
-  if (!best)
-    return make_unexpected(core_errc::invalid_argument,
-                           "--watch " + root + ": no model directory under it yet");
-  return best->dir;
-}
-
 int serve(const serve_flags& f) {
   // The file's paths are relative to it, as a job file's are.
   auto doc = f.config.empty() ? config_doc::from_string("", "<flags>")
@@ -107,7 +85,7 @@ int serve(const serve_flags& f) {
   if (!f.model_dir.empty()) cfg.model = f.model_dir;
   if (f.quiet) cfg.progress = false;
   if (cfg.model.empty() && !cfg.watch.empty()) {
-    auto newest = newest_model(cfg.watch);
+    auto newest = serve::newest_watched_model(cfg.watch);
     if (!newest) return usage_error(newest.err().context());
     cfg.model = *newest;
   }
@@ -179,7 +157,9 @@ const command_registrar reg{
       add_override(sub, *f, "--max-queue-rows", "max_queue_rows",
                    "rows that may wait; past it 503 (default 4096)", false);
       add_override(sub, *f, "--watch", "watch", "a directory to watch for newer models (e.g. jobs/)", true);
-      add_override(sub, *f, "--root", "root", "the jobs root: state in <root>/serve/<name>/ (default jobs)",
+      add_override(sub, *f, "--root", "root",
+                   "the jobs root: state in <root>/serve/<name>/ (serve-UID/ where <root>/serve is not this "
+                   "user's own; default jobs)",
                    true);
       add_override(sub, *f, "--device", "device", "cpu, cuda or cuda:N (default cpu)", true);
       sub.add_flag("--quiet", f->quiet, "no progress line");

@@ -43,6 +43,8 @@ namespace troupe::serve {
 // A model directory found under --watch `root` ("root/x" or "root/x/model") whose every component
 // below the root, model.json and model.pt are the user's own and no link (frontend_watch.cpp).
 bool own_model_dir(const std::string& root, const std::string& dir);
+// A model directory's key in the swaps tried (absolute, normalised: a reload's and --watch's agree).
+std::string watch_key(const std::string& dir);
 
 // One model version as the routes see it: what requests are checked against and answers say.
 struct model_view {
@@ -242,8 +244,9 @@ class frontend final : public replica_link {
   std::deque<std::pair<cluster::node_handle, cluster::exit_status>> exits_;
   std::vector<replica_ref> silent_;  // replicas whose heartbeats stopped (SIGSTOP, a hung host): fenced
   std::string last_swap_error_;
-  std::map<std::string, std::int64_t> refused_;  // model dir -> created_unix_ms refused (watch)
-  std::set<std::string> passed_over_;            // model dirs --watch found not the user's own (logged once)
+  std::map<std::string, std::int64_t>
+      tried_;                          // watch_key(model dir) -> created_unix_ms swapped to or refused
+  std::set<std::string> passed_over_;  // model dirs --watch found not the user's own (logged once)
   std::map<std::string, std::int64_t> incompatible_;  // model dir -> created_unix_ms of other inputs (logged)
   bool hup_look_ = false;  // a SIGHUP asked --watch to look now: its outcome is logged
   std::uint64_t restarts_ = 0;

@@ -94,6 +94,12 @@ void frontend::start_reloads() {
   if (!req) return;
   auto m = model::read_model_dir(req->dir);
   if (!m) return refuse_reload(*req, serving, m.err().context());
+  {
+    // Tried, whoever asked: --watch does not take it again until its directory holds another model
+    // (a reload back to an older model stays).
+    std::lock_guard lk(mu_);
+    tried_[watch_key(req->dir)] = m->created_unix_ms;
+  }
   if (auto why = model::incompatibility(serving.info, *m); !why.empty())
     return refuse_reload(*req, serving,
                          "its inputs or outputs differ from the served model's (" + why +
@@ -212,7 +218,6 @@ void frontend::refuse(std::uint32_t gen, std::vector<cluster::node_handle>& to_f
   spdlog::error("serve: generation {} ({}) refused: {}", gen, g.info.version(), g.failure);
   metrics_.swaps_refused.inc();
   last_swap_error_ = g.failure;
-  refused_[g.info.dir] = g.info.created_unix_ms;
   auto cur = current_view();
   for (const auto& w : g.waiting) answer_reload(w, false, g.failure, cur->info.version(), cur->generation);
   // Its replicas go; the ones still running are erased with their exit report.

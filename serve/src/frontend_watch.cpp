@@ -29,6 +29,12 @@ bool own(const std::string& path) {
 // below the root, model.json and model.pt are the user's own and no link (a link in the middle of the
 // path was followed: the server swapped to a model outside the watched directory, or, swapped in
 // at the right moment, to another user's).
+std::string watch_key(const std::string& dir) {
+  std::error_code ec;
+  auto p = fs::absolute(dir, ec);
+  return (ec ? fs::path(dir) : p).lexically_normal().string();
+}
+
 bool own_model_dir(const std::string& root, const std::string& dir) {
   if (!own(dir) || !own(dir + "/model.json") || !own(dir + "/model.pt")) return false;
   const auto parent = fs::path(dir).parent_path();
@@ -58,8 +64,6 @@ void frontend::watch_for_models() {
     spdlog::info("serve: SIGHUP: no model under {} newer than version {} that it has not tried", cfg_.watch,
                  serving->info.version());
   if (!best) return;
-  // Tried once: not again until that directory holds another model.
-  refused_[best->dir] = best->created_unix_ms;
   reloads_.push_back({best->dir, std::nullopt, "watch"});
   wake_.notify_all();
 }
@@ -108,10 +112,26 @@ std::optional<model::model_info> frontend::newest_watched(const model::model_inf
       continue;
     }
     std::lock_guard lk(mu_);
-    if (auto r = refused_.find(d); r != refused_.end() && r->second == m->created_unix_ms) continue;
+    if (auto r = tried_.find(watch_key(d)); r != tried_.end() && r->second == m->created_unix_ms) continue;
     if (!best || m->created_unix_ms > best->created_unix_ms) best = *m;
   }
   return best;
+}
+
+expected<std::string> newest_watched_model(const std::string& watch) {
+  std::error_code ec;
+  fs::directory_iterator(watch, ec);
+  if (ec) return make_unexpected(core_errc::io_error, "--watch " + watch + ": " + ec.message());
+  std::optional<model::model_info> best;
+  for (const auto& d : watched_dirs(watch)) {
+    if (!fs::exists(d + "/model.json", ec) || !own_model_dir(watch, d)) continue;
+    auto m = model::read_model_dir(d);
+    if (m && (!best || m->created_unix_ms > best->created_unix_ms)) best = *m;
+  }
+  if (!best)
+    return make_unexpected(core_errc::invalid_argument,
+                           "--watch " + watch + ": no model directory of this user's under it yet");
+  return best->dir;
 }
 
 }  // namespace troupe::serve

@@ -358,6 +358,12 @@ def hup_and_watch(troupe, work, models):
         # there with a far-future created_unix_ms was served, and no later model replaced it.
         theirs = os.path.join(watched, "job-z")
         shutil.copytree(os.path.join(models, "mlp_v2"), os.path.join(theirs, "model"))
+        meta_path = os.path.join(theirs, "model", "model.json")
+        with open(meta_path) as f:
+            meta = json.load(f)
+        meta["created_unix_ms"] = 4102444800000  # 2100: newer than anything of this user's
+        with open(meta_path, "w") as f:
+            json.dump(meta, f)
         for d, _, files in os.walk(theirs):
             os.chown(d, 65534, 65534)
             for f in files:
@@ -370,6 +376,18 @@ def hup_and_watch(troupe, work, models):
         wait_for(lambda: requests.get(f"{srv.url}/v2/models/watch", timeout=5).json()["versions"] == [v2],
                  "--watch to move to the newer job's model")
         log(f"--watch: job-b's model serves {time.time() - t0:.2f} s after it appeared; job-w's (7 classes) skipped")
+    finally:
+        srv.stop()
+    # --watch without a model starts on the newest of this user's own (job-w's), not job-z's (another user's,
+    # "created" in 2100: it was served, and --watch never moved off it).
+    srv = Server(troupe, None, root, "watch0", "--watch", watched)
+    try:
+        srv.wait_ready()
+        got = requests.get(f"{srv.url}/v2/models/watch0", timeout=5).json()["versions"]
+        newest = version_of(models, "wide")  # job-w's: the newest of this user's (created after mlp_v2)
+        if got != [newest]:
+            fail(f"--watch without a model serves {got}, expected job-w's [{newest}]")
+        log("--watch without a model: the newest of this user's own")
     finally:
         srv.stop()
 

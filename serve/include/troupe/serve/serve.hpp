@@ -47,6 +47,11 @@ struct replica_options {
 // Runs one replica until the front end goes away or SIGTERM/SIGINT. Returns the exit code.
 int run_replica(const replica_options& options);
 
+// `troupe serve --watch DIR` without a model: the newest model directory under DIR (DIR, DIR/<x> or
+// DIR/<x>/model holding model.json) that --watch would take: this user's own files, no link.
+// Errors name DIR: unreadable (io_error), none there yet (invalid_argument).
+expected<std::string> newest_watched_model(const std::string& watch);
+
 // Where this user's servers keep their state under `root`: <root>/serve, or <root>/serve-<uid> where
 // another user made <root>/serve (cluster::own_subdir).
 std::string servers_dir(const std::string& root);
