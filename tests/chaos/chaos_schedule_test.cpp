@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chaos_observe.hpp"
 #include "troupe/control/chaos.hpp"
 
 namespace troupe::control {
@@ -94,6 +95,35 @@ TEST(chaos_report, json_and_table_show_every_fault) {
   EXPECT_DOUBLE_EQ(j["faults"][0]["detected_s"].get<double>(), 0.25);
   EXPECT_TRUE(j["faults"][0]["recovered_s"].is_null());
   EXPECT_NE(rep.summary_table().find("worker-1#0"), std::string::npos);
+}
+
+// A kill detected in a job's last moments, whose job ended before any poll saw it finished (the
+// runner answers no status while it writes the model): said, not left as never recovered.
+TEST(chaos_observe, a_fault_detected_in_a_job_that_ended_says_so) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("troupe-chaos-observe-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto closed = [&](bool ended) {
+    std::filesystem::remove(dir / "result.json");
+    if (ended)
+      std::ofstream(dir / "result.json") << R"({"status":"finished","ok":true})"
+                                         << "\n";
+    observer obs(dir.string(), troupe::clock::system());
+    std::vector<fault_record> recs(1);
+    recs[0].spec.kind = fault_kind::kill;
+    cluster::node_record n;
+    n.id = {"worker-2", 1};
+    obs.before_fault(0, recs[0], n);
+    recs[0].detected_s = 0.05;
+    obs.close(recs);
+    return recs[0];
+  };
+  EXPECT_EQ(closed(true).note, "job finished before recovery was seen");
+  EXPECT_EQ(closed(false).note, "") << "a job still running: nothing to say";
+  std::ofstream(dir / "result.json") << R"({"ok":true})"
+                                     << "\n";  // the master's (no status): not ended
+  EXPECT_EQ(job_end_state(dir.string()), "");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "chaos_observe.hpp"
 
+#include <fstream>
+
 #include "troupe/control/client.hpp"
 #include "troupe/core/ids.hpp"
 
@@ -59,6 +61,15 @@ std::string name_of(const std::string& node) {
 
 }  // namespace
 
+// How the job ended: the runner's result.json's status (the master's has none); "" while it runs.
+std::string job_end_state(const std::string& job_dir) {
+  std::ifstream in(job_dir + "/result.json");
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object()) return {};
+  auto st = j.find("status");
+  return st != j.end() && st->is_string() ? st->get<std::string>() : std::string();
+}
+
 void observer::before_fault(std::size_t index, const fault_record& rec, const cluster::node_record& n) {
   baseline b;
   b.incarnation = n.id.incarnation;
@@ -108,12 +119,18 @@ void observer::count_since(fault_record& rec, const baseline& b, const nlohmann:
 }
 
 void observer::close(std::vector<fault_record>& recs) {
+  const std::string ended = job_end_state(job_dir_);
   for (auto& [i, b] : open_) {
     if (b.done || i >= recs.size()) continue;
     auto& rec = recs[i];
     if (last_.contains("members")) count_since(rec, b, last_);
     if (rec.spec.kind == fault_kind::stop && rec.detected_s < 0 && rec.resumed_s >= 0 && rec.note.empty())
       rec.note = "resumed before it was declared dead";
+    // The job ended between two polls after the fault was detected: the runner answers no status
+    // while it stops the nodes and writes the model, so no poll saw it finished (a kill in a job's
+    // last second read as never recovered).
+    if (rec.detected_s >= 0 && rec.recovered_s < 0 && rec.note.empty() && !ended.empty())
+      rec.note = "job " + ended + " before recovery was seen";
     b.done = true;
   }
 }

@@ -48,6 +48,10 @@ class host_faults {
   std::vector<hold> held_;
 };
 
+// How the job in `job_dir` ended ("finished", "failed", ...: the runner's result.json), "" while it
+// runs or when unknown.
+std::string job_end_state(const std::string& job_dir);
+
 class observer {
  public:
   observer(std::string job_dir, troupe::clock& clk) : job_dir_(std::move(job_dir)), clock_(clk) {}
@@ -57,8 +61,9 @@ class observer {
   // One status poll; updates detection and recovery of every open record.
   void poll(std::vector<fault_record>& recs);
   bool all_resolved(const std::vector<fault_record>& recs) const;
-  // At the end: the records still open get the restarts and re-queues seen since their fault (and
-  // a stopped node resumed before it was declared dead says so).
+  // At the end: the records still open get the restarts and re-queues seen since their fault (a
+  // stopped node resumed before it was declared dead, and a fault detected but not seen recovered
+  // in a job that ended, say so).
   void close(std::vector<fault_record>& recs);
 
  private:
