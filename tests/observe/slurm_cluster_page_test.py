@@ -31,7 +31,8 @@ def cluster_answer(dash, ids):
         done = {name: {a["slurm_id"] for a in j.get("jobs", {}).get(name, []) if a["end_ms"] > 0 and a["node"]}
                 for name in ids}
         return j if status == 200 and j.get("slurm") and all(done[n] >= ids[n] for n in ids) else None
-    return wait_for("sacct to list every Slurm job of the job, ended", ready, 60, 1.0)
+    # Seconds as a rule; slurmdbd has taken over a minute on a loaded machine (a CI run timed out at 60).
+    return wait_for("sacct to list every Slurm job of the job, ended", ready, 180, 1.0)
 
 
 def check_api(j, ids):
