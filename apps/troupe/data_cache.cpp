@@ -69,8 +69,8 @@ int list(const cache_flags& f, std::int64_t now_ms) {
 
 int prune(const cache_flags& f, std::int64_t now_ms) {
   const auto before = now_ms - static_cast<std::int64_t>(std::llround(f.older_than_days * 86'400'000.0));
-  std::vector<job::cache_entry> kept;
-  auto removed = job::prune_cache(f.dir(), before + 1, f.dry_run, &kept);
+  std::vector<job::cache_entry> kept, theirs;
+  auto removed = job::prune_cache(f.dir(), before + 1, f.dry_run, &kept, &theirs);
   if (!removed) return run_error(removed.err());
   std::uint64_t freed = 0;
   for (const auto& e : *removed) {
@@ -78,9 +78,7 @@ int prune(const cache_flags& f, std::int64_t now_ms) {
     freed += e.bytes;
   }
   for (const auto& e : kept) print_entry(e, now_ms, "kept (a job uses it) ");
-  if (auto all = job::list_cache(f.dir()))
-    for (const auto& e : *all)
-      if (!e.ours) print_entry(e, now_ms, "skipped ");
+  for (const auto& e : theirs) print_entry(e, now_ms, "skipped ");
   std::printf("%s: %s %zu entr%s, %s\n", f.dir().c_str(), f.dry_run ? "would remove" : "removed",
               removed->size(), removed->size() == 1 ? "y" : "ies", megabytes(freed).c_str());
   return 0;

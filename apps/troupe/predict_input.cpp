@@ -53,9 +53,7 @@ expected<void> encode_rows(const input_options& o, nn::csv_reader& in, const job
   for (std::uint64_t record = 0; in.next(line);) {
     // Malformed (bad quoting, a field count other than the header's): refused, or with
     // --skip-malformed dropped and counted, as the import does.
-    std::string why = line.malformed;
-    if (why.empty() && line.fields.size() != width)
-      why = std::to_string(line.fields.size()) + " fields, the header has " + std::to_string(width);
+    const std::string why = nn::row_problem(line, width);
     if (!why.empty() && o.skip_malformed) {
       if (out.malformed_examples.size() < 5)
         out.malformed_examples.push_back("line " + std::to_string(line.number) + ": " + why);

@@ -20,10 +20,7 @@ expected<csv_pass> csv_pass::open(const std::string& file, char delimiter) {
 expected<void> csv_pass::each(const row_fn& fn, malformed_lines* bad) {
   nn::csv_line line;
   while (in_.next(line)) {
-    std::string why = line.malformed;
-    if (why.empty() && line.fields.size() != header_.fields.size())
-      why = std::to_string(line.fields.size()) + " fields, the header has " +
-            std::to_string(header_.fields.size());
+    const std::string why = nn::row_problem(line, header_.fields.size());
     if (why.empty()) {
       if (auto r = fn(line); !r) return r;
     } else if (bad) {

@@ -157,12 +157,17 @@ expected<std::vector<cache_entry>> list_cache(const std::string& cache) {
 }
 
 expected<std::vector<cache_entry>> prune_cache(const std::string& cache, std::int64_t used_before_ms,
-                                               bool dry_run, std::vector<cache_entry>* kept_in_use) {
+                                               bool dry_run, std::vector<cache_entry>* kept_in_use,
+                                               std::vector<cache_entry>* theirs) {
   auto entries = list_cache(cache);
   if (!entries) return entries.err();
   std::vector<cache_entry> removed;
   for (auto& e : *entries) {
-    if (e.last_used_ms >= used_before_ms || !e.ours) continue;  // another user's: theirs to prune
+    if (!e.ours) {  // another user's: theirs to prune
+      if (theirs) theirs->push_back(e);
+      continue;
+    }
+    if (e.last_used_ms >= used_before_ms) continue;
     exclusive x;  // held while the entry goes: a job starting on it waits, then prepares it anew
     if (!x.take(e, !dry_run)) {
       if (kept_in_use) kept_in_use->push_back(e);

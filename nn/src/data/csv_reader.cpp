@@ -52,6 +52,11 @@ std::string split_delimited(std::string_view line, char delimiter, std::vector<s
   }
 }
 
+std::string row_problem(const csv_line& line, std::size_t width) {
+  if (!line.malformed.empty() || line.fields.size() == width) return line.malformed;
+  return std::to_string(line.fields.size()) + " fields, the header has " + std::to_string(width);
+}
+
 expected<csv_reader> csv_reader::open(const std::string& path, char delimiter) {
   csv_reader r;
   r.file_ = std::make_unique<detail::gz_file>(path);

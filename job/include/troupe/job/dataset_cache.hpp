@@ -55,8 +55,10 @@ expected<std::vector<cache_entry>> list_cache(const std::string& cache);
 
 // Removes the entries no job pins that were last used before `used_before_ms` (unix ms; a value
 // past now: every unpinned entry); with `dry_run`, removes nothing. Returns the entries removed (or
-// that would be), and in `kept_in_use` those passed over because a job uses them.
+// that would be), in `kept_in_use` those passed over because a job uses them, and in `theirs` the
+// entries of another user (never pruned: cache_entry::ours).
 expected<std::vector<cache_entry>> prune_cache(const std::string& cache, std::int64_t used_before_ms,
-                                               bool dry_run, std::vector<cache_entry>* kept_in_use = nullptr);
+                                               bool dry_run, std::vector<cache_entry>* kept_in_use = nullptr,
+                                               std::vector<cache_entry>* theirs = nullptr);
 
 }  // namespace troupe::job

@@ -32,6 +32,10 @@ struct csv_line {
   std::string malformed;            // "" or why the line could not be split
 };
 
+// Why `line` is no row of a file whose header has `width` fields: its quoting (csv_line::malformed),
+// or another field count ("9 fields, the header has 8"). Empty: a row.
+std::string row_problem(const csv_line& line, std::size_t width);
+
 class csv_reader {
  public:
   // Errors (io_error) name the file when it cannot be opened.
