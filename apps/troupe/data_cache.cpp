@@ -25,8 +25,9 @@ std::string megabytes(std::uint64_t bytes) {
   return b;
 }
 
-// "3.2 h ago", "2.0 d ago".
+// "3.2 h ago", "2.0 d ago"; "never" for an entry with no pin and no file (it read as 1970).
 std::string ago(std::int64_t then_ms, std::int64_t now_ms) {
+  if (then_ms <= 0) return "never";
   const double h = static_cast<double>(now_ms - then_ms) / 3.6e6;
   char b[32];
   if (h < 48)

@@ -237,6 +237,7 @@ TEST(cli, another_users_cache_entries_are_listed_as_theirs_and_left_alone) {
       std::filesystem::temp_directory_path() / ("troupe-cli-cache-" + std::to_string(::getpid()));
   std::filesystem::remove_all(root);
   std::filesystem::create_directories(root / "cache" / "abc");
+  std::filesystem::create_directories(root / "cache" / "empty");  // this user's, no pin and no file yet
   ASSERT_EQ(::chown((root / "cache" / "abc").c_str(), 65534, 65534), 0);
   auto listed = run("data cache --cache " + (root / "cache").string());
   EXPECT_EQ(listed.code, 0) << listed.out;
@@ -244,6 +245,7 @@ TEST(cli, another_users_cache_entries_are_listed_as_theirs_and_left_alone) {
             std::string::npos)
       << listed.out;
   EXPECT_EQ(listed.out.find(" d ago"), std::string::npos) << listed.out;
+  EXPECT_NE(listed.out.find("last used never"), std::string::npos) << "an entry never used: " << listed.out;
   auto pruned = run("data cache prune --cache " + (root / "cache").string());
   EXPECT_EQ(pruned.code, 0) << pruned.out;
   EXPECT_NE(pruned.out.find("skipped abc"), std::string::npos) << pruned.out;
