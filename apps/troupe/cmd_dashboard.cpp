@@ -65,11 +65,15 @@ expected<void> check_root(const std::string& root) {
 
 // Scale and stop through the control client, as `troupe scale` / `troupe stop` do; a stop answers
 // once the runner has it, not when the job has ended (the page polls the job's state).
-expected<void> change_job(const std::string& job_dir, int workers, const std::string& who) {
-  if (workers < 0) return control::request_stop(job_dir, who);
+expected<observe::control_answer> change_job(const std::string& job_dir, int workers,
+                                             const std::string& who) {
+  if (workers < 0) {
+    if (auto s = control::request_stop(job_dir, who); !s) return s.err();
+    return observe::control_answer{};
+  }
   auto n = control::scale_job(job_dir, static_cast<std::uint32_t>(workers));
   if (!n) return n.err();
-  return {};
+  return observe::control_answer{static_cast<int>(n->workers), n->note};
 }
 
 int serve(const options& o) {
@@ -91,7 +95,7 @@ int serve(const options& o) {
   ho.threads = observe::dashboard_threads;
   observe::dashboard_options d{o.root, *token, open_to_network, change_job, slurm_command};
   auto server = observe::http_server::start(ho, observe::make_dashboard(std::move(d)));
-  if (!server) return usage_error("--listen: " + server.err().to_string());
+  if (!server) return usage_error("--listen: " + server.err().describe());
   std::printf("troupe dashboard: http://%s/ (jobs under %s)\n", (*server)->address().c_str(), o.root.c_str());
   std::fflush(stdout);
   stop.wait();

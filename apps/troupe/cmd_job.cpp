@@ -1,5 +1,6 @@
 // `troupe status`, `troupe scale`, `troupe stop`: talk to a running job's runner.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -63,8 +64,16 @@ void print_goodput(const nlohmann::json& g) {
   const std::string shards = pushed > 0 ? " from the pushes " + std::to_string(pushed) +
                                               (pushed == 1 ? " PS shard" : " PS shards") + " received"
                                         : "";
-  std::printf("gradient noise scale %.0f samples (%llu estimates%s)", g.value("noise_scale", 0.0),
-              g.value("rounds", 0ull), shards.c_str());
+  // Infinite while |G|^2 sits at its floor 0: no measurable gradient signal, a larger batch costs
+  // nothing statistically (the JSON's noise_scale is then null, noise_scale_infinite true).
+  const auto ns = g.find("noise_scale");
+  const std::string scale =
+      g.value("noise_scale_infinite", false) ? "infinite"
+      : ns != g.end() && ns->is_number()
+          ? std::to_string(static_cast<long long>(std::llround(ns->get<double>()))) + " samples"
+          : "0 samples";
+  std::printf("gradient noise scale %s (%llu estimates%s)", scale.c_str(), g.value("rounds", 0ull),
+              shards.c_str());
   // An async_ps job's estimate comes from its shards; its workers step at their own batch, with no
   // global batch, scaled rate or goodput model to show (they read 1 x batch x 1 and 0 samples/s).
   if (pushed > 0) {

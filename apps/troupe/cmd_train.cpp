@@ -172,7 +172,7 @@ int finish(const config_doc& doc, const job::job_spec& spec, expected<storage::f
   std::printf("%s\n", out.dump().c_str());
   if (!dir)
     std::fprintf(stderr, "troupe: error: the trained model was not written: %s\n",
-                 dir.err().to_string().c_str());
+                 dir.err().describe().c_str());
   return dir ? 0 : 1;
 }
 

@@ -29,5 +29,7 @@ int run_error(const error& e);
 // Client commands (status, scale, stop, serve reload) print their answer; connection chatter
 // ("transport: peer ... up") is for --log-level debug.
 void quiet_logs();
+// main(): the soft limit of open files raised to the hard one (every command and node).
+void raise_open_file_limit();
 
 }  // namespace troupe::cli

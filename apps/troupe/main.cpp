@@ -1,3 +1,5 @@
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -37,14 +39,24 @@ int usage_error(const std::string& text) {
   return 2;
 }
 int usage_error(const error& e) {
-  return usage_error(e.to_string());
+  return usage_error(e.describe());
 }
 void quiet_logs() {
   if (spdlog::get_level() == spdlog::level::info) spdlog::set_level(spdlog::level::warn);
 }
 
+// The soft limit of open files raised to the hard one (Go's runtime does the same): a 1024 soft
+// limit let a local flood of silent connections starve a master and its PS shards of descriptors
+// for their checkpoints, and a node of a few thousand peers needs more anyway.
+void raise_open_file_limit() {
+  rlimit l{};
+  if (::getrlimit(RLIMIT_NOFILE, &l) != 0 || l.rlim_cur >= l.rlim_max) return;
+  l.rlim_cur = l.rlim_max;
+  (void)::setrlimit(RLIMIT_NOFILE, &l);
+}
+
 int run_error(const error& e) {
-  std::fprintf(stderr, "troupe: error: %s\n", e.to_string().c_str());
+  std::fprintf(stderr, "troupe: error: %s\n", e.describe().c_str());
   return 1;
 }
 
@@ -116,6 +128,7 @@ int run_parsed(const runners& rs) {
 int main(int argc, char** argv) {
   using namespace troupe;
   keep_large_buffers();
+  cli::raise_open_file_limit();
   nn::flush_denormals_unless_kept_everywhere();  // every thread of every node, the BLAS pool's too
   actors::register_strategies();                 // before any job file is read: their names
   CLI::App app{

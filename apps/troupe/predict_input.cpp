@@ -119,6 +119,8 @@ expected<input> csv_store(const input_options& o, const model::model_info& m, co
                            o.data +
                                ": every row has a missing value, and the model was trained with --missing "
                                "skip-row (its rows had none): nothing to score");
+  if (w->count() == 0)  // a header alone (a filtered export that matched nothing): no job to start
+    return make_unexpected(core_errc::invalid_argument, o.data + ": a header and no rows: nothing to score");
   if (auto f = w->finish(); !f) return f.err();
   return out;
 }
@@ -146,6 +148,9 @@ expected<input> input_store(const input_options& o, const model::model_info& m, 
                                                             std::to_string(sc.num_classes) +
                                                             " classes; the model (" + m.dir +
                                                             "/model.json) has " + std::to_string(m.classes));
+  if (s->count() == 0)
+    return make_unexpected(core_errc::invalid_argument,
+                           "--data " + o.data + ": the store holds no records: nothing to score");
   return input{fs::absolute(o.data).lexically_normal().string(), {}, 0, {}, 0, {}};
 }
 

@@ -6,7 +6,8 @@ the weights' floor and this one), `--runs` times each, alternating.
 
 Per run, one JSON line: the estimate's |G|^2 and tr(Sigma)/M0 at the first poll that has one and at the
 last, their largest / smallest over the run (how far the first rounds are from the rest), the polls whose
-B_noise was infinite (|G|^2 at its floor 0; reported as 0), the batch choices with the B_noise each was
+B_noise was infinite (|G|^2 at its floor 0; noise_scale null, noise_scale_infinite true; before
+2026-12-01 reported as 0), the batch choices with the B_noise each was
 made at (from the timeline), the test accuracy and the job's seconds. Then one summary line per binary.
 
   adam_estimate.py BIN [BIN ...] [--runs 3] [--epochs 30] [--root DIR]
@@ -54,14 +55,14 @@ def run(bin_, root, name, epochs):
         res = {}
     sqr = [g["grad_sqr"] for g in seen if g["grad_sqr"] > 0]
     var = [g["grad_var"] for g in seen if g["grad_var"] > 0]
-    choices = [(e.get("batch"), round(e.get("noise_scale") or 0, 1))
+    choices = [(e.get("batch"), None if e.get("noise_scale_infinite") else round(e.get("noise_scale") or 0, 1))
                for e in auto_batch.events(job_dir) if e.get("kind") == "batch"]
     return {"bench": "adam_estimate", "bin": bin_, "name": name, "polls": len(seen),
             "first": seen and {k: seen[0][k] for k in ("rounds", "grad_sqr", "grad_var", "noise_scale")},
             "last": seen and {k: seen[-1][k] for k in ("rounds", "grad_sqr", "grad_var", "noise_scale")},
             "grad_sqr_spread": sqr and max(sqr) / min(sqr), "grad_var_spread": var and max(var) / min(var),
             "polls_infinite": sum(1 for g in seen if g["grad_sqr"] <= 0),
-            "choices": choices, "choices_infinite": sum(1 for c in choices if c[1] == 0),
+            "choices": choices, "choices_infinite": sum(1 for c in choices if c[1] is None or c[1] == 0),
             "test_accuracy": res.get("test_accuracy"), "job_seconds": res.get("wall_seconds")}
 
 

@@ -92,7 +92,8 @@ def compare(args):
             g = j.get("goodput") or {}
             if g:
                 print(json.dumps({"strategy": strategy, "samples": j.get("samples_total"),
-                                  "noise_scale": round(g.get("noise_scale", 0), 1), "grad_sqr": g.get("grad_sqr"),
+                                  "noise_scale": round(g.get("noise_scale") or 0, 1),
+                                  "noise_scale_infinite": g.get("noise_scale_infinite", False), "grad_sqr": g.get("grad_sqr"),
                                   "grad_var": g.get("grad_var"), "rounds": g.get("rounds"),
                                   "push_shards": g.get("push_shards")}), flush=True)
 

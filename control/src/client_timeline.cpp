@@ -160,8 +160,10 @@ void add_metrics(json& j, const observe::job_event* metrics) {
   j["loss"] = n("loss");
   j["samples_total"] = static_cast<std::uint64_t>(n("samples"));
   j["restarts"] = static_cast<std::uint64_t>(n("restarts"));
-  if (metrics && metrics->find("noise_scale"))  // the last goodput figures the master wrote (docs/goodput.md)
-    j["goodput"] = {{"noise_scale", n("noise_scale")},
+  const bool infinite = metrics && metrics->find("noise_scale_infinite");  // |G|^2 at its floor 0
+  if (metrics && (metrics->find("noise_scale") || infinite))  // the last goodput figures the master wrote
+    j["goodput"] = {{"noise_scale", infinite ? json() : json(n("noise_scale"))},
+                    {"noise_scale_infinite", infinite},
                     {"batch", static_cast<std::uint32_t>(n("batch"))},
                     {"goodput", n("goodput")},
                     {"lr_factor", n("lr_factor")},

@@ -16,6 +16,11 @@ std::string error::to_string() const {
   return s;
 }
 
+std::string error::describe() const {
+  if (code_ && code_.category() == core_category() && !context_.empty()) return context_;
+  return to_string();
+}
+
 error& error::wrap(const std::string& outer) {
   context_ = context_.empty() ? outer : outer + ": " + context_;
   return *this;

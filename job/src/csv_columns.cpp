@@ -25,7 +25,7 @@ expected<std::unordered_map<std::string, std::size_t>> index_header(const std::v
   std::unordered_map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < header.size(); ++i)
     if (!index.emplace(header[i], i).second)
-      return bad(where, "header: column name " + shown(header[i]) + " appears twice (columns " +
+      return bad(where, "column name " + shown(header[i]) + " appears twice (columns " +
                             std::to_string(index[header[i]] + 1) + " and " + std::to_string(i + 1) + ")");
   return index;
 }
@@ -75,7 +75,7 @@ expected<csv_columns> plan_columns(const std::vector<std::string>& header, const
                                    const std::optional<std::vector<std::string>>& dense,
                                    const std::vector<std::string>& sparse, const std::string& where) {
   if (auto h = check_header(header, where); !h) return h.err();
-  auto index = index_header(header, where);
+  auto index = index_header(header, where + ": header");
   if (!index) return index.err();
   csv_columns c;
   c.names = header;

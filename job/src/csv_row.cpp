@@ -21,18 +21,20 @@ unexpected bad_value(const row_codec& c, std::size_t col, const std::string& fil
   std::string text = file;
   if (line > 0) text.append(":").append(std::to_string(line));
   if (!text.empty()) text.append(": ");
-  text.append("column '")
-      .append(c.cols.names[col])
-      .append("' (")
-      .append(std::to_string(col + 1))
-      .append("): ");
+  text.append("column '").append(c.cols.names[col]).append("'");
+  if (c.positions) text.append(" (").append(std::to_string(col + 1)).append(")");
+  text.append(": ");
   return make_unexpected(core_errc::invalid_argument, text.append(why));
 }
 
-std::string missing_hint(const char* what, std::string_view text, bool zero_allowed) {
+// A missing value refused: an import says which --missing accepts it; a trained model's rows were
+// imported under --missing error (the rule the model keeps), which nothing given later can change.
+std::string missing_hint(const row_codec& c, const char* what, std::string_view text, bool zero_allowed) {
   std::string out("missing ");
   out.append(what);
   if (!text.empty()) out.append(" ").append(quoted(text));
+  if (!c.import)
+    return out.append(" (the model's data was imported with --missing error: every value is needed)");
   return out.append(" (--missing ")
       .append(zero_allowed ? "zero, mean or " : "")
       .append("skip-row accepts it)");
@@ -51,7 +53,7 @@ expected<void> read_label(const std::vector<std::string>& fields, const row_code
   if (is_missing(out.label)) {
     if (!c.label_required) return {};
     if (c.missing != missing_policy::skip_row)
-      return bad_value(c, col, file, line, missing_hint("label", out.label, false));
+      return bad_value(c, col, file, line, missing_hint(c, "label", out.label, false));
     out.kept = false;
     out.missing_column = col;
     return {};
@@ -78,7 +80,7 @@ expected<void> read_dense(const std::vector<std::string>& fields, const row_code
         return {};
       }
       if (c.missing == missing_policy::error)
-        return bad_value(c, col, file, line, missing_hint("value", text, true));
+        return bad_value(c, col, file, line, missing_hint(c, "value", text, true));
       ++out.filled;
       if (c.missing == missing_policy::mean)
         v = c.fills.empty() ? std::numeric_limits<double>::quiet_NaN() : c.fills[k];

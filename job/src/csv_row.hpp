@@ -39,6 +39,11 @@ struct row_codec {
   // value (r.dense left unset), sparse ones not hashed. The pass that writes reads everything.
   bool parse_dense = true;
   bool hash_sparse = true;
+  // Whose rows: an import's (errors name the --missing that accepts a missing value), or a trained
+  // model's (row_encoder: its import's rule stands). Errors give a column's position in the header
+  // unless the cells are named with no order (serve's /rows objects).
+  bool import = true;
+  bool positions = true;
 };
 
 // Checks `f` and places its columns in `header`. Errors (invalid_argument, naming `where`): a

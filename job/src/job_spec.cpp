@@ -125,6 +125,26 @@ expected<void> check_global_batch(const job_spec& spec, const std::string& sourc
             "or use strategy \"allreduce\"");
   return {};
 }
+// batch = "auto" starts at the job file's global batch (M0 = job.workers x train.batch_size), each
+// worker's micro-batch at train.batch_size: bounds below them were accepted and never applied.
+expected<void> check_auto_batch_bounds(const job_spec& spec, const std::string& source) {
+  const auto& t = spec.nn.train;
+  if (t.batch != "auto") return {};
+  const auto m0 = static_cast<std::uint64_t>(spec.job.workers) * t.batch_size;
+  if (t.max_batch != 0 && t.max_batch < m0)
+    return make_unexpected(core_errc::invalid_argument,
+                           source + ": key 'train.max_batch': " + std::to_string(t.max_batch) +
+                               " is below the global batch batch = \"auto\" starts at, job.workers x "
+                               "train.batch_size = " +
+                               std::to_string(m0) + " (it only grows from there): at least " +
+                               std::to_string(m0) + ", or 0 for 16 x that");
+  if (t.max_local_batch < t.batch_size)
+    return make_unexpected(core_errc::invalid_argument,
+                           source + ": key 'train.max_local_batch': " + std::to_string(t.max_local_batch) +
+                               " is below train.batch_size (" + std::to_string(t.batch_size) +
+                               "), the micro-batch each worker starts at: at least that");
+  return {};
+}
 // strategy "predict" runs an exported model over rows (the job `troupe predict` and `evaluate` write)
 // and trains nothing; an exported model is only run, never trained. Either without the other was a
 // job that "finished" with an untrained model's predictions, or failed in its first step.
@@ -168,6 +188,7 @@ expected<job_spec> job_spec::read(const config_doc& doc, config_doc* effective) 
                                "of transport.listen_host; remove the key");
   if (auto g = check_gpu_combinations(spec, doc.source()); !g) return g.err();
   if (auto g = check_global_batch(spec, doc.source()); !g) return g.err();
+  if (auto a = check_auto_batch_bounds(spec, doc.source()); !a) return a.err();
   if (auto p = check_prediction_pair(spec, doc.source()); !p) return p.err();
   if (spec.job.dataset_cache.empty()) spec.job.dataset_cache = default_dataset_cache(spec.job.root);
   make_model_paths_absolute(spec);

@@ -55,8 +55,10 @@ expected<row_encoder> row_encoder::create(const storage::row_format& f, const st
   if (!codec) return codec.err();
   auto p = std::make_unique<impl>();
   p->format = f;
+  codec->import = false;
   p->lines = *codec;
   p->cells = std::move(*codec);
+  p->cells.positions = false;  // a /rows object's cells have names, no order
   for (std::size_t i = 0; i < header.size(); ++i) p->cell_index.emplace(header[i], i);
   return row_encoder(std::move(p));
 }
@@ -75,6 +77,7 @@ const storage::row_format& row_encoder::format() const {
 expected<void> row_encoder::use_header(const std::vector<std::string>& header) {
   auto codec = make_codec(impl_->format, header, false, "header");
   if (!codec) return codec.err();
+  codec->import = false;
   impl_->lines = std::move(*codec);
   if (impl_->ignore_label) impl_->lines.cols.label.reset();
   return {};

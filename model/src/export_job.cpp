@@ -183,12 +183,22 @@ expected<void> write_tensors(const std::string& dir, loaded_state& st) {
   return {};
 }
 
+// The job's spec, unless the job trains nothing (a prediction job: it said "the job wrote no
+// checkpoint yet", as if one would come).
+expected<job::job_spec> trained_spec(const std::string& job_dir) {
+  auto spec = job::load_job_spec(job_dir);
+  if (!spec || spec->traits().trains) return spec;
+  return make_unexpected(core_errc::invalid_argument,
+                         job_dir + ": a prediction job (troupe predict or evaluate): it ran the model " +
+                             spec->nn.model.path + " and trained none to export");
+}
+
 }  // namespace
 
 expected<export_report> export_job(const export_options& o) {
   auto& clk = clock::system();
   const auto started = clk.now();
-  auto spec = job::load_job_spec(o.job_dir);
+  auto spec = trained_spec(o.job_dir);
   if (!spec) return spec.err();
   // The place first: one an export may not replace is refused before any work.
   export_place place(o.out.empty() ? o.job_dir + "/model" : o.out);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -21,6 +22,29 @@ namespace troupe::observe {
 using nlohmann::json;
 
 namespace {
+
+// A job's directory holds job.toml or events.jsonl (one that cannot be read still counts: it lists
+// with its error); serve/ and the dataset cache hold neither.
+bool is_job(const job_directory& dir) {
+  auto absent = [&](std::string_view f) {
+    auto o = dir.open(f);
+    return !o && o.err().code() == std::errc::no_such_file_or_directory;
+  };
+  return !absent("job.toml") || !absent(events_file_name);
+}
+
+// The query's `key` as a whole number (digits only), `fallback` when absent; nullopt when it is
+// something else (strtoull read "abc" as 0 and "-1" as 2^64 - 1).
+std::optional<std::uint64_t> query_number(const http_request& r, const std::string& key,
+                                          std::uint64_t fallback) {
+  auto q = r.query.find(key);
+  if (q == r.query.end()) return fallback;
+  std::uint64_t v = 0;
+  const auto& s = q->second;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc{} || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
 
 http_response json_response(const json& j, int status = 200) {
   return {status,
@@ -126,7 +150,8 @@ class dashboard {
     auto root = jobs_root::open(o_.root);
     if (!root) return error_response(503, root.err().context());
     auto dir = root->job(route.id);
-    if (!dir) return error_response(404, "no job '" + route.id + "' under " + o_.root);
+    // A directory that is no job (serve/, the dataset cache) is none here either: its "result" was a 200.
+    if (!dir || !is_job(*dir)) return error_response(404, "no job '" + route.id + "' under " + o_.root);
     switch (route.kind) {
       case api_route::events:
         return events(*dir, r);
@@ -137,7 +162,7 @@ class dashboard {
       case api_route::log:
         return log(*dir, route.node, r);
       default:
-        return control_job(*dir, route.kind == api_route::scale, r);
+        return control_job(*dir, route.id, route.kind == api_route::scale, r);
     }
   }
 
@@ -164,11 +189,7 @@ class dashboard {
     for (const auto& id : *ids) {
       auto dir = root->job(id);
       if (!dir) continue;  // gone, or replaced by something else, since it was listed
-      auto toml = dir->open("job.toml"), events = dir->open(events_file_name);
-      auto absent = [](const auto& f) {
-        return !f && f.err().code() == std::errc::no_such_file_or_directory;
-      };
-      if (absent(toml) && absent(events)) continue;
+      if (!is_job(*dir)) continue;
       list.push_back(rows_.row(*dir, now));
     }
     std::sort(list.begin(), list.end(), [](const json& a, const json& b) {
@@ -212,9 +233,9 @@ class dashboard {
 
   // At most max_events_read bytes of lines per answer; "more" says the page should ask again.
   http_response events(const job_directory& dir, const http_request& r) {
-    std::uint64_t after = 0;
-    if (auto q = r.query.find("after"); q != r.query.end())
-      after = std::strtoull(q->second.c_str(), nullptr, 10);
+    auto given = query_number(r, "after", 0);
+    if (!given) return error_response(400, "after=N: a byte offset in the job's events (digits)");
+    const std::uint64_t after = *given;
     json ev = json::array();
     auto f = dir.open(events_file_name);
     if (!f && f.err().code() != std::errc::no_such_file_or_directory) return file_error(f.err());
@@ -248,9 +269,9 @@ class dashboard {
   }
 
   http_response log(const job_directory& dir, const std::string& node, const http_request& r) {
-    std::size_t bytes = 16 << 10;
-    if (auto q = r.query.find("bytes"); q != r.query.end())
-      bytes = std::min<std::size_t>(std::strtoul(q->second.c_str(), nullptr, 10), 1 << 20);
+    auto given = query_number(r, "bytes", 16 << 10);
+    if (!given) return error_response(400, "bytes=N: how much of the log's end (digits)");
+    const auto bytes = static_cast<std::size_t>(std::min<std::uint64_t>(*given, 1 << 20));
     auto f = dir.open("logs/" + node + ".log");
     if (!f) return file_error(f.err());
     auto text = f->read(f->size > bytes ? f->size - bytes : 0, bytes);
@@ -268,22 +289,32 @@ class dashboard {
     return has_token(r, *job_token);
   }
 
-  http_response control_job(const job_directory& dir, bool scale, const http_request& r) {
+  http_response control_job(const job_directory& dir, const std::string& id, bool scale,
+                            const http_request& r) {
     if (!may_change(dir, r))
       return error_response(401, "changing a job needs the cluster token or the job's token");
     if (!o_.control) return error_response(501, "this dashboard cannot change jobs");
     int workers = -1;
     if (scale) {
+      // Digits only: strtol read "" (and "%00") as 0, and the job shrank to its minimum.
       auto q = r.query.find("workers");
-      char* end = nullptr;
-      long n = q == r.query.end() ? -1 : std::strtol(q->second.c_str(), &end, 10);
-      if (q == r.query.end() || *end != '\0' || n < 0 || n > 10000)
+      const std::string& v = q == r.query.end() ? std::string() : q->second;
+      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), workers);
+      if (v.empty() || ec != std::errc{} || end != v.data() + v.size() || workers < 0 || workers > 10000)
         return error_response(400, "scale needs workers=N (0..10000)");
-      workers = static_cast<int>(n);
     }
-    if (auto res = o_.control(dir.held_path(), workers, "the dashboard, for " + r.remote); !res)
-      return error_response(409, res.err().to_string());
-    if (scale) return json_response({{"ok", true}});
+    auto res = o_.control(dir.held_path(), workers, "the dashboard, for " + r.remote);
+    if (!res) {  // the error names the directory as it was reached (/proc/self/fd/N): as the user knows it
+      std::string text = res.err().to_string();
+      for (auto at = text.find(dir.held_path()); at != std::string::npos; at = text.find(dir.held_path(), at))
+        text.replace(at, dir.held_path().size(), o_.root + "/" + id);
+      return error_response(409, text);
+    }
+    if (scale) {
+      json j{{"ok", true}, {"workers", res->workers}};
+      if (!res->note.empty()) j["note"] = res->note;
+      return json_response(j);
+    }
     // Accepted, not done: the runner stops the nodes and exits next; the job's state says when.
     return json_response({{"ok", true}, {"stop", "requested"}}, 202);
   }

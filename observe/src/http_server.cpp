@@ -1,5 +1,7 @@
 #include "troupe/observe/http_server.hpp"
 
+#include <sys/resource.h>
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <optional>
 #include <thread>
 
+#include "troupe/core/clock.hpp"
 #include "troupe/transport/errc.hpp"
 
 namespace troupe::observe {
@@ -95,6 +98,8 @@ struct http_server::impl {
   std::vector<std::thread> threads;
   std::string bound;
   std::uint16_t port = 0;
+
+  std::optional<clock::time_point> last_accept_warning;  // (the acceptor's handler)
 
   void accept();
   void refuse(tcp::socket s);
@@ -251,12 +256,26 @@ void http_server::impl::accept() {
   // Each connection on a strand of its own: its handlers never run at once, whatever the threads.
   acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket s) {
     if (ec == asio::error::operation_aborted) return;
-    if (!ec) {
-      if (open.load() >= opt.max_connections)
-        refuse(std::move(s));
-      else
-        std::make_shared<session>(std::move(s), *this)->start();
+    if (ec) {
+      // Out of descriptors (EMFILE) the connection stays in the backlog and accepting again at once
+      // fails again: a busy loop (a core at 99%, nothing logged). Said once a minute at most, and
+      // tried again after a pause in which closing connections free some.
+      if (const auto now = clock::system().now();
+          !last_accept_warning || now - *last_accept_warning > std::chrono::minutes(1)) {
+        last_accept_warning = now;
+        spdlog::warn("http: accept failed: {} (max_connections {}; open {})", ec.message(),
+                     opt.max_connections, open.load());
+      }
+      auto pause = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(100));
+      pause->async_wait([this, pause](beast::error_code e) {
+        if (!e && acceptor.is_open()) accept();
+      });
+      return;
     }
+    if (open.load() >= opt.max_connections)
+      refuse(std::move(s));
+    else
+      std::make_shared<session>(std::move(s), *this)->start();
     accept();
   });
 }
@@ -307,6 +326,14 @@ expected<std::unique_ptr<http_server>> http_server::start(http_options options, 
   auto p = std::make_unique<impl>();
   p->opt = std::move(options);
   p->handler = std::move(handler);
+  // max_connections answers "too many clients" only while a descriptor is left to accept with: under
+  // a soft limit at or below it (1024, serve's default) a flood ran the process out instead.
+  if (rlimit l{}; ::getrlimit(RLIMIT_NOFILE, &l) == 0 && l.rlim_cur != RLIM_INFINITY && l.rlim_cur > 256 &&
+                  p->opt.max_connections > l.rlim_cur - 128) {
+    spdlog::warn("http: max_connections {} is beyond this process's open-file limit {}: {} it is",
+                 p->opt.max_connections, l.rlim_cur, l.rlim_cur - 128);
+    p->opt.max_connections = l.rlim_cur - 128;
+  }
   auto ep = listen_endpoint(p->opt.listen);
   if (!ep) return ep.err();
   auto ec = bind_to(p->acceptor, ep->first);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -115,6 +116,16 @@ void job_timeline::model_exported(const std::string& dir, double seconds) {
   append(std::move(e));
 }
 
+namespace {
+// B_noise, or noise_scale_infinite: true while |G|^2 sits at its floor 0 (JSON has no infinity).
+void add_noise_scale(job_event& e, double noise_scale) {
+  if (std::isinf(noise_scale))
+    e.fields.emplace_back("noise_scale_infinite", true);
+  else
+    e.fields.emplace_back("noise_scale", noise_scale);
+}
+}  // namespace
+
 void job_timeline::metrics(const metrics_sample& m) {
   auto e = make("metrics");
   e.fields = {{"samples", as_int(m.samples)},
@@ -129,7 +140,7 @@ void job_timeline::metrics(const metrics_sample& m) {
               {"tasks_requeued", as_int(m.tasks_requeued)}};
   if (m.loss) e.fields.emplace_back("loss", *m.loss);
   if (m.goodput) {
-    e.fields.emplace_back("noise_scale", m.goodput->noise_scale);
+    add_noise_scale(e, m.goodput->noise_scale);
     e.fields.emplace_back("batch", m.goodput->batch);
     e.fields.emplace_back("goodput", m.goodput->goodput);
     e.fields.emplace_back("lr_factor", m.goodput->lr_factor);
@@ -148,8 +159,8 @@ void job_timeline::batch_chosen(const batch_choice& c) {
               {"replicas", as_int(c.replicas)},
               {"predicted_goodput", c.predicted_goodput},
               {"previous_goodput", c.previous_goodput},
-              {"noise_scale", c.noise_scale},
               {"at_progress", c.at_progress}};
+  add_noise_scale(e, c.noise_scale);
   append(std::move(e));
 }
 

@@ -103,8 +103,14 @@ class frontend final : public replica_link {
     std::string peer_host;  // the address its connection comes from (where Slurm placed it)
   };
   enum class gen_state { staging, active, draining };
+  // A generation's copy of its model directory, and what its model.pt holds (XXH64).
+  struct snapshot_copy {
+    model::model_info info;
+    std::uint64_t pt_digest = 0;
+  };
   struct generation {
     model::model_info info;  // its snapshot in <state>/models/<generation>/
+    std::uint64_t pt_digest = 0;
     gen_state state = gen_state::staging;
     clock::time_point deadline{};
     std::string failure;           // staging: why it cannot become active
@@ -132,7 +138,7 @@ class frontend final : public replica_link {
   void stop_everything();
   void stop_replicas_at_exit();  // SIGTERM, then SIGKILL what is left after 2 s
   // frontend_replicas.cpp
-  expected<model::model_info> snapshot(const model::model_info& m, std::uint32_t gen);  // (swaps)
+  expected<snapshot_copy> snapshot(const model::model_info& m, std::uint32_t gen);  // (swaps)
   void launch_due();
   // Under mu_: the slot's next incarnation, made known to the core; its generation's version, or
   // nullopt when the slot is no longer to be launched. `copy` is what launch() then takes.
@@ -155,7 +161,8 @@ class frontend final : public replica_link {
   std::optional<reload_request> next_reload(model_view& serving);
   void refuse_reload(const reload_request& req, const model_view& serving, const std::string& why);
   // mu_ held: generation `gen` of `snap` staged, its slots due for launch now.
-  void stage(const reload_request& req, std::uint32_t gen, model::model_info snap);
+  void stage(const reload_request& req, std::uint32_t gen, snapshot_copy snap);
+  std::uint64_t served_digest(std::uint32_t gen);  // its model.pt's XXH64 (0: none such)
   void advance_swaps();
   void drop_drained_generations();
   void fence_slow_loaders(clock::time_point now, std::vector<cluster::node_handle>& to_fence);

@@ -333,7 +333,8 @@ int frontend::stage_first_generation() {
     spdlog::error("{}", snap.err().to_string());
     return 1;
   }
-  g.info = *snap;
+  g.info = snap->info;
+  g.pt_digest = snap->pt_digest;
   g.deadline = clock_.now() + cfg_.load_timeout;
   for (std::size_t i = 0; i < cfg_.replicas; ++i) {
     slot s;

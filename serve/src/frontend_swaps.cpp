@@ -13,10 +13,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <utility>
+#include <vector>
 
 #include "frontend.hpp"
 #include "troupe/cluster/own_path.hpp"
@@ -26,7 +30,24 @@ namespace troupe::serve {
 
 namespace fs = std::filesystem;
 
-expected<model::model_info> frontend::snapshot(const model::model_info& m, std::uint32_t gen) {
+namespace {
+// XXH64 of the file at `path` (0 when it cannot be read: the replicas' load then says why).
+std::uint64_t file_digest(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  XXH64_state_t* st = XXH64_createState();
+  XXH64_reset(st, 0);
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    XXH64_update(st, buf.data(), static_cast<std::size_t>(in.gcount()));
+  }
+  const std::uint64_t d = in.bad() ? 0 : XXH64_digest(st);
+  XXH64_freeState(st);
+  return d;
+}
+}  // namespace
+
+expected<frontend::snapshot_copy> frontend::snapshot(const model::model_info& m, std::uint32_t gen) {
   std::string dir = state_dir_ + "/models/" + std::to_string(gen);
   std::error_code ec;
   fs::remove_all(dir, ec);
@@ -45,8 +66,8 @@ expected<model::model_info> frontend::snapshot(const model::model_info& m, std::
   auto snap = model::read_model_dir(dir);
   if (!snap) return snap.err();
   // Its name and version stay those of the directory it was asked to serve.
-  model::model_info out = m;
-  out.pt_path = snap->pt_path;
+  snapshot_copy out{m, file_digest(snap->pt_path)};
+  out.info.pt_path = snap->pt_path;
   return out;
 }
 
@@ -72,9 +93,16 @@ void frontend::refuse_reload(const reload_request& req, const model_view& servin
   if (req.reply) answer_reload(*req.reply, false, why, serving.info.version(), serving.generation);
 }
 
-void frontend::stage(const reload_request& req, std::uint32_t gen, model::model_info snap) {
+std::uint64_t frontend::served_digest(std::uint32_t gen) {
+  std::lock_guard lk(mu_);
+  auto it = gens_.find(gen);
+  return it == gens_.end() ? 0 : it->second.pt_digest;
+}
+
+void frontend::stage(const reload_request& req, std::uint32_t gen, snapshot_copy snap) {
   generation g;
-  g.info = std::move(snap);
+  g.info = std::move(snap.info);
+  g.pt_digest = snap.pt_digest;
   g.deadline = clock_.now() + cfg_.load_timeout;
   if (req.reply) g.waiting.push_back(*req.reply);
   gens_[gen] = std::move(g);
@@ -114,6 +142,15 @@ void frontend::start_reloads() {
     return refuse_reload(*req, serving, "no longer this user's own (a link or another user's file now)");
   auto snap = snapshot(*m, gen);
   if (!snap) return refuse_reload(*req, serving, snap.err().to_string());
+  if (snap->info.version() == serving.info.version() &&
+      snap->pt_digest != served_digest(serving.generation)) {
+    // Answers name the model that answered by its version: two contents under one name would not.
+    drop_snapshot(gen);
+    return refuse_reload(*req, serving,
+                         "its model.json names version " + serving.info.version() +
+                             ", the one serving, but its model.pt is another (written over it?): a model of "
+                             "its own gets its own version from `troupe export` or a job");
+  }
   std::lock_guard lk(mu_);
   stage(*req, gen, std::move(*snap));
   spdlog::info("serve: {}: loading {} (version {}) as generation {} beside version {}", req->source, req->dir,

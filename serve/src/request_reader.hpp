@@ -200,6 +200,8 @@ inline bool request_reader::array_in_input() {
   }
   if (key_ == "name" || key_ == "datatype")
     return fail(where() + "." + key_ + ": expected a string, got an array");
+  // Skipped, its binary_data_size went unseen and the binary data "added up to 0".
+  if (key_ == "parameters") return fail(where() + ".parameters: expected an object, got an array");
   return push(ctx::skip);
 }
 
@@ -220,6 +222,8 @@ inline bool request_reader::string(std::string& s) {
         inputs.back().has_datatype = true;
       } else if (key_ == "shape" || key_ == "data") {
         return fail(where() + "." + key_ + ": expected an array, got a string");
+      } else if (key_ == "parameters") {
+        return fail(where() + ".parameters: expected an object, got a string");
       }
       return true;
     case ctx::output:
@@ -251,6 +255,7 @@ inline bool request_reader::scalar(const char* what) {
         return fail(where() + "." + key_ + ": expected a string, got " + what);
       if (key_ == "shape" || key_ == "data")
         return fail(where() + "." + key_ + ": expected an array, got " + what);
+      if (key_ == "parameters") return fail(where() + ".parameters: expected an object, got " + what);
       return true;
     case ctx::output:
       if (key_ == "name")

@@ -1,7 +1,9 @@
 // The HTTP API of `troupe serve` (docs/serving.md): the Open Inference Protocol's REST routes for
 // the one model served, /metrics, and the rows route. Runs on the HTTP server's threads; an infer
 // request is parsed here and answered later, from the thread that finishes it.
+#include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include <spdlog/spdlog.h>
@@ -92,6 +94,14 @@ expected<std::size_t> json_length(const observe::http_request& r) {
     return make_unexpected(core_errc::invalid_argument, "Inference-Header-Content-Length '" + v +
                                                             "': expected the JSON header's length in bytes");
   return n;
+}
+
+// A compressed body (Content-Encoding other than identity) is not decoded: said so, 415 (a gzipped
+// body read as "malformed JSON (byte 1): unexpected '\x1f'").
+std::string encoding_problem(const observe::http_request& r) {
+  auto h = r.headers.find("content-encoding");
+  if (h == r.headers.end() || h->second.empty() || h->second == "identity") return {};
+  return "Content-Encoding '" + h->second + "': not supported; send the body uncompressed";
 }
 
 }  // namespace
@@ -270,6 +280,10 @@ void frontend::count_request(int status, clock::time_point arrived) {
 void frontend::infer(const observe::http_request& r, const std::shared_ptr<const model_view>& view,
                      observe::http_responder respond) {
   auto t0 = clock_.now();
+  if (auto why = encoding_problem(r); !why.empty()) {
+    count_request(415, t0);
+    return respond(error_answer(415, why));
+  }
   auto json_bytes = json_length(r);
   if (!json_bytes) {
     count_request(400, t0);
@@ -280,6 +294,10 @@ void frontend::infer(const observe::http_request& r, const std::shared_ptr<const
 
 void frontend::infer_rows(const observe::http_request& r, const std::shared_ptr<const model_view>& view,
                           observe::http_responder respond) {
+  if (auto why = encoding_problem(r); !why.empty()) {
+    count_request(415, clock_.now());
+    return respond(error_answer(415, why));
+  }
   submit(parse_rows_request(r.body, view->shape, view->rows.get(), view->rows_why), clock_.now(),
          std::move(respond));
 }
@@ -324,6 +342,18 @@ void frontend::answer_infer(const observe::http_responder& respond, clock::time_
     return respond(std::move(a));
   }
   auto v = view_of(o.generation);
+  // An overflow in forward (inputs far outside the training data: a row of 3e38) gave null logits
+  // and probabilities and class 0, with 200: the answer would be made up.
+  if (auto bad = std::find_if(o.logits.begin(),
+                              o.logits.begin() + static_cast<std::ptrdiff_t>(rows * v->shape.width),
+                              [](float x) { return !std::isfinite(x); });
+      bad != o.logits.begin() + static_cast<std::ptrdiff_t>(rows * v->shape.width)) {
+    const auto row = static_cast<std::size_t>(bad - o.logits.begin()) / v->shape.width;
+    count_request(422, arrived);
+    return respond(error_answer(422, "row " + std::to_string(row) + ": the model's output is not finite (" +
+                                         std::to_string(*bad) +
+                                         "): its inputs are far outside the values it was trained on?"));
+  }
   rows_answered_.fetch_add(rows, std::memory_order_relaxed);
   auto body = encode_infer_response(name_, o.version, id, o.logits.data(), rows, v->shape, outputs);
   count_request(200, arrived);

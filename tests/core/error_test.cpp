@@ -17,6 +17,17 @@ TEST(error, renders_category_message_and_context) {
   EXPECT_FALSE(e == core_errc::wrong_type);
 }
 
+// The CLI's line: a core error's context says the problem in words; the module and code are for
+// logs. Another module's error keeps them (its code may be what says what went wrong).
+TEST(error, describe_gives_a_core_errors_context_alone) {
+  error wrong(core_errc::wrong_type, "a.toml:2: key 'job.workers': expected an integer, got a string");
+  EXPECT_EQ(wrong.describe(), "a.toml:2: key 'job.workers': expected an integer, got a string");
+  EXPECT_EQ(error(core_errc::io_error, "").describe(), "core: I/O error");
+  error other(std::make_error_code(std::errc::connection_refused), "connect 127.0.0.1:1");
+  EXPECT_EQ(other.describe(), other.to_string());
+  EXPECT_EQ(error().describe(), "no error");
+}
+
 TEST(error, default_is_no_error) {
   error e;
   EXPECT_FALSE(e);

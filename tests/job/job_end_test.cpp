@@ -19,6 +19,7 @@
 
 #include "disk_faults.hpp"
 #include "job_harness.hpp"
+#include "troupe/storage/record_store.hpp"
 
 namespace troupe::testing {
 namespace {
@@ -474,6 +475,30 @@ TEST(job_end, a_job_trains_on_record_stores_made_by_troupe_data) {
   EXPECT_NE(read_file(r.err_file).find("[transport] token: not used by a job"), std::string::npos)
       << read_file(r.err_file);
   EXPECT_TRUE(fs::exists(dir + "/train/data.mdb")) << "used in place, not copied or removed";
+}
+
+// A store with no records gives no task: refused before any node starts (the master's journal refused
+// it and the master was restarted 10 times over 38 s, its error an internal one).
+TEST(job_end, a_store_with_no_records_is_refused_before_any_node_starts) {
+  auto dir = test_root("empty-store");
+  std::string out;
+  ASSERT_EQ(troupe("data synth-ctr --rows 5000 --fields 6 --vocab 50 --seed 2 --out " + dir + "/test", &out),
+            0)
+      << out;
+  auto test = storage::record_store::open_read_only(dir + "/test");
+  ASSERT_TRUE(test);
+  auto w = storage::record_writer::create(dir + "/train", test->info().schema, "empty");
+  ASSERT_TRUE(w) << w.err().to_string();
+  ASSERT_TRUE(w->finish());
+  auto job = ctr_job(2, 20000, 1);
+  job = job.substr(0, job.find("[data]")) + "[data]\nsource = \"store\"\ntrain = \"" + dir +
+        "/train\"\ntest = \"" + dir + "/test\"\n";
+  auto r = start_job("empty-store-job", job);
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(60)), 2) << read_file(r.err_file);
+  const auto reason = result(r).value("reason", "");
+  EXPECT_NE(reason.find(dir + "/train: the dataset holds no records: nothing to train on"), std::string::npos)
+      << reason;
+  EXPECT_EQ(read_file(r.job_dir + "/events.jsonl").find("\"join\""), std::string::npos) << "no node started";
 }
 
 // A store the job names that is damaged: the job ends at setup, and its final JSON says what is

@@ -122,6 +122,14 @@ TEST(job_spec, errors_name_the_key) {
        "batch_size = 64\n",
        "job.records_per_task (100) must be at least"},
       {"[train]\nbatch = 'local'\n", "train.batch"},
+      // batch = "auto" starts at M0 = 2 x 32 and each worker's micro-batch at 32: bounds below them
+      // were accepted and never applied.
+      {"[job]\nstrategy = 'allreduce'\nworkers = 2\n[train]\nbatch = 'auto'\nlr_scaling = 'adascale'\n"
+       "batch_size = 32\nmax_batch = 16\n",
+       "train.max_batch': 16 is below"},
+      {"[job]\nstrategy = 'allreduce'\n[train]\nbatch = 'auto'\nlr_scaling = 'adascale'\n"
+       "batch_size = 32\nmax_local_batch = 8\n",
+       "train.max_local_batch': 8 is below train.batch_size (32)"},
       {"[job]\nstrategy = 'async_ps'\n[train]\nbatch = 'global'\n", "strategy \"async_ps\""},
       {"[job]\nstrategy = 'local_sgd'\n[train]\nbatch = 'auto'\nlr_scaling = 'adascale'\n", "train.batch"},
       {"[job]\nstrategy = 'async_ps'\n[train]\nlr_scaling = 'adascale'\n", "train.lr_scaling"},

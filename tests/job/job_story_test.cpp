@@ -35,6 +35,12 @@ TEST(job_story, a_stopped_job_keeps_its_story) {
   EXPECT_TRUE(std::filesystem::is_regular_file(r.job_dir + "/model/model.json")) << res.dump();
   EXPECT_TRUE(res.contains("train_loss"))
       << "the last progress window's loss (null before one): " << res.dump();
+  // model.json's metrics are the result's (they were {}: the model was written before result.json).
+  auto model = nlohmann::json::parse(read_file(r.job_dir + "/model/model.json"), nullptr, false);
+  ASSERT_TRUE(model.is_object());
+  if (res["train_loss"].is_number()) {
+    EXPECT_EQ(model["metrics"].value("train_loss", -1.0), res["train_loss"].get<double>()) << model.dump();
+  }
   // nodes.json: every node exited, and how.
   auto nodes = cluster::job_dir::open(r.job_dir)->read_nodes();
   ASSERT_TRUE(nodes);

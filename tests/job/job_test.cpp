@@ -3,12 +3,27 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 
 #include "job_harness.hpp"
 #include "troupe/storage/task_journal.hpp"
 
 namespace troupe::testing {
 namespace {
+
+// The timeline's last metrics event is the job's last figures: result.json's samples (the master
+// writes it as it finishes; the runner used to stop it before its next tick, 1-2 s short).
+void expect_timeline_ends_at_the_result(const job_run& r) {
+  std::uint64_t last = 0;
+  std::size_t n = 0;
+  std::istringstream in(read_file(r.job_dir + "/events.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    auto e = nlohmann::json::parse(line, nullptr, false);
+    if (e.is_object() && e.value("kind", "") == "metrics") last = e.value("samples", std::uint64_t{0}), ++n;
+  }
+  EXPECT_GE(n, 2u) << "the first metrics event and the last";
+  EXPECT_EQ(last, result(r).value("samples_trained", std::uint64_t{1})) << result(r).dump();
+}
 
 TEST(job, allreduce_trains_fashion_mnist) {
   auto r = start_job("allreduce",
@@ -19,6 +34,7 @@ TEST(job, allreduce_trains_fashion_mnist) {
   EXPECT_GT(res.value("test_accuracy", 0.0), 0.70) << res.dump();
   EXPECT_EQ(res.value("tasks_failed", 1), 0);
   expect_all_done(r);
+  expect_timeline_ends_at_the_result(r);
   EXPECT_TRUE(no_processes_of(r));
 }
 
@@ -80,6 +96,7 @@ TEST(job, local_sgd_trains_fashion_mnist) {
   auto res = result(r);
   EXPECT_GT(res.value("test_accuracy", 0.0), 0.70) << res.dump();
   expect_all_done(r);
+  expect_timeline_ends_at_the_result(r);
   EXPECT_TRUE(no_processes_of(r));
 }
 

@@ -197,9 +197,12 @@ TEST_F(RowEncoder, ErrorsNameTheColumnAndTheProblem) {
   EXPECT_NE(err("yes,abc,3,x").find("rows.csv:4: column 'a' (2): 'abc' is not a number"), std::string::npos);
   EXPECT_NE(err("maybe,1,3,x").find("column 'y' (1): label 'maybe' is not one of the 2 classes (no, yes)"),
             std::string::npos);
-  EXPECT_NE(
-      err("yes,,3,x").find("column 'a' (2): missing value (--missing zero, mean or skip-row accepts it)"),
-      std::string::npos);
+  // The model's import rule stands: no --missing flag of predict's or serve's would accept it.
+  EXPECT_NE(err("yes,,3,x")
+                .find("column 'a' (2): missing value (the model's data was imported with --missing "
+                      "error: every value is needed)"),
+            std::string::npos)
+      << err("yes,,3,x");
   EXPECT_NE(err("yes,1,3").find("rows.csv:4: 3 fields, the header has 4"), std::string::npos);
   EXPECT_NE(err("yes,\"1,3,x").find("rows.csv:4: malformed line"), std::string::npos);
   EXPECT_EQ(err(",1,3,x"), "ok") << "a row to predict needs no label";
@@ -207,6 +210,11 @@ TEST_F(RowEncoder, ErrorsNameTheColumnAndTheProblem) {
   ASSERT_FALSE(cells);
   EXPECT_NE(cells.err().to_string().find("request 3: missing column 'b'"), std::string::npos)
       << cells.err().to_string();
+  // A /rows object's cells are named, not placed: no position (it gave the model's, not the client's).
+  auto named = enc->encode_cells({{"a", "abc"}, {"b", "3"}, {"c", "x"}}, r, "request 4");
+  ASSERT_FALSE(named);
+  EXPECT_NE(named.err().to_string().find("request 4: column 'a': 'abc' is not a number"), std::string::npos)
+      << named.err().to_string();
   auto header = enc->use_header({"a", "c", "y"});
   ASSERT_FALSE(header);
   EXPECT_NE(header.err().to_string().find("dense column 'b': no such column"), std::string::npos)

@@ -101,6 +101,14 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& out) {
   return pid;
 }
 
+// A prediction job trains nothing: exporting it is refused as such (it said "the job wrote no
+// checkpoint yet", as if one would come).
+void expect_export_refused(const std::string& job_dir) {
+  std::string out;
+  EXPECT_EQ(troupe("export " + job_dir, &out), 2) << out;
+  EXPECT_NE(out.find("a prediction job (troupe predict or evaluate)"), std::string::npos) << out;
+}
+
 TEST(predict, every_row_once_in_order_with_a_worker_killed_and_the_models_probabilities) {
   const auto model = trained() + "/model";
   const std::string dir = test_root("predict-kill");
@@ -134,6 +142,7 @@ TEST(predict, every_row_once_in_order_with_a_worker_killed_and_the_models_probab
                 &code);
   EXPECT_EQ(code, 0) << out;
   std::printf("%s", out.c_str());
+  expect_export_refused(r.job_dir);
   EXPECT_TRUE(no_processes_of(r));
 }
 
@@ -356,7 +365,11 @@ TEST(predict, bad_model_directories_and_inputs_are_refused_naming_the_file_and_t
   sh("sed -i 's/\"format_version\": 1/\"format_version\": 99/' " + future + "/model.json");
   std::ofstream(dir + "/missing_column.csv") << "a,b,c\n1,2,3\n";
   std::ofstream(dir + "/not_a_number.csv") << "a,b,c,d,e,f,g,h\n1,2,x,4,5,6,7,8\n";
+  // A header alone (a filtered export that matched nothing): its job's master crash-looped for 38 s.
+  std::ofstream(dir + "/header_only.csv") << "a,b,c,d,e,f,g,h\n\n";
   const std::vector<std::pair<std::string, std::string>> cases = {
+      {model + " --data " + dir + "/header_only.csv",
+       "header_only.csv: a header and no rows: nothing to score"},
       {dir + "/nothing --data " + dir + "/ok.csv", "nothing"},
       {partial + " --data " + dir + "/ok.csv", "model.pt"},
       {future + " --data " + dir + "/ok.csv", "format_version"},

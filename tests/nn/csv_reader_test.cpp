@@ -61,6 +61,20 @@ TEST(CsvReader, ReadsLinesWithNumbersSkippingBlankOnes) {
   EXPECT_EQ(lines[2].fields.size(), 3u) << "the width is the importer's business";
 }
 
+// A line of spaces and tabs is blank to a person (it read as a row of 1 field); tabs that are the
+// delimiter are fields.
+TEST(CsvReader, ALineOfSpacesIsBlankUnlessItHoldsTheDelimiter) {
+  auto lines = read_all(test_util::write_temp("s.csv", "x,y\n   \n1,2\n \t \r\n"));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1].number, 3u);
+  auto tsv = csv_reader::open(test_util::write_temp("s.tsv", "x\ty\n\t\n"), '\t');
+  ASSERT_TRUE(tsv);
+  csv_line l;
+  ASSERT_TRUE(tsv->next(l));
+  ASSERT_TRUE(tsv->next(l));
+  EXPECT_EQ(l.fields, (fields{"", ""}));
+}
+
 // A NUL byte is a byte of its line, named (the line reader's C strings cut the line there and joined
 // the rest of the file's next line to it), and a header holding carriage returns names CR line endings.
 TEST(CsvReader, ANulByteOrCrLineEndingsAreNamedAndNoLinesAreJoined) {

@@ -222,6 +222,19 @@ TEST_F(dashboard_api, events_follow_from_an_offset) {
   auto more = json::parse(get("/api/jobs/live-job/events?after=" + std::to_string(offset)).body);
   ASSERT_EQ(more["events"].size(), 1u);
   EXPECT_EQ(more["events"][0]["kind"], "died");
+  // An offset is digits: "abc" read as 0 (every event again) and "-1" as 2^64 - 1.
+  for (const char* bad : {"abc", "-1", "", "1e3"}) {
+    EXPECT_EQ(get(std::string("/api/jobs/live-job/events?after=") + bad).status, 400) << bad;
+    EXPECT_EQ(get(std::string("/api/jobs/live-job/log/worker-0?bytes=") + bad).status, 400) << bad;
+  }
+}
+
+// serve/ (the servers) and the dataset cache sit beside the jobs: no job's routes answer for them
+// (/api/jobs/serve/result was a 200 {"result": null}).
+TEST_F(dashboard_api, a_directory_that_is_no_job_has_no_job_routes) {
+  fs::create_directories(root_ / "serve" / "mlp");
+  for (const char* what : {"result", "nodes", "events", "log/worker-0"})
+    EXPECT_EQ(get(std::string("/api/jobs/serve/") + what).status, 404) << what;
 }
 
 TEST_F(dashboard_api, logs_nodes_and_results) {
@@ -265,20 +278,20 @@ TEST_F(dashboard_api, tokens) {
   post.headers["authorization"] = "Bearer s3cret";
   EXPECT_EQ(handler_(post).status, 501) << "authorised, but this dashboard has no control";
   bool stopped = false;
-  auto h =
-      make_dashboard({root_.string(),
-                      "s3cret",
-                      true,
-                      [&](const std::string& dir, int workers, const std::string& who) -> expected<void> {
-                        // Who asked goes with the request: the job's record names it. The directory is the
-                        // one the token was checked in, held open (/proc/self/fd/N), never a path that may be
-                        // swapped meanwhile.
-                        stopped = workers < 0 && dir.starts_with("/proc/self/fd/") &&
-                                  std::filesystem::read_symlink(dir).string().ends_with("live-job") &&
-                                  who.starts_with("the dashboard, for ");
-                        return {};
-                      },
-                      {}});
+  auto h = make_dashboard(
+      {root_.string(),
+       "s3cret",
+       true,
+       [&](const std::string& dir, int workers, const std::string& who) -> expected<control_answer> {
+         // Who asked goes with the request: the job's record names it. The directory is the
+         // one the token was checked in, held open (/proc/self/fd/N), never a path that may be
+         // swapped meanwhile.
+         stopped = workers < 0 && dir.starts_with("/proc/self/fd/") &&
+                   std::filesystem::read_symlink(dir).string().ends_with("live-job") &&
+                   who.starts_with("the dashboard, for ");
+         return control_answer{};
+       },
+       {}});
   auto accepted = h(post);
   EXPECT_EQ(accepted.status, 202) << "the stop is requested, the job ends after";
   EXPECT_EQ(json::parse(accepted.body).value("stop", ""), "requested") << accepted.body;
@@ -317,29 +330,40 @@ TEST_F(dashboard_api, a_torn_event_file_is_read_up_to_its_last_whole_line) {
 TEST_F(dashboard_api, a_jobs_own_token_changes_that_job_only) {
   std::ofstream(root_ / "live-job" / "token") << "job-token\n";
   int calls = 0;
-  auto h = make_dashboard({root_.string(),
-                           "",
-                           false,
-                           [&](const std::string&, int, const std::string&) -> expected<void> {
-                             ++calls;
-                             return {};
-                           },
-                           {}});
+  auto h =
+      make_dashboard({root_.string(),
+                      "",
+                      false,
+                      [&](const std::string&, int workers, const std::string&) -> expected<control_answer> {
+                        ++calls;
+                        if (workers > 8) return control_answer{8, "clamped to [1, 8]"};
+                        return control_answer{workers, ""};
+                      },
+                      {}});
   http_request post;
   post.method = "POST";
   post.path = "/api/jobs/live-job/scale";
   post.query["workers"] = "3";
   EXPECT_EQ(h(post).status, 401);
   post.headers["authorization"] = "Bearer job-token";
-  EXPECT_EQ(h(post).status, 200);
+  auto ok = h(post);
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_EQ(json::parse(ok.body).value("workers", 0), 3) << ok.body;
   post.path = "/api/jobs/done-job/scale";
   EXPECT_EQ(h(post).status, 401) << "another job's token";
   post.path = "/api/jobs/live-job/scale";
-  post.query["workers"] = "-1";
-  EXPECT_EQ(h(post).status, 400);
+  // Digits only: an empty value read as 0 and shrank a live job to its minimum.
+  for (const char* bad : {"-1", "", "3x", " 3", "+3", "10001"}) {
+    post.query["workers"] = bad;
+    EXPECT_EQ(h(post).status, 400) << "'" << bad << "'";
+  }
+  post.query["workers"] = "9";
+  auto clamped = h(post);
+  EXPECT_EQ(json::parse(clamped.body).value("workers", 0), 8) << clamped.body;
+  EXPECT_EQ(json::parse(clamped.body).value("note", ""), "clamped to [1, 8]") << clamped.body;
   post.path = "/";
   EXPECT_EQ(h(post).status, 405);
-  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(calls, 2);
 }
 
 // /api/cluster with a stand-in for sinfo and sacct (the live proof is tests/slurm/slurm_dashboard_test.sh).

@@ -353,12 +353,12 @@ TEST_F(untrusted_jobs, a_slow_request_holds_up_only_its_own_connection) {
   auto slow = make_dashboard({root_.string(),
                               "tok",
                               false,
-                              [&](const std::string&, int, const std::string&) -> expected<void> {
+                              [&](const std::string&, int, const std::string&) -> expected<control_answer> {
                                 std::unique_lock lk(mu);
                                 entered = true;
                                 cv.notify_all();
                                 cv.wait_for(lk, std::chrono::seconds(60), [&] { return release; });
-                                return {};
+                                return control_answer{};
                               },
                               {}});
   http_options o;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <ctime>
 #include <filesystem>
+#include <limits>
 #include <thread>
 
 #include "troupe/observe/timeline.hpp"
@@ -73,6 +74,28 @@ TEST_F(timeline_test, a_metrics_event_without_steps_has_no_loss) {
   auto ev = events();
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].find("loss"), nullptr);
+}
+
+// JSON has no infinity: an infinite noise scale (|G|^2 at its floor 0) is a field of its own, never
+// the 0 (or null) a reader would take for "no noise".
+TEST_F(timeline_test, an_infinite_noise_scale_is_written_as_such) {
+  job_timeline t(dir_.string());
+  metrics_sample m;
+  m.goodput = metrics_sample::goodput_sample{std::numeric_limits<double>::infinity(), 64, 100, 1, 5};
+  t.metrics(m);
+  m.goodput->noise_scale = 300;
+  t.metrics(m);
+  batch_choice c;
+  c.noise_scale = std::numeric_limits<double>::infinity();
+  t.batch_chosen(c);
+  auto ev = events();
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ev[0].find("noise_scale"), nullptr);
+  ASSERT_NE(ev[0].find("noise_scale_infinite"), nullptr);
+  EXPECT_EQ(ev[0].number("batch"), 64);
+  EXPECT_EQ(ev[1].number("noise_scale"), 300);
+  EXPECT_EQ(ev[1].find("noise_scale_infinite"), nullptr);
+  EXPECT_NE(ev[2].find("noise_scale_infinite"), nullptr);
 }
 
 TEST_F(timeline_test, a_timeline_that_cannot_write_never_fails_its_caller) {

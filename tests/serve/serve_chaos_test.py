@@ -167,14 +167,22 @@ def kill_and_swap(troupe, work, models):
         said = reload(troupe, root, "mlp", os.path.join(models, "wide"), expect_ok=False)
         if "the served model gives 5 logits a row, the new one gives 7 logits a row" not in said:
             fail(f"reload of an incompatible model: {said}")
+        # v2's model.json over another model.pt (one copied over it): the same version, another model.
+        # It served under v2's name, answers claiming v2 (a user's adversarial pass found it).
+        forged = os.path.join(work, "forged_v2")
+        shutil.copytree(os.path.join(models, "mlp_v2"), forged)
+        shutil.copyfile(os.path.join(models, "mlp", "model.pt"), os.path.join(forged, "model.pt"))
+        said = reload(troupe, root, "mlp", forged, expect_ok=False)
+        if f"names version {v2}, the one serving, but its model.pt is another" not in said:
+            fail(f"reload of v2's model.json over another model.pt: {said}")
         said = reload(troupe, root, "mlp", os.path.join(models, "nowhere"), expect_ok=False)
         if "nowhere: no such directory" not in said:  # said by the client, before the server is asked
             fail(f"reload of a missing directory: {said}")
         meta = requests.get(f"{srv.url}/v2/models/mlp", timeout=5).json()
         if meta["versions"] != [v2] or meta["troupe"]["swap"]["state"] != "refused":
             fail(f"metadata after the refusals: {meta}")
-        log("refused: a model.pt that is not TorchScript, a model with 7 classes; a missing directory by the "
-            "client; v2 serves")
+        log("refused: a model.pt that is not TorchScript, a model with 7 classes, v2's model.json over another "
+            "model.pt; a missing directory by the client; v2 serves")
         time.sleep(1)
         victim, pid = sorted(replica_pids(srv, 2).items())[-1]
         t0 = time.time()

@@ -15,6 +15,7 @@ fuzz       FUZZ_SECONDS (default 8) of random requests from 4 threads: never a 5
            never a crash; valid requests answered right throughout.
 wrk        wrk with the benchmark's POST script: every answer 2xx.
 """
+import gzip
 import http.client
 import json
 import os
@@ -326,6 +327,15 @@ def bad_input(troupe, work, models):
                                             "data": [0] * 12}]})),
                400, "12 values in data for shape [2, 12] (24 expected)")
         expect(post(json.dumps({"outputs": []})), 400, "'inputs' missing")
+        expect(post(gzip.compress(json.dumps(good).encode()), headers={"Content-Encoding": "gzip"}), 415,
+               "Content-Encoding 'gzip': not supported")
+        expect(post(json.dumps(dict(good, inputs=[dict(good["inputs"][0], parameters=[1])]))), 400,
+               "inputs[0] 'dense'.parameters: expected an object, got an array")
+        # Valid FP32 values whose forward overflows: no made-up answer (it was a 200 with null logits and
+        # probabilities, and class 0).
+        expect(post(json.dumps({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [2, 12],
+                                            "data": [0.5] * 12 + [3.4e38] * 12}]})),
+               422, "row 1: the model's output is not finite")
         expect(requests.post(f"{srv.url}/v2/models/other/infer", json=good, timeout=5), 404,
                "model 'other' not found: this server serves 'mlp'")
         expect(requests.post(f"{srv.url}/v2/models/mlp/versions/nope/infer", json=good, timeout=5), 404,
@@ -560,7 +570,7 @@ def fuzz(troupe, work, models):
                                 problems.append(f"400 without an error: {r.text[:200]}")
                     with lock:
                         counts[code] = counts.get(code, 0) + 1
-                        if code not in ("raw", 200, 400, 404, 405, 413):
+                        if code not in ("raw", 200, 400, 404, 405, 413, 422):  # 422: a mutation overflowed forward
                             problems.append(f"status {code}")
                 except (requests.RequestException, OSError) as e:
                     with lock:

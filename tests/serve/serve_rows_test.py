@@ -147,7 +147,9 @@ def main():
         log(f"{len(gaps)} null incomes answered as the fill value {fill:.2f}")
         refused = [
             ({"rows": [{"Age": 30, "City": "Paris"}]}, "missing column 'Annual Income'"),
-            ({"rows": [{"Age": "thirty", "Annual Income": 1, "City": "Paris"}]}, "rows[0]"),
+            # The cell's name, no position (it gave the training CSV's, which the client never saw).
+            ({"rows": [{"Age": "thirty", "Annual Income": 1, "City": "Paris"}]},
+             "rows[0]: column 'Age': 'thirty' is not a number"),
             ({"rows": [[30, 1, "Paris"]]}, "rows[0]: expected an object"),
             ({"rows": []}, "'rows': 0 rows"),
             ({"rows": [{"Age": {"x": 1}, "Annual Income": 1, "City": "Paris"}]}, "a number, a string or null"),

@@ -2,11 +2,13 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <future>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -237,6 +239,59 @@ TEST(endpoint, a_silent_stranger_is_dropped_at_the_handshake_deadline) {
   EXPECT_GT(total, 0) << "the endpoint's Hello";
   EXPECT_GE(waited, 300ms) << "dropped before its handshake deadline";
   EXPECT_TRUE(eventually([&] { return a->stats().open_connections == 0; }));
+}
+
+// Strangers that connect and say nothing hold a descriptor each until their handshake deadline: past
+// 512 of them at once the endpoint closes new ones at once (a flood ran a master and its PS shards
+// out of descriptors, and their checkpoints failed to open). A member connected before keeps
+// working through the flood, and once it ends a new peer joins.
+TEST(endpoint, a_flood_of_silent_strangers_is_capped_and_members_keep_working) {
+  rlimit l{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &l), 0);
+  l.rlim_cur = l.rlim_max;
+  (void)::setrlimit(RLIMIT_NOFILE, &l);
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &l), 0);
+  ASSERT_GE(l.rlim_cur, 2048u) << "the flood needs ~1,400 descriptors in this process";
+  auto cfg = test_config();
+  cfg.handshake_timeout = 60s;  // the strangers stay for the whole test
+  auto a = make("alpha", cfg);
+  auto addr = a->listen("127.0.0.1", 0);
+  ASSERT_TRUE(addr);
+  ASSERT_TRUE(install_echo(*a));
+  auto b = make("beta");
+  ASSERT_TRUE(b->connect(*addr));
+  const int port = std::stoi(addr->substr(addr->rfind(':') + 1));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<std::uint16_t>(port));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::vector<int> flood;
+  for (int i = 0; i < 700; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    flood.push_back(fd);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0) << i;
+  }
+  // Every stranger was accepted or closed: those past the cap see the connection end at once.
+  std::size_t closed = 0;
+  EXPECT_TRUE(eventually(
+      [&] {
+        closed = 0;
+        for (int fd : flood) {
+          char c;
+          closed += ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+        }
+        return closed >= 700 - 512;
+      },
+      10s))
+      << closed << " closed";
+  EXPECT_LE(a->stats().open_connections, 512u + 1u);
+  EXPECT_TRUE(run_ping(*b, {"alpha", "echo", 20, 0, 8})) << "the member's link works through the flood";
+  for (int fd : flood) ::close(fd);
+  EXPECT_TRUE(eventually([&] { return a->stats().open_connections == 1; }, 10s))
+      << a->stats().open_connections;
+  auto c = make("gamma");
+  EXPECT_TRUE(c->connect(*addr)) << "a new peer joins once the flood is over";
 }
 
 // Many endpoints on two shared io threads: each is a node of its own (identity, connection,

@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <limits>
+
 #include "troupe/wire/messages.hpp"
 #include "troupe/wire/ps_layout.hpp"
 #include "troupe/wire/status_codec.hpp"
@@ -147,6 +150,28 @@ TEST(status_codec, a_job_status_round_trips_and_prints_the_status_json) {
   EXPECT_EQ(j["members"][0]["role"], "worker");
   EXPECT_EQ(j["members"][0]["state"], "alive");
   EXPECT_EQ(j["members"][0]["pid"], 11);
+}
+
+// |G|^2 at its floor 0: the noise scale is infinite; the wire carries it, the JSON (which has no
+// infinity) says so in a field of its own. Before 2026-12-01 the worker sent 0: "no noise at all".
+TEST(status_codec, an_infinite_noise_scale_travels_and_reads_as_infinite_in_json) {
+  wire::job_status s;
+  s.goodput.valid = true;
+  s.goodput.noise_scale = std::numeric_limits<double>::infinity();
+  s.goodput.rounds = 43;
+  auto o = wire::job();
+  wire::write_job_status(o.body.initJobStatus(), s);
+  auto m = loopback_message(o.out, node_id{"runner", 1});
+  ASSERT_TRUE(m) << m.err().to_string();
+  auto back = wire::read_job_status(m->body().getJob().getJobStatus());
+  EXPECT_TRUE(std::isinf(back.goodput.noise_scale));
+  auto j = to_json(back.goodput);
+  EXPECT_TRUE(j["noise_scale"].is_null()) << j.dump();
+  EXPECT_TRUE(j["noise_scale_infinite"].get<bool>());
+  back.goodput.noise_scale = 256;
+  j = to_json(back.goodput);
+  EXPECT_EQ(j["noise_scale"], 256.0);
+  EXPECT_FALSE(j["noise_scale_infinite"].get<bool>());
 }
 
 TEST(ps_layout, spreads_ids_and_names_deterministically) {

@@ -148,16 +148,38 @@ expected<std::string> endpoint::listen(const std::string& host, std::uint16_t po
   });
 }
 
+// Inbound connections still in their handshake (strangers until their Hello checks out).
+std::size_t endpoint::impl::inbound_handshakes() const {
+  std::size_t n = 0;
+  for (const auto& c : all) n += !c->dialled() && c->state() == detail::connection::phase::handshake;
+  return n;
+}
+
 void endpoint::impl::accept_next(tcp::acceptor& a) {
   a.async_accept(io, [this, &a](const boost::system::error_code& ec, detail::socket_type sock) {
     if (ec == asio::error::operation_aborted || stopping) return;
-    if (!ec) {
-      boost::system::error_code e2;
-      auto rem = sock.remote_endpoint(e2);
-      std::string remote = e2 ? "?" : rem.address().to_string() + ":" + std::to_string(rem.port());
-      add(std::make_shared<detail::connection>(std::move(sock), params, false, remote));
-    } else {
+    if (ec) {
+      // Out of descriptors (EMFILE) the connection stays in the backlog and accepting again at once
+      // fails again: a busy loop of millions a second. A pause lets closing connections free some.
       accept_warning.warn("transport: accept failed: " + ec.message());
+      auto pause = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(100));
+      pause->async_wait([this, &a, pause](const boost::system::error_code& e) {
+        if (!e && !stopping) accept_next(a);
+      });
+      return;
+    }
+    boost::system::error_code e2;
+    auto rem = sock.remote_endpoint(e2);
+    std::string remote = e2 ? "?" : rem.address().to_string() + ":" + std::to_string(rem.port());
+    // Silent strangers hold a descriptor each until their handshake times out: a flood of them ran a
+    // master and its PS shards out of descriptors (checkpoints and counters.json failed to open).
+    // Past the cap a new one is closed at once; a node refused so dials again (its backoff).
+    if (inbound_handshakes() >= max_inbound_handshakes) {
+      refused_warning.warn("transport: " + remote + " refused: " + std::to_string(max_inbound_handshakes) +
+                           " connections are still in their handshake");
+      sock.close(e2);
+    } else {
+      add(std::make_shared<detail::connection>(std::move(sock), params, false, remote));
     }
     accept_next(a);
   });

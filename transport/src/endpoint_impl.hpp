@@ -121,6 +121,11 @@ struct endpoint::impl final : detail::connection_owner {
   std::unordered_map<std::string, std::shared_ptr<message_handler>> handlers;
 
   std::vector<std::unique_ptr<detail::tcp::acceptor>> acceptors;  // (io)
+  // The inbound connections that may be in their handshake at once (endpoint.cpp, accept_next): a
+  // joining node's handshake takes a round trip, so even 4,000 workers dialling a master at once
+  // stay well below it; strangers holding descriptors without a word are refused past it.
+  static constexpr std::size_t max_inbound_handshakes = 512;
+  std::size_t inbound_handshakes() const;  // (io)
   std::vector<conn_ptr> all;  // (io) every connection, at its `slot`; 16 bytes each, not a set's 48
   detail::asio::steady_timer sweep_timer{io};                           // (io) heartbeats of all
   bool sweeping = false;                                                // (io) sweep_timer armed

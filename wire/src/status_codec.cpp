@@ -86,15 +86,22 @@ goodput_report read_goodput(schema::GoodputReport::Reader r) {
   return g;
 }
 
+namespace {
+nlohmann::json to_json(const throughput_model& m) {
+  return {{"alpha_c", m.alpha_c}, {"beta_c", m.beta_c}, {"alpha_n", m.alpha_n}, {"beta_n", m.beta_n},
+          {"alpha_r", m.alpha_r}, {"beta_r", m.beta_r}, {"gamma", m.gamma}};
+}
+}  // namespace
+
 nlohmann::json to_json(const goodput_report& g) {
-  const auto& m = g.model;
   return {{"ring_rank", g.ring_rank},
           {"replicas", g.replicas},
           {"hosts", g.hosts},
           {"base_batch", g.base_batch},
           {"grad_sqr", g.grad_sqr},
           {"grad_var", g.grad_var},
-          {"noise_scale", g.noise_scale},
+          {"noise_scale", std::isfinite(g.noise_scale) ? nlohmann::json(g.noise_scale) : nlohmann::json()},
+          {"noise_scale_infinite", std::isinf(g.noise_scale)},
           {"rounds", g.rounds},
           {"lr_scaling", g.lr_scaling},
           {"lr_factor", g.lr_factor},
@@ -108,14 +115,7 @@ nlohmann::json to_json(const goodput_report& g) {
           {"throughput", g.throughput},
           {"goodput", g.goodput},
           {"predicted_goodput", g.predicted_goodput},
-          {"model",
-           {{"alpha_c", m.alpha_c},
-            {"beta_c", m.beta_c},
-            {"alpha_n", m.alpha_n},
-            {"beta_n", m.beta_n},
-            {"alpha_r", m.alpha_r},
-            {"beta_r", m.beta_r},
-            {"gamma", m.gamma}}},
+          {"model", to_json(g.model)},
           {"choice", g.choice},
           {"choice_from", g.choice_from},
           {"choice_predicted", g.choice_predicted},

@@ -234,7 +234,8 @@ void master_observer::tick(const cluster::membership_view& view, const job_progr
   workers_written_ = workers_alive_;
   final_written_ = job_finished_;
   observe::metrics_sample m;
-  m.samples = progress.samples_total();
+  // As result.json counts them: the workers' reports may lag the records the journal has done.
+  m.samples = std::max(progress.samples_total(), counts ? counts->records_done : 0);
   if (progress.samples_total() > 0 && std::isfinite(progress.loss())) m.loss = progress.loss();
   m.samples_per_s = progress.samples_per_sec();
   m.workers_alive = workers_alive_;

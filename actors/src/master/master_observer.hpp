@@ -62,8 +62,8 @@ class master_observer {
   // Whether the next tick writes a metrics event: at observe::metrics_pace (each second for this
   // master's first ten minutes, then every 5 s), after a second when the alive workers in `view`
   // are not those of the last event, and at the first tick after the job finished (its last
-  // figures). The master saves its counters first, so a restarted master never reports fewer
-  // samples than the timeline did.
+  // figures: the master's finish writes them at once, with a tick of its own). The master saves its counters
+  // first, so a restarted master never reports fewer samples than the timeline did.
   bool metrics_due(const cluster::membership_view& view) const;
   // Every master tick: departures whose cause did not come, gauges each second, a metrics event
   // when `event` (metrics_due, asked once a tick: the counters were saved by the same answer).

@@ -204,6 +204,9 @@ void finish(master_actor* self, nlohmann::json j, const std::string& error) {
   st.outcome.result_json = j.dump();
   st.outcome.finished = true;
   st.obs->job_finished();
+  // The job's last figures now: the runner stops this master soon after it hears, often before the
+  // next tick (the timeline then ended short of result.json, or with only the first event).
+  st.obs->tick(st.members.view, st.progress, st.outcome.counts, st.goodput, true);
   (void)cluster::write_file_atomic(st.ctx->who().job_dir + "/result.json", st.outcome.result_json + "\n");
   spdlog::info("job finished: {}", st.outcome.result_json);
   send_finished(st);

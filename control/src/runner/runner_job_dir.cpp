@@ -130,12 +130,10 @@ int runner::open_resumed_dir() {
   std::string path = opt_.resume;
   make_absolute(path);
   auto dir = cluster::job_dir::open(path);
-  if (!dir) return spdlog::error("--resume: {}", dir.err().to_string()), 2;
-  if (finished_job(dir->result_path())) {
-    spdlog::error("--resume {}: the job finished (see {}): nothing to resume", dir->path(),
-                  dir->result_path());
-    return 2;
-  }
+  if (!dir) return usage_refusal("--resume: " + dir.err().describe());
+  if (finished_job(dir->result_path()))
+    return usage_refusal("--resume " + dir->path() + ": the job finished (see " + dir->result_path() +
+                         "): nothing to resume");
   dir_.emplace(std::move(*dir));
   return 0;
 }
@@ -164,9 +162,9 @@ int runner::create_job_dir(const config_doc& doc) {
     if (auto why = job::name_problem(spec_.job.name); opt_.job_id.empty() && !why.empty())
       return refuse("job.name '" + spec_.job.name + "': " + why + " (or give --job-id)");
     std::string id = opt_.job_id.empty() ? default_job_id(spec_.job.name) : opt_.job_id;
-    if (auto c = check_job_id(id, spec_); !c) return spdlog::error("{}", c.err().to_string()), 2;
+    if (auto c = check_job_id(id, spec_); !c) return usage_refusal(c.err().describe());
     auto stored = stored_copy(doc);
-    if (!stored) return spdlog::error("{}", stored.err().to_string()), 2;
+    if (!stored) return usage_refusal(stored.err().describe());
     const std::string path = spec_.job.root + "/" + id;
     if (never_started(path)) {
       spdlog::warn("{}: replacing the directory of a job of this id that never started a node", path);
@@ -181,13 +179,13 @@ int runner::create_job_dir(const config_doc& doc) {
       const bool finished = finished_job(path + "/result.json");
       auto other = taken ? cluster::job_dir::open(path) : expected<cluster::job_dir>(dir.err());
       const auto running = other ? other->runner_pid() : std::nullopt;
-      spdlog::error("{}{}", dir.err().to_string(),
-                    !taken    ? std::string()
-                    : running ? " (it is running, runner pid " + std::to_string(*running) +
-                                    ": troupe status --job-dir " + path + ")"
-                    : finished ? " (that job finished: give another --job-id)"
-                               : " (continue it with: troupe run --resume " + path + ")");
-      return taken || dir.err() == cluster::cluster_errc::invalid_spec ? 2 : 1;
+      return usage_refusal(
+          dir.err().describe() + (!taken    ? std::string()
+                                  : running ? " (it is running, runner pid " + std::to_string(*running) +
+                                                  ": troupe status --job-dir " + path + ")"
+                                  : finished ? " (that job finished: give another --job-id)"
+                                             : " (continue it with: troupe run --resume " + path + ")"),
+          taken || dir.err() == cluster::cluster_errc::invalid_spec ? 2 : 1);
     }
     dir_.emplace(std::move(*dir));
   }

@@ -26,7 +26,12 @@ int runner::finish(int rc) {
   // `--resume` continues it and writes the model again at its end).
   // One stopped before it started a node has trained nothing (and its data may still be imported).
   const bool stopped = outcome_.state() == "stopped" && nodes_started_;
-  if (((rc == 0 && outcome_.master_ok()) || stopped) && spec_.traits().trains) export_model();
+  if (((rc == 0 && outcome_.master_ok()) || stopped) && spec_.traits().trains) {
+    // A stopped job's result.json is the runner's own (its master finished nothing): written first,
+    // without the model's fields, so that model.json's metrics have its train_loss (they were {}).
+    if (stopped) (void)cluster::write_file_atomic(dir_->result_path(), final_json(rc) + "\n");
+    export_model();
+  }
   auto text = final_json(rc);
   if (keep_record_) {
     spdlog::info("the job's record ({}) is left as it was: this --resume started nothing",

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -95,6 +96,11 @@ expected<void> check_gpu(const job::job_spec& spec) {
 // Past the job directory's creation, a setup failure ends the job with its error as the reason (in
 // the final JSON and result.json), not only in logs/runner.log.
 // A job the runner refuses to start (exit 2), with the reason result.json gives.
+int usage_refusal(const std::string& text, int rc) {
+  std::fprintf(stderr, "troupe: error: %s\n", text.c_str());
+  return rc;
+}
+
 int runner::refuse(const std::string& why) {
   spdlog::error("{}", why);
   outcome_.fail(why);
@@ -115,6 +121,12 @@ runner::~runner() {
 int runner::check_model() {
   auto store = storage::record_store::open(data_.train_dir);
   if (!store) return setup_failed(store.err(), 1);
+  // No task to make: the master's journal refused it and the master crash-looped (11 starts, 38 s).
+  if (store->count() == 0)
+    return setup_failed(
+        error(core_errc::invalid_argument, data_.train_dir + ": the dataset holds no records: nothing to " +
+                                               (spec_.traits().trains ? "train on" : "score")),
+        2);
   auto info = job::info_of(store->info(), store->dir());
   auto tables = actors::check_model(spec_, info);
   if (!tables) return setup_failed(tables.err(), 2);
@@ -162,22 +174,24 @@ int runner::start_from_init(const nn::dataset_info& info) {
 int runner::read_config(config_doc& doc) {
   if (!opt_.resume.empty()) {
     auto dir = cluster::job_dir::open(opt_.resume);
-    if (!dir) return spdlog::error("--resume: {}", dir.err().to_string()), 2;
+    if (!dir) return usage_refusal("--resume: " + dir.err().describe());
     auto text = dir->read_job_toml();
-    if (!text) return spdlog::error("--resume: {}", text.err().to_string()), 2;
+    if (!text) return usage_refusal("--resume: " + text.err().describe());
     auto d = config_doc::from_string(*text, dir->job_toml_path());
-    if (!d) return spdlog::error("{}", d.err().to_string()), 2;
+    if (!d) return usage_refusal(d.err().describe());
     doc = std::move(*d);
   } else {
     auto d = job::read_job_file(opt_.file, opt_.overrides);
-    if (!d) return spdlog::error("{}", d.err().to_string()), 2;
+    if (!d) return usage_refusal(d.err().describe());
     doc = std::move(*d);
   }
-  if (opt_.workers && !doc.apply_override("job.workers=" + std::to_string(*opt_.workers),
-                                          "--workers " + std::to_string(*opt_.workers)))
-    return 2;
+  if (opt_.workers)
+    if (auto w = doc.apply_override("job.workers=" + std::to_string(*opt_.workers),
+                                    "--workers " + std::to_string(*opt_.workers));
+        !w)
+      return usage_refusal(w.err().describe());
   auto spec = job::job_spec::read(doc);
-  if (!spec) return spdlog::error("{}", spec.err().to_string()), 2;
+  if (!spec) return usage_refusal(spec.err().describe());
   spec_ = std::move(*spec);
   return apply_spec(doc);
 }
@@ -194,13 +208,11 @@ int runner::apply_spec(config_doc& doc) {
   if (auto c = job::check_job(spec_, actors::strategy_names(),
                               opt_.resume.empty() ? actors::check_model_and_init : actors::check_model);
       !c)
-    return spdlog::error("{}: {}",
-                         !opt_.resume.empty()     ? opt_.resume
-                         : opt_.file_name.empty() ? opt_.file
-                                                  : opt_.file_name,
-                         c.err().to_string()),
-           2;
-  if (auto g = check_gpu(spec_); !g) return spdlog::error("{}", g.err().to_string()), 2;
+    return usage_refusal((!opt_.resume.empty()     ? opt_.resume
+                          : opt_.file_name.empty() ? opt_.file
+                                                   : opt_.file_name) +
+                         ": " + c.err().describe());
+  if (auto g = check_gpu(spec_); !g) return usage_refusal(g.err().describe());
   for (const auto& n : job::job_notes(spec_)) spdlog::warn("{}", n);
   // The nodes get absolute paths (job directory, stores): a node on another host runs where its host
   // command puts it (ssh, nsenter), not in the runner's working directory.
@@ -209,7 +221,7 @@ int runner::apply_spec(config_doc& doc) {
   slots_.set_target(spec_.job.workers);
   watch_.set_limits(runner_watch_limits(spec_));
   auto metrics = pin_metrics_address(doc, spec_);
-  if (!metrics && opt_.resume.empty()) return spdlog::error("{}", metrics.err().to_string()), 2;
+  if (!metrics && opt_.resume.empty()) return usage_refusal(metrics.err().describe());
   // A resumed job's port was pinned by its first run (or its file): taken since, this run serves no
   // /metrics, and nodes.json names none (it named the other job's).
   if (!metrics) spdlog::warn("{}: this run of the job serves no /metrics", metrics.err().to_string());

@@ -56,17 +56,15 @@ int await_runner(const cluster::cluster_config& cfg, long job, const std::filesy
 }  // namespace
 
 int submit_job(const run_options& o) {
-  if (!o.resume.empty()) return spdlog::error("run --submit: give a job file (not --resume)"), 2;
+  if (!o.resume.empty()) return usage_refusal("run --submit: give a job file (not --resume)");
   auto doc = job::read_job_file(o.file, o.overrides);
-  if (!doc) return spdlog::error("{}", doc.err().to_string()), 2;
+  if (!doc) return usage_refusal(doc.err().describe());
   auto spec = job::job_spec::read(*doc);
-  if (!spec) return spdlog::error("{}", spec.err().to_string()), 2;
+  if (!spec) return usage_refusal(spec.err().describe());
   if (spec->cluster.launcher != "slurm")
-    return spdlog::error(
-               "run --submit: the runner goes to Slurm only with [cluster] launcher = \"slurm\" "
-               "(this job's is \"{}\")",
-               spec->cluster.launcher),
-           2;
+    return usage_refusal(
+        "run --submit: the runner goes to Slurm only with [cluster] launcher = \"slurm\" (this job's is \"" +
+        spec->cluster.launcher + "\")");
   namespace fs = std::filesystem;
   std::string id = o.job_id.empty() ? default_job_id(spec->job.name) : o.job_id;
   std::error_code ec;

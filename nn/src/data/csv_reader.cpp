@@ -71,11 +71,21 @@ csv_reader::csv_reader(csv_reader&&) noexcept = default;
 csv_reader& csv_reader::operator=(csv_reader&&) noexcept = default;
 csv_reader::~csv_reader() = default;
 
+namespace {
+// Empty, or only spaces and tabs that are not the delimiter: what a person calls a blank line (one
+// of spaces read as "1 fields, the header has 7").
+bool blank(const std::string& line, char delimiter) {
+  for (char c : line)
+    if ((c != ' ' && c != '\t') || c == delimiter) return false;
+  return true;
+}
+}  // namespace
+
 bool csv_reader::next(csv_line& out) {
   while (file_->getline(buf_)) {
     ++line_;
     if (line_ == 1 && buf_.rfind("\xEF\xBB\xBF", 0) == 0) buf_.erase(0, 3);
-    if (buf_.empty()) continue;
+    if (blank(buf_, delimiter_)) continue;
     out.number = line_;
     out.malformed = split_delimited(buf_, delimiter_, out.fields);
     if (auto nul = buf_.find('\0'); nul != std::string::npos)

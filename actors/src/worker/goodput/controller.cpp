@@ -350,8 +350,7 @@ wire::goodput_report controller::report() const {
   g.base_batch = static_cast<std::uint32_t>(ns_.base_batch());
   g.grad_sqr = ns_.ready() ? ns_.sqr() : 0;
   g.grad_var = ns_.ready() ? ns_.var() : 0;
-  g.noise_scale = ns_.noise_scale_samples();
-  if (!std::isfinite(g.noise_scale)) g.noise_scale = 0;
+  g.noise_scale = ns_.noise_scale_samples();  // infinite once |G|^2 sits at its floor 0
   g.rounds = ns_.rounds();
   g.lr_scaling = to_string(opt_.rule);
   g.lr_factor = last_factor_;

@@ -39,13 +39,14 @@ class async_ps final : public strategy {
     if (pushed_ && pushed_->rounds > 0) {  // the shards': floored as noise_scale floors its own
       g.grad_sqr = goodput::noise_scale::floor_sqr(pushed_->grad_sqr);
       g.grad_var = goodput::noise_scale::floor_var(pushed_->grad_var);
-      g.noise_scale = g.grad_sqr > 0 ? g.grad_var * ns_.base_batch() / g.grad_sqr : 0;
+      g.noise_scale = g.grad_sqr > 0 ? g.grad_var * ns_.base_batch() / g.grad_sqr
+                                     : std::numeric_limits<double>::infinity();
       g.rounds = pushed_->rounds;
       g.push_shards = pushed_->shards;
     } else {
       g.grad_sqr = ns_.sqr();
       g.grad_var = ns_.var();
-      g.noise_scale = std::isfinite(ns_.noise_scale_samples()) ? ns_.noise_scale_samples() : 0;
+      g.noise_scale = ns_.noise_scale_samples();
       g.rounds = ns_.rounds();
     }
     g.lr_scaling = "none";

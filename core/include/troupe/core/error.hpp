@@ -23,6 +23,12 @@ class error {
   // "<category>: <message>: <context>", e.g. "config: wrong type: job.toml: key 'job.workers': ...".
   std::string to_string() const;
 
+  // What a person at a terminal reads (the CLI's "troupe: error: ..." line): a core error's
+  // context alone, since core contexts name the problem in words ("a.toml:2: key 'job.workers':
+  // expected an integer, got a string"; the module and code only repeat it); any other module's
+  // error, or one without context, as to_string(). Logs and timeline events keep to_string().
+  std::string describe() const;
+
   // Prepends more context: "outer: inner-context".
   error& wrap(const std::string& outer);
 

@@ -30,7 +30,9 @@
 //                                        on a thread of its own at most every 2 s; a request waits at most
 //                                        1.5 s for it, then gets the last answer (now_ms: when), or 503
 //                                        with Retry-After before the first.
-//   POST /api/jobs/<id>/scale?workers=N  through `control`, token required: {"ok": true}
+//   POST /api/jobs/<id>/scale?workers=N  through `control`, token required: {"ok": true, "workers": the
+//                                        target the runner took, "note": why it is not N (clamped)};
+//                                        N digits only (an empty value read as 0 and shrank the job)
 //   POST /api/jobs/<id>/stop             through `control`, token required: 202 {"ok": true, "stop":
 //                                        "requested"} once the runner has the request; the job ends
 //                                        after (its state in /api/jobs)
@@ -60,13 +62,21 @@ namespace troupe::observe {
 // stdout, or an error naming why (not installed, timed out, non-zero exit with its stderr).
 using slurm_command = std::function<expected<std::string>(const std::vector<std::string>& argv)>;
 
+// What the runner answered a scale: the target it took and, when that is not what was asked, why
+// ("clamped to [1, 8]"). A stop answers workers -1.
+struct control_answer {
+  int workers = -1;
+  std::string note;
+};
+
 struct dashboard_options {
   std::string root;  // the jobs root: one directory per job
   std::string token;
   bool require_token = false;
   // scale (workers >= 0) or stop (workers < 0) a running job, `who` asking ("the dashboard, for
   // <client address>": the job's record names it); unset: those requests get 501.
-  std::function<expected<void>(const std::string& job_dir, int workers, const std::string& who)> control;
+  std::function<expected<control_answer>(const std::string& job_dir, int workers, const std::string& who)>
+      control;
   slurm_command slurm;  // unset: /api/cluster answers {"slurm": false}
 };
 

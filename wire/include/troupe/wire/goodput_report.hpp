@@ -22,7 +22,8 @@ struct goodput_report {
   std::uint32_t base_batch = 0;  // M0: the job file's workers x batch_size
   double grad_sqr = 0;           // EMA of |G|^2 (Adam: of the preconditioned gradient)
   double grad_var = 0;           // EMA of tr(Sigma) / M0
-  double noise_scale = 0;        // tr(Sigma) / |G|^2 in samples; 0 before the first estimate
+  double noise_scale = 0;        // tr(Sigma) / |G|^2 in samples; 0 before the first estimate, infinite
+                                 // while |G|^2 sits at its floor 0 (JSON: null, noise_scale_infinite)
   std::uint64_t rounds = 0;      // estimates in the averages
   std::string lr_scaling;        // the [train] lr_scaling rule
   double lr_factor = 1;          // the learning rate's multiple at the last step

@@ -4,7 +4,8 @@
 // Quoting follows RFC 4180 without line breaks inside quotes: a field that starts with a double
 // quote ends at the next lone double quote and may hold the delimiter; "" inside it is one quote.
 // Anything else is a malformed line (a quote inside an unquoted field, text after a closing quote,
-// a quote left open at the end of the line). Lines end with \n or \r\n; blank lines are skipped.
+// a quote left open at the end of the line). Lines end with \n or \r\n; blank lines (empty, or only
+// spaces and tabs that are not the delimiter) are skipped.
 // Not thread-safe; one reader per file.
 #pragma once
 
