@@ -69,6 +69,8 @@ double noise_scale::trace() const {
 
 double noise_scale::noise_scale_samples() const {
   if (!ready()) return 0;
+  // Diverged gradients: not a number, never "infinite" (the floor turns a NaN |G|^2 into 0).
+  if (std::isnan(raw_sqr()) || std::isnan(raw_var())) return std::numeric_limits<double>::quiet_NaN();
   const double s = sqr();
   return s > 0 ? trace() / s : std::numeric_limits<double>::infinity();
 }

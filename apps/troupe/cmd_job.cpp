@@ -1,6 +1,5 @@
 // `troupe status`, `troupe scale`, `troupe stop`: talk to a running job's runner.
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -65,15 +64,18 @@ void print_goodput(const nlohmann::json& g) {
                                               (pushed == 1 ? " PS shard" : " PS shards") + " received"
                                         : "";
   // Infinite while |G|^2 sits at its floor 0: no measurable gradient signal, a larger batch costs
-  // nothing statistically (the JSON's noise_scale is then null, noise_scale_infinite true).
+  // nothing statistically (the JSON's noise_scale is then null, noise_scale_infinite true); null and
+  // not infinite once estimated: not a number (diverged gradients).
   const auto ns = g.find("noise_scale");
-  const std::string scale =
-      g.value("noise_scale_infinite", false) ? "infinite"
-      : ns != g.end() && ns->is_number()
-          ? std::to_string(static_cast<long long>(std::llround(ns->get<double>()))) + " samples"
-          : "0 samples";
-  std::printf("gradient noise scale %s (%llu estimates%s)", scale.c_str(), g.value("rounds", 0ull),
-              shards.c_str());
+  char scale[64] = "infinite";
+  if (!g.value("noise_scale_infinite", false)) {
+    if (ns != g.end() && ns->is_number())
+      std::snprintf(scale, sizeof scale, "%.0f samples", ns->get<double>());
+    else
+      std::snprintf(scale, sizeof scale, "%s",
+                    g.value("rounds", 0ull) > 0 ? "unknown (not a number)" : "0 samples");
+  }
+  std::printf("gradient noise scale %s (%llu estimates%s)", scale, g.value("rounds", 0ull), shards.c_str());
   // An async_ps job's estimate comes from its shards; its workers step at their own batch, with no
   // global batch, scaled rate or goodput model to show (they read 1 x batch x 1 and 0 samples/s).
   if (pushed > 0) {

@@ -306,8 +306,9 @@ class dashboard {
     auto res = o_.control(dir.held_path(), workers, "the dashboard, for " + r.remote);
     if (!res) {  // the error names the directory as it was reached (/proc/self/fd/N): as the user knows it
       std::string text = res.err().to_string();
-      for (auto at = text.find(dir.held_path()); at != std::string::npos; at = text.find(dir.held_path(), at))
-        text.replace(at, dir.held_path().size(), o_.root + "/" + id);
+      const std::string held = dir.held_path(), shown = o_.root + "/" + id;
+      for (auto at = text.find(held); at != std::string::npos; at = text.find(held, at + shown.size()))
+        text.replace(at, held.size(), shown);
       return error_response(409, text);
     }
     if (scale) {

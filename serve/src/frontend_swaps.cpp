@@ -34,7 +34,8 @@ namespace {
 // XXH64 of the file at `path` (0 when it cannot be read: the replicas' load then says why).
 std::uint64_t file_digest(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  XXH64_state_t* st = XXH64_createState();
+  XXH64_state_t* st = in ? XXH64_createState() : nullptr;
+  if (!st) return 0;
   XXH64_reset(st, 0);
   std::vector<char> buf(1 << 20);
   while (in) {
@@ -142,8 +143,8 @@ void frontend::start_reloads() {
     return refuse_reload(*req, serving, "no longer this user's own (a link or another user's file now)");
   auto snap = snapshot(*m, gen);
   if (!snap) return refuse_reload(*req, serving, snap.err().to_string());
-  if (snap->info.version() == serving.info.version() &&
-      snap->pt_digest != served_digest(serving.generation)) {
+  if (const auto served = served_digest(serving.generation);
+      snap->info.version() == serving.info.version() && served != 0 && snap->pt_digest != served) {
     // Answers name the model that answered by its version: two contents under one name would not.
     drop_snapshot(gen);
     return refuse_reload(*req, serving,

@@ -255,7 +255,9 @@ inline bool request_reader::scalar(const char* what) {
         return fail(where() + "." + key_ + ": expected a string, got " + what);
       if (key_ == "shape" || key_ == "data")
         return fail(where() + "." + key_ + ": expected an array, got " + what);
-      if (key_ == "parameters") return fail(where() + ".parameters: expected an object, got " + what);
+      // null: no parameters (clients write unset optional fields so).
+      if (key_ == "parameters" && std::string_view(what) != "null")
+        return fail(where() + ".parameters: expected an object, got " + what);
       return true;
     case ctx::output:
       if (key_ == "name")

@@ -2,6 +2,7 @@
 // the one model served, /metrics, and the rows route. Runs on the HTTP server's threads; an infer
 // request is parsed here and answered later, from the thread that finishes it.
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -100,7 +101,10 @@ expected<std::size_t> json_length(const observe::http_request& r) {
 // body read as "malformed JSON (byte 1): unexpected '\x1f'").
 std::string encoding_problem(const observe::http_request& r) {
   auto h = r.headers.find("content-encoding");
-  if (h == r.headers.end() || h->second.empty() || h->second == "identity") return {};
+  if (h == r.headers.end() || h->second.empty()) return {};
+  std::string v = h->second;
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (v == "identity") return {};
   return "Content-Encoding '" + h->second + "': not supported; send the body uncompressed";
 }
 

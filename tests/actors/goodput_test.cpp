@@ -155,6 +155,17 @@ TEST(NoiseScale, SyntheticGradientsGiveTheKnownStatisticsWithinFivePercent) {
   EXPECT_NEAR(ns.noise_scale_samples(), 256, 0.08 * 256);
 }
 
+// |G|^2 at its floor 0: infinite (reported as such, it read 0 until 2026-12-01), the gain finite;
+// norms that are not numbers (a diverged job) are no estimate at all, never an "infinite" one.
+TEST(NoiseScale, AFlooredSignalIsInfiniteAndADivergedRoundIsNoEstimate) {
+  noise_scale floored(256);
+  ASSERT_TRUE(floored.add({512.5, 200, 1, 2}, false));  // (2 x 200 - 512.5) / 1 < 0: floored to 0
+  EXPECT_TRUE(std::isinf(floored.noise_scale_samples()));
+  EXPECT_TRUE(std::isfinite(floored.gain(4)));
+  EXPECT_FALSE(floored.add({std::numeric_limits<double>::quiet_NaN(), 256.5, 1, 2}, false));
+  EXPECT_EQ(floored.rounds(), 1u);
+}
+
 TEST(NoiseScale, GainAndEfficiencyAreAdaScalesAndPollux) {
   noise_scale ns(256);
   // One exact round: |G|^2 = 0.5, tr = 512 (var at M0 = 2): pollux_policy GradParams(0.5, 2.0).

@@ -170,6 +170,7 @@ def kill_and_swap(troupe, work, models):
         # v2's model.json over another model.pt (one copied over it): the same version, another model.
         # It served under v2's name, answers claiming v2 (a user's adversarial pass found it).
         forged = os.path.join(work, "forged_v2")
+        shutil.rmtree(forged, ignore_errors=True)  # an earlier run's
         shutil.copytree(os.path.join(models, "mlp_v2"), forged)
         shutil.copyfile(os.path.join(models, "mlp", "model.pt"), os.path.join(forged, "model.pt"))
         said = reload(troupe, root, "mlp", forged, expect_ok=False)

@@ -251,7 +251,9 @@ TEST(endpoint, a_flood_of_silent_strangers_is_capped_and_members_keep_working) {
   l.rlim_cur = l.rlim_max;
   (void)::setrlimit(RLIMIT_NOFILE, &l);
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &l), 0);
-  ASSERT_GE(l.rlim_cur, 2048u) << "the flood needs ~1,400 descriptors in this process";
+  if (l.rlim_cur < 2048)
+    GTEST_SKIP() << "the flood needs ~1,400 descriptors in this process; the hard open-file limit is "
+                 << l.rlim_max;
   auto cfg = test_config();
   cfg.handshake_timeout = 60s;  // the strangers stay for the whole test
   auto a = make("alpha", cfg);

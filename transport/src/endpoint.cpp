@@ -105,7 +105,10 @@ endpoint::~endpoint() {
 
 void endpoint::impl::shutdown_all() {
   boost::system::error_code ec;
-  for (auto& a : acceptors) a->close(ec);
+  for (auto& l : acceptors) {
+    l->acceptor.close(ec);
+    l->pause.cancel();
+  }
   for (auto& [id, d] : dials) {
     if (d.timer) d.timer->cancel();
     if (d.sock) d.sock->close(ec);  // a connect on its way completes now, aborted
@@ -130,19 +133,20 @@ expected<std::string> endpoint::listen(const std::string& host, std::uint16_t po
     auto addr = asio::ip::make_address(host, ec);
     if (ec)
       return make_unexpected(transport_errc::bad_address, "listen host '" + host + "': " + ec.message());
-    auto a = std::make_unique<tcp::acceptor>(impl_->io);
+    auto l = std::make_unique<impl::listener>(impl_->io);
+    auto& a = l->acceptor;
     tcp::endpoint ep(addr, port);
-    a->open(ep.protocol(), ec);
-    if (!ec) a->set_option(tcp::acceptor::reuse_address(true), ec);
-    if (!ec) a->bind(ep, ec);
-    if (!ec) a->listen(asio::socket_base::max_listen_connections, ec);
+    a.open(ep.protocol(), ec);
+    if (!ec) a.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) a.bind(ep, ec);
+    if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
     if (ec)
       return make_unexpected(transport_errc::listen_failed,
                              host + ":" + std::to_string(port) + ": " + ec.message());
-    auto bound = a->local_endpoint(ec);
+    auto bound = a.local_endpoint(ec);
     std::string where = host + ":" + std::to_string(bound.port());
-    impl_->accept_next(*a);
-    impl_->acceptors.push_back(std::move(a));
+    impl_->accept_next(*l);
+    impl_->acceptors.push_back(std::move(l));
     spdlog::info("transport: node {} listening on {}", impl_->self.to_string(), where);
     return where;
   });
@@ -155,16 +159,16 @@ std::size_t endpoint::impl::inbound_handshakes() const {
   return n;
 }
 
-void endpoint::impl::accept_next(tcp::acceptor& a) {
-  a.async_accept(io, [this, &a](const boost::system::error_code& ec, detail::socket_type sock) {
+void endpoint::impl::accept_next(listener& l) {
+  l.acceptor.async_accept(io, [this, &l](const boost::system::error_code& ec, detail::socket_type sock) {
     if (ec == asio::error::operation_aborted || stopping) return;
     if (ec) {
       // Out of descriptors (EMFILE) the connection stays in the backlog and accepting again at once
       // fails again: a busy loop of millions a second. A pause lets closing connections free some.
       accept_warning.warn("transport: accept failed: " + ec.message());
-      auto pause = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(100));
-      pause->async_wait([this, &a, pause](const boost::system::error_code& e) {
-        if (!e && !stopping) accept_next(a);
+      l.pause.expires_after(std::chrono::milliseconds(100));
+      l.pause.async_wait([this, &l](const boost::system::error_code& e) {
+        if (!e && !stopping) accept_next(l);
       });
       return;
     }
@@ -181,7 +185,7 @@ void endpoint::impl::accept_next(tcp::acceptor& a) {
     } else {
       add(std::make_shared<detail::connection>(std::move(sock), params, false, remote));
     }
-    accept_next(a);
+    accept_next(l);
   });
 }
 

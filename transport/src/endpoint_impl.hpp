@@ -76,7 +76,8 @@ struct endpoint::impl final : detail::connection_owner {
   void arm_sweep();
   void dial_failed(std::uint64_t id, const error& e);
   void schedule_redial(std::uint64_t id);
-  void accept_next(detail::tcp::acceptor& a);
+  struct listener;
+  void accept_next(listener& l);
   void shutdown_all();
 
   // (io) routing and watches
@@ -120,10 +121,18 @@ struct endpoint::impl final : detail::connection_owner {
   mutable std::mutex names_mu;
   std::unordered_map<std::string, std::shared_ptr<message_handler>> handlers;
 
-  std::vector<std::unique_ptr<detail::tcp::acceptor>> acceptors;  // (io)
+  // An acceptor and its pause after a failed accept (cancelled with it at shutdown: no handler of
+  // its may run after the endpoint).
+  struct listener {
+    explicit listener(detail::asio::io_context& io) : acceptor(io), pause(io) {}
+    detail::tcp::acceptor acceptor;
+    detail::asio::steady_timer pause;
+  };
+  std::vector<std::unique_ptr<listener>> acceptors;  // (io)
   // The inbound connections that may be in their handshake at once (endpoint.cpp, accept_next): a
-  // joining node's handshake takes a round trip, so even 4,000 workers dialling a master at once
-  // stay well below it; strangers holding descriptors without a word are refused past it.
+  // joining node's handshake takes a round trip, so only a burst of more than this many dials at
+  // once meets it (a refused one re-dials); strangers holding descriptors without a word are
+  // refused past it.
   static constexpr std::size_t max_inbound_handshakes = 512;
   std::size_t inbound_handshakes() const;  // (io)
   std::vector<conn_ptr> all;  // (io) every connection, at its `slot`; 16 bytes each, not a set's 48

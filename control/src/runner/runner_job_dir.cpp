@@ -71,10 +71,9 @@ expected<void> check_job_id(const std::string& id, const job::job_spec& spec) {
 // may be resumed.
 int runner::lock_job_dir() {
   auto fd = dir_->lock_runner();
-  if (!fd) {
-    spdlog::error("{} (stop it first: troupe stop --job-dir {})", fd.err().to_string(), dir_->path());
-    return 1;
-  }
+  if (!fd)
+    return usage_refusal(fd.err().describe() + " (stop it first: troupe stop --job-dir " + dir_->path() + ")",
+                         1);
   lock_fd_ = *fd;
   return 0;
 }

@@ -93,14 +93,14 @@ expected<void> check_gpu(const job::job_spec& spec) {
 
 }  // namespace
 
-// Past the job directory's creation, a setup failure ends the job with its error as the reason (in
-// the final JSON and result.json), not only in logs/runner.log.
-// A job the runner refuses to start (exit 2), with the reason result.json gives.
 int usage_refusal(const std::string& text, int rc) {
   std::fprintf(stderr, "troupe: error: %s\n", text.c_str());
   return rc;
 }
 
+// Past the job directory's creation, a setup failure ends the job with its error as the reason (in
+// the final JSON and result.json), not only in logs/runner.log.
+// A job the runner refuses to start (exit 2), with the reason result.json gives.
 int runner::refuse(const std::string& why) {
   spdlog::error("{}", why);
   outcome_.fail(why);

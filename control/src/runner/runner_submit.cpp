@@ -70,8 +70,8 @@ int submit_job(const run_options& o) {
   std::error_code ec;
   auto root = fs::absolute(spec->job.root, ec).lexically_normal();
   fs::create_directories(root, ec);
-  if (ec) return spdlog::error("[job] root {}: {}", root.string(), ec.message()), 1;
-  if (fs::exists(root / id)) return spdlog::error("job directory {} exists", (root / id).string()), 1;
+  if (ec) return usage_refusal("[job] root " + root.string() + ": " + ec.message(), 1);
+  if (fs::exists(root / id)) return usage_refusal("job directory " + (root / id).string() + " exists", 1);
   cluster::node_spec ns;
   ns.id = node_id{"runner", 0};
   ns.argv = runner_argv(o, fs::absolute(o.file).string(), id);
@@ -79,7 +79,7 @@ int submit_job(const run_options& o) {
   ns.log_file = (root / (id + ".runner.out")).string();
   ns.host = spec->cluster.control_host;
   auto job = cluster::submit_slurm_node(spec->cluster, {id, ""}, ns);
-  if (!job) return spdlog::error("run --submit: {}", job.err().to_string()), 1;
+  if (!job) return usage_refusal("run --submit: " + job.err().describe(), 1);
   std::printf("submitted the runner as Slurm job %ld\njob directory: %s\nrunner output: %s\n", *job,
               (root / id).string().c_str(), ns.log_file.c_str());
   return await_runner(spec->cluster, *job, root / id, ns.log_file);

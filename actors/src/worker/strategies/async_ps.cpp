@@ -39,8 +39,10 @@ class async_ps final : public strategy {
     if (pushed_ && pushed_->rounds > 0) {  // the shards': floored as noise_scale floors its own
       g.grad_sqr = goodput::noise_scale::floor_sqr(pushed_->grad_sqr);
       g.grad_var = goodput::noise_scale::floor_var(pushed_->grad_var);
-      g.noise_scale = g.grad_sqr > 0 ? g.grad_var * ns_.base_batch() / g.grad_sqr
-                                     : std::numeric_limits<double>::infinity();
+      g.noise_scale = std::isnan(pushed_->grad_sqr) || std::isnan(pushed_->grad_var)
+                          ? std::numeric_limits<double>::quiet_NaN()  // diverged: not "infinite"
+                      : g.grad_sqr > 0 ? g.grad_var * ns_.base_batch() / g.grad_sqr
+                                       : std::numeric_limits<double>::infinity();
       g.rounds = pushed_->rounds;
       g.push_shards = pushed_->shards;
     } else {
