@@ -2,6 +2,7 @@
 #include "troupe/transport/endpoint.hpp"
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -183,6 +184,20 @@ std::uint32_t data_epoch_reached(const storage::task_journal& j) {
   return epoch;
 }
 
+// Why a job no runner runs has no result.json: its runner died, or (the disk holding it full) could
+// not write one: a job failed on a full disk read as a dead runner.
+std::string no_result_reason(const std::string& path) {
+  const std::string resume = "troupe run --resume " + path;
+  struct statvfs v {};
+  if (::statvfs(path.c_str(), &v) == 0 && v.f_bavail * v.f_frsize < (1u << 20))
+    return "no runner runs this job and it left no result.json: the disk holding " + path + " is full (" +
+           std::to_string(v.f_bavail * v.f_frsize / 1024) +
+           " KiB free), so its runner could not write one (a job ends failed once a disk fault lasts "
+           "job.disk_full_timeout_ms). Free space, then continue it with " +
+           resume;
+  return "no runner runs this job and it left no result.json (its runner died): continue it with " + resume;
+}
+
 // How the job ended (its result.json), or that its runner died (none: the counts it left).
 void add_ending(nlohmann::json& j, const cluster::job_dir& dir, const nlohmann::json& result) {
   if (result.is_object()) {
@@ -202,10 +217,7 @@ void add_ending(nlohmann::json& j, const cluster::job_dir& dir, const nlohmann::
       j["samples_total"] = c.value("samples_trained", 0ull);
     // The last training loss the master logged (the progress line's; it showed "loss -").
     if (const double loss = last_logged_loss(dir.path()); std::isfinite(loss)) j["loss"] = loss;
-    j["reason"] =
-        "no runner runs this job and it left no result.json (its runner died): continue it with "
-        "troupe run --resume " +
-        dir.path();
+    j["reason"] = no_result_reason(dir.path());
   }
 }
 

@@ -90,6 +90,12 @@ TEST(job_disk, a_disk_that_stays_full_fails_the_job_cleanly_in_the_configured_ti
   EXPECT_EQ(res.value("ok", true), false) << res.dump();
   EXPECT_NE(res.value("reason", "").find("no space left on device"), std::string::npos) << res.dump();
   EXPECT_NE(res.value("reason", "").find("job.disk_full_timeout_ms"), std::string::npos) << res.dump();
+  // result.json could not be written on the full disk: `troupe status` says why there is none (it
+  // read as a runner that died).
+  std::string out;
+  EXPECT_FALSE(std::filesystem::exists(r.job_dir + "/result.json"));
+  ASSERT_EQ(troupe("status --json --job-dir " + r.job_dir + " 2>/dev/null", &out), 0) << out;
+  EXPECT_NE(out.find("is full ("), std::string::npos) << out;
   EXPECT_TRUE(no_processes_of(r));
 }
 
