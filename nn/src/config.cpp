@@ -77,7 +77,9 @@ train_config read_train_config(config_section s, train_config c) {
   c.lr_scaling = s.get_enum("lr_scaling", c.lr_scaling, {"none", "linear", "sqrt", "adascale"});
   c.batch = s.get_enum("batch", c.batch, {"fixed", "auto", "global"});
   c.max_batch = count(s, "max_batch", c.max_batch, 0, 1 << 24);
-  c.max_local_batch = count(s, "max_local_batch", c.max_local_batch, 1, 1 << 20);
+  // Unset: 1024, or batch_size when larger (each worker starts at it; job_spec refuses a bound set below it).
+  c.max_local_batch =
+      count(s, "max_local_batch", std::max<std::size_t>(c.max_local_batch, c.batch_size), 1, 1 << 20);
   if (!c.noise_scale && (c.lr_scaling == "adascale" || c.batch == "auto"))
     s.fail("noise_scale", core_errc::invalid_argument,
            "lr_scaling = \"adascale\" and batch = \"auto\" need the noise scale (noise_scale = true)");

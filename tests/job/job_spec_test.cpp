@@ -95,6 +95,18 @@ TEST(job_file, every_path_is_relative_to_the_job_files_folder_however_it_is_name
   fs::remove_all(dir);
 }
 
+// max_local_batch unset: 1024, or batch_size when that is larger (a bound below batch_size is refused
+// when set, and the default must not refuse a job that never set it).
+TEST(job_spec, an_unset_max_local_batch_is_at_least_the_batch_size) {
+  auto big = parse(
+      "[job]\nstrategy = 'allreduce'\n[train]\nbatch = 'auto'\nlr_scaling = 'adascale'\nbatch_size = 2048\n");
+  ASSERT_TRUE(big) << big.err().to_string();
+  EXPECT_EQ(big->nn.train.max_local_batch, 2048u);
+  auto small = parse("[job]\nstrategy = 'allreduce'\n[train]\nbatch = 'auto'\nlr_scaling = 'adascale'\n");
+  ASSERT_TRUE(small) << small.err().to_string();
+  EXPECT_EQ(small->nn.train.max_local_batch, 1024u);
+}
+
 TEST(job_spec, errors_name_the_key) {
   struct bad_case {
     const char* text;
