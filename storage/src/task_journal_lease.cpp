@@ -57,6 +57,11 @@ expected<std::uint64_t> task_journal::requeue_held(write_txn& w, const std::stri
 expected<task_state> task_journal::report_in(write_txn& w, const report_request& r) const {
   auto t = get_in(w, tasks_, r.id, env_->dir());
   if (!t) return t.err();
+  // The same lease's DONE again: its acknowledgement was lost (a connection closed while the master
+  // was paused) and the worker sent it again. Acknowledged, counted once (it was refused as "stale",
+  // a warning that read as a task trained twice).
+  if (!r.failed && t->state == task_state::done && t->holder == r.holder && t->attempt == r.attempt)
+    return t->state;
   if (auto c = check_lease(*t, r.holder, r.attempt); !c) return c.err();
   t->deadline_ms = 0;
   if (r.failed) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <thread>
 
 #include "job_harness.hpp"
@@ -136,6 +137,14 @@ TEST(job_faults, sigkill_the_master_resumes_from_the_journal) {
   auto master_log = read_file(r.job_dir + "/logs/master.log");
   EXPECT_EQ(master_log.find("expired lease(s) back to TODO"), std::string::npos) << res.dump();
   EXPECT_NE(master_log.find("master#1"), std::string::npos);
+  // The timeline's restarts count the master's own relaunch (the dashboard read 0 for it).
+  std::int64_t restarts = -1;
+  std::istringstream events(read_file(r.job_dir + "/events.jsonl"));
+  for (std::string line; std::getline(events, line);) {
+    auto e = nlohmann::json::parse(line, nullptr, false);
+    if (e.is_object() && e.value("kind", "") == "metrics") restarts = e.value("restarts", std::int64_t{-1});
+  }
+  EXPECT_EQ(restarts, res.value("node_restarts", std::int64_t{-2})) << res.dump();
   EXPECT_TRUE(no_processes_of(r));
 }
 

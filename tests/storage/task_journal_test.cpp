@@ -344,8 +344,18 @@ TEST(TaskJournal, StaleCompletionIsRejected) {
   ASSERT_TRUE(t3 && *t3 && t4 && *t4);
   EXPECT_FALSE(complete(*j, (*t3)->id, "x", (*t3)->attempt));
   EXPECT_TRUE(complete(*j, (*t4)->id, "x", (*t4)->attempt));
+  const auto before = j->counts();
+  ASSERT_TRUE(before);
   EXPECT_TRUE(complete(*j, (*t2)->id, "fast", (*t2)->attempt));
-  EXPECT_FALSE(complete(*j, (*t2)->id, "fast", (*t2)->attempt)) << "completing twice";
+  // The same lease's DONE again (its acknowledgement was lost): acknowledged, counted once.
+  EXPECT_TRUE(complete(*j, (*t2)->id, "fast", (*t2)->attempt)) << "the same report twice";
+  EXPECT_EQ(j->counts()->records_done, before->records_done + (*t2)->count);
+  EXPECT_EQ(j->counts()->done, before->done + 1);
+  // Another holder's or an older attempt's report of a done task is still stale.
+  EXPECT_FALSE(complete(*j, (*t2)->id, "slow", (*t2)->attempt));
+  EXPECT_FALSE(complete(*j, (*t2)->id, "fast", (*t2)->attempt - 1));
+  // A FAILED report of a done task changes nothing either.
+  EXPECT_FALSE(fail(*j, (*t2)->id, "fast", (*t2)->attempt, "late"));
 }
 
 TEST(TaskJournal, RepeatedFailureQuarantinesWithTheLastError) {

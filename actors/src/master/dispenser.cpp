@@ -119,9 +119,13 @@ void task_dispenser::on_messages(const std::vector<message>& batch) {
                out ? out->reports[i] : expected<storage::task_state>(out.err()));
   for (std::size_t i = 0; i < askers.size(); ++i) {
     bool granted = out && leasing;
-    if (granted && out->leases[i].requeued > 0)
+    if (granted && out->leases[i].requeued > 0) {
+      // Typically a lease whose reply was lost (the connection closed meanwhile): the worker never
+      // trained it. In the timeline as any requeue (result.json counted it, the events did not).
       spdlog::info("dispenser: {} asked for a task while holding {} it no longer knows of: back to TODO",
                    jb.leases[i].holder, out->leases[i].requeued);
+      timeline_.requeue(jb.leases[i].holder, out->leases[i].requeued, "lease not received");
+    }
     bool none = !granted || paused();
     reply_lease(*askers[i], none ? std::nullopt : out->leases[i].leased, none);
   }

@@ -329,6 +329,7 @@ void init_master(master_state& st, node_context* ctx, supervision::name_registry
   restore_counters(st, ctx->who().job_dir);
   st.obs = std::make_shared<master_observer>(ctx->spec(), ctx->who().job_dir, ctx->who().job_id,
                                              ctx->address(), ctx->clock());
+  st.obs->set_own_restarts(ctx->who().id.incarnation);
   // Peers drop a node silent for heartbeat_timeout, counted from its last heartbeat: half of it is
   // the pause of this process that may cost it its connections.
   st.members.pause = std::make_shared<pause_watch>(ctx->spec().transport.heartbeat_timeout / 2);

@@ -226,8 +226,8 @@ void master_observer::tick(const cluster::membership_view& view, const job_progr
   // /metrics' gauges each second; the event at the timeline's pace, or at once when the workers changed.
   if (!event && last_gauges_ && now - *last_gauges_ < std::chrono::seconds(1)) return;
   last_gauges_ = now;
-  // Every node's highest incarnation, as the view records them (not the master's own).
-  const std::uint64_t restarts = view.restarts("master");
+  // Every node's highest incarnation, as the view records them, and the master's own.
+  const std::uint64_t restarts = view.restarts("master") + own_restarts_;
   update_metrics(view, progress, counts, restarts);
   if (!event) return;
   last_event_ = now;

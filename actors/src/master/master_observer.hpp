@@ -59,6 +59,9 @@ class master_observer {
   // The job finished: the runner now stops every node at once and sends no exit reports, so a
   // departure from here on is a node leaving a finished job ("leave"), whatever its connection said.
   void job_finished() { job_finished_ = true; }
+  // The master's own incarnation: its relaunches, which the view (of the other nodes) leaves out and
+  // the timeline's and /metrics' restarts counted short of result.json's node_restarts.
+  void set_own_restarts(std::uint64_t n) { own_restarts_ = n; }
   // Whether the next tick writes a metrics event: at observe::metrics_pace (each second for this
   // master's first ten minutes, then every 5 s), after a second when the alive workers in `view`
   // are not those of the last event, and at the first tick after the job finished (its last
@@ -100,6 +103,7 @@ class master_observer {
   std::optional<troupe::clock::time_point> recovering_since_;
   std::size_t recovery_target_ = 0;
   std::size_t workers_alive_ = 0;
+  std::uint64_t own_restarts_ = 0;
   bool job_finished_ = false;
   std::optional<troupe::clock::time_point> last_event_;  // none yet: the first tick writes one
   std::optional<troupe::clock::time_point> last_gauges_;

@@ -55,6 +55,24 @@ bool all_exited(const cluster::nodes_file* nodes) {
   return true;
 }
 
+// The alive master's incarnation in a status answer; 0 without one.
+std::uint64_t master_of(const nlohmann::json& st) {
+  if (!st.contains("members")) return 0;
+  for (const auto& e : st["members"]) {
+    auto id = node_id::parse(e.value("node", std::string()));
+    if (id && id->name == "master" && e.value("state", std::string()) == "alive") return id->incarnation;
+  }
+  return 0;
+}
+
+// A stopped node running again a second after its SIGCONT was never declared dead: its exit later
+// (the job's end, another fault) is not this fault's detection (the master leaving at the job's end
+// read as "detected", then "job finished before recovery was seen").
+bool resumed_undetected(const fault_record& rec, double t) {
+  return rec.spec.kind == fault_kind::stop && rec.detected_s < 0 && rec.resumed_s >= 0 &&
+         t > rec.resumed_s + 1.0;
+}
+
 std::string name_of(const std::string& node) {
   return node.substr(0, node.find('#'));
 }
@@ -76,6 +94,7 @@ void observer::before_fault(std::size_t index, const fault_record& rec, const cl
   b.samples = u64(last_, "samples_total");
   b.requeued = u64(last_, "tasks", "requeued");
   b.restarts = u64(last_, "restarts");
+  b.master = master_of(last_);
   b.at = clock_.now();
   // Slowed, not lost: nothing to detect or recover from.
   b.done = rec.spec.kind == fault_kind::drop || rec.spec.kind == fault_kind::delay ||
@@ -95,7 +114,16 @@ void observer::update(fault_record& rec, baseline& b, const nlohmann::json& st,
   // Once the job is over its nodes leave and exit: that is not the fault detected (close() says
   // what became of a fault never detected). The runner may be gone before a poll saw it finished.
   if (rec.detected_s < 0 && (st.value("finished", false) || (!status_ok && all_exited(nodes)))) return;
-  if (rec.detected_s < 0 && ((status_ok && !m.old_alive) || replaced_on_disk(nodes, name, rec))) {
+  if (resumed_undetected(rec, t)) {
+    rec.note = "resumed before it was declared dead";
+    b.done = true;
+    return;
+  }
+  // Missing from the membership counts under the master of the fault's time only: a relaunched
+  // master lists the nodes that joined it since, and a stopped one cannot (a worker stopped while the
+  // master restarted read as detected at once, and "recovered" when a later kill replaced it).
+  const bool absent = status_ok && !m.old_alive && (name == "master" || master_of(st) == b.master);
+  if (rec.detected_s < 0 && (absent || replaced_on_disk(nodes, name, rec))) {
     rec.detected_s = t;
     b.samples_at_detect = u64(st, "samples_total");
   }

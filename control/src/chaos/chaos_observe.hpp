@@ -69,6 +69,7 @@ class observer {
  private:
   struct baseline {
     std::uint64_t incarnation = 0, samples = 0, requeued = 0, restarts = 0, samples_at_detect = 0;
+    std::uint64_t master = 0;  // the master's incarnation at the fault (membership is that master's)
     troupe::clock::time_point at;
     bool done = false;
   };
