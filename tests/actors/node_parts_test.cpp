@@ -65,6 +65,11 @@ TEST(node_view, views_move_forward_and_a_restarted_master_starts_a_new_sequence)
   EXPECT_TRUE(v.from_current_master(view_msg(9, 2, 9)));
   v.master_down();
   EXPECT_FALSE(v.joined());
+  // Back after the master's pause: it joins again and gets the same view whole; it is a member
+  // again (it kept re-joining every 250 ms), nothing else changes.
+  EXPECT_FALSE(v.take(view_msg(1, 2, 7), true)) << "not newer";
+  EXPECT_TRUE(v.joined());
+  EXPECT_EQ(v.ring_epoch().load(), 1u);
 }
 
 TEST(node_view, a_ring_wait_ends_at_the_change_or_at_its_deadline_on_the_clock) {

@@ -11,7 +11,14 @@ bool node_view::take(const wire::membership_msg& msg, bool listed) {
   {
     std::lock_guard lk(mu_);
     bool newer_master = msg.master_incarnation > master_incarnation_;
-    if (!newer_master && msg.view.epoch() <= view_.epoch()) return false;
+    if (!newer_master && msg.view.epoch() <= view_.epoch()) {
+      // The view held, sent whole again to this node after it joined again (back from the master's
+      // pause, the view unchanged): a member again, nothing else new. Refused as "not newer", it left
+      // the node re-joining every 250 ms for the rest of the job.
+      if (msg.view.epoch() == view_.epoch() && msg.master_incarnation == master_incarnation_ && listed)
+        joined_ = true;
+      return false;
+    }
     master_incarnation_ = msg.master_incarnation;
     joined_ = listed;
     view_ = msg.view;

@@ -29,7 +29,8 @@ class node_view {
   // False for a view of a master older than the one this node follows.
   bool from_current_master(const wire::membership_msg& msg) const;
   // Takes the view of `msg` when it is newer than the one held or comes from a newer master;
-  // `listed`: it lists this node's incarnation. True when it was taken (waiters woken).
+  // `listed`: it lists this node's incarnation. True when it was taken (waiters woken). The view held
+  // again, listing this node, makes it a member again (joined) and is not taken.
   bool take(const wire::membership_msg& msg, bool listed);
   // The whole view a delta describes, from the view held: nullopt when the held view is not the
   // delta's base (a view missed, or another master's sequence), or the delta is malformed.
