@@ -156,6 +156,9 @@ TEST(chaos, master_paused_longer_than_the_fence_is_replaced_and_counted) {
   EXPECT_FALSE(f["detected_s"].is_null()) << f.dump();
   EXPECT_TRUE(f["resumed_s"].is_null()) << "the fenced master got a SIGCONT: " << f.dump();
   EXPECT_EQ(f.value("restarts", -1), 1) << f.dump();
+  // The timeline says it was fenced, as a worker's fence is (it read as a kill only).
+  auto events = read_file(c.job_dir + "/events.jsonl");
+  EXPECT_NE(events.find(R"("kind":"fenced","node":"master#0")"), std::string::npos) << events;
   job_run r;
   r.job_dir = c.job_dir;
   expect_all_done(r);

@@ -35,6 +35,9 @@ void runner::watch_master() {
     spdlog::warn("fence {}: {}", slot->id.to_string(), r.err().to_string());
     return;
   }
+  // In the timeline as a worker's fence is (a hung master read as one killed: only its "replaced").
+  timeline_.node_event("fenced", slot->id.to_string(),
+                       watch_.ever_answered() ? "silent for the runner (hung?)" : "never came up");
   // Its members' list is the hung master's: nobody is fenced on its word any more.
   watch_.forget_status();
 }
