@@ -13,9 +13,13 @@ from live_job import LiveJob, free_port, http, skip, wait_for  # noqa: E402
 
 
 def trained(url):
-    """The /metrics text once it counts trained samples."""
+    """The /metrics text once it counts trained samples and has a loss (the first loss window's: a
+    scrape between the first samples and the window's end has none)."""
     status, body = http(url)
-    for line in body.splitlines() if status == 200 else []:
+    lines = body.splitlines() if status == 200 else []
+    if not any(ln.startswith("troupe_loss{") for ln in lines):
+        return None
+    for line in lines:
         if line.startswith("troupe_samples_total{") and float(line.split()[-1]) > 0:
             return body
     return None
@@ -32,8 +36,8 @@ def main():
     try:
         addr = job.wait("metrics_address in nodes.json", lambda: job.nodes().get("metrics_address"), 30)
         url = "http://" + addr + "/metrics"
-        # The series are there once the workers train (samples > 0).
-        text = job.wait("samples on /metrics", lambda: trained(url), 60)
+        # The series are there once the workers train (samples > 0) and a loss window ended.
+        text = job.wait("samples and a loss on /metrics", lambda: trained(url), 60)
         check = subprocess.run(["promtool", "check", "metrics"], input=text, text=True, capture_output=True)
         print("promtool check metrics:", check.returncode, check.stdout, check.stderr)
         assert check.returncode == 0, "promtool rejects the live /metrics"
