@@ -203,8 +203,9 @@ TEST(MasterObserver, MetricsEventsThinOutOnceTheJobHasRunTenMinutes) {
   auto view = cluster::membership_view::make({0, 4});
   ASSERT_TRUE(view);
   job_progress progress(clk.now());
-  // Before the dispenser's counts are known nothing is written (a relaunched master's first event
-  // read as every count back to 0).
+  // A relaunched master writes nothing before the dispenser's counts are known (its first event read
+  // as every count back to 0).
+  obs.set_relaunched(true);
   obs.tick(*view, progress, std::nullopt, {}, obs.metrics_due(*view));
   EXPECT_EQ(events_of(dir, "metrics").size(), 0u);
   const std::optional<wire::task_counts> counts = wire::task_counts{};

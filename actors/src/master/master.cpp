@@ -330,6 +330,7 @@ void init_master(master_state& st, node_context* ctx, supervision::name_registry
   st.obs = std::make_shared<master_observer>(ctx->spec(), ctx->who().job_dir, ctx->who().job_id,
                                              ctx->address(), ctx->clock());
   st.obs->set_own_restarts(ctx->who().id.incarnation);
+  st.obs->set_relaunched(st.durable.master_starts > 1);
   // Peers drop a node silent for heartbeat_timeout, counted from its last heartbeat: half of it is
   // the pause of this process that may cost it its connections.
   st.members.pause = std::make_shared<pause_watch>(ctx->spec().transport.heartbeat_timeout / 2);

@@ -229,9 +229,7 @@ void master_observer::tick(const cluster::membership_view& view, const job_progr
   // Every node's highest incarnation, as the view records them, and the master's own.
   const std::uint64_t restarts = view.restarts("master") + own_restarts_;
   update_metrics(view, progress, counts, restarts);
-  // Not before the dispenser's counts are known: a relaunched master's first event read as every
-  // task count back to 0 (the dashboard's lines dropped to 0 at each master kill).
-  if (!event || !counts) return;
+  if (!event || waits_for_counts(counts)) return;
   last_event_ = now;
   workers_written_ = workers_alive_;
   final_written_ = job_finished_;

@@ -62,6 +62,12 @@ class master_observer {
   // The master's own incarnation: its relaunches, which the view (of the other nodes) leaves out and
   // the timeline's and /metrics' restarts counted short of result.json's node_restarts.
   void set_own_restarts(std::uint64_t n) { own_restarts_ = n; }
+  // Not the job's first master (counters.json says another started before): its metrics events wait
+  // for the dispenser's counts (its first read as every task count back to 0).
+  void set_relaunched(bool r) { relaunched_ = r; }
+  bool waits_for_counts(const std::optional<wire::task_counts>& counts) const {
+    return relaunched_ && !counts;
+  }
   // Whether the next tick writes a metrics event: at observe::metrics_pace (each second for this
   // master's first ten minutes, then every 5 s), after a second when the alive workers in `view`
   // are not those of the last event, and at the first tick after the job finished (its last
@@ -104,6 +110,7 @@ class master_observer {
   std::size_t recovery_target_ = 0;
   std::size_t workers_alive_ = 0;
   std::uint64_t own_restarts_ = 0;
+  bool relaunched_ = false;
   bool job_finished_ = false;
   std::optional<troupe::clock::time_point> last_event_;  // none yet: the first tick writes one
   std::optional<troupe::clock::time_point> last_gauges_;

@@ -161,8 +161,8 @@ void on_tick(master_actor* self) {
   trim_heap(st);
   st.progress.roll(st.ctx->clock().now());
   // Saved before the metrics event that reports them: the timeline never runs ahead of counters.json.
-  // No event before the dispenser's counts are known (master_observer::tick writes none then).
-  const bool event = st.obs->metrics_due(st.members.view) && st.outcome.counts.has_value();
+  // A relaunched master's event waits for the dispenser's counts (and with it the save it is due).
+  const bool event = st.obs->metrics_due(st.members.view) && !st.obs->waits_for_counts(st.outcome.counts);
   persist_counters(self, event);
   st.obs->tick(st.members.view, st.progress, st.outcome.counts, st.goodput, event);
   reconcile_holders(self);
