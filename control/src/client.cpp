@@ -2,7 +2,6 @@
 #include "troupe/transport/endpoint.hpp"
 
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +19,7 @@
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/collective/cleanup.hpp"
 #include "troupe/core/client_node.hpp"
+#include "troupe/storage/disk_fault.hpp"
 #include "troupe/storage/task_journal.hpp"
 #include "troupe/wire/job_token.hpp"
 #include "troupe/wire/messages.hpp"
@@ -188,10 +188,10 @@ std::uint32_t data_epoch_reached(const storage::task_journal& j) {
 // not write one: a job failed on a full disk read as a dead runner.
 std::string no_result_reason(const std::string& path) {
   const std::string resume = "troupe run --resume " + path;
-  struct statvfs v {};
-  if (::statvfs(path.c_str(), &v) == 0 && v.f_bavail * v.f_frsize < (1u << 20))
+  std::error_code ec;
+  if (const auto space = std::filesystem::space(path, ec); !ec && storage::filesystem_full(path))
     return "no runner runs this job and it left no result.json: the disk holding " + path + " is full (" +
-           std::to_string(v.f_bavail * v.f_frsize / 1024) +
+           std::to_string(space.available / 1024) +
            " KiB free), so its runner could not write one (a job ends failed once a disk fault lasts "
            "job.disk_full_timeout_ms). Free space, then continue it with " +
            resume;

@@ -297,11 +297,10 @@ class dashboard {
     int workers = -1;
     if (scale) {
       // Digits only: strtol read "" (and "%00") as 0, and the job shrank to its minimum.
-      auto q = r.query.find("workers");
-      const std::string& v = q == r.query.end() ? std::string() : q->second;
-      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), workers);
-      if (v.empty() || ec != std::errc{} || end != v.data() + v.size() || workers < 0 || workers > 10000)
-        return error_response(400, "scale needs workers=N (0..10000)");
+      constexpr std::uint64_t most = 10000;
+      auto n = query_number(r, "workers", most + 1);  // absent: out of range
+      if (!n || *n > most) return error_response(400, "scale needs workers=N (0..10000)");
+      workers = static_cast<int>(*n);
     }
     auto res = o_.control(dir.held_path(), workers, "the dashboard, for " + r.remote);
     if (!res) {  // the error names the directory as it was reached (/proc/self/fd/N): as the user knows it
