@@ -108,6 +108,34 @@ bool wait_nodes(const std::string& job_dir, job_process& job) {
   return true;
 }
 
+// --rate's faults: each --kinds and --targets word named as the flag's (it quoted a fault the user
+// never wrote: "fault '0 bogus host rate=1gbit': ..."); a window that is empty, or that the rate
+// draws nothing in, said so (both read "no faults: give --fault, --schedule or --rate").
+expected<std::vector<control::fault_spec>> random_faults_of(flags& f) {
+  f.rnd.kinds.clear();
+  for (const auto& k : f.kinds) {
+    auto p = control::parse_fault_kind(k);
+    if (!p) return std::move(p).err().wrap("--kinds " + k);
+    f.rnd.kinds.push_back(*p);
+  }
+  for (const auto& t : f.targets)
+    if (auto c = control::check_fault_target(t); !c) return std::move(c).err().wrap("--targets " + t);
+  f.rnd.targets = f.targets;
+  const auto num = [](double x) { return fmt::format("{:g}", x); };
+  if (f.rnd.duration_s <= f.rnd.start_s)
+    return make_unexpected(core_errc::invalid_argument,
+                           "--rate: random faults fall between --start and --duration, and --duration " +
+                               num(f.rnd.duration_s) + " s is not after --start " + num(f.rnd.start_s) +
+                               " s");
+  auto r = control::random_schedule(f.rnd);
+  if (r.empty())
+    return make_unexpected(core_errc::invalid_argument,
+                           "--rate " + num(f.rnd.rate) + " drew no fault between " + num(f.rnd.start_s) +
+                               " s and " + num(f.rnd.duration_s) + " s (seed " + std::to_string(f.rnd.seed) +
+                               "): give a higher --rate or a later --duration");
+  return r;
+}
+
 expected<std::vector<control::fault_spec>> faults_of(flags& f) {
   std::vector<control::fault_spec> out;
   if (!f.schedule.empty()) {
@@ -121,19 +149,9 @@ expected<std::vector<control::fault_spec>> faults_of(flags& f) {
     out.push_back(*p);
   }
   if (f.random) {
-    f.rnd.kinds.clear();
-    // Each named as the flag's (it quoted a fault the user never wrote: "fault '0 bogus host
-    // rate=1gbit': ...").
-    for (const auto& k : f.kinds) {
-      auto p = control::parse_fault_kind(k);
-      if (!p) return std::move(p).err().wrap("--kinds " + k);
-      f.rnd.kinds.push_back(*p);
-    }
-    for (const auto& t : f.targets)
-      if (auto c = control::check_fault_target(t); !c) return std::move(c).err().wrap("--targets " + t);
-    f.rnd.targets = f.targets;
-    auto r = control::random_schedule(f.rnd);
-    out.insert(out.end(), r.begin(), r.end());
+    auto r = random_faults_of(f);
+    if (!r) return r.err();
+    out.insert(out.end(), r->begin(), r->end());
   }
   if (out.empty())
     return make_unexpected(core_errc::invalid_argument, "no faults: give --fault, --schedule or --rate");

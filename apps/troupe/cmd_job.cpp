@@ -19,7 +19,9 @@ struct target {
 };
 
 void add_target(CLI::App& sub, const std::shared_ptr<target>& t) {
-  sub.add_option("--job-dir", t->job_dir, "the job's directory (default: the newest job under --root)");
+  sub.add_option(
+      "--job-dir", t->job_dir,
+      "the job's directory (default: your running job started last under --root, else the newest)");
   sub.add_option("--root", t->root, "where job directories are (default: jobs)");
 }
 

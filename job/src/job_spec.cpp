@@ -77,13 +77,16 @@ expected<void> check_gpu_combinations(const job_spec& spec, const std::string& s
   // follow [job] device.
   // Under async_ps the shards apply the embedding rows' gradients, which the GPU backend keeps on
   // the device (actors/src/worker/backends/cuda_backend.cpp says the same for a model built otherwise).
+  // The other strategies refuse such a model (job_check.cpp): device "cpu" is the one way out (the
+  // message advised allreduce or local_sgd until 2026-12-01).
   const auto& type = spec.nn.model.type;
   if (spec.uses_gpu() && spec.uses_ps() && (type == "deepfm" || type == "wide_deep"))
-    return make_unexpected(core_errc::invalid_argument,
-                           source +
-                               ": job.device: \"gpu\" with strategy \"async_ps\" needs a model "
-                               "without embedding tables (model.type is \"" +
-                               type + "\"); use allreduce or local_sgd, or device \"cpu\"");
+    return make_unexpected(
+        core_errc::invalid_argument,
+        source +
+            ": job.device: \"gpu\" with strategy \"async_ps\" needs a model "
+            "without embedding tables (model.type is \"" +
+            type + "\"), and a model with embedding tables trains under async_ps only: use device \"cpu\"");
   // The device path of allreduce (actors/src/worker/strategies/allreduce_gpu.cpp) has no gradient
   // accumulation, which the goodput-optimal batch and the global batch rely on.
   const auto& batch = spec.nn.train.batch;

@@ -297,9 +297,10 @@ class dashboard {
     int workers = -1;
     if (scale) {
       // Digits only: strtol read "" (and "%00") as 0, and the job shrank to its minimum.
-      constexpr std::uint64_t most = 10000;
+      // `troupe scale --workers` and [job] workers allow 16,384 (the dashboard said 10,000).
+      constexpr std::uint64_t most = 16384;
       auto n = query_number(r, "workers", most + 1);  // absent: out of range
-      if (!n || *n > most) return error_response(400, "scale needs workers=N (0..10000)");
+      if (!n || *n > most) return error_response(400, "scale needs workers=N (0..16384)");
       workers = static_cast<int>(*n);
     }
     auto res = o_.control(dir.held_path(), workers, "the dashboard, for " + r.remote);

@@ -107,6 +107,21 @@ struct http_server::impl {
 
 namespace {
 
+// The request's headers, names lower-case. A header sent twice is one list, its values joined by ", "
+// (RFC 9110 5.3): a second Inference-Header-Content-Length or Authorization is then no longer a number
+// or a token, and is refused, where the last one was used silently.
+template <class Request>
+std::map<std::string, std::string> headers_of(const Request& req) {
+  std::map<std::string, std::string> out;
+  for (const auto& f : req) {
+    std::string name(f.name_string());
+    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    auto [it, fresh] = out.try_emplace(name, std::string(f.value()));
+    if (!fresh) it->second.append(", ").append(f.value().data(), f.value().size());
+  }
+  return out;
+}
+
 class session : public std::enable_shared_from_this<session> {
  public:
   session(tcp::socket s, http_server::impl& srv) : stream_(std::move(s)), srv_(srv) {
@@ -164,11 +179,7 @@ class session : public std::enable_shared_from_this<session> {
     auto q = r.target.find('?');
     r.path = percent_decode(r.target.substr(0, q));
     if (q != std::string::npos) r.query = parse_query(r.target.substr(q + 1));
-    for (const auto& f : req) {
-      std::string name(f.name_string());
-      for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      r.headers[name] = std::string(f.value());
-    }
+    r.headers = headers_of(req);
     r.body = std::move(req.body());
     beast::error_code rec;
     auto ep = stream_.socket().remote_endpoint(rec);

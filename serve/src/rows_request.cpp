@@ -25,7 +25,13 @@ expected<std::string> cell_text(const json& v, const std::string& where) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_number_integer()) return v.dump();
   if (v.is_number_float()) return v.dump();  // the shortest text that reads back the same double
-  if (v.is_boolean()) return std::string(v.get<bool>() ? "true" : "false");
+  // A boolean has no one text: the import hashed the CSV's own ("True" from pandas, "TRUE" from R),
+  // and "true" read as another category, silently (it was taken as "true").
+  if (v.is_boolean())
+    return make_unexpected(core_errc::invalid_argument,
+                           where +
+                               ": a boolean; send the text the training CSV held for it (pandas writes "
+                               "\"True\", R \"TRUE\") or its number");
   return make_unexpected(core_errc::invalid_argument, where + ": a value is a number, a string or null");
 }
 

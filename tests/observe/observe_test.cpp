@@ -91,7 +91,8 @@ std::unique_ptr<http_server> echo_server(http_options o = {}) {
     if (r.path.find("..") != std::string::npos) return http_response{400, "text/plain", "no\n", {}};
     if (r.path != "/echo") return http_response{404, "text/plain", "not found\n", {}};
     std::string q = r.query.count("q") ? r.query.at("q") : "";
-    return http_response{200, "text/plain", r.method + " " + r.path + " q=" + q + "\n", {}};
+    std::string h = r.headers.count("x-h") ? " x-h=" + r.headers.at("x-h") : "";
+    return http_response{200, "text/plain", r.method + " " + r.path + " q=" + q + h + "\n", {}};
   });
   EXPECT_TRUE(s) << s.err().to_string();
   return s ? std::move(*s) : nullptr;
@@ -108,6 +109,15 @@ TEST(http_server, answers_requests_and_decodes_paths_and_queries) {
   EXPECT_NE(raw(s->port(), "GET /%2e%2e/etc/passwd HTTP/1.1\r\nConnection: close\r\n\r\n").find("400"),
             std::string::npos);
   EXPECT_NE(raw(s->port(), "GET /boom HTTP/1.1\r\nConnection: close\r\n\r\n").find("500"), std::string::npos);
+}
+
+TEST(http_server, a_header_sent_twice_is_one_list_not_its_last_value) {
+  auto s = echo_server();
+  ASSERT_TRUE(s);
+  auto r = raw(s->port(), "GET /echo HTTP/1.1\r\nX-H: 10\r\nx-h: 20\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(r.find("x-h=10, 20\n"), std::string::npos) << r;
+  r = raw(s->port(), "GET /echo HTTP/1.1\r\nX-H: 10\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(r.find("x-h=10\n"), std::string::npos) << r;
 }
 
 TEST(http_server, bad_clients_get_errors_and_the_server_stays_up) {

@@ -60,6 +60,13 @@ TEST(rows_request, rows_by_name_become_the_tensors_infer_takes) {
   EXPECT_LT(r->ids[0], 100);
 }
 
+// A boolean has no one text in a CSV ("True" from pandas): refused, where it was read as "true".
+TEST(rows_request, a_boolean_is_refused_naming_the_text_to_send) {
+  const std::string why = refused(R"({"rows": [{"a": 1, "b": 2, "c": true}]})");
+  EXPECT_NE(why.find("rows[0] 'c': a boolean; send the text the training CSV held for it"), std::string::npos)
+      << why;
+}
+
 TEST(rows_request, every_bad_row_is_named) {
   EXPECT_NE(refused(R"({"rows": [{"a": 1, "c": "x"}]})").find("rows[0]: missing column 'b'"),
             std::string::npos);

@@ -349,6 +349,12 @@ def bad_input(troupe, work, models):
                400, "malformed JSON")
         expect(requests.post(url, data=b"{}", headers={"Inference-Header-Content-Length": "two"}, timeout=5),
                400, "Inference-Header-Content-Length 'two': expected the JSON header's length in bytes")
+        # The header twice: a list, refused (the last one was used silently).
+        twice = raw_request(srv.port, b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                            b"Inference-Header-Content-Length: 2\r\nInference-Header-Content-Length: 2\r\n"
+                            b"Content-Length: 2\r\n\r\n{}")
+        if not twice.startswith(b"HTTP/1.1 400") or b"Inference-Header-Content-Length '2, 2'" not in twice:
+            fail(f"two Inference-Header-Content-Length headers: {twice[:300]!r}")
         data, headers = binary_infer(ref, [0])
         expect(requests.post(url, data=data[:-4], headers=headers, timeout=5), 400,
                "binary_data_size 48 at byte 0 of the binary data, which has 44 bytes")

@@ -84,6 +84,32 @@ TEST(endpoint, delivers_by_name_and_answers_pings) {
   EXPECT_TRUE(run_ping(*b, {"alpha", "echo", 5, 0, 8})) << "a refused send must not break the link";
 }
 
+TEST(endpoint, a_probe_of_a_name_the_node_lacks_fails_at_once) {
+  auto a = make("alpha"), b = make("beta");
+  auto addr = a->listen("127.0.0.1", 0);
+  ASSERT_TRUE(addr) << addr.err().to_string();
+  ASSERT_TRUE(b->connect(*addr));  // alpha has no echo: it waited the whole timeout (30 s) for a pong
+  ping_options p{"alpha", "echo", 5, 0, 8};
+  p.timeout = 20s;
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run_ping(*b, p);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.err(), transport_errc::bad_name);
+  EXPECT_NE(r.err().to_string().find("'echo' on node alpha: not registered"), std::string::npos)
+      << r.err().to_string();
+  bulk_options bo;
+  bo.node = "alpha";
+  bo.frames = 4;
+  bo.frame_bytes = 64;
+  bo.timeout = 20s;
+  auto bulk = run_bulk(*b, bo);
+  ASSERT_FALSE(bulk);
+  EXPECT_EQ(bulk.err(), transport_errc::bad_name);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
+  ASSERT_TRUE(install_echo(*a));
+  EXPECT_TRUE(run_ping(*b, p)) << "with its echo, the same probe answers";
+}
+
 TEST(endpoint, delivers_locally_to_its_own_node) {
   auto a = make("alpha");
   std::promise<std::uint64_t> got;

@@ -62,6 +62,20 @@ ping_result summarize(std::vector<double> v, std::size_t payload_bytes) {
   res.mean_us = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
   return res;
 }
+
+// The probe's target watched: a node without that name (not a `troupe net serve` node) answers "not
+// registered" at once, and a node that goes down says so, where the probe waited out its whole timeout
+// (30 s) for a reply that never came. `fail` runs on the io thread.
+std::uint64_t watch_target(endpoint& ep, const std::string& node, const std::string& name,
+                           std::function<void(expected<void>)> fail) {
+  return ep.watch(
+      node, name, [fail = std::move(fail), node, name](const actor_address&, const std::string& why) {
+        const auto code = why == "not registered" ? transport_errc::bad_name : transport_errc::not_connected;
+        fail(make_unexpected(code,
+                             "'" + name + "' on node " + node + ": " + why +
+                                 (why == "not registered" ? " (is it a `troupe net serve` node?)" : "")));
+      });
+}
 }  // namespace
 
 expected<void> install_echo(endpoint& ep, const std::string& name) {
@@ -103,8 +117,10 @@ expected<ping_result> run_ping(endpoint& ep, const ping_options& o) {
   });
   if (!reg) return std::move(reg).err();
   auto fut = st->done.get_future();
+  const auto watch = watch_target(ep, o.node, o.name, [st](expected<void> e) { st->finish(std::move(e)); });
   ep.post(send_next);
   const bool ready = wait_until(clk, fut, clk.now() + o.timeout);
+  ep.unwatch(watch);
   ep.unregister_name(me);
   if (!ready)
     return make_unexpected(transport_errc::timeout, "ping " + o.node + ": no pong within the timeout");
@@ -139,13 +155,20 @@ expected<void> send_bulk(endpoint& ep, const bulk_options& o, const std::string&
 
 expected<bulk_result> run_bulk(endpoint& ep, const bulk_options& o) {
   if (ep.in_io_thread()) return make_unexpected(transport_errc::wrong_thread, "run_bulk");
-  auto done = std::make_shared<std::promise<void>>();
-  auto fut = done->get_future();
+  auto done = std::make_shared<ping_state>();  // its rtts unused: the final pong or the watch's news
+  auto fut = done->done.get_future();
   const std::string me = probe_name("bulk");
   auto reg = ep.register_name(me, [done](const message& m) {
-    if (m.body().isPong()) done->set_value();
+    if (m.body().isPong()) done->finish({});
   });
   if (!reg) return std::move(reg).err();
+  const auto watch =
+      watch_target(ep, o.node, o.name, [done](expected<void> e) { done->finish(std::move(e)); });
+  struct unwatch_at_exit {
+    endpoint& ep;
+    std::uint64_t id;
+    ~unwatch_at_exit() { ep.unwatch(id); }
+  } unwatch{ep, watch};
   clock& clk = o.clock;
   const auto start = clk.now();
   const auto deadline = start + o.timeout;
@@ -156,6 +179,7 @@ expected<bulk_result> run_bulk(endpoint& ep, const bulk_options& o) {
   const bool ready = wait_until(clk, fut, deadline);
   ep.unregister_name(me);
   if (!ready) return make_unexpected(transport_errc::timeout, "bulk to " + o.node + ": no final pong");
+  if (auto r = fut.get(); !r) return std::move(r).err();
   bulk_result res;
   res.frames = o.frames;
   res.frame_bytes = o.frame_bytes;

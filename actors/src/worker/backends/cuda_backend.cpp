@@ -139,10 +139,11 @@ std::string host_name() {
 // to itself (device_trainer has no sparse download).
 expected<void> check_supported(const job::job_spec& spec, nn::model& host) {
   if (spec.uses_ps() && !host.embedding_tables().empty())
-    return make_unexpected(core_errc::invalid_argument,
-                           "[job] device = \"gpu\" with strategy async_ps: model '" + host.type() +
-                               "' has embedding tables, whose gradients the GPU backend cannot push "
-                               "to the PS shards yet; use allreduce or local_sgd, or device = \"cpu\"");
+    return make_unexpected(
+        core_errc::invalid_argument,
+        "[job] device = \"gpu\" with strategy async_ps: model '" + host.type() +
+            "' has embedding tables, whose gradients the GPU backend cannot push "
+            "to the PS shards yet, and only async_ps keeps embedding tables: use device = \"cpu\"");
   return {};
 }
 
