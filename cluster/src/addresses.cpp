@@ -62,6 +62,32 @@ expected<std::string> resolve_listen(const std::string& listen) {
   return ip + listen.substr(5);
 }
 
+expected<void> check_advertise(const std::string& advertise) {
+  const std::string key = "cluster.advertise '" + advertise + "': ";
+  auto ip = ipv4_of(advertise);
+  if (!ip)
+    return make_unexpected(cluster_errc::invalid_spec, key + "expected an IPv4 address of this machine");
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  if (::inet_pton(AF_INET, ip->c_str(), &at.sin_addr) != 1)
+    return make_unexpected(cluster_errc::invalid_spec, key + "expected an IPv4 address of this machine");
+  if ((ntohl(at.sin_addr.s_addr) >> 24) == 127)
+    return make_unexpected(cluster_errc::invalid_spec,
+                           key +
+                               "a loopback address, which the hosts of cluster.hosts cannot reach: give this "
+                               "machine's address on their network");
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return make_unexpected(core_errc::io_error, std::string("socket: ") + std::strerror(errno));
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0;  // port 0: any
+  const int err = errno;
+  ::close(fd);
+  if (!bound)
+    return make_unexpected(
+        cluster_errc::invalid_spec,
+        key + "not an address of this machine (" + std::strerror(err) + "): the master listens there");
+  return {};
+}
+
 expected<std::string> local_address_towards(const std::string& ip) {
   sockaddr_in to{};
   to.sin_family = AF_INET;

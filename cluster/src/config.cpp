@@ -101,6 +101,8 @@ expected<control_plan> plan_hosts(const cluster_config& cfg) {
   p.master_node = "localhost";
   p.node_listen = "@host:0";
   std::string addr = cfg.advertise;
+  if (!addr.empty())
+    if (auto c = check_advertise(addr); !c) return c.err();
   if (addr.empty()) {
     auto first = local::parse_host_slots(cfg.hosts.front());
     if (!first) return first.err();

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 
+#include "troupe/cluster/addresses.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/storage/record_store.hpp"
@@ -122,6 +123,10 @@ expected<void> check_job(const job_spec& spec, const std::vector<std::string>& s
                            "strategy '" + spec.job.strategy + "': registered are " + names);
   }
   if (auto d = check_data_paths(spec.nn.data); !d) return d;
+  // The local launcher's hosts reach the master at [cluster] advertise: loopback, or an address of
+  // another machine, was found only as nodes never joined (or as the job's start failed).
+  if (spec.cluster.launcher == "local" && !spec.cluster.hosts.empty() && !spec.cluster.advertise.empty())
+    if (auto a = cluster::check_advertise(spec.cluster.advertise); !a) return a;
   // A built-in dataset goes through the cache: one whose directory is another user's would refuse
   // its entry at the job's start (exit 1, a failed job directory left); said now.
   if (spec.nn.data.source != "store")

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "troupe/cluster/addresses.hpp"
 #include "troupe/cluster/config.hpp"
 #include "troupe/cluster/errc.hpp"
 
@@ -98,14 +99,17 @@ TEST(cluster_config, slurm_without_its_commands_names_the_missing_one) {
 }
 
 TEST(cluster_config, reads_the_host_list) {
-  auto c = read(
-      "[cluster]\nhosts = [\"h1:2\", \"h2\"]\nhost_command = \"ssh {host}\"\nadvertise = \"10.0.0.5\"\n");
+  // An address of this machine (the master listens there): the one its default route leaves from.
+  auto mine = local_address_towards("198.51.100.1");
+  ASSERT_TRUE(mine) << "this machine has no route off loopback: " << mine.err().to_string();
+  auto c = read("[cluster]\nhosts = [\"h1:2\", \"h2\"]\nhost_command = \"ssh {host}\"\nadvertise = \"" +
+                *mine + "\"\n");
   ASSERT_TRUE(c) << c.err().to_string();
   EXPECT_EQ(c->hosts, (std::vector<std::string>{"h1:2", "h2"}));
   auto p = plan_control(*c);
   ASSERT_TRUE(p) << p.err().to_string();
-  EXPECT_EQ(p->master_host, "10.0.0.5");
-  EXPECT_EQ(p->runner_host, "10.0.0.5");
+  EXPECT_EQ(p->master_host, *mine);
+  EXPECT_EQ(p->runner_host, *mine);
   EXPECT_EQ(p->master_node, "localhost");
   EXPECT_EQ(p->ps_node, "");
   EXPECT_EQ(p->node_listen, "@host:0");
@@ -117,6 +121,21 @@ TEST(cluster_config, reads_the_host_list) {
     auto bad = read(std::string("[cluster]\n") + toml);
     ASSERT_FALSE(bad) << toml;
     EXPECT_NE(bad.err().to_string().find(key), std::string::npos) << bad.err().to_string();
+  }
+  // Loopback, which the hosts cannot reach (every node ended after its connect timeout, relaunched
+  // for ever), and an address of another machine (the job failed at its start, exit 1): refused.
+  for (auto [addr, why] : {std::pair{"127.0.0.1",
+                                     "a loopback address, which the hosts of cluster.hosts cannot "
+                                     "reach"},
+                           std::pair{"203.0.113.77", "not an address of this machine"},
+                           std::pair{"no-such-host.invalid", "expected an IPv4 address of this machine"}}) {
+    auto bad = *c;
+    bad.advertise = addr;
+    auto refused = plan_control(bad);
+    ASSERT_FALSE(refused) << addr;
+    EXPECT_NE(refused.err().to_string().find(std::string("cluster.advertise '") + addr + "': " + why),
+              std::string::npos)
+        << refused.err().to_string();
   }
   // No advertise and a first host this machine cannot resolve: the error says what to set.
   auto unnamed = read("[cluster]\nhosts = [\"no-such-host.invalid\"]\nhost_command = \"ssh {host}\"\n");

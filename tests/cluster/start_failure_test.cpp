@@ -47,6 +47,36 @@ TEST(start_failure, only_an_end_with_nothing_of_troupes_in_its_output_counts) {
   EXPECT_FALSE(start_failure(slurm, id, false));
   slurm.state = "CANCELLED by 0";
   EXPECT_FALSE(start_failure(slurm, id, false));
+  // troupe ran as the node and could not join (its own exit code): it counts (such a node was
+  // relaunched every 30 s for ever), unless fenced or killed.
+  const auto unjoined = exited(exit_join_failed,
+                               "2026-12-01 05:00:00.000 E [worker-0#3] worker-0#3: cannot reach "
+                               "the master at --join 127.0.0.1:4000 within 30 s: refused\n");
+  EXPECT_TRUE(start_failure(unjoined, id, false));
+  EXPECT_FALSE(start_failure(unjoined, id, true)) << "fenced";
+}
+
+TEST(start_failure, a_node_that_could_not_join_quotes_its_error_and_says_what_to_check) {
+  start_failure_report r;
+  r.id = {"worker-2", 5};
+  r.status = exited(exit_join_failed,
+                    "2026-12-01 05:00:00.000 I [worker-2#5] starting\n"
+                    "2026-12-01 05:00:30.000 E [worker-2#5] worker-2#5: cannot reach the master at --join "
+                    "127.0.0.1:45439 within 30 s: connect_failed: Connection refused\n");
+  r.backend = "local";
+  r.host = "h3";
+  r.log_path = "jobs/x/logs/worker-2.log";
+  r.program = "/usr/bin/troupe";
+  r.times = 3;
+  auto text = describe(r);
+  EXPECT_TRUE(has(text,
+                  "worker-2 never joined the master: its command on host h3 exited with code 69, 3 times in "
+                  "a row; its last error (jobs/x/logs/worker-2.log): E [worker-2#5] worker-2#5: cannot "
+                  "reach the master at --join 127.0.0.1:45439 within 30 s"))
+      << text;
+  EXPECT_TRUE(has(text, "check: does the node's host reach the master's address ([cluster] advertise"))
+      << text;
+  EXPECT_FALSE(has(text, "filesystem")) << "troupe ran there: " << text;
 }
 
 // The error a node died of is the cause, not the supervisor's giving up on it (a job whose dataset

@@ -291,6 +291,23 @@ TEST_F(slots_fixture, scaling_launches_new_indices_and_stops_the_highest) {
   EXPECT_EQ(launcher.launched.back().argv.back(), "2");
 }
 
+// A worker started by hand (`troupe node --index 3`) is a member the table never launched: a scale
+// up skips its name (the runner's own worker-3 beside it never joined, refused as a duplicate).
+TEST_F(slots_fixture, a_scale_up_skips_the_names_of_workers_started_by_hand) {
+  table.scale_to(2);
+  std::vector<cluster::member> members;
+  for (const char* n : {"master", "worker-0", "worker-1", "worker-2", "worker-3"}) {
+    cluster::member m;
+    m.id = {n, 0};
+    m.state = cluster::member_state::alive;
+    members.push_back(m);
+  }
+  EXPECT_TRUE(table.declared_dead(members, 0).empty()) << "a hand-started worker is no slot to fence";
+  auto up = table.scale_to(4);
+  EXPECT_EQ(up.launched, (std::vector<std::string>{"worker-4", "worker-5"}));
+  EXPECT_EQ(table.find("worker-2"), nullptr);
+}
+
 // By index, not by name: the slots are kept by name, where "worker-9" sorts after "worker-15" (a
 // job of 16 shrunk to 13 had lost worker-9, -8 and -7, its spare-mode own workers among them).
 TEST_F(slots_fixture, a_shrink_past_ten_workers_stops_the_highest_indices) {

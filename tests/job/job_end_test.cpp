@@ -19,6 +19,7 @@
 
 #include "disk_faults.hpp"
 #include "job_harness.hpp"
+#include "troupe/cluster/addresses.hpp"
 #include "troupe/storage/record_store.hpp"
 
 namespace troupe::testing {
@@ -537,9 +538,12 @@ TEST(job_end, a_node_whose_host_command_fails_never_joins_and_the_job_says_why) 
       << "#!/bin/sh\necho \"ssh: Could not resolve hostname $1: Name or service not known\" >&2\n"
          "exit 255\n";
   ::chmod(ssh.c_str(), 0755);
+  // An address of this machine (loopback is refused with hosts: they cannot reach it).
+  auto mine = cluster::local_address_towards("198.51.100.1");
+  ASSERT_TRUE(mine) << "this machine has no route off loopback: " << mine.err().to_string();
   auto r =
       start_job("unreachable-host", ctr_job(1, 8192, 1) + "[cluster]\nhosts = [\"h1:4\"]\nhost_command = \"" +
-                                        ssh + " {host}\"\nadvertise = \"127.0.0.1\"\n");
+                                        ssh + " {host}\"\nadvertise = \"" + *mine + "\"\n");
   EXPECT_EQ(wait_job(r, std::chrono::seconds(60)), 1) << read_file(r.err_file);
   auto res = result(r);
   const auto reason = res.value("reason", "");
@@ -564,6 +568,38 @@ TEST(job_end, a_node_whose_host_command_fails_never_joins_and_the_job_says_why) 
   auto replaced = event_kinds(r.job_dir, "replaced");
   ASSERT_FALSE(replaced.empty());
   EXPECT_NE(replaced[0].find("exited with code 255 before it joined"), std::string::npos) << replaced[0];
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+// Nodes that run but never reach the master (a host cut off, an advertise the hosts cannot reach:
+// here the host command points their --join at a closed port) end with troupe's own "could not
+// join" code: they count as ends before joining, and the job fails naming the node's error (it
+// relaunched them every 30 s for ever, runner.log saying only "exited with code 1").
+TEST(job_end, nodes_that_cannot_reach_the_master_fail_the_job_naming_their_error) {
+  const auto bin = test_root("cut-host-bin");
+  const auto cut = bin + "/cut-host";
+  std::ofstream(cut) << "#!/bin/bash\nshift  # the host\nargs=()\nwhile (($#)); do\n"
+                        "  if [[ $1 == --join ]]; then args+=(--join 127.0.0.1:1); shift 2; continue; fi\n"
+                        "  args+=(\"$1\"); shift\ndone\nexec \"${args[@]}\" --connect-timeout 1\n";
+  ::chmod(cut.c_str(), 0755);
+  auto mine = cluster::local_address_towards("198.51.100.1");
+  ASSERT_TRUE(mine) << "this machine has no route off loopback: " << mine.err().to_string();
+  auto r = start_job("cut-host", ctr_job(1, 8192, 1) + "[cluster]\nhosts = [\"h1:4\"]\nhost_command = \"" +
+                                     cut + " {host}\"\nadvertise = \"" + *mine + "\"\n");
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(90)), 1) << read_file(r.err_file);
+  auto res = result(r);
+  const auto reason = res.value("reason", "");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(reason, m, std::regex("^(ps-0|ps-1|worker-0) never joined the master: ")))
+      << reason;
+  const std::string node = m[1];
+  for (const auto& part :
+       {std::string("its command on host h1 exited with code 69, 3 times in a row"),
+        "its last error (" + r.job_dir + "/logs/" + node + ".log): E [" + node + "#",
+        std::string("cannot reach the master at --join 127.0.0.1:1 within 1 s"),
+        std::string("check: does the node's host reach the master's address ([cluster] advertise")})
+    EXPECT_NE(reason.find(part), std::string::npos) << part << " not in: " << reason;
+  EXPECT_EQ(res.value("status", ""), "failed");
   EXPECT_TRUE(no_processes_of(r));
 }
 

@@ -24,6 +24,7 @@
 #include "roles.hpp"
 #include "troupe/cluster/addresses.hpp"
 #include "troupe/cluster/job_dir.hpp"
+#include "troupe/cluster/start_failure.hpp"
 #include "troupe/collective/cleanup.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/job/job_file.hpp"
@@ -277,7 +278,7 @@ void join_or_exit(node_runtime* r, const node_options& o, const node_id& id, clu
   root.shutdown(std::chrono::seconds(3));
   beacon.reset();
   std::fflush(nullptr);
-  std::_Exit(1);
+  std::_Exit(cluster::exit_join_failed);  // the runner counts it as an end before the node joined
 }
 
 // A started node's life: its role actors under the root supervisor, its join (not the master's),

@@ -51,6 +51,13 @@ expected<std::string> pick_host(const remote_hosts& hosts, const std::map<std::s
   if (!wanted.empty()) {
     if (auto ok = known_host(hosts, wanted); !ok)
       return make_unexpected(cluster_errc::invalid_spec, "node " + node + ": " + ok.err().context());
+    // Its slots hold there too (`troupe scale --host h3` put 3 nodes on h3:2): past them the launch
+    // is refused as any launch past the hosts' slots, and the job goes on with what it has.
+    for (const auto& h : hosts.hosts)
+      if (h.name == wanted && in_use(wanted) >= h.slots)
+        return make_unexpected(cluster_errc::insufficient_resources,
+                               "node " + node + ": every slot of host " + wanted + " is taken (" +
+                                   std::to_string(in_use(wanted)) + "/" + std::to_string(h.slots) + ")");
     return wanted;
   }
   for (const auto& h : hosts.hosts)

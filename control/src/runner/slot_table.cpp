@@ -123,6 +123,9 @@ std::optional<troupe::clock::time_point> slot_table::next_relaunch() const {
 std::vector<node_slot*> slot_table::declared_dead(const std::vector<cluster::member>& members,
                                                   std::uint64_t master_incarnation) {
   std::vector<node_slot*> dead;
+  // Members the runner never launched (`troupe node` by hand): their names are taken.
+  for (const auto& m : members)
+    if (!slots_.count(m.id.name)) foreign_.insert(m.id.name);
   for (auto& [name, slot] : slots_) {
     if (slot.role == cluster::node_role::master || !slot.handle || !slot.wanted || slot.fenced) continue;
     auto m = std::find_if(members.begin(), members.end(),
@@ -179,6 +182,9 @@ void slot_table::grow(scale_result& r) {
   while (running_workers() < workers_kept()) {
     std::size_t i = next_worker_index_++;
     auto name = cluster::node_name(cluster::node_role::worker, i);
+    // Nor a name a node started by hand holds: the runner's worker-3 beside a hand-started worker-3
+    // never joined, its connection to the master refused as a duplicate ~50 times a second.
+    if (foreign_.count(name)) continue;
     auto place = free_place();
     auto& slot = fresh(name);
     slot.id = {name, first_incarnation(name)};

@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -145,6 +146,7 @@ class slot_table {
 
   // The master's membership (from incarnation `master` of it): marks the slots it lists as joined
   // and seen, and returns the running ones it listed alive before and lists no more: declared dead.
+  // Members that are no slot of the table (started by hand) keep their names from new workers.
   std::vector<node_slot*> declared_dead(const std::vector<cluster::member>& members,
                                         std::uint64_t master_incarnation);
   // Fences the slot's process through the launcher; it is relaunched when its exit report comes.
@@ -192,6 +194,7 @@ class slot_table {
   std::size_t next_worker_index_ = 0;
   std::string grow_host_;  // where the next grow's workers go (empty: where the launcher puts them)
   std::map<std::string, std::uint64_t> resumed_incarnations_;
+  std::set<std::string> foreign_;  // names of members the runner did not launch (troupe node by hand)
 };
 
 }  // namespace troupe::control

@@ -21,4 +21,11 @@ expected<std::string> ipv4_of(const std::string& name);
 // a control process listens for nodes on other hosts. Errors: io_error naming `ip`.
 expected<std::string> local_address_towards(const std::string& ip);
 
+// `advertise` ([cluster] advertise: where the master and the runner listen for nodes on other hosts)
+// checked before a job starts: an IPv4 address (or a name resolving to one) of this machine, not
+// loopback (the hosts cannot reach it: every node then ended after its connect timeout, relaunched
+// for ever). An address of another machine failed the job at its start (exit 1, a job directory
+// left). Errors: invalid_spec naming cluster.advertise.
+expected<void> check_advertise(const std::string& advertise);
+
 }  // namespace troupe::cluster

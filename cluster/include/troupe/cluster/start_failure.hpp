@@ -14,6 +14,12 @@
 
 namespace troupe::cluster {
 
+// A node's exit code when it could not join the master (`troupe node`: no answer at --join within
+// --connect-timeout, or the join refused; EX_UNAVAILABLE). It ran as troupe, yet never joined: such
+// ends count as start failures (a job whose nodes could not reach the master at a wrong
+// [cluster] advertise, or on a host cut off for good, relaunched them every 30 s for ever).
+constexpr int exit_join_failed = 69;
+
 // True when the exit report shows troupe ran as node `id`: its output holds a line the node
 // logged under its own name ("[worker-0#3]": the logger of a `troupe node` is named after its
 // id, core/log.hpp). A shell's "exec: ...: not found", ssh's or Slurm's own errors are not.
@@ -21,7 +27,8 @@ bool ran_as_node(const exit_status& s, const node_id& id);
 
 // An end that counts towards giving up on a node that never started: not fenced, not preempted
 // or cancelled by Slurm, not a SIGKILL/SIGTERM from someone else, and nothing of troupe's in its
-// output. Whether it joined is the caller's to know.
+// output, or troupe's own "could not join" (exit_join_failed). Whether it joined is the caller's to
+// know.
 bool start_failure(const exit_status& s, const node_id& id, bool fenced);
 
 // What the runner knows of a node that ended `times` times in a row before it joined the job.
