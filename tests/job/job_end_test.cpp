@@ -527,6 +527,22 @@ TEST(job_end, a_damaged_store_named_by_the_job_is_the_reason_of_its_end) {
   EXPECT_EQ(res, nlohmann::json::parse(read_file(r.job_dir + "/result.json"), nullptr, false));
 }
 
+// A one-worker job whose PS shards and worker go to host "h1:4" through `host_command` (a script),
+// the master listening at this machine's address (loopback is refused with hosts).
+job_run start_on_host_h1(const std::string& name, const std::string& host_command) {
+  auto mine = cluster::local_address_towards("198.51.100.1");
+  EXPECT_TRUE(mine) << "this machine has no route off loopback: " << mine.err().to_string();
+  return start_job(name, ctr_job(1, 8192, 1) + "[cluster]\nhosts = [\"h1:4\"]\nhost_command = \"" +
+                             host_command + " {host}\"\nadvertise = \"" + (mine ? *mine : "") + "\"\n");
+}
+
+// The node a "never joined the master" reason names ("": none).
+std::string unjoined_node(const std::string& reason) {
+  std::smatch m;
+  if (!std::regex_search(reason, m, std::regex("^(ps-0|ps-1|worker-0) never joined the master: "))) return "";
+  return m[1];
+}
+
 // Nodes whose host command never reaches their host (an ssh that cannot resolve it) end before they
 // join: after 3 such ends in a row the job fails within seconds (not after 11 relaunches), and its
 // final JSON, runner.log and timeline say which node, how its command ended, what it wrote, and
@@ -538,19 +554,12 @@ TEST(job_end, a_node_whose_host_command_fails_never_joins_and_the_job_says_why) 
       << "#!/bin/sh\necho \"ssh: Could not resolve hostname $1: Name or service not known\" >&2\n"
          "exit 255\n";
   ::chmod(ssh.c_str(), 0755);
-  // An address of this machine (loopback is refused with hosts: they cannot reach it).
-  auto mine = cluster::local_address_towards("198.51.100.1");
-  ASSERT_TRUE(mine) << "this machine has no route off loopback: " << mine.err().to_string();
-  auto r =
-      start_job("unreachable-host", ctr_job(1, 8192, 1) + "[cluster]\nhosts = [\"h1:4\"]\nhost_command = \"" +
-                                        ssh + " {host}\"\nadvertise = \"" + *mine + "\"\n");
+  auto r = start_on_host_h1("unreachable-host", ssh);
   EXPECT_EQ(wait_job(r, std::chrono::seconds(60)), 1) << read_file(r.err_file);
   auto res = result(r);
   const auto reason = res.value("reason", "");
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(reason, m, std::regex("^(ps-0|ps-1|worker-0) never joined the master: ")))
-      << reason;
-  const std::string node = m[1];
+  const auto node = unjoined_node(reason);
+  ASSERT_FALSE(node.empty()) << reason;
   for (const auto& part :
        {std::string("its command on host h1 exited with code 255, 3 times in a row"),
         "its output (" + r.job_dir + "/logs/" + node + ".log) ends: ssh: Could not resolve hostname h1",
@@ -582,17 +591,12 @@ TEST(job_end, nodes_that_cannot_reach_the_master_fail_the_job_naming_their_error
                         "  if [[ $1 == --join ]]; then args+=(--join 127.0.0.1:1); shift 2; continue; fi\n"
                         "  args+=(\"$1\"); shift\ndone\nexec \"${args[@]}\" --connect-timeout 1\n";
   ::chmod(cut.c_str(), 0755);
-  auto mine = cluster::local_address_towards("198.51.100.1");
-  ASSERT_TRUE(mine) << "this machine has no route off loopback: " << mine.err().to_string();
-  auto r = start_job("cut-host", ctr_job(1, 8192, 1) + "[cluster]\nhosts = [\"h1:4\"]\nhost_command = \"" +
-                                     cut + " {host}\"\nadvertise = \"" + *mine + "\"\n");
+  auto r = start_on_host_h1("cut-host", cut);
   EXPECT_EQ(wait_job(r, std::chrono::seconds(90)), 1) << read_file(r.err_file);
   auto res = result(r);
   const auto reason = res.value("reason", "");
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(reason, m, std::regex("^(ps-0|ps-1|worker-0) never joined the master: ")))
-      << reason;
-  const std::string node = m[1];
+  const auto node = unjoined_node(reason);
+  ASSERT_FALSE(node.empty()) << reason;
   for (const auto& part :
        {std::string("its command on host h1 exited with code 69, 3 times in a row"),
         "its last error (" + r.job_dir + "/logs/" + node + ".log): E [" + node + "#",
