@@ -146,7 +146,8 @@ int frontend::open_control() {
     if (e.node.name.rfind("replica-", 0) == 0) {
       spdlog::info("serve: {} down: {}", e.node.to_string(), e.reason);
       core_->replica_gone(e.node.name, e.node.incarnation);
-      if (e.reason.rfind("heartbeat timeout", 0) == 0) replica_silent({e.node.name, e.node.incarnation});
+      if (e.reason.rfind("heartbeat timeout", 0) == 0)
+        replica_silent({e.node.name, e.node.incarnation}, e.reason);
     }
   });
   return 0;
@@ -275,8 +276,8 @@ void frontend::ticker_loop() {
     start_reloads();
     launch_due();
     auto t = core_->tick();
-    take_silent(t.fence);
-    fence_replicas(t.fence);
+    fence_replicas(t.fence, "it held a batch past replica_timeout_ms, or a batch could not be sent to it");
+    for (const auto& [who, why] : take_silent()) fence_replicas({who}, why);
     stop_replicas(t.stop);
     advance_swaps();
     auto now = clock_.now();

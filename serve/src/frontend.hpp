@@ -45,6 +45,15 @@ namespace troupe::serve {
 bool own_model_dir(const std::string& root, const std::string& dir);
 // A model directory's key in the swaps tried (absolute, normalised: a reload's and --watch's agree).
 std::string watch_key(const std::string& dir);
+// What a swap tried in a model directory: its version's time, and its model.pt's size and change
+// time. A model refused while its model.pt was still being copied (cp, scp: not a rename) is tried
+// again once the file changes (it was never taken again: the deployment was lost).
+struct watch_stamp {
+  std::int64_t created_unix_ms = 0;
+  std::int64_t pt_size = -1, pt_mtime_ns = -1;  // -1: no model.pt
+  bool operator==(const watch_stamp&) const = default;
+};
+watch_stamp stamp_of(const std::string& dir, std::int64_t created_unix_ms);
 
 // One model version as the routes see it: what requests are checked against and answers say.
 struct model_view {
@@ -100,7 +109,8 @@ class frontend final : public replica_link {
     std::optional<clock::time_point> relaunch_at;
     clock::time_point launched{}, ready_at{};
     std::string last_exit;
-    std::string peer_host;  // the address its connection comes from (where Slurm placed it)
+    std::string peer_host;   // the address its connection comes from (where Slurm placed it)
+    std::string fenced_for;  // the server fenced this incarnation: why (its exit says so)
   };
   enum class gen_state { staging, active, draining };
   // A generation's copy of its model directory, and what its model.pt holds (XXH64).
@@ -181,10 +191,11 @@ class frontend final : public replica_link {
   void answer_reload(const message& request, bool ok, const std::string& error, const std::string& version,
                      std::uint32_t generation);
   void stop_replicas(const std::vector<std::string>& nodes);
-  void fence_replicas(const std::vector<replica_ref>& who);
+  // Fences each (SIGKILL through the launcher), `why` remembered for its exit's line.
+  void fence_replicas(const std::vector<replica_ref>& who, const std::string& why);
   // A replica that missed its heartbeats (transport's peer-down), fenced by the next tick.
-  void replica_silent(const replica_ref& who);
-  void take_silent(std::vector<replica_ref>& into);
+  void replica_silent(const replica_ref& who, const std::string& why);
+  std::vector<std::pair<replica_ref, std::string>> take_silent();
   void watch_for_models();
   // The newest model under --watch that `current`'s clients could use, the user's own, not refused.
   std::optional<model::model_info> newest_watched(const model::model_info& current);
@@ -249,11 +260,11 @@ class frontend final : public replica_link {
   std::uint32_t next_gen_ = 1;
   std::deque<reload_request> reloads_;
   std::deque<std::pair<cluster::node_handle, cluster::exit_status>> exits_;
-  std::vector<replica_ref> silent_;  // replicas whose heartbeats stopped (SIGSTOP, a hung host): fenced
+  // Replicas whose heartbeats stopped (SIGSTOP, a hung host), with the transport's words: fenced.
+  std::vector<std::pair<replica_ref, std::string>> silent_;
   std::string last_swap_error_;
-  std::map<std::string, std::int64_t>
-      tried_;                          // watch_key(model dir) -> created_unix_ms swapped to or refused
-  std::set<std::string> passed_over_;  // model dirs --watch found not the user's own (logged once)
+  std::map<std::string, watch_stamp> tried_;  // watch_key(model dir) -> what was swapped to or refused
+  std::set<std::string> passed_over_;         // model dirs --watch found not the user's own (logged once)
   std::map<std::string, std::int64_t> incompatible_;  // model dir -> created_unix_ms of other inputs (logged)
   bool hup_look_ = false;  // a SIGHUP asked --watch to look now: its outcome is logged
   std::uint64_t restarts_ = 0;

@@ -9,6 +9,7 @@
 
 #include "frontend.hpp"
 #include "troupe/cluster/process.hpp"
+#include "troupe/cluster/start_failure.hpp"
 #include "troupe/wire/rpc.hpp"
 
 namespace troupe::serve {
@@ -186,15 +187,29 @@ void frontend::handle_exit(const cluster::node_handle& h, const cluster::exit_st
   s->handle.reset();
   s->last_exit = st.to_string();
   generation* g = gen_of(*s);
+  // Who ended it, and its own last word labelled as such: "killed by SIGKILL: <its ready line>" read
+  // as if the ready line were the cause.
   std::string why = h.id.to_string() + " " + st.to_string();
-  if (auto line = last_line(st.trace.output); !line.empty() && !st.success() && !s->retired)
-    why += ": " + in_their_words(line, s->generation);
+  if (!s->fenced_for.empty()) why += " (fenced by the server: " + std::exchange(s->fenced_for, {}) + ")";
+  if (!st.success() && !s->retired) {
+    if (auto error = cluster::last_logged_error(st); !error.empty())
+      why += "; its last error: " + in_their_words(error, s->generation);
+    else if (auto line = last_line(st.trace.output); !line.empty())
+      why += "; its last log line: " + in_their_words(line, s->generation);
+  }
   if (s->retired || !g || g->state == gen_state::draining) {
     spdlog::info("serve: {} (generation {}, stopped)", why, s->generation);
     slots_.erase(h.id.name);
     return;
   }
   if (g->state == gen_state::staging) {
+    // Killed while it loads (the OOM killer, an operator, a fence), it is launched again within the
+    // generation's load deadline, twice at most: one such death refused the whole swap, and under
+    // --watch that model for good. A model that cannot load says so itself (on_failed).
+    if (st.signal != 0 && g->failure.empty() && s->failures < 2 && !stopping_) {
+      schedule_relaunch(*s, why + " while it loaded the new model");
+      return;
+    }
     spdlog::warn("serve: {} before the new model was ready", why);
     if (g->failure.empty()) g->failure = why;
     s->retired = true;
@@ -275,33 +290,34 @@ void frontend::stop_replicas(const std::vector<std::string>& nodes) {
   }
 }
 
-void frontend::replica_silent(const replica_ref& who) {
+void frontend::replica_silent(const replica_ref& who, const std::string& why) {
   // A closed connection is an exit, whose report relaunches the replica; a silent replica's process
   // may live on, stopped or hung, and would never be replaced: the ticker fences it.
   std::lock_guard lk(mu_);
-  silent_.push_back(who);
+  silent_.emplace_back(who, why);
   wake_.notify_all();
 }
 
-void frontend::take_silent(std::vector<replica_ref>& into) {
+std::vector<std::pair<replica_ref, std::string>> frontend::take_silent() {
   std::lock_guard lk(mu_);
-  into.insert(into.end(), silent_.begin(), silent_.end());
-  silent_.clear();
+  return std::exchange(silent_, {});
 }
 
-void frontend::fence_replicas(const std::vector<replica_ref>& who) {
+void frontend::fence_replicas(const std::vector<replica_ref>& who, const std::string& why) {
   std::vector<cluster::node_handle> handles;
   {
     std::lock_guard lk(mu_);
     for (const auto& w : who) {
       slot* s = find_slot(w.node);
-      if (s && s->incarnation == w.incarnation && s->handle) handles.push_back(*s->handle);
+      if (!s || s->incarnation != w.incarnation || !s->handle) continue;
+      handles.push_back(*s->handle);
+      s->fenced_for = why;
     }
   }
+  // The one cause (it listed every possible one: "holds a batch past replica_timeout_ms, cannot be
+  // reached or missed its heartbeats").
   for (const auto& h : handles) {
-    spdlog::warn(
-        "serve: {} holds a batch past replica_timeout_ms, cannot be reached or missed its heartbeats: fenced",
-        h.id.to_string());
+    spdlog::warn("serve: {}: {}: fenced", h.id.to_string(), why);
     (void)launcher_->fence(h);
   }
 }

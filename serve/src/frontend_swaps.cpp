@@ -125,9 +125,9 @@ void frontend::start_reloads() {
   if (!m) return refuse_reload(*req, serving, m.err().context());
   {
     // Tried, whoever asked: --watch does not take it again until its directory holds another model
-    // (a reload back to an older model stays).
+    // or its model.pt changes (a reload back to an older model stays).
     std::lock_guard lk(mu_);
-    tried_[watch_key(req->dir)] = m->created_unix_ms;
+    tried_[watch_key(req->dir)] = stamp_of(req->dir, m->created_unix_ms);
   }
   if (auto why = model::incompatibility(serving.info, *m); !why.empty())
     return refuse_reload(*req, serving,
@@ -218,8 +218,8 @@ void frontend::fence_slow_loaders(clock::time_point now, std::vector<cluster::no
     generation* g = gen_of(s);
     if (!g || g->state != gen_state::active || !s.handle || s.ready || now - s.launched <= cfg_.load_timeout)
       continue;
-    spdlog::warn("serve: {} not ready {} after its launch: fenced",
-                 node_id{s.node, s.incarnation}.to_string(), ms_text(now - s.launched));
+    s.fenced_for = "not ready " + ms_text(now - s.launched) + " after its launch (load_timeout_ms)";
+    spdlog::warn("serve: {}: {}: fenced", node_id{s.node, s.incarnation}.to_string(), s.fenced_for);
     to_fence.push_back(*s.handle);
     s.launched = now;  // once per timeout
   }

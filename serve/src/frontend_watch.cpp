@@ -35,6 +35,17 @@ std::string watch_key(const std::string& dir) {
   return (ec ? fs::path(dir) : p).lexically_normal().string();
 }
 
+watch_stamp stamp_of(const std::string& dir, std::int64_t created_unix_ms) {
+  watch_stamp s;
+  s.created_unix_ms = created_unix_ms;
+  struct stat st {};
+  if (::stat((dir + "/model.pt").c_str(), &st) == 0) {
+    s.pt_size = static_cast<std::int64_t>(st.st_size);
+    s.pt_mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  }
+  return s;
+}
+
 bool own_model_dir(const std::string& root, const std::string& dir) {
   if (!own(dir) || !own(dir + "/model.json") || !own(dir + "/model.pt")) return false;
   const auto parent = fs::path(dir).parent_path();
@@ -90,6 +101,9 @@ std::optional<model::model_info> frontend::newest_watched(const model::model_inf
   std::error_code ec;
   for (const auto& d : watched_dirs(cfg_.watch)) {
     if (!fs::exists(d + "/model.json", ec)) continue;
+    // A model.pt not there yet is a model being copied, not another user's (it said "not this
+    // user's own (or a link)"): looked at again at the next poll.
+    if (struct stat st{}; ::lstat((d + "/model.pt").c_str(), &st) != 0) continue;
     if (!own_model_dir(cfg_.watch, d)) {
       std::lock_guard lk(mu_);
       if (passed_over_.insert(d).second)
@@ -112,7 +126,8 @@ std::optional<model::model_info> frontend::newest_watched(const model::model_inf
       continue;
     }
     std::lock_guard lk(mu_);
-    if (auto r = tried_.find(watch_key(d)); r != tried_.end() && r->second == m->created_unix_ms) continue;
+    if (auto r = tried_.find(watch_key(d)); r != tried_.end() && r->second == stamp_of(d, m->created_unix_ms))
+      continue;
     if (!best || m->created_unix_ms > best->created_unix_ms) best = *m;
   }
   return best;

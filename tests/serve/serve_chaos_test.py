@@ -255,8 +255,55 @@ def stop_a_replica(troupe, work, models):
         if problems := check_answer(answer.json(), ref, [0]):
             fail(f"its answer: {problems}")
         wait_for(lambda: not os.path.exists(f"/proc/{pid}"), "the stopped replica's process to be gone", 30)
-        if "missed its heartbeats: fenced" not in srv.output():
-            fail("the front end did not say it fenced the silent replica")
+        # The one cause, and the exit saying who killed it (it read "killed by SIGKILL: <its ready line>").
+        out = srv.output()
+        if f"serve: {victim}#0: heartbeat timeout" not in out or ": fenced" not in out:
+            fail("the front end did not say it fenced the silent replica for its heartbeats")
+        if "killed by SIGKILL (fenced by the server: heartbeat timeout" not in out:
+            fail("the fenced replica's exit does not say the server fenced it")
+    finally:
+        srv.stop()
+
+
+def pid_of_node(node):
+    """The pid of the process whose environment says TROUPE_NODE=<node> (a replica before it is ready:
+    server.json has its pid only then), or None."""
+    want = f"TROUPE_NODE={node}".encode()
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/environ", "rb") as f:
+                if want in f.read().split(b"\0"):
+                    return int(d)
+        except OSError:
+            pass
+    return None
+
+
+def kill_while_loading(troupe, work, models):
+    """A replica of the new generation SIGKILLed while it loads is launched again and the swap goes
+    through (one such death refused the swap until 2026-12-01, and under --watch that model for good)."""
+    root = os.path.join(work, "jobs")
+    v2 = version_of(models, "mlp_v2")
+    # Many warm-up forwards: the new replica loads for a while, long enough to be caught at it.
+    srv = Server(troupe, os.path.join(models, "mlp"), root, "kl", "--replicas", "1", "--set", "serve.warmup=3000")
+    try:
+        srv.wait_ready()
+        said = {}
+        t = threading.Thread(target=lambda: said.update(out=reload(troupe, root, "kl", os.path.join(models, "mlp_v2"))))
+        t.start()
+        pid = wait_for(lambda: pid_of_node("replica-2-0#0"), "the new generation's replica to start", 60)
+        os.kill(pid, signal.SIGKILL)
+        log(f"SIGKILLed replica-2-0#0 (pid {pid}) while it loaded")
+        t.join(180)
+        if "out" not in said:
+            fail("the reload did not return")
+        if requests.get(f"{srv.url}/v2/models/kl", timeout=5).json()["versions"] != [v2]:
+            fail(f"after the reload: {said['out']}")
+        if "while it loaded the new model; relaunching it as #1" not in srv.output():
+            fail("the replica killed while it loaded was not launched again (or not said so)")
+        log(f"the swap went through: {said['out'].strip()}")
     finally:
         srv.stop()
 
@@ -388,6 +435,27 @@ def hup_and_watch(troupe, work, models):
         wait_for(lambda: requests.get(f"{srv.url}/v2/models/watch", timeout=5).json()["versions"] == [v2],
                  "--watch to move to the newer job's model")
         log(f"--watch: job-b's model serves {time.time() - t0:.2f} s after it appeared; job-w's (7 classes) skipped")
+        # A newer model whose model.pt is still being copied (cp, not a rename) is refused, then taken
+        # once the copy ends (it was never taken again: the deployment was lost).
+        copying = os.path.join(watched, "job-c", "model")
+        os.makedirs(copying)
+        with open(os.path.join(models, "mlp", "model.json")) as f:
+            meta = json.load(f)
+        meta["job"]["id"] = "copied-c"
+        meta["created_unix_ms"] = int(time.time() * 1000) + 60000
+        pt = open(os.path.join(models, "mlp", "model.pt"), "rb").read()
+        with open(os.path.join(copying, "model.pt"), "wb") as f:
+            f.write(pt[:len(pt) // 3])
+        with open(os.path.join(copying, "model.json"), "w") as f:
+            json.dump(meta, f)
+        v3 = f"copied-c@{meta['created_unix_ms']}"
+        wait_for(lambda: f"({v3}) refused" in srv.output(), "--watch to refuse the half-copied model")
+        with open(os.path.join(copying, "model.pt"), "wb") as f:
+            f.write(pt)
+        wait_for(lambda: requests.get(f"{srv.url}/v2/models/watch", timeout=5).json()["versions"] == [v3],
+                 "--watch to take the model once its copy ended")
+        log("--watch: a model refused while its model.pt was half copied is taken once the copy ends")
+        shutil.rmtree(os.path.dirname(copying))  # job-w's stays the newest of this user's for watch0
     finally:
         srv.stop()
     # --watch without a model starts on the newest of this user's own (job-w's), not job-z's (another user's,
@@ -406,7 +474,7 @@ def hup_and_watch(troupe, work, models):
 
 def main():
     troupe, work = sys.argv[1], sys.argv[2]
-    which = sys.argv[3:] or ["kill_and_swap", "stop_a_replica", "hup_and_watch"]
+    which = sys.argv[3:] or ["kill_and_swap", "stop_a_replica", "hup_and_watch", "kill_while_loading"]
     os.makedirs(work, exist_ok=True)
     models = make_models(os.path.join(work, "models"))
     try:
