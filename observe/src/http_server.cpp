@@ -170,7 +170,9 @@ class session : public std::enable_shared_from_this<session> {
         ec == asio::error::operation_aborted || ec == asio::error::connection_reset || ec == asio::error::eof)
       return close();
     if (ec == bhttp::error::header_limit) return send_error(431, "request headers too large");
-    if (ec == bhttp::error::body_limit) return send_error(413, "request body too large");
+    if (ec == bhttp::error::body_limit)  // the limit named (serve: max_body_bytes)
+      return send_error(
+          413, "request body too large: more than " + std::to_string(srv_.opt.max_body_bytes) + " bytes");
     if (ec) return send_error(400, "bad request: " + ec.message());
     auto& req = parser_->get();
     http_request r;

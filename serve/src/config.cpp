@@ -40,6 +40,7 @@ void read_http_limits(config_section& s, serve_config& c) {
       static_cast<std::size_t>(s.get_int("max_connections", static_cast<i64>(c.max_connections), 1, 1 << 20));
   c.read_timeout =
       std::chrono::milliseconds(s.get_int("read_timeout_ms", c.read_timeout.count(), 10, 3'600'000));
+  c.drain = std::chrono::milliseconds(s.get_int("drain_ms", c.drain.count(), 0, 600'000));
 }
 
 }  // namespace

@@ -212,9 +212,29 @@ int frontend::run() {
   write_state(false);
   announced_ = true;
   wait_for_signals();
+  drain();
   print_progress(true);
   stop_everything();
   return 0;
+}
+
+// [serve] drain_ms: after SIGTERM, /v2/health/ready answers 503 while requests are still served, so
+// that a load balancer takes the server out of rotation before it stops taking requests (readiness
+// stayed 200 to the end: requests sent in the stop's last moments got 503s or a closed connection).
+// A second SIGINT or SIGTERM stops at once.
+void frontend::drain() {
+  if (cfg_.drain.count() == 0) return;
+  draining_ = true;
+  spdlog::info("serve: draining for {}: readiness 503, requests still served (a second signal stops now)",
+               ms_text(cfg_.drain));
+  const auto until = clock_.now() + cfg_.drain;
+  for (auto now = clock_.now(); now < until; now = clock_.now()) {
+    if (const int sig = signals_->poll(); sig == SIGINT || sig == SIGTERM) {
+      spdlog::info("serve: a second signal: stopping now");
+      return;
+    }
+    clock_.sleep_for(std::min<clock::duration>(std::chrono::milliseconds(50), until - now));
+  }
 }
 
 std::string frontend::served_dir() const {

@@ -222,6 +222,7 @@ class frontend final : public replica_link {
   void count_request(int status, clock::time_point arrived);
   observe::http_response metadata(const model_view& v);
   observe::http_response ready_answer(bool model_route);
+  void drain();
   std::shared_ptr<const model_view> current_view() const;
   std::shared_ptr<const model_view> view_of(std::uint32_t generation) const;
   // server_state.cpp
@@ -271,6 +272,7 @@ class frontend final : public replica_link {
   bool stopping_ = false;
   std::atomic<bool> stopped_{false};
   std::atomic<bool> announced_{false};  // server.json written for this server (ready_answer)
+  std::atomic<bool> draining_{false};   // stopping after drain_ms: readiness 503 (ready_answer)
   std::thread ticker_;
   std::optional<signal_waiter> signals_;  // SIGINT, SIGTERM: stop; SIGHUP: reload
   // Progress and state: counters at the last report.

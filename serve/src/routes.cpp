@@ -171,7 +171,7 @@ observe::http_response loading_answer() {
 observe::http_response frontend::ready_answer(bool model_route) {
   // Ready once a replica of the serving version is, and server.json says so (what a client that
   // waited for readiness reads next: a stale file of an earlier server under the same name).
-  bool ready = announced_.load() && core_->stats().ready > 0;
+  bool ready = announced_.load() && !draining_.load() && core_->stats().ready > 0;
   json j = model_route ? json{{"name", name_}, {"ready", ready}} : json{{"ready", ready}};
   return json_answer(ready ? 200 : 503, j.dump());
 }

@@ -24,6 +24,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import signal
 import threading
 import time
 import urllib.request
@@ -305,7 +306,7 @@ def bad_input(troupe, work, models):
         if twin.returncode != 2 or "a server named 'mlp' already runs" not in twin.stderr:
             fail(f"the same serve command twice: exit {twin.returncode}: {twin.stderr[-500:]}")
         post = lambda body, **kw: requests.post(url, data=body, timeout=10, **kw)  # noqa: E731
-        expect(post("x" * 70000), 413, "request body too large")
+        expect(post("x" * 70000), 413, "request body too large: more than 65536 bytes")
         expect(post("{\"inputs\": ["), 400, "malformed JSON", "\"error\"")
         expect(post("not json"), 400, "malformed JSON (byte 1): invalid literal")
         expect(post(json.dumps({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 11],
@@ -628,6 +629,44 @@ def wrk(troupe, work, models):
         srv.stop()
 
 
+def drain(troupe, work, models):
+    """SIGTERM with drain_ms: readiness turns 503 at once while requests are still answered, then the
+    server stops by itself, exit 0 (readiness stayed 200 to the end before 2026-12-01)."""
+    ref = load_ref(models, "mlp")
+    srv = Server(troupe, os.path.join(models, "mlp"), os.path.join(work, "jobs"), "drain", "--set",
+                 "serve.drain_ms=3000")
+    try:
+        srv.wait_ready()
+        session = requests.Session()
+        t0 = time.time()
+        srv.proc.send_signal(signal.SIGTERM)
+        ready = None
+        while time.time() - t0 < 2:
+            ready = session.get(srv.url + "/v2/health/ready", timeout=5).status_code
+            if ready == 503:
+                break
+            time.sleep(0.02)
+        if ready != 503:
+            fail(f"readiness during the drain: {ready}, expected 503")
+        answered = 0
+        while time.time() - t0 < 2:  # well inside the 3 s drain
+            r = session.post(srv.infer_url(), json=infer_body(ref, [answered % 4]), timeout=5)
+            if r.status_code != 200 or check_answer(r.json(), ref, [answered % 4]):
+                fail(f"an inference while draining: {r.status_code} {r.text[:200]}")
+            answered += 1
+        if session.get(srv.url + "/v2/health/live", timeout=5).status_code != 200:
+            fail("liveness during the drain is not 200")
+        rc = srv.proc.wait(timeout=30)
+        took = time.time() - t0
+        if rc != 0 or took < 2.5:
+            fail(f"the drained server exited {rc} after {took:.1f} s (drain_ms 3000)")
+        if "draining for 3000 ms" not in srv.output():
+            fail("the drain is not in the log")
+        log(f"drain: readiness 503 at once, {answered} inferences answered while draining, exit 0 after {took:.1f} s")
+    finally:
+        srv.stop()
+
+
 def shutil_which(cmd):
     import shutil
     return shutil.which(cmd)
@@ -635,7 +674,7 @@ def shutil_which(cmd):
 
 def main():
     troupe, work = sys.argv[1], sys.argv[2]
-    which = sys.argv[3:] or ["answers", "bad_input", "fuzz", "wrk"]
+    which = sys.argv[3:] or ["answers", "bad_input", "fuzz", "wrk", "drain"]
     os.makedirs(work, exist_ok=True)
     models = make_models(os.path.join(work, "models"))
     try:
