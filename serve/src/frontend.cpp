@@ -237,12 +237,6 @@ void frontend::drain() {
   }
 }
 
-std::string frontend::served_dir() const {
-  for (const auto& [n, g] : gens_)
-    if (g.state == gen_state::active) return g.info.dir;
-  return cfg_.model;
-}
-
 void frontend::wait_for_signals() {
   for (;;) {
     const int sig = signals_->wait();

@@ -117,6 +117,12 @@ void frontend::stage(const reload_request& req, std::uint32_t gen, snapshot_copy
   }
 }
 
+std::string frontend::served_dir() const {
+  for (const auto& [n, g] : gens_)
+    if (g.state == gen_state::active) return g.info.dir;
+  return cfg_.model;
+}
+
 void frontend::start_reloads() {
   model_view serving;
   auto req = next_reload(serving);
