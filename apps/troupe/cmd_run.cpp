@@ -16,7 +16,9 @@ struct flags {
 };
 
 const command_registrar reg{
-    "run", "Run a training job on this machine: master, PS shards and workers as supervised processes",
+    "run",
+    "Run a training job: master, PS shards and workers as supervised processes (on this machine, or "
+    "on [cluster] hosts or Slurm)",
     [](CLI::App& sub) -> runner {
       auto f = std::make_shared<flags>();
       auto* job = sub.add_option("job", f->o.file, "job file (TOML), e.g. examples/fashion_mnist.toml")
@@ -43,7 +45,7 @@ const command_registrar reg{
       sub.add_flag(
           "--submit", f->submit,
           "submit the runner itself as a Slurm job ([cluster] launcher = \"slurm\"): prints its Slurm "
-          "job id and the job directory, then returns");
+          "job id and the job directory, then returns (with --resume: that job, under a new runner)");
       return [f]() -> int {
         if (f->o.file.empty() && f->o.resume.empty())
           return usage_error("run: give a job file or --resume JOB_DIR");

@@ -1,6 +1,8 @@
 #include "dashboard_jobs.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 
 #include "troupe/observe/job_events.hpp"
 
@@ -121,16 +123,18 @@ void job_rows::fold(const std::string& text, entry& e) {
   if (auto f = from_json_line(first); f && !r.contains("started_ms")) r["started_ms"] = f->t_ms;
   if (auto l = from_json_line(last)) r["last_ms"] = l->t_ms;
   if (auto m = from_json_line(metrics)) read.events.push_back(std::move(*m));
+  // Counts as integers (they read 8118.0 and 2.0 beside a 0).
+  const auto count = [](double v) { return static_cast<std::int64_t>(std::llround(v)); };
   for (const auto& ev : read.events) {
     if (ev.kind == "job_start") {
       r["strategy"] = ev.text("strategy");
-      r["workers_wanted"] = ev.number("workers");
+      r["workers_wanted"] = count(ev.number("workers"));
     } else if (ev.kind == "scale") {
-      r["workers_wanted"] = ev.number("workers");
+      r["workers_wanted"] = count(ev.number("workers"));
     } else if (ev.kind == "metrics") {
-      r["workers_alive"] = ev.number("workers_alive");
-      r["tasks_done"] = ev.number("tasks_done");
-      r["tasks_total"] = ev.number("tasks_todo") + ev.number("tasks_doing") + ev.number("tasks_done");
+      r["workers_alive"] = count(ev.number("workers_alive"));
+      r["tasks_done"] = count(ev.number("tasks_done"));
+      r["tasks_total"] = count(ev.number("tasks_todo") + ev.number("tasks_doing") + ev.number("tasks_done"));
     } else if (ev.kind == "job_end") {
       r["state"] = ev.text("state");
       r["ended"] = true;
@@ -151,8 +155,9 @@ void job_rows::add_result(const job_directory& dir, json& r) {
   }
   double done = number_or(*res, "tasks_done", -1), failed = number_or(*res, "tasks_failed", 0);
   if (done < 0) return;
-  r["tasks_done"] = done;
-  r["tasks_total"] = std::max(number_or(r, "tasks_total", 0), done + failed);
+  r["tasks_done"] = static_cast<std::int64_t>(std::llround(done));
+  r["tasks_total"] =
+      static_cast<std::int64_t>(std::llround(std::max(number_or(r, "tasks_total", 0), done + failed)));
   if (res->contains("reason") && (*res)["reason"].is_string()) r["reason"] = (*res)["reason"];
 }
 

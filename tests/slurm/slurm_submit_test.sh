@@ -33,6 +33,31 @@ grep -q '"status":"stopped"' "$dir/result.json" || fail "result.json: $(cat "$di
 wait_for 20 no_jobs_left sub || fail "Slurm jobs left behind: $(squeue -h -o '%i %j %T')"
 grep -q 'stopped on request' "$dir.runner.out" || fail "the runner's output does not say it was stopped"
 
+# --resume --submit: the stopped job continues under a new submitted runner (it was refused: "give a
+# job file (not --resume)"; only a runner in the foreground could continue it).
+done_before=$("$B" status --json --job-dir "$dir" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["tasks"]["done"])')
+[[ -n $done_before ]] || fail "troupe status --json of the stopped job: no task count"
+"$B" run --resume "$dir" --submit > "$work/resume.out" 2> "$work/resume.err" ||
+  fail "run --resume --submit: $(cat "$work/resume.out" "$work/resume.err")"
+cat "$work/resume.out"
+rid=$(sed -n 's/^submitted the runner of .* as Slurm job \([0-9]*\)$/\1/p' "$work/resume.out")
+[[ -n $rid ]] || fail "run --resume --submit printed no Slurm job id"
+grep -q 'the runner resumed the job' "$work/resume.out" || fail "run --resume --submit: $(cat "$work/resume.out")"
+[[ $(squeue -h -j "$rid" -o %N) == h1 ]] || fail "the resumed runner does not run on the control host h1"
+wait_for 90 bash -c "\"$B\" status --json --job-dir $dir 2>/dev/null | python3 -c 'import json,sys; \
+  sys.exit(0 if json.load(sys.stdin)[\"tasks\"][\"done\"] > $done_before else 1)'" ||
+  fail "the resumed job did not train on"
+"$B" stop --job-dir "$dir" > "$work/stop2" 2>&1 || fail "troupe stop of the resumed job: $(cat "$work/stop2")"
+wait_for 60 bash -c "[[ -z \$(squeue -h -j $rid 2> /dev/null) ]]" || fail "the resumed runner's job did not end"
+wait_for 20 no_jobs_left sub || fail "Slurm jobs left behind after the resumed run: $(squeue -h -o '%i %j %T')"
+# A finished job is refused before anything is submitted.
+echo '{"status": "finished"}' > "$work/finished.json"
+cp "$dir/result.json" "$work/stopped.json" && cp "$work/finished.json" "$dir/result.json"
+"$B" run --resume "$dir" --submit > /dev/null 2> "$work/fin.err"
+rc=$?
+cp "$work/stopped.json" "$dir/result.json"
+[[ $rc == 2 ]] && grep -q "nothing to resume" "$work/fin.err" || fail "--resume --submit of a finished job: $rc $(cat "$work/fin.err")"
+
 # A [job] root the hosts do not see (this machine's /tmp; each host has its own): the runner's job
 # ends at once on h1 (FAILED); --submit waits for it and says so, exit 1 (it said "submitted", 0).
 unshared=/tmp/troupe-submit-unshared-$$

@@ -290,7 +290,8 @@ void connection::tick(time_point now) {
   const auto ph = phase_.load();
   if (ph == phase::closed) return;
   if (ph == phase::handshake && hs_ && now > hs_->deadline)
-    return close("refused: handshake timeout", transport_errc::handshake_failed);
+    // Silence, not a refusal: a stopped (SIGSTOP) or hung peer (it read "refused: handshake timeout").
+    return close("handshake timeout: the peer did not answer in time", transport_errc::handshake_failed);
   if (ph != phase::open) return;
   boost::system::error_code ec;
   // Bytes waiting in the socket mean the peer is alive and this thread was late (a slow handler).

@@ -61,6 +61,9 @@ cluster::launch_site launch_site_of(const cluster::job_dir& dir);
 watch_limits runner_watch_limits(const job::job_spec& spec);
 slot_policy runner_slot_policy(const job::job_spec& spec);
 
+// Whether the result.json at `path` says the job finished (no file, or another status: not).
+bool finished_job(const std::string& path);
+
 // A refusal before the job has a directory (a bad job file, flag or --resume): the CLI's one
 // "troupe: error: ..." line on stderr, as every other command says it (it was a log line). `rc`.
 int usage_refusal(const std::string& text, int rc = 2);

@@ -105,13 +105,13 @@ void runner::clean_dead_runner(const cluster::job_dir& dir) {
     spdlog::info("cancelled {} Slurm job(s) the dead runner left", *n);
 }
 
-namespace {
-// Whether the result.json at `path` says the job finished (no file, or another status: not).
 bool finished_job(const std::string& path) {
   std::ifstream in(path);
   auto j = nlohmann::json::parse(in, nullptr, false);
   return j.is_object() && j.value("status", "") == "finished";
 }
+
+namespace {
 
 // A job that ended before it launched any node (refused by the launcher: a partition Slurm lacks,
 // the controller down): result.json written, no nodes.json, no task journal. Nothing in it can be

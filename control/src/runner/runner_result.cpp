@@ -41,7 +41,8 @@ int runner::finish(int rc) {
     if (auto w = cluster::write_file_atomic(dir_->result_path(), text + "\n"); !w)
       spdlog::warn("{}", w.err().to_string());
   }
-  if (rc == 0)
+  // A job stopped or interrupted as asked is no error (a requested stop read "E [runner] ... stopped").
+  if (rc == 0 || outcome_.state() == "stopped" || outcome_.state() == "interrupted")
     spdlog::info("job {} {}: {}", dir_->job_id(), outcome_.state(), outcome_.reason());
   else
     spdlog::error("job {} {}: {}", dir_->job_id(), outcome_.state(), outcome_.reason());

@@ -55,8 +55,63 @@ int await_runner(const cluster::cluster_config& cfg, long job, const std::filesy
 }
 }  // namespace
 
+namespace {
+// The runner's job for `--resume DIR --submit` (a submitted runner scancelled, or its host lost: the
+// job could be continued only by a runner in the foreground). Its output is appended to the first
+// runner's (<root>/<id>.runner.out); it has resumed once its beat (runner.beat) is newer than the
+// submission. A finished job is refused here; the runner's own checks (a runner still running it)
+// end its Slurm job, said from its output.
+int submit_resume(const run_options& o) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto dir = fs::absolute(o.resume, ec).lexically_normal();
+  auto jd = cluster::job_dir::open(dir.string());
+  if (!jd) return usage_refusal("--resume: " + jd.err().describe());
+  if (finished_job(jd->result_path()))
+    return usage_refusal("--resume " + dir.string() + ": the job finished (see " + jd->result_path() +
+                         "): nothing to resume");
+  auto doc = job::read_job_file((dir / "job.toml").string(), {});
+  if (!doc) return usage_refusal("--resume " + dir.string() + ": " + doc.err().describe());
+  auto spec = job::job_spec::read(*doc);
+  if (!spec) return usage_refusal(spec.err().describe());
+  if (spec->cluster.launcher != "slurm")
+    return usage_refusal("run --submit: the runner goes to Slurm only with [cluster] launcher = \"slurm\"");
+  const auto beat = cluster::runner_beat_path(dir.string());
+  const auto before = fs::last_write_time(beat, ec);
+  cluster::node_spec ns;
+  ns.id = node_id{"runner", 0};
+  ns.argv = {"troupe", "run", "--resume", dir.string()};
+  if (!o.progress) ns.argv.push_back("--quiet");
+  ns.working_dir = fs::current_path(ec).string();
+  ns.log_file = (dir.parent_path() / (dir.filename().string() + ".runner.out")).string();
+  ns.host = spec->cluster.control_host;
+  auto job = cluster::submit_slurm_node(spec->cluster, {dir.filename().string(), ""}, ns);
+  if (!job) return usage_refusal("run --submit: " + job.err().describe(), 1);
+  std::printf("submitted the runner of %s as Slurm job %ld\nrunner output: %s\n", dir.string().c_str(), *job,
+              ns.log_file.c_str());
+  auto& clk = troupe::clock::system();
+  const auto until = clk.now() + std::chrono::seconds(30);
+  for (std::string state;;) {
+    std::error_code now_ec;
+    if (auto t = fs::last_write_time(beat, now_ec); !now_ec && (ec || t != before))
+      return std::printf("the runner resumed the job\n"), 0;
+    auto st = cluster::slurm_job_state(spec->cluster, *job);
+    if (st) state = *st;
+    if (st && (st->empty() || cluster::slurm_state_is_final(*st))) {
+      spdlog::error(
+          "run --resume --submit: the runner's Slurm job {} ended ({}) before it resumed the job; "
+          "its output: {}",
+          *job, state.empty() ? "no longer listed" : state, ns.log_file);
+      return 1;
+    }
+    if (clk.now() >= until) return std::printf("the runner's job is %s\n", state.c_str()), 0;
+    clk.sleep_for(std::chrono::milliseconds(500));
+  }
+}
+}  // namespace
+
 int submit_job(const run_options& o) {
-  if (!o.resume.empty()) return usage_refusal("run --submit: give a job file (not --resume)");
+  if (!o.resume.empty()) return submit_resume(o);
   auto doc = job::read_job_file(o.file, o.overrides);
   if (!doc) return usage_refusal(doc.err().describe());
   auto spec = job::job_spec::read(*doc);
