@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 
 #include <spdlog/spdlog.h>
 
@@ -27,35 +28,38 @@ std::vector<std::string> runner_argv(const run_options& o, const std::string& fi
 }  // namespace
 
 namespace {
-// Waits (up to 30 s) until the submitted runner has made its job directory, or its Slurm job ended
-// without making it: a [job] root the hosts do not share ended it at once (FAILED, exit 0:53) while
-// --submit said "submitted" and exited 0. Still queued after the wait: exit 0, saying so.
-int await_runner(const cluster::cluster_config& cfg, long job, const std::filesystem::path& dir,
-                 const std::string& output) {
+// The runner as a Slurm node: run from the working directory here (a filesystem the hosts share).
+cluster::node_spec runner_node(std::vector<std::string> argv, std::string log_file, const std::string& host) {
+  cluster::node_spec ns;
+  ns.id = node_id{"runner", 0};
+  ns.argv = std::move(argv);
+  std::error_code ec;
+  ns.working_dir = std::filesystem::current_path(ec).string();
+  ns.log_file = std::move(log_file);
+  ns.host = host;
+  return ns;
+}
+
+// Waits (up to 30 s) until the submitted runner has `started` (printed: `started_text`), or its Slurm
+// job ended before: `ended(state)` says why, exit 1. Still queued after the wait: exit 0, saying so.
+int await_runner(const cluster::cluster_config& cfg, long job, const std::function<bool()>& started,
+                 const char* started_text, const std::function<void(const std::string&)>& ended) {
   auto& clk = troupe::clock::system();
   const auto until = clk.now() + std::chrono::seconds(30);
   std::string state;
   for (;;) {
-    std::error_code ec;
-    if (std::filesystem::exists(dir / "job.toml", ec)) return std::printf("the runner started\n"), 0;
+    if (started()) return std::printf("%s\n", started_text), 0;
     auto s = cluster::slurm_job_state(cfg, job);
     if (s) state = *s;
     if (s && (s->empty() || cluster::slurm_state_is_final(*s))) break;
     if (clk.now() >= until) return std::printf("the runner's job is %s\n", state.c_str()), 0;
     clk.sleep_for(std::chrono::milliseconds(500));
   }
-  std::error_code ec;
-  if (std::filesystem::exists(dir / "job.toml", ec)) return std::printf("the runner started\n"), 0;
-  spdlog::error(
-      "run --submit: the runner's Slurm job {} ended ({}) before it made {}: is [job] root on a filesystem "
-      "the hosts share (and the troupe binary at the same path there)? Its output, if the host could write "
-      "it: {}",
-      job, state.empty() ? "no longer listed" : state, dir.string(), output);
+  if (started()) return std::printf("%s\n", started_text), 0;
+  ended(state.empty() ? "no longer listed" : state);
   return 1;
 }
-}  // namespace
 
-namespace {
 // The runner's job for `--resume DIR --submit` (a submitted runner scancelled, or its host lost: the
 // job could be continued only by a runner in the foreground). Its output is appended to the first
 // runner's (<root>/<id>.runner.out); it has resumed once its beat (runner.beat) is newer than the
@@ -77,36 +81,29 @@ int submit_resume(const run_options& o) {
   if (spec->cluster.launcher != "slurm")
     return usage_refusal("run --submit: the runner goes to Slurm only with [cluster] launcher = \"slurm\"");
   const auto beat = cluster::runner_beat_path(dir.string());
-  const auto before = fs::last_write_time(beat, ec);
-  cluster::node_spec ns;
-  ns.id = node_id{"runner", 0};
-  ns.argv = {"troupe", "run", "--resume", dir.string()};
-  if (!o.progress) ns.argv.push_back("--quiet");
-  ns.working_dir = fs::current_path(ec).string();
-  ns.log_file = (dir.parent_path() / (dir.filename().string() + ".runner.out")).string();
-  ns.host = spec->cluster.control_host;
+  std::error_code none;
+  const auto before = fs::last_write_time(beat, none);
+  std::vector<std::string> argv = {"troupe", "run", "--resume", dir.string()};
+  if (!o.progress) argv.push_back("--quiet");
+  auto ns =
+      runner_node(std::move(argv), (dir.parent_path() / (dir.filename().string() + ".runner.out")).string(),
+                  spec->cluster.control_host);
   auto job = cluster::submit_slurm_node(spec->cluster, {dir.filename().string(), ""}, ns);
   if (!job) return usage_refusal("run --submit: " + job.err().describe(), 1);
   std::printf("submitted the runner of %s as Slurm job %ld\nrunner output: %s\n", dir.string().c_str(), *job,
               ns.log_file.c_str());
-  auto& clk = troupe::clock::system();
-  const auto until = clk.now() + std::chrono::seconds(30);
-  for (std::string state;;) {
+  auto beats = [&] {
     std::error_code now_ec;
-    if (auto t = fs::last_write_time(beat, now_ec); !now_ec && (ec || t != before))
-      return std::printf("the runner resumed the job\n"), 0;
-    auto st = cluster::slurm_job_state(spec->cluster, *job);
-    if (st) state = *st;
-    if (st && (st->empty() || cluster::slurm_state_is_final(*st))) {
-      spdlog::error(
-          "run --resume --submit: the runner's Slurm job {} ended ({}) before it resumed the job; "
-          "its output: {}",
-          *job, state.empty() ? "no longer listed" : state, ns.log_file);
-      return 1;
-    }
-    if (clk.now() >= until) return std::printf("the runner's job is %s\n", state.c_str()), 0;
-    clk.sleep_for(std::chrono::milliseconds(500));
-  }
+    auto t = fs::last_write_time(beat, now_ec);
+    return !now_ec && (none || t != before);
+  };
+  return await_runner(
+      spec->cluster, *job, beats, "the runner resumed the job", [&](const std::string& state) {
+        spdlog::error(
+            "run --resume --submit: the runner's Slurm job {} ended ({}) before it resumed the job; its "
+            "output: {}",
+            *job, state, ns.log_file);
+      });
 }
 }  // namespace
 
@@ -127,17 +124,25 @@ int submit_job(const run_options& o) {
   fs::create_directories(root, ec);
   if (ec) return usage_refusal("[job] root " + root.string() + ": " + ec.message(), 1);
   if (fs::exists(root / id)) return usage_refusal("job directory " + (root / id).string() + " exists", 1);
-  cluster::node_spec ns;
-  ns.id = node_id{"runner", 0};
-  ns.argv = runner_argv(o, fs::absolute(o.file).string(), id);
-  ns.working_dir = fs::current_path(ec).string();
-  ns.log_file = (root / (id + ".runner.out")).string();
-  ns.host = spec->cluster.control_host;
+  auto ns = runner_node(runner_argv(o, fs::absolute(o.file).string(), id),
+                        (root / (id + ".runner.out")).string(), spec->cluster.control_host);
   auto job = cluster::submit_slurm_node(spec->cluster, {id, ""}, ns);
   if (!job) return usage_refusal("run --submit: " + job.err().describe(), 1);
   std::printf("submitted the runner as Slurm job %ld\njob directory: %s\nrunner output: %s\n", *job,
               (root / id).string().c_str(), ns.log_file.c_str());
-  return await_runner(spec->cluster, *job, root / id, ns.log_file);
+  const auto dir = root / id;
+  return await_runner(
+      spec->cluster, *job, [&] { return fs::exists(dir / "job.toml", ec); }, "the runner started",
+      [&](const std::string& state) {
+        // A [job] root the hosts do not share ended it at once (FAILED, exit 0:53) while --submit said
+        // "submitted" and exited 0.
+        spdlog::error(
+            "run --submit: the runner's Slurm job {} ended ({}) before it made {}: is [job] root on a "
+            "filesystem "
+            "the hosts share (and the troupe binary at the same path there)? Its output, if the host could "
+            "write it: {}",
+            *job, state, dir.string(), ns.log_file);
+      });
 }
 
 }  // namespace troupe::control
