@@ -184,6 +184,20 @@ std::uint32_t data_epoch_reached(const storage::task_journal& j) {
   return epoch;
 }
 
+// A dead runner's nodes that are Slurm jobs: they run on (no death signal reaches them) until their
+// runner_timeout_s passes without its beat, and train meanwhile: "dead" alone read as if nothing
+// ran. What to say of them ("" when none).
+std::string slurm_nodes_left(const cluster::job_dir& dir) {
+  auto nodes = dir.read_nodes();
+  if (!nodes) return {};
+  std::size_t n = 0;
+  for (const auto& r : nodes->nodes) n += r.slurm_job > 0 && r.id.name != "runner";
+  if (n == 0) return {};
+  return "; its " + std::to_string(n) + " Slurm job(s) (troupe-" + dir.job_id() +
+         ":<node> in squeue) may still run, and train, until [cluster] runner_timeout_s passes without the "
+         "runner's beat; --resume cancels them first";
+}
+
 // Why a job no runner runs has no result.json: its runner died, or (the disk holding it full) could
 // not write one: a job failed on a full disk read as a dead runner.
 std::string no_result_reason(const std::string& path) {
@@ -217,7 +231,7 @@ void add_ending(nlohmann::json& j, const cluster::job_dir& dir, const nlohmann::
       j["samples_total"] = c.value("samples_trained", 0ull);
     // The last training loss the master logged (the progress line's; it showed "loss -").
     if (const double loss = last_logged_loss(dir.path()); std::isfinite(loss)) j["loss"] = loss;
-    j["reason"] = no_result_reason(dir.path());
+    j["reason"] = no_result_reason(dir.path()) + slurm_nodes_left(dir);
   }
 }
 

@@ -217,5 +217,33 @@ TEST(client_timeline, the_last_logged_loss_is_the_newest_metrics_event_that_has_
   std::filesystem::remove_all(dir);
 }
 
+// A job whose runner died while its nodes were Slurm jobs: they run on (and train) until their
+// runner_timeout_s; the status says so ("dead" alone read as if nothing ran).
+TEST(client_timeline, a_dead_runners_slurm_nodes_are_said_to_run_on) {
+  const auto root = empty_dir("troupe-client-slurm-dead-");
+  auto dir = cluster::job_dir::create(root.string(), "sj", "[job]\n");
+  ASSERT_TRUE(dir) << dir.err().to_string();
+  cluster::nodes_file f;
+  f.job_id = "sj";
+  for (auto [name, job] :
+       {std::pair{"master", 41L}, std::pair{"worker-0", 42L}, std::pair{"worker-1", 43L}}) {
+    cluster::node_record r;
+    r.id = {name, 0};
+    r.role = std::string(name) == "master" ? cluster::node_role::master : cluster::node_role::worker;
+    r.state = "running";
+    r.slurm_job = job;
+    f.nodes.push_back(r);
+  }
+  std::ofstream(dir->nodes_path()) << cluster::to_json(f);
+  auto text = job_status_json(dir->path());
+  ASSERT_TRUE(text) << text.err().to_string();
+  const auto j = nlohmann::json::parse(*text);
+  EXPECT_EQ(j.value("state", ""), "dead") << j.dump();
+  EXPECT_NE(j.value("reason", "").find("its 3 Slurm job(s) (troupe-sj:<node> in squeue) may still run"),
+            std::string::npos)
+      << j.dump();
+  std::filesystem::remove_all(root);
+}
+
 }  // namespace
 }  // namespace troupe::control
