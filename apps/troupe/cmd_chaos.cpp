@@ -110,8 +110,9 @@ bool wait_nodes(const std::string& job_dir, job_process& job) {
 
 // --rate's faults: each --kinds and --targets word named as the flag's (it quoted a fault the user
 // never wrote: "fault '0 bogus host rate=1gbit': ..."); a window that is empty, or that the rate
-// draws nothing in, said so (both read "no faults: give --fault, --schedule or --rate").
-expected<std::vector<control::fault_spec>> random_faults_of(flags& f) {
+// draws nothing in, said so when --rate's are the only faults (both read "no faults: give --fault,
+// --schedule or --rate"); beside --fault or --schedule they are nothing more.
+expected<std::vector<control::fault_spec>> random_faults_of(flags& f, bool alone) {
   f.rnd.kinds.clear();
   for (const auto& k : f.kinds) {
     auto p = control::parse_fault_kind(k);
@@ -122,13 +123,14 @@ expected<std::vector<control::fault_spec>> random_faults_of(flags& f) {
     if (auto c = control::check_fault_target(t); !c) return std::move(c).err().wrap("--targets " + t);
   f.rnd.targets = f.targets;
   const auto num = [](double x) { return fmt::format("{:g}", x); };
+  if (f.rnd.duration_s <= f.rnd.start_s && !alone) return std::vector<control::fault_spec>{};
   if (f.rnd.duration_s <= f.rnd.start_s)
     return make_unexpected(core_errc::invalid_argument,
                            "--rate: random faults fall between --start and --duration, and --duration " +
                                num(f.rnd.duration_s) + " s is not after --start " + num(f.rnd.start_s) +
                                " s");
   auto r = control::random_schedule(f.rnd);
-  if (r.empty())
+  if (r.empty() && alone)
     return make_unexpected(core_errc::invalid_argument,
                            "--rate " + num(f.rnd.rate) + " drew no fault between " + num(f.rnd.start_s) +
                                " s and " + num(f.rnd.duration_s) + " s (seed " + std::to_string(f.rnd.seed) +
@@ -149,7 +151,7 @@ expected<std::vector<control::fault_spec>> faults_of(flags& f) {
     out.push_back(*p);
   }
   if (f.random) {
-    auto r = random_faults_of(f);
+    auto r = random_faults_of(f, out.empty());
     if (!r) return r.err();
     out.insert(out.end(), r->begin(), r->end());
   }

@@ -139,6 +139,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string(TROUPE_VERSION));
   app.require_subcommand(1);
   app.fallthrough();
+  // A flag given twice: the last one counts, as wrappers and container args that append an override
+  // expect (CLI11's default took the second as a stray argument: "unknown subcommand '<model dir>'").
+  // Repeatable flags (--set, --fault) keep every value.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "troupe/cluster/errc.hpp"
@@ -65,17 +66,24 @@ expected<std::string> resolve_listen(const std::string& listen) {
 expected<void> check_advertise(const std::string& advertise) {
   const std::string key = "cluster.advertise '" + advertise + "': ";
   auto ip = ipv4_of(advertise);
-  if (!ip)
-    return make_unexpected(cluster_errc::invalid_spec, key + "expected an IPv4 address of this machine");
+  if (!ip) return make_unexpected(cluster_errc::invalid_spec, key + ip.err().context());
   sockaddr_in at{};
   at.sin_family = AF_INET;
   if (::inet_pton(AF_INET, ip->c_str(), &at.sin_addr) != 1)
     return make_unexpected(cluster_errc::invalid_spec, key + "expected an IPv4 address of this machine");
-  if ((ntohl(at.sin_addr.s_addr) >> 24) == 127)
+  const std::string as = *ip == advertise ? std::string() : " (" + *ip + ")";
+  const std::uint32_t a = ntohl(at.sin_addr.s_addr);
+  if ((a >> 24) == 127)
+    return make_unexpected(
+        cluster_errc::invalid_spec,
+        key + "a loopback address" + as +
+            ", which the hosts of cluster.hosts cannot reach: give this machine's address on "
+            "their network");
+  // 0.0.0.0 binds (every address) but names none: the nodes would dial themselves.
+  if ((a >> 24) == 0 || (a >> 28) == 0xE || a == 0xFFFFFFFFu)
     return make_unexpected(cluster_errc::invalid_spec,
-                           key +
-                               "a loopback address, which the hosts of cluster.hosts cannot reach: give this "
-                               "machine's address on their network");
+                           key + "not one address of this machine" + as +
+                               " (any, multicast or broadcast): give the one the hosts reach");
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return make_unexpected(core_errc::io_error, std::string("socket: ") + std::strerror(errno));
   const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0;  // port 0: any

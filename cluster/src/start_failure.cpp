@@ -60,7 +60,7 @@ std::string describe(const start_failure_report& r) {
   std::string text = r.id.name + (r.id.name == "master" ? " never came up: " : " never joined the master: ") +
                      how_it_ended(r);
   const auto& t = r.status.trace;
-  if (r.status.code == exit_join_failed && r.status.signal == 0) {  // troupe ran, and said why
+  if (r.status.code == exit_join_failed && r.status.signal == 0 && !t.output.empty()) {  // troupe said why
     const auto why = last_logged_error(r.status);
     return text + "; its last error (" + r.log_path + "): " + (why.empty() ? output_tail(t.output) : why) +
            "; check: does the node's host reach the master's address ([cluster] advertise, a firewall, the "

@@ -23,6 +23,11 @@ double number_or(const json& j, const char* key, double fallback) {
   return it != j.end() && it->is_number() ? it->get<double>() : fallback;
 }
 
+// A count as an integer (the rows read 8118.0, and 2.0 beside a 0).
+std::int64_t count_of(double v) {
+  return static_cast<std::int64_t>(std::llround(v));
+}
+
 }  // namespace
 
 expected<json> read_json_file(const job_directory& dir, const std::string& name) {
@@ -123,18 +128,17 @@ void job_rows::fold(const std::string& text, entry& e) {
   if (auto f = from_json_line(first); f && !r.contains("started_ms")) r["started_ms"] = f->t_ms;
   if (auto l = from_json_line(last)) r["last_ms"] = l->t_ms;
   if (auto m = from_json_line(metrics)) read.events.push_back(std::move(*m));
-  // Counts as integers (they read 8118.0 and 2.0 beside a 0).
-  const auto count = [](double v) { return static_cast<std::int64_t>(std::llround(v)); };
   for (const auto& ev : read.events) {
     if (ev.kind == "job_start") {
       r["strategy"] = ev.text("strategy");
-      r["workers_wanted"] = count(ev.number("workers"));
+      r["workers_wanted"] = count_of(ev.number("workers"));
     } else if (ev.kind == "scale") {
-      r["workers_wanted"] = count(ev.number("workers"));
+      r["workers_wanted"] = count_of(ev.number("workers"));
     } else if (ev.kind == "metrics") {
-      r["workers_alive"] = count(ev.number("workers_alive"));
-      r["tasks_done"] = count(ev.number("tasks_done"));
-      r["tasks_total"] = count(ev.number("tasks_todo") + ev.number("tasks_doing") + ev.number("tasks_done"));
+      r["workers_alive"] = count_of(ev.number("workers_alive"));
+      r["tasks_done"] = count_of(ev.number("tasks_done"));
+      r["tasks_total"] =
+          count_of(ev.number("tasks_todo") + ev.number("tasks_doing") + ev.number("tasks_done"));
     } else if (ev.kind == "job_end") {
       r["state"] = ev.text("state");
       r["ended"] = true;

@@ -232,6 +232,8 @@ void frontend::drain() {
     if (const int sig = signals_->poll(); sig == SIGINT || sig == SIGTERM) {
       spdlog::info("serve: a second signal: stopping now");
       return;
+    } else if (sig == SIGHUP) {
+      spdlog::info("serve: SIGHUP while draining: no reload (the server is stopping)");
     }
     clock_.sleep_for(std::min<clock::duration>(std::chrono::milliseconds(50), until - now));
   }

@@ -264,8 +264,12 @@ class frontend final : public replica_link {
   // Replicas whose heartbeats stopped (SIGSTOP, a hung host), with the transport's words: fenced.
   std::vector<std::pair<replica_ref, std::string>> silent_;
   std::string last_swap_error_;
-  std::map<std::string, watch_stamp> tried_;  // watch_key(model dir) -> what was swapped to or refused
-  std::set<std::string> passed_over_;         // model dirs --watch found not the user's own (logged once)
+  std::map<std::string, watch_stamp> tried_;     // watch_key(model dir) -> what was swapped to or refused
+  std::map<std::string, watch_stamp> settling_;  // a tried dir changed since: its stamp at the last poll
+  // Whether --watch may take the model dir `key` as `stamp` says it is now: never tried, or tried
+  // and changed since and then unchanged for a poll (under mu_).
+  bool untried_or_settled(const std::string& key, const watch_stamp& stamp);
+  std::set<std::string> passed_over_;  // model dirs --watch found not the user's own (logged once)
   std::map<std::string, std::int64_t> incompatible_;  // model dir -> created_unix_ms of other inputs (logged)
   bool hup_look_ = false;  // a SIGHUP asked --watch to look now: its outcome is logged
   std::uint64_t restarts_ = 0;

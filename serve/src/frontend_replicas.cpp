@@ -203,10 +203,11 @@ void frontend::handle_exit(const cluster::node_handle& h, const cluster::exit_st
     return;
   }
   if (g->state == gen_state::staging) {
-    // Killed while it loads (the OOM killer, an operator, a fence), it is launched again within the
+    // Killed while it loads (the OOM killer, an operator), it is launched again within the
     // generation's load deadline, twice at most: one such death refused the whole swap, and under
     // --watch that model for good. A model that cannot load says so itself (on_failed).
-    if (st.signal != 0 && g->failure.empty() && s->failures < 2 && !stopping_) {
+    const bool killed = st.signal == SIGKILL || st.signal == SIGTERM || st.signal == SIGINT;  // not a crash
+    if (killed && g->failure.empty() && s->failures < 2 && !stopping_) {
       schedule_relaunch(*s, why + " while it loaded the new model");
       return;
     }

@@ -96,6 +96,20 @@ std::vector<std::string> watched_dirs(const std::string& watch) {
 }
 }  // namespace
 
+bool frontend::untried_or_settled(const std::string& key, const watch_stamp& stamp) {
+  auto r = tried_.find(key);
+  if (r == tried_.end()) return true;
+  if (r->second == stamp) return false;
+  // Tried, and changed since (a copy under way): taken once it has held still for a poll, not
+  // swapped to (and refused) at every poll while a large model.pt is written.
+  if (auto [at, added] = settling_.try_emplace(key, stamp); added || !(at->second == stamp)) {
+    at->second = stamp;
+    return false;
+  }
+  settling_.erase(key);
+  return true;
+}
+
 std::optional<model::model_info> frontend::newest_watched(const model::model_info& current) {
   std::optional<model::model_info> best;
   std::error_code ec;
@@ -125,9 +139,10 @@ std::optional<model::model_info> frontend::newest_watched(const model::model_inf
             d, why);
       continue;
     }
+    const auto stamp = stamp_of(d, m->created_unix_ms);  // a stat (over NFS, maybe): not under the lock
+    const auto key = watch_key(d);
     std::lock_guard lk(mu_);
-    if (auto r = tried_.find(watch_key(d)); r != tried_.end() && r->second == stamp_of(d, m->created_unix_ms))
-      continue;
+    if (!untried_or_settled(key, stamp)) continue;
     if (!best || m->created_unix_ms > best->created_unix_ms) best = *m;
   }
   return best;

@@ -31,7 +31,7 @@ expected<std::string> cell_text(const json& v, const std::string& where) {
     return make_unexpected(core_errc::invalid_argument,
                            where +
                                ": a boolean; send the text the training CSV held for it (pandas writes "
-                               "\"True\", R \"TRUE\") or its number");
+                               "\"True\", R \"TRUE\")");
   return make_unexpected(core_errc::invalid_argument, where + ": a value is a number, a string or null");
 }
 

@@ -79,7 +79,7 @@ TEST(cli, random_chaos_flags_name_themselves) {
   auto empty = run("chaos --job " + f + " --rate 1 --duration 1");
   EXPECT_EQ(empty.code, 2) << empty.out;
   EXPECT_NE(empty.out.find("--duration 1 s is not after --start 1 s"), std::string::npos) << empty.out;
-  auto none = run("chaos --job " + f + " --rate 0.001 --duration 1.5");
+  auto none = run("chaos --job " + f + " --rate 1 --rate 0.001 --duration 1.5");  // given twice: the last
   EXPECT_EQ(none.code, 2) << none.out;
   EXPECT_NE(none.out.find("--rate 0.001 drew no fault between 1 s and 1.5 s (seed 1)"), std::string::npos)
       << none.out;

@@ -128,7 +128,8 @@ TEST(cluster_config, reads_the_host_list) {
                                      "a loopback address, which the hosts of cluster.hosts cannot "
                                      "reach"},
                            std::pair{"203.0.113.77", "not an address of this machine"},
-                           std::pair{"no-such-host.invalid", "expected an IPv4 address of this machine"}}) {
+                           std::pair{"0.0.0.0", "not one address of this machine"},
+                           std::pair{"no-such-host.invalid", "'no-such-host.invalid' does not resolve"}}) {
     auto bad = *c;
     bad.advertise = addr;
     auto refused = plan_control(bad);

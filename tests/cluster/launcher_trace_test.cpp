@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <thread>
 
 #include "launcher_fixtures.hpp"
 #include "troupe/cluster/slurm/launcher.hpp"
@@ -112,6 +113,31 @@ TEST(launcher_trace, a_slurm_job_that_never_launched_reports_its_reason_host_and
   EXPECT_EQ(st->trace.reason, "JobLaunchFailure");
   EXPECT_EQ(st->trace.host, "h1");
   EXPECT_TRUE(st->trace.log_missing);
+}
+
+// A job waiting in the queue says why, as squeue's reason (a drained node, the control host's CPUs
+// taken by another job's nodes: "starting or queued" alone told nothing); once it runs, nothing.
+TEST(launcher_trace, a_slurm_job_waiting_in_the_queue_says_why) {
+  temp_dir bin, jobs;
+  write_tool(bin.str(), "sinfo", "echo 0/4/0/4");
+  write_tool(bin.str(), "sbatch", "echo 570");
+  const std::string state = bin.str() + "/state";
+  write_tool(bin.str(), "scancel", "echo '570|CANCELLED||None' > " + state);
+  std::ofstream(state) << "570|PENDING||ReqNodeNotAvail, UnavailableNodes:h3\n";
+  write_tool(bin.str(), "squeue", "cat " + state);
+  exit_log log;
+  auto l = slurm_over(bin, log);
+  ASSERT_TRUE(l);
+  auto h = l->launch(master_spec(jobs / "logs/master.log"));
+  ASSERT_TRUE(h) << h.err().to_string();
+  // "PENDING" alone until the first poll has the reason.
+  for (int i = 0; i < 250 && l->waiting_why(*h).find('(') == std::string::npos; ++i)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(l->waiting_why(*h), "PENDING (ReqNodeNotAvail, UnavailableNodes:h3)");
+  std::ofstream(state) << "570|RUNNING|h3|None\n";
+  for (int i = 0; i < 250 && !l->waiting_why(*h).empty(); ++i) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(l->waiting_why(*h), "") << "it runs";
+  EXPECT_EQ(l->host_of(*h), "h3");
 }
 
 TEST(launcher_trace, a_slurm_job_whose_shell_failed_reports_its_output_and_accounting_fills_in) {

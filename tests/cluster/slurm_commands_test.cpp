@@ -138,6 +138,13 @@ TEST(slurm_commands, squeue_lines) {
   EXPECT_EQ(n[22].state, "PENDING");
   EXPECT_EQ(n[22].nodes, "");
   EXPECT_EQ(n[23].nodes, "h3");
+  // With the reason (-o '%i|%T|%N|%r'), which may hold commas.
+  auto r = parse_squeue("31|PENDING||ReqNodeNotAvail, UnavailableNodes:h1\n32|RUNNING|h2|None\n");
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[31].nodes, "");
+  EXPECT_EQ(r[31].reason, "ReqNodeNotAvail, UnavailableNodes:h1");
+  EXPECT_EQ(r[32].nodes, "h2");
+  EXPECT_EQ(r[32].reason, "None");
 }
 
 TEST(slurm_commands, scontrol_exit_codes_and_states) {

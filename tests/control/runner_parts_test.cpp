@@ -62,6 +62,10 @@ class fake_launcher final : public cluster::launcher {
   }
   cluster::resources capacity() const override { return {}; }
   cluster::resources reserved() const override { return {}; }
+  std::string waiting_why(const cluster::node_handle& h) const override {
+    auto it = queued.find(h.id.name);
+    return it == queued.end() ? std::string() : it->second;
+  }
 
   // The running handle of `name` (the latest launched).
   cluster::node_handle handle_of(const std::string& name) const {
@@ -81,6 +85,7 @@ class fake_launcher final : public cluster::launcher {
   std::vector<std::pair<std::string, int>> signals;
   std::vector<std::string> fenced;
   std::set<std::string> ended;  // reaped: poll() has their status, their exit report is on its way
+  std::map<std::string, std::string> queued;  // name -> why it waits (waiting_why)
   bool refuse = false;
   std::size_t slots = 0;  // > 0: launches past this many running nodes find no room
 
@@ -93,6 +98,18 @@ cluster::exit_status crashed() {
   cluster::exit_status s;
   s.code = 1;
   return s;
+}
+
+// Incarnation 0 of each name, alive: a master's membership as the runner reads it.
+std::vector<cluster::member> alive_members(std::initializer_list<const char*> names) {
+  std::vector<cluster::member> members;
+  for (const char* n : names) {
+    cluster::member m;
+    m.id = {n, 0};
+    m.state = cluster::member_state::alive;
+    members.push_back(m);
+  }
+  return members;
 }
 
 struct slots_fixture : ::testing::Test {
@@ -204,13 +221,7 @@ TEST_F(slots_fixture, deaths_older_than_the_window_do_not_count_and_preemption_i
 
 TEST_F(slots_fixture, a_fenced_slot_is_not_relaunched_before_its_exit_report) {
   table.scale_to(2);
-  std::vector<cluster::member> members;
-  for (const char* n : {"master", "worker-0", "worker-1"}) {
-    cluster::member m;
-    m.id = {n, 0};
-    m.state = cluster::member_state::alive;
-    members.push_back(m);
-  }
+  auto members = alive_members({"master", "worker-0", "worker-1"});
   // Listed alive by master incarnation 0: joined and seen; nobody is dead.
   EXPECT_TRUE(table.declared_dead(members, 0).empty());
   EXPECT_TRUE(table.find("worker-1")->joined);
@@ -242,13 +253,7 @@ TEST_F(slots_fixture, a_fenced_slot_is_not_relaunched_before_its_exit_report) {
 // worker was fenced ("no such node") and counted as a restart.
 TEST_F(slots_fixture, a_worker_leaving_by_itself_or_already_ended_is_not_declared_dead) {
   table.scale_to(3);
-  std::vector<cluster::member> members;
-  for (const char* n : {"master", "worker-0", "worker-1", "worker-2"}) {
-    cluster::member m;
-    m.id = {n, 0};
-    m.state = cluster::member_state::alive;
-    members.push_back(m);
-  }
+  auto members = alive_members({"master", "worker-0", "worker-1", "worker-2"});
   EXPECT_TRUE(table.declared_dead(members, 0).empty());
   members[1].state = cluster::member_state::leaving;  // worker-0, preempted
   EXPECT_TRUE(table.declared_dead(members, 0).empty());
@@ -291,17 +296,25 @@ TEST_F(slots_fixture, scaling_launches_new_indices_and_stops_the_highest) {
   EXPECT_EQ(launcher.launched.back().argv.back(), "2");
 }
 
+// What waits in the cluster manager's queue: launched, wanted and not joined nodes the launcher says
+// wait, with its reason; once joined, none.
+TEST_F(slots_fixture, nodes_waiting_in_the_queue_are_listed_with_the_reason) {
+  table.scale_to(2);
+  launcher.queued["worker-1"] = "PENDING (ReqNodeNotAvail, UnavailableNodes:h3)";
+  auto w = table.waiting();
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0], (std::pair<std::string, std::string>{"worker-1",
+                                                       "PENDING (ReqNodeNotAvail, UnavailableNodes:h3)"}));
+  auto members = alive_members({"master", "worker-0", "worker-1"});
+  EXPECT_TRUE(table.declared_dead(members, 0).empty());
+  EXPECT_TRUE(table.waiting().empty()) << "joined: no longer waiting, whatever the launcher's last poll said";
+}
+
 // A worker started by hand (`troupe node --index 3`) is a member the table never launched: a scale
 // up skips its name (the runner's own worker-3 beside it never joined, refused as a duplicate).
 TEST_F(slots_fixture, a_scale_up_skips_the_names_of_workers_started_by_hand) {
   table.scale_to(2);
-  std::vector<cluster::member> members;
-  for (const char* n : {"master", "worker-0", "worker-1", "worker-2", "worker-3"}) {
-    cluster::member m;
-    m.id = {n, 0};
-    m.state = cluster::member_state::alive;
-    members.push_back(m);
-  }
+  auto members = alive_members({"master", "worker-0", "worker-1", "worker-2", "worker-3"});
   EXPECT_TRUE(table.declared_dead(members, 0).empty()) << "a hand-started worker is no slot to fence";
   auto up = table.scale_to(4);
   EXPECT_EQ(up.launched, (std::vector<std::string>{"worker-4", "worker-5"}));

@@ -286,8 +286,8 @@ def kill_while_loading(troupe, work, models):
     through (one such death refused the swap until 2026-12-01, and under --watch that model for good)."""
     root = os.path.join(work, "jobs")
     v2 = version_of(models, "mlp_v2")
-    # Many warm-up forwards: the new replica loads for a while, long enough to be caught at it.
-    srv = Server(troupe, os.path.join(models, "mlp"), root, "kl", "--replicas", "1", "--set", "serve.warmup=3000")
+    # Many warm-up forwards (~2 s of them): the new replica loads long enough to be caught at it.
+    srv = Server(troupe, os.path.join(models, "mlp"), root, "kl", "--replicas", "1", "--set", "serve.warmup=30000")
     try:
         srv.wait_ready()
         said = {}

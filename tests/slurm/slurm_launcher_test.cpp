@@ -161,6 +161,13 @@ TEST_F(slurm_launcher, jobs_that_do_not_fit_wait_pending_and_kill_all_cancels_th
     std::this_thread::sleep_for(100ms);
   }
   EXPECT_EQ(pending, 2) << "two nodes wait in the queue";
+  // Each says why, as squeue does (the runner's progress line and its warning quote it).
+  for (auto& h : hs) {
+    if (l->state(h) == "PENDING")
+      EXPECT_EQ(l->waiting_why(h).rfind("PENDING (", 0), 0u) << l->waiting_why(h);
+    else
+      EXPECT_EQ(l->waiting_why(h), "") << l->state(h);
+  }
   l->kill_all();
   EXPECT_TRUE(l->running().empty());
   for (auto& h : hs) {

@@ -43,6 +43,12 @@ cat "$work/resume.out"
 rid=$(sed -n 's/^submitted the runner of .* as Slurm job \([0-9]*\)$/\1/p' "$work/resume.out")
 [[ -n $rid ]] || fail "run --resume --submit printed no Slurm job id"
 grep -q 'the runner resumed the job' "$work/resume.out" || fail "run --resume --submit: $(cat "$work/resume.out")"
+# Again while that runner runs: refused at once (a second runner would be refused by the job's lock,
+# which --submit read as "resumed").
+"$B" run --resume "$dir/" --submit > /dev/null 2> "$work/twice.err"
+rc=$?
+[[ $rc == 2 ]] && grep -q "a runner still runs this job" "$work/twice.err" ||
+  fail "--resume --submit of a running job: exit $rc $(cat "$work/twice.err")"
 [[ $(squeue -h -j "$rid" -o %N) == h1 ]] || fail "the resumed runner does not run on the control host h1"
 wait_for 90 bash -c "\"$B\" status --json --job-dir $dir 2>/dev/null | python3 -c 'import json,sys; \
   sys.exit(0 if json.load(sys.stdin)[\"tasks\"][\"done\"] > $done_before else 1)'" ||

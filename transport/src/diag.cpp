@@ -130,9 +130,10 @@ expected<ping_result> run_ping(endpoint& ep, const ping_options& o) {
 }
 
 namespace {
-// Sends the bulk frames (no reply) and the final ping (replied) until `deadline`.
+// Sends the bulk frames (no reply) and the final ping (replied) until `deadline`, or until `over`
+// (the watch said the target is not there: the rest would go to a node that drops it all).
 expected<void> send_bulk(endpoint& ep, const bulk_options& o, const std::string& me,
-                         clock::time_point deadline) {
+                         clock::time_point deadline, const std::function<bool()>& over) {
   static std::vector<std::byte> payload;  // referenced, never copied, by every bulk frame
   if (payload.size() < o.frame_bytes) payload.assign(o.frame_bytes, std::byte{0x5a});
   clock& clk = o.clock;
@@ -145,6 +146,7 @@ expected<void> send_bulk(endpoint& ep, const bulk_options& o, const std::string&
       capnp::Data::Reader ext(reinterpret_cast<const capnp::byte*>(payload.data()), o.frame_bytes);
       p.adoptPayload(m.builder().getOrphanage().referenceExternalData(ext));
     }
+    if (over()) return {};
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clk.now());
     if (left.count() <= 0) return make_unexpected(transport_errc::timeout, "bulk to " + o.node);
     if (auto r = ep.send(o.node, o.name, std::move(m), me, left); !r) return r;
@@ -172,7 +174,8 @@ expected<bulk_result> run_bulk(endpoint& ep, const bulk_options& o) {
   clock& clk = o.clock;
   const auto start = clk.now();
   const auto deadline = start + o.timeout;
-  if (auto sent = send_bulk(ep, o, me, deadline); !sent) {
+  auto over = [&fut] { return fut.wait_for(std::chrono::seconds(0)) == std::future_status::ready; };
+  if (auto sent = send_bulk(ep, o, me, deadline, over); !sent) {
     ep.unregister_name(me);
     return std::move(sent).err();
   }

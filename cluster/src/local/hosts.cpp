@@ -3,6 +3,8 @@
 #include <charconv>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "troupe/cluster/errc.hpp"
 
 namespace troupe::cluster::local {
@@ -51,14 +53,17 @@ expected<std::string> pick_host(const remote_hosts& hosts, const std::map<std::s
   if (!wanted.empty()) {
     if (auto ok = known_host(hosts, wanted); !ok)
       return make_unexpected(cluster_errc::invalid_spec, "node " + node + ": " + ok.err().context());
-    // Its slots hold there too (`troupe scale --host h3` put 3 nodes on h3:2): past them the launch
-    // is refused as any launch past the hosts' slots, and the job goes on with what it has.
+    // Its slots hold there too (`troupe scale --host h3` put 3 nodes on h3:2): past them the node
+    // goes to the first host with a free slot, said so (none free: refused as below).
+    bool full = false;
     for (const auto& h : hosts.hosts)
-      if (h.name == wanted && in_use(wanted) >= h.slots)
-        return make_unexpected(cluster_errc::insufficient_resources,
-                               "node " + node + ": every slot of host " + wanted + " is taken (" +
-                                   std::to_string(in_use(wanted)) + "/" + std::to_string(h.slots) + ")");
-    return wanted;
+      if (h.name == wanted && in_use(wanted) >= h.slots) {
+        full = true;
+        spdlog::warn(
+            "node {}: every slot of host {} is taken ({}/{}): it goes to another host with a free slot", node,
+            wanted, in_use(wanted), h.slots);
+      }
+    if (!full) return wanted;
   }
   for (const auto& h : hosts.hosts)
     if (in_use(h.name) < h.slots) return h.name;

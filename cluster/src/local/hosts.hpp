@@ -23,10 +23,10 @@ expected<host_slots> parse_host_slots(std::string_view entry);
 // is not in cluster.hosts (h1, h2)".
 expected<void> known_host(const remote_hosts& hosts, const std::string& host);
 
-// The host a node goes to: `wanted` when it names one ("localhost": this machine, no command),
-// else the first listed host with a free slot. `used`: nodes running per
-// host. Errors: invalid_spec for a host not in the list, insufficient_resources when every slot is
-// taken (naming each host's use).
+// The host a node goes to: `wanted` when it names one ("localhost": this machine, no command) with
+// a free slot, else the first listed host with a free slot (a warning when `wanted` was full). `used`: nodes
+// running per host. Errors: invalid_spec for a host not in the list, insufficient_resources when every slot
+// is taken (naming each host's use).
 expected<std::string> pick_host(const remote_hosts& hosts, const std::map<std::string, int>& used,
                                 const std::string& wanted, const std::string& node);
 

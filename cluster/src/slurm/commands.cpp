@@ -90,12 +90,16 @@ std::map<long, squeue_job> parse_squeue(const std::string& text) {
     char* end = nullptr;
     long id = std::strtol(line.c_str(), &end, 10);
     if (end != line.c_str() + bar || id <= 0) continue;
-    auto rest = line.substr(bar + 1), nodes = std::string();
+    auto rest = line.substr(bar + 1), nodes = std::string(), reason = std::string();
     if (auto second = rest.find('|'); second != std::string::npos) {
       nodes = rest.substr(second + 1);
       rest.resize(second);
+      if (auto third = nodes.find('|'); third != std::string::npos) {  // the reason may hold ',' but no '|'
+        reason = nodes.substr(third + 1);
+        nodes.resize(third);
+      }
     }
-    m[id] = {std::move(rest), std::move(nodes)};
+    m[id] = {std::move(rest), std::move(nodes), std::move(reason)};
   }
   return m;
 }

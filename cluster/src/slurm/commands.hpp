@@ -31,10 +31,11 @@ std::vector<std::string> sbatch_argv(const node_spec& spec, const std::string& p
 // A job as squeue lists it: its state and, with `-o '%i|%T|%N'`, the nodes it runs on ("" while
 // it waits, or without the field).
 struct squeue_job {
-  std::string state, nodes;
+  std::string state, nodes, reason;
 };
-// `squeue -h -t all -o '%i|%T'` or `'%i|%T|%N'` output -> job id -> its state (and nodes). Lines
-// that do not parse are skipped.
+// `squeue -h -t all -o '%i|%T'`, `'%i|%T|%N'` or `'%i|%T|%N|%r'` output -> job id -> its state (and
+// nodes, and the reason it waits: "Resources", "ReqNodeNotAvail, UnavailableNodes:h1"; "None" while it
+// runs). Lines that do not parse are skipped.
 std::map<long, squeue_job> parse_squeue(const std::string& text);
 
 // `scontrol show job -o ID` output -> the exit status (JobState, ExitCode=code:signal; state

@@ -25,7 +25,8 @@ struct launcher::impl {
     node_handle h;
     resources need;
     std::string state = "PENDING";
-    std::string host;  // where squeue last listed it running ("" while it waits)
+    std::string host;    // where squeue last listed it running ("" while it waits)
+    std::string reason;  // why it waits, as squeue said at the last poll (PENDING only)
     std::optional<exit_status> final;
     std::string log_file;         // where Slurm writes its output (--output), on the node's filesystem
     std::uint64_t log_start = 0;  // the log's size here at submission (exit_trace)
@@ -122,7 +123,7 @@ std::optional<std::map<long, squeue_job>> launcher::impl::squeue_states(const st
     if (!list.empty()) list.append(1, ',');
     list.append(std::to_string(id));
   }
-  auto r = tool({"squeue", "-h", "-t", "all", "-j", list, "-o", "%i|%T|%N"});
+  auto r = tool({"squeue", "-h", "-t", "all", "-j", list, "-o", "%i|%T|%N|%r"});
   if (r && r->code == 0) return parse_squeue(r->out);
   // squeue -j fails outright when none of the ids is known any more; scontrol tells each.
   if (r && r->err.find("Invalid job id") != std::string::npos) return std::map<long, squeue_job>{};
@@ -144,6 +145,7 @@ void launcher::impl::note_state(long id, const std::optional<exit_status>& fin, 
     } else {
       n.state = now.state;
       n.host = now.state == "RUNNING" ? now.nodes : std::string();
+      n.reason = now.state == "PENDING" ? now.reason : std::string();
     }
   }
 }
@@ -218,7 +220,8 @@ expected<node_handle> launcher::launch(const node_spec& spec) {
   impl_->record(job);
   std::lock_guard lock(impl_->mu);
   node_handle h{impl_->next_serial++, spec.id, static_cast<int>(job), spec.host};
-  impl_->nodes[h.serial] = impl::node{h, spec.need, "PENDING", "", std::nullopt, spec.log_file, log_start};
+  impl_->nodes[h.serial] =
+      impl::node{h, spec.need, "PENDING", "", "", std::nullopt, spec.log_file, log_start};
   return h;
 }
 
@@ -344,6 +347,14 @@ std::string launcher::host_of(const node_handle& h) const {
   auto it = impl_->nodes.find(h.serial);
   if (it == impl_->nodes.end() || it->second.host.empty()) return h.host;
   return it->second.host;
+}
+
+std::string launcher::waiting_why(const node_handle& h) const {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->nodes.find(h.serial);
+  if (it == impl_->nodes.end() || it->second.final || it->second.state != "PENDING") return {};
+  const auto& r = it->second.reason;
+  return r.empty() || r == "None" ? std::string("PENDING") : "PENDING (" + r + ")";
 }
 
 std::optional<launcher::outage_info> launcher::outage() const {

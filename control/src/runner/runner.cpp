@@ -143,6 +143,7 @@ int runner::loop() {
     poll_status();
     watch_master();
     fence_dead_nodes();
+    warn_waiting_nodes();
     refresh_nodes_file();
     publish_status();
     print_progress(false);

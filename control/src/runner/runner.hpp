@@ -144,9 +144,14 @@ class runner {
   void keep_standby();
   void relaunch(node_slot& slot, const cluster::node_handle& h, const cluster::exit_status& status);
   void relaunch_due();
+  // The master slot runs and has answered (or the runner holds a connection to it).
+  bool master_up(const node_slot& master) const;
   // Counts an end before the node joined; true (the outcome failed) once it never starts, it seems.
   bool never_starts(node_slot& slot, const cluster::node_handle& h, const cluster::exit_status& status);
   void fence_dead_nodes();
+  // Nodes waiting in the cluster manager's queue: a warning once one has waited 10 s, naming Slurm's
+  // reason (two jobs' control nodes on one control_host waited for each other, nothing said).
+  void warn_waiting_nodes();
   void watch_master();
   void scale_to(std::uint32_t workers, const std::string& host = "");
   void publish_status();
@@ -193,6 +198,7 @@ class runner {
   bool nodes_dirty_ = false;       // a launch since nodes.json was written
   std::uint64_t nodes_epoch_ = 0;  // the membership epoch nodes.json was written with
   troupe::clock::time_point nodes_written_{};
+  std::map<std::string, std::pair<troupe::clock::time_point, bool>> waiting_;  // name -> since, warned
   // Tasks a resumed job's journal moved back to TODO (reopen_tasks): DONE ones, failed ones.
   std::uint64_t reopened_done_ = 0, reopened_failed_ = 0;
   std::unique_ptr<runner_beat> beat_;  // from the first launch on

@@ -104,6 +104,12 @@ std::string runner::progress_notes(const status_snapshot& s) const {
     notes.append("  (").append(std::to_string(launched - s.workers_alive)).append(" starting or queued)");
   if (s.workers_alive < spec_.job.min_workers)
     notes.append("  waiting for min_workers ").append(std::to_string(spec_.job.min_workers));
+  // What waits in the cluster manager's queue, and why (Slurm's reason), the first two named.
+  if (auto w = slots_.waiting(); !w.empty()) {
+    notes.append("  queued: ").append(w[0].first + " " + w[0].second);
+    if (w.size() > 1) notes.append(", ").append(w[1].first + " " + w[1].second);
+    if (w.size() > 2) notes.append(" and ").append(std::to_string(w.size() - 2)).append(" more");
+  }
   return notes;
 }
 

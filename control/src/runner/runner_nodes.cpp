@@ -82,6 +82,10 @@ expected<cluster::node_spec> runner::spec_of(const node_slot& slot, bool spare) 
   return ns;
 }
 
+bool runner::master_up(const node_slot& master) const {
+  return master.handle && (master.joined || (net_ && net_->connected("master")));
+}
+
 void runner::launched(node_slot& slot) {
   nodes_dirty_ = true;
   const auto& h = *slot.handle;
@@ -89,6 +93,9 @@ void runner::launched(node_slot& slot) {
   auto st = spec_.cluster.launcher == "local" ? cluster::read_process_stat(h.pid) : std::nullopt;
   slot.start_time = st ? st->start_time : 0;
   if (slot.role == cluster::node_role::master) watch_.launched();
+  slot.master_up_at_launch.reset();
+  if (const auto* m = slots_.find("master"); m && m != &slot && master_up(*m))
+    slot.master_up_at_launch = m->id.incarnation;
   // Slurm's handle is its job id ("pid" read as a process of this machine).
   const std::string what =
       (spec_.cluster.launcher == "slurm" ? "Slurm job " : "pid ") + std::to_string(h.pid);
@@ -155,6 +162,13 @@ bool runner::never_starts(node_slot& slot, const cluster::node_handle& h,
     slot.start_failures = 0;
     return false;
   }
+  // "Could not join" counts only when the master it dialled was up throughout: launched while the
+  // master was down, restarting or pending, the node waited for the master, not for the network.
+  if (status.code == cluster::exit_join_failed && status.signal == 0) {
+    const auto* m = slots_.find("master");
+    if (!slot.master_up_at_launch || !m || !master_up(*m) || m->id.incarnation != *slot.master_up_at_launch)
+      return false;
+  }
   ++slot.start_failures;
   cluster::start_failure_report r;
   r.id = h.id;
@@ -195,6 +209,26 @@ void runner::fence_dead_nodes() {
     }
     timeline_.node_event("fenced", slot->id.to_string(), "declared dead by the master");
   }
+}
+
+void runner::warn_waiting_nodes() {
+  const auto now = clock_.now();
+  std::map<std::string, std::pair<time_point, bool>> still;
+  for (const auto& [name, why] : slots_.waiting()) {
+    auto it = waiting_.find(name);
+    auto entry = it == waiting_.end() ? std::pair{now, false} : it->second;
+    if (!entry.second && now - entry.first >= std::chrono::seconds(10)) {
+      entry.second = true;
+      const bool control = name == "master" || name.rfind("ps-", 0) == 0;
+      spdlog::warn("{} has waited 10 s in the cluster manager's queue: {}{}", name, why,
+                   control ? "; the job cannot train without it (control nodes go to [cluster] control_host "
+                             "and control_partition: are their CPUs held by another job?)"
+                           : "");
+      timeline_.node_event("waiting", name, why);
+    }
+    still.emplace(name, entry);
+  }
+  waiting_ = std::move(still);
 }
 
 // What `troupe status` answers with besides the master's status (master_watch::answer).

@@ -5,9 +5,11 @@
 // <root>/<id>.runner.out beside the job directory, which exists only once the runner starts.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -60,42 +62,66 @@ int await_runner(const cluster::cluster_config& cfg, long job, const std::functi
   return 1;
 }
 
+// The wall time (ms) `path` was last written; nullopt: no such file.
+std::optional<std::int64_t> written_wall_ms(const std::string& path) {
+  std::error_code ec;
+  const auto t = std::filesystem::last_write_time(path, ec);
+  if (ec) return std::nullopt;
+  const auto sys = std::chrono::file_clock::to_sys(t);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(sys.time_since_epoch()).count();
+}
+
+// Why `dir`'s job cannot be resumed by a submitted runner ("" when it can): it finished, or a runner
+// still runs it (its beat is fresh: it would refuse the new runner, which --submit read as resumed).
+std::string resume_problem(const cluster::job_dir& jd) {
+  if (finished_job(jd.result_path()))
+    return "--resume " + jd.path() + ": the job finished (see " + jd.result_path() + "): nothing to resume";
+  // A runner beats every second: a beat that moves within 1.5 s is a live one (a fresh beat alone may
+  // be the last of a runner that just stopped).
+  auto& clk = troupe::clock::system();
+  const auto path = cluster::runner_beat_path(jd.path());
+  const auto beat = written_wall_ms(path);
+  if (!beat || clk.wall_ms() - *beat > 5000) return {};
+  clk.sleep_for(std::chrono::milliseconds(1500));
+  if (const auto again = written_wall_ms(path); again && *again != *beat)
+    return "--resume " + jd.path() +
+           ": a runner still runs this job (its beat moves): troupe status or stop "
+           "--job-dir " +
+           jd.path();
+  return {};
+}
+
 // The runner's job for `--resume DIR --submit` (a submitted runner scancelled, or its host lost: the
-// job could be continued only by a runner in the foreground). Its output is appended to the first
-// runner's (<root>/<id>.runner.out); it has resumed once its beat (runner.beat) is newer than the
-// submission. A finished job is refused here; the runner's own checks (a runner still running it)
-// end its Slurm job, said from its output.
+// job could be continued only by a runner in the foreground), with --workers and --quiet as given.
+// Its output is appended to the first runner's (<root>/<id>.runner.out); it has resumed once the
+// job's beat (runner.beat) is newer than the submission (resume_problem refused a live runner).
 int submit_resume(const run_options& o) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  const auto dir = fs::absolute(o.resume, ec).lexically_normal();
-  auto jd = cluster::job_dir::open(dir.string());
+  auto jd = cluster::job_dir::open(o.resume);
   if (!jd) return usage_refusal("--resume: " + jd.err().describe());
-  if (finished_job(jd->result_path()))
-    return usage_refusal("--resume " + dir.string() + ": the job finished (see " + jd->result_path() +
-                         "): nothing to resume");
-  auto doc = job::read_job_file((dir / "job.toml").string(), {});
+  if (auto why = resume_problem(*jd); !why.empty()) return usage_refusal(why);
+  std::error_code ec;
+  const auto dir = fs::absolute(jd->path(), ec).lexically_normal();  // job_dir::open dropped a trailing '/'
+  auto doc = job::read_job_file(jd->job_toml_path(), {});
   if (!doc) return usage_refusal("--resume " + dir.string() + ": " + doc.err().describe());
   auto spec = job::job_spec::read(*doc);
   if (!spec) return usage_refusal(spec.err().describe());
   if (spec->cluster.launcher != "slurm")
     return usage_refusal("run --submit: the runner goes to Slurm only with [cluster] launcher = \"slurm\"");
   const auto beat = cluster::runner_beat_path(dir.string());
-  std::error_code none;
-  const auto before = fs::last_write_time(beat, none);
+  const auto before = written_wall_ms(beat);
   std::vector<std::string> argv = {"troupe", "run", "--resume", dir.string()};
+  if (o.workers) argv.insert(argv.end(), {"--workers", std::to_string(*o.workers)});
   if (!o.progress) argv.push_back("--quiet");
-  auto ns =
-      runner_node(std::move(argv), (dir.parent_path() / (dir.filename().string() + ".runner.out")).string(),
-                  spec->cluster.control_host);
-  auto job = cluster::submit_slurm_node(spec->cluster, {dir.filename().string(), ""}, ns);
+  auto ns = runner_node(std::move(argv), (dir.parent_path() / (jd->job_id() + ".runner.out")).string(),
+                        spec->cluster.control_host);
+  auto job = cluster::submit_slurm_node(spec->cluster, {jd->job_id(), ""}, ns);
   if (!job) return usage_refusal("run --submit: " + job.err().describe(), 1);
   std::printf("submitted the runner of %s as Slurm job %ld\nrunner output: %s\n", dir.string().c_str(), *job,
               ns.log_file.c_str());
   auto beats = [&] {
-    std::error_code now_ec;
-    auto t = fs::last_write_time(beat, now_ec);
-    return !now_ec && (none || t != before);
+    auto t = written_wall_ms(beat);
+    return t && (!before || *t != *before);
   };
   return await_runner(
       spec->cluster, *job, beats, "the runner resumed the job", [&](const std::string& state) {

@@ -146,6 +146,15 @@ std::vector<node_slot*> slot_table::declared_dead(const std::vector<cluster::mem
   return dead;
 }
 
+std::vector<std::pair<std::string, std::string>> slot_table::waiting() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!launcher_) return out;
+  for (const auto& [name, slot] : slots_)
+    if (slot.handle && slot.wanted && !slot.joined)
+      if (auto why = launcher_->waiting_why(*slot.handle); !why.empty()) out.emplace_back(name, why);
+  return out;
+}
+
 expected<void> slot_table::fence(node_slot& slot) {
   if (!slot.handle)
     return make_unexpected(core_errc::invalid_argument, slot.id.to_string() + " is not running");

@@ -48,6 +48,10 @@ struct node_slot {
   bool joined = false;
   // Ends in a row before it joined, with nothing of troupe's in its output (start_failure.hpp).
   std::size_t start_failures = 0;
+  // The master incarnation that had joined (answered a status request) when this incarnation was
+  // launched; unset: none had. A node's "could not join" end counts only when that master stayed up
+  // (a node launched while the master was down or restarting waited for it, not for a bad network).
+  std::optional<std::uint64_t> master_up_at_launch;
   bool fenced = false;        // SIGKILLed after the master declared it dead; its exit report follows
   bool spare_launch = false;  // its process was launched as spare (its class until it is relaunched)
   // Launched as one of the job's own workers, now beyond the target after a scale down (spare mode):
@@ -149,6 +153,9 @@ class slot_table {
   // Members that are no slot of the table (started by hand) keep their names from new workers.
   std::vector<node_slot*> declared_dead(const std::vector<cluster::member>& members,
                                         std::uint64_t master_incarnation);
+  // Wanted nodes launched and not joined that wait in the launcher's queue, by name, and why
+  // (launcher::waiting_why: Slurm's "PENDING (Resources)").
+  std::vector<std::pair<std::string, std::string>> waiting() const;
   // Fences the slot's process through the launcher; it is relaunched when its exit report comes.
   expected<void> fence(node_slot& slot);
 

@@ -171,6 +171,13 @@ class launcher {
   // the one its launch asked for while it waits); "" where every node runs here or none is known.
   // Thread-safe.
   virtual std::string host_of(const node_handle& h) const { return h.host; }
+  // Why a launched node has not started yet, while it waits in the backend's queue (Slurm:
+  // "PENDING (Resources)", "PENDING (ReqNodeNotAvail, UnavailableNodes:h1)"); "" once it runs, or
+  // where launches do not queue (the default). Thread-safe.
+  virtual std::string waiting_why(const node_handle& h) const {
+    (void)h;
+    return {};
+  }
   // Keeps one standby process started from `standby` (cluster/standby.hpp) ready from now on, and
   // hands the next launch of a spec with standby_ok to it instead of starting a process; false:
   // this backend keeps no standbys (the default) and launches as before. A standby is no node: no

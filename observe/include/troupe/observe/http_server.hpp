@@ -37,7 +37,7 @@ struct http_request {
   std::string target;                          // as sent: "/api/jobs?x=1"
   std::string path;                            // percent-decoded, without the query: "/api/jobs"
   std::map<std::string, std::string> query;    // decoded query parameters
-  std::map<std::string, std::string> headers;  // names lower-case
+  std::map<std::string, std::string> headers;  // names lower-case; one sent twice: values joined by ", "
   std::string body;
   std::string remote;  // "ip:port" of the client
 };

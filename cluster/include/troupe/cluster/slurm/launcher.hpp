@@ -84,6 +84,8 @@ class launcher final : public cluster::launcher {
   // The node squeue listed the job on at the last poll (one host: a node runs in one task), else
   // the one its launch asked for (sbatch -w), else "".
   std::string host_of(const node_handle& h) const override;
+  // "PENDING (<squeue's reason>)" while the job waits in the queue, as the last poll saw it.
+  std::string waiting_why(const node_handle& h) const override;
 
   // Cancels every job id listed in `jobs_file` that Slurm still has queued or running; returns how
   // many it cancelled.
