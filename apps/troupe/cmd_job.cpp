@@ -115,15 +115,26 @@ std::string event_detail(const nlohmann::json& e) {
 void print_table(const nlohmann::json& j) {
   print_summary(j);
   if (j.contains("goodput")) print_goodput(j["goodput"]);
-  int width = 10;  // the STATE column, as wide as its longest ("killed by SIGKILL")
-  for (const auto& m : j["members"])
+  int width = 10;       // the STATE column, as wide as its longest ("killed by SIGKILL")
+  bool placed = false;  // a HOST column where nodes run elsewhere (a pid there is another machine's)
+  for (const auto& m : j["members"]) {
     width = std::max(width, static_cast<int>(m["state"].get<std::string>().size()));
-  std::printf("%-14s %-8s %-*s %-22s %s\n", "NODE", "ROLE", width, "STATE", "ADDRESS", "PID");
+    placed = placed || m.contains("host") || m.contains("slurm_job");
+  }
+  // PID padded only when HOST follows (no trailing blanks otherwise).
+  std::printf("%-14s %-8s %-*s %-22s %-*s%s\n", "NODE", "ROLE", width, "STATE", "ADDRESS", placed ? 7 : 0,
+              "PID", placed ? " HOST" : "");
   for (const auto& m : j["members"]) {
     const int pid = m["pid"].get<int>();
-    std::printf("%-14s %-8s %-*s %-22s %s\n", m["node"].get<std::string>().c_str(),
+    std::string where = m.value("host", std::string());
+    if (m.contains("slurm_job"))
+      where += (where.empty() ? "" : " ") + std::string("(Slurm job ") +
+               std::to_string(m.value("slurm_job", 0L)) + ")";
+    std::printf("%-14s %-8s %-*s %-22s %-*s%s\n", m["node"].get<std::string>().c_str(),
                 m["role"].get<std::string>().c_str(), width, m["state"].get<std::string>().c_str(),
-                m["address"].get<std::string>().c_str(), pid > 0 ? std::to_string(pid).c_str() : "-");
+                m["address"].get<std::string>().c_str(), placed ? 7 : 0,
+                pid > 0 ? std::to_string(pid).c_str() : "-",
+                placed ? (" " + (where.empty() ? std::string("-") : where)).c_str() : "");
   }
   if (j.contains("recent")) {  // the runner is gone: what the timeline says happened last
     std::printf("recent events (%s):\n", j["source"].get<std::string>().c_str());

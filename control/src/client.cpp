@@ -277,6 +277,7 @@ expected<std::string> job_status_json(const std::string& job_dir, bool from_time
   bool ok = wire::guarded(
       "status", [&] { j = wire::to_json(wire::read_job_status(reply->body().getJob().getJobStatus())); });
   if (!ok) return make_unexpected(core_errc::parse_error, "malformed status reply from the runner");
+  if (auto dir = cluster::job_dir::open(job_dir)) add_placement(j, *dir);
   return j.dump();
 }
 

@@ -106,13 +106,29 @@ json members_json(const cluster::nodes_file& nodes, bool runner_gone) {
     if (runner_gone && n.exit.empty() && n.state == "running" && n.pid > 0 &&
         !cluster::process_alive(n.pid, n.start_time ? std::optional(n.start_time) : std::nullopt))
       state = "gone (runner died)";
-    members.push_back({{"node", n.id.to_string()},
-                       {"role", std::string(cluster::to_string(n.role))},
-                       {"address", n.address},
-                       {"pid", n.pid},
-                       {"state", state}});
+    json m = {{"node", n.id.to_string()},
+              {"role", std::string(cluster::to_string(n.role))},
+              {"address", n.address},
+              {"pid", n.pid},
+              {"state", state}};
+    if (!n.host.empty()) m["host"] = n.host;
+    if (n.slurm_job > 0) m["slurm_job"] = n.slurm_job;
+    members.push_back(std::move(m));
   }
   return members;
+}
+
+void add_placement(json& status, const cluster::job_dir& dir) {
+  auto nodes = dir.read_nodes();
+  if (!nodes || !status.contains("members")) return;
+  for (auto& m : status["members"]) {
+    const auto node = m.value("node", std::string());
+    for (const auto& n : nodes->nodes) {
+      if (n.id.to_string() != node) continue;
+      if (!n.host.empty()) m["host"] = n.host;
+      if (n.slurm_job > 0) m["slurm_job"] = n.slurm_job;
+    }
+  }
 }
 
 void add_recent_events(json& status, const std::string& job_dir) {

@@ -20,6 +20,10 @@ expected<std::string> status_from_timeline(const std::string& job_dir, const err
 // The nodes of nodes.json as status "members" (state with how an exited node ended).
 // `runner_gone`: a node recorded running whose process is gone shows as "gone (runner died)".
 nlohmann::json members_json(const cluster::nodes_file& nodes, bool runner_gone);
+// Each member of a live status gets where its incarnation runs, from nodes.json: `host` (a
+// [cluster] hosts entry; Slurm: the node squeue listed it on) and `slurm_job` (status listed
+// neither: on hosts its pid is another machine's).
+void add_placement(nlohmann::json& status, const cluster::job_dir& dir);
 // Adds "recent" (the timeline's last notable events), "source" and "skipped_lines" to `status`;
 // nothing when the job has no events.
 void add_recent_events(nlohmann::json& status, const std::string& job_dir);

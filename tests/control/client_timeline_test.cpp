@@ -242,6 +242,8 @@ TEST(client_timeline, a_dead_runners_slurm_nodes_are_said_to_run_on) {
   EXPECT_NE(j.value("reason", "").find("its 3 Slurm job(s) (troupe-sj:<node> in squeue) may still run"),
             std::string::npos)
       << j.dump();
+  ASSERT_EQ(j["members"].size(), 3u) << j.dump();
+  EXPECT_EQ(j["members"][1].value("slurm_job", 0L), 42) << "where each runs: " << j.dump();
   std::filesystem::remove_all(root);
 }
 

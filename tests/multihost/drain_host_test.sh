@@ -34,6 +34,12 @@ for _ in $(seq 1 600); do
 done
 before=$(workers)
 [[ $(wc -l <<< "$before") == 4 ]] || fail "4 workers expected running, nodes.json has: $before"
+# troupe status names each member's host (its pid is another machine's), as nodes.json has it.
+placed=$(status | python3 -c 'import json, sys
+for m in json.load(sys.stdin)["members"]:
+    if m["node"].startswith("worker-"): print(m["node"].split("#")[0], m.get("host", ""))' | sort)
+[[ $placed == "$(sort <<< "$before")" ]] || fail "troupe status hosts: $placed; nodes.json: $before"
+"$B" status --job-dir "$job" 2> /dev/null | grep -q '^NODE .* PID *HOST$' || fail "no HOST column: $("$B" status --job-dir "$job" 2>&1)"
 # The host holding the lowest-numbered worker: a drain is not the highest indices leaving.
 drained=$(sort -t- -k2 -n <<< "$before" | head -1 | cut -d' ' -f2)
 [[ $drained == h1 || $drained == h2 ]] || fail "worker hosts: $before"

@@ -266,6 +266,9 @@ void runner::write_nodes_file() {
     e.id = s.id;
     e.role = s.role;
     e.handle = s.handle;
+    // Where the backend placed it (Slurm: the node squeue lists it on), for `troupe status`'s HOST.
+    if (e.handle && launcher_)
+      if (auto where = launcher_->host_of(*e.handle); !where.empty()) e.handle->host = where;
     if (e.handle && !local_pids) {
       e.slurm_job = e.handle->pid;
       e.handle->pid = 0;
