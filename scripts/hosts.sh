@@ -94,7 +94,23 @@ make_host() {
     nsenter --net="/run/netns/$ns" unshare --mount="$RUN/$h/mnt" --uts="$RUN/$h/uts" --propagation private \
       sh -c "hostname $h && mount -t tmpfs -o size=1g,mode=1777 tmpfs /dev/shm && $(tmp_mounts "$h") \\
              && mount --bind $RUN/etc-hosts /etc/hosts"
+  else
+    missing_shares "$h"
   fi
+}
+
+# A host made before (by another checkout, or without TROUPE_HOSTS_SHARE then) keeps the view of /tmp
+# it was made with: a directory under /tmp this call would share is not there. Said, with the way
+# out (it said "N hosts up", and jobs found no binary there).
+missing_shares() {
+  local h=$1 d
+  local IFS=:
+  for d in $REPO ${TROUPE_HOSTS_SHARE:-}; do
+    [[ "$d" == /tmp/* && -d "$d" ]] || continue
+    nsenter --mount="$RUN/$h/mnt" test -d "$d" && continue
+    echo "hosts.sh: warning: $h was made before without $d (another checkout, or another TROUPE_HOSTS_SHARE):" \
+      "it does not see it; 'hosts.sh down' then 'up' makes the hosts again" >&2
+  done
 }
 
 run_in() {  # run_in HOST CMD...

@@ -19,6 +19,11 @@ trap '"$S" down >/dev/null 2>&1' EXIT
 [[ -e /dev/shm/troupe_hosts_test ]] && fail "h2's /dev/shm is the machine's"
 "$S" exec h1 test -e /dev/shm/troupe_hosts_test && fail "h1 sees h2's /dev/shm"
 "$S" exec h1 test -e /tmp/troupe_hosts_test && fail "h1 sees h2's /tmp"
+# up again over existing hosts with a share they were not made with: said (it said "2 hosts up").
+late=$(mktemp -d /tmp/troupe-hosts-late-XXXXXX)
+TROUPE_HOSTS_SHARE=$late "$S" up 2 2> /tmp/hosts_test_up.err || fail "up 2 again"
+rmdir "$late"
+grep -q "h1 was made before without $late" /tmp/hosts_test_up.err || fail "no warning: $(cat /tmp/hosts_test_up.err)"
 
 server='import socket,sys
 s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
