@@ -14,7 +14,6 @@ times no request of a pipelined write).
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 
@@ -28,18 +27,10 @@ def wrk(url, body, connections, seconds, script, depth):
                           os.path.join(HERE, script), url],
                          env=dict(os.environ, BODY_FILE=body, DEPTH=str(depth)), capture_output=True, text=True,
                          timeout=seconds + 60)
-    text = out.stdout
-    if "Requests/sec" not in text:
-        raise SystemExit(f"wrk failed: {out.stdout} {out.stderr}")
-    errors = 0
-    if m := re.search(r"Non-2xx or 3xx responses: (\d+)", text):
-        errors += int(m.group(1))
-    if m := re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text):
-        errors += sum(int(x) for x in m.groups())
-    r = {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1)), "errors": errors}
+    rps, p50, p99, errors = serve_bench.wrk_figures(out)
+    r = {"rps": rps, "errors": errors}
     if depth == 1:  # wrk times a pipelined write by no request of it (it prints 0): not reported
-        r["p50_ms"] = serve_bench.to_ms(re.search(r"\s50%\s+(\S+)", text).group(1))
-        r["p99_ms"] = serve_bench.to_ms(re.search(r"\s99%\s+(\S+)", text).group(1))
+        r["p50_ms"], r["p99_ms"] = p50, p99
     return r
 
 

@@ -81,23 +81,29 @@ def tree_cpu(pid):
     return total
 
 
-def wrk(url, body, connections, seconds, pid=None):
-    cpu0 = tree_cpu(pid) if pid else 0
-    out = subprocess.run(["wrk", "-t", "1", "-c", str(connections), "-d", f"{int(seconds)}s", "--latency", "-s",
-                          os.path.join(HERE, "post.lua"), url],
-                         env=dict(os.environ, BODY_FILE=body), capture_output=True, text=True, timeout=seconds + 60)
+def wrk_figures(out):
+    """requests/s, p50 and p99 (ms) and errors (non-2xx and socket errors) of a finished `wrk --latency`."""
     text = out.stdout
     if "Requests/sec" not in text:
         raise SystemExit(f"wrk failed: {out.stdout} {out.stderr}")
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
-    p99 = to_ms(re.search(r"\s99%\s+(\S+)", text).group(1))
     p50 = to_ms(re.search(r"\s50%\s+(\S+)", text).group(1))
+    p99 = to_ms(re.search(r"\s99%\s+(\S+)", text).group(1))
     errors = 0
     if m := re.search(r"Non-2xx or 3xx responses: (\d+)", text):
         errors += int(m.group(1))
     if m := re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text):
         errors += sum(int(x) for x in m.groups())
-    requests_done = int(re.search(r"(\d+) requests in", text).group(1))
+    return rps, p50, p99, errors
+
+
+def wrk(url, body, connections, seconds, pid=None):
+    cpu0 = tree_cpu(pid) if pid else 0
+    out = subprocess.run(["wrk", "-t", "1", "-c", str(connections), "-d", f"{int(seconds)}s", "--latency", "-s",
+                          os.path.join(HERE, "post.lua"), url],
+                         env=dict(os.environ, BODY_FILE=body), capture_output=True, text=True, timeout=seconds + 60)
+    rps, p50, p99, errors = wrk_figures(out)
+    requests_done = int(re.search(r"(\d+) requests in", out.stdout).group(1))
     cpu_us = (tree_cpu(pid) - cpu0) * 1e6 / max(1, requests_done) if pid else None
     return {"connections": connections, "rps": rps, "p50_ms": p50, "p99_ms": p99, "errors": errors,
             "server_cpu_us_per_request": round(cpu_us, 1) if cpu_us is not None else None}

@@ -18,7 +18,7 @@ bool start_failure(const exit_status& s, const node_id& id, bool fenced) {
   // Killed from outside (troupe chaos, an operator, the OOM killer): it may well have been starting.
   if (s.state.empty() && (s.signal == SIGKILL || s.signal == SIGTERM || s.signal == SIGINT)) return false;
   if (s.state.empty() && s.code == -1) return false;  // reaped by someone else: nothing known
-  if (s.code == exit_join_failed && s.signal == 0) return true;
+  if (could_not_join(s)) return true;
   return !ran_as_node(s, id);
 }
 
@@ -60,7 +60,7 @@ std::string describe(const start_failure_report& r) {
   std::string text = r.id.name + (r.id.name == "master" ? " never came up: " : " never joined the master: ") +
                      how_it_ended(r);
   const auto& t = r.status.trace;
-  if (r.status.code == exit_join_failed && r.status.signal == 0 && !t.output.empty()) {  // troupe said why
+  if (could_not_join(r.status) && !t.output.empty()) {  // troupe said why
     const auto why = last_logged_error(r.status);
     return text + "; its last error (" + r.log_path + "): " + (why.empty() ? output_tail(t.output) : why) +
            "; check: does the node's host reach the master's address ([cluster] advertise, a firewall, the "

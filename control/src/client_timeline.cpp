@@ -97,6 +97,14 @@ expected<observe::event_read> read_notable(const std::string& job_dir, last_line
 
 }  // namespace
 
+namespace {
+// Where the node of `n` runs, as a status member's `host` and `slurm_job` (each when known).
+void add_place(json& member, const cluster::node_record& n) {
+  if (!n.host.empty()) member["host"] = n.host;
+  if (n.slurm_job > 0) member["slurm_job"] = n.slurm_job;
+}
+}  // namespace
+
 json members_json(const cluster::nodes_file& nodes, bool runner_gone) {
   json members = json::array();
   for (const auto& n : nodes.nodes) {
@@ -111,8 +119,7 @@ json members_json(const cluster::nodes_file& nodes, bool runner_gone) {
               {"address", n.address},
               {"pid", n.pid},
               {"state", state}};
-    if (!n.host.empty()) m["host"] = n.host;
-    if (n.slurm_job > 0) m["slurm_job"] = n.slurm_job;
+    add_place(m, n);
     members.push_back(std::move(m));
   }
   return members;
@@ -124,9 +131,7 @@ void add_placement(json& status, const cluster::job_dir& dir) {
   for (auto& m : status["members"]) {
     const auto node = m.value("node", std::string());
     for (const auto& n : nodes->nodes) {
-      if (n.id.to_string() != node) continue;
-      if (!n.host.empty()) m["host"] = n.host;
-      if (n.slurm_job > 0) m["slurm_job"] = n.slurm_job;
+      if (n.id.to_string() == node) add_place(m, n);
     }
   }
 }

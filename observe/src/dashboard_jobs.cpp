@@ -159,9 +159,8 @@ void job_rows::add_result(const job_directory& dir, json& r) {
   }
   double done = number_or(*res, "tasks_done", -1), failed = number_or(*res, "tasks_failed", 0);
   if (done < 0) return;
-  r["tasks_done"] = static_cast<std::int64_t>(std::llround(done));
-  r["tasks_total"] =
-      static_cast<std::int64_t>(std::llround(std::max(number_or(r, "tasks_total", 0), done + failed)));
+  r["tasks_done"] = count_of(done);
+  r["tasks_total"] = count_of(std::max(number_or(r, "tasks_total", 0), done + failed));
   if (res->contains("reason") && (*res)["reason"].is_string()) r["reason"] = (*res)["reason"];
 }
 

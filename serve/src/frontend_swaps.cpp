@@ -129,9 +129,9 @@ void frontend::start_reloads() {
   if (!req) return;
   auto m = model::read_model_dir(req->dir);
   if (!m) return refuse_reload(*req, serving, m.err().context());
-  // Tried, whoever asked: --watch does not take it again until its directory holds another model or
-  // its model.pt changes (a reload back to an older model stays). The stat before the lock.
-  if (auto stamp = stamp_of(req->dir, m->created_unix_ms); true) {
+  // Tried, whoever asked: --watch takes it again once its directory changes (untried_or_settled).
+  {
+    const auto stamp = stamp_of(req->dir, m->created_unix_ms);  // the stat before the lock
     std::lock_guard lk(mu_);
     tried_[watch_key(req->dir)] = stamp;
   }

@@ -164,7 +164,7 @@ bool runner::never_starts(node_slot& slot, const cluster::node_handle& h,
   }
   // "Could not join" counts only when the master it dialled was up throughout: launched while the
   // master was down, restarting or pending, the node waited for the master, not for the network.
-  if (status.code == cluster::exit_join_failed && status.signal == 0) {
+  if (cluster::could_not_join(status)) {
     const auto* m = slots_.find("master");
     if (!slot.master_up_at_launch || !m || !master_up(*m) || m->id.incarnation != *slot.master_up_at_launch)
       return false;

@@ -85,9 +85,7 @@ std::string resume_problem(const cluster::job_dir& jd) {
   clk.sleep_for(std::chrono::milliseconds(1500));
   if (const auto again = written_wall_ms(path); again && *again != *beat)
     return "--resume " + jd.path() +
-           ": a runner still runs this job (its beat moves): troupe status or stop "
-           "--job-dir " +
-           jd.path();
+           ": a runner still runs this job (its beat moves): troupe status or stop --job-dir " + jd.path();
   return {};
 }
 
@@ -164,9 +162,8 @@ int submit_job(const run_options& o) {
         // "submitted" and exited 0.
         spdlog::error(
             "run --submit: the runner's Slurm job {} ended ({}) before it made {}: is [job] root on a "
-            "filesystem "
-            "the hosts share (and the troupe binary at the same path there)? Its output, if the host could "
-            "write it: {}",
+            "filesystem the hosts share (and the troupe binary at the same path there)? Its output, if "
+            "the host could write it: {}",
             *job, state, dir.string(), ns.log_file);
       });
 }

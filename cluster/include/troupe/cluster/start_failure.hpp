@@ -19,6 +19,10 @@ namespace troupe::cluster {
 // ends count as start failures (a job whose nodes could not reach the master at a wrong
 // [cluster] advertise, or on a host cut off for good, relaunched them every 30 s for ever).
 constexpr int exit_join_failed = 69;
+// The process ended with that code (not by a signal).
+inline bool could_not_join(const exit_status& s) {
+  return s.code == exit_join_failed && s.signal == 0;
+}
 
 // True when the exit report shows troupe ran as node `id`: its output holds a line the node
 // logged under its own name ("[worker-0#3]": the logger of a `troupe node` is named after its
