@@ -11,6 +11,7 @@
 #include <iterator>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -128,11 +129,25 @@ json members_json(const cluster::nodes_file& nodes, bool runner_gone) {
 void add_placement(json& status, const cluster::job_dir& dir) {
   auto nodes = dir.read_nodes();
   if (!nodes || !status.contains("members")) return;
+  std::set<std::string> listed;
   for (auto& m : status["members"]) {
     const auto node = m.value("node", std::string());
+    listed.insert(node);
     for (const auto& n : nodes->nodes) {
       if (n.id.to_string() == node) add_place(m, n);
     }
+  }
+  // Launched but not in the master's view yet (starting, waiting in Slurm's queue, unable to reach
+  // the master): listed too (a scale from 2 to 8 showed 2 workers until the others joined).
+  for (const auto& n : nodes->nodes) {
+    if (n.state != "running" || !n.exit.empty() || listed.count(n.id.to_string())) continue;
+    json m = {{"node", n.id.to_string()},
+              {"role", std::string(cluster::to_string(n.role))},
+              {"address", ""},
+              {"pid", n.pid},
+              {"state", "launched, not joined"}};
+    add_place(m, n);
+    status["members"].push_back(std::move(m));
   }
 }
 

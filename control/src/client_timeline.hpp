@@ -22,7 +22,8 @@ expected<std::string> status_from_timeline(const std::string& job_dir, const err
 nlohmann::json members_json(const cluster::nodes_file& nodes, bool runner_gone);
 // Each member of a live status gets where its incarnation runs, from nodes.json: `host` (a
 // [cluster] hosts entry; Slurm: the node squeue listed it on) and `slurm_job` (status listed
-// neither: on hosts its pid is another machine's).
+// neither: on hosts its pid is another machine's). A node launched but not yet in the master's view
+// is added with the state "launched, not joined".
 void add_placement(nlohmann::json& status, const cluster::job_dir& dir);
 // Adds "recent" (the timeline's last notable events), "source" and "skipped_lines" to `status`;
 // nothing when the job has no events.

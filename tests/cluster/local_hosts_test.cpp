@@ -36,6 +36,16 @@ TEST(local_hosts, entries_are_name_or_name_and_slots) {
   }
 }
 
+// A host the job's nodes could not reach the master from is taken last: its freed slots took the
+// replacements of its fenced nodes, which never joined either.
+TEST(local_hosts, placement_keeps_off_hosts_to_avoid_while_another_has_room) {
+  remote_hosts hs{{{"h1", 2}, {"h2", 3}}, {"ssh", "{host}"}};
+  EXPECT_EQ(*pick_host(hs, {{"h1", 1}, {"h2", 1}}, "", "w", {"h1"}), "h2");
+  EXPECT_EQ(*pick_host(hs, {{"h1", 1}, {"h2", 3}}, "", "w", {"h1"}), "h1") << "no other room: there";
+  EXPECT_EQ(*pick_host(hs, {}, "h1", "w", {"h1"}), "h1") << "a host named for the node is taken";
+  EXPECT_FALSE(pick_host(hs, {{"h1", 2}, {"h2", 3}}, "", "w", {"h1"}));
+}
+
 TEST(local_hosts, placement_fills_the_hosts_in_order) {
   remote_hosts hs{{{"h1", 2}, {"h2", 3}}, {"ssh", "{host}"}};
   EXPECT_EQ(*pick_host(hs, {}, "", "w"), "h1");

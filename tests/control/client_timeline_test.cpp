@@ -247,5 +247,40 @@ TEST(client_timeline, a_dead_runners_slurm_nodes_are_said_to_run_on) {
   std::filesystem::remove_all(root);
 }
 
+// A live job's status lists the master's view; nodes the runner launched that are not in it yet
+// (starting, queued in Slurm, unable to reach the master) are listed as "launched, not joined", with
+// where they run; an exited one is not (the view says what became of it).
+TEST(client_timeline, launched_nodes_not_yet_in_the_view_are_listed) {
+  const auto root = empty_dir("troupe-client-unjoined-");
+  auto dir = cluster::job_dir::create(root.string(), "uj", "[job]\n");
+  ASSERT_TRUE(dir) << dir.err().to_string();
+  cluster::nodes_file f;
+  f.job_id = "uj";
+  for (auto [name, state] : {std::pair{"master", "running"}, std::pair{"worker-0", "running"},
+                             std::pair{"worker-1", "running"}, std::pair{"worker-2", "exited"}}) {
+    cluster::node_record r;
+    r.id = {name, 0};
+    r.role = std::string(name) == "master" ? cluster::node_role::master : cluster::node_role::worker;
+    r.state = state;
+    r.pid = 100 + static_cast<int>(f.nodes.size());
+    r.host = "h2";
+    if (r.state == "exited") r.exit = "exited with code 1";
+    f.nodes.push_back(r);
+  }
+  auto status = nlohmann::json::parse(R"({"members": [
+      {"node": "master#0", "role": "master", "address": "10.0.0.1:1", "pid": 100, "state": "alive"},
+      {"node": "worker-0#0", "role": "worker", "address": "10.0.0.1:2", "pid": 101, "state": "alive"}]})");
+  std::ofstream(dir->nodes_path()) << cluster::to_json(f);
+  add_placement(status, *dir);
+  ASSERT_EQ(status["members"].size(), 3u) << status.dump();
+  const auto& added = status["members"][2];
+  EXPECT_EQ(added.value("node", ""), "worker-1#0") << status.dump();
+  EXPECT_EQ(added.value("state", ""), "launched, not joined") << status.dump();
+  EXPECT_EQ(added.value("pid", 0), 102) << status.dump();
+  EXPECT_EQ(added.value("host", ""), "h2") << status.dump();
+  EXPECT_EQ(status["members"][0].value("host", ""), "h2") << "the joined ones get their host too";
+  std::filesystem::remove_all(root);
+}
+
 }  // namespace
 }  // namespace troupe::control

@@ -219,6 +219,28 @@ TEST_F(slots_fixture, deaths_older_than_the_window_do_not_count_and_preemption_i
   EXPECT_EQ(d.deaths, 1u);
 }
 
+// A worker that could not reach the master from a cut-off host is tried again later without a death
+// counted: twelve such ends in a minute do not give up (the crash-loop rule failed the job).
+TEST_F(slots_fixture, a_retry_later_is_no_death_and_waits_its_delay) {
+  ASSERT_TRUE(table.start(cluster::node_role::ps, 0));
+  for (int i = 0; i < 12; ++i) {
+    auto v = exit("ps-0");
+    ASSERT_EQ(v.what, exit_verdict::kind::died);
+    table.retry_later(*v.slot, 2s);
+    EXPECT_EQ(table.next_relaunch(), clock.now() + 2s);
+    clock.advance(1999ms);
+    table.relaunch_due();
+    EXPECT_FALSE(table.find("ps-0")->handle) << "launched before its delay";
+    clock.advance(1ms);
+    EXPECT_TRUE(table.relaunch_due().empty());
+    EXPECT_TRUE(table.find("ps-0")->handle);
+  }
+  EXPECT_EQ(table.find("ps-0")->id.incarnation, 12u);
+  EXPECT_TRUE(table.find("ps-0")->deaths.empty());
+  auto v = exit("ps-0");
+  EXPECT_EQ(table.died(*v.slot, crashed()).deaths, 1u) << "a crash after them is the first death";
+}
+
 TEST_F(slots_fixture, a_fenced_slot_is_not_relaunched_before_its_exit_report) {
   table.scale_to(2);
   auto members = alive_members({"master", "worker-0", "worker-1"});

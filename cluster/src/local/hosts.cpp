@@ -1,5 +1,6 @@
 #include "local/hosts.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <sstream>
 
@@ -45,7 +46,8 @@ expected<void> known_host(const remote_hosts& hosts, const std::string& host) {
 }
 
 expected<std::string> pick_host(const remote_hosts& hosts, const std::map<std::string, int>& used,
-                                const std::string& wanted, const std::string& node) {
+                                const std::string& wanted, const std::string& node,
+                                const std::vector<std::string>& avoid) {
   auto in_use = [&](const std::string& h) {
     auto it = used.find(h);
     return it == used.end() ? 0 : it->second;
@@ -65,6 +67,11 @@ expected<std::string> pick_host(const remote_hosts& hosts, const std::map<std::s
       }
     if (!full) return wanted;
   }
+  // A host the job's nodes could not reach the master from is the last resort (its slots freed
+  // as its nodes were fenced: the replacements went straight back there, and never joined).
+  for (const auto& h : hosts.hosts)
+    if (in_use(h.name) < h.slots && std::find(avoid.begin(), avoid.end(), h.name) == avoid.end())
+      return h.name;
   for (const auto& h : hosts.hosts)
     if (in_use(h.name) < h.slots) return h.name;
   std::string use;

@@ -24,11 +24,12 @@ expected<host_slots> parse_host_slots(std::string_view entry);
 expected<void> known_host(const remote_hosts& hosts, const std::string& host);
 
 // The host a node goes to: `wanted` when it names one ("localhost": this machine, no command) with
-// a free slot, else the first listed host with a free slot (a warning when `wanted` was full). `used`: nodes
-// running per host. Errors: invalid_spec for a host not in the list, insufficient_resources when every slot
-// is taken (naming each host's use).
+// a free slot, else the first listed host with a free slot not in `avoid`, else the first with a free
+// slot (a warning when `wanted` was full). `used`: nodes running per host. Errors: invalid_spec for a
+// host not in the list, insufficient_resources when every slot is taken (naming each host's use).
 expected<std::string> pick_host(const remote_hosts& hosts, const std::map<std::string, int>& used,
-                                const std::string& wanted, const std::string& node);
+                                const std::string& wanted, const std::string& node,
+                                const std::vector<std::string>& avoid = {});
 
 // `spec` run through the host command on `host`: program = the command's first word, argv = the
 // command with {host} replaced, then `env [-i] K=V...` when the node has its own environment, then

@@ -98,7 +98,7 @@ expected<std::string> launcher::impl::admit(const node_spec& spec) {
     std::map<std::string, int> used;
     for (const auto& [serial, c] : children)
       if (!c.status) ++used[c.host];
-    auto h = pick_host(hosts, used, spec.host, spec.id.to_string());
+    auto h = pick_host(hosts, used, spec.host, spec.id.to_string(), spec.avoid);
     if (!h) return h.err();
     if (*h != "localhost") return *h;  // another host's capacity is its slots
     host = *h;

@@ -15,12 +15,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 
 #include "troupe/cluster/bootstrap.hpp"
 #include "troupe/cluster/config.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/cluster/launcher.hpp"
+#include "troupe/cluster/start_failure.hpp"
 #include "troupe/control/runner.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/job/data.hpp"
@@ -147,7 +149,21 @@ class runner {
   // The master slot runs and has answered (or the runner holds a connection to it).
   bool master_up(const node_slot& master) const;
   // Counts an end before the node joined; true (the outcome failed) once it never starts, it seems.
-  bool never_starts(node_slot& slot, const cluster::node_handle& h, const cluster::exit_status& status);
+  // How a wanted node's end before it joined counts: `gave_up` (the job failed: it never starts),
+  // `host_cut_off` (it could not reach the master from a host while workers elsewhere train: tried
+  // again after cut_off_retry, no death counted), `other` (a death like any).
+  enum class start_end { other, host_cut_off, gave_up };
+  start_end never_starts(node_slot& slot, const cluster::node_handle& h, const cluster::exit_status& status);
+  // 1 s, doubling per end in a row, at most 30 s.
+  static troupe::clock::duration cut_off_retry(std::size_t failures);
+  cluster::start_failure_report failure_report(const node_slot& slot, const cluster::node_handle& h,
+                                               const cluster::exit_status& status) const;
+  // A node on `host` could not reach the master: the next launches keep off it for cut_off_for
+  // (node_spec::avoid) while another host has room.
+  void cut_off(const std::string& host);
+  static constexpr auto cut_off_for = std::chrono::minutes(2);
+  // A worker that joined runs on a host other than `host` ("": this machine).
+  bool joined_elsewhere(const std::string& host) const;
   void fence_dead_nodes();
   // Nodes waiting in the cluster manager's queue: a warning once one has waited 10 s, naming Slurm's
   // reason (two jobs' control nodes on one control_host waited for each other, nothing said).
@@ -199,6 +215,7 @@ class runner {
   std::uint64_t nodes_epoch_ = 0;  // the membership epoch nodes.json was written with
   troupe::clock::time_point nodes_written_{};
   std::map<std::string, std::pair<troupe::clock::time_point, bool>> waiting_;  // name -> since, warned
+  std::map<std::string, troupe::clock::time_point> cut_off_;                   // host -> until (cut_off)
   // Tasks a resumed job's journal moved back to TODO (reopen_tasks): DONE ones, failed ones.
   std::uint64_t reopened_done_ = 0, reopened_failed_ = 0;
   std::unique_ptr<runner_beat> beat_;  // from the first launch on

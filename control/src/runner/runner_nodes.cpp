@@ -79,6 +79,9 @@ expected<cluster::node_spec> runner::spec_of(const node_slot& slot, bool spare) 
   auto ns = launch_spec_of(a, slot.role);
   ns.spare = spare;
   if (slot.role == cluster::node_role::worker) ns.host = slot.host;  // troupe scale --host: its first launch
+  const auto now = clock_.now();
+  for (const auto& [host, until] : cut_off_)
+    if (until > now) ns.avoid.push_back(host);
   return ns;
 }
 
@@ -138,7 +141,12 @@ void runner::on_exit(const node_exit_event& e) {
 // A wanted node died: relaunched after its backoff (relaunch_due), unless it never starts or keeps
 // dying.
 void runner::relaunch(node_slot& slot, const cluster::node_handle& h, const cluster::exit_status& status) {
-  if (never_starts(slot, h, status)) return;
+  const auto start = never_starts(slot, h, status);
+  if (start == start_end::gave_up) return;
+  if (start == start_end::host_cut_off) {  // not the node's fault: no death counted, a slower retry
+    slots_.retry_later(slot, cut_off_retry(slot.start_failures));
+    return;
+  }
   auto v = slots_.died(slot, status);
   if (v.give_up) {
     const auto why = cluster::last_logged_error(status);
@@ -156,20 +164,48 @@ void runner::relaunch_due() {
   for (auto& f : slots_.relaunch_due()) outcome_.fail("cannot relaunch " + f.name + ": " + f.why.to_string());
 }
 
-bool runner::never_starts(node_slot& slot, const cluster::node_handle& h,
-                          const cluster::exit_status& status) {
+troupe::clock::duration runner::cut_off_retry(std::size_t failures) {
+  auto d = std::chrono::duration_cast<troupe::clock::duration>(std::chrono::seconds(1));
+  for (std::size_t i = 1; i < failures && d < std::chrono::seconds(30); ++i) d *= 2;
+  return std::min<troupe::clock::duration>(d, std::chrono::seconds(30));
+}
+
+runner::start_end runner::never_starts(node_slot& slot, const cluster::node_handle& h,
+                                       const cluster::exit_status& status) {
   if (slot.joined || !cluster::start_failure(status, h.id, slot.fenced)) {
     slot.start_failures = 0;
-    return false;
+    return start_end::other;
   }
   // "Could not join" counts only when the master it dialled was up throughout: launched while the
   // master was down, restarting or pending, the node waited for the master, not for the network.
-  if (cluster::could_not_join(status)) {
+  const bool unreachable = cluster::could_not_join(status);
+  if (unreachable) {
     const auto* m = slots_.find("master");
     if (!slot.master_up_at_launch || !m || !master_up(*m) || m->id.incarnation != *slot.master_up_at_launch)
-      return false;
+      return start_end::other;
   }
   ++slot.start_failures;
+  const auto r = failure_report(slot, h, status);
+  const auto what = cluster::describe(r);
+  if (unreachable && !r.host.empty()) cut_off(r.host);
+  // Workers of other hosts reach the master: the host is cut off, not the job (a host's partition
+  // failed the whole elastic job, its replacements sent back there never joining).
+  if (unreachable && joined_elsewhere(r.host)) {
+    spdlog::warn(
+        "{}; workers on other hosts reach the master and train on: it is launched again in {} s", what,
+        std::chrono::duration_cast<std::chrono::seconds>(cut_off_retry(slot.start_failures)).count());
+    return start_end::host_cut_off;
+  }
+  if (slot.start_failures < max_start_failures) {
+    spdlog::warn("{} (the job fails after {} in a row)", what, max_start_failures);
+    return start_end::other;
+  }
+  outcome_.fail(what);
+  return start_end::gave_up;
+}
+
+cluster::start_failure_report runner::failure_report(const node_slot& slot, const cluster::node_handle& h,
+                                                     const cluster::exit_status& status) const {
   cluster::start_failure_report r;
   r.id = h.id;
   r.status = status;
@@ -180,13 +216,26 @@ bool runner::never_starts(node_slot& slot, const cluster::node_handle& h,
   auto exe = cluster::self_exe();
   r.program = exe ? *exe : "troupe";
   r.times = slot.start_failures;
-  auto what = cluster::describe(r);
-  if (slot.start_failures < max_start_failures) {
-    spdlog::warn("{} (the job fails after {} in a row)", what, max_start_failures);
-    return false;
-  }
-  outcome_.fail(what);
-  return true;
+  return r;
+}
+
+void runner::cut_off(const std::string& host) {
+  const auto now = clock_.now();
+  auto& until = cut_off_[host];
+  if (until <= now)
+    spdlog::warn(
+        "a node on host {} could not reach the master: the job's next nodes go to other hosts with a "
+        "free slot for the next {} s",
+        host, std::chrono::duration_cast<std::chrono::seconds>(cut_off_for).count());
+  until = now + cut_off_for;
+}
+
+bool runner::joined_elsewhere(const std::string& host) const {
+  for (const auto& [name, s] : slots_.slots())
+    if (s.role == cluster::node_role::worker && s.joined && s.handle &&
+        (launcher_ ? launcher_->host_of(*s.handle) : s.handle->host) != host)
+      return true;
+  return false;
 }
 
 // The master declares a node dead when it misses heartbeats (a hung or SIGSTOPped process), and

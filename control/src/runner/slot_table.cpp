@@ -101,6 +101,12 @@ death_verdict slot_table::died(node_slot& slot, const cluster::exit_status& s) {
   return v;
 }
 
+void slot_table::retry_later(node_slot& slot, troupe::clock::duration delay) {
+  slot.relaunch_at = clock_.now() + delay;
+  slot.id.incarnation += 1;
+  restarts_ += 1;
+}
+
 std::vector<relaunch_failure> slot_table::relaunch_due() {
   std::vector<relaunch_failure> failed;
   const auto now = clock_.now();

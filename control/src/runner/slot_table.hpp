@@ -143,6 +143,9 @@ class slot_table {
   // Counts the death of a wanted node (a preemption is no death) and, unless it gives up, schedules
   // its next incarnation (a restart) after the backoff.
   death_verdict died(node_slot& slot, const cluster::exit_status& s);
+  // An end that was not the node's doing (it could not reach the master from a host cut off): no
+  // death counted (the give-up rule), its next incarnation launched after `delay`.
+  void retry_later(node_slot& slot, troupe::clock::duration delay);
   // Launches the slots whose backoff has passed; the launches that failed.
   std::vector<relaunch_failure> relaunch_due();
   // The earliest scheduled relaunch, if any (the loop wakes for it).

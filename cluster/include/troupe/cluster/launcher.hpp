@@ -57,6 +57,10 @@ struct node_spec {
   // Where the node must run: one of the backend's hosts (Slurm: a node name); empty: anywhere.
   // The local backend has one host, this machine, and ignores it.
   std::string host;
+  // Hosts to keep the node off while another has room: those a node of the job could not reach the
+  // master from (a host cut off). The local backend with cluster.hosts honours it; Slurm does not
+  // (slurmctld marks a node it cannot reach down itself, and an --exclude could leave it pending).
+  std::vector<std::string> avoid;
   // The node may be preempted (a worker): a backend with such a class of capacity puts it there
   // (Slurm: the worker partition; Kubernetes: a low priorityClassName). Control nodes are not.
   bool preemptible = false;
