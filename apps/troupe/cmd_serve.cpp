@@ -1,17 +1,15 @@
 // `troupe serve MODEL_DIR`: serves a model a job wrote through the Open Inference Protocol
-// (docs/serving.md); `troupe serve reload`: swaps a running server to another model;
-// `troupe serve-replica`: one of its model replicas (started by the server, not by hand).
-#include <algorithm>
+// (docs/serving.md); `troupe serve reload`: swaps a running server to another model (`status` and
+// `stop`: serve_admin.cpp); `troupe serve-replica`: one of its model replicas (started by the server, not by
+// hand).
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
+#include <vector>
 
 #include "command.hpp"
+#include "serve_admin.hpp"
 #include "troupe/cluster/own_path.hpp"
-#include "troupe/cluster/process.hpp"
 #include "troupe/job/job_file.hpp"
 #include "troupe/model/model_dir.hpp"
 #include "troupe/serve/serve.hpp"
@@ -94,35 +92,32 @@ int serve(const serve_flags& f) {
   return serve::run_frontend(*settings);
 }
 
-// The servers under this user's servers directory (serve::servers_dir) whose server.json says serving and
-// whose process lives (a stopped one, one that failed to start or was killed leaves its directory behind).
+// The servers running under this user's servers directory (serve::servers_dir): those holding their
+// lock (a stopped one, one that failed to start or was killed leaves its directory behind).
 std::vector<std::string> live_servers(const std::string& root) {
   std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(serve::servers_dir(root), ec)) {
-    std::ifstream in(e.path() / "server.json");
-    auto j = nlohmann::json::parse(in, nullptr, false);
-    if (!j.is_object() || j.value("state", "") == "stopped") continue;
-    if (cluster::process_alive(j.value("pid", 0))) names.push_back(e.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
+  for (const auto& s : serve::list_servers(root))
+    if (s.running) names.push_back(s.name);
   return names;
+}
+
+// The server a command without --name means: the only one running under the root; "" after the
+// error is printed (exit 2).
+std::string only_server(const std::string& command, const std::string& root) {
+  auto names = live_servers(root);
+  std::string listed;
+  for (const auto& n : names) listed += (listed.empty() ? "" : ", ") + n;
+  if (names.size() == 1) return names.front();
+  usage_error(names.empty() ? "serve " + command + ": no running server under " + serve::servers_dir(root)
+                            : "serve " + command + ": several servers run under " + serve::servers_dir(root) +
+                                  " (" + listed + "): name one with --name");
+  return {};
 }
 
 int reload(const serve_flags& f) {
   quiet_logs();
-  std::string name = f.reload_name;
-  if (name.empty()) {
-    auto names = live_servers(f.reload_root);
-    std::string listed;
-    for (const auto& n : names) listed += (listed.empty() ? "" : ", ") + n;
-    if (names.size() != 1)
-      return usage_error(
-          names.empty() ? "serve reload: no running server under " + serve::servers_dir(f.reload_root)
-                        : "serve reload: several servers run under " + serve::servers_dir(f.reload_root) +
-                              " (" + listed + "): name one with --name");
-    name = names.front();
-  }
+  std::string name = f.reload_name.empty() ? only_server("reload", f.reload_root) : f.reload_name;
+  if (name.empty()) return 2;
   std::string dir = f.reload_dir;
   std::error_code ec;
   if (!dir.empty() && !fs::is_directory(dir, ec))
@@ -173,7 +168,11 @@ const command_registrar reg{
       rl->add_option("--root", f->reload_root, "the jobs root (default jobs)");
       rl->add_option("--timeout", f->reload_timeout_s, "seconds to wait for the swap (default 300)")
           ->check(CLI::Range(0.1, 86400.0));
-      return [f, rl]() -> int { return rl->parsed() ? reload(*f) : serve(*f); };
+      auto admin = add_serve_admin(sub);
+      return [f, rl, admin]() -> int {
+        if (auto code = admin()) return *code;
+        return rl->parsed() ? reload(*f) : serve(*f);
+      };
     }};
 
 const command_registrar reg_replica{

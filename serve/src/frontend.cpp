@@ -72,17 +72,6 @@ std::string frontend::place_problem(const std::string& servers) const {
   return {};
 }
 
-namespace {
-// Whether a server of this name runs now (it holds the lock), asked before anything is made.
-bool lock_held(const std::string& dir) {
-  const int fd = ::open((dir + "/server.lock").c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return false;
-  const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0;
-  ::close(fd);
-  return held;
-}
-}  // namespace
-
 // The server's directory under the root, checked and made, its lock taken and token written; the
 // listen address checked before anything is made.
 int frontend::claim_state_dir() {
@@ -95,7 +84,7 @@ int frontend::claim_state_dir() {
   };
   if (auto why = place_problem(servers); !why.empty()) return spdlog::error("serve: {}", why), 2;
   // The same command twice is the name's problem, not the port's (both are taken).
-  if (lock_held(state_dir_)) return already_runs();
+  if (server_running(state_dir_)) return already_runs();
   // A listen address taken now fails now, before any replica is launched or anything is made under
   // the root (a failed start left serve/<name>/ behind); one that is no address ("nonsense", port
   // 99999) is bad usage (exit 2).

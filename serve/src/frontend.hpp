@@ -248,7 +248,9 @@ class frontend final : public replica_link {
   std::unique_ptr<observe::http_server> http_;
   latency_window latencies_;
   std::atomic<std::uint64_t> next_request_{1};
-  std::atomic<std::uint64_t> requests_ok_{0}, requests_failed_{0}, rows_answered_{0};
+  // failed: the server's (5xx: no replica, a timeout); refused: the client's (4xx: bad JSON, a wrong
+  // shape, another model's name), apart since 2026-12-01 (the progress line's errors counted both).
+  std::atomic<std::uint64_t> requests_ok_{0}, requests_failed_{0}, requests_refused_{0}, rows_answered_{0};
 
   mutable std::mutex views_mu_;
   std::map<std::uint32_t, std::shared_ptr<const model_view>> views_;

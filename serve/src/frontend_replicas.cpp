@@ -310,7 +310,8 @@ void frontend::fence_replicas(const std::vector<replica_ref>& who, const std::st
     std::lock_guard lk(mu_);
     for (const auto& w : who) {
       slot* s = find_slot(w.node);
-      if (!s || s->incarnation != w.incarnation || !s->handle) continue;
+      // Fenced already (a hung replica is both late with a batch and silent): once, one reason.
+      if (!s || s->incarnation != w.incarnation || !s->handle || !s->fenced_for.empty()) continue;
       handles.push_back(*s->handle);
       s->fenced_for = why;
     }

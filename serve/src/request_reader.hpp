@@ -60,10 +60,7 @@ class request_reader {
   bool end_object() { return pop(); }
   bool start_array(std::size_t);
   bool end_array();
-  bool key(std::string& k) {
-    key_ = k;
-    return true;
-  }
+  bool key(std::string& k);
 
  private:
   enum class ctx { root, inputs, input, shape, data, params, outputs, output, skip };
@@ -92,6 +89,10 @@ class request_reader {
 
   std::vector<ctx> stack_;
   std::string key_;
+  // The keys met so far in the request object, the current input or output tensor, and its
+  // parameters: a key given twice is refused (a second "inputs" added its tensors to the first's,
+  // a second "data" its numbers, where JSON parsers keep the last).
+  std::vector<std::string> root_keys_, tensor_keys_, params_keys_;
   std::vector<std::int64_t> data_counts_;  // the items of each open array of the current data
 };
 
@@ -114,9 +115,11 @@ inline bool request_reader::start_object(std::size_t) {
   switch (stack_.back()) {
     case ctx::inputs:
       inputs.emplace_back();
+      tensor_keys_.clear();
       return push(ctx::input);
     case ctx::outputs:
       outputs.emplace_back();
+      tensor_keys_.clear();
       return push(ctx::output);
     case ctx::root:
       if (key_ == "inputs") return fail("'inputs' must be an array of tensors, got an object");
@@ -126,7 +129,9 @@ inline bool request_reader::start_object(std::size_t) {
     case ctx::input:
       if (key_ == "name" || key_ == "datatype" || key_ == "shape" || key_ == "data")
         return fail(where() + "." + key_ + ": got an object");
-      return push(key_ == "parameters" ? ctx::params : ctx::skip);
+      if (key_ != "parameters") return push(ctx::skip);
+      params_keys_.clear();
+      return push(ctx::params);
     case ctx::params:
       if (key_ == "binary_data_size") return fail(where() + ".parameters.binary_data_size: got an object");
       return push(ctx::skip);
@@ -142,6 +147,37 @@ inline bool request_reader::start_object(std::size_t) {
       return push(ctx::skip);
   }
   return false;
+}
+
+inline bool request_reader::key(std::string& k) {
+  key_ = k;
+  if (stack_.empty()) return true;
+  std::vector<std::string>* seen = nullptr;
+  std::string in;
+  switch (stack_.back()) {
+    case ctx::root:
+      seen = &root_keys_;
+      in = "the request";
+      break;
+    case ctx::input:
+      seen = &tensor_keys_;
+      in = where();
+      break;
+    case ctx::output:
+      seen = &tensor_keys_;
+      in = "outputs[" + std::to_string(outputs.size() - 1) + "]";
+      break;
+    case ctx::params:
+      seen = &params_keys_;
+      in = where() + ".parameters";
+      break;
+    default:
+      return true;
+  }
+  for (const auto& s : *seen)
+    if (s == k) return fail(in + ": the key '" + k + "' is given twice");
+  seen->push_back(k);
+  return true;
 }
 
 inline bool request_reader::start_array(std::size_t) {

@@ -277,7 +277,7 @@ void frontend::count_request(int status, clock::time_point arrived) {
     latencies_.add(s);
     requests_ok_.fetch_add(1, std::memory_order_relaxed);
   } else {
-    requests_failed_.fetch_add(1, std::memory_order_relaxed);
+    (status >= 500 ? requests_failed_ : requests_refused_).fetch_add(1, std::memory_order_relaxed);
   }
 }
 

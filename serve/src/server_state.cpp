@@ -12,6 +12,7 @@
 
 #include "frontend.hpp"
 #include "troupe/cluster/job_dir.hpp"
+#include "troupe/cluster/process.hpp"
 
 namespace troupe::serve {
 
@@ -121,6 +122,18 @@ json frontend::swap_state() {
   return swap;
 }
 
+namespace {
+// This process's start time (/proc/self/stat), so that `troupe serve stop` signals this server and
+// not a process that took its pid later.
+std::uint64_t own_start_time() {
+  static const std::uint64_t t = [] {
+    auto st = cluster::read_process_stat(::getpid());
+    return st ? st->start_time : 0;
+  }();
+  return t;
+}
+}  // namespace
+
 void frontend::write_state(bool final) {
   auto view = current_view();
   if (!view) return;  // nothing serves yet
@@ -139,6 +152,7 @@ void frontend::write_state(bool final) {
   json j = {{"name", name_},
             {"state", final ? "stopped" : "serving"},
             {"pid", ::getpid()},
+            {"start_time", own_start_time()},
             {"listen", http_ ? http_->address() : ""},
             {"control_address", control_address_},
             {"started_ms", started_ms_},
@@ -149,6 +163,7 @@ void frontend::write_state(bool final) {
             {"replicas", std::move(replicas)},
             {"requests_ok", ok},
             {"requests_failed", requests_failed_.load()},
+            {"requests_refused", requests_refused_.load()},
             {"requests_per_s", req_rate_},
             {"rows_per_s", row_rate_},
             {"p50_ms", last_latency_.p50 * 1e3},
@@ -180,10 +195,11 @@ void frontend::print_progress(bool final) {
   std::fprintf(
       stderr,
       "%s[%6.1fs] %s %s  replicas %zu/%zu  %7.0f req/s  %8.0f rows/s  p50 %.2f ms  p99 %.2f ms  queue %zu  "
-      "errors %llu  restarts %llu%s%s",
+      "errors %llu  refused %llu  restarts %llu%s%s",
       tty ? "\r" : "", secs, name_.c_str(), view->info.version().c_str(), stats.ready, cfg_.replicas,
       req_rate_, row_rate_, last_latency_.p50 * 1e3, last_latency_.p99 * 1e3, stats.queued_rows,
-      static_cast<unsigned long long>(requests_failed_.load()), static_cast<unsigned long long>(restarts_),
+      static_cast<unsigned long long>(requests_failed_.load()),
+      static_cast<unsigned long long>(requests_refused_.load()), static_cast<unsigned long long>(restarts_),
       swap.c_str(), tty && !final ? "" : "\n");
 }
 

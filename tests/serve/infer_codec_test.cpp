@@ -269,6 +269,20 @@ TEST(infer_codec, every_bad_input_names_the_field_and_the_expected_shape) {
   EXPECT_EQ(bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]},
                                {"name": "dense", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}]})"),
             "inputs[1] 'dense': given twice");
+  // A key given twice in one object is refused (a second "inputs" added its tensors to the first's,
+  // a second "data" its numbers); the same key in two tensors is not a duplicate.
+  EXPECT_EQ(bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}],
+                    "inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}]})"),
+            "the request: the key 'inputs' is given twice");
+  EXPECT_EQ(
+      bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3], "data": [4]}]})"),
+      "inputs[0] 'dense': the key 'data' is given twice");
+  EXPECT_EQ(bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}],
+                    "outputs": [{"name": "logits", "name": "class_ids"}]})"),
+            "outputs[0]: the key 'name' is given twice");
+  EXPECT_EQ(bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 3],
+                    "parameters": {"binary_data_size": 12, "binary_data_size": 4}}]})"),
+            "inputs[0] 'dense'.parameters: the key 'binary_data_size' is given twice");
   EXPECT_EQ(bad(R"({"id": 7, "inputs": []})"), "'id' must be a string, got a number");
   EXPECT_EQ(
       bad(R"({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}],

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`troupe serve` through real clients (python3-requests, urllib, wrk) on loopback.
 
-  serve_http_test.py TROUPE WORK_DIR [answers|bad_input|fuzz|wrk]
+  serve_http_test.py TROUPE WORK_DIR [answers|bad_input|fuzz|wrk|drain|admin]
 
 answers    a dense multiclass MLP, a binary LR and a sparse DeepFM (models made with PyTorch,
            make_models.py) served and queried: every output equals PyTorch's to 1e-5, one row
@@ -14,12 +14,15 @@ bad_input  every bad input of docs/serving.md with its status and message: 413, 
 fuzz       FUZZ_SECONDS (default 8) of random requests from 4 threads: never a 500, never a hang,
            never a crash; valid requests answered right throughout.
 wrk        wrk with the benchmark's POST script: every answer 2xx.
+drain      SIGTERM with drain_ms: readiness 503 while requests are still answered, then exit 0.
+admin      troupe serve status (serving, stopped, dead after a SIGKILL) and troupe serve stop.
 """
 import gzip
 import http.client
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -367,6 +370,15 @@ def bad_input(troupe, work, models):
             line = [ln for ln in metrics.splitlines() if ln.startswith(series + " ")]
             if not line or float(line[0].split()[-1]) < least:
                 fail(f"/metrics: {series} {line}, expected >= {least}")
+        # server.json (rewritten every second) counts them as refused, the client's fault, not as the
+        # server's errors (the progress line's "errors" counted both until 2026-12-01).
+        deadline = time.time() + 10
+        while srv.state().get("requests_refused", 0) < 13 and time.time() < deadline:
+            time.sleep(0.2)
+        state = srv.state()
+        if state.get("requests_refused", 0) < 13 or state.get("requests_failed") != 0:
+            fail(f"server.json after 13 refused requests and no failure: refused "
+                 f"{state.get('requests_refused')}, failed {state.get('requests_failed')}")
         # Headers over 8 KiB: 431; garbage: 400.
         big = raw_request(srv.port, b"GET /v2 HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n")
         if not big.startswith(b"HTTP/1.1 431"):
@@ -667,6 +679,56 @@ def drain(troupe, work, models):
         srv.stop()
 
 
+def admin(troupe, work, models):
+    """`troupe serve status` lists the servers under the root with their state, address and version
+    (a server SIGKILLed is "dead": its server.json still said serving); `troupe serve stop` stops the
+    one named (SIGTERM, the wait for its end), and says so when none runs (there was no command:
+    one read the pid out of server.json and signalled it)."""
+    root = os.path.join(work, "jobs")
+
+    def cli(*args):
+        return subprocess.run([troupe, "serve", *args, "--root", root], capture_output=True, text=True, timeout=60)
+
+    first = Server(troupe, os.path.join(models, "mlp"), root, "first").wait_ready()
+    second = Server(troupe, os.path.join(models, "mlp"), root, "second").wait_ready()
+    try:
+        time.sleep(1.2)  # server.json rewritten with the rates
+        listed = cli("status", "--json")
+        servers = {s["name"]: s for s in json.loads(listed.stdout)} if listed.returncode == 0 else {}
+        if set(servers) != {"first", "second"} or any(s["state"] != "serving" for s in servers.values()):
+            fail(f"serve status --json: exit {listed.returncode}: {listed.stdout[:500]} {listed.stderr[-300:]}")
+        if servers["first"].get("listen") != f"127.0.0.1:{first.port}":
+            fail(f"serve status: first listens on {servers['first'].get('listen')}, not {first.port}")
+        table = cli("status").stdout
+        if not re.search(r"^first +serving +127\.0\.0\.1:%d " % first.port, table, re.M):
+            fail(f"serve status table:\n{table}")
+        # Two running: stop without --name is refused, naming both.
+        both = cli("stop")
+        if both.returncode != 2 or "several servers run" not in both.stderr or "first, second" not in both.stderr:
+            fail(f"serve stop with two servers: exit {both.returncode}: {both.stderr[-300:]}")
+        stopped = cli("stop", "--name", "first")
+        if stopped.returncode != 0 or f"stopped server first (pid {first.proc.pid})" not in stopped.stdout:
+            fail(f"serve stop --name first: exit {stopped.returncode}: {stopped.stdout} {stopped.stderr[-300:]}")
+        if first.proc.poll() != 0:
+            fail(f"the stopped server's exit: {first.proc.poll()}")
+        again = cli("stop", "--name", "first")
+        if again.returncode != 2 or "no server named 'first' runs" not in again.stderr:
+            fail(f"serve stop of a stopped server: exit {again.returncode}: {again.stderr[-300:]}")
+        # SIGKILL: its server.json still says serving; status says dead.
+        second.proc.kill()
+        second.proc.wait(timeout=10)
+        states = {s["name"]: s["state"] for s in json.loads(cli("status", "--json").stdout)}
+        if states != {"first": "stopped", "second": "dead"}:
+            fail(f"serve status after a stop and a SIGKILL: {states}")
+        gone = cli("stop")
+        if gone.returncode != 2 or "no running server" not in gone.stderr:
+            fail(f"serve stop with none running: exit {gone.returncode}: {gone.stderr[-300:]}")
+        log(f"serve status: both serving, then stopped / dead; serve stop: pid {first.proc.pid}, refusals named")
+    finally:
+        first.stop()
+        second.stop(expect_code=-9)
+
+
 def shutil_which(cmd):
     import shutil
     return shutil.which(cmd)
@@ -674,7 +736,7 @@ def shutil_which(cmd):
 
 def main():
     troupe, work = sys.argv[1], sys.argv[2]
-    which = sys.argv[3:] or ["answers", "bad_input", "fuzz", "wrk", "drain"]
+    which = sys.argv[3:] or ["answers", "bad_input", "fuzz", "wrk", "drain", "admin"]
     os.makedirs(work, exist_ok=True)
     models = make_models(os.path.join(work, "models"))
     try:

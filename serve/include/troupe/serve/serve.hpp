@@ -59,6 +59,28 @@ std::string servers_dir(const std::string& root);
 // models/).
 std::string state_dir(const std::string& root, const std::string& name);
 
+// A server under a root as its files say (`troupe serve status`): `running` while a process holds
+// its server.lock; `server_json` its server.json as written last ("" when there is none: a first
+// model still loading, or a start that failed).
+struct server_entry {
+  std::string name;
+  std::string state_dir;
+  bool running = false;
+  std::string server_json;
+};
+// This user's servers under `root` (servers_dir), by name.
+std::vector<server_entry> list_servers(const std::string& root);
+// Whether a server holds the lock of `state_dir` now.
+bool server_running(const std::string& state_dir);
+
+// `troupe serve stop`: SIGTERM to the server `name` under `root` (its pid and start time from
+// server.json, while it holds its lock: the same stop as a SIGTERM by hand, drain_ms included),
+// then waits up to `timeout` for it to end. Returns its pid. Errors: no such server running
+// (invalid_argument), its server.json names no live process yet (io_error: it is starting) or it
+// still runs after `timeout` (io_error).
+expected<int> stop_server(const std::string& root, const std::string& name,
+                          std::chrono::milliseconds timeout);
+
 struct reload_result {
   std::string version;
   std::uint32_t generation = 0;
