@@ -92,28 +92,6 @@ int serve(const serve_flags& f) {
   return serve::run_frontend(*settings);
 }
 
-// The servers running under this user's servers directory (serve::servers_dir): those holding their
-// lock (a stopped one, one that failed to start or was killed leaves its directory behind).
-std::vector<std::string> live_servers(const std::string& root) {
-  std::vector<std::string> names;
-  for (const auto& s : serve::list_servers(root))
-    if (s.running) names.push_back(s.name);
-  return names;
-}
-
-// The server a command without --name means: the only one running under the root; "" after the
-// error is printed (exit 2).
-std::string only_server(const std::string& command, const std::string& root) {
-  auto names = live_servers(root);
-  std::string listed;
-  for (const auto& n : names) listed += (listed.empty() ? "" : ", ") + n;
-  if (names.size() == 1) return names.front();
-  usage_error(names.empty() ? "serve " + command + ": no running server under " + serve::servers_dir(root)
-                            : "serve " + command + ": several servers run under " + serve::servers_dir(root) +
-                                  " (" + listed + "): name one with --name");
-  return {};
-}
-
 int reload(const serve_flags& f) {
   quiet_logs();
   std::string name = f.reload_name.empty() ? only_server("reload", f.reload_root) : f.reload_name;

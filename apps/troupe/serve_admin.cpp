@@ -64,16 +64,8 @@ int status(const admin_flags& f) {
 
 int stop(const admin_flags& f) {
   quiet_logs();
-  std::string name = f.name;
-  if (name.empty()) {
-    for (const auto& s : serve::list_servers(f.root))
-      if (s.running) name += (name.empty() ? "" : ", ") + s.name;
-    if (name.empty() || name.find(", ") != std::string::npos)
-      return usage_error(name.empty()
-                             ? "serve stop: no running server under " + serve::servers_dir(f.root)
-                             : "serve stop: several servers run under " + serve::servers_dir(f.root) + " (" +
-                                   name + "): name one with --name");
-  }
+  const std::string name = f.name.empty() ? only_server("stop", f.root) : f.name;
+  if (name.empty()) return 2;
   auto pid = serve::stop_server(f.root, name,
                                 std::chrono::milliseconds(static_cast<std::int64_t>(f.timeout_s * 1000)));
   if (!pid) return pid.err() == core_errc::invalid_argument ? usage_error(pid.err()) : run_error(pid.err());
@@ -82,6 +74,21 @@ int stop(const admin_flags& f) {
 }
 
 }  // namespace
+
+std::string only_server(const std::string& command, const std::string& root) {
+  std::string listed;
+  std::size_t running = 0;
+  for (const auto& s : serve::list_servers(root))
+    if (s.running) {
+      listed += (listed.empty() ? "" : ", ") + s.name;
+      ++running;
+    }
+  if (running == 1) return listed;
+  usage_error(running == 0 ? "serve " + command + ": no running server under " + serve::servers_dir(root)
+                           : "serve " + command + ": several servers run under " + serve::servers_dir(root) +
+                                 " (" + listed + "): name one with --name");
+  return {};
+}
 
 std::function<std::optional<int>()> add_serve_admin(CLI::App& serve) {
   auto f = std::make_shared<admin_flags>();

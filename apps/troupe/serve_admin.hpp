@@ -3,10 +3,15 @@
 
 #include <functional>
 #include <optional>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
 namespace troupe::cli {
+
+// The server a command without --name means: the only one running under `root`; "" after the error
+// is printed (exit 2: none runs, or several do, named).
+std::string only_server(const std::string& command, const std::string& root);
 
 // Adds the two subcommands to `serve`; the returned function runs the one given on the command line
 // and returns its exit code (nullopt: neither was given).

@@ -13,6 +13,7 @@
 #include <optional>
 #include <thread>
 
+#include "http_parse.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/transport/errc.hpp"
 
@@ -23,45 +24,7 @@ namespace beast = boost::beast;
 namespace bhttp = beast::http;
 using tcp = asio::ip::tcp;
 
-std::string percent_decode(const std::string& s) {
-  auto hex = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size()) {
-      int a = hex(s[i + 1]), b = hex(s[i + 2]);
-      if (a >= 0 && b >= 0) {
-        out.push_back(static_cast<char>(a * 16 + b));
-        i += 2;
-        continue;
-      }
-    }
-    out.push_back(s[i]);
-  }
-  return out;
-}
-
 namespace {
-
-std::map<std::string, std::string> parse_query(const std::string& q) {
-  std::map<std::string, std::string> m;
-  std::size_t at = 0;
-  while (at <= q.size() && !q.empty()) {
-    auto amp = q.find('&', at);
-    std::string kv = q.substr(at, amp == std::string::npos ? std::string::npos : amp - at);
-    auto eq = kv.find('=');
-    if (!kv.empty())
-      m[percent_decode(kv.substr(0, eq))] = eq == std::string::npos ? "" : percent_decode(kv.substr(eq + 1));
-    if (amp == std::string::npos) break;
-    at = amp + 1;
-  }
-  return m;
-}
 
 // The server's own errors, as a JSON object {"error": text} (the serving protocol's errors are).
 http_response server_error(int status, const std::string& text) {
@@ -122,6 +85,17 @@ std::map<std::string, std::string> headers_of(const Request& req) {
   return out;
 }
 
+// The access entry of an answer the server gives by itself (it read no request it could name).
+http_access own_error_access(tcp::socket& s, int status, std::size_t bytes) {
+  http_access a;
+  beast::error_code ec;
+  auto ep = s.remote_endpoint(ec);
+  if (!ec) a.remote = ep.address().to_string() + ":" + std::to_string(ep.port());
+  a.status = status;
+  a.bytes = bytes;
+  return a;
+}
+
 class session : public std::enable_shared_from_this<session> {
  public:
   session(tcp::socket s, http_server::impl& srv) : stream_(std::move(s)), srv_(srv) {
@@ -175,6 +149,21 @@ class session : public std::enable_shared_from_this<session> {
           413, "request body too large: more than " + std::to_string(srv_.opt.max_body_bytes) + " bytes");
     if (ec) return send_error(400, "bad request: " + ec.message());
     auto& req = parser_->get();
+    http_request r = request_of(req);
+    // No timer while the handler holds the request: the owner bounds its own wait.
+    stream_.expires_never();
+    http_responder respond(responder_for(r, req.keep_alive()));
+    std::string target = r.target;
+    try {
+      srv_.handler(std::move(r), respond);
+    } catch (const std::exception& e) {
+      spdlog::warn("http: handler failed on {}: {}", target, e.what());
+      respond(server_error(500, "internal error"));
+    }
+  }
+
+  template <class Request>
+  http_request request_of(Request& req) {
     http_request r;
     r.method = std::string(req.method_string());
     r.target = std::string(req.target());
@@ -186,27 +175,41 @@ class session : public std::enable_shared_from_this<session> {
     beast::error_code rec;
     auto ep = stream_.socket().remote_endpoint(rec);
     if (!rec) r.remote = ep.address().to_string() + ":" + std::to_string(ep.port());
-    // No timer while the handler holds the request: the owner bounds its own wait.
-    stream_.expires_never();
+    return r;
+  }
+
+  // Where the handler's answer to `r` goes: written on this connection's strand. The access entry
+  // is made only where someone reads it; the request id goes back in the answer (a client or proxy
+  // matching answers to requests).
+  std::shared_ptr<http_responder::state> responder_for(const http_request& r, bool keep_alive) {
     auto st = std::make_shared<http_responder::state>();
-    st->deliver = [self = shared_from_this(), close_after = !req.keep_alive()](http_response out) {
+    std::shared_ptr<http_access> access;
+    std::string request_id;
+    if (auto id = r.headers.find("x-request-id"); id != r.headers.end()) request_id = id->second;
+    if (srv_.opt.on_answer)
+      access = std::make_shared<http_access>(http_access{r.remote, r.method, r.target, request_id});
+    st->deliver = [self = shared_from_this(), close_after = !keep_alive, access,
+                   request_id = std::move(request_id), arrived = clock::system().now()](http_response out) {
+      if (!request_id.empty()) out.headers.emplace_back("X-Request-ID", request_id);
+      if (access) {
+        access->status = out.status;
+        access->bytes = out.body.size();
+        access->took = clock::system().now() - arrived;
+        self->srv_.opt.on_answer(*access);
+      }
       asio::post(self->stream_.get_executor(), [self, out = std::move(out), close_after]() mutable {
         self->write(std::move(out), close_after);
       });
     };
-    http_responder respond(st);
-    std::string target = r.target;
-    try {
-      srv_.handler(std::move(r), respond);
-    } catch (const std::exception& e) {
-      spdlog::warn("http: handler failed on {}: {}", target, e.what());
-      respond(server_error(500, "internal error"));
-    }
+    return st;
   }
 
   void send_error(int status, const std::string& text) {
     if (srv_.opt.on_own_error) srv_.opt.on_own_error(status);
-    write(server_error(status, text), true);
+    auto answer = server_error(status, text);
+    if (srv_.opt.on_answer)
+      srv_.opt.on_answer(own_error_access(stream_.socket(), status, answer.body.size()));
+    write(std::move(answer), true);
   }
 
   void write(http_response out, bool close_after) {
@@ -258,6 +261,7 @@ void http_server::impl::refuse(tcp::socket s) {
                                   "\r\nContent-Type: application/json\r\nRetry-After: 1\r\nContent-Length: " +
                                   std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
   if (opt.on_own_error) opt.on_own_error(503);
+  if (opt.on_answer) opt.on_answer(own_error_access(s, 503, body.size()));
   beast::error_code ec;
   s.non_blocking(true, ec);
   s.write_some(asio::buffer(busy), ec);

@@ -1,11 +1,50 @@
-// Small helpers around the HTTP server: who may listen where, and who carries the token.
+// Small helpers around the HTTP server: decoding targets, who may listen where, who carries the token.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include "http_parse.hpp"
 #include "troupe/observe/http_server.hpp"
 #include "troupe/transport/errc.hpp"
 
 namespace troupe::observe {
+
+std::string percent_decode(const std::string& s) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      int a = hex(s[i + 1]), b = hex(s[i + 2]);
+      if (a >= 0 && b >= 0) {
+        out.push_back(static_cast<char>(a * 16 + b));
+        i += 2;
+        continue;
+      }
+    }
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+std::map<std::string, std::string> parse_query(const std::string& q) {
+  std::map<std::string, std::string> m;
+  std::size_t at = 0;
+  while (at <= q.size() && !q.empty()) {
+    auto amp = q.find('&', at);
+    std::string kv = q.substr(at, amp == std::string::npos ? std::string::npos : amp - at);
+    auto eq = kv.find('=');
+    if (!kv.empty())
+      m[percent_decode(kv.substr(0, eq))] = eq == std::string::npos ? "" : percent_decode(kv.substr(eq + 1));
+    if (amp == std::string::npos) break;
+    at = amp + 1;
+  }
+  return m;
+}
 
 bool is_loopback(const std::string& host_or_listen) {
   const auto& s = host_or_listen;

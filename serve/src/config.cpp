@@ -41,6 +41,7 @@ void read_http_limits(config_section& s, serve_config& c) {
   c.read_timeout =
       std::chrono::milliseconds(s.get_int("read_timeout_ms", c.read_timeout.count(), 10, 3'600'000));
   c.drain = std::chrono::milliseconds(s.get_int("drain_ms", c.drain.count(), 0, 600'000));
+  c.access_log = s.get_bool("access_log", c.access_log);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "access_log.hpp"
 #include "core.hpp"
 #include "infer_codec.hpp"
 #include "serve_metrics.hpp"
@@ -245,6 +246,7 @@ class frontend final : public replica_link {
   std::unique_ptr<endpoint> net_;
   std::unique_ptr<cluster::launcher> launcher_;
   std::unique_ptr<serving_core> core_;
+  std::unique_ptr<access_log> access_;  // [serve] access_log; before http_, whose threads write it
   std::unique_ptr<observe::http_server> http_;
   latency_window latencies_;
   std::atomic<std::uint64_t> next_request_{1};

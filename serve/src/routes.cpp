@@ -188,6 +188,15 @@ bool frontend::open_http() {
   ho.read_timeout = cfg_.read_timeout;
   // Refused before any route (413, 431, 400, 503 too many clients): counted as requests answered.
   ho.on_own_error = [this](int status) { count_request(status, clock_.now()); };
+  if (cfg_.access_log) {
+    auto log = access_log::open(state_dir_ + "/logs/access.log");
+    if (!log) {
+      spdlog::error("serve: access_log: {}", log.err().to_string());
+      return false;
+    }
+    access_ = std::move(*log);
+    ho.on_answer = [this](const observe::http_access& a) { access_->write(a, clock_.wall_ms()); };
+  }
   auto http =
       observe::http_server::start(ho, [this](observe::http_request&& r, observe::http_responder respond) {
         handle_http(std::move(r), respond);

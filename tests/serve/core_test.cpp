@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "../../serve/src/access_log.hpp"
 #include "../../serve/src/core.hpp"
 #include "../../serve/src/serve_metrics.hpp"
 
@@ -345,6 +346,25 @@ TEST(serve_metrics, only_the_latest_versions_keep_their_series) {
   const auto again = reg.render();
   EXPECT_NE(again.find("troupe_serve_rows_total{model=\"m\",version=\"v1\"} 2"), std::string::npos) << again;
   EXPECT_EQ(again.find("version=\"v3\""), std::string::npos) << again;
+}
+
+// [serve] access_log's line: UTC time, the client, the request quoted with its quotes, spaces and
+// control bytes escaped (one line, fields split on blanks), status, bytes, time, the X-Request-ID.
+TEST(access_log, a_line_per_request_escapes_what_the_client_sent) {
+  observe::http_access a{"127.0.0.1:5000",
+                         "POST",
+                         "/v2/models/m/infer?x=\"a b\"\n",
+                         "req 7",
+                         200,
+                         312,
+                         std::chrono::microseconds(412)};
+  EXPECT_EQ(
+      access_log::line(a, 1796121000123),
+      "2026-12-01T10:30:00.123Z 127.0.0.1:5000 \"POST /v2/models/m/infer?x=%22a%20b%22%0A\" 200 312 0.412ms "
+      "id=req%207");
+  observe::http_access refused{"10.0.0.2:1", "", "", "", 431, 40, {}};
+  EXPECT_EQ(access_log::line(refused, 1796121000000),
+            "2026-12-01T10:30:00.000Z 10.0.0.2:1 \"-\" 431 40 0.000ms");
 }
 
 }  // namespace

@@ -15,7 +15,8 @@ fuzz       FUZZ_SECONDS (default 8) of random requests from 4 threads: never a 5
            never a crash; valid requests answered right throughout.
 wrk        wrk with the benchmark's POST script: every answer 2xx.
 drain      SIGTERM with drain_ms: readiness 503 while requests are still answered, then exit 0.
-admin      troupe serve status (serving, stopped, dead after a SIGKILL) and troupe serve stop.
+admin      troupe serve status (serving, stopped, dead after a SIGKILL) and troupe serve stop; the
+           access log and X-Request-ID.
 """
 import gzip
 import http.client
@@ -689,7 +690,7 @@ def admin(troupe, work, models):
     def cli(*args):
         return subprocess.run([troupe, "serve", *args, "--root", root], capture_output=True, text=True, timeout=60)
 
-    first = Server(troupe, os.path.join(models, "mlp"), root, "first").wait_ready()
+    first = Server(troupe, os.path.join(models, "mlp"), root, "first", "--set", "serve.access_log=true").wait_ready()
     second = Server(troupe, os.path.join(models, "mlp"), root, "second").wait_ready()
     try:
         time.sleep(1.2)  # server.json rewritten with the rates
@@ -699,6 +700,19 @@ def admin(troupe, work, models):
             fail(f"serve status --json: exit {listed.returncode}: {listed.stdout[:500]} {listed.stderr[-300:]}")
         if servers["first"].get("listen") != f"127.0.0.1:{first.port}":
             fail(f"serve status: first listens on {servers['first'].get('listen')}, not {first.port}")
+        # [serve] access_log: a line per request, the X-Request-ID sent back and logged.
+        ref = load_ref(models, "mlp")
+        answer = requests.post(first.infer_url(), json=infer_body(ref, [0]), headers={"X-Request-ID": "abc-7"},
+                               timeout=10)
+        if answer.status_code != 200 or answer.headers.get("X-Request-ID") != "abc-7":
+            fail(f"an infer with X-Request-ID: {answer.status_code} {dict(answer.headers)}")
+        requests.get(first.url + "/v2/nothing", timeout=10)
+        with open(os.path.join(root, "serve", "first", "logs", "access.log")) as f:
+            lines = f.read().splitlines()
+        want = [r' "POST /v2/models/first/infer" 200 \d+ [0-9.]+ms id=abc-7$', r' "GET /v2/nothing" 404 \d+ [0-9.]+ms$']
+        for pattern in want:
+            if not any(re.search(r"^\d{4}-\d\d-\d\dT[0-9:.]+Z 127\.0\.0\.1:\d+" + pattern, ln) for ln in lines):
+                fail(f"access.log has no line like {pattern}: {lines[-5:]}")
         table = cli("status").stdout
         if not re.search(r"^first +serving +127\.0\.0\.1:%d " % first.port, table, re.M):
             fail(f"serve status table:\n{table}")

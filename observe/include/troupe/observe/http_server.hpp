@@ -66,6 +66,17 @@ class http_responder {
 };
 using http_async_handler = std::function<void(http_request&& request, http_responder respond)>;
 
+// One answered request, for an access log (http_options::on_answer).
+struct http_access {
+  std::string remote;      // "ip:port"
+  std::string method;      // "" for a request the server could not read (400, 413, 431, 503 at accept)
+  std::string target;      // as sent
+  std::string request_id;  // its X-Request-ID header ("" without)
+  int status = 0;
+  std::size_t bytes = 0;            // the answer's body
+  std::chrono::nanoseconds took{};  // from the request read to the answer handed over
+};
+
 struct http_options {
   std::string listen = "127.0.0.1:0";  // "host:port" (an IP address or a host name); port 0 picks a free one
   std::size_t threads = 1;             // handler threads
@@ -76,6 +87,9 @@ struct http_options {
   // Called (on a server thread) with the status of each error the server answers by itself, before
   // any handler: 400 unparsable, 413 body too large, 431 headers too large, 503 too many clients.
   std::function<void(int status)> on_own_error;
+  // Called (on a server or handler thread) with every answer, the server's own errors included;
+  // unset: nothing is gathered. A request's X-Request-ID is sent back in its answer either way.
+  std::function<void(const http_access&)> on_answer;
 };
 
 class http_server {

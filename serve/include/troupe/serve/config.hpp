@@ -23,6 +23,7 @@
 //   max_connections = 1024        # more: 503 at once
 //   read_timeout_ms = 5000        # a client that takes longer to send its request is closed
 //   drain_ms = 0                  # after SIGTERM: readiness 503 this long, requests still served
+//   access_log = false            # a line per HTTP request in <state>/logs/access.log
 //   warmup = 20                   # warm-up forwards per size after a replica loads its model
 //   load_timeout_ms = 120000      # a replica not ready this long after its launch has failed
 //   watch = ""                    # a directory to watch for newer models ("jobs": every job's model/)
@@ -61,6 +62,7 @@ struct serve_config {
   std::size_t max_connections = 1024;
   std::chrono::milliseconds read_timeout{5'000};
   std::chrono::milliseconds drain{0};
+  bool access_log = false;
   int warmup = 20;
   std::chrono::milliseconds load_timeout{120'000};
   std::string watch;
