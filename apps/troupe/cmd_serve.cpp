@@ -94,8 +94,11 @@ int serve(const serve_flags& f) {
 
 int reload(const serve_flags& f) {
   quiet_logs();
-  std::string name = f.reload_name.empty() ? only_server("reload", f.reload_root) : f.reload_name;
-  if (name.empty()) return 2;
+  auto found =
+      f.reload_name.empty() ? only_server("reload", f.reload_root) : expected<std::string>(f.reload_name);
+  if (!found)
+    return found.err() == core_errc::invalid_argument ? usage_error(found.err()) : run_error(found.err());
+  const std::string name = *found;
   std::string dir = f.reload_dir;
   std::error_code ec;
   if (!dir.empty() && !fs::is_directory(dir, ec))

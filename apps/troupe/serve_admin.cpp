@@ -3,10 +3,13 @@
 // SIGTERM to the one named, as a person would send it, and the wait for its end.
 #include "serve_admin.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "command.hpp"
 #include "troupe/serve/serve.hpp"
@@ -20,14 +23,42 @@ struct admin_flags {
   double timeout_s = 120;
 };
 
-// A server's state for people: serving or stopped as it wrote; "dead" where it wrote serving and no
-// longer runs (SIGKILL, the OOM killer, a crash); "starting" while it runs and has written nothing
-// of this run yet (its first model loading).
+// A server's state for people: serving, draining or starting while it runs (holds its lock);
+// stopped or failed as it wrote at its end; "dead" where it wrote it runs and no longer does
+// (SIGKILL, the OOM killer, a crash); "unknown" where its server.json is missing or unreadable.
 std::string state_of(const serve::server_entry& s, const nlohmann::json& j) {
   const std::string written = j.is_object() ? j.value("state", "") : "";
-  if (s.running) return written == "serving" ? "serving" : "starting";
-  if (written == "serving") return "dead";
-  return written.empty() ? "never started" : written;
+  if (s.running) return written == "serving" || written == "draining" ? written : "starting";
+  if (written == "serving" || written == "draining" || written == "starting") return "dead";
+  if (written == "stopped" || written == "failed") return written;
+  return s.server_json.empty() ? "unknown (no server.json)" : "unknown (server.json unreadable)";
+}
+
+// The table's text columns as wide as their longest entry (a version is a job id and a time).
+void print_table(const nlohmann::json& all) {
+  std::vector<std::array<std::string, 4>> rows;
+  std::array<std::size_t, 4> w{4, 5, 6, 7};
+  for (const auto& j : all) {
+    std::array<std::string, 4> r{
+        j["name"].get<std::string>(), j["state"].get<std::string>(), j.value("listen", std::string("-")),
+        j.contains("model") && j["model"].is_object() ? j["model"].value("version", "-") : "-"};
+    for (std::size_t i = 0; i < 4; ++i) w[i] = std::max(w[i], r[i].size());
+    rows.push_back(std::move(r));
+  }
+  auto width = [&](std::size_t i) { return static_cast<int>(w[i]); };
+  std::printf("%-*s %-*s %-*s %-*s %-8s %9s %9s %9s %7s %7s\n", width(0), "NAME", width(1), "STATE", width(2),
+              "LISTEN", width(3), "VERSION", "REPLICAS", "REQ/S", "P50 MS", "P99 MS", "ERRORS", "REFUSED");
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    const auto& j = all[k];
+    const auto& r = rows[k];
+    const bool live = r[1] == "serving" || r[1] == "draining";
+    const auto replicas =
+        std::to_string(j.value("replicas_ready", 0)) + "/" + std::to_string(j.value("replicas_wanted", 0));
+    std::printf("%-*s %-*s %-*s %-*s %-8s %9.0f %9.2f %9.2f %7llu %7llu\n", width(0), r[0].c_str(), width(1),
+                r[1].c_str(), width(2), r[2].c_str(), width(3), r[3].c_str(), live ? replicas.c_str() : "-",
+                live ? j.value("requests_per_s", 0.0) : 0.0, j.value("p50_ms", 0.0), j.value("p99_ms", 0.0),
+                j.value("requests_failed", 0ull), j.value("requests_refused", 0ull));
+  }
 }
 
 int status(const admin_flags& f) {
@@ -43,39 +74,30 @@ int status(const admin_flags& f) {
     all.push_back(std::move(j));
   }
   if (!f.name.empty() && all.empty())
-    return usage_error("serve status: no server named '" + f.name + "' under " + serve::servers_dir(f.root));
+    return run_error(
+        error(make_error_code(core_errc::io_error),
+              "serve status: no server named '" + f.name + "' under " + serve::servers_dir(f.root)));
   if (f.json) return std::printf("%s\n", all.dump().c_str()), 0;
   if (all.empty()) return std::printf("no servers under %s\n", serve::servers_dir(f.root).c_str()), 0;
-  std::printf("%-16s %-13s %-22s %-26s %-8s %9s %9s %9s %7s %7s\n", "NAME", "STATE", "LISTEN", "VERSION",
-              "REPLICAS", "REQ/S", "P50 MS", "P99 MS", "ERRORS", "REFUSED");
-  for (const auto& j : all) {
-    const bool live = j["state"] == "serving";
-    const auto version = j.contains("model") ? j["model"].value("version", "-") : "-";
-    const auto replicas =
-        std::to_string(j.value("replicas_ready", 0)) + "/" + std::to_string(j.value("replicas_wanted", 0));
-    std::printf("%-16s %-13s %-22s %-26s %-8s %9.0f %9.2f %9.2f %7llu %7llu\n",
-                j["name"].get<std::string>().c_str(), j["state"].get<std::string>().c_str(),
-                j.value("listen", std::string("-")).c_str(), version.c_str(), live ? replicas.c_str() : "-",
-                live ? j.value("requests_per_s", 0.0) : 0.0, j.value("p50_ms", 0.0), j.value("p99_ms", 0.0),
-                j.value("requests_failed", 0ull), j.value("requests_refused", 0ull));
-  }
+  print_table(all);
   return 0;
 }
 
 int stop(const admin_flags& f) {
   quiet_logs();
-  const std::string name = f.name.empty() ? only_server("stop", f.root) : f.name;
-  if (name.empty()) return 2;
-  auto pid = serve::stop_server(f.root, name,
+  auto name = f.name.empty() ? only_server("stop", f.root) : expected<std::string>(f.name);
+  if (!name)
+    return name.err() == core_errc::invalid_argument ? usage_error(name.err()) : run_error(name.err());
+  auto pid = serve::stop_server(f.root, *name,
                                 std::chrono::milliseconds(static_cast<std::int64_t>(f.timeout_s * 1000)));
-  if (!pid) return pid.err() == core_errc::invalid_argument ? usage_error(pid.err()) : run_error(pid.err());
-  std::printf("stopped server %s (pid %d)\n", name.c_str(), *pid);
+  if (!pid) return run_error(pid.err());
+  std::printf("stopped server %s (pid %d)\n", name->c_str(), *pid);
   return 0;
 }
 
 }  // namespace
 
-std::string only_server(const std::string& command, const std::string& root) {
+expected<std::string> only_server(const std::string& command, const std::string& root) {
   std::string listed;
   std::size_t running = 0;
   for (const auto& s : serve::list_servers(root))
@@ -84,10 +106,12 @@ std::string only_server(const std::string& command, const std::string& root) {
       ++running;
     }
   if (running == 1) return listed;
-  usage_error(running == 0 ? "serve " + command + ": no running server under " + serve::servers_dir(root)
-                           : "serve " + command + ": several servers run under " + serve::servers_dir(root) +
-                                 " (" + listed + "): name one with --name");
-  return {};
+  if (running == 0)
+    return make_unexpected(core_errc::io_error,
+                           "serve " + command + ": no running server under " + serve::servers_dir(root));
+  return make_unexpected(core_errc::invalid_argument, "serve " + command + ": several servers run under " +
+                                                          serve::servers_dir(root) + " (" + listed +
+                                                          "): name one with --name");
 }
 
 std::function<std::optional<int>()> add_serve_admin(CLI::App& serve) {

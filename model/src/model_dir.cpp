@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 namespace troupe::model {
@@ -289,6 +290,29 @@ expected<model_info> read_model_dir(const std::string& dir) {
   return parse_model_json(text, dir);
 }
 
+namespace {
+// The raw rows (/rows) clients of `a` send, against what `b` reads: every column `b` encodes must be
+// one `a`'s clients send (a model trained on a CSV whose header was renamed was swapped to, and every
+// /rows request failed "missing column"). How each is encoded (hash, standardization) may change.
+std::string raw_row_incompatibility(const model_info& a, const model_info& b) {
+  if (!a.columns) return "";
+  if (!b.columns)
+    return "the served model takes raw rows (/rows: its data came from troupe data import csv), the new one "
+           "does not";
+  std::set<std::string> sent(a.columns->dense.begin(), a.columns->dense.end());
+  sent.insert(a.columns->sparse.begin(), a.columns->sparse.end());
+  for (const auto* cols : {&b.columns->dense, &b.columns->sparse})
+    for (const auto& c : *cols)
+      if (!sent.count(c)) {
+        std::string have;
+        for (const auto& s : sent) have += (have.empty() ? "" : ", ") + s;
+        return "the new one reads the column '" + c + "', which the served model's raw rows do not have (" +
+               have + ")";
+      }
+  return "";
+}
+}  // namespace
+
 std::string incompatibility(const model_info& a, const model_info& b) {
   auto differs = [](const char* before, auto x, const char* after, auto y) {
     std::ostringstream s;
@@ -301,7 +325,16 @@ std::string incompatibility(const model_info& a, const model_info& b) {
   if (a.fields != b.fields) return differs("takes ", a.fields, " sparse fields a row", b.fields);
   if (a.kind != b.kind) return differs("is ", to_string(a.kind), "", to_string(b.kind));
   if (a.logits != b.logits) return differs("gives ", a.logits, " logits a row", b.logits);
-  return "";
+  // Class ids that name other classes: a client reading class_ids or class_names would read the
+  // new model's answers as the old classes.
+  auto names = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& n : v) s += (s.empty() ? "" : ", ") + n;
+    return v.empty() ? std::string("none") : "classes (" + s + ")";
+  };
+  if (a.class_names != b.class_names)
+    return differs("names ", names(a.class_names), "", names(b.class_names));
+  return raw_row_incompatibility(a, b);
 }
 
 }  // namespace troupe::model

@@ -107,6 +107,7 @@ int frontend::claim_state_dir() {
   // reload the server with a model of theirs).
   if (auto w = cluster::write_file_atomic(state_dir_ + "/token", token_ + "\n", 0600); !w)
     return spdlog::error("serve: {}", w.err().to_string()), 1;
+  write_phase("starting");
   return 0;
 }
 
@@ -191,6 +192,12 @@ int frontend::run() {
   // served is the command's error.
   if (!first_generation_up()) {
     stop_everything();
+    bool asked;  // a signal, not a model that could not load
+    {
+      std::lock_guard lk(mu_);
+      asked = stopping_;
+    }
+    write_phase(asked ? "stopped" : "failed");
     return 1;
   }
   auto v = current_view();
@@ -214,6 +221,7 @@ int frontend::run() {
 void frontend::drain() {
   if (cfg_.drain.count() == 0) return;
   draining_ = true;
+  write_state(false);  // server.json says draining at once (troupe serve status)
   spdlog::info("serve: draining for {}: readiness 503, requests still served (a second signal stops now)",
                ms_text(cfg_.drain));
   const auto until = clock_.now() + cfg_.drain;

@@ -200,6 +200,9 @@ class frontend final : public replica_link {
   void watch_for_models();
   // The newest model under --watch that `current`'s clients could use, the user's own, not refused.
   std::optional<model::model_info> newest_watched(const model::model_info& current);
+  // --watch does not take the model `m` in `d`: not newer than `current`, or clients could not use
+  // it (each logged once).
+  bool passes_over(const std::string& d, const model::model_info& current, const model::model_info& m);
   slot* find_slot(const std::string& node);
   generation* gen_of(const slot& s);  // null once its generation was dropped (refused)
   std::string in_their_words(std::string text, std::uint32_t gen);
@@ -228,6 +231,9 @@ class frontend final : public replica_link {
   std::shared_ptr<const model_view> view_of(std::uint32_t generation) const;
   // server_state.cpp
   void write_state(bool final);
+  // server.json of a server not serving yet or any more: its state ("starting", "failed", "stopped"),
+  // pid and start time.
+  void write_phase(const char* state);
   // The request and row rates since the last call, when at least 0.2 s ago (the first: none).
   void update_rates(clock::time_point now, std::uint64_t ok, std::uint64_t rows);
   nlohmann::json replicas_state(const core_stats& stats);
@@ -274,6 +280,8 @@ class frontend final : public replica_link {
   // and changed since and then unchanged for a poll (under mu_).
   bool untried_or_settled(const std::string& key, const watch_stamp& stamp);
   std::set<std::string> passed_over_;  // model dirs --watch found not the user's own (logged once)
+  std::set<std::string> older_seen_;   // model dirs --watch found older than the one serving
+  bool watch_primed_ = false;          // --watch has looked once: an older dir seen after is logged
   std::map<std::string, std::int64_t> incompatible_;  // model dir -> created_unix_ms of other inputs (logged)
   bool hup_look_ = false;  // a SIGHUP asked --watch to look now: its outcome is logged
   std::uint64_t restarts_ = 0;

@@ -110,6 +110,33 @@ bool frontend::untried_or_settled(const std::string& key, const watch_stamp& sta
   return true;
 }
 
+bool frontend::passes_over(const std::string& d, const model::model_info& current,
+                           const model::model_info& m) {
+  if (m.created_unix_ms < current.created_unix_ms) {
+    // An older model copied in later (a rollback by copy) did nothing and said nothing: said once.
+    // Those there at the first look are not (every earlier job's model under jobs/).
+    std::lock_guard lk(mu_);
+    if (older_seen_.insert(d).second && watch_primed_)
+      spdlog::info(
+          "serve: --watch passes over {}: made before the model serving ({}); --watch takes newer "
+          "models only: `troupe serve reload {}` serves it",
+          d, current.version(), d);
+    return true;
+  }
+  if (m.created_unix_ms == current.created_unix_ms) return true;
+  if (auto why = model::incompatibility(current, m); !why.empty()) {
+    std::lock_guard lk(mu_);
+    if (auto [at, added] = incompatible_.try_emplace(d, m.created_unix_ms);
+        added || std::exchange(at->second, m.created_unix_ms) != m.created_unix_ms)
+      spdlog::warn(
+          "serve: --watch passes over {}: {} (clients of this endpoint could not use it; serve it "
+          "under another name)",
+          d, why);
+    return true;
+  }
+  return false;
+}
+
 std::optional<model::model_info> frontend::newest_watched(const model::model_info& current) {
   std::optional<model::model_info> best;
   std::error_code ec;
@@ -128,23 +155,15 @@ std::optional<model::model_info> frontend::newest_watched(const model::model_inf
       continue;
     }
     auto m = model::read_model_dir(d);
-    if (!m || m->created_unix_ms <= current.created_unix_ms) continue;
-    if (auto why = model::incompatibility(current, *m); !why.empty()) {
-      std::lock_guard lk(mu_);
-      if (auto [at, added] = incompatible_.try_emplace(d, m->created_unix_ms);
-          added || std::exchange(at->second, m->created_unix_ms) != m->created_unix_ms)
-        spdlog::warn(
-            "serve: --watch passes over {}: {} (clients of this endpoint could not use it; serve it "
-            "under another name)",
-            d, why);
-      continue;
-    }
+    if (!m || passes_over(d, current, *m)) continue;
     const auto stamp = stamp_of(d, m->created_unix_ms);  // a stat (over NFS, maybe): not under the lock
     const auto key = watch_key(d);
     std::lock_guard lk(mu_);
     if (!untried_or_settled(key, stamp)) continue;
     if (!best || m->created_unix_ms > best->created_unix_ms) best = *m;
   }
+  std::lock_guard lk(mu_);
+  watch_primed_ = true;
   return best;
 }
 

@@ -21,17 +21,30 @@ namespace {
 // The running server's control address, from its server.json.
 expected<std::string> control_address(const std::string& dir, const std::string& root,
                                       const std::string& name) {
+  const bool running = server_running(dir);
   std::ifstream in(dir + "/server.json");
-  if (!in)
-    return make_unexpected(core_errc::io_error,
-                           dir + "/server.json: no such file: no server named '" + name + "' under " + root);
+  if (!running && !in)
+    return make_unexpected(core_errc::io_error, "no server named '" + name + "' runs under " + root);
+  // Running, and nothing of this run written yet: its first model is loading (it said "no such
+  // file: no server named" of a server that was starting).
+  auto starting = [&] {
+    return make_unexpected(core_errc::io_error, "the server '" + name +
+                                                    "' is starting (its first model loading): reload it once "
+                                                    "it serves (troupe serve status)");
+  };
+  if (!in) return starting();
   std::stringstream text;
   text << in.rdbuf();
   auto j = nlohmann::json::parse(text.str(), nullptr, false);
+  const std::string state = j.is_object() && j.contains("state") && j["state"].is_string() ? j["state"] : "";
+  if (running && state == "draining")
+    return make_unexpected(core_errc::io_error,
+                           "the server '" + name + "' is stopping (draining for drain_ms)");
+  if (running && state != "serving") return starting();
   if (j.is_discarded() || !j.is_object() || !j.contains("control_address") ||
       !j["control_address"].is_string())
     return make_unexpected(core_errc::parse_error, dir + "/server.json: not a server's state file");
-  if (j.value("state", "") != "serving" || !cluster::process_alive(j.value("pid", 0)))
+  if (!running || j.value("state", "") != "serving" || !cluster::process_alive(j.value("pid", 0)))
     return make_unexpected(core_errc::io_error,
                            "server '" + name + "' is not running (" + dir + "/server.json)");
   return j["control_address"].get<std::string>();

@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <set>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,10 +63,44 @@ expected<unsigned> outputs_of(const json& j, const model_shape& shape) {
   return bits;
 }
 
-// The body parsed; a syntax error or a number beyond a double (1e400) named.
+// Where the parser is (the objects and arrays open), to name a key given twice: "rows[0]".
+struct json_place {
+  struct frame {
+    bool object = false;
+    std::set<std::string> keys;
+    std::string key;
+    long index = -1;
+  };
+  std::vector<frame> open;
+  std::string path() const {
+    std::string p;
+    for (std::size_t i = 0; i + 1 < open.size(); ++i)
+      p += open[i].object ? (p.empty() ? "" : ".") + open[i].key : "[" + std::to_string(open[i].index) + "]";
+    return p.empty() ? "the request" : p;
+  }
+  // Each event; throws std::invalid_argument at a key given twice in one object (json::parse kept
+  // the last: a row's {"a": 1, "a": 5} was answered for a = 5, where /infer refuses it).
+  bool on(json::parse_event_t e, const json& parsed) {
+    using ev = json::parse_event_t;
+    const bool starts = e == ev::object_start || e == ev::array_start || e == ev::value;
+    if (starts && !open.empty() && !open.back().object) ++open.back().index;
+    if (e == ev::object_start || e == ev::array_start) open.push_back({e == ev::object_start, {}, {}, -1});
+    if ((e == ev::object_end || e == ev::array_end) && !open.empty()) open.pop_back();
+    if (e == ev::key && !open.empty()) {
+      auto& f = open.back();
+      f.key = parsed.get<std::string>();
+      if (!f.keys.insert(f.key).second)
+        throw std::invalid_argument(path() + ": the key '" + f.key + "' is given twice");
+    }
+    return true;
+  }
+};
+
+// The body parsed; a syntax error, a number beyond a double (1e400) or a key given twice named.
 expected<json> parse_body(std::string_view body) {
   try {
-    json j = json::parse(body);
+    json_place place;
+    json j = json::parse(body, [&](int, json::parse_event_t e, json& parsed) { return place.on(e, parsed); });
     if (!j.is_object()) return make_unexpected(core_errc::invalid_argument, "the body is not a JSON object");
     return j;
   } catch (const json::exception& e) {
@@ -72,6 +108,8 @@ expected<json> parse_body(std::string_view body) {
     if (auto close = what.find("] "); what.rfind("[json.", 0) == 0 && close != std::string::npos)
       what.erase(0, close + 2);
     return make_unexpected(core_errc::invalid_argument, "the body is not JSON: " + what);
+  } catch (const std::invalid_argument& e) {
+    return make_unexpected(core_errc::invalid_argument, e.what());
   }
 }
 

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,34 +52,56 @@ std::vector<server_entry> list_servers(const std::string& root) {
   return out;
 }
 
+namespace {
+// The process holding the flock on `path`, from /proc/locks ("1: FLOCK  ADVISORY  WRITE <pid>
+// <major>:<minor>:<inode> 0 EOF"); 0 when none does. The server itself, whatever server.json says:
+// a pid read from server.json could be another process's (a file edited, or stale).
+int flock_holder(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  char want[64];
+  std::snprintf(want, sizeof want, "%02x:%02x:%llu", major(st.st_dev), minor(st.st_dev),
+                static_cast<unsigned long long>(st.st_ino));
+  std::ifstream in("/proc/locks");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream f(line);
+    std::string n, kind, advisory, mode, where;
+    int pid = 0;
+    if (f >> n >> kind) {
+      if (kind == "->") f >> kind;  // a waiter, listed under the lock it waits for
+      if (f >> advisory >> mode >> pid >> where && kind == "FLOCK" && mode == "WRITE" && where == want)
+        return pid;
+    }
+  }
+  return 0;
+}
+}  // namespace
+
 expected<int> stop_server(const std::string& root, const std::string& name,
                           std::chrono::milliseconds timeout) {
   const auto dir = state_dir(root, name);
-  if (!server_running(dir))
-    return make_unexpected(core_errc::invalid_argument,
-                           "serve stop: no server named '" + name + "' runs under " + servers_dir(root));
-  std::ifstream in(dir + "/server.json");
-  auto j = nlohmann::json::parse(in, nullptr, false);
-  const int pid = j.is_object() ? j.value("pid", 0) : 0;
-  const std::uint64_t start = j.is_object() ? j.value("start_time", std::uint64_t{0}) : 0;
-  // Until its first model is up the server has written no server.json of its own (an earlier
-  // run's may stand there): its pid is not known yet.
-  if (pid <= 0 || start == 0 || j.value("state", "") == "stopped" || !cluster::process_alive(pid, start))
+  const int pid = server_running(dir) ? flock_holder(dir + "/server.lock") : 0;
+  if (pid <= 0)
     return make_unexpected(core_errc::io_error,
-                           "serve stop: the server '" + name +
-                               "' is starting (its first model loading): its pid is not in " + dir +
-                               "/server.json yet; try again in a moment");
+                           "serve stop: no server named '" + name + "' runs under " + servers_dir(root));
+  const auto stat = cluster::read_process_stat(pid);
   if (::kill(pid, SIGTERM) != 0)
     return make_unexpected(core_errc::io_error,
                            "serve stop: SIGTERM to pid " + std::to_string(pid) + ": " + std::strerror(errno));
   auto& clk = troupe::clock::system();
   const auto until = clk.now() + timeout;
-  while (cluster::process_alive(pid, start)) {
-    if (clk.now() >= until)
-      return make_unexpected(core_errc::io_error,
-                             "serve stop: the server '" + name + "' (pid " + std::to_string(pid) +
-                                 ") still runs " + std::to_string(timeout.count() / 1000) +
-                                 " s after SIGTERM; see " + dir + "/server.json and its log");
+  while (server_running(dir) && (!stat || cluster::process_alive(pid, stat->start_time))) {
+    if (clk.now() >= until) {
+      std::ifstream in(dir + "/server.json");
+      auto j = nlohmann::json::parse(in, nullptr, false);
+      const bool draining = j.is_object() && j.value("state", "") == "draining";
+      return make_unexpected(
+          core_errc::io_error,
+          "serve stop: the server '" + name + "' (pid " + std::to_string(pid) + ") still runs " +
+              std::to_string(timeout.count() / 1000) + " s after SIGTERM" +
+              (draining ? ": it drains for its drain_ms; stop it again to end the drain now"
+                        : "; see " + dir + "/server.json and its log"));
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return pid;

@@ -132,7 +132,24 @@ std::uint64_t own_start_time() {
   }();
   return t;
 }
+
+void write_json(const std::string& path, const json& j) {
+  (void)cluster::write_file_atomic(path, j.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+}
 }  // namespace
+
+// Before the first model serves, and after a first model that could not: server.json names this run
+// (an earlier run's "stopped" or "serving" stood there: a server killed while it started read as
+// stopped, and `troupe serve status` could not tell a start that failed).
+void frontend::write_phase(const char* state) {
+  json j = {{"name", name_},
+            {"state", state},
+            {"pid", ::getpid()},
+            {"start_time", own_start_time()},
+            {"started_ms", started_ms_},
+            {"updated_ms", clock_.wall_ms()}};
+  write_json(state_dir_ + "/server.json", j);
+}
 
 void frontend::write_state(bool final) {
   auto view = current_view();
@@ -149,8 +166,9 @@ void frontend::write_state(bool final) {
     restarts = restarts_;
     swap = swap_state();
   }
+  const char* state = final ? "stopped" : draining_ ? "draining" : "serving";
   json j = {{"name", name_},
-            {"state", final ? "stopped" : "serving"},
+            {"state", state},
             {"pid", ::getpid()},
             {"start_time", own_start_time()},
             {"listen", http_ ? http_->address() : ""},
@@ -171,8 +189,7 @@ void frontend::write_state(bool final) {
             {"queue_rows", stats.queued_rows},
             {"restarts", restarts},
             {"swap", std::move(swap)}};
-  (void)cluster::write_file_atomic(state_dir_ + "/server.json",
-                                   j.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+  write_json(state_dir_ + "/server.json", j);
 }
 
 void frontend::print_progress(bool final) {

@@ -168,6 +168,32 @@ TEST(model_dir, incompatibility_names_what_differs) {
   b = a;
   b.kind = output_kind::multiclass;
   EXPECT_EQ(incompatibility(a, b), "the served model is binary, the new one is multiclass");
+  // Class ids naming other classes (a day's import numbered them anew).
+  a.class_names = {"bird", "cat", "dog"};
+  b = a;
+  b.class_names = {"cat", "cow", "dog"};
+  EXPECT_EQ(incompatibility(a, b),
+            "the served model names classes (bird, cat, dog), the new one names classes (cat, cow, dog)");
+  b.class_names.clear();
+  EXPECT_EQ(incompatibility(a, b), "the served model names classes (bird, cat, dog), the new one names none");
+  // Raw rows: every column the new model reads must be one the clients send; encodings may change.
+  a.class_names.clear();
+  a.columns = model_columns{};
+  a.columns->dense = {"Age", "Income"};
+  a.columns->sparse = {"City"};
+  b = a;
+  b.columns->standardize["Age"] = {40, 12};
+  b.columns->dense = {"Age"};
+  EXPECT_EQ(incompatibility(a, b), "") << "a column fewer, another standardization: the same rows serve";
+  b.columns->dense = {"age", "Income"};
+  EXPECT_EQ(incompatibility(a, b),
+            "the new one reads the column 'age', which the served model's raw rows do not have (Age, City, "
+            "Income)");
+  b.columns.reset();
+  EXPECT_EQ(
+      incompatibility(a, b),
+      "the served model takes raw rows (/rows: its data came from troupe data import csv), the new one does "
+      "not");
 }
 
 }  // namespace

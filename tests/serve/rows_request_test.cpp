@@ -101,6 +101,16 @@ TEST(rows_request, every_bad_row_is_named) {
                 .find("the body is not JSON: parse error"),
             std::string::npos);
   EXPECT_NE(refused(std::string(100000, '[')).find("nests deeper"), std::string::npos);
+  // A key given twice, as /infer refuses it (the last was taken: {"a": 1, "a": 5} answered a = 5).
+  EXPECT_EQ(refused(R"({"rows": [{"a": 1, "b": 2, "c": "x"}, {"a": 1, "a": 5, "b": 2, "c": "x"}]})"),
+            "rows[1]: the key 'a' is given twice");
+  EXPECT_EQ(refused(R"({"rows": [{"a": 1, "b": 2, "c": "x"}], "rows": [{"a": 5, "b": 2, "c": "x"}]})"),
+            "the request: the key 'rows' is given twice");
+  EXPECT_EQ(refused(R"({"id": "x", "rows": [{"a": 1, "b": 2, "c": "x"}], "outputs": [{"name": "logits",
+                       "name": "logits"}]})"),
+            "outputs[0]: the key 'name' is given twice");
+  EXPECT_EQ(refused(R"({"rows": [{"a": 1, "b": 2, "c": "x"}], "x": {"a": 1}, "y": {"a": 2}})"), "accepted")
+      << "one key in two objects is no duplicate";
   auto none = parse_rows_request(R"({"rows": [{"a": 1}]})", shape(), nullptr, "m/model.json has no columns");
   ASSERT_FALSE(none);
   EXPECT_NE(none.err().context().find("m/model.json has no columns"), std::string::npos);

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_lib import Server, TestFailure, check_answer, fail, infer_body, log, make_models  # noqa: E402
+from serve_lib import Server, TestFailure, check_answer, fail, infer_body, log, make_models, wait_for  # noqa: E402
 
 
 def load_ref(models, name):
@@ -115,16 +115,6 @@ def reload(troupe, root, name, model_dir, expect_ok=True):
 def replica_pids(srv, generation=None):
     return {r["node"]: r["pid"] for r in srv.state()["replicas"]
             if r["state"] == "ready" and r["pid"] and (generation is None or r["generation"] == generation)}
-
-
-def wait_for(pred, what, timeout=120):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    fail(f"timed out waiting for {what}")
 
 
 def kill_and_swap(troupe, work, models):
@@ -265,16 +255,20 @@ def stop_a_replica(troupe, work, models):
         srv.stop()
 
 
-def pid_of_node(node):
-    """The pid of the process whose environment says TROUPE_NODE=<node> (a replica before it is ready:
-    server.json has its pid only then), or None."""
+def pid_of_node(node, root):
+    """The pid of the process whose environment says TROUPE_NODE=<node> and whose command line names
+    `root` (a replica before it is ready: server.json has its pid only then), or None. Another test's
+    server has a replica of that name too (ctest -j2: one was killed in its place)."""
     want = f"TROUPE_NODE={node}".encode()
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
         try:
             with open(f"/proc/{d}/environ", "rb") as f:
-                if want in f.read().split(b"\0"):
+                if want not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                if root.encode() in f.read():
                     return int(d)
         except OSError:
             pass
@@ -293,7 +287,7 @@ def kill_while_loading(troupe, work, models):
         said = {}
         t = threading.Thread(target=lambda: said.update(out=reload(troupe, root, "kl", os.path.join(models, "mlp_v2"))))
         t.start()
-        pid = wait_for(lambda: pid_of_node("replica-2-0#0"), "the new generation's replica to start", 60)
+        pid = wait_for(lambda: pid_of_node("replica-2-0#0", root), "the new generation's replica to start", 60)
         os.kill(pid, signal.SIGKILL)
         log(f"SIGKILLed replica-2-0#0 (pid {pid}) while it loaded")
         t.join(180)

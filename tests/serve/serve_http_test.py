@@ -37,7 +37,7 @@ import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_lib import (Server, TestFailure, binary_infer, check_answer, fail, free_port, infer_body, log,  # noqa: E402
-                       make_models)
+                       make_models, wait_for)
 
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -716,6 +716,16 @@ def admin(troupe, work, models):
         table = cli("status").stdout
         if not re.search(r"^first +serving +127\.0\.0\.1:%d " % first.port, table, re.M):
             fail(f"serve status table:\n{table}")
+        # server.json names another process (edited, stale): stop signals the server holding the lock,
+        # not that pid (a sleep was killed, "stopped server" said, the server served on).
+        bystander = subprocess.Popen(["sleep", "300"])
+        state_path = os.path.join(root, "serve", "second", "server.json")
+        with open(state_path) as f:
+            forged = json.load(f)
+        forged["pid"] = bystander.pid
+        with open(state_path + ".t", "w") as f:
+            json.dump(forged, f)
+        os.rename(state_path + ".t", state_path)
         # Two running: stop without --name is refused, naming both.
         both = cli("stop")
         if both.returncode != 2 or "several servers run" not in both.stderr or "first, second" not in both.stderr:
@@ -726,8 +736,11 @@ def admin(troupe, work, models):
         if first.proc.poll() != 0:
             fail(f"the stopped server's exit: {first.proc.poll()}")
         again = cli("stop", "--name", "first")
-        if again.returncode != 2 or "no server named 'first' runs" not in again.stderr:
+        if again.returncode != 1 or "no server named 'first' runs" not in again.stderr:
             fail(f"serve stop of a stopped server: exit {again.returncode}: {again.stderr[-300:]}")
+        if bystander.poll() is not None:
+            fail("serve stop signalled the pid server.json named, not the server")
+        bystander.kill()
         # SIGKILL: its server.json still says serving; status says dead.
         second.proc.kill()
         second.proc.wait(timeout=10)
@@ -735,12 +748,63 @@ def admin(troupe, work, models):
         if states != {"first": "stopped", "second": "dead"}:
             fail(f"serve status after a stop and a SIGKILL: {states}")
         gone = cli("stop")
-        if gone.returncode != 2 or "no running server" not in gone.stderr:
+        if gone.returncode != 1 or "no running server" not in gone.stderr:
             fail(f"serve stop with none running: exit {gone.returncode}: {gone.stderr[-300:]}")
         log(f"serve status: both serving, then stopped / dead; serve stop: pid {first.proc.pid}, refusals named")
     finally:
         first.stop()
         second.stop(expect_code=-9)
+    admin_while_starting_and_draining(troupe, models, root, cli)
+
+
+def admin_while_starting_and_draining(troupe, models, root, cli):
+    """A server still loading its first model is stopped by `serve stop` (it was refused: "its pid is
+    not in server.json yet"); `serve reload` says it is starting; one SIGKILLed while it starts is
+    dead, not an earlier run's "stopped"; a draining one is "draining", and a stop that times out on
+    the drain says so."""
+    def state(name):
+        for s in json.loads(cli("status", "--json").stdout):
+            if s["name"] == name:
+                return s["state"]
+        return None
+
+    servers = []
+    try:
+        slow = Server(troupe, os.path.join(models, "mlp"), root, "first", "--set", "serve.warmup=30000")
+        servers.append(slow)
+        wait_for(lambda: state("first") == "starting", "the slow server to be starting", 60)
+        reload = cli("reload", "--name", "first")
+        if reload.returncode != 1 or "is starting" not in reload.stderr:
+            fail(f"serve reload while starting: exit {reload.returncode}: {reload.stderr[-300:]}")
+        stopped = cli("stop", "--name", "first")
+        if stopped.returncode != 0 or f"(pid {slow.proc.pid})" not in stopped.stdout or state("first") != "stopped":
+            fail(f"serve stop while starting: exit {stopped.returncode}: {stopped.stdout} {stopped.stderr[-300:]}; "
+                 f"state {state('first')}")
+        slow.proc.wait(timeout=10)
+        killed = Server(troupe, os.path.join(models, "mlp"), root, "first", "--set", "serve.warmup=30000")
+        servers.append(killed)
+        wait_for(lambda: state("first") == "starting", "the slow server to be starting again", 60)
+        killed.proc.kill()
+        killed.proc.wait(timeout=10)
+        if state("first") != "dead":
+            fail(f"a server SIGKILLed while it started: {state('first')}, expected dead")
+        draining = Server(troupe, os.path.join(models, "mlp"), root, "first", "--set", "serve.drain_ms=20000")
+        servers.append(draining)
+        draining.wait_ready()
+        short = cli("stop", "--name", "first", "--timeout", "1")
+        if short.returncode != 1 or "it drains for its drain_ms" not in short.stderr or state("first") != "draining":
+            fail(f"serve stop during a drain: exit {short.returncode}: {short.stderr[-300:]}; state {state('first')}")
+        again = cli("stop", "--name", "first")
+        if again.returncode != 0 or state("first") != "stopped":
+            fail(f"a second serve stop during the drain: exit {again.returncode}: {again.stderr[-300:]}")
+        draining.proc.wait(timeout=10)
+    finally:
+        for srv in servers:
+            if srv.proc.poll() is None:
+                srv.proc.kill()
+                srv.proc.wait(timeout=10)
+            srv.log.close()
+    log("serve stop while starting, a kill while starting (dead), a drain (draining, stopped by a second stop)")
 
 
 def shutil_which(cmd):

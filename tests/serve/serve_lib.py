@@ -205,3 +205,14 @@ def fail(msg):
     """Fails the test: raised, so that the servers' `finally` blocks stop them."""
     print("FAIL: " + msg, flush=True)
     raise TestFailure(msg)
+
+
+def wait_for(pred, what, timeout=120):
+    """pred() until it is true (its value returned), or the test fails naming `what`."""
+    end = time.time() + timeout
+    while time.time() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    fail(f"timed out waiting for {what}")

@@ -84,8 +84,9 @@ expected<model_info> read_model_dir(const std::string& dir);
 expected<model_info> parse_model_json(const std::string& text, const std::string& dir);
 
 // Empty when a client of `served` can send the same requests to `next` and read its answers the
-// same way (same inputs, widths and output kind); else why not, naming both values: "the served
-// model takes 784 dense values a row, the new one takes 100 dense values a row".
+// same way (same inputs, widths, output kind and class names; raw rows that name every column `next`
+// reads); else why not, naming both values: "the served model takes 784 dense values a row, the
+// new one takes 100 dense values a row".
 std::string incompatibility(const model_info& served, const model_info& next);
 
 std::string to_string(output_kind k);

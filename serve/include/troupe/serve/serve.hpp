@@ -73,11 +73,10 @@ std::vector<server_entry> list_servers(const std::string& root);
 // Whether a server holds the lock of `state_dir` now.
 bool server_running(const std::string& state_dir);
 
-// `troupe serve stop`: SIGTERM to the server `name` under `root` (its pid and start time from
-// server.json, while it holds its lock: the same stop as a SIGTERM by hand, drain_ms included),
-// then waits up to `timeout` for it to end. Returns its pid. Errors: no such server running
-// (invalid_argument), its server.json names no live process yet (io_error: it is starting) or it
-// still runs after `timeout` (io_error).
+// `troupe serve stop`: SIGTERM to the server `name` under `root` (the process holding its
+// server.lock, from /proc/locks: a starting server too; the same stop as a SIGTERM by hand,
+// drain_ms included), then waits up to `timeout` for it to end. Returns its pid. Errors (io_error):
+// no such server running, or it still runs after `timeout` (naming a drain under way).
 expected<int> stop_server(const std::string& root, const std::string& name,
                           std::chrono::milliseconds timeout);
 
