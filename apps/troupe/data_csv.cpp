@@ -6,6 +6,7 @@
 
 #include "troupe/core/clock.hpp"
 #include "troupe/job/csv_import.hpp"
+#include "troupe/model/model_dir.hpp"
 
 namespace troupe::cli {
 
@@ -14,9 +15,12 @@ namespace {
 struct csv_flags {
   job::csv_import_options o;
   std::vector<std::string> dense, standardize;
-  std::string delimiter = ",", missing = "error";
+  std::string delimiter = ",", missing = "error", like;
   CLI::Option* dense_option = nullptr;
   CLI::Option* standardize_option = nullptr;
+  // The flags --like takes from the model (given with it: refused), and --delimiter (its default).
+  std::vector<CLI::Option*> encoding_options;
+  CLI::Option* delimiter_option = nullptr;
 };
 
 std::string listed(const std::vector<std::string>& names) {
@@ -99,12 +103,39 @@ void print_summary(const job::csv_import_result& r, const job::csv_import_option
   }
 }
 
+// --like MODEL_DIR: the rows encoded as the model's training rows were (job::import_csv_like).
+int import_like(csv_flags& f) {
+  for (const auto* opt : f.encoding_options)
+    if (opt->count() > 0)
+      return usage_error(opt->get_name() + " with --like " + f.like +
+                         ": --like takes the model's columns and encoding (model.json's columns)");
+  auto m = model::read_model_dir(f.like);
+  if (!m) return usage_error(std::move(m).err().wrap("--like"));
+  auto format = model::row_format_of(*m);
+  if (!format) return usage_error(std::move(format).err().wrap("--like"));
+  if (f.delimiter_option->count() > 0) format->delimiter = f.o.delimiter;
+  f.o.delimiter = format->delimiter;
+  f.o.label = format->label;
+  f.o.buckets_per_field = format->buckets_per_field;
+  f.o.missing = job::parse_missing_policy(format->missing).value_or(job::missing_policy::error);
+  auto start = clock::system().now();  // real time, for the summary
+  auto r = job::import_csv_like(f.o, *format, static_cast<std::uint32_t>(m->classes));
+  if (!r) return r.err() == core_errc::invalid_argument ? usage_error(r.err()) : run_error(r.err());
+  print_summary(*r, f.o, std::chrono::duration<double>(clock::system().now() - start).count());
+  std::printf(
+      "encoded as the training rows of %s (--like): its classes, standardization and missing values\n",
+      f.like.c_str());
+  return 0;
+}
+
 int import_csv(csv_flags& f) {
   if (!parse_delimiter(f.delimiter, f.o.delimiter))
     return usage_error("--delimiter '" + f.delimiter + "': expected one character (or tab), not a quote");
   auto missing = job::parse_missing_policy(f.missing);
   if (!missing) return usage_error("--missing '" + f.missing + "': expected zero, mean, skip-row or error");
   f.o.missing = *missing;
+  if (!f.like.empty()) return import_like(f);
+  if (f.o.label.empty()) return usage_error("--label is required (or --like MODEL_DIR)");
   if (f.dense_option->count() > 0) f.o.dense = f.dense;
   if (f.standardize_option->count() > 0) {
     f.o.standardize.emplace();
@@ -142,13 +173,18 @@ runner add_import_csv(CLI::App& import_cmd, std::shared_ptr<int> mode, int id) {
   c->add_option("file", f->o.file, "CSV file")->required();
   c->add_option("--out", f->o.out, "store directory (with --test-fraction: DIR/train and DIR/test)")
       ->required();
-  c->add_option("--label", f->o.label, "the label column (class ids 0..K-1, 0/1 binary; or names)")
-      ->required();
+  auto* label =
+      c->add_option("--label", f->o.label, "the label column (class ids 0..K-1, 0/1 binary; or names)");
   f->dense_option = c->add_option("--dense", f->dense, "dense columns, comma-separated (default: the rest)")
                         ->delimiter(',');
-  c->add_option("--sparse", f->o.sparse, "categorical columns, comma-separated (hashed into ids)")
-      ->delimiter(',');
-  c->add_option("--delimiter", f->delimiter, "field separator: one character, or tab");
+  auto* sparse =
+      c->add_option("--sparse", f->o.sparse, "categorical columns, comma-separated (hashed into ids)")
+          ->delimiter(',');
+  f->delimiter_option = c->add_option("--delimiter", f->delimiter, "field separator: one character, or tab");
+  c->add_option(
+      "--like", f->like,
+      "a model directory (jobs/<id>/model): encode the rows as its training rows were (its columns, "
+      "classes, standardization, missing values), to train it further or evaluate it");
   c->add_option("--test-fraction", f->o.test_fraction, "rows held out into DIR/test (0: one store in DIR)")
       ->check(CLI::Range(0.0, 0.99));
   f->standardize_option =
@@ -157,12 +193,13 @@ runner add_import_csv(CLI::App& import_cmd, std::shared_ptr<int> mode, int id) {
           ->expected(0, 1)
           ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   c->add_option("--seed", f->o.split_seed, "the test split's seed (the same file and seed: the same split)");
-  c->add_option("--missing", f->missing,
-                "an empty or NaN/NA label or dense field: error, zero, mean or skip-row")
-      ->check(CLI::IsMember({"error", "zero", "mean", "skip-row"}));
+  auto* missing = c->add_option("--missing", f->missing,
+                                "an empty or NaN/NA label or dense field: error, zero, mean or skip-row")
+                      ->check(CLI::IsMember({"error", "zero", "mean", "skip-row"}));
   c->add_flag("--skip-malformed", f->o.skip_malformed, "drop malformed lines (counted) instead of failing");
-  c->add_option("--buckets", f->o.buckets_per_field, "ids per sparse column")
-      ->check(CLI::Range(2ull, 1ull << 40));
+  auto* buckets = c->add_option("--buckets", f->o.buckets_per_field, "ids per sparse column")
+                      ->check(CLI::Range(2ull, 1ull << 40));
+  f->encoding_options = {label, f->dense_option, sparse, f->standardize_option, missing, buckets};
   c->callback([mode, id] { *mode = id; });
   return [f] { return import_csv(*f); };
 }

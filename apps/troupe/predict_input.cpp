@@ -151,6 +151,19 @@ expected<input> input_store(const input_options& o, const model::model_info& m, 
   if (s->count() == 0)
     return make_unexpected(core_errc::invalid_argument,
                            "--data " + o.data + ": the store holds no records: nothing to score");
+  // Rows of the model's shape encoded otherwise (another standardization, classes numbered anew by
+  // another import) read as other values: scored silently wrong (accuracy 0.51 for 0.97).
+  if (auto trained = model::row_format_of(m); trained && s->info().columns)
+    if (auto d = storage::encoding_difference(*trained, *s->info().columns,
+                                              "the model's training rows (" + m.dir + "/model.json)",
+                                              "--data " + o.data, {evaluate, true});
+        !d.empty())
+      return make_unexpected(
+          core_errc::invalid_argument,
+          "--data " + o.data + ": its rows are encoded otherwise than the model's: " + d +
+              " (give the CSV file, which troupe encodes as the model's rows were, or import "
+              "it with `troupe data import csv --like " +
+              m.dir + "`)");
   return input{fs::absolute(o.data).lexically_normal().string(), {}, 0, {}, 0, {}};
 }
 

@@ -1,6 +1,7 @@
 #include "csv_columns.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <unordered_map>
 
@@ -30,6 +31,21 @@ expected<std::unordered_map<std::string, std::size_t>> index_header(const std::v
   return index;
 }
 
+// The header's name that `n` is but for case and blanks around it (" Age " for "age"), when one is:
+// the blanks are all but invisible in the header's list.
+std::string near_name(const std::string& n, const std::vector<std::string>& names) {
+  auto folded = [](const std::string& s) {
+    std::string t(trimmed(s));
+    std::transform(t.begin(), t.end(), t.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    return t;
+  };
+  const auto want = folded(n);
+  for (const auto& h : names)
+    if (h != n && folded(h) == want) return h;
+  return {};
+}
+
 // Looks `names` up (role: "label", "dense", "sparse"), marking each column taken.
 expected<std::vector<std::size_t>> take(const std::vector<std::string>& names, const char* role,
                                         const std::unordered_map<std::string, std::size_t>& index,
@@ -38,9 +54,12 @@ expected<std::vector<std::size_t>> take(const std::vector<std::string>& names, c
   std::vector<std::size_t> out;
   for (const auto& n : names) {
     auto it = index.find(n);
-    if (it == index.end())
-      return bad(where, std::string(role) + " column '" + n +
-                            "': no such column (the header has: " + joined(c.names, ", ") + ")");
+    if (it == index.end()) {
+      const auto near = near_name(n, c.names);
+      return bad(where, std::string(role) + " column '" + n + "': no such column" +
+                            (near.empty() ? "" : "; did you mean '" + near + "'?") +
+                            " (the header has: " + joined(c.names, ", ") + ")");
+    }
     if (!taken[it->second].empty())
       return bad(where, "column '" + n + "' is given as " + taken[it->second] + " and as " + role);
     taken[it->second] = role;

@@ -42,12 +42,7 @@ class importer {
   explicit importer(const csv_import_options& o) : o_(o), outputs_(o) {}
 
   expected<csv_import_result> run() {
-    auto r = import();
-    if (!r) {
-      outputs_.discard();
-      return r.err();
-    }
-    return std::move(result_);
+    return imported_or_discarded(outputs_, result_, [this] { return import(); });
   }
 
  private:

@@ -13,6 +13,11 @@
 
 namespace troupe::job {
 
+// `import()` run: `result` once it succeeded; its error, with what it wrote in `out` discarded.
+template <class Import>
+expected<csv_import_result> imported_or_discarded(class csv_outputs& out, csv_import_result& result,
+                                                  Import import);
+
 class csv_outputs {
  public:
   explicit csv_outputs(const csv_import_options& o) : o_(o) {}
@@ -39,5 +44,15 @@ class csv_outputs {
   std::vector<store> stores_;  // train, then test when split
   bool made_out_ = false;
 };
+
+template <class Import>
+expected<csv_import_result> imported_or_discarded(csv_outputs& out, csv_import_result& result,
+                                                  Import import) {
+  if (auto r = import(); !r) {
+    out.discard();
+    return r.err();
+  }
+  return std::move(result);
+}
 
 }  // namespace troupe::job

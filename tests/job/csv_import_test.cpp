@@ -103,6 +103,13 @@ TEST_F(CsvImport, HeaderProblems) {
   auto o = csv("x,label\n1,0\n");
   EXPECT_NE(refused(o).find("label column 'y': no such column (the header has: x, label)"),
             std::string::npos);
+  // A name but for case and blanks around it: the header's own spelling suggested.
+  o = csv(" Age ,y\n1,0\n");
+  o.dense = std::vector<std::string>{"age"};
+  EXPECT_NE(
+      refused(o).find("dense column 'age': no such column; did you mean ' Age '? (the header has:  Age , y)"),
+      std::string::npos)
+      << refused(o);
   o = csv("x,y,z\n1,0,a\n");
   o.sparse = {"z", "w"};
   EXPECT_NE(refused(o).find("sparse column 'w': no such column"), std::string::npos);

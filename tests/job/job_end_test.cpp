@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -20,6 +21,7 @@
 #include "disk_faults.hpp"
 #include "job_harness.hpp"
 #include "troupe/cluster/addresses.hpp"
+#include "troupe/cluster/job_dir.hpp"
 #include "troupe/storage/record_store.hpp"
 
 namespace troupe::testing {
@@ -616,22 +618,30 @@ TEST(job_end, nodes_that_cannot_reach_the_master_fail_the_job_naming_their_error
 }
 
 // A host command for two hosts: on `cut` the node's --join points at a closed port (its host cut
-// off from the master: it cannot join, and ends with code 69 after 1 s); elsewhere it runs as is.
-std::string cut_host_command(const std::string& name) {
-  const auto cmd = test_root(name) + "/one-host-cut";
-  std::ofstream(cmd) << "#!/bin/bash\nhost=$1; shift\n[[ $host == cut ]] || exec \"$@\"\nargs=()\n"
-                        "while (($#)); do\n"
-                        "  if [[ $1 == --join ]]; then args+=(--join 127.0.0.1:1); shift 2; continue; fi\n"
-                        "  args+=(\"$1\"); shift\ndone\nexec \"${args[@]}\" --connect-timeout 1\n";
+// off from the master: it cannot join, and ends with code 69 after 1 s); with `gone`, it runs there
+// as elsewhere until the file <dir>/gone exists, then fails as ssh does for a machine that is off
+// (exit 255). Elsewhere it runs as is.
+std::string cut_host_command(const std::string& name, bool gone) {
+  const auto dir = test_root(name), cmd = dir + "/one-host-cut";
+  std::ofstream(cmd)
+      << "#!/bin/bash\nhost=$1; shift\n[[ $host == cut ]] || exec \"$@\"\n"
+      << (gone ? "[[ -e " + dir +
+                     "/gone ]] || exec \"$@\"\n"
+                     "echo \"ssh: connect to host cut port 22: No route to host\" >&2; exit 255\n"
+               : "")
+      << "args=()\nwhile (($#)); do\n"
+         "  if [[ $1 == --join ]]; then args+=(--join 127.0.0.1:1); shift 2; continue; fi\n"
+         "  args+=(\"$1\"); shift\ndone\nexec \"${args[@]}\" --connect-timeout 1\n";
   ::chmod(cmd.c_str(), 0755);
   return cmd;
 }
 
-job_run start_on_hosts(const std::string& name, const std::string& hosts, int workers, int epochs) {
+job_run start_on_hosts(const std::string& name, const std::string& hosts, int workers, int epochs,
+                       bool gone = false) {
   auto mine = cluster::local_address_towards("198.51.100.1");
   EXPECT_TRUE(mine) << "this machine has no route off loopback: " << mine.err().to_string();
   return start_job(name, ctr_job(workers, 8192, epochs) + "[cluster]\nhosts = [" + hosts +
-                             "]\nhost_command = \"" + cut_host_command(name + "-bin") +
+                             "]\nhost_command = \"" + cut_host_command(name + "-bin", gone) +
                              " {host}\"\nadvertise = \"" + (mine ? *mine : "") + "\"\n");
 }
 
@@ -642,24 +652,21 @@ TEST(job_end, a_node_that_cannot_reach_the_master_from_its_host_goes_to_another_
   auto r = start_on_hosts("one-host-cut", "\"cut:1\", \"h2:4\"", 1, 1);
   ASSERT_EQ(wait_job(r, std::chrono::seconds(120)), 0) << read_file(r.err_file);
   const auto log = read_file(r.job_dir + "/logs/runner.log");
-  EXPECT_NE(log.find("a node on host cut could not reach the master: the job's next nodes go to other hosts"),
-            std::string::npos)
+  EXPECT_NE(
+      log.find("(exited with code 69): the job's next nodes go to other hosts where one has a free slot"),
+      std::string::npos)
       << log;
   EXPECT_TRUE(no_processes_of(r));
 }
 
-// A cut-off host and no room elsewhere: its worker is launched there again (the host may heal), 1 s
-// after its first such end, then 2, 4, 8 ... 30 s, while the workers of the other host train on; the
-// job does not fail for it (neither after 3 such ends nor by the rule for a node dying 11 times a
-// minute).
-TEST(job_end, a_worker_that_cannot_reach_the_master_while_others_train_does_not_fail_the_job) {
-  auto r = start_on_hosts("cut-no-room", "\"h2:3\", \"cut:1\"", 2, 5000);
+// Waits until runner.log holds every one of `parts` (the job still running), then stops the job: it
+// ends stopped (exit 3), nothing of it left running.
+void stop_once_logged(job_run& r, const std::vector<std::string>& parts) {
   ASSERT_TRUE(poll_until(
       [&] {
         const auto log = read_file(r.job_dir + "/logs/runner.log");
-        return exited(r) || (log.find("4 times in a row; its last error") != std::string::npos &&
-                             log.find("workers on other hosts reach the master and train on: it is launched "
-                                      "again in 8 s") != std::string::npos);
+        return exited(r) || std::all_of(parts.begin(), parts.end(),
+                                        [&](const auto& p) { return log.find(p) != std::string::npos; });
       },
       std::chrono::seconds(90)))
       << read_file(r.job_dir + "/logs/runner.log");
@@ -669,6 +676,39 @@ TEST(job_end, a_worker_that_cannot_reach_the_master_while_others_train_does_not_
   EXPECT_EQ(wait_job(r, std::chrono::seconds(60)), 3) << read_file(r.err_file);
   EXPECT_EQ(result(r).value("status", ""), "stopped") << result(r).dump();
   EXPECT_TRUE(no_processes_of(r));
+}
+
+// A cut-off host and no room elsewhere: its worker is launched there again (the host may heal), 1 s
+// after its first such end, then 2, 4, 8 ... 30 s, while the workers of the other host train on; the
+// job does not fail for it (neither after 3 such ends nor by the rule for a node dying 11 times a
+// minute).
+TEST(job_end, a_worker_that_cannot_reach_the_master_while_others_train_does_not_fail_the_job) {
+  auto r = start_on_hosts("cut-no-room", "\"h2:3\", \"cut:1\"", 2, 5000);
+  stop_once_logged(r, {"4 times in a row; its last error",
+                       "workers on other hosts reach the master and train on: it is launched again in 8 s"});
+}
+
+// A host gone as ssh sees it (exit 255, "No route to host") while workers of another host train:
+// its worker is tried again with a growing wait, the job goes on (3 such ends failed it in 3 s).
+TEST(job_end, a_worker_whose_host_is_gone_while_others_train_does_not_fail_the_job) {
+  auto r = start_on_hosts("host-gone", "\"h2:3\", \"cut:1\"", 2, 5000, true);
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 1 && j.value("workers_alive", 0) == 2; },
+      std::chrono::seconds(120)));
+  // The machine goes: its node dies with it, and its host command fails from now on.
+  std::ofstream(fs::temp_directory_path() / ("troupe-job-test-" + std::to_string(::getpid())) /
+                "host-gone-bin" / "gone");
+  auto nodes = cluster::job_dir::open(r.job_dir)->read_nodes();
+  ASSERT_TRUE(nodes);
+  int victim = 0;
+  for (const auto& n : nodes->nodes)
+    if (n.host == "cut" && n.pid > 0) victim = n.pid;
+  ASSERT_GT(victim, 0) << "no node on host cut";
+  ::kill(victim, SIGKILL);
+  stop_once_logged(r, {"exited with code 255, 4 times in a row",
+                       "No route to host; check: ", "train on: it is launched again in 8 s"});
+  EXPECT_NE(read_file(r.job_dir + "/events.jsonl").find("before it joined (its host is cut off)"),
+            std::string::npos);
 }
 
 // A job the launcher refused before it started any node (here: Slurm's commands missing) leaves

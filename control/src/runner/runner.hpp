@@ -158,9 +158,9 @@ class runner {
   static troupe::clock::duration cut_off_retry(std::size_t failures);
   cluster::start_failure_report failure_report(const node_slot& slot, const cluster::node_handle& h,
                                                const cluster::exit_status& status) const;
-  // A node on `host` could not reach the master: the next launches keep off it for cut_off_for
-  // (node_spec::avoid) while another host has room.
-  void cut_off(const std::string& host);
+  // A node on `host` could not start there or was lost (`why`, logged): the next launches keep off
+  // it for cut_off_for (node_spec::avoid) while another host has room.
+  void cut_off(const std::string& host, const std::string& why);
   static constexpr auto cut_off_for = std::chrono::minutes(2);
   // A worker that joined runs on a host other than `host` ("": this machine).
   bool joined_elsewhere(const std::string& host) const;

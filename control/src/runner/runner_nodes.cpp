@@ -145,6 +145,8 @@ void runner::relaunch(node_slot& slot, const cluster::node_handle& h, const clus
   if (start == start_end::gave_up) return;
   if (start == start_end::host_cut_off) {  // not the node's fault: no death counted, a slower retry
     slots_.retry_later(slot, cut_off_retry(slot.start_failures));
+    timeline_.node_event("replaced", slot.id.to_string(),
+                         "after " + status.to_string() + " before it joined (its host is cut off)");
     return;
   }
   auto v = slots_.died(slot, status);
@@ -187,15 +189,18 @@ runner::start_end runner::never_starts(node_slot& slot, const cluster::node_hand
   ++slot.start_failures;
   const auto r = failure_report(slot, h, status);
   const auto what = cluster::describe(r);
-  if (unreachable && !r.host.empty()) cut_off(r.host);
-  // Workers of other hosts reach the master: the host is cut off, not the job (a host's partition
-  // failed the whole elastic job, its replacements sent back there never joining).
-  if (unreachable && joined_elsewhere(r.host)) {
+  // A worker that could not start on another host (it could not reach the master, or the host
+  // command failed: ssh's 255 for a machine gone) while workers of other hosts have joined: the
+  // host is cut off, not the job (a host's loss failed the whole elastic job within seconds, its
+  // replacements sent back there). A PS shard keeps the rule below: the job cannot train without it.
+  if (!r.host.empty() && slot.role == cluster::node_role::worker && joined_elsewhere(r.host)) {
+    cut_off(r.host, "could not start a node (" + status.to_string() + ")");
     spdlog::warn(
         "{}; workers on other hosts reach the master and train on: it is launched again in {} s", what,
         std::chrono::duration_cast<std::chrono::seconds>(cut_off_retry(slot.start_failures)).count());
     return start_end::host_cut_off;
   }
+  if (!r.host.empty()) cut_off(r.host, "could not start " + h.id.name + " (" + status.to_string() + ")");
   if (slot.start_failures < max_start_failures) {
     spdlog::warn("{} (the job fails after {} in a row)", what, max_start_failures);
     return start_end::other;
@@ -219,14 +224,13 @@ cluster::start_failure_report runner::failure_report(const node_slot& slot, cons
   return r;
 }
 
-void runner::cut_off(const std::string& host) {
+void runner::cut_off(const std::string& host, const std::string& why) {
+  if (spec_.cluster.launcher != "local") return;  // Slurm places its nodes itself (node_spec::avoid)
   const auto now = clock_.now();
   auto& until = cut_off_[host];
   if (until <= now)
-    spdlog::warn(
-        "a node on host {} could not reach the master: the job's next nodes go to other hosts with a "
-        "free slot for the next {} s",
-        host, std::chrono::duration_cast<std::chrono::seconds>(cut_off_for).count());
+    spdlog::info("host {} {}: the job's next nodes go to other hosts where one has a free slot, for {} s",
+                 host, why, std::chrono::duration_cast<std::chrono::seconds>(cut_off_for).count());
   until = now + cut_off_for;
 }
 
@@ -252,6 +256,11 @@ void runner::fence_dead_nodes() {
   if (master == st.members.end()) return;
   for (auto* slot : slots_.declared_dead(st.members, master->id.incarnation)) {
     spdlog::warn("{} declared dead by the master: fencing it", slot->id.to_string());
+    // Its host may be cut off (a partition): its replacement goes to another host with room first
+    // (it went straight back to the freed slot there, and waited out a 30 s connect timeout).
+    if (slot->handle && launcher_)
+      if (const auto host = launcher_->host_of(*slot->handle); !host.empty() && joined_elsewhere(host))
+        cut_off(host, "lost " + slot->id.to_string() + " (declared dead by the master)");
     if (auto r = slots_.fence(*slot); !r) {
       spdlog::warn("fence {}: {}", slot->id.to_string(), r.err().to_string());
       continue;

@@ -35,6 +35,7 @@
 #include "troupe/job/data_model.hpp"
 #include "troupe/job/job_check.hpp"
 #include "troupe/job/job_file.hpp"
+#include "troupe/model/model_dir.hpp"
 #include "troupe/model/state.hpp"
 #include "troupe/storage/record_store.hpp"
 #include "troupe/storage/task_journal.hpp"
@@ -159,6 +160,9 @@ int runner::start_from_init(const nn::dataset_info& info) {
   const auto& from = spec_.nn.model.init;
   auto st = actors::load_init_state(spec_, info);
   if (!st) return setup_failed(st.err(), 2);
+  if (spec_.nn.data.source == "store")
+    if (auto e = model::check_init_encoding(from, spec_.nn.data.train_path); e && !e->empty())
+      spdlog::warn("{}", *e);
   auto meta = st->meta;
   meta.from = "init";
   meta.writer = from;

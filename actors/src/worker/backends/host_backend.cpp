@@ -10,6 +10,7 @@
 #include "troupe/actors/torchscript.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/job/data.hpp"
+#include "troupe/model/model_dir.hpp"
 #include "troupe/model/state.hpp"
 #include "troupe/nn/errc.hpp"
 #include "troupe/storage/record_store.hpp"
@@ -160,6 +161,10 @@ expected<model::loaded_state> load_init_state(const job::job_spec& spec, const n
   if (!st) return std::move(st).err().wrap("model.init");  // its errors name the path
   if (auto c = check_init_state(spec, info, st->state); !c)
     return std::move(c).err().wrap("model.init " + from + ": the state does not fit this job's model");
+  // Another class behind an id, other columns: the weights would read the rows otherwise (a
+  // difference of scaling is the runner's warning).
+  if (spec.nn.data.source == "store")
+    if (auto e = model::check_init_encoding(from, spec.nn.data.train_path); !e) return e.err();
   return st;
 }
 

@@ -80,6 +80,16 @@ struct csv_import_result {
 
 expected<csv_import_result> import_csv(const csv_import_options& o);
 
+// `troupe data import csv --like MODEL_DIR`: the file's rows encoded as `like` says a model's
+// training rows were (model.json's columns: the same label, dense and sparse columns, class ids by
+// the same names, hash, standardization and missing values; nothing learnt from this file), so that
+// a model warm-started from it ([model] init) or evaluated on the store reads them as it was
+// trained to (a day's import standardized anew and numbered its classes anew). `num_classes`: the
+// model's. Of `o`, the file, out, delimiter, test split and skip_malformed are used. Errors name the
+// line: a label that is none of the model's classes, a missing label, a value the encoding refuses.
+expected<csv_import_result> import_csv_like(const csv_import_options& o, const storage::row_format& like,
+                                            std::uint32_t num_classes);
+
 // "zero" | "mean" | "skip-row" | "error"; nullopt for anything else.
 std::optional<missing_policy> parse_missing_policy(const std::string& text);
 

@@ -95,4 +95,13 @@ std::string to_string(output_kind k);
 // and class names; an error when model.json has no `columns` (its data did not come from a CSV).
 expected<storage::row_format> row_format_of(const model_info& m);
 
+// [model] init `init` (a model directory, or a job directory holding model/) against the record
+// store `train_store` the job trains on, where both say how their rows were encoded (model.json's
+// columns, the store's manifest: both imported from CSV). Errors (invalid_argument) where the
+// warm-started model would read the rows otherwise in a way training does not undo: another class
+// behind an id (a day's import numbered its classes anew), other columns, another hash. A
+// difference training adapts to (standardization, missing values) is returned as a warning
+// ("" when none). Nothing to compare (a state directory, a store not from CSV): "".
+expected<std::string> check_init_encoding(const std::string& init, const std::string& train_store);
+
 }  // namespace troupe::model

@@ -43,4 +43,18 @@ struct row_format {
   bool operator==(const row_format&) const = default;
 };
 
+// What to compare of two encodings (encoding_difference).
+struct encoding_parts {
+  bool classes = true;  // class names (not for predicting, which reads no labels)
+  bool scaling = true;  // standardization, missing-value rule and fills (a warm start adapts to them)
+};
+
+// The first way rows encoded as `b` says would read otherwise to a model trained on rows encoded
+// as `a` says, "" when none: another class behind an id, other dense or sparse columns (or order),
+// another hash or bucket count, another standardization (a relative difference over 1e-6),
+// missing-value rule or fill. `a_name` and `b_name` name them: "class 1 is 'cat' in the model's
+// data (m/model.json), 'cow' in --data s".
+std::string encoding_difference(const row_format& a, const row_format& b, const std::string& a_name,
+                                const std::string& b_name, encoding_parts parts = {});
+
 }  // namespace troupe::storage
