@@ -41,6 +41,12 @@ void print_summary(const nlohmann::json& j) {
               static_cast<unsigned long long>(j["membership_epoch"].get<std::uint64_t>()), state.c_str());
   if (j.contains("reason")) std::printf("reason: %s\n", j["reason"].get<std::string>().c_str());
   if (j.contains("fault")) std::printf("PAUSED: %s\n", j["fault"].get<std::string>().c_str());
+  if (j.contains("nodes_error"))
+    std::printf("nodes.json cannot be read (no node is listed): %s\n",
+                j["nodes_error"].get<std::string>().c_str());
+  if (j.contains("journal_error"))
+    std::printf("the task journal cannot be read (the counts below are not the job's): %s\n",
+                j["journal_error"].get<std::string>().c_str());
   std::printf("tasks: %llu todo, %llu doing, %llu done, %llu failed, %llu requeued",
               t["todo"].get<unsigned long long>(), t["doing"].get<unsigned long long>(),
               t["done"].get<unsigned long long>(), t["failed"].get<unsigned long long>(),

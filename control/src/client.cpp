@@ -239,22 +239,34 @@ expected<std::string> ended_job_status(const cluster::job_dir& dir, bool with_ti
   wire::job_status st;
   st.job_id = dir.job_id();
   st.finished = true;
+  // A journal that cannot be read is said (its counts read as an empty job's: 0 todo, 0 done).
+  std::string journal_error;
+  std::error_code ec;
   if (auto j = storage::task_journal::open(dir.journal_dir())) {
     if (auto c = j->counts()) {
       st.tasks.todo = c->todo;
       st.tasks.doing = c->doing;
       st.tasks.done = c->done;
       st.tasks.failed = c->failed;
+    } else {
+      journal_error = c.err().to_string();
     }
     st.tasks.data_epochs = j->options().epochs;
     st.tasks.data_epoch = data_epoch_reached(*j);
+  } else if (std::filesystem::exists(dir.journal_dir() + "/data.mdb", ec)) {
+    journal_error = j.err().to_string();
   }
   auto members = nlohmann::json::array();
+  std::string nodes_error;
   if (auto nodes = dir.read_nodes()) {
     st.epoch = nodes->epoch;
     members = members_json(*nodes, true);
+  } else if (std::filesystem::exists(dir.nodes_path(), ec)) {
+    nodes_error = nodes.err().to_string();  // no member listed: said why
   }
   auto j = wire::to_json(st);
+  if (!journal_error.empty()) j["journal_error"] = journal_error;
+  if (!nodes_error.empty()) j["nodes_error"] = nodes_error;
   j["members"] = std::move(members);
   add_ending(j, dir, read_result(dir));
   if (with_timeline) add_recent_events(j, dir.path());  // what the timeline says happened last

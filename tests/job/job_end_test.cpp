@@ -191,6 +191,48 @@ TEST(job_end, a_resume_whose_model_no_longer_fits_its_checkpoints_is_refused_nam
   EXPECT_NE(reason.find("does not fit this job's model"), std::string::npos) << reason;
 }
 
+// A stopped job whose task journal or checkpoint was damaged since (a disk fault, a truncated
+// copy): troupe status says the journal cannot be read (it showed 0 todo, 0 done), and --resume
+// fails at once naming the file (its master, or the shard, died 11 times over it: ~40 s).
+TEST(job_end, a_resume_of_a_job_whose_journal_or_checkpoint_is_damaged_fails_at_once_naming_it) {
+  auto r = start_job("damaged", ctr_job(2, 200000, 2, 100));
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return done_tasks(j) >= 3; }, std::chrono::seconds(120)));
+  std::string out;
+  ASSERT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(60)), 3) << read_file(r.err_file);
+  const auto journal = r.job_dir + "/journal/data.mdb";
+  fs::copy_file(journal, journal + ".kept");
+  fs::resize_file(journal, 8192);
+  ASSERT_EQ(troupe("status --job-dir " + r.job_dir, &out), 0) << out;
+  EXPECT_NE(out.find("the task journal cannot be read (the counts below are not the job's)"),
+            std::string::npos)
+      << out;
+  resume_job(r);
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(30)), 1) << read_file(r.err_file);
+  EXPECT_NE(read_file(r.err_file).find(": the task journal cannot be read: "), std::string::npos)
+      << read_file(r.err_file);
+  fs::rename(journal + ".kept", journal);
+  // The shards' latest checkpoint cut short.
+  int cut = 0;
+  for (const auto& shard : fs::directory_iterator(r.job_dir + "/checkpoints"))
+    for (const auto& f : fs::directory_iterator(shard.path()))
+      if (f.path().extension() == ".ckpt") {
+        fs::resize_file(f.path(), fs::file_size(f.path()) / 2);
+        ++cut;
+      }
+  ASSERT_GT(cut, 0) << "no checkpoint written";
+  resume_job(r);
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(30)), 1) << read_file(r.err_file);
+  EXPECT_NE(read_file(r.err_file).find(": the job's state cannot be read: "), std::string::npos)
+      << read_file(r.err_file);
+  EXPECT_LT(result(r).value("wall_seconds", 1e9), 20.0) << "at once, not after 11 deaths";
+  // nodes.json garbled: status says so (it listed no node and said nothing).
+  std::ofstream(r.job_dir + "/nodes.json") << "garbage";
+  ASSERT_EQ(troupe("status --job-dir " + r.job_dir, &out), 0) << out;
+  EXPECT_NE(out.find("nodes.json cannot be read (no node is listed): "), std::string::npos) << out;
+}
+
 // The same for a ring job: its replicas' checkpoint no longer fits, and the resume is refused naming
 // it (the replicas started from initial weights, the DONE tasks not trained again: "ok" on a model
 // that had lost them).

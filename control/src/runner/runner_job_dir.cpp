@@ -81,7 +81,15 @@ int runner::lock_job_dir() {
 // What a runner that died (SIGKILL, OOM, power) left of this job: nodes that outlived it and its
 // instance's shared memory (rings, liveness beacons).
 void runner::clean_dead_runner(const cluster::job_dir& dir) {
-  if (auto old = dir.read_nodes()) {
+  auto old = dir.read_nodes();
+  std::error_code ec;
+  // Damaged (it went on silently: the dead runner's nodes unchecked, worker names from worker-0).
+  if (!old && std::filesystem::exists(dir.nodes_path(), ec))
+    spdlog::warn(
+        "{}: cannot be read ({}): the dead runner's nodes cannot be checked (stop any that run: their pids "
+        "are in its logs/runner.log) and the workers' names start again from worker-0",
+        dir.nodes_path(), old.err().to_string());
+  if (old) {
     for (const auto& n : old->nodes) kill_orphan(n, clock_);
     slots_.resume_after(*old);  // new ids: incarnations and worker indices after the dead runner's
     // A job scaled while it ran (troupe scale) resumes at that size, not at its job file's, unless

@@ -144,7 +144,16 @@ int runner::check_model() {
 int runner::check_resumed_state(const nn::dataset_info& info) {
   auto st = model::job_state(
       model::places_of(dir_->path(), spec_.ps.checkpoint_dir, spec_.uses_ps() ? spec_.ps.shards : 0));
-  if (!st) return 0;  // nothing written yet: nothing to fit
+  if (!st && st.err() == storage::storage_errc::not_found) return 0;  // nothing written yet: nothing to fit
+  // A checkpoint that cannot be read (a checksum, a truncated file): its shard or worker died 11
+  // times over it (40 s) before the job failed.
+  if (!st)
+    return setup_failed(
+        error(st.err().code(), "--resume " + dir_->path() +
+                                   ": the job's state cannot be read: " + st.err().to_string() +
+                                   " (restore the checkpoint, or run a new job from an earlier "
+                                   "export with [model] init)"),
+        1);
   if (auto c = actors::check_init_state(spec_, info, st->state, false); !c) {
     return refuse(
         "--resume " + dir_->path() + ": the job's state in " + st->dir +
@@ -266,8 +275,17 @@ int runner::prepare_data() {
 // deaths, naming a supervisor's giving up); said here, before any node starts.
 int runner::check_journal_matches() {
   if (opt_.resume.empty()) return 0;
+  std::error_code ec;
+  if (!std::filesystem::exists(dir_->journal_dir() + "/data.mdb", ec)) return 0;  // the master never made it
+  // Damaged (a disk fault, a truncated file): said now, not after its master died 11 times.
   auto journal = storage::task_journal::open(dir_->journal_dir());
-  if (!journal) return 0;  // none yet (the master never made it), or unreadable: the master says
+  auto counts = journal ? journal->counts() : expected<storage::task_counts>(journal.err());
+  if (!counts)
+    return setup_failed(
+        error(counts.err().code(), "--resume " + dir_->path() +
+                                       ": the task journal cannot be read: " + counts.err().to_string() +
+                                       " (the job's progress is in it: restore it, or run a new job)"),
+        1);
   auto store = storage::record_store::open(data_.train_dir);
   if (!store) return 0;  // the master names it
   const auto why = job::journal_mismatch(journal->options(),
