@@ -49,6 +49,10 @@ TEST(config_check, refuses_what_run_refuses) {
       {"dir-as-file", "[data]\nsource = 'criteo'\ntrain = '/tmp'\n", "data.train"},
       {"missing-store", "[data]\nsource = 'store'\ntrain = '/nonexistent/a'\ntest = '/nonexistent/b'\n",
        "data.train"},
+      // Each width allowed alone, the whole beyond any memory (it threw "config: std::bad_alloc").
+      {"hidden-beyond-memory",
+       std::string("[model]\ntype = 'mlp'\nhidden = [16777216, 16777216]\n") + ctr_data,
+       "key 'model.hidden': the model would hold"},
   };
   for (const auto& c : cases) expect_refused_by_both(c);
 }

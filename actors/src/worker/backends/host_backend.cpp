@@ -1,5 +1,8 @@
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 
 #include <spdlog/spdlog.h>
@@ -105,7 +108,35 @@ std::string preload_host_backend(const job::job_spec& spec, const std::string& t
   return fmt::format("the TorchScript plugin and {} loaded in {} ms", o.path, ms());
 }
 
+namespace {
+// A model whose dense layers cannot fit in this machine's memory (hidden = [16777216, 16777216]:
+// each width allowed alone): refused naming the key, before anything is built (building it in
+// `config check` threw std::bad_alloc, "config: std::bad_alloc", or took every byte there was).
+// Each parameter costs ~16 bytes: itself, its gradient, Adam's two moments.
+expected<void> check_fits_memory(const job::job_spec& spec, const nn::dataset_info& info) {
+  const auto& m = spec.nn.model;
+  if (m.hidden.empty() || (m.type != "mlp" && m.type != "wide_deep" && m.type != "deepfm")) return {};
+  double width = static_cast<double>(info.dense_dim + info.sparse_fields * m.embedding_dim), params = 0;
+  for (auto h : m.hidden) {
+    params += width * static_cast<double>(h);
+    width = static_cast<double>(h);
+  }
+  params += width * static_cast<double>(std::max<std::size_t>(info.num_classes, 1));
+  const double memory =
+      static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  if (memory <= 0 || params * 16 <= memory) return {};
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "%.3g parameters in its dense layers, ~%.0f GiB with their gradients and Adam's moments; "
+                "this machine has %.0f GiB",
+                params, params * 16 / (1u << 30), memory / (1u << 30));
+  return make_unexpected(core_errc::out_of_range,
+                         "key 'model.hidden': the model would hold " + std::string(text));
+}
+}  // namespace
+
 expected<bool> check_model(const job::job_spec& spec, const nn::dataset_info& info) {
+  if (auto fits = check_fits_memory(spec, info); !fits) return fits.err();
   if (spec.nn.model.type == "torchscript") {
     auto o = torchscript_options_of(spec, info);
     // A batch of the evaluation's size too: a module that fails only there fails now, not at the end.
