@@ -63,8 +63,11 @@ expected<std::string> find_job_dir(const std::string& job_dir, const std::string
   // The job a runner runs that it started last, else the last started of all. By when nodes.json
   // changed (a worker restarted, a scale, a job's end) `troupe stop` stopped another job than the
   // newest. `train --local` leaves a job directory of its model too, with no runner: passed over.
+  // Of jobs that ended, one that trained before a `troupe predict`/`evaluate` run after it (status
+  // showed the evaluation's job, and stop said it was not running).
   struct candidate {
     bool running;
+    bool trains;
     std::filesystem::file_time_type started;
     std::string path;
   };
@@ -75,8 +78,13 @@ expected<std::string> find_job_dir(const std::string& job_dir, const std::string
     if (!dir ||
         (!std::filesystem::exists(dir->lock_path(), ec) && !std::filesystem::exists(dir->nodes_path(), ec)))
       continue;
-    candidate c{dir->runner_pid().has_value(), started_at(*dir), root + "/" + id};
-    if (!best || std::tie(c.running, c.started) > std::tie(best->running, best->started)) best = std::move(c);
+    const auto toml = dir->read_job_toml();
+    const bool predicts = toml && (toml->find("strategy = 'predict'") != std::string::npos ||
+                                   toml->find("strategy = \"predict\"") != std::string::npos);
+    candidate c{dir->runner_pid().has_value(), !predicts, started_at(*dir), root + "/" + id};
+    if (!best ||
+        std::tie(c.running, c.trains, c.started) > std::tie(best->running, best->trains, best->started))
+      best = std::move(c);
   }
   return best ? best->path : root + "/" + ids->front();
 }

@@ -97,6 +97,15 @@ TEST(client_timeline, without_a_job_dir_the_newest_runner_job_is_taken) {
   auto found = find_job_dir("", root);
   ASSERT_TRUE(found) << found.err().to_string();
   EXPECT_EQ(*found, root + "/ran");
+  // A `troupe evaluate` after it, ended too: the job that trained is still the one meant (status
+  // showed the evaluation's job, and stop said it was not running).
+  ::usleep(20000);
+  auto scored = cluster::job_dir::create(root, "evaluate-1", "[job]\nstrategy = 'predict'\n");
+  ASSERT_TRUE(scored) << scored.err().to_string();
+  std::ofstream(scored->lock_path()) << "";
+  found = find_job_dir("", root);
+  ASSERT_TRUE(found) << found.err().to_string();
+  EXPECT_EQ(*found, root + "/ran");
   fs::remove_all(root);
 }
 
