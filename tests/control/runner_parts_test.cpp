@@ -427,6 +427,13 @@ TEST_F(slots_fixture, a_grow_past_the_hosts_slots_keeps_the_workers_that_fit) {
   r = table.scale_to(6);
   EXPECT_TRUE(r.error.empty()) << r.error;
   EXPECT_EQ(table.target(), 3u);
+  // A host asked for by a scale that could not launch is not the next scale's (it carried over), and
+  // the names it could not use are the next ones' (worker-4 -> worker-7 ...).
+  table.scale_to(4, "h3");
+  launcher.slots = 4;
+  table.scale_to(4);
+  EXPECT_EQ(launcher.launched.back().id.name, "worker-3");
+  EXPECT_EQ(launcher.launched.back().host, "") << "an unmet --host carried over";
   launcher.slots = 0;
   launcher.refuse = true;  // another failure: still the job's error
   EXPECT_FALSE(table.scale_to(5).error.empty());

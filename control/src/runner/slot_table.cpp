@@ -194,6 +194,9 @@ scale_result slot_table::scale_to(std::uint32_t workers, const std::string& host
 // New workers get new indices, never a departed worker's name (the master would refuse its
 // incarnation 0 as stale, and a relaunch would count as a restart).
 void slot_table::grow(scale_result& r) {
+  // For this scale's workers only, whether they launch or not: a later scale (or refill) goes anywhere
+  // (an unmet --host carried over to the next scale without one).
+  const std::string host = std::exchange(grow_host_, {});
   while (running_workers() < workers_kept()) {
     std::size_t i = next_worker_index_++;
     auto name = cluster::node_name(cluster::node_role::worker, i);
@@ -205,13 +208,15 @@ void slot_table::grow(scale_result& r) {
     slot.id = {name, first_incarnation(name)};
     slot.index = i;
     slot.place = place;
-    slot.host = grow_host_;
+    slot.host = host;
     if (auto l = launch(slot); !l) {
       slots_.erase(name);
+      next_worker_index_ = i;     // its name was never used: the next worker takes it
       if (launcher_->outage()) {  // submitted again when the controller answers
         spdlog::warn("cannot launch {} while the cluster manager does not answer: {}", name,
                      l.err().to_string());
         r.deferred = l.err().to_string();
+        grow_host_ = host;  // the host asked for still holds once the controller answers
         return;
       }
       // Every slot of the hosts taken: the job goes on with the workers it has, as an elastic job
@@ -229,7 +234,6 @@ void slot_table::grow(scale_result& r) {
     }
     r.launched.push_back(name);
   }
-  grow_host_.clear();  // for this scale's workers only: a refill later goes anywhere
 }
 
 // The workers on `host` first (troupe scale --host: a shrink drains that host), then the highest
