@@ -247,8 +247,7 @@ expected<std::string> ended_job_status(const cluster::job_dir& dir, bool with_ti
   wire::job_status st;
   st.job_id = dir.job_id();
   st.finished = true;
-  // A journal that cannot be read is said (its counts read as an empty job's: 0 todo, 0 done).
-  std::string journal_error;
+  std::string journal_error;  // said: its counts read as an empty job's (0 todo, 0 done)
   std::error_code ec;
   if (auto j = storage::task_journal::open(dir.journal_dir())) {
     if (auto c = j->counts()) {

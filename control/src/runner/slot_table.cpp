@@ -211,29 +211,32 @@ void slot_table::grow(scale_result& r) {
     slot.host = host;
     if (auto l = launch(slot); !l) {
       slots_.erase(name);
-      next_worker_index_ = i;     // its name was never used: the next worker takes it
-      if (launcher_->outage()) {  // submitted again when the controller answers
-        spdlog::warn("cannot launch {} while the cluster manager does not answer: {}", name,
-                     l.err().to_string());
-        r.deferred = l.err().to_string();
-        grow_host_ = host;  // the host asked for still holds once the controller answers
-        return;
-      }
-      // Every slot of the hosts taken: the job goes on with the workers it has, as an elastic job
-      // does, when they are at least min_workers (it failed, at its start or on a `troupe scale` past
-      // the hosts' slots). The target follows, so that nothing retries the launch in a loop.
-      if (l.err() == cluster::cluster_errc::insufficient_resources &&
-          running_workers() >= std::max<std::uint32_t>(policy_.min_workers, 1)) {
-        target_ = running_workers();
-        spdlog::warn("cannot launch {}: {}: the job goes on with {} worker(s) (job.min_workers = {})", name,
-                     l.err().to_string(), target_, policy_.min_workers);
-        return;
-      }
-      r.error = "cannot launch " + name + ": " + l.err().to_string();
-      return;
+      next_worker_index_ = i;  // its name was never used: the next worker takes it
+      return launch_failed(name, l.err(), host, r);
     }
     r.launched.push_back(name);
   }
+}
+
+void slot_table::launch_failed(const std::string& name, const error& e, const std::string& host,
+                               scale_result& r) {
+  if (launcher_->outage()) {  // submitted again when the controller answers
+    spdlog::warn("cannot launch {} while the cluster manager does not answer: {}", name, e.to_string());
+    r.deferred = e.to_string();
+    grow_host_ = host;  // the host asked for still holds once the controller answers
+    return;
+  }
+  // Every slot of the hosts taken: the job goes on with the workers it has, as an elastic job
+  // does, when they are at least min_workers (it failed, at its start or on a `troupe scale` past
+  // the hosts' slots). The target follows, so that nothing retries the launch in a loop.
+  if (e == cluster::cluster_errc::insufficient_resources &&
+      running_workers() >= std::max<std::uint32_t>(policy_.min_workers, 1)) {
+    target_ = running_workers();
+    spdlog::warn("cannot launch {}: {}: the job goes on with {} worker(s) (job.min_workers = {})", name,
+                 e.to_string(), target_, policy_.min_workers);
+    return;
+  }
+  r.error = "cannot launch " + name + ": " + e.to_string();
 }
 
 // The workers on `host` first (troupe scale --host: a shrink drains that host), then the highest

@@ -191,6 +191,9 @@ class slot_table {
   std::size_t free_place() const;
   troupe::clock::duration backoff(std::size_t deaths) const;
   void grow(scale_result& r);
+  // A grow's launch of `name` (on `host`, "" for anywhere) refused with `e`: deferred through an
+  // outage, the target lowered where the hosts are full, else the scale's error.
+  void launch_failed(const std::string& name, const error& e, const std::string& host, scale_result& r);
   void shrink(scale_result& r, const std::string& host);
   void demote(scale_result& r);
 
