@@ -757,6 +757,15 @@ def admin(troupe, work, models):
     admin_while_starting_and_draining(troupe, models, root, cli)
 
 
+def written(root, name):
+    """The server.json of `name` under `root` ({} when it is not there or not whole JSON)."""
+    try:
+        with open(os.path.join(root, "serve", name, "server.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
 def admin_while_starting_and_draining(troupe, models, root, cli):
     """A server still loading its first model is stopped by `serve stop` (it was refused: "its pid is
     not in server.json yet"); `serve reload` says it is starting; one SIGKILLed while it starts is
@@ -783,7 +792,8 @@ def admin_while_starting_and_draining(troupe, models, root, cli):
         slow.proc.wait(timeout=10)
         killed = Server(troupe, os.path.join(models, "mlp"), root, "first", "--set", "serve.warmup=30000")
         servers.append(killed)
-        wait_for(lambda: state("first") == "starting", "the slow server to be starting again", 60)
+        # Its own server.json written (status says starting from its lock alone, before).
+        wait_for(lambda: written(root, "first").get("pid") == killed.proc.pid, "the server's own server.json", 60)
         killed.proc.kill()
         killed.proc.wait(timeout=10)
         if state("first") != "dead":

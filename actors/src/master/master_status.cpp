@@ -34,6 +34,17 @@ std::vector<std::string> eval_candidates(const master_state& st) {
   return !done.empty() || !st.ctx->spec().uses_ps() ? done : alive;
 }
 
+// Whether the model may keep buffers a worker updates itself (batch norm's running statistics): a
+// user's TorchScript module (which troupe cannot see into here), the cnn, a sequential model with a
+// batchnorm layer.
+bool may_hold_buffers(const job::job_spec& spec) {
+  const auto& m = spec.nn.model;
+  if (m.type == "torchscript" || m.type == "cnn") return true;
+  return m.type == "sequential" && std::any_of(m.layers.begin(), m.layers.end(), [](const std::string& l) {
+           return l.rfind("batchnorm", 0) == 0;
+         });
+}
+
 // Starts the evaluation round when every task is over, then sends what it says is due: its parts
 // to the candidates (a part whose worker left or timed out to another).
 void pump_eval(master_actor* self) {
@@ -43,8 +54,11 @@ void pump_eval(master_actor* self) {
   if (!st.outcome.eval) {
     const auto& spec = st.ctx->spec();
     st.outcome.eval.emplace(8, std::max<std::uint32_t>(1, spec.job.max_task_failures), eval_timeout);
-    // Replicas that may differ (local SGD's): one of them evaluates (and is the job's model).
-    st.outcome.eval->start(who, spec.traits().replicas_agree);
+    // Replicas that may differ (local SGD's): one of them evaluates (and is the job's model). So do
+    // async_ps workers whose model holds buffers (batch norm's running statistics live on each
+    // worker, not on the shards): spread over them, the job's figures were no one model's, and not
+    // those of the model exported from part 0's worker.
+    st.outcome.eval->start(who, spec.traits().replicas_agree && !(spec.uses_ps() && may_hold_buffers(spec)));
   }
   for (const auto& r : st.outcome.eval->due(who, st.ctx->clock().now())) {
     auto o = wire::job();
