@@ -12,12 +12,19 @@ bash scripts/build.sh release
 cd build/release
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+# A failed run ends with why each test failed (a CI service may show only a log's end).
+run_ctest() {
+  local rc=0
+  ctest --output-on-failure "$@" | tee -a "$log" || rc=$?
+  if ((rc != 0)); then python3 ../../scripts/failed_tests_tail.py .; fi
+  return "$rc"
+}
 if [[ $# -gt 0 ]]; then
-  ctest --output-on-failure -j 2 "$@" | tee "$log"
+  run_ctest -j 2 "$@"
 else
-  ctest --output-on-failure -j 2 -LE 'chaos|slow' | tee "$log"
+  run_ctest -j 2 -LE 'chaos|slow'
   # One short chaos scenario (a worker SIGKILLed under `troupe chaos`); the full suite: -L chaos.
-  ctest --output-on-failure -L chaos -R smoke | tee -a "$log"
+  run_ctest -L chaos -R smoke
 fi
 # ctest lists skipped tests as "  <n> - <name> (Skipped)" under "The following tests did not run".
 skipped=$(grep -E '^[[:space:]]*[0-9]+ - .* \(Skipped\)$' "$log" | sed -E 's/^[[:space:]]*[0-9]+ - (.*) \(Skipped\)$/\1/' || true)
