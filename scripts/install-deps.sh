@@ -23,7 +23,7 @@ case "${1:-}" in
 esac
 if [[ "${1:-}" != "--demo" ]]; then
   packages+=(git lmdb-utils prometheus clang-format python3-matplotlib python3-numpy libtorch-dev
-    python3-torch chromium python3-websocket wrk python3-requests python3-pandas python3-scipy)
+    python3-torch chromium python3-websocket wrk python3-requests python3-pandas python3-scipy python3-xxhash)
 fi
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(iperf3 redis-server redis-tools etcd-server etcd-client python3-fastapi python3-uvicorn gunicorn)

@@ -52,6 +52,26 @@ nlohmann::json metrics(const std::string& job_dir) {
   return m;
 }
 
+// How a raw example of the training store's source becomes the module's inputs: the manifest's
+// source always; the rule for the built-in datasets' raw files (a CSV store's is `columns`).
+nlohmann::json input_of(const storage::manifest& train) {
+  nlohmann::json in = {{"source", train.source}};
+  const std::string kind = train.source.substr(0, train.source.find(':'));
+  if (kind == "fashion-mnist") {
+    in["dense"] = "the image's bytes as its idx3 file stores them (row-major), each times dense_scale";
+    // The reader's float(1/255): a float32 byte times this float32 gives the store's value exactly.
+    in["dense_scale"] = static_cast<double>(1.0f / 255.0f);
+  } else if (kind == "criteo") {
+    in["dense"] =
+        "the 13 integer columns, each x -> log(1 + x) for x > 0 (in double, stored as float32), else x (an "
+        "empty column is 0)";
+    in["ids"] =
+        "the 26 categorical columns: column f's cell -> category_id(cell, f, buckets_per_field) "
+        "(docs/model_format.md, Sparse ids from raw values)";
+  }
+  return in;
+}
+
 }  // namespace
 
 std::string model_json(const model_json_input& in) {
@@ -70,6 +90,7 @@ std::string model_json(const model_json_input& in) {
   if (!s.image_shape.empty()) j["image_shape"] = s.image_shape;
   j["output"] = {
       {"kind", binary ? "binary" : "multiclass"}, {"classes", classes}, {"logits", binary ? 1 : classes}};
+  j["input"] = input_of(in.train);
   if (in.train.columns) {
     j["columns"] = columns(*in.train.columns);
     if (!in.train.columns->class_names.empty()) j["class_names"] = in.train.columns->class_names;

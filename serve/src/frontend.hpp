@@ -110,8 +110,9 @@ class frontend final : public replica_link {
     std::optional<clock::time_point> relaunch_at;
     clock::time_point launched{}, ready_at{};
     std::string last_exit;
-    std::string peer_host;   // the address its connection comes from (where Slurm placed it)
-    std::string fenced_for;  // the server fenced this incarnation: why (its exit says so)
+    std::string peer_host;           // the address its connection comes from (where Slurm placed it)
+    std::string fenced_for;          // the server fenced this incarnation: why (its exit says so)
+    std::vector<std::string> avoid;  // the launch's: hosts cut off when it began (begin_launch)
   };
   enum class gen_state { staging, active, draining };
   // A generation's copy of its model directory, and what its model.pt holds (XXH64).
@@ -163,6 +164,11 @@ class frontend final : public replica_link {
   void handle_exits();
   void handle_exit(const cluster::node_handle& h, const cluster::exit_status& st);  // mu_ held
   void schedule_relaunch(slot& s, const std::string& why);                          // mu_ held
+  // mu_ held: a replica the local launcher sent to another host ended before it reached the front
+  // end (not retired, not killed by someone): its host is cut off for cut_off_for (said once), the
+  // next launches go to other hosts with a free slot. True when that is what happened.
+  bool note_cut_off(const slot& s, const cluster::node_handle& h, const cluster::exit_status& st);
+  static constexpr std::chrono::minutes cut_off_for{2};
   void on_ready(const message& m);
   void on_failed(const message& m);
   // frontend_swaps.cpp (advance_swaps' steps run with mu_ held)
@@ -271,6 +277,7 @@ class frontend final : public replica_link {
   std::uint32_t next_gen_ = 1;
   std::deque<reload_request> reloads_;
   std::deque<std::pair<cluster::node_handle, cluster::exit_status>> exits_;
+  std::map<std::string, clock::time_point> cut_off_;  // host -> until when launches avoid it
   // Replicas whose heartbeats stopped (SIGSTOP, a hung host), with the transport's words: fenced.
   std::vector<std::pair<replica_ref, std::string>> silent_;
   std::string last_swap_error_;

@@ -101,6 +101,7 @@ expected<void> frontend::launch(slot& s, const std::string& version) {
   // Slurm sizes each replica's job by it; the local launcher needs no reservation (a swap runs two
   // generations at once for a moment).
   if (settings_.cluster.launcher == "slurm") spec.need.cpus = cfg_.threads;
+  spec.avoid = s.avoid;
   auto h = launcher_->launch(spec);
   if (!h) return h.err();
   s.handle = *h;
@@ -118,6 +119,9 @@ std::optional<std::string> frontend::begin_launch(const std::string& node, slot&
   s->ready = false;
   s->peer_host.clear();
   core_->add_replica(s->node, s->incarnation, s->generation, s->index);
+  s->avoid.clear();
+  for (const auto& [host, until] : cut_off_)
+    if (until > s->launched) s->avoid.push_back(host);
   copy = *s;
   return g->info.version();
 }
@@ -128,8 +132,10 @@ void frontend::end_launch(const std::string& node, const slot& copy, const expec
   if (!s) return;
   if (launched) {
     s->handle = copy.handle;
-    spdlog::info("serve: {} launched ({} {})", node_id{s->node, s->incarnation}.to_string(),
-                 settings_.cluster.launcher == "slurm" ? "Slurm job" : "pid", copy.handle->pid);
+    const std::string host = launcher_->host_of(*copy.handle);
+    spdlog::info("serve: {} launched ({} {}{})", node_id{s->node, s->incarnation}.to_string(),
+                 settings_.cluster.launcher == "slurm" ? "Slurm job" : "pid", copy.handle->pid,
+                 host.empty() ? "" : " on host " + host);
     return;
   }
   spdlog::error("serve: cannot launch {}: {}", node, launched.err().to_string());
@@ -190,7 +196,8 @@ void frontend::handle_exit(const cluster::node_handle& h, const cluster::exit_st
   // Who ended it, and its own last word labelled as such: "killed by SIGKILL: <its ready line>" read
   // as if the ready line were the cause.
   std::string why = h.id.to_string() + " " + st.to_string();
-  if (!s->fenced_for.empty()) why += " (fenced by the server: " + std::exchange(s->fenced_for, {}) + ")";
+  const bool fenced = !s->fenced_for.empty();
+  if (fenced) why += " (fenced by the server: " + std::exchange(s->fenced_for, {}) + ")";
   if (!st.success() && !s->retired) {
     if (auto error = cluster::last_logged_error(st); !error.empty())
       why += "; its last error: " + in_their_words(error, s->generation);
@@ -202,13 +209,15 @@ void frontend::handle_exit(const cluster::node_handle& h, const cluster::exit_st
     slots_.erase(h.id.name);
     return;
   }
+  const bool cut = !fenced && note_cut_off(*s, h, st);
   if (g->state == gen_state::staging) {
     // Killed while it loads (the OOM killer, an operator), it is launched again within the
     // generation's load deadline, twice at most: one such death refused the whole swap, and under
-    // --watch that model for good. A model that cannot load says so itself (on_failed).
+    // --watch that model for good. So is one whose host could not reach the front end (the server
+    // failed to start): it goes to another host. A model that cannot load says so itself (on_failed).
     const bool killed = st.signal == SIGKILL || st.signal == SIGTERM || st.signal == SIGINT;  // not a crash
-    if (killed && g->failure.empty() && s->failures < 2 && !stopping_) {
-      schedule_relaunch(*s, why + " while it loaded the new model");
+    if ((killed || cut) && g->failure.empty() && s->failures < 2 && !stopping_) {
+      schedule_relaunch(*s, why + (cut ? "; its host is cut off" : " while it loaded the new model"));
       return;
     }
     spdlog::warn("serve: {} before the new model was ready", why);
@@ -217,6 +226,23 @@ void frontend::handle_exit(const cluster::node_handle& h, const cluster::exit_st
     return;
   }
   if (!stopping_) schedule_relaunch(*s, why);
+}
+
+bool frontend::note_cut_off(const slot& s, const cluster::node_handle& h, const cluster::exit_status& st) {
+  if (settings_.cluster.launcher != "local" || s.retired || !s.peer_host.empty()) return false;
+  if (st.signal == SIGKILL || st.signal == SIGTERM || st.signal == SIGINT) return false;  // someone ended it
+  const std::string host = st.trace.host.empty() ? launcher_->host_of(h) : st.trace.host;
+  if (host.empty()) return false;  // this machine: not a host to avoid
+  const auto now = clock_.now();
+  auto& until = cut_off_[host];
+  if (until <= now)
+    spdlog::info(
+        "serve: host {}: {} ended before it reached the front end ({}): the next replicas go to other hosts "
+        "where one has a free slot, for {} s",
+        host, h.id.to_string(), st.to_string(),
+        std::chrono::duration_cast<std::chrono::seconds>(cut_off_for).count());
+  until = now + cut_off_for;
+  return true;
 }
 
 void frontend::schedule_relaunch(slot& s, const std::string& why) {

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <thread>
 
+#include "troupe/cluster/start_failure.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/model/model_dir.hpp"
 #include "troupe/model/predictor.hpp"
@@ -282,7 +283,7 @@ int replica::run() {
   if (auto r = pin(); !r) spdlog::warn("{}: not pinned: {}", o_.name, r.err().to_string());
   if (auto r = connect(); !r) {
     spdlog::error("{}: cannot reach the front end at {}: {}", o_.name, o_.connect, r.err().to_string());
-    return 1;
+    return cluster::exit_join_failed;  // as a node that cannot join: its host may be cut off
   }
   if (auto r = load(); !r) {
     say_failed(r.err().context());

@@ -54,8 +54,12 @@ std::string test_records(const std::string& cache, const std::string& out) {
   return out;
 }
 
-// Runs the job to its end and checks its model in plain PyTorch against its own evaluation.
-void expect_exported_model(const std::string& name, const std::string& toml, int epochs) {
+// Runs the job to its end and checks its model in plain PyTorch against its own evaluation. A job on
+// the user's own stores names its test store (`test_store`) and, for a Criteo store, the TSV file it
+// was imported from (`criteo_tsv`: plain Python turns its lines into the test records by model.json's
+// `input` rules).
+void expect_exported_model(const std::string& name, const std::string& toml, int epochs,
+                           const std::string& test_store = "", const std::string& criteo_tsv = "") {
   const std::string cache = test_root(name + "-cache");
   auto r = start_job(name, toml, {.root = "", .dataset_cache = cache, .job_id = ""});
   ASSERT_EQ(wait_job(r, std::chrono::seconds(400)), 0) << read_file(r.err_file);
@@ -74,11 +78,36 @@ void expect_exported_model(const std::string& name, const std::string& toml, int
     EXPECT_GT(meta["job"].value("step", 0), 0) << meta.dump();
   }
   EXPECT_EQ(meta["job"].value("data_epoch", -1), epochs - 1) << meta.dump();
+  // model.json says how a raw example becomes the module's input: the training store's source, and
+  // for Fashion-MNIST the scale that plain Python applies to the idx file's bytes to get the test
+  // records bit for bit.
+  const std::string source = meta["input"].value("source", "");
+  EXPECT_FALSE(source.empty()) << meta.dump();
+  std::string raw;
+  if (source.rfind("fashion-mnist:", 0) == 0) {
+    EXPECT_EQ(meta["input"].value("dense_scale", 0.0), static_cast<double>(1.0f / 255.0f)) << meta.dump();
+    // nn::fashion_mnist_default_dir, where the job read it (Debian's dataset-fashion-mnist).
+    std::string idx = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte";
+    if (!fs::exists(idx)) idx += ".gz";
+    raw = " --idx-images " + idx;
+  } else if (!criteo_tsv.empty()) {
+    EXPECT_EQ(source.rfind("criteo:", 0), 0u) << meta.dump();  // the training store's file
+    EXPECT_TRUE(meta["input"].contains("ids")) << meta.dump();
+    raw = " --criteo-tsv " + criteo_tsv;
+  }
+  const std::string records =
+      test_store.empty()
+          ? test_records(cache, r.dir + "/test")
+          : (run(std::string(TROUPE_EXPORT_RECORDS) + " " + test_store + " " + r.dir + "/test"),
+             r.dir + "/test");
   int code = 0;
   auto out = run("/usr/bin/python3 " TROUPE_TEST_SOURCE_DIR "/check_model.py " + r.job_dir + "/model " +
-                     test_records(cache, r.dir + "/test") + " " + r.job_dir + "/result.json",
+                     records + " " + r.job_dir + "/result.json" + raw,
                  &code);
   EXPECT_EQ(code, 0) << out;
+  if (!raw.empty()) {
+    EXPECT_NE(out.find("\"raw_rows_match\": true"), std::string::npos) << out;
+  }
   std::printf("%s: %s", name.c_str(), out.c_str());
 }
 
@@ -101,6 +130,62 @@ TEST(model_export, built_in_models_of_every_strategy_match_pytorch) {
   // no one model's: loss 0.3515 against the exported model's 0.3522).
   expect_exported_model("cnn-async-ps",
                         ring_job("async_ps", "[model]\ntype = \"cnn\"\nfilters = [4, 8]\n", 1000), 1);
+}
+
+// A Criteo TSV as the dataset has it: a 0/1 label, 13 integer columns (some empty, negative or large)
+// and 26 categorical ones (hex strings, some empty), `rows` lines from `seed`.
+void write_criteo_tsv(const std::string& path, int rows, unsigned seed) {
+  std::ofstream out(path);
+  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  auto next = [&x] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  for (int r = 0; r < rows; ++r) {
+    const std::uint64_t signal = next() % 8;
+    out << (next() % 8 < 2 + (signal < 3 ? 4 : 0) ? 1 : 0);
+    for (int i = 0; i < 13; ++i) {
+      const std::uint64_t v = next();
+      out << '\t';
+      if (v % 7 == 0) continue;  // missing
+      out << (v % 11 == 0 ? -static_cast<long long>(v % 3)
+                          : static_cast<long long>(v % (i == 0 ? 100000 : 40)));
+    }
+    for (int f = 0; f < 26; ++f) {
+      const std::uint64_t v = next();
+      out << '\t';
+      if (v % 9 == 0) continue;  // missing
+      char hex[9];
+      std::snprintf(hex, sizeof hex, "%08llx", static_cast<unsigned long long>(f == 0 ? signal : v % 30));
+      out << hex;
+    }
+    out << '\n';
+  }
+}
+
+// A model of a store imported from Criteo's TSV: model.json's `input` names the file and the rules
+// (log1p of the integers, the categoricals' hash) by which plain Python turns the test file's raw
+// lines into the test records, bit for bit.
+TEST(model_export, a_criteo_models_input_turns_raw_lines_into_its_records) {
+  const std::string dir = test_root("criteo-raw");
+  for (auto [name, rows, seed] : {std::tuple{"train", 3000, 1u}, std::tuple{"test", 600, 2u}}) {
+    write_criteo_tsv(dir + "/" + name + ".tsv", rows, seed);
+    std::string out;
+    ASSERT_EQ(troupe("data import criteo " + dir + "/" + name + ".tsv --out " + dir + "/" + name +
+                         "-store --buckets 1000 2>&1",
+                     &out),
+              0)
+        << out;
+  }
+  expect_exported_model(
+      "deepfm-criteo",
+      "strategy = \"async_ps\"\nworkers = 2\nrecords_per_task = 500\n[ps]\nshards = 1\n[model]\ntype = "
+      "\"deepfm\"\nembedding_dim = 4\nhidden = [16]\n[train]\nepochs = 1\nbatch_size = 64\n"
+      "optimizer = \"adam\"\nlearning_rate = 0.01\n[data]\nsource = \"store\"\ntrain = \"" +
+          dir + "/train-store\"\ntest = \"" + dir + "/test-store\"\n",
+      1, dir + "/test-store", dir + "/test.tsv");
 }
 
 // troupe train --local ends with a model too (a job directory of its own under [job] root).

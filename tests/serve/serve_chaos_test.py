@@ -14,12 +14,16 @@ kill_and_swap  2 replicas of the mlp at RATE requests/s (default 100) for ~14 s,
 stop_a_replica a SIGSTOPped replica is fenced and replaced; a request waits for it.
 hup_and_watch  SIGHUP re-reads the served directory after a job replaced it (rename into place);
                `--watch DIR` moves to a newer job's model/ on its own, refuses an incompatible one.
+cut_host       a host whose replicas cannot reach the front end is cut off; its replica goes to
+               another host.
 """
 import json
 import os
 import random
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -298,6 +302,52 @@ def kill_while_loading(troupe, work, models):
         if "while it loaded the new model; relaunching it as #1" not in srv.output():
             fail("the replica killed while it loaded was not launched again (or not said so)")
         log(f"the swap went through: {said['out'].strip()}")
+    finally:
+        srv.stop()
+
+
+def local_address():
+    """An address of this machine off loopback (a UDP socket's own once "connected": nothing is sent),
+    for [cluster] advertise: the replicas of [cluster] hosts dial the front end there."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("198.51.100.1", 9))
+        return s.getsockname()[0]
+
+
+def cut_host(troupe, work, models):
+    """A host whose replicas cannot reach the front end (a partition: here host `cut`, whose command
+    sends the replica's --connect to a closed port) is cut off: its replica ends before it reaches the
+    front end (exit 69, as a job's node that cannot join), is launched again on another host with a
+    free slot, and the server starts (it failed to start, its first replica's death refusing the
+    model, before 2026-12-02)."""
+    root = os.path.join(work, "jobs")
+    ref = load_ref(models, "mlp")
+    wrap = os.path.join(work, "host.sh")
+    with open(wrap, "w") as f:
+        f.write('#!/bin/sh\n# host.sh HOST COMMAND...: runs COMMAND here; on host "cut" its --connect leads nowhere.\n'
+                'host=$1; shift\nif [ "$host" = cut ]; then\n'
+                '  n=$#; i=0; prev=\n  for a in "$@"; do\n    i=$((i + 1))\n'
+                '    if [ "$prev" = --connect ]; then a=127.0.0.1:1; fi\n'
+                '    prev=$a; set -- "$@" "$a"\n  done\n  shift "$n"\nfi\nexec "$@"\n')
+    os.chmod(wrap, 0o755)
+    config = os.path.join(work, "cut.toml")
+    with open(config, "w") as f:
+        f.write(f'[serve]\nreplicas = 2\n[cluster]\nhosts = ["cut:1", "h2:2"]\nhost_command = "{wrap} {{host}}"\n'
+                f'advertise = "{local_address()}"\n')
+    srv = Server(troupe, os.path.join(models, "mlp"), root, "cut", "--config", config)
+    try:
+        srv.wait_ready(90)
+        wait_for(lambda: sorted((r["host"], r["state"]) for r in srv.state()["replicas"]) ==
+                 [("h2", "ready"), ("h2", "ready")], "both replicas ready on h2", 60)
+        out = srv.output()
+        if "serve: host cut: replica-1-0#0 ended before it reached the front end" not in out:
+            fail(f"the cut host was not said: {out[-1500:]}")
+        if not re.search(r"replica-1-0#1 launched \(pid \d+ on host h2\)", out):
+            fail(f"the cut host's replica was not launched again on h2: {out[-1500:]}")
+        answer = requests.post(srv.infer_url(), json=infer_body(ref, [0, 1]), timeout=30)
+        if answer.status_code != 200 or (problems := check_answer(answer.json(), ref, [0, 1])):
+            fail(f"the answer after the cut: {answer.status_code} {answer.text[:300]}")
+        log("a replica on a cut-off host relaunched on h2; both ready there; answers right")
     finally:
         srv.stop()
 

@@ -100,8 +100,11 @@ void runner::launched(node_slot& slot) {
   if (const auto* m = slots_.find("master"); m && m != &slot && master_up(*m))
     slot.master_up_at_launch = m->id.incarnation;
   // Slurm's handle is its job id ("pid" read as a process of this machine).
-  const std::string what =
-      (spec_.cluster.launcher == "slurm" ? "Slurm job " : "pid ") + std::to_string(h.pid);
+  // Where it runs, when the launcher chose a host ([cluster] hosts): a cut-off host's nodes are told
+  // apart in the log.
+  const std::string host = launcher_ ? launcher_->host_of(h) : h.host;
+  const std::string what = (spec_.cluster.launcher == "slurm" ? "Slurm job " : "pid ") +
+                           std::to_string(h.pid) + (host.empty() ? "" : " on host " + host);
   if (slot.role == cluster::node_role::worker)
     spdlog::info("launched {} ({}, slot {})", slot.id.to_string(), what, slot.place);
   else
