@@ -33,7 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_lib import Server, TestFailure, check_answer, fail, infer_body, log, make_models, wait_for  # noqa: E402
+from serve_lib import (Server, TestFailure, check_answer, fail, infer_body, log, make_models,  # noqa: E402
+                       wait_for, watchdog)
 
 
 def load_ref(models, name):
@@ -517,6 +518,7 @@ def hup_and_watch(troupe, work, models):
 
 
 def main():
+    watchdog(285)  # ctest's TIMEOUT is 300 s (tests/serve/CMakeLists.txt)
     troupe, work = sys.argv[1], sys.argv[2]
     which = sys.argv[3:] or ["kill_and_swap", "stop_a_replica", "hup_and_watch", "kill_while_loading"]
     os.makedirs(work, exist_ok=True)

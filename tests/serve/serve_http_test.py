@@ -37,7 +37,7 @@ import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_lib import (Server, TestFailure, binary_infer, check_answer, fail, free_port, infer_body, log,  # noqa: E402
-                       make_models, wait_for)
+                       make_models, wait_for, watchdog)
 
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -823,6 +823,7 @@ def shutil_which(cmd):
 
 
 def main():
+    watchdog(225)  # ctest's TIMEOUT is 240 s (tests/serve/CMakeLists.txt)
     troupe, work = sys.argv[1], sys.argv[2]
     which = sys.argv[3:] or ["answers", "bad_input", "fuzz", "wrk", "drain", "admin"]
     os.makedirs(work, exist_ok=True)

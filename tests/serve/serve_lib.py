@@ -197,6 +197,14 @@ class RowLoad:
             t.join()
 
 
+def watchdog(seconds):
+    """After `seconds` (set below ctest's TIMEOUT), a test still running prints where each of its
+    threads waits and exits 1: ctest's timeout kills a test with nothing said (serve_admin timed out
+    at 240 s once in a full suite run, 2026-12-02, and passed in 7 s alone and under load since)."""
+    import faulthandler
+    faulthandler.dump_traceback_later(seconds, exit=True)
+
+
 class TestFailure(Exception):
     pass
 
