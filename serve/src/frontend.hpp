@@ -165,9 +165,11 @@ class frontend final : public replica_link {
   void handle_exit(const cluster::node_handle& h, const cluster::exit_status& st);  // mu_ held
   void schedule_relaunch(slot& s, const std::string& why);                          // mu_ held
   // mu_ held: a replica the local launcher sent to another host ended before it reached the front
-  // end (not retired, not killed by someone): its host is cut off for cut_off_for (said once), the
-  // next launches go to other hosts with a free slot. True when that is what happened.
-  bool note_cut_off(const slot& s, const cluster::node_handle& h, const cluster::exit_status& st);
+  // end (not retired, not fenced or killed by someone: cluster::start_failure): its host is cut off
+  // for cut_off_for (said once), the next launches go to other hosts with a free slot. True when
+  // that is what happened.
+  bool note_cut_off(const slot& s, const cluster::node_handle& h, const cluster::exit_status& st,
+                    bool fenced);
   static constexpr std::chrono::minutes cut_off_for{2};
   void on_ready(const message& m);
   void on_failed(const message& m);

@@ -209,7 +209,7 @@ void frontend::handle_exit(const cluster::node_handle& h, const cluster::exit_st
     slots_.erase(h.id.name);
     return;
   }
-  const bool cut = !fenced && note_cut_off(*s, h, st);
+  const bool cut = note_cut_off(*s, h, st, fenced);
   if (g->state == gen_state::staging) {
     // Killed while it loads (the OOM killer, an operator), it is launched again within the
     // generation's load deadline, twice at most: one such death refused the whole swap, and under
@@ -228,9 +228,13 @@ void frontend::handle_exit(const cluster::node_handle& h, const cluster::exit_st
   if (!stopping_) schedule_relaunch(*s, why);
 }
 
-bool frontend::note_cut_off(const slot& s, const cluster::node_handle& h, const cluster::exit_status& st) {
-  if (settings_.cluster.launcher != "local" || s.retired || !s.peer_host.empty()) return false;
-  if (st.signal == SIGKILL || st.signal == SIGTERM || st.signal == SIGINT) return false;  // someone ended it
+bool frontend::note_cut_off(const slot& s, const cluster::node_handle& h, const cluster::exit_status& st,
+                            bool fenced) {
+  // The job runner's rule for an end before a node joined: not fenced or killed by someone, and
+  // could not connect (exit_join_failed) or never ran as troupe (a host command that failed).
+  if (settings_.cluster.launcher != "local" || s.retired || !s.peer_host.empty() ||
+      !cluster::start_failure(st, h.id, fenced))
+    return false;
   const std::string host = st.trace.host.empty() ? launcher_->host_of(h) : st.trace.host;
   if (host.empty()) return false;  // this machine: not a host to avoid
   const auto now = clock_.now();

@@ -43,13 +43,16 @@ std::string module(const std::string& name) {
   return dir + "/" + name + ".pt";
 }
 
+// A record store written out for check_model.py at `out` (a file prefix), which it returns.
+std::string export_records(const std::string& store, const std::string& out) {
+  run(std::string(TROUPE_EXPORT_RECORDS) + " " + store + " " + out);
+  return out;
+}
+
 // The job's test store (its dataset cache holds one entry) written out for check_model.py.
 std::string test_records(const std::string& cache, const std::string& out) {
   for (const auto& e : fs::directory_iterator(cache))
-    if (fs::is_directory(e.path() / "test")) {
-      run(std::string(TROUPE_EXPORT_RECORDS) + " " + (e.path() / "test").string() + " " + out);
-      return out;
-    }
+    if (fs::is_directory(e.path() / "test")) return export_records((e.path() / "test").string(), out);
   ADD_FAILURE() << "no record store in " << cache;
   return out;
 }
@@ -96,10 +99,7 @@ void expect_exported_model(const std::string& name, const std::string& toml, int
     raw = " --criteo-tsv " + criteo_tsv;
   }
   const std::string records =
-      test_store.empty()
-          ? test_records(cache, r.dir + "/test")
-          : (run(std::string(TROUPE_EXPORT_RECORDS) + " " + test_store + " " + r.dir + "/test"),
-             r.dir + "/test");
+      test_store.empty() ? test_records(cache, r.dir + "/test") : export_records(test_store, r.dir + "/test");
   int code = 0;
   auto out = run("/usr/bin/python3 " TROUPE_TEST_SOURCE_DIR "/check_model.py " + r.job_dir + "/model " +
                      records + " " + r.job_dir + "/result.json" + raw,

@@ -327,7 +327,7 @@ def cut_host(troupe, work, models):
     with open(wrap, "w") as f:
         f.write('#!/bin/sh\n# host.sh HOST COMMAND...: runs COMMAND here; on host "cut" its --connect leads nowhere.\n'
                 'host=$1; shift\nif [ "$host" = cut ]; then\n'
-                '  n=$#; i=0; prev=\n  for a in "$@"; do\n    i=$((i + 1))\n'
+                '  n=$#; prev=\n  for a in "$@"; do\n'
                 '    if [ "$prev" = --connect ]; then a=127.0.0.1:1; fi\n'
                 '    prev=$a; set -- "$@" "$a"\n  done\n  shift "$n"\nfi\nexec "$@"\n')
     os.chmod(wrap, 0o755)
