@@ -187,6 +187,15 @@ int report(const options& o, const model::model_info& m, const std::string& dir,
   return 0;
 }
 
+// Once --out is written (or the scores computed): the job's parts and a CSV's encoded copy go (both
+// the size of the input; each run left them under --root for good). The job directory keeps its
+// logs, result.json and task journal. A failed job keeps everything, to look into.
+void drop_copies(const std::string& job_dir, const input& data) {
+  std::error_code ec;
+  fs::remove_all(job_dir + "/predictions", ec);
+  if (data.store == job_dir + "/input") fs::remove_all(data.store, ec);  // a CSV's, never a store given
+}
+
 int predict_or_evaluate(const options& o, bool evaluate) {
   auto m = model::read_model_dir(o.model);
   if (!m) return usage_error(m.err());
@@ -218,7 +227,9 @@ int predict_or_evaluate(const options& o, bool evaluate) {
     if (std::getline(result, line)) std::printf("%s\n", line.c_str());
     return rc;
   }
-  return report(o, *m, *dir, *data, evaluate, started);
+  const int reported = report(o, *m, *dir, *data, evaluate, started);
+  if (reported == 0) drop_copies(*dir, *data);
+  return reported;
 }
 
 void common_flags(CLI::App& sub, options& o) {

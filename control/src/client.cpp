@@ -50,8 +50,8 @@ bool mine(const std::string& path) {
 
 expected<std::string> find_job_dir(const std::string& job_dir, const std::string& root) {
   if (!job_dir.empty()) {  // named: it must be a job's directory (else bad usage, exit 2)
-    auto dir = cluster::job_dir::open(job_dir);
-    if (!dir) return std::move(dir).err().wrap("--job-dir");
+    auto dir = cluster::job_dir::open(job_dir);  // its context says what is missing, in words
+    if (!dir) return make_unexpected(core_errc::invalid_argument, "--job-dir " + dir.err().context());
     return job_dir;
   }
   auto ids = cluster::job_dir::list(root);

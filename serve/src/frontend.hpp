@@ -29,6 +29,7 @@
 #include "core.hpp"
 #include "infer_codec.hpp"
 #include "serve_metrics.hpp"
+#include "troupe/cluster/cut_off_hosts.hpp"
 #include "troupe/cluster/launcher.hpp"
 #include "troupe/core/signal_wait.hpp"
 #include "troupe/job/row_encoder.hpp"
@@ -166,11 +167,10 @@ class frontend final : public replica_link {
   void schedule_relaunch(slot& s, const std::string& why);                          // mu_ held
   // mu_ held: a replica the local launcher sent to another host ended before it reached the front
   // end (not retired, not fenced or killed by someone: cluster::start_failure): its host is cut off
-  // for cut_off_for (said once), the next launches go to other hosts with a free slot. True when
-  // that is what happened.
+  // for cluster::cut_off_hosts::period (said once), the next launches go to other hosts with a free slot.
+  // True when that is what happened.
   bool note_cut_off(const slot& s, const cluster::node_handle& h, const cluster::exit_status& st,
                     bool fenced);
-  static constexpr std::chrono::minutes cut_off_for{2};
   void on_ready(const message& m);
   void on_failed(const message& m);
   // frontend_swaps.cpp (advance_swaps' steps run with mu_ held)
@@ -279,7 +279,7 @@ class frontend final : public replica_link {
   std::uint32_t next_gen_ = 1;
   std::deque<reload_request> reloads_;
   std::deque<std::pair<cluster::node_handle, cluster::exit_status>> exits_;
-  std::map<std::string, clock::time_point> cut_off_;  // host -> until when launches avoid it
+  cluster::cut_off_hosts cut_off_;  // hosts the next launches avoid (note_cut_off)
   // Replicas whose heartbeats stopped (SIGSTOP, a hung host), with the transport's words: fenced.
   std::vector<std::pair<replica_ref, std::string>> silent_;
   std::string last_swap_error_;

@@ -119,9 +119,7 @@ std::optional<std::string> frontend::begin_launch(const std::string& node, slot&
   s->ready = false;
   s->peer_host.clear();
   core_->add_replica(s->node, s->incarnation, s->generation, s->index);
-  s->avoid.clear();
-  for (const auto& [host, until] : cut_off_)
-    if (until > s->launched) s->avoid.push_back(host);
+  s->avoid = cut_off_.at(s->launched);
   copy = *s;
   return g->info.version();
 }
@@ -237,15 +235,11 @@ bool frontend::note_cut_off(const slot& s, const cluster::node_handle& h, const 
     return false;
   const std::string host = st.trace.host.empty() ? launcher_->host_of(h) : st.trace.host;
   if (host.empty()) return false;  // this machine: not a host to avoid
-  const auto now = clock_.now();
-  auto& until = cut_off_[host];
-  if (until <= now)
+  if (cut_off_.cut(host, clock_.now()))
     spdlog::info(
         "serve: host {}: {} ended before it reached the front end ({}): the next replicas go to other hosts "
         "where one has a free slot, for {} s",
-        host, h.id.to_string(), st.to_string(),
-        std::chrono::duration_cast<std::chrono::seconds>(cut_off_for).count());
-  until = now + cut_off_for;
+        host, h.id.to_string(), st.to_string(), cluster::cut_off_hosts::period_seconds());
   return true;
 }
 

@@ -215,8 +215,19 @@ TEST(cli, bad_job_ids_and_job_dirs_are_usage_errors) {
   for (const char* cmd : {"status", "stop", "scale --workers 1"}) {
     auto r = run(std::string(cmd) + " --job-dir /nonexistent/job");
     EXPECT_EQ(r.code, 2) << cmd << ": " << r.out;
-    EXPECT_NE(r.out.find("/nonexistent/job"), std::string::npos) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find("--job-dir /nonexistent/job: no such job directory"), std::string::npos)
+        << cmd << ": " << r.out;
+    EXPECT_EQ(r.out.find("missing file"), std::string::npos) << "the error category's words: " << r.out;
   }
+  auto gone = run("run --resume " + (root / "taken").string() + " --quiet");  // no logs/: not a job's
+  EXPECT_EQ(gone.code, 2) << gone.out;
+  EXPECT_NE(gone.out.find("--resume " + (root / "taken" / "logs").string() + ": missing directory"),
+            std::string::npos)
+      << gone.out;
+  EXPECT_EQ(gone.out.find("missing file"), std::string::npos) << gone.out;
+  auto plain = run("status --job-dir " + root.string());  // a directory, not a job's
+  EXPECT_EQ(plain.code, 2) << plain.out;
+  EXPECT_NE(plain.out.find("job.toml: missing (not a job directory?)"), std::string::npos) << plain.out;
   std::filesystem::remove_all(root);
   std::filesystem::remove(f);
 }

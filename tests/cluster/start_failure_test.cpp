@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include "troupe/cluster/cut_off_hosts.hpp"
 #include "troupe/cluster/start_failure.hpp"
 
 namespace troupe::cluster::testing {
@@ -166,6 +167,26 @@ TEST(start_failure, a_node_on_this_machine_gets_no_hint_about_other_hosts) {
   EXPECT_TRUE(has(text, "ends: ...xxx")) << "a long line is cut to its end: " << text;
   EXPECT_LT(text.size(), 600u);
   EXPECT_FALSE(has(text, "filesystem")) << text;
+}
+
+// The hosts the runner's and serve's next launches avoid: cut for the period from the last cut, said
+// once (cut is true only for a host not cut already).
+TEST(cut_off_hosts, a_host_is_avoided_for_the_period_from_its_last_cut) {
+  manual_clock clk;
+  cut_off_hosts cut;
+  EXPECT_TRUE(cut.at(clk.now()).empty());
+  EXPECT_TRUE(cut.cut("h1", clk.now()));
+  clk.advance(std::chrono::seconds(60));
+  EXPECT_FALSE(cut.cut("h1", clk.now())) << "cut again while cut: not said twice";
+  EXPECT_TRUE(cut.cut("h2", clk.now()));
+  EXPECT_EQ(cut.at(clk.now()), (std::vector<std::string>{"h1", "h2"}));
+  clk.advance(cut_off_hosts::period - std::chrono::seconds(1));
+  EXPECT_EQ(cut.at(clk.now()), (std::vector<std::string>{"h1", "h2"}))
+      << "the second cut restarted h1's period";
+  clk.advance(std::chrono::seconds(1));
+  EXPECT_TRUE(cut.at(clk.now()).empty());
+  EXPECT_TRUE(cut.cut("h1", clk.now())) << "a host cut again after its period is said again";
+  EXPECT_EQ(cut_off_hosts::period_seconds(), 120);
 }
 
 }  // namespace

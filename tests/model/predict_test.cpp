@@ -136,6 +136,11 @@ TEST(predict, every_row_once_in_order_with_a_worker_killed_and_the_models_probab
   auto res = nlohmann::json::parse(read_file(r.job_dir + "/result.json"));
   EXPECT_GE(res.value("node_restarts", 0), 1) << res.dump();
   expect_all_done(r);
+  // Once --out is written, the job's parts and the CSV's encoded copy go (each the input's size, they
+  // stayed under --root after every run); its logs and result.json stay.
+  EXPECT_FALSE(fs::exists(r.job_dir + "/predictions")) << "the prediction parts were kept";
+  EXPECT_FALSE(fs::exists(r.job_dir + "/input")) << "the CSV's encoded copy was kept";
+  EXPECT_TRUE(fs::exists(r.job_dir + "/logs/master.log"));
   int code = 0;
   auto out = sh("/usr/bin/python3 " TROUPE_TEST_SOURCE_DIR "/predict_reference.py " + model + " " + dir +
                     "/new.csv " + dir + "/out.csv",
@@ -162,6 +167,8 @@ TEST(predict, evaluate_scores_as_the_jobs_own_evaluation_did) {
   EXPECT_NEAR(j.value("loss", 0.0), own.value("test_loss", 1.0), 1e-5) << j.dump() << own.dump();
   EXPECT_NEAR(j.value("accuracy", 0.0), own.value("test_accuracy", 1.0), 1e-9) << j.dump();
   EXPECT_NEAR(j.value("auc", 0.0), own.value("test_auc", 1.0), 1e-5) << j.dump();
+  EXPECT_TRUE(fs::exists(store + "/data.mdb")) << "a store given is the user's: never removed";
+  EXPECT_FALSE(fs::exists(j.value("job", "") + "/predictions")) << j.dump();
   // Rows of one class only: no AUC is defined, so none is reported (it said 0.5, a model no better
   // than chance); loss and accuracy still are.
   write_csv(dir + "/mixed.csv", 2000, true, 5);
@@ -177,6 +184,8 @@ TEST(predict, evaluate_scores_as_the_jobs_own_evaluation_did) {
       << out;
   j = nlohmann::json::parse(out);
   EXPECT_FALSE(j.contains("auc")) << j.dump();
+  EXPECT_FALSE(fs::exists(j.value("job", "") + "/input")) << "the CSV's encoded copy was kept: " << j.dump();
+  EXPECT_TRUE(fs::exists(j.value("job", "") + "/result.json")) << j.dump();
   EXPECT_GT(j.value("rows", 0), 500) << j.dump();
   EXPECT_TRUE(j.contains("accuracy")) << j.dump();
 }

@@ -73,6 +73,34 @@ rm -rf "$unshared"
 [[ $rc == 1 ]] || fail "--submit with an unshared root: exit $rc, expected 1: $(cat "$work/lost.out" "$work/lost.err")"
 grep -q "filesystem the hosts share" "$work/lost.err" || fail "--submit with an unshared root: $(cat "$work/lost.err")"
 
+# The same job submitted twice while its runner is queued (held: it never starts here): the second
+# --submit is refused, exit 2, naming the queued runner; it queued a second runner, refused only at
+# its start. Once that runner's job is cancelled, a submission goes ahead.
+held=(--submit --job-id held --set 'cluster.sbatch_args=["--hold"]')
+record="$work/jobs/held.runner.job"
+"$B" run "$work/sub.toml" "${held[@]}" > "$work/held1.out" 2>&1 &
+first=$!
+wait_for 30 test -s "$record" || fail "--submit recorded no runner job in $record: $(cat "$work/held1.out")"
+hid=$(cat "$record")
+[[ $(squeue -h -j "$hid" -o %T) == PENDING ]] || fail "the held runner's job $hid is not PENDING"
+"$B" run "$work/sub.toml" "${held[@]}" > /dev/null 2> "$work/held2.err"
+rc=$?
+[[ $rc == 2 ]] && grep -q "already submitted as Slurm job $hid (PENDING)" "$work/held2.err" ||
+  fail "a second --submit of a queued runner: exit $rc $(cat "$work/held2.err")"
+cat "$work/held2.err"
+[[ $(squeue -h -o %j | grep -c '^troupe-held:runner$') == 1 ]] || fail "a second runner was queued: $(squeue -h -o '%i %j %T')"
+scancel "$hid"
+wait "$first"
+rc=$?
+[[ $rc == 1 ]] && grep -q "ended (CANCELLED) before it made" "$work/held1.out" ||
+  fail "--submit of a runner cancelled while queued: exit $rc $(cat "$work/held1.out")"
+"$B" run "$work/sub.toml" "${held[@]}" > "$work/held3.out" 2>&1 &
+third=$!
+wait_for 30 bash -c "[[ -s $record && \$(cat $record) != $hid ]]" || fail "a --submit after the cancel was not taken: $(cat "$work/held3.out")"
+scancel "$(cat "$record")"
+wait "$third"
+wait_for 20 no_jobs_left held || fail "Slurm jobs left behind by the held runners: $(squeue -h -o '%i %j %T')"
+
 # A job file for the local launcher: nothing to submit to.
 sed '/^\[cluster\]/,$d' "$work/sub.toml" > "$work/local.toml"
 "$B" run "$work/local.toml" --submit > /dev/null 2> "$work/local.err"

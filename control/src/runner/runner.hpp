@@ -20,6 +20,7 @@
 
 #include "troupe/cluster/bootstrap.hpp"
 #include "troupe/cluster/config.hpp"
+#include "troupe/cluster/cut_off_hosts.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/cluster/launcher.hpp"
 #include "troupe/cluster/start_failure.hpp"
@@ -159,9 +160,8 @@ class runner {
   cluster::start_failure_report failure_report(const node_slot& slot, const cluster::node_handle& h,
                                                const cluster::exit_status& status) const;
   // A node on `host` could not start there or was lost (`why`, logged): the next launches keep off
-  // it for cut_off_for (node_spec::avoid) while another host has room.
+  // it for cluster::cut_off_hosts::period (node_spec::avoid) while another host has room.
   void cut_off(const std::string& host, const std::string& why);
-  static constexpr auto cut_off_for = std::chrono::minutes(2);
   // A worker that joined runs on a host other than `host` ("": this machine).
   bool joined_elsewhere(const std::string& host) const;
   void fence_dead_nodes();
@@ -215,7 +215,7 @@ class runner {
   std::uint64_t nodes_epoch_ = 0;  // the membership epoch nodes.json was written with
   troupe::clock::time_point nodes_written_{};
   std::map<std::string, std::pair<troupe::clock::time_point, bool>> waiting_;  // name -> since, warned
-  std::map<std::string, troupe::clock::time_point> cut_off_;                   // host -> until (cut_off)
+  cluster::cut_off_hosts cut_off_;                                             // hosts cut (cut_off)
   // Tasks a resumed job's journal moved back to TODO (reopen_tasks): DONE ones, failed ones.
   std::uint64_t reopened_done_ = 0, reopened_failed_ = 0;
   std::unique_ptr<runner_beat> beat_;  // from the first launch on

@@ -137,7 +137,7 @@ int runner::open_resumed_dir() {
   std::string path = opt_.resume;
   make_absolute(path);
   auto dir = cluster::job_dir::open(path);
-  if (!dir) return usage_refusal("--resume: " + dir.err().describe());
+  if (!dir) return usage_refusal("--resume " + dir.err().context());
   if (finished_job(dir->result_path()))
     return usage_refusal("--resume " + dir->path() + ": the job finished (see " + dir->result_path() +
                          "): nothing to resume");

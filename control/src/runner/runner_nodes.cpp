@@ -79,9 +79,7 @@ expected<cluster::node_spec> runner::spec_of(const node_slot& slot, bool spare) 
   auto ns = launch_spec_of(a, slot.role);
   ns.spare = spare;
   if (slot.role == cluster::node_role::worker) ns.host = slot.host;  // troupe scale --host: its first launch
-  const auto now = clock_.now();
-  for (const auto& [host, until] : cut_off_)
-    if (until > now) ns.avoid.push_back(host);
+  ns.avoid = cut_off_.at(clock_.now());
   return ns;
 }
 
@@ -229,12 +227,9 @@ cluster::start_failure_report runner::failure_report(const node_slot& slot, cons
 
 void runner::cut_off(const std::string& host, const std::string& why) {
   if (spec_.cluster.launcher != "local") return;  // Slurm places its nodes itself (node_spec::avoid)
-  const auto now = clock_.now();
-  auto& until = cut_off_[host];
-  if (until <= now)
+  if (cut_off_.cut(host, clock_.now()))
     spdlog::info("host {} {}: the job's next nodes go to other hosts where one has a free slot, for {} s",
-                 host, why, std::chrono::duration_cast<std::chrono::seconds>(cut_off_for).count());
-  until = now + cut_off_for;
+                 host, why, cluster::cut_off_hosts::period_seconds());
 }
 
 bool runner::joined_elsewhere(const std::string& host) const {

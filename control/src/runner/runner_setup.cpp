@@ -187,7 +187,7 @@ int runner::start_from_init(const nn::dataset_info& info) {
 int runner::read_config(config_doc& doc) {
   if (!opt_.resume.empty()) {
     auto dir = cluster::job_dir::open(opt_.resume);
-    if (!dir) return usage_refusal("--resume: " + dir.err().describe());
+    if (!dir) return usage_refusal("--resume " + dir.err().context());
     auto text = dir->read_job_toml();
     if (!text) return usage_refusal("--resume: " + text.err().describe());
     auto d = config_doc::from_string(*text, dir->job_toml_path());
