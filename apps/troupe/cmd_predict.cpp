@@ -193,7 +193,7 @@ int report(const options& o, const model::model_info& m, const std::string& dir,
 void drop_copies(const std::string& job_dir, const input& data) {
   std::error_code ec;
   fs::remove_all(job_dir + "/predictions", ec);
-  if (data.store == job_dir + "/input") fs::remove_all(data.store, ec);  // a CSV's, never a store given
+  if (data.copy) fs::remove_all(data.store, ec);  // never a store the user gave
 }
 
 int predict_or_evaluate(const options& o, bool evaluate) {

@@ -107,7 +107,7 @@ expected<input> csv_store(const input_options& o, const model::model_info& m, co
                                 m.buckets_per_field};
   auto w = storage::record_writer::create(dir, schema, "predict:" + o.data);
   if (!w) return w.err();
-  input out{dir, {line.number + 1, {}, true}, 0, {}, 0, {}};
+  input out{dir, true, {line.number + 1, {}, true}, 0, {}, 0, {}};
   if (auto rows = encode_rows(o, *in, *enc, evaluate, line.fields.size(), *w, out); !rows) return rows.err();
   if (auto f = in->finish(); !f) return f.err();
   if (out.malformed > 0 && w->count() == 0 && out.skipped == 0)
@@ -164,7 +164,7 @@ expected<input> input_store(const input_options& o, const model::model_info& m, 
               " (give the CSV file, which troupe encodes as the model's rows were, or import "
               "it with `troupe data import csv --like " +
               m.dir + "`)");
-  return input{fs::absolute(o.data).lexically_normal().string(), {}, 0, {}, 0, {}};
+  return input{fs::absolute(o.data).lexically_normal().string(), false, {}, 0, {}, 0, {}};
 }
 
 }  // namespace troupe::cli

@@ -37,6 +37,7 @@ struct row_numbers {
 
 struct input {
   std::string store;
+  bool copy = false;  // `store` is the job's own encoding of a CSV (its <job dir>/input), not the user's
   row_numbers numbers;
   // Rows with a missing value that a model trained with --missing skip-row cannot score (its
   // training rows had none): skipped, as the import skipped them; the first one's line and column.
