@@ -150,6 +150,24 @@ void print_table(const nlohmann::json& j) {
   }
 }
 
+// A --job-dir `troupe run --submit` queued, its runner not started: no directory yet.
+std::optional<control::queued_job> queued(const target& t) {
+  return t.job_dir.empty() ? std::nullopt : control::queued_job_at(t.job_dir);
+}
+
+void print_queued(const control::queued_job& q, bool json) {
+  if (json) {
+    nlohmann::json j = {
+        {"job", q.id}, {"state", "queued"}, {"slurm_job", q.slurm_job}, {"slurm_state", q.state}};
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::printf(
+      "job %s  queued: its runner (troupe run --submit) is Slurm job %ld, %s; the job directory is "
+      "made when it starts\n",
+      q.id.c_str(), q.slurm_job, q.state.c_str());
+}
+
 const command_registrar status_reg{"status",
                                    "Show a job: membership, tasks, throughput; how it ended once it has",
                                    [](CLI::App& sub) -> runner {
@@ -159,6 +177,8 @@ const command_registrar status_reg{"status",
                                      sub.add_flag("--json", *json, "one JSON object instead of the table");
                                      return [t, json]() -> int {
                                        quiet_logs();
+                                       if (auto q = queued(*t); q && !q->resumed)
+                                         return print_queued(*q, *json), 0;
                                        auto dir = control::find_job_dir(t->job_dir, t->root);
                                        if (!dir) return usage_error(dir.err());
                                        auto s = control::job_status_json(*dir, true);
@@ -207,6 +227,12 @@ const command_registrar stop_reg{
       add_target(sub, t);
       return [t]() -> int {
         quiet_logs();
+        if (auto q = queued(*t)) {  // its runner is still queued: cancelled, the job never starts
+          if (auto r = control::cancel_queued_job(t->job_dir); !r) return run_error(r.err());
+          std::printf("stopped job %s: its runner, Slurm job %ld (%s), was cancelled before it %s\n",
+                      q->id.c_str(), q->slurm_job, q->state.c_str(), q->resumed ? "resumed it" : "started");
+          return 0;
+        }
         auto dir = control::find_job_dir(t->job_dir, t->root);
         if (!dir) return usage_error(dir.err());
         if (auto r = control::stop_job(*dir); !r) return run_error(r.err());

@@ -31,65 +31,6 @@ namespace troupe::control {
 using wire::rpc_client;
 
 namespace {
-// When a runner last started the job (its instance file, written by each run and --resume), else
-// when the job was made.
-std::filesystem::file_time_type started_at(const cluster::job_dir& dir) {
-  std::error_code ec;
-  auto t = std::filesystem::last_write_time(dir.instance_path(), ec);
-  return ec ? std::filesystem::last_write_time(dir.job_toml_path(), ec) : t;
-}
-
-// Whether the user running this command owns `path` (not through a link). In a root several users
-// share, only their own jobs are taken without --job-dir: a directory another user made to look
-// like the job started last was taken, and root's `troupe stop` wrote into it.
-bool mine(const std::string& path) {
-  struct stat st {};
-  return ::lstat(path.c_str(), &st) == 0 && st.st_uid == ::geteuid();
-}
-}  // namespace
-
-expected<std::string> find_job_dir(const std::string& job_dir, const std::string& root) {
-  if (!job_dir.empty()) {  // named: it must be a job's directory (else bad usage, exit 2)
-    auto dir = cluster::job_dir::open(job_dir);  // its context says what is missing, in words
-    if (!dir) return make_unexpected(core_errc::invalid_argument, "--job-dir " + dir.err().context());
-    return job_dir;
-  }
-  auto ids = cluster::job_dir::list(root);
-  if (!ids) return ids.err();
-  std::erase_if(*ids, [&](const std::string& id) { return !mine(root + "/" + id); });
-  if (ids->empty())
-    return make_unexpected(core_errc::invalid_argument,
-                           "no job of yours under " + root + " (give --job-dir)");
-  // The job a runner runs that it started last, else the last started of all. By when nodes.json
-  // changed (a worker restarted, a scale, a job's end) `troupe stop` stopped another job than the
-  // newest. `train --local` leaves a job directory of its model too, with no runner: passed over.
-  // Of jobs that ended, one that trained before a `troupe predict`/`evaluate` run after it (status
-  // showed the evaluation's job, and stop said it was not running).
-  struct candidate {
-    bool running;
-    bool trains;
-    std::filesystem::file_time_type started;
-    std::string path;
-  };
-  std::optional<candidate> best;
-  std::error_code ec;
-  for (const auto& id : *ids) {
-    auto dir = cluster::job_dir::open(root + "/" + id);
-    if (!dir ||
-        (!std::filesystem::exists(dir->lock_path(), ec) && !std::filesystem::exists(dir->nodes_path(), ec)))
-      continue;
-    const auto toml = dir->read_job_toml();
-    const bool predicts = toml && (toml->find("strategy = 'predict'") != std::string::npos ||
-                                   toml->find("strategy = \"predict\"") != std::string::npos);
-    candidate c{dir->runner_pid().has_value(), !predicts, started_at(*dir), root + "/" + id};
-    if (!best ||
-        std::tie(c.running, c.trains, c.started) > std::tie(best->running, best->trains, best->started))
-      best = std::move(c);
-  }
-  return best ? best->path : root + "/" + ids->front();
-}
-
-namespace {
 
 struct session {
   std::unique_ptr<endpoint> net;

@@ -56,6 +56,16 @@ wait_for 90 bash -c "\"$B\" status --json --job-dir $dir 2>/dev/null | python3 -
 "$B" stop --job-dir "$dir" > "$work/stop2" 2>&1 || fail "troupe stop of the resumed job: $(cat "$work/stop2")"
 wait_for 60 bash -c "[[ -z \$(squeue -h -j $rid 2> /dev/null) ]]" || fail "the resumed runner's job did not end"
 wait_for 20 no_jobs_left sub || fail "Slurm jobs left behind after the resumed run: $(squeue -h -o '%i %j %T')"
+# A stopped job's runner queued again (--resume --submit while the cluster is busy; here a held job in
+# its record): troupe stop cancels it (it said the job was not running, and the runner ran later).
+qid=$(sbatch --parsable --hold -p high -J troupe-sub:runner --wrap 'sleep 600')
+printf '%s\n\n' "$qid" > "$dir.runner.job"
+"$B" stop --job-dir "$dir" > "$work/stop3" 2>&1 || fail "stop of a queued resumed runner: $(cat "$work/stop3")"
+grep -q "stopped job sub: its runner, Slurm job $qid (PENDING), was cancelled before it resumed it" "$work/stop3" ||
+  fail "stop of a queued resumed runner: $(cat "$work/stop3")"
+wait_for 20 bash -c "[[ \$(squeue -h -t all -j $qid -o %T 2> /dev/null) == CANCELLED || -z \$(squeue -h -j $qid 2> /dev/null) ]]" ||
+  fail "the queued resumed runner $qid was not cancelled: $(squeue -h -j "$qid" -o %T)"
+"$B" stop --job-dir "$dir" > /dev/null 2>&1 && fail "a second stop of the stopped job said it stopped it"
 # A finished job is refused before anything is submitted.
 echo '{"status": "finished"}' > "$work/finished.json"
 cp "$dir/result.json" "$work/stopped.json" && cp "$work/finished.json" "$dir/result.json"
@@ -81,7 +91,7 @@ record="$work/jobs/held.runner.job"
 "$B" run "$work/sub.toml" "${held[@]}" > "$work/held1.out" 2>&1 &
 first=$!
 wait_for 30 test -s "$record" || fail "--submit recorded no runner job in $record: $(cat "$work/held1.out")"
-hid=$(cat "$record")
+hid=$(head -1 "$record")
 [[ $(squeue -h -j "$hid" -o %T) == PENDING ]] || fail "the held runner's job $hid is not PENDING"
 "$B" run "$work/sub.toml" "${held[@]}" > /dev/null 2> "$work/held2.err"
 rc=$?
@@ -89,15 +99,33 @@ rc=$?
   fail "a second --submit of a queued runner: exit $rc $(cat "$work/held2.err")"
 cat "$work/held2.err"
 [[ $(squeue -h -o %j | grep -c '^troupe-held:runner$') == 1 ]] || fail "a second runner was queued: $(squeue -h -o '%i %j %T')"
-scancel "$hid"
+# troupe status and stop reach the queued job by its record (they said "no such job directory", and
+# only scancel reached it): status says queued, stop cancels its runner.
+"$B" status --job-dir "$work/jobs/held" > "$work/held.status" 2>&1 || fail "status of a queued job: $(cat "$work/held.status")"
+grep -q "job held  queued: its runner (troupe run --submit) is Slurm job $hid, PENDING" "$work/held.status" ||
+  fail "status of a queued job: $(cat "$work/held.status")"
+"$B" status --json --job-dir "$work/jobs/held" | python3 -c "import json,sys; j=json.load(sys.stdin); \
+  sys.exit(0 if (j['state'], j['slurm_job'], j['slurm_state']) == ('queued', $hid, 'PENDING') else 1)" ||
+  fail "status --json of a queued job: $("$B" status --json --job-dir "$work/jobs/held" 2>&1)"
+"$B" scale --workers 2 --job-dir "$work/jobs/held" > /dev/null 2> "$work/held.scale"
+rc=$?
+[[ $rc == 2 ]] && grep -q "no such job directory: its runner, submitted as Slurm job $hid, is PENDING (troupe stop" "$work/held.scale" ||
+  fail "scale of a queued job: exit $rc $(cat "$work/held.scale")"
+"$B" stop --job-dir "$work/jobs/held" > "$work/held.stop" 2>&1 || fail "stop of a queued job: $(cat "$work/held.stop")"
+grep -q "stopped job held: its runner, Slurm job $hid (PENDING), was cancelled before it started" "$work/held.stop" ||
+  fail "stop of a queued job: $(cat "$work/held.stop")"
 wait "$first"
 rc=$?
 [[ $rc == 1 ]] && grep -q "ended (CANCELLED) before it made" "$work/held1.out" ||
   fail "--submit of a runner cancelled while queued: exit $rc $(cat "$work/held1.out")"
+"$B" status --job-dir "$work/jobs/held" > /dev/null 2> "$work/held.gone"
+rc=$?
+[[ $rc == 2 ]] && grep -q "submitted as Slurm job $hid, ended (CANCELLED) without it; its output: $work/jobs/held.runner.out" "$work/held.gone" ||
+  fail "status of a job whose queued runner was cancelled: exit $rc $(cat "$work/held.gone")"
 "$B" run "$work/sub.toml" "${held[@]}" > "$work/held3.out" 2>&1 &
 third=$!
-wait_for 30 bash -c "[[ -s $record && \$(cat $record) != $hid ]]" || fail "a --submit after the cancel was not taken: $(cat "$work/held3.out")"
-scancel "$(cat "$record")"
+wait_for 30 bash -c "[[ -s $record && \$(head -1 $record) != $hid ]]" || fail "a --submit after the cancel was not taken: $(cat "$work/held3.out")"
+scancel "$(head -1 "$record")"
 wait "$third"
 wait_for 20 no_jobs_left held || fail "Slurm jobs left behind by the held runners: $(squeue -h -o '%i %j %T')"
 

@@ -3,10 +3,6 @@
 // the runner's job re-reads it on the host (an absolute path: it and [job] root must be on a
 // filesystem every host sees). Its stdout/stderr (the progress lines, the final JSON line) go to
 // <root>/<id>.runner.out beside the job directory, which exists only once the runner starts.
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runner.hpp"
+#include "submitted_runner.hpp"
 #include "troupe/job/job_file.hpp"
 
 namespace troupe::control {
@@ -49,8 +46,9 @@ cluster::node_spec runner_node(std::vector<std::string> argv, std::string log_fi
 
 // Waits (up to 30 s) until the submitted runner has `started` (printed: `started_text`), or its Slurm
 // job ended before: `ended(state)` says why, exit 1. Still queued after the wait: exit 0, saying so.
-int await_runner(const cluster::cluster_config& cfg, long job, const std::function<bool()>& started,
-                 const char* started_text, const std::function<void(const std::string&)>& ended) {
+int await_runner(const cluster::cluster_config& cfg, long job, const std::string& dir,
+                 const std::function<bool()>& started, const char* started_text,
+                 const std::function<void(const std::string&)>& ended) {
   auto& clk = troupe::clock::system();
   const auto until = clk.now() + std::chrono::seconds(30);
   std::string state;
@@ -59,58 +57,16 @@ int await_runner(const cluster::cluster_config& cfg, long job, const std::functi
     auto s = cluster::slurm_job_state(cfg, job);
     if (s) state = *s;
     if (s && (s->empty() || cluster::slurm_state_is_final(*s))) break;
-    if (clk.now() >= until) return std::printf("the runner's job is %s\n", state.c_str()), 0;
+    if (clk.now() >= until)
+      return std::printf("the runner's job is %s (troupe stop --job-dir %s cancels it)\n", state.c_str(),
+                         dir.c_str()),
+             0;
     clk.sleep_for(std::chrono::milliseconds(500));
   }
   if (started()) return std::printf("%s\n", started_text), 0;
   ended(state.empty() ? "no longer listed" : state);
   return 1;
 }
-
-// The Slurm job of the runner last submitted for a job, in <root>/<id>.runner.job, read and written
-// under an exclusive flock held from before the check to after the submission: a second --submit of
-// the same job (--job-id, or --resume) while that runner is queued or runs is refused. It queued a
-// second runner, which waited its turn only to be refused at its start (the job directory exists, or
-// the job's lock is held), after --submit had said "submitted".
-class submitted_runner {
- public:
-  explicit submitted_runner(std::string path) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ >= 0) (void)::flock(fd_, LOCK_EX);  // held until this object goes
-  }
-  submitted_runner(const submitted_runner&) = delete;
-  submitted_runner& operator=(const submitted_runner&) = delete;
-  ~submitted_runner() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-
-  // Why another runner may not be submitted now ("" when it may): the one recorded is queued or
-  // runs. A record that cannot be read or whose job Slurm no longer knows does not stop a submission.
-  std::string busy(const cluster::cluster_config& cfg, const std::string& what) const {
-    char buf[32] = {};
-    if (fd_ < 0 || ::pread(fd_, buf, sizeof buf - 1, 0) <= 0) return {};
-    const long job = std::strtol(buf, nullptr, 10);
-    if (job <= 0) return {};
-    auto state = cluster::slurm_job_state(cfg, job);
-    if (!state || state->empty() || cluster::slurm_state_is_final(*state)) return {};
-    return what + ": its runner is already submitted as Slurm job " + std::to_string(job) + " (" + *state +
-           "), recorded in " + path_ + ": wait for it (troupe status once it runs) or scancel " +
-           std::to_string(job) + " first";
-  }
-
-  // Records `job` as the runner submitted last (a failed write leaves only the check undone) and
-  // lets the next --submit in: it waits no longer than the sbatch here.
-  void record(long job) {
-    if (fd_ < 0) return;
-    const std::string text = std::to_string(job) + "\n";
-    if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, text.data(), text.size(), 0);
-    ::close(std::exchange(fd_, -1));
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
 
 // The wall time (ms) `path` was last written; nullopt: no such file.
 std::optional<std::int64_t> written_wall_ms(const std::string& path) {
@@ -163,12 +119,12 @@ int submit_resume(const run_options& o) {
   if (!o.progress) argv.push_back("--quiet");
   auto ns = runner_node(std::move(argv), (dir.parent_path() / (jd->job_id() + ".runner.out")).string(),
                         spec->cluster.control_host);
-  submitted_runner last((dir.parent_path() / (jd->job_id() + ".runner.job")).string());
+  submitted_runner last(submitted_runner_path(dir.string()));
   if (auto why = last.busy(spec->cluster, "--resume " + dir.string()); !why.empty())
     return usage_refusal(why);
   auto job = cluster::submit_slurm_node(spec->cluster, {jd->job_id(), ""}, ns);
   if (!job) return usage_refusal("run --submit: " + job.err().describe(), 1);
-  last.record(*job);
+  last.record(*job, spec->cluster);
   std::printf("submitted the runner of %s as Slurm job %ld\nrunner output: %s\n", dir.string().c_str(), *job,
               ns.log_file.c_str());
   auto beats = [&] {
@@ -176,7 +132,7 @@ int submit_resume(const run_options& o) {
     return t && (!before || *t != *before);
   };
   return await_runner(
-      spec->cluster, *job, beats, "the runner resumed the job", [&](const std::string& state) {
+      spec->cluster, *job, dir.string(), beats, "the runner resumed the job", [&](const std::string& state) {
         spdlog::error(
             "run --resume --submit: the runner's Slurm job {} ended ({}) before it resumed the job; its "
             "output: {}",
@@ -201,7 +157,7 @@ int submit_job(const run_options& o) {
   auto root = fs::absolute(spec->job.root, ec).lexically_normal();
   fs::create_directories(root, ec);
   if (ec) return usage_refusal("[job] root " + root.string() + ": " + ec.message(), 1);
-  submitted_runner last((root / (id + ".runner.job")).string());
+  submitted_runner last(submitted_runner_path((root / id).string()));
   if (auto why = last.busy(spec->cluster, "run --submit --job-id " + id); !why.empty())
     return usage_refusal(why);
   if (fs::exists(root / id)) return usage_refusal("job directory " + (root / id).string() + " exists", 1);
@@ -209,12 +165,13 @@ int submit_job(const run_options& o) {
                         (root / (id + ".runner.out")).string(), spec->cluster.control_host);
   auto job = cluster::submit_slurm_node(spec->cluster, {id, ""}, ns);
   if (!job) return usage_refusal("run --submit: " + job.err().describe(), 1);
-  last.record(*job);
+  last.record(*job, spec->cluster);
   std::printf("submitted the runner as Slurm job %ld\njob directory: %s\nrunner output: %s\n", *job,
               (root / id).string().c_str(), ns.log_file.c_str());
   const auto dir = root / id;
   return await_runner(
-      spec->cluster, *job, [&] { return fs::exists(dir / "job.toml", ec); }, "the runner started",
+      spec->cluster, *job, dir.string(), [&] { return fs::exists(dir / "job.toml", ec); },
+      "the runner started",
       [&](const std::string& state) {
         // A [job] root the hosts do not share ended it at once (FAILED, exit 0:53) while --submit said
         // "submitted" and exited 0.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "troupe/core/clock.hpp"
@@ -13,7 +14,22 @@ namespace troupe::control {
 // `job_dir` when given, else under `root`, among the jobs whose directories this user owns, the
 // running job whose runner started last, or with none running the job started last (each run and
 // --resume is a start). Errors name what is missing.
+// A --job-dir with no directory whose runner `troupe run --submit` recorded (<root>/<id>.runner.job)
+// says so: queued (`troupe stop --job-dir` cancels it), or ended, with its output file.
 expected<std::string> find_job_dir(const std::string& job_dir, const std::string& root);
+
+// A job whose runner `troupe run --submit` queued and that has not started: the Slurm job of that
+// runner, recorded beside the directory, is still queued (or starting), and the directory is absent
+// or, `resumed` (`--resume DIR --submit`), no runner runs it. nullopt: none.
+struct queued_job {
+  std::string id;
+  long slurm_job = 0;
+  std::string state;  // squeue's: PENDING, CONFIGURING, RUNNING (not yet started the job)
+  bool resumed = false;
+};
+std::optional<queued_job> queued_job_at(const std::string& job_dir);
+// Cancels that runner (scancel): the job never starts. An error when Slurm refuses.
+expected<void> cancel_queued_job(const std::string& job_dir);
 
 // The job's status as a JSON object (membership, tasks, throughput, loss, restarts, result).
 // With `from_timeline`, when the runner cannot be reached (the job finished, was stopped or
