@@ -88,6 +88,7 @@ expected<std::string> run_prediction(const options& o, const std::string& store,
   ro.file_name = o.model;  // the job file is this command's own: its problems are the model's
   ro.job_id = job_id;
   ro.progress = !o.quiet;
+  ro.quiet_log = o.quiet;
   ro.result_line = false;  // predict and evaluate print one line of their own
   rc = control::run_job(ro);
   ::unlink(path);
@@ -197,6 +198,7 @@ void drop_copies(const std::string& job_dir, const input& data) {
 }
 
 int predict_or_evaluate(const options& o, bool evaluate) {
+  if (o.quiet) quiet_logs();  // stderr: warnings and errors only (logs/runner.log keeps the rest)
   auto m = model::read_model_dir(o.model);
   if (!m) return usage_error(m.err());
   auto& clk = clock::system();
@@ -250,7 +252,9 @@ void common_flags(CLI::App& sub, options& o) {
   sub.add_option("--root", o.root, "jobs root of the prediction job (default jobs)");
   sub.add_option("--job-id", o.job_id,
                  "the prediction job's id (default predict-<time>-<random>; evaluate-... for evaluate)");
-  sub.add_flag("--quiet", o.quiet, "no progress line");
+  sub.add_flag("--quiet", o.quiet,
+               "no progress line, and no log line but warnings and errors on stderr (the job's logs keep "
+               "them)");
 }
 
 const command_registrar predict_reg{

@@ -59,8 +59,8 @@ std::string submitted_note(const std::string& job_dir) {
   if (!r) return {};
   const auto job = std::to_string(r->job);
   if (!r->final())
-    return ": its runner, submitted as Slurm job " + job + ", is " + r->state +
-           " (troupe stop --job-dir " + job_dir + " cancels it)";
+    return ": its runner, submitted as Slurm job " + job + ", is " + r->state + " (troupe stop --job-dir " +
+           job_dir + " cancels it)";
   const auto out = r->record.substr(0, r->record.size() - 4) + ".out";  // <id>.runner.out
   return ": its runner, submitted as Slurm job " + job + ", ended" +
          (r->state.empty() ? std::string() : " (" + r->state + ")") + " without it; its output: " + out;

@@ -34,8 +34,10 @@ std::string submitted_runner::busy(const cluster::cluster_config& cfg, const std
   auto state = cluster::slurm_job_state(cfg, job);
   if (!state || state->empty() || cluster::slurm_state_is_final(*state)) return {};
   return what + ": its runner is already submitted as Slurm job " + std::to_string(job) + " (" + *state +
-         "), recorded in " + path_ + ": wait for it (troupe status once it runs) or cancel it first (troupe "
-         "stop --job-dir, or scancel " + std::to_string(job) + ")";
+         "), recorded in " + path_ +
+         ": wait for it (troupe status once it runs) or cancel it first (troupe "
+         "stop --job-dir, or scancel " +
+         std::to_string(job) + ")";
 }
 
 void submitted_runner::record(long job, const cluster::cluster_config& cfg) {

@@ -39,7 +39,7 @@ class submitted_runner {
 // What the record of a job directory says of its runner, asked of Slurm now.
 struct recorded_runner {
   long job = 0;
-  std::string state;  // squeue's: PENDING, RUNNING, CANCELLED...; "" when Slurm no longer knows it
+  std::string state;   // squeue's: PENDING, RUNNING, CANCELLED...; "" when Slurm no longer knows it
   std::string record;  // the record's path
   cluster::cluster_config cluster;  // enough to reach that Slurm (launcher, slurm_bin_dir)
   bool final() const;

@@ -29,6 +29,11 @@ expected<void> init_logging(const log_config& cfg) {
   if (!level) return level.err();
   std::vector<spdlog::sink_ptr> sinks;
   if (cfg.to_stderr) sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  if (cfg.to_stderr && !cfg.stderr_level.empty()) {
+    auto l = parse_log_level(cfg.stderr_level);
+    if (!l) return l.err();
+    sinks.back()->set_level(*l);
+  }
   spdlog::sink_ptr file;
   if (!cfg.file.empty()) {
     try {

@@ -157,12 +157,17 @@ TEST(predict, evaluate_scores_as_the_jobs_own_evaluation_did) {
   const std::string dir = test_root("evaluate");
   std::string out;
   const std::string store = data_dir() + "/store/test";
-  ASSERT_EQ(
-      troupe("evaluate " + job + "/model --data " + store + " --root " + dir + " --quiet 2>/dev/null", &out),
-      0)
+  ASSERT_EQ(troupe("evaluate " + job + "/model --data " + store + " --root " + dir + " --quiet 2>" + dir +
+                       "/quiet.err",
+                   &out),
+            0)
       << out;
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << "one JSON line on stdout\n" << out;
   auto j = nlohmann::json::parse(out);
+  // --quiet: no info line on stderr (the runner's eight, the plugin's load); the job's log keeps them.
+  const auto err = read_file(dir + "/quiet.err");
+  EXPECT_EQ(err.find(" I ["), std::string::npos) << err;
+  EXPECT_NE(read_file(j.value("job", "") + "/logs/runner.log").find("launched master#0"), std::string::npos);
   EXPECT_EQ(j.value("rows", 0), own.value("test_rows", 1)) << j.dump();
   EXPECT_NEAR(j.value("loss", 0.0), own.value("test_loss", 1.0), 1e-5) << j.dump() << own.dump();
   EXPECT_NEAR(j.value("accuracy", 0.0), own.value("test_accuracy", 1.0), 1e-9) << j.dump();

@@ -255,12 +255,14 @@ int runner::reopen_tasks() {
 }
 
 // The runner's log goes to logs/runner.log as well as stderr (unless [log] stderr = false), at the
-// level the CLI set.
+// level the CLI set. With quiet_log (`predict --quiet`, which set warn for its own lines before it)
+// the file keeps info and stderr has only warnings and errors.
 void runner::start_log() {
   log_config lc;
   const auto level = spdlog::get_level();
   lc.level = level == spdlog::level::warn ? "warn" : std::string(spdlog::level::to_string_view(level).data());
   lc.to_stderr = spec_.log.to_stderr;
+  if (opt_.quiet_log && level == spdlog::level::warn) lc.level = "info", lc.stderr_level = "warn";
   lc.file = dir_->logs_dir() + "/runner.log";
   lc.name = "runner";
   if (auto r = init_logging(lc); !r) spdlog::warn("{}", r.err().to_string());

@@ -27,7 +27,8 @@ struct run_options {
   std::string job_id;                    // empty: <name>-<time>-<random>
   std::optional<std::uint32_t> workers;  // --workers N (overrides [job] workers)
   bool progress = true;                  // the progress line on stderr
-  bool result_line = true;               // the final JSON line on stdout (result.json is written anyway)
+  bool quiet_log = false;   // the CLI's level lowered to warn: logs/runner.log at info, stderr at warn
+  bool result_line = true;  // the final JSON line on stdout (result.json is written anyway)
 };
 
 // `troupe run --submit`: the runner itself as a Slurm job ([cluster] launcher = "slurm") on the

@@ -15,6 +15,7 @@ struct log_config {
   std::string level = "info";  // trace, debug, info, warn, error, critical, off
   std::string file;            // empty: no log file
   bool to_stderr = true;
+  std::string stderr_level;     // empty: `level`; else stderr's own, above it (the file keeps more)
   std::string name = "troupe";  // shown in every line (the node name)
   // Shown before the name in the `file`'s lines ("[job-x/worker-0#1]"): several jobs may share the
   // file, and their lines mixed with nothing to tell them apart. Job ids hold no '%'.
