@@ -124,7 +124,8 @@ expected<nn::eval_result> evaluate(actors::trainer_backend& b, const nn::dataset
 }
 
 // The final JSON line of `troupe train --local`, in the shape `troupe run` prints (docs/job.md,
-// "The final JSON"); `backend` names the trainer backend when one trained it (empty: nn's trainer).
+// "The final JSON"); `backend` names the trainer backend when one trained it ("native": nn's trainer,
+// for the built-in models; the key was absent for them while job.md listed it).
 struct local_result {
   std::string backend;
   std::string device;     // "cpu" or "gpu": the switch the trainer followed
@@ -151,7 +152,7 @@ nlohmann::json result_json(const nn::job_config& job, const nn::train_test& data
                      {"wall_seconds", r.secs},
                      {"samples_per_s", r.secs > 0 ? static_cast<double>(samples) / r.secs : 0},
                      {"history", history}};
-  if (!r.backend.empty()) out["backend"] = r.backend;
+  out["backend"] = r.backend.empty() ? "native" : r.backend;
   if (!r.placement.empty()) out["placement"] = r.placement;
   if (r.binary && std::isfinite(last.auc)) out["test_auc"] = last.auc;
   if (data.true_auc > 0) out["true_auc"] = data.true_auc;

@@ -83,6 +83,7 @@ class like_importer {
     ++kept;
     const bool split = o_.test_fraction > 0;
     if (!write) {
+      result_.filled_missing += e->filled;
       if (split) hashes_.push_back(splitmix64(line.number ^ o_.split_seed));
       return {};
     }

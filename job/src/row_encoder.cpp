@@ -27,11 +27,12 @@ expected<encoded_row> encode(const std::vector<std::string>& fields, const row_c
                              const std::string& where, bool skip_dropped) {
   auto out = to_record(fields, c, r, where, 0);
   if (!out) return out.err();
-  if (!out->kept && skip_dropped) return encoded_row{out->labelled, true, c.cols.names[out->missing_column]};
+  if (!out->kept && skip_dropped)
+    return encoded_row{out->labelled, true, c.cols.names[out->missing_column], 0};
   if (!out->kept)
     return bad(where, "column '" + c.cols.names[out->missing_column] +
                           "': missing value (the import dropped rows with one: --missing skip-row)");
-  return encoded_row{out->labelled, false, {}};
+  return encoded_row{out->labelled, false, {}, static_cast<std::uint32_t>(out->filled)};
 }
 
 }  // namespace

@@ -313,6 +313,14 @@ TEST_F(CsvUsers, MeanFillsAMissingValueWithItsColumnsMeanOfTheTrainingRows) {
   ASSERT_TRUE(m.columns);
   EXPECT_EQ(m.columns->missing, "mean");
   EXPECT_EQ(m.columns->fill, r->fill) << "kept for rows read later, bit for bit";
+  // The same rows --like that format: filled alike, and counted (it said "filled 0").
+  auto again = csv(text, "like");
+  auto l = import_csv_like(again, *m.columns, 2);
+  ASSERT_TRUE(l) << l.err().to_string();
+  EXPECT_EQ(l->filled_missing, 3u);
+  auto like_recs = records(again.out);
+  ASSERT_EQ(like_recs.size(), 10u);
+  EXPECT_EQ(like_recs[2].dense[0], static_cast<float>(mean_a));
 
   // Standardized with a split: the training rows' means (not every row's), and a filled cell is 0.
   std::string many = "a,b,y\n";
@@ -352,9 +360,9 @@ TEST_F(CsvUsers, MeanFillsAMissingValueWithItsColumnsMeanOfTheTrainingRows) {
             }())
                 .find("column 'b': no value in the rows to take the mean of (--missing mean)"),
             std::string::npos);
-  auto l = csv("a,y\n1,0\n2,\n", "label");
-  l.missing = missing_policy::mean;
-  EXPECT_NE(refused(l).find(":3: column 'y' (2): missing label (--missing skip-row accepts it)"),
+  auto nolabel = csv("a,y\n1,0\n2,\n", "label");
+  nolabel.missing = missing_policy::mean;
+  EXPECT_NE(refused(nolabel).find(":3: column 'y' (2): missing label (--missing skip-row accepts it)"),
             std::string::npos);
 }
 

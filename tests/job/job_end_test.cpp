@@ -274,6 +274,12 @@ TEST(job_end, a_job_preparing_its_data_is_starting_for_status_and_stops_at_once)
   EXPECT_NE(out.find("is starting: its runner (pid " + std::to_string(r.pid) + ") prepares the data"),
             std::string::npos)
       << out;
+  // --resume of it while its runner lives: refused first thing, naming the runner (a warning that
+  // its /metrics port was taken, by itself, came first, and the refusal read "cluster: already exists").
+  EXPECT_EQ(troupe("run --resume " + r.job_dir, &out), 1) << out;
+  EXPECT_EQ(out, "troupe: error: job preparing is running: its runner (pid " + std::to_string(r.pid) +
+                     ") holds " + r.job_dir + "/runner.lock (stop it first: troupe stop --job-dir " +
+                     r.job_dir + ")\n");
   ASSERT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
   EXPECT_EQ(wait_job(r, std::chrono::seconds(30)), 3) << read_file(r.err_file);
   auto res = result(r);

@@ -33,6 +33,7 @@ TEST(train_cli, deepfm_prints_progress_and_one_json_line) {
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["model"], "deepfm");
+  EXPECT_EQ(j.value("backend", ""), "native") << "job.md lists it for every train --local";
   EXPECT_EQ(j["steps"], 158);
   EXPECT_EQ(j["history"].size(), 2u);
   EXPECT_GT(j["test_auc"].get<double>(), 0.6);

@@ -188,6 +188,13 @@ int runner::read_config(config_doc& doc) {
   if (!opt_.resume.empty()) {
     auto dir = cluster::job_dir::open(opt_.resume);
     if (!dir) return usage_refusal("--resume " + dir.err().context());
+    // A live runner refuses this one at the lock; said first (its /metrics port was warned of as
+    // taken, by itself, before the refusal).
+    if (auto pid = dir->runner_pid())
+      return usage_refusal("job " + dir->job_id() + " is running: its runner (pid " + std::to_string(*pid) +
+                               ") holds " + dir->lock_path() + " (stop it first: troupe stop --job-dir " +
+                               dir->path() + ")",
+                           1);
     auto text = dir->read_job_toml();
     if (!text) return usage_refusal("--resume: " + text.err().describe());
     auto d = config_doc::from_string(*text, dir->job_toml_path());

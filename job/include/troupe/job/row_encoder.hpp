@@ -32,6 +32,7 @@ struct encoded_row {
   // policy skip-row), not encoded; `dropped_column` names the column. Without: such a row is an error.
   bool dropped = false;
   std::string dropped_column;
+  std::uint32_t filled = 0;  // dense values missing and filled (the format's policy zero or mean)
 };
 
 class row_encoder {
