@@ -13,9 +13,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <nlohmann/json.hpp>
+
 #include "command.hpp"
 #include "troupe/cluster/config.hpp"
 #include "troupe/cluster/errc.hpp"
+#include "troupe/cluster/job_dir.hpp"
 #include "troupe/control/chaos.hpp"
 #include "troupe/control/client.hpp"
 #include "troupe/core/clock.hpp"
@@ -224,11 +227,27 @@ void print_report(control::chaos_report& rep, const std::string& job_dir, const 
   if (!report_path.empty()) std::ofstream(report_path) << rep.to_json() << "\n";
 }
 
+// --job-dir of a job that ended before the chaos began ("" when it runs, or may): every fault read
+// "job over before the fault was due", exit 0.
+std::string ended_before(const std::string& job_dir) {
+  auto dir = cluster::job_dir::open(job_dir);
+  std::ifstream in(job_dir + "/result.json");
+  std::string line;
+  if (!dir || dir->runner_pid() || !std::getline(in, line)) return {};
+  const auto status = nlohmann::json::parse(line, nullptr, false);
+  return "job " + dir->job_id() + " is not running: it ended (" +
+         (status.is_object() ? status.value("status", "?") : std::string("?")) + ", " + dir->result_path() +
+         ") before the chaos began; give a running job's --job-dir, or --job FILE to start one";
+}
+
 int run(flags& f) {
   // Its own connection chatter is for --log-level debug; fault lines are warnings.
   if (spdlog::get_level() == spdlog::level::info) spdlog::set_level(spdlog::level::warn);
   auto o = chaos_options_of(f);
   if (!o) return usage_error(o.err());
+  if (f.job_file.empty())
+    if (auto why = ended_before(o->job_dir); !why.empty())
+      return run_error(error(make_error_code(core_errc::invalid_argument), why));
   std::optional<job_process> job;
   std::optional<int> code;
   if (!f.job_file.empty()) {

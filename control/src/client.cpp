@@ -181,7 +181,8 @@ void add_ending(nlohmann::json& j, const cluster::job_dir& dir, const nlohmann::
     // Saved every few seconds: behind the journal's done tasks after a SIGKILL (1,131,904 samples
     // beside 368 done tasks of 4,096 records).
     auto c = nlohmann::json::parse(in, nullptr, false);
-    j["samples_total"] = std::max<std::uint64_t>(c.is_object() ? c.value("samples_trained", 0ull) : 0, records_done);
+    j["samples_total"] =
+        std::max<std::uint64_t>(c.is_object() ? c.value("samples_trained", 0ull) : 0, records_done);
     // The last training loss the master logged (the progress line's; it showed "loss -").
     if (const double loss = last_logged_loss(dir.path()); std::isfinite(loss)) j["loss"] = loss;
     j["reason"] = no_result_reason(dir.path()) + slurm_nodes_left(dir);

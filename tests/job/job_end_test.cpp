@@ -288,6 +288,13 @@ TEST(job_end, a_job_preparing_its_data_is_starting_for_status_and_stops_at_once)
             std::string::npos)
       << res.dump();
   EXPECT_FALSE(fs::exists(r.job_dir + "/nodes.json"));
+  // Chaos against the ended job: refused naming its end (every fault read "job over before the
+  // fault was due", exit 0).
+  EXPECT_EQ(troupe("chaos --job-dir " + r.job_dir + " --fault '1 kill worker'", &out), 1) << out;
+  EXPECT_NE(out.find("job preparing is not running: it ended (stopped, " + r.job_dir +
+                     "/result.json) before the chaos began"),
+            std::string::npos)
+      << out;
 }
 
 // The job directory removed while the job runs: the job ends at once naming it (it paused on its
