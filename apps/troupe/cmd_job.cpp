@@ -81,7 +81,7 @@ void print_goodput(const nlohmann::json& g) {
       std::snprintf(scale, sizeof scale, "%.0f samples", ns->get<double>());
     else
       std::snprintf(scale, sizeof scale, "%s",
-                    g.value("rounds", 0ull) > 0 ? "unknown (not a number)" : "0 samples");
+                    g.value("rounds", 0ull) > 0 ? "unknown (not a number)" : "not estimated yet");
   }
   std::printf("gradient noise scale %s (%llu estimates%s)", scale, g.value("rounds", 0ull), shards.c_str());
   // An async_ps job's estimate comes from its shards; its workers step at their own batch, with no

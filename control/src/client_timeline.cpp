@@ -197,13 +197,15 @@ void add_metrics(json& j, const observe::job_event* metrics) {
   j["samples_total"] = static_cast<std::uint64_t>(n("samples"));
   j["restarts"] = static_cast<std::uint64_t>(n("restarts"));
   const bool infinite = metrics && metrics->find("noise_scale_infinite");  // |G|^2 at its floor 0
-  if (metrics && (metrics->find("noise_scale") || infinite))  // the last goodput figures the master wrote
-    j["goodput"] = {{"noise_scale", infinite ? json() : json(n("noise_scale"))},
-                    {"noise_scale_infinite", infinite},
-                    {"batch", static_cast<std::uint32_t>(n("batch"))},
-                    {"goodput", n("goodput")},
-                    {"lr_factor", n("lr_factor")},
-                    {"progress", n("progress")}};
+  // The last goodput figures the master wrote (no noise_scale key: none estimated yet, null here).
+  if (metrics && (metrics->find("noise_scale") || infinite || metrics->find("goodput")))
+    j["goodput"] = {
+        {"noise_scale", infinite || !metrics->find("noise_scale") ? json() : json(n("noise_scale"))},
+        {"noise_scale_infinite", infinite},
+        {"batch", static_cast<std::uint32_t>(n("batch"))},
+        {"goodput", n("goodput")},
+        {"lr_factor", n("lr_factor")},
+        {"progress", n("progress")}};
 }
 
 // result.json's fields; `running` (no job_end, events still coming): the master's result.json (it

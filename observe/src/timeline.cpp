@@ -118,10 +118,11 @@ void job_timeline::model_exported(const std::string& dir, double seconds) {
 
 namespace {
 // B_noise, or noise_scale_infinite: true while |G|^2 sits at its floor 0 (JSON has no infinity).
+// NaN (no estimate yet, or not a number): neither key.
 void add_noise_scale(job_event& e, double noise_scale) {
   if (std::isinf(noise_scale))
     e.fields.emplace_back("noise_scale_infinite", true);
-  else
+  else if (!std::isnan(noise_scale))
     e.fields.emplace_back("noise_scale", noise_scale);
 }
 }  // namespace

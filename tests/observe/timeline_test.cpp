@@ -88,8 +88,14 @@ TEST_F(timeline_test, an_infinite_noise_scale_is_written_as_such) {
   batch_choice c;
   c.noise_scale = std::numeric_limits<double>::infinity();
   t.batch_chosen(c);
+  // No estimate yet (NaN, as the master passes it before the first round): neither key (the first
+  // choice of batch = "global" said "noise_scale": 0.0).
+  c.noise_scale = std::numeric_limits<double>::quiet_NaN();
+  t.batch_chosen(c);
   auto ev = events();
-  ASSERT_EQ(ev.size(), 3u);
+  ASSERT_EQ(ev.size(), 4u);
+  EXPECT_EQ(ev[3].find("noise_scale"), nullptr);
+  EXPECT_EQ(ev[3].find("noise_scale_infinite"), nullptr);
   EXPECT_EQ(ev[0].find("noise_scale"), nullptr);
   ASSERT_NE(ev[0].find("noise_scale_infinite"), nullptr);
   EXPECT_EQ(ev[0].number("batch"), 64);

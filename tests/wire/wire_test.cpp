@@ -172,6 +172,12 @@ TEST(status_codec, an_infinite_noise_scale_travels_and_reads_as_infinite_in_json
   j = to_json(back.goodput);
   EXPECT_EQ(j["noise_scale"], 256.0);
   EXPECT_FALSE(j["noise_scale_infinite"].get<bool>());
+  // No estimate yet (rounds 0): null, not the report's 0 ("no noise at all").
+  back.goodput.noise_scale = 0;
+  back.goodput.rounds = 0;
+  j = to_json(back.goodput);
+  EXPECT_TRUE(j["noise_scale"].is_null()) << j.dump();
+  EXPECT_FALSE(j["noise_scale_infinite"].get<bool>());
 }
 
 TEST(ps_layout, spreads_ids_and_names_deterministically) {

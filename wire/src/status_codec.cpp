@@ -100,7 +100,9 @@ nlohmann::json to_json(const goodput_report& g) {
           {"base_batch", g.base_batch},
           {"grad_sqr", g.grad_sqr},
           {"grad_var", g.grad_var},
-          {"noise_scale", std::isfinite(g.noise_scale) ? nlohmann::json(g.noise_scale) : nlohmann::json()},
+          // null before the first estimate (rounds 0) too: 0 read as no noise at all.
+          {"noise_scale",
+           std::isfinite(g.noise_scale) && g.rounds > 0 ? nlohmann::json(g.noise_scale) : nlohmann::json()},
           {"noise_scale_infinite", std::isinf(g.noise_scale)},
           {"rounds", g.rounds},
           {"lr_scaling", g.lr_scaling},

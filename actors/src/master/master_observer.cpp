@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "troupe/core/clock.hpp"
 #include "troupe/wire/job_token.hpp"
@@ -159,11 +160,20 @@ void master_observer::progress(const node_id& from, std::uint64_t samples, std::
   for (std::uint64_t i = 0; i < std::min<std::uint64_t>(steps, 1000); ++i) h.observe(per_step);
 }
 
+namespace {
+// The report's noise scale once the estimator has one, else NaN (a gap, not 0: a batch = "global"
+// job's first choice said "noise_scale": 0.0 before any estimate, which reads as no noise at all).
+double estimated_noise_scale(const wire::goodput_report& g) {
+  return g.rounds > 0 ? g.noise_scale : std::numeric_limits<double>::quiet_NaN();
+}
+}  // namespace
+
 void master_observer::goodput(const wire::goodput_report& g) {
   auto gauge = [&](const char* name, const char* help, double v) {
     metrics_.get_gauge(name, help, labels_).set(v);
   };
-  gauge("troupe_gradient_noise_scale", "Gradient noise scale tr(Sigma)/|G|^2, samples", g.noise_scale);
+  gauge("troupe_gradient_noise_scale", "Gradient noise scale tr(Sigma)/|G|^2, samples",
+        estimated_noise_scale(g));
   gauge("troupe_gradient_sqr_norm", "Moving average of |G|^2 (Adam: preconditioned)", g.grad_sqr);
   gauge("troupe_gradient_variance", "Moving average of tr(Sigma) over the base batch", g.grad_var);
   gauge("troupe_lr_factor", "Learning rate multiple of the last step (lr_scaling)", g.lr_factor);
@@ -194,7 +204,7 @@ void master_observer::write_choice(const wire::goodput_report& g) {
     c.replicas = replicas;
     c.predicted_goodput = g.choice_predicted;
     c.previous_goodput = g.choice_before;
-    c.noise_scale = g.noise_scale;
+    c.noise_scale = estimated_noise_scale(g);
     c.at_progress = g.choice_progress;
     timeline_.batch_chosen(c);
     e.chosen = true;
@@ -242,9 +252,9 @@ void master_observer::tick(const cluster::membership_view& view, const job_progr
   m.epoch = view.epoch();
   m.restarts = restarts;
   if (goodput.valid)
-    m.goodput =
-        observe::metrics_sample::goodput_sample{goodput.noise_scale, static_cast<double>(goodput.batch),
-                                                goodput.goodput, goodput.lr_factor, goodput.progress};
+    m.goodput = observe::metrics_sample::goodput_sample{estimated_noise_scale(goodput),
+                                                        static_cast<double>(goodput.batch), goodput.goodput,
+                                                        goodput.lr_factor, goodput.progress};
   if (counts) {
     m.tasks_todo = counts->todo;
     m.tasks_doing = counts->doing;
