@@ -5,9 +5,15 @@
 namespace troupe::cluster {
 
 namespace {
-class cluster_category_impl final : public std::error_category {
+class cluster_category_impl final : public error_category {
  public:
   const char* name() const noexcept override { return "cluster"; }
+  // Their contexts are sentences: "job id '../x': 1-64 characters of ...", "job r1 is running: its
+  // runner (pid 31024) holds ...".
+  bool context_says_it(int c) const noexcept override {
+    return c == static_cast<int>(cluster_errc::invalid_spec) ||
+           c == static_cast<int>(cluster_errc::already_exists);
+  }
   std::string message(int c) const override {
     switch (static_cast<cluster_errc>(c)) {
       case cluster_errc::ok:

@@ -81,16 +81,18 @@ bool mine(const std::string& path) {
   struct stat st {};
   return ::lstat(path.c_str(), &st) == 0 && st.st_uid == ::geteuid();
 }
+// A --job-dir given: it must be a job's directory (else bad usage, exit 2).
+expected<std::string> named_job_dir(const std::string& job_dir) {
+  auto dir = cluster::job_dir::open(job_dir);  // its context says what is missing, in words
+  if (!dir)
+    return make_unexpected(core_errc::invalid_argument,
+                           "--job-dir " + dir.err().context() + submitted_note(job_dir));
+  return job_dir;
+}
 }  // namespace
 
 expected<std::string> find_job_dir(const std::string& job_dir, const std::string& root) {
-  if (!job_dir.empty()) {  // named: it must be a job's directory (else bad usage, exit 2)
-    auto dir = cluster::job_dir::open(job_dir);  // its context says what is missing, in words
-    if (!dir)
-      return make_unexpected(core_errc::invalid_argument,
-                             "--job-dir " + dir.err().context() + submitted_note(job_dir));
-    return job_dir;
-  }
+  if (!job_dir.empty()) return named_job_dir(job_dir);
   auto ids = cluster::job_dir::list(root);
   if (!ids) return ids.err();
   std::erase_if(*ids, [&](const std::string& id) { return !mine(root + "/" + id); });

@@ -17,8 +17,10 @@ std::string error::to_string() const {
 }
 
 std::string error::describe() const {
-  if (code_ && code_.category() == core_category() && !context_.empty()) return context_;
-  return to_string();
+  if (!code_ || context_.empty()) return to_string();
+  if (code_.category() == core_category()) return context_;
+  const auto* own = dynamic_cast<const error_category*>(&code_.category());
+  return own && own->context_says_it(code_.value()) ? context_ : to_string();
 }
 
 error& error::wrap(const std::string& outer) {

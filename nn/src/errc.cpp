@@ -4,9 +4,14 @@
 
 namespace troupe::nn {
 namespace {
-class nn_category_impl final : public std::error_category {
+class nn_category_impl final : public error_category {
  public:
   const char* name() const noexcept override { return "nn"; }
+  // Their contexts are sentences: "model 'deepfm': is a binary (CTR) model, the data has 4 classes",
+  // "init.toml: model.init ...: tensor 'w' has 10 values in the state, ...".
+  bool context_says_it(int c) const noexcept override {
+    return c == static_cast<int>(nn_errc::bad_config) || c == static_cast<int>(nn_errc::bad_shape);
+  }
   std::string message(int c) const override {
     switch (static_cast<nn_errc>(c)) {
       case nn_errc::ok:

@@ -76,6 +76,10 @@ json server_row(const job_directory& serve_dir, const std::string& name, std::in
   row["state"] = said == "stopped"                                                     ? "stopped"
                  : said == "serving" && static_cast<double>(now_ms) - updated < 15'000 ? "serving"
                                                                                        : "gone";
+  // Serving no more: its last second's rates are not current (troupe serve status shows 0 too).
+  if (row["state"] != "serving")
+    for (const char* k : {"requests_per_s", "rows_per_s"})
+      if (row.contains(k)) row[k] = 0.0;
   return row;
 }
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -30,6 +31,11 @@ std::string random_token() {
   std::string t;
   for (int i = 0; i < 64; ++i) t.push_back(hex[rd() % 16]);
   return t;
+}
+// A start refused or failed: the CLI's error line, as every other command says it (not a log line).
+int refused(int rc, const std::string& why) {
+  std::fprintf(stderr, "troupe: error: %s\n", why.c_str());
+  return rc;
 }
 
 }  // namespace
@@ -78,35 +84,34 @@ int frontend::claim_state_dir() {
   const std::string servers = servers_dir(cfg_.root);
   state_dir_ = servers + "/" + name_;
   auto already_runs = [&] {
-    spdlog::error("a server named '{}' already runs under {} ({}/server.json): stop it, or --name another",
-                  name_, cfg_.root, state_dir_);
-    return 2;
+    return refused(2, "a server named '" + name_ + "' already runs under " + cfg_.root + " (" + state_dir_ +
+                          "/server.json): stop it, or --name another");
   };
-  if (auto why = place_problem(servers); !why.empty()) return spdlog::error("serve: {}", why), 2;
+  if (auto why = place_problem(servers); !why.empty()) return refused(2, "serve: " + why);
   // The same command twice is the name's problem, not the port's (both are taken).
   if (server_running(state_dir_)) return already_runs();
   // A listen address taken now fails now, before any replica is launched or anything is made under
   // the root (a failed start left serve/<name>/ behind); one that is no address ("nonsense", port
   // 99999) is bad usage (exit 2).
   if (auto free = observe::http_server::check_listen(cfg_.listen); !free)
-    return spdlog::error("serve: --listen {}: {}", cfg_.listen, free.err().to_string()),
-           free.err() == transport_errc::bad_address ? 2 : 1;
+    return refused(free.err() == transport_errc::bad_address ? 2 : 1,
+                   "serve: --listen " + cfg_.listen + ": " + free.err().describe());
   std::error_code ec;
   std::filesystem::create_directories(state_dir_ + "/logs", ec);
   std::filesystem::create_directories(state_dir_ + "/models", ec);
-  if (ec) return spdlog::error("{}: {}", state_dir_, ec.message()), 1;
+  if (ec) return refused(1, state_dir_ + ": " + ec.message());
   // Checked again once made: another user may have made them first.
-  if (auto why = place_problem(servers); !why.empty()) return spdlog::error("serve: {}", why), 2;
+  if (auto why = place_problem(servers); !why.empty()) return refused(2, "serve: " + why);
   // One server per name and root: the lock is held for the process's life (released by the kernel
   // whatever way it ends).
   lock_fd_ = ::open((state_dir_ + "/server.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) return spdlog::error("{}/server.lock: {}", state_dir_, std::strerror(errno)), 1;
+  if (lock_fd_ < 0) return refused(1, state_dir_ + "/server.lock: " + std::strerror(errno));
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) return already_runs();
   token_ = random_token();
   // Owner-only from its creation (written, then chmod-ed, another user could open it in between and
   // reload the server with a model of theirs).
   if (auto w = cluster::write_file_atomic(state_dir_ + "/token", token_ + "\n", 0600); !w)
-    return spdlog::error("serve: {}", w.err().to_string()), 1;
+    return refused(1, "serve: " + w.err().describe());
   write_phase("starting");
   return 0;
 }
@@ -114,17 +119,17 @@ int frontend::claim_state_dir() {
 // The transport endpoint `troupe serve reload` and the replicas reach.
 int frontend::open_control() {
   auto plan = cluster::plan_control(settings_.cluster);
-  if (!plan) return spdlog::error("{}", plan.err().to_string()), 1;
+  if (!plan) return refused(1, plan.err().describe());
   auto tcfg = settings_.transport;
   tcfg.token = token_;
   auto net = endpoint::create(node_id{"serve", 0}, tcfg);
-  if (!net) return spdlog::error("{}", net.err().to_string()), 1;
+  if (!net) return refused(1, net.err().describe());
   net_ = std::move(*net);
   auto bound = net_->listen(plan->runner_host, 0);
-  if (!bound) return spdlog::error("{}", bound.err().to_string()), 1;
+  if (!bound) return refused(1, bound.err().describe());
   control_address_ = *bound;
   if (auto r = net_->register_name("serve", [this](const message& m) { on_message(m); }); !r)
-    return spdlog::error("{}", r.err().to_string()), 1;
+    return refused(1, r.err().describe());
   // Slurm places each replica itself: where one runs is where its connection comes from.
   net_->on_peer_up([this](const peer_event& e) {
     if (e.node.name.rfind("replica-", 0) != 0) return;
@@ -159,7 +164,7 @@ int frontend::setup() {
   auto l = cluster::make_launcher(
       settings_.cluster,
       [this](const cluster::node_handle& h, const cluster::exit_status& s) { on_exit(h, s); }, site, clock_);
-  if (!l) return spdlog::error("{}", l.err().to_string()), 1;
+  if (!l) return refused(1, l.err().describe());
   launcher_ = std::move(*l);
   started_ = clock_.now();
   started_ms_ = clock_.wall_ms();
@@ -173,7 +178,7 @@ bool frontend::first_generation_up() {
   if (first.state != gen_state::staging) return true;
   std::string why = first.failure;
   lk.unlock();
-  spdlog::error("serve: the model could not be served: {}", why);
+  refused(1, "serve: the model could not be served: " + why);
   return false;
 }
 

@@ -90,7 +90,10 @@ expected<int> stop_server(const std::string& root, const std::string& name,
                            "serve stop: SIGTERM to pid " + std::to_string(pid) + ": " + std::strerror(errno));
   auto& clk = troupe::clock::system();
   const auto until = clk.now() + timeout;
-  while (server_running(dir) && (!stat || cluster::process_alive(pid, stat->start_time))) {
+  // Until the process is gone, not only its lock: the front end releases the lock as it tears down,
+  // and `serve stop` returned while the server was still exiting (a test's poll() right after it
+  // found it running, rarely).
+  while (stat ? cluster::process_alive(pid, stat->start_time) : server_running(dir)) {
     if (clk.now() >= until) {
       std::ifstream in(dir + "/server.json");
       auto j = nlohmann::json::parse(in, nullptr, false);

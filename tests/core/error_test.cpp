@@ -28,6 +28,27 @@ TEST(error, describe_gives_a_core_errors_context_alone) {
   EXPECT_EQ(error().describe(), "no error");
 }
 
+namespace {
+// A module's category whose code 1 has contexts that say it in words, and code 2 not.
+class words_category final : public troupe::error_category {
+ public:
+  const char* name() const noexcept override { return "words"; }
+  std::string message(int c) const override { return c == 1 ? "bad configuration" : "missing file"; }
+  bool context_says_it(int c) const noexcept override { return c == 1; }
+};
+}  // namespace
+
+// A module's code whose contexts are sentences reads as its context alone (the CLI said "nn: bad
+// configuration: houses.toml: model 'deepfm': is a binary (CTR) model ..."); its other codes keep
+// their words.
+TEST(error, describe_gives_the_context_alone_for_the_codes_a_category_says_it_of) {
+  static const words_category cat;
+  EXPECT_EQ(error(std::error_code(1, cat), "model 'deepfm': is a binary model").describe(),
+            "model 'deepfm': is a binary model");
+  EXPECT_EQ(error(std::error_code(2, cat), "nodes.json").describe(), "words: missing file: nodes.json");
+  EXPECT_EQ(error(std::error_code(1, cat), "").describe(), "words: bad configuration");
+}
+
 TEST(error, default_is_no_error) {
   error e;
   EXPECT_FALSE(e);

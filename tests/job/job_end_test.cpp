@@ -430,6 +430,13 @@ TEST(job_end, stopping_an_async_ps_job_stops_every_node_by_itself_every_time) {
     EXPECT_EQ(res.value("status", ""), sig == 0 ? "stopped" : "interrupted") << res.dump();
     EXPECT_EQ(res, nlohmann::json::parse(read_file(r.job_dir + "/result.json"), nullptr, false));
     EXPECT_TRUE(no_processes_of(r));
+    // The timeline's last figures are result.json's (it ended at the master's last periodic event,
+    // short of them).
+    const auto metrics = event_kinds(r.job_dir, "metrics");
+    ASSERT_FALSE(metrics.empty());
+    const auto last = nlohmann::json::parse(metrics.back());
+    EXPECT_EQ(last.value("samples", 0ull), res.value("samples_trained", 1ull)) << metrics.back();
+    EXPECT_EQ(last.value("tasks_done", 0ull), res.value("tasks_done", 1ull)) << metrics.back();
   }
 }
 

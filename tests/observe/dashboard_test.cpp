@@ -183,7 +183,8 @@ TEST_F(dashboard_api, lists_model_servers_apart_from_jobs) {
                    "model": {"version": "job-1@7", "job_id": "job-1"}, "swap": {"state": "loading", "version": "job-2@9"},
                    "secret": "not copied"})");
   write("old", R"({"name": "old", "state": "serving", "updated_ms": 1000, "started_ms": 1})");
-  write("done", R"({"name": "done", "state": "stopped", "updated_ms": 1000, "started_ms": 2})");
+  write("done", R"({"name": "done", "state": "stopped", "updated_ms": 1000, "started_ms": 2,
+                    "requests_per_s": 1.77, "rows_per_s": 1.77, "p50_ms": 1.03})");
   write("torn", R"({"name": "to)");
   write("odd", R"({"state": ["serving"], "updated_ms": "soon", "model": 3, "replicas_ready": {"x": 1}})");
   fs::create_directories(serve / "empty");
@@ -202,6 +203,11 @@ TEST_F(dashboard_api, lists_model_servers_apart_from_jobs) {
   EXPECT_FALSE(by["mlp"].contains("secret"));
   EXPECT_EQ(by["old"]["state"], "gone") << "serving, but silent for long";
   EXPECT_EQ(by["done"]["state"], "stopped");
+  // A stopped server serves nothing: its last second's rates are not shown as current (serve status
+  // said 0 where the page said 1.77 req/s); its latencies stay, as the last it measured.
+  EXPECT_EQ(by["done"]["requests_per_s"], 0.0);
+  EXPECT_EQ(by["done"]["rows_per_s"], 0.0);
+  EXPECT_EQ(by["done"]["p50_ms"], 1.03);
   EXPECT_EQ(by["torn"]["error"], "serve/torn/server.json: not JSON (yet)");
   EXPECT_EQ(by["odd"]["state"], "gone");
   EXPECT_FALSE(by["odd"].contains("replicas_ready"));

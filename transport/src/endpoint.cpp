@@ -282,6 +282,10 @@ void endpoint::on_peer_down(peer_callback cb) {
              [p = impl_.get(), cb = std::move(cb)]() mutable { p->down_cbs.push_back(std::move(cb)); });
 }
 
+void endpoint::quiet_peer_lines() {
+  impl_->quiet_peers = true;
+}
+
 void endpoint::set_fault_injection(const fault_injection& f) {
   impl_->drop_probability = f.drop_probability;
   impl_->delay_us = f.delay.count();

@@ -105,6 +105,7 @@ struct endpoint::impl final : detail::connection_owner {
   std::shared_ptr<detail::conn_params> params = std::make_shared<detail::conn_params>();
   std::unique_ptr<std::byte[]> read_buffer;  // params.read_buffer: the connections' one (io)
   std::atomic<bool> stopping{false};
+  std::atomic<bool> quiet_peers{false};  // quiet_peer_lines()
   std::atomic<std::uint64_t> next_id{1};
   std::atomic<double> drop_probability{0.0};
   std::atomic<std::int64_t> delay_us{0};

@@ -22,8 +22,10 @@ std::string dialler(const endpoint::impl::conn_ptr& c, const node_id& self) {
 }
 
 // A command-line client (`troupe status` polls) comes and goes all the time: not news for the log.
-spdlog::level::level_enum peer_log_level(const node_id& peer) {
-  return is_client_node(peer.name) ? spdlog::level::debug : spdlog::level::info;
+// "transport: peer worker-1#0 up (127.0.0.1:5000)", "... down: <reason>".
+void log_peer(const node_id& peer, bool quiet, const std::string& what) {
+  const auto level = quiet || is_client_node(peer.name) ? spdlog::level::debug : spdlog::level::info;
+  spdlog::log(level, "transport: peer {} {}", peer.to_string(), what);
 }
 }  // namespace
 
@@ -53,7 +55,7 @@ void endpoint::impl::on_open(const conn_ptr& c) {
   else if (old)
     old->close("replaced by incarnation " + std::to_string(c->peer().incarnation));
   if (!duplicate) {
-    spdlog::log(peer_log_level(c->peer()), "transport: peer {} up ({})", c->peer().to_string(), c->remote());
+    log_peer(c->peer(), quiet_peers, "up (" + c->remote() + ")");
     fire_peer(up_cbs, peer_event{c->peer(), c->remote(), "connected"});
   }
   // The dialler learns of success only now, when send() to the peer can find the connection.
@@ -93,7 +95,7 @@ void endpoint::impl::on_closed(const conn_ptr& c, const std::string& reason) {
   if (!was_primary) return;
   for (auto& [name, list] : watchers)
     std::erase_if(list, [&](const remote_watch& w) { return w.node == c->peer().name; });
-  spdlog::log(peer_log_level(c->peer()), "transport: peer {} down: {}", c->peer().to_string(), reason);
+  log_peer(c->peer(), quiet_peers, "down: " + reason);
   fire_watches(c->peer().name, "", "node down: " + reason);
   fire_peer(down_cbs, peer_event{c->peer(), c->remote(), reason});
   if (stopping) return;

@@ -60,7 +60,10 @@ int runner::run() {
   if (int rc = setup(); rc != 0) return setup_ended(rc);
   spdlog::info("job {} in {} ({} workers, strategy {}{}), instance {}", dir_->job_id(), dir_->path(),
                slots_.target(), spec_.job.strategy,
-               spec_.uses_ps() ? ", " + std::to_string(spec_.ps.shards) + " PS shards" : "", instance_);
+               spec_.uses_ps() ? ", " + std::to_string(spec_.ps.shards) +
+                                     (spec_.ps.shards == 1 ? " PS shard" : " PS shards")
+                               : "",
+               instance_);
   timeline_.job_start(spec_.job.strategy, slots_.target(), spec_.job.min_workers, spec_.job.max_workers,
                       spec_.nn.model.type);
   if (init_loaded_) timeline_.model_init(spec_.nn.model.init, init_loaded_->first, init_loaded_->second);

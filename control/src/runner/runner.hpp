@@ -198,6 +198,7 @@ class runner {
   // once the nodes are stopped.
   void export_model();
   std::string final_json(int rc);
+  void last_metrics(const std::string& result_json);
   int start_from_init(const nn::dataset_info& info);
 
   // the job

@@ -22,6 +22,9 @@ void runner::on_message(const message& m) {
     auto j = m.body().getJob();
     switch (j.which()) {
       case schema::JobMessage::JOB_FINISHED:
+        // The nodes leave now: their connections' ends are not news. Here, on the transport's
+        // thread, before the master's close that follows this message is logged.
+        if (m.from_node().name == "master") net_->quiet_peer_lines();
         events_.push(finished_event{j.getJobFinished().getResultJson().cStr(), j.getJobFinished().getOk(),
                                     m.from_node()});
         break;

@@ -72,10 +72,8 @@ expected<void> check_job_id(const std::string& id, const job::job_spec& spec) {
 int runner::lock_job_dir() {
   auto fd = dir_->lock_runner();
   if (!fd)
-    return usage_refusal(
-        (fd.err() == cluster::cluster_errc::already_exists ? fd.err().context() : fd.err().describe()) +
-            " (stop it first: troupe stop --job-dir " + dir_->path() + ")",
-        1);
+    return usage_refusal(fd.err().describe() + " (stop it first: troupe stop --job-dir " + dir_->path() + ")",
+                         1);
   lock_fd_ = *fd;
   return 0;
 }

@@ -20,6 +20,8 @@
 
 namespace troupe::control {
 
+namespace fs = std::filesystem;
+
 namespace {
 // The runner's command line on the host: the same job, with the id fixed here.
 std::vector<std::string> runner_argv(const run_options& o, const std::string& file, const std::string& id) {
@@ -100,7 +102,6 @@ std::string resume_problem(const cluster::job_dir& jd) {
 // Its output is appended to the first runner's (<root>/<id>.runner.out); it has resumed once the
 // job's beat (runner.beat) is newer than the submission (resume_problem refused a live runner).
 int submit_resume(const run_options& o) {
-  namespace fs = std::filesystem;
   auto jd = cluster::job_dir::open(o.resume);
   if (!jd) return usage_refusal("--resume " + jd.err().context());
   if (auto why = resume_problem(*jd); !why.empty()) return usage_refusal(why);
@@ -151,7 +152,6 @@ int submit_job(const run_options& o) {
     return usage_refusal(
         "run --submit: the runner goes to Slurm only with [cluster] launcher = \"slurm\" (this job's is \"" +
         spec->cluster.launcher + "\")");
-  namespace fs = std::filesystem;
   std::string id = o.job_id.empty() ? default_job_id(spec->job.name) : o.job_id;
   std::error_code ec;
   auto root = fs::absolute(spec->job.root, ec).lexically_normal();
@@ -160,15 +160,15 @@ int submit_job(const run_options& o) {
   submitted_runner last(submitted_runner_path((root / id).string()));
   if (auto why = last.busy(spec->cluster, "run --submit --job-id " + id); !why.empty())
     return usage_refusal(why);
-  if (fs::exists(root / id)) return usage_refusal("job directory " + (root / id).string() + " exists", 1);
+  const auto dir = root / id;
+  if (fs::exists(dir)) return usage_refusal("job directory " + dir.string() + " exists", 1);
   auto ns = runner_node(runner_argv(o, fs::absolute(o.file).string(), id),
                         (root / (id + ".runner.out")).string(), spec->cluster.control_host);
   auto job = cluster::submit_slurm_node(spec->cluster, {id, ""}, ns);
   if (!job) return usage_refusal("run --submit: " + job.err().describe(), 1);
   last.record(*job, spec->cluster);
   std::printf("submitted the runner as Slurm job %ld\njob directory: %s\nrunner output: %s\n", *job,
-              (root / id).string().c_str(), ns.log_file.c_str());
-  const auto dir = root / id;
+              dir.string().c_str(), ns.log_file.c_str());
   return await_runner(
       spec->cluster, *job, dir.string(), [&] { return fs::exists(dir / "job.toml", ec); },
       "the runner started",

@@ -11,6 +11,15 @@
 
 namespace troupe {
 
+// A module's error category that says which of its codes have contexts naming the problem in words
+// (nn's "bad configuration": "model 'deepfm': is a binary (CTR) model, the data has 4 classes"):
+// error::describe() shows those contexts alone, as it does core's. A plain std::error_category's
+// never are.
+class error_category : public std::error_category {
+ public:
+  virtual bool context_says_it(int code) const noexcept = 0;
+};
+
 class error {
  public:
   error() = default;
@@ -25,8 +34,9 @@ class error {
 
   // What a person at a terminal reads (the CLI's "troupe: error: ..." line): a core error's
   // context alone, since core contexts name the problem in words ("a.toml:2: key 'job.workers':
-  // expected an integer, got a string"; the module and code only repeat it); any other module's
-  // error, or one without context, as to_string(). Logs and timeline events keep to_string().
+  // expected an integer, got a string"; the module and code only repeat it), and so the context of
+  // a code its error_category says the same of; any other error, or one without context, as
+  // to_string(). Logs and timeline events keep to_string().
   std::string describe() const;
 
   // Prepends more context: "outer: inner-context".

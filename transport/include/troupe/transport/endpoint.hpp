@@ -120,6 +120,10 @@ class endpoint {
   // Peer callbacks fire on the io thread when a node's first connection opens / its last closes.
   void on_peer_up(peer_callback cb);
   void on_peer_down(peer_callback cb);
+  // From now on peers' up and down lines are logged at debug, not info: a job's nodes leaving at its
+  // end are not news (the runner printed "peer master#0 down: connection closed by peer" among the
+  // lines of every job that finished well).
+  void quiet_peer_lines();
 
   void set_fault_injection(const fault_injection& f);
   endpoint_stats stats() const;
