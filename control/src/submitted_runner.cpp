@@ -2,11 +2,12 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <utility>
 
 namespace troupe::control {
@@ -18,7 +19,7 @@ std::string submitted_runner_path(const std::string& job_dir) {
 }
 
 submitted_runner::submitted_runner(std::string path) : path_(std::move(path)) {
-  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);  // not through a link
   if (fd_ >= 0) (void)::flock(fd_, LOCK_EX);  // held until record() or this object goes
 }
 
@@ -51,12 +52,32 @@ bool recorded_runner::final() const {
   return state.empty() || cluster::slurm_state_is_final(state);
 }
 
+namespace {
+// The record's text when this user wrote it: a regular file of theirs (not through a link) that no
+// one else may write. Its second line names the directory whose scancel and squeue run: another
+// user's record in a shared root would have root's `troupe stop` run their programs, or cancel a job
+// of root's. "" otherwise.
+std::string own_record(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return {};
+  struct stat st {};
+  std::string text;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && (st.st_mode & 022) == 0) {
+    char buf[4096];
+    const auto n = ::read(fd, buf, sizeof buf);
+    if (n > 0) text.assign(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+}  // namespace
+
 std::optional<recorded_runner> read_recorded_runner(const std::string& job_dir) {
   recorded_runner r;
   r.record = submitted_runner_path(job_dir);
-  std::ifstream in(r.record);
+  std::istringstream in(own_record(r.record));
   std::string first;
-  if (!in || !std::getline(in, first)) return std::nullopt;
+  if (!std::getline(in, first)) return std::nullopt;
   char* end = nullptr;
   r.job = std::strtol(first.c_str(), &end, 10);
   if (r.job <= 0 || *end != '\0') return std::nullopt;

@@ -291,5 +291,47 @@ TEST(client_timeline, launched_nodes_not_yet_in_the_view_are_listed) {
   std::filesystem::remove_all(root);
 }
 
+// A job `troupe run --submit` queued: its record (<root>/<id>.runner.job: the runner's Slurm job, the
+// job file's slurm_bin_dir) tells status and stop of it, through that Slurm's squeue. A record this
+// user did not write (writable by others, or a link) is not read: its bin directory's programs would
+// run, and a forged job id be cancelled, by whoever runs `troupe stop` (root, in a shared root).
+TEST(client_timeline, a_queued_runners_record_is_read_only_when_it_is_the_users_own) {
+  const auto dir = empty_dir("troupe-queued-");
+  const auto bin = dir / "bin", marker = dir / "squeue-ran";
+  std::filesystem::create_directories(bin);
+  std::ofstream(bin / "squeue") << "#!/bin/sh\ntouch " << marker.string() << "\necho PENDING\n";
+  std::filesystem::permissions(bin / "squeue", std::filesystem::perms::owner_all);
+  const auto job = (dir / "held").string(), record = (dir / "held.runner.job").string();
+  std::ofstream(record) << "41\n" << bin.string() << "\n";
+  std::filesystem::permissions(record,
+                               std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  auto q = queued_job_at(job);
+  ASSERT_TRUE(q.has_value());
+  EXPECT_EQ(q->id, "held");
+  EXPECT_EQ(q->slurm_job, 41);
+  EXPECT_EQ(q->state, "PENDING");
+  EXPECT_FALSE(q->resumed);
+  auto err = find_job_dir(job, dir.string());
+  ASSERT_FALSE(err);
+  EXPECT_NE(
+      err.err().context().find("no such job directory: its runner, submitted as Slurm job 41, is PENDING"),
+      std::string::npos)
+      << err.err().context();
+  // Writable by others: not read, nothing run.
+  std::filesystem::remove(marker);
+  std::filesystem::permissions(record, std::filesystem::perms::others_write,
+                               std::filesystem::perm_options::add);
+  EXPECT_FALSE(queued_job_at(job).has_value());
+  EXPECT_FALSE(std::filesystem::exists(marker));
+  // Through a link: the same.
+  std::filesystem::rename(record, dir / "elsewhere");
+  std::filesystem::permissions(dir / "elsewhere", std::filesystem::perms::others_write,
+                               std::filesystem::perm_options::remove);
+  std::filesystem::create_symlink(dir / "elsewhere", record);
+  EXPECT_FALSE(queued_job_at(job).has_value());
+  EXPECT_FALSE(std::filesystem::exists(marker));
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace troupe::control
