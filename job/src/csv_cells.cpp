@@ -2,6 +2,8 @@
 
 #include <charconv>
 #include <cmath>
+#include <limits>
+#include <optional>
 
 namespace troupe::job {
 
@@ -36,9 +38,28 @@ bool parse_class_id(std::string_view text, std::uint32_t& out) {
   return ec == std::errc{} && p == text.data() + text.size() && out <= max_class_id;
 }
 
+namespace {
+// `text` whole as a long double (wider than any value a cell means); nullopt: not a number, or past
+// even that range.
+std::optional<long double> wide_number(std::string_view text) {
+  long double v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc{} || p != text.data() + text.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+}  // namespace
+
 bool parse_number(std::string_view text, float& out) {
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc{} && p == text.data() + text.size() && std::isfinite(out);
+  if (ec == std::errc{}) return p == text.data() + text.size() && std::isfinite(out);
+  if (ec != std::errc::result_out_of_range) return false;
+  // Out of FP32's range: too large is refused (not_a_number says so); too small for it (1e-320,
+  // below its least subnormal) is FP32's nearest value, 0 or a subnormal, as numpy's float32() reads
+  // it (it was refused as "beyond FP32's range (about -3.4e38 to 3.4e38)").
+  const auto wide = wide_number(text);
+  if (!wide || std::fabs(*wide) > std::numeric_limits<float>::max()) return false;
+  out = static_cast<float>(*wide);
+  return true;
 }
 
 std::string shown(std::string_view text) {
@@ -55,10 +76,13 @@ std::string shown(std::string_view text) {
 }
 
 std::string not_a_number(std::string_view text) {
-  double d = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
-  const bool finite = ec == std::errc{} && p == text.data() + text.size() && std::isfinite(d);
-  return shown(text).append(finite ? " is beyond FP32's range (about -3.4e38 to 3.4e38)"
+  // 1e309 (past even a double's range) said "is not a number".
+  long double v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  const bool whole = p == text.data() + text.size();
+  const bool beyond =
+      whole && ((ec == std::errc{} && std::isfinite(v)) || ec == std::errc::result_out_of_range);
+  return shown(text).append(beyond ? " is beyond FP32's range (about -3.4e38 to 3.4e38)"
                                    : " is not a number");
 }
 

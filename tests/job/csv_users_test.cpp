@@ -190,6 +190,27 @@ TEST_F(CsvUsers, NanTokensAreMissingValues) {
 TEST_F(CsvUsers, InfinityIsStillRefused) {
   auto e = refused(csv("x,y\ninf,1\n"));
   EXPECT_NE(e.find(":2: column 'x' (1): 'inf' is not a number"), std::string::npos) << e;
+  // Past even a double's range: beyond FP32's (it said "is not a number"); so is past FP32's.
+  e = refused(csv("x,y\n1e309,1\n", "huge"));
+  EXPECT_NE(e.find(":2: column 'x' (1): '1e309' is beyond FP32's range"), std::string::npos) << e;
+  e = refused(csv("x,y\n-4e38,1\n", "large"));
+  EXPECT_NE(e.find(":2: column 'x' (1): '-4e38' is beyond FP32's range"), std::string::npos) << e;
+}
+
+// Too small for FP32 is its nearest value, as numpy's float32() reads it: 0, or a subnormal (1e-320
+// was refused as "beyond FP32's range (about -3.4e38 to 3.4e38)").
+TEST_F(CsvUsers, ValuesTooSmallForFp32AreItsNearestValue) {
+  auto o = csv("x,y\n1e-320,1\n-1e-400,0\n1e-40,1\n2,0\n");
+  auto r = import_csv(o);
+  ASSERT_TRUE(r) << r.err().to_string();
+  auto recs = records(o.out);
+  ASSERT_EQ(recs.size(), 4u);
+  EXPECT_EQ(recs[0].dense[0], 0.f);
+  EXPECT_EQ(recs[1].dense[0], 0.f);
+  EXPECT_TRUE(std::signbit(recs[1].dense[0])) << "-1e-400 is -0";
+  EXPECT_EQ(recs[2].dense[0], static_cast<float>(1e-40L)) << "a subnormal FP32 value";
+  EXPECT_GT(recs[2].dense[0], 0.f);
+  EXPECT_EQ(recs[3].dense[0], 2.f);
 }
 
 std::string rows_text(int n) {
