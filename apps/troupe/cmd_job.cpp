@@ -150,11 +150,6 @@ void print_table(const nlohmann::json& j) {
   }
 }
 
-// A --job-dir `troupe run --submit` queued, its runner not started: no directory yet.
-std::optional<control::queued_job> queued(const target& t) {
-  return t.job_dir.empty() ? std::nullopt : control::queued_job_at(t.job_dir);
-}
-
 void print_queued(const control::queued_job& q, bool json) {
   if (json) {
     nlohmann::json j = {
@@ -177,7 +172,8 @@ const command_registrar status_reg{"status",
                                      sub.add_flag("--json", *json, "one JSON object instead of the table");
                                      return [t, json]() -> int {
                                        quiet_logs();
-                                       if (auto q = queued(*t); q && !q->resumed)
+                                       // Its runner queued by `run --submit`: no directory yet.
+                                       if (auto q = control::queued_job_at(t->job_dir); q && !q->resumed)
                                          return print_queued(*q, *json), 0;
                                        auto dir = control::find_job_dir(t->job_dir, t->root);
                                        if (!dir) return usage_error(dir.err());
@@ -227,8 +223,10 @@ const command_registrar stop_reg{
       add_target(sub, t);
       return [t]() -> int {
         quiet_logs();
-        if (auto q = queued(*t)) {  // its runner is still queued: cancelled, the job never starts
-          if (auto r = control::cancel_queued_job(t->job_dir); !r) return run_error(r.err());
+        // Its runner still queued: cancelled, the job never starts.
+        auto cancelled = control::cancel_queued_job(t->job_dir);
+        if (!cancelled) return run_error(cancelled.err());
+        if (const auto& q = *cancelled) {
           std::printf("stopped job %s: its runner, Slurm job %ld (%s), was cancelled before it %s\n",
                       q->id.c_str(), q->slurm_job, q->state.c_str(), q->resumed ? "resumed it" : "started");
           return 0;

@@ -16,39 +16,36 @@
 namespace troupe::control {
 
 namespace {
-std::string job_name(const std::string& job_dir) {
-  auto p = std::filesystem::path(job_dir).lexically_normal();
-  if (p.filename().empty()) p = p.parent_path();
-  return p.filename().string();
-}
-
 // The runner recorded for `job_dir` that has not started it: the directory absent (`run --submit`
 // queued), or one no runner runs (`run --resume DIR --submit` queued). nullopt: none recorded.
 std::optional<recorded_runner> runner_not_started(const std::string& job_dir) {
   std::error_code ec;
-  if (!std::filesystem::exists(submitted_runner_path(job_dir), ec)) return std::nullopt;
+  if (job_dir.empty() || !std::filesystem::exists(submitted_runner_path(job_dir), ec)) return std::nullopt;
   if (std::filesystem::exists(job_dir, ec)) {
     auto dir = cluster::job_dir::open(job_dir);
     if (!dir || dir->runner_pid()) return std::nullopt;
   }
   return read_recorded_runner(job_dir);
 }
+
+queued_job queued_of(const std::string& job_dir, const recorded_runner& r) {
+  std::error_code ec;
+  return {job_dir_name(job_dir), r.job, r.state, std::filesystem::exists(job_dir, ec)};
+}
 }  // namespace
 
 std::optional<queued_job> queued_job_at(const std::string& job_dir) {
   auto r = runner_not_started(job_dir);
   if (!r || r->final()) return std::nullopt;
-  std::error_code ec;
-  return queued_job{job_name(job_dir), r->job, r->state, std::filesystem::exists(job_dir, ec)};
+  return queued_of(job_dir, *r);
 }
 
-expected<void> cancel_queued_job(const std::string& job_dir) {
+expected<std::optional<queued_job>> cancel_queued_job(const std::string& job_dir) {
   auto r = runner_not_started(job_dir);
-  if (!r || r->final())
-    return make_unexpected(core_errc::invalid_argument, "job " + job_name(job_dir) + " has no queued runner");
-  auto n = cluster::cancel_leftovers(r->cluster, {job_name(job_dir), r->record});
+  if (!r || r->final()) return std::optional<queued_job>();
+  auto n = cluster::cancel_leftovers(r->cluster, {job_dir_name(job_dir), r->record});
   if (!n) return n.err();
-  return {};
+  return std::optional<queued_job>(queued_of(job_dir, *r));
 }
 
 namespace {

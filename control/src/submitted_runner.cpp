@@ -12,9 +12,20 @@
 
 namespace troupe::control {
 
-std::string submitted_runner_path(const std::string& job_dir) {
+namespace {
+std::filesystem::path normal_dir(const std::string& job_dir) {
   auto p = std::filesystem::path(job_dir).lexically_normal();
   if (p.filename().empty()) p = p.parent_path();  // "jobs/x/"
+  return p;
+}
+}  // namespace
+
+std::string job_dir_name(const std::string& job_dir) {
+  return normal_dir(job_dir).filename().string();
+}
+
+std::string submitted_runner_path(const std::string& job_dir) {
+  const auto p = normal_dir(job_dir);
   return (p.parent_path() / (p.filename().string() + ".runner.job")).string();
 }
 

@@ -12,6 +12,8 @@
 
 namespace troupe::control {
 
+// <id> of the job directory <root>/<id> (made or not; "jobs/x/" too).
+std::string job_dir_name(const std::string& job_dir);
 // <root>/<id>.runner.job for the job directory <root>/<id> (made or not).
 std::string submitted_runner_path(const std::string& job_dir);
 

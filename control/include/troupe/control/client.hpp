@@ -20,7 +20,7 @@ expected<std::string> find_job_dir(const std::string& job_dir, const std::string
 
 // A job whose runner `troupe run --submit` queued and that has not started: the Slurm job of that
 // runner, recorded beside the directory, is still queued (or starting), and the directory is absent
-// or, `resumed` (`--resume DIR --submit`), no runner runs it. nullopt: none.
+// or, `resumed` (`--resume DIR --submit`), no runner runs it. nullopt: none (or no `job_dir` given).
 struct queued_job {
   std::string id;
   long slurm_job = 0;
@@ -28,8 +28,9 @@ struct queued_job {
   bool resumed = false;
 };
 std::optional<queued_job> queued_job_at(const std::string& job_dir);
-// Cancels that runner (scancel): the job never starts. An error when Slurm refuses.
-expected<void> cancel_queued_job(const std::string& job_dir);
+// Cancels that runner (scancel) when there is one: the job never starts; nullopt: none was queued.
+// An error when Slurm refuses.
+expected<std::optional<queued_job>> cancel_queued_job(const std::string& job_dir);
 
 // The job's status as a JSON object (membership, tasks, throughput, loss, restarts, result).
 // With `from_timeline`, when the runner cannot be reached (the job finished, was stopped or
