@@ -115,9 +115,22 @@ class writer {
     }
     if (kind == "sum") return line(i, in(i) + ".reshape(n, -1).sum(1, keepdim=True)");
     if (kind == "concat" || kind == "add") return many(i, kind == "concat");
-    return make_unexpected(nn_errc::bad_config, "model '" + m_.type() + "': layer '" + v.op->name() +
-                                                    "' of kind '" + kind +
-                                                    "' has no TorchScript form (model export)");
+    return own(i, kind);
+  }
+
+  // A layer of the user's: its own expression (layer::script), else no export.
+  expected<void> own(std::size_t i, const std::string& kind) {
+    auto v = m_.node_at(i);
+    std::vector<std::string> ins, ps;
+    if (v.inputs)
+      for (std::size_t k = 0; k < v.inputs->size(); ++k) ins.push_back(in(i, k));
+    const auto own_params = v.op->params().size();
+    for (std::size_t k = 0; k < own_params; ++k) ps.push_back(param(i, k));
+    if (auto e = v.op->script(ins, ps)) return line(i, *e);
+    return make_unexpected(nn_errc::bad_config,
+                           "model '" + m_.type() + "': layer '" + v.op->name() + "' of kind '" + kind +
+                               "' has no TorchScript form, so the model cannot be exported to model.pt "
+                               "(a layer of your own gives one by overriding layer::script: docs/nn.md)");
   }
 
   expected<void> input(std::size_t i) {

@@ -176,6 +176,39 @@ TEST(layers, registry_builds_from_specs_and_rejects_bad_ones) {
   EXPECT_FALSE(reg.create("relu:3"));
 }
 
+std::string spec_error(const std::string& spec) {
+  auto l = layer_registry::instance().create(spec);
+  return l ? std::string("built") : l.err().context();
+}
+
+TEST(layers, bare_numbers_fill_the_layers_keys_in_order) {
+  auto c = layer_registry::instance().create("conv2d:8,3,1");
+  ASSERT_TRUE(c) << c.err().to_string();
+  const auto* conv = dynamic_cast<const conv2d_layer*>(c->get());
+  ASSERT_NE(conv, nullptr);
+  EXPECT_EQ(conv->filters(), 8u);
+  EXPECT_EQ(conv->kernel(), 3u);
+  EXPECT_EQ(conv->padding(), 1u);
+  auto mixed = layer_registry::instance().create("conv2d:16,padding=2");
+  ASSERT_TRUE(mixed) << mixed.err().to_string();
+  EXPECT_EQ(dynamic_cast<const conv2d_layer*>(mixed->get())->kernel(), 3u);
+  EXPECT_NE(spec_error("conv2d:8,3,1,4").find("at most 3 bare numbers (filters, kernel, padding)"),
+            std::string::npos)
+      << spec_error("conv2d:8,3,1,4");
+  EXPECT_NE(spec_error("conv2d:8,filters=4").find("'filters' is given twice"), std::string::npos);
+  EXPECT_NE(spec_error("relu:3").find("takes no options"), std::string::npos) << spec_error("relu:3");
+}
+
+TEST(layers, batchnorm_options_are_checked) {
+  EXPECT_EQ(spec_error("batchnorm:0.9,1e-5"), "built");
+  EXPECT_NE(spec_error("batchnorm:momentm=0.5").find("has no option 'momentm' (it has momentum, epsilon)"),
+            std::string::npos)
+      << spec_error("batchnorm:momentm=0.5");
+  EXPECT_NE(spec_error("batchnorm:2,0").find("momentum must be in [0, 1]"), std::string::npos);
+  EXPECT_NE(spec_error("batchnorm:0.9,0").find("epsilon must be in (0, 1]"), std::string::npos);
+  EXPECT_NE(spec_error("dense:inf").find("'inf' is not a number"), std::string::npos);
+}
+
 // The losses' gradients, by central differences on the logits.
 void check_loss(loss_kind kind, std::size_t classes, std::vector<float> labels) {
   const std::size_t n = labels.size();

@@ -1,5 +1,7 @@
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 
 #include "troupe/nn/errc.hpp"
 #include "troupe/nn/layers.hpp"
@@ -54,8 +56,13 @@ layer_ptr make_maxpool2d(const layer_options& o) {
 }
 
 layer_ptr make_batchnorm(const layer_options& o) {
-  return make<batch_norm_layer>(static_cast<float>(get(o, "momentum", 0.99)),
-                                static_cast<float>(get(o, "epsilon", 1e-3)));
+  const double momentum = get(o, "momentum", 0.99);
+  const double epsilon = get(o, "epsilon", 1e-3);
+  if (!(momentum >= 0 && momentum <= 1))
+    return make_unexpected(nn_errc::bad_config, "layer 'batchnorm': momentum must be in [0, 1]");
+  if (!(epsilon > 0 && epsilon <= 1))
+    return make_unexpected(nn_errc::bad_config, "layer 'batchnorm': epsilon must be in (0, 1]");
+  return make<batch_norm_layer>(static_cast<float>(momentum), static_cast<float>(epsilon));
 }
 
 layer_ptr make_embedding(const layer_options& o) {
@@ -71,42 +78,62 @@ layer_ptr make_embedding(const layer_options& o) {
 struct builtin {
   const char* name;
   layer_ptr (*factory)(const layer_options&);
-  bool checked;  // options outside `keys` refused (batchnorm takes any)
-  std::vector<std::string> keys;
+  std::vector<std::string> keys;  // in the order bare numbers after ':' fill them
 };
 
 void register_builtins(layer_registry& r) {
   const builtin table[] = {
-      {"dense", make_dense, true, {"units"}},
-      {"relu", make_plain<relu_layer>, true, {}},
-      {"sigmoid", make_plain<sigmoid_layer>, true, {}},
-      {"flatten", make_plain<flatten_layer>, true, {}},
-      {"fm", make_plain<fm_layer>, true, {}},
-      {"concat", make_plain<concat_layer>, true, {}},
-      {"add", make_plain<add_layer>, true, {}},
-      {"sum", make_plain<sum_layer>, true, {}},
-      {"dropout", make_dropout, true, {"rate"}},
-      {"conv2d", make_conv2d, true, {"filters", "kernel", "padding"}},
-      {"maxpool2d", make_maxpool2d, true, {"pool"}},
-      {"batchnorm", make_batchnorm, false, {}},
-      {"embedding", make_embedding, true, {"dim", "scale", "first_field", "fields"}},
+      {"dense", make_dense, {"units"}},
+      {"relu", make_plain<relu_layer>, {}},
+      {"sigmoid", make_plain<sigmoid_layer>, {}},
+      {"flatten", make_plain<flatten_layer>, {}},
+      {"fm", make_plain<fm_layer>, {}},
+      {"concat", make_plain<concat_layer>, {}},
+      {"add", make_plain<add_layer>, {}},
+      {"sum", make_plain<sum_layer>, {}},
+      {"dropout", make_dropout, {"rate"}},
+      {"conv2d", make_conv2d, {"filters", "kernel", "padding"}},
+      {"maxpool2d", make_maxpool2d, {"pool"}},
+      {"batchnorm", make_batchnorm, {"momentum", "epsilon"}},
+      {"embedding", make_embedding, {"dim", "scale", "first_field", "fields"}},
   };
-  for (const auto& b : table) {
-    if (b.checked)
-      r.add(b.name, b.factory, b.keys);
-    else
-      r.add(b.name, b.factory);
-  }
+  for (const auto& b : table) r.add(b.name, b.factory, b.keys);
 }
 
-// The key a bare number after ':' stands for.
-const char* positional_key(const std::string& name) {
-  if (name == "dense") return "units";
-  if (name == "conv2d") return "filters";
-  if (name == "dropout") return "rate";
-  if (name == "maxpool2d") return "pool";
-  if (name == "embedding") return "dim";
-  return "value";
+// The shortest text that reads back as v ("0.1", not "0.100000").
+std::string shortest(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc{} ? std::string(buf, end) : std::to_string(v);
+}
+
+std::string join_keys(const std::vector<std::string>& keys) {
+  std::string out;
+  for (const auto& k : keys) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+expected<double> parse_number(const std::string& spec, const std::string& val) {
+  char* end = nullptr;
+  const double v = std::strtod(val.c_str(), &end);
+  if (val.empty() || *end != '\0' || !std::isfinite(v))
+    return make_unexpected(nn_errc::bad_config, "layer spec '" + spec + "': '" + val + "' is not a number");
+  return v;
+}
+
+// The key an item after ':' sets: its own ("key=value"), or for the n-th bare number the layer's
+// n-th key (a layer registered without keys takes one bare number, as "value").
+expected<std::string> item_key(const std::string& spec, const std::string& name, const std::string& item,
+                               std::size_t bare, const std::vector<std::string>* keys) {
+  if (const auto eq = item.find('='); eq != std::string::npos) return item.substr(0, eq);
+  if (!keys && bare == 0) return std::string("value");
+  const std::size_t n = keys ? keys->size() : 1;
+  if (bare < n) return (*keys)[bare];
+  return make_unexpected(nn_errc::bad_config,
+                         "layer spec '" + spec + "': layer '" + name + "' takes " +
+                             (n == 0 ? std::string("no options")
+                                     : "at most " + std::to_string(n) + " bare number" + (n == 1 ? "" : "s") +
+                                           " (" + (keys ? join_keys(*keys) : std::string("value")) + ")"));
 }
 
 }  // namespace
@@ -135,37 +162,43 @@ std::vector<std::string> layer_registry::names() const {
   return out;
 }
 
+expected<layer_options> layer_registry::parse(const std::string& spec, const std::string& name,
+                                              const std::string& rest) const {
+  const auto k = keys_.find(name);
+  const std::vector<std::string>* keys = k == keys_.end() ? nullptr : &k->second;
+  layer_options opts;
+  std::size_t bare = 0;
+  for (std::size_t pos = 0; pos <= rest.size();) {
+    const std::size_t comma = rest.find(',', pos);
+    const std::string item = rest.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    pos = comma == std::string::npos ? rest.size() + 1 : comma + 1;
+    if (item.empty()) continue;
+    auto key = item_key(spec, name, item, bare, keys);
+    if (!key) return key.err();
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) ++bare;
+    auto v = parse_number(spec, eq == std::string::npos ? item : item.substr(eq + 1));
+    if (!v) return v.err();
+    if (keys && std::find(keys->begin(), keys->end(), *key) == keys->end())
+      return make_unexpected(nn_errc::bad_config,
+                             "layer spec '" + spec + "': layer '" + name + "' has no option '" + *key + "'" +
+                                 (keys->empty() ? "" : " (it has " + join_keys(*keys) + ")"));
+    if (!opts.emplace(*key, *v).second)
+      return make_unexpected(nn_errc::bad_config,
+                             "layer spec '" + spec + "': option '" + *key + "' is given twice");
+  }
+  return opts;
+}
+
 expected<std::unique_ptr<layer>> layer_registry::create(const std::string& spec) const {
   const auto colon = spec.find(':');
   const std::string name = spec.substr(0, colon);
   auto it = factories_.find(name);
   if (it == factories_.end())
     return make_unexpected(nn_errc::unknown_name, "layer '" + name + "' is not registered");
-  layer_options opts;
-  if (colon != std::string::npos) {
-    std::string rest = spec.substr(colon + 1);
-    for (std::size_t pos = 0; pos <= rest.size();) {
-      std::size_t comma = rest.find(',', pos);
-      std::string item = rest.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-      pos = comma == std::string::npos ? rest.size() + 1 : comma + 1;
-      if (item.empty()) continue;
-      auto eq = item.find('=');
-      std::string key = eq == std::string::npos ? positional_key(name) : item.substr(0, eq);
-      std::string val = eq == std::string::npos ? item : item.substr(eq + 1);
-      char* end = nullptr;
-      double v = std::strtod(val.c_str(), &end);
-      if (val.empty() || *end != '\0')
-        return make_unexpected(nn_errc::bad_config,
-                               "layer spec '" + spec + "': '" + val + "' is not a number");
-      opts[key] = v;
-    }
-  }
-  if (auto k = keys_.find(name); k != keys_.end())
-    for (const auto& [key, v] : opts)
-      if (std::find(k->second.begin(), k->second.end(), key) == k->second.end())
-        return make_unexpected(nn_errc::bad_config,
-                               "layer spec '" + spec + "': layer '" + name + "' has no option '" + key + "'");
-  return it->second(opts);
+  auto opts = parse(spec, name, colon == std::string::npos ? std::string() : spec.substr(colon + 1));
+  if (!opts) return opts.err();
+  return it->second(*opts);
 }
 
 expected<std::size_t> option_size(const layer_options& o, const std::string& layer, const std::string& key,
@@ -180,7 +213,7 @@ expected<std::size_t> option_size(const layer_options& o, const std::string& lay
   if (v != std::floor(v) || v < static_cast<double>(lo) || v > static_cast<double>(hi))
     return make_unexpected(nn_errc::bad_config, "layer '" + layer + "': option '" + key +
                                                     "' must be an integer in [" + std::to_string(lo) + ", " +
-                                                    std::to_string(hi) + "], got " + std::to_string(v));
+                                                    std::to_string(hi) + "], got " + shortest(v));
   return static_cast<std::size_t>(v);
 }
 

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -63,6 +64,15 @@ class layer {
   virtual embedding_table* table() { return nullptr; }
   // How many inputs the layer takes (0: a source reading the batch; -1: any number >= 1).
   virtual int arity() const { return 1; }
+  // For model export (model.pt, docs/nn.md "Adding a layer"): the layer's evaluation forward as one
+  // TorchScript expression of `in` (its inputs' tensors, [n, ...] each) and `params` (its params()'
+  // tensors, in order, shaped as their values). None (the default): a model holding the layer trains,
+  // but cannot be exported. Built-in layers are written by the exporter itself.
+  virtual std::optional<std::string> script(std::span<const std::string> in,
+                                            std::span<const std::string> params) const {
+    (void)in, (void)params;
+    return std::nullopt;
+  }
 
  private:
   std::string name_;
@@ -80,12 +90,15 @@ class layer_registry {
   void add(const std::string& name, layer_factory factory);
   // With the option keys the layer accepts: a spec with any other key is a bad_config error.
   void add(const std::string& name, layer_factory factory, std::vector<std::string> keys);
-  // "name" or "name:key=value,key=value" (bare numbers after ':' mean units/filters/rate).
+  // "name" or "name:key=value,..."; a bare number is the next of the layer's keys in order
+  // ("conv2d:8,3,1" = filters 8, kernel 3, padding 1); a layer added without keys takes one, as "value".
   expected<std::unique_ptr<layer>> create(const std::string& spec) const;
   std::vector<std::string> names() const;
 
  private:
   layer_registry();
+  expected<layer_options> parse(const std::string& spec, const std::string& name,
+                                const std::string& rest) const;
   std::map<std::string, layer_factory> factories_;
   std::map<std::string, std::vector<std::string>> keys_;
 };
@@ -93,6 +106,10 @@ class layer_registry {
 struct layer_registrar {
   layer_registrar(const std::string& name, layer_factory factory) {
     layer_registry::instance().add(name, std::move(factory));
+  }
+  // With its option keys: any other key is refused, and bare numbers fill the keys in order.
+  layer_registrar(const std::string& name, layer_factory factory, std::vector<std::string> keys) {
+    layer_registry::instance().add(name, std::move(factory), std::move(keys));
   }
 };
 
