@@ -168,8 +168,10 @@ int finish(const config_doc& doc, const job::job_spec& spec, expected<storage::f
       state ? write_local_model(doc, spec, *state, out, steps) : expected<std::string>(state.err());
   if (dir)
     out["model_dir"] = *dir;
-  else
+  else {
     out["model_error"] = dir.err().to_string();
+    out["ok"] = false;  // the command fails (exit 1): the line must not say otherwise
+  }
   std::printf("%s\n", out.dump().c_str());
   if (!dir)
     std::fprintf(stderr, "troupe: error: the trained model was not written: %s\n",

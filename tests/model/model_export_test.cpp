@@ -232,10 +232,37 @@ TEST(model_export, train_local_that_cannot_write_its_model_says_why) {
   while (!out.empty() && out.back() == '\n') out.pop_back();
   const auto res = nlohmann::json::parse(out.substr(out.rfind('\n') + 1));
   EXPECT_NE(res.value("model_error", "").find("no-such-plugin.so"), std::string::npos) << res.dump();
+  EXPECT_FALSE(res.value("ok", true)) << res.dump();  // it said "ok": true with exit 1
   EXPECT_GT(res.value("test_accuracy", 0.0), 0.5) << res.dump();
   const std::string err = read_file(dir + "/err");
   EXPECT_NE(err.find("troupe: error: the trained model was not written: "), std::string::npos) << err;
   EXPECT_NE(err.find("no-such-plugin.so"), std::string::npos) << err;
+}
+
+// A job that did its work but whose model cannot be written (here: a plugin that is no library;
+// before: a layer with no TorchScript form) fails, exit 1, saying why and how to write the model
+// later; it exited 0 with model_dir null and one log line. `troupe export` writes it once mended.
+TEST(model_export, a_job_whose_model_cannot_be_written_fails_and_says_how_to_write_it_later) {
+  const std::string cache = test_root("badplugin-cache");
+  std::ofstream(cache + "/bad-plugin.so") << "not a shared library\n";
+  ::setenv("TROUPE_TORCHSCRIPT_PLUGIN", (cache + "/bad-plugin.so").c_str(), 1);
+  auto r = start_job("badplugin", ring_job("allreduce", "[model]\ntype = \"mlp\"\nhidden = [16]\n"),
+                     {.root = "", .dataset_cache = cache, .job_id = ""});
+  const int rc = wait_job(r, std::chrono::seconds(300));
+  ::unsetenv("TROUPE_TORCHSCRIPT_PLUGIN");
+  EXPECT_EQ(rc, 1) << read_file(r.err_file);
+  const auto res = nlohmann::json::parse(read_file(r.job_dir + "/result.json"));
+  EXPECT_EQ(res.value("status", ""), "failed") << res.dump();
+  EXPECT_FALSE(res.value("ok", true));
+  const std::string reason = res.value("reason", "");
+  EXPECT_NE(reason.find("every task done, but the model could not be written (`troupe export " + r.job_dir),
+            std::string::npos)
+      << reason;
+  EXPECT_NE(reason.find("bad-plugin.so"), std::string::npos) << reason;
+  EXPECT_GT(res.value("tasks_done", 0), 0) << res.dump();
+  std::string out;
+  ASSERT_EQ(troupe("export " + r.job_dir + " 2>&1", &out), 0) << out;
+  EXPECT_TRUE(fs::is_regular_file(r.job_dir + "/model/model.pt"));
 }
 
 // A troupe built without libtorch (the plugin absent: TROUPE_TORCHSCRIPT_PLUGIN names no file): the
@@ -254,7 +281,7 @@ TEST(model_export, a_job_without_the_plugin_finishes_and_its_model_is_written_la
   const std::string err = read_file(r.err_file);
   EXPECT_NE(err.find("model.pt not written: this troupe was built without libtorch"), std::string::npos)
       << err;
-  EXPECT_EQ(later, 3) << out;  // exit_not_built
+  EXPECT_EQ(later, 4) << out;  // exit_not_built (3 is `troupe run`'s "stopped on request")
   EXPECT_NE(out.find("no-such-plugin.so (missing)"), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(r.job_dir + "/model/model.pt"));
   ASSERT_EQ(troupe("export " + r.job_dir + " 2>&1", &out), 0) << out;

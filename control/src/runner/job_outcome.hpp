@@ -67,6 +67,7 @@ class job_outcome {
 
   void model_written(std::string json_line, double seconds);
   void model_failed(std::string why);
+  const std::string& model_error() const { return model_error_; }
 
   // result.json's text for exit code `rc`; settles state and reason (finished, failed) if unset.
   std::string final_json(int rc, const outcome_facts& f);

@@ -195,8 +195,10 @@ class runner {
   std::string job_dir_gone();
   void cancel_left_jobs();
   // A finished job's model directory: `troupe export` in a process of its own (it loads libtorch),
-  // once the nodes are stopped.
-  void export_model();
+  // once the nodes are stopped. False: the model could not be written (the reason in outcome_);
+  // a troupe built without the plugin is no failure (the model is written later by `troupe export`).
+  bool export_model();
+  int write_model(int rc);
   std::string final_json(int rc);
   void last_metrics(const std::string& result_json);
   int start_from_init(const nn::dataset_info& info);

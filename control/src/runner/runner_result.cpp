@@ -14,6 +14,25 @@
 
 namespace troupe::control {
 
+// A finished job's model, and a stopped one's (from its latest checkpoints: what it had learnt;
+// `--resume` continues it and writes the model again at its end). One stopped before it started a
+// node has trained nothing (and its data may still be imported). Returns the job's exit code: a job
+// that did its work but could not deliver its model failed (exit 1), as `train --local` does (a
+// user found exit 0 and no model, a layer with no TorchScript form said in one log line). Its
+// checkpoints stay: `troupe export` writes the model once the cause is mended.
+int runner::write_model(int rc) {
+  const bool stopped = outcome_.state() == "stopped" && nodes_started_;
+  if (!((rc == 0 && outcome_.master_ok()) || stopped) || !spec_.traits().trains) return rc;
+  // A stopped job's result.json is the runner's own (its master finished nothing): written first,
+  // without the model's fields, so that model.json's metrics have its train_loss (they were {}).
+  if (stopped) (void)cluster::write_file_atomic(dir_->result_path(), final_json(rc) + "\n");
+  if (export_model() || rc != 0 || stopped) return rc;
+  outcome_.end("failed",
+               "every task done, but the model could not be written (`troupe export " + dir_->path() +
+                   "` writes it from the job's checkpoints once that is mended): " + outcome_.model_error());
+  return 1;
+}
+
 int runner::finish(int rc) {
   if (net_) poll_status(true);
   if (launcher_) shutdown_nodes();
@@ -22,16 +41,7 @@ int runner::finish(int rc) {
   print_progress(true);
   if (!dir_) return rc;
   outcome_.nodes_stopped();  // the job's time; writing its model is reported apart (model_seconds)
-  // A finished job's model, and a stopped one's (from its latest checkpoints: what it had learnt;
-  // `--resume` continues it and writes the model again at its end).
-  // One stopped before it started a node has trained nothing (and its data may still be imported).
-  const bool stopped = outcome_.state() == "stopped" && nodes_started_;
-  if (((rc == 0 && outcome_.master_ok()) || stopped) && spec_.traits().trains) {
-    // A stopped job's result.json is the runner's own (its master finished nothing): written first,
-    // without the model's fields, so that model.json's metrics have its train_loss (they were {}).
-    if (stopped) (void)cluster::write_file_atomic(dir_->result_path(), final_json(rc) + "\n");
-    export_model();
-  }
+  rc = write_model(rc);
   auto text = final_json(rc);
   if (keep_record_) {
     spdlog::info("the job's record ({}) is left as it was: this --resume started nothing",
@@ -157,7 +167,7 @@ std::string runner::ended_as() const {
   return outcome_.state().empty() ? (outcome_.finished() ? "finished" : "ended") : outcome_.state();
 }
 
-void runner::export_model() {
+bool runner::export_model() {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   const auto started = clock_.now();
@@ -169,13 +179,14 @@ void runner::export_model() {
     spdlog::info("model written in {:.2f} s: {}", secs, line);
     timeline_.model_exported(dir_->path() + "/model", secs);
     outcome_.model_written(std::move(line), secs);
-    return;
+    return true;
   }
   std::string why = !r ? r.err().to_string() : export_error(r->err);
   // A troupe built without libtorch (scripts/install-deps.sh --demo; `troupe export` exits
   // exit_not_built): the job is fine, its model.pt can be written later from its checkpoints; said
   // as what to do, not as a failure.
-  if (r && r->code == exit_not_built)
+  const bool not_built = r && r->code == exit_not_built;
+  if (not_built)
     spdlog::warn(
         "job {} {}; model.pt not written: this troupe was built without libtorch (the TorchScript "
         "plugin). After scripts/install-deps.sh and scripts/build.sh, `troupe export {}` writes it from "
@@ -184,6 +195,7 @@ void runner::export_model() {
   else
     spdlog::error("job {} {}, but its model could not be written: {}", dir_->job_id(), ended_as(), why);
   outcome_.model_failed(std::move(why));
+  return not_built;
 }
 
 std::string runner::disk_fault_expired() {

@@ -137,7 +137,7 @@ enum class core_errc {
 };
 // The exit code of a command that failed for want of a part this build left out (core_errc::
 // not_built): the runner tells "built without libtorch" from a failed `troupe export` by it.
-inline constexpr int exit_not_built = 3;
+inline constexpr int exit_not_built = 4;
 const std::error_category& core_category() noexcept;
 inline std::error_code make_error_code(core_errc e) noexcept {
   return {static_cast<int>(e), core_category()};
