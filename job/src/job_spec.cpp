@@ -98,25 +98,18 @@ expected<void> check_gpu_combinations(const job_spec& spec, const std::string& s
   return {};
 }
 // batch = "auto" and "global" size the synchronous ring's step, lr_scaling scales its rate with it
-// (actors/src/worker/goodput/): under the other strategies nothing would read them. batch = "global": a lone
-// replica cuts the whole global batch from one task.
-expected<void> check_global_batch(const job_spec& spec, const std::string& source) {
+// (actors/src/worker/goodput/): under the other strategies nothing would read them. Checked before
+// the [train] keys' own rules, which a strategy that reads neither key would only mislead about
+// (local_sgd with batch = "auto" was first asked for lr_scaling = "adascale", then refused).
+expected<void> check_strategy_sizes_batch(const job_spec& spec, const std::string& source) {
   const auto& batch = spec.nn.train.batch;
+  if (!traits_of(spec.job.strategy)) return {};  // an unknown strategy: its own error says so
   if (batch != "fixed" && !spec.traits().global_batch)
     return make_unexpected(
         core_errc::invalid_argument,
         source + ": key 'train.batch': \"" + batch + "\" sizes an allreduce ring's step; job.strategy \"" +
             spec.job.strategy +
             "\" trains each worker at train.batch_size: remove the key, or use strategy \"allreduce\"");
-  const auto global = static_cast<std::uint64_t>(spec.job.workers) * spec.nn.train.batch_size;
-  if (spec.nn.train.batch == "global" && spec.job.records_per_task < global)
-    return make_unexpected(core_errc::invalid_argument,
-                           source +
-                               ": key 'train.batch': \"global\" keeps job.workers x train.batch_size = " +
-                               std::to_string(global) +
-                               " rows per step, which one worker alone cuts from one "
-                               "task: job.records_per_task (" +
-                               std::to_string(spec.job.records_per_task) + ") must be at least that");
   // The learning-rate rules follow the ring's global batch too: elsewhere the key was ignored.
   if (spec.nn.train.lr_scaling != "none" && !spec.traits().global_batch)
     return make_unexpected(
@@ -126,6 +119,19 @@ expected<void> check_global_batch(const job_spec& spec, const std::string& sourc
             spec.job.strategy +
             "\" steps each worker at train.batch_size with the job file's rate: remove the key, "
             "or use strategy \"allreduce\"");
+  return {};
+}
+// batch = "global": a lone replica cuts the whole global batch from one task.
+expected<void> check_global_batch(const job_spec& spec, const std::string& source) {
+  const auto global = static_cast<std::uint64_t>(spec.job.workers) * spec.nn.train.batch_size;
+  if (spec.nn.train.batch == "global" && spec.job.records_per_task < global)
+    return make_unexpected(core_errc::invalid_argument,
+                           source +
+                               ": key 'train.batch': \"global\" keeps job.workers x train.batch_size = " +
+                               std::to_string(global) +
+                               " rows per step, which one worker alone cuts from one "
+                               "task: job.records_per_task (" +
+                               std::to_string(spec.job.records_per_task) + ") must be at least that");
   return {};
 }
 // batch = "auto" starts at the job file's global batch (M0 = job.workers x train.batch_size), each
@@ -151,6 +157,13 @@ expected<void> check_auto_batch_bounds(const job_spec& spec, const std::string& 
 // strategy "predict" runs an exported model over rows (the job `troupe predict` and `evaluate` write)
 // and trains nothing; an exported model is only run, never trained. Either without the other was a
 // job that "finished" with an untrained model's predictions, or failed in its first step.
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
+
 expected<void> check_prediction_pair(const job_spec& spec, const std::string& source) {
   const bool predict = !spec.traits().trains, exported = spec.nn.model.type == "exported";
   if (predict && !exported)
@@ -158,7 +171,8 @@ expected<void> check_prediction_pair(const job_spec& spec, const std::string& so
                            source +
                                ": key 'job.strategy': \"predict\" runs a trained model on rows (the job "
                                "`troupe predict` and `troupe evaluate` make) and trains nothing: to train, "
-                               "use async_ps, allreduce or local_sgd");
+                               "use one of " +
+                               join_names(training_strategies()));
   if (exported && !predict)
     return make_unexpected(core_errc::invalid_argument,
                            source +
@@ -179,6 +193,7 @@ expected<job_spec> job_spec::read(const config_doc& doc, config_doc* effective) 
   spec.transport = transport_config::read(r.section("transport"));
   spec.log = log_config::read(r.section("log"), log_config{});
   spec.cluster = cluster::cluster_config::read(r.section("cluster"));
+  if (auto g = check_strategy_sizes_batch(spec, doc.source()); !g) return g.err();
   if (auto f = r.finish(); !f) return f.err();
   if (effective) *effective = r.effective();
   if (auto v = spec.transport.validate(); !v) return v.err();

@@ -147,8 +147,13 @@ TEST(job_spec, errors_name_the_key) {
       {"[job]\nstrategy = 'local_sgd'\n[train]\nbatch = 'auto'\nlr_scaling = 'adascale'\n", "train.batch"},
       {"[job]\nstrategy = 'async_ps'\n[train]\nlr_scaling = 'adascale'\n", "train.lr_scaling"},
       {"[job]\nstrategy = 'local_sgd'\n[train]\nlr_scaling = 'sqrt'\n", "strategy \"local_sgd\""},
+      // The strategy's word first: local_sgd with batch = "auto" was asked for noise_scale, then for
+      // lr_scaling = "adascale", and only then told that it takes neither.
+      {"[job]\nstrategy = 'local_sgd'\n[train]\nbatch = 'auto'\n",
+       "'train.batch': \"auto\" sizes an allreduce ring's step; job.strategy \"local_sgd\""},
       // A prediction job runs an exported model and trains nothing; an exported model is not trained.
-      {"[job]\nstrategy = 'predict'\n[model]\ntype = 'mlp'\n", "trains nothing: to train, use"},
+      {"[job]\nstrategy = 'predict'\n[model]\ntype = 'mlp'\n", "trains nothing: to train, use one of "},
+      {"[job]\nstrategy = 'predict'\n[model]\ntype = 'mlp'\n", "async_ps"},  // from the registry
       {"[job]\nstrategy = 'allreduce'\n[model]\ntype = 'exported'\npath = '/m'\n", "[model] init = \"/m\""},
   };
   for (const auto& c : cases) {

@@ -1,8 +1,8 @@
 // Local SGD (periodic model averaging), the worked example of adding a strategy (see
 // docs/strategies.md): each worker trains its own replica with its own optimizer for `sync_every`
 // steps, then the ring averages the replicas' parameters, weighted by the samples each trained in
-// that round. Workers without data take part with zero weight; a new ring first copies rank 0's
-// parameters to every replica.
+// that round. Workers without data take part with zero weight; a new ring first copies the most
+// trained replica's parameters to every replica (replicas::sync_from_most_trained).
 #include <spdlog/spdlog.h>
 
 #include "replicas.hpp"
