@@ -239,20 +239,25 @@ expected<std::string> status_from_timeline(const std::string& job_dir, const err
   for (const auto& e : read->events) {
     last_ms = std::max(last_ms, e.t_ms);
     if (e.kind == "job_end") end = &e;
+    if (e.kind == "job_start") end = nullptr;  // a resumed run: the earlier run's end is over
     if (e.kind == "job_start" || e.kind == "scale") wanted = static_cast<std::uint64_t>(e.number("workers"));
   }
   json j;
   j["job"] = std::string(std::filesystem::path(job_dir).filename());
-  // No job_end: crashed once nothing has been written for 15 s (the dashboard's rule), else the
+  // No job_end: dead (ended_job_status's word; it read "crashed") once nothing has been written
+  // for 15 s (the dashboard's rule), else the
   // runner is alive but did not answer.
   const auto now_ms = troupe::clock::system().wall_ms();
   bool quiet = now_ms - static_cast<std::int64_t>(last_ms) > 15'000;
-  j["state"] = end ? end->text("state") : quiet ? "crashed" : "unreachable";
+  j["state"] = end ? end->text("state") : quiet ? "dead" : "unreachable";
   j["source"] = observe::events_file_name;
   add_metrics(j, metrics);
   j["workers_target"] = wanted;
   j["finished"] = end != nullptr;
   add_result(j, job_dir, !end && !quiet);
+  // A resumed run not ended: result.json (with its status) is the earlier run's, not this one's.
+  if (!end && j.contains("result") && j["result"].is_object() && j["result"].contains("status"))
+    j.erase("result");
   j["members"] = json::array();
   if (auto dir = cluster::job_dir::open(job_dir))
     if (auto nodes = dir->read_nodes()) j["members"] = members_json(*nodes, true);

@@ -12,7 +12,7 @@
 namespace troupe::control {
 
 // The same JSON object as a live status (client.hpp), with "state" (the job_end event's, else
-// "crashed" after 15 s without a new event, else "unreachable"), "source": "events.jsonl" and "recent" (the
+// "dead" after 15 s without a new event, else "unreachable"), "source": "events.jsonl" and "recent" (the
 // last membership, re-queue and checkpoint events). Errors: `unreachable` (why the runner could not be asked)
 // when the directory holds no events either.
 expected<std::string> status_from_timeline(const std::string& job_dir, const error& unreachable);

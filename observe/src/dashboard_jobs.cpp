@@ -49,8 +49,11 @@ json job_rows::row(const job_directory& dir, std::int64_t now_ms) {
   if (r.contains("ended")) {
     add_result(dir, r);
     r["workers_alive"] = 0;  // its last metrics counted the workers before it ended
-  } else if (auto res = read_json_file(dir, "result.json"); res && res->is_object() && problem.empty()) {
-    // Over without a timeline's end: `train --local`'s model directory (it keeps no timeline).
+  } else if (auto res = read_json_file(dir, "result.json");
+             !r.contains("started_ms") && res && res->is_object() && problem.empty()) {
+    // Over without a timeline: `train --local`'s model directory (it keeps none). A job with a
+    // timeline and a result.json but no end since its last start is a resumed run (the result is
+    // the earlier run's).
     r["state"] = res->value("status", res->value("ok", false) ? "finished" : "failed");
     add_result(dir, r);
   } else if (problem.empty()) {
@@ -89,8 +92,8 @@ json job_rows::events_row(const job_directory& dir, std::string& problem) {
 // Running while the runner or the master still write: nodes.json is rewritten as nodes come and go,
 // events at least every few seconds.
 // A runner that holds the job's lock runs it, however long it is silent (it may wait for another
-// job's import of its dataset: "crashed" after 2 s); on a filesystem whose locks this host cannot
-// see (a Slurm runner elsewhere) the writes tell.
+// job's import of its dataset: "crashed" after 2 s; the word is now "dead", as troupe status says);
+// on a filesystem whose locks this host cannot see (a Slurm runner elsewhere) the writes tell.
 void job_rows::add_liveness(const job_directory& dir, json& r, std::int64_t now_ms) {
   auto nodes = read_json_file(dir, "nodes.json");
   double last = std::max(number_or(r, "last_ms", 0), nodes ? number_or(*nodes, "updated_ms", 0) : 0);
@@ -100,7 +103,7 @@ void job_rows::add_liveness(const job_directory& dir, json& r, std::int64_t now_
   else if (writing)
     r["state"] = "running";
   else {
-    r["state"] = "crashed";
+    r["state"] = "dead";
     r["workers_alive"] = 0;
     r["reason"] =
         "no runner holds it and it left no result.json (its runner died?): continue it with "
@@ -130,6 +133,7 @@ void job_rows::fold(const std::string& text, entry& e) {
   if (auto m = from_json_line(metrics)) read.events.push_back(std::move(*m));
   for (const auto& ev : read.events) {
     if (ev.kind == "job_start") {
+      for (const char* k : {"ended", "state", "reason", "duration_s"}) r.erase(k);  // a resumed run
       r["strategy"] = ev.text("strategy");
       r["workers_wanted"] = count_of(ev.number("workers"));
     } else if (ev.kind == "scale") {

@@ -43,7 +43,7 @@ void copy_server_fields(json& row, const json& j) {
   auto is_text = [](const json& v) { return v.is_string(); };
   for (const char* k :
        {"replicas_ready", "replicas_wanted", "requests_per_s", "rows_per_s", "p50_ms", "p99_ms", "restarts",
-        "started_ms", "updated_ms", "requests_ok", "requests_failed", "queue_rows"})
+        "started_ms", "updated_ms", "requests_ok", "requests_failed", "requests_refused", "queue_rows"})
     copy_if(row, j, k, is_num);
   copy_if(row, j, "listen", is_text);
   if (auto m = j.find("model"); m != j.end() && m->is_object()) {

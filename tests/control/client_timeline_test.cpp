@@ -134,6 +134,28 @@ TEST(client_timeline, a_job_whose_master_finished_and_runner_is_busy_is_ending) 
   std::filesystem::remove_all(dir);
 }
 
+// A resumed job whose runner does not answer: the earlier run's job_end (and its result.json) are
+// over; it read "stopped" (the earlier run's end) however long the resumed runner had run.
+TEST(client_timeline, a_resumed_run_is_not_the_earlier_runs_end) {
+  const auto dir = empty_dir("troupe-client-resumed-");
+  const auto now = static_cast<std::uint64_t>(troupe::clock::system().wall_ms());
+  {
+    auto log = observe::event_log::open((dir / observe::events_file_name).string());
+    ASSERT_TRUE(log) << log.err().to_string();
+    ASSERT_TRUE((*log)->append(event("job_start", now - 9000, {{"workers", std::int64_t{2}}})));
+    ASSERT_TRUE((*log)->append(event("job_end", now - 8000, {{"state", std::string("stopped")}})));
+    ASSERT_TRUE((*log)->append(event("job_start", now - 3000, {{"workers", std::int64_t{2}}})));
+    ASSERT_TRUE((*log)->append(event("metrics", now - 500, {{"tasks_done", std::int64_t{6}}})));
+  }
+  std::ofstream(dir / "result.json") << R"({"ok":false,"status":"stopped"})"
+                                     << "\n";  // the earlier run's
+  auto j = nlohmann::json::parse(*status_from_timeline(dir.string(), error{}));
+  EXPECT_EQ(j.value("state", ""), "unreachable") << j.dump();
+  EXPECT_FALSE(j.value("finished", true)) << j.dump();
+  EXPECT_FALSE(j.contains("result")) << j.dump();
+  std::filesystem::remove_all(dir);
+}
+
 // Polls `pred` every 10 ms for up to 10 s.
 bool eventually(const std::function<bool()>& pred) {
   for (int i = 0; i < 1000; ++i) {

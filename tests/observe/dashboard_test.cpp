@@ -105,7 +105,7 @@ TEST_F(dashboard_api, lists_jobs_with_their_state) {
   EXPECT_EQ(by["done-job"]["state"], "finished");
   EXPECT_DOUBLE_EQ(by["done-job"]["duration_s"].get<double>(), 2.0);
   EXPECT_EQ(by["live-job"]["state"], "running");
-  EXPECT_EQ(by["dead-job"]["state"], "crashed") << "no job_end and nothing written for 10 minutes";
+  EXPECT_EQ(by["dead-job"]["state"], "dead") << "no job_end and nothing written for 10 minutes";
   EXPECT_EQ(by["live-job"]["strategy"], "async_ps");
   EXPECT_EQ(by["live-job"]["workers_wanted"], 4);
   EXPECT_EQ(by["live-job"]["workers_alive"], 3);
@@ -116,6 +116,25 @@ TEST_F(dashboard_api, lists_jobs_with_their_state) {
   EXPECT_EQ(by["dead-job"]["workers_alive"], 0);
   EXPECT_NE(by["dead-job"].value("reason", "").find("troupe run --resume"), std::string::npos)
       << by["dead-job"];
+}
+
+// A job resumed after it ended (stopped): running again, not the earlier run's end, though that
+// run's result.json is still there (it was listed "stopped" while it trained).
+TEST_F(dashboard_api, a_resumed_job_is_running_not_its_earlier_end) {
+  const auto dir = root_ / "done-job";
+  std::ofstream(dir / "result.json") << R"({"ok":false,"status":"stopped","reason":"stopped on request"})";
+  auto log = event_log::open((dir / events_file_name).string());
+  ASSERT_TRUE(log);
+  const auto t = static_cast<std::uint64_t>(now_ms());
+  ASSERT_TRUE((*log)->append(
+      {t, "job_start", {{"strategy", std::string("async_ps")}, {"workers", std::int64_t{2}}}}));
+  auto j = json::parse(get("/api/jobs").body);
+  json row;
+  for (auto& r : j["jobs"])
+    if (r["id"] == "done-job") row = r;
+  EXPECT_EQ(row.value("state", ""), "running") << row;
+  EXPECT_FALSE(row.contains("reason")) << row;
+  EXPECT_EQ(row.value("workers_wanted", 0), 2) << row;
 }
 
 // A runner that holds the job's lock runs it however long it is silent (waiting for another job's
@@ -145,7 +164,7 @@ TEST_F(dashboard_api, a_silent_job_whose_runner_holds_its_lock_is_not_crashed) {
   auto rows = json::parse(get("/api/jobs").body)["jobs"];
   for (const auto& row : rows) {
     if (row["id"] == "dead-job") {
-      EXPECT_EQ(row["state"], "crashed") << row;
+      EXPECT_EQ(row["state"], "dead") << row;
     }
   }
 }
@@ -180,6 +199,7 @@ TEST_F(dashboard_api, lists_model_servers_apart_from_jobs) {
         R"({"name": "mlp", "state": "serving", "listen": "127.0.0.1:8000", "started_ms": 5, "updated_ms": )" +
             now +
             R"(, "replicas_ready": 2, "replicas_wanted": 2, "requests_per_s": 120.5, "p99_ms": 1.5,
+                   "requests_ok": 40, "requests_failed": 2, "requests_refused": 3,
                    "model": {"version": "job-1@7", "job_id": "job-1"}, "swap": {"state": "loading", "version": "job-2@9"},
                    "secret": "not copied"})");
   write("old", R"({"name": "old", "state": "serving", "updated_ms": 1000, "started_ms": 1})");
@@ -201,6 +221,8 @@ TEST_F(dashboard_api, lists_model_servers_apart_from_jobs) {
   EXPECT_EQ(by["mlp"]["url"], "http://127.0.0.1:8000/v2/models/mlp");
   EXPECT_EQ(by["mlp"]["swap"]["state"], "loading");
   EXPECT_FALSE(by["mlp"].contains("secret"));
+  EXPECT_EQ(by["mlp"]["requests_failed"], 2);
+  EXPECT_EQ(by["mlp"]["requests_refused"], 3) << "the 4xx answers (it was dropped)";
   EXPECT_EQ(by["old"]["state"], "gone") << "serving, but silent for long";
   EXPECT_EQ(by["done"]["state"], "stopped");
   // A stopped server serves nothing: its last second's rates are not shown as current (serve status

@@ -82,7 +82,11 @@ void master_observer::start_metrics(const job::job_spec& spec, const std::string
   }
   auto handler = [this, token](const observe::http_request& r) {
     if (!token.empty() && !observe::has_token(r, token))
-      return observe::http_response{401, "text/plain", "the cluster token is required\n", {}};
+      return observe::http_response{
+          401,
+          "text/plain",
+          "the job's token is required (Authorization: Bearer <the job directory's token file>)\n",
+          {}};
     if (r.path != "/metrics") return observe::http_response{404, "text/plain", "only /metrics here\n", {}};
     return observe::http_response{200, "text/plain; version=0.0.4; charset=utf-8", metrics_.render(), {}};
   };
