@@ -69,8 +69,10 @@ expected<void> write_file_atomic(const std::string& path, std::string_view conte
   auto made = create_temporary(path, mode);
   if (!made) return made.err();
   const auto [fd, tmp] = std::move(*made);
-  auto ok = write_all(fd, content, tmp);
-  if (ok && ::fsync(fd) != 0) ok = io_fail(tmp, "fsync", errno);
+  // Errors name the file being written, not its temporary (a disk-fault reason named
+  // counters.json.tmp.757.<random>, which no one can find afterwards).
+  auto ok = write_all(fd, content, path);
+  if (ok && ::fsync(fd) != 0) ok = io_fail(path, "fsync", errno);
   ::close(fd);
   if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) ok = io_fail(path, "rename", errno);
   if (!ok) {

@@ -2,7 +2,11 @@
 
 #include "troupe/cluster/own_path.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
@@ -16,6 +20,29 @@ namespace troupe::job {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Why job directories cannot be made under `root` ("" when they can): it, or the nearest of its
+// parents that exists, is not a directory or not writable (a read-only filesystem). Said as the
+// root's problem: a root that was a file read as the dataset cache's, one on a read-only
+// filesystem as "cannot create <root>/<job id>/logs", a path never made.
+std::string root_problem(const std::string& root) {
+  std::error_code ec;
+  fs::path p = fs::absolute(root.empty() ? "." : root, ec);
+  for (; !ec && !p.empty(); p = p.parent_path()) {
+    const auto st = fs::status(p, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+      return p.string() + ": " + ec.message();
+    if (!ec && fs::exists(st)) {
+      if (!fs::is_directory(st)) return p.string() + ": not a directory";
+      if (::access(p.c_str(), W_OK | X_OK) != 0)
+        return p.string() + ": cannot create in it: " + std::strerror(errno);
+      return "";
+    }
+    ec.clear();
+    if (p == p.parent_path()) break;
+  }
+  return "";
+}
 
 error data_error(const std::string& key, const std::string& problem) {
   return error(core_errc::invalid_argument,
@@ -127,6 +154,10 @@ expected<void> check_job(const job_spec& spec, const std::vector<std::string>& s
   // another machine, was found only as nodes never joined (or as the job's start failed).
   if (spec.cluster.launcher == "local" && !spec.cluster.hosts.empty() && !spec.cluster.advertise.empty())
     if (auto a = cluster::check_advertise(spec.cluster.advertise); !a) return a;
+  if (auto why = root_problem(spec.job.root); !why.empty())
+    return make_unexpected(core_errc::invalid_argument, "job.root " + spec.job.root +
+                                                            " (--root, or [job] root): " + why +
+                                                            ": no job directory can be made there");
   // A built-in dataset goes through the cache: one whose directory is another user's would refuse
   // its entry at the job's start (exit 1, a failed job directory left); said now.
   if (spec.nn.data.source != "store")

@@ -1,6 +1,7 @@
 // `troupe config check` refuses what `troupe run` refuses, with the same key named, and both exit 2
 // before any job starts; `troupe chaos` refuses an unknown target before it starts its job.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 
 #include <filesystem>
 #include <string>
@@ -55,6 +56,35 @@ TEST(config_check, refuses_what_run_refuses) {
        "key 'model.hidden': the model would hold"},
   };
   for (const auto& c : cases) expect_refused_by_both(c);
+}
+
+// A jobs root that can hold no job directory is refused naming the root: a regular file (it read
+// as the dataset cache's problem), a directory on a read-only filesystem (exit 1, naming
+// <root>/<job id>/logs, a path never made).
+TEST(config_check, a_root_that_can_hold_no_job_is_refused_naming_it) {
+  auto file = write_temp("root-is-a-file", "x\n");
+  auto f = write_temp("root-file.toml", std::string(ctr_data));
+  for (const std::string& cmd :
+       {"config check " + f + " --set job.root=" + file, "run " + f + " --root " + file + " --quiet"}) {
+    auto r = run_troupe(cmd);
+    EXPECT_EQ(r.code, 2) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find("job.root " + file + " (--root, or [job] root): " + file + ": not a directory"),
+              std::string::npos)
+        << cmd << ": " << r.out;
+    EXPECT_EQ(r.out.find("dataset_cache"), std::string::npos) << cmd << ": " << r.out;
+  }
+  const auto ro = temp_path("ro-root");
+  std::filesystem::create_directories(ro);
+  if (::mount("tmpfs", ro.c_str(), "tmpfs", MS_RDONLY, "size=1m") != 0) {
+    std::printf("(skipped the read-only root: cannot mount a tmpfs here, needs root)\n");
+  } else {
+    auto r = run_troupe("run " + f + " --root " + ro.string() + "/jobs --quiet");
+    ::umount2(ro.c_str(), MNT_DETACH);
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find(ro.string() + ": cannot create in it: Read-only file system"), std::string::npos)
+        << r.out;
+  }
+  std::filesystem::remove_all(ro);
 }
 
 TEST(config_check, zero_workers_is_refused_not_rounded_up) {

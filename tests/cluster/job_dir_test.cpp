@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "disk_faults.hpp"
 #include "test_util.hpp"
 #include "troupe/cluster/errc.hpp"
 #include "troupe/cluster/job_dir.hpp"
@@ -231,6 +232,23 @@ TEST(job_dir, atomic_write_reports_the_path) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.err(), cluster_errc::io_error);
   EXPECT_NE(r.err().to_string().find("missing/file.json"), std::string::npos) << r.err().to_string();
+}
+
+// On a full disk the error names the file written, not its temporary (a disk-fault reason named
+// counters.json.tmp.757.<random>, a file that never exists afterwards).
+TEST(job_dir, a_full_disk_names_the_file_written_not_its_temporary) {
+  temp_dir root;
+  test_util::small_tmpfs full(root.str(), "1m");
+  if (!full.mounted) GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  full.fill();
+  auto r = write_file_atomic(root / "counters.json", std::string(64 << 10, 'x'));
+  ASSERT_FALSE(r);
+  const auto text = r.err().to_string();
+  EXPECT_NE(text.find("no space left on device: " + (root / "counters.json") + " (write)"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find(".tmp."), std::string::npos) << text;
+  for (const auto& e : fs::directory_iterator(root.str()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << "left " << e.path();
 }
 
 // A secret is owner-only from its creation (the job token was written, then chmod-ed: another user
