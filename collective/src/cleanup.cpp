@@ -13,8 +13,8 @@ std::string instance_key(const std::string& job_id, const std::string& instance)
   return key;
 }
 
-void remove_job_leftovers(const std::string& job) {
-  remove_shm_leftovers(job, shm_leftovers::all);
+std::size_t remove_job_leftovers(const std::string& job) {
+  return remove_shm_leftovers(job, shm_leftovers::all);
 }
 
 void remove_node_leftovers(const std::string& job, const std::string& node) {

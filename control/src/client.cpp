@@ -75,8 +75,10 @@ std::string remove_dead_job_leftovers(const cluster::job_dir& dir) {
     for (const auto& n : nodes->nodes)
       if (n.host.empty() && cluster::liveness_of(n) != cluster::node_liveness::gone)  // unknown: keep
         return "; " + n.id.to_string() + " still runs (pid " + std::to_string(n.pid) + ")";
-  collective::remove_job_leftovers(collective::instance_key(dir.job_id(), instance));
-  return "; removed what it left in shared memory";
+  const auto n = collective::remove_job_leftovers(collective::instance_key(dir.job_id(), instance));
+  if (n == 0) return {};  // it said so when there was nothing
+  return "; removed what it left in shared memory (" + std::to_string(n) + " name" + (n == 1 ? "" : "s") +
+         " in /dev/shm)";
 }
 
 // The session with `job_dir`'s runner; with `clean_dead` (stop), a job whose runner died has its
@@ -215,6 +217,7 @@ expected<std::string> ended_job_status(const cluster::job_dir& dir, bool with_ti
   std::string nodes_error;
   if (auto nodes = dir.read_nodes()) {
     st.epoch = nodes->epoch;
+    st.workers_target = nodes->workers;  // what a --resume restores (it read "workers 0/0")
     members = members_json(*nodes, true);
   } else if (std::filesystem::exists(dir.nodes_path(), ec)) {
     nodes_error = nodes.err().to_string();  // no member listed: said why

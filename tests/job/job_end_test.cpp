@@ -201,6 +201,9 @@ TEST(job_end, a_resume_of_a_job_whose_journal_or_checkpoint_is_damaged_fails_at_
   std::string out;
   ASSERT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 0) << out;
   ASSERT_EQ(wait_job(r, std::chrono::seconds(60)), 3) << read_file(r.err_file);
+  // An ended job's worker target is what a --resume restores (it read "workers 0/0").
+  ASSERT_EQ(troupe("status --json --job-dir " + r.job_dir, &out), 0) << out;
+  EXPECT_EQ(nlohmann::json::parse(out, nullptr, false).value("workers_target", 0), 2) << out;
   const auto journal = r.job_dir + "/journal/data.mdb";
   fs::copy_file(journal, journal + ".kept");
   fs::resize_file(journal, 8192);

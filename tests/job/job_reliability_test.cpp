@@ -202,6 +202,8 @@ TEST(job_reliability, runner_sigkill_then_resume_retrains_nothing_done) {
   EXPECT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 1) << out;
   EXPECT_NE(out.find("its runner died; removed what it left in shared memory"), std::string::npos) << out;
   EXPECT_TRUE(shm_names("resume@" + old_instance).empty());
+  EXPECT_EQ(troupe("stop --job-dir " + r.job_dir, &out), 1) << out;
+  EXPECT_EQ(out.find("removed what it left"), std::string::npos) << "nothing was left this time: " << out;
 
   resume_job(r);
   ASSERT_EQ(wait_job(r, 240s), 0) << read_file(r.err_file);

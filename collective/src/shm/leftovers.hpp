@@ -3,13 +3,15 @@
 // leaves neither (a ring's name is unlinked once both ends attached it, a beacon removes itself).
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace troupe::collective {
 
 enum class shm_leftovers { rings = 1, beacons = 2, all = 3 };
 
-// Removes the job's names of those kinds; never another job's (whose id may share a prefix).
-void remove_shm_leftovers(const std::string& job, shm_leftovers which);
+// Removes the job's names of those kinds; never another job's (whose id may share a prefix). Returns
+// how many it removed.
+std::size_t remove_shm_leftovers(const std::string& job, shm_leftovers which);
 
 }  // namespace troupe::collective

@@ -102,8 +102,9 @@ void runner::clean_dead_runner(const cluster::job_dir& dir) {
     }
   }
   if (auto old = dir.read_instance(); !old.empty()) {
-    collective::remove_job_leftovers(collective::instance_key(dir.job_id(), old));
-    spdlog::info("removed what instance {} of job {} left in shared memory", old, dir.job_id());
+    if (const auto n = collective::remove_job_leftovers(collective::instance_key(dir.job_id(), old)); n > 0)
+      spdlog::info("removed what instance {} of job {} left in shared memory ({} names in /dev/shm)", old,
+                   dir.job_id(), n);
   }
   // Nodes on a batch cluster outlive their runner (no death signal reaches them): cancel them.
   auto n = cluster::cancel_leftovers(spec_.cluster, launch_site_of(dir));

@@ -2,6 +2,7 @@
 // beacons, of every link backend that leaves anything on the host).
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace troupe::collective {
@@ -14,8 +15,9 @@ namespace troupe::collective {
 std::string instance_key(const std::string& job_id, const std::string& instance);
 
 // Removes the leftovers of `job` (an instance_key) on this host; never another job's. Call once every node of
-// the job is gone (a live node's ring or beacon would be pulled from under it).
-void remove_job_leftovers(const std::string& job);
+// the job is gone (a live node's ring or beacon would be pulled from under it). Returns how many
+// names it removed.
+std::size_t remove_job_leftovers(const std::string& job);
 
 // Removes what the node `node` (node_id::to_string) of `job` left on this host: its liveness beacon.
 // Call once it is gone (reaped). A node killed by its runner while the master still saw it alive
