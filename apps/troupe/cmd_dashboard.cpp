@@ -53,8 +53,10 @@ expected<std::string> slurm_command(const std::vector<std::string>& argv) {
   return std::move(r->out);
 }
 
+}  // namespace
+
 // --root names a directory; the error says what the flag is for.
-expected<void> check_root(const std::string& root) {
+expected<void> check_jobs_root(const std::string& root) {
   std::error_code ec;
   if (std::filesystem::is_directory(root, ec)) return {};
   return make_unexpected(core_errc::invalid_argument,
@@ -62,6 +64,8 @@ expected<void> check_root(const std::string& root) {
                              (std::filesystem::exists(root, ec) ? "not a directory" : "no such directory") +
                              " (the jobs root: the directory `troupe run` puts job directories in)");
 }
+
+namespace {
 
 // Scale and stop through the control client, as `troupe scale` / `troupe stop` do; a stop answers
 // once the runner has it, not when the job has ended (the page polls the job's state).
@@ -77,7 +81,7 @@ expected<observe::control_answer> change_job(const std::string& job_dir, int wor
 }
 
 int serve(const options& o) {
-  if (auto r = check_root(o.root); !r) return usage_error(r.err().context());
+  if (auto r = check_jobs_root(o.root); !r) return usage_error(r.err().context());
   auto token = read_token(o);
   if (!token) return usage_error(token.err());
   // Resolved once: what is checked for loopback is what is bound.

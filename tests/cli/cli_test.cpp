@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -296,6 +297,55 @@ TEST(cli, another_users_cache_entries_are_listed_as_theirs_and_left_alone) {
       << "only datasets/: no job";
   std::filesystem::remove_all(root);
   std::filesystem::remove(job);
+}
+
+}  // namespace
+
+namespace {
+
+// `troupe jobs`: every job under the root, newest first, with the dashboard's reading of each (a
+// finished job with its result's tasks, one whose runner died "dead" with what to do); a --root
+// that is no directory is a usage error naming the flag.
+TEST(cli, jobs_lists_every_job_under_the_root) {
+  const auto root = troupe::test_util::temp_path("jobs-root");
+  std::filesystem::remove_all(root);
+  const long long now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+  auto job = [&](const std::string& id, long long t0, bool ended) {
+    std::filesystem::create_directories(root / id);
+    std::ofstream(root / id / "job.toml") << "[job]\n";
+    std::ofstream ev(root / id / "events.jsonl");
+    ev << R"({"kind":"job_start","strategy":"allreduce","t_ms":)" << t0 << R"(,"workers":2})"
+       << "\n";
+    if (ended) {
+      ev << R"({"kind":"job_end","state":"finished","t_ms":)" << t0 + 65'000 << "}\n";
+      std::ofstream(root / id / "result.json")
+          << R"({"ok":true,"status":"finished","reason":"every task done","tasks_done":12,"tasks_failed":0})";
+    }
+  };
+  job("older-finished", now - 3'600'000, true);
+  job("newer-dead", now - 600'000, false);
+  auto r = run("jobs --root " + root.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto finished = r.out.find("older-finished");
+  const auto dead = r.out.find("newer-dead");
+  ASSERT_NE(finished, std::string::npos) << r.out;
+  ASSERT_NE(dead, std::string::npos) << r.out;
+  EXPECT_LT(dead, finished) << "newest first: " << r.out;
+  const auto finished_line = r.out.substr(finished, r.out.find('\n', finished) - finished);
+  EXPECT_NE(finished_line.find("finished"), std::string::npos) << finished_line;
+  EXPECT_NE(finished_line.find("12/12"), std::string::npos) << finished_line;
+  EXPECT_NE(finished_line.find("0:01:05"), std::string::npos) << finished_line;
+  const auto dead_line = r.out.substr(dead, r.out.find('\n', dead) - dead);
+  EXPECT_NE(dead_line.find("dead"), std::string::npos) << dead_line;
+  auto j = run("jobs --json --root " + root.string() + " 2>/dev/null");
+  ASSERT_EQ(j.code, 0) << j.out;
+  EXPECT_NE(j.out.find(R"("id":"newer-dead")"), std::string::npos) << j.out;
+  auto bad = run("jobs --root " + (root / "older-finished" / "job.toml").string());
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("not a directory (the jobs root"), std::string::npos) << bad.out;
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace
