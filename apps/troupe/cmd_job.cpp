@@ -179,10 +179,16 @@ const command_registrar status_reg{"status",
                                        if (!dir) return usage_error(dir.err());
                                        auto s = control::job_status_json(*dir, true);
                                        if (!s) return run_error(s.err());
+                                       const auto j = nlohmann::json::parse(*s);
                                        if (*json)
                                          std::printf("%s\n", s->c_str());
+                                       else if (j.value("state", "") == "starting")  // no nodes yet
+                                         std::printf("job %s  starting (runner pid %d): %s\n",
+                                                     j["job"].get<std::string>().c_str(),
+                                                     j["runner_pid"].get<int>(),
+                                                     j["reason"].get<std::string>().c_str());
                                        else
-                                         print_table(nlohmann::json::parse(*s));
+                                         print_table(j);
                                        return 0;
                                      };
                                    }};

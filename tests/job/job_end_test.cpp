@@ -273,7 +273,20 @@ TEST(job_end, a_job_preparing_its_data_is_starting_for_status_and_stops_at_once)
       },
       std::chrono::seconds(60)));
   std::string out;
-  EXPECT_EQ(troupe("status --job-dir " + r.job_dir, &out), 1) << out;
+  EXPECT_EQ(troupe("status --job-dir " + r.job_dir, &out), 0) << out;
+  EXPECT_NE(out.find("job preparing  starting (runner pid " + std::to_string(r.pid) +
+                     "): its runner prepares the data"),
+            std::string::npos)
+      << out;
+  // --json: a state to poll, as a queued job's (it printed no JSON and exited 1).
+  EXPECT_EQ(troupe("status --json --job-dir " + r.job_dir, &out), 0) << out;
+  auto st = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(st.is_object()) << out;
+  EXPECT_EQ(st.value("state", ""), "starting") << out;
+  EXPECT_EQ(st.value("runner_pid", 0), r.pid) << out;
+  EXPECT_FALSE(st.value("finished", true)) << out;
+  // scale still says it cannot reach a job that has no nodes yet (exit 1, naming why).
+  EXPECT_EQ(troupe("scale --workers 2 --job-dir " + r.job_dir, &out), 1) << out;
   EXPECT_NE(out.find("is starting: its runner (pid " + std::to_string(r.pid) + ") prepares the data"),
             std::string::npos)
       << out;
