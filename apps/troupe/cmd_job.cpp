@@ -163,35 +163,32 @@ void print_queued(const control::queued_job& q, bool json) {
       q.id.c_str(), q.slurm_job, q.state.c_str());
 }
 
-const command_registrar status_reg{"status",
-                                   "Show a job: membership, tasks, throughput; how it ended once it has",
-                                   [](CLI::App& sub) -> runner {
-                                     auto t = std::make_shared<target>();
-                                     auto json = std::make_shared<bool>(false);
-                                     add_target(sub, t);
-                                     sub.add_flag("--json", *json, "one JSON object instead of the table");
-                                     return [t, json]() -> int {
-                                       quiet_logs();
-                                       // Its runner queued by `run --submit`: no directory yet.
-                                       if (auto q = control::queued_job_at(t->job_dir); q && !q->resumed)
-                                         return print_queued(*q, *json), 0;
-                                       auto dir = control::find_job_dir(t->job_dir, t->root);
-                                       if (!dir) return usage_error(dir.err());
-                                       auto s = control::job_status_json(*dir, true);
-                                       if (!s) return run_error(s.err());
-                                       const auto j = nlohmann::json::parse(*s);
-                                       if (*json)
-                                         std::printf("%s\n", s->c_str());
-                                       else if (j.value("state", "") == "starting")  // no nodes yet
-                                         std::printf("job %s  starting (runner pid %d): %s\n",
-                                                     j["job"].get<std::string>().c_str(),
-                                                     j["runner_pid"].get<int>(),
-                                                     j["reason"].get<std::string>().c_str());
-                                       else
-                                         print_table(j);
-                                       return 0;
-                                     };
-                                   }};
+const command_registrar status_reg{
+    "status", "Show a job: membership, tasks, throughput; how it ended once it has",
+    [](CLI::App& sub) -> runner {
+      auto t = std::make_shared<target>();
+      auto json = std::make_shared<bool>(false);
+      add_target(sub, t);
+      sub.add_flag("--json", *json, "one JSON object instead of the table");
+      return [t, json]() -> int {
+        quiet_logs();
+        // Its runner queued by `run --submit`: no directory yet.
+        if (auto q = control::queued_job_at(t->job_dir); q && !q->resumed) return print_queued(*q, *json), 0;
+        auto dir = control::find_job_dir(t->job_dir, t->root);
+        if (!dir) return usage_error(dir.err());
+        auto s = control::job_status_json(*dir, true);
+        if (!s) return run_error(s.err());
+        const auto j = nlohmann::json::parse(*s);
+        if (*json)
+          std::printf("%s\n", s->c_str());
+        else if (j.value("state", "") == "starting")  // no nodes yet
+          std::printf("job %s  starting (runner pid %d): %s\n", j["job"].get<std::string>().c_str(),
+                      j["runner_pid"].get<int>(), j["reason"].get<std::string>().c_str());
+        else
+          print_table(j);
+        return 0;
+      };
+    }};
 
 const command_registrar scale_reg{
     "scale", "Change the number of workers of a running job", [](CLI::App& sub) -> runner {
