@@ -91,11 +91,11 @@ int frontend::claim_state_dir() {
   // The same command twice is the name's problem, not the port's (both are taken).
   if (server_running(state_dir_)) return already_runs();
   // A listen address taken now fails now, before any replica is launched or anything is made under
-  // the root (a failed start left serve/<name>/ behind); one that is no address ("nonsense", port
-  // 99999) is bad usage (exit 2).
+  // the root (a failed start left serve/<name>/ behind). Taken, or no address ("nonsense", port
+  // 99999): exit 2, as `troupe run`'s taken metrics_port and `troupe dashboard`'s --listen are (a
+  // taken port was exit 1 here alone).
   if (auto free = observe::http_server::check_listen(cfg_.listen); !free)
-    return refused(free.err() == transport_errc::bad_address ? 2 : 1,
-                   "serve: --listen " + cfg_.listen + ": " + free.err().describe());
+    return refused(2, "serve: --listen " + cfg_.listen + ": " + free.err().describe());
   std::error_code ec;
   std::filesystem::create_directories(state_dir_ + "/logs", ec);
   std::filesystem::create_directories(state_dir_ + "/models", ec);

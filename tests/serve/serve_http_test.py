@@ -486,13 +486,14 @@ def taken_port(troupe, models, root):
                             "--listen", f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=60)
         took = time.time() - t0
     out = r.stdout + r.stderr
-    if r.returncode != 1 or f"127.0.0.1:{port}: Address already in use" not in out:
+    # Exit 2, as run's taken metrics_port and dashboard's --listen (it was 1 here alone).
+    if r.returncode != 2 or f"127.0.0.1:{port}: Address already in use" not in out:
         fail(f"troupe serve on a taken port: exit {r.returncode}, {out[-600:]}")
     if "launched" in out:
         fail(f"troupe serve launched replicas before finding its port taken: {out[-600:]}")
     if os.path.exists(os.path.join(root, "serve", "taken")):
         fail("troupe serve on a taken port left serve/taken/ behind")
-    log(f"a taken port: exit 1 in {took:.2f} s, naming the address, no replica launched")
+    log(f"a taken port: exit 2 in {took:.2f} s, naming the address, no replica launched")
     # The port is the server's from its start: a liveness probe is answered while its replicas load
     # (the port opened only once they were ready), and a second server told the same port meanwhile
     # fails without loading anything (both used to load, and the later to open it failed).
@@ -519,7 +520,7 @@ def taken_port(troupe, models, root):
         r = subprocess.run([troupe, "serve", os.path.join(models, "mlp"), "--name", "late", "--root", root,
                             "--listen", f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=60)
         out = r.stdout + r.stderr
-        if r.returncode != 1 or "Address already in use" not in out or "launched" in out:
+        if r.returncode != 2 or "Address already in use" not in out or "launched" in out:
             fail(f"a second server on the port of one still loading: exit {r.returncode}, {out[-600:]}")
         first.wait_ready()
     finally:
