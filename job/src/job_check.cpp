@@ -219,6 +219,7 @@ std::vector<std::string> job_notes(const job_spec& spec) {
     notes.push_back(
         "[train] device = \"gpu\" is troupe train --local's switch; this job's workers train on the CPU "
         "([job] device = \"cpu\"): set [job] device = \"gpu\" (--set job.device=gpu) to train them on GPUs");
+  notes.insert(notes.end(), spec.unread_keys.begin(), spec.unread_keys.end());
   return notes;
 }
 

@@ -12,7 +12,7 @@ struct table {
       {"async_ps", {.uses_ps = true}},
       {"allreduce", {.global_batch = true}},
       // Each worker's replica drifts between averaging rounds: one worker scores the whole test set.
-      {"local_sgd", {.replicas_agree = false}},
+      {"local_sgd", {.replicas_agree = false, .syncs_every = true}},
       {"predict", {.trains = false}},
   };
 };

@@ -126,6 +126,37 @@ TEST(config_check, a_train_device_without_a_job_device_gets_a_note) {
   std::filesystem::remove(f);
 }
 
+// A key the job's strategy or batch rule does not read is noted, naming what reads it (sync_every
+// under allreduce, a [ps] section without PS shards, max_batch with batch "fixed" were accepted
+// silently); the same keys where they apply say nothing.
+TEST(config_check, keys_the_strategy_does_not_read_get_a_note) {
+  auto f =
+      write_temp("unread.toml",
+                 "[job]\nstrategy = 'allreduce'\nsync_every = 4\n[ps]\nshards = 2\n[train]\nmax_batch = "
+                 "4096\n[model]\ntype = 'mlp'\n[data]\nsource = 'fashion-mnist'\nmax_train_rows = 1000\n");
+  auto r = run_troupe("config check " + f);
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const char* note :
+       {"note: job.sync_every: read by strategies that average replicas every that many steps (local_sgd); "
+        "job.strategy \"allreduce\" does not: the key has no effect",
+        "note: [ps]: the parameter-server shards' settings; job.strategy \"allreduce\" launches no PS shards",
+        "note: train.max_batch: bounds batch = \"auto\"; this job's train.batch is \"fixed\""})
+    EXPECT_NE(r.out.find(note), std::string::npos) << note << " in:\n" << r.out;
+  auto fits = run_troupe("config check " + f + " --set job.strategy=local_sgd");
+  EXPECT_NE(fits.out.find("[ps]"), std::string::npos) << fits.out;  // still no shards
+  EXPECT_EQ(fits.out.find("job.sync_every"), std::string::npos) << fits.out;
+  std::filesystem::remove(f);
+}
+
+// The shipped examples set nothing their job does not read.
+TEST(config_check, the_examples_get_no_note) {
+  for (const auto& e : std::filesystem::directory_iterator(TROUPE_SOURCE_DIR "/examples")) {
+    if (e.path().extension() != ".toml") continue;
+    auto r = run_troupe("config check " + e.path().string());
+    EXPECT_EQ(r.out.find("has no effect"), std::string::npos) << e.path() << ":\n" << r.out;
+  }
+}
+
 // --print shows every key the job reads with its effective value, defaults included (it showed only
 // the keys the file set), and what it prints is itself a valid job file that prints the same.
 TEST(config_check, print_shows_the_defaults_too) {
