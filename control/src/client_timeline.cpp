@@ -44,7 +44,8 @@ json tasks_of(const observe::job_event* m) {
 json recent_of(const observe::event_read& read) {
   json recent = json::array();
   for (const auto& e : read.events)
-    if (notable(e.kind)) recent.push_back(json::parse(observe::to_json_line(e)));
+    if (notable(e.kind) || (e.kind == "job_start" && !e.text("resumed").empty()))  // a resume: said
+      recent.push_back(json::parse(observe::to_json_line(e)));
   if (recent.size() > 20) recent.erase(recent.begin(), recent.end() - 20);
   return recent;
 }

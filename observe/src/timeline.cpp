@@ -55,7 +55,8 @@ void job_timeline::append(job_event e, bool durable) {
 }
 
 void job_timeline::job_start(const std::string& strategy, std::uint64_t workers, std::uint64_t min_workers,
-                             std::uint64_t max_workers, const std::string& model) {
+                             std::uint64_t max_workers, const std::string& model,
+                             const std::string& resumed) {
   auto e = make("job_start");
   e.fields = {{"strategy", strategy},
               {"workers", as_int(workers)},
@@ -63,6 +64,11 @@ void job_timeline::job_start(const std::string& strategy, std::uint64_t workers,
               {"max_workers", as_int(max_workers)},
               {"model", model},
               {"pid", std::int64_t{::getpid()}}};
+  if (!resumed.empty()) {
+    e.fields.emplace_back("resumed", resumed);
+    e.fields.emplace_back("cause", resumed == "dead" ? "resumed: the earlier run's runner died"
+                                                     : "resumed: the earlier run " + resumed);
+  }
   append(std::move(e), true);
 }
 

@@ -221,6 +221,16 @@ TEST(job_reliability, runner_sigkill_then_resume_retrains_nothing_done) {
   EXPECT_NE(read_file(r.job_dir + "/logs/master.log").find("master#1"), std::string::npos);
   EXPECT_TRUE(shm_names("resume@" + old_instance).empty());
   EXPECT_TRUE(no_processes_of(r));
+  // The timeline says the job was resumed after its runner died (it showed a second job_start and
+  // nothing between), and status's recent events list it.
+  EXPECT_NE(read_file(r.job_dir + "/events.jsonl").find("\"resumed\":\"dead\""), std::string::npos);
+  ASSERT_EQ(troupe("status --json --job-dir " + r.job_dir, &out), 0) << out;
+  bool listed = false;
+  const auto ended = nlohmann::json::parse(out);
+  for (const auto& e : ended["recent"])
+    listed = listed || (e.value("kind", "") == "job_start" &&
+                        e.value("cause", "") == "resumed: the earlier run's runner died");
+  EXPECT_TRUE(listed) << out;
 }
 
 // A runner that stops beating (SIGSTOP here: PR_SET_PDEATHSIG, which covers a SIGKILLed runner's
@@ -294,6 +304,8 @@ TEST(job_reliability, a_stopped_job_resumes_and_a_finished_one_refuses) {
       r, [](const nlohmann::json& j) { return j["workers_alive"] == 3; }, 60s));
   ASSERT_EQ(wait_job(r, 240s), 0) << read_file(r.err_file);
   EXPECT_EQ(result(r).value("status", ""), "finished");
+  EXPECT_NE(read_file(r.job_dir + "/events.jsonl").find("\"cause\":\"resumed: the earlier run stopped\""),
+            std::string::npos);
   EXPECT_NE(read_file(r.job_dir + "/logs/runner.log")
                 .find("worker-9#0 (pid " + std::to_string(orphan) + ") outlived"),
             std::string::npos);

@@ -65,7 +65,7 @@ int runner::run() {
                                : "",
                instance_);
   timeline_.job_start(spec_.job.strategy, slots_.target(), spec_.job.min_workers, spec_.job.max_workers,
-                      spec_.nn.model.type);
+                      spec_.nn.model.type, resumed_from_);
   if (init_loaded_) timeline_.model_init(spec_.nn.model.init, init_loaded_->first, init_loaded_->second);
   beat_ = std::make_unique<runner_beat>(cluster::runner_beat_path(dir_->path()), clock_);
   if (!start_master()) return finish(1);

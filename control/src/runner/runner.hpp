@@ -245,6 +245,7 @@ class runner {
   observe::job_timeline timeline_;
   // the loop's own
   bool resume_begun_ = false;  // begin_resumed_run ran
+  std::string resumed_from_;   // --resume: how the run it continues ended (the timeline's job_start)
   bool keep_record_ = false;  // a --resume that ended before it began: result.json and the timeline untouched
   bool nodes_started_ = false;           // the PS shards and workers are launched: scale requests act at once
   std::atomic<bool> stop_asked_{false};  // a stop came (io thread): scale requests are refused

@@ -114,6 +114,17 @@ void runner::clean_dead_runner(const cluster::job_dir& dir) {
     spdlog::info("cancelled {} Slurm job(s) the dead runner left", *n);
 }
 
+namespace {
+// How the run a --resume continues ended: its result.json's status; "dead" where it left none (or
+// only its master's, without the runner's status): its runner died.
+std::string earlier_run_end(const cluster::job_dir& dir) {
+  std::ifstream in(dir.result_path());
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_object() && j.contains("status") && j["status"].is_string()) return j["status"].get<std::string>();
+  return "dead";
+}
+}  // namespace
+
 bool finished_job(const std::string& path) {
   std::ifstream in(path);
   auto j = nlohmann::json::parse(in, nullptr, false);
@@ -206,7 +217,9 @@ int runner::open_job_dir(const config_doc& doc) {
   start_log();
   timeline_.open(dir_->path());
   if (!opt_.resume.empty()) {
-    spdlog::info("resuming job {} in {}", dir_->job_id(), dir_->path());
+    resumed_from_ = earlier_run_end(*dir_);
+    spdlog::info("resuming job {} in {} (its earlier run: {})", dir_->job_id(), dir_->path(),
+                 resumed_from_ == "dead" ? "its runner died" : resumed_from_);
     clean_dead_runner(*dir_);
   }
   std::error_code ec;

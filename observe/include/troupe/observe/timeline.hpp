@@ -73,8 +73,11 @@ class job_timeline {
   job_timeline(const job_timeline&) = delete;
   job_timeline& operator=(const job_timeline&) = delete;
 
+  // `resumed`: a --resume, how the run it continues ended ("stopped", "failed", ...; "dead": its
+  // runner died, leaving no end): the event says so (resumed, cause), as `troupe status` and the
+  // dashboard list it; empty for a new job.
   void job_start(const std::string& strategy, std::uint64_t workers, std::uint64_t min_workers,
-                 std::uint64_t max_workers, const std::string& model);
+                 std::uint64_t max_workers, const std::string& model, const std::string& resumed = {});
   // "join", "leave", "died", "preempted", "fenced" or "replaced" of `node` ("worker-3#1").
   void membership(const std::string& kind, const std::string& node, std::uint64_t epoch,
                   const std::string& cause = {});
