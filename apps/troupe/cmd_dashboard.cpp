@@ -6,7 +6,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -55,16 +54,6 @@ expected<std::string> slurm_command(const std::vector<std::string>& argv) {
 
 }  // namespace
 
-// --root names a directory; the error says what the flag is for.
-expected<void> check_jobs_root(const std::string& root) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(root, ec)) return {};
-  return make_unexpected(core_errc::invalid_argument,
-                         "--root " + root + ": " +
-                             (std::filesystem::exists(root, ec) ? "not a directory" : "no such directory") +
-                             " (the jobs root: the directory `troupe run` puts job directories in)");
-}
-
 namespace {
 
 // Scale and stop through the control client, as `troupe scale` / `troupe stop` do; a stop answers
@@ -81,7 +70,7 @@ expected<observe::control_answer> change_job(const std::string& job_dir, int wor
 }
 
 int serve(const options& o) {
-  if (auto r = check_jobs_root(o.root); !r) return usage_error(r.err().context());
+  if (auto r = control::check_jobs_root(o.root); !r) return usage_error(r.err().context());
   auto token = read_token(o);
   if (!token) return usage_error(token.err());
   // Resolved once: what is checked for loopback is what is bound.

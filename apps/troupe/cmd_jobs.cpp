@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
+#include "troupe/control/client.hpp"
 #include "troupe/observe/dashboard.hpp"
 
 namespace troupe::cli {
@@ -52,7 +53,7 @@ void print_row(const nlohmann::json& r) {
 }
 
 int list(const options& o) {
-  if (auto r = check_jobs_root(o.root); !r) return usage_error(r.err().context());
+  if (auto r = control::check_jobs_root(o.root); !r) return usage_error(r.err().context());
   auto handler = observe::make_dashboard({o.root, "", false, {}, {}});
   observe::http_request req;
   req.method = "GET";

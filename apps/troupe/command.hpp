@@ -29,9 +29,6 @@ int run_error(const error& e);
 // Client commands (status, scale, stop, serve reload) print their answer; connection chatter
 // ("transport: peer ... up") is for --log-level debug.
 void quiet_logs();
-// --root of a command that reads the jobs root (dashboard, jobs): a directory, else an error saying
-// what the flag is for.
-expected<void> check_jobs_root(const std::string& root);
 // main(): the soft limit of open files raised to the hard one (every command and node).
 void raise_open_file_limit();
 

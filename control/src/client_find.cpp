@@ -88,8 +88,19 @@ expected<std::string> named_job_dir(const std::string& job_dir) {
 }
 }  // namespace
 
+expected<void> check_jobs_root(const std::string& root) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(root, ec)) return {};
+  return make_unexpected(core_errc::invalid_argument,
+                         "--root " + root + ": " +
+                             (std::filesystem::exists(root, ec) ? "not a directory" : "no such directory") +
+                             " (the jobs root: the directory `troupe run` puts job directories in)");
+}
+
 expected<std::string> find_job_dir(const std::string& job_dir, const std::string& root) {
   if (!job_dir.empty()) return named_job_dir(job_dir);
+  // A root that is not there was "no job of yours under it" (as if it held others' jobs).
+  if (auto r = check_jobs_root(root); !r) return r.err();
   auto ids = cluster::job_dir::list(root);
   if (!ids) return ids.err();
   std::erase_if(*ids, [&](const std::string& id) { return !mine(root + "/" + id); });

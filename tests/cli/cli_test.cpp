@@ -349,3 +349,22 @@ TEST(cli, jobs_lists_every_job_under_the_root) {
 }
 
 }  // namespace
+
+// status, stop and scale without --job-dir look under --root: a root that is not there is named as
+// such (it read "no job of yours under it", as if it held other users' jobs); an empty one has none.
+TEST(cli, a_missing_root_is_named_not_said_to_hold_no_job_of_yours) {
+  const auto root = troupe::test_util::temp_path("missing-root");
+  std::filesystem::remove_all(root);
+  for (const std::string cmd : {"status", "stop", "scale --workers 2"}) {
+    auto r = run(cmd + " --root " + root.string());
+    EXPECT_EQ(r.code, 2) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find("--root " + root.string() + ": no such directory (the jobs root"), std::string::npos)
+        << cmd << ": " << r.out;
+  }
+  std::filesystem::create_directories(root);
+  auto empty = run("status --root " + root.string());
+  EXPECT_EQ(empty.code, 2) << empty.out;
+  EXPECT_NE(empty.out.find("no job of yours under " + root.string() + " (give --job-dir)"), std::string::npos)
+      << empty.out;
+  std::filesystem::remove_all(root);
+}

@@ -17,6 +17,9 @@ namespace troupe::control {
 // A --job-dir with no directory whose runner `troupe run --submit` recorded (<root>/<id>.runner.job)
 // says so: queued (`troupe stop --job-dir` cancels it), or ended, with its output file.
 expected<std::string> find_job_dir(const std::string& job_dir, const std::string& root);
+// --root of a command that reads the jobs root (status, stop, scale without --job-dir; dashboard,
+// jobs): a directory, else an error saying what the flag is for (invalid_argument).
+expected<void> check_jobs_root(const std::string& root);
 
 // A job whose runner `troupe run --submit` queued and that has not started: the Slurm job of that
 // runner, recorded beside the directory, is still queued (or starting), and the directory is absent
