@@ -16,6 +16,7 @@
 
 #include "job_outcome.hpp"
 #include "master_watch.hpp"
+#include "runner.hpp"
 #include "runner_events.hpp"
 #include "slot_table.hpp"
 #include "troupe/cluster/errc.hpp"
@@ -777,3 +778,19 @@ TEST(event_queue, a_wait_ends_on_a_push_or_at_the_deadline_on_the_clock) {
 
 }  // namespace
 }  // namespace troupe::control
+
+// The /metrics address nodes.json records: a host meaning every interface is left for the master's
+// host (the runner puts it in front of ":<port>"), as no host is; a named host is kept.
+TEST(runner_parts, a_metrics_host_of_every_interface_is_recorded_as_the_masters) {
+  for (const std::string host : {"0.0.0.0", "::", "", "10.1.2.3"}) {
+    auto doc = troupe::config_doc::from_string("");
+    ASSERT_TRUE(doc);
+    troupe::job::job_spec spec;
+    spec.cluster.launcher = "slurm";  // a pinned port is not probed on this machine
+    spec.cluster.metrics_port = 9100;
+    spec.cluster.metrics_host = host;
+    auto a = troupe::control::pin_metrics_address(*doc, spec);
+    ASSERT_TRUE(a) << a.err().to_string();
+    EXPECT_EQ(*a, (host == "10.1.2.3" ? host : std::string()) + ":9100") << host;
+  }
+}

@@ -25,7 +25,11 @@ expected<std::string> pin_metrics_address(config_doc& doc, job::job_spec& spec) 
                              "[cluster] metrics_port = " + std::to_string(c.metrics_port) + ": " +
                                  free.err().context() +
                                  " (another job's /metrics? give another port, or 0 for a free one)");
-  return c.metrics_host + ":" + std::to_string(c.metrics_port);  // ":<port>" without a host
+  // ":<port>" without a host, or with one meaning every interface (0.0.0.0, ::): the runner puts the
+  // master's host in front, an address a reader of nodes.json can reach (0.0.0.0:<port> was recorded).
+  const auto& h = c.metrics_host;
+  const bool any = h == "0.0.0.0" || h == "::" || h == "[::]";
+  return (any ? std::string() : h) + ":" + std::to_string(c.metrics_port);
 }
 
 }  // namespace troupe::control
