@@ -152,6 +152,10 @@ TEST(job_end, a_resume_whose_job_file_no_longer_fits_its_journal_is_refused_nami
   auto record = nlohmann::json::parse(read_file(r.job_dir + "/result.json"), nullptr, false);
   EXPECT_EQ(record.value("status", ""), "stopped") << record.dump();
   EXPECT_GT(record.value("tasks_done", 0), 0) << record.dump();
+  // A note on the job file (a key async_ps does not read) is in runner.log too (it went to stderr
+  // alone: said before the log file was opened).
+  EXPECT_NE(read_file(r.job_dir + "/logs/runner.log").find("job.sync_every: read by strategies"),
+            std::string::npos);
   std::string out;
   EXPECT_EQ(troupe("status --job-dir " + r.job_dir, &out), 0) << out;
   EXPECT_NE(out.find("stopped"), std::string::npos) << out;
@@ -263,15 +267,20 @@ TEST(job_end, a_resumed_ring_job_whose_model_no_longer_fits_its_checkpoint_is_re
 TEST(job_end, a_job_preparing_its_data_is_starting_for_status_and_stops_at_once) {
   job_place place;
   place.dataset_cache = test_root("preparing-cache");
-  auto r = start_job("preparing",
-                     "strategy = \"async_ps\"\nworkers = 1\n[model]\ntype = \"deepfm\"\n[data]\nsource = "
-                     "\"synthetic-ctr\"\nrows = 4000000\nfields = 2\ndense_dim = 1\nvocab_per_field = 50\n",
-                     place);
+  auto r = start_job(
+      "preparing",
+      "strategy = \"async_ps\"\nworkers = 1\nsync_every = 4\n[model]\ntype = \"deepfm\"\n[data]\nsource = "
+      "\"synthetic-ctr\"\nrows = 4000000\nfields = 2\ndense_dim = 1\nvocab_per_field = 50\n",
+      place);
   ASSERT_TRUE(poll_until(
       [&] {
         return read_file(r.job_dir + "/logs/runner.log").find("preparing dataset") != std::string::npos;
       },
       std::chrono::seconds(60)));
+  // A note on the job file (a key async_ps does not read) is in runner.log too (it went to stderr
+  // alone: said before the log file was opened).
+  EXPECT_NE(read_file(r.job_dir + "/logs/runner.log").find("job.sync_every: read by strategies"),
+            std::string::npos);
   std::string out;
   EXPECT_EQ(troupe("status --job-dir " + r.job_dir, &out), 0) << out;
   EXPECT_NE(out.find("job preparing  starting (runner pid " + std::to_string(r.pid) +

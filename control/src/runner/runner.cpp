@@ -86,6 +86,7 @@ int runner::setup_ended(int rc) {
   // interrupted) ran nothing of the job: its record (result.json, the timeline's end) stays as the run it
   // resumes left it (an interrupted job read "failed" after a refused resume, its counts gone).
   keep_record_ = !opt_.resume.empty() && !resume_begun_;
+  say_setup_warnings();  // refused before logs/runner.log opened: said all the same
   if (dir_ && lock_fd_ >= 0) {
     if (interrupted) {
       outcome_.end("interrupted", std::string("interrupted by ") + signal_name(interrupted) +

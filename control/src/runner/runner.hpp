@@ -17,6 +17,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "troupe/cluster/bootstrap.hpp"
 #include "troupe/cluster/config.hpp"
@@ -246,6 +247,10 @@ class runner {
   // the loop's own
   bool resume_begun_ = false;  // begin_resumed_run ran
   std::string resumed_from_;   // --resume: how the run it continues ended (the timeline's job_start)
+  // Warnings of the job file's reading (job_notes, a resumed job's /metrics port taken), said once
+  // logs/runner.log is open, so that it has them too (they went to stderr alone), or at a setup's end.
+  std::vector<std::string> setup_warnings_;
+  void say_setup_warnings();
   bool keep_record_ = false;  // a --resume that ended before it began: result.json and the timeline untouched
   bool nodes_started_ = false;           // the PS shards and workers are launched: scale requests act at once
   std::atomic<bool> stop_asked_{false};  // a stop came (io thread): scale requests are refused

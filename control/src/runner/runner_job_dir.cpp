@@ -215,6 +215,7 @@ int runner::open_job_dir(const config_doc& doc) {
   if (int rc = opt_.resume.empty() ? create_job_dir(doc) : open_resumed_dir(); rc != 0) return rc;
   if (int rc = lock_job_dir(); rc != 0) return rc;
   start_log();
+  say_setup_warnings();
   timeline_.open(dir_->path());
   if (!opt_.resume.empty()) {
     resumed_from_ = earlier_run_end(*dir_);
@@ -280,6 +281,11 @@ void runner::start_log() {
   lc.file = dir_->logs_dir() + "/runner.log";
   lc.name = "runner";
   if (auto r = init_logging(lc); !r) spdlog::warn("{}", r.err().to_string());
+}
+
+void runner::say_setup_warnings() {
+  for (const auto& w : setup_warnings_) spdlog::warn("{}", w);
+  setup_warnings_.clear();
 }
 
 }  // namespace troupe::control

@@ -233,7 +233,7 @@ int runner::apply_spec(config_doc& doc) {
                                                    : opt_.file_name) +
                          ": " + c.err().describe());
   if (auto g = check_gpu(spec_); !g) return usage_refusal(g.err().describe());
-  for (const auto& n : job::job_notes(spec_)) spdlog::warn("{}", n);
+  for (auto& n : job::job_notes(spec_)) setup_warnings_.push_back(std::move(n));
   // The nodes get absolute paths (job directory, stores): a node on another host runs where its host
   // command puts it (ssh, nsenter), not in the runner's working directory.
   for (auto* p : {&spec_.job.root, &spec_.job.dataset_cache}) make_absolute(*p);
@@ -244,7 +244,8 @@ int runner::apply_spec(config_doc& doc) {
   if (!metrics && opt_.resume.empty()) return usage_refusal(metrics.err().describe());
   // A resumed job's port was pinned by its first run (or its file): taken since, this run serves no
   // /metrics, and nodes.json names none (it named the other job's).
-  if (!metrics) spdlog::warn("{}: this run of the job serves no /metrics", metrics.err().to_string());
+  if (!metrics)
+    setup_warnings_.push_back(metrics.err().to_string() + ": this run of the job serves no /metrics");
   metrics_addr_ = metrics ? *metrics : std::string();
   return 0;
 }
