@@ -102,7 +102,24 @@ expected<int> build_ctr(model& m, const model_config& c, const dataset_info& inf
 expected<int> build_sequential(model& m, const model_config& c, const dataset_info& info) {
   if (c.layers.empty()) return config_error(c, "layers must list at least one layer spec");
   int x = m.input(info);
-  for (const auto& spec : c.layers) x = m.add(spec, {x});
+  // A bad entry is named by the key and its place in the list (the error named the spec alone,
+  // "nn: bad configuration: layer spec ..."); an unknown layer lists the registered ones.
+  const auto& registry = layer_registry::instance();
+  for (std::size_t i = 0; i < c.layers.size(); ++i) {
+    auto l = registry.create(c.layers[i]);
+    if (!l) {
+      std::string why = l.err().context();
+      const std::string said = "layer spec '" + c.layers[i] + "': ";  // said once, before it
+      if (why.rfind(said, 0) == 0) why.erase(0, said.size());
+      if (l.err() == nn_errc::unknown_name) {
+        std::string known;
+        for (const auto& n : registry.names()) known += (known.empty() ? "" : ", ") + n;
+        why += " (registered: " + known + ")";
+      }
+      return config_error(c, "model.layers[" + std::to_string(i) + "] '" + c.layers[i] + "': " + why);
+    }
+    x = m.add(std::move(*l), {x});
+  }
   return x;
 }
 

@@ -229,6 +229,20 @@ TEST(model, bad_configs_and_batches_give_clear_errors) {
   ASSERT_FALSE(r);
   EXPECT_NE(r.err().context().find("expects [channels, height, width], got [3]"), std::string::npos)
       << r.err().to_string();
+  // A bad entry of [model] layers is named by the key and its place (it named the spec alone); an
+  // unknown layer lists the registered ones.
+  r = reg.create({.type = "sequential", .layers = {"flatten", "dense:10,3"}}, img.info);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.err().context().find(
+                "model.layers[1] 'dense:10,3': layer 'dense' takes at most 1 bare number (units)"),
+            std::string::npos)
+      << r.err().to_string();
+  r = reg.create({.type = "sequential", .layers = {"flatten", "relux", "dense:10"}}, img.info);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.err().context().find("model.layers[1] 'relux': layer 'relux' is not registered (registered: "),
+            std::string::npos)
+      << r.err().to_string();
+  EXPECT_NE(r.err().context().find("dense"), std::string::npos) << r.err().to_string();
   r = reg.create({.type = "mlp", .hidden = {0}}, img.info);
   ASSERT_FALSE(r);
   EXPECT_TRUE(r.err() == nn_errc::bad_config);
