@@ -517,7 +517,7 @@ TEST_F(master_test, once_every_task_is_over_a_finished_worker_evaluates_and_the_
   final_checkpoint_reply(ps0, 7);
   ASSERT_TRUE(std::filesystem::exists(dir_ + "/result.json"));
   auto j = nlohmann::json::parse(std::ifstream(dir_ + "/result.json"));
-  EXPECT_EQ(j["evaluated_by"], "worker-1");
+  EXPECT_EQ(j["evaluated_by"], nlohmann::json::array({"worker-1"}));  // a list, however many
   EXPECT_DOUBLE_EQ(j["test_accuracy"].get<double>(), 0.75);
   bool told = false;
   for (auto& s : node_->take())

@@ -257,7 +257,7 @@ void on_eval_result(master_actor* self, schema::EvalResult::Reader r, const node
   j["test_loss"] = m->loss;
   j["test_accuracy"] = m->accuracy;
   if (m->auc) j["test_auc"] = *m->auc;  // binary models only
-  j["evaluated_by"] = m->by.size() == 1 ? nlohmann::json(m->by.front()) : nlohmann::json(m->by);
+  j["evaluated_by"] = m->by;            // always a list (one worker's name was a string, several a list)
   st.outcome.metrics = std::move(j);
   finish_when_saved(self);
 }
