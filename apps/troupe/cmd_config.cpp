@@ -27,6 +27,7 @@ const command_registrar reg{
                       "print the effective configuration as TOML: every key, defaults included");
       sub.require_subcommand(1);
       return [o]() -> int {
+        quiet_logs();  // its answer is the error, the notes and "ok" (an info line said the plugin loaded)
         auto doc = load_job_doc(o->file, o->overrides);
         if (!doc) return usage_error(doc.err());
         config_doc effective;

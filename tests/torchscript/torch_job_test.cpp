@@ -162,6 +162,8 @@ TEST(torch_job, modules_with_integer_logits_or_failing_on_the_evaluation_batch_a
     std::string out;
     EXPECT_EQ(troupe("config check " + r.dir + "/job.toml", &out), 2) << out;
     EXPECT_NE(out.find(words), std::string::npos) << out;
+    // Its one line is the error: no info line that the plugin loaded before it.
+    EXPECT_EQ(out.find("TorchScript plugin:"), std::string::npos) << out;
   }
 }
 
