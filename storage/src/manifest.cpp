@@ -29,7 +29,12 @@ std::string manifest::to_toml() const {
 }
 
 expected<manifest> manifest::parse(std::string_view text, const std::string& where) {
-  auto bad = [&](const error& e) { return error(storage_errc::bad_manifest, where + ": " + e.to_string()); };
+  // The reader's words already name the file (and line): said once ("<where>: config: wrong type:
+  // <where>:2: key ..." named it twice).
+  auto bad = [&](const error& e) {
+    const auto why = e.describe();
+    return error(storage_errc::bad_manifest, why.rfind(where, 0) == 0 ? why : where + ": " + why);
+  };
   auto doc = config_doc::from_string(text, where);
   if (!doc) return bad(doc.err());
   config_reader rd(*doc);

@@ -276,6 +276,11 @@ TEST(RecordStore, MalformedManifestNamesTheKey) {
   ASSERT_FALSE(s);
   EXPECT_EQ(s.err(), storage_errc::bad_manifest);
   EXPECT_NE(s.err().to_string().find("record_count"), std::string::npos) << s.err().to_string();
+  // The file is named once (it was twice: before the reader's words and in them).
+  const auto text = s.err().to_string();
+  const auto file = d.str() + "/manifest";
+  ASSERT_NE(text.find(file), std::string::npos) << text;
+  EXPECT_EQ(text.find(file, text.find(file) + 1), std::string::npos) << text;
   put_manifest(d.str(), "this is [not toml");
   s = record_store::open(d.str());
   ASSERT_FALSE(s);
