@@ -2,13 +2,23 @@
 // its state (running, finished, failed, stopped, dead, ...), strategy, workers, tasks, when it
 // started, how long it ran and why it ended. The rows are the dashboard's (/api/jobs: the same
 // reading of each job directory), so the two never disagree.
+// `troupe jobs prune --older-than AGE [--dry-run]`: removes the directories of this user's jobs that
+// ended (finished, failed, stopped, interrupted) longer than AGE ago; running, starting and dead jobs
+// (their runner died: `--resume` continues them) are kept, as are other users'.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
+#include "troupe/cluster/job_dir.hpp"
 #include "troupe/control/client.hpp"
 #include "troupe/observe/dashboard.hpp"
 
@@ -18,6 +28,8 @@ namespace {
 struct options {
   std::string root = "jobs";
   bool json = false;
+  std::string older_than;  // prune: "7d", "12h", "30m", "90s"
+  bool dry_run = false;
 };
 
 std::string count(const nlohmann::json& row, const char* key) {
@@ -74,16 +86,122 @@ int list(const options& o) {
   return 0;
 }
 
-const command_registrar reg{"jobs", "List every job under the jobs root: state, workers, tasks, how it ended",
-                            [](CLI::App& sub) -> runner {
-                              auto o = std::make_shared<options>();
-                              sub.add_option("--root", o->root, "where job directories are (default: jobs)");
-                              sub.add_flag("--json", o->json, "the dashboard's /api/jobs answer, as JSON");
-                              return [o]() -> int {
-                                quiet_logs();
-                                return list(*o);
-                              };
-                            }};
+// "7d", "12h", "30m", "90s" (or a bare number of seconds) in seconds; nullopt when it is none.
+std::optional<double> age_seconds(const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  const std::string unit = text.substr(used);
+  const double per = unit.empty() || unit == "s" ? 1
+                     : unit == "m"               ? 60
+                     : unit == "h"               ? 3600
+                     : unit == "d"               ? 86400
+                                                 : -1;
+  if (per < 0 || !(v >= 0) || v > 1e7) return std::nullopt;
+  return v * per;
+}
+
+std::uintmax_t size_of(const std::filesystem::path& dir) {
+  std::uintmax_t n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+    if (it->is_regular_file(ec) && !it->is_symlink(ec)) n += it->file_size(ec);
+  return n;
+}
+
+// How the job at `path` ended (result.json's status) and how long ago, when it did and its runner is
+// gone; nullopt for a job still running, starting, or dead (no status: its runner died).
+struct ended_job {
+  std::string status;
+  double age_s = 0;
+};
+std::optional<ended_job> ended(const std::string& path) {
+  auto dir = cluster::job_dir::open(path);
+  if (!dir || dir->runner_pid()) return std::nullopt;
+  std::ifstream in(dir->result_path());
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object() || !j.contains("status") || !j["status"].is_string()) return std::nullopt;
+  const std::string status = j["status"];
+  if (status != "finished" && status != "failed" && status != "stopped" && status != "interrupted")
+    return std::nullopt;
+  struct stat st {};
+  if (::stat(dir->result_path().c_str(), &st) != 0) return std::nullopt;
+  return ended_job{status, std::difftime(std::time(nullptr), st.st_mtime)};
+}
+
+// Removes (or with dry_run, only names) one job's directory; false when it could not be removed.
+bool remove_job(const std::string& path, const char* line, bool dry_run) {
+  if (dry_run) return std::printf("would remove %s\n", line), true;
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  if (ec) {
+    std::fprintf(stderr, "troupe: error: %s: %s (left as it is)\n", path.c_str(), ec.message().c_str());
+    return false;
+  }
+  std::printf("removed %s\n", line);
+  return true;
+}
+
+int prune(const options& o) {
+  if (auto r = control::check_jobs_root(o.root); !r) return usage_error(r.err().context());
+  const auto limit = age_seconds(o.older_than);
+  if (!limit)
+    return usage_error("--older-than " + o.older_than + ": not an age (a number with s, m, h or d: 7d, 12h)");
+  auto ids = cluster::job_dir::list(o.root);
+  if (!ids) return run_error(ids.err());
+  std::size_t removed = 0, kept = 0, failed = 0;
+  std::uintmax_t bytes = 0;
+  for (const auto& id : *ids) {
+    const std::string path = o.root + "/" + id;
+    struct stat st {};
+    // Another user's (or a link planted in a shared root): never this command's to remove.
+    const bool mine = ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid();
+    auto e = mine ? ended(path) : std::nullopt;
+    if (!e || e->age_s < *limit) {
+      ++kept;
+      continue;
+    }
+    const auto size = size_of(path);
+    char line[160];
+    std::snprintf(line, sizeof line, "%s (%s %.1f d ago, %.1f MB)", id.c_str(), e->status.c_str(),
+                  e->age_s / 86400, static_cast<double>(size) / 1e6);
+    if (!remove_job(path, line, o.dry_run)) {
+      ++failed;
+      continue;
+    }
+    ++removed;
+    bytes += size;
+  }
+  std::printf("%s %zu job%s (%.1f MB); kept %zu (running, dead, newer, or not yours)\n",
+              o.dry_run ? "would remove" : "removed", removed, removed == 1 ? "" : "s",
+              static_cast<double>(bytes) / 1e6, kept);
+  return failed > 0 ? 1 : 0;
+}
+
+const command_registrar reg{
+    "jobs", "List every job under the jobs root: state, workers, tasks, how it ended",
+    [](CLI::App& sub) -> runner {
+      auto o = std::make_shared<options>();
+      sub.add_option("--root", o->root, "where job directories are (default: jobs)");
+      sub.add_flag("--json", o->json, "the dashboard's /api/jobs answer, as JSON");
+      auto* pr =
+          sub.add_subcommand("prune",
+                             "Remove the directories of your jobs that ended longer ago than --older-than "
+                             "(running, starting and dead jobs are kept)");
+      pr->add_option("--root", o->root, "where job directories are (default: jobs)");
+      pr->add_option("--older-than", o->older_than, "how long ago the job ended: 7d, 12h, 30m, 90s")
+          ->required();
+      pr->add_flag("--dry-run", o->dry_run, "say what would be removed; remove nothing");
+      return [o, pr]() -> int {
+        quiet_logs();
+        return pr->parsed() ? prune(*o) : list(*o);
+      };
+    }};
 
 }  // namespace
 }  // namespace troupe::cli

@@ -2,8 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -366,5 +368,47 @@ TEST(cli, a_missing_root_is_named_not_said_to_hold_no_job_of_yours) {
   EXPECT_EQ(empty.code, 2) << empty.out;
   EXPECT_NE(empty.out.find("no job of yours under " + root.string() + " (give --job-dir)"), std::string::npos)
       << empty.out;
+  std::filesystem::remove_all(root);
+}
+
+// `troupe jobs prune --older-than AGE`: removes the directories of jobs that ended longer ago than
+// AGE, and only those: a newer ended job and a dead one (its runner died: --resume continues it) stay;
+// --dry-run removes nothing; an age that is none is refused.
+TEST(cli, jobs_prune_removes_only_jobs_that_ended_long_enough_ago) {
+  const auto root = troupe::test_util::temp_path("prune-root");
+  std::filesystem::remove_all(root);
+  auto job = [&](const std::string& id, const char* status, int days_ago) {
+    for (const char* sub : {"logs", "journal", "checkpoints"})
+      std::filesystem::create_directories(root / id / sub);
+    std::ofstream(root / id / "job.toml") << "[job]\n";
+    std::ofstream(root / id / "logs" / "runner.log") << std::string(4096, 'x');
+    if (status == nullptr) return;  // dead: no result.json
+    const auto result = (root / id / "result.json").string();
+    std::ofstream(result) << R"({"ok":true,"status":")" << status << R"("})";
+    const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()) - days_ago * 86400L;
+    timespec times[2] = {{t, 0}, {t, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, result.c_str(), times, 0), 0);
+  };
+  job("old-finished", "finished", 10);
+  job("old-failed", "failed", 9);
+  job("new-finished", "finished", 0);
+  job("old-dead", nullptr, 0);
+  auto dry = run("jobs prune --older-than 7d --dry-run --root " + root.string());
+  ASSERT_EQ(dry.code, 0) << dry.out;
+  EXPECT_NE(dry.out.find("would remove old-finished (finished 10.0 d ago"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("would remove old-failed (failed 9.0 d ago"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("would remove 2 jobs"), std::string::npos) << dry.out;
+  EXPECT_TRUE(std::filesystem::exists(root / "old-finished"));
+  auto r = run("jobs prune --older-than 7d --root " + root.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("removed 2 jobs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kept 2"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(root / "old-finished"));
+  EXPECT_FALSE(std::filesystem::exists(root / "old-failed"));
+  EXPECT_TRUE(std::filesystem::exists(root / "new-finished" / "result.json"));
+  EXPECT_TRUE(std::filesystem::exists(root / "old-dead" / "job.toml"));
+  auto bad = run("jobs prune --older-than soon --root " + root.string());
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--older-than soon: not an age"), std::string::npos) << bad.out;
   std::filesystem::remove_all(root);
 }
