@@ -93,11 +93,15 @@ json job_rows::events_row(const job_directory& dir, std::string& problem) {
 // events at least every few seconds.
 // A runner that holds the job's lock runs it, however long it is silent (it may wait for another
 // job's import of its dataset: "crashed" after 2 s; the word is now "dead", as troupe status says);
-// on a filesystem whose locks this host cannot see (a Slurm runner elsewhere) the writes tell.
+// on a filesystem whose locks this host cannot see (a Slurm runner elsewhere) the writes tell. A
+// runner on loopback (nodes.json's runner_address: a job of this machine) whose lock nobody holds is
+// gone now (it read "running" for the 15 s of writes its nodes made as they died).
 void job_rows::add_liveness(const job_directory& dir, json& r, std::int64_t now_ms) {
   auto nodes = read_json_file(dir, "nodes.json");
   double last = std::max(number_or(r, "last_ms", 0), nodes ? number_or(*nodes, "updated_ms", 0) : 0);
-  const bool writing = static_cast<double>(now_ms) - last < 15'000;
+  const auto runner = nodes && nodes->is_object() ? nodes->value("runner_address", json()) : json();
+  const bool here = runner.is_string() && runner.get<std::string>().rfind("127.", 0) == 0;
+  const bool writing = !here && static_cast<double>(now_ms) - last < 15'000;
   if (dir.runner_alive())
     r["state"] = nodes ? "running" : "starting";
   else if (writing)

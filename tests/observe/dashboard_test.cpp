@@ -39,6 +39,11 @@ class dashboard_api : public ::testing::Test {
     make_job("done-job", true, now_ms() - 60'000);
     make_job("live-job", false, now_ms() - 1'000);
     make_job("dead-job", false, now_ms() - 600'000);
+    // Written a second ago, but its runner was on this machine (loopback) and holds no lock.
+    make_job("local-dead-job", false, now_ms() - 2'000);
+    std::ofstream(root_ / "local-dead-job" / "nodes.json")
+        << R"({"job_id":"local-dead-job","runner_address":"127.0.0.1:4000","updated_ms":)" << now_ms() - 1'000
+        << R"(,"nodes":[]})";
     handler_ = make_dashboard({root_.string(), "s3cret", false, {}, {}});
   }
   void TearDown() override { fs::remove_all(root_); }
@@ -99,13 +104,14 @@ TEST_F(dashboard_api, lists_jobs_with_their_state) {
   auto r = get("/api/jobs");
   ASSERT_EQ(r.status, 200) << r.body;
   auto j = json::parse(r.body);
-  ASSERT_EQ(j["jobs"].size(), 3u);
+  ASSERT_EQ(j["jobs"].size(), 4u);
   std::map<std::string, json> by;
   for (auto& row : j["jobs"]) by[row["id"]] = row;
   EXPECT_EQ(by["done-job"]["state"], "finished");
   EXPECT_DOUBLE_EQ(by["done-job"]["duration_s"].get<double>(), 2.0);
   EXPECT_EQ(by["live-job"]["state"], "running");
   EXPECT_EQ(by["dead-job"]["state"], "dead") << "no job_end and nothing written for 10 minutes";
+  EXPECT_EQ(by["local-dead-job"]["state"], "dead") << "a runner on loopback whose lock nobody holds is gone";
   EXPECT_EQ(by["live-job"]["strategy"], "async_ps");
   EXPECT_EQ(by["live-job"]["workers_wanted"], 4);
   EXPECT_EQ(by["live-job"]["workers_alive"], 3);
@@ -235,7 +241,7 @@ TEST_F(dashboard_api, lists_model_servers_apart_from_jobs) {
   EXPECT_FALSE(by["odd"].contains("replicas_ready"));
   EXPECT_NE(by["empty"]["error"].get<std::string>().find("server.json"), std::string::npos);
   // serve/ is no job: the job list is as before.
-  EXPECT_EQ(json::parse(get("/api/jobs").body)["jobs"].size(), 3u);
+  EXPECT_EQ(json::parse(get("/api/jobs").body)["jobs"].size(), 4u);
 }
 
 TEST_F(dashboard_api, events_follow_from_an_offset) {
