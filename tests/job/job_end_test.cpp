@@ -152,10 +152,6 @@ TEST(job_end, a_resume_whose_job_file_no_longer_fits_its_journal_is_refused_nami
   auto record = nlohmann::json::parse(read_file(r.job_dir + "/result.json"), nullptr, false);
   EXPECT_EQ(record.value("status", ""), "stopped") << record.dump();
   EXPECT_GT(record.value("tasks_done", 0), 0) << record.dump();
-  // A note on the job file (a key async_ps does not read) is in runner.log too (it went to stderr
-  // alone: said before the log file was opened).
-  EXPECT_NE(read_file(r.job_dir + "/logs/runner.log").find("job.sync_every: read by strategies"),
-            std::string::npos);
   std::string out;
   EXPECT_EQ(troupe("status --job-dir " + r.job_dir, &out), 0) << out;
   EXPECT_NE(out.find("stopped"), std::string::npos) << out;

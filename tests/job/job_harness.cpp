@@ -152,7 +152,8 @@ std::optional<nlohmann::json> status(const job_run& r) {
   std::string out;
   if (troupe("status --json --job-dir " + r.job_dir + " 2>/dev/null", &out) != 0) return std::nullopt;
   auto j = nlohmann::json::parse(out, nullptr, false);
-  if (j.is_discarded()) return std::nullopt;
+  // A job still preparing has no nodes and no counts yet: its status is the state alone.
+  if (j.is_discarded() || j.value("state", "") == "starting") return std::nullopt;
   return j;
 }
 
