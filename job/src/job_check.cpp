@@ -44,6 +44,32 @@ std::string root_problem(const std::string& root) {
   return "";
 }
 
+// Keys the job file sets (from their defaults) that its strategy or batch rule does not read (they
+// were accepted silently), one note each. A key at its default says nothing: `troupe config check --print`
+// writes every key, and its output is a job file.
+std::vector<std::string> keys_not_read(const job_spec& spec) {
+  std::vector<std::string> out;
+  const auto& strategy = spec.job.strategy;
+  if (spec.job.sync_every != job_options{}.sync_every && !spec.traits().syncs_every)
+    out.push_back(
+        "job.sync_every: read by strategies that average replicas every that many steps "
+        "(local_sgd); job.strategy \"" +
+        strategy + "\" does not: the key has no effect");
+  if (!(spec.ps == ps_options{}) && !spec.uses_ps())
+    out.push_back("[ps]: the parameter-server shards' settings; job.strategy \"" + strategy +
+                  "\" launches no PS shards: the section has no effect");
+  const auto& t = spec.nn.train;
+  const nn::train_config defaults;
+  if (t.batch != "auto") {
+    const std::string why =
+        ": bounds batch = \"auto\"; this job's train.batch is \"" + t.batch + "\": the key has no effect";
+    if (t.max_batch != defaults.max_batch) out.push_back("train.max_batch" + why);
+    if (t.max_local_batch != std::max(defaults.max_local_batch, t.batch_size))
+      out.push_back("train.max_local_batch" + why);
+  }
+  return out;
+}
+
 error data_error(const std::string& key, const std::string& problem) {
   return error(core_errc::invalid_argument,
                std::string("key 'data.").append(key).append("': ").append(problem));
@@ -219,7 +245,7 @@ std::vector<std::string> job_notes(const job_spec& spec) {
     notes.push_back(
         "[train] device = \"gpu\" is troupe train --local's switch; this job's workers train on the CPU "
         "([job] device = \"cpu\"): set [job] device = \"gpu\" (--set job.device=gpu) to train them on GPUs");
-  notes.insert(notes.end(), spec.unread_keys.begin(), spec.unread_keys.end());
+  for (auto& n : keys_not_read(spec)) notes.push_back(std::move(n));
   return notes;
 }
 

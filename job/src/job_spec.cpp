@@ -182,30 +182,6 @@ expected<void> check_prediction_pair(const job_spec& spec, const std::string& so
                                spec.nn.model.path + "\" with its own model type");
   return {};
 }
-// What the job file sets that nothing in this job reads (job_spec::unread_keys). A key at its
-// default says nothing: `troupe config check --print` writes every key, and its output is a job file.
-std::vector<std::string> keys_not_read(const job_spec& spec) {
-  std::vector<std::string> out;
-  const auto& strategy = spec.job.strategy;
-  if (spec.job.sync_every != job_options{}.sync_every && !spec.traits().syncs_every)
-    out.push_back(
-        "job.sync_every: read by strategies that average replicas every that many steps "
-        "(local_sgd); job.strategy \"" +
-        strategy + "\" does not: the key has no effect");
-  if (!(spec.ps == ps_options{}) && !spec.uses_ps())
-    out.push_back("[ps]: the parameter-server shards' settings; job.strategy \"" + strategy +
-                  "\" launches no PS shards: the section has no effect");
-  const auto& t = spec.nn.train;
-  const nn::train_config defaults;
-  if (t.batch != "auto") {
-    const std::string why =
-        ": bounds batch = \"auto\"; this job's train.batch is \"" + t.batch + "\": the key has no effect";
-    if (t.max_batch != defaults.max_batch) out.push_back("train.max_batch" + why);
-    if (t.max_local_batch != std::max(defaults.max_local_batch, t.batch_size))
-      out.push_back("train.max_local_batch" + why);
-  }
-  return out;
-}
 }  // namespace
 
 expected<job_spec> job_spec::read(const config_doc& doc, config_doc* effective) {
@@ -232,7 +208,6 @@ expected<job_spec> job_spec::read(const config_doc& doc, config_doc* effective) 
   if (auto g = check_global_batch(spec, doc.source()); !g) return g.err();
   if (auto a = check_auto_batch_bounds(spec, doc.source()); !a) return a.err();
   if (auto p = check_prediction_pair(spec, doc.source()); !p) return p.err();
-  spec.unread_keys = keys_not_read(spec);
   if (spec.job.dataset_cache.empty()) spec.job.dataset_cache = default_dataset_cache(spec.job.root);
   make_model_paths_absolute(spec);
   return spec;

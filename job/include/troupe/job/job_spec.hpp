@@ -19,7 +19,6 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "troupe/cluster/config.hpp"
 #include "troupe/core/config.hpp"
@@ -74,10 +73,6 @@ struct job_spec {
   transport_config transport;
   cluster::cluster_config cluster;
   log_config log;
-  // Keys the job file sets (from their defaults) that its strategy or batch rule does not read
-  // (job.sync_every under allreduce, [ps] without PS shards, train.max_batch with batch "fixed"): one line
-  // each, said by `troupe config check` and logged by the runner (job_notes); they were accepted silently.
-  std::vector<std::string> unread_keys;
 
   // Reads every section; the first problem (or an unknown key) is the error, naming file and key.
   // `effective`, when given, receives the document with every key read set to its value, defaults
