@@ -52,10 +52,6 @@ expected<std::string> slurm_command(const std::vector<std::string>& argv) {
   return std::move(r->out);
 }
 
-}  // namespace
-
-namespace {
-
 // Scale and stop through the control client, as `troupe scale` / `troupe stop` do; a stop answers
 // once the runner has it, not when the job has ended (the page polls the job's state).
 expected<observe::control_answer> change_job(const std::string& job_dir, int workers,

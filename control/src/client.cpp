@@ -234,12 +234,11 @@ expected<std::string> ended_job_status(const cluster::job_dir& dir, bool with_ti
 }  // namespace
 
 expected<std::string> job_status_json(const std::string& job_dir, bool from_timeline) {
-  if (auto dir = cluster::job_dir::open(job_dir); dir && !dir->runner_pid())
-    return ended_job_status(*dir, from_timeline);
-  // Its runner prepares the data (minutes for a large import) or starts its nodes: a state, as a
-  // queued job's is (it was an error, exit 1, and --json printed no JSON; a resumed job read as
-  // its earlier run's end from the timeline).
-  if (auto dir = cluster::job_dir::open(job_dir))
+  if (auto dir = cluster::job_dir::open(job_dir)) {
+    if (!dir->runner_pid()) return ended_job_status(*dir, from_timeline);
+    // Its runner prepares the data (minutes for a large import) or starts its nodes: a state, as a
+    // queued job's is (it was an error, exit 1, and --json printed no JSON; a resumed job read as
+    // its earlier run's end from the timeline).
     if (auto pid = starting_runner(*dir))
       return nlohmann::json{{"job", dir->job_id()},
                             {"state", "starting"},
@@ -247,6 +246,7 @@ expected<std::string> job_status_json(const std::string& job_dir, bool from_time
                             {"runner_pid", *pid},
                             {"reason", "its runner prepares the data or starts its nodes"}}
           .dump();
+  }
   auto s = connect_runner(job_dir);
   if (!s) return from_timeline ? status_from_timeline(job_dir, s.err()) : s.err();
   auto& rpc = *(*s)->rpc;
