@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "config_impl.hpp"
+#include "troupe/core/shortest.hpp"
 
 namespace troupe {
 
@@ -165,10 +166,7 @@ std::string shortest(std::string_view token) {
   if (ec != std::errc{} || end != token.data() + token.size() ||
       token.find_first_of(".eE") == std::string_view::npos)
     return std::string(token);
-  char buf[64];
-  auto [p, ec2] = std::to_chars(buf, buf + sizeof buf, v);
-  if (ec2 != std::errc{}) return std::string(token);
-  std::string out(buf, p);
+  std::string out = shortest_text(v);
   if (out.find_first_of(".e") == std::string::npos) out += ".0";  // still a float in TOML
   return out;
 }

@@ -1,10 +1,11 @@
 #include "troupe/observe/metrics.hpp"
 
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
 #include <variant>
+
+#include "troupe/core/shortest.hpp"
 
 namespace troupe::observe {
 
@@ -30,10 +31,7 @@ bool valid_name(const std::string& n, bool colon_ok) {
 std::string number(double v) {
   if (std::isnan(v)) return "NaN";
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  char buf[64];  // the shortest text that reads back as v: le="0.1", not le="0.10000000000000001"
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  if (ec != std::errc{}) return std::to_string(v);
-  return std::string(buf, end);
+  return shortest_text(v);  // le="0.1", not le="0.10000000000000001"
 }
 
 std::string label_text(const labels& l, const std::string& extra_name = {},

@@ -1,8 +1,8 @@
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdlib>
 
+#include "troupe/core/shortest.hpp"
 #include "troupe/nn/errc.hpp"
 #include "troupe/nn/layers.hpp"
 
@@ -98,13 +98,6 @@ void register_builtins(layer_registry& r) {
       {"embedding", make_embedding, {"dim", "scale", "first_field", "fields"}},
   };
   for (const auto& b : table) r.add(b.name, b.factory, b.keys);
-}
-
-// The shortest text that reads back as v ("0.1", not "0.100000").
-std::string shortest(double v) {
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  return ec == std::errc{} ? std::string(buf, end) : std::to_string(v);
 }
 
 std::string join_keys(const std::vector<std::string>& keys) {
@@ -213,7 +206,7 @@ expected<std::size_t> option_size(const layer_options& o, const std::string& lay
   if (v != std::floor(v) || v < static_cast<double>(lo) || v > static_cast<double>(hi))
     return make_unexpected(nn_errc::bad_config, "layer '" + layer + "': option '" + key +
                                                     "' must be an integer in [" + std::to_string(lo) + ", " +
-                                                    std::to_string(hi) + "], got " + shortest(v));
+                                                    std::to_string(hi) + "], got " + shortest_text(v));
   return static_cast<std::size_t>(v);
 }
 
