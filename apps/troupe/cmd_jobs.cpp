@@ -6,7 +6,6 @@
 // ended (finished, failed, stopped, interrupted) longer than AGE ago; running, starting and dead jobs
 // (their runner died: `--resume` continues them) are kept, as are other users'.
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <ctime>
@@ -19,6 +18,7 @@
 
 #include "command.hpp"
 #include "troupe/cluster/job_dir.hpp"
+#include "troupe/cluster/own_path.hpp"
 #include "troupe/control/client.hpp"
 #include "troupe/observe/dashboard.hpp"
 
@@ -158,10 +158,8 @@ int prune(const options& o) {
   std::uintmax_t bytes = 0;
   for (const auto& id : *ids) {
     const std::string path = o.root + "/" + id;
-    struct stat st {};
     // Another user's (or a link planted in a shared root): never this command's to remove.
-    const bool mine = ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid();
-    auto e = mine ? ended(path) : std::nullopt;
+    auto e = cluster::not_own_directory(path).empty() ? ended(path) : std::nullopt;
     if (!e || e->age_s < *limit) {
       ++kept;
       continue;
