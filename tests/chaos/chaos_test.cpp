@@ -47,7 +47,11 @@ TEST(chaos, workers_killed_repeatedly) {
 }
 
 TEST(chaos, ps_shard_killed) {
+  // Paced (100k samples/s a worker: about 6 s of training) so that the kill at 2 s lands mid-job
+  // however fast the machine: unpaced on a quiet machine the job ended at 2.2 s, and the kill counted
+  // as "job finished before recovery was seen" (2026-12-03), as all_workers_killed_at_once did.
   auto toml = ctr_job(2, 300000, 4);
+  toml.replace(toml.find("[train]\n"), 8, "[train]\nmax_samples_per_s = 100000\n");
   auto clean = clean_result("ps", toml);
   auto c = run_under_chaos("ps", toml, "--fault '2 kill ps-0'");
   expect_invariants(c, clean, "test_auc", 0.02);
@@ -214,8 +218,11 @@ TEST(chaos, kills_during_a_fused_allreduce_on_lanes) {
 }
 
 TEST(chaos, fault_storm_of_random_kills) {
-  // Long enough to outlast the 12 s storm (a job that ends first cuts the storm short).
+  // Long enough to outlast the 12 s storm (a job that ends first cuts the storm short): paced at
+  // 80k samples/s a worker, about 15 s, however fast the machine (unpaced on a quiet machine it ended
+  // at 6.9 s, after 14 of the 20 kills, 2026-12-03).
   auto toml = ctr_job(3, 600000, 6);
+  toml.replace(toml.find("[train]\n"), 8, "[train]\nmax_samples_per_s = 80000\n");
   auto clean = clean_result("storm", toml);
   auto c = run_under_chaos(
       "storm", toml, "--seed 7 --rate 3 --duration 12 --start 1 --targets worker,ps,master --settle 20");
