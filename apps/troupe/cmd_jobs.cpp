@@ -4,7 +4,8 @@
 // reading of each job directory), so the two never disagree.
 // `troupe jobs prune --older-than AGE [--dry-run]`: removes the directories of this user's jobs that
 // ended (finished, failed, stopped, interrupted) longer than AGE ago; running, starting and dead jobs
-// (their runner died: `--resume` continues them) are kept, as are other users'.
+// (their runner died: `--resume` continues them) are kept, as are other users', and a job whose model
+// a running `troupe serve` under the same root serves (its reload and SIGHUP re-read that directory).
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include "troupe/cluster/own_path.hpp"
 #include "troupe/control/client.hpp"
 #include "troupe/observe/dashboard.hpp"
+#include "troupe/serve/serve.hpp"
 
 namespace troupe::cli {
 namespace {
@@ -28,7 +30,7 @@ namespace {
 struct options {
   std::string root = "jobs";
   bool json = false;
-  std::string older_than;  // prune: "7d", "12h", "30m", "90s"
+  std::string older_than;  // prune: "2w", "7d", "12h", "30m", "90s"
   bool dry_run = false;
 };
 
@@ -86,7 +88,7 @@ int list(const options& o) {
   return 0;
 }
 
-// "7d", "12h", "30m", "90s" (or a bare number of seconds) in seconds; nullopt when it is none.
+// "2w", "7d", "12h", "30m", "90s" (or a bare number of seconds) in seconds; nullopt when it is none.
 std::optional<double> age_seconds(const std::string& text) {
   std::size_t used = 0;
   double v = 0;
@@ -100,6 +102,7 @@ std::optional<double> age_seconds(const std::string& text) {
                      : unit == "m"               ? 60
                      : unit == "h"               ? 3600
                      : unit == "d"               ? 86400
+                     : unit == "w"               ? 7 * 86400
                                                  : -1;
   if (per < 0 || !(v >= 0) || v > 1e7) return std::nullopt;
   return v * per;
@@ -134,6 +137,33 @@ std::optional<ended_job> ended(const std::string& path) {
   return ended_job{status, std::difftime(std::time(nullptr), st.st_mtime)};
 }
 
+// The model directories the running servers under `root` serve (server.json's model.model_path:
+// absolute, as the server resolved it), by server name.
+std::vector<std::pair<std::string, std::filesystem::path>> served_models(const std::string& root) {
+  std::vector<std::pair<std::string, std::filesystem::path>> out;
+  for (const auto& s : serve::list_servers(root)) {
+    if (!s.running) continue;
+    auto j = nlohmann::json::parse(s.server_json, nullptr, false);
+    if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) continue;
+    const auto path = j["model"].value("model_path", std::string());
+    std::error_code ec;
+    if (!path.empty()) out.emplace_back(s.name, std::filesystem::weakly_canonical(path, ec));
+  }
+  return out;
+}
+
+// The server serving a model from inside the job directory `path`; empty when none does.
+std::string served_by(const std::vector<std::pair<std::string, std::filesystem::path>>& served,
+                      const std::string& path) {
+  std::error_code ec;
+  const auto dir = std::filesystem::weakly_canonical(path, ec);
+  for (const auto& [name, model] : served) {
+    const auto rel = model.lexically_relative(dir);
+    if (!rel.empty() && *rel.begin() != "..") return name;
+  }
+  return {};
+}
+
 // Removes (or with dry_run, only names) one job's directory; false when it could not be removed.
 bool remove_job(const std::string& path, const char* line, bool dry_run) {
   if (dry_run) return std::printf("would remove %s\n", line), true;
@@ -151,9 +181,11 @@ int prune(const options& o) {
   if (auto r = control::check_jobs_root(o.root); !r) return usage_error(r.err().context());
   const auto limit = age_seconds(o.older_than);
   if (!limit)
-    return usage_error("--older-than " + o.older_than + ": not an age (a number with s, m, h or d: 7d, 12h)");
+    return usage_error("--older-than " + o.older_than +
+                       ": not an age (a number with s, m, h, d or w: 7d, 12h)");
   auto ids = cluster::job_dir::list(o.root);
   if (!ids) return run_error(ids.err());
+  const auto served = served_models(o.root);
   std::size_t removed = 0, kept = 0, failed = 0;
   std::uintmax_t bytes = 0;
   for (const auto& id : *ids) {
@@ -161,6 +193,13 @@ int prune(const options& o) {
     // Another user's (or a link planted in a shared root): never this command's to remove.
     auto e = cluster::not_own_directory(path).empty() ? ended(path) : std::nullopt;
     if (!e || e->age_s < *limit) {
+      ++kept;
+      continue;
+    }
+    if (const auto server = served_by(served, path); !server.empty()) {
+      std::printf(
+          "kept %s: its model is served by '%s' (troupe serve stop %s, or reload another model, first)\n",
+          id.c_str(), server.c_str(), server.c_str());
       ++kept;
       continue;
     }
@@ -175,7 +214,7 @@ int prune(const options& o) {
     ++removed;
     bytes += size;
   }
-  std::printf("%s %zu job%s (%.1f MB); kept %zu (running, dead, newer, or not yours)\n",
+  std::printf("%s %zu job%s (%.1f MB); kept %zu (running, dead, newer, served, or not yours)\n",
               o.dry_run ? "would remove" : "removed", removed, removed == 1 ? "" : "s",
               static_cast<double>(bytes) / 1e6, kept);
   return failed > 0 ? 1 : 0;
@@ -192,7 +231,7 @@ const command_registrar reg{
                              "Remove the directories of your jobs that ended longer ago than --older-than "
                              "(running, starting and dead jobs are kept)");
       pr->add_option("--root", o->root, "where job directories are (default: jobs)");
-      pr->add_option("--older-than", o->older_than, "how long ago the job ended: 7d, 12h, 30m, 90s")
+      pr->add_option("--older-than", o->older_than, "how long ago the job ended: 2w, 7d, 12h, 30m, 90s")
           ->required();
       pr->add_flag("--dry-run", o->dry_run, "say what would be removed; remove nothing");
       return [o, pr]() -> int {

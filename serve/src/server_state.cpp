@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -20,6 +21,12 @@ using nlohmann::json;
 
 namespace {
 
+std::string absolute_path(const std::string& dir) {
+  std::error_code ec;
+  auto p = std::filesystem::absolute(dir, ec);
+  return ec ? dir : p.lexically_normal().string();
+}
+
 json model_state(const model_view& v) {
   return {{"version", v.info.version()},
           {"generation", v.generation},
@@ -27,6 +34,7 @@ json model_state(const model_view& v) {
           {"created_unix_ms", v.info.created_unix_ms},
           {"model", v.info.model},
           {"model_dir", v.info.dir},
+          {"model_path", absolute_path(v.info.dir)},  // for `troupe jobs prune`, from anywhere
           {"serving_since_ms", v.serving_since_ms}};
 }
 

@@ -399,6 +399,10 @@ TEST(cli, jobs_prune_removes_only_jobs_that_ended_long_enough_ago) {
   EXPECT_NE(dry.out.find("would remove old-failed (failed 9.0 d ago"), std::string::npos) << dry.out;
   EXPECT_NE(dry.out.find("would remove 2 jobs"), std::string::npos) << dry.out;
   EXPECT_TRUE(std::filesystem::exists(root / "old-finished"));
+  auto weeks = run("jobs prune --older-than 1.3w --dry-run --root " + root.string());  // 9.1 d
+  EXPECT_EQ(weeks.code, 0) << weeks.out;
+  EXPECT_NE(weeks.out.find("would remove 1 job "), std::string::npos) << weeks.out;
+  EXPECT_NE(weeks.out.find("would remove old-finished"), std::string::npos) << weeks.out;
   auto r = run("jobs prune --older-than 7d --root " + root.string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("removed 2 jobs"), std::string::npos) << r.out;

@@ -7,7 +7,8 @@
 
 then requests through python3-requests: ids of trained rows, of rows never trained and outside every
 field's range (zero rows); the answers equal plain PyTorch's (torch.jit.load of the same model.pt) to
-1e-5.
+1e-5. `troupe jobs prune` keeps the job while the server (started from another directory, on the
+model's relative path) serves its model, and removes it once the server stopped.
 
   serve_job_test.py TROUPE WORK_DIR
 """
@@ -70,7 +71,8 @@ def main():
     with open(os.path.join(model_dir, "model.json")) as f:
         meta = json.load(f)
     fields, buckets = meta["fields"], meta["buckets_per_field"]
-    srv = Server(troupe, model_dir, root, "ctr")
+    # From the work directory, on the relative path: prune (run elsewhere) must still see it is served.
+    srv = Server(troupe, os.path.relpath(model_dir, work), root, "ctr", cwd=work)
     try:
         srv.wait_ready()
         ids = [[f * buckets + (r * 7 + f * 3) % buckets for f in range(fields)] for r in range(8)]
@@ -105,8 +107,19 @@ def main():
             if r.status_code != 400 or "reads no dense values" not in r.text:
                 fail(f"dense values for a model of ids alone: {r.status_code} {r.text}")
             log("a model of ids alone: metadata lists 'ids' only; dense values are a 400 saying so")
+        prune = subprocess.run([troupe, "jobs", "prune", "--older-than", "0s", "--root", root],
+                               capture_output=True, text=True, timeout=60)
+        if prune.returncode != 0 or "kept ctr1: its model is served by 'ctr'" not in prune.stdout \
+                or not os.path.exists(model_dir):
+            fail(f"jobs prune while its model is served: exit {prune.returncode}\n{prune.stdout}{prune.stderr}")
+        log("jobs prune keeps the job whose model is served")
     finally:
         srv.stop()
+    prune = subprocess.run([troupe, "jobs", "prune", "--older-than", "0s", "--root", root],
+                           capture_output=True, text=True, timeout=60)
+    if prune.returncode != 0 or "removed ctr1" not in prune.stdout or os.path.exists(model_dir):
+        fail(f"jobs prune once the server stopped: exit {prune.returncode}\n{prune.stdout}{prune.stderr}")
+    log("jobs prune removes it once the server stopped")
     log("ok")
 
 
