@@ -152,16 +152,20 @@ std::vector<std::pair<std::string, std::filesystem::path>> served_models(const s
   return out;
 }
 
-// The server serving a model from inside the job directory `path`; empty when none does.
-std::string served_by(const std::vector<std::pair<std::string, std::filesystem::path>>& served,
-                      const std::string& path) {
+// Whether a server serves a model from inside the job directory `path` (said, naming it).
+bool kept_for_server(const std::vector<std::pair<std::string, std::filesystem::path>>& served,
+                     const std::string& path, const std::string& id) {
   std::error_code ec;
   const auto dir = std::filesystem::weakly_canonical(path, ec);
   for (const auto& [name, model] : served) {
     const auto rel = model.lexically_relative(dir);
-    if (!rel.empty() && *rel.begin() != "..") return name;
+    if (rel.empty() || *rel.begin() == "..") continue;
+    std::printf(
+        "kept %s: its model is served by '%s' (troupe serve stop %s, or reload another model, first)\n",
+        id.c_str(), name.c_str(), name.c_str());
+    return true;
   }
-  return {};
+  return false;
 }
 
 // Removes (or with dry_run, only names) one job's directory; false when it could not be removed.
@@ -196,10 +200,7 @@ int prune(const options& o) {
       ++kept;
       continue;
     }
-    if (const auto server = served_by(served, path); !server.empty()) {
-      std::printf(
-          "kept %s: its model is served by '%s' (troupe serve stop %s, or reload another model, first)\n",
-          id.c_str(), server.c_str(), server.c_str());
+    if (kept_for_server(served, path, id)) {
       ++kept;
       continue;
     }

@@ -62,6 +62,20 @@ bool servers_dir_name(std::string_view id) {
                            id.find_first_not_of("0123456789", 6) == std::string_view::npos);
 }
 
+// As `troupe serve status` says it: serving, draining or starting while the server holds its lock;
+// stopped or failed as it wrote at its end; dead where it wrote that it runs and no longer does. Where
+// this host cannot see the lock (a server on another machine of a shared root), a file rewritten
+// within 15 s tells.
+std::string server_state(const job_directory& serve_dir, const std::string& name, const json& j,
+                         double updated_ms, std::int64_t now_ms) {
+  auto st = j.find("state");
+  const std::string said = st != j.end() && st->is_string() ? st->get<std::string>() : "";
+  const bool live_word = said == "serving" || said == "draining" || said == "starting";
+  if (serve_dir.flock_held(name + "/server.lock")) return live_word ? said : "starting";
+  if (said == "stopped" || said == "failed") return said;
+  return live_word && static_cast<double>(now_ms) - updated_ms < 15'000 ? said : "dead";
+}
+
 json server_row(const job_directory& serve_dir, const std::string& name, std::int64_t now_ms) {
   json row = {{"name", name}};
   auto j = read_server_json(serve_dir, name, row);
@@ -69,13 +83,7 @@ json server_row(const job_directory& serve_dir, const std::string& name, std::in
   copy_server_fields(row, *j);
   if (row.contains("listen"))
     row["url"] = "http://" + row["listen"].get<std::string>() + "/v2/models/" + name;
-  // A server that says it serves but has not rewritten its file for 15 s is gone (killed).
-  auto st = j->find("state");
-  std::string said = st != j->end() && st->is_string() ? st->get<std::string>() : "";
-  double updated = row.value("updated_ms", 0.0);
-  row["state"] = said == "stopped"                                                     ? "stopped"
-                 : said == "serving" && static_cast<double>(now_ms) - updated < 15'000 ? "serving"
-                                                                                       : "gone";
+  row["state"] = server_state(serve_dir, name, *j, row.value("updated_ms", 0.0), now_ms);
   // Serving no more: its last second's rates are not current (troupe serve status shows 0 too).
   if (row["state"] != "serving")
     for (const char* k : {"requests_per_s", "rows_per_s"})

@@ -1,8 +1,9 @@
 // /api/servers: the model servers running under the jobs root (`troupe serve`, docs/serving.md).
 // Each keeps <root>/serve/<name>/server.json, rewritten every second; it is read like every other
-// file of the root (job_files.hpp: untrusted, no link followed, size and depth capped). A server is
-// "serving" while its file says so and was written in the last 15 s, else "stopped" (it said so on
-// its way out) or "gone" (it did not: killed, or its host lost).
+// file of the root (job_files.hpp: untrusted, no link followed, size and depth capped). Its state is
+// `troupe serve status`'s: "serving", "draining" or "starting" while it holds its server.lock (or,
+// where this host cannot see the lock, its file was written in the last 15 s), "stopped" or "failed"
+// as it said on its way out, else "dead" (killed, or its host lost).
 #pragma once
 
 #include <cstdint>

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -148,6 +149,11 @@ bool job_directory::runner_alive() const {
   l.l_type = F_WRLCK;
   l.l_whence = SEEK_SET;
   return ::fcntl(f->fd.get(), F_GETLK, &l) == 0 && l.l_type != F_UNLCK;
+}
+
+bool job_directory::flock_held(std::string_view rel) const {
+  auto f = open(rel);
+  return f && ::flock(f->fd.get(), LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
 }
 
 expected<std::string> job_directory::read_all(std::string_view rel, std::size_t max) const {

@@ -76,6 +76,9 @@ class job_directory {
   // Whether a process holds the job's runner lock (runner.lock, fcntl: `troupe run` holds it while
   // it runs, from before it prepares the data to its last line).
   bool runner_alive() const;
+  // Whether a process holds an exclusive flock on `rel` ("<name>/server.lock": `troupe serve` holds
+  // it while it runs). Looked at with a shared lock for a moment, as `troupe serve status` does.
+  bool flock_held(std::string_view rel) const;
 
  private:
   friend class jobs_root;

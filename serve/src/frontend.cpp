@@ -106,7 +106,7 @@ int frontend::claim_state_dir() {
   // whatever way it ends).
   lock_fd_ = ::open((state_dir_ + "/server.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock_fd_ < 0) return refused(1, state_dir_ + "/server.lock: " + std::strerror(errno));
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) return already_runs();
+  if (!take_server_lock(lock_fd_, clock_)) return already_runs();
   token_ = random_token();
   // Owner-only from its creation (written, then chmod-ed, another user could open it in between and
   // reload the server with a model of theirs).

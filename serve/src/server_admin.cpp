@@ -22,12 +22,22 @@
 
 namespace troupe::serve {
 
+// A shared lock for the moment of the look: lookers (serve status, jobs prune, the dashboard, a
+// second `troupe serve` of the name) never take each other for a server, which holds it exclusively.
 bool server_running(const std::string& state_dir) {
-  const int fd = ::open((state_dir + "/server.lock").c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  const int fd = ::open((state_dir + "/server.lock").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return false;
-  const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0;
+  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0;
   ::close(fd);
   return held;
+}
+
+bool take_server_lock(int fd, troupe::clock& clk) {
+  for (int tries = 0; ::flock(fd, LOCK_EX | LOCK_NB) != 0; ++tries) {
+    if (errno != EWOULDBLOCK || tries == 200) return false;
+    clk.sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
 }
 
 std::vector<server_entry> list_servers(const std::string& root) {

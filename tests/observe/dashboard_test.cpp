@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -213,6 +214,13 @@ TEST_F(dashboard_api, lists_model_servers_apart_from_jobs) {
                     "requests_per_s": 1.77, "rows_per_s": 1.77, "p50_ms": 1.03})");
   write("torn", R"({"name": "to)");
   write("odd", R"({"state": ["serving"], "updated_ms": "soon", "model": 3, "replicas_ready": {"x": 1}})");
+  write("draining", R"({"name": "draining", "state": "draining", "updated_ms": )" + now + "}");
+  // A server that holds its lock runs, however old its file (stopped by SIGSTOP, a slow disk): this
+  // process holds it for it, as `troupe serve` does (flock, exclusive).
+  write("held", R"({"name": "held", "state": "serving", "updated_ms": 1000, "started_ms": 3})");
+  const int lock = ::open((serve / "held" / "server.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(lock, 0);
+  ASSERT_EQ(::flock(lock, LOCK_EX | LOCK_NB), 0);
   fs::create_directories(serve / "empty");
   fs::create_directory_symlink("/etc", serve / "linked");
   auto r = get("/api/servers");
@@ -220,7 +228,8 @@ TEST_F(dashboard_api, lists_model_servers_apart_from_jobs) {
   auto j = json::parse(r.body);
   std::map<std::string, json> by;
   for (auto& row : j["servers"]) by[row["name"]] = row;
-  EXPECT_EQ(by.size(), 6u) << r.body << " (the link is not followed)";
+  ::close(lock);
+  EXPECT_EQ(by.size(), 8u) << r.body << " (the link is not followed)";
   EXPECT_EQ(by["mlp"]["state"], "serving");
   EXPECT_EQ(by["mlp"]["version"], "job-1@7");
   EXPECT_EQ(by["mlp"]["replicas_ready"], 2);
@@ -229,7 +238,10 @@ TEST_F(dashboard_api, lists_model_servers_apart_from_jobs) {
   EXPECT_FALSE(by["mlp"].contains("secret"));
   EXPECT_EQ(by["mlp"]["requests_failed"], 2);
   EXPECT_EQ(by["mlp"]["requests_refused"], 3) << "the 4xx answers (it was dropped)";
-  EXPECT_EQ(by["old"]["state"], "gone") << "serving, but silent for long";
+  EXPECT_EQ(by["old"]["state"], "dead")
+      << "serving, but silent for long and no lock held (serve status's word)";
+  EXPECT_EQ(by["draining"]["state"], "draining") << "it read 'gone' while a server drained";
+  EXPECT_EQ(by["held"]["state"], "serving") << "its lock is held";
   EXPECT_EQ(by["done"]["state"], "stopped");
   // A stopped server serves nothing: its last second's rates are not shown as current (serve status
   // said 0 where the page said 1.77 req/s); its latencies stay, as the last it measured.
@@ -237,7 +249,7 @@ TEST_F(dashboard_api, lists_model_servers_apart_from_jobs) {
   EXPECT_EQ(by["done"]["rows_per_s"], 0.0);
   EXPECT_EQ(by["done"]["p50_ms"], 1.03);
   EXPECT_EQ(by["torn"]["error"], "serve/torn/server.json: not JSON (yet)");
-  EXPECT_EQ(by["odd"]["state"], "gone");
+  EXPECT_EQ(by["odd"]["state"], "dead");
   EXPECT_FALSE(by["odd"].contains("replicas_ready"));
   EXPECT_NE(by["empty"]["error"].get<std::string>().find("server.json"), std::string::npos);
   // serve/ is no job: the job list is as before.

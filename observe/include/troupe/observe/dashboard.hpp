@@ -17,10 +17,11 @@
 //   /api/jobs/<id>/result               {"result": result.json or null}
 //   /api/servers                        the model servers under the root (`troupe serve`,
 //   <root>/serve/<name>/
-//                                        server.json): {"servers": [{name, state ("serving", "stopped",
-//                                        "gone": silent for 15 s without saying it stopped), version, job_id,
-//                                        replicas_ready, replicas_wanted, url, requests_per_s, rows_per_s,
-//                                        p50_ms, p99_ms, restarts, swap, started_ms, updated_ms, error}]}
+//                                        server.json): {"servers": [{name, state (serve status's: "serving",
+//                                        "draining", "starting", "stopped", "failed", "dead"), version,
+//                                        job_id, replicas_ready, replicas_wanted, url, requests_per_s,
+//                                        rows_per_s, p50_ms, p99_ms, restarts, swap, started_ms, updated_ms,
+//                                        error}]}
 //   /api/cluster                        the Slurm allocations of the jobs under the root: {"slurm": true,
 //                                        "total_cpus", "now_ms", "jobs": {<id>: [{slurm_id, node, partition,
 //                                        cpus, start_ms, end_ms (-1: running), state}]}, "series": {"t_ms",

@@ -21,6 +21,10 @@
 #include "troupe/core/error.hpp"
 #include "troupe/serve/config.hpp"
 
+namespace troupe {
+class clock;
+}
+
 namespace troupe::serve {
 
 // Runs the front end until SIGINT or SIGTERM (SIGHUP: reload). Returns the exit code: 0 after a
@@ -70,8 +74,13 @@ struct server_entry {
 };
 // This user's servers under `root` (servers_dir), by name.
 std::vector<server_entry> list_servers(const std::string& root);
-// Whether a server holds the lock of `state_dir` now.
+// Whether a server holds the lock of `state_dir` now (its exclusive flock; looked at with a shared
+// one for a moment, so that lookers never read as a server to each other).
 bool server_running(const std::string& state_dir);
+// The server's own exclusive lock on the open server.lock `fd`. A looker's moment (server_running, by
+// serve status, jobs prune, the dashboard) is not a server: tried again for 200 ms before the name is
+// said taken (false).
+bool take_server_lock(int fd, troupe::clock& clk);
 
 // `troupe serve stop`: SIGTERM to the server `name` under `root` (the process holding its
 // server.lock, from /proc/locks: a starting server too; the same stop as a SIGTERM by hand,
