@@ -277,7 +277,8 @@ const command_registrar reg{
       auto f = std::make_shared<flags>();
       sub.add_option("--job-dir", f->job_dir,
                      "the running job's directory (default: the newest under --root)");
-      sub.add_option("--root", f->root, "where job directories are (default: jobs)");
+      auto* root = sub.add_option("--root", f->root,
+                                  "where job directories are (default: jobs; with --job: its job.root)");
       sub.add_option("--job", f->job_file, "start this job file with `troupe run` and inject into it")
           ->check(CLI::ExistingFile);
       sub.add_option("--job-id", f->job_id, "with --job: the job directory name");
@@ -302,8 +303,11 @@ const command_registrar reg{
       sub.add_option("--settle", f->settle,
                      "after the last fault, wait this long for recovery (default 30 s)");
       sub.add_option("--report", f->report, "write the JSON report here");
-      return [f, rate]() -> int {
+      return [f, rate, root]() -> int {
         f->random = rate->count() > 0;
+        // With --job, the root the job goes under, as `troupe run --root` (it was not passed on: the
+        // job went to its file's job.root).
+        if (root->count() > 0 && !f->job_file.empty()) f->sets.push_back(root_override(f->root));
         return run(*f);
       };
     }};

@@ -34,12 +34,7 @@ const command_registrar reg{
       sub.add_option("--job-id", f->o.job_id, "name of the job directory (default: <name>-<time>-<random>)");
       // As predict, evaluate and status take it: the jobs root (job.root), here for the new job.
       sub.add_option_function<std::string>(
-          "--root",
-          [f](const std::string& root) {
-            std::string quoted = "\"";
-            for (char c : root) quoted.append(c == '"' || c == '\\' ? "\\" : "").push_back(c);
-            f->o.overrides.push_back("job.root=" + quoted + "\"");
-          },
+          "--root", [f](const std::string& root) { f->o.overrides.push_back(root_override(root)); },
           "the jobs root its directory goes under (job.root; default jobs)");
       sub.add_flag("--quiet", f->quiet, "no progress line");
       sub.add_flag(

@@ -241,6 +241,7 @@ int run_local(const options& o) {
   auto* job = &spec->nn;
   auto data = load_train_test(job->data);
   if (!data) return run_error(data.err());
+  if (auto fits = actors::check_fits_memory(*spec, data->train.info); !fits) return usage_error(fits.err());
   if (job->model.type == "torchscript") {
     if (job->train.device != "cpu") spec->job.device = job->train.device;  // the backend's device switch
     return run_local_backend(*doc, *spec, *data);

@@ -26,6 +26,9 @@ int usage_error(const std::string& text);
 int usage_error(const error& e);
 // Prints "troupe: error: <text>" to stderr and returns 1 (the work itself failed).
 int run_error(const error& e);
+// `--root DIR` of a command that starts a job (run, chaos --job): the `--set` override
+// `job.root="DIR"` (quoted for TOML).
+std::string root_override(const std::string& root);
 // Client commands (status, scale, stop, serve reload) print their answer; connection chatter
 // ("transport: peer ... up") is for --log-level debug.
 void quiet_logs();

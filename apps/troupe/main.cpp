@@ -41,6 +41,13 @@ int usage_error(const std::string& text) {
 int usage_error(const error& e) {
   return usage_error(e.describe());
 }
+
+std::string root_override(const std::string& root) {
+  std::string quoted = "\"";
+  for (char c : root) quoted.append(c == '"' || c == '\\' ? "\\" : "").push_back(c);
+  return "job.root=" + quoted + "\"";
+}
+
 void quiet_logs() {
   if (spdlog::get_level() == spdlog::level::info) spdlog::set_level(spdlog::level::warn);
 }

@@ -89,6 +89,22 @@ TEST(cli, random_chaos_flags_name_themselves) {
   std::filesystem::remove(f);
 }
 
+// `chaos --job F --root R` starts the job under R, as `run --root R` would (--root was not passed on:
+// the job went to ./jobs, where the report was not looked for).
+TEST(cli, chaos_with_a_job_file_starts_it_under_root) {
+  const auto root = troupe::test_util::temp_path("chaos-root");
+  auto f = write_temp("chaos-root.toml",
+                      "[job]\nworkers = 1\n[data]\nsource = 'synthetic-ctr'\nrows = 2000\nfields = 4\n"
+                      "vocab_per_field = 10\n");
+  auto r = run("chaos --job " + f + " --root " + root.string() +
+               " --job-id rooted --fault '0.2 kill worker' --settle 5 2>&1");
+  EXPECT_TRUE(std::filesystem::exists(root / "rooted" / "result.json")) << r.out;
+  EXPECT_FALSE(std::filesystem::exists("jobs/rooted")) << r.out;
+  std::filesystem::remove_all("jobs/rooted");
+  std::filesystem::remove_all(root);
+  std::filesystem::remove(f);
+}
+
 // A job file that pins [cluster] metrics_port on a port something listens on (another job's master):
 // refused before the job starts (the job ran without /metrics, its nodes.json naming the other's).
 TEST(cli, a_pinned_metrics_port_in_use_is_refused_before_the_job_starts) {

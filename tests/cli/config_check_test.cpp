@@ -56,6 +56,12 @@ TEST(config_check, refuses_what_run_refuses) {
        "key 'model.hidden': the model would hold"},
   };
   for (const auto& c : cases) expect_refused_by_both(c);
+  // `train --local` builds its model itself: it ended "train: std::bad_alloc", exit 1.
+  auto f = write_temp("hidden-local.toml", cases[6].toml);
+  auto local = run_troupe("train --local " + f);
+  EXPECT_EQ(local.code, 2) << local.out;
+  EXPECT_NE(local.out.find("key 'model.hidden': the model would hold"), std::string::npos) << local.out;
+  std::filesystem::remove(f);
 }
 
 // A jobs root that can hold no job directory is refused naming the root: a regular file (it read

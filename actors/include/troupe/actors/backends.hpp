@@ -27,6 +27,10 @@ std::string preload_host_backend(const job::job_spec& spec, const std::string& t
 
 // job::model_probe: builds the replica, says whether it has embedding tables.
 expected<bool> check_model(const job::job_spec& spec, const nn::dataset_info& info);
+// Whether a built-in model's dense layers (model.hidden) fit this machine's memory with their
+// gradients and Adam's moments; an error naming model.hidden and the sizes when not (check_model's
+// first check, for `troupe train --local`, which builds its model itself: std::bad_alloc otherwise).
+expected<void> check_fits_memory(const job::job_spec& spec, const nn::dataset_info& info);
 
 // A replica's whole state (model/state.hpp's format: parameters and buffers by name, optimizer slots,
 // the rows of its own embedding tables), as `troupe train --local` keeps the model it trained.

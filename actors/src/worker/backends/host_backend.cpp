@@ -108,7 +108,6 @@ std::string preload_host_backend(const job::job_spec& spec, const std::string& t
   return fmt::format("the TorchScript plugin and {} loaded in {} ms", o.path, ms());
 }
 
-namespace {
 // A model whose dense layers cannot fit in this machine's memory (hidden = [16777216, 16777216]:
 // each width allowed alone): refused naming the key, before anything is built (building it in
 // `config check` threw std::bad_alloc, "config: std::bad_alloc", or took every byte there was).
@@ -133,7 +132,6 @@ expected<void> check_fits_memory(const job::job_spec& spec, const nn::dataset_in
   return make_unexpected(core_errc::out_of_range,
                          "key 'model.hidden': the model would hold " + std::string(text));
 }
-}  // namespace
 
 expected<bool> check_model(const job::job_spec& spec, const nn::dataset_info& info) {
   if (auto fits = check_fits_memory(spec, info); !fits) return fits.err();

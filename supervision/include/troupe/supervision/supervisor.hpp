@@ -71,7 +71,8 @@ struct supervisor_config {
   event_hook on_event;
 
   // Reads strategy, max_restarts, window_ms, backoff_base_ms, backoff_max_ms, backoff_jitter,
-  // backoff_reset_ms, seed from `s` (e.g. the job's [supervision] table) over `defaults`.
+  // backoff_reset_ms, seed from `s` (a table the embedding program names; a troupe job file has
+  // none: its nodes' limits are [job] keys, docs/supervision.md) over `defaults`.
   // Problems are recorded in the section's reader (see config_reader::finish).
   static supervisor_config read(config_section s, supervisor_config defaults);
   // Checks the numbers (jitter in [0,1], base <= max, ...); the error names the field.
