@@ -6,6 +6,8 @@
 // ended (finished, failed, stopped, interrupted) longer than AGE ago; running, starting and dead jobs
 // (their runner died: `--resume` continues them) are kept, as are other users', and a job whose model
 // a running `troupe serve` under the same root serves (its reload and SIGHUP re-read that directory).
+// It also sweeps this host's /dev/shm of what killed jobs left that no process holds (a job whose
+// runner was killed and whose directory was then removed by hand: nothing else would remove it).
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -20,6 +22,7 @@
 #include "command.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/cluster/own_path.hpp"
+#include "troupe/collective/cleanup.hpp"
 #include "troupe/control/client.hpp"
 #include "troupe/observe/dashboard.hpp"
 #include "troupe/serve/serve.hpp"
@@ -181,6 +184,18 @@ bool remove_job(const std::string& path, const char* line, bool dry_run) {
   return true;
 }
 
+// This user's shared memory of job instances nothing on this host holds, unchanged for 10 minutes.
+void sweep_shared_memory(bool dry_run) {
+  const auto swept = collective::sweep_orphaned_shm(std::chrono::minutes(10), dry_run);
+  if (swept.instances.empty()) return;
+  std::string which;
+  for (const auto& k : swept.instances) which += (which.empty() ? "" : ", ") + k;
+  std::printf("%s %zu /dev/shm name%s (%.1f MB) of %zu killed job instance%s no process holds: %s\n",
+              dry_run ? "would remove" : "removed", swept.names, swept.names == 1 ? "" : "s",
+              static_cast<double>(swept.bytes) / 1e6, swept.instances.size(),
+              swept.instances.size() == 1 ? "" : "s", which.c_str());
+}
+
 int prune(const options& o) {
   if (auto r = control::check_jobs_root(o.root); !r) return usage_error(r.err().context());
   const auto limit = age_seconds(o.older_than);
@@ -218,6 +233,7 @@ int prune(const options& o) {
   std::printf("%s %zu job%s (%.1f MB); kept %zu (running, dead, newer, served, or not yours)\n",
               o.dry_run ? "would remove" : "removed", removed, removed == 1 ? "" : "s",
               static_cast<double>(bytes) / 1e6, kept);
+  sweep_shared_memory(o.dry_run);
   return failed > 0 ? 1 : 0;
 }
 

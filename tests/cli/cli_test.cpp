@@ -368,6 +368,47 @@ TEST(cli, jobs_lists_every_job_under_the_root) {
 
 }  // namespace
 
+// `jobs prune` sweeps /dev/shm of what killed jobs left and no process holds (their directories
+// removed by hand, nothing else would): a job instance's names go whole, and only when every one is
+// this user's, unheld and unchanged for 10 minutes; names without an instance are never touched.
+TEST(cli, jobs_prune_sweeps_shared_memory_no_process_holds) {
+  const auto tag = "/dev/shm/troupe-orphan" + std::to_string(::getpid());
+  const auto old = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()) - 3600;
+  auto make = [&](const std::string& path, bool aged) {
+    std::ofstream(path) << std::string(64, 'x');
+    timespec times[2] = {{old, 0}, {old, 0}};
+    if (aged) {
+      EXPECT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0) << path;
+    }
+  };
+  const std::string orphan_a = tag + "@aa11-live-worker-0_0", orphan_b = tag + "@aa11-e0-r0";
+  const std::string held = tag + "@bb22-live-worker-0_0", held_peer = tag + "@bb22-live-worker-1_0";
+  const std::string fresh = tag + "@cc33-live-worker-0_0", no_instance = tag + "-live-worker-0_0";
+  for (const auto& p : {orphan_a, orphan_b, held, held_peer, no_instance}) make(p, true);
+  make(fresh, false);
+  const int fd = ::open(held.c_str(), O_RDONLY | O_CLOEXEC);  // a live node's beacon
+  ASSERT_GE(fd, 0);
+  const auto root = troupe::test_util::temp_path("prune-shm-root");
+  std::filesystem::create_directories(root);
+  auto dry = run("jobs prune --older-than 7d --dry-run --root " + root.string());
+  EXPECT_EQ(dry.code, 0) << dry.out;
+  EXPECT_NE(dry.out.find("would remove"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find(tag.substr(16) + "@aa11"), std::string::npos) << dry.out;
+  EXPECT_TRUE(std::filesystem::exists(orphan_a));
+  auto r = run("jobs prune --older-than 7d --root " + root.string());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("no process holds: "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("@bb22"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(orphan_a));
+  EXPECT_FALSE(std::filesystem::exists(orphan_b));
+  for (const auto& p : {held, held_peer, fresh, no_instance}) {
+    EXPECT_TRUE(std::filesystem::exists(p)) << p << " was removed";
+    std::filesystem::remove(p);
+  }
+  ::close(fd);
+  std::filesystem::remove_all(root);
+}
+
 // status, stop and scale without --job-dir look under --root: a root that is not there is named as
 // such (it read "no job of yours under it", as if it held other users' jobs); an empty one has none.
 TEST(cli, a_missing_root_is_named_not_said_to_hold_no_job_of_yours) {

@@ -2,8 +2,11 @@
 // beacons, of every link backend that leaves anything on the host).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace troupe::collective {
 
@@ -23,5 +26,20 @@ std::size_t remove_job_leftovers(const std::string& job);
 // Call once it is gone (reaped). A node killed by its runner while the master still saw it alive
 // (a stopped one, fenced) had its beacon kept for the job's life: one /dev/shm file per fence.
 void remove_node_leftovers(const std::string& job, const std::string& node);
+
+// What a job whose runner and nodes were all killed left in /dev/shm once nothing will clean it:
+// its directory removed by hand (`troupe stop` and a `--resume` remove a job's own; `troupe jobs
+// prune` only removes jobs that ended, which left none).
+struct shm_orphans {
+  std::vector<std::string> instances;  // "<job id>@<instance>" of each job instance swept
+  std::size_t names = 0;
+  std::uintmax_t bytes = 0;
+};
+// Removes (with dry_run, only counts) this user's "troupe-<job id>@<instance>-..." names of the job
+// instances of which no process on this host has a name open or mapped (/proc/*/fd, /proc/*/maps)
+// and whose every name is older than `min_age`: a running job's live nodes hold their beacons mapped,
+// and a name just made is open by its maker. Instances are swept whole, never a name of one that
+// runs. Names without an instance (tests' and benchmarks' own) are never swept.
+shm_orphans sweep_orphaned_shm(std::chrono::seconds min_age, bool dry_run);
 
 }  // namespace troupe::collective
