@@ -75,8 +75,8 @@ shm_orphans sweep_orphaned_shm(std::chrono::seconds min_age, bool dry_run) {
     auto& f = by_instance[key];
     f.paths.push_back(e.path());
     f.bytes += static_cast<std::uintmax_t>(st.st_size);
-    f.keep = f.keep || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
-             now - st.st_mtime < min_age.count();
+    f.keep =
+        f.keep || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() || now - st.st_mtime < min_age.count();
   }
   if (by_instance.empty()) return out;
   const auto held = held_inodes(dir.st_dev);  // after the listing: a name made since is not in it
