@@ -214,8 +214,7 @@ const command_registrar scale_reg{
         if (r->note.empty())
           std::printf("job %s: workers: %u\n", id.c_str(), r->workers);
         else
-          std::printf("job %s: workers: %u (asked %u: %s, the job's min_workers and max_workers)\n",
-                      id.c_str(), r->workers, *n, r->note.c_str());
+          std::printf("job %s: workers: %u (asked %u: %s)\n", id.c_str(), r->workers, *n, r->note.c_str());
         return 0;
       };
     }};

@@ -21,7 +21,7 @@ expected<void> membership_view::add_launching(const node_id& id, node_role role)
     return make_unexpected(cluster_errc::already_exists, id.to_string() + ": the name is already a member");
   if (auto ok = check_new_incarnation(id); !ok) return ok;
   if (role == node_role::worker && worker_slots() >= limits_.max)
-    return limit_error(id, "no worker slot left", limits_);
+    return limit_error(id, no_worker_slot, limits_);
   note(id.name);
   insert_sorted(member{
       .id = id, .role = role, .state = member_state::launching, .pid = 0, .address = "", .ring_address = ""});
@@ -38,7 +38,7 @@ expected<void> membership_view::join(member m) {
   if (!old) {
     if (auto ok = check_new_incarnation(m.id); !ok) return ok;
     if (m.role == node_role::worker && worker_slots() >= limits_.max)
-      return limit_error(m.id, "no worker slot left", limits_);
+      return limit_error(m.id, no_worker_slot, limits_);
     note(m.id.name);
     insert_sorted(std::move(m));
     ++epoch_;

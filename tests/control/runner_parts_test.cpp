@@ -20,6 +20,7 @@
 #include "runner_events.hpp"
 #include "slot_table.hpp"
 #include "troupe/cluster/errc.hpp"
+#include "troupe/cluster/start_failure.hpp"
 
 namespace troupe::control {
 namespace {
@@ -107,6 +108,9 @@ std::vector<cluster::member> alive_members(std::initializer_list<const char*> na
   for (const char* n : names) {
     cluster::member m;
     m.id = {n, 0};
+    m.role = std::string_view(n) == "master"            ? cluster::node_role::master
+             : std::string_view(n).rfind("ps-", 0) == 0 ? cluster::node_role::ps
+                                                        : cluster::node_role::worker;
     m.state = cluster::member_state::alive;
     members.push_back(m);
   }
@@ -342,6 +346,34 @@ TEST_F(slots_fixture, a_scale_up_skips_the_names_of_workers_started_by_hand) {
   auto up = table.scale_to(4);
   EXPECT_EQ(up.launched, (std::vector<std::string>{"worker-4", "worker-5"}));
   EXPECT_EQ(table.find("worker-2"), nullptr);
+}
+
+// Workers started by hand hold worker slots up to max_workers: the table launches no more than
+// max_workers less them (the master refused the rest, relaunched until the job failed), and a launched
+// worker the master refused for want of a slot anyway (a hand node joined after the scale) is retired,
+// not relaunched: one worker fewer.
+TEST_F(slots_fixture, workers_started_by_hand_hold_slots_up_to_max_workers) {
+  table.scale_to(2);
+  auto members = alive_members({"master", "worker-0", "worker-1", "worker-7", "worker-8"});
+  EXPECT_TRUE(table.declared_dead(members, 0).empty());
+  EXPECT_EQ(table.hand_workers(), 2u);
+  EXPECT_EQ(table.max_launched(), 4u);  // max_workers 6 less 2
+  auto up = table.scale_to(6);
+  EXPECT_EQ(table.target(), 4u);
+  EXPECT_EQ(up.launched, (std::vector<std::string>{"worker-2", "worker-3"}));
+  cluster::exit_status refused;
+  refused.code = cluster::exit_no_worker_slot;
+  auto v = exit("worker-3", refused);
+  ASSERT_EQ(v.what, exit_verdict::kind::died);
+  table.retire_no_slot(*v.slot);
+  EXPECT_EQ(table.target(), 3u);
+  EXPECT_EQ(table.running_workers(), 3u);
+  clock.advance(std::chrono::minutes(1));
+  table.relaunch_due();
+  EXPECT_EQ(launcher.launches_of("worker-3"), 1u) << "not relaunched into the same refusal";
+  // The hand workers gone, the runner may launch up to max_workers again.
+  EXPECT_TRUE(table.declared_dead(alive_members({"master", "worker-0", "worker-1", "worker-2"}), 0).empty());
+  EXPECT_EQ(table.max_launched(), 6u);
 }
 
 // By index, not by name: the slots are kept by name, where "worker-9" sorts after "worker-15" (a

@@ -7,7 +7,11 @@
 # private /tmp that do not exist), so with [data] serve = "auto" they train on records served by
 # the master; their spill cache ([data] spill_dir) is a read-only filesystem on h2 and a full one
 # on h3: a warning naming it, and training goes on. Before them, a wrong --join (nobody there) and
-# a wrong --advertise (not h2's address) fail with errors naming the flag and the address.
+# a wrong --advertise (not h2's address) fail with errors naming the flag and the address. With them
+# the job holds max_workers (3): `troupe scale --workers 3` launches none (it launched two the master
+# refused, relaunched until the job failed) and says why, and a third worker started by hand is
+# refused by the master: it exits with code 75 (no worker slot), naming why. The job is paced
+# (max_samples_per_s) so that it still runs then.
 # Usage: hand_node_test.sh TROUPE_BINARY. Exit 77 (ctest: skipped) without root.
 set -uo pipefail
 NAME=hand-node HOSTS=3 FAIL_LOGS='hand*.log'
@@ -28,6 +32,9 @@ spill_mb = 64
 spill_dir = "/tmp/troupe-spill"
 TOML
 hosts_section h1:3 >> "$work/hand.toml"
+sed -i 's/^max_workers = 8$/max_workers = 3/; s/^\[train\]$/[train]\nmax_samples_per_s = 300000/' "$work/hand.toml"
+grep -q '^max_samples_per_s = 300000$' "$work/hand.toml" || fail "max_samples_per_s not set"
+grep -q '^max_workers = 3$' "$work/hand.toml" || fail "max_workers not set"
 "$B" run "$work/hand.toml" --job-id hand > "$work/hand.out" 2> "$work/hand.err" &
 runner=$!
 job=$work/jobs/hand
@@ -67,6 +74,19 @@ for _ in $(seq 1 600); do
   sleep 0.1
 done
 [[ $s == *'"worker-7#0"'* && $s == *'"worker-8#0"'* ]] || fail "the workers started by hand are not members"
+for _ in $(seq 1 50); do  # the runner counts them at its next look at the membership
+  scaled=$("$B" scale --workers 3 --job-dir "$job" 2>&1)
+  [[ $scaled == *"joined by hand"* ]] && break
+  sleep 0.2
+done
+[[ $scaled == *"workers: 1 (asked 3: clamped to [1, 1]: max_workers 3 less 2 workers joined by hand)"* ]] ||
+  fail "scale to max_workers with two hand workers: $scaled"
+echo "$scaled"
+node h2 hand9.log $away --index 9 --join "$master" --advertise "$h2"
+rc=$?
+[[ $rc == 75 ]] || fail "a worker beyond max_workers: exit $rc, expected 75: $(tail -3 "$work/hand9.log")"
+grep -q "worker-9#0: the master has no worker slot for it" "$work/hand9.log" ||
+  fail "worker-9 does not say why: $(tail -3 "$work/hand9.log")"
 wait "$runner" || fail "the job failed (exit $?)"
 field() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" "$work/hand.out" | tail -1; }
 [[ $(field tasks_failed) == 0 ]] || fail "failed tasks"

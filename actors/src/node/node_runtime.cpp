@@ -11,6 +11,7 @@
 #include <caf/send.hpp>
 
 #include "caf_types.hpp"
+#include "troupe/cluster/start_failure.hpp"
 #include "troupe/collective/liveness.hpp"
 #include "troupe/supervision/caf_errors.hpp"
 #include "troupe/wire/job_token.hpp"
@@ -163,6 +164,12 @@ void node_runtime::on_membership(const message& m) {
     bool listed = me && me->id.incarnation == who_.id.incarnation;
     if (!listed && join_->leaving()) {
       join_->left();  // the master's answer to leave(): its ring is rebuilt
+    } else if (who_.role == cluster::node_role::worker && !listed &&
+               msg.reason.find(cluster::no_worker_slot) != std::string::npos) {
+      spdlog::error("{}: the master has no worker slot for it ({}): exiting; the runner does not relaunch it",
+                    who_.id.to_string(), msg.reason);
+      spdlog::default_logger()->flush();
+      std::_Exit(cluster::exit_no_worker_slot);
     } else if (who_.role != cluster::node_role::master && !listed) {
       spdlog::critical("{} is not in membership epoch {} ({}): exiting so that a new incarnation replaces it",
                        who_.id.to_string(), msg.view.epoch(), msg.reason);

@@ -60,6 +60,11 @@ void master_watch::publish(runner_fields f) {
   fields_ = std::move(f);
 }
 
+runner_fields master_watch::fields() const {
+  std::lock_guard lk(mu_);
+  return fields_;
+}
+
 wire::job_status master_watch::answer() const {
   std::unique_lock lk(mu_);
   wire::job_status s = status_;

@@ -40,6 +40,7 @@ struct runner_fields {
   std::string job_id;
   std::uint32_t workers_target = 0, workers_launched = 0;
   std::uint64_t restarts = 0;
+  std::uint32_t hand_workers = 0, max_launched = 0;  // slot_table's, for reply_scale's clamp
   bool finished = false;
   std::string result_json;
 };
@@ -74,6 +75,7 @@ class master_watch {
   status_snapshot status() const;   // any thread
   void publish(runner_fields f);    // the loop's fields for answers
   wire::job_status answer() const;  // any thread: the master's status with the runner's fields
+  runner_fields fields() const;     // any thread: the last published
 
  private:
   troupe::clock& clock_;

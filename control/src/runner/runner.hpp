@@ -128,6 +128,7 @@ class runner {
   void drain_events();
   void on_exit(const node_exit_event& e);
   void on_scale(std::uint32_t workers, const std::string& host);
+  void no_worker_slot(node_slot& slot);
   void on_master_finished(finished_event& f);
   std::string ended_as() const;
   void shutdown_nodes();

@@ -48,7 +48,11 @@ void runner::on_message(const message& m) {
 // A host is checked here, before anything changes (the launcher's check_host is thread-safe; for
 // Slurm one sinfo); a refused one leaves the target as it was.
 void runner::reply_scale(const message& m, std::uint32_t asked, std::string host) {
-  std::uint32_t n = std::clamp(asked, spec_.job.min_workers, spec_.job.max_workers);
+  // Workers joined by hand hold slots up to max_workers: a scale to max_workers launched one the
+  // master refused, relaunched until the job failed.
+  const auto f = watch_.fields();
+  const std::uint32_t hi = f.max_launched > 0 ? f.max_launched : spec_.job.max_workers;
+  std::uint32_t n = std::clamp(asked, spec_.job.min_workers, hi);
   auto o = wire::job_reply(m);
   auto r = o.body.initScaleReply();
   if (stop_asked_) {  // it said "workers: 5" and recorded a scale event, launching nothing
@@ -72,8 +76,12 @@ void runner::reply_scale(const message& m, std::uint32_t asked, std::string host
   events_.push(scale_event{n, asked, std::move(host)});
   r.setWorkers(n);
   if (n != asked)
-    r.setError("clamped to [" + std::to_string(spec_.job.min_workers) + ", " +
-               std::to_string(spec_.job.max_workers) + "]");
+    r.setError("clamped to [" + std::to_string(spec_.job.min_workers) + ", " + std::to_string(hi) + "]" +
+               (f.hand_workers > 0 && hi < spec_.job.max_workers
+                    ? ": max_workers " + std::to_string(spec_.job.max_workers) + " less " +
+                          std::to_string(f.hand_workers) + " worker" + (f.hand_workers == 1 ? "" : "s") +
+                          " joined by hand"
+                    : ", the job's min_workers and max_workers"));
   (void)net_->send(m.from_node().name, std::string(m.from()), std::move(o.out), "runner");
 }
 

@@ -133,10 +133,26 @@ void runner::on_exit(const node_exit_event& e) {
         scale_to(slots_.target());
     } else if (v.what == exit_verdict::kind::demoted) {
       spdlog::info("{} {}: relaunching as spare", h.id.to_string(), status.to_string());
+    } else if (v.slot->role == cluster::node_role::worker && status.signal == 0 &&
+               status.code == cluster::exit_no_worker_slot) {
+      no_worker_slot(*v.slot);
     } else {
       relaunch(*v.slot, h, status);
     }
   }
+}
+
+// A worker the master refused for want of a slot (nodes joined by hand hold slots up to max_workers):
+// not relaunched into the same refusal, the job goes on with one worker fewer.
+void runner::no_worker_slot(node_slot& slot) {
+  slots_.retire_no_slot(slot);
+  const auto why = "the master has no worker slot for it (max_workers " +
+                   std::to_string(spec_.job.max_workers) + ", " + std::to_string(slots_.hand_workers()) +
+                   " held by workers joined by hand): not relaunched; the runner keeps " +
+                   std::to_string(slots_.target()) + " workers";
+  spdlog::warn("{}: {}", slot.id.to_string(), why);
+  timeline_.node_event("left", slot.id.to_string(), why);
+  write_nodes_file();
 }
 
 // A wanted node died: relaunched after its backoff (relaunch_due), unless it never starts or keeps
@@ -294,6 +310,8 @@ void runner::publish_status() {
   f.workers_target = slots_.target();
   f.workers_launched = slots_.launched_workers();
   f.restarts = slots_.restarts();
+  f.hand_workers = slots_.hand_workers();
+  f.max_launched = slots_.max_launched();
   f.finished = outcome_.finished();
   f.result_json = outcome_.master_result();
   watch_.publish(std::move(f));

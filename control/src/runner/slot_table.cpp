@@ -129,9 +129,14 @@ std::optional<troupe::clock::time_point> slot_table::next_relaunch() const {
 std::vector<node_slot*> slot_table::declared_dead(const std::vector<cluster::member>& members,
                                                   std::uint64_t master_incarnation) {
   std::vector<node_slot*> dead;
-  // Members the runner never launched (`troupe node` by hand): their names are taken.
+  // Members the runner never launched (`troupe node` by hand): their names are taken, and the workers
+  // among them hold worker slots.
+  hand_workers_ = 0;
   for (const auto& m : members)
-    if (!slots_.count(m.id.name)) foreign_.insert(m.id.name);
+    if (!slots_.count(m.id.name)) {
+      foreign_.insert(m.id.name);
+      hand_workers_ += m.role == cluster::node_role::worker && m.state != cluster::member_state::leaving;
+    }
   for (auto& [name, slot] : slots_) {
     if (slot.role == cluster::node_role::master || !slot.handle || !slot.wanted || slot.fenced) continue;
     auto m = std::find_if(members.begin(), members.end(),
@@ -169,8 +174,18 @@ expected<void> slot_table::fence(node_slot& slot) {
   return {};
 }
 
+std::uint32_t slot_table::max_launched() const {
+  return std::max(policy_.min_workers, policy_.max_workers - std::min(hand_workers_, policy_.max_workers));
+}
+
+void slot_table::retire_no_slot(node_slot& slot) {
+  slot.wanted = false;
+  slot.relaunch_at.reset();
+  if (target_ > policy_.min_workers) --target_;
+}
+
 void slot_table::set_target(std::uint32_t workers, const std::string& host) {
-  target_ = std::clamp(workers, policy_.min_workers, policy_.max_workers);
+  target_ = std::clamp(workers, policy_.min_workers, max_launched());
   if (!host.empty()) grow_host_ = host;
 }
 

@@ -171,6 +171,14 @@ class slot_table {
   // whoever wants them (a spare worker promoted by a scale up keeps running as spare until it is
   // relaunched).
   scale_result scale_to(std::uint32_t workers, const std::string& host = "");
+  // A worker the master refused for want of a slot (cluster::exit_no_worker_slot): not relaunched,
+  // and the target goes down by one (to no less than min_workers).
+  void retire_no_slot(node_slot& slot);
+  // Workers of the master's membership the runner did not launch (`troupe node` by hand), alive or
+  // starting, as of the last declared_dead(): they hold worker slots up to max_workers.
+  std::uint32_t hand_workers() const { return hand_workers_; }
+  // The most workers the runner launches: max_workers less the hand workers (min_workers at least).
+  std::uint32_t max_launched() const;
   // Sets the target alone (clamped); the next scale_to() acts on it (and puts the workers it adds on
   // `host`, the last one named, unless it names its own).
   void set_target(std::uint32_t workers, const std::string& host = "");
@@ -208,6 +216,7 @@ class slot_table {
   std::string grow_host_;  // where the next grow's workers go (empty: where the launcher puts them)
   std::map<std::string, std::uint64_t> resumed_incarnations_;
   std::set<std::string> foreign_;  // names of members the runner did not launch (troupe node by hand)
+  std::uint32_t hand_workers_ = 0;
 };
 
 }  // namespace troupe::control

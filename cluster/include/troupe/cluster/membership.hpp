@@ -28,6 +28,10 @@
 
 namespace troupe::cluster {
 
+// The words of a worker's join refused for want of a slot (every one up to max_workers taken; nodes
+// joined by hand take them too): a refused worker that reads them exits exit_no_worker_slot.
+inline constexpr const char* no_worker_slot = "no worker slot left";
+
 enum class node_role : std::uint8_t { master, dispenser, ps, worker };
 std::string_view to_string(node_role r) noexcept;
 // "master", "dispenser", "ps", "worker"; the error names the bad text and the choices.

@@ -19,6 +19,10 @@ namespace troupe::cluster {
 // ends count as start failures (a job whose nodes could not reach the master at a wrong
 // [cluster] advertise, or on a host cut off for good, relaunched them every 30 s for ever).
 constexpr int exit_join_failed = 69;
+// A worker's exit code when the master refused its join for want of a worker slot (membership.hpp's
+// no_worker_slot; EX_TEMPFAIL): not a death. The runner does not relaunch it (its workers go down by
+// one) where it relaunched it into the same refusal until the job failed ("died 11 times in a minute").
+constexpr int exit_no_worker_slot = 75;
 // The process ended with that code (not by a signal).
 inline bool could_not_join(const exit_status& s) {
   return s.code == exit_join_failed && s.signal == 0;
