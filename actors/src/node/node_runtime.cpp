@@ -134,6 +134,25 @@ bool node_runtime::sent_by_master(const message& m, const wire::membership_msg& 
   return false;
 }
 
+// A view that does not list this incarnation: the master's answer to its leave, or it was refused
+// (declared dead, or no worker slot left): it must not go on working unfenced.
+void node_runtime::not_listed(const wire::membership_msg& msg) {
+  if (join_->leaving()) {
+    join_->left();  // the master's answer to leave(): its ring is rebuilt
+  } else if (who_.role == cluster::node_role::worker &&
+             msg.reason.find(cluster::no_worker_slot) != std::string::npos) {
+    spdlog::error("{}: the master has no worker slot for it ({}): exiting; the runner does not relaunch it",
+                  who_.id.to_string(), msg.reason);
+    spdlog::default_logger()->flush();
+    std::_Exit(cluster::exit_no_worker_slot);
+  } else if (who_.role != cluster::node_role::master) {
+    spdlog::critical("{} is not in membership epoch {} ({}): exiting so that a new incarnation replaces it",
+                     who_.id.to_string(), msg.view.epoch(), msg.reason);
+    spdlog::default_logger()->flush();
+    std::_Exit(3);
+  }
+}
+
 void node_runtime::on_membership(const message& m) {
   wire::guarded("membership", [&] {
     auto msg = wire::read_membership(m.body().getMembership());
@@ -162,20 +181,7 @@ void node_runtime::on_membership(const message& m) {
     // (missed heartbeats) and refused on re-joining. It must not go on working unfenced.
     const auto* me = msg.view.find(who_.id.name);
     bool listed = me && me->id.incarnation == who_.id.incarnation;
-    if (!listed && join_->leaving()) {
-      join_->left();  // the master's answer to leave(): its ring is rebuilt
-    } else if (who_.role == cluster::node_role::worker && !listed &&
-               msg.reason.find(cluster::no_worker_slot) != std::string::npos) {
-      spdlog::error("{}: the master has no worker slot for it ({}): exiting; the runner does not relaunch it",
-                    who_.id.to_string(), msg.reason);
-      spdlog::default_logger()->flush();
-      std::_Exit(cluster::exit_no_worker_slot);
-    } else if (who_.role != cluster::node_role::master && !listed) {
-      spdlog::critical("{} is not in membership epoch {} ({}): exiting so that a new incarnation replaces it",
-                       who_.id.to_string(), msg.view.epoch(), msg.reason);
-      spdlog::default_logger()->flush();
-      std::_Exit(3);
-    }
+    if (!listed) not_listed(msg);
     if (view_.take(msg, listed))
       spdlog::debug("membership epoch {} ring epoch {} ({})", msg.view.epoch(), msg.ring_epoch, msg.reason);
   });

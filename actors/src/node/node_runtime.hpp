@@ -135,6 +135,7 @@ class node_runtime final : public worker_host {
   // Frames to "node": membership views, and fault injections from `troupe chaos`.
   void on_node_message(const message& m);
   void on_membership(const message& m);
+  void not_listed(const wire::membership_msg& msg);
   bool sent_by_master(const message& m, const wire::membership_msg& msg);
   // The error for a call made once net_ is gone.
   error shutting_down() const;
