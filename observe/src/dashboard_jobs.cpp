@@ -165,11 +165,15 @@ void job_rows::add_result(const job_directory& dir, json& r) {
     if (!missing(res.err()) && !r.contains("error")) r["error"] = res.err().context();
     return;
   }
+  // A job refused as it started (a [cluster] setting its launcher could not use) has a reason and a
+  // strategy but no tasks and no job_start event: the row said neither.
+  if (res->contains("reason") && (*res)["reason"].is_string()) r["reason"] = (*res)["reason"];
+  if (!r.contains("strategy") && res->contains("strategy") && (*res)["strategy"].is_string())
+    r["strategy"] = (*res)["strategy"];
   double done = number_or(*res, "tasks_done", -1), failed = number_or(*res, "tasks_failed", 0);
   if (done < 0) return;
   r["tasks_done"] = count_of(done);
   r["tasks_total"] = count_of(std::max(number_or(r, "tasks_total", 0), done + failed));
-  if (res->contains("reason") && (*res)["reason"].is_string()) r["reason"] = (*res)["reason"];
 }
 
 }  // namespace troupe::observe

@@ -195,6 +195,29 @@ TEST_F(dashboard_api, a_local_training_is_listed_as_its_result_says) {
   EXPECT_TRUE(seen) << r.body;
 }
 
+// A job refused as it started (a [cluster] setting its launcher could not use: a partition Slurm does
+// not have) has a job_end and a result.json with its reason and strategy, no job_start and no tasks:
+// its row said neither (troupe jobs printed "failed  -" and an empty reason).
+TEST_F(dashboard_api, a_job_refused_as_it_started_shows_its_reason_and_strategy) {
+  auto dir = root_ / "refused-job";
+  fs::create_directories(dir);
+  std::ofstream(dir / "job.toml") << "[job]\nstrategy = \"async_ps\"\n";
+  auto log = event_log::open((dir / events_file_name).string());
+  ASSERT_TRUE(log);
+  ASSERT_TRUE((*log)->append({static_cast<std::uint64_t>(now_ms()), "job_end",
+                              {{"state", std::string("failed")}, {"cause", std::string("launch failed")}}}));
+  std::ofstream(dir / "result.json")
+      << R"({"ok": false, "status": "failed", "strategy": "async_ps", "reason": "cluster: launch failed: )"
+      << R"(cluster.worker_partition 'nosuch': no such partition"})";
+  const auto jobs = json::parse(get("/api/jobs").body);
+  std::map<std::string, json> by;
+  for (const auto& row : jobs["jobs"]) by[row["id"]] = row;
+  ASSERT_TRUE(by.count("refused-job")) << jobs;
+  EXPECT_EQ(by["refused-job"]["state"], "failed");
+  EXPECT_EQ(by["refused-job"]["strategy"], "async_ps");
+  EXPECT_NE(by["refused-job"].value("reason", "").find("no such partition"), std::string::npos) << by["refused-job"];
+}
+
 TEST_F(dashboard_api, lists_model_servers_apart_from_jobs) {
   auto serve = root_ / "serve";
   auto write = [&](const std::string& name, const std::string& text) {
