@@ -186,8 +186,12 @@ expected<control_plan> plan_control(const cluster_config& cfg) {
     p.master_node = *n;
   }
   auto addr = slurm::node_addr(p.master_node, so);
+  // The host named by the job file where Slurm does not know it (invalid_spec); Slurm's own failure
+  // (scontrol missing from slurm_bin_dir, slurmctld down) is no fault of control_host's.
   if (!addr)
-    return cfg.control_host.empty() ? addr.err() : std::move(addr).err().wrap("cluster.control_host");
+    return cfg.control_host.empty() || !(addr.err() == cluster_errc::invalid_spec)
+               ? addr.err()
+               : std::move(addr).err().wrap("cluster.control_host");
   p.master_host = *addr;
   auto me = local_address_towards(p.master_host);
   if (!me) return me.err();

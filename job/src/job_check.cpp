@@ -11,6 +11,7 @@
 #include <map>
 
 #include "troupe/cluster/addresses.hpp"
+#include "troupe/cluster/config.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/storage/record_store.hpp"
@@ -177,9 +178,11 @@ expected<void> check_job(const job_spec& spec, const std::vector<std::string>& s
   }
   if (auto d = check_data_paths(spec.nn.data); !d) return d;
   // The local launcher's hosts reach the master at [cluster] advertise: loopback, or an address of
-  // another machine, was found only as nodes never joined (or as the job's start failed).
-  if (spec.cluster.launcher == "local" && !spec.cluster.hosts.empty() && !spec.cluster.advertise.empty())
-    if (auto a = cluster::check_advertise(spec.cluster.advertise); !a) return a;
+  // another machine, was found only as nodes never joined (or as the job's start failed); without
+  // it, the address towards the first host (none: refused by the runner after it made the job's
+  // directory, and `config check` said ok). The runner's own plan, which asks no cluster manager.
+  if (spec.cluster.launcher == "local" && !spec.cluster.hosts.empty())
+    if (auto a = cluster::plan_control(spec.cluster); !a) return a.err();
   if (auto why = root_problem(spec.job.root); !why.empty())
     return make_unexpected(core_errc::invalid_argument, "job.root " + spec.job.root +
                                                             " (--root, or [job] root): " + why +

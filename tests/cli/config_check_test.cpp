@@ -50,6 +50,12 @@ TEST(config_check, refuses_what_run_refuses) {
       {"dir-as-file", "[data]\nsource = 'criteo'\ntrain = '/tmp'\n", "data.train"},
       {"missing-store", "[data]\nsource = 'store'\ntrain = '/nonexistent/a'\ntest = '/nonexistent/b'\n",
        "data.train"},
+      // Hosts without advertise, no address of this machine towards the first (broadcast: connect()
+      // refuses it, nothing is sent): refused by the runner after it made the job's directory, and
+      // config check said ok.
+      {"hosts-no-advertise",
+       std::string(ctr_data) + "[cluster]\nhosts = ['255.255.255.255:2']\nhost_command = 'ssh {host}'\n",
+       "cluster.advertise: set it to this machine's address that the hosts reach"},
       // Each width allowed alone, the whole beyond any memory (it threw "config: std::bad_alloc").
       {"hidden-beyond-memory",
        std::string("[model]\ntype = 'mlp'\nhidden = [16777216, 16777216]\n") + ctr_data,
@@ -57,7 +63,7 @@ TEST(config_check, refuses_what_run_refuses) {
   };
   for (const auto& c : cases) expect_refused_by_both(c);
   // `train --local` builds its model itself: it ended "train: std::bad_alloc", exit 1.
-  auto f = write_temp("hidden-local.toml", cases[6].toml);
+  auto f = write_temp("hidden-local.toml", cases[7].toml);
   auto local = run_troupe("train --local " + f);
   EXPECT_EQ(local.code, 2) << local.out;
   EXPECT_NE(local.out.find("key 'model.hidden': the model would hold"), std::string::npos) << local.out;

@@ -96,6 +96,13 @@ TEST(cluster_config, slurm_without_its_commands_names_the_missing_one) {
   ASSERT_FALSE(p);
   EXPECT_NE(p.err().to_string().find("sinfo"), std::string::npos) << p.err().to_string();
   EXPECT_TRUE(plan_control(cluster_config{}));  // local: loopback, nothing to ask
+  // With control_host given: scontrol missing is no fault of control_host's (it was named as one).
+  c.control_host = "h1";
+  auto named = plan_control(c);
+  ASSERT_FALSE(named);
+  EXPECT_NE(named.err().to_string().find("/nonexistent-slurm-bin/scontrol"), std::string::npos)
+      << named.err().to_string();
+  EXPECT_EQ(named.err().to_string().find("control_host"), std::string::npos) << named.err().to_string();
 }
 
 TEST(cluster_config, reads_the_host_list) {

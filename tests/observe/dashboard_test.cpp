@@ -204,7 +204,8 @@ TEST_F(dashboard_api, a_job_refused_as_it_started_shows_its_reason_and_strategy)
   std::ofstream(dir / "job.toml") << "[job]\nstrategy = \"async_ps\"\n";
   auto log = event_log::open((dir / events_file_name).string());
   ASSERT_TRUE(log);
-  ASSERT_TRUE((*log)->append({static_cast<std::uint64_t>(now_ms()), "job_end",
+  ASSERT_TRUE((*log)->append({static_cast<std::uint64_t>(now_ms()),
+                              "job_end",
                               {{"state", std::string("failed")}, {"cause", std::string("launch failed")}}}));
   std::ofstream(dir / "result.json")
       << R"({"ok": false, "status": "failed", "strategy": "async_ps", "reason": "cluster: launch failed: )"
@@ -215,7 +216,8 @@ TEST_F(dashboard_api, a_job_refused_as_it_started_shows_its_reason_and_strategy)
   ASSERT_TRUE(by.count("refused-job")) << jobs;
   EXPECT_EQ(by["refused-job"]["state"], "failed");
   EXPECT_EQ(by["refused-job"]["strategy"], "async_ps");
-  EXPECT_NE(by["refused-job"].value("reason", "").find("no such partition"), std::string::npos) << by["refused-job"];
+  EXPECT_NE(by["refused-job"].value("reason", "").find("no such partition"), std::string::npos)
+      << by["refused-job"];
 }
 
 TEST_F(dashboard_api, lists_model_servers_apart_from_jobs) {
