@@ -1,8 +1,13 @@
 #include "dashboard_jobs.hpp"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string_view>
 
 #include "troupe/observe/job_events.hpp"
 
@@ -89,18 +94,38 @@ json job_rows::events_row(const job_directory& dir, std::string& problem) {
   return e.row;
 }
 
+namespace {
+// Whether the host of "host:port" is an IPv4 address of this machine (loopback, or an interface's:
+// a hosts job's runner advertises the address its hosts reach, 10.78.0.1 in the test cluster).
+bool this_machine(std::string_view address) {
+  const auto host = std::string(address.substr(0, address.rfind(':')));
+  if (host.rfind("127.", 0) == 0) return true;
+  in_addr want{};
+  if (::inet_pton(AF_INET, host.c_str(), &want) != 1) return false;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (auto* i = list; i && !found; i = i->ifa_next)
+    found = i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+            reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == want.s_addr;
+  ::freeifaddrs(list);
+  return found;
+}
+}  // namespace
+
 // Running while the runner or the master still write: nodes.json is rewritten as nodes come and go,
 // events at least every few seconds.
 // A runner that holds the job's lock runs it, however long it is silent (it may wait for another
 // job's import of its dataset: "crashed" after 2 s; the word is now "dead", as troupe status says);
 // on a filesystem whose locks this host cannot see (a Slurm runner elsewhere) the writes tell. A
-// runner on loopback (nodes.json's runner_address: a job of this machine) whose lock nobody holds is
-// gone now (it read "running" for the 15 s of writes its nodes made as they died).
+// runner on this machine (nodes.json's runner_address: loopback, or an address of one of its
+// interfaces, as a hosts job's is) whose lock nobody holds is gone now (it read "running" for the
+// 15 s of writes its nodes made as they died).
 void job_rows::add_liveness(const job_directory& dir, json& r, std::int64_t now_ms) {
   auto nodes = read_json_file(dir, "nodes.json");
   double last = std::max(number_or(r, "last_ms", 0), nodes ? number_or(*nodes, "updated_ms", 0) : 0);
   const auto runner = nodes && nodes->is_object() ? nodes->value("runner_address", json()) : json();
-  const bool here = runner.is_string() && runner.get<std::string>().rfind("127.", 0) == 0;
+  const bool here = runner.is_string() && this_machine(runner.get<std::string>());
   const bool writing = !here && static_cast<double>(now_ms) - last < 15'000;
   if (dir.runner_alive())
     r["state"] = nodes ? "running" : "starting";

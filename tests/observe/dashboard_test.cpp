@@ -3,7 +3,10 @@
 // Chromium by tests/observe/dashboard_browser_test.py.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/wait.h>
@@ -193,6 +196,36 @@ TEST_F(dashboard_api, a_local_training_is_listed_as_its_result_says) {
       EXPECT_EQ(row["state"], "finished") << row.dump();
     }
   EXPECT_TRUE(seen) << r.body;
+}
+
+// A hosts job's runner advertises an address of this machine's that is not loopback (10.78.0.1 in the
+// test cluster): its lock tells here too (the job read "running" for 15 s after its runner was
+// killed, where troupe status said dead). A runner at another machine's address is alive while the
+// files are written.
+TEST_F(dashboard_api, a_runner_at_any_address_of_this_machine_is_judged_by_its_lock) {
+  std::string mine;
+  ifaddrs* list = nullptr;
+  ASSERT_EQ(::getifaddrs(&list), 0);
+  for (auto* i = list; i && mine.empty(); i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    char buf[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof buf);
+    if (std::string_view(buf).rfind("127.", 0) != 0) mine = buf;
+  }
+  ::freeifaddrs(list);
+  ASSERT_FALSE(mine.empty()) << "this machine has no IPv4 address besides loopback";
+  auto nodes = [&](const std::string& id, const std::string& runner) {
+    make_job(id, false, now_ms() - 2'000);
+    std::ofstream(root_ / id / "nodes.json") << R"({"job_id":")" << id << R"(","runner_address":")" << runner
+                                             << R"(","updated_ms":)" << now_ms() - 1'000 << R"(,"nodes":[]})";
+  };
+  nodes("here-job", mine + ":4000");
+  nodes("there-job", "192.0.2.7:4000");
+  const auto jobs = json::parse(get("/api/jobs").body);
+  std::map<std::string, json> by;
+  for (const auto& row : jobs["jobs"]) by[row["id"]] = row;
+  EXPECT_EQ(by["here-job"]["state"], "dead") << mine;
+  EXPECT_EQ(by["there-job"]["state"], "running");
 }
 
 // A job refused as it started (a [cluster] setting its launcher could not use: a partition Slurm does
