@@ -1,9 +1,14 @@
 // `troupe node`: one node of a job, started by `troupe run` (not usually by hand).
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 
 #include "command.hpp"
 #include "troupe/actors/node.hpp"
+#include "troupe/cluster/job_dir.hpp"
+#include "troupe/core/clock.hpp"
 
 namespace troupe::cli {
 namespace {
@@ -34,12 +39,37 @@ void add_flags(CLI::App& sub, actors::node_options& o) {
                "runner's launcher; docs/models.md)");
 }
 
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A node started by hand for a job that is over: its result.json written and its runner's beat
+// (runner.beat, rewritten every second while a runner runs: a resumed job keeps its earlier run's
+// result.json) still for 1.5 s. It dialled the master for --connect-timeout and then said the master
+// could not be reached.
+bool job_over(const std::string& job_dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(job_dir + "/result.json", ec)) return false;
+  const auto beat = cluster::runner_beat_path(job_dir);
+  const auto before = read_text(beat);
+  troupe::clock::system().sleep_for(std::chrono::milliseconds(1500));
+  return read_text(beat) == before;
+}
+
 int start(actors::node_options& o) {
   if (o.role != "master" && o.join.empty()) return usage_error("--join is required for role " + o.role);
   if (auto c = o.join.rfind(':');
       o.role != "master" && (c == std::string::npos || c == 0 || c + 1 == o.join.size()))
     return usage_error("--join '" + o.join + "': expected HOST:PORT");
   o.by_hand = std::getenv("TROUPE_NODE") == nullptr;
+  if (o.by_hand && o.role != "master" && job_over(o.job_dir))
+    return run_error(
+        error(core_errc::invalid_argument, "job " + o.job_dir +
+                                               " is over (its result.json is written, its runner gone): "
+                                               "nothing to join"));
   return actors::run_node(o);
 }
 

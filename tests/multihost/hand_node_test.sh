@@ -108,5 +108,12 @@ for w in 7:h2:$h2 8:h3:$h3; do
   echo "worker-$i on $host: $steps steps; $(grep -Eo "spill cache .*" "$log" | head -1 | cut -c1-150)"
   grep -o "served records: [0-9]* ranges fetched.*" "$log" | tail -1
 done
+# Once the job is over, a worker started by hand says so at once (it dialled the master for
+# --connect-timeout, then said it could not reach it).
+node h2 hand-late.log $away --index 9 --join "$master" --advertise "$h2"
+rc=$?
+[[ $rc == 1 ]] || fail "a worker started by hand after the job: exit $rc: $(tail -2 "$work/hand-late.log")"
+grep -q "job $job is over (its result.json is written, its runner gone): nothing to join" "$work/hand-late.log" ||
+  fail "a worker started by hand after the job: $(tail -2 "$work/hand-late.log")"
 echo "job: $(tail -1 "$work/hand.out")"
 echo "hand_node_test: ok"
