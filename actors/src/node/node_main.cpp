@@ -267,15 +267,16 @@ std::unique_ptr<collective::liveness::beacon> start_beacon(node_runtime* r, cons
 
 // Joins the job (a worker first defers its join and starts its liveness beacon). A node that never
 // joined has nothing to hand back; an actor may still be blocked asking the same unreachable master
-// (a served-records manifest), so the process ends here rather than tearing the runtime down under it.
+// (a served-records manifest), so the process ends here rather than tearing the runtime down under it,
+// and without waiting for its actors (the worker's waited out the supervisor's 3 s, then was killed
+// with a warning: a node given --connect-timeout 3 ended after 6 s).
 void join_or_exit(node_runtime* r, const node_options& o, const node_id& id, cluster::node_role role,
-                  supervision::node_root& root, std::unique_ptr<collective::liveness::beacon>& beacon) {
+                  std::unique_ptr<collective::liveness::beacon>& beacon) {
   if (role == cluster::node_role::worker) {
     r->defer_join();
     beacon = start_beacon(r, id);
   }
   if (join(r, o, id)) return;
-  root.shutdown(std::chrono::seconds(3));
   beacon.reset();
   std::fflush(nullptr);
   std::_Exit(cluster::exit_join_failed);  // the runner counts it as an end before the node joined
@@ -292,7 +293,7 @@ int run_roles(std::unique_ptr<node_runtime>& rt, const node_options& o, cluster:
   supervision::supervisor_config sc;
   std::unique_ptr<collective::liveness::beacon> beacon;
   auto root = supervision::run_node_root(r->system(), r->names(), sc, children_of(r, o, role));
-  if (role != cluster::node_role::master) join_or_exit(r, o, who.id, role, root, beacon);
+  if (role != cluster::node_role::master) join_or_exit(r, o, who.id, role, beacon);
   spdlog::info("{} ({}) up at {}", who.id.to_string(), o.role, r->address());
   log_watch logs;
   logs.path = o.job_dir + "/logs/" + who.id.name + ".log";
