@@ -202,7 +202,10 @@ main() {
     down) cmd_down ;;
     list) cmd_list ;;
     exec) [[ $# -ge 2 ]] || die "exec: usage: hosts.sh exec HOST CMD..."; need_root; run_in "$@" ;;
-    addr) [[ $# -eq 1 ]] || die "addr: usage: hosts.sh addr HOST"; echo "$NET.$((10 + $(host_index "$1")))" ;;
+    addr)  # a host that is up (it printed an address for any hN, and failed half-way on a bad name)
+      [[ $# -eq 1 ]] || die "addr: usage: hosts.sh addr HOST"
+      need_host "$1"
+      echo "$NET.$((10 + $(host_index "$1")))" ;;
     pids) [[ $# -eq 1 ]] || die "pids: usage: hosts.sh pids HOST"; need_host "$1"; host_pids "$1" ;;
     kill)
       [[ $# -ge 1 ]] || die "kill: usage: hosts.sh kill HOST [SIG]"

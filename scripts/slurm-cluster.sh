@@ -217,7 +217,7 @@ cmd_status() {
     if alive "${d#*:}" "${d%%:*}"; then echo "${d%%:*}: running"; else echo "${d%%:*}: not running"; fi
   done
   alive "$STATE/run/slurmctld.pid" slurmctld || return 0
-  sinfo -N -o '%N %t %C'
+  sinfo -N -o '%N %t %C' | awk '!seen[$0]++'  # a node is listed once per partition it is in
   squeue -o '%i %P %j %T %R'
 }
 
