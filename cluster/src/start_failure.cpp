@@ -72,9 +72,13 @@ std::string describe(const start_failure_report& r) {
     text += ", before troupe started in it: it wrote nothing to its log " + r.log_path;
   else
     text += "; its output (" + r.log_path + ") ends: " + output_tail(t.output);
+  // A host command's own failure (ssh to a host gone) first: it never reached the host at all.
+  if (r.backend != "slurm" && !r.host.empty())
+    text += "; check: does [cluster] host_command reach host " + r.host + "?";
   if (r.backend == "slurm" || !r.host.empty())
-    text += "; check: is the job directory on a filesystem the nodes share? is the troupe binary at " +
-            r.program + " on the node?";
+    text += std::string(r.backend == "slurm" ? "; check:" : "") +
+            " is the job directory on a filesystem the nodes share? is the troupe binary at " + r.program +
+            " on the node?";
   return text;
 }
 

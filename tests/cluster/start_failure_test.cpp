@@ -140,8 +140,9 @@ TEST(start_failure, a_host_command_that_failed_names_its_exit_and_its_last_outpu
   EXPECT_EQ(
       text.rfind("worker-0 never joined the master: its command on host h1 exited with code 255, 3 times "
                  "in a row; its output (jobs/x/logs/worker-0.log) ends: two | three | ssh: Could not "
-                 "resolve hostname h1: Name or service not known; check: is the job directory on a "
-                 "filesystem the nodes share? is the troupe binary at /usr/bin/troupe on the node?",
+                 "resolve hostname h1: Name or service not known; check: does [cluster] host_command "
+                 "reach host h1? is the job directory on a filesystem the nodes share? is the troupe "
+                 "binary at /usr/bin/troupe on the node?",
                  0),
       0u)
       << text;

@@ -656,7 +656,8 @@ TEST(job_end, a_node_whose_host_command_fails_never_joins_and_the_job_says_why) 
   for (const auto& part :
        {std::string("its command on host h1 exited with code 255, 3 times in a row"),
         "its output (" + r.job_dir + "/logs/" + node + ".log) ends: ssh: Could not resolve hostname h1",
-        std::string("check: is the job directory on a filesystem the nodes share? is the troupe binary at "),
+        std::string("check: does [cluster] host_command reach host h1? is the job directory on a filesystem "
+                    "the nodes share? is the troupe binary at "),
         std::string(" on the node?")})
     EXPECT_NE(reason.find(part), std::string::npos) << part << " not in: " << reason;
   EXPECT_EQ(res.value("status", ""), "failed");
