@@ -91,7 +91,8 @@ int list(const options& o) {
   return 0;
 }
 
-// "2w", "7d", "12h", "30m", "90s" (or a bare number of seconds) in seconds; nullopt when it is none.
+// "2w", "7d", "12h", "30m", "90s" in seconds; nullopt when it is none (a bare number is none: `7`
+// meant as days would remove every job that ended 7 seconds ago).
 std::optional<double> age_seconds(const std::string& text) {
   std::size_t used = 0;
   double v = 0;
@@ -101,14 +102,22 @@ std::optional<double> age_seconds(const std::string& text) {
     return std::nullopt;
   }
   const std::string unit = text.substr(used);
-  const double per = unit.empty() || unit == "s" ? 1
-                     : unit == "m"               ? 60
-                     : unit == "h"               ? 3600
-                     : unit == "d"               ? 86400
-                     : unit == "w"               ? 7 * 86400
-                                                 : -1;
+  const double per = unit == "s"   ? 1
+                     : unit == "m" ? 60
+                     : unit == "h" ? 3600
+                     : unit == "d" ? 86400
+                     : unit == "w" ? 7 * 86400
+                                   : -1;
   if (per < 0 || !(v >= 0) || v > 1e7) return std::nullopt;
   return v * per;
+}
+
+// Why --older-than's `text` is refused.
+std::string age_refusal(const std::string& t) {
+  if (!t.empty() && t.find_first_not_of("0123456789.") == std::string::npos)
+    return "--older-than " + t + ": give its unit (" + t + "d: " + t + " days, " + t + "h, " + t + "m, " + t +
+           "s, " + t + "w)";
+  return "--older-than " + t + ": not an age (a number with s, m, h, d or w: 7d, 12h)";
 }
 
 std::uintmax_t size_of(const std::filesystem::path& dir) {
@@ -171,17 +180,46 @@ bool kept_for_server(const std::vector<std::pair<std::string, std::filesystem::p
   return false;
 }
 
-// Removes (or with dry_run, only names) one job's directory; false when it could not be removed.
-bool remove_job(const std::string& path, const char* line, bool dry_run) {
-  if (dry_run) return std::printf("would remove %s\n", line), true;
-  std::error_code ec;
-  std::filesystem::remove_all(path, ec);
-  if (ec) {
-    std::fprintf(stderr, "troupe: error: %s: %s (left as it is)\n", path.c_str(), ec.message().c_str());
-    return false;
+// Removes (or with dry_run, only names) one job's directory, taking its runner lock first and asking
+// again under it whether the job ended long enough ago (a `run --resume` may have started it since it
+// was read; one starting now finds its directory gone and stops): 1 removed, 0 kept, -1 failed.
+int remove_job(const std::string& path, const char* line, bool dry_run, double limit) {
+  if (dry_run) return std::printf("would remove %s\n", line), 1;
+  auto dir = cluster::job_dir::open(path);
+  auto gone = dir ? dir->remove_unless_running([&] {
+    const auto e = ended(path);
+    return e && e->age_s >= limit;
+  })
+                  : expected<bool>(false);
+  if (!gone) {
+    std::fprintf(stderr, "troupe: error: %s (left as it is)\n", gone.err().context().c_str());
+    return -1;
   }
+  if (!*gone)
+    return std::printf("kept %s: its runner started as it was to be removed\n", dir->job_id().c_str()), 0;
   std::printf("removed %s\n", line);
-  return true;
+  return 1;
+}
+
+// What a prune killed as it removed left (the hidden .removing-<id>-<pid> directories of
+// remove_unless_running whose process is gone), this user's.
+void sweep_set_aside(const std::string& root, bool dry_run) {
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(root, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const auto name = it->path().filename().string();
+    if (!cluster::job_dir::left_by_dead_remover(name) ||
+        !cluster::not_own_directory(it->path().string()).empty())
+      continue;
+    std::error_code rm;
+    if (!dry_run) std::filesystem::remove_all(it->path(), rm);
+    if (rm)
+      std::fprintf(stderr, "troupe: error: %s: %s (left as it is)\n", it->path().c_str(),
+                   rm.message().c_str());
+    else
+      std::printf("%s %s (a prune that was killed set it aside)\n", dry_run ? "would remove" : "removed",
+                  name.c_str());
+  }
 }
 
 // This user's shared memory of job instances nothing on this host holds, unchanged for 10 minutes.
@@ -199,9 +237,7 @@ void sweep_shared_memory(bool dry_run) {
 int prune(const options& o) {
   if (auto r = control::check_jobs_root(o.root); !r) return usage_error(r.err().context());
   const auto limit = age_seconds(o.older_than);
-  if (!limit)
-    return usage_error("--older-than " + o.older_than +
-                       ": not an age (a number with s, m, h, d or w: 7d, 12h)");
+  if (!limit) return usage_error(age_refusal(o.older_than));
   auto ids = cluster::job_dir::list(o.root);
   if (!ids) return run_error(ids.err());
   const auto served = served_models(o.root);
@@ -223,13 +259,13 @@ int prune(const options& o) {
     char line[160];
     std::snprintf(line, sizeof line, "%s (%s %.1f d ago, %.1f MB)", id.c_str(), e->status.c_str(),
                   e->age_s / 86400, static_cast<double>(size) / 1e6);
-    if (!remove_job(path, line, o.dry_run)) {
-      ++failed;
-      continue;
-    }
-    ++removed;
-    bytes += size;
+    const int done = remove_job(path, line, o.dry_run, *limit);
+    failed += done < 0;
+    kept += done == 0;
+    removed += done > 0;
+    bytes += done > 0 ? size : 0;
   }
+  sweep_set_aside(o.root, o.dry_run);
   std::printf("%s %zu job%s (%.1f MB); kept %zu (running, dead, newer, served, or not yours)\n",
               o.dry_run ? "would remove" : "removed", removed, removed == 1 ? "" : "s",
               static_cast<double>(bytes) / 1e6, kept);

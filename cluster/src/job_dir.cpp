@@ -1,16 +1,20 @@
 #include "troupe/cluster/job_dir.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "troupe/cluster/errc.hpp"
 #include "troupe/cluster/own_path.hpp"
@@ -141,6 +145,7 @@ expected<std::vector<std::string>> job_dir::list(const std::string& root) {
   if (ec) return make_unexpected(cluster_errc::io_error, root + ": cannot list: " + ec.message());
   for (; it != end; it.increment(ec)) {
     if (ec) return make_unexpected(cluster_errc::io_error, root + ": cannot list: " + ec.message());
+    if (it->path().filename().string().front() == '.') continue;  // never a job id (remove_unless_running)
     auto toml = it->path() / "job.toml";
     std::error_code e2;
     if (!it->is_directory(e2) || !fs::is_regular_file(toml, e2)) continue;
@@ -181,18 +186,77 @@ struct flock whole_file(short type) {
 }
 }  // namespace
 
-expected<int> job_dir::lock_runner() const {
+unexpected job_dir::removed_as_started() const {
+  return make_unexpected(
+      cluster_errc::missing_file,
+      "job " + job_id_ + ": " + path_ + " was removed as its runner started (troupe jobs prune?)");
+}
+
+expected<int> job_dir::try_lock() const {
   int fd = ::open(lock_path().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == ENOENT) return removed_as_started();
   if (fd < 0) return io_fail(lock_path(), "open", errno);
   auto l = whole_file(F_WRLCK);
   if (::fcntl(fd, F_SETLK, &l) == 0) return fd;
   int err = errno;
   ::close(fd);
   if (err != EACCES && err != EAGAIN) return io_fail(lock_path(), "lock", err);
-  auto pid = runner_pid();
-  return make_unexpected(cluster_errc::already_exists, "job " + job_id_ + " is running: its runner (pid " +
-                                                           (pid ? std::to_string(*pid) : "?") + ") holds " +
-                                                           lock_path());
+  return -1;
+}
+
+expected<int> job_dir::lock_runner() const {
+  // remove_unless_running() holds the lock for a moment while it decides: that is waited out.
+  expected<int> fd = -1;
+  for (int tries = 0; tries < 10; ++tries) {
+    if (tries > 0) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    fd = try_lock();
+    if (!fd || *fd >= 0) break;
+  }
+  if (!fd) return fd.err();
+  if (*fd < 0) {
+    auto pid = runner_pid();
+    return make_unexpected(cluster_errc::already_exists, "job " + job_id_ + " is running: its runner (pid " +
+                                                             (pid ? std::to_string(*pid) : "?") + ") holds " +
+                                                             lock_path());
+  }
+  // The file locked is still the directory's runner.lock: remove_unless_running() did not set the
+  // directory aside between the open and the lock.
+  struct stat held {
+  }, now{};
+  if (::fstat(*fd, &held) != 0 || ::stat(lock_path().c_str(), &now) != 0 || held.st_ino != now.st_ino ||
+      held.st_dev != now.st_dev) {
+    ::close(*fd);
+    return removed_as_started();
+  }
+  return fd;
+}
+
+expected<bool> job_dir::set_aside_and_remove(int lock_fd, bool go) const {
+  if (!go) {
+    ::close(lock_fd);
+    return false;
+  }
+  const auto aside = (fs::path(path_).parent_path() /
+                      (std::string(removing_prefix) + job_id_ + "-" + std::to_string(::getpid())))
+                         .string();
+  const int renamed = ::rename(path_.c_str(), aside.c_str()) == 0 ? 0 : errno;
+  ::close(lock_fd);  // a runner waiting on it now finds its lock file gone
+  if (renamed != 0) return io_fail(path_, "rename to " + aside, renamed);
+  std::error_code ec;
+  fs::remove_all(aside, ec);
+  if (ec)
+    return make_unexpected(cluster_errc::io_error,
+                           aside + " (" + path_ + ", set aside to be removed): " + ec.message());
+  return true;
+}
+
+bool job_dir::left_by_dead_remover(std::string_view name) {
+  if (name.substr(0, removing_prefix.size()) != removing_prefix) return false;
+  const auto dash = name.rfind('-');
+  const auto pid_text = std::string(name.substr(dash + 1));
+  if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) return false;
+  const long pid = std::strtol(pid_text.c_str(), nullptr, 10);
+  return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
 
 std::optional<int> job_dir::runner_pid() const {

@@ -384,7 +384,9 @@ TEST(cli, jobs_prune_sweeps_shared_memory_no_process_holds) {
   const std::string orphan_a = tag + "@aa11-live-worker-0_0", orphan_b = tag + "@aa11-e0-r0";
   const std::string held = tag + "@bb22-live-worker-0_0", held_peer = tag + "@bb22-live-worker-1_0";
   const std::string fresh = tag + "@cc33-live-worker-0_0", no_instance = tag + "-live-worker-0_0";
-  for (const auto& p : {orphan_a, orphan_b, held, held_peer, no_instance}) make(p, true);
+  const std::string empty_instance = tag + "@-live-worker-0_0", not_hex = tag + "@xyz-live-worker-0_0";
+  for (const auto& p : {orphan_a, orphan_b, held, held_peer, no_instance, empty_instance, not_hex})
+    make(p, true);
   make(fresh, false);
   const int fd = ::open(held.c_str(), O_RDONLY | O_CLOEXEC);  // a live node's beacon
   ASSERT_GE(fd, 0);
@@ -401,7 +403,7 @@ TEST(cli, jobs_prune_sweeps_shared_memory_no_process_holds) {
   EXPECT_EQ(r.out.find("@bb22"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(orphan_a));
   EXPECT_FALSE(std::filesystem::exists(orphan_b));
-  for (const auto& p : {held, held_peer, fresh, no_instance}) {
+  for (const auto& p : {held, held_peer, fresh, no_instance, empty_instance, not_hex}) {
     EXPECT_TRUE(std::filesystem::exists(p)) << p << " was removed";
     std::filesystem::remove(p);
   }
@@ -450,11 +452,14 @@ TEST(cli, jobs_prune_removes_only_jobs_that_ended_long_enough_ago) {
   job("old-failed", "failed", 9);
   job("new-finished", "finished", 0);
   job("old-dead", nullptr, 0);
+  job(".removing-gone-999999999", "finished", 0);  // set aside by a prune that was killed mid-removal
   auto dry = run("jobs prune --older-than 7d --dry-run --root " + root.string());
   ASSERT_EQ(dry.code, 0) << dry.out;
   EXPECT_NE(dry.out.find("would remove old-finished (finished 10.0 d ago"), std::string::npos) << dry.out;
   EXPECT_NE(dry.out.find("would remove old-failed (failed 9.0 d ago"), std::string::npos) << dry.out;
   EXPECT_NE(dry.out.find("would remove 2 jobs"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("would remove .removing-gone-999999999 (a prune that was killed"), std::string::npos)
+      << dry.out;
   EXPECT_TRUE(std::filesystem::exists(root / "old-finished"));
   auto weeks = run("jobs prune --older-than 1.3w --dry-run --root " + root.string());  // 9.1 d
   EXPECT_EQ(weeks.code, 0) << weeks.out;
@@ -468,8 +473,18 @@ TEST(cli, jobs_prune_removes_only_jobs_that_ended_long_enough_ago) {
   EXPECT_FALSE(std::filesystem::exists(root / "old-failed"));
   EXPECT_TRUE(std::filesystem::exists(root / "new-finished" / "result.json"));
   EXPECT_TRUE(std::filesystem::exists(root / "old-dead" / "job.toml"));
+  EXPECT_FALSE(std::filesystem::exists(root / ".removing-gone-999999999"));
+  for (const auto& e : std::filesystem::directory_iterator(root))
+    EXPECT_NE(e.path().filename().string().front(), '.') << e.path() << ": a set-aside directory was left";
   auto bad = run("jobs prune --older-than soon --root " + root.string());
   EXPECT_EQ(bad.code, 2) << bad.out;
   EXPECT_NE(bad.out.find("--older-than soon: not an age"), std::string::npos) << bad.out;
+  // A bare number is refused, not taken as seconds: `--older-than 7` meant as days removed every job
+  // that ended more than 7 seconds ago.
+  auto bare = run("jobs prune --older-than 7 --root " + root.string());
+  EXPECT_EQ(bare.code, 2) << bare.out;
+  EXPECT_NE(bare.out.find("--older-than 7: give its unit (7d: 7 days, 7h, 7m, 7s, 7w)"), std::string::npos)
+      << bare.out;
+  EXPECT_TRUE(std::filesystem::exists(root / "new-finished" / "result.json"));
   std::filesystem::remove_all(root);
 }

@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <thread>
 
 #include "disk_faults.hpp"
 #include "test_util.hpp"
@@ -147,6 +149,60 @@ TEST(job_dir, the_runner_lock_names_its_holder_and_dies_with_it) {
   auto mine = d->lock_runner();
   ASSERT_TRUE(mine) << mine.err().to_string();
   ::close(*mine);
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
+// jobs prune removes a job's directory only while it holds the runner lock: never under a live
+// runner, and a runner waiting on the lock as the directory goes stops, naming why, rather than start
+// in a directory being removed (`troupe run --resume` racing a prune lost its directory mid-start).
+TEST(job_dir, a_job_is_removed_only_under_its_runner_lock_and_a_waiting_runner_stops) {
+  temp_dir root;
+  auto d = job_dir::create(root.str(), "job-1", "");
+  ASSERT_TRUE(d);
+  auto no = d->remove_unless_running([] { return false; });
+  ASSERT_TRUE(no) << no.err().to_string();
+  EXPECT_FALSE(*no);
+  EXPECT_TRUE(fs::exists(d->job_toml_path()));
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t child = ::fork();
+  if (child == 0) {  // a runner (or a prune deciding) holding the lock
+    char c = d->lock_runner() ? 'y' : 'n';
+    (void)!::write(ready[1], &c, 1);
+    ::pause();
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ASSERT_EQ(c, 'y');
+  bool asked = false;
+  auto held = d->remove_unless_running([&] { return asked = true; });
+  ASSERT_TRUE(held) << held.err().to_string();
+  EXPECT_FALSE(*held);
+  EXPECT_FALSE(asked);
+  EXPECT_TRUE(fs::exists(d->job_toml_path()));
+  // A runner waits for the lock; the holder sets the directory aside and lets go.
+  std::optional<expected<int>> waited;
+  std::thread runner([&] { waited = d->lock_runner(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  fs::rename(d->path(), root / ".aside");
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  runner.join();
+  ASSERT_FALSE(*waited);
+  EXPECT_EQ(waited->err(), cluster_errc::missing_file);
+  EXPECT_NE(waited->err().to_string().find("was removed as its runner started"), std::string::npos)
+      << waited->err().to_string();
+  fs::rename(root / ".aside", d->path());
+  EXPECT_EQ(*job_dir::list(root.str()), std::vector<std::string>{"job-1"});
+  auto gone = d->remove_unless_running([] { return true; });
+  ASSERT_TRUE(gone) << gone.err().to_string();
+  EXPECT_TRUE(*gone);
+  EXPECT_TRUE(fs::is_empty(root.str())) << "the set-aside directory was left";
+  EXPECT_TRUE(job_dir::left_by_dead_remover(".removing-job-1-999999999"));
+  EXPECT_FALSE(job_dir::left_by_dead_remover(".removing-job-1-" + std::to_string(::getpid())));
+  EXPECT_FALSE(job_dir::left_by_dead_remover("job-1-999999999"));
   ::close(ready[0]);
   ::close(ready[1]);
 }

@@ -44,13 +44,17 @@ std::set<ino_t> held_inodes(dev_t shm_dev) {
   return held;
 }
 
-// "troupe-<job id>@<instance>-<rest>" -> "<job id>@<instance>"; "" for any other name.
+// "troupe-<job id>@<instance>-<rest>" -> "<job id>@<instance>"; "" for any other name (a job id and
+// an instance, hex digits as runners write them, both there).
 std::string instance_of(const std::string& name) {
   if (name.rfind("troupe-", 0) != 0) return "";
   const auto at = name.find('@');
-  if (at == std::string::npos) return "";
+  if (at == std::string::npos || at == 7) return "";
   const auto end = name.find('-', at);
-  return end == std::string::npos ? "" : name.substr(7, end - 7);
+  if (end == std::string::npos || end == at + 1) return "";
+  const auto instance = name.substr(at + 1, end - at - 1);
+  if (instance.find_first_not_of("0123456789abcdef") != std::string::npos) return "";
+  return name.substr(7, end - 7);
 }
 
 struct instance_files {

@@ -71,9 +71,10 @@ expected<void> check_job_id(const std::string& id, const job::job_spec& spec) {
 // may be resumed.
 int runner::lock_job_dir() {
   auto fd = dir_->lock_runner();
-  if (!fd)
+  if (!fd && fd.err() == cluster::cluster_errc::already_exists)
     return usage_refusal(fd.err().describe() + " (stop it first: troupe stop --job-dir " + dir_->path() + ")",
                          1);
+  if (!fd) return usage_refusal(fd.err().describe(), 1);  // removed as it started (jobs prune), unreadable
   lock_fd_ = *fd;
   return 0;
 }

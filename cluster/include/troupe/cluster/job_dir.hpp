@@ -122,8 +122,29 @@ class job_dir {
   expected<nodes_file> read_nodes() const;
   // Takes runner.lock (a POSIX write lock, not inherited by children, released by the kernel when
   // the process dies by any means) and returns its descriptor, to keep open for the runner's life.
-  // Errors: already_exists naming the live runner's pid; io_error.
+  // A lock held for a moment (remove() deciding) is waited for, 250 ms at most. Errors:
+  // already_exists naming the live runner's pid; missing_file when the directory was removed (or
+  // set aside by remove()) as the lock was taken; io_error.
   expected<int> lock_runner() const;
+  // Removes the job's directory unless a runner holds runner.lock: takes the lock (not waiting),
+  // asks `still_to_go` again under it (a runner may have come and gone since the caller looked),
+  // renames the directory to a hidden name beside it (.removing-<id>-<pid>: never listed, never a
+  // job id), lets the lock go and removes that. A runner that opened the lock file before the rename
+  // finds it gone once it holds the lock and stops (lock_runner: missing_file), so no runner starts
+  // in a directory being removed. Returns false (nothing removed) when a runner holds the lock or
+  // `still_to_go` says no. Errors: io_error (the hidden directory's name in it when the rename was
+  // done but the removal failed).
+  template <class Pred>
+  expected<bool> remove_unless_running(Pred&& still_to_go) const {
+    auto fd = try_lock();
+    if (!fd) return fd.err();
+    if (*fd < 0) return false;
+    return set_aside_and_remove(*fd, static_cast<bool>(still_to_go()));
+  }
+  // The hidden names remove_unless_running() renames directories to (".removing-"), and whether the
+  // process that renamed `name` is gone (its pid, after the last '-', not alive): what it left.
+  static constexpr std::string_view removing_prefix = ".removing-";
+  static bool left_by_dead_remover(std::string_view name);
   // The pid of the live process holding runner.lock, nullopt when none does (the job ended or its
   // runner died). Takes nothing: safe while a runner starts.
   std::optional<int> runner_pid() const;
@@ -132,6 +153,10 @@ class job_dir {
   expected<void> write_instance(std::string_view instance) const;
 
  private:
+  // runner.lock taken without waiting: its descriptor, -1 when another process holds it.
+  expected<int> try_lock() const;
+  expected<bool> set_aside_and_remove(int lock_fd, bool go) const;
+  unexpected removed_as_started() const;
   job_dir(std::string path, std::string job_id) : path_(std::move(path)), job_id_(std::move(job_id)) {}
   std::string path_;
   std::string job_id_;
