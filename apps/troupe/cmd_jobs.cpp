@@ -150,14 +150,15 @@ std::optional<ended_job> ended(const std::string& path) {
 }
 
 // The model directories the running servers under `root` serve (server.json's model.model_path:
-// absolute, as the server resolved it), by server name.
+// absolute, as the server resolved it; while it starts, the model_path it was given), by server name.
 std::vector<std::pair<std::string, std::filesystem::path>> served_models(const std::string& root) {
   std::vector<std::pair<std::string, std::filesystem::path>> out;
   for (const auto& s : serve::list_servers(root)) {
     if (!s.running) continue;
     auto j = nlohmann::json::parse(s.server_json, nullptr, false);
-    if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) continue;
-    const auto path = j["model"].value("model_path", std::string());
+    if (!j.is_object()) continue;
+    const bool serving = j.contains("model") && j["model"].is_object();
+    const auto path = (serving ? j["model"] : j).value("model_path", std::string());
     std::error_code ec;
     if (!path.empty()) out.emplace_back(s.name, std::filesystem::weakly_canonical(path, ec));
   }

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "command.hpp"
+#include "troupe/core/clock.hpp"
+#include "troupe/observe/server_state.hpp"
 #include "troupe/serve/serve.hpp"
 
 namespace troupe::cli {
@@ -23,14 +25,18 @@ struct admin_flags {
   double timeout_s = 120;
 };
 
-// A server's state for people: serving, draining or starting while it runs (holds its lock);
-// stopped or failed as it wrote at its end; "dead" where it wrote it runs and no longer does
-// (SIGKILL, the OOM killer, a crash); "unknown" where its server.json is missing or unreadable.
+// A server's state for people (observe::server_state: the dashboard's words); "unknown" where its
+// server.json is missing or unreadable.
 std::string state_of(const serve::server_entry& s, const nlohmann::json& j) {
-  const std::string written = j.is_object() ? j.value("state", "") : "";
-  if (s.running) return written == "serving" || written == "draining" ? written : "starting";
-  if (written == "serving" || written == "draining" || written == "starting") return "dead";
-  if (written == "stopped" || written == "failed") return written;
+  auto text = [&](const char* key) {
+    return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+  };
+  const double updated = j.is_object() && j.contains("updated_ms") && j["updated_ms"].is_number()
+                             ? j["updated_ms"].get<double>()
+                             : 0;
+  const double age_s = (static_cast<double>(clock::system().wall_ms()) - updated) / 1000;
+  auto state = observe::server_state(s.running, text("state"), text("kernel"), age_s);
+  if (!state.empty()) return state;
   return s.server_json.empty() ? "unknown (no server.json)" : "unknown (server.json unreadable)";
 }
 

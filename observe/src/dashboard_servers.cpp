@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "dashboard_jobs.hpp"
+#include "troupe/observe/server_state.hpp"
 
 namespace troupe::observe {
 
@@ -62,18 +63,16 @@ bool servers_dir_name(std::string_view id) {
                            id.find_first_not_of("0123456789", 6) == std::string_view::npos);
 }
 
-// As `troupe serve status` says it: serving, draining or starting while the server holds its lock;
-// stopped or failed as it wrote at its end; dead where it wrote that it runs and no longer does. Where
-// this host cannot see the lock (a server on another machine of a shared root), a file rewritten
-// within 15 s tells.
+// As `troupe serve status` says it (server_state.hpp); the lock seen through the root's descriptor.
 std::string server_state(const job_directory& serve_dir, const std::string& name, const json& j,
                          double updated_ms, std::int64_t now_ms) {
-  auto st = j.find("state");
-  const std::string said = st != j.end() && st->is_string() ? st->get<std::string>() : "";
-  const bool live_word = said == "serving" || said == "draining" || said == "starting";
-  if (serve_dir.flock_held(name + "/server.lock")) return live_word ? said : "starting";
-  if (said == "stopped" || said == "failed") return said;
-  return live_word && static_cast<double>(now_ms) - updated_ms < 15'000 ? said : "dead";
+  auto text = [&](const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  auto state = observe::server_state(serve_dir.flock_held(name + "/server.lock"), text("state"),
+                                     text("kernel"), (static_cast<double>(now_ms) - updated_ms) / 1000);
+  return state.empty() ? "dead" : state;
 }
 
 json server_row(const job_directory& serve_dir, const std::string& name, std::int64_t now_ms) {

@@ -14,6 +14,7 @@
 #include "frontend.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/cluster/process.hpp"
+#include "troupe/observe/server_state.hpp"
 
 namespace troupe::serve {
 
@@ -154,8 +155,13 @@ void frontend::write_phase(const char* state) {
             {"state", state},
             {"pid", ::getpid()},
             {"start_time", own_start_time()},
+            {"kernel", observe::kernel_id()},
             {"started_ms", started_ms_},
             {"updated_ms", clock_.wall_ms()}};
+  // The model it is to serve, from its start: `troupe jobs prune` keeps that job (it removed it while
+  // the server loaded it).
+  if (std::string_view(state) == "starting" && !cfg_.model.empty())
+    j["model_path"] = absolute_path(cfg_.model);
   write_json(state_dir_ + "/server.json", j);
 }
 
@@ -168,17 +174,16 @@ void frontend::write_state(bool final) {
   json replicas = replicas_state(stats), swap;
   if (final)  // the replicas are stopped right after this last write
     for (auto& r : replicas) r["state"] = "stopped";
-  std::uint64_t restarts;
-  {
-    std::lock_guard lk(mu_);
-    restarts = restarts_;
-    swap = swap_state();
-  }
+  std::unique_lock lk(mu_);
+  const std::uint64_t restarts = restarts_;
+  swap = swap_state();
+  lk.unlock();
   const char* state = final ? "stopped" : draining_ ? "draining" : "serving";
   json j = {{"name", name_},
             {"state", state},
             {"pid", ::getpid()},
             {"start_time", own_start_time()},
+            {"kernel", observe::kernel_id()},
             {"listen", http_ ? http_->address() : ""},
             {"control_address", control_address_},
             {"started_ms", started_ms_},

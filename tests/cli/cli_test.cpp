@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -427,6 +428,38 @@ TEST(cli, a_missing_root_is_named_not_said_to_hold_no_job_of_yours) {
   EXPECT_EQ(empty.code, 2) << empty.out;
   EXPECT_NE(empty.out.find("no job of yours under " + root.string() + " (give --job-dir)"), std::string::npos)
       << empty.out;
+  std::filesystem::remove_all(root);
+}
+
+// A server still starting (its first model loading: server.json has the model_path it was given, not
+// yet a model object) protects that job from a prune: it was removed under the loading server.
+TEST(cli, jobs_prune_keeps_the_job_a_starting_server_loads) {
+  const auto root = troupe::test_util::temp_path("prune-starting-root");
+  std::filesystem::remove_all(root);
+  for (const char* sub : {"logs", "journal", "checkpoints", "model"})
+    std::filesystem::create_directories(root / "served" / sub);
+  std::ofstream(root / "served" / "job.toml") << "[job]\n";
+  const auto result = (root / "served" / "result.json").string();
+  std::ofstream(result) << R"({"ok":true,"status":"finished"})";
+  const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()) - 10 * 86400L;
+  timespec times[2] = {{t, 0}, {t, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, result.c_str(), times, 0), 0);
+  std::filesystem::create_directories(root / "serve" / "loading");
+  std::ofstream(root / "serve" / "loading" / "server.json")
+      << R"({"name": "loading", "state": "starting", "model_path": ")" << (root / "served" / "model").string()
+      << R"("})";
+  const int lock =
+      ::open((root / "serve" / "loading" / "server.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(lock, 0);
+  ASSERT_EQ(::flock(lock, LOCK_EX | LOCK_NB), 0);  // as the starting server holds it
+  auto kept = run("jobs prune --older-than 7d --root " + root.string());
+  EXPECT_EQ(kept.code, 0) << kept.out;
+  EXPECT_NE(kept.out.find("kept served: its model is served by 'loading'"), std::string::npos) << kept.out;
+  EXPECT_TRUE(std::filesystem::exists(root / "served" / "job.toml"));
+  ::close(lock);  // the server ended
+  auto gone = run("jobs prune --older-than 7d --root " + root.string());
+  EXPECT_EQ(gone.code, 0) << gone.out;
+  EXPECT_FALSE(std::filesystem::exists(root / "served")) << gone.out;
   std::filesystem::remove_all(root);
 }
 

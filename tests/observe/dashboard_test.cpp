@@ -22,6 +22,7 @@
 
 #include "troupe/observe/dashboard.hpp"
 #include "troupe/observe/job_events.hpp"
+#include "troupe/observe/server_state.hpp"
 
 namespace troupe::observe {
 namespace {
@@ -312,6 +313,45 @@ TEST_F(dashboard_api, lists_model_servers_apart_from_jobs) {
   EXPECT_NE(by["empty"]["error"].get<std::string>().find("server.json"), std::string::npos);
   // serve/ is no job: the job list is as before.
   EXPECT_EQ(json::parse(get("/api/jobs").body)["jobs"].size(), 4u);
+}
+
+// A server of this machine (its server.json names this kernel) that no longer holds its lock is dead
+// at once, however fresh its file (a SIGKILLed server read `serving` here for 15 s where `troupe serve
+// status` said dead); one of another machine of a shared root (its lock unseen) runs while its file
+// is rewritten; one that wrote its end but holds its lock for its last moments reads as it wrote (it
+// read `starting`). One rule for both readers (observe::server_state).
+TEST_F(dashboard_api, a_server_of_this_machine_is_judged_by_its_lock_alone) {
+  auto serve = root_ / "serve";
+  const auto now = std::to_string(now_ms());
+  auto write = [&](const std::string& name, const std::string& state, const std::string& kernel) {
+    fs::create_directories(serve / name);
+    std::ofstream(serve / name / "server.json")
+        << R"({"name": ")" << name << R"(", "state": ")" << state << R"(", "kernel": ")" << kernel
+        << R"(", "updated_ms": )" << now << "}";
+  };
+  ASSERT_FALSE(troupe::observe::kernel_id().empty()) << "/proc/sys/kernel/random/boot_id unreadable";
+  write("killed", "serving", troupe::observe::kernel_id());
+  write("elsewhere", "serving", "another-boot");
+  write("ending", "stopped", troupe::observe::kernel_id());
+  const int lock = ::open((serve / "ending" / "server.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(lock, 0);
+  ASSERT_EQ(::flock(lock, LOCK_EX | LOCK_NB), 0);
+  std::map<std::string, std::string> by;
+  const auto body = get("/api/servers").body;
+  const auto servers = json::parse(body);
+  for (const auto& row : servers["servers"])
+    by[row["name"].get<std::string>()] = row["state"].get<std::string>();
+  ::close(lock);
+  SCOPED_TRACE(body);
+  EXPECT_EQ(by["killed"], "dead");
+  EXPECT_EQ(by["elsewhere"], "serving");
+  EXPECT_EQ(by["ending"], "stopped");
+  using troupe::observe::server_state;
+  EXPECT_EQ(server_state(false, "serving", "another-boot", 20), "dead") << "silent for 20 s";
+  EXPECT_EQ(server_state(false, "draining", "", 3), "draining") << "no kernel written: its file tells";
+  EXPECT_EQ(server_state(true, "", "", 0), "starting") << "holds its lock, wrote nothing yet";
+  EXPECT_EQ(server_state(false, "failed", troupe::observe::kernel_id(), 0), "failed");
+  EXPECT_EQ(server_state(false, "nonsense", "", 0), "");
 }
 
 TEST_F(dashboard_api, events_follow_from_an_offset) {
