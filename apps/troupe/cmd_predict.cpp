@@ -47,17 +47,37 @@ std::string quoted(const std::string& s) {
   return nlohmann::json(s).dump();  // a JSON string is a TOML basic string
 }
 
-// --out before anything runs: not a directory, in one that exists.
-expected<void> writable(const std::string& out) {
+// --out before anything runs: a file name (not "-": the summary line goes to stdout), in a directory
+// that exists and can be written, neither --data's file nor anything but a regular file (the CSV is
+// written beside it and renamed over it: a FIFO, a device or /dev/stdout was replaced by a file).
+// A link to a regular file is followed: the file it names is written. The path to write, or why not.
+expected<std::string> writable(const std::string& out, const std::string& data) {
+  auto refuse = [&](const std::string& why) {
+    return make_unexpected(core_errc::invalid_argument, "--out " + (out.empty() ? "''" : out) + ": " + why);
+  };
+  if (out.empty()) return refuse("empty (give a file name)");
+  if (out == "-") return refuse("standard output is not written to (give a file name)");
   std::error_code ec;
-  if (fs::is_directory(out, ec))
-    return make_unexpected(core_errc::invalid_argument, "--out " + out + ": a directory (give a file name)");
-  auto parent = fs::path(out).parent_path();
+  if (fs::is_directory(out, ec)) return refuse("a directory (give a file name)");
+  fs::path target = out;
+  if (fs::is_symlink(fs::symlink_status(out, ec))) target = fs::weakly_canonical(out, ec);
+  // /dev/stdout is a link to /proc/self/fd/1: a terminal, a pipe, or the very file a shell's stdout
+  // was opened on (renamed over, the shell's later output went nowhere).
+  for (const auto& p : {fs::absolute(out, ec).lexically_normal(), target})
+    if (const auto top = p.begin() != p.end() ? *std::next(p.begin()) : fs::path();
+        top == "dev" || top == "proc")
+      return refuse("a device or /proc path (standard output is not written to): give a file name");
+  const auto st = fs::status(target, ec);
+  if (fs::exists(st) && !fs::is_regular_file(st))
+    return refuse("not a regular file (a FIFO, a device, a socket): it would be replaced; give a file name");
+  if (fs::exists(st) && fs::equivalent(target, data, ec))
+    return refuse("the file --data reads (it would be overwritten): give another name");
+  auto parent = target.parent_path();
   if (parent.empty()) parent = ".";
+  if (!fs::exists(parent, ec)) return refuse(parent.string() + ": no such directory");
   if (!fs::is_directory(parent, ec) || ::access(parent.c_str(), W_OK) != 0)
-    return make_unexpected(core_errc::invalid_argument, "--out " + out + ": " + parent.string() +
-                                                            " is not a directory this user can write to");
-  return {};
+    return refuse(parent.string() + " is not a directory this user can write to");
+  return target.string();
 }
 
 // The prediction job's file: strategy "predict" over the store, the model directory as its model.
@@ -197,31 +217,46 @@ void drop_copies(const std::string& job_dir, const input& data) {
   if (data.copy) fs::remove_all(data.store, ec);  // never a store the user gave
 }
 
+// The prediction job's id (`job_id`) and directory under the root, not there yet: the id checked
+// before anything is written under <root>/<id> (a `../x` wrote outside the root).
+expected<std::string> new_job_dir(const options& o, bool evaluate, std::string& job_id) {
+  // As `troupe run` names jobs (its ids were predict-<unix ms>, an evaluation's too: two started in
+  // the same millisecond collided, and the second was told its --job-id, never given, existed).
+  job_id = o.job_id.empty() ? control::default_job_id(evaluate ? "evaluate" : "predict") : o.job_id;
+  if (!cluster::valid_job_id(job_id))
+    return make_unexpected(core_errc::invalid_argument,
+                           "--job-id '" + job_id + "': 1-64 characters of a-z, A-Z, 0-9, '_', '-', '.'");
+  const std::string job_dir = fs::absolute(o.root).lexically_normal().string() + "/" + job_id;
+  if (std::error_code ec; fs::exists(job_dir, ec))
+    return make_unexpected(core_errc::invalid_argument, "--job-id " + job_id + ": " + job_dir + " exists");
+  return job_dir;
+}
+
 int predict_or_evaluate(const options& o, bool evaluate) {
   if (o.quiet) quiet_logs();  // stderr: warnings and errors only (logs/runner.log keeps the rest)
   auto m = model::read_model_dir(o.model);
   if (!m) return usage_error(m.err());
   auto& clk = clock::system();
   const auto started = clk.now();
-  // As `troupe run` names jobs (its ids were predict-<unix ms>, an evaluation's too: two started in
-  // the same millisecond collided, and the second was told its --job-id, never given, existed).
-  const std::string job_id =
-      o.job_id.empty() ? control::default_job_id(evaluate ? "evaluate" : "predict") : o.job_id;
-  const std::string job_dir = fs::absolute(o.root).lexically_normal().string() + "/" + job_id;
-  if (std::error_code ec; fs::exists(job_dir, ec))
-    return usage_error("--job-id " + job_id + ": " + job_dir + " exists");
-  if (!evaluate)
-    if (auto w = writable(o.out); !w) return usage_error(w.err());
-  auto data = input_store({o.data, o.delimiter, o.skip_malformed}, *m, job_dir, evaluate);
+  std::string job_id;
+  const auto job_dir = new_job_dir(o, evaluate, job_id);
+  if (!job_dir) return usage_error(job_dir.err());
+  auto out = evaluate ? expected<std::string>(std::string()) : writable(o.out, o.data);
+  if (!out) return usage_error(out.err());
+  options written = o;  // --out as written: a link's target
+  written.out = *out;
+  auto data = input_store({o.data, o.delimiter, o.skip_malformed}, *m, *job_dir, evaluate);
   if (!data) {
     std::error_code ec;
-    fs::remove_all(job_dir, ec);  // a CSV that did not encode leaves nothing behind
+    fs::remove_all(*job_dir, ec);  // a CSV that did not encode leaves nothing behind
     // As the import: a file that cannot be read (a truncated gzip) is exit 1, refused input exit 2.
     if (data.err().code() == std::error_code(core_errc::io_error)) return run_error(data.err());
     return usage_error(data.err());
   }
   int rc = 0;
   auto dir = run_prediction(o, data->store, job_id, rc);
+  if (std::error_code ec; !dir || (rc != 0 && !fs::exists(*job_dir + "/job.toml", ec)))
+    fs::remove_all(*job_dir, ec);  // refused before its job began (a damaged model.pt): the copy goes
   if (!dir) return run_error(dir.err());
   if (rc != 0) {
     std::ifstream result(*dir + "/result.json");  // the failed job's end, as `troupe run` prints it
@@ -229,7 +264,7 @@ int predict_or_evaluate(const options& o, bool evaluate) {
     if (std::getline(result, line)) std::printf("%s\n", line.c_str());
     return rc;
   }
-  const int reported = report(o, *m, *dir, *data, evaluate, started);
+  const int reported = report(written, *m, *dir, *data, evaluate, started);
   if (reported == 0) drop_copies(*dir, *data);
   return reported;
 }

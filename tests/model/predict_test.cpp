@@ -6,6 +6,7 @@
 // job's test store reports what the job's own evaluation reported.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -460,6 +461,8 @@ TEST(predict, bad_model_directories_and_inputs_are_refused_naming_the_file_and_t
   };
   const auto partial = copy("partial");
   fs::remove(partial + "/model.pt");
+  const auto damaged = copy("damaged");  // refused once its job starts: its CSV copy was left behind
+  std::ofstream(damaged + "/model.pt") << "junk";
   const auto future = copy("future");
   sh("sed -i 's/\"format_version\": 1/\"format_version\": 99/' " + future + "/model.json");
   std::ofstream(dir + "/missing_column.csv") << "a,b,c\n1,2,3\n";
@@ -471,6 +474,7 @@ TEST(predict, bad_model_directories_and_inputs_are_refused_naming_the_file_and_t
        "header_only.csv: a header and no rows: nothing to score"},
       {dir + "/nothing --data " + dir + "/ok.csv", "nothing"},
       {partial + " --data " + dir + "/ok.csv", "model.pt"},
+      {damaged + " --data " + dir + "/ok.csv", "model.pt: not a TorchScript archive"},
       {future + " --data " + dir + "/ok.csv", "format_version"},
       {model + " --data " + dir + "/missing_column.csv", "missing_column.csv:1"},
       {model + " --data " + dir + "/not_a_number.csv", "not_a_number.csv:2"},
@@ -505,9 +509,20 @@ TEST(predict, bad_model_directories_and_inputs_are_refused_naming_the_file_and_t
       {"evaluate " + model + " --data " + dir + "/labelled.csv", "labelled.csv:5: column 'answer': no label"},
       {"evaluate " + model + " --data " + dir + "/three", "labels of 3 classes; the model"},
       {"predict " + model + " --data " + dir + "/ok.csv --out " + dir + "/no_dir/p.csv",
-       "no_dir is not a directory"},
+       "no_dir: no such directory"},
       {"predict " + model + " --data " + dir + "/ok.csv --out " + dir + "/a_dir", "a_dir: a directory"},
+      // --out is renamed over: what is not a regular file was replaced by one (/dev/stdout itself, as
+      // root), and --data's own file was overwritten.
+      {"predict " + model + " --data " + dir + "/ok.csv --out " + dir + "/fifo", "fifo: not a regular file"},
+      {"predict " + model + " --data " + dir + "/ok.csv --out /dev/stdout", "a device or /proc path"},
+      {"predict " + model + " --data " + dir + "/ok.csv --out " + dir + "/ok.csv", "the file --data reads"},
+      {"predict " + model + " --data " + dir + "/ok.csv --out ''", "--out '': empty"},
+      {"predict " + model + " --data " + dir + "/ok.csv --out -", "standard output is not written to"},
+      // The id is checked before anything is written under <root>/<id> (`../x` wrote outside it).
+      {"predict " + model + " --data " + dir + "/ok.csv --out " + dir + "/p.csv --job-id ../escaped",
+       "--job-id '../escaped': 1-64 characters"},
   };
+  ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0644), 0);
   for (const auto& [args, words] : refusals) {
     std::string out;
     EXPECT_EQ(troupe(args + " --root " + dir + "/jobs --quiet", &out), 2) << args << "\n" << out;
@@ -515,6 +530,20 @@ TEST(predict, bad_model_directories_and_inputs_are_refused_naming_the_file_and_t
     std::error_code ec;
     EXPECT_TRUE(!fs::exists(dir + "/jobs", ec) || fs::is_empty(dir + "/jobs", ec)) << "left something behind";
   }
+  EXPECT_FALSE(fs::exists(dir + "/escaped"));
+  EXPECT_EQ(fs::status(dir + "/fifo").type(), fs::file_type::fifo);
+  // A link to a regular file is written through: the file it names gets the predictions.
+  std::ofstream(dir + "/target.csv") << "before\n";
+  fs::create_symlink("target.csv", dir + "/link.csv");
+  std::string out;
+  ASSERT_EQ(troupe("predict " + model + " --data " + dir + "/ok.csv --out " + dir + "/link.csv --root " +
+                       dir + "/jobs --quiet",
+                   &out),
+            0)
+      << out;
+  EXPECT_TRUE(fs::is_symlink(dir + "/link.csv"));
+  EXPECT_EQ(read_file(dir + "/target.csv").rfind("line,probability,class\n", 0), 0u)
+      << read_file(dir + "/target.csv");
 }
 
 }  // namespace
