@@ -9,19 +9,41 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "troupe/cluster/errc.hpp"
 
 namespace troupe::cluster {
 
-expected<std::string> self_exe() {
+namespace {
+constexpr std::string_view replaced_suffix = " (deleted)";
+
+expected<std::string> exe_link() {
   std::vector<char> buf(4096);
   ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
   if (n <= 0)
     return make_unexpected(cluster_errc::launch_failed,
                            std::string("/proc/self/exe: cannot be read: ") + std::strerror(errno));
   return std::string(buf.data(), static_cast<std::size_t>(n));
+}
+
+bool replaced(const std::string& target) {
+  return target.size() > replaced_suffix.size() &&
+         target.compare(target.size() - replaced_suffix.size(), replaced_suffix.size(), replaced_suffix) == 0;
+}
+}  // namespace
+
+expected<std::string> self_exe() {
+  auto target = exe_link();
+  if (target && replaced(*target)) target->resize(target->size() - replaced_suffix.size());
+  return target;
+}
+
+expected<std::string> self_exe_to_run() {
+  auto target = exe_link();
+  if (target && replaced(*target)) return std::string("/proc/self/exe");
+  return target;
 }
 
 std::optional<process_stat> read_process_stat(int pid) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 #include <thread>
 
@@ -162,6 +163,41 @@ TEST(job_faults, scale_up_and_down_while_running) {
       r, [](const nlohmann::json& j) { return j["workers_alive"] == 1; }, std::chrono::seconds(30));
   ASSERT_TRUE(s);
   ASSERT_EQ(wait_job(r, std::chrono::seconds(300)), 0) << read_file(r.err_file);
+  auto c = counts(r);
+  EXPECT_EQ(c.done, c.total());
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+// The troupe binary replaced while a job runs (an upgrade, a rebuild: a new file renamed over it):
+// the runner's relaunches and scale-ups exec'd "<path> (deleted)" and the healthy job failed
+// ("cannot relaunch worker-1: ... exec '.../troupe (deleted)': No such file or directory"); they run
+// the image the runner runs, and the model is still exported at the end.
+TEST(job_faults, a_binary_replaced_while_the_job_runs_relaunches_and_scales) {
+  const std::string bin = test_root("replaced-binary-bin");
+  std::filesystem::copy_file(TROUPE_BIN, bin + "/troupe");
+  std::filesystem::permissions(bin + "/troupe", std::filesystem::perms::owner_exec,
+                               std::filesystem::perm_options::add);
+  job_place place;
+  place.binary = bin + "/troupe";
+  mlp_options o;
+  o.max_train_rows = 30000;
+  std::string toml = "max_workers = 4\n" + mlp_job(o);
+  toml.replace(toml.find("[train]\n"), 8, "[train]\nmax_samples_per_s = 2000\n");  // ~12 s: time to act
+  auto r = start_job("replaced-binary", toml, place);
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return j["workers_alive"] == 2 && done_tasks(j) >= 1; },
+      std::chrono::seconds(120)));
+  std::filesystem::copy_file(TROUPE_BIN, bin + "/troupe.new");
+  std::filesystem::rename(bin + "/troupe.new", bin + "/troupe");  // as an install does
+  ASSERT_EQ(::kill(node_pid(r, "worker-1"), SIGKILL), 0);
+  std::string out;
+  ASSERT_EQ(troupe("scale --workers 3 --job-dir " + r.job_dir, &out), 0) << out;
+  EXPECT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return j["workers_alive"] == 3; }, std::chrono::seconds(60)))
+      << read_file(r.job_dir + "/logs/runner.log");
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(300)), 0) << read_file(r.err_file);
+  EXPECT_GE(result(r).value("node_restarts", 0), 1) << result(r).dump();
+  EXPECT_TRUE(std::filesystem::exists(r.job_dir + "/model/model.json")) << result(r).dump();
   auto c = counts(r);
   EXPECT_EQ(c.done, c.total());
   EXPECT_TRUE(no_processes_of(r));

@@ -79,7 +79,7 @@ void spawn(job_run& r, const std::vector<std::string>& args, const std::string& 
     argv.push_back(const_cast<char*>("troupe"));
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    ::execv(TROUPE_BIN, argv.data());
+    ::execv(r.binary.c_str(), argv.data());
     _exit(127);
   }
 }
@@ -87,6 +87,7 @@ void spawn(job_run& r, const std::vector<std::string>& args, const std::string& 
 
 job_run start_job(const std::string& test_name, const std::string& toml, const job_place& place) {
   job_run r;
+  r.binary = place.binary;
   r.name = test_name;
   r.dir = test_root(test_name);
   std::string file = r.dir + "/job.toml";

@@ -17,6 +17,7 @@ namespace troupe::testing {
 
 struct job_run {
   std::string name, dir, job_dir, out_file, err_file;
+  std::string binary = TROUPE_BIN;  // the troupe the runner is started from
   pid_t pid = 0;
   std::optional<int> exit_code;  // once the runner has been reaped
 };
@@ -47,6 +48,7 @@ struct job_place {
   std::string root, dataset_cache, job_id;
   // Run as a user in the job file's folder does: `troupe run job.toml` from there.
   bool from_file_folder = false;
+  std::string binary = TROUPE_BIN;  // another copy of troupe to start the runner from
 };
 // Writes `toml` (with [job] root/dataset_cache filled in by the caller's text) and starts the runner.
 job_run start_job(const std::string& test_name, const std::string& toml, const job_place& place = {});

@@ -57,7 +57,7 @@ unexpected fail(const node_spec& spec, const std::string& why) {
 }
 
 expected<std::string> resolve_program(const node_spec& spec) {
-  if (spec.program.empty()) return self_exe();
+  if (spec.program.empty()) return self_exe_to_run();
   if (spec.program.find('/') != std::string::npos) {
     if (::access(spec.program.c_str(), X_OK) != 0)
       return fail(spec, "program '" + spec.program + "': " + std::strerror(errno));

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runner.hpp"
+#include "troupe/cluster/process.hpp"
 #include "troupe/cluster/run_tool.hpp"
 #include "troupe/collective/cleanup.hpp"
 #include "troupe/storage/task_journal.hpp"
@@ -168,10 +169,9 @@ std::string runner::ended_as() const {
 }
 
 bool runner::export_model() {
-  std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const auto self = cluster::self_exe_to_run();  // "<path> (deleted)" after an upgrade: not run
   const auto started = clock_.now();
-  auto r = cluster::run_tool({ec ? std::string("troupe") : self.string(), "export", dir_->path()}, "",
+  auto r = cluster::run_tool({self ? *self : std::string("troupe"), "export", dir_->path()}, "",
                              std::chrono::minutes(10), 1 << 20, clock_);
   const double secs = std::chrono::duration<double>(clock_.now() - started).count();
   if (r && r->code == 0) {

@@ -10,8 +10,15 @@
 
 namespace troupe::cluster {
 
-// The path of this process's executable (/proc/self/exe). Errors name /proc/self/exe.
+// The path of this process's executable (/proc/self/exe's target). Where the file was replaced
+// since the process started (an upgrade or a rebuild renamed a new binary over it: the target reads
+// "<path> (deleted)"), the path without that suffix: the binary there now, for another machine (a
+// host command, Slurm) and for files beside it. Errors name /proc/self/exe.
 expected<std::string> self_exe();
+// What to exec to run this program again on this machine: self_exe(), or "/proc/self/exe" (the
+// running image itself) where the file was replaced: exec of "<path> (deleted)" failed, and every
+// relaunch and scale-up of a running job with it.
+expected<std::string> self_exe_to_run();
 
 // State letter and start time (clock ticks since boot) from /proc/<pid>/stat; nullopt when the
 // process does not exist or the file cannot be parsed.
