@@ -65,8 +65,12 @@ std::vector<std::string> keys_not_read(const job_spec& spec) {
     const std::string why =
         ": bounds batch = \"auto\"; this job's train.batch is \"" + t.batch + "\": the key has no effect";
     if (t.max_batch != defaults.max_batch) out.push_back("train.max_batch" + why);
-    if (t.max_local_batch != std::max(defaults.max_local_batch, t.batch_size))
-      out.push_back("train.max_local_batch" + why);
+    // batch = "global" splits a replica's share into micro-batches of at most max_local_batch.
+    if (t.batch != "global" && t.max_local_batch != std::max(defaults.max_local_batch, t.batch_size))
+      out.push_back(
+          "train.max_local_batch: bounds batch = \"auto\" and \"global\"; this job's train.batch "
+          "is \"" +
+          t.batch + "\": the key has no effect");
   }
   return out;
 }

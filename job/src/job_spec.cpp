@@ -132,6 +132,16 @@ expected<void> check_global_batch(const job_spec& spec, const std::string& sourc
                                " rows per step, which one worker alone cuts from one "
                                "task: job.records_per_task (" +
                                std::to_string(spec.job.records_per_task) + ") must be at least that");
+  // A ring's replica cuts its batch from one task: a task smaller than a batch cut every step short
+  // (its learning rate scaled down by the step's share for the whole job, no noise-scale estimate).
+  if (spec.traits().global_batch && spec.job.records_per_task < spec.nn.train.batch_size)
+    return make_unexpected(core_errc::invalid_argument,
+                           source +
+                               ": key 'job.records_per_task': " + std::to_string(spec.job.records_per_task) +
+                               " is below train.batch_size (" + std::to_string(spec.nn.train.batch_size) +
+                               "): each of a ring's steps is cut from one task, so every step would be "
+                               "short (its learning rate scaled down to match): at least " +
+                               std::to_string(spec.nn.train.batch_size));
   return {};
 }
 // batch = "auto" starts at the job file's global batch (M0 = job.workers x train.batch_size), each

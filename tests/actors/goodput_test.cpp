@@ -244,6 +244,24 @@ TEST(ThroughputModel, GoodputAndBestBatchAreThoseOfPolluxPolicy) {
   EXPECT_LE(capped.atomic * (capped.accum + 1), 64);
 }
 
+// max_batch is the largest global batch: a replica's share rounded up took 3 replicas to 252 with
+// max_batch 250 (3 x 84), and 3 to 2049 with 2048.
+TEST(ThroughputModel, BestBatchNeverExceedsMaxBatch) {
+  auto g = pollux_grad();  // M0 = 256
+  for (double max_batch : {256.0, 257.0, 1000.0, 1024.0, 2048.0, 4097.0})
+    for (int replicas : {1, 2, 3, 5, 7})
+      for (double max_atomic : {0.0, 100.0, 512.0}) {
+        batch_limits lim;
+        lim.max_batch = max_batch;
+        lim.max_atomic = max_atomic;
+        const auto b = best_batch(truth, g, 1, replicas, lim);
+        ASSERT_GT(b.atomic, 0);
+        EXPECT_LE(replicas * b.atomic * (b.accum + 1), max_batch)
+            << replicas << " replicas of " << b.atomic << " x " << b.accum + 1 << ", max_batch " << max_batch
+            << ", max_local_batch " << max_atomic;
+      }
+}
+
 TEST(ThroughputModel, BestBatchAccumulatesBeyondTheTrustedMicroBatch) {
   auto g = pollux_grad();
   batch_limits lim;
@@ -543,6 +561,52 @@ TEST(Controller, StateTravelsWithAResync) {
   EXPECT_EQ(fresh.noise().rounds(), cs[0].noise().rounds());
   EXPECT_EQ(fresh.batch(), cs[0].batch());
   EXPECT_NEAR(fresh.report().progress, cs[0].report().progress, 1e-3);
+}
+
+// A job resumed after its job.toml went from batch = "auto" to a fixed batch: the restored state's
+// chosen batch is not taken (the workers cut batch_size rows, every round looked short against the
+// kept batch, and the learning rate was cut under lr_scaling = "none"); the estimates are.
+TEST(Controller, AFixedBatchControllerKeepsItsBatchFromAnAutoBatchsState) {
+  controller chosen(opts(lr_rule::adascale, true));
+  std::vector<float> st(controller::sync_floats);
+  chosen.pack(st);
+  st[noise_scale::state_floats + 1] = 60;  // the batch it chose: 60 x 2
+  st[noise_scale::state_floats + 2] = 1;
+  controller autob(opts(lr_rule::adascale, true)), fixed(opts(lr_rule::none, false));
+  autob.unpack(st);
+  fixed.unpack(st);
+  EXPECT_EQ(autob.batch(), (batch_config{60, 1}));
+  EXPECT_EQ(fixed.batch(), (batch_config{32, 0})) << "the job file's batch_size";
+}
+
+// A ring shrunk below M0 by a resize (4 x 32 = M0 128, then 1 x 32): the batch chosen again is at
+// least M0 though the kept one's goodput looks higher (its efficiency is above 1 below M0: with a
+// small noise scale 1 x 32 promised 4x M0's efficiency and stayed to the job's end).
+TEST(Controller, ARingShrunkBelowM0ChoosesABatchOfAtLeastM0) {
+  std::vector<controller> cs(4, controller(opts(lr_rule::adascale, true)));
+  auto compute = [](int b) { return 0.001 + 0.00005 * b; };
+  double t = 0;
+  for (int step = 0; step < 60; ++step) {  // |G|^2 large: noise scale ~2, M0 is the best
+    const int b = cs[0].batch().atomic, accum = cs[0].batch().accum;
+    const double g2 = 100, tr = 256, small = g2 + tr / b, big = g2 + tr / (4.0 * b * (accum + 1));
+    auto sum = ring_round(cs, small, compute(b), 0);
+    const double step_s = (accum + 1) * compute(b) + 0.004;
+    t += step_s;
+    for (std::size_t r = 0; r < cs.size(); ++r) {
+      cs[r].read(sum, static_cast<int>(r), 4, 1, big, 1.0, 4.0 * b * (accum + 1), false, t);
+      cs[r].step_done(step_s, true);
+    }
+  }
+  ASSERT_EQ(4 * cs[0].batch().local(), 128) << "the ring of 4 keeps M0";
+  std::vector<controller> one(1, cs[0]);  // the resize: rank 0 alone
+  for (int step = 0; step < 5; ++step) {
+    const int b = one[0].batch().atomic;
+    auto sum = ring_round(one, 100 + 256.0 / b, compute(b), 0);
+    t += compute(b);
+    one[0].read(sum, 0, 1, 1, 100 + 256.0 / b, 1.0, b, step == 0, t);
+    one[0].step_done(compute(b), true);
+  }
+  EXPECT_GE(one[0].batch().local(), 128) << one[0].batch().atomic << " x " << one[0].batch().accum + 1;
 }
 
 // A ring's estimates become those of the preconditioned norms once (they start over); a rank that

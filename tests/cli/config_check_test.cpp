@@ -157,6 +157,14 @@ TEST(config_check, keys_the_strategy_does_not_read_get_a_note) {
   auto fits = run_troupe("config check " + f + " --set job.strategy=local_sgd");
   EXPECT_NE(fits.out.find("[ps]"), std::string::npos) << fits.out;  // still no shards
   EXPECT_EQ(fits.out.find("job.sync_every"), std::string::npos) << fits.out;
+  // max_local_batch bounds batch = "global"'s micro-batches too: noted under "fixed" alone (it was
+  // noted as having no effect under "global", which honours it).
+  auto local = run_troupe("config check " + f + " --set train.max_local_batch=128");
+  EXPECT_NE(local.out.find("note: train.max_local_batch: bounds batch = \"auto\" and \"global\""),
+            std::string::npos)
+      << local.out;
+  auto global = run_troupe("config check " + f + " --set train.max_local_batch=128 --set train.batch=global");
+  EXPECT_EQ(global.out.find("train.max_local_batch"), std::string::npos) << global.out;
   std::filesystem::remove(f);
 }
 

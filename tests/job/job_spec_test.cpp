@@ -99,7 +99,8 @@ TEST(job_file, every_path_is_relative_to_the_job_files_folder_however_it_is_name
 // when set, and the default must not refuse a job that never set it).
 TEST(job_spec, an_unset_max_local_batch_is_at_least_the_batch_size) {
   auto big = parse(
-      "[job]\nstrategy = 'allreduce'\n[train]\nbatch = 'auto'\nlr_scaling = 'adascale'\nbatch_size = 2048\n");
+      "[job]\nstrategy = 'allreduce'\nrecords_per_task = 4096\n[train]\nbatch = 'auto'\nlr_scaling = "
+      "'adascale'\nbatch_size = 2048\n");
   ASSERT_TRUE(big) << big.err().to_string();
   EXPECT_EQ(big->nn.train.max_local_batch, 2048u);
   auto small = parse("[job]\nstrategy = 'allreduce'\n[train]\nbatch = 'auto'\nlr_scaling = 'adascale'\n");
@@ -134,6 +135,10 @@ TEST(job_spec, errors_name_the_key) {
       {"[job]\nstrategy = 'allreduce'\nworkers = 4\nrecords_per_task = 100\n[train]\nbatch = 'global'\n"
        "batch_size = 64\n",
        "job.records_per_task (100) must be at least"},
+      // A ring's steps are cut from one task: a task smaller than a batch made every step short (the
+      // learning rate halved for the whole job, no noise-scale estimate ever).
+      {"[job]\nstrategy = 'allreduce'\nrecords_per_task = 32\n[train]\nbatch_size = 64\n",
+       "job.records_per_task': 32 is below train.batch_size (64)"},
       {"[train]\nbatch = 'local'\n", "train.batch"},
       // batch = "auto" starts at M0 = 2 x 32 and each worker's micro-batch at 32: bounds below them
       // were accepted and never applied.

@@ -169,7 +169,13 @@ void controller::maybe_choose(int hosts, int ranks, bool fresh, bool entered_epo
   const auto best = best_batch(perf_, ns_, hosts, ranks, lim);
   const double now = goodput(perf_, ns_, hosts, ranks, cur_.atomic, cur_.accum);
   const batch_config b{best.atomic, best.accum};
-  if (best.atomic <= 0 || b == cur_ || !(best.goodput >= opt_.min_gain * now)) return;
+  // A resize can leave the batch outside the range the choice keeps to (3 x 43 shrunk to 1 x 43,
+  // below M0): there it is replaced whatever the gain (its efficiency above 1 below M0 made it look
+  // better than any batch in range, and a shrunk job trained below M0 to its end).
+  const double global = static_cast<double>(ranks) * cur_.local();
+  const bool outside =
+      global < ns_.base_batch() - 0.5 || global > std::max(lim.max_batch, ns_.base_batch()) + 0.5;
+  if (best.atomic <= 0 || b == cur_ || !(outside || best.goodput >= opt_.min_gain * now)) return;
   proposed_ = b;
   proposed_seq_ = seq_ + 1;
   propose_choice(ranks, best.goodput, now);
@@ -322,7 +328,11 @@ void controller::unpack(std::span<const float> in) {
   ns_.unpack(in.subspan(0, noise_scale::state_floats));
   auto s = in.subspan(noise_scale::state_floats);
   progress_ = s[0];
-  if (s[1] > 0) cur_ = {static_cast<int>(s[1]), static_cast<int>(s[2])};
+  // The batch travels only where the controller sets it: a job resumed after its job.toml went from
+  // batch = "auto" to a fixed batch kept the chosen batch its workers no longer cut (every round
+  // looked short, and the rate was cut under lr_scaling = "none").
+  if (s[1] > 0 && (opt_.auto_batch || opt_.global_batch))
+    cur_ = {static_cast<int>(s[1]), static_cast<int>(s[2])};
   seq_ = static_cast<std::uint32_t>(s[3]);
   proposed_ = cur_;
   proposed_seq_ = seq_;

@@ -212,7 +212,11 @@ batch_choice best_batch(const perf_params& p, const noise_scale& g, int hosts, i
     int accum = static_cast<int>(std::ceil(local / max_atomic - eps)) - 1;
     if (replicas == 1 && local > m0 + eps) accum = std::max(accum, 1);
     accum = std::max(accum, 0);
-    const double atomic = std::ceil(local / (accum + 1) - eps);
+    double atomic = std::ceil(local / (accum + 1) - eps);
+    // Rounded up, a replica's share could take the global batch past max_batch (3 x 84 = 252 with
+    // max_batch 250): rounded down there, max_batch being the largest global batch.
+    if (replicas * atomic * (accum + 1) > max_batch + eps)
+      atomic = std::floor(max_batch / (replicas * (accum + 1)));
     if (atomic < lim.min_atomic || atomic > max_atomic) continue;
     if (lim.max_local > 0 && atomic * (accum + 1) > lim.max_local) continue;
     const double gp = goodput(p, g, hosts, replicas, atomic, accum);
