@@ -83,7 +83,9 @@ void print_goodput(const nlohmann::json& g) {
       std::snprintf(scale, sizeof scale, "%s",
                     g.value("rounds", 0ull) > 0 ? "unknown (not a number)" : "not estimated yet");
   }
-  std::printf("gradient noise scale %s (%llu estimates%s)", scale, g.value("rounds", 0ull), shards.c_str());
+  const auto rounds = g.value("rounds", 0ull);
+  std::printf("gradient noise scale %s (%llu estimate%s%s)", scale, rounds, rounds == 1 ? "" : "s",
+              shards.c_str());
   // An async_ps job's estimate comes from its shards; its workers step at their own batch, with no
   // global batch, scaled rate or goodput model to show (they read 1 x batch x 1 and 0 samples/s).
   if (pushed > 0) {

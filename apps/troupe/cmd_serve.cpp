@@ -9,6 +9,7 @@
 
 #include "command.hpp"
 #include "serve_admin.hpp"
+#include "suggest.hpp"
 #include "troupe/cluster/own_path.hpp"
 #include "troupe/job/job_file.hpp"
 #include "troupe/model/model_dir.hpp"
@@ -89,6 +90,11 @@ int serve(const serve_flags& f) {
   }
   if (cfg.model.empty())
     return usage_error("serve: no model: give MODEL_DIR (a job's model/ directory) or --watch DIR");
+  // `troupe serve stpo`: a mistyped subcommand reads as a model directory that is not there.
+  if (std::error_code ec; !std::filesystem::exists(cfg.model, ec) && cfg.model.find('/') == std::string::npos)
+    if (auto near = nearest(cfg.model, {"status", "stop", "reload"}))
+      return usage_error("serve " + cfg.model + ": no model directory '" + cfg.model +
+                         "', and no subcommand (did you mean 'troupe serve " + *near + "'?)");
   return serve::run_frontend(*settings);
 }
 

@@ -56,8 +56,12 @@ void print_standardized(const job::csv_import_result& r) {
 }
 
 void print_fills(const job::csv_import_result& r) {
-  std::printf("filled %llu missing values with their column's mean of the training rows (--missing mean):",
-              static_cast<unsigned long long>(r.filled_missing));
+  // Each dense column's fill, whether or not it had a missing value (it listed "Age 48.66" after
+  // "filled 101 missing values" where Age had none): the values a missing cell would take.
+  std::printf(
+      "filled %llu missing values with their column's mean of the training rows (--missing mean); a "
+      "missing cell of each column takes:",
+      static_cast<unsigned long long>(r.filled_missing));
   const std::size_t n = r.fill.size(), shown = std::min<std::size_t>(n, 8);
   for (std::size_t i = 0; i < shown; ++i)
     std::printf("%s %s %.6g", i ? "," : "", r.dense_columns[i].c_str(), r.fill[i]);

@@ -127,13 +127,25 @@ expected<input> csv_store(const input_options& o, const model::model_info& m, co
 
 }  // namespace
 
+namespace {
+// Why --data, not a regular file, is no record store either; "" when it is one.
+std::string not_a_store(const input_options& o) {
+  std::error_code ec;
+  const auto st = fs::status(o.data, ec);
+  if (!fs::exists(st)) return "--data " + o.data + ": no such file or directory";
+  if (!fs::is_directory(st))  // /dev/stdin, <(zcat f): read to its end, nothing to read again
+    return "--data " + o.data + ": a pipe or a device, not a file: give a CSV file or a record store";
+  if (!fs::is_regular_file(o.data + "/data.mdb", ec))
+    return "--data " + o.data + ": neither a CSV file nor a record store (no data.mdb)";
+  return "";
+}
+}  // namespace
+
 expected<input> input_store(const input_options& o, const model::model_info& m, const std::string& job_dir,
                             bool evaluate) {
   std::error_code ec;
   if (fs::is_regular_file(o.data, ec)) return csv_store(o, m, job_dir + "/input", evaluate);
-  if (!fs::is_regular_file(o.data + "/data.mdb", ec))
-    return make_unexpected(core_errc::invalid_argument,
-                           "--data " + o.data + ": neither a CSV file nor a record store (no data.mdb)");
+  if (auto why = not_a_store(o); !why.empty()) return make_unexpected(core_errc::invalid_argument, why);
   auto s = storage::record_store::open_read_only(o.data);
   if (!s) return s.err();
   const auto& sc = s->info().schema;

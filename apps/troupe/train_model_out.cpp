@@ -29,7 +29,11 @@ expected<std::string> write_local_model(const config_doc& doc, const job::job_sp
   const std::string id = spec.job.name + "-local-" + std::to_string(clk.wall_ms());
   auto dir = cluster::job_dir::create(spec.job.root, id, doc.to_toml());
   if (!dir) return dir.err();
-  if (auto w = cluster::write_file_atomic(dir->result_path(), result.dump() + "\n"); !w) return w.err();
+  // How it ended, as a runner's result.json says it: `troupe jobs` lists it finished, and
+  // `troupe jobs prune` can tell it ended (without it, it read as a dead job and was kept for good).
+  auto ended = result;
+  if (!ended.contains("status")) ended["status"] = "finished";
+  if (auto w = cluster::write_file_atomic(dir->result_path(), ended.dump() + "\n"); !w) return w.err();
   model::state_meta meta;
   meta.step = steps;
   if (spec.nn.train.epochs > 0) meta.data_epoch = static_cast<std::uint32_t>(spec.nn.train.epochs - 1);

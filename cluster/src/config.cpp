@@ -157,6 +157,15 @@ expected<long> submit_slurm_node(const cluster_config& cfg, const launch_site& s
   return slurm::submit(spec, spec.program.empty() ? *exe : spec.program, slurm_options(cfg, site));
 }
 
+expected<void> check_slurm_partitions(const cluster_config& cfg, std::chrono::milliseconds timeout) {
+  if (cfg.launcher != "slurm") return {};
+  auto so = slurm_options(cfg, {});
+  so.command_timeout = timeout;
+  auto cpus = slurm::check_partitions(so);
+  if (!cpus) return cpus.err();
+  return {};
+}
+
 expected<std::string> slurm_job_state(const cluster_config& cfg, long slurm_job) {
   return slurm::job_state(slurm_job, slurm_options(cfg, {}));
 }

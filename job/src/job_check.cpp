@@ -1,5 +1,6 @@
 #include "troupe/job/job_check.hpp"
 
+#include "troupe/cluster/errc.hpp"
 #include "troupe/cluster/own_path.hpp"
 
 #include <unistd.h>
@@ -187,6 +188,12 @@ expected<void> check_job(const job_spec& spec, const std::vector<std::string>& s
   // directory, and `config check` said ok). The runner's own plan, which asks no cluster manager.
   if (spec.cluster.launcher == "local" && !spec.cluster.hosts.empty())
     if (auto a = cluster::plan_control(spec.cluster); !a) return a.err();
+  // A partition Slurm has not: refused before a job directory is made (it was refused as the runner
+  // started, leaving a failed directory). Slurm down or its commands missing are the runner's to
+  // say: `config check` checks the file, not the cluster's day.
+  if (auto p = cluster::check_slurm_partitions(spec.cluster, std::chrono::seconds(5));
+      !p && p.err() == cluster::cluster_errc::invalid_spec)
+    return p.err();
   if (auto why = root_problem(spec.job.root); !why.empty())
     return make_unexpected(core_errc::invalid_argument, "job.root " + spec.job.root +
                                                             " (--root, or [job] root): " + why +

@@ -254,10 +254,30 @@ expected<model_info> parse_model_json(const std::string& text, const std::string
   return m;
 }
 
+namespace {
+// Where `dir` is (or would be) a job's model/ and that job has none yet: what to do about it.
+std::string no_model_yet(const std::string& job) {
+  struct stat js {};
+  if (::stat((job + "/job.toml").c_str(), &js) != 0) return "";
+  return " (job " + job + " has written no model yet: a job writes " + job +
+         "/model as it ends; `troupe export " + job + "` writes one from its latest checkpoint now)";
+}
+
+// `dir` cannot be read (errno `err`); where it is a job's model/ not written yet, that said.
+unexpected missing_dir(const std::string& dir, int err) {
+  std::string trimmed = dir;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  const auto slash = trimmed.rfind('/');
+  const std::string job = slash == std::string::npos ? "." : trimmed.substr(0, slash);
+  auto hint = trimmed.substr(slash == std::string::npos ? 0 : slash + 1) == "model" ? no_model_yet(job) : "";
+  return make_unexpected(core_errc::io_error,
+                         dir + ": " + std::strerror(err) + (hint.empty() ? " (a model directory)" : hint));
+}
+}  // namespace
+
 expected<model_info> read_model_dir(const std::string& dir) {
   struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0)
-    return make_unexpected(core_errc::io_error, dir + ": " + std::strerror(errno) + " (a model directory)");
+  if (::stat(dir.c_str(), &st) != 0) return missing_dir(dir, errno);
   if (!S_ISDIR(st.st_mode))
     return make_unexpected(core_errc::io_error,
                            dir + ": not a directory (a model directory holds model.pt and model.json)");
@@ -268,11 +288,12 @@ expected<model_info> read_model_dir(const std::string& dir) {
       // A job's directory given for its model (as [model] init takes it): say where the model is.
       std::string hint = " (a model directory holds model.pt and model.json)";
       if (struct stat js{}; ::stat((dir + "/job.toml").c_str(), &js) == 0)
-        hint = std::string(" (")
-                   .append(dir)
-                   .append(" is a job directory: its model is ")
-                   .append(dir)
-                   .append("/model)");
+        hint = ::stat((dir + "/model").c_str(), &js) == 0 ? std::string(" (")
+                                                                .append(dir)
+                                                                .append(" is a job directory: its model is ")
+                                                                .append(dir)
+                                                                .append("/model)")
+                                                          : no_model_yet(dir);
       return make_unexpected(core_errc::io_error, p + ": " + std::strerror(err) + hint);
     }
     if (!S_ISREG(st.st_mode)) return make_unexpected(core_errc::io_error, p + ": not a regular file");

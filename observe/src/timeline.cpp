@@ -148,6 +148,8 @@ void job_timeline::metrics(const metrics_sample& m) {
   if (m.loss) e.fields.emplace_back("loss", *m.loss);
   if (m.goodput) {
     add_noise_scale(e, m.goodput->noise_scale);
+  }
+  if (m.goodput && m.goodput->ring) {  // async_ps: no global batch, goodput or scaled rate (0 read as one)
     e.fields.emplace_back("batch", m.goodput->batch);
     e.fields.emplace_back("goodput", m.goodput->goodput);
     e.fields.emplace_back("lr_factor", m.goodput->lr_factor);

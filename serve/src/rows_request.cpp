@@ -103,11 +103,19 @@ expected<json> parse_body(std::string_view body) {
     json j = json::parse(body, [&](int, json::parse_event_t e, json& parsed) { return place.on(e, parsed); });
     if (!j.is_object()) return make_unexpected(core_errc::invalid_argument, "the body is not a JSON object");
     return j;
+  } catch (const json::parse_error& e) {
+    // As /infer says it: "malformed JSON (byte 2): <what>" ("[json.exception.parse_error.101] parse
+    // error at line 1, column 2: syntax error while parsing ..." was the library's own text).
+    std::string what = e.what();
+    if (auto colon = what.find(": "); colon != std::string::npos) what.erase(0, colon + 2);
+    if (what.rfind("syntax error while parsing ", 0) == 0) what.erase(0, 27);
+    return make_unexpected(core_errc::invalid_argument,
+                           "malformed JSON (byte " + std::to_string(e.byte) + "): " + what);
   } catch (const json::exception& e) {
-    std::string what = e.what();  // "[json.exception.parse_error.101] parse error at ..."
+    std::string what = e.what();  // "[json.exception.out_of_range.406] number overflow ..."
     if (auto close = what.find("] "); what.rfind("[json.", 0) == 0 && close != std::string::npos)
       what.erase(0, close + 2);
-    return make_unexpected(core_errc::invalid_argument, "the body is not JSON: " + what);
+    return make_unexpected(core_errc::invalid_argument, "malformed JSON: " + what);
   } catch (const std::invalid_argument& e) {
     return make_unexpected(core_errc::invalid_argument, e.what());
   }
@@ -154,8 +162,10 @@ expected<infer_input> parse_rows_request(std::string_view body, const model_shap
   auto outputs = outputs_of(j, shape);
   if (!outputs) return outputs.err();
   in.outputs = *outputs;
-  if (!j.contains("rows") || !j["rows"].is_array())
-    return bad("'rows' missing: expected an array of objects");
+  if (!j.contains("rows")) return bad("'rows' missing: expected an array of objects");
+  if (!j["rows"].is_array())
+    return bad(std::string("'rows': expected an array of objects, not ") + j["rows"].type_name() +
+               (j["rows"].is_object() ? " (one row goes in brackets: [{...}])" : ""));
   const auto& rows = j["rows"];
   if (rows.empty() || rows.size() > shape.max_rows)
     return bad("'rows': " + std::to_string(rows.size()) + " rows; this server takes 1 to " +

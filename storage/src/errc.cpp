@@ -1,13 +1,20 @@
 #include "troupe/storage/errc.hpp"
 
+#include "troupe/core/error.hpp"
+
 #include <string>
 
 namespace troupe::storage {
 namespace {
 
-class storage_category_impl final : public std::error_category {
+class storage_category_impl final : public error_category {
  public:
   const char* name() const noexcept override { return "storage"; }
+  // Their contexts are sentences naming what is missing: "jobs/r1/journal: no task journal", "no
+  // model state in jobs/r1 (the job wrote no checkpoint yet)", "the state has no tensor 'w'".
+  bool context_says_it(int c) const noexcept override {
+    return c == static_cast<int>(storage_errc::not_found);
+  }
   std::string message(int c) const override {
     switch (static_cast<storage_errc>(c)) {
       case storage_errc::ok:

@@ -92,7 +92,7 @@ TEST_F(DataCsvUsersCli, StringLabelsNanStandardizeAndAnExactSplit) {
         << list << "\n"
         << r.out;
     EXPECT_NE(r.out.find("filled 15 missing values with their column's mean of the training rows (--missing "
-                         "mean): length_mm "),
+                         "mean); a missing cell of each column takes: length_mm "),
               std::string::npos)
         << r.out;
   }

@@ -207,6 +207,14 @@ TEST(model_export, train_local_writes_a_model_that_matches_pytorch) {
     EXPECT_EQ(job.value("strategy", ""), "local");
     EXPECT_GT(job.value("step", 0), 0) << job.dump();
     EXPECT_EQ(job.value("data_epoch", -1), 0) << job.dump();
+    // Its result.json says it ended as a runner's does: listed finished, and prunable (without a
+    // status it read as a dead job, kept by `troupe jobs prune` for good).
+    EXPECT_EQ(nlohmann::json::parse(read_file(job_dir + "/result.json")).value("status", ""), "finished");
+    std::string listed;
+    ASSERT_EQ(troupe("jobs prune --older-than 0s --dry-run --root " + dir + "/jobs", &listed), 0) << listed;
+    EXPECT_NE(listed.find("would remove " + fs::path(job_dir).filename().string() + " (finished"),
+              std::string::npos)
+        << listed;
     int code = 0;
     auto check = run("/usr/bin/python3 " TROUPE_TEST_SOURCE_DIR "/check_model.py " + model_dir + " " +
                          test_records(cache, dir + "/test") + " " + job_dir + "/result.json",

@@ -104,6 +104,20 @@ TEST_F(timeline_test, an_infinite_noise_scale_is_written_as_such) {
   EXPECT_NE(ev[2].find("noise_scale_infinite"), nullptr);
 }
 
+// async_ps: the shards' estimate is written, not the ring's fields its job does not have (it wrote
+// "goodput": 0.0 and "progress": 0.0, read as a job making no progress).
+TEST_F(timeline_test, an_async_ps_jobs_metrics_carry_its_estimate_and_no_ring_fields) {
+  job_timeline t(dir_.string());
+  metrics_sample m;
+  m.goodput = metrics_sample::goodput_sample{500, 64, 0, 1, 0, false};
+  t.metrics(m);
+  auto ev = events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].number("noise_scale"), 500);
+  for (const char* ring : {"batch", "goodput", "lr_factor", "progress"})
+    EXPECT_EQ(ev[0].find(ring), nullptr) << ring;
+}
+
 TEST_F(timeline_test, a_timeline_that_cannot_write_never_fails_its_caller) {
   job_timeline none;
   none.job_end("failed");

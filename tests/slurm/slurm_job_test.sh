@@ -150,6 +150,13 @@ sed 's/control_partition = "high"/control_partition = "nosuch"/' "$work/plain.to
 rc=$?
 [[ $rc == 2 ]] || fail "unknown partition: exit $rc, expected 2"
 grep -q "nosuch" "$work/bad.err" || fail "unknown partition not named: $(cat "$work/bad.err")"
+# Refused before any job directory is made (a failed one was left), and by `config check` too.
+[[ ! -e "$work/jobs/bad" ]] || fail "unknown partition: a job directory was left: $(ls "$work/jobs/bad")"
+"$B" config check "$work/bad.toml" > "$work/bad.check" 2>&1
+rc=$?
+[[ $rc == 2 ]] || fail "config check of an unknown partition: exit $rc, expected 2: $(cat "$work/bad.check")"
+grep -q "cluster.control_partition: Slurm has no partition 'nosuch'" "$work/bad.check" ||
+  fail "config check did not name the partition: $(cat "$work/bad.check")"
 mkdir -p "$work/empty"
 sed "s|launcher = \"slurm\"|launcher = \"slurm\"\nslurm_bin_dir = \"$work/empty\"|" "$work/plain.toml" > "$work/nobin.toml"
 "$B" run "$work/nobin.toml" --job-id nobin > /dev/null 2> "$work/nobin.err"

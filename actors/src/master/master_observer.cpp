@@ -170,6 +170,11 @@ namespace {
 double estimated_noise_scale(const wire::goodput_report& g) {
   return g.rounds > 0 ? g.noise_scale : std::numeric_limits<double>::quiet_NaN();
 }
+
+observe::metrics_sample::goodput_sample sample_of(const wire::goodput_report& g) {
+  return {estimated_noise_scale(g), static_cast<double>(g.batch), g.goodput, g.lr_factor, g.progress,
+          g.push_shards == 0};
+}
 }  // namespace
 
 void master_observer::goodput(const wire::goodput_report& g) {
@@ -180,6 +185,9 @@ void master_observer::goodput(const wire::goodput_report& g) {
         estimated_noise_scale(g));
   gauge("troupe_gradient_sqr_norm", "Moving average of |G|^2 (Adam: preconditioned)", g.grad_sqr);
   gauge("troupe_gradient_variance", "Moving average of tr(Sigma) over the base batch", g.grad_var);
+  // async_ps: the estimate is its shards' (from the pushes); its workers step at their own batch, with
+  // no global batch, scaled rate or goodput model: those gauges are a ring's (they read 0 and 64).
+  if (g.push_shards > 0) return;
   gauge("troupe_lr_factor", "Learning rate multiple of the last step (lr_scaling)", g.lr_factor);
   gauge("troupe_lr_gain", "AdaScale gain at the current scale", g.gain);
   gauge("troupe_scale_invariant_steps", "Steps counted at the base batch (sum of the gain)", g.progress);
@@ -255,10 +263,7 @@ void master_observer::tick(const cluster::membership_view& view, const job_progr
   m.workers_alive = workers_alive_;
   m.epoch = view.epoch();
   m.restarts = restarts;
-  if (goodput.valid)
-    m.goodput = observe::metrics_sample::goodput_sample{estimated_noise_scale(goodput),
-                                                        static_cast<double>(goodput.batch), goodput.goodput,
-                                                        goodput.lr_factor, goodput.progress};
+  if (goodput.valid) m.goodput = sample_of(goodput);
   if (counts) {
     m.tasks_todo = counts->todo;
     m.tasks_doing = counts->doing;

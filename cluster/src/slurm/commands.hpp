@@ -59,6 +59,13 @@ expected<std::string> first_node(const std::string& partition, const options& so
 // set). Errors: invalid_spec naming the host (unknown, or not in that partition), launch_failed
 // when sinfo fails.
 expected<void> worker_host(const std::string& host, const options& so);
+// The CPUs of `partition` (the default one when empty), from `sinfo -o %C`. Errors: invalid_spec
+// "Slurm has no partition 'P'", launch_failed when sinfo does not run or answer.
+expected<double> partition_cpus(const std::string& partition, const options& so,
+                                troupe::clock& clk = troupe::clock::system());
+// Every partition `so` names exists (control, worker, spare; errors as partition_cpus', wrapped in
+// the key that names the partition): the control partition's CPUs.
+expected<double> check_partitions(const options& so, troupe::clock& clk = troupe::clock::system());
 
 // `sbatch` of one node (sbatch_argv); returns the Slurm job id. Errors: launch_failed carrying
 // sbatch's own message. so.command_timeout is measured on `clk`.

@@ -75,19 +75,6 @@ struct launcher::impl {
     unknown.state = "UNKNOWN";
     return unknown;
   }
-  // The CPUs of `partition` (the default one when empty), from `sinfo -o %C`.
-  expected<double> partition_cpus(const std::string& partition) const {
-    std::vector<std::string> sinfo = {"sinfo", "-h", "-o", "%C"};
-    if (!partition.empty()) sinfo.insert(sinfo.begin() + 1, {"-p", partition});
-    auto r = tool(sinfo);
-    if (!r) return r.err();
-    if (r->code != 0)
-      return make_unexpected(cluster_errc::launch_failed, "sinfo failed (is slurmctld up?): " + said(*r));
-    if (r->out.empty())
-      return make_unexpected(cluster_errc::invalid_spec, "Slurm has no partition '" + partition + "'");
-    // %C: allocated/idle/other/total
-    return std::atof(r->out.substr(r->out.rfind('/') + 1).c_str());
-  }
   // The log file of job `job` and its size at submission.
   std::pair<std::string, std::uint64_t> log_of(long job) const {
     std::lock_guard lock(mu);
@@ -183,15 +170,9 @@ expected<std::unique_ptr<launcher>> launcher::create(launcher_options lo, option
   auto exe = self_exe();
   if (!exe) return exe.err();
   p->program = *exe;
-  auto cpus = p->partition_cpus(p->so.partition);
-  if (!cpus) return std::move(cpus).err().wrap("cluster.control_partition");
+  auto cpus = check_partitions(p->so, p->lo.clock);
+  if (!cpus) return cpus.err();
   p->total.cpus = *cpus;
-  for (const auto& [key, other] : {std::pair{"cluster.worker_partition", &p->so.worker_partition},
-                                   std::pair{"cluster.spare_partition", &p->so.spare_partition}}) {
-    if (other->empty() || *other == p->so.partition) continue;
-    auto w = p->partition_cpus(*other);  // an unknown partition is named now, not at the first sbatch
-    if (!w) return std::move(w).err().wrap(key);
-  }
   impl* raw = p.get();
   p->watcher = std::thread([raw] { raw->run(); });
   return std::unique_ptr<launcher>(new launcher(std::move(p)));

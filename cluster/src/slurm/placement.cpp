@@ -1,5 +1,8 @@
 // Where Slurm puts nodes: the master's host and its address, the hosts workers may be placed on
 // (commands.hpp).
+#include <cstdlib>
+#include <utility>
+
 #include "slurm/commands.hpp"
 #include "troupe/cluster/errc.hpp"
 
@@ -52,6 +55,31 @@ expected<void> worker_host(const std::string& host, const options& so) {
                    ? "Slurm has no such node"
                    : "not a node of partition '" + partition + "', where the job's workers run");
   return {};
+}
+
+expected<double> partition_cpus(const std::string& partition, const options& so, troupe::clock& clk) {
+  std::vector<std::string> sinfo = {"sinfo", "-h", "-o", "%C"};
+  if (!partition.empty()) sinfo.insert(sinfo.begin() + 1, {"-p", partition});
+  auto r = run_tool(sinfo, so.bin_dir, so.command_timeout, 0, clk);
+  if (!r) return r.err();
+  if (r->code != 0)
+    return make_unexpected(cluster_errc::launch_failed, "sinfo failed (is slurmctld up?): " + said(*r));
+  if (r->out.empty())
+    return make_unexpected(cluster_errc::invalid_spec, "Slurm has no partition '" + partition + "'");
+  // %C: allocated/idle/other/total
+  return std::atof(r->out.substr(r->out.rfind('/') + 1).c_str());
+}
+
+expected<double> check_partitions(const options& so, troupe::clock& clk) {
+  auto cpus = partition_cpus(so.partition, so, clk);
+  if (!cpus) return std::move(cpus).err().wrap("cluster.control_partition");
+  for (const auto& [key, other] : {std::pair{"cluster.worker_partition", &so.worker_partition},
+                                   std::pair{"cluster.spare_partition", &so.spare_partition}}) {
+    if (other->empty() || *other == so.partition) continue;
+    auto w = partition_cpus(*other, so, clk);  // an unknown partition is named now, not at the first sbatch
+    if (!w) return std::move(w).err().wrap(key);
+  }
+  return cpus;
 }
 
 }  // namespace troupe::cluster::slurm

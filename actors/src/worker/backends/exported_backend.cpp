@@ -82,8 +82,8 @@ expected<float> exported_backend::predict(const nn::batch& b) {
   logits_.resize(n * k);
   probs_.resize(n * k);
   if (auto e = predictor_->predict(dense_.data(), fields_ ? ids_.data() : nullptr, n, logits_.data());
-      !e.empty())
-    return make_unexpected(nn::nn_errc::bad_shape, e);
+      !e.empty())  // the model's own failure (a user module's ValueError), or the shape it returned
+    return make_unexpected(nn::nn_errc::model_failed, e);
   return static_cast<float>(k == 1 ? binary(logits_.data(), b, probs_.data())
                                    : softmax(logits_.data(), b, k, probs_.data()));
 }

@@ -42,6 +42,7 @@
 //                                 #   runner and master listen there); "": the route towards the first host
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -114,6 +115,10 @@ struct control_plan {
   std::string node_listen;
 };
 expected<control_plan> plan_control(const cluster_config& cfg);
+// A Slurm job's partitions (control, worker, spare) exist, asked of sinfo, waiting `timeout` at most
+// for it: invalid_spec naming the key of one Slurm has not; launch_failed when sinfo does not run
+// or answer (slurmctld down: the runner's start says so). Nothing asked for the local launcher.
+expected<void> check_slurm_partitions(const cluster_config& cfg, std::chrono::milliseconds timeout);
 
 // One node submitted as a Slurm job of its own, outside any launcher (`troupe run --submit`: the
 // runner), named <site.job_id prefix>:<node>, on the control partition (spec.host: -w). Returns

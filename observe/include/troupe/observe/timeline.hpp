@@ -35,6 +35,7 @@ struct metrics_sample {
   // the scale-invariant steps.
   struct goodput_sample {
     double noise_scale = 0, batch = 0, goodput = 0, lr_factor = 1, progress = 0;
+    bool ring = true;  // false: async_ps's shards' estimate, whose job has no global batch or goodput
   };
   std::optional<goodput_sample> goodput;
 };
