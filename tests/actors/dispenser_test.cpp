@@ -253,6 +253,31 @@ TEST_F(dispenser_test, a_renewed_lease_runs_a_lease_timeout_from_its_renewal) {
   EXPECT_EQ(counts().doing, 0u);
 }
 
+// A worker in a long step renews from a thread that cannot name the lease whose reply came during
+// the step (unread yet): the lease granted to it last is renewed with its renewals (it expired, and
+// its rows were trained twice); once reported, it is not.
+TEST_F(dispenser_test, the_lease_granted_last_is_renewed_with_the_holders_renewals) {
+  auto a = request(w0);
+  ASSERT_TRUE(a.task);
+  std::vector<std::uint64_t> held{a.id};
+  auto b = request(w0, held);  // leased ahead: its reply unread by the worker
+  ASSERT_TRUE(b.task);
+  ASSERT_NE(b.id, a.id);
+  auto renew_a = [&] {
+    disp_->on_message(incoming(w0, "worker", "dispenser", [&](auto body) {
+      auto l = body.initTaskRenew().initLeases(1);
+      l[0].setTaskId(a.id);
+      l[0].setAttempt(a.attempt);
+    }));
+  };
+  node_->manual().advance(std::chrono::milliseconds(900));
+  renew_a();
+  node_->manual().advance(std::chrono::milliseconds(900));
+  disp_->requeue_expired();
+  EXPECT_EQ(counts().doing, 2u) << "the lease granted last expired under its holder's renewals";
+  EXPECT_EQ(disp_->counts()->requeued, 0u);
+}
+
 TEST_F(dispenser_test, a_report_of_an_old_attempt_is_refused) {
   auto a = request(w0);
   ASSERT_TRUE(a.task);

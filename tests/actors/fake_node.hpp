@@ -8,6 +8,7 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -42,6 +43,7 @@ class fake_node final : public node_context {
     auto msg = loopback_message(m, who_.id);
     if (!msg) return msg.err();
     if (msg->kind() == schema::Envelope::Body::MEMBERSHIP) hold_view(node, *msg);
+    std::lock_guard lk(outbox_mu_);  // a worker's lease renewals during a step come from a thread
     outbox.push_back({node, to, from, std::move(*msg)});
     return {};
   }
@@ -83,9 +85,13 @@ class fake_node final : public node_context {
   }
 
   // Takes what was sent so far.
-  std::vector<sent> take() { return std::exchange(outbox, {}); }
+  std::vector<sent> take() {
+    std::lock_guard lk(outbox_mu_);
+    return std::exchange(outbox, {});
+  }
 
   std::vector<sent> outbox;
+  std::mutex outbox_mu_;
   // The view each node holds from the membership messages sent to it, as the node would: a whole
   // view replaces it, a delta applies to it. A delta that did not apply counts in views_missed.
   std::map<std::string, cluster::membership_view> held_views;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #include "fake_node.hpp"
@@ -146,6 +147,36 @@ TEST_F(task_lease_client_test, held_leases_are_renewed_every_third_before_they_e
   EXPECT_EQ(renewals().size(), 1u);
   // Every renewal went out well before the 300 ms lease ran out since the one before.
   EXPECT_LT(node_.clock().now(), leased_at + 300ms);
+}
+
+// A step longer than the lease (a user module's 50 s forward): pump_renew runs between steps only,
+// and the tasks were re-queued while the worker lived (their rows trained twice). The client's
+// thread renews the leases held as the step began each third of the lease while it runs, and for
+// 10 lease times at most (a step hung for good gives its tasks up); none once the step ended.
+TEST_F(task_lease_client_test, a_step_longer_than_the_lease_keeps_its_leases) {
+  auto t = lease_one(7, 150);
+  const lease held[] = {t};
+  // Moves the manual clock `by` in 5 ms steps, as fast as real time (the thread naps 25 ms).
+  auto run_for = [&](std::chrono::milliseconds by) {
+    for (auto left = by; left > 0ms; left -= 5ms) {
+      node_.manual().advance(5ms);
+      std::this_thread::sleep_for(5ms);
+    }
+  };
+  client_.step_begins(held);
+  run_for(140ms);  // almost a lease: renewed by the thread meanwhile
+  auto during = renewals();
+  ASSERT_FALSE(during.empty()) << "no renewal while the step ran";
+  EXPECT_EQ(during.front(), (std::vector<std::uint64_t>{7}));
+  run_for(1500ms);  // 10 lease times in all: no more after
+  renewals();
+  run_for(300ms);
+  EXPECT_TRUE(renewals().empty()) << "renewed past 10 lease times: a hung step held its tasks for good";
+  client_.step_ends();
+  client_.step_begins(held);  // a new step, ended at once: nothing from the thread
+  client_.step_ends();
+  run_for(300ms);
+  EXPECT_TRUE(renewals().empty());
 }
 
 TEST_F(task_lease_client_test, a_report_is_resent_until_acknowledged) {

@@ -127,12 +127,16 @@ void task_dispenser::on_messages(const std::vector<message>& batch) {
       timeline_.requeue(jb.leases[i].holder, out->leases[i].requeued, "lease not received");
     }
     bool none = !granted || paused();
+    if (!none && out->leases[i].leased)
+      last_grant_[jb.leases[i].holder] = {out->leases[i].leased->id, out->leases[i].leased->attempt};
     reply_lease(*askers[i], none ? std::nullopt : out->leases[i].leased, none);
   }
 }
 
 void task_dispenser::ack_report(const message& m, const storage::report_request& r,
                                 const expected<storage::task_state>& state) {
+  if (auto g = last_grant_.find(r.holder); g != last_grant_.end() && g->second.first == r.id)
+    last_grant_.erase(g);  // reported: nothing to renew
   std::string refused;
   if (!state) {
     refused = state.err().to_string();
@@ -178,13 +182,24 @@ void task_dispenser::reply_lease(const message& req, const std::optional<storage
 // A worker still works on these leases: each one it still holds runs for another lease timeout.
 // A lease it no longer holds (re-queued, handed to someone else) is left alone: its report will be
 // refused as stale.
+// The lease granted to the holder last is renewed with them: its reply may still be on its way, or
+// unread by a worker busy in a long step (a user module's 50 s forward), whose renewals (sent by a
+// thread of its own during the step) cannot name it; it expired and its rows were trained twice. A
+// lease the worker never received is requeued by its next request (it names what it holds).
 void task_dispenser::renew_leases(const message& m) {
   std::string holder = m.from_node().to_string();
   std::int64_t deadline = node_.clock().wall_ms() + node_.spec().job.lease_timeout.count();
-  for (auto l : m.body().getTaskRenew().getLeases())
-    if (auto r = journal_->renew(l.getTaskId(), holder, l.getAttempt(), deadline);
-        !r && !disk_trouble(r.err()))
-      spdlog::debug("dispenser: renewal of task {} by {}: {}", l.getTaskId(), holder, r.err().to_string());
+  auto renew = [&](std::uint64_t id, std::uint32_t attempt) {
+    if (auto r = journal_->renew(id, holder, attempt, deadline); !r && !disk_trouble(r.err()))
+      spdlog::debug("dispenser: renewal of task {} by {}: {}", id, holder, r.err().to_string());
+  };
+  const auto last = last_grant_.find(holder);
+  bool named_last = last == last_grant_.end();
+  for (auto l : m.body().getTaskRenew().getLeases()) {
+    renew(l.getTaskId(), l.getAttempt());
+    named_last = named_last || (l.getTaskId() == last->second.first && l.getAttempt() == last->second.second);
+  }
+  if (!named_last) renew(last->second.first, last->second.second);
 }
 
 void task_dispenser::requeue_holder(const std::string& holder) {

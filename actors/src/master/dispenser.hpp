@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -73,6 +74,8 @@ class task_dispenser {
   // "task <id>: <error>" of the last task quarantined (read from the journal once after a restart).
   mutable std::string last_failure_;
   std::set<std::string> departed_;  // holders requeue_holder() was called for
+  // The lease granted to each holder last (task id, attempt): renewed with its renewals.
+  std::map<std::string, std::pair<std::uint64_t, std::uint32_t>> last_grant_;
   std::uint32_t data_epoch_ = 0;
   observe::job_timeline timeline_;  // re-queues and quarantines
 };

@@ -13,6 +13,51 @@ using namespace std::chrono_literals;
 
 task_lease_client::task_lease_client(node_context& node, wire::rpc_channel& rpc) : node_(node), rpc_(rpc) {}
 
+task_lease_client::~task_lease_client() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (step_renewer_.joinable()) step_renewer_.join();
+}
+
+void task_lease_client::step_begins(std::span<const lease> held) {
+  if (lease_ms_.count() == 0) return;  // no lease granted yet: nothing to renew
+  {
+    std::lock_guard lk(mu_);
+    step_leases_ = renewed(held);
+    step_lease_ms_ = lease_ms_;
+  }
+  step_began_.store(now().time_since_epoch().count(), std::memory_order_relaxed);
+  stepping_.store(true, std::memory_order_release);
+  if (!step_renewer_.joinable()) step_renewer_ = std::thread([this] { renew_during_steps(); });
+}
+
+// Wakes each sixth of the lease time; renews when a step runs and the last renewal (the training
+// thread's or its own) is a third of the lease time old: at most half the lease apart.
+void task_lease_client::renew_during_steps() {
+  std::unique_lock lk(mu_);
+  while (!stop_) {
+    const auto lease = step_lease_ms_;
+    // Real naps of at most 200 ms (a sixth of a short lease): the clock is read again after each.
+    const auto nap = std::clamp<troupe::clock::duration>(lease / 6, 10ms, 200ms);
+    troupe::wait_until(
+        node_.clock(), cv_, lk, now() + lease / 6, [&] { return stop_; }, nap);
+    if (stop_) break;
+    const auto t = now().time_since_epoch().count();
+    const auto ns = [](auto d) { return std::chrono::duration_cast<troupe::clock::duration>(d).count(); };
+    if (!stepping_.load(std::memory_order_acquire) || step_leases_.empty() ||
+        t - last_renewed_.load(std::memory_order_relaxed) < ns(lease / 3) ||
+        t - step_began_.load(std::memory_order_relaxed) > ns(10 * lease))
+      continue;
+    auto leases = step_leases_;
+    lk.unlock();
+    send_renewal(leases);
+    lk.lock();
+  }
+}
+
 void task_lease_client::report(const lease& t, const std::string& failure) {
   outbound o(outbound::small_words);
   auto r = o.body().initTaskReport();
@@ -119,15 +164,25 @@ task_lease_client::answer task_lease_client::take(const message& reply, std::spa
   return a;
 }
 
-void task_lease_client::pump_renew(std::span<const lease> held) {
-  if (lease_ms_.count() == 0 || now() < next_renew_) return;
+std::vector<std::pair<std::uint64_t, std::uint32_t>> task_lease_client::renewed(std::span<const lease> held) {
   std::vector<std::pair<std::uint64_t, std::uint32_t>> leases;
   for (const auto& l : held) leases.emplace_back(l.id, l.attempt);
   for (auto& o : unsent_) {
     auto r = o.body().getTaskReport();
     leases.emplace_back(r.getTaskId(), r.getAttempt());
   }
+  return leases;
+}
+
+void task_lease_client::pump_renew(std::span<const lease> held) {
+  if (lease_ms_.count() == 0 || now() < next_renew_) return;
+  const auto leases = renewed(held);
   if (leases.empty()) return;
+  send_renewal(leases);
+  next_renew_ = now() + lease_ms_ / 3;
+}
+
+void task_lease_client::send_renewal(const std::vector<std::pair<std::uint64_t, std::uint32_t>>& leases) {
   outbound o;
   auto out = o.body().initTaskRenew().initLeases(static_cast<unsigned>(leases.size()));
   for (unsigned i = 0; i < leases.size(); ++i) {
@@ -136,7 +191,7 @@ void task_lease_client::pump_renew(std::span<const lease> held) {
   }
   if (auto s = node_.send("master", "dispenser", std::move(o), "worker"); !s)
     spdlog::debug("lease renewal: {}", s.err().to_string());
-  next_renew_ = now() + lease_ms_ / 3;
+  last_renewed_.store(now().time_since_epoch().count(), std::memory_order_relaxed);
 }
 
 task_lease_client::time_point task_lease_client::next_due(time_point limit) {

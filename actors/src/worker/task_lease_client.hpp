@@ -14,14 +14,20 @@
 //   it as held (names it in lease requests, renews it) until the report is acknowledged.
 // - Errors are not thrown: a request that cannot be sent or times out is asked again (10 ms for a
 //   lease, 100 ms for a report), a refused report (a stale lease) counts as acknowledged.
-// - Single-threaded: the worker's training thread owns it.
+// - Single-threaded: the worker's training thread owns it, but for the renewals during a step
+//   (step_begins .. step_ends), which a thread of the client's sends (below).
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "node_context.hpp"
@@ -48,6 +54,9 @@ class task_lease_client {
 
   // `node` (its send and clock) and `rpc` outlive the client. Requests go to (master, dispenser).
   task_lease_client(node_context& node, wire::rpc_channel& rpc);
+  ~task_lease_client();
+  task_lease_client(const task_lease_client&) = delete;
+  task_lease_client& operator=(const task_lease_client&) = delete;
 
   // Takes the acknowledgement of the report on its way when it has come, then sends the oldest
   // unacknowledged report when it is due (at once after an acknowledgement or a failed send).
@@ -60,6 +69,15 @@ class task_lease_client {
   // Every third of the lease time (once a lease was granted) renews `held` and the unacknowledged
   // reports' tasks; a lost renewal is made up by the next one, two more before the lease runs out.
   void pump_renew(std::span<const lease> held);
+  // A step runs from step_begins to step_ends. pump_renew runs between steps only: a step longer
+  // than the lease time (a user module's long forward, a long wait in the ring) had its tasks
+  // re-queued while its worker lived, their rows trained twice. So a thread of the client's renews
+  // the leases held as a step began (and the unacknowledged reports' tasks) each third of the lease
+  // time the step runs on, for 10 lease times at most: a step hung for good gives its tasks up. It
+  // wakes each sixth of the lease time on its own (no wake-up per step) and sends when a step runs
+  // and the last renewal, the training thread's or its own, is a third of the lease time old.
+  void step_begins(std::span<const lease> held);
+  void step_ends() { stepping_.store(false, std::memory_order_release); }
   // Queues the report of task `t`: done (empty `failure`) or failed. Sent by pump_reports().
   void report(const lease& t, const std::string& failure);
 
@@ -80,6 +98,10 @@ class task_lease_client {
   // The answer in a TaskLease reply; sets the renewal period and the next request's time.
   answer take(const message& reply, std::span<const lease> held);
   void ask(std::span<const lease> held);
+  // `held` and the unacknowledged reports' tasks: what a renewal names.
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> renewed(std::span<const lease> held);
+  void send_renewal(const std::vector<std::pair<std::uint64_t, std::uint32_t>>& leases);
+  void renew_during_steps();  // the thread's loop
 
   node_context& node_;
   wire::rpc_channel& rpc_;
@@ -94,6 +116,16 @@ class task_lease_client {
   // held leases are renewed next.
   std::chrono::milliseconds lease_ms_{0};
   time_point next_renew_{};
+  // The renewals during steps: the thread, what it renews (under mu_) and the step in progress.
+  std::thread step_renewer_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;                                                 // under mu_
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> step_leases_;  // under mu_
+  std::chrono::milliseconds step_lease_ms_{0};                        // under mu_
+  std::atomic<bool> stepping_{false};
+  // On the clock, as time_since_epoch counts: when the step began, and the last renewal sent.
+  std::atomic<std::int64_t> step_began_{0}, last_renewed_{0};
 };
 
 }  // namespace troupe::actors

@@ -324,7 +324,9 @@ bool train_some(worker_state& st, clock::time_point until) {
   // A ring change during the step ends the wait that follows it at once.
   const auto epoch = st.node->ring_epoch().load(std::memory_order_acquire);
   auto b = current_batch(st);
+  st.leases->step_begins(held(st));  // renewed while the step runs past a third of the lease
   auto stepped = run_step(st, b ? &*b : nullptr);
+  st.leases->step_ends();
   if (!stepped) return true;
   if (!after_step(st, *stepped, b, epoch, until)) return false;
   end_task_if_done(st);
