@@ -79,6 +79,15 @@ expected<double> train_epochs(const nn::job_config& job, bool binary,
   for (std::size_t e = 1; e <= job.train.epochs; ++e) {
     auto loss = one_epoch(e - 1);
     if (!loss) return loss.err();
+    // As a `troupe run` worker fails its task (and the job) on such a step: a model that predicts
+    // nothing, written and reported "ok" with a null loss (exit 0), was the end before.
+    if (!std::isfinite(*loss))
+      return make_unexpected(
+          core_errc::invalid_argument,
+          "training diverged: the loss of epoch " + std::to_string(e) + " is " +
+              (std::isnan(*loss) ? "NaN" : "infinite") +
+              " (the model's weights are no longer numbers: a lower train.learning_rate, or "
+              "a model that computes no NaN)");
     train_loss = *loss;
     auto ev = evaluate();
     if (!ev) return ev.err();

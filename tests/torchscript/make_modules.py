@@ -181,4 +181,18 @@ save("frozen", Frozen())
 save("mlp", nn.Sequential(nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10)))
 with open(os.path.join(OUT, "garbage.pt"), "wb") as f:
     f.write(b"not a zip archive, not TorchScript")
+
+
+def newer_op(src, dst):
+    """An archive as a newer torch writes one: its code calls an op this libtorch lacks."""
+    import zipfile
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename.endswith(".py"):
+                data = data.replace(b"torch.linear(", b"torch.linear_v2(")
+            zout.writestr(item, data)
+
+
+newer_op(os.path.join(OUT, "dense.pt"), os.path.join(OUT, "newer_op.pt"))
 print(OUT)

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "../job/job_harness.hpp"
@@ -125,6 +126,19 @@ TEST(torch_job, a_model_whose_loss_is_nan_fails_its_job_saying_it_diverged) {
   EXPECT_NE(res.value("reason", "").find("training diverged: the loss of step"), std::string::npos)
       << res.dump();
   EXPECT_TRUE(no_processes_of(r));
+}
+
+// train --local of the same module fails too, saying so (it wrote a model that predicts nothing and
+// ended "ok" with a null loss, exit 0).
+TEST(torch_job, train_local_of_a_model_whose_loss_is_nan_fails_saying_it_diverged) {
+  const auto dir = test_root("torch-nan-local");
+  std::ofstream(dir + "/job.toml") << "[job]\nroot = \"" << dir << "/jobs\"\ndataset_cache = \""
+                                   << dataset_cache() << "\"\n"
+                                   << small_torch_job(modules() + "/nan_when_training.pt");
+  std::string out;
+  EXPECT_EQ(troupe("train --local " + dir + "/job.toml 2>&1", &out), 1) << out;
+  EXPECT_NE(out.find("training diverged: the loss of epoch 1 is NaN"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir + "/jobs")) << "a model was written";
 }
 
 // Issue 44: a start-up race trained a task twice. A worker leases its first task before it joins

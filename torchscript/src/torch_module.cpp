@@ -1,6 +1,7 @@
 #include "torch_module.hpp"
 
 #include <torch/cuda.h>
+#include <torch/version.h>
 
 #include <filesystem>
 #include <sstream>
@@ -36,12 +37,21 @@ expected<torch::jit::Module> load_module(const std::string& path, torch::Device 
     m.train();
     return m;
   } catch (const std::exception& e) {
-    std::string msg = e.what();
-    msg = msg.substr(0, msg.find('\n'));
-    return make_unexpected(
-        core_errc::invalid_argument,
-        path + ": not a TorchScript archive (save it with torch.jit.script(module).save(path)): " + msg);
+    return make_unexpected(core_errc::invalid_argument, load_failure(path, e));
   }
+}
+
+std::string load_failure(const std::string& path, const std::exception& e) {
+  std::string cause = error_cause(e);
+  if (cause.rfind("[enforce fail at ", 0) == 0)  // "[enforce fail at inline_container.cc:165] . Attempted..."
+    if (auto end = cause.find("] . "); end != std::string::npos) cause.erase(0, end + 4);
+  if (cause.find("Unknown builtin op") != std::string::npos ||
+      cause.find("maximum supported version") != std::string::npos)
+    return path +
+           ": a TorchScript archive this libtorch (" TORCH_VERSION
+           ") cannot load, saved by a newer torch?: " +
+           cause + " (save it with torch " TORCH_VERSION ", or without what it names)";
+  return path + ": not a TorchScript archive (save it with torch.jit.script(module).save(path)): " + cause;
 }
 
 expected<bool> check_signature(const torch::jit::Module& m, const std::string& path, bool sparse) {
@@ -127,6 +137,7 @@ std::string error_cause(const std::exception& e) {
   std::string msg = e.what();
   if (auto cut = msg.find("\nException raised from"); cut != std::string::npos) msg.resize(cut);
   while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+  msg.erase(0, msg.find_first_not_of("\n "));  // "\nUnknown builtin op: aten::x.\n..." read as ""
   const auto first = msg.substr(0, msg.find('\n'));
   if (first.find("failed in the TorchScript interpreter") == std::string::npos) return first;
   const auto last = msg.rfind('\n');

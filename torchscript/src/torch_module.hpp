@@ -47,6 +47,10 @@ std::string shape_of(const at::Tensor& t);
 // followed here by where the module raised it (`(at "m.py", line 7, in forward: return ...)`); any
 // other's first line does. The C++ stack ("Exception raised from ...") is dropped.
 std::string error_cause(const std::exception& e);
+// Why torch::jit::load refused `path`, on one line: not a TorchScript archive, or one this
+// libtorch cannot read (an op or a file format of a newer torch: it said "not a TorchScript
+// archive" with an empty cause, libtorch's message beginning with a newline).
+std::string load_failure(const std::string& path, const std::exception& e);
 
 // The error of a step that failed inside libtorch: "<path>: <what> failed on inputs dense [n, d],
 // emb [n, fields, dim]: <error_cause>", on one line.

@@ -118,8 +118,7 @@ std::string torchscript_predictor::load() {
   try {
     mod_ = torch::jit::load(o_.path, dev_);
   } catch (const std::exception& e) {
-    return o_.path + ": not a TorchScript archive (save it with torch.jit.script(module).save(path)): " +
-           error_cause(e);
+    return actors::load_failure(o_.path, e);
   }
   mod_.eval();
   if (auto bad = check_signature(); !bad.empty()) return bad;
