@@ -146,6 +146,18 @@ class NaNWhenTraining(nn.Module):  # passes every check (eval mode); each traini
         return out
 
 
+class WrongUnless1024(nn.Module):  # right on 1024 rows (config check's forward), 2 logits otherwise
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(784, 10)
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        y = self.l(dense)
+        if dense.size(0) != 1024:
+            return y[:, :2]
+        return y
+
+
 class SlowFirstStep(nn.Module):  # a worker's first training forward takes seconds (its warm-up)
     def __init__(self):
         super().__init__()
@@ -176,6 +188,7 @@ save("slow_first_step", SlowFirstStep())
 save("fails_on_large_batches", FailsOnLargeBatches())
 save("fails_on_real_evaluation", FailsOnRealEvaluation())
 save("nan_when_training", NaNWhenTraining())
+save("wrong_unless_1024", WrongUnless1024())
 save("per_row_loss", PerRowLoss())
 save("frozen", Frozen())
 save("mlp", nn.Sequential(nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10)))

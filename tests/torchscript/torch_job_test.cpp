@@ -128,6 +128,21 @@ TEST(torch_job, a_model_whose_loss_is_nan_fails_its_job_saying_it_diverged) {
   EXPECT_TRUE(no_processes_of(r));
 }
 
+// A model that fails the worker's start-up check (its logits right on config check's 1024 rows,
+// another width on the probe's) ends the job at once naming the error: its workers crash-looped for
+// ~40 s ("worker-0 died 11 times in a minute"), relaunched 20 times.
+TEST(torch_job, a_model_refused_as_the_workers_start_fails_the_job_at_once) {
+  auto r = start_job("torch-refused", small_torch_job(modules() + "/wrong_unless_1024.pt"));
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(120)), 1) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_EQ(res.value("status", ""), "failed") << res.dump();
+  EXPECT_NE(res.value("reason", "").find(": the job's model failed as it started: "), std::string::npos)
+      << res.dump();
+  EXPECT_NE(res.value("reason", "").find("logits of shape"), std::string::npos) << res.dump();
+  EXPECT_EQ(res.value("node_restarts", -1), 0) << "relaunched into the same failure: " << res.dump();
+  EXPECT_TRUE(no_processes_of(r));
+}
+
 // train --local of the same module fails too, saying so (it wrote a model that predicts nothing and
 // ended "ok" with a null loss, exit 0).
 TEST(torch_job, train_local_of_a_model_whose_loss_is_nan_fails_saying_it_diverged) {

@@ -2,13 +2,17 @@
 // bounded slice of the loop in worker_loop.cpp) with requests from the master (evaluate).
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
+
 #include <caf/all.hpp>
 
 #include <caf/stateful_actor.hpp>
 #include "caf_types.hpp"
 #include "troupe/actors/backends.hpp"
+#include "troupe/cluster/start_failure.hpp"
 #include "troupe/job/data.hpp"
 #include "troupe/job/data_model.hpp"
+#include "troupe/nn/errc.hpp"
 #include "worker/backends/cuda_backend.hpp"
 
 #include "replica_state.hpp"
@@ -33,6 +37,12 @@ std::unique_ptr<trainer_backend> make_backend(worker_state& st, worker_host* rt)
     b = make_cuda_backend(*rt, *st.rpc, std::move(*m));
   } else {
     b = make_host_backend(spec, info);
+  }
+  // The model itself refused (its probe's logits, an error inside it): not this worker's to retry.
+  if (!b && (b.err() == nn::nn_errc::bad_shape || b.err() == nn::nn_errc::model_failed)) {
+    spdlog::error("{}", b.err().to_string());
+    spdlog::default_logger()->flush();
+    std::_Exit(cluster::exit_model_refused);
   }
   if (!b) throw std::runtime_error(b.err().to_string());
   return std::move(*b);

@@ -136,6 +136,11 @@ void runner::on_exit(const node_exit_event& e) {
     } else if (v.slot->role == cluster::node_role::worker && status.signal == 0 &&
                status.code == cluster::exit_no_worker_slot) {
       no_worker_slot(*v.slot);
+    } else if (v.slot->role == cluster::node_role::worker && status.signal == 0 &&
+               status.code == cluster::exit_model_refused) {
+      const auto why = cluster::last_logged_error(status);
+      outcome_.fail(h.id.name + ": the job's model failed as it started" + (why.empty() ? "" : ": " + why) +
+                    " (every worker would; see " + dir_->log_path(h.id.name) + ")");
     } else {
       relaunch(*v.slot, h, status);
     }

@@ -23,6 +23,11 @@ constexpr int exit_join_failed = 69;
 // no_worker_slot; EX_TEMPFAIL): not a death. The runner does not relaunch it (its workers go down by
 // one) where it relaunched it into the same refusal until the job failed ("died 11 times in a minute").
 constexpr int exit_no_worker_slot = 75;
+// A worker's exit code when the job's model failed its check as the worker started (the start-up
+// probe's forward: logits of another shape, an error raised inside the module; EX_DATAERR): every
+// worker would fail the same way, so the runner fails the job at once, naming the worker's error
+// (the workers crash-looped for ~40 s, "died 11 times in a minute", before).
+constexpr int exit_model_refused = 65;
 // The process ended with that code (not by a signal).
 inline bool could_not_join(const exit_status& s) {
   return s.code == exit_join_failed && s.signal == 0;
