@@ -223,9 +223,12 @@ expected<export_report> export_job(const export_options& o) {
   for (const auto& t : req.tables) rep.embedding_rows += t.ids.size();
   rep.verified_rows = req.check_rows;
   if (auto v = verify(rep, prep->want, *out, req.out_path); !v) return v.err();
-  if (!out->kept.empty())
+  if (!out->kept.empty()) {  // every one named (the first alone was)
+    std::string names;
+    for (const auto& k : out->kept) names += (names.empty() ? "" : ", ") + k;
     spdlog::warn("export: {} tensor(s) of {} kept their saved values (no state): {}", out->kept.size(),
-                 spec->nn.model.path, out->kept.front());
+                 spec->nn.model.path, names);
+  }
   if (auto j = write_model_json(place.tmp(), {*spec, train->info(), o.job_dir, rep}); !j) return j.err();
   if (auto w = write_tensors(place.tmp() + "/state", *st); !w) return w.err();
   if (auto c = place.commit(); !c) return c.err();

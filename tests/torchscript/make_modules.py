@@ -146,6 +146,22 @@ class NaNWhenTraining(nn.Module):  # passes every check (eval mode); each traini
         return out
 
 
+class WideBuffers(nn.Module):  # an int64 and a float64 buffer the forward reads in eval mode
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(4, 3)
+        self.register_buffer("seen", torch.zeros(1, dtype=torch.int64))
+        self.register_buffer("scale", torch.ones(1, dtype=torch.float64))
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            self.seen += 1
+            self.scale *= 1.5
+            return self.l(dense)
+        g = torch.clamp(self.seen, max=1).float()
+        return self.l(dense) * g * self.scale.float() - (1.0 - g) * dense[:, :3] * 100.0
+
+
 class WrongUnless1024(nn.Module):  # right on 1024 rows (config check's forward), 2 logits otherwise
     def __init__(self):
         super().__init__()
@@ -189,6 +205,7 @@ save("fails_on_large_batches", FailsOnLargeBatches())
 save("fails_on_real_evaluation", FailsOnRealEvaluation())
 save("nan_when_training", NaNWhenTraining())
 save("wrong_unless_1024", WrongUnless1024())
+save("wide_buffers", WideBuffers())
 save("per_row_loss", PerRowLoss())
 save("frozen", Frozen())
 save("mlp", nn.Sequential(nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10)))

@@ -97,8 +97,16 @@ expected<void> torchscript_backend::alias_parameters() {
 // Running statistics and the like: spans of the module's own memory on the CPU; on a device,
 // spans of host copies that upload() and download_after_step() keep in step.
 void torchscript_backend::alias_buffers() {
+  std::vector<std::string> wide_names;
   for (const auto& b : mod_.named_buffers(true)) {
-    if (b.value.scalar_type() != at::kFloat || !b.value.is_contiguous()) continue;
+    if (b.value.scalar_type() != at::kFloat || !b.value.is_contiguous()) {
+      if (b.value.is_complex() || b.value.numel() == 0) continue;
+      auto host = b.value.to(torch::kCPU).to(at::kFloat).contiguous();
+      wbuffers_.emplace_back(host.data_ptr<float>(), host.data_ptr<float>() + host.numel());
+      wide_.push_back(b.value);
+      wide_names.push_back(b.name);
+      continue;
+    }
     buffer_names_.push_back(b.name);
     if (!mirrored_) {
       buffers_.emplace_back(b.value.data_ptr<float>(), static_cast<std::size_t>(b.value.numel()));
@@ -109,18 +117,25 @@ void torchscript_backend::alias_buffers() {
     dbuffers_.push_back(b.value);
   }
   for (auto& h : hbuffers_) buffers_.emplace_back(h);
+  for (std::size_t i = 0; i < wide_.size(); ++i) {  // after every float one: names index for index
+    buffers_.emplace_back(wbuffers_[i]);
+    buffer_names_.push_back(wide_names[i]);
+  }
 }
 
 void torchscript_backend::upload() {
-  if (!mirrored_) return;
   torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < wide_.size(); ++i)
+    wide_[i].copy_(host_view(wbuffers_[i]).view(wide_[i].sizes()));
+  if (!mirrored_) return;
   mod_values_.copy_(host_view(values_));
   for (std::size_t i = 0; i < dbuffers_.size(); ++i) dbuffers_[i].view({-1}).copy_(host_view(hbuffers_[i]));
 }
 
 void torchscript_backend::download_after_step() {
-  if (!mirrored_) return;
   torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < wide_.size(); ++i) host_view(wbuffers_[i]).copy_(wide_[i].reshape({-1}));
+  if (!mirrored_) return;
   host_view(grads_).copy_(mod_grads_);
   for (std::size_t i = 0; i < dbuffers_.size(); ++i) host_view(hbuffers_[i]).copy_(dbuffers_[i].view({-1}));
 }
