@@ -128,10 +128,34 @@ std::string class_name(const model::model_info& m, std::size_t c) {
   return c < m.class_names.size() ? m.class_names[c] : std::to_string(c);
 }
 
+// One row's values after its number: a class and its probabilities; false (the class empty, the
+// values "nan") where the model gave a value that is no number (a row far outside what it was
+// trained on): it was written as class 0 with "-nan".
+bool write_row(std::ofstream& f, const model::model_info& m, const float* v, std::uint32_t width) {
+  const bool finite = std::all_of(v, v + width, [](float x) { return std::isfinite(x); });
+  char num[32];
+  auto value = [&](float x) {
+    if (!finite) return f << ",nan", void();
+    std::snprintf(num, sizeof num, "%.7g", x);
+    f << ',' << num;
+  };
+  if (width == 1) {
+    value(v[0]);
+    if (m.class_names.size() == 2) f << ',' << (finite ? class_name(m, v[0] >= 0.5f ? 1 : 0) : "");
+  } else {
+    f << ',' << (finite ? class_name(m, static_cast<std::size_t>(std::max_element(v, v + width) - v)) : "");
+    for (std::uint32_t c = 0; c < width; ++c) value(v[c]);
+  }
+  f << '\n';
+  return finite;
+}
+
 // The parts into `out` (a temporary file renamed into place): one line per row, in record order,
-// numbered by `numbers` (a CSV input's line numbers, or a store's record numbers from 0).
+// numbered by `numbers` (a CSV input's line numbers, or a store's record numbers from 0). The rows
+// without a finite output are counted in `unscored` (the first one's number in `first_unscored`).
 expected<std::uint64_t> write_csv(const std::string& job_dir, const model::model_info& m,
-                                  const std::string& out, const row_numbers& numbers) {
+                                  const std::string& out, const row_numbers& numbers, std::uint64_t& unscored,
+                                  std::uint64_t& first_unscored) {
   const std::string tmp = out + ".tmp-" + std::to_string(::getpid());
   std::ofstream f(tmp);
   bool header = false;
@@ -139,22 +163,11 @@ expected<std::uint64_t> write_csv(const std::string& job_dir, const model::model
       model::visit_parts(job_dir + "/predictions", [&](const model::prediction_part& p) -> expected<void> {
         if (!header) f << csv_header(m, p.width, numbers.lines) << "\n";
         header = true;
-        char num[32];
         for (std::uint64_t r = 0; r < p.rows; ++r) {
-          const float* v = p.values.data() + r * p.width;
-          f << numbers.of(p.first + r);
-          if (p.width == 1) {
-            std::snprintf(num, sizeof num, "%.7g", v[0]);
-            f << ',' << num;
-            if (m.class_names.size() == 2) f << ',' << class_name(m, v[0] >= 0.5f ? 1 : 0);
-          } else {
-            f << ',' << class_name(m, static_cast<std::size_t>(std::max_element(v, v + p.width) - v));
-            for (std::uint32_t c = 0; c < p.width; ++c) {
-              std::snprintf(num, sizeof num, "%.7g", v[c]);
-              f << ',' << num;
-            }
-          }
-          f << '\n';
+          const auto number = numbers.of(p.first + r);
+          f << number;
+          if (!write_row(f, m, p.values.data() + r * p.width, p.width) && unscored++ == 0)
+            first_unscored = number;
         }
         return {};
       });
@@ -168,6 +181,8 @@ expected<std::uint64_t> write_csv(const std::string& job_dir, const model::model
   return *n;
 }
 
+void input_notes(const options& o, const input& data, nlohmann::json& j);
+
 // The command's JSON line once the prediction job finished: the scores, or the written CSV.
 int report(const options& o, const model::model_info& m, const std::string& dir, const input& data,
            bool evaluate, clock::time_point started) {
@@ -180,11 +195,32 @@ int report(const options& o, const model::model_info& m, const std::string& dir,
     j["accuracy"] = s->accuracy;
     if (std::isfinite(s->auc)) j["auc"] = s->auc;  // none with one class only
   } else {
-    auto n = write_csv(dir, m, o.out, data.numbers);
+    std::uint64_t unscored = 0, first = 0;
+    auto n = write_csv(dir, m, o.out, data.numbers, unscored, first);
     if (!n) return run_error(n.err());
     j["out"] = o.out;
     j["rows"] = *n;
+    if (unscored > 0) {
+      j["unscored_rows"] = unscored;
+      std::fprintf(
+          stderr,
+          "troupe: note: %llu row(s) the model gave no finite output for (their class is empty, "
+          "their values nan), the first at %s %llu: are their inputs far outside what it was trained on?\n",
+          static_cast<unsigned long long>(unscored), data.numbers.lines ? "line" : "record",
+          static_cast<unsigned long long>(first));
+    }
   }
+  input_notes(o, data, j);
+  const double secs = std::chrono::duration<double>(clock::system().now() - started).count();
+  j["seconds"] = secs;
+  j["rows_per_s"] = secs > 0 ? j["rows"].get<double>() / secs : 0.0;
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+// The input's rows left out (a missing value under skip-row, --skip-malformed): in the JSON line,
+// and a note on stderr naming the first.
+void input_notes(const options& o, const input& data, nlohmann::json& j) {
   if (data.skipped > 0) {
     j["skipped_rows"] = data.skipped;
     std::fprintf(
@@ -201,11 +237,6 @@ int report(const options& o, const model::model_info& m, const std::string& dir,
                  static_cast<unsigned long long>(data.malformed), o.data.c_str(), lines.c_str(),
                  data.malformed > data.malformed_examples.size() ? "; ..." : "");
   }
-  const double secs = std::chrono::duration<double>(clock::system().now() - started).count();
-  j["seconds"] = secs;
-  j["rows_per_s"] = secs > 0 ? j["rows"].get<double>() / secs : 0.0;
-  std::printf("%s\n", j.dump().c_str());
-  return 0;
 }
 
 // Once --out is written (or the scores computed): the job's parts and a CSV's encoded copy go (both

@@ -542,6 +542,19 @@ TEST(predict, bad_model_directories_and_inputs_are_refused_naming_the_file_and_t
             0)
       << out;
   EXPECT_TRUE(fs::is_symlink(dir + "/link.csv"));
+  // A row the model gives no finite output for (inputs far outside what it saw): its class empty and
+  // its value nan, counted and named (it read class "no" and "-nan").
+  std::ofstream(dir + "/far.csv")
+      << "a,b,c,d,e,f,g,h\n1,2,3,4,5,6,7,8\n3e38,3e38,3e38,3e38,3e38,3e38,3e38,3e38\n";
+  ASSERT_EQ(troupe("predict " + model + " --data " + dir + "/far.csv --out " + dir + "/far.out --root " +
+                       dir + "/jobs --quiet 2>&1",
+                   &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("\"unscored_rows\":1"), std::string::npos) << out;
+  EXPECT_NE(out.find("1 row(s) the model gave no finite output for"), std::string::npos) << out;
+  const auto far = read_file(dir + "/far.out");
+  EXPECT_NE(far.find("\n3,nan,\n"), std::string::npos) << far;
   EXPECT_EQ(read_file(dir + "/target.csv").rfind("line,probability,class\n", 0), 0u)
       << read_file(dir + "/target.csv");
 }
