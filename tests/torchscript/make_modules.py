@@ -162,6 +162,17 @@ class WideBuffers(nn.Module):  # an int64 and a float64 buffer the forward reads
         return self.l(dense) * g * self.scale.float() - (1.0 - g) * dense[:, :3] * 100.0
 
 
+class FailsOverThreshold(nn.Module):  # raises on any batch with a value beyond 3.3 (gaussian data)
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(4, 3)
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        if bool((dense.abs() > 3.3).any()):
+            raise RuntimeError("value over threshold 3.3")
+        return self.l(dense)
+
+
 class WrongUnless1024(nn.Module):  # right on 1024 rows (config check's forward), 2 logits otherwise
     def __init__(self):
         super().__init__()
@@ -206,6 +217,7 @@ save("fails_on_real_evaluation", FailsOnRealEvaluation())
 save("nan_when_training", NaNWhenTraining())
 save("wrong_unless_1024", WrongUnless1024())
 save("wide_buffers", WideBuffers())
+save("fails_over_threshold", FailsOverThreshold())
 save("per_row_loss", PerRowLoss())
 save("frozen", Frozen())
 save("mlp", nn.Sequential(nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10)))

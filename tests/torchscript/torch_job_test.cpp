@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <thread>
 
 #include "../job/job_harness.hpp"
@@ -140,6 +141,43 @@ TEST(torch_job, a_model_refused_as_the_workers_start_fails_the_job_at_once) {
       << res.dump();
   EXPECT_NE(res.value("reason", "").find("logits of shape"), std::string::npos) << res.dump();
   EXPECT_EQ(res.value("node_restarts", -1), 0) << "relaunched into the same failure: " << res.dump();
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+// A job whose evaluation fails after tasks were quarantined names both (the reason named the
+// evaluation alone; 10 quarantined tasks showed only in tasks_failed). Gaussian rows: a few tasks,
+// and the test set, hold a value beyond the module's threshold.
+TEST(torch_job, a_failed_evaluation_names_the_tasks_quarantined_before_it) {
+  const auto dir = test_root("torch-quarantined-data");  // start_job clears its own
+  {
+    std::ofstream csv(dir + "/rows.csv");
+    csv << "label,a,b,c,d\n";
+    std::mt19937 rng(7);
+    std::normal_distribution<double> g(0.0, 1.0);
+    for (int i = 0; i < 3000; ++i)
+      csv << i % 3 << ',' << g(rng) << ',' << g(rng) << ',' << g(rng) << ',' << g(rng) << '\n';
+  }
+  std::string out;
+  ASSERT_EQ(
+      troupe("data import csv " + dir + "/rows.csv --out " + dir + "/store --label label --test-fraction 0.2",
+             &out),
+      0)
+      << out;
+  auto r = start_job("torch-quarantined",
+                     "strategy = \"allreduce\"\nworkers = 2\nrecords_per_task = 200\n"
+                     "[model]\ntype = \"torchscript\"\npath = \"" +
+                         modules() +
+                         "/fails_over_threshold.pt\"\n[train]\nepochs = 1\n"
+                         "batch_size = 32\n[data]\nsource = \"store\"\ntrain = \"" +
+                         dir + "/store/train\"\ntest = \"" + dir + "/store/test\"\n");
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 1) << read_file(r.err_file);
+  auto res = result(r);
+  ASSERT_GT(res.value("tasks_failed", 0), 0) << res.dump();
+  const auto reason = res.value("reason", "");
+  EXPECT_NE(reason.find("the evaluation of the trained model failed"), std::string::npos) << reason;
+  EXPECT_NE(reason.find(std::to_string(res.value("tasks_failed", 0)) + " task(s) were quarantined before it"),
+            std::string::npos)
+      << reason;
   EXPECT_TRUE(no_processes_of(r));
 }
 

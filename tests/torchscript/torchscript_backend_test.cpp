@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 // name changes with the set of modules).
 std::string modules_dir() {
   static std::string dir = [] {
-    fs::path d = TROUPE_TEST_BINARY_DIR "/modules-5";
+    fs::path d = TROUPE_TEST_BINARY_DIR "/modules-6";
     if (fs::exists(d / "garbage.pt")) return d.string();
     auto tmp = d.string() + ".tmp" + std::to_string(::getpid());
     std::string cmd = "/usr/bin/python3 " TROUPE_TEST_SOURCE_DIR "/make_modules.py " + tmp + " > /dev/null";

@@ -244,10 +244,17 @@ void on_eval_result(master_actor* self, schema::EvalResult::Reader r, const node
     // The model's own error (not a lost worker): asked again, of any worker, up to max_task_failures.
     spdlog::warn("evaluation on {} failed ({} of {}): {}", from.name, st.outcome.eval->failures(),
                  st.ctx->spec().job.max_task_failures, *e);
-    if (st.outcome.eval->failed())
+    if (st.outcome.eval->failed()) {
+      // Tasks quarantined on the way are named too (the reason named the evaluation alone, and 10
+      // quarantined tasks showed only in tasks_failed).
+      std::string tasks;
+      if (const auto& c = st.outcome.counts; c && c->failed > 0)
+        tasks = "; " + std::to_string(c->failed) + " task(s) were quarantined before it" +
+                (c->last_failure.empty() ? "" : " (the last, " + c->last_failure + ")");
       finish(self, nlohmann::json::object(),
              "the evaluation of the trained model failed " + std::to_string(st.outcome.eval->failures()) +
-                 " times; the last, on " + st.outcome.eval->last_error());
+                 " times; the last, on " + st.outcome.eval->last_error() + tasks);
+    }
     return;
   }
   auto m = st.outcome.eval->result();
