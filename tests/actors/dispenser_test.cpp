@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <map>
 
 #include "fake_node.hpp"
 #include "journal_ops.hpp"
 #include "master/dispenser.hpp"
 #include "troupe/job/data.hpp"
+#include "troupe/observe/job_events.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -339,6 +342,12 @@ TEST_F(dispenser_test, a_task_that_keeps_failing_is_quarantined) {
     EXPECT_EQ(report(w0, a.id, a.attempt, "bad record"), "");
   }
   EXPECT_EQ(storage::testing::get(disp_->journal(), id)->state, storage::task_state::todo);
+  // The failure tried again is in the timeline (it left no trace: no requeue, no event).
+  {
+    std::ifstream events(dir_ + "/" + observe::events_file_name);
+    std::string all((std::istreambuf_iterator<char>(events)), std::istreambuf_iterator<char>());
+    EXPECT_NE(all.find("failed (tried again): bad record"), std::string::npos) << all;
+  }
   std::vector<std::uint64_t> held;
   attempt = lease_until(w1, id, held);
   ASSERT_EQ(attempt, 2u);

@@ -146,6 +146,9 @@ void task_dispenser::ack_report(const message& m, const storage::report_request&
                   r.error_text);
     timeline_.quarantine(r.id, r.error_text);
     last_failure_ = "task " + std::to_string(r.id) + ": " + r.error_text;
+  } else if (r.failed) {  // back to TODO, to be tried again: in the timeline (it left no trace)
+    spdlog::warn("dispenser: task {} failed on {} (tried again): {}", r.id, r.holder, r.error_text);
+    timeline_.requeue(r.holder, 1, "task " + std::to_string(r.id) + " failed (tried again): " + r.error_text);
   }
   outbound o = reply_to(m, outbound::small_words);
   o.body().initTaskReportAck().setError(refused);
