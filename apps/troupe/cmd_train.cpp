@@ -241,6 +241,16 @@ void describe(const std::string& type, nn::model& m, const nn::train_test& data)
       type.c_str(), m.parameter_count(), m.embedding_tables().size(), data.train.rows, data.test.rows);
 }
 
+// One process at batch_size: the ring's batch rules do nothing here (they were ignored silently).
+void note_ring_rules(const nn::train_config& t) {
+  if (t.batch != "fixed" || t.lr_scaling != "none")
+    std::fprintf(stderr,
+                 "troupe: note: train --local trains one process at train.batch_size with the job file's "
+                 "learning rate: train.batch = \"%s\" and train.lr_scaling = \"%s\" apply to `troupe run` "
+                 "(an allreduce ring) only\n",
+                 t.batch.c_str(), t.lr_scaling.c_str());
+}
+
 int run_local(const options& o) {
   auto doc = load_job_doc(o.file, o.overrides);
   if (!doc) return usage_error(doc.err());
@@ -248,6 +258,7 @@ int run_local(const options& o) {
   auto spec = job::job_spec::read(*doc);
   if (!spec) return usage_error(spec.err());
   auto* job = &spec->nn;
+  note_ring_rules(job->train);
   auto data = load_train_test(job->data);
   if (!data) return run_error(data.err());
   if (auto fits = actors::check_fits_memory(*spec, data->train.info); !fits) return usage_error(fits.err());

@@ -40,6 +40,23 @@ TEST(train_cli, deepfm_prints_progress_and_one_json_line) {
   EXPECT_GT(j["true_auc"].get<double>(), j["test_auc"].get<double>() - 0.05);
 }
 
+// The ring's batch rules do nothing in one process: said, where they were ignored silently.
+TEST(train_cli, the_rings_batch_rules_are_noted_as_not_applying) {
+  auto r = run("train --local " + example("fashion_mnist_mlp.toml") +
+               " --set job.strategy=allreduce --set train.lr_scaling=linear --set train.epochs=1"
+               " --set data.max_train_rows=2000 --set data.max_test_rows=500");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(
+      r.err.find("troupe: note: train --local trains one process at train.batch_size with the job "
+                 "file's learning rate: train.batch = \"fixed\" and train.lr_scaling = \"linear\" apply to "
+                 "`troupe run`"),
+      std::string::npos)
+      << r.err;
+  auto plain = run("train --local " + example("fashion_mnist_mlp.toml") +
+                   " --set train.epochs=1 --set data.max_train_rows=2000 --set data.max_test_rows=500");
+  EXPECT_EQ(plain.err.find("troupe: note: train --local trains one process"), std::string::npos) << plain.err;
+}
+
 TEST(train_cli, bad_config_is_exit_2_naming_the_key) {
   auto r = run("train --local " + example("deepfm_synthetic.toml") + " --set train.epoch=2");
   EXPECT_EQ(r.code, 2);
