@@ -33,7 +33,9 @@ def make_jobs(root):
     for i in range(40):
         events.append({"t_ms": now - 50_000 + i * 1000, "kind": "metrics", "samples": 2_500_000 * (i + 1),
                        "samples_per_s": 51234.567 + i, "loss": 0.44365636132706227 - i * 1e-4 if i < 39 else 0.44365636132706227,
-                       "tasks_todo": XSS, "tasks_doing": 1, "tasks_done": i, "epoch": XSS, "workers_alive": 2})
+                       "tasks_todo": XSS, "tasks_doing": 1, "tasks_done": i, "epoch": XSS, "workers_alive": 2,
+                       "batch": 128 if i < 20 else 240, "goodput": 8000.0 + 50 * i, "noise_scale": 300.0 + i,
+                       "lr_factor": 1.0, "progress": float(i)})
     events.append({"t_ms": now - 1000, "kind": "checkpoint", "node": XSS, "task": XSS})
     write_events(evil, events)
     with open(os.path.join(evil, "nodes.json"), "w") as f:
@@ -73,6 +75,14 @@ AXIS_GAPS = """(() => {
 })()"""
 
 
+# The goodput chart's axes: the global batch on one of its own (it was drawn against goodput's, 240
+# reading as "8k").
+GOODPUT_AXES = """(() => {
+  const u = job.charts['chart-goodput'];
+  return u ? u.axes.map((a) => ({ scale: a.scale || 'y', labels: (a._values || []).map(String) })) : null;
+})()"""
+
+
 def main():
     troupe, work, artefacts = sys.argv[1], sys.argv[2], sys.argv[3]
     shutil.rmtree(work, ignore_errors=True)
@@ -101,6 +111,13 @@ def main():
         assert axis and len(axis["labels"]) >= 2, axis
         assert min(axis["gaps"]) > 0, "the loss chart's x-axis labels overlap: %s" % axis
         print("loss chart x labels %s, smallest gap %.0f px" % (axis["labels"], min(axis["gaps"])))
+        wait_for("goodput points", lambda: browser.eval(
+            "Number(document.getElementById('chart-goodput').dataset.points || 0)") >= 2, 10)
+        axes = browser.eval(GOODPUT_AXES)
+        batch = [a for a in axes or [] if a["scale"] == "batch"]
+        assert batch and batch[0]["labels"], "no axis for the global batch: %s" % axes
+        assert all(float(v) <= 300 for v in batch[0]["labels"]), "batch axis labels %s" % batch[0]["labels"]
+        print("goodput chart axes %s" % axes)
         done = browser.eval(ROW % "done")
         assert done and done[1] == "finished" and done[4] == "1000/1000", done
         piped = browser.eval(ROW % "piped")
