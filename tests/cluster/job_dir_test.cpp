@@ -117,6 +117,25 @@ TEST(job_dir, the_instance_is_kept) {
   EXPECT_EQ(job_dir::open(d->path())->read_instance(), "5c32a19a");
 }
 
+// A child process holding `d`'s runner lock (as a runner, or a prune deciding, does) until killed;
+// its pid, or -1 when it could not take the lock.
+pid_t lock_holder(const job_dir& d) {
+  int ready[2];
+  if (::pipe(ready) != 0) return -1;
+  pid_t child = ::fork();
+  if (child == 0) {
+    char c = d.lock_runner() ? 'y' : 'n';
+    (void)!::write(ready[1], &c, 1);
+    ::pause();
+    _exit(0);
+  }
+  char c = 0;
+  const bool took = ::read(ready[0], &c, 1) == 1 && c == 'y';
+  ::close(ready[0]);
+  ::close(ready[1]);
+  return took ? child : -1;
+}
+
 // One runner at a time: the lock names its holder, and the kernel releases it when the holder dies
 // (SIGKILL included), so a free lock means no live runner.
 TEST(job_dir, the_runner_lock_names_its_holder_and_dies_with_it) {
@@ -124,19 +143,8 @@ TEST(job_dir, the_runner_lock_names_its_holder_and_dies_with_it) {
   auto d = job_dir::create(root.str(), "job-1", "");
   ASSERT_TRUE(d);
   EXPECT_FALSE(d->runner_pid());
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  pid_t child = ::fork();
-  if (child == 0) {
-    auto fd = d->lock_runner();
-    char c = fd ? 'y' : 'n';
-    (void)!::write(ready[1], &c, 1);
-    ::pause();
-    _exit(0);
-  }
-  char c = 0;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
-  ASSERT_EQ(c, 'y');
+  const pid_t child = lock_holder(*d);
+  ASSERT_GT(child, 0);
   EXPECT_EQ(d->runner_pid(), child);
   auto second = d->lock_runner();
   ASSERT_FALSE(second);
@@ -149,8 +157,6 @@ TEST(job_dir, the_runner_lock_names_its_holder_and_dies_with_it) {
   auto mine = d->lock_runner();
   ASSERT_TRUE(mine) << mine.err().to_string();
   ::close(*mine);
-  ::close(ready[0]);
-  ::close(ready[1]);
 }
 
 // jobs prune removes a job's directory only while it holds the runner lock: never under a live
@@ -164,18 +170,8 @@ TEST(job_dir, a_job_is_removed_only_under_its_runner_lock_and_a_waiting_runner_s
   ASSERT_TRUE(no) << no.err().to_string();
   EXPECT_FALSE(*no);
   EXPECT_TRUE(fs::exists(d->job_toml_path()));
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  pid_t child = ::fork();
-  if (child == 0) {  // a runner (or a prune deciding) holding the lock
-    char c = d->lock_runner() ? 'y' : 'n';
-    (void)!::write(ready[1], &c, 1);
-    ::pause();
-    _exit(0);
-  }
-  char c = 0;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
-  ASSERT_EQ(c, 'y');
+  const pid_t child = lock_holder(*d);
+  ASSERT_GT(child, 0);
   bool asked = false;
   auto held = d->remove_unless_running([&] { return asked = true; });
   ASSERT_TRUE(held) << held.err().to_string();
@@ -203,8 +199,6 @@ TEST(job_dir, a_job_is_removed_only_under_its_runner_lock_and_a_waiting_runner_s
   EXPECT_TRUE(job_dir::left_by_dead_remover(".removing-job-1-999999999"));
   EXPECT_FALSE(job_dir::left_by_dead_remover(".removing-job-1-" + std::to_string(::getpid())));
   EXPECT_FALSE(job_dir::left_by_dead_remover("job-1-999999999"));
-  ::close(ready[0]);
-  ::close(ready[1]);
 }
 
 TEST(job_dir, missing_parts_are_named) {
