@@ -24,7 +24,9 @@
 #include "troupe/cluster/own_path.hpp"
 #include "troupe/collective/cleanup.hpp"
 #include "troupe/control/client.hpp"
+#include "troupe/core/clock.hpp"
 #include "troupe/observe/dashboard.hpp"
+#include "troupe/observe/server_state.hpp"
 #include "troupe/serve/serve.hpp"
 
 namespace troupe::cli {
@@ -154,9 +156,19 @@ std::optional<ended_job> ended(const std::string& path) {
 std::vector<std::pair<std::string, std::filesystem::path>> served_models(const std::string& root) {
   std::vector<std::pair<std::string, std::filesystem::path>> out;
   for (const auto& s : serve::list_servers(root)) {
-    if (!s.running) continue;
     auto j = nlohmann::json::parse(s.server_json, nullptr, false);
     if (!j.is_object()) continue;
+    // Running as `serve status` says it (observe::server_state): a server on another machine of a
+    // shared root, whose lock this one cannot see, too (it was not protected).
+    auto text = [&](const char* k) {
+      return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : "";
+    };
+    const double updated =
+        j.contains("updated_ms") && j["updated_ms"].is_number() ? j["updated_ms"].get<double>() : 0;
+    const auto state =
+        observe::server_state(s.running, text("state"), text("kernel"),
+                              (static_cast<double>(clock::system().wall_ms()) - updated) / 1000);
+    if (state != "serving" && state != "draining" && state != "starting") continue;
     const bool serving = j.contains("model") && j["model"].is_object();
     const auto path = (serving ? j["model"] : j).value("model_path", std::string());
     std::error_code ec;

@@ -47,6 +47,38 @@ std::string quoted(const std::string& s) {
   return nlohmann::json(s).dump();  // a JSON string is a TOML basic string
 }
 
+// Whether `p` (absolute) lies under /proc or /dev but /dev/shm: a terminal, a pipe, a device, or the
+// very file a shell's stdout was opened on (/dev/stdout -> /proc/self/fd/1: renamed over, the shell's
+// later output went nowhere).
+bool device_path(const fs::path& p) {
+  auto it = p.begin();
+  if (it == p.end() || ++it == p.end()) return false;
+  if (*it == "proc") return true;
+  return *it == "dev" && (++it == p.end() || *it != "shm");
+}
+
+// The file `out` names once each link is followed, each hop (and the directory it ends in) checked
+// against device_path; why not, when a hop is one or the chain does not end (a loop): a link's
+// target was checked alone, and a link to /dev/stdout, or a loop, got through.
+expected<fs::path> follow_out(const std::string& out) {
+  auto refuse = [&](const std::string& why) { return make_unexpected(core_errc::invalid_argument, why); };
+  std::error_code ec;
+  fs::path p = fs::absolute(out, ec).lexically_normal();
+  for (int hops = 0; hops < 40; ++hops) {
+    if (device_path(p))
+      return refuse("a device or /proc path (standard output is not written to): give a file name");
+    if (!fs::is_symlink(fs::symlink_status(p, ec))) {
+      if (device_path(fs::weakly_canonical(p.parent_path(), ec)))
+        return refuse("in a device or /proc directory: give a file name");
+      return p;
+    }
+    const auto next = fs::read_symlink(p, ec);
+    if (ec) return refuse("a link that cannot be read: " + ec.message());
+    p = (next.is_absolute() ? next : p.parent_path() / next).lexically_normal();
+  }
+  return refuse("links that lead nowhere (a loop?): give a file name");
+}
+
 // --out before anything runs: a file name (not "-": the summary line goes to stdout), in a directory
 // that exists and can be written, neither --data's file nor anything but a regular file (the CSV is
 // written beside it and renamed over it: a FIFO, a device or /dev/stdout was replaced by a file).
@@ -59,21 +91,15 @@ expected<std::string> writable(const std::string& out, const std::string& data) 
   if (out == "-") return refuse("standard output is not written to (give a file name)");
   std::error_code ec;
   if (fs::is_directory(out, ec)) return refuse("a directory (give a file name)");
-  fs::path target = out;
-  if (fs::is_symlink(fs::symlink_status(out, ec))) target = fs::weakly_canonical(out, ec);
-  // /dev/stdout is a link to /proc/self/fd/1: a terminal, a pipe, or the very file a shell's stdout
-  // was opened on (renamed over, the shell's later output went nowhere).
-  for (const auto& p : {fs::absolute(out, ec).lexically_normal(), target})
-    if (const auto top = p.begin() != p.end() ? *std::next(p.begin()) : fs::path();
-        top == "dev" || top == "proc")
-      return refuse("a device or /proc path (standard output is not written to): give a file name");
+  auto followed = follow_out(out);
+  if (!followed) return refuse(followed.err().context());
+  const fs::path target = *followed;
   const auto st = fs::status(target, ec);
   if (fs::exists(st) && !fs::is_regular_file(st))
     return refuse("not a regular file (a FIFO, a device, a socket): it would be replaced; give a file name");
   if (fs::exists(st) && fs::equivalent(target, data, ec))
     return refuse("the file --data reads (it would be overwritten): give another name");
   auto parent = target.parent_path();
-  if (parent.empty()) parent = ".";
   if (!fs::exists(parent, ec)) return refuse(parent.string() + ": no such directory");
   if (!fs::is_directory(parent, ec) || ::access(parent.c_str(), W_OK) != 0)
     return refuse(parent.string() + " is not a directory this user can write to");

@@ -31,9 +31,14 @@ double log_loss(std::span<const float> probabilities, std::span<const float> lab
 }
 
 double auc(std::span<const float> scores, std::span<const float> labels) {
-  const std::size_t n = labels.size();
-  std::vector<std::uint32_t> order(n);
-  std::iota(order.begin(), order.end(), 0u);
+  // A score that is no number (a model whose output is NaN on some rows) ranks nowhere: any NaN
+  // made the sort's comparison no order and the tie loop below never advance (troupe evaluate, and a
+  // job's own evaluation, hung for good). Such rows are left out; none left: no AUC.
+  std::vector<std::uint32_t> order;
+  order.reserve(labels.size());
+  for (std::uint32_t i = 0; i < labels.size(); ++i)
+    if (!std::isnan(scores[i])) order.push_back(i);
+  const std::size_t n = order.size();
   std::sort(order.begin(), order.end(), [&](auto a, auto b) { return scores[a] < scores[b]; });
   // Sum of the (tie-averaged) ranks of the positives: Mann-Whitney U.
   double rank_sum = 0, positives = 0;

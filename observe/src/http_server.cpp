@@ -149,6 +149,9 @@ class session : public std::enable_shared_from_this<session> {
           413, "request body too large: more than " + std::to_string(srv_.opt.max_body_bytes) + " bytes");
     if (ec) return send_error(400, "bad request: " + ec.message());
     auto& req = parser_->get();
+    if (auto te = req.find(bhttp::field::transfer_encoding); te != req.end())
+      if (auto why = transfer_coding_problem(std::string(te->value())); !why.empty())
+        return send_error(501, why);
     http_request r = request_of(req);
     // No timer while the handler holds the request: the owner bounds its own wait.
     stream_.expires_never();
@@ -350,12 +353,13 @@ expected<std::unique_ptr<http_server>> http_server::start(http_options options, 
   p->handler = std::move(handler);
   // max_connections answers "too many clients" only while a descriptor is left to accept with: under
   // a soft limit at or below it (1024, serve's default) a flood ran the process out instead.
-  if (rlimit l{}; ::getrlimit(RLIMIT_NOFILE, &l) == 0 && l.rlim_cur != RLIM_INFINITY && l.rlim_cur > 256 &&
-                  p->opt.max_connections > l.rlim_cur - 128) {
-    spdlog::warn("http: max_connections {} is beyond this process's open-file limit {}: {} it is",
-                 p->opt.max_connections, l.rlim_cur, l.rlim_cur - 128);
-    p->opt.max_connections = l.rlim_cur - 128;
-  }
+  if (rlimit l{}; ::getrlimit(RLIMIT_NOFILE, &l) == 0 && l.rlim_cur != RLIM_INFINITY)
+    if (const auto within = connections_within(p->opt.max_connections, l.rlim_cur);
+        within != p->opt.max_connections) {
+      spdlog::warn("http: max_connections {} is beyond this process's open-file limit {}: {} it is",
+                   p->opt.max_connections, l.rlim_cur, within);
+      p->opt.max_connections = within;
+    }
   auto ep = listen_endpoint(p->opt.listen);
   if (!ep) return ep.err();
   auto ec = bind_to(p->acceptor, ep->first);

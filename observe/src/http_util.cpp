@@ -1,6 +1,9 @@
 // Small helpers around the HTTP server: decoding targets, who may listen where, who carries the token.
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <cctype>
+#include <cstdint>
 
 #include "http_parse.hpp"
 #include "troupe/observe/http_server.hpp"
@@ -112,6 +115,18 @@ expected<std::uint16_t> pick_free_port(const std::string& host, std::uint16_t po
   const auto bound = a.local_endpoint(ec).port();
   a.close(ec);
   return bound;
+}
+
+std::string transfer_coding_problem(std::string_view te) {
+  std::string v(te);
+  for (auto& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return v == "chunked" ? "" : "Transfer-Encoding '" + std::string(te) + "' is not supported: chunked alone";
+}
+
+std::size_t http_server::connections_within(std::size_t requested, std::uint64_t limit) {
+  const std::uint64_t reserve = std::min<std::uint64_t>(128, limit / 2);
+  return limit > reserve && requested > limit - reserve ? static_cast<std::size_t>(limit - reserve)
+                                                        : requested;
 }
 
 }  // namespace troupe::observe

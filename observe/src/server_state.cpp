@@ -22,7 +22,8 @@ std::string server_state(bool lock_held, std::string_view written, std::string_v
   if (end_word) return std::string(written);
   if (!live_word) return "";
   const bool lock_seen = !written_kernel.empty() && written_kernel == kernel_id();
-  return !lock_seen && age_s >= 0 && age_s < 15 ? std::string(written) : "dead";
+  // A file from the future is fresh: another machine's clock ahead of this one's (it read dead).
+  return !lock_seen && age_s < 15 ? std::string(written) : "dead";
 }
 
 }  // namespace troupe::observe

@@ -40,14 +40,6 @@ int refused(int rc, const std::string& why) {
 
 }  // namespace
 
-std::string servers_dir(const std::string& root) {
-  return cluster::own_subdir(root, "serve");
-}
-
-std::string state_dir(const std::string& root, const std::string& name) {
-  return servers_dir(root) + "/" + name;
-}
-
 frontend::frontend(serve_settings settings, model::model_info first, troupe::clock& clk)
     : settings_(std::move(settings)),
       cfg_(settings_.serve),
@@ -350,14 +342,17 @@ void frontend::on_message(const message& m) {
 bool frontend::send_batch(const std::string& node, std::uint64_t batch_id,
                           const std::vector<request_ptr>& requests, std::size_t rows) {
   std::size_t dense_bytes = 0, ids_bytes = 0;
+  bool retried = false;  // some rows were sent before, to a replica lost with them
   for (const auto& r : requests) {
     dense_bytes += r->dense.size() * sizeof(float);
     ids_bytes += r->ids.size() * sizeof(std::int64_t);
+    retried = retried || r->attempts > 1;
   }
   outbound out(static_cast<unsigned>((dense_bytes + ids_bytes) / 8 + 32));
   auto b = out.body().initServe().initInferBatch();
   b.setBatchId(batch_id);
   b.setRows(static_cast<std::uint32_t>(rows));
+  b.setRetried(retried);
   auto dense = b.initDense(dense_bytes);
   auto* d = dense.begin();
   for (const auto& r : requests) {

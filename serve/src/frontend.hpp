@@ -196,6 +196,7 @@ class frontend final : public replica_link {
   // An earlier run's replica logs go to <state>/logs/previous/ (the one before is removed): the
   // generations start at 1 again, and a new run appended to the old replica-1-*.log.
   void set_aside_earlier_logs();
+  void publish_view(std::uint32_t gen);  // the routes' view of generation gen, made the active one
   void commit(std::uint32_t gen);
   void answer_reload(const message& request, bool ok, const std::string& error, const std::string& version,
                      std::uint32_t generation);

@@ -301,21 +301,24 @@ std::shared_ptr<model_view> make_view(const model::model_info& info, std::size_t
 
 }  // namespace
 
+void frontend::publish_view(std::uint32_t gen) {
+  std::lock_guard lk(mu_);
+  auto view = make_view(gens_.at(gen).info, cfg_.max_batch);
+  view->generation = gen;
+  view->serving_since_ms = clock_.wall_ms();
+  std::lock_guard vl(views_mu_);
+  views_[gen] = view;
+  active_ = gen;
+  while (views_.size() > 8) views_.erase(views_.begin());
+}
+
 void frontend::commit(std::uint32_t gen) {
   // In this order: the routes' view of the new version, then the traffic, then the states that
   // say it serves (run() starts the endpoint on them; a reload's answer goes with them).
-  {
-    std::lock_guard lk(mu_);
-    auto view = make_view(gens_.at(gen).info, cfg_.max_batch);
-    view->generation = gen;
-    view->serving_since_ms = clock_.wall_ms();
-    std::lock_guard vl(views_mu_);
-    views_[gen] = view;
-    active_ = gen;
-    while (views_.size() > 8) views_.erase(views_.begin());
-  }
+  publish_view(gen);
   core_->activate(gen);
   std::string old_version, version;
+  std::vector<message> waiting;
   {
     std::lock_guard lk(mu_);
     auto& g = gens_.at(gen);
@@ -326,18 +329,20 @@ void frontend::commit(std::uint32_t gen) {
       }
     g.state = gen_state::active;
     version = g.info.version();
-    for (const auto& w : g.waiting) answer_reload(w, true, "", version, gen);
-    g.waiting.clear();
+    waiting = std::exchange(g.waiting, {});
     last_swap_error_.clear();
     wake_.notify_all();
   }
-  if (old_version.empty()) {
+  // server.json names the new version before a reload's answer does (`troupe serve status` right
+  // after `troupe serve reload` read the old one for up to a second, as did jobs prune's model_path).
+  if (!old_version.empty()) write_state(false);
+  for (const auto& w : waiting) answer_reload(w, true, "", version, gen);
+  if (!old_version.empty()) metrics_.swaps_done.inc();
+  if (old_version.empty())
     spdlog::info("serve: generation {} serves version {}", gen, version);
-  } else {
-    metrics_.swaps_done.inc();
+  else
     spdlog::info("serve: swapped {} -> {} (generation {}); the old replicas drain", old_version, version,
                  gen);
-  }
 }
 
 void frontend::answer_reload(const message& request, bool ok, const std::string& error,

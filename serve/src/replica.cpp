@@ -132,8 +132,11 @@ void replica::on_message(const message& m) {
     // A short forward runs here, on the io thread, when nothing else is computing: two thread
     // hand-offs (to the compute thread, and its send back to this thread) are most of a small
     // model's time. A long one (the last forward took more than inline_forward) goes to the compute
-    // thread, so that the heartbeats keep going.
-    if (busy_ || !work_.empty() || predictor_ == nullptr || last_forward_ > inline_forward) {
+    // thread, so that the heartbeats keep going; so does a batch the front end sends again after a
+    // replica was lost with it (a forward slow for these rows silenced the io thread past the
+    // heartbeat timeout: each replica it went to was fenced in turn, and the request failed).
+    if (busy_ || !work_.empty() || predictor_ == nullptr || last_forward_ > inline_forward ||
+        m.body().getServe().getInferBatch().getRetried()) {
       work_.push_back(m);
       cv_.notify_one();
       return;

@@ -16,11 +16,20 @@
 #include <sstream>
 #include <thread>
 
+#include "troupe/cluster/own_path.hpp"
 #include "troupe/cluster/process.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/serve/serve.hpp"
 
 namespace troupe::serve {
+
+std::string servers_dir(const std::string& root) {
+  return cluster::own_subdir(root, "serve");
+}
+
+std::string state_dir(const std::string& root, const std::string& name) {
+  return servers_dir(root) + "/" + name;
+}
 
 // A shared lock for the moment of the look: lookers (serve status, jobs prune, the dashboard, a
 // second `troupe serve` of the name) never take each other for a server, which holds it exclusively.

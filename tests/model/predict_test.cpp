@@ -515,6 +515,11 @@ TEST(predict, bad_model_directories_and_inputs_are_refused_naming_the_file_and_t
       // root), and --data's own file was overwritten.
       {"predict " + model + " --data " + dir + "/ok.csv --out " + dir + "/fifo", "fifo: not a regular file"},
       {"predict " + model + " --data " + dir + "/ok.csv --out /dev/stdout", "a device or /proc path"},
+      // Each hop of a link is checked, not its end alone (a link to /dev/stdout with stdout on a file
+      // got through, as did a loop: the job ran, then "error: : No such file or directory").
+      {"predict " + model + " --data " + dir + "/ok.csv --out " + dir + "/to_stdout",
+       "a device or /proc path"},
+      {"predict " + model + " --data " + dir + "/ok.csv --out " + dir + "/loop", "links that lead nowhere"},
       {"predict " + model + " --data " + dir + "/ok.csv --out " + dir + "/ok.csv", "the file --data reads"},
       {"predict " + model + " --data " + dir + "/ok.csv --out ''", "--out '': empty"},
       {"predict " + model + " --data " + dir + "/ok.csv --out -", "standard output is not written to"},
@@ -523,6 +528,8 @@ TEST(predict, bad_model_directories_and_inputs_are_refused_naming_the_file_and_t
        "--job-id '../escaped': 1-64 characters"},
   };
   ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0644), 0);
+  fs::create_symlink("/dev/stdout", dir + "/to_stdout");
+  fs::create_symlink("loop", dir + "/loop");
   for (const auto& [args, words] : refusals) {
     std::string out;
     EXPECT_EQ(troupe(args + " --root " + dir + "/jobs --quiet", &out), 2) << args << "\n" << out;

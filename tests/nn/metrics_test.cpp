@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "troupe/nn/metrics.hpp"
 
@@ -30,6 +32,17 @@ TEST(metrics, auc_is_exact_with_ties) {
   std::vector<float> one_class{0, 0};
   EXPECT_TRUE(std::isnan(auc(perfect, one_class)));
   EXPECT_TRUE(std::isnan(score_predictions(perfect, 1, one_class, 0).auc));
+}
+
+// A score that is no number (a model whose output is NaN on some rows) is left out of the ranks: it
+// hung the tie loop for good (troupe evaluate, a job's own evaluation).
+TEST(metrics, auc_leaves_out_scores_that_are_no_number) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> s{0.8f, nan, 0.4f, 0.1f, nan, 0.4f}, y{1, 1, 1, 0, 0, 0};
+  EXPECT_DOUBLE_EQ(auc(s, y), 0.875);  // as without the NaN rows
+  std::vector<float> all_nan{nan, nan}, py{1, 0};
+  EXPECT_TRUE(std::isnan(auc(all_nan, py)));
+  EXPECT_TRUE(std::isnan(score_predictions(all_nan, 1, py, 0).auc));
 }
 
 }  // namespace

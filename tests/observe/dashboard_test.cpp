@@ -349,6 +349,7 @@ TEST_F(dashboard_api, a_server_of_this_machine_is_judged_by_its_lock_alone) {
   using troupe::observe::server_state;
   EXPECT_EQ(server_state(false, "serving", "another-boot", 20), "dead") << "silent for 20 s";
   EXPECT_EQ(server_state(false, "draining", "", 3), "draining") << "no kernel written: its file tells";
+  EXPECT_EQ(server_state(false, "serving", "another-boot", -2), "serving") << "its machine's clock ahead";
   EXPECT_EQ(server_state(true, "", "", 0), "starting") << "holds its lock, wrote nothing yet";
   EXPECT_EQ(server_state(false, "failed", troupe::observe::kernel_id(), 0), "failed");
   EXPECT_EQ(server_state(false, "nonsense", "", 0), "");

@@ -12,6 +12,7 @@ writes OUT_DIR/<name>/ for
   wide      multiclass with 7 classes: incompatible with mlp (a swap to it must be refused)
   broken    model.json fine, model.pt not TorchScript (a swap to it must be refused)
   slow      the mlp's shapes, ~120 ms a forward (backpressure, timeouts)
+  slow_on_big  the mlp's shapes, fast, but ~4 s a forward on rows whose first value is over 100
 and with --bench also
   fmnist    the Fashion-MNIST MLP 784-256-128-10 of the project's examples
 Each directory also gets reference.json: inputs and the module's outputs computed here, so a test
@@ -60,6 +61,23 @@ class Slow(nn.Module):
         for _ in range(20000):
             x = torch.tanh(x)
         return self.linear(x[:, : dense.shape[1]])
+
+
+class SlowOnBig(nn.Module):
+    """The mlp's shapes; fast, but ~4 s a forward on rows whose first value is over 100 (a forward slow
+    for some inputs: it outlasts the serve tests' 1 s heartbeat timeout)."""
+
+    def __init__(self, dense_dim: int, classes: int):
+        super().__init__()
+        self.linear = nn.Linear(dense_dim, classes)
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        if bool(dense[0, 0] > 100.0):
+            x = dense.repeat(1, 100)
+            for _ in range(1500000):
+                x = torch.tanh(x)
+            return self.linear(x[:, : dense.shape[1]])
+        return self.linear(dense)
 
 
 class Lr(nn.Module):
@@ -161,6 +179,9 @@ def main():
           [dense])
     write(out, "slow", Slow(12, 5),
           model_json("mlp", ["dense"], 12, 0, 0, "multiclass", 5, "job-slow-1", now, class_names=names), [dense[:2]])
+    write(out, "slow_on_big", SlowOnBig(12, 5),
+          model_json("mlp", ["dense"], 12, 0, 0, "multiclass", 5, "job-slow-on-big-1", now, class_names=names),
+          [dense[:2]])
     broken = os.path.join(out, "broken")
     os.makedirs(broken, exist_ok=True)
     with open(os.path.join(broken, "model.pt"), "wb") as f:

@@ -122,13 +122,25 @@ TEST(model_dir, a_directory_needs_both_files) {
   EXPECT_EQ(m.err().context(),
             (dir / "model.pt").string() +
                 ": No such file or directory (a model directory holds model.pt and model.json)");
-  // A job's directory given for its model: the error says where its model is.
+  // A job's directory given for its model: the error says where its model is, or that the job has
+  // written none yet (a running job: `troupe export` writes one now), as does its model/ itself.
   std::ofstream(dir / "job.toml") << "[job]\n";
+  m = read_model_dir(dir.string());
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.err().context().find("has written no model yet"), std::string::npos) << m.err().context();
+  EXPECT_NE(m.err().context().find("`troupe export " + dir.string() + "` writes one"), std::string::npos)
+      << m.err().context();
+  m = read_model_dir((dir / "model").string());
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.err().context().find("job " + dir.string() + " has written no model yet"), std::string::npos)
+      << m.err().context();
+  fs::create_directories(dir / "model");
   m = read_model_dir(dir.string());
   ASSERT_FALSE(m);
   EXPECT_NE(m.err().context().find(" is a job directory: its model is " + (dir / "model").string()),
             std::string::npos)
       << m.err().context();
+  fs::remove(dir / "model");
   fs::remove(dir / "job.toml");
   std::ofstream(dir / "model.pt") << "x";
   m = read_model_dir(dir.string());

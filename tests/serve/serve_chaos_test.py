@@ -260,6 +260,36 @@ def stop_a_replica(troupe, work, models):
         srv.stop()
 
 
+def slow_rows(troupe, work, models):
+    """A forward slow for some rows (~4 s, past the 1 s heartbeat timeout) after fast ones: the replica
+    computing it on its io thread is fenced, and the batch sent again (`retried`) is computed off the
+    next replica's io thread: answered. (Before 2026-12-03 each replica it went to was fenced in turn
+    and the client got 503 "sent to 3 replicas, none answered".)"""
+    root = os.path.join(work, "jobs")
+    srv = Server(troupe, os.path.join(models, "slow_on_big"), root, "slowrows", "--replicas", "2",
+                 "--set", "serve.replica_timeout_ms=60000", "--set", "serve.request_timeout_ms=120000",
+                 "--set", "transport.heartbeat_ms=250", "--set", "transport.heartbeat_timeout_ms=1000")
+    body = lambda first: {"id": "t", "inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 12],
+                                                 "data": [[first] + [0.5] * 11]}]}
+    try:
+        srv.wait_ready()
+        for _ in range(5):  # fast forwards: the replicas compute on their io threads
+            r = requests.post(srv.infer_url(), json=body(1.0), timeout=30)
+            if r.status_code != 200:
+                fail(f"a fast row: {r.status_code} {r.text}")
+        t0 = time.time()
+        r = requests.post(srv.infer_url(), json=body(1000.0), timeout=110)
+        log(f"the slow row answered {r.status_code} in {time.time() - t0:.1f} s")
+        if r.status_code != 200:
+            fail(f"the slow row: {r.status_code} {r.text}")
+        fenced = [line for line in srv.output().splitlines() if "heartbeat timeout: silent" in line and ": fenced" in line]
+        log(f"fenced: {fenced}")
+        if len(fenced) > 1:
+            fail(f"{len(fenced)} replicas fenced for one slow forward")
+    finally:
+        srv.stop()
+
+
 def pid_of_node(node, root):
     """The pid of the process whose environment says TROUPE_NODE=<node> and whose command line names
     `root` (a replica before it is ready: server.json has its pid only then), or None. Another test's

@@ -173,6 +173,17 @@ class FailsOverThreshold(nn.Module):  # raises on any batch with a value beyond 
         return self.l(dense)
 
 
+class BigConst(nn.Module):  # an int64 constant float32 cannot hold; class 0's logit reads it
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(4, 3)
+        self.register_buffer("modulus", torch.tensor([1000000007], dtype=torch.int64))
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        shift = (self.modulus - 1000000007).float() * 1000.0
+        return self.l(dense) + torch.cat([shift, torch.zeros(2)])
+
+
 class WrongUnless1024(nn.Module):  # right on 1024 rows (config check's forward), 2 logits otherwise
     def __init__(self):
         super().__init__()
@@ -218,6 +229,7 @@ save("nan_when_training", NaNWhenTraining())
 save("wrong_unless_1024", WrongUnless1024())
 save("wide_buffers", WideBuffers())
 save("fails_over_threshold", FailsOverThreshold())
+save("big_const", BigConst())
 save("per_row_loss", PerRowLoss())
 save("frozen", Frozen())
 save("mlp", nn.Sequential(nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10)))

@@ -140,6 +140,8 @@ TEST(torch_job, a_model_refused_as_the_workers_start_fails_the_job_at_once) {
   EXPECT_NE(res.value("reason", "").find(": the job's model failed as it started: "), std::string::npos)
       << res.dump();
   EXPECT_NE(res.value("reason", "").find("logits of shape"), std::string::npos) << res.dump();
+  EXPECT_EQ(res.value("reason", "").find("E [worker"), std::string::npos)
+      << "the log line's prefix: " << res.dump();
   EXPECT_EQ(res.value("node_restarts", -1), 0) << "relaunched into the same failure: " << res.dump();
   EXPECT_TRUE(no_processes_of(r));
 }

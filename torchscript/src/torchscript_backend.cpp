@@ -101,6 +101,9 @@ void torchscript_backend::alias_buffers() {
   for (const auto& b : mod_.named_buffers(true)) {
     if (b.value.scalar_type() != at::kFloat || !b.value.is_contiguous()) {
       if (b.value.is_complex() || b.value.numel() == 0) continue;
+      if (!at::isFloatingType(b.value.scalar_type()) && b.value.scalar_type() != at::kBool &&
+          b.value.abs().max().item<double>() > 16777216.0)
+        continue;  // float32 would round it (1000000007 read 1000000000): left as the module has it
       auto host = b.value.to(torch::kCPU).to(at::kFloat).contiguous();
       wbuffers_.emplace_back(host.data_ptr<float>(), host.data_ptr<float>() + host.numel());
       wide_.push_back(b.value);
@@ -117,6 +120,7 @@ void torchscript_backend::alias_buffers() {
     dbuffers_.push_back(b.value);
   }
   for (auto& h : hbuffers_) buffers_.emplace_back(h);
+  wshadow_ = wbuffers_;
   for (std::size_t i = 0; i < wide_.size(); ++i) {  // after every float one: names index for index
     buffers_.emplace_back(wbuffers_[i]);
     buffer_names_.push_back(wide_names[i]);
@@ -126,7 +130,10 @@ void torchscript_backend::alias_buffers() {
 void torchscript_backend::upload() {
   torch::NoGradGuard no_grad;
   for (std::size_t i = 0; i < wide_.size(); ++i)
-    wide_[i].copy_(host_view(wbuffers_[i]).view(wide_[i].sizes()));
+    if (wbuffers_[i] != wshadow_[i]) {  // changed by a sync or a restore: else the module's own stay
+      wide_[i].copy_(host_view(wbuffers_[i]).view(wide_[i].sizes()));
+      wshadow_[i] = wbuffers_[i];
+    }
   if (!mirrored_) return;
   mod_values_.copy_(host_view(values_));
   for (std::size_t i = 0; i < dbuffers_.size(); ++i) dbuffers_[i].view({-1}).copy_(host_view(hbuffers_[i]));
@@ -134,7 +141,10 @@ void torchscript_backend::upload() {
 
 void torchscript_backend::download_after_step() {
   torch::NoGradGuard no_grad;
-  for (std::size_t i = 0; i < wide_.size(); ++i) host_view(wbuffers_[i]).copy_(wide_[i].reshape({-1}));
+  for (std::size_t i = 0; i < wide_.size(); ++i) {
+    host_view(wbuffers_[i]).copy_(wide_[i].reshape({-1}));
+    wshadow_[i] = wbuffers_[i];
+  }
   if (!mirrored_) return;
   host_view(grads_).copy_(mod_grads_);
   for (std::size_t i = 0; i < dbuffers_.size(); ++i) host_view(hbuffers_[i]).copy_(dbuffers_[i].view({-1}));

@@ -95,11 +95,13 @@ class torchscript_backend final : public trainer_backend {
   std::vector<at::Tensor> dbuffers_;          // when mirrored: the module's float buffers on dev_
   std::vector<std::vector<float>> hbuffers_;  // and their host copies (buffers_ spans them)
   // Buffers of another dtype (int64 counters, BatchNorm's num_batches_tracked, float64): carried
-  // as float32 host copies (buffers_ spans them; integers exact below 2^24), written into the
-  // module before each forward and read back after each step, on the CPU too. They were left out:
-  // never copied between replicas, checkpointed or exported, the exported model scoring otherwise.
+  // as float32 host copies (buffers_ spans them), read back after each step and written into the
+  // module only when someone else changed them (a replica's sync, a restore: `wshadow_` is what the
+  // module last had), on the CPU too; an integer buffer with a value float32 cannot hold (beyond
+  // 2^24: a constant such as 1000000007) is left out, as every one was: never copied between
+  // replicas, checkpointed or exported, the exported model scoring otherwise.
   std::vector<at::Tensor> wide_;
-  std::vector<std::vector<float>> wbuffers_;
+  std::vector<std::vector<float>> wbuffers_, wshadow_;
   torch::jit::Module mod_;
   bool custom_loss_ = false;
   std::size_t classes_ = 0, width_ = 0;

@@ -27,6 +27,9 @@ struct InferBatch {
   rows @1 :UInt32;
   dense @2 :Data;          # float32 [rows, dense_dim], row-major, little-endian
   ids @3 :Data;            # int64 [rows, fields] (empty for a dense-only model)
+  retried @4 :Bool;        # its rows were sent before, to a replica lost with them: computed off the
+                           # io thread (a forward there that outlasted the heartbeats had every
+                           # replica it was sent to fenced in turn)
 }
 
 # Replica -> front end: the answer to one InferBatch.

@@ -102,6 +102,10 @@ class http_server {
   // opens its endpoint later and would rather fail first. The same errors as start(); port 0 is
   // always free.
   static expected<void> check_listen(const std::string& listen);
+  // The max_connections a server under the soft open-file limit `limit` keeps: `requested`, or the
+  // limit less a reserve for everything else the process opens (128; half the limit under 256, where
+  // the limit less 128 was not even tried and a flood ran the process out of descriptors).
+  static std::size_t connections_within(std::size_t requested, std::uint64_t limit);
   ~http_server();
   http_server(const http_server&) = delete;
   http_server& operator=(const http_server&) = delete;
