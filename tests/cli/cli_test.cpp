@@ -456,7 +456,20 @@ TEST(cli, jobs_prune_keeps_the_job_a_starting_server_loads) {
   EXPECT_EQ(kept.code, 0) << kept.out;
   EXPECT_NE(kept.out.find("kept served: its model is served by 'loading'"), std::string::npos) << kept.out;
   EXPECT_TRUE(std::filesystem::exists(root / "served" / "job.toml"));
-  ::close(lock);  // the server ended
+  ::close(lock);  // the server ended, or runs on another machine of a shared root (its lock unseen):
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  auto remote = [&](std::int64_t updated_ms) {
+    std::ofstream(root / "serve" / "loading" / "server.json")
+        << R"({"name": "loading", "state": "serving", "kernel": "another-boot", "updated_ms": )" << updated_ms
+        << R"(, "model": {"model_path": ")" << (root / "served" / "model").string() << R"("}})";
+  };
+  remote(now_ms);  // its file rewritten now: it serves
+  auto elsewhere = run("jobs prune --older-than 7d --root " + root.string());
+  EXPECT_NE(elsewhere.out.find("kept served: its model is served by 'loading'"), std::string::npos)
+      << elsewhere.out;
+  remote(now_ms - 60'000);  // silent for a minute: gone
   auto gone = run("jobs prune --older-than 7d --root " + root.string());
   EXPECT_EQ(gone.code, 0) << gone.out;
   EXPECT_FALSE(std::filesystem::exists(root / "served")) << gone.out;

@@ -148,6 +148,10 @@ def kill_and_swap(troupe, work, models):
         events.append(("swap", t0, swapped_at))
         if f"now serves version {v2}" not in said:
             fail(f"reload said: {said}")
+        # server.json (troupe serve status, jobs prune's model_path) names it as soon as the reload
+        # says so: it read the old version for up to a second.
+        if srv.state()["model"]["version"] != v2:
+            fail(f"server.json after the reload: {srv.state()['model']}")
         log(f"reload to v2 took {swapped_at - t0:.2f} s: {said.strip()}")
         # Generation 2 serves a copy of mlp_v2 (a hard link shared the job's file, so a model.pt
         # overwritten in place changed it); generation 1's snapshot goes once it has drained.
