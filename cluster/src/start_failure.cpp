@@ -89,6 +89,17 @@ bool consequence(std::string_view line) {
   return line.find("' needed more than ") != std::string_view::npos ||
          line.find("root supervisor exited") != std::string_view::npos;
 }
+
+// "E [worker-0#0] model: ..." -> "model: ...": the level letter and the node's own tag say nothing
+// in a reason that names the node already.
+std::string message_of(std::string line) {
+  std::size_t from = 2;
+  if (line.size() > from && line[from] == '[') {
+    const auto close = line.find("] ", from);
+    if (close != std::string::npos) from = close + 2;
+  }
+  return line.substr(std::min(from, line.size()));
+}
 }  // namespace
 
 std::string last_logged_error(const exit_status& s) {
@@ -107,11 +118,12 @@ std::string last_logged_error(const exit_status& s) {
     if (std::string_view(out).substr(begin, end - begin).starts_with(caf_unhandled)) {
       auto line = out.substr(begin, end - begin);
       auto what = line.find("]: ");
-      return "E " + line.substr(what == std::string::npos ? caf_unhandled.size() : what + 3, 400);
+      return line.substr(what == std::string::npos ? caf_unhandled.size() : what + 3, 400);
     }
     if (end - begin > level_at + 2 && (out[begin + level_at] == 'E' || out[begin + level_at] == 'C') &&
         out[begin + level_at + 1] == ' ') {
-      auto line = out.substr(begin + level_at, std::min<std::size_t>(end - begin - level_at, 400));
+      auto line =
+          message_of(out.substr(begin + level_at, std::min<std::size_t>(end - begin - level_at, 400)));
       // The cause, not its consequences (a dispenser that cannot open its records, then its
       // supervisor giving up on it: the user needs the first).
       if (!consequence(line)) return line;

@@ -72,7 +72,7 @@ TEST(start_failure, a_node_that_could_not_join_quotes_its_error_and_says_what_to
   auto text = describe(r);
   EXPECT_TRUE(has(text,
                   "worker-2 never joined the master: its command on host h3 exited with code 69, 3 times in "
-                  "a row; its last error (jobs/x/logs/worker-2.log): E [worker-2#5] worker-2#5: cannot "
+                  "a row; its last error (jobs/x/logs/worker-2.log): worker-2#5: cannot "
                   "reach the master at --join 127.0.0.1:45439 within 30 s"))
       << text;
   EXPECT_TRUE(has(text, "check: does the node's host reach the master's address ([cluster] advertise"))
@@ -91,9 +91,9 @@ TEST(last_logged_error, names_the_cause_before_the_supervisors_giving_up) {
              "restarts within 60000 ms; last exit: error; giving up\n"
              "2026-11-30 07:00:00.300 C [master#0] master#0: root supervisor exited: intensity\n"
              "2026-11-30 07:00:00.400 I [master#0] bye\n");
-  EXPECT_EQ(last_logged_error(s), "E [master#0] dispenser: /c/train: not a record store (no data.mdb)");
+  EXPECT_EQ(last_logged_error(s), "dispenser: /c/train: not a record store (no data.mdb)");
   s = exited(1, "2026-11-30 07:00:00.200 E [master#0] supervisor 'master': child 'd' needed more than 5 x\n");
-  EXPECT_EQ(last_logged_error(s), "E [master#0] supervisor 'master': child 'd' needed more than 5 x")
+  EXPECT_EQ(last_logged_error(s), "supervisor 'master': child 'd' needed more than 5 x")
       << "with no other error, the giving up is what there is";
   EXPECT_EQ(last_logged_error(exited(1, "2026-11-30 07:00:00.200 I [master#0] fine\n")), "");
   // An exception an actor threw, as CAF reports it on stderr: the cause.
@@ -101,7 +101,7 @@ TEST(last_logged_error, names_the_cause_before_the_supervisors_giving_up) {
              "*** unhandled exception: [id: 12, name: user.scheduled-actor, exception typeid: "
              "St13runtime_error]: ps-0: checkpoint 4 does not fit this job's model\n"
              "2026-11-30 07:00:00.200 E [ps-0#3] supervisor 'ps': child 'shard' needed more than 5 x\n");
-  EXPECT_EQ(last_logged_error(s), "E ps-0: checkpoint 4 does not fit this job's model");
+  EXPECT_EQ(last_logged_error(s), "ps-0: checkpoint 4 does not fit this job's model");
 }
 
 TEST(start_failure, a_slurm_job_that_never_launched_names_state_reason_log_and_what_to_check) {

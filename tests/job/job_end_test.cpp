@@ -693,7 +693,7 @@ TEST(job_end, nodes_that_cannot_reach_the_master_fail_the_job_naming_their_error
   ASSERT_FALSE(node.empty()) << reason;
   for (const auto& part :
        {std::string("its command on host h1 exited with code 69, 3 times in a row"),
-        "its last error (" + r.job_dir + "/logs/" + node + ".log): E [" + node + "#",
+        "its last error (" + r.job_dir + "/logs/" + node + ".log): " + node + "#",
         std::string("cannot reach the master at --join 127.0.0.1:1 within 1 s"),
         std::string("check: does the node's host reach the master's address ([cluster] advertise")})
     EXPECT_NE(reason.find(part), std::string::npos) << part << " not in: " << reason;

@@ -24,9 +24,12 @@ task_lease_client::~task_lease_client() {
 
 void task_lease_client::step_begins(std::span<const lease> held) {
   if (lease_ms_.count() == 0) return;  // no lease granted yet: nothing to renew
-  {
+  // The snapshot changes with a task (a few per thousand steps): the lock is taken then only. Only
+  // this thread writes step_leases_, so it reads them unlocked.
+  renewed(held, step_scratch_);
+  if (step_scratch_ != step_leases_ || step_lease_ms_ != lease_ms_) {
     std::lock_guard lk(mu_);
-    step_leases_ = renewed(held);
+    step_leases_.swap(step_scratch_);
     step_lease_ms_ = lease_ms_;
   }
   step_began_.store(now().time_since_epoch().count(), std::memory_order_relaxed);
@@ -166,12 +169,18 @@ task_lease_client::answer task_lease_client::take(const message& reply, std::spa
 
 std::vector<std::pair<std::uint64_t, std::uint32_t>> task_lease_client::renewed(std::span<const lease> held) {
   std::vector<std::pair<std::uint64_t, std::uint32_t>> leases;
+  renewed(held, leases);
+  return leases;
+}
+
+void task_lease_client::renewed(std::span<const lease> held,
+                                std::vector<std::pair<std::uint64_t, std::uint32_t>>& leases) {
+  leases.clear();
   for (const auto& l : held) leases.emplace_back(l.id, l.attempt);
   for (auto& o : unsent_) {
     auto r = o.body().getTaskReport();
     leases.emplace_back(r.getTaskId(), r.getAttempt());
   }
-  return leases;
 }
 
 void task_lease_client::pump_renew(std::span<const lease> held) {

@@ -100,6 +100,7 @@ class task_lease_client {
   void ask(std::span<const lease> held);
   // `held` and the unacknowledged reports' tasks: what a renewal names.
   std::vector<std::pair<std::uint64_t, std::uint32_t>> renewed(std::span<const lease> held);
+  void renewed(std::span<const lease> held, std::vector<std::pair<std::uint64_t, std::uint32_t>>& into);
   void send_renewal(const std::vector<std::pair<std::uint64_t, std::uint32_t>>& leases);
   void renew_during_steps();  // the thread's loop
 
@@ -120,9 +121,11 @@ class task_lease_client {
   std::thread step_renewer_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;                                                 // under mu_
-  std::vector<std::pair<std::uint64_t, std::uint32_t>> step_leases_;  // under mu_
-  std::chrono::milliseconds step_lease_ms_{0};                        // under mu_
+  bool stop_ = false;  // under mu_
+  // Written under mu_ by the training thread only (which reads them unlocked).
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> step_leases_;
+  std::chrono::milliseconds step_lease_ms_{0};
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> step_scratch_;  // the training thread's
   std::atomic<bool> stepping_{false};
   // On the clock, as time_since_epoch counts: when the step began, and the last renewal sent.
   std::atomic<std::int64_t> step_began_{0}, last_renewed_{0};

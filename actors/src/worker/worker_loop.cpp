@@ -1,5 +1,6 @@
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
@@ -19,11 +20,17 @@ clock::time_point now(worker_state& st) {
   return st.node->clock().now();
 }
 
-// The leases the worker holds: the task it trains and the one leased ahead.
-std::vector<task_lease_client::lease> held(const worker_state& st) {
-  std::vector<task_lease_client::lease> h;
-  if (st.task) h.push_back(*st.task);
-  if (st.next) h.push_back(*st.next);
+// The leases the worker holds: the task it trains and the one leased ahead (asked for at each step:
+// no allocation).
+struct held_leases {
+  std::array<task_lease_client::lease, 2> at{};
+  std::size_t n = 0;
+  operator std::span<const task_lease_client::lease>() const { return {at.data(), n}; }
+};
+held_leases held(const worker_state& st) {
+  held_leases h;
+  if (st.task) h.at[h.n++] = *st.task;
+  if (st.next) h.at[h.n++] = *st.next;
   return h;
 }
 

@@ -138,8 +138,7 @@ void runner::on_exit(const node_exit_event& e) {
       no_worker_slot(*v.slot);
     } else if (v.slot->role == cluster::node_role::worker && status.signal == 0 &&
                status.code == cluster::exit_model_refused) {
-      auto why = cluster::last_logged_error(status);
-      if (why.rfind("E [", 0) == 0 && why.find("] ") != std::string::npos) why.erase(0, why.find("] ") + 2);
+      const auto why = cluster::last_logged_error(status);
       outcome_.fail(h.id.name + ": the job's model failed as it started" + (why.empty() ? "" : ": " + why) +
                     " (every worker would; see " + dir_->log_path(h.id.name) + ")");
     } else {

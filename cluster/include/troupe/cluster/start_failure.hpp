@@ -64,7 +64,8 @@ struct start_failure_report {
 std::string describe(const start_failure_report& r);
 
 // The last error (or critical) line a node logged in its output (`s.trace.output`, the node's log
-// pattern "<date> <time> E [<node>] <message>"), from its level letter on; empty when there is none.
+// pattern "<date> <time> E [<node>] <message>"): its message, without the level letter and the node's
+// tag (the callers name the node); empty when there is none.
 // A supervisor's giving up (or the root supervisor's exit) is passed over for the error before it,
 // the cause, when there is one.
 std::string last_logged_error(const exit_status& s);
