@@ -160,14 +160,7 @@ std::vector<std::pair<std::string, std::filesystem::path>> served_models(const s
     if (!j.is_object()) continue;
     // Running as `serve status` says it (observe::server_state): a server on another machine of a
     // shared root, whose lock this one cannot see, too (it was not protected).
-    auto text = [&](const char* k) {
-      return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : "";
-    };
-    const double updated =
-        j.contains("updated_ms") && j["updated_ms"].is_number() ? j["updated_ms"].get<double>() : 0;
-    const auto state =
-        observe::server_state(s.running, text("state"), text("kernel"),
-                              (static_cast<double>(clock::system().wall_ms()) - updated) / 1000);
+    const auto state = observe::server_state_of_json(s.running, s.server_json, clock::system().wall_ms());
     if (state != "serving" && state != "draining" && state != "starting") continue;
     const bool serving = j.contains("model") && j["model"].is_object();
     const auto path = (serving ? j["model"] : j).value("model_path", std::string());

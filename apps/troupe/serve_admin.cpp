@@ -27,15 +27,8 @@ struct admin_flags {
 
 // A server's state for people (observe::server_state: the dashboard's words); "unknown" where its
 // server.json is missing or unreadable.
-std::string state_of(const serve::server_entry& s, const nlohmann::json& j) {
-  auto text = [&](const char* key) {
-    return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
-  };
-  const double updated = j.is_object() && j.contains("updated_ms") && j["updated_ms"].is_number()
-                             ? j["updated_ms"].get<double>()
-                             : 0;
-  const double age_s = (static_cast<double>(clock::system().wall_ms()) - updated) / 1000;
-  auto state = observe::server_state(s.running, text("state"), text("kernel"), age_s);
+std::string state_of(const serve::server_entry& s) {
+  auto state = observe::server_state_of_json(s.running, s.server_json, clock::system().wall_ms());
   if (!state.empty()) return state;
   return s.server_json.empty() ? "unknown (no server.json)" : "unknown (server.json unreadable)";
 }
@@ -75,7 +68,7 @@ int status(const admin_flags& f) {
     auto j = nlohmann::json::parse(s.server_json, nullptr, false);
     if (!j.is_object()) j = nlohmann::json::object();
     j["name"] = s.name;
-    j["state"] = state_of(s, j);
+    j["state"] = state_of(s);
     j["state_dir"] = s.state_dir;
     all.push_back(std::move(j));
   }

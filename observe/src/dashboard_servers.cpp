@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "dashboard_jobs.hpp"
+#include "server_json.hpp"
 #include "troupe/observe/server_state.hpp"
 
 namespace troupe::observe {
@@ -65,13 +66,8 @@ bool servers_dir_name(std::string_view id) {
 
 // As `troupe serve status` says it (server_state.hpp); the lock seen through the root's descriptor.
 std::string server_state(const job_directory& serve_dir, const std::string& name, const json& j,
-                         double updated_ms, std::int64_t now_ms) {
-  auto text = [&](const char* key) {
-    auto it = j.find(key);
-    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-  };
-  auto state = observe::server_state(serve_dir.flock_held(name + "/server.lock"), text("state"),
-                                     text("kernel"), (static_cast<double>(now_ms) - updated_ms) / 1000);
+                         std::int64_t now_ms) {
+  auto state = server_state_of(serve_dir.flock_held(name + "/server.lock"), j, now_ms);
   return state.empty() ? "dead" : state;
 }
 
@@ -82,7 +78,7 @@ json server_row(const job_directory& serve_dir, const std::string& name, std::in
   copy_server_fields(row, *j);
   if (row.contains("listen"))
     row["url"] = "http://" + row["listen"].get<std::string>() + "/v2/models/" + name;
-  row["state"] = server_state(serve_dir, name, *j, row.value("updated_ms", 0.0), now_ms);
+  row["state"] = server_state(serve_dir, name, *j, now_ms);
   // Serving no more: its last second's rates are not current (troupe serve status shows 0 too).
   if (row["state"] != "serving")
     for (const char* k : {"requests_per_s", "rows_per_s"})

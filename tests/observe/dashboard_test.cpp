@@ -353,6 +353,15 @@ TEST_F(dashboard_api, a_server_of_this_machine_is_judged_by_its_lock_alone) {
   EXPECT_EQ(server_state(true, "", "", 0), "starting") << "holds its lock, wrote nothing yet";
   EXPECT_EQ(server_state(false, "failed", troupe::observe::kernel_id(), 0), "failed");
   EXPECT_EQ(server_state(false, "nonsense", "", 0), "");
+  // From the file's text, as `serve status` and `jobs prune` read it: its age from updated_ms.
+  using troupe::observe::server_state_of_json;
+  EXPECT_EQ(server_state_of_json(false, R"({"state":"serving","kernel":"b","updated_ms":1000})", 21000),
+            "dead");
+  EXPECT_EQ(server_state_of_json(false, R"({"state":"serving","kernel":"b","updated_ms":1000})", 5000),
+            "serving");
+  EXPECT_EQ(server_state_of_json(true, R"({"state":"draining","updated_ms":"x"})", 0), "draining");
+  EXPECT_EQ(server_state_of_json(false, "{not json", 0), "");
+  EXPECT_EQ(server_state_of_json(false, R"(["serving"])", 0), "");
 }
 
 TEST_F(dashboard_api, events_follow_from_an_offset) {

@@ -2,6 +2,7 @@
 // the dashboard's server list and `troupe jobs prune`, so that they never disagree.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -21,5 +22,9 @@ const std::string& kernel_id();
 // where `written` is no state word (no server.json, or one unreadable): the caller says why.
 std::string server_state(bool lock_held, std::string_view written, std::string_view written_kernel,
                          double age_s);
+
+// The same from a server's server.json text (its "state", "kernel" and "updated_ms", the file's age
+// read against `now_ms`, wall clock): "" where the text is no JSON object or names no state word.
+std::string server_state_of_json(bool lock_held, std::string_view server_json, std::int64_t now_ms);
 
 }  // namespace troupe::observe
