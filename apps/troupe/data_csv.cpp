@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 #include "troupe/core/clock.hpp"
 #include "troupe/job/csv_import.hpp"
 #include "troupe/model/model_dir.hpp"
+#include "troupe/storage/record_store.hpp"
 
 namespace troupe::cli {
 
@@ -107,23 +109,42 @@ void print_summary(const job::csv_import_result& r, const job::csv_import_option
   }
 }
 
-// --like MODEL_DIR: the rows encoded as the model's training rows were (job::import_csv_like).
+// The encoding --like names and its class count: a model directory's training rows (model.json's
+// columns), or a record store imported from CSV (a job's data.train: its test rows imported apart).
+expected<std::pair<storage::row_format, std::uint32_t>> like_format(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir + "/model.json", ec) && std::filesystem::exists(dir + "/data.mdb", ec)) {
+    auto store = storage::record_store::open_read_only(dir);
+    if (!store) return store.err();
+    if (!store->info().columns)
+      return make_unexpected(core_errc::invalid_argument,
+                             dir + ": a record store not imported from CSV: it says no encoding of rows");
+    return std::pair{*store->info().columns, store->info().schema.num_classes};
+  }
+  auto m = model::read_model_dir(dir);
+  if (!m) return m.err();
+  auto format = model::row_format_of(*m);
+  if (!format) return format.err();
+  return std::pair{std::move(*format), static_cast<std::uint32_t>(m->classes)};
+}
+
+// --like MODEL_DIR or STORE: the rows encoded as the model's training rows (or the store's rows)
+// were (job::import_csv_like).
 int import_like(csv_flags& f) {
   for (const auto* opt : f.encoding_options)
     if (opt->count() > 0)
       return usage_error(opt->get_name() + " with --like " + f.like +
                          ": --like takes the model's columns and encoding (model.json's columns)");
-  auto m = model::read_model_dir(f.like);
-  if (!m) return usage_error(std::move(m).err().wrap("--like"));
-  auto format = model::row_format_of(*m);
-  if (!format) return usage_error(std::move(format).err().wrap("--like"));
-  if (f.delimiter_option->count() > 0) format->delimiter = f.o.delimiter;
-  f.o.delimiter = format->delimiter;
-  f.o.label = format->label;
-  f.o.buckets_per_field = format->buckets_per_field;
-  f.o.missing = job::parse_missing_policy(format->missing).value_or(job::missing_policy::error);
+  auto like = like_format(f.like);
+  if (!like) return usage_error(std::move(like).err().wrap("--like"));
+  auto& [format, classes] = *like;
+  if (f.delimiter_option->count() > 0) format.delimiter = f.o.delimiter;
+  f.o.delimiter = format.delimiter;
+  f.o.label = format.label;
+  f.o.buckets_per_field = format.buckets_per_field;
+  f.o.missing = job::parse_missing_policy(format.missing).value_or(job::missing_policy::error);
   auto start = clock::system().now();  // real time, for the summary
-  auto r = job::import_csv_like(f.o, *format, static_cast<std::uint32_t>(m->classes));
+  auto r = job::import_csv_like(f.o, format, classes);
   if (!r) return r.err() == core_errc::invalid_argument ? usage_error(r.err()) : run_error(r.err());
   print_summary(*r, f.o, std::chrono::duration<double>(clock::system().now() - start).count());
   std::printf(
@@ -187,8 +208,9 @@ runner add_import_csv(CLI::App& import_cmd, std::shared_ptr<int> mode, int id) {
   f->delimiter_option = c->add_option("--delimiter", f->delimiter, "field separator: one character, or tab");
   c->add_option(
       "--like", f->like,
-      "a model directory (jobs/<id>/model): encode the rows as its training rows were (its columns, "
-      "classes, standardization, missing values), to train it further or evaluate it");
+      "a model directory (jobs/<id>/model) or a record store imported from CSV: encode the rows as its "
+      "training rows were (its columns, classes, standardization, missing values), to train it further, "
+      "evaluate it, or as a job's test rows");
   c->add_option("--test-fraction", f->o.test_fraction, "rows held out into DIR/test (0: one store in DIR)")
       ->check(CLI::Range(0.0, 0.99));
   f->standardize_option =
