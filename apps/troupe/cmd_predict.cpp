@@ -141,17 +141,27 @@ expected<std::string> run_prediction(const options& o, const std::string& store,
   return fs::absolute(o.root).lexically_normal().string() + "/" + ro.job_id;
 }
 
+// A field as RFC 4180 writes it (the import reads it so): quoted, its quotes doubled, where it
+// holds a delimiter, a quote or a line break. A class named "New York, NY" made a line of 7 fields
+// under a header of 6.
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char ch : text) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return out + "\"";
+}
+
+std::string class_name(const model::model_info& m, std::size_t c) {
+  return csv_field(c < m.class_names.size() ? m.class_names[c] : std::to_string(c));
+}
+
 std::string csv_header(const model::model_info& m, std::uint32_t width, bool lines) {
   std::string h = lines ? "line" : "record";
   if (width == 1) return h + ",probability" + (m.class_names.size() == 2 ? ",class" : "");
   h += ",class";
   for (std::uint32_t c = 0; c < width; ++c)
-    h += ",p_" + (c < m.class_names.size() ? m.class_names[c] : std::to_string(c));
+    h += "," + csv_field("p_" + (c < m.class_names.size() ? m.class_names[c] : std::to_string(c)));
   return h;
-}
-
-std::string class_name(const model::model_info& m, std::size_t c) {
-  return c < m.class_names.size() ? m.class_names[c] : std::to_string(c);
 }
 
 // One row's values after its number: a class and its probabilities; false (the class empty, the

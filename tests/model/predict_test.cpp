@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -353,6 +354,68 @@ TEST(predict, a_csv_as_users_have_it_predicts_as_the_plain_one) {
             0)
       << out;
   EXPECT_EQ(predicted(dir + "/semi.out"), outs[0]);
+}
+
+// The fields of one CSV line as RFC 4180 reads it (quoted fields, doubled quotes).
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char ch = line[i];
+    if (quoted && ch == '"' && i + 1 < line.size() && line[i + 1] == '"')
+      out.back() += line[++i];
+    else if (ch == '"')
+      quoted = !quoted;
+    else if (ch == ',' && !quoted)
+      out.emplace_back();
+    else
+      out.back() += ch;
+  }
+  return out;
+}
+
+// Class names with a comma or a quote (the import reads them quoted) are written quoted: a class
+// "New York, NY" made a line of 7 fields under a header read as 7 and rows of 6 and 7.
+TEST(predict, class_names_with_a_comma_or_a_quote_are_quoted_in_its_csv) {
+  const std::string dir = test_root("predict-quoted-data");
+  {
+    std::ofstream f(dir + "/d.csv");
+    f << "x,label\n";
+    const char* names[] = {"\"New York, NY\"", "\"He said \"\"hi\"\"\"", "plain"};
+    for (int i = 0; i < 600; ++i) f << (i % 3) + 0.01 * (i % 7) << ',' << names[i % 3] << '\n';
+  }
+  int code = 0;
+  auto out = sh(std::string(TROUPE_BIN) + " data import csv " + dir + "/d.csv --out " + dir +
+                    "/store --label label --test-fraction 0.2",
+                &code);
+  ASSERT_EQ(code, 0) << out;
+  auto r = start_job("predict-quoted",
+                     "workers = 1\nrecords_per_task = 200\n[model]\ntype = \"mlp\"\nhidden = [8]\n[train]\n"
+                     "epochs = 1\n[data]\nsource = \"store\"\ntrain = \"" +
+                         dir + "/store/train\"\ntest = \"" + dir + "/store/test\"\n");
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(120)), 0) << read_file(r.err_file);
+  ASSERT_EQ(troupe("predict " + r.job_dir + "/model --data " + dir + "/d.csv --out " + dir +
+                       "/p.csv --workers 1 --root " + dir + "/jobs --quiet 2>&1",
+                   &out),
+            0)
+      << out;
+  std::ifstream in(dir + "/p.csv");
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(csv_fields(line),
+            (std::vector<std::string>{"line", "class", "p_He said \"hi\"", "p_New York, NY", "p_plain"}))
+      << line;
+  std::set<std::string> classes;
+  std::size_t rows = 0;
+  while (std::getline(in, line)) {
+    auto fields = csv_fields(line);
+    ASSERT_EQ(fields.size(), 5u) << line;
+    classes.insert(fields[1]);
+    ++rows;
+  }
+  EXPECT_EQ(rows, 600u);
+  for (const auto& c : classes)
+    EXPECT_TRUE(c == "New York, NY" || c == "He said \"hi\"" || c == "plain") << c;
 }
 
 // A CSV with malformed lines (a field too many, an unclosed quote) is refused naming the first; with
