@@ -60,6 +60,9 @@ TEST(config_check, refuses_what_run_refuses) {
       {"hidden-beyond-memory",
        std::string("[model]\ntype = 'mlp'\nhidden = [16777216, 16777216]\n") + ctr_data,
        "key 'model.hidden': the model would hold"},
+      // Read by fashion-mnist and criteo only: a synthetic-ctr (or store) job trained every row.
+      {"max-rows-synthetic", std::string(ctr_data) + "max_train_rows = 100\n",
+       "key 'data.max_train_rows': read for source \"fashion-mnist\" and \"criteo\" only"},
   };
   for (const auto& c : cases) expect_refused_by_both(c);
   // `train --local` builds its model itself: it ended "train: std::bad_alloc", exit 1.
