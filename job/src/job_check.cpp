@@ -46,6 +46,44 @@ std::string root_problem(const std::string& root) {
   return "";
 }
 
+// [model] and [train] optimizer keys set (from their defaults) that the model type or optimizer
+// does not read: `type = "lr"` with `hidden = [64, 64]` trained a linear model, `beta1` with sgd
+// nothing, without a word. Types registered by others are not judged.
+void model_keys_not_read(const nn::job_config& c, std::vector<std::string>& out) {
+  const nn::model_config m0;
+  const auto& m = c.model;
+  const bool builtin = m.type == "lr" || m.type == "mlp" || m.type == "cnn" || m.type == "wide_deep" ||
+                       m.type == "deepfm" || m.type == "sequential" || m.type == "torchscript";
+  auto note = [&](bool set, const char* key, const std::string& readers, bool read) {
+    if (builtin && set && !read)
+      out.push_back("model." + std::string(key) + ": read by model types " + readers + "; model.type \"" +
+                    m.type + "\" does not: the key has no effect");
+  };
+  const bool mlp_like = m.type == "mlp" || m.type == "wide_deep" || m.type == "deepfm";
+  note(m.hidden != m0.hidden, "hidden", "mlp, wide_deep and deepfm", mlp_like);
+  note(m.dropout != m0.dropout, "dropout", "mlp, wide_deep and deepfm", mlp_like);
+  note(m.embedding_dim != m0.embedding_dim, "embedding_dim", "mlp (sparse data), wide_deep and deepfm",
+       mlp_like);
+  note(m.embedding_scale != m0.embedding_scale, "embedding_scale", "mlp (sparse data), wide_deep and deepfm",
+       mlp_like);
+  note(m.filters != m0.filters, "filters", "cnn", m.type == "cnn");
+  note(m.cnn_dropout != m0.cnn_dropout, "cnn_dropout", "cnn", m.type == "cnn");
+  note(m.layers != m0.layers, "layers", "sequential", m.type == "sequential");
+  const nn::optimizer_config o0;
+  const auto& o = c.train.optimizer;
+  auto opt = [&](bool set, const char* key, const std::string& readers, bool read) {
+    if (set && !read)
+      out.push_back("train." + std::string(key) + ": read by optimizers " + readers + "; train.optimizer \"" +
+                    o.type + "\" does not: the key has no effect");
+  };
+  opt(o.momentum != o0.momentum, "momentum", "sgd", o.type == "sgd");
+  opt(o.nesterov != o0.nesterov, "nesterov", "sgd (with momentum)", o.type == "sgd");
+  opt(o.initial_accumulator != o0.initial_accumulator, "initial_accumulator", "adagrad", o.type == "adagrad");
+  opt(o.beta1 != o0.beta1, "beta1", "adam", o.type == "adam");
+  opt(o.beta2 != o0.beta2, "beta2", "adam", o.type == "adam");
+  opt(o.epsilon != o0.epsilon, "epsilon", "adagrad and adam", o.type != "sgd");
+}
+
 // Keys the job file sets (from their defaults) that its strategy or batch rule does not read (they
 // were accepted silently), one note each. A key at its default says nothing: `troupe config check --print`
 // writes every key, and its output is a job file.
@@ -271,6 +309,7 @@ std::vector<std::string> job_notes(const job_spec& spec) {
         "[train] device = \"gpu\" is troupe train --local's switch; this job's workers train on the CPU "
         "([job] device = \"cpu\"): set [job] device = \"gpu\" (--set job.device=gpu) to train them on GPUs");
   for (auto& n : keys_not_read(spec)) notes.push_back(std::move(n));
+  model_keys_not_read(spec.nn, notes);
   return notes;
 }
 

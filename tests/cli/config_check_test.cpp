@@ -171,6 +171,26 @@ TEST(config_check, keys_the_strategy_does_not_read_get_a_note) {
   std::filesystem::remove(f);
 }
 
+// A [model] key its type does not read and an optimizer key its optimizer does not read are noted
+// (`type = "lr"` with hidden layers trained a linear model without a word); where read, nothing.
+TEST(config_check, model_and_optimizer_keys_not_read_get_a_note) {
+  auto f = write_temp("unread-model.toml",
+                      "[model]\ntype = 'lr'\nhidden = [64, 64]\n[train]\noptimizer = 'sgd'\nbeta1 = 0.5\n"
+                      "[data]\nsource = 'fashion-mnist'\nmax_train_rows = 1000\n");
+  auto r = run_troupe("config check " + f);
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const char* note :
+       {"note: model.hidden: read by model types mlp, wide_deep and deepfm; model.type \"lr\" does not: the "
+        "key has no effect",
+        "note: train.beta1: read by optimizers adam; train.optimizer \"sgd\" does not: the key has no "
+        "effect"})
+    EXPECT_NE(r.out.find(note), std::string::npos) << note << " in:\n" << r.out;
+  auto fits = run_troupe("config check " + f + " --set model.type=mlp --set train.optimizer=adam");
+  EXPECT_EQ(fits.code, 0) << fits.out;
+  EXPECT_EQ(fits.out.find("has no effect"), std::string::npos) << fits.out;
+  std::filesystem::remove(f);
+}
+
 // The shipped examples set nothing their job does not read.
 TEST(config_check, the_examples_get_no_note) {
   for (const auto& e : std::filesystem::directory_iterator(TROUPE_SOURCE_DIR "/examples")) {
