@@ -46,6 +46,19 @@ std::string near_name(const std::string& n, const std::vector<std::string>& name
   return {};
 }
 
+// A header read as one column that holds another common separator: the file's delimiter is not
+// the one given ("no such column" alone left the user to find it).
+std::string delimiter_hint(const std::vector<std::string>& names) {
+  if (names.size() != 1) return "";
+  for (char d : {';', '\t', '|'})
+    if (names[0].find(d) != std::string::npos) {
+      const std::string flag = d == '\t' ? std::string("tab") : std::string{'\'', d, '\''};
+      return "; the header reads as one column: is the file separated by " + flag + "? (--delimiter " + flag +
+             ")";
+    }
+  return "";
+}
+
 // Looks `names` up (role: "label", "dense", "sparse"), marking each column taken.
 expected<std::vector<std::size_t>> take(const std::vector<std::string>& names, const char* role,
                                         const std::unordered_map<std::string, std::size_t>& index,
@@ -58,7 +71,7 @@ expected<std::vector<std::size_t>> take(const std::vector<std::string>& names, c
       const auto near = near_name(n, c.names);
       return bad(where, std::string(role) + " column '" + n + "': no such column" +
                             (near.empty() ? "" : "; did you mean '" + near + "'?") +
-                            " (the header has: " + joined(c.names, ", ") + ")");
+                            " (the header has: " + joined(c.names, ", ") + ")" + delimiter_hint(c.names));
     }
     if (!taken[it->second].empty())
       return bad(where, "column '" + n + "' is given as " + taken[it->second] + " and as " + role);

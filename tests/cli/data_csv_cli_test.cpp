@@ -217,4 +217,19 @@ TEST_F(DataCsvCli, ATestStoreEncodedOtherwiseIsRefusedAndLikeTheTrainingStoreFit
   EXPECT_EQ(bare.code, 2) << bare.out;
 }
 
+// A file of another separator read with the default one: its header is one column, and the error
+// says which separator it holds (it said "no such column" alone).
+TEST_F(DataCsvCli, AFileOfAnotherSeparatorIsToldWhichOne) {
+  auto semi = write("semi.csv", "x1;x2;label\n1;2;0\n3;4;1\n");
+  auto r = run_troupe("data import csv " + semi + " --out " + path("semi") + " --label label");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("the header reads as one column: is the file separated by ';'? (--delimiter ';')"),
+            std::string::npos)
+      << r.out;
+  auto tab = write("tab.csv", "x1\tx2\tlabel\n1\t2\t0\n");
+  r = run_troupe("data import csv " + tab + " --out " + path("tab") + " --label label");
+  EXPECT_NE(r.out.find("(--delimiter tab)"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(path("semi"))) << "nothing left of a refused import";
+}
+
 }  // namespace
