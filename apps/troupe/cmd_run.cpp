@@ -49,10 +49,14 @@ const command_registrar reg{
               "run --resume: the job keeps its job.toml and id (no --set, --root or --job-id)");
         if (f->workers > 0) f->o.workers = f->workers;
         if (f->o.resume.empty()) {  // the job file's errors as `troupe config check` prints them
-          auto overrides = f->o.overrides;
-          if (f->workers > 0) overrides.push_back("job.workers=" + std::to_string(f->workers));
-          auto doc = load_job_doc(f->o.file, overrides);
+          auto doc = load_job_doc(f->o.file, f->o.overrides);
           if (!doc) return usage_error(doc.err());
+          // Named as given: "--set job.workers=5" for a flag the user never wrote.
+          if (f->workers > 0)
+            if (auto w = doc->apply_override("job.workers=" + std::to_string(f->workers),
+                                             "--workers " + std::to_string(f->workers));
+                !w)
+              return usage_error(w.err());
           if (auto v = validate_job_doc(*doc); !v) return usage_error(v.err());
         }
         f->o.progress = !f->quiet;

@@ -106,6 +106,19 @@ TEST(config_check, zero_workers_is_refused_not_rounded_up) {
   expect_refused_by_both({"zero-workers", ctr_data, "job.workers"}, " --set job.workers=0");
 }
 
+// run --workers beyond max_workers is named as the flag the user wrote (it read "--set
+// job.workers=5000", a flag never given).
+TEST(config_check, run_workers_beyond_max_workers_names_the_flag) {
+  auto f =
+      write_temp("many-workers.toml", job_root_line(temp_path("many-jobs")) + "max_workers = 4\n" + ctr_data);
+  auto r = run_troupe("run " + f + " --workers 5000 --quiet");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--workers 5000: key 'job.workers': 5000 is more than max_workers"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("--set"), std::string::npos) << r.out;
+  std::filesystem::remove(f);
+}
+
 TEST(config_check, a_directory_is_not_a_job_file) {
   auto dir = temp_path("a-dir");
   std::filesystem::create_directories(dir);
