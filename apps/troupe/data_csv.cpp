@@ -16,7 +16,7 @@ namespace {
 
 struct csv_flags {
   job::csv_import_options o;
-  std::vector<std::string> dense, standardize;
+  std::vector<std::string> dense, sparse, standardize;
   std::string delimiter = ",", missing = "error", like;
   CLI::Option* dense_option = nullptr;
   CLI::Option* standardize_option = nullptr;
@@ -25,10 +25,47 @@ struct csv_flags {
   CLI::Option* delimiter_option = nullptr;
 };
 
+// A name quoted where it holds a comma or a quote ("price, usd" read as two names in the list).
 std::string listed(const std::vector<std::string>& names) {
   std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  for (const auto& n : names) {
+    out += out.empty() ? "" : ", ";
+    if (n.find_first_of(",\"") == std::string::npos) {
+      out += n;
+      continue;
+    }
+    out += '"';
+    for (char ch : n) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    out += '"';
+  }
   return out.empty() ? "none" : out;
+}
+
+// The column names of --dense, --sparse and --standardize values: comma-separated, a name in double
+// quotes may hold commas ("price, usd" as --dense '"price, usd",rooms'; "" within quotes is a quote).
+std::vector<std::string> column_names(const std::vector<std::string>& given) {
+  std::vector<std::string> out;
+  for (const auto& value : given) {
+    std::string name;
+    bool quoted = false, any = false;
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      const char ch = value[i];
+      if (quoted && ch == '"' && i + 1 < value.size() && value[i + 1] == '"') {
+        name += value[++i];
+      } else if (ch == '"') {
+        quoted = !quoted;
+        any = true;
+      } else if (ch == ',' && !quoted) {
+        if (any || !name.empty()) out.push_back(std::move(name));
+        name.clear();
+        any = false;
+      } else {
+        name += ch;
+      }
+    }
+    if (any || !name.empty()) out.push_back(std::move(name));
+  }
+  return out;
 }
 
 void print_classes(const job::csv_import_result& r, const job::csv_import_options& o) {
@@ -161,17 +198,11 @@ int import_csv(csv_flags& f) {
   f.o.missing = *missing;
   if (!f.like.empty()) return import_like(f);
   if (f.o.label.empty()) return usage_error("--label is required (or --like MODEL_DIR)");
-  if (f.dense_option->count() > 0) f.o.dense = f.dense;
-  if (f.standardize_option->count() > 0) {
-    f.o.standardize.emplace();
-    // "a,b" split here: CLI11's own delimiter counts "a,b" as two values against expected(0, 1).
-    for (const auto& given : f.standardize)
-      for (std::size_t at = 0; at <= given.size();) {
-        const auto comma = std::min(given.find(',', at), given.size());
-        if (comma > at) f.o.standardize->push_back(given.substr(at, comma - at));
-        at = comma + 1;
-      }
-  }
+  // Split here, not by CLI11 (its delimiter splits a quoted name, and counts "a,b" as two values
+  // against --standardize's expected(0, 1)).
+  if (f.dense_option->count() > 0) f.o.dense = column_names(f.dense);
+  f.o.sparse = column_names(f.sparse);
+  if (f.standardize_option->count() > 0) f.o.standardize = column_names(f.standardize);
   auto start = clock::system().now();  // real time, for the summary
   auto r = job::import_csv(f.o);
   if (!r) return r.err() == core_errc::invalid_argument ? usage_error(r.err()) : run_error(r.err());
@@ -200,11 +231,10 @@ runner add_import_csv(CLI::App& import_cmd, std::shared_ptr<int> mode, int id) {
       ->required();
   auto* label =
       c->add_option("--label", f->o.label, "the label column (class ids 0..K-1, 0/1 binary; or names)");
-  f->dense_option = c->add_option("--dense", f->dense, "dense columns, comma-separated (default: the rest)")
-                        ->delimiter(',');
+  f->dense_option = c->add_option(
+      "--dense", f->dense, "dense columns, comma-separated (default: the rest; \"a, b\" quoted for a comma)");
   auto* sparse =
-      c->add_option("--sparse", f->o.sparse, "categorical columns, comma-separated (hashed into ids)")
-          ->delimiter(',');
+      c->add_option("--sparse", f->sparse, "categorical columns, comma-separated (hashed into ids)");
   f->delimiter_option = c->add_option("--delimiter", f->delimiter, "field separator: one character, or tab");
   c->add_option(
       "--like", f->like,

@@ -232,4 +232,21 @@ TEST_F(DataCsvCli, AFileOfAnotherSeparatorIsToldWhichOne) {
   EXPECT_FALSE(fs::exists(path("semi"))) << "nothing left of a refused import";
 }
 
+// A column whose name holds a comma is named in --dense, --sparse and --standardize in double quotes
+// (the lists were split at every comma: "dense column 'price': no such column"), and listed quoted.
+TEST_F(DataCsvCli, AColumnNameWithACommaIsNamedInQuotes) {
+  auto csv = write("names.csv",
+                   "\"price, usd\",house type,\"y, class\",size\n1.5,a,yes,3\n2.5,b,no,4\n3.5,a,yes,5\n");
+  auto r = run_troupe("data import csv " + csv + " --out " + path("n") +
+                      " --label 'y, class' --sparse 'house type' --dense '\"price, usd\",size' --standardize "
+                      "'\"price, usd\"'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("dense (2): \"price, usd\", size"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("standardized (1)"), std::string::npos) << r.out;
+  auto bad = run_troupe("data import csv " + csv + " --out " + path("m") +
+                        " --label 'y, class' --dense 'price, usd'");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("dense column 'price': no such column"), std::string::npos) << bad.out;
+}
+
 }  // namespace

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -22,7 +23,7 @@ TEST(shm_ring, a_ring_made_ahead_is_renamed_populated_and_then_opened) {
   // A slice at a time: 64 KiB in 16 KiB slices.
   EXPECT_EQ((*a)->populate_some(16 << 10), std::size_t(48 << 10));
   std::size_t left = 1;
-  for (int i = 0; i < 10 && left > 0; ++i) left = (*a)->populate_some(16 << 10);
+  for (int i = 0; i < 10 && left > 0; ++i) left = (*a)->populate_some(16 << 10).value_or(1);
   EXPECT_EQ(left, 0u);
   ASSERT_TRUE((*a)->rename(name));
   EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + ahead));
@@ -37,6 +38,22 @@ TEST(shm_ring, a_ring_made_ahead_is_renamed_populated_and_then_opened) {
   EXPECT_EQ((*a)->read_some(out), out.size());
   EXPECT_EQ(in, out);
   (*a)->unlink_when_attached();
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + name));
+}
+
+// A ring /dev/shm has no room for is refused as it is made, naming /dev/shm, and leaves no name:
+// its pages were faulted in at the first writes, a SIGBUS (the worker and its peer killed, again
+// at each relaunch) where /dev/shm was full. Twice the filesystem's size: refused at once, nothing
+// allocated.
+TEST(shm_ring, a_ring_dev_shm_has_no_room_for_is_refused_not_a_sigbus_later) {
+  struct statvfs fs {};
+  ASSERT_EQ(::statvfs("/dev/shm", &fs), 0);
+  const std::size_t size = static_cast<std::size_t>(fs.f_blocks) * fs.f_frsize;
+  auto name = unique("huge");
+  auto r = shm_ring::create(name, 2 * size, true);
+  ASSERT_FALSE(r) << "a ring of " << 2 * size << " bytes";
+  EXPECT_NE(r.err().to_string().find("is /dev/shm full?"), std::string::npos) << r.err().to_string();
+  EXPECT_NE(r.err().to_string().find("No space left on device"), std::string::npos) << r.err().to_string();
   EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + name));
 }
 

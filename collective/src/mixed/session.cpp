@@ -51,7 +51,12 @@ void mixed_ring_session::prepare(bool at_once) {
 // all 4 MiB at once would be one long step just when the survivor of a kill should not pause).
 void mixed_ring_session::prepare_some() {
   if (!spare_ && !spare_failed_) prepare(false);
-  if (spare_) spare_->populate_some(256 << 10);
+  if (spare_ && !spare_->populate_some(256 << 10)) {
+    spdlog::warn(
+        "ring: no spare ring (its pages cannot be had: is /dev/shm full?); rings are made when needed");
+    spare_.reset();
+    spare_failed_ = true;
+  }
 }
 
 ring_session::info mixed_ring_session::train_alone(std::uint64_t epoch) {

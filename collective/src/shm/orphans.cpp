@@ -2,6 +2,7 @@
 // this host holds, swept whole.
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -65,7 +66,7 @@ struct instance_files {
 
 }  // namespace
 
-shm_orphans sweep_orphaned_shm(std::chrono::seconds min_age, bool dry_run) {
+shm_orphans sweep_orphaned_shm(std::chrono::seconds min_age, bool dry_run, std::uintmax_t min_bytes) {
   shm_orphans out;
   struct stat dir {};
   if (::stat("/dev/shm", &dir) != 0) return out;
@@ -82,7 +83,15 @@ shm_orphans sweep_orphaned_shm(std::chrono::seconds min_age, bool dry_run) {
     f.keep =
         f.keep || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() || now - st.st_mtime < min_age.count();
   }
-  if (by_instance.empty()) return out;
+  // The walk of /proc only when some instance may go (each run's start sweeps: most find none).
+  struct statvfs fs {};
+  const bool filling = ::statvfs("/dev/shm", &fs) == 0 && fs.f_bavail * 4 < fs.f_blocks;
+  bool any = false;
+  for (auto& [key, f] : by_instance) {
+    f.keep = f.keep || (f.bytes < min_bytes && !filling);
+    any = any || !f.keep;
+  }
+  if (!any) return out;
   const auto held = held_inodes(dir.st_dev);  // after the listing: a name made since is not in it
   for (auto& [key, f] : by_instance) {
     for (const auto& p : f.paths) {

@@ -85,7 +85,8 @@ expected<std::unique_ptr<transport::shm_ring>> make_inbound_ring(const shm_link_
     o.spare->reset();  // used, or unusable
     if (in) return in;
   }
-  auto made = transport::shm_ring::create(mine, o.capacity);
+  // Every page reserved: a peer's write into a page /dev/shm cannot give is its SIGBUS.
+  auto made = transport::shm_ring::create(mine, o.capacity, true);
   if (!made) return make_unexpected(collective_errc::setup, made.err().to_string());
   return std::move(*made);
 }

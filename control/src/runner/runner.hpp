@@ -17,6 +17,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "troupe/cluster/bootstrap.hpp"
@@ -252,6 +253,7 @@ class runner {
   // logs/runner.log is open, so that it has them too (they went to stderr alone), or at a setup's end.
   std::vector<std::string> setup_warnings_;
   void say_setup_warnings();
+  static void sweep_killed_jobs_shm();
   bool keep_record_ = false;  // a --resume that ended before it began: result.json and the timeline untouched
   bool nodes_started_ = false;           // the PS shards and workers are launched: scale requests act at once
   std::atomic<bool> stop_asked_{false};  // a stop came (io thread): scale requests are refused
@@ -262,6 +264,8 @@ class runner {
   std::string outage_note_;                  // on the progress line while the cluster manager is away
   std::optional<time_point> last_progress_;  // the last progress line
   std::optional<std::uint64_t> samples_at_start_;  // samples_total in the first status: the final line's rate
+  // What jobs killed whole (runner too) left in /dev/shm, swept as a run begins (last: joined first).
+  std::jthread shm_sweep_;
 };
 
 // [cluster] metrics_port 0 becomes a free port, written into `doc` (so job.toml pins it for every

@@ -228,7 +228,24 @@ int runner::open_job_dir(const config_doc& doc) {
   std::filesystem::remove(cluster::stop_request_path(dir_->path()), ec);  // an earlier run's
   instance_ = random_hex(4);
   if (auto w = dir_->write_instance(instance_); !w) return spdlog::error("{}", w.err().to_string()), 1;
+  shm_sweep_ = std::jthread(sweep_killed_jobs_shm);
   return 0;
+}
+
+// Jobs killed whole (the runner too: SIGKILL, the OOM killer, a machine's test timeout) leave their
+// rings and beacons in /dev/shm, nothing cleans them, and they add up: 11,740 names, 17 GB, after
+// two killed jobs of many workers, and the next job's workers died of SIGBUS, /dev/shm full. Swept
+// as a run begins, a killed instance of 256 MB or more (any when /dev/shm is 3/4 full), off the
+// runner's path (a walk of /proc); only instances no process on this host holds, unchanged for 2
+// minutes (collective::sweep_orphaned_shm; `troupe jobs prune` sweeps whatever their size).
+void runner::sweep_killed_jobs_shm() {
+  const auto swept =
+      collective::sweep_orphaned_shm(std::chrono::minutes(2), false, std::uintmax_t{256} << 20);
+  if (swept.instances.empty()) return;
+  std::string which;
+  for (const auto& k : swept.instances) which += (which.empty() ? "" : ", ") + k;
+  spdlog::info("removed {} /dev/shm names ({:.1f} MB) of {} killed job instance(s) no process holds: {}",
+               swept.names, static_cast<double>(swept.bytes) / 1e6, swept.instances.size(), which);
 }
 
 int runner::begin_resumed_run() {

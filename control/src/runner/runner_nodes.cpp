@@ -174,8 +174,13 @@ void runner::relaunch(node_slot& slot, const cluster::node_handle& h, const clus
   auto v = slots_.died(slot, status);
   if (v.give_up) {
     const auto why = cluster::last_logged_error(status);
+    // SIGBUS: a page of a mapped file that could not be had (a full /dev/shm or disk, a file cut).
+    const std::string bus = status.signal == SIGBUS
+                                ? " (a file it mapped could not give a page: is /dev/shm or "
+                                  "the disk full?)"
+                                : "";
     outcome_.fail(h.id.name + " died " + std::to_string(v.deaths) +
-                  " times in a minute (last: " + status.to_string() + ")" +
+                  " times in a minute (last: " + status.to_string() + bus + ")" +
                   (why.empty() ? "" : "; its last error: " + why) + "; see " + dir_->log_path(h.id.name));
     return;
   }

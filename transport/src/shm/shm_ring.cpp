@@ -90,6 +90,18 @@ expected<std::unique_ptr<shm_ring>> shm_ring::create(const std::string& name, st
     ::shm_unlink(("/" + name).c_str());
     return e;
   }
+  // Its pages reserved now (all, or the header's where the caller populates in slices): a full
+  // /dev/shm is this error, not a SIGBUS at a first write, the creator's or its peer's (workers
+  // died of it at each relaunch, 11 times, and failed their job).
+  const std::size_t reserve = populate ? total : header_bytes;
+  if (int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(reserve)); rc != 0) {
+    errno = rc;
+    auto e = sys_error(
+        "allocate " + std::to_string(reserve) + " bytes of shared memory (is /dev/shm full?) for", name);
+    ::close(fd);
+    ::shm_unlink(("/" + name).c_str());
+    return e;
+  }
   void* base =
       ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
   ::close(fd);
@@ -180,11 +192,14 @@ shm_ring::~shm_ring() {
   ::munmap(base_, mapped_);
 }
 
-std::size_t shm_ring::populate_some(std::size_t max_bytes) noexcept {
+std::optional<std::size_t> shm_ring::populate_some(std::size_t max_bytes) noexcept {
   if (!creator_ || hdr_->populated || opened()) return 0;
   std::size_t n = std::min(max_bytes, capacity_ - populated_);
   std::byte* p = data_ + populated_;
   if (n > 0 && ::madvise(p, n, MADV_POPULATE_WRITE) != 0) {
+    // A page that cannot be had (/dev/shm full: EFAULT, "a SIGBUS would have been generated"; or
+    // ENOMEM): the ring is not to be used. Touching the pages then was the SIGBUS.
+    if (errno != EINVAL) return std::nullopt;
     // Kernels before 5.14: touch every page (nobody else has the ring yet, nothing is in it).
     volatile std::byte* v = p;
     for (std::size_t i = 0; i < n; i += 4096) v[i] = std::byte{0};

@@ -39,7 +39,9 @@ struct shm_orphans {
 // instances of which no process on this host has a name open or mapped (/proc/*/fd, /proc/*/maps)
 // and whose every name is older than `min_age`: a running job's live nodes hold their beacons mapped,
 // and a name just made is open by its maker. Instances are swept whole, never a name of one that
-// runs. Names without an instance (tests' and benchmarks' own) are never swept.
-shm_orphans sweep_orphaned_shm(std::chrono::seconds min_age, bool dry_run);
+// runs. Names without an instance (tests' and benchmarks' own) are never swept. With `min_bytes`,
+// only instances of that many bytes at least, unless /dev/shm is more than 3/4 full (and /proc is
+// not walked when there is none): a run's start sweeps so, when it matters.
+shm_orphans sweep_orphaned_shm(std::chrono::seconds min_age, bool dry_run, std::uintmax_t min_bytes = 0);
 
 }  // namespace troupe::collective

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -39,8 +40,9 @@ class shm_ring {
   struct header;
 
   // Creates the ring `name` (a /dev/shm name without the slash) with `capacity` bytes (rounded up to
-  // a power of two). Fails if the name exists. `populate`: its pages are allocated now (MAP_POPULATE),
-  // not faulted in one by one by the first large writes.
+  // a power of two). Fails if the name exists, or /dev/shm has no room for its pages (all reserved
+  // with `populate`, else the header's: populate_some() reserves the rest). `populate`: its pages
+  // are allocated now (and mapped, MAP_POPULATE), not faulted in one by one by the first writes.
   static expected<std::unique_ptr<shm_ring>> create(const std::string& name, std::size_t capacity,
                                                     bool populate = false);
   // Opens a ring created by a peer, waiting until `deadline` on `clk` while it does not exist yet
@@ -64,8 +66,9 @@ class shm_ring {
   // Creator side: whether the peer has opened the ring (and mapped its pages).
   bool opened() const noexcept;
   // Creator side, before anyone opened it: allocates up to `max_bytes` more of the ring's pages (as
-  // create(populate) does at once, a slice at a time); returns the bytes still unallocated.
-  std::size_t populate_some(std::size_t max_bytes) noexcept;
+  // create(populate) does at once, a slice at a time); returns the bytes still unallocated, nullopt
+  // when pages cannot be had (/dev/shm full): the ring must not be used then.
+  std::optional<std::size_t> populate_some(std::size_t max_bytes) noexcept;
 
   std::size_t capacity() const noexcept { return capacity_; }
   // Bytes that can be written / read now.
