@@ -61,6 +61,17 @@ ps_options read_ps(config_section s) {
            "'" + o.checkpoint_dir + "' is not an absolute path (the PS shards of every host must find it)");
   return o;
 }
+
+}  // namespace
+
+std::string ps_options::checkpoints_of(const std::string& job_dir) const {
+  if (checkpoint_dir.empty()) return job_dir + "/checkpoints";
+  auto dir = std::filesystem::path(job_dir).lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();  // "jobs/x/"
+  return checkpoint_dir + "/" + dir.filename().string();
+}
+
+namespace {
 // A job file's paths are absolute by now (read_job_file: relative to the file); one still relative
 // came from --set or a document in memory, and is the caller's, relative to its working directory.
 // Nodes run elsewhere: the runner stores it absolute in the job directory's job.toml.

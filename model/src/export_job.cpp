@@ -207,7 +207,8 @@ expected<export_report> export_job(const export_options& o) {
   if (!data) return data.err();
   auto train = storage::record_store::open_read_only(data->train_dir);
   if (!train) return train.err();
-  auto st = job_state(places_of(o.job_dir, spec->ps.checkpoint_dir, spec->uses_ps() ? spec->ps.shards : 0));
+  auto st = job_state(
+      places_of(o.job_dir, spec->ps.checkpoints_of(o.job_dir), spec->uses_ps() ? spec->ps.shards : 0));
   if (!st) return st.err();
   auto prep = prepare(*spec, train->info(), *st, data->test_dir, o.verify_rows);
   if (!prep) return prep.err();

@@ -122,12 +122,12 @@ expected<std::optional<loaded_state>> read_state(const std::string& dir) {
   return std::optional<loaded_state>(loaded_state{std::move(*s), read_meta(dir, **latest), dir});
 }
 
-state_places places_of(const std::string& job_dir, const std::string& ps_checkpoint_dir,
+state_places places_of(const std::string& job_dir, const std::string& ps_checkpoints,
                        std::uint32_t ps_shards) {
   state_places p;
   p.final_dir = job_dir + "/checkpoints/final";
   p.ring_dir = job_dir + "/checkpoints/ring";
-  const std::string ps = ps_checkpoint_dir.empty() ? job_dir + "/checkpoints" : ps_checkpoint_dir;
+  const std::string& ps = ps_checkpoints;
   for (std::uint32_t i = 0; i < ps_shards; ++i) p.ps_dirs.push_back(ps + "/ps-" + std::to_string(i));
   return p;
 }
@@ -203,7 +203,7 @@ expected<loaded_state> init_state(const std::string& source) {
         source + ": neither a model directory (model.json) nor a job directory (job.toml)");
   auto spec = job::load_job_spec(source);
   if (!spec) return spec.err();
-  return job_state(places_of(source, spec->ps.checkpoint_dir, spec->uses_ps() ? spec->ps.shards : 0));
+  return job_state(places_of(source, spec->ps.checkpoints_of(source), spec->uses_ps() ? spec->ps.shards : 0));
 }
 
 }  // namespace troupe::model

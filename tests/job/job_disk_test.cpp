@@ -99,6 +99,26 @@ TEST(job_disk, a_disk_that_stays_full_fails_the_job_cleanly_in_the_configured_ti
   EXPECT_TRUE(no_processes_of(r));
 }
 
+// Two jobs naming one [ps] checkpoint_dir keep their own checkpoints (<dir>/<job id>/ps-<i>): the
+// second, a new job, restored the first's and trained on from its weights as if from scratch (and
+// one of another shape crash-looped its shards on them).
+TEST(job_disk, jobs_sharing_a_checkpoint_dir_keep_their_own_checkpoints) {
+  const auto dir = test_root("shared-ckpt-dir") + "/ckpt";
+  auto a = start_job("shared-ckpt-a", with_checkpoint_dir(ctr_job(1, 20000, 1, 100), dir));
+  ASSERT_EQ(wait_job(a, std::chrono::seconds(120)), 0) << read_file(a.err_file);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/shared-ckpt-a/ps-0"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/shared-ckpt-a/ps-1"));
+  auto b = start_job("shared-ckpt-b", with_checkpoint_dir(ctr_job(1, 20000, 1, 100), dir));
+  ASSERT_EQ(wait_job(b, std::chrono::seconds(120)), 0) << read_file(b.err_file);
+  for (const std::string shard : {"ps-0", "ps-1"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir + "/shared-ckpt-b/" + shard));
+    EXPECT_EQ(read_file(b.job_dir + "/logs/" + shard + ".log").find("restored checkpoint"), std::string::npos)
+        << shard << " of a new job restored another job's checkpoint";
+  }
+  // Exported from its own checkpoints.
+  EXPECT_TRUE(std::filesystem::exists(b.job_dir + "/model/model.json"));
+}
+
 // Only the PS shards' checkpoints on the small disk ([ps] checkpoint_dir): the journal can be written,
 // yet the job must not train on with nothing saved. The fault names the shard and its path, no
 // task is handed out while it lasts, and the job finishes once space returns.
@@ -108,14 +128,15 @@ TEST(job_disk, a_full_checkpoint_disk_pauses_the_job_naming_the_shard) {
   auto r = start_job("ckpt-full", with_checkpoint_dir(ctr_job(2, 300000, 3, 300), fs.dir + "/ckpt"));
   ASSERT_TRUE(wait_status(
       r, [](const nlohmann::json& j) { return done_tasks(j) >= 2; }, std::chrono::seconds(120)));
-  ASSERT_TRUE(std::filesystem::exists(fs.dir + "/ckpt/ps-0")) << "the shards do not checkpoint there";
+  ASSERT_TRUE(std::filesystem::exists(fs.dir + "/ckpt/ckpt-full/ps-0"))
+      << "the shards do not checkpoint there";
   fs.fill();
   auto shard_fault = [](const nlohmann::json& j) {
     return no_space_fault(j) && j["fault"].get<std::string>().rfind("ps-", 0) == 0;
   };
   auto paused = wait_status(r, shard_fault, std::chrono::seconds(30));
   ASSERT_TRUE(paused) << read_file(r.err_file);
-  EXPECT_NE((*paused)["fault"].get<std::string>().find(fs.dir + "/ckpt/ps-"), std::string::npos)
+  EXPECT_NE((*paused)["fault"].get<std::string>().find(fs.dir + "/ckpt/ckpt-full/ps-"), std::string::npos)
       << paused->dump();
   // Paused: the tasks the workers held are reported and none is leased again, so a whole window
   // of the master's rate (1 s) goes by without a trained sample. Waited for as that event: a
@@ -174,7 +195,8 @@ TEST(job_disk, the_end_of_a_job_waits_for_the_shards_final_checkpoints_through_a
   fs.fill();
   auto paused = wait_status(r, paused_at_the_end, std::chrono::seconds(120));
   ASSERT_TRUE(paused) << read_file(r.err_file);
-  EXPECT_NE((*paused)["fault"].get<std::string>().find(fs.dir + "/ckpt/ps-"), std::string::npos)
+  EXPECT_NE((*paused)["fault"].get<std::string>().find(fs.dir + "/ckpt/final-ckpt-full/ps-"),
+            std::string::npos)
       << paused->dump();
   stays_paused(r, 3);
   fs.free_space();

@@ -155,9 +155,8 @@ void init_shard(ps_state& st, node_context* node, const data_paths& data) {
     if (wire::shard_of_name(p->name, st.shards) == st.index) st.dense[p->name].param = p;
   for (auto* t : st.model->embedding_tables()) st.tables.emplace(t->name(), owned_table(t, *st.opt));
   start_noise(st);
-  const auto& dir = node->spec().ps.checkpoint_dir;
-  auto store = storage::checkpoint_store::open((dir.empty() ? node->who().job_dir + "/checkpoints" : dir) +
-                                               "/ps-" + std::to_string(st.index));
+  auto store = storage::checkpoint_store::open(node->spec().ps.checkpoints_of(node->who().job_dir) + "/ps-" +
+                                               std::to_string(st.index));
   if (!store) throw std::runtime_error(store.err().to_string());
   st.store = std::make_shared<storage::checkpoint_store>(std::move(*store));
   auto latest = st.store->latest();

@@ -142,8 +142,8 @@ int runner::check_model() {
 // starts (the nodes skipped or failed to restore what no longer fit, and the job trained on from
 // initial values and finished "ok").
 int runner::check_resumed_state(const nn::dataset_info& info) {
-  auto st = model::job_state(
-      model::places_of(dir_->path(), spec_.ps.checkpoint_dir, spec_.uses_ps() ? spec_.ps.shards : 0));
+  auto st = model::job_state(model::places_of(dir_->path(), spec_.ps.checkpoints_of(dir_->path()),
+                                              spec_.uses_ps() ? spec_.ps.shards : 0));
   if (!st && st.err() == storage::storage_errc::not_found) return 0;  // nothing written yet: nothing to fit
   // A checkpoint that cannot be read (a checksum, a truncated file): its shard or worker died 11
   // times over it (40 s) before the job failed.

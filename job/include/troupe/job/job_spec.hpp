@@ -57,13 +57,17 @@ struct ps_options {
   std::uint32_t shards = 1;
   std::chrono::milliseconds checkpoint_every{2'000};
   std::uint32_t full_checkpoint_every = 10;
-  std::string checkpoint_dir;  // absolute; empty: <job dir>/checkpoints
+  std::string checkpoint_dir;  // absolute; empty: <job dir>/checkpoints (checkpoints_of says where)
   // A worker's requests in flight (docs/job.md, "PS requests in flight"): pushes not acknowledged
   // yet (0: each push waits for its reply), and whether the next batch's rows are pulled while the
   // current batch trains.
   std::uint32_t in_flight_pushes = 2;
   bool prefetch = true;
   bool operator==(const ps_options&) const = default;
+  // Where the shards' checkpoints (ps-<i>/) of the job in `job_dir` are: <job dir>/checkpoints, or
+  // <checkpoint_dir>/<job id> (one directory for many jobs: each job's own; a new job took up
+  // another's checkpoints and trained on from its weights as if from scratch).
+  std::string checkpoints_of(const std::string& job_dir) const;
 };
 
 struct job_spec {

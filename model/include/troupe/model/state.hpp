@@ -72,12 +72,13 @@ expected<std::uint64_t> write_state(const std::string& dir, const storage::shard
 expected<std::optional<loaded_state>> read_state(const std::string& dir);
 
 // Where a job keeps its states: <job dir>/checkpoints/{final,ring}/ and the PS shards' stores,
-// <checkpoint_dir or job dir/checkpoints>/ps-<i>/.
+// <ps_checkpoints>/ps-<i>/ (job::ps_options::checkpoints_of: <job dir>/checkpoints, or
+// <checkpoint_dir>/<job id>).
 struct state_places {
   std::string final_dir, ring_dir;
   std::vector<std::string> ps_dirs;
 };
-state_places places_of(const std::string& job_dir, const std::string& ps_checkpoint_dir,
+state_places places_of(const std::string& job_dir, const std::string& ps_checkpoints,
                        std::uint32_t ps_shards);
 
 // The job's model state for export and warm start: final/ when the job wrote one (the state its
