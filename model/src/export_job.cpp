@@ -193,6 +193,31 @@ expected<job::job_spec> trained_spec(const std::string& job_dir) {
                              spec->nn.model.path + " and trained none to export");
 }
 
+// The training rows' manifest and the test store whose rows verify the export. The job's own copy
+// of the manifest when it has one (job::read_train_manifest): the store removed or damaged since,
+// the model is still given out, unverified (said); a job without one needs its store.
+struct export_rows {
+  storage::manifest train;
+  std::string test_dir;  // empty: not verified
+};
+expected<export_rows> rows_of(const job::job_spec& spec, const std::string& job_dir,
+                              std::size_t verify_rows) {
+  auto copy = job::read_train_manifest(job_dir);
+  if (!copy) return copy.err();
+  if (!*copy || verify_rows > 0) {
+    auto data = job::prepare_datasets(spec.nn.data, spec.job.dataset_cache);
+    auto train = data ? storage::record_store::open_read_only(data->train_dir)
+                      : expected<storage::record_store>(data.err());
+    if (train) return export_rows{*copy ? std::move(**copy) : train->info(), data->test_dir};
+    if (!*copy) return train.err();
+    spdlog::warn(
+        "export: not verified on test rows: the job's data cannot be read ({}); its rows' shape and "
+        "encoding are the job's copy ({})",
+        train.err().to_string(), job::train_manifest_path(job_dir));
+  }
+  return export_rows{std::move(**copy), ""};
+}
+
 }  // namespace
 
 expected<export_report> export_job(const export_options& o) {
@@ -203,14 +228,12 @@ expected<export_report> export_job(const export_options& o) {
   // The place first: one an export may not replace is refused before any work.
   export_place place(o.out.empty() ? o.job_dir + "/model" : o.out);
   if (auto t = place.begin(); !t) return t.err();
-  auto data = job::prepare_datasets(spec->nn.data, spec->job.dataset_cache);
+  auto data = rows_of(*spec, o.job_dir, o.verify_rows);
   if (!data) return data.err();
-  auto train = storage::record_store::open_read_only(data->train_dir);
-  if (!train) return train.err();
   auto st = job_state(
       places_of(o.job_dir, spec->ps.checkpoints_of(o.job_dir), spec->uses_ps() ? spec->ps.shards : 0));
   if (!st) return st.err();
-  auto prep = prepare(*spec, train->info(), *st, data->test_dir, o.verify_rows);
+  auto prep = prepare(*spec, data->train, *st, data->test_dir, data->test_dir.empty() ? 0 : o.verify_rows);
   if (!prep) return prep.err();
   export_request& req = prep->request;
   req.out_path = place.tmp() + "/model.pt";
@@ -230,7 +253,7 @@ expected<export_report> export_job(const export_options& o) {
     spdlog::warn("export: {} tensor(s) of {} kept their saved values (no state): {}", out->kept.size(),
                  spec->nn.model.path, names);
   }
-  if (auto j = write_model_json(place.tmp(), {*spec, train->info(), o.job_dir, rep}); !j) return j.err();
+  if (auto j = write_model_json(place.tmp(), {*spec, data->train, o.job_dir, rep}); !j) return j.err();
   if (auto w = write_tensors(place.tmp() + "/state", *st); !w) return w.err();
   if (auto c = place.commit(); !c) return c.err();
   rep.seconds = std::chrono::duration<double>(clk.now() - started).count();

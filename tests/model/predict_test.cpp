@@ -418,6 +418,33 @@ TEST(predict, class_names_with_a_comma_or_a_quote_are_quoted_in_its_csv) {
     EXPECT_TRUE(c == "New York, NY" || c == "He said \"hi\"" || c == "plain") << c;
 }
 
+// A job keeps its training rows' shape and encoding (train_manifest.toml): its model is exported
+// once its store is gone (export needed the store: "not a record store (no data.mdb)"), unverified
+// and said so, and the model reads raw CSV rows as the job's were.
+TEST(predict, a_job_whose_store_is_gone_is_still_exported) {
+  const std::string dir = test_root("predict-store-gone-data");
+  write_csv(dir + "/train.csv", 2000, true, 3);
+  ASSERT_EQ(import_store(dir, "--standardize"), "");
+  auto r = start_job("predict-store-gone",
+                     "workers = 1\nrecords_per_task = 500\n[model]\ntype = \"mlp\"\nhidden = [8]\n[train]\n"
+                     "epochs = 1\n[data]\nsource = \"store\"\ntrain = \"" +
+                         dir + "/store/train\"\ntest = \"" + dir + "/store/test\"\n");
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(120)), 0) << read_file(r.err_file);
+  EXPECT_TRUE(fs::exists(r.job_dir + "/train_manifest.toml"));
+  fs::remove_all(dir + "/store");
+  std::string out;
+  ASSERT_EQ(troupe("export " + r.job_dir + " --out " + dir + "/model 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("not verified on test rows"), std::string::npos) << out;
+  EXPECT_NE(read_file(dir + "/model/model.json").find("\"standardize\""), std::string::npos)
+      << read_file(dir + "/model/model.json");
+  ASSERT_EQ(troupe("predict " + dir + "/model --data " + dir + "/train.csv --out " + dir +
+                       "/p.csv --workers 1 --root " + dir + "/jobs --quiet 2>&1",
+                   &out),
+            0)
+      << out;
+  EXPECT_EQ(predicted(dir + "/p.csv").size(), 2000u);
+}
+
 // A CSV with malformed lines (a field too many, an unclosed quote) is refused naming the first; with
 // --skip-malformed they are dropped, counted and named (on stderr and in the JSON line), and every
 // other row is scored by its own line number (predict had no such flag: the import has).

@@ -128,6 +128,10 @@ int runner::check_model() {
         error(core_errc::invalid_argument, data_.train_dir + ": the dataset holds no records: nothing to " +
                                                (spec_.traits().trains ? "train on" : "score")),
         2);
+  // The rows' shape and encoding kept with the job: its model can be exported once its store is gone.
+  if (spec_.traits().trains)
+    if (auto w = job::write_train_manifest(dir_->path(), store->info()); !w)
+      spdlog::warn("{} (an export of this job will need its training store)", w.err().to_string());
   auto info = job::info_of(store->info(), store->dir());
   auto tables = actors::check_model(spec_, info);
   if (!tables) return setup_failed(tables.err(), 2);
