@@ -306,4 +306,29 @@ void runner::say_setup_warnings() {
   setup_warnings_.clear();
 }
 
+// A resumed job whose job.toml was edited since its task journal was made (epochs, the data, the
+// task size): its master would refuse the journal and die over and over (the job failed after 11
+// deaths, naming a supervisor's giving up); said here, before any node starts.
+int runner::check_journal_matches() {
+  if (opt_.resume.empty()) return 0;
+  std::error_code ec;
+  if (!std::filesystem::exists(dir_->journal_dir() + "/data.mdb", ec)) return 0;  // the master never made it
+  // Damaged (a disk fault, a truncated file): said now, not after its master died 11 times.
+  auto journal = storage::task_journal::open(dir_->journal_dir());
+  auto counts = journal ? journal->counts() : expected<storage::task_counts>(journal.err());
+  if (!counts)
+    return setup_failed(
+        error(counts.err().code(), "--resume " + dir_->path() +
+                                       ": the task journal cannot be read: " + counts.err().to_string() +
+                                       " (the job's progress is in it: restore it, or run a new job)"),
+        1);
+  auto store = storage::record_store::open(data_.train_dir);
+  if (!store) return 0;  // the master names it
+  const auto why = job::journal_mismatch(journal->options(),
+                                         job::journal_options_of(spec_, data_.train_dir, store->count()));
+  if (why.empty()) return 0;
+  return refuse("--resume " + dir_->path() + ": its job.toml no longer matches the job's task journal: " +
+                why + " (put job.toml back as it was, or run a new job)");
+}
+
 }  // namespace troupe::control
