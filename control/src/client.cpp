@@ -163,11 +163,21 @@ std::string no_result_reason(const std::string& path) {
   return "no runner runs this job and it left no result.json (its runner died): continue it with " + resume;
 }
 
+// A job whose master wrote its result and whose runner died before it wrote its own (and the model).
+std::string ended_unwritten(const std::string& path) {
+  return "no runner runs this job: its tasks were over, but its runner died before it wrote the job's "
+         "result and model (result.json holds the master's figures alone): continue it with troupe run "
+         "--resume " +
+         path + ", which writes them";
+}
+
 // How the job ended (its result.json), or that its runner died (none: the counts it left; the
 // samples no fewer than the journal's `records_done`, as the master reports them).
 void add_ending(nlohmann::json& j, const cluster::job_dir& dir, const nlohmann::json& result,
                 std::uint64_t records_done) {
-  if (result.is_object()) {
+  // The master's result.json alone (no "status": the runner adds it, with the model, as it ends):
+  // its runner died as the job ended. Said "finished" with no reason, no model written.
+  if (result.is_object() && result.contains("status")) {
     j["result"] = result;
     j["state"] = result.value("status", "finished");
     j["reason"] = result.value("reason", "");
@@ -187,7 +197,8 @@ void add_ending(nlohmann::json& j, const cluster::job_dir& dir, const nlohmann::
         std::max<std::uint64_t>(c.is_object() ? c.value("samples_trained", 0ull) : 0, records_done);
     // The last training loss the master logged (the progress line's; it showed "loss -").
     if (const double loss = last_logged_loss(dir.path()); std::isfinite(loss)) j["loss"] = loss;
-    j["reason"] = no_result_reason(dir.path()) + slurm_nodes_left(dir);
+    j["reason"] = (result.is_object() ? ended_unwritten(dir.path()) : no_result_reason(dir.path())) +
+                  slurm_nodes_left(dir);
   }
 }
 

@@ -1,10 +1,13 @@
 #include "export_place.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -13,12 +16,54 @@ namespace troupe::model {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+std::string host_name() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) return "host";
+  std::string h(host);
+  for (auto& ch : h)
+    if (ch == '/' || ch == '-') ch = '_';
+  return h;
+}
+
+// "<dir>.tmp-<host>-<pid>-<random>": whose it was, for the sweep of those a killed export left.
+std::string tmp_prefix(const std::string& dir) {
+  return dir + ".tmp-";
+}
+
+// The temporary directories of exports to `dir` that were killed (their runner SIGKILLed as it wrote
+// the model: each --resume left one more): on this host, of a process gone; of another host's, or
+// named as before 2026-12-03 (".tmp-<random>"), unchanged for an hour.
+void sweep_killed_exports(const std::string& dir) {
+  const auto prefix = fs::path(tmp_prefix(dir)).filename().string();
+  const std::string here = host_name() + "-";
+  std::error_code ec;
+  for (const auto& e :
+       fs::directory_iterator(fs::path(dir).parent_path().empty() ? "." : fs::path(dir).parent_path(), ec)) {
+    const auto name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || !e.is_directory(ec)) continue;
+    const auto rest = name.substr(prefix.size());
+    bool gone = false;
+    if (rest.rfind(here, 0) == 0) {
+      const long pid = std::strtol(rest.c_str() + here.size(), nullptr, 10);
+      gone = pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+    } else {
+      const auto age = fs::file_time_type::clock::now() - fs::last_write_time(e.path(), ec);
+      gone = !ec && age > std::chrono::hours(1);
+    }
+    if (gone) fs::remove_all(e.path(), ec);
+  }
+}
+
+}  // namespace
+
 export_place::export_place(std::string dir) : dir_(fs::path(std::move(dir)).lexically_normal().string()) {
   while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
   std::random_device rd;
   char suffix[16];
   std::snprintf(suffix, sizeof suffix, "%08x", rd());
-  tmp_ = dir_ + ".tmp-" + suffix;
+  tmp_ = tmp_prefix(dir_) + host_name() + "-" + std::to_string(::getpid()) + "-" + suffix;
 }
 
 export_place::~export_place() {
@@ -61,6 +106,7 @@ std::string parent_of(const std::string& dir) {
 
 expected<void> export_place::begin() {
   if (auto r = replaceable(dir_); !r) return r;
+  sweep_killed_exports(dir_);
   std::error_code ec;
   fs::create_directories(parent_of(dir_), ec);
   if (ec || !fs::create_directory(tmp_, ec))

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -317,6 +318,41 @@ TEST(job_reliability, a_stopped_job_resumes_and_a_finished_one_refuses) {
   EXPECT_EQ(wait_job(r, 60s), 2);
   EXPECT_NE(read_file(r.err_file).find("nothing to resume"), std::string::npos) << read_file(r.err_file);
   EXPECT_TRUE(no_processes_of(r));
+}
+
+// The runner killed as it wrote the model: result.json held the master's figures alone, the model
+// was missing and the export's temporary directory stayed. `troupe status` said "finished" with no
+// reason; now dead, pointed at --resume, which writes the model and sweeps the killed export's
+// directory (each resume left one more).
+TEST(job_reliability, a_runner_killed_as_it_writes_the_model_reads_dead_and_resume_writes_it) {
+  auto r = start_job("model-unwritten", ctr_job(1, 20000, 1));
+  ASSERT_EQ(wait_job(r, 120s), 0) << read_file(r.err_file);
+  auto res = result(r);
+  for (const char* runner_key : {"status", "reason", "model_dir", "exit_code", "model_seconds"})
+    res.erase(runner_key);
+  std::ofstream(r.job_dir + "/result.json") << res.dump();
+  std::filesystem::remove_all(r.job_dir + "/model");
+  pid_t gone = ::fork();
+  if (gone == 0) _exit(0);
+  ASSERT_EQ(::waitpid(gone, nullptr, 0), gone);
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  std::string h(host);
+  std::replace(h.begin(), h.end(), '-', '_');
+  const auto killed_export = r.job_dir + "/model.tmp-" + h + "-" + std::to_string(gone) + "-0badf00d";
+  std::filesystem::create_directories(killed_export);
+  std::string out;
+  EXPECT_EQ(troupe("status --json --job-dir " + r.job_dir, &out), 0) << out;
+  auto st = nlohmann::json::parse(out, nullptr, false);
+  EXPECT_EQ(st.value("state", ""), "dead") << out;
+  EXPECT_NE(st.value("reason", "").find("its runner died before it wrote the job's result and model"),
+            std::string::npos)
+      << out;
+  resume_job(r);
+  ASSERT_EQ(wait_job(r, 120s), 0) << read_file(r.err_file);
+  EXPECT_EQ(result(r).value("status", ""), "finished");
+  EXPECT_TRUE(std::filesystem::exists(r.job_dir + "/model/model.json"));
+  EXPECT_FALSE(std::filesystem::exists(killed_export)) << "a killed export's directory stayed";
 }
 
 // The runner stopped for longer than the master's hang limit (Ctrl-Z, then fg): the master trained
