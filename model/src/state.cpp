@@ -1,5 +1,7 @@
 #include "troupe/model/state.hpp"
 
+#include "troupe/model/model_dir.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -189,6 +191,9 @@ expected<loaded_state> job_state(const state_places& places) {
 expected<loaded_state> init_state(const std::string& source) {
   std::error_code ec;
   if (std::filesystem::is_regular_file(source + "/model.json", ec)) {
+    // A damaged model directory (model.json no JSON, model.pt gone) is refused, not read for its
+    // state alone as if whole.
+    if (auto m = read_model_dir(source); !m) return m.err();
     auto s = read_state(source + "/state");
     if (!s) return s.err();
     if (!*s)
@@ -203,6 +208,10 @@ expected<loaded_state> init_state(const std::string& source) {
         source + ": neither a model directory (model.json) nor a job directory (job.toml)");
   auto spec = job::load_job_spec(source);
   if (!spec) return spec.err();
+  if (!spec->traits().trains)  // it said "the job wrote no checkpoint yet", as if one would come
+    return make_unexpected(
+        core_errc::invalid_argument,
+        source + ": a prediction job (troupe predict or evaluate): it trained no model to start from");
   return job_state(places_of(source, spec->ps.checkpoints_of(source), spec->uses_ps() ? spec->ps.shards : 0));
 }
 

@@ -159,7 +159,11 @@ TEST_F(DataCsvCli, ConfigCheckAndRunRefuseMismatchedStoresAndABadInit) {
        "model.init: " + path("nowhere") + ": neither a model directory"},
       {root + "[model]\ntype = \"mlp\"\nhidden = [4]\ninit = \"jobs/first\"\n" + data("a/test"),
        "the state does not fit this job's model"},
+      // A damaged model directory: refused, not read for its state alone as if whole.
+      {root + model + "init = \"broken\"\n" + data("a/test"), path("broken") + "/model.json"},
   };
+  fs::copy(path("jobs/first/model"), path("broken"), fs::copy_options::recursive);
+  std::ofstream(path("broken/model.json")) << "{\"format\": ";
   for (const auto& [toml, words] : cases) {
     auto file = write("bad.toml", toml);
     auto c = run_troupe("config check " + file);
