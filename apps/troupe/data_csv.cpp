@@ -43,7 +43,7 @@ std::string listed(const std::vector<std::string>& names) {
 
 // The column names of --dense, --sparse and --standardize values: comma-separated, a name in double
 // quotes may hold commas ("price, usd" as --dense '"price, usd",rooms'; "" within quotes is a quote).
-std::vector<std::string> column_names(const std::vector<std::string>& given) {
+expected<std::vector<std::string>> column_names(const std::vector<std::string>& given, const char* flag) {
   std::vector<std::string> out;
   for (const auto& value : given) {
     std::string name;
@@ -63,6 +63,10 @@ std::vector<std::string> column_names(const std::vector<std::string>& given) {
         name += ch;
       }
     }
+    if (quoted)
+      return make_unexpected(core_errc::invalid_argument,
+                             std::string(flag) + " '" + value +
+                                 "': a quote is not closed (a name with a comma is given as \"a, b\")");
     if (any || !name.empty()) out.push_back(std::move(name));
   }
   return out;
@@ -200,9 +204,14 @@ int import_csv(csv_flags& f) {
   if (f.o.label.empty()) return usage_error("--label is required (or --like MODEL_DIR)");
   // Split here, not by CLI11 (its delimiter splits a quoted name, and counts "a,b" as two values
   // against --standardize's expected(0, 1)).
-  if (f.dense_option->count() > 0) f.o.dense = column_names(f.dense);
-  f.o.sparse = column_names(f.sparse);
-  if (f.standardize_option->count() > 0) f.o.standardize = column_names(f.standardize);
+  auto dense = column_names(f.dense, "--dense");
+  auto sparse = column_names(f.sparse, "--sparse");
+  auto standardize = column_names(f.standardize, "--standardize");
+  for (const auto* names : {&dense, &sparse, &standardize})
+    if (!*names) return usage_error(names->err());
+  if (f.dense_option->count() > 0) f.o.dense = std::move(*dense);
+  f.o.sparse = std::move(*sparse);
+  if (f.standardize_option->count() > 0) f.o.standardize = std::move(*standardize);
   auto start = clock::system().now();  // real time, for the summary
   auto r = job::import_csv(f.o);
   if (!r) return r.err() == core_errc::invalid_argument ? usage_error(r.err()) : run_error(r.err());

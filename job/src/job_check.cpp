@@ -62,10 +62,11 @@ void model_keys_not_read(const nn::job_config& c, std::vector<std::string>& out)
   const bool mlp_like = m.type == "mlp" || m.type == "wide_deep" || m.type == "deepfm";
   note(m.hidden != m0.hidden, "hidden", "mlp, wide_deep and deepfm", mlp_like);
   note(m.dropout != m0.dropout, "dropout", "mlp, wide_deep and deepfm", mlp_like);
-  note(m.embedding_dim != m0.embedding_dim, "embedding_dim", "mlp (sparse data), wide_deep and deepfm",
-       mlp_like);
-  note(m.embedding_scale != m0.embedding_scale, "embedding_scale", "mlp (sparse data), wide_deep and deepfm",
-       mlp_like);
+  // A TorchScript module's embedding table (sparse data) is troupe's: it reads both.
+  const std::string embedders = "mlp (sparse data), wide_deep, deepfm and torchscript";
+  const bool embeds = mlp_like || m.type == "torchscript";
+  note(m.embedding_dim != m0.embedding_dim, "embedding_dim", embedders, embeds);
+  note(m.embedding_scale != m0.embedding_scale, "embedding_scale", embedders, embeds);
   note(m.filters != m0.filters, "filters", "cnn", m.type == "cnn");
   note(m.cnn_dropout != m0.cnn_dropout, "cnn_dropout", "cnn", m.type == "cnn");
   note(m.layers != m0.layers, "layers", "sequential", m.type == "sequential");
@@ -82,6 +83,19 @@ void model_keys_not_read(const nn::job_config& c, std::vector<std::string>& out)
   opt(o.beta1 != o0.beta1, "beta1", "adam", o.type == "adam");
   opt(o.beta2 != o0.beta2, "beta2", "adam", o.type == "adam");
   opt(o.epsilon != o0.epsilon, "epsilon", "adagrad and adam", o.type != "sgd");
+}
+
+// [data] row limits its source does not read: a store's job trained every row ("max_train_rows =
+// 100": 6,750 samples), without a word.
+void data_keys_not_read(const nn::data_config& d, std::vector<std::string>& out) {
+  if (d.source == "fashion-mnist" || d.source == "criteo") return;
+  const std::string why = d.source == "store" ? "a store's rows are all read (import fewer rows)"
+                                              : "synthetic-ctr makes `rows` and `test_rows`";
+  for (const auto& [key, value] :
+       {std::pair{"max_train_rows", d.max_train_rows}, {"max_test_rows", d.max_test_rows}})
+    if (value != 0)
+      out.push_back("data." + std::string(key) + ": read for sources fashion-mnist and criteo; " + why +
+                    ": the key has no effect");
 }
 
 // Keys the job file sets (from their defaults) that its strategy or batch rule does not read (they
@@ -310,6 +324,7 @@ std::vector<std::string> job_notes(const job_spec& spec) {
         "([job] device = \"cpu\"): set [job] device = \"gpu\" (--set job.device=gpu) to train them on GPUs");
   for (auto& n : keys_not_read(spec)) notes.push_back(std::move(n));
   model_keys_not_read(spec.nn, notes);
+  data_keys_not_read(spec.nn.data, notes);
   return notes;
 }
 

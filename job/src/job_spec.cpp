@@ -68,7 +68,13 @@ std::string ps_options::checkpoints_of(const std::string& job_dir) const {
   if (checkpoint_dir.empty()) return job_dir + "/checkpoints";
   auto dir = std::filesystem::path(job_dir).lexically_normal();
   if (!dir.has_filename()) dir = dir.parent_path();  // "jobs/x/"
-  return checkpoint_dir + "/" + dir.filename().string();
+  const auto own = checkpoint_dir + "/" + dir.filename().string();
+  // A job started before 2026-12-03 wrote <checkpoint_dir>/ps-<i>: read (and resumed) there. A new
+  // job's runner makes its own directory first (runner::create_job_dir), so it never lands there.
+  std::error_code ec;
+  if (!std::filesystem::exists(own, ec) && std::filesystem::is_directory(checkpoint_dir + "/ps-0", ec))
+    return checkpoint_dir;
+  return own;
 }
 
 namespace {

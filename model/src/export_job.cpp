@@ -198,7 +198,8 @@ expected<job::job_spec> trained_spec(const std::string& job_dir) {
 // the model is still given out, unverified (said); a job without one needs its store.
 struct export_rows {
   storage::manifest train;
-  std::string test_dir;  // empty: not verified
+  std::string test_dir;         // empty: not verified
+  job::prepared_data prepared;  // its pin on the dataset cache entry, while the test rows are read
 };
 expected<export_rows> rows_of(const job::job_spec& spec, const std::string& job_dir,
                               std::size_t verify_rows) {
@@ -208,14 +209,14 @@ expected<export_rows> rows_of(const job::job_spec& spec, const std::string& job_
     auto data = job::prepare_datasets(spec.nn.data, spec.job.dataset_cache);
     auto train = data ? storage::record_store::open_read_only(data->train_dir)
                       : expected<storage::record_store>(data.err());
-    if (train) return export_rows{*copy ? std::move(**copy) : train->info(), data->test_dir};
+    if (train) return export_rows{*copy ? std::move(**copy) : train->info(), data->test_dir, *data};
     if (!*copy) return train.err();
     spdlog::warn(
         "export: not verified on test rows: the job's data cannot be read ({}); its rows' shape and "
         "encoding are the job's copy ({})",
         train.err().to_string(), job::train_manifest_path(job_dir));
   }
-  return export_rows{std::move(**copy), ""};
+  return export_rows{std::move(**copy), "", {}};
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <string_view>
 
 namespace troupe::model {
 
@@ -44,8 +45,15 @@ void sweep_killed_exports(const std::string& dir) {
     const auto name = e.path().filename().string();
     if (name.rfind(prefix, 0) != 0 || !e.is_directory(ec)) continue;
     const auto rest = name.substr(prefix.size());
+    // Only the shapes an export names them by: "<8 hex>" (before), "<host>-<pid>-<8 hex>".
+    auto hex8 = [](std::string_view t) {
+      return t.size() == 8 && t.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+    };
+    const auto dash = rest.rfind('-');
+    const bool old_shape = hex8(rest);
+    if (!old_shape && (dash == std::string::npos || !hex8(std::string_view(rest).substr(dash + 1)))) continue;
     bool gone = false;
-    if (rest.rfind(here, 0) == 0) {
+    if (!old_shape && rest.rfind(here, 0) == 0) {
       const long pid = std::strtol(rest.c_str() + here.size(), nullptr, 10);
       gone = pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
     } else {

@@ -7,6 +7,7 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -418,6 +419,10 @@ TEST(cli, jobs_prune_sweeps_shared_memory_no_process_holds) {
 // one to its job. (A sparse file: its size counted, no memory taken. Unchanged for 5 minutes: past
 // the run's 2, short of `jobs prune`'s 10, whose test may run meanwhile.)
 TEST(cli, a_run_sweeps_large_shared_memory_of_jobs_killed_whole) {
+  struct statvfs shm {};
+  ASSERT_EQ(::statvfs("/dev/shm", &shm), 0);
+  if (shm.f_bavail * 4 < shm.f_blocks)  // then every run sweeps the small instance too
+    GTEST_SKIP() << "/dev/shm is more than 3/4 full: a run sweeps every killed instance then";
   const auto tag = "/dev/shm/troupe-killedrun" + std::to_string(::getpid());
   const auto old = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()) - 300;
   auto make = [&](const std::string& path, off_t size) {
@@ -446,11 +451,7 @@ TEST(cli, a_run_sweeps_large_shared_memory_of_jobs_killed_whole) {
   EXPECT_FALSE(std::filesystem::exists(big_beacon)) << "an instance goes whole";
   EXPECT_TRUE(std::filesystem::exists(small)) << "left to jobs prune";
   EXPECT_TRUE(std::filesystem::exists(held)) << "a process holds it";
-  std::ifstream log(root / "swept" / "logs" / "runner.log");
-  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  EXPECT_NE(text.find("of 1 killed job instance(s) no process holds: " + tag.substr(16) + "@dd44"),
-            std::string::npos)
-      << text;
+  // (Its runner.log names it, unless another test's run swept it first: not looked at.)
   ::close(fd);
   for (const auto& p : {big, big_beacon, small, held}) std::filesystem::remove(p);
   std::filesystem::remove_all(root);

@@ -60,9 +60,6 @@ TEST(config_check, refuses_what_run_refuses) {
       {"hidden-beyond-memory",
        std::string("[model]\ntype = 'mlp'\nhidden = [16777216, 16777216]\n") + ctr_data,
        "key 'model.hidden': the model would hold"},
-      // Read by fashion-mnist and criteo only: a synthetic-ctr (or store) job trained every row.
-      {"max-rows-synthetic", std::string(ctr_data) + "max_train_rows = 100\n",
-       "key 'data.max_train_rows': read for source \"fashion-mnist\" and \"criteo\" only"},
   };
   for (const auto& c : cases) expect_refused_by_both(c);
   // `train --local` builds its model itself: it ended "train: std::bad_alloc", exit 1.
@@ -198,6 +195,14 @@ TEST(config_check, model_and_optimizer_keys_not_read_get_a_note) {
         "note: train.beta1: read by optimizers adam; train.optimizer \"sgd\" does not: the key has no "
         "effect"})
     EXPECT_NE(r.out.find(note), std::string::npos) << note << " in:\n" << r.out;
+  // Read by fashion-mnist and criteo only: a synthetic-ctr (or store) job trained every row.
+  auto rows =
+      run_troupe("config check " + f + " --set data.source=synthetic-ctr --set data.max_train_rows=100");
+  EXPECT_NE(
+      rows.out.find("note: data.max_train_rows: read for sources fashion-mnist and criteo; synthetic-ctr "
+                    "makes `rows` and `test_rows`: the key has no effect"),
+      std::string::npos)
+      << rows.out;
   auto fits = run_troupe("config check " + f + " --set model.type=mlp --set train.optimizer=adam");
   EXPECT_EQ(fits.code, 0) << fits.out;
   EXPECT_EQ(fits.out.find("has no effect"), std::string::npos) << fits.out;

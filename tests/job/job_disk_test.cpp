@@ -117,6 +117,14 @@ TEST(job_disk, jobs_sharing_a_checkpoint_dir_keep_their_own_checkpoints) {
   }
   // Exported from its own checkpoints.
   EXPECT_TRUE(std::filesystem::exists(b.job_dir + "/model/model.json"));
+  // Its id again once its job directory is gone: its checkpoints would be restored, refused.
+  std::filesystem::remove_all(b.job_dir);
+  auto again = start_job("shared-ckpt-b", with_checkpoint_dir(ctr_job(1, 20000, 1, 100), dir));
+  EXPECT_EQ(wait_job(again, std::chrono::seconds(60)), 2) << read_file(again.err_file);
+  EXPECT_NE(read_file(again.err_file).find(dir + "/shared-ckpt-b holds the checkpoints of an earlier job"),
+            std::string::npos)
+      << read_file(again.err_file);
+  EXPECT_FALSE(std::filesystem::exists(again.job_dir)) << "a refused job left its directory";
 }
 
 // Only the PS shards' checkpoints on the small disk ([ps] checkpoint_dir): the journal can be written,

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 
@@ -81,7 +82,8 @@ expected<std::unique_ptr<transport::shm_ring>> make_inbound_ring(const shm_link_
   transport::shm_ring::remove(mine);
   if (lane == 0 && o.spare && *o.spare && (*o.spare)->capacity() >= o.capacity) {
     std::unique_ptr<transport::shm_ring> in;
-    if (auto r = (*o.spare)->rename(mine); r) in = std::move(*o.spare);
+    // Its pages not yet had are had now (a peer's write into one /dev/shm cannot give: its SIGBUS).
+    if ((*o.spare)->populate_some(SIZE_MAX) && (*o.spare)->rename(mine)) in = std::move(*o.spare);
     o.spare->reset();  // used, or unusable
     if (in) return in;
   }

@@ -254,6 +254,7 @@ class runner {
   std::vector<std::string> setup_warnings_;
   void say_setup_warnings();
   static void sweep_killed_jobs_shm();
+  std::string ps_checkpoints_free(const std::string& job_path) const;
   bool keep_record_ = false;  // a --resume that ended before it began: result.json and the timeline untouched
   bool nodes_started_ = false;           // the PS shards and workers are launched: scale requests act at once
   std::atomic<bool> stop_asked_{false};  // a stop came (io thread): scale requests are refused

@@ -186,6 +186,7 @@ int runner::create_job_dir(const config_doc& doc) {
     auto stored = stored_copy(doc);
     if (!stored) return usage_refusal(stored.err().describe());
     const std::string path = spec_.job.root + "/" + id;
+    if (auto c = ps_checkpoints_free(path); !c.empty()) return refuse(c);
     if (never_started(path)) {
       spdlog::warn("{}: replacing the directory of a job of this id that never started a node", path);
       std::error_code ec;
@@ -209,7 +210,25 @@ int runner::create_job_dir(const config_doc& doc) {
     }
     dir_.emplace(std::move(*dir));
   }
+  // The new job's own: its shards write there, not to an earlier layout's <checkpoint_dir>/ps-<i>.
+  std::error_code ec;
+  if (spec_.uses_ps() && !spec_.ps.checkpoint_dir.empty())
+    std::filesystem::create_directories(spec_.ps.checkpoint_dir + "/" + dir_->job_id(), ec);
   return 0;
+}
+
+// A new job's checkpoints under [ps] checkpoint_dir (<dir>/<job id>) must be its own: a directory of
+// this id holding an earlier job's (its job directory removed, the id given again) would be restored
+// as if the new job had written it. "" when free; else why not.
+std::string runner::ps_checkpoints_free(const std::string& job_path) const {
+  if (!spec_.uses_ps() || spec_.ps.checkpoint_dir.empty()) return "";
+  std::error_code ec;
+  if (std::filesystem::exists(job_path, ec)) return "";  // the id is taken: said as such
+  const auto mine = spec_.ps.checkpoint_dir + "/" + std::filesystem::path(job_path).filename().string();
+  if (!std::filesystem::is_directory(mine, ec) || std::filesystem::is_empty(mine, ec)) return "";
+  return "ps.checkpoint_dir: " + mine +
+         " holds the checkpoints of an earlier job of this id (its job directory is "
+         "gone): remove them, or give another --job-id";
 }
 
 int runner::open_job_dir(const config_doc& doc) {

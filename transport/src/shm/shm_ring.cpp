@@ -78,29 +78,32 @@ shm_ring::shm_ring(std::string name, void* base, std::size_t mapped, bool creato
       capacity_(hdr_->capacity),
       creator_(creator) {}
 
+namespace {
+expected<void> size_and_reserve(int fd, std::size_t total, std::size_t reserve, const std::string& name) {
+  if (::ftruncate(fd, static_cast<off_t>(total)) != 0) return sys_error("ftruncate", name);
+  int rc = 0;
+  do rc = ::posix_fallocate(fd, 0, static_cast<off_t>(reserve));
+  while (rc == EINTR);  // tmpfs gives up on a pending signal
+  if (rc == 0) return {};
+  errno = rc;
+  return sys_error("allocate " + std::to_string(reserve) + " bytes of shared memory (is /dev/shm full?) for",
+                   name);
+}
+}  // namespace
+
 expected<std::unique_ptr<shm_ring>> shm_ring::create(const std::string& name, std::size_t capacity,
                                                      bool populate) {
   std::size_t cap = round_pow2(capacity);
   std::size_t total = header_bytes + cap;
   int fd = ::shm_open(("/" + name).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) return sys_error("shm_open(create)", name);
-  if (::ftruncate(fd, static_cast<off_t>(total)) != 0) {
-    auto e = sys_error("ftruncate", name);
-    ::close(fd);
-    ::shm_unlink(("/" + name).c_str());
-    return e;
-  }
   // Its pages reserved now (all, or the header's where the caller populates in slices): a full
   // /dev/shm is this error, not a SIGBUS at a first write, the creator's or its peer's (workers
   // died of it at each relaunch, 11 times, and failed their job).
-  const std::size_t reserve = populate ? total : header_bytes;
-  if (int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(reserve)); rc != 0) {
-    errno = rc;
-    auto e = sys_error(
-        "allocate " + std::to_string(reserve) + " bytes of shared memory (is /dev/shm full?) for", name);
+  if (auto r = size_and_reserve(fd, total, populate ? total : header_bytes, name); !r) {
     ::close(fd);
     ::shm_unlink(("/" + name).c_str());
-    return e;
+    return r.err();
   }
   void* base =
       ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
