@@ -83,7 +83,7 @@ expected<fs::path> follow_out(const std::string& out) {
 // that exists and can be written, neither --data's file nor anything but a regular file (the CSV is
 // written beside it and renamed over it: a FIFO, a device or /dev/stdout was replaced by a file).
 // A link to a regular file is followed: the file it names is written. The path to write, or why not.
-expected<std::string> writable(const std::string& out, const std::string& data) {
+expected<std::string> writable(const std::string& out, const std::string& data, const std::string& model) {
   auto refuse = [&](const std::string& why) {
     return make_unexpected(core_errc::invalid_argument, "--out " + (out.empty() ? "''" : out) + ": " + why);
   };
@@ -100,6 +100,12 @@ expected<std::string> writable(const std::string& out, const std::string& data) 
   if (fs::exists(st) && fs::equivalent(target, data, ec))
     return refuse("the file --data reads (it would be overwritten): give another name");
   auto parent = target.parent_path();
+  // The model's own directory: --out model.json replaced the model with its predictions, and any file
+  // there makes it a directory an export may not replace.
+  if (fs::exists(parent, ec) && fs::equivalent(parent, model, ec))
+    return refuse("in the model directory " + model +
+                  " (its model.json or model.pt would be overwritten): give a "
+                  "file elsewhere");
   if (!fs::exists(parent, ec)) return refuse(parent.string() + ": no such directory");
   if (!fs::is_directory(parent, ec) || ::access(parent.c_str(), W_OK) != 0)
     return refuse(parent.string() + " is not a directory this user can write to");
@@ -308,7 +314,7 @@ int predict_or_evaluate(const options& o, bool evaluate) {
   std::string job_id;
   const auto job_dir = new_job_dir(o, evaluate, job_id);
   if (!job_dir) return usage_error(job_dir.err());
-  auto out = evaluate ? expected<std::string>(std::string()) : writable(o.out, o.data);
+  auto out = evaluate ? expected<std::string>(std::string()) : writable(o.out, o.data, o.model);
   if (!out) return usage_error(out.err());
   options written = o;  // --out as written: a link's target
   written.out = *out;

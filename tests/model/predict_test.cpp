@@ -611,6 +611,9 @@ TEST(predict, bad_model_directories_and_inputs_are_refused_naming_the_file_and_t
        "a device or /proc path"},
       {"predict " + model + " --data " + dir + "/ok.csv --out " + dir + "/loop", "links that lead nowhere"},
       {"predict " + model + " --data " + dir + "/ok.csv --out " + dir + "/ok.csv", "the file --data reads"},
+      // The model's own directory: --out model.json replaced the model with its predictions.
+      {"predict " + model + " --data " + dir + "/ok.csv --out " + model + "/model.json",
+       "in the model directory " + model},
       {"predict " + model + " --data " + dir + "/ok.csv --out ''", "--out '': empty"},
       {"predict " + model + " --data " + dir + "/ok.csv --out -", "standard output is not written to"},
       // The id is checked before anything is written under <root>/<id> (`../x` wrote outside it).
