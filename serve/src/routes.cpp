@@ -364,7 +364,9 @@ void frontend::answer_infer(const observe::http_responder& respond, clock::time_
     const auto row = static_cast<std::size_t>(bad - o.logits.begin()) / v->shape.width;
     count_request(422, arrived);
     return respond(error_answer(422, "row " + std::to_string(row) + ": the model's output is not finite (" +
-                                         std::to_string(*bad) +
+                                         (std::isnan(*bad) ? std::string("NaN")  // it said "-nan"
+                                          : *bad > 0       ? std::string("inf")
+                                                           : std::string("-inf")) +
                                          "): its inputs are far outside the values it was trained on?"));
   }
   rows_answered_.fetch_add(rows, std::memory_order_relaxed);

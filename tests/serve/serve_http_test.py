@@ -338,9 +338,12 @@ def bad_input(troupe, work, models):
                "inputs[0] 'dense'.parameters: expected an object, got an array")
         # Valid FP32 values whose forward overflows: no made-up answer (it was a 200 with null logits and
         # probabilities, and class 0).
-        expect(post(json.dumps({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [2, 12],
-                                            "data": [0.5] * 12 + [3.4e38] * 12}]})),
-               422, "row 1: the model's output is not finite")
+        overflow = post(json.dumps({"inputs": [{"name": "dense", "datatype": "FP32", "shape": [2, 12],
+                                                "data": [0.5] * 12 + [3.4e38] * 12}]}))
+        expect(overflow, 422, "row 1: the model's output is not finite")
+        # Said as a value (it read "(-nan)", printf's word).
+        if not any(w in overflow.text for w in ("(NaN)", "(inf)", "(-inf)")):
+            fail(f"the value not said as NaN or inf: {overflow.text[:300]}")
         expect(requests.post(f"{srv.url}/v2/models/other/infer", json=good, timeout=5), 404,
                "model 'other' not found: this server serves 'mlp'")
         expect(requests.post(f"{srv.url}/v2/models/mlp/versions/nope/infer", json=good, timeout=5), 404,
