@@ -5,7 +5,7 @@
 //   troupe data import csv FILE --out DIR --label COL [--dense COLS] [--sparse COLS] ... (data_csv.hpp)
 //   troupe data synth-ctr --rows N --fields F --vocab V --seed S --out DIR [--dense D]
 //   troupe data inspect DIR [--records K] [--verify]
-//   troupe data cache [prune [--older-than DAYS] [--dry-run]] [--root R | --cache DIR] (data_cache.hpp)
+//   troupe data cache [prune [--older-than AGE] [--dry-run]] [--root R | --cache DIR] (data_cache.hpp)
 // Exit codes as in command.hpp; a missing or malformed input file fails with exit 1 and one line
 // naming the file (and the record or line).
 #include <chrono>

@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
+#include "age.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/job/dataset_cache.hpp"
 
@@ -14,7 +16,7 @@ namespace {
 struct cache_flags {
   std::string root = "jobs", cache;
   bool root_given = false;
-  double older_than_days = 0;
+  std::string older_than = "0d";
   bool dry_run = false, prune = false;
   std::string dir() const { return cache.empty() ? job::default_dataset_cache(root) : cache; }
 };
@@ -68,8 +70,17 @@ int list(const cache_flags& f, std::int64_t now_ms) {
   return 0;
 }
 
+// --older-than: an age as `jobs prune` takes it (7d, 12h, 30m); a bare number is days, as before.
+std::optional<double> older_than_seconds(const std::string& text) {
+  if (!text.empty() && text.find_first_not_of("0123456789.") == std::string::npos)
+    if (auto days = age_seconds(text + "d")) return days;
+  return age_seconds(text);
+}
+
 int prune(const cache_flags& f, std::int64_t now_ms) {
-  const auto before = now_ms - static_cast<std::int64_t>(std::llround(f.older_than_days * 86'400'000.0));
+  const auto age = older_than_seconds(f.older_than);
+  if (!age) return usage_error(age_refusal(f.older_than));
+  const auto before = now_ms - static_cast<std::int64_t>(std::llround(*age * 1000.0));
   std::vector<job::cache_entry> kept, theirs;
   auto removed = job::prune_cache(f.dir(), before + 1, f.dry_run, &kept, &theirs);
   if (!removed) return run_error(removed.err());
@@ -120,9 +131,9 @@ runner add_data_cache(CLI::App& data_cmd, std::shared_ptr<int> mode, int id) {
   where(c);
   auto* p = c->add_subcommand("prune", "Remove the entries no job uses (a running job's is kept)");
   where(p);
-  p->add_option("--older-than", f->older_than_days,
-                "only entries last used more than DAYS ago (default 0: all)")
-      ->check(CLI::Range(0.0, 1e5));
+  p->add_option("--older-than", f->older_than,
+                "only entries last used longer ago than this: 2w, 7d, 12h, 30m, 90s (a bare number: days; "
+                "default 0: all)");
   p->add_flag("--dry-run", f->dry_run, "say what would be removed; remove nothing");
   c->callback([mode, id] { *mode = id; });
   p->callback([mode, id, f] {

@@ -1,4 +1,4 @@
-// `troupe data cache [list] [--root R | --cache DIR]` and `troupe data cache prune [--older-than D]
+// `troupe data cache [list] [--root R | --cache DIR]` and `troupe data cache prune [--older-than AGE]
 // [--dry-run]` (job/dataset_cache.hpp): the dataset cache's entries, their size, last use and
 // whether a job uses them; prune removes those no job uses.
 #pragma once

@@ -286,6 +286,17 @@ TEST(cli, another_users_cache_entries_are_listed_as_theirs_and_left_alone) {
       << listed.out;
   EXPECT_EQ(listed.out.find(" d ago"), std::string::npos) << listed.out;
   EXPECT_NE(listed.out.find("last used never"), std::string::npos) << "an entry never used: " << listed.out;
+  // --older-than as `jobs prune` reads it (7d, 12h), a bare number days as before; an entry used
+  // never is older than any age.
+  for (const char* age : {"12h", "7", "1w"}) {
+    auto aged = run("data cache prune --dry-run --older-than " + std::string(age) + " --cache " +
+                    (root / "cache").string());
+    EXPECT_EQ(aged.code, 0) << age << ": " << aged.out;
+    EXPECT_NE(aged.out.find("would remove empty"), std::string::npos) << age << ": " << aged.out;
+  }
+  auto soon = run("data cache prune --older-than soon --cache " + (root / "cache").string());
+  EXPECT_EQ(soon.code, 2) << soon.out;
+  EXPECT_NE(soon.out.find("--older-than soon: not an age"), std::string::npos) << soon.out;
   auto pruned = run("data cache prune --cache " + (root / "cache").string());
   EXPECT_EQ(pruned.code, 0) << pruned.out;
   EXPECT_NE(pruned.out.find("skipped abc"), std::string::npos) << pruned.out;
