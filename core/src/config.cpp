@@ -66,16 +66,18 @@ void config_reader::note_default(const std::string& full_key, const T& value) {
 
 void config_reader::record(const std::string& full_key, core_errc code, const std::string& reason) {
   if (first_) return;
+  first_ = error(code, doc_.where(full_key) + ": key '" + full_key + "': " + reason);
+}
+
+std::string config_doc::where(std::string_view dotted_key) const {
+  const std::string full_key(dotted_key);
   // A key an override set (or one inside a table it set) is the flag's error.
-  for (const auto& [key, origin] : doc_.get_impl().overridden)
-    if (full_key == key || (full_key.starts_with(key) && full_key[key.size()] == '.')) {
-      first_ = error(code, origin + ": key '" + full_key + "': " + reason);
-      return;
-    }
-  const auto* n = lookup(doc_.get_impl().table, full_key);
-  std::string where = doc_.source();
+  for (const auto& [key, origin] : impl_->overridden)
+    if (full_key == key || (full_key.starts_with(key) && full_key[key.size()] == '.')) return origin;
+  const auto* n = lookup(impl_->table, full_key);
+  std::string where = source();
   if (n && n->source().begin.line > 0) where.append(":").append(std::to_string(n->source().begin.line));
-  first_ = error(code, where + ": key '" + full_key + "': " + reason);
+  return where;
 }
 
 void config_reader::ignore(std::string_view path) {

@@ -89,7 +89,7 @@ void make_model_paths_absolute(job_spec& spec) {
     }
 }
 // What a job on the GPU cannot combine with.
-expected<void> check_gpu_combinations(const job_spec& spec, const std::string& source) {
+expected<void> check_gpu_combinations(const job_spec& spec, const config_doc& doc) {
   // [train] device is `troupe train --local`'s switch (it reads job files too); a job's workers
   // follow [job] device.
   // Under async_ps the shards apply the embedding rows' gradients, which the GPU backend keeps on
@@ -100,8 +100,8 @@ expected<void> check_gpu_combinations(const job_spec& spec, const std::string& s
   if (spec.uses_gpu() && spec.uses_ps() && (type == "deepfm" || type == "wide_deep"))
     return make_unexpected(
         core_errc::invalid_argument,
-        source +
-            ": job.device: \"gpu\" with strategy \"async_ps\" needs a model "
+        doc.where("job.device") +
+            ": key 'job.device': \"gpu\" with strategy \"async_ps\" needs a model "
             "without embedding tables (model.type is \"" +
             type + "\"), and a model with embedding tables trains under async_ps only: use device \"cpu\"");
   // The device path of allreduce (actors/src/worker/strategies/allreduce_gpu.cpp) has no gradient
@@ -109,7 +109,7 @@ expected<void> check_gpu_combinations(const job_spec& spec, const std::string& s
   const auto& batch = spec.nn.train.batch;
   if (spec.uses_gpu() && spec.traits().global_batch && batch != "fixed")
     return make_unexpected(core_errc::invalid_argument,
-                           source + ": key 'train.batch': \"" + batch +
+                           doc.where("train.batch") + ": key 'train.batch': \"" + batch +
                                "\" is not supported with job.device = \"gpu\" (the GPU allreduce path keeps "
                                "the job file's batch_size); use batch = \"fixed\", or device \"cpu\"");
   return {};
@@ -118,20 +118,20 @@ expected<void> check_gpu_combinations(const job_spec& spec, const std::string& s
 // (actors/src/worker/goodput/): under the other strategies nothing would read them. Checked before
 // the [train] keys' own rules, which a strategy that reads neither key would only mislead about
 // (local_sgd with batch = "auto" was first asked for lr_scaling = "adascale", then refused).
-expected<void> check_strategy_sizes_batch(const job_spec& spec, const std::string& source) {
+expected<void> check_strategy_sizes_batch(const job_spec& spec, const config_doc& doc) {
   const auto& batch = spec.nn.train.batch;
   if (!traits_of(spec.job.strategy)) return {};  // an unknown strategy: its own error says so
   if (batch != "fixed" && !spec.traits().global_batch)
     return make_unexpected(
         core_errc::invalid_argument,
-        source + ": key 'train.batch': \"" + batch + "\" sizes an allreduce ring's step; job.strategy \"" +
-            spec.job.strategy +
+        doc.where("train.batch") + ": key 'train.batch': \"" + batch +
+            "\" sizes an allreduce ring's step; job.strategy \"" + spec.job.strategy +
             "\" trains each worker at train.batch_size: remove the key, or use strategy \"allreduce\"");
   // The learning-rate rules follow the ring's global batch too: elsewhere the key was ignored.
   if (spec.nn.train.lr_scaling != "none" && !spec.traits().global_batch)
     return make_unexpected(
         core_errc::invalid_argument,
-        source + ": key 'train.lr_scaling': \"" + spec.nn.train.lr_scaling +
+        doc.where("train.lr_scaling") + ": key 'train.lr_scaling': \"" + spec.nn.train.lr_scaling +
             "\" scales an allreduce ring's learning rate with its global batch; job.strategy \"" +
             spec.job.strategy +
             "\" steps each worker at train.batch_size with the job file's rate: remove the key, "
@@ -139,11 +139,11 @@ expected<void> check_strategy_sizes_batch(const job_spec& spec, const std::strin
   return {};
 }
 // batch = "global": a lone replica cuts the whole global batch from one task.
-expected<void> check_global_batch(const job_spec& spec, const std::string& source) {
+expected<void> check_global_batch(const job_spec& spec, const config_doc& doc) {
   const auto global = static_cast<std::uint64_t>(spec.job.workers) * spec.nn.train.batch_size;
   if (spec.nn.train.batch == "global" && spec.job.records_per_task < global)
     return make_unexpected(core_errc::invalid_argument,
-                           source +
+                           doc.where("train.batch") +
                                ": key 'train.batch': \"global\" keeps job.workers x train.batch_size = " +
                                std::to_string(global) +
                                " rows per step, which one worker alone cuts from one "
@@ -153,7 +153,7 @@ expected<void> check_global_batch(const job_spec& spec, const std::string& sourc
   // (its learning rate scaled down by the step's share for the whole job, no noise-scale estimate).
   if (spec.traits().global_batch && spec.job.records_per_task < spec.nn.train.batch_size)
     return make_unexpected(core_errc::invalid_argument,
-                           source +
+                           doc.where("job.records_per_task") +
                                ": key 'job.records_per_task': " + std::to_string(spec.job.records_per_task) +
                                " is below train.batch_size (" + std::to_string(spec.nn.train.batch_size) +
                                "): each of a ring's steps is cut from one task, so every step would be "
@@ -163,20 +163,22 @@ expected<void> check_global_batch(const job_spec& spec, const std::string& sourc
 }
 // batch = "auto" starts at the job file's global batch (M0 = job.workers x train.batch_size), each
 // worker's micro-batch at train.batch_size: bounds below them were accepted and never applied.
-expected<void> check_auto_batch_bounds(const job_spec& spec, const std::string& source) {
+expected<void> check_auto_batch_bounds(const job_spec& spec, const config_doc& doc) {
   const auto& t = spec.nn.train;
   if (t.batch != "auto") return {};
   const auto m0 = static_cast<std::uint64_t>(spec.job.workers) * t.batch_size;
   if (t.max_batch != 0 && t.max_batch < m0)
     return make_unexpected(core_errc::invalid_argument,
-                           source + ": key 'train.max_batch': " + std::to_string(t.max_batch) +
+                           doc.where("train.max_batch") +
+                               ": key 'train.max_batch': " + std::to_string(t.max_batch) +
                                " is below the global batch batch = \"auto\" starts at, job.workers x "
                                "train.batch_size = " +
                                std::to_string(m0) + " (it only grows from there): at least " +
                                std::to_string(m0) + ", or 0 for 16 x that");
   if (t.max_local_batch < t.batch_size)
     return make_unexpected(core_errc::invalid_argument,
-                           source + ": key 'train.max_local_batch': " + std::to_string(t.max_local_batch) +
+                           doc.where("train.max_local_batch") +
+                               ": key 'train.max_local_batch': " + std::to_string(t.max_local_batch) +
                                " is below train.batch_size (" + std::to_string(t.batch_size) +
                                "), the micro-batch each worker starts at: at least that");
   return {};
@@ -191,18 +193,18 @@ std::string join_names(const std::vector<std::string>& names) {
   return out;
 }
 
-expected<void> check_prediction_pair(const job_spec& spec, const std::string& source) {
+expected<void> check_prediction_pair(const job_spec& spec, const config_doc& doc) {
   const bool predict = !spec.traits().trains, exported = spec.nn.model.type == "exported";
   if (predict && !exported)
     return make_unexpected(core_errc::invalid_argument,
-                           source +
+                           doc.where("job.strategy") +
                                ": key 'job.strategy': \"predict\" runs a trained model on rows (the job "
                                "`troupe predict` and `troupe evaluate` make) and trains nothing: to train, "
                                "use one of " +
                                join_names(training_strategies()));
   if (exported && !predict)
     return make_unexpected(core_errc::invalid_argument,
-                           source +
+                           doc.where("model.type") +
                                ": key 'model.type': \"exported\" is a model directory to run (troupe "
                                "predict, evaluate, serve), not one to train: to train on from it, set "
                                "[model] init = \"" +
@@ -220,7 +222,7 @@ expected<job_spec> job_spec::read(const config_doc& doc, config_doc* effective) 
   spec.transport = transport_config::read(r.section("transport"));
   spec.log = log_config::read(r.section("log"), log_config{});
   spec.cluster = cluster::cluster_config::read(r.section("cluster"));
-  if (auto g = check_strategy_sizes_batch(spec, doc.source()); !g) return g.err();
+  if (auto g = check_strategy_sizes_batch(spec, doc); !g) return g.err();
   if (auto f = r.finish(); !f) return f.err();
   if (effective) *effective = r.effective();
   if (auto v = spec.transport.validate(); !v) return v.err();
@@ -228,13 +230,13 @@ expected<job_spec> job_spec::read(const config_doc& doc, config_doc* effective) 
   // runner and kept across its restarts): one fixed port cannot serve them all.
   if (spec.transport.listen_port != 0)
     return make_unexpected(core_errc::invalid_argument,
-                           doc.source() +
+                           doc.where("transport.listen_port") +
                                ": key 'transport.listen_port': a job's nodes each pick a free port "
                                "of transport.listen_host; remove the key");
-  if (auto g = check_gpu_combinations(spec, doc.source()); !g) return g.err();
-  if (auto g = check_global_batch(spec, doc.source()); !g) return g.err();
-  if (auto a = check_auto_batch_bounds(spec, doc.source()); !a) return a.err();
-  if (auto p = check_prediction_pair(spec, doc.source()); !p) return p.err();
+  if (auto g = check_gpu_combinations(spec, doc); !g) return g.err();
+  if (auto g = check_global_batch(spec, doc); !g) return g.err();
+  if (auto a = check_auto_batch_bounds(spec, doc); !a) return a.err();
+  if (auto p = check_prediction_pair(spec, doc); !p) return p.err();
   if (spec.job.dataset_cache.empty()) spec.job.dataset_cache = default_dataset_cache(spec.job.root);
   make_model_paths_absolute(spec);
   return spec;

@@ -138,13 +138,13 @@ TEST(job_spec, errors_name_the_key) {
       // A ring's steps are cut from one task: a task smaller than a batch made every step short (the
       // learning rate halved for the whole job, no noise-scale estimate ever).
       {"[job]\nstrategy = 'allreduce'\nrecords_per_task = 32\n[train]\nbatch_size = 64\n",
-       "job.records_per_task': 32 is below train.batch_size (64)"},
+       ":3: key 'job.records_per_task': 32 is below train.batch_size (64)"},
       {"[train]\nbatch = 'local'\n", "train.batch"},
       // batch = "auto" starts at M0 = 2 x 32 and each worker's micro-batch at 32: bounds below them
       // were accepted and never applied.
       {"[job]\nstrategy = 'allreduce'\nworkers = 2\n[train]\nbatch = 'auto'\nlr_scaling = 'adascale'\n"
        "batch_size = 32\nmax_batch = 16\n",
-       "train.max_batch': 16 is below"},
+       ":8: key 'train.max_batch': 16 is below"},  // its line: a check across keys said the file alone
       {"[job]\nstrategy = 'allreduce'\n[train]\nbatch = 'auto'\nlr_scaling = 'adascale'\n"
        "batch_size = 32\nmax_local_batch = 8\n",
        "train.max_local_batch': 8 is below train.batch_size (32)"},

@@ -36,6 +36,9 @@ class config_doc {
 
   const std::string& source() const;
   bool has(std::string_view dotted_key) const;
+  // Where a key was given, for an error about it: the --set flag that set it (or a table holding
+  // it), else "<source>:<line>", else the source alone (a key left at its default).
+  std::string where(std::string_view dotted_key) const;
   // The document as TOML text (used to hand a job's config to child nodes).
   std::string to_toml() const;
 
