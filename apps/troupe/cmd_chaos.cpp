@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -111,6 +112,23 @@ bool wait_nodes(const std::string& job_dir, job_process& job) {
   return true;
 }
 
+// A number of seconds: finite, 0 to a year (CLI::Range lets NaN through, and took -1 and inf).
+CLI::Validator seconds() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        std::size_t used = 0;
+        double v = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == text.size() && std::isfinite(v) && v >= 0 && v <= 365 * 86400.0) return "";
+        return "'" + text + "': a number of seconds from 0 to a year";
+      },
+      "SECONDS");
+}
+
 // --rate's faults: each --kinds and --targets word named as the flag's (it quoted a fault the user
 // never wrote: "fault '0 bogus host rate=1gbit': ..."); a window that is empty, or that the rate
 // draws nothing in, said so when --rate's are the only faults (both read "no faults: give --fault,
@@ -132,6 +150,12 @@ expected<std::vector<control::fault_spec>> random_faults_of(flags& f, bool alone
                            "--rate: random faults fall between --start and --duration, and --duration " +
                                num(f.rnd.duration_s) + " s is not after --start " + num(f.rnd.start_s) +
                                " s");
+  // Drawn into memory: --duration inf (or 1e12) grew without end, 4 GB in 6 s, and never returned.
+  constexpr double most = 100'000;
+  if (f.rnd.rate * (f.rnd.duration_s - f.rnd.start_s) > most)
+    return make_unexpected(core_errc::invalid_argument,
+                           "--rate " + num(f.rnd.rate) + " over " + num(f.rnd.duration_s - f.rnd.start_s) +
+                               " s draws more than " + num(most) + " faults: give a shorter --duration");
   auto r = control::random_schedule(f.rnd);
   if (r.empty() && alone)
     return make_unexpected(core_errc::invalid_argument,
@@ -293,15 +317,19 @@ const command_registrar reg{
       auto* rate =
           sub.add_option("--rate", f->rnd.rate, "random faults per second")->check(CLI::Range(0.001, 100.0));
       sub.add_option("--seed", f->rnd.seed, "random schedule seed (default 1)");
-      sub.add_option("--duration", f->rnd.duration_s, "random faults until this many seconds (default 10)");
-      sub.add_option("--start", f->rnd.start_s, "no random fault before this many seconds (default 1)");
+      sub.add_option("--duration", f->rnd.duration_s, "random faults until this many seconds (default 10)")
+          ->check(seconds());
+      sub.add_option("--start", f->rnd.start_s, "no random fault before this many seconds (default 1)")
+          ->check(seconds());
       sub.add_option("--kinds", f->kinds, "random fault kinds (default kill)")->delimiter(',');
       sub.add_option("--targets", f->targets,
                      "random targets: roles or node names (default worker,ps,master)")
           ->delimiter(',');
-      sub.add_option("--hold", f->rnd.hold_s, "random stop/drop/delay faults last this long (default 1 s)");
+      sub.add_option("--hold", f->rnd.hold_s, "random stop/drop/delay faults last this long (default 1 s)")
+          ->check(seconds());
       sub.add_option("--settle", f->settle,
-                     "after the last fault, wait this long for recovery (default 30 s)");
+                     "after the last fault, wait this long for recovery (default 30 s)")
+          ->check(seconds());
       sub.add_option("--report", f->report, "write the JSON report here");
       return [f, rate, root]() -> int {
         f->random = rate->count() > 0;

@@ -305,6 +305,15 @@ TEST(chaos_cli, unknown_target_is_exit_2_before_the_job) {
   auto shard = run_troupe("chaos --job " + f + " --fault '1 kill ps-7'");
   EXPECT_EQ(shard.code, 2) << shard.out;
   EXPECT_NE(shard.out.find("PS shard(s)"), std::string::npos) << shard.out;
+  // Times that are no number of seconds: --duration inf drew faults into memory without end (4 GB
+  // in 6 s, never returned); -1, nan and inf were taken by --settle and --hold and by a fault's time.
+  for (const std::string& bad :
+       {std::string("--rate 1 --duration inf"), std::string("--rate 100 --duration 2000"),
+        std::string("--fault '1 kill worker' --settle -1"), std::string("--fault '1 kill worker' --hold nan"),
+        std::string("--fault 'inf kill worker'")}) {
+    auto b = run_troupe("chaos --job " + f + " " + bad);
+    EXPECT_EQ(b.code, 2) << bad << ": " << b.out;
+  }
   EXPECT_FALSE(std::filesystem::exists(root));
   std::filesystem::remove(f);
 }

@@ -1,6 +1,7 @@
 // Fault schedules: the text form of one fault, schedule files, and seeded random schedules.
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <random>
 #include <sstream>
 
@@ -34,7 +35,9 @@ namespace {
 std::optional<double> number(const std::string& s) {
   double v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size() || !(v >= 0)) return std::nullopt;
+  // Finite and at most 1e9 (a fault time "inf" waited for the job's end; 1e20 us became 10 ms).
+  if (ec != std::errc() || p != s.data() + s.size() || !(v >= 0) || !std::isfinite(v) || v > 1e9)
+    return std::nullopt;
   return v;
 }
 
