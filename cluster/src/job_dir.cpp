@@ -127,7 +127,14 @@ expected<job_dir> job_dir::open(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(p, ec))
     return make_unexpected(cluster_errc::missing_file, p + ": no such job directory");
-  job_dir d(p, fs::path(p).filename().string());
+  // A directory reached through its descriptor (the dashboard's /proc/self/fd/N: the job it looked
+  // at, whatever is renamed meanwhile) is named by what it holds ("job 9 is not running", and the
+  // dead job's /dev/shm names looked for under "9").
+  std::string id = fs::path(p).filename().string();
+  if (p.rfind("/proc/self/fd/", 0) == 0)
+    if (auto target = fs::read_symlink(p, ec); !ec && !target.filename().empty())
+      id = target.filename().string();
+  job_dir d(p, id);
   if (!fs::is_regular_file(d.job_toml_path(), ec))
     return make_unexpected(cluster_errc::missing_file,
                            d.job_toml_path() + ": missing (not a job directory?)");

@@ -1,3 +1,4 @@
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -70,6 +71,21 @@ TEST(job_dir, create_lays_out_the_directory) {
   auto bad = job_dir::create(root / "jobs", "../escape", "");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.err(), cluster_errc::invalid_spec);
+}
+
+// Opened through its descriptor (the dashboard's /proc/self/fd/N), a job directory is named by what
+// it holds: the dashboard's stop of a dead job said "job 9 is not running" and looked for its
+// /dev/shm names under "9".
+TEST(job_dir, one_opened_through_its_descriptor_keeps_its_id) {
+  temp_dir root;
+  auto d = job_dir::create(root / "jobs", "held-job", "[job]\n");
+  ASSERT_TRUE(d) << d.err().to_string();
+  const int fd = ::open(d->path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto held = job_dir::open("/proc/self/fd/" + std::to_string(fd));
+  ASSERT_TRUE(held) << held.err().to_string();
+  EXPECT_EQ(held->job_id(), "held-job");
+  ::close(fd);
 }
 
 TEST(job_dir, nodes_round_trip) {
