@@ -51,7 +51,10 @@ nlohmann::json read_result(const cluster::job_dir& dir) {
 // How a job no runner runs ended ("" when it left no result).
 std::string ended_as(const cluster::job_dir& dir) {
   auto j = read_result(dir);
-  return j.is_object() ? j.value("status", "finished") : std::string();
+  // The master's result.json alone (no "status", which the runner adds as it ends): its runner died
+  // as the job ended, as `troupe status` says; stop and scale said "it ended (finished)".
+  return j.is_object() && j.contains("status") && j["status"].is_string() ? j["status"].get<std::string>()
+                                                                            : std::string();
 }
 
 namespace {

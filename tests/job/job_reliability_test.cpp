@@ -348,6 +348,9 @@ TEST(job_reliability, a_runner_killed_as_it_writes_the_model_reads_dead_and_resu
   EXPECT_NE(st.value("reason", "").find("its runner died before it wrote the job's result and model"),
             std::string::npos)
       << out;
+  // stop and scale say the same (they said "it ended (finished)").
+  EXPECT_EQ(troupe("scale --workers 2 --job-dir " + r.job_dir, &out), 1) << out;
+  EXPECT_NE(out.find("is not running: its runner died"), std::string::npos) << out;
   resume_job(r);
   ASSERT_EQ(wait_job(r, 120s), 0) << read_file(r.err_file);
   EXPECT_EQ(result(r).value("status", ""), "finished");
