@@ -54,7 +54,7 @@ std::string ended_as(const cluster::job_dir& dir) {
   // The master's result.json alone (no "status", which the runner adds as it ends): its runner died
   // as the job ended, as `troupe status` says; stop and scale said "it ended (finished)".
   return j.is_object() && j.contains("status") && j["status"].is_string() ? j["status"].get<std::string>()
-                                                                            : std::string();
+                                                                          : std::string();
 }
 
 namespace {
@@ -116,6 +116,14 @@ expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir, bo
   if (!net) return net.err();
   s->net = std::move(*net);
   auto peer = s->net->connect(nodes->runner_address, false);
+  // Its master finished it and the runner, ending it, stopped listening: said so (it read
+  // "connect failed ... is it still running?" of a runner that ran on and finished the job).
+  if (!peer && dir->runner_pid() && read_result(*dir).is_object() && ended_as(*dir).empty())
+    return make_unexpected(core_errc::invalid_argument,
+                           "job " + dir->job_id() +
+                               " is ending: its master finished it, and its runner is stopping its nodes and "
+                               "writing its model (troupe status --job-dir " +
+                               dir->path() + " says when it is over)");
   if (!peer)
     return std::move(peer).err().wrap("job " + dir->job_id() + " (runner at " + nodes->runner_address +
                                       "; is it still running?)");
@@ -272,6 +280,8 @@ expected<std::string> job_status_json(const std::string& job_dir, bool from_time
   bool ok = wire::guarded(
       "status", [&] { j = wire::to_json(wire::read_job_status(reply->body().getJob().getJobStatus())); });
   if (!ok) return make_unexpected(core_errc::parse_error, "malformed status reply from the runner");
+  // Every answer has a state (a running job's had none: a script polling "state" saw nothing).
+  if (!j.contains("state")) j["state"] = j.value("finished", false) ? "ending" : "running";
   if (auto dir = cluster::job_dir::open(job_dir)) add_placement(j, *dir);
   return j.dump();
 }

@@ -263,6 +263,9 @@ TEST(job_reliability, a_stopped_job_resumes_and_a_finished_one_refuses) {
   ASSERT_TRUE(wait_status(
       r, [](const nlohmann::json& j) { return done_tasks(j) >= 5; }, 120s));
   std::string out;
+  // A running job's status has a state, as every other answer has (it had none).
+  ASSERT_EQ(troupe("status --json --job-dir " + r.job_dir, &out), 0) << out;
+  EXPECT_EQ(nlohmann::json::parse(out, nullptr, false).value("state", ""), "running") << out;
   // Its id again while it runs: refused, pointed at the running job (it said "continue it with
   // --resume", which the lock refuses).
   ASSERT_EQ(troupe("run " + r.dir + "/job.toml --job-id stop-resume --quiet", &out), 2) << out;
