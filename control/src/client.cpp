@@ -84,6 +84,20 @@ std::string remove_dead_job_leftovers(const cluster::job_dir& dir) {
          " in /dev/shm)";
 }
 
+// Why the runner at `address` could not be reached. Its master finished the job and the runner,
+// ending it, stopped listening: said so (it read "connect failed ... is it still running?" of a
+// runner that ran on and finished the job).
+error unreachable_runner(const cluster::job_dir& dir, const std::string& address, error e) {
+  if (dir.runner_pid() && read_result(dir).is_object() && ended_as(dir).empty())
+    return error(
+        core_errc::invalid_argument,
+        "job " + dir.job_id() +
+            " is ending: its master finished it, and its runner is stopping its nodes and writing its "
+            "model (troupe status --job-dir " +
+            dir.path() + " says when it is over)");
+  return std::move(e).wrap("job " + dir.job_id() + " (runner at " + address + "; is it still running?)");
+}
+
 // The session with `job_dir`'s runner; with `clean_dead` (stop), a job whose runner died has its
 // shared-memory leftovers removed as well as being said not running.
 expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir, bool clean_dead = false) {
@@ -116,17 +130,7 @@ expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir, bo
   if (!net) return net.err();
   s->net = std::move(*net);
   auto peer = s->net->connect(nodes->runner_address, false);
-  // Its master finished it and the runner, ending it, stopped listening: said so (it read
-  // "connect failed ... is it still running?" of a runner that ran on and finished the job).
-  if (!peer && dir->runner_pid() && read_result(*dir).is_object() && ended_as(*dir).empty())
-    return make_unexpected(core_errc::invalid_argument,
-                           "job " + dir->job_id() +
-                               " is ending: its master finished it, and its runner is stopping its nodes and "
-                               "writing its model (troupe status --job-dir " +
-                               dir->path() + " says when it is over)");
-  if (!peer)
-    return std::move(peer).err().wrap("job " + dir->job_id() + " (runner at " + nodes->runner_address +
-                                      "; is it still running?)");
+  if (!peer) return unreachable_runner(*dir, nodes->runner_address, std::move(peer).err());
   auto rpc = wire::rpc_client::create(*s->net, "cli");
   if (!rpc) return rpc.err();
   s->rpc = std::move(*rpc);
