@@ -253,15 +253,20 @@ void print_report(control::chaos_report& rep, const std::string& job_dir, const 
 
 // --job-dir of a job that ended before the chaos began ("" when it runs, or may): every fault read
 // "job over before the fault was due", exit 0.
+// A job whose runner died is none either (it read as a job that ended meanwhile, exit 0).
 std::string ended_before(const std::string& job_dir) {
   auto dir = cluster::job_dir::open(job_dir);
+  std::error_code ec;
+  if (!dir || dir->runner_pid() || !std::filesystem::exists(dir->lock_path(), ec)) return {};
   std::ifstream in(job_dir + "/result.json");
   std::string line;
-  if (!dir || dir->runner_pid() || !std::getline(in, line)) return {};
-  const auto status = nlohmann::json::parse(line, nullptr, false);
-  return "job " + dir->job_id() + " is not running: it ended (" +
-         (status.is_object() ? status.value("status", "?") : std::string("?")) + ", " + dir->result_path() +
-         ") before the chaos began; give a running job's --job-dir, or --job FILE to start one";
+  std::getline(in, line);
+  const auto result = nlohmann::json::parse(line, nullptr, false);
+  const auto status = result.is_object() ? result.value("status", "") : std::string();
+  return "job " + dir->job_id() + " is not running: " +
+         (status.empty() ? "its runner died (continue it: troupe run --resume " + dir->path() + ")"
+                         : "it ended (" + status + ", " + dir->result_path() + ")") +
+         " before the chaos began; give a running job's --job-dir, or --job FILE to start one";
 }
 
 int run(flags& f) {

@@ -354,6 +354,9 @@ TEST(job_reliability, a_runner_killed_as_it_writes_the_model_reads_dead_and_resu
   // stop and scale say the same (they said "it ended (finished)").
   EXPECT_EQ(troupe("scale --workers 2 --job-dir " + r.job_dir, &out), 1) << out;
   EXPECT_NE(out.find("is not running: its runner died"), std::string::npos) << out;
+  // And chaos (it reported each fault "job over before the fault was due", exit 0).
+  EXPECT_EQ(troupe("chaos --job-dir " + r.job_dir + " --fault '1 kill worker' --settle 1", &out), 1) << out;
+  EXPECT_NE(out.find("is not running: its runner died"), std::string::npos) << out;
   resume_job(r);
   ASSERT_EQ(wait_job(r, 120s), 0) << read_file(r.err_file);
   EXPECT_EQ(result(r).value("status", ""), "finished");
