@@ -235,11 +235,14 @@ class dashboard {
   http_response events(const job_directory& dir, const http_request& r) {
     auto given = query_number(r, "after", 0);
     if (!given) return error_response(400, "after=N: a byte offset in the job's events (digits)");
-    const std::uint64_t after = *given;
+    std::uint64_t after = *given;
     json ev = json::array();
     auto f = dir.open(events_file_name);
     if (!f && f.err().code() != std::errc::no_such_file_or_directory) return file_error(f.err());
-    if (!f) return json_response({{"events", ev}, {"next_offset", after}, {"skipped", 0}, {"more", false}});
+    if (!f) return json_response({{"events", ev}, {"next_offset", 0}, {"skipped", 0}, {"more", false}});
+    // Past the end: the file was replaced by a shorter one (a resumed job's, rewritten); from its
+    // start, or a page holding the old offset would never see an event again.
+    if (after > f->size) after = 0;
     auto text = f->read(after, max_events_read);
     if (!text) return file_error(text.err());
     auto read = parse_event_lines(*text, after);

@@ -376,6 +376,10 @@ TEST_F(dashboard_api, events_follow_from_an_offset) {
   auto more = json::parse(get("/api/jobs/live-job/events?after=" + std::to_string(offset)).body);
   ASSERT_EQ(more["events"].size(), 1u);
   EXPECT_EQ(more["events"][0]["kind"], "died");
+  // An offset past the end (the file replaced by a shorter one): from its start, not stuck there.
+  auto past = json::parse(get("/api/jobs/live-job/events?after=99999999").body);
+  EXPECT_EQ(past["events"].size(), 4u) << past.dump();
+  EXPECT_LT(past["next_offset"].get<std::uint64_t>(), 99999999u) << past.dump();
   // An offset is digits: "abc" read as 0 (every event again) and "-1" as 2^64 - 1.
   for (const char* bad : {"abc", "-1", "", "1e3"}) {
     EXPECT_EQ(get(std::string("/api/jobs/live-job/events?after=") + bad).status, 400) << bad;
