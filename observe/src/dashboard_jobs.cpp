@@ -127,9 +127,13 @@ void job_rows::add_liveness(const job_directory& dir, json& r, std::int64_t now_
   const auto runner = nodes && nodes->is_object() ? nodes->value("runner_address", json()) : json();
   const bool here = runner.is_string() && this_machine(runner.get<std::string>());
   const bool writing = !here && static_cast<double>(now_ms) - last < 15'000;
-  if (dir.runner_alive())
+  if (dir.runner_alive()) {
     r["state"] = nodes ? "running" : "starting";
-  else if (writing)
+    // The master's result.json alone (the runner adds "status" as it ends): the runner is ending it,
+    // as `troupe status` says (the list said "running").
+    if (auto res = read_json_file(dir, "result.json"); res && res->is_object() && !res->contains("status"))
+      r["state"] = "ending";
+  } else if (writing)
     r["state"] = "running";
   else {
     r["state"] = "dead";

@@ -170,6 +170,14 @@ TEST_F(dashboard_api, a_silent_job_whose_runner_holds_its_lock_is_not_crashed) {
       if (row["id"] == "dead-job") state = row["state"];
   }
   EXPECT_EQ(state, "running") << "its nodes.json is there: running, not crashed";
+  // Its master's result.json written (no "status": the runner adds it as it ends): ending, as
+  // `troupe status` says (the list said running).
+  std::ofstream(dir / "result.json") << R"({"ok": true, "samples_trained": 10})";
+  for (const auto& row : json::parse(get("/api/jobs").body)["jobs"])
+    if (row["id"] == "dead-job") {
+      EXPECT_EQ(row["state"], "ending") << row;
+    }
+  std::filesystem::remove(dir / "result.json");
   ::kill(holder, SIGKILL);
   ::waitpid(holder, nullptr, 0);
   auto rows = json::parse(get("/api/jobs").body)["jobs"];
