@@ -192,9 +192,9 @@ class dashboard {
       if (!is_job(*dir)) continue;
       list.push_back(rows_.row(*dir, now));
     }
-    std::sort(list.begin(), list.end(), [](const json& a, const json& b) {
-      return a.value("started_ms", std::uint64_t{0}) > b.value("started_ms", std::uint64_t{0});
-    });
+    // Newest first: by its start, or by when its directory was made while it has none.
+    auto when = [](const json& j) { return j.value("started_ms", j.value("created_ms", std::uint64_t{0})); };
+    std::sort(list.begin(), list.end(), [&](const json& a, const json& b) { return when(a) > when(b); });
     return json_response({{"root", o_.root}, {"jobs", list}});
   }
 

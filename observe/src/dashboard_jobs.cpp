@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
@@ -66,6 +67,11 @@ json job_rows::row(const job_directory& dir, std::int64_t now_ms) {
   }
   r.erase("ended");
   r.erase("last_ms");
+  // No timeline yet (a job preparing its data): when its directory was made, for the list's order
+  // (it sorted as the oldest, last of a list otherwise newest first).
+  struct stat st {};
+  if (!r.contains("started_ms") && ::stat((dir.held_path() + "/job.toml").c_str(), &st) == 0)
+    r["created_ms"] = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;
   return r;
 }
 

@@ -148,6 +148,18 @@ TEST_F(dashboard_api, a_resumed_job_is_running_not_its_earlier_end) {
   EXPECT_EQ(row.value("workers_wanted", 0), 2) << row;
 }
 
+// A job with no timeline yet (its runner prepares the data) is listed by when its directory was
+// made: newest first, not last as the oldest.
+TEST_F(dashboard_api, a_job_without_a_timeline_yet_is_listed_by_when_it_was_made) {
+  const auto dir = root_ / "new-job";
+  for (auto sub : {"logs", "journal", "checkpoints"}) std::filesystem::create_directories(dir / sub);
+  std::ofstream(dir / "job.toml") << "[job]\nstrategy = \"async_ps\"\n";
+  auto jobs = json::parse(get("/api/jobs").body)["jobs"];
+  ASSERT_FALSE(jobs.empty());
+  EXPECT_EQ(jobs[0]["id"], "new-job") << jobs.dump();
+  std::filesystem::remove_all(dir);
+}
+
 // A runner that holds the job's lock runs it however long it is silent (waiting for another job's
 // import of its dataset it wrote nothing, and was listed "crashed" after 2 s).
 TEST_F(dashboard_api, a_silent_job_whose_runner_holds_its_lock_is_not_crashed) {
