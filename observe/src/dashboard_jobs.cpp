@@ -63,7 +63,7 @@ json job_rows::row(const job_directory& dir, std::int64_t now_ms) {
     r["state"] = res->value("status", res->value("ok", false) ? "finished" : "failed");
     add_result(dir, r);
   } else if (problem.empty()) {
-    add_liveness(dir, r, now_ms);
+    add_liveness(dir, r, now_ms, res && res->is_object() ? &*res : nullptr);
   }
   r.erase("ended");
   r.erase("last_ms");
@@ -127,7 +127,7 @@ bool this_machine(std::string_view address) {
 // runner on this machine (nodes.json's runner_address: loopback, or an address of one of its
 // interfaces, as a hosts job's is) whose lock nobody holds is gone now (it read "running" for the
 // 15 s of writes its nodes made as they died).
-void job_rows::add_liveness(const job_directory& dir, json& r, std::int64_t now_ms) {
+void job_rows::add_liveness(const job_directory& dir, json& r, std::int64_t now_ms, const json* result) {
   auto nodes = read_json_file(dir, "nodes.json");
   double last = std::max(number_or(r, "last_ms", 0), nodes ? number_or(*nodes, "updated_ms", 0) : 0);
   const auto runner = nodes && nodes->is_object() ? nodes->value("runner_address", json()) : json();
@@ -137,8 +137,7 @@ void job_rows::add_liveness(const job_directory& dir, json& r, std::int64_t now_
     r["state"] = nodes ? "running" : "starting";
     // The master's result.json alone (the runner adds "status" as it ends): the runner is ending it,
     // as `troupe status` says (the list said "running").
-    if (auto res = read_json_file(dir, "result.json"); res && res->is_object() && !res->contains("status"))
-      r["state"] = "ending";
+    if (result && !result->contains("status")) r["state"] = "ending";
   } else if (writing)
     r["state"] = "running";
   else {

@@ -38,7 +38,9 @@ class job_rows {
   nlohmann::json events_row(const job_directory& dir, std::string& problem);
   static void fold(const std::string& text, entry& e);
   static void add_result(const job_directory& dir, nlohmann::json& r);
-  static void add_liveness(const job_directory& dir, nlohmann::json& r, std::int64_t now_ms);
+  // `result`: the job's result.json read by row() (null when none): the master's alone means ending.
+  static void add_liveness(const job_directory& dir, nlohmann::json& r, std::int64_t now_ms,
+                           const nlohmann::json* result);
 
   std::mutex mu_;
   std::map<std::string, entry> by_job_;
