@@ -88,6 +88,10 @@ void make_model_paths_absolute(job_spec& spec) {
       *path = std::filesystem::absolute(*path, ec).lexically_normal().string();
     }
 }
+// An error about `key` where the job file (or its --set flag) gave it: "job.toml:8: key 'k': why".
+unexpected key_refusal(const config_doc& doc, const std::string& key, const std::string& why) {
+  return make_unexpected(core_errc::invalid_argument, doc.where(key) + ": key '" + key + "': " + why);
+}
 // What a job on the GPU cannot combine with.
 expected<void> check_gpu_combinations(const job_spec& spec, const config_doc& doc) {
   // [train] device is `troupe train --local`'s switch (it reads job files too); a job's workers
@@ -98,20 +102,19 @@ expected<void> check_gpu_combinations(const job_spec& spec, const config_doc& do
   // message advised allreduce or local_sgd until 2026-12-01).
   const auto& type = spec.nn.model.type;
   if (spec.uses_gpu() && spec.uses_ps() && (type == "deepfm" || type == "wide_deep"))
-    return make_unexpected(
-        core_errc::invalid_argument,
-        doc.where("job.device") +
-            ": key 'job.device': \"gpu\" with strategy \"async_ps\" needs a model "
-            "without embedding tables (model.type is \"" +
+    return key_refusal(
+        doc, "job.device",
+        "\"gpu\" with strategy \"async_ps\" needs a model "
+        "without embedding tables (model.type is \"" +
             type + "\"), and a model with embedding tables trains under async_ps only: use device \"cpu\"");
   // The device path of allreduce (actors/src/worker/strategies/allreduce_gpu.cpp) has no gradient
   // accumulation, which the goodput-optimal batch and the global batch rely on.
   const auto& batch = spec.nn.train.batch;
   if (spec.uses_gpu() && spec.traits().global_batch && batch != "fixed")
-    return make_unexpected(core_errc::invalid_argument,
-                           doc.where("train.batch") + ": key 'train.batch': \"" + batch +
-                               "\" is not supported with job.device = \"gpu\" (the GPU allreduce path keeps "
-                               "the job file's batch_size); use batch = \"fixed\", or device \"cpu\"");
+    return key_refusal(doc, "train.batch",
+                       "\"" + batch +
+                           "\" is not supported with job.device = \"gpu\" (the GPU allreduce path keeps "
+                           "the job file's batch_size); use batch = \"fixed\", or device \"cpu\"");
   return {};
 }
 // batch = "auto" and "global" size the synchronous ring's step, lr_scaling scales its rate with it
@@ -122,16 +125,15 @@ expected<void> check_strategy_sizes_batch(const job_spec& spec, const config_doc
   const auto& batch = spec.nn.train.batch;
   if (!traits_of(spec.job.strategy)) return {};  // an unknown strategy: its own error says so
   if (batch != "fixed" && !spec.traits().global_batch)
-    return make_unexpected(
-        core_errc::invalid_argument,
-        doc.where("train.batch") + ": key 'train.batch': \"" + batch +
-            "\" sizes an allreduce ring's step; job.strategy \"" + spec.job.strategy +
+    return key_refusal(
+        doc, "train.batch",
+        "\"" + batch + "\" sizes an allreduce ring's step; job.strategy \"" + spec.job.strategy +
             "\" trains each worker at train.batch_size: remove the key, or use strategy \"allreduce\"");
   // The learning-rate rules follow the ring's global batch too: elsewhere the key was ignored.
   if (spec.nn.train.lr_scaling != "none" && !spec.traits().global_batch)
-    return make_unexpected(
-        core_errc::invalid_argument,
-        doc.where("train.lr_scaling") + ": key 'train.lr_scaling': \"" + spec.nn.train.lr_scaling +
+    return key_refusal(
+        doc, "train.lr_scaling",
+        "\"" + spec.nn.train.lr_scaling +
             "\" scales an allreduce ring's learning rate with its global batch; job.strategy \"" +
             spec.job.strategy +
             "\" steps each worker at train.batch_size with the job file's rate: remove the key, "
@@ -142,23 +144,20 @@ expected<void> check_strategy_sizes_batch(const job_spec& spec, const config_doc
 expected<void> check_global_batch(const job_spec& spec, const config_doc& doc) {
   const auto global = static_cast<std::uint64_t>(spec.job.workers) * spec.nn.train.batch_size;
   if (spec.nn.train.batch == "global" && spec.job.records_per_task < global)
-    return make_unexpected(core_errc::invalid_argument,
-                           doc.where("train.batch") +
-                               ": key 'train.batch': \"global\" keeps job.workers x train.batch_size = " +
-                               std::to_string(global) +
-                               " rows per step, which one worker alone cuts from one "
-                               "task: job.records_per_task (" +
-                               std::to_string(spec.job.records_per_task) + ") must be at least that");
+    return key_refusal(doc, "train.batch",
+                       "\"global\" keeps job.workers x train.batch_size = " + std::to_string(global) +
+                           " rows per step, which one worker alone cuts from one "
+                           "task: job.records_per_task (" +
+                           std::to_string(spec.job.records_per_task) + ") must be at least that");
   // A ring's replica cuts its batch from one task: a task smaller than a batch cut every step short
   // (its learning rate scaled down by the step's share for the whole job, no noise-scale estimate).
   if (spec.traits().global_batch && spec.job.records_per_task < spec.nn.train.batch_size)
-    return make_unexpected(core_errc::invalid_argument,
-                           doc.where("job.records_per_task") +
-                               ": key 'job.records_per_task': " + std::to_string(spec.job.records_per_task) +
-                               " is below train.batch_size (" + std::to_string(spec.nn.train.batch_size) +
-                               "): each of a ring's steps is cut from one task, so every step would be "
-                               "short (its learning rate scaled down to match): at least " +
-                               std::to_string(spec.nn.train.batch_size));
+    return key_refusal(doc, "job.records_per_task",
+                       std::to_string(spec.job.records_per_task) + " is below train.batch_size (" +
+                           std::to_string(spec.nn.train.batch_size) +
+                           "): each of a ring's steps is cut from one task, so every step would be "
+                           "short (its learning rate scaled down to match): at least " +
+                           std::to_string(spec.nn.train.batch_size));
   return {};
 }
 // batch = "auto" starts at the job file's global batch (M0 = job.workers x train.batch_size), each
@@ -168,19 +167,17 @@ expected<void> check_auto_batch_bounds(const job_spec& spec, const config_doc& d
   if (t.batch != "auto") return {};
   const auto m0 = static_cast<std::uint64_t>(spec.job.workers) * t.batch_size;
   if (t.max_batch != 0 && t.max_batch < m0)
-    return make_unexpected(core_errc::invalid_argument,
-                           doc.where("train.max_batch") +
-                               ": key 'train.max_batch': " + std::to_string(t.max_batch) +
-                               " is below the global batch batch = \"auto\" starts at, job.workers x "
-                               "train.batch_size = " +
-                               std::to_string(m0) + " (it only grows from there): at least " +
-                               std::to_string(m0) + ", or 0 for 16 x that");
+    return key_refusal(doc, "train.max_batch",
+                       std::to_string(t.max_batch) +
+                           " is below the global batch batch = \"auto\" starts at, job.workers x "
+                           "train.batch_size = " +
+                           std::to_string(m0) + " (it only grows from there): at least " +
+                           std::to_string(m0) + ", or 0 for 16 x that");
   if (t.max_local_batch < t.batch_size)
-    return make_unexpected(core_errc::invalid_argument,
-                           doc.where("train.max_local_batch") +
-                               ": key 'train.max_local_batch': " + std::to_string(t.max_local_batch) +
-                               " is below train.batch_size (" + std::to_string(t.batch_size) +
-                               "), the micro-batch each worker starts at: at least that");
+    return key_refusal(doc, "train.max_local_batch",
+                       std::to_string(t.max_local_batch) + " is below train.batch_size (" +
+                           std::to_string(t.batch_size) +
+                           "), the micro-batch each worker starts at: at least that");
   return {};
 }
 // strategy "predict" runs an exported model over rows (the job `troupe predict` and `evaluate` write)
@@ -196,19 +193,17 @@ std::string join_names(const std::vector<std::string>& names) {
 expected<void> check_prediction_pair(const job_spec& spec, const config_doc& doc) {
   const bool predict = !spec.traits().trains, exported = spec.nn.model.type == "exported";
   if (predict && !exported)
-    return make_unexpected(core_errc::invalid_argument,
-                           doc.where("job.strategy") +
-                               ": key 'job.strategy': \"predict\" runs a trained model on rows (the job "
-                               "`troupe predict` and `troupe evaluate` make) and trains nothing: to train, "
-                               "use one of " +
-                               join_names(training_strategies()));
+    return key_refusal(doc, "job.strategy",
+                       "\"predict\" runs a trained model on rows (the job "
+                       "`troupe predict` and `troupe evaluate` make) and trains nothing: to train, "
+                       "use one of " +
+                           join_names(training_strategies()));
   if (exported && !predict)
-    return make_unexpected(core_errc::invalid_argument,
-                           doc.where("model.type") +
-                               ": key 'model.type': \"exported\" is a model directory to run (troupe "
-                               "predict, evaluate, serve), not one to train: to train on from it, set "
-                               "[model] init = \"" +
-                               spec.nn.model.path + "\" with its own model type");
+    return key_refusal(doc, "model.type",
+                       "\"exported\" is a model directory to run (troupe "
+                       "predict, evaluate, serve), not one to train: to train on from it, set "
+                       "[model] init = \"" +
+                           spec.nn.model.path + "\" with its own model type");
   return {};
 }
 }  // namespace
@@ -229,10 +224,9 @@ expected<job_spec> job_spec::read(const config_doc& doc, config_doc* effective) 
   // Every node of a job listens on a free port of listen_host (the master's is picked by the
   // runner and kept across its restarts): one fixed port cannot serve them all.
   if (spec.transport.listen_port != 0)
-    return make_unexpected(core_errc::invalid_argument,
-                           doc.where("transport.listen_port") +
-                               ": key 'transport.listen_port': a job's nodes each pick a free port "
-                               "of transport.listen_host; remove the key");
+    return key_refusal(doc, "transport.listen_port",
+                       "a job's nodes each pick a free port "
+                       "of transport.listen_host; remove the key");
   if (auto g = check_gpu_combinations(spec, doc); !g) return g.err();
   if (auto g = check_global_batch(spec, doc); !g) return g.err();
   if (auto a = check_auto_batch_bounds(spec, doc); !a) return a.err();
