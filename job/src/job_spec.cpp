@@ -64,11 +64,16 @@ ps_options read_ps(config_section s) {
 
 }  // namespace
 
-std::string ps_options::checkpoints_of(const std::string& job_dir) const {
-  if (checkpoint_dir.empty()) return job_dir + "/checkpoints";
+std::string ps_options::own_checkpoints(const std::string& job_dir) const {
+  if (checkpoint_dir.empty()) return "";
   auto dir = std::filesystem::path(job_dir).lexically_normal();
   if (!dir.has_filename()) dir = dir.parent_path();  // "jobs/x/"
-  const auto own = checkpoint_dir + "/" + dir.filename().string();
+  return checkpoint_dir + "/" + dir.filename().string();
+}
+
+std::string ps_options::checkpoints_of(const std::string& job_dir) const {
+  if (checkpoint_dir.empty()) return job_dir + "/checkpoints";
+  const auto own = own_checkpoints(job_dir);
   // A job started before 2026-12-03 wrote <checkpoint_dir>/ps-<i>: read (and resumed) there. A new
   // job's runner makes its own directory first (runner::create_job_dir), so it never lands there.
   std::error_code ec;

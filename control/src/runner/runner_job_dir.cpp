@@ -213,7 +213,7 @@ int runner::create_job_dir(const config_doc& doc) {
   // The new job's own: its shards write there, not to an earlier layout's <checkpoint_dir>/ps-<i>.
   std::error_code ec;
   if (spec_.uses_ps() && !spec_.ps.checkpoint_dir.empty())
-    std::filesystem::create_directories(spec_.ps.checkpoint_dir + "/" + dir_->job_id(), ec);
+    std::filesystem::create_directories(spec_.ps.own_checkpoints(dir_->path()), ec);
   return 0;
 }
 
@@ -224,7 +224,7 @@ std::string runner::ps_checkpoints_free(const std::string& job_path) const {
   if (!spec_.uses_ps() || spec_.ps.checkpoint_dir.empty()) return "";
   std::error_code ec;
   if (std::filesystem::exists(job_path, ec)) return "";  // the id is taken: said as such
-  const auto mine = spec_.ps.checkpoint_dir + "/" + std::filesystem::path(job_path).filename().string();
+  const auto mine = spec_.ps.own_checkpoints(job_path);
   if (!std::filesystem::is_directory(mine, ec) || std::filesystem::is_empty(mine, ec)) return "";
   return "ps.checkpoint_dir: " + mine +
          " holds the checkpoints of an earlier job of this id (its job directory is "

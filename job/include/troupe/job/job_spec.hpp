@@ -68,6 +68,9 @@ struct ps_options {
   // <checkpoint_dir>/<job id> (one directory for many jobs: each job's own; a new job took up
   // another's checkpoints and trained on from its weights as if from scratch).
   std::string checkpoints_of(const std::string& job_dir) const;
+  // <checkpoint_dir>/<the job's id>, the job's own directory there ("" without a checkpoint_dir);
+  // checkpoints_of reads an earlier layout's when the job has none.
+  std::string own_checkpoints(const std::string& job_dir) const;
 };
 
 struct job_spec {
