@@ -258,11 +258,7 @@ std::string ended_before(const std::string& job_dir) {
   auto dir = cluster::job_dir::open(job_dir);
   std::error_code ec;
   if (!dir || dir->runner_pid() || !std::filesystem::exists(dir->lock_path(), ec)) return {};
-  std::ifstream in(job_dir + "/result.json");
-  std::string line;
-  std::getline(in, line);
-  const auto result = nlohmann::json::parse(line, nullptr, false);
-  const auto status = result.is_object() ? result.value("status", "") : std::string();
+  const auto status = control::ended_as(job_dir);
   return "job " + dir->job_id() + " is not running: " +
          (status.empty() ? "its runner died (continue it: troupe run --resume " + dir->path() + ")"
                          : "it ended (" + status + ", " + dir->result_path() + ")") +

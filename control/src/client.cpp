@@ -259,6 +259,11 @@ expected<std::string> ended_job_status(const cluster::job_dir& dir, bool with_ti
 
 }  // namespace
 
+std::string ended_as(const std::string& job_dir) {
+  auto dir = cluster::job_dir::open(job_dir);
+  return dir ? ended_as(*dir) : std::string();
+}
+
 expected<std::string> job_status_json(const std::string& job_dir, bool from_timeline) {
   if (auto dir = cluster::job_dir::open(job_dir)) {
     if (!dir->runner_pid()) return ended_job_status(*dir, from_timeline);

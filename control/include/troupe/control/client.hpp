@@ -35,6 +35,11 @@ std::optional<queued_job> queued_job_at(const std::string& job_dir);
 // An error when Slurm refuses.
 expected<std::optional<queued_job>> cancel_queued_job(const std::string& job_dir);
 
+// How a job its runner no longer runs ended: its result.json's status as the runner wrote it
+// (finished, failed, stopped, interrupted); "" when the runner wrote none (it died: no result.json,
+// or the master's figures alone).
+std::string ended_as(const std::string& job_dir);
+
 // The job's status as a JSON object (membership, tasks, throughput, loss, restarts, result).
 // With `from_timeline`, when the runner cannot be reached (the job finished, was stopped or
 // crashed), the status its timeline (events.jsonl) tells, with "state" and "recent" events
