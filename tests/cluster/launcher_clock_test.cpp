@@ -2,7 +2,6 @@
 // clock a wait times out, and the Slurm launcher's kill_all gives up on an unreachable controller,
 // when the test moves the clock past the limit, never by real time (each limit here is an hour).
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 
 #include <fstream>
 #include <future>
@@ -50,12 +49,6 @@ TEST(launcher_clock, a_local_wait_times_out_when_the_launchers_clock_passes_its_
 
 // Slurm commands in a directory of scripts: sinfo and sbatch answer, the rest cannot reach the
 // controller (slurmctld down).
-void write_tool(const std::string& dir, const std::string& name, const std::string& body) {
-  const std::string path = dir + "/" + name;
-  std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
-  ::chmod(path.c_str(), 0755);
-}
-
 TEST(launcher_clock, slurm_kill_all_gives_up_on_a_silent_controller_at_its_limit_on_the_clock) {
   temp_dir dir;
   write_tool(dir.str(), "sinfo", "echo 0/4/0/4");

@@ -1,7 +1,10 @@
-// Fixtures shared by the local launcher tests: an exit-report collector and node specs.
+// Fixtures shared by the launcher tests: an exit-report collector, node specs, stand-in tools.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <condition_variable>
+#include <fstream>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -59,6 +62,13 @@ inline node_spec shell(std::string name, std::string script, std::string log_fil
 
 inline node_spec sleeper(std::string name) {
   return shell(std::move(name), "exec sleep 1000");
+}
+
+// An executable shell script `dir`/`name` (stand-ins for Slurm's commands through slurm::options::bin_dir).
+inline void write_tool(const std::string& dir, const std::string& name, const std::string& body) {
+  const std::string path = dir + "/" + name;
+  std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+  ::chmod(path.c_str(), 0755);
 }
 
 }  // namespace troupe::cluster::testing

@@ -4,7 +4,6 @@
 // forgotten, sacct. The Slurm launcher runs against scripts that answer as Slurm 22.05 does for a
 // job whose node does not see the job directory (tests/slurm runs the real thing).
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 
 #include <fstream>
 #include <thread>
@@ -65,12 +64,6 @@ TEST(launcher_trace, a_local_node_without_a_log_has_no_trace) {
   auto st = log.wait_for(*h, 10s);
   ASSERT_TRUE(st);
   EXPECT_EQ(st->trace, exit_trace{});
-}
-
-void write_tool(const std::string& dir, const std::string& name, const std::string& body) {
-  const std::string path = dir + "/" + name;
-  std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
-  ::chmod(path.c_str(), 0755);
 }
 
 // A Slurm launcher over the scripts in `bin`, polling every 20 ms.

@@ -234,11 +234,27 @@ expected<void> launcher::fence(const node_handle& h) {
     auto it = impl_->nodes.find(h.serial);
     known = it != impl_->nodes.end() && !it->second.final;
   }
+  if (!known) return signal(h, SIGKILL);  // answers no_such_node
   // A fenced node must not act again: killed at once (signal_job), not cancelled (a SIGTERM after
-  // a SIGCONT, on which a stopped node woke up and left cleanly). One Slurm has not started (the
-  // signal is refused; the state this launcher last read may be older) is cancelled.
-  if (known && slurm::signal_job(h.pid, SIGKILL, impl_->so)) return {};
-  return signal(h, SIGKILL);
+  // a SIGCONT, on which a stopped node woke up and left cleanly). A refused signal is retried (under
+  // load scancel fails for a running job too: a cancel then woke a SIGSTOPped node, which ran on);
+  // only a job Slurm says has not started yet is cancelled (the state this launcher last read may be
+  // older), and one Slurm says is over is no node any more.
+  auto& clk = impl_->lo.clock.get();
+  const auto deadline = clk.now() + impl_->so.command_timeout;
+  for (;;) {
+    auto killed = slurm::signal_job(h.pid, SIGKILL, impl_->so);
+    if (killed) return {};
+    auto state = slurm::job_state(h.pid, impl_->so);
+    if (state && (*state == "PENDING" || *state == "CONFIGURING")) return signal(h, SIGKILL);
+    if (state && (state->empty() || slurm::terminal_state(*state) || *state == "COMPLETING"))
+      return make_unexpected(cluster_errc::no_such_node, "node " + h.id.to_string() + " (Slurm job " +
+                                                             std::to_string(h.pid) + ") is " +
+                                                             (state->empty() ? "gone" : *state));
+    if (clk.now() >= deadline) return killed.err();
+    impl_->note_error("fence " + h.id.to_string() + ": " + killed.err().to_string() + "; again");
+    clk.sleep_for(impl_->so.poll_interval);
+  }
 }
 
 expected<std::optional<exit_status>> launcher::poll(const node_handle& h) const {
