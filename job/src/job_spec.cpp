@@ -23,6 +23,8 @@ job_options read_job(config_section s) {
       static_cast<std::uint32_t>(s.get_int("max_workers", std::max(o.max_workers, o.workers), 1, 16384));
   o.records_per_task = static_cast<std::uint64_t>(s.get_int("records_per_task", 1024, 1, 1 << 30));
   o.max_task_failures = static_cast<std::uint32_t>(s.get_int("max_task_failures", 3, 1, 1000));
+  o.max_quarantined_in_a_row =
+      static_cast<std::uint32_t>(s.get_int("max_quarantined_in_a_row", 8, 0, 1'000'000));
   o.lease_timeout = job_options::ms(s.get_int("lease_timeout_ms", 30'000, 100, 3'600'000));
   o.progress_every = job_options::ms(s.get_int("progress_every_ms", 500, 50, 60'000));
   o.sync_every = static_cast<std::uint32_t>(s.get_int("sync_every", 8, 1, 1 << 20));

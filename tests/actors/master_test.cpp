@@ -448,6 +448,27 @@ TEST_F(master_test, a_job_whose_every_task_was_quarantined_ends_without_an_evalu
   EXPECT_EQ(status().task_error, "task 7: forward returns logits of dtype Long");
 }
 
+// The dispenser gave up on the tasks left (job.max_quarantined_in_a_row): once none is held the job
+// ends failed, its result.json naming why; those left stay TODO.
+TEST_F(master_test, a_dispenser_that_gave_up_ends_the_job_with_its_reason) {
+  join(w0, w0);
+  log_->counts.failed = 8;
+  log_->counts.todo = 2917;
+  log_->counts.doing = 1;
+  log_->counts.gave_up = "8 tasks in a row were quarantined; the last, task 9: storage: corrupt record";
+  tick();
+  tick();
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/result.json")) << "a task is still held";
+  log_->counts.doing = 0;
+  tick();
+  tick();
+  EXPECT_EQ(evaluate_request(*node_), 0u);  // nothing was trained
+  ASSERT_TRUE(std::filesystem::exists(dir_ + "/result.json"));
+  auto j = nlohmann::json::parse(std::ifstream(dir_ + "/result.json"));
+  EXPECT_FALSE(j["ok"].get<bool>());
+  EXPECT_EQ(j["error"], log_->counts.gave_up);
+}
+
 // Issue 44: "loss 0.0000" before the first step. The loss is NaN (shown as "-", JSON null) until a
 // progress window with a step has passed; result.json carries the last window's training loss.
 TEST_F(master_test, the_loss_is_unknown_until_a_window_with_a_step_passed) {

@@ -28,16 +28,22 @@ struct fake_slurm {
   fake_slurm(const std::string& state, int refusals, const std::string& refusal) {
     write_tool(bin.str(), "sinfo", "echo 0/4/0/4");
     write_tool(bin.str(), "sbatch", "echo 4242");
-    write_tool(bin.str(), "squeue",
-               "case \"$*\" in *'%i|%T'*) echo '4242|" + state + "|h1|None' ;; *) echo " + state + " ;; esac");
+    write_tool(
+        bin.str(), "squeue",
+        "case \"$*\" in *'%i|%T'*) echo '4242|" + state + "|h1|None' ;; *) echo " + state + " ;; esac");
     const std::string dir = bin.str();
     write_tool(bin.str(), "scancel",
-               "echo \"$*\" >> " + dir + "/calls.log\n"
-               "case \"$*\" in *--signal*) ;; *) exit 0 ;; esac\n"
-               "n=$(cat " + dir + "/refused 2>/dev/null || echo 0)\n"
-               "if [ \"$n\" -lt " + std::to_string(refusals) + " ]; then echo $((n + 1)) > " + dir +
-                   "/refused; echo '" + refusal + "' >&2; exit 1; fi\n"
-               "exit 0");
+               "echo \"$*\" >> " + dir +
+                   "/calls.log\n"
+                   "case \"$*\" in *--signal*) ;; *) exit 0 ;; esac\n"
+                   "n=$(cat " +
+                   dir +
+                   "/refused 2>/dev/null || echo 0)\n"
+                   "if [ \"$n\" -lt " +
+                   std::to_string(refusals) + " ]; then echo $((n + 1)) > " + dir + "/refused; echo '" +
+                   refusal +
+                   "' >&2; exit 1; fi\n"
+                   "exit 0");
   }
 
   std::unique_ptr<slurm::launcher> launcher() {
@@ -114,7 +120,8 @@ TEST(slurm_fence, a_signal_refused_until_the_limit_is_the_fences_error) {
   const auto t0 = slurm.clk.now();
   auto fenced = l->fence(*h);
   ASSERT_FALSE(fenced);
-  EXPECT_NE(fenced.err().to_string().find("Unable to contact"), std::string::npos) << fenced.err().to_string();
+  EXPECT_NE(fenced.err().to_string().find("Unable to contact"), std::string::npos)
+      << fenced.err().to_string();
   EXPECT_GE(slurm.clk.now() - t0, 1h) << "it gave up only at command_timeout on its clock";
   EXPECT_EQ(slurm.calls().find("\n4242\n"), std::string::npos) << "never cancelled:\n" << slurm.calls();
 }

@@ -105,7 +105,7 @@ void task_dispenser::on_messages(const std::vector<message>& batch) {
   }
   // While a disk fault lasts the workers hear "none" and ask again (a journal fault is probed by
   // each batch, a fault of the master's files is lifted by the master); reports are still taken.
-  const bool leasing = external_fault_.empty();
+  const bool leasing = external_fault_.empty() && gave_up_.empty();
   if (!leasing) jb.leases.clear();
   if (jb.reports.empty() && jb.leases.empty() && askers.empty()) return;
   expected<storage::batch_outcome> out = storage::batch_outcome{};
@@ -119,18 +119,23 @@ void task_dispenser::on_messages(const std::vector<message>& batch) {
                out ? out->reports[i] : expected<storage::task_state>(out.err()));
   for (std::size_t i = 0; i < askers.size(); ++i) {
     bool granted = out && leasing;
-    if (granted && out->leases[i].requeued > 0) {
-      // Typically a lease whose reply was lost (the connection closed meanwhile): the worker never
-      // trained it. In the timeline as any requeue (result.json counted it, the events did not).
-      spdlog::info("dispenser: {} asked for a task while holding {} it no longer knows of: back to TODO",
-                   jb.leases[i].holder, out->leases[i].requeued);
-      timeline_.requeue(jb.leases[i].holder, out->leases[i].requeued, "lease not received");
-    }
+    if (granted && out->leases[i].requeued > 0)
+      lease_not_received(jb.leases[i].holder, out->leases[i].requeued);
     bool none = !granted || paused();
     if (!none && out->leases[i].leased)
       last_grant_[jb.leases[i].holder] = {out->leases[i].leased->id, out->leases[i].leased->attempt};
-    reply_lease(*askers[i], none ? std::nullopt : out->leases[i].leased, none);
+    // Given up: no task, and "finished" once none is held (reply_lease reads the counts).
+    const bool over = out && !gave_up_.empty() && !paused();
+    reply_lease(*askers[i], none ? std::nullopt : out->leases[i].leased, none && !over);
   }
+}
+
+// Typically a lease whose reply was lost (the connection closed meanwhile): the worker never trained
+// it. In the timeline as any requeue (result.json counted it, the events did not).
+void task_dispenser::lease_not_received(const std::string& holder, std::uint64_t requeued) {
+  spdlog::info("dispenser: {} asked for a task while holding {} it no longer knows of: back to TODO", holder,
+               requeued);
+  timeline_.requeue(holder, requeued, "lease not received");
 }
 
 void task_dispenser::ack_report(const message& m, const storage::report_request& r,
@@ -146,6 +151,9 @@ void task_dispenser::ack_report(const message& m, const storage::report_request&
                   r.error_text);
     timeline_.quarantine(r.id, r.error_text);
     last_failure_ = "task " + std::to_string(r.id) + ": " + r.error_text;
+    count_quarantine(true);
+  } else if (*state == storage::task_state::done) {
+    count_quarantine(false);
   } else if (r.failed) {  // back to TODO, to be tried again: in the timeline (it left no trace)
     spdlog::warn("dispenser: task {} failed on {} (tried again): {}", r.id, r.holder, r.error_text);
     timeline_.requeue(r.holder, 1, "task " + std::to_string(r.id) + " failed (tried again): " + r.error_text);
@@ -173,7 +181,7 @@ void task_dispenser::reply_lease(const message& req, const std::optional<storage
   } else {
     auto c = journal_->counts();
     if (!c) throw std::runtime_error(c.err().to_string());
-    if (c->todo == 0 && c->doing == 0)
+    if (c->doing == 0 && (c->todo == 0 || !gave_up_.empty()))
       lease.setFinished();
     else
       lease.setNone();
@@ -250,7 +258,27 @@ std::optional<wire::task_counts> task_dispenser::counts() const {
       last_failure_ = "task " + std::to_string(failed->back().id) + ": " + failed->back().last_error;
   }
   out.last_failure = last_failure_;
+  out.gave_up = gave_up_;
   return out;
+}
+
+void task_dispenser::count_quarantine(bool quarantined) {
+  if (!quarantined) {
+    quarantined_in_a_row_ = 0;
+    return;
+  }
+  const auto limit = node_.spec().job.max_quarantined_in_a_row;
+  if (++quarantined_in_a_row_ < limit || limit == 0 || !gave_up_.empty()) return;
+  auto c = journal_->counts();
+  const std::uint64_t left = c ? c->todo : 0;
+  gave_up_ =
+      std::to_string(quarantined_in_a_row_) +
+      " tasks in a row were quarantined, none done between them (job." +
+      "max_quarantined_in_a_row): the job gave up on its " + std::to_string(left) +
+      " task(s) left, which stay to do (troupe run --resume trains them, and tries the quarantined ones "
+      "again, once the cause is mended); the last, " +
+      last_failure_;
+  spdlog::error("dispenser: {}", gave_up_);
 }
 
 namespace {

@@ -59,6 +59,10 @@ class task_dispenser {
   bool collect(const message& m, std::int64_t deadline, storage::journal_batch& jb);
   void ack_report(const message& m, const storage::report_request& r,
                   const expected<storage::task_state>& state);
+  // `holder` asked for a task while holding `requeued` leases it no longer knows of (back to TODO).
+  void lease_not_received(const std::string& holder, std::uint64_t requeued);
+  // A report's task is quarantined (true) or done (false): the run of quarantines, and giving up.
+  void count_quarantine(bool quarantined);
   void renew_leases(const message& m);
   // Adds a requeue's count to the total; 0 on an error.
   std::uint64_t count_requeued(expected<std::uint64_t> n);
@@ -73,6 +77,10 @@ class task_dispenser {
   std::string fault_, external_fault_;
   // "task <id>: <error>" of the last task quarantined (read from the journal once after a restart).
   mutable std::string last_failure_;
+  // Tasks quarantined since a task was last done (this dispenser's reports: a restarted one counts
+  // afresh); at job.max_quarantined_in_a_row it gives up (gave_up_ says why): no more leases.
+  std::uint32_t quarantined_in_a_row_ = 0;
+  std::string gave_up_;
   std::set<std::string> departed_;  // holders requeue_holder() was called for
   // The lease granted to each holder last (task id, attempt): renewed with its renewals.
   std::map<std::string, std::pair<std::uint64_t, std::uint32_t>> last_grant_;

@@ -213,9 +213,11 @@ void finish(master_actor* self, nlohmann::json j, const std::string& error) {
   const double last = st.progress.last_loss();
   if (std::isfinite(last)) j["train_loss"] = last;
   add_durable_counts(st, j);
-  st.outcome.ok = error.empty() && st.outcome.counts && st.outcome.counts->failed == 0;
+  // A dispenser that gave up on the tasks left says why (its last quarantined task's error too).
+  const std::string why = !error.empty() || !st.outcome.counts ? error : st.outcome.counts->gave_up;
+  st.outcome.ok = why.empty() && st.outcome.counts && st.outcome.counts->failed == 0;
   j["ok"] = st.outcome.ok;
-  if (!error.empty()) j["error"] = error;
+  if (!why.empty()) j["error"] = why;
   j["master_seconds"] = secs;
   st.outcome.result_json = j.dump();
   st.outcome.finished = true;

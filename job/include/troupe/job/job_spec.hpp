@@ -4,12 +4,12 @@
 //
 //   [job]  name, root = "jobs", strategy = "async_ps" | "allreduce" | "local_sgd",
 //          workers (initial target), min_workers, max_workers, records_per_task,
-//          max_task_failures, lease_timeout_ms, progress_every_ms, sync_every (local_sgd),
-//          checkpoint_every_ms, ring_capacity_kb (allreduce rings), ring_lanes (threads per worker for a
-//          large allreduce on one host; 0: its CPUs over its host's workers, 1-4), rpc_timeout_ms,
-//          dataset_cache (dir of imported datasets, default "<root>/datasets"), device = "cpu" | "gpu"
-//          (workers train on a GPU, the CUDA trainer backend; docs/gpu_workers.md), disk_full_timeout_ms (a
-//          disk fault lasting this long fails the job; 300000)
+//          max_task_failures, max_quarantined_in_a_row, lease_timeout_ms, progress_every_ms,
+//          sync_every (local_sgd), checkpoint_every_ms, ring_capacity_kb (allreduce rings), ring_lanes
+//          (threads per worker for a large allreduce on one host; 0: its CPUs over its host's workers, 1-4),
+//          rpc_timeout_ms, dataset_cache (dir of imported datasets, default "<root>/datasets"), device =
+//          "cpu" | "gpu" (workers train on a GPU, the CUDA trainer backend; docs/gpu_workers.md),
+//          disk_full_timeout_ms (a disk fault lasting this long fails the job; 300000)
 //   [ps]   shards, checkpoint_every_ms, full_checkpoint_every, checkpoint_dir, in_flight_pushes,
 //          prefetch
 //
@@ -37,6 +37,10 @@ struct job_options {
   std::uint32_t workers = 2, min_workers = 1, max_workers = 8;
   std::uint64_t records_per_task = 1024;
   std::uint32_t max_task_failures = 3;
+  // This many tasks quarantined one after another, none finished between them (a damaged store, a
+  // model that fails every step), ends the job: the dispenser hands out no more tasks (those left
+  // stay TODO for --resume). 0: every task is tried first.
+  std::uint32_t max_quarantined_in_a_row = 8;
   ms lease_timeout{30'000};
   ms progress_every{500};
   std::uint32_t sync_every = 8;

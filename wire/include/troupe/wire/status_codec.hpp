@@ -25,9 +25,13 @@ struct task_counts {
   std::uint64_t records_done = 0;
   std::string fault;
   std::string last_failure;  // the last error of a quarantined task (JobStatus.taskError)
+  // Why the dispenser hands out no more tasks though some are TODO (job.max_quarantined_in_a_row);
+  // empty while it does.
+  std::string gave_up;
   std::uint64_t total() const { return todo + doing + done + failed; }
-  // Every task is done or quarantined (and there are tasks).
-  bool all_over() const { return total() > 0 && todo == 0 && doing == 0; }
+  // Every task is done or quarantined (and there are tasks), or the dispenser gave up on those left
+  // and none is held.
+  bool all_over() const { return total() > 0 && doing == 0 && (todo == 0 || !gave_up.empty()); }
 };
 
 struct job_status {
