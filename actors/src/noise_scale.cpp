@@ -25,13 +25,24 @@ void noise_scale::update(double& biased, double& unbias, double value, double th
 bool noise_scale::add(const gns_sample& s, bool biased) {
   auto e = estimate(s);
   if (!std::isfinite(e.sqr) || !std::isfinite(e.trace) || !(s.b_big > s.b_small)) return false;
-  if (rounds_ > 0 && biased != from_pairs_) reset();
-  from_pairs_ = biased;
   const double theta = std::pow(smoothing_, s.b_big * std::max(1.0, s.rounds) / base_);
+  if (rounds_ > 0 && biased != from_pairs_) hand_over(theta);
+  from_pairs_ = biased;
   update(sqr_biased_, sqr_unbias_, e.sqr, theta);
   update(var_biased_, var_unbias_, e.trace / base_, theta);
   ++rounds_;
   return true;
+}
+
+void noise_scale::hand_over(double theta) {
+  // Both averages share their weights (each round updates both with one theta).
+  const double weight = handover_rounds * (1.0 - theta);
+  if (!(sqr_unbias_ > weight)) return;
+  const double keep = weight / sqr_unbias_;
+  sqr_biased_ *= keep;
+  sqr_unbias_ *= keep;
+  var_biased_ *= keep;
+  var_unbias_ *= keep;
 }
 
 void noise_scale::reset() {

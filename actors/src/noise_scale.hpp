@@ -53,10 +53,15 @@ class noise_scale {
   explicit noise_scale(double base_batch, double smoothing = 0.999);
 
   // Adds one round. `biased`: from two consecutive steps of one replica (the parameters moved
-  // between them) rather than from one step's replicas or accumulated micro-batches; a switch from
-  // one kind to the other starts the averages over (Pollux does the same). A sample with a
-  // non-finite norm is ignored (false).
+  // between them) rather than from one step's replicas or accumulated micro-batches. At a switch from
+  // one kind to the other (a ring shrunk to one replica, or grown from one) the averages keep their
+  // value with the weight of `handover_rounds` rounds, so that the new kind's rounds take over within
+  // a few dozen (Pollux starts over: a job that passed through a ring of one at every death or
+  // shrink then chose its batch, and scaled its rate, on 1-3 rounds whose |G|^2 sat at its floor 0,
+  // i.e. an "infinite" noise scale: max_batch, learning rate x16). A sample with a non-finite norm is
+  // ignored (false).
   bool add(const gns_sample& s, bool biased);
+  static constexpr double handover_rounds = 10;
   // Starts over (the preconditioner changed: Adam's second moments became usable).
   void reset();
 
@@ -90,6 +95,8 @@ class noise_scale {
 
  private:
   void update(double& biased, double& unbias, double value, double theta);
+  // The averages down to the weight of handover_rounds rounds of `theta` (their value kept).
+  void hand_over(double theta);
   double base_, smoothing_;
   double sqr_biased_ = 0, sqr_unbias_ = 0, var_biased_ = 0, var_unbias_ = 0;
   bool from_pairs_ = false;  // the averages hold biased (consecutive-step) estimates

@@ -316,6 +316,30 @@ std::string name_problem(const std::string& name) {
   return "";
 }
 
+// The noise scale's keys where nothing estimates it, and a lone worker that never can: it estimates
+// from two consecutive full batches of one task (docs/goodput.md), none with fewer than 2 x batch_size
+// records a task (a job shrunk to one worker kept its ring's old estimate, or had none, to its end).
+void goodput_notes(const job_spec& spec, std::vector<std::string>& notes) {
+  const auto& t = spec.nn.train;
+  const nn::train_config defaults;
+  const bool estimated = (spec.traits().global_batch || spec.uses_ps()) && t.noise_scale;
+  const std::string where =
+      "job.strategy \"" + spec.job.strategy + "\"" + (t.noise_scale ? "" : " with noise_scale = false");
+  if (!t.noise_scale && !(spec.traits().global_batch || spec.uses_ps()))
+    notes.push_back("train.noise_scale: allreduce and async_ps jobs estimate the noise scale; " + where +
+                    " does not: the key has no effect");
+  else if (t.noise_scale_every != defaults.noise_scale_every && !estimated)
+    notes.push_back("train.noise_scale_every: how often the noise scale is estimated; " + where +
+                    " estimates none: the key has no effect");
+  if (estimated && spec.traits().global_batch && t.lr_scaling == "adascale" && spec.job.min_workers <= 1 &&
+      spec.job.records_per_task < 2 * t.batch_size)
+    notes.push_back("job.records_per_task (" + std::to_string(spec.job.records_per_task) +
+                    ") is below 2 x train.batch_size (" + std::to_string(2 * t.batch_size) +
+                    "): one worker alone estimates the noise scale from two consecutive full batches of "
+                    "a task, so while one trains the estimate stands still (lr_scaling's gain, batch = "
+                    "\"auto\"'s choices and the status keep the last one)");
+}
+
 std::vector<std::string> job_notes(const job_spec& spec) {
   std::vector<std::string> notes;
   if (spec.nn.train.device == "gpu" && !spec.uses_gpu())
@@ -323,6 +347,7 @@ std::vector<std::string> job_notes(const job_spec& spec) {
         "[train] device = \"gpu\" is troupe train --local's switch; this job's workers train on the CPU "
         "([job] device = \"cpu\"): set [job] device = \"gpu\" (--set job.device=gpu) to train them on GPUs");
   for (auto& n : keys_not_read(spec)) notes.push_back(std::move(n));
+  goodput_notes(spec, notes);
   model_keys_not_read(spec.nn, notes);
   data_keys_not_read(spec.nn.data, notes);
   return notes;

@@ -180,6 +180,15 @@ expected<void> check_auto_batch_bounds(const job_spec& spec, const config_doc& d
                            "train.batch_size = " +
                            std::to_string(m0) + " (it only grows from there): at least " +
                            std::to_string(m0) + ", or 0 for 16 x that");
+  // Every replica of a ring trains at least a row a step: a ring of max_workers stayed above max_batch.
+  const std::uint64_t most = t.max_batch != 0 ? t.max_batch : 16 * m0;
+  if (most < spec.job.max_workers)
+    return key_refusal(doc, t.max_batch != 0 ? "train.max_batch" : "job.max_workers",
+                       "batch = \"auto\" keeps the global batch at most train.max_batch (" +
+                           std::to_string(most) +
+                           (t.max_batch != 0 ? "" : ", 16 x job.workers x train.batch_size") +
+                           ") and every worker trains at least one row a step: job.max_workers (" +
+                           std::to_string(spec.job.max_workers) + ") is more than that");
   if (t.max_local_batch < t.batch_size)
     return key_refusal(doc, "train.max_local_batch",
                        std::to_string(t.max_local_batch) + " is below train.batch_size (" +

@@ -186,8 +186,10 @@ TEST(NoiseScale, PairsAndRingRoundsDoNotMixAndStateTravels) {
   ASSERT_TRUE(a.add({10, 6, 32, 128}, false));
   ASSERT_TRUE(a.add({11, 6, 32, 128}, false));
   EXPECT_EQ(a.rounds(), 2u);
-  ASSERT_TRUE(a.add({10, 7, 64, 128}, true));  // a lone replica's pair: starts over
-  EXPECT_EQ(a.rounds(), 1u);
+  const double before = a.sqr();
+  ASSERT_TRUE(a.add({10, 7, 64, 128}, true));  // a lone replica's pair: hands over (2 rounds < 10: whole)
+  EXPECT_EQ(a.rounds(), 3u);
+  EXPECT_NEAR(a.sqr(), (2 * before + (2 * 7 - 10)) / 3, 0.05 * before);
   EXPECT_FALSE(a.add({NAN, 1, 32, 64}, false));
   std::vector<float> st(noise_scale::state_floats);
   a.pack(st);
@@ -196,6 +198,24 @@ TEST(NoiseScale, PairsAndRingRoundsDoNotMixAndStateTravels) {
   EXPECT_EQ(b.rounds(), a.rounds());
   EXPECT_NEAR(b.sqr(), a.sqr(), 1e-5 * std::abs(a.sqr()) + 1e-9);
   EXPECT_NEAR(b.var(), a.var(), 1e-5 * a.var());
+}
+
+// At a switch of kind (a ring shrunk to one replica pairs its consecutive steps; grown again, its
+// replicas' norms) the averages keep their value with the weight of handover_rounds rounds: the new
+// kind's first rounds move them little, a few dozen take over. (They started over: a job passing
+// through a ring of one chose its batch and scaled its rate on 1-3 rounds.)
+TEST(NoiseScale, AtASwitchOfKindTheOldEstimateHandsOverWithinAFewDozenRounds) {
+  auto ring = make_synthetic(64, 4.0, 256.0);
+  auto lone = make_synthetic(64, 1.0, 256.0);  // the pairs' (biased) estimate, another |G|^2
+  noise_scale a(128);
+  for (int i = 0; i < 3000; ++i) ASSERT_TRUE(a.add(ring.round(4, 32), false));
+  EXPECT_NEAR(a.sqr(), 4.0, 0.4);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(a.add(lone.round(2, 32), true));
+  EXPECT_GT(a.sqr(), 2.5) << "3 rounds of the new kind against the old estimate's 10";
+  EXPECT_TRUE(std::isfinite(a.noise_scale_samples()));
+  for (int i = 0; i < 3000; ++i) ASSERT_TRUE(a.add(lone.round(2, 32), true));
+  EXPECT_NEAR(a.sqr(), 1.0, 0.1) << "the new kind took over";
+  EXPECT_EQ(a.rounds(), 6003u);
 }
 
 // An estimate that stands for k rounds moves the averages as k rounds of the same value would: the
@@ -607,6 +627,75 @@ TEST(Controller, ARingShrunkBelowM0ChoosesABatchOfAtLeastM0) {
     one[0].step_done(compute(b), true);
   }
   EXPECT_GE(one[0].batch().local(), 128) << one[0].batch().atomic << " x " << one[0].batch().accum + 1;
+}
+
+// A ring that passes through a ring of one (a death, a shrink) and grows again chooses its batch and
+// scales its rate on the estimate it had, not on the first rounds after the resize: with the averages
+// started over at each switch of kind, a ring's first round after a lone replica's pairs (|G|^2 at
+// its floor 0: an "infinite" noise scale) chose max_batch (16 x M0) and scaled the rate x16.
+TEST(Controller, AResizeThroughARingOfOneKeepsTheEstimateItsChoiceAndRateUse) {
+  auto o = opts(lr_rule::adascale, true);
+  o.batch_size = 64;  // 2 workers of 64: alone, M0 is one micro-batch (2 x 64 trusted), so it pairs steps
+  std::vector<controller> cs(2, controller(o));
+  auto compute = [](int b) { return 0.001 + 0.00005 * b; };
+  const double g2 = 100, tr = 256;
+  double t = 0;
+  auto ring_steps = [&](int steps, bool hidden_first) {
+    for (int step = 0; step < steps; ++step) {
+      const int b = cs[0].batch().atomic, accum = cs[0].batch().accum;
+      const int n = static_cast<int>(cs.size());
+      const double small = g2 + tr / b;
+      // The first rounds after the resize: |mean g|^2 below its share of the noise (|G|^2 hidden).
+      const double big = hidden_first && step < 3 ? 0.9 * small / n : g2 + tr / (n * b * (accum + 1.0));
+      auto sum = ring_round(cs, small, compute(b), 0);
+      const double step_s = (accum + 1) * compute(b) + 0.004;
+      t += step_s;
+      for (std::size_t r = 0; r < cs.size(); ++r) {
+        auto got =
+            cs[r].read(sum, static_cast<int>(r), n, 1, big, 1.0, 1.0 * n * b * (accum + 1), step == 0, t);
+        cs[r].step_done(step_s, true);
+        if (hidden_first) {
+          EXPECT_LT(got.lr_factor, 2.0) << "step " << step;
+        }
+      }
+      if (hidden_first && step > 0) {  // step 0 ran the batch of the ring before (its word comes next round)
+        EXPECT_EQ(n * cs[0].batch().local(), 128)
+            << "step " << step << ": noise scale ~2.6, M0 is still the best";
+      }
+    }
+  };
+  ring_steps(200, false);
+  ASSERT_EQ(2 * cs[0].batch().local(), 128) << "noise scale ~2.6: M0 is the best";
+  std::vector<controller> one(1, cs[0]);  // a worker died: rank 0 alone, pairing its steps
+  for (int step = 0; step < 5; ++step) {
+    const int b = one[0].batch().atomic;
+    const double small = tr / b;  // the pairs hide |G|^2 too
+    auto got =
+        one[0].alone(true, small, 0.4 * small, step > 0, compute(b), 1.0, b, 0, step == 0, t += compute(b));
+    one[0].step_done(compute(b), true);
+    EXPECT_LT(got.lr_factor, 2.0) << "alone, step " << step;
+  }
+  ASSERT_EQ(one[0].batch().accum, 0) << "alone at M0 in one micro-batch: the estimate pairs steps";
+  cs.assign(2, one[0]);  // replaced: the ring of 2 again, both ranks resynced from rank 0
+  ring_steps(10, true);
+}
+
+// Past max_batch after a resize with no usable estimate yet (before the first choice): the batch
+// goes back to the nearest in range at once, each of the ring's replicas floor(max_batch / ranks).
+TEST(Controller, AResizePastMaxBatchBeforeAnyEstimateIsBroughtBackInRange) {
+  auto o = opts(lr_rule::adascale, true);
+  o.limits.max_batch = 256;  // M0 = 128: 4 x 32
+  std::vector<controller> cs(16, controller(o));
+  const int b = cs[0].batch().atomic;
+  ASSERT_EQ(b, 32);
+  auto sum = ring_round(cs, 10, 0.002, 0);
+  for (std::size_t r = 0; r < cs.size(); ++r)
+    cs[r].read(sum, static_cast<int>(r), 16, 1, 9, 1.0, 16.0 * b, true, 1.0);
+  sum = ring_round(cs, 10, 0.002, 0);  // the next round carries rank 0's word
+  for (std::size_t r = 0; r < cs.size(); ++r)
+    cs[r].read(sum, static_cast<int>(r), 16, 1, 9, 1.0, 16.0 * b, false, 1.1);
+  for (const auto& c : cs)
+    EXPECT_EQ(16 * c.batch().local(), 256) << c.batch().atomic << " x " << c.batch().accum + 1;
 }
 
 // A ring's estimates become those of the preconditioned norms once (they start over); a rank that

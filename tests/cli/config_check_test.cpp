@@ -209,6 +209,40 @@ TEST(config_check, model_and_optimizer_keys_not_read_get_a_note) {
   std::filesystem::remove(f);
 }
 
+// The noise scale's keys where nothing estimates it are noted (local_sgd, or noise_scale = false,
+// took noise_scale_every silently), and so is a lone worker that can never estimate it: it pairs two
+// consecutive full batches of one task, none with records_per_task below 2 x batch_size.
+TEST(config_check, noise_scale_keys_that_do_nothing_get_a_note) {
+  auto f = write_temp("unread-noise.toml",
+                      "[job]\nstrategy = 'local_sgd'\n[train]\nnoise_scale = false\nnoise_scale_every = 4\n"
+                      "[model]\ntype = 'mlp'\n[data]\nsource = 'fashion-mnist'\nmax_train_rows = 1000\n");
+  auto r = run_troupe("config check " + f);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("note: train.noise_scale: allreduce and async_ps jobs estimate the noise scale; "
+                       "job.strategy \"local_sgd\" with noise_scale = false does not: the key has no effect"),
+            std::string::npos)
+      << r.out;
+  auto every = run_troupe("config check " + f + " --set job.strategy=allreduce");
+  EXPECT_NE(
+      every.out.find("note: train.noise_scale_every: how often the noise scale is estimated; job.strategy "
+                     "\"allreduce\" with noise_scale = false estimates none"),
+      std::string::npos)
+      << every.out;
+  auto lone =
+      run_troupe("config check " + f +
+                 " --set job.strategy=allreduce --set train.noise_scale=true --set train.lr_scaling=adascale "
+                 "--set job.records_per_task=100 --set train.batch_size=64");
+  EXPECT_NE(
+      lone.out.find("note: job.records_per_task (100) is below 2 x train.batch_size (128): one worker alone"),
+      std::string::npos)
+      << lone.out;
+  auto fits = run_troupe(
+      "config check " + f +
+      " --set job.strategy=allreduce --set train.noise_scale=true --set train.lr_scaling=adascale");
+  EXPECT_EQ(fits.out.find("note:"), std::string::npos) << fits.out;
+  std::filesystem::remove(f);
+}
+
 // The shipped examples set nothing their job does not read.
 TEST(config_check, the_examples_get_no_note) {
   for (const auto& e : std::filesystem::directory_iterator(TROUPE_SOURCE_DIR "/examples")) {

@@ -145,6 +145,12 @@ TEST(job_spec, errors_name_the_key) {
       {"[job]\nstrategy = 'allreduce'\nworkers = 2\n[train]\nbatch = 'auto'\nlr_scaling = 'adascale'\n"
        "batch_size = 32\nmax_batch = 16\n",
        ":8: key 'train.max_batch': 16 is below"},  // its line: a check across keys said the file alone
+      // Every worker of a ring trains at least a row a step: 8 workers stayed at 4 x 2 = 16 (4 x max_batch).
+      {"[job]\nstrategy = 'allreduce'\nworkers = 2\nmax_workers = 8\n[train]\nbatch = 'auto'\n"
+       "lr_scaling = 'adascale'\nbatch_size = 2\nmax_batch = 4\n",
+       ":9: key 'train.max_batch': batch = \"auto\" keeps the global batch at most train.max_batch (4) and "
+       "every "
+       "worker trains at least one row a step: job.max_workers (8) is more than that"},
       {"[job]\nstrategy = 'allreduce'\n[train]\nbatch = 'auto'\nlr_scaling = 'adascale'\n"
        "batch_size = 32\nmax_local_batch = 8\n",
        "train.max_local_batch': 8 is below train.batch_size (32)"},

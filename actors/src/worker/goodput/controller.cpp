@@ -151,14 +151,29 @@ void controller::count_round(double samples, double g, double share, double now_
 }
 
 void controller::maybe_choose(int hosts, int ranks, bool fresh, bool entered_epoch) {
-  if (!opt_.auto_batch || !ns_.ready() || obs_.empty()) return;
-  // The first choice waits for a signal: while |G|^2 is at its floor 0, every batch's efficiency is 1
-  // and the choice would be max_batch on the estimate's early noise alone. After 4 x warm_rounds it
-  // goes ahead: a noise that hides the gradient for that long is the estimate's answer.
+  if (fresh || entered_epoch) choice_due_ = true;
+  if (!opt_.auto_batch) return;
+  // A choice waits for a usable estimate: warm_rounds of them, and a signal (while |G|^2 is at its
+  // floor 0 every batch's efficiency is 1 and the choice would be max_batch on the estimate's noise
+  // alone; after 4 x warm_rounds it goes ahead: a noise that hides the gradient for that long is the
+  // estimate's answer). One due meanwhile (a resize, a new epoch) waits for it.
   const bool signal = ns_.sqr() > 0 || ns_.rounds() >= 4 * opt_.warm_rounds;
-  const bool first = !chosen_once_ && ns_.rounds() >= opt_.warm_rounds && signal;
-  if (!first && !(chosen_once_ && (fresh || entered_epoch))) return;
+  const bool usable = ns_.ready() && ns_.rounds() >= opt_.warm_rounds && signal && !obs_.empty();
+  // A resize can leave the batch outside the range the choice keeps to (3 x 43 shrunk to 1 x 43,
+  // below M0; 2 x 64 grown to 4 x 64 past max_batch): there it is replaced whatever the gain (its
+  // efficiency above 1 below M0 made it look better than any batch in range, and a shrunk job
+  // trained below M0 to its end); without a usable estimate, by the nearest batch in range.
+  const double global = static_cast<double>(ranks) * cur_.local();
+  const double most = std::max(opt_.limits.max_batch, ns_.base_batch());
+  const bool outside = global < ns_.base_batch() - 0.5 || global > most + 0.5;
+  if (outside && !usable) {
+    propose(share(global < ns_.base_batch() ? ns_.base_batch() : most, ranks, global < ns_.base_batch()),
+            ranks, 0, 0);
+    return;
+  }
+  if (!usable || !(outside || choice_due_ || !chosen_once_)) return;
   chosen_once_ = true;
+  choice_due_ = false;
   std::vector<observation> o;
   auto lim = opt_.limits;
   for (const auto& e : obs_) {
@@ -168,17 +183,15 @@ void controller::maybe_choose(int hosts, int ranks, bool fresh, bool entered_epo
   perf_ = fit(o);
   const auto best = best_batch(perf_, ns_, hosts, ranks, lim);
   const double now = goodput(perf_, ns_, hosts, ranks, cur_.atomic, cur_.accum);
-  const batch_config b{best.atomic, best.accum};
-  // A resize can leave the batch outside the range the choice keeps to (3 x 43 shrunk to 1 x 43,
-  // below M0): there it is replaced whatever the gain (its efficiency above 1 below M0 made it look
-  // better than any batch in range, and a shrunk job trained below M0 to its end).
-  const double global = static_cast<double>(ranks) * cur_.local();
-  const bool outside =
-      global < ns_.base_batch() - 0.5 || global > std::max(lim.max_batch, ns_.base_batch()) + 0.5;
-  if (best.atomic <= 0 || b == cur_ || !(outside || best.goodput >= opt_.min_gain * now)) return;
+  if (best.atomic <= 0 || !(outside || best.goodput >= opt_.min_gain * now)) return;
+  propose({best.atomic, best.accum}, ranks, best.goodput, now);
+}
+
+void controller::propose(const batch_config& b, int ranks, double predicted, double before) {
+  if (b == cur_) return;
   proposed_ = b;
   proposed_seq_ = seq_ + 1;
-  propose_choice(ranks, best.goodput, now);
+  propose_choice(ranks, predicted, before);
 }
 
 void controller::propose_choice(int ranks, double predicted, double before) {
@@ -187,7 +200,12 @@ void controller::propose_choice(int ranks, double predicted, double before) {
 }
 
 batch_config controller::global_share(int ranks) const {
-  const double local = std::ceil(ns_.base_batch() / std::max(1, ranks));
+  return share(ns_.base_batch(), ranks, true);
+}
+
+batch_config controller::share(double global, int ranks, bool up) const {
+  const double each = global / std::max(1, ranks);
+  const double local = std::max(1.0, up ? std::ceil(each) : std::floor(each));
   const double most = opt_.limits.max_atomic > 0 ? opt_.limits.max_atomic : local;
   const double parts = std::max(1.0, std::ceil(local / most));
   return {static_cast<int>(std::ceil(local / parts)), static_cast<int>(parts) - 1};
@@ -299,7 +317,7 @@ void controller::pack(std::span<float> out) const {
   s[2] = static_cast<float>(cur_.accum);
   s[3] = static_cast<float>(seq_);
   s[4] = static_cast<float>(epoch_);
-  s[5] = chosen_once_ ? 1.0f : 0.0f;
+  s[5] = chosen_once_ ? (choice_due_ ? 2.0f : 1.0f) : 0.0f;  // 2: a choice is due
   s[6] = static_cast<float>(choice_.from);
   s[7] = static_cast<float>(choice_.predicted);
   s[8] = static_cast<float>(choice_.before);
@@ -338,6 +356,7 @@ void controller::unpack(std::span<const float> in) {
   proposed_seq_ = seq_;
   epoch_ = static_cast<std::uint32_t>(s[4]);
   chosen_once_ = s[5] != 0.0f;
+  choice_due_ = s[5] == 2.0f;
   choice_ = {static_cast<std::uint32_t>(s[6]), static_cast<std::uint32_t>(s[11]), s[7], s[8], s[12]};
   proposed_choice_ = choice_;
   preconditioned_ = s[10] != 0.0f;

@@ -128,6 +128,9 @@ class controller {
   // batch = "global": each of `ranks` replicas' share of M0 (ceil), in micro-batches of at most
   // max_atomic.
   batch_config global_share(int ranks) const;
+  // `global` shared by `ranks` replicas (ceil with `up`, else floor; at least 1 each), in
+  // micro-batches of at most max_atomic.
+  batch_config share(double global, int ranks, bool up) const;
 
   // The whole state, for a resync (sync_floats).
   void pack(std::span<float> out) const;
@@ -148,6 +151,8 @@ class controller {
   void maybe_choose(int hosts, int ranks, bool fresh, bool new_epoch);
   void keep_global_batch(int ranks);
   void propose_choice(int ranks, double predicted, double before);
+  // `b` proposed for the next round, unless it is the batch in force.
+  void propose(const batch_config& b, int ranks, double predicted, double before);
   void count_round(double samples, double gain, double share, double now_s);
   void adopt(const batch_config& c, std::uint32_t seq);
   void count_norms_round(bool alone);
@@ -161,6 +166,7 @@ class controller {
   double last_gain_ = 1, last_factor_ = 1;
   int ranks_ = 1, hosts_ = 1;
   bool chosen_once_ = false;
+  bool choice_due_ = false;      // a resize or a new epoch since the last choice, made once usable
   bool preconditioned_ = false;  // the estimates are of Adam's preconditioned gradient
   std::uint64_t rounds_ = 0;     // rounds read (or alone) so far: which ones compute the norms
   bool norms_due_ = true;
