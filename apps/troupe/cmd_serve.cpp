@@ -83,6 +83,10 @@ int serve(const serve_flags& f) {
   auto& cfg = settings->serve;
   if (!f.model_dir.empty()) cfg.model = f.model_dir;
   if (f.quiet) cfg.progress = false;
+  // A --watch directory that is not one is a typo that silently turned automatic deployment off.
+  if (std::error_code ec; !cfg.watch.empty() && !std::filesystem::is_directory(cfg.watch, ec))
+    return usage_error("serve: --watch " + cfg.watch + ": " +
+                       (std::filesystem::exists(cfg.watch, ec) ? "not a directory" : "no such directory"));
   if (cfg.model.empty() && !cfg.watch.empty()) {
     auto newest = serve::newest_watched_model(cfg.watch);
     if (!newest) return usage_error(newest.err().context());

@@ -340,10 +340,17 @@ std::string incompatibility(const model_info& a, const model_info& b) {
     s << "the served model " << before << x << after << ", the new one " << before << y << after;
     return s.str();
   };
-  auto inputs = [](bool ids) { return ids ? "dense values and sparse ids" : "dense values only"; };
-  if (a.takes_ids != b.takes_ids) return differs("takes ", inputs(a.takes_ids), "", inputs(b.takes_ids));
+  auto inputs = [](const model_info& m) {
+    return !m.takes_ids      ? "dense values only"
+           : m.dense_dim > 0 ? "dense values and sparse ids"
+                             : "sparse ids only";
+  };
+  if (a.takes_ids != b.takes_ids) return differs("takes ", inputs(a), "", inputs(b));
   if (a.dense_dim != b.dense_dim) return differs("takes ", a.dense_dim, " dense values a row", b.dense_dim);
   if (a.fields != b.fields) return differs("takes ", a.fields, " sparse fields a row", b.fields);
+  // Another id space: a client's ids (field f's id i is f x buckets + i) would read other rows.
+  if (a.takes_ids && a.buckets_per_field != b.buckets_per_field)
+    return differs("reads ids of ", a.buckets_per_field, " buckets a field", b.buckets_per_field);
   if (a.kind != b.kind) return differs("is ", to_string(a.kind), "", to_string(b.kind));
   if (a.logits != b.logits) return differs("gives ", a.logits, " logits a row", b.logits);
   // Class ids that name other classes: a client reading class_ids or class_names would read the

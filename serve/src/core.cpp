@@ -214,12 +214,39 @@ void serving_core::pump(effects& fx) {
   while (queue_.due(now)) {
     const replica_info* r = replicas_.pick(active_);
     if (!r) return;
-    auto requests = queue_.take();
+    auto requests = encoded_for(queue_.take(), r->generation, fx);
+    if (requests.empty()) continue;
     for (auto& q : requests) ++q->attempts;
     const batch& b = replicas_.start(r->node, std::move(requests), now);
     metrics_.batch_rows.observe(static_cast<double>(b.rows));
     fx.sends.push_back({b.node, b.incarnation, b.id, b.requests, b.rows});
   }
+}
+
+// A request whose raw rows another generation's encoder encoded (a swap between its parse and its
+// batch: the old version's standardization fed the new model, a 200 with a wrong answer) is encoded
+// again by `gen`'s, into a copy (the old one may still be read by a send on another thread); one
+// gen's encoder refuses is answered 400.
+std::vector<request_ptr> serving_core::encoded_for(std::vector<request_ptr> requests, std::uint32_t gen,
+                                                   effects& fx) {
+  std::vector<request_ptr> out;
+  out.reserve(requests.size());
+  for (auto& q : requests) {
+    if (q->generation == 0 || q->generation == gen || !q->reencode) {
+      out.push_back(std::move(q));
+      continue;
+    }
+    auto again = std::make_shared<request>(*q);
+    if (auto why = q->reencode(*again, gen); !why.empty()) {
+      outcome o;
+      o.why = failure::bad_rows;
+      o.message = why;
+      fx.answers.emplace_back(std::move(again), std::move(o));
+      continue;
+    }
+    out.push_back(std::move(again));
+  }
+  return out;
 }
 
 void serving_core::update_gauges() {

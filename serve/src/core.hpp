@@ -110,6 +110,9 @@ class serving_core {
   };
   // Cuts and records the batches that can go now (lock held).
   void pump(effects& fx);
+  // `requests` as generation `gen`'s replicas take them: raw rows another generation encoded are
+  // encoded again (request::reencode); those it cannot encode are answered (fx) and left out.
+  std::vector<request_ptr> encoded_for(std::vector<request_ptr> requests, std::uint32_t gen, effects& fx);
   // A batch back from a lost replica: its requests to the front, or failed past max_attempts.
   void requeue(batch&& b, const std::string& why, effects& fx);
   // A batch the model failed on: its requests to the front, each to go in a batch of its own.

@@ -166,8 +166,19 @@ int frontend::setup() {
 bool frontend::first_generation_up() {
   std::unique_lock lk(mu_);
   auto& first = gens_.begin()->second;
-  wake_.wait(lk, [&] { return stopping_ || first.state != gen_state::staging || !first.failure.empty(); });
+  const auto over = [&] { return stopping_ || first.state != gen_state::staging || !first.failure.empty(); };
+  // A starting server is stopped too: SIGINT and SIGTERM are looked for meanwhile (they waited for
+  // the replicas, up to load_timeout_ms: `troupe serve stop` gave up after 120 s).
+  while (!troupe::wait_until(clock_, wake_, lk, clock_.now() + std::chrono::milliseconds(50), over)) {
+    lk.unlock();
+    const int sig = signals_->poll();
+    lk.lock();
+    if (sig != SIGINT && sig != SIGTERM) continue;
+    spdlog::info("serve: stopping ({}) while the model is loading", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    stopping_ = true;
+  }
   if (first.state != gen_state::staging) return true;
+  if (stopping_) return false;  // a signal: the caller says "stopped"
   std::string why = first.failure;
   lk.unlock();
   refused(1, "serve: the model could not be served: " + why);
@@ -188,14 +199,14 @@ int frontend::run() {
   // The first generation must come up before the server is announced: a model that cannot be
   // served is the command's error.
   if (!first_generation_up()) {
-    stop_everything();
-    bool asked;  // a signal, not a model that could not load
+    bool asked;  // a signal, not a model that could not load (read before stop_everything sets it)
     {
       std::lock_guard lk(mu_);
       asked = stopping_;
     }
+    stop_everything();
     write_phase(asked ? "stopped" : "failed");
-    return 1;
+    return asked ? 0 : 1;
   }
   auto v = current_view();
   spdlog::info("serve: {} (version {}, {} replicas) at http://{}/v2/models/{}", name_, v->info.version(),

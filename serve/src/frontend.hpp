@@ -227,7 +227,11 @@ class frontend final : public replica_link {
   void infer_rows(const observe::http_request& r, const std::shared_ptr<const model_view>& view,
                   observe::http_responder respond);
   // A parsed request (or why it was not) into the core; answered when its outcome comes.
-  void submit(expected<infer_input>&& in, clock::time_point t0, observe::http_responder respond);
+  // `encoded_by`: the view whose encoder made `in` from raw rows (`body`), null for inputs as sent.
+  void submit(expected<infer_input>&& in, clock::time_point t0, observe::http_responder respond,
+              const model_view* encoded_by = nullptr, std::string_view body = {});
+  // request::reencode for raw rows `body`: encodes them as generation g's view does.
+  std::function<std::string(request&, std::uint32_t)> reencoder(std::string_view body);
   // A request's answer from its outcome (the logits' JSON, or the failure's status).
   void answer_infer(const observe::http_responder& respond, clock::time_point arrived, const std::string& id,
                     unsigned outputs, std::size_t rows, outcome&& o);

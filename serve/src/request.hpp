@@ -20,6 +20,7 @@ enum class failure {
   model_failed,     // 500: forward failed on the batch (its message)
   replicas_failed,  // 503: sent to max_attempts replicas, each died or hung on it
   shutting_down,    // 503: the server is stopping
+  bad_rows,         // 400: raw rows the model version they went to cannot encode (a swap since)
 };
 
 struct outcome {
@@ -37,6 +38,11 @@ struct request {
   std::size_t rows = 0;
   std::vector<float> dense;       // [rows, dense_dim]
   std::vector<std::int64_t> ids;  // [rows, fields] or empty
+  // Raw rows (/rows) are encoded by one model version's encoder: `generation` is its generation (0:
+  // inputs as the client sent them, fit for any generation a swap accepts), and `reencode` encodes
+  // the rows again, into this request, as generation g's encoder does ("" done, else why not).
+  std::uint32_t generation = 0;
+  std::function<std::string(request&, std::uint32_t g)> reencode;
   clock::time_point arrived{}, deadline{};
   // Under the core's lock:
   int attempts = 0;  // replicas it was sent to

@@ -42,6 +42,8 @@ int status_of(failure f) {
       return 504;
     case failure::model_failed:
       return 500;
+    case failure::bad_rows:
+      return 400;
     default:
       return 503;
   }
@@ -312,10 +314,29 @@ void frontend::infer_rows(const observe::http_request& r, const std::shared_ptr<
     return respond(error_answer(415, why));
   }
   submit(parse_rows_request(r.body, view->shape, view->rows.get(), view->rows_why), clock_.now(),
-         std::move(respond));
+         std::move(respond), view.get(), r.body);
 }
 
-void frontend::submit(expected<infer_input>&& in, clock::time_point t0, observe::http_responder respond) {
+std::function<std::string(request&, std::uint32_t)> frontend::reencoder(std::string_view body) {
+  return
+      [this, rows = std::make_shared<const std::string>(body)](request& q, std::uint32_t g) -> std::string {
+        auto v = view_of(g);
+        if (!v || v->generation != g)
+          return "the model version these rows went to is no longer served: send them again";
+        auto in = parse_rows_request(*rows, v->shape, v->rows.get(), v->rows_why);
+        if (!in)
+          return "the model was swapped for version " + v->info.version() +
+                 " while these rows waited, and it does not take them: " + in.err().context();
+        if (in->rows != q.rows) return "the model was swapped while these rows waited: send them again";
+        q.dense = std::move(in->dense);
+        q.ids = std::move(in->ids);
+        q.generation = g;
+        return "";
+      };
+}
+
+void frontend::submit(expected<infer_input>&& in, clock::time_point t0, observe::http_responder respond,
+                      const model_view* encoded_by, std::string_view body) {
   if (!in) {
     count_request(400, t0);
     return respond(error_answer(400, in.err().context()));
@@ -325,6 +346,10 @@ void frontend::submit(expected<infer_input>&& in, clock::time_point t0, observe:
   q->rows = in->rows;
   q->dense = std::move(in->dense);
   q->ids = std::move(in->ids);
+  if (encoded_by) {
+    q->generation = encoded_by->generation;
+    q->reencode = reencoder(body);
+  }
   q->arrived = t0;
   q->deadline = t0 + cfg_.request_timeout;
   std::string id = std::move(in->id);

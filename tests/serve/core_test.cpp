@@ -20,6 +20,7 @@ struct sent_batch {
   std::uint64_t id;
   std::vector<std::uint64_t> requests;
   std::size_t rows;
+  std::vector<float> dense;  // every request's, in order
 };
 
 class fake_link : public replica_link {
@@ -27,8 +28,11 @@ class fake_link : public replica_link {
   bool send_batch(const std::string& node, std::uint64_t batch_id, const std::vector<request_ptr>& requests,
                   std::size_t rows) override {
     if (unreachable.count(node)) return false;
-    sent_batch b{node, batch_id, {}, rows};
-    for (const auto& r : requests) b.requests.push_back(r->id);
+    sent_batch b{node, batch_id, {}, rows, {}};
+    for (const auto& r : requests) {
+      b.requests.push_back(r->id);
+      b.dense.insert(b.dense.end(), r->dense.begin(), r->dense.end());
+    }
     sent.push_back(b);
     return true;
   }
@@ -247,6 +251,50 @@ TEST_F(core_test, swap_moves_new_batches_and_drains_the_old_generation) {
   answer(link.sent[2], "v2");
   EXPECT_EQ(answers[1].version, "v1");
   EXPECT_EQ(answers[3].version, "v2");
+}
+
+// Raw rows encoded by generation 1's encoder and still queued when generation 2 takes the traffic are
+// encoded again by 2's before they go (they went as they were: the old version's standardization fed
+// the new model, a 200 with a wrong answer); rows 2's encoder refuses are answered 400; inputs as
+// sent (generation 0) go as they are.
+TEST_F(core_test, raw_rows_queued_across_a_swap_are_encoded_by_the_generation_they_go_to) {
+  make(4, 500us, 32, 1);
+  up("replica-1-0", 1);
+  std::vector<std::uint32_t> asked;
+  auto raw = [&](bool refused) {
+    auto r = req(1);
+    rows_of[r->id] = 1;
+    r->generation = 1;
+    r->reencode = [&asked, refused](request& q, std::uint32_t g) -> std::string {
+      asked.push_back(g);
+      if (refused) return "no column 'City'";
+      q.dense.assign(1, 100.0f * static_cast<float>(g));
+      q.generation = g;
+      return "";
+    };
+    return r;
+  };
+  auto kept = raw(false), refused = raw(true);
+  ASSERT_EQ(core->submit(kept), failure::none);
+  ASSERT_EQ(core->submit(refused), failure::none);
+  ASSERT_EQ(submit(1), failure::none);  // tensors as sent
+  EXPECT_TRUE(link.sent.empty());
+  up("replica-2-0", 2);
+  core->activate(2);
+  clk.advance(500us);
+  core->tick();
+  ASSERT_EQ(link.sent.size(), 1u);
+  EXPECT_EQ(link.sent[0].node, "replica-2-0");
+  EXPECT_EQ(link.sent[0].requests, (std::vector<std::uint64_t>{kept->id, 3}));
+  EXPECT_EQ(link.sent[0].dense, (std::vector<float>{200.0f, 3.0f})) << "encoded again by generation 2's";
+  EXPECT_EQ(kept->dense, std::vector<float>{static_cast<float>(kept->id)})
+      << "a copy: the original untouched";
+  EXPECT_EQ(asked, (std::vector<std::uint32_t>{2, 2}));
+  ASSERT_TRUE(answers.count(refused->id));
+  EXPECT_EQ(answers[refused->id].why, failure::bad_rows);
+  EXPECT_EQ(answers[refused->id].message, "no column 'City'");
+  answer(link.sent[0], "v2");
+  EXPECT_EQ(answers[kept->id].version, "v2");
 }
 
 TEST_F(core_test, queued_requests_time_out_and_shutdown_answers_the_rest) {

@@ -177,6 +177,19 @@ TEST(model_dir, incompatibility_names_what_differs) {
   b.takes_ids = false;
   EXPECT_EQ(incompatibility(a, b),
             "the served model takes dense values and sparse ids, the new one takes dense values only");
+  // Another id space (troupe data import csv --buckets): clients' ids would read other rows.
+  b = a;
+  b.buckets_per_field = a.buckets_per_field + 1000;
+  EXPECT_EQ(incompatibility(a, b), "the served model reads ids of " + std::to_string(a.buckets_per_field) +
+                                       " buckets a field, the new one reads ids of " +
+                                       std::to_string(b.buckets_per_field) + " buckets a field");
+  // A model of ids alone (deepfm) is said to take sparse ids only (it said "dense values and ids").
+  a.dense_dim = 0;
+  b = a;
+  b.takes_ids = false;
+  EXPECT_EQ(incompatibility(a, b),
+            "the served model takes sparse ids only, the new one takes dense values only");
+  a.dense_dim = 4;
   b = a;
   b.kind = output_kind::multiclass;
   EXPECT_EQ(incompatibility(a, b), "the served model is binary, the new one is multiclass");

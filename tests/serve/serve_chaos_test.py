@@ -34,7 +34,7 @@ import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_lib import (Server, TestFailure, check_answer, fail, infer_body, log, make_models,  # noqa: E402
-                       wait_for, watchdog)
+                       pid_of_node, wait_for, watchdog)
 
 
 def load_ref(models, name):
@@ -292,26 +292,6 @@ def slow_rows(troupe, work, models):
             fail(f"{len(fenced)} replicas fenced for one slow forward")
     finally:
         srv.stop()
-
-
-def pid_of_node(node, root):
-    """The pid of the process whose environment says TROUPE_NODE=<node> and whose command line names
-    `root` (a replica before it is ready: server.json has its pid only then), or None. Another test's
-    server has a replica of that name too (ctest -j2: one was killed in its place)."""
-    want = f"TROUPE_NODE={node}".encode()
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/environ", "rb") as f:
-                if want not in f.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                if root.encode() in f.read():
-                    return int(d)
-        except OSError:
-            pass
-    return None
 
 
 def kill_while_loading(troupe, work, models):

@@ -37,7 +37,7 @@ import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_lib import (Server, TestFailure, binary_infer, check_answer, fail, free_port, infer_body, log,  # noqa: E402
-                       make_models, wait_for, watchdog)
+                       make_models, pid_of_node, wait_for, watchdog)
 
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -794,6 +794,21 @@ def admin_while_starting_and_draining(troupe, models, root, cli):
             fail(f"serve stop while starting: exit {stopped.returncode}: {stopped.stdout} {stopped.stderr[-300:]}; "
                  f"state {state('first')}")
         slow.proc.wait(timeout=10)
+        # Its replica SIGSTOPped while it loads (one slow to load, or stuck): the stop ends the start
+        # at once, "stopped", exit 0 (it waited load_timeout_ms, 120 s, for the replica; `serve stop`
+        # gave up, and the server then said it "could not be served", "stopped").
+        hung = Server(troupe, os.path.join(models, "mlp"), root, "first", "--set", "serve.warmup=30000")
+        servers.append(hung)
+        pid = wait_for(lambda: pid_of_node("replica-1-0#0", root), "the replica to start", 60)
+        os.kill(pid, signal.SIGSTOP)
+        wait_for(lambda: state("first") == "starting", "the hung server to be starting", 60)
+        stopped = cli("stop", "--name", "first", "--timeout", "20")
+        if stopped.returncode != 0 or state("first") != "stopped":
+            fail(f"serve stop while its replica hangs: exit {stopped.returncode}: {stopped.stdout} "
+                 f"{stopped.stderr[-300:]}; state {state('first')}")
+        if hung.proc.wait(timeout=10) != 0 or "could not be served" in hung.output():
+            fail(f"a server stopped while it loads: exit {hung.proc.returncode}: {hung.output()[-500:]}")
+        wait_for(lambda: pid_of_node("replica-1-0#0", root) is None, "its stopped replica to be gone", 20)
         killed = Server(troupe, os.path.join(models, "mlp"), root, "first", "--set", "serve.warmup=30000")
         servers.append(killed)
         # Its own server.json written (status says starting from its lock alone, before).
@@ -818,7 +833,8 @@ def admin_while_starting_and_draining(troupe, models, root, cli):
                 srv.proc.kill()
                 srv.proc.wait(timeout=10)
             srv.log.close()
-    log("serve stop while starting, a kill while starting (dead), a drain (draining, stopped by a second stop)")
+    log("serve stop while starting (its replica loading, or hung), a kill while starting (dead), a drain "
+        "(draining, stopped by a second stop)")
 
 
 def shutil_which(cmd):

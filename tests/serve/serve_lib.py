@@ -224,3 +224,23 @@ def wait_for(pred, what, timeout=120):
             return v
         time.sleep(0.05)
     fail(f"timed out waiting for {what}")
+
+
+def pid_of_node(node, root):
+    """The pid of the process whose environment says TROUPE_NODE=<node> and whose command line names
+    `root` (a replica before it is ready: server.json has its pid only then), or None. Another test's
+    server has a replica of that name too (ctest -j2: one was killed in its place)."""
+    want = f"TROUPE_NODE={node}".encode()
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/environ", "rb") as f:
+                if want not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                if root.encode() in f.read():
+                    return int(d)
+        except OSError:
+            pass
+    return None

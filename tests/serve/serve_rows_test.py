@@ -4,7 +4,8 @@ given as that CSV's columns, encoded as the import encoded them.
 
   troupe data import csv   a CSV as users have it (a string label, a categorical text column,
                            standardized numbers, missing cells filled with the column's mean)
-  troupe run               a small MLP with an embedding for the text column (async PS)
+  troupe run               a small MLP with an embedding for the text column (async PS); and another
+                           of rows imported with other statistics
   troupe predict           the same rows as a CSV file (the reference: the import's own encoding)
   troupe serve             POST /v2/models/<name>/rows with the rows as JSON objects
 
@@ -23,6 +24,8 @@ import random
 import shutil
 import subprocess
 import sys
+import threading
+import time
 
 import requests
 
@@ -54,13 +57,16 @@ test = "{store}/test"
 CITIES = ["Paris", "New York, NY", "São Paulo", "Zürich", ""]
 
 
-def write_people(path, rows, seed):
+def write_people(path, rows, seed, older=0):
+    """`older`: years added to every age and income doubled (another import's statistics)."""
     rng = random.Random(seed)
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["Age", "Annual Income", "City", "Bought"])
         for _ in range(rows):
             age, income, city = rng.randint(18, 80), rng.gauss(50000, 20000), rng.choice(CITIES)
+            if older:
+                age, income = age + older, income * 2
             bought = "yes" if (income > 55000 and age < 50) or city == "Zürich" else "no"
             w.writerow([age, "" if rng.random() < 0.03 else f"{income:.2f}", city, bought])
 
@@ -72,20 +78,67 @@ def run(args, **kw):
     return r
 
 
+def train(troupe, work, root, name, older=0):
+    """A model of people rows (`older`: another import's statistics); its directory."""
+    write_people(os.path.join(work, f"{name}.csv"), 3000, 1, older)
+    store = os.path.join(work, f"store-{name}")
+    run([troupe, "data", "import", "csv", os.path.join(work, f"{name}.csv"), "--out", store, "--label", "Bought",
+         "--sparse", "City", "--test-fraction", "0.2", "--missing", "mean", "--standardize"])
+    with open(os.path.join(work, f"{name}.toml"), "w") as f:
+        f.write(JOB.format(store=store))
+    r = run([troupe, "run", os.path.join(work, f"{name}.toml"), "--set", f"job.root={root}", "--job-id", name,
+             "--quiet"])
+    return json.loads(r.stdout.strip().splitlines()[-1])["model_dir"]
+
+
+def swapped_while_queued(troupe, work, root, model_dir):
+    """Rows queued when the server swaps to a model imported with other statistics are encoded as the
+    model that answers them encodes rows: they were encoded by the old one's encoder and answered by
+    the new model (a 200 whose probabilities were neither model's). The request waits in the queue
+    (max_delay_us 8 s: a batch waits for company) while `troupe serve reload` swaps."""
+    other = train(troupe, work, root, "older", older=30)
+    rows = [{"Age": 40 + k, "Annual Income": 60000.0 + 1000 * k, "City": "Paris"} for k in range(4)]
+    srv = Server(troupe, model_dir, root, "swap", "--max-delay-us", "8000000", "--max-batch", "64")
+    try:
+        srv.wait_ready()
+        url = f"{srv.url}/v2/models/swap/rows"
+
+        def full(timeout=20):  # 64 rows fill a batch: it goes at once
+            a = requests.post(url, json={"rows": rows * 16, "outputs": [{"name": "probabilities"}]}, timeout=timeout)
+            if a.status_code != 200:
+                fail(f"{a.status_code} {a.text}")
+            return a.json()["model_version"], a.json()["outputs"][0]["data"][:4]
+
+        old_version, old = full()
+        queued = {}
+        t = threading.Thread(target=lambda: queued.update(
+            r=requests.post(url, json={"rows": rows, "outputs": [{"name": "probabilities"}]}, timeout=60)))
+        t.start()
+        time.sleep(0.5)
+        run([troupe, "serve", "reload", "--root", root, "--name", "swap", other])
+        new_version, new = full()
+        t.join()
+        a = queued["r"]
+        if a.status_code != 200:
+            fail(f"the queued rows: {a.status_code} {a.text}")
+        got = a.json()["outputs"][0]["data"]
+        if new_version == old_version or max(abs(x - y) for x, y in zip(old, new)) < 1e-3:
+            fail(f"the two models answer alike ({old_version} {old}, {new_version} {new}): no test")
+        if a.json()["model_version"] != new_version or max(abs(x - y) for x, y in zip(got, new)) > 1e-6:
+            fail(f"rows queued across the swap: {a.json()['model_version']} {got}; the new model answers "
+                 f"{new_version} {new}, the old {old_version} {old}")
+        log(f"rows queued across a swap: encoded and answered by {new_version} ({got[0]:.4f}; the old "
+            f"model {old[0]:.4f})")
+    finally:
+        srv.stop()
+
+
 def main():
     troupe, work = sys.argv[1], sys.argv[2]
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     root = os.path.join(work, "jobs")
-    write_people(os.path.join(work, "people.csv"), 3000, 1)
-    store = os.path.join(work, "store")
-    run([troupe, "data", "import", "csv", os.path.join(work, "people.csv"), "--out", store, "--label", "Bought",
-         "--sparse", "City", "--test-fraction", "0.2", "--missing", "mean", "--standardize"])
-    with open(os.path.join(work, "job.toml"), "w") as f:
-        f.write(JOB.format(store=store))
-    r = run([troupe, "run", os.path.join(work, "job.toml"), "--set", f"job.root={root}", "--job-id", "p1",
-             "--quiet"])
-    model_dir = json.loads(r.stdout.strip().splitlines()[-1])["model_dir"]
+    model_dir = train(troupe, work, root, "p1")
     # New rows, the label column left out; the reference: troupe predict on them as a CSV file.
     write_people(os.path.join(work, "new.csv"), 40, 2)
     with open(os.path.join(work, "new.csv")) as f:
@@ -183,6 +236,7 @@ def main():
         log("a model without columns: 400 saying so")
     finally:
         srv.stop()
+    swapped_while_queued(troupe, work, root, model_dir)
     log("ok")
 
 
