@@ -30,7 +30,8 @@ namespace troupe::serve {
 struct model_shape {
   bool takes_ids = false;
   std::size_t dense_dim = 0, fields = 0;
-  std::size_t max_rows = 64;  // max_batch
+  std::uint64_t buckets_per_field = 0;  // field f's ids: [f x buckets, (f + 1) x buckets)
+  std::size_t max_rows = 64;            // max_batch
   model::output_kind kind = model::output_kind::binary;
   std::size_t width = 1;
   std::vector<std::string> class_names;

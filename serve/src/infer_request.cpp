@@ -140,6 +140,7 @@ model_shape shape_of(const model::model_info& m, std::size_t max_batch) {
   s.takes_ids = m.takes_ids;
   s.dense_dim = m.dense_dim;
   s.fields = m.fields;
+  s.buckets_per_field = m.buckets_per_field;
   s.max_rows = max_batch;
   s.kind = m.kind;
   s.width = m.logits;
@@ -193,6 +194,18 @@ expected<named_inputs> name_inputs(const request_reader& r, const model_shape& s
   return n;
 }
 
+// An id outside its field's range reads a zero embedding row, as one never trained does (-1: outside
+// every field's; the module reads no row for it): field 1's id 7, in field 0's range, read field 0's
+// row 7 (a client that forgot the field offsets got plausible answers from other fields' rows).
+void outside_their_fields_read_zero_rows(std::vector<std::int64_t>& ids, const model_shape& shape) {
+  const auto b = static_cast<std::int64_t>(shape.buckets_per_field);
+  if (b <= 0 || shape.fields == 0) return;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const auto lo = static_cast<std::int64_t>(i % shape.fields) * b;
+    if (ids[i] < lo || ids[i] >= lo + b) ids[i] = -1;
+  }
+}
+
 // The named tensors checked against the model and their values put into `in`: dense as FP32
 // (zeros when the model reads ids alone), ids as they are.
 expected<void> take_values(const named_inputs& n, const model_shape& shape, infer_input& in) {
@@ -231,6 +244,7 @@ expected<void> take_values(const named_inputs& n, const model_shape& shape, infe
       in.ids = n.ids->ints;
     }
     if (!n.dense) in.dense.assign(in.rows * shape.dense_dim, 0.0f);
+    outside_their_fields_read_zero_rows(in.ids, shape);
   }
   return {};
 }

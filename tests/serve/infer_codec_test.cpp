@@ -65,6 +65,19 @@ TEST(infer_codec, reads_flat_and_nested_data_in_any_key_order) {
   EXPECT_EQ(s->outputs, 0u);
 }
 
+// An id outside its field's range reads a zero row (-1), as docs/serving.md says: one in another
+// field's range read that field's row (a client that forgot the offsets got other fields' rows).
+TEST(infer_codec, ids_outside_their_fields_range_read_zero_rows) {
+  auto shape = sparse_model();
+  shape.buckets_per_field = 100;
+  auto r = parse_infer_request(
+      R"({"inputs": [{"name": "ids", "datatype": "INT64", "shape": [3, 2], "data": [[5, 107], [150, 7], [-3, 199]]},
+                     {"name": "dense", "datatype": "FP32", "shape": [3, 2], "data": [1, 2, 3, 4, 5, 6]}]})",
+      shape);
+  ASSERT_TRUE(r) << r.err().context();
+  EXPECT_EQ(r->ids, (std::vector<std::int64_t>{5, 107, -1, -1, -1, 199}));
+}
+
 // Nested data must be nested as the shape says (row-major); it was flattened whatever its nesting,
 // so a ragged tensor of the right count passed.
 TEST(infer_codec, nested_data_must_be_nested_as_its_shape) {
