@@ -1,5 +1,5 @@
-// The request target's query, for the HTTP server (http_server.cpp); percent_decode is public
-// (troupe/observe/http_server.hpp).
+// The request target's query, for the HTTP server (http_server.cpp); percent_decode and origin_form are
+// public (troupe/observe/http_server.hpp).
 #pragma once
 
 #include <map>

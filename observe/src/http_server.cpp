@@ -155,7 +155,7 @@ class session : public std::enable_shared_from_this<session> {
     http_request r = request_of(req);
     // No timer while the handler holds the request: the owner bounds its own wait.
     stream_.expires_never();
-    http_responder respond(responder_for(r, req.keep_alive()));
+    http_responder respond(responder_for(r, req.keep_alive(), req.version() == 10));
     std::string target = r.target;
     try {
       srv_.handler(std::move(r), respond);
@@ -169,7 +169,7 @@ class session : public std::enable_shared_from_this<session> {
   http_request request_of(Request& req) {
     http_request r;
     r.method = std::string(req.method_string());
-    r.target = std::string(req.target());
+    r.target = origin_form(std::string(req.target()));
     auto q = r.target.find('?');
     r.path = percent_decode(r.target.substr(0, q));
     if (q != std::string::npos) r.query = parse_query(r.target.substr(q + 1));
@@ -184,16 +184,18 @@ class session : public std::enable_shared_from_this<session> {
   // Where the handler's answer to `r` goes: written on this connection's strand. The access entry
   // is made only where someone reads it; the request id goes back in the answer (a client or proxy
   // matching answers to requests).
-  std::shared_ptr<http_responder::state> responder_for(const http_request& r, bool keep_alive) {
+  // `http10`: an HTTP/1.0 request, whose kept connection the answer must say (Connection: keep-alive).
+  std::shared_ptr<http_responder::state> responder_for(const http_request& r, bool keep_alive, bool http10) {
     auto st = std::make_shared<http_responder::state>();
     std::shared_ptr<http_access> access;
     std::string request_id;
     if (auto id = r.headers.find("x-request-id"); id != r.headers.end()) request_id = id->second;
     if (srv_.opt.on_answer)
       access = std::make_shared<http_access>(http_access{r.remote, r.method, r.target, request_id});
-    st->deliver = [self = shared_from_this(), close_after = !keep_alive, access,
+    st->deliver = [self = shared_from_this(), close_after = !keep_alive, access, http10,
                    request_id = std::move(request_id), arrived = clock::system().now()](http_response out) {
       if (!request_id.empty()) out.headers.emplace_back("X-Request-ID", request_id);
+      if (http10 && !close_after) out.headers.emplace_back("Connection", "keep-alive");
       if (access) {
         access->status = out.status;
         access->bytes = out.body.size();
@@ -221,8 +223,10 @@ class session : public std::enable_shared_from_this<session> {
     res_.result(static_cast<unsigned>(out.status));
     res_.set(bhttp::field::server, "troupe");
     res_.set(bhttp::field::content_type, out.content_type);
-    for (auto& [k, v] : out.headers) res_.set(k, v);
+    // The answer's own headers after: an HTTP/1.0 client's kept connection is said (keep_alive(true)
+    // drops the keep-alive token from an HTTP/1.1 answer).
     res_.keep_alive(!close_after);
+    for (auto& [k, v] : out.headers) res_.set(k, v);
     res_.body() = std::move(out.body);
     res_.prepare_payload();
     if (head_) {  // the GET's headers, Content-Length included, and no body (RFC 9110 9.3.2)

@@ -11,6 +11,18 @@
 
 namespace troupe::observe {
 
+std::string origin_form(std::string target) {
+  const auto scheme = target.find("://");
+  if (target.empty() || target[0] == '/' || scheme == std::string::npos) return target;
+  for (std::size_t i = 0; i < scheme; ++i)  // a scheme: letters, digits, + - . (RFC 3986 3.1)
+    if (!std::isalnum(static_cast<unsigned char>(target[i])) && target[i] != '+' && target[i] != '-' &&
+        target[i] != '.')
+      return target;
+  const auto path = target.find_first_of("/?", scheme + 3);
+  if (path == std::string::npos) return "/";
+  return target[path] == '?' ? "/" + target.substr(path) : target.substr(path);
+}
+
 std::string percent_decode(const std::string& s) {
   auto hex = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';

@@ -288,7 +288,10 @@ void frontend::count_request(int status, clock::time_point arrived) {
     latencies_.add(s);
     requests_ok_.fetch_add(1, std::memory_order_relaxed);
   } else {
-    (status >= 500 ? requests_failed_ : requests_refused_).fetch_add(1, std::memory_order_relaxed);
+    // 501 and 505 answer what the client sent (a transfer coding, an HTTP version it may not use):
+    // refused, not the server's failure.
+    const bool failed = status >= 500 && status != 501 && status != 505;
+    (failed ? requests_failed_ : requests_refused_).fetch_add(1, std::memory_order_relaxed);
   }
 }
 

@@ -109,6 +109,26 @@ TEST(http_server, answers_requests_and_decodes_paths_and_queries) {
   EXPECT_NE(raw(s->port(), "GET /boom HTTP/1.1\r\nConnection: close\r\n\r\n").find("500"), std::string::npos);
 }
 
+// RFC 9112: a server must accept an absolute-form target (it was a 404), and an HTTP/1.0 client's
+// kept connection is said in the answer (Connection: keep-alive; the answer said nothing).
+TEST(http_server, absolute_form_targets_and_http10_keep_alive) {
+  auto s = echo_server();
+  ASSERT_TRUE(s);
+  auto r = raw(s->port(), "GET http://x:8000/echo?q=a%20b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(r.find("GET /echo q=a b"), std::string::npos) << r;
+  r = raw(s->port(), "GET http://x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(r.find("404"), std::string::npos) << "the root path, not the echo: " << r;
+  EXPECT_EQ(origin_form("https://h/a/b?c=1"), "/a/b?c=1");
+  EXPECT_EQ(origin_form("http://h?c=1"), "/?c=1");
+  EXPECT_EQ(origin_form("/a://b"), "/a://b");
+  EXPECT_EQ(origin_form("*"), "*");
+  r = raw(s->port(), "GET /echo HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /echo?q=2 HTTP/1.0\r\n\r\n");
+  EXPECT_NE(r.find("Connection: keep-alive"), std::string::npos) << r;
+  EXPECT_NE(r.find("GET /echo q=2"), std::string::npos) << "the kept connection's second request: " << r;
+  r = raw(s->port(), "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(r.find("Connection: keep-alive"), std::string::npos) << "implied in HTTP/1.1: " << r;
+}
+
 TEST(http_server, a_header_sent_twice_is_one_list_not_its_last_value) {
   auto s = echo_server();
   ASSERT_TRUE(s);

@@ -139,4 +139,9 @@ expected<std::uint16_t> pick_free_port(const std::string& host, std::uint16_t po
 // "%2e%2E/x" -> "../x"; '+' stays '+' in paths. Invalid escapes are kept as they are.
 std::string percent_decode(const std::string& s);
 
+// The origin form of a request target: an absolute-form one ("http://host:port/path?q", RFC 9112
+// 3.2.2: a server must accept it) without its scheme and authority ("/path?q"; "/" when it names no
+// path); any other target as it is.
+std::string origin_form(std::string target);
+
 }  // namespace troupe::observe
