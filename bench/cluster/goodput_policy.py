@@ -133,6 +133,12 @@ class GoodputPolicy:
             # The job file's global batch M0 at every size: ceil(M0 / n) per replica, one efficiency.
             m0 = job.grad[2]
             return float(pp.throughput(pp.PerfParams(*job.perf), nodes, n, math.ceil(m0 / n)))
+        if job.strategy == "allreduce" and job.perf is not None and job.grad is not None and job.batch == "fixed":
+            # batch_size per replica whatever the ring's size: the global batch grows with it (it was
+            # valued as if the job chose its batch, as batch = "auto" does).
+            sqr, var, m0 = job.grad
+            thr = float(pp.throughput(pp.PerfParams(*job.perf), nodes, n, job.batch_size))
+            return thr * float(pp.efficiency(pp.GradParams(sqr, var), m0, n * job.batch_size))
         if job.strategy == "allreduce" and job.perf is not None and job.grad is not None:
             perf = pp.PerfParams(*job.perf)
             grad = pp.GradParams(*job.grad[:2])

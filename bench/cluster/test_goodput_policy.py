@@ -100,6 +100,24 @@ class GoodputPolicyTest(unittest.TestCase):
         self.assertEqual(sum(alloc), 20)
         self.assertGreater(alloc[0], alloc[1])
 
+    def test_a_fixed_batch_job_is_valued_at_its_own_batch_not_the_best(self):
+        # The same measurements: "auto" picks its best batch at each size, "fixed" trains batch_size
+        # per replica (its global batch n x 128), so it is never valued above "auto" and at 16
+        # replicas (2,048 samples a step for a noise scale of 64) well below.
+        p = self.policy()
+        jobs = {}
+        for mode in ("fixed", "auto"):
+            j = goodput_policy.JobState(mode, "allreduce", 128, 16, 0, batch=mode)
+            j.grad, j.target = (1.0, 64.0 / 128, 128), 1
+            j.perf = (0.0, 0.0002, 0.05, 0.0, 0.001, 0.0, 1.0)
+            jobs[mode] = j
+        for n in (1, 4, 16):
+            self.assertLessEqual(p.goodput(jobs["fixed"], n), p.goodput(jobs["auto"], n) * (1 + 1e-9))
+        self.assertLess(p.goodput(jobs["fixed"], 16), 0.9 * p.goodput(jobs["auto"], 16))
+        thr = PP.throughput(PP.PerfParams(*jobs["fixed"].perf), p.span(jobs["fixed"], 4), 4, 128)
+        eff = PP.efficiency(PP.GradParams(1.0, 64.0 / 128), 128, 4 * 128)
+        self.assertAlmostEqual(p.goodput(jobs["fixed"], 4), float(thr * eff), places=6)
+
     def sync_job(self, name="b", room=0, hosts=None, target=1):
         # A global-batch allreduce job whose ring costs 50 ms a step across hosts and 1 ms on one.
         b = goodput_policy.JobState(name, "allreduce", 128, 16, 0, batch="global")
