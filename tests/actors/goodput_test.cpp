@@ -365,6 +365,23 @@ TEST(Controller, RulesScaleTheLearningRate) {
   EXPECT_EQ(to_string(parse_lr_rule("adascale")), std::string("adascale"));
 }
 
+// The reported factor is the last full step's: a task's short last batch (a quarter of a round here)
+// scales its own step's rate, not what the job trains at (the report said 0.5 for a job at x2).
+TEST(Controller, TheReportedFactorIsTheLastFullSteps) {
+  controller c(opts(lr_rule::linear, false));
+  std::vector<float> v(controller::vote_floats, 0.0f), sum(controller::vote_floats, 0.0f);
+  for (int rank = 0; rank < 8; ++rank) {
+    c.cast(v, rank, 8, true, 40.0, 0.01, 0);
+    for (std::size_t i = 0; i < v.size(); ++i) sum[i] += v[i];
+  }
+  auto full = c.read(sum, 0, 8, 1, 30.0, 1.0, 256, false, 1.0);
+  EXPECT_DOUBLE_EQ(full.lr_factor, 2.0);
+  EXPECT_DOUBLE_EQ(c.report().lr_factor, 2.0);
+  auto tail = c.read(sum, 0, 8, 1, 30.0, 0.25, 64, false, 1.1);
+  EXPECT_DOUBLE_EQ(tail.lr_factor, 2.0) << "the rule's factor; the strategy scales it by the share";
+  EXPECT_DOUBLE_EQ(c.report().lr_factor, 2.0) << "not 2 x 0.25";
+}
+
 // Every rank's vote, summed as the ring would: small norms of `small`, the ranks' compute times.
 std::vector<float> ring_round(std::vector<controller>& cs, double small, double compute,
                               std::uint32_t epoch) {

@@ -250,7 +250,7 @@ controller::round controller::read(std::span<const float> at, int rank, int rank
   hosts_ = hosts;
   r.gain = at[gain] > 0 ? at[gain] : 1.0;
   r.lr_factor = rule_factor(r.gain, scale_of(cur_, ranks));
-  if (samples > 0) last_factor_ = r.lr_factor * share;
+  if (samples > 0 && share >= 1.0) last_factor_ = r.lr_factor;  // controller.hpp: report()
   const bool entered = at[new_epoch] > 0;
   if (entered) ++epoch_;
   const batch_config word{static_cast<int>(at[atomic]), static_cast<int>(at[slot::accum])};
@@ -295,7 +295,7 @@ controller::round controller::alone(bool full, std::optional<double> small_sqr, 
   ranks_ = hosts_ = 1;
   r.gain = ns_.gain(scale_of(cur_, 1));
   r.lr_factor = rule_factor(r.gain, scale_of(cur_, 1));
-  if (samples > 0) last_factor_ = r.lr_factor * share;
+  if (samples > 0 && share >= 1.0) last_factor_ = r.lr_factor;  // controller.hpp: report()
   const bool entered = epoch > epoch_;
   if (entered) epoch_ = epoch;
   count_round(samples, r.gain, share, now_s);
