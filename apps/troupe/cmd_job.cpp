@@ -106,16 +106,23 @@ void print_goodput(const nlohmann::json& g) {
 std::string event_detail(const nlohmann::json& e) {
   const auto kind = e.value("kind", std::string());
   char line[160];
+  // A batch set without a prediction (batch = "global"'s share, one a resize left out of range before
+  // any estimate) has predicted goodput 0: not "predicted goodput 0 samples/s".
+  const double predicted = e.value("predicted_goodput", 0.0);
   if (kind == "batch") {
-    std::snprintf(line, sizeof line, "batch %llu -> %llu (predicted goodput %.0f samples/s)",
-                  e.value("from", 0ull), e.value("batch", 0ull), e.value("predicted_goodput", 0.0));
+    if (predicted > 0)
+      std::snprintf(line, sizeof line, "batch %llu -> %llu (predicted goodput %.0f samples/s)",
+                    e.value("from", 0ull), e.value("batch", 0ull), predicted);
+    else
+      std::snprintf(line, sizeof line, "batch %llu -> %llu", e.value("from", 0ull), e.value("batch", 0ull));
     return line;
   }
   if (kind == "batch_measured") {
-    std::snprintf(line, sizeof line, "batch %llu: goodput %.0f samples/s measured, %.0f predicted",
-                  e.value("batch", 0ull), e.value("measured_goodput", 0.0),
-                  e.value("predicted_goodput", 0.0));
-    return line;
+    std::snprintf(line, sizeof line, "batch %llu: goodput %.0f samples/s measured", e.value("batch", 0ull),
+                  e.value("measured_goodput", 0.0));
+    std::string text = line;
+    if (predicted > 0) text += ", " + std::to_string(static_cast<long long>(predicted + 0.5)) + " predicted";
+    return text;
   }
   return e.value("cause", e.value("state", std::string()));
 }
