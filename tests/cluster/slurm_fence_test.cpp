@@ -24,6 +24,7 @@ using namespace std::chrono_literals;
 struct fake_slurm {
   temp_dir bin;
   manual_clock clk;
+  std::unique_ptr<slurm::launcher> l;
 
   fake_slurm(const std::string& state, int refusals, const std::string& refusal) {
     write_tool(bin.str(), "sinfo", "echo 0/4/0/4");
@@ -58,6 +59,18 @@ struct fake_slurm {
     return l ? std::move(*l) : nullptr;
   }
 
+  // Launches a node (Slurm job 4242) and fences it.
+  expected<void> fence_a_node() {
+    l = launcher();
+    if (!l) return make_unexpected(cluster_errc::launch_failed, "no launcher");
+    node_spec spec;
+    spec.id = {"worker-0", 1};
+    spec.argv = {"troupe", "node"};
+    auto h = l->launch(spec);
+    if (!h) return h.err();
+    return l->fence(*h);
+  }
+
   std::string calls() const {
     std::ifstream in(bin.str() + "/calls.log");
     std::stringstream ss;
@@ -66,20 +79,9 @@ struct fake_slurm {
   }
 };
 
-node_spec worker() {
-  node_spec spec;
-  spec.id = {"worker-0", 1};
-  spec.argv = {"troupe", "node"};
-  return spec;
-}
-
 TEST(slurm_fence, a_refused_signal_is_tried_again_and_a_running_job_is_never_cancelled) {
   fake_slurm slurm("RUNNING", 2, "scancel: error: Unable to contact slurm controller (connect failure)");
-  auto l = slurm.launcher();
-  ASSERT_TRUE(l);
-  auto h = l->launch(worker());
-  ASSERT_TRUE(h) << h.err().to_string();
-  auto fenced = l->fence(*h);
+  auto fenced = slurm.fence_a_node();
   ASSERT_TRUE(fenced) << fenced.err().to_string();
   EXPECT_EQ(slurm.calls(),
             "--full --signal=12 4242\n--full --signal=12 4242\n--full --signal=12 4242\n"
@@ -89,22 +91,14 @@ TEST(slurm_fence, a_refused_signal_is_tried_again_and_a_running_job_is_never_can
 
 TEST(slurm_fence, a_job_slurm_has_not_started_is_cancelled) {
   fake_slurm slurm("PENDING", 100, "scancel: error: Job is pending execution");
-  auto l = slurm.launcher();
-  ASSERT_TRUE(l);
-  auto h = l->launch(worker());
-  ASSERT_TRUE(h) << h.err().to_string();
-  auto fenced = l->fence(*h);
+  auto fenced = slurm.fence_a_node();
   ASSERT_TRUE(fenced) << fenced.err().to_string();
   EXPECT_EQ(slurm.calls(), "--full --signal=12 4242\n4242\n");
 }
 
 TEST(slurm_fence, a_job_slurm_says_is_over_is_no_node_and_is_not_cancelled) {
   fake_slurm slurm("COMPLETED", 100, "scancel: error: Job/step already completing or completed");
-  auto l = slurm.launcher();
-  ASSERT_TRUE(l);
-  auto h = l->launch(worker());
-  ASSERT_TRUE(h) << h.err().to_string();
-  auto fenced = l->fence(*h);
+  auto fenced = slurm.fence_a_node();
   ASSERT_FALSE(fenced);
   EXPECT_EQ(fenced.err().code(), make_error_code(cluster_errc::no_such_node));
   EXPECT_NE(fenced.err().to_string().find("COMPLETED"), std::string::npos) << fenced.err().to_string();
@@ -113,12 +107,8 @@ TEST(slurm_fence, a_job_slurm_says_is_over_is_no_node_and_is_not_cancelled) {
 
 TEST(slurm_fence, a_signal_refused_until_the_limit_is_the_fences_error) {
   fake_slurm slurm("RUNNING", 1000, "scancel: error: Unable to contact slurm controller (connect failure)");
-  auto l = slurm.launcher();
-  ASSERT_TRUE(l);
-  auto h = l->launch(worker());
-  ASSERT_TRUE(h) << h.err().to_string();
   const auto t0 = slurm.clk.now();
-  auto fenced = l->fence(*h);
+  auto fenced = slurm.fence_a_node();
   ASSERT_FALSE(fenced);
   EXPECT_NE(fenced.err().to_string().find("Unable to contact"), std::string::npos)
       << fenced.err().to_string();
