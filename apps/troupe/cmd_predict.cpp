@@ -25,6 +25,7 @@
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/control/runner.hpp"
 #include "troupe/core/clock.hpp"
+#include "troupe/job/csv_import.hpp"
 #include "troupe/model/model_dir.hpp"
 #include "troupe/model/predictions.hpp"
 
@@ -150,12 +151,7 @@ expected<std::string> run_prediction(const options& o, const std::string& store,
 // A field as RFC 4180 writes it (the import reads it so): quoted, its quotes doubled, where it
 // holds a delimiter, a quote or a line break. A class named "New York, NY" made a line of 7 fields
 // under a header of 6.
-std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
-  std::string out = "\"";
-  for (char ch : text) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return out + "\"";
-}
+using job::csv_field;
 
 std::string class_name(const model::model_info& m, std::size_t c) {
   return csv_field(c < m.class_names.size() ? m.class_names[c] : std::to_string(c));

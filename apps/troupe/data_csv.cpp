@@ -28,16 +28,7 @@ struct csv_flags {
 // A name quoted where it holds a comma or a quote ("price, usd" read as two names in the list).
 std::string listed(const std::vector<std::string>& names) {
   std::string out;
-  for (const auto& n : names) {
-    out += out.empty() ? "" : ", ";
-    if (n.find_first_of(",\"") == std::string::npos) {
-      out += n;
-      continue;
-    }
-    out += '"';
-    for (char ch : n) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-    out += '"';
-  }
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + job::csv_field(n);
   return out.empty() ? "none" : out;
 }
 

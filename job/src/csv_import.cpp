@@ -321,6 +321,13 @@ expected<csv_import_result> import_csv(const csv_import_options& o) {
   return importer(o).run();
 }
 
+std::string csv_field(std::string_view text) {
+  if (text.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(text);
+  std::string out = "\"";
+  for (char ch : text) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return out + "\"";
+}
+
 std::optional<missing_policy> parse_missing_policy(const std::string& text) {
   if (text == "error") return missing_policy::error;
   if (text == "zero") return missing_policy::zero;

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "troupe/core/error.hpp"
@@ -92,5 +93,9 @@ expected<csv_import_result> import_csv_like(const csv_import_options& o, const s
 
 // "zero" | "mean" | "skip-row" | "error"; nullopt for anything else.
 std::optional<missing_policy> parse_missing_policy(const std::string& text);
+
+// `text` as one CSV field (RFC 4180, as the import reads fields): as it is, or in double quotes with
+// its quotes doubled where it holds a comma, a quote, CR or LF.
+std::string csv_field(std::string_view text);
 
 }  // namespace troupe::job
