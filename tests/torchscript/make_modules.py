@@ -162,6 +162,20 @@ class WideBuffers(nn.Module):  # an int64 and a float64 buffer the forward reads
         return self.l(dense) * g * self.scale.float() - (1.0 - g) * dense[:, :3] * 100.0
 
 
+class ReassignsBuffers(nn.Module):  # its training forward reassigns its buffers (not in place)
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(4, 3)
+        self.register_buffer("mu", torch.zeros(4))
+        self.register_buffer("steps", torch.zeros(1, dtype=torch.int64))
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            self.mu = 0.9 * self.mu + 0.1 * dense.mean(0)
+            self.steps = self.steps + 1
+        return self.l(dense - self.mu)
+
+
 class FailsOverThreshold(nn.Module):  # raises on any batch with a value beyond 3.3 (gaussian data)
     def __init__(self):
         super().__init__()
@@ -228,6 +242,7 @@ save("fails_on_real_evaluation", FailsOnRealEvaluation())
 save("nan_when_training", NaNWhenTraining())
 save("wrong_unless_1024", WrongUnless1024())
 save("wide_buffers", WideBuffers())
+save("reassigns_buffers", ReassignsBuffers())
 save("fails_over_threshold", FailsOverThreshold())
 save("big_const", BigConst())
 save("per_row_loss", PerRowLoss())

@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 // name changes with the set of modules).
 std::string modules_dir() {
   static std::string dir = [] {
-    fs::path d = TROUPE_TEST_BINARY_DIR "/modules-7";
+    fs::path d = TROUPE_TEST_BINARY_DIR "/modules-8";
     if (fs::exists(d / "garbage.pt")) return d.string();
     auto tmp = d.string() + ".tmp" + std::to_string(::getpid());
     std::string cmd = "/usr/bin/python3 " TROUPE_TEST_SOURCE_DIR "/make_modules.py " + tmp + " > /dev/null";
@@ -123,6 +123,43 @@ TEST(torchscript_backend, buffers_of_other_dtypes_travel_as_floats) {
   EXPECT_TRUE(
       std::equal((*a)->probabilities().begin(), (*a)->probabilities().end(), (*b)->probabilities().begin()))
       << "the copy computes otherwise: its buffers did not travel";
+}
+
+// A training forward that reassigns its buffers (`self.mu = 0.9 * self.mu + ...`, `self.steps = self.steps
+// + 1`) rather than updating them in place: the replica's buffers follow (they read the freed tensor:
+// heap corruption on 3 workers, garbage such as -1.24e10 in the exported mu, and the counter stayed 0),
+// and values written into them (a sync, a restore) are what the module reads.
+TEST(torchscript_backend, buffers_a_forward_reassigns_are_carried) {
+  auto a = load_torchscript(options("reassigns_buffers"));
+  auto b = load_torchscript(options("reassigns_buffers"));
+  ASSERT_TRUE(a && b) << (a ? b.err() : a.err()).to_string();
+  ASSERT_EQ((*a)->buffer_names(), (std::vector<std::string>{"mu", "steps"}));
+  auto d = blobs();
+  std::vector<double> mu(4, 0.0);
+  for (int s = 0; s < 5; ++s) {
+    ASSERT_TRUE((*a)->step(nn::batch(d, s * 8, 8)));
+    for (std::size_t k = 0; k < 4; ++k) {
+      double mean = 0;
+      for (std::size_t r = 0; r < 8; ++r) mean += d.dense[(s * 8 + r) * 4 + k] / 8.0;
+      mu[k] = 0.9 * mu[k] + 0.1 * mean;
+    }
+  }
+  for (std::size_t k = 0; k < 4; ++k) EXPECT_NEAR((*a)->buffers()[0][k], mu[k], 1e-5) << "mu[" << k << "]";
+  EXPECT_EQ((*a)->buffers()[1][0], 5.0f) << "the counter";
+  auto pa = (*a)->parameters();
+  std::copy(pa.begin(), pa.end(), (*b)->parameters().begin());
+  for (std::size_t i = 0; i < 2; ++i)
+    std::copy((*a)->buffers()[i].begin(), (*a)->buffers()[i].end(), (*b)->buffers()[i].begin());
+  nn::batch all(d, 0, d.rows);
+  ASSERT_TRUE((*a)->predict(all) && (*b)->predict(all));
+  EXPECT_TRUE(
+      std::equal((*a)->probabilities().begin(), (*a)->probabilities().end(), (*b)->probabilities().begin()))
+      << "a's module reads other buffers than its replica's";
+  std::fill((*a)->buffers()[0].begin(), (*a)->buffers()[0].end(), 0.0f);  // as a sync would
+  ASSERT_TRUE((*a)->predict(all));
+  EXPECT_FALSE(
+      std::equal((*a)->probabilities().begin(), (*a)->probabilities().end(), (*b)->probabilities().begin()))
+      << "values written into the buffers did not reach the module";
 }
 
 // An integer buffer float32 cannot hold (1000000007) is left as the module has it: carried as float32

@@ -108,9 +108,11 @@ void torchscript_backend::alias_buffers() {
       wbuffers_.emplace_back(host.data_ptr<float>(), host.data_ptr<float>() + host.numel());
       wide_.push_back(b.value);
       wide_names.push_back(b.name);
+      bound_.emplace_back(b.name, b.value);
       continue;
     }
     buffer_names_.push_back(b.name);
+    bound_.emplace_back(b.name, b.value);  // held: the spans below read its memory
     if (!mirrored_) {
       buffers_.emplace_back(b.value.data_ptr<float>(), static_cast<std::size_t>(b.value.numel()));
       continue;
@@ -124,6 +126,36 @@ void torchscript_backend::alias_buffers() {
   for (std::size_t i = 0; i < wide_.size(); ++i) {  // after every float one: names index for index
     buffers_.emplace_back(wbuffers_[i]);
     buffer_names_.push_back(wide_names[i]);
+  }
+}
+
+namespace {
+// The module (or submodule) holding the buffer named `name` ("bn.running_mean": bn's), and the
+// buffer's own name in it.
+std::pair<torch::jit::Module, std::string> owner_of(torch::jit::Module m, const std::string& name) {
+  std::size_t at = 0;
+  for (auto dot = name.find('.'); dot != std::string::npos; at = dot + 1, dot = name.find('.', at))
+    m = m.attr(name.substr(at, dot - at)).toModule();
+  return {m, name.substr(at)};
+}
+}  // namespace
+
+// A buffer the module's forward reassigned (`self.mu = 0.9 * self.mu + ...` rather than in place) is a
+// new tensor: its values go into the one this backend holds, whose memory the replica's spans read, and
+// the attribute is set back to it. (The spans read the freed tensor: workers crashed with heap
+// corruption, and the job ended "ok" with garbage in the exported buffer.)
+void torchscript_backend::rebind_buffers() {
+  torch::NoGradGuard no_grad;
+  for (auto& [name, held] : bound_) {
+    auto [owner, attr] = owner_of(mod_, name);
+    auto now = owner.attr(attr).toTensor();
+    if (now.is_same(held)) continue;
+    if (now.sizes() != held.sizes())
+      throw std::runtime_error("the module's forward replaced its buffer '" + name + "' of shape " +
+                               c10::str(held.sizes()) + " with one of shape " + c10::str(now.sizes()) +
+                               ": a buffer keeps its shape (assign in place: self." + attr + ".copy_(...))");
+    held.copy_(now);
+    owner.setattr(attr, held);
   }
 }
 
@@ -285,6 +317,7 @@ expected<float> torchscript_backend::compute_gradients(const nn::batch& b) {
   try {
     auto loss = backward(b, *l);
     if (!loss) return loss;
+    rebind_buffers();
     download_after_step();
     if (table_) {
       auto g = emb_.grad().to(torch::kCPU).contiguous();
@@ -322,6 +355,11 @@ expected<float> torchscript_backend::predict(const nn::batch& b) {
   auto l = logits(b, false);
   mod_.train();
   if (!l) return l.err();
+  try {
+    rebind_buffers();
+  } catch (const std::exception& e) {
+    return fail("forward", b, e);
+  }
   try {
     auto lo = loss(*l, labels(b));
     auto p = (width_ == 1 ? at::sigmoid(*l) : at::softmax(*l, 1)).to(torch::kCPU).contiguous();

@@ -102,6 +102,10 @@ class torchscript_backend final : public trainer_backend {
   // replicas, checkpointed or exported, the exported model scoring otherwise.
   std::vector<at::Tensor> wide_;
   std::vector<std::vector<float>> wbuffers_, wshadow_;
+  // Every buffer carried, by its module name, and the tensor that carries it (the module's own at
+  // load; a forward that reassigns the attribute is set back to it after the step: rebind_buffers).
+  std::vector<std::pair<std::string, at::Tensor>> bound_;
+  void rebind_buffers();
   torch::jit::Module mod_;
   bool custom_loss_ = false;
   std::size_t classes_ = 0, width_ = 0;
