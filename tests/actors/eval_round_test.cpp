@@ -65,6 +65,29 @@ TEST(eval_round, a_part_whose_worker_left_or_is_silent_goes_to_another) {
   EXPECT_EQ(r.due({other}, clk.now()).size(), 2u);
 }
 
+// An evaluation slower than the timeout: the part is asked again (a new id), and the answer to the
+// first ask, from the worker it went to, completes it (every answer was ignored as stale, and a torch
+// job whose one worker took 124 s evaluated for ever).
+TEST(eval_round, a_slow_answer_to_an_ask_that_timed_out_completes_its_part) {
+  manual_clock clk;
+  eval_round r(8, 3, 120s);
+  r.start({"worker-0"}, false);
+  auto first = r.due({"worker-0"}, clk.now());
+  ASSERT_EQ(first.size(), 1u);
+  clk.advance(121s);
+  auto again = r.due({"worker-0"}, clk.now());
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_NE(again[0].id, first[0].id);
+  EXPECT_FALSE(r.answer(first[0].id, "worker-1", part(5, 1, 1)));  // not the worker it was sent to
+  EXPECT_FALSE(r.result());
+  EXPECT_FALSE(r.answer(first[0].id, "worker-0", part(5, 0.5, 0.8)));
+  auto m = r.result();
+  ASSERT_TRUE(m);
+  EXPECT_DOUBLE_EQ(m->accuracy, 0.8);
+  EXPECT_FALSE(r.answer(again[0].id, "worker-0", part(5, 9, 0)));  // the second: the part is answered
+  EXPECT_DOUBLE_EQ(r.result()->accuracy, 0.8);
+}
+
 TEST(eval_round, local_sgd_has_one_part_and_errors_fail_the_round_past_the_limit) {
   manual_clock clk;
   eval_round r(8, 2, 120s);

@@ -25,6 +25,7 @@ std::vector<eval_request> eval_round::due(const std::vector<std::string>& worker
     if (p.answer || (!p.worker.empty() && now - p.sent < (p.disk_fault ? retry_ : timeout_))) continue;
     auto least =
         std::min_element(load.begin(), load.end(), [](auto& a, auto& b) { return a.second < b.second; });
+    if (p.id != 0 && !p.worker.empty()) p.earlier.emplace_back(p.id, p.worker);  // timed out
     p.worker = least->first;
     ++least->second;
     p.id = ++next_id_;
@@ -41,17 +42,21 @@ void eval_round::gone(const std::string& worker) {
 }
 
 std::optional<std::string> eval_round::answer(std::uint64_t id, const std::string& worker, eval_answer a) {
-  auto it =
-      std::find_if(parts_.begin(), parts_.end(), [&](const part& p) { return p.id == id && !p.answer; });
+  auto it = std::find_if(parts_.begin(), parts_.end(), [&](const part& p) {
+    return !p.answer && id != 0 &&
+           (p.id == id ||
+            std::find(p.earlier.begin(), p.earlier.end(), std::pair(id, worker)) != p.earlier.end());
+  });
   if (it == parts_.end()) return std::nullopt;
+  const bool current = it->id == id;
   if (!a.error.empty() && a.disk_fault) {
-    it->disk_fault = true;  // the same worker's, asked again after retry_ (or another's, if it leaves)
+    if (current) it->disk_fault = true;  // asked again after retry_ (or of another, if it leaves)
     return a.error;
   }
   if (!a.error.empty()) {
     ++failures_;
     last_error_ = worker + ": " + a.error;
-    it->worker.clear();  // asked again, of any worker
+    if (current) it->worker.clear();  // asked again, of any worker
     return a.error;
   }
   it->answer = std::move(a);

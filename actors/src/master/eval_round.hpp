@@ -62,8 +62,11 @@ class eval_round {
   std::vector<eval_request> due(const std::vector<std::string>& workers, troupe::clock::time_point now);
   // A worker left: its parts are unassigned.
   void gone(const std::string& worker);
-  // An answer to request `id` (others are ignored). Returns the error when the answer is one (a disk
-  // fault's too, though it does not count as a failure).
+  // An answer to request `id`, or to an earlier ask of the same part that timed out, from the worker
+  // it was sent to (an evaluation slower than the timeout: its answer came after the part was asked
+  // again, and every answer was ignored as stale, for ever); others are ignored (a worker's that
+  // left). Returns the error when the answer is one (a disk fault's too,
+  // though it does not count as a failure).
   std::optional<std::string> answer(std::uint64_t id, const std::string& worker, eval_answer a);
   bool failed() const { return failures_ >= max_failures_; }
   std::uint32_t failures() const { return failures_; }
@@ -77,6 +80,8 @@ class eval_round {
   struct part {
     std::string worker;  // empty: not assigned
     std::uint64_t id = 0;
+    // Its earlier asks that timed out (id, worker): their answers count too, from that worker.
+    std::vector<std::pair<std::uint64_t, std::string>> earlier;
     troupe::clock::time_point sent{};
     bool disk_fault = false;  // its last answer was a disk fault: asked again retry_ after `sent`
     std::optional<eval_answer> answer;
