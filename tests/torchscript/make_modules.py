@@ -176,6 +176,15 @@ class ReassignsBuffers(nn.Module):  # its training forward reassigns its buffers
         return self.l(dense - self.mu)
 
 
+class F64Logits(nn.Module):  # Fashion-MNIST logits as float64
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(784, 10)
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        return self.l(dense).double()
+
+
 class FailsOverThreshold(nn.Module):  # raises on any batch with a value beyond 3.3 (gaussian data)
     def __init__(self):
         super().__init__()
@@ -243,6 +252,7 @@ save("nan_when_training", NaNWhenTraining())
 save("wrong_unless_1024", WrongUnless1024())
 save("wide_buffers", WideBuffers())
 save("reassigns_buffers", ReassignsBuffers())
+save("f64_logits", F64Logits())
 save("fails_over_threshold", FailsOverThreshold())
 save("big_const", BigConst())
 save("per_row_loss", PerRowLoss())

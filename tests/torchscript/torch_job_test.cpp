@@ -183,6 +183,28 @@ TEST(torch_job, a_failed_evaluation_names_the_tasks_quarantined_before_it) {
   EXPECT_TRUE(no_processes_of(r));
 }
 
+// A module whose logits are float64 trains (they are taken as float32) and its exported model is
+// evaluated, predicted and served as it trained: `troupe evaluate` (predict, serve) refused it,
+// "forward returns Double [2, 10] ...; model.json promises float logits".
+TEST(torch_job, a_model_of_float64_logits_is_evaluated_as_it_trained) {
+  job_place place;
+  place.dataset_cache = test_root("torch-f64-datasets");
+  auto r = start_job("torch-f64", small_torch_job(modules() + "/f64_logits.pt"), place);
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
+  auto res = result(r);
+  std::string test;
+  for (const auto& e : fs::directory_iterator(place.dataset_cache))
+    if (fs::exists(e.path() / "test/data.mdb")) test = (e.path() / "test").string();
+  ASSERT_FALSE(test.empty());
+  std::string out;
+  ASSERT_EQ(
+      troupe("evaluate " + r.job_dir + "/model --data " + test + " --root " + r.dir + " --quiet 2>&1", &out),
+      0)
+      << out;
+  auto j = nlohmann::json::parse(out.substr(out.rfind('{')), nullptr, false);
+  EXPECT_NEAR(j.value("accuracy", 0.0), res.value("test_accuracy", 1.0), 1e-9) << out << res.dump();
+}
+
 // train --local of the same module fails too, saying so (it wrote a model that predicts nothing and
 // ended "ok" with a null loss, exit 0).
 TEST(torch_job, train_local_of_a_model_whose_loss_is_nan_fails_saying_it_diverged) {

@@ -144,9 +144,10 @@ std::string torchscript_predictor::warm_up() {
     at::Tensor probe = forward(dense.data(), ids.data(), 2);
     bool ok = probe.dim() == 2 ? probe.size(0) == 2 && probe.size(1) == static_cast<std::int64_t>(o_.width)
                                : probe.dim() == 1 && probe.size(0) == 2 && o_.width == 1;
-    if (!ok || probe.scalar_type() != at::kFloat)
+    // Floating logits of any width are taken as float32 (predict() converts), as training takes them.
+    if (!ok || !probe.is_floating_point())
       return o_.path + ": forward returns " + std::string(c10::toString(probe.scalar_type())) + " " +
-             shape_of(probe) + " for a batch of 2; model.json promises float logits [2, " +
+             shape_of(probe) + " for a batch of 2; model.json promises floating-point logits [2, " +
              std::to_string(o_.width) + "]";
   } catch (const std::exception& e) {
     return o_.path + ": forward failed on zeros (dense [2, " + std::to_string(o_.dense_dim) + "]" +
