@@ -146,6 +146,18 @@ class NaNWhenTraining(nn.Module):  # passes every check (eval mode); each traini
         return out
 
 
+class NaNWhenEvaluating(nn.Module):  # trains; in eval mode NaN logits for rows whose middle pixel is lit
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(784, 10)
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        out = self.l(dense)
+        if not self.training:
+            out = torch.where(dense[:, 400:401] > 0.5, out * float("nan"), out)
+        return out
+
+
 class WideBuffers(nn.Module):  # an int64 and a float64 buffer the forward reads in eval mode
     def __init__(self):
         super().__init__()
@@ -249,6 +261,7 @@ save("slow_first_step", SlowFirstStep())
 save("fails_on_large_batches", FailsOnLargeBatches())
 save("fails_on_real_evaluation", FailsOnRealEvaluation())
 save("nan_when_training", NaNWhenTraining())
+save("nan_when_evaluating", NaNWhenEvaluating())
 save("wrong_unless_1024", WrongUnless1024())
 save("wide_buffers", WideBuffers())
 save("reassigns_buffers", ReassignsBuffers())

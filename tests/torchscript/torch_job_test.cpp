@@ -129,6 +129,20 @@ TEST(torch_job, a_model_whose_loss_is_nan_fails_its_job_saying_it_diverged) {
   EXPECT_TRUE(no_processes_of(r));
 }
 
+// A model whose outputs are NaN for some test rows in eval mode: the job finishes (its model is
+// written: troupe predict names the rows) and its reason and result.json say so (it ended "ok" with a
+// null test_loss and not a word).
+TEST(torch_job, a_model_whose_test_outputs_are_nan_finishes_with_a_warning) {
+  auto r = start_job("torch-nan-eval", small_torch_job(modules() + "/nan_when_evaluating.pt"));
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_NE(
+      res.value("reason", "").find("every task done; warning: the trained model's test loss is not a number"),
+      std::string::npos)
+      << res.dump();
+  EXPECT_NE(read_file(r.job_dir + "/result.json").find("\"warning\""), std::string::npos);
+}
+
 // A model that fails the worker's start-up check (its logits right on config check's 1024 rows,
 // another width on the probe's) ends the job at once naming the error: its workers crash-looped for
 // ~40 s ("worker-0 died 11 times in a minute"), relaunched 20 times.

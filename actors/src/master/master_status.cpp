@@ -268,6 +268,14 @@ void on_eval_result(master_actor* self, schema::EvalResult::Reader r, const node
   j["test_accuracy"] = m->accuracy;
   if (m->auc) j["test_auc"] = *m->auc;  // binary models only
   j["evaluated_by"] = m->by;            // always a list (one worker's name was a string, several a list)
+  // Outputs that are no numbers for some test rows (training's NaN fails the job; this ended "ok" with
+  // a null test_loss and not a word): said in result.json and the log.
+  if (!std::isfinite(m->loss)) {
+    j["warning"] =
+        "the trained model's test loss is not a number: its outputs are not finite (NaN or "
+        "infinite) for some test rows (troupe predict names them)";
+    spdlog::warn("{}", j["warning"].get<std::string>());
+  }
   st.outcome.metrics = std::move(j);
   finish_when_saved(self);
 }

@@ -98,6 +98,9 @@ std::string job_outcome::final_json(int rc, const outcome_facts& f) {
   nlohmann::json j = work_done(result_json_, f);
   const bool has_error = j.contains("error") && j["error"].is_string();
   settle(rc, has_error ? j["error"].get<std::string>() : std::string(), f);
+  // The master's warning (a test loss that is no number) goes into the reason of a finished job.
+  if (rc == 0 && j.contains("warning") && j["warning"].is_string() && reason_ == "every task done")
+    reason_ += "; warning: " + j["warning"].get<std::string>();
   j["job"] = f.job_id;
   j["ok"] = rc == 0;
   j["status"] = state_;
