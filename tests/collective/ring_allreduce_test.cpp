@@ -395,6 +395,25 @@ TEST(ring_allreduce, mismatched_op_is_a_protocol_error) {
   for (int c : codes) EXPECT_EQ(c, 0);
 }
 
+// Replicas of two sizes (a worker whose module file changed while the job ran) on the same op: the
+// error names both counts and the likely cause ("expected epoch 1 op 7 step 0, got epoch 1 op 7 step
+// 0" said nothing).
+TEST(ring_allreduce, a_neighbour_of_another_size_is_named) {
+  const auto job = job_name("sizes");
+  auto codes = run_ranks(2, 1000, job, 1, [](int rank, shm_ring_link& link, std::vector<float>& d, int) {
+    if (rank == 1) d.resize(1200, 1.f);
+    auto r = ring_allreduce(link, rank, 2, d, 1, 7);
+    if (r || r.err() != collective_errc::protocol) return 30;
+    const auto text = r.err().to_string();
+    return text.find(" floats, got epoch 1 op 7 step 0 of ") != std::string::npos &&
+                   text.find("another size") != std::string::npos
+               ? 0
+               : 31;
+  });
+  remove_job_leftovers(job);
+  for (int c : codes) EXPECT_EQ(c, 0);
+}
+
 // The fused pipeline checks every message's header as the exchanges do: after one fused allreduce
 // together (the lanes agreed), ranks on different ops fail with `protocol`.
 TEST(ring_allreduce, mismatched_op_in_the_fused_pipeline_is_a_protocol_error) {

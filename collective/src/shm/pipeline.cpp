@@ -179,7 +179,7 @@ expected<void> shm_ring_link::run_fused_op(lane& l, fused_op& f) const {
     bool progressed = !f.header.done() && f.header.pump(*l.out);
     if (hdr_got < sizeof(wire_header)) {
       int r = pump_header(*l.in, in_hdr, hdr_got, f.in_tag, f.local.size());
-      if (r < 0) return header_mismatch(in_hdr, f.in_tag);
+      if (r < 0) return header_mismatch(in_hdr, f.in_tag, f.local.size());
       progressed |= r > 0;
     }
     if (f.header.done() && hdr_got == sizeof(wire_header) && done < f.local.size())

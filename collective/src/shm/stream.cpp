@@ -29,15 +29,22 @@ bool pidfd_exited(int fd) {
 }
 }  // namespace
 
-error header_mismatch(const wire_header& hdr, const step_tag& tag) {
-  return error(collective_errc::protocol, "expected epoch " + std::to_string(tag.epoch) + " op " +
-                                              std::to_string(tag.op) + " step " + std::to_string(tag.step) +
-                                              ", got epoch " + std::to_string(hdr.epoch) + " op " +
-                                              std::to_string(hdr.op) + " step " + std::to_string(hdr.step));
+error header_mismatch(const wire_header& hdr, const step_tag& tag, std::size_t floats) {
+  auto part = [](std::uint64_t epoch, std::uint64_t op, std::uint32_t step, std::size_t n) {
+    return "epoch " + std::to_string(epoch) + " op " + std::to_string(op) + " step " + std::to_string(step) +
+           " of " + std::to_string(n) + " floats";
+  };
+  // The count too: a replica of another layout (its module file replaced while the job ran) sent the
+  // same epoch, op and step, and the error read "expected X, got X".
+  std::string why = "expected " + part(tag.epoch, tag.op, tag.step, floats) + ", got " +
+                    part(hdr.epoch, hdr.op, hdr.step, hdr.floats);
+  if (hdr.epoch == tag.epoch && hdr.op == tag.op && hdr.step == tag.step && hdr.floats != floats)
+    why += " (the neighbour's model has another size: did its model file change while the job ran?)";
+  return error(collective_errc::protocol, why);
 }
 
 error receiver::mismatch(const step_tag& tag) const {
-  return header_mismatch(hdr, tag);
+  return header_mismatch(hdr, tag, out.size());
 }
 
 sender make_sender(const step_tag& tag, const std::span<const float>* send) {

@@ -57,8 +57,8 @@ struct receiver {
 // it is whole and not `tag`'s of `floats` floats, else the bytes read now.
 int pump_header(transport::shm_ring& ring, wire_header& hdr, std::size_t& got, const step_tag& tag,
                 std::size_t floats);
-// The protocol error of a header that is not `tag`'s.
-error header_mismatch(const wire_header& hdr, const step_tag& tag);
+// The protocol error of a header that is not `tag`'s, or not of `floats` floats.
+error header_mismatch(const wire_header& hdr, const step_tag& tag, std::size_t floats);
 
 // Inline: the hot loops of every shared-memory transfer, compiled into each link's transfer loop.
 inline bool sender::pump(transport::shm_ring& ring) {
