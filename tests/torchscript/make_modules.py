@@ -146,6 +146,18 @@ class NaNWhenTraining(nn.Module):  # passes every check (eval mode); each traini
         return out
 
 
+class CountsTrainingForwards(nn.Module):  # a buffer counts the training forwards (in place)
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(784, 10)
+        self.register_buffer("calls", torch.zeros(1))
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            self.calls += 1
+        return self.l(dense)
+
+
 class NaNWhenEvaluating(nn.Module):  # trains; in eval mode NaN logits for rows whose middle pixel is lit
     def __init__(self):
         super().__init__()
@@ -262,6 +274,7 @@ save("fails_on_large_batches", FailsOnLargeBatches())
 save("fails_on_real_evaluation", FailsOnRealEvaluation())
 save("nan_when_training", NaNWhenTraining())
 save("nan_when_evaluating", NaNWhenEvaluating())
+save("counts_training_forwards", CountsTrainingForwards())
 save("wrong_unless_1024", WrongUnless1024())
 save("wide_buffers", WideBuffers())
 save("reassigns_buffers", ReassignsBuffers())

@@ -129,6 +129,20 @@ TEST(torch_job, a_model_whose_loss_is_nan_fails_its_job_saying_it_diverged) {
   EXPECT_TRUE(no_processes_of(r));
 }
 
+// A worker's warm-up step (a forward and backward before it joins, to warm its caches) leaves the
+// module's buffers as they were: batch norm's running statistics saw the first batch twice, and a
+// module counting its training forwards counted 129 for 128 steps. One worker: 8 tasks of 1,000 rows,
+// 16 steps each at 64.
+TEST(torch_job, the_warm_up_step_moves_no_buffer) {
+  auto job = small_torch_job(modules() + "/counts_training_forwards.pt");
+  job.replace(job.find("workers = 2"), 11, "workers = 1\nmax_workers = 1");
+  auto r = start_job("torch-warm-up", job);
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
+  auto calls = run("/usr/bin/python3 -c \"import torch; print(int(torch.jit.load('" + r.job_dir +
+                   "/model/model.pt').calls.item()))\"");
+  EXPECT_EQ(std::atoi(calls.c_str()), 128) << calls << result(r).dump();
+}
+
 // A model whose outputs are NaN for some test rows in eval mode: the job finishes (its model is
 // written: troupe predict names the rows) and its reason and result.json say so (it ended "ok" with a
 // null test_loss and not a word).

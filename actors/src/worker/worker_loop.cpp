@@ -87,13 +87,20 @@ bool records_in(worker_state& st) {
 // One forward and backward pass on the first batch before joining: activations get allocated and
 // caches warm, so the first synchronous step with the ring is not a cold one that the partners
 // wait for. The gradients are overwritten by the first real step; parameters and optimizer state
-// are untouched. Models with embedding tables are skipped (their rows come from the PS shards).
+// are untouched, and the buffers the forward moved (batch norm's running statistics, a module's step
+// counter) are put back: they saw the first batch twice, a counter counted one step a worker start
+// more. Models with embedding tables are skipped (their rows come from the PS shards).
 void warm_up(worker_state& st) {
   if (!st.task || st.task->ticket || !st.backend->embedding_tables().empty()) return;
   auto& t = *st.task;
   std::size_t n = std::min(st.node->spec().nn.train.batch_size, t.order.size());
   nn::batch b(t.rows, std::span<const std::uint32_t>(t.order.data(), n));
+  std::vector<std::vector<float>> kept;
+  for (auto buffer : st.backend->buffers()) kept.emplace_back(buffer.begin(), buffer.end());
   if (auto l = st.backend->compute_gradients(b); !l) spdlog::debug("warm-up: {}", l.err().to_string());
+  auto buffers = st.backend->buffers();
+  for (std::size_t i = 0; i < kept.size() && i < buffers.size(); ++i)
+    std::copy(kept[i].begin(), kept[i].end(), buffers[i].begin());
   st.strat->warm_up(*st.ctx);
 }
 
