@@ -232,6 +232,27 @@ void finish(master_actor* self, nlohmann::json j, const std::string& error) {
 
 }  // namespace
 
+namespace {
+// The evaluation's figures in result.json.
+nlohmann::json metrics_json(const eval_metrics& m) {
+  nlohmann::json j;
+  j["test_rows"] = m.rows;
+  j["test_loss"] = m.loss;
+  j["test_accuracy"] = m.accuracy;
+  if (m.auc) j["test_auc"] = *m.auc;  // binary models only
+  j["evaluated_by"] = m.by;           // always a list (one worker's name was a string, several a list)
+  // Outputs that are no numbers for some test rows (training's NaN fails the job; this ended "ok" with
+  // a null test_loss and not a word): said in result.json and the log.
+  if (!std::isfinite(m.loss)) {
+    j["warning"] =
+        "the trained model's test loss is not a number: its outputs are not finite (NaN or "
+        "infinite) for some test rows (troupe predict names them)";
+    spdlog::warn("{}", j["warning"].get<std::string>());
+  }
+  return j;
+}
+}  // namespace
+
 void on_eval_result(master_actor* self, schema::EvalResult::Reader r, const node_id& from,
                     std::uint64_t correlation_id) {
   auto& st = self->state;
@@ -262,21 +283,7 @@ void on_eval_result(master_actor* self, schema::EvalResult::Reader r, const node
   }
   auto m = st.outcome.eval->result();
   if (!m) return;
-  nlohmann::json j;
-  j["test_rows"] = m->rows;
-  j["test_loss"] = m->loss;
-  j["test_accuracy"] = m->accuracy;
-  if (m->auc) j["test_auc"] = *m->auc;  // binary models only
-  j["evaluated_by"] = m->by;            // always a list (one worker's name was a string, several a list)
-  // Outputs that are no numbers for some test rows (training's NaN fails the job; this ended "ok" with
-  // a null test_loss and not a word): said in result.json and the log.
-  if (!std::isfinite(m->loss)) {
-    j["warning"] =
-        "the trained model's test loss is not a number: its outputs are not finite (NaN or "
-        "infinite) for some test rows (troupe predict names them)";
-    spdlog::warn("{}", j["warning"].get<std::string>());
-  }
-  st.outcome.metrics = std::move(j);
+  st.outcome.metrics = metrics_json(*m);
   finish_when_saved(self);
 }
 
