@@ -88,6 +88,17 @@ TEST(eval_round, a_slow_answer_to_an_ask_that_timed_out_completes_its_part) {
   EXPECT_DOUBLE_EQ(r.result()->accuracy, 0.8);
 }
 
+// One part goes to the first of the candidates (the master lists the one that trained most first): it
+// went to the first by name, a replacement of 13 steps whose batch norm statistics were its own.
+TEST(eval_round, one_part_goes_to_the_first_candidate) {
+  manual_clock clk;
+  eval_round r(8, 3, 120s);
+  r.start({"worker-2", "worker-0", "worker-1"}, false);
+  auto asks = r.due({"worker-2", "worker-0", "worker-1"}, clk.now());
+  ASSERT_EQ(asks.size(), 1u);
+  EXPECT_EQ(asks[0].worker, "worker-2");
+}
+
 TEST(eval_round, local_sgd_has_one_part_and_errors_fail_the_round_past_the_limit) {
   manual_clock clk;
   eval_round r(8, 2, 120s);

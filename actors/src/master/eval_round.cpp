@@ -16,10 +16,13 @@ std::vector<eval_request> eval_round::due(const std::vector<std::string>& worker
                                           troupe::clock::time_point now) {
   std::vector<eval_request> out;
   if (workers.empty()) return out;
-  std::map<std::string, std::size_t> load;
-  for (const auto& w : workers) load[w] = 0;
-  for (const auto& p : parts_)
-    if (!p.answer && load.count(p.worker)) ++load[p.worker];
+  // In the caller's order: the first of the least loaded is asked.
+  std::vector<std::pair<std::string, std::size_t>> load;
+  for (const auto& w : workers) load.emplace_back(w, 0);
+  for (const auto& p : parts_) {
+    auto it = std::find_if(load.begin(), load.end(), [&](const auto& l) { return l.first == p.worker; });
+    if (!p.answer && it != load.end()) ++it->second;
+  }
   for (std::uint32_t i = 0; i < parts_.size(); ++i) {
     auto& p = parts_[i];
     if (p.answer || (!p.worker.empty() && now - p.sent < (p.disk_fault ? retry_ : timeout_))) continue;

@@ -5,6 +5,7 @@
 // Only the master actor touches it (no locks).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -20,6 +21,9 @@ namespace troupe::actors {
 struct job_outcome {
   std::optional<wire::task_counts> counts;  // nullopt until the dispenser answered
   std::set<std::string> done_workers;       // by node name
+  // The steps each worker incarnation reported ("worker-0#1"): who evaluates a model whose buffers
+  // are each worker's own (batch norm under async_ps) is the one that trained most.
+  std::map<std::string, std::uint64_t> steps_by;
   std::optional<eval_round> eval;           // once every task is over
   std::optional<final_checkpoints> shards;  // once every task is over, for a job with PS shards
   std::optional<nlohmann::json> metrics;    // the evaluation's, until the shards' checkpoints are in

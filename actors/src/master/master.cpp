@@ -274,6 +274,7 @@ void on_node_exited(master_actor* self, const message& m, schema::NodeExited::Re
 // estimate (the ring's) replaces the last one.
 void on_worker_progress(master_state& st, const message& m, schema::WorkerProgress::Reader p) {
   st.progress.add(p.getSamples(), p.getSteps(), p.getLossSum(), p.getDroppedSteps(), p.getFirstStepWallMs());
+  st.outcome.steps_by[m.from_node().to_string()] += p.getSteps();
   st.obs->progress(m.from_node(), p.getSamples(), p.getSteps());
   if (!p.hasGoodput()) return;
   auto g = wire::read_goodput(p.getGoodput());

@@ -23,15 +23,25 @@ namespace {
 constexpr auto eval_timeout = std::chrono::seconds(120);
 
 // The workers that may evaluate: those that finished their training loop (ring strategies: they
-// hold the final model), else for async PS any alive worker (the model lives on the shards).
+// hold the final model), else for async PS any alive worker (the model lives on the shards); the
+// one that trained most first (a part goes to the first of the least loaded: under async_ps a batch
+// norm's running statistics are the evaluating worker's own, and a replacement of 13 steps evaluated
+// for the job, 0.858 for 0.93).
 std::vector<std::string> eval_candidates(const master_state& st) {
-  std::vector<std::string> done, alive;
+  std::vector<std::pair<std::uint64_t, std::string>> done, alive;
   for (const auto& m : st.members.view.members()) {
     if (m.role != cluster::node_role::worker || m.state != cluster::member_state::alive) continue;
-    alive.push_back(m.id.name);
-    if (st.outcome.done_workers.count(m.id.name)) done.push_back(m.id.name);
+    const auto steps = st.outcome.steps_by.find(m.id.to_string());
+    const std::pair<std::uint64_t, std::string> w{steps == st.outcome.steps_by.end() ? 0 : steps->second,
+                                                  m.id.name};
+    alive.push_back(w);
+    if (st.outcome.done_workers.count(m.id.name)) done.push_back(w);
   }
-  return !done.empty() || !st.ctx->spec().uses_ps() ? done : alive;
+  auto& pick = !done.empty() || !st.ctx->spec().uses_ps() ? done : alive;
+  std::stable_sort(pick.begin(), pick.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> out;
+  for (auto& w : pick) out.push_back(std::move(w.second));
+  return out;
 }
 
 // Whether the model may keep buffers a worker updates itself (batch norm's running statistics): a
