@@ -141,6 +141,13 @@ TEST(torch_job, the_warm_up_step_moves_no_buffer) {
   auto calls = run("/usr/bin/python3 -c \"import torch; print(int(torch.jit.load('" + r.job_dir +
                    "/model/model.pt').calls.item()))\"");
   EXPECT_EQ(std::atoi(calls.c_str()), 128) << calls << result(r).dump();
+  // `troupe export` of a user's module checks no rows: it says so, and no logit difference ("0.0" on
+  // 0 rows read as a check passed).
+  std::string out;
+  ASSERT_EQ(troupe("export " + r.job_dir + " --out " + r.dir + "/again 2>/dev/null", &out), 0) << out;
+  auto j = nlohmann::json::parse(out.substr(out.rfind('{')), nullptr, false);
+  EXPECT_EQ(j.value("verified_rows", -1), 0) << out;
+  EXPECT_FALSE(j.contains("max_abs_logit_diff")) << out;
 }
 
 // A model whose outputs are NaN for some test rows in eval mode: the job finishes (its model is
