@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 #include <string_view>
 #include <unordered_map>
@@ -83,6 +84,9 @@ std::string write_user_tensors(torch::jit::Module& m, const export_request& r, e
 }
 
 std::string user_module(const export_request& r, torch::jit::Module& out_module, export_result& out) {
+  // As a job says it (libtorch's "open file failed because of errno 2 on fopen: , file path: ...").
+  if (std::error_code ec; !std::filesystem::is_regular_file(r.user_module, ec))
+    return r.user_module + ": no such file (model.path): the job's module is not where job.toml says";
   auto user = torch::jit::load(r.user_module, torch::Device(torch::kCPU));
   if (auto e = write_user_tensors(user, r, out); !e.empty()) return r.user_module + ": " + e;
   if (r.tables.empty()) {
