@@ -150,6 +150,26 @@ TEST(torch_job, the_warm_up_step_moves_no_buffer) {
   EXPECT_FALSE(j.contains("max_abs_logit_diff")) << out;
 }
 
+// [model] init into an async_ps job carries the module's buffers too (the shards take the parameters;
+// the buffers, each worker's own, were dropped: a counter of 128 training forwards started again at 0).
+TEST(torch_job, init_into_an_async_ps_job_carries_the_buffers) {
+  auto job = small_torch_job(modules() + "/counts_training_forwards.pt");
+  job.replace(job.find("workers = 2"), 11, "workers = 1\nmax_workers = 1");
+  job.replace(job.find("strategy = \"allreduce\""), 22, "strategy = \"async_ps\"");
+  auto first = start_job("torch-init-a", job);
+  ASSERT_EQ(wait_job(first, std::chrono::seconds(240)), 0) << read_file(first.err_file);
+  job.replace(job.find("[model]\n"), 8, "[model]\ninit = \"" + first.job_dir + "/model\"\n");
+  auto second = start_job("torch-init-b", job);
+  ASSERT_EQ(wait_job(second, std::chrono::seconds(240)), 0) << read_file(second.err_file);
+  auto calls = [](const job_run& r) {
+    return std::atoi(run("/usr/bin/python3 -c \"import torch; print(int(torch.jit.load('" + r.job_dir +
+                         "/model/model.pt').calls.item()))\"")
+                         .c_str());
+  };
+  EXPECT_EQ(calls(first), 128);
+  EXPECT_EQ(calls(second), 256) << "the second job's 128 on top of the first's";
+}
+
 // A model whose outputs are NaN for some test rows in eval mode: the job finishes (its model is
 // written: troupe predict names the rows) and its reason and result.json say so (it ended "ok" with a
 // null test_loss and not a word).

@@ -71,7 +71,8 @@ class part_output final : public task_output {
 
 // [model] init (the runner wrote its state into the job directory): the replica starts from it.
 // A ring job's first ring takes it from its source; a replacement is then synchronised from the
-// most trained replica as usual.
+// most trained replica as usual. Under async_ps what counts is its buffers (the shards' parameters
+// are pulled over the others).
 void start_from_init(worker_state& st, const std::string& dir) {
   auto s = model::read_state(dir);
   if (!s) throw std::runtime_error(s.err().to_string());
@@ -80,6 +81,23 @@ void start_from_init(worker_state& st, const std::string& dir) {
   if (!r) throw std::runtime_error(dir + ": " + r.err().to_string());
   spdlog::info("{}: starts from {} ({} tensors, {} buffers)", st.node->self().to_string(), (*s)->meta.writer,
                r->tensors, r->buffers);
+}
+
+// Where the replica's state comes from and goes: a prediction job's output parts; else [model] init,
+// and a ring job's checkpoints. Under async_ps init too: the shards hold the parameters (and started
+// from the init state themselves), but buffers, batch norm's statistics, are the worker's own (they
+// were dropped: a counter of 315 started again at 0).
+void set_up_state(worker_state& st, worker_host* rt) {
+  if (st.strat->keeps_row_order()) {
+    st.output = std::make_unique<part_output>(rt->who().job_dir + "/predictions");
+    st.ctx->output = st.output.get();
+    return;
+  }
+  start_from_init(st, rt->who().job_dir + "/checkpoints/init");
+  if (rt->spec().uses_ps()) return;
+  st.checkpoints = std::make_unique<ring_checkpoints>(rt->who().job_dir + "/checkpoints/ring");
+  st.ctx->store = st.checkpoints.get();
+  st.next_checkpoint = rt->clock().now() + rt->spec().job.checkpoint_every;
 }
 
 }  // namespace
@@ -116,15 +134,7 @@ void setup_worker(worker_state& st, worker_host* rt, data_paths data) {
   if (!s) throw std::runtime_error(s.err().to_string());
   st.strat = std::move(*s);
   make_context(st, rt);
-  if (st.strat->keeps_row_order()) {
-    st.output = std::make_unique<part_output>(rt->who().job_dir + "/predictions");
-    st.ctx->output = st.output.get();
-  } else if (!rt->spec().uses_ps()) {
-    start_from_init(st, rt->who().job_dir + "/checkpoints/init");
-    st.checkpoints = std::make_unique<ring_checkpoints>(rt->who().job_dir + "/checkpoints/ring");
-    st.ctx->store = st.checkpoints.get();
-    st.next_checkpoint = rt->clock().now() + rt->spec().job.checkpoint_every;
-  }
+  set_up_state(st, rt);
   st.last_report = rt->clock().now();
   open_step_log(st);
   spdlog::info("{}: {} model on the {} backend ({}), strategy {}, {} training records{}",
