@@ -192,7 +192,9 @@ cmd_down() {
   if alive "$STATE/run/slurmctld.pid" slurmctld; then
     # Several rounds: a job whose SIGTERM handler requeues itself comes back after one cancel.
     for _ in 1 2 3 4 5; do
-      ids=$(squeue -h -o %i 2> /dev/null | tr '\n' ' ')
+      # A controller that does not answer (squeue fails: "Insane message length" from one whose
+      # slurm.conf was rewritten under it) is stopped all the same: `down` exited here, leaving it.
+      ids=$(squeue -h -o %i 2> /dev/null | tr '\n' ' ') || break
       [[ -z "${ids// /}" ]] && break
       scancel $ids 2> /dev/null || true
       for _ in $(seq 1 30); do [[ -z "$(squeue -h -o %i 2> /dev/null)" ]] && break; sleep 0.5; done
