@@ -170,6 +170,29 @@ TEST(torch_job, init_into_an_async_ps_job_carries_the_buffers) {
   EXPECT_EQ(calls(second), 256) << "the second job's 128 on top of the first's";
 }
 
+// Tasks that end in a batch of one row (records_per_task 65 in batches of 64) with a module that cannot
+// train on one (batch norm): refused before the job starts, naming the key (each task failed at its end,
+// "Expected more than 1 value per channel when training", and the job with them).
+TEST(torch_job, tasks_ending_in_one_row_with_a_batch_norm_module_are_refused_first) {
+  const auto dir = test_root("torch-one-row");
+  auto file = [&](int per_task) {
+    const auto path = dir + "/job" + std::to_string(per_task) + ".toml";
+    std::ofstream(path) << "[job]\ndataset_cache = \"" << dataset_cache() << "\"\n"
+                        << small_torch_job(modules() + "/normed_mnist.pt", "", per_task);
+    return path;
+  };
+  std::string out;
+  EXPECT_EQ(troupe("config check " + file(65) + " 2>&1", &out), 2) << out;
+  EXPECT_NE(out.find("key 'job.records_per_task': 65 records a task in batches of 64 (train.batch_size) end "
+                     "each task in a batch of 1 row, and the module cannot train on one row"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("e.g. 64"), std::string::npos) << out;
+  EXPECT_EQ(troupe("config check " + file(66) + " 2>&1", &out), 0) << out;
+  EXPECT_EQ(troupe("config check " + file(65) + " --set model.path=" + modules() + "/mlp.pt 2>&1", &out), 0)
+      << "a module that trains on one row: " << out;
+}
+
 // A model whose outputs are NaN for some test rows in eval mode: the job finishes (its model is
 // written: troupe predict names the rows) and its reason and result.json say so (it ended "ok" with a
 // null test_loss and not a word).

@@ -133,6 +133,32 @@ expected<void> check_fits_memory(const job::job_spec& spec, const nn::dataset_in
                          "key 'model.hidden': the model would hold " + std::string(text));
 }
 
+namespace {
+// Tasks of k x batch_size + 1 records end in a batch of one row: a module that cannot train on one
+// (batch norm: "Expected more than 1 value per channel when training") failed each task there, and
+// the job with them, after everything else had trained. One training step on a row of zeros tells.
+expected<void> check_one_row_batches(trainer_backend& b, const job::job_spec& spec,
+                                     const nn::dataset_info& info) {
+  const auto batch = spec.nn.train.batch_size, per_task = spec.job.records_per_task;
+  if (batch <= 1 || per_task % batch != 1 || !b.embedding_tables().empty()) return {};
+  nn::dataset d;
+  d.info = info;
+  d.rows = 1;
+  d.dense.assign(info.dense_dim, 0.0f);
+  d.sparse.assign(info.sparse_fields, 0);
+  d.labels.assign(1, 0.0f);
+  auto l = b.compute_gradients(nn::batch(d, 0, 1));
+  if (l) return {};
+  return make_unexpected(core_errc::invalid_argument,
+                         "key 'job.records_per_task': " + std::to_string(per_task) +
+                             " records a task in batches of " + std::to_string(batch) +
+                             " (train.batch_size) end each task in a batch of 1 row, " +
+                             "and the module cannot train on one row (" + l.err().to_string() +
+                             "): one that leaves no single row, e.g. " + std::to_string(per_task - 1) +
+                             " (a multiple of train.batch_size)");
+}
+}  // namespace
+
 expected<bool> check_model(const job::job_spec& spec, const nn::dataset_info& info) {
   if (auto fits = check_fits_memory(spec, info); !fits) return fits.err();
   if (spec.nn.model.type == "torchscript") {
@@ -141,6 +167,7 @@ expected<bool> check_model(const job::job_spec& spec, const nn::dataset_info& in
     o.probe_rows = std::max<std::size_t>(o.probe_rows, spec.nn.train.eval_batch_size);
     auto t = load_torchscript(o);
     if (!t) return t.err();
+    if (auto one = check_one_row_batches(**t, spec, info); !one) return one.err();
     return !(*t)->embedding_tables().empty();
   }
   auto b = make_host_backend(spec, info);
