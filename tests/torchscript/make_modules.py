@@ -200,6 +200,17 @@ class ReassignsBuffers(nn.Module):  # its training forward reassigns its buffers
         return self.l(dense - self.mu)
 
 
+class CountsEveryForward(nn.Module):  # reassigns its counter on every forward, eval mode too
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(4, 3)
+        self.register_buffer("n", torch.zeros(1))
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        self.n = self.n + 1
+        return self.l(dense)
+
+
 class F64Logits(nn.Module):  # Fashion-MNIST logits as float64
     def __init__(self):
         super().__init__()
@@ -280,6 +291,7 @@ save("wrong_unless_1024", WrongUnless1024())
 save("wide_buffers", WideBuffers())
 save("reassigns_buffers", ReassignsBuffers())
 save("f64_logits", F64Logits())
+save("counts_every_forward", CountsEveryForward())
 save("fails_over_threshold", FailsOverThreshold())
 save("big_const", BigConst())
 save("per_row_loss", PerRowLoss())

@@ -261,6 +261,9 @@ at::Tensor torchscript_backend::labels(const nn::batch& b) {
 expected<at::Tensor> torchscript_backend::logits(const nn::batch& b, bool training) {
   try {
     auto out = mod_.forward(inputs(b, training));
+    // After every forward (the probe's, an evaluation's, a training step's): a buffer it reassigned is
+    // the carried tensor again before anything else reads or writes the buffers (a restore, a sync).
+    rebind_buffers();
     if (!out.isTensor())
       return make_unexpected(nn::nn_errc::bad_shape, o_.path + ": forward must return one tensor of logits");
     auto t = out.toTensor();
@@ -273,6 +276,10 @@ expected<at::Tensor> torchscript_backend::logits(const nn::batch& b, bool traini
     if (t.dim() == 1 && width_ == 1) t = t.unsqueeze(1);
     return t;
   } catch (const std::exception& e) {
+    try {
+      rebind_buffers();  // a forward that failed after reassigning one
+    } catch (const std::exception&) {
+    }
     return fail("forward", b, e);
   }
 }
@@ -317,7 +324,6 @@ expected<float> torchscript_backend::compute_gradients(const nn::batch& b) {
   try {
     auto loss = backward(b, *l);
     if (!loss) return loss;
-    rebind_buffers();
     download_after_step();
     if (table_) {
       auto g = emb_.grad().to(torch::kCPU).contiguous();
@@ -355,11 +361,6 @@ expected<float> torchscript_backend::predict(const nn::batch& b) {
   auto l = logits(b, false);
   mod_.train();
   if (!l) return l.err();
-  try {
-    rebind_buffers();
-  } catch (const std::exception& e) {
-    return fail("forward", b, e);
-  }
   try {
     auto lo = loss(*l, labels(b));
     auto p = (width_ == 1 ? at::sigmoid(*l) : at::softmax(*l, 1)).to(torch::kCPU).contiguous();
