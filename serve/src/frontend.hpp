@@ -145,6 +145,9 @@ class frontend final : public replica_link {
   void ticker_loop();
   void on_message(const message& m);
   void wait_for_signals();
+  // SIGHUP: with --watch, a look for a newer model now; else the served directory read again.
+  void on_sighup();
+  bool hup_while_starting_ = false;  // a SIGHUP while the first model loaded: taken once it serves
   // Under mu_: the directory the active generation was asked to serve (the last reload's, not
   // --model's); --model before the first is up.
   std::string served_dir() const;

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <utility>
 
 #include "frontend.hpp"
 
@@ -19,6 +20,7 @@ bool frontend::first_generation_up() {
     lk.unlock();
     const int sig = signals_->poll();
     lk.lock();
+    hup_while_starting_ |= sig == SIGHUP;  // kept for wait_for_signals (it stayed pending before)
     if (sig != SIGINT && sig != SIGTERM) continue;
     spdlog::info("serve: stopping ({}) while the model is loading", sig == SIGINT ? "SIGINT" : "SIGTERM");
     stopping_ = true;
@@ -54,20 +56,24 @@ void frontend::drain() {
   }
 }
 
+void frontend::on_sighup() {
+  std::lock_guard lk(mu_);
+  if (!cfg_.watch.empty()) {
+    next_watch_ = clock_.now();
+    hup_look_ = true;
+    spdlog::info("serve: SIGHUP: looking under {} for a newer model", cfg_.watch);
+  } else {
+    reloads_.push_back({served_dir(), std::nullopt, "SIGHUP"});
+  }
+  wake_.notify_all();
+}
+
 void frontend::wait_for_signals() {
+  if (std::exchange(hup_while_starting_, false)) on_sighup();
   for (;;) {
     const int sig = signals_->wait();
     if (sig == SIGHUP) {
-      std::lock_guard lk(mu_);
-      // With --watch, SIGHUP looks for a newer model now; else it reads the served directory again.
-      if (!cfg_.watch.empty()) {
-        next_watch_ = clock_.now();
-        hup_look_ = true;
-        spdlog::info("serve: SIGHUP: looking under {} for a newer model", cfg_.watch);
-      } else {
-        reloads_.push_back({served_dir(), std::nullopt, "SIGHUP"});
-      }
-      wake_.notify_all();
+      on_sighup();
       continue;
     }
     spdlog::info("serve: stopping ({})", sig == SIGINT ? "SIGINT" : "SIGTERM");
