@@ -12,7 +12,8 @@ kill_and_swap  2 replicas of the mlp at RATE requests/s (default 100) for ~14 s,
                sent after the reload returned answered by v2; p99 during each event against p99
                outside them.
 stop_a_replica a SIGSTOPped replica is fenced and replaced; a request waits for it.
-hup_and_watch  SIGHUP re-reads the served directory after a job replaced it (rename into place);
+hup_and_watch  SIGHUP re-reads the served directory after a job replaced it (rename into place), one sent
+               while the first model loads too;
                `--watch DIR` moves to a newer job's model/ on its own, refuses an incompatible one.
 cut_host       a host whose replicas cannot reach the front end is cut off; its replica goes to
                another host.
@@ -367,9 +368,41 @@ def cut_host(troupe, work, models):
         srv.stop()
 
 
+def hup_while_starting(troupe, root, models, v2):
+    """A SIGHUP while the first model loads (many warm-up forwards: seconds) is taken once it serves:
+    the directory, replaced meanwhile, is read again (the start's wait for SIGTERM dropped it)."""
+    served = os.path.join(root, "served-at-start")
+    shutil.rmtree(served, ignore_errors=True)
+    shutil.copytree(os.path.join(models, "mlp"), served)
+    srv = Server(troupe, served, root, "hup-start", "--set", "serve.warmup=30000")
+    try:
+        state = os.path.join(root, "serve", "hup-start", "server.json")
+
+        def own_state():  # its own server.json: its signal handlers are in place
+            try:
+                with open(state) as f:
+                    return json.load(f).get("pid") == srv.proc.pid
+            except (OSError, ValueError):
+                return False
+
+        wait_for(own_state, "the starting server's own server.json", 60)
+        tmp = served + ".tmp-x"
+        shutil.copytree(os.path.join(models, "mlp_v2"), tmp)
+        shutil.rmtree(served)
+        os.rename(tmp, served)
+        srv.proc.send_signal(signal.SIGHUP)
+        srv.wait_ready()
+        wait_for(lambda: requests.get(f"{srv.url}/v2/models/hup-start", timeout=5).json()["versions"] == [v2],
+                 "the SIGHUP sent while it started to move to the directory's new model", 120)
+        log("a SIGHUP while the first model loaded: taken once it served")
+    finally:
+        srv.stop()
+
+
 def hup_and_watch(troupe, work, models):
     root = os.path.join(work, "jobs")
     v1, v2 = version_of(models, "mlp"), version_of(models, "mlp_v2")
+    hup_while_starting(troupe, root, models, v2)
     served = os.path.join(work, "served")
     shutil.rmtree(served, ignore_errors=True)
     shutil.copytree(os.path.join(models, "mlp"), served)
