@@ -27,6 +27,16 @@ expected<void> dataset::validate() const {
   return {};
 }
 
+dataset dataset::zeros(const dataset_info& info, std::size_t rows) {
+  dataset d;
+  d.info = info;
+  d.rows = rows;
+  d.dense.assign(rows * info.dense_dim, 0.0f);
+  d.sparse.assign(rows * info.sparse_fields, 0);
+  d.labels.assign(rows, 0.0f);
+  return d;
+}
+
 dataset dataset::slice(std::size_t first, std::size_t count) const {
   dataset out;
   out.info = info;

@@ -141,12 +141,7 @@ expected<void> check_one_row_batches(trainer_backend& b, const job::job_spec& sp
                                      const nn::dataset_info& info) {
   const auto batch = spec.nn.train.batch_size, per_task = spec.job.records_per_task;
   if (batch <= 1 || per_task % batch != 1 || !b.embedding_tables().empty()) return {};
-  nn::dataset d;
-  d.info = info;
-  d.rows = 1;
-  d.dense.assign(info.dense_dim, 0.0f);
-  d.sparse.assign(info.sparse_fields, 0);
-  d.labels.assign(1, 0.0f);
+  const auto d = nn::dataset::zeros(info, 1);
   auto l = b.compute_gradients(nn::batch(d, 0, 1));
   if (l) return {};
   return make_unexpected(core_errc::invalid_argument,

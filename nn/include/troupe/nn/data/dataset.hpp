@@ -48,6 +48,8 @@ struct dataset {
   expected<void> validate() const;
   // The rows [first, first+count) as a new dataset (for train/test splits).
   dataset slice(std::size_t first, std::size_t count) const;
+  // `rows` rows of zeros (dense values, ids, labels) of `info`'s shape: a model's probe.
+  static dataset zeros(const dataset_info& info, std::size_t rows);
 };
 
 // A batch: either a contiguous row range of a dataset, or gathered row indices. Cheap to copy;
