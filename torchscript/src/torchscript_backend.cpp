@@ -94,6 +94,17 @@ expected<void> torchscript_backend::alias_parameters() {
   return {};
 }
 
+namespace {
+// The module (or submodule) holding the buffer named `name` ("bn.running_mean": bn's), and the
+// buffer's own name in it.
+std::pair<torch::jit::Module, std::string> owner_of(torch::jit::Module m, const std::string& name) {
+  std::size_t at = 0;
+  for (auto dot = name.find('.'); dot != std::string::npos; at = dot + 1, dot = name.find('.', at))
+    m = m.attr(name.substr(at, dot - at)).toModule();
+  return {m, name.substr(at)};
+}
+}  // namespace
+
 // Running statistics and the like: spans of the module's own memory on the CPU; on a device,
 // spans of host copies that upload() and download_after_step() keep in step.
 void torchscript_backend::alias_buffers() {
@@ -108,11 +119,11 @@ void torchscript_backend::alias_buffers() {
       wbuffers_.emplace_back(host.data_ptr<float>(), host.data_ptr<float>() + host.numel());
       wide_.push_back(b.value);
       wide_names.push_back(b.name);
-      bound_.emplace_back(b.name, b.value);
+      bind(b.name, b.value);
       continue;
     }
     buffer_names_.push_back(b.name);
-    bound_.emplace_back(b.name, b.value);  // held: the spans below read its memory
+    bind(b.name, b.value);  // held: the spans below read its memory
     if (!mirrored_) {
       buffers_.emplace_back(b.value.data_ptr<float>(), static_cast<std::size_t>(b.value.numel()));
       continue;
@@ -129,33 +140,27 @@ void torchscript_backend::alias_buffers() {
   }
 }
 
-namespace {
-// The module (or submodule) holding the buffer named `name` ("bn.running_mean": bn's), and the
-// buffer's own name in it.
-std::pair<torch::jit::Module, std::string> owner_of(torch::jit::Module m, const std::string& name) {
-  std::size_t at = 0;
-  for (auto dot = name.find('.'); dot != std::string::npos; at = dot + 1, dot = name.find('.', at))
-    m = m.attr(name.substr(at, dot - at)).toModule();
-  return {m, name.substr(at)};
-}
-}  // namespace
-
 // A buffer the module's forward reassigned (`self.mu = 0.9 * self.mu + ...` rather than in place) is a
 // new tensor: its values go into the one this backend holds, whose memory the replica's spans read, and
 // the attribute is set back to it. (The spans read the freed tensor: workers crashed with heap
 // corruption, and the job ended "ok" with garbage in the exported buffer.)
+void torchscript_backend::bind(const std::string& name, const at::Tensor& held) {
+  auto [owner, attr] = owner_of(mod_, name);  // once: rebind_buffers runs after every forward
+  bound_.push_back({name, std::move(owner), std::move(attr), held});
+}
+
 void torchscript_backend::rebind_buffers() {
   torch::NoGradGuard no_grad;
-  for (auto& [name, held] : bound_) {
-    auto [owner, attr] = owner_of(mod_, name);
-    auto now = owner.attr(attr).toTensor();
-    if (now.is_same(held)) continue;
-    if (now.sizes() != held.sizes())
-      throw std::runtime_error("the module's forward replaced its buffer '" + name + "' of shape " +
-                               c10::str(held.sizes()) + " with one of shape " + c10::str(now.sizes()) +
-                               ": a buffer keeps its shape (assign in place: self." + attr + ".copy_(...))");
-    held.copy_(now);
-    owner.setattr(attr, held);
+  for (auto& b : bound_) {
+    auto now = b.owner.attr(b.attr).toTensor();
+    if (now.is_same(b.held)) continue;
+    if (now.sizes() != b.held.sizes())
+      throw std::runtime_error("the module's forward replaced its buffer '" + b.name + "' of shape " +
+                               c10::str(b.held.sizes()) + " with one of shape " + c10::str(now.sizes()) +
+                               ": a buffer keeps its shape (assign in place: self." + b.attr +
+                               ".copy_(...))");
+    b.held.copy_(now);
+    b.owner.setattr(b.attr, b.held);
   }
 }
 
@@ -185,12 +190,7 @@ void torchscript_backend::download_after_step() {
 // One forward on probe_rows rows of zeros: logits of the data's width, before any training starts.
 expected<void> torchscript_backend::probe() {
   const std::size_t rows = std::max<std::size_t>(1, o_.probe_rows);
-  nn::dataset d;
-  d.info = o_.data;
-  d.rows = rows;
-  d.dense.assign(rows * o_.data.dense_dim, 0.0f);
-  d.sparse.assign(rows * o_.data.sparse_fields, 0);
-  d.labels.assign(rows, 0.0f);
+  const auto d = nn::dataset::zeros(o_.data, rows);
   torch::NoGradGuard no_grad;
   // In evaluation mode: a training forward would move running statistics (batch norm's).
   mod_.eval();

@@ -102,9 +102,17 @@ class torchscript_backend final : public trainer_backend {
   // replicas, checkpointed or exported, the exported model scoring otherwise.
   std::vector<at::Tensor> wide_;
   std::vector<std::vector<float>> wbuffers_, wshadow_;
-  // Every buffer carried, by its module name, and the tensor that carries it (the module's own at
-  // load; a forward that reassigns the attribute is set back to it after the step: rebind_buffers).
-  std::vector<std::pair<std::string, at::Tensor>> bound_;
+  // Every buffer carried: its module name, the (sub)module holding it and its name there (resolved at
+  // load), and the tensor that carries it (the module's own at load; a forward that reassigns the
+  // attribute is set back to it after the step: rebind_buffers).
+  struct bound_buffer {
+    std::string name;
+    torch::jit::Module owner;
+    std::string attr;
+    at::Tensor held;
+  };
+  std::vector<bound_buffer> bound_;
+  void bind(const std::string& name, const at::Tensor& held);
   void rebind_buffers();
   torch::jit::Module mod_;
   bool custom_loss_ = false;
