@@ -100,7 +100,14 @@ echo "MLP allreduce alone: accuracy $a; 4 workers on 2 hosts (mixed ring): $b"
 #    100 Mbit/s and its nodes' traffic delayed for 2 s, then h2 is cut off for 5 s and healed
 #    (host faults through hosts.sh, the default host_fault_command for these hosts):
 #    the job finishes, nothing lost, and the report names both faults and the nodes they hit.
+# Paced (60000 samples/s a worker: at least 17 s for its 3M samples) so that h2 heals and its
+# workers' new incarnations train while the job still runs, however fast the machine: unpaced, a CI
+# run ended the job 4.5 s after the heal, before a worker restarted during the cut had its connect
+# retried (its SYNs back off 1, 2, 4 s), and the partition read "job finished before recovery was
+# seen" (2026-12-04).
 job_file faults 1 1500000
+sed -i 's/^\[train\]$/[train]\nmax_samples_per_s = 60000/' "$work/faults.toml"
+grep -q '^max_samples_per_s = 60000$' "$work/faults.toml" || fail "faults: the job file was not paced"
 # Bad host faults are refused before the job starts, naming the problem.
 "$B" chaos --job "$work/faults.toml" --job-id bad --fault "1 kill host:h9" > "$work/bad.out" 2>&1 &&
   fail "chaos: a fault on an unknown host was accepted"
