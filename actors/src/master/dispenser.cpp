@@ -117,6 +117,8 @@ void task_dispenser::on_messages(const std::vector<message>& batch) {
   for (std::size_t i = 0; i < reporters.size() && !disk; ++i)
     ack_report(*reporters[i], jb.reports[i],
                out ? out->reports[i] : expected<storage::task_state>(out.err()));
+  // Given up: no task, and "finished" once none is held (reply_lease reads the counts).
+  const bool over = out && !gave_up_.empty() && !paused();
   for (std::size_t i = 0; i < askers.size(); ++i) {
     bool granted = out && leasing;
     if (granted && out->leases[i].requeued > 0)
@@ -124,8 +126,6 @@ void task_dispenser::on_messages(const std::vector<message>& batch) {
     bool none = !granted || paused();
     if (!none && out->leases[i].leased)
       last_grant_[jb.leases[i].holder] = {out->leases[i].leased->id, out->leases[i].leased->attempt};
-    // Given up: no task, and "finished" once none is held (reply_lease reads the counts).
-    const bool over = out && !gave_up_.empty() && !paused();
     reply_lease(*askers[i], none ? std::nullopt : out->leases[i].leased, none && !over);
   }
 }

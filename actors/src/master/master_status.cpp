@@ -240,9 +240,6 @@ void finish(master_actor* self, nlohmann::json j, const std::string& error) {
   send_finished(st);
 }
 
-}  // namespace
-
-namespace {
 // The evaluation's figures in result.json.
 nlohmann::json metrics_json(const eval_metrics& m) {
   nlohmann::json j;
