@@ -44,6 +44,15 @@ class Sparse(nn.Module):  # forward(dense [b, 2], emb [b, 3, 4]) -> one logit
         return self.deep(torch.cat([dense, emb.flatten(1)], dim=1)) + emb.sum(dim=(1, 2)).unsqueeze(1)
 
 
+class CtrLinear(nn.Module):  # the CTR data's shape (dense [b, 4], emb [b, 6, 8]), not DeepFM's layers
+    def __init__(self):
+        super().__init__()
+        self.wide = nn.Linear(4 + 6 * 8, 1)
+
+    def forward(self, dense: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
+        return self.wide(torch.cat([dense, emb.flatten(1)], dim=1))
+
+
 class TwoInputs(nn.Module):
     def __init__(self):
         super().__init__()
@@ -275,6 +284,7 @@ save("dense", Dense())
 save("with_loss", WithLoss())
 save("sparse", Sparse())
 save("two_inputs", TwoInputs())
+save("ctr_linear", CtrLinear())
 save("wide", Dense(4, 7))
 save("counter", Counter())
 save("fails_inside", FailsInside())

@@ -193,6 +193,24 @@ TEST(torch_job, tasks_ending_in_one_row_with_a_batch_norm_module_are_refused_fir
       << "a module that trains on one row: " << out;
 }
 
+// The same for the last task of an epoch only: 3,065 rows in tasks of 1,000 leave a last task of 65,
+// whose last batch (of 64) is 1 row. Refused as the runner has read the training store, naming the key
+// and a value that leaves no single row (the task failed at its end each time, then the job).
+TEST(torch_job, a_last_task_ending_in_one_row_with_a_batch_norm_module_is_refused_first) {
+  auto toml = small_torch_job(modules() + "/normed_mnist.pt");
+  toml.replace(toml.find("max_train_rows = 4000"), 21, "max_train_rows = 3065");
+  auto r = start_job("torch-last-row", toml);
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(120)), 2) << read_file(r.err_file);
+  const auto err = read_file(r.err_file);
+  EXPECT_NE(err.find("key 'job.records_per_task': the training data's 3065 records in tasks of 1000 leave a "
+                     "last task of 65 records each epoch, which ends in a batch of 1 row (train.batch_size "
+                     "64), and the module cannot train on one row"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("e.g. 999"), std::string::npos) << err;  // tasks ending in 39 rows, the last in 4
+  EXPECT_FALSE(fs::exists(r.job_dir + "/nodes.json")) << "a node started";
+}
+
 // A model whose outputs are NaN for some test rows in eval mode: the job finishes (its model is
 // written: troupe predict names the rows) and its reason and result.json say so (it ended "ok" with a
 // null test_loss and not a word).
@@ -517,6 +535,36 @@ TEST(torch_job, scripted_deepfm_under_async_ps_survives_a_ps_kill_and_matches_py
   std::printf("troupe AUC %.4f, PyTorch %.4f, planted %.4f\n", res.value("test_auc", 0.0),
               ref.value("auc", 0.0), res.value("true_auc", 0.0));
   EXPECT_NEAR(res.value("test_auc", 0.0), ref.value("auc", 1.0), 0.01) << res.dump() << ref.dump();
+}
+
+// The module file rewritten mid-job (model.py exported again, other layers) changes no worker: the
+// job trains the copy the runner made as it began (<job dir>/module.pt, named by the job's job.toml).
+// Before, the worker relaunched after a kill loaded the new file, its pulls from the shards failed on
+// every batch ("waiting for the PS shards") and the task it held was never done: the job never ended.
+TEST(torch_job, a_module_file_rewritten_mid_job_changes_no_worker) {
+  const std::string mine = test_root("torch-rewritten-module") + "/deepfm.pt";
+  fs::copy_file(modules() + "/deepfm.pt", mine);
+  auto toml = ctr_job("torch-rewritten");
+  toml.replace(toml.find(modules() + "/deepfm.pt"), modules().size() + 10, mine);
+  auto r = start_job("torch-rewritten", toml,
+                     {.root = "", .dataset_cache = test_root("torch-rewritten-cache"), .job_id = ""});
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return j["tasks"]["done"].get<std::uint64_t>() >= 2; },
+      std::chrono::seconds(180)))
+      << read_file(r.err_file);
+  fs::copy_file(modules() + "/ctr_linear.pt", mine, fs::copy_options::overwrite_existing);
+  pid_t pid = node_pid(r, "worker-1");
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(300)), 0) << read_file(r.err_file);
+  auto res = result(r);
+  EXPECT_GE(res.value("node_restarts", 0), 1) << res.dump();
+  expect_all_done(r);
+  EXPECT_NE(read_file(r.job_dir + "/logs/worker-1.log").find("worker-1#1"), std::string::npos);
+  EXPECT_EQ(read_file(r.job_dir + "/module.pt"), read_file(modules() + "/deepfm.pt"));
+  EXPECT_NE(read_file(r.job_dir + "/job.toml").find(r.job_dir + "/module.pt"), std::string::npos)
+      << read_file(r.job_dir + "/job.toml");
+  EXPECT_TRUE(no_processes_of(r));
 }
 
 // The runner SIGKILLed mid-job, then `troupe run --resume`: the PS shards restore the scripted

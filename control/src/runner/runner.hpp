@@ -104,6 +104,7 @@ class runner {
   int open_job_dir(const config_doc& doc);
   int open_resumed_dir();
   int create_job_dir(const config_doc& doc);
+  int dir_refusal(const error& err, const std::string& path);
   expected<config_doc> stored_copy(const config_doc& doc) const;
   int lock_job_dir();
   void clean_dead_runner(const cluster::job_dir& dir);

@@ -134,6 +134,31 @@ bool finished_job(const std::string& path) {
 
 namespace {
 
+// A TorchScript job trains its module as the file was when the job began: the runner copies it into
+// the job directory and the job's copy of the job file names the copy, so every worker (a relaunched
+// one, one joining later), a resumed run and `troupe export` load the same module. A file the user
+// rewrote mid-job (model.py exported again, with other layers) was loaded by every worker started
+// since: its pulls from the PS shards failed on every batch ("waiting for the PS shards" for ever,
+// the task it held never done) and the export wrote the job's tensors into the new module.
+constexpr const char* module_copy_name = "module.pt";
+
+bool copies_module(const job::job_spec& spec) {
+  return spec.nn.model.type == "torchscript" && !spec.nn.model.path.empty();
+}
+
+// The module copied to `to` (through a temporary file and a rename: a reader sees all of it or none).
+expected<void> copy_module(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  const std::string tmp = to + ".tmp";
+  std::filesystem::copy_file(from, tmp, std::filesystem::copy_options::overwrite_existing, ec);
+  if (!ec) std::filesystem::rename(tmp, to, ec);
+  if (!ec) return {};
+  std::filesystem::remove(tmp);
+  return make_unexpected(core_errc::io_error, "model.path: " + from +
+                                                  ": cannot copy the module into the job directory (" + to +
+                                                  "): " + ec.message());
+}
+
 // A job that ended before it launched any node (refused by the launcher: a partition Slurm lacks,
 // the controller down): result.json written, no nodes.json, no task journal. Nothing in it can be
 // resumed (--resume would read the same refused job file again), so a new run of its id replaces it.
@@ -176,16 +201,37 @@ expected<config_doc> runner::stored_copy(const config_doc& doc) const {
   return stored;
 }
 
-// A new job's directory, with the job file as it was resolved.
+// Why a new job's directory could not be made. A bad or taken --job-id is bad usage (exit 2), a
+// directory that cannot be made is not; a finished job has nothing to continue (another id then),
+// a running one is running.
+int runner::dir_refusal(const error& err, const std::string& path) {
+  const bool taken = err == cluster::cluster_errc::already_exists;
+  const bool finished = finished_job(path + "/result.json");
+  auto other = taken ? cluster::job_dir::open(path) : expected<cluster::job_dir>(err);
+  const auto running = other ? other->runner_pid() : std::nullopt;
+  return usage_refusal(
+      err.describe() + (!taken    ? std::string()
+                        : running ? " (it is running, runner pid " + std::to_string(*running) +
+                                        ": troupe status --job-dir " + path + ")"
+                        : finished ? " (that job finished: give another --job-id)"
+                                   : " (continue it with: troupe run --resume " + path + ")"),
+      taken || err == cluster::cluster_errc::invalid_spec ? 2 : 1);
+}
+
+// A new job's directory, with the job file as it was resolved (and a TorchScript job's module).
 int runner::create_job_dir(const config_doc& doc) {
   {
     if (auto why = job::name_problem(spec_.job.name); opt_.job_id.empty() && !why.empty())
       return refuse("job.name '" + spec_.job.name + "': " + why + " (or give --job-id)");
     std::string id = opt_.job_id.empty() ? default_job_id(spec_.job.name) : opt_.job_id;
     if (auto c = check_job_id(id, spec_); !c) return usage_refusal(c.err().describe());
+    const std::string path = spec_.job.root + "/" + id;
+    const std::string user_module = spec_.nn.model.path;
+    if (copies_module(spec_))
+      spec_.nn.model.path =
+          std::filesystem::absolute(path + "/" + module_copy_name).lexically_normal().string();
     auto stored = stored_copy(doc);
     if (!stored) return usage_refusal(stored.err().describe());
-    const std::string path = spec_.job.root + "/" + id;
     if (auto c = ps_checkpoints_free(path); !c.empty()) return refuse(c);
     if (never_started(path)) {
       spdlog::warn("{}: replacing the directory of a job of this id that never started a node", path);
@@ -193,22 +239,15 @@ int runner::create_job_dir(const config_doc& doc) {
       std::filesystem::remove_all(path, ec);
     }
     auto dir = cluster::job_dir::create(spec_.job.root, id, stored->to_toml());
-    if (!dir) {
-      // A bad or taken --job-id is bad usage (exit 2); a directory that cannot be made is not.
-      const bool taken = dir.err() == cluster::cluster_errc::already_exists;
-      // A finished job has nothing to continue: another id then; a running one is running.
-      const bool finished = finished_job(path + "/result.json");
-      auto other = taken ? cluster::job_dir::open(path) : expected<cluster::job_dir>(dir.err());
-      const auto running = other ? other->runner_pid() : std::nullopt;
-      return usage_refusal(
-          dir.err().describe() + (!taken    ? std::string()
-                                  : running ? " (it is running, runner pid " + std::to_string(*running) +
-                                                  ": troupe status --job-dir " + path + ")"
-                                  : finished ? " (that job finished: give another --job-id)"
-                                             : " (continue it with: troupe run --resume " + path + ")"),
-          taken || dir.err() == cluster::cluster_errc::invalid_spec ? 2 : 1);
-    }
+    if (!dir) return dir_refusal(dir.err(), path);
     dir_.emplace(std::move(*dir));
+    if (copies_module(spec_))
+      if (auto c = copy_module(user_module, spec_.nn.model.path); !c) {
+        dir_.reset();
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);  // nothing of the job's yet
+        return setup_failed(c.err(), 1);
+      }
   }
   // The new job's own: its shards write there, not to an earlier layout's <checkpoint_dir>/ps-<i>.
   std::error_code ec;
