@@ -136,6 +136,7 @@ int runner::check_model() {
   auto tables = actors::check_model(spec_, info);
   if (!tables) return setup_failed(tables.err(), 2);
   if (auto f = job::check_model_fits_strategy(spec_, *tables); !f) return setup_failed(f.err(), 2);
+  if (auto l = actors::check_last_task(spec_, info, store->count()); !l) return setup_failed(l.err(), 2);
   if (!opt_.resume.empty()) return check_resumed_state(info);  // a resumed job has its init/
   if (spec_.nn.model.init.empty()) return 0;
   return start_from_init(info);

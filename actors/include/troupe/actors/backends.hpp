@@ -27,6 +27,12 @@ std::string preload_host_backend(const job::job_spec& spec, const std::string& t
 
 // job::model_probe: builds the replica, says whether it has embedding tables.
 expected<bool> check_model(const job::job_spec& spec, const nn::dataset_info& info);
+// The last task of an epoch holds what the others leave (`records` % job.records_per_task): one that
+// ends in a batch of one row, with a TorchScript module that cannot train on one (batch norm), is
+// refused naming job.records_per_task and a value that leaves no such batch (the runner, once it
+// knows the training store's records; check_model refuses tasks that each end so).
+expected<void> check_last_task(const job::job_spec& spec, const nn::dataset_info& info,
+                               std::uint64_t records);
 // Whether a built-in model's dense layers (model.hidden) fit this machine's memory with their
 // gradients and Adam's moments; an error naming model.hidden and the sizes when not (check_model's
 // first check, for `troupe train --local`, which builds its model itself: std::bad_alloc otherwise).

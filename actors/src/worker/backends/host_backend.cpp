@@ -134,15 +134,25 @@ expected<void> check_fits_memory(const job::job_spec& spec, const nn::dataset_in
 }
 
 namespace {
+// One training step on a row of zeros: whether the module trains on one row (batch norm does not:
+// "Expected more than 1 value per channel when training").
+expected<void> trains_on_one_row(trainer_backend& b, const nn::dataset_info& info) {
+  const auto d = nn::dataset::zeros(info, 1);
+  if (auto l = b.compute_gradients(nn::batch(d, 0, 1)); !l) return l.err();
+  return {};
+}
+
+bool one_row_left(std::uint64_t rows, std::uint64_t batch) {
+  return batch > 1 && rows % batch == 1;
+}
+
 // Tasks of k x batch_size + 1 records end in a batch of one row: a module that cannot train on one
-// (batch norm: "Expected more than 1 value per channel when training") failed each task there, and
-// the job with them, after everything else had trained. One training step on a row of zeros tells.
+// failed each task there, and the job with them, after everything else had trained.
 expected<void> check_one_row_batches(trainer_backend& b, const job::job_spec& spec,
                                      const nn::dataset_info& info) {
   const auto batch = spec.nn.train.batch_size, per_task = spec.job.records_per_task;
-  if (batch <= 1 || per_task % batch != 1 || !b.embedding_tables().empty()) return {};
-  const auto d = nn::dataset::zeros(info, 1);
-  auto l = b.compute_gradients(nn::batch(d, 0, 1));
+  if (!one_row_left(per_task, batch) || !b.embedding_tables().empty()) return {};
+  auto l = trains_on_one_row(b, info);
   if (l) return {};
   return make_unexpected(core_errc::invalid_argument,
                          "key 'job.records_per_task': " + std::to_string(per_task) +
@@ -152,7 +162,36 @@ expected<void> check_one_row_batches(trainer_backend& b, const job::job_spec& sp
                              "): one that leaves no single row, e.g. " + std::to_string(per_task - 1) +
                              " (a multiple of train.batch_size)");
 }
+
+// The records_per_task nearest `per_task` whose tasks, the last one too, end in no batch of one row.
+std::uint64_t per_task_without_one_row(std::uint64_t per_task, std::uint64_t batch, std::uint64_t records) {
+  for (std::uint64_t d = 1; d < per_task; ++d)
+    for (std::uint64_t p : {per_task - d, per_task + d})
+      if (!one_row_left(p, batch) && !one_row_left(records % p, batch)) return p;
+  return batch;
+}
 }  // namespace
+
+expected<void> check_last_task(const job::job_spec& spec, const nn::dataset_info& info,
+                               std::uint64_t records) {
+  const auto batch = spec.nn.train.batch_size, per_task = spec.job.records_per_task;
+  if (spec.nn.model.type != "torchscript" || !spec.traits().trains || per_task == 0 ||
+      one_row_left(per_task, batch) || !one_row_left(records % per_task, batch))
+    return {};
+  auto t = load_torchscript(torchscript_options_of(spec, info));
+  if (!t) return t.err();
+  if (!(*t)->embedding_tables().empty()) return {};
+  auto l = trains_on_one_row(**t, info);
+  if (l) return {};
+  return make_unexpected(core_errc::invalid_argument,
+                         "key 'job.records_per_task': the training data's " + std::to_string(records) +
+                             " records in tasks of " + std::to_string(per_task) + " leave a last task of " +
+                             std::to_string(records % per_task) +
+                             " records each epoch, which ends in a batch of 1 row (train.batch_size " +
+                             std::to_string(batch) + "), and the module cannot train on one row (" +
+                             l.err().to_string() + "): one that leaves no single row, e.g. " +
+                             std::to_string(per_task_without_one_row(per_task, batch, records)));
+}
 
 expected<bool> check_model(const job::job_spec& spec, const nn::dataset_info& info) {
   if (auto fits = check_fits_memory(spec, info); !fits) return fits.err();
