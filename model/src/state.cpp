@@ -129,6 +129,7 @@ state_places places_of(const std::string& job_dir, const std::string& ps_checkpo
   state_places p;
   p.final_dir = job_dir + "/checkpoints/final";
   p.ring_dir = job_dir + "/checkpoints/ring";
+  p.buffers_dir = job_dir + "/checkpoints/buffers";
   const std::string& ps = ps_checkpoints;
   for (std::uint32_t i = 0; i < ps_shards; ++i) p.ps_dirs.push_back(ps + "/ps-" + std::to_string(i));
   return p;
@@ -150,6 +151,16 @@ void merge_shard(storage::shard_state& into, storage::shard_state&& shard) {
   }
 }
 
+// An async_ps job that wrote no final state: the shards hold the parameters, a worker's checkpoint
+// its buffers (batch norm's statistics; the export had the module's own, running mean 0).
+expected<void> merge_buffers(storage::shard_state& into, const std::string& dir) {
+  if (dir.empty()) return {};
+  auto s = read_state(dir);
+  if (!s) return s.err();
+  if (*s) merge_shard(into, std::move((*s)->state));
+  return {};
+}
+
 }  // namespace
 
 expected<loaded_state> job_state(const state_places& places) {
@@ -159,6 +170,7 @@ expected<loaded_state> job_state(const state_places& places) {
     if (!s) return s.err();
     if ((out = std::move(*s))) break;
   }
+  const bool shards_alone = !out;
   for (const auto& dir : places.ps_dirs) {
     auto s = read_state(dir);
     if (!s) return s.err();
@@ -169,6 +181,8 @@ expected<loaded_state> job_state(const state_places& places) {
     }
     merge_shard(out->state, std::move((*s)->state));
   }
+  if (out && shards_alone)
+    if (auto b = merge_buffers(out->state, places.buffers_dir); !b) return b.err();
   if (out) {
     // A node's own entries ("#noise_scale" of a PS shard, "#strategy" of a ring's writer) are its
     // run's, not the model's.

@@ -598,5 +598,68 @@ TEST(torch_job, scripted_deepfm_resumes_after_a_runner_sigkill) {
   EXPECT_TRUE(no_processes_of(r));
 }
 
+// One async_ps worker training the counter of training forwards (a buffer: 16 a task, 128 in the job),
+// paced (about 4 s) and writing its buffers every 100 ms with the shards' checkpoints.
+std::string counting_async_ps_job() {
+  auto job = small_torch_job(modules() + "/counts_training_forwards.pt", "[ps]\ncheckpoint_every_ms = 100\n");
+  job.replace(job.find("workers = 2"), 11, "workers = 1\nmax_workers = 1");
+  job.replace(job.find("strategy = \"allreduce\""), 22, "strategy = \"async_ps\"");
+  job.replace(job.find("[train]\n"), 8, "[train]\nmax_samples_per_s = 2000\n");
+  return job;
+}
+
+int trained_forwards(const std::string& model_dir) {
+  return std::atoi(run("/usr/bin/python3 -c \"import torch; print(int(torch.jit.load('" + model_dir +
+                       "/model.pt').calls.item()))\"")
+                       .c_str());
+}
+
+// An async_ps worker's buffers (batch norm's running statistics; here a counter) outlive it: the
+// relaunch of a SIGKILLed worker takes those its predecessor checkpointed. It started from the
+// module's own: the job's model counted the forwards of the relaunch alone (at most 96 of 128).
+TEST(torch_job, a_relaunched_async_ps_worker_takes_the_buffers_its_predecessor_checkpointed) {
+  auto r = start_job("torch-ps-buffers", counting_async_ps_job());
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return j["tasks"]["done"].get<std::uint64_t>() >= 2; },
+      std::chrono::seconds(180)))
+      << read_file(r.err_file);
+  pid_t pid = node_pid(r, "worker-0");
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
+  EXPECT_GE(result(r).value("node_restarts", 0), 1) << read_file(r.job_dir + "/result.json");
+  const auto log = read_file(r.job_dir + "/logs/worker-0.log");
+  EXPECT_NE(log.find("worker-0#1: takes 1 buffers from " + r.job_dir + "/checkpoints/buffers"),
+            std::string::npos)
+      << log;
+  const int calls = trained_forwards(r.job_dir + "/model");
+  std::printf("forwards counted by the job's model after a worker's kill: %d of 128\n", calls);
+  EXPECT_GE(calls, 112) << "at most one task's forwards lost between a checkpoint and the kill";
+}
+
+// The same buffers in a job whose runner was SIGKILLed (no final state): `troupe export` writes them
+// with the shards' parameters (it wrote the module's own: a counter of 0, batch norm's mean 0), and
+// the resumed job's worker starts from them.
+TEST(torch_job, an_interrupted_async_ps_job_exports_and_resumes_with_its_workers_buffers) {
+  auto r = start_job("torch-ps-buffers-resume", counting_async_ps_job());
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return j["tasks"]["done"].get<std::uint64_t>() >= 3; },
+      std::chrono::seconds(180)))
+      << read_file(r.err_file);
+  ASSERT_EQ(::kill(r.pid, SIGKILL), 0);
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(30)), -SIGKILL);
+  ASSERT_TRUE(poll_until([&] { return no_processes_of(r); }, std::chrono::seconds(30)));
+  std::string out;
+  ASSERT_EQ(troupe("export " + r.job_dir + " --out " + r.dir + "/mid 2>&1", &out), 0) << out;
+  const int mid = trained_forwards(r.dir + "/mid");
+  std::printf("forwards counted by the interrupted job's export: %d\n", mid);
+  EXPECT_GE(mid, 32) << out;  // 3 tasks done, less what the last 100 ms lost
+  resume_job(r);
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
+  const int calls = trained_forwards(r.job_dir + "/model");
+  std::printf("forwards counted by the resumed job's model: %d of 128\n", calls);
+  EXPECT_GE(calls, 112);
+}
+
 }  // namespace
 }  // namespace troupe::testing

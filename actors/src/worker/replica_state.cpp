@@ -8,6 +8,17 @@
 
 namespace troupe::actors {
 
+namespace {
+
+void add_buffers(trainer_backend& b, storage::flat_state& s) {
+  auto bufs = b.buffers();
+  auto names = b.buffer_names();
+  for (std::size_t i = 0; i < bufs.size() && i < names.size(); ++i)
+    s.dense.emplace_back(names[i], std::vector<float>(bufs[i].begin(), bufs[i].end()));
+}
+
+}  // namespace
+
 expected<storage::flat_state> snapshot(trainer_backend& b) {
   if (auto h = b.to_host(host_copy::parameters); !h) return h.err();
   storage::flat_state s;
@@ -25,10 +36,14 @@ expected<storage::flat_state> snapshot(trainer_backend& b) {
       s.dense_slots.emplace_back(l.name, std::move(slots));
     }
   }
-  auto bufs = b.buffers();
-  auto names = b.buffer_names();
-  for (std::size_t i = 0; i < bufs.size() && i < names.size(); ++i)
-    s.dense.emplace_back(names[i], std::vector<float>(bufs[i].begin(), bufs[i].end()));
+  add_buffers(b, s);
+  return s;
+}
+
+expected<storage::flat_state> snapshot_buffers(trainer_backend& b) {
+  if (auto h = b.to_host(host_copy::parameters); !h) return h.err();
+  storage::flat_state s;
+  add_buffers(b, s);
   return s;
 }
 

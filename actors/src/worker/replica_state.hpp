@@ -20,6 +20,8 @@
 namespace troupe::actors {
 
 expected<storage::flat_state> snapshot(trainer_backend& b);
+// The buffers alone (an async_ps worker's: its parameters are the shards').
+expected<storage::flat_state> snapshot_buffers(trainer_backend& b);
 
 struct restore_report {
   std::size_t tensors = 0, buffers = 0, slots = 0;

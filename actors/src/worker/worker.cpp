@@ -83,10 +83,31 @@ void start_from_init(worker_state& st, const std::string& dir) {
                r->tensors, r->buffers);
 }
 
+// An async_ps worker's buffers (batch norm's running statistics; the shards hold the parameters, not
+// them): the lowest-index worker writes its own to <job dir>/checkpoints/buffers with the shards'
+// checkpoints, and a worker that starts (a relaunch, one joining, every worker of a resumed job)
+// takes the latest there. Each started from the module's own (running mean 0, variance 1), and one
+// that evaluated for the job soon after scored with them; a resumed job's export had no others.
+void set_up_buffer_checkpoints(worker_state& st, worker_host* rt) {
+  if (st.backend->buffers().empty()) return;
+  const std::string dir = rt->who().job_dir + "/checkpoints/buffers";
+  auto s = model::read_state(dir);
+  auto r =
+      s && *s ? restore(*st.backend, (*s)->state, false, false) : expected<restore_report>(restore_report{});
+  if (!s || !r)  // statistics a few batches relearn: no reason to stop the worker
+    spdlog::warn("{}: the buffers in {} are not taken, the module's own are: {}", rt->self().to_string(), dir,
+                 (!s ? s.err() : r.err()).to_string());
+  else if (*s)
+    spdlog::info("{}: takes {} buffers from {} ({}, version {})", rt->self().to_string(), r->buffers, dir,
+                 (*s)->meta.writer, (*s)->meta.version);
+  st.checkpoints = std::make_unique<ring_checkpoints>(dir);
+  st.next_checkpoint = rt->clock().now() + rt->spec().ps.checkpoint_every;
+}
+
 // Where the replica's state comes from and goes: a prediction job's output parts; else [model] init,
 // and a ring job's checkpoints. Under async_ps init too: the shards hold the parameters (and started
 // from the init state themselves), but buffers, batch norm's statistics, are the worker's own (they
-// were dropped: a counter of 315 started again at 0).
+// were dropped: a counter of 315 started again at 0), and so are their checkpoints.
 void set_up_state(worker_state& st, worker_host* rt) {
   if (st.strat->keeps_row_order()) {
     st.output = std::make_unique<part_output>(rt->who().job_dir + "/predictions");
@@ -94,7 +115,7 @@ void set_up_state(worker_state& st, worker_host* rt) {
     return;
   }
   start_from_init(st, rt->who().job_dir + "/checkpoints/init");
-  if (rt->spec().uses_ps()) return;
+  if (rt->spec().uses_ps()) return set_up_buffer_checkpoints(st, rt);
   st.checkpoints = std::make_unique<ring_checkpoints>(rt->who().job_dir + "/checkpoints/ring");
   st.ctx->store = st.checkpoints.get();
   st.next_checkpoint = rt->clock().now() + rt->spec().job.checkpoint_every;

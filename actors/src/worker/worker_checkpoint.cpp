@@ -1,6 +1,6 @@
 // The worker's side of durable replicas: the ring checkpoint it writes when it is the ring's
-// writer, and the final state after the job's evaluation (docs/job.md, "Ring checkpoints" and
-// "The job's model").
+// writer (an async_ps worker: its buffers alone), and the final state after the job's evaluation
+// (docs/job.md, "Ring checkpoints" and "The job's model").
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -41,12 +41,19 @@ model::state_meta meta_of(worker_state& st, const char* from) {
   return m;
 }
 
+// How often the writer writes: a ring's job.checkpoint_every_ms; an async_ps worker's buffers with
+// the shards' parameters, every ps.checkpoint_every_ms.
+std::chrono::milliseconds checkpoint_every(const job::job_spec& spec) {
+  return spec.uses_ps() ? spec.ps.checkpoint_every : spec.job.checkpoint_every;
+}
+
 // A copy of the replica, with the strategy's own state of the same moment (between two steps),
-// handed to the ring's checkpoint writer. False when none could be made or the writer was busy.
+// handed to the ring's checkpoint writer; under async_ps the buffers alone (the shards checkpoint the
+// parameters). False when none could be made or the writer was busy.
 bool offer_checkpoint(worker_state& st) {
-  auto s = snapshot(*st.backend);
+  auto s = st.node->spec().uses_ps() ? snapshot_buffers(*st.backend) : snapshot(*st.backend);
   if (!s) {
-    spdlog::warn("ring checkpoint: {}", s.err().to_string());
+    spdlog::warn("replica checkpoint: {}", s.err().to_string());
     return false;
   }
   if (auto kept = st.strat->durable_state(); !kept.empty())
@@ -59,16 +66,16 @@ bool offer_checkpoint(worker_state& st) {
 }  // namespace
 
 void maybe_checkpoint(worker_state& st) {
-  if (!st.checkpoints || st.node->spec().job.checkpoint_every.count() == 0) return;
+  if (!st.checkpoints || checkpoint_every(st.node->spec()).count() == 0) return;
   const auto now = st.node->clock().now();
   if (now < st.next_checkpoint) return;
-  st.next_checkpoint = now + st.node->spec().job.checkpoint_every;
+  st.next_checkpoint = now + checkpoint_every(st.node->spec());
   if (st.checkpoints->writer().busy() || !writes_checkpoints(st, st.node->view())) return;
   offer_checkpoint(st);
 }
 
 void checkpoint_on_leave(worker_state& st) {
-  if (!st.checkpoints || st.node->spec().job.checkpoint_every.count() == 0) return;
+  if (!st.checkpoints || checkpoint_every(st.node->spec()).count() == 0) return;
   if (st.steps_total == st.steps_at_checkpoint) return;  // nothing trained since the last one
   if (!writes_checkpoints(st, st.node->view_at_leave())) return;
   // The periodic one still being written is finished first (the writer keeps one at a time); the
@@ -77,7 +84,7 @@ void checkpoint_on_leave(worker_state& st) {
   const auto until = clk.now() + std::chrono::seconds(2);
   while (st.checkpoints->writer().busy() && clk.now() < until) clk.sleep_for(std::chrono::milliseconds(5));
   if (offer_checkpoint(st))
-    spdlog::info("{}: leaving: the replica's state after {} steps goes to a last ring checkpoint",
+    spdlog::info("{}: leaving: the replica's state after {} steps goes to a last checkpoint",
                  st.node->self().to_string(), st.steps_total);
 }
 

@@ -60,7 +60,7 @@ struct worker_state {
   std::unique_ptr<collective::mixed_ring_session> ring;
   std::unique_ptr<strategy> strat;
   // Ring strategies: the ring's checkpoints (replica_checkpoint.hpp), and when this worker next
-  // considers writing one.
+  // considers writing one; async_ps: its buffers' (worker.cpp, set_up_buffer_checkpoints).
   std::unique_ptr<ring_checkpoints> checkpoints;
   std::unique_ptr<task_output> output;  // prediction jobs: the tasks' part files
   clock::time_point next_checkpoint{};

@@ -73,9 +73,9 @@ expected<std::optional<loaded_state>> read_state(const std::string& dir);
 
 // Where a job keeps its states: <job dir>/checkpoints/{final,ring}/ and the PS shards' stores,
 // <ps_checkpoints>/ps-<i>/ (job::ps_options::checkpoints_of: <job dir>/checkpoints, or
-// <checkpoint_dir>/<job id>).
+// <checkpoint_dir>/<job id>), with an async_ps worker's buffers in <job dir>/checkpoints/buffers/.
 struct state_places {
-  std::string final_dir, ring_dir;
+  std::string final_dir, ring_dir, buffers_dir;
   std::vector<std::string> ps_dirs;
 };
 state_places places_of(const std::string& job_dir, const std::string& ps_checkpoints,
@@ -83,7 +83,8 @@ state_places places_of(const std::string& job_dir, const std::string& ps_checkpo
 
 // The job's model state for export and warm start: final/ when the job wrote one (the state its
 // own evaluation scored), else the ring's latest checkpoint; the PS shards' latest checkpoints are
-// merged in (their dense tensors where the worker's state lacks them, and every embedding row).
+// merged in (their dense tensors where the worker's state lacks them, and every embedding row), and
+// with the shards alone, the latest buffers an async_ps worker wrote.
 // not_found (naming the places looked at) when none holds a state.
 expected<loaded_state> job_state(const state_places& places);
 
