@@ -278,11 +278,13 @@ void input_notes(const options& o, const input& data, nlohmann::json& j) {
 }
 
 // Once --out is written (or the scores computed): the job's parts and a CSV's encoded copy go (both
-// the size of the input; each run left them under --root for good). The job directory keeps its
-// logs, result.json and task journal. A failed job keeps everything, to look into.
+// the size of the input; each run left them under --root for good), and the copy of the model the
+// job ran (model_in/, the model's size). The job directory keeps its logs, result.json and task
+// journal. A failed job keeps everything, to look into.
 void drop_copies(const std::string& job_dir, const input& data) {
   std::error_code ec;
   fs::remove_all(job_dir + "/predictions", ec);
+  fs::remove_all(job_dir + "/model_in", ec);
   if (data.copy) fs::remove_all(data.store, ec);  // never a store the user gave
 }
 

@@ -111,14 +111,27 @@ void expect_export_refused(const std::string& job_dir) {
   EXPECT_NE(out.find("a prediction job (troupe predict or evaluate)"), std::string::npos) << out;
 }
 
+// The model directory is exported again mid-job (here: its weights negated in place): the worker
+// relaunched after the kill runs the model as it was when the job began (the job's copy, model_in/),
+// and every row's probabilities are the original model's. It loaded the new one: its tasks' rows were
+// scored by another model.
 TEST(predict, every_row_once_in_order_with_a_worker_killed_and_the_models_probabilities) {
   const auto model = trained() + "/model";
   const std::string dir = test_root("predict-kill");
   write_csv(dir + "/new.csv", 100000, false, 2);
+  const std::string mine = dir + "/mine";
+  fs::create_directories(mine);
+  for (const char* f : {"model.json", "model.pt"}) fs::copy_file(model + "/" + f, mine + "/" + f);
+  int negated = 0;
+  const auto why =
+      sh("/usr/bin/python3 -c \"import torch; m = torch.jit.load('" + model +
+             "/model.pt'); [p.data.neg_() for p in m.parameters()]; m.save('" + dir + "/negated.pt')\" 2>&1",
+         &negated);
+  ASSERT_EQ(negated, 0) << why;
   job_run r;
   r.dir = dir;
   r.job_dir = dir + "/jobs/p1";
-  r.pid = spawn({"predict", model, "--data", dir + "/new.csv", "--out", dir + "/out.csv", "--workers", "2",
+  r.pid = spawn({"predict", mine, "--data", dir + "/new.csv", "--out", dir + "/out.csv", "--workers", "2",
                  "--records-per-task", "2000", "--root", dir + "/jobs", "--job-id", "p1", "--quiet"},
                 dir + "/log");
   // A worker dies once some tasks' output is written: its task is leased again and redone.
@@ -131,10 +144,12 @@ TEST(predict, every_row_once_in_order_with_a_worker_killed_and_the_models_probab
         return parts >= 5 || exited(r);
       },
       std::chrono::seconds(240)));
+  fs::copy_file(dir + "/negated.pt", mine + "/model.pt", fs::copy_options::overwrite_existing);
   const pid_t victim = node_pid(r, "worker-1");
   ASSERT_GT(victim, 0) << "no worker-1 to kill (the prediction was over?)\n" << read_file(dir + "/log");
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
   ASSERT_EQ(wait_job(r, std::chrono::seconds(400)), 0) << read_file(dir + "/log");
+  EXPECT_NE(read_file(r.job_dir + "/job.toml").find(r.job_dir + "/model_in"), std::string::npos);
   auto res = nlohmann::json::parse(read_file(r.job_dir + "/result.json"));
   EXPECT_GE(res.value("node_restarts", 0), 1) << res.dump();
   expect_all_done(r);
@@ -142,6 +157,7 @@ TEST(predict, every_row_once_in_order_with_a_worker_killed_and_the_models_probab
   // stayed under --root after every run); its logs and result.json stay.
   EXPECT_FALSE(fs::exists(r.job_dir + "/predictions")) << "the prediction parts were kept";
   EXPECT_FALSE(fs::exists(r.job_dir + "/input")) << "the CSV's encoded copy was kept";
+  EXPECT_FALSE(fs::exists(r.job_dir + "/model_in")) << "the model's copy was kept";
   EXPECT_TRUE(fs::exists(r.job_dir + "/logs/master.log"));
   int code = 0;
   auto out = sh("/usr/bin/python3 " TROUPE_TEST_SOURCE_DIR "/predict_reference.py " + model + " " + dir +

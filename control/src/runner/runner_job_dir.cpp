@@ -134,29 +134,45 @@ bool finished_job(const std::string& path) {
 
 namespace {
 
-// A TorchScript job trains its module as the file was when the job began: the runner copies it into
-// the job directory and the job's copy of the job file names the copy, so every worker (a relaunched
-// one, one joining later), a resumed run and `troupe export` load the same module. A file the user
-// rewrote mid-job (model.py exported again, with other layers) was loaded by every worker started
-// since: its pulls from the PS shards failed on every batch ("waiting for the PS shards" for ever,
-// the task it held never done) and the export wrote the job's tensors into the new module.
-constexpr const char* module_copy_name = "module.pt";
-
-bool copies_module(const job::job_spec& spec) {
-  return spec.nn.model.type == "torchscript" && !spec.nn.model.path.empty();
+// A job runs its model as it was when the job began: the runner copies what the workers load into
+// the job directory — a TorchScript job's module file to module.pt, a prediction job's model
+// directory (its model.json and model.pt) to model_in/ — and the job's copy of the job file names the
+// copy, so every worker (a relaunched one, one joining later), a resumed run and `troupe export` load
+// the same model. A module the user rewrote mid-job (model.py exported again, with other layers) was
+// loaded by every worker started since: its pulls from the PS shards failed on every batch ("waiting
+// for the PS shards" for ever, the task it held never done) and the export wrote the job's tensors
+// into the new module; a model directory exported again over the one a prediction ran scored the
+// tasks of a relaunched worker with the new model.
+std::string model_copy_name(const job::job_spec& spec) {
+  if (spec.nn.model.path.empty()) return {};
+  if (spec.nn.model.type == "torchscript") return "module.pt";
+  if (spec.nn.model.type == "exported") return "model_in";
+  return {};
 }
 
-// The module copied to `to` (through a temporary file and a rename: a reader sees all of it or none).
-expected<void> copy_module(const std::string& from, const std::string& to) {
+// A file copied to `to` (through a temporary file and a rename: a reader sees all of it or none).
+std::error_code copy_whole(const std::string& from, const std::string& to) {
   std::error_code ec;
   const std::string tmp = to + ".tmp";
   std::filesystem::copy_file(from, tmp, std::filesystem::copy_options::overwrite_existing, ec);
   if (!ec) std::filesystem::rename(tmp, to, ec);
+  if (ec) std::filesystem::remove(tmp);
+  return ec;
+}
+
+// The model at `from` (a module file, or a model directory's two files) copied to `to`.
+expected<void> copy_model(const job::job_spec& spec, const std::string& from, const std::string& to) {
+  std::error_code ec;
+  if (spec.nn.model.type == "torchscript") {
+    ec = copy_whole(from, to);
+  } else if (std::filesystem::create_directory(to, ec); !ec) {
+    for (const char* name : {"model.json", "model.pt"})
+      if ((ec = copy_whole(from + "/" + name, to + "/" + name))) break;
+  }
   if (!ec) return {};
-  std::filesystem::remove(tmp);
-  return make_unexpected(core_errc::io_error, "model.path: " + from +
-                                                  ": cannot copy the module into the job directory (" + to +
-                                                  "): " + ec.message());
+  return make_unexpected(
+      core_errc::io_error,
+      "model.path: " + from + ": cannot copy the model into the job directory (" + to + "): " + ec.message());
 }
 
 // A job that ended before it launched any node (refused by the launcher: a partition Slurm lacks,
@@ -226,10 +242,9 @@ int runner::create_job_dir(const config_doc& doc) {
     std::string id = opt_.job_id.empty() ? default_job_id(spec_.job.name) : opt_.job_id;
     if (auto c = check_job_id(id, spec_); !c) return usage_refusal(c.err().describe());
     const std::string path = spec_.job.root + "/" + id;
-    const std::string user_module = spec_.nn.model.path;
-    if (copies_module(spec_))
-      spec_.nn.model.path =
-          std::filesystem::absolute(path + "/" + module_copy_name).lexically_normal().string();
+    const std::string user_model = spec_.nn.model.path, copy_name = model_copy_name(spec_);
+    if (!copy_name.empty())
+      spec_.nn.model.path = std::filesystem::absolute(path + "/" + copy_name).lexically_normal().string();
     auto stored = stored_copy(doc);
     if (!stored) return usage_refusal(stored.err().describe());
     if (auto c = ps_checkpoints_free(path); !c.empty()) return refuse(c);
@@ -241,8 +256,8 @@ int runner::create_job_dir(const config_doc& doc) {
     auto dir = cluster::job_dir::create(spec_.job.root, id, stored->to_toml());
     if (!dir) return dir_refusal(dir.err(), path);
     dir_.emplace(std::move(*dir));
-    if (copies_module(spec_))
-      if (auto c = copy_module(user_module, spec_.nn.model.path); !c) {
+    if (!copy_name.empty())
+      if (auto c = copy_model(spec_, user_model, spec_.nn.model.path); !c) {
         dir_.reset();
         std::error_code ec;
         std::filesystem::remove_all(path, ec);  // nothing of the job's yet
