@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "model_copy.hpp"
 #include "runner.hpp"
 #include "troupe/cluster/errc.hpp"
 #include "troupe/cluster/own_path.hpp"
@@ -133,47 +134,6 @@ bool finished_job(const std::string& path) {
 }
 
 namespace {
-
-// A job runs its model as it was when the job began: the runner copies what the workers load into
-// the job directory — a TorchScript job's module file to module.pt, a prediction job's model
-// directory (its model.json and model.pt) to model_in/ — and the job's copy of the job file names the
-// copy, so every worker (a relaunched one, one joining later), a resumed run and `troupe export` load
-// the same model. A module the user rewrote mid-job (model.py exported again, with other layers) was
-// loaded by every worker started since: its pulls from the PS shards failed on every batch ("waiting
-// for the PS shards" for ever, the task it held never done) and the export wrote the job's tensors
-// into the new module; a model directory exported again over the one a prediction ran scored the
-// tasks of a relaunched worker with the new model.
-std::string model_copy_name(const job::job_spec& spec) {
-  if (spec.nn.model.path.empty()) return {};
-  if (spec.nn.model.type == "torchscript") return "module.pt";
-  if (spec.nn.model.type == "exported") return "model_in";
-  return {};
-}
-
-// A file copied to `to` (through a temporary file and a rename: a reader sees all of it or none).
-std::error_code copy_whole(const std::string& from, const std::string& to) {
-  std::error_code ec;
-  const std::string tmp = to + ".tmp";
-  std::filesystem::copy_file(from, tmp, std::filesystem::copy_options::overwrite_existing, ec);
-  if (!ec) std::filesystem::rename(tmp, to, ec);
-  if (ec) std::filesystem::remove(tmp);
-  return ec;
-}
-
-// The model at `from` (a module file, or a model directory's two files) copied to `to`.
-expected<void> copy_model(const job::job_spec& spec, const std::string& from, const std::string& to) {
-  std::error_code ec;
-  if (spec.nn.model.type == "torchscript") {
-    ec = copy_whole(from, to);
-  } else if (std::filesystem::create_directory(to, ec); !ec) {
-    for (const char* name : {"model.json", "model.pt"})
-      if ((ec = copy_whole(from + "/" + name, to + "/" + name))) break;
-  }
-  if (!ec) return {};
-  return make_unexpected(
-      core_errc::io_error,
-      "model.path: " + from + ": cannot copy the model into the job directory (" + to + "): " + ec.message());
-}
 
 // A job that ended before it launched any node (refused by the launcher: a partition Slurm lacks,
 // the controller down): result.json written, no nodes.json, no task journal. Nothing in it can be
