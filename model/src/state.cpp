@@ -2,6 +2,7 @@
 
 #include "troupe/model/model_dir.hpp"
 
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -152,13 +153,17 @@ void merge_shard(storage::shard_state& into, storage::shard_state&& shard) {
 }
 
 // An async_ps job that wrote no final state: the shards hold the parameters, a worker's checkpoint
-// its buffers (batch norm's statistics; the export had the module's own, running mean 0).
-expected<void> merge_buffers(storage::shard_state& into, const std::string& dir) {
-  if (dir.empty()) return {};
+// its buffers (batch norm's statistics; the export had the module's own, running mean 0). One that
+// cannot be read is passed over with a warning, as the workers pass it over: statistics a few
+// batches relearn do not stop an export or a resume.
+void merge_buffers(storage::shard_state& into, const std::string& dir) {
+  if (dir.empty()) return;
   auto s = read_state(dir);
-  if (!s) return s.err();
-  if (*s) merge_shard(into, std::move((*s)->state));
-  return {};
+  if (!s)
+    spdlog::warn("{}: the workers' buffers cannot be read, the module's own are kept: {}", dir,
+                 s.err().to_string());
+  else if (*s)
+    merge_shard(into, std::move((*s)->state));
 }
 
 }  // namespace
@@ -181,8 +186,7 @@ expected<loaded_state> job_state(const state_places& places) {
     }
     merge_shard(out->state, std::move((*s)->state));
   }
-  if (out && shards_alone)
-    if (auto b = merge_buffers(out->state, places.buffers_dir); !b) return b.err();
+  if (out && shards_alone) merge_buffers(out->state, places.buffers_dir);
   if (out) {
     // A node's own entries ("#noise_scale" of a PS shard, "#strategy" of a ring's writer) are its
     // run's, not the model's.

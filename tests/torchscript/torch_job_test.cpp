@@ -614,6 +614,17 @@ int trained_forwards(const std::string& model_dir) {
                        .c_str());
 }
 
+// The job's runner SIGKILLed once 3 tasks are done, and every node gone with it.
+void kill_the_runner_after_3_tasks(job_run& r) {
+  ASSERT_TRUE(wait_status(
+      r, [](const nlohmann::json& j) { return j["tasks"]["done"].get<std::uint64_t>() >= 3; },
+      std::chrono::seconds(180)))
+      << read_file(r.err_file);
+  ASSERT_EQ(::kill(r.pid, SIGKILL), 0);
+  EXPECT_EQ(wait_job(r, std::chrono::seconds(30)), -SIGKILL);
+  ASSERT_TRUE(poll_until([&] { return no_processes_of(r); }, std::chrono::seconds(30)));
+}
+
 // An async_ps worker's buffers (batch norm's running statistics; here a counter) outlive it: the
 // relaunch of a SIGKILLed worker takes those its predecessor checkpointed. It started from the
 // module's own: the job's model counted the forwards of the relaunch alone (at most 96 of 128).
@@ -642,13 +653,7 @@ TEST(torch_job, a_relaunched_async_ps_worker_takes_the_buffers_its_predecessor_c
 // the resumed job's worker starts from them.
 TEST(torch_job, an_interrupted_async_ps_job_exports_and_resumes_with_its_workers_buffers) {
   auto r = start_job("torch-ps-buffers-resume", counting_async_ps_job());
-  ASSERT_TRUE(wait_status(
-      r, [](const nlohmann::json& j) { return j["tasks"]["done"].get<std::uint64_t>() >= 3; },
-      std::chrono::seconds(180)))
-      << read_file(r.err_file);
-  ASSERT_EQ(::kill(r.pid, SIGKILL), 0);
-  EXPECT_EQ(wait_job(r, std::chrono::seconds(30)), -SIGKILL);
-  ASSERT_TRUE(poll_until([&] { return no_processes_of(r); }, std::chrono::seconds(30)));
+  ASSERT_NO_FATAL_FAILURE(kill_the_runner_after_3_tasks(r));
   std::string out;
   ASSERT_EQ(troupe("export " + r.job_dir + " --out " + r.dir + "/mid 2>&1", &out), 0) << out;
   const int mid = trained_forwards(r.dir + "/mid");
@@ -659,6 +664,33 @@ TEST(torch_job, an_interrupted_async_ps_job_exports_and_resumes_with_its_workers
   const int calls = trained_forwards(r.job_dir + "/model");
   std::printf("forwards counted by the resumed job's model: %d of 128\n", calls);
   EXPECT_GE(calls, 112);
+}
+
+// A buffers checkpoint that cannot be read (its files overwritten) stops neither the export nor the
+// resume: both say so and keep the module's own, as a starting worker does.
+TEST(torch_job, a_damaged_buffers_checkpoint_stops_neither_the_export_nor_the_resume) {
+  auto r = start_job("torch-ps-buffers-damaged", counting_async_ps_job());
+  ASSERT_NO_FATAL_FAILURE(kill_the_runner_after_3_tasks(r));
+  std::size_t damaged = 0;
+  for (const auto& e : fs::recursive_directory_iterator(r.job_dir + "/checkpoints/buffers"))
+    if (e.is_regular_file()) {
+      std::ofstream(e.path(), std::ios::trunc) << "not a checkpoint";
+      ++damaged;
+    }
+  ASSERT_GT(damaged, 0u);
+  std::string out;
+  ASSERT_EQ(troupe("export " + r.job_dir + " --out " + r.dir + "/mid 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("checkpoints/buffers: the workers' buffers cannot be read, the module's own are kept"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(trained_forwards(r.dir + "/mid"), 0);
+  resume_job(r);
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
+  // The resumed run's workers (their names follow the first run's) passed it over too.
+  std::string logs;
+  for (const auto& e : fs::directory_iterator(r.job_dir + "/logs"))
+    if (e.path().filename().string().rfind("worker-", 0) == 0) logs += read_file(e.path().string());
+  EXPECT_NE(logs.find("/checkpoints/buffers are not taken, the module's own are"), std::string::npos) << logs;
 }
 
 }  // namespace

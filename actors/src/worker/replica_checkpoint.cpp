@@ -82,10 +82,10 @@ void checkpoint_writer::run() {
     if (v) {
       ++written_;
       error_.clear();
-      spdlog::debug("ring checkpoint {} written (step {})", *v, meta.step);
+      spdlog::debug("replica checkpoint {} written (step {})", *v, meta.step);
     } else if (error_ != v.err().to_string()) {
       error_ = v.err().to_string();
-      spdlog::warn("ring checkpoint: {}", error_);
+      spdlog::warn("replica checkpoint: {}", error_);
     }
   }
 }
