@@ -91,17 +91,17 @@ void start_from_init(worker_state& st, const std::string& dir) {
 void set_up_buffer_checkpoints(worker_state& st, worker_host* rt) {
   if (st.backend->buffers().empty()) return;
   const std::string dir = rt->who().job_dir + "/checkpoints/buffers";
+  st.checkpoints = std::make_unique<ring_checkpoints>(dir);
+  st.next_checkpoint = rt->clock().now() + checkpoint_every(rt->spec());
   auto s = model::read_state(dir);
-  auto r =
-      s && *s ? restore(*st.backend, (*s)->state, false, false) : expected<restore_report>(restore_report{});
-  if (!s || !r)  // statistics a few batches relearn: no reason to stop the worker
+  if (s && !*s) return;  // none written yet
+  auto r = s ? restore(*st.backend, (*s)->state, false, false) : expected<restore_report>(s.err());
+  if (!r)  // statistics a few batches relearn: no reason to stop the worker
     spdlog::warn("{}: the buffers in {} are not taken, the module's own are: {}", rt->self().to_string(), dir,
-                 (!s ? s.err() : r.err()).to_string());
-  else if (*s)
+                 r.err().to_string());
+  else
     spdlog::info("{}: takes {} buffers from {} ({}, version {})", rt->self().to_string(), r->buffers, dir,
                  (*s)->meta.writer, (*s)->meta.version);
-  st.checkpoints = std::make_unique<ring_checkpoints>(dir);
-  st.next_checkpoint = rt->clock().now() + rt->spec().ps.checkpoint_every;
 }
 
 // Where the replica's state comes from and goes: a prediction job's output parts; else [model] init,
@@ -118,7 +118,7 @@ void set_up_state(worker_state& st, worker_host* rt) {
   if (rt->spec().uses_ps()) return set_up_buffer_checkpoints(st, rt);
   st.checkpoints = std::make_unique<ring_checkpoints>(rt->who().job_dir + "/checkpoints/ring");
   st.ctx->store = st.checkpoints.get();
-  st.next_checkpoint = rt->clock().now() + rt->spec().job.checkpoint_every;
+  st.next_checkpoint = rt->clock().now() + checkpoint_every(rt->spec());
 }
 
 }  // namespace

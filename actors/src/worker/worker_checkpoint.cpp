@@ -41,12 +41,6 @@ model::state_meta meta_of(worker_state& st, const char* from) {
   return m;
 }
 
-// How often the writer writes: a ring's job.checkpoint_every_ms; an async_ps worker's buffers with
-// the shards' parameters, every ps.checkpoint_every_ms.
-std::chrono::milliseconds checkpoint_every(const job::job_spec& spec) {
-  return spec.uses_ps() ? spec.ps.checkpoint_every : spec.job.checkpoint_every;
-}
-
 // A copy of the replica, with the strategy's own state of the same moment (between two steps),
 // handed to the ring's checkpoint writer; under async_ps the buffers alone (the shards checkpoint the
 // parameters). False when none could be made or the writer was busy.
@@ -64,6 +58,10 @@ bool offer_checkpoint(worker_state& st) {
 }
 
 }  // namespace
+
+std::chrono::milliseconds checkpoint_every(const job::job_spec& spec) {
+  return spec.uses_ps() ? spec.ps.checkpoint_every : spec.job.checkpoint_every;
+}
 
 void maybe_checkpoint(worker_state& st) {
   if (!st.checkpoints || checkpoint_every(st.node->spec()).count() == 0) return;

@@ -120,8 +120,11 @@ std::optional<nn::batch> current_batch(worker_state& st);
 std::optional<nn::batch> batch_after(worker_state& st);
 // Evaluates the model on the test set and answers the master.
 void evaluate(worker_state& st, const message& request);
-// Ring strategies: every [job] checkpoint_every the alive worker of the lowest index hands a copy of
-// its replica to the ring's checkpoint writer (replica_checkpoint.hpp).
+// How often the checkpoint writer writes: a ring's job.checkpoint_every_ms; an async_ps worker's
+// buffers with the shards' parameters, every ps.checkpoint_every_ms.
+std::chrono::milliseconds checkpoint_every(const job::job_spec& spec);
+// Ring strategies: every checkpoint_every() the alive worker of the lowest index hands a copy of
+// its replica to the ring's checkpoint writer (replica_checkpoint.hpp); async_ps, of its buffers.
 void maybe_checkpoint(worker_state& st);
 // A ring worker that leaves (SIGTERM: the job stopped, a preemption, a scale-down) and was the
 // checkpoint writer as it began to leave hands its replica to the writer once more when it trained
