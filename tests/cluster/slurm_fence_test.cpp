@@ -1,5 +1,5 @@
 // The Slurm launcher's fence against scripts standing in for Slurm's commands (tests/slurm fences a
-// real SIGSTOPped job): a fenced node is killed (scancel --signal=USR2, then CONT), never cancelled
+// real SIGSTOPped job): a fenced node is killed (scancel --batch --signal=9), never cancelled
 // while it runs (a cancel is SIGCONT then SIGTERM: a stopped node woke and left cleanly). A refused
 // signal is tried again; only a job Slurm says is PENDING is cancelled; one Slurm says is over is
 // no node any more.
@@ -83,17 +83,15 @@ TEST(slurm_fence, a_refused_signal_is_tried_again_and_a_running_job_is_never_can
   fake_slurm slurm("RUNNING", 2, "scancel: error: Unable to contact slurm controller (connect failure)");
   auto fenced = slurm.fence_a_node();
   ASSERT_TRUE(fenced) << fenced.err().to_string();
-  EXPECT_EQ(slurm.calls(),
-            "--full --signal=12 4242\n--full --signal=12 4242\n--full --signal=12 4242\n"
-            "--full --signal=18 4242\n")
-      << "killed on the third try (USR2, then CONT for a stopped one), never a plain cancel";
+  EXPECT_EQ(slurm.calls(), "--batch --signal=9 4242\n--batch --signal=9 4242\n--batch --signal=9 4242\n")
+      << "killed on the third try (a KILL to the batch step), never a plain cancel";
 }
 
 TEST(slurm_fence, a_job_slurm_has_not_started_is_cancelled) {
   fake_slurm slurm("PENDING", 100, "scancel: error: Job is pending execution");
   auto fenced = slurm.fence_a_node();
   ASSERT_TRUE(fenced) << fenced.err().to_string();
-  EXPECT_EQ(slurm.calls(), "--full --signal=12 4242\n4242\n");
+  EXPECT_EQ(slurm.calls(), "--batch --signal=9 4242\n4242\n");
 }
 
 TEST(slurm_fence, a_job_slurm_says_is_over_is_no_node_and_is_not_cancelled) {
@@ -102,7 +100,7 @@ TEST(slurm_fence, a_job_slurm_says_is_over_is_no_node_and_is_not_cancelled) {
   ASSERT_FALSE(fenced);
   EXPECT_EQ(fenced.err().code(), make_error_code(cluster_errc::no_such_node));
   EXPECT_NE(fenced.err().to_string().find("COMPLETED"), std::string::npos) << fenced.err().to_string();
-  EXPECT_EQ(slurm.calls(), "--full --signal=12 4242\n");
+  EXPECT_EQ(slurm.calls(), "--batch --signal=9 4242\n");
 }
 
 TEST(slurm_fence, a_signal_refused_until_the_limit_is_the_fences_error) {

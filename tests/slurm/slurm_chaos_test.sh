@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `troupe chaos` against a job on the Slurm test cluster: faults go through slurmctld (the nodes
 # run on other hosts, nodes.json lists their Slurm jobs, no local pids). A worker killed
-# (`scancel --signal=USR2`, then CONT: Slurm makes a KILL a cancel) and one SIGSTOPped (fenced by the runner or resumed) are detected and
+# (`scancel --batch --signal=9`: with --full, Slurm makes a KILL a cancel) and one SIGSTOPped (fenced by the runner or resumed) are detected and
 # replaced; `preempt` submits a high-priority job that takes a worker's host for a few seconds:
 # the workers there leave on Slurm's SIGTERM, are resubmitted and train again. The job finishes
 # with every task done, and no Slurm job is left.
@@ -35,9 +35,10 @@ PY
 logs=$work/jobs/chaos/logs
 grep -q 'worker-2#0 down: left on SIGTERM' "$logs/master.log" || fail "the preempted worker did not leave on SIGTERM"
 # The kill is a kill: Slurm turns `scancel --signal=KILL` into a cancel (SIGTERM first), on which the
-# worker left cleanly (exit 0) until 2026-11-30; SIGUSR2 + SIGCONT end it with no handler running.
+# worker left cleanly (exit 0) until 2026-11-30; a KILL to the batch step alone ends it with no
+# handler running.
 ! grep -q 'worker-0#0: stopping' "$logs/worker-0.log" || fail "the killed worker ran its stop handler: $(tail -3 "$logs/worker-0.log")"
-grep -Eq 'worker-0#0.*(SIGUSR2|signal 12)' "$logs/runner.log" || fail "the runner did not see worker-0 killed: $(grep worker-0#0 "$logs/runner.log")"
+grep -Eq 'worker-0#0.*(SIGKILL|signal 9)' "$logs/runner.log" || fail "the runner did not see worker-0 killed: $(grep worker-0#0 "$logs/runner.log")"
 grep -q 'PREEMPTED' "$work/chaos.err" || fail "the runner saw no PREEMPTED worker"
 [[ $(field chaos tasks_failed) == 0 ]] || fail "failed tasks: $(result chaos)"
 wait_for 20 no_jobs_left chaos || fail "Slurm jobs left behind: $(squeue -h -o '%i %j %T')"

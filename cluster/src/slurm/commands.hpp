@@ -73,11 +73,12 @@ expected<long> submit(const node_spec& spec, const std::string& program, const o
                       troupe::clock& clk = troupe::clock::system());
 
 // troupe chaos on nodes that are Slurm jobs (faults.cpp): `scancel --full --signal=SIG JOB`
-// (errors: no_such_node with scancel's message). SIGKILL is SIGUSR2 then SIGCONT: Slurm turns a
-// KILL into a cancel (SIGCONT and SIGTERM, SIGKILL only after KillWait), which a node survives as a
-// clean leave (exit 0: a chaos kill tested the stop path, a fenced node ran on). No troupe process
-// handles SIGUSR2: its default action ends the process at once, no handler or destructor running,
-// as SIGKILL would; the SIGCONT lets a stopped process take it (pending signals go first). And a job of
+// (errors: no_such_node with scancel's message). SIGKILL is `scancel --batch --signal=9`: to the
+// batch step alone (the node, which the batch script execs), as Slurm delivers it as is; with --full
+// Slurm turns a KILL into a cancel (SIGCONT and SIGTERM, SIGKILL only after KillWait), which a node
+// survives as a clean leave (exit 0: a chaos kill tested the stop path, a fenced node ran on). One
+// signal, so a stopped node dies stopped (SIGUSR2 then SIGCONT, two requests before 2026-12-04,
+// could arrive CONT first: the node ran on for a moment). And a job of
 // `partition` taking the host of the running job JOB whole (--exclusive) for `seconds`, which preempts what
 // runs there in a preemptible partition; returns its id (recorded in so.jobs_file).
 expected<void> signal_job(long job, int sig, const options& so);

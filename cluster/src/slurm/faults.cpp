@@ -1,7 +1,7 @@
 // One-off Slurm jobs (commands.hpp): a node's sbatch; and the faults `troupe chaos` injects into
 // nodes that run as Slurm jobs, wherever they run: a signal through slurmctld (`scancel --full
-// --signal`), and preemption on demand by a job of the high-priority partition that takes the
-// node's host whole.
+// --signal`, a kill `--batch`), and preemption on demand by a job of the high-priority partition
+// that takes the node's host whole.
 #include <signal.h>
 
 #include <cmath>
@@ -23,23 +23,16 @@ expected<long> submit(const node_spec& spec, const std::string& program, const o
   return job;
 }
 
-namespace {
-expected<void> scancel_signal(long job, int sig, const options& so) {
-  auto r = run_tool({"scancel", "--full", "--signal=" + std::to_string(sig), std::to_string(job)}, so.bin_dir,
+expected<void> signal_job(long job, int sig, const options& so) {
+  // A KILL goes to the batch step alone (the node: the batch script execs it), which Slurm delivers
+  // as is; with --full Slurm makes it a cancel (SIGCONT, SIGTERM, SIGKILL after KillWait). Slurm
+  // ends the step's other processes once the node is gone.
+  const std::string scope = sig == SIGKILL ? "--batch" : "--full";
+  auto r = run_tool({"scancel", scope, "--signal=" + std::to_string(sig), std::to_string(job)}, so.bin_dir,
                     so.command_timeout);
   if (!r) return r.err();
   if (r->code != 0)
     return make_unexpected(cluster_errc::no_such_node, "scancel " + std::to_string(job) + ": " + said(*r));
-  return {};
-}
-}  // namespace
-
-expected<void> signal_job(long job, int sig, const options& so) {
-  if (sig != SIGKILL) return scancel_signal(job, sig, so);
-  if (auto r = scancel_signal(job, SIGUSR2, so); !r) return r;
-  // A running process is gone by now, and its job with it: scancel then fails ("already
-  // completing"), which is the kill's success. The CONT is for a stopped one.
-  (void)scancel_signal(job, SIGCONT, so);
   return {};
 }
 
