@@ -107,6 +107,12 @@ for _ in $(seq 1 600); do
   grep -q 'first checkpoint' "$logs/ps-0.log" 2> /dev/null && [[ $(grep -l 'first task' "$logs"/worker-*.log 2> /dev/null | wc -l) -ge 2 ]] && break
   sleep 0.1
 done
+# The progress line is printed every few seconds: the two queued workers stay so for the other
+# job's 20 s (one look, as the first tasks began, found no line printed since: CI, 2026-12-04).
+for _ in $(seq 1 150); do
+  grep -q 'starting or queued' "$work/grow.err" && break
+  sleep 0.1
+done
 grep -q 'starting or queued' "$work/grow.err" || fail "grow: the progress line shows no queued worker"
 # troupe status shows them too (workers_launched counts the queued ones; the table says so).
 "$B" status --job-dir "$work/jobs/grow" > "$work/grow.status" 2>&1 || fail "grow: status: $(cat "$work/grow.status")"

@@ -191,6 +191,9 @@ TEST(torch_job, tasks_ending_in_one_row_with_a_batch_norm_module_are_refused_fir
   EXPECT_EQ(troupe("config check " + file(66) + " 2>&1", &out), 0) << out;
   EXPECT_EQ(troupe("config check " + file(65) + " --set model.path=" + modules() + "/mlp.pt 2>&1", &out), 0)
       << "a module that trains on one row: " << out;
+  // Under batch = "global" the ring chooses the batches, and a worker folds a lone row (below).
+  EXPECT_EQ(troupe("config check " + file(129) + " 2>&1", &out), 2) << out;
+  EXPECT_EQ(troupe("config check " + file(129) + " --set train.batch=global 2>&1", &out), 0) << out;
 }
 
 // The same for the last task of an epoch only: 3,065 rows in tasks of 1,000 leave a last task of 65,
@@ -209,6 +212,25 @@ TEST(torch_job, a_last_task_ending_in_one_row_with_a_batch_norm_module_is_refuse
       << err;
   EXPECT_NE(err.find("e.g. 999"), std::string::npos) << err;  // tasks ending in 39 rows, the last in 4
   EXPECT_FALSE(fs::exists(r.job_dir + "/nodes.json")) << "a node started";
+}
+
+// batch = "global" (the ring chooses each worker's batch): batch_size 65 and max_local_batch 32 make a
+// worker's batch 66 rows in micro-batches of 22 in a ring of two, 130 in micro-batches of 26 alone.
+// Tasks of 859 rows end in a single row after 13 batches of 66, and in a micro-batch of one after 79
+// rows alone; the epoch's last task (3,150 rows modulo 859 = 573) does too. A batch norm module failed
+// there, and the job with it (config check, looking at batch_size, saw nothing). A worker folds such
+// a row into the batch (or micro-batch) before it: every row trains once.
+TEST(torch_job, a_batch_norm_module_trains_where_the_rings_batches_would_leave_one_row) {
+  auto toml = small_torch_job(modules() + "/normed_mnist.pt", "", 859);
+  toml.replace(toml.find("batch_size = 64"), 15, "batch_size = 65\nbatch = \"global\"\nmax_local_batch = 32");
+  toml.replace(toml.find("max_train_rows = 4000"), 21, "max_train_rows = 3150");
+  auto r = start_job("torch-ring-one-row", toml);
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(240)), 0) << read_file(r.err_file);
+  expect_all_done(r);
+  auto res = result(r);
+  EXPECT_EQ(res.value("records_done", 0), 2 * 3150) << res.dump();
+  EXPECT_EQ(res.value("samples_trained", 0), res.value("records_done", 1)) << res.dump();
+  EXPECT_EQ(res.value("tasks_requeued", 1), 0) << res.dump();
 }
 
 // A model whose outputs are NaN for some test rows in eval mode: the job finishes (its model is

@@ -10,10 +10,23 @@
 namespace troupe::actors {
 
 namespace {
-std::optional<nn::batch> batch_at(const held_task& t, std::size_t from, std::size_t batch_size) {
+// The rows of the batch at `from`. A batch the strategy chose (`fold`: [train] batch = "auto" or
+// "global", whose size the job file cannot check) takes a last row left after it too: a module that
+// cannot train on one row (batch norm) failed on it, and the job with it.
+std::size_t rows_at(const held_task& t, std::size_t from, std::size_t batch_size, bool fold) {
+  const std::size_t left = t.order.size() - std::min(from, t.order.size());
+  const std::size_t n = std::min(batch_size, left);
+  return fold && n > 1 && left - n == 1 ? n + 1 : n;
+}
+
+std::optional<nn::batch> batch_at(const held_task& t, std::size_t from, std::size_t batch_size, bool fold) {
   if (from >= t.order.size()) return std::nullopt;
-  std::size_t n = std::min(batch_size, t.order.size() - from);
+  const std::size_t n = rows_at(t, from, batch_size, fold);
   return nn::batch(t.rows, std::span<const std::uint32_t>(t.order.data() + from, n));
+}
+
+bool strategy_batch(const worker_state& st) {
+  return st.ctx && st.ctx->local_batch > 0;
 }
 }  // namespace
 
@@ -32,18 +45,19 @@ std::size_t batch_size(const worker_state& st) {
 std::optional<nn::batch> current_batch(worker_state& st) {
   if (!st.task) return std::nullopt;
   if (st.ctx) st.ctx->data_epoch = st.task->epoch;
-  return batch_at(*st.task, st.task->cursor, batch_size(st));
+  return batch_at(*st.task, st.task->cursor, batch_size(st), strategy_batch(st));
 }
 
 std::optional<nn::batch> batch_after(worker_state& st) {
   if (!st.task) return std::nullopt;
   const std::size_t bs = batch_size(st);
+  const bool fold = strategy_batch(st);
   const held_task& t = *st.task;
-  const std::size_t from = t.cursor + std::min(bs, t.order.size() - t.cursor);
-  if (from < t.order.size()) return batch_at(t, from, bs);
+  const std::size_t from = t.cursor + rows_at(t, t.cursor, bs, fold);
+  if (from < t.order.size()) return batch_at(t, from, bs, fold);
   // The next task's rows: not while its served records are on their way (no order yet).
   if (!st.next || st.next->ticket) return std::nullopt;
-  return batch_at(*st.next, st.next->cursor, bs);
+  return batch_at(*st.next, st.next->cursor, bs, fold);
 }
 
 }  // namespace troupe::actors

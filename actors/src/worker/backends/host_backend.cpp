@@ -146,12 +146,19 @@ bool one_row_left(std::uint64_t rows, std::uint64_t batch) {
   return batch > 1 && rows % batch == 1;
 }
 
+// batch = "auto" and "global": the ring chooses each worker's batch, and the worker folds a row
+// left alone at a task's end into the batch before it (worker_batches.cpp, the micro-batches too).
+bool batches_chosen_by_the_ring(const job::job_spec& spec) {
+  return spec.nn.train.batch != "fixed";
+}
+
 // Tasks of k x batch_size + 1 records end in a batch of one row: a module that cannot train on one
 // failed each task there, and the job with them, after everything else had trained.
 expected<void> check_one_row_batches(trainer_backend& b, const job::job_spec& spec,
                                      const nn::dataset_info& info) {
   const auto batch = spec.nn.train.batch_size, per_task = spec.job.records_per_task;
-  if (!one_row_left(per_task, batch) || !b.embedding_tables().empty()) return {};
+  if (!one_row_left(per_task, batch) || batches_chosen_by_the_ring(spec) || !b.embedding_tables().empty())
+    return {};
   auto l = trains_on_one_row(b, info);
   if (l) return {};
   return make_unexpected(core_errc::invalid_argument,
@@ -176,7 +183,8 @@ expected<void> check_last_task(const job::job_spec& spec, const nn::dataset_info
                                std::uint64_t records) {
   const auto batch = spec.nn.train.batch_size, per_task = spec.job.records_per_task;
   if (spec.nn.model.type != "torchscript" || !spec.traits().trains || per_task == 0 ||
-      one_row_left(per_task, batch) || !one_row_left(records % per_task, batch))
+      batches_chosen_by_the_ring(spec) || one_row_left(per_task, batch) ||
+      !one_row_left(records % per_task, batch))
     return {};
   auto t = load_torchscript(torchscript_options_of(spec, info));
   if (!t) return t.err();

@@ -150,8 +150,8 @@ class allreduce final : public strategy {
     const std::size_t atomic = static_cast<std::size_t>(std::max(1, cfg.atomic));
     f.n = b ? b->size() : 0;
     f.full = b && f.n == static_cast<std::size_t>(cfg.local());
-    for (std::size_t at = 0; b && at < f.n; at += atomic, ++f.parts) {
-      const std::size_t m = std::min(atomic, f.n - at);
+    for (std::size_t at = 0, m = 0; b && at < f.n; at += m, ++f.parts) {
+      m = micro_rows(f.n, at, atomic);
       f.full = f.full && m == atomic;
       auto l = ctx.backend.compute_gradients(micro(*b, at, m));
       if (!l) throw std::runtime_error(l.err().to_string());
@@ -198,6 +198,12 @@ class allreduce final : public strategy {
     return o.auto_batch || o.global_batch ? static_cast<std::size_t>(ctl_.batch().local()) : 0;
   }
   std::size_t tail() const { return replicas::round_vote::floats + controller::vote_floats; }
+  // The rows of the micro-batch at `at` of a batch of `n`: `atomic`, the last one fewer, and one
+  // more where a single row would be left (a module that cannot train on one row failed there).
+  static std::size_t micro_rows(std::size_t n, std::size_t at, std::size_t atomic) {
+    const std::size_t m = std::min(atomic, n - at);
+    return m > 1 && n - at - m == 1 ? m + 1 : m;
+  }
   static nn::batch micro(const nn::batch& b, std::size_t at, std::size_t m) {
     return at == 0 && m == b.size() ? b : b.sub(at, m);
   }
@@ -238,8 +244,8 @@ step_result allreduce::finish_alone(worker_context& ctx, const nn::batch& b, con
   const std::size_t n = b.size();
   if (parts > 1) {
     const std::size_t atomic = static_cast<std::size_t>(std::max(1, cfg.atomic));
-    for (std::size_t at = 0; at < n; at += atomic) {
-      const std::size_t m = std::min(atomic, n - at);
+    for (std::size_t at = 0, m = 0; at < n; at += m) {
+      m = micro_rows(n, at, atomic);
       if (auto l = ctx.backend.compute_gradients(micro(b, at, m)); !l)
         throw std::runtime_error(l.err().to_string());
       goodput::weigh_into(buf_, grads, static_cast<float>(m), at == 0, {}, false);
