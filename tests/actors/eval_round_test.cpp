@@ -88,6 +88,33 @@ TEST(eval_round, a_slow_answer_to_an_ask_that_timed_out_completes_its_part) {
   EXPECT_DOUBLE_EQ(r.result()->accuracy, 0.8);
 }
 
+// A part that timed out goes to another worker among the least loaded: the one it timed out on is
+// still evaluating it (its late answer counts), and asked again it would start over only after that.
+// Both parts timing out together went back each to its own worker (the first among equals).
+TEST(eval_round, a_part_that_timed_out_goes_to_another_worker_among_equals) {
+  manual_clock clk;
+  eval_round r(8, 3, 120s);
+  const std::vector<std::string> both{"worker-0", "worker-1"};
+  r.start(both, true);
+  auto first = r.due(both, clk.now());
+  ASSERT_EQ(first.size(), 2u);
+  clk.advance(121s);
+  auto again = r.due(both, clk.now());
+  ASSERT_EQ(again.size(), 2u);
+  for (const auto& a : again) {
+    const auto& before = first[a.part];
+    ASSERT_EQ(before.part, a.part);
+    EXPECT_NE(a.worker, before.worker) << "part " << a.part;
+  }
+  // A worker that is free takes it, whichever it is; one alone is asked again.
+  EXPECT_FALSE(r.answer(first[0].id, first[0].worker, part(1, 1, 1)));
+  clk.advance(121s);
+  auto third = r.due({"worker-1"}, clk.now());
+  ASSERT_EQ(third.size(), 1u);
+  EXPECT_EQ(third[0].part, 1u);
+  EXPECT_EQ(third[0].worker, "worker-1");
+}
+
 // One part goes to the first of the candidates (the master lists the one that trained most first): it
 // went to the first by name, a replacement of 13 steps whose batch norm statistics were its own.
 TEST(eval_round, one_part_goes_to_the_first_candidate) {

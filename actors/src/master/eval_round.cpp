@@ -26,8 +26,11 @@ std::vector<eval_request> eval_round::due(const std::vector<std::string>& worker
   for (std::uint32_t i = 0; i < parts_.size(); ++i) {
     auto& p = parts_[i];
     if (p.answer || (!p.worker.empty() && now - p.sent < (p.disk_fault ? retry_ : timeout_))) continue;
-    auto least =
-        std::min_element(load.begin(), load.end(), [](auto& a, auto& b) { return a.second < b.second; });
+    // Among the least loaded, one other than the worker that let it time out (it would take it after
+    // the ask it is still on: twice the wait), which is asked again only when nobody else can be.
+    auto least = std::min_element(load.begin(), load.end(), [&](auto& a, auto& b) {
+      return std::pair(a.second, a.first == p.worker) < std::pair(b.second, b.first == p.worker);
+    });
     if (p.id != 0 && !p.worker.empty()) p.earlier.emplace_back(p.id, p.worker);  // timed out
     p.worker = least->first;
     ++least->second;
