@@ -194,24 +194,62 @@ TEST(torch_job, tasks_ending_in_one_row_with_a_batch_norm_module_are_refused_fir
   // Under batch = "global" the ring chooses the batches, and a worker folds a lone row (below).
   EXPECT_EQ(troupe("config check " + file(129) + " 2>&1", &out), 2) << out;
   EXPECT_EQ(troupe("config check " + file(129) + " --set train.batch=global 2>&1", &out), 0) << out;
+  // Where no fold mends it: a batch of one row (it passed, and every task failed), and under the ring's
+  // batches a ring of as many workers as its global batch has rows (2 x 4 = 8 here, max_workers 8: the
+  // job trained until a `troupe scale --workers 8`, then failed every task).
+  EXPECT_EQ(troupe("config check " + file(66) + " --set train.batch_size=1 2>&1", &out), 2) << out;
+  EXPECT_NE(out.find("key 'train.batch_size': 1 trains every batch on one row, and the module cannot train "
+                     "on one row"),
+            std::string::npos)
+      << out;
+  const auto ring = "config check " + file(129) + " --set train.batch=global --set train.batch_size=4";
+  EXPECT_EQ(troupe(ring + " 2>&1", &out), 2) << out;
+  EXPECT_NE(out.find("key 'job.max_workers': 8 workers may share train.batch = \"global\"'s global batch of "
+                     "job.workers x train.batch_size = 8 rows, and a ring of 8 or more trains one row a "
+                     "worker a step, and the module cannot train on one row"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("at most 7, or a larger train.batch_size"), std::string::npos) << out;
+  EXPECT_EQ(troupe(ring + " --set job.max_workers=7 2>&1", &out), 0) << out;
+}
+
+// A normed_mnist job of `rows` training rows in tasks of 1,000 (`batch`: "fixed" or "global") is
+// refused once the runner has read the training store, before any node starts, with `refusal` and the
+// records_per_task it suggests.
+void expect_last_task_refused(const std::string& name, int rows, const std::string& batch,
+                              const std::string& refusal, const std::string& suggested) {
+  auto toml = small_torch_job(modules() + "/normed_mnist.pt");
+  toml.replace(toml.find("max_train_rows = 4000"), 21, "max_train_rows = " + std::to_string(rows));
+  toml.replace(toml.find("batch_size = 64"), 15, "batch_size = 64\nbatch = \"" + batch + "\"");
+  auto r = start_job(name, toml);
+  ASSERT_EQ(wait_job(r, std::chrono::seconds(120)), 2) << read_file(r.err_file);
+  const auto err = read_file(r.err_file);
+  EXPECT_NE(err.find(refusal + ", and the module cannot train on one row"), std::string::npos) << err;
+  EXPECT_NE(err.find("e.g. " + suggested), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(r.job_dir + "/nodes.json")) << "a node started";
 }
 
 // The same for the last task of an epoch only: 3,065 rows in tasks of 1,000 leave a last task of 65,
 // whose last batch (of 64) is 1 row. Refused as the runner has read the training store, naming the key
-// and a value that leaves no single row (the task failed at its end each time, then the job).
+// and a value that leaves no single row (the task failed at its end each time, then the job): 999,
+// tasks ending in 39 rows, the last in 4.
 TEST(torch_job, a_last_task_ending_in_one_row_with_a_batch_norm_module_is_refused_first) {
-  auto toml = small_torch_job(modules() + "/normed_mnist.pt");
-  toml.replace(toml.find("max_train_rows = 4000"), 21, "max_train_rows = 3065");
-  auto r = start_job("torch-last-row", toml);
-  ASSERT_EQ(wait_job(r, std::chrono::seconds(120)), 2) << read_file(r.err_file);
-  const auto err = read_file(r.err_file);
-  EXPECT_NE(err.find("key 'job.records_per_task': the training data's 3065 records in tasks of 1000 leave a "
-                     "last task of 65 records each epoch, which ends in a batch of 1 row (train.batch_size "
-                     "64), and the module cannot train on one row"),
-            std::string::npos)
-      << err;
-  EXPECT_NE(err.find("e.g. 999"), std::string::npos) << err;  // tasks ending in 39 rows, the last in 4
-  EXPECT_FALSE(fs::exists(r.job_dir + "/nodes.json")) << "a node started";
+  expect_last_task_refused("torch-last-row", 3065, "fixed",
+                           "key 'job.records_per_task': the training data's 3065 records in tasks of 1000 "
+                           "leave a last task of 65 records each epoch, which ends in a batch of 1 row "
+                           "(train.batch_size 64)",
+                           "999");
+}
+
+// Under batch = "global" a lone row at a task's end is folded into the batch before it, but an epoch's
+// last task of one record (3,001 rows in tasks of 1,000) is a batch of one row whatever the ring's
+// batch: refused the same way (config check and run said nothing, and the job failed at its end).
+TEST(torch_job, a_last_task_of_one_record_under_the_rings_batches_is_refused_first) {
+  expect_last_task_refused("torch-last-record", 3001, "global",
+                           "key 'job.records_per_task': the training data's 3001 records in tasks of 1000 "
+                           "leave a last task of 1 record each epoch, which is a batch of 1 row whatever "
+                           "the ring's batch (train.batch = \"global\")",
+                           "999");
 }
 
 // batch = "global" (the ring chooses each worker's batch): batch_size 65 and max_local_batch 32 make a

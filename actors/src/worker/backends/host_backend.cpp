@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <optional>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
@@ -152,29 +154,71 @@ bool batches_chosen_by_the_ring(const job::job_spec& spec) {
   return spec.nn.train.batch != "fixed";
 }
 
-// Tasks of k x batch_size + 1 records end in a batch of one row: a module that cannot train on one
-// failed each task there, and the job with them, after everything else had trained.
-expected<void> check_one_row_batches(trainer_backend& b, const job::job_spec& spec,
-                                     const nn::dataset_info& info) {
-  const auto batch = spec.nn.train.batch_size, per_task = spec.job.records_per_task;
-  if (!one_row_left(per_task, batch) || batches_chosen_by_the_ring(spec) || !b.embedding_tables().empty())
-    return {};
-  auto l = trains_on_one_row(b, info);
-  if (l) return {};
-  return make_unexpected(core_errc::invalid_argument,
-                         "key 'job.records_per_task': " + std::to_string(per_task) +
-                             " records a task in batches of " + std::to_string(batch) +
-                             " (train.batch_size) end each task in a batch of 1 row, " +
-                             "and the module cannot train on one row (" + l.err().to_string() +
-                             "): one that leaves no single row, e.g. " + std::to_string(per_task - 1) +
-                             " (a multiple of train.batch_size)");
+std::string records_text(std::uint64_t n) {
+  return std::to_string(n) + (n == 1 ? " record" : " records");
 }
 
-// The records_per_task nearest `per_task` whose tasks, the last one too, end in no batch of one row.
-std::uint64_t per_task_without_one_row(std::uint64_t per_task, std::uint64_t batch, std::uint64_t records) {
-  for (std::uint64_t d = 1; d < per_task; ++d)
-    for (std::uint64_t p : {per_task - d, per_task + d})
-      if (!one_row_left(p, batch) && !one_row_left(records % p, batch)) return p;
+// Where every task's batches can meet one row, the refusal for a module that cannot train on one,
+// as "<what>, " and "<what to set>" around "and the module cannot train on one row (<why>): ".
+struct one_row_refusal {
+  std::string what, instead;
+};
+std::optional<one_row_refusal> one_row_batches(const job::job_spec& spec) {
+  const auto batch = spec.nn.train.batch_size, per_task = spec.job.records_per_task;
+  if (batch == 1)
+    return one_row_refusal{"key 'train.batch_size': 1 trains every batch on one row, ", "at least 2"};
+  if (batches_chosen_by_the_ring(spec)) {
+    // The ring's global batch is M0 = workers x batch_size at the least ("auto" grows it), a worker's
+    // share M0 / ring rounded up: one row each in a ring of M0 workers or more, which no fold mends.
+    const auto m0 = static_cast<std::uint64_t>(spec.job.workers) * batch;
+    if (spec.job.max_workers < m0) return std::nullopt;
+    return one_row_refusal{"key 'job.max_workers': " + std::to_string(spec.job.max_workers) +
+                               " workers may share train.batch = \"" + spec.nn.train.batch +
+                               "\"'s global batch of job.workers x train.batch_size = " + std::to_string(m0) +
+                               " rows, and a ring of " + std::to_string(m0) +
+                               " or more trains one row a worker a step, ",
+                           "at most " + std::to_string(m0 - 1) + ", or a larger train.batch_size"};
+  }
+  if (!one_row_left(per_task, batch)) return std::nullopt;
+  return one_row_refusal{"key 'job.records_per_task': " + records_text(per_task) + " a task in batches of " +
+                             std::to_string(batch) +
+                             " (train.batch_size) end each task in a batch of 1 row, ",
+                         "one that leaves no single row, e.g. " + std::to_string(per_task - 1) +
+                             " (a multiple of train.batch_size)"};
+}
+
+// A module that cannot train on one row where some batch of the job can be one row (tasks of k x
+// batch_size + 1 records, a batch size of 1, a ring of more workers than its global batch has rows):
+// it failed each task there, and the job with them, after everything else had trained.
+expected<void> check_one_row_batches(trainer_backend& b, const job::job_spec& spec,
+                                     const nn::dataset_info& info) {
+  auto r = one_row_batches(spec);
+  if (!r || !b.embedding_tables().empty()) return {};
+  auto l = trains_on_one_row(b, info);
+  if (l) return {};
+  return make_unexpected(core_errc::invalid_argument, r->what + "and the module cannot train on one row (" +
+                                                          l.err().to_string() + "): " + r->instead);
+}
+
+// Whether the epoch's last task (`records` % `per_task` of them) ends in a batch of one row: under the
+// ring's batches only a task of one record (a lone row at any other task's end is folded).
+bool last_task_leaves_one_row(const job::job_spec& spec, std::uint64_t per_task, std::uint64_t records) {
+  const auto last = records % per_task;
+  return batches_chosen_by_the_ring(spec) ? last == 1 : one_row_left(last, spec.nn.train.batch_size);
+}
+
+// The records_per_task nearest `per_task` whose tasks, the last one too, end in no batch of one row
+// (under the ring's batches, no smaller than the job's checks allow: its global batch, or batch_size).
+std::uint64_t per_task_without_one_row(const job::job_spec& spec, std::uint64_t per_task,
+                                       std::uint64_t records) {
+  const auto batch = spec.nn.train.batch_size;
+  const bool ring = batches_chosen_by_the_ring(spec);
+  const std::uint64_t least = spec.nn.train.batch == "global" ? spec.job.workers * batch : batch;
+  for (std::uint64_t d = 1; d < per_task + records; ++d)
+    for (std::uint64_t p : {per_task - std::min(d, per_task), per_task + d}) {
+      if (p == 0 || (ring && p < least)) continue;
+      if ((ring || !one_row_left(p, batch)) && !last_task_leaves_one_row(spec, p, records)) return p;
+    }
   return batch;
 }
 }  // namespace
@@ -183,22 +227,26 @@ expected<void> check_last_task(const job::job_spec& spec, const nn::dataset_info
                                std::uint64_t records) {
   const auto batch = spec.nn.train.batch_size, per_task = spec.job.records_per_task;
   if (spec.nn.model.type != "torchscript" || !spec.traits().trains || per_task == 0 ||
-      batches_chosen_by_the_ring(spec) || one_row_left(per_task, batch) ||
-      !one_row_left(records % per_task, batch))
+      one_row_batches(spec) || !last_task_leaves_one_row(spec, per_task, records))
     return {};
   auto t = load_torchscript(torchscript_options_of(spec, info));
   if (!t) return t.err();
   if (!(*t)->embedding_tables().empty()) return {};
   auto l = trains_on_one_row(**t, info);
   if (l) return {};
+  const auto last = records % per_task;
+  const std::string ends =
+      batches_chosen_by_the_ring(spec)
+          ? "which is a batch of 1 row whatever the ring's batch (train.batch = \"" + spec.nn.train.batch +
+                "\")"
+          : "which ends in a batch of 1 row (train.batch_size " + std::to_string(batch) + ")";
   return make_unexpected(core_errc::invalid_argument,
-                         "key 'job.records_per_task': the training data's " + std::to_string(records) +
-                             " records in tasks of " + std::to_string(per_task) + " leave a last task of " +
-                             std::to_string(records % per_task) +
-                             " records each epoch, which ends in a batch of 1 row (train.batch_size " +
-                             std::to_string(batch) + "), and the module cannot train on one row (" +
-                             l.err().to_string() + "): one that leaves no single row, e.g. " +
-                             std::to_string(per_task_without_one_row(per_task, batch, records)));
+                         "key 'job.records_per_task': the training data's " + records_text(records) +
+                             " in tasks of " + std::to_string(per_task) + " leave a last task of " +
+                             records_text(last) + " each epoch, " + ends +
+                             ", and the module cannot train on one row (" + l.err().to_string() +
+                             "): one that leaves no single row, e.g. " +
+                             std::to_string(per_task_without_one_row(spec, per_task, records)));
 }
 
 expected<bool> check_model(const job::job_spec& spec, const nn::dataset_info& info) {
