@@ -106,13 +106,13 @@ TEST(eval_round, a_part_that_timed_out_goes_to_another_worker_among_equals) {
     ASSERT_EQ(before.part, a.part);
     EXPECT_NE(a.worker, before.worker) << "part " << a.part;
   }
-  // A worker that is free takes it, whichever it is; one alone is asked again.
+  // The worker it timed out on, alone, is asked again.
   EXPECT_FALSE(r.answer(first[0].id, first[0].worker, part(1, 1, 1)));
   clk.advance(121s);
-  auto third = r.due({"worker-1"}, clk.now());
+  auto third = r.due({again[1].worker}, clk.now());
   ASSERT_EQ(third.size(), 1u);
   EXPECT_EQ(third[0].part, 1u);
-  EXPECT_EQ(third[0].worker, "worker-1");
+  EXPECT_EQ(third[0].worker, again[1].worker);
 }
 
 // One part goes to the first of the candidates (the master lists the one that trained most first): it

@@ -282,6 +282,23 @@ TEST(ThroughputModel, BestBatchNeverExceedsMaxBatch) {
       }
 }
 
+// A replica's micro-batch is min_atomic rows at the least (the strategy's 2: a batch norm module cannot
+// train on one row): max_batch 64 over 3 replicas in micro-batches of at most 2 was clamped to
+// micro-batches of 1 (3 x 1 x 11), M0 = 4.
+TEST(ThroughputModel, BestBatchKeepsMicroBatchesOfMinAtomicRows) {
+  noise_scale g(4);
+  g.add({0.5, 0.25, 1, 2}, false);
+  batch_limits lim;
+  lim.max_batch = 64;
+  lim.max_atomic = 2;
+  lim.min_atomic = 2;
+  for (int replicas : {1, 2, 3, 5, 7}) {
+    const auto b = best_batch(truth, g, 1, replicas, lim);
+    ASSERT_GT(b.atomic, 0) << replicas;
+    EXPECT_GE(b.atomic, 2) << replicas << " replicas of " << b.atomic << " x " << b.accum + 1;
+  }
+}
+
 TEST(ThroughputModel, BestBatchAccumulatesBeyondTheTrustedMicroBatch) {
   auto g = pollux_grad();
   batch_limits lim;
@@ -502,6 +519,24 @@ TEST(Controller, GlobalBatchStaysTheJobFilesAtEveryRingSize) {
   alone.alone(true, std::nullopt, 0, false, 0.001, 1.0, 32, 0, true, 0.01);
   EXPECT_EQ(alone.batch(), (batch_config{128, 0}));
   EXPECT_EQ(controller(opts(lr_rule::none, false)).global_share(2), (batch_config{64, 0}));
+}
+
+// A share is limits.min_atomic rows at the least (allreduce's 2): a ring of more replicas than M0 has
+// rows shared it one row each (ceil(2 / 3)), and "auto" shrinking a ring's batch into max_batch took it
+// down to floor(8 / 5) = 1; a batch norm module failed every step there.
+TEST(Controller, AShareIsMinAtomicRowsAtTheLeast) {
+  auto o = opts(lr_rule::none, false, 2);
+  o.global_batch = true;
+  o.limits.max_atomic = 2;
+  o.limits.min_atomic = 2;
+  EXPECT_EQ(controller(o).global_share(1), (batch_config{2, 0}));
+  EXPECT_EQ(controller(o).global_share(2), (batch_config{2, 0}));  // 1 each before
+  EXPECT_EQ(controller(o).global_share(3), (batch_config{2, 0}));
+  EXPECT_EQ(controller(o).share(8, 5, false), (batch_config{2, 0}));
+  o.limits.max_atomic = 3;
+  EXPECT_EQ(controller(o).share(5, 1, true), (batch_config{3, 1}));  // micro-batches of 3 and 2: >= 2
+  o.limits.min_atomic = 1;                                           // a batch_size of 1
+  EXPECT_EQ(controller(o).global_share(3), (batch_config{1, 0}));
 }
 
 // With estimate_every = 4 every rank computes the norms on the same rounds (rank 0's word): 0, 4, 8...

@@ -26,10 +26,11 @@ std::vector<eval_request> eval_round::due(const std::vector<std::string>& worker
   for (std::uint32_t i = 0; i < parts_.size(); ++i) {
     auto& p = parts_[i];
     if (p.answer || (!p.worker.empty() && now - p.sent < (p.disk_fault ? retry_ : timeout_))) continue;
-    // Among the least loaded, one other than the worker that let it time out (it would take it after
-    // the ask it is still on: twice the wait), which is asked again only when nobody else can be.
+    // Among the least loaded, one other than the worker it timed out on (which would take it only after
+    // the ask it is still on). A disk fault's part goes back to the worker that answered it as any part.
+    const std::string passed_over = p.disk_fault ? std::string() : p.worker;
     auto least = std::min_element(load.begin(), load.end(), [&](auto& a, auto& b) {
-      return std::pair(a.second, a.first == p.worker) < std::pair(b.second, b.first == p.worker);
+      return std::pair(a.second, a.first == passed_over) < std::pair(b.second, b.first == passed_over);
     });
     if (p.id != 0 && !p.worker.empty()) p.earlier.emplace_back(p.id, p.worker);  // timed out
     p.worker = least->first;

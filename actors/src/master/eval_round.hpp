@@ -58,8 +58,8 @@ class eval_round {
   // Plans the parts for `workers` (the candidates at the start; at least one), `spread` false: one.
   void start(const std::vector<std::string>& workers, bool spread);
   // What to send now: unassigned parts (and timed-out ones) to `workers` (the live candidates),
-  // least loaded first, the first of `workers` among equals (a timed-out part: another worker than
-  // the one it timed out on, among equals). Ids are fresh for every send.
+  // least loaded first, the first of `workers` among equals (a timed-out part: among equals, a worker
+  // other than the one it timed out on). Ids are fresh for every send.
   std::vector<eval_request> due(const std::vector<std::string>& workers, troupe::clock::time_point now);
   // A worker left: its parts are unassigned.
   void gone(const std::string& worker);

@@ -167,28 +167,19 @@ std::optional<one_row_refusal> one_row_batches(const job::job_spec& spec) {
   const auto batch = spec.nn.train.batch_size, per_task = spec.job.records_per_task;
   if (batch == 1)
     return one_row_refusal{"key 'train.batch_size': 1 trains every batch on one row, ", "at least 2"};
-  if (batches_chosen_by_the_ring(spec)) {
-    // The ring's global batch is M0 = workers x batch_size at the least ("auto" grows it), a worker's
-    // share M0 / ring rounded up: one row each in a ring of M0 workers or more, which no fold mends.
-    const auto m0 = static_cast<std::uint64_t>(spec.job.workers) * batch;
-    if (spec.job.max_workers < m0) return std::nullopt;
-    return one_row_refusal{"key 'job.max_workers': " + std::to_string(spec.job.max_workers) +
-                               " workers may share train.batch = \"" + spec.nn.train.batch +
-                               "\"'s global batch of job.workers x train.batch_size = " + std::to_string(m0) +
-                               " rows, and a ring of " + std::to_string(m0) +
-                               " or more trains one row a worker a step, ",
-                           "at most " + std::to_string(m0 - 1) + ", or a larger train.batch_size"};
-  }
-  if (!one_row_left(per_task, batch)) return std::nullopt;
+  // The ring's batches: a worker's share is 2 rows at the least (allreduce.cpp), and a lone row at a
+  // task's end is folded into the batch before it.
+  if (batches_chosen_by_the_ring(spec) || !one_row_left(per_task, batch)) return std::nullopt;
   return one_row_refusal{"key 'job.records_per_task': " + records_text(per_task) + " a task in batches of " +
-                             std::to_string(batch) +
-                             " (train.batch_size) end each task in a batch of 1 row, ",
-                         "one that leaves no single row, e.g. " + std::to_string(per_task - 1) +
+                             std::to_string(batch) + " (train.batch_size) end" + (per_task == 1 ? "s" : "") +
+                             " each task in a batch of 1 row, ",
+                         "one that leaves no single row, e.g. " +
+                             std::to_string(per_task > 1 ? per_task - 1 : batch) +
                              " (a multiple of train.batch_size)"};
 }
 
 // A module that cannot train on one row where some batch of the job can be one row (tasks of k x
-// batch_size + 1 records, a batch size of 1, a ring of more workers than its global batch has rows):
+// batch_size + 1 records under fixed batches, a batch size of 1):
 // it failed each task there, and the job with them, after everything else had trained.
 expected<void> check_one_row_batches(trainer_backend& b, const job::job_spec& spec,
                                      const nn::dataset_info& info) {
@@ -207,19 +198,25 @@ bool last_task_leaves_one_row(const job::job_spec& spec, std::uint64_t per_task,
   return batches_chosen_by_the_ring(spec) ? last == 1 : one_row_left(last, spec.nn.train.batch_size);
 }
 
-// The records_per_task nearest `per_task` whose tasks, the last one too, end in no batch of one row
-// (under the ring's batches, no smaller than the job's checks allow: its global batch, or batch_size).
-std::uint64_t per_task_without_one_row(const job::job_spec& spec, std::uint64_t per_task,
-                                       std::uint64_t records) {
+// The records_per_task nearest `per_task` whose tasks, the last one too, end in no batch of one row,
+// no smaller than the job's checks allow (under "global" its global batch, under allreduce batch_size);
+// none where no task size leaves none (batch_size 2 and an odd number of records, fixed batches).
+std::optional<std::uint64_t> per_task_without_one_row(const job::job_spec& spec, std::uint64_t per_task,
+                                                      std::uint64_t records) {
   const auto batch = spec.nn.train.batch_size;
   const bool ring = batches_chosen_by_the_ring(spec);
-  const std::uint64_t least = spec.nn.train.batch == "global" ? spec.job.workers * batch : batch;
-  for (std::uint64_t d = 1; d < per_task + records; ++d)
-    for (std::uint64_t p : {per_task - std::min(d, per_task), per_task + d}) {
-      if (p == 0 || (ring && p < least)) continue;
-      if ((ring || !one_row_left(p, batch)) && !last_task_leaves_one_row(spec, p, records)) return p;
-    }
-  return batch;
+  const std::uint64_t least = spec.nn.train.batch == "global" ? spec.job.workers * batch
+                              : spec.traits().global_batch    ? batch
+                                                              : 1;
+  auto fits = [&](std::uint64_t p) {
+    return p >= least && (ring || !one_row_left(p, batch)) && !last_task_leaves_one_row(spec, p, records);
+  };
+  // Past `records` every size is one task of them all.
+  for (std::uint64_t d = 1; d < per_task || per_task + d <= records + 1; ++d) {
+    if (d < per_task && fits(per_task - d)) return per_task - d;
+    if (per_task + d <= records + 1 && fits(per_task + d)) return per_task + d;
+  }
+  return std::nullopt;
 }
 }  // namespace
 
@@ -235,18 +232,22 @@ expected<void> check_last_task(const job::job_spec& spec, const nn::dataset_info
   auto l = trains_on_one_row(**t, info);
   if (l) return {};
   const auto last = records % per_task;
+  const auto other = per_task_without_one_row(spec, per_task, records);
+  const std::string instead =
+      other ? "one that leaves no single row, e.g. " + std::to_string(*other)
+            : "no records_per_task leaves none with " + records_text(records) + " in batches of " +
+                  std::to_string(batch) +
+                  ": another train.batch_size, or one record fewer (data.max_train_rows)";
   const std::string ends =
       batches_chosen_by_the_ring(spec)
           ? "which is a batch of 1 row whatever the ring's batch (train.batch = \"" + spec.nn.train.batch +
                 "\")"
           : "which ends in a batch of 1 row (train.batch_size " + std::to_string(batch) + ")";
-  return make_unexpected(core_errc::invalid_argument,
-                         "key 'job.records_per_task': the training data's " + records_text(records) +
-                             " in tasks of " + std::to_string(per_task) + " leave a last task of " +
-                             records_text(last) + " each epoch, " + ends +
-                             ", and the module cannot train on one row (" + l.err().to_string() +
-                             "): one that leaves no single row, e.g. " +
-                             std::to_string(per_task_without_one_row(spec, per_task, records)));
+  return make_unexpected(
+      core_errc::invalid_argument,
+      "key 'job.records_per_task': the training data's " + records_text(records) + " in tasks of " +
+          std::to_string(per_task) + " leave a last task of " + records_text(last) + " each epoch, " + ends +
+          ", and the module cannot train on one row (" + l.err().to_string() + "): " + instead);
 }
 
 expected<bool> check_model(const job::job_spec& spec, const nn::dataset_info& info) {

@@ -205,7 +205,7 @@ batch_config controller::global_share(int ranks) const {
 
 batch_config controller::share(double global, int ranks, bool up) const {
   const double each = global / std::max(1, ranks);
-  const double local = std::max(1.0, up ? std::ceil(each) : std::floor(each));
+  const double local = std::max({1.0, opt_.limits.min_atomic, up ? std::ceil(each) : std::floor(each)});
   const double most = opt_.limits.max_atomic > 0 ? opt_.limits.max_atomic : local;
   const double parts = std::max(1.0, std::ceil(local / most));
   return {static_cast<int>(std::ceil(local / parts)), static_cast<int>(parts) - 1};

@@ -128,8 +128,8 @@ class controller {
   // batch = "global": each of `ranks` replicas' share of M0 (ceil), in micro-batches of at most
   // max_atomic.
   batch_config global_share(int ranks) const;
-  // `global` shared by `ranks` replicas (ceil with `up`, else floor; at least 1 each), in
-  // micro-batches of at most max_atomic.
+  // `global` shared by `ranks` replicas (ceil with `up`, else floor; at least limits.min_atomic
+  // each), in micro-batches of at most max_atomic.
   batch_config share(double global, int ranks, bool up) const;
 
   // The whole state, for a resync (sync_floats).

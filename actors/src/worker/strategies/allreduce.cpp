@@ -43,6 +43,10 @@ goodput::controller_options controller_options_of(const job::job_spec& spec) {
   o.limits.max_batch = t.max_batch > 0 ? static_cast<double>(t.max_batch) : 16 * o.base_batch;
   o.limits.max_atomic = static_cast<double>(t.max_local_batch);
   o.limits.max_local = static_cast<double>(spec.job.records_per_task);
+  // Two rows a replica at the least, whatever the ring (a batch norm module fails on one row; none
+  // can be folded into another where every batch is one): more replicas than M0 train 2 rows each,
+  // past M0 (and max_batch); the micro-batches of a share of 2 or more are 2 or more.
+  o.limits.min_atomic = std::min<double>(2, static_cast<double>(t.batch_size));
   o.estimate_every = static_cast<std::uint32_t>(t.noise_scale_every);
   return o;
 }
