@@ -85,6 +85,10 @@ class node_context {
 
   // This node leaves the job (SIGTERM, node_runtime::leave): a worker takes no further step.
   virtual bool leaving() const { return false; }
+  // A worker's training loop holds a task it would hand back as it leaves (true from its set-up;
+  // false once the loop is over or it handed back): node_main's leave_job tells the master that
+  // the node leaves only once it is false (or a bound passed).
+  virtual void hand_back_pending(bool pending) {}
   // The view as this node began to leave (the latest one while it does not): the ring's checkpoint
   // writer on leaving is chosen from it, as later views lack the workers that left meanwhile.
   virtual cluster::membership_view view_at_leave() const { return view(); }

@@ -34,6 +34,9 @@ class worker_host : public node_context {
   virtual expected<collective::tcp_listener*> ring_listener() = 0;
   // The job's token (the ring's TCP links prove they hold it). Never logged.
   virtual const std::string& job_token() const = 0;
+  // The master was told that this node leaves: a worker stops waiting for the PS shards then. Until
+  // that, a leaving worker takes no step but still settles its pushes (hand_back_on_leave).
+  virtual bool stops_waiting() const { return leaving(); }
 };
 
 }  // namespace troupe::actors

@@ -186,15 +186,10 @@ expected<void> task_journal::ensure_holder_index() {
     if (!flag) return flag.err();
     if (*flag) return {};
     if (auto c = w.clear(by_holder_); !c) return c;
-    auto cur = cursor::open(w.raw(), by_state_[1], env_->dir());
-    if (!cur) return cur.err();
-    for (auto ok = cur->first();; ok = cur->next()) {
-      if (!ok) return ok.err();
-      if (!*ok) break;
-      auto t = get_in(w, tasks_, from_be64(cur->key()), env_->dir());
-      if (!t) return t.err();
-      if (auto p = w.put(by_holder_, holder_key(t->holder, t->id), {}); !p) return p;
-    }
+    auto doing = select_in(w, task_state::doing, [](const task&) { return true; });
+    if (!doing) return doing.err();
+    for (const auto& t : *doing)
+      if (auto p = w.put(by_holder_, holder_key(t.holder, t.id), {}); !p) return p;
     return w.put(meta_, holder_index_key, "1");
   });
   if (r) indexed_ = true;
@@ -233,27 +228,50 @@ expected<std::uint64_t> task_journal::reopen(task_state from) {
   return move_to_todo(from, [](const task&) { return true; });
 }
 
+expected<std::vector<task>> task_journal::select_in(write_txn& w, task_state state,
+                                                    const std::function<bool(const task&)>& pred) const {
+  std::vector<task> hit;
+  auto cur = cursor::open(w.raw(), by_state_[static_cast<int>(state)], env_->dir());
+  if (!cur) return cur.err();
+  for (auto ok = cur->first();; ok = cur->next()) {
+    if (!ok) return ok.err();
+    if (!*ok) break;
+    auto t = get_in(w, tasks_, from_be64(cur->key()), env_->dir());
+    if (!t) return t.err();
+    if (pred(*t)) hit.push_back(std::move(*t));
+  }
+  return hit;
+}
+
+expected<std::uint64_t> task_journal::forget_trained() {
+  std::uint64_t forgot = 0;
+  auto r = write([&](write_txn& w) -> expected<void> {
+    auto hit = select_in(w, task_state::todo, [](const task& t) { return t.trained > 0; });
+    if (!hit) return hit.err();
+    for (auto& t : *hit) {
+      t.trained = 0;
+      if (auto s = store(w, dbs_, t, t.state); !s) return s;
+    }
+    forgot = hit->size();
+    return {};
+  });
+  if (!r) return r.err();
+  return forgot;
+}
+
 expected<std::uint64_t> task_journal::move_to_todo(task_state from,
                                                    const std::function<bool(const task&)>& pred) {
   std::uint64_t moved = 0;
   auto r = write([&](write_txn& w) -> expected<void> {
     moved = 0;
-    std::vector<task> hit;
-    {
-      auto cur = cursor::open(w.raw(), by_state_[static_cast<int>(from)], env_->dir());
-      if (!cur) return cur.err();
-      for (auto ok = cur->first();; ok = cur->next()) {
-        if (!ok) return ok.err();
-        if (!*ok) break;
-        auto t = get_in(w, tasks_, from_be64(cur->key()), env_->dir());
-        if (!t) return t.err();
-        if (pred(*t)) hit.push_back(std::move(*t));
-      }
-    }
+    auto selected = select_in(w, from, pred);
+    if (!selected) return selected.err();
+    auto& hit = *selected;
     for (auto& t : hit) {
       t.state = task_state::todo;
       t.deadline_ms = 0;
       if (from == task_state::failed) t.failures = 0;  // a quarantined task gets its attempts anew
+      if (from == task_state::done) t.trained = 0;     // the model lost all of its rows
       if (auto s = store(w, dbs_, t, from); !s) return s;
     }
     moved = hit.size();

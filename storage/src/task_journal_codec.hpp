@@ -13,7 +13,9 @@
 
 namespace troupe::storage::journal_detail {
 
-inline constexpr std::uint8_t task_version = 1;
+// Version 2 appends order_attempt and trained; version 1 values (journals of jobs before
+// 2026-12-05, resumed) read with none.
+inline constexpr std::uint8_t task_version = 2;
 // Counters kept in the same transactions as the transitions they count (journal_meta).
 inline constexpr char requeued_key[] = "requeued", records_done_key[] = "records_done";
 // Present once the holder index (db "by_holder") covers every DOING task.
@@ -30,6 +32,7 @@ inline std::string encode(const task& t) {
       .pod(t.count)
       .pod(static_cast<std::uint8_t>(t.state));
   w.pod(t.attempt).pod(t.failures).pod(t.deadline_ms).str(t.holder).str(t.last_error);
+  w.pod(t.order_attempt).pod(t.trained);
   return std::move(w.bytes());
 }
 
@@ -47,7 +50,11 @@ inline expected<task> decode(std::string_view v, const std::string& where) {
   t.deadline_ms = r.pod<std::int64_t>();
   t.holder = r.str();
   t.last_error = r.str();
-  if (!r.done() || version != task_version || state > 3)
+  if (version == task_version) {
+    t.order_attempt = r.pod<std::uint32_t>();
+    t.trained = r.pod<std::uint64_t>();
+  }
+  if (!r.done() || version < 1 || version > task_version || state > 3 || t.trained > t.count)
     return make_unexpected(storage_errc::lmdb_error, where + ": malformed task value");
   t.state = static_cast<task_state>(state);
   return t;

@@ -60,8 +60,10 @@ expected<task_state> task_journal::report_in(write_txn& w, const report_request&
   // The same lease's DONE again: its acknowledgement was lost (a connection closed while the master
   // was paused) and the worker sent it again. Acknowledged, counted once (it was refused as "stale",
   // a warning that read as a task trained twice).
-  if (!r.failed && t->state == task_state::done && t->holder == r.holder && t->attempt == r.attempt)
+  if (!r.failed && !r.left && t->state == task_state::done && t->holder == r.holder &&
+      t->attempt == r.attempt)
     return t->state;
+  if (r.left) return hand_back_in(w, *t, r);
   if (auto c = check_lease(*t, r.holder, r.attempt); !c) return c.err();
   t->deadline_ms = 0;
   if (r.failed) {
@@ -74,6 +76,27 @@ expected<task_state> task_journal::report_in(write_txn& w, const report_request&
   }
   if (auto s = store(w, dbs_, *t, task_state::doing); !s) return s.err();
   return t->state;
+}
+
+expected<task_state> task_journal::hand_back_in(write_txn& w, task t, const report_request& r) const {
+  // Its holder's departure re-queued it already (the master heard of the leave first) and nobody
+  // leased it since: the rows are kept all the same.
+  const bool requeued = t.state == task_state::todo && t.holder == r.holder && t.attempt == r.attempt;
+  if (!requeued)
+    if (auto c = check_lease(t, r.holder, r.attempt); !c) return c.err();
+  const task_state old = t.state;
+  t.deadline_ms = 0;
+  // Rows of the order it trained in: the one handed back before, else its own lease's. Fewer than
+  // before (a holder that cannot have started past them) change nothing.
+  if (t.trained == 0) t.order_attempt = t.attempt;
+  t.trained = std::max(t.trained, std::min(r.trained, t.count));
+  t.state = t.trained == t.count ? task_state::done : task_state::todo;
+  if (t.state == task_state::done)
+    if (auto a = add_counter(w, meta_, records_done_key, t.count); !a) return a.err();
+  if (old == task_state::doing && t.state == task_state::todo)
+    if (auto a = add_counter(w, meta_, requeued_key, 1); !a) return a.err();
+  if (auto s = store(w, dbs_, t, old); !s) return s.err();
+  return t.state;
 }
 
 expected<batch_outcome> task_journal::apply(const journal_batch& b) {

@@ -67,6 +67,7 @@ class fake_node final : public node_context {
   bool ready() const override { return ready_; }
   void mark_ready() override { ready_ = true; }
   bool leaving() const override { return leaving_flag; }
+  void hand_back_pending(bool pending) override { hand_back_pending_flag = pending; }
   troupe::clock& clock() override { return clock_; }
   manual_clock& manual() { return clock_; }
 
@@ -102,6 +103,7 @@ class fake_node final : public node_context {
   bool connected = true;                 // false: every send fails (an unreachable peer)
   std::size_t ring_waits = 0;            // wait_ring_change() calls that found the epoch unchanged
   bool leaving_flag = false;             // what leaving() answers
+  bool hand_back_pending_flag = true;    // as hand_back_pending() set it last
 
  private:
   node_identity who_;

@@ -274,5 +274,39 @@ TEST_F(task_lease_client_test, waits_for_the_lease_answer_until_the_deadline) {
   EXPECT_TRUE(client_.pump_lease(true, {}));
 }
 
+// A leaving worker hands its task back with the rows it trained and waits for the acknowledgement
+// until its deadline, not past it; a lease of a task another holder handed back says where its
+// order's training stands.
+TEST_F(task_lease_client_test, a_hand_back_is_sent_and_awaited_until_the_deadline) {
+  client_.hand_back(lease{7, 2, 70, 10}, 6);
+  const auto start = node_.clock().now();
+  EXPECT_FALSE(client_.settle_reports(start + 300ms));
+  EXPECT_EQ(node_.clock().now(), start + 300ms);
+  ASSERT_GE(reports().size(), 1u);
+  auto r = reports()[0]->m.body().getTaskReport();
+  EXPECT_EQ(r.getTaskId(), 7u);
+  EXPECT_EQ(r.getAttempt(), 2u);
+  ASSERT_EQ(r.which(), schema::TaskReport::LEFT);
+  EXPECT_EQ(r.getLeft(), 6u);
+  ack(reports().back()->id);
+  EXPECT_TRUE(client_.settle_reports(node_.clock().now() + 300ms));
+  EXPECT_EQ(client_.unacknowledged(), 0u);
+  EXPECT_FALSE(client_.pump_lease(true, {}));
+  rpc_.answer(requests().back()->id, [&](auto body) {
+    auto l = body.initTaskLease();
+    l.setLeaseMs(300);
+    auto t = l.initTask();
+    t.setId(7);
+    t.setAttempt(3);
+    t.setRecordCount(10);
+    t.setTrained(6);
+    t.setOrderAttempt(2);
+  });
+  auto a = client_.pump_lease(true, {});
+  ASSERT_TRUE(a && a->what == kind::task);
+  EXPECT_EQ(a->task.trained, 6u);
+  EXPECT_EQ(a->task.order_attempt, 2u);
+}
+
 }  // namespace
 }  // namespace troupe::actors

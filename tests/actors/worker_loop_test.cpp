@@ -27,6 +27,7 @@ using testing::fake_rpc;
 class recording_strategy final : public strategy {
  public:
   std::string_view name() const override { return "recording"; }
+  bool steps_outlive_worker() const override { return outlive; }
   step_result step(worker_context&, const nn::batch* b, bool exhausted) override {
     step_result r;
     if (!b) {
@@ -46,6 +47,7 @@ class recording_strategy final : public strategy {
   double loss = 0.5;  // each step's
   std::vector<std::vector<std::uint64_t>> batches;
   std::size_t idle_steps = 0;
+  bool outlive = false;  // steps_outlive_worker()
 };
 
 class no_ps final : public ps_client {
@@ -94,8 +96,10 @@ class worker_loop_test : public ::testing::Test {
 
   // Answers lease request `id` with task `task` = records [first, first + count), leased for
   // `lease_ms` (0: no renewals).
+  // A task another holder handed back: `trained` rows of the order of attempt 1 trained, leased
+  // as attempt 2.
   void lease(std::uint64_t id, std::uint64_t task, std::uint64_t first, std::uint64_t count,
-             std::uint64_t lease_ms = 0) {
+             std::uint64_t lease_ms = 0, std::uint64_t trained = 0) {
     rpc_.answer(id, [&](auto body) {
       auto l = body.initTaskLease();
       l.setLeaseMs(lease_ms);
@@ -103,7 +107,9 @@ class worker_loop_test : public ::testing::Test {
       t.setId(task);
       t.setFirstRecord(first);
       t.setRecordCount(count);
-      t.setAttempt(1);
+      t.setAttempt(trained > 0 ? 2 : 1);
+      t.setTrained(trained);
+      t.setOrderAttempt(1);
     });
   }
   void ack(std::uint64_t id, const std::string& error = "") {
@@ -191,6 +197,50 @@ TEST_F(worker_loop_test, a_leaving_worker_takes_no_further_step) {
   EXPECT_EQ(strat_->batches.size(), 1u);
   EXPECT_EQ(strat_->idle_steps, 0u);
   EXPECT_TRUE(reports().empty()) << "the task is not reported: the master re-queued it";
+}
+
+// A leaving worker whose steps outlive it (the ring's replicas, the PS shards) hands its task back
+// with the rows it trained, and says it has nothing more to hand back (leave_job waits for that).
+TEST_F(worker_loop_test, a_leaving_worker_hands_back_the_rows_it_trained) {
+  strat_->outlive = true;
+  EXPECT_TRUE(train_some(st_));
+  lease(lease_requests()[0]->id, 7, 0, 10);
+  EXPECT_TRUE(train_some(st_));
+  EXPECT_TRUE(train_some(st_));
+  ASSERT_EQ(strat_->batches.size(), 2u);
+  node_.leaving_flag = true;
+  EXPECT_FALSE(train_some(st_));
+  EXPECT_EQ(strat_->batches.size(), 2u);
+  // Unacknowledged (the fake dispenser answers nothing): resent once its request timed out, given up
+  // 1.5 s on.
+  ASSERT_EQ(reports().size(), 2u);
+  for (const auto* sent : reports()) {
+    auto rep = sent->m.body().getTaskReport();
+    EXPECT_EQ(rep.getTaskId(), 7u);
+    EXPECT_EQ(rep.getAttempt(), 1u);
+    ASSERT_EQ(rep.which(), schema::TaskReport::LEFT);
+    EXPECT_EQ(rep.getLeft(), 4u);
+  }
+  EXPECT_FALSE(node_.hand_back_pending_flag);
+}
+
+// A task whose first 4 rows a worker that left trained: the next holder trains the other 6 of the
+// same order (attempt 1's, not its own lease's), each once.
+TEST_F(worker_loop_test, a_handed_back_task_trains_the_rest_of_its_order) {
+  EXPECT_TRUE(train_some(st_));
+  lease(lease_requests()[0]->id, 7, 0, 10, 0, 4);
+  while (reports().empty()) ASSERT_TRUE(train_some(st_));
+  std::vector<std::uint64_t> rows;
+  for (const auto& b : strat_->batches) rows.insert(rows.end(), b.begin(), b.end());
+  held_task order;
+  order.id = 7;
+  order.attempt = 1;
+  order.rows.rows = 10;
+  shuffle_rows(order);
+  std::vector<std::uint64_t> rest(order.order.begin() + 4, order.order.end());
+  EXPECT_EQ(rows, rest);
+  EXPECT_EQ(reports()[0]->m.body().getTaskReport().which(), schema::TaskReport::DONE);
+  EXPECT_EQ(reports()[0]->m.body().getTaskReport().getAttempt(), 2u);
 }
 
 // A step whose loss is not a number fails its task, saying the training diverged (the job used to

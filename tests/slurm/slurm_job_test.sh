@@ -82,7 +82,9 @@ done
 [[ $(grep -c 'down: left on SIGTERM' "$logs/master.log") -ge 2 ]] || fail "preempt: the victims did not leave on SIGTERM"
 wait "$runner" || fail "preempt: the job failed"
 grep -q 'PREEMPTED' "$work/preempt.err" || fail "preempt: the runner saw no PREEMPTED worker"
-for v in $(grep -o 'worker-[0-9]*#0 down: left on SIGTERM' "$logs/master.log" | cut -d'#' -f1 | sort -u); do
+# The victims are the workers the runner saw PREEMPTED (at the job's end every worker leaves on SIGTERM
+# too, before the master stops).
+for v in $(grep -o 'worker-[0-9]*#0 exited with code 0 (PREEMPTED)' "$work/preempt.err" | cut -d'#' -f1 | sort -u); do
   awk -v up="$v#1 (worker) up at" 'index($0, up) {u = 1} u && /first task/ {f = 1} END {exit !f}' "$logs/$v.log" ||
     fail "preempt: $v#1 (the victim's next incarnation) did not train"
 done

@@ -432,6 +432,67 @@ TEST(TaskJournal, ReopeningDoneAndFailedTasksPutsThemBackToTodo) {
   EXPECT_EQ(*once, task_state::todo);
 }
 
+// A holder that leaves hands its task back with the rows of its order it trained: the task goes back
+// to TODO keeping them (a requeue), the next lease says where its order's training stands, a second
+// holder's hand-back adds to them in the same order, a lease the holder's departure re-queued first
+// keeps them all the same, a stale one changes nothing, all rows trained is done, and a resumed job
+// whose model lost them forgets them.
+TEST(TaskJournal, AHolderThatLeavesHandsBackTheRowsItTrained) {
+  temp_dir d;
+  auto j = task_journal::open_or_create(d.str(), opts(1));
+  ASSERT_TRUE(j);
+  auto hand_back = [&](const task& t, const std::string& holder, std::uint64_t rows) {
+    report_request r{t.id, holder, t.attempt, false, {}};
+    r.left = true;
+    r.trained = rows;
+    return report(*j, r);
+  };
+  auto t = lease(*j, "a", 1000);
+  ASSERT_TRUE(t && *t);
+  const task first = **t;
+  auto s = hand_back(first, "a", 40);
+  ASSERT_TRUE(s) << s.err().to_string();
+  EXPECT_EQ(*s, task_state::todo);
+  EXPECT_EQ(j->counts()->requeued, 1u);
+  auto again = lease(*j, "b", 1000);
+  ASSERT_TRUE(again && *again);
+  ASSERT_EQ((*again)->id, first.id) << "a handed-back task goes out first";
+  EXPECT_EQ((*again)->trained, 40u);
+  EXPECT_EQ((*again)->order_attempt, first.attempt) << "the order of the lease that trained them";
+  EXPECT_NE((*again)->attempt, first.attempt);
+  // The first holder's late report is stale; the second's hand-back adds to the same order's rows.
+  EXPECT_FALSE(hand_back(first, "a", 90));
+  ASSERT_TRUE(hand_back(**again, "b", 70));
+  auto kept = get(*j, first.id);
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->trained, 70u);
+  EXPECT_EQ(kept->order_attempt, first.attempt);
+  // Re-queued by its holder's departure before the hand-back came: the rows are kept all the same.
+  auto third = lease(*j, "c", 1000);
+  ASSERT_TRUE(third && *third);
+  ASSERT_TRUE(j->requeue_holder("c"));
+  ASSERT_TRUE(hand_back(**third, "c", 80));
+  EXPECT_EQ(get(*j, first.id)->trained, 80u);
+  EXPECT_EQ(get(*j, first.id)->state, task_state::todo);
+  // All of its rows trained: done, its records counted.
+  auto fourth = lease(*j, "d", 1000);
+  ASSERT_TRUE(fourth && *fourth);
+  const auto done_before = j->counts()->records_done;
+  ASSERT_TRUE(hand_back(**fourth, "d", first.count));
+  EXPECT_EQ(get(*j, first.id)->state, task_state::done);
+  EXPECT_EQ(j->counts()->records_done, done_before + first.count);
+  // A resumed ring job without a checkpoint: done tasks reopened, handed-back rows forgotten.
+  auto other = lease(*j, "e", 1000);
+  ASSERT_TRUE(other && *other);
+  ASSERT_TRUE(hand_back(**other, "e", 10));
+  auto forgot = j->forget_trained();
+  ASSERT_TRUE(forgot);
+  EXPECT_EQ(*forgot, 1u);
+  EXPECT_EQ(get(*j, (*other)->id)->trained, 0u);
+  ASSERT_TRUE(j->reopen(task_state::done));
+  EXPECT_EQ(get(*j, first.id)->trained, 0u) << "a reopened done task is trained whole";
+}
+
 TEST(TaskJournal, ExpiredLeasesGoBackToTodo) {
   temp_dir d;
   manual_clock clk;

@@ -11,6 +11,9 @@ struct Task {
   recordCount @2 :UInt64;
   attempt @3 :UInt32;      # lease token: reports and renewals must quote it (stale leases are refused)
   epoch @4 :UInt32;        # the data epoch the task belongs to (0-based)
+  trained @5 :UInt64;      # rows a holder that left trained already (TaskReport.left): the task
+                           # trains the order of orderAttempt from there
+  orderAttempt @6 :UInt32; # the attempt whose row order the task trains in (with trained > 0)
 }
 
 # Worker -> dispenser: lease me a task. The answer is a TaskLease.
@@ -50,6 +53,9 @@ struct TaskReport {
   union {
     done @1 :Void;
     failed @2 :Text;       # why; the dispenser re-queues or quarantines the task
+    left @4 :UInt64;       # the holder leaves (SIGTERM) having trained this many rows of the task's
+                           # order (Task.trained included), whose steps outlive it (the ring's
+                           # replicas, the PS shards): back to TODO with them kept
   }
   attempt @3 :UInt32;      # the lease's attempt (Task.attempt)
 }

@@ -71,8 +71,10 @@ bool task_dispenser::collect(const message& m, std::int64_t deadline, storage::j
     if (m.kind() == B::TASK_REPORT) {
       auto r = m.body().getTaskReport();
       storage::report_request rr{
-          r.getTaskId(), holder, r.getAttempt(), r.which() != schema::TaskReport::DONE, {}};
+          r.getTaskId(), holder, r.getAttempt(), r.which() == schema::TaskReport::FAILED, {}};
       if (rr.failed) rr.error_text = r.getFailed().cStr();
+      rr.left = r.which() == schema::TaskReport::LEFT;
+      if (rr.left) rr.trained = r.getLeft();
       jb.reports.push_back(std::move(rr));
       return true;
     }
@@ -154,6 +156,12 @@ void task_dispenser::ack_report(const message& m, const storage::report_request&
     count_quarantine(true);
   } else if (*state == storage::task_state::done) {
     count_quarantine(false);
+  } else if (r.left) {  // handed back by a holder that leaves, its trained rows kept
+    spdlog::info("dispenser: {} left holding task {}: {} of its rows trained, the rest back to TODO",
+                 r.holder, r.id, r.trained);
+    timeline_.requeue(r.holder, 1,
+                      "holder left: task " + std::to_string(r.id) + " with " + std::to_string(r.trained) +
+                          " rows trained kept");
   } else if (r.failed) {  // back to TODO, to be tried again: in the timeline (it left no trace)
     spdlog::warn("dispenser: task {} failed on {} (tried again): {}", r.id, r.holder, r.error_text);
     timeline_.requeue(r.holder, 1, "task " + std::to_string(r.id) + " failed (tried again): " + r.error_text);
@@ -177,6 +185,8 @@ void task_dispenser::reply_lease(const message& req, const std::optional<storage
     b.setRecordCount(t->count);
     b.setAttempt(t->attempt);
     b.setEpoch(t->epoch);
+    b.setTrained(t->trained);
+    b.setOrderAttempt(t->trained > 0 ? t->order_attempt : t->attempt);
     data_epoch_ = t->epoch;
   } else {
     auto c = journal_->counts();

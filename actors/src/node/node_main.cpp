@@ -166,11 +166,17 @@ void install_stop_signals() {
   std::signal(SIGINT, on_signal);
 }
 
-// A worker leaving on SIGTERM tells the master first and waits (briefly) for the view without it:
-// its leases are back in TODO and its ring rebuilt before the process even starts to shut down.
+// A worker leaving on SIGTERM stops training, hands back the task it trains with the rows it
+// trained (its loop: hand_back_on_leave; 2 s at most, then the master re-queues it whole), then
+// tells the master and waits (briefly) for the view without it: its leases are back in TODO and its
+// ring rebuilt before the process even starts to shut down.
 void leave_job(node_runtime* r) {
   if (!r->ready()) return;  // never joined: nothing to hand back, nobody's ring to rebuild
   auto t0 = r->clock().now();
+  r->stop_training();
+  if (!r->await_hand_back(std::chrono::milliseconds(2000)))
+    spdlog::warn("{}: the training loop did not hand its task back within 2 s: it goes back whole",
+                 r->self().to_string());
   if (!r->leave("left on SIGTERM")) return;
   bool answered = r->await_left(std::chrono::milliseconds(1000));
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(r->clock().now() - t0);

@@ -203,6 +203,19 @@ std::vector<node_id> node_runtime::peers() const {
   return net_ ? net_->peers() : std::vector<node_id>{};
 }
 
+void node_runtime::hand_back_pending(bool pending) {
+  {
+    std::lock_guard lk(hand_back_mu_);
+    hand_back_pending_ = pending;
+  }
+  hand_back_cv_.notify_all();
+}
+
+bool node_runtime::await_hand_back(std::chrono::milliseconds limit) {
+  std::unique_lock lk(hand_back_mu_);
+  return hand_back_cv_.wait_for(lk, limit, [this] { return !hand_back_pending_; });
+}
+
 bool node_runtime::gone(const node_id& id) const {
   return live_->gone(id);
 }

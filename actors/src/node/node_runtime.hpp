@@ -116,13 +116,21 @@ class node_runtime final : public worker_host {
   // Either way the ring is given up at once (node_view::leave): a collective in flight fails now,
   // not when its neighbours' new ring or the supervisor's shutdown timeout ends it.
   bool leave(const std::string& reason) {
-    view_.leave();  // first: the view at leave is the one before the master's answer
+    stop_training();
     return join_->leave(reason);
   }
+  // The first half of leave(): the ring is given up and the worker takes no further step, but the
+  // master is not told yet (a worker hands back its task first: await_hand_back).
+  void stop_training() { view_.leave(); }  // the view at leave is the one before the master's answer
+  // Waits until the worker's training loop has nothing to hand back (hand_back_pending(false)) or
+  // `limit` passed; false then.
+  bool await_hand_back(std::chrono::milliseconds limit);
+  void hand_back_pending(bool pending) override;
   // Waits until the master's answer to leave() came (true), the master's connection was lost or
   // `limit` passed (false).
   bool await_left(std::chrono::milliseconds limit) { return join_->await_left(limit); }
-  bool leaving() const override { return join_->leaving(); }
+  bool leaving() const override { return view_.leaving() || join_->leaving(); }
+  bool stops_waiting() const override { return join_->leaving(); }
   cluster::membership_view view_at_leave() const override { return view_.view_at_leave(); }
   // Requested by leave(): the worker's rpc clients stop waiting for replies then (a PS shard that
   // stops with the job answers no pull), so the worker actor stops at once.
@@ -159,6 +167,10 @@ class node_runtime final : public worker_host {
   node_ring_listener ring_;
   std::unique_ptr<membership_client> join_;  // made by start(), once address_ is known
   std::unique_ptr<fault_injector> inject_;   // likewise; destroyed before net_
+  // hand_back_pending(): whether the worker's loop has a task to hand back as it leaves.
+  std::mutex hand_back_mu_;
+  std::condition_variable hand_back_cv_;
+  bool hand_back_pending_ = false;  // under hand_back_mu_
   std::mutex down_mu_;
   std::vector<std::function<void(const peer_event&)>> down_fns_;  // under down_mu_
   // Views sent by a node that is not the master (forged: anyone with the job's token can send one)

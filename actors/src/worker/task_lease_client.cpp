@@ -73,6 +73,29 @@ void task_lease_client::report(const lease& t, const std::string& failure) {
   unsent_.push_back(std::move(o));
 }
 
+void task_lease_client::hand_back(const lease& t, std::uint64_t trained) {
+  outbound o(outbound::small_words);
+  auto r = o.body().initTaskReport();
+  r.setTaskId(t.id);
+  r.setAttempt(t.attempt);
+  r.setLeft(trained);
+  unsent_.push_back(std::move(o));
+}
+
+bool task_lease_client::settle_reports(time_point deadline) {
+  next_report_ = now();  // a resend waits for nobody now
+  for (;;) {
+    pump_reports();
+    if (unsent_.empty()) return true;
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now());
+    if (left.count() <= 0) return false;
+    if (report_request_ != 0)
+      rpc_.wait(report_request_, std::min<std::chrono::milliseconds>(left, 100ms));
+    else
+      node_.clock().sleep_for(std::min<std::chrono::milliseconds>(left, 10ms));
+  }
+}
+
 // Sends the oldest unacknowledged report (without waiting for the acknowledgement: the next pass
 // polls for it), or resends it when its acknowledgement did not come; keeps them all while the
 // master is unreachable (a restarted master accepts them: the journal still holds the lease).
@@ -152,7 +175,8 @@ task_lease_client::answer task_lease_client::take(const message& reply, std::spa
       // The first lease held: its renewals start a third of the lease time from now.
       if (held.empty() && unsent_.empty()) next_renew_ = now() + lease_ms_ / 3;
       a.what = answer::kind::task;
-      a.task = lease{t.getId(), t.getAttempt(), t.getFirstRecord(), t.getRecordCount(), t.getEpoch()};
+      a.task = lease{t.getId(),    t.getAttempt(), t.getFirstRecord(), t.getRecordCount(),
+                     t.getEpoch(), t.getTrained(), t.getOrderAttempt()};
       break;
     }
     case schema::TaskLease::NONE:

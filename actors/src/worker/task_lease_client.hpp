@@ -45,6 +45,10 @@ class task_lease_client {
     std::uint32_t attempt = 0;
     std::uint64_t first = 0, count = 0;
     std::uint32_t epoch = 0;  // the data epoch of the task
+    // Rows of the order of `order_attempt` a holder that left trained already: the task starts
+    // after them (0: none, and order_attempt is the lease's own attempt).
+    std::uint64_t trained = 0;
+    std::uint32_t order_attempt = 0;
   };
   // The dispenser's answer to a lease request.
   struct answer {
@@ -80,6 +84,12 @@ class task_lease_client {
   void step_ends() { stepping_.store(false, std::memory_order_release); }
   // Queues the report of task `t`: done (empty `failure`) or failed. Sent by pump_reports().
   void report(const lease& t, const std::string& failure);
+  // Queues the hand-back of task `t` by a worker that leaves having trained the first `trained`
+  // rows of its order (their steps outlive it): the dispenser keeps them and re-queues the rest.
+  void hand_back(const lease& t, std::uint64_t trained);
+  // Sends the reports not acknowledged yet and waits for their acknowledgements until `deadline`
+  // (a leaving worker, before the master re-queues what it holds); true once all are acknowledged.
+  bool settle_reports(time_point deadline);
 
   // The dispenser said that nothing is left for anyone.
   bool exhausted() const { return exhausted_; }

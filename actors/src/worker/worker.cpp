@@ -158,6 +158,7 @@ void setup_worker(worker_state& st, worker_host* rt, data_paths data) {
   set_up_state(st, rt);
   st.last_report = rt->clock().now();
   open_step_log(st);
+  rt->hand_back_pending(true);  // until the loop is over or hands back as the node leaves
   spdlog::info("{}: {} model on the {} backend ({}), strategy {}, {} training records{}",
                rt->self().to_string(), rt->spec().nn.model.type, st.backend->name(), st.backend->placement(),
                st.strat->name(), st.feed->manifest().record_count, st.feed->served() ? " (served)" : "");

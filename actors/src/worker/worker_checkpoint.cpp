@@ -72,18 +72,25 @@ void maybe_checkpoint(worker_state& st) {
   offer_checkpoint(st);
 }
 
-void checkpoint_on_leave(worker_state& st) {
-  if (!st.checkpoints || checkpoint_every(st.node->spec()).count() == 0) return;
-  if (st.steps_total == st.steps_at_checkpoint) return;  // nothing trained since the last one
-  if (!writes_checkpoints(st, st.node->view_at_leave())) return;
-  // The periodic one still being written is finished first (the writer keeps one at a time); the
-  // supervisor gives the actor 3 s to stop, the writer's destructor finishes this one.
+bool checkpoint_on_leave(worker_state& st) {
+  if (!st.checkpoints || checkpoint_every(st.node->spec()).count() == 0) return true;
+  if (st.steps_total == st.steps_at_checkpoint) return true;  // nothing trained since the last one
+  if (!writes_checkpoints(st, st.node->view_at_leave())) return true;
+  // The periodic one still being written is finished first (the writer keeps one at a time), and
+  // this one before the worker hands its task back (leave_job waits for that).
   auto& clk = st.node->clock();
+  auto& writer = st.checkpoints->writer();
   const auto until = clk.now() + std::chrono::seconds(2);
-  while (st.checkpoints->writer().busy() && clk.now() < until) clk.sleep_for(std::chrono::milliseconds(5));
-  if (offer_checkpoint(st))
-    spdlog::info("{}: leaving: the replica's state after {} steps goes to a last checkpoint",
-                 st.node->self().to_string(), st.steps_total);
+  auto finish = [&] {
+    while (writer.busy() && clk.now() < until) clk.sleep_for(std::chrono::milliseconds(5));
+  };
+  finish();
+  const auto before = writer.written();
+  if (!offer_checkpoint(st)) return false;
+  spdlog::info("{}: leaving: the replica's state after {} steps goes to a last checkpoint",
+               st.node->self().to_string(), st.steps_total);
+  finish();
+  return writer.written() > before;
 }
 
 expected<void> write_final_state(worker_state& st) {

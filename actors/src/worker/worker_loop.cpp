@@ -39,8 +39,16 @@ std::uint64_t wall_ms(worker_state& st) {
 }
 
 // A task's rows in a shuffled order, or in record order for a strategy that writes per-task output.
+// A task a holder that left had trained partly starts after the rows it trained (in its order).
 void order_rows(worker_state& st, held_task& h) {
-  if (!st.strat->keeps_row_order()) return shuffle_rows(h);
+  if (!st.strat->keeps_row_order()) {
+    shuffle_rows(h);
+    h.cursor = std::min<std::size_t>(h.trained, h.order.size());
+    if (h.cursor > 0)
+      spdlog::info("task {}: {} of its {} rows were trained by a worker that left: training the rest", h.id,
+                   h.cursor, h.order.size());
+    return;
+  }
   h.order.resize(h.rows.rows);
   std::iota(h.order.begin(), h.order.end(), 0u);
 }
@@ -149,6 +157,7 @@ void report_progress(worker_state& st, bool force) {
 
 void finish_loop(worker_state& st) {
   st.done = true;
+  st.node->hand_back_pending(false);  // nothing left to hand back
   report_progress(st, true);
   auto o = wire::job();
   o.body.initWorkerDone().setSteps(st.steps_total);
@@ -308,6 +317,33 @@ static void end_task_if_done(worker_state& st) {
   st.leases->pump_reports();
 }
 
+void hand_back_on_leave(worker_state& st, bool checkpointed) {
+  const auto until = now(st) + std::chrono::milliseconds(1500);
+  if (st.task && st.ctx && checkpointed && st.strat->steps_outlive_worker()) {
+    const held_task& t = *st.task;
+    std::size_t rows = t.cursor;
+    // The ring's batches fold a lone trailing row into the batch before it; the rest of a task
+    // handed back has none before it: at least 2 rows are left (one row is trained twice then).
+    if (st.ctx->local_batch > 0 && rows + 1 == t.order.size()) rows -= 1;
+    if (rows > t.trained && rows < t.order.size()) {
+      // Under async_ps the rows are in the model once the shards took their pushes.
+      if (auto s = st.ctx->ps.settle(); !s) {
+        spdlog::warn("task {}: a push of its last steps failed ({}): its rows are trained again", t.id,
+                     s.err().to_string());
+      } else {
+        spdlog::info("{}: leaving: task {} goes back with {} of its {} rows trained",
+                     st.node->self().to_string(), t.id, rows, t.order.size());
+        st.leases->hand_back(t, rows);
+      }
+    }
+  }
+  if (!st.leases->settle_reports(until))
+    spdlog::warn(
+        "{}: leaving with {} task report(s) not acknowledged: the master re-queues their tasks whole",
+        st.node->self().to_string(), st.leases->unacknowledged());
+  st.node->hand_back_pending(false);
+}
+
 bool train_some(worker_state& st, clock::time_point until) {
   if (st.done) return false;
   // Leaving (SIGTERM): no further step; the master re-queued this worker's tasks, and its ring
@@ -315,7 +351,7 @@ bool train_some(worker_state& st, clock::time_point until) {
   if (st.node->leaving()) {
     if (!st.left) {
       spdlog::info("{}: leaving: no further step", st.node->self().to_string());
-      checkpoint_on_leave(st);
+      hand_back_on_leave(st, checkpoint_on_leave(st));
     }
     st.left = true;
     return false;

@@ -16,7 +16,8 @@ expected<std::string> remote_ps::shard_node(std::uint32_t i) {
   // A worker that leaves (SIGTERM: the job stops, a scale-down) takes no new step: its shards stop
   // too, and dialling one that is going away waits out the handshake timeout, longer than the
   // supervisor gives the worker to stop.
-  if (rt_.leaving()) return make_unexpected(core_errc::io_error, "the worker is leaving: no more steps");
+  if (rt_.stops_waiting())
+    return make_unexpected(core_errc::io_error, "the worker is leaving: no more steps");
   auto view = rt_.view();
   const auto* m = view.find(name);
   if (!m || m->state != cluster::member_state::alive)
@@ -40,7 +41,7 @@ std::vector<std::vector<const param_slice*>> by_shard(const std::vector<param_sl
 }  // namespace
 
 remote_ps::remote_ps(worker_host& rt, wire::rpc_channel& rpc)
-    : rt_(rt), window_(rpc, rt.spec().ps.in_flight_pushes, [&rt] { return rt.leaving(); }) {
+    : rt_(rt), window_(rpc, rt.spec().ps.in_flight_pushes, [&rt] { return rt.stops_waiting(); }) {
   window_.on_push_reply([this](const message& m) { read_noise(m); });
 }
 

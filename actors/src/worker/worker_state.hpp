@@ -107,7 +107,8 @@ bool train_some(worker_state& st, worker_state::clock::time_point until);
 inline bool train_some(worker_state& st) {
   return train_some(st, st.node->clock().now() + tick_budget);
 }
-// The task's rows in a shuffled order, the same for the same task id and attempt.
+// The task's rows in a shuffled order, the same for the same task id and attempt (the order's
+// attempt, for a task whose first rows a holder that left trained).
 void shuffle_rows(held_task& h);
 // The samples per step: the strategy's choice (worker_context::local_batch) or [train] batch_size.
 std::size_t batch_size(const worker_state& st);
@@ -129,8 +130,16 @@ void maybe_checkpoint(worker_state& st);
 // A ring worker that leaves (SIGTERM: the job stopped, a preemption, a scale-down) and was the
 // checkpoint writer as it began to leave hands its replica to the writer once more when it trained
 // since the last checkpoint: a job stopped before its first periodic checkpoint keeps what it
-// learnt (its model, `--resume`), and one stopped later loses no steps.
-void checkpoint_on_leave(worker_state& st);
+// learnt (its model, `--resume`), and one stopped later loses no steps. Waits (2 s at most) for
+// the write: false when one was due and is not written (the task it trains is not handed back
+// with its trained rows then: they are trained again).
+bool checkpoint_on_leave(worker_state& st);
+// A leaving worker hands back the task it trains with the rows it trained, when their steps outlive
+// it (strategy::steps_outlive_worker, and its last checkpoint written: `checkpointed`), and waits
+// (1.5 s at most) for the acknowledgements of its reports, before the master hears that it leaves
+// (node_main's leave_job waits for this, node_context::handed_back): a stop, a preemption or a
+// scale-down trains no row twice (docs/job.md, "A leaving worker's task").
+void hand_back_on_leave(worker_state& st, bool checkpointed);
 // The state the evaluation scored, as the job's final state (<job dir>/checkpoints/final): what
 // `troupe export` writes the job's model from. An error when it cannot be written: the evaluation
 // answers with it (a part whose state is not written is no result).

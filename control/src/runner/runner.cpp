@@ -232,13 +232,21 @@ void runner::shutdown_nodes() {
   // With the cluster manager away, signals cannot reach the nodes: kill_all and
   // cancel_left_jobs wait for it instead.
   bool reachable = !launcher_->outage();
-  slots_.stop_all(reachable ? SIGTERM : 0);
-  auto deadline = clock_.now() + std::chrono::seconds(5);
-  for (const auto& [name, slot] : slots_.slots())
-    if (slot.handle && reachable) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_.now());
-      (void)launcher_->wait(*slot.handle, std::max(left, std::chrono::milliseconds(1)));
-    }
+  // The workers first: each hands back the task it trains with the rows it trained, and settles its
+  // pushes, while the master and the PS shards still run (docs/job.md, "A leaving worker's task");
+  // then the rest.
+  auto wait_for = [&](bool workers, std::chrono::seconds most) {
+    auto deadline = clock_.now() + most;
+    for (const auto& [name, slot] : slots_.slots())
+      if (slot.handle && reachable && (slot.role == cluster::node_role::worker) == workers) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_.now());
+        (void)launcher_->wait(*slot.handle, std::max(left, std::chrono::milliseconds(1)));
+      }
+  };
+  slots_.stop_all(reachable ? SIGTERM : 0, slot_table::roles::workers);
+  wait_for(true, std::chrono::seconds(5));
+  slots_.stop_all(reachable ? SIGTERM : 0, slot_table::roles::others);
+  wait_for(false, std::chrono::seconds(5));
   if (reachable) launcher_->kill_all();
   cancel_left_jobs();  // the controller away: waits for it (kill_all included)
   // Every exit report has come (kill_all waits for them): record how each node ended.

@@ -311,6 +311,9 @@ int runner::reopen_tasks() {
     return 0;
   auto done = journal->reopen(storage::task_state::done);
   if (!done) return spdlog::error("--resume {}: {}", dir_->path(), done.err().to_string()), 1;
+  // Likewise the rows of partly trained tasks that workers handed back as they left.
+  if (auto f = journal->forget_trained(); !f)
+    return spdlog::error("--resume {}: {}", dir_->path(), f.err().to_string()), 1;
   reopened_done_ = *done;
   if (reopened_done_ > 0)
     spdlog::warn(

@@ -290,8 +290,10 @@ void slot_table::demote(scale_result& r) {
   }
 }
 
-void slot_table::stop_all(int sig) {
+void slot_table::stop_all(int sig, roles which) {
   for (auto& [name, slot] : slots_) {
+    const bool worker = slot.role == cluster::node_role::worker;
+    if ((which == roles::workers && !worker) || (which == roles::others && worker)) continue;
     slot.wanted = false;
     slot.relaunch_at.reset();
     if (slot.handle && sig != 0) (void)launcher_->signal(*slot.handle, sig);

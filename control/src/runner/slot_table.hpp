@@ -183,7 +183,10 @@ class slot_table {
   // `host`, the last one named, unless it names its own).
   void set_target(std::uint32_t workers, const std::string& host = "");
   // The job ends: no slot is wanted any more, none relaunched; running nodes get `sig` (0: none).
-  void stop_all(int sig);
+  // `which`: the workers alone, or the other roles alone (the runner stops the workers first: each
+  // hands its task back to the master, its pushes to the PS shards, before those stop), or all.
+  enum class roles { all, workers, others };
+  void stop_all(int sig, roles which = roles::all);
 
   std::uint32_t target() const { return target_; }
   std::uint32_t running_workers() const;   // wanted workers (running, starting or due to relaunch)

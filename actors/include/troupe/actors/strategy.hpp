@@ -150,6 +150,10 @@ class strategy {
   // shuffled), and its output once the task's last batch is done, before the worker reports it
   // (an error fails the task).
   virtual bool keeps_row_order() const { return false; }
+  // Every trained step's rows are in a model that outlives this worker (the ring's replicas; the PS
+  // shards once its pushes are settled): a worker that leaves hands its task back with the rows it
+  // trained, and they are not trained again. local_sgd's steps since the last average are its own.
+  virtual bool steps_outlive_worker() const { return false; }
   virtual expected<void> task_done(worker_context& ctx, std::uint64_t task, std::uint64_t first,
                                    std::size_t rows) {
     return {};

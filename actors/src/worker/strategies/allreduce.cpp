@@ -58,6 +58,7 @@ class allreduce final : public strategy {
         ctl_(controller_options_of(spec)),
         pre_(spec.nn.train.optimizer) {}
   std::string_view name() const override { return "allreduce"; }
+  bool steps_outlive_worker() const override { return true; }  // every replica applies every step
   void warm_up(worker_context& ctx) override {
     if (ctx.backend.device()) return;
     replicas::reserve_state(ctx, true, sync_buf_);

@@ -48,6 +48,7 @@ class gpu_allreduce final : public strategy {
                 bool estimate)
       : g_(g), self_(g.self), port_(*g.port), estimate_(estimate), ctl_(fixed_batch(o)), opt_(opt) {}
   std::string_view name() const override { return "allreduce (gpu)"; }
+  bool steps_outlive_worker() const override { return true; }  // every replica applies every step
   std::vector<float> durable_state() const override { return ctl_.packed(); }
   wire::goodput_report goodput() const override {
     if (!estimate_ || !stepped_) return {};

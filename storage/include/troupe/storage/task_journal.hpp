@@ -44,6 +44,13 @@ struct task {
   std::string holder;            // current (doing) or last holder
   std::int64_t deadline_ms = 0;  // lease deadline, wall-clock ms (doing only)
   std::string last_error;
+  // Rows a holder that left trained before it went (their steps are in the ring's replicas or the
+  // PS shards): the first `trained` rows of the order of attempt `order_attempt` (worker_batches:
+  // the task's rows shuffled by id and attempt). The next holder trains that order from there, so
+  // no row is trained twice across a stop, a preemption or a scale-down. 0: none (the next holder
+  // shuffles by its own attempt).
+  std::uint32_t order_attempt = 0;
+  std::uint64_t trained = 0;
 };
 
 struct journal_options {
@@ -87,13 +94,16 @@ struct lease_outcome {
 };
 
 // One task report: done, or failed with `error_text` (re-queued, or quarantined at max_failures
-// reports of failure).
+// reports of failure), or (left) handed back by a holder that leaves having trained the first
+// `trained` rows of the task's order: back to todo with them kept (task::trained).
 struct report_request {
   std::uint64_t id = 0;
   std::string holder;
   std::uint32_t attempt = 0;
   bool failed = false;
   std::string error_text;
+  bool left = false;
+  std::uint64_t trained = 0;
 };
 
 // What a dispenser collected while its last commit was on its way: reports first, then leases.
@@ -123,7 +133,9 @@ class task_journal {
 
   // The reports, then the leases, in order, in one write transaction (group commit). A report
   // (check of its lease first): doing -> done, or (failed) -> todo, or -> failed once the task's
-  // failures reach max_failures. A lease: the holder's DOING tasks not in `keep` back to todo, then
+  // failures reach max_failures, or (left) -> todo with its trained rows kept (counted as a
+  // requeue; a lease the holder's departure re-queued already, not leased again since, takes them
+  // too; all of its rows trained: done). A lease: the holder's DOING tasks not in `keep` back to todo, then
   // the lowest todo task leased to it until its deadline (nullopt when todo is empty). Fails as a
   // whole for a journal or disk error, and for a holder name the index cannot key
   // (invalid_argument); a refused report (stale_lease, not_found) is an error in its own slot.
@@ -141,9 +153,12 @@ class task_journal {
   // doing -> todo for every lease with deadline_ms <= now_ms; returns how many.
   expected<std::uint64_t> requeue_expired(std::int64_t now_ms);
   // done -> todo, or failed -> todo with its failures reset, for every task in `from` (a resumed
-  // job: trained again on a model that lost them, or retried after the user fixed the cause);
-  // returns how many. Other states: invalid_argument.
+  // job: trained again on a model that lost them, its trained rows with them; or retried after the
+  // user fixed the cause); returns how many. Other states: invalid_argument.
   expected<std::uint64_t> reopen(task_state from);
+  // Every todo task's trained rows (task::trained) are forgotten: the model that held them is lost
+  // (a resumed ring job without a checkpoint); returns how many tasks had some.
+  expected<std::uint64_t> forget_trained();
 
   expected<task_counts> counts() const;
   // Tasks in `state`, by id (e.g. doing with their leases, after a restart).
@@ -161,6 +176,9 @@ class task_journal {
   expected<void> check_holder(const std::string& holder) const;
   expected<std::uint64_t> requeue_if(const std::function<bool(const task&)>& pred);
   expected<std::uint64_t> move_to_todo(task_state from, const std::function<bool(const task&)>& pred);
+  // In `w`: the tasks in `state` for which `pred` holds, by id.
+  expected<std::vector<task>> select_in(write_txn& w, task_state state,
+                                        const std::function<bool(const task&)>& pred) const;
   // In `w`: the holder's DOING tasks not in `keep` back to todo (counted); returns how many.
   expected<std::uint64_t> requeue_held(write_txn& w, const std::string& holder,
                                        const std::vector<std::uint64_t>& keep) const;
@@ -172,6 +190,8 @@ class task_journal {
   expected<void> write(const write_fn& fn);
   // In `w`: the report applied (check_lease first); the task's new state.
   expected<task_state> report_in(write_txn& w, const report_request& r) const;
+  // In `w`: a holder's hand-back (report_request::left) of `t`; the task's new state.
+  expected<task_state> hand_back_in(write_txn& w, task t, const report_request& r) const;
   error unindexed() const;
 
   std::shared_ptr<lmdb_env> env_;
