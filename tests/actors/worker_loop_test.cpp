@@ -183,8 +183,9 @@ TEST_F(worker_loop_test, leases_the_next_task_while_training_the_current_one) {
   EXPECT_EQ(lease_requests().size(), 2u);
 }
 
-// A worker that leaves (SIGTERM) takes no further step, even with a task and batches left: the
-// master re-queued its tasks, and its ring is given up.
+// A worker that leaves (SIGTERM) takes no further step, even with a task and batches left: its ring
+// is given up, and a strategy whose steps die with the worker (local_sgd's) hands nothing back: the
+// master re-queues its tasks whole.
 TEST_F(worker_loop_test, a_leaving_worker_takes_no_further_step) {
   EXPECT_TRUE(train_some(st_));
   ASSERT_EQ(lease_requests().size(), 1u);
