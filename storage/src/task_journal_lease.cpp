@@ -31,6 +31,7 @@ expected<std::optional<task>> task_journal::lease_in(write_txn& w, const std::st
   t->holder = holder;
   t->deadline_ms = deadline_ms;
   ++t->attempt;
+  if (t->trained == 0) t->order_attempt = t->attempt;  // its own order, until a holder left partway
   if (auto s = store(w, dbs_, *t, task_state::todo); !s) return s.err();
   return std::optional<task>(std::move(*t));
 }
@@ -86,9 +87,8 @@ expected<task_state> task_journal::hand_back_in(write_txn& w, task t, const repo
     if (auto c = check_lease(t, r.holder, r.attempt); !c) return c.err();
   const task_state old = t.state;
   t.deadline_ms = 0;
-  // Rows of the order it trained in: the one handed back before, else its own lease's. Fewer than
-  // before (a holder that cannot have started past them) change nothing.
-  if (t.trained == 0) t.order_attempt = t.attempt;
+  // Rows of the order it trained in (order_attempt, set by its lease). Fewer than before (a holder
+  // that cannot have started past them) change nothing.
   t.trained = std::max(t.trained, std::min(r.trained, t.count));
   t.state = t.trained == t.count ? task_state::done : task_state::todo;
   if (t.state == task_state::done)

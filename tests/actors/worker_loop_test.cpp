@@ -235,7 +235,7 @@ TEST_F(worker_loop_test, a_handed_back_task_trains_the_rest_of_its_order) {
   for (const auto& b : strat_->batches) rows.insert(rows.end(), b.begin(), b.end());
   held_task order;
   order.id = 7;
-  order.attempt = 1;
+  order.order_attempt = 1;
   order.rows.rows = 10;
   shuffle_rows(order);
   std::vector<std::uint64_t> rest(order.order.begin() + 4, order.order.end());

@@ -13,7 +13,7 @@ struct Task {
   epoch @4 :UInt32;        # the data epoch the task belongs to (0-based)
   trained @5 :UInt64;      # rows a holder that left trained already (TaskReport.left): the task
                            # trains the order of orderAttempt from there
-  orderAttempt @6 :UInt32; # the attempt whose row order the task trains in (with trained > 0)
+  orderAttempt @6 :UInt32; # the attempt whose row order the task trains in (its own unless trained > 0)
 }
 
 # Worker -> dispenser: lease me a task. The answer is a TaskLease.

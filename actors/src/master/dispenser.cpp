@@ -186,7 +186,7 @@ void task_dispenser::reply_lease(const message& req, const std::optional<storage
     b.setAttempt(t->attempt);
     b.setEpoch(t->epoch);
     b.setTrained(t->trained);
-    b.setOrderAttempt(t->trained > 0 ? t->order_attempt : t->attempt);
+    b.setOrderAttempt(t->order_attempt);
     data_epoch_ = t->epoch;
   } else {
     auto c = journal_->counts();

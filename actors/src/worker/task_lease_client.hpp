@@ -45,8 +45,8 @@ class task_lease_client {
     std::uint32_t attempt = 0;
     std::uint64_t first = 0, count = 0;
     std::uint32_t epoch = 0;  // the data epoch of the task
-    // Rows of the order of `order_attempt` a holder that left trained already: the task starts
-    // after them (0: none, and order_attempt is the lease's own attempt).
+    // The attempt whose order the rows train in (the lease's own unless a holder left partway), and
+    // the rows of it a holder that left trained already: the task starts after them.
     std::uint64_t trained = 0;
     std::uint32_t order_attempt = 0;
   };

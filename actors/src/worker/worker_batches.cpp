@@ -33,8 +33,7 @@ bool strategy_batch(const worker_state& st) {
 void shuffle_rows(held_task& h) {
   h.order.resize(h.rows.rows);
   std::iota(h.order.begin(), h.order.end(), 0u);
-  const std::uint32_t attempt = h.trained > 0 ? h.order_attempt : h.attempt;
-  std::mt19937_64 rng(h.id * 0x9e3779b97f4a7c15ull + attempt);
+  std::mt19937_64 rng(h.id * 0x9e3779b97f4a7c15ull + h.order_attempt);
   std::shuffle(h.order.begin(), h.order.end(), rng);
 }
 

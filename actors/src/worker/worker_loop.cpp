@@ -346,10 +346,9 @@ void hand_back_on_leave(worker_state& st, bool checkpointed) {
 
 bool train_some(worker_state& st, clock::time_point until) {
   if (st.done) return false;
-  // Leaving (SIGTERM): no further step; the task it trains goes back with the rows it trained
-  // (hand_back_on_leave) before the master hears that it leaves and re-queues the rest of what it
-  // holds, and its ring is given up (node_view::leave). The actor waits for the supervisor's
-  // shutdown.
+  // Leaving (SIGTERM): no further step; the task it trains goes back with its trained rows
+  // (hand_back_on_leave) before the master re-queues the rest, and its ring is given up
+  // (node_view::leave). The actor waits for the supervisor's shutdown.
   if (st.node->leaving()) {
     if (!st.left) {
       spdlog::info("{}: leaving: no further step", st.node->self().to_string());

@@ -107,8 +107,8 @@ bool train_some(worker_state& st, worker_state::clock::time_point until);
 inline bool train_some(worker_state& st) {
   return train_some(st, st.node->clock().now() + tick_budget);
 }
-// The task's rows in a shuffled order, the same for the same task id and attempt (the order's
-// attempt, for a task whose first rows a holder that left trained).
+// The task's rows in a shuffled order, the same for the same task id and order attempt (the
+// lease's own attempt, or, for a task whose first rows a holder that left trained, that lease's).
 void shuffle_rows(held_task& h);
 // The samples per step: the strategy's choice (worker_context::local_batch) or [train] batch_size.
 std::size_t batch_size(const worker_state& st);

@@ -44,11 +44,11 @@ struct task {
   std::string holder;            // current (doing) or last holder
   std::int64_t deadline_ms = 0;  // lease deadline, wall-clock ms (doing only)
   std::string last_error;
-  // Rows a holder that left trained before it went (their steps are in the ring's replicas or the
-  // PS shards): the first `trained` rows of the order of attempt `order_attempt` (worker_batches:
-  // the task's rows shuffled by id and attempt). The next holder trains that order from there, so
-  // no row is trained twice across a stop, a preemption or a scale-down. 0: none (the next holder
-  // shuffles by its own attempt).
+  // The attempt whose order the task's rows train in (worker_batches: shuffled by id and attempt):
+  // each lease's own, set as it is granted, until a holder left partway (trained > 0).
+  // `trained`: the rows of that order a holder that left trained before it went (their steps are in
+  // the ring's replicas or the PS shards); the next holder trains the order from there, so no row
+  // is trained twice across a stop, a preemption or a scale-down.
   std::uint32_t order_attempt = 0;
   std::uint64_t trained = 0;
 };
