@@ -15,6 +15,7 @@
 #include "troupe/cluster/config.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/job/data.hpp"
+#include "troupe/nn/data/readers.hpp"
 #include "troupe/storage/record_store.hpp"
 
 namespace troupe::job {
@@ -200,14 +201,18 @@ expected<void> check_data_paths(const nn::data_config& c) {
   return same_data(c, m[0], m[1]);
 }
 
-// The shape of the data a [data] section names, without reading it: enough to build the model.
-expected<nn::dataset_info> nominal_info(const nn::data_config& c) {
-  nn::dataset_info info;
+}  // namespace
+
+expected<nominal_data> nominal_data_of(const nn::data_config& c) {
+  nominal_data d;
+  auto& info = d.info;
   info.name = c.source;
   if (c.source == "fashion-mnist") {
     info.dense_dim = 28 * 28;
     info.num_classes = 10;
     info.image_shape = {1, 28, 28};
+    // Unreadable: the runner's import says why.
+    if (auto n = nn::fashion_mnist_rows(c.dir, "train", c.max_train_rows)) d.train_records = *n;
   } else if (c.source == "criteo") {
     info.dense_dim = 13;
     info.sparse_fields = 26;
@@ -216,15 +221,15 @@ expected<nn::dataset_info> nominal_info(const nn::data_config& c) {
     info.dense_dim = c.synthetic.dense_dim;
     info.sparse_fields = c.synthetic.fields;
     info.buckets_per_field = c.synthetic.vocab_per_field;
+    d.train_records = c.synthetic.rows;
   } else {
     auto s = storage::record_store::open_read_only(c.train_path);
     if (!s) return s.err();
     info = info_of(s->info(), c.train_path);
+    d.train_records = s->count();
   }
-  return info;
+  return d;
 }
-
-}  // namespace
 
 expected<void> check_model_fits_strategy(const job_spec& spec, bool has_embedding_tables) {
   if (spec.uses_ps() || !has_embedding_tables) return {};
@@ -269,9 +274,9 @@ expected<void> check_job(const job_spec& spec, const std::vector<std::string>& s
           core_errc::invalid_argument,
           "job.dataset_cache " + spec.job.dataset_cache + ": " + why +
               ": no place for this user's cache (set [job] dataset_cache to a directory of yours)");
-  auto info = nominal_info(spec.nn.data);
-  if (!info) return info.err();
-  auto tables = model(spec, *info);
+  auto data = nominal_data_of(spec.nn.data);
+  if (!data) return data.err();
+  auto tables = model(spec, data->info);
   if (!tables) return tables.err();
   return check_model_fits_strategy(spec, *tables);
 }

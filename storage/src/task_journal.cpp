@@ -246,13 +246,17 @@ expected<std::vector<task>> task_journal::select_in(write_txn& w, task_state sta
 expected<std::uint64_t> task_journal::forget_trained() {
   std::uint64_t forgot = 0;
   auto r = write([&](write_txn& w) -> expected<void> {
-    auto hit = select_in(w, task_state::todo, [](const task& t) { return t.trained > 0; });
-    if (!hit) return hit.err();
-    for (auto& t : *hit) {
-      t.trained = 0;
-      if (auto s = store(w, dbs_, t, t.state); !s) return s;
+    forgot = 0;
+    // DOING too: a runner that died left its leases, which the master re-queues with their rows.
+    for (auto state : {task_state::todo, task_state::doing}) {
+      auto hit = select_in(w, state, [](const task& t) { return t.trained > 0; });
+      if (!hit) return hit.err();
+      for (auto& t : *hit) {
+        t.trained = 0;
+        if (auto s = store(w, dbs_, t, t.state); !s) return s;
+      }
+      forgot += hit->size();
     }
-    forgot = hit->size();
     return {};
   });
   if (!r) return r.err();

@@ -13,8 +13,10 @@
 
 namespace troupe::storage::journal_detail {
 
-// Version 2 appends order_attempt and trained; version 1 values (journals of jobs before
-// 2026-12-05, resumed) read with none.
+// Version 2 appends order_attempt and trained. A task with no rows trained is written as version 1
+// (its order is its lease's own attempt's), so a journal without a hand-back stays readable by a
+// build from before 2026-12-05 (a resumed job, `troupe status`), which took a version 2 value for a
+// damaged journal.
 inline constexpr std::uint8_t task_version = 2;
 // Counters kept in the same transactions as the transitions they count (journal_meta).
 inline constexpr char requeued_key[] = "requeued", records_done_key[] = "records_done";
@@ -25,14 +27,10 @@ inline constexpr std::size_t max_holder = 400;
 
 inline std::string encode(const task& t) {
   byte_writer w;
-  w.pod(task_version)
-      .pod(t.id)
-      .pod(t.epoch)
-      .pod(t.first)
-      .pod(t.count)
-      .pod(static_cast<std::uint8_t>(t.state));
+  const std::uint8_t version = t.trained > 0 ? task_version : 1;
+  w.pod(version).pod(t.id).pod(t.epoch).pod(t.first).pod(t.count).pod(static_cast<std::uint8_t>(t.state));
   w.pod(t.attempt).pod(t.failures).pod(t.deadline_ms).str(t.holder).str(t.last_error);
-  w.pod(t.order_attempt).pod(t.trained);
+  if (version == task_version) w.pod(t.order_attempt).pod(t.trained);
   return std::move(w.bytes());
 }
 
@@ -53,6 +51,8 @@ inline expected<task> decode(std::string_view v, const std::string& where) {
   if (version == task_version) {
     t.order_attempt = r.pod<std::uint32_t>();
     t.trained = r.pod<std::uint64_t>();
+  } else {
+    t.order_attempt = t.attempt;
   }
   if (!r.done() || version < 1 || version > task_version || state > 3 || t.trained > t.count)
     return make_unexpected(storage_errc::lmdb_error, where + ": malformed task value");

@@ -7,6 +7,8 @@
 #include <iterator>
 #include <map>
 
+#include <capnp/any.h>
+
 #include "dispenser_fixture.hpp"
 #include "journal_ops.hpp"
 #include "troupe/observe/job_events.hpp"
@@ -181,6 +183,31 @@ TEST_F(dispenser_test, a_report_of_an_old_attempt_is_refused) {
   EXPECT_NE(report(w0, a.id, a.attempt), "");  // stale: the lease is w1's now
   EXPECT_EQ(counts().done, 0u);
   EXPECT_EQ(report(w1, a.id, attempt), "");
+  EXPECT_EQ(counts().done, 1u);
+}
+
+// A report of an outcome this master cannot read (a newer peer's union member, a damaged frame) is
+// dropped: the task stays leased (it was taken as done, its rows never trained). A report it reads
+// is taken after it.
+TEST_F(dispenser_test, a_report_of_an_unknown_kind_is_not_a_task_done) {
+  auto a = request(w0);
+  ASSERT_TRUE(a.task);
+  disp_->on_message(incoming(
+      w0, "rpc", "dispenser",
+      [&](auto body) {
+        auto r = body.initTaskReport();
+        r.setTaskId(a.id);
+        r.setAttempt(a.attempt);
+        r.setDone();
+        // The union's discriminant (the data section's third u16, after taskId) set past LEFT.
+        capnp::AnyStruct::Builder any(kj::mv(r));
+        any.getDataSection()[8] = 7;
+      },
+      99));
+  EXPECT_TRUE(node_->take().empty()) << "no ack: nothing was taken";
+  EXPECT_EQ(counts().done, 0u);
+  EXPECT_EQ(counts().doing, 1u);
+  EXPECT_EQ(report(w0, a.id, a.attempt), "");
   EXPECT_EQ(counts().done, 1u);
 }
 

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "journal_ops.hpp"
+#include "task_journal_codec.hpp"
 #include "test_dir.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/storage/task_journal.hpp"
@@ -481,16 +482,54 @@ TEST(TaskJournal, AHolderThatLeavesHandsBackTheRowsItTrained) {
   ASSERT_TRUE(hand_back(**fourth, "d", first.count));
   EXPECT_EQ(get(*j, first.id)->state, task_state::done);
   EXPECT_EQ(j->counts()->records_done, done_before + first.count);
-  // A resumed ring job without a checkpoint: done tasks reopened, handed-back rows forgotten.
+  // A resumed ring job without a checkpoint: done tasks reopened, handed-back rows forgotten, those of
+  // a task leased again when the runner died too (the master re-queues it with them).
   auto other = lease(*j, "e", 1000);
   ASSERT_TRUE(other && *other);
   ASSERT_TRUE(hand_back(**other, "e", 10));
+  auto held = lease(*j, "f", 1000);
+  ASSERT_TRUE(held && *held);
+  ASSERT_EQ((*held)->id, (*other)->id);
+  auto another = lease(*j, "g", 1000);
+  ASSERT_TRUE(another && *another);
+  ASSERT_TRUE(hand_back(**another, "g", 20));
   auto forgot = j->forget_trained();
   ASSERT_TRUE(forgot);
-  EXPECT_EQ(*forgot, 1u);
-  EXPECT_EQ(get(*j, (*other)->id)->trained, 0u);
+  EXPECT_EQ(*forgot, 2u);
+  EXPECT_EQ(get(*j, (*other)->id)->trained, 0u) << "a leased one (DOING)";
+  EXPECT_EQ(get(*j, (*other)->id)->state, task_state::doing);
+  EXPECT_EQ(get(*j, (*another)->id)->trained, 0u);
   ASSERT_TRUE(j->reopen(task_state::done));
   EXPECT_EQ(get(*j, first.id)->trained, 0u) << "a reopened done task is trained whole";
+}
+
+// A task with no rows trained is written in version 1, which builds from before the hand-back read (they
+// took every version 2 value for a damaged journal); one with rows trained in version 2. Both read back.
+TEST(TaskJournal, ATaskWithNoRowsTrainedIsWrittenInVersion1) {
+  namespace jd = troupe::storage::journal_detail;
+  task t;
+  t.id = 7;
+  t.count = 100;
+  t.attempt = 3;
+  t.order_attempt = 3;
+  t.state = task_state::doing;
+  t.holder = "w";
+  auto v1 = jd::encode(t);
+  EXPECT_EQ(static_cast<int>(v1[0]), 1);
+  auto back = jd::decode(v1, "t");
+  ASSERT_TRUE(back) << back.err().to_string();
+  EXPECT_EQ(back->order_attempt, 3u) << "its lease's own order";
+  EXPECT_EQ(back->trained, 0u);
+  t.trained = 40;
+  t.order_attempt = 2;
+  auto v2 = jd::encode(t);
+  EXPECT_EQ(static_cast<int>(v2[0]), 2);
+  EXPECT_EQ(v2.size(), v1.size() + 12);
+  back = jd::decode(v2, "t");
+  ASSERT_TRUE(back) << back.err().to_string();
+  EXPECT_EQ(back->order_attempt, 2u);
+  EXPECT_EQ(back->trained, 40u);
+  EXPECT_FALSE(jd::decode(v2.substr(0, v2.size() - 1), "t")) << "a truncated value";
 }
 
 TEST(TaskJournal, ExpiredLeasesGoBackToTodo) {

@@ -192,8 +192,12 @@ TEST(torch_job, tasks_ending_in_one_row_with_a_batch_norm_module_are_refused_fir
   EXPECT_EQ(troupe("config check " + file(65) + " --set model.path=" + modules() + "/mlp.pt 2>&1", &out), 0)
       << "a module that trains on one row: " << out;
   // Under batch = "global" the ring chooses the batches, and a worker folds a lone row (below).
-  EXPECT_EQ(troupe("config check " + file(129) + " 2>&1", &out), 2) << out;
-  EXPECT_EQ(troupe("config check " + file(129) + " --set train.batch=global 2>&1", &out), 0) << out;
+  EXPECT_EQ(troupe("config check " + file(193) + " 2>&1", &out), 2) << out;
+  EXPECT_EQ(troupe("config check " + file(193) + " --set train.batch=global 2>&1", &out), 0) << out;
+  // Not 129 (2 x 64 + 1) there: the 4,000 training rows (the labels file's header and max_train_rows)
+  // leave a last task of one record, which config check passed and run refused.
+  EXPECT_EQ(troupe("config check " + file(129) + " --set train.batch=global 2>&1", &out), 2) << out;
+  EXPECT_NE(out.find("4000 records in tasks of 129 leave a last task of 1 record"), std::string::npos) << out;
   // Where no fold mends it: a batch of one row (it passed, and every task failed). A ring of as many
   // workers as its global batch has rows trains 2 rows a worker (below): not refused.
   EXPECT_EQ(troupe("config check " + file(66) + " --set train.batch_size=1 2>&1", &out), 2) << out;
@@ -201,18 +205,25 @@ TEST(torch_job, tasks_ending_in_one_row_with_a_batch_norm_module_are_refused_fir
                      "on one row"),
             std::string::npos)
       << out;
-  const auto ring = "config check " + file(129) + " --set train.batch=global --set train.batch_size=4";
+  const auto ring = "config check " + file(193) + " --set train.batch=global --set train.batch_size=4";
   EXPECT_EQ(troupe(ring + " 2>&1", &out), 0) << out;
 }
 
 // A normed_mnist job of `rows` training rows in tasks of 1,000 (`batch`: "fixed" or "global") is
-// refused once the runner has read the training store, before any node starts, with `refusal` and the
-// records_per_task it suggests.
+// refused with `refusal` and the records_per_task it suggests: by `config check` (the training rows
+// from the Fashion-MNIST labels file's header and max_train_rows; it said ok, and the job was refused
+// only by `run`), and by `run` once the runner has read the training store, before any node starts.
 void expect_last_task_refused(const std::string& name, int rows, const std::string& batch,
                               const std::string& refusal, const std::string& suggested) {
   auto toml = small_torch_job(modules() + "/normed_mnist.pt");
   toml.replace(toml.find("max_train_rows = 4000"), 21, "max_train_rows = " + std::to_string(rows));
   toml.replace(toml.find("batch_size = 64"), 15, "batch_size = 64\nbatch = \"" + batch + "\"");
+  const auto file = test_root(name + "-check") + "/job.toml";
+  std::ofstream(file) << "[job]\ndataset_cache = \"" << dataset_cache() << "\"\n" << toml;
+  std::string out;
+  EXPECT_EQ(troupe("config check " + file + " 2>&1", &out), 2) << out;
+  EXPECT_NE(out.find(refusal + ", and the module cannot train on one row"), std::string::npos) << out;
+  EXPECT_NE(out.find("e.g. " + suggested), std::string::npos) << out;
   auto r = start_job(name, toml);
   ASSERT_EQ(wait_job(r, std::chrono::seconds(120)), 2) << read_file(r.err_file);
   const auto err = read_file(r.err_file);

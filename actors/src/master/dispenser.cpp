@@ -64,18 +64,37 @@ void task_dispenser::set_external_fault(const std::string& fault) {
   external_fault_ = fault;
 }
 
+namespace {
+// A worker's report as the journal takes it; none for an outcome this master cannot read (a newer
+// peer's), which is not a task done.
+std::optional<storage::report_request> report_of(schema::TaskReport::Reader r, const std::string& holder) {
+  storage::report_request rr{r.getTaskId(), holder, r.getAttempt(), false, {}};
+  switch (r.which()) {
+    case schema::TaskReport::DONE:
+      return rr;
+    case schema::TaskReport::FAILED:
+      rr.failed = true;
+      rr.error_text = r.getFailed().cStr();
+      return rr;
+    case schema::TaskReport::LEFT:
+      rr.left = true;
+      rr.trained = r.getLeft();
+      return rr;
+  }
+  spdlog::warn("dispenser: dropped {}'s report of task {} of an unknown kind ({})", holder, r.getTaskId(),
+               static_cast<int>(r.which()));
+  return std::nullopt;
+}
+}  // namespace
+
 bool task_dispenser::collect(const message& m, std::int64_t deadline, storage::journal_batch& jb) {
   using B = schema::Envelope::Body;
   std::string holder = m.from_node().to_string();
   try {  // a malformed message is dropped alone, not with the batch
     if (m.kind() == B::TASK_REPORT) {
-      auto r = m.body().getTaskReport();
-      storage::report_request rr{
-          r.getTaskId(), holder, r.getAttempt(), r.which() == schema::TaskReport::FAILED, {}};
-      if (rr.failed) rr.error_text = r.getFailed().cStr();
-      rr.left = r.which() == schema::TaskReport::LEFT;
-      if (rr.left) rr.trained = r.getLeft();
-      jb.reports.push_back(std::move(rr));
+      auto rr = report_of(m.body().getTaskReport(), holder);
+      if (!rr) return false;
+      jb.reports.push_back(std::move(*rr));
       return true;
     }
     if (departed_.contains(holder)) {  // that incarnation is gone for good

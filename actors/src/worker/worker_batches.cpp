@@ -2,9 +2,9 @@
 // after it.
 #include <algorithm>
 #include <numeric>
-#include <random>
 #include <span>
 
+#include "troupe/core/splitmix.hpp"
 #include "worker_state.hpp"
 
 namespace troupe::actors {
@@ -30,11 +30,14 @@ bool strategy_batch(const worker_state& st) {
 }
 }  // namespace
 
+// Fisher-Yates on splitmix64, spelled out: std::shuffle's permutation is the standard library's own
+// (libstdc++ and libc++ differ, a release may change it), and a task handed back partway is trained
+// on by another holder, maybe another build, that must continue the same order.
 void shuffle_rows(held_task& h) {
   h.order.resize(h.rows.rows);
   std::iota(h.order.begin(), h.order.end(), 0u);
-  std::mt19937_64 rng(h.id * 0x9e3779b97f4a7c15ull + h.order_attempt);
-  std::shuffle(h.order.begin(), h.order.end(), rng);
+  std::uint64_t s = h.id * splitmix64_gamma + h.order_attempt;
+  for (std::size_t i = h.order.size(); i > 1; --i) std::swap(h.order[i - 1], h.order[splitmix64_next(s) % i]);
 }
 
 std::size_t batch_size(const worker_state& st) {

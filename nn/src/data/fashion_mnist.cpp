@@ -31,14 +31,12 @@ struct idx_data {
   std::vector<unsigned char> bytes;
 };
 
-// Reads an IDX file with the given magic; `record` names one record in error messages.
-expected<idx_data> read_idx(const std::string& path, std::uint32_t magic, const char* record,
-                            std::size_t max_rows) {
-  detail::gz_file f(path);
+// An IDX file's header (the magic, then one u32 per dimension), checked against `magic`.
+expected<std::vector<unsigned char>> read_idx_header(detail::gz_file& f, const std::string& path,
+                                                     std::uint32_t magic) {
   if (!f.is_open())
     return make_unexpected(nn_errc::io_error, path + ": cannot open: " + std::strerror(errno));
-  const std::size_t ndims = magic & 0xff;
-  std::vector<unsigned char> head(4 + 4 * ndims);
+  std::vector<unsigned char> head(4 + 4 * (magic & 0xff));
   if (f.read(head.data(), head.size()) != static_cast<long>(head.size()))
     return make_unexpected(nn_errc::bad_data,
                            path + ": truncated header (" + std::to_string(head.size()) + " bytes expected)");
@@ -47,6 +45,17 @@ expected<idx_data> read_idx(const std::string& path, std::uint32_t magic, const 
     std::snprintf(buf, sizeof buf, "wrong magic 0x%08x, expected 0x%08x", be32(head.data()), magic);
     return make_unexpected(nn_errc::bad_data, path + ": " + buf);
   }
+  return head;
+}
+
+// Reads an IDX file with the given magic; `record` names one record in error messages.
+expected<idx_data> read_idx(const std::string& path, std::uint32_t magic, const char* record,
+                            std::size_t max_rows) {
+  detail::gz_file f(path);
+  auto header = read_idx_header(f, path, magic);
+  if (!header) return header.err();
+  const auto& head = *header;
+  const std::size_t ndims = magic & 0xff;
   idx_data out;
   std::size_t record_size = 1;
   for (std::size_t i = 0; i < ndims; ++i) {
@@ -73,12 +82,27 @@ expected<idx_data> read_idx(const std::string& path, std::uint32_t magic, const 
   return out;
 }
 
+expected<void> check_split(const std::string& split) {
+  if (split == "train" || split == "t10k") return {};
+  return make_unexpected(nn_errc::bad_config,
+                         "fashion-mnist split '" + split + "': expected 'train' or 't10k'");
+}
+
 }  // namespace
 
+expected<std::size_t> fashion_mnist_rows(const std::string& dir, const std::string& split,
+                                         std::size_t max_rows) {
+  if (auto s = check_split(split); !s) return s.err();
+  const std::string path = idx_path(dir, split, "labels-idx1-ubyte");
+  detail::gz_file f(path);
+  auto head = read_idx_header(f, path, labels_magic);
+  if (!head) return head.err();
+  const std::size_t in_file = be32(head->data() + 4);
+  return max_rows > 0 ? std::min(in_file, max_rows) : in_file;
+}
+
 expected<dataset> read_fashion_mnist(const std::string& dir, const std::string& split, std::size_t max_rows) {
-  if (split != "train" && split != "t10k")
-    return make_unexpected(nn_errc::bad_config,
-                           "fashion-mnist split '" + split + "': expected 'train' or 't10k'");
+  if (auto s = check_split(split); !s) return s.err();
   const std::string img_path = idx_path(dir, split, "images-idx3-ubyte");
   const std::string lbl_path = idx_path(dir, split, "labels-idx1-ubyte");
   auto images = read_idx(img_path, images_magic, "image", max_rows);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,16 @@ namespace troupe::job {
 using model_probe = std::function<expected<bool>(const job_spec& spec, const nn::dataset_info& info)>;
 expected<void> check_job(const job_spec& spec, const std::vector<std::string>& strategies,
                          const model_probe& model);
+
+// What `config check` knows of the data a [data] section names before `run` imports it: its shape,
+// enough to build the model, and the training set's records where they are known without reading the
+// rows (a store's count, the Fashion-MNIST labels file's header, synthetic-ctr's `rows`; a Criteo file
+// is counted only by reading it all).
+struct nominal_data {
+  nn::dataset_info info;
+  std::optional<std::uint64_t> train_records;
+};
+expected<nominal_data> nominal_data_of(const nn::data_config& c);
 
 // Ring strategies replicate dense parameters only: a model with embedding tables needs async_ps.
 expected<void> check_model_fits_strategy(const job_spec& spec, bool has_embedding_tables);

@@ -19,6 +19,9 @@ inline constexpr const char* fashion_mnist_default_dir = "/usr/share/datasets/fa
 // max_rows > 0 keeps only the first max_rows examples (fast tests).
 expected<dataset> read_fashion_mnist(const std::string& dir, const std::string& split,
                                      std::size_t max_rows = 0);
+// The rows read_fashion_mnist(dir, split, max_rows) reads, from the labels file's header alone.
+expected<std::size_t> fashion_mnist_rows(const std::string& dir, const std::string& split,
+                                         std::size_t max_rows = 0);
 
 struct criteo_options {
   std::uint64_t buckets_per_field = 1u << 20;  // categorical values hash into this many ids per field
