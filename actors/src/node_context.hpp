@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -25,6 +26,15 @@ namespace troupe::actors {
 // The ring epoch of a node that leaves (SIGTERM): it stays there whatever views come after, so a
 // collective in flight fails at once and the node is in no ring any more.
 inline constexpr std::uint64_t leaving_ring_epoch = ~std::uint64_t{0};
+
+// A leaving worker's bounds (docs/job.md, "A leaving worker's task"): the ring writer's last
+// checkpoint, then the acknowledgements of its reports (its hand-back among them), both inside the
+// node's wait for the hand-back, past which it tells the master all the same (the task goes back
+// whole). Measured leaves take 2-35 ms (docs/benchmarks.md, "A stop with the workers' hand-back").
+inline constexpr std::chrono::milliseconds leave_checkpoint_bound{2000};
+inline constexpr std::chrono::milliseconds leave_reports_bound{1500};
+inline constexpr std::chrono::milliseconds leave_hand_back_bound =
+    leave_checkpoint_bound + leave_reports_bound + std::chrono::milliseconds(500);
 
 // Who a node is: its id, role and index (ps-<index>, worker-<index>), its job and job dir.
 struct node_identity {

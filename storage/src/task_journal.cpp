@@ -247,8 +247,9 @@ expected<std::uint64_t> task_journal::forget_trained() {
   std::uint64_t forgot = 0;
   auto r = write([&](write_txn& w) -> expected<void> {
     forgot = 0;
-    // DOING too: a runner that died left its leases, which the master re-queues with their rows.
-    for (auto state : {task_state::todo, task_state::doing}) {
+    // DOING too: a runner that died left its leases, which the master re-queues with their rows;
+    // and FAILED: a quarantined task tried again later starts where it failed.
+    for (auto state : {task_state::todo, task_state::doing, task_state::failed}) {
       auto hit = select_in(w, state, [](const task& t) { return t.trained > 0; });
       if (!hit) return hit.err();
       for (auto& t : *hit) {

@@ -70,6 +70,9 @@ expected<task_state> task_journal::report_in(write_txn& w, const report_request&
   if (r.failed) {
     ++t->failures;
     t->last_error = r.error_text;
+    // The rows it trained before the step that failed are in the model: a retry starts at that step
+    // (in the same order: order_attempt stays). Never all of them: a failed task is not done.
+    t->trained = std::max(t->trained, std::min(r.trained, t->count - 1));
     t->state = t->failures >= opts_.max_failures ? task_state::failed : task_state::todo;
   } else {
     t->state = task_state::done;

@@ -80,10 +80,10 @@ class dispenser_test : public ::testing::Test {
     return r;
   }
 
-  // `worker` reports task `id` (attempt) done, or failed with `failure`; returns the ack's error
-  // ("" = accepted).
+  // `worker` reports task `id` (attempt) done, or failed with `failure` after `failed_after` rows;
+  // returns the ack's error ("" = accepted).
   std::string report(const node_id& worker, std::uint64_t id, std::uint32_t attempt,
-                     const std::string& failure = "") {
+                     const std::string& failure = "", std::uint64_t failed_after = 0) {
     disp_->on_message(incoming(
         worker, "rpc", "dispenser",
         [&](auto body) {
@@ -94,6 +94,7 @@ class dispenser_test : public ::testing::Test {
             r.setDone();
           else
             r.setFailed(failure);
+          r.setFailedAfter(failed_after);
         },
         ++correlation_));
     auto out = node_->take();

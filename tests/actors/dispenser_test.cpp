@@ -284,6 +284,23 @@ TEST_F(dispenser_test, a_task_that_keeps_failing_is_quarantined) {
   EXPECT_EQ(counts().done, 3u);
 }
 
+// A failure report names the rows its holder trained before the step that failed: they are kept
+// (the retry starts at that step), and the timeline says so.
+TEST_F(dispenser_test, a_failure_keeps_the_rows_trained_before_the_failing_step) {
+  auto a = request(w0);
+  ASSERT_TRUE(a.task);
+  EXPECT_EQ(report(w0, a.id, a.attempt, "a step failed", 4), "");
+  auto t = storage::testing::get(disp_->journal(), a.id);
+  EXPECT_EQ(t->state, storage::task_state::todo);
+  EXPECT_EQ(t->trained, 4u);
+  EXPECT_EQ(t->order_attempt, a.attempt);
+  std::ifstream events(dir_ + "/" + observe::events_file_name);
+  std::string all((std::istreambuf_iterator<char>(events)), std::istreambuf_iterator<char>());
+  EXPECT_NE(all.find("failed (tried again from its failing step, 4 rows trained kept): a step failed"),
+            std::string::npos)
+      << all;
+}
+
 TEST_F(dispenser_test, a_send_failure_is_not_a_crash) {
   node_->connected = false;
   disp_->on_message(incoming(w0, "rpc", "dispenser", [](auto body) { body.initTaskRequest(); }));

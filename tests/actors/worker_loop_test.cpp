@@ -260,6 +260,25 @@ TEST_F(worker_loop_test, a_step_whose_loss_is_not_a_number_fails_its_task) {
   ASSERT_EQ(rep.which(), schema::TaskReport::FAILED);
   const std::string why = rep.getFailed().cStr();
   EXPECT_NE(why.find("training diverged: the loss of step 2 is NaN"), std::string::npos) << why;
+  EXPECT_EQ(rep.getFailedAfter(), 0u) << "steps that do not outlive the worker keep no rows";
+}
+
+// A task whose step fails partway is reported with the rows trained before that step (the steps that
+// outlive the worker's hold of it, as a leave's): its retry starts at the failing step.
+TEST_F(worker_loop_test, a_task_that_fails_partway_reports_the_rows_trained_before_its_failing_step) {
+  strat_->outlive = true;
+  EXPECT_TRUE(train_some(st_));
+  lease(lease_requests()[0]->id, 7, 0, 10);
+  EXPECT_TRUE(train_some(st_));
+  EXPECT_TRUE(train_some(st_));
+  ASSERT_EQ(strat_->batches.size(), 2u);
+  ASSERT_TRUE(reports().empty());
+  strat_->loss = std::numeric_limits<double>::quiet_NaN();
+  for (int pass = 0; pass < 3 && reports().empty(); ++pass) EXPECT_TRUE(train_some(st_));
+  ASSERT_EQ(reports().size(), 1u);
+  auto rep = reports()[0]->m.body().getTaskReport();
+  ASSERT_EQ(rep.which(), schema::TaskReport::FAILED);
+  EXPECT_EQ(rep.getFailedAfter(), 4u) << "2 steps of 2 rows before the one that failed";
 }
 
 TEST_F(worker_loop_test, held_leases_are_renewed_every_third_of_the_lease_time) {

@@ -356,12 +356,14 @@ TEST(model_export, users_torchscript_modules_of_every_strategy_match_pytorch) {
 
 // A ring job's replicas are durable: `troupe export` of the running job writes its model from the
 // latest ring checkpoint; its runner SIGKILLed, `troupe run --resume` starts the replicas from that
-// checkpoint, trains no DONE task again, and ends within 0.01 of the accuracy of the same job run
-// without the kill.
+// checkpoint, trains no DONE task again, and ends no more than 0.02 below the accuracy of the same
+// job run without the kill (it may end above: the steps since its last checkpoint are trained again).
 TEST(model_export, an_allreduce_job_resumes_from_its_ring_checkpoint_after_a_runner_sigkill) {
   const std::string cache = test_root("ring-resume-cache");
-  // 3 epochs of 30,000 rows (at most 10,000 samples/s a worker: about 5 s): the accuracy of such runs
-  // varies by less than 0.01 with the tasks' sizes (0.845-0.852 for 400-1,000 records a task).
+  // 3 epochs of 30,000 rows (at most 10,000 samples/s a worker: about 5 s). The accuracy of such runs
+  // varies from run to run (the ring's timing, which rank trains the epoch's tail alone): 12 runs
+  // without the kill gave 0.8332-0.8498, 4 resumed ones 0.8288-0.8566 (2026-12-06; a tolerance of
+  // 0.01 either way failed a CI run at +0.0124).
   std::string toml = "checkpoint_every_ms = 300\n" +
                      ring_job("allreduce", "[model]\ntype = \"mlp\"\nhidden = [64]\n", 30000);
   toml.replace(toml.find("[train]\nepochs = 1\n"), 18, "[train]\nepochs = 3\nmax_samples_per_s = 10000\n");
@@ -414,7 +416,7 @@ TEST(model_export, an_allreduce_job_resumes_from_its_ring_checkpoint_after_a_run
   // With the goodput controller of the same moment ([train] noise_scale is on by default).
   EXPECT_NE(logs.find("starts from the ring's latest checkpoint with the strategy's state ("),
             std::string::npos);
-  EXPECT_NEAR(res.value("test_accuracy", 0.0), reference, 0.01) << res.dump();
+  EXPECT_GE(res.value("test_accuracy", 0.0), reference - 0.02) << res.dump();
   std::printf("uninterrupted %.4f, resumed %.4f\n", reference, res.value("test_accuracy", 0.0));
   EXPECT_TRUE(no_processes_of(r));
 }
@@ -587,7 +589,7 @@ TEST(model_export, a_job_stopped_mid_task_trains_no_row_twice) {
     const bool handed_back = all.find("goes back with") != std::string::npos;
     EXPECT_TRUE(handed_back) << "no worker was partway through a task at the stop";
     if (handed_back) {
-      EXPECT_NE(all.find("were trained by a worker that left: training the rest"), std::string::npos);
+      EXPECT_NE(all.find("rows were trained by an earlier holder"), std::string::npos);
     }
     EXPECT_EQ(first + resumed, 4u * 47u) << first << " steps before the stop, " << resumed << " after";
     std::printf("%s: %zu steps before the stop, %zu after\n", strategy.c_str(), first, resumed);

@@ -503,6 +503,46 @@ TEST(TaskJournal, AHolderThatLeavesHandsBackTheRowsItTrained) {
   EXPECT_EQ(get(*j, first.id)->trained, 0u) << "a reopened done task is trained whole";
 }
 
+// A task whose step failed partway keeps the rows its holder trained before that step (their steps are
+// in the model), so the retry starts at the failing step in the same order; a failure report of no
+// rows (a worker without such steps, one before this field) keeps the rows kept before; never all
+// rows (a failed task is not done); quarantined with them, forgotten with the others' on a resume
+// that lost the model.
+TEST(TaskJournal, ATaskThatFailsPartwayKeepsTheRowsTrainedBeforeItsFailingStep) {
+  temp_dir d;
+  auto j = task_journal::open_or_create(d.str(), opts(1));
+  ASSERT_TRUE(j);
+  auto fail = [&](const task& t, const std::string& holder, std::uint64_t rows) {
+    report_request r{t.id, holder, t.attempt, true, "a step failed"};
+    r.trained = rows;
+    return report(*j, r);
+  };
+  auto t = lease(*j, "a", 1000);
+  ASSERT_TRUE(t && *t);
+  const task first = **t;
+  auto s = fail(first, "a", 30);
+  ASSERT_TRUE(s) << s.err().to_string();
+  EXPECT_EQ(*s, task_state::todo);
+  auto again = lease(*j, "b", 1000);
+  ASSERT_TRUE(again && *again);
+  ASSERT_EQ((*again)->id, first.id);
+  EXPECT_EQ((*again)->trained, 30u);
+  EXPECT_EQ((*again)->order_attempt, first.attempt) << "the order of the lease that trained them";
+  ASSERT_TRUE(fail(**again, "b", 0));
+  EXPECT_EQ(get(*j, first.id)->trained, 30u) << "no rows reported: those kept before stay";
+  auto third = lease(*j, "c", 1000);
+  ASSERT_TRUE(third && *third);
+  s = fail(**third, "c", first.count);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(*s, task_state::failed) << "quarantined at max_failures (3)";
+  EXPECT_EQ(get(*j, first.id)->trained, first.count - 1) << "never all of them: not done";
+  EXPECT_EQ(j->counts()->records_done, 0u);
+  auto forgot = j->forget_trained();
+  ASSERT_TRUE(forgot);
+  EXPECT_EQ(*forgot, 1u);
+  EXPECT_EQ(get(*j, first.id)->trained, 0u) << "a quarantined task's too";
+}
+
 // A task with no rows trained is written in version 1, which builds from before the hand-back read (they
 // took every version 2 value for a damaged journal); one with rows trained in version 2. Both read back.
 TEST(TaskJournal, ATaskWithNoRowsTrainedIsWrittenInVersion1) {

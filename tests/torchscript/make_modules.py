@@ -167,6 +167,20 @@ class CountsTrainingForwards(nn.Module):  # a buffer counts the training forward
         return self.l(dense)
 
 
+class FailsOnceMidTask(nn.Module):  # raises once: on its 20th training forward (a buffer counts them)
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(784, 10)
+        self.register_buffer("calls", torch.zeros(1))
+
+    def forward(self, dense: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            self.calls += 1
+            if bool((self.calls == 20).all()):
+                raise RuntimeError("a fault of training forward 20")
+        return self.l(dense)
+
+
 class NaNWhenEvaluating(nn.Module):  # trains; in eval mode NaN logits for rows whose middle pixel is lit
     def __init__(self):
         super().__init__()
@@ -296,6 +310,7 @@ save("fails_on_real_evaluation", FailsOnRealEvaluation())
 save("nan_when_training", NaNWhenTraining())
 save("nan_when_evaluating", NaNWhenEvaluating())
 save("counts_training_forwards", CountsTrainingForwards())
+save("fails_once_mid_task", FailsOnceMidTask())
 save("normed_mnist", nn.Sequential(nn.Linear(784, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 10)))
 save("wrong_unless_1024", WrongUnless1024())
 save("wide_buffers", WideBuffers())

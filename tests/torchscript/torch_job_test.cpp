@@ -150,6 +150,40 @@ TEST(torch_job, the_warm_up_step_moves_no_buffer) {
   EXPECT_FALSE(j.contains("max_abs_logit_diff")) << out;
 }
 
+// A task whose step fails partway goes back with the rows trained before that step, and its retry
+// starts there: no row is trained twice. One worker (allreduce, then async_ps), 2 epochs of 4 tasks of
+// 1,000 rows, 16 steps each at 64: the module raises once, on its 20th training forward (the second
+// task's 4th step), and the job still trains 128 steps (before 2026-12-06 the retry trained the task
+// whole: 131, its first 3 steps twice).
+TEST(torch_job, a_task_that_fails_partway_is_tried_again_from_its_failing_step) {
+  for (std::string strategy : {"allreduce", "async_ps"}) {
+    SCOPED_TRACE(strategy);
+    auto job = small_torch_job(modules() + "/fails_once_mid_task.pt");
+    job.replace(job.find("workers = 2"), 11, "workers = 1\nmax_workers = 1");
+    job.replace(job.find("strategy = \"allreduce\""), 22, "strategy = \"" + strategy + "\"");
+    const auto steps = test_root("torch-fails-once-steps-" + strategy);
+    ::setenv("TROUPE_STEP_LOG", steps.c_str(), 1);
+    auto r = start_job("torch-fails-once-" + strategy, job);
+    const int rc = wait_job(r, std::chrono::seconds(240));
+    ::unsetenv("TROUPE_STEP_LOG");
+    ASSERT_EQ(rc, 0) << read_file(r.err_file);
+    expect_all_done(r);
+    std::size_t trained = 0;
+    for (const auto& e : fs::directory_iterator(steps)) {
+      std::ifstream in(e.path());
+      for (std::string line; std::getline(in, line);) trained += !line.empty();
+    }
+    EXPECT_EQ(trained, 128u);
+    std::string logs;
+    for (const auto& e : fs::directory_iterator(r.job_dir + "/logs")) logs += read_file(e.path().string());
+    const auto failed =
+        logs.find("failed on worker-0#0 (tried again from its failing step, 192 rows trained kept)");
+    ASSERT_NE(failed, std::string::npos) << logs;
+    EXPECT_NE(logs.find("a fault of training forward 20", failed), std::string::npos) << logs;
+    EXPECT_NE(logs.find("192 of its 1000 rows were trained by an earlier holder"), std::string::npos) << logs;
+  }
+}
+
 // [model] init into an async_ps job carries the module's buffers too (the shards take the parameters;
 // the buffers, each worker's own, were dropped: a counter of 128 training forwards started again at 0).
 TEST(torch_job, init_into_an_async_ps_job_carries_the_buffers) {

@@ -58,6 +58,11 @@ struct TaskReport {
                            # replicas, the PS shards): back to TODO with them kept
   }
   attempt @3 :UInt32;      # the lease's attempt (Task.attempt)
+  failedAfter @5 :UInt64;  # with failed: the rows of the task's order trained before the step that
+                           # failed (Task.trained included), whose steps outlive the failure (the
+                           # ring's replicas, the PS shards): kept as left's are, so the retry
+                           # starts at the failing step; 0: none kept (a master before this field
+                           # reads 0 too, and trains the task again whole)
 }
 
 # The dispenser took a report (applied, or refused as stale: either way the worker forgets it).

@@ -75,6 +75,7 @@ std::optional<storage::report_request> report_of(schema::TaskReport::Reader r, c
     case schema::TaskReport::FAILED:
       rr.failed = true;
       rr.error_text = r.getFailed().cStr();
+      rr.trained = r.getFailedAfter();
       return rr;
     case schema::TaskReport::LEFT:
       rr.left = true;
@@ -182,8 +183,11 @@ void task_dispenser::ack_report(const message& m, const storage::report_request&
                       "holder left: task " + std::to_string(r.id) + " with " + std::to_string(r.trained) +
                           " rows trained kept");
   } else if (r.failed) {  // back to TODO, to be tried again: in the timeline (it left no trace)
-    spdlog::warn("dispenser: task {} failed on {} (tried again): {}", r.id, r.holder, r.error_text);
-    timeline_.requeue(r.holder, 1, "task " + std::to_string(r.id) + " failed (tried again): " + r.error_text);
+    const std::string kept =
+        r.trained > 0 ? " from its failing step, " + std::to_string(r.trained) + " rows trained kept" : "";
+    spdlog::warn("dispenser: task {} failed on {} (tried again{}): {}", r.id, r.holder, kept, r.error_text);
+    timeline_.requeue(r.holder, 1,
+                      "task " + std::to_string(r.id) + " failed (tried again" + kept + "): " + r.error_text);
   }
   outbound o = reply_to(m, outbound::small_words);
   o.body().initTaskReportAck().setError(refused);

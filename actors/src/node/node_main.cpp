@@ -167,17 +167,17 @@ void install_stop_signals() {
 }
 
 // A worker leaving on SIGTERM stops training, hands back the task it trains with the rows it
-// trained (its loop: hand_back_on_leave, a last checkpoint's 2 s and its reports' 1.5 s at most; past
-// 4 s the master re-queues it whole), then
+// trained (its loop: hand_back_on_leave, within leave_hand_back_bound: node_context.hpp; past it the
+// master re-queues the task whole), then
 // tells the master and waits (briefly) for the view without it: its leases are back in TODO and its
 // ring rebuilt before the process even starts to shut down.
 void leave_job(node_runtime* r) {
   if (!r->ready()) return;  // never joined: nothing to hand back, nobody's ring to rebuild
   auto t0 = r->clock().now();
   r->stop_training();
-  if (!r->await_hand_back(std::chrono::milliseconds(4000)))
-    spdlog::warn("{}: the training loop did not hand its task back within 4 s: it goes back whole",
-                 r->self().to_string());
+  if (!r->await_hand_back(leave_hand_back_bound))
+    spdlog::warn("{}: the training loop did not hand its task back within {} ms: it goes back whole",
+                 r->self().to_string(), leave_hand_back_bound.count());
   if (!r->leave("left on SIGTERM")) return;
   bool answered = r->await_left(std::chrono::milliseconds(1000));
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(r->clock().now() - t0);

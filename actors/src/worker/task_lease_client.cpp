@@ -61,15 +61,17 @@ void task_lease_client::renew_during_steps() {
   }
 }
 
-void task_lease_client::report(const lease& t, const std::string& failure) {
+void task_lease_client::report(const lease& t, const std::string& failure, std::uint64_t trained) {
   outbound o(outbound::small_words);
   auto r = o.body().initTaskReport();
   r.setTaskId(t.id);
   r.setAttempt(t.attempt);
-  if (failure.empty())
+  if (failure.empty()) {
     r.setDone();
-  else
+  } else {
     r.setFailed(failure);
+    r.setFailedAfter(trained);
+  }
   unsent_.push_back(std::move(o));
 }
 

@@ -82,8 +82,10 @@ class task_lease_client {
   // and the last renewal, the training thread's or its own, is a third of the lease time old.
   void step_begins(std::span<const lease> held);
   void step_ends() { stepping_.store(false, std::memory_order_release); }
-  // Queues the report of task `t`: done (empty `failure`) or failed. Sent by pump_reports().
-  void report(const lease& t, const std::string& failure);
+  // Queues the report of task `t`: done (empty `failure`) or failed, with the first `trained` rows
+  // of its order trained before the step that failed (their steps outlive the failure; 0: none
+  // kept). Sent by pump_reports().
+  void report(const lease& t, const std::string& failure, std::uint64_t trained = 0);
   // Queues the hand-back of task `t` by a worker that leaves having trained the first `trained`
   // rows of its order (their steps outlive it): the dispenser keeps them and re-queues the rest.
   void hand_back(const lease& t, std::uint64_t trained);

@@ -80,7 +80,7 @@ bool checkpoint_on_leave(worker_state& st) {
   // this one before the worker hands its task back (leave_job waits for that).
   auto& clk = st.node->clock();
   auto& writer = st.checkpoints->writer();
-  const auto until = clk.now() + std::chrono::seconds(2);
+  const auto until = clk.now() + leave_checkpoint_bound;
   auto finish = [&] {
     while (writer.busy() && clk.now() < until) clk.sleep_for(std::chrono::milliseconds(5));
   };

@@ -39,14 +39,17 @@ std::uint64_t wall_ms(worker_state& st) {
 }
 
 // A task's rows in a shuffled order, or in record order for a strategy that writes per-task output.
-// A task a holder that left had trained partly starts after the rows it trained (in its order).
+// A task an earlier holder trained partly (it left, or a later step of it failed) starts after the
+// rows it trained (in its order).
 void order_rows(worker_state& st, held_task& h) {
   if (!st.strat->keeps_row_order()) {
     shuffle_rows(h);
     h.cursor = std::min<std::size_t>(h.trained, h.order.size());
     if (h.cursor > 0)
-      spdlog::info("task {}: {} of its {} rows were trained by a worker that left: training the rest", h.id,
-                   h.cursor, h.order.size());
+      spdlog::info(
+          "task {}: {} of its {} rows were trained by an earlier holder (it left, or a step after them "
+          "failed): training the rest",
+          h.id, h.cursor, h.order.size());
     return;
   }
   h.order.resize(h.rows.rows);
@@ -238,6 +241,24 @@ static void settle_pushes(worker_state& st) {
     spdlog::warn("task {}: a push of its last steps failed: {}", st.task->id, s.err().to_string());
 }
 
+// The rows of the held task trained so far that go back with it as it leaves this worker partway (a
+// leave, a failed step) when its steps outlive the worker (the ring's replicas; the PS shards once
+// they took the pushes): more than it came with, fewer than all, else 0. A lone last row is left too
+// (the ring's batches fold it into the batch before; the rest has none: one row is trained twice).
+static std::uint64_t rows_to_keep(worker_state& st) {
+  if (!st.task || !st.ctx || !st.strat->steps_outlive_worker()) return 0;
+  const held_task& t = *st.task;
+  std::size_t rows = t.cursor;
+  if (st.ctx->local_batch > 0 && rows + 1 == t.order.size()) rows -= 1;
+  if (rows <= t.trained || rows >= t.order.size()) return 0;
+  if (auto s = st.ctx->ps.settle(); !s) {
+    spdlog::warn("task {}: a push of its last steps failed ({}): its rows are trained again", t.id,
+                 s.err().to_string());
+    return 0;
+  }
+  return rows;
+}
+
 // A trained step whose loss is not a number (NaN, inf) fails its task: the model's weights are no
 // longer numbers either (training diverged, or the model computes a NaN), and every later step
 // would fail the same way, so its tasks are quarantined and the job fails saying why, rather than
@@ -266,8 +287,12 @@ static std::optional<step_result> run_step(worker_state& st, const nn::batch* b)
   } catch (const std::exception& e) {
     st.ctx->next = nullptr;
     if (!st.task) throw;
-    spdlog::error("task {} failed: {}", st.task->id, e.what());
-    st.leases->report(*st.task, e.what());
+    const std::uint64_t kept = rows_to_keep(st);
+    spdlog::error(
+        "task {} failed{}: {}", st.task->id,
+        kept > 0 ? " after " + std::to_string(kept) + " of its rows (kept: tried again from there)" : "",
+        e.what());
+    st.leases->report(*st.task, e.what(), kept);
     st.task = std::exchange(st.next, std::nullopt);
     return std::nullopt;
   }
@@ -318,24 +343,11 @@ static void end_task_if_done(worker_state& st) {
 }
 
 void hand_back_on_leave(worker_state& st, bool checkpointed) {
-  const auto until = now(st) + std::chrono::milliseconds(1500);
-  if (st.task && st.ctx && checkpointed && st.strat->steps_outlive_worker()) {
-    const held_task& t = *st.task;
-    std::size_t rows = t.cursor;
-    // The ring's batches fold a lone trailing row into the batch before it; the rest of a task
-    // handed back has none before it: at least 2 rows are left (one row is trained twice then).
-    if (st.ctx->local_batch > 0 && rows + 1 == t.order.size()) rows -= 1;
-    if (rows > t.trained && rows < t.order.size()) {
-      // Under async_ps the rows are in the model once the shards took their pushes.
-      if (auto s = st.ctx->ps.settle(); !s) {
-        spdlog::warn("task {}: a push of its last steps failed ({}): its rows are trained again", t.id,
-                     s.err().to_string());
-      } else {
-        spdlog::info("{}: leaving: task {} goes back with {} of its {} rows trained",
-                     st.node->self().to_string(), t.id, rows, t.order.size());
-        st.leases->hand_back(t, rows);
-      }
-    }
+  const auto until = now(st) + leave_reports_bound;
+  if (const std::uint64_t rows = checkpointed ? rows_to_keep(st) : 0; rows > 0) {
+    spdlog::info("{}: leaving: task {} goes back with {} of its {} rows trained", st.node->self().to_string(),
+                 st.task->id, rows, st.task->order.size());
+    st.leases->hand_back(*st.task, rows);
   }
   if (!st.leases->settle_reports(until))
     spdlog::warn(

@@ -136,8 +136,8 @@ void maybe_checkpoint(worker_state& st);
 bool checkpoint_on_leave(worker_state& st);
 // A leaving worker hands back the task it trains with the rows it trained, when their steps outlive
 // it (strategy::steps_outlive_worker, and its last checkpoint written: `checkpointed`), and waits
-// (1.5 s at most) for the acknowledgements of its reports, before the master hears that it leaves
-// (node_main's leave_job waits for this, node_context::handed_back): a stop, a preemption or a
+// (leave_reports_bound at most) for the acknowledgements of its reports, before the master hears that it
+// leaves (node_main's leave_job waits for this: node_context::hand_back_pending): a stop, a preemption or a
 // scale-down trains no row twice (docs/job.md, "A leaving worker's task").
 void hand_back_on_leave(worker_state& st, bool checkpointed);
 // The state the evaluation scored, as the job's final state (<job dir>/checkpoints/final): what

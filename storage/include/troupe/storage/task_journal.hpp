@@ -45,10 +45,11 @@ struct task {
   std::int64_t deadline_ms = 0;  // lease deadline, wall-clock ms (doing only)
   std::string last_error;
   // The attempt whose order the task's rows train in (worker_batches: shuffled by id and attempt):
-  // each lease's own, set as it is granted, until a holder left partway (trained > 0).
-  // `trained`: the rows of that order a holder that left trained before it went (their steps are in
-  // the ring's replicas or the PS shards); the next holder trains the order from there, so no row
-  // is trained twice across a stop, a preemption or a scale-down.
+  // each lease's own, set as it is granted, until a holder left or failed partway (trained > 0).
+  // `trained`: the rows of that order a holder that left trained before it went, or a holder whose
+  // step failed trained before that step (their steps are in the ring's replicas or the PS shards);
+  // the next holder trains the order from there, so no row is trained twice across a stop, a
+  // preemption, a scale-down or a failure (the retry starts at the step that failed).
   std::uint32_t order_attempt = 0;
   std::uint64_t trained = 0;
 };
@@ -94,8 +95,9 @@ struct lease_outcome {
 };
 
 // One task report: done, or failed with `error_text` (re-queued, or quarantined at max_failures
-// reports of failure), or (left) handed back by a holder that leaves having trained the first
-// `trained` rows of the task's order: back to todo with them kept (task::trained).
+// reports of failure) having trained the first `trained` rows of the task's order before the step
+// that failed (kept: task::trained; never all of them), or (left) handed back by a holder that
+// leaves having trained the first `trained` rows: back to todo with them kept.
 struct report_request {
   std::uint64_t id = 0;
   std::string holder;
@@ -133,11 +135,11 @@ class task_journal {
 
   // The reports, then the leases, in order, in one write transaction (group commit). A report
   // (check of its lease first): doing -> done, or (failed) -> todo, or -> failed once the task's
-  // failures reach max_failures, or (left) -> todo with its trained rows kept (counted as a
-  // requeue; a lease the holder's departure re-queued already, not leased again since, takes them
-  // too; all of its rows trained: done). A lease: the holder's DOING tasks not in `keep` back to todo, then
-  // the lowest todo task leased to it until its deadline (nullopt when todo is empty). Fails as a
-  // whole for a journal or disk error, and for a holder name the index cannot key
+  // failures reach max_failures (either way with the rows it trained before it failed kept), or (left) ->
+  // todo with its trained rows kept (counted as a requeue; a lease the holder's departure re-queued already,
+  // not leased again since, takes them too; all of its rows trained: done). A lease: the holder's DOING tasks
+  // not in `keep` back to todo, then the lowest todo task leased to it until its deadline (nullopt when todo
+  // is empty). Fails as a whole for a journal or disk error, and for a holder name the index cannot key
   // (invalid_argument); a refused report (stale_lease, not_found) is an error in its own slot.
   expected<batch_outcome> apply(const journal_batch& b);
   // Moves the deadline of a lease that is still held.
@@ -156,8 +158,8 @@ class task_journal {
   // job: trained again on a model that lost them, its trained rows with them; or retried after the
   // user fixed the cause); returns how many. Other states: invalid_argument.
   expected<std::uint64_t> reopen(task_state from);
-  // Every todo task's trained rows (task::trained) are forgotten: the model that held them is lost
-  // (a resumed ring job without a checkpoint); returns how many tasks had some.
+  // Every todo, doing or failed task's trained rows (task::trained) are forgotten: the model that
+  // held them is lost (a resumed ring job without a checkpoint); returns how many tasks had some.
   expected<std::uint64_t> forget_trained();
 
   expected<task_counts> counts() const;
