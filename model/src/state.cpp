@@ -168,6 +168,14 @@ void merge_buffers(storage::shard_state& into, const std::string& dir) {
 
 }  // namespace
 
+std::uint64_t optimizer_steps(const storage::shard_state& s) {
+  std::uint64_t steps = 0;
+  for (const auto& [name, slots] : s.dense_slots)
+    if (!name.starts_with('#') && slots.size() >= 2)
+      steps = std::max(steps, read_step(slots.data() + slots.size() - 2));
+  return steps;
+}
+
 expected<loaded_state> job_state(const state_places& places) {
   std::optional<loaded_state> out;
   for (const auto* dir : {&places.final_dir, &places.ring_dir}) {
@@ -193,10 +201,7 @@ expected<loaded_state> job_state(const state_places& places) {
     std::erase_if(out->state.dense_slots, [](const auto& e) { return e.first.starts_with('#'); });
     // A writer that knew no step (an async_ps worker, whose optimizer is the shards'; a shard's own
     // checkpoint, which has no state.json): the optimizer's, from the step each slot vector keeps.
-    if (out->meta.step == 0)
-      for (const auto& [name, slots] : out->state.dense_slots)
-        if (slots.size() >= 2)
-          out->meta.step = std::max(out->meta.step, read_step(slots.data() + slots.size() - 2));
+    if (out->meta.step == 0) out->meta.step = optimizer_steps(out->state);
     return std::move(*out);
   }
   std::ostringstream where;

@@ -253,7 +253,7 @@ expected<std::uint64_t> task_journal::forget_trained() {
       auto hit = select_in(w, state, [](const task& t) { return t.trained > 0; });
       if (!hit) return hit.err();
       for (auto& t : *hit) {
-        t.trained = 0;
+        t.trained = t.step = 0;
         if (auto s = store(w, dbs_, t, t.state); !s) return s;
       }
       forgot += hit->size();
@@ -262,6 +262,27 @@ expected<std::uint64_t> task_journal::forget_trained() {
   });
   if (!r) return r.err();
   return forgot;
+}
+
+expected<task_journal::reopened_after> task_journal::reopen_after(std::uint64_t step) {
+  reopened_after out;
+  const auto later = [step](const task& t) { return t.step > step; };
+  auto r = write([&](write_txn& w) -> expected<void> {
+    out = {};
+    for (auto state : {task_state::done, task_state::todo, task_state::doing, task_state::failed}) {
+      auto hit = select_in(w, state, later);
+      if (!hit) return hit.err();
+      for (auto& t : *hit) {
+        if (t.state == task_state::done) t.state = task_state::todo, t.deadline_ms = 0;
+        t.trained = t.step = 0;
+        if (auto s = store(w, dbs_, t, state); !s) return s;
+      }
+      (state == task_state::done ? out.done : out.trained) += hit->size();
+    }
+    return {};
+  });
+  if (!r) return r.err();
+  return out;
 }
 
 expected<std::uint64_t> task_journal::move_to_todo(task_state from,
@@ -275,8 +296,8 @@ expected<std::uint64_t> task_journal::move_to_todo(task_state from,
     for (auto& t : hit) {
       t.state = task_state::todo;
       t.deadline_ms = 0;
-      if (from == task_state::failed) t.failures = 0;  // a quarantined task gets its attempts anew
-      if (from == task_state::done) t.trained = 0;     // the model lost all of its rows
+      if (from == task_state::failed) t.failures = 0;        // a quarantined task gets its attempts anew
+      if (from == task_state::done) t.trained = t.step = 0;  // the model lost all of its rows
       if (auto s = store(w, dbs_, t, from); !s) return s;
     }
     moved = hit.size();

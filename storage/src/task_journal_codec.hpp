@@ -13,11 +13,12 @@
 
 namespace troupe::storage::journal_detail {
 
-// Version 2 appends order_attempt and trained. A task with no rows trained is written as version 1
-// (its order is its lease's own attempt's), so a journal without a hand-back stays readable by a
-// build from before 2026-12-05 (a resumed job, `troupe status`), which took a version 2 value for a
-// damaged journal.
-inline constexpr std::uint8_t task_version = 2;
+// Version 2 appends order_attempt and trained; version 3 the step too. A task is written in the
+// lowest version that holds it: with no rows trained and no step as version 1 (its order is its
+// lease's own attempt's), so a journal without a hand-back stays readable by a build from before
+// 2026-12-05 (a resumed job, `troupe status`), which took a newer value for a damaged journal; and
+// with no step as version 2 (readable by a build from before 2026-12-06).
+inline constexpr std::uint8_t task_version = 3;
 // Counters kept in the same transactions as the transitions they count (journal_meta).
 inline constexpr char requeued_key[] = "requeued", records_done_key[] = "records_done";
 // Present once the holder index (db "by_holder") covers every DOING task.
@@ -27,10 +28,11 @@ inline constexpr std::size_t max_holder = 400;
 
 inline std::string encode(const task& t) {
   byte_writer w;
-  const std::uint8_t version = t.trained > 0 ? task_version : 1;
+  const std::uint8_t version = t.step > 0 ? 3 : t.trained > 0 ? 2 : 1;
   w.pod(version).pod(t.id).pod(t.epoch).pod(t.first).pod(t.count).pod(static_cast<std::uint8_t>(t.state));
   w.pod(t.attempt).pod(t.failures).pod(t.deadline_ms).str(t.holder).str(t.last_error);
-  if (version == task_version) w.pod(t.order_attempt).pod(t.trained);
+  if (version >= 2) w.pod(t.order_attempt).pod(t.trained);
+  if (version >= 3) w.pod(t.step);
   return std::move(w.bytes());
 }
 
@@ -48,12 +50,13 @@ inline expected<task> decode(std::string_view v, const std::string& where) {
   t.deadline_ms = r.pod<std::int64_t>();
   t.holder = r.str();
   t.last_error = r.str();
-  if (version == task_version) {
+  if (version >= 2) {
     t.order_attempt = r.pod<std::uint32_t>();
     t.trained = r.pod<std::uint64_t>();
   } else {
     t.order_attempt = t.attempt;
   }
+  if (version >= 3) t.step = r.pod<std::uint64_t>();
   if (!r.done() || version < 1 || version > task_version || state > 3 || t.trained > t.count)
     return make_unexpected(storage_errc::lmdb_error, where + ": malformed task value");
   t.state = static_cast<task_state>(state);

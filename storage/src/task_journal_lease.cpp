@@ -55,6 +55,15 @@ expected<std::uint64_t> task_journal::requeue_held(write_txn& w, const std::stri
   return moved;
 }
 
+// The first `rows` of the task's order, trained by a holder whose steps applied them up to `step`,
+// kept: more than were kept before (with their step), else nothing changes (a holder that cannot have
+// started past them).
+static void keep_rows(task& t, std::uint64_t rows, std::uint64_t step) {
+  if (rows <= t.trained) return;
+  t.trained = rows;
+  t.step = step;
+}
+
 expected<task_state> task_journal::report_in(write_txn& w, const report_request& r) const {
   auto t = get_in(w, tasks_, r.id, env_->dir());
   if (!t) return t.err();
@@ -72,10 +81,11 @@ expected<task_state> task_journal::report_in(write_txn& w, const report_request&
     t->last_error = r.error_text;
     // The rows it trained before the step that failed are in the model: a retry starts at that step
     // (in the same order: order_attempt stays). Never all of them: a failed task is not done.
-    t->trained = std::max(t->trained, std::min(r.trained, t->count - 1));
+    keep_rows(*t, std::min(r.trained, t->count - 1), r.step);
     t->state = t->failures >= opts_.max_failures ? task_state::failed : task_state::todo;
   } else {
     t->state = task_state::done;
+    t->step = r.step;
     if (auto a = add_counter(w, meta_, records_done_key, t->count); !a) return a.err();
   }
   if (auto s = store(w, dbs_, *t, task_state::doing); !s) return s.err();
@@ -92,7 +102,7 @@ expected<task_state> task_journal::hand_back_in(write_txn& w, task t, const repo
   t.deadline_ms = 0;
   // Rows of the order it trained in (order_attempt, set by its lease). Fewer than before (a holder
   // that cannot have started past them) change nothing.
-  t.trained = std::max(t.trained, std::min(r.trained, t.count));
+  keep_rows(t, std::min(r.trained, t.count), r.step);
   t.state = t.trained == t.count ? task_state::done : task_state::todo;
   if (t.state == task_state::done)
     if (auto a = add_counter(w, meta_, records_done_key, t.count); !a) return a.err();

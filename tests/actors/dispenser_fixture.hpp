@@ -83,7 +83,8 @@ class dispenser_test : public ::testing::Test {
   // `worker` reports task `id` (attempt) done, or failed with `failure` after `failed_after` rows;
   // returns the ack's error ("" = accepted).
   std::string report(const node_id& worker, std::uint64_t id, std::uint32_t attempt,
-                     const std::string& failure = "", std::uint64_t failed_after = 0) {
+                     const std::string& failure = "", std::uint64_t failed_after = 0,
+                     std::uint64_t step = 0) {
     disp_->on_message(incoming(
         worker, "rpc", "dispenser",
         [&](auto body) {
@@ -95,6 +96,7 @@ class dispenser_test : public ::testing::Test {
           else
             r.setFailed(failure);
           r.setFailedAfter(failed_after);
+          r.setStep(step);
         },
         ++correlation_));
     auto out = node_->take();

@@ -301,6 +301,20 @@ TEST_F(dispenser_test, a_failure_keeps_the_rows_trained_before_the_failing_step)
       << all;
 }
 
+// The replica step a report names (the step that applied the task's last rows, allreduce's) is the
+// journal's: a job resumed from an earlier checkpoint trains the task again.
+TEST_F(dispenser_test, a_report_keeps_the_step_that_applied_its_rows) {
+  auto a = request(w0);
+  ASSERT_TRUE(a.task);
+  EXPECT_EQ(report(w0, a.id, a.attempt, "", 0, 321), "");
+  EXPECT_EQ(storage::testing::get(disp_->journal(), a.id)->step, 321u);
+  auto b = request(w0);
+  ASSERT_TRUE(b.task);
+  EXPECT_EQ(report(w0, b.id, b.attempt, "a step failed", 4, 333), "");
+  EXPECT_EQ(storage::testing::get(disp_->journal(), b.id)->step, 333u);
+  EXPECT_EQ(storage::testing::get(disp_->journal(), b.id)->trained, 4u);
+}
+
 TEST_F(dispenser_test, a_send_failure_is_not_a_crash) {
   node_->connected = false;
   disp_->on_message(incoming(w0, "rpc", "dispenser", [](auto body) { body.initTaskRequest(); }));

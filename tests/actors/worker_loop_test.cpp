@@ -28,6 +28,8 @@ class recording_strategy final : public strategy {
  public:
   std::string_view name() const override { return "recording"; }
   bool steps_outlive_worker() const override { return outlive; }
+  // A replica step of its own: 100 + the batches trained.
+  std::uint64_t checkpointed_step(worker_context&) const override { return 100 + batches.size(); }
   step_result step(worker_context&, const nn::batch* b, bool exhausted) override {
     step_result r;
     if (!b) {
@@ -221,6 +223,7 @@ TEST_F(worker_loop_test, a_leaving_worker_hands_back_the_rows_it_trained) {
     EXPECT_EQ(rep.getAttempt(), 1u);
     ASSERT_EQ(rep.which(), schema::TaskReport::LEFT);
     EXPECT_EQ(rep.getLeft(), 4u);
+    EXPECT_EQ(rep.getStep(), 102u) << "the step that applied the rows it kept";
   }
   EXPECT_FALSE(node_.hand_back_pending_flag);
 }
@@ -242,6 +245,8 @@ TEST_F(worker_loop_test, a_handed_back_task_trains_the_rest_of_its_order) {
   EXPECT_EQ(rows, rest);
   EXPECT_EQ(reports()[0]->m.body().getTaskReport().which(), schema::TaskReport::DONE);
   EXPECT_EQ(reports()[0]->m.body().getTaskReport().getAttempt(), 2u);
+  // With the step that applied its last rows (3 batches for its other 6 rows).
+  EXPECT_EQ(reports()[0]->m.body().getTaskReport().getStep(), 103u);
 }
 
 // A step whose loss is not a number fails its task, saying the training diverged (the job used to
@@ -279,6 +284,7 @@ TEST_F(worker_loop_test, a_task_that_fails_partway_reports_the_rows_trained_befo
   auto rep = reports()[0]->m.body().getTaskReport();
   ASSERT_EQ(rep.which(), schema::TaskReport::FAILED);
   EXPECT_EQ(rep.getFailedAfter(), 4u) << "2 steps of 2 rows before the one that failed";
+  EXPECT_EQ(rep.getStep(), 100u + strat_->batches.size()) << "the strategy's step as it reported";
 }
 
 TEST_F(worker_loop_test, held_leases_are_renewed_every_third_of_the_lease_time) {

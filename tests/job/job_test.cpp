@@ -2,6 +2,7 @@
 // node process outlives the job, and bad job files are refused with the key named.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -127,8 +128,22 @@ vocab_per_field = 50
   int rc = wait_job(r, std::chrono::seconds(240));
   ASSERT_EQ(rc, 0) << read_file(r.err_file);
   auto res = result(r);
-  double auc = res.value("test_auc", 0.0), best = res.value("true_auc", 1.0);
-  EXPECT_GT(auc, best - 0.03) << res.dump();
+  // Against the same job trained in one process (`train --local`, deterministic: AUC 0.7894, 0.0276
+  // below the planted model's 0.8171 on these 40,000 rows), not against the planted model alone: 12
+  // async runs gave 0.7865-0.7897 (2026-12-06), so a bound of 0.03 below the planted model failed
+  // one run in six (a CI run at 0.787042 against 0.787062).
+  std::string out;
+  ASSERT_EQ(
+      troupe("train --local " + r.job_dir + "/job.toml --set job.root=" + r.dir + "/local 2>/dev/null", &out),
+      0)
+      << out;
+  const auto local = nlohmann::json::parse(out.substr(out.rfind("\n{") + 1), nullptr, false);
+  ASSERT_TRUE(local.is_object()) << out;
+  const double auc = res.value("test_auc", 0.0), one = local.value("test_auc", 1.0);
+  EXPECT_GT(auc, one - 0.01) << res.dump() << "\none process: " << one;
+  EXPECT_GT(auc, res.value("true_auc", 1.0) - 0.04) << res.dump();
+  std::printf("async PS AUC %.4f, one process %.4f, planted model %.4f\n", auc, one,
+              res.value("true_auc", 1.0));
   // Time to the first trained minibatch (bench/job): after the runner started, before it ended.
   ASSERT_TRUE(res.contains("first_step_seconds")) << res.dump();
   double first = res["first_step_seconds"].get<double>();

@@ -570,6 +570,74 @@ TEST(TaskJournal, ATaskWithNoRowsTrainedIsWrittenInVersion1) {
   EXPECT_EQ(back->order_attempt, 2u);
   EXPECT_EQ(back->trained, 40u);
   EXPECT_FALSE(jd::decode(v2.substr(0, v2.size() - 1), "t")) << "a truncated value";
+  // With the step that applied its rows: version 3 (a task without one stays in version 2 or 1).
+  t.step = 1234;
+  auto v3 = jd::encode(t);
+  EXPECT_EQ(static_cast<int>(v3[0]), 3);
+  EXPECT_EQ(v3.size(), v2.size() + 8);
+  back = jd::decode(v3, "t");
+  ASSERT_TRUE(back) << back.err().to_string();
+  EXPECT_EQ(back->step, 1234u);
+  EXPECT_EQ(back->trained, 40u);
+  EXPECT_FALSE(jd::decode(v3.substr(0, v3.size() - 1), "t")) << "a truncated value";
+}
+
+// A resumed ring job whose latest checkpoint holds the replicas' steps up to S lost what was applied
+// after S: the DONE tasks reported at a later step go back to todo whole, the rows kept of a task
+// handed back or failed at a later step are forgotten; tasks at or before S, and those of an unknown
+// step (0: another strategy, an older worker), stay as they are.
+TEST(TaskJournal, AResumeFromACheckpointReopensWhatWasAppliedAfterItsStep) {
+  temp_dir d;
+  auto j = task_journal::open_or_create(d.str(), opts(1));
+  ASSERT_TRUE(j);
+  auto leased = [&](const std::string& holder) {
+    auto t = lease(*j, holder, 1000);
+    EXPECT_TRUE(t && *t);
+    return **t;
+  };
+  auto send = [&](const task& t, const std::string& holder, std::uint64_t step, bool left = false,
+                  bool failed = false, std::uint64_t rows = 0) {
+    report_request r{t.id, holder, t.attempt, failed, failed ? "a step failed" : ""};
+    r.left = left;
+    r.trained = rows;
+    r.step = step;
+    auto s = report(*j, r);
+    EXPECT_TRUE(s) << s.err().to_string();
+  };
+  const task early = leased("a"), at = leased("a"), late = leased("a"), unknown = leased("a");
+  const task left_late = leased("b"), failed_early = leased("b"), left_early = leased("b");
+  send(early, "a", 40);
+  send(at, "a", 50);
+  send(late, "a", 51);
+  send(unknown, "a", 0);
+  send(left_late, "b", 60, true, false, 30);
+  send(failed_early, "b", 20, false, true, 10);
+  send(left_early, "b", 30, true, false, 10);
+  EXPECT_EQ(get(*j, late.id)->step, 51u);
+  EXPECT_EQ(get(*j, left_late.id)->step, 60u);
+  // A later holder keeps more of left_early's rows, at a later step; one that kept fewer changes nothing.
+  const task again = leased("c");
+  ASSERT_EQ(again.id, left_late.id);
+  send(again, "c", 70, true, false, 20);
+  EXPECT_EQ(get(*j, left_late.id)->trained, 30u);
+  EXPECT_EQ(get(*j, left_late.id)->step, 60u) << "no rows kept past those before: their step stays";
+  const auto done_before = j->counts()->done;
+
+  auto r = j->reopen_after(50);
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->done, 1u);
+  EXPECT_EQ(r->trained, 1u);
+  EXPECT_EQ(get(*j, late.id)->state, task_state::todo);
+  EXPECT_EQ(get(*j, late.id)->step, 0u);
+  EXPECT_EQ(get(*j, left_late.id)->trained, 0u) << "its rows were applied after the checkpoint";
+  for (const auto& t : {early, at, unknown}) EXPECT_EQ(get(*j, t.id)->state, task_state::done) << t.id;
+  EXPECT_EQ(get(*j, failed_early.id)->trained, 10u);
+  EXPECT_EQ(get(*j, left_early.id)->trained, 10u);
+  EXPECT_EQ(j->counts()->done, done_before - 1);
+  // Nothing after the next checkpoint: nothing changes.
+  r = j->reopen_after(1000);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->done + r->trained, 0u);
 }
 
 TEST(TaskJournal, ExpiredLeasesGoBackToTodo) {

@@ -63,6 +63,11 @@ struct TaskReport {
                            # ring's replicas, the PS shards): kept as left's are, so the retry
                            # starts at the failing step; 0: none kept (a master before this field
                            # reads 0 too, and trains the task again whole)
+  step @6 :UInt64;         # with done, and with the rows kept by left or failedAfter: the replica
+                           # step that applied the last of them, under a strategy whose ring
+                           # checkpoints hold every step up to theirs (allreduce); a job resumed from
+                           # a checkpoint of an earlier step trains them again. 0: not known (other
+                           # strategies; a worker before this field)
 }
 
 # The dispenser took a report (applied, or refused as stale: either way the worker forgets it).

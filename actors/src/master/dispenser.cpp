@@ -69,6 +69,7 @@ namespace {
 // peer's), which is not a task done.
 std::optional<storage::report_request> report_of(schema::TaskReport::Reader r, const std::string& holder) {
   storage::report_request rr{r.getTaskId(), holder, r.getAttempt(), false, {}};
+  rr.step = r.getStep();
   switch (r.which()) {
     case schema::TaskReport::DONE:
       return rr;

@@ -61,11 +61,13 @@ void task_lease_client::renew_during_steps() {
   }
 }
 
-void task_lease_client::report(const lease& t, const std::string& failure, std::uint64_t trained) {
+void task_lease_client::report(const lease& t, const std::string& failure, std::uint64_t trained,
+                               std::uint64_t step) {
   outbound o(outbound::small_words);
   auto r = o.body().initTaskReport();
   r.setTaskId(t.id);
   r.setAttempt(t.attempt);
+  r.setStep(step);
   if (failure.empty()) {
     r.setDone();
   } else {
@@ -75,11 +77,12 @@ void task_lease_client::report(const lease& t, const std::string& failure, std::
   unsent_.push_back(std::move(o));
 }
 
-void task_lease_client::hand_back(const lease& t, std::uint64_t trained) {
+void task_lease_client::hand_back(const lease& t, std::uint64_t trained, std::uint64_t step) {
   outbound o(outbound::small_words);
   auto r = o.body().initTaskReport();
   r.setTaskId(t.id);
   r.setAttempt(t.attempt);
+  r.setStep(step);
   r.setLeft(trained);
   unsent_.push_back(std::move(o));
 }

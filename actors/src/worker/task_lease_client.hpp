@@ -84,11 +84,13 @@ class task_lease_client {
   void step_ends() { stepping_.store(false, std::memory_order_release); }
   // Queues the report of task `t`: done (empty `failure`) or failed, with the first `trained` rows
   // of its order trained before the step that failed (their steps outlive the failure; 0: none
-  // kept). Sent by pump_reports().
-  void report(const lease& t, const std::string& failure, std::uint64_t trained = 0);
+  // kept). `step`: the replica step that applied the last of its rows done or kept
+  // (TaskReport.step; 0: not known). Sent by pump_reports().
+  void report(const lease& t, const std::string& failure, std::uint64_t trained = 0, std::uint64_t step = 0);
   // Queues the hand-back of task `t` by a worker that leaves having trained the first `trained`
-  // rows of its order (their steps outlive it): the dispenser keeps them and re-queues the rest.
-  void hand_back(const lease& t, std::uint64_t trained);
+  // rows of its order (their steps outlive it, applied up to `step`): the dispenser keeps them and
+  // re-queues the rest.
+  void hand_back(const lease& t, std::uint64_t trained, std::uint64_t step = 0);
   // Sends the reports not acknowledged yet and waits for their acknowledgements until `deadline`
   // (a leaving worker, before the master re-queues what it holds); true once all are acknowledged.
   bool settle_reports(time_point deadline);

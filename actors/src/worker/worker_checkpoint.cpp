@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "replica_state.hpp"
+#include "strategies/replicas.hpp"
 #include "worker_state.hpp"
 
 namespace troupe::actors {
@@ -27,7 +28,7 @@ bool writes_checkpoints(const worker_state& st, const cluster::membership_view& 
 
 model::state_meta meta_of(worker_state& st, const char* from) {
   model::state_meta m;
-  for (const auto& s : st.backend->optimizer_state()) m.step = std::max(m.step, s.step);
+  m.step = replicas::optimizer_steps(*st.backend);
   m.from = from;
   // A checkpoint's: the epoch of the task the writer trains. The job's end: its last epoch (the final
   // evaluation comes once every task of every epoch is done, whichever worker writes it).

@@ -292,7 +292,7 @@ static std::optional<step_result> run_step(worker_state& st, const nn::batch* b)
         "task {} failed{}: {}", st.task->id,
         kept > 0 ? " after " + std::to_string(kept) + " of its rows (kept: tried again from there)" : "",
         e.what());
-    st.leases->report(*st.task, e.what(), kept);
+    st.leases->report(*st.task, e.what(), kept, kept > 0 ? st.strat->checkpointed_step(*st.ctx) : 0);
     st.task = std::exchange(st.next, std::nullopt);
     return std::nullopt;
   }
@@ -329,15 +329,15 @@ static bool after_step(worker_state& st, const step_result& res, const std::opti
   return true;
 }
 
-// The task's last batch trained: pushes settled, the strategy's end of the task, the report; the
-// task leased ahead takes its place.
+// The task's last batch trained: pushes settled, the strategy's end of the task, the report (with
+// the step that applied its last rows: TaskReport.step); the task leased ahead takes its place.
 static void end_task_if_done(worker_state& st) {
   if (!st.task || st.task->cursor < st.task->order.size()) return;
   settle_pushes(st);
   auto& t = *st.task;
   auto out = st.strat->task_done(*st.ctx, t.id, t.first, t.order.size());
   if (!out) spdlog::error("task {}: {}", t.id, out.err().to_string());
-  st.leases->report(t, out ? "" : out.err().to_string());
+  st.leases->report(t, out ? "" : out.err().to_string(), 0, st.strat->checkpointed_step(*st.ctx));
   st.task = std::exchange(st.next, std::nullopt);
   st.leases->pump_reports();
 }
@@ -347,7 +347,7 @@ void hand_back_on_leave(worker_state& st, bool checkpointed) {
   if (const std::uint64_t rows = checkpointed ? rows_to_keep(st) : 0; rows > 0) {
     spdlog::info("{}: leaving: task {} goes back with {} of its {} rows trained", st.node->self().to_string(),
                  st.task->id, rows, st.task->order.size());
-    st.leases->hand_back(*st.task, rows);
+    st.leases->hand_back(*st.task, rows, st.strat->checkpointed_step(*st.ctx));
   }
   if (!st.leases->settle_reports(until))
     spdlog::warn(

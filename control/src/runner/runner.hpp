@@ -41,6 +41,10 @@
 #include "runner_events.hpp"
 #include "slot_table.hpp"
 
+namespace troupe::storage {
+class task_journal;
+}
+
 namespace troupe::control {
 
 using job::job_spec;
@@ -109,8 +113,10 @@ class runner {
   int lock_job_dir();
   void clean_dead_runner(const cluster::job_dir& dir);
   // A resumed job's journal: quarantined tasks get their attempts anew, and a ring job without a
-  // ring checkpoint trains its DONE tasks again (their updates were lost with the replicas).
+  // ring checkpoint trains its DONE tasks again (their updates were lost with the replicas); with
+  // one, the tasks whose rows were applied after its step (reopen_after_checkpoint).
   int reopen_tasks();
+  int reopen_after_checkpoint(storage::task_journal& journal);
   // A --resume past its checks: the job's old result.json goes (this run writes its own) and its
   // journal is reopened (reopen_tasks). Nothing of the job is changed before (a refused resume).
   int begin_resumed_run();

@@ -17,6 +17,7 @@
 #include "troupe/collective/cleanup.hpp"
 #include "troupe/core/log.hpp"
 #include "troupe/job/job_check.hpp"
+#include "troupe/model/state.hpp"
 #include "troupe/storage/task_journal.hpp"
 
 namespace troupe::control {
@@ -306,9 +307,9 @@ int runner::reopen_tasks() {
   // no trained replica and starts from it: replicas::restore_if_untrained). Without one, what the
   // DONE tasks taught lived only in the replicas: they are trained again.
   std::error_code ec;
-  if (spec_.uses_ps() || !spec_.traits().trains ||
-      std::filesystem::exists(dir_->path() + "/checkpoints/ring/state.json", ec))
-    return 0;
+  if (spec_.uses_ps() || !spec_.traits().trains) return 0;
+  if (std::filesystem::exists(dir_->path() + "/checkpoints/ring/state.json", ec))
+    return reopen_after_checkpoint(*journal);
   auto done = journal->reopen(storage::task_state::done);
   if (!done) return spdlog::error("--resume {}: {}", dir_->path(), done.err().to_string()), 1;
   // Likewise the rows of partly trained tasks that workers handed back as they left.
@@ -320,6 +321,31 @@ int runner::reopen_tasks() {
         "--resume {}: no ring checkpoint was written (job.checkpoint_every_ms = {}): what the {} DONE "
         "task(s) taught was lost with the replicas, so they are trained again",
         dir_->path(), spec_.job.checkpoint_every.count(), reopened_done_);
+  return 0;
+}
+
+// What a ring job's replicas applied after its latest checkpoint was lost with them: the tasks whose
+// workers reported their rows applied at a later step (TaskReport.step, allreduce's) are trained
+// again, done ones and the rows kept of partly trained ones; those of an unknown step stay.
+int runner::reopen_after_checkpoint(storage::task_journal& journal) {
+  const std::string dir = dir_->path() + "/checkpoints/ring";
+  auto s = model::read_state(dir);
+  if (!s)
+    return spdlog::error("--resume {}: the ring's checkpoint: {}", dir_->path(), s.err().to_string()), 1;
+  if (!*s) return 0;
+  const std::uint64_t step = model::optimizer_steps((*s)->state);
+  auto r = journal.reopen_after(step);
+  if (!r) return spdlog::error("--resume {}: {}", dir_->path(), r.err().to_string()), 1;
+  reopened_done_ = r->done;
+  if (r->done + r->trained > 0)
+    spdlog::warn(
+        "--resume {}: the ring's latest checkpoint holds the replicas' first {} steps: {} DONE task(s), and "
+        "the rows trained of {} other(s), applied at later steps were lost with the replicas, so they are "
+        "trained again",
+        dir_->path(), step, r->done, r->trained);
+  else
+    spdlog::info("--resume {}: the ring's latest checkpoint (step {}) holds every task done", dir_->path(),
+                 step);
   return 0;
 }
 

@@ -165,6 +165,11 @@ class strategy {
   // controller, the floats sync_from_most_trained's `extra` carries), so that a job resumed from a
   // checkpoint goes on with its noise-scale estimate, batch and progress; empty: nothing.
   virtual std::vector<float> durable_state() const { return {}; }
+  // The replica's step that a ring checkpoint written now would carry (model::state_meta::step),
+  // where such a checkpoint holds every step up to it and those steps hold every row this worker
+  // trained (allreduce on the host): a task's last rows applied at a step after a resumed job's
+  // checkpoint are trained again (TaskReport.step). 0: not known (a resumed job keeps the task done).
+  virtual std::uint64_t checkpointed_step(worker_context& ctx) const { return 0; }
 };
 
 using strategy_factory = std::function<std::unique_ptr<strategy>(const job::job_spec&)>;

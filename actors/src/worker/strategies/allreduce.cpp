@@ -212,6 +212,11 @@ class allreduce final : public strategy {
   static nn::batch micro(const nn::batch& b, std::size_t at, std::size_t m) {
     return at == 0 && m == b.size() ? b : b.sub(at, m);
   }
+  // The host path's: every replica applies every step, and its checkpoint's meta counts them. The
+  // device path's checkpoint reads a host mirror that may lag its steps: not known.
+  std::uint64_t checkpointed_step(worker_context& ctx) const override {
+    return ctx.backend.device() ? 0 : replicas::optimizer_steps(ctx.backend);
+  }
   std::vector<float> durable_state() const override {
     return device_ ? device_->durable_state() : ctl_.packed();
   }

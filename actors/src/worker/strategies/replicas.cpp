@@ -82,6 +82,12 @@ step_result::kind round_vote::empty_round() const {
   return all_exhausted() ? step_result::kind::finished : step_result::kind::idle;
 }
 
+std::uint64_t optimizer_steps(trainer_backend& b) {
+  std::uint64_t steps = 0;
+  for (const auto& s : b.optimizer_state()) steps = std::max(steps, s.step);
+  return steps;
+}
+
 expected<most_trained> vote_most_trained(worker_context& ctx, const ring_session::info& ring,
                                          std::uint64_t my_steps) {
   std::vector<float> steps(static_cast<std::size_t>(ring.size), 0.0f);
@@ -164,8 +170,7 @@ expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::i
                                       bool with_optimizer, std::vector<float>& buf, std::span<float> extra) {
   troupe::clock& clk = clock_of(ctx);
   auto started = clk.now();
-  std::uint64_t mine = 0;
-  for (const auto& s : ctx.backend.optimizer_state()) mine = std::max(mine, s.step);
+  const std::uint64_t mine = optimizer_steps(ctx.backend);
   if (ring.size <= 1) {
     restore_if_untrained(ctx, mine, extra);
     return {};

@@ -46,6 +46,11 @@ struct round_vote {
 // allreduce of every rank's `my_steps`, and its step count. Not simply rank 0: ranks follow node
 // names, so a fresh replacement of worker-0 would be rank 0 and its initial weights would
 // overwrite the trained replicas.
+// The replica's optimizer steps: the most of its slot sets' counters (every set counts every step it
+// applied; a replica synchronised from another took its counters). What a ring checkpoint's meta
+// calls its step.
+std::uint64_t optimizer_steps(trainer_backend& b);
+
 struct most_trained {
   int rank = 0;
   std::uint64_t steps = 0;

@@ -67,6 +67,11 @@ class state_writer {
 expected<std::uint64_t> write_state(const std::string& dir, const storage::flat_state& s, state_meta meta);
 expected<std::uint64_t> write_state(const std::string& dir, const storage::shard_state& s, state_meta meta);
 
+// The optimizer steps a replica restored from `s` takes up: the most of its optimizer slot vectors'
+// step counts (a node's own entries, "#..." keys, left out); 0 with none. What its writer's meta
+// called its step, whether or not that state.json survived.
+std::uint64_t optimizer_steps(const storage::shard_state& s);
+
 // The latest version in `dir` with its meta; nullopt when `dir` holds none. A state.json that does
 // not name the latest version gives a meta with only `version` (and `from` "checkpoint") set.
 expected<std::optional<loaded_state>> read_state(const std::string& dir);

@@ -52,6 +52,11 @@ struct task {
   // preemption, a scale-down or a failure (the retry starts at the step that failed).
   std::uint32_t order_attempt = 0;
   std::uint64_t trained = 0;
+  // The replica step that applied the task's last rows (a DONE task's, or the rows kept by
+  // `trained`) under a strategy whose ring checkpoints hold every step up to theirs (allreduce): a
+  // resumed job whose latest checkpoint is of an earlier step trains them again (reopen_after).
+  // 0: not known (another strategy, a report from an older worker).
+  std::uint64_t step = 0;
 };
 
 struct journal_options {
@@ -106,6 +111,7 @@ struct report_request {
   std::string error_text;
   bool left = false;
   std::uint64_t trained = 0;
+  std::uint64_t step = 0;  // task::step of the rows done or kept; 0: not known
 };
 
 // What a dispenser collected while its last commit was on its way: reports first, then leases.
@@ -161,6 +167,14 @@ class task_journal {
   // Every todo, doing or failed task's trained rows (task::trained) are forgotten: the model that
   // held them is lost (a resumed ring job without a checkpoint); returns how many tasks had some.
   expected<std::uint64_t> forget_trained();
+  // What a resumed ring job whose latest checkpoint holds the replica's steps up to `step` lost:
+  // every DONE task whose rows were applied at a later step back to todo (its trained rows
+  // forgotten), and the kept rows (task::trained) of any other task applied at a later step
+  // forgotten. Tasks of an unknown step (0) are left as they are. In one write.
+  struct reopened_after {
+    std::uint64_t done = 0, trained = 0;
+  };
+  expected<reopened_after> reopen_after(std::uint64_t step);
 
   expected<task_counts> counts() const;
   // Tasks in `state`, by id (e.g. doing with their leases, after a restart).
