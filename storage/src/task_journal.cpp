@@ -243,21 +243,46 @@ expected<std::vector<task>> task_journal::select_in(write_txn& w, task_state sta
   return hit;
 }
 
+expected<std::uint64_t> task_journal::forget_in(write_txn& w,
+                                                const std::function<bool(const task&)>& pred) const {
+  std::uint64_t forgot = 0;
+  // DOING too: a runner that died left its leases, which the master re-queues with their rows; and
+  // FAILED: a quarantined task tried again later starts where it failed.
+  for (auto state : {task_state::todo, task_state::doing, task_state::failed}) {
+    auto hit = select_in(w, state, [&](const task& t) { return t.trained > 0 && pred(t); });
+    if (!hit) return hit.err();
+    for (auto& t : *hit) {
+      t.trained = t.step = 0;
+      if (auto s = store(w, dbs_, t, t.state); !s) return s.err();
+    }
+    forgot += hit->size();
+  }
+  return forgot;
+}
+
+expected<std::uint64_t> task_journal::move_in(write_txn& w, task_state from,
+                                              const std::function<bool(const task&)>& pred) const {
+  auto hit = select_in(w, from, pred);
+  if (!hit) return hit.err();
+  for (auto& t : *hit) {
+    t.state = task_state::todo;
+    t.deadline_ms = 0;
+    if (from == task_state::failed) t.failures = 0;        // a quarantined task gets its attempts anew
+    if (from == task_state::done) t.trained = t.step = 0;  // the model lost all of its rows
+    if (auto s = store(w, dbs_, t, from); !s) return s.err();
+  }
+  // The requeued counter counts leases given back (doing -> todo), not reopened tasks.
+  if (from == task_state::doing)
+    if (auto a = add_counter(w, meta_, requeued_key, hit->size()); !a) return a.err();
+  return hit->size();
+}
+
 expected<std::uint64_t> task_journal::forget_trained() {
   std::uint64_t forgot = 0;
   auto r = write([&](write_txn& w) -> expected<void> {
-    forgot = 0;
-    // DOING too: a runner that died left its leases, which the master re-queues with their rows;
-    // and FAILED: a quarantined task tried again later starts where it failed.
-    for (auto state : {task_state::todo, task_state::doing, task_state::failed}) {
-      auto hit = select_in(w, state, [](const task& t) { return t.trained > 0; });
-      if (!hit) return hit.err();
-      for (auto& t : *hit) {
-        t.trained = t.step = 0;
-        if (auto s = store(w, dbs_, t, t.state); !s) return s;
-      }
-      forgot += hit->size();
-    }
+    auto n = forget_in(w, [](const task&) { return true; });
+    if (!n) return n.err();
+    forgot = *n;
     return {};
   });
   if (!r) return r.err();
@@ -268,17 +293,11 @@ expected<task_journal::reopened_after> task_journal::reopen_after(std::uint64_t 
   reopened_after out;
   const auto later = [step](const task& t) { return t.step > step; };
   auto r = write([&](write_txn& w) -> expected<void> {
-    out = {};
-    for (auto state : {task_state::done, task_state::todo, task_state::doing, task_state::failed}) {
-      auto hit = select_in(w, state, later);
-      if (!hit) return hit.err();
-      for (auto& t : *hit) {
-        if (t.state == task_state::done) t.state = task_state::todo, t.deadline_ms = 0;
-        t.trained = t.step = 0;
-        if (auto s = store(w, dbs_, t, state); !s) return s;
-      }
-      (state == task_state::done ? out.done : out.trained) += hit->size();
-    }
+    auto done = move_in(w, task_state::done, later);  // now todo with no step: not forgotten below
+    if (!done) return done.err();
+    auto trained = forget_in(w, later);
+    if (!trained) return trained.err();
+    out = {*done, *trained};
     return {};
   });
   if (!r) return r.err();
@@ -289,20 +308,10 @@ expected<std::uint64_t> task_journal::move_to_todo(task_state from,
                                                    const std::function<bool(const task&)>& pred) {
   std::uint64_t moved = 0;
   auto r = write([&](write_txn& w) -> expected<void> {
-    moved = 0;
-    auto selected = select_in(w, from, pred);
-    if (!selected) return selected.err();
-    auto& hit = *selected;
-    for (auto& t : hit) {
-      t.state = task_state::todo;
-      t.deadline_ms = 0;
-      if (from == task_state::failed) t.failures = 0;        // a quarantined task gets its attempts anew
-      if (from == task_state::done) t.trained = t.step = 0;  // the model lost all of its rows
-      if (auto s = store(w, dbs_, t, from); !s) return s;
-    }
-    moved = hit.size();
-    // The requeued counter counts leases given back (doing -> todo), not reopened tasks.
-    return from == task_state::doing ? add_counter(w, meta_, requeued_key, moved) : expected<void>{};
+    auto n = move_in(w, from, pred);
+    if (!n) return n.err();
+    moved = *n;
+    return {};
   });
   if (!r) return r.err();
   return moved;

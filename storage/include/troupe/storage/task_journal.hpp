@@ -192,6 +192,14 @@ class task_journal {
   expected<void> check_holder(const std::string& holder) const;
   expected<std::uint64_t> requeue_if(const std::function<bool(const task&)>& pred);
   expected<std::uint64_t> move_to_todo(task_state from, const std::function<bool(const task&)>& pred);
+  // In `w`: the tasks in `from` for which `pred` holds back to todo (a quarantined one with its
+  // failures reset, a done one with its trained rows forgotten; leases given back counted as
+  // requeues); returns how many.
+  expected<std::uint64_t> move_in(write_txn& w, task_state from,
+                                  const std::function<bool(const task&)>& pred) const;
+  // In `w`: the trained rows (and their step) of every todo, doing or failed task that has some and
+  // for which `pred` holds forgotten; returns how many tasks.
+  expected<std::uint64_t> forget_in(write_txn& w, const std::function<bool(const task&)>& pred) const;
   // In `w`: the tasks in `state` for which `pred` holds, by id.
   expected<std::vector<task>> select_in(write_txn& w, task_state state,
                                         const std::function<bool(const task&)>& pred) const;
