@@ -264,16 +264,21 @@ expected<std::uint64_t> task_journal::move_in(write_txn& w, task_state from,
                                               const std::function<bool(const task&)>& pred) const {
   auto hit = select_in(w, from, pred);
   if (!hit) return hit.err();
+  std::uint64_t records = 0;
   for (auto& t : *hit) {
+    if (from == task_state::done) records += t.count;
     t.state = task_state::todo;
     t.deadline_ms = 0;
     if (from == task_state::failed) t.failures = 0;        // a quarantined task gets its attempts anew
     if (from == task_state::done) t.trained = t.step = 0;  // the model lost all of its rows
     if (auto s = store(w, dbs_, t, from); !s) return s.err();
   }
-  // The requeued counter counts leases given back (doing -> todo), not reopened tasks.
+  // The requeued counter counts leases given back (doing -> todo), not reopened tasks; records_done
+  // counts the records of DONE tasks, which a reopened one no longer is (it counts them again when
+  // it is done again; before, a resumed job's result counted them twice).
   if (from == task_state::doing)
     if (auto a = add_counter(w, meta_, requeued_key, hit->size()); !a) return a.err();
+  if (auto a = lower_counter(w, meta_, records_done_key, records); !a) return a.err();
   return hit->size();
 }
 

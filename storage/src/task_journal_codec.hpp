@@ -3,6 +3,7 @@
 // counters and the holder index's keys. Not part of the storage API.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -76,6 +77,14 @@ inline expected<void> add_counter(write_txn& w, dbi db, const char* key, std::ui
   auto c = counter_in(w, db, key);
   if (!c) return c.err();
   return w.put(db, key, be64_key(*c + n));
+}
+
+// Takes `n` off a counter (never below 0: a journal written before the counter was kept).
+inline expected<void> lower_counter(write_txn& w, dbi db, const char* key, std::uint64_t n) {
+  if (n == 0) return {};
+  auto c = counter_in(w, db, key);
+  if (!c) return c.err();
+  return w.put(db, key, be64_key(*c - std::min(*c, n)));
 }
 
 template <class Txn>

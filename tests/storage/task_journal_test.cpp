@@ -417,6 +417,7 @@ TEST(TaskJournal, ReopeningDoneAndFailedTasksPutsThemBackToTodo) {
   ASSERT_TRUE(t);
   EXPECT_EQ(t->state, task_state::todo);
   EXPECT_EQ(t->failures, 0u) << "its attempts anew";
+  EXPECT_GT(before->records_done, 0u);
   auto dn = j->reopen(task_state::done);
   ASSERT_TRUE(dn);
   EXPECT_EQ(*dn, 2u);
@@ -424,6 +425,7 @@ TEST(TaskJournal, ReopeningDoneAndFailedTasksPutsThemBackToTodo) {
   ASSERT_TRUE(after);
   EXPECT_EQ(after->todo, before->total());
   EXPECT_EQ(after->requeued, before->requeued) << "reopened tasks are not leases given back";
+  EXPECT_EQ(after->records_done, 0u) << "records of DONE tasks: none is DONE any more";
   EXPECT_FALSE(j->reopen(task_state::doing));
   // The reopened task is leased again (the lowest id first) and can fail three more times.
   auto again = lease(*j, "w", 1000);
@@ -622,6 +624,7 @@ TEST(TaskJournal, AResumeFromACheckpointReopensWhatWasAppliedAfterItsStep) {
   EXPECT_EQ(get(*j, left_late.id)->trained, 30u);
   EXPECT_EQ(get(*j, left_late.id)->step, 60u) << "no rows kept past those before: their step stays";
   const auto done_before = j->counts()->done;
+  const auto records_before = j->counts()->records_done;
 
   auto r = j->reopen_after(50);
   ASSERT_TRUE(r) << r.err().to_string();
@@ -634,6 +637,7 @@ TEST(TaskJournal, AResumeFromACheckpointReopensWhatWasAppliedAfterItsStep) {
   EXPECT_EQ(get(*j, failed_early.id)->trained, 10u);
   EXPECT_EQ(get(*j, left_early.id)->trained, 10u);
   EXPECT_EQ(j->counts()->done, done_before - 1);
+  EXPECT_EQ(j->counts()->records_done, records_before - late.count) << "only the reopened task's records";
   // Nothing after the next checkpoint: nothing changes.
   r = j->reopen_after(1000);
   ASSERT_TRUE(r);

@@ -339,9 +339,9 @@ int runner::reopen_after_checkpoint(storage::task_journal& journal) {
   reopened_done_ = r->done;
   if (r->done + r->trained > 0)
     spdlog::warn(
-        "--resume {}: the ring's latest checkpoint holds the replicas' first {} steps: {} DONE task(s), and "
-        "the rows trained of {} other(s), applied at later steps were lost with the replicas, so they are "
-        "trained again",
+        "--resume {}: the ring's latest checkpoint holds the replicas' first {} steps; what later steps "
+        "applied was lost with the replicas: {} DONE task(s) are trained again, and {} partly trained "
+        "task(s) from their first row",
         dir_->path(), step, r->done, r->trained);
   else
     spdlog::info("--resume {}: the ring's latest checkpoint (step {}) holds every task done", dir_->path(),
