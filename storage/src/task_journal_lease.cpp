@@ -36,8 +36,18 @@ expected<std::optional<task>> task_journal::lease_in(write_txn& w, const std::st
   return std::optional<task>(std::move(*t));
 }
 
+// The first `rows` of the task's order, trained by a holder whose steps applied them up to `step`,
+// kept: more than were kept before (with their step), else nothing changes (a holder that cannot have
+// started past them).
+static void keep_rows(task& t, std::uint64_t rows, std::uint64_t step) {
+  if (rows <= t.trained) return;
+  t.trained = rows;
+  t.step = step;
+}
+
 expected<std::uint64_t> task_journal::requeue_held(write_txn& w, const std::string& holder,
-                                                   const std::vector<std::uint64_t>& keep) const {
+                                                   const std::vector<std::uint64_t>& keep,
+                                                   const std::optional<held_rows>& rows, bool* kept) const {
   if (!indexed_) return unindexed();
   auto ids = ids_held(w.raw(), by_holder_, holder, env_->dir());
   if (!ids) return ids.err();
@@ -48,20 +58,16 @@ expected<std::uint64_t> task_journal::requeue_held(write_txn& w, const std::stri
     if (!t) return t.err();
     t->state = task_state::todo;
     t->deadline_ms = 0;
+    if (rows && rows->id == id && rows->attempt == t->attempt && rows->trained < t->count &&
+        rows->trained > t->trained) {
+      keep_rows(*t, rows->trained, rows->step);
+      if (kept) *kept = true;
+    }
     if (auto s = store(w, dbs_, *t, task_state::doing); !s) return s.err();
     ++moved;
   }
   if (auto a = add_counter(w, meta_, requeued_key, moved); !a) return a.err();
   return moved;
-}
-
-// The first `rows` of the task's order, trained by a holder whose steps applied them up to `step`,
-// kept: more than were kept before (with their step), else nothing changes (a holder that cannot have
-// started past them).
-static void keep_rows(task& t, std::uint64_t rows, std::uint64_t step) {
-  if (rows <= t.trained) return;
-  t.trained = rows;
-  t.step = step;
 }
 
 expected<task_state> task_journal::report_in(write_txn& w, const report_request& r) const {
@@ -140,10 +146,12 @@ expected<batch_outcome> task_journal::apply(const journal_batch& b) {
   return out;
 }
 
-expected<std::uint64_t> task_journal::requeue_holder(const std::string& holder) {
+expected<std::uint64_t> task_journal::requeue_holder(const std::string& holder,
+                                                     const std::optional<held_rows>& rows, bool* kept) {
   std::uint64_t moved = 0;
   auto r = write([&](write_txn& w) -> expected<void> {
-    auto n = requeue_held(w, holder, {});
+    if (kept) *kept = false;  // the function may run again (the map grew)
+    auto n = requeue_held(w, holder, {}, rows, kept);
     if (!n) return n.err();
     moved = *n;
     return {};

@@ -30,13 +30,17 @@ using testing::incoming;
 // What the stand-in dispenser was told, and the counts it answers with.
 struct dispenser_log {
   std::vector<std::string> requeued;                 // single dead holders
+  std::vector<std::vector<std::uint64_t>> kept;      // the rows each one's task keeps (empty: none)
   std::vector<std::vector<std::string>> reconciled;  // alive-holder lists
   wire::task_counts counts;
 };
 
 caf::behavior fake_dispenser(caf::event_based_actor*, std::shared_ptr<dispenser_log> log) {
   return {
-      [=](requeue_atom, const std::string& id) { log->requeued.push_back(id); },
+      [=](requeue_atom, const std::string& id, const std::vector<std::uint64_t>& kept) {
+        log->requeued.push_back(id);
+        log->kept.push_back(kept);
+      },
       [=](requeue_atom, const std::vector<std::string>& alive) { log->reconciled.push_back(alive); },
       [=](counts_atom) { return log->counts; },
   };
@@ -117,12 +121,22 @@ class master_test : public ::testing::Test {
     EXPECT_EQ(node_->views_missed, 0u) << "a delta went to a node that did not hold its base view";
     return out;
   }
-  void progress(const node_id& from, std::uint64_t samples, std::uint64_t steps) {
+  // `task`: {task id, attempt, rows trained, step} of WorkerProgress.task (empty: none).
+  void progress(const node_id& from, std::uint64_t samples, std::uint64_t steps,
+                std::uint64_t replica_step = 0, std::vector<std::uint64_t> task = {}) {
     deliver(incoming(from, "worker", "master", [&](auto body) {
       auto p = body.initJob().initWorkerProgress();
       p.setSamples(samples);
       p.setSteps(steps);
       p.setLossSum(0.5 * static_cast<double>(steps));
+      p.setReplicaStep(replica_step);
+      if (task.size() == 4) {
+        auto t = p.initTask();
+        t.setTaskId(task[0]);
+        t.setAttempt(static_cast<std::uint32_t>(task[1]));
+        t.setTrained(task[2]);
+        t.setStep(task[3]);
+      }
     }));
   }
   // A PS shard's answer to the master's FinalCheckpoint: `error` empty, `version` holds its pushes.
@@ -210,6 +224,35 @@ TEST_F(master_test, joins_queued_together_are_broadcast_once) {
       EXPECT_EQ(wire::read_membership(s.m.body().getMembership()).view.members().size(), 4u);
     }
   EXPECT_EQ(views, (std::map<std::string, int>{{"worker-0", 1}, {"worker-1", 1}, {"worker-2", 1}}));
+}
+
+// A worker that dies partway through a task: its task goes back keeping the rows its progress said
+// the ring applied, once a survivor's report says its replica reached that step (here the next one,
+// a tick later; the dispenser's leases stay the dead holder's meanwhile, not reconciled away).
+TEST_F(master_test, a_dead_workers_task_keeps_the_rows_a_survivors_replica_holds) {
+  node_->spec().job.progress_every = std::chrono::seconds(2);  // a decision deferred 4 s at most
+  join(w0, w0);
+  join(w1, w1);
+  node_->take();
+  progress(w1, 64, 1, 30);
+  progress(w0, 64, 1, 30, {7, 2, 640, 30});
+  progress(w0, 64, 1, 31, {7, 2, 704, 31});
+  exited(w0, node_id{"runner", 1});
+  EXPECT_TRUE(log_->requeued.empty()) << "decided before the survivor said it reached step 31";
+  tick(std::chrono::seconds(3));  // a reconciliation is due: the deferred holder counts as alive
+  EXPECT_TRUE(log_->requeued.empty());
+  ASSERT_FALSE(log_->reconciled.empty());
+  for (const auto& alive : log_->reconciled)
+    EXPECT_NE(std::find(alive.begin(), alive.end(), w0.to_string()), alive.end());
+  progress(w1, 64, 1, 32);
+  tick();
+  ASSERT_EQ(log_->requeued, std::vector<std::string>{w0.to_string()});
+  EXPECT_EQ(log_->kept[0], (std::vector<std::uint64_t>{7, 2, 704, 31}));
+  // Alone, a worker's rows die with it: its task goes back whole, at once.
+  progress(w1, 64, 1, 40, {9, 1, 128, 40});
+  exited(w1, node_id{"runner", 1});
+  ASSERT_EQ(log_->requeued.size(), 2u);
+  EXPECT_TRUE(log_->kept[1].empty());
 }
 
 TEST_F(master_test, refuses_a_join_sent_on_behalf_of_another_node) {

@@ -583,14 +583,28 @@ TEST(model_export, a_job_initialised_from_another_starts_where_it_ended) {
   EXPECT_FALSE(fs::exists(d.job_dir + "/result.json")) << "a refused job left a result";
 }
 
-// The trained steps in TROUPE_STEP_LOG's files under `dir` (a line per step, every worker).
+// The trained steps in one TROUPE_STEP_LOG file (a line per step).
+std::size_t steps_logged_of(const std::string& file) {
+  std::size_t n = 0;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) n += !line.empty();
+  return n;
+}
+
+// The trained steps in TROUPE_STEP_LOG's files under `dir` (every worker).
 std::size_t steps_logged(const std::string& dir) {
   std::size_t n = 0;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    std::ifstream in(e.path());
-    for (std::string line; std::getline(in, line);) n += !line.empty();
-  }
+  for (const auto& e : fs::directory_iterator(dir)) n += steps_logged_of(e.path().string());
   return n;
+}
+
+// 4 tasks of 3,000 Fashion-MNIST rows in batches of 64 (47 steps each) for 2 workers at most 2,000
+// rows/s each (about 1.5 s a task); `job_keys` after records_per_task.
+std::string mid_task_job(const std::string& strategy, const std::string& job_keys) {
+  std::string toml = ring_job(strategy, "[model]\ntype = \"mlp\"\nhidden = [64]\n", 12000);
+  toml.replace(toml.find("records_per_task = 500"), 22, "records_per_task = 3000" + job_keys);
+  toml.replace(toml.find("[train]\nepochs = 1\n"), 18, "[train]\nepochs = 1\nmax_samples_per_s = 2000\n");
+  return toml;
 }
 
 // A job stopped while its workers are partway through their tasks trains no row twice: each leaving
@@ -602,9 +616,7 @@ TEST(model_export, a_job_stopped_mid_task_trains_no_row_twice) {
   using namespace std::chrono_literals;
   for (std::string strategy : {"allreduce", "async_ps"}) {
     SCOPED_TRACE(strategy);
-    std::string toml = ring_job(strategy, "[model]\ntype = \"mlp\"\nhidden = [64]\n", 12000);
-    toml.replace(toml.find("records_per_task = 500"), 22, "records_per_task = 3000");
-    toml.replace(toml.find("[train]\nepochs = 1\n"), 18, "[train]\nepochs = 1\nmax_samples_per_s = 2000\n");
+    const std::string toml = mid_task_job(strategy, "");
     const std::string logs = test_root("mid-task-stop-steps-" + strategy);
     fs::create_directories(logs + "/first");
     fs::create_directories(logs + "/resumed");
@@ -634,6 +646,75 @@ TEST(model_export, a_job_stopped_mid_task_trains_no_row_twice) {
     }
     EXPECT_EQ(first + resumed, 4u * 47u) << first << " steps before the stop, " << resumed << " after";
     std::printf("%s: %zu steps before the stop, %zu after\n", strategy.c_str(), first, resumed);
+  }
+}
+
+// The rows of `holder`'s task kept as it died, from its requeue in the timeline ("holder gone: task T
+// with N rows trained kept"); 0 when it went back whole, or was not requeued.
+std::uint64_t rows_kept_at_death(const job_run& r, const std::string& holder) {
+  std::ifstream in(r.job_dir + "/events.jsonl");
+  const std::string with = " with ";
+  for (std::string line; std::getline(in, line);) {
+    auto e = nlohmann::json::parse(line, nullptr, false);
+    if (!e.is_object() || e.value("kind", "") != "requeue" || e.value("node", "") != holder) continue;
+    const std::string cause = e.value("cause", "");
+    if (cause.rfind("holder gone: task ", 0) != 0) continue;
+    return std::stoull(cause.substr(cause.find(with) + with.size()));
+  }
+  return 0;
+}
+
+// DONE tasks whose holder was `holder` (node#incarnation), from the journal.
+std::size_t done_by(const job_run& r, const std::string& holder) {
+  auto j = storage::task_journal::open(r.job_dir + "/journal");
+  auto done = j ? j->list(storage::task_state::done) : expected<std::vector<storage::task>>(j.err());
+  if (!done) return 0;
+  return static_cast<std::size_t>(
+      std::count_if(done->begin(), done->end(), [&](const auto& t) { return t.holder == holder; }));
+}
+
+// A worker SIGKILLed partway through a task costs it only the rows no surviving model holds: with its
+// progress every 100 ms it told the master how many of its task's rows the ring's replicas applied (at
+// which step) or the PS shards acknowledged, and its task goes back to TODO keeping the latest of
+// those a surviving replica's step covers (any, on the shards). The steps add up exactly: the job's
+// 4 x 47 plus the steps the killed worker trained on its task beyond the kept rows, a few (before
+// 2026-12-06 the task went back whole, and every step of it was trained twice).
+TEST(model_export, a_worker_killed_mid_task_costs_only_the_rows_no_survivor_holds) {
+  using namespace std::chrono_literals;
+  for (std::string strategy : {"allreduce", "async_ps"}) {
+    SCOPED_TRACE(strategy);
+    const std::string toml = mid_task_job(strategy, "\nprogress_every_ms = 100");
+    const std::string logs = test_root("mid-task-kill-steps-" + strategy);
+    fs::create_directories(logs);
+    ::setenv("TROUPE_STEP_LOG", logs.c_str(), 1);
+    auto r = start_job("mid-task-kill-" + strategy, toml);
+    // About 1.1 s into the second round of tasks (each takes ~1.5 s at 2,000 rows/s).
+    ASSERT_TRUE(wait_status(
+        r, [](const nlohmann::json& j) { return j["tasks"]["done"].get<std::uint64_t>() >= 1; }, 180s))
+        << read_file(r.err_file);
+    std::this_thread::sleep_for(900ms);
+    const pid_t victim = node_pid(r, "worker-1");
+    ASSERT_GT(victim, 0);
+    ASSERT_EQ(::kill(victim, SIGKILL), 0);
+    ASSERT_EQ(wait_job(r, 300s), 0) << read_file(r.err_file);
+    ::unsetenv("TROUPE_STEP_LOG");
+    expect_all_done(r);
+    const std::size_t total = steps_logged(logs);
+    const std::size_t victim_steps = steps_logged_of(logs + "/worker-1#0.steps");
+    const std::size_t done = done_by(r, "worker-1#0");
+    ASSERT_GE(victim_steps, 47u * done);
+    const std::size_t on_task = victim_steps - 47u * done;  // its steps on the task it held as it died
+    const std::uint64_t kept = rows_kept_at_death(r, "worker-1#0");
+    EXPECT_GT(kept, 0u) << "the killed worker's task went back whole (" << on_task << " steps trained on it)";
+    EXPECT_EQ(kept % 64, 0u);
+    EXPECT_LE(kept / 64, on_task);
+    EXPECT_EQ(total, 4u * 47u + on_task - kept / 64) << total << " steps: the killed worker trained "
+                                                     << on_task << " of its task, " << kept << " rows kept";
+    std::printf(
+        "%s: the killed worker trained %zu steps of its task; %llu rows (%llu steps) kept; %zu trained "
+        "again\n",
+        strategy.c_str(), on_task, static_cast<unsigned long long>(kept),
+        static_cast<unsigned long long>(kept / 64), total - 4u * 47u);
   }
 }
 

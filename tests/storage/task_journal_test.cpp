@@ -109,6 +109,42 @@ TEST(TaskJournal, RequeuedTaskGoesOutBeforeTheNextEpoch) {
   EXPECT_EQ((*again)->attempt, 2u);
 }
 
+// A dead holder's task goes back with the rows a surviving model holds (the master's surviving_rows):
+// those of its own lease only, fewer than all and more than it came with; the next holder starts
+// after them, in the same order; its other leases go back whole.
+TEST(TaskJournal, ADeadHoldersTaskKeepsTheRowsThatOutlivedIt) {
+  temp_dir d;
+  auto j = task_journal::open_or_create(d.str(), opts(1));
+  ASSERT_TRUE(j);
+  auto a = lease(*j, "dies", 1000), b = lease(*j, "dies", 1000);
+  ASSERT_TRUE(a && *a && b && *b);
+  const task t = **a;
+  bool kept = true;
+  // Another attempt's rows, or all of them: nothing kept.
+  ASSERT_TRUE(j->requeue_holder("dies", held_rows{t.id, t.attempt + 1, 10, 5}, &kept));
+  EXPECT_FALSE(kept);
+  EXPECT_EQ(get(*j, t.id)->trained, 0u);
+  for (std::uint64_t rows : {t.count, std::uint64_t{40}}) {
+    auto again = lease(*j, "dies", 1000);
+    ASSERT_TRUE(again && *again && (*again)->id == t.id);
+    ASSERT_TRUE(lease(*j, "dies", 1000));  // b again, so that both go back
+    auto n = j->requeue_holder("dies", held_rows{t.id, (*again)->attempt, rows, 17}, &kept);
+    ASSERT_TRUE(n);
+    EXPECT_EQ(*n, 2u);
+    EXPECT_EQ(kept, rows < t.count) << rows;
+  }
+  auto back = get(*j, t.id);
+  EXPECT_EQ(back->state, task_state::todo);
+  EXPECT_EQ(back->trained, 40u);
+  EXPECT_EQ(back->step, 17u);
+  EXPECT_EQ(get(*j, (*b)->id)->trained, 0u) << "its other lease goes back whole";
+  auto next = lease(*j, "w", 1000);
+  ASSERT_TRUE(next && *next && (*next)->id == t.id);
+  EXPECT_EQ((*next)->trained, 40u);
+  EXPECT_EQ((*next)->order_attempt, back->order_attempt) << "the order its rows were trained in";
+  EXPECT_EQ(j->counts()->requeued, 6u);
+}
+
 // A lease request that keeps nothing: every task its holder still holds goes back to todo (and, the
 // lowest todo id, out again to it), another holder's lease is untouched.
 TEST(TaskJournal, LeaseKeepingNothingRequeuesEverythingItsHolderHolds) {

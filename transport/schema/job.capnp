@@ -16,6 +16,20 @@ struct WorkerProgress {
   firstStepWallMs @4 :UInt64; # Unix ms of this worker's first trained minibatch, sent until acknowledged
                               # by a successful send; 0: none (yet, or already reported)
   goodput @5 :GoodputReport;  # what its strategy measured (docs/goodput.md); null: nothing
+  task @6 :TaskRows;          # the task it trains and its rows that outlive it; null: none (or not known)
+  replicaStep @7 :UInt64;     # its replica's optimizer steps (Strategy::checkpointed_step); 0: not known
+}
+
+# The rows of a leased task a worker trained whose steps outlive it, should it die now (SIGKILL):
+# the first `trained` of the task's order. The master keeps the latest few; if the worker dies, its
+# task goes back to TODO with the last of them that another worker's replica holds (`step` at most
+# its `replicaStep`), or, with `onShards`, with the last (the PS shards acknowledged their pushes).
+struct TaskRows {
+  taskId @0 :UInt64;
+  attempt @1 :UInt32;      # the lease's attempt (Task.attempt)
+  trained @2 :UInt64;      # rows of the task's order, fewer than all
+  step @3 :UInt64;         # the replica step that applied them (TaskReport.step); 0 with onShards
+  onShards @4 :Bool;       # async_ps: the shards acknowledged every push of those rows
 }
 
 # Pollux's throughput model of a synchronous job (docs/goodput.md): seconds of one replica's compute

@@ -247,11 +247,16 @@ void task_dispenser::renew_leases(const message& m) {
   if (!named_last) renew(last->second.first, last->second.second);
 }
 
-void task_dispenser::requeue_holder(const std::string& holder) {
+void task_dispenser::requeue_holder(const std::string& holder,
+                                    const std::optional<storage::held_rows>& rows) {
   departed_.insert(holder);
-  if (auto n = count_requeued(journal_->requeue_holder(holder)); n > 0) {
-    spdlog::info("dispenser: {} task(s) of {} back to TODO", n, holder);
-    timeline_.requeue(holder, n, "holder gone");
+  bool kept = false;
+  if (auto n = count_requeued(journal_->requeue_holder(holder, rows, &kept)); n > 0) {
+    const std::string with = kept ? ": task " + std::to_string(rows->id) + " with " +
+                                        std::to_string(rows->trained) + " rows trained kept"
+                                  : "";
+    spdlog::info("dispenser: {} task(s) of {} back to TODO{}", n, holder, with);
+    timeline_.requeue(holder, n, "holder gone" + with);
   }
 }
 
@@ -339,6 +344,13 @@ void flush(dispenser_actor* self) {
   wire::guarded("dispenser", [&] { st.core->on_messages(batch); });
 }
 
+// The rows of a dead holder's task that outlived it, as the master sends them ({task, attempt,
+// trained, step}; empty: none).
+std::optional<storage::held_rows> held_rows_of(const std::vector<std::uint64_t>& rows) {
+  if (rows.size() != 4) return std::nullopt;
+  return storage::held_rows{rows[0], static_cast<std::uint32_t>(rows[1]), rows[2], rows[3]};
+}
+
 caf::behavior dispenser(dispenser_actor* self, node_context* node, data_paths data) {
   self->state.core.emplace(*node, data);
   self->send(self, tick_atom::value);
@@ -357,9 +369,9 @@ caf::behavior dispenser(dispenser_actor* self, node_context* node, data_paths da
       },
       [=](flush_atom) { flush(self); },
       // Reports and requests that came before a requeue are applied before it, as they arrived.
-      [=](requeue_atom, const std::string& holder) {
+      [=](requeue_atom, const std::string& holder, const std::vector<std::uint64_t>& rows) {
         flush(self);
-        self->state.core->requeue_holder(holder);
+        self->state.core->requeue_holder(holder, held_rows_of(rows));
       },
       [=](requeue_atom, const std::vector<std::string>& alive_holders) {
         flush(self);

@@ -38,9 +38,11 @@ class task_dispenser {
   // The actor collects the task messages that queued up in its mailbox while the previous batch was
   // committing. A TaskRenew in `batch` is applied on its own; other kinds are ignored.
   void on_messages(const std::vector<message>& batch);
-  // The tasks `holder` (node#incarnation) holds go back to TODO (it died or left). That incarnation
-  // is gone for good: a lease request it still sends (a leaving worker shutting down) gets none.
-  void requeue_holder(const std::string& holder);
+  // The tasks `holder` (node#incarnation) holds go back to TODO (it died or left); the one `rows`
+  // names keeps those rows (the master's surviving_rows: the replicas or shards that outlived the holder
+  // hold them). That incarnation is gone for good: a lease request it still sends (a leaving worker
+  // shutting down) gets none.
+  void requeue_holder(const std::string& holder, const std::optional<storage::held_rows>& rows = {});
   // The tasks of every holder not in `alive_holders` go back to TODO (the master's reconciliation).
   void requeue_absent(const std::vector<std::string>& alive_holders);
   // Leases whose deadline passed on the context's clock go back to TODO.

@@ -109,13 +109,6 @@ void broadcast(master_actor* self) {
   st.members.trim_at = {st.members.trim_at ? st.members.trim_at->first : now, now + std::chrono::seconds(1)};
 }
 
-// The dispenser puts the leases of `id` back in TODO (once per id).
-void requeue(master_actor* self, const node_id& id) {
-  auto& st = self->state;
-  if (!st.members.requeued_holders.insert(id.to_string()).second) return;
-  if (auto d = st.names->get("dispenser")) self->send(d, requeue_atom::value, id.to_string());
-}
-
 void member_gone(master_actor* self, const node_id& id, const std::string& reason) {
   auto& st = self->state;
   const auto* m = st.members.view.find(id.name);
@@ -276,6 +269,7 @@ void on_worker_progress(master_state& st, const message& m, schema::WorkerProgre
   st.progress.add(p.getSamples(), p.getSteps(), p.getLossSum(), p.getDroppedSteps(), p.getFirstStepWallMs());
   st.outcome.steps_by[m.from_node().to_string()] += p.getSteps();
   st.obs->progress(m.from_node(), p.getSamples(), p.getSteps());
+  if (sending_member(st, m)) st.rows.note(m.from_node().to_string(), p);
   if (!p.hasGoodput()) return;
   auto g = wire::read_goodput(p.getGoodput());
   if (g.ring_rank != 0) return;

@@ -20,6 +20,7 @@
 #include "master_durable.hpp"
 #include "master_members.hpp"
 #include "node_context.hpp"
+#include "surviving_rows.hpp"
 #include "troupe/supervision/name_registry.hpp"
 #include "troupe/transport/schema/job.capnp.h"
 #include "troupe/wire/goodput_report.hpp"
@@ -42,6 +43,7 @@ struct master_state {
   wire::goodput_report goodput;
   master_durable durable;
   job_outcome outcome;
+  surviving_rows rows;  // what each worker's task would keep should it die (WorkerProgress.task)
   gpu_rendezvous gpu;
   std::shared_ptr<master_observer> obs;
   static inline const char* name = "master";
@@ -49,6 +51,11 @@ struct master_state {
 using master_actor = caf::stateful_actor<master_state>;
 
 void on_tick(master_actor* self);
+// The dispenser puts the leases of worker `id` back in TODO (once per id), its task keeping the rows
+// that a surviving model holds (surviving_rows.hpp: decided now, or deferred until settle_requeues).
+void requeue(master_actor* self, const node_id& id);
+// The deferred re-queues that the survivors' reports settled, or whose wait is over (every tick).
+void settle_requeues(master_actor* self);
 // Loads <job dir>/counters.json into `st` (a restarted master continues the counts) and saves it
 // with one more master start.
 void restore_counters(master_state& st, const std::string& job_dir);

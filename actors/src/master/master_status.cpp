@@ -163,6 +163,7 @@ void reconcile_holders(master_actor* self) {
   for (const auto& m : st.members.view.members())
     if (m.role == cluster::node_role::worker) holders.insert(m.id.to_string());
   for (const auto& p : st.ctx->peers()) holders.insert(p.to_string());
+  for (auto& h : st.rows.deferred()) holders.insert(std::move(h));  // requeue_holder's, when decided
   std::vector<std::string> alive(holders.begin(), holders.end());
   if (auto d = st.names->get("dispenser")) self->send(d, requeue_atom::value, alive);
 }
@@ -190,6 +191,7 @@ void on_tick(master_actor* self) {
   const bool event = st.obs->metrics_due(st.members.view) && !st.obs->waits_for_counts(st.outcome.counts);
   persist_counters(self, event);
   st.obs->tick(st.members.view, st.progress, st.outcome.counts, st.goodput, event);
+  settle_requeues(self);
   reconcile_holders(self);
   if (auto d = st.names->get("dispenser")) {
     self->request(d, std::chrono::seconds(2), counts_atom::value)

@@ -20,8 +20,7 @@ clock::time_point now(worker_state& st) {
   return st.node->clock().now();
 }
 
-// The leases the worker holds: the task it trains and the one leased ahead (asked for at each step:
-// no allocation).
+// The leases the worker holds: the task it trains and the one leased ahead (no allocation).
 struct held_leases {
   std::array<task_lease_client::lease, 2> at{};
   std::size_t n = 0;
@@ -150,6 +149,7 @@ void report_progress(worker_state& st, bool force) {
   p.setDroppedSteps(st.dropped);
   if (!st.first_step_sent) p.setFirstStepWallMs(st.first_step_wall_ms);
   if (auto g = st.strat->goodput(); g.valid) wire::write_goodput(p.initGoodput(), g);
+  write_task_rows(st, p);
   if (st.node->send("master", "master", std::move(o.out), "worker")) {
     if (st.first_step_wall_ms != 0) st.first_step_sent = true;
     st.win_samples = st.win_steps = st.dropped = 0;

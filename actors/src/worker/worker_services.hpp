@@ -30,6 +30,7 @@ class remote_ps final : public ps_client {
   std::optional<pushed_noise> noise_from_pushes() const override;
   void prefetch(trainer_backend& m, const nn::batch& next) override;
   expected<void> settle() override;
+  std::size_t unsettled_pushes() const override { return window_.unacknowledged(); }
   // Pulls so far, and how many of them took a prefetched pull's replies.
   std::uint64_t pulls() const { return pulls_; }
   std::uint64_t prefetched() const { return prefetched_; }

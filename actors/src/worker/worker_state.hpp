@@ -23,6 +23,7 @@
 #include "troupe/actors/strategy.hpp"
 #include "troupe/actors/trainer_backend.hpp"
 #include "troupe/storage/record_store.hpp"
+#include "troupe/transport/schema/job.capnp.h"
 #include "troupe/wire/rpc.hpp"
 #include "worker_services.hpp"
 
@@ -119,6 +120,10 @@ std::optional<nn::batch> current_batch(worker_state& st);
 // its rows meanwhile): the rest of the task, else the first one of the task leased ahead once its
 // records are in; nullopt otherwise.
 std::optional<nn::batch> batch_after(worker_state& st);
+// Into a WorkerProgress: the replica's step (strategy::checkpointed_step) and the held task's rows
+// that would outlive this worker should it die now (task_rows.cpp): the master keeps them for its
+// task's re-queue (surviving_rows.hpp).
+void write_task_rows(const worker_state& st, schema::WorkerProgress::Builder p);
 // Evaluates the model on the test set and answers the master.
 void evaluate(worker_state& st, const message& request);
 // How often the checkpoint writer writes: a ring's job.checkpoint_every_ms; an async_ps worker's

@@ -60,6 +60,8 @@ class ps_client {
   virtual void prefetch(trainer_backend& m, const nn::batch& next) {}
   // Waits until every push is acknowledged; the error of one that failed.
   virtual expected<void> settle() { return {}; }
+  // Pushes sent and not acknowledged yet (a batch each), without waiting.
+  virtual std::size_t unsettled_pushes() const { return 0; }
 };
 
 // The ring of alive workers for the current membership epoch: rebuilt by ensure() after a
@@ -154,6 +156,9 @@ class strategy {
   // shards once its pushes are settled): a worker that leaves hands its task back with the rows it
   // trained, and they are not trained again. local_sgd's steps since the last average are its own.
   virtual bool steps_outlive_worker() const { return false; }
+  // The rows of its steps are held by the PS shards once they acknowledged the pushes (async_ps),
+  // whatever becomes of this worker or any other.
+  virtual bool steps_on_shards() const { return false; }
   virtual expected<void> task_done(worker_context& ctx, std::uint64_t task, std::uint64_t first,
                                    std::size_t rows) {
     return {};

@@ -32,6 +32,7 @@ class async_ps final : public strategy {
         ns_(static_cast<double>(std::max<std::uint32_t>(1, spec.job.workers)) * spec.nn.train.batch_size) {}
   std::string_view name() const override { return "async_ps"; }
   bool steps_outlive_worker() const override { return true; }  // the shards hold its settled pushes
+  bool steps_on_shards() const override { return true; }
   wire::goodput_report goodput() const override {
     wire::goodput_report g;
     if (!estimate_ || !(ns_.ready() || (pushed_ && pushed_->rounds > 0))) return g;

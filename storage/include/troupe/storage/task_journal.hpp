@@ -114,6 +114,15 @@ struct report_request {
   std::uint64_t step = 0;  // task::step of the rows done or kept; 0: not known
 };
 
+// The first `trained` rows of a leased task's order, applied at `step` by a model that outlived its
+// holder (the ring's other replicas, the PS shards): kept when that holder's leases are re-queued.
+struct held_rows {
+  std::uint64_t id = 0;
+  std::uint32_t attempt = 0;
+  std::uint64_t trained = 0;
+  std::uint64_t step = 0;  // task::step; 0: not known
+};
+
 // What a dispenser collected while its last commit was on its way: reports first, then leases.
 struct journal_batch {
   std::vector<report_request> reports;
@@ -151,8 +160,11 @@ class task_journal {
   // Moves the deadline of a lease that is still held.
   expected<void> renew(std::uint64_t id, const std::string& holder, std::uint32_t attempt,
                        std::int64_t deadline_ms);
-  // doing -> todo for every lease of `holder` (it died or left); returns how many.
-  expected<std::uint64_t> requeue_holder(const std::string& holder);
+  // doing -> todo for every lease of `holder` (it died or left); returns how many. A lease `rows`
+  // names (same task and attempt) keeps those rows (fewer than all; more than it had); `*kept` says
+  // whether one did.
+  expected<std::uint64_t> requeue_holder(const std::string& holder, const std::optional<held_rows>& rows = {},
+                                         bool* kept = nullptr);
   // doing -> todo for every lease whose holder is not in `alive` (holders no longer members, or
   // every holder once a job has ended), in one write; returns each such holder with how many of its
   // tasks moved (holders with none left out).
@@ -203,9 +215,11 @@ class task_journal {
   // In `w`: the tasks in `state` for which `pred` holds, by id.
   expected<std::vector<task>> select_in(write_txn& w, task_state state,
                                         const std::function<bool(const task&)>& pred) const;
-  // In `w`: the holder's DOING tasks not in `keep` back to todo (counted); returns how many.
+  // In `w`: the holder's DOING tasks not in `keep` back to todo (counted), the one `rows` names with
+  // those rows kept (`*kept` set); returns how many.
   expected<std::uint64_t> requeue_held(write_txn& w, const std::string& holder,
-                                       const std::vector<std::uint64_t>& keep) const;
+                                       const std::vector<std::uint64_t>& keep,
+                                       const std::optional<held_rows>& rows = {}, bool* kept = nullptr) const;
   // In `w`: the lowest todo task leased to `holder`; nullopt when todo is empty.
   expected<std::optional<task>> lease_in(write_txn& w, const std::string& holder,
                                          std::int64_t deadline_ms) const;

@@ -1,0 +1,35 @@
+// What a worker tells the master of the task it trains with its progress: the rows that would
+// outlive it (WorkerProgress.task), and its replica's step (WorkerProgress.replicaStep).
+#include <algorithm>
+
+#include "worker_state.hpp"
+
+namespace troupe::actors {
+
+// The held task's rows that would outlive this worker should it die now (WorkerProgress.task; the
+// master's surviving_rows): applied by the ring's replicas at its replica's step (allreduce on the
+// host), or pushed and acknowledged by the PS shards (async_ps: a batch's worth less for each push not
+// acknowledged yet). None where the strategy cannot say (local_sgd, predict, the GPU path). As a
+// hand-back, fewer than all and a lone last row left (rows_to_keep).
+void write_task_rows(const worker_state& st, schema::WorkerProgress::Builder p) {
+  if (!st.ctx) return;
+  const std::uint64_t step = st.strat->checkpointed_step(*st.ctx);
+  p.setReplicaStep(step);
+  const bool shards = st.strat->steps_on_shards();
+  if (!st.task || !st.strat->steps_outlive_worker() || (!shards && step == 0)) return;
+  const held_task& t = *st.task;
+  std::uint64_t rows = t.cursor;
+  if (shards)
+    rows -=
+        std::min<std::uint64_t>(rows, st.ctx->ps.unsettled_pushes() * st.node->spec().nn.train.batch_size);
+  if (st.ctx->local_batch > 0 && rows + 1 == t.order.size()) rows -= 1;
+  if (rows <= t.trained || rows >= t.order.size()) return;
+  auto r = p.initTask();
+  r.setTaskId(t.id);
+  r.setAttempt(t.attempt);
+  r.setTrained(rows);
+  r.setStep(shards ? 0 : step);
+  r.setOnShards(shards);
+}
+
+}  // namespace troupe::actors
