@@ -38,11 +38,12 @@ expected<std::optional<task>> task_journal::lease_in(write_txn& w, const std::st
 
 // The first `rows` of the task's order, trained by a holder whose steps applied them up to `step`,
 // kept: more than were kept before (with their step), else nothing changes (a holder that cannot have
-// started past them).
-static void keep_rows(task& t, std::uint64_t rows, std::uint64_t step) {
-  if (rows <= t.trained) return;
+// started past them). Whether they were kept.
+static bool keep_rows(task& t, std::uint64_t rows, std::uint64_t step) {
+  if (rows <= t.trained) return false;
   t.trained = rows;
   t.step = step;
+  return true;
 }
 
 expected<std::uint64_t> task_journal::requeue_held(write_txn& w, const std::string& holder,
@@ -59,10 +60,8 @@ expected<std::uint64_t> task_journal::requeue_held(write_txn& w, const std::stri
     t->state = task_state::todo;
     t->deadline_ms = 0;
     if (rows && rows->id == id && rows->attempt == t->attempt && rows->trained < t->count &&
-        rows->trained > t->trained) {
-      keep_rows(*t, rows->trained, rows->step);
-      if (kept) *kept = true;
-    }
+        keep_rows(*t, rows->trained, rows->step) && kept)
+      *kept = true;
     if (auto s = store(w, dbs_, *t, task_state::doing); !s) return s.err();
     ++moved;
   }

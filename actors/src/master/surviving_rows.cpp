@@ -34,8 +34,7 @@ std::uint64_t surviving_rows::furthest_step() const {
   return step;
 }
 
-std::optional<storage::held_rows> surviving_rows::held(const worker& w) const {
-  const std::uint64_t others = furthest_step();
+std::optional<storage::held_rows> surviving_rows::held(const worker& w, std::uint64_t others) {
   for (auto r = w.recent.rbegin(); r != w.recent.rend(); ++r)
     if (r->on_shards || (r->held.step > 0 && r->held.step <= others)) return r->held;
   return std::nullopt;
@@ -49,11 +48,12 @@ std::optional<surviving_rows::decision> surviving_rows::gone(const std::string& 
     w = std::move(it->second);
     by_holder_.erase(it);
   }
-  const auto latest = held(w);
+  const std::uint64_t others = furthest_step();
+  const auto latest = held(w, others);
   // A survivor that has a step (it is in the ring, or was) reaches the dead worker's latest rows
   // unless they died with it: worth its next report, not whole tasks trained twice.
   const bool later = !w.recent.empty() && !w.recent.back().on_shards && w.recent.back().held.step > 0 &&
-                     (!latest || latest->trained < w.recent.back().held.trained) && furthest_step() > 0;
+                     (!latest || latest->trained < w.recent.back().held.trained) && others > 0;
   if (!later) return decision{holder, latest};
   deferred_[holder] = {std::move(w), now + wait};
   return std::nullopt;
@@ -66,7 +66,7 @@ std::vector<surviving_rows::decision> surviving_rows::settle(troupe::clock::time
   for (auto it = deferred_.begin(); it != deferred_.end();) {
     const auto& w = it->second.w;
     if (w.recent.back().held.step <= others || now >= it->second.until) {
-      out.push_back({it->first, held(w)});
+      out.push_back({it->first, held(w, others)});
       it = deferred_.erase(it);
     } else {
       ++it;

@@ -65,8 +65,9 @@ class surviving_rows {
     troupe::clock::time_point until;
   };
   std::uint64_t furthest_step() const;  // of the workers alive
-  // The latest of `w`'s rows that a model outliving it holds by now (nullopt: none).
-  std::optional<storage::held_rows> held(const worker& w) const;
+  // The latest of `w`'s rows that a model outliving it holds, the alive workers' furthest replica
+  // step being `others` (nullopt: none).
+  static std::optional<storage::held_rows> held(const worker& w, std::uint64_t others);
   std::map<std::string, worker> by_holder_;
   std::map<std::string, waiting> deferred_;
 };

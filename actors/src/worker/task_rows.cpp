@@ -6,11 +6,17 @@
 
 namespace troupe::actors {
 
+std::uint64_t rows_that_go_back(const worker_state& st, std::uint64_t rows) {
+  const held_task& t = *st.task;
+  if (st.ctx->local_batch > 0 && rows + 1 == t.order.size()) rows -= 1;
+  return rows <= t.trained || rows >= t.order.size() ? 0 : rows;
+}
+
 // The held task's rows that would outlive this worker should it die now (WorkerProgress.task; the
 // master's surviving_rows): applied by the ring's replicas at its replica's step (allreduce on the
 // host), or pushed and acknowledged by the PS shards (async_ps: a batch's worth less for each push not
 // acknowledged yet). None where the strategy cannot say (local_sgd, predict, the GPU path). As a
-// hand-back, fewer than all and a lone last row left (rows_to_keep).
+// hand-back, fewer than all and a lone last row left (rows_that_go_back).
 void write_task_rows(const worker_state& st, schema::WorkerProgress::Builder p) {
   if (!st.ctx) return;
   const std::uint64_t step = st.strat->checkpointed_step(*st.ctx);
@@ -22,8 +28,8 @@ void write_task_rows(const worker_state& st, schema::WorkerProgress::Builder p) 
   if (shards)
     rows -=
         std::min<std::uint64_t>(rows, st.ctx->ps.unsettled_pushes() * st.node->spec().nn.train.batch_size);
-  if (st.ctx->local_batch > 0 && rows + 1 == t.order.size()) rows -= 1;
-  if (rows <= t.trained || rows >= t.order.size()) return;
+  rows = rows_that_go_back(st, rows);
+  if (rows == 0) return;
   auto r = p.initTask();
   r.setTaskId(t.id);
   r.setAttempt(t.attempt);

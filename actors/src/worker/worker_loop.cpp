@@ -243,14 +243,12 @@ static void settle_pushes(worker_state& st) {
 
 // The rows of the held task trained so far that go back with it as it leaves this worker partway (a
 // leave, a failed step) when its steps outlive the worker (the ring's replicas; the PS shards once
-// they took the pushes): more than it came with, fewer than all, else 0. A lone last row is left too
-// (the ring's batches fold it into the batch before; the rest has none: one row is trained twice).
+// they took the pushes): rows_that_go_back of its cursor, else 0.
 static std::uint64_t rows_to_keep(worker_state& st) {
   if (!st.task || !st.ctx || !st.strat->steps_outlive_worker()) return 0;
   const held_task& t = *st.task;
-  std::size_t rows = t.cursor;
-  if (st.ctx->local_batch > 0 && rows + 1 == t.order.size()) rows -= 1;
-  if (rows <= t.trained || rows >= t.order.size()) return 0;
+  const std::uint64_t rows = rows_that_go_back(st, t.cursor);
+  if (rows == 0) return 0;
   if (auto s = st.ctx->ps.settle(); !s) {
     spdlog::warn("task {}: a push of its last steps failed ({}): its rows are trained again", t.id,
                  s.err().to_string());

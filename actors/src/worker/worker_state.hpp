@@ -120,6 +120,10 @@ std::optional<nn::batch> current_batch(worker_state& st);
 // its rows meanwhile): the rest of the task, else the first one of the task leased ahead once its
 // records are in; nullopt otherwise.
 std::optional<nn::batch> batch_after(worker_state& st);
+// Of the first `rows` of the held task's order (st.task, st.ctx set), those that can go back with it
+// as it leaves this worker partway: more than it came with, fewer than all, and a lone last row left
+// to the next holder (the ring's batches fold it into the batch before); 0: none.
+std::uint64_t rows_that_go_back(const worker_state& st, std::uint64_t rows);
 // Into a WorkerProgress: the replica's step (strategy::checkpointed_step) and the held task's rows
 // that would outlive this worker should it die now (task_rows.cpp): the master keeps them for its
 // task's re-queue (surviving_rows.hpp).
