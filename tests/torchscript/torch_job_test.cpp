@@ -447,9 +447,12 @@ TEST(torch_job, train_local_of_a_model_whose_loss_is_nan_fails_saying_it_diverge
 // (it warms up on it); when its warm-up outlasted the master's 3 s grace, the master put the task of
 // a worker "not a member" back to TODO while that worker trained it, and both reports counted
 // (62,000 samples for 60,000 records). Here every worker's first step takes seconds: with no fault,
-// every task is leased once (its attempt is 1) and every record is trained once.
+// every task is leased once (its attempt is 1) and every record is trained once. The lease is 8 s,
+// shorter than that warm-up (about 12 s here, 38 s on a loaded machine): the warm-up's leases were
+// not renewed, expired, and the first two tasks were trained twice (9,000 samples).
 TEST(torch_job, a_slow_first_step_trains_no_record_twice) {
-  auto r = start_job("torch-slow-start", small_torch_job(modules() + "/slow_first_step.pt", "", 500));
+  auto r = start_job("torch-slow-start", "lease_timeout_ms = 8000\n" +
+                                             small_torch_job(modules() + "/slow_first_step.pt", "", 500));
   ASSERT_EQ(wait_job(r, std::chrono::seconds(400)), 0) << read_file(r.err_file);
   expect_all_done(r);
   auto res = result(r);

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
-#include <thread>
 #include <utility>
 
 #include "troupe/job/data.hpp"
@@ -99,7 +98,8 @@ bool records_in(worker_state& st) {
 // wait for. The gradients are overwritten by the first real step; parameters and optimizer state
 // are untouched, and the buffers the forward moved (batch norm's running statistics, a module's step
 // counter) are put back: they saw the first batch twice, a counter counted one step a worker start
-// more. Models with embedding tables are skipped (their rows come from the PS shards).
+// more. Models with embedding tables are skipped (their rows come from the PS shards). Leases are
+// renewed as during a step: a warm-up longer than the lease lost them, their rows trained twice.
 void warm_up(worker_state& st) {
   if (!st.task || st.task->ticket || !st.backend->embedding_tables().empty()) return;
   auto& t = *st.task;
@@ -107,11 +107,13 @@ void warm_up(worker_state& st) {
   nn::batch b(t.rows, std::span<const std::uint32_t>(t.order.data(), n));
   std::vector<std::vector<float>> kept;
   for (auto buffer : st.backend->buffers()) kept.emplace_back(buffer.begin(), buffer.end());
+  st.leases->step_begins(held(st));
   if (auto l = st.backend->compute_gradients(b); !l) spdlog::debug("warm-up: {}", l.err().to_string());
   auto buffers = st.backend->buffers();
   for (std::size_t i = 0; i < kept.size() && i < buffers.size(); ++i)
     std::copy(kept[i].begin(), kept[i].end(), buffers[i].begin());
   st.strat->warm_up(*st.ctx);
+  st.leases->step_ends();
 }
 
 // Joining the membership (and the next ring) once the dispenser has answered, with a batch in
