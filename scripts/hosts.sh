@@ -78,7 +78,11 @@ make_host() {
   ns=$PREFIX$i
   v=$(veth "$h")
   ip netns list | grep -qw "$ns" || ip netns add "$ns"
-  if ! ip link show "$v" >/dev/null 2>&1; then
+  # The host's own end is what tells: a root-side end without it is a stale pair whose namespace a
+  # dying process still held as `down` removed it (the new namespace had no eth0: "Network is
+  # unreachable" for every node of that host).
+  if ! ip -n "$ns" link show eth0 >/dev/null 2>&1; then
+    ip link del "$v" 2>/dev/null || true
     ip link add "$v" type veth peer name eth0 netns "$ns"
     ip link set "$v" master "$BR" up
     ip -n "$ns" addr add "$NET.$((10 + i))/24" dev eth0
@@ -156,6 +160,8 @@ cmd_down() {
     pids=$(host_pids "$h" | tr '\n' ' ')
     [[ -n "${pids// /}" ]] && kill -KILL $pids 2>/dev/null || true
     ip netns del "$PREFIX${h#h}" 2>/dev/null || true
+    # Its veth pair goes now, not when the last killed process is gone (that held the namespace).
+    ip link del "$(veth "$h")" 2>/dev/null || true
   done
   if [[ -d "$RUN" ]]; then
     for d in "$RUN"/h*; do

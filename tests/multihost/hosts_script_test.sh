@@ -56,6 +56,22 @@ for _ in $(seq 1 100); do [[ -n $("$S" pids h1) ]] && break; sleep 0.05; done
 wait
 [[ -z $("$S" pids h1) ]] || fail "processes left in h1 after kill"
 
+# A namespace that a process still holds as it is removed keeps its veth pair: `up` right after
+# made a new h1 without eth0 ("Network is unreachable" for every node of it: a red CI run).
+nsenter --net=/run/netns/troupe-h1 sleep 300 &
+holder=$!
+sleep 0.2
+ip netns del troupe-h1
+ip link show trh1 >/dev/null 2>&1 || fail "the removed namespace's veth went at once (nothing to test)"
+"$S" up 2 >/dev/null || fail "up over a stale veth"
+"$S" exec h1 ip -4 addr show dev eth0 2>/dev/null | grep -q 10.78.0.11 || fail "h1 made again without its address"
+"$S" exec h2 "$py" -c "$server" > /tmp/hosts_test_server.out &
+for _ in $(seq 1 100); do grep -q listening /tmp/hosts_test_server.out 2>/dev/null && break; sleep 0.05; done
+[[ $("$S" exec h1 "$py" -c "$client" 5) == 10.78.0.11 ]] || fail "h1 made again does not reach h2"
+kill "$holder" 2>/dev/null
+"$S" kill h2
+wait
+
 "$S" down >/dev/null || fail "down"
 ip link show troupe0 >/dev/null 2>&1 && fail "bridge left after down"
 ip netns list | grep -q troupe-h && fail "namespaces left after down"
