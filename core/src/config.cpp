@@ -110,12 +110,19 @@ expected<void> config_reader::finish(bool reject_unknown) {
     bool known = std::any_of(read_.begin(), read_.end(), [&](const auto& r) { return r == leaf; }) ||
                  std::any_of(ignored_.begin(), ignored_.end(), [&](const auto& p) { return under(leaf, p); });
     if (!known) {
+      auto w = std::find_if(read_with_.begin(), read_with_.end(),
+                            [&](const auto& k) { return under(leaf, k.first); });
       record(leaf, core_errc::unknown_key,
-             "unknown key (misspelt, or not valid in this section)" + hint(leaf));
+             w != read_with_.end() ? "not read here: " + w->second
+                                   : "unknown key (misspelt, or not valid in this section)" + hint(leaf));
       return first_;
     }
   }
   return {};
+}
+
+void config_section::read_with(std::string_view key, const std::string& when) {
+  reader_->read_with_.emplace_back(full_key(key), when);
 }
 
 std::string config_section::full_key(std::string_view key) const {

@@ -90,6 +90,45 @@ train_config read_train_config(config_section s, train_config c) {
   return c;
 }
 
+namespace {
+
+// The keys of one source set in a job of another: refused naming the source that reads them (a
+// `[data]` of `train` and `test` stores without `source = "store"` was "unknown key").
+void note_keys_of_other_sources(config_section& s, const std::string& source) {
+  static constexpr std::pair<const char*, const char*> keys[] = {{"dir", "\"fashion-mnist\""},
+                                                                 {"train", "\"store\" or \"criteo\""},
+                                                                 {"test", "\"store\" or \"criteo\""},
+                                                                 {"test_fraction", "\"criteo\""},
+                                                                 {"buckets_per_field", "\"criteo\""}};
+  static constexpr const char* synthetic[] = {"rows",          "test_rows", "fields",     "vocab_per_field",
+                                              "zipf_exponent", "dense_dim", "factor_dim", "weight_scale",
+                                              "factor_scale",  "bias",      "model_seed", "sample_seed"};
+  const std::string is =
+      ", and this job's source is \"" + source + "\"" + (s.has("source") ? "" : " (the default)");
+  for (const auto& [key, sources] : keys) s.read_with(key, std::string("read with source = ") + sources + is);
+  for (const auto* key : synthetic) s.read_with(key, "read with source = \"synthetic-ctr\"" + is);
+}
+
+void read_synthetic(config_section& s, data_config& c) {
+  auto& o = c.synthetic;
+  o.rows = count(s, "rows", o.rows, 1, std::int64_t{1} << 32);
+  c.test_rows = count(s, "test_rows", c.test_rows, 1, std::int64_t{1} << 32);
+  o.fields = count(s, "fields", o.fields, 1, 1024);
+  o.vocab_per_field = count(s, "vocab_per_field", o.vocab_per_field, 1, 1 << 24);
+  o.zipf_exponent = s.get_double("zipf_exponent", o.zipf_exponent, 0, 10);
+  o.dense_dim = count(s, "dense_dim", o.dense_dim, 0, 4096);
+  o.factor_dim = count(s, "factor_dim", o.factor_dim, 0, 256);
+  o.weight_scale = s.get_double("weight_scale", o.weight_scale, 0, 100);
+  o.factor_scale = s.get_double("factor_scale", o.factor_scale, 0, 100);
+  o.bias = s.get_double("bias", o.bias, -100, 100);
+  o.model_seed =
+      static_cast<std::uint64_t>(s.get_int("model_seed", static_cast<std::int64_t>(o.model_seed), 0));
+  o.sample_seed =
+      static_cast<std::uint64_t>(s.get_int("sample_seed", static_cast<std::int64_t>(o.sample_seed), 0));
+}
+
+}  // namespace
+
 data_config read_data_config(config_section s, data_config c) {
   c.source = s.get_enum("source", c.source, {"fashion-mnist", "criteo", "synthetic-ctr", "store"});
   // Read by fashion-mnist and criteo only; noted elsewhere (job_check), a stored job.toml still loads.
@@ -112,22 +151,9 @@ data_config read_data_config(config_section s, data_config c) {
         s.get_int("buckets_per_field", static_cast<std::int64_t>(c.criteo.buckets_per_field), 2,
                   std::int64_t{1} << 40));
   } else {
-    auto& o = c.synthetic;
-    o.rows = count(s, "rows", o.rows, 1, std::int64_t{1} << 32);
-    c.test_rows = count(s, "test_rows", c.test_rows, 1, std::int64_t{1} << 32);
-    o.fields = count(s, "fields", o.fields, 1, 1024);
-    o.vocab_per_field = count(s, "vocab_per_field", o.vocab_per_field, 1, 1 << 24);
-    o.zipf_exponent = s.get_double("zipf_exponent", o.zipf_exponent, 0, 10);
-    o.dense_dim = count(s, "dense_dim", o.dense_dim, 0, 4096);
-    o.factor_dim = count(s, "factor_dim", o.factor_dim, 0, 256);
-    o.weight_scale = s.get_double("weight_scale", o.weight_scale, 0, 100);
-    o.factor_scale = s.get_double("factor_scale", o.factor_scale, 0, 100);
-    o.bias = s.get_double("bias", o.bias, -100, 100);
-    o.model_seed =
-        static_cast<std::uint64_t>(s.get_int("model_seed", static_cast<std::int64_t>(o.model_seed), 0));
-    o.sample_seed =
-        static_cast<std::uint64_t>(s.get_int("sample_seed", static_cast<std::int64_t>(o.sample_seed), 0));
+    read_synthetic(s, c);
   }
+  note_keys_of_other_sources(s, c.source);
   return c;
 }
 

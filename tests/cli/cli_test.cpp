@@ -142,6 +142,21 @@ TEST(cli, typo_key_is_reported) {
   std::filesystem::remove(f);
 }
 
+// A [data] of the user's stores without `source = "store"` names the source it needs; it said only
+// "key 'data.test': unknown key".
+TEST(cli, a_data_key_of_another_source_names_that_source) {
+  auto f = write_temp("stores.toml", "[data]\ntrain = '/stores/train'\ntest = '/stores/test'\n");
+  auto r = run("config check " + f);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("key 'data.t"), std::string::npos) << r.out;
+  EXPECT_NE(
+      r.out.find("read with source = \"store\" or \"criteo\", and this job's source is \"fashion-mnist\" "
+                 "(the default)"),
+      std::string::npos)
+      << r.out;
+  std::filesystem::remove(f);
+}
+
 TEST(cli, good_config_and_override) {
   auto f = write_temp("good.toml", "[log]\nlevel = 'info'\n");
   auto r = run("config check " + f + " --set log.level=debug --print");

@@ -101,6 +101,26 @@ TEST(config, unknown_key_is_reported_as_typo) {
   EXPECT_TRUE(ignoring.finish());
 }
 
+// A key read only with another value of a setting (`[data] train` without `source = "store"`) is
+// refused naming where it is read, not as a typo.
+TEST(config, a_key_read_only_elsewhere_says_where) {
+  auto doc = parse("[data]\ntrain = '/stores/train'\n");
+  config_reader r(doc);
+  auto s = r.section("data");
+  (void)s.get_string("source", "fashion-mnist");
+  s.read_with("train", "read with source = \"store\"");
+  auto res = r.finish();
+  ASSERT_FALSE(res);
+  EXPECT_NE(res.err().context().find("key 'data.train': not read here: read with source = \"store\""),
+            std::string::npos)
+      << res.err().context();
+  auto read = parse("[data]\ntrain = '/stores/train'\n");  // read after all: no complaint
+  config_reader ok(read);
+  (void)ok.section("data").get_string("train", "");
+  ok.section("data").read_with("train", "read with source = \"store\"");
+  EXPECT_TRUE(ok.finish());
+}
+
 TEST(config, enum_lists_allowed_values) {
   auto doc = parse("strategy = 'sideways'\n");
   config_reader r(doc);

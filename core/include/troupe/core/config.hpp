@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "troupe/core/error.hpp"
@@ -80,6 +81,9 @@ class config_section {
 
   // Records a problem found by the caller's own validation (e.g. min_workers > max_workers).
   void fail(std::string_view key, core_errc code, const std::string& reason);
+  // `key` is read only where `when` says (another `source`): set where it is not read, it is
+  // refused saying that instead of "unknown key".
+  void read_with(std::string_view key, const std::string& when);
 
  private:
   friend class config_reader;
@@ -117,6 +121,7 @@ class config_reader {
   config_doc effective_;
   std::vector<std::string> read_;
   std::vector<std::string> ignored_;
+  std::vector<std::pair<std::string, std::string>> read_with_;  // key, where it is read
   error first_;
   void record(const std::string& full_key, core_errc code, const std::string& reason);
   std::string hint(const std::string& leaf) const;
