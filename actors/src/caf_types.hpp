@@ -17,6 +17,7 @@ using peer_down_atom = caf::atom_constant<caf::atom("peer_down")>;
 using peer_up_atom = caf::atom_constant<caf::atom("peer_up")>;
 using view_atom = caf::atom_constant<caf::atom("view")>;
 using requeue_atom = caf::atom_constant<caf::atom("requeue")>;
+using restored_atom = caf::atom_constant<caf::atom("restored")>;
 using counts_atom = caf::atom_constant<caf::atom("counts")>;
 // master -> dispenser: a disk fault of the master's own files (empty: it is over); the dispenser
 // hands out no task while one lasts.

@@ -315,6 +315,36 @@ TEST_F(dispenser_test, a_report_keeps_the_step_that_applied_its_rows) {
   EXPECT_EQ(storage::testing::get(disp_->journal(), b.id)->trained, 4u);
 }
 
+// Every replica died and the ring starts again from its checkpoint of step 330: the task done at
+// step 333 and the rows kept at step 333 are in no model (trained again), the task done at step 321
+// is in the checkpoint (stays done); the log's timeline says so.
+TEST_F(dispenser_test, a_ring_restored_from_its_checkpoint_trains_again_what_later_steps_applied) {
+  auto a = request(w0);
+  auto b = request(w0, {a.id});
+  auto c = request(w1);
+  ASSERT_TRUE(a.task && b.task && c.task);
+  EXPECT_EQ(report(w0, a.id, a.attempt, "", 0, 321), "");
+  EXPECT_EQ(report(w0, b.id, b.attempt, "", 0, 333), "");
+  EXPECT_EQ(report(w1, c.id, c.attempt, "a step failed", 4, 333), "");
+  auto r = disp_->ring_restored(330);
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->done, 1u);
+  EXPECT_EQ(r->trained, 1u);
+  const auto& j = disp_->journal();
+  EXPECT_EQ(storage::testing::get(j, a.id)->state, storage::task_state::done);
+  EXPECT_EQ(storage::testing::get(j, b.id)->state, storage::task_state::todo);
+  EXPECT_EQ(storage::testing::get(j, c.id)->trained, 0u);
+  std::ifstream events(dir_ + "/" + observe::events_file_name);
+  std::string all((std::istreambuf_iterator<char>(events)), std::istreambuf_iterator<char>());
+  EXPECT_NE(all.find("ring restored from its checkpoint of step 330: 1 DONE task(s) are trained again, and 1 "
+                     "partly trained task(s) from their first row"),
+            std::string::npos)
+      << all;
+  r = disp_->ring_restored(330);  // said again (a resumed job's runner did it first): nothing more
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->done + r->trained, 0u);
+}
+
 TEST_F(dispenser_test, a_send_failure_is_not_a_crash) {
   node_->connected = false;
   disp_->on_message(incoming(w0, "rpc", "dispenser", [](auto body) { body.initTaskRequest(); }));

@@ -69,6 +69,30 @@ TEST_F(surviving_rows_test, past_the_wait_the_rows_a_survivor_covers_are_kept) {
   EXPECT_EQ(d[0].rows->trained, 64u) << "step 12 died with it as far as anyone said";
 }
 
+// Every replica died: the new ring starts from a checkpoint of step 11. A deferred decision is taken
+// at once with the rows at or before it; the new ring's steps past 11 do not vouch for rows the old
+// replicas applied at those steps (they are other steps of another model).
+TEST_F(surviving_rows_test, a_ring_restored_from_a_checkpoint_keeps_only_the_rows_it_holds) {
+  s.note("w1#1", ring_rows(8, 320, 12), 12);
+  s.note("w0#1", ring_rows(7, 64, 10), 10);
+  s.note("w0#1", ring_rows(7, 192, 13), 13);
+  EXPECT_FALSE(s.gone("w0#1", clk.now(), 1s)) << "w1 may reach step 13 yet";
+  auto d = s.restored(11);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].holder, "w0#1");
+  ASSERT_TRUE(d[0].rows);
+  EXPECT_EQ(d[0].rows->trained, 64u) << "the rows of step 13 are in no model";
+  EXPECT_TRUE(s.deferred().empty());
+  // w1 (its death not seen yet) applied its rows at step 12: lost too, whatever the new ring reports.
+  s.note("w2#1", std::nullopt, 20);
+  EXPECT_FALSE(gone_now("w1#1"));
+  // The new ring's own rows count as before.
+  s.note("w3#1", ring_rows(9, 64, 12), 12);
+  auto kept = gone_now("w3#1");
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->trained, 64u);
+}
+
 TEST_F(surviving_rows_test, a_worker_alone_or_with_no_step_keeps_nothing) {
   s.note("w0#1", ring_rows(7, 64, 10), 10);
   EXPECT_FALSE(gone_now("w0#1")) << "no other replica: its rows died with it";

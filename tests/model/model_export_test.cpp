@@ -358,6 +358,17 @@ TEST(model_export, users_torchscript_modules_of_every_strategy_match_pytorch) {
   expect_exported_model("torch-deepfm-async-ps", ctr, 1);
 }
 
+// An allreduce MLP job on `rows` Fashion-MNIST rows for `epochs` epochs, each worker paced at `rate`
+// samples/s, a ring checkpoint every `checkpoint_ms`.
+std::string paced_ring_job(int checkpoint_ms, int rows, int epochs, int rate) {
+  std::string toml = "checkpoint_every_ms = " + std::to_string(checkpoint_ms) + "\n" +
+                     ring_job("allreduce", "[model]\ntype = \"mlp\"\nhidden = [64]\n", rows);
+  toml.replace(
+      toml.find("[train]\nepochs = 1\n"), 18,
+      "[train]\nepochs = " + std::to_string(epochs) + "\nmax_samples_per_s = " + std::to_string(rate) + "\n");
+  return toml;
+}
+
 // The DONE tasks of a job's journal, each with the replica step its rows were applied at (0: not
 // known), and the step of the ring's latest checkpoint (what a resumed job restores).
 std::map<std::uint64_t, std::uint64_t> done_steps(const job_run& r) {
@@ -377,6 +388,26 @@ std::size_t done_after(const std::map<std::uint64_t, std::uint64_t>& done, std::
       std::count_if(done.begin(), done.end(), [&](const auto& d) { return d.second > step; }));
 }
 
+// The tasks DONE at a kill (`before`: their attempts; `steps`: the step that applied their rows) are
+// trained again (a later attempt DONE now) exactly when their step is after the checkpoint's that the
+// replicas started again from; the logs say the ring started from it. Returns the job's logs.
+std::string expect_trained_again_after(const job_run& r, const std::map<std::uint64_t, std::uint32_t>& before,
+                                       const std::map<std::uint64_t, std::uint64_t>& steps,
+                                       std::uint64_t kept_step) {
+  auto after = done_attempts(r);
+  for (const auto& [id, attempt] : before) {
+    if (steps.at(id) > kept_step)
+      EXPECT_GT(after[id], attempt) << "task " << id << " (step " << steps.at(id)
+                                    << ") was not trained again";
+    else
+      EXPECT_EQ(after[id], attempt) << "task " << id << " (step " << steps.at(id) << ") trained again";
+  }
+  std::string logs;
+  for (const auto& e : fs::directory_iterator(r.job_dir + "/logs")) logs += read_file(e.path().string());
+  EXPECT_NE(logs.find("starts from the ring's latest checkpoint"), std::string::npos);
+  return logs;
+}
+
 // A ring job's replicas are durable: `troupe export` of the running job writes its model from the
 // latest ring checkpoint; its runner SIGKILLed, `troupe run --resume` starts the replicas from that
 // checkpoint, trains again exactly the DONE tasks whose rows were applied after the checkpoint's step
@@ -388,9 +419,7 @@ TEST(model_export, an_allreduce_job_resumes_from_its_ring_checkpoint_after_a_run
   // varies from run to run (the ring's timing, which rank trains the epoch's tail alone): 12 runs
   // without the kill gave 0.8332-0.8498, 4 resumed ones 0.8288-0.8566 (2026-12-06; a tolerance of
   // 0.01 either way failed a CI run at +0.0124). A checkpoint each 1.5 s: the kill comes between two.
-  std::string toml = "checkpoint_every_ms = 1500\n" +
-                     ring_job("allreduce", "[model]\ntype = \"mlp\"\nhidden = [64]\n", 30000);
-  toml.replace(toml.find("[train]\nepochs = 1\n"), 18, "[train]\nepochs = 3\nmax_samples_per_s = 10000\n");
+  std::string toml = paced_ring_job(1500, 30000, 3, 10000);
   toml.replace(toml.find("max_test_rows = 1000"), 20, "max_test_rows = 5000");
   auto whole = start_job("ring-whole", toml, {.root = "", .dataset_cache = cache, .job_id = ""});
   ASSERT_EQ(wait_job(whole, std::chrono::seconds(400)), 0) << read_file(whole.err_file);
@@ -439,17 +468,7 @@ TEST(model_export, an_allreduce_job_resumes_from_its_ring_checkpoint_after_a_run
   EXPECT_EQ(res.contains("reopened_tasks") ? res["reopened_tasks"].value("done", 0ull) : 0ull, lost)
       << res.dump();
   expect_all_done(r);
-  auto after = done_attempts(r);
-  for (const auto& [id, attempt] : before) {
-    if (steps.at(id) > kept_step)
-      EXPECT_GT(after[id], attempt) << "task " << id << " (step " << steps.at(id)
-                                    << ") was not trained again";
-    else
-      EXPECT_EQ(after[id], attempt) << "task " << id << " (step " << steps.at(id) << ") trained again";
-  }
-  std::string logs;
-  for (const auto& e : fs::directory_iterator(r.job_dir + "/logs")) logs += read_file(e.path().string());
-  EXPECT_NE(logs.find("starts from the ring's latest checkpoint"), std::string::npos);
+  const std::string logs = expect_trained_again_after(r, before, steps, kept_step);
   // With the goodput controller of the same moment ([train] noise_scale is on by default).
   EXPECT_NE(logs.find("starts from the ring's latest checkpoint with the strategy's state ("),
             std::string::npos);
@@ -459,6 +478,50 @@ TEST(model_export, an_allreduce_job_resumes_from_its_ring_checkpoint_after_a_run
   EXPECT_EQ(res.value("records_done", 0ull), 90000ull) << res.dump();
   EXPECT_GE(res.value("test_accuracy", 0.0), reference - 0.02) << res.dump();
   std::printf("uninterrupted %.4f, resumed %.4f\n", reference, res.value("test_accuracy", 0.0));
+  EXPECT_TRUE(no_processes_of(r));
+}
+
+// Every worker of an allreduce job SIGKILLed at once while its runner lives: the runner's new workers
+// find no trained replica, and the ring starts again from its latest checkpoint; what later steps
+// applied was lost with the replicas. The DONE tasks of a later step are trained again, no other,
+// and every record of the 3 epochs is counted once (before 2026-12-06 they stayed done while the
+// runner lived: their rows were in no model, and only `--resume` trained them again).
+TEST(model_export, a_ring_that_lost_every_replica_trains_again_what_its_checkpoint_lacks) {
+  using namespace std::chrono_literals;
+  std::string toml = paced_ring_job(1500, 30000, 3, 10000);
+  auto r = start_job("ring-all-killed", toml);
+  ASSERT_TRUE(wait_status(
+      r,
+      [&](const nlohmann::json& j) {
+        return j["tasks"]["done"].get<std::uint64_t>() >= 12 &&
+               fs::exists(r.job_dir + "/checkpoints/ring/state.json");
+      },
+      180s))
+      << read_file(r.err_file);
+  // A few tasks done after the latest checkpoint (a checkpoint written meanwhile starts the count again).
+  ASSERT_TRUE(poll_until([&] { return done_after(done_steps(r), ring_checkpoint_step(r)) >= 5; }, 60s));
+  const pid_t w0 = node_pid(r, "worker-0"), w1 = node_pid(r, "worker-1");
+  ASSERT_GT(w0, 0);
+  ASSERT_GT(w1, 0);
+  ASSERT_EQ(::kill(w0, SIGKILL), 0);
+  ASSERT_EQ(::kill(w1, SIGKILL), 0);
+  // What the kill lost, read at once (the new workers need far longer to start and form a ring).
+  const auto before = done_attempts(r);
+  const auto steps = done_steps(r);
+  const std::uint64_t kept_step = ring_checkpoint_step(r);
+  ASSERT_GT(kept_step, 0u);
+  ASSERT_LT(before.size(), 180u) << "the job was over before the kill";
+  const std::size_t lost = done_after(steps, kept_step);
+  EXPECT_GT(lost, 0u) << "no task was done after the checkpoint of step " << kept_step;
+  ASSERT_EQ(wait_job(r, 400s), 0) << read_file(r.err_file);
+  expect_all_done(r);
+  const std::string logs = expect_trained_again_after(r, before, steps, kept_step);
+  EXPECT_NE(logs.find("the ring starts again from its checkpoint of step " + std::to_string(kept_step)),
+            std::string::npos);
+  auto res = result(r);
+  EXPECT_EQ(res.value("records_done", 0ull), 90000ull) << res.dump();
+  std::printf("at the kill: %zu of 180 tasks done; the ring checkpoint at step %llu; %zu done after it\n",
+              before.size(), static_cast<unsigned long long>(kept_step), lost);
   EXPECT_TRUE(no_processes_of(r));
 }
 
@@ -497,9 +560,7 @@ TEST(model_export, a_ring_job_stopped_before_its_first_checkpoint_keeps_what_it_
 // sample of the job (it trained the rest on a fresh model and reported success).
 TEST(model_export, a_ring_job_killed_before_any_checkpoint_trains_its_done_tasks_again) {
   using namespace std::chrono_literals;
-  std::string toml = "checkpoint_every_ms = 600000\n" +
-                     ring_job("allreduce", "[model]\ntype = \"mlp\"\nhidden = [64]\n", 20000);
-  toml.replace(toml.find("[train]\nepochs = 1\n"), 18, "[train]\nepochs = 1\nmax_samples_per_s = 4000\n");
+  std::string toml = paced_ring_job(600000, 20000, 1, 4000);
   auto r = start_job("ring-kill-early", toml);
   ASSERT_TRUE(wait_status(
       r, [](const nlohmann::json& j) { return j["tasks"]["done"].get<std::uint64_t>() >= 3; }, 180s))

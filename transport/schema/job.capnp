@@ -244,6 +244,23 @@ struct FinalCheckpointReply {
   diskFault @2 :Bool;      # the error is a disk fault (the shard reported it as DiskFault "checkpoint")
 }
 
+# Worker -> master: the ring's replicas start again from the ring's latest checkpoint, which holds
+# their first `step` steps (no replica of the new ring had trained: every one that had died with
+# its worker). What later steps applied was lost with them: the master puts the DONE tasks of a
+# later step (TaskReport.step) back to TODO and forgets the kept rows of a later step, as a resumed
+# job does, before the ring trains. Sent by the ring's source as it restores; the answer is a
+# RingRestoredReply, once the task journal holds it.
+struct RingRestored {
+  step @0 :UInt64;
+}
+
+# Master -> worker: the answer to RingRestored.
+struct RingRestoredReply {
+  reopened @0 :UInt64;     # DONE tasks put back to TODO
+  forgotten @1 :UInt64;    # tasks whose kept rows were forgotten (they train from their first row)
+  error @2 :Text;          # empty on success; else why not (the tasks stay as they were)
+}
+
 struct JobMessage {
   union {
     workerProgress @0 :WorkerProgress;
@@ -265,5 +282,7 @@ struct JobMessage {
     stopReply @16 :StopReply;
     finalCheckpoint @17 :FinalCheckpoint;
     finalCheckpointReply @18 :FinalCheckpointReply;
+    ringRestored @19 :RingRestored;
+    ringRestoredReply @20 :RingRestoredReply;
   }
 }

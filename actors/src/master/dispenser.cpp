@@ -247,38 +247,6 @@ void task_dispenser::renew_leases(const message& m) {
   if (!named_last) renew(last->second.first, last->second.second);
 }
 
-void task_dispenser::requeue_holder(const std::string& holder,
-                                    const std::optional<storage::held_rows>& rows) {
-  departed_.insert(holder);
-  bool kept = false;
-  if (auto n = count_requeued(journal_->requeue_holder(holder, rows, &kept)); n > 0) {
-    const std::string with = kept ? ": task " + std::to_string(rows->id) + " with " +
-                                        std::to_string(rows->trained) + " rows trained kept"
-                                  : "";
-    spdlog::info("dispenser: {} task(s) of {} back to TODO{}", n, holder, with);
-    timeline_.requeue(holder, n, "holder gone" + with);
-  }
-}
-
-void task_dispenser::requeue_absent(const std::vector<std::string>& alive_holders) {
-  auto moved = journal_->requeue_holders_except(alive_holders);
-  if (!moved) {
-    disk_trouble(moved.err());  // retried at the next reconciliation
-    return;
-  }
-  for (const auto& [h, n] : *moved) {
-    spdlog::info("dispenser: {} task(s) of {} (not a member) back to TODO", n, h);
-    timeline_.requeue(h, n, "holder not a member");
-  }
-}
-
-void task_dispenser::requeue_expired() {
-  if (auto n = count_requeued(journal_->requeue_expired(node_.clock().wall_ms())); n > 0) {
-    spdlog::info("dispenser: {} expired lease(s) back to TODO", n);
-    timeline_.requeue("", n, "lease expired");
-  }
-}
-
 std::optional<wire::task_counts> task_dispenser::counts() const {
   auto c = journal_->counts();
   if (!c) return std::nullopt;
@@ -351,27 +319,37 @@ std::optional<storage::held_rows> held_rows_of(const std::vector<std::uint64_t>&
   return storage::held_rows{rows[0], static_cast<std::uint32_t>(rows[1]), rows[2], rows[3]};
 }
 
+// A task request or report joins the next batch, behind the messages already in the mailbox (the
+// flush writes all of them in one commit); any other message is taken at once.
+void take(dispenser_actor* self, const message& m) {
+  auto& st = self->state;
+  using B = schema::Envelope::Body;
+  if (m.kind() != B::TASK_REQUEST && m.kind() != B::TASK_REPORT) {
+    wire::guarded("dispenser", [&] { st.core->on_message(m); });
+    return;
+  }
+  st.pending.push_back(m);
+  if (!st.flush_queued) self->send(self, flush_atom::value);
+  st.flush_queued = true;
+}
+
 caf::behavior dispenser(dispenser_actor* self, node_context* node, data_paths data) {
   self->state.core.emplace(*node, data);
   self->send(self, tick_atom::value);
   return {
-      [=](const message& m) {
-        auto& st = self->state;
-        using B = schema::Envelope::Body;
-        if (m.kind() != B::TASK_REQUEST && m.kind() != B::TASK_REPORT) {
-          wire::guarded("dispenser", [&] { st.core->on_message(m); });
-          return;
-        }
-        // Behind the messages already in the mailbox: the flush writes all of them in one commit.
-        st.pending.push_back(m);
-        if (!st.flush_queued) self->send(self, flush_atom::value);
-        st.flush_queued = true;
-      },
+      [=](const message& m) { take(self, m); },
       [=](flush_atom) { flush(self); },
       // Reports and requests that came before a requeue are applied before it, as they arrived.
       [=](requeue_atom, const std::string& holder, const std::vector<std::uint64_t>& rows) {
         flush(self);
         self->state.core->requeue_holder(holder, held_rows_of(rows));
+      },
+      // {reopened, forgotten} and "", or {} and why not.
+      [=](restored_atom, std::uint64_t step) -> caf::message {
+        flush(self);
+        auto r = self->state.core->ring_restored(step);
+        if (!r) return caf::make_message(std::vector<std::uint64_t>{}, r.err().to_string());
+        return caf::make_message(std::vector<std::uint64_t>{r->done, r->trained}, std::string());
       },
       [=](requeue_atom, const std::vector<std::string>& alive_holders) {
         flush(self);

@@ -301,6 +301,9 @@ void on_job_message(master_actor* self, const message& m) {
     case schema::JobMessage::DISK_FAULT:
       on_disk_fault(self, m);
       break;
+    case schema::JobMessage::RING_RESTORED:
+      on_ring_restored(self, m);
+      break;
     case schema::JobMessage::FINAL_CHECKPOINT_REPLY:
       on_final_checkpoint(self, m);
       break;

@@ -56,6 +56,10 @@ void on_tick(master_actor* self);
 void requeue(master_actor* self, const node_id& id);
 // The deferred re-queues that the survivors' reports settled, or whose wait is over (every tick).
 void settle_requeues(master_actor* self);
+// JobMessage ringRestored from a member: the ring starts again from its checkpoint; what later
+// steps applied goes back to TODO (surviving_rows::restored, task_dispenser::ring_restored), then
+// the answer.
+void on_ring_restored(master_actor* self, const message& m);
 // Loads <job dir>/counters.json into `st` (a restarted master continues the counts) and saves it
 // with one more master start.
 void restore_counters(master_state& st, const std::string& job_dir);

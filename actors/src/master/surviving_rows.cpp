@@ -75,6 +75,18 @@ std::vector<surviving_rows::decision> surviving_rows::settle(troupe::clock::time
   return out;
 }
 
+std::vector<surviving_rows::decision> surviving_rows::restored(std::uint64_t step) {
+  const auto lost = [step](const rows& r) { return !r.on_shards && r.held.step > step; };
+  for (auto& [holder, w] : by_holder_) {
+    w.replica_step = std::min(w.replica_step, step);
+    std::erase_if(w.recent, lost);
+  }
+  std::vector<decision> out;
+  for (auto& [holder, d] : deferred_) out.push_back({holder, held(d.w, step)});
+  deferred_.clear();
+  return out;
+}
+
 std::vector<std::string> surviving_rows::deferred() const {
   std::vector<std::string> out;
   for (const auto& [holder, d] : deferred_) out.push_back(holder);

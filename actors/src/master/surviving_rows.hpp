@@ -52,6 +52,11 @@ class surviving_rows {
                                troupe::clock::duration wait);
   // The deferred decisions that a survivor's report settled since, or whose wait is over.
   std::vector<decision> settle(troupe::clock::time_point now);
+  // The ring's replicas start again from a checkpoint of their first `step` steps (every replica
+  // that had trained is gone): the later steps are in no model. Each deferred decision is taken now,
+  // with the latest rows at or before `step`; no worker's rows or replica step past it count any more
+  // (the new ring's steps count again from `step`).
+  std::vector<decision> restored(std::uint64_t step);
   // The holders whose decision is deferred: their leases are not anybody's to re-queue meanwhile.
   std::vector<std::string> deferred() const;
 

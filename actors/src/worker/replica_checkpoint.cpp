@@ -60,6 +60,7 @@ expected<bool> ring_checkpoints::restore_latest(trainer_backend& b, std::vector<
     else
       strategy_state->clear();
   }
+  if (on_restored) on_restored(model::optimizer_steps((*s)->state));
   return true;
 }
 

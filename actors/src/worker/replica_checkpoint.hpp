@@ -11,6 +11,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -59,6 +60,10 @@ class ring_checkpoints final : public replica_store {
   // The dense slot a checkpoint keeps strategy::durable_state() under (a name no parameter has).
   static constexpr const char* strategy_key = "#strategy";
   checkpoint_writer& writer() { return writer_; }
+  // Called with the restored replica's step once restore_latest took a checkpoint, before it returns:
+  // the worker tells the master, which puts what later steps applied back to TODO before the ring
+  // trains (a ring restored so lost every replica that had trained).
+  std::function<void(std::uint64_t step)> on_restored;
 
  private:
   std::string dir_;

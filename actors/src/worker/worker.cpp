@@ -117,6 +117,7 @@ void set_up_state(worker_state& st, worker_host* rt) {
   start_from_init(st, rt->who().job_dir + "/checkpoints/init");
   if (rt->spec().uses_ps()) return set_up_buffer_checkpoints(st, rt);
   st.checkpoints = std::make_unique<ring_checkpoints>(rt->who().job_dir + "/checkpoints/ring");
+  st.checkpoints->on_restored = [&st](std::uint64_t step) { tell_ring_restored(st, step); };
   st.ctx->store = st.checkpoints.get();
   st.next_checkpoint = rt->clock().now() + checkpoint_every(rt->spec());
 }

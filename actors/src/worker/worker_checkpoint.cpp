@@ -9,6 +9,7 @@
 
 #include "replica_state.hpp"
 #include "strategies/replicas.hpp"
+#include "troupe/wire/messages.hpp"
 #include "worker_state.hpp"
 
 namespace troupe::actors {
@@ -102,6 +103,32 @@ expected<void> write_final_state(worker_state& st) {
   if (!v) return std::move(v).err().wrap("the job's final state could not be written to " + dir);
   spdlog::info("the job's final state: {} (version {})", dir, *v);
   return {};
+}
+
+void tell_ring_restored(worker_state& st, std::uint64_t step) {
+  if (!st.rpc) return;
+  const auto self = st.node->self().to_string();
+  auto o = wire::job();
+  o.body.initRingRestored().setStep(step);
+  auto reply = st.rpc->call({"master", "master", std::move(o.out)}, std::chrono::seconds(10));
+  std::string error = reply ? "the master's answer is no RingRestoredReply" : reply.err().to_string();
+  if (reply)
+    wire::guarded("ring restored", [&] {
+      auto j = reply->body().getJob();
+      if (j.which() != schema::JobMessage::RING_RESTORED_REPLY) return;
+      auto r = j.getRingRestoredReply();
+      error = r.getError().cStr();
+      if (error.empty())
+        spdlog::info(
+            "{}: the master trains again what the steps after {} applied: {} DONE task(s), {} partly "
+            "trained task(s) from their first row",
+            self, step, r.getReopened(), r.getForgotten());
+    });
+  if (!error.empty())
+    spdlog::warn(
+        "{}: what the steps after {} applied is in no model now, and the master could not put it back "
+        "to TODO: {}",
+        self, step, error);
 }
 
 }  // namespace troupe::actors

@@ -143,6 +143,11 @@ void maybe_checkpoint(worker_state& st);
 // the write: false when one was due and is not written (the task it trains is not handed back
 // with its trained rows then: they are trained again).
 bool checkpoint_on_leave(worker_state& st);
+// The ring's replicas start again from its checkpoint of `step` steps (the ring's source restored it:
+// every replica that had trained is gone): the master puts what later steps applied back to TODO
+// (RingRestored). Waits for its answer (10 s at most; the ring waits with it): the journal holds it
+// before this ring trains, so no task the ring trains is taken for a lost one.
+void tell_ring_restored(worker_state& st, std::uint64_t step);
 // A leaving worker hands back the task it trains with the rows it trained, when their steps outlive
 // it (strategy::steps_outlive_worker, and its last checkpoint written: `checkpointed`), and waits
 // (leave_reports_bound at most) for the acknowledgements of its reports, before the master hears that it
