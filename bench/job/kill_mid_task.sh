@@ -10,15 +10,13 @@
 # strategy the median and range of the steps trained again.
 # Usage: bench/job/kill_mid_task.sh TROUPE_BINARY N [PROGRESS_EVERY_MS (500)]
 set -uo pipefail
+here=$(cd "$(dirname "$0")/../.." && pwd)
+source "$here/tests/common/job_files.sh"
 B=$(realpath "$1")
 n=$2
 every=${3:-500}
 work=/var/tmp/troupe-kill-mid-task-$$
 mkdir -p "$work/jobs"
-done_tasks() {
-  "$B" status --json --job-dir "$1" 2> /dev/null |
-    /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["tasks"]["done"])' 2> /dev/null
-}
 for strategy in allreduce async_ps; do
   again=()
   for i in $(seq 1 "$n"); do
@@ -48,11 +46,7 @@ TOML
     TROUPE_STEP_LOG=$work/steps/$name "$B" run "$work/$name.toml" --root "$work/jobs" --job-id "$name" --quiet \
       > "$work/$name.out" 2> "$work/$name.err" &
     pid=$!
-    for _ in $(seq 1 1200); do
-      d=$(done_tasks "$dir")
-      [[ -n $d && $d -ge 1 ]] && break
-      sleep 0.05
-    done
+    wait_done_tasks "$B" "$dir" 1 0.05
     sleep 0.9
     victim=$(/usr/bin/python3 -c '
 import json, sys

@@ -25,10 +25,6 @@ if [[ $via == dashboard ]]; then
   trap 'kill "$dash"' EXIT
   until curl -s -o /dev/null "http://127.0.0.1:$port/LICENSE.uplot.txt"; do sleep 0.1; done
 fi
-done_tasks() {
-  "$B" status --json --job-dir "$1" 2> /dev/null |
-    /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["tasks"]["done"])' 2> /dev/null
-}
 times=()
 for i in $(seq 1 "$n"); do
   name=$job$i
@@ -40,11 +36,7 @@ for i in $(seq 1 "$n"); do
   dir=$work/jobs/$name
   "$B" run "$work/$name.toml" --job-id "$name" --quiet > "$work/$name.out" 2> "$work/$name.err" &
   pid=$!
-  for _ in $(seq 1 1200); do
-    d=$(done_tasks "$dir")
-    [[ -n $d && $d -ge 2 ]] && break
-    sleep 0.1
-  done
+  wait_done_tasks "$B" "$dir" 2 0.1
   answer=""
   t0=$(date +%s.%N)
   if [[ $via == dashboard ]]; then

@@ -80,3 +80,21 @@ torch_mlp_toml() {
 
 # within A B TOLERANCE: |A - B| <= TOLERANCE.
 within() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t) }'; }
+
+# done_tasks BINARY JOB_DIR: the job's DONE tasks (`troupe status`); empty while it cannot say.
+done_tasks() {
+  "$1" status --json --job-dir "$2" 2> /dev/null |
+    /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["tasks"]["done"])' 2> /dev/null
+}
+
+# wait_done_tasks BINARY JOB_DIR N INTERVAL: polls (1,200 times at most, INTERVAL seconds apart)
+# until the job has N tasks done; fails past that.
+wait_done_tasks() {
+  local d
+  for _ in $(seq 1 1200); do
+    d=$(done_tasks "$1" "$2")
+    [[ -n $d && $d -ge $3 ]] && return 0
+    sleep "$4"
+  done
+  return 1
+}
