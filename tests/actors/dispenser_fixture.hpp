@@ -24,6 +24,7 @@ struct lease_reply {
   std::uint64_t id = 0;
   std::uint32_t attempt = 0;
   std::uint64_t lease_ms = 0;
+  std::uint64_t trained = 0, trained_step = 0;  // rows kept from an earlier holder, and their step
 };
 
 class dispenser_test : public ::testing::Test {
@@ -69,6 +70,8 @@ class dispenser_test : public ::testing::Test {
         r.task = true;
         r.id = l.getTask().getId();
         r.attempt = l.getTask().getAttempt();
+        r.trained = l.getTask().getTrained();
+        r.trained_step = l.getTask().getTrainedStep();
         break;
       case schema::TaskLease::NONE:
         r.none = true;

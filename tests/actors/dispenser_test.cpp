@@ -313,6 +313,17 @@ TEST_F(dispenser_test, a_report_keeps_the_step_that_applied_its_rows) {
   EXPECT_EQ(report(w0, b.id, b.attempt, "a step failed", 4, 333), "");
   EXPECT_EQ(storage::testing::get(disp_->journal(), b.id)->step, 333u);
   EXPECT_EQ(storage::testing::get(disp_->journal(), b.id)->trained, 4u);
+  // Its next lease carries the kept rows with their step: a worker whose ring starts again from an
+  // earlier checkpoint trains them again (Task.trainedStep).
+  for (int i = 0; i < 8; ++i) {
+    auto n = request(w1);
+    ASSERT_TRUE(n.task);
+    if (n.id != b.id) continue;
+    EXPECT_EQ(n.trained, 4u);
+    EXPECT_EQ(n.trained_step, 333u);
+    return;
+  }
+  ADD_FAILURE() << "task " << b.id << " was not leased again";
 }
 
 // Every replica died and the ring starts again from its checkpoint of step 330: the task done at
@@ -343,6 +354,29 @@ TEST_F(dispenser_test, a_ring_restored_from_its_checkpoint_trains_again_what_lat
   r = disp_->ring_restored(330);  // said again (a resumed job's runner did it first): nothing more
   ASSERT_TRUE(r);
   EXPECT_EQ(r->done + r->trained, 0u);
+}
+
+// A ring that had no checkpoint starts again from its initial weights (step 0): every task done and
+// every row kept at a step is trained again. A job's first ring says the same and finds nothing.
+TEST_F(dispenser_test, a_ring_restarted_without_a_checkpoint_trains_again_every_task_done) {
+  auto r = disp_->ring_restored(0);
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->done + r->trained, 0u);
+  auto a = request(w0);
+  auto b = request(w1);
+  ASSERT_TRUE(a.task && b.task);
+  EXPECT_EQ(report(w0, a.id, a.attempt, "", 0, 2), "");
+  EXPECT_EQ(report(w1, b.id, b.attempt, "a step failed", 4, 1), "");
+  r = disp_->ring_restored(0);
+  ASSERT_TRUE(r) << r.err().to_string();
+  EXPECT_EQ(r->done, 1u);
+  EXPECT_EQ(r->trained, 1u);
+  EXPECT_EQ(storage::testing::get(disp_->journal(), a.id)->state, storage::task_state::todo);
+  std::ifstream events(dir_ + "/" + observe::events_file_name);
+  std::string all((std::istreambuf_iterator<char>(events)), std::istreambuf_iterator<char>());
+  EXPECT_NE(all.find("ring restored from its initial weights (it had no checkpoint): 1 DONE task(s)"),
+            std::string::npos)
+      << all;
 }
 
 TEST_F(dispenser_test, a_send_failure_is_not_a_crash) {

@@ -301,11 +301,13 @@ TEST_F(task_lease_client_test, a_hand_back_is_sent_and_awaited_until_the_deadlin
     t.setRecordCount(10);
     t.setTrained(6);
     t.setOrderAttempt(2);
+    t.setTrainedStep(41);
   });
   auto a = client_.pump_lease(true, {});
   ASSERT_TRUE(a && a->what == kind::task);
   EXPECT_EQ(a->task.trained, 6u);
   EXPECT_EQ(a->task.order_attempt, 2u);
+  EXPECT_EQ(a->task.trained_step, 41u);
 }
 
 }  // namespace

@@ -30,8 +30,15 @@ class recording_strategy final : public strategy {
   bool steps_outlive_worker() const override { return outlive; }
   // A replica step of its own: 100 + the batches trained.
   std::uint64_t checkpointed_step(worker_context&) const override { return 100 + batches.size(); }
-  step_result step(worker_context&, const nn::batch* b, bool exhausted) override {
+  step_result step(worker_context& ctx, const nn::batch* b, bool exhausted) override {
     step_result r;
+    // As a ring strategy's first step after a sync from no trained replica (replicas.cpp).
+    if (auto s = std::exchange(restart, std::nullopt);
+        s && ctx.replicas_restarted && ctx.replicas_restarted(*s)) {
+      ctx.offered_batch_stale = true;
+      r.what = step_result::kind::retry;
+      return r;
+    }
     if (!b) {
       ++idle_steps;
       r.what = exhausted ? step_result::kind::finished : step_result::kind::idle;
@@ -50,6 +57,8 @@ class recording_strategy final : public strategy {
   std::vector<std::vector<std::uint64_t>> batches;
   std::size_t idle_steps = 0;
   bool outlive = false;  // steps_outlive_worker()
+  // At the next step, the ring's replicas start again from their checkpoint of this step.
+  std::optional<std::uint64_t> restart;
 };
 
 class no_ps final : public ps_client {
@@ -88,6 +97,7 @@ class worker_loop_test : public ::testing::Test {
     strat_ = s.get();
     st_.strat = std::move(s);
     st_.ctx.reset(new worker_context{node_.spec(), node_.self(), *st_.backend, ps_, ring_});
+    st_.ctx->replicas_restarted = [this](std::uint64_t step) { return forget_rows_kept_after(st_, step); };
     st_.last_report = node_.clock().now();
   }
 
@@ -98,10 +108,10 @@ class worker_loop_test : public ::testing::Test {
 
   // Answers lease request `id` with task `task` = records [first, first + count), leased for
   // `lease_ms` (0: no renewals).
-  // A task another holder handed back: `trained` rows of the order of attempt 1 trained, leased
-  // as attempt 2.
+  // A task another holder handed back: `trained` rows of the order of attempt 1 trained (applied at
+  // replica step `trained_step`), leased as attempt 2.
   void lease(std::uint64_t id, std::uint64_t task, std::uint64_t first, std::uint64_t count,
-             std::uint64_t lease_ms = 0, std::uint64_t trained = 0) {
+             std::uint64_t lease_ms = 0, std::uint64_t trained = 0, std::uint64_t trained_step = 0) {
     rpc_.answer(id, [&](auto body) {
       auto l = body.initTaskLease();
       l.setLeaseMs(lease_ms);
@@ -111,6 +121,7 @@ class worker_loop_test : public ::testing::Test {
       t.setRecordCount(count);
       t.setAttempt(trained > 0 ? 2 : 1);
       t.setTrained(trained);
+      t.setTrainedStep(trained_step);
       t.setOrderAttempt(1);
     });
   }
@@ -127,6 +138,18 @@ class worker_loop_test : public ::testing::Test {
   // Trains task `task` = records [first, first + count) to its end (one minibatch per pass), its
   // report sent: the state the report tests start from.
   std::uint64_t finish_one_task(std::uint64_t task, std::uint64_t first, std::uint64_t count);
+  // The rows task 7 (10 records, its first 4 rows of attempt 1's order kept at `kept_step`) trains,
+  // in order, when the ring's replicas start again from their checkpoint of step 120 at its first step.
+  std::vector<std::uint64_t> rows_trained_after_a_restart(std::uint64_t kept_step);
+  // Attempt 1's order of task 7's 10 rows, from `from` on.
+  static std::vector<std::uint64_t> order_of_7(std::size_t from) {
+    held_task order;
+    order.id = 7;
+    order.order_attempt = 1;
+    order.rows.rows = 10;
+    shuffle_rows(order);
+    return {order.order.begin() + static_cast<std::ptrdiff_t>(from), order.order.end()};
+  }
 
   std::string dir_;
   fake_node node_{node_identity{node_id{"worker-0", 1}, cluster::node_role::worker, 0, "", "job", "job", 0}};
@@ -145,6 +168,17 @@ std::uint64_t worker_loop_test::finish_one_task(std::uint64_t task, std::uint64_
   while (reports().empty() && strat_->batches.size() < count) EXPECT_TRUE(train_some(st_));
   EXPECT_EQ(reports().size(), 1u);
   return reports().empty() ? 0 : reports().back()->id;
+}
+
+std::vector<std::uint64_t> worker_loop_test::rows_trained_after_a_restart(std::uint64_t kept_step) {
+  EXPECT_TRUE(train_some(st_));
+  lease(lease_requests()[0]->id, 7, 0, 10, 0, 4, kept_step);
+  strat_->restart = 120;
+  while (reports().empty()) EXPECT_TRUE(train_some(st_));
+  std::vector<std::uint64_t> rows;
+  for (const auto& b : strat_->batches) rows.insert(rows.end(), b.begin(), b.end());
+  EXPECT_EQ(reports()[0]->m.body().getTaskReport().which(), schema::TaskReport::DONE);
+  return rows;
 }
 
 TEST_F(worker_loop_test, leases_the_next_task_while_training_the_current_one) {
@@ -236,17 +270,25 @@ TEST_F(worker_loop_test, a_handed_back_task_trains_the_rest_of_its_order) {
   while (reports().empty()) ASSERT_TRUE(train_some(st_));
   std::vector<std::uint64_t> rows;
   for (const auto& b : strat_->batches) rows.insert(rows.end(), b.begin(), b.end());
-  held_task order;
-  order.id = 7;
-  order.order_attempt = 1;
-  order.rows.rows = 10;
-  shuffle_rows(order);
-  std::vector<std::uint64_t> rest(order.order.begin() + 4, order.order.end());
-  EXPECT_EQ(rows, rest);
+  EXPECT_EQ(rows, order_of_7(4));
   EXPECT_EQ(reports()[0]->m.body().getTaskReport().which(), schema::TaskReport::DONE);
   EXPECT_EQ(reports()[0]->m.body().getTaskReport().getAttempt(), 2u);
   // With the step that applied its last rows (3 batches for its other 6 rows).
   EXPECT_EQ(reports()[0]->m.body().getTaskReport().getStep(), 103u);
+}
+
+// Every replica that had trained died, and the ring starts again from its checkpoint of step 120 as
+// the worker takes its first step: the 4 rows of a task kept at step 150 were lost with the replicas
+// (the master forgot them too: RingRestored), so the batch cut after them is not trained and the
+// task trains all 10 rows of its order, each once. Before 2026-12-07 the worker skipped them: they
+// were in no model.
+TEST_F(worker_loop_test, rows_kept_after_the_step_a_restarted_ring_starts_from_are_trained) {
+  EXPECT_EQ(rows_trained_after_a_restart(150), order_of_7(0));
+}
+
+// Rows kept at or before the checkpoint's step are in the restored replicas: still skipped.
+TEST_F(worker_loop_test, rows_kept_before_the_step_a_restarted_ring_starts_from_are_not_trained_again) {
+  EXPECT_EQ(rows_trained_after_a_restart(120), order_of_7(4));
 }
 
 // A step whose loss is not a number fails its task, saying the training diverged (the job used to

@@ -404,7 +404,9 @@ std::string expect_trained_again_after(const job_run& r, const std::map<std::uin
   }
   std::string logs;
   for (const auto& e : fs::directory_iterator(r.job_dir + "/logs")) logs += read_file(e.path().string());
-  EXPECT_NE(logs.find("starts from the ring's latest checkpoint"), std::string::npos);
+  if (kept_step > 0) {
+    EXPECT_NE(logs.find("starts from the ring's latest checkpoint"), std::string::npos);
+  }
   return logs;
 }
 
@@ -486,43 +488,60 @@ TEST(model_export, an_allreduce_job_resumes_from_its_ring_checkpoint_after_a_run
 // applied was lost with the replicas. The DONE tasks of a later step are trained again, no other,
 // and every record of the 3 epochs is counted once (before 2026-12-06 they stayed done while the
 // runner lived: their rows were in no model, and only `--resume` trained them again).
-TEST(model_export, a_ring_that_lost_every_replica_trains_again_what_its_checkpoint_lacks) {
+//
+// Its first half: the job `name` (a checkpoint every `checkpoint_ms`; 600,000: none before the kill)
+// killed so once 5 tasks are done after its latest checkpoint (after step 0 without one), then run to
+// its end. Returns the job's logs.
+std::string kill_the_whole_ring(const std::string& name, int checkpoint_ms) {
   using namespace std::chrono_literals;
-  std::string toml = paced_ring_job(1500, 30000, 3, 10000);
-  auto r = start_job("ring-all-killed", toml);
-  ASSERT_TRUE(wait_status(
+  const bool checkpointed = checkpoint_ms < 600000;
+  auto r = start_job(name, paced_ring_job(checkpoint_ms, 30000, 3, 10000));
+  EXPECT_TRUE(wait_status(
       r,
       [&](const nlohmann::json& j) {
         return j["tasks"]["done"].get<std::uint64_t>() >= 12 &&
-               fs::exists(r.job_dir + "/checkpoints/ring/state.json");
+               (!checkpointed || fs::exists(r.job_dir + "/checkpoints/ring/state.json"));
       },
       180s))
       << read_file(r.err_file);
   // A few tasks done after the latest checkpoint (a checkpoint written meanwhile starts the count again).
-  ASSERT_TRUE(poll_until([&] { return done_after(done_steps(r), ring_checkpoint_step(r)) >= 5; }, 60s));
+  EXPECT_TRUE(poll_until([&] { return done_after(done_steps(r), ring_checkpoint_step(r)) >= 5; }, 60s));
   const pid_t w0 = node_pid(r, "worker-0"), w1 = node_pid(r, "worker-1");
-  ASSERT_GT(w0, 0);
-  ASSERT_GT(w1, 0);
-  ASSERT_EQ(::kill(w0, SIGKILL), 0);
-  ASSERT_EQ(::kill(w1, SIGKILL), 0);
+  EXPECT_GT(w0, 0);
+  EXPECT_GT(w1, 0);
+  EXPECT_EQ(::kill(w0, SIGKILL), 0);
+  EXPECT_EQ(::kill(w1, SIGKILL), 0);
   // What the kill lost, read at once (the new workers need far longer to start and form a ring).
   const auto before = done_attempts(r);
   const auto steps = done_steps(r);
   const std::uint64_t kept_step = ring_checkpoint_step(r);
-  ASSERT_GT(kept_step, 0u);
-  ASSERT_LT(before.size(), 180u) << "the job was over before the kill";
+  EXPECT_EQ(kept_step > 0, checkpointed);
+  EXPECT_LT(before.size(), 180u) << "the job was over before the kill";
   const std::size_t lost = done_after(steps, kept_step);
   EXPECT_GT(lost, 0u) << "no task was done after the checkpoint of step " << kept_step;
-  ASSERT_EQ(wait_job(r, 400s), 0) << read_file(r.err_file);
+  EXPECT_EQ(wait_job(r, 400s), 0) << read_file(r.err_file);
   expect_all_done(r);
   const std::string logs = expect_trained_again_after(r, before, steps, kept_step);
-  EXPECT_NE(logs.find("the ring starts again from its checkpoint of step " + std::to_string(kept_step)),
-            std::string::npos);
   auto res = result(r);
   EXPECT_EQ(res.value("records_done", 0ull), 90000ull) << res.dump();
   std::printf("at the kill: %zu of 180 tasks done; the ring checkpoint at step %llu; %zu done after it\n",
               before.size(), static_cast<unsigned long long>(kept_step), lost);
   EXPECT_TRUE(no_processes_of(r));
+  return logs;
+}
+
+TEST(model_export, a_ring_that_lost_every_replica_trains_again_what_its_checkpoint_lacks) {
+  const std::string logs = kill_the_whole_ring("ring-all-killed", 1500);
+  EXPECT_NE(logs.find("the ring starts again from its checkpoint of step "), std::string::npos);
+}
+
+// The same before the ring's first checkpoint: the new ring starts from its initial weights, and every
+// task done is trained again (before 2026-12-07 they all stayed done while the runner lived, their
+// rows in no model; only `--resume` trained them again).
+TEST(model_export, a_ring_that_lost_every_replica_before_its_first_checkpoint_trains_everything_again) {
+  const std::string logs = kill_the_whole_ring("ring-all-killed-early", 600000);
+  EXPECT_NE(logs.find("the ring starts again from its initial weights (it had no checkpoint)"),
+            std::string::npos);
 }
 
 // A ring job stopped before its first periodic checkpoint keeps what it learnt: the writer, as it

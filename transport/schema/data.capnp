@@ -14,6 +14,10 @@ struct Task {
   trained @5 :UInt64;      # rows a holder that left trained already (TaskReport.left): the task
                            # trains the order of orderAttempt from there
   orderAttempt @6 :UInt32; # the attempt whose row order the task trains in (its own unless trained > 0)
+  trainedStep @7 :UInt64;  # with trained: the replica step that applied the last of those rows
+                           # (TaskReport.step). A ring that starts again from a checkpoint of an
+                           # earlier step (every replica lost) lost them: the worker trains the task
+                           # from its first row. 0: not known (other strategies; a master before this)
 }
 
 # Worker -> dispenser: lease me a task. The answer is a TaskLease.

@@ -249,7 +249,8 @@ struct FinalCheckpointReply {
 # its worker). What later steps applied was lost with them: the master puts the DONE tasks of a
 # later step (TaskReport.step) back to TODO and forgets the kept rows of a later step, as a resumed
 # job does, before the ring trains. Sent by the ring's source as it restores; the answer is a
-# RingRestoredReply, once the task journal holds it.
+# RingRestoredReply, once the task journal holds it. Step 0: the ring has no checkpoint, and the
+# replicas start from their initial weights (a job's first ring sends it too, and finds nothing).
 struct RingRestored {
   step @0 :UInt64;
 }

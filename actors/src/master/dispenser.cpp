@@ -211,6 +211,7 @@ void task_dispenser::reply_lease(const message& req, const std::optional<storage
     b.setEpoch(t->epoch);
     b.setTrained(t->trained);
     b.setOrderAttempt(t->order_attempt);
+    b.setTrainedStep(t->trained > 0 ? t->step : 0);
     data_epoch_ = t->epoch;
   } else {
     auto c = journal_->counts();

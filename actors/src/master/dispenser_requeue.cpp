@@ -44,19 +44,19 @@ expected<storage::task_journal::reopened_after> task_dispenser::ring_restored(st
     if (!disk_trouble(r.err())) spdlog::error("dispenser: task journal: {}", r.err().to_string());
     return r.err();
   }
+  // Step 0: no checkpoint (a job's first ring finds no task done, and says nothing).
+  const std::string from = step > 0 ? "its checkpoint of step " + std::to_string(step)
+                                    : "its initial weights (it had no checkpoint)";
   if (r->done + r->trained == 0) {
-    spdlog::info(
-        "dispenser: the ring starts again from its checkpoint of step {}, which holds every task done", step);
+    if (step > 0) spdlog::info("dispenser: the ring starts again from {}, which holds every task done", from);
     return r;
   }
   const std::string what = std::to_string(r->done) + " DONE task(s) are trained again, and " +
                            std::to_string(r->trained) + " partly trained task(s) from their first row";
   spdlog::warn(
-      "dispenser: the ring starts again from its checkpoint of step {}: what later steps applied was lost "
-      "with the replicas: {}",
-      step, what);
-  timeline_.requeue("", r->done + r->trained,
-                    "ring restored from its checkpoint of step " + std::to_string(step) + ": " + what);
+      "dispenser: the ring starts again from {}: what later steps applied was lost with the replicas: {}",
+      from, what);
+  timeline_.requeue("", r->done + r->trained, "ring restored from " + from + ": " + what);
   return r;
 }
 

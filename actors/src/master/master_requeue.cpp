@@ -48,8 +48,9 @@ void on_ring_restored(master_actor* self, const message& m) {
   auto& st = self->state;
   if (!sending_member(st, m)) return answer_restored(self, m, {}, "not a member of the job");
   const std::uint64_t step = m.body().getJob().getRingRestored().getStep();
-  spdlog::info("{}: the ring starts again from its checkpoint of step {} (no replica of it had trained)",
-               m.from_node().to_string(), step);
+  if (step > 0)
+    spdlog::info("{}: the ring starts again from its checkpoint of step {} (no replica of it had trained)",
+                 m.from_node().to_string(), step);
   for (const auto& d : st.rows.restored(step)) send_requeue(self, d);
   auto dispenser = st.names->get("dispenser");
   if (!dispenser) return answer_restored(self, m, {}, "the master has no dispenser now");

@@ -45,7 +45,10 @@ std::string checkpoint_writer::last_error() const {
 expected<bool> ring_checkpoints::restore_latest(trainer_backend& b, std::vector<float>* strategy_state) {
   auto s = model::read_state(dir_);
   if (!s) return s.err();
-  if (!*s) return false;
+  if (!*s) {
+    if (on_restored) on_restored(0);  // the initial weights: every step's rows were lost
+    return false;
+  }
   auto r = restore(b, (*s)->state, true, true);
   if (!r) {
     error e = r.err();

@@ -180,8 +180,8 @@ task_lease_client::answer task_lease_client::take(const message& reply, std::spa
       // The first lease held: its renewals start a third of the lease time from now.
       if (held.empty() && unsent_.empty()) next_renew_ = now() + lease_ms_ / 3;
       a.what = answer::kind::task;
-      a.task = lease{t.getId(),    t.getAttempt(), t.getFirstRecord(), t.getRecordCount(),
-                     t.getEpoch(), t.getTrained(), t.getOrderAttempt()};
+      a.task = lease{t.getId(),    t.getAttempt(), t.getFirstRecord(),  t.getRecordCount(),
+                     t.getEpoch(), t.getTrained(), t.getOrderAttempt(), t.getTrainedStep()};
       break;
     }
     case schema::TaskLease::NONE:

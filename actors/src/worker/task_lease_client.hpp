@@ -49,6 +49,8 @@ class task_lease_client {
     // the rows of it a holder that left trained already: the task starts after them.
     std::uint64_t trained = 0;
     std::uint32_t order_attempt = 0;
+    // The replica step that applied the last of the `trained` rows (Task.trainedStep; 0: not known).
+    std::uint64_t trained_step = 0;
   };
   // The dispenser's answer to a lease request.
   struct answer {

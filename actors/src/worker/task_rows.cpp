@@ -1,6 +1,9 @@
 // What a worker tells the master of the task it trains with its progress: the rows that would
-// outlive it (WorkerProgress.task), and its replica's step (WorkerProgress.replicaStep).
+// outlive it (WorkerProgress.task), and its replica's step (WorkerProgress.replicaStep); the kept rows
+// of a held task that a ring restarted from its checkpoint lost.
 #include <algorithm>
+
+#include <spdlog/spdlog.h>
 
 #include "worker_state.hpp"
 
@@ -36,6 +39,25 @@ void write_task_rows(const worker_state& st, schema::WorkerProgress::Builder p) 
   r.setTrained(rows);
   r.setStep(shards ? 0 : step);
   r.setOnShards(shards);
+}
+
+// The ring's replicas start again from its checkpoint of `step` (every replica that had trained is
+// gone: worker_context::replicas_restarted). A task held with rows kept at a later step lost them
+// with the replicas: it trains from its first row (the master forgot them as well: RingRestored).
+// This worker trained none of it yet (it had trained no step).
+bool forget_rows_kept_after(worker_state& st, std::uint64_t step) {
+  bool changed = false;
+  for (auto* h : {&st.task, &st.next}) {
+    if (!*h || (*h)->trained == 0 || (*h)->trained_step <= step) continue;
+    spdlog::warn(
+        "task {}: its first {} rows, kept from an earlier holder at step {}, were lost with the replicas "
+        "(the ring starts again from step {}): the task trains from its first row",
+        (*h)->id, (*h)->trained, (*h)->trained_step, step);
+    (*h)->trained = (*h)->trained_step = 0;
+    (*h)->cursor = 0;
+    changed = true;
+  }
+  return changed;
 }
 
 }  // namespace troupe::actors

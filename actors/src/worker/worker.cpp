@@ -129,6 +129,7 @@ void set_up_state(worker_state& st, worker_host* rt) {
 static void make_context(worker_state& st, worker_host* rt) {
   st.ctx.reset(new worker_context{rt->spec(), rt->self(), *st.backend, *st.ps, *st.ring});
   st.ctx->clock = &rt->clock();
+  st.ctx->replicas_restarted = [&st](std::uint64_t step) { return forget_rows_kept_after(st, step); };
   if (rt->spec().nn.train.max_samples_per_s > 0)
     st.ctx->pace = [&st](std::size_t samples, double since_s) { pace_compute(st, samples, since_s); };
 }

@@ -118,7 +118,7 @@ void tell_ring_restored(worker_state& st, std::uint64_t step) {
       if (j.which() != schema::JobMessage::RING_RESTORED_REPLY) return;
       auto r = j.getRingRestoredReply();
       error = r.getError().cStr();
-      if (error.empty())
+      if (error.empty() && (step > 0 || r.getReopened() + r.getForgotten() > 0))
         spdlog::info(
             "{}: the master trains again what the steps after {} applied: {} DONE task(s), {} partly "
             "trained task(s) from their first row",

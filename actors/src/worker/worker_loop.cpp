@@ -248,11 +248,10 @@ static void settle_pushes(worker_state& st) {
 // they took the pushes): rows_that_go_back of its cursor, else 0.
 static std::uint64_t rows_to_keep(worker_state& st) {
   if (!st.task || !st.ctx || !st.strat->steps_outlive_worker()) return 0;
-  const held_task& t = *st.task;
-  const std::uint64_t rows = rows_that_go_back(st, t.cursor);
+  const std::uint64_t rows = rows_that_go_back(st, st.task->cursor);
   if (rows == 0) return 0;
   if (auto s = st.ctx->ps.settle(); !s) {
-    spdlog::warn("task {}: a push of its last steps failed ({}): its rows are trained again", t.id,
+    spdlog::warn("task {}: a push of its last steps failed ({}): its rows are trained again", st.task->id,
                  s.err().to_string());
     return 0;
   }
@@ -304,6 +303,7 @@ static bool after_step(worker_state& st, const step_result& res, const std::opti
                        std::uint64_t epoch, clock::time_point until) {
   if (res.dropped) st.dropped += 1;
   const bool paced = std::exchange(st.paced_in_step, false);
+  const bool restarted = std::exchange(st.ctx->offered_batch_stale, false);  // offered again at once
   switch (res.what) {
     case step_result::kind::trained:
       if (b) st.task->cursor += b->size();
@@ -318,9 +318,9 @@ static bool after_step(worker_state& st, const step_result& res, const std::opti
       if (!st.task && !st.leases->exhausted()) st.node->wait_ring_change(epoch, st.leases->next_due(until));
       break;
     case step_result::kind::retry:
-      // A dropped collective is retried at once (the ring may already be rebuilt, or this worker
-      // may go on alone); otherwise wait for the next ring epoch (or the loop's next deadline).
-      if (!res.dropped) st.node->wait_ring_change(epoch, st.leases->next_due(until));
+      // A dropped collective (the ring may be rebuilt already, or this worker go on alone) or a stale
+      // batch is retried at once; otherwise wait for the next ring epoch (or the loop's next deadline).
+      if (!res.dropped && !restarted) st.node->wait_ring_change(epoch, st.leases->next_due(until));
       break;
     case step_result::kind::finished:
       finish_loop(st);

@@ -128,6 +128,9 @@ std::uint64_t rows_that_go_back(const worker_state& st, std::uint64_t rows);
 // that would outlive this worker should it die now (task_rows.cpp): the master keeps them for its
 // task's re-queue (surviving_rows.hpp).
 void write_task_rows(const worker_state& st, schema::WorkerProgress::Builder p);
+// worker_context::replicas_restarted: the held tasks with rows kept at a step after `step` (lost with
+// the replicas) train from their first row; true when one did (task_rows.cpp).
+bool forget_rows_kept_after(worker_state& st, std::uint64_t step);
 // Evaluates the model on the test set and answers the master.
 void evaluate(worker_state& st, const message& request);
 // How often the checkpoint writer writes: a ring's job.checkpoint_every_ms; an async_ps worker's

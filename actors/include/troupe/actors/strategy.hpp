@@ -121,6 +121,15 @@ struct worker_context {
   // model's) and not as waiting for peers in the collective. A step so paced is not paced again
   // after it. Empty: not paced.
   std::function<void(std::size_t, double)> pace = {};
+  // Set by the worker: replicas::sync_from_most_trained calls it when no replica of the ring had
+  // trained (every one that had is gone), so the replicas start again from the ring's checkpoint of
+  // `step` steps (0: none, the initial weights). It returns true when the batch offered to this step
+  // is no longer the one to train: a task the worker holds came with rows kept at a later step, lost
+  // with the replicas, and trains from its first row. `offered_batch_stale` is set then, and a ring
+  // strategy whose tasks report their step (strategy::checkpointed_step) trains nothing in that step
+  // (step_result::kind::retry: the worker offers the task's first batch instead).
+  std::function<bool(std::uint64_t step)> replicas_restarted = {};
+  bool offered_batch_stale = false;
 };
 
 struct step_result {

@@ -81,6 +81,9 @@ class allreduce final : public strategy {
     if (!ring) return {step_result::kind::retry};
     if (ring->fresh) {
       if (auto s = resync(ctx, *ring); !s) return replicas::drop_round(ctx, s.err(), "allreduce: step");
+      // The batch offered was cut after rows the replicas lost (worker_context::replicas_restarted):
+      // the worker offers the task's first batch instead.
+      if (ctx.offered_batch_stale) return {step_result::kind::retry};
     }
     rank_ = ring->rank;
     stepped_ = true;

@@ -158,6 +158,15 @@ void restore_if_untrained(worker_context& ctx, std::uint64_t steps, std::span<fl
                fits ? " with the strategy's state (" + std::to_string(kept.size()) + " floats)" : "");
 }
 
+namespace {
+// No replica had trained: they start again from the ring's checkpoint of the step they hold now (0:
+// none). The worker's held tasks with rows kept at a later step lost them (replicas_restarted).
+void restarted(worker_context& ctx) {
+  if (ctx.replicas_restarted && ctx.replicas_restarted(optimizer_steps(ctx.backend)))
+    ctx.offered_batch_stale = true;
+}
+}  // namespace
+
 troupe::clock& clock_of(worker_context& ctx) {
   return ctx.clock ? *ctx.clock : troupe::clock::system();
 }
@@ -173,6 +182,7 @@ expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::i
   const std::uint64_t mine = optimizer_steps(ctx.backend);
   if (ring.size <= 1) {
     restore_if_untrained(ctx, mine, extra);
+    if (mine == 0) restarted(ctx);
     return {};
   }
   auto src = vote_most_trained(ctx, ring, mine);
@@ -194,6 +204,7 @@ expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::i
   }
   if (!source)
     if (auto h = ctx.backend.from_host(host_copy::parameters); !h) return h;
+  if (src->steps == 0 && with_optimizer) restarted(ctx);  // every rank has the source's steps now
   auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   const auto copied = clk.now();
   spdlog::info(
