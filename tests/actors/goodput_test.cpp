@@ -750,6 +750,31 @@ TEST(Controller, AResizePastMaxBatchBeforeAnyEstimateIsBroughtBackInRange) {
     EXPECT_EQ(16 * c.batch().local(), 256) << c.batch().atomic << " x " << c.batch().accum + 1;
 }
 
+// A job whose ring starts on one worker (1 x 32 below M0 = 4 x 32: lifted to 1 x 128) and grows to
+// four before any estimate is usable trains M0 again, 4 x 32, not 4 x 128: the lift stood in for the
+// job file's batch. Before 2026-12-07 it kept 512 until a choice beat it by min_gain, which in a short
+// job often never came (goodput_job.auto_batch_rises_as_the_noise_scale_grows failed 1 run in 3).
+TEST(Controller, ABatchLiftedToM0BeforeAnyChoiceIsSharedAnewWhenTheRingGrows) {
+  auto o = opts(lr_rule::adascale, true);
+  std::vector<controller> one(1, controller(o));
+  ASSERT_EQ(one[0].batch().local(), 32);
+  auto rounds = [](std::vector<controller>& cs, bool fresh, double t) {
+    const int n = static_cast<int>(cs.size());
+    for (int i = 0; i < 2; ++i) {  // the second round carries rank 0's word
+      auto sum = ring_round(cs, 10, 0.002, 0);
+      for (std::size_t r = 0; r < cs.size(); ++r)
+        cs[r].read(sum, static_cast<int>(r), n, 1, 9, 1.0, 1.0 * n * cs[r].batch().local(), fresh && i == 0,
+                   t + i * 0.1);
+    }
+  };
+  rounds(one, true, 1.0);
+  ASSERT_EQ(one[0].batch().local(), 128) << "alone below M0: lifted to it";
+  std::vector<controller> four(4, one[0]);  // three joined, resynced from rank 0
+  rounds(four, true, 2.0);
+  for (const auto& c : four)
+    EXPECT_EQ(4 * c.batch().local(), 128) << c.batch().atomic << " x " << c.batch().accum + 1;
+}
+
 // A ring's estimates become those of the preconditioned norms once (they start over); a rank that
 // joins later receives them with the kind and keeps them when its own preconditioner starts.
 TEST(Controller, PreconditionedEstimatesStartOverOnceAndTravelWithTheirKind) {

@@ -166,12 +166,23 @@ void controller::maybe_choose(int hosts, int ranks, bool fresh, bool entered_epo
   const double global = static_cast<double>(ranks) * cur_.local();
   const double most = std::max(opt_.limits.max_batch, ns_.base_batch());
   const bool outside = global < ns_.base_batch() - 0.5 || global > most + 0.5;
+  // A batch that rule set before any choice (seq_ > 0, none chosen) stands in for the job file's: at a
+  // resize it is M0 shared anew, not kept per replica (a job that started on one worker, lifted to
+  // M0, and grew to four trained 4 x M0 that no choice had to beat by min_gain). The choice stays due.
+  if (fresh && seq_ > 0 && !chosen_once_) {
+    propose(share(ns_.base_batch(), ranks, true), ranks, 0, 0);
+    return;
+  }
   if (outside && !usable) {
     propose(share(global < ns_.base_batch() ? ns_.base_batch() : most, ranks, global < ns_.base_batch()),
             ranks, 0, 0);
     return;
   }
   if (!usable || !(outside || choice_due_ || !chosen_once_)) return;
+  choose(hosts, ranks, outside);
+}
+
+void controller::choose(int hosts, int ranks, bool outside) {
   chosen_once_ = true;
   choice_due_ = false;
   std::vector<observation> o;

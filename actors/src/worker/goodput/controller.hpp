@@ -151,6 +151,9 @@ class controller {
   double scale_of(const batch_config& c, int ranks) const;
   void observe(int hosts, int ranks, const batch_config& c, double compute, double sync);
   void maybe_choose(int hosts, int ranks, bool fresh, bool new_epoch);
+  // The choice itself, once the estimate is usable: the fitted model's best batch, proposed when it
+  // promises min_gain more than the batch in force (anything, when that one is `outside` the range).
+  void choose(int hosts, int ranks, bool outside);
   void keep_global_batch(int ranks);
   void propose_choice(int ranks, double predicted, double before);
   // `b` proposed for the next round, unless it is the batch in force.
