@@ -374,7 +374,8 @@ TEST_F(dispenser_test, a_ring_restarted_without_a_checkpoint_trains_again_every_
   EXPECT_EQ(storage::testing::get(disp_->journal(), a.id)->state, storage::task_state::todo);
   std::ifstream events(dir_ + "/" + observe::events_file_name);
   std::string all((std::istreambuf_iterator<char>(events)), std::istreambuf_iterator<char>());
-  EXPECT_NE(all.find("ring restored from its initial weights (it had no checkpoint): 1 DONE task(s)"),
+  EXPECT_NE(all.find("ring restored from its initial weights (no checkpoint yet: job.checkpoint_every_ms = " +
+                     std::to_string(node_->spec().job.checkpoint_every.count()) + "): 1 DONE task(s)"),
             std::string::npos)
       << all;
 }

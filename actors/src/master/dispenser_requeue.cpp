@@ -44,9 +44,11 @@ expected<storage::task_journal::reopened_after> task_dispenser::ring_restored(st
     if (!disk_trouble(r.err())) spdlog::error("dispenser: task journal: {}", r.err().to_string());
     return r.err();
   }
-  // Step 0: no checkpoint (a job's first ring finds no task done, and says nothing).
+  // Step 0: no checkpoint yet (a job's first ring finds no task done, and says nothing); the key
+  // named, as the interval is the user's to shorten.
   const std::string from = step > 0 ? "its checkpoint of step " + std::to_string(step)
-                                    : "its initial weights (it had no checkpoint)";
+                                    : "its initial weights (no checkpoint yet: job.checkpoint_every_ms = " +
+                                          std::to_string(node_.spec().job.checkpoint_every.count()) + ")";
   if (r->done + r->trained == 0) {
     if (step > 0) spdlog::info("dispenser: the ring starts again from {}, which holds every task done", from);
     return r;
