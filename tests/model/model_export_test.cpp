@@ -524,6 +524,12 @@ std::string kill_the_whole_ring(const std::string& name, int checkpoint_ms) {
   const std::string logs = expect_trained_again_after(r, before, steps, kept_step);
   auto res = result(r);
   EXPECT_EQ(res.value("records_done", 0ull), 90000ull) << res.dump();
+  // The console says it once (JobStatus.notice), not only master.log: the task count falls.
+  const std::string console = read_file(r.out_file) + read_file(r.err_file);
+  const auto said = console.find("[runner] the ring starts again from ");
+  EXPECT_NE(said, std::string::npos) << console;
+  EXPECT_EQ(console.find("[runner] the ring starts again from ", said + 1), std::string::npos) << console;
+  EXPECT_NE(console.find("DONE task(s) are trained again"), std::string::npos) << console;
   std::printf("at the kill: %zu of 180 tasks done; the ring checkpoint at step %llu; %zu done after it\n",
               before.size(), static_cast<unsigned long long>(kept_step), lost);
   EXPECT_TRUE(no_processes_of(r));

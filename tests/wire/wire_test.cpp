@@ -108,6 +108,7 @@ TEST(status_codec, a_job_status_round_trips_and_prints_the_status_json) {
   s.tasks.data_epoch = 1;
   s.tasks.data_epochs = 3;
   s.fault = "storage: no space left on device: /j/journal (commit)";
+  s.notice = "the ring starts again from its checkpoint of step 40: ... 3 DONE task(s) are trained again";
   s.samples_per_sec = 1234.5;
   s.loss = 0.25;
   s.samples_total = 99;
@@ -132,11 +133,14 @@ TEST(status_codec, a_job_status_round_trips_and_prints_the_status_json) {
   EXPECT_FALSE(back.tasks.all_over());
   EXPECT_EQ(back.restarts, 7u);
   EXPECT_EQ(back.fault, s.fault);
+  EXPECT_EQ(back.notice, s.notice);
   EXPECT_EQ(back.members, s.members);
   auto j = to_json(back);
   EXPECT_EQ(j["job"], "ctr-1");
   EXPECT_EQ(j["membership_epoch"], 9);
   EXPECT_EQ(j["fault"], s.fault);
+  EXPECT_EQ(j["notice"], s.notice);
+  EXPECT_FALSE(to_json(wire::job_status{}).contains("notice")) << "absent until there is one";
   EXPECT_EQ(j["loss"], 0.25);
   EXPECT_EQ(j["tasks"]["todo"], 5);
   EXPECT_EQ(j["tasks"]["requeued"], 6);

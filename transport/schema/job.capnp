@@ -144,6 +144,9 @@ struct JobStatus {
   taskError @16 :Text;           # the last error of a quarantined task; empty when none was quarantined
   goodput @17 :GoodputReport;    # the latest report of the ring's rank 0 (docs/goodput.md); null: none
   workersLaunched @18 :UInt32;   # set by the runner: worker processes launched or queued (Slurm) and not ended
+  notice @19 :Text;              # the master's latest word for the job's console, which the runner prints
+                                 # once as it changes (a ring that lost every replica: what goes back to
+                                 # TODO, and why); empty: none
 }
 
 # CLI -> runner: change the number of workers.

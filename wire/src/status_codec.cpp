@@ -170,6 +170,7 @@ void write_job_status(schema::JobStatus::Builder b, const job_status& s) {
   b.setFault(s.fault);
   b.setEvaluating(s.evaluating);
   b.setTaskError(s.task_error);
+  b.setNotice(s.notice);
   if (s.goodput.valid) write_goodput(b.initGoodput(), s.goodput);
 }
 
@@ -193,6 +194,7 @@ job_status read_job_status(schema::JobStatus::Reader r) {
   s.fault = r.getFault().cStr();
   s.evaluating = r.getEvaluating().cStr();
   s.task_error = r.getTaskError().cStr();
+  s.notice = r.getNotice().cStr();
   if (r.hasGoodput()) s.goodput = read_goodput(r.getGoodput());
   return s;
 }
@@ -222,6 +224,7 @@ nlohmann::json to_json(const job_status& s) {
   if (!s.fault.empty()) j["fault"] = s.fault;
   if (!s.evaluating.empty()) j["evaluating"] = s.evaluating;
   if (!s.task_error.empty()) j["task_error"] = s.task_error;
+  if (!s.notice.empty()) j["notice"] = s.notice;
   if (!s.result_json.empty()) j["result"] = nlohmann::json::parse(s.result_json, nullptr, false);
   auto members = nlohmann::json::array();
   for (const auto& m : s.members)

@@ -345,12 +345,12 @@ caf::behavior dispenser(dispenser_actor* self, node_context* node, data_paths da
         flush(self);
         self->state.core->requeue_holder(holder, held_rows_of(rows));
       },
-      // {reopened, forgotten} and "", or {} and why not.
+      // {reopened, forgotten}, "" and what went back in words, or {}, why not and "".
       [=](restored_atom, std::uint64_t step) -> caf::message {
         flush(self);
         auto r = self->state.core->ring_restored(step);
-        if (!r) return caf::make_message(std::vector<std::uint64_t>{}, r.err().to_string());
-        return caf::make_message(std::vector<std::uint64_t>{r->done, r->trained}, std::string());
+        if (!r) return caf::make_message(std::vector<std::uint64_t>{}, r.err().to_string(), std::string());
+        return caf::make_message(std::vector<std::uint64_t>{r->done, r->trained}, std::string(), r->said);
       },
       [=](requeue_atom, const std::vector<std::string>& alive_holders) {
         flush(self);

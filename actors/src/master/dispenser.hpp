@@ -49,8 +49,12 @@ class task_dispenser {
   void requeue_expired();
   // The ring's replicas start again from a checkpoint of their first `step` steps (every replica
   // that had trained died): the DONE tasks applied at a later step back to TODO and the kept rows
-  // of a later step forgotten (task_journal::reopen_after), said in the log and the timeline.
-  expected<storage::task_journal::reopened_after> ring_restored(std::uint64_t step);
+  // of a later step forgotten (task_journal::reopen_after), said in the log and the timeline, and in
+  // `said` for the job's console (JobStatus.notice; empty when nothing went back).
+  struct ring_restart : storage::task_journal::reopened_after {
+    std::string said;
+  };
+  expected<ring_restart> ring_restored(std::uint64_t step);
   // The journal's counts and this dispenser's requeues and data epoch; nullopt when the journal fails.
   std::optional<wire::task_counts> counts() const;
   // A disk fault of the master's own files (empty: over): no task is handed out while it lasts.

@@ -38,27 +38,29 @@ void task_dispenser::requeue_expired() {
   }
 }
 
-expected<storage::task_journal::reopened_after> task_dispenser::ring_restored(std::uint64_t step) {
-  auto r = journal_->reopen_after(step);
-  if (!r) {
-    if (!disk_trouble(r.err())) spdlog::error("dispenser: task journal: {}", r.err().to_string());
-    return r.err();
+expected<task_dispenser::ring_restart> task_dispenser::ring_restored(std::uint64_t step) {
+  auto reopened = journal_->reopen_after(step);
+  if (!reopened) {
+    if (!disk_trouble(reopened.err()))
+      spdlog::error("dispenser: task journal: {}", reopened.err().to_string());
+    return reopened.err();
   }
+  ring_restart r{*reopened, {}};
   // Step 0: no checkpoint yet (a job's first ring finds no task done, and says nothing); the key
   // named, as the interval is the user's to shorten.
   const std::string from = step > 0 ? "its checkpoint of step " + std::to_string(step)
                                     : "its initial weights (no checkpoint yet: job.checkpoint_every_ms = " +
                                           std::to_string(node_.spec().job.checkpoint_every.count()) + ")";
-  if (r->done + r->trained == 0) {
+  if (r.done + r.trained == 0) {
     if (step > 0) spdlog::info("dispenser: the ring starts again from {}, which holds every task done", from);
     return r;
   }
-  const std::string what = std::to_string(r->done) + " DONE task(s) are trained again, and " +
-                           std::to_string(r->trained) + " partly trained task(s) from their first row";
-  spdlog::warn(
-      "dispenser: the ring starts again from {}: what later steps applied was lost with the replicas: {}",
-      from, what);
-  timeline_.requeue("", r->done + r->trained, "ring restored from " + from + ": " + what);
+  const std::string what = std::to_string(r.done) + " DONE task(s) are trained again, and " +
+                           std::to_string(r.trained) + " partly trained task(s) from their first row";
+  r.said =
+      "the ring starts again from " + from + ": what later steps applied was lost with the replicas: " + what;
+  spdlog::warn("dispenser: {}", r.said);
+  timeline_.requeue("", r.done + r.trained, "ring restored from " + from + ": " + what);
   return r;
 }
 

@@ -55,9 +55,12 @@ void on_ring_restored(master_actor* self, const message& m) {
   auto dispenser = st.names->get("dispenser");
   if (!dispenser) return answer_restored(self, m, {}, "the master has no dispenser now");
   self->request(dispenser, std::chrono::seconds(10), restored_atom::value, step)
-      .then([=](const std::vector<std::uint64_t>& n,
-                const std::string& error) { answer_restored(self, m, n, error); },
-            [=](caf::error& e) { answer_restored(self, m, {}, "the dispenser: " + caf::to_string(e)); });
+      .then(
+          [=](const std::vector<std::uint64_t>& n, const std::string& error, const std::string& said) {
+            if (!said.empty()) self->state.notice = said;  // for the job's console (JobStatus.notice)
+            answer_restored(self, m, n, error);
+          },
+          [=](caf::error& e) { answer_restored(self, m, {}, "the dispenser: " + caf::to_string(e)); });
 }
 
 }  // namespace troupe::actors

@@ -46,6 +46,7 @@ struct master_state {
   surviving_rows rows;  // what each worker's task would keep should it die (WorkerProgress.task)
   gpu_rendezvous gpu;
   std::shared_ptr<master_observer> obs;
+  std::string notice;  // the latest word for the job's console (JobStatus.notice); empty: none
   static inline const char* name = "master";
 };
 using master_actor = caf::stateful_actor<master_state>;

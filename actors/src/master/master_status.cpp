@@ -344,6 +344,7 @@ void send_status(master_actor* self, const message& request) {
   if (auto more = st.durable.job_fault(); !more.empty())
     s.fault.append(s.fault.empty() ? "" : "; ").append(more);
   if (st.outcome.counts) s.task_error = st.outcome.counts->last_failure;
+  s.notice = st.notice;
   if (st.outcome.eval && !st.outcome.finished) s.evaluating = st.outcome.eval->evaluating();
   s.finished = st.outcome.finished;
   s.result_json = st.outcome.result_json;

@@ -269,6 +269,7 @@ class runner {
   troupe::clock::time_point last_turn_{};    // watch_master's last call, on the system clock (real time)
   bool shutting_down_ = false;               // nodes are being stopped: exits are recorded, not relaunched
   std::optional<time_point> fault_since_;    // when the disk fault the master reports began
+  std::string notice_;                       // the master's last notice printed (JobStatus.notice)
   std::string outage_note_;                  // on the progress line while the cluster manager is away
   std::optional<time_point> last_progress_;  // the last progress line
   std::optional<std::uint64_t> samples_at_start_;  // samples_total in the first status: the final line's rate

@@ -100,9 +100,13 @@ void runner::poll_status(bool force) {
   o.body.initStatusRequest();
   auto reply = rpc_->call({"master", "master", std::move(o.out)}, std::chrono::milliseconds(1000));
   if (!reply) return;
-  bool ok = wire::guarded(
-      "status", [&] { watch_.answered(wire::read_job_status(reply->body().getJob().getJobStatus())); });
+  wire::job_status got;
+  bool ok =
+      wire::guarded("status", [&] { got = wire::read_job_status(reply->body().getJob().getJobStatus()); });
   if (!ok) return;
+  // The master's word for the console (a ring that lost every replica: the tasks trained again), once.
+  if (!got.notice.empty() && got.notice != notice_) spdlog::warn("{}", notice_ = got.notice);
+  watch_.answered(got);
   if (auto* m = slots_.find("master")) m->joined = true;
 }
 

@@ -47,6 +47,7 @@ struct job_status {
   std::string fault;        // a disk fault pausing the job; empty when none
   std::string evaluating;   // who evaluates the trained model now; empty when nobody does
   std::string task_error;   // the last error of a quarantined task; empty when none was quarantined
+  std::string notice;       // the master's latest word for the job's console (JobStatus.notice)
   std::vector<cluster::member> members;
   goodput_report goodput;  // the latest of the ring's rank 0; valid false: none
   // loss: NaN until a progress window with a step has passed.
@@ -66,6 +67,7 @@ job_status read_job_status(schema::JobStatus::Reader r);
 // done, failed, requeued}, data_epoch, data_epochs, samples_per_sec, loss, samples_total, restarts,
 // finished, fault (only while a disk fault pauses the job), loss (null before the first step),
 // evaluating (who evaluates the model, while one does), task_error (once a task is quarantined),
+// notice (the master's latest word for the console, once it has one),
 // result (the parsed result JSON, once finished), members[{node, role, address, pid, state}], goodput
 // (goodput_report.hpp; only when a worker reported one).
 nlohmann::json to_json(const job_status& s);
