@@ -1,12 +1,19 @@
-// The Slurm launcher's fence against scripts standing in for Slurm's commands (tests/slurm fences a
-// real SIGSTOPped job): a fenced node is killed (scancel --batch --signal=9), never cancelled
-// while it runs (a cancel is SIGCONT then SIGTERM: a stopped node woke and left cleanly). A refused
-// signal is tried again; only a job Slurm says is PENDING is cancelled; one Slurm says is over is
-// no node any more.
+// The Slurm launcher's fence, signals and launch against scripts standing in for Slurm's commands
+// (tests/slurm fences a real SIGSTOPped job): fence() returns at once and the watcher kills the node
+// (scancel --batch --signal=9), never cancels it while it runs (a cancel is SIGCONT then SIGTERM: a
+// stopped node woke and left cleanly). A refused signal is tried again at the next look; only a job
+// Slurm says is PENDING is cancelled; one Slurm says is over is left alone. While the controller
+// does not answer, fences and signals wait for it without holding their caller (the runner's loop),
+// and a launch fails at once.
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
+#include <thread>
 
 #include "launcher_fixtures.hpp"
 #include "troupe/cluster/errc.hpp"
@@ -18,22 +25,28 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Slurm's commands as scripts in a temporary directory: sbatch answers job 4242; squeue says the
-// job is `state`; scancel writes each call's arguments to calls.log, and refuses its first
-// `refusals` signals with `refusal` (a plain cancel always succeeds).
+constexpr auto look = 10min;  // the watcher's poll_interval, on the manual clock
+
+// Slurm's commands as scripts in a temporary directory: sbatch answers job 4242; squeue lists the
+// job as `listed` and says it is `asked` when asked for its state alone, or fails as a controller
+// that does not answer while the file `down` exists; scancel writes each call's arguments to
+// calls.log, and refuses its first `refusals` signals with `refusal` (a plain cancel succeeds).
 struct fake_slurm {
   temp_dir bin;
   manual_clock clk;
   std::unique_ptr<slurm::launcher> l;
 
-  fake_slurm(const std::string& state, int refusals, const std::string& refusal) {
-    write_tool(bin.str(), "sinfo", "echo 0/4/0/4");
-    write_tool(bin.str(), "sbatch", "echo 4242");
-    write_tool(
-        bin.str(), "squeue",
-        "case \"$*\" in *'%i|%T'*) echo '4242|" + state + "|h1|None' ;; *) echo " + state + " ;; esac");
+  fake_slurm(const std::string& listed, const std::string& asked, int refusals, const std::string& refusal) {
     const std::string dir = bin.str();
-    write_tool(bin.str(), "scancel",
+    write_tool(dir, "sinfo", "echo 0/4/0/4");
+    write_tool(dir, "sbatch", "echo \"$*\" >> " + dir + "/sbatch.log\necho 4242");
+    write_tool(dir, "squeue",
+               "if [ -e " + dir +
+                   "/down ]; then echo 'squeue: error: Unable to contact slurm controller (connect "
+                   "failure)' >&2; exit 1; fi\n"
+                   "case \"$*\" in *'%i|%T'*) echo '4242|" +
+                   listed + "|h1|None' ;; *) echo " + asked + " ;; esac");
+    write_tool(dir, "scancel",
                "echo \"$*\" >> " + dir +
                    "/calls.log\n"
                    "case \"$*\" in *--signal*) ;; *) exit 0 ;; esac\n"
@@ -47,71 +60,160 @@ struct fake_slurm {
                    "exit 0");
   }
 
+  void set_down(bool down) {
+    const auto flag = bin.str() + "/down";
+    if (down)
+      std::ofstream{flag};
+    else
+      std::filesystem::remove(flag);
+  }
+
   std::unique_ptr<slurm::launcher> launcher() {
     launcher_options lo;
     lo.clock = clk;
     slurm::options so;
     so.bin_dir = bin.str();
-    so.poll_interval = 10min;  // the watcher looks once, then naps past the test
+    so.poll_interval = look;  // the watcher looks when the clock moves by this, or a fence asks
     so.command_timeout = 1h;
     auto l = slurm::launcher::create(lo, so);
     EXPECT_TRUE(l) << l.err().to_string();
     return l ? std::move(*l) : nullptr;
   }
 
-  // Launches a node (Slurm job 4242) and fences it.
+  expected<node_handle> launch(const std::string& name = "worker-0") {
+    node_spec spec;
+    spec.id = {name, 1};
+    spec.argv = {"troupe", "node"};
+    return l->launch(spec);
+  }
+
+  // Launches a node (Slurm job 4242) and fences it; the clock must not move meanwhile.
   expected<void> fence_a_node() {
     l = launcher();
     if (!l) return make_unexpected(cluster_errc::launch_failed, "no launcher");
-    node_spec spec;
-    spec.id = {"worker-0", 1};
-    spec.argv = {"troupe", "node"};
-    auto h = l->launch(spec);
+    auto h = launch();
     if (!h) return h.err();
-    return l->fence(*h);
+    const auto t0 = clk.now();
+    auto r = l->fence(*h);
+    EXPECT_EQ(clk.now(), t0) << "fence() waited on the launcher's clock";
+    return r;
   }
 
-  std::string calls() const {
-    std::ifstream in(bin.str() + "/calls.log");
+  std::string calls(const std::string& log = "calls.log") const {
+    std::ifstream in(bin.str() + "/" + log);
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
   }
+
+  // Lets the watcher look again and again (the clock moved by a poll_interval each time) until
+  // `done`; false after 200 looks.
+  bool looks_until(const std::function<bool()>& done) {
+    for (int i = 0; i < 200; ++i) {
+      if (done()) return true;
+      std::this_thread::sleep_for(50ms);
+      clk.advance(look);
+    }
+    return done();
+  }
+  // `n` more looks, for what must not happen.
+  void looks(int n) {
+    for (int i = 0; i < n; ++i) {
+      std::this_thread::sleep_for(50ms);
+      clk.advance(look);
+    }
+    std::this_thread::sleep_for(100ms);
+  }
 };
 
+const std::string kill_call = "--batch --signal=9 4242\n";
+
 TEST(slurm_fence, a_refused_signal_is_tried_again_and_a_running_job_is_never_cancelled) {
-  fake_slurm slurm("RUNNING", 2, "scancel: error: Unable to contact slurm controller (connect failure)");
+  fake_slurm slurm("RUNNING", "RUNNING", 2, "scancel: error: Job/step already completing or completed");
   auto fenced = slurm.fence_a_node();
   ASSERT_TRUE(fenced) << fenced.err().to_string();
-  EXPECT_EQ(slurm.calls(), "--batch --signal=9 4242\n--batch --signal=9 4242\n--batch --signal=9 4242\n")
-      << "killed on the third try (a KILL to the batch step), never a plain cancel";
+  const std::string three = kill_call + kill_call + kill_call;
+  EXPECT_TRUE(slurm.looks_until([&] { return slurm.calls() == three; })) << slurm.calls();
+  slurm.looks(3);
+  EXPECT_EQ(slurm.calls(), three) << "killed on the third try (a KILL to the batch step), never a plain "
+                                     "cancel, and not again once killed";
 }
 
 TEST(slurm_fence, a_job_slurm_has_not_started_is_cancelled) {
-  fake_slurm slurm("PENDING", 100, "scancel: error: Job is pending execution");
+  fake_slurm slurm("PENDING", "PENDING", 100, "scancel: error: Job is pending execution");
   auto fenced = slurm.fence_a_node();
   ASSERT_TRUE(fenced) << fenced.err().to_string();
-  EXPECT_EQ(slurm.calls(), "--batch --signal=9 4242\n4242\n");
+  EXPECT_TRUE(slurm.looks_until([&] { return slurm.calls() == kill_call + "4242\n"; })) << slurm.calls();
+  slurm.looks(3);
+  EXPECT_EQ(slurm.calls(), kill_call + "4242\n");
 }
 
-TEST(slurm_fence, a_job_slurm_says_is_over_is_no_node_and_is_not_cancelled) {
-  fake_slurm slurm("COMPLETED", 100, "scancel: error: Job/step already completing or completed");
+TEST(slurm_fence, a_job_slurm_says_is_over_is_left_alone) {
+  fake_slurm slurm("RUNNING", "COMPLETING", 100, "scancel: error: Job/step already completing or completed");
   auto fenced = slurm.fence_a_node();
+  ASSERT_TRUE(fenced) << fenced.err().to_string();
+  EXPECT_TRUE(slurm.looks_until([&] { return slurm.calls() == kill_call; })) << slurm.calls();
+  slurm.looks(3);
+  EXPECT_EQ(slurm.calls(), kill_call) << "neither cancelled nor signalled again";
+}
+
+// The runner's loop calls fence(): before, the fence tried scancel until command_timeout there, and
+// the job had no progress line and no node handling for the outage's first 20 s.
+TEST(slurm_fence, a_fence_while_the_controller_does_not_answer_returns_at_once_and_kills_when_it_answers) {
+  fake_slurm slurm("RUNNING", "RUNNING", 0, "");
+  slurm.set_down(true);
+  auto fenced = slurm.fence_a_node();
+  ASSERT_TRUE(fenced) << fenced.err().to_string();
+  EXPECT_TRUE(slurm.looks_until([&] { return slurm.l->outage().has_value(); })) << "no outage seen";
+  slurm.looks(3);
+  EXPECT_EQ(slurm.calls(), "") << "no scancel while squeue fails: each would wait out Slurm's own retries";
+  slurm.set_down(false);
+  EXPECT_TRUE(slurm.looks_until([&] { return slurm.calls() == kill_call; })) << slurm.calls();
+  EXPECT_FALSE(slurm.l->outage().has_value());
+}
+
+// A signal (a `troupe scale` down's SIGTERM) asked while the controller does not answer goes out
+// when it answers, in order, once; a launch meanwhile fails at once (sbatch would wait out Slurm's
+// retries) and names the controller.
+TEST(slurm_fence, signals_wait_for_the_controller_and_a_launch_fails_at_once_while_it_does_not_answer) {
+  fake_slurm slurm("RUNNING", "RUNNING", 0, "");
+  slurm.l = slurm.launcher();
+  ASSERT_TRUE(slurm.l);
+  auto h = slurm.launch();
+  ASSERT_TRUE(h) << h.err().to_string();
+  slurm.set_down(true);
+  ASSERT_TRUE(slurm.looks_until([&] { return slurm.l->outage().has_value(); })) << "no outage seen";
+  const auto t0 = slurm.clk.now();
+  ASSERT_TRUE(slurm.l->signal(*h, SIGTERM));
+  ASSERT_TRUE(slurm.l->signal(*h, SIGUSR1));
+  auto second = slurm.launch("worker-1");
+  EXPECT_EQ(slurm.clk.now(), t0) << "signal() or launch() waited on the launcher's clock";
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.err().code(), make_error_code(cluster_errc::launch_failed));
+  EXPECT_NE(second.err().to_string().find("does not answer"), std::string::npos) << second.err().to_string();
+  const auto submitted = slurm.calls("sbatch.log");
+  EXPECT_EQ(std::count(submitted.begin(), submitted.end(), '\n'), 1) << "sbatch ran again:\n" << submitted;
+  slurm.looks(3);
+  EXPECT_EQ(slurm.calls(), "");
+  slurm.set_down(false);
+  const std::string both = "--full --signal=15 4242\n--full --signal=10 4242\n";
+  EXPECT_TRUE(slurm.looks_until([&] { return slurm.calls() == both; })) << slurm.calls();
+  slurm.looks(3);
+  EXPECT_EQ(slurm.calls(), both) << "sent once each";
+  EXPECT_TRUE(slurm.launch("worker-1")) << "the controller answers: a launch goes through";
+}
+
+TEST(slurm_fence, a_node_already_reported_is_no_node) {
+  fake_slurm slurm("COMPLETED", "COMPLETED", 0, "");
+  slurm.l = slurm.launcher();
+  ASSERT_TRUE(slurm.l);
+  auto h = slurm.launch();
+  ASSERT_TRUE(h) << h.err().to_string();
+  ASSERT_TRUE(slurm.looks_until([&] { return slurm.l->running().empty(); })) << "no exit report";
+  auto fenced = slurm.l->fence(*h);
   ASSERT_FALSE(fenced);
   EXPECT_EQ(fenced.err().code(), make_error_code(cluster_errc::no_such_node));
-  EXPECT_NE(fenced.err().to_string().find("COMPLETED"), std::string::npos) << fenced.err().to_string();
-  EXPECT_EQ(slurm.calls(), "--batch --signal=9 4242\n");
-}
-
-TEST(slurm_fence, a_signal_refused_until_the_limit_is_the_fences_error) {
-  fake_slurm slurm("RUNNING", 1000, "scancel: error: Unable to contact slurm controller (connect failure)");
-  const auto t0 = slurm.clk.now();
-  auto fenced = slurm.fence_a_node();
-  ASSERT_FALSE(fenced);
-  EXPECT_NE(fenced.err().to_string().find("Unable to contact"), std::string::npos)
-      << fenced.err().to_string();
-  EXPECT_GE(slurm.clk.now() - t0, 1h) << "it gave up only at command_timeout on its clock";
-  EXPECT_EQ(slurm.calls().find("\n4242\n"), std::string::npos) << "never cancelled:\n" << slurm.calls();
+  EXPECT_EQ(slurm.calls(), "");
 }
 
 }  // namespace

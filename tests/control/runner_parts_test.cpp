@@ -68,6 +68,7 @@ class fake_launcher final : public cluster::launcher {
     auto it = queued.find(h.id.name);
     return it == queued.end() ? std::string() : it->second;
   }
+  std::optional<outage_info> outage() const override { return down; }
 
   // The running handle of `name` (the latest launched).
   cluster::node_handle handle_of(const std::string& name) const {
@@ -89,7 +90,8 @@ class fake_launcher final : public cluster::launcher {
   std::set<std::string> ended;  // reaped: poll() has their status, their exit report is on its way
   std::map<std::string, std::string> queued;  // name -> why it waits (waiting_why)
   bool refuse = false;
-  std::size_t slots = 0;  // > 0: launches past this many running nodes find no room
+  std::optional<outage_info> down;  // the cluster manager does not answer (launch refuses meanwhile)
+  std::size_t slots = 0;            // > 0: launches past this many running nodes find no room
 
  private:
   std::uint64_t serial_ = 0;
@@ -445,6 +447,35 @@ TEST_F(slots_fixture, scale_clamps_to_the_job_bounds_and_a_refused_launch_is_an_
   auto r = table.scale_to(3);
   EXPECT_NE(r.error.find("cannot launch worker-6"), std::string::npos) << r.error;
   EXPECT_FALSE(table.find("worker-6"));
+}
+
+// A node whose relaunch comes due while the cluster manager does not answer (its exit reported just
+// before slurmctld went down): not the job's failure ("cannot relaunch ps-0" failed it), tried each
+// second until the manager answers.
+TEST_F(slots_fixture, a_relaunch_due_while_the_cluster_manager_does_not_answer_waits_for_it) {
+  ASSERT_TRUE(table.start(cluster::node_role::ps, 0));
+  auto v = exit("ps-0");
+  ASSERT_EQ(v.what, exit_verdict::kind::died);
+  table.died(*v.slot, crashed());
+  launcher.refuse = true;
+  launcher.down = cluster::launcher::outage_info{"squeue: Unable to contact slurm controller", clock.now()};
+  EXPECT_TRUE(table.relaunch_due().empty()) << "an outage failed the job";
+  EXPECT_EQ(table.next_relaunch(), clock.now() + 1s);
+  clock.advance(1s);
+  EXPECT_TRUE(table.relaunch_due().empty());
+  EXPECT_EQ(launcher.launches_of("ps-0"), 1u);
+  launcher.refuse = false;
+  launcher.down.reset();
+  clock.advance(1s);
+  EXPECT_TRUE(table.relaunch_due().empty());
+  EXPECT_EQ(launcher.launches_of("ps-0"), 2u);
+  EXPECT_TRUE(table.find("ps-0")->handle);
+  // Refused with the manager answering: the job's failure, as before.
+  v = exit("ps-0");
+  table.died(*v.slot, crashed());
+  launcher.refuse = true;
+  clock.advance(10s);
+  EXPECT_EQ(table.relaunch_due().size(), 1u);
 }
 
 // The hosts' slots full (cluster.hosts), at the start or on a `troupe scale` past them: the job goes

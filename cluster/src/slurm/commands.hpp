@@ -84,6 +84,11 @@ expected<long> submit(const node_spec& spec, const std::string& program, const o
 expected<void> signal_job(long job, int sig, const options& so);
 // `squeue -h -t all -j JOB -o %T`: its state, "" when Slurm no longer lists it.
 expected<std::string> job_state(long job, const options& so);
+// One try at fencing job JOB (the launcher's fence): killed (signal_job SIGKILL), never cancelled
+// while it runs; cancelled (`scancel JOB`) when Slurm says it has not started; nothing to do when
+// Slurm says it is over or no longer lists it. Errors: the refused kill (scancel's message; under
+// load Slurm refuses a running job too) or the failed squeue, for the caller to try again.
+expected<void> fence_job(long job, const options& so);
 expected<long> preempt_job(long job, const std::string& partition, double seconds, const options& so);
 
 // True for the states after which a job never runs again (with --no-requeue).

@@ -1,7 +1,8 @@
-// One-off Slurm jobs (commands.hpp): a node's sbatch; and the faults `troupe chaos` injects into
+// One-off Slurm jobs (commands.hpp): a node's sbatch; the faults `troupe chaos` injects into
 // nodes that run as Slurm jobs, wherever they run: a signal through slurmctld (`scancel --full
 // --signal`, a kill `--batch`), and preemption on demand by a job of the high-priority partition
-// that takes the node's host whole.
+// that takes the node's host whole; the launcher's fence of one node; and the cancel of every job
+// a killed owner recorded.
 #include <signal.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "slurm/commands.hpp"
 #include "troupe/cluster/errc.hpp"
+#include "troupe/cluster/slurm/launcher.hpp"
 
 namespace troupe::cluster::slurm {
 
@@ -48,6 +50,27 @@ expected<std::string> job_state(long job, const options& so) {
   return s;
 }
 
+expected<void> fence_job(long job, const options& so) {
+  // A fenced node must not act again: killed at once (signal_job), not cancelled (a SIGTERM after
+  // a SIGCONT, on which a stopped node woke up and left cleanly). A refused signal is an error, to
+  // try again (under load scancel fails for a running job too: a cancel then woke a SIGSTOPped
+  // node, which ran on); only a job Slurm says has not started yet is cancelled, and one Slurm says
+  // is over is no node any more.
+  auto killed = signal_job(job, SIGKILL, so);
+  if (killed) return {};
+  auto state = job_state(job, so);
+  if (!state) return state.err();
+  if (*state == "PENDING" || *state == "CONFIGURING") {
+    auto r = run_tool({"scancel", std::to_string(job)}, so.bin_dir, so.command_timeout);
+    if (!r) return r.err();
+    if (r->code != 0)
+      return make_unexpected(cluster_errc::launch_failed, "scancel " + std::to_string(job) + ": " + said(*r));
+    return {};
+  }
+  if (state->empty() || terminal_state(*state) || *state == "COMPLETING") return {};
+  return killed.err();
+}
+
 expected<long> preempt_job(long job, const std::string& partition, double seconds, const options& so) {
   auto q =
       run_tool({"squeue", "-h", "-j", std::to_string(job), "-o", "%N|%T"}, so.bin_dir, so.command_timeout);
@@ -79,6 +102,25 @@ expected<long> preempt_job(long job, const std::string& partition, double second
     return make_unexpected(cluster_errc::launch_failed, "sbatch of the preempting job: " + said(*r));
   if (!so.jobs_file.empty()) std::ofstream(so.jobs_file, std::ios::app) << id << "\n";
   return id;
+}
+
+expected<int> launcher::cancel_recorded(const std::string& jobs_file, const options& so) {
+  std::ifstream in(jobs_file);
+  if (!in) return 0;
+  std::vector<std::string> argv = {"scancel"};
+  long id;
+  while (in >> id) argv.push_back(std::to_string(id));
+  if (argv.size() == 1) return 0;
+  auto q = run_tool({"squeue", "-h", "-o", "%i|%T"}, so.bin_dir, so.command_timeout);
+  if (!q) return q.err();
+  auto live = parse_squeue(q->out);
+  std::vector<std::string> cancel = {"scancel"};
+  for (std::size_t i = 1; i < argv.size(); ++i)
+    if (live.count(std::atol(argv[i].c_str()))) cancel.push_back(argv[i]);
+  if (cancel.size() == 1) return 0;
+  auto r = run_tool(cancel, so.bin_dir, so.command_timeout);
+  if (!r) return r.err();
+  return static_cast<int>(cancel.size() - 1);
 }
 
 }  // namespace troupe::cluster::slurm

@@ -279,7 +279,8 @@ void runner::fence_dead_nodes() {
                              [](const cluster::member& m) { return m.id.name == "master"; });
   if (master == st.members.end()) return;
   for (auto* slot : slots_.declared_dead(st.members, master->id.incarnation)) {
-    spdlog::warn("{} declared dead by the master: fencing it", slot->id.to_string());
+    spdlog::warn("{} declared dead by the master: fencing it{}", slot->id.to_string(),
+                 launcher_ && launcher_->outage() ? " once the cluster manager answers again" : "");
     // Its host may be cut off (a partition): its replacement goes to another host with room first
     // (it went straight back to the freed slot there, and waited out a 30 s connect timeout).
     if (slot->handle && launcher_)

@@ -114,7 +114,14 @@ std::vector<relaunch_failure> slot_table::relaunch_due() {
     if (!slot.relaunch_at || *slot.relaunch_at > now) continue;
     slot.relaunch_at.reset();
     if (!slot.wanted || slot.handle) continue;
-    if (auto r = launch(slot); !r) failed.push_back({name, r.err()});
+    if (auto r = launch(slot); !r) {
+      // The cluster manager does not answer (the exit came just before it went): not the node's
+      // failure, nor the job's; tried again each second until it answers.
+      if (launcher_->outage())
+        slot.relaunch_at = now + std::chrono::seconds(1);
+      else
+        failed.push_back({name, r.err()});
+    }
   }
   return failed;
 }

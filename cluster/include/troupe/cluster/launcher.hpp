@@ -140,9 +140,10 @@ class launcher {
   virtual expected<node_handle> launch(const node_spec& spec) = 0;
   // Sends `sig` to the node's process group. Errors: no_such_node once the node has been reaped.
   virtual expected<void> signal(const node_handle& h, int sig) = 0;
-  // Fences the node (local: SIGKILL to its process group, which ends a stopped process too; a
-  // batch scheduler would cancel the job step). Its exit report follows as for any exit. Errors:
-  // no_such_node once the node has been reaped.
+  // Fences the node (local: SIGKILL to its process group, which ends a stopped process too; Slurm:
+  // a KILL to the job's batch step, sent by its watcher, so this returns at once even while the
+  // controller does not answer). Its exit report follows as for any exit. Errors: no_such_node
+  // once the node has been reaped.
   virtual expected<void> fence(const node_handle& h) = 0;
   // The final status once the node was reaped, nullopt while it runs. Errors: no_such_node for a
   // handle this launcher never issued.

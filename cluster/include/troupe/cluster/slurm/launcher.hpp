@@ -24,6 +24,11 @@
 //   partition's CPU count (sinfo), reserved() what the running (not pending) nodes asked for.
 // - When the Slurm commands fail (slurmctld down), running nodes keep their state and
 //   last_error() says why; reports resume when the controller answers again.
+// - fence() and signal() return at once: the watcher sends them at its next look that squeue
+//   answers, so while the controller does not answer they wait for it (the runner's loop calls
+//   them, and must not wait out Slurm's own retries: 9 s a command, 18 s for scancel --signal).
+//   launch() fails at once while squeue fails (launch_failed, "the Slurm controller does not
+//   answer"), for its caller to submit again when it answers.
 #pragma once
 
 #include <chrono>
@@ -60,10 +65,14 @@ class launcher final : public cluster::launcher {
   launcher& operator=(const launcher&) = delete;
 
   expected<node_handle> launch(const node_spec& spec) override;
+  // Returns at once (errors: no_such_node once the node was reported); the watcher sends it as
+  // the notes above say; a signal Slurm refuses for a job that is over is dropped, one the
+  // controller did not take is sent again at the next look.
   expected<void> signal(const node_handle& h, int sig) override;
-  // `scancel <id>`: the job ends CANCELLED and its processes die. Slurm sends a stopped process
-  // SIGCONT before it kills it (even with --signal=KILL), so a hung node may run for an instant
-  // first: what it then says is refused by its stale membership epoch, not stopped by this call.
+  // Returns at once (errors: no_such_node once the node was reported); the watcher thread kills the
+  // job (`scancel --batch --signal=9 <id>`: a stopped process dies stopped; a job not started yet
+  // is cancelled) at its next look, and while the controller does not answer, as soon as it does,
+  // trying again while Slurm refuses. The exit report follows as for any exit.
   expected<void> fence(const node_handle& h) override;
   expected<std::optional<exit_status>> poll(const node_handle& h) const override;
   expected<exit_status> wait(const node_handle& h, std::chrono::milliseconds timeout) override;
