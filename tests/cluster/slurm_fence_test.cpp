@@ -87,11 +87,16 @@ struct fake_slurm {
     return l->launch(spec);
   }
 
-  // Launches a node (Slurm job 4242) and fences it; the clock must not move meanwhile.
-  expected<void> fence_a_node() {
+  // Makes the launcher and launches a node (Slurm job 4242) with it.
+  expected<node_handle> start() {
     l = launcher();
     if (!l) return make_unexpected(cluster_errc::launch_failed, "no launcher");
-    auto h = launch();
+    return launch();
+  }
+
+  // Launches a node and fences it; the clock must not move meanwhile.
+  expected<void> fence_a_node() {
+    auto h = start();
     if (!h) return h.err();
     const auto t0 = clk.now();
     auto r = l->fence(*h);
@@ -177,9 +182,7 @@ TEST(slurm_fence, a_fence_while_the_controller_does_not_answer_returns_at_once_a
 // retries) and names the controller.
 TEST(slurm_fence, signals_wait_for_the_controller_and_a_launch_fails_at_once_while_it_does_not_answer) {
   fake_slurm slurm("RUNNING", "RUNNING", 0, "");
-  slurm.l = slurm.launcher();
-  ASSERT_TRUE(slurm.l);
-  auto h = slurm.launch();
+  auto h = slurm.start();
   ASSERT_TRUE(h) << h.err().to_string();
   slurm.set_down(true);
   ASSERT_TRUE(slurm.looks_until([&] { return slurm.l->outage().has_value(); })) << "no outage seen";
@@ -205,9 +208,7 @@ TEST(slurm_fence, signals_wait_for_the_controller_and_a_launch_fails_at_once_whi
 
 TEST(slurm_fence, a_node_already_reported_is_no_node) {
   fake_slurm slurm("COMPLETED", "COMPLETED", 0, "");
-  slurm.l = slurm.launcher();
-  ASSERT_TRUE(slurm.l);
-  auto h = slurm.launch();
+  auto h = slurm.start();
   ASSERT_TRUE(h) << h.err().to_string();
   ASSERT_TRUE(slurm.looks_until([&] { return slurm.l->running().empty(); })) << "no exit report";
   auto fenced = slurm.l->fence(*h);

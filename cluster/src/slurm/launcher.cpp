@@ -150,7 +150,7 @@ void launcher::kill_all() noexcept {
     while (!impl_->active_jobs().empty() && clk.now() < deadline) {
       if (!cancelled) {
         auto r = impl_->tool(argv);
-        cancelled = r && (r->code == 0 || r->err.find("contact") == std::string::npos);
+        cancelled = impl::taken(r);
         if (!cancelled) impl_->note_error("scancel: " + (r ? r->err : r.err().to_string()));
       }
       impl_->poll_once();

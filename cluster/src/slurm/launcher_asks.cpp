@@ -31,9 +31,7 @@ bool launcher::impl::send_signal(long job, int sig, const std::string& state) co
   if (sig != SIGKILL && state != "PENDING")
     argv.insert(argv.end(), {"--full", "--signal=" + std::to_string(sig)});
   argv.push_back(std::to_string(job));
-  auto r = tool(argv);
-  // Refused for a job that is over ("Invalid job id", "already completing"): nothing to send.
-  return r && (r->code == 0 || r->err.find("contact") == std::string::npos);
+  return taken(tool(argv));
 }
 
 void launcher::impl::send_asked() {
@@ -55,10 +53,12 @@ void launcher::impl::send_asked() {
       auto done = fence_job(a.h.pid, so);
       std::lock_guard lock(mu);
       auto& n = nodes[a.h.serial];
-      if (done)
-        n.fence = false, n.signals.clear();
-      else
+      if (done) {
+        n.fence = false;
+        n.signals.clear();
+      } else {
         last_error = "fence " + a.h.id.to_string() + ": " + done.err().to_string() + "; again";
+      }
       continue;
     }
     std::size_t sent = 0;

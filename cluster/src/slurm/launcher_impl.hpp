@@ -51,6 +51,11 @@ struct launcher::impl {
   expected<tool_result> tool(const std::vector<std::string>& argv) const {
     return run_tool(argv, so.bin_dir, so.command_timeout, 0, lo.clock);
   }
+  // The controller took a scancel: done, or refused for a reason of Slurm's own (a job that is
+  // over: "Invalid job id", "already completing"), not for want of contact; else try again.
+  static bool taken(const expected<tool_result>& r) {
+    return r && (r->code == 0 || r->err.find("contact") == std::string::npos);
+  }
   void record(long job) const {
     if (so.jobs_file.empty()) return;
     std::ofstream(so.jobs_file, std::ios::app) << job << "\n";
