@@ -38,7 +38,9 @@ struct fake_slurm {
 
   fake_slurm(const std::string& listed, const std::string& asked, int refusals, const std::string& refusal) {
     const std::string dir = bin.str();
-    write_tool(dir, "sinfo", "echo 0/4/0/4");
+    write_tool(
+        dir, "sinfo",
+        "echo \"$*\" >> " + dir + "/sinfo.log\ncase \"$*\" in *'-n '*) echo h1 ;; *) echo 0/4/0/4 ;; esac");
     write_tool(dir, "sbatch", "echo \"$*\" >> " + dir + "/sbatch.log\necho 4242");
     write_tool(dir, "squeue",
                "if [ -e " + dir +
@@ -204,6 +206,28 @@ TEST(slurm_fence, signals_wait_for_the_controller_and_a_launch_fails_at_once_whi
   slurm.looks(3);
   EXPECT_EQ(slurm.calls(), both) << "sent once each";
   EXPECT_TRUE(slurm.launch("worker-1")) << "the controller answers: a launch goes through";
+}
+
+// `troupe scale --host` checks the host on the runner's io thread: while the controller does not
+// answer, at once and without sinfo (which would wait out Slurm's retries, 9 s), and again once it does.
+TEST(slurm_fence, a_host_is_checked_at_once_while_the_controller_does_not_answer) {
+  fake_slurm slurm("RUNNING", "RUNNING", 0, "");
+  auto h = slurm.start();
+  ASSERT_TRUE(h) << h.err().to_string();
+  ASSERT_TRUE(slurm.l->check_host("h1"));
+  slurm.set_down(true);
+  ASSERT_TRUE(slurm.looks_until([&] { return slurm.l->outage().has_value(); })) << "no outage seen";
+  const auto asked = slurm.calls("sinfo.log");
+  auto refused = slurm.l->check_host("h1");
+  ASSERT_FALSE(refused);
+  EXPECT_NE(
+      refused.err().to_string().find("host 'h1' cannot be checked: the Slurm controller does not answer"),
+      std::string::npos)
+      << refused.err().to_string();
+  EXPECT_EQ(slurm.calls("sinfo.log"), asked) << "sinfo ran during the outage";
+  slurm.set_down(false);
+  ASSERT_TRUE(slurm.looks_until([&] { return !slurm.l->outage().has_value(); }));
+  EXPECT_TRUE(slurm.l->check_host("h1"));
 }
 
 TEST(slurm_fence, a_node_already_reported_is_no_node) {

@@ -193,7 +193,14 @@ std::string launcher::last_error() const {
   return impl_->last_error;
 }
 
+// Called by the runner's io thread (troupe scale --host): while squeue fails, sinfo would too, after
+// Slurm's own retries (9 s of that thread), so the host is refused at once.
 expected<void> launcher::check_host(const std::string& host) const {
+  if (auto o = outage())
+    return make_unexpected(cluster_errc::launch_failed, "host '" + host +
+                                                            "' cannot be checked: the Slurm controller does "
+                                                            "not answer (" +
+                                                            o->why + "); try again once it does");
   return worker_host(host, impl_->so);
 }
 
