@@ -176,6 +176,10 @@ std::uint64_t optimizer_steps(const storage::shard_state& s) {
   return steps;
 }
 
+std::uint64_t held_steps(const loaded_state& s) {
+  return std::max(s.meta.step, optimizer_steps(s.state));
+}
+
 expected<loaded_state> job_state(const state_places& places) {
   std::optional<loaded_state> out;
   for (const auto* dir : {&places.final_dir, &places.ring_dir}) {

@@ -7,7 +7,11 @@
 // (a step interrupted by a dead peer) are tested here too, on the same fixture.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -15,7 +19,10 @@
 #include "in_process_ring.hpp"
 #include "troupe/actors/strategy.hpp"
 #include "troupe/collective/ring.hpp"
+#include "troupe/model/state.hpp"
 #include "worker/backends/cuda_backend.hpp"
+#include "worker/replica_checkpoint.hpp"
+#include "worker/replica_state.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -420,6 +427,132 @@ TEST_F(gpu_sync, cpu_allreduce_round_with_an_idle_rank_steps_at_its_share_of_the
   auto pa = params_of(a);
   EXPECT_EQ(pa, params_of(b)) << "replicas diverged";
   expect_close(pa, params_of(lone));
+}
+
+// The ring's checkpoint as the strategies see it: `params` and the checkpoint's `step`.
+struct step_store final : replica_store {
+  std::vector<float> params;
+  std::uint64_t step = 0;
+  std::atomic<int> restores{0};
+  expected<std::optional<std::uint64_t>> restore_latest(trainer_backend& b,
+                                                        std::vector<float>* strategy_state) override {
+    ++restores;
+    auto p = b.parameters();
+    EXPECT_EQ(p.size(), params.size());
+    std::copy(params.begin(), params.end(), p.begin());
+    if (auto h = b.from_host(host_copy::parameters); !h) return h.err();
+    if (strategy_state) strategy_state->clear();
+    return std::optional<std::uint64_t>(step);
+  }
+};
+
+// The device path's tasks report the ring's step (strategy::checkpointed_step: every replica applies
+// every step), and a ring that finds no trained replica starts again from the ring's checkpoint and
+// counts on from its step on every rank: the held tasks' rows kept after it are forgotten on every
+// rank (worker_context::replicas_restarted), and a rank whose offered batch was cut after them trains
+// nothing in that step. Before 2026-12-07 the device path reported step 0: what it trained was kept
+// by no hand-back and no killed worker's progress, nor trained again when the whole ring was lost.
+TEST_F(gpu_sync, the_device_path_reports_the_rings_steps_and_counts_on_from_a_restored_checkpoint) {
+  shared_ring ring(2);
+  shared_rendezvous rv;
+  replica a, b;
+  init_gpu(a, ring, 0, rv, "GPU-same");
+  init_gpu(b, ring, 1, rv, "GPU-same");
+  EXPECT_EQ(a.strat->checkpointed_step(*a.ctx), 0u);
+  train({&a, &b}, {8, 5}, 6);
+  EXPECT_EQ(a.strat->checkpointed_step(*a.ctx), 6u);
+  EXPECT_EQ(b.strat->checkpointed_step(*b.ctx), 6u);
+
+  // Both die; their replacements find the ring's checkpoint: a's weights at a step past 2^24 (a float
+  // holds it inexactly).
+  step_store store;
+  store.step = 20'000'003;
+  ASSERT_TRUE(a.backend->to_host(host_copy::parameters));
+  store.params.assign(a.backend->parameters().begin(), a.backend->parameters().end());
+  shared_ring ring2(2);
+  shared_rendezvous rv2;
+  replica c, d;
+  init_gpu(c, ring2, 0, rv2, "GPU-same");
+  init_gpu(d, ring2, 1, rv2, "GPU-same");
+  std::vector<std::uint64_t> told[2];
+  for (int i : {0, 1}) {
+    auto& r = i == 0 ? c : d;
+    r.ctx->store = &store;
+    // Rank 1 holds a task whose kept rows the replicas lost.
+    r.ctx->replicas_restarted = [&told, i](std::uint64_t step) {
+      told[i].push_back(step);
+      return i == 1;
+    };
+  }
+  nn::batch rows(data_, 0, 8);
+  step_result first_c, first_d, second_d;
+  std::thread td([&] {
+    first_d = d.strat->step(*d.ctx, &rows, false);
+    d.ctx->offered_batch_stale = false;  // the worker offers the task's first batch
+    second_d = d.strat->step(*d.ctx, &rows, false);
+  });
+  first_c = c.strat->step(*c.ctx, &rows, false);
+  td.join();
+  EXPECT_EQ(store.restores.load(), 1) << "the source restores, once";
+  EXPECT_EQ(first_c.what, step_result::kind::trained);
+  EXPECT_EQ(first_d.what, step_result::kind::retry) << "rank 1 trained a batch cut after lost rows";
+  EXPECT_EQ(second_d.what, step_result::kind::trained);
+  EXPECT_EQ(told[0], std::vector<std::uint64_t>{20'000'003});
+  EXPECT_EQ(told[1], std::vector<std::uint64_t>{20'000'003});
+  EXPECT_EQ(c.strat->checkpointed_step(*c.ctx), 20'000'004u);
+  EXPECT_EQ(d.strat->checkpointed_step(*d.ctx), 20'000'004u);
+  EXPECT_EQ(params_of(c), params_of(d)) << "replicas diverged";
+
+  // A ring of one restores alone.
+  store.restores = 0;
+  shared_ring solo(1);
+  replica e;
+  init_gpu(e, solo, 0, rv2, "GPU-e");
+  e.ctx->store = &store;
+  ASSERT_EQ(e.strat->step(*e.ctx, &rows, false).what, step_result::kind::trained);
+  EXPECT_EQ(store.restores.load(), 1);
+  EXPECT_EQ(e.strat->checkpointed_step(*e.ctx), 20'000'004u);
+}
+
+// A device path's ring checkpoint as its worker writes it (snapshot: the host mirror downloaded; the
+// meta's step the strategy's count, worker_checkpoint.cpp's meta_of) restores with that step, where its
+// host trainer's optimizer slots say none (the device's optimizer steps, not the host's). Where
+// state.json is lost (it names another version) the slots' count is all there is: 0, and every task
+// done is trained again (more than was lost; before 2026-12-07 a device path's ring always said 0).
+TEST_F(gpu_sync, a_device_paths_ring_checkpoint_restores_with_the_rings_step) {
+  shared_ring ring(1), ring2(1);
+  shared_rendezvous rv;
+  replica a, b;
+  init_gpu(a, ring, 0, rv, "GPU-a");
+  train({&a}, {8}, 3);
+  auto s = snapshot(*a.backend);
+  ASSERT_TRUE(s) << s.err().to_string();
+  model::state_meta meta;
+  meta.step = a.strat->checkpointed_step(*a.ctx);
+  ASSERT_EQ(meta.step, 3u);
+  const auto dir =
+      (std::filesystem::temp_directory_path() / ("troupe-gpu-ring-checkpoint-" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(model::write_state(dir, *s, meta));
+  std::vector<std::uint64_t> told;
+  {
+    ring_checkpoints store(dir);
+    store.on_restored = [&](std::uint64_t step) { told.push_back(step); };
+    init_gpu(b, ring2, 0, rv, "GPU-b");
+    auto r = store.restore_latest(*b.backend);
+    ASSERT_TRUE(r) << r.err().to_string();
+    ASSERT_TRUE(*r);
+    EXPECT_EQ(**r, 3u);
+    EXPECT_EQ(params_of(b), params_of(a));
+    std::ofstream(dir + "/state.json") << R"({"version": 999, "step": 3})"
+                                       << "\n";
+    r = store.restore_latest(*b.backend);
+    ASSERT_TRUE(r && *r);
+    EXPECT_EQ(**r, 0u) << "the host trainer's slots took no step";
+  }
+  EXPECT_EQ(told, (std::vector<std::uint64_t>{3, 0}));
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(gpu_sync, a_single_rank_trains_without_any_collective) {

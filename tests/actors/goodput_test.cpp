@@ -1132,10 +1132,11 @@ TEST(AllreduceNoiseScale, ARingOfOneEstimatesFromConsecutiveSteps) {
 struct kept_store final : replica_store {
   std::vector<float> kept;
   std::atomic<int> restores{0};
-  expected<bool> restore_latest(trainer_backend&, std::vector<float>* strategy_state) override {
+  expected<std::optional<std::uint64_t>> restore_latest(trainer_backend&,
+                                                        std::vector<float>* strategy_state) override {
     ++restores;
     if (strategy_state) *strategy_state = kept;
-    return true;
+    return std::optional<std::uint64_t>(0);
   }
 };
 

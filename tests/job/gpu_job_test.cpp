@@ -1,6 +1,7 @@
 // Jobs with GPU workers ([job] device = "gpu"). Without a GPU only the startup error runs; with
-// one: Fashion-MNIST trains to the CPU run's accuracy, and workers sharing the one GPU (host-staged
-// allreduce) survive a SIGKILL of one of them.
+// one: Fashion-MNIST trains to the CPU run's accuracy, workers sharing the one GPU (host-staged
+// allreduce) survive a SIGKILL of one of them, and a ring that lost every worker trains again what
+// its checkpoint lacks.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -92,6 +93,20 @@ TEST(gpu_job, workers_sharing_the_gpu_survive_a_sigkill) {
   EXPECT_NE(read_file(r.job_dir + "/logs/worker-0.log").find("host-staged"), std::string::npos);
   expect_all_done(r);
   EXPECT_TRUE(no_processes_of(r));
+}
+
+// Both GPU workers SIGKILLed at once while the runner lives: the new workers' ring starts again from
+// the ring's latest checkpoint, and the DONE tasks whose rows were applied after its step are trained
+// again, no other (model_export's test of the same on the CPU). The device path reports the ring's
+// step with each task; before 2026-12-07 it reported none, and those tasks stayed done with their
+// rows in no model.
+TEST(gpu_job, a_gpu_ring_that_lost_every_worker_trains_again_what_its_checkpoint_lacks) {
+  REQUIRE_GPU();
+  std::string toml = "checkpoint_every_ms = 1500\n" + fashion_mlp("gpu", 2, 6);
+  toml.replace(toml.find("[train]\n"), 8, "[train]\nmax_samples_per_s = 4000\n");
+  auto r = start_job("gpu-ring-all-killed", toml);
+  const std::string logs = kill_the_whole_ring(r, true, 144, 6 * 12000);
+  EXPECT_NE(logs.find("the ring starts again from its checkpoint of step "), std::string::npos);
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -213,6 +215,88 @@ std::map<std::uint64_t, std::uint32_t> done_attempts(const job_run& r) {
   if (done)
     for (const auto& t : *done) m[t.id] = t.attempt;
   return m;
+}
+
+std::map<std::uint64_t, std::uint64_t> done_steps(const job_run& r) {
+  std::map<std::uint64_t, std::uint64_t> m;
+  auto j = storage::task_journal::open(r.job_dir + "/journal");
+  if (!j) return m;
+  if (auto done = j->list(storage::task_state::done))
+    for (const auto& t : *done) m[t.id] = t.step;
+  return m;
+}
+
+std::uint64_t ring_checkpoint_step(const job_run& r) {
+  auto j = nlohmann::json::parse(read_file(r.job_dir + "/checkpoints/ring/state.json"), nullptr, false);
+  return j.is_object() ? j.value("step", std::uint64_t{0}) : 0;
+}
+
+std::size_t done_after(const std::map<std::uint64_t, std::uint64_t>& done, std::uint64_t step) {
+  return static_cast<std::size_t>(
+      std::count_if(done.begin(), done.end(), [&](const auto& d) { return d.second > step; }));
+}
+
+std::string expect_trained_again_after(const job_run& r, const std::map<std::uint64_t, std::uint32_t>& before,
+                                       const std::map<std::uint64_t, std::uint64_t>& steps,
+                                       std::uint64_t kept_step) {
+  auto after = done_attempts(r);
+  for (const auto& [id, attempt] : before) {
+    if (steps.at(id) > kept_step)
+      EXPECT_GT(after[id], attempt) << "task " << id << " (step " << steps.at(id)
+                                    << ") was not trained again";
+    else
+      EXPECT_EQ(after[id], attempt) << "task " << id << " (step " << steps.at(id) << ") trained again";
+  }
+  std::string logs;
+  for (const auto& e : std::filesystem::directory_iterator(r.job_dir + "/logs"))
+    logs += read_file(e.path().string());
+  if (kept_step > 0) {
+    EXPECT_NE(logs.find("starts from the ring's latest checkpoint"), std::string::npos);
+  }
+  return logs;
+}
+
+std::string kill_the_whole_ring(job_run& r, bool checkpointed, std::size_t tasks, std::uint64_t records) {
+  using namespace std::chrono_literals;
+  EXPECT_TRUE(wait_status(
+      r,
+      [&](const nlohmann::json& j) {
+        return j["tasks"]["done"].get<std::uint64_t>() >= 12 &&
+               (!checkpointed || std::filesystem::exists(r.job_dir + "/checkpoints/ring/state.json"));
+      },
+      180s))
+      << read_file(r.err_file);
+  // A few tasks done after the latest checkpoint (a checkpoint written meanwhile starts the count again).
+  EXPECT_TRUE(poll_until([&] { return done_after(done_steps(r), ring_checkpoint_step(r)) >= 5; }, 60s));
+  const pid_t w0 = node_pid(r, "worker-0"), w1 = node_pid(r, "worker-1");
+  EXPECT_GT(w0, 0);
+  EXPECT_GT(w1, 0);
+  EXPECT_EQ(::kill(w0, SIGKILL), 0);
+  EXPECT_EQ(::kill(w1, SIGKILL), 0);
+  // What the kill lost, read at once (the new workers need far longer to start and form a ring).
+  const auto before = done_attempts(r);
+  const auto steps = done_steps(r);
+  const std::uint64_t kept_step = ring_checkpoint_step(r);
+  EXPECT_EQ(kept_step > 0, checkpointed);
+  EXPECT_LT(before.size(), tasks) << "the job was over before the kill";
+  for (const auto& [id, step] : steps) EXPECT_GT(step, 0u) << "task " << id << ": no step reported";
+  const std::size_t lost = done_after(steps, kept_step);
+  EXPECT_GT(lost, 0u) << "no task was done after the checkpoint of step " << kept_step;
+  EXPECT_EQ(wait_job(r, 400s), 0) << read_file(r.err_file);
+  expect_all_done(r);
+  const std::string logs = expect_trained_again_after(r, before, steps, kept_step);
+  auto res = result(r);
+  EXPECT_EQ(res.value("records_done", 0ull), records) << res.dump();
+  // The console says it once (JobStatus.notice), not only master.log: the task count falls.
+  const std::string console = read_file(r.out_file) + read_file(r.err_file);
+  const auto said = console.find("[runner] the ring starts again from ");
+  EXPECT_NE(said, std::string::npos) << console;
+  EXPECT_EQ(console.find("[runner] the ring starts again from ", said + 1), std::string::npos) << console;
+  EXPECT_NE(console.find("DONE task(s) are trained again"), std::string::npos) << console;
+  std::printf("at the kill: %zu of %zu tasks done; the ring checkpoint at step %llu; %zu done after it\n",
+              before.size(), tasks, static_cast<unsigned long long>(kept_step), lost);
+  EXPECT_TRUE(no_processes_of(r));
+  return logs;
 }
 
 bool poll_until(const std::function<bool()>& pred, std::chrono::seconds timeout) {

@@ -77,4 +77,27 @@ std::map<std::uint64_t, std::uint32_t> done_attempts(const job_run& r);
 // Polls `pred` every 10 ms until it holds (true) or `timeout` has passed (false).
 bool poll_until(const std::function<bool()>& pred, std::chrono::seconds timeout);
 
+// A ring job's durability (docs/job.md, "A ring that lost every replica"): the DONE tasks of its
+// journal, each with the replica step its rows were applied at (0: not known); the step of the
+// ring's latest checkpoint (its state.json's: what a restored replica starts again from; 0: none);
+// how many of `done` are of a later step than `step`.
+std::map<std::uint64_t, std::uint64_t> done_steps(const job_run& r);
+std::uint64_t ring_checkpoint_step(const job_run& r);
+std::size_t done_after(const std::map<std::uint64_t, std::uint64_t>& done, std::uint64_t step);
+// The tasks DONE at a kill (`before`: their attempts; `steps`: the step that applied their rows) are
+// trained again (a later attempt DONE now) exactly when their step is after the checkpoint's that the
+// replicas started again from; the logs say the ring started from it. Returns the job's logs.
+std::string expect_trained_again_after(const job_run& r, const std::map<std::uint64_t, std::uint32_t>& before,
+                                       const std::map<std::uint64_t, std::uint64_t>& steps,
+                                       std::uint64_t kept_step);
+// Every worker of the allreduce job `r` (worker-0 and worker-1) SIGKILLed at once while its runner
+// lives, once 12 tasks are done (`checkpointed`: and the ring's first checkpoint written) and 5 after
+// the latest checkpoint; then the job runs to its end. The runner's new workers find no trained
+// replica and the ring starts again from its checkpoint (its initial weights without one): the DONE
+// tasks of a later step are trained again, no other (each task reported a step), every record of
+// the job (`records`, in `tasks` tasks) is counted once, and the console says it once. Returns the
+// job's logs. Before 2026-12-06 those tasks stayed done while the runner lived (on the GPU path until
+// 2026-12-07): their rows were in no model.
+std::string kill_the_whole_ring(job_run& r, bool checkpointed, std::size_t tasks, std::uint64_t records);
+
 }  // namespace troupe::testing

@@ -18,7 +18,6 @@
 #include "../job/job_harness.hpp"
 #include "disk_faults.hpp"
 #include "run_command.hpp"
-#include "troupe/model/state.hpp"
 #include "troupe/storage/task_journal.hpp"
 
 namespace troupe::testing {
@@ -369,47 +368,6 @@ std::string paced_ring_job(int checkpoint_ms, int rows, int epochs, int rate) {
   return toml;
 }
 
-// The DONE tasks of a job's journal, each with the replica step its rows were applied at (0: not
-// known), and the step of the ring's latest checkpoint (what a resumed job restores).
-std::map<std::uint64_t, std::uint64_t> done_steps(const job_run& r) {
-  std::map<std::uint64_t, std::uint64_t> m;
-  auto j = storage::task_journal::open(r.job_dir + "/journal");
-  if (!j) return m;
-  if (auto done = j->list(storage::task_state::done))
-    for (const auto& t : *done) m[t.id] = t.step;
-  return m;
-}
-std::uint64_t ring_checkpoint_step(const job_run& r) {
-  auto s = model::read_state(r.job_dir + "/checkpoints/ring");
-  return s && *s ? model::optimizer_steps((*s)->state) : 0;
-}
-std::size_t done_after(const std::map<std::uint64_t, std::uint64_t>& done, std::uint64_t step) {
-  return static_cast<std::size_t>(
-      std::count_if(done.begin(), done.end(), [&](const auto& d) { return d.second > step; }));
-}
-
-// The tasks DONE at a kill (`before`: their attempts; `steps`: the step that applied their rows) are
-// trained again (a later attempt DONE now) exactly when their step is after the checkpoint's that the
-// replicas started again from; the logs say the ring started from it. Returns the job's logs.
-std::string expect_trained_again_after(const job_run& r, const std::map<std::uint64_t, std::uint32_t>& before,
-                                       const std::map<std::uint64_t, std::uint64_t>& steps,
-                                       std::uint64_t kept_step) {
-  auto after = done_attempts(r);
-  for (const auto& [id, attempt] : before) {
-    if (steps.at(id) > kept_step)
-      EXPECT_GT(after[id], attempt) << "task " << id << " (step " << steps.at(id)
-                                    << ") was not trained again";
-    else
-      EXPECT_EQ(after[id], attempt) << "task " << id << " (step " << steps.at(id) << ") trained again";
-  }
-  std::string logs;
-  for (const auto& e : fs::directory_iterator(r.job_dir + "/logs")) logs += read_file(e.path().string());
-  if (kept_step > 0) {
-    EXPECT_NE(logs.find("starts from the ring's latest checkpoint"), std::string::npos);
-  }
-  return logs;
-}
-
 // A ring job's replicas are durable: `troupe export` of the running job writes its model from the
 // latest ring checkpoint; its runner SIGKILLed, `troupe run --resume` starts the replicas from that
 // checkpoint, trains again exactly the DONE tasks whose rows were applied after the checkpoint's step
@@ -483,57 +441,12 @@ TEST(model_export, an_allreduce_job_resumes_from_its_ring_checkpoint_after_a_run
   EXPECT_TRUE(no_processes_of(r));
 }
 
-// Every worker of an allreduce job SIGKILLed at once while its runner lives: the runner's new workers
-// find no trained replica, and the ring starts again from its latest checkpoint; what later steps
-// applied was lost with the replicas. The DONE tasks of a later step are trained again, no other,
-// and every record of the 3 epochs is counted once (before 2026-12-06 they stayed done while the
-// runner lived: their rows were in no model, and only `--resume` trained them again).
-//
-// Its first half: the job `name` (a checkpoint every `checkpoint_ms`; 600,000: none before the kill)
-// killed so once 5 tasks are done after its latest checkpoint (after step 0 without one), then run to
-// its end. Returns the job's logs.
+// Every worker of an allreduce job SIGKILLed at once while its runner lives (harness:
+// kill_the_whole_ring): the job `name`, a checkpoint every `checkpoint_ms` (600,000: none before the
+// kill), 3 epochs of 30,000 rows in 180 tasks. Returns the job's logs.
 std::string kill_the_whole_ring(const std::string& name, int checkpoint_ms) {
-  using namespace std::chrono_literals;
-  const bool checkpointed = checkpoint_ms < 600000;
   auto r = start_job(name, paced_ring_job(checkpoint_ms, 30000, 3, 10000));
-  EXPECT_TRUE(wait_status(
-      r,
-      [&](const nlohmann::json& j) {
-        return j["tasks"]["done"].get<std::uint64_t>() >= 12 &&
-               (!checkpointed || fs::exists(r.job_dir + "/checkpoints/ring/state.json"));
-      },
-      180s))
-      << read_file(r.err_file);
-  // A few tasks done after the latest checkpoint (a checkpoint written meanwhile starts the count again).
-  EXPECT_TRUE(poll_until([&] { return done_after(done_steps(r), ring_checkpoint_step(r)) >= 5; }, 60s));
-  const pid_t w0 = node_pid(r, "worker-0"), w1 = node_pid(r, "worker-1");
-  EXPECT_GT(w0, 0);
-  EXPECT_GT(w1, 0);
-  EXPECT_EQ(::kill(w0, SIGKILL), 0);
-  EXPECT_EQ(::kill(w1, SIGKILL), 0);
-  // What the kill lost, read at once (the new workers need far longer to start and form a ring).
-  const auto before = done_attempts(r);
-  const auto steps = done_steps(r);
-  const std::uint64_t kept_step = ring_checkpoint_step(r);
-  EXPECT_EQ(kept_step > 0, checkpointed);
-  EXPECT_LT(before.size(), 180u) << "the job was over before the kill";
-  const std::size_t lost = done_after(steps, kept_step);
-  EXPECT_GT(lost, 0u) << "no task was done after the checkpoint of step " << kept_step;
-  EXPECT_EQ(wait_job(r, 400s), 0) << read_file(r.err_file);
-  expect_all_done(r);
-  const std::string logs = expect_trained_again_after(r, before, steps, kept_step);
-  auto res = result(r);
-  EXPECT_EQ(res.value("records_done", 0ull), 90000ull) << res.dump();
-  // The console says it once (JobStatus.notice), not only master.log: the task count falls.
-  const std::string console = read_file(r.out_file) + read_file(r.err_file);
-  const auto said = console.find("[runner] the ring starts again from ");
-  EXPECT_NE(said, std::string::npos) << console;
-  EXPECT_EQ(console.find("[runner] the ring starts again from ", said + 1), std::string::npos) << console;
-  EXPECT_NE(console.find("DONE task(s) are trained again"), std::string::npos) << console;
-  std::printf("at the kill: %zu of 180 tasks done; the ring checkpoint at step %llu; %zu done after it\n",
-              before.size(), static_cast<unsigned long long>(kept_step), lost);
-  EXPECT_TRUE(no_processes_of(r));
-  return logs;
+  return kill_the_whole_ring(r, checkpoint_ms < 600000, 180, 90000);
 }
 
 TEST(model_export, a_ring_that_lost_every_replica_trains_again_what_its_checkpoint_lacks) {

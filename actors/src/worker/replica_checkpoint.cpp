@@ -42,12 +42,13 @@ std::string checkpoint_writer::last_error() const {
   return error_;
 }
 
-expected<bool> ring_checkpoints::restore_latest(trainer_backend& b, std::vector<float>* strategy_state) {
+expected<std::optional<std::uint64_t>> ring_checkpoints::restore_latest(trainer_backend& b,
+                                                                        std::vector<float>* strategy_state) {
   auto s = model::read_state(dir_);
   if (!s) return s.err();
   if (!*s) {
     if (on_restored) on_restored(0);  // the initial weights: every step's rows were lost
-    return false;
+    return std::optional<std::uint64_t>();
   }
   auto r = restore(b, (*s)->state, true, true);
   if (!r) {
@@ -63,8 +64,9 @@ expected<bool> ring_checkpoints::restore_latest(trainer_backend& b, std::vector<
     else
       strategy_state->clear();
   }
-  if (on_restored) on_restored(model::optimizer_steps((*s)->state));
-  return true;
+  const std::uint64_t step = model::held_steps(**s);
+  if (on_restored) on_restored(step);
+  return std::optional<std::uint64_t>(step);
 }
 
 void checkpoint_writer::run() {

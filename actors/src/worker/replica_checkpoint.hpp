@@ -56,7 +56,8 @@ class checkpoint_writer {
 class ring_checkpoints final : public replica_store {
  public:
   explicit ring_checkpoints(std::string dir) : dir_(dir), writer_(std::move(dir)) {}
-  expected<bool> restore_latest(trainer_backend& b, std::vector<float>* strategy_state = nullptr) override;
+  expected<std::optional<std::uint64_t>> restore_latest(
+      trainer_backend& b, std::vector<float>* strategy_state = nullptr) override;
   // The dense slot a checkpoint keeps strategy::durable_state() under (a name no parameter has).
   static constexpr const char* strategy_key = "#strategy";
   checkpoint_writer& writer() { return writer_; }

@@ -29,7 +29,10 @@ bool writes_checkpoints(const worker_state& st, const cluster::membership_view& 
 
 model::state_meta meta_of(worker_state& st, const char* from) {
   model::state_meta m;
-  m.step = replicas::optimizer_steps(*st.backend);
+  // The strategy's replica step where it knows one (the GPU path's host trainer takes no steps),
+  // else the host trainer's optimizer steps (the same for allreduce on the host).
+  const std::uint64_t known = st.strat && st.ctx ? st.strat->checkpointed_step(*st.ctx) : 0;
+  m.step = known > 0 ? known : replicas::optimizer_steps(*st.backend);
   m.from = from;
   // A checkpoint's: the epoch of the task the writer trains. The job's end: its last epoch (the final
   // evaluation comes once every task of every epoch is done, whichever worker writes it).

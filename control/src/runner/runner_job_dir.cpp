@@ -333,7 +333,7 @@ int runner::reopen_after_checkpoint(storage::task_journal& journal) {
   if (!s)
     return spdlog::error("--resume {}: the ring's checkpoint: {}", dir_->path(), s.err().to_string()), 1;
   if (!*s) return 0;
-  const std::uint64_t step = model::optimizer_steps((*s)->state);
+  const std::uint64_t step = model::held_steps(**s);
   auto r = journal.reopen_after(step);
   if (!r) return spdlog::error("--resume {}: {}", dir_->path(), r.err().to_string()), 1;
   reopened_done_ = r->done;

@@ -76,11 +76,13 @@ using ring_session = collective::ring_session;
 class replica_store {
  public:
   virtual ~replica_store() = default;
-  // The latest checkpoint into `b` (parameters, buffers, optimizer state and its step counts):
-  // false when there is none. Errors name the checkpoint and the tensor that does not fit.
-  // `strategy_state`, when given, receives what the strategy kept beside the replica
-  // (strategy::durable_state() when the checkpoint was written; empty when it kept nothing).
-  virtual expected<bool> restore_latest(trainer_backend& b, std::vector<float>* strategy_state = nullptr) = 0;
+  // The latest checkpoint into `b` (parameters, buffers, optimizer state and its step counts): its
+  // step (the replica steps it holds: strategy::checkpointed_step when it was written), nullopt when
+  // there is none. Errors name the checkpoint and the tensor that does not fit. `strategy_state`,
+  // when given, receives what the strategy kept beside the replica (strategy::durable_state() when
+  // the checkpoint was written; empty when it kept nothing).
+  virtual expected<std::optional<std::uint64_t>> restore_latest(
+      trainer_backend& b, std::vector<float>* strategy_state = nullptr) = 0;
 };
 
 // Per-task output of a strategy that produces it (prediction): the worker keeps it durably before it
@@ -181,8 +183,9 @@ class strategy {
   virtual std::vector<float> durable_state() const { return {}; }
   // The replica's step that a ring checkpoint written now would carry (model::state_meta::step),
   // where such a checkpoint holds every step up to it and those steps hold every row this worker
-  // trained (allreduce on the host): a task's last rows applied at a step after a resumed job's
-  // checkpoint are trained again (TaskReport.step). 0: not known (a resumed job keeps the task done).
+  // trained (allreduce, on the host and on the device): a task's last rows applied at a step after a
+  // resumed job's checkpoint are trained again (TaskReport.step). 0: not known (a resumed job keeps
+  // the task done; the checkpoint's meta then has the host trainer's optimizer steps).
   virtual std::uint64_t checkpointed_step(worker_context& ctx) const { return 0; }
 };
 

@@ -215,9 +215,11 @@ class allreduce final : public strategy {
   static nn::batch micro(const nn::batch& b, std::size_t at, std::size_t m) {
     return at == 0 && m == b.size() ? b : b.sub(at, m);
   }
-  // The host path's: every replica applies every step, and its checkpoint's meta counts them. The
-  // device path's checkpoint reads a host mirror that may lag its steps: not known.
+  // Every replica applies every step, and its checkpoint's meta counts them: the host trainer's
+  // optimizer steps, or the device path's count (its host trainer does not step). A device backend
+  // before its path's first step: none yet.
   std::uint64_t checkpointed_step(worker_context& ctx) const override {
+    if (device_) return device_->checkpointed_step(ctx);
     return ctx.backend.device() ? 0 : replicas::optimizer_steps(ctx.backend);
   }
   std::vector<float> durable_state() const override {

@@ -135,16 +135,16 @@ expected<void> broadcast_optimizer(worker_context& ctx, int src, bool source, st
 }
 }  // namespace
 
-void restore_if_untrained(worker_context& ctx, std::uint64_t steps, std::span<float> extra) {
-  if (steps > 0 || !ctx.store) return;
+std::uint64_t restore_if_untrained(worker_context& ctx, std::uint64_t steps, std::span<float> extra) {
+  if (steps > 0 || !ctx.store) return steps;
   std::vector<float> kept;
   auto r = ctx.store->restore_latest(ctx.backend, &kept);
   if (!r) {
     spdlog::error("{}: the ring's latest checkpoint could not be restored, starting from initial weights: {}",
                   ctx.self.to_string(), r.err().to_string());
-    return;
+    return 0;
   }
-  if (!*r) return;
+  if (!*r) return 0;
   const bool fits = !extra.empty() && kept.size() == extra.size() &&
                     std::all_of(kept.begin(), kept.end(), [](float f) { return std::isfinite(f); });
   if (fits) std::copy(kept.begin(), kept.end(), extra.begin());
@@ -156,16 +156,12 @@ void restore_if_untrained(worker_context& ctx, std::uint64_t steps, std::span<fl
   spdlog::info("{}: no replica had trained: the replica starts from the ring's latest checkpoint{}",
                ctx.self.to_string(),
                fits ? " with the strategy's state (" + std::to_string(kept.size()) + " floats)" : "");
+  return **r;
 }
 
-namespace {
-// No replica had trained: they start again from the ring's checkpoint of the step they hold now (0:
-// none). The worker's held tasks with rows kept at a later step lost them (replicas_restarted).
-void restarted(worker_context& ctx) {
-  if (ctx.replicas_restarted && ctx.replicas_restarted(optimizer_steps(ctx.backend)))
-    ctx.offered_batch_stale = true;
+void restarted(worker_context& ctx, std::uint64_t step) {
+  if (ctx.replicas_restarted && ctx.replicas_restarted(step)) ctx.offered_batch_stale = true;
 }
-}  // namespace
 
 troupe::clock& clock_of(worker_context& ctx) {
   return ctx.clock ? *ctx.clock : troupe::clock::system();
@@ -182,7 +178,7 @@ expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::i
   const std::uint64_t mine = optimizer_steps(ctx.backend);
   if (ring.size <= 1) {
     restore_if_untrained(ctx, mine, extra);
-    if (mine == 0) restarted(ctx);
+    if (mine == 0) restarted(ctx, optimizer_steps(ctx.backend));
     return {};
   }
   auto src = vote_most_trained(ctx, ring, mine);
@@ -204,7 +200,8 @@ expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::i
   }
   if (!source)
     if (auto h = ctx.backend.from_host(host_copy::parameters); !h) return h;
-  if (src->steps == 0 && with_optimizer) restarted(ctx);  // every rank has the source's steps now
+  // Every rank has the source's steps now.
+  if (src->steps == 0 && with_optimizer) restarted(ctx, optimizer_steps(ctx.backend));
   auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   const auto copied = clk.now();
   spdlog::info(

@@ -81,7 +81,13 @@ expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::i
 // strategy's state the checkpoint kept (strategy::durable_state()) is copied into it when it has
 // extra's size and finite values; otherwise `extra` stays as it was (logged when the checkpoint kept
 // one that does not fit: the strategy starts its own over).
-void restore_if_untrained(worker_context& ctx, std::uint64_t steps, std::span<float> extra = {});
+// Returns the steps the replica holds after it: `steps` when it had trained, else the restored
+// checkpoint's step (0: none, or one that could not be restored: the initial weights).
+std::uint64_t restore_if_untrained(worker_context& ctx, std::uint64_t steps, std::span<float> extra = {});
+// No replica had trained: they start again from the ring's checkpoint of `step` (0: none). The
+// worker's held tasks with rows kept at a later step lost them (worker_context::replicas_restarted):
+// sets ctx.offered_batch_stale when the batch offered to this step is one of them.
+void restarted(worker_context& ctx, std::uint64_t step);
 
 // Sizes the optimizer slots (with_optimizer) ahead, and `buf` for sync_from_most_trained.
 void reserve_state(worker_context& ctx, bool with_optimizer, std::vector<float>& buf);
