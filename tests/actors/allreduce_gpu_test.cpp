@@ -555,6 +555,42 @@ TEST_F(gpu_sync, a_device_paths_ring_checkpoint_restores_with_the_rings_step) {
   std::filesystem::remove_all(dir);
 }
 
+// A ring checkpoint that cannot be restored (here another model's: its first layer fits, its second
+// does not) leaves the replica as it was, every tensor checked before any is written (the first
+// layer was written before 2026-12-07), and tells the worker the ring starts from its initial
+// weights (step 0: the master trains every task done again; it was told nothing, and they stayed
+// done with their rows in no model).
+TEST_F(gpu_sync, a_ring_checkpoint_that_cannot_be_restored_leaves_the_replica_and_says_step_0) {
+  shared_ring ring(1);
+  replica other, mine;
+  mc_.hidden = {16, 4};
+  init(other, ring, 0);
+  for (auto& v : other.backend->parameters()) v = 0.25f;
+  auto s = snapshot(*other.backend);
+  ASSERT_TRUE(s) << s.err().to_string();
+  const auto dir =
+      (std::filesystem::temp_directory_path() / ("troupe-bad-ring-checkpoint-" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::remove_all(dir);
+  model::state_meta meta;
+  meta.step = 40;
+  ASSERT_TRUE(model::write_state(dir, *s, meta));
+  mc_.hidden = {16, 8};
+  init(mine, ring, 0);
+  const auto before = params_of(mine);
+  std::vector<std::uint64_t> told;
+  {
+    ring_checkpoints store(dir);
+    store.on_restored = [&](std::uint64_t step) { told.push_back(step); };
+    auto r = store.restore_latest(*mine.backend);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.err().to_string().find("values in the state"), std::string::npos) << r.err().to_string();
+  }
+  EXPECT_EQ(params_of(mine), before) << "the replica was half restored";
+  EXPECT_EQ(told, std::vector<std::uint64_t>{0});
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(gpu_sync, a_single_rank_trains_without_any_collective) {
   shared_ring ring(1);
   shared_rendezvous rv;

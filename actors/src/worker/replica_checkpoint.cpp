@@ -45,13 +45,13 @@ std::string checkpoint_writer::last_error() const {
 expected<std::optional<std::uint64_t>> ring_checkpoints::restore_latest(trainer_backend& b,
                                                                         std::vector<float>* strategy_state) {
   auto s = model::read_state(dir_);
-  if (!s) return s.err();
-  if (!*s) {
-    if (on_restored) on_restored(0);  // the initial weights: every step's rows were lost
-    return std::optional<std::uint64_t>();
-  }
-  auto r = restore(b, (*s)->state, true, true);
-  if (!r) {
+  auto r = s && *s ? restore(b, (**s).state, true, true) : expected<restore_report>(restore_report{});
+  if (!s || !*s || !r) {
+    // The initial weights (no checkpoint, or one that could not be read or restored: restore leaves
+    // the replica as it was): every step's rows were lost.
+    if (on_restored) on_restored(0);
+    if (!s) return s.err();
+    if (!*s) return std::optional<std::uint64_t>();
     error e = r.err();
     return e.wrap(dir_ + " version " + std::to_string((*s)->meta.version));
   }

@@ -62,9 +62,10 @@ class ring_checkpoints final : public replica_store {
   static constexpr const char* strategy_key = "#strategy";
   checkpoint_writer& writer() { return writer_; }
   // Called by restore_latest before it returns, with the restored replica's step (0: there was no
-  // checkpoint, the replica keeps its initial weights): the worker tells the master, which puts what
-  // later steps applied back to TODO before the ring trains (a ring restored so lost every replica
-  // that had trained; a job's first ring finds nothing to put back).
+  // checkpoint, or one that could not be read or restored, and the replica keeps its initial
+  // weights): the worker tells the master, which puts what later steps applied back to TODO before
+  // the ring trains (a ring restored so lost every replica that had trained; a job's first ring
+  // finds nothing to put back).
   std::function<void(std::uint64_t step)> on_restored;
 
  private:

@@ -69,10 +69,30 @@ std::string shape_of(trainer_backend& b, std::size_t i) {
   return flat_shape(b.layout()[i].size);
 }
 
-}  // namespace
+// The buffers' part of restore_pass.
+expected<void> restore_buffers(trainer_backend& b, const storage::shard_state& s, bool write,
+                               restore_report& r) {
+  auto bufs = b.buffers();
+  auto names = b.buffer_names();
+  for (std::size_t i = 0; i < bufs.size() && i < names.size(); ++i) {
+    auto it = s.dense.find(names[i]);
+    if (it == s.dense.end()) {
+      r.missing.push_back(names[i]);
+      continue;
+    }
+    if (it->second.size() != bufs[i].size())
+      return size_error(names[i], it->second.size(), bufs[i].size(), flat_shape(bufs[i].size()));
+    if (write) std::copy(it->second.begin(), it->second.end(), bufs[i].begin());
+    ++r.buffers;
+  }
+  return {};
+}
 
-expected<restore_report> restore(trainer_backend& b, const storage::shard_state& s, bool optimizer,
-                                 bool complete) {
+// One pass over the state's tensors: `write` false checks them all (no tensor of another size, none
+// missing where `complete`), true writes them, after a pass that found nothing wrong: a state of
+// another model leaves the replica as it was, not half restored.
+expected<restore_report> restore_pass(trainer_backend& b, const storage::shard_state& s, bool optimizer,
+                                      bool complete, bool write) {
   restore_report r;
   auto params = b.parameters();
   const auto& layout = b.layout();
@@ -87,27 +107,28 @@ expected<restore_report> restore(trainer_backend& b, const storage::shard_state&
       continue;
     }
     if (it->second.size() != l.size) return size_error(l.name, it->second.size(), l.size, shape_of(b, i));
-    std::copy(it->second.begin(), it->second.end(), params.begin() + static_cast<std::ptrdiff_t>(l.offset));
+    if (write)
+      std::copy(it->second.begin(), it->second.end(), params.begin() + static_cast<std::ptrdiff_t>(l.offset));
     ++r.tensors;
     auto sl = s.dense_slots.find(l.name);
     if (!optimizer || sl == s.dense_slots.end() || sl->second.size() < 2 || i >= state.size()) continue;
-    state[i].values.assign(sl->second.begin(), sl->second.end() - 2);
-    state[i].step = model::read_step(sl->second.data() + sl->second.size() - 2);
+    if (write) {
+      state[i].values.assign(sl->second.begin(), sl->second.end() - 2);
+      state[i].step = model::read_step(sl->second.data() + sl->second.size() - 2);
+    }
     ++r.slots;
   }
-  auto bufs = b.buffers();
-  auto names = b.buffer_names();
-  for (std::size_t i = 0; i < bufs.size() && i < names.size(); ++i) {
-    auto it = s.dense.find(names[i]);
-    if (it == s.dense.end()) {
-      r.missing.push_back(names[i]);
-      continue;
-    }
-    if (it->second.size() != bufs[i].size())
-      return size_error(names[i], it->second.size(), bufs[i].size(), flat_shape(bufs[i].size()));
-    std::copy(it->second.begin(), it->second.end(), bufs[i].begin());
-    ++r.buffers;
-  }
+  if (auto ok = restore_buffers(b, s, write, r); !ok) return ok.err();
+  return r;
+}
+
+}  // namespace
+
+expected<restore_report> restore(trainer_backend& b, const storage::shard_state& s, bool optimizer,
+                                 bool complete) {
+  if (auto checked = restore_pass(b, s, optimizer, complete, false); !checked) return checked.err();
+  auto r = restore_pass(b, s, optimizer, complete, true);
+  if (!r) return r.err();
   if (auto h = b.from_host(host_copy::parameters); !h) return h.err();
   return r;
 }

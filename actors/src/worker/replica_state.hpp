@@ -7,7 +7,8 @@
 // - restore(): writes a state's tensors into the backend (every trainable tensor and buffer it
 //   names; with `optimizer`, the slots too). A tensor of another size is an error naming it and
 //   both sizes; one the state lacks is an error for a trainable tensor when `complete` (a resumed
-//   replica must have all), else counted in `missing`.
+//   replica must have all), else counted in `missing`. Every tensor is checked before any is
+//   written: on an error the replica is as it was.
 #pragma once
 
 #include <cstddef>
