@@ -44,14 +44,23 @@ std::string checkpoint_writer::last_error() const {
 
 expected<std::optional<std::uint64_t>> ring_checkpoints::restore_latest(trainer_backend& b,
                                                                         std::vector<float>* strategy_state) {
-  auto s = model::read_state(dir_);
-  auto r = s && *s ? restore(b, (**s).state, true, true) : expected<restore_report>(restore_report{});
-  if (!s || !*s || !r) {
-    // The initial weights (no checkpoint, or one that could not be read or restored: restore leaves
-    // the replica as it was): every step's rows were lost.
+  // The replica keeps its initial weights (no checkpoint, or one that could not be read or restored:
+  // restore leaves the replica as it was): every step's rows were lost.
+  auto initial_weights = [&] {
     if (on_restored) on_restored(0);
-    if (!s) return s.err();
-    if (!*s) return std::optional<std::uint64_t>();
+  };
+  auto s = model::read_state(dir_);
+  if (!s) {
+    initial_weights();
+    return s.err();
+  }
+  if (!*s) {
+    initial_weights();
+    return std::optional<std::uint64_t>();
+  }
+  auto r = restore(b, (*s)->state, true, true);
+  if (!r) {
+    initial_weights();
     error e = r.err();
     return e.wrap(dir_ + " version " + std::to_string((*s)->meta.version));
   }

@@ -72,7 +72,6 @@ expected<std::uint64_t> write_state(const std::string& dir, const storage::shard
 // called its step, whether or not that state.json survived.
 std::uint64_t optimizer_steps(const storage::shard_state& s);
 
-struct loaded_state;
 // The replica steps a ring checkpoint holds (what a ring restored from it starts again from, and
 // the tasks of a later step were lost with the replicas): its meta's step, the writer's strategy's
 // count (the GPU path's host trainer takes no steps, so its slots say none), or where the meta is
