@@ -39,6 +39,7 @@ state_meta read_meta(const std::string& dir, std::uint64_t version) {
   std::ifstream in(dir + meta_file);
   auto j = nlohmann::json::parse(in, nullptr, false);
   if (!j.is_object() || j.value("version", std::uint64_t{0}) != version) return m;
+  m.described = true;
   m.step = j.value("step", std::uint64_t{0});
   if (j.contains("data_epoch") && j["data_epoch"].is_number_unsigned())
     m.data_epoch = j["data_epoch"].get<std::uint32_t>();
@@ -177,7 +178,9 @@ std::uint64_t optimizer_steps(const storage::shard_state& s) {
 }
 
 std::uint64_t held_steps(const loaded_state& s) {
-  return std::max(s.meta.step, optimizer_steps(s.state));
+  // The version's own meta: its step, the writer's strategy's count (local_sgd's is its rounds, far
+  // fewer than the optimizer's steps).
+  return s.meta.described ? s.meta.step : optimizer_steps(s.state);
 }
 
 expected<loaded_state> job_state(const state_places& places) {

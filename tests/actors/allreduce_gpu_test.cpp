@@ -4,9 +4,11 @@
 // allreduce strategy's replicas (batch-size weighting, optimizer on the averaged gradients), a
 // replica that starts different is resynchronised, a failed NCCL set-up falls back to host
 // staging, and exhausted ranks finish together. The CPU allreduce strategy's own recovery paths
-// (a step interrupted by a dead peer) are tested here too, on the same fixture.
+// (a step interrupted by a dead peer) are tested here too, on the same fixture, as is local_sgd's
+// resync (which rank it tells that its replica is overwritten) and its count of averaging rounds.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -600,6 +602,74 @@ TEST_F(gpu_sync, a_single_rank_trains_without_any_collective) {
   train({&a}, {8}, 3);
   EXPECT_NE(params_of(a), before);
   EXPECT_EQ(rv.store.epochs_kept(), 0u) << "a ring of one needs no rendezvous";
+}
+
+// local_sgd on two ranks: a fresh ring's resync tells the rank whose replica it overwrites (the less
+// trained) that its rows since its last round are lost, before the copy, and never the source; a rank
+// so told whose offered batch is stale trains nothing in that step and holds the source's replica.
+// Every averaging round counts in rounds_settled on every rank (the worker reports its held tasks
+// then).
+TEST_F(gpu_sync, local_sgd_tells_the_rank_a_resync_overwrites_and_counts_its_rounds) {
+  spec_.job.sync_every = 3;
+  shared_ring ring(2);
+  replica a, b;
+  init(a, ring, 0);
+  init(b, ring, 1);
+  std::array<int, 2> told{0, 0};
+  std::array<bool, 2> stale{false, false};
+  for (int i = 0; i < 2; ++i) {
+    replica& r = i == 0 ? a : b;
+    auto s = make_strategy("local_sgd", spec_);
+    ASSERT_TRUE(s) << s.err().to_string();
+    r.strat = std::move(*s);
+    ASSERT_TRUE(r.strat->rows_settle_in_rounds());
+    r.ctx->replica_overwritten = [&told, &stale, i] {
+      ++told[static_cast<std::size_t>(i)];
+      return stale[static_cast<std::size_t>(i)];
+    };
+  }
+  auto steps = [&](replica& r, std::size_t first, int n, std::vector<step_result>& out) {
+    for (int s = 0; s < n; ++s) {
+      nn::batch batch(data_, first + static_cast<std::size_t>(s) * 8, 8);
+      out.push_back(r.strat->step(*r.ctx, &batch, false));
+    }
+  };
+  // A first ring of two untrained replicas (rank 0 the source), 3 steps each: the third averages.
+  std::vector<step_result> ra, rb;
+  std::thread t0([&] { steps(a, 0, 3, ra); });
+  std::thread t1([&] { steps(b, 64, 3, rb); });
+  t0.join();
+  t1.join();
+  for (const auto& r : ra) EXPECT_EQ(r.what, step_result::kind::trained);
+  for (const auto& r : rb) EXPECT_EQ(r.what, step_result::kind::trained);
+  EXPECT_EQ(told, (std::array<int, 2>{0, 1}));
+  EXPECT_EQ(a.ctx->rounds_settled, 1u);
+  EXPECT_EQ(b.ctx->rounds_settled, 1u);
+  // The ring's round, 1 for the initial weights: what a task's report and a checkpoint name.
+  EXPECT_EQ(a.strat->checkpointed_step(*a.ctx), 2u);
+  EXPECT_EQ(b.strat->checkpointed_step(*b.ctx), 2u);
+  EXPECT_EQ(a.strat->durable_state(), (std::vector<float>{2.0f, 0.0f}));
+  EXPECT_EQ(params_of(a), params_of(b)) << "averaged";
+  // Local steps, no round: rank 1 is now the more trained. A new ring.
+  steps(a, 24, 1, ra);
+  steps(b, 88, 2, rb);
+  const auto source = params_of(b);
+  a.ring->reset();
+  b.ring->reset();
+  stale = {true, true};
+  ra.clear();
+  rb.clear();
+  std::thread u0([&] { steps(a, 32, 1, ra); });
+  std::thread u1([&] { steps(b, 96, 1, rb); });
+  u0.join();
+  u1.join();
+  EXPECT_EQ(told, (std::array<int, 2>{1, 1})) << "rank 0 overwritten, rank 1 the source";
+  ASSERT_EQ(ra.size(), 1u);
+  EXPECT_EQ(ra[0].what, step_result::kind::retry) << "the stale batch was trained";
+  EXPECT_TRUE(a.ctx->offered_batch_stale);
+  EXPECT_EQ(rb[0].what, step_result::kind::trained);
+  EXPECT_EQ(params_of(a), source);
+  EXPECT_EQ(a.ctx->rounds_settled, 1u);
 }
 
 }  // namespace

@@ -30,8 +30,17 @@ class recording_strategy final : public strategy {
   bool steps_outlive_worker() const override { return outlive; }
   // A replica step of its own: 100 + the batches trained.
   std::uint64_t checkpointed_step(worker_context&) const override { return 100 + batches.size(); }
+  // As local_sgd: its rows reach every replica at a round every `round_every` steps (0: at once).
+  bool rows_settle_in_rounds() const override { return round_every > 0; }
   step_result step(worker_context& ctx, const nn::batch* b, bool exhausted) override {
     step_result r;
+    // As local_sgd's first step on a fresh ring synchronised from another replica (replicas.cpp).
+    if (std::exchange(overwrite, false) && ctx.replica_overwritten && ctx.replica_overwritten()) {
+      ctx.offered_batch_stale = true;
+      r.what = step_result::kind::retry;
+      return r;
+    }
+    if (round_every > 0 && ++steps % round_every == 0) ++ctx.rounds_settled;
     // As a ring strategy's first step after a sync from no trained replica (replicas.cpp).
     if (auto s = std::exchange(restart, std::nullopt);
         s && ctx.replicas_restarted && ctx.replicas_restarted(*s)) {
@@ -59,6 +68,8 @@ class recording_strategy final : public strategy {
   bool outlive = false;  // steps_outlive_worker()
   // At the next step, the ring's replicas start again from their checkpoint of this step.
   std::optional<std::uint64_t> restart;
+  std::size_t round_every = 0, steps = 0;
+  bool overwrite = false;  // at the next step, a resync overwrites the replica
 };
 
 class no_ps final : public ps_client {
@@ -98,6 +109,7 @@ class worker_loop_test : public ::testing::Test {
     st_.strat = std::move(s);
     st_.ctx.reset(new worker_context{node_.spec(), node_.self(), *st_.backend, ps_, ring_});
     st_.ctx->replicas_restarted = [this](std::uint64_t step) { return forget_rows_kept_after(st_, step); };
+    st_.ctx->replica_overwritten = [this] { return lose_unsettled_rows(st_); };
     st_.last_report = node_.clock().now();
   }
 
@@ -449,6 +461,86 @@ TEST_F(worker_loop_test, after_no_task_was_left_the_loop_waits_until_it_asks_aga
   EXPECT_EQ(lease_requests().size(), 1u);
   EXPECT_TRUE(train_some(st_));
   EXPECT_EQ(lease_requests().size(), 2u);
+}
+
+// local_sgd: a replica's rows reach the others at its next averaging round. A task trained to its
+// end before it is reported done only after that round, and named as held meanwhile (renewed, not
+// re-queued). Before 2026-12-07 it was reported at once: a worker that died before the round left it
+// done with its rows in no model.
+TEST_F(worker_loop_test, a_task_trained_to_its_end_is_reported_once_its_rows_are_averaged) {
+  strat_->round_every = 10;
+  EXPECT_TRUE(train_some(st_));
+  lease(lease_requests()[0]->id, 7, 0, 6);  // 3 minibatches of 2
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(train_some(st_));
+  ASSERT_EQ(strat_->batches.size(), 3u);
+  EXPECT_TRUE(reports().empty()) << "reported before its rows were averaged";
+  ASSERT_EQ(lease_requests().size(), 2u);
+  rpc_.answer(lease_requests()[1]->id, [](auto body) { body.initTaskLease().setNone(); });
+  while (reports().empty() && strat_->steps < 20) {
+    node_.manual().advance(20ms);  // an idle pass waits for nothing (the round paces it)
+    EXPECT_TRUE(train_some(st_));
+    if (reports().empty()) {
+      auto h = holding(lease_requests().back());
+      EXPECT_NE(std::find(h.begin(), h.end(), 7u), h.end()) << "an unsettled task is held";
+    }
+  }
+  EXPECT_EQ(strat_->steps, 10u) << "reported after the round, not before or later";
+  EXPECT_GE(lease_requests().size(), 3u);
+  ASSERT_EQ(reports().size(), 1u);
+  auto rep = reports()[0]->m.body().getTaskReport();
+  EXPECT_EQ(rep.getTaskId(), 7u);
+  EXPECT_EQ(rep.which(), schema::TaskReport::DONE);
+  EXPECT_TRUE(st_.unsettled.empty());
+}
+
+// A resync overwrites the replica before its round (it was not the most trained of a new ring): the
+// task trained to its end since the last round goes back whole, saying why, and the task it trains
+// goes back to where the round found it: the batch offered is not trained, its rows are trained again.
+TEST_F(worker_loop_test, a_replica_overwritten_before_its_round_gives_back_what_it_lost) {
+  strat_->round_every = 100;
+  EXPECT_TRUE(train_some(st_));
+  lease(lease_requests()[0]->id, 7, 0, 6);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(train_some(st_));
+  ASSERT_EQ(lease_requests().size(), 2u);
+  lease(lease_requests()[1]->id, 9, 10, 10);  // 5 minibatches
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(train_some(st_));
+  ASSERT_EQ(strat_->batches.size(), 5u);
+  ASSERT_TRUE(st_.task && st_.task->id == 9u && st_.task->cursor == 4u);
+  EXPECT_TRUE(reports().empty());
+  strat_->overwrite = true;
+  EXPECT_TRUE(train_some(st_));
+  EXPECT_EQ(strat_->batches.size(), 5u) << "the stale batch was trained";
+  EXPECT_TRUE(train_some(st_));  // sends the hand-back, trains task 9's first batch again
+  ASSERT_EQ(reports().size(), 1u);
+  auto rep = reports()[0]->m.body().getTaskReport();
+  EXPECT_EQ(rep.getTaskId(), 7u);
+  ASSERT_EQ(rep.which(), schema::TaskReport::LEFT);
+  EXPECT_EQ(rep.getLeft(), 0u);
+  EXPECT_NE(std::string(rep.getGivenBack().cStr()).find("lost before they were averaged"), std::string::npos);
+  while (strat_->batches.size() < 10) EXPECT_TRUE(train_some(st_));
+  std::vector<std::uint64_t> task_9;
+  for (std::size_t i = 5; i < 10; ++i)
+    task_9.insert(task_9.end(), strat_->batches[i].begin(), strat_->batches[i].end());
+  std::sort(task_9.begin(), task_9.end());
+  EXPECT_EQ(task_9, (std::vector<std::uint64_t>{10, 11, 12, 13, 14, 15, 16, 17, 18, 19}));
+}
+
+// A leaving worker gives back the tasks whose rows were not averaged yet (a hand-back of 0 rows), so
+// the master trains them again at once.
+TEST_F(worker_loop_test, a_leaving_worker_gives_back_the_tasks_its_round_has_not_averaged) {
+  strat_->round_every = 100;
+  EXPECT_TRUE(train_some(st_));
+  lease(lease_requests()[0]->id, 7, 0, 6);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(train_some(st_));
+  EXPECT_TRUE(reports().empty());
+  node_.leaving_flag = true;
+  EXPECT_FALSE(train_some(st_));
+  ASSERT_FALSE(reports().empty());
+  auto rep = reports()[0]->m.body().getTaskReport();
+  EXPECT_EQ(rep.getTaskId(), 7u);
+  ASSERT_EQ(rep.which(), schema::TaskReport::LEFT);
+  EXPECT_EQ(rep.getLeft(), 0u);
+  EXPECT_EQ(std::string(rep.getGivenBack().cStr()), "");
 }
 
 }  // namespace

@@ -78,12 +78,9 @@ void expect_exported_model(const std::string& name, const std::string& toml, int
   EXPECT_EQ(meta.value("model", ""), res.value("model", "")) << meta.dump();
   EXPECT_EQ(meta["job"].value("strategy", ""), res.value("strategy", "")) << meta.dump();
   EXPECT_EQ(meta["job"].value("from", ""), "final") << meta.dump();
-  // The optimizer's steps (async_ps: the shards' pushes applied) and the last data epoch. local_sgd's
-  // final state is the steps of the one replica that wrote it, which may have trained none itself
-  // (its model is the replicas' average): only counted there.
-  if (meta["job"].value("strategy", "") != "local_sgd") {
-    EXPECT_GT(meta["job"].value("step", 0), 0) << meta.dump();
-  }
+  // The optimizer's steps (async_ps: the shards' pushes applied; local_sgd: the ring's averaging
+  // rounds, 1 for the initial weights) and the last data epoch.
+  EXPECT_GT(meta["job"].value("step", 0), 0) << meta.dump();
   EXPECT_EQ(meta["job"].value("data_epoch", -1), epochs - 1) << meta.dump();
   // model.json says how a raw example becomes the module's input: the training store's source, and
   // for Fashion-MNIST the scale that plain Python applies to the idx file's bytes to get the test
@@ -359,9 +356,10 @@ TEST(model_export, users_torchscript_modules_of_every_strategy_match_pytorch) {
 
 // An allreduce MLP job on `rows` Fashion-MNIST rows for `epochs` epochs, each worker paced at `rate`
 // samples/s, a ring checkpoint every `checkpoint_ms`.
-std::string paced_ring_job(int checkpoint_ms, int rows, int epochs, int rate) {
+std::string paced_ring_job(int checkpoint_ms, int rows, int epochs, int rate,
+                           const std::string& strategy = "allreduce") {
   std::string toml = "checkpoint_every_ms = " + std::to_string(checkpoint_ms) + "\n" +
-                     ring_job("allreduce", "[model]\ntype = \"mlp\"\nhidden = [64]\n", rows);
+                     ring_job(strategy, "[model]\ntype = \"mlp\"\nhidden = [64]\n", rows);
   toml.replace(
       toml.find("[train]\nepochs = 1\n"), 18,
       "[train]\nepochs = " + std::to_string(epochs) + "\nmax_samples_per_s = " + std::to_string(rate) + "\n");
@@ -441,16 +439,25 @@ TEST(model_export, an_allreduce_job_resumes_from_its_ring_checkpoint_after_a_run
   EXPECT_TRUE(no_processes_of(r));
 }
 
-// Every worker of an allreduce job SIGKILLed at once while its runner lives (harness:
-// kill_the_whole_ring): the job `name`, a checkpoint every `checkpoint_ms` (600,000: none before the
-// kill), 3 epochs of 30,000 rows in 180 tasks. Returns the job's logs.
-std::string kill_the_whole_ring(const std::string& name, int checkpoint_ms) {
-  auto r = start_job(name, paced_ring_job(checkpoint_ms, 30000, 3, 10000));
+// Every worker of a ring job (allreduce unless `strategy` says) SIGKILLed at once while its runner
+// lives (harness: kill_the_whole_ring): the job `name`, a checkpoint every `checkpoint_ms` (600,000:
+// none before the kill), 3 epochs of 30,000 rows in 180 tasks. Returns the job's logs.
+std::string kill_the_whole_ring(const std::string& name, int checkpoint_ms,
+                                const std::string& strategy = "allreduce") {
+  auto r = start_job(name, paced_ring_job(checkpoint_ms, 30000, 3, 10000, strategy));
   return kill_the_whole_ring(r, checkpoint_ms < 600000, 180, 90000);
 }
 
 TEST(model_export, a_ring_that_lost_every_replica_trains_again_what_its_checkpoint_lacks) {
   const std::string logs = kill_the_whole_ring("ring-all-killed", 1500);
+  EXPECT_NE(logs.find("the ring starts again from its checkpoint of step "), std::string::npos);
+}
+
+// The same under local_sgd, whose tasks name the averaging round that put their rows into every
+// replica and whose checkpoints keep the ring's round (before 2026-12-07 its tasks named no step and
+// stayed done, their rows in no model, and its checkpoints' step was a replica's optimizer steps).
+TEST(model_export, a_local_sgd_ring_that_lost_every_replica_trains_again_what_its_checkpoint_lacks) {
+  const std::string logs = kill_the_whole_ring("local-sgd-all-killed", 1500, "local_sgd");
   EXPECT_NE(logs.find("the ring starts again from its checkpoint of step "), std::string::npos);
 }
 
@@ -673,6 +680,26 @@ std::size_t done_by(const job_run& r, const std::string& holder) {
       std::count_if(done->begin(), done->end(), [&](const auto& t) { return t.holder == holder; }));
 }
 
+// Runs `toml` as job `name` with every worker's steps logged (TROUPE_STEP_LOG) into `logs`, a fresh
+// folder, SIGKILLs worker-1 once its log has `steps` steps (line-buffered: it says where the worker
+// is whatever the machine's load), and waits for the job to end ok with every task done.
+void kill_worker_1_after_steps(const std::string& name, const std::string& toml, std::size_t steps,
+                               job_run& r, std::string& logs) {
+  using namespace std::chrono_literals;
+  logs = test_root(name + "-steps");
+  fs::create_directories(logs);
+  ::setenv("TROUPE_STEP_LOG", logs.c_str(), 1);
+  r = start_job(name, toml);
+  ::unsetenv("TROUPE_STEP_LOG");  // the runner has it
+  ASSERT_TRUE(poll_until([&] { return steps_logged_of(logs + "/worker-1#0.steps") >= steps; }, 180s))
+      << read_file(r.err_file);
+  const pid_t victim = node_pid(r, "worker-1");
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  ASSERT_EQ(wait_job(r, 300s), 0) << read_file(r.err_file);
+  expect_all_done(r);
+}
+
 // A worker SIGKILLed partway through a task costs it only the rows no surviving model holds: with its
 // progress every 100 ms it told the master how many of its task's rows the ring's replicas applied (at
 // which step) or the PS shards acknowledged, and its task goes back to TODO keeping the latest of
@@ -684,20 +711,11 @@ TEST(model_export, a_worker_killed_mid_task_costs_only_the_rows_no_survivor_hold
   for (std::string strategy : {"allreduce", "async_ps"}) {
     SCOPED_TRACE(strategy);
     const std::string toml = mid_task_job(strategy, "\nprogress_every_ms = 100");
-    const std::string logs = test_root("mid-task-kill-steps-" + strategy);
-    fs::create_directories(logs);
-    ::setenv("TROUPE_STEP_LOG", logs.c_str(), 1);
-    auto r = start_job("mid-task-kill-" + strategy, toml);
-    // 30 steps into worker-1's second task (of 47; its step log, line-buffered, says where it is
-    // whatever the machine's load: a second task's rows have been reported, and it is not over).
-    ASSERT_TRUE(poll_until([&] { return steps_logged_of(logs + "/worker-1#0.steps") >= 47 + 30; }, 180s))
-        << read_file(r.err_file);
-    const pid_t victim = node_pid(r, "worker-1");
-    ASSERT_GT(victim, 0);
-    ASSERT_EQ(::kill(victim, SIGKILL), 0);
-    ASSERT_EQ(wait_job(r, 300s), 0) << read_file(r.err_file);
-    ::unsetenv("TROUPE_STEP_LOG");
-    expect_all_done(r);
+    // 30 steps into worker-1's second task (of 47: a second task's rows have been reported, and it
+    // is not over).
+    job_run r;
+    std::string logs;
+    ASSERT_NO_FATAL_FAILURE(kill_worker_1_after_steps("mid-task-kill-" + strategy, toml, 47 + 30, r, logs));
     const std::size_t total = steps_logged(logs);
     const std::size_t victim_steps = steps_logged_of(logs + "/worker-1#0.steps");
     const std::size_t done = done_by(r, "worker-1#0");
@@ -715,6 +733,28 @@ TEST(model_export, a_worker_killed_mid_task_costs_only_the_rows_no_survivor_hold
         strategy.c_str(), on_task, static_cast<unsigned long long>(kept),
         static_cast<unsigned long long>(kept / 64), total - 4u * 47u);
   }
+}
+
+// local_sgd: a worker's rows reach the model only at the ring's next averaging round (every 100
+// steps here). A worker SIGKILLed before its first round has no task DONE under its name: the tasks it
+// trained to their end were held, not reported, went back with it and were trained again, so the
+// steps add up to the job's 188 (tasks of one batch) plus every step it trained. Before 2026-12-07
+// they were reported at once: the job finished DONE without their rows in any model.
+TEST(model_export, a_local_sgd_worker_killed_before_its_round_leaves_no_task_done_without_its_rows) {
+  using namespace std::chrono_literals;
+  std::string toml = mid_task_job("local_sgd", "");
+  toml.replace(toml.find("records_per_task = 3000"), 23, "records_per_task = 64");
+  toml.replace(toml.find("sync_every = 4"), 14, "sync_every = 100");
+  job_run r;
+  std::string logs;
+  ASSERT_NO_FATAL_FAILURE(kill_worker_1_after_steps("local-sgd-kill", toml, 15, r, logs));
+  const std::size_t victim_steps = steps_logged_of(logs + "/worker-1#0.steps");
+  ASSERT_GE(victim_steps, 15u);
+  EXPECT_EQ(done_by(r, "worker-1#0"), 0u) << "tasks done with their rows in no model";
+  const std::size_t total = steps_logged(logs);
+  EXPECT_EQ(total, 188u + victim_steps) << "the killed worker trained " << victim_steps << " steps";
+  std::printf("local_sgd: the killed worker trained %zu steps (none averaged); %zu steps in all\n",
+              victim_steps, total);
 }
 
 }  // namespace

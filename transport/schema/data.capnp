@@ -72,6 +72,9 @@ struct TaskReport {
                            # checkpoints hold every step up to theirs (allreduce); a job resumed from
                            # a checkpoint of an earlier step trains them again. 0: not known (other
                            # strategies; a worker before this field)
+  givenBack @7 :Text;      # with left: why a holder that goes on training gives the task back
+                           # (local_sgd: the rows it trained were lost when the ring's resync
+                           # overwrote its replica before they were averaged); empty: it leaves
 }
 
 # The dispenser took a report (applied, or refused as stale: either way the worker forgets it).

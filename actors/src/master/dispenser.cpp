@@ -81,6 +81,7 @@ std::optional<storage::report_request> report_of(schema::TaskReport::Reader r, c
     case schema::TaskReport::LEFT:
       rr.left = true;
       rr.trained = r.getLeft();
+      rr.error_text = r.getGivenBack().cStr();  // why a holder that stays gives it back; empty: it leaves
       return rr;
   }
   spdlog::warn("dispenser: dropped {}'s report of task {} of an unknown kind ({})", holder, r.getTaskId(),
@@ -177,6 +178,9 @@ void task_dispenser::ack_report(const message& m, const storage::report_request&
     count_quarantine(true);
   } else if (*state == storage::task_state::done) {
     count_quarantine(false);
+  } else if (r.left && !r.error_text.empty()) {  // given back by a holder that goes on: its rows lost
+    spdlog::info("dispenser: {} gave task {} back: {}", r.holder, r.id, r.error_text);
+    timeline_.requeue(r.holder, 1, "task " + std::to_string(r.id) + " given back: " + r.error_text);
   } else if (r.left) {  // handed back by a holder that leaves, its trained rows kept
     spdlog::info("dispenser: {} left holding task {}: {} of its rows trained, the rest back to TODO",
                  r.holder, r.id, r.trained);

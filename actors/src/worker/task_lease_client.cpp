@@ -77,13 +77,15 @@ void task_lease_client::report(const lease& t, const std::string& failure, std::
   unsent_.push_back(std::move(o));
 }
 
-void task_lease_client::hand_back(const lease& t, std::uint64_t trained, std::uint64_t step) {
+void task_lease_client::hand_back(const lease& t, std::uint64_t trained, std::uint64_t step,
+                                  const std::string& why) {
   outbound o(outbound::small_words);
   auto r = o.body().initTaskReport();
   r.setTaskId(t.id);
   r.setAttempt(t.attempt);
   r.setStep(step);
   r.setLeft(trained);
+  if (!why.empty()) r.setGivenBack(why);
   unsent_.push_back(std::move(o));
 }
 

@@ -91,8 +91,9 @@ class task_lease_client {
   void report(const lease& t, const std::string& failure, std::uint64_t trained = 0, std::uint64_t step = 0);
   // Queues the hand-back of task `t` by a worker that leaves having trained the first `trained`
   // rows of its order (their steps outlive it, applied up to `step`): the dispenser keeps them and
-  // re-queues the rest.
-  void hand_back(const lease& t, std::uint64_t trained, std::uint64_t step = 0);
+  // re-queues the rest. `why`: a worker that goes on gives it back (TaskReport.givenBack: its rows
+  // were lost), with `trained` 0.
+  void hand_back(const lease& t, std::uint64_t trained, std::uint64_t step = 0, const std::string& why = "");
   // Sends the reports not acknowledged yet and waits for their acknowledgements until `deadline`
   // (a leaving worker, before the master re-queues what it holds); true once all are acknowledged.
   bool settle_reports(time_point deadline);

@@ -130,6 +130,8 @@ static void make_context(worker_state& st, worker_host* rt) {
   st.ctx.reset(new worker_context{rt->spec(), rt->self(), *st.backend, *st.ps, *st.ring});
   st.ctx->clock = &rt->clock();
   st.ctx->replicas_restarted = [&st](std::uint64_t step) { return forget_rows_kept_after(st, step); };
+  if (st.strat->rows_settle_in_rounds())
+    st.ctx->replica_overwritten = [&st] { return lose_unsettled_rows(st); };
   if (rt->spec().nn.train.max_samples_per_s > 0)
     st.ctx->pace = [&st](std::size_t samples, double since_s) { pace_compute(st, samples, since_s); };
 }

@@ -19,16 +19,15 @@ clock::time_point now(worker_state& st) {
   return st.node->clock().now();
 }
 
-// The leases the worker holds: the task it trains and the one leased ahead (no allocation).
-struct held_leases {
-  std::array<task_lease_client::lease, 2> at{};
-  std::size_t n = 0;
-  operator std::span<const task_lease_client::lease>() const { return {at.data(), n}; }
-};
-held_leases held(const worker_state& st) {
-  held_leases h;
-  if (st.task) h.at[h.n++] = *st.task;
-  if (st.next) h.at[h.n++] = *st.next;
+// The leases the worker holds: the task it trains, the one leased ahead and those trained to their
+// end whose rows are not settled yet (strategy::rows_settle_in_rounds). No allocation but while
+// the unsettled ones outnumber the vector's capacity so far.
+std::span<const task_lease_client::lease> held(worker_state& st) {
+  auto& h = st.held_scratch;
+  h.clear();
+  if (st.task) h.push_back(*st.task);
+  if (st.next) h.push_back(*st.next);
+  h.insert(h.end(), st.unsettled.begin(), st.unsettled.end());
   return h;
 }
 
@@ -42,7 +41,7 @@ std::uint64_t wall_ms(worker_state& st) {
 void order_rows(worker_state& st, held_task& h) {
   if (!st.strat->keeps_row_order()) {
     shuffle_rows(h);
-    h.cursor = std::min<std::size_t>(h.trained, h.order.size());
+    h.cursor = h.settled = std::min<std::size_t>(h.trained, h.order.size());
     if (h.cursor > 0)
       spdlog::info(
           "task {}: {} of its {} rows were trained by an earlier holder (it left, or a step after them "
@@ -243,21 +242,6 @@ static void settle_pushes(worker_state& st) {
     spdlog::warn("task {}: a push of its last steps failed: {}", st.task->id, s.err().to_string());
 }
 
-// The rows of the held task trained so far that go back with it as it leaves this worker partway (a
-// leave, a failed step) when its steps outlive the worker (the ring's replicas; the PS shards once
-// they took the pushes): rows_that_go_back of its cursor, else 0.
-static std::uint64_t rows_to_keep(worker_state& st) {
-  if (!st.task || !st.ctx || !st.strat->steps_outlive_worker()) return 0;
-  const std::uint64_t rows = rows_that_go_back(st, st.task->cursor);
-  if (rows == 0) return 0;
-  if (auto s = st.ctx->ps.settle(); !s) {
-    spdlog::warn("task {}: a push of its last steps failed ({}): its rows are trained again", st.task->id,
-                 s.err().to_string());
-    return 0;
-  }
-  return rows;
-}
-
 // A trained step whose loss is not a number (NaN, inf) fails its task: the model's weights are no
 // longer numbers either (training diverged, or the model computes a NaN), and every later step
 // would fail the same way, so its tasks are quarantined and the job fails saying why, rather than
@@ -314,8 +298,11 @@ static bool after_step(worker_state& st, const step_result& res, const std::opti
     case step_result::kind::idle:
       // No batch and none on its way: wait for the loop's next deadline (asking for a lease again
       // after the dispenser had none) or a ring change. An exhausted worker waits for nothing of its
-      // own: its rounds with the partners that still train are paced by them.
-      if (!st.task && !st.leases->exhausted()) st.node->wait_ring_change(epoch, st.leases->next_due(until));
+      // own: its rounds with the partners that still train are paced by them; nor does one whose
+      // finished tasks wait for the strategy's next round (rows_settle_in_rounds): that round, with
+      // the partners, paces it (waiting at each idle step held the job's tail by sync_every of them).
+      if (!st.task && !st.leases->exhausted() && st.unsettled.empty())
+        st.node->wait_ring_change(epoch, st.leases->next_due(until));
       break;
     case step_result::kind::retry:
       // A dropped collective (the ring may be rebuilt already, or this worker go on alone) or a stale
@@ -332,28 +319,22 @@ static bool after_step(worker_state& st, const step_result& res, const std::opti
 // The task's last batch trained: pushes settled, the strategy's end of the task, the report (with
 // the step that applied its last rows: TaskReport.step); the task leased ahead takes its place.
 static void end_task_if_done(worker_state& st) {
+  report_settled(st);  // a strategy's round that averaged the tasks trained to their end before it
   if (!st.task || st.task->cursor < st.task->order.size()) return;
   settle_pushes(st);
   auto& t = *st.task;
   auto out = st.strat->task_done(*st.ctx, t.id, t.first, t.order.size());
   if (!out) spdlog::error("task {}: {}", t.id, out.err().to_string());
+  if (out && st.strat->rows_settle_in_rounds() && t.settled < t.order.size()) {
+    // Its rows are this replica's alone until the strategy's next round: reported then
+    // (report_settled), given back should this replica lose them first.
+    st.unsettled.push_back(t);
+    st.task = std::exchange(st.next, std::nullopt);
+    return;
+  }
   st.leases->report(t, out ? "" : out.err().to_string(), 0, st.strat->checkpointed_step(*st.ctx));
   st.task = std::exchange(st.next, std::nullopt);
   st.leases->pump_reports();
-}
-
-void hand_back_on_leave(worker_state& st, bool checkpointed) {
-  const auto until = now(st) + leave_reports_bound;
-  if (const std::uint64_t rows = checkpointed ? rows_to_keep(st) : 0; rows > 0) {
-    spdlog::info("{}: leaving: task {} goes back with {} of its {} rows trained", st.node->self().to_string(),
-                 st.task->id, rows, st.task->order.size());
-    st.leases->hand_back(*st.task, rows, st.strat->checkpointed_step(*st.ctx));
-  }
-  if (!st.leases->settle_reports(until))
-    spdlog::warn(
-        "{}: leaving with {} task report(s) not acknowledged: the master re-queues their tasks whole",
-        st.node->self().to_string(), st.leases->unacknowledged());
-  st.node->hand_back_pending(false);
 }
 
 bool train_some(worker_state& st, clock::time_point until) {

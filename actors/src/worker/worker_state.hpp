@@ -34,6 +34,9 @@ struct held_task : task_lease_client::lease {
   nn::dataset rows;
   std::vector<std::uint32_t> order;
   std::size_t cursor = 0;  // next row of `order`
+  // strategy::rows_settle_in_rounds: `cursor` at the strategy's last settled round (or as the task
+  // started after it): the rows before it are in every replica.
+  std::size_t settled = 0;
   // Served records (data_feed::fetch): the feed's ticket, until the rows are in.
   std::optional<std::uint64_t> ticket;
 };
@@ -74,8 +77,14 @@ struct worker_state {
   // The task leased ahead while `task` trains (from its second half on), so that a task boundary
   // costs no round trip to the dispenser.
   std::optional<held_task> next;
-  bool done = false;  // the training loop is over
-  bool left = false;  // the node leaves (SIGTERM): no further step
+  // strategy::rows_settle_in_rounds: the tasks trained to their end whose rows the strategy's next
+  // round puts into every replica (reported done then), and the rounds settled so far as last seen
+  // (worker_context::rounds_settled).
+  std::vector<task_lease_client::lease> unsettled;
+  std::uint64_t rounds_seen = 0;
+  std::vector<task_lease_client::lease> held_scratch;  // worker_loop.cpp's held()
+  bool done = false;                                   // the training loop is over
+  bool left = false;                                   // the node leaves (SIGTERM): no further step
   // Progress since the last report.
   std::uint64_t win_samples = 0, win_steps = 0, dropped = 0, steps_total = 0;
   double win_loss = 0;
@@ -120,6 +129,10 @@ std::optional<nn::batch> current_batch(worker_state& st);
 // its rows meanwhile): the rest of the task, else the first one of the task leased ahead once its
 // records are in; nullopt otherwise.
 std::optional<nn::batch> batch_after(worker_state& st);
+// The rows of the held task trained so far that go back with it as it leaves this worker partway (a
+// leave, a failed step) when its steps outlive the worker (the ring's replicas; the PS shards once
+// they took the pushes, settled here): rows_that_go_back of its cursor, else 0 (task_rows.cpp).
+std::uint64_t rows_to_keep(worker_state& st);
 // Of the first `rows` of the held task's order (st.task, st.ctx set), those that can go back with it
 // as it leaves this worker partway: more than it came with, fewer than all, and a lone last row left
 // to the next holder (the ring's batches fold it into the batch before); 0: none.
@@ -131,6 +144,15 @@ void write_task_rows(const worker_state& st, schema::WorkerProgress::Builder p);
 // worker_context::replicas_restarted: the held tasks with rows kept at a step after `step` (lost with
 // the replicas) train from their first row; true when one did (task_rows.cpp).
 bool forget_rows_kept_after(worker_state& st, std::uint64_t step);
+// strategy::rows_settle_in_rounds, after a step (task_rows.cpp): once the strategy's settled rounds
+// moved, the tasks trained to their end before it are reported done and the held ones' `settled`
+// marks move to their cursors.
+void report_settled(worker_state& st);
+// worker_context::replica_overwritten (task_rows.cpp): the unsettled tasks go back to the dispenser
+// whole, the held task's cursor back to its `settled` mark; true when the cursor moved.
+bool lose_unsettled_rows(worker_state& st);
+// Gives the unsettled tasks back whole (hand-backs of 0 rows; `why` empty: the worker leaves).
+void give_back_unsettled(worker_state& st, const std::string& why);
 // Evaluates the model on the test set and answers the master.
 void evaluate(worker_state& st, const message& request);
 // How often the checkpoint writer writes: a ring's job.checkpoint_every_ms; an async_ps worker's

@@ -132,6 +132,17 @@ struct worker_context {
   // (step_result::kind::retry: the worker offers the task's first batch instead).
   std::function<bool(std::uint64_t step)> replicas_restarted = {};
   bool offered_batch_stale = false;
+  // A strategy whose rows reach the other replicas at its rounds (strategy::rows_settle_in_rounds,
+  // local_sgd's averaging) counts each round that put every row this replica trained into every
+  // replica; the worker reports the tasks it trained to their end before that round once it sees the
+  // count move (after the step).
+  std::uint64_t rounds_settled = 0;
+  // Set by the worker, for those strategies: called when a ring's resync is about to overwrite this
+  // replica with another's (it was not the most trained), losing the rows it trained since its last
+  // settled round. The worker gives back the tasks it trained to their end since then and moves the
+  // task it trains back to where that round found it; true when that moved the batch offered to this
+  // step (the strategy trains nothing in it then, and sets offered_batch_stale).
+  std::function<bool()> replica_overwritten = {};
 };
 
 struct step_result {
@@ -170,6 +181,11 @@ class strategy {
   // The rows of its steps are held by the PS shards once they acknowledged the pushes (async_ps),
   // whatever becomes of this worker or any other.
   virtual bool steps_on_shards() const { return false; }
+  // Its rows reach every replica only at its next round (local_sgd: the averaging): a task trained
+  // to its end is reported done once worker_context::rounds_settled moves, and a resync that
+  // overwrites this replica first gives it back (worker_context::replica_overwritten). Otherwise a
+  // dying worker's finished tasks would stay done with their rows in no model.
+  virtual bool rows_settle_in_rounds() const { return false; }
   virtual expected<void> task_done(worker_context& ctx, std::uint64_t task, std::uint64_t first,
                                    std::size_t rows) {
     return {};

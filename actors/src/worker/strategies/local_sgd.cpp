@@ -3,7 +3,19 @@
 // steps, then the ring averages the replicas' parameters, weighted by the samples each trained in
 // that round. Workers without data take part with zero weight; a new ring first copies the most
 // trained replica's parameters to every replica (replicas::sync_from_most_trained).
+// A replica's rows since the last round are its own until the next one averages them into every
+// replica (strategy::rows_settle_in_rounds): each round it counts (worker_context::rounds_settled)
+// lets the worker report the tasks it finished before it, and a resync that overwrites this
+// replica loses them (the worker gives those tasks back; the batch offered is not trained).
+// The ring numbers its rounds (1: the initial weights; every rank counts each round, a resync hands
+// the source's number to every rank, and a ring checkpoint keeps it as its step and its durable
+// state): a task's report names the round that averaged its rows (checkpointed_step), so a ring
+// restarted from a checkpoint of an earlier round trains it again.
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <span>
 
 #include "replicas.hpp"
 #include "troupe/actors/strategy.hpp"
@@ -16,15 +28,29 @@ class local_sgd final : public strategy {
  public:
   explicit local_sgd(std::uint32_t sync_every) : sync_every_(sync_every) {}
   std::string_view name() const override { return "local_sgd"; }
+  bool rows_settle_in_rounds() const override { return true; }
+  std::uint64_t checkpointed_step(worker_context&) const override { return rounds_; }
+  std::vector<float> durable_state() const override {
+    std::vector<float> f(2);
+    encode(rounds_, f);
+    return f;
+  }
 
   step_result step(worker_context& ctx, const nn::batch* b, bool exhausted) override {
     auto ring = ctx.ring.ensure();
     if (!ring) return {step_result::kind::retry};
     if (ring->fresh) {
-      if (auto s = replicas::sync_from_most_trained(ctx, *ring, false, buf_); !s)
+      // The source's round number (a checkpoint's, restored into an untrained ring) to every rank.
+      std::array<float, 2> round{};
+      encode(rounds_, round);
+      if (auto s = replicas::sync_from_most_trained(ctx, *ring, false, buf_, round); !s)
         return replicas::drop_round(ctx, s.err(), "local_sgd: averaging round");
+      rounds_ = std::max<std::uint64_t>(1, decode(round));
       since_sync_ = 0;
       round_samples_ = 0;
+      // This replica was overwritten: the batch offered was cut after rows it lost (the worker
+      // moved its task back), and is not trained; the worker offers the right one at once.
+      if (ctx.offered_batch_stale) return {step_result::kind::retry};
     }
     step_result out{step_result::kind::idle};
     if (b) {
@@ -57,6 +83,8 @@ class local_sgd final : public strategy {
     }
     since_sync_ = 0;
     round_samples_ = 0;
+    ++rounds_;
+    ++ctx.rounds_settled;  // every rank's rows since the last round are in the sum
     const replicas::round_vote vote{std::span(buf_).subspan(n)};
     const float total = vote.samples;
     if (total == 0.0f) return vote.all_exhausted() ? step_result{step_result::kind::finished} : out;
@@ -67,7 +95,18 @@ class local_sgd final : public strategy {
     return out;
   }
 
+  // A round number in two floats of 24 bits each (one float is exact only to 2^24).
+  static void encode(std::uint64_t n, std::span<float> f) {
+    f[0] = static_cast<float>(n & 0xffffff);
+    f[1] = static_cast<float>(n >> 24);
+  }
+  static std::uint64_t decode(std::span<const float> f) {
+    if (!(f[0] >= 0 && f[1] >= 0)) return 0;  // not a number: taken as none
+    return static_cast<std::uint64_t>(f[0]) | static_cast<std::uint64_t>(f[1]) << 24;
+  }
+
   std::uint32_t sync_every_;
+  std::uint64_t rounds_ = 1;  // the ring's rounds: 1 for the initial weights
   std::uint32_t since_sync_ = 0;
   std::size_t round_samples_ = 0;
   std::vector<float> buf_;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -171,6 +172,18 @@ double seconds_now(worker_context& ctx) {
   return std::chrono::duration<double>(clock_of(ctx).now().time_since_epoch()).count();
 }
 
+namespace {
+// When a resync started, agreed on its source, and was copied.
+void log_sync(const ring_session::info& ring, int src, std::size_t floats,
+              std::array<troupe::clock::time_point, 3> at) {
+  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  spdlog::info(
+      "ring epoch {} (rank {} of {}): replicas synchronised from rank {} ({} floats) in {:.2f} ms "
+      "({:.2f} ms agreeing on the source, {:.2f} ms copying)",
+      ring.epoch, ring.rank, ring.size, src, floats, ms(at[0], at[2]), ms(at[0], at[1]), ms(at[1], at[2]));
+}
+}  // namespace
+
 expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::info& ring,
                                       bool with_optimizer, std::vector<float>& buf, std::span<float> extra) {
   troupe::clock& clk = clock_of(ctx);
@@ -183,11 +196,14 @@ expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::i
   }
   auto src = vote_most_trained(ctx, ring, mine);
   if (!src) return src.err();
-  if (ring.rank == src->rank) restore_if_untrained(ctx, src->steps, extra);
+  const bool source = ring.rank == src->rank;
+  if (source) restore_if_untrained(ctx, src->steps, extra);
+  // Overwritten from here on, even should the copy fail partway: its rows not yet in every replica
+  // are lost (worker_context::replica_overwritten).
+  if (!source && ctx.replica_overwritten && ctx.replica_overwritten()) ctx.offered_batch_stale = true;
   auto agreed = clk.now();
   // Straight from the source's replica into the others' (no packing); a device backend's through
   // its host mirror.
-  const bool source = ring.rank == src->rank;
   if (source)
     if (auto h = ctx.backend.to_host(host_copy::parameters); !h) return h;
   std::size_t floats = 0;
@@ -202,13 +218,7 @@ expected<void> sync_from_most_trained(worker_context& ctx, const ring_session::i
     if (auto h = ctx.backend.from_host(host_copy::parameters); !h) return h;
   // Every rank has the source's steps now.
   if (src->steps == 0 && with_optimizer) restarted(ctx, optimizer_steps(ctx.backend));
-  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
-  const auto copied = clk.now();
-  spdlog::info(
-      "ring epoch {} (rank {} of {}): replicas synchronised from rank {} ({} floats) in {:.2f} ms "
-      "({:.2f} ms agreeing on the source, {:.2f} ms copying)",
-      ring.epoch, ring.rank, ring.size, src->rank, floats, ms(started, copied), ms(started, agreed),
-      ms(agreed, copied));
+  log_sync(ring, src->rank, floats, {started, agreed, clk.now()});
   return {};
 }
 

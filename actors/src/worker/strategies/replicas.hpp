@@ -67,7 +67,8 @@ expected<most_trained> vote_most_trained(worker_context& ctx, const ring_session
 expected<void> broadcast_parameters(worker_context& ctx, int src, std::size_t& floats);
 
 // After a ring is (re)built: the most trained replica's parameters (and, with_optimizer, the host
-// trainer's optimizer slots and step counters, last) to every replica. A ring of one skips it.
+// trainer's optimizer slots and step counters, last) to every replica. A ring of one skips it. The
+// other ranks call ctx.replica_overwritten first (set: offered_batch_stale when it says so).
 // `buf` is scratch, sized by reserve_state. On `ring`, as vote_most_trained. `extra`: the strategy's
 // own state (allreduce's goodput controller), which every rank packed into it: the source's goes to
 // every rank, last; each rank then reads it back from `extra` (the source too, so all hold the same).

@@ -34,6 +34,8 @@ struct state_meta {
   std::string from;                         // "final" (the job's end) or "checkpoint"
   std::string writer;                       // the node that wrote it ("worker-0#1"), or "train --local"
   std::int64_t written_unix_ms = 0;
+  // Read back: state.json described this version (else only `version` and `from` are set).
+  bool described = false;
 };
 
 struct loaded_state {
@@ -74,8 +76,9 @@ std::uint64_t optimizer_steps(const storage::shard_state& s);
 
 // The replica steps a ring checkpoint holds (what a ring restored from it starts again from, and
 // the tasks of a later step were lost with the replicas): its meta's step, the writer's strategy's
-// count (the GPU path's host trainer takes no steps, so its slots say none), or where the meta is
-// lost (a state.json naming another version) the optimizer slots' own.
+// count (the GPU path's host trainer takes no steps, so its slots say none; local_sgd's counts its
+// averaging rounds), or where the meta is lost (a state.json naming another version) the optimizer
+// slots' own.
 std::uint64_t held_steps(const loaded_state& s);
 
 // The latest version in `dir` with its meta; nullopt when `dir` holds none. A state.json that does

@@ -102,7 +102,8 @@ struct lease_outcome {
 // One task report: done, or failed with `error_text` (re-queued, or quarantined at max_failures
 // reports of failure) having trained the first `trained` rows of the task's order before the step
 // that failed (kept: task::trained; never all of them), or (left) handed back by a holder that
-// leaves having trained the first `trained` rows: back to todo with them kept.
+// leaves having trained the first `trained` rows: back to todo with them kept (with `error_text`:
+// given back by a holder that goes on, saying why; the journal keeps no text for it).
 struct report_request {
   std::uint64_t id = 0;
   std::string holder;
