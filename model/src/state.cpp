@@ -126,6 +126,37 @@ expected<std::optional<loaded_state>> read_state(const std::string& dir) {
   return std::optional<loaded_state>(loaded_state{std::move(*s), read_meta(dir, **latest), dir});
 }
 
+namespace {
+expected<std::optional<loaded_state>> read_older_state(const std::string& dir, const error& latest_error) {
+  auto store = storage::checkpoint_store::open(dir);
+  if (!store) return store.err();
+  auto latest = store->latest();
+  auto versions = store->list();
+  if (!latest || !*latest || !versions) return latest_error;
+  std::vector<std::uint64_t> older;
+  for (const auto& v : *versions)
+    if (v.complete && v.version < **latest) older.push_back(v.version);
+  std::sort(older.rbegin(), older.rend());
+  for (auto v : older) {
+    auto s = store->load(v);
+    if (s) return std::optional<loaded_state>(loaded_state{std::move(*s), read_meta(dir, v), dir});
+    spdlog::warn("{}: version {} cannot be read either: {}", dir, v, s.err().to_string());
+  }
+  return latest_error;
+}
+}  // namespace
+
+expected<std::optional<loaded_state>> read_state_or_older(const std::string& dir) {
+  auto s = read_state(dir);
+  if (s) return s;
+  spdlog::warn("{}: its latest version cannot be read ({}): trying the older one it keeps", dir,
+               s.err().to_string());
+  auto older = read_older_state(dir, s.err());
+  if (older && *older)
+    spdlog::warn("{}: read version {} (the latest cannot be read)", dir, (*older)->meta.version);
+  return older;
+}
+
 state_places places_of(const std::string& job_dir, const std::string& ps_checkpoints,
                        std::uint32_t ps_shards) {
   state_places p;
@@ -180,16 +211,20 @@ std::uint64_t optimizer_steps(const storage::shard_state& s) {
 std::uint64_t held_steps(const loaded_state& s) {
   // The version's own meta: its step, the writer's strategy's count (local_sgd's is its rounds, far
   // fewer than the optimizer's steps).
-  return s.meta.described ? s.meta.step : optimizer_steps(s.state);
+  if (s.meta.described) return s.meta.step;
+  if (auto k = s.state.dense_slots.find(step_key); k != s.state.dense_slots.end() && k->second.size() == 2)
+    return read_step(k->second.data());
+  return optimizer_steps(s.state);
 }
 
 expected<loaded_state> job_state(const state_places& places) {
   std::optional<loaded_state> out;
   for (const auto* dir : {&places.final_dir, &places.ring_dir}) {
-    auto s = read_state(*dir);
+    auto s = read_state_or_older(*dir);
     if (!s) return s.err();
     if ((out = std::move(*s))) break;
   }
+  if (out && !out->meta.described) out->meta.step = held_steps(*out);  // from its step_key, if any
   const bool shards_alone = !out;
   for (const auto& dir : places.ps_dirs) {
     auto s = read_state(dir);

@@ -557,6 +557,52 @@ TEST_F(gpu_sync, a_device_paths_ring_checkpoint_restores_with_the_rings_step) {
   std::filesystem::remove_all(dir);
 }
 
+// The ring's latest checkpoint cannot be read (its data file is gone): the replica restores the
+// older version the store keeps, with that version's step (kept in the version itself: state.json
+// describes the latest), and tells the worker that step (the master trains again what later steps
+// applied). Before 2026-12-07 it started from its initial weights: every task done was trained again.
+TEST_F(gpu_sync, a_ring_checkpoint_whose_latest_version_cannot_be_read_restores_the_older_one) {
+  shared_ring ring(1), ring2(1);
+  replica a, b;
+  init(a, ring, 0);
+  init(b, ring2, 0);
+  const auto dir =
+      (std::filesystem::temp_directory_path() / ("troupe-ring-older-" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  auto write = [&](std::uint64_t step) {
+    auto s = snapshot(*a.backend);
+    ASSERT_TRUE(s) << s.err().to_string();
+    std::vector<float> kept;
+    model::append_step(kept, step);
+    s->dense_slots.emplace_back(model::step_key, std::move(kept));
+    model::state_meta meta;
+    meta.step = step;
+    meta.writer = "worker-0#0";
+    ASSERT_TRUE(model::write_state(dir, *s, meta));
+  };
+  write(5);
+  const auto older = params_of(a);
+  for (auto& p : a.backend->parameters()) p += 1.0f;
+  write(9);
+  std::string latest;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".ckpt" && e.path().string() > latest) latest = e.path().string();
+  ASSERT_FALSE(latest.empty());
+  std::filesystem::remove(latest);
+  std::vector<std::uint64_t> told;
+  {
+    ring_checkpoints store(dir);
+    store.on_restored = [&](std::uint64_t step) { told.push_back(step); };
+    auto r = store.restore_latest(*b.backend);
+    ASSERT_TRUE(r) << r.err().to_string();
+    ASSERT_TRUE(*r);
+    EXPECT_EQ(**r, 5u);
+  }
+  EXPECT_EQ(told, std::vector<std::uint64_t>{5});
+  EXPECT_EQ(params_of(b), older);
+  std::filesystem::remove_all(dir);
+}
+
 // A ring checkpoint that cannot be restored (here another model's: its first layer fits, its second
 // does not) leaves the replica as it was, every tensor checked before any is written (the first
 // layer was written before 2026-12-07), and tells the worker the ring starts from its initial

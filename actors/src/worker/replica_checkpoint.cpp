@@ -49,7 +49,7 @@ expected<std::optional<std::uint64_t>> ring_checkpoints::restore_latest(trainer_
   auto initial_weights = [&] {
     if (on_restored) on_restored(0);
   };
-  auto s = model::read_state(dir_);
+  auto s = model::read_state_or_older(dir_);
   if (!s) {
     initial_weights();
     return s.err();
@@ -64,8 +64,9 @@ expected<std::optional<std::uint64_t>> ring_checkpoints::restore_latest(trainer_
     error e = r.err();
     return e.wrap(dir_ + " version " + std::to_string((*s)->meta.version));
   }
+  const std::uint64_t step = model::held_steps(**s);
   spdlog::info("restored {} tensors, {} buffers and {} optimizer slot sets from {} (version {}, step {})",
-               r->tensors, r->buffers, r->slots, dir_, (*s)->meta.version, (*s)->meta.step);
+               r->tensors, r->buffers, r->slots, dir_, (*s)->meta.version, step);
   if (strategy_state) {
     auto kept = (*s)->state.dense_slots.find(strategy_key);
     if (kept != (*s)->state.dense_slots.end())
@@ -73,7 +74,6 @@ expected<std::optional<std::uint64_t>> ring_checkpoints::restore_latest(trainer_
     else
       strategy_state->clear();
   }
-  const std::uint64_t step = model::held_steps(**s);
   if (on_restored) on_restored(step);
   return std::optional<std::uint64_t>(step);
 }

@@ -329,7 +329,7 @@ int runner::reopen_tasks() {
 // again, done ones and the rows kept of partly trained ones; those of an unknown step stay.
 int runner::reopen_after_checkpoint(storage::task_journal& journal) {
   const std::string dir = dir_->path() + "/checkpoints/ring";
-  auto s = model::read_state(dir);
+  auto s = model::read_state_or_older(dir);
   if (!s)
     return spdlog::error("--resume {}: the ring's checkpoint: {}", dir_->path(), s.err().to_string()), 1;
   if (!*s) return 0;

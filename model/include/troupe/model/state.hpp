@@ -26,6 +26,10 @@ namespace troupe::model {
 // as the PS shards store theirs.
 void append_step(std::vector<float>& slots, std::uint64_t step);
 std::uint64_t read_step(const float* two_floats);
+// The dense slot entry a ring checkpoint keeps its meta's step under as well (two floats, as
+// append_step writes them; a name no tensor has): a version whose state.json is lost, or an older
+// version kept beside the latest, still says its step.
+inline constexpr const char* step_key = "#step";
 
 struct state_meta {
   std::uint64_t version = 0;  // the checkpoint store's version this meta describes
@@ -77,13 +81,18 @@ std::uint64_t optimizer_steps(const storage::shard_state& s);
 // The replica steps a ring checkpoint holds (what a ring restored from it starts again from, and
 // the tasks of a later step were lost with the replicas): its meta's step, the writer's strategy's
 // count (the GPU path's host trainer takes no steps, so its slots say none; local_sgd's counts its
-// averaging rounds), or where the meta is lost (a state.json naming another version) the optimizer
-// slots' own.
+// averaging rounds), or where the meta is lost (a state.json naming another version) the step the
+// state keeps under step_key, else (a state written before 2026-12-07) the optimizer slots' own.
 std::uint64_t held_steps(const loaded_state& s);
 
 // The latest version in `dir` with its meta; nullopt when `dir` holds none. A state.json that does
 // not name the latest version gives a meta with only `version` (and `from` "checkpoint") set.
 expected<std::optional<loaded_state>> read_state(const std::string& dir);
+// read_state, or where the latest version cannot be read (a corrupt or missing data file), the newest
+// older complete version the store keeps that loads (warned; its meta has only `version` and `from`:
+// state.json describes the latest, and held_steps reads its step_key): what a ring restores from
+// and `--resume` counts from. The latest's error when none loads.
+expected<std::optional<loaded_state>> read_state_or_older(const std::string& dir);
 
 // Where a job keeps its states: <job dir>/checkpoints/{final,ring}/ and the PS shards' stores,
 // <ps_checkpoints>/ps-<i>/ (job::ps_options::checkpoints_of: <job dir>/checkpoints, or
@@ -96,7 +105,8 @@ state_places places_of(const std::string& job_dir, const std::string& ps_checkpo
                        std::uint32_t ps_shards);
 
 // The job's model state for export and warm start: final/ when the job wrote one (the state its
-// own evaluation scored), else the ring's latest checkpoint; the PS shards' latest checkpoints are
+// own evaluation scored), else the ring's latest checkpoint (either: read_state_or_older, an older
+// version where the latest cannot be read); the PS shards' latest checkpoints are
 // merged in (their dense tensors where the worker's state lacks them, and every embedding row), and
 // with the shards alone, the latest buffers an async_ps worker wrote.
 // not_found (naming the places looked at) when none holds a state.
