@@ -13,7 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "../job/job_harness.hpp"
 #include "disk_faults.hpp"
@@ -370,13 +372,15 @@ std::string paced_ring_job(int checkpoint_ms, int rows, int epochs, int rate,
 // latest ring checkpoint; its runner SIGKILLed, `troupe run --resume` starts the replicas from that
 // checkpoint, trains again exactly the DONE tasks whose rows were applied after the checkpoint's step
 // (lost with the replicas; before 2026-12-06 they were kept done: their rows were in no model), no
-// other, and ends no more than 0.02 below the accuracy of the same job run without the kill.
+// other, and ends no more than 0.03 below the accuracy of the same job run without the kill.
 TEST(model_export, an_allreduce_job_resumes_from_its_ring_checkpoint_after_a_runner_sigkill) {
   const std::string cache = test_root("ring-resume-cache");
   // 3 epochs of 30,000 rows (at most 10,000 samples/s a worker: about 5 s). The accuracy of such runs
   // varies from run to run (the ring's timing, which rank trains the epoch's tail alone): 12 runs
   // without the kill gave 0.8332-0.8498, 4 resumed ones 0.8288-0.8566 (2026-12-06; a tolerance of
-  // 0.01 either way failed a CI run at +0.0124). A checkpoint each 1.5 s: the kill comes between two.
+  // 0.01 either way failed a CI run at +0.0124); 7 more resumed on 2026-12-07 gave 0.8372-0.8506 and,
+  // once under the default suite's load, 0.8196 against 0.8442 (0.02 below failed it): 0.03 below.
+  // A checkpoint each 1.5 s: the kill comes between two.
   std::string toml = paced_ring_job(1500, 30000, 3, 10000);
   toml.replace(toml.find("max_test_rows = 1000"), 20, "max_test_rows = 5000");
   auto whole = start_job("ring-whole", toml, {.root = "", .dataset_cache = cache, .job_id = ""});
@@ -434,7 +438,7 @@ TEST(model_export, an_allreduce_job_resumes_from_its_ring_checkpoint_after_a_run
   // Every record of the 3 epochs once: the reopened tasks' records are counted when they are done
   // again, not twice (before 2026-12-06 records_done kept the first count too).
   EXPECT_EQ(res.value("records_done", 0ull), 90000ull) << res.dump();
-  EXPECT_GE(res.value("test_accuracy", 0.0), reference - 0.02) << res.dump();
+  EXPECT_GE(res.value("test_accuracy", 0.0), reference - 0.03) << res.dump();
   std::printf("uninterrupted %.4f, resumed %.4f\n", reference, res.value("test_accuracy", 0.0));
   EXPECT_TRUE(no_processes_of(r));
 }
@@ -735,19 +739,25 @@ TEST(model_export, a_worker_killed_mid_task_costs_only_the_rows_no_survivor_hold
   }
 }
 
+// local_sgd with `workers` workers on 188 tasks of one batch (12,000 rows in tasks of 64), averaging
+// every 100 steps, at most 2,000 rows/s a worker.
+std::string local_sgd_kill_job(int workers) {
+  std::string toml = mid_task_job("local_sgd", "");
+  toml.replace(toml.find("records_per_task = 3000"), 23, "records_per_task = 64");
+  toml.replace(toml.find("sync_every = 4"), 14, "sync_every = 100");
+  toml.replace(toml.find("workers = 2"), 11, "workers = " + std::to_string(workers));
+  return toml;
+}
+
 // local_sgd: a worker's rows reach the model only at the ring's next averaging round (every 100
 // steps here). A worker SIGKILLed before its first round has no task DONE under its name: the tasks it
 // trained to their end were held, not reported, went back with it and were trained again, so the
 // steps add up to the job's 188 (tasks of one batch) plus every step it trained. Before 2026-12-07
 // they were reported at once: the job finished DONE without their rows in any model.
 TEST(model_export, a_local_sgd_worker_killed_before_its_round_leaves_no_task_done_without_its_rows) {
-  using namespace std::chrono_literals;
-  std::string toml = mid_task_job("local_sgd", "");
-  toml.replace(toml.find("records_per_task = 3000"), 23, "records_per_task = 64");
-  toml.replace(toml.find("sync_every = 4"), 14, "sync_every = 100");
   job_run r;
   std::string logs;
-  ASSERT_NO_FATAL_FAILURE(kill_worker_1_after_steps("local-sgd-kill", toml, 15, r, logs));
+  ASSERT_NO_FATAL_FAILURE(kill_worker_1_after_steps("local-sgd-kill", local_sgd_kill_job(2), 15, r, logs));
   const std::size_t victim_steps = steps_logged_of(logs + "/worker-1#0.steps");
   ASSERT_GE(victim_steps, 15u);
   EXPECT_EQ(done_by(r, "worker-1#0"), 0u) << "tasks done with their rows in no model";
@@ -755,6 +765,46 @@ TEST(model_export, a_local_sgd_worker_killed_before_its_round_leaves_no_task_don
   EXPECT_EQ(total, 188u + victim_steps) << "the killed worker trained " << victim_steps << " steps";
   std::printf("local_sgd: the killed worker trained %zu steps (none averaged); %zu steps in all\n",
               victim_steps, total);
+}
+
+// The tasks given back by a holder that goes on ("task T given back: ..." requeue events): the holder
+// and the task of each (a task may be given back more than once, each time trained once more).
+std::vector<std::pair<std::string, std::string>> given_back(const job_run& r) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::ifstream in(r.job_dir + "/events.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    auto e = nlohmann::json::parse(line, nullptr, false);
+    if (!e.is_object() || e.value("kind", "") != "requeue") continue;
+    const std::string cause = e.value("cause", "");
+    if (cause.find(" given back: ") != std::string::npos)
+      out.emplace_back(e.value("node", ""), cause.substr(0, cause.find(" given back: ")));
+  }
+  return out;
+}
+
+// The same with 3 workers: the kill (and the replacement's join) rebuilds the ring, whose resync
+// copies the most trained replica over the other's, losing that replica's rows since the ring began
+// (no round yet): it gives back the tasks it trained to their end (one step each here), which are
+// trained again. The steps add up to the job's 188, plus every step the killed worker trained, plus
+// one for each task a survivor gave back (before 2026-12-07 the overwritten replica's tasks stayed
+// DONE with their rows in no model).
+TEST(model_export, a_local_sgd_resync_gives_back_the_tasks_of_the_replica_it_overwrites) {
+  job_run r;
+  std::string logs;
+  ASSERT_NO_FATAL_FAILURE(kill_worker_1_after_steps("local-sgd-resync", local_sgd_kill_job(3), 15, r, logs));
+  const std::size_t victim_steps = steps_logged_of(logs + "/worker-1#0.steps");
+  // The killed worker's own (a resync before the kill may have overwritten it too) are among its steps.
+  auto back = given_back(r);
+  std::erase_if(back, [](const auto& b) { return b.first == "worker-1#0"; });
+  EXPECT_FALSE(back.empty()) << "no surviving replica was overwritten with tasks held";
+  EXPECT_EQ(done_by(r, "worker-1#0"), 0u);
+  const std::size_t total = steps_logged(logs);
+  EXPECT_EQ(total, 188u + victim_steps + back.size())
+      << "the killed worker trained " << victim_steps << " steps; " << back.size() << " tasks given back";
+  std::printf(
+      "local_sgd, 3 workers: the killed worker trained %zu steps; the survivors gave %zu tasks back; %zu "
+      "steps in all\n",
+      victim_steps, back.size(), total);
 }
 
 }  // namespace
