@@ -749,24 +749,6 @@ std::string local_sgd_kill_job(int workers) {
   return toml;
 }
 
-// local_sgd: a worker's rows reach the model only at the ring's next averaging round (every 100
-// steps here). A worker SIGKILLed before its first round has no task DONE under its name: the tasks it
-// trained to their end were held, not reported, went back with it and were trained again, so the
-// steps add up to the job's 188 (tasks of one batch) plus every step it trained. Before 2026-12-07
-// they were reported at once: the job finished DONE without their rows in any model.
-TEST(model_export, a_local_sgd_worker_killed_before_its_round_leaves_no_task_done_without_its_rows) {
-  job_run r;
-  std::string logs;
-  ASSERT_NO_FATAL_FAILURE(kill_worker_1_after_steps("local-sgd-kill", local_sgd_kill_job(2), 15, r, logs));
-  const std::size_t victim_steps = steps_logged_of(logs + "/worker-1#0.steps");
-  ASSERT_GE(victim_steps, 15u);
-  EXPECT_EQ(done_by(r, "worker-1#0"), 0u) << "tasks done with their rows in no model";
-  const std::size_t total = steps_logged(logs);
-  EXPECT_EQ(total, 188u + victim_steps) << "the killed worker trained " << victim_steps << " steps";
-  std::printf("local_sgd: the killed worker trained %zu steps (none averaged); %zu steps in all\n",
-              victim_steps, total);
-}
-
 // The tasks given back by a holder that goes on ("task T given back: ..." requeue events): the holder
 // and the task of each (a task may be given back more than once, each time trained once more).
 std::vector<std::pair<std::string, std::string>> given_back(const job_run& r) {
@@ -782,29 +764,55 @@ std::vector<std::pair<std::string, std::string>> given_back(const job_run& r) {
   return out;
 }
 
+// What a local_sgd job (local_sgd_kill_job) whose worker-1 was SIGKILLed after 15 steps, before its
+// first averaging round, trained.
+struct local_sgd_kill {
+  std::size_t victim_steps = 0, total = 0;  // the killed worker's steps; every worker's
+  // The tasks the surviving workers gave back (the killed worker's own are among its steps).
+  std::vector<std::pair<std::string, std::string>> back;
+};
+// Runs that job with `workers` workers as `name`. None of the killed worker's tasks may be DONE (their
+// rows were in its replica alone), and the steps add up to the job's 188 (tasks of one batch), plus
+// every step the killed worker trained, plus one for each task a survivor gave back.
+void run_local_sgd_kill(const std::string& name, int workers, local_sgd_kill& k) {
+  job_run r;
+  std::string logs;
+  ASSERT_NO_FATAL_FAILURE(kill_worker_1_after_steps(name, local_sgd_kill_job(workers), 15, r, logs));
+  k.victim_steps = steps_logged_of(logs + "/worker-1#0.steps");
+  ASSERT_GE(k.victim_steps, 15u);
+  k.back = given_back(r);
+  std::erase_if(k.back, [](const auto& b) { return b.first == "worker-1#0"; });
+  EXPECT_EQ(done_by(r, "worker-1#0"), 0u) << "tasks done with their rows in no model";
+  k.total = steps_logged(logs);
+  EXPECT_EQ(k.total, 188u + k.victim_steps + k.back.size())
+      << "the killed worker trained " << k.victim_steps << " steps; " << k.back.size() << " tasks given back";
+  std::printf(
+      "local_sgd, %d workers: the killed worker trained %zu steps (none averaged); the survivors gave "
+      "%zu tasks back; %zu steps in all\n",
+      workers, k.victim_steps, k.back.size(), k.total);
+}
+
+// local_sgd: a worker's rows reach the model only at the ring's next averaging round (every 100
+// steps here). A worker SIGKILLed before its first round has no task DONE under its name: the tasks it
+// trained to their end were held, not reported, went back with it and were trained again, so the
+// steps add up to the job's 188 plus every step it trained (its survivor, the most trained replica,
+// gives nothing back). Before 2026-12-07 they were reported at once: the job finished DONE without
+// their rows in any model.
+TEST(model_export, a_local_sgd_worker_killed_before_its_round_leaves_no_task_done_without_its_rows) {
+  local_sgd_kill k;
+  ASSERT_NO_FATAL_FAILURE(run_local_sgd_kill("local-sgd-kill", 2, k));
+  EXPECT_TRUE(k.back.empty()) << k.back.size() << " tasks given back by the survivor";
+}
+
 // The same with 3 workers: the kill (and the replacement's join) rebuilds the ring, whose resync
 // copies the most trained replica over the other's, losing that replica's rows since the ring began
 // (no round yet): it gives back the tasks it trained to their end (one step each here), which are
-// trained again. The steps add up to the job's 188, plus every step the killed worker trained, plus
-// one for each task a survivor gave back (before 2026-12-07 the overwritten replica's tasks stayed
-// DONE with their rows in no model).
+// trained again, one step more each (before 2026-12-07 the overwritten replica's tasks stayed DONE
+// with their rows in no model).
 TEST(model_export, a_local_sgd_resync_gives_back_the_tasks_of_the_replica_it_overwrites) {
-  job_run r;
-  std::string logs;
-  ASSERT_NO_FATAL_FAILURE(kill_worker_1_after_steps("local-sgd-resync", local_sgd_kill_job(3), 15, r, logs));
-  const std::size_t victim_steps = steps_logged_of(logs + "/worker-1#0.steps");
-  // The killed worker's own (a resync before the kill may have overwritten it too) are among its steps.
-  auto back = given_back(r);
-  std::erase_if(back, [](const auto& b) { return b.first == "worker-1#0"; });
-  EXPECT_FALSE(back.empty()) << "no surviving replica was overwritten with tasks held";
-  EXPECT_EQ(done_by(r, "worker-1#0"), 0u);
-  const std::size_t total = steps_logged(logs);
-  EXPECT_EQ(total, 188u + victim_steps + back.size())
-      << "the killed worker trained " << victim_steps << " steps; " << back.size() << " tasks given back";
-  std::printf(
-      "local_sgd, 3 workers: the killed worker trained %zu steps; the survivors gave %zu tasks back; %zu "
-      "steps in all\n",
-      victim_steps, back.size(), total);
+  local_sgd_kill k;
+  ASSERT_NO_FATAL_FAILURE(run_local_sgd_kill("local-sgd-resync", 3, k));
+  EXPECT_FALSE(k.back.empty()) << "no surviving replica was overwritten with tasks held";
 }
 
 }  // namespace

@@ -110,8 +110,7 @@ expected<void> gpu_allreduce::resync(worker_context& ctx, const ring_session::in
     std::uint64_t step = 0;
     if (auto d = dev.download_optimizer(std::span<float>(buf_.data(), ns), step); !d) return d;
     buf_[ns] = static_cast<float>(step);
-    buf_[ns + 1] = static_cast<float>(steps & 0xffffff);
-    buf_[ns + 2] = static_cast<float>(steps >> 24);
+    replicas::pack_count(steps, std::span(buf_).subspan(ns + 1, 2));
     std::copy(kept.begin(), kept.end(), state.begin());  // the controller, or the checkpoint's
   }
   if (auto r = ctx.ring.broadcast(buf_, src->rank); !r) return r;
@@ -121,7 +120,7 @@ expected<void> gpu_allreduce::resync(worker_context& ctx, const ring_session::in
     auto step = static_cast<std::uint64_t>(buf_[ns]);
     if (auto u = dev.upload_optimizer(std::span<const float>(buf_.data(), ns), step); !u) return u;
   }
-  steps_ = static_cast<std::uint64_t>(buf_[ns + 1]) | static_cast<std::uint64_t>(buf_[ns + 2]) << 24;
+  steps_ = replicas::unpack_count(std::span<const float>(buf_).subspan(ns + 1, 2));
   if (src->steps == 0) replicas::restarted(ctx, steps_);  // no replica had trained: every rank's held tasks
   return {};
 }

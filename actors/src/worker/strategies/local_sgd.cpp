@@ -32,7 +32,7 @@ class local_sgd final : public strategy {
   std::uint64_t checkpointed_step(worker_context&) const override { return rounds_; }
   std::vector<float> durable_state() const override {
     std::vector<float> f(2);
-    encode(rounds_, f);
+    replicas::pack_count(rounds_, f);
     return f;
   }
 
@@ -42,10 +42,10 @@ class local_sgd final : public strategy {
     if (ring->fresh) {
       // The source's round number (a checkpoint's, restored into an untrained ring) to every rank.
       std::array<float, 2> round{};
-      encode(rounds_, round);
+      replicas::pack_count(rounds_, round);
       if (auto s = replicas::sync_from_most_trained(ctx, *ring, false, buf_, round); !s)
         return replicas::drop_round(ctx, s.err(), "local_sgd: averaging round");
-      rounds_ = std::max<std::uint64_t>(1, decode(round));
+      rounds_ = std::max<std::uint64_t>(1, replicas::unpack_count(round));
       since_sync_ = 0;
       round_samples_ = 0;
       // This replica was overwritten: the batch offered was cut after rows it lost (the worker
@@ -93,16 +93,6 @@ class local_sgd final : public strategy {
     if (auto h = ctx.backend.from_host(host_copy::parameters); !h)
       throw std::runtime_error(h.err().to_string());
     return out;
-  }
-
-  // A round number in two floats of 24 bits each (one float is exact only to 2^24).
-  static void encode(std::uint64_t n, std::span<float> f) {
-    f[0] = static_cast<float>(n & 0xffffff);
-    f[1] = static_cast<float>(n >> 24);
-  }
-  static std::uint64_t decode(std::span<const float> f) {
-    if (!(f[0] >= 0 && f[1] >= 0)) return 0;  // not a number: taken as none
-    return static_cast<std::uint64_t>(f[0]) | static_cast<std::uint64_t>(f[1]) << 24;
   }
 
   std::uint32_t sync_every_;

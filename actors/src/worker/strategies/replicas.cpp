@@ -71,6 +71,16 @@ double round_vote::lr_scale(std::size_t batch_size) const {
   return step_share(samples, ranks, batch_size);
 }
 
+void pack_count(std::uint64_t n, std::span<float> f) {
+  f[0] = static_cast<float>(n & 0xffffff);
+  f[1] = static_cast<float>(n >> 24);
+}
+
+std::uint64_t unpack_count(std::span<const float> f) {
+  if (!(f[0] >= 0 && f[1] >= 0)) return 0;
+  return static_cast<std::uint64_t>(f[0]) | static_cast<std::uint64_t>(f[1]) << 24;
+}
+
 round_vote::round_vote(std::span<const float> at) : samples(at[0]), exhausted(at[1]), ranks(at[2]) {}
 
 void round_vote::cast(std::span<float> at, float samples, bool exhausted) {

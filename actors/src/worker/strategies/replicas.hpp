@@ -19,6 +19,12 @@ namespace troupe::actors::replicas {
 // most 1 (the multiple of the learning rate it is taken at).
 double step_share(double samples, double ranks, std::size_t batch_size);
 
+// A count (a ring's steps or rounds) in the first two floats of `f`, 24 bits each, for a collective
+// or a checkpoint's durable state: one float is exact only to 2^24. unpack_count reads it back; a
+// value no pack_count writes (negative, not a number) reads as 0.
+void pack_count(std::uint64_t n, std::span<float> f);
+std::uint64_t unpack_count(std::span<const float> f);
+
 // The node's clock (the system clock when the context has none), and its time in seconds (the step
 // and sync times the goodput controller measures).
 troupe::clock& clock_of(worker_context& ctx);
