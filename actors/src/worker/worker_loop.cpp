@@ -1,6 +1,5 @@
 #include <spdlog/spdlog.h>
 
-#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
