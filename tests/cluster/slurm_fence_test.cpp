@@ -241,5 +241,33 @@ TEST(slurm_fence, a_node_already_reported_is_no_node) {
   EXPECT_EQ(slurm.calls(), "");
 }
 
+// kill_all (the runner's end) against a controller that answers only after most of command_timeout:
+// scancel is tried until it is taken (5 tries, 50 of the 60 minutes), and the jobs it cancelled are
+// then awaited a whole command_timeout more as they leave squeue (5 looks here). Before, the tries
+// had used up the timeout: kill_all returned with the job still listed, and the runner said "jobs
+// 4242 are left; cancel them once it does" of jobs the controller had taken the cancel of
+// (slurm_outage, under load).
+TEST(slurm_fence, kill_all_awaits_the_jobs_it_cancelled_once_the_controller_answers) {
+  fake_slurm slurm("RUNNING", "RUNNING", 0, "");
+  auto h = slurm.start();
+  ASSERT_TRUE(h) << h.err().to_string();
+  const std::string dir = slurm.bin.str();
+  write_tool(
+      dir, "scancel",
+      "echo \"$*\" >> " + dir + "/calls.log\nn=$(cat " + dir +
+          "/tries 2>/dev/null || echo 0)\necho $((n + 1)) > " + dir +
+          "/tries\nif [ \"$n\" -lt 5 ]; then echo 'scancel: error: Unable to contact slurm controller " +
+          "(connect failure)' >&2; exit 1; fi\ntouch " + dir + "/cancelled\nexit 0");
+  write_tool(
+      dir, "squeue",
+      "if [ -e " + dir + "/cancelled ]; then n=$(cat " + dir +
+          "/looks 2>/dev/null || echo 0); echo $((n + 1)) > " + dir +
+          "/looks; [ \"$n\" -ge 4 ] && exit 0; fi\ncase \"$*\" in *'%i|%T'*) echo '4242|RUNNING|h1|None' ;; "
+          "*) echo RUNNING ;; esac");
+  slurm.l->kill_all();
+  EXPECT_EQ(slurm.calls(), "4242\n4242\n4242\n4242\n4242\n4242\n") << "tried until taken, then not again";
+  EXPECT_TRUE(slurm.l->running().empty()) << "kill_all returned with the job it cancelled still listed";
+}
+
 }  // namespace
 }  // namespace troupe::cluster::testing

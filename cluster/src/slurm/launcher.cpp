@@ -137,7 +137,9 @@ expected<exit_status> launcher::wait(const node_handle& h, std::chrono::millisec
 }
 
 // scancel is retried while it cannot reach the controller (bounded by command_timeout); a job
-// already over makes scancel fail too, and is not retried for.
+// already over makes scancel fail too, and is not retried for. Once taken, the jobs are awaited as
+// they leave squeue for a whole command_timeout from then: tries against a controller that was down
+// may have used up the first (the runner then said jobs were left that it had cancelled).
 void launcher::kill_all() noexcept {
   try {
     auto ids = impl_->active_jobs();
@@ -151,6 +153,7 @@ void launcher::kill_all() noexcept {
       if (!cancelled) {
         auto r = impl_->tool(argv);
         cancelled = impl::taken(r);
+        if (cancelled) deadline = clk.now() + impl_->so.command_timeout;
         if (!cancelled) impl_->note_error("scancel: " + (r ? r->err : r.err().to_string()));
       }
       impl_->poll_once();
