@@ -49,6 +49,17 @@ state_meta read_meta(const std::string& dir, std::uint64_t version) {
   return m;
 }
 
+// A version read back: its meta from state.json, or where that describes another version, the
+// data epoch the version keeps under epoch_key (held_steps reads its step_key).
+loaded_state loaded(const std::string& dir, std::uint64_t version, storage::shard_state s) {
+  loaded_state out{std::move(s), read_meta(dir, version), dir};
+  if (!out.meta.described)
+    if (auto k = out.state.dense_slots.find(epoch_key);
+        k != out.state.dense_slots.end() && k->second.size() == 2)
+      out.meta.data_epoch = static_cast<std::uint32_t>(read_step(k->second.data()));
+  return out;
+}
+
 bool has_store(const std::string& dir) {
   std::error_code ec;
   return std::filesystem::exists(dir + "/data.mdb", ec);
@@ -67,6 +78,16 @@ std::uint64_t read_step(const float* two_floats) {
   std::uint64_t s;
   std::memcpy(&s, two_floats, sizeof s);
   return s;
+}
+
+void keep_meta_in(storage::flat_state& s, const state_meta& m) {
+  std::vector<float> step;
+  append_step(step, m.step);
+  s.dense_slots.emplace_back(step_key, std::move(step));
+  if (!m.data_epoch) return;
+  std::vector<float> epoch;
+  append_step(epoch, *m.data_epoch);
+  s.dense_slots.emplace_back(epoch_key, std::move(epoch));
 }
 
 expected<state_writer> state_writer::open(const std::string& dir) {
@@ -123,7 +144,7 @@ expected<std::optional<loaded_state>> read_state(const std::string& dir) {
   if (!*latest) return std::optional<loaded_state>();
   auto s = store->load(**latest);
   if (!s) return s.err();
-  return std::optional<loaded_state>(loaded_state{std::move(*s), read_meta(dir, **latest), dir});
+  return std::optional<loaded_state>(loaded(dir, **latest, std::move(*s)));
 }
 
 namespace {
@@ -139,7 +160,7 @@ expected<std::optional<loaded_state>> read_older_state(const std::string& dir, c
   std::sort(older.rbegin(), older.rend());
   for (auto v : older) {
     auto s = store->load(v);
-    if (s) return std::optional<loaded_state>(loaded_state{std::move(*s), read_meta(dir, v), dir});
+    if (s) return std::optional<loaded_state>(loaded(dir, v, std::move(*s)));
     spdlog::warn("{}: version {} cannot be read either: {}", dir, v, s.err().to_string());
   }
   return latest_error;

@@ -572,12 +572,11 @@ TEST_F(gpu_sync, a_ring_checkpoint_whose_latest_version_cannot_be_read_restores_
   auto write = [&](std::uint64_t step) {
     auto s = snapshot(*a.backend);
     ASSERT_TRUE(s) << s.err().to_string();
-    std::vector<float> kept;
-    model::append_step(kept, step);
-    s->dense_slots.emplace_back(model::step_key, std::move(kept));
     model::state_meta meta;
     meta.step = step;
+    meta.data_epoch = static_cast<std::uint32_t>(step / 5);
     meta.writer = "worker-0#0";
+    model::keep_meta_in(*s, meta);
     ASSERT_TRUE(model::write_state(dir, *s, meta));
   };
   write(5);
@@ -600,6 +599,12 @@ TEST_F(gpu_sync, a_ring_checkpoint_whose_latest_version_cannot_be_read_restores_
   }
   EXPECT_EQ(told, std::vector<std::uint64_t>{5});
   EXPECT_EQ(params_of(b), older);
+  // Export and --resume read it too, with its own step and epoch (state.json describes version 2).
+  auto read = model::read_state_or_older(dir);
+  ASSERT_TRUE(read && *read);
+  EXPECT_FALSE((*read)->meta.described);
+  EXPECT_EQ(model::held_steps(**read), 5u);
+  EXPECT_EQ((*read)->meta.data_epoch, std::optional<std::uint32_t>(1));
   std::filesystem::remove_all(dir);
 }
 
@@ -650,29 +655,35 @@ TEST_F(gpu_sync, a_single_rank_trains_without_any_collective) {
   EXPECT_EQ(rv.store.epochs_kept(), 0u) << "a ring of one needs no rendezvous";
 }
 
-// local_sgd on two ranks: a fresh ring's resync tells the rank whose replica it overwrites (the less
-// trained) that its rows since its last round are lost, before the copy, and never the source; a rank
-// so told whose offered batch is stale trains nothing in that step and holds the source's replica.
+// local_sgd's resync. A first ring of untrained replicas copies rank 0's (the ring's checkpoint
+// would be restored there) and tells the other rank its replica is overwritten, never the source.
 // Every averaging round counts in rounds_settled on every rank (the worker reports its held tasks
-// then).
-TEST_F(gpu_sync, local_sgd_tells_the_rank_a_resync_overwrites_and_counts_its_rounds) {
+// then). A later ring averages the replicas of the latest round, weighted by their samples since
+// (before 2026-12-07 it copied the most trained one over the others, whose rows since were lost),
+// counts that as a round for them, and offers their batch again (it is not in the average). A rank
+// behind (here a joiner that trained alone) is told its replica is overwritten; so told, its stale
+// batch is not trained, and it holds the group's replica.
+TEST_F(gpu_sync, local_sgd_resync_averages_the_latest_rounds_replicas_and_overwrites_the_others) {
   spec_.job.sync_every = 3;
   shared_ring ring(2);
-  replica a, b;
+  replica a, b, c;
   init(a, ring, 0);
   init(b, ring, 1);
-  std::array<int, 2> told{0, 0};
-  std::array<bool, 2> stale{false, false};
+  std::array<int, 3> told{0, 0, 0};
+  std::array<bool, 3> stale{false, false, false};
+  auto tell = [&](replica& r, int i) {
+    r.ctx->replica_overwritten = [&told, &stale, i] {
+      ++told[static_cast<std::size_t>(i)];
+      return stale[static_cast<std::size_t>(i)];
+    };
+  };
   for (int i = 0; i < 2; ++i) {
     replica& r = i == 0 ? a : b;
     auto s = make_strategy("local_sgd", spec_);
     ASSERT_TRUE(s) << s.err().to_string();
     r.strat = std::move(*s);
     ASSERT_TRUE(r.strat->rows_settle_in_rounds());
-    r.ctx->replica_overwritten = [&told, &stale, i] {
-      ++told[static_cast<std::size_t>(i)];
-      return stale[static_cast<std::size_t>(i)];
-    };
+    tell(r, i);
   }
   auto steps = [&](replica& r, std::size_t first, int n, std::vector<step_result>& out) {
     for (int s = 0; s < n; ++s) {
@@ -680,15 +691,19 @@ TEST_F(gpu_sync, local_sgd_tells_the_rank_a_resync_overwrites_and_counts_its_rou
       out.push_back(r.strat->step(*r.ctx, &batch, false));
     }
   };
+  auto together = [&](replica& x, std::size_t fx, int nx, std::vector<step_result>& ox, replica& y,
+                      std::size_t fy, int ny, std::vector<step_result>& oy) {
+    std::thread t0([&] { steps(x, fx, nx, ox); });
+    std::thread t1([&] { steps(y, fy, ny, oy); });
+    t0.join();
+    t1.join();
+  };
   // A first ring of two untrained replicas (rank 0 the source), 3 steps each: the third averages.
-  std::vector<step_result> ra, rb;
-  std::thread t0([&] { steps(a, 0, 3, ra); });
-  std::thread t1([&] { steps(b, 64, 3, rb); });
-  t0.join();
-  t1.join();
+  std::vector<step_result> ra, rb, rc;
+  together(a, 0, 3, ra, b, 64, 3, rb);
   for (const auto& r : ra) EXPECT_EQ(r.what, step_result::kind::trained);
   for (const auto& r : rb) EXPECT_EQ(r.what, step_result::kind::trained);
-  EXPECT_EQ(told, (std::array<int, 2>{0, 1}));
+  EXPECT_EQ(told, (std::array<int, 3>{0, 1, 0}));
   EXPECT_EQ(a.ctx->rounds_settled, 1u);
   EXPECT_EQ(b.ctx->rounds_settled, 1u);
   // The ring's round, 1 for the initial weights: what a task's report and a checkpoint name.
@@ -696,26 +711,53 @@ TEST_F(gpu_sync, local_sgd_tells_the_rank_a_resync_overwrites_and_counts_its_rou
   EXPECT_EQ(b.strat->checkpointed_step(*b.ctx), 2u);
   EXPECT_EQ(a.strat->durable_state(), (std::vector<float>{2.0f, 0.0f}));
   EXPECT_EQ(params_of(a), params_of(b)) << "averaged";
-  // Local steps, no round: rank 1 is now the more trained. A new ring.
+  // Local steps, no round (8 and 16 samples). A new ring: both replicas are of round 2, averaged.
   steps(a, 24, 1, ra);
   steps(b, 88, 2, rb);
-  const auto source = params_of(b);
+  const auto pa = params_of(a), pb = params_of(b);
   a.ring->reset();
   b.ring->reset();
-  stale = {true, true};
+  stale = {true, true, true};
   ra.clear();
   rb.clear();
-  std::thread u0([&] { steps(a, 32, 1, ra); });
-  std::thread u1([&] { steps(b, 96, 1, rb); });
-  u0.join();
-  u1.join();
-  EXPECT_EQ(told, (std::array<int, 2>{1, 1})) << "rank 0 overwritten, rank 1 the source";
+  together(a, 32, 1, ra, b, 96, 1, rb);
+  EXPECT_EQ(told, (std::array<int, 3>{0, 1, 0})) << "no replica of the latest round is overwritten";
   ASSERT_EQ(ra.size(), 1u);
-  EXPECT_EQ(ra[0].what, step_result::kind::retry) << "the stale batch was trained";
+  EXPECT_EQ(ra[0].what, step_result::kind::retry) << "a batch trained after the averaged rows";
+  EXPECT_EQ(rb[0].what, step_result::kind::retry);
   EXPECT_TRUE(a.ctx->offered_batch_stale);
-  EXPECT_EQ(rb[0].what, step_result::kind::trained);
-  EXPECT_EQ(params_of(a), source);
-  EXPECT_EQ(a.ctx->rounds_settled, 1u);
+  EXPECT_EQ(a.ctx->rounds_settled, 2u);
+  EXPECT_EQ(b.ctx->rounds_settled, 2u);
+  EXPECT_EQ(a.strat->checkpointed_step(*a.ctx), 3u);
+  const auto avg = params_of(a);
+  EXPECT_EQ(avg, params_of(b));
+  ASSERT_EQ(avg.size(), pa.size());
+  for (std::size_t i = 0; i < avg.size(); ++i)
+    ASSERT_NEAR(avg[i], (8 * pa[i] + 16 * pb[i]) / 24, 1e-5) << "parameter " << i;
+  // A joiner that trained 2 steps alone (its ring of one, round 1) and rank 0 of round 3: the joiner
+  // is overwritten, its stale batch not trained; rank 0's replica goes to it.
+  shared_ring solo(1), ring2(2);
+  init(c, solo, 0);
+  auto s = make_strategy("local_sgd", spec_);
+  ASSERT_TRUE(s) << s.err().to_string();
+  c.strat = std::move(*s);
+  steps(c, 104, 2, rc);
+  with_ring(a, ring2, 0);
+  with_ring(c, ring2, 1);
+  tell(a, 0);
+  tell(c, 2);
+  const auto source = params_of(a);
+  ra.clear();
+  rc.clear();
+  together(a, 40, 1, ra, c, 48, 1, rc);
+  EXPECT_EQ(told, (std::array<int, 3>{0, 1, 1})) << "the joiner overwritten, rank 0 the source";
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].what, step_result::kind::retry) << "the stale batch was trained";
+  EXPECT_TRUE(c.ctx->offered_batch_stale);
+  EXPECT_EQ(c.ctx->rounds_settled, 0u);
+  EXPECT_EQ(a.ctx->rounds_settled, 1u) << "its new context: the resync settles its rows (none since)";
+  EXPECT_EQ(params_of(c), source);
+  EXPECT_EQ(c.strat->checkpointed_step(*c.ctx), 4u);
 }
 
 }  // namespace

@@ -58,9 +58,7 @@ bool offer_checkpoint(worker_state& st) {
   if (auto kept = st.strat->durable_state(); !kept.empty())
     s->dense_slots.emplace_back(ring_checkpoints::strategy_key, std::move(kept));
   auto meta = meta_of(st, "checkpoint");
-  std::vector<float> step;  // in the version itself too (model::held_steps without its state.json)
-  model::append_step(step, meta.step);
-  s->dense_slots.emplace_back(model::step_key, std::move(step));
+  model::keep_meta_in(*s, meta);  // in the version itself too (read back without its state.json)
   if (!st.checkpoints->writer().offer(std::move(*s), std::move(meta))) return false;
   st.steps_at_checkpoint = st.steps_total;
   return true;

@@ -131,6 +131,9 @@ struct worker_context {
   // strategy whose tasks report their step (strategy::checkpointed_step) trains nothing in that step
   // (step_result::kind::retry: the worker offers the task's first batch instead).
   std::function<bool(std::uint64_t step)> replicas_restarted = {};
+  // Also set by a strategy that trains nothing in a step and wants its batch offered again at once
+  // (local_sgd, after a resync averaged this replica's rows: the worker marks the task's rows trained
+  // so far as settled after the step, which the batch, not in the average, must not be among).
   bool offered_batch_stale = false;
   // A strategy whose rows reach the other replicas at its rounds (strategy::rows_settle_in_rounds,
   // local_sgd's averaging) counts each round that put every row this replica trained into every
@@ -138,10 +141,10 @@ struct worker_context {
   // count move (after the step).
   std::uint64_t rounds_settled = 0;
   // Set by the worker, for those strategies: called when a ring's resync is about to overwrite this
-  // replica with another's (it was not the most trained), losing the rows it trained since its last
-  // settled round. The worker gives back the tasks it trained to their end since then and moves the
-  // task it trains back to where that round found it; true when that moved the batch offered to this
-  // step (the strategy trains nothing in it then, and sets offered_batch_stale).
+  // replica with another's (local_sgd: it was not of the ring's latest round), losing the rows it
+  // trained since its last settled round. The worker gives back the tasks it trained to their end since then
+  // and moves the task it trains back to where that round found it; true when that moved the batch offered to
+  // this step (the strategy trains nothing in it then, and sets offered_batch_stale).
   std::function<bool()> replica_overwritten = {};
 };
 

@@ -30,6 +30,8 @@ std::uint64_t read_step(const float* two_floats);
 // append_step writes them; a name no tensor has): a version whose state.json is lost, or an older
 // version kept beside the latest, still says its step.
 inline constexpr const char* step_key = "#step";
+// Likewise the meta's data_epoch (two floats, as append_step writes them), where the writer knew it.
+inline constexpr const char* epoch_key = "#data_epoch";
 
 struct state_meta {
   std::uint64_t version = 0;  // the checkpoint store's version this meta describes
@@ -41,6 +43,11 @@ struct state_meta {
   // Read back: state.json described this version (else only `version` and `from` are set).
   bool described = false;
 };
+
+// Appends step_key and (where `m` knows it) epoch_key to `s`: a ring checkpoint's version says its
+// step and epoch without its state.json (read_state and read_state_or_older read them back into the
+// meta of a version state.json does not describe).
+void keep_meta_in(storage::flat_state& s, const state_meta& m);
 
 struct loaded_state {
   storage::shard_state state;
