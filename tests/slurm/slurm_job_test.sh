@@ -84,9 +84,15 @@ wait "$runner" || fail "preempt: the job failed"
 grep -q 'PREEMPTED' "$work/preempt.err" || fail "preempt: the runner saw no PREEMPTED worker"
 # The victims are the workers the runner saw PREEMPTED (at the job's end every worker leaves on SIGTERM
 # too, before the master stops).
+# The master's word that it trained: "worker-1#1 finished its training loop after N steps", N > 0.
+# (The worker's own log, where Slurm appends both incarnations' output, was read before 2026-12-07;
+# once in CI it lacked worker-1#1's "first task" line after its "up at" line while the master counted
+# its 8,399 steps. Its lines are printed when they disagree.)
 for v in $(grep -o 'worker-[0-9]*#0 exited with code 0 (PREEMPTED)' "$work/preempt.err" | cut -d'#' -f1 | sort -u); do
-  awk -v up="$v#1 (worker) up at" 'index($0, up) {u = 1} u && /first task/ {f = 1} END {exit !f}' "$logs/$v.log" ||
+  grep -qE "$v#1 finished its training loop after [1-9][0-9]* steps" "$logs/master.log" ||
     fail "preempt: $v#1 (the victim's next incarnation) did not train"
+  awk -v up="$v#1 (worker) up at" 'index($0, up) {u = 1} u && /first task/ {f = 1} END {exit !f}' "$logs/$v.log" ||
+    { echo "note: $v.log has no 'first task' after '$v#1 (worker) up at':"; grep -n 'up at\|first task\|==== ' "$logs/$v.log"; }
 done
 [[ $(field preempt tasks_failed) == 0 ]] || fail "preempt: failed tasks: $(result preempt)"
 no_jobs_left preempt || fail "preempt: Slurm jobs left behind"
