@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "troupe/cluster/job_dir.hpp"
@@ -49,14 +50,19 @@ state_meta read_meta(const std::string& dir, std::uint64_t version) {
   return m;
 }
 
+// The count a version keeps under `key` (step_key, epoch_key: two floats as append_step writes them).
+std::optional<std::uint64_t> kept_count(const storage::shard_state& s, const char* key) {
+  auto k = s.dense_slots.find(key);
+  if (k == s.dense_slots.end() || k->second.size() != 2) return std::nullopt;
+  return read_step(k->second.data());
+}
+
 // A version read back: its meta from state.json, or where that describes another version, the
 // data epoch the version keeps under epoch_key (held_steps reads its step_key).
 loaded_state loaded(const std::string& dir, std::uint64_t version, storage::shard_state s) {
   loaded_state out{std::move(s), read_meta(dir, version), dir};
   if (!out.meta.described)
-    if (auto k = out.state.dense_slots.find(epoch_key);
-        k != out.state.dense_slots.end() && k->second.size() == 2)
-      out.meta.data_epoch = static_cast<std::uint32_t>(read_step(k->second.data()));
+    if (auto e = kept_count(out.state, epoch_key)) out.meta.data_epoch = static_cast<std::uint32_t>(*e);
   return out;
 }
 
@@ -233,8 +239,7 @@ std::uint64_t held_steps(const loaded_state& s) {
   // The version's own meta: its step, the writer's strategy's count (local_sgd's is its rounds, far
   // fewer than the optimizer's steps).
   if (s.meta.described) return s.meta.step;
-  if (auto k = s.state.dense_slots.find(step_key); k != s.state.dense_slots.end() && k->second.size() == 2)
-    return read_step(k->second.data());
+  if (auto k = kept_count(s.state, step_key)) return *k;
   return optimizer_steps(s.state);
 }
 

@@ -73,13 +73,10 @@ class local_sgd final : public strategy {
   // The averaging round: sum of (weight * parameters) and of weights over the ring, every
   // sync_every steps. `out` is the local step's result (it stands when the round is lost).
   step_result average(worker_context& ctx, step_result out, const nn::batch* b, bool exhausted) {
-    std::size_t n = replicas::state_size(ctx, false);
-    buf_.resize(n + replicas::round_vote::floats);
     if (auto h = ctx.backend.to_host(host_copy::parameters); !h)
       return replicas::drop_round(ctx, h.err(), "local_sgd: averaging round");
-    replicas::pack_state(ctx, false, std::span(buf_.data(), n));
-    float w = static_cast<float>(round_samples_);
-    for (std::size_t i = 0; i < n; ++i) buf_[i] *= w;
+    const float w = static_cast<float>(round_samples_);
+    const std::size_t n = pack_weighted(ctx, w, replicas::round_vote::floats);
     replicas::round_vote::cast(std::span(buf_).subspan(n), w, exhausted && !b);
     if (auto r = ctx.ring.allreduce(buf_); !r) {
       // The local step stands (the batch was trained); only this round's averaging is lost.
@@ -94,11 +91,27 @@ class local_sgd final : public strategy {
     const replicas::round_vote vote{std::span(buf_).subspan(n)};
     const float total = vote.samples;
     if (total == 0.0f) return vote.all_exhausted() ? step_result{step_result::kind::finished} : out;
-    for (std::size_t i = 0; i < n; ++i) buf_[i] /= total;
-    replicas::unpack_state(ctx, false, std::span<const float>(buf_.data(), n));
+    unpack_average(ctx, total, n);
     if (auto h = ctx.backend.from_host(host_copy::parameters); !h)
       throw std::runtime_error(h.err().to_string());
     return out;
+  }
+
+  // The replica's parameters (and buffers) times `w` into the first floats of buf_, with `extra`
+  // floats after them for the caller's own; how many floats the state took. The replica must be on
+  // the host (backend.to_host).
+  std::size_t pack_weighted(worker_context& ctx, float w, std::size_t extra) {
+    const std::size_t n = replicas::state_size(ctx, false);
+    buf_.resize(n + extra);
+    replicas::pack_state(ctx, false, std::span(buf_.data(), n));
+    for (std::size_t i = 0; i < n; ++i) buf_[i] *= w;
+    return n;
+  }
+  // The ring's weighted sum in buf_'s first `n` floats, over the summed weight, into the replica (on
+  // the host: the caller's backend.from_host follows).
+  void unpack_average(worker_context& ctx, float total, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) buf_[i] /= total;
+    replicas::unpack_state(ctx, false, std::span<const float>(buf_.data(), n));
   }
 
   // Each rank's word before a resync (vote_floats floats each, summed by an allreduce): its round
@@ -183,15 +196,13 @@ class local_sgd final : public strategy {
     if (g.ranks.size() == 1) {
       if (auto r = replicas::broadcast_parameters(ctx, g.ranks[0], floats); !r) return r;
     } else {
-      floats = replicas::state_size(ctx, false);
-      buf_.resize(floats);
-      replicas::pack_state(ctx, false, buf_);
-      const float w = !member ? 0.0f : g.samples > 0 ? static_cast<float>(round_samples_) : 1.0f;
-      for (auto& f : buf_) f *= w;
+      floats = pack_weighted(ctx,
+                             !member         ? 0.0f
+                             : g.samples > 0 ? static_cast<float>(round_samples_)
+                                             : 1.0f,
+                             0);
       if (auto r = ctx.ring.allreduce(buf_); !r) return r;
-      const float total = g.samples > 0 ? g.samples : static_cast<float>(g.ranks.size());
-      for (auto& f : buf_) f /= total;
-      replicas::unpack_state(ctx, false, buf_);
+      unpack_average(ctx, g.samples > 0 ? g.samples : static_cast<float>(g.ranks.size()), floats);
     }
     if (auto h = ctx.backend.from_host(host_copy::parameters); !h) return h;
     rounds_ = g.round + 1;
