@@ -221,6 +221,17 @@ expected<std::uint64_t> write_csv(const std::string& job_dir, const model::model
 
 void input_notes(const options& o, const input& data, nlohmann::json& j);
 
+// The note on stderr of rows without a finite output (`first`: the first one's line or record).
+void note_unscored(std::uint64_t n, const row_numbers& numbers, std::uint64_t first, bool evaluate) {
+  std::fprintf(
+      stderr,
+      "troupe: note: %llu row(s) the model gave no finite output for (%s), the first at %s %llu: are "
+      "their inputs far outside what it was trained on, or the model's weights not finite?\n",
+      static_cast<unsigned long long>(n),
+      evaluate ? "they count as wrong, and the loss is null" : "their class is empty, their values nan",
+      numbers.lines ? "line" : "record", static_cast<unsigned long long>(first));
+}
+
 // The command's JSON line once the prediction job finished: the scores, or the written CSV.
 int report(const options& o, const model::model_info& m, const std::string& dir, const input& data,
            bool evaluate, clock::time_point started) {
@@ -232,6 +243,11 @@ int report(const options& o, const model::model_info& m, const std::string& dir,
     j["loss"] = s->loss;
     j["accuracy"] = s->accuracy;
     if (std::isfinite(s->auc)) j["auc"] = s->auc;  // none with one class only
+    // Named as predict names them: the loss read null with no word of why.
+    if (s->unscored > 0) {
+      j["unscored_rows"] = s->unscored;
+      note_unscored(s->unscored, data.numbers, data.numbers.of(s->first_unscored), true);
+    }
   } else {
     std::uint64_t unscored = 0, first = 0;
     auto n = write_csv(dir, m, o.out, data.numbers, unscored, first);
@@ -240,12 +256,7 @@ int report(const options& o, const model::model_info& m, const std::string& dir,
     j["rows"] = *n;
     if (unscored > 0) {
       j["unscored_rows"] = unscored;
-      std::fprintf(
-          stderr,
-          "troupe: note: %llu row(s) the model gave no finite output for (their class is empty, "
-          "their values nan), the first at %s %llu: are their inputs far outside what it was trained on?\n",
-          static_cast<unsigned long long>(unscored), data.numbers.lines ? "line" : "record",
-          static_cast<unsigned long long>(first));
+      note_unscored(unscored, data.numbers, first, false);
     }
   }
   input_notes(o, data, j);
@@ -295,8 +306,9 @@ expected<std::string> new_job_dir(const options& o, bool evaluate, std::string& 
   // the same millisecond collided, and the second was told its --job-id, never given, existed).
   job_id = o.job_id.empty() ? control::default_job_id(evaluate ? "evaluate" : "predict") : o.job_id;
   if (!cluster::valid_job_id(job_id))
-    return make_unexpected(core_errc::invalid_argument,
-                           "--job-id '" + job_id + "': 1-64 characters of a-z, A-Z, 0-9, '_', '-', '.'");
+    return make_unexpected(
+        core_errc::invalid_argument,
+        "--job-id '" + job_id + "': 1-64 characters of a-z, A-Z, 0-9, '_', '-', '.', not starting with '.'");
   const std::string job_dir = fs::absolute(o.root).lexically_normal().string() + "/" + job_id;
   if (std::error_code ec; fs::exists(job_dir, ec))
     return make_unexpected(core_errc::invalid_argument, "--job-id " + job_id + ": " + job_dir + " exists");

@@ -47,6 +47,11 @@ std::string source_of(const job::cache_entry& e) {
 }
 
 void print_entry(const job::cache_entry& e, std::int64_t now_ms, const char* tag) {
+  if (!e.made_by_a_job) {
+    std::printf("%s%-18s no dataset cache entry (no job made it): not opened, never pruned\n", tag,
+                e.key.c_str());
+    return;
+  }
   if (!e.ours) {  // not opened: its size and last use are not this user's to read
     const std::string why = job::entry_problem(e.dir);
     std::printf("%s%-18s not this user's (%s): not opened, never pruned\n", tag, e.key.c_str(),
@@ -61,12 +66,13 @@ int list(const cache_flags& f, std::int64_t now_ms) {
   auto entries = job::list_cache(f.dir());
   if (!entries) return run_error(entries.err());
   std::uint64_t total = 0;
+  std::size_t n = 0;
   for (const auto& e : *entries) {
     print_entry(e, now_ms, "");
     total += e.bytes;
+    n += e.made_by_a_job;
   }
-  std::printf("%s: %zu entr%s, %s\n", f.dir().c_str(), entries->size(), entries->size() == 1 ? "y" : "ies",
-              megabytes(total).c_str());
+  std::printf("%s: %zu entr%s, %s\n", f.dir().c_str(), n, n == 1 ? "y" : "ies", megabytes(total).c_str());
   return 0;
 }
 

@@ -32,11 +32,19 @@ std::string listed(const std::vector<std::string>& names) {
   return out.empty() ? "none" : out;
 }
 
+// `--dense ',,'` named no column (the import made rows of no feature, refused only by the job).
+unexpected empty_name(const std::string& value, const char* flag) {
+  return make_unexpected(
+      core_errc::invalid_argument,
+      std::string(flag) + " '" + value + "': an empty column name (two commas, or one at an end)");
+}
+
 // The column names of --dense, --sparse and --standardize values: comma-separated, a name in double
 // quotes may hold commas ("price, usd" as --dense '"price, usd",rooms'; "" within quotes is a quote).
 expected<std::vector<std::string>> column_names(const std::vector<std::string>& given, const char* flag) {
   std::vector<std::string> out;
   for (const auto& value : given) {
+    if (value.empty()) continue;  // `--standardize` given without a list: every dense column
     std::string name;
     bool quoted = false, any = false;
     for (std::size_t i = 0; i < value.size(); ++i) {
@@ -47,7 +55,8 @@ expected<std::vector<std::string>> column_names(const std::vector<std::string>& 
         quoted = !quoted;
         any = true;
       } else if (ch == ',' && !quoted) {
-        if (any || !name.empty()) out.push_back(std::move(name));
+        if (!any && name.empty()) return empty_name(value, flag);
+        out.push_back(std::move(name));
         name.clear();
         any = false;
       } else {
@@ -58,7 +67,8 @@ expected<std::vector<std::string>> column_names(const std::vector<std::string>& 
       return make_unexpected(core_errc::invalid_argument,
                              std::string(flag) + " '" + value +
                                  "': a quote is not closed (a name with a comma is given as \"a, b\")");
-    if (any || !name.empty()) out.push_back(std::move(name));
+    if (!any && name.empty()) return empty_name(value, flag);
+    out.push_back(std::move(name));
   }
   return out;
 }

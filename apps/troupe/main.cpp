@@ -95,6 +95,36 @@ std::string command_of(const CLI::App& app) {
   }
 }
 
+// A value given empty (`--out ""`, a script's unset variable) is refused by its flag's name before any
+// command runs: `troupe export JOB --out ""` wrote over the job's own model, where "" read as the
+// default. The commands troupe starts itself (`node`, `serve-replica`) are left as they are.
+// A count given negative (`--records -1`, `--seed -1`) is refused too: CLI11 read it modulo 2^64
+// (every record printed, "seed 18446744073709551615").
+void check_flag_values(CLI::App& app) {
+  static const CLI::Validator non_empty(
+      [](std::string& v) {
+        return v.empty() ? std::string("empty value (give one, or leave the flag out)") : "";
+      },
+      "", "NON_EMPTY");
+  static const CLI::Validator non_negative(
+      [](std::string& v) {
+        return v.find_first_not_of(" \t") != std::string::npos && v[v.find_first_not_of(" \t")] == '-'
+                   ? "'" + v + "': expected a number from 0 up"
+                   : std::string();
+      },
+      "", "NON_NEGATIVE");
+  for (auto* o : app.get_options([](CLI::Option* o) { return o->get_items_expected_max() > 0; })) {
+    o->check(non_empty);
+    if (o->get_type_name() == "UINT") o->check(non_negative);
+    // A repeatable flag takes one value each time: `run --set k=v job.toml` read the job file as a
+    // second override ("give a job file or --resume").
+    if (o->nonpositional()) o->allow_extra_args(false);
+  }
+  for (auto* sub : app.get_subcommands(
+           [](CLI::App* a) { return a->get_name() != "node" && a->get_name() != "serve-replica"; }))
+    check_flag_values(*sub);
+}
+
 // Parses the command line; the exit code when this is all (help, version, a usage error: a typo
 // gets the nearest subcommand or flag), nullopt when a command is to run.
 std::optional<int> parse(CLI::App& app, int argc, char** argv) {
@@ -107,9 +137,10 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    auto hint = suggestion(app, argc, argv);
-    return usage_error((hint.empty() ? std::string(e.what()) : hint) + " (run '" + command_of(app) +
-                       " --help' for usage)");
+    std::string command;
+    auto hint = suggestion(app, argc, argv, &command);
+    return usage_error((hint.empty() ? std::string(e.what()) : hint) + " (run '" +
+                       (hint.empty() ? command_of(app) : command) + " --help' for usage)");
   }
   return std::nullopt;
 }
@@ -154,6 +185,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   const auto runners = cli::add_commands(app);
+  cli::check_flag_values(app);
   if (auto code = cli::parse(app, argc, argv)) return *code;
   log_config lc;
   lc.level = log_level;

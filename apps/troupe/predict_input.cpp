@@ -92,7 +92,7 @@ expected<input> csv_store(const input_options& o, const model::model_info& m, co
   if (!o.delimiter.empty() && !parse_delimiter(o.delimiter, format->delimiter))
     return make_unexpected(core_errc::invalid_argument,
                            "--delimiter '" + o.delimiter + "': expected one character (or tab), not a quote");
-  auto enc = job::row_encoder::create(*format, m.dir + "/model.json");
+  auto enc = job::row_encoder::create(*format, m.dir + "/model.json", static_cast<std::uint32_t>(m.classes));
   if (!enc) return enc.err();
   if (!evaluate) enc->ignore_label();  // predicting needs no labels: a value no class refused the file
   enc->skip_dropped_rows();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "command.hpp"
+#include "troupe/control/client.hpp"
 #include "troupe/core/clock.hpp"
 #include "troupe/observe/server_state.hpp"
 #include "troupe/serve/serve.hpp"
@@ -62,6 +63,8 @@ void print_table(const nlohmann::json& all) {
 
 int status(const admin_flags& f) {
   quiet_logs();
+  // As `troupe jobs` says it (a mistyped --root read "no servers under it", exit 0).
+  if (auto r = control::check_jobs_root(f.root); !r) return usage_error(r.err().context());
   nlohmann::json all = nlohmann::json::array();
   for (const auto& s : serve::list_servers(f.root)) {
     if (!f.name.empty() && s.name != f.name) continue;

@@ -28,8 +28,24 @@ const CLI::Option* flag_named(const std::vector<const CLI::Option*>& flags, std:
 
 }  // namespace
 
-std::string suggestion(CLI::App& app, int argc, const char* const* argv) {
+namespace {
+// `word` is none of `subs`: the nearest, else (nothing near) the choices (CLI11 said only "A
+// subcommand is required").
+std::string unknown_subcommand(std::string_view word, const std::vector<CLI::App*>& subs) {
+  std::vector<std::string> names;
+  for (auto* s : subs) names.push_back(s->get_name());
+  auto near = nearest(word, names);
+  if (near) return "unknown subcommand '" + std::string(word) + "' (did you mean '" + *near + "'?)";
+  std::string all;
+  for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+  return "unknown subcommand '" + std::string(word) + "' (one of: " + all + ")";
+}
+}  // namespace
+
+std::string suggestion(CLI::App& app, int argc, const char* const* argv, std::string* command) {
   CLI::App* at = &app;
+  std::string path = "troupe";
+  if (command) *command = path;
   for (int i = 1; i < argc; ++i) {
     std::string_view word = argv[i];
     if (word == "--") break;
@@ -54,16 +70,11 @@ std::string suggestion(CLI::App& app, int argc, const char* const* argv) {
         std::find_if(subs.begin(), subs.end(), [&](CLI::App* s) { return s->check_name(std::string(word)); });
     if (it != subs.end()) {
       at = *it;
+      path += " " + at->get_name();
+      if (command) *command = path;
       continue;
     }
-    std::vector<std::string> names;
-    for (auto* s : subs) names.push_back(s->get_name());
-    auto near = nearest(word, names);
-    if (near) return "unknown subcommand '" + std::string(word) + "' (did you mean '" + *near + "'?)";
-    // Nothing near: the choices (CLI11 said only "A subcommand is required").
-    std::string all;
-    for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
-    return "unknown subcommand '" + std::string(word) + "' (one of: " + all + ")";
+    return unknown_subcommand(word, subs);
   }
   return {};
 }

@@ -104,8 +104,9 @@ bool valid_job_id(std::string_view id) noexcept {
 expected<job_dir> job_dir::create(const std::string& root, const std::string& job_id,
                                   std::string_view job_toml) {
   if (!valid_job_id(job_id))
-    return make_unexpected(cluster_errc::invalid_spec,
-                           "job id '" + job_id + "': 1-64 characters of a-z, A-Z, 0-9, '_', '-', '.'");
+    return make_unexpected(
+        cluster_errc::invalid_spec,
+        "job id '" + job_id + "': 1-64 characters of a-z, A-Z, 0-9, '_', '-', '.', not starting with '.'");
   job_dir d(root + "/" + job_id, job_id);
   std::error_code ec;
   if (fs::exists(d.job_toml_path(), ec))

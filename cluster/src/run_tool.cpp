@@ -65,9 +65,19 @@ expected<pid_t> spawn_tool(const std::string& prog, bool search_path, const std:
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // A tool starts with SIGPIPE as it is by default, whatever this process does with it (a runner
+  // ignores it: an ignored signal would stay ignored across the exec).
+  posix_spawnattr_t at;
+  posix_spawnattr_init(&at);
+  sigset_t dfl;
+  ::sigemptyset(&dfl);
+  ::sigaddset(&dfl, SIGPIPE);
+  posix_spawnattr_setsigdefault(&at, &dfl);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
-  int rc = search_path ? ::posix_spawnp(&pid, prog.c_str(), &fa, nullptr, args.data(), environ)
-                       : ::posix_spawn(&pid, prog.c_str(), &fa, nullptr, args.data(), environ);
+  int rc = search_path ? ::posix_spawnp(&pid, prog.c_str(), &fa, &at, args.data(), environ)
+                       : ::posix_spawn(&pid, prog.c_str(), &fa, &at, args.data(), environ);
+  posix_spawnattr_destroy(&at);
   posix_spawn_file_actions_destroy(&fa);
   ::close(out[1]), ::close(err[1]);
   if (rc != 0) {

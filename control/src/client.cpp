@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "client_session.hpp"
 #include "client_timeline.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/collective/cleanup.hpp"
@@ -30,25 +31,14 @@ namespace troupe::control {
 
 using wire::rpc_client;
 
-namespace {
+namespace client_detail {
 
-struct session {
-  std::unique_ptr<endpoint> net;
-  std::unique_ptr<wire::rpc_client> rpc;
-  ~session() {
-    rpc.reset();
-    net.reset();
-  }
-};
-
-// The job's result.json; not an object when it left none (or a torn one).
 nlohmann::json read_result(const cluster::job_dir& dir) {
   std::ifstream in(dir.result_path());
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return nlohmann::json::parse(text, nullptr, false);
 }
 
-// How a job no runner runs ended ("" when it left no result).
 std::string ended_as(const cluster::job_dir& dir) {
   auto j = read_result(dir);
   // The master's result.json alone (no "status", which the runner adds as it ends): its runner died
@@ -57,16 +47,12 @@ std::string ended_as(const cluster::job_dir& dir) {
                                                                           : std::string();
 }
 
-namespace {
-// The pid of `dir`'s runner while it has not started its nodes (no nodes.json yet: nothing to reach
-// it at); nullopt when no runner runs it, or once it has.
 std::optional<int> starting_runner(const cluster::job_dir& dir) {
   std::error_code ec;
   auto pid = dir.runner_pid();
   if (!pid || std::filesystem::exists(dir.nodes_path(), ec)) return std::nullopt;
   return pid;
 }
-}  // namespace
 
 // A job whose runner died (SIGKILL, a crash) left its rings and beacons in /dev/shm (~4 MiB a
 // worker) until a --resume: removed once none of its nodes on this host runs. What was done, for
@@ -84,9 +70,6 @@ std::string remove_dead_job_leftovers(const cluster::job_dir& dir) {
          " in /dev/shm)";
 }
 
-// Why the runner at `address` could not be reached. Its master finished the job and the runner,
-// ending it, stopped listening: said so (it read "connect failed ... is it still running?" of a
-// runner that ran on and finished the job).
 error unreachable_runner(const cluster::job_dir& dir, const std::string& address, error e) {
   if (dir.runner_pid() && read_result(dir).is_object() && ended_as(dir).empty())
     return error(
@@ -98,9 +81,7 @@ error unreachable_runner(const cluster::job_dir& dir, const std::string& address
   return std::move(e).wrap("job " + dir.job_id() + " (runner at " + address + "; is it still running?)");
 }
 
-// The session with `job_dir`'s runner; with `clean_dead` (stop), a job whose runner died has its
-// shared-memory leftovers removed as well as being said not running.
-expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir, bool clean_dead = false) {
+expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir, bool clean_dead) {
   auto dir = cluster::job_dir::open(job_dir);
   if (!dir) return dir.err();
   if (std::filesystem::exists(dir->lock_path()) && !dir->runner_pid()) {
@@ -136,6 +117,12 @@ expected<std::unique_ptr<session>> connect_runner(const std::string& job_dir, bo
   s->rpc = std::move(*rpc);
   return s;
 }
+
+}  // namespace client_detail
+
+using namespace client_detail;
+
+namespace {
 
 // A job no runner runs any more, from what it left on disk: result.json (how it ended), the task
 // journal (durable counts) and nodes.json (the nodes' final states).
@@ -310,86 +297,6 @@ expected<scale_answer> scale_job(const std::string& job_dir, std::uint32_t worke
   // out_of_range: the request's own fault (exit 2); a job not running is invalid_argument (exit 1).
   if (r.getRefused()) return make_unexpected(core_errc::out_of_range, r.getError().cStr());
   return scale_answer{r.getWorkers(), r.getError().cStr()};
-}
-
-namespace {
-// Asks the runner of the connected session to stop the job; returns once it has recorded the stop.
-expected<void> ask_stop(session& s, const std::string& who) {
-  auto o = wire::job();
-  o.body.initStop().setReason(who);
-  auto reply = s.rpc->call({"runner", "runner", std::move(o.out)}, std::chrono::seconds(3));
-  if (!reply) return reply.err();
-  return {};
-}
-}  // namespace
-
-expected<void> request_stop(const std::string& job_dir, const std::string& who) {
-  auto s = connect_runner(job_dir);
-  if (!s) return s.err();
-  return ask_stop(**s, who);
-}
-
-namespace {
-// A job still starting (no nodes.json) is stopped by a request file its runner looks for while it
-// prepares (stop_request_path); returns once the runner is gone (up to `wait`). nullopt: the job is
-// past starting (or not running), the usual path.
-std::optional<expected<void>> stop_starting(const std::string& job_dir, troupe::clock& clk,
-                                            troupe::clock::duration wait) {
-  auto dir = cluster::job_dir::open(job_dir);
-  if (!dir || !starting_runner(*dir)) return std::nullopt;
-  if (auto w = cluster::write_file_atomic(cluster::stop_request_path(dir->path()), "troupe stop\n"); !w)
-    return expected<void>(w.err());
-  const auto until = clk.now() + wait;
-  std::error_code ec;
-  while (dir->runner_pid() && clk.now() < until) {
-    // It started its nodes meanwhile (and will not look again): the usual stop, through the runner.
-    if (std::filesystem::exists(dir->nodes_path(), ec)) return std::nullopt;
-    clk.sleep_for(std::chrono::milliseconds(20));
-  }
-  if (dir->runner_pid())
-    return expected<void>(make_unexpected(core_errc::io_error, "job " + dir->job_id() +
-                                                                   " was asked to stop while starting; its "
-                                                                   "runner has not ended yet"));
-  return expected<void>();
-}
-}  // namespace
-
-expected<void> stop_job(const std::string& job_dir, troupe::clock& clk) {
-  if (auto starting = stop_starting(job_dir, clk, std::chrono::seconds(60))) return *starting;
-  auto s = connect_runner(job_dir, true);
-  if (!s) return s.err();
-  if (auto r = ask_stop(**s, "troupe stop"); !r) return r;
-  auto& net = *(*s)->net;
-  // Returns once the runner has stopped the job and exited: its connection drops (the endpoint's
-  // peer-down callback; the state is shared with it, which may outlive this call).
-  struct dropped {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool down = false;
-  };
-  auto d = std::make_shared<dropped>();
-  net.on_peer_down([d](const peer_event& e) {
-    if (e.node.name != "runner") return;
-    std::lock_guard lk(d->mu);
-    d->down = true;
-    d->cv.notify_all();
-  });
-  std::unique_lock lk(d->mu);
-  auto gone = [&] { return d->down || !net.connected("runner"); };  // it may have dropped already
-  if (!troupe::wait_until(clk, d->cv, lk, clk.now() + std::chrono::seconds(15), gone))
-    return make_unexpected(core_errc::io_error, "the runner did not stop within 15 s");
-  lk.unlock();
-  // Its connection closes once the nodes are down; the runner then writes the model (a stopped
-  // job's too: up to its export's 10 minutes) and result.json, and exits, releasing runner.lock.
-  auto dir = cluster::job_dir::open(job_dir);
-  if (!dir) return {};
-  const auto limit = clk.now() + std::chrono::minutes(11);
-  while (dir->runner_pid()) {
-    if (clk.now() > limit)
-      return make_unexpected(core_errc::io_error, "the runner did not exit within 11 minutes");
-    clk.sleep_for(std::chrono::milliseconds(20));
-  }
-  return {};
 }
 
 }  // namespace troupe::control

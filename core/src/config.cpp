@@ -107,7 +107,9 @@ expected<void> config_reader::finish(bool reject_unknown) {
   std::vector<std::string> leaves;
   collect_leaves(doc_.get_impl().table, "", leaves);
   for (const auto& leaf : leaves) {
-    bool known = std::any_of(read_.begin(), read_.end(), [&](const auto& r) { return r == leaf; }) ||
+    // An empty table is known when keys are read under it: `[job]` alone is a section with every
+    // default (it was "key 'job': unknown key").
+    bool known = std::any_of(read_.begin(), read_.end(), [&](const auto& r) { return under(r, leaf); }) ||
                  std::any_of(ignored_.begin(), ignored_.end(), [&](const auto& p) { return under(leaf, p); });
     if (!known) {
       auto w = std::find_if(read_with_.begin(), read_with_.end(),

@@ -1,9 +1,13 @@
 #include "troupe/core/config.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -77,11 +81,25 @@ expected<config_doc> config_doc::from_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     return make_unexpected(core_errc::invalid_argument, path + ": is a directory, not a job file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_unexpected(core_errc::io_error, path + ": cannot open config file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return from_string(ss.str(), path);
+  // Without blocking in open(): a FIFO nobody writes reads as empty (`config check` of one waited
+  // for good); one being written (`<(...)`) is read to its end. At most 4 MiB: /dev/zero read on.
+  constexpr std::size_t most = 4u << 20;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return make_unexpected(core_errc::io_error, path + ": cannot open config file: " + std::strerror(errno));
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  std::string text;
+  char buf[65536];
+  ssize_t n = 0;
+  while (text.size() <= most && ((n = ::read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)))
+    if (n > 0) text.append(buf, static_cast<std::size_t>(n));
+  const int err = errno;
+  ::close(fd);
+  if (n < 0)
+    return make_unexpected(core_errc::io_error, path + ": cannot read config file: " + std::strerror(err));
+  if (text.size() > most)
+    return make_unexpected(core_errc::invalid_argument, path + ": more than 4 MiB: not a config file");
+  return from_string(text, path);
 }
 
 expected<config_doc> config_doc::from_string(std::string_view text, std::string source) {
@@ -123,6 +141,11 @@ expected<void> config_doc::apply_override(std::string_view assignment, std::stri
                            "--set '" + std::string(assignment) + "': expected KEY=VALUE");
   std::string key(assignment.substr(0, eq));
   std::string value(assignment.substr(eq + 1));
+  // A line break would end the value and begin TOML of its own, dropped unseen (`--set
+  // $'job.workers=5\ntrain.epochs = 7'` set the workers alone).
+  if (assignment.find_first_of("\n\r") != std::string_view::npos)
+    return make_unexpected(core_errc::invalid_argument,
+                           "--set '" + key + "=...': a line break in it (one KEY=VALUE a --set)");
   auto parts = split_key(key);
   for (const auto& p : parts)
     if (p.empty())

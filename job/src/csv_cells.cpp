@@ -93,7 +93,7 @@ label_codec::label_codec(std::vector<std::string> names) : names_(std::move(name
 bool label_codec::id(std::string_view text, float& out) const {
   if (names_.empty()) {
     std::uint32_t v = 0;
-    if (!parse_class_id(text, v)) return false;
+    if (!parse_class_id(text, v) || (limit_ > 0 && v >= limit_)) return false;
     out = static_cast<float>(v);
     return true;
   }
@@ -104,6 +104,9 @@ bool label_codec::id(std::string_view text, float& out) const {
 }
 
 std::string label_codec::expected_text() const {
+  if (names_.empty() && limit_ > 0)
+    return "a class id of the " + std::to_string(limit_) + " classes (an integer from 0 to " +
+           std::to_string(limit_ - 1) + ")";
   if (names_.empty()) return "a class id (an integer from 0 to " + std::to_string(max_class_id) + ")";
   std::string out = "one of the " + std::to_string(names_.size()) + " classes (";
   for (std::size_t i = 0; i < names_.size() && i < 10; ++i) out += (i ? ", " : "") + names_[i];

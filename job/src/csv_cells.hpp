@@ -41,6 +41,8 @@ class label_codec {
   explicit label_codec(std::vector<std::string> names);
 
   bool named() const { return !names_.empty(); }
+  // Class ids from `num_classes` up are no class (a model's or a store's classes; 0: any id is).
+  void limit(std::uint32_t num_classes) { limit_ = num_classes; }
   // False when `text` (trimmed) is no class.
   bool id(std::string_view text, float& out) const;
   // What a label must be, for messages: "a class id (...)" or "one of the 3 classes (a, b, c)".
@@ -53,6 +55,7 @@ class label_codec {
   };
   std::vector<std::string> names_;
   std::unordered_map<std::string, std::uint32_t, hash, std::equal_to<>> ids_;
+  std::uint32_t limit_ = 0;
 };
 
 // Whether `s` is well-formed UTF-8 (what a manifest's TOML can hold).

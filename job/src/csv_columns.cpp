@@ -50,7 +50,7 @@ std::string near_name(const std::string& n, const std::vector<std::string>& name
 // the one given ("no such column" alone left the user to find it).
 std::string delimiter_hint(const std::vector<std::string>& names) {
   if (names.size() != 1) return "";
-  for (char d : {';', '\t', '|'})
+  for (char d : {',', ';', '\t', '|'})
     if (names[0].find(d) != std::string::npos) {
       const std::string flag = d == '\t' ? std::string("tab") : std::string{'\'', d, '\''};
       return "; the header reads as one column: is the file separated by " + flag + "? (--delimiter " + flag +

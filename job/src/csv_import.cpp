@@ -120,6 +120,13 @@ expected<void> importer::plan(const std::vector<std::string>& header) {
   auto c = plan_columns(header, o_.label, o_.dense, o_.sparse, o_.file);
   if (!c) return c.err();
   cols_ = std::move(*c);
+  // Rows of the label alone: nothing to learn from (the import wrote them, and the job failed on
+  // "layer 'logits_sum' takes at least 1 inputs, got 0").
+  if (cols_.dense.empty() && cols_.sparse.empty())
+    return bad(o_.file + ": no feature column (" +
+               (header.size() == 1 ? std::string("the header holds the label alone")
+                                   : "--dense and --sparse name none, and every other column is ignored") +
+               "): nothing to learn from");
   result_.dense_columns = names_of(cols_, cols_.dense);
   result_.sparse_columns = names_of(cols_, cols_.sparse);
   result_.ignored_columns = names_of(cols_, cols_.ignored);

@@ -24,7 +24,7 @@ class like_importer {
 
  private:
   expected<void> import() {
-    auto enc = row_encoder::create(like_, "--like");
+    auto enc = row_encoder::create(like_, "--like", classes_);
     if (!enc) return enc.err();
     enc->skip_dropped_rows();  // the model's rows had none: dropped as its import dropped them
     enc_.emplace(std::move(*enc));

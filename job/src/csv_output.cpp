@@ -8,6 +8,31 @@ namespace troupe::job {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// A split import writes OUT/train and OUT/test, one without a split OUT itself: into a directory
+// that holds the other layout's stores it would write a second set beside them (a job reading OUT
+// would then take either), so it is refused as a store already there is.
+expected<void> check_not_the_other_layout(const std::string& out, bool split) {
+  std::error_code ec;
+  const fs::path o(out);
+  if (split && fs::exists(o / "data.mdb", ec))
+    return make_unexpected(storage::storage_errc::already_exists,
+                           out +
+                               ": already holds a store (one imported without --test-fraction; remove it "
+                               "first, or import the split elsewhere)");
+  if (!split)
+    for (const char* part : {"train", "test"})
+      if (fs::exists(o / part / "data.mdb", ec))
+        return make_unexpected(storage::storage_errc::already_exists,
+                               out + ": already holds a store in " + part +
+                                   "/ (one imported with --test-fraction; remove it first, or import "
+                                   "elsewhere)");
+  return {};
+}
+
+}  // namespace
+
 expected<void> csv_outputs::open(const storage::row_format& f, csv_import_result& r) {
   storage::record_schema s;
   s.dense_dim = static_cast<std::uint32_t>(f.dense.size());
@@ -17,6 +42,7 @@ expected<void> csv_outputs::open(const storage::row_format& f, csv_import_result
   const std::string source = "csv:" + o_.file + " label=" + f.label + " dense=" + joined(f.dense, ",") +
                              " sparse=" + joined(f.sparse, ",");
   const bool split = o_.test_fraction > 0;
+  if (auto c = check_not_the_other_layout(o_.out, split); !c) return c;
   std::error_code ec;
   made_out_ = split && !fs::exists(o_.out, ec);
   stores_.emplace_back(split ? (fs::path(o_.out) / "train").string() : o_.out);

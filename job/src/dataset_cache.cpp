@@ -77,6 +77,21 @@ struct exclusive {
   }
 };
 
+// cache_entry::made_by_a_job: named as data.cpp's data_key names entries, holding what a job puts
+// there first (the pin, the preparation lock) or, an earlier troupe's, a train store.
+bool made_by_a_job(const fs::path& d) {
+  const auto name = d.filename().string();
+  const auto dash = name.rfind('-');
+  if (dash == std::string::npos || dash == 0 || name.size() - dash - 1 != 16 ||
+      name.find_first_not_of("0123456789abcdef", dash + 1) != std::string::npos ||
+      name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") !=
+          std::string::npos)
+    return false;
+  std::error_code ec;
+  return fs::is_regular_file(d / pin_file, ec) || fs::is_regular_file(d / "lock", ec) ||
+         fs::is_regular_file(d / "train" / "data.mdb", ec);
+}
+
 }  // namespace
 
 std::string default_dataset_cache(const std::string& root) {
@@ -144,7 +159,12 @@ expected<std::vector<cache_entry>> list_cache(const std::string& cache) {
     cache_entry e;
     e.key = d.path().filename().string();
     e.dir = d.path().string();
+    e.made_by_a_job = made_by_a_job(d.path());
     e.ours = entry_problem(e.dir).empty();
+    if (!e.made_by_a_job) {
+      out.push_back(std::move(e));
+      continue;
+    }
     measure(e);
     exclusive x;
     e.in_use = e.ours && !x.take(e, false);
@@ -163,7 +183,7 @@ expected<std::vector<cache_entry>> prune_cache(const std::string& cache, std::in
   if (!entries) return entries.err();
   std::vector<cache_entry> removed;
   for (auto& e : *entries) {
-    if (!e.ours) {  // another user's: theirs to prune
+    if (!e.ours || !e.made_by_a_job) {  // another user's: theirs to prune; no job's: not the cache's
       if (theirs) theirs->push_back(e);
       continue;
     }

@@ -55,6 +55,11 @@ expected<config_doc> read_job_file(const std::string& path) {
   namespace fs = std::filesystem;
   auto doc = config_doc::from_file(path);
   if (!doc) return doc;
+  // Nothing in it (an empty file, comments alone, a FIFO nobody wrote): it trained Fashion-MNIST's
+  // MLP, every key at its default, as if that were the job asked for.
+  if (doc->to_toml().find_first_not_of(" \t\r\n") == std::string::npos)
+    return make_unexpected(core_errc::invalid_argument,
+                           path + ": sets nothing (an empty job file; `[job]` alone takes every default)");
   std::error_code ec;
   // absolute() first: "job.toml" has an empty parent, which absolute() would not resolve.
   if (auto r = resolve_paths(*doc, fs::absolute(path, ec).parent_path(), path_keys); !r) return r.err();

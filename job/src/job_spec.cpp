@@ -1,5 +1,6 @@
 #include "troupe/job/job_spec.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "troupe/job/dataset_cache.hpp"
@@ -7,9 +8,19 @@
 namespace troupe::job {
 
 namespace {
+// [job] name, printed in logs, statuses and notes: a NUL cut a line short, a line break began a
+// false one.
+std::string read_name(config_section& s) {
+  auto name = s.get_string("name", job_options{}.name);
+  if (std::any_of(name.begin(), name.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+    s.fail("name", core_errc::invalid_argument, "a control character in it (a NUL, a tab or a line break)");
+  return name;
+}
+
 job_options read_job(config_section s) {
   job_options o;
-  o.name = s.get_string("name", o.name);
+  o.name = read_name(s);
   o.root = s.get_string("root", o.root);
   o.strategy = s.get_string("strategy", o.strategy);
   if (!traits_of(o.strategy)) {

@@ -43,6 +43,7 @@ struct row_encoder::impl {
   row_codec cells;  // positions in default_header(format)
   std::unordered_map<std::string, std::size_t> cell_index;
   bool ignore_label = false, skip_dropped = false;
+  std::uint32_t num_classes = 0;
 };
 
 row_encoder::row_encoder(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
@@ -50,13 +51,16 @@ row_encoder::row_encoder(row_encoder&&) noexcept = default;
 row_encoder& row_encoder::operator=(row_encoder&&) noexcept = default;
 row_encoder::~row_encoder() = default;
 
-expected<row_encoder> row_encoder::create(const storage::row_format& f, const std::string& where) {
+expected<row_encoder> row_encoder::create(const storage::row_format& f, const std::string& where,
+                                          std::uint32_t num_classes) {
   auto header = default_header(f);
   auto codec = make_codec(f, header, false, where);
   if (!codec) return codec.err();
   auto p = std::make_unique<impl>();
   p->format = f;
+  p->num_classes = num_classes;
   codec->import = false;
+  codec->labels->limit(num_classes);
   p->lines = *codec;
   p->cells = std::move(*codec);
   p->cells.positions = false;  // a /rows object's cells have names, no order
@@ -68,7 +72,7 @@ expected<row_encoder> row_encoder::from_manifest(const storage::manifest& m, con
   if (!m.columns)
     return bad(where,
                "not a store imported from CSV (its manifest has no [columns]; source: " + m.source + ")");
-  return create(*m.columns, where);
+  return create(*m.columns, where, m.schema.num_classes);
 }
 
 const storage::row_format& row_encoder::format() const {
@@ -79,6 +83,7 @@ expected<void> row_encoder::use_header(const std::vector<std::string>& header) {
   auto codec = make_codec(impl_->format, header, false, "header");
   if (!codec) return codec.err();
   codec->import = false;
+  codec->labels->limit(impl_->num_classes);
   impl_->lines = std::move(*codec);
   if (impl_->ignore_label) impl_->lines.cols.label.reset();
   return {};

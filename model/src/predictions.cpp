@@ -149,8 +149,14 @@ expected<prediction_metrics> score_parts(const std::string& dir) {
   std::vector<float> scores, labels;
   double loss_sum = 0;
   std::size_t width = 1;
+  std::uint64_t unscored = 0, first_unscored = 0;
   auto n = visit_parts(dir, [&](const prediction_part& p) -> expected<void> {
     width = p.width;
+    for (std::uint64_t r = 0; r < p.rows; ++r) {
+      const float* v = p.values.data() + r * p.width;
+      if (!std::all_of(v, v + p.width, [](float x) { return std::isfinite(x); }) && unscored++ == 0)
+        first_unscored = p.first + r;
+    }
     scores.insert(scores.end(), p.values.begin(), p.values.end());
     labels.insert(labels.end(), p.labels.begin(), p.labels.end());
     loss_sum += p.loss_sum;
@@ -158,8 +164,9 @@ expected<prediction_metrics> score_parts(const std::string& dir) {
   });
   if (!n) return n.err();
   auto m = nn::score_predictions(scores, width, labels, loss_sum);
-  return prediction_metrics{m.rows, m.loss, m.accuracy,
-                            width == 1 ? m.auc : std::numeric_limits<double>::quiet_NaN()};
+  return prediction_metrics{m.rows,     m.loss,
+                            m.accuracy, width == 1 ? m.auc : std::numeric_limits<double>::quiet_NaN(),
+                            unscored,   first_unscored};
 }
 
 }  // namespace troupe::model

@@ -3,6 +3,7 @@
 #include "troupe/model/model_dir.hpp"
 #include "troupe/model/plugin.hpp"
 #include "troupe/model/predictor.hpp"
+#include "troupe/nn/zip_check.hpp"
 
 namespace troupe::model {
 
@@ -17,6 +18,8 @@ predictor_options options_for(const model_info& m) {
 }
 
 expected<std::unique_ptr<predictor>> load_predictor(const predictor_options& o) {
+  // libtorch reads the archive's entries unchecked: a flipped byte in a tensor loaded silently.
+  if (auto c = nn::check_zip_archive(o.path); !c) return c.err();
   using create_fn = predictor* (*)(int, const predictor_options*, std::string*);
   auto sym = torchscript_symbol("troupe_torchscript_create_predictor");
   if (!sym) return sym.err();

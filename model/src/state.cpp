@@ -252,6 +252,7 @@ expected<loaded_state> job_state(const state_places& places) {
   }
   if (out && !out->meta.described) out->meta.step = held_steps(*out);  // from its step_key, if any
   const bool shards_alone = !out;
+  std::size_t shards = 0;
   for (const auto& dir : places.ps_dirs) {
     auto s = read_state(dir);
     if (!s) return s.err();
@@ -260,6 +261,8 @@ expected<loaded_state> job_state(const state_places& places) {
       out = loaded_state{{}, (*s)->meta, dir};
       out->meta.writer = "the PS shards";
     }
+    // Read from every shard: their directory (ps-0, ps-1, ...), where it named the first alone.
+    if (shards_alone && ++shards == 2) out->dir = std::filesystem::path(dir).parent_path().string();
     merge_shard(out->state, std::move((*s)->state));
   }
   if (out && shards_alone) merge_buffers(out->state, places.buffers_dir);
@@ -290,7 +293,9 @@ expected<loaded_state> init_state(const std::string& source) {
     if (!*s)
       return make_unexpected(
           storage::storage_errc::not_found,
-          source + "/state: no state beside model.pt (a model directory from an older troupe?)");
+          source +
+              "/state: no state beside model.pt (a model directory copied without its state/ directory, or "
+              "one from an older troupe? `troupe export` of the job writes one with it)");
     return std::move(**s);
   }
   if (!std::filesystem::is_regular_file(source + "/job.toml", ec))

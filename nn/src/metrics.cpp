@@ -14,6 +14,8 @@ double accuracy(std::span<const float> scores, std::size_t classes, std::span<co
   std::size_t correct = 0;
   for (std::size_t i = 0; i < labels.size(); ++i) {
     const float* row = scores.data() + i * classes;
+    if (!std::all_of(row, row + classes, [](float x) { return std::isfinite(x); }))
+      continue;  // no prediction
     auto best = static_cast<std::size_t>(std::max_element(row, row + classes) - row);
     correct += best == static_cast<std::size_t>(labels[i]);
   }
@@ -66,7 +68,8 @@ eval_result score_predictions(std::span<const float> scores, std::size_t width, 
   r.loss = loss_sum / static_cast<double>(r.rows);
   if (width == 1) {
     std::size_t right = 0;
-    for (std::size_t i = 0; i < r.rows; ++i) right += (scores[i] >= 0.5f) == (labels[i] > 0.5f);
+    for (std::size_t i = 0; i < r.rows; ++i)
+      right += std::isfinite(scores[i]) && (scores[i] >= 0.5f) == (labels[i] > 0.5f);
     r.accuracy = static_cast<double>(right) / static_cast<double>(r.rows);
     r.auc = auc(scores.first(r.rows), labels);
   } else {

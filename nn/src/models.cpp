@@ -12,7 +12,7 @@ std::size_t logits_width(const dataset_info& info) {
 }
 
 unexpected config_error(const model_config& c, const std::string& why) {
-  return make_unexpected(nn_errc::bad_config, "model '" + c.type + "': " + why);
+  return make_unexpected(nn_errc::bad_config, "model.type '" + c.type + "': " + why);
 }
 
 // hidden dense+relu(+dropout) layers then the logits layer.
@@ -72,8 +72,9 @@ expected<int> build_mlp(model& m, const model_config& c, const dataset_info& inf
 // ElasticDL's MNIST CNN: conv 32 3x3 relu, conv 64 3x3 relu, batch norm, max pool 2x2,
 // dropout 0.25, flatten, dense 10.
 expected<int> build_cnn(model& m, const model_config& c, const dataset_info& info) {
-  if (info.image_shape[0] == 0) return config_error(c, "needs image data (the dataset has no image shape)");
-  if (c.filters.size() != 2) return config_error(c, "filters must list 2 sizes (two conv layers)");
+  if (info.image_shape[0] == 0)
+    return config_error(c, "needs image data (data.source's dataset has no image shape)");
+  if (c.filters.size() != 2) return config_error(c, "model.filters must list 2 sizes (two conv layers)");
   int x = m.input(info);
   x = m.add(std::make_unique<conv2d_layer>(c.filters[0], 3), {x}, "conv_1");
   x = m.add(std::make_unique<relu_layer>(), {x}, "relu_1");
@@ -87,7 +88,8 @@ expected<int> build_cnn(model& m, const model_config& c, const dataset_info& inf
 }
 
 expected<int> build_ctr(model& m, const model_config& c, const dataset_info& info, bool fm) {
-  if (info.sparse_fields == 0) return config_error(c, "needs sparse categorical fields");
+  if (info.sparse_fields == 0)
+    return config_error(c, "needs sparse categorical fields (data.source's dataset has none)");
   if (info.num_classes > 2)
     return config_error(
         c, "is a binary (CTR) model, the data has " + std::to_string(info.num_classes) + " classes");
@@ -100,7 +102,7 @@ expected<int> build_ctr(model& m, const model_config& c, const dataset_info& inf
 }
 
 expected<int> build_sequential(model& m, const model_config& c, const dataset_info& info) {
-  if (c.layers.empty()) return config_error(c, "layers must list at least one layer spec");
+  if (c.layers.empty()) return config_error(c, "model.layers must list at least one layer spec");
   int x = m.input(info);
   // A bad entry is named by the key and its place in the list (the error named the spec alone,
   // "nn: bad configuration: layer spec ..."); an unknown layer lists the registered ones.
@@ -161,9 +163,9 @@ expected<std::unique_ptr<model>> model_registry::create(const model_config& c,
                            "model type '" + c.type + "' is not registered (known: " + known + ")");
   }
   for (auto h : c.hidden)
-    if (h == 0) return config_error(c, "hidden layer sizes must be > 0");
-  if (c.embedding_dim == 0) return config_error(c, "embedding_dim must be > 0");
-  if (!(c.dropout >= 0 && c.dropout < 1)) return config_error(c, "dropout must be in [0, 1)");
+    if (h == 0) return config_error(c, "model.hidden sizes must be > 0");
+  if (c.embedding_dim == 0) return config_error(c, "model.embedding_dim must be > 0");
+  if (!(c.dropout >= 0 && c.dropout < 1)) return config_error(c, "model.dropout must be in [0, 1)");
   auto m = std::make_unique<model>(c.type, c.seed);
   auto out = it->second(*m, c, info);
   if (!out) return out.err();

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -21,12 +22,55 @@ expected<infer_input> bad(const std::string& text) {
   return make_unexpected(core_errc::invalid_argument, text);
 }
 
-// A cell's text as the CSV would hold it.
-expected<std::string> cell_text(const json& v, const std::string& where) {
+// The text each row's cell that is a fraction or exponent number was given as (rows[i] name), as the
+// client wrote it: a categorical column hashes a cell's text, as the import hashed the CSV's, and
+// json's own text of the double is another ("1000.0" for 1e3, "2.5" for 2.50: an unseen category,
+// answered silently). An integer's text is its own (JSON has one form of it).
+class number_texts final : public json::json_sax_t {
+ public:
+  std::map<std::pair<std::size_t, std::string>, std::string> texts;  // (row, column) -> text
+
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(json::number_integer_t) override { return value(); }
+  bool number_unsigned(json::number_unsigned_t) override { return value(); }
+  bool number_float(json::number_float_t, const std::string& s) override {
+    if (open_.size() == 3 && open_[0].object && open_[0].key == "rows" && !open_[1].object && open_[2].object)
+      texts[{static_cast<std::size_t>(open_[1].index), open_[2].key}] = s;
+    return value();
+  }
+  bool string(std::string&) override { return value(); }
+  bool binary(json::binary_t&) override { return value(); }
+  bool start_object(std::size_t) override { return value(), open_.push_back({true, {}, -1}), true; }
+  bool key(std::string& k) override { return open_.back().key = k, true; }
+  bool end_object() override { return open_.pop_back(), true; }
+  bool start_array(std::size_t) override { return value(), open_.push_back({false, {}, -1}), true; }
+  bool end_array() override { return open_.pop_back(), true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  struct frame {
+    bool object = false;
+    std::string key;
+    long index = -1;
+  };
+  std::vector<frame> open_;
+  // A value begins (a scalar, an object, an array): the next index of the array it is in.
+  bool value() {
+    if (!open_.empty() && !open_.back().object) ++open_.back().index;
+    return true;
+  }
+};
+
+// A cell's text as the CSV would hold it: a number's as the request wrote it (`written`, when the
+// request gave it as a fraction or an exponent).
+expected<std::string> cell_text(const json& v, const std::string* written, const std::string& where) {
   if (v.is_null()) return std::string();
   if (v.is_string()) return v.get<std::string>();
   if (v.is_number_integer()) return v.dump();
-  if (v.is_number_float()) return v.dump();  // the shortest text that reads back the same double
+  if (v.is_number_float()) return written ? *written : v.dump();
   // A boolean has no one text: the import hashed the CSV's own ("True" from pandas, "TRUE" from R),
   // and "true" read as another category, silently (it was taken as "true").
   if (v.is_boolean())
@@ -121,8 +165,10 @@ expected<json> parse_body(std::string_view body) {
   }
 }
 
-// Each row's cells (the columns the model uses) encoded, its values appended to `in`.
-expected<void> encode_rows(const json& rows, const job::row_encoder& enc, infer_input& in) {
+// Each row's cells (the columns the model uses) encoded, its values appended to `in`; `texts`: the
+// numbers' texts as the body wrote them.
+expected<void> encode_rows(const json& rows, const number_texts& texts, const job::row_encoder& enc,
+                           infer_input& in) {
   storage::record r;
   std::vector<std::pair<std::string, std::string>> cells;
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -132,7 +178,9 @@ expected<void> encode_rows(const json& rows, const job::row_encoder& enc, infer_
     cells.clear();
     for (const auto& [name, value] : rows[i].items()) {
       if (!uses(enc.format(), name)) continue;  // the label and other columns: not the model's business
-      auto text = cell_text(value, where + " '" + name + "'");
+      const auto written = texts.texts.find({i, name});
+      auto text = cell_text(value, written == texts.texts.end() ? nullptr : &written->second,
+                            where + " '" + name + "'");
       if (!text) return text.err();
       cells.emplace_back(name, std::move(*text));
     }
@@ -170,7 +218,9 @@ expected<infer_input> parse_rows_request(std::string_view body, const model_shap
   if (rows.empty() || rows.size() > shape.max_rows)
     return bad("'rows': " + std::to_string(rows.size()) + " rows; this server takes 1 to " +
                std::to_string(shape.max_rows) + " per request (max_batch)");
-  if (auto e = encode_rows(rows, *enc, in); !e) return e.err();
+  number_texts texts;
+  json::sax_parse(body, &texts);  // the body parsed once already: no error here
+  if (auto e = encode_rows(rows, texts, *enc, in); !e) return e.err();
   in.rows = rows.size();
   if (!shape.takes_ids) in.ids.clear();
   return in;

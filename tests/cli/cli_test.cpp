@@ -183,13 +183,43 @@ TEST(cli, cluster_section_is_part_of_a_job_file) {
   std::filesystem::remove(f);
 }
 
+// A value given empty and a count given negative are refused naming the flag, before anything runs:
+// `export JOB --out ""` wrote over the job's own model, and -1 was read as 2^64 - 1.
+TEST(cli, bad_usage_empty_values_and_negative_counts_name_the_flag) {
+  const auto job = troupe::test_util::temp_path("empty-out-job");
+  std::filesystem::create_directories(job);
+  std::ofstream(job / "job.toml") << "[job]\n";
+  const std::pair<std::string, const char*> cases[] = {
+      {"export " + job.string() + " --out ''", "--out: empty value (give one, or leave the flag out)"},
+      {"predict '' --data x.csv --out y.csv", "empty value"},
+      {"run --set '' " + job.string() + "/job.toml", "--set: empty value"},
+      {"data inspect /tmp --records -1", "--records: '-1': expected a number from 0 up"},
+      {"data import csv x.csv --out y --label z --seed -1", "--seed: '-1': expected a number from 0 up"},
+      // A column list naming no column between its commas (rows of no feature were imported).
+      {"data import csv x.csv --out y --label z --dense 'a,,b'", "--dense 'a,,b': an empty column name"},
+      // A --root that is not there, named as `troupe jobs` names it (it read "no servers under it").
+      {"serve status --root /nonexistent-troupe-root", "--root /nonexistent-troupe-root: no such directory"},
+  };
+  for (const auto& [args, words] : cases) {
+    auto r = run(args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_NE(r.out.find(words), std::string::npos) << args << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(job / "model")) << "nothing written";
+  std::filesystem::remove_all(job);
+}
+
 // A typo gets the nearest subcommand or flag in its one error line (exit 2).
 TEST(cli, typos_get_the_nearest_subcommand_or_flag) {
   const std::pair<const char*, const char*> cases[] = {
       {"statsu", "did you mean 'status'?"},
       {"data inpsect /tmp", "did you mean 'inspect'?"},
       {"run --wokers 3 /nonexistent.toml", "did you mean '--workers'?"},
-      {"status --job-dri x", "did you mean '--job-dir'?"},
+      {"status --job-dri x", "did you mean '--job-dir'?) (run 'troupe status --help' for usage)"},
+      // The help of where the wrong word stands (it pointed at 'troupe jobs --help').
+      {"exprot jobs", "did you mean 'export'?) (run 'troupe --help' for usage)"},
+      {"data inpsect jobs", "(run 'troupe data --help' for usage)"},
   };
   for (const auto& [args, hint] : cases) {
     auto r = run(args);
@@ -291,14 +321,29 @@ TEST(cli, another_users_cache_entries_are_listed_as_theirs_and_left_alone) {
   const auto root =
       std::filesystem::temp_directory_path() / ("troupe-cli-cache-" + std::to_string(::getpid()));
   std::filesystem::remove_all(root);
-  std::filesystem::create_directories(root / "cache" / "abc");
-  std::filesystem::create_directories(root / "cache" / "empty");  // this user's, no pin and no file yet
+  // Entries a job made: a dataset key's name, holding the preparation lock (no pin, no data yet).
+  const auto theirs_entry = root / "cache" / "criteo-00000000000000ab";
+  const auto empty = root / "cache" / "synthetic-0123456789abcdef";  // this user's, never used
+  for (const auto& e : {theirs_entry, empty}) {
+    std::filesystem::create_directories(e);
+    std::ofstream(e / "lock") << "";
+  }
+  std::filesystem::create_directories(root / "cache" / "abc");  // another user's directory, no entry
   ASSERT_EQ(::chown((root / "cache" / "abc").c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::chown(theirs_entry.c_str(), 65534, 65534), 0);
+  std::filesystem::create_directories(root / "cache" / "thesis");  // the user's own files
+  std::ofstream(root / "cache" / "thesis" / "chapter1.txt") << "precious";
   auto listed = run("data cache --cache " + (root / "cache").string());
   EXPECT_EQ(listed.code, 0) << listed.out;
-  EXPECT_NE(listed.out.find("abc                not this user's (another user's (uid 65534)): not opened"),
-            std::string::npos)
+  EXPECT_NE(
+      listed.out.find("criteo-00000000000000ab not this user's (another user's (uid 65534)): not opened"),
+      std::string::npos)
       << listed.out;
+  EXPECT_NE(
+      listed.out.find("thesis             no dataset cache entry (no job made it): not opened, never pruned"),
+      std::string::npos)
+      << listed.out;
+  EXPECT_NE(listed.out.find(": 2 entries"), std::string::npos) << listed.out;
   EXPECT_EQ(listed.out.find(" d ago"), std::string::npos) << listed.out;
   EXPECT_NE(listed.out.find("last used never"), std::string::npos) << "an entry never used: " << listed.out;
   // --older-than as `jobs prune` reads it (7d, 12h), a bare number days as before; an entry used
@@ -307,15 +352,20 @@ TEST(cli, another_users_cache_entries_are_listed_as_theirs_and_left_alone) {
     auto aged = run("data cache prune --dry-run --older-than " + std::string(age) + " --cache " +
                     (root / "cache").string());
     EXPECT_EQ(aged.code, 0) << age << ": " << aged.out;
-    EXPECT_NE(aged.out.find("would remove empty"), std::string::npos) << age << ": " << aged.out;
+    EXPECT_NE(aged.out.find("would remove synthetic-0123456789abcdef"), std::string::npos)
+        << age << ": " << aged.out;
   }
   auto soon = run("data cache prune --older-than soon --cache " + (root / "cache").string());
   EXPECT_EQ(soon.code, 2) << soon.out;
   EXPECT_NE(soon.out.find("--older-than soon: not an age"), std::string::npos) << soon.out;
   auto pruned = run("data cache prune --cache " + (root / "cache").string());
   EXPECT_EQ(pruned.code, 0) << pruned.out;
-  EXPECT_NE(pruned.out.find("skipped abc"), std::string::npos) << pruned.out;
+  EXPECT_NE(pruned.out.find("skipped criteo-00000000000000ab"), std::string::npos) << pruned.out;
+  EXPECT_NE(pruned.out.find("skipped thesis"), std::string::npos) << pruned.out;
+  EXPECT_TRUE(std::filesystem::exists(theirs_entry));
   EXPECT_TRUE(std::filesystem::exists(root / "cache" / "abc"));
+  EXPECT_TRUE(std::filesystem::exists(root / "cache" / "thesis" / "chapter1.txt"));
+  EXPECT_FALSE(std::filesystem::exists(empty));
   auto both = run("data cache --root " + root.string() + " --cache " + (root / "cache").string());
   EXPECT_EQ(both.code, 2) << both.out;
   EXPECT_NE(both.out.find("--root excludes --cache"), std::string::npos) << both.out;
@@ -480,6 +530,23 @@ TEST(cli, a_run_sweeps_large_shared_memory_of_jobs_killed_whole) {
   // (Its runner.log names it, unless another test's run swept it first: not looked at.)
   ::close(fd);
   for (const auto& p : {big, big_beacon, small, held}) std::filesystem::remove(p);
+  std::filesystem::remove_all(root);
+  std::filesystem::remove(f);
+}
+
+// `troupe run job.toml | head`: the reader leaves, the job runs on to its end and writes its result
+// (SIGPIPE killed the runner at its next line, exit 141, no result.json, the job "dead"). A --set
+// before the job file takes one value (it took the file too: "give a job file or --resume").
+TEST(cli, a_run_whose_output_reader_left_finishes_its_job) {
+  const auto root = troupe::test_util::temp_path("pipe-root");
+  auto f = write_temp("pipe.toml", "[job]\nworkers = 1\nroot = \"" + root.string() +
+                                       "\"\n[data]\nsource = 'synthetic-ctr'\nrows = 1000\nfields = 4\n"
+                                       "vocab_per_field = 10\n");
+  auto r = troupe::test_util::run_command(std::string(TROUPE_BIN) + " run --set job.name=piped " + f +
+                                          " --job-id piped 2>&1 | head -c 1 >/dev/null");
+  std::ifstream in(root / "piped" / "result.json");
+  std::string result((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(result.find("\"status\":\"finished\""), std::string::npos) << r.out << "\n" << result;
   std::filesystem::remove_all(root);
   std::filesystem::remove(f);
 }

@@ -125,6 +125,22 @@ TEST(config_check, a_directory_is_not_a_job_file) {
   std::filesystem::remove(dir);
 }
 
+// A job file that sets nothing (empty, comments alone) is refused by check and run alike: it trained
+// Fashion-MNIST's MLP, every key at its default. `[job]` alone is every default, asked for.
+TEST(config_check, a_job_file_that_sets_nothing_is_refused) {
+  auto f = write_temp("empty.toml", "# nothing yet\n\n");
+  for (const std::string cmd : {"config check ", "run --quiet "}) {
+    auto r = run_troupe(cmd + f);
+    EXPECT_EQ(r.code, 2) << cmd << r.out;
+    EXPECT_NE(r.out.find(f + ": sets nothing (an empty job file"), std::string::npos) << cmd << r.out;
+  }
+  auto job = write_temp("job_only.toml", "[job]\n");
+  auto r = run_troupe("config check " + job);
+  EXPECT_EQ(r.code, 0) << r.out;
+  std::filesystem::remove(f);
+  std::filesystem::remove(job);
+}
+
 TEST(config_check, a_valid_job_passes_both_checks) {
   auto f = write_temp("ok.toml",
                       std::string("[job]\nstrategy = 'async_ps'\n[model]\ntype = 'deepfm'\n") + ctr_data);

@@ -3,6 +3,7 @@
 // metrics and node_stats lines that make most of a long job's timeline are only peeked at.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "client_timeline.hpp"
+#include "lock_holder.hpp"
 #include "troupe/cluster/job_dir.hpp"
 #include "troupe/control/client.hpp"
 #include "troupe/core/clock.hpp"
@@ -132,6 +134,33 @@ TEST(client_timeline, a_job_whose_master_finished_and_runner_is_busy_is_ending) 
   j = nlohmann::json::parse(*status_from_timeline(dir.string(), error{}));
   EXPECT_NE(j.value("state", ""), "ending") << j.dump();
   std::filesystem::remove_all(dir);
+}
+
+// `troupe stop` as the master finished the job: the runner dropped the stop's connection without an
+// answer. Said as the job's state is (it read "runner went down before replying: runner/runner"):
+// ending while its runner (here a child holding runner.lock) runs, ended once it wrote its result.
+TEST(client_timeline, a_stop_the_runner_drops_as_the_job_ends_says_the_job_is_ending) {
+  const auto root = empty_dir("troupe-client-stop-dropped-");
+  auto dir = cluster::job_dir::create(root.string(), "sd", "[job]\n");
+  ASSERT_TRUE(dir) << dir.err().to_string();
+  const error dropped(core_errc::io_error, "runner went down before replying: runner/runner");
+  EXPECT_EQ(stop_unanswered(dir->path(), troupe::clock::system(), dropped).to_string(), dropped.to_string())
+      << "no result.json: the error as it was";
+  std::ofstream(dir->result_path()) << R"({"ok":true})"
+                                    << "\n";  // the master's
+  const pid_t runner = test_util::hold_lock_in_child(dir->lock_path());
+  ASSERT_GE(runner, 0);
+  for (int i = 0; i < 500 && !dir->runner_pid(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(dir->runner_pid()) << "the child never held runner.lock";
+  auto ending = stop_unanswered(dir->path(), troupe::clock::system(), dropped).to_string();
+  EXPECT_NE(ending.find("job sd is ending: its master finished it"), std::string::npos) << ending;
+  test_util::release_lock_child(runner);
+  std::ofstream(dir->result_path()) << R"({"ok":true,"status":"finished"})"
+                                    << "\n";  // the runner's
+  auto ended = stop_unanswered(dir->path(), troupe::clock::system(), dropped).to_string();
+  EXPECT_NE(ended.find("job sd is not running: it ended (finished; see"), std::string::npos) << ended;
+  std::filesystem::remove_all(root);
 }
 
 // A resumed job whose runner does not answer: the earlier run's job_end (and its result.json) are

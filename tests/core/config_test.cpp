@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -154,6 +156,38 @@ TEST(config, missing_file) {
   EXPECT_NE(d.err().context().find("/nonexistent/job.toml"), std::string::npos);
 }
 
+// A FIFO nobody writes reads as empty (config check of one waited for good); a device that never
+// ends is refused past 4 MiB (/dev/zero was read on).
+TEST(config, a_fifo_without_a_writer_and_an_endless_device_do_not_hang) {
+  const auto fifo =
+      std::filesystem::temp_directory_path() / ("troupe-config-fifo-" + std::to_string(::getpid()));
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto d = config_doc::from_file(fifo.string());
+  ASSERT_TRUE(d) << d.err().to_string();
+  EXPECT_EQ(d->to_toml(), "");
+  std::filesystem::remove(fifo);
+  auto zero = config_doc::from_file("/dev/zero");
+  ASSERT_FALSE(zero);
+  EXPECT_NE(zero.err().context().find("/dev/zero: more than 4 MiB: not a config file"), std::string::npos)
+      << zero.err().context();
+}
+
+// An empty table of a section whose keys are read is that section with every default (`[job]` alone
+// was "key 'job': unknown key"); an empty table no key is read under is still unknown.
+TEST(config, an_empty_known_section_is_no_unknown_key) {
+  auto doc = parse("[job]\n[jbo]\n");
+  config_reader r(doc);
+  (void)r.section("job").get_int("workers", 1);
+  auto res = r.finish();
+  ASSERT_FALSE(res);
+  EXPECT_NE(res.err().context().find("key 'jbo': unknown key"), std::string::npos) << res.err().context();
+  auto known = parse("[job]\n");
+  config_reader k(known);
+  (void)k.section("job").get_int("workers", 1);
+  EXPECT_TRUE(k.finish());
+}
+
 TEST(config, overrides_set_typed_values_and_create_tables) {
   auto doc = parse("[job]\nworkers = 4\n");
   ASSERT_TRUE(doc.apply_override("job.workers=8"));
@@ -174,6 +208,11 @@ TEST(config, bad_override_is_an_error) {
   auto r = doc.apply_override("x.y=3");
   ASSERT_FALSE(r);
   EXPECT_TRUE(r.err() == core_errc::wrong_type);
+  // A line break began TOML of its own, dropped unseen: `x = 5` set, `y = 7` not.
+  auto two = doc.apply_override("x=5\ny = 7");
+  ASSERT_FALSE(two);
+  EXPECT_NE(two.err().context().find("--set 'x=...': a line break in it"), std::string::npos)
+      << two.err().context();
 }
 
 TEST(config, a_bad_overridden_value_is_the_flags_error_not_the_files) {

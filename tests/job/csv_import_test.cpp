@@ -204,6 +204,52 @@ TEST_F(CsvImport, AnExistingStoreIsNeverOverwrittenNorRemoved) {
   EXPECT_EQ(records(o.out).size(), 1u) << "the first import is intact";
 }
 
+// A CSV of the label alone, or one whose every other column is left out, has no feature to learn
+// from: refused naming the file, no store written (it was imported; the job then failed on "layer
+// 'logits_sum' takes at least 1 inputs, got 0").
+TEST_F(CsvImport, AnImportOfNoFeatureColumnIsRefused) {
+  auto alone = csv("y\n1\n0\n1\n", "alone");
+  auto r = import_csv(alone);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.err().to_string().find("no feature column (the header holds the label alone)"),
+            std::string::npos)
+      << r.err().to_string();
+  EXPECT_FALSE(fs::exists(fs::path(alone.out) / "data.mdb"));
+  auto none = csv("a,y\n1,1\n2,0\n", "none");
+  none.dense = std::vector<std::string>{};
+  r = import_csv(none);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.err().to_string().find("no feature column (--dense and --sparse name none"), std::string::npos)
+      << r.err().to_string();
+}
+
+// A split import (OUT/train, OUT/test) into a directory holding an unsplit store, or the other way
+// round, is refused too: before 2026-12-07 either wrote a second set of stores beside the first.
+TEST_F(CsvImport, AnImportOfTheOtherLayoutIntoAStoresDirectoryIsRefused) {
+  std::string text = "x,y\n";
+  for (int i = 0; i < 40; ++i) text += std::to_string(i) + "," + std::to_string(i % 2) + "\n";
+  auto whole = csv(text);
+  ASSERT_TRUE(import_csv(whole));
+  auto split = whole;
+  split.test_fraction = 0.25;
+  auto r = import_csv(split);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.err().to_string().find(whole.out + ": already holds a store"), std::string::npos)
+      << r.err().to_string();
+  EXPECT_FALSE(fs::exists(fs::path(whole.out) / "train")) << "nothing written beside it";
+  EXPECT_EQ(records(whole.out).size(), 40u);
+
+  split.out = path("split");
+  ASSERT_TRUE(import_csv(split));
+  auto unsplit = whole;
+  unsplit.out = split.out;
+  r = import_csv(unsplit);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.err().to_string().find("already holds a store in train/"), std::string::npos)
+      << r.err().to_string();
+  EXPECT_FALSE(fs::exists(fs::path(split.out) / "data.mdb")) << "nothing written beside them";
+}
+
 TEST_F(CsvImport, JobFileStorePathsAreRelativeToTheJobFile) {
   auto job = path("jobs/a.toml");
   fs::create_directories(path("jobs"));

@@ -342,6 +342,14 @@ TEST_F(CsvUsers, MeanFillsAMissingValueWithItsColumnsMeanOfTheTrainingRows) {
   auto like_recs = records(again.out);
   ASSERT_EQ(like_recs.size(), 10u);
   EXPECT_EQ(like_recs[2].dense[0], static_cast<float>(mean_a));
+  // A label past the model's 2 classes is refused, naming its line; no store is left.
+  auto past = csv("a,b,c,y\n1,2,3,1\n3,4,5,2\n", "past");
+  auto p = import_csv_like(past, *m.columns, 2);
+  ASSERT_FALSE(p);
+  EXPECT_NE(p.err().to_string().find(":3: column 'y' (4): label '2' is not a class id of the 2 classes"),
+            std::string::npos)
+      << p.err().to_string();
+  EXPECT_FALSE(fs::exists(fs::path(past.out) / "data.mdb"));
 
   // Standardized with a split: the training rows' means (not every row's), and a filled cell is 0.
   std::string many = "a,b,y\n";

@@ -16,6 +16,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// An entry's directory name as a job's dataset key makes it (data.cpp's data_key): "<source>-<hash>".
+std::string key_of(const std::string& source) {
+  return source + "-0123456789abcdef";
+}
+
 struct cache_dir {
   fs::path path = fs::temp_directory_path() / ("troupe-cache-test-" + std::to_string(::getpid()));
   cache_dir() {
@@ -24,12 +29,12 @@ struct cache_dir {
   }
   ~cache_dir() { fs::remove_all(path); }
   std::string entry(const std::string& key, std::size_t bytes, std::chrono::hours age) {
-    const auto dir = path / key / "train";
+    const auto dir = path / key_of(key) / "train";
     fs::create_directories(dir);
     std::ofstream(dir / "data.mdb") << std::string(bytes, 'x');
     const auto then = fs::file_time_type::clock::now() - age;
     fs::last_write_time(dir / "data.mdb", then);
-    return (path / key).string();
+    return (path / key_of(key)).string();
   }
 };
 
@@ -41,14 +46,14 @@ TEST(dataset_cache, entries_in_use_are_listed_and_never_pruned) {
   auto list = list_cache(c.path.string());
   ASSERT_TRUE(list) << list.err().to_string();
   ASSERT_EQ(list->size(), 3u);
-  EXPECT_EQ(list->front().key, "recent") << "most recently used first";
+  EXPECT_EQ(list->front().key, key_of("recent")) << "most recently used first";
   EXPECT_EQ(list->front().bytes, 2000u);
   {
     auto pin = cache_pin::take(pinned);  // a job's: marks the entry used now
     ASSERT_TRUE(pin) << pin.err().to_string();
     list = list_cache(c.path.string());
     ASSERT_TRUE(list);
-    EXPECT_EQ(list->front().key, "pinned");
+    EXPECT_EQ(list->front().key, key_of("pinned"));
     EXPECT_TRUE(list->front().in_use);
     // Older than two days: only "old" (the pinned one was used now); then every unpinned one.
     const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -58,24 +63,57 @@ TEST(dataset_cache, entries_in_use_are_listed_and_never_pruned) {
     auto removed = prune_cache(c.path.string(), now_ms - 48 * 3'600'000, false, &kept);
     ASSERT_TRUE(removed) << removed.err().to_string();
     ASSERT_EQ(removed->size(), 1u);
-    EXPECT_EQ(removed->front().key, "old");
+    EXPECT_EQ(removed->front().key, key_of("old"));
     EXPECT_FALSE(fs::exists(old_entry));
     auto dry = prune_cache(c.path.string(), now_ms + 1000, true, &kept);
     ASSERT_TRUE(dry);
     ASSERT_EQ(dry->size(), 1u);
-    EXPECT_EQ(dry->front().key, "recent");
-    EXPECT_TRUE(fs::exists(c.path / "recent")) << "a dry run removes nothing";
+    EXPECT_EQ(dry->front().key, key_of("recent"));
+    EXPECT_TRUE(fs::exists(c.path / key_of("recent"))) << "a dry run removes nothing";
     removed = prune_cache(c.path.string(), now_ms + 1000, false, &kept);
     ASSERT_TRUE(removed);
     EXPECT_EQ(removed->size(), 1u);
     EXPECT_TRUE(fs::exists(pinned)) << "a pinned entry stays";
     ASSERT_FALSE(kept.empty());
-    EXPECT_EQ(kept.back().key, "pinned");
+    EXPECT_EQ(kept.back().key, key_of("pinned"));
   }
   auto removed = prune_cache(c.path.string(), std::numeric_limits<std::int64_t>::max(), false);
   ASSERT_TRUE(removed);
   EXPECT_EQ(removed->size(), 1u) << "unpinned once the job is over";
   EXPECT_FALSE(fs::exists(pinned));
+}
+
+// A directory no job made (`--cache` mistyped: a directory of the user's own files) is listed as no
+// entry, never measured, and never pruned; before 2026-12-07 `data cache prune --cache DIR` removed
+// every directory in DIR. A name a dataset key could have without a job's files is no entry either.
+TEST(dataset_cache, directories_no_job_made_are_never_pruned) {
+  cache_dir c;
+  const auto entry = c.entry("fashion-mnist", 10, std::chrono::hours(100));
+  for (const auto& d : {std::string("thesis"), key_of("photos")}) {
+    fs::create_directories(c.path / d / "train");
+    std::ofstream(c.path / d / "chapter1.txt") << "precious";
+  }
+  auto list = list_cache(c.path.string());
+  ASSERT_TRUE(list) << list.err().to_string();
+  ASSERT_EQ(list->size(), 3u);
+  std::size_t made = 0;
+  for (const auto& e : *list) {
+    made += e.made_by_a_job;
+    if (!e.made_by_a_job) {
+      EXPECT_EQ(e.bytes, 0u) << e.key << ": not measured";
+    }
+  }
+  EXPECT_EQ(made, 1u);
+  std::vector<cache_entry> kept, skipped;
+  auto removed =
+      prune_cache(c.path.string(), std::numeric_limits<std::int64_t>::max(), false, &kept, &skipped);
+  ASSERT_TRUE(removed) << removed.err().to_string();
+  ASSERT_EQ(removed->size(), 1u);
+  EXPECT_EQ(removed->front().key, key_of("fashion-mnist"));
+  EXPECT_FALSE(fs::exists(entry));
+  EXPECT_EQ(skipped.size(), 2u);
+  EXPECT_TRUE(fs::exists(c.path / "thesis" / "chapter1.txt"));
+  EXPECT_TRUE(fs::exists(c.path / key_of("photos") / "chapter1.txt"));
 }
 
 // A pin taken on an entry that was removed meanwhile is taken again on the new entry: a prune that

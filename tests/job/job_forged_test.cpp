@@ -2,7 +2,8 @@
 // job-finished message from a node other than the master (it ended a half-trained job as finished,
 // and the job could not be resumed), a membership view from a node other than the master (one
 // leaving a worker out ended it, one listing it alone wedged it for good), and pulls of ids past the
-// data's id space (a shard grew by a row per id) change nothing: the job trains every task once
+// data's id space (a shard grew by a row per id), and a progress report of counts no worker has
+// (the result said dropped_steps 2^64 - 1), change nothing: the job trains every task once
 // and ends as it would have.
 #include <gtest/gtest.h>
 
@@ -81,11 +82,26 @@ TEST(job_forged, a_job_finished_a_view_or_a_pull_from_a_node_not_the_master_chan
   refs[0].setIds(kj::arrayPtr(ids.data(), ids.size()));
   ASSERT_TRUE(e.send(ps->name, "ps", std::move(pull), "evil"));
 
+  // To the master: a progress report of counts no worker has (it made the result's dropped_steps
+  // 18446744073709551615 and the loss 1.4e29).
+  auto master = e.connect(address_of(*st, "master"), false);
+  ASSERT_TRUE(master) << master.err().to_string();
+  auto prog = wire::job();
+  auto wp = prog.body.initWorkerProgress();
+  wp.setSamples(~std::uint64_t{0});
+  wp.setSteps(1);
+  wp.setDroppedSteps(~std::uint64_t{0});
+  wp.setLossSum(1e30);
+  ASSERT_TRUE(e.send(master->name, "master", std::move(prog.out), "evil"));
+
   ASSERT_EQ(wait_job(r, 240s), 0) << read_file(r.err_file);
   auto res = result(r);
   EXPECT_EQ(res.value("status", ""), "finished") << res.dump();
   EXPECT_EQ(res.value("node_restarts", -1), 0) << res.dump();
   EXPECT_TRUE(res.contains("test_loss")) << "the master's own result: " << res.dump();
+  EXPECT_EQ(res.value("dropped_steps", std::uint64_t{1}), 0u) << res.dump();
+  EXPECT_LE(res.value("samples_trained", ~std::uint64_t{0}), std::uint64_t{4} * 200000) << res.dump();
+  EXPECT_LT(res.value("train_loss", 1e30), 100.0) << res.dump();
   expect_all_done(r);
   for (const auto& [id, attempt] : done_attempts(r)) EXPECT_EQ(attempt, 1u) << "task " << id;
   const auto runner_log = read_file(r.job_dir + "/logs/runner.log");

@@ -114,6 +114,8 @@ TEST(job_spec, errors_name_the_key) {
     const char* key;
   } cases[] = {
       {"[job]\nstrategy = 'gossip'\n", "job.strategy"},
+      {"[job]\nname = \"a\\u0000b\"\n", "job.name': a control character"},
+      {"[job]\nname = \"a\\nb\"\n", "job.name': a control character"},
       {"[job]\nmin_workers = 5\nmax_workers = 2\n", "job.min_workers"},
       {"[job]\nworkers = 9\nmax_workers = 4\n", "job.workers"},
       {"[job]\nworkers = 0\n", "job.workers"},

@@ -3,7 +3,9 @@
 // reason, and `troupe status` answering from them.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "job_harness.hpp"
 #include "troupe/cluster/job_dir.hpp"
@@ -12,6 +14,29 @@ namespace troupe::testing {
 namespace {
 
 using namespace std::chrono_literals;
+
+// The final progress line's loss is the final JSON's train_loss (the master's word as it finished):
+// it was the last status the runner had, up to a poll older (an allreduce job's line read 0.5718
+// beside the JSON's 0.4214).
+TEST(job_story, the_final_lines_loss_is_the_results_train_loss) {
+  mlp_options o;
+  o.epochs = 1;
+  o.max_train_rows = 20000;
+  const auto dir = test_root("final-loss");
+  std::ofstream(dir + "/job.toml") << "[job]\nroot = \"" << dir << "/jobs\"\ndataset_cache = \""
+                                   << dataset_cache() << "\"\n"
+                                   << mlp_job(o);
+  std::string out;
+  ASSERT_EQ(troupe("run " + dir + "/job.toml --job-id final-loss 2>" + dir + "/stderr", &out), 0) << out;
+  const auto j = nlohmann::json::parse(out.substr(out.rfind('{')), nullptr, false);
+  ASSERT_TRUE(j.is_object() && j.contains("train_loss")) << out;
+  const auto err = read_file(dir + "/stderr");
+  const auto at = err.rfind(" loss ");
+  ASSERT_NE(at, std::string::npos) << err;
+  char want[32];
+  std::snprintf(want, sizeof want, "%.4f", j["train_loss"].get<double>());
+  EXPECT_EQ(err.substr(at + 6, std::string(want).size()), want) << err.substr(err.rfind('\n', at));
+}
 
 TEST(job_story, a_stopped_job_keeps_its_story) {
   auto r = start_job("story", ctr_job(2, 600000, 3));

@@ -219,6 +219,13 @@ TEST_F(RowEncoder, ErrorsNameTheColumnAndTheProblem) {
   ASSERT_FALSE(header);
   EXPECT_NE(header.err().to_string().find("dense column 'b': no such column"), std::string::npos)
       << header.err().to_string();
+  // A model imported from a ';' file given a ',' one: the header reads as one column, and says so
+  // (the hint knew ';', tab and '|' only: "no such column (the header has: y,a,b,c)").
+  auto commas = enc->use_header({"y,a,b,c"});
+  ASSERT_FALSE(commas);
+  EXPECT_NE(commas.err().to_string().find("is the file separated by ','? (--delimiter ',')"),
+            std::string::npos)
+      << commas.err().to_string();
   auto f = small_format();
   f.missing = "skip-row";
   auto skip = row_encoder::create(f);
@@ -228,6 +235,31 @@ TEST_F(RowEncoder, ErrorsNameTheColumnAndTheProblem) {
   EXPECT_NE(s.err().to_string().find("column 'a': missing value (the import dropped rows with one"),
             std::string::npos)
       << s.err().to_string();
+}
+
+// Labels that are class ids, encoded for a model of 2 classes: an id from 2 up is no class, an error
+// naming the line (evaluate scored label 2 as class 2 of a binary model: loss -36.9, accuracy 1.0;
+// `data import csv --like` wrote it into a store of 2 classes). Without a count any id is taken.
+TEST_F(RowEncoder, ClassIdsPastTheModelsClassesAreRefused) {
+  auto f = small_format();
+  f.class_names.clear();
+  auto enc = row_encoder::create(f, "model.json", 2);
+  ASSERT_TRUE(enc) << enc.err().to_string();
+  storage::record r;
+  ASSERT_TRUE(enc->encode_line("1,12,3,x", r));
+  EXPECT_EQ(r.label, 1.f);
+  auto two = enc->encode_line("2,12,3,x", r, "rows.csv:7");
+  ASSERT_FALSE(two);
+  EXPECT_NE(two.err().to_string().find("rows.csv:7: column 'y' (1): label '2' is not a class id of the 2 "
+                                       "classes (an integer from 0 to 1)"),
+            std::string::npos)
+      << two.err().to_string();
+  ASSERT_TRUE(enc->use_header({"a", "b", "c", "y"}));  // the bound holds for another header too
+  EXPECT_FALSE(enc->encode_line("12,3,x,7", r));
+  auto any = row_encoder::create(f);
+  ASSERT_TRUE(any);
+  ASSERT_TRUE(any->encode_line("7,12,3,x", r));
+  EXPECT_EQ(r.label, 7.f);
 }
 
 TEST_F(RowEncoder, AFormatThisBuildCannotApplyIsRefused) {

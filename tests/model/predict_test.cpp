@@ -569,6 +569,13 @@ TEST(predict, bad_model_directories_and_inputs_are_refused_naming_the_file_and_t
   fs::remove(partial + "/model.pt");
   const auto damaged = copy("damaged");  // refused once its job starts: its CSV copy was left behind
   std::ofstream(damaged + "/model.pt") << "junk";
+  // A byte of a tensor's data flipped: libtorch loaded it unchecked, and predict wrote 1.0 for every row.
+  const auto flipped = copy("flipped");
+  sh("python3 -c \"import zipfile,sys; p=sys.argv[1]; i=[x for x in zipfile.ZipFile(p).infolist() if "
+     "x.filename.endswith('/data/0')][0]; b=bytearray(open(p,'rb').read()); h=i.header_offset; "
+     "d=h+30+int.from_bytes(b[h+26:h+28],'little')+int.from_bytes(b[h+28:h+30],'little'); b[d]^=1; "
+     "open(p,'wb').write(b)\" " +
+     flipped + "/model.pt");
   const auto future = copy("future");
   sh("sed -i 's/\"format_version\": 1/\"format_version\": 99/' " + future + "/model.json");
   std::ofstream(dir + "/missing_column.csv") << "a,b,c\n1,2,3\n";
@@ -581,6 +588,7 @@ TEST(predict, bad_model_directories_and_inputs_are_refused_naming_the_file_and_t
       {dir + "/nothing --data " + dir + "/ok.csv", "nothing"},
       {partial + " --data " + dir + "/ok.csv", "model.pt"},
       {damaged + " --data " + dir + "/ok.csv", "model.pt: not a TorchScript archive"},
+      {flipped + " --data " + dir + "/ok.csv", "model.pt: entry '"},
       {future + " --data " + dir + "/ok.csv", "format_version"},
       {model + " --data " + dir + "/missing_column.csv", "missing_column.csv:1"},
       {model + " --data " + dir + "/not_a_number.csv", "not_a_number.csv:2"},
@@ -630,7 +638,7 @@ TEST(predict, bad_model_directories_and_inputs_are_refused_naming_the_file_and_t
       // The model's own directory: --out model.json replaced the model with its predictions.
       {"predict " + model + " --data " + dir + "/ok.csv --out " + model + "/model.json",
        "in the model directory " + model},
-      {"predict " + model + " --data " + dir + "/ok.csv --out ''", "--out '': empty"},
+      {"predict " + model + " --data " + dir + "/ok.csv --out ''", "--out: empty value"},
       {"predict " + model + " --data " + dir + "/ok.csv --out -", "standard output is not written to"},
       // The id is checked before anything is written under <root>/<id> (`../x` wrote outside it).
       {"predict " + model + " --data " + dir + "/ok.csv --out " + dir + "/p.csv --job-id ../escaped",
@@ -671,6 +679,23 @@ TEST(predict, bad_model_directories_and_inputs_are_refused_naming_the_file_and_t
   EXPECT_NE(out.find("1 row(s) the model gave no finite output for"), std::string::npos) << out;
   const auto far = read_file(dir + "/far.out");
   EXPECT_NE(far.find("\n3,nan,\n"), std::string::npos) << far;
+  // Evaluated, the same row counts as wrong and is named too (the loss read null with no word of why).
+  std::ofstream(dir + "/far_labelled.csv")
+      << "answer,a,b,c,d,e,f,g,h\nno,1,2,3,4,5,6,7,8\nno,3e38,3e38,3e38,3e38,3e38,3e38,3e38,3e38\n";
+  ASSERT_EQ(troupe("evaluate " + model + " --data " + dir + "/far_labelled.csv --root " + dir +
+                       "/jobs --quiet 2>&1",
+                   &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("\"unscored_rows\":1"), std::string::npos) << out;
+  EXPECT_NE(out.find("(they count as wrong, and the loss is null), the first at line 3"), std::string::npos)
+      << out;
+  // Line 2's class as predict wrote it: right or wrong; line 3's NaN ("no": class 0) wrong either way.
+  const auto second =
+      far.substr(far.find("\n2,") + 1, far.find('\n', far.find("\n2,") + 1) - far.find("\n2,") - 1);
+  const bool first_right = second.size() > 3 && second.substr(second.size() - 3) == ",no";
+  EXPECT_NE(out.find(first_right ? "\"accuracy\":0.5" : "\"accuracy\":0.0"), std::string::npos)
+      << "the unscored row is wrong (" << second << "): " << out;
   EXPECT_EQ(read_file(dir + "/target.csv").rfind("line,probability,class\n", 0), 0u)
       << read_file(dir + "/target.csv");
 }

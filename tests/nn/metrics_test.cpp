@@ -45,5 +45,16 @@ TEST(metrics, auc_leaves_out_scores_that_are_no_number) {
   EXPECT_TRUE(std::isnan(score_predictions(all_nan, 1, py, 0).auc));
 }
 
+// A row whose scores are not all finite is no prediction: wrong, whatever its label (a binary NaN
+// read as class 0, right for every negative row; a NaN among a row's class scores left the argmax
+// to where max_element stopped).
+TEST(metrics, a_row_without_a_finite_score_counts_as_wrong) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::vector<float> binary{0.8f, nan, 0.2f, nan}, y{1, 0, 0, 1};
+  EXPECT_DOUBLE_EQ(score_predictions(binary, 1, y, 0).accuracy, 0.5);
+  std::vector<float> classes{0.1f, 0.7f, 0.2f, nan, 0.3f, 0.2f, 0.1f, inf, 0.1f}, labels{1, 0, 1};
+  EXPECT_DOUBLE_EQ(accuracy(classes, 3, labels), 1.0 / 3);
+}
+
 }  // namespace
 }  // namespace troupe::nn

@@ -220,7 +220,10 @@ TEST(model, bad_configs_and_batches_give_clear_errors) {
   EXPECT_NE(r.err().context().find("needs image data"), std::string::npos);
   r = reg.create({.type = "deepfm"}, img.info);
   ASSERT_FALSE(r);
-  EXPECT_NE(r.err().context().find("needs sparse categorical fields"), std::string::npos);
+  // The key named (it read "model 'deepfm': needs sparse categorical fields").
+  EXPECT_NE(r.err().context().find("model.type 'deepfm': needs sparse categorical fields (data.source's"),
+            std::string::npos)
+      << r.err().context();
   r = reg.create({.type = "sequential", .layers = {"flatten", "dense:7"}}, img.info);
   ASSERT_FALSE(r);
   EXPECT_TRUE(r.err() == nn_errc::bad_shape);

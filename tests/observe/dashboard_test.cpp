@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "lock_holder.hpp"
 #include "troupe/observe/dashboard.hpp"
 #include "troupe/observe/job_events.hpp"
 #include "troupe/observe/server_state.hpp"
@@ -164,16 +165,7 @@ TEST_F(dashboard_api, a_job_without_a_timeline_yet_is_listed_by_when_it_was_made
 // import of its dataset it wrote nothing, and was listed "crashed" after 2 s).
 TEST_F(dashboard_api, a_silent_job_whose_runner_holds_its_lock_is_not_crashed) {
   const auto dir = root_ / "dead-job";
-  const pid_t holder = ::fork();  // the runner: a lock this process held would not show to itself
-  if (holder == 0) {
-    const int fd = ::open((dir / "runner.lock").c_str(), O_RDWR | O_CREAT, 0644);
-    struct flock l {};
-    l.l_type = F_WRLCK;
-    l.l_whence = SEEK_SET;
-    if (fd < 0 || ::fcntl(fd, F_SETLK, &l) != 0) ::_exit(1);
-    ::pause();
-    ::_exit(0);
-  }
+  const pid_t holder = test_util::hold_lock_in_child((dir / "runner.lock").string());  // the runner
   std::string state;
   for (int i = 0; i < 500 && state != "running"; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -190,8 +182,7 @@ TEST_F(dashboard_api, a_silent_job_whose_runner_holds_its_lock_is_not_crashed) {
       EXPECT_EQ(row["state"], "ending") << row;
     }
   std::filesystem::remove(dir / "result.json");
-  ::kill(holder, SIGKILL);
-  ::waitpid(holder, nullptr, 0);
+  test_util::release_lock_child(holder);
   auto rows = json::parse(get("/api/jobs").body)["jobs"];
   for (const auto& row : rows) {
     if (row["id"] == "dead-job") {

@@ -60,6 +60,28 @@ TEST(rows_request, rows_by_name_become_the_tensors_infer_takes) {
   EXPECT_LT(r->ids[0], 100);
 }
 
+// A categorical cell given as a JSON number is the number's text as the request wrote it, as the CSV
+// held it: 1e3 is the category "1e3" and 2.50 is "2.50" (they were json's own text, "1000.0" and
+// "2.5": other categories, answered silently); an integer is its own text.
+TEST(rows_request, a_number_in_a_categorical_column_is_its_text_as_written) {
+  const auto enc = encoder();
+  const auto id_of = [&](const std::string& cell) -> std::int64_t {
+    auto r = parse_rows_request(R"({"rows": [{"a": 1, "b": 2, "c": )" + cell + "}]}", shape(), &enc, "");
+    EXPECT_TRUE(r) << cell << ": " << r.err().to_string();
+    return r && r->ids.size() == 1 ? r->ids[0] : -1;
+  };
+  EXPECT_EQ(id_of("1e3"), id_of(R"("1e3")"));
+  EXPECT_NE(id_of("1e3"), id_of(R"("1000.0")"));
+  EXPECT_EQ(id_of("2.50"), id_of(R"("2.50")"));
+  EXPECT_NE(id_of("2.50"), id_of(R"("2.5")"));
+  EXPECT_EQ(id_of("7"), id_of(R"("7")"));
+  EXPECT_EQ(id_of("-0.0"), id_of(R"("-0.0")"));
+  // A dense column reads the same value either way (the text parses to the same number).
+  auto d = parse_rows_request(R"({"rows": [{"a": 1e3, "b": 2.50, "c": "x"}]})", shape(), &enc, "");
+  ASSERT_TRUE(d) << d.err().to_string();
+  EXPECT_EQ(d->dense, (std::vector<float>{1000.0f, -3.75f}));
+}
+
 // A boolean has no one text in a CSV ("True" from pandas): refused, where it was read as "true".
 TEST(rows_request, a_boolean_is_refused_naming_the_text_to_send) {
   const std::string why = refused(R"({"rows": [{"a": 1, "b": 2, "c": true}]})");

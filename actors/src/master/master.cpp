@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 
+#include <cmath>
 #include <fstream>
 #include <optional>
 
@@ -263,9 +264,23 @@ void on_node_exited(master_actor* self, const message& m, schema::NodeExited::Re
   member_gone(self, id, n.getStatus().cStr());
 }
 
+// A report a worker could have sent: from a worker's name (a member, or one the view lost since:
+// its last report is still its work), with counts one report can hold. A peer holding the token
+// sent samples 2^64 - 1 from a node named "evil", and the job's result said "dropped_steps":
+// 18446744073709551615 beside "ok": true.
+bool plausible_progress(const message& m, schema::WorkerProgress::Reader p) {
+  constexpr std::uint64_t most = std::uint64_t{1} << 40;
+  const bool ok = m.from_node().name.rfind("worker-", 0) == 0 && p.getSamples() < most &&
+                  p.getSteps() < most && p.getDroppedSteps() < most && std::isfinite(p.getLossSum()) &&
+                  std::abs(p.getLossSum()) < 1e15;
+  if (!ok) spdlog::debug("ignored a progress report from {}: no worker's", m.from_node().to_string());
+  return ok;
+}
+
 // A worker's progress report into the job's counters and the observer; ring rank 0's goodput
 // estimate (the ring's) replaces the last one.
 void on_worker_progress(master_state& st, const message& m, schema::WorkerProgress::Reader p) {
+  if (!plausible_progress(m, p)) return;
   st.progress.add(p.getSamples(), p.getSteps(), p.getLossSum(), p.getDroppedSteps(), p.getFirstStepWallMs());
   st.outcome.steps_by[m.from_node().to_string()] += p.getSteps();
   st.obs->progress(m.from_node(), p.getSamples(), p.getSteps());

@@ -57,6 +57,10 @@ int runner::run() {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   std::signal(SIGHUP, on_signal);  // the terminal closed: the job ends as on SIGTERM, its story written
+  // Its output piped to a reader that left (`troupe run job.toml | head`): the job goes on, unread,
+  // to its end and result.json (SIGPIPE killed the runner, exit 141, the job "dead"). Nodes start
+  // with every signal as by default (local/spawn.cpp), tools too (run_tool.cpp).
+  std::signal(SIGPIPE, SIG_IGN);
   if (int rc = setup(); rc != 0) return setup_ended(rc);
   spdlog::info("job {} in {} ({} workers, strategy {}{}), instance {}", dir_->job_id(), dir_->path(),
                slots_.target(), spec_.job.strategy,

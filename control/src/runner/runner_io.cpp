@@ -144,8 +144,9 @@ std::string runner::pause_notes(const status_snapshot& s) const {
 }
 
 // The rate and loss a progress line shows: the master's last window's; on the final line this run's
-// mean rate and the last training loss the master reported (a job's last window is mostly without
-// steps: a job that trained 100,000 rows ended on "0 samples/s  loss -").
+// mean rate and the training loss of the master's result (the last status's when it sent none: a
+// job's last window is mostly without steps, and one that trained 100,000 rows ended on "0
+// samples/s  loss -").
 // A prediction's rows may have no labels: its loss (against class 0 then) is not shown; nor is one
 // before the first step ("-").
 std::pair<double, std::string> runner::shown_pace(const status_snapshot& s, double secs,
@@ -153,7 +154,10 @@ std::pair<double, std::string> runner::shown_pace(const status_snapshot& s, doub
   double rate = s.samples_per_sec, loss = s.has_loss() ? s.loss : std::nan("");
   if (final_line && samples_at_start_ && secs > 0 && s.samples_total >= *samples_at_start_)
     rate = static_cast<double>(s.samples_total - *samples_at_start_) / secs;
-  if (final_line && !std::isfinite(loss)) {
+  // The final line's loss is the final JSON's `train_loss` (the master's word as it finished): the
+  // last status the runner had was up to a poll older, and an allreduce job's read 0.5718 beside
+  // the JSON's 0.4214.
+  if (final_line) {
     auto r = nlohmann::json::parse(outcome_.master_result(), nullptr, false);
     if (r.is_object() && r.contains("train_loss") && r["train_loss"].is_number())
       loss = r["train_loss"].get<double>();

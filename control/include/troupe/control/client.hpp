@@ -64,5 +64,10 @@ expected<scale_answer> scale_job(const std::string& job_dir, std::uint32_t worke
 expected<void> request_stop(const std::string& job_dir, const std::string& who = "troupe stop");
 // request_stop, then waits until the runner has exited (at most 15 s on `clk`): `troupe stop`.
 expected<void> stop_job(const std::string& job_dir, troupe::clock& clk = troupe::clock::system());
+// stop_job's error `e` when the runner dropped the stop's connection without answering (its master
+// had just finished the job): once result.json is there (up to 2 s on `clk`), "job X is ending: its
+// master finished it, ..." while the runner runs, "job X is not running: it ended (finished; ...)"
+// once it has written its own; else `e` ("runner went down before replying").
+error stop_unanswered(const std::string& job_dir, troupe::clock& clk, error e);
 
 }  // namespace troupe::control

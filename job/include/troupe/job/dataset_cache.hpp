@@ -22,6 +22,10 @@ struct cache_entry {
   std::int64_t last_used_ms = 0;  // unix ms of the last pin (else of the entry's newest file)
   bool in_use = false;            // a job pins it now (or a preparer holds it)
   bool ours = true;               // this user's alone (entry_problem): else listed, never opened or pruned
+  // A directory a job made (its name a dataset key, `<source>-<16 hex digits>`, holding the entry's
+  // pin, its preparation lock or a train store): else listed, never opened, measured or pruned (a
+  // mistyped --cache pointed at a directory of the user's own files pruned them all).
+  bool made_by_a_job = true;
 };
 
 // The dataset cache of jobs under `root` whose job file names none ([job] dataset_cache):
@@ -56,7 +60,8 @@ expected<std::vector<cache_entry>> list_cache(const std::string& cache);
 // Removes the entries no job pins that were last used before `used_before_ms` (unix ms; a value
 // past now: every unpinned entry); with `dry_run`, removes nothing. Returns the entries removed (or
 // that would be), in `kept_in_use` those passed over because a job uses them, and in `theirs` the
-// entries of another user (never pruned: cache_entry::ours).
+// entries of another user and the directories no job made (never pruned: cache_entry::ours,
+// cache_entry::made_by_a_job).
 expected<std::vector<cache_entry>> prune_cache(const std::string& cache, std::int64_t used_before_ms,
                                                bool dry_run, std::vector<cache_entry>* kept_in_use = nullptr,
                                                std::vector<cache_entry>* theirs = nullptr);

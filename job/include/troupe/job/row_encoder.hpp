@@ -39,8 +39,13 @@ class row_encoder {
  public:
   // Errors (naming `where`): the format's policy or hash unknown to this build, a standardized
   // column that is not dense, a mean or std that is not finite, sparse columns without buckets.
-  static expected<row_encoder> create(const storage::row_format& f, const std::string& where = "row format");
-  // From the manifest of a store made by `troupe data import csv`; an error for any other store.
+  // With `num_classes` (a model's), a label that is a class id from it up is no class: an error
+  // naming the line, as a label no class name is (0: any id; evaluate scored label 2 of a binary
+  // model as a loss, and `data import csv --like` wrote it into a store of 2 classes).
+  static expected<row_encoder> create(const storage::row_format& f, const std::string& where = "row format",
+                                      std::uint32_t num_classes = 0);
+  // From the manifest of a store made by `troupe data import csv` (its classes bound the labels); an
+  // error for any other store.
   static expected<row_encoder> from_manifest(const storage::manifest& m, const std::string& where);
 
   row_encoder(row_encoder&&) noexcept;

@@ -42,6 +42,9 @@ expected<std::uint64_t> visit_parts(const std::string& predictions_dir,
 struct prediction_metrics {
   std::uint64_t rows = 0;
   double loss = 0, accuracy = 0, auc = 0;
+  // Rows the model gave no finite output for (their loss makes the mean loss NaN), and the record
+  // number of the first.
+  std::uint64_t unscored = 0, first_unscored = 0;
 };
 expected<prediction_metrics> score_parts(const std::string& predictions_dir);
 

@@ -16,11 +16,13 @@ struct eval_result {
 
 // The metrics of a whole evaluation set: `scores` holds a row's probability of the positive class
 // (width 1: a binary model) or one probability per class (width = classes); `loss_sum` is the sum
-// of the batches' mean losses, each times its rows.
+// of the batches' mean losses, each times its rows. A row whose scores are not all finite is no
+// prediction: it counts as wrong (a NaN read as class 0 in a binary model's accuracy).
 eval_result score_predictions(std::span<const float> scores, std::size_t width, std::span<const float> labels,
                               double loss_sum);
 
-// Fraction of rows whose argmax over `classes` scores equals the label. scores: [n x classes].
+// Fraction of rows whose argmax over `classes` scores equals the label (a row with a score that is
+// not finite never does). scores: [n x classes].
 double accuracy(std::span<const float> scores, std::size_t classes, std::span<const float> labels);
 
 // Mean binary log loss of probabilities p against 0/1 labels; p clipped to [1e-7, 1-1e-7].
