@@ -28,6 +28,7 @@
 #include "troupe/job/csv_import.hpp"
 #include "troupe/model/model_dir.hpp"
 #include "troupe/model/predictions.hpp"
+#include "troupe/nn/metrics.hpp"
 
 namespace troupe::cli {
 namespace {
@@ -170,7 +171,7 @@ std::string csv_header(const model::model_info& m, std::uint32_t width, bool lin
 // values "nan") where the model gave a value that is no number (a row far outside what it was
 // trained on): it was written as class 0 with "-nan".
 bool write_row(std::ofstream& f, const model::model_info& m, const float* v, std::uint32_t width) {
-  const bool finite = std::all_of(v, v + width, [](float x) { return std::isfinite(x); });
+  const bool finite = nn::scored(v, width);
   char num[32];
   auto value = [&](float x) {
     if (!finite) return f << ",nan", void();

@@ -108,9 +108,9 @@ void check_flag_values(CLI::App& app) {
       "", "NON_EMPTY");
   static const CLI::Validator non_negative(
       [](std::string& v) {
-        return v.find_first_not_of(" \t") != std::string::npos && v[v.find_first_not_of(" \t")] == '-'
-                   ? "'" + v + "': expected a number from 0 up"
-                   : std::string();
+        const auto first = v.find_first_not_of(" \t");
+        return first != std::string::npos && v[first] == '-' ? "'" + v + "': expected a number from 0 up"
+                                                             : std::string();
       },
       "", "NON_NEGATIVE");
   for (auto* o : app.get_options([](CLI::Option* o) { return o->get_items_expected_max() > 0; })) {

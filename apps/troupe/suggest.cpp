@@ -26,9 +26,6 @@ const CLI::Option* flag_named(const std::vector<const CLI::Option*>& flags, std:
   return nullptr;
 }
 
-}  // namespace
-
-namespace {
 // `word` is none of `subs`: the nearest, else (nothing near) the choices (CLI11 said only "A
 // subcommand is required").
 std::string unknown_subcommand(std::string_view word, const std::vector<CLI::App*>& subs) {
@@ -44,8 +41,7 @@ std::string unknown_subcommand(std::string_view word, const std::vector<CLI::App
 
 std::string suggestion(CLI::App& app, int argc, const char* const* argv, std::string* command) {
   CLI::App* at = &app;
-  std::string path = "troupe";
-  if (command) *command = path;
+  if (command) *command = "troupe";
   for (int i = 1; i < argc; ++i) {
     std::string_view word = argv[i];
     if (word == "--") break;
@@ -70,8 +66,7 @@ std::string suggestion(CLI::App& app, int argc, const char* const* argv, std::st
         std::find_if(subs.begin(), subs.end(), [&](CLI::App* s) { return s->check_name(std::string(word)); });
     if (it != subs.end()) {
       at = *it;
-      path += " " + at->get_name();
-      if (command) *command = path;
+      if (command) command->append(" ").append(at->get_name());
       continue;
     }
     return unknown_subcommand(word, subs);

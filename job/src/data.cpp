@@ -1,4 +1,5 @@
 #include "troupe/job/data.hpp"
+#include "troupe/job/dataset_cache.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -145,13 +146,7 @@ std::string data_key(const nn::data_config& c) {
     << c.synthetic.bias << '|' << c.synthetic.model_seed << '|' << c.synthetic.sample_seed << '|'
     << c.test_rows;
   std::string text = k.str();
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx",
-                static_cast<unsigned long long>(XXH64(text.data(), text.size(), 0)));
-  std::string source = c.source;
-  for (auto& ch : source)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '-';
-  return source + "-" + hex;
+  return cache_entry_name(c.source, XXH64(text.data(), text.size(), 0));
 }
 
 // A complete store whose every record reads back; a corrupt one is reported (it is rebuilt).

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -77,22 +79,33 @@ struct exclusive {
   }
 };
 
-// cache_entry::made_by_a_job: named as data.cpp's data_key names entries, holding what a job puts
-// there first (the pin, the preparation lock) or, an earlier troupe's, a train store.
+// cache_entry::made_by_a_job: named as a job names entries, holding what a job puts there first
+// (the pin, the preparation lock) or, an earlier troupe's, a train store.
 bool made_by_a_job(const fs::path& d) {
-  const auto name = d.filename().string();
-  const auto dash = name.rfind('-');
-  if (dash == std::string::npos || dash == 0 || name.size() - dash - 1 != 16 ||
-      name.find_first_not_of("0123456789abcdef", dash + 1) != std::string::npos ||
-      name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") !=
-          std::string::npos)
-    return false;
+  if (!is_cache_entry_name(d.filename().string())) return false;
   std::error_code ec;
   return fs::is_regular_file(d / pin_file, ec) || fs::is_regular_file(d / "lock", ec) ||
          fs::is_regular_file(d / "train" / "data.mdb", ec);
 }
 
 }  // namespace
+
+std::string cache_entry_name(std::string_view source, std::uint64_t hash) {
+  std::string name(source);
+  for (auto& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '-';
+  char hex[18];
+  std::snprintf(hex, sizeof hex, "-%016llx", static_cast<unsigned long long>(hash));
+  return name + hex;
+}
+
+bool is_cache_entry_name(std::string_view name) {
+  const auto dash = name.rfind('-');
+  return dash != std::string_view::npos && dash > 0 && name.size() - dash - 1 == 16 &&
+         name.find_first_not_of("0123456789abcdef", dash + 1) == std::string_view::npos &&
+         std::all_of(name.begin(), name.end(),
+                     [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-'; });
+}
 
 std::string default_dataset_cache(const std::string& root) {
   return cluster::own_subdir(root, "datasets");

@@ -152,11 +152,9 @@ expected<prediction_metrics> score_parts(const std::string& dir) {
   std::uint64_t unscored = 0, first_unscored = 0;
   auto n = visit_parts(dir, [&](const prediction_part& p) -> expected<void> {
     width = p.width;
-    for (std::uint64_t r = 0; r < p.rows; ++r) {
-      const float* v = p.values.data() + r * p.width;
-      if (!std::all_of(v, v + p.width, [](float x) { return std::isfinite(x); }) && unscored++ == 0)
+    for (std::uint64_t r = 0; r < p.rows; ++r)
+      if (!nn::scored(p.values.data() + r * p.width, p.width) && unscored++ == 0)
         first_unscored = p.first + r;
-    }
     scores.insert(scores.end(), p.values.begin(), p.values.end());
     labels.insert(labels.end(), p.labels.begin(), p.labels.end());
     loss_sum += p.loss_sum;

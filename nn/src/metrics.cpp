@@ -9,13 +9,16 @@
 
 namespace troupe::nn {
 
+bool scored(const float* row, std::size_t width) {
+  return std::all_of(row, row + width, [](float x) { return std::isfinite(x); });
+}
+
 double accuracy(std::span<const float> scores, std::size_t classes, std::span<const float> labels) {
   if (labels.empty() || classes == 0) return 0;
   std::size_t correct = 0;
   for (std::size_t i = 0; i < labels.size(); ++i) {
     const float* row = scores.data() + i * classes;
-    if (!std::all_of(row, row + classes, [](float x) { return std::isfinite(x); }))
-      continue;  // no prediction
+    if (!scored(row, classes)) continue;  // no prediction
     auto best = static_cast<std::size_t>(std::max_element(row, row + classes) - row);
     correct += best == static_cast<std::size_t>(labels[i]);
   }
@@ -69,7 +72,7 @@ eval_result score_predictions(std::span<const float> scores, std::size_t width, 
   if (width == 1) {
     std::size_t right = 0;
     for (std::size_t i = 0; i < r.rows; ++i)
-      right += std::isfinite(scores[i]) && (scores[i] >= 0.5f) == (labels[i] > 0.5f);
+      right += scored(&scores[i], 1) && (scores[i] >= 0.5f) == (labels[i] > 0.5f);
     r.accuracy = static_cast<double>(right) / static_cast<double>(r.rows);
     r.auc = auc(scores.first(r.rows), labels);
   } else {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "troupe/core/error.hpp"
@@ -27,6 +28,12 @@ struct cache_entry {
   // mistyped --cache pointed at a directory of the user's own files pruned them all).
   bool made_by_a_job = true;
 };
+
+// The directory name of a cache entry: the source with every character but a letter or digit as
+// '-', then '-' and the config's hash in 16 hex digits ("fashion-mnist-0123456789abcdef").
+std::string cache_entry_name(std::string_view source, std::uint64_t hash);
+// Whether `name` is one cache_entry_name could give.
+bool is_cache_entry_name(std::string_view name);
 
 // The dataset cache of jobs under `root` whose job file names none ([job] dataset_cache):
 // root/datasets, or root/datasets-<uid> where that is not the user's own (a root several users

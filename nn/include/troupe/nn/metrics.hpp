@@ -14,6 +14,10 @@ struct eval_result {
   double auc = 0;
 };
 
+// Whether a row's `width` scores are a prediction: every one finite (a row far outside what the
+// model was trained on, or a model whose weights are not, gives NaN or an infinity).
+bool scored(const float* row, std::size_t width);
+
 // The metrics of a whole evaluation set: `scores` holds a row's probability of the positive class
 // (width 1: a binary model) or one probability per class (width = classes); `loss_sum` is the sum
 // of the batches' mean losses, each times its rows. A row whose scores are not all finite is no
